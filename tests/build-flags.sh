@@ -1,0 +1,23 @@
+#!/bin/sh
+# build-flags.sh -- the libraries export exactly their public names
+. "$top_srcdir/tests/lib.sh"
+rdmamsg_so=$(ls "$top_builddir"/lib/.libs/librdmamsg.so 2>/dev/null)
+[ -n "$rdmamsg_so" ] || skip_all "librdmamsg.so not built (static build?)"
+
+nm -D --defined-only "$rdmamsg_so" | awk '$2 ~ /[TDBR]/ {print $3}' |
+	sed 's/@.*//' | sort -u >"$tap_tmp/rdmamsg.syms"
+grep -v '^rdmamsg_' "$tap_tmp/rdmamsg.syms" >"$tap_tmp/bad"
+test ! -s "$tap_tmp/bad"
+ok $? "librdmamsg exports only rdmamsg_* names"
+show_log "$tap_tmp/bad"
+grep -q '^rdmamsg__' "$tap_tmp/rdmamsg.syms"
+test $? -ne 0
+ok $? "librdmamsg exports no rdmamsg__ internals"
+
+nm -D --defined-only "$SOFTRDMA_LIB" | awk '$2 ~ /[TDBRW]/ {print $3}' |
+	sed 's/@.*//' | sort -u >"$tap_tmp/soft.syms"
+grep -Ev '^(ibv_|rdma_|mlx5dv_|softrdma_)' "$tap_tmp/soft.syms" >"$tap_tmp/bad"
+test ! -s "$tap_tmp/bad"
+ok $? "libsoftrdma exports only ibv_/rdma_/mlx5dv_/softrdma_ names"
+show_log "$tap_tmp/bad"
+done_testing

@@ -1,0 +1,76 @@
+# lib.sh -- TAP helpers for the shell tests (sourced, not run)
+#
+# Each test sources this, calls ok/skip as it goes, and ends with
+# done_testing.  Background processes started with bg are killed at exit.
+tap_n=0
+tap_failed=0
+tap_pids=
+tap_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rdmamsg-test.XXXXXX")
+
+# ok COND-STATUS NAME -- report one assertion from an exit status
+ok() {
+	tap_n=$((tap_n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $tap_n - $2"
+	else
+		echo "not ok $tap_n - $2"
+		tap_failed=$((tap_failed + 1))
+	fi
+}
+
+# skip NAME REASON -- report one skipped assertion
+skip() {
+	tap_n=$((tap_n + 1))
+	echo "ok $tap_n - $1 # SKIP $2"
+}
+
+# skip_all REASON -- skip the whole file
+skip_all() {
+	echo "1..0 # SKIP $1"
+	exit 0
+}
+
+diag() {
+	echo "# $*"
+}
+
+# show_log FILE -- copy a log into the TAP stream as diagnostics
+show_log() {
+	[ -f "$1" ] && sed 's/^/#   /' "$1" | tail -n 40
+}
+
+# bg CMD... -- start a background process that is killed at exit
+bg() {
+	"$@" &
+	tap_pids="$tap_pids $!"
+}
+
+# free_port -- a TCP port that nothing listens on now
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+		echo $((20000 + $$ % 20000))
+}
+
+# wait_port PORT [SECONDS] -- wait until something listens on PORT (TCP)
+wait_port() {
+	_i=0
+	while [ $_i -lt $((${2:-10} * 10)) ]; do
+		if grep -q ":$(printf '%04X' "$1") 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+
+done_testing() {
+	echo "1..$tap_n"
+	[ "$tap_failed" -eq 0 ]
+}
+
+tap_cleanup() {
+	for _p in $tap_pids; do kill -9 "$_p" 2>/dev/null; done
+	rm -rf "$tap_tmp"
+}
+trap tap_cleanup EXIT
