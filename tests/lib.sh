@@ -2,6 +2,16 @@
 #
 # Each test sources this, calls ok/skip as it goes, and ends with
 # done_testing.  Background processes started with bg are killed at exit.
+#
+# Third-party programs run on softrdma with LD_PRELOAD="$SOFTRDMA_PRELOAD":
+# that is $SOFTRDMA_LIB, preceded by the sanitizer runtimes in a
+# --enable-sanitizers build (whose leak reports about those programs'
+# own allocations are not ours to judge).
+if [ -n "${SAN_PRELOAD:-}" ]; then
+	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:verify_asan_link_order=0}
+	export ASAN_OPTIONS
+fi
+SOFTRDMA_PRELOAD=${SOFTRDMA_PRELOAD:-$SOFTRDMA_LIB}
 tap_n=0
 tap_failed=0
 tap_pids=
