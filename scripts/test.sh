@@ -28,30 +28,26 @@ cd "$build"
 RDMAMSG_TEST_VALGRIND=0
 [ "$mode" = --valgrind ] && RDMAMSG_TEST_VALGRIND=1
 export RDMAMSG_TEST_VALGRIND
-rm -f test-suite.log
-status=0
-make -j"$(nproc)" $target DISTCHECK_CONFIGURE_FLAGS="--enable-picky" || status=$?
+out=$build/.test-output
+{
+	status=0
+	make -j"$(nproc)" $target DISTCHECK_CONFIGURE_FLAGS="--enable-picky" || status=$?
+	echo "$status" >"$out.rc"
+} 2>&1 | tee "$out"
+status=$(cat "$out.rc")
 
-# One closing line for people and for CI.  distcheck's logs live in the
-# unpacked tree, which distcheck removes on success.
-logs=$(find "$build" -name test-suite.log 2>/dev/null)
+# One closing line for people and for CI, from automake's summaries
+# (distcheck prints one for the tree it unpacked).
 pass=0
 fail=0
 skip=0
-for log in $logs; do
-	p=$(sed -n 's/^# PASS: *//p' "$log" | head -n1)
-	f=$(sed -n 's/^# FAIL: *//p' "$log" | head -n1)
-	e=$(sed -n 's/^# ERROR: *//p' "$log" | head -n1)
-	x=$(sed -n 's/^# XPASS: *//p' "$log" | head -n1)
-	s=$(sed -n 's/^# SKIP: *//p' "$log" | head -n1)
-	pass=$((pass + ${p:-0}))
-	fail=$((fail + ${f:-0} + ${e:-0} + ${x:-0}))
-	skip=$((skip + ${s:-0}))
-	if [ "${f:-0}${e:-0}${x:-0}" != 000 ]; then
-		echo "---- failures in $log ----"
-		sed -n '/^FAIL\|^ERROR\|^XPASS/,/^$/p' "$log" | head -n 200
-	fi
-done
+for n in $(sed -n 's/^# PASS: *//p' "$out"); do pass=$((pass + n)); done
+for n in $(sed -n 's/^# \(FAIL\|ERROR\|XPASS\): *//p' "$out"); do fail=$((fail + n)); done
+for n in $(sed -n 's/^# SKIP: *//p' "$out"); do skip=$((skip + n)); done
+if [ $fail -ne 0 ]; then
+	# test-suite.log holds the logs of the tests that failed.
+	find "$build" -name test-suite.log -exec sed -n '/^\(FAIL\|ERROR\|XPASS\):/,$p' {} +
+fi
 [ $status -ne 0 ] && [ $fail -eq 0 ] && fail=1
 echo "test.sh $mode"
 echo "tests: $pass passed, $fail failed, $skip skipped"
