@@ -6,8 +6,7 @@
 #include <string.h>
 
 #include "rdmamsg.h"
-
-#define RDMAMSG_EXPORT __attribute__((visibility("default")))
+#include "internal.h"
 
 #define STR_(x) #x
 #define STR(x)	STR_(x)
@@ -55,6 +54,16 @@ RDMAMSG_EXPORT const char *rdmamsg_strerror(int err)
 		return "no RDMA device";
 	case -EPROTO:
 		return "protocol error or incompatible peer";
+	case -EALREADY:
+		return "operation already in progress";
+	case -EHOSTUNREACH:
+		return "peer address or route cannot be resolved";
+	case -EADDRINUSE:
+		return "address already in use";
+	case -ENOENT:
+		return "no such device";
+	case -ENOBUFS:
+		return "receive buffers exhausted";
 	}
 	return "unknown error";
 }
