@@ -1,0 +1,8 @@
+#!/bin/sh
+# perftest-send-lat.sh -- ib_send_lat (RC send/recv ping-pong, ibv_wr_* API)
+# on softrdma: inline (8 B) and non-inline, multi-MTU (8 KiB) messages
+pt_name=send-lat
+. "$top_srcdir/tests/thirdparty/perftest-lib.sh"
+pt_lat ib_send_lat 8 1000 1
+pt_lat ib_send_lat 8192 500 1
+done_testing
