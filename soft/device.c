@@ -1,11 +1,483 @@
 /* SPDX-License-Identifier: MIT */
-/* device.c -- softrdma device list and context (placeholder) */
+/* device.c -- softrdma device list, context, queries and helper verbs */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include "softrdma.h"
 
-SOFT_EXPORT int softrdma_version(void);
+#undef ibv_query_port
+#undef ibv_get_device_list
 
-/* softrdma_version -- ABI level of this softrdma build */
-int softrdma_version(void)
+/*
+ * GID table: index 0 is the link-local fe80::/64 GID made from the node
+ * GUID, index 1 is ::ffff:127.0.0.1, then the host's other interface
+ * addresses (IPv4-mapped, then global IPv6), all of type RoCE v2.
+ */
+static union ibv_gid gid_tbl[SOFT_GID_TBL_LEN];
+static int gid_count;
+static uint64_t node_guid; /* host order */
+static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
+static const char not_mlx5_marker[] = "softrdma";
+
+static struct soft_device soft_dev = {
+	.dev =
+		{
+			.node_type = IBV_NODE_CA,
+			.transport_type = IBV_TRANSPORT_IB,
+			.name = "softrdma0",
+			.dev_name = "uverbs_softrdma0",
+			.dev_path =
+				"/sys/class/infiniband_verbs/uverbs_softrdma0",
+			.ibdev_path = "/sys/class/infiniband/softrdma0",
+		},
+	.not_mlx5 = not_mlx5_marker,
+};
+
+/* gid_add -- append a GID unless present or the table is full */
+static void gid_add(const union ibv_gid *g)
 {
-	return 1;
+	int i;
+
+	for (i = 0; i < gid_count; i++)
+		if (!memcmp(&gid_tbl[i], g, sizeof(*g)))
+			return;
+	if (gid_count < SOFT_GID_TBL_LEN)
+		gid_tbl[gid_count++] = *g;
+}
+
+static void gid_v4(union ibv_gid *g, uint32_t addr_be)
+{
+	memset(g, 0, sizeof(*g));
+	g->raw[10] = 0xff;
+	g->raw[11] = 0xff;
+	memcpy(&g->raw[12], &addr_be, 4);
+}
+
+/* dev_init -- node GUID and GID table, once per process */
+static void dev_init(void)
+{
+	struct ifaddrs *ifa = NULL, *i;
+	union ibv_gid g;
+	uint64_t guid_be;
+	long hid = gethostid();
+
+	node_guid = 0x02536f6674000000ull | ((uint64_t)hid & 0xffffff);
+	guid_be = htobe64(node_guid ^ 0x0200000000000000ull);
+	memset(&g, 0, sizeof(g));
+	g.raw[0] = 0xfe;
+	g.raw[1] = 0x80;
+	memcpy(&g.raw[8], &guid_be, 8);
+	gid_add(&g);
+	gid_v4(&g, htonl(INADDR_LOOPBACK));
+	gid_add(&g);
+	if (getifaddrs(&ifa) == 0) {
+		for (i = ifa; i; i = i->ifa_next) {
+			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+				continue;
+			gid_v4(&g, ((struct sockaddr_in *)i->ifa_addr)
+					   ->sin_addr.s_addr);
+			gid_add(&g);
+		}
+		for (i = ifa; i; i = i->ifa_next) {
+			struct in6_addr *a;
+
+			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET6)
+				continue;
+			a = &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+			if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a))
+				continue;
+			memcpy(g.raw, a, 16);
+			gid_add(&g);
+		}
+		freeifaddrs(ifa);
+	}
+	soft_dev.dev.node_type = IBV_NODE_CA;
+}
+
+/* soft_gid_count -- number of valid GID entries */
+int soft_gid_count(void)
+{
+	pthread_once(&dev_once, dev_init);
+	return gid_count;
+}
+
+SOFT_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices);
+SOFT_EXPORT void ibv_free_device_list(struct ibv_device **list);
+SOFT_EXPORT const char *ibv_get_device_name(struct ibv_device *device);
+SOFT_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device);
+SOFT_EXPORT int ibv_get_device_index(struct ibv_device *device);
+SOFT_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device);
+SOFT_EXPORT int ibv_close_device(struct ibv_context *context);
+SOFT_EXPORT int ibv_query_device(struct ibv_context *context,
+				 struct ibv_device_attr *attr);
+SOFT_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
+			       struct _compat_ibv_port_attr *port_attr);
+SOFT_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
+			      int index, union ibv_gid *gid);
+SOFT_EXPORT int _ibv_query_gid_ex(struct ibv_context *context,
+				  uint32_t port_num, uint32_t gid_index,
+				  struct ibv_gid_entry *entry, uint32_t flags,
+				  size_t entry_size);
+SOFT_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
+					 struct ibv_gid_entry *entries,
+					 size_t max_entries, uint32_t flags,
+					 size_t entry_size);
+SOFT_EXPORT int ibv_query_gid_type(struct ibv_context *context,
+				   uint8_t port_num, unsigned int index,
+				   int *type);
+SOFT_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num,
+			       int index, __be16 *pkey);
+SOFT_EXPORT int ibv_get_pkey_index(struct ibv_context *context,
+				   uint8_t port_num, __be16 pkey);
+
+/* ibv_get_device_list -- the one softrdma device */
+struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	struct ibv_device **l;
+
+	pthread_once(&dev_once, dev_init);
+	l = calloc(2, sizeof(*l));
+	if (!l) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	l[0] = &soft_dev.dev;
+	if (num_devices)
+		*num_devices = 1;
+	return l;
+}
+
+/* ibv_free_device_list -- free the array from ibv_get_device_list */
+void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+/* ibv_get_device_name -- kernel-style device name */
+const char *ibv_get_device_name(struct ibv_device *device)
+{
+	return device ? device->name : NULL;
+}
+
+/* ibv_get_device_guid -- node GUID, network order */
+__be64 ibv_get_device_guid(struct ibv_device *device)
+{
+	pthread_once(&dev_once, dev_init);
+	return htobe64(node_guid);
+}
+
+/* ibv_get_device_index -- device index (there is one device) */
+int ibv_get_device_index(struct ibv_device *device)
+{
+	return 0;
+}
+
+static int soft_query_port(struct ibv_context *context, uint8_t port_num,
+			   struct ibv_port_attr *port_attr, size_t len);
+static int soft_query_device_ex(struct ibv_context *context,
+				const struct ibv_query_device_ex_input *input,
+				struct ibv_device_attr_ex *attr, size_t len);
+static int soft_req_notify_cq_op(struct ibv_cq *cq, int solicited_only);
+
+struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
+				 struct ibv_qp_init_attr_ex *attr);
+struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
+				    struct ibv_cq_init_attr_ex *attr);
+struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
+				   struct ibv_srq_init_attr_ex *attr);
+int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+static int soft_req_notify_cq_op(struct ibv_cq *cq, int solicited_only)
+{
+	return soft_req_notify_cq(cq, solicited_only);
+}
+
+/* ibv_open_device -- a context with its registry slot and async fd */
+struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct soft_context *ctx;
+	struct ibv_context *c;
+	pthread_mutexattr_t ma;
+
+	if (device != &soft_dev.dev) {
+		errno = ENODEV;
+		return NULL;
+	}
+	pthread_once(&dev_once, dev_init);
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (soft_reg_attach())
+		goto free_ctx;
+	ctx->reg_idx = soft_reg_ctx_alloc();
+	if (ctx->reg_idx < 0)
+		goto detach;
+	ctx->async = soft_evq_new(sizeof(struct ibv_async_event));
+	if (!ctx->async)
+		goto free_slot;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&ctx->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	soft_list_init(&ctx->qps);
+	soft_list_init(&ctx->cqs);
+	soft_list_init(&ctx->srqs);
+
+	c = &ctx->vctx.context;
+	c->device = device;
+	c->cmd_fd = -1;
+	c->async_fd = soft_evq_fd(ctx->async);
+	c->num_comp_vectors = 1;
+	pthread_mutex_init(&c->mutex, NULL);
+	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	c->ops.poll_cq = soft_poll_cq;
+	c->ops.req_notify_cq = soft_req_notify_cq_op;
+	c->ops.post_send = soft_post_send;
+	c->ops.post_recv = soft_post_recv;
+	c->ops.post_srq_recv = soft_post_srq_recv;
+	ctx->vctx.sz = sizeof(struct verbs_context);
+	ctx->vctx.query_port = soft_query_port;
+	ctx->vctx.query_device_ex = soft_query_device_ex;
+	ctx->vctx.create_qp_ex = soft_create_qp_ex;
+	ctx->vctx.create_cq_ex = soft_create_cq_ex;
+	ctx->vctx.create_srq_ex = soft_create_srq_ex;
+	return c;
+
+free_slot:
+	soft_reg_ctx_free(ctx->reg_idx);
+detach:
+	soft_reg_detach();
+free_ctx:
+	free(ctx);
+	return NULL;
+}
+
+/* ibv_close_device -- release a context (objects must be gone) */
+int ibv_close_device(struct ibv_context *context)
+{
+	struct soft_context *ctx;
+
+	if (!context)
+		return EINVAL;
+	ctx = to_sctx(context);
+	soft_thread_stop(ctx);
+	soft_evq_free(ctx->async);
+	soft_reg_ctx_free(ctx->reg_idx);
+	soft_reg_detach();
+	pthread_mutex_destroy(&ctx->lock);
+	pthread_mutex_destroy(&context->mutex);
+	free(ctx);
+	return 0;
+}
+
+/* fill_device_attr -- what softrdma supports */
+static void fill_device_attr(struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	strcpy(a->fw_ver, "1.0.0");
+	a->node_guid = htobe64(node_guid);
+	a->sys_image_guid = htobe64(node_guid);
+	a->max_mr_size = 1ull << 40;
+	a->page_size_cap = 0xfffff000;
+	a->vendor_id = 0xffffff;
+	a->vendor_part_id = 1;
+	a->hw_ver = 1;
+	a->max_qp = SOFT_MAX_QP;
+	a->max_qp_wr = SOFT_MAX_QP_WR;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
+			      IBV_DEVICE_PORT_ACTIVE_EVENT |
+			      IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+			      IBV_DEVICE_RESIZE_MAX_WR;
+	a->max_sge = SOFT_MAX_SGE;
+	a->max_sge_rd = SOFT_MAX_SGE;
+	a->max_cq = 16384;
+	a->max_cqe = SOFT_MAX_CQE;
+	a->max_mr = SOFT_MAX_MR;
+	a->max_pd = 65536;
+	a->max_qp_rd_atom = SOFT_MAX_RD_ATOM;
+	a->max_ee_rd_atom = 0;
+	a->max_res_rd_atom = SOFT_MAX_RD_ATOM * SOFT_MAX_QP;
+	a->max_qp_init_rd_atom = SOFT_MAX_RD_ATOM;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_srq = 4096;
+	a->max_srq_wr = SOFT_MAX_SRQ_WR;
+	a->max_srq_sge = SOFT_MAX_SGE;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+}
+
+/* ibv_query_device -- device attributes */
+int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *attr)
+{
+	if (!context || !attr)
+		return EINVAL;
+	fill_device_attr(attr);
+	return 0;
+}
+
+static int soft_query_device_ex(struct ibv_context *context,
+				const struct ibv_query_device_ex_input *input,
+				struct ibv_device_attr_ex *attr, size_t len)
+{
+	struct ibv_device_attr_ex a;
+
+	if (!attr || (input && input->comp_mask))
+		return EINVAL;
+	memset(&a, 0, sizeof(a));
+	fill_device_attr(&a.orig_attr);
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	if (len > sizeof(a))
+		len = sizeof(a);
+	memcpy(attr, &a, len);
+	return 0;
+}
+
+/* fill_port_attr -- one active RoCE v2 port */
+static void fill_port_attr(struct ibv_port_attr *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->state = IBV_PORT_ACTIVE;
+	p->max_mtu = IBV_MTU_4096;
+	p->active_mtu = IBV_MTU_4096;
+	p->gid_tbl_len = SOFT_GID_TBL_LEN;
+	p->port_cap_flags = IBV_PORT_CM_SUP;
+	p->max_msg_sz = SOFT_MAX_MSG_SZ;
+	p->pkey_tbl_len = 1;
+	p->max_vl_num = 1;
+	p->active_width = 2;  /* 4x */
+	p->active_speed = 32; /* EDR */
+	p->phys_state = 5;    /* LinkUp */
+	p->link_layer = IBV_LINK_LAYER_ETHERNET;
+}
+
+static int soft_query_port(struct ibv_context *context, uint8_t port_num,
+			   struct ibv_port_attr *port_attr, size_t len)
+{
+	struct ibv_port_attr a;
+
+	if (!context || !port_attr || port_num != 1)
+		return EINVAL;
+	fill_port_attr(&a);
+	if (len > sizeof(a))
+		len = sizeof(a);
+	memcpy(port_attr, &a, len);
+	return 0;
+}
+
+/* ibv_query_port -- legacy entry: the 48-byte compat struct */
+int ibv_query_port(struct ibv_context *context, uint8_t port_num,
+		   struct _compat_ibv_port_attr *port_attr)
+{
+	return soft_query_port(context, port_num,
+			       (struct ibv_port_attr *)port_attr, 48);
+}
+
+/* ibv_query_gid -- one GID; unused entries read as zero */
+int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
+		  union ibv_gid *gid)
+{
+	pthread_once(&dev_once, dev_init);
+	if (!context || !gid || port_num != 1 || index < 0 ||
+	    index >= SOFT_GID_TBL_LEN) {
+		errno = EINVAL;
+		return -1;
+	}
+	*gid = gid_tbl[index];
+	return 0;
+}
+
+static void fill_gid_entry(struct ibv_gid_entry *e, uint32_t i)
+{
+	memset(e, 0, sizeof(*e));
+	e->gid = gid_tbl[i];
+	e->gid_index = i;
+	e->port_num = 1;
+	e->gid_type = IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = 1;
+}
+
+/* _ibv_query_gid_ex -- GID entry with its type */
+int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+		      uint32_t gid_index, struct ibv_gid_entry *entry,
+		      uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+
+	pthread_once(&dev_once, dev_init);
+	if (!context || !entry || flags || port_num != 1 ||
+	    gid_index >= SOFT_GID_TBL_LEN)
+		return EINVAL;
+	if (gid_index >= (uint32_t)gid_count)
+		return ENODATA;
+	fill_gid_entry(&e, gid_index);
+	memcpy(entry, &e, entry_size < sizeof(e) ? entry_size : sizeof(e));
+	return 0;
+}
+
+/* _ibv_query_gid_table -- all valid GID entries */
+ssize_t _ibv_query_gid_table(struct ibv_context *context,
+			     struct ibv_gid_entry *entries, size_t max_entries,
+			     uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+	int i;
+
+	pthread_once(&dev_once, dev_init);
+	if (!context || flags || entry_size < sizeof(e))
+		return -EINVAL;
+	if (max_entries < (size_t)gid_count)
+		return -EINVAL;
+	for (i = 0; i < gid_count; i++) {
+		fill_gid_entry(&e, (uint32_t)i);
+		memcpy((char *)entries + (size_t)i * entry_size, &e, sizeof(e));
+	}
+	return gid_count;
+}
+
+/* ibv_query_gid_type -- sysfs-style type: 1 is RoCE v2 */
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
+		       unsigned int index, int *type)
+{
+	pthread_once(&dev_once, dev_init);
+	if (!context || !type || port_num != 1 ||
+	    index >= (unsigned)gid_count) {
+		errno = EINVAL;
+		return -1;
+	}
+	*type = 1;
+	return 0;
+}
+
+/* ibv_query_pkey -- the default P_Key only */
+int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
+		   __be16 *pkey)
+{
+	if (!context || !pkey || port_num != 1 || index != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	*pkey = htons(0xffff);
+	return 0;
+}
+
+/* ibv_get_pkey_index -- index of a P_Key */
+int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
+		       __be16 pkey)
+{
+	if (port_num != 1 || (ntohs(pkey) & 0x7fff) != 0x7fff) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
 }

@@ -3,7 +3,397 @@
 #ifndef SOFTRDMA_H
 #define SOFTRDMA_H
 
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
 /* Every standard entry point softrdma defines carries this mark. */
 #define SOFT_EXPORT __attribute__((visibility("default")))
+
+#define soft_container_of(ptr, type, member) \
+	((type *)((char *)(ptr)-offsetof(type, member)))
+
+/*
+ * Device limits.  They are what query_device reports and what the verbs
+ * enforce.
+ */
+#define SOFT_MAX_SGE	    32
+#define SOFT_MAX_INLINE	    512
+#define SOFT_MAX_QP_WR	    16384
+#define SOFT_MAX_CQE	    ((1 << 18) - 1)
+#define SOFT_MAX_SRQ_WR	    16384
+#define SOFT_MAX_RD_ATOM    128
+#define SOFT_MAX_MSG_SZ	    (1u << 30)
+#define SOFT_GID_TBL_LEN    16
+#define SOFT_MAX_QP	    4096 /* registry slots: qpn = gen << 12 | slot */
+#define SOFT_QP_SLOT_BITS   12
+#define SOFT_MAX_MR	    16384 /* registry slots: key = gen << 14 | slot */
+#define SOFT_MR_SLOT_BITS   14
+#define SOFT_MAX_CTX	    1024
+#define SOFT_NSTRIPES	    64
+#define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
+#define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
+
+/* Ring slots: 64-byte header then payload (copied data or an SGE list). */
+#define SOFT_SLOT_SIZE	  1024
+#define SOFT_SLOT_PAYLOAD (SOFT_SLOT_SIZE - 64)
+#define SOFT_SEG_HDR	  4096
+
+/* Host-global registry (POSIX shm) */
+struct soft_reg_ctx {
+	_Atomic int32_t pid; /* 0: free */
+	uint32_t pad;
+	uint64_t start;		/* owner's start time (pid reuse guard) */
+	_Atomic uint32_t wake;	/* futex word of the progress thread */
+	_Atomic uint32_t armed; /* a CQ of this context is armed */
+	uint8_t pad2[40];
+};
+
+struct soft_reg_qp {
+	uint32_t qpn; /* 0: free */
+	int32_t pid;
+	uint64_t start;
+	uint32_t pd_id;
+	uint32_t ctx_idx;
+	_Atomic uint32_t state;	 /* enum ibv_qp_state */
+	_Atomic uint32_t access; /* qp_access_flags */
+	uint32_t qp_type;
+	uint32_t pad[7];
+};
+
+struct soft_reg_mr {
+	uint32_t key; /* 0: free */
+	uint32_t access;
+	int32_t pid;
+	uint32_t pd_id;
+	uint64_t addr; /* iova */
+	uint64_t va;   /* process address of iova */
+	uint64_t len;
+	uint64_t start;
+	uint64_t pad;
+};
+
+struct soft_reg {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t unlinked;
+	pthread_mutex_t lock;
+	uint32_t qp_gen, mr_gen, next_pd_id, pad;
+	pthread_mutex_t key_lock[SOFT_NSTRIPES];
+	pthread_mutex_t atomic_lock[SOFT_NSTRIPES];
+	struct soft_reg_ctx ctx[SOFT_MAX_CTX];
+	struct soft_reg_qp qp[SOFT_MAX_QP];
+	struct soft_reg_mr mr[SOFT_MAX_MR];
+};
+
+/* Ring slot in the sender's outbound segment, read by the receiver. */
+enum {
+	SOFT_SLOT_READY = 1,
+	SOFT_SLOT_BUSY = 2,
+	SOFT_SLOT_RNR = 3,
+	SOFT_SLOT_DONE = 4,
+	SOFT_SLOT_CANCEL = 5,
+};
+#define SOFT_SLOT_STATE(msgno, kind) ((((uint64_t)(msgno) + 1) << 8) | (kind))
+
+enum { SOFT_OP_SEND = 1, SOFT_OP_WRITE_IMM = 2 };
+enum { SOFT_SF_IMM = 1, SOFT_SF_SOLICITED = 2, SOFT_SF_COPIED = 4 };
+/* responder verdicts written back into the slot */
+enum {
+	SOFT_ACK = 0,
+	SOFT_NAK_INV_REQ = 1,
+	SOFT_NAK_REM_OP = 2,
+	SOFT_NAK_REM_ACCESS = 3,
+};
+
+struct soft_slot {
+	_Atomic uint64_t state;
+	uint32_t opcode;
+	uint32_t imm; /* network order, as posted */
+	uint32_t len;
+	uint32_t flags;
+	uint32_t nsge;
+	uint32_t status; /* SOFT_ACK / SOFT_NAK_* */
+	int32_t pid;
+	uint32_t rnr_timer; /* responder's min_rnr_timer on RNR NAK */
+	uint8_t pad[24];
+	uint8_t payload[SOFT_SLOT_PAYLOAD];
+};
+
+struct soft_remote_sge {
+	uint64_t addr;
+	uint64_t len;
+};
+
+struct soft_seg_hdr {
+	uint64_t magic;
+	uint32_t qpn;
+	uint32_t nslots;
+	int32_t pid;
+	uint32_t ctx_idx;
+	uint64_t start;
+	_Atomic uint32_t dest_qpn; /* whom the slots are for */
+};
+
+/* Process-local objects */
+struct soft_device {
+	struct ibv_device dev;
+	const void *not_mlx5; /* where libmlx5 keeps its ops pointer */
+};
+
+struct soft_list {
+	struct soft_list *next, *prev;
+};
+
+struct soft_evq; /* event queue behind an eventfd */
+
+struct soft_context {
+	struct verbs_context vctx; /* ibv_context is its last member */
+	pthread_mutex_t lock; /* everything below and all objects' queues */
+	int reg_idx;
+	struct soft_list qps, cqs, srqs;
+	struct soft_evq *async;
+	pthread_t thread;
+	int thread_started;
+	_Atomic int thread_stop;
+	int narmed;
+	uint32_t npd;
+	uint64_t outstanding; /* send WQEs waiting on a peer */
+};
+
+struct soft_pd {
+	struct ibv_pd pd;
+	uint32_t pd_id;
+	int refcnt; /* MRs, QPs, SRQs */
+};
+
+struct soft_mr {
+	struct ibv_mr mr;
+	uint64_t iova;
+	uint32_t access;
+	struct soft_pd *pd;
+};
+
+struct soft_comp_channel {
+	struct ibv_comp_channel ch;
+	struct soft_evq *q;
+	int refcnt;
+};
+
+struct soft_cqe {
+	struct ibv_wc wc;
+	int solicited;
+};
+
+struct soft_cq {
+	struct ibv_cq_ex cqx;
+	struct soft_context *ctx;
+	struct soft_list link;
+	struct soft_cqe *q;
+	uint32_t size; /* slots = cqe + 1 */
+	uint32_t head, count;
+	int armed; /* 0, 1: next, 2: solicited */
+	int overflowed;
+	int refcnt;
+	uint32_t comp_reported, async_reported;
+	uint64_t wc_flags; /* cq_ex */
+	int cqx_polling;
+};
+
+struct soft_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	struct ibv_sge sge[SOFT_MAX_SGE];
+};
+
+struct soft_srq {
+	struct ibv_srq srq;
+	struct soft_context *ctx;
+	struct soft_list link;
+	struct soft_pd *pd;
+	struct soft_rwqe *rq;
+	uint32_t size, max_wr, max_sge, limit;
+	uint64_t head, tail;
+	int refcnt;
+	uint32_t async_reported;
+	uint32_t srqn;
+};
+
+enum { SOFT_WQE_RING = 1, SOFT_WQE_DONE = 2 };
+
+struct soft_swqe {
+	uint64_t wr_id;
+	uint32_t wc_opcode;
+	uint32_t byte_len;
+	uint32_t kind;	 /* SOFT_WQE_* */
+	uint32_t status; /* for SOFT_WQE_DONE */
+	int signaled;
+};
+
+struct soft_wr_stage; /* ibv_qp_ex builder */
+
+struct soft_qp {
+	struct ibv_qp_ex qpx;
+	struct soft_context *ctx;
+	struct soft_list link;
+	struct soft_pd *pd;
+	struct soft_cq *scq, *rcq;
+	struct soft_srq *srq;
+	enum ibv_qp_type type;
+	int sq_sig_all;
+	struct ibv_qp_cap cap;
+	struct ibv_qp_attr attr; /* last values set by modify_qp */
+	enum ibv_qp_state state;
+	int reg_slot;
+	uint32_t async_reported;
+	uint64_t send_ops_flags;
+	/* send side: own outbound segment, slot i = SQ entry i */
+	struct soft_seg_hdr *seg;
+	size_t seg_len;
+	struct soft_slot *slots;
+	struct soft_swqe *sq;
+	uint32_t sq_size, sq_mask;
+	uint64_t sq_head, sq_tail;
+	uint32_t rnr_count;
+	uint64_t rnr_since;  /* ns */
+	uint64_t dead_since; /* ns, 0: peer believed alive */
+	uint64_t next_check; /* ns: next peer liveness check */
+	/* the peer (dest_qp_num) */
+	uint32_t dest_qpn;
+	struct soft_seg_hdr *peer;
+	size_t peer_len;
+	struct soft_slot *peer_slots;
+	uint32_t peer_mask;
+	uint64_t peer_cons;
+	int32_t peer_pid;
+	uint64_t peer_start;
+	uint32_t peer_ctx_idx;
+	uint32_t peer_pd_id;
+	int peer_reg_slot;
+	/* receive side */
+	struct soft_rwqe *rq;
+	uint32_t rq_size;
+	uint64_t rq_head, rq_tail;
+	/* ibv_qp_ex builder */
+	struct soft_wr_stage *stage;
+	int stage_err;
+	int is_ex;	    /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+	int sq_err_pending; /* a WR failed: later ones flush */
+	uint32_t check_tick;
+};
+
+/* list helpers */
+static inline void soft_list_init(struct soft_list *l)
+{
+	l->next = l->prev = l;
+}
+
+static inline void soft_list_add(struct soft_list *head, struct soft_list *n)
+{
+	n->next = head;
+	n->prev = head->prev;
+	head->prev->next = n;
+	head->prev = n;
+}
+
+static inline void soft_list_del(struct soft_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	soft_list_init(n);
+}
+
+static inline struct soft_context *to_sctx(struct ibv_context *c)
+{
+	return soft_container_of(c, struct soft_context, vctx.context);
+}
+
+static inline struct soft_qp *to_sqp(struct ibv_qp *qp)
+{
+	return soft_container_of(qp, struct soft_qp, qpx.qp_base);
+}
+
+static inline struct soft_cq *to_scq(struct ibv_cq *cq)
+{
+	return soft_container_of((struct ibv_cq_ex *)cq, struct soft_cq, cqx);
+}
+
+static inline struct soft_srq *to_ssrq(struct ibv_srq *srq)
+{
+	return soft_container_of(srq, struct soft_srq, srq);
+}
+
+static inline struct soft_pd *to_spd(struct ibv_pd *pd)
+{
+	return soft_container_of(pd, struct soft_pd, pd);
+}
+
+/* shm.c: registry, segments, liveness */
+extern struct soft_reg *soft_reg;
+extern int32_t soft_self_pid;
+extern uint64_t soft_self_start;
+int soft_reg_attach(void);
+void soft_reg_detach(void);
+int soft_reg_ctx_alloc(void);
+void soft_reg_ctx_free(int idx);
+int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type,
+		      uint32_t *qpn);
+void soft_reg_qp_free(int slot);
+int soft_reg_qp_lookup(uint32_t qpn, struct soft_reg_qp *out);
+int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key);
+void soft_reg_mr_free(uint32_t key);
+uint32_t soft_reg_pd_id(void);
+void soft_stripe_lock(pthread_mutex_t *m);
+int soft_pid_alive(int32_t pid, uint64_t start);
+uint64_t soft_pid_start(int32_t pid);
+uint64_t soft_now_ns(void);
+void *soft_seg_create(uint32_t qpn, size_t len);
+void *soft_seg_map(uint32_t qpn, size_t *len);
+void soft_seg_unlink(uint32_t qpn);
+void soft_wake_ctx(uint32_t ctx_idx);
+void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
+
+/* device.c */
+int soft_gid_count(void);
+
+/* verbs.c: events, CQ */
+struct soft_evq *soft_evq_new(size_t elem);
+void soft_evq_free(struct soft_evq *q);
+int soft_evq_fd(struct soft_evq *q);
+void soft_evq_push(struct soft_evq *q, const void *elem);
+int soft_evq_pop(struct soft_evq *q, void *elem);
+void soft_evq_purge(struct soft_evq *q, int (*match)(const void *, void *),
+		    void *arg);
+void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,
+		      void *obj);
+void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited);
+int soft_cq_room(struct soft_cq *cq);
+
+/* data.c: data path */
+void soft_progress(struct soft_context *ctx);
+int soft_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad);
+int soft_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		   struct ibv_recv_wr **bad);
+int soft_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+		       struct ibv_recv_wr **bad);
+int soft_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+void soft_qp_to_error(struct soft_qp *qp);
+void soft_qp_connect(struct soft_qp *qp);
+void soft_qp_disconnect(struct soft_qp *qp);
+void soft_thread_start(struct soft_context *ctx);
+void soft_thread_stop(struct soft_context *ctx);
+struct soft_mr *soft_mr_lookup(uint32_t key);
+void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
+
+/* qp.c */
+void soft_qp_ex_init(struct soft_qp *qp);
+void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
+
+/* srq limit event check (verbs.c) */
+void soft_srq_check_limit(struct soft_srq *srq);
 
 #endif /* SOFTRDMA_H */

@@ -1,0 +1,904 @@
+/* SPDX-License-Identifier: MIT */
+/* qp.c -- QP create/modify/query/destroy, state machine, ibv_qp_ex */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "softrdma.h"
+
+SOFT_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+					 struct ibv_qp_init_attr *attr);
+SOFT_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			      int attr_mask);
+SOFT_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			     int attr_mask, struct ibv_qp_init_attr *init_attr);
+SOFT_EXPORT int ibv_destroy_qp(struct ibv_qp *qp);
+SOFT_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp);
+
+struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
+				 struct ibv_qp_init_attr_ex *attr);
+
+#define SOFT_SEND_OPS                                                     \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static void soft_qp_ex_free(struct soft_qp *qp);
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t n = 1;
+
+	while (n < v)
+		n <<= 1;
+	return n;
+}
+
+/* soft_create_qp_ex -- create a QP (the create_qp_ex context op) */
+struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
+				 struct ibv_qp_init_attr_ex *attr)
+{
+	struct soft_context *ctx;
+	struct soft_qp *qp;
+	struct soft_pd *pd;
+	uint32_t qpn;
+
+	if (!context || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+	    !attr->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD |
+					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (attr->send_ops_flags & ~(uint64_t)SOFT_SEND_OPS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!attr->send_cq || !attr->recv_cq ||
+	    attr->send_cq->context != context ||
+	    attr->recv_cq->context != context || attr->pd->context != context ||
+	    (attr->srq && attr->srq->context != context) ||
+	    attr->cap.max_send_wr > SOFT_MAX_QP_WR ||
+	    attr->cap.max_send_sge > SOFT_MAX_SGE ||
+	    attr->cap.max_inline_data > SOFT_MAX_INLINE ||
+	    (!attr->srq && (attr->cap.max_recv_wr > SOFT_MAX_QP_WR ||
+			    attr->cap.max_recv_sge > SOFT_MAX_SGE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ctx = to_sctx(context);
+	pd = to_spd(attr->pd);
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp->ctx = ctx;
+	qp->pd = pd;
+	qp->type = attr->qp_type;
+	qp->sq_sig_all = attr->sq_sig_all;
+	qp->cap = attr->cap;
+	qp->scq = to_scq(attr->send_cq);
+	qp->rcq = to_scq(attr->recv_cq);
+	qp->srq = attr->srq ? to_ssrq(attr->srq) : NULL;
+	if (qp->srq) {
+		qp->cap.max_recv_wr = 0;
+		qp->cap.max_recv_sge = 0;
+	}
+	qp->sq_size = pow2_at_least(
+		attr->cap.max_send_wr ? attr->cap.max_send_wr : 1);
+	qp->sq_mask = qp->sq_size - 1;
+	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
+	if (!qp->sq)
+		goto free_qp;
+	if (!qp->srq) {
+		qp->rq_size = pow2_at_least(qp->cap.max_recv_wr + 1);
+		qp->rq = calloc(qp->rq_size, sizeof(*qp->rq));
+		if (!qp->rq)
+			goto free_sq;
+	}
+	qp->reg_slot =
+		soft_reg_qp_alloc(pd->pd_id, ctx->reg_idx, attr->qp_type, &qpn);
+	if (qp->reg_slot < 0)
+		goto free_rq;
+	qp->seg_len = SOFT_SEG_HDR + (size_t)qp->sq_size * SOFT_SLOT_SIZE;
+	qp->seg = soft_seg_create(qpn, qp->seg_len);
+	if (!qp->seg)
+		goto free_qpn;
+	qp->seg->qpn = qpn;
+	qp->seg->nslots = qp->sq_size;
+	qp->seg->pid = soft_self_pid;
+	qp->seg->start = soft_self_start;
+	qp->seg->ctx_idx = (uint32_t)ctx->reg_idx;
+	qp->slots = (struct soft_slot *)((char *)qp->seg + SOFT_SEG_HDR);
+	qp->peer_reg_slot = -1;
+
+	qp->qpx.qp_base.context = context;
+	qp->qpx.qp_base.qp_context = attr->qp_context;
+	qp->qpx.qp_base.pd = attr->pd;
+	qp->qpx.qp_base.send_cq = attr->send_cq;
+	qp->qpx.qp_base.recv_cq = attr->recv_cq;
+	qp->qpx.qp_base.srq = attr->srq;
+	qp->qpx.qp_base.handle = qpn;
+	qp->qpx.qp_base.qp_num = qpn;
+	qp->qpx.qp_base.state = IBV_QPS_RESET;
+	qp->qpx.qp_base.qp_type = attr->qp_type;
+	pthread_mutex_init(&qp->qpx.qp_base.mutex, NULL);
+	pthread_cond_init(&qp->qpx.qp_base.cond, NULL);
+	qp->state = IBV_QPS_RESET;
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		qp->is_ex = 1;
+		qp->send_ops_flags = attr->send_ops_flags;
+	}
+	soft_qp_ex_init(qp);
+	if (!qp->stage)
+		goto unmap;
+	/* report what was granted */
+	attr->cap = qp->cap;
+
+	pthread_mutex_lock(&ctx->lock);
+	__atomic_add_fetch(&pd->refcnt, 1, __ATOMIC_RELAXED);
+	qp->scq->refcnt++;
+	qp->rcq->refcnt++;
+	if (qp->srq)
+		qp->srq->refcnt++;
+	soft_list_add(&ctx->qps, &qp->link);
+	pthread_mutex_unlock(&ctx->lock);
+	return &qp->qpx.qp_base;
+
+unmap:
+	soft_seg_unlink(qpn);
+	munmap(qp->seg, qp->seg_len);
+free_qpn:
+	soft_reg_qp_free(qp->reg_slot);
+free_rq:
+	free(qp->rq);
+free_sq:
+	free(qp->sq);
+free_qp:
+	free(qp);
+	errno = ENOMEM;
+	return NULL;
+}
+
+/* ibv_create_qp -- create a QP */
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	struct ibv_qp *qp;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	memset(&ex, 0, sizeof(ex));
+	memcpy(&ex, attr, sizeof(*attr));
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	qp = soft_create_qp_ex(pd->context, &ex);
+	if (qp)
+		attr->cap = ex.cap;
+	return qp;
+}
+
+/* ibv_qp_to_qp_ex -- the ibv_qp_ex of a QP created with send ops flags */
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct soft_qp *q;
+
+	if (!qp)
+		return NULL;
+	q = to_sqp(qp);
+	return q->is_ex ? &q->qpx : NULL;
+}
+
+/*
+ * The kernel's qp_state_table (drivers/infiniband/core/verbs.c): the
+ * required and optional attribute masks of each transition, per type.
+ */
+enum { T_UD, T_UC, T_RC, T_N };
+
+struct trans {
+	int valid;
+	int req[T_N], opt[T_N];
+};
+
+#define P_PKEY	IBV_QP_PKEY_INDEX
+#define P_PORT	IBV_QP_PORT
+#define P_ACC	IBV_QP_ACCESS_FLAGS
+#define P_QKEY	IBV_QP_QKEY
+#define P_AV	IBV_QP_AV
+#define P_MTU	IBV_QP_PATH_MTU
+#define P_DQPN	IBV_QP_DEST_QPN
+#define P_RQPSN IBV_QP_RQ_PSN
+#define P_DRD	IBV_QP_MAX_DEST_RD_ATOMIC
+#define P_RNRT	IBV_QP_MIN_RNR_TIMER
+#define P_ALT	IBV_QP_ALT_PATH
+#define P_SQPSN IBV_QP_SQ_PSN
+#define P_TMO	IBV_QP_TIMEOUT
+#define P_RETRY IBV_QP_RETRY_CNT
+#define P_RNR	IBV_QP_RNR_RETRY
+#define P_RD	IBV_QP_MAX_QP_RD_ATOMIC
+#define P_CUR	IBV_QP_CUR_STATE
+#define P_MIG	IBV_QP_PATH_MIG_STATE
+#define P_SQD	IBV_QP_EN_SQD_ASYNC_NOTIFY
+
+static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
+		     struct trans *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
+		t->valid = 1;
+		return 0;
+	}
+	switch (cur) {
+	case IBV_QPS_RESET:
+		if (next != IBV_QPS_INIT)
+			break;
+		t->valid = 1;
+		t->req[T_UD] = P_PKEY | P_PORT | P_QKEY;
+		t->req[T_UC] = P_PKEY | P_PORT | P_ACC;
+		t->req[T_RC] = P_PKEY | P_PORT | P_ACC;
+		break;
+	case IBV_QPS_INIT:
+		if (next == IBV_QPS_INIT) {
+			t->valid = 1;
+			t->opt[T_UD] = P_PKEY | P_PORT | P_QKEY;
+			t->opt[T_UC] = P_PKEY | P_PORT | P_ACC;
+			t->opt[T_RC] = P_PKEY | P_PORT | P_ACC;
+		} else if (next == IBV_QPS_RTR) {
+			t->valid = 1;
+			t->req[T_UC] = P_AV | P_MTU | P_DQPN | P_RQPSN;
+			t->req[T_RC] = P_AV | P_MTU | P_DQPN | P_RQPSN | P_DRD |
+				       P_RNRT;
+			t->opt[T_UD] = P_PKEY | P_QKEY;
+			t->opt[T_UC] = P_ALT | P_ACC | P_PKEY;
+			t->opt[T_RC] = P_ALT | P_ACC | P_PKEY;
+		}
+		break;
+	case IBV_QPS_RTR:
+		if (next != IBV_QPS_RTS)
+			break;
+		t->valid = 1;
+		t->req[T_UD] = P_SQPSN;
+		t->req[T_UC] = P_SQPSN;
+		t->req[T_RC] = P_TMO | P_RETRY | P_RNR | P_SQPSN | P_RD;
+		t->opt[T_UD] = P_CUR | P_QKEY;
+		t->opt[T_UC] = P_CUR | P_ALT | P_ACC | P_MIG;
+		t->opt[T_RC] = P_CUR | P_ALT | P_ACC | P_RNRT | P_MIG;
+		break;
+	case IBV_QPS_RTS:
+		if (next == IBV_QPS_RTS) {
+			t->valid = 1;
+			t->opt[T_UD] = P_CUR | P_QKEY;
+			t->opt[T_UC] = P_CUR | P_ACC | P_ALT | P_MIG;
+			t->opt[T_RC] = P_CUR | P_ACC | P_ALT | P_MIG | P_RNRT;
+		} else if (next == IBV_QPS_SQD) {
+			t->valid = 1;
+			t->opt[T_UD] = t->opt[T_UC] = t->opt[T_RC] = P_SQD;
+		}
+		break;
+	case IBV_QPS_SQD:
+		if (next == IBV_QPS_RTS) {
+			t->valid = 1;
+			t->opt[T_UD] = P_CUR | P_QKEY;
+			t->opt[T_UC] = P_CUR | P_ALT | P_ACC | P_MIG;
+			t->opt[T_RC] = P_CUR | P_ALT | P_ACC | P_RNRT | P_MIG;
+		} else if (next == IBV_QPS_SQD) {
+			t->valid = 1;
+			t->opt[T_UD] = P_PKEY | P_QKEY;
+			t->opt[T_UC] = P_AV | P_ALT | P_ACC | P_PKEY | P_MIG;
+			t->opt[T_RC] = P_PORT | P_AV | P_TMO | P_RETRY | P_RNR |
+				       P_RD | P_DRD | P_ALT | P_ACC | P_PKEY |
+				       P_RNRT | P_MIG;
+		}
+		break;
+	case IBV_QPS_SQE:
+		if (next != IBV_QPS_RTS)
+			break;
+		t->valid = 1;
+		t->opt[T_UD] = P_CUR | P_QKEY;
+		t->opt[T_UC] = P_CUR | P_ACC;
+		break;
+	default:
+		break;
+	}
+	return t->valid ? 0 : -1;
+}
+
+/* modify_is_ok -- ib_modify_qp_is_ok() */
+static int modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
+			enum ibv_qp_type type, int mask)
+{
+	struct trans t;
+	int ti, req, opt;
+
+	if ((unsigned)cur > IBV_QPS_ERR || (unsigned)next > IBV_QPS_ERR)
+		return 0;
+	if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR &&
+	    cur != IBV_QPS_RTS && cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
+		return 0;
+	if (get_trans(cur, next, &t))
+		return 0;
+	ti = type == IBV_QPT_UD ? T_UD : type == IBV_QPT_UC ? T_UC : T_RC;
+	req = t.req[ti];
+	opt = t.opt[ti];
+	if ((mask & req) != req)
+		return 0;
+	if (mask & ~(req | opt | IBV_QP_STATE))
+		return 0;
+	return 1;
+}
+
+/* check_values -- attribute values the device accepts */
+static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		return -1;
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
+		return -1;
+	if ((mask & IBV_QP_AV) &&
+	    (!(a->ah_attr.is_global) ||
+	     a->ah_attr.grh.sgid_index >= (unsigned)soft_gid_count() ||
+	     (a->ah_attr.port_num && a->ah_attr.port_num != 1)))
+		return -1; /* RoCE needs a GRH with a valid source GID */
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+		return -1;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+	    a->max_rd_atomic > SOFT_MAX_RD_ATOM)
+		return -1;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+	    a->max_dest_rd_atomic > SOFT_MAX_RD_ATOM)
+		return -1;
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return -1;
+	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+		return -1;
+	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+		return -1;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return -1;
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
+		return -1;
+	if ((mask & IBV_QP_RQ_PSN) && a->rq_psn > 0xffffff)
+		return -1;
+	if ((mask & IBV_QP_SQ_PSN) && a->sq_psn > 0xffffff)
+		return -1;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (a->qp_access_flags &
+	     ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+		return -1;
+	if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
+		return -1;
+	(void)qp;
+	return 0;
+}
+
+/* soft_qp_set_state -- local, ibv_qp and registry views of the state */
+void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
+{
+	qp->state = s;
+	qp->qpx.qp_base.state = s;
+	qp->attr.qp_state = s;
+	atomic_store(&soft_reg->qp[qp->reg_slot].state, (uint32_t)s);
+}
+
+/* qp_reset -- back to RESET: queues emptied without completions */
+static void qp_reset(struct soft_qp *qp)
+{
+	soft_qp_disconnect(qp);
+	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
+	qp->sq_head = qp->sq_tail = 0;
+	qp->rq_head = qp->rq_tail = 0;
+	qp->rnr_count = 0;
+	qp->rnr_since = 0;
+	qp->dead_since = 0;
+	qp->sq_err_pending = 0;
+	atomic_store(&qp->seg->dest_qpn, 0);
+	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
+	memset(&qp->attr, 0, sizeof(qp->attr));
+}
+
+/* ibv_modify_qp -- move a QP through its state machine */
+int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct soft_qp *qp;
+	enum ibv_qp_state cur, next;
+
+	if (!ibqp || !attr)
+		return EINVAL;
+	qp = to_sqp(ibqp);
+	pthread_mutex_lock(&qp->ctx->lock);
+	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if (!modify_is_ok(cur, next, qp->type, mask) ||
+	    check_values(qp, attr, mask)) {
+		pthread_mutex_unlock(&qp->ctx->lock);
+		errno = EINVAL;
+		return EINVAL;
+	}
+	if (mask & IBV_QP_PKEY_INDEX)
+		qp->attr.pkey_index = attr->pkey_index;
+	if (mask & IBV_QP_PORT)
+		qp->attr.port_num = attr->port_num;
+	if (mask & IBV_QP_ACCESS_FLAGS) {
+		qp->attr.qp_access_flags = attr->qp_access_flags;
+		atomic_store(&soft_reg->qp[qp->reg_slot].access,
+			     attr->qp_access_flags);
+	}
+	if (mask & IBV_QP_QKEY)
+		qp->attr.qkey = attr->qkey;
+	if (mask & IBV_QP_AV)
+		qp->attr.ah_attr = attr->ah_attr;
+	if (mask & IBV_QP_ALT_PATH) {
+		qp->attr.alt_ah_attr = attr->alt_ah_attr;
+		qp->attr.alt_pkey_index = attr->alt_pkey_index;
+		qp->attr.alt_port_num = attr->alt_port_num;
+		qp->attr.alt_timeout = attr->alt_timeout;
+	}
+	if (mask & IBV_QP_PATH_MTU)
+		qp->attr.path_mtu = attr->path_mtu;
+	if (mask & IBV_QP_DEST_QPN)
+		qp->attr.dest_qp_num = attr->dest_qp_num;
+	if (mask & IBV_QP_RQ_PSN)
+		qp->attr.rq_psn = attr->rq_psn;
+	if (mask & IBV_QP_SQ_PSN)
+		qp->attr.sq_psn = attr->sq_psn;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		qp->attr.max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		qp->attr.min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IBV_QP_TIMEOUT)
+		qp->attr.timeout = attr->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		qp->attr.retry_cnt = attr->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		qp->attr.rnr_retry = attr->rnr_retry;
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		qp->attr.path_mig_state = attr->path_mig_state;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
+
+	if (next == IBV_QPS_RESET) {
+		qp_reset(qp);
+		soft_qp_set_state(qp, IBV_QPS_RESET);
+		atomic_store(&soft_reg->qp[qp->reg_slot].access, 0);
+	} else if (next == IBV_QPS_ERR) {
+		soft_qp_to_error(qp);
+	} else {
+		soft_qp_set_state(qp, next);
+		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
+		    qp->type != IBV_QPT_UD) {
+			qp->dest_qpn = qp->attr.dest_qp_num;
+			atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
+			soft_qp_connect(qp);
+		}
+		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
+		    qp->sq_head == qp->sq_tail)
+			soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+	}
+	pthread_mutex_unlock(&qp->ctx->lock);
+	return 0;
+}
+
+/* ibv_query_qp -- the attributes set so far, and the creation attributes */
+int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
+		 struct ibv_qp_init_attr *init_attr)
+{
+	struct soft_qp *qp;
+
+	if (!ibqp || !attr || !init_attr)
+		return EINVAL;
+	qp = to_sqp(ibqp);
+	pthread_mutex_lock(&qp->ctx->lock);
+	*attr = qp->attr;
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->cap = qp->cap;
+	attr->sq_draining = 0;
+	memset(init_attr, 0, sizeof(*init_attr));
+	init_attr->qp_context = ibqp->qp_context;
+	init_attr->send_cq = ibqp->send_cq;
+	init_attr->recv_cq = ibqp->recv_cq;
+	init_attr->srq = ibqp->srq;
+	init_attr->cap = qp->cap;
+	init_attr->qp_type = qp->type;
+	init_attr->sq_sig_all = qp->sq_sig_all;
+	pthread_mutex_unlock(&qp->ctx->lock);
+	return 0;
+}
+
+static int qp_event_match(const void *e, void *arg)
+{
+	return ((const struct ibv_async_event *)e)->element.qp == arg;
+}
+
+/* ibv_destroy_qp -- waits for the acks of its async events */
+int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct soft_qp *qp;
+	struct soft_context *ctx;
+
+	if (!ibqp)
+		return EINVAL;
+	qp = to_sqp(ibqp);
+	ctx = qp->ctx;
+	pthread_mutex_lock(&ctx->lock);
+	soft_list_del(&qp->link);
+	qp_reset(qp);
+	soft_qp_set_state(qp, IBV_QPS_ERR);
+	qp->scq->refcnt--;
+	qp->rcq->refcnt--;
+	if (qp->srq)
+		qp->srq->refcnt--;
+	__atomic_sub_fetch(&qp->pd->refcnt, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ctx->lock);
+	soft_evq_purge(ctx->async, qp_event_match, ibqp);
+	pthread_mutex_lock(&ibqp->mutex);
+	while (ibqp->events_completed != qp->async_reported)
+		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+	pthread_mutex_unlock(&ibqp->mutex);
+	soft_seg_unlink(ibqp->qp_num);
+	munmap(qp->seg, qp->seg_len);
+	soft_reg_qp_free(qp->reg_slot);
+	soft_qp_ex_free(qp);
+	free(qp->rq);
+	free(qp->sq);
+	free(qp);
+	return 0;
+}
+
+/*
+ * ibv_qp_ex builder: wr_* calls stage ordinary ibv_send_wr entries;
+ * wr_complete posts them in one go through the post_send path.
+ */
+struct stage_ent {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[SOFT_MAX_SGE];
+	size_t inl_off[SOFT_MAX_SGE];
+	int inl;
+};
+
+struct soft_wr_stage {
+	struct stage_ent *e; /* first two members freed by destroy_qp */
+	char *inl;
+	size_t n, cap, inl_len, inl_cap;
+};
+
+static struct soft_qp *xqp(struct ibv_qp_ex *q)
+{
+	return soft_container_of(q, struct soft_qp, qpx);
+}
+
+static struct stage_ent *stage_new(struct ibv_qp_ex *q, enum ibv_wr_opcode op)
+{
+	struct soft_qp *qp = xqp(q);
+	struct soft_wr_stage *s = qp->stage;
+	struct stage_ent *e;
+
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 8;
+		struct stage_ent *ne = realloc(s->e, ncap * sizeof(*ne));
+
+		if (!ne) {
+			qp->stage_err = ENOMEM;
+			return NULL;
+		}
+		s->e = ne;
+		s->cap = ncap;
+	}
+	e = &s->e[s->n++];
+	memset(&e->wr, 0, sizeof(e->wr));
+	e->inl = 0;
+	e->wr.wr_id = q->wr_id;
+	e->wr.send_flags = q->wr_flags;
+	e->wr.opcode = op;
+	return e;
+}
+
+static struct stage_ent *stage_last(struct ibv_qp_ex *q)
+{
+	struct soft_qp *qp = xqp(q);
+
+	if (!qp->stage->n) {
+		qp->stage_err = EINVAL;
+		return NULL;
+	}
+	return &qp->stage->e[qp->stage->n - 1];
+}
+
+static void wr_start(struct ibv_qp_ex *q)
+{
+	struct soft_qp *qp = xqp(q);
+
+	qp->stage->n = 0;
+	qp->stage->inl_len = 0;
+	qp->stage_err = 0;
+}
+
+static int wr_complete(struct ibv_qp_ex *q)
+{
+	struct soft_qp *qp = xqp(q);
+	struct soft_wr_stage *s = qp->stage;
+	struct ibv_send_wr *bad;
+	size_t i;
+	int j, ret;
+
+	if (qp->stage_err) {
+		ret = qp->stage_err;
+		s->n = 0;
+		return ret;
+	}
+	if (!s->n)
+		return 0;
+	for (i = 0; i < s->n; i++) {
+		struct stage_ent *e = &s->e[i];
+
+		e->wr.sg_list = e->sge;
+		e->wr.next = i + 1 < s->n ? &s->e[i + 1].wr : NULL;
+		if (e->inl)
+			for (j = 0; j < e->wr.num_sge; j++)
+				e->sge[j].addr =
+					(uintptr_t)(s->inl + e->inl_off[j]);
+	}
+	ret = soft_post_send(&q->qp_base, &s->e[0].wr, &bad);
+	s->n = 0;
+	return ret;
+}
+
+static void wr_abort(struct ibv_qp_ex *q)
+{
+	xqp(q)->stage->n = 0;
+}
+
+static void wr_send(struct ibv_qp_ex *q)
+{
+	stage_new(q, IBV_WR_SEND);
+}
+
+static void wr_send_imm(struct ibv_qp_ex *q, __be32 imm)
+{
+	struct stage_ent *e = stage_new(q, IBV_WR_SEND_WITH_IMM);
+
+	if (e)
+		e->wr.imm_data = imm;
+}
+
+static void wr_rdma_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr)
+{
+	struct stage_ent *e = stage_new(q, IBV_WR_RDMA_WRITE);
+
+	if (e) {
+		e->wr.wr.rdma.rkey = rkey;
+		e->wr.wr.rdma.remote_addr = addr;
+	}
+}
+
+static void wr_rdma_write_imm(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			      __be32 imm)
+{
+	struct stage_ent *e = stage_new(q, IBV_WR_RDMA_WRITE_WITH_IMM);
+
+	if (e) {
+		e->wr.wr.rdma.rkey = rkey;
+		e->wr.wr.rdma.remote_addr = addr;
+		e->wr.imm_data = imm;
+	}
+}
+
+static void wr_rdma_read(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr)
+{
+	struct stage_ent *e = stage_new(q, IBV_WR_RDMA_READ);
+
+	if (e) {
+		e->wr.wr.rdma.rkey = rkey;
+		e->wr.wr.rdma.remote_addr = addr;
+	}
+}
+
+static void wr_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+		       uint64_t compare, uint64_t swap)
+{
+	struct stage_ent *e = stage_new(q, IBV_WR_ATOMIC_CMP_AND_SWP);
+
+	if (e) {
+		e->wr.wr.atomic.rkey = rkey;
+		e->wr.wr.atomic.remote_addr = addr;
+		e->wr.wr.atomic.compare_add = compare;
+		e->wr.wr.atomic.swap = swap;
+	}
+}
+
+static void wr_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			 uint64_t add)
+{
+	struct stage_ent *e = stage_new(q, IBV_WR_ATOMIC_FETCH_AND_ADD);
+
+	if (e) {
+		e->wr.wr.atomic.rkey = rkey;
+		e->wr.wr.atomic.remote_addr = addr;
+		e->wr.wr.atomic.compare_add = add;
+	}
+}
+
+static void wr_set_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr,
+		       uint32_t length)
+{
+	struct stage_ent *e = stage_last(q);
+
+	if (!e)
+		return;
+	e->sge[0].lkey = lkey;
+	e->sge[0].addr = addr;
+	e->sge[0].length = length;
+	e->wr.num_sge = 1;
+	e->inl = 0;
+}
+
+static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n,
+			    const struct ibv_sge *l)
+{
+	struct stage_ent *e = stage_last(q);
+
+	if (!e)
+		return;
+	if (n > SOFT_MAX_SGE || n > xqp(q)->cap.max_send_sge) {
+		xqp(q)->stage_err = EINVAL;
+		return;
+	}
+	memcpy(e->sge, l, n * sizeof(*l));
+	e->wr.num_sge = (int)n;
+	e->inl = 0;
+}
+
+static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n,
+				    const struct ibv_data_buf *b)
+{
+	struct soft_qp *qp = xqp(q);
+	struct soft_wr_stage *s = qp->stage;
+	struct stage_ent *e = stage_last(q);
+	size_t i, total = 0;
+
+	if (!e)
+		return;
+	for (i = 0; i < n; i++)
+		total += b[i].length;
+	if (n > SOFT_MAX_SGE || total > qp->cap.max_inline_data) {
+		qp->stage_err = EINVAL;
+		return;
+	}
+	if (s->inl_len + total > s->inl_cap) {
+		size_t ncap = (s->inl_len + total) * 2 + 256;
+		char *nb = realloc(s->inl, ncap);
+
+		if (!nb) {
+			qp->stage_err = ENOMEM;
+			return;
+		}
+		s->inl = nb;
+		s->inl_cap = ncap;
+	}
+	for (i = 0; i < n; i++) {
+		memcpy(s->inl + s->inl_len, b[i].addr, b[i].length);
+		e->inl_off[i] = s->inl_len;
+		e->sge[i].length = (uint32_t)b[i].length;
+		e->sge[i].lkey = 0;
+		s->inl_len += b[i].length;
+	}
+	e->wr.num_sge = (int)n;
+	e->wr.send_flags |= IBV_SEND_INLINE;
+	e->inl = 1;
+}
+
+static void wr_set_inline_data(struct ibv_qp_ex *q, void *addr, size_t len)
+{
+	struct ibv_data_buf b = {.addr = addr, .length = len};
+
+	wr_set_inline_data_list(q, 1, &b);
+}
+
+static void wr_unsupported(struct ibv_qp_ex *q)
+{
+	xqp(q)->stage_err = EOPNOTSUPP;
+}
+
+static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
+		       const struct ibv_mw_bind_info *info)
+{
+	wr_unsupported(q);
+}
+
+static void wr_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+	wr_unsupported(q);
+}
+
+static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
+{
+	wr_unsupported(q);
+}
+
+static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t sz,
+			uint16_t mss)
+{
+	wr_unsupported(q);
+}
+
+static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t qpn,
+			   uint32_t qkey)
+{
+	struct stage_ent *e = stage_last(q);
+
+	if (!e)
+		return;
+	e->wr.wr.ud.ah = ah;
+	e->wr.wr.ud.remote_qpn = qpn;
+	e->wr.wr.ud.remote_qkey = qkey;
+}
+
+static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
+{
+	wr_unsupported(q);
+}
+
+static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
+			    const void *data)
+{
+	wr_unsupported(q);
+}
+
+/* soft_qp_ex_free -- free the builder's buffers */
+static void soft_qp_ex_free(struct soft_qp *qp)
+{
+	if (!qp->stage)
+		return;
+	free(qp->stage->e);
+	free(qp->stage->inl);
+	free(qp->stage);
+}
+
+/* soft_qp_ex_init -- fill the wr_* table */
+void soft_qp_ex_init(struct soft_qp *qp)
+{
+	struct ibv_qp_ex *q = &qp->qpx;
+
+	qp->stage = calloc(1, sizeof(*qp->stage));
+	q->wr_atomic_cmp_swp = wr_cmp_swp;
+	q->wr_atomic_fetch_add = wr_fetch_add;
+	q->wr_bind_mw = wr_bind_mw;
+	q->wr_local_inv = wr_local_inv;
+	q->wr_rdma_read = wr_rdma_read;
+	q->wr_rdma_write = wr_rdma_write;
+	q->wr_rdma_write_imm = wr_rdma_write_imm;
+	q->wr_send = wr_send;
+	q->wr_send_imm = wr_send_imm;
+	q->wr_send_inv = wr_send_inv;
+	q->wr_send_tso = wr_send_tso;
+	q->wr_set_ud_addr = wr_set_ud_addr;
+	q->wr_set_xrc_srqn = wr_set_xrc_srqn;
+	q->wr_set_inline_data = wr_set_inline_data;
+	q->wr_set_inline_data_list = wr_set_inline_data_list;
+	q->wr_set_sge = wr_set_sge;
+	q->wr_set_sge_list = wr_set_sge_list;
+	q->wr_start = wr_start;
+	q->wr_complete = wr_complete;
+	q->wr_abort = wr_abort;
+	q->wr_atomic_write = wr_atomic_write;
+}

@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: MIT */
+/* shm.c -- host-global registry, per-QP segments and peer liveness */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "softrdma.h"
+
+#define SOFT_REG_MAGIC	 0x736f66747265670aull
+#define SOFT_REG_VERSION 1
+#define SOFT_SEG_MAGIC	 0x736f667473656731ull
+
+struct soft_reg *soft_reg;
+int32_t soft_self_pid;
+uint64_t soft_self_start;
+static int reg_users;
+static pthread_mutex_t reg_local_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* soft_prefix -- shm name prefix: $SOFTRDMA_SHM_PREFIX or softrdma-<uid> */
+static void soft_name(char *buf, size_t len, const char *what, uint32_t n)
+{
+	const char *p = getenv("SOFTRDMA_SHM_PREFIX");
+	char def[64];
+
+	if (!p || !*p || strchr(p, '/')) {
+		snprintf(def, sizeof(def), "softrdma-%u", (unsigned)getuid());
+		p = def;
+	}
+	if (n)
+		snprintf(buf, len, "/%s-%s-%u", p, what, n);
+	else
+		snprintf(buf, len, "/%s-%s", p, what);
+}
+
+/* soft_now_ns -- monotonic clock (vDSO, no syscall) */
+uint64_t soft_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* soft_pid_stat -- start time of pid, 0 when gone or a zombie */
+uint64_t soft_pid_start(int32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return 0;
+	p += 2;
+	if (*p == 'Z' || *p == 'X')
+		return 0;
+	/* field 3 is the state; start time is field 22 */
+	for (i = 3; i < 22 && p; i++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p || sscanf(p, "%llu", &start) != 1)
+		return 0;
+	return start ? start : 1;
+}
+
+/* soft_pid_alive -- pid runs and is the process that registered */
+int soft_pid_alive(int32_t pid, uint64_t start)
+{
+	uint64_t s;
+
+	if (pid <= 0)
+		return 0;
+	if (pid == soft_self_pid && start == soft_self_start)
+		return 1;
+	if (kill(pid, 0) < 0 && errno != EPERM)
+		return 0;
+	s = soft_pid_start(pid);
+	return s && (!start || s == start);
+}
+
+/* soft_stripe_lock -- lock a robust process-shared mutex */
+void soft_stripe_lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+}
+
+static int reg_init_mutex(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return 0;
+}
+
+/* reg_create -- create and initialise a fresh registry; fd is open */
+static struct soft_reg *reg_create(int fd)
+{
+	struct soft_reg *r;
+	int i;
+
+	if (ftruncate(fd, sizeof(*r)) < 0)
+		return NULL;
+	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED)
+		return NULL;
+	reg_init_mutex(&r->lock);
+	for (i = 0; i < SOFT_NSTRIPES; i++) {
+		reg_init_mutex(&r->key_lock[i]);
+		reg_init_mutex(&r->atomic_lock[i]);
+	}
+	r->version = SOFT_REG_VERSION;
+	__atomic_store_n(&r->magic, SOFT_REG_MAGIC, __ATOMIC_RELEASE);
+	return r;
+}
+
+/* reg_open -- map an existing registry once its creator finished */
+static struct soft_reg *reg_open(int fd)
+{
+	struct soft_reg *r;
+	struct stat st;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(*r))
+			break;
+		usleep(1000);
+	}
+	if ((size_t)st.st_size < sizeof(*r))
+		return NULL;
+	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED)
+		return NULL;
+	for (i = 0; i < 1000; i++) {
+		if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) ==
+		    SOFT_REG_MAGIC)
+			return r;
+		usleep(1000);
+	}
+	munmap(r, sizeof(*r));
+	return NULL;
+}
+
+/* soft_reg_attach -- map the host registry (once per process) */
+int soft_reg_attach(void)
+{
+	char name[128];
+	struct soft_reg *r = NULL;
+	int fd, tries;
+
+	pthread_mutex_lock(&reg_local_lock);
+	if (reg_users++) {
+		pthread_mutex_unlock(&reg_local_lock);
+		return 0;
+	}
+	soft_self_pid = getpid();
+	soft_self_start = soft_pid_start(soft_self_pid);
+	soft_name(name, sizeof(name), "registry", 0);
+	for (tries = 0; tries < 100 && !r; tries++) {
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+			      0600);
+		if (fd >= 0) {
+			r = reg_create(fd);
+			close(fd);
+			if (!r)
+				shm_unlink(name);
+		} else if (errno == EEXIST) {
+			fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+			if (fd < 0)
+				continue;
+			r = reg_open(fd);
+			close(fd);
+			if (!r) {
+				/* its creator died half-way: start over */
+				shm_unlink(name);
+				continue;
+			}
+		} else {
+			break;
+		}
+		soft_stripe_lock(&r->lock);
+		if (r->unlinked) {
+			pthread_mutex_unlock(&r->lock);
+			munmap(r, sizeof(*r));
+			r = NULL;
+			continue;
+		}
+		pthread_mutex_unlock(&r->lock);
+	}
+	if (!r) {
+		reg_users--;
+		pthread_mutex_unlock(&reg_local_lock);
+		errno = ENODEV;
+		return -1;
+	}
+	soft_reg = r;
+	pthread_mutex_unlock(&reg_local_lock);
+	return 0;
+}
+
+/* reg_sweep -- free entries of dead processes; registry lock held */
+static int reg_sweep(struct soft_reg *r)
+{
+	int i, live = 0;
+
+	for (i = 0; i < SOFT_MAX_CTX; i++) {
+		int32_t pid = atomic_load(&r->ctx[i].pid);
+
+		if (!pid)
+			continue;
+		if (soft_pid_alive(pid, r->ctx[i].start))
+			live++;
+		else
+			atomic_store(&r->ctx[i].pid, 0);
+	}
+	for (i = 0; i < SOFT_MAX_QP; i++) {
+		if (!r->qp[i].qpn ||
+		    soft_pid_alive(r->qp[i].pid, r->qp[i].start))
+			continue;
+		soft_seg_unlink(r->qp[i].qpn);
+		r->qp[i].qpn = 0;
+	}
+	for (i = 0; i < SOFT_MAX_MR; i++) {
+		if (!r->mr[i].key ||
+		    soft_pid_alive(r->mr[i].pid, r->mr[i].start))
+			continue;
+		soft_stripe_lock(&r->key_lock[i % SOFT_NSTRIPES]);
+		r->mr[i].key = 0;
+		pthread_mutex_unlock(&r->key_lock[i % SOFT_NSTRIPES]);
+	}
+	return live;
+}
+
+/* soft_reg_detach -- drop one user; the host's last user unlinks all */
+void soft_reg_detach(void)
+{
+	char name[128];
+	struct soft_reg *r;
+
+	pthread_mutex_lock(&reg_local_lock);
+	if (--reg_users) {
+		pthread_mutex_unlock(&reg_local_lock);
+		return;
+	}
+	r = soft_reg;
+	soft_reg = NULL;
+	soft_stripe_lock(&r->lock);
+	if (!reg_sweep(r)) {
+		soft_name(name, sizeof(name), "registry", 0);
+		r->unlinked = 1;
+		shm_unlink(name);
+	}
+	pthread_mutex_unlock(&r->lock);
+	munmap(r, sizeof(*r));
+	pthread_mutex_unlock(&reg_local_lock);
+}
+
+/* soft_reg_ctx_alloc -- a registry slot for one device context */
+int soft_reg_ctx_alloc(void)
+{
+	struct soft_reg *r = soft_reg;
+	int i, idx = -1;
+
+	soft_stripe_lock(&r->lock);
+	reg_sweep(r);
+	for (i = 0; i < SOFT_MAX_CTX; i++) {
+		if (!atomic_load(&r->ctx[i].pid)) {
+			idx = i;
+			break;
+		}
+	}
+	if (idx >= 0) {
+		r->ctx[idx].start = soft_self_start;
+		atomic_store(&r->ctx[idx].armed, 0);
+		atomic_store(&r->ctx[idx].pid, soft_self_pid);
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (idx < 0)
+		errno = ENOMEM;
+	return idx;
+}
+
+/* soft_reg_ctx_free -- release a context's slot */
+void soft_reg_ctx_free(int idx)
+{
+	soft_stripe_lock(&soft_reg->lock);
+	atomic_store(&soft_reg->ctx[idx].armed, 0);
+	atomic_store(&soft_reg->ctx[idx].pid, 0);
+	pthread_mutex_unlock(&soft_reg->lock);
+}
+
+/* soft_reg_pd_id -- a host-unique protection domain id */
+uint32_t soft_reg_pd_id(void)
+{
+	uint32_t id;
+
+	soft_stripe_lock(&soft_reg->lock);
+	id = ++soft_reg->next_pd_id;
+	if (!id)
+		id = ++soft_reg->next_pd_id;
+	pthread_mutex_unlock(&soft_reg->lock);
+	return id;
+}
+
+/* soft_reg_qp_alloc -- allocate a host-unique QPN (never 0 or 1) */
+int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type, uint32_t *qpn)
+{
+	struct soft_reg *r = soft_reg;
+	int i, slot = -1;
+	uint32_t gen;
+
+	soft_stripe_lock(&r->lock);
+	for (i = 0; i < SOFT_MAX_QP; i++) {
+		if (!r->qp[i].qpn) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot < 0) {
+		reg_sweep(r);
+		for (i = 0; i < SOFT_MAX_QP; i++) {
+			if (!r->qp[i].qpn) {
+				slot = i;
+				break;
+			}
+		}
+	}
+	if (slot < 0) {
+		pthread_mutex_unlock(&r->lock);
+		errno = ENOMEM;
+		return -1;
+	}
+	gen = r->qp_gen++ % 4095 + 1;
+	r->qp[slot].qpn = gen << SOFT_QP_SLOT_BITS | (uint32_t)slot;
+	r->qp[slot].pid = soft_self_pid;
+	r->qp[slot].start = soft_self_start;
+	r->qp[slot].pd_id = pd_id;
+	r->qp[slot].ctx_idx = (uint32_t)ctx_idx;
+	r->qp[slot].qp_type = type;
+	atomic_store(&r->qp[slot].state, IBV_QPS_RESET);
+	atomic_store(&r->qp[slot].access, 0);
+	*qpn = r->qp[slot].qpn;
+	pthread_mutex_unlock(&r->lock);
+	return slot;
+}
+
+/* soft_reg_qp_free -- release a QPN */
+void soft_reg_qp_free(int slot)
+{
+	soft_stripe_lock(&soft_reg->lock);
+	soft_reg->qp[slot].qpn = 0;
+	pthread_mutex_unlock(&soft_reg->lock);
+}
+
+/* soft_reg_qp_lookup -- copy the registry entry of qpn; -1 if none */
+int soft_reg_qp_lookup(uint32_t qpn, struct soft_reg_qp *out)
+{
+	uint32_t slot = qpn & (SOFT_MAX_QP - 1);
+	int ret = -1;
+
+	soft_stripe_lock(&soft_reg->lock);
+	if (qpn && soft_reg->qp[slot].qpn == qpn) {
+		*out = soft_reg->qp[slot];
+		ret = (int)slot;
+	}
+	pthread_mutex_unlock(&soft_reg->lock);
+	return ret;
+}
+
+/* soft_reg_mr_alloc -- allocate a key and publish the MR */
+int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
+{
+	struct soft_reg *r = soft_reg;
+	int i, slot = -1;
+	uint32_t gen;
+	pthread_mutex_t *m;
+
+	soft_stripe_lock(&r->lock);
+	for (i = 0; i < SOFT_MAX_MR && slot < 0; i++)
+		if (!r->mr[i].key)
+			slot = i;
+	if (slot < 0) {
+		reg_sweep(r);
+		for (i = 0; i < SOFT_MAX_MR && slot < 0; i++)
+			if (!r->mr[i].key)
+				slot = i;
+	}
+	if (slot < 0) {
+		pthread_mutex_unlock(&r->lock);
+		errno = ENOMEM;
+		return -1;
+	}
+	gen = r->mr_gen++ % 262143 + 1;
+	m = &r->key_lock[slot % SOFT_NSTRIPES];
+	soft_stripe_lock(m);
+	r->mr[slot] = *mr;
+	r->mr[slot].key = gen << SOFT_MR_SLOT_BITS | (uint32_t)slot;
+	r->mr[slot].pid = soft_self_pid;
+	r->mr[slot].start = soft_self_start;
+	*key = r->mr[slot].key;
+	pthread_mutex_unlock(m);
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+/* soft_reg_mr_free -- unpublish; waits for one-sided ops in flight */
+void soft_reg_mr_free(uint32_t key)
+{
+	uint32_t slot = key & (SOFT_MAX_MR - 1);
+	pthread_mutex_t *m = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+
+	soft_stripe_lock(&soft_reg->lock);
+	soft_stripe_lock(m);
+	if (soft_reg->mr[slot].key == key)
+		soft_reg->mr[slot].key = 0;
+	pthread_mutex_unlock(m);
+	pthread_mutex_unlock(&soft_reg->lock);
+}
+
+/* soft_seg_create -- create the shm segment of a QP */
+void *soft_seg_create(uint32_t qpn, size_t len)
+{
+	char name[128];
+	void *p;
+	int fd;
+
+	soft_name(name, sizeof(name), "qp", qpn);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		shm_unlink(name); /* stale, from a killed process */
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+			      0600);
+	}
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, (off_t)len) < 0) {
+		close(fd);
+		shm_unlink(name);
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		shm_unlink(name);
+		return NULL;
+	}
+	((struct soft_seg_hdr *)p)->magic = SOFT_SEG_MAGIC;
+	return p;
+}
+
+/* soft_seg_map -- map another QP's segment */
+void *soft_seg_map(uint32_t qpn, size_t *len)
+{
+	char name[128];
+	struct stat st;
+	void *p;
+	int fd;
+
+	soft_name(name, sizeof(name), "qp", qpn);
+	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size < SOFT_SEG_HDR) {
+		close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (((struct soft_seg_hdr *)p)->magic != SOFT_SEG_MAGIC ||
+	    ((struct soft_seg_hdr *)p)->qpn != qpn) {
+		munmap(p, (size_t)st.st_size);
+		return NULL;
+	}
+	*len = (size_t)st.st_size;
+	return p;
+}
+
+/* soft_seg_unlink -- remove a QP segment's name */
+void soft_seg_unlink(uint32_t qpn)
+{
+	char name[128];
+
+	soft_name(name, sizeof(name), "qp", qpn);
+	shm_unlink(name);
+}
+
+/* soft_wake_ctx -- poke the progress thread of a context */
+void soft_wake_ctx(uint32_t ctx_idx)
+{
+	_Atomic uint32_t *w = &soft_reg->ctx[ctx_idx].wake;
+
+	atomic_fetch_add(w, 1);
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* soft_futex_wait -- sleep while *word == val, at most ns */
+void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+			      .tv_nsec = (long)(ns % 1000000000ull)};
+
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/* srq.c -- shared receive queues */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softrdma.h"
+
+SOFT_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+					   struct ibv_srq_init_attr *attr);
+SOFT_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+			       int attr_mask);
+SOFT_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
+SOFT_EXPORT int ibv_destroy_srq(struct ibv_srq *srq);
+
+struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
+				   struct ibv_srq_init_attr_ex *attr);
+
+static uint32_t srq_counter;
+
+/* ibv_create_srq -- an SRQ of at least max_wr WQEs */
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+			       struct ibv_srq_init_attr *attr)
+{
+	struct soft_context *ctx;
+	struct soft_srq *srq;
+	uint32_t n = 1;
+
+	if (!pd || !attr || !attr->attr.max_wr ||
+	    attr->attr.max_wr > SOFT_MAX_SRQ_WR ||
+	    attr->attr.max_sge > SOFT_MAX_SGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ctx = to_sctx(pd->context);
+	while (n < attr->attr.max_wr + 1)
+		n <<= 1;
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	srq->rq = calloc(n, sizeof(*srq->rq));
+	if (!srq->rq) {
+		free(srq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	srq->ctx = ctx;
+	srq->pd = to_spd(pd);
+	srq->size = n;
+	srq->max_wr = attr->attr.max_wr;
+	srq->max_sge = attr->attr.max_sge ? attr->attr.max_sge : 1;
+	srq->srqn = __atomic_add_fetch(&srq_counter, 1, __ATOMIC_RELAXED);
+	srq->srq.context = pd->context;
+	srq->srq.srq_context = attr->srq_context;
+	srq->srq.pd = pd;
+	srq->srq.handle = srq->srqn;
+	pthread_mutex_init(&srq->srq.mutex, NULL);
+	pthread_cond_init(&srq->srq.cond, NULL);
+	attr->attr.max_sge = srq->max_sge;
+	__atomic_add_fetch(&srq->pd->refcnt, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&ctx->lock);
+	soft_list_add(&ctx->srqs, &srq->link);
+	pthread_mutex_unlock(&ctx->lock);
+	return &srq->srq;
+}
+
+/* soft_create_srq_ex -- basic SRQs only (no XRC, no tag matching) */
+struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
+				   struct ibv_srq_init_attr_ex *attr)
+{
+	struct ibv_srq_init_attr a;
+	struct ibv_srq *srq;
+
+	if (!attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+	    attr->srq_type != IBV_SRQT_BASIC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->comp_mask &
+	    ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+			IBV_SRQ_INIT_ATTR_CQ)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	a.srq_context = attr->srq_context;
+	a.attr = attr->attr;
+	srq = ibv_create_srq(attr->pd, &a);
+	if (srq)
+		attr->attr = a.attr;
+	return srq;
+}
+
+/* soft_srq_check_limit -- SRQ_LIMIT_REACHED once below the armed limit */
+void soft_srq_check_limit(struct soft_srq *srq)
+{
+	if (srq->limit && srq->head - srq->tail < srq->limit) {
+		srq->limit = 0;
+		soft_async_event(srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED,
+				 &srq->srq);
+	}
+}
+
+/* ibv_modify_srq -- resize (IBV_SRQ_MAX_WR) and/or arm the limit */
+int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+		   int attr_mask)
+{
+	struct soft_srq *srq;
+	int ret = 0;
+
+	if (!ibsrq || !attr || (attr_mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
+		return EINVAL;
+	srq = to_ssrq(ibsrq);
+	pthread_mutex_lock(&srq->ctx->lock);
+	if (attr_mask & IBV_SRQ_MAX_WR) {
+		uint32_t n = 1, i;
+		struct soft_rwqe *nq;
+
+		if (!attr->max_wr || attr->max_wr > SOFT_MAX_SRQ_WR ||
+		    attr->max_wr < srq->head - srq->tail) {
+			ret = EINVAL;
+			goto out;
+		}
+		while (n < attr->max_wr + 1)
+			n <<= 1;
+		nq = calloc(n, sizeof(*nq));
+		if (!nq) {
+			ret = ENOMEM;
+			goto out;
+		}
+		for (i = 0; i < srq->head - srq->tail; i++)
+			nq[i] = srq->rq[(srq->tail + i) & (srq->size - 1)];
+		free(srq->rq);
+		srq->rq = nq;
+		srq->head -= srq->tail;
+		srq->tail = 0;
+		srq->size = n;
+		srq->max_wr = attr->max_wr;
+	}
+	if (attr_mask & IBV_SRQ_LIMIT) {
+		if (attr->srq_limit > srq->max_wr) {
+			ret = EINVAL;
+			goto out;
+		}
+		srq->limit = attr->srq_limit;
+	}
+out:
+	pthread_mutex_unlock(&srq->ctx->lock);
+	return ret;
+}
+
+/* ibv_query_srq -- current attributes */
+int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct soft_srq *srq;
+
+	if (!ibsrq || !attr)
+		return EINVAL;
+	srq = to_ssrq(ibsrq);
+	pthread_mutex_lock(&srq->ctx->lock);
+	attr->max_wr = srq->max_wr;
+	attr->max_sge = srq->max_sge;
+	attr->srq_limit = srq->limit;
+	pthread_mutex_unlock(&srq->ctx->lock);
+	return 0;
+}
+
+static int srq_event_match(const void *e, void *arg)
+{
+	return ((const struct ibv_async_event *)e)->element.srq == arg;
+}
+
+/* ibv_destroy_srq -- EBUSY while QPs use it; waits for event acks */
+int ibv_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct soft_srq *srq;
+
+	if (!ibsrq)
+		return EINVAL;
+	srq = to_ssrq(ibsrq);
+	pthread_mutex_lock(&srq->ctx->lock);
+	if (srq->refcnt) {
+		pthread_mutex_unlock(&srq->ctx->lock);
+		return EBUSY;
+	}
+	soft_list_del(&srq->link);
+	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_evq_purge(srq->ctx->async, srq_event_match, ibsrq);
+	pthread_mutex_lock(&ibsrq->mutex);
+	while (ibsrq->events_completed != srq->async_reported)
+		pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
+	pthread_mutex_unlock(&ibsrq->mutex);
+	__atomic_sub_fetch(&srq->pd->refcnt, 1, __ATOMIC_RELAXED);
+	free(srq->rq);
+	free(srq);
+	return 0;
+}

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/* basic.c -- device, PD, MR, CQ, channel, QP state machine, loopback */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+static void test_device(void)
+{
+	struct ibv_device **l;
+	struct ibv_context *ctx;
+	struct ibv_device_attr da;
+	struct ibv_device_attr_ex dax;
+	struct ibv_port_attr pa;
+	union ibv_gid gid;
+	struct ibv_gid_entry ge;
+	int n = -1;
+
+	l = ibv_get_device_list(&n);
+	ok(l && n == 1 && l[0] && !l[1], "one device listed");
+	ok(!strcmp(ibv_get_device_name(l[0]), "softrdma0"), "named softrdma0");
+	ctx = ibv_open_device(l[0]);
+	ibv_free_device_list(l);
+	ok(ctx != NULL, "open_device");
+	is_int(ibv_query_device(ctx, &da), 0, "query_device");
+	is_int(da.atomic_cap, IBV_ATOMIC_HCA, "atomic_cap HCA");
+	ok(da.max_sge == 32 && da.max_qp_wr >= 1024 && da.max_srq > 0,
+	   "honest caps");
+	is_int(ibv_query_device_ex(ctx, NULL, &dax), 0, "query_device_ex");
+	is_int(dax.orig_attr.max_cqe, da.max_cqe, "ex matches");
+	is_int(ibv_query_port(ctx, 1, &pa), 0, "query_port");
+	is_int(pa.state, IBV_PORT_ACTIVE, "port active");
+	is_int(pa.link_layer, IBV_LINK_LAYER_ETHERNET, "RoCE link layer");
+	is_int(pa.active_mtu, IBV_MTU_4096, "mtu 4096");
+	is_int(pa.max_msg_sz, 1u << 30, "max_msg_sz 1 GiB");
+	ok(ibv_query_port(ctx, 2, &pa) != 0, "port 2 does not exist");
+	is_int(ibv_query_gid(ctx, 1, 0, &gid), 0, "gid 0");
+	ok(gid.raw[0] == 0xfe && gid.raw[1] == 0x80, "gid 0 link-local");
+	is_int(ibv_query_gid(ctx, 1, 1, &gid), 0, "gid 1");
+	ok(gid.raw[10] == 0xff && gid.raw[11] == 0xff && gid.raw[12] == 127 &&
+		   gid.raw[15] == 1,
+	   "gid 1 is ::ffff:127.0.0.1");
+	is_int(ibv_query_gid_ex(ctx, 1, 1, &ge, 0), 0, "query_gid_ex");
+	is_int(ge.gid_type, IBV_GID_TYPE_ROCE_V2, "RoCE v2");
+	is_int(ibv_query_gid_ex(ctx, 1, 15, &ge, 0), ENODATA, "empty entry");
+	ok(ctx->async_fd >= 0, "async_fd");
+	is_int(ibv_close_device(ctx), 0, "close_device");
+}
+
+static void test_objects(void)
+{
+	struct tctx t;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	struct pollfd pfd;
+	char *buf = malloc(4096);
+
+	ok(t_open(&t, 16) == 0, "open ctx/pd/cq");
+	ok(t.cq->cqe >= 16, "cq rounds up (%d)", t.cq->cqe);
+	errno = 0;
+	ok(!ibv_create_cq(t.ctx, 0, NULL, NULL, 0) && errno == EINVAL,
+	   "cqe 0 -> EINVAL");
+	ok(!ibv_create_cq(t.ctx, 1 << 30, NULL, NULL, 0) && errno == EINVAL,
+	   "cqe over max -> EINVAL");
+	ch = ibv_create_comp_channel(t.ctx);
+	ok(ch && ch->fd >= 0, "comp channel with fd");
+	cq = ibv_create_cq(t.ctx, 4, (void *)0x1234, ch, 0);
+	ok(cq != NULL, "cq on channel");
+	is_int(ibv_destroy_comp_channel(ch), EBUSY, "channel busy");
+	pfd.fd = ch->fd;
+	pfd.events = POLLIN;
+	is_int(poll(&pfd, 1, 0), 0, "channel fd not readable");
+	is_int(ibv_resize_cq(cq, 100), 0, "resize_cq");
+	ok(cq->cqe >= 100, "resized");
+	is_int(ibv_destroy_cq(cq), 0, "destroy cq");
+	is_int(ibv_destroy_comp_channel(ch), 0, "destroy channel");
+
+	mr = ibv_reg_mr(t.pd, buf, 4096,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ok(mr && mr->lkey && mr->rkey == mr->lkey, "reg_mr");
+	errno = 0;
+	ok(!ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE) &&
+		   errno == EINVAL,
+	   "REMOTE_WRITE without LOCAL_WRITE -> EINVAL");
+	is_int(ibv_dealloc_pd(t.pd), EBUSY, "pd busy while MR lives");
+	is_int(ibv_dereg_mr(mr), 0, "dereg_mr");
+	t_close(&t);
+	free(buf);
+}
+
+static void test_state_machine(void)
+{
+	struct tctx t;
+	struct ibv_qp *qp;
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_init_attr ca;
+
+	ok(t_open(&t, 16) == 0, "open");
+	memset(&ca, 0, sizeof(ca));
+	ca.send_cq = t.cq;
+	ca.recv_cq = t.cq;
+	ca.qp_type = IBV_QPT_RC;
+	ca.cap.max_send_wr = 4;
+	ca.cap.max_recv_wr = 4;
+	ca.cap.max_send_sge = 33;
+	errno = 0;
+	ok(!ibv_create_qp(t.pd, &ca) && errno == EINVAL, "max_send_sge 33");
+	ca.cap.max_send_sge = 1;
+	ca.cap.max_inline_data = 4096;
+	ok(!ibv_create_qp(t.pd, &ca) && errno == EINVAL, "inline 4096");
+	qp = t_rc_qp(&t, 8, NULL);
+	ok(qp && qp->qp_num > 1, "create_qp qpn %u", qp ? qp->qp_num : 0);
+	is_int(t_qp_state(qp), IBV_QPS_RESET, "RESET");
+	is_int(ibv_destroy_cq(t.cq), EBUSY, "cq busy");
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL, "RESET->RTR");
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT), EINVAL,
+	       "INIT without PKEY/ACCESS");
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+				     IBV_QP_ACCESS_FLAGS | IBV_QP_TIMEOUT),
+	       EINVAL, "INIT with a foreign attribute");
+	a.port_num = 2;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+				     IBV_QP_ACCESS_FLAGS),
+	       EINVAL, "port 2");
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX |
+				     IBV_QP_ACCESS_FLAGS),
+	       0, "RESET->INIT");
+	is_int(t_qp_state(qp), IBV_QPS_INIT, "INIT");
+	{
+		struct ibv_send_wr wr, *bad = NULL;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.opcode = IBV_WR_SEND;
+		is_int(ibv_post_send(qp, &wr, &bad), EINVAL,
+		       "post_send in INIT");
+		ok(bad == &wr, "bad_wr set");
+	}
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.port_num = 1;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER),
+	       EINVAL, "RoCE RTR without GRH");
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 1;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC),
+	       EINVAL, "RTR without MIN_RNR_TIMER");
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER),
+	       0, "INIT->RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN),
+	       EINVAL, "RTS without MAX_QP_RD_ATOMIC");
+	a.retry_cnt = 8;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC),
+	       EINVAL, "retry_cnt 8");
+	a.retry_cnt = 7;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC),
+	       0, "RTR->RTS");
+	memset(&a, 0, sizeof(a));
+	is_int(ibv_query_qp(qp, &a, IBV_QP_STATE | IBV_QP_CAP, &ia), 0,
+	       "query_qp");
+	is_int(a.qp_state, IBV_QPS_RTS, "RTS");
+	is_int(a.timeout, 14, "timeout kept");
+	is_int(a.min_rnr_timer, 12, "min_rnr_timer kept");
+	is_int(a.dest_qp_num, qp->qp_num, "dest_qp_num kept");
+	is_int(a.qp_access_flags, IBV_ACCESS_REMOTE_WRITE, "access kept");
+	ok(a.cap.max_send_wr >= 8 && ia.cap.max_inline_data == 64, "caps");
+	a.qp_state = IBV_QPS_SQD;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "RTS->SQD");
+	a.qp_state = IBV_QPS_RTS;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "SQD->RTS");
+	a.qp_state = IBV_QPS_INIT;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL, "RTS->INIT");
+	a.qp_state = IBV_QPS_ERR;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "RTS->ERR");
+	is_int(t_qp_state(qp), IBV_QPS_ERR, "ERR");
+	a.qp_state = IBV_QPS_RTS;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL, "ERR->RTS");
+	a.qp_state = IBV_QPS_RESET;
+	is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "ERR->RESET");
+	is_int(ibv_destroy_qp(qp), 0, "destroy_qp");
+	t_close(&t);
+}
+
+static void test_loopback(void)
+{
+	struct tctx t;
+	struct ibv_qp *a, *b;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[4];
+	char *buf = calloc(1, 8192);
+	int n;
+
+	ok(t_open(&t, 64) == 0, "open");
+	a = t_rc_qp(&t, 16, NULL);
+	b = t_rc_qp(&t, 16, NULL);
+	mr = ibv_reg_mr(t.pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
+	ok(a && b && mr, "two QPs and an MR");
+	is_int(t_connect(a, b->qp_num, 0, 12, 7, 14, 7), 0, "connect a");
+	is_int(t_connect(b, a->qp_num, 0, 12, 7, 14, 7), 0, "connect b");
+	is_int(t_post_recv(b, buf + 4096, 4096, mr->lkey, 77), 0, "post_recv");
+	strcpy(buf, "hello softrdma");
+	is_int(t_post(a, IBV_WR_SEND, buf, 15, mr->lkey, 5, IBV_SEND_SIGNALED,
+		      0, 0),
+	       0, "post_send");
+	n = t_wait(t.cq, wc, 2, 2000);
+	is_int(n, 2, "two completions");
+	if (n == 2) {
+		struct ibv_wc *r =
+			wc[0].opcode == IBV_WC_RECV ? &wc[0] : &wc[1];
+		struct ibv_wc *s = r == &wc[0] ? &wc[1] : &wc[0];
+
+		is_int(r->status, IBV_WC_SUCCESS, "recv ok");
+		is_int(r->wr_id, 77, "recv wr_id");
+		is_int(r->byte_len, 15, "recv byte_len");
+		is_int(r->qp_num, b->qp_num, "recv qp_num");
+		is_int(r->src_qp, a->qp_num, "recv src_qp");
+		is_int(s->status, IBV_WC_SUCCESS, "send ok");
+		is_int(s->opcode, IBV_WC_SEND, "send opcode");
+		is_int(s->wr_id, 5, "send wr_id");
+	}
+	ok(!strcmp(buf + 4096, "hello softrdma"), "data arrived");
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
+int main(void)
+{
+	int fds;
+
+	t_isolate("basic");
+	fds = t_fd_count();
+	test_device();
+	test_objects();
+	test_state_machine();
+	test_loopback();
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	is_int(t_fd_count(), fds, "no fd left open");
+	return done_testing();
+}

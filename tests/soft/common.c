@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/* common.c -- helpers for the softrdma verbs tests */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static char prefix[96];
+
+/* t_isolate -- private shm names for this test run */
+void t_isolate(const char *name)
+{
+	snprintf(prefix, sizeof(prefix), "t-%s-%d", name, (int)getpid());
+	setenv("SOFTRDMA_SHM_PREFIX", prefix, 1);
+}
+
+/* t_shm_count -- /dev/shm entries of this run */
+int t_shm_count(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	size_t n = strlen(prefix);
+	int c = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, n))
+			c++;
+	closedir(d);
+	return c;
+}
+
+/* t_fd_count -- open fds of this process */
+int t_fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int c = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		c++;
+	closedir(d);
+	return c - 3; /* ".", "..", the DIR's own fd */
+}
+
+/* t_open -- device context, PD and one CQ */
+int t_open(struct tctx *t, int cqe)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+
+	memset(t, 0, sizeof(*t));
+	if (!l || !l[0])
+		return -1;
+	t->ctx = ibv_open_device(l[0]);
+	ibv_free_device_list(l);
+	if (!t->ctx)
+		return -1;
+	t->pd = ibv_alloc_pd(t->ctx);
+	t->cq = ibv_create_cq(t->ctx, cqe, NULL, NULL, 0);
+	return t->pd && t->cq ? 0 : -1;
+}
+
+void t_close(struct tctx *t)
+{
+	if (t->cq)
+		ibv_destroy_cq(t->cq);
+	if (t->pd)
+		ibv_dealloc_pd(t->pd);
+	if (t->ctx)
+		ibv_close_device(t->ctx);
+	memset(t, 0, sizeof(*t));
+}
+
+/* t_rc_qp -- an RC QP on t's CQ */
+struct ibv_qp *t_rc_qp(struct tctx *t, int depth, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.send_cq = t->cq;
+	a.recv_cq = t->cq;
+	a.srq = srq;
+	a.qp_type = IBV_QPT_RC;
+	a.cap.max_send_wr = (uint32_t)depth;
+	a.cap.max_recv_wr = (uint32_t)depth;
+	a.cap.max_send_sge = 4;
+	a.cap.max_recv_sge = 4;
+	a.cap.max_inline_data = 64;
+	return ibv_create_qp(t->pd, &a);
+}
+
+/* t_connect -- RESET->INIT->RTR->RTS towards dest_qpn */
+int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
+	      int min_rnr_timer, int rnr_retry, int timeout, int retry_cnt)
+{
+	struct ibv_qp_attr a;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = 1;
+	a.qp_access_flags = access;
+	r = ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS);
+	if (r)
+		return r;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest_qpn;
+	a.rq_psn = 0;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = (uint8_t)min_rnr_timer;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	r = ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER);
+	if (r)
+		return r;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)timeout;
+	a.retry_cnt = (uint8_t)retry_cnt;
+	a.rnr_retry = (uint8_t)rnr_retry;
+	a.sq_psn = 0;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* t_wait -- poll cq until n completions or ms elapse */
+int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
+{
+	long long end = now_ms() + ms;
+	int got = 0, r;
+
+	while (got < n) {
+		r = ibv_poll_cq(cq, n - got, wc + got);
+		if (r < 0)
+			return got;
+		got += r;
+		if (!r && now_ms() > end)
+			break;
+	}
+	return got;
+}
+
+/* t_post -- one WR with one SGE */
+int t_post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *buf, uint32_t len,
+	   uint32_t lkey, uint64_t wr_id, int flags, uint64_t raddr,
+	   uint32_t rkey)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = (unsigned)flags;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+int t_post_recv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
+		uint64_t wr_id)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_recv_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+int t_qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
+		return -1;
+	return a.qp_state;
+}
+
+void t_xsend(int fd, const void *p, size_t n)
+{
+	if (write(fd, p, n) != (ssize_t)n)
+		exit(3);
+}
+
+void t_xrecv(int fd, void *p, size_t n)
+{
+	size_t got = 0;
+	ssize_t r;
+
+	while (got < n) {
+		r = read(fd, (char *)p + got, n - got);
+		if (r <= 0)
+			exit(3);
+		got += (size_t)r;
+	}
+}

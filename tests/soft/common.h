@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* common.h -- helpers for the softrdma verbs tests */
+#ifndef SOFT_TEST_COMMON_H
+#define SOFT_TEST_COMMON_H
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tctx {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+};
+
+/* t_isolate -- private shm names for this test run */
+void t_isolate(const char *name);
+/* t_shm_count -- /dev/shm entries of this run (leak check) */
+int t_shm_count(void);
+/* t_open -- device context, PD and one CQ */
+int t_open(struct tctx *t, int cqe);
+void t_close(struct tctx *t);
+/* t_rc_qp -- an RC QP on t's CQ */
+struct ibv_qp *t_rc_qp(struct tctx *t, int depth, struct ibv_srq *srq);
+/* t_connect -- RESET->INIT->RTR->RTS towards dest_qpn */
+int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
+	      int min_rnr_timer, int rnr_retry, int timeout, int retry_cnt);
+/* t_wait -- poll cq until n completions or ms elapse; returns count */
+int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms);
+/* t_post_send -- one SEND-style WR with one SGE */
+int t_post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *buf, uint32_t len,
+	   uint32_t lkey, uint64_t wr_id, int flags, uint64_t raddr,
+	   uint32_t rkey);
+int t_post_recv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
+		uint64_t wr_id);
+int t_qp_state(struct ibv_qp *qp);
+/* t_fd_count -- open fds of this process */
+int t_fd_count(void);
+/* pipe exchange between forked peers */
+void t_xsend(int fd, const void *p, size_t n);
+void t_xrecv(int fd, void *p, size_t n);
+
+#endif
