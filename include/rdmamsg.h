@@ -300,6 +300,8 @@ enum rdmamsg_ep_state {
 #define RDMAMSG_REJECT_HANDSHAKE 0x10002 /* malformed handshake */
 #define RDMAMSG_REJECT_RESOURCES 0x10003 /* passive side out of resources */
 #define RDMAMSG_REJECT_CLOSED	 0x10004 /* listener closed before deciding */
+#define RDMAMSG_REJECT_NO_LISTENER \
+	0x10005 /* nobody listens there (or not an rdmamsg peer) */
 
 /*
  * Endpoint callbacks: a table the caller fills (unused ones NULL) and the

@@ -3,7 +3,371 @@
 #ifndef RDMAMSG_INTERNAL_H
 #define RDMAMSG_INTERNAL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "rdmamsg.h"
+
 /* Every public entry point carries this mark (built -fvisibility=hidden). */
 #define RDMAMSG_EXPORT __attribute__((visibility("default")))
+
+#define RDMAMSG_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define RDMAMSG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+struct rdmamsg__ops;
+struct rdmamsg__loop;
+
+/* ---- intrusive doubly linked list ---------------------------------- */
+
+struct rdmamsg__list {
+	struct rdmamsg__list *next, *prev;
+};
+
+/* list_init -- an empty list (or an unlinked node) */
+static inline void list_init(struct rdmamsg__list *l)
+{
+	l->next = l->prev = l;
+}
+
+/* list_empty -- true when l has no nodes (or node is unlinked) */
+static inline int list_empty(const struct rdmamsg__list *l)
+{
+	return l->next == l;
+}
+
+/* list_add_tail -- append n to l */
+static inline void list_add_tail(struct rdmamsg__list *l,
+				 struct rdmamsg__list *n)
+{
+	n->prev = l->prev;
+	n->next = l;
+	l->prev->next = n;
+	l->prev = n;
+}
+
+/* list_del -- unlink n and leave it as an empty list */
+static inline void list_del(struct rdmamsg__list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	list_init(n);
+}
+
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p)-offsetof(type, member)))
+#define list_for_each_safe(pos, tmp, head)                               \
+	for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); \
+	     (pos) = (tmp), (tmp) = (pos)->next)
+
+/* ---- logging ------------------------------------------------------- */
+
+extern int rdmamsg__log_level;
+
+void rdmamsg__log(int level, const char *func, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define RDMAMSG_LOG(level, ...)                                       \
+	do {                                                          \
+		if (RDMAMSG_UNLIKELY((level) <= rdmamsg__log_level))  \
+			rdmamsg__log((level), __func__, __VA_ARGS__); \
+	} while (0)
+#define LOG_ERR(...)  RDMAMSG_LOG(RDMAMSG_LOG_ERROR, __VA_ARGS__)
+#define LOG_WARN(...) RDMAMSG_LOG(RDMAMSG_LOG_WARNING, __VA_ARGS__)
+#define LOG_NOTE(...) RDMAMSG_LOG(RDMAMSG_LOG_NOTICE, __VA_ARGS__)
+#define LOG_INFO(...) RDMAMSG_LOG(RDMAMSG_LOG_INFO, __VA_ARGS__)
+#define LOG_DBG(...)  RDMAMSG_LOG(RDMAMSG_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- timers -------------------------------------------------------- */
+
+struct rdmamsg__timer {
+	struct rdmamsg__list link;
+	uint64_t due_ns;
+	void (*fn)(struct rdmamsg__timer *t);
+	int active;
+};
+
+uint64_t rdmamsg__now_ns(void);
+void rdmamsg__timer_init(struct rdmamsg__timer *t,
+			 void (*fn)(struct rdmamsg__timer *t));
+void rdmamsg__timer_start(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t,
+			  unsigned int ms);
+void rdmamsg__timer_stop(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t);
+void rdmamsg__timers_run(struct rdmamsg_ctx *ctx);
+
+/* ---- memory pool --------------------------------------------------- */
+
+/* Bytes in front of every buffer's data: the wire header goes there. */
+#define RDMAMSG_HEADROOM	64
+#define RDMAMSG_MIN_CLASS_SHIFT 6  /* 64 B */
+#define RDMAMSG_MAX_CLASS_SHIFT 26 /* 64 MiB */
+#define RDMAMSG_NCLASSES	(RDMAMSG_MAX_CLASS_SHIFT - RDMAMSG_MIN_CLASS_SHIFT + 1)
+
+enum { BUF_FREE = 0, BUF_USER = 1, BUF_LIB = 2 };
+
+struct rdmamsg__slab {
+	struct rdmamsg__slab *next;
+	void *mem;
+	size_t len;
+	struct ibv_mr *mr;
+	struct rdmamsg_buf *descs;
+	int huge;
+};
+
+struct rdmamsg_buf {
+	struct rdmamsg_buf *next; /* free list, backlog */
+	struct rdmamsg_ctx *ctx;
+	char *data;
+	size_t cap;
+	uint32_t lkey;
+	uint8_t cls;
+	uint8_t state;
+	/* backlog entry: a message waiting for credits */
+	uint8_t has_imm;
+	uint8_t reported;
+	uint32_t imm;
+	size_t len, off;
+	void *op_ctx;
+};
+
+struct rdmamsg__pool {
+	struct rdmamsg_buf *free[RDMAMSG_NCLASSES];
+	struct rdmamsg__slab *slabs;
+	size_t limit, registered, in_use;
+	int huge;
+};
+
+int rdmamsg__pool_init(struct rdmamsg_ctx *ctx, size_t limit, int huge);
+void rdmamsg__pool_fini(struct rdmamsg_ctx *ctx);
+int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
+		     struct rdmamsg_buf **buf);
+void rdmamsg__buf_put(struct rdmamsg_buf *buf);
+
+/* ---- context ------------------------------------------------------- */
+
+enum rdmamsg__obj_type { OBJ_EP = 1, OBJ_LISTENER, OBJ_CONN_REQ };
+
+struct rdmamsg__cmobj {
+	int type;
+};
+
+struct rdmamsg_ctx_attr {
+	struct ev_loop *loop;
+	enum rdmamsg_fabric fabric;
+	char *device;
+	size_t pool_limit;
+	int huge;
+	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
+	void *wakeup_arg;
+};
+
+struct rdmamsg_ctx {
+	const struct rdmamsg__ops *ops;
+	void *dl;
+	enum rdmamsg_fabric fabric;
+	struct ibv_context **devs;
+	struct ibv_context *verbs;
+	char devname[64];
+	struct ibv_device_attr dattr;
+	uint32_t max_inline;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;
+	struct rdma_event_channel *ech;
+	struct rdmamsg__pool pool;
+
+	/* loop adapter */
+	int epfd, tfd, efd;
+	struct ev_loop *loop;
+	struct rdmamsg__loop *lp;
+	int handles; /* endpoints + listeners: keep the loop alive */
+	int stop;
+	int pending;  /* work left for the next progress pass */
+	uint64_t now; /* cached at the start of a progress pass */
+	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
+	void *wakeup_arg;
+
+	struct rdmamsg__list timers;
+	struct rdmamsg__list polls;	/* endpoints with CQ work */
+	struct rdmamsg__list deferred;	/* endpoints to step */
+	struct rdmamsg__list ldeferred; /* listeners to step */
+	int in_progress;
+	struct rdmamsg__list eps;
+	struct rdmamsg__list listeners;
+};
+
+/* loop.c: the loop adapter (the only file with ev_* calls) */
+int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop);
+void rdmamsg__loop_fini(struct rdmamsg_ctx *ctx);
+void rdmamsg__loop_ref(struct rdmamsg_ctx *ctx);
+void rdmamsg__loop_unref(struct rdmamsg_ctx *ctx);
+void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx);
+int rdmamsg__loop_timerfd_set(struct rdmamsg_ctx *ctx, uint64_t due_ns);
+
+/* dispatch.c */
+int rdmamsg__dispatch_open(struct rdmamsg_ctx *ctx, enum rdmamsg_fabric want);
+void rdmamsg__dispatch_close(struct rdmamsg_ctx *ctx);
+
+/* ---- endpoints ----------------------------------------------------- */
+
+#define RDMAMSG_CTL_CREDITS 2
+
+struct rdmamsg__ep_params {
+	unsigned int connect_ms, close_ms, peer_ms;
+	uint32_t eager, recv_depth, send_depth, backlog;
+	size_t max_msg;
+	uint8_t pdata_len;
+	uint8_t pdata[RDMAMSG_PRIVATE_DATA_MAX];
+};
+
+struct rdmamsg_ep_attr {
+	struct rdmamsg__ep_params p;
+};
+
+void rdmamsg__ep_params_default(struct rdmamsg__ep_params *p);
+
+struct rdmamsg__slot {
+	void *op_ctx;
+	struct rdmamsg_buf *buf; /* freed when the slot completes */
+	uint8_t report;
+};
+
+enum rdmamsg__ep_phase {
+	PH_RESOLVING = 0,
+	PH_CONNECTING,
+	PH_UP,
+	PH_DOWN,
+};
+
+struct rdmamsg_ep {
+	struct rdmamsg__cmobj obj;
+	struct rdmamsg_ctx *ctx;
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	enum rdmamsg_ep_state state;
+	int phase;
+	int passive;
+	struct rdmamsg_ep_cbs cbs;
+	void *arg;
+	struct rdmamsg__ep_params p;
+
+	/* negotiated */
+	uint32_t frag;
+	size_t max_msg;
+	uint32_t max_inline;
+	uint32_t peer_depth;
+
+	/* send side */
+	struct rdmamsg__slot *slots;
+	struct rdmamsg_buf **sbufs;
+	uint32_t sq_mask;
+	uint64_t sq_head, sq_tail;
+	uint32_t unsignaled, sig_every;
+	int32_t credits;
+	uint32_t ctl_credits;
+	uint32_t to_return, ctl_to_return;
+	uint64_t returned_total, received_total;
+	struct rdmamsg_buf *bl_head, *bl_tail;
+	uint32_t bl_count;
+	int want_writable;
+
+	/* receive side */
+	struct rdmamsg_buf **rxb; /* receive buffers, wr_id indexes them */
+	uint32_t nrx;
+	uint32_t rx_posted;
+	uint32_t rx_cur_idx;
+	struct rdmamsg_buf *rx_asm;
+	size_t rx_asm_off;
+	struct rdmamsg_buf *rx_cur;
+	struct rdmamsg_buf *rx_repl;
+	int in_recv;
+	int rx_cur_is_asm;
+	int writable_due;
+
+	/* liveness */
+	uint64_t last_rx, last_tx;
+	struct rdmamsg__timer conn_timer, ka_timer, close_timer;
+
+	/* completions */
+	unsigned int cq_unacked;
+	struct rdmamsg__list poll_link;
+	struct rdmamsg__list defer_link;
+	struct rdmamsg__list link;
+
+	/* teardown */
+	int closing;
+	int close_timed_out;
+	int disc_seen; /* DISCONNECTED event (or never connected) */
+	int down_reported;
+	int connect_reported;
+	void (*close_cb)(struct rdmamsg_ep *ep, void *arg);
+};
+
+struct rdmamsg_listener {
+	struct rdmamsg__cmobj obj;
+	struct rdmamsg_ctx *ctx;
+	struct rdma_cm_id *id;
+	void (*on_conn_req)(struct rdmamsg_listener *lst,
+			    struct rdmamsg_conn_req *req, const void *pdata,
+			    size_t pdata_len, void *arg);
+	void *arg;
+	int closing;
+	void (*close_cb)(struct rdmamsg_listener *lst, void *arg);
+	struct rdmamsg__list reqs;
+	struct rdmamsg__list defer_link;
+	struct rdmamsg__list link;
+};
+
+struct rdmamsg__hs;
+
+struct rdmamsg_conn_req {
+	struct rdmamsg__cmobj obj;
+	struct rdmamsg_listener *lst;
+	struct rdma_cm_id *id;
+	uint32_t peer_depth, peer_eager;
+	uint64_t peer_max_msg;
+	struct rdmamsg__list link;
+};
+
+/* ep.c */
+int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
+		    const struct rdmamsg_ep_cbs *cbs, void *arg,
+		    struct rdmamsg_ep **ep);
+int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep);
+void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
+			   uint32_t peer_eager, uint64_t peer_max_msg);
+void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata,
+			   size_t len);
+void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
+				const void *pdata, size_t len);
+void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status);
+void rdmamsg__ep_defer(struct rdmamsg_ep *ep);
+void rdmamsg__ep_step(struct rdmamsg_ep *ep);
+void rdmamsg__ep_free(struct rdmamsg_ep *ep);
+
+/* msg.c */
+void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
+void rdmamsg__ep_flush(struct rdmamsg_ep *ep);
+int rdmamsg__ep_post_recvs(struct rdmamsg_ep *ep, uint32_t n);
+int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type);
+void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status);
+void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t upto,
+				int status);
+void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep);
+
+/* cm/conn.c */
+void rdmamsg__cm_process(struct rdmamsg_ctx *ctx);
+int rdmamsg__cm_start_connect(struct rdmamsg_ep *ep,
+			      const struct sockaddr *dst);
+void rdmamsg__listener_step(struct rdmamsg_listener *lst);
+
+/* cm/addr.c */
+int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss);
+
+/* progress helpers (ctx.c) */
+void rdmamsg__ctx_defer(struct rdmamsg_ctx *ctx, struct rdmamsg__list *link);
+int rdmamsg__errno(int fallback);
 
 #endif /* RDMAMSG_INTERNAL_H */

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handshake.c -- the versioned private data carried by connect, accept and
+ * reject: magic, protocol version, message kind, the library's own
+ * parameters (credits, buffer sizes) and up to 32 application bytes, all
+ * big-endian.  A peer speaking another version is refused with
+ * RDMAMSG_REJECT_VERSION.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "handshake.h"
+
+/* put16/put32/get16/get32 -- big-endian fields */
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)(v >> 16));
+	put16(p + 2, (uint16_t)v);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return ((uint32_t)get16(p) << 16) | get16(p + 2);
+}
+
+/* our_version -- RDMAMSG_HS_VERSION, or a test's override */
+static uint8_t our_version(void)
+{
+	const char *v = getenv("RDMAMSG_TEST_PROTO_VERSION");
+
+	return v ? (uint8_t)atoi(v) : RDMAMSG_HS_VERSION;
+}
+
+/* rdmamsg__hs_encode -- serialize hs into out */
+size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
+{
+	uint8_t ulen = hs->user_len > 32 ? 32 : hs->user_len;
+
+	put16(out, RDMAMSG_HS_MAGIC);
+	out[2] = our_version();
+	out[3] = hs->kind;
+	put16(out + 4, hs->depth);
+	out[6] = hs->ctl;
+	out[7] = ulen;
+	put32(out + 8, hs->eager);
+	put32(out + 12, hs->max_msg);
+	put32(out + 16, hs->reason);
+	if (ulen)
+		memcpy(out + RDMAMSG_HS_LEN, hs->user, ulen);
+	return RDMAMSG_HS_LEN + ulen;
+}
+
+/* rdmamsg__hs_decode -- parse and check a peer's private data */
+int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
+{
+	const uint8_t *p = in;
+
+	memset(hs, 0, sizeof(*hs));
+	if (!p || len < RDMAMSG_HS_LEN || get16(p) != RDMAMSG_HS_MAGIC)
+		return RDMAMSG_REJECT_HANDSHAKE;
+	hs->version = p[2];
+	hs->kind = p[3];
+	hs->depth = get16(p + 4);
+	hs->ctl = p[6];
+	hs->user_len = p[7];
+	hs->eager = get32(p + 8);
+	hs->max_msg = get32(p + 12);
+	hs->reason = get32(p + 16);
+	if (hs->user_len > 32 || RDMAMSG_HS_LEN + (size_t)hs->user_len > len)
+		return RDMAMSG_REJECT_HANDSHAKE;
+	hs->user = hs->user_len ? p + RDMAMSG_HS_LEN : NULL;
+	if (hs->kind < HS_REQ || hs->kind > HS_REJ)
+		return RDMAMSG_REJECT_HANDSHAKE;
+	/* a reject must be understood whatever its version */
+	if (hs->kind != HS_REJ && hs->version != RDMAMSG_HS_VERSION)
+		return RDMAMSG_REJECT_VERSION;
+	if (hs->kind != HS_REJ &&
+	    (hs->depth < 2 || hs->ctl != RDMAMSG_CTL_CREDITS ||
+	     hs->eager < 64 || hs->max_msg < hs->eager))
+		return RDMAMSG_REJECT_HANDSHAKE;
+	return 0;
+}

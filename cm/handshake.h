@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* handshake.h -- the versioned private data of connect, accept, reject */
+#ifndef RDMAMSG_HANDSHAKE_H
+#define RDMAMSG_HANDSHAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDMAMSG_HS_MAGIC   0x524d /* "RM" */
+#define RDMAMSG_HS_VERSION 1
+#define RDMAMSG_HS_LEN	   20 /* fixed part; application bytes follow */
+#define RDMAMSG_HS_MAX	   (RDMAMSG_HS_LEN + 32)
+
+enum { HS_REQ = 1, HS_ACC = 2, HS_REJ = 3 };
+
+struct rdmamsg__hs {
+	uint8_t version;
+	uint8_t kind;
+	uint16_t depth;	  /* receive buffers = credits for the peer */
+	uint8_t ctl;	  /* control credits */
+	uint32_t eager;	  /* receive buffer size */
+	uint32_t max_msg; /* largest message accepted */
+	uint32_t reason;  /* HS_REJ: application or RDMAMSG_REJECT_* */
+	const uint8_t *user;
+	uint8_t user_len;
+};
+
+/* rdmamsg__hs_encode -- serialize into out (RDMAMSG_HS_MAX bytes) */
+size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out);
+
+/* rdmamsg__hs_decode -- parse; 0, or an RDMAMSG_REJECT_* reason */
+int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs);
+
+#endif /* RDMAMSG_HANDSHAKE_H */

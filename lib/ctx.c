@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT */
+/* ctx.c -- context: fabric, device, PD, channels, pool, loop adapter */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "dispatch.h"
+
+#define DEFAULT_POOL_LIMIT ((size_t)64 << 20)
+#define MIN_POOL_LIMIT	   ((size_t)1 << 20)
+
+/* rdmamsg__errno -- errno after a failed verbs/cm call, never 0 */
+int rdmamsg__errno(int fallback)
+{
+	return errno ? -errno : -fallback;
+}
+
+/* rdmamsg_ctx_attr_new -- attributes with defaults */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_new(struct rdmamsg_ctx_attr **attr)
+{
+	struct rdmamsg_ctx_attr *a;
+
+	if (!attr)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->fabric = RDMAMSG_FABRIC_AUTO;
+	a->pool_limit = DEFAULT_POOL_LIMIT;
+	*attr = a;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_delete -- free *attr */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_delete(struct rdmamsg_ctx_attr **attr)
+{
+	if (!attr)
+		return -EINVAL;
+	if (*attr) {
+		free((*attr)->device);
+		free(*attr);
+		*attr = NULL;
+	}
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_loop -- the caller's libev loop (NULL: fd mode) */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_loop(struct rdmamsg_ctx_attr *attr,
+					     struct ev_loop *loop)
+{
+	if (!attr)
+		return -EINVAL;
+	attr->loop = loop;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_fabric -- AUTO, VERBS or SOFT */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_fabric(struct rdmamsg_ctx_attr *attr,
+					       enum rdmamsg_fabric fabric)
+{
+	if (!attr ||
+	    (fabric != RDMAMSG_FABRIC_AUTO && fabric != RDMAMSG_FABRIC_VERBS &&
+	     fabric != RDMAMSG_FABRIC_SOFT))
+		return -EINVAL;
+	attr->fabric = fabric;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_device -- device name or local address */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_device(struct rdmamsg_ctx_attr *attr,
+					       const char *device)
+{
+	char *d = NULL;
+
+	if (!attr || (device && !*device))
+		return -EINVAL;
+	if (device) {
+		d = strdup(device);
+		if (!d)
+			return -ENOMEM;
+	}
+	free(attr->device);
+	attr->device = d;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_pool_limit -- most bytes the pool registers */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_pool_limit(
+	struct rdmamsg_ctx_attr *attr, size_t bytes)
+{
+	if (!attr || bytes < MIN_POOL_LIMIT)
+		return -EINVAL;
+	attr->pool_limit = bytes;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_huge_pages -- huge-page slabs when available */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_huge_pages(
+	struct rdmamsg_ctx_attr *attr, int enable)
+{
+	if (!attr)
+		return -EINVAL;
+	attr->huge = !!enable;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_wakeup_cb -- what rdmamsg_ctx_wakeup() runs */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_wakeup_cb(
+	struct rdmamsg_ctx_attr *attr,
+	void (*cb)(struct rdmamsg_ctx *ctx, void *arg), void *arg)
+{
+	if (!attr)
+		return -EINVAL;
+	attr->wakeup_cb = cb;
+	attr->wakeup_arg = arg;
+	return 0;
+}
+
+/* match_addr -- the device that owns local address addr, or NULL */
+static struct ibv_context *match_addr(struct rdmamsg_ctx *ctx, const char *addr,
+				      int n)
+{
+	struct sockaddr_storage ss;
+	struct ibv_context *found = NULL;
+	struct rdma_cm_id *id;
+	int i;
+
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&ss)->sin_addr) ==
+	    1) {
+		ss.ss_family = AF_INET;
+	} else if (inet_pton(AF_INET6, addr,
+			     &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		ss.ss_family = AF_INET6;
+	} else {
+		return NULL;
+	}
+	if (ctx->ops->create_id(ctx->ech, &id, NULL, RDMA_PS_TCP))
+		return NULL;
+	if (ctx->ops->bind_addr(id, (struct sockaddr *)&ss) == 0 && id->verbs)
+		for (i = 0; i < n; i++)
+			if (ctx->devs[i] == id->verbs ||
+			    !strcmp(ctx->devs[i]->device->name,
+				    id->verbs->device->name))
+				found = ctx->devs[i];
+	ctx->ops->destroy_id(id);
+	return found;
+}
+
+/* pick_device -- the device attr names (name or address), or the first */
+static int pick_device(struct rdmamsg_ctx *ctx, const char *want)
+{
+	int n = 0, i;
+
+	ctx->devs = ctx->ops->get_devices(&n);
+	if (!ctx->devs || n <= 0) {
+		LOG_ERR("no RDMA device on fabric %s", ctx->ops->name);
+		if (ctx->devs)
+			ctx->ops->free_devices(ctx->devs);
+		ctx->devs = NULL;
+		return -ENODEV;
+	}
+	if (!want) {
+		ctx->verbs = ctx->devs[0];
+	} else {
+		for (i = 0; i < n; i++)
+			if (!strcmp(ctx->ops->get_device_name(
+					    ctx->devs[i]->device),
+				    want))
+				ctx->verbs = ctx->devs[i];
+		if (!ctx->verbs)
+			ctx->verbs = match_addr(ctx, want, n);
+		if (!ctx->verbs) {
+			LOG_ERR("no device named %s or owning that address",
+				want);
+			return -ENODEV;
+		}
+	}
+	strncpy(ctx->devname, ctx->ops->get_device_name(ctx->verbs->device),
+		sizeof(ctx->devname) - 1);
+	return 0;
+}
+
+/* probe_inline -- the largest inline size an RC QP accepts (0 if none) */
+static uint32_t probe_inline(struct rdmamsg_ctx *ctx)
+{
+	static const uint32_t tries[] = {256, 128, 64, 32};
+	struct ibv_qp_init_attr qa;
+	struct ibv_cq *cq;
+	uint32_t best = 0;
+	size_t i;
+
+	cq = ctx->ops->create_cq(ctx->verbs, 4, NULL, NULL, 0);
+	if (!cq)
+		return 0;
+	for (i = 0; i < sizeof(tries) / sizeof(tries[0]) && !best; i++) {
+		struct ibv_qp *qp;
+
+		memset(&qa, 0, sizeof(qa));
+		qa.send_cq = qa.recv_cq = cq;
+		qa.qp_type = IBV_QPT_RC;
+		qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+		qa.cap.max_send_sge = 2;
+		qa.cap.max_recv_sge = 1;
+		qa.cap.max_inline_data = tries[i];
+		qp = ctx->ops->create_qp(ctx->pd, &qa);
+		if (qp) {
+			best = qa.cap.max_inline_data;
+			ctx->ops->destroy_qp(qp);
+		}
+	}
+	ctx->ops->destroy_cq(cq);
+	return best;
+}
+
+/* rdmamsg_ctx_create -- open fabric and device, make PD and channels */
+RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
+				      struct rdmamsg_ctx **ctxp)
+{
+	struct rdmamsg_ctx *ctx;
+	int ret;
+
+	if (!ctxp)
+		return -EINVAL;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	list_init(&ctx->timers);
+	list_init(&ctx->polls);
+	list_init(&ctx->deferred);
+	list_init(&ctx->ldeferred);
+	list_init(&ctx->eps);
+	list_init(&ctx->listeners);
+	if (attr) {
+		ctx->wakeup_cb = attr->wakeup_cb;
+		ctx->wakeup_arg = attr->wakeup_arg;
+	}
+
+	ret = rdmamsg__dispatch_open(ctx,
+				     attr ? attr->fabric : RDMAMSG_FABRIC_AUTO);
+	if (ret)
+		goto err_free_ctx;
+	ctx->ech = ctx->ops->create_event_channel();
+	if (!ctx->ech) {
+		ret = rdmamsg__errno(ENODEV);
+		LOG_ERR("rdma_create_event_channel failed: %d", ret);
+		goto err_dispatch;
+	}
+	ret = pick_device(ctx, attr ? attr->device : NULL);
+	if (ret)
+		goto err_free_devices;
+	if (ctx->ops->query_device(ctx->verbs, &ctx->dattr)) {
+		ret = -ENODEV;
+		LOG_ERR("ibv_query_device(%s) failed", ctx->devname);
+		goto err_free_devices;
+	}
+	ctx->pd = ctx->ops->alloc_pd(ctx->verbs);
+	if (!ctx->pd) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("ibv_alloc_pd(%s) failed: %d", ctx->devname, ret);
+		goto err_free_devices;
+	}
+	ctx->cc = ctx->ops->create_comp_channel(ctx->verbs);
+	if (!ctx->cc) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("ibv_create_comp_channel failed: %d", ret);
+		goto err_dealloc_pd;
+	}
+	ctx->max_inline = probe_inline(ctx);
+	rdmamsg__pool_init(ctx, attr ? attr->pool_limit : DEFAULT_POOL_LIMIT,
+			   attr ? attr->huge : 0);
+	ret = rdmamsg__loop_init(ctx, attr ? attr->loop : NULL);
+	if (ret)
+		goto err_destroy_cc;
+	LOG_INFO("context on %s (%s fabric), inline %u", ctx->devname,
+		 ctx->ops->name, ctx->max_inline);
+	*ctxp = ctx;
+	return 0;
+
+err_destroy_cc:
+	ctx->ops->destroy_comp_channel(ctx->cc);
+err_dealloc_pd:
+	ctx->ops->dealloc_pd(ctx->pd);
+err_free_devices:
+	if (ctx->devs)
+		ctx->ops->free_devices(ctx->devs);
+	ctx->ops->destroy_event_channel(ctx->ech);
+err_dispatch:
+	rdmamsg__dispatch_close(ctx);
+err_free_ctx:
+	free(ctx);
+	return ret;
+}
+
+/* rdmamsg_ctx_destroy -- free an idle context */
+RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
+{
+	struct rdmamsg_ctx *ctx;
+
+	if (!ctxp || !*ctxp)
+		return -EINVAL;
+	ctx = *ctxp;
+	if (!list_empty(&ctx->eps) || !list_empty(&ctx->listeners) ||
+	    ctx->pool.in_use || ctx->in_progress)
+		return -EBUSY;
+	rdmamsg__loop_fini(ctx);
+	rdmamsg__pool_fini(ctx);
+	ctx->ops->destroy_comp_channel(ctx->cc);
+	ctx->ops->dealloc_pd(ctx->pd);
+	ctx->ops->free_devices(ctx->devs);
+	ctx->ops->destroy_event_channel(ctx->ech);
+	rdmamsg__dispatch_close(ctx);
+	free(ctx);
+	*ctxp = NULL;
+	return 0;
+}
+
+/* rdmamsg_ctx_get_fabric -- VERBS or SOFT */
+RDMAMSG_EXPORT int rdmamsg_ctx_get_fabric(const struct rdmamsg_ctx *ctx,
+					  enum rdmamsg_fabric *fabric)
+{
+	if (!ctx || !fabric)
+		return -EINVAL;
+	*fabric = ctx->fabric;
+	return 0;
+}
+
+/* rdmamsg_ctx_get_device_name -- the device's name */
+RDMAMSG_EXPORT int rdmamsg_ctx_get_device_name(const struct rdmamsg_ctx *ctx,
+					       const char **name)
+{
+	if (!ctx || !name)
+		return -EINVAL;
+	*name = ctx->devname;
+	return 0;
+}
+
+/* rdmamsg_ctx_query_caps -- one capability, -ENOTSUP when missing */
+RDMAMSG_EXPORT int rdmamsg_ctx_query_caps(const struct rdmamsg_ctx *ctx,
+					  enum rdmamsg_cap cap, uint64_t *value)
+{
+	uint64_t v;
+
+	if (!ctx || !value)
+		return -EINVAL;
+	switch (cap) {
+	case RDMAMSG_CAP_MAX_MSG_SIZE:
+		v = (uint64_t)1 << RDMAMSG_MAX_CLASS_SHIFT;
+		break;
+	case RDMAMSG_CAP_MAX_INLINE:
+		v = ctx->max_inline;
+		break;
+	case RDMAMSG_CAP_SRQ:
+		v = ctx->dattr.max_srq > 0;
+		break;
+	case RDMAMSG_CAP_ATOMICS:
+		v = ctx->dattr.atomic_cap != IBV_ATOMIC_NONE;
+		break;
+	case RDMAMSG_CAP_MULTICAST:
+		v = ctx->dattr.max_mcast_grp > 0;
+		break;
+	case RDMAMSG_CAP_APM:
+		v = !!(ctx->dattr.device_cap_flags & IBV_DEVICE_AUTO_PATH_MIG);
+		break;
+	case RDMAMSG_CAP_DC:
+	case RDMAMSG_CAP_UMR:
+		/* not served by this version of rdmamsg on any device */
+		v = 0;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (!v && cap != RDMAMSG_CAP_MAX_INLINE)
+		return -ENOTSUP;
+	*value = v;
+	return 0;
+}
+
+/* rdmamsg__ctx_defer -- run an object's step in the next progress pass */
+void rdmamsg__ctx_defer(struct rdmamsg_ctx *ctx, struct rdmamsg__list *link)
+{
+	if (list_empty(link))
+		list_add_tail(&ctx->deferred, link);
+	rdmamsg__loop_kick(ctx);
+}

@@ -1,0 +1,591 @@
+/* SPDX-License-Identifier: MIT */
+/* ep.c -- endpoints: attributes, resources, states, asynchronous close */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "dispatch.h"
+#include "fastpath.h"
+
+#define MAX_EAGER   ((size_t)1 << 20)
+#define MAX_MSG_MAX ((size_t)1 << RDMAMSG_MAX_CLASS_SHIFT)
+
+/* rdmamsg__ep_params_default -- the documented defaults */
+void rdmamsg__ep_params_default(struct rdmamsg__ep_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->connect_ms = 5000;
+	p->close_ms = 2000;
+	p->peer_ms = 10000;
+	p->eager = 8192;
+	p->max_msg = (size_t)1 << 20;
+	p->recv_depth = 64;
+	p->send_depth = 128;
+	p->backlog = 1024;
+}
+
+/* rdmamsg_ep_attr_new -- attributes with defaults */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_new(struct rdmamsg_ep_attr **attr)
+{
+	struct rdmamsg_ep_attr *a;
+
+	if (!attr)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	rdmamsg__ep_params_default(&a->p);
+	*attr = a;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_delete -- free *attr */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_delete(struct rdmamsg_ep_attr **attr)
+{
+	if (!attr)
+		return -EINVAL;
+	free(*attr);
+	*attr = NULL;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_connect_timeout -- ms for a connect attempt */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_connect_timeout(
+	struct rdmamsg_ep_attr *attr, unsigned int ms)
+{
+	if (!attr || ms == 0)
+		return -EINVAL;
+	attr->p.connect_ms = ms;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_close_timeout -- ms a close waits at most */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_close_timeout(
+	struct rdmamsg_ep_attr *attr, unsigned int ms)
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.close_ms = ms;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_peer_timeout -- ms of silence that means dead */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_peer_timeout(
+	struct rdmamsg_ep_attr *attr, unsigned int ms)
+{
+	if (!attr || (ms && ms < 30))
+		return -EINVAL;
+	attr->p.peer_ms = ms;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_eager_size -- bytes per receive buffer */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_eager_size(struct rdmamsg_ep_attr *attr,
+						  size_t size)
+{
+	if (!attr || size < 64 || size > MAX_EAGER)
+		return -EINVAL;
+	attr->p.eager = (uint32_t)size;
+	if (attr->p.max_msg < size)
+		attr->p.max_msg = size;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_max_msg_size -- the largest message */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_max_msg_size(
+	struct rdmamsg_ep_attr *attr, size_t size)
+{
+	if (!attr || size < attr->p.eager || size > MAX_MSG_MAX)
+		return -EINVAL;
+	attr->p.max_msg = size;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_recv_depth -- receive buffers (peer's credits) */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_depth(struct rdmamsg_ep_attr *attr,
+						  unsigned int depth)
+{
+	if (!attr || depth < 2 || depth > 4096)
+		return -EINVAL;
+	attr->p.recv_depth = depth;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_send_depth -- send work requests in flight */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_send_depth(struct rdmamsg_ep_attr *attr,
+						  unsigned int depth)
+{
+	if (!attr || depth < 4 || depth > 4096)
+		return -EINVAL;
+	attr->p.send_depth = depth;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_send_backlog -- messages queued without credits */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_send_backlog(
+	struct rdmamsg_ep_attr *attr, unsigned int msgs)
+{
+	if (!attr || msgs > 1048576)
+		return -EINVAL;
+	attr->p.backlog = msgs;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_private_data -- application bytes for the peer */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_private_data(
+	struct rdmamsg_ep_attr *attr, const void *data, size_t len)
+{
+	if (!attr || len > RDMAMSG_PRIVATE_DATA_MAX || (len && !data))
+		return -EINVAL;
+	if (len)
+		memcpy(attr->p.pdata, data, len);
+	attr->p.pdata_len = (uint8_t)len;
+	return 0;
+}
+
+static void conn_timer_fire(struct rdmamsg__timer *t);
+static void ka_timer_fire(struct rdmamsg__timer *t);
+static void close_timer_fire(struct rdmamsg__timer *t);
+
+/* free_bufs -- give every pool buffer the endpoint holds back */
+static void free_bufs(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_buf *n, *next;
+	uint32_t i;
+
+	if (ep->sbufs)
+		for (i = 0; i < ep->p.send_depth; i++)
+			if (ep->sbufs[i])
+				rdmamsg__buf_put(ep->sbufs[i]);
+	if (ep->rxb)
+		for (i = 0; i < ep->nrx; i++)
+			if (ep->rxb[i])
+				rdmamsg__buf_put(ep->rxb[i]);
+	if (ep->slots)
+		for (i = 0; i <= ep->sq_mask; i++)
+			if (ep->slots[i].buf) {
+				rdmamsg__buf_put(ep->slots[i].buf);
+				ep->slots[i].buf = NULL;
+			}
+	for (n = ep->bl_head; n; n = next) {
+		next = n->next;
+		rdmamsg__buf_put(n);
+	}
+	ep->bl_head = ep->bl_tail = NULL;
+	if (ep->rx_asm)
+		rdmamsg__buf_put(ep->rx_asm);
+	ep->rx_asm = NULL;
+	free(ep->sbufs);
+	free(ep->rxb);
+	free(ep->slots);
+	ep->sbufs = ep->rxb = NULL;
+	ep->slots = NULL;
+}
+
+/* rdmamsg__ep_new -- an endpoint with its rings, not yet connected */
+int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
+		    const struct rdmamsg_ep_cbs *cbs, void *arg,
+		    struct rdmamsg_ep **epp)
+{
+	struct rdmamsg_ep *ep;
+	uint32_t ring = 1, i;
+	int ret;
+
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -ENOMEM;
+	ep->obj.type = OBJ_EP;
+	ep->ctx = ctx;
+	ep->cbs = *cbs;
+	ep->arg = arg;
+	if (attr)
+		ep->p = attr->p;
+	else
+		rdmamsg__ep_params_default(&ep->p);
+	ep->state = RDMAMSG_EP_CONNECTING;
+	list_init(&ep->poll_link);
+	list_init(&ep->defer_link);
+	list_init(&ep->link);
+	rdmamsg__timer_init(&ep->conn_timer, conn_timer_fire);
+	rdmamsg__timer_init(&ep->ka_timer, ka_timer_fire);
+	rdmamsg__timer_init(&ep->close_timer, close_timer_fire);
+
+	while (ring < ep->p.send_depth)
+		ring <<= 1;
+	ep->sq_mask = ring - 1;
+	ep->sig_every = ep->p.send_depth / 4 ? ep->p.send_depth / 4 : 1;
+	ep->slots = calloc(ring, sizeof(*ep->slots));
+	ep->sbufs = calloc(ep->p.send_depth, sizeof(*ep->sbufs));
+	ep->nrx = ep->p.recv_depth + RDMAMSG_CTL_CREDITS;
+	ep->rxb = calloc(ep->nrx, sizeof(*ep->rxb));
+	if (!ep->slots || !ep->sbufs || !ep->rxb) {
+		ret = -ENOMEM;
+		goto err_free_bufs;
+	}
+	/* copy slots for the send ring sit at the same index as their WRs */
+	for (i = 0; i < ep->p.send_depth; i++) {
+		ret = rdmamsg__buf_get(ctx, ep->p.eager, BUF_LIB,
+				       &ep->sbufs[i]);
+		if (ret)
+			goto err_free_bufs;
+	}
+	for (i = 0; i < ep->nrx; i++) {
+		ret = rdmamsg__buf_get(ctx, ep->p.eager, BUF_LIB, &ep->rxb[i]);
+		if (ret)
+			goto err_free_bufs;
+	}
+	*epp = ep;
+	return 0;
+
+err_free_bufs:
+	free_bufs(ep);
+	free(ep);
+	return ret;
+}
+
+/* rdmamsg__ep_setup_qp -- CQ on the shared channel, QP, receive buffers */
+int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+	struct ibv_qp_init_attr qa;
+	int ret;
+
+	if (ep->id->verbs != ctx->verbs) {
+		LOG_ERR("connection is on device %s, context on %s",
+			ep->id->verbs ? ep->id->verbs->device->name : "?",
+			ctx->devname);
+		return -ENODEV;
+	}
+	ep->cq = ctx->ops->create_cq(ctx->verbs,
+				     (int)(ep->p.send_depth + ep->nrx + 8), ep,
+				     ctx->cc, 0);
+	if (!ep->cq) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("ibv_create_cq failed: %d", ret);
+		return ret;
+	}
+	ret = ibv_req_notify_cq(ep->cq, 0);
+	if (ret) {
+		ret = -ret;
+		goto err_destroy_cq;
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_context = ep;
+	qa.send_cq = qa.recv_cq = ep->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = ep->p.send_depth;
+	qa.cap.max_recv_wr = ep->nrx;
+	qa.cap.max_send_sge = 2;
+	qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = ctx->max_inline;
+	if (ctx->ops->create_cm_qp(ep->id, ctx->pd, &qa)) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("rdma_create_qp failed: %d", ret);
+		goto err_destroy_cq;
+	}
+	ep->qp = ep->id->qp;
+	ep->max_inline = qa.cap.max_inline_data;
+	ret = rdmamsg__ep_post_recvs(ep, ep->nrx);
+	if (ret) {
+		LOG_ERR("posting %u receive buffers failed: %d", ep->nrx, ret);
+		goto err_destroy_qp;
+	}
+	return 0;
+
+err_destroy_qp:
+	ctx->ops->destroy_cm_qp(ep->id);
+	ep->qp = NULL;
+	ep->rx_posted = 0;
+err_destroy_cq:
+	ctx->ops->destroy_cq(ep->cq);
+	ep->cq = NULL;
+	return ret;
+}
+
+/* rdmamsg__ep_negotiate -- apply the peer's handshake parameters */
+void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
+			   uint32_t peer_eager, uint64_t peer_max_msg)
+{
+	ep->frag = peer_eager < ep->p.eager ? peer_eager : ep->p.eager;
+	ep->max_msg = peer_max_msg < ep->p.max_msg ? (size_t)peer_max_msg
+						   : ep->p.max_msg;
+	ep->peer_depth = peer_depth;
+	ep->credits = (int32_t)peer_depth;
+	ep->ctl_credits = RDMAMSG_CTL_CREDITS;
+}
+
+/* rdmamsg__ep_defer -- step this endpoint in the next progress pass */
+void rdmamsg__ep_defer(struct rdmamsg_ep *ep)
+{
+	rdmamsg__ctx_defer(ep->ctx, &ep->defer_link);
+}
+
+/* rdmamsg__ep_connected -- the connection is up */
+void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
+{
+	if (ep->phase == PH_UP || ep->phase == PH_DOWN)
+		return;
+	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	ep->phase = PH_UP;
+	ep->last_rx = ep->last_tx = rdmamsg__now_ns();
+	if (ep->closing) {
+		rdmamsg__ep_down(ep, -ECANCELED);
+		return;
+	}
+	ep->state = RDMAMSG_EP_CONNECTED;
+	if (ep->p.peer_ms)
+		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
+	LOG_INFO("endpoint %p connected (frag %u, max %zu, credits %d)",
+		 (void *)ep, ep->frag, ep->max_msg, ep->credits);
+	ep->connect_reported = 1;
+	if (ep->cbs.on_connect)
+		ep->cbs.on_connect(ep, 0, 0, pdata, len, ep->arg);
+}
+
+/* rdmamsg__ep_connect_failed -- report a failed connect attempt once */
+void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
+				const void *pdata, size_t len)
+{
+	if (ep->phase == PH_DOWN)
+		return;
+	if (ep->phase == PH_UP) {
+		rdmamsg__ep_down(ep, status);
+		return;
+	}
+	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	ep->phase = PH_DOWN;
+	ep->disc_seen = 1;
+	if (ep->qp) {
+		struct ibv_qp_attr qa;
+
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = IBV_QPS_ERR;
+		ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
+	}
+	if (ep->closing) {
+		rdmamsg__ep_defer(ep);
+		return;
+	}
+	ep->state = RDMAMSG_EP_DISCONNECTED;
+	LOG_INFO("endpoint %p: connect failed: %s (reason %d)", (void *)ep,
+		 rdmamsg_strerror(status), reason);
+	ep->connect_reported = 1;
+	if (ep->cbs.on_connect)
+		ep->cbs.on_connect(ep, status, reason, pdata, len, ep->arg);
+}
+
+/* rdmamsg__ep_down -- an established connection is gone: flush, report */
+void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
+{
+	struct ibv_qp_attr qa;
+
+	if (ep->phase != PH_UP) {
+		if (ep->phase != PH_DOWN)
+			rdmamsg__ep_connect_failed(ep, status, 0, NULL, 0);
+		return;
+	}
+	ep->phase = PH_DOWN;
+	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
+	/* DREQ to the peer; the QP goes to error and flushes its WRs */
+	ep->ctx->ops->disconnect(ep->id);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_ERR;
+	ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
+	if (ep->closing) {
+		rdmamsg__ep_defer(ep);
+		return;
+	}
+	ep->state = RDMAMSG_EP_DISCONNECTED;
+	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
+	LOG_INFO("endpoint %p down: %s", (void *)ep, rdmamsg_strerror(status));
+	if (!ep->down_reported) {
+		ep->down_reported = 1;
+		if (ep->cbs.on_disconnect)
+			ep->cbs.on_disconnect(ep, status, ep->arg);
+	}
+}
+
+/* conn_timer_fire -- the connect attempt took too long */
+static void conn_timer_fire(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_ep *ep = container_of(t, struct rdmamsg_ep, conn_timer);
+
+	rdmamsg__ep_connect_failed(ep, -ETIMEDOUT, 0, NULL, 0);
+}
+
+/* ka_timer_fire -- keep-alive tick: detect a silent peer, stay audible */
+static void ka_timer_fire(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_ep *ep = container_of(t, struct rdmamsg_ep, ka_timer);
+	uint64_t now = rdmamsg__now_ns();
+	uint64_t limit = (uint64_t)ep->p.peer_ms * 1000000ull;
+
+	if (ep->phase != PH_UP || ep->closing)
+		return;
+	/* completions not yet polled count as signs of life */
+	rdmamsg__ep_poll(ep);
+	if (ep->phase != PH_UP)
+		return;
+	if (now - ep->last_rx > limit) {
+		LOG_NOTE("endpoint %p: peer silent for %u ms", (void *)ep,
+			 ep->p.peer_ms);
+		rdmamsg__ep_down(ep, -ETIMEDOUT);
+		return;
+	}
+	if (now - ep->last_tx >= limit / 3)
+		rdmamsg__ep_send_ctl(ep, W_KEEPALIVE);
+	rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
+}
+
+/* close_timer_fire -- stop waiting for the peer and the flush */
+static void close_timer_fire(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_ep *ep = container_of(t, struct rdmamsg_ep, close_timer);
+
+	ep->close_timed_out = 1;
+	rdmamsg__ep_defer(ep);
+}
+
+/* rdmamsg__ep_free -- release everything; the endpoint is gone */
+void rdmamsg__ep_free(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+
+	rdmamsg__timer_stop(ctx, &ep->conn_timer);
+	rdmamsg__timer_stop(ctx, &ep->ka_timer);
+	rdmamsg__timer_stop(ctx, &ep->close_timer);
+	if (ep->qp)
+		ctx->ops->destroy_cm_qp(ep->id);
+	if (ep->cq) {
+		if (ep->cq_unacked)
+			ctx->ops->ack_cq_events(ep->cq, ep->cq_unacked);
+		ctx->ops->destroy_cq(ep->cq);
+	}
+	if (ep->id)
+		ctx->ops->destroy_id(ep->id);
+	free_bufs(ep);
+	list_del(&ep->poll_link);
+	list_del(&ep->defer_link);
+	list_del(&ep->link);
+	free(ep);
+}
+
+/* cancel_slots -- posted sends the flush did not report: -ECANCELED */
+static void cancel_slots(struct rdmamsg_ep *ep)
+{
+	while (ep->sq_tail < ep->sq_head)
+		rdmamsg__ep_complete_slots(ep, ep->sq_tail, -ECANCELED);
+}
+
+/* rdmamsg__ep_step -- advance a closing endpoint; free it when done */
+void rdmamsg__ep_step(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+	void (*cb)(struct rdmamsg_ep *, void *);
+	void *arg;
+
+	if (!ep->closing)
+		return;
+	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
+	if (ep->cq)
+		rdmamsg__ep_poll(ep); /* flush completions */
+	if (!ep->close_timed_out &&
+	    (ep->sq_tail != ep->sq_head || !ep->disc_seen))
+		return; /* a CQ or CM event, or the timer, comes back */
+	cancel_slots(ep);
+	cb = ep->close_cb;
+	arg = ep->arg;
+	/* every operation has completed; memory goes only after the cb */
+	if (cb)
+		cb(ep, arg);
+	rdmamsg__ep_free(ep);
+	rdmamsg__loop_unref(ctx);
+}
+
+/* rdmamsg_ep_close -- asynchronous close (see rdmamsg.h) */
+RDMAMSG_EXPORT int rdmamsg_ep_close(struct rdmamsg_ep *ep,
+				    void (*close_cb)(struct rdmamsg_ep *ep,
+						     void *arg))
+{
+	if (!ep)
+		return -EINVAL;
+	if (ep->closing)
+		return -EALREADY;
+	ep->closing = 1;
+	ep->close_cb = close_cb;
+	ep->state = RDMAMSG_EP_CLOSING;
+	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	if (ep->phase == PH_UP) {
+		rdmamsg__ep_down(ep, -ECANCELED);
+	} else if (ep->phase != PH_DOWN) {
+		ep->phase = PH_DOWN;
+		ep->disc_seen = 1;
+		if (ep->qp) {
+			struct ibv_qp_attr qa;
+
+			memset(&qa, 0, sizeof(qa));
+			qa.qp_state = IBV_QPS_ERR;
+			ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
+		}
+	}
+	rdmamsg__timer_start(ep->ctx, &ep->close_timer, ep->p.close_ms);
+	rdmamsg__ep_defer(ep);
+	return 0;
+}
+
+/* rdmamsg_ep_get_state -- the endpoint's state */
+RDMAMSG_EXPORT int rdmamsg_ep_get_state(const struct rdmamsg_ep *ep,
+					enum rdmamsg_ep_state *state)
+{
+	if (!ep || !state)
+		return -EINVAL;
+	*state = ep->state;
+	return 0;
+}
+
+/* rdmamsg_ep_get_max_msg_size -- the negotiated maximum */
+RDMAMSG_EXPORT int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep,
+					       size_t *size)
+{
+	if (!ep || !size)
+		return -EINVAL;
+	if (!ep->max_msg)
+		return -ENOTCONN;
+	*size = ep->max_msg;
+	return 0;
+}
+
+/* rdmamsg_connect -- start an active connection */
+RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
+				   const struct rdmamsg_ep_attr *attr,
+				   const struct rdmamsg_ep_cbs *cbs, void *arg,
+				   struct rdmamsg_ep **epp)
+{
+	struct sockaddr_storage ss;
+	struct rdmamsg_ep *ep;
+	int ret;
+
+	if (!ctx || !addr || !cbs || !epp)
+		return -EINVAL;
+	ret = rdmamsg__addr_parse(addr, &ss);
+	if (ret)
+		return ret;
+	if (((struct sockaddr_in *)&ss)->sin_port == 0)
+		return -EINVAL;
+	ret = rdmamsg__ep_new(ctx, attr, cbs, arg, &ep);
+	if (ret)
+		return ret;
+	ret = rdmamsg__cm_start_connect(ep, (struct sockaddr *)&ss);
+	if (ret) {
+		rdmamsg__ep_free(ep);
+		return ret;
+	}
+	rdmamsg__timer_start(ctx, &ep->conn_timer, ep->p.connect_ms);
+	list_add_tail(&ctx->eps, &ep->link);
+	rdmamsg__loop_ref(ctx);
+	*epp = ep;
+	return 0;
+}

@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * loop.c -- the loop adapter: one epoll fd holds the completion channel, the
+ * CM event channel, a timerfd and an eventfd.  In libev mode one ev_io
+ * watches it; in fd mode the caller polls it.  This is the only file that
+ * calls ev_*.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "internal.h"
+#include "dispatch.h"
+
+struct rdmamsg__loop {
+	ev_io io;
+	struct rdmamsg_ctx *ctx;
+};
+
+enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE };
+
+/* set_nonblock -- channel fds must never block a progress pass */
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* ep_add -- watch fd for readability under tag */
+static int ep_add(int epfd, int fd, int tag)
+{
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.u32 = (uint32_t)tag;
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+/* io_cb -- libev: the epoll fd is readable */
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdmamsg__loop *lp = w->data;
+
+	(void)loop;
+	(void)revents;
+	rdmamsg_ctx_progress(lp->ctx);
+	if (lp->ctx->stop)
+		ev_break(loop, EVBREAK_ONE);
+}
+
+/* rdmamsg__loop_init -- make the epoll set and, in libev mode, the watcher */
+int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop)
+{
+	int ret;
+
+	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctx->epfd < 0)
+		return -errno;
+	ctx->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ctx->tfd < 0) {
+		ret = -errno;
+		goto err_close_epfd;
+	}
+	ctx->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ctx->efd < 0) {
+		ret = -errno;
+		goto err_close_tfd;
+	}
+	ret = set_nonblock(ctx->cc->fd);
+	if (!ret)
+		ret = set_nonblock(ctx->ech->fd);
+	if (!ret)
+		ret = ep_add(ctx->epfd, ctx->cc->fd, SRC_CC);
+	if (!ret)
+		ret = ep_add(ctx->epfd, ctx->ech->fd, SRC_CM);
+	if (!ret)
+		ret = ep_add(ctx->epfd, ctx->tfd, SRC_TIMER);
+	if (!ret)
+		ret = ep_add(ctx->epfd, ctx->efd, SRC_WAKE);
+	if (ret)
+		goto err_close_efd;
+	if (loop) {
+		ctx->lp = calloc(1, sizeof(*ctx->lp));
+		if (!ctx->lp) {
+			ret = -ENOMEM;
+			goto err_close_efd;
+		}
+		ctx->lp->ctx = ctx;
+		ctx->loop = loop;
+		ev_io_init(&ctx->lp->io, io_cb, ctx->epfd, EV_READ);
+		ctx->lp->io.data = ctx->lp;
+		ev_io_start(loop, &ctx->lp->io);
+		/* idle until an endpoint or listener exists */
+		ev_unref(loop);
+	}
+	return 0;
+
+err_close_efd:
+	close(ctx->efd);
+err_close_tfd:
+	close(ctx->tfd);
+err_close_epfd:
+	close(ctx->epfd);
+	return ret;
+}
+
+/* rdmamsg__loop_fini -- stop the watcher and close the fds */
+void rdmamsg__loop_fini(struct rdmamsg_ctx *ctx)
+{
+	if (ctx->lp) {
+		if (ctx->handles == 0)
+			ev_ref(ctx->loop);
+		ev_io_stop(ctx->loop, &ctx->lp->io);
+		free(ctx->lp);
+		ctx->lp = NULL;
+	}
+	close(ctx->efd);
+	close(ctx->tfd);
+	close(ctx->epfd);
+}
+
+/* rdmamsg__loop_ref -- one more object keeps the loop running */
+void rdmamsg__loop_ref(struct rdmamsg_ctx *ctx)
+{
+	if (ctx->handles++ == 0 && ctx->lp)
+		ev_ref(ctx->loop);
+}
+
+/* rdmamsg__loop_unref -- one object fewer keeps the loop running */
+void rdmamsg__loop_unref(struct rdmamsg_ctx *ctx)
+{
+	if (--ctx->handles == 0 && ctx->lp)
+		ev_unref(ctx->loop);
+}
+
+/* rdmamsg__loop_kick -- make the fd readable so the next pass comes soon */
+void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	if (write(ctx->efd, &one, sizeof(one)) < 0) {
+		/* counter saturated: already readable */
+	}
+}
+
+/* rdmamsg__loop_timerfd_set -- fire at due_ns (CLOCK_MONOTONIC); 0 disarms */
+int rdmamsg__loop_timerfd_set(struct rdmamsg_ctx *ctx, uint64_t due_ns)
+{
+	struct itimerspec its;
+
+	memset(&its, 0, sizeof(its));
+	if (due_ns) {
+		its.it_value.tv_sec = (time_t)(due_ns / 1000000000ull);
+		its.it_value.tv_nsec = (long)(due_ns % 1000000000ull);
+		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+			its.it_value.tv_nsec = 1;
+	}
+	if (timerfd_settime(ctx->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+/* comp_events -- read CQ events until EAGAIN; queue their endpoints */
+static void comp_events(struct rdmamsg_ctx *ctx)
+{
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	while (ctx->ops->get_cq_event(ctx->cc, &cq, &cq_ctx) == 0) {
+		struct rdmamsg_ep *ep = cq_ctx;
+
+		ep->cq_unacked++;
+		if (list_empty(&ep->poll_link))
+			list_add_tail(&ctx->polls, &ep->poll_link);
+	}
+}
+
+/* drain_fd -- consume a timerfd/eventfd counter */
+static void drain_fd(int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: spurious wake-up */
+	}
+}
+
+/* rdmamsg_ctx_progress -- do all ready work without blocking */
+RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
+{
+	struct epoll_event evs[4];
+	struct rdmamsg__list *pos, *tmp, polls, deferred;
+	int n, i;
+
+	if (!ctx)
+		return -EINVAL;
+	if (ctx->in_progress)
+		return 0; /* called from a callback: the outer pass goes on */
+	ctx->in_progress = 1;
+	ctx->now = rdmamsg__now_ns();
+	ctx->pending = 0;
+	n = epoll_wait(ctx->epfd, evs, 4, 0);
+	for (i = 0; i < n; i++) {
+		switch (evs[i].data.u32) {
+		case SRC_CC:
+			comp_events(ctx);
+			break;
+		case SRC_CM:
+			rdmamsg__cm_process(ctx);
+			break;
+		case SRC_TIMER:
+			drain_fd(ctx->tfd);
+			break;
+		case SRC_WAKE:
+			drain_fd(ctx->efd);
+			if (ctx->wakeup_cb)
+				ctx->wakeup_cb(ctx, ctx->wakeup_arg);
+			break;
+		}
+	}
+
+	/* endpoints with CQ work: ack, re-arm, poll empty */
+	list_init(&polls);
+	if (!list_empty(&ctx->polls)) {
+		polls = ctx->polls;
+		polls.next->prev = &polls;
+		polls.prev->next = &polls;
+		list_init(&ctx->polls);
+	}
+	list_for_each_safe (pos, tmp, &polls) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, poll_link);
+
+		list_del(pos);
+		rdmamsg__ep_comp_event(ep);
+	}
+
+	rdmamsg__timers_run(ctx);
+
+	/* state machines that asked for a step (closes, callbacks) */
+	list_for_each_safe (pos, tmp, &ctx->ldeferred) {
+		list_del(pos);
+		rdmamsg__listener_step(
+			container_of(pos, struct rdmamsg_listener, defer_link));
+	}
+	list_init(&deferred);
+	if (!list_empty(&ctx->deferred)) {
+		deferred = ctx->deferred;
+		deferred.next->prev = &deferred;
+		deferred.prev->next = &deferred;
+		list_init(&ctx->deferred);
+	}
+	list_for_each_safe (pos, tmp, &deferred) {
+		list_del(pos);
+		rdmamsg__ep_step(
+			container_of(pos, struct rdmamsg_ep, defer_link));
+	}
+
+	if (ctx->pending || !list_empty(&ctx->polls) ||
+	    !list_empty(&ctx->deferred) || !list_empty(&ctx->ldeferred))
+		rdmamsg__loop_kick(ctx);
+	ctx->in_progress = 0;
+	return 0;
+}
+
+/* rdmamsg_ctx_arm -- 0 when blocking on the fd is safe, -EBUSY otherwise */
+RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	if (ctx->pending || !list_empty(&ctx->polls) ||
+	    !list_empty(&ctx->deferred) || !list_empty(&ctx->ldeferred))
+		return -EBUSY;
+	/* CQs are re-armed after every drain and channel fds are level
+	 * triggered in the epoll set, so nothing can be lost from here on */
+	return 0;
+}
+
+/* rdmamsg_ctx_get_fd -- the one pollable fd */
+RDMAMSG_EXPORT int rdmamsg_ctx_get_fd(const struct rdmamsg_ctx *ctx, int *fd)
+{
+	if (!ctx || !fd)
+		return -EINVAL;
+	*fd = ctx->epfd;
+	return 0;
+}
+
+/* rdmamsg_ctx_wakeup -- wake the loop from any thread */
+RDMAMSG_EXPORT int rdmamsg_ctx_wakeup(struct rdmamsg_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	rdmamsg__loop_kick(ctx);
+	return 0;
+}
+
+/* rdmamsg_ctx_stop -- make rdmamsg_ctx_run() return */
+RDMAMSG_EXPORT int rdmamsg_ctx_stop(struct rdmamsg_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	ctx->stop = 1;
+	if (ctx->lp)
+		ev_break(ctx->loop, EVBREAK_ONE);
+	return 0;
+}
+
+/* rdmamsg_ctx_run -- drive the context until nothing is left or stopped */
+RDMAMSG_EXPORT int rdmamsg_ctx_run(struct rdmamsg_ctx *ctx)
+{
+	struct pollfd pfd;
+
+	if (!ctx)
+		return -EINVAL;
+	ctx->stop = 0;
+	if (ctx->lp) {
+		ev_run(ctx->loop, 0);
+		ctx->stop = 0;
+		return 0;
+	}
+	pfd.fd = ctx->epfd;
+	pfd.events = POLLIN;
+	while (!ctx->stop && ctx->handles > 0) {
+		if (rdmamsg_ctx_arm(ctx) == 0 && poll(&pfd, 1, -1) < 0 &&
+		    errno != EINTR)
+			return -errno;
+		rdmamsg_ctx_progress(ctx);
+	}
+	ctx->stop = 0;
+	return 0;
+}

@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * msg.c -- messages: eager sends (inline, copied or zero-copy), fragmentation
+ * and reassembly, credit-based flow control, the send backlog and
+ * completion processing.
+ *
+ * Credits: the receiver posts recv_depth buffers for data plus
+ * RDMAMSG_CTL_CREDITS for control messages (credit updates, keep-alives).
+ * Each data message uses one data credit, each control message one control
+ * credit; both come back piggybacked on any message.  An explicit credit
+ * update goes out when the peer may be running low; a control message is
+ * never sent only to return control credits, so updates cannot ping-pong,
+ * and every message sent while a peer waits carries its credits back.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+#include "fastpath.h"
+#include "dispatch.h"
+
+#define POLL_BATCH  32
+#define POLL_BUDGET 8 /* batches per endpoint per progress pass */
+
+/* wc_status -- the errno a work completion stands for */
+static int wc_status(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECANCELED;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ECONNRESET;
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	default:
+		return -EREMOTEIO;
+	}
+}
+
+/* post_frag -- one message or fragment; own is freed when it completes */
+static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
+		     uint32_t imm, uint32_t total, const void *data,
+		     uint32_t len, const struct rdmamsg_buf *src,
+		     struct rdmamsg_buf *own, void *op_ctx, int report)
+{
+	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
+	struct rdmamsg_buf *sb = ep->sbufs[ep->sq_head & ep->sq_mask];
+	struct rdmamsg__wire hs, *h;
+	struct ibv_sge sge[2];
+	int nsge = 1, inl = 0, ret;
+
+	if (RDMAMSG_HDR + len <= ep->max_inline) {
+		/* the provider copies at post time: nothing to register */
+		h = &hs;
+		inl = 1;
+		sge[0].addr = (uintptr_t)h;
+		sge[0].length = RDMAMSG_HDR;
+		sge[0].lkey = 0;
+		if (len) {
+			sge[1].addr = (uintptr_t)data;
+			sge[1].length = len;
+			sge[1].lkey = 0;
+			nsge = 2;
+		}
+	} else if (src) {
+		/* zero copy: header from the slot, payload from the buffer */
+		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
+		sge[0].addr = (uintptr_t)h;
+		sge[0].length = RDMAMSG_HDR;
+		sge[0].lkey = sb->lkey;
+		sge[1].addr = (uintptr_t)data;
+		sge[1].length = len;
+		sge[1].lkey = src->lkey;
+		nsge = 2;
+	} else {
+		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
+		memcpy(sb->data, data, len);
+		sge[0].addr = (uintptr_t)h;
+		sge[0].length = RDMAMSG_HDR + len;
+		sge[0].lkey = sb->lkey;
+	}
+	fp_fill_hdr(ep, h, type, flags, imm, total);
+	ret = fp_post_send(ep, sge, nsge, inl, report || own);
+	if (RDMAMSG_UNLIKELY(ret))
+		return -ret;
+	fp_commit_hdr(ep, h);
+	slot->op_ctx = op_ctx;
+	slot->buf = own;
+	slot->report = (uint8_t)report;
+	ep->sq_head++;
+	ep->last_tx = ep->ctx->now;
+	return 0;
+}
+
+/* backlog_limit -- messages the backlog may hold */
+static inline uint32_t backlog_limit(const struct rdmamsg_ep *ep)
+{
+	return ep->p.backlog;
+}
+
+/* pump -- post queued messages (fragment by fragment) while credits last */
+static void pump(struct rdmamsg_ep *ep)
+{
+	int report = ep->cbs.on_send != NULL;
+
+	while (ep->bl_head && ep->credits > 0 && fp_sq_free(ep) > 0) {
+		struct rdmamsg_buf *n = ep->bl_head;
+		size_t rest = n->len - n->off;
+		uint32_t flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
+		int last = n->off + flen == n->len;
+		uint8_t flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
+					  (last ? F_LAST : 0) |
+					  (n->has_imm ? F_IMM : 0));
+
+		if (post_frag(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
+			      n->data + n->off, flen, n, last ? n : NULL,
+			      n->op_ctx, last && report))
+			break; /* QP in error: the CQ reports it */
+		ep->credits--;
+		n->off += flen;
+		if (last) {
+			ep->bl_head = n->next;
+			if (!ep->bl_head)
+				ep->bl_tail = NULL;
+			n->next = NULL;
+			ep->bl_count--;
+		}
+	}
+	if (ep->want_writable && ep->bl_count < backlog_limit(ep))
+		ep->writable_due = 1;
+}
+
+/* send_msg -- the one send path behind the four public calls */
+static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
+		    struct rdmamsg_buf *zb, int has_imm, uint32_t imm,
+		    void *op_ctx)
+{
+	struct rdmamsg_buf *n;
+	uint32_t limit;
+	int ret;
+
+	if (RDMAMSG_UNLIKELY(ep->state != RDMAMSG_EP_CONNECTED))
+		return -ENOTCONN;
+	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
+		return -EMSGSIZE;
+	if (zb) {
+		if (zb->state != BUF_USER || zb->ctx != ep->ctx ||
+		    len > zb->cap)
+			return -EINVAL;
+		data = zb->data;
+	}
+	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->frag && ep->credits > 0 &&
+			   fp_sq_free(ep) > 0)) {
+		ret = post_frag(
+			ep, W_DATA,
+			(uint8_t)(F_FIRST | F_LAST | (has_imm ? F_IMM : 0)),
+			imm, (uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
+			ep->cbs.on_send != NULL);
+		if (RDMAMSG_UNLIKELY(ret))
+			return ret == -ENOMEM ? -EAGAIN : -ENOTCONN;
+		ep->credits--;
+		if (zb)
+			zb->state = BUF_LIB;
+		return 0;
+	}
+
+	/* out of credits, or fragmented: queue (bounded) */
+	limit = backlog_limit(ep);
+	if (ep->bl_count >= limit && !(len > ep->frag && !ep->bl_head)) {
+		ep->want_writable = 1;
+		return -EAGAIN;
+	}
+	if (zb) {
+		n = zb;
+	} else {
+		ret = rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &n);
+		if (ret) {
+			ep->want_writable = 1;
+			return ret == -ENOMEM ? -EAGAIN : ret;
+		}
+		memcpy(n->data, data, len);
+	}
+	n->state = BUF_LIB;
+	n->len = len;
+	n->off = 0;
+	n->has_imm = (uint8_t)has_imm;
+	n->imm = imm;
+	n->op_ctx = op_ctx;
+	n->reported = 0;
+	n->next = NULL;
+	if (ep->bl_tail)
+		ep->bl_tail->next = n;
+	else
+		ep->bl_head = n;
+	ep->bl_tail = n;
+	ep->bl_count++;
+	pump(ep);
+	return 0;
+}
+
+/* rdmamsg_send -- copy len bytes and send them */
+RDMAMSG_EXPORT int rdmamsg_send(struct rdmamsg_ep *ep, const void *data,
+				size_t len, void *op_ctx)
+{
+	if (RDMAMSG_UNLIKELY(!ep || (len && !data)))
+		return -EINVAL;
+	return send_msg(ep, data, len, NULL, 0, 0, op_ctx);
+}
+
+/* rdmamsg_send_imm -- rdmamsg_send with an immediate value */
+RDMAMSG_EXPORT int rdmamsg_send_imm(struct rdmamsg_ep *ep, const void *data,
+				    size_t len, uint32_t imm, void *op_ctx)
+{
+	if (RDMAMSG_UNLIKELY(!ep || (len && !data)))
+		return -EINVAL;
+	return send_msg(ep, data, len, NULL, 1, imm, op_ctx);
+}
+
+/* rdmamsg_send_buf -- zero-copy send of a pool buffer */
+RDMAMSG_EXPORT int rdmamsg_send_buf(struct rdmamsg_ep *ep,
+				    struct rdmamsg_buf *buf, size_t len,
+				    void *op_ctx)
+{
+	if (RDMAMSG_UNLIKELY(!ep || !buf))
+		return -EINVAL;
+	return send_msg(ep, NULL, len, buf, 0, 0, op_ctx);
+}
+
+/* rdmamsg_send_buf_imm -- zero-copy send with an immediate value */
+RDMAMSG_EXPORT int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep,
+					struct rdmamsg_buf *buf, size_t len,
+					uint32_t imm, void *op_ctx)
+{
+	if (RDMAMSG_UNLIKELY(!ep || !buf))
+		return -EINVAL;
+	return send_msg(ep, NULL, len, buf, 1, imm, op_ctx);
+}
+
+/* rdmamsg_recv_keep -- take the current message's buffer (in on_recv) */
+RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
+				     struct rdmamsg_buf **buf)
+{
+	struct rdmamsg_buf *repl;
+	int ret;
+
+	if (!ep || !buf || !ep->in_recv || !ep->rx_cur ||
+	    ep->rx_cur->state != BUF_LIB)
+		return -EINVAL;
+	if (!ep->rx_cur_is_asm) {
+		/* the receive ring needs a buffer in its place */
+		ret = rdmamsg__buf_get(ep->ctx, ep->p.eager, BUF_LIB, &repl);
+		if (ret)
+			return -ENOMEM;
+		ep->rxb[ep->rx_cur_idx] = repl;
+	} else {
+		ep->rx_asm = NULL;
+	}
+	ep->rx_cur->state = BUF_USER;
+	*buf = ep->rx_cur;
+	return 0;
+}
+
+/* rdmamsg__ep_send_ctl -- a control message (credit update, keep-alive) */
+int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type)
+{
+	int ret;
+
+	if (ep->ctl_credits == 0 || fp_sq_free(ep) == 0)
+		return -EAGAIN;
+	ret = post_frag(ep, (uint8_t)type, 0, 0, 0, NULL, 0, NULL, NULL, NULL,
+			0);
+	if (ret)
+		return ret;
+	ep->ctl_credits--;
+	return 0;
+}
+
+/* rdmamsg__ep_complete_slots -- sends up to seq are done (seq: status) */
+void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t seq, int status)
+{
+	while (ep->sq_tail <= seq && ep->sq_tail < ep->sq_head) {
+		struct rdmamsg__slot *s = &ep->slots[ep->sq_tail & ep->sq_mask];
+		int st = ep->sq_tail == seq ? status : 0;
+
+		ep->sq_tail++;
+		if (s->buf) {
+			rdmamsg__buf_put(s->buf);
+			s->buf = NULL;
+		}
+		if (s->report) {
+			s->report = 0;
+			if (ep->cbs.on_send)
+				ep->cbs.on_send(ep, st, s->op_ctx, ep->arg);
+		}
+	}
+}
+
+/* rdmamsg__ep_cancel_backlog -- report queued messages as cancelled; their
+ * buffers stay until teardown since fragments may still be in flight */
+void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status)
+{
+	struct rdmamsg_buf *n;
+
+	for (n = ep->bl_head; n; n = n->next) {
+		if (n->reported)
+			continue;
+		n->reported = 1;
+		if (ep->cbs.on_send)
+			ep->cbs.on_send(ep, status, n->op_ctx, ep->arg);
+	}
+}
+
+/* deliver -- hand one whole message to on_recv; true when it was kept */
+static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
+		   uint32_t idx, size_t len, uint32_t imm, unsigned int flags)
+{
+	ep->rx_cur = b;
+	ep->rx_cur_is_asm = is_asm;
+	ep->rx_cur_idx = idx;
+	ep->in_recv = 1;
+	if (ep->cbs.on_recv)
+		ep->cbs.on_recv(ep, b->data, len, imm, flags, ep->arg);
+	ep->in_recv = 0;
+	ep->rx_cur = NULL;
+	return b->state == BUF_USER;
+}
+
+/* on_recv_wc -- one receive completion; returns 1 when a data buffer is to
+ * be reposted, 2 for a control buffer, 0 when nothing is */
+static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
+{
+	uint32_t idx = (uint32_t)wc->wr_id;
+	struct rdmamsg_buf *b = ep->rxb[idx];
+	const struct rdmamsg__wire *h =
+		(const struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
+	uint32_t len, imm;
+	unsigned int flags;
+	int ret;
+
+	ep->rx_posted--;
+	if (RDMAMSG_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
+		if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			rdmamsg__ep_down(ep, wc_status(wc->status));
+		return 0;
+	}
+	if (RDMAMSG_UNLIKELY(wc->byte_len < RDMAMSG_HDR)) {
+		LOG_ERR("runt message of %u bytes", wc->byte_len);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 0;
+	}
+	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && ep->passive))
+		rdmamsg__ep_connected(ep, NULL, 0); /* data beat ESTABLISHED */
+	ep->last_rx = ep->ctx->now;
+	ep->credits += le16toh(h->credits);
+	ep->ctl_credits += h->ctl;
+	if (h->type != W_DATA)
+		return 2;
+	ep->received_total++;
+	if (RDMAMSG_UNLIKELY(ep->closing || ep->phase != PH_UP))
+		return 1;
+	len = wc->byte_len - RDMAMSG_HDR;
+	imm = le32toh(h->imm);
+	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
+	if (RDMAMSG_LIKELY((h->flags & (F_FIRST | F_LAST)) ==
+			   (F_FIRST | F_LAST))) {
+		deliver(ep, b, 0, idx, len, imm, flags);
+		return 1;
+	}
+	if (h->flags & F_FIRST) {
+		uint32_t total = le32toh(h->total);
+
+		if (ep->rx_asm || total > ep->p.max_msg || len > total) {
+			LOG_ERR("bad first fragment (total %u)", total);
+			rdmamsg__ep_down(ep, -EPROTO);
+			return 1;
+		}
+		ret = rdmamsg__buf_get(ep->ctx, total, BUF_LIB, &ep->rx_asm);
+		if (ret) {
+			LOG_ERR("no pool memory to reassemble %u bytes", total);
+			rdmamsg__ep_down(ep, -ENOBUFS);
+			return 1;
+		}
+		ep->rx_asm->len = total;
+		ep->rx_asm_off = 0;
+	} else if (!ep->rx_asm) {
+		LOG_ERR("fragment without a first fragment");
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 1;
+	}
+	if (ep->rx_asm_off + len > ep->rx_asm->len) {
+		LOG_ERR("fragments overrun the message length");
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 1;
+	}
+	memcpy(ep->rx_asm->data + ep->rx_asm_off, b->data, len);
+	ep->rx_asm_off += len;
+	if (h->flags & F_LAST) {
+		struct rdmamsg_buf *a = ep->rx_asm;
+
+		if (ep->rx_asm_off != a->len) {
+			LOG_ERR("message shorter than announced");
+			rdmamsg__ep_down(ep, -EPROTO);
+			return 1;
+		}
+		if (!deliver(ep, a, 1, idx, a->len, imm, flags))
+			rdmamsg__buf_put(a);
+		ep->rx_asm = NULL;
+	}
+	return 1;
+}
+
+/* rdmamsg__ep_poll -- drain the CQ (bounded), repost receive buffers */
+void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
+{
+	struct ibv_wc wc[POLL_BATCH];
+	uint32_t rep[POLL_BATCH];
+	int budget = POLL_BUDGET, n, i;
+
+	while (budget-- > 0) {
+		uint32_t nrep = 0, ndata = 0, nctl = 0;
+
+		n = ibv_poll_cq(ep->cq, POLL_BATCH, wc);
+		if (n <= 0)
+			break;
+		for (i = 0; i < n; i++) {
+			uint64_t seq = wc[i].wr_id & ~RDMAMSG_SEND_WRID;
+			int st;
+
+			if (!(wc[i].wr_id & RDMAMSG_SEND_WRID)) {
+				int r = on_recv_wc(ep, &wc[i]);
+
+				if (r) {
+					rep[nrep++] = (uint32_t)wc[i].wr_id;
+					if (r == 1)
+						ndata++;
+					else
+						nctl++;
+				}
+				continue;
+			}
+			if (RDMAMSG_LIKELY(wc[i].status == IBV_WC_SUCCESS)) {
+				rdmamsg__ep_complete_slots(ep, seq, 0);
+				continue;
+			}
+			st = wc_status(wc[i].status);
+			rdmamsg__ep_complete_slots(ep, seq, st);
+			if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+				rdmamsg__ep_down(ep, st);
+		}
+		if (nrep && ep->phase != PH_DOWN) {
+			if (fp_post_recvs(ep, rep, nrep) == 0) {
+				ep->to_return += ndata;
+				ep->ctl_to_return += nctl;
+			}
+		}
+		if (n < POLL_BATCH)
+			break;
+	}
+	if (budget < 0 && list_empty(&ep->poll_link)) {
+		/* more to do: come back next pass (fairness) */
+		list_add_tail(&ep->ctx->polls, &ep->poll_link);
+		ep->ctx->pending = 1;
+	}
+}
+
+/* rdmamsg__ep_flush -- after polling: backlog, credit update, writable */
+void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
+{
+	uint32_t r = ep->p.recv_depth;
+	uint64_t view;
+
+	if (ep->phase != PH_UP || ep->closing)
+		return;
+	if (ep->bl_head)
+		pump(ep);
+	/* receive buffers the peer believes it still has */
+	view = r + ep->returned_total - ep->received_total;
+	if (ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2))
+		rdmamsg__ep_send_ctl(ep, W_CREDIT);
+	if (ep->writable_due ||
+	    (ep->want_writable && !ep->bl_head && ep->credits > 0)) {
+		ep->writable_due = 0;
+		ep->want_writable = 0;
+		if (ep->cbs.on_writable)
+			ep->cbs.on_writable(ep, ep->arg);
+	}
+}
+
+/* rdmamsg__ep_comp_event -- the CQ signalled: ack, re-arm, poll empty */
+void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep)
+{
+	if (ep->cq_unacked >= 16) {
+		ep->ctx->ops->ack_cq_events(ep->cq, ep->cq_unacked);
+		ep->cq_unacked = 0;
+	}
+	ibv_req_notify_cq(ep->cq, 0);
+	rdmamsg__ep_poll(ep);
+	rdmamsg__ep_flush(ep);
+	if (ep->closing)
+		rdmamsg__ep_defer(ep);
+}
+
+/* rdmamsg__ep_post_recvs -- post receive buffers 0 .. n-1 (setup) */
+int rdmamsg__ep_post_recvs(struct rdmamsg_ep *ep, uint32_t n)
+{
+	uint32_t idx[32], i, done = 0;
+	int ret;
+
+	while (done < n) {
+		uint32_t k = n - done > 32 ? 32 : n - done;
+
+		for (i = 0; i < k; i++)
+			idx[i] = done + i;
+		ret = fp_post_recvs(ep, idx, k);
+		if (ret)
+			return ret;
+		done += k;
+	}
+	return 0;
+}

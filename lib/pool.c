@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.c -- registered memory: slabs carved into power-of-two size classes,
+ * grown on demand up to the context's limit, never registered on the data
+ * path.  Every buffer has RDMAMSG_HEADROOM bytes in front of its data for
+ * the wire header, so a filled buffer goes out as one SGE.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+#include "dispatch.h"
+
+#define SLAB_TARGET (1u << 20) /* small classes share 1 MiB slabs */
+#define HUGE_PAGE   (2u << 20)
+
+/* class_of -- the smallest class holding size bytes, or -1 */
+static int class_of(size_t size)
+{
+	int c = 0;
+
+	while (c < RDMAMSG_NCLASSES &&
+	       ((size_t)1 << (c + RDMAMSG_MIN_CLASS_SHIFT)) < size)
+		c++;
+	return c < RDMAMSG_NCLASSES ? c : -1;
+}
+
+/* class_stride -- bytes one buffer of class c takes in its slab */
+static size_t class_stride(int c)
+{
+	return RDMAMSG_HEADROOM + ((size_t)1 << (c + RDMAMSG_MIN_CLASS_SHIFT));
+}
+
+/* rdmamsg__pool_init -- an empty pool */
+int rdmamsg__pool_init(struct rdmamsg_ctx *ctx, size_t limit, int huge)
+{
+	memset(&ctx->pool, 0, sizeof(ctx->pool));
+	ctx->pool.limit = limit;
+	ctx->pool.huge = huge;
+	return 0;
+}
+
+/* slab_mem -- anonymous memory for a slab, huge pages when asked */
+static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge)
+{
+	void *p;
+
+	*huge = 0;
+	if (pool->huge) {
+		size_t hl = (*len + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
+
+		p = mmap(NULL, hl, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		if (p != MAP_FAILED) {
+			*len = hl;
+			*huge = 1;
+			return p;
+		}
+		LOG_INFO("no huge pages for a %zu-byte slab; normal pages",
+			 *len);
+	}
+	p = mmap(NULL, *len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* pool_grow -- add one slab of class c; -ENOMEM at the limit */
+static int pool_grow(struct rdmamsg_ctx *ctx, int c)
+{
+	struct rdmamsg__pool *pool = &ctx->pool;
+	size_t stride = class_stride(c), len, n, i;
+	struct rdmamsg__slab *slab;
+	int ret;
+
+	n = stride >= SLAB_TARGET ? 1 : SLAB_TARGET / stride;
+	len = n * stride;
+	if (pool->registered + len > pool->limit) {
+		/* a smaller slab may still fit under the limit */
+		if (pool->registered + stride > pool->limit)
+			return -ENOMEM;
+		n = (pool->limit - pool->registered) / stride;
+		len = n * stride;
+	}
+	slab = calloc(1, sizeof(*slab));
+	if (!slab)
+		return -ENOMEM;
+	slab->descs = calloc(n, sizeof(*slab->descs));
+	if (!slab->descs) {
+		ret = -ENOMEM;
+		goto err_free_slab;
+	}
+	slab->len = len;
+	slab->mem = slab_mem(pool, &slab->len, &slab->huge);
+	if (!slab->mem) {
+		ret = -ENOMEM;
+		goto err_free_descs;
+	}
+	slab->mr = ctx->ops->reg_mr(ctx->pd, slab->mem, slab->len,
+				    IBV_ACCESS_LOCAL_WRITE |
+					    IBV_ACCESS_REMOTE_WRITE |
+					    IBV_ACCESS_REMOTE_READ);
+	if (!slab->mr) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("registering a %zu-byte slab failed: %d", slab->len,
+			ret);
+		goto err_unmap;
+	}
+	for (i = 0; i < n; i++) {
+		struct rdmamsg_buf *b = &slab->descs[i];
+
+		b->ctx = ctx;
+		b->data = (char *)slab->mem + i * stride + RDMAMSG_HEADROOM;
+		b->cap = stride - RDMAMSG_HEADROOM;
+		b->lkey = slab->mr->lkey;
+		b->cls = (uint8_t)c;
+		b->state = BUF_FREE;
+		b->next = pool->free[c];
+		pool->free[c] = b;
+	}
+	pool->registered += slab->len;
+	slab->next = pool->slabs;
+	pool->slabs = slab;
+	LOG_DBG("pool grew by %zu bytes (class %zu B), %zu registered",
+		slab->len, stride - RDMAMSG_HEADROOM, pool->registered);
+	return 0;
+
+err_unmap:
+	munmap(slab->mem, slab->len);
+err_free_descs:
+	free(slab->descs);
+err_free_slab:
+	free(slab);
+	return ret;
+}
+
+/* rdmamsg__pool_fini -- deregister and free every slab */
+void rdmamsg__pool_fini(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__slab *slab, *next;
+
+	for (slab = ctx->pool.slabs; slab; slab = next) {
+		next = slab->next;
+		ctx->ops->dereg_mr(slab->mr);
+		munmap(slab->mem, slab->len);
+		free(slab->descs);
+		free(slab);
+	}
+	memset(&ctx->pool, 0, sizeof(ctx->pool));
+}
+
+/* rdmamsg__buf_get -- a buffer of at least size bytes for owner */
+int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
+		     struct rdmamsg_buf **buf)
+{
+	struct rdmamsg__pool *pool = &ctx->pool;
+	struct rdmamsg_buf *b;
+	int c, ret;
+
+	c = class_of(size ? size : 1);
+	if (c < 0)
+		return -EMSGSIZE;
+	if (RDMAMSG_UNLIKELY(!pool->free[c])) {
+		ret = pool_grow(ctx, c);
+		if (ret)
+			return ret;
+	}
+	b = pool->free[c];
+	pool->free[c] = b->next;
+	b->next = NULL;
+	b->state = (uint8_t)owner;
+	pool->in_use += b->cap + RDMAMSG_HEADROOM;
+	*buf = b;
+	return 0;
+}
+
+/* rdmamsg__buf_put -- return a buffer to its class's free list */
+void rdmamsg__buf_put(struct rdmamsg_buf *b)
+{
+	struct rdmamsg__pool *pool = &b->ctx->pool;
+
+	b->state = BUF_FREE;
+	b->next = pool->free[b->cls];
+	pool->free[b->cls] = b;
+	pool->in_use -= b->cap + RDMAMSG_HEADROOM;
+}
+
+/* rdmamsg_buf_alloc -- a registered buffer for the caller */
+RDMAMSG_EXPORT int rdmamsg_buf_alloc(struct rdmamsg_ctx *ctx, size_t size,
+				     struct rdmamsg_buf **buf)
+{
+	if (!ctx || !buf || size == 0)
+		return -EINVAL;
+	return rdmamsg__buf_get(ctx, size, BUF_USER, buf);
+}
+
+/* rdmamsg_buf_free -- give a caller's buffer back */
+RDMAMSG_EXPORT int rdmamsg_buf_free(struct rdmamsg_buf *buf)
+{
+	if (!buf || buf->state != BUF_USER)
+		return -EINVAL;
+	rdmamsg__buf_put(buf);
+	return 0;
+}
+
+/* rdmamsg_buf_get_data -- where the buffer's bytes start */
+RDMAMSG_EXPORT int rdmamsg_buf_get_data(const struct rdmamsg_buf *buf,
+					void **data)
+{
+	if (!buf || !data || buf->state != BUF_USER)
+		return -EINVAL;
+	*data = buf->data;
+	return 0;
+}
+
+/* rdmamsg_buf_get_size -- the buffer's capacity */
+RDMAMSG_EXPORT int rdmamsg_buf_get_size(const struct rdmamsg_buf *buf,
+					size_t *size)
+{
+	if (!buf || !size || buf->state != BUF_USER)
+		return -EINVAL;
+	*size = buf->cap;
+	return 0;
+}
+
+/* rdmamsg_ctx_query_pool -- registered and handed-out bytes */
+RDMAMSG_EXPORT int rdmamsg_ctx_query_pool(const struct rdmamsg_ctx *ctx,
+					  size_t *registered, size_t *in_use)
+{
+	if (!ctx || !registered || !in_use)
+		return -EINVAL;
+	*registered = ctx->pool.registered;
+	*in_use = ctx->pool.in_use;
+	return 0;
+}

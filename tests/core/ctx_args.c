@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/* ctx_args.c -- contexts, attributes, caps, buffers: bad inputs and basics */
+#include "config.h"
+
+#include <ev.h>
+
+#include "../tap.h"
+#include "util.h"
+
+static int wakeups;
+
+/* on_wakeup -- counts wake-up callbacks */
+static void on_wakeup(struct rdmamsg_ctx *ctx, void *arg)
+{
+	(void)ctx;
+	(void)arg;
+	wakeups++;
+}
+
+int main(void)
+{
+	struct rdmamsg_ctx_attr *attr = NULL;
+	struct rdmamsg_ctx *ctx = NULL, *ctx2 = NULL;
+	struct rdmamsg_buf *buf = NULL, *b2;
+	enum rdmamsg_fabric fab;
+	const char *name = NULL;
+	uint64_t v = 12345;
+	size_t reg, used, sz;
+	void *data;
+	int fd = -1, level;
+	struct ev_loop *loop;
+
+	test_setup("ctx_args");
+
+	/* logging */
+	is_int(rdmamsg_log_set_level(RDMAMSG_LOG_DEBUG + 1), -EINVAL,
+	       "log level above DEBUG is rejected");
+	is_int(rdmamsg_log_set_level(-2), -EINVAL, "log level below DISABLED");
+	is_int(rdmamsg_log_get_level(NULL), -EINVAL, "get_level(NULL)");
+	rdmamsg_log_get_level(&level);
+	is_int(level, RDMAMSG_LOG_WARNING, "level unchanged by failures");
+
+	/* attributes */
+	is_int(rdmamsg_ctx_attr_new(NULL), -EINVAL, "ctx_attr_new(NULL)");
+	is_int(rdmamsg_ctx_attr_delete(NULL), -EINVAL, "ctx_attr_delete(NULL)");
+	is_int(rdmamsg_ctx_attr_new(&attr), 0, "ctx_attr_new");
+	is_int(rdmamsg_ctx_attr_set_fabric(attr, (enum rdmamsg_fabric)7),
+	       -EINVAL, "unknown fabric");
+	is_int(rdmamsg_ctx_attr_set_fabric(NULL, RDMAMSG_FABRIC_SOFT), -EINVAL,
+	       "set_fabric(NULL)");
+	is_int(rdmamsg_ctx_attr_set_pool_limit(attr, 1000), -EINVAL,
+	       "pool limit below 1 MiB");
+	is_int(rdmamsg_ctx_attr_set_device(attr, ""), -EINVAL,
+	       "empty device name");
+	is_int(rdmamsg_ctx_attr_set_loop(NULL, NULL), -EINVAL,
+	       "set_loop(NULL attr)");
+	is_int(rdmamsg_ctx_attr_set_huge_pages(NULL, 1), -EINVAL,
+	       "set_huge_pages(NULL)");
+	is_int(rdmamsg_ctx_attr_set_wakeup_cb(NULL, on_wakeup, NULL), -EINVAL,
+	       "set_wakeup_cb(NULL)");
+
+	/* context creation */
+	is_int(rdmamsg_ctx_create(NULL, NULL), -EINVAL, "ctx_create(.., NULL)");
+	rdmamsg_ctx_attr_set_device(attr, "no-such-device0");
+	ctx = NULL;
+	is_int(rdmamsg_ctx_create(attr, &ctx), -ENODEV, "unknown device");
+	ok(ctx == NULL, "output untouched on failure");
+	rdmamsg_ctx_attr_set_device(attr, NULL);
+
+	setenv("RDMAMSG_FABRIC", "bogus", 1);
+	is_int(rdmamsg_ctx_create(NULL, &ctx), -ENOTSUP,
+	       "RDMAMSG_FABRIC=bogus");
+	setenv("RDMAMSG_FABRIC", "soft", 1);
+	rdmamsg_ctx_attr_set_wakeup_cb(attr, on_wakeup, NULL);
+	rdmamsg_ctx_attr_set_huge_pages(attr, 1);
+	if (rdmamsg_ctx_create(attr, &ctx))
+		skip_all("softrdma context cannot be created yet");
+	unsetenv("RDMAMSG_FABRIC");
+	ok(ctx != NULL, "soft context");
+	rdmamsg_ctx_get_fabric(ctx, &fab);
+	is_int(fab, RDMAMSG_FABRIC_SOFT, "fabric is soft");
+	is_int(rdmamsg_ctx_get_device_name(ctx, &name), 0, "device name");
+	ok(name && !strcmp(name, "softrdma0"), "device is softrdma0 (%s)",
+	   name ? name : "?");
+	is_int(rdmamsg_ctx_get_device_name(NULL, &name), -EINVAL,
+	       "device name NULL ctx");
+	is_int(rdmamsg_ctx_get_fabric(ctx, NULL), -EINVAL, "fabric NULL out");
+
+	/* the device by name and by address */
+	rdmamsg_ctx_attr_set_device(attr, "softrdma0");
+	is_int(rdmamsg_ctx_create(attr, &ctx2), 0, "by name softrdma0");
+	is_int(rdmamsg_ctx_destroy(&ctx2), 0, "destroy it");
+	ok(ctx2 == NULL, "destroy clears the pointer");
+	rdmamsg_ctx_attr_set_device(attr, "127.0.0.1");
+	is_int(rdmamsg_ctx_create(attr, &ctx2), 0, "by address 127.0.0.1");
+	if (ctx2)
+		rdmamsg_ctx_destroy(&ctx2);
+
+	/* caps */
+	is_int(rdmamsg_ctx_query_caps(NULL, RDMAMSG_CAP_SRQ, &v), -EINVAL,
+	       "caps NULL ctx");
+	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_SRQ, NULL), -EINVAL,
+	       "caps NULL value");
+	is_int(rdmamsg_ctx_query_caps(ctx, (enum rdmamsg_cap)99, &v), -EINVAL,
+	       "unknown cap");
+	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_MAX_MSG_SIZE, &v), 0,
+	       "max message size");
+	ok(v >= (1u << 20), "max message size %llu", (unsigned long long)v);
+	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_MAX_INLINE, &v), 0,
+	       "max inline");
+	diag("inline %llu", (unsigned long long)v);
+	v = 777;
+	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v), -ENOTSUP,
+	       "DC is not supported yet");
+	is_int(v, 777, "value untouched on -ENOTSUP");
+	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_UMR, &v), -ENOTSUP,
+	       "UMR is not supported yet");
+
+	/* buffers */
+	is_int(rdmamsg_buf_alloc(ctx, 0, &buf), -EINVAL, "buf_alloc size 0");
+	is_int(rdmamsg_buf_alloc(NULL, 64, &buf), -EINVAL, "buf_alloc NULL");
+	is_int(rdmamsg_buf_alloc(ctx, 64, NULL), -EINVAL, "buf_alloc NULL out");
+	is_int(rdmamsg_buf_alloc(ctx, (size_t)1 << 40, &buf), -EMSGSIZE,
+	       "buf_alloc 1 TiB");
+	is_int(rdmamsg_buf_alloc(ctx, 32 << 20, &buf), 0, "32 MiB buffer");
+	is_int(rdmamsg_buf_alloc(ctx, 32 << 20, &b2), -ENOMEM,
+	       "a second one passes the 64 MiB limit");
+	rdmamsg_buf_free(buf);
+	is_int(rdmamsg_buf_alloc(ctx, 100, &buf), 0, "100 B buffer");
+	is_int(rdmamsg_buf_get_size(buf, &sz), 0, "get_size");
+	ok(sz >= 100, "capacity %zu", sz);
+	is_int(rdmamsg_buf_get_data(buf, &data), 0, "get_data");
+	memset(data, 0xab, sz);
+	rdmamsg_ctx_query_pool(ctx, &reg, &used);
+	ok(reg >= used && used > 0, "pool: %zu registered, %zu in use", reg,
+	   used);
+	is_int(rdmamsg_ctx_destroy(&ctx), -EBUSY,
+	       "destroy with a buffer out is -EBUSY");
+	is_int(rdmamsg_buf_free(buf), 0, "buf_free");
+	is_int(rdmamsg_buf_free(buf), -EINVAL, "double free is caught");
+	is_int(rdmamsg_buf_free(NULL), -EINVAL, "buf_free(NULL)");
+	is_int(rdmamsg_buf_get_data(NULL, &data), -EINVAL, "get_data(NULL)");
+	is_int(rdmamsg_buf_get_size(NULL, &sz), -EINVAL, "get_size(NULL)");
+
+	/* fd mode loop: wake-up, arm, progress */
+	is_int(rdmamsg_ctx_get_fd(ctx, NULL), -EINVAL, "get_fd NULL out");
+	is_int(rdmamsg_ctx_get_fd(ctx, &fd), 0, "get_fd");
+	ok(fd >= 0, "fd %d", fd);
+	is_int(rdmamsg_ctx_arm(NULL), -EINVAL, "arm(NULL)");
+	is_int(rdmamsg_ctx_progress(NULL), -EINVAL, "progress(NULL)");
+	is_int(rdmamsg_ctx_wakeup(NULL), -EINVAL, "wakeup(NULL)");
+	is_int(rdmamsg_ctx_arm(ctx), 0, "arm with nothing pending");
+	{
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		is_int(poll(&p, 1, 0), 0, "fd idle");
+		rdmamsg_ctx_wakeup(ctx);
+		is_int(poll(&p, 1, 1000), 1, "fd readable after wakeup");
+		rdmamsg_ctx_progress(ctx);
+		is_int(wakeups, 1, "wakeup callback ran once");
+		is_int(poll(&p, 1, 0), 0, "fd idle again");
+	}
+	is_int(rdmamsg_ctx_run(ctx), 0, "run returns at once: nothing open");
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "destroy");
+	is_int(rdmamsg_ctx_destroy(&ctx), -EINVAL, "destroy(&NULL)");
+	is_int(rdmamsg_ctx_destroy(NULL), -EINVAL, "destroy(NULL)");
+
+	/* libev mode: the loop stays empty with an idle context */
+	loop = ev_loop_new(EVFLAG_AUTO);
+	rdmamsg_ctx_attr_set_device(attr, NULL);
+	rdmamsg_ctx_attr_set_loop(attr, loop);
+	setenv("RDMAMSG_FABRIC", "soft", 1);
+	is_int(rdmamsg_ctx_create(attr, &ctx), 0, "libev context");
+	wakeups = 0;
+	rdmamsg_ctx_wakeup(ctx);
+	ev_run(loop, EVRUN_NOWAIT);
+	is_int(wakeups, 1, "wakeup through libev");
+	is_int(ev_run(loop, 0), 0, "ev_run returns: idle context holds no ref");
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "destroy libev context");
+	ev_loop_destroy(loop);
+	rdmamsg_ctx_attr_delete(&attr);
+	ok(attr == NULL, "attr_delete clears the pointer");
+	return done_testing();
+}
