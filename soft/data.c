@@ -124,8 +124,8 @@ static int local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 	return 0;
 }
 
-/* peer_reachable -- the target QP exists and accepts packets */
-static int peer_reachable(struct soft_qp *qp)
+/* peer_listed -- the target QP is registered and in a receiving state */
+static int peer_listed(struct soft_qp *qp)
 {
 	struct soft_reg_qp *e;
 	uint32_t st;
@@ -138,9 +138,13 @@ static int peer_reachable(struct soft_qp *qp)
 	if (e->qpn != qp->dest_qpn)
 		return 0;
 	st = atomic_load(&e->state);
-	if (st < IBV_QPS_RTR || st == IBV_QPS_ERR)
-		return 0;
-	return soft_pid_alive(qp->peer_pid, qp->peer_start);
+	return st >= IBV_QPS_RTR && st != IBV_QPS_ERR;
+}
+
+/* peer_reachable -- peer_listed and its process lives (syscalls) */
+static int peer_reachable(struct soft_qp *qp)
+{
+	return peer_listed(qp) && soft_pid_alive(qp->peer_pid, qp->peer_start);
 }
 
 /*
@@ -180,7 +184,8 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		len = 8;
 		break;
 	}
-	if (!peer_reachable(qp))
+	/* a dead target makes process_vm_* fail with ESRCH */
+	if (!peer_listed(qp))
 		return IBV_WC_RETRY_EXC_ERR;
 	t = &soft_reg->qp[qp->peer_reg_slot];
 	st = atomic_load(&t->state);

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/* errors.c -- every completion error status, flushes and post errors */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../tap.h"
+#include "common.h"
+
+static struct tctx t;
+static struct ibv_cq *acq, *bcq;
+static char *abuf, *bbuf;
+static struct ibv_mr *amr, *bmr;
+
+#define BUFSZ 65536
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* pair -- a -> b connected QPs on their own CQs */
+static void pair(struct ibv_qp **a, struct ibv_qp **b, int b_access,
+		 int b_rnr_timer, int a_rnr_retry, int sig_all)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 8;
+	ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = 4;
+	ia.cap.max_recv_sge = 4;
+	ia.cap.max_inline_data = 64;
+	ia.sq_sig_all = sig_all;
+	ia.send_cq = ia.recv_cq = acq;
+	*a = ibv_create_qp(t.pd, &ia);
+	ia.send_cq = ia.recv_cq = bcq;
+	*b = ibv_create_qp(t.pd, &ia);
+	if (!*a || !*b)
+		bail_out("create_qp");
+	if (t_connect(*a, (*b)->qp_num,
+		      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			      IBV_ACCESS_REMOTE_ATOMIC,
+		      12, a_rnr_retry, 14, 7) ||
+	    t_connect(*b, (*a)->qp_num, b_access, b_rnr_timer, 7, 14, 7))
+		bail_out("connect");
+}
+
+static void unpair(struct ibv_qp *a, struct ibv_qp *b)
+{
+	struct ibv_wc wc[16];
+
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	while (ibv_poll_cq(acq, 16, wc) > 0)
+		;
+	while (ibv_poll_cq(bcq, 16, wc) > 0)
+		;
+}
+
+static void test_len_err(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc;
+
+	pair(&a, &b, 0, 12, 7, 1);
+	t_post_recv(b, bbuf, 8, bmr->lkey, 1);
+	t_post(a, IBV_WR_SEND, abuf, 64, amr->lkey, 2, 0, 0, 0);
+	is_int(t_wait(bcq, &wc, 1, 2000), 1, "len: receiver completion");
+	is_int(wc.status, IBV_WC_LOC_LEN_ERR, "receiver LOC_LEN_ERR");
+	is_int(wc.wr_id, 1, "receiver wr_id");
+	is_int(t_wait(acq, &wc, 1, 2000), 1, "len: sender completion");
+	is_int(wc.status, IBV_WC_REM_INV_REQ_ERR, "sender REM_INV_REQ_ERR");
+	is_int(t_qp_state(a), IBV_QPS_ERR, "sender QP in ERR");
+	is_int(t_qp_state(b), IBV_QPS_ERR, "receiver QP in ERR");
+	unpair(a, b);
+}
+
+static void test_recv_prot(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc;
+
+	pair(&a, &b, 0, 12, 7, 1);
+	t_post_recv(b, bbuf, 64, bmr->lkey + 1, 1);
+	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 2, 0, 0, 0);
+	is_int(t_wait(bcq, &wc, 1, 2000), 1, "recv prot: receiver completion");
+	is_int(wc.status, IBV_WC_LOC_PROT_ERR, "receiver LOC_PROT_ERR");
+	is_int(t_wait(acq, &wc, 1, 2000), 1, "recv prot: sender completion");
+	is_int(wc.status, IBV_WC_REM_OP_ERR, "sender REM_OP_ERR");
+	unpair(a, b);
+}
+
+static void test_send_prot(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[2];
+
+	pair(&a, &b, 0, 12, 7, 1);
+	t_post_recv(b, bbuf, 64, bmr->lkey, 1);
+	is_int(t_post(a, IBV_WR_SEND, abuf, 16, 0xdead, 2, 0, 0, 0), 0,
+	       "bad lkey is accepted by post_send");
+	is_int(t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 3, 0, 0, 0), 0,
+	       "next WR posted");
+	is_int(t_wait(acq, wc, 2, 2000), 2, "two sender completions");
+	is_int(wc[0].status, IBV_WC_LOC_PROT_ERR, "LOC_PROT_ERR");
+	is_int(wc[0].wr_id, 2, "on the bad WR");
+	is_int(wc[1].status, IBV_WC_WR_FLUSH_ERR, "next one flushed");
+	is_int(t_qp_state(a), IBV_QPS_ERR, "QP in ERR");
+	is_int(t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 4, 0, 0, 0), 0,
+	       "post in ERR accepted");
+	is_int(t_wait(acq, wc, 1, 2000), 1, "completion of post in ERR");
+	is_int(wc[0].status, IBV_WC_WR_FLUSH_ERR, "flushed");
+	is_int(t_wait(bcq, wc, 1, 100), 0, "receiver got nothing");
+	unpair(a, b);
+}
+
+static void test_rem_access(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[3];
+	struct ibv_mr *ro =
+		ibv_reg_mr(t.pd, bbuf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_send_wr wr[2], *bad;
+	struct ibv_sge sge[2];
+
+	memset(bbuf, 0x11, 8192);
+	memset(abuf, 0x22, 4096);
+	pair(&a, &b, IBV_ACCESS_REMOTE_WRITE, 12, 7, 1);
+	/* a failing write followed, in the same post, by a valid one */
+	memset(wr, 0, sizeof(wr));
+	sge[0] = (struct ibv_sge){(uintptr_t)abuf, 64, amr->lkey};
+	sge[1] = sge[0];
+	wr[0].wr_id = 1;
+	wr[0].opcode = IBV_WR_RDMA_WRITE;
+	wr[0].sg_list = &sge[0];
+	wr[0].num_sge = 1;
+	wr[0].wr.rdma.remote_addr = (uintptr_t)bbuf + 4096;
+	wr[0].wr.rdma.rkey = ro->rkey;
+	wr[0].next = &wr[1];
+	wr[1] = wr[0];
+	wr[1].next = NULL;
+	wr[1].wr_id = 2;
+	wr[1].sg_list = &sge[1];
+	wr[1].wr.rdma.remote_addr = (uintptr_t)bbuf;
+	wr[1].wr.rdma.rkey = bmr->rkey;
+	is_int(ibv_post_send(a, wr, &bad), 0, "post two writes");
+	is_int(t_wait(acq, wc, 2, 2000), 2, "two completions");
+	is_int(wc[0].status, IBV_WC_REM_ACCESS_ERR,
+	       "write without REMOTE_WRITE: REM_ACCESS_ERR");
+	is_int(wc[1].status, IBV_WC_WR_FLUSH_ERR, "later WR flushed");
+	is_int(t_qp_state(a), IBV_QPS_ERR, "initiator QP in ERR");
+	ok(bbuf[4096] == 0x11 && bbuf[4096 + 63] == 0x11,
+	   "target memory untouched");
+	ok(bbuf[0] == 0x11, "flushed write not executed");
+	unpair(a, b);
+
+	/* out of bounds, and a QP without remote write access */
+	pair(&a, &b, IBV_ACCESS_REMOTE_WRITE, 12, 7, 1);
+	t_post(a, IBV_WR_RDMA_WRITE, abuf, 64, amr->lkey, 3, 0,
+	       (uintptr_t)bbuf + BUFSZ - 32, bmr->rkey);
+	is_int(t_wait(acq, wc, 1, 2000), 1, "oob completion");
+	is_int(wc[0].status, IBV_WC_REM_ACCESS_ERR, "out of bounds");
+	unpair(a, b);
+	pair(&a, &b, IBV_ACCESS_REMOTE_READ, 12, 7, 1);
+	t_post(a, IBV_WR_RDMA_WRITE, abuf, 64, amr->lkey, 4, 0, (uintptr_t)bbuf,
+	       bmr->rkey);
+	is_int(t_wait(acq, wc, 1, 2000), 1, "qp access completion");
+	is_int(wc[0].status, IBV_WC_REM_ACCESS_ERR,
+	       "target QP without REMOTE_WRITE");
+	t_post(a, IBV_WR_RDMA_READ, abuf, 64, 0x1234, 5, 0, (uintptr_t)bbuf,
+	       bmr->rkey);
+	is_int(t_wait(acq, wc, 1, 2000), 1, "read after error");
+	is_int(wc[0].status, IBV_WC_WR_FLUSH_ERR, "flushed");
+	ok(bbuf[0] == 0x11, "target memory untouched");
+	unpair(a, b);
+	ibv_dereg_mr(ro);
+}
+
+static void test_rnr(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc;
+	double t0, dt;
+
+	/* responder min_rnr_timer 14 = 1.28 ms, requester rnr_retry 2 */
+	pair(&a, &b, 0, 14, 2, 1);
+	t0 = now_ms();
+	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 9, 0, 0, 0);
+	is_int(t_wait(acq, &wc, 1, 5000), 1, "rnr: completion");
+	dt = now_ms() - t0;
+	is_int(wc.status, IBV_WC_RNR_RETRY_EXC_ERR, "RNR_RETRY_EXC_ERR");
+	ok(dt >= 2 * 1.28 && dt < 1000, "after 2 retries x 1.28 ms (%.2f ms)",
+	   dt);
+	is_int(t_qp_state(a), IBV_QPS_ERR, "requester in ERR");
+	is_int(t_qp_state(b), IBV_QPS_RTS, "responder unaffected");
+	t_post_recv(b, bbuf, 64, bmr->lkey, 1);
+	is_int(t_wait(bcq, &wc, 1, 50), 0, "withdrawn message not received");
+	unpair(a, b);
+
+	/* rnr_retry 7: the message waits for the receive */
+	pair(&a, &b, 0, 1, 7, 1);
+	strcpy(abuf, "late");
+	t_post(a, IBV_WR_SEND, abuf, 5, amr->lkey, 10, 0, 0, 0);
+	is_int(t_wait(acq, &wc, 1, 30), 0, "no completion while RNR");
+	t_post_recv(b, bbuf, 64, bmr->lkey, 2);
+	is_int(t_wait(bcq, &wc, 1, 2000), 1, "received once posted");
+	ok(wc.status == IBV_WC_SUCCESS && !strcmp(bbuf, "late"), "data");
+	is_int(t_wait(acq, &wc, 1, 2000), 1, "sender completion");
+	is_int(wc.status, IBV_WC_SUCCESS, "success after RNR");
+	unpair(a, b);
+}
+
+static void test_flush(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[4];
+	struct ibv_qp_attr qa;
+
+	pair(&a, &b, 0, 12, 7, 1);
+	t_post_recv(b, bbuf, 64, bmr->lkey, 1);
+	t_post_recv(b, bbuf, 64, bmr->lkey, 2);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_ERR;
+	is_int(ibv_modify_qp(b, &qa, IBV_QP_STATE), 0, "modify to ERR");
+	is_int(t_wait(bcq, wc, 2, 2000), 2, "two flushed receives");
+	ok(wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[0].wr_id == 1 &&
+		   wc[1].status == IBV_WC_WR_FLUSH_ERR && wc[1].wr_id == 2 &&
+		   wc[0].opcode == IBV_WC_RECV,
+	   "RQ flushed in order, opcode RECV");
+	t_post_recv(b, bbuf, 64, bmr->lkey, 3);
+	is_int(t_wait(bcq, wc, 1, 2000), 1, "receive posted in ERR");
+	is_int(wc[0].status, IBV_WC_WR_FLUSH_ERR, "flushed");
+	unpair(a, b);
+}
+
+static void test_post_errors(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_send_wr wr[2], *bad;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_sge sge[5];
+	struct ibv_wc wc[8];
+	int i;
+
+	pair(&a, &b, 0, 12, 7, 0);
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 5; i++)
+		sge[i] = (struct ibv_sge){(uintptr_t)abuf, 8, amr->lkey};
+	wr[0].opcode = IBV_WR_SEND;
+	wr[0].sg_list = sge;
+	wr[0].num_sge = 5;
+	bad = NULL;
+	is_int(ibv_post_send(a, wr, &bad), EINVAL, "num_sge > max_send_sge");
+	ok(bad == &wr[0], "bad_wr");
+	wr[0].num_sge = 1;
+	sge[0].length = 65;
+	wr[0].send_flags = IBV_SEND_INLINE;
+	is_int(ibv_post_send(a, wr, &bad), EINVAL, "inline above max");
+	sge[0].length = 8;
+	wr[0].send_flags = 0;
+	wr[0].next = &wr[1];
+	wr[1] = wr[0];
+	wr[1].next = NULL;
+	wr[1].opcode = (enum ibv_wr_opcode)99;
+	t_post_recv(b, bbuf, 64, bmr->lkey, 1);
+	is_int(ibv_post_send(a, wr, &bad), EINVAL, "bad opcode");
+	ok(bad == &wr[1], "bad_wr is the second WR");
+	is_int(t_wait(bcq, wc, 1, 2000), 1, "first WR of the chain went out");
+	is_int(t_wait(acq, wc, 1, 50), 0,
+	       "unsignaled send makes no completion");
+	for (i = 0; i < 8; i++)
+		t_post_recv(b, bbuf, 64, bmr->lkey, 10 + (uint64_t)i);
+	wr[0].next = NULL;
+	for (i = 0; i < 8; i++)
+		if (ibv_post_send(a, wr, &bad))
+			break;
+	is_int(ibv_post_send(a, wr, &bad), ENOMEM, "SQ full -> ENOMEM");
+	wr[0].send_flags = IBV_SEND_SIGNALED;
+	t_wait(acq, wc, 8, 200);
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.sg_list = sge;
+	rwr.num_sge = 5;
+	is_int(ibv_post_recv(b, &rwr, &rbad), EINVAL, "recv num_sge > max");
+	ok(rbad == &rwr, "recv bad_wr");
+	unpair(a, b);
+}
+
+static void test_ops(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[2];
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	uint64_t *ctr = (uint64_t *)(void *)(bbuf + 1024);
+	uint64_t *res = (uint64_t *)(void *)(abuf + 2048);
+
+	pair(&a, &b,
+	     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		     IBV_ACCESS_REMOTE_ATOMIC,
+	     12, 7, 1);
+	/* write with immediate */
+	memset(abuf, 'w', 100);
+	t_post_recv(b, NULL, 0, 0, 50);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)abuf, 100, amr->lkey};
+	wr.wr_id = 51;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.imm_data = htobe32(0xabcd);
+	wr.wr.rdma.remote_addr = (uintptr_t)bbuf + 4096;
+	wr.wr.rdma.rkey = bmr->rkey;
+	is_int(ibv_post_send(a, &wr, &bad), 0, "post write_with_imm");
+	is_int(t_wait(bcq, wc, 1, 2000), 1, "imm completion at target");
+	is_int(wc[0].status, IBV_WC_SUCCESS, "ok");
+	is_int(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM, "RECV_RDMA_WITH_IMM");
+	is_int(wc[0].byte_len, 100, "byte_len = write length");
+	ok(wc[0].wc_flags & IBV_WC_WITH_IMM, "WITH_IMM flag");
+	is_int(wc[0].imm_data, htobe32(0xabcd), "imm in network order");
+	ok(bbuf[4096] == 'w' && bbuf[4096 + 99] == 'w', "data written");
+	is_int(t_wait(acq, wc, 1, 2000), 1, "initiator completion");
+	is_int(wc[0].opcode, IBV_WC_RDMA_WRITE, "opcode RDMA_WRITE");
+	/* read */
+	memset(bbuf + 8192, 'r', 300);
+	t_post(a, IBV_WR_RDMA_READ, abuf + 8192, 300, amr->lkey, 52, 0,
+	       (uintptr_t)bbuf + 8192, bmr->rkey);
+	is_int(t_wait(acq, wc, 1, 2000), 1, "read completion");
+	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_RDMA_READ &&
+		   wc[0].byte_len == 300,
+	   "RDMA_READ ok, byte_len");
+	ok(abuf[8192] == 'r' && abuf[8192 + 299] == 'r', "read data");
+	/* atomics */
+	*ctr = 40;
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)res, 8, amr->lkey};
+	wr.wr_id = 53;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.atomic.remote_addr = (uintptr_t)ctr;
+	wr.wr.atomic.rkey = bmr->rkey;
+	wr.wr.atomic.compare_add = 2;
+	ibv_post_send(a, &wr, &bad);
+	is_int(t_wait(acq, wc, 1, 2000), 1, "fetch_add completion");
+	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_FETCH_ADD,
+	   "FETCH_ADD ok");
+	ok(*res == 40 && *ctr == 42, "fetched 40, now 42");
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 42;
+	wr.wr.atomic.swap = 7;
+	ibv_post_send(a, &wr, &bad);
+	t_wait(acq, wc, 1, 2000);
+	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_COMP_SWAP &&
+		   *res == 42 && *ctr == 7,
+	   "CMP_AND_SWP swapped");
+	wr.wr.atomic.compare_add = 1;
+	wr.wr.atomic.swap = 9;
+	ibv_post_send(a, &wr, &bad);
+	t_wait(acq, wc, 1, 2000);
+	ok(*res == 7 && *ctr == 7, "CMP_AND_SWP mismatch leaves memory");
+	wr.wr.atomic.remote_addr = (uintptr_t)ctr + 4;
+	ibv_post_send(a, &wr, &bad);
+	is_int(t_wait(acq, wc, 1, 2000), 1, "misaligned atomic completion");
+	is_int(wc[0].status, IBV_WC_REM_INV_REQ_ERR, "misaligned: REM_INV_REQ");
+	unpair(a, b);
+}
+
+int main(void)
+{
+	t_isolate("errors");
+	if (t_open(&t, 16))
+		bail_out("open");
+	acq = ibv_create_cq(t.ctx, 64, NULL, NULL, 0);
+	bcq = ibv_create_cq(t.ctx, 64, NULL, NULL, 0);
+	abuf = calloc(1, BUFSZ);
+	bbuf = calloc(1, BUFSZ);
+	amr = ibv_reg_mr(t.pd, abuf, BUFSZ, IBV_ACCESS_LOCAL_WRITE);
+	bmr = ibv_reg_mr(t.pd, bbuf, BUFSZ,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_REMOTE_READ |
+				 IBV_ACCESS_REMOTE_ATOMIC);
+	if (!acq || !bcq || !amr || !bmr)
+		bail_out("setup");
+	test_len_err();
+	test_recv_prot();
+	test_send_prot();
+	test_rem_access();
+	test_rnr();
+	test_flush();
+	test_post_errors();
+	test_ops();
+	ibv_dereg_mr(amr);
+	ibv_dereg_mr(bmr);
+	ibv_destroy_cq(acq);
+	ibv_destroy_cq(bcq);
+	t_close(&t);
+	free(abuf);
+	free(bbuf);
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
