@@ -157,7 +157,7 @@ static void free_bufs(struct rdmamsg_ep *ep)
 	uint32_t i;
 
 	if (ep->sbufs)
-		for (i = 0; i < ep->p.send_depth; i++)
+		for (i = 0; i < ep->nsbuf; i++)
 			if (ep->sbufs[i])
 				rdmamsg__buf_put(ep->sbufs[i]);
 	if (ep->rxb)
@@ -213,12 +213,13 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	rdmamsg__timer_init(&ep->ka_timer, ka_timer_fire);
 	rdmamsg__timer_init(&ep->close_timer, close_timer_fire);
 
-	while (ring < ep->p.send_depth)
+	while (ring < ep->p.send_depth + 1) /* + the drain WR */
 		ring <<= 1;
 	ep->sq_mask = ring - 1;
 	ep->sig_every = ep->p.send_depth / 4 ? ep->p.send_depth / 4 : 1;
 	ep->slots = calloc(ring, sizeof(*ep->slots));
-	ep->sbufs = calloc(ep->p.send_depth, sizeof(*ep->sbufs));
+	ep->nsbuf = ep->p.send_depth + 1;
+	ep->sbufs = calloc(ep->nsbuf, sizeof(*ep->sbufs));
 	ep->nrx = ep->p.recv_depth + RDMAMSG_CTL_CREDITS;
 	ep->rxb = calloc(ep->nrx, sizeof(*ep->rxb));
 	if (!ep->slots || !ep->sbufs || !ep->rxb) {
@@ -226,7 +227,7 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		goto err_free_bufs;
 	}
 	/* copy slots for the send ring sit at the same index as their WRs */
-	for (i = 0; i < ep->p.send_depth; i++) {
+	for (i = 0; i < ep->nsbuf; i++) {
 		ret = rdmamsg__buf_get(ctx, ep->p.eager, BUF_LIB,
 				       &ep->sbufs[i]);
 		if (ret)
@@ -276,7 +277,7 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 	qa.qp_context = ep;
 	qa.send_cq = qa.recv_cq = ep->cq;
 	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = ep->p.send_depth;
+	qa.cap.max_send_wr = ep->p.send_depth + 1;
 	qa.cap.max_recv_wr = ep->nrx;
 	qa.cap.max_send_sge = 2;
 	qa.cap.max_recv_sge = 1;
@@ -323,6 +324,30 @@ void rdmamsg__ep_defer(struct rdmamsg_ep *ep)
 	rdmamsg__ctx_defer(ep->ctx, &ep->defer_link);
 }
 
+/* qp_error -- move the QP to error and post a signalled drain WR: its
+ * flush completion tells that every earlier send has completed */
+static void qp_error(struct rdmamsg_ep *ep)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_qp_attr qa;
+
+	if (!ep->qp || ep->drain_posted)
+		return;
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_ERR;
+	ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ep->sq_head | RDMAMSG_SEND_WRID;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(ep->qp, &wr, &bad) == 0) {
+		ep->slots[ep->sq_head & ep->sq_mask].report = 0;
+		ep->slots[ep->sq_head & ep->sq_mask].buf = NULL;
+		ep->sq_head++;
+	}
+	ep->drain_posted = 1;
+}
+
 /* rdmamsg__ep_connected -- the connection is up */
 void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 {
@@ -358,13 +383,7 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	ep->phase = PH_DOWN;
 	ep->disc_seen = 1;
-	if (ep->qp) {
-		struct ibv_qp_attr qa;
-
-		memset(&qa, 0, sizeof(qa));
-		qa.qp_state = IBV_QPS_ERR;
-		ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
-	}
+	qp_error(ep);
 	if (ep->closing) {
 		rdmamsg__ep_defer(ep);
 		return;
@@ -380,8 +399,6 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 /* rdmamsg__ep_down -- an established connection is gone: flush, report */
 void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 {
-	struct ibv_qp_attr qa;
-
 	if (ep->phase != PH_UP) {
 		if (ep->phase != PH_DOWN)
 			rdmamsg__ep_connect_failed(ep, status, 0, NULL, 0);
@@ -391,9 +408,7 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
 	/* DREQ to the peer; the QP goes to error and flushes its WRs */
 	ep->ctx->ops->disconnect(ep->id);
-	memset(&qa, 0, sizeof(qa));
-	qa.qp_state = IBV_QPS_ERR;
-	ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
+	qp_error(ep);
 	if (ep->closing) {
 		rdmamsg__ep_defer(ep);
 		return;

@@ -262,6 +262,7 @@ struct rdmamsg_ep {
 	/* send side */
 	struct rdmamsg__slot *slots;
 	struct rdmamsg_buf **sbufs;
+	uint32_t nsbuf;
 	uint32_t sq_mask;
 	uint64_t sq_head, sq_tail;
 	uint32_t unsignaled, sig_every;
@@ -300,6 +301,7 @@ struct rdmamsg_ep {
 	int closing;
 	int close_timed_out;
 	int disc_seen; /* DISCONNECTED event (or never connected) */
+	int drain_posted;
 	int down_reported;
 	int connect_reported;
 	void (*close_cb)(struct rdmamsg_ep *ep, void *arg);

@@ -49,7 +49,9 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 		     struct rdmamsg_buf *own, void *op_ctx, int report)
 {
 	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
-	struct rdmamsg_buf *sb = ep->sbufs[ep->sq_head & ep->sq_mask];
+	/* at most nsbuf sends are outstanding: no copy buffer is reused
+	 * before its send completed */
+	struct rdmamsg_buf *sb = ep->sbufs[ep->sq_head % ep->nsbuf];
 	struct rdmamsg__wire hs, *h;
 	struct ibv_sge sge[2];
 	int nsge = 1, inl = 0, ret;

@@ -90,3 +90,47 @@ static inline int test_wait_child(pid_t pid)
 }
 
 #endif /* RDMAMSG_TEST_UTIL_H */
+
+#ifndef RDMAMSG_TEST_UTIL_FORK
+#define RDMAMSG_TEST_UTIL_FORK
+/* test_fork -- run fn(wfd, arg) in a child; *rfd reads what it reports */
+static inline pid_t test_fork(int (*fn)(int wfd, void *arg), void *arg,
+			      int *rfd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		bail_out("pipe: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(p[0]);
+		_exit(fn(p[1], arg));
+	}
+	close(p[1]);
+	*rfd = p[0];
+	return pid;
+}
+
+/* test_read_port -- the port a child wrote (0 on failure) */
+static inline unsigned int test_read_port(int rfd)
+{
+	unsigned short port = 0;
+
+	if (read(rfd, &port, sizeof(port)) != (ssize_t)sizeof(port))
+		return 0;
+	return port;
+}
+
+/* test_write_port -- tell the parent which port the listener got */
+static inline void test_write_port(int wfd, unsigned int port)
+{
+	unsigned short p = (unsigned short)port;
+
+	if (write(wfd, &p, sizeof(p)) != (ssize_t)sizeof(p))
+		_exit(90);
+}
+#endif
