@@ -31,6 +31,8 @@ int main(void)
 	struct ev_loop *loop;
 
 	test_setup("ctx_args");
+	ctx = test_ctx_or_skip(); /* before any output: skip_all needs that */
+	rdmamsg_ctx_destroy(&ctx);
 
 	/* logging */
 	is_int(rdmamsg_log_set_level(RDMAMSG_LOG_DEBUG + 1), -EINVAL,
