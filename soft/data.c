@@ -372,7 +372,9 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 			return;
 		}
 	}
-	/* two-sided: publish slot idx */
+	/* two-sided: publish the next message slot */
+	idx = qp->tx_msgno++;
+	e->msgno = idx;
 	s = slot_at(qp->slots, idx, qp->sq_mask);
 	s->len = (uint32_t)len;
 	s->status = SOFT_ACK;
@@ -735,13 +737,13 @@ static void tx_qp(struct soft_qp *qp)
 	while (qp->sq_tail != qp->sq_head) {
 		e = &qp->sq[qp->sq_tail & qp->sq_mask];
 		if (e->kind == SOFT_WQE_RING) {
-			s = slot_at(qp->slots, qp->sq_tail, qp->sq_mask);
+			s = slot_at(qp->slots, e->msgno, qp->sq_mask);
 			st = atomic_load_explicit(&s->state,
 						  memory_order_acquire);
 			if ((st & 0xff) == SOFT_SLOT_DONE) {
 				status = nak_status(s->status);
 			} else if (qp->state == IBV_QPS_ERR) {
-				status = cancel_slot(qp, s, qp->sq_tail,
+				status = cancel_slot(qp, s, e->msgno,
 						     IBV_WC_WR_FLUSH_ERR);
 				if (status == IBV_WC_SUCCESS)
 					status = IBV_WC_WR_FLUSH_ERR;
@@ -757,7 +759,7 @@ static void tx_qp(struct soft_qp *qp)
 				if (qp->attr.rnr_retry != 7 &&
 				    qp->rnr_count >= qp->attr.rnr_retry) {
 					status = cancel_slot(
-						qp, s, qp->sq_tail,
+						qp, s, e->msgno,
 						IBV_WC_RNR_RETRY_EXC_ERR);
 				} else {
 					qp->rnr_count++;
@@ -765,7 +767,7 @@ static void tx_qp(struct soft_qp *qp)
 					atomic_compare_exchange_strong(
 						&s->state, &st,
 						SOFT_SLOT_STATE(
-							qp->sq_tail,
+							e->msgno,
 							SOFT_SLOT_READY));
 					if (qp->peer)
 						peer_wake(qp->peer_ctx_idx);
@@ -788,7 +790,7 @@ static void tx_qp(struct soft_qp *qp)
 					qp->next_check = now + 1000000;
 					return;
 				}
-				status = cancel_slot(qp, s, qp->sq_tail,
+				status = cancel_slot(qp, s, e->msgno,
 						     IBV_WC_RETRY_EXC_ERR);
 			}
 			qp->ctx->outstanding--;

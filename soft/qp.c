@@ -404,6 +404,7 @@ static void qp_reset(struct soft_qp *qp)
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
+	qp->tx_msgno = 0;
 	qp->rq_head = qp->rq_tail = 0;
 	qp->rnr_count = 0;
 	qp->rnr_since = 0;

@@ -169,6 +169,18 @@ static struct soft_reg *reg_open(int fd)
 	return NULL;
 }
 
+/* atfork_child -- a forked child is a new registry user */
+static void atfork_child(void)
+{
+	soft_self_pid = getpid();
+	soft_self_start = soft_pid_start(soft_self_pid);
+}
+
+static void atfork_once(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
 /* soft_reg_attach -- map the host registry (once per process) */
 int soft_reg_attach(void)
 {
@@ -176,6 +188,9 @@ int soft_reg_attach(void)
 	struct soft_reg *r = NULL;
 	int fd, tries;
 
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, atfork_once);
 	pthread_mutex_lock(&reg_local_lock);
 	if (reg_users++) {
 		pthread_mutex_unlock(&reg_local_lock);
@@ -531,4 +546,38 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
 			      .tv_nsec = (long)(ns % 1000000000ull)};
 
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+/*
+ * soft_fini -- at exit (or dlclose), drop what this process still has in
+ * the registry: QP segments, keys, context slots; the host's last user
+ * also removes the registry.  Objects left open must not leak shm names.
+ */
+__attribute__((destructor)) static void soft_fini(void)
+{
+	char name[128];
+	struct soft_reg *r = soft_reg;
+	int i;
+
+	if (!r || getpid() != soft_self_pid)
+		return;
+	soft_stripe_lock(&r->lock);
+	for (i = 0; i < SOFT_MAX_QP; i++) {
+		if (r->qp[i].qpn && r->qp[i].pid == soft_self_pid) {
+			soft_seg_unlink(r->qp[i].qpn);
+			r->qp[i].qpn = 0;
+		}
+	}
+	for (i = 0; i < SOFT_MAX_MR; i++)
+		if (r->mr[i].key && r->mr[i].pid == soft_self_pid)
+			r->mr[i].key = 0;
+	for (i = 0; i < SOFT_MAX_CTX; i++)
+		if (atomic_load(&r->ctx[i].pid) == soft_self_pid)
+			atomic_store(&r->ctx[i].pid, 0);
+	if (!reg_sweep(r)) {
+		soft_name(name, sizeof(name), "registry", 0);
+		r->unlinked = 1;
+		shm_unlink(name);
+	}
+	pthread_mutex_unlock(&r->lock);
 }

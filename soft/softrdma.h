@@ -231,6 +231,7 @@ struct soft_swqe {
 	uint32_t kind;	 /* SOFT_WQE_* */
 	uint32_t status; /* for SOFT_WQE_DONE */
 	int signaled;
+	uint64_t msgno; /* for SOFT_WQE_RING: its slot sequence number */
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
@@ -257,6 +258,7 @@ struct soft_qp {
 	struct soft_swqe *sq;
 	uint32_t sq_size, sq_mask;
 	uint64_t sq_head, sq_tail;
+	uint64_t tx_msgno; /* two-sided messages published so far */
 	uint32_t rnr_count;
 	uint64_t rnr_since;  /* ns */
 	uint64_t dead_since; /* ns, 0: peer believed alive */

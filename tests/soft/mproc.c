@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/* mproc.c -- two processes: send/recv, write, read, atomics, peer death */
+#include "config.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define BIG   (1u << 20)
+#define BUFSZ (6u * BIG)
+
+struct info {
+	uint32_t qpn;
+	uint32_t rkey;
+	uint64_t addr;
+};
+
+struct side {
+	struct tctx t;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf;
+	struct info peer;
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* setup -- open, register, create, exchange, connect */
+static int setup(struct side *s, int rfd, int wfd, int timeout, int retry)
+{
+	struct info me;
+
+	if (t_open(&s->t, 256))
+		return -1;
+	s->buf = calloc(1, BUFSZ);
+	s->mr = ibv_reg_mr(s->t.pd, s->buf, BUFSZ,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC);
+	s->qp = t_rc_qp(&s->t, 64, NULL);
+	if (!s->buf || !s->mr || !s->qp)
+		return -1;
+	me.qpn = s->qp->qp_num;
+	me.rkey = s->mr->rkey;
+	me.addr = (uintptr_t)s->buf;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &s->peer, sizeof(s->peer));
+	return t_connect(s->qp, s->peer.qpn,
+			 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				 IBV_ACCESS_REMOTE_ATOMIC,
+			 1, 7, timeout, retry);
+}
+
+static void teardown(struct side *s)
+{
+	ibv_destroy_qp(s->qp);
+	ibv_dereg_mr(s->mr);
+	t_close(&s->t);
+	free(s->buf);
+}
+
+static void fill(char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (char)(i * 7 + seed);
+}
+
+static int check(const char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != (char)(i * 7 + seed))
+			return 0;
+	return 1;
+}
+
+/* responder -- the child of the traffic test; returns a result mask */
+static int responder(int rfd, int wfd)
+{
+	struct side s;
+	struct ibv_wc wc;
+	int res = 0, i;
+	uint32_t sizes[3] = {8, 4096, BIG};
+	char go;
+
+	if (setup(&s, rfd, wfd, 14, 7))
+		return 0x1000;
+	fill(s.buf + 4 * BIG, BIG, 5); /* for the peer's RDMA READ */
+	for (i = 0; i < 3; i++)
+		t_post_recv(s.qp, s.buf + (size_t)i * BIG, BIG, s.mr->lkey,
+			    (uint64_t)i);
+	for (i = 0; i < 3; i++) {
+		if (t_wait(s.t.cq, &wc, 1, 10000) != 1 ||
+		    wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)i ||
+		    wc.byte_len != sizes[i] ||
+		    !check(s.buf + (size_t)i * BIG, sizes[i], (unsigned)i))
+			return res | 0x2000;
+		res |= 1 << i;
+	}
+	/* the peer RDMA-writes 1 MiB at 3 MiB, then SEND_WITH_IMM */
+	t_post_recv(s.qp, s.buf, 16, s.mr->lkey, 10);
+	i = t_wait(s.t.cq, &wc, 1, 10000);
+	if (i == 1 && wc.status == 0 && wc.wr_id == 10 &&
+	    (wc.wc_flags & IBV_WC_WITH_IMM) && be32toh(wc.imm_data) == 0x5eed &&
+	    check(s.buf + 3 * BIG, BIG, 9))
+		res |= 8;
+	t_xsend(wfd, &res, sizeof(res));
+	t_xrecv(rfd, &go, 1); /* parent is done with us */
+	teardown(&s);
+	return res;
+}
+
+static void test_traffic(void)
+{
+	int p2c[2], c2p[2], res = 0, st = 0, i, n;
+	struct side s;
+	struct ibv_wc wc;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	uint64_t *ctr, *old;
+	pid_t pid;
+
+	if (pipe(p2c) || pipe(c2p))
+		bail_out("pipe");
+	pid = fork();
+	if (!pid) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(responder(p2c[0], c2p[1]) == 0xf ? 0 : 1);
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	ok(setup(&s, c2p[0], p2c[1], 14, 7) == 0, "parent setup");
+	for (i = 0; i < 3; i++) {
+		uint32_t len = i == 0 ? 8 : i == 1 ? 4096 : BIG;
+
+		fill(s.buf + (size_t)i * BIG, len, (unsigned)i);
+		t_post(s.qp, IBV_WR_SEND, s.buf + (size_t)i * BIG, len,
+		       s.mr->lkey, (uint64_t)i, IBV_SEND_SIGNALED, 0, 0);
+	}
+	for (i = 0; i < 3; i++) {
+		ok(t_wait(s.t.cq, &wc, 1, 10000) == 1 &&
+			   wc.status == IBV_WC_SUCCESS &&
+			   wc.wr_id == (uint64_t)i && wc.opcode == IBV_WC_SEND,
+		   "send %d completed", i);
+	}
+	/* write 1 MiB then notify */
+	fill(s.buf + 2 * BIG, BIG, 9);
+	t_post(s.qp, IBV_WR_RDMA_WRITE, s.buf + 2 * BIG, BIG, s.mr->lkey, 20,
+	       IBV_SEND_SIGNALED, s.peer.addr + 3 * BIG, s.peer.rkey);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 21;
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.imm_data = htobe32(0x5eed);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	ibv_post_send(s.qp, &wr, &bad);
+	ok(t_wait(s.t.cq, &wc, 1, 10000) == 1 && wc.status == 0 &&
+		   wc.wr_id == 20 && wc.opcode == IBV_WC_RDMA_WRITE,
+	   "1 MiB RDMA write completed");
+	n = t_wait(s.t.cq, &wc, 1, 10000);
+	ok(n == 1 && wc.status == 0 && wc.wr_id == 21,
+	   "send with imm completed");
+	/* read 1 MiB back from the peer */
+	t_post(s.qp, IBV_WR_RDMA_READ, s.buf + 3 * BIG, BIG, s.mr->lkey, 22,
+	       IBV_SEND_SIGNALED, s.peer.addr + 4 * BIG, s.peer.rkey);
+	ok(t_wait(s.t.cq, &wc, 1, 10000) == 1 && wc.status == 0 &&
+		   wc.opcode == IBV_WC_RDMA_READ && wc.byte_len == BIG,
+	   "1 MiB RDMA read completed");
+	ok(check(s.buf + 3 * BIG, BIG, 5), "read data intact");
+	/* atomics on the peer's memory */
+	ctr = (uint64_t *)(void *)(s.buf + 8);
+	old = (uint64_t *)(void *)(s.buf + 16);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)old, 8, s.mr->lkey};
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.wr.atomic.remote_addr = s.peer.addr + 6 * BIG - 8;
+	wr.wr.atomic.rkey = s.peer.rkey;
+	wr.wr.atomic.compare_add = 1;
+	for (i = 0; i < 100; i++) {
+		ibv_post_send(s.qp, &wr, &bad);
+		if (t_wait(s.t.cq, &wc, 1, 10000) != 1 || wc.status)
+			break;
+	}
+	is_int(i, 100, "100 fetch_and_add");
+	is_int(*old, 99, "last fetched value");
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 100;
+	wr.wr.atomic.swap = 12345;
+	ibv_post_send(s.qp, &wr, &bad);
+	ok(t_wait(s.t.cq, &wc, 1, 10000) == 1 && wc.status == 0 && *old == 100,
+	   "cmp_and_swp saw 100");
+	(void)ctr;
+	t_xrecv(c2p[0], &res, sizeof(res));
+	is_int(res, 0xf, "responder checks (sizes 8/4K/1M, write+imm)");
+	t_xsend(p2c[1], "x", 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "responder exited cleanly");
+	teardown(&s);
+	close(p2c[1]);
+	close(c2p[0]);
+}
+
+static int victim(int rfd, int wfd)
+{
+	struct side s;
+
+	if (setup(&s, rfd, wfd, 10, 3))
+		return 1;
+	t_xsend(wfd, "r", 1);
+	for (;;)
+		pause(); /* no receive posted: the peer's sends RNR forever */
+}
+
+static void test_peer_death(void)
+{
+	int p2c[2], c2p[2], st, i, n;
+	struct side s;
+	struct ibv_wc wc[4];
+	double t0, dt;
+	char r;
+	pid_t pid;
+
+	if (pipe(p2c) || pipe(c2p))
+		bail_out("pipe");
+	pid = fork();
+	if (!pid) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(victim(p2c[0], c2p[1]));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	/* timeout 10 (4.2 ms) x (retry_cnt 3 + 1) = 16.8 ms */
+	ok(setup(&s, c2p[0], p2c[1], 10, 3) == 0, "setup with the victim");
+	t_xrecv(c2p[0], &r, 1);
+	for (i = 0; i < 4; i++)
+		t_post(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, (uint64_t)i,
+		       IBV_SEND_SIGNALED, 0, 0);
+	is_int(t_wait(s.t.cq, wc, 4, 100), 0, "sends wait (RNR, retry 7)");
+	kill(pid, SIGKILL);
+	t0 = now_ms();
+	n = t_wait(s.t.cq, wc, 4, 5000);
+	dt = now_ms() - t0;
+	is_int(n, 4, "all sends completed after the peer died");
+	is_int(wc[0].status, IBV_WC_RETRY_EXC_ERR, "head: RETRY_EXC_ERR");
+	ok(wc[1].status == IBV_WC_WR_FLUSH_ERR &&
+		   wc[3].status == IBV_WC_WR_FLUSH_ERR,
+	   "the rest flushed");
+	ok(dt < 16.8 + 10 + 200, "within the documented bound (%.1f ms)", dt);
+	is_int(t_qp_state(s.qp), IBV_QPS_ERR, "QP in ERR");
+	t_post(s.qp, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey, 9,
+	       IBV_SEND_SIGNALED, s.peer.addr, s.peer.rkey);
+	ok(t_wait(s.t.cq, wc, 1, 2000) == 1 &&
+		   wc[0].status == IBV_WC_WR_FLUSH_ERR,
+	   "later write flushed");
+	waitpid(pid, &st, 0);
+	teardown(&s);
+	close(p2c[1]);
+	close(c2p[0]);
+}
+
+int main(void)
+{
+	t_isolate("mproc");
+	test_traffic();
+	test_peer_death();
+	is_int(t_shm_count(), 0, "no /dev/shm entries left (dead peer's too)");
+	return done_testing();
+}
