@@ -1,0 +1,950 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdmamsg_perf.c -- latency, bandwidth and message rate of rdmamsg endpoints
+ *
+ * One program is both ends: "rdmamsg_perf -s" serves, "rdmamsg_perf -c HOST
+ * -t lat|bw|rate" measures.  The client says what it measures in the
+ * connection's private data.  A bandwidth or rate round ends with a message
+ * carrying an immediate value that asks the server for an acknowledgement, so
+ * the client's clock covers delivery, not just posting.
+ *
+ * Three ways to drive the context: busy polling with rdmamsg_ctx_progress()
+ * (the default; an idle server blocks in poll() instead of spinning), --fd
+ * (always block on the context's fd: rdmamsg_ctx_arm(), poll(),
+ * rdmamsg_ctx_progress()), and --ev (a libev loop this program owns).
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ev.h>
+
+#include "rdmamsg.h"
+
+#define PERF_MAGIC	  0x52504631u /* "RPF1" */
+#define PERF_DEFAULT_PORT 18600
+#define PERF_IMM_ACK	  1 /* "acknowledge this round" */
+#define PERF_MAX_SIZES	  32
+#define PERF_MAX_MSG	  (64u << 20) /* the library's largest message */
+#define PERF_DEFAULT_MSG  (1u << 20)  /* the endpoints' default maximum */
+/* an idle server spins this long after the last event, then blocks */
+#define PERF_SPIN_NS	     (200 * 1000 * 1000ull)
+#define PERF_CONNECT_WAIT_NS (5 * 1000 * 1000 * 1000ull)
+
+enum perf_test { PERF_LAT = 0, PERF_BW = 1, PERF_RATE = 2 };
+enum perf_drive { DRIVE_BUSY = 0, DRIVE_FD = 1, DRIVE_EV = 2 };
+
+/* the connect private data: what the client measures (network order) */
+struct perf_hello {
+	uint32_t magic;
+	uint32_t test;
+	uint32_t max_size;
+	uint32_t reserved;
+};
+
+struct perf_opts {
+	int server;
+	int serve_forever;
+	const char *host;
+	const char *bind;
+	unsigned int port;
+	enum perf_test test;
+	size_t sizes[PERF_MAX_SIZES];
+	unsigned int nsizes;
+	unsigned long iters;  /* 0: the test's default */
+	unsigned long warmup; /* ULONG_MAX: the test's default */
+	enum perf_drive drive;
+	int verbose;
+};
+
+struct perf {
+	struct perf_opts o;
+	struct ev_loop *loop; /* DRIVE_EV only */
+	struct rdmamsg_ctx *ctx;
+	int fd;
+	int active; /* an event happened since the last look */
+	int done;
+	int status; /* the exit status */
+
+	/* server */
+	struct rdmamsg_listener *lst;
+	unsigned int nconns;
+	unsigned int served;
+
+	/* client */
+	struct rdmamsg_ep *ep;
+	int conn_status; /* 1 while connecting, then on_connect's status */
+	int conn_reason;
+	int down; /* on_disconnect seen */
+	int down_status;
+	uint64_t replies;
+	size_t last_len;
+	uint64_t writable;
+};
+
+/* one accepted connection on the server */
+struct perf_conn {
+	struct perf *p;
+	struct rdmamsg_ep *ep;
+	enum perf_test test;
+	uint64_t msgs;
+	uint64_t bytes;
+	uint64_t errors;
+	unsigned int acks_owed;
+};
+
+static const char *const test_names[] = {"lat", "bw", "rate"};
+
+/* now_ns -- monotonic time in nanoseconds */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* perf_log -- the library's log messages go to stderr */
+static void perf_log(int level, const char *func, const char *msg, void *arg)
+{
+	static const char *const names[] = {"error", "warning", "notice",
+					    "info", "debug"};
+
+	(void)arg;
+	fprintf(stderr, "rdmamsg %s: %s: %s\n",
+		level >= 0 && level <= 4 ? names[level] : "?", func, msg);
+}
+
+/* perf_wait_fd -- block on the context's fd unless work is pending, then
+ * do the work */
+static int perf_wait_fd(struct perf *p, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+	int rc;
+
+	rc = rdmamsg_ctx_arm(p->ctx);
+	if (rc == 0) {
+		if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+			return -errno;
+	} else if (rc != -EBUSY) {
+		return rc;
+	}
+	return rdmamsg_ctx_progress(p->ctx);
+}
+
+/* perf_wait -- one step of the chosen drive: spin once, or block until
+ * something happens */
+static int perf_wait(struct perf *p)
+{
+	switch (p->o.drive) {
+	case DRIVE_FD:
+		return perf_wait_fd(p, 1000);
+	case DRIVE_EV:
+		ev_run(p->loop, EVRUN_ONCE);
+		return 0;
+	case DRIVE_BUSY:
+	default:
+		return rdmamsg_ctx_progress(p->ctx);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Server
+ * --------------------------------------------------------------------- */
+
+/* srv_send_acks -- send the acknowledgements the client asked for */
+static void srv_send_acks(struct perf_conn *c)
+{
+	int rc;
+
+	while (c->acks_owed > 0) {
+		rc = rdmamsg_send(c->ep, "a", 1, NULL);
+		if (rc == -EAGAIN)
+			return; /* on_writable calls again */
+		if (rc < 0) {
+			c->errors++;
+			return;
+		}
+		c->acks_owed--;
+	}
+}
+
+/* srv_on_recv -- echo (lat) or count (bw, rate) one message */
+static void srv_on_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+			uint32_t imm, unsigned int flags, void *arg)
+{
+	struct perf_conn *c = arg;
+
+	c->p->active = 1;
+	c->msgs++;
+	c->bytes += len;
+	if (c->test == PERF_LAT) {
+		if (rdmamsg_send(ep, data, len, NULL) < 0)
+			c->errors++;
+	} else if ((flags & RDMAMSG_RECV_IMM) && imm == PERF_IMM_ACK) {
+		c->acks_owed++;
+		srv_send_acks(c);
+	}
+}
+
+/* srv_on_writable -- credits are back: send the acknowledgements owed */
+static void srv_on_writable(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	srv_send_acks(arg);
+}
+
+/* srv_listener_closed -- the last client is gone and so is the listener */
+static void srv_listener_closed(struct rdmamsg_listener *lst, void *arg)
+{
+	struct perf *p = arg;
+
+	(void)lst;
+	p->lst = NULL;
+	p->done = 1;
+}
+
+/* srv_conn_closed -- free a connection; the single-client server stops when
+ * its client is gone */
+static void srv_conn_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	struct perf_conn *c = arg;
+	struct perf *p = c->p;
+
+	(void)ep;
+	if (p->o.verbose)
+		fprintf(stderr,
+			"rdmamsg_perf: %s client gone: %" PRIu64
+			" messages, %" PRIu64 " bytes, %" PRIu64 " errors\n",
+			test_names[c->test], c->msgs, c->bytes, c->errors);
+	if (c->errors)
+		p->status = 1;
+	free(c);
+	p->nconns--;
+	p->active = 1;
+	if (!p->o.serve_forever && p->nconns == 0 && p->lst)
+		rdmamsg_listener_close(p->lst, srv_listener_closed);
+}
+
+/* srv_on_connect -- a connection that failed after accept is closed */
+static void srv_on_connect(struct rdmamsg_ep *ep, int status, int reason,
+			   const void *pdata, size_t pdata_len, void *arg)
+{
+	(void)reason;
+	(void)pdata;
+	(void)pdata_len;
+	if (status == 0)
+		return;
+	fprintf(stderr, "rdmamsg_perf: accepted connection failed: %s\n",
+		rdmamsg_strerror(status));
+	((struct perf_conn *)arg)->errors++;
+	rdmamsg_ep_close(ep, srv_conn_closed);
+}
+
+/* srv_on_disconnect -- the client went away: close our side */
+static void srv_on_disconnect(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	struct perf_conn *c = arg;
+
+	if (status < 0) {
+		fprintf(stderr, "rdmamsg_perf: client lost: %s\n",
+			rdmamsg_strerror(status));
+		c->errors++;
+	}
+	rdmamsg_ep_close(ep, srv_conn_closed);
+}
+
+static const struct rdmamsg_ep_cbs srv_cbs = {
+	.on_connect = srv_on_connect,
+	.on_recv = srv_on_recv,
+	.on_writable = srv_on_writable,
+	.on_disconnect = srv_on_disconnect,
+};
+
+/* srv_on_conn_req -- accept a client whose hello makes sense */
+static void srv_on_conn_req(struct rdmamsg_listener *lst,
+			    struct rdmamsg_conn_req *req, const void *pdata,
+			    size_t pdata_len, void *arg)
+{
+	struct perf *p = arg;
+	struct rdmamsg_ep_attr *attr = NULL;
+	struct perf_hello h;
+	struct perf_conn *c;
+	uint32_t max_size;
+	int rc;
+
+	(void)lst;
+	p->active = 1;
+	if (pdata_len < sizeof(h)) {
+		rdmamsg_conn_req_reject(req, 1, NULL, 0);
+		return;
+	}
+	memcpy(&h, pdata, sizeof(h));
+	max_size = ntohl(h.max_size);
+	if (ntohl(h.magic) != PERF_MAGIC || ntohl(h.test) > PERF_RATE ||
+	    max_size > PERF_MAX_MSG) {
+		rdmamsg_conn_req_reject(req, 1, NULL, 0);
+		return;
+	}
+	if (!p->o.serve_forever && p->served > 0) {
+		rdmamsg_conn_req_reject(req, 2, NULL, 0); /* busy */
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto err_reject;
+	c->p = p;
+	c->test = (enum perf_test)ntohl(h.test);
+	if (max_size > PERF_DEFAULT_MSG) {
+		rc = rdmamsg_ep_attr_new(&attr);
+		if (rc < 0)
+			goto err_free_conn;
+		rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
+		if (rc < 0)
+			goto err_delete_attr;
+	}
+	rc = rdmamsg_conn_req_accept(req, attr, &srv_cbs, c, &c->ep);
+	if (rc < 0) {
+		fprintf(stderr, "rdmamsg_perf: accept: %s\n",
+			rdmamsg_strerror(rc));
+		goto err_delete_attr;
+	}
+	rdmamsg_ep_attr_delete(&attr);
+	p->nconns++;
+	p->served++;
+	return;
+
+err_delete_attr:
+	rdmamsg_ep_attr_delete(&attr);
+err_free_conn:
+	free(c);
+err_reject:
+	rdmamsg_conn_req_reject(req, 3, NULL, 0);
+}
+
+/* srv_drive -- busy-poll while clients are active, block in poll() after
+ * PERF_SPIN_NS of silence */
+static int srv_drive(struct perf *p)
+{
+	uint64_t idle_since = now_ns();
+	int rc = 0;
+
+	while (!p->done && rc >= 0) {
+		if (p->o.drive != DRIVE_BUSY) {
+			rc = perf_wait(p);
+			continue;
+		}
+		rc = rdmamsg_ctx_progress(p->ctx);
+		if (p->active) {
+			p->active = 0;
+			idle_since = now_ns();
+		} else if (now_ns() - idle_since > PERF_SPIN_NS) {
+			rc = perf_wait_fd(p, 1000);
+		}
+	}
+	return rc;
+}
+
+/* run_server -- listen, serve one client (or all, with --loop) */
+static int run_server(struct perf *p)
+{
+	char addr[300];
+	uint16_t port = 0;
+	int rc;
+
+	snprintf(addr, sizeof(addr),
+		 strchr(p->o.bind, ':') ? "[%s]:%u" : "%s:%u", p->o.bind,
+		 p->o.port);
+	rc = rdmamsg_listen(p->ctx, addr, srv_on_conn_req, p, &p->lst);
+	if (rc < 0) {
+		fprintf(stderr, "rdmamsg_perf: listen on %s: %s\n", addr,
+			rdmamsg_strerror(rc));
+		return 1;
+	}
+	rdmamsg_listener_get_port(p->lst, &port);
+	printf("# rdmamsg_perf: listening on port %u\n", port);
+	fflush(stdout);
+	rc = srv_drive(p);
+	if (rc < 0) {
+		fprintf(stderr, "rdmamsg_perf: %s\n", rdmamsg_strerror(rc));
+		return 1;
+	}
+	return p->status;
+}
+
+/* ------------------------------------------------------------------------
+ * Client
+ * --------------------------------------------------------------------- */
+
+/* cli_on_connect -- record the outcome of the connection attempt */
+static void cli_on_connect(struct rdmamsg_ep *ep, int status, int reason,
+			   const void *pdata, size_t pdata_len, void *arg)
+{
+	struct perf *p = arg;
+
+	(void)ep;
+	(void)pdata;
+	(void)pdata_len;
+	p->conn_status = status;
+	p->conn_reason = reason;
+}
+
+/* cli_on_recv -- a reply (lat) or an acknowledgement (bw, rate) */
+static void cli_on_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+			uint32_t imm, unsigned int flags, void *arg)
+{
+	struct perf *p = arg;
+
+	(void)ep;
+	(void)data;
+	(void)imm;
+	(void)flags;
+	p->replies++;
+	p->last_len = len;
+}
+
+/* cli_on_writable -- counted: how often the sender ran out of credits */
+static void cli_on_writable(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct perf *)arg)->writable++;
+}
+
+/* cli_on_disconnect -- the server went away */
+static void cli_on_disconnect(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	struct perf *p = arg;
+
+	(void)ep;
+	p->down = 1;
+	p->down_status = status ? status : -ECONNRESET;
+}
+
+/* cli_closed -- the endpoint is freed */
+static void cli_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	struct perf *p = arg;
+
+	(void)ep;
+	p->ep = NULL;
+	p->done = 1;
+}
+
+static const struct rdmamsg_ep_cbs cli_cbs = {
+	.on_connect = cli_on_connect,
+	.on_recv = cli_on_recv,
+	.on_writable = cli_on_writable,
+	.on_disconnect = cli_on_disconnect,
+};
+
+/* cli_close -- close the endpoint and wait until it is freed */
+static void cli_close(struct perf *p)
+{
+	if (!p->ep)
+		return;
+	p->done = 0;
+	if (rdmamsg_ep_close(p->ep, cli_closed) < 0)
+		return;
+	while (!p->done)
+		if (perf_wait(p) < 0)
+			break;
+}
+
+/* cli_connect -- connect; retry while nothing listens yet (a server started
+ * a moment ago), for up to PERF_CONNECT_WAIT_NS */
+static int cli_connect(struct perf *p, const struct rdmamsg_ep_attr *attr)
+{
+	uint64_t deadline = now_ns() + PERF_CONNECT_WAIT_NS;
+	struct timespec pause = {0, 100 * 1000 * 1000};
+	char addr[300];
+	int rc;
+
+	snprintf(addr, sizeof(addr),
+		 strchr(p->o.host, ':') ? "[%s]:%u" : "%s:%u", p->o.host,
+		 p->o.port);
+	for (;;) {
+		p->conn_status = 1;
+		rc = rdmamsg_connect(p->ctx, addr, attr, &cli_cbs, p, &p->ep);
+		if (rc < 0) {
+			fprintf(stderr, "rdmamsg_perf: connect %s: %s\n", addr,
+				rdmamsg_strerror(rc));
+			return rc;
+		}
+		while (p->conn_status == 1) {
+			rc = perf_wait(p);
+			if (rc < 0)
+				return rc;
+		}
+		if (p->conn_status == 0)
+			return 0;
+		rc = p->conn_status;
+		cli_close(p);
+		/* nothing listens there (yet), or no route (yet) */
+		if (!((rc == -ECONNREFUSED &&
+		       p->conn_reason == RDMAMSG_REJECT_NO_LISTENER) ||
+		      rc == -EHOSTUNREACH) ||
+		    now_ns() > deadline)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	if (rc == -ECONNREFUSED && p->conn_reason == 2)
+		fprintf(stderr, "rdmamsg_perf: %s: server busy\n", addr);
+	else
+		fprintf(stderr, "rdmamsg_perf: connect %s: %s (reason %d)\n",
+			addr, rdmamsg_strerror(rc), p->conn_reason);
+	return rc;
+}
+
+/* cli_send -- send one message, waiting for credits as long as needed */
+static int cli_send(struct perf *p, const void *buf, size_t len, int ack)
+{
+	int rc;
+
+	for (;;) {
+		if (ack)
+			rc = rdmamsg_send_imm(p->ep, buf, len, PERF_IMM_ACK,
+					      NULL);
+		else
+			rc = rdmamsg_send(p->ep, buf, len, NULL);
+		if (rc != -EAGAIN)
+			return rc;
+		rc = perf_wait(p);
+		if (rc < 0)
+			return rc;
+		if (p->down)
+			return p->down_status;
+	}
+}
+
+/* cli_wait_replies -- wait until the count of replies reaches want */
+static int cli_wait_replies(struct perf *p, uint64_t want)
+{
+	int rc;
+
+	while (p->replies < want) {
+		if (p->down)
+			return p->down_status;
+		rc = perf_wait(p);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* cmp_u64 -- qsort order */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* cli_lat -- ping-pong iters messages of size bytes; print one-way times */
+static int cli_lat(struct perf *p, const char *buf, size_t size,
+		   unsigned long iters, unsigned long warmup, uint64_t *rtt)
+{
+	double sum = 0, median;
+	unsigned long i;
+	uint64_t t0;
+	int rc;
+
+	for (i = 0; i < warmup + iters; i++) {
+		t0 = now_ns();
+		rc = cli_send(p, buf, size, 0);
+		if (rc == 0)
+			rc = cli_wait_replies(p, p->replies + 1);
+		if (rc < 0)
+			return rc;
+		if (i >= warmup)
+			rtt[i - warmup] = now_ns() - t0;
+		if (p->last_len != size) {
+			fprintf(stderr,
+				"rdmamsg_perf: reply of %zu bytes to %zu\n",
+				p->last_len, size);
+			return -EPROTO;
+		}
+	}
+	qsort(rtt, iters, sizeof(*rtt), cmp_u64);
+	for (i = 0; i < iters; i++)
+		sum += (double)rtt[i];
+	median = iters % 2 ? (double)rtt[iters / 2]
+			   : ((double)rtt[iters / 2 - 1] + rtt[iters / 2]) / 2;
+	/* one-way = RTT / 2; ns -> us */
+	printf("%8zu %8lu %10.2f %10.2f %10.2f\n", size, iters, median / 2000,
+	       sum / (double)iters / 2000,
+	       (double)rtt[(iters * 99 + 99) / 100 - 1] / 2000);
+	fflush(stdout);
+	return 0;
+}
+
+/* cli_round -- send iters messages, the last asking for an acknowledgement;
+ * give the time until it came */
+static int cli_round(struct perf *p, const char *buf, size_t size,
+		     unsigned long iters, uint64_t *ns)
+{
+	uint64_t want = p->replies + 1, t0 = now_ns();
+	unsigned long i;
+	int rc;
+
+	for (i = 0; i < iters; i++) {
+		rc = cli_send(p, buf, size, i + 1 == iters);
+		if (rc < 0)
+			return rc;
+	}
+	rc = cli_wait_replies(p, want);
+	if (rc < 0)
+		return rc;
+	*ns = now_ns() - t0;
+	return 0;
+}
+
+/* cli_stream -- bw and rate: a warm-up round, then the measured one */
+static int cli_stream(struct perf *p, const char *buf, size_t size,
+		      unsigned long iters, unsigned long warmup)
+{
+	uint64_t ns;
+	double secs;
+	int rc;
+
+	if (warmup > 0) {
+		rc = cli_round(p, buf, size, warmup, &ns);
+		if (rc < 0)
+			return rc;
+	}
+	rc = cli_round(p, buf, size, iters, &ns);
+	if (rc < 0)
+		return rc;
+	secs = (double)ns / 1e9;
+	if (p->o.test == PERF_BW)
+		printf("%8zu %8lu %12.2f %10.3f\n", size, iters,
+		       (double)size * (double)iters / secs / 1e6,
+		       (double)size * (double)iters * 8 / secs / 1e9);
+	else
+		printf("%8zu %8lu %12.0f %10.3f\n", size, iters,
+		       (double)iters / secs, (double)iters / secs / 1e6);
+	fflush(stdout);
+	return 0;
+}
+
+/* run_client -- connect and run the test for every size */
+static int run_client(struct perf *p)
+{
+	static const size_t lat_sizes[] = {8, 64, 512, 4096, 65536};
+	static const size_t bw_sizes[] = {1024, 4096, 65536};
+	static const size_t rate_sizes[] = {8};
+	struct rdmamsg_ep_attr *attr = NULL;
+	struct perf_hello h;
+	unsigned long iters, warmup;
+	uint64_t *rtt = NULL;
+	const char *dev = "?";
+	size_t max_size = 0;
+	char *buf = NULL;
+	unsigned int i;
+	int rc;
+
+	if (p->o.nsizes == 0) {
+		const size_t *s = p->o.test == PERF_LAT	 ? lat_sizes
+				  : p->o.test == PERF_BW ? bw_sizes
+							 : rate_sizes;
+		size_t n = p->o.test == PERF_LAT  ? 5
+			   : p->o.test == PERF_BW ? 3
+						  : 1;
+
+		for (i = 0; i < n; i++)
+			p->o.sizes[i] = s[i];
+		p->o.nsizes = (unsigned int)n;
+	}
+	for (i = 0; i < p->o.nsizes; i++)
+		if (p->o.sizes[i] > max_size)
+			max_size = p->o.sizes[i];
+	iters = p->o.iters		 ? p->o.iters
+		: p->o.test == PERF_RATE ? 100000
+					 : 10000;
+	warmup = p->o.warmup != ULONG_MAX ? p->o.warmup
+		 : iters / 10 < 1000	  ? iters / 10
+					  : 1000;
+
+	rc = -ENOMEM;
+	buf = malloc(max_size ? max_size : 1);
+	if (!buf)
+		goto err;
+	memset(buf, 0xa5, max_size);
+	if (p->o.test == PERF_LAT) {
+		rtt = calloc(iters, sizeof(*rtt));
+		if (!rtt)
+			goto err_free_buf;
+	}
+	h.magic = htonl(PERF_MAGIC);
+	h.test = htonl((uint32_t)p->o.test);
+	h.max_size = htonl((uint32_t)max_size);
+	h.reserved = 0;
+	rc = rdmamsg_ep_attr_new(&attr);
+	if (rc < 0)
+		goto err_free_rtt;
+	rc = rdmamsg_ep_attr_set_private_data(attr, &h, sizeof(h));
+	if (rc == 0 && max_size > PERF_DEFAULT_MSG)
+		rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
+	if (rc < 0)
+		goto err_delete_attr;
+	rc = cli_connect(p, attr);
+	if (rc < 0)
+		goto err_delete_attr;
+
+	rdmamsg_ctx_get_device_name(p->ctx, &dev);
+	printf("# rdmamsg_perf %s: %s:%u over %s, %s\n", test_names[p->o.test],
+	       p->o.host, p->o.port, dev,
+	       p->o.drive == DRIVE_FD	? "blocking on the fd"
+	       : p->o.drive == DRIVE_EV ? "libev loop"
+					: "busy polling");
+	if (p->o.test == PERF_LAT)
+		printf("# one-way latency = round trip / 2, in microseconds\n"
+		       "%8s %8s %10s %10s %10s\n",
+		       "size", "iters", "median_us", "avg_us", "p99_us");
+	else if (p->o.test == PERF_BW)
+		printf("%8s %8s %12s %10s\n", "size", "iters", "MB/s", "Gb/s");
+	else
+		printf("%8s %8s %12s %10s\n", "size", "iters", "msgs/s",
+		       "Mmsgs/s");
+	fflush(stdout);
+	for (i = 0; i < p->o.nsizes && rc == 0; i++) {
+		if (p->o.test == PERF_LAT)
+			rc = cli_lat(p, buf, p->o.sizes[i], iters, warmup, rtt);
+		else
+			rc = cli_stream(p, buf, p->o.sizes[i], iters, warmup);
+	}
+	if (rc < 0)
+		fprintf(stderr, "rdmamsg_perf: %s test: %s\n",
+			test_names[p->o.test], rdmamsg_strerror(rc));
+err_delete_attr:
+	rdmamsg_ep_attr_delete(&attr);
+	cli_close(p);
+err_free_rtt:
+	free(rtt);
+err_free_buf:
+	free(buf);
+err:
+	return rc < 0 ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * main
+ * --------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rdmamsg_perf -s [-p PORT] [-b ADDR] [--loop] "
+		"[--fd|--ev]\n"
+		"       rdmamsg_perf -c HOST [-p PORT] [-t lat|bw|rate] "
+		"[--size N[,N...]]\n"
+		"                    [-n ITERS] [-w WARMUP] [--fd|--ev]\n"
+		"\n"
+		"  -s, --server      serve one client, exit when it "
+		"disconnects\n"
+		"  -l, --loop        (server) serve clients until killed\n"
+		"  -b, --bind ADDR   (server) local address (default 0.0.0.0)\n"
+		"  -c, --client HOST connect to HOST\n"
+		"  -p, --port PORT   port (default %u)\n"
+		"  -t, --test TEST   lat: one-way latency (default),\n"
+		"                    bw: bandwidth, rate: message rate\n"
+		"  -S, --size N,...  message sizes (default: lat "
+		"8,64,512,4096,65536;\n"
+		"                    bw 1024,4096,65536; rate 8); repeatable\n"
+		"  -n, --iters N     iterations per size (default 10000; rate "
+		"100000)\n"
+		"  -w, --warmup N    untimed iterations first (default "
+		"iters/10, <= 1000)\n"
+		"      --fd          block on rdmamsg_ctx_get_fd() with "
+		"poll()\n"
+		"      --ev          drive the context from a libev loop\n"
+		"  -v, --verbose     library log messages up to info (-vv: "
+		"debug)\n",
+		PERF_DEFAULT_PORT);
+}
+
+/* parse_ulong -- a whole decimal number within [min, max] */
+static int parse_ulong(const char *s, unsigned long min, unsigned long max,
+		       unsigned long *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* parse_sizes -- append a comma-separated list of sizes */
+static int parse_sizes(struct perf_opts *o, const char *arg)
+{
+	char tmp[256], *tok, *save = NULL;
+	unsigned long v;
+
+	if (strlen(arg) >= sizeof(tmp))
+		return -EINVAL;
+	strcpy(tmp, arg);
+	for (tok = strtok_r(tmp, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (o->nsizes == PERF_MAX_SIZES ||
+		    parse_ulong(tok, 0, PERF_MAX_MSG, &v) < 0)
+			return -EINVAL;
+		o->sizes[o->nsizes++] = v;
+	}
+	return 0;
+}
+
+/* parse_args -- fill the options; -1 on a usage error */
+static int parse_args(struct perf_opts *o, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"server", no_argument, NULL, 's'},
+		{"loop", no_argument, NULL, 'l'},
+		{"bind", required_argument, NULL, 'b'},
+		{"client", required_argument, NULL, 'c'},
+		{"port", required_argument, NULL, 'p'},
+		{"test", required_argument, NULL, 't'},
+		{"size", required_argument, NULL, 'S'},
+		{"iters", required_argument, NULL, 'n'},
+		{"warmup", required_argument, NULL, 'w'},
+		{"fd", no_argument, NULL, 'F'},
+		{"ev", no_argument, NULL, 'E'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	unsigned long v;
+	int ch;
+
+	memset(o, 0, sizeof(*o));
+	o->port = PERF_DEFAULT_PORT;
+	o->bind = "0.0.0.0";
+	o->warmup = ULONG_MAX;
+	while ((ch = getopt_long(argc, argv, "slb:c:p:t:S:n:w:vh", longopts,
+				 NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			o->server = 1;
+			break;
+		case 'l':
+			o->serve_forever = 1;
+			break;
+		case 'b':
+			o->bind = optarg;
+			break;
+		case 'c':
+			o->host = optarg;
+			break;
+		case 'p':
+			if (parse_ulong(optarg, 1, 65535, &v) < 0)
+				return -1;
+			o->port = (unsigned int)v;
+			break;
+		case 't':
+			if (!strcmp(optarg, "lat"))
+				o->test = PERF_LAT;
+			else if (!strcmp(optarg, "bw"))
+				o->test = PERF_BW;
+			else if (!strcmp(optarg, "rate"))
+				o->test = PERF_RATE;
+			else
+				return -1;
+			break;
+		case 'S':
+			if (parse_sizes(o, optarg) < 0)
+				return -1;
+			break;
+		case 'n':
+			if (parse_ulong(optarg, 1, 100000000, &o->iters) < 0)
+				return -1;
+			break;
+		case 'w':
+			if (parse_ulong(optarg, 0, 100000000, &o->warmup) < 0)
+				return -1;
+			break;
+		case 'F':
+			o->drive = DRIVE_FD;
+			break;
+		case 'E':
+			o->drive = DRIVE_EV;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -1;
+		}
+	}
+	if (optind != argc || o->server == !!o->host)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct rdmamsg_ctx_attr *attr = NULL;
+	struct perf p;
+	int rc, ret = 1;
+
+	memset(&p, 0, sizeof(p));
+	if (parse_args(&p.o, argc, argv) < 0) {
+		usage(stderr);
+		return 2;
+	}
+	rdmamsg_log_set_function(perf_log, NULL);
+	rdmamsg_log_set_level(p.o.verbose == 0	 ? RDMAMSG_LOG_WARNING
+			      : p.o.verbose == 1 ? RDMAMSG_LOG_INFO
+						 : RDMAMSG_LOG_DEBUG);
+
+	rc = rdmamsg_ctx_attr_new(&attr);
+	if (rc < 0)
+		goto err;
+	if (p.o.drive == DRIVE_EV) {
+		p.loop = ev_loop_new(EVFLAG_AUTO);
+		rc = -ENOMEM;
+		if (!p.loop)
+			goto err_delete_attr;
+		rc = rdmamsg_ctx_attr_set_loop(attr, p.loop);
+		if (rc < 0)
+			goto err_destroy_loop;
+	}
+	rc = rdmamsg_ctx_create(attr, &p.ctx);
+	if (rc < 0)
+		goto err_destroy_loop;
+	rc = rdmamsg_ctx_get_fd(p.ctx, &p.fd);
+	if (rc < 0)
+		goto err_destroy_ctx;
+
+	ret = p.o.server ? run_server(&p) : run_client(&p);
+
+	rc = 0;
+err_destroy_ctx:
+	if (rdmamsg_ctx_destroy(&p.ctx) < 0)
+		ret = 1;
+err_destroy_loop:
+	if (p.loop)
+		ev_loop_destroy(p.loop);
+err_delete_attr:
+	rdmamsg_ctx_attr_delete(&attr);
+err:
+	if (rc < 0) {
+		fprintf(stderr, "rdmamsg_perf: %s\n", rdmamsg_strerror(rc));
+		ret = 1;
+	}
+	return ret;
+}
