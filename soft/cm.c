@@ -1,0 +1,836 @@
+/* SPDX-License-Identifier: MIT */
+/* cm.c -- softrdma's librdmacm: event channels, events, ids, progress thread */
+#include "config.h"
+#include "softrdma.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cm_internal.h"
+
+/*
+ * One lock guards every id, channel and queue: the CM is not on the data
+ * path, and a single lock keeps the progress thread and the callers from
+ * racing on an id that is being destroyed.
+ */
+pthread_mutex_t scm__lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct scm_id *scm_ids;
+static int scm_nids;
+static uint64_t scm_next_handle = 1;
+
+/* The progress thread runs while at least one id exists. */
+static pthread_mutex_t scm_thr_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t scm_thr;
+static int scm_thr_running;
+static int scm_thr_stop;
+static int scm_epfd = -1;
+static int scm_wakefd = -1;
+
+/* scm__now_ms -- monotonic clock in milliseconds */
+uint64_t scm__now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* scm__channel_new -- allocate a channel whose fd is readable iff queued */
+struct scm_channel *scm__channel_new(int sync)
+{
+	struct scm_channel *ch = calloc(1, sizeof(*ch));
+
+	if (!ch)
+		return NULL;
+	ch->ch.fd = eventfd(0, EFD_CLOEXEC);
+	if (ch->ch.fd < 0) {
+		free(ch);
+		return NULL;
+	}
+	ch->sync = sync;
+	return ch;
+}
+
+/* scm__channel_free -- close a channel and drop what is still queued */
+void scm__channel_free(struct scm_channel *ch)
+{
+	struct scm_event *e, *n;
+
+	for (e = ch->head; e; e = n) {
+		n = e->next;
+		free(e);
+	}
+	close(ch->ch.fd);
+	free(ch);
+}
+
+/* scm_channel_signal -- make the fd readable (queue became non-empty) */
+static void scm_channel_signal(struct scm_channel *ch)
+{
+	uint64_t one = 1;
+	ssize_t r;
+
+	do
+		r = write(ch->ch.fd, &one, sizeof(one));
+	while (r < 0 && errno == EINTR);
+}
+
+/* scm_channel_drain -- make the fd unreadable (queue became empty) */
+static void scm_channel_drain(struct scm_channel *ch)
+{
+	struct pollfd p = {.fd = ch->ch.fd, .events = POLLIN};
+	uint64_t v;
+	ssize_t r;
+
+	/* the user may have made the fd blocking or not: read only if set */
+	if (poll(&p, 1, 0) == 1) {
+		do
+			r = read(ch->ch.fd, &v, sizeof(v));
+		while (r < 0 && errno == EINTR);
+	}
+}
+
+/* scm_enqueue -- append an event to a channel */
+static void scm_enqueue(struct scm_channel *ch, struct scm_event *e)
+{
+	e->next = NULL;
+	if (ch->tail)
+		ch->tail->next = e;
+	else
+		ch->head = e;
+	ch->tail = e;
+	if (ch->head == e)
+		scm_channel_signal(ch);
+}
+
+/* scm__post -- queue an event for id on owner's channel */
+struct scm_event *scm__post(struct scm_id *id, struct scm_id *owner,
+			    enum rdma_cm_event_type type, int status,
+			    const void *pdata, size_t pdata_len,
+			    size_t field_len)
+{
+	struct scm_event *e;
+
+	if (owner->destroying || !owner->id.channel)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->owner = owner;
+	e->ev.id = &id->id;
+	e->ev.event = type;
+	e->ev.status = status;
+	if (field_len > SCM_MAX_PDATA)
+		field_len = SCM_MAX_PDATA;
+	if (pdata_len > field_len)
+		pdata_len = field_len;
+	if (pdata && pdata_len)
+		memcpy(e->pdata, pdata, pdata_len);
+	if (field_len) {
+		e->ev.param.conn.private_data = e->pdata;
+		e->ev.param.conn.private_data_len = (uint8_t)field_len;
+	}
+	scm_enqueue(scm_ch_of(owner->id.channel), e);
+	return e;
+}
+
+/* scm__ack_locked -- release an event handed to the user */
+void scm__ack_locked(struct scm_event *evt)
+{
+	evt->owner->completed++;
+	pthread_cond_broadcast(&evt->owner->cond);
+	free(evt);
+}
+
+/* scm__get_event_locked -- pop the next event, finishing connect replies */
+int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out)
+{
+	struct scm_event *e = ch->head;
+
+	if (!e)
+		return -1;
+	ch->head = e->next;
+	if (!ch->head) {
+		ch->tail = NULL;
+		scm_channel_drain(ch);
+	}
+	e->next = NULL;
+	e->owner->reported++;
+	if (e->ev.event == SCM_EVENT_CONN_RESP)
+		scm__process_conn_resp(scm_id_of(e->ev.id), e);
+	*out = e;
+	return 0;
+}
+
+/* scm_dequeue_id -- remove the queued events of s from ch */
+static struct scm_event *scm_dequeue_id(struct scm_channel *ch,
+					struct scm_id *s)
+{
+	struct scm_event **pp = &ch->head, *e, *taken = NULL, **tp = &taken;
+
+	ch->tail = NULL;
+	while ((e = *pp)) {
+		if (e->owner == s || e->ev.id == &s->id) {
+			*pp = e->next;
+			e->next = NULL;
+			*tp = e;
+			tp = &e->next;
+			continue;
+		}
+		ch->tail = e;
+		pp = &e->next;
+	}
+	if (!ch->head)
+		scm_channel_drain(ch);
+	return taken;
+}
+
+SOFT_EXPORT struct rdma_event_channel *rdma_create_event_channel(void);
+SOFT_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel);
+SOFT_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel,
+				  struct rdma_cm_event **event);
+SOFT_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event);
+SOFT_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event);
+SOFT_EXPORT int rdma_create_id(struct rdma_event_channel *channel,
+			       struct rdma_cm_id **id, void *context,
+			       enum rdma_port_space ps);
+SOFT_EXPORT int rdma_destroy_id(struct rdma_cm_id *id);
+SOFT_EXPORT int rdma_migrate_id(struct rdma_cm_id *id,
+				struct rdma_event_channel *channel);
+SOFT_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname,
+				void *optval, size_t optlen);
+SOFT_EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id);
+SOFT_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id);
+
+/* rdma_create_event_channel -- open a channel (an eventfd) */
+struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct scm_channel *ch = scm__channel_new(0);
+
+	return ch ? &ch->ch : NULL;
+}
+
+/* rdma_destroy_event_channel -- close a channel; its ids must be gone */
+void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	if (!channel)
+		return;
+	pthread_mutex_lock(&scm__lock);
+	scm__channel_free(scm_ch_of(channel));
+	pthread_mutex_unlock(&scm__lock);
+}
+
+/* rdma_get_cm_event -- next event; blocks unless the fd is O_NONBLOCK */
+int rdma_get_cm_event(struct rdma_event_channel *channel,
+		      struct rdma_cm_event **event)
+{
+	struct scm_channel *ch = scm_ch_of(channel);
+	struct scm_event *e;
+	struct pollfd p;
+	int r, fl;
+
+	if (!channel || !event)
+		return scm_err(EINVAL);
+	for (;;) {
+		pthread_mutex_lock(&scm__lock);
+		r = scm__get_event_locked(ch, &e);
+		pthread_mutex_unlock(&scm__lock);
+		if (!r) {
+			*event = &e->ev;
+			return 0;
+		}
+		fl = fcntl(channel->fd, F_GETFL);
+		if (fl < 0)
+			return -1;
+		if (fl & O_NONBLOCK)
+			return scm_err(EAGAIN);
+		p.fd = channel->fd;
+		p.events = POLLIN;
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* rdma_ack_cm_event -- give an event back */
+int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	if (!event)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	scm__ack_locked((struct scm_event *)event);
+	pthread_mutex_unlock(&scm__lock);
+	return 0;
+}
+
+/* rdma_event_str -- the event's name, as librdmacm spells it */
+const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	switch (event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		return "RDMA_CM_EVENT_ADDR_RESOLVED";
+	case RDMA_CM_EVENT_ADDR_ERROR:
+		return "RDMA_CM_EVENT_ADDR_ERROR";
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		return "RDMA_CM_EVENT_ROUTE_ERROR";
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		return "RDMA_CM_EVENT_CONNECT_REQUEST";
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		return "RDMA_CM_EVENT_CONNECT_ERROR";
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return "RDMA_CM_EVENT_UNREACHABLE";
+	case RDMA_CM_EVENT_REJECTED:
+		return "RDMA_CM_EVENT_REJECTED";
+	case RDMA_CM_EVENT_ESTABLISHED:
+		return "RDMA_CM_EVENT_ESTABLISHED";
+	case RDMA_CM_EVENT_DISCONNECTED:
+		return "RDMA_CM_EVENT_DISCONNECTED";
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+	case RDMA_CM_EVENT_MULTICAST_JOIN:
+		return "RDMA_CM_EVENT_MULTICAST_JOIN";
+	case RDMA_CM_EVENT_MULTICAST_ERROR:
+		return "RDMA_CM_EVENT_MULTICAST_ERROR";
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+		return "RDMA_CM_EVENT_ADDR_CHANGE";
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+	default:
+		return "UNKNOWN EVENT";
+	}
+}
+
+/* scm_thread_main -- the CM progress thread: sockets and timeouts */
+static void *scm_thread_main(void *arg)
+{
+	struct epoll_event evs[32];
+	uint64_t now, next;
+	struct scm_id *s;
+	int n, i, timeout;
+
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&scm__lock);
+		if (scm_thr_stop) {
+			pthread_mutex_unlock(&scm__lock);
+			break;
+		}
+		next = 0;
+		for (s = scm_ids; s; s = s->next)
+			if (s->deadline_ms && (!next || s->deadline_ms < next))
+				next = s->deadline_ms;
+		pthread_mutex_unlock(&scm__lock);
+		now = scm__now_ms();
+		timeout = !next ? -1 : next <= now ? 0 : (int)(next - now);
+		n = epoll_wait(scm_epfd, evs, 32, timeout);
+		if (n < 0 && errno != EINTR)
+			break;
+		pthread_mutex_lock(&scm__lock);
+		for (i = 0; i < n; i++) {
+			if (!evs[i].data.u64) {
+				uint64_t v;
+
+				if (read(scm_wakefd, &v, sizeof(v)) < 0)
+					(void)0;
+				continue;
+			}
+			s = scm__id_find(evs[i].data.u64);
+			if (s && !s->destroying)
+				scm__progress(evs[i].events, s);
+		}
+		scm__timeouts(scm__now_ms());
+		pthread_mutex_unlock(&scm__lock);
+	}
+	return NULL;
+}
+
+/* scm_thread_start -- create epoll, wake-up fd and thread (thr_mutex held) */
+static int scm_thread_start(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+	int err;
+
+	scm_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (scm_epfd < 0)
+		return errno;
+	scm_wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (scm_wakefd < 0) {
+		err = errno;
+		goto close_epfd;
+	}
+	if (epoll_ctl(scm_epfd, EPOLL_CTL_ADD, scm_wakefd, &ev)) {
+		err = errno;
+		goto close_wakefd;
+	}
+	scm_thr_stop = 0;
+	err = pthread_create(&scm_thr, NULL, scm_thread_main, NULL);
+	if (err)
+		goto close_wakefd;
+	scm_thr_running = 1;
+	return 0;
+
+close_wakefd:
+	close(scm_wakefd);
+	scm_wakefd = -1;
+close_epfd:
+	close(scm_epfd);
+	scm_epfd = -1;
+	return err;
+}
+
+/* scm_thread_stop -- stop and join the thread (thr_mutex held) */
+static void scm_thread_stop(void)
+{
+	if (!scm_thr_running)
+		return;
+	pthread_mutex_lock(&scm__lock);
+	scm_thr_stop = 1;
+	pthread_mutex_unlock(&scm__lock);
+	scm__wake();
+	pthread_join(scm_thr, NULL);
+	scm_thr_running = 0;
+	close(scm_wakefd);
+	close(scm_epfd);
+	scm_wakefd = scm_epfd = -1;
+}
+
+/* scm__wake -- interrupt epoll_wait so deadlines are recomputed */
+void scm__wake(void)
+{
+	uint64_t one = 1;
+
+	if (scm_wakefd >= 0 && write(scm_wakefd, &one, sizeof(one)) < 0)
+		(void)0;
+}
+
+/* scm__thread_put -- stop the thread once the last id is gone */
+void scm__thread_put(void)
+{
+	int idle;
+
+	pthread_mutex_lock(&scm_thr_mutex);
+	pthread_mutex_lock(&scm__lock);
+	idle = !scm_nids;
+	pthread_mutex_unlock(&scm__lock);
+	if (idle)
+		scm_thread_stop();
+	pthread_mutex_unlock(&scm_thr_mutex);
+}
+
+/* scm_unload -- library unload: the thread must not outlive the code */
+__attribute__((destructor)) static void scm_unload(void)
+{
+	pthread_mutex_lock(&scm_thr_mutex);
+	scm_thread_stop();
+	pthread_mutex_unlock(&scm_thr_mutex);
+}
+
+/* scm__epoll_add -- watch an id's socket */
+int scm__epoll_add(struct scm_id *s, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = s->handle};
+
+	if (epoll_ctl(scm_epfd, EPOLL_CTL_ADD, s->fd, &ev))
+		return errno;
+	s->in_epoll = 1;
+	scm__wake();
+	return 0;
+}
+
+/* scm__epoll_mod -- change what an id's socket is watched for */
+int scm__epoll_mod(struct scm_id *s, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = s->handle};
+
+	if (!s->in_epoll)
+		return scm__epoll_add(s, events);
+	if (epoll_ctl(scm_epfd, EPOLL_CTL_MOD, s->fd, &ev))
+		return errno;
+	scm__wake();
+	return 0;
+}
+
+/* scm__epoll_del -- stop watching an id's socket */
+void scm__epoll_del(struct scm_id *s)
+{
+	if (s->in_epoll && s->fd >= 0)
+		epoll_ctl(scm_epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	s->in_epoll = 0;
+}
+
+/* scm__close_fd -- forget an id's socket */
+void scm__close_fd(struct scm_id *s)
+{
+	if (s->fd < 0)
+		return;
+	scm__epoll_del(s);
+	close(s->fd);
+	s->fd = -1;
+}
+
+/* scm__id_find -- the live id with this handle, or NULL */
+struct scm_id *scm__id_find(uint64_t handle)
+{
+	struct scm_id *s;
+
+	for (s = scm_ids; s; s = s->next)
+		if (s->handle == handle)
+			return s;
+	return NULL;
+}
+
+/* scm__first_id -- head of the list of ids (scm__lock held) */
+struct scm_id *scm__first_id(void)
+{
+	return scm_ids;
+}
+
+/* scm__id_find_alive -- is s still linked and connected? */
+int scm__id_find_alive(struct scm_id *s)
+{
+	struct scm_id *t;
+
+	for (t = scm_ids; t; t = t->next)
+		if (t == s)
+			return s->fd >= 0;
+	return 0;
+}
+
+/* scm__id_new -- allocate an id and link it (scm__lock held) */
+struct scm_id *scm__id_new(struct scm_channel *ch, void *context,
+			   enum rdma_port_space ps, enum ibv_qp_type qp_type)
+{
+	struct scm_id *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->id.channel = &ch->ch;
+	s->id.context = context;
+	s->id.ps = ps;
+	s->id.qp_type = qp_type;
+	s->sync = ch->sync;
+	s->fd = -1;
+	s->sgid_index = 0;
+	s->retry_count = SCM_DEFAULT_RETRY;
+	s->rnr_retry_count = SCM_DEFAULT_RETRY;
+	s->mtu = IBV_MTU_4096;
+	pthread_cond_init(&s->cond, NULL);
+	s->handle = scm_next_handle++;
+	s->next = scm_ids;
+	scm_ids = s;
+	scm_nids++;
+	return s;
+}
+
+/* scm__id_free_locked -- unlink and free an id (scm__lock held) */
+void scm__id_free_locked(struct scm_id *s)
+{
+	struct scm_id **pp;
+
+	for (pp = &scm_ids; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			scm_nids--;
+			break;
+		}
+	scm__close_fd(s);
+	scm__dev_detach(s);
+	if (s->sync && s->id.channel)
+		scm__channel_free(scm_ch_of(s->id.channel));
+	free(s->id.route.path_rec);
+	free(s->qp_init_attr);
+	free(s->connect);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+/* scm_create_id2 -- rdma_create_id with an explicit QP type */
+static int scm_create_id2(struct rdma_event_channel *channel,
+			  struct rdma_cm_id **id, void *context,
+			  enum rdma_port_space ps, enum ibv_qp_type qp_type)
+{
+	struct scm_channel *ch;
+	struct scm_id *s;
+	int err;
+
+	if (!id)
+		return scm_err(EINVAL);
+	switch (ps) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_UDP:
+	case RDMA_PS_IB:
+	case RDMA_PS_IPOIB:
+		break;
+	default:
+		return scm_err(EINVAL);
+	}
+	ch = channel ? scm_ch_of(channel) : scm__channel_new(1);
+	if (!ch)
+		return -1;
+	pthread_mutex_lock(&scm_thr_mutex);
+	if (!scm_thr_running) {
+		err = scm_thread_start();
+		if (err) {
+			pthread_mutex_unlock(&scm_thr_mutex);
+			goto free_channel;
+		}
+	}
+	pthread_mutex_lock(&scm__lock);
+	s = scm__id_new(ch, context, ps, qp_type);
+	pthread_mutex_unlock(&scm__lock);
+	pthread_mutex_unlock(&scm_thr_mutex);
+	if (!s) {
+		err = ENOMEM;
+		scm__thread_put();
+		goto free_channel;
+	}
+	*id = &s->id;
+	return 0;
+
+free_channel:
+	if (!channel)
+		scm__channel_free(ch);
+	return scm_err(err);
+}
+
+/* rdma_create_id -- new id; NULL channel makes it synchronous */
+int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
+		   void *context, enum rdma_port_space ps)
+{
+	enum ibv_qp_type qpt = (ps == RDMA_PS_IPOIB || ps == RDMA_PS_UDP)
+				       ? IBV_QPT_UD
+				       : IBV_QPT_RC;
+
+	return scm_create_id2(channel, id, context, ps, qpt);
+}
+
+/* scm__create_id_qpt -- for rdma_create_ep, which carries ai_qp_type */
+int scm__create_id_qpt(struct rdma_cm_id **id, enum rdma_port_space ps,
+		       enum ibv_qp_type qpt)
+{
+	return scm_create_id2(NULL, id, NULL, ps, qpt);
+}
+
+/* scm_drop_children -- a listener goes: its unreported requests go too */
+static void scm_drop_children(struct scm_id *s)
+{
+	struct scm_event *taken, *e, *n;
+	struct scm_id *c, *cn;
+
+	taken = scm_dequeue_id(scm_ch_of(s->id.channel), s);
+	for (e = taken; e; e = n) {
+		n = e->next;
+		if (e->owner == s &&
+		    e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+		    e->ev.id != &s->id) {
+			c = scm_id_of(e->ev.id);
+			scm__teardown_locked(c);
+			scm__id_free_locked(c);
+		}
+		free(e);
+	}
+	for (c = scm_ids; c; c = cn) {
+		cn = c->next;
+		if (c->listen != s)
+			continue;
+		if (c->state == SCM_REQ_WAIT) {
+			scm__teardown_locked(c);
+			scm__id_free_locked(c);
+		} else {
+			c->listen = NULL;
+		}
+	}
+}
+
+/* rdma_destroy_id -- tear down; waits until its events are acked */
+int rdma_destroy_id(struct rdma_cm_id *id)
+{
+	struct scm_id *s = scm_id_of(id);
+
+	if (!id)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	s->destroying = 1;
+	scm__teardown_locked(s);
+	scm_drop_children(s);
+	if (s->id.event) {
+		scm__ack_locked((struct scm_event *)s->id.event);
+		s->id.event = NULL;
+	}
+	while (s->completed < s->reported)
+		pthread_cond_wait(&s->cond, &scm__lock);
+	scm__id_free_locked(s);
+	pthread_mutex_unlock(&scm__lock);
+	scm__thread_put();
+	return 0;
+}
+
+/* rdma_migrate_id -- move an id (and its queued events) to a channel */
+int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
+{
+	struct scm_id *s = scm_id_of(id);
+	struct scm_channel *old, *ch;
+	struct scm_event *taken, *e, *n;
+
+	if (!id)
+		return scm_err(EINVAL);
+	if (s->sync && !channel)
+		return scm_err(EINVAL);
+	ch = channel ? scm_ch_of(channel) : scm__channel_new(1);
+	if (!ch)
+		return -1;
+	pthread_mutex_lock(&scm__lock);
+	old = scm_ch_of(s->id.channel);
+	taken = scm_dequeue_id(old, s);
+	for (e = taken; e; e = n) {
+		n = e->next;
+		scm_enqueue(ch, e);
+	}
+	if (s->sync) {
+		if (s->id.event) {
+			scm__ack_locked((struct scm_event *)s->id.event);
+			s->id.event = NULL;
+		}
+		scm__channel_free(old);
+	}
+	s->sync = !channel;
+	s->id.channel = &ch->ch;
+	while (s->completed < s->reported)
+		pthread_cond_wait(&s->cond, &scm__lock);
+	pthread_mutex_unlock(&scm__lock);
+	return 0;
+}
+
+/* scm__complete -- synchronous ids: wait for the call's event */
+int scm__complete(struct scm_id *s)
+{
+	struct rdma_cm_event *ev;
+	int ret;
+
+	if (!s->sync)
+		return 0;
+	if (s->id.event) {
+		rdma_ack_cm_event(s->id.event);
+		s->id.event = NULL;
+	}
+	ret = rdma_get_cm_event(s->id.channel, &s->id.event);
+	if (ret)
+		return ret;
+	ev = s->id.event;
+	if (ev->status) {
+		if (ev->event == RDMA_CM_EVENT_REJECTED)
+			return scm_err(ECONNREFUSED);
+		return scm_err(ev->status < 0 ? -ev->status : ev->status);
+	}
+	return 0;
+}
+
+/* scm_opt_id -- RDMA_OPTION_ID options, with the kernel's checks */
+static int scm_opt_id(struct scm_id *s, int optname, void *optval,
+		      size_t optlen)
+{
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+		if (optlen != sizeof(uint8_t))
+			return EINVAL;
+		s->tos = *(uint8_t *)optval;
+		s->tos_set = 1;
+		return 0;
+	case RDMA_OPTION_ID_REUSEADDR:
+		if (optlen != sizeof(int))
+			return EINVAL;
+		if (s->state != SCM_IDLE &&
+		    (!*(int *)optval || s->state == SCM_LISTEN))
+			return EINVAL;
+		s->reuseaddr = !!*(int *)optval;
+		return 0;
+	case RDMA_OPTION_ID_AFONLY:
+		if (optlen != sizeof(int))
+			return EINVAL;
+		if (s->state != SCM_IDLE)
+			return EINVAL;
+		s->afonly = !!*(int *)optval;
+		s->afonly_set = 1;
+		return 0;
+	case RDMA_OPTION_ID_ACK_TIMEOUT:
+		if (optlen != sizeof(uint8_t))
+			return EINVAL;
+		if (s->id.qp_type != IBV_QPT_RC &&
+		    s->id.qp_type != IBV_QPT_XRC_SEND)
+			return EINVAL;
+		s->ack_timeout = *(uint8_t *)optval;
+		s->ack_timeout_set = 1;
+		return 0;
+	default:
+		return ENOSYS;
+	}
+}
+
+/* scm_opt_ib_path -- a path given by the user resolves the route */
+static int scm_opt_ib_path(struct scm_id *s, void *optval, size_t optlen)
+{
+	if (!optlen || optlen % sizeof(struct ibv_path_data))
+		return EINVAL;
+	if (s->state != SCM_ADDR_RESOLVED)
+		return EINVAL;
+	s->state = SCM_ROUTE_RESOLVED;
+	scm__fill_path(s);
+	scm__post(s, s, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0, 0);
+	return 0;
+}
+
+/* rdma_set_option -- validate and record an id option */
+int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
+		    size_t optlen)
+{
+	struct scm_id *s = scm_id_of(id);
+	int err;
+
+	if (!id || !optval)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	if (level == RDMA_OPTION_ID)
+		err = scm_opt_id(s, optname, optval, optlen);
+	else if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH)
+		err = scm_opt_ib_path(s, optval, optlen);
+	else
+		err = ENOSYS;
+	pthread_mutex_unlock(&scm__lock);
+	return err ? scm_err(err) : 0;
+}
+
+/* scm_port -- the port of an IP socket address, network order */
+static __be16 scm_port(const struct sockaddr *sa)
+{
+	switch (sa->sa_family) {
+	case AF_INET:
+		return ((const struct sockaddr_in *)sa)->sin_port;
+	case AF_INET6:
+		return ((const struct sockaddr_in6 *)sa)->sin6_port;
+	default:
+		return 0;
+	}
+}
+
+/* rdma_get_src_port -- local port of the id */
+__be16 rdma_get_src_port(struct rdma_cm_id *id)
+{
+	return id ? scm_port(&id->route.addr.src_addr) : 0;
+}
+
+/* rdma_get_dst_port -- remote port of the id */
+__be16 rdma_get_dst_port(struct rdma_cm_id *id)
+{
+	return id ? scm_port(&id->route.addr.dst_addr) : 0;
+}

@@ -1,0 +1,1022 @@
+/* SPDX-License-Identifier: MIT */
+/* cm_conn.c -- softrdma's librdmacm: the IB CM handshake over TCP */
+#include "config.h"
+#include "softrdma.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include "cm_internal.h"
+
+/*
+ * Wire: each CM message (REQ, REP, REJ, RTU, DREQ, DREP) is one struct
+ * scm_wire on the TCP connection between the two ids.  The active side's
+ * socket is bound to its id's address and port, so the port spaces of
+ * RDMA ids and TCP sockets are one, as on iWARP.
+ */
+
+/* How long the active side waits for the passive CM's reply (ms). */
+#define SCM_CONNECT_TIMEOUT_MS 10000
+/* How long rdma_disconnect waits for the DREP (ms). */
+#define SCM_DREQ_TIMEOUT_MS 2000
+/* local ACK timeout librdmacm gets from the IB CM for RoCE paths */
+#define SCM_DEFAULT_ACK_TIMEOUT 18
+
+SOFT_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id,
+				  struct ibv_qp_attr *qp_attr,
+				  int *qp_attr_mask);
+SOFT_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog);
+SOFT_EXPORT int rdma_connect(struct rdma_cm_id *id,
+			     struct rdma_conn_param *conn_param);
+SOFT_EXPORT int rdma_accept(struct rdma_cm_id *id,
+			    struct rdma_conn_param *conn_param);
+SOFT_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data,
+			    uint8_t private_data_len);
+SOFT_EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
+				uint8_t private_data_len);
+SOFT_EXPORT int rdma_disconnect(struct rdma_cm_id *id);
+SOFT_EXPORT int rdma_establish(struct rdma_cm_id *id);
+SOFT_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event);
+
+/* scm_random_psn -- a 24-bit starting PSN */
+static uint32_t scm_random_psn(void)
+{
+	uint32_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = (uint32_t)random();
+	return v & 0xffffff;
+}
+
+/* scm_tune_socket -- prompt sends, and a dead host noticed in ~10 s */
+static void scm_tune_socket(int fd)
+{
+	int one = 1, idle = 5, intvl = 1, cnt = 5;
+	unsigned int utmo = 10000;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &utmo, sizeof(utmo));
+}
+
+/* scm__send -- write one CM message (never raises SIGPIPE) */
+int scm__send(struct scm_id *s, struct scm_wire *w)
+{
+	const uint8_t *p = (const uint8_t *)w;
+	size_t left = sizeof(*w);
+	struct pollfd pfd;
+	ssize_t n;
+
+	if (s->fd < 0)
+		return ENOTCONN;
+	w->magic = SCM_WIRE_MAGIC;
+	while (left) {
+		n = send(s->fd, p, left, MSG_NOSIGNAL);
+		if (n > 0) {
+			p += n;
+			left -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			/* a few hundred bytes: the buffer drains at once */
+			pfd.fd = s->fd;
+			pfd.events = POLLOUT;
+			if (poll(&pfd, 1, 1000) == 1)
+				continue;
+			return ETIMEDOUT;
+		}
+		return n < 0 ? errno : EPIPE;
+	}
+	return 0;
+}
+
+/* scm_send_simple -- a message without parameters (RTU, DREQ, DREP) */
+static int scm_send_simple(struct scm_id *s, enum scm_msg type)
+{
+	struct scm_wire w;
+
+	memset(&w, 0, sizeof(w));
+	w.type = (uint8_t)type;
+	return scm__send(s, &w);
+}
+
+/* scm_send_rej -- a REJ with reason and private data */
+static int scm_send_rej(struct scm_id *s, uint16_t reason, const void *pdata,
+			uint8_t len)
+{
+	struct scm_wire w;
+
+	memset(&w, 0, sizeof(w));
+	w.type = SCM_MSG_REJ;
+	w.reason = htons(reason);
+	w.pdata_len = len;
+	if (pdata && len)
+		memcpy(w.pdata, pdata, len);
+	return scm__send(s, &w);
+}
+
+/* scm_has_cm -- has the id an IB CM side (connection attempt)? */
+static int scm_has_cm(const struct scm_id *s)
+{
+	return s->state >= SCM_CONNECTING;
+}
+
+/* scm_init_qp_attr_locked -- the kernel's rdma_init_qp_attr for RoCE */
+static int scm_init_qp_attr_locked(struct scm_id *s, struct ibv_qp_attr *a,
+				   int *mask)
+{
+	int ud = s->id.qp_type == IBV_QPT_UD;
+
+	switch (a->qp_state) {
+	case IBV_QPS_INIT:
+		a->pkey_index = 0;
+		a->port_num = s->id.port_num ? s->id.port_num : 1;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+		if (ud) {
+			a->qkey = RDMA_UDP_QKEY;
+			*mask |= IBV_QP_QKEY;
+		} else {
+			a->qp_access_flags = 0;
+			if (scm_has_cm(s)) {
+				a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+				if (s->resp_res)
+					a->qp_access_flags |=
+						IBV_ACCESS_REMOTE_READ |
+						IBV_ACCESS_REMOTE_ATOMIC;
+			}
+			*mask |= IBV_QP_ACCESS_FLAGS;
+		}
+		return 0;
+	case IBV_QPS_RTR:
+		if (ud) {
+			*mask = IBV_QP_STATE;
+			return 0;
+		}
+		if (!s->has_remote)
+			return EINVAL;
+		memset(&a->ah_attr, 0, sizeof(a->ah_attr));
+		a->ah_attr.is_global = 1;
+		a->ah_attr.grh.dgid = s->remote_gid;
+		a->ah_attr.grh.sgid_index = (uint8_t)s->sgid_index;
+		a->ah_attr.grh.hop_limit = 64;
+		a->ah_attr.grh.traffic_class = s->tos;
+		a->ah_attr.port_num = s->id.port_num ? s->id.port_num : 1;
+		a->path_mtu = (enum ibv_mtu)s->mtu;
+		a->dest_qp_num = s->remote_qpn;
+		a->rq_psn = s->remote_psn;
+		a->max_dest_rd_atomic = s->resp_res;
+		a->min_rnr_timer = 0;
+		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		return 0;
+	case IBV_QPS_RTS:
+		a->sq_psn = ud ? 0 : s->psn;
+		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+		if (ud)
+			return 0;
+		if (!s->has_remote)
+			return EINVAL;
+		a->timeout = s->ack_timeout_set ? s->ack_timeout
+						: SCM_DEFAULT_ACK_TIMEOUT;
+		a->retry_cnt = s->retry_count;
+		a->rnr_retry = s->rnr_retry_count;
+		a->max_rd_atomic = s->init_depth;
+		*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			 IBV_QP_MAX_QP_RD_ATOMIC;
+		return 0;
+	default:
+		return EINVAL;
+	}
+}
+
+/* rdma_init_qp_attr -- attributes to move a QP of this id to a state */
+int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr,
+		      int *qp_attr_mask)
+{
+	int err;
+
+	if (!id || !qp_attr || !qp_attr_mask)
+		return scm_err(EINVAL);
+	if (!id->verbs)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	err = scm_init_qp_attr_locked(scm_id_of(id), qp_attr, qp_attr_mask);
+	pthread_mutex_unlock(&scm__lock);
+	return err ? scm_err(err) : 0;
+}
+
+/* scm_modify -- one transition of the id's QP through init_qp_attr */
+static int scm_modify(struct scm_id *s, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a;
+	int mask, err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = st;
+	err = scm_init_qp_attr_locked(s, &a, &mask);
+	if (err)
+		return err;
+	return ibv_modify_qp(s->id.qp, &a, mask);
+}
+
+/* scm_modify_qp_rtr_rts -- librdmacm's INIT (again), RTR, RTS sequence */
+static int scm_modify_qp_rtr_rts(struct scm_id *s)
+{
+	int err;
+
+	if (!s->id.qp)
+		return 0;
+	err = scm_modify(s, IBV_QPS_INIT);
+	if (!err)
+		err = scm_modify(s, IBV_QPS_RTR);
+	if (!err)
+		err = scm_modify(s, IBV_QPS_RTS);
+	return err;
+}
+
+/* scm__modify_qp_err -- flush the id's QP */
+int scm__modify_qp_err(struct scm_id *s)
+{
+	struct ibv_qp_attr a;
+
+	if (!s->id.qp)
+		return 0;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	return ibv_modify_qp(s->id.qp, &a, IBV_QP_STATE);
+}
+
+/* scm_valid_param -- librdmacm's ucma_valid_param */
+static int scm_valid_param(struct scm_id *s, struct rdma_conn_param *p)
+{
+	uint8_t mi, mr;
+
+	if (s->id.ps != RDMA_PS_TCP)
+		return 0;
+	if (!s->id.qp && !p)
+		return EINVAL;
+	if (!p || scm__dev_max(&mi, &mr))
+		return 0;
+	if (p->responder_resources != RDMA_MAX_RESP_RES &&
+	    p->responder_resources > mr)
+		return EINVAL;
+	if (p->initiator_depth != RDMA_MAX_INIT_DEPTH &&
+	    p->initiator_depth > mi)
+		return EINVAL;
+	return 0;
+}
+
+/* scm_finish -- terminal state: no more CM traffic on this id */
+static void scm_finish(struct scm_id *s)
+{
+	s->state = SCM_DISCONNECTED;
+	s->deadline_ms = 0;
+	scm__close_fd(s);
+}
+
+/* scm_conn_event -- fill param.conn of an event from a REQ or REP */
+static void scm_conn_event(struct scm_event *e, const struct scm_wire *w)
+{
+	if (!e)
+		return;
+	e->ev.param.conn.responder_resources = w->init_depth;
+	e->ev.param.conn.initiator_depth = w->resp_res;
+	e->ev.param.conn.flow_control = w->flow_control;
+	e->ev.param.conn.retry_count = w->retry_count;
+	e->ev.param.conn.rnr_retry_count = w->rnr_retry_count;
+	e->ev.param.conn.srq = w->srq;
+	e->ev.param.conn.qp_num = ntohl(w->qpn);
+}
+
+/* scm_rej_event -- a REJECTED event (RoCE reports all 148 bytes) */
+static void scm_rej_event(struct scm_id *s, int reason, const void *pdata,
+			  size_t len)
+{
+	scm__post(s, s, RDMA_CM_EVENT_REJECTED, reason, pdata, len,
+		  SCM_REJ_PDATA);
+}
+
+/* rdma_listen -- listen on the bound address (0.0.0.0 when unbound) */
+int rdma_listen(struct rdma_cm_id *id, int backlog)
+{
+	struct scm_id *s = scm_id_of(id);
+	struct sockaddr_in any;
+	int err = 0;
+
+	if (!id)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	if (s->state == SCM_IDLE) {
+		memset(&any, 0, sizeof(any));
+		any.sin_family = AF_INET;
+		err = scm__bind_socket(s, (struct sockaddr *)&any);
+		if (err)
+			goto unlock;
+		s->state = SCM_ADDR_BOUND;
+	}
+	if (s->state != SCM_ADDR_BOUND) {
+		err = EINVAL;
+		goto unlock;
+	}
+	if (listen(s->fd, backlog > 0 ? backlog : SOMAXCONN)) {
+		err = errno;
+		goto unlock;
+	}
+	err = scm__epoll_add(s, EPOLLIN);
+	if (err)
+		goto unlock;
+	s->backlog = backlog;
+	s->state = SCM_LISTEN;
+unlock:
+	pthread_mutex_unlock(&scm__lock);
+	return err ? scm_err(err) : 0;
+}
+
+/* scm_connect_failed -- the TCP connect did not reach a CM */
+static void scm_connect_failed(struct scm_id *s, int err)
+{
+	scm_finish(s);
+	if (err == ECONNREFUSED) /* nobody listens: as an IB CM would say */
+		scm_rej_event(s, SCM_REJ_INVALID_SERVICE_ID, NULL, 0);
+	else
+		scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
+			  err == EHOSTUNREACH || err == ENETUNREACH
+				  ? -err
+				  : -ETIMEDOUT,
+			  NULL, 0, 0);
+}
+
+/* scm_req_limit -- REQ private data available to the user */
+static size_t scm_req_limit(const struct scm_id *s)
+{
+	if (s->id.ps == RDMA_PS_IB)
+		return SCM_REQ_PDATA;
+	if (s->id.qp_type == IBV_QPT_UD)
+		return SCM_SIDR_REQ_PDATA - SCM_CMA_HDR;
+	return SCM_REQ_PDATA - SCM_CMA_HDR;
+}
+
+/* scm_connect_locked -- the body of rdma_connect */
+static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
+{
+	struct scm_wire *w = &s->req;
+	size_t ulen = p && p->private_data ? p->private_data_len : 0;
+	uint8_t mi = RDMA_MAX_INIT_DEPTH, mr = RDMA_MAX_RESP_RES;
+	int err;
+
+	if (s->id.qp_type == IBV_QPT_UD)
+		return EOPNOTSUPP;
+	err = scm_valid_param(s, p);
+	if (err)
+		return err;
+	if (s->state != SCM_ROUTE_RESOLVED)
+		return EINVAL;
+	if (s->connect_len + ulen > scm_req_limit(s))
+		return EINVAL;
+	scm__dev_max(&mi, &mr);
+	s->init_depth = p && p->initiator_depth != RDMA_MAX_INIT_DEPTH
+				? p->initiator_depth
+				: mi;
+	s->resp_res = p && p->responder_resources != RDMA_MAX_RESP_RES
+			      ? p->responder_resources
+			      : mr;
+	s->retry_count = p ? p->retry_count : SCM_DEFAULT_RETRY;
+	s->rnr_retry_count = p ? p->rnr_retry_count : SCM_DEFAULT_RETRY;
+	s->flow_control = p ? p->flow_control : 0;
+	s->psn = scm_random_psn();
+
+	memset(w, 0, sizeof(*w));
+	w->type = SCM_MSG_REQ;
+	w->ps = htons((uint16_t)s->id.ps);
+	w->qp_type = (uint8_t)s->id.qp_type;
+	if (s->id.qp) {
+		w->qpn = htonl(s->id.qp->qp_num);
+		w->srq = !!s->id.qp->srq;
+	} else {
+		w->qpn = htonl(p ? p->qp_num : 0);
+		w->srq = p ? p->srq : 0;
+	}
+	w->psn = htonl(s->psn);
+	w->resp_res = s->resp_res;
+	w->init_depth = s->init_depth;
+	w->flow_control = s->flow_control;
+	w->retry_count = s->retry_count;
+	w->rnr_retry_count = s->rnr_retry_count;
+	w->mtu = s->mtu;
+	memcpy(w->gid, s->id.route.addr.addr.ibaddr.sgid.raw, 16);
+	if (s->connect_len)
+		memcpy(w->pdata, s->connect, s->connect_len);
+	if (ulen)
+		memcpy(w->pdata + s->connect_len, p->private_data, ulen);
+	w->pdata_len = (uint8_t)(s->connect_len + ulen);
+	free(s->connect);
+	s->connect = NULL;
+	s->connect_len = 0;
+
+	scm_tune_socket(s->fd);
+	s->deadline_ms = scm__now_ms() + SCM_CONNECT_TIMEOUT_MS;
+	if (!connect(s->fd, &s->id.route.addr.dst_addr,
+		     scm__addr_len(&s->id.route.addr.dst_addr))) {
+		s->state = SCM_REQ_SENT;
+		err = scm__send(s, w);
+		if (!err)
+			err = scm__epoll_add(s, EPOLLIN);
+		if (err)
+			scm_connect_failed(s, err);
+		return 0;
+	}
+	if (errno != EINPROGRESS) {
+		scm_connect_failed(s, errno);
+		return 0;
+	}
+	s->state = SCM_CONNECTING;
+	err = scm__epoll_add(s, EPOLLOUT);
+	if (err)
+		scm_connect_failed(s, err);
+	return 0;
+}
+
+/* rdma_connect -- send a REQ to the resolved destination */
+int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
+{
+	struct scm_id *s = scm_id_of(id);
+	int err;
+
+	if (!id)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	err = scm_connect_locked(s, conn_param);
+	pthread_mutex_unlock(&scm__lock);
+	if (err)
+		return scm_err(err);
+	return scm__complete(s);
+}
+
+/* scm_accept_locked -- the body of rdma_accept */
+static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
+{
+	size_t ulen = p && p->private_data ? p->private_data_len : 0;
+	uint8_t mi = RDMA_MAX_INIT_DEPTH, mr = RDMA_MAX_RESP_RES;
+	struct scm_wire w;
+	int err;
+
+	if (s->id.qp_type == IBV_QPT_UD)
+		return EOPNOTSUPP;
+	if (s->state != SCM_REQ_RCVD)
+		return EINVAL;
+	err = scm_valid_param(s, p);
+	if (err)
+		return err;
+	if (ulen > SCM_REP_PDATA)
+		return EINVAL;
+	scm__dev_max(&mi, &mr);
+	if (!p || p->initiator_depth == RDMA_MAX_INIT_DEPTH)
+		s->init_depth = s->init_depth < mi ? s->init_depth : mi;
+	else
+		s->init_depth = p->initiator_depth;
+	if (!p || p->responder_resources == RDMA_MAX_RESP_RES)
+		s->resp_res = s->resp_res < mr ? s->resp_res : mr;
+	else
+		s->resp_res = p->responder_resources;
+	err = scm_modify_qp_rtr_rts(s);
+	if (err)
+		return err;
+	if (s->peer_gone) {
+		/* the REP would time out: what the IB CM reports then */
+		scm__modify_qp_err(s);
+		scm_finish(s);
+		scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0,
+			  0);
+		return 0;
+	}
+	memset(&w, 0, sizeof(w));
+	w.type = SCM_MSG_REP;
+	w.ps = htons((uint16_t)s->id.ps);
+	w.qp_type = (uint8_t)s->id.qp_type;
+	if (s->id.qp) {
+		w.qpn = htonl(s->id.qp->qp_num);
+		w.srq = !!s->id.qp->srq;
+	} else {
+		w.qpn = htonl(p ? p->qp_num : 0);
+		w.srq = p ? p->srq : 0;
+	}
+	w.psn = htonl(s->psn);
+	w.resp_res = s->resp_res;
+	w.init_depth = s->init_depth;
+	w.flow_control = p ? p->flow_control : 0;
+	w.rnr_retry_count = p ? p->rnr_retry_count : SCM_DEFAULT_RETRY;
+	w.mtu = s->mtu;
+	memcpy(w.gid, s->id.route.addr.addr.ibaddr.sgid.raw, 16);
+	if (ulen)
+		memcpy(w.pdata, p->private_data, ulen);
+	w.pdata_len = (uint8_t)ulen;
+	err = scm__send(s, &w);
+	if (err) {
+		scm__modify_qp_err(s);
+		return err;
+	}
+	s->state = SCM_REP_SENT;
+	return 0;
+}
+
+/* rdma_accept -- answer a connection request with a REP */
+int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
+{
+	struct scm_id *s = scm_id_of(id);
+	int err;
+
+	if (!id)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	err = scm_accept_locked(s, conn_param);
+	pthread_mutex_unlock(&scm__lock);
+	if (err)
+		return scm_err(err);
+	return scm__complete(s);
+}
+
+/* scm_reject -- send a REJ with a reason and the user's private data */
+static int scm_reject(struct rdma_cm_id *id, const void *pdata, uint8_t len,
+		      uint16_t reason)
+{
+	struct scm_id *s = scm_id_of(id);
+	int err = 0;
+
+	if (!id)
+		return scm_err(EINVAL);
+	if (!pdata)
+		len = 0;
+	pthread_mutex_lock(&scm__lock);
+	if (s->state != SCM_REQ_RCVD && s->state != SCM_REP_SENT)
+		err = EINVAL;
+	else if (len > SCM_REJ_PDATA)
+		err = EINVAL;
+	if (!err) {
+		scm_send_rej(s, reason, pdata, len);
+		scm_finish(s);
+	}
+	pthread_mutex_unlock(&scm__lock);
+	return err ? scm_err(err) : 0;
+}
+
+/* rdma_reject -- refuse a connection request (consumer defined reason) */
+int rdma_reject(struct rdma_cm_id *id, const void *private_data,
+		uint8_t private_data_len)
+{
+	return scm_reject(id, private_data, private_data_len,
+			  SCM_REJ_CONSUMER_DEFINED);
+}
+
+/* rdma_reject_ece -- refuse because of the ECE options */
+int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
+		    uint8_t private_data_len)
+{
+	return scm_reject(id, private_data, private_data_len,
+			  SCM_REJ_VENDOR_OPTION);
+}
+
+/* scm_queued_for -- has the id's channel an event for it? */
+static int scm_queued_for(struct scm_id *s)
+{
+	struct scm_event *e;
+
+	for (e = scm_ch_of(s->id.channel)->head; e; e = e->next)
+		if (e->ev.id == &s->id)
+			return 1;
+	return 0;
+}
+
+/* rdma_disconnect -- flush the QP and send a DREQ */
+int rdma_disconnect(struct rdma_cm_id *id)
+{
+	struct scm_id *s = scm_id_of(id);
+	int err = 0, wait = 0;
+
+	if (!id)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	switch (s->state) {
+	case SCM_CONNECTED:
+	case SCM_REP_SENT:
+	case SCM_REP_RCVD:
+		err = scm__modify_qp_err(s);
+		if (err)
+			break;
+		if (s->peer_gone || scm_send_simple(s, SCM_MSG_DREQ)) {
+			scm_finish(s);
+			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0,
+				  0);
+		} else {
+			s->state = SCM_DISCONNECTING;
+			s->deadline_ms = scm__now_ms() + SCM_DREQ_TIMEOUT_MS;
+			scm__wake();
+		}
+		wait = 1;
+		break;
+	case SCM_DISCONNECTING:
+		wait = 1;
+		break;
+	case SCM_DISCONNECTED:
+		err = scm__modify_qp_err(s);
+		wait = scm_queued_for(s);
+		break;
+	case SCM_CONNECTING:
+	case SCM_REQ_SENT:
+	case SCM_REQ_RCVD:
+		break;
+	default:
+		err = EINVAL;
+		break;
+	}
+	pthread_mutex_unlock(&scm__lock);
+	if (err)
+		return scm_err(err);
+	return wait ? scm__complete(s) : 0;
+}
+
+/* scm_send_rtu -- the active side is ready: RTU, ESTABLISHED */
+static void scm_send_rtu(struct scm_id *s)
+{
+	scm_send_simple(s, SCM_MSG_RTU);
+	s->state = SCM_CONNECTED;
+	if (s->peer_gone) {
+		scm__modify_qp_err(s);
+		scm_finish(s);
+		scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, 0);
+	}
+}
+
+/* rdma_establish -- RTU for ids whose QP the user moves himself */
+int rdma_establish(struct rdma_cm_id *id)
+{
+	struct scm_id *s = scm_id_of(id);
+	int err = 0;
+
+	if (!id || id->qp)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	if (s->state == SCM_REP_RCVD)
+		scm_send_rtu(s);
+	else
+		err = EINVAL;
+	pthread_mutex_unlock(&scm__lock);
+	return err ? scm_err(err) : 0;
+}
+
+/*
+ * scm__process_conn_resp -- librdmacm's work when the user takes a
+ * CONNECT_RESPONSE: with a QP on the id, move it to RTS, send the RTU and
+ * report ESTABLISHED (or CONNECT_ERROR) instead.
+ */
+int scm__process_conn_resp(struct scm_id *s, struct scm_event *evt)
+{
+	int err;
+
+	if (!s->id.qp)
+		return 0;
+	if (s->state != SCM_REP_RCVD) {
+		evt->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
+		evt->ev.status = -ECONNRESET;
+		return 0;
+	}
+	err = scm_modify_qp_rtr_rts(s);
+	if (err) {
+		scm__modify_qp_err(s);
+		scm_send_rej(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
+		scm_finish(s);
+		evt->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
+		evt->ev.status = -err;
+		return 0;
+	}
+	evt->ev.event = RDMA_CM_EVENT_ESTABLISHED;
+	scm_send_rtu(s);
+	return 0;
+}
+
+/* rdma_notify -- a QP saw traffic before the RTU: establish now */
+int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
+{
+	struct scm_id *s = scm_id_of(id);
+	int err = 0;
+
+	if (!id)
+		return scm_err(EINVAL);
+	pthread_mutex_lock(&scm__lock);
+	if (!scm_has_cm(s)) {
+		err = EINVAL;
+	} else if (event == IBV_EVENT_COMM_EST) {
+		if (s->state == SCM_REP_SENT) {
+			s->state = SCM_CONNECTED;
+			scm__post(s, s, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, 0,
+				  0);
+		} else if (s->state == SCM_CONNECTED) {
+			err = EISCONN;
+		} else {
+			err = EINVAL;
+		}
+	} else if (event != IBV_EVENT_PATH_MIG) {
+		err = EINVAL;
+	}
+	pthread_mutex_unlock(&scm__lock);
+	return err ? scm_err(err) : 0;
+}
+
+/* scm__teardown_locked -- an id goes away: tell the peer as the CM would */
+void scm__teardown_locked(struct scm_id *s)
+{
+	switch (s->state) {
+	case SCM_REQ_RCVD:
+	case SCM_REP_SENT:
+	case SCM_REP_RCVD:
+		scm_send_rej(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
+		break;
+	case SCM_CONNECTED:
+		scm_send_simple(s, SCM_MSG_DREQ);
+		break;
+	default:
+		break;
+	}
+	scm_finish(s);
+}
+
+/* scm_accept_sockets -- new TCP connections become hidden child ids */
+static void scm_accept_sockets(struct scm_id *l)
+{
+	struct sockaddr_storage peer;
+	struct scm_channel *ch;
+	struct scm_id *c;
+	socklen_t len;
+	int fd;
+
+	for (;;) {
+		len = sizeof(peer);
+		fd = accept4(l->fd, (struct sockaddr *)&peer, &len,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		ch = l->sync ? scm__channel_new(1) : scm_ch_of(l->id.channel);
+		c = ch ? scm__id_new(ch, l->id.context, l->id.ps, l->id.qp_type)
+		       : NULL;
+		if (!c) {
+			if (ch && l->sync)
+				scm__channel_free(ch);
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->listen = l;
+		c->state = SCM_REQ_WAIT;
+		c->tos = l->tos;
+		memcpy(&c->id.route.addr.dst_storage, &peer, len);
+		len = sizeof(c->id.route.addr.src_storage);
+		getsockname(fd, &c->id.route.addr.src_addr, &len);
+		scm_tune_socket(fd);
+		if (scm__epoll_add(c, EPOLLIN)) {
+			scm__id_free_locked(c);
+			continue;
+		}
+	}
+}
+
+/* scm_on_req -- a hidden child got its REQ: report CONNECT_REQUEST */
+static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
+{
+	struct scm_id *l = c->listen;
+	struct scm_event *e;
+	size_t field;
+
+	if (!l || ntohs(w->ps) != (uint16_t)l->id.ps ||
+	    w->qp_type != (uint8_t)l->id.qp_type || scm__dev_attach(c)) {
+		scm_send_rej(c, SCM_REJ_INVALID_SERVICE_ID, NULL, 0);
+		scm_finish(c);
+		scm__id_free_locked(c);
+		return;
+	}
+	c->remote_qpn = ntohl(w->qpn);
+	c->remote_psn = ntohl(w->psn);
+	memcpy(c->remote_gid.raw, w->gid, 16);
+	c->id.route.addr.addr.ibaddr.dgid = c->remote_gid;
+	c->has_remote = 1;
+	if (w->mtu && w->mtu < c->mtu)
+		c->mtu = w->mtu;
+	c->retry_count = w->retry_count;
+	c->rnr_retry_count = w->rnr_retry_count;
+	c->flow_control = w->flow_control;
+	c->srq = w->srq;
+	c->resp_res = w->init_depth;
+	c->init_depth = w->resp_res;
+	c->psn = scm_random_psn();
+	scm__fill_path(c);
+	c->state = SCM_REQ_RCVD;
+	field = scm_req_limit(c);
+	e = scm__post(c, l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, w->pdata,
+		      w->pdata_len, field);
+	if (!e) {
+		scm__teardown_locked(c);
+		scm__id_free_locked(c);
+		return;
+	}
+	e->ev.listen_id = &l->id;
+	scm_conn_event(e, w);
+}
+
+/* scm_on_rep -- the active side got its REP */
+static void scm_on_rep(struct scm_id *s, const struct scm_wire *w)
+{
+	struct scm_event *e;
+
+	if (s->state != SCM_REQ_SENT)
+		return;
+	s->remote_qpn = ntohl(w->qpn);
+	s->remote_psn = ntohl(w->psn);
+	memcpy(s->remote_gid.raw, w->gid, 16);
+	s->id.route.addr.addr.ibaddr.dgid = s->remote_gid;
+	s->has_remote = 1;
+	s->init_depth = w->resp_res;
+	s->resp_res = w->init_depth;
+	s->rnr_retry_count = w->rnr_retry_count;
+	s->deadline_ms = 0;
+	s->state = SCM_REP_RCVD;
+	e = scm__post(s, s, SCM_EVENT_CONN_RESP, 0, w->pdata, w->pdata_len,
+		      SCM_REP_PDATA);
+	scm_conn_event(e, w);
+}
+
+/* scm_handle -- one CM message for an id */
+static void scm_handle(struct scm_id *s, const struct scm_wire *w)
+{
+	switch (w->type) {
+	case SCM_MSG_REQ:
+		if (s->state == SCM_REQ_WAIT)
+			scm_on_req(s, w);
+		break;
+	case SCM_MSG_REP:
+		scm_on_rep(s, w);
+		break;
+	case SCM_MSG_REJ:
+		if (s->state == SCM_REQ_SENT || s->state == SCM_REP_SENT ||
+		    s->state == SCM_REP_RCVD) {
+			scm_finish(s);
+			scm_rej_event(s, ntohs(w->reason), w->pdata,
+				      w->pdata_len);
+		}
+		break;
+	case SCM_MSG_RTU:
+		if (s->state == SCM_REP_SENT) {
+			s->state = SCM_CONNECTED;
+			scm__post(s, s, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, 0,
+				  0);
+		}
+		break;
+	case SCM_MSG_DREQ:
+		if (s->state == SCM_REP_RCVD) {
+			scm_send_simple(s, SCM_MSG_DREP);
+			s->peer_gone = 1;
+			scm__close_fd(s);
+		} else if (s->state == SCM_CONNECTED ||
+			   s->state == SCM_REP_SENT ||
+			   s->state == SCM_DISCONNECTING) {
+			scm_send_simple(s, SCM_MSG_DREP);
+			scm_finish(s);
+			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0,
+				  0);
+		}
+		break;
+	case SCM_MSG_DREP:
+		if (s->state == SCM_DISCONNECTING) {
+			scm_finish(s);
+			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0,
+				  0);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* scm_peer_gone -- EOF or error on the CM connection: the peer died */
+static void scm_peer_gone(struct scm_id *s)
+{
+	switch (s->state) {
+	case SCM_REQ_WAIT:
+		scm_finish(s);
+		scm__id_free_locked(s);
+		return;
+	case SCM_REQ_RCVD:
+	case SCM_REP_RCVD:
+		s->peer_gone = 1;
+		scm__close_fd(s);
+		return;
+	case SCM_REQ_SENT:
+	case SCM_REP_SENT:
+		scm__modify_qp_err(s);
+		scm_finish(s);
+		scm_rej_event(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
+		return;
+	case SCM_CONNECTED:
+	case SCM_DISCONNECTING:
+		scm__modify_qp_err(s);
+		scm_finish(s);
+		scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, 0);
+		return;
+	default:
+		scm__close_fd(s);
+		return;
+	}
+}
+
+/* scm__progress -- socket activity on an id (progress thread, locked) */
+void scm__progress(uint32_t events, struct scm_id *s)
+{
+	struct scm_wire w;
+	socklen_t len;
+	ssize_t n;
+	int err = 0;
+
+	if (s->fd < 0)
+		return;
+	if (s->state == SCM_LISTEN) {
+		scm_accept_sockets(s);
+		return;
+	}
+	if (s->state == SCM_CONNECTING) {
+		len = sizeof(err);
+		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len))
+			err = errno;
+		if (!err && !(events & EPOLLOUT))
+			return;
+		if (!err) {
+			s->state = SCM_REQ_SENT;
+			err = scm__send(s, &s->req);
+		}
+		if (!err)
+			err = scm__epoll_mod(s, EPOLLIN);
+		if (err)
+			scm_connect_failed(s, err);
+		return;
+	}
+	for (;;) {
+		n = recv(s->fd, s->rbuf + s->rlen, sizeof(s->rbuf) - s->rlen,
+			 0);
+		if (n > 0) {
+			s->rlen += (size_t)n;
+			if (s->rlen < sizeof(s->rbuf))
+				continue;
+			s->rlen = 0;
+			memcpy(&w, s->rbuf, sizeof(w));
+			if (w.magic != SCM_WIRE_MAGIC) {
+				scm_peer_gone(s);
+				return;
+			}
+			scm_handle(s, &w);
+			/* the handler may have closed or freed the id */
+			if (!scm__id_find_alive(s))
+				return;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		scm_peer_gone(s);
+		return;
+	}
+}
+
+/* scm__timeouts -- expire connect and disconnect attempts */
+void scm__timeouts(uint64_t now)
+{
+	struct scm_id *s;
+
+again:
+	for (s = scm__first_id(); s; s = s->next) {
+		if (!s->deadline_ms || s->deadline_ms > now || s->destroying)
+			continue;
+		s->deadline_ms = 0;
+		if (s->state == SCM_CONNECTING || s->state == SCM_REQ_SENT) {
+			scm_finish(s);
+			scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
+				  NULL, 0, 0);
+		} else if (s->state == SCM_DISCONNECTING) {
+			scm_finish(s);
+			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT,
+				  NULL, 0, 0);
+		}
+		goto again;
+	}
+}

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* cm_internal.h -- softrdma's librdmacm: ids, channels, events, wire format */
+#ifndef SOFTRDMA_CM_INTERNAL_H
+#define SOFTRDMA_CM_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+/*
+ * Private data sizes of the IB CM messages (IBTA 12.6); RoCE hardware
+ * reports the whole field to the receiver, zero padded.  PS_TCP/PS_UDP
+ * requests spend 36 bytes of the REQ on the CMA header.
+ */
+#define SCM_REQ_PDATA	   92
+#define SCM_REP_PDATA	   196
+#define SCM_REJ_PDATA	   148
+#define SCM_SIDR_REQ_PDATA 216
+#define SCM_SIDR_REP_PDATA 136
+#define SCM_CMA_HDR	   36
+#define SCM_MAX_PDATA	   256
+
+/* IB CM reject reasons (enum ib_cm_rej_reason). */
+#define SCM_REJ_TIMEOUT		   4
+#define SCM_REJ_INVALID_SERVICE_ID 8
+#define SCM_REJ_CONSUMER_DEFINED   28
+#define SCM_REJ_VENDOR_OPTION	   35
+
+/* librdmacm's default when no conn_param gives the retry counts. */
+#define SCM_DEFAULT_RETRY 7
+
+/* Events the user never sees as such: handled in rdma_get_cm_event. */
+#define SCM_EVENT_CONN_RESP RDMA_CM_EVENT_CONNECT_RESPONSE
+
+enum scm_state {
+	SCM_IDLE,
+	SCM_ADDR_BOUND,
+	SCM_ADDR_RESOLVED,
+	SCM_ROUTE_RESOLVED,
+	SCM_LISTEN,
+	SCM_CONNECTING,	   /* active: TCP connect in progress */
+	SCM_REQ_SENT,	   /* active: waiting for REP */
+	SCM_REP_RCVD,	   /* active: REP queued, RTU not sent yet */
+	SCM_REQ_WAIT,	   /* passive, hidden: socket accepted, no REQ yet */
+	SCM_REQ_RCVD,	   /* passive: CONNECT_REQUEST reported */
+	SCM_REP_SENT,	   /* passive: accepted, waiting for RTU */
+	SCM_CONNECTED,	   /* established */
+	SCM_DISCONNECTING, /* DREQ sent, waiting for DREP */
+	SCM_DISCONNECTED,  /* terminal: disconnected, rejected, failed */
+};
+
+/* Wire message types (one fixed-size struct scm_wire each). */
+enum scm_msg {
+	SCM_MSG_REQ = 1,
+	SCM_MSG_REP,
+	SCM_MSG_REJ,
+	SCM_MSG_RTU,
+	SCM_MSG_DREQ,
+	SCM_MSG_DREP,
+};
+
+#define SCM_WIRE_MAGIC 0x5c
+
+/* One CM message on the TCP stream; integers in network order. */
+struct scm_wire {
+	uint8_t magic;
+	uint8_t type;
+	uint8_t pdata_len;
+	uint8_t qp_type;
+	uint16_t reason;
+	uint16_t ps;
+	uint32_t qpn;
+	uint32_t psn;
+	uint8_t resp_res;
+	uint8_t init_depth;
+	uint8_t flow_control;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	uint8_t srq;
+	uint8_t mtu;
+	uint8_t pad;
+	uint8_t gid[16];
+	uint8_t pdata[SCM_REP_PDATA];
+} __attribute__((packed));
+
+struct scm_id;
+
+struct scm_channel {
+	struct rdma_event_channel ch; /* public part, fd is an eventfd */
+	struct scm_event *head, *tail;
+	int sync; /* private channel of a synchronous id */
+};
+
+struct scm_event {
+	struct rdma_cm_event ev; /* public part */
+	struct scm_id *owner;	 /* id whose ack count this event feeds */
+	struct scm_event *next;
+	uint8_t pdata[SCM_MAX_PDATA];
+};
+
+struct scm_id {
+	struct rdma_cm_id id; /* public part */
+	struct scm_id *next;  /* all ids of the process */
+	uint64_t handle;      /* epoll key: ids are looked up, never trusted */
+	enum scm_state state;
+	int sync;
+	int destroying;
+	int fd; /* TCP socket: bound, listening or connected */
+	int in_epoll;
+	uint32_t reported, completed; /* events handed out / acked */
+	pthread_cond_t cond;
+	struct scm_id *listen; /* parent listener of a passive id */
+	int backlog;
+	int dev_ref; /* holds a reference on the shared device */
+
+	/* connection parameters (local view) */
+	uint8_t init_depth, resp_res;
+	uint8_t retry_count, rnr_retry_count, flow_control, srq;
+	uint8_t mtu; /* enum ibv_mtu */
+	uint8_t tos, tos_set, ack_timeout, ack_timeout_set;
+	int reuseaddr, afonly, afonly_set;
+	uint32_t psn;
+	int sgid_index;
+	/* remote side, from REQ or REP */
+	int has_remote;
+	uint32_t remote_qpn, remote_psn;
+	union ibv_gid remote_gid;
+	int peer_gone;
+	uint64_t deadline_ms; /* 0: none */
+
+	/* pending REQ, sent when the TCP connect completes */
+	struct scm_wire req;
+	/* receive framing */
+	uint8_t rbuf[sizeof(struct scm_wire)];
+	size_t rlen;
+
+	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep passive */
+	void *connect;			       /* ai_connect of create_ep */
+	size_t connect_len;
+	struct ibv_sa_path_rec path;
+	struct ibv_ece local_ece;
+};
+
+static inline struct scm_id *scm_id_of(struct rdma_cm_id *id)
+{
+	return (struct scm_id *)id;
+}
+
+static inline struct scm_channel *scm_ch_of(struct rdma_event_channel *ch)
+{
+	return (struct scm_channel *)ch;
+}
+
+/* librdmacm's ERR(): set errno, return -1. */
+static inline int scm_err(int e)
+{
+	errno = e;
+	return -1;
+}
+
+/* cm.c */
+extern pthread_mutex_t scm__lock;
+struct scm_channel *scm__channel_new(int sync);
+void scm__channel_free(struct scm_channel *ch);
+struct scm_event *scm__post(struct scm_id *id, struct scm_id *owner,
+			    enum rdma_cm_event_type type, int status,
+			    const void *pdata, size_t pdata_len,
+			    size_t field_len);
+void scm__ack_locked(struct scm_event *evt);
+int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out);
+int scm__complete(struct scm_id *s);
+struct scm_id *scm__id_new(struct scm_channel *ch, void *context,
+			   enum rdma_port_space ps, enum ibv_qp_type qp_type);
+void scm__id_free_locked(struct scm_id *s);
+struct scm_id *scm__id_find(uint64_t handle);
+struct scm_id *scm__first_id(void);
+int scm__id_find_alive(struct scm_id *s);
+int scm__create_id_qpt(struct rdma_cm_id **id, enum rdma_port_space ps,
+		       enum ibv_qp_type qpt);
+uint64_t scm__now_ms(void);
+int scm__thread_get(void);
+void scm__thread_put(void);
+int scm__epoll_add(struct scm_id *s, uint32_t events);
+int scm__epoll_mod(struct scm_id *s, uint32_t events);
+void scm__epoll_del(struct scm_id *s);
+void scm__wake(void);
+void scm__close_fd(struct scm_id *s);
+
+/* cm_addr.c */
+int scm__dev_attach(struct scm_id *s);
+void scm__dev_detach(struct scm_id *s);
+int scm__dev_max(uint8_t *init_depth, uint8_t *resp_res);
+void scm__addr_gid(const struct sockaddr *sa, union ibv_gid *gid);
+socklen_t scm__addr_len(const struct sockaddr *sa);
+int scm__addr_is_any(const struct sockaddr *sa);
+int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa);
+void scm__fill_path(struct scm_id *s);
+
+/* cm_conn.c */
+void scm__progress(uint32_t events, struct scm_id *s);
+void scm__timeouts(uint64_t now);
+int scm__process_conn_resp(struct scm_id *s, struct scm_event *evt);
+void scm__teardown_locked(struct scm_id *s);
+int scm__send(struct scm_id *s, struct scm_wire *w);
+int scm__modify_qp_err(struct scm_id *s);
+
+#endif /* SOFTRDMA_CM_INTERNAL_H */

@@ -1,0 +1,712 @@
+/* SPDX-License-Identifier: MIT */
+/* cm_basic.c -- softrdma CM: ids, events, handshake between two processes */
+#include "config.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include "../tap.h"
+#include "cm_util.h"
+
+#define CLIENT_QPN 0x1234
+#define SERVER_QPN 0x5678
+
+static int srv_fails;
+
+/* SCHECK -- an assertion in a server process: counted, shown on stderr */
+#define SCHECK(cond, ...)                                          \
+	do {                                                       \
+		if (!(cond)) {                                     \
+			srv_fails++;                               \
+			fprintf(stderr, "# server: failed: ");     \
+			fprintf(stderr, __VA_ARGS__);              \
+			fprintf(stderr, " (line %d)\n", __LINE__); \
+		}                                                  \
+	} while (0)
+
+/* fill -- a recognisable pattern */
+static void fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+}
+
+/* srv_accept_scenario -- S1: pdata both ways, limits, disconnect */
+static void srv_accept_scenario(struct rdma_event_channel *ch,
+				struct rdma_cm_id *l)
+{
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *c;
+	uint8_t want[56], rep[200];
+
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	SCHECK(ev, "S1 connect request");
+	if (!ev)
+		return;
+	c = ev->id;
+	fill(want, sizeof(want), 1);
+	SCHECK(ev->listen_id == l, "S1 listen_id is the listener");
+	SCHECK(c != l, "S1 id is a new id");
+	SCHECK(c->context == l->context, "S1 child inherits context");
+	SCHECK(ev->param.conn.private_data_len == 56,
+	       "S1 REQ private data is 56 bytes on PS_TCP (got %d)",
+	       ev->param.conn.private_data_len);
+	SCHECK(ev->param.conn.private_data &&
+		       !memcmp(ev->param.conn.private_data, want, 56),
+	       "S1 REQ private data intact");
+	SCHECK(ev->param.conn.qp_num == CLIENT_QPN, "S1 qp_num 0x%x",
+	       ev->param.conn.qp_num);
+	SCHECK(ev->param.conn.responder_resources == 2 &&
+		       ev->param.conn.initiator_depth == 3,
+	       "S1 rd atomic params swapped (%d %d)",
+	       ev->param.conn.responder_resources,
+	       ev->param.conn.initiator_depth);
+	SCHECK(c->verbs && c->port_num == 1, "S1 child has the device");
+	SCHECK(rdma_get_peer_addr(c)->sa_family == AF_INET,
+	       "S1 child peer address");
+	rdma_ack_cm_event(ev);
+
+	memset(&cp, 0, sizeof(cp));
+	fill(rep, sizeof(rep), 2);
+	cp.private_data = rep;
+	cp.private_data_len = 197;
+	cp.qp_num = SERVER_QPN;
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	errno = 0;
+	SCHECK(rdma_accept(c, &cp) == -1 && errno == EINVAL,
+	       "S1 accept with 197 bytes: EINVAL");
+	errno = 0;
+	SCHECK(rdma_reject(c, rep, 149) == -1 && errno == EINVAL,
+	       "S1 reject with 149 bytes: EINVAL");
+	errno = 0;
+	SCHECK(rdma_accept(l, &cp) == -1 && errno == EINVAL,
+	       "S1 accept on the listener: EINVAL");
+	cp.private_data_len = 196;
+	SCHECK(!rdma_accept(c, &cp), "S1 accept");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	SCHECK(ev && ev->id == c, "S1 established");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = cmt_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 10000);
+	SCHECK(ev && ev->id == c, "S1 disconnected");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	SCHECK(!rdma_disconnect(c), "S1 disconnect after peer's: 0");
+	SCHECK(!rdma_destroy_id(c), "S1 destroy child");
+}
+
+/* srv_reject_scenario -- S2: reject with private data */
+static void srv_reject_scenario(struct rdma_event_channel *ch)
+{
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *c;
+
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	SCHECK(ev, "S2 connect request");
+	if (!ev)
+		return;
+	c = ev->id;
+	rdma_ack_cm_event(ev);
+	SCHECK(!rdma_reject(c, "nope-pdata", 10), "S2 reject");
+	errno = 0;
+	SCHECK(rdma_accept(c, NULL) == -1 && errno == EINVAL,
+	       "S2 accept after reject: EINVAL");
+	SCHECK(!rdma_destroy_id(c), "S2 destroy");
+}
+
+/* srv_ep_scenario -- S3: synchronous passive side via rdma_create_ep */
+static void srv_ep_scenario(int pfd)
+{
+	struct rdma_addrinfo hints, *res;
+	struct rdma_conn_param cp;
+	struct rdma_cm_id *l, *c;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_PASSIVE | RAI_NUMERICHOST;
+	hints.ai_port_space = RDMA_PS_TCP;
+	if (rdma_getaddrinfo("127.0.0.1", "0", &hints, &res)) {
+		SCHECK(0, "S3 getaddrinfo");
+		cmt_write_u16(pfd, 0);
+		return;
+	}
+	SCHECK(!rdma_create_ep(&l, res, NULL, NULL), "S3 create_ep");
+	rdma_freeaddrinfo(res);
+	SCHECK(!rdma_listen(l, 1), "S3 listen");
+	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
+	SCHECK(!rdma_get_request(l, &c), "S3 get_request");
+	SCHECK(c->event && c->event->event == RDMA_CM_EVENT_CONNECT_REQUEST,
+	       "S3 request event kept on the id");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = SERVER_QPN;
+	cp.private_data = "sync-ok";
+	cp.private_data_len = 7;
+	SCHECK(!rdma_accept(c, &cp), "S3 synchronous accept");
+	SCHECK(c->event && c->event->event == RDMA_CM_EVENT_ESTABLISHED,
+	       "S3 accept returned on ESTABLISHED");
+	SCHECK(!rdma_disconnect(c), "S3 synchronous disconnect");
+	rdma_destroy_ep(c);
+	rdma_destroy_ep(l);
+}
+
+/* server_main -- the passive process of S1..S3 */
+static int server_main(int pfd)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_cm_id *l;
+	int ctx;
+
+	if (!ch || rdma_create_id(ch, &l, &ctx, RDMA_PS_TCP))
+		return 1;
+	if (rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 4))
+		return 1;
+	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
+	srv_accept_scenario(ch, l);
+	srv_reject_scenario(ch);
+	SCHECK(!rdma_destroy_id(l), "destroy listener");
+	rdma_destroy_event_channel(ch);
+	srv_ep_scenario(pfd);
+	return srv_fails ? 1 : 0;
+}
+
+/* victim_main -- S4: accepts one connection, then waits to be killed */
+static int victim_main(int pfd)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *c;
+
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_listen(l, 1))
+		return 1;
+	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
+	if (!ev)
+		return 1;
+	c = ev->id;
+	rdma_ack_cm_event(ev);
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = SERVER_QPN;
+	if (rdma_accept(c, &cp))
+		return 1;
+	ev = cmt_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	if (!ev)
+		return 1;
+	rdma_ack_cm_event(ev);
+	for (;;)
+		pause();
+}
+
+/* spawn -- fork a peer running fn; its port pipe's read end in *rfd */
+static pid_t spawn(int (*fn)(int), int *rfd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		bail_out("pipe");
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (!pid) {
+		close(p[0]);
+		_exit(fn(p[1]));
+	}
+	close(p[1]);
+	*rfd = p[0];
+	return pid;
+}
+
+/* reap -- wait for a peer and report its verdict */
+static void reap(pid_t pid, const char *name)
+{
+	int st = 0;
+
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s process passed", name);
+}
+
+/* test_api_errors -- argument and state checks without a peer */
+static void test_api_errors(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct sockaddr_un_like {
+		sa_family_t f;
+		char p[14];
+	} un = {AF_UNIX, "x"};
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp;
+	struct rdma_cm_id *id, *id2;
+	uint8_t tos = 32, big[64];
+	int one = 1, fl;
+
+	ok(ch && ch->fd >= 0, "event channel has an fd");
+	errno = 0;
+	ok(rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP) == -1 && errno == EINVAL,
+	   "create_id(NULL id): EINVAL");
+	errno = 0;
+	ok(rdma_create_id(ch, &id, NULL, (enum rdma_port_space)7) == -1 &&
+		   errno == EINVAL,
+	   "create_id(bad port space): EINVAL");
+	errno = 0;
+	ok(rdma_get_cm_event(NULL, &ev) == -1 && errno == EINVAL,
+	   "get_cm_event(NULL): EINVAL");
+	errno = 0;
+	ok(rdma_ack_cm_event(NULL) == -1 && errno == EINVAL,
+	   "ack_cm_event(NULL): EINVAL");
+	ok(!strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED),
+		   "RDMA_CM_EVENT_ESTABLISHED"),
+	   "event_str");
+	ok(!strcmp(rdma_event_str((enum rdma_cm_event_type)99),
+		   "UNKNOWN EVENT"),
+	   "event_str(unknown)");
+
+	fl = fcntl(ch->fd, F_GETFL);
+	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+	errno = 0;
+	ok(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN,
+	   "non-blocking channel, nothing queued: EAGAIN");
+	fcntl(ch->fd, F_SETFL, fl);
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	errno = 0;
+	ok(rdma_connect(id, &cp) == -1 && errno == EINVAL,
+	   "connect before resolve: EINVAL");
+	errno = 0;
+	ok(rdma_accept(id, &cp) == -1 && errno == EINVAL,
+	   "accept on a fresh id: EINVAL");
+	errno = 0;
+	ok(rdma_reject(id, NULL, 0) == -1 && errno == EINVAL,
+	   "reject on a fresh id: EINVAL");
+	errno = 0;
+	ok(rdma_disconnect(id) == -1 && errno == EINVAL,
+	   "disconnect on a fresh id: EINVAL");
+	errno = 0;
+	ok(rdma_resolve_route(id, 100) == -1 && errno == EINVAL,
+	   "resolve_route before resolve_addr: EINVAL");
+	errno = 0;
+	ok(rdma_resolve_addr(id, NULL, NULL, 100) == -1 && errno == EINVAL,
+	   "resolve_addr(NULL dst): EINVAL");
+	errno = 0;
+	ok(rdma_bind_addr(id, NULL) == -1 && errno == EINVAL,
+	   "bind(NULL): EINVAL");
+	errno = 0;
+	ok(rdma_bind_addr(id, (struct sockaddr *)&un) == -1 &&
+		   errno == EAFNOSUPPORT,
+	   "bind(AF_UNIX): EAFNOSUPPORT");
+	errno = 0;
+	ok(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 4) ==
+			   -1 &&
+		   errno == EINVAL,
+	   "set_option(TOS, wrong length): EINVAL");
+	ok(!rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1),
+	   "set_option(TOS)");
+	ok(!rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one,
+			    sizeof(one)),
+	   "set_option(REUSEADDR)");
+	ok(!rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			    &tos, 1),
+	   "set_option(ACK_TIMEOUT)");
+	errno = 0;
+	ok(rdma_set_option(id, RDMA_OPTION_ID, 77, &one, sizeof(one)) == -1 &&
+		   errno == ENOSYS,
+	   "set_option(unknown name): ENOSYS");
+	errno = 0;
+	ok(rdma_set_option(id, 42, 0, &one, sizeof(one)) == -1 &&
+		   errno == ENOSYS,
+	   "set_option(unknown level): ENOSYS");
+
+	ok(!rdma_bind_addr(id, (struct sockaddr *)&sin), "bind 127.0.0.1:0");
+	ok(rdma_get_src_port(id) != 0, "bind picked a port");
+	ok(id->verbs != NULL && id->port_num == 1,
+	   "bound to an address: id has the device, port 1");
+	errno = 0;
+	ok(rdma_bind_addr(id, (struct sockaddr *)&sin) == -1 && errno == EINVAL,
+	   "bind twice: EINVAL");
+	errno = 0;
+	ok(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one,
+			   sizeof(one)) == -1 &&
+		   errno == EINVAL,
+	   "set_option(AFONLY) after bind: EINVAL");
+	ok(!rdma_listen(id, 0), "listen");
+	errno = 0;
+	ok(rdma_listen(id, 0) == -1 && errno == EINVAL, "listen twice: EINVAL");
+	errno = 0;
+	ok(rdma_connect(id, &cp) == -1 && errno == EINVAL,
+	   "connect on a listener: EINVAL");
+
+	/* resolution on a second id */
+	if (rdma_create_id(ch, &id2, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	sin = cmt_sin(4791);
+	ok(!rdma_resolve_addr(id2, NULL, (struct sockaddr *)&sin, 2000),
+	   "resolve_addr 127.0.0.1");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->id == id2 &&
+		   ev->status == 0,
+	   "ADDR_RESOLVED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(id2->verbs != NULL && id2->verbs == id->verbs,
+	   "one device context shared by the ids");
+	ok(id2->pd != NULL, "default PD");
+	ok(rdma_get_local_addr(id2)->sa_family == AF_INET &&
+		   ((struct sockaddr_in *)rdma_get_local_addr(id2))
+				   ->sin_addr.s_addr == htonl(INADDR_LOOPBACK),
+	   "local address 127.0.0.1");
+	ok(ntohs(rdma_get_dst_port(id2)) == 4791 && rdma_get_src_port(id2),
+	   "ports");
+	ok(id2->route.addr.addr.ibaddr.sgid.raw[10] == 0xff &&
+		   id2->route.addr.addr.ibaddr.sgid.raw[12] == 127 &&
+		   id2->route.addr.addr.ibaddr.dgid.raw[15] == 1,
+	   "IPv4-mapped sgid/dgid");
+	errno = 0;
+	ok(rdma_resolve_addr(id2, NULL, (struct sockaddr *)&sin, 2000) == -1 &&
+		   errno == EINVAL,
+	   "resolve_addr twice: EINVAL");
+	ok(!rdma_resolve_route(id2, 2000), "resolve_route");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED, "ROUTE_RESOLVED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(id2->route.num_paths == 1 && id2->route.path_rec, "one path record");
+	memset(big, 0, sizeof(big));
+	cp.private_data = big;
+	cp.private_data_len = 57;
+	errno = 0;
+	ok(rdma_connect(id2, &cp) == -1 && errno == EINVAL,
+	   "connect with 57 bytes of private data on PS_TCP: EINVAL");
+	ok(!rdma_destroy_id(id2), "destroy resolved id");
+
+	/* PS_IB has no CMA header: 92 bytes */
+	if (rdma_create_id(ch, &id2, NULL, RDMA_PS_IB))
+		bail_out("create_id");
+	if (cmt_resolve(id2, ch, 4791))
+		bail_out("resolve");
+	cp.private_data_len = 93;
+	errno = 0;
+	ok(rdma_connect(id2, &cp) == -1 && errno == EINVAL,
+	   "connect with 93 bytes on PS_IB: EINVAL");
+	ok(!rdma_destroy_id(id2), "destroy PS_IB id");
+	ok(!rdma_destroy_id(id), "destroy listener");
+	rdma_destroy_event_channel(ch);
+}
+
+/* test_getaddrinfo -- rdma_getaddrinfo flavours */
+static void test_getaddrinfo(void)
+{
+	struct rdma_addrinfo hints, *res;
+	struct ibv_context **devs;
+	int n = -1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_NUMERICHOST;
+	hints.ai_port_space = RDMA_PS_TCP;
+	ok(!rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res),
+	   "getaddrinfo numeric");
+	ok(res->ai_dst_addr && res->ai_dst_addr->sa_family == AF_INET &&
+		   ntohs(((struct sockaddr_in *)res->ai_dst_addr)->sin_port) ==
+			   7471 &&
+		   res->ai_qp_type == IBV_QPT_RC &&
+		   res->ai_port_space == RDMA_PS_TCP && !res->ai_src_addr,
+	   "active result: destination, RC, PS_TCP");
+	rdma_freeaddrinfo(res);
+	hints.ai_flags = RAI_PASSIVE;
+	ok(!rdma_getaddrinfo(NULL, "7471", &hints, &res),
+	   "getaddrinfo passive");
+	ok(res->ai_src_addr && (res->ai_flags & RAI_PASSIVE) &&
+		   !res->ai_dst_addr,
+	   "passive result: source address");
+	rdma_freeaddrinfo(res);
+	ok(!rdma_getaddrinfo("localhost", "7471", NULL, &res),
+	   "getaddrinfo by name, no hints");
+	ok(res->ai_dst_addr != NULL, "name resolved");
+	rdma_freeaddrinfo(res);
+	hints.ai_flags = RAI_NUMERICHOST;
+	ok(rdma_getaddrinfo("not-an-address", "1", &hints, &res) == -1 &&
+		   errno == EAI_NONAME,
+	   "numeric host that is a name: -1, errno EAI_NONAME");
+	errno = 0;
+	ok(rdma_getaddrinfo(NULL, NULL, NULL, &res) == -1 && errno == EINVAL,
+	   "getaddrinfo(nothing): EINVAL");
+	devs = rdma_get_devices(&n);
+	ok(devs && n == 1 && devs[0] && !devs[1], "get_devices: one device");
+	rdma_free_devices(devs);
+}
+
+/* client_accept_scenario -- C1 against S1 */
+static void client_accept_scenario(uint16_t port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint8_t pd[56], want[196];
+	long long t0;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("C1 resolve");
+	fill(pd, sizeof(pd), 1);
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = pd;
+	cp.private_data_len = 56;
+	cp.qp_num = CLIENT_QPN;
+	cp.responder_resources = 3;
+	cp.initiator_depth = 2;
+	cp.retry_count = 7;
+	cp.rnr_retry_count = 7;
+	ok(!rdma_connect(id, &cp), "connect with 56 bytes of private data");
+	errno = 0;
+	ok(rdma_accept(id, &cp) == -1 && errno == EINVAL,
+	   "accept on an active id: EINVAL");
+	errno = 0;
+	ok(rdma_connect(id, &cp) == -1 && errno == EINVAL,
+	   "connect twice: EINVAL");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, 10000);
+	ok(ev != NULL, "no QP: CONNECT_RESPONSE");
+	if (ev) {
+		fill(want, sizeof(want), 2);
+		ok(ev->param.conn.private_data_len == 196 &&
+			   !memcmp(ev->param.conn.private_data, want, 196),
+		   "REP private data: 196 bytes, intact");
+		is_int(ev->param.conn.qp_num, SERVER_QPN, "REP qp_num");
+		ok(ev->param.conn.responder_resources == 1 &&
+			   ev->param.conn.initiator_depth == 1,
+		   "REP rd atomic params");
+		rdma_ack_cm_event(ev);
+	}
+	ok(!rdma_establish(id), "establish");
+	errno = 0;
+	ok(rdma_establish(id) == -1 && errno == EINVAL,
+	   "establish twice: EINVAL");
+	t0 = cmt_now_ms();
+	ok(!rdma_disconnect(id), "disconnect");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000);
+	ok(ev && ev->id == id, "DISCONNECTED on the side that disconnects");
+	diag("DREQ/DREP round trip %lld ms", cmt_now_ms() - t0);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = cmt_wait(ch, 200);
+	ok(!ev, "no further event");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+}
+
+/* client_reject_scenario -- C2 against S2, then C3: nobody listening */
+static void client_reject_scenario(uint16_t port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint8_t zero[148 - 10];
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("C2 resolve");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	ok(!rdma_connect(id, &cp), "connect (to be rejected)");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev != NULL, "REJECTED");
+	if (ev) {
+		memset(zero, 0, sizeof(zero));
+		is_int(ev->status, 28, "status IB_CM_REJ_CONSUMER_DEFINED");
+		ok(ev->param.conn.private_data_len == 148 &&
+			   !memcmp(ev->param.conn.private_data, "nope-pdata",
+				   10) &&
+			   !memcmp((const uint8_t *)
+						   ev->param.conn.private_data +
+					   10,
+				   zero, sizeof(zero)),
+		   "rejecter's private data (148 bytes, zero padded)");
+		rdma_ack_cm_event(ev);
+	}
+	ok(!rdma_destroy_id(id), "destroy rejected id");
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, cmt_free_port()))
+		bail_out("C3 resolve");
+	ok(!rdma_connect(id, &cp), "connect to a port nobody listens on");
+	ev = cmt_wait(ch, 10000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8,
+	   "REJECTED, status 8 (IB_CM_REJ_INVALID_SERVICE_ID)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+}
+
+/* client_sync_scenario -- C4 against S3, C5 synchronous refusal */
+static void client_sync_scenario(uint16_t port)
+{
+	struct sockaddr_in dst = cmt_sin(port);
+	struct rdma_conn_param cp;
+	struct rdma_cm_id *id;
+
+	ok(!rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP),
+	   "synchronous id (NULL channel)");
+	ok(id->channel != NULL, "synchronous id has its own channel");
+	ok(!rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000),
+	   "synchronous resolve_addr");
+	ok(id->event && id->event->event == RDMA_CM_EVENT_ADDR_RESOLVED,
+	   "its event is in id->event");
+	ok(!rdma_resolve_route(id, 2000), "synchronous resolve_route");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	ok(!rdma_connect(id, &cp), "synchronous connect");
+	ok(id->event && id->event->event == RDMA_CM_EVENT_CONNECT_RESPONSE &&
+		   !memcmp(id->event->param.conn.private_data, "sync-ok", 7),
+	   "CONNECT_RESPONSE with the accept's private data");
+	ok(!rdma_establish(id), "establish");
+	ok(!rdma_disconnect(id), "synchronous disconnect");
+	ok(id->event && id->event->event == RDMA_CM_EVENT_DISCONNECTED,
+	   "returned on DISCONNECTED");
+	ok(!rdma_destroy_id(id), "destroy synchronous id");
+
+	dst = cmt_sin(cmt_free_port());
+	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
+	    rdma_resolve_route(id, 2000))
+		bail_out("C5 resolve");
+	errno = 0;
+	ok(rdma_connect(id, &cp) == -1 && errno == ECONNREFUSED,
+	   "synchronous connect to nobody: ECONNREFUSED");
+	ok(!rdma_destroy_id(id), "destroy");
+}
+
+/* client_kill_scenario -- C6: the peer dies: DISCONNECTED promptly */
+static void client_kill_scenario(pid_t victim, uint16_t port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	long long t0;
+	int st;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("C6 resolve");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	ok(!rdma_connect(id, &cp), "connect to the victim");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, 10000);
+	ok(ev != NULL, "CONNECT_RESPONSE");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_establish(id), "establish");
+	usleep(100000);
+	t0 = cmt_now_ms();
+	kill(victim, SIGKILL);
+	ev = cmt_wait(ch, 3000);
+	ok(ev && ev->event == RDMA_CM_EVENT_DISCONNECTED,
+	   "peer SIGKILLed: DISCONNECTED within 3 s");
+	diag("DISCONNECTED %lld ms after SIGKILL", cmt_now_ms() - t0);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	waitpid(victim, &st, 0);
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+}
+
+struct acker {
+	struct rdma_cm_event *ev;
+	int delay_ms;
+};
+
+/* acker_main -- ack an event later, from another thread */
+static void *acker_main(void *arg)
+{
+	struct acker *a = arg;
+
+	usleep((useconds_t)a->delay_ms * 1000);
+	rdma_ack_cm_event(a->ev);
+	return NULL;
+}
+
+/* test_destroy_waits -- destroy_id blocks until its events are acked */
+static void test_destroy_waits(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = cmt_sin(4791);
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct acker a;
+	pthread_t t;
+	long long t0;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000);
+	ev = cmt_wait(ch, 5000);
+	ok(ev != NULL, "got an event, not acked yet");
+	a.ev = ev;
+	a.delay_ms = 300;
+	pthread_create(&t, NULL, acker_main, &a);
+	t0 = cmt_now_ms();
+	ok(!rdma_destroy_id(id), "destroy with an unacked event");
+	ok(cmt_now_ms() - t0 >= 250, "destroy waited for the ack (%lld ms)",
+	   cmt_now_ms() - t0);
+	pthread_join(t, NULL);
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000);
+	t0 = cmt_now_ms();
+	ok(!rdma_destroy_id(id), "destroy with a queued, unretrieved event");
+	ok(cmt_now_ms() - t0 < 250, "did not wait");
+	{
+		struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+
+		ok(poll(&p, 1, 0) == 0, "the channel fd is quiet again");
+	}
+	rdma_destroy_event_channel(ch);
+}
+
+int main(void)
+{
+	uint16_t port1, port3, vport;
+	pid_t srv, victim;
+	int sfd, vfd;
+
+	/* the peers are forked before this process uses the library */
+	srv = spawn(server_main, &sfd);
+	victim = spawn(victim_main, &vfd);
+	port1 = cmt_read_u16(sfd);
+	vport = cmt_read_u16(vfd);
+	if (!port1 || !vport)
+		bail_out("peers did not start");
+
+	test_api_errors();
+	test_getaddrinfo();
+	client_accept_scenario(port1);
+	client_reject_scenario(port1);
+	port3 = cmt_read_u16(sfd);
+	ok(port3 != 0, "rdma_create_ep listener is up");
+	if (port3)
+		client_sync_scenario(port3);
+	reap(srv, "server");
+	client_kill_scenario(victim, vport);
+	test_destroy_waits();
+	return done_testing();
+}

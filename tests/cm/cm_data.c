@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/* cm_data.c -- softrdma CM: QPs made by rdma_create_qp carry data */
+#include "config.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include "../tap.h"
+#include "cm_util.h"
+
+#define MSG_MAX	  4096
+#define DEPTH	  16
+#define RBUF_SIZE 65536
+
+/* what the server tells the client in its accept private data */
+struct srv_info {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t len;
+} __attribute__((packed));
+
+static int srv_fails;
+static int nmsg;
+
+#define SCHECK(cond, ...)                                          \
+	do {                                                       \
+		if (!(cond)) {                                     \
+			srv_fails++;                               \
+			fprintf(stderr, "# server: failed: ");     \
+			fprintf(stderr, __VA_ARGS__);              \
+			fprintf(stderr, " (line %d)\n", __LINE__); \
+		}                                                  \
+	} while (0)
+
+/* msg_len -- the size of message i: 1 byte to MSG_MAX */
+static size_t msg_len(int i)
+{
+	return (size_t)(1 + (i * 997) % MSG_MAX);
+}
+
+/* fill -- pattern for message i */
+static void fill(uint8_t *p, size_t n, int i)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		p[k] = (uint8_t)(i * 31 + k * 7 + (k >> 8));
+}
+
+/* check -- is p message i? */
+static int check(const uint8_t *p, size_t n, int i)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (p[k] != (uint8_t)(i * 31 + k * 7 + (k >> 8)))
+			return 0;
+	return 1;
+}
+
+/* qp_state -- current state of a QP */
+static int qp_state(struct ibv_qp *qp, struct ibv_qp_attr *a)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(a, 0, sizeof(*a));
+	if (ibv_query_qp(qp, a,
+			 IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU, &ia))
+		return -1;
+	return a->qp_state;
+}
+
+/* init_attr -- QP sizes used by both sides */
+static void init_attr(struct ibv_qp_init_attr *ia)
+{
+	memset(ia, 0, sizeof(*ia));
+	ia->qp_type = IBV_QPT_RC;
+	ia->cap.max_send_wr = DEPTH;
+	ia->cap.max_recv_wr = DEPTH + 1;
+	ia->cap.max_send_sge = 1;
+	ia->cap.max_recv_sge = 1;
+	ia->sq_sig_all = 1;
+}
+
+/* server_main -- echo every message, expose a buffer for RDMA */
+static int server_main(int pfd)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *c;
+	struct ibv_qp_attr qa;
+	struct srv_info info;
+	struct ibv_mr *mr, *rmr;
+	struct ibv_wc wc;
+	uint32_t client_qpn;
+	uint8_t *bufs, *rbuf;
+	int i, n = 0;
+
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 1))
+		return 1;
+	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
+	if (!ev)
+		return 1;
+	c = ev->id;
+	client_qpn = ev->param.conn.qp_num;
+	rdma_ack_cm_event(ev);
+
+	init_attr(&ia);
+	SCHECK(!rdma_create_qp(c, NULL, &ia), "create_qp on the child");
+	if (!c->qp)
+		return 1;
+	SCHECK(c->recv_cq && c->recv_cq->cq_context == c &&
+		       c->send_cq->cq_context == c,
+	       "CQs made by rdma_create_qp have cq_context = id");
+	SCHECK(qp_state(c->qp, &qa) == IBV_QPS_INIT, "QP is INIT after create");
+
+	bufs = calloc(DEPTH + 1, MSG_MAX);
+	rbuf = calloc(1, RBUF_SIZE);
+	mr = rdma_reg_msgs(c, bufs, (size_t)(DEPTH + 1) * MSG_MAX);
+	rmr = ibv_reg_mr(c->pd, rbuf, RBUF_SIZE,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_REMOTE_READ);
+	if (!mr || !rmr)
+		return 1;
+	fill(rbuf, RBUF_SIZE, 12345);
+	for (i = 0; i < DEPTH; i++)
+		SCHECK(!rdma_post_recv(c, (void *)(uintptr_t)i,
+				       bufs + (size_t)i * MSG_MAX, MSG_MAX, mr),
+		       "post_recv");
+
+	info.addr = (uint64_t)(uintptr_t)rbuf;
+	info.rkey = rmr->rkey;
+	info.len = RBUF_SIZE;
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = &info;
+	cp.private_data_len = sizeof(info);
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	cp.rnr_retry_count = 7;
+	SCHECK(!rdma_accept(c, &cp), "accept");
+	SCHECK(qp_state(c->qp, &qa) == IBV_QPS_RTS &&
+		       qa.dest_qp_num == client_qpn,
+	       "accept moved the QP to RTS, connected to the client's QPN");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	SCHECK(ev, "established");
+	if (ev)
+		rdma_ack_cm_event(ev);
+
+	/* echo nmsg messages */
+	for (i = 0; i < nmsg; i++) {
+		int slot;
+
+		if (rdma_get_recv_comp(c, &wc) <= 0 || wc.status) {
+			SCHECK(0, "recv completion %d (status %d)", i,
+			       wc.status);
+			break;
+		}
+		slot = (int)wc.wr_id;
+		if (wc.byte_len != msg_len(i) ||
+		    !check(bufs + (size_t)slot * MSG_MAX, wc.byte_len, i))
+			n++;
+		memcpy(bufs + (size_t)DEPTH * MSG_MAX,
+		       bufs + (size_t)slot * MSG_MAX, wc.byte_len);
+		SCHECK(!rdma_post_recv(c, (void *)(uintptr_t)slot,
+				       bufs + (size_t)slot * MSG_MAX, MSG_MAX,
+				       mr),
+		       "repost");
+		SCHECK(!rdma_post_send(c, NULL, bufs + (size_t)DEPTH * MSG_MAX,
+				       wc.byte_len, mr, 0),
+		       "echo");
+		if (rdma_get_send_comp(c, &wc) <= 0 || wc.status)
+			SCHECK(0, "send completion (status %d)", wc.status);
+	}
+	SCHECK(!n, "%d corrupt messages", n);
+
+	ev = cmt_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 20000);
+	SCHECK(ev, "disconnected by the client");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	SCHECK(!rdma_disconnect(c), "disconnect");
+	SCHECK(qp_state(c->qp, &qa) == IBV_QPS_ERR, "QP in ERR");
+	n = 0;
+	while (n < DEPTH && rdma_get_recv_comp(c, &wc) > 0 &&
+	       wc.status == IBV_WC_WR_FLUSH_ERR)
+		n++;
+	SCHECK(n == DEPTH, "posted receives flushed (%d of %d)", n, DEPTH);
+	rdma_dereg_mr(mr);
+	rdma_dereg_mr(rmr);
+	rdma_destroy_qp(c);
+	SCHECK(!rdma_destroy_id(c), "destroy child");
+	SCHECK(!rdma_destroy_id(l), "destroy listener");
+	rdma_destroy_event_channel(ch);
+	free(bufs);
+	free(rbuf);
+	return srv_fails ? 1 : 0;
+}
+
+/* run_client -- connect, send, verify echoes, RDMA write and read */
+static void run_client(uint16_t port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct srv_info info;
+	struct ibv_qp_attr qa;
+	struct rdma_cm_id *id;
+	struct ibv_mr *mr, *lmr;
+	struct ibv_wc wc;
+	uint8_t *sbuf, *rbufs, *lbuf;
+	uint32_t server_qpn = 0;
+	int i, bad = 0, fails = 0, st;
+
+	memset(&info, 0, sizeof(info));
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("resolve");
+	init_attr(&ia);
+	ok(!rdma_create_qp(id, NULL, &ia), "rdma_create_qp (id's PD, own CQs)");
+	if (!id->qp)
+		bail_out("no QP");
+	ok(id->send_cq && id->recv_cq && id->send_cq_channel &&
+		   id->recv_cq_channel && id->recv_cq->cq_context == id,
+	   "CQs and channels on the id, cq_context = id");
+	is_int(qp_state(id->qp, &qa), IBV_QPS_INIT, "QP INIT after create");
+
+	sbuf = calloc(1, MSG_MAX);
+	rbufs = calloc(DEPTH + 1, MSG_MAX);
+	lbuf = calloc(1, RBUF_SIZE);
+	mr = rdma_reg_msgs(id, rbufs, (size_t)(DEPTH + 1) * MSG_MAX);
+	lmr = ibv_reg_mr(id->pd, lbuf, RBUF_SIZE, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr || !lmr)
+		bail_out("reg_mr");
+	for (i = 0; i < DEPTH; i++)
+		rdma_post_recv(id, (void *)(uintptr_t)i,
+			       rbufs + (size_t)i * MSG_MAX, MSG_MAX, mr);
+
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	cp.retry_count = 7;
+	cp.rnr_retry_count = 7;
+	ok(!rdma_connect(id, &cp), "connect");
+	ev = cmt_wait(ch, 10000);
+	ok(ev && ev->event == RDMA_CM_EVENT_ESTABLISHED,
+	   "with a QP: ESTABLISHED (the CM moved the QP)");
+	if (ev) {
+		server_qpn = ev->param.conn.qp_num;
+		if (ev->param.conn.private_data)
+			memcpy(&info, ev->param.conn.private_data,
+			       sizeof(info));
+		rdma_ack_cm_event(ev);
+	}
+	ok(qp_state(id->qp, &qa) == IBV_QPS_RTS && qa.dest_qp_num == server_qpn,
+	   "QP in RTS, dest_qp_num = the server's QPN");
+	is_int(qa.path_mtu, IBV_MTU_4096, "path MTU 4096");
+
+	for (i = 0; i < nmsg; i++) {
+		size_t len = msg_len(i);
+		int slot;
+
+		fill(sbuf, len, i);
+		memcpy(rbufs + (size_t)DEPTH * MSG_MAX, sbuf, len);
+		if (rdma_post_send(id, NULL, rbufs + (size_t)DEPTH * MSG_MAX,
+				   len, mr, 0) ||
+		    rdma_get_send_comp(id, &wc) <= 0 || wc.status) {
+			fails++;
+			break;
+		}
+		if (rdma_get_recv_comp(id, &wc) <= 0 || wc.status) {
+			fails++;
+			break;
+		}
+		slot = (int)wc.wr_id;
+		if (wc.byte_len != len ||
+		    !check(rbufs + (size_t)slot * MSG_MAX, len, i))
+			bad++;
+		rdma_post_recv(id, (void *)(uintptr_t)slot,
+			       rbufs + (size_t)slot * MSG_MAX, MSG_MAX, mr);
+	}
+	ok(!fails, "%d messages sent and echoed", nmsg);
+	is_int(bad, 0, "echoes intact (sizes 1..4096, contents)");
+
+	/* one-sided: read the server's buffer, then write half of it */
+	ok(info.rkey && info.len == RBUF_SIZE, "server's buffer in the REP");
+	ok(!rdma_post_read(id, NULL, lbuf, RBUF_SIZE, lmr, 0, info.addr,
+			   info.rkey) &&
+		   rdma_get_send_comp(id, &wc) > 0 && !wc.status,
+	   "RDMA read");
+	ok(check(lbuf, RBUF_SIZE, 12345), "read data intact");
+	fill(lbuf, RBUF_SIZE / 2, 777);
+	ok(!rdma_post_write(id, NULL, lbuf, RBUF_SIZE / 2, lmr, 0, info.addr,
+			    info.rkey) &&
+		   rdma_get_send_comp(id, &wc) > 0 && !wc.status,
+	   "RDMA write");
+	memset(lbuf, 0, RBUF_SIZE);
+	ok(!rdma_post_read(id, NULL, lbuf, RBUF_SIZE / 2, lmr, 0, info.addr,
+			   info.rkey) &&
+		   rdma_get_send_comp(id, &wc) > 0 && !wc.status,
+	   "RDMA read back");
+	ok(check(lbuf, RBUF_SIZE / 2, 777), "the write landed");
+
+	ok(!rdma_disconnect(id), "disconnect");
+	is_int(qp_state(id->qp, &qa), IBV_QPS_ERR,
+	       "disconnect moved QP to ERR");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_DISCONNECTED, "DISCONNECTED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	for (i = 0; i < DEPTH; i++)
+		if (rdma_get_recv_comp(id, &wc) <= 0 ||
+		    wc.status != IBV_WC_WR_FLUSH_ERR)
+			break;
+	is_int(i, DEPTH, "posted receives flushed");
+	rdma_dereg_mr(mr);
+	rdma_dereg_mr(lmr);
+	rdma_destroy_qp(id);
+	ok(id->qp == NULL && !id->send_cq && !id->recv_cq,
+	   "destroy_qp took the CQs along");
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+	free(sbuf);
+	free(rbufs);
+	free(lbuf);
+	(void)st;
+}
+
+int main(void)
+{
+	uint16_t port;
+	pid_t pid;
+	int p[2], st = 0;
+
+	nmsg = tap_small() ? 50 : 1000;
+	alarm(120);
+	if (pipe(p))
+		bail_out("pipe");
+	/* fork before this process touches the library */
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (!pid) {
+		close(p[0]);
+		_exit(server_main(p[1]));
+	}
+	close(p[1]);
+	port = cmt_read_u16(p[0]);
+	if (!port)
+		bail_out("server did not start");
+	run_client(port);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server process passed");
+	return done_testing();
+}
