@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/* events.c -- completion channels across processes, solicited events,
+ * async events (SRQ limit, CQ overflow), SRQ receive */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define N 20
+
+/* wait_event -- poll the channel fd, get and ack one event */
+static int wait_event(struct ibv_comp_channel *ch, struct ibv_cq *cq, int ms)
+{
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+	struct ibv_cq *ecq;
+	void *ectx;
+
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	if (ibv_get_cq_event(ch, &ecq, &ectx) || ecq != cq)
+		return -1;
+	ibv_ack_cq_events(ecq, 1);
+	return 0;
+}
+
+static int sender(int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char *buf = calloc(1, 4096);
+	uint32_t qpn;
+	int i;
+	char c;
+
+	if (t_open(&t, 64))
+		return 1;
+	qp = t_rc_qp(&t, 32, NULL);
+	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	t_xsend(wfd, &qp->qp_num, 4);
+	t_xrecv(rfd, &qpn, 4);
+	if (t_connect(qp, qpn, 0, 1, 7, 14, 7))
+		return 2;
+	/* part A: N messages, paced */
+	for (i = 0; i < N; i++) {
+		t_post(qp, IBV_WR_SEND, buf, 32, mr->lkey, (uint64_t)i,
+		       IBV_SEND_SIGNALED, 0, 0);
+		if (t_wait(t.cq, &wc, 1, 5000) != 1 || wc.status)
+			return 3;
+		usleep(1000);
+	}
+	/* part B: unsolicited, then solicited on the parent's word */
+	t_xrecv(rfd, &c, 1);
+	t_post(qp, IBV_WR_SEND, buf, 8, mr->lkey, 100, IBV_SEND_SIGNALED, 0, 0);
+	t_wait(t.cq, &wc, 1, 5000);
+	t_xsend(wfd, "u", 1);
+	t_xrecv(rfd, &c, 1);
+	t_post(qp, IBV_WR_SEND, buf, 8, mr->lkey, 101,
+	       IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 0, 0);
+	t_wait(t.cq, &wc, 1, 5000);
+	/* part C: receive one message by busy polling */
+	t_post_recv(qp, buf, 64, mr->lkey, 200);
+	t_xsend(wfd, "r", 1);
+	if (t_wait(t.cq, &wc, 1, 5000) != 1 || wc.status || wc.wr_id != 200)
+		return 4;
+	t_xrecv(rfd, &c, 1);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+static void test_channel(void)
+{
+	int p2c[2], c2p[2], i, got = 0, st = 0, n;
+	struct tctx t;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[8];
+	struct pollfd p;
+	char *buf = calloc(1, 65536);
+	uint32_t qpn;
+	pid_t pid;
+	char c;
+
+	if (pipe(p2c) || pipe(c2p))
+		bail_out("pipe");
+	pid = fork();
+	if (!pid) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(sender(p2c[0], c2p[1]));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	if (t_open(&t, 4))
+		bail_out("open");
+	ch = ibv_create_comp_channel(t.ctx);
+	cq = ibv_create_cq(t.ctx, 64, (void *)0x77, ch, 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 32;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	qp = ibv_create_qp(t.pd, &ia);
+	mr = ibv_reg_mr(t.pd, buf, 65536, IBV_ACCESS_LOCAL_WRITE);
+	ok(ch && cq && qp && mr, "parent objects");
+	t_xsend(p2c[1], &qp->qp_num, 4);
+	t_xrecv(c2p[0], &qpn, 4);
+	is_int(t_connect(qp, qpn, 0, 1, 7, 14, 7), 0, "connected");
+	for (i = 0; i < N + 2; i++)
+		t_post_recv(qp, buf + i * 64, 64, mr->lkey, (uint64_t)i);
+	/* part A: sleep on the channel; a progress thread delivers */
+	ibv_req_notify_cq(cq, 0);
+	while (got < N) {
+		if (wait_event(ch, cq, 5000))
+			break;
+		do {
+			while ((n = ibv_poll_cq(cq, 8, wc)) > 0)
+				for (i = 0; i < n; i++)
+					got += wc[i].status == IBV_WC_SUCCESS &&
+					       wc[i].opcode == IBV_WC_RECV;
+			/* re-arm, then poll again: no lost wake-up */
+		} while (got < N && !ibv_req_notify_cq(cq, 0) &&
+			 (n = ibv_poll_cq(cq, 8, wc)) > 0 && (got += n) < N);
+	}
+	is_int(got, N, "all messages received in event mode");
+	while (ibv_poll_cq(cq, 8, wc) > 0)
+		;
+	/* part B: solicited only */
+	ibv_req_notify_cq(cq, 1);
+	t_xsend(p2c[1], "b", 1);
+	t_xrecv(c2p[0], &c, 1);
+	p.fd = ch->fd;
+	p.events = POLLIN;
+	is_int(poll(&p, 1, 200), 0, "unsolicited message raises no event");
+	t_xsend(p2c[1], "s", 1);
+	is_int(wait_event(ch, cq, 5000), 0, "solicited message raises one");
+	is_int(t_wait(cq, wc, 2, 2000), 2, "both messages there");
+	ok(wc[0].wr_id == N && wc[1].wr_id == N + 1, "in order");
+	/* part C: wait for our own send completion in event mode */
+	t_xrecv(c2p[0], &c, 1);
+	ibv_req_notify_cq(cq, 0);
+	t_post(qp, IBV_WR_SEND, buf, 16, mr->lkey, 300, IBV_SEND_SIGNALED, 0,
+	       0);
+	is_int(wait_event(ch, cq, 5000), 0, "send completion event");
+	ok(t_wait(cq, wc, 1, 100) == 1 && wc[0].wr_id == 300 &&
+		   wc[0].status == IBV_WC_SUCCESS &&
+		   wc[0].opcode == IBV_WC_SEND,
+	   "send completion");
+	t_xsend(p2c[1], "e", 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sender exit %d",
+	   WEXITSTATUS(st));
+	is_int(ibv_destroy_qp(qp), 0, "destroy qp");
+	is_int(ibv_destroy_cq(cq), 0, "destroy cq (events acked)");
+	is_int(ibv_destroy_comp_channel(ch), 0, "destroy channel");
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	close(p2c[1]);
+	close(c2p[0]);
+}
+
+static int get_async(struct ibv_context *ctx, struct ibv_async_event *ev)
+{
+	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
+
+	if (poll(&p, 1, 2000) != 1)
+		return -1;
+	return ibv_get_async_event(ctx, ev);
+}
+
+static void test_srq_and_async(void)
+{
+	struct tctx t;
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq_attr qa;
+	struct ibv_srq *srq;
+	struct ibv_qp *a, *b, *c;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[16];
+	struct ibv_async_event ev;
+	struct ibv_cq *tiny;
+	struct ibv_qp_init_attr ia;
+	char *buf = calloc(1, 65536);
+	int i, n;
+
+	if (t_open(&t, 64))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 65536, IBV_ACCESS_LOCAL_WRITE);
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	ok(srq != NULL, "create_srq");
+	for (i = 0; i < 10; i++) {
+		struct ibv_sge sge = {(uintptr_t)buf + (size_t)i * 256, 256,
+				      mr->lkey};
+		struct ibv_recv_wr wr = {.wr_id = (uint64_t)i,
+					 .sg_list = &sge,
+					 .num_sge = 1},
+				   *bad;
+
+		ibv_post_srq_recv(srq, &wr, &bad);
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.srq_limit = 17;
+	is_int(ibv_modify_srq(srq, &qa, IBV_SRQ_LIMIT), EINVAL,
+	       "limit above max_wr");
+	qa.srq_limit = 5;
+	is_int(ibv_modify_srq(srq, &qa, IBV_SRQ_LIMIT), 0, "arm limit 5");
+	a = t_rc_qp(&t, 16, NULL);
+	b = t_rc_qp(&t, 16, srq);
+	c = t_rc_qp(&t, 16, srq);
+	ok(a && b && c, "QPs, two on the SRQ");
+	t_connect(a, b->qp_num, 0, 1, 7, 14, 7);
+	t_connect(b, a->qp_num, 0, 1, 7, 14, 7);
+	is_int(t_post_recv(b, buf, 16, mr->lkey, 99), EINVAL,
+	       "post_recv on an SRQ QP");
+	for (i = 0; i < 6; i++)
+		t_post(a, IBV_WR_SEND, buf + 8192, 100, mr->lkey,
+		       (uint64_t)(100 + i), IBV_SEND_SIGNALED, 0, 0);
+	n = t_wait(t.cq, wc, 12, 2000);
+	is_int(n, 12, "6 sends, 6 SRQ receives");
+	is_int(get_async(t.ctx, &ev), 0, "async event");
+	is_int(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED, "SRQ_LIMIT_REACHED");
+	ok(ev.element.srq == srq, "for our SRQ");
+	ibv_ack_async_event(&ev);
+	ibv_query_srq(srq, &qa);
+	is_int(qa.srq_limit, 0, "limit disarmed");
+	is_int(qa.max_wr, 16, "max_wr");
+	is_int(ibv_destroy_srq(srq), EBUSY, "SRQ busy");
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(c);
+	is_int(ibv_destroy_srq(srq), 0, "destroy_srq");
+	while (ibv_poll_cq(t.cq, 16, wc) > 0)
+		;
+
+	/* CQ overflow: a 1-entry CQ gets 3 completions */
+	tiny = ibv_create_cq(t.ctx, 1, NULL, NULL, 0);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = tiny;
+	ia.recv_cq = t.cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	a = ibv_create_qp(t.pd, &ia);
+	b = t_rc_qp(&t, 8, NULL);
+	t_connect(a, b->qp_num, 0, 1, 7, 14, 7);
+	t_connect(b, a->qp_num, 0, 1, 7, 14, 7);
+	for (i = 0; i < 3; i++) {
+		t_post_recv(b, buf, 256, mr->lkey, 1);
+		t_post(a, IBV_WR_SEND, buf, 8, mr->lkey, 1, IBV_SEND_SIGNALED,
+		       0, 0);
+	}
+	t_wait(t.cq, wc, 3, 1000);
+	/* the sender's completions are made by a poll of its context */
+	ibv_poll_cq(t.cq, 16, wc);
+	is_int(get_async(t.ctx, &ev), 0, "async event on overflow");
+	is_int(ev.event_type, IBV_EVENT_CQ_ERR, "IBV_EVENT_CQ_ERR");
+	ok(ev.element.cq == tiny, "for the small CQ");
+	ibv_ack_async_event(&ev);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	is_int(ibv_destroy_cq(tiny), 0, "destroy overflowed CQ");
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
+int main(void)
+{
+	t_isolate("events");
+	test_channel();
+	test_srq_and_async();
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
