@@ -90,7 +90,7 @@ static void test_channel(void)
 	struct ibv_mr *mr;
 	struct ibv_wc wc[8];
 	struct pollfd p;
-	char *buf = calloc(1, 65536);
+	char *buf;
 	uint32_t qpn;
 	pid_t pid;
 	char c;
@@ -105,6 +105,7 @@ static void test_channel(void)
 	}
 	close(p2c[0]);
 	close(c2p[1]);
+	buf = calloc(1, 65536);
 	if (t_open(&t, 4))
 		bail_out("open");
 	ch = ibv_create_comp_channel(t.ctx);
