@@ -5,6 +5,7 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 SOFTRDMA_SHM_PREFIX=3p-devinfo-$$
 export SOFTRDMA_SHM_PREFIX
+trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
 out=$tap_tmp/devinfo
 
 if ! command -v ibv_devinfo >/dev/null 2>&1; then

@@ -16,9 +16,11 @@ pt_limit=${PT_TIMEOUT:-60}
 pt_run=0
 pt_kill=
 
-# pt_cleanup -- SIGTERM the timeout wrappers (they pass it on to perftest)
+# pt_cleanup -- SIGTERM the timeout wrappers (they pass it on to perftest),
+# then remove what softrdma left in /dev/shm under this test's prefix
 pt_cleanup() {
 	for _p in $pt_kill; do kill -TERM "$_p" 2>/dev/null; done
+	case ${SOFTRDMA_SHM_PREFIX:-} in 3p-*) rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* ;; esac
 	tap_cleanup
 }
 trap pt_cleanup EXIT

@@ -18,6 +18,7 @@ command -v objdump >/dev/null 2>&1 && command -v nm >/dev/null 2>&1 ||
 	skip_all "objdump/nm not installed (Debian package binutils)"
 SOFTRDMA_SHM_PREFIX=3p-syms-$$
 export SOFTRDMA_SHM_PREFIX
+trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
 
 t=$tap_tmp
 # softrdma's definitions: NAME and NAME VERSION (empty when unversioned)
