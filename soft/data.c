@@ -750,18 +750,20 @@ static void tx_qp(struct soft_qp *qp)
 			} else if ((st & 0xff) == SOFT_SLOT_RNR) {
 				uint32_t code = s->rnr_timer & 31;
 
-				now = soft_now_ns();
-				if (!qp->rnr_since)
-					qp->rnr_since = now;
-				if (now - qp->rnr_since <
-				    (uint64_t)rnr_table[code] * 10000ull)
-					return;
+				/* an RNR NAK with no retry left fails at once */
 				if (qp->attr.rnr_retry != 7 &&
 				    qp->rnr_count >= qp->attr.rnr_retry) {
 					status = cancel_slot(
 						qp, s, e->msgno,
 						IBV_WC_RNR_RETRY_EXC_ERR);
 				} else {
+					now = soft_now_ns();
+					if (!qp->rnr_since)
+						qp->rnr_since = now;
+					if (now - qp->rnr_since <
+					    (uint64_t)rnr_table[code] *
+						    10000ull)
+						return;
 					qp->rnr_count++;
 					qp->rnr_since = 0;
 					atomic_compare_exchange_strong(

@@ -205,6 +205,16 @@ static void test_rnr(void)
 	is_int(t_wait(bcq, &wc, 1, 50), 0, "withdrawn message not received");
 	unpair(a, b);
 
+	/* rnr_retry 0: the first RNR NAK fails the send */
+	pair(&a, &b, 0, 31, 0, 1);
+	t0 = now_ms();
+	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 11, 0, 0, 0);
+	is_int(t_wait(acq, &wc, 1, 5000), 1, "rnr_retry 0: completion");
+	dt = now_ms() - t0;
+	is_int(wc.status, IBV_WC_RNR_RETRY_EXC_ERR, "RNR_RETRY_EXC_ERR");
+	ok(dt < 491, "without waiting the 491 ms timer (%.2f ms)", dt);
+	unpair(a, b);
+
 	/* rnr_retry 7: the message waits for the receive */
 	pair(&a, &b, 0, 1, 7, 1);
 	strcpy(abuf, "late");
