@@ -278,7 +278,11 @@ static void cli_on_connect(struct rdmamsg_ep *ep, int status, int reason,
 	if (status < 0) {
 		fprintf(stderr, "pingpong: connect: %s",
 			rdmamsg_strerror(status));
-		if (status == -ECONNREFUSED && reason > 0)
+		if (status == -ECONNREFUSED &&
+		    reason == RDMAMSG_REJECT_NO_LISTENER)
+			fprintf(stderr, " (nothing listens there)");
+		else if (status == -ECONNREFUSED)
+			/* the server's reason and private data */
 			fprintf(stderr, " (reason %d: %.*s)", reason,
 				(int)pdata_len, (const char *)pdata);
 		fprintf(stderr, "\n");

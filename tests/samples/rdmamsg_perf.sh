@@ -1,0 +1,100 @@
+#!/bin/sh
+# rdmamsg_perf.sh -- tools/rdmamsg_perf: lat prints the right columns with
+# positive numbers for the requested sizes; bw and rate print non-zero
+# numbers; the server exits 0 after its client; every drive mode works
+. "$top_srcdir/tests/lib.sh"
+perf=$top_builddir/tools/rdmamsg_perf
+[ -x "$perf" ] || skip_all "tools/rdmamsg_perf not built"
+SOFTRDMA_SHM_PREFIX=test-perf-$$
+export SOFTRDMA_SHM_PREFIX
+
+# run NAME SERVER-ARGS -- CLIENT-ARGS: client output in $tap_tmp/out
+run() {
+	name=$1
+	shift
+	sargs=
+	while [ "$1" != -- ]; do
+		sargs="$sargs $1"
+		shift
+	done
+	shift
+	port=$(free_port)
+	# shellcheck disable=SC2086
+	timeout 120 "$perf" -s -b 127.0.0.1 -p "$port" $sargs >"$tap_tmp/srv" 2>&1 &
+	srv=$!
+	tap_pids="$tap_pids $srv"
+	timeout 120 "$perf" -c 127.0.0.1 -p "$port" "$@" >"$tap_tmp/out" 2>"$tap_tmp/err"
+	ok $? "$name: client exits 0"
+	show_log "$tap_tmp/out"
+	show_log "$tap_tmp/err"
+	wait "$srv"
+	ok $? "$name: server exits 0 after its client"
+	show_log "$tap_tmp/srv"
+}
+
+# rows COLS -- data rows (lines starting with a number) with COLS fields,
+# every numeric field > 0; prints the sizes column
+rows() {
+	awk -v n="$1" '/^ *[0-9]/ {
+		if (NF != n) { bad = 1 }
+		for (i = 1; i <= NF; i++) if (!($i + 0 > 0)) bad = 1
+		print $1
+	} END { exit bad }' "$tap_tmp/out"
+}
+
+# the client does not wait for the port: it retries while nothing listens
+run "lat sweep" -- -t lat -n 2000
+grep -Eq '^ *size +iters +median_us +avg_us +p99_us *$' "$tap_tmp/out"
+ok $? "lat: header SIZE ITERS MEDIAN_US AVG_US P99_US"
+sizes=$(rows 5 | tr '\n' ' ')
+ok $? "lat: 5 positive columns per row"
+[ "$sizes" = "8 64 512 4096 65536 " ]
+ok $? "lat: default sweep 8 64 512 4096 65536 (got: $sizes)"
+awk '/^ *[0-9]/ && $2 != 2000 { exit 1 }' "$tap_tmp/out"
+ok $? "lat: iterations column is -n"
+
+run "lat sizes" -- -t lat -n 500 --size 1,100 --size 20000
+sizes=$(rows 5 | tr '\n' ' ')
+[ $? = 0 ] && [ "$sizes" = "1 100 20000 " ]
+ok $? "lat: requested sizes 1 100 20000 (got: $sizes)"
+
+run "bw" -- -t bw -n 2000 --size 4096,65536
+grep -Eq '^ *size +iters +MB/s +Gb/s *$' "$tap_tmp/out"
+ok $? "bw: header"
+sizes=$(rows 4 | tr '\n' ' ')
+[ $? = 0 ] && [ "$sizes" = "4096 65536 " ]
+ok $? "bw: one row per size with non-zero MB/s (got: $sizes)"
+
+run "rate" -- -t rate -n 20000
+grep -Eq '^ *size +iters +msgs/s +Mmsgs/s *$' "$tap_tmp/out"
+ok $? "rate: header"
+sizes=$(rows 4 | tr '\n' ' ')
+[ $? = 0 ] && [ "$sizes" = "8 " ]
+ok $? "rate: non-zero messages per second (got: $sizes)"
+
+run "fd mode" --fd -- -t lat -n 500 --size 64 --fd
+rows 5 >/dev/null
+ok $? "fd mode: lat row"
+run "busy mode" --busy -- -t rate -n 2000 --busy
+rows 4 >/dev/null
+ok $? "busy mode: rate row"
+run "libev mode" --ev -- -t bw -n 500 --size 8192 --ev
+rows 4 >/dev/null
+ok $? "libev mode: bw row"
+
+# --loop serves two clients in a row
+port=$(free_port)
+timeout 120 "$perf" -s --loop -b 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+srv=$!
+tap_pids="$tap_pids $srv"
+timeout 60 "$perf" -c 127.0.0.1 -p "$port" -t rate -n 1000 >/dev/null 2>&1 &&
+	timeout 60 "$perf" -c 127.0.0.1 -p "$port" -t lat -n 100 --size 8 >/dev/null 2>&1
+ok $? "--loop: two clients in a row"
+kill -0 "$srv" 2>/dev/null
+ok $? "--loop: server still running"
+kill "$srv"
+
+"$perf" -c 127.0.0.1 -t nope >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error exits 2"
+done_testing
