@@ -27,146 +27,9 @@ while getopts b:q opt; do
 	esac
 done
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "$builddir" ]; then
-	if [ -e soft/.libs/libsoftrdma.so ]; then builddir=$PWD; else builddir=$here; fi
-fi
-lib=${SOFTRDMA_LIB:-$builddir/soft/.libs/libsoftrdma.so}
-limit=${BENCH_TIMEOUT:-120}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-softrdma.XXXXXX")
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-export SOFTRDMA_SHM_PREFIX=bench$$
-
-# iters N -- N scaled by BENCH_SCALE / -q (at least 100)
-iters() {
-	awk -v n="$1" -v s="$scale" 'BEGIN { n = int(n * s); print (n < 100 ? 100 : n) }'
-}
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-		echo $((20000 + RANDOM % 20000))
-}
-
-# wait_port PORT [SECONDS] -- wait until something listens on TCP PORT
-wait_port() {
-	local i=0 hex
-	hex=$(printf '%04X' "$1")
-	while [ $i -lt $((${2:-10} * 10)) ]; do
-		grep -q ":$hex 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
-
-# pair NAME PORT SERVER-CMD -- CLIENT-CMD
-#   Runs the server in the background, waits for PORT, runs the client.
-#   Client output in $tmp/NAME.c, server output in $tmp/NAME.s.
-#   Succeeds when both sides exit 0.
-pair() {
-	local name=$1 port=$2 spid rc src
-	shift 2
-	local -a srv=()
-	while [ "$1" != -- ]; do srv+=("$1"); shift; done
-	shift
-	timeout -k 5 "$limit" "${srv[@]}" >"$tmp/$name.s" 2>&1 &
-	spid=$!
-	pids="$pids $spid"
-	if ! wait_port "$port" 15; then
-		kill -9 "$spid" 2>/dev/null
-		wait "$spid" 2>/dev/null
-		echo "# $name: server did not listen on $port" >&2
-		sed 's/^/#   /' "$tmp/$name.s" | tail -5 >&2
-		return 1
-	fi
-	timeout -k 5 "$limit" "$@" >"$tmp/$name.c" 2>&1
-	rc=$?
-	wait "$spid"
-	src=$?
-	if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
-		echo "# $name: client exit $rc, server exit $src" >&2
-		tail -5 "$tmp/$name.c" "$tmp/$name.s" 2>/dev/null | sed 's/^/#   /' >&2
-		return 1
-	fi
-	return 0
-}
-
-have() { command -v "$1" >/dev/null 2>&1; }
-
-# perftest lines: "#bytes #iterations t_min t_max t_typical t_avg ..." and
-# "#bytes #iterations BW_peak BW_average MsgRate"; pick column COL of the row
-# for SIZE.
-pt_col() {
-	awk -v sz="$2" -v col="$3" '$1 == sz && $2 ~ /^[0-9]+$/ && NF >= col { v = $col } END { if (v != "") print v; else exit 1 }' "$1"
-}
-
-# ucx_perftest summary: "Final: ITERS LAT50 LATAVG LATOVR BWAVG BWOVR MRAVG MROVR"
-ucx_col() {
-	awk -v col="$2" '$1 == "Final:" { v = $col } END { if (v != "") print v; else exit 1 }' "$1"
-}
-
-soft_ok=0
-gid=
-if [ -e "$lib" ] && have ibv_devinfo; then
-	gid=$(LD_PRELOAD=$lib timeout 20 ibv_devinfo -d softrdma0 -v 2>/dev/null |
-		sed -n 's/^[[:space:]]*GID\[[[:space:]]*\([0-9]*\)\]:[[:space:]]*::ffff:127\.0\.0\.1.*/\1/p' | head -n 1)
-	[ -n "$gid" ] && soft_ok=1
-fi
-[ $soft_ok = 1 ] || echo "# softrdma not usable (library $lib, no GID for 127.0.0.1): its columns are n/a" >&2
-have ucx_perftest || echo "# ucx_perftest missing (Debian package ucx-utils)" >&2
-
-# perftest RESULTVAR PROG SIZE COL PERFTEST-ARGS... -- one perftest run
-perftest() {
-	local var=$1 prog=$2 size=$3 col=$4 port v=n/a
-	shift 4
-	if [ $soft_ok = 1 ] && have "$prog"; then
-		port=$(free_port)
-		if pair "$prog-$size" "$port" \
-			env LD_PRELOAD="$lib" "$prog" -d softrdma0 -x "$gid" -F -p "$port" -s "$size" "$@" -- \
-			env LD_PRELOAD="$lib" "$prog" -d softrdma0 -x "$gid" -F -p "$port" -s "$size" "$@" 127.0.0.1; then
-			v=$(pt_col "$tmp/$prog-$size.c" "$size" "$col") || v=n/a
-		fi
-	fi
-	printf -v "$var" %s "$v"
-}
-
-# ucx RESULTVAR TLS TEST SIZE COL ITERS -- one ucx_perftest run
-ucx() {
-	local var=$1 tls=$2 test=$3 size=$4 col=$5 n=$6 port v=n/a
-	if have ucx_perftest; then
-		port=$(free_port)
-		if pair "ucx-$test-$size" "$port" \
-			env UCX_TLS="$tls" ucx_perftest -p "$port" -- \
-			env UCX_TLS="$tls" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$n" -w "$(iters 1000)"; then
-			v=$(ucx_col "$tmp/ucx-$test-$size.c" "$col") || v=n/a
-		fi
-	fi
-	printf -v "$var" %s "$v"
-}
-
-# fi RESULTVAR PROVIDER EP_TYPE -- fi_pingpong 8 B, usec/xfer as it reports
-fi_pp() {
-	local var=$1 port v=n/a
-	if have fi_pingpong; then
-		port=$(free_port)
-		if pair "fi-$2" "$port" \
-			fi_pingpong -p "$2" -e "$3" -B "$port" -S 8 -I "$(iters 20000)" -- \
-			fi_pingpong -p "$2" -e "$3" -P "$port" -S 8 -I "$(iters 20000)" 127.0.0.1; then
-			v=$(awk '$1 == 8 && NF >= 7 { v = $7 } END { if (v != "") print v; else exit 1 }' "$tmp/fi-$2.c") || v=n/a
-		fi
-	fi
-	printf -v "$var" %s "$v"
-}
-
-# ratio A B -- A/B with two decimals, or n/a
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'
-}
+bench_name=softrdma
+# shellcheck source=tools/bench-lib.sh
+. "$(dirname "$0")/bench-lib.sh"
 
 echo "# bench-softrdma: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# softrdma: $lib (GID index ${gid:-n/a})"
@@ -191,6 +54,7 @@ ucx u_bw1m posix,cma tag_bw 1048576 6 "$(iters 2000)"
 
 # --- message rate, 8 B, Mmsg/s -------------------------------------------
 perftest s_mr ib_send_bw 8 5 -n "$(iters 200000)"
+[ "$s_mr" != n/a ] && s_mr=$(awk -v v="$s_mr" 'BEGIN { printf "%.3f", v }')
 ucx u_mr posix,cma tag_bw 8 8 "$(iters 1000000)"
 [ "$u_mr" != n/a ] && u_mr=$(awk -v v="$u_mr" 'BEGIN { printf "%.3f", v / 1e6 }')
 
