@@ -347,9 +347,36 @@ unlock:
 	return err ? scm_err(err) : 0;
 }
 
+/*
+ * scm_refused_grace_ms -- how long a refused connect is retried.
+ *
+ * An IB CM answers a REQ for a port nobody listens on with a REJ at once.
+ * softrdma resolves addresses and routes in no time, so programs whose
+ * client races its server's rdma_listen (perftest -R: both leave a
+ * handshake, then one listens while the other connects) lose a race they
+ * win on hardware; a short retry window gives the listener time to come.
+ * SOFTRDMA_CM_REFUSED_MS sets it (default 100 ms, 0: report at once).
+ */
+static uint64_t scm_refused_grace_ms(void)
+{
+	const char *e = getenv("SOFTRDMA_CM_REFUSED_MS");
+
+	return e ? strtoull(e, NULL, 10) : 100;
+}
+
 /* scm_connect_failed -- the TCP connect did not reach a CM */
 static void scm_connect_failed(struct scm_id *s, int err)
 {
+	uint64_t now = scm__now_ms();
+
+	if (err == ECONNREFUSED && now < s->refused_until_ms) {
+		/* retried from scm__timeouts with a fresh socket */
+		scm__close_fd(s);
+		s->state = SCM_CONNECTING;
+		s->deadline_ms = now + 5;
+		scm__wake();
+		return;
+	}
 	scm_finish(s);
 	if (err == ECONNREFUSED) /* nobody listens: as an IB CM would say */
 		scm_rej_event(s, SCM_REJ_INVALID_SERVICE_ID, NULL, 0);
@@ -359,6 +386,42 @@ static void scm_connect_failed(struct scm_id *s, int err)
 				  ? -err
 				  : -ETIMEDOUT,
 			  NULL, 0, 0);
+}
+
+/* scm_start_connect -- TCP connect from the id's address to the peer's */
+static void scm_start_connect(struct scm_id *s)
+{
+	struct sockaddr_storage src;
+	int err;
+
+	if (s->fd < 0) {
+		memcpy(&src, &s->id.route.addr.src_storage, sizeof(src));
+		err = scm__bind_socket(s, (struct sockaddr *)&src);
+		if (err) {
+			scm_connect_failed(s, err);
+			return;
+		}
+	}
+	scm_tune_socket(s->fd);
+	s->deadline_ms = s->connect_deadline_ms;
+	if (!connect(s->fd, &s->id.route.addr.dst_addr,
+		     scm__addr_len(&s->id.route.addr.dst_addr))) {
+		s->state = SCM_REQ_SENT;
+		err = scm__send(s, &s->req);
+		if (!err)
+			err = scm__epoll_add(s, EPOLLIN);
+		if (err)
+			scm_connect_failed(s, err);
+		return;
+	}
+	if (errno != EINPROGRESS) {
+		scm_connect_failed(s, errno);
+		return;
+	}
+	s->state = SCM_CONNECTING;
+	err = scm__epoll_add(s, EPOLLOUT);
+	if (err)
+		scm_connect_failed(s, err);
 }
 
 /* scm_req_limit -- REQ private data available to the user */
@@ -428,26 +491,9 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 	s->connect = NULL;
 	s->connect_len = 0;
 
-	scm_tune_socket(s->fd);
-	s->deadline_ms = scm__now_ms() + SCM_CONNECT_TIMEOUT_MS;
-	if (!connect(s->fd, &s->id.route.addr.dst_addr,
-		     scm__addr_len(&s->id.route.addr.dst_addr))) {
-		s->state = SCM_REQ_SENT;
-		err = scm__send(s, w);
-		if (!err)
-			err = scm__epoll_add(s, EPOLLIN);
-		if (err)
-			scm_connect_failed(s, err);
-		return 0;
-	}
-	if (errno != EINPROGRESS) {
-		scm_connect_failed(s, errno);
-		return 0;
-	}
-	s->state = SCM_CONNECTING;
-	err = scm__epoll_add(s, EPOLLOUT);
-	if (err)
-		scm_connect_failed(s, err);
+	s->connect_deadline_ms = scm__now_ms() + SCM_CONNECT_TIMEOUT_MS;
+	s->refused_until_ms = scm__now_ms() + scm_refused_grace_ms();
+	scm_start_connect(s);
 	return 0;
 }
 
@@ -1008,7 +1054,11 @@ again:
 		if (!s->deadline_ms || s->deadline_ms > now || s->destroying)
 			continue;
 		s->deadline_ms = 0;
-		if (s->state == SCM_CONNECTING || s->state == SCM_REQ_SENT) {
+		if (s->state == SCM_CONNECTING && s->fd < 0 &&
+		    now < s->connect_deadline_ms) {
+			scm_start_connect(s);
+		} else if (s->state == SCM_CONNECTING ||
+			   s->state == SCM_REQ_SENT) {
 			scm_finish(s);
 			scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
 				  NULL, 0, 0);

@@ -129,7 +129,9 @@ struct scm_id {
 	uint32_t remote_qpn, remote_psn;
 	union ibv_gid remote_gid;
 	int peer_gone;
-	uint64_t deadline_ms; /* 0: none */
+	uint64_t deadline_ms;	      /* 0: none */
+	uint64_t connect_deadline_ms; /* REP must come by then */
+	uint64_t refused_until_ms;    /* refused connects retried until */
 
 	/* pending REQ, sent when the TCP connect completes */
 	struct scm_wire req;
