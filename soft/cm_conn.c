@@ -289,6 +289,28 @@ static void scm_finish(struct scm_id *s)
 	scm__close_fd(s);
 }
 
+/* scm_timewait_ms -- SOFTRDMA_CM_TIMEWAIT_MS or the RoCE default */
+static uint64_t scm_timewait_ms(void)
+{
+	const char *e = getenv("SOFTRDMA_CM_TIMEWAIT_MS");
+
+	return e ? strtoull(e, NULL, 10) : 1000;
+}
+
+/*
+ * scm_disconnected -- report DISCONNECTED; the IB CM then holds the
+ * connection in timewait and, if the id is still there, reports
+ * TIMEWAIT_EXIT when it leaves it (about 1 s on RoCE: 4.096 us * 2^18).
+ */
+static void scm_disconnected(struct scm_id *s, int status)
+{
+	scm_finish(s);
+	scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
+	s->timewait = 1;
+	s->deadline_ms = scm__now_ms() + scm_timewait_ms();
+	scm__wake();
+}
+
 /* scm_conn_event -- fill param.conn of an event from a REQ or REP */
 static void scm_conn_event(struct scm_event *e, const struct scm_wire *w)
 {
@@ -664,9 +686,7 @@ int rdma_disconnect(struct rdma_cm_id *id)
 		if (err)
 			break;
 		if (s->peer_gone || scm_send_simple(s, SCM_MSG_DREQ)) {
-			scm_finish(s);
-			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0,
-				  0);
+			scm_disconnected(s, 0);
 		} else {
 			s->state = SCM_DISCONNECTING;
 			s->deadline_ms = scm__now_ms() + SCM_DREQ_TIMEOUT_MS;
@@ -702,8 +722,7 @@ static void scm_send_rtu(struct scm_id *s)
 	s->state = SCM_CONNECTED;
 	if (s->peer_gone) {
 		scm__modify_qp_err(s);
-		scm_finish(s);
-		scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, 0);
+		scm_disconnected(s, 0);
 	}
 }
 
@@ -938,16 +957,12 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 			   s->state == SCM_REP_SENT ||
 			   s->state == SCM_DISCONNECTING) {
 			scm_send_simple(s, SCM_MSG_DREP);
-			scm_finish(s);
-			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0,
-				  0);
+			scm_disconnected(s, 0);
 		}
 		break;
 	case SCM_MSG_DREP:
 		if (s->state == SCM_DISCONNECTING) {
-			scm_finish(s);
-			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0,
-				  0);
+			scm_disconnected(s, 0);
 		}
 		break;
 	default:
@@ -977,8 +992,7 @@ static void scm_peer_gone(struct scm_id *s)
 	case SCM_CONNECTED:
 	case SCM_DISCONNECTING:
 		scm__modify_qp_err(s);
-		scm_finish(s);
-		scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, 0);
+		scm_disconnected(s, 0);
 		return;
 	default:
 		scm__close_fd(s);
@@ -1062,10 +1076,12 @@ again:
 			scm_finish(s);
 			scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
 				  NULL, 0, 0);
+		} else if (s->state == SCM_DISCONNECTED && s->timewait) {
+			s->timewait = 0;
+			scm__post(s, s, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, NULL, 0,
+				  0);
 		} else if (s->state == SCM_DISCONNECTING) {
-			scm_finish(s);
-			scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT,
-				  NULL, 0, 0);
+			scm_disconnected(s, -ETIMEDOUT);
 		}
 		goto again;
 	}

@@ -129,6 +129,7 @@ struct scm_id {
 	uint32_t remote_qpn, remote_psn;
 	union ibv_gid remote_gid;
 	int peer_gone;
+	int timewait;		      /* TIMEWAIT_EXIT due at deadline_ms */
 	uint64_t deadline_ms;	      /* 0: none */
 	uint64_t connect_deadline_ms; /* REP must come by then */
 	uint64_t refused_until_ms;    /* refused connects retried until */

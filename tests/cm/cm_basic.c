@@ -2,6 +2,7 @@
 /* cm_basic.c -- softrdma CM: ids, events, handshake between two processes */
 #include "config.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -504,7 +505,14 @@ static void client_accept_scenario(uint16_t port)
 	if (ev)
 		rdma_ack_cm_event(ev);
 	ev = cmt_wait(ch, 200);
-	ok(!ev, "no further event");
+	ok(!ev, "no further event at once");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	t0 = cmt_now_ms();
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT && ev->id == id,
+	   "TIMEWAIT_EXIT later, as the IB CM leaves timewait");
+	diag("TIMEWAIT_EXIT %lld ms after that", cmt_now_ms() - t0);
 	if (ev)
 		rdma_ack_cm_event(ev);
 	ok(!rdma_destroy_id(id), "destroy");
@@ -644,6 +652,22 @@ static void *acker_main(void *arg)
 	return NULL;
 }
 
+/* count_dir -- entries in a /proc directory (fds, threads) */
+static int count_dir(const char *path)
+{
+	struct dirent *d;
+	DIR *dir = opendir(path);
+	int n = 0;
+
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir)))
+		if (d->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n;
+}
+
 /* test_destroy_waits -- destroy_id blocks until its events are acked */
 static void test_destroy_waits(void)
 {
@@ -687,7 +711,7 @@ int main(void)
 {
 	uint16_t port1, port3, vport;
 	pid_t srv, victim;
-	int sfd, vfd;
+	int sfd, vfd, fds0, thr0, fds1, thr1;
 
 	/* the peers are forked before this process uses the library */
 	srv = spawn(server_main, &sfd);
@@ -698,6 +722,9 @@ int main(void)
 		bail_out("peers did not start");
 
 	test_api_errors();
+	/* the device stays open; ids, channels and the CM thread do not */
+	fds0 = count_dir("/proc/self/fd");
+	thr0 = count_dir("/proc/self/task");
 	test_getaddrinfo();
 	client_accept_scenario(port1);
 	client_reject_scenario(port1);
@@ -708,5 +735,11 @@ int main(void)
 	reap(srv, "server");
 	client_kill_scenario(victim, vport);
 	test_destroy_waits();
+	fds1 = count_dir("/proc/self/fd");
+	thr1 = count_dir("/proc/self/task");
+	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
+	ok(thr1 == thr0, "no thread left behind (%d, was %d)", thr1, thr0);
+	close(sfd);
+	close(vfd);
 	return done_testing();
 }
