@@ -400,7 +400,10 @@ static void scm_connect_failed(struct scm_id *s, int err)
 		return;
 	}
 	scm_finish(s);
-	if (err == ECONNREFUSED) /* nobody listens: as an IB CM would say */
+	if (err == ECONNREFUSED && s->id.qp_type == IBV_QPT_UD)
+		scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, SCM_SIDR_UNSUPPORTED,
+			  NULL, 0, SCM_SIDR_REP_PDATA);
+	else if (err == ECONNREFUSED) /* nobody listens: as an IB CM says */
 		scm_rej_event(s, SCM_REJ_INVALID_SERVICE_ID, NULL, 0);
 	else
 		scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
@@ -464,8 +467,6 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 	uint8_t mi = RDMA_MAX_INIT_DEPTH, mr = RDMA_MAX_RESP_RES;
 	int err;
 
-	if (s->id.qp_type == IBV_QPT_UD)
-		return EOPNOTSUPP;
 	err = scm_valid_param(s, p);
 	if (err)
 		return err;
@@ -535,6 +536,30 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	return scm__complete(s);
 }
 
+/* scm_sidr_accept -- UD: a SIDR REP with our QPN and Q_Key, no RTU */
+static int scm_sidr_accept(struct scm_id *s, struct rdma_conn_param *p)
+{
+	size_t ulen = p && p->private_data ? p->private_data_len : 0;
+	struct scm_wire w;
+	int err;
+
+	if (ulen > SCM_SIDR_REP_PDATA)
+		return EINVAL;
+	memset(&w, 0, sizeof(w));
+	w.type = SCM_MSG_REP;
+	w.ps = htons((uint16_t)s->id.ps);
+	w.qp_type = (uint8_t)s->id.qp_type;
+	w.qpn = htonl(s->id.qp ? s->id.qp->qp_num : p ? p->qp_num : 0);
+	w.qkey = htonl(RDMA_UDP_QKEY);
+	memcpy(w.gid, s->id.route.addr.addr.ibaddr.sgid.raw, 16);
+	if (ulen)
+		memcpy(w.pdata, p->private_data, ulen);
+	w.pdata_len = (uint8_t)ulen;
+	err = s->peer_gone ? 0 : scm__send(s, &w);
+	scm_finish(s);
+	return err;
+}
+
 /* scm_accept_locked -- the body of rdma_accept */
 static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 {
@@ -543,10 +568,10 @@ static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 	struct scm_wire w;
 	int err;
 
-	if (s->id.qp_type == IBV_QPT_UD)
-		return EOPNOTSUPP;
 	if (s->state != SCM_REQ_RCVD)
 		return EINVAL;
+	if (s->id.qp_type == IBV_QPT_UD)
+		return scm_sidr_accept(s, p);
 	err = scm_valid_param(s, p);
 	if (err)
 		return err;
@@ -615,7 +640,8 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	pthread_mutex_unlock(&scm__lock);
 	if (err)
 		return scm_err(err);
-	return scm__complete(s);
+	/* a SIDR REP completes nothing: librdmacm returns at once for UD */
+	return id->qp_type == IBV_QPT_UD ? 0 : scm__complete(s);
 }
 
 /* scm_reject -- send a REJ with a reason and the user's private data */
@@ -632,10 +658,14 @@ static int scm_reject(struct rdma_cm_id *id, const void *pdata, uint8_t len,
 	pthread_mutex_lock(&scm__lock);
 	if (s->state != SCM_REQ_RCVD && s->state != SCM_REP_SENT)
 		err = EINVAL;
-	else if (len > SCM_REJ_PDATA)
+	else if (len > (s->id.qp_type == IBV_QPT_UD ? SCM_SIDR_REP_PDATA
+						    : SCM_REJ_PDATA))
 		err = EINVAL;
 	if (!err) {
-		scm_send_rej(s, reason, pdata, len);
+		scm_send_rej(s,
+			     s->id.qp_type == IBV_QPT_UD ? SCM_SIDR_REJECT
+							 : reason,
+			     pdata, len);
 		scm_finish(s);
 	}
 	pthread_mutex_unlock(&scm__lock);
@@ -858,6 +888,18 @@ static void scm_accept_sockets(struct scm_id *l)
 	}
 }
 
+/* scm_ud_ah -- the address handle attributes that reach the peer */
+static void scm_ud_ah(struct scm_id *s, struct ibv_ah_attr *ah)
+{
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->grh.dgid = s->remote_gid;
+	ah->grh.sgid_index = (uint8_t)s->sgid_index;
+	ah->grh.hop_limit = 64;
+	ah->grh.traffic_class = s->tos;
+	ah->port_num = s->id.port_num ? s->id.port_num : 1;
+}
+
 /* scm_on_req -- a hidden child got its REQ: report CONNECT_REQUEST */
 static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 {
@@ -897,7 +939,31 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 		return;
 	}
 	e->ev.listen_id = &l->id;
-	scm_conn_event(e, w);
+	if (c->id.qp_type == IBV_QPT_UD) {
+		e->ev.param.ud.qp_num = c->remote_qpn;
+		scm_ud_ah(c, &e->ev.param.ud.ah_attr);
+	} else {
+		scm_conn_event(e, w);
+	}
+}
+
+/* scm_on_sidr_rep -- UD: the SIDR REP gives the peer's QPN and Q_Key */
+static void scm_on_sidr_rep(struct scm_id *s, const struct scm_wire *w)
+{
+	struct scm_event *e;
+
+	s->remote_qpn = ntohl(w->qpn);
+	memcpy(s->remote_gid.raw, w->gid, 16);
+	s->id.route.addr.addr.ibaddr.dgid = s->remote_gid;
+	s->has_remote = 1;
+	scm_finish(s);
+	e = scm__post(s, s, RDMA_CM_EVENT_ESTABLISHED, 0, w->pdata,
+		      w->pdata_len, SCM_SIDR_REP_PDATA);
+	if (!e)
+		return;
+	e->ev.param.ud.qp_num = s->remote_qpn;
+	e->ev.param.ud.qkey = ntohl(w->qkey);
+	scm_ud_ah(s, &e->ev.param.ud.ah_attr);
 }
 
 /* scm_on_rep -- the active side got its REP */
@@ -907,6 +973,10 @@ static void scm_on_rep(struct scm_id *s, const struct scm_wire *w)
 
 	if (s->state != SCM_REQ_SENT)
 		return;
+	if (s->id.qp_type == IBV_QPT_UD) {
+		scm_on_sidr_rep(s, w);
+		return;
+	}
 	s->remote_qpn = ntohl(w->qpn);
 	s->remote_psn = ntohl(w->psn);
 	memcpy(s->remote_gid.raw, w->gid, 16);
@@ -934,8 +1004,14 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 		scm_on_rep(s, w);
 		break;
 	case SCM_MSG_REJ:
-		if (s->state == SCM_REQ_SENT || s->state == SCM_REP_SENT ||
-		    s->state == SCM_REP_RCVD) {
+		if (s->state == SCM_REQ_SENT && s->id.qp_type == IBV_QPT_UD) {
+			scm_finish(s);
+			scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
+				  ntohs(w->reason), w->pdata, w->pdata_len,
+				  SCM_SIDR_REP_PDATA);
+		} else if (s->state == SCM_REQ_SENT ||
+			   s->state == SCM_REP_SENT ||
+			   s->state == SCM_REP_RCVD) {
 			scm_finish(s);
 			scm_rej_event(s, ntohs(w->reason), w->pdata,
 				      w->pdata_len);

@@ -23,6 +23,10 @@
 #define SCM_CMA_HDR	   36
 #define SCM_MAX_PDATA	   256
 
+/* SIDR REP status (enum ib_cm_sidr_status). */
+#define SCM_SIDR_UNSUPPORTED 1
+#define SCM_SIDR_REJECT	     2
+
 /* IB CM reject reasons (enum ib_cm_rej_reason). */
 #define SCM_REJ_TIMEOUT		   4
 #define SCM_REJ_INVALID_SERVICE_ID 8
@@ -82,6 +86,7 @@ struct scm_wire {
 	uint8_t srq;
 	uint8_t mtu;
 	uint8_t pad;
+	uint32_t qkey;
 	uint8_t gid[16];
 	uint8_t pdata[SCM_REP_PDATA];
 } __attribute__((packed));
