@@ -849,6 +849,23 @@ void scm__teardown_locked(struct scm_id *s)
 	scm_finish(s);
 }
 
+/* scm_unmap_v4 -- an IPv4 peer of a dual-stack listener is AF_INET */
+static void scm_unmap_v4(struct sockaddr_storage *ss)
+{
+	struct sockaddr_in6 s6;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+
+	if (ss->ss_family != AF_INET6)
+		return;
+	memcpy(&s6, ss, sizeof(s6));
+	if (!IN6_IS_ADDR_V4MAPPED(&s6.sin6_addr))
+		return;
+	memset(ss, 0, sizeof(*ss));
+	s4->sin_family = AF_INET;
+	s4->sin_port = s6.sin6_port;
+	memcpy(&s4->sin_addr, &s6.sin6_addr.s6_addr[12], 4);
+}
+
 /* scm_accept_sockets -- new TCP connections become hidden child ids */
 static void scm_accept_sockets(struct scm_id *l)
 {
@@ -877,9 +894,11 @@ static void scm_accept_sockets(struct scm_id *l)
 		c->listen = l;
 		c->state = SCM_REQ_WAIT;
 		c->tos = l->tos;
-		memcpy(&c->id.route.addr.dst_storage, &peer, len);
+		scm_unmap_v4(&peer);
+		memcpy(&c->id.route.addr.dst_storage, &peer, sizeof(peer));
 		len = sizeof(c->id.route.addr.src_storage);
 		getsockname(fd, &c->id.route.addr.src_addr, &len);
+		scm_unmap_v4(&c->id.route.addr.src_storage);
 		scm_tune_socket(fd);
 		if (scm__epoll_add(c, EPOLLIN)) {
 			scm__id_free_locked(c);
