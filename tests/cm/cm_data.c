@@ -182,6 +182,10 @@ static int server_main(int pfd)
 			SCHECK(0, "send completion (status %d)", wc.status);
 	}
 	SCHECK(!n, "%d corrupt messages", n);
+	/* RC ordering: the SEND that follows the WRITE sees it landed */
+	if (rdma_get_recv_comp(c, &wc) <= 0 || wc.status)
+		SCHECK(0, "final recv (status %d)", wc.status);
+	SCHECK(check(rbuf, RBUF_SIZE / 2, 777), "client's RDMA write landed");
 
 	ev = cmt_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 20000);
 	SCHECK(ev, "disconnected by the client");
@@ -190,10 +194,11 @@ static int server_main(int pfd)
 	SCHECK(!rdma_disconnect(c), "disconnect");
 	SCHECK(qp_state(c->qp, &qa) == IBV_QPS_ERR, "QP in ERR");
 	n = 0;
-	while (n < DEPTH && rdma_get_recv_comp(c, &wc) > 0 &&
+	while (n < DEPTH - 1 && rdma_get_recv_comp(c, &wc) > 0 &&
 	       wc.status == IBV_WC_WR_FLUSH_ERR)
 		n++;
-	SCHECK(n == DEPTH, "posted receives flushed (%d of %d)", n, DEPTH);
+	SCHECK(n == DEPTH - 1, "posted receives flushed (%d of %d)", n,
+	       DEPTH - 1);
 	rdma_dereg_mr(mr);
 	rdma_dereg_mr(rmr);
 	rdma_destroy_qp(c);
@@ -250,6 +255,13 @@ static void run_client(uint16_t port)
 	cp.initiator_depth = 1;
 	cp.retry_count = 7;
 	cp.rnr_retry_count = 7;
+	{
+		uint8_t t = 14;
+
+		ok(!rdma_set_option(id, RDMA_OPTION_ID,
+				    RDMA_OPTION_ID_ACK_TIMEOUT, &t, 1),
+		   "ACK timeout option 14");
+	}
 	ok(!rdma_connect(id, &cp), "connect");
 	ev = cmt_wait(ch, 10000);
 	ok(ev && ev->event == RDMA_CM_EVENT_ESTABLISHED,
@@ -264,6 +276,31 @@ static void run_client(uint16_t port)
 	ok(qp_state(id->qp, &qa) == IBV_QPS_RTS && qa.dest_qp_num == server_qpn,
 	   "QP in RTS, dest_qp_num = the server's QPN");
 	is_int(qa.path_mtu, IBV_MTU_4096, "path MTU 4096");
+	{
+		struct ibv_qp_init_attr qia;
+		struct ibv_qp_attr a;
+
+		memset(&a, 0, sizeof(a));
+		ibv_query_qp(id->qp, &a,
+			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY |
+				     IBV_QP_MAX_QP_RD_ATOMIC |
+				     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_AV |
+				     IBV_QP_ACCESS_FLAGS,
+			     &qia);
+		ok(a.timeout == 14 && a.retry_cnt == 7 && a.rnr_retry == 7,
+		   "RTS attributes: timeout %d (option), retry %d, rnr %d",
+		   a.timeout, a.retry_cnt, a.rnr_retry);
+		ok(a.max_rd_atomic == 1 && a.max_dest_rd_atomic == 1,
+		   "rd atomic depths from the REP (%d %d)", a.max_rd_atomic,
+		   a.max_dest_rd_atomic);
+		ok(a.ah_attr.is_global && a.ah_attr.grh.dgid.raw[10] == 0xff &&
+			   a.ah_attr.grh.dgid.raw[12] == 127,
+		   "AV: GRH to the peer's IPv4-mapped GID");
+		ok((a.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) &&
+			   (a.qp_access_flags & IBV_ACCESS_REMOTE_READ),
+		   "remote write and read allowed (responder resources)");
+	}
 
 	for (i = 0; i < nmsg; i++) {
 		size_t len = msg_len(i);
@@ -309,6 +346,10 @@ static void run_client(uint16_t port)
 		   rdma_get_send_comp(id, &wc) > 0 && !wc.status,
 	   "RDMA read back");
 	ok(check(lbuf, RBUF_SIZE / 2, 777), "the write landed");
+	ok(!rdma_post_send(id, NULL, rbufs + (size_t)DEPTH * MSG_MAX, 1, mr,
+			   0) &&
+		   rdma_get_send_comp(id, &wc) > 0 && !wc.status,
+	   "a SEND after the WRITE (the server checks its buffer then)");
 
 	ok(!rdma_disconnect(id), "disconnect");
 	is_int(qp_state(id->qp, &qa), IBV_QPS_ERR,
