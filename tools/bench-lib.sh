@@ -143,3 +143,18 @@ fi_pp() {
 ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'
 }
+
+# acc ARRAY FUNC ARGS... -- run FUNC RESULTVAR ARGS... (perftest, ucx, fi_pp,
+# ...) and append the result to ARRAY
+acc() {
+	local __arr=$1 __v=n/a
+	shift
+	"$1" __v "${@:2}"
+	eval "$__arr+=(\"\$__v\")"
+}
+
+# med VALUES... -- median of the numeric values (n/a values ignored)
+med() {
+	printf '%s\n' "$@" | grep -E '^[0-9]+(\.[0-9]+)?$' | sort -g |
+		awk '{ a[NR] = $1 } END { if (!NR) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}

@@ -2,12 +2,15 @@
 # bench-rdmamsg.sh -- rdmamsg (tools/rdmamsg_perf) side by side with raw
 # verbs on the same fabric (perftest on softrdma, LD_PRELOADed) and UCX.
 #
-# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-- RDMAMSG_PERF_OPTS...]
+# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-- RDMAMSG_PERF_OPTS...]
 #   -b BUILDDIR  build tree holding tools/rdmamsg_perf and
 #                soft/.libs/libsoftrdma.so (default: the current directory
 #                if it has them, else the source tree next to this script)
 #   -q           quick run: a tenth of the iterations
-#   RDMAMSG_PERF_OPTS  extra client options, e.g. --fd or --ev
+#   -r ROUNDS    measure everything ROUNDS times, report medians (default 3)
+#   RDMAMSG_PERF_OPTS  options for both rdmamsg_perf sides (default --busy,
+#                like perftest); a separate row always compares blocking
+#                modes: rdmamsg_perf --fd with ib_send_lat -e
 #
 # Server and client are two processes on this host over 127.0.0.1; rdmamsg
 # runs on softrdma (RDMAMSG_FABRIC=soft).  Prints medians and the ratios
@@ -21,15 +24,19 @@ set -u
 
 builddir=
 scale=${BENCH_SCALE:-1}
-while getopts b:q opt; do
+rounds=3
+while getopts b:qr: opt; do
 	case $opt in
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
-	*) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	r) rounds=$OPTARG ;;
+	*) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 rmp_opts=("$@")
+# perftest busy-polls; so does rdmamsg here unless told otherwise
+[ ${#rmp_opts[@]} -gt 0 ] || rmp_opts=(--busy)
 
 bench_name=rdmamsg
 # shellcheck source=tools/bench-lib.sh
@@ -39,16 +46,19 @@ perf=$builddir/tools/rdmamsg_perf
 [ -x "$perf" ] || echo "# $perf not built: rdmamsg columns are n/a" >&2
 export RDMAMSG_FABRIC=soft RDMAMSG_SOFTRDMA_PATH=$lib
 
-# rmp RESULTVAR TEST SIZE COL ITERS -- one rdmamsg_perf run, column COL of
-# the SIZE row (lat: size iters median avg p99; bw: size iters MB/s Gb/s;
-# rate: size iters msgs/s Mmsgs/s)
+# rmp RESULTVAR TEST SIZE COL ITERS [OPTS...] -- one rdmamsg_perf run (OPTS
+# for both sides, default RDMAMSG_PERF_OPTS), column COL of the SIZE row
+# (lat: size iters median avg p99; bw: size iters MB/s Gb/s; rate: size
+# iters msgs/s Mmsgs/s)
 rmp() {
 	local var=$1 test=$2 size=$3 col=$4 n=$5 port v=n/a
+	local -a o=("${@:6}")
+	[ ${#o[@]} -gt 0 ] || o=("${rmp_opts[@]}")
 	if [ -x "$perf" ] && [ -e "$lib" ]; then
 		port=$(free_port)
 		if pair "rmp-$test-$size" "$port" \
-			"$perf" -s -p "$port" -- \
-			"$perf" -c 127.0.0.1 -p "$port" -t "$test" --size "$size" -n "$n" "${rmp_opts[@]}"; then
+			"$perf" -s -p "$port" "${o[@]}" -- \
+			"$perf" -c 127.0.0.1 -p "$port" -t "$test" --size "$size" -n "$n" "${o[@]}"; then
 			v=$(pt_col "$tmp/rmp-$test-$size.c" "$size" "$col") || v=n/a
 		fi
 	fi
@@ -63,23 +73,42 @@ scale_v() {
 echo "# bench-rdmamsg: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# rdmamsg_perf: $perf ${rmp_opts[*]:-(busy polling)}; softrdma: $lib (GID index ${gid:-n/a})"
 
-# --- one-way latency (half round trip), median, us -----------------------
-for sz in 8 4096 65536; do
-	rmp "r_lat_$sz" lat "$sz" 3 "$(iters 20000)"
-	perftest "s_lat_$sz" ib_send_lat "$sz" 5 -n "$(iters 20000)"
-	ucx "u_lat_$sz" posix tag_lat "$sz" 3 "$(iters 100000)"
+# One round measures every metric once, rdmamsg, verbs and UCX back to back
+# so that drift on this shared machine hits all three; the table shows the
+# median of the rounds.
+for round in $(seq "$rounds"); do
+	echo "# round $round/$rounds" >&2
+	# one-way latency (half round trip), median, us
+	for sz in 8 4096 65536; do
+		acc "R_lat_$sz" rmp lat "$sz" 3 "$(iters 20000)"
+		acc "S_lat_$sz" perftest ib_send_lat "$sz" 5 -n "$(iters 20000)"
+		acc "U_lat_$sz" ucx posix tag_lat "$sz" 3 "$(iters 100000)"
+	done
+	# blocking: sleep in poll()/ibv_get_cq_event between messages
+	acc R_ev rmp lat 8 3 "$(iters 5000)" --fd
+	acc S_ev perftest ib_send_lat 8 5 -n "$(iters 5000)" -e
+	# bandwidth 64 KiB (rdmamsg_perf prints MB/s = 10^6 B/s; converted below)
+	acc R_bw rmp bw 65536 3 "$(iters 20000)"
+	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)"
+	acc U_bw ucx posix,cma tag_bw 65536 6 "$(iters 20000)"
+	# message rate 8 B (UCX prints msg/s)
+	acc R_mr rmp rate 8 4 "$(iters 200000)"
+	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 200000)"
+	acc U_mr ucx posix,cma tag_bw 8 8 "$(iters 1000000)"
 done
-# --- bandwidth 64 KiB, MiB/s (rdmamsg_perf prints MB/s = 10^6 B/s) --------
-rmp r_bw bw 65536 3 "$(iters 20000)"
-r_bw=$(scale_v "$r_bw" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-perftest s_bw ib_send_bw 65536 4 -n "$(iters 5000)"
-ucx u_bw posix,cma tag_bw 65536 6 "$(iters 20000)"
-# --- message rate 8 B, Mmsg/s ----------------------------------------------
-rmp r_mr rate 8 4 "$(iters 200000)"
-perftest s_mr ib_send_bw 8 5 -n "$(iters 200000)"
+for sz in 8 4096 65536; do
+	eval "r_lat_$sz=\$(med \"\${R_lat_$sz[@]}\") s_lat_$sz=\$(med \"\${S_lat_$sz[@]}\") u_lat_$sz=\$(med \"\${U_lat_$sz[@]}\")"
+done
+r_bw=$(scale_v "$(med "${R_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+s_bw=$(med "${S_bw[@]}") u_bw=$(med "${U_bw[@]}")
+r_ev=$(med "${R_ev[@]}") s_ev=$(med "${S_ev[@]}")
+r_mr=$(med "${R_mr[@]}") s_mr=$(med "${S_mr[@]}") u_mr=$(med "${U_mr[@]}")
 [ "$s_mr" != n/a ] && s_mr=$(awk -v v="$s_mr" 'BEGIN { printf "%.3f", v }')
-ucx u_mr posix,cma tag_bw 8 8 "$(iters 1000000)"
 [ "$u_mr" != n/a ] && u_mr=$(awk -v v="$u_mr" 'BEGIN { printf "%.3f", v / 1e6 }')
+for a in R_lat_8 S_lat_8 U_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 R_lat_65536 \
+	S_lat_65536 U_lat_65536 R_ev S_ev R_bw S_bw U_bw R_mr S_mr U_mr; do
+	eval "echo \"# rounds $a: \${$a[*]}\""
+done
 
 row() {
 	printf '%-34s %10s %10s %10s %11s %11s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")"
@@ -89,11 +118,14 @@ printf '%-34s %10s %10s %10s %11s %11s\n' metric rdmamsg verbs UCX rdmamsg/vrb r
 for sz in 8 4096 65536; do
 	eval "row \"latency $sz B, median us\" \"\$r_lat_$sz\" \"\$s_lat_$sz\" \"\$u_lat_$sz\""
 done
+row "latency 8 B, blocking, median us" "$r_ev" "$s_ev" n/a
 row "bandwidth 64 KiB, MiB/s" "$r_bw" "$s_bw" "$u_bw"
 row "message rate 8 B, Mmsg/s" "$r_mr" "$s_mr" "$u_mr"
 echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma; verbs: perftest on softrdma (LD_PRELOAD),"
-echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; UCX: ucx_perftest tag_lat"
+echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
+echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest tag_lat"
 echo "UCX_TLS=posix (50%ile), tag_bw UCX_TLS=posix,cma (average)."
+echo "Each value: median over $rounds rounds (the \"# rounds\" lines above list them)."
 exit 0
