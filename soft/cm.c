@@ -145,7 +145,10 @@ struct scm_event *scm__post(struct scm_id *id, struct scm_id *owner,
 /* scm__ack_locked -- release an event handed to the user */
 void scm__ack_locked(struct scm_event *evt)
 {
-	evt->owner->completed++;
+	if (evt->mc)
+		evt->mc->completed++;
+	else
+		evt->owner->completed++;
 	pthread_cond_broadcast(&evt->owner->cond);
 	free(evt);
 }
@@ -163,7 +166,12 @@ int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out)
 		scm_channel_drain(ch);
 	}
 	e->next = NULL;
-	e->owner->reported++;
+	if (e->mc) {
+		e->mc->reported++;
+		scm__mc_process_locked(e);
+	} else {
+		e->owner->reported++;
+	}
 	if (e->ev.event == SCM_EVENT_CONN_RESP)
 		scm__process_conn_resp(scm_id_of(e->ev.id), e);
 	*out = e;
@@ -670,6 +678,7 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 	}
 	while (s->completed < s->reported)
 		pthread_cond_wait(&s->cond, &scm__lock);
+	scm__mc_free_all_locked(s);
 	scm__id_free_locked(s);
 	pthread_mutex_unlock(&scm__lock);
 	scm__thread_put();

@@ -99,9 +99,21 @@ struct scm_channel {
 	int sync; /* private channel of a synchronous id */
 };
 
+/* A multicast group an id joined (librdmacm's cma_multicast). */
+struct scm_mc {
+	struct scm_mc *next;
+	struct sockaddr_storage addr;
+	union ibv_gid mgid;
+	void *context;
+	uint32_t join_flags;
+	uint32_t reported, completed; /* its events handed out / acked */
+	int attached;		      /* the id's QP is attached to mgid */
+};
+
 struct scm_event {
 	struct rdma_cm_event ev; /* public part */
 	struct scm_id *owner;	 /* id whose ack count this event feeds */
+	struct scm_mc *mc;	 /* multicast event: counted on the group */
 	struct scm_event *next;
 	uint8_t pdata[SCM_MAX_PDATA];
 };
@@ -150,6 +162,7 @@ struct scm_id {
 	size_t connect_len;
 	struct ibv_sa_path_rec path;
 	struct ibv_ece local_ece;
+	struct scm_mc *mcs; /* joined groups */
 };
 
 static inline struct scm_id *scm_id_of(struct rdma_cm_id *id)
@@ -206,6 +219,10 @@ socklen_t scm__addr_len(const struct sockaddr *sa);
 int scm__addr_is_any(const struct sockaddr *sa);
 int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa);
 void scm__fill_path(struct scm_id *s);
+
+/* cm_mcast.c */
+void scm__mc_process_locked(struct scm_event *e);
+void scm__mc_free_all_locked(struct scm_id *s);
 
 /* cm_conn.c */
 void scm__progress(uint32_t events, struct scm_id *s);

@@ -18,43 +18,8 @@
  * binaries are BIND_NOW): the ones softrdma does not implement fail cleanly.
  */
 
-SOFT_EXPORT int rdma_join_multicast(struct rdma_cm_id *id,
-				    struct sockaddr *addr, void *context);
-SOFT_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
-				       struct rdma_cm_join_mc_attr_ex *attr,
-				       void *context);
-SOFT_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id,
-				     struct sockaddr *addr);
 SOFT_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece);
 SOFT_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece);
-
-/* rdma_join_multicast -- UD multicast through the CM: not yet */
-int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
-			void *context)
-{
-	(void)context;
-	if (!id || !addr)
-		return scm_err(EINVAL);
-	return scm_err(ENOSYS);
-}
-
-/* rdma_join_multicast_ex -- not yet */
-int rdma_join_multicast_ex(struct rdma_cm_id *id,
-			   struct rdma_cm_join_mc_attr_ex *attr, void *context)
-{
-	(void)context;
-	if (!id || !attr)
-		return scm_err(EINVAL);
-	return scm_err(ENOSYS);
-}
-
-/* rdma_leave_multicast -- nothing was joined */
-int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	if (!id || !addr)
-		return scm_err(EINVAL);
-	return scm_err(EADDRNOTAVAIL);
-}
 
 /* rdma_set_local_ece -- recorded; softrdma has no ECE options to offer */
 int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* cm_mcast.c -- softrdma CM: multicast joins and leaves of UD ids */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <rdma/rdma_cma.h>
+
+#include "../tap.h"
+#include "cm_util.h"
+
+/* group -- an IPv4 multicast address */
+static struct sockaddr_in group(const char *ip)
+{
+	struct sockaddr_in sin;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	inet_pton(AF_INET, ip, &sin.sin_addr);
+	return sin;
+}
+
+int main(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in any = cmt_sin(0), g1 = group("239.1.2.3"),
+			   g2 = group("239.1.2.4"), uni = cmt_sin(0);
+	struct rdma_cm_join_mc_attr_ex ax;
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id, *tcp;
+	int ctx1, ctx2;
+
+	alarm(60);
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) ||
+	    rdma_create_id(ch, &tcp, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	errno = 0;
+	ok(rdma_join_multicast(id, (struct sockaddr *)&g1, &ctx1) == -1 &&
+		   errno == EINVAL,
+	   "join before bind/resolve: EINVAL");
+	ok(!rdma_bind_addr(id, (struct sockaddr *)&any), "bind UD id");
+	ok(!rdma_bind_addr(tcp, (struct sockaddr *)&uni), "bind TCP id");
+	errno = 0;
+	ok(rdma_join_multicast(tcp, (struct sockaddr *)&g1, &ctx1) == -1 &&
+		   errno == EINVAL,
+	   "join on an RC id: EINVAL");
+	errno = 0;
+	ok(rdma_join_multicast(id, (struct sockaddr *)&uni, &ctx1) == -1 &&
+		   errno == EINVAL,
+	   "join a unicast address: EINVAL");
+
+	ok(!rdma_join_multicast(id, (struct sockaddr *)&g1, &ctx1), "join");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_MULTICAST_JOIN && ev->id == id &&
+		   !ev->status,
+	   "MULTICAST_JOIN");
+	if (ev) {
+		ok(ev->param.ud.private_data == &ctx1,
+		   "the join's context comes back in private_data");
+		ok(ev->param.ud.ah_attr.is_global &&
+			   ev->param.ud.ah_attr.grh.dgid.raw[10] == 0xff &&
+			   ev->param.ud.ah_attr.grh.dgid.raw[12] == 239 &&
+			   ev->param.ud.ah_attr.grh.dgid.raw[15] == 3,
+		   "MGID ::ffff:239.1.2.3");
+		ok(ev->param.ud.qp_num == 0xffffff &&
+			   ev->param.ud.qkey == RDMA_UDP_QKEY,
+		   "multicast QPN and RDMA_UDP_QKEY");
+		rdma_ack_cm_event(ev);
+	}
+
+	memset(&ax, 0, sizeof(ax));
+	ax.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS;
+	ax.addr = (struct sockaddr *)&g2;
+	errno = 0;
+	ok(rdma_join_multicast_ex(id, &ax, &ctx2) == -1 && errno == EINVAL,
+	   "join_ex without flags: EINVAL");
+	ax.comp_mask |= RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+	ax.join_flags = RDMA_MC_JOIN_FLAG_RESERVED;
+	errno = 0;
+	ok(rdma_join_multicast_ex(id, &ax, &ctx2) == -1 && errno == EINVAL,
+	   "join_ex with reserved flags: EINVAL");
+	ax.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+	ok(!rdma_join_multicast_ex(id, &ax, &ctx2), "join_ex send-only");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_MULTICAST_JOIN &&
+		   ev->param.ud.private_data == &ctx2,
+	   "MULTICAST_JOIN for the send-only join");
+	if (ev)
+		rdma_ack_cm_event(ev);
+
+	errno = 0;
+	ok(rdma_leave_multicast(id, (struct sockaddr *)&uni) == -1 &&
+		   errno == EADDRNOTAVAIL,
+	   "leave a group never joined: EADDRNOTAVAIL");
+	ok(!rdma_leave_multicast(id, (struct sockaddr *)&g1), "leave");
+	errno = 0;
+	ok(rdma_leave_multicast(id, (struct sockaddr *)&g1) == -1 &&
+		   errno == EADDRNOTAVAIL,
+	   "leave twice: EADDRNOTAVAIL");
+
+	/* with a QP the join attaches it (or reports MULTICAST_ERROR) */
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_UD;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ok(!rdma_create_qp(id, NULL, &ia), "UD QP");
+	ok(!rdma_join_multicast(id, (struct sockaddr *)&g1, &ctx1),
+	   "join with a QP");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && (ev->event == RDMA_CM_EVENT_MULTICAST_JOIN ||
+		  ev->event == RDMA_CM_EVENT_MULTICAST_ERROR),
+	   "MULTICAST_JOIN (QP attached) or MULTICAST_ERROR (attach failed)");
+	if (ev) {
+		diag("%s status %d", rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+	}
+	/* an unacked join event: destroy waits for it; here it is queued */
+	ok(!rdma_join_multicast(id, (struct sockaddr *)&g1, &ctx2),
+	   "join again, event left queued");
+	rdma_destroy_qp(id);
+	ok(!rdma_destroy_id(id), "destroy leaves every group");
+	ok(!rdma_destroy_id(tcp), "destroy");
+	rdma_destroy_event_channel(ch);
+	return done_testing();
+}
