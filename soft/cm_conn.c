@@ -919,6 +919,19 @@ static void scm_ud_ah(struct scm_id *s, struct ibv_ah_attr *ah)
 	ah->port_num = s->id.port_num ? s->id.port_num : 1;
 }
 
+/* scm_pending_requests -- CONNECT_REQUESTs of l not taken yet (backlog) */
+static int scm_pending_requests(struct scm_id *l)
+{
+	struct scm_event *e;
+	int n = 0;
+
+	for (e = scm_ch_of(l->id.channel)->head; e; e = e->next)
+		if (e->owner == l &&
+		    e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			n++;
+	return n;
+}
+
 /* scm_on_req -- a hidden child got its REQ: report CONNECT_REQUEST */
 static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 {
@@ -929,6 +942,13 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 	if (!l || ntohs(w->ps) != (uint16_t)l->id.ps ||
 	    w->qp_type != (uint8_t)l->id.qp_type || scm__dev_attach(c)) {
 		scm_send_rej(c, SCM_REJ_INVALID_SERVICE_ID, NULL, 0);
+		scm_finish(c);
+		scm__id_free_locked(c);
+		return;
+	}
+	if (scm_pending_requests(l) >= (l->backlog > 0 ? l->backlog : 4096)) {
+		/* the kernel's ucma drops it: the IB CM then rejects */
+		scm_send_rej(c, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
 		scm_finish(c);
 		scm__id_free_locked(c);
 		return;

@@ -652,6 +652,80 @@ static void *acker_main(void *arg)
 	return NULL;
 }
 
+/* test_backlog -- requests beyond the backlog are rejected; notify */
+static void test_backlog(void)
+{
+	struct rdma_event_channel *lch = rdma_create_event_channel();
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *a, *b, *c;
+	uint16_t port;
+
+	if (rdma_create_id(lch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 1))
+		bail_out("listener");
+	port = ntohs(rdma_get_src_port(l));
+	if (rdma_create_id(ch, &a, NULL, RDMA_PS_TCP) ||
+	    rdma_create_id(ch, &b, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(a, ch, port) || cmt_resolve(b, ch, port))
+		bail_out("clients");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	ok(!rdma_connect(a, &cp), "backlog 1: first connect");
+	usleep(200000);
+	ok(!rdma_connect(b, &cp), "second connect while the first is pending");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->id == b &&
+		   ev->status == 28,
+	   "beyond the backlog: REJECTED (28)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = cmt_expect(lch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	ok(ev != NULL, "the first request is there");
+	c = ev ? ev->id : NULL;
+	if (ev)
+		rdma_ack_cm_event(ev);
+	errno = 0;
+	ok(rdma_notify(a, IBV_EVENT_COMM_EST) == -1 && errno == EINVAL,
+	   "notify(COMM_EST) on an id waiting for its REP: EINVAL");
+	if (c) {
+		cp.qp_num = SERVER_QPN;
+		ok(!rdma_accept(c, &cp), "accept");
+		ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, 5000);
+		if (ev)
+			rdma_ack_cm_event(ev);
+		/* COMM_EST before the RTU establishes the passive side */
+		ok(!rdma_notify(c, IBV_EVENT_COMM_EST),
+		   "notify(COMM_EST) on the passive side before the RTU");
+		ev = cmt_wait(lch, 5000);
+		ok(ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->id == c,
+		   "ESTABLISHED from the notify");
+		if (ev)
+			rdma_ack_cm_event(ev);
+		errno = 0;
+		ok(rdma_notify(c, IBV_EVENT_COMM_EST) == -1 && errno == EISCONN,
+		   "notify again: EISCONN");
+		ok(!rdma_establish(a), "RTU");
+		ev = cmt_wait(lch, 300);
+		ok(!ev, "the late RTU adds no event");
+		if (ev)
+			rdma_ack_cm_event(ev);
+		ok(!rdma_destroy_id(c), "destroy passive id (sends DREQ)");
+		ev = cmt_wait(ch, 5000);
+		ok(ev && ev->event == RDMA_CM_EVENT_DISCONNECTED && ev->id == a,
+		   "peer destroyed its id: DISCONNECTED");
+		if (ev)
+			rdma_ack_cm_event(ev);
+	}
+	rdma_destroy_id(a);
+	rdma_destroy_id(b);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch);
+	rdma_destroy_event_channel(lch);
+}
+
 /* count_dir -- entries in a /proc directory (fds, threads) */
 static int count_dir(const char *path)
 {
@@ -735,6 +809,7 @@ int main(void)
 	reap(srv, "server");
 	client_kill_scenario(victim, vport);
 	test_destroy_waits();
+	test_backlog();
 	fds1 = count_dir("/proc/self/fd");
 	thr1 = count_dir("/proc/self/task");
 	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
