@@ -284,6 +284,7 @@ struct rdmamsg_ep {
 	struct rdmamsg_buf *rx_cur;
 	struct rdmamsg_buf *rx_repl;
 	int in_recv;
+	int rx_kept;
 	int rx_cur_is_asm;
 	int writable_due;
 

@@ -263,6 +263,7 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 		ep->rx_asm = NULL;
 	}
 	ep->rx_cur->state = BUF_USER;
+	ep->rx_kept = 1;
 	*buf = ep->rx_cur;
 	return 0;
 }
@@ -325,11 +326,13 @@ static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
 	ep->rx_cur_is_asm = is_asm;
 	ep->rx_cur_idx = idx;
 	ep->in_recv = 1;
+	ep->rx_kept = 0;
 	if (ep->cbs.on_recv)
 		ep->cbs.on_recv(ep, b->data, len, imm, flags, ep->arg);
 	ep->in_recv = 0;
 	ep->rx_cur = NULL;
-	return b->state == BUF_USER;
+	/* not b->state: the callback may already have sent it on */
+	return ep->rx_kept;
 }
 
 /* on_recv_wc -- one receive completion; returns 1 when a data buffer is to

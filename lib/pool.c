@@ -202,6 +202,7 @@ RDMAMSG_EXPORT int rdmamsg_buf_free(struct rdmamsg_buf *buf)
 {
 	if (!buf || buf->state != BUF_USER)
 		return -EINVAL;
+	buf->state = BUF_LIB;
 	rdmamsg__buf_put(buf);
 	return 0;
 }

@@ -68,8 +68,11 @@ static inline int test_run_until(struct rdmamsg_ctx *ctx, volatile int *flag,
 	rdmamsg_ctx_get_fd(ctx, &pfd.fd);
 	pfd.events = POLLIN;
 	while (!*flag && test_now_ms() < end) {
+		long long left = end - test_now_ms();
+
+		/* no timeout hides a lost wake-up: block until the deadline */
 		if (rdmamsg_ctx_arm(ctx) == 0)
-			poll(&pfd, 1, 50);
+			poll(&pfd, 1, left > 0 ? (int)left : 0);
 		rdmamsg_ctx_progress(ctx);
 	}
 	return *flag;
