@@ -275,6 +275,39 @@ static void test_api_errors(void)
 		   "UNKNOWN EVENT"),
 	   "event_str(unknown)");
 
+	{
+		struct ibv_qp_init_attr qia;
+		struct ibv_qp_attr qa;
+		int mask;
+
+		memset(&qia, 0, sizeof(qia));
+		errno = 0;
+		ok(rdma_destroy_id(NULL) == -1 && errno == EINVAL &&
+			   rdma_listen(NULL, 1) == -1 &&
+			   rdma_connect(NULL, NULL) == -1 &&
+			   rdma_accept(NULL, NULL) == -1 &&
+			   rdma_reject(NULL, NULL, 0) == -1 &&
+			   rdma_disconnect(NULL) == -1 &&
+			   rdma_establish(NULL) == -1 &&
+			   rdma_resolve_route(NULL, 1) == -1 &&
+			   rdma_bind_addr(NULL, NULL) == -1 &&
+			   rdma_migrate_id(NULL, ch) == -1 &&
+			   rdma_set_option(NULL, 0, 0, &mask, 4) == -1 &&
+			   rdma_init_qp_attr(NULL, &qa, &mask) == -1 &&
+			   rdma_create_qp(NULL, NULL, &qia) == -1 &&
+			   rdma_get_request(NULL, NULL) == -1 &&
+			   rdma_create_ep(NULL, NULL, NULL, NULL) == -1 &&
+			   rdma_notify(NULL, IBV_EVENT_COMM_EST) == -1 &&
+			   errno == EINVAL,
+		   "NULL ids: -1, EINVAL, no crash");
+		ok(rdma_get_src_port(NULL) == 0 && rdma_get_dst_port(NULL) == 0,
+		   "ports of NULL: 0");
+		rdma_destroy_qp(NULL);
+		rdma_destroy_ep(NULL);
+		rdma_destroy_event_channel(NULL);
+		rdma_freeaddrinfo(NULL);
+	}
+
 	fl = fcntl(ch->fd, F_GETFL);
 	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
 	errno = 0;
@@ -289,6 +322,22 @@ static void test_api_errors(void)
 	errno = 0;
 	ok(rdma_connect(id, &cp) == -1 && errno == EINVAL,
 	   "connect before resolve: EINVAL");
+	errno = 0;
+	ok(rdma_get_request(id, &id2) == -1 && errno == EINVAL,
+	   "get_request on an asynchronous id: EINVAL");
+	errno = 0;
+	ok(rdma_establish(id) == -1 && errno == EINVAL,
+	   "establish before connect: EINVAL");
+	{
+		struct ibv_qp_attr qa;
+		int mask;
+
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = IBV_QPS_RTR;
+		errno = 0;
+		ok(rdma_init_qp_attr(id, &qa, &mask) == -1 && errno == EINVAL,
+		   "init_qp_attr without a device: EINVAL");
+	}
 	errno = 0;
 	ok(rdma_accept(id, &cp) == -1 && errno == EINVAL,
 	   "accept on a fresh id: EINVAL");
@@ -381,6 +430,22 @@ static void test_api_errors(void)
 	ok(rdma_resolve_addr(id2, NULL, (struct sockaddr *)&sin, 2000) == -1 &&
 		   errno == EINVAL,
 	   "resolve_addr twice: EINVAL");
+	{
+		struct ibv_qp_attr qa;
+		int mask = 0;
+
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = IBV_QPS_INIT;
+		ok(!rdma_init_qp_attr(id2, &qa, &mask) &&
+			   mask == (IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) &&
+			   qa.port_num == 1 && qa.qp_access_flags == 0,
+		   "init_qp_attr(INIT) before connect: port 1, no access");
+		qa.qp_state = IBV_QPS_RTR;
+		errno = 0;
+		ok(rdma_init_qp_attr(id2, &qa, &mask) == -1 && errno == EINVAL,
+		   "init_qp_attr(RTR) before the peer is known: EINVAL");
+	}
 	ok(!rdma_resolve_route(id2, 2000), "resolve_route");
 	ev = cmt_wait(ch, 5000);
 	ok(ev && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED, "ROUTE_RESOLVED");
