@@ -42,6 +42,8 @@
 /* an idle server spins this long after the last event, then blocks */
 #define PERF_SPIN_NS	     (200 * 1000 * 1000ull)
 #define PERF_CONNECT_WAIT_NS (5 * 1000 * 1000 * 1000ull)
+/* a send that cannot go out for this long fails the test */
+#define PERF_STALL_NS (10 * 1000 * 1000 * 1000ull)
 
 enum perf_test { PERF_LAT = 0, PERF_BW = 1, PERF_RATE = 2 };
 enum perf_drive { DRIVE_FD = 0, DRIVE_BUSY = 1, DRIVE_EV = 2 };
@@ -67,6 +69,7 @@ struct perf_opts {
 	unsigned long warmup; /* ULONG_MAX: the test's default */
 	enum perf_drive drive;
 	int verbose;
+	int zcopy; /* the client sends with rdmamsg_send_buf() */
 };
 
 struct perf {
@@ -507,11 +510,60 @@ static int cli_connect(struct perf *p, const struct rdmamsg_ep_attr *attr)
 	return rc;
 }
 
+/* perf_stalled -- say that a send made no progress for PERF_STALL_NS */
+static int perf_stalled(size_t len, int rc)
+{
+	fprintf(stderr,
+		"rdmamsg_perf: a %zu-byte send could not go out for %llu s: "
+		"%s\n",
+		len, PERF_STALL_NS / 1000000000ull, rdmamsg_strerror(rc));
+	return rc;
+}
+
+/* cli_send_zcopy -- send a pool buffer without a copy; it is the library's
+ * once the send is accepted, so each message takes a fresh one */
+static int cli_send_zcopy(struct perf *p, size_t len, int ack)
+{
+	struct rdmamsg_buf *b = NULL;
+	uint64_t t0 = 0;
+	int rc;
+
+	for (;;) {
+		rc = b ? 0 : rdmamsg_buf_alloc(p->ctx, len ? len : 1, &b);
+		if (rc == 0)
+			rc = ack ? rdmamsg_send_buf_imm(p->ep, b, len,
+							PERF_IMM_ACK, NULL)
+				 : rdmamsg_send_buf(p->ep, b, len, NULL);
+		if (rc == 0)
+			return 0;
+		if (rc != -EAGAIN && rc != -ENOMEM)
+			break;
+		/* no credits, or the pool is full of messages in flight */
+		if (!t0)
+			t0 = now_ns();
+		else if (now_ns() - t0 > PERF_STALL_NS) {
+			rc = perf_stalled(len, rc);
+			break;
+		}
+		rc = perf_wait(p);
+		if (rc == 0 && p->down)
+			rc = p->down_status;
+		if (rc < 0)
+			break;
+	}
+	if (b)
+		rdmamsg_buf_free(b); /* a failed send leaves it ours */
+	return rc;
+}
+
 /* cli_send -- send one message, waiting for credits as long as needed */
 static int cli_send(struct perf *p, const void *buf, size_t len, int ack)
 {
+	uint64_t t0 = 0;
 	int rc;
 
+	if (p->o.zcopy)
+		return cli_send_zcopy(p, len, ack);
 	for (;;) {
 		if (ack)
 			rc = rdmamsg_send_imm(p->ep, buf, len, PERF_IMM_ACK,
@@ -520,6 +572,10 @@ static int cli_send(struct perf *p, const void *buf, size_t len, int ack)
 			rc = rdmamsg_send(p->ep, buf, len, NULL);
 		if (rc != -EAGAIN)
 			return rc;
+		if (!t0)
+			t0 = now_ns();
+		else if (now_ns() - t0 > PERF_STALL_NS)
+			return perf_stalled(len, rc);
 		rc = perf_wait(p);
 		if (rc < 0)
 			return rc;
@@ -703,11 +759,12 @@ static int run_client(struct perf *p)
 		goto err_delete_attr;
 
 	rdmamsg_ctx_get_device_name(p->ctx, &dev);
-	printf("# rdmamsg_perf %s: %s:%u over %s, %s\n", test_names[p->o.test],
-	       p->o.host, p->o.port, dev,
+	printf("# rdmamsg_perf %s: %s:%u over %s, %s%s\n",
+	       test_names[p->o.test], p->o.host, p->o.port, dev,
 	       p->o.drive == DRIVE_FD	? "blocking on the fd"
 	       : p->o.drive == DRIVE_EV ? "libev loop"
-					: "busy polling");
+					: "busy polling",
+	       p->o.zcopy ? ", zero-copy sends" : "");
 	if (p->o.test == PERF_LAT)
 		printf("# one-way latency = round trip / 2, in microseconds\n"
 		       "%8s %8s %10s %10s %10s\n",
@@ -749,7 +806,7 @@ static void usage(FILE *f)
 		"                    [--fd|--busy|--ev]\n"
 		"       rdmamsg_perf -c HOST [-p PORT] [-t lat|bw|rate]\n"
 		"                    [--size N[,N...]] [-n ITERS] [-w WARMUP]\n"
-		"                    [--fd|--busy|--ev]\n"
+		"                    [--fd|--busy|--ev] [--zcopy]\n"
 		"\n"
 		"  -s, --server      serve one client, exit when it leaves\n"
 		"  -l, --loop        (server) serve clients until killed\n"
@@ -772,6 +829,8 @@ static void usage(FILE *f)
 		"                    (pays only with a spare core per "
 		"process)\n"
 		"      --ev          drive the context from a libev loop\n"
+		"      --zcopy       send pool buffers with\n"
+		"                    rdmamsg_send_buf() instead of copying\n"
 		"  -v, --verbose     library log messages up to info (-vv: "
 		"debug)\n";
 
@@ -827,6 +886,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"warmup", required_argument, NULL, 'w'},
 		{"fd", no_argument, NULL, 'F'},
 		{"busy", no_argument, NULL, 'B'},
+		{"zcopy", no_argument, NULL, 'Z'},
 		{"ev", no_argument, NULL, 'E'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -886,6 +946,9 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			break;
 		case 'B':
 			o->drive = DRIVE_BUSY;
+			break;
+		case 'Z':
+			o->zcopy = 1;
 			break;
 		case 'E':
 			o->drive = DRIVE_EV;

@@ -32,15 +32,19 @@ timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 200 --size 0 >"$tap_tmp/c3.log" 2>&1
 ok $? "second and third clients at once (0 bytes)"
 wait $c2
 ok $? "second and third clients at once (4000 bytes)"
+# larger than the eager size: fragmented, reassembled, kept and sent back
+timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 100 --size 20000 >"$tap_tmp/c5.log" 2>&1
+ok $? "fragmented 20000-byte echoes verified"
+show_log "$tap_tmp/c5.log"
 echo stats >&3
 sleep 0.3
-grep -q "^stats: .* 2400 messages" "$tap_tmp/es.log"
+grep -q "^stats: .* 2500 messages" "$tap_tmp/es.log"
 ok $? "stats command counts every echo"
 # a client still connected when "quit" comes is closed by the server
 timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 10000000 >"$tap_tmp/c4.log" 2>&1 &
 c4=$!
 i=0
-while ! grep -q "^client 4: connected" "$tap_tmp/es.log" && [ $i -lt 100 ]; do
+while ! grep -q "^client 5: connected" "$tap_tmp/es.log" && [ $i -lt 100 ]; do
 	sleep 0.1
 	i=$((i + 1))
 done
@@ -52,7 +56,9 @@ wait $c4
 ok $? "quit: the connected client is disconnected"
 grep -q "^quitting" "$tap_tmp/es.log"
 ok $? "quit: announced"
-grep -q "^client 4: closed" "$tap_tmp/es.log"
+tail -n 1 "$tap_tmp/es.log" | grep -q "; pool 0 of"
+ok $? "quit: every pool buffer came back"
+grep -q "^client 5: closed" "$tap_tmp/es.log"
 ok $? "quit: the open endpoint was closed"
 show_log "$tap_tmp/es.log"
 exec 3>&-

@@ -72,6 +72,13 @@ sizes=$(rows 4 | tr '\n' ' ')
 [ $? = 0 ] && [ "$sizes" = "8 " ]
 ok $? "rate: non-zero messages per second (got: $sizes)"
 
+run "bw zero-copy" -- -t bw --zcopy -n 1000 --size 100,65536
+grep -q "zero-copy sends" "$tap_tmp/out"
+ok $? "bw zero-copy: announced"
+sizes=$(rows 4 | tr '\n' ' ')
+[ $? = 0 ] && [ "$sizes" = "100 65536 " ]
+ok $? "bw zero-copy: rows (got: $sizes)"
+
 run "fd mode" --fd -- -t lat -n 500 --size 64 --fd
 rows 5 >/dev/null
 ok $? "fd mode: lat row"
