@@ -74,6 +74,27 @@ wait_port() {
 	return 1
 }
 
+# start_echo_server PORT -- samples/echo_server on PORT with a stdin that
+# stays open until stop_echo_server (end of input would make it quit);
+# waits until it listens; its output goes to $tap_tmp/echo_server.out
+start_echo_server() {
+	mkfifo "$tap_tmp/echo_server.in"
+	# Opened read-write first, so that neither end blocks.
+	exec 9<>"$tap_tmp/echo_server.in"
+	"$top_builddir/samples/echo_server/echo_server" -p "$1" -i 0 \
+		<"$tap_tmp/echo_server.in" >"$tap_tmp/echo_server.out" 2>&1 &
+	echo_server_pid=$!
+	tap_pids="$tap_pids $echo_server_pid"
+	wait_port "$1" 10
+}
+
+# stop_echo_server -- ask the server to quit; its exit status
+stop_echo_server() {
+	echo quit >&9
+	exec 9>&-
+	wait "$echo_server_pid"
+}
+
 done_testing() {
 	echo "1..$tap_n"
 	[ "$tap_failed" -eq 0 ]
