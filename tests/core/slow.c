@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slow.c -- a slow receiver: the server sleeps in its receive callback; the
+ * sender runs out of credits, fills its bounded backlog, gets -EAGAIN and
+ * on_writable, and nothing is lost or duplicated; its pool stays bounded.
+ */
+#include "config.h"
+
+#include "../tap.h"
+#include "peer.h"
+
+struct cli {
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_ep *ep;
+	uint64_t sent, n, done_ok, done_err, eagain, writable;
+	size_t max_reg;
+	int connected, status, closed, finished, failures;
+};
+
+static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
+			const void *pdata, size_t len, void *arg)
+{
+	struct cli *c = arg;
+
+	(void)ep;
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	c->connected = 1;
+	c->status = status;
+}
+
+/* cli_sent -- each send completes once */
+static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
+{
+	struct cli *c = arg;
+
+	(void)ep;
+	(void)op;
+	if (status)
+		c->done_err++;
+	else
+		c->done_ok++;
+	if (c->done_ok + c->done_err == c->n)
+		c->finished = 1;
+}
+
+/* pump -- send until pushed back, watching the pool */
+static void pump(struct cli *c)
+{
+	static char msg[20000];
+	size_t reg, used;
+
+	memset(msg, 0, sizeof(msg));
+	while (c->sent < c->n) {
+		int ret;
+
+		memcpy(msg, &c->sent, 8);
+		/* every 16th message is fragmented (8 KiB eager size) */
+		ret = rdmamsg_send(c->ep, msg, c->sent % 16 ? 64 : sizeof(msg),
+				   (void *)(uintptr_t)c->sent);
+		if (ret == -EAGAIN) {
+			c->eagain++;
+			break;
+		}
+		if (ret) {
+			c->failures++;
+			break;
+		}
+		c->sent++;
+	}
+	rdmamsg_ctx_query_pool(c->ctx, &reg, &used);
+	if (reg > c->max_reg)
+		c->max_reg = reg;
+}
+
+static void cli_writable(struct rdmamsg_ep *ep, void *arg)
+{
+	struct cli *c = arg;
+
+	(void)ep;
+	c->writable++;
+	pump(c);
+}
+
+static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct cli *)arg)->closed = 1;
+}
+
+static const struct rdmamsg_ep_cbs cli_cbs = {
+	.on_connect = cli_connect,
+	.on_send = cli_sent,
+	.on_writable = cli_writable,
+};
+
+int main(void)
+{
+	struct srv_cfg cfg = {.slow_every = 50,
+			      .slow_us = 1000,
+			      .recv_depth = 16,
+			      .report = 1};
+	struct rdmamsg_ep_attr *a;
+	struct cli c;
+	uint64_t r[2] = {0, 0};
+	char addr[64];
+	int rfd;
+	pid_t pid;
+
+	test_setup("slow");
+	memset(&c, 0, sizeof(c));
+	c.ctx = test_ctx_or_skip();
+	c.n = tap_small() ? 5000 : 20000;
+	pid = test_fork(srv_main, &cfg, &rfd);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	rdmamsg_ep_attr_new(&a);
+	rdmamsg_ep_attr_set_send_backlog(a, 64);
+	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
+	       "connect");
+	rdmamsg_ep_attr_delete(&a);
+	test_run_until(c.ctx, &c.connected, 10000);
+	is_int(c.status, 0, "connected");
+	pump(&c);
+	test_run_until(c.ctx, &c.finished, 60000);
+	ok(c.finished, "every send completed");
+	is_int(c.sent, c.n, "all sent");
+	is_int(c.done_ok, c.n, "all completed successfully (no RNR failure)");
+	is_int(c.failures, 0, "no unexpected error");
+	ok(c.eagain > 0, "the sender was pushed back (%llu x -EAGAIN)",
+	   (unsigned long long)c.eagain);
+	ok(c.writable > 0 && c.writable <= c.eagain,
+	   "and told when it could go on (%llu x on_writable)",
+	   (unsigned long long)c.writable);
+	ok(c.max_reg <= (8u << 20),
+	   "its pool stayed bounded (at most %zu bytes registered)", c.max_reg);
+	is_int(rdmamsg_ep_close(c.ep, cli_close_cb), 0, "close");
+	test_run_until(c.ctx, &c.closed, 5000);
+	ok(c.closed, "closed");
+	ok(read(rfd, r, sizeof(r)) == (ssize_t)sizeof(r), "server reported");
+	is_int(r[0], c.n, "the server received every message");
+	is_int(r[1], 0, "in order, no duplicate");
+	is_int(test_wait_child(pid), 0, "server exits cleanly");
+	is_int(rdmamsg_ctx_destroy(&c.ctx), 0, "context destroyed");
+	close(rfd);
+	return done_testing();
+}
