@@ -107,8 +107,8 @@ static void scm_enqueue(struct scm_channel *ch, struct scm_event *e)
 	else
 		ch->head = e;
 	ch->tail = e;
-	if (ch->head == e)
-		scm_channel_signal(ch);
+	/* every event is a new edge, as the kernel's fd gives (EPOLLET) */
+	scm_channel_signal(ch);
 }
 
 /* scm__post -- queue an event for id on owner's channel */

@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -791,6 +792,40 @@ static void test_backlog(void)
 	rdma_destroy_event_channel(lch);
 }
 
+/* test_epollet -- each new event is an edge on the channel fd */
+static void test_epollet(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = cmt_sin(4791);
+	struct epoll_event ee = {.events = EPOLLIN | EPOLLET};
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *a, *b;
+	int ep = epoll_create1(0);
+
+	epoll_ctl(ep, EPOLL_CTL_ADD, ch->fd, &ee);
+	if (rdma_create_id(ch, &a, NULL, RDMA_PS_TCP) ||
+	    rdma_create_id(ch, &b, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	rdma_resolve_addr(a, NULL, (struct sockaddr *)&dst, 2000);
+	ok(epoll_wait(ep, &ee, 1, 2000) == 1, "edge for the first event");
+	rdma_get_cm_event(ch, &ev);
+	rdma_ack_cm_event(ev);
+	rdma_resolve_route(a, 2000);
+	ok(epoll_wait(ep, &ee, 1, 2000) == 1, "edge for the second event");
+	rdma_resolve_addr(b, NULL, (struct sockaddr *)&dst, 2000);
+	ok(epoll_wait(ep, &ee, 1, 2000) == 1,
+	   "edge for a third, queued behind an unread one");
+	ok(!rdma_get_cm_event(ch, &ev) && ev->id == a, "in order: a's");
+	rdma_ack_cm_event(ev);
+	ok(!rdma_get_cm_event(ch, &ev) && ev->id == b, "then b's");
+	rdma_ack_cm_event(ev);
+	ok(epoll_wait(ep, &ee, 1, 0) == 0, "queue empty: no edge");
+	close(ep);
+	rdma_destroy_id(a);
+	rdma_destroy_id(b);
+	rdma_destroy_event_channel(ch);
+}
+
 /* count_dir -- entries in a /proc directory (fds, threads) */
 static int count_dir(const char *path)
 {
@@ -875,6 +910,7 @@ int main(void)
 	client_kill_scenario(victim, vport);
 	test_destroy_waits();
 	test_backlog();
+	test_epollet();
 	fds1 = count_dir("/proc/self/fd");
 	thr1 = count_dir("/proc/self/task");
 	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
