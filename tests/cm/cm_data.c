@@ -203,6 +203,14 @@ static int server_main(int pfd)
 	rdma_dereg_mr(rmr);
 	rdma_destroy_qp(c);
 	SCHECK(!rdma_destroy_id(c), "destroy child");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
+	SCHECK(ev, "second request");
+	if (ev) {
+		c = ev->id;
+		rdma_ack_cm_event(ev);
+		SCHECK(!rdma_reject(c, NULL, 0), "reject it");
+		SCHECK(!rdma_destroy_id(c), "destroy rejected child");
+	}
 	SCHECK(!rdma_destroy_id(l), "destroy listener");
 	rdma_destroy_event_channel(ch);
 	free(bufs);
@@ -368,6 +376,22 @@ static void run_client(uint16_t port)
 	rdma_destroy_qp(id);
 	ok(id->qp == NULL && !id->send_cq && !id->recv_cq,
 	   "destroy_qp took the CQs along");
+	ok(!rdma_destroy_id(id), "destroy");
+
+	/* a rejected connect flushes the QP (librdmacm does, on REJECTED) */
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("resolve");
+	init_attr(&ia);
+	if (rdma_create_qp(id, NULL, &ia))
+		bail_out("create_qp");
+	ok(!rdma_connect(id, &cp), "connect (to be rejected)");
+	ev = cmt_wait(ch, 10000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED, "REJECTED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	is_int(qp_state(id->qp, &qa), IBV_QPS_ERR, "QP in ERR after REJECTED");
+	rdma_destroy_qp(id);
 	ok(!rdma_destroy_id(id), "destroy");
 	rdma_destroy_event_channel(ch);
 	free(sbuf);
