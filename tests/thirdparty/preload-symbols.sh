@@ -44,11 +44,12 @@ lib_path() {
 
 progs="ib_send_lat ib_send_bw ib_write_lat ib_write_bw ib_read_lat ib_read_bw
 ib_atomic_lat ib_atomic_bw rping rdma_server rdma_client ucmatose
-ibv_rc_pingpong ibv_devinfo ibv_devices"
+ibv_rc_pingpong ibv_devinfo ibv_devices qperf"
 pkg_of() {
 	case $1 in
 	ib_*) echo perftest ;;
 	rping | rdma_server | rdma_client | ucmatose) echo rdmacm-utils ;;
+	qperf) echo qperf ;;
 	*) echo ibverbs-utils ;;
 	esac
 }

@@ -1,0 +1,104 @@
+# qperf-lib.sh -- run unmodified qperf on softrdma (sourced)
+#
+# A test sets qp_name, sources this file, calls qp_run once per client
+# invocation, and ends with done_testing.  One qperf server (LD_PRELOADed,
+# its control port chosen at run time) serves every client invocation; the
+# last one sends "quit".  qperf connects its QPs with rdma_cm (-cm1: on RoCE
+# qperf needs the CM for the GRH) and runs each test for -t 1 second.
+# Asserts per qperf test: the result line is printed with a non-zero value,
+# latencies under 20 ms and message rates over 1000/s (a lost wake-up that
+# a timer rescues shows up as ~100 ms per message), and no "failed"/"mismatch" (the ver_* tests check
+# every atomic's returned value).
+. "$top_srcdir/tests/lib.sh"
+command -v qperf >/dev/null 2>&1 || skip_all "qperf not installed (Debian package qperf)"
+[ -n "${SOFTRDMA_LIB:-}" ] && [ -e "$SOFTRDMA_LIB" ] ||
+	skip_all "libsoftrdma.so not built (${SOFTRDMA_LIB:-SOFTRDMA_LIB unset})"
+
+SOFTRDMA_SHM_PREFIX=3p-${qp_name:-qperf}-$$
+export SOFTRDMA_SHM_PREFIX
+qp_srv_pid=
+# qp_cleanup -- stop the server (SIGTERM reaches qperf through timeout)
+qp_cleanup() {
+	[ -n "$qp_srv_pid" ] && kill -TERM "$qp_srv_pid" 2>/dev/null
+	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
+	tap_cleanup
+}
+trap qp_cleanup EXIT
+
+qp_port=$(free_port)
+qp_slog=$tap_tmp/qperf.server
+timeout -k 5 "${QP_TIMEOUT:-120}" env LD_PRELOAD="$SOFTRDMA_LIB" qperf \
+	-lp "$qp_port" >"$qp_slog" 2>&1 &
+qp_srv_pid=$!
+# qp_wait_port PORT -- like wait_port, IPv6 listeners too (qperf binds [::])
+qp_wait_port() {
+	_h=$(printf '%04X' "$1")
+	_i=0
+	while [ $_i -lt 200 ]; do
+		grep -Eq ":$_h [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null &&
+			return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+qp_wait_port "$qp_port"
+ok $? "qperf server listens on TCP port $qp_port"
+qp_n=0
+
+# qp_run DESC OPTS... TESTS... -- one client invocation; then one assertion
+# per qperf test named in the arguments (words with an underscore that are
+# not options)
+qp_run() {
+	_desc=$1
+	shift
+	qp_n=$((qp_n + 1))
+	_log=$tap_tmp/qperf.client.$qp_n
+	timeout -k 5 60 env LD_PRELOAD="$SOFTRDMA_LIB" qperf 127.0.0.1 \
+		-lp "$qp_port" -cm1 -t 1 "$@" >"$_log" 2>&1
+	_rc=$?
+	ok $_rc "qperf $_desc: client exits 0"
+	[ $_rc -eq 0 ] || show_log "$_log"
+	for _t in "$@"; do
+		case $_t in
+		-* | quit | *[!a-z_]* | [!a-z]*) continue ;;
+		*_*) ;;
+		*) continue ;;
+		esac
+		_v=$(awk -v t="$_t:" '
+		$1 == t { on = 1; next }
+		/^[a-z_]+:/ { on = 0 }
+		on && $2 == "=" {
+			v = $3; u = $4
+			if (v !~ /^[0-9.]+$/ || v + 0 <= 0) { print "bad " $0; exit }
+			if ($1 == "latency") {
+				us = v * (u == "ns" ? 0.001 : u == "ms" ? 1000 : u == "sec" ? 1e6 : 1)
+				if (us >= 20000) { print "slow " v " " u; exit }
+			}
+			if ($1 == "msg_rate") {
+				r = v * (u == "K/sec" ? 1e3 : u == "M/sec" ? 1e6 : 1)
+				if (r < 1000) { print "slow " v " " u; exit }
+			}
+			print $1 " " v " " u; exit
+		}' "$_log")
+		case $_v in
+		"" | bad* | slow*) _r=1 ;;
+		*) _r=0 ;;
+		esac
+		ok $_r "qperf $_desc $_t: ${_v:-no result}"
+	done
+	grep -Eq 'failed|mismatch|error' "$_log"
+	[ $? -ne 0 ]
+	ok $? "qperf $_desc: no failure or mismatch reported"
+}
+
+# qp_finish -- tell the server to quit and check its exit status
+qp_finish() {
+	timeout -k 5 30 env LD_PRELOAD="$SOFTRDMA_LIB" qperf 127.0.0.1 \
+		-lp "$qp_port" quit >/dev/null 2>&1
+	wait "$qp_srv_pid"
+	_rc=$?
+	qp_srv_pid=
+	ok $_rc "qperf server exits 0 after quit"
+	[ $_rc -eq 0 ] || show_log "$qp_slog"
+}
