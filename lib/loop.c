@@ -206,7 +206,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 {
 	struct epoll_event evs[4];
 	struct rdmamsg__list *pos, *tmp, polls, deferred;
-	int n, i;
+	int n, i, timers = 0;
 
 	if (!ctx)
 		return -EINVAL;
@@ -226,6 +226,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 			break;
 		case SRC_TIMER:
 			drain_fd(ctx->tfd);
+			timers = 1;
 			break;
 		case SRC_WAKE:
 			drain_fd(ctx->efd);
@@ -251,7 +252,22 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		rdmamsg__ep_comp_event(ep);
 	}
 
-	rdmamsg__timers_run(ctx);
+	/* poll before arming: completions that raced the last arm, or that
+	 * a busy-polling caller wants without waiting for an event */
+	list_for_each_safe (pos, tmp, &ctx->eps) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, link);
+
+		if (ep->cq && !ep->closing &&
+		    (ep->phase == PH_UP || ep->phase == PH_CONNECTING)) {
+			rdmamsg__ep_poll(ep);
+			rdmamsg__ep_flush(ep);
+		}
+	}
+
+	/* due timers always make the timerfd readable */
+	if (timers)
+		rdmamsg__timers_run(ctx);
 
 	/* state machines that asked for a step (closes, callbacks) */
 	list_for_each_safe (pos, tmp, &ctx->ldeferred) {
