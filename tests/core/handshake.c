@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/* handshake.c -- private-data handshake: encode/decode round trip, limits,
+ * malformed input, version mismatch (unit test of cm/handshake.c) */
+#include "config.h"
+
+#include "../tap.h"
+#include "internal.h"
+#include "handshake.h"
+
+int main(void)
+{
+	struct rdmamsg__hs in, out;
+	uint8_t buf[RDMAMSG_HS_MAX + 8];
+	size_t len;
+
+	memset(&in, 0, sizeof(in));
+	in.kind = HS_REQ;
+	in.depth = 64;
+	in.ctl = RDMAMSG_CTL_CREDITS;
+	in.eager = 8192;
+	in.max_msg = 1 << 20;
+	in.user = (const uint8_t *)"hello";
+	in.user_len = 5;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_LEN + 5, "encoded length");
+	ok(len <= 56, "fits the 56 bytes IB allows in a connect request");
+	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "decodes");
+	is_int(out.kind, HS_REQ, "kind");
+	is_int(out.depth, 64, "credits");
+	is_int(out.eager, 8192, "eager size");
+	is_int(out.max_msg, 1 << 20, "max message");
+	ok(out.user_len == 5 && !memcmp(out.user, "hello", 5), "user bytes");
+	is_int(out.version, RDMAMSG_HS_VERSION, "version");
+
+	/* trailing padding (IB pads private data) is ignored */
+	memset(buf + len, 0, 8);
+	is_int(rdmamsg__hs_decode(buf, len + 8, &out), 0, "padding ignored");
+
+	is_int(rdmamsg__hs_decode(NULL, 0, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "no private data");
+	is_int(rdmamsg__hs_decode(buf, RDMAMSG_HS_LEN - 1, &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "short");
+	buf[0] ^= 0xff;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "bad magic");
+	buf[0] ^= 0xff;
+	buf[7] = 30; /* user_len beyond the data */
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "user length overruns");
+	buf[7] = 5;
+	buf[2] = RDMAMSG_HS_VERSION + 1;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_VERSION,
+	       "other version");
+	buf[3] = HS_REJ;
+	is_int(rdmamsg__hs_decode(buf, len, &out), 0,
+	       "a reject is read whatever its version");
+	buf[2] = RDMAMSG_HS_VERSION;
+	buf[3] = 9;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "unknown kind");
+	buf[3] = HS_ACC;
+	buf[4] = 0;
+	buf[5] = 1; /* depth 1 */
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "depth below 2");
+
+	in.kind = HS_REJ;
+	in.reason = RDMAMSG_REJECT_CLOSED;
+	in.user_len = 0;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "reject decodes");
+	is_int(out.reason, RDMAMSG_REJECT_CLOSED, "reason survives");
+	ok(out.user == NULL, "no user bytes");
+
+	setenv("RDMAMSG_TEST_PROTO_VERSION", "7", 1);
+	in.kind = HS_REQ;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(buf[2], 7, "test override of the version");
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_VERSION,
+	       "and it is refused");
+	return done_testing();
+}
