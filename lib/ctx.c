@@ -13,10 +13,15 @@
 #define DEFAULT_POOL_LIMIT ((size_t)64 << 20)
 #define MIN_POOL_LIMIT	   ((size_t)1 << 20)
 
-/* rdmamsg__errno -- errno after a failed verbs/cm call, never 0 */
+/* rdmamsg__errno -- errno after a failed verbs/cm call, never 0, and
+ * always one that rdmamsg_strerror() documents (else the fallback) */
 int rdmamsg__errno(int fallback)
 {
-	return errno ? -errno : -fallback;
+	int e = errno;
+
+	if (!e || !strcmp(rdmamsg_strerror(-e), "unknown error"))
+		return -fallback;
+	return -e;
 }
 
 /* rdmamsg_ctx_attr_new -- attributes with defaults */

@@ -72,6 +72,25 @@ int main(void)
 	setenv("RDMAMSG_FABRIC", "bogus", 1);
 	is_int(rdmamsg_ctx_create(NULL, &ctx), -ENOTSUP,
 	       "RDMAMSG_FABRIC=bogus");
+	setenv("RDMAMSG_FABRIC", "auto", 1);
+	is_int(rdmamsg_ctx_create(NULL, &ctx), 0, "RDMAMSG_FABRIC=auto");
+	rdmamsg_ctx_get_fabric(ctx, &fab);
+	diag("auto picked %s", fab == RDMAMSG_FABRIC_SOFT ? "soft" : "verbs");
+	rdmamsg_ctx_destroy(&ctx);
+	{
+		struct rdmamsg_ctx_attr *va;
+		int ret;
+
+		rdmamsg_ctx_attr_new(&va);
+		rdmamsg_ctx_attr_set_fabric(va, RDMAMSG_FABRIC_VERBS);
+		ret = rdmamsg_ctx_create(va, &ctx);
+		ok(ret == 0 || ret == -ENODEV,
+		   "fabric VERBS: a context or -ENODEV (%s)",
+		   rdmamsg_strerror(ret));
+		if (!ret)
+			rdmamsg_ctx_destroy(&ctx);
+		rdmamsg_ctx_attr_delete(&va);
+	}
 	setenv("RDMAMSG_FABRIC", "soft", 1);
 	rdmamsg_ctx_attr_set_wakeup_cb(attr, on_wakeup, NULL);
 	rdmamsg_ctx_attr_set_huge_pages(attr, 1);
