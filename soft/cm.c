@@ -16,6 +16,34 @@
 #include "cm_internal.h"
 
 /*
+ * softrdma's librdmacm, as seen by a program (same ABI, same errno values
+ * and event order as librdmacm over a RoCE device):
+ *
+ * - An id owns a TCP socket once it has an address (rdma_bind_addr, or
+ *   rdma_resolve_addr binding port 0): RDMA ports and TCP ports are one
+ *   space, as on iWARP.  rdma_listen listens on it; rdma_connect connects
+ *   from it and the IB CM messages (REQ, REP, REJ, RTU, DREQ, DREP, and
+ *   SIDR for UD ids) travel on that connection (cm_conn.c).
+ * - Events are queued on the id's channel, whose fd is an eventfd readable
+ *   while the queue is not empty.  A per-process progress thread (epoll
+ *   over the sockets and a wake-up eventfd) turns messages, EOFs and
+ *   timeouts into events; it runs while at least one id exists.
+ * - What librdmacm does in user space when an event is taken (moving the
+ *   QP to RTR/RTS and sending the RTU on CONNECT_RESPONSE, flushing the QP
+ *   on REJECTED, attaching multicast groups) happens in rdma_get_cm_event.
+ * - As on RoCE hardware: private data is reported at the IB CM field size
+ *   (56/92 REQ, 196 REP, 148 REJ, zero padded); nobody listening gives
+ *   REJECTED with status 8 (IB_CM_REJ_INVALID_SERVICE_ID), rdma_reject
+ *   status 28 (IB_CM_REJ_CONSUMER_DEFINED); TIMEWAIT_EXIT follows
+ *   DISCONNECTED by ~1 s if the id is still there.
+ * - Not as on hardware: a dead peer process gives DISCONNECTED at once and
+ *   moves the QP to ERR (the TCP connection closes); a dead host is noticed
+ *   by TCP keepalive/user timeout in about 10 s.  A refused connect is
+ *   retried for 100 ms (SOFTRDMA_CM_REFUSED_MS) because softrdma resolves
+ *   addresses instantly and programs race their server's rdma_listen.
+ */
+
+/*
  * One lock guards every id, channel and queue: the CM is not on the data
  * path, and a single lock keeps the progress thread and the callers from
  * racing on an id that is being destroyed.
