@@ -158,3 +158,11 @@ med() {
 	printf '%s\n' "$@" | grep -E '^[0-9]+(\.[0-9]+)?$' | sort -g |
 		awk '{ a[NR] = $1 } END { if (!NR) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
+
+# best lower|higher VALUES... -- the best numeric value (min or max), or n/a
+best() {
+	local dir=$1
+	shift
+	printf '%s\n' "$@" | grep -E '^[0-9]+(\.[0-9]+)?$' | sort -g |
+		awk -v d="$dir" 'NR == 1 { lo = $1 } { hi = $1 } END { if (!NR) print "n/a"; else print (d == "lower" ? lo : hi) }'
+}
