@@ -466,6 +466,43 @@ void scm__thread_put(void)
 	pthread_mutex_unlock(&scm_thr_mutex);
 }
 
+/* scm_atfork_prepare -- no CM state is half-changed across fork() */
+static void scm_atfork_prepare(void)
+{
+	pthread_mutex_lock(&scm_thr_mutex);
+	pthread_mutex_lock(&scm__lock);
+}
+
+/* scm_atfork_parent -- resume */
+static void scm_atfork_parent(void)
+{
+	pthread_mutex_unlock(&scm__lock);
+	pthread_mutex_unlock(&scm_thr_mutex);
+}
+
+/*
+ * scm_atfork_child -- the progress thread did not come along: forget it,
+ * so that new ids start their own and exit() does not wait for it.  The
+ * parent's ids are not usable in the child (fork-safety is not promised).
+ */
+static void scm_atfork_child(void)
+{
+	pthread_mutex_unlock(&scm__lock);
+	pthread_mutex_unlock(&scm_thr_mutex);
+	if (scm_thr_running) {
+		close(scm_epfd);
+		close(scm_wakefd);
+		scm_epfd = scm_wakefd = -1;
+		scm_thr_running = 0;
+	}
+}
+
+/* scm_load -- library load: register the fork handlers */
+__attribute__((constructor)) static void scm_load(void)
+{
+	pthread_atfork(scm_atfork_prepare, scm_atfork_parent, scm_atfork_child);
+}
+
 /* scm_unload -- library unload: the thread must not outlive the code */
 __attribute__((destructor)) static void scm_unload(void)
 {

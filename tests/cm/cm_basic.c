@@ -826,6 +826,48 @@ static void test_epollet(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* test_fork_exit -- a child forked while ids live can use the CM and exit */
+static void test_fork_exit(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	long long t0;
+	pid_t pid;
+	int st = -1;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	pid = fork();
+	if (!pid) {
+		struct rdma_event_channel *c2 = rdma_create_event_channel();
+		struct rdma_cm_event *ev;
+		struct rdma_cm_id *i2;
+
+		struct rdma_conn_param cp;
+
+		alarm(10);
+		memset(&cp, 0, sizeof(cp));
+		cp.qp_num = CLIENT_QPN;
+		if (!c2 || rdma_create_id(c2, &i2, NULL, RDMA_PS_TCP) ||
+		    cmt_resolve(i2, c2, cmt_free_port()) ||
+		    rdma_connect(i2, &cp))
+			exit(2);
+		/* needs a progress thread of the child's own */
+		ev = cmt_wait(c2, 3000);
+		if (!ev || ev->event != RDMA_CM_EVENT_REJECTED)
+			exit(3);
+		rdma_ack_cm_event(ev);
+		exit(0); /* destructors run; i2 and the parent's id live on */
+	}
+	t0 = cmt_now_ms();
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && cmt_now_ms() - t0 < 5000,
+	   "forked child uses the CM and exit()s promptly (status %d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	ok(!rdma_destroy_id(id), "parent's id still fine");
+	rdma_destroy_event_channel(ch);
+}
+
 /* count_dir -- entries in a /proc directory (fds, threads) */
 static int count_dir(const char *path)
 {
@@ -911,6 +953,7 @@ int main(void)
 	test_destroy_waits();
 	test_backlog();
 	test_epollet();
+	test_fork_exit();
 	fds1 = count_dir("/proc/self/fd");
 	thr1 = count_dir("/proc/self/task");
 	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
