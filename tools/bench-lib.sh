@@ -1,4 +1,5 @@
 # bench-lib.sh -- shared by tools/bench-*.sh (sourced, bash)
+# shellcheck shell=bash
 #
 # Expects: builddir (may be empty), scale, bench_name.  Provides: lib (the
 # libsoftrdma path), soft_ok/gid (softrdma usable, GID index of 127.0.0.1),

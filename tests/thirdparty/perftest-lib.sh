@@ -1,4 +1,5 @@
 # perftest-lib.sh -- run unmodified perftest programs on softrdma (sourced)
+# shellcheck shell=sh
 #
 # A test sets pt_name, sources this file, then calls pt_lat / pt_bw once per
 # run and ends with done_testing.  Each run starts the server and the client

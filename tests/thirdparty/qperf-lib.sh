@@ -1,4 +1,5 @@
 # qperf-lib.sh -- run unmodified qperf on softrdma (sourced)
+# shellcheck shell=sh
 #
 # A test sets qp_name, sources this file, calls qp_run once per client
 # invocation, and ends with done_testing.  One qperf server (LD_PRELOADed,
