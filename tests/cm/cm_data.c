@@ -305,6 +305,18 @@ static void run_client(uint16_t port)
 		ok(a.ah_attr.is_global && a.ah_attr.grh.dgid.raw[10] == 0xff &&
 			   a.ah_attr.grh.dgid.raw[12] == 127,
 		   "AV: GRH to the peer's IPv4-mapped GID");
+		{
+			union ibv_gid g;
+
+			memset(&g, 0, sizeof(g));
+			ibv_query_gid(id->verbs, 1, a.ah_attr.grh.sgid_index,
+				      &g);
+			ok(!memcmp(&g, &id->route.addr.addr.ibaddr.sgid,
+				   sizeof(g)) &&
+				   g.raw[12] == 127,
+			   "AV: sgid_index %d is ::ffff:127.0.0.1",
+			   a.ah_attr.grh.sgid_index);
+		}
 		ok((a.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) &&
 			   (a.qp_access_flags & IBV_ACCESS_REMOTE_READ),
 		   "remote write and read allowed (responder resources)");
