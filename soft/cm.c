@@ -202,7 +202,7 @@ int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out)
 	}
 	if (e->ev.event == SCM_EVENT_CONN_RESP)
 		scm__process_conn_resp(scm_id_of(e->ev.id), e);
-	else if (e->ev.event == RDMA_CM_EVENT_REJECTED)
+	else if (e->ev.event == RDMA_CM_EVENT_REJECTED || e->qp_err)
 		scm__modify_qp_err(scm_id_of(e->ev.id)); /* as librdmacm */
 	*out = e;
 	return 0;

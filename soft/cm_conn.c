@@ -302,13 +302,16 @@ static uint64_t scm_timewait_ms(void)
  * connection in timewait and, if the id is still there, reports
  * TIMEWAIT_EXIT when it leaves it (about 1 s on RoCE: 4.096 us * 2^18).
  */
-static void scm_disconnected(struct scm_id *s, int status)
+static struct scm_event *scm_disconnected(struct scm_id *s, int status)
 {
+	struct scm_event *e;
+
 	scm_finish(s);
-	scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
+	e = scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
 	s->timewait = 1;
 	s->deadline_ms = scm__now_ms() + scm_timewait_ms();
 	scm__wake();
+	return e;
 }
 
 /* scm_conn_event -- fill param.conn of an event from a REQ or REP */
@@ -1100,15 +1103,24 @@ static void scm_peer_gone(struct scm_id *s)
 		return;
 	case SCM_REQ_SENT:
 	case SCM_REP_SENT:
-		scm__modify_qp_err(s);
+		/* taking the REJECTED flushes the QP (rdma_get_cm_event) */
 		scm_finish(s);
 		scm_rej_event(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
 		return;
 	case SCM_CONNECTED:
-	case SCM_DISCONNECTING:
-		scm__modify_qp_err(s);
-		scm_disconnected(s, 0);
+	case SCM_DISCONNECTING: {
+		struct scm_event *e;
+
+		/*
+		 * The peer died: its QP is gone, flush ours so posted work
+		 * completes.  Done when the event is taken, in the user's
+		 * thread: until then the QP may be destroyed under us.
+		 */
+		e = scm_disconnected(s, 0);
+		if (e)
+			e->qp_err = 1;
 		return;
+	}
 	default:
 		scm__close_fd(s);
 		return;

@@ -412,11 +412,90 @@ static void run_client(uint16_t port)
 	(void)st;
 }
 
+/* victim_main -- accepts with a QP, then waits to be killed */
+static int victim_main(int pfd)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *c;
+
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_listen(l, 1))
+		return 1;
+	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
+	if (!ev)
+		return 1;
+	c = ev->id;
+	rdma_ack_cm_event(ev);
+	init_attr(&ia);
+	if (rdma_create_qp(c, NULL, &ia) || rdma_accept(c, NULL))
+		return 1;
+	for (;;)
+		pause();
+}
+
+/* run_kill -- the peer process dies: DISCONNECTED, our QP flushes */
+static void run_kill(pid_t victim, uint16_t port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	struct rdma_cm_id *id;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	uint8_t *buf;
+	long long t0;
+	int i, st;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("resolve");
+	init_attr(&ia);
+	if (rdma_create_qp(id, NULL, &ia))
+		bail_out("create_qp");
+	buf = calloc(DEPTH, 64);
+	mr = rdma_reg_msgs(id, buf, (size_t)DEPTH * 64);
+	for (i = 0; i < DEPTH; i++)
+		rdma_post_recv(id, NULL, buf + i * 64, 64, mr);
+	memset(&cp, 0, sizeof(cp));
+	cp.retry_count = 7;
+	cp.rnr_retry_count = 7;
+	ok(!rdma_connect(id, &cp), "connect to the victim");
+	ev = cmt_wait(ch, 10000);
+	ok(ev && ev->event == RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	t0 = cmt_now_ms();
+	kill(victim, SIGKILL);
+	ev = cmt_wait(ch, 3000);
+	ok(ev && ev->event == RDMA_CM_EVENT_DISCONNECTED,
+	   "peer SIGKILLed: DISCONNECTED (%lld ms)", cmt_now_ms() - t0);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	is_int(qp_state(id->qp, &qa), IBV_QPS_ERR,
+	       "the QP is in ERR once the event is taken");
+	for (i = 0; i < DEPTH; i++)
+		if (rdma_get_recv_comp(id, &wc) <= 0 ||
+		    wc.status != IBV_WC_WR_FLUSH_ERR)
+			break;
+	is_int(i, DEPTH, "posted receives flushed");
+	waitpid(victim, &st, 0);
+	rdma_dereg_mr(mr);
+	rdma_destroy_qp(id);
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+	free(buf);
+}
+
 int main(void)
 {
-	uint16_t port;
-	pid_t pid;
-	int p[2], st = 0;
+	uint16_t port, vport;
+	pid_t pid, vpid;
+	int p[2], vp[2], st = 0;
 
 	nmsg = tap_small() ? 50 : 1000;
 	alarm(120);
@@ -431,11 +510,23 @@ int main(void)
 		_exit(server_main(p[1]));
 	}
 	close(p[1]);
+	if (pipe(vp))
+		bail_out("pipe");
+	vpid = fork();
+	if (vpid < 0)
+		bail_out("fork");
+	if (!vpid) {
+		close(vp[0]);
+		_exit(victim_main(vp[1]));
+	}
+	close(vp[1]);
 	port = cmt_read_u16(p[0]);
-	if (!port)
+	vport = cmt_read_u16(vp[0]);
+	if (!port || !vport)
 		bail_out("server did not start");
 	run_client(port);
 	waitpid(pid, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server process passed");
+	run_kill(vpid, vport);
 	return done_testing();
 }
