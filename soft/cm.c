@@ -36,9 +36,10 @@
  *   REJECTED with status 8 (IB_CM_REJ_INVALID_SERVICE_ID), rdma_reject
  *   status 28 (IB_CM_REJ_CONSUMER_DEFINED); TIMEWAIT_EXIT follows
  *   DISCONNECTED by ~1 s if the id is still there.
- * - Not as on hardware: a dead peer process gives DISCONNECTED at once and
- *   moves the QP to ERR (the TCP connection closes); a dead host is noticed
- *   by TCP keepalive/user timeout in about 10 s.  A refused connect is
+ * - Not as on hardware: a dead peer process gives DISCONNECTED at once (its
+ *   TCP connection closes), and taking that event moves the QP to ERR; a
+ *   dead host is noticed by TCP keepalive/user timeout in about 10 s.  The
+ *   progress thread itself never touches a QP.  A refused connect is
  *   retried for 100 ms (SOFTRDMA_CM_REFUSED_MS) because softrdma resolves
  *   addresses instantly and programs race their server's rdma_listen.
  */
