@@ -24,7 +24,8 @@
  * RDMA ids and TCP sockets are one, as on iWARP.
  */
 
-/* How long the active side waits for the passive CM's reply (ms). */
+/* How long the active side waits for the passive CM's reply (ms); the
+ * environment's SOFTRDMA_CM_TIMEOUT_MS overrides it. */
 #define SCM_CONNECT_TIMEOUT_MS 10000
 /* How long rdma_disconnect waits for the DREP (ms). */
 #define SCM_DREQ_TIMEOUT_MS 2000
@@ -462,6 +463,14 @@ static size_t scm_req_limit(const struct scm_id *s)
 	return SCM_REQ_PDATA - SCM_CMA_HDR;
 }
 
+/* scm_connect_timeout_ms -- REQ to REP, then UNREACHABLE (-ETIMEDOUT) */
+static uint64_t scm_connect_timeout_ms(void)
+{
+	const char *e = getenv("SOFTRDMA_CM_TIMEOUT_MS");
+
+	return e ? strtoull(e, NULL, 10) : SCM_CONNECT_TIMEOUT_MS;
+}
+
 /* scm_connect_locked -- the body of rdma_connect */
 static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 {
@@ -517,7 +526,7 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 	s->connect = NULL;
 	s->connect_len = 0;
 
-	s->connect_deadline_ms = scm__now_ms() + SCM_CONNECT_TIMEOUT_MS;
+	s->connect_deadline_ms = scm__now_ms() + scm_connect_timeout_ms();
 	s->refused_until_ms = scm__now_ms() + scm_refused_grace_ms();
 	scm_start_connect(s);
 	return 0;

@@ -868,6 +868,43 @@ static void test_fork_exit(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* test_unreachable -- a peer that takes the REQ and never answers */
+static void test_unreachable(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	socklen_t len = sizeof(sin);
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	long long t0;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	/* a plain TCP listener: the kernel completes the handshake */
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    listen(lfd, 4) || getsockname(lfd, (struct sockaddr *)&sin, &len))
+		bail_out("tcp listener");
+	setenv("SOFTRDMA_CM_TIMEOUT_MS", "500", 1);
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, ntohs(sin.sin_port)))
+		bail_out("resolve");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	t0 = cmt_now_ms();
+	ok(!rdma_connect(id, &cp), "connect to a peer that never answers");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_UNREACHABLE &&
+		   ev->status == -ETIMEDOUT,
+	   "UNREACHABLE, -ETIMEDOUT after SOFTRDMA_CM_TIMEOUT_MS (%lld ms)",
+	   cmt_now_ms() - t0);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	unsetenv("SOFTRDMA_CM_TIMEOUT_MS");
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+	close(lfd);
+}
+
 /* count_dir -- entries in a /proc directory (fds, threads) */
 static int count_dir(const char *path)
 {
@@ -954,6 +991,7 @@ int main(void)
 	test_backlog();
 	test_epollet();
 	test_fork_exit();
+	test_unreachable();
 	fds1 = count_dir("/proc/self/fd");
 	thr1 = count_dir("/proc/self/task");
 	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
