@@ -852,6 +852,11 @@ void scm__teardown_locked(struct scm_id *s)
 	case SCM_REP_RCVD:
 		scm_send_rej(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
 		break;
+	case SCM_REQ_SENT:
+		/* the IB CM gives up a REQ it sent with REJ(TIMEOUT) */
+		if (s->id.qp_type != IBV_QPT_UD)
+			scm_send_rej(s, SCM_REJ_TIMEOUT, NULL, 0);
+		break;
 	case SCM_CONNECTED:
 		scm_send_simple(s, SCM_MSG_DREQ);
 		break;
@@ -1061,6 +1066,7 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 				  ntohs(w->reason), w->pdata, w->pdata_len,
 				  SCM_SIDR_REP_PDATA);
 		} else if (s->state == SCM_REQ_SENT ||
+			   s->state == SCM_REQ_RCVD ||
 			   s->state == SCM_REP_SENT ||
 			   s->state == SCM_REP_RCVD) {
 			scm_finish(s);
@@ -1106,6 +1112,15 @@ static void scm_peer_gone(struct scm_id *s)
 		scm__id_free_locked(s);
 		return;
 	case SCM_REQ_RCVD:
+		if (s->id.qp_type == IBV_QPT_UD) { /* SIDR: nothing to say */
+			s->peer_gone = 1;
+			scm__close_fd(s);
+			return;
+		}
+		/* the requester died: its IB CM would have sent REJ(TIMEOUT) */
+		scm_finish(s);
+		scm_rej_event(s, SCM_REJ_TIMEOUT, NULL, 0);
+		return;
 	case SCM_REP_RCVD:
 		s->peer_gone = 1;
 		scm__close_fd(s);

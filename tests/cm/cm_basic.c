@@ -905,6 +905,46 @@ static void test_unreachable(void)
 	close(lfd);
 }
 
+/* test_requester_gone -- the active id goes before the accept */
+static void test_requester_gone(void)
+{
+	struct rdma_event_channel *lch = rdma_create_event_channel();
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *a, *c = NULL;
+
+	if (rdma_create_id(lch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 4) ||
+	    rdma_create_id(ch, &a, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(a, ch, ntohs(rdma_get_src_port(l))))
+		bail_out("setup");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	ok(!rdma_connect(a, &cp), "connect");
+	ev = cmt_expect(lch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	if (ev) {
+		c = ev->id;
+		rdma_ack_cm_event(ev);
+	}
+	ok(!rdma_destroy_id(a), "requester destroys its id before the REP");
+	ev = cmt_wait(lch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->id == c &&
+		   ev->status == 4,
+	   "the passive id gets REJECTED, status 4 (IB_CM_REJ_TIMEOUT)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	errno = 0;
+	ok(c && rdma_accept(c, &cp) == -1 && errno == EINVAL,
+	   "accept after that: EINVAL");
+	if (c)
+		rdma_destroy_id(c);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch);
+	rdma_destroy_event_channel(lch);
+}
+
 /* count_dir -- entries in a /proc directory (fds, threads) */
 static int count_dir(const char *path)
 {
@@ -992,6 +1032,7 @@ int main(void)
 	test_epollet();
 	test_fork_exit();
 	test_unreachable();
+	test_requester_gone();
 	fds1 = count_dir("/proc/self/fd");
 	thr1 = count_dir("/proc/self/task");
 	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
