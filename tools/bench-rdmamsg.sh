@@ -80,21 +80,23 @@ for round in $(seq "$rounds"); do
 	echo "# round $round/$rounds" >&2
 	# one-way latency (half round trip), median, us
 	for sz in 8 4096 65536; do
-		acc "R_lat_$sz" rmp lat "$sz" 3 "$(iters 20000)"
-		acc "S_lat_$sz" perftest ib_send_lat "$sz" 5 -n "$(iters 20000)"
-		acc "U_lat_$sz" ucx posix tag_lat "$sz" 3 "$(iters 100000)"
+		n=10000
+		[ "$sz" -gt 4096 ] && n=2000
+		acc "R_lat_$sz" rmp lat "$sz" 3 "$(iters $n)"
+		acc "S_lat_$sz" perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
+		acc "U_lat_$sz" ucx posix tag_lat "$sz" 3 "$(iters $((n * 5)))"
 	done
 	# blocking: sleep in poll()/ibv_get_cq_event between messages
-	acc R_ev rmp lat 8 3 "$(iters 5000)" --fd
-	acc S_ev perftest ib_send_lat 8 5 -n "$(iters 5000)" -e
+	acc R_ev rmp lat 8 3 "$(iters 2000)" --fd
+	acc S_ev perftest ib_send_lat 8 5 -n "$(iters 2000)" -e
 	# bandwidth 64 KiB (rdmamsg_perf prints MB/s = 10^6 B/s; converted below)
-	acc R_bw rmp bw 65536 3 "$(iters 20000)"
+	acc R_bw rmp bw 65536 3 "$(iters 5000)"
 	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)"
-	acc U_bw ucx posix,cma tag_bw 65536 6 "$(iters 20000)"
+	acc U_bw ucx posix,cma tag_bw 65536 6 "$(iters 10000)"
 	# message rate 8 B (UCX prints msg/s)
-	acc R_mr rmp rate 8 4 "$(iters 200000)"
-	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 200000)"
-	acc U_mr ucx posix,cma tag_bw 8 8 "$(iters 1000000)"
+	acc R_mr rmp rate 8 4 "$(iters 100000)"
+	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 100000)"
+	acc U_mr ucx posix,cma tag_bw 8 8 "$(iters 500000)"
 done
 for sz in 8 4096 65536; do
 	eval "r_lat_$sz=\$(med \"\${R_lat_$sz[@]}\") s_lat_$sz=\$(med \"\${S_lat_$sz[@]}\") u_lat_$sz=\$(med \"\${U_lat_$sz[@]}\")"
