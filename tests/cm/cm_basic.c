@@ -945,6 +945,36 @@ static void test_requester_gone(void)
 	rdma_destroy_event_channel(lch);
 }
 
+/* test_migrate_sync -- rdma_migrate_id to and from synchronous mode */
+static void test_migrate_sync(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = cmt_sin(4791);
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	ok(!rdma_migrate_id(id, NULL) && id->channel != ch,
+	   "migrate to NULL: synchronous, own channel");
+	errno = 0;
+	ok(rdma_migrate_id(id, NULL) == -1 && errno == EINVAL,
+	   "migrate a synchronous id to NULL again: EINVAL");
+	ok(!rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) &&
+		   id->event && id->event->event == RDMA_CM_EVENT_ADDR_RESOLVED,
+	   "synchronous resolve_addr after the migration");
+	ok(!rdma_migrate_id(id, ch) && id->channel == ch && !id->event,
+	   "migrate back to a channel (acks id->event)");
+	ok(!rdma_resolve_route(id, 2000), "asynchronous resolve_route");
+	ev = cmt_wait(ch, 2000);
+	ok(ev && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED && ev->id == id,
+	   "its event comes on the channel");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+}
+
 /* count_dir -- entries in a /proc directory (fds, threads) */
 static int count_dir(const char *path)
 {
@@ -1033,6 +1063,7 @@ int main(void)
 	test_fork_exit();
 	test_unreachable();
 	test_requester_gone();
+	test_migrate_sync();
 	fds1 = count_dir("/proc/self/fd");
 	thr1 = count_dir("/proc/self/task");
 	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
