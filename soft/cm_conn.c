@@ -456,11 +456,11 @@ static void scm_start_connect(struct scm_id *s)
 /* scm_req_limit -- REQ private data available to the user */
 static size_t scm_req_limit(const struct scm_id *s)
 {
-	if (s->id.ps == RDMA_PS_IB)
-		return SCM_REQ_PDATA;
-	if (s->id.qp_type == IBV_QPT_UD)
-		return SCM_SIDR_REQ_PDATA - SCM_CMA_HDR;
-	return SCM_REQ_PDATA - SCM_CMA_HDR;
+	size_t field = s->id.qp_type == IBV_QPT_UD ? SCM_SIDR_REQ_PDATA
+						   : SCM_REQ_PDATA;
+
+	/* PS_IB carries no CMA header */
+	return s->id.ps == RDMA_PS_IB ? field : field - SCM_CMA_HDR;
 }
 
 /* scm_connect_timeout_ms -- REQ to REP, then UNREACHABLE (-ETIMEDOUT) */

@@ -88,7 +88,7 @@ struct scm_wire {
 	uint8_t pad;
 	uint32_t qkey;
 	uint8_t gid[16];
-	uint8_t pdata[SCM_REP_PDATA];
+	uint8_t pdata[SCM_SIDR_REQ_PDATA]; /* the largest: SIDR REQ */
 } __attribute__((packed));
 
 struct scm_id;
