@@ -668,7 +668,10 @@ static int scm_reject(struct rdma_cm_id *id, const void *pdata, uint8_t len,
 	if (!pdata)
 		len = 0;
 	pthread_mutex_lock(&scm__lock);
-	if (s->state != SCM_REQ_RCVD && s->state != SCM_REP_SENT)
+	/* the IB CM may reject from either side until the RTU */
+	if (s->state != SCM_REQ_RCVD && s->state != SCM_REP_SENT &&
+	    s->state != SCM_REQ_SENT && s->state != SCM_REP_RCVD &&
+	    s->state != SCM_CONNECTING)
 		err = EINVAL;
 	else if (len > (s->id.qp_type == IBV_QPT_UD ? SCM_SIDR_REP_PDATA
 						    : SCM_REJ_PDATA))

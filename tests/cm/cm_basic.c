@@ -940,6 +940,34 @@ static void test_requester_gone(void)
 	   "accept after that: EINVAL");
 	if (c)
 		rdma_destroy_id(c);
+
+	/* the active side may reject the REP */
+	if (rdma_create_id(ch, &a, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(a, ch, ntohs(rdma_get_src_port(l))))
+		bail_out("setup");
+	ok(!rdma_connect(a, &cp), "connect again");
+	ev = cmt_expect(lch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	c = ev ? ev->id : NULL;
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(c && !rdma_accept(c, &cp), "accept");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, 5000);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_reject(a, "bad-rep", 7), "the active side rejects the REP");
+	ev = cmt_wait(lch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->id == c &&
+		   ev->status == 28 &&
+		   !memcmp(ev->param.conn.private_data, "bad-rep", 7),
+	   "the passive side gets REJECTED (28) with that private data");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	errno = 0;
+	ok(rdma_establish(a) == -1 && errno == EINVAL,
+	   "establish after rejecting: EINVAL");
+	rdma_destroy_id(a);
+	if (c)
+		rdma_destroy_id(c);
 	rdma_destroy_id(l);
 	rdma_destroy_event_channel(ch);
 	rdma_destroy_event_channel(lch);
