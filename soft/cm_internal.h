@@ -36,7 +36,10 @@
 /* librdmacm's default when no conn_param gives the retry counts. */
 #define SCM_DEFAULT_RETRY 7
 
-/* Events the user never sees as such: handled in rdma_get_cm_event. */
+/*
+ * A REP is queued as CONNECT_RESPONSE; rdma_get_cm_event turns it into
+ * ESTABLISHED (or CONNECT_ERROR) when the id has a QP, as librdmacm does.
+ */
 #define SCM_EVENT_CONN_RESP RDMA_CM_EVENT_CONNECT_RESPONSE
 
 enum scm_state {
