@@ -49,10 +49,8 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 		     struct rdmamsg_buf *own, void *op_ctx, int report)
 {
 	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
-	/* at most nsbuf sends are outstanding: no copy buffer is reused
-	 * before its send completed */
-	struct rdmamsg_buf *sb = ep->sbufs[ep->sq_head % ep->nsbuf];
 	struct rdmamsg__wire hs, *h;
+	struct rdmamsg_buf *sb;
 	struct ibv_sge sge[2];
 	int nsge = 1, inl = 0, ret;
 
@@ -70,7 +68,10 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 			nsge = 2;
 		}
 	} else if (src) {
-		/* zero copy: header from the slot, payload from the buffer */
+		/* zero copy: header from the slot, payload from the buffer;
+		 * at most nsbuf sends are outstanding, so no copy buffer is
+		 * reused before its send completed */
+		sb = ep->sbufs[ep->sq_head % ep->nsbuf];
 		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
 		sge[0].addr = (uintptr_t)h;
 		sge[0].length = RDMAMSG_HDR;
@@ -80,6 +81,7 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 		sge[1].lkey = src->lkey;
 		nsge = 2;
 	} else {
+		sb = ep->sbufs[ep->sq_head % ep->nsbuf];
 		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
 		memcpy(sb->data, data, len);
 		sge[0].addr = (uintptr_t)h;
@@ -426,6 +428,11 @@ void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
 	uint32_t rep[POLL_BATCH];
 	int budget = POLL_BUDGET, n, i;
 
+	/* the peer may send as soon as it is established, before our
+	 * ESTABLISHED event (with its handshake) is read: leave those in the
+	 * CQ; the progress pass that handles the event polls them */
+	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && !ep->passive))
+		return;
 	while (budget-- > 0) {
 		uint32_t nrep = 0, ndata = 0, nctl = 0;
 
