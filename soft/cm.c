@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -398,6 +399,7 @@ static void *scm_thread_main(void *arg)
 static int scm_thread_start(void)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+	sigset_t all, old;
 	int err;
 
 	scm_epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -413,7 +415,11 @@ static int scm_thread_start(void)
 		goto close_wakefd;
 	}
 	scm_thr_stop = 0;
+	/* the program's signals are not ours to take: block them all */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&scm_thr, NULL, scm_thread_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		goto close_wakefd;
 	scm_thr_running = 1;
