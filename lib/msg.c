@@ -89,7 +89,8 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 		sge[0].lkey = sb->lkey;
 	}
 	fp_fill_hdr(ep, h, type, flags, imm, total);
-	ret = fp_post_send(ep, sge, nsge, inl, report || own);
+	/* own is freed by whichever later signalled completion covers it */
+	ret = fp_post_send(ep, sge, nsge, inl, report);
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
