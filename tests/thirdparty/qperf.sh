@@ -9,5 +9,5 @@ qp_name=qperf
 qp_max_us=200000
 qp_run "polling" -cp1 rc_lat rc_bw rc_rdma_write_lat rc_rdma_read_lat \
 	ver_rc_compare_swap ver_rc_fetch_add
-qp_finish
+qp_finish term
 done_testing
