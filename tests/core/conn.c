@@ -81,6 +81,18 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 
 	(void)lst;
 	if (len == 6 && !memcmp(pdata, "reject", 6)) {
+		/* bad inputs first: they must leave the request alone */
+		if (rdmamsg_conn_req_reject(req, 70000, NULL, 0) != -EINVAL ||
+		    rdmamsg_conn_req_reject(req, -1, NULL, 0) != -EINVAL ||
+		    rdmamsg_conn_req_reject(req, 1, "x", 33) != -EINVAL ||
+		    rdmamsg_conn_req_reject(req, 1, NULL, 3) != -EINVAL ||
+		    rdmamsg_conn_req_accept(req, NULL, NULL, s, &s->ep) !=
+			    -EINVAL ||
+		    rdmamsg_conn_req_accept(req, NULL, &srv_cbs, s, NULL) !=
+			    -EINVAL) {
+			printf("# server: a bad reject/accept was taken\n");
+			s->failures++;
+		}
 		if (rdmamsg_conn_req_reject(req, 42, "go away", 7))
 			s->failures++;
 		return;
@@ -97,8 +109,10 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 		rdmamsg_ep_attr_delete(&attr);
 		return;
 	}
-	printf("# server: unexpected private data (%zu bytes)\n", len);
-	s->failures++;
+	if (len) {
+		printf("# server: unexpected private data (%zu bytes)\n", len);
+		s->failures++;
+	}
 	rdmamsg_conn_req_reject(req, 1, NULL, 0);
 }
 
@@ -358,6 +372,22 @@ int main(void)
 	is_int(c.reason, RDMAMSG_REJECT_VERSION, "reason VERSION");
 	close_wait(ctx, ep, &c);
 
+	/* a connecting endpoint refuses what needs a connection */
+	memset(&c, 0, sizeof(c));
+	is_int(rdmamsg_connect(ctx, addr, NULL, &cli_cbs, &c, &ep), 0,
+	       "connect (no private data: the server refuses it)");
+	rdmamsg_ep_get_state(ep, &st);
+	is_int(st, RDMAMSG_EP_CONNECTING, "state CONNECTING");
+	is_int(rdmamsg_send(ep, "x", 1, NULL), -ENOTCONN,
+	       "send while connecting");
+	is_int(rdmamsg_ep_get_max_msg_size(ep, &max), -ENOTCONN,
+	       "max message size unknown before the handshake");
+	is_int(rdmamsg_ep_get_max_msg_size(NULL, &max), -EINVAL,
+	       "get_max_msg_size(NULL)");
+	test_run_until(ctx, &c.connected, 5000);
+	is_int(c.status, -ECONNREFUSED, "refused");
+	close_wait(ctx, ep, &c);
+
 	ep = attempt(ctx, addr, "accept", 0, &c);
 	is_int(c.status, 0, "accepted");
 	ok(c.pdata_len == 7 && !memcmp(c.pdata, "welcome", 7),
@@ -367,6 +397,26 @@ int main(void)
 	is_int(rdmamsg_ep_get_max_msg_size(ep, &max), 0, "max message size");
 	is_int(max, 1 << 20, "default maximum 1 MiB");
 	is_int(rdmamsg_send(ep, NULL, 5, NULL), -EINVAL, "send NULL data");
+	is_int(rdmamsg_send_imm(ep, NULL, 5, 1, NULL), -EINVAL,
+	       "send_imm NULL data");
+	is_int(rdmamsg_send_imm(NULL, "x", 1, 1, NULL), -EINVAL,
+	       "send_imm NULL endpoint");
+	is_int(rdmamsg_send_buf_imm(ep, NULL, 1, 1, NULL), -EINVAL,
+	       "send_buf_imm NULL buffer");
+	{
+		struct rdmamsg_buf *b;
+		void *d;
+
+		rdmamsg_buf_alloc(ctx, 100, &b);
+		rdmamsg_buf_get_data(b, &d);
+		is_int(rdmamsg_send_buf(ep, b, 200, NULL), -EINVAL,
+		       "zero-copy length above the buffer's size");
+		is_int(rdmamsg_buf_get_data(b, &d), 0,
+		       "the buffer is still the caller's");
+		rdmamsg_buf_free(b);
+		is_int(rdmamsg_send_buf(ep, b, 10, NULL), -EINVAL,
+		       "zero-copy of a freed buffer");
+	}
 	is_int(rdmamsg_send(ep, "x", max + 1, NULL), -EMSGSIZE,
 	       "send above the maximum");
 	is_int(rdmamsg_send_imm(ep, "hello", 5, 41, NULL), 0, "send hello");

@@ -182,6 +182,36 @@ int main(void)
 		is_int(poll(&p, 1, 0), 0, "fd idle again");
 	}
 	is_int(rdmamsg_ctx_run(ctx), 0, "run returns at once: nothing open");
+	is_int(rdmamsg_ctx_run(NULL), -EINVAL, "run(NULL)");
+	is_int(rdmamsg_ctx_stop(NULL), -EINVAL, "stop(NULL)");
+	is_int(rdmamsg_ctx_query_pool(NULL, &reg, &used), -EINVAL,
+	       "query_pool(NULL)");
+	is_int(rdmamsg_ctx_query_pool(ctx, NULL, &used), -EINVAL,
+	       "query_pool NULL out");
+	{
+		struct rdmamsg_ep_attr *ea = NULL;
+
+		is_int(rdmamsg_ep_attr_new(NULL), -EINVAL, "ep_attr_new(NULL)");
+		is_int(rdmamsg_ep_attr_delete(NULL), -EINVAL,
+		       "ep_attr_delete(NULL)");
+		rdmamsg_ep_attr_new(&ea);
+		is_int(rdmamsg_ep_attr_set_close_timeout(NULL, 5), -EINVAL,
+		       "close timeout NULL attr");
+		is_int(rdmamsg_ep_attr_set_peer_timeout(ea, 10), -EINVAL,
+		       "peer timeout 10 ms (too short)");
+		is_int(rdmamsg_ep_attr_set_peer_timeout(ea, 0), 0,
+		       "peer timeout 0 (off)");
+		is_int(rdmamsg_ep_attr_set_send_backlog(ea, 2000000), -EINVAL,
+		       "backlog above 1048576");
+		is_int(rdmamsg_ep_attr_set_eager_size(ea, (size_t)2 << 20),
+		       -EINVAL, "eager size above 1 MiB");
+		is_int(rdmamsg_ep_attr_set_recv_depth(ea, 5000), -EINVAL,
+		       "recv depth above 4096");
+		is_int(rdmamsg_ep_attr_set_send_depth(ea, 3), -EINVAL,
+		       "send depth 3");
+		rdmamsg_ep_attr_delete(&ea);
+		ok(ea == NULL, "ep_attr_delete clears the pointer");
+	}
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "destroy");
 	is_int(rdmamsg_ctx_destroy(&ctx), -EINVAL, "destroy(&NULL)");
 	is_int(rdmamsg_ctx_destroy(NULL), -EINVAL, "destroy(NULL)");
