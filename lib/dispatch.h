@@ -37,6 +37,9 @@ struct rdmamsg__ops {
 				    struct ibv_qp_init_attr *attr);
 	int (*destroy_qp)(struct ibv_qp *qp);
 	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+	int (*get_async_event)(struct ibv_context *ctx,
+			       struct ibv_async_event *ev);
+	void (*ack_async_event)(struct ibv_async_event *ev);
 
 	struct rdma_event_channel *(*create_event_channel)(void);
 	void (*destroy_event_channel)(struct rdma_event_channel *ch);

@@ -27,7 +27,7 @@ struct rdmamsg__loop {
 	struct rdmamsg_ctx *ctx;
 };
 
-enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE };
+enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
 
 /* set_nonblock -- channel fds must never block a progress pass */
 static int set_nonblock(int fd)
@@ -95,6 +95,11 @@ int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop)
 		ret = ep_add(ctx->epfd, ctx->efd, SRC_WAKE);
 	if (ret)
 		goto err_close_efd;
+	/* device async events (QP fatal, CQ error): optional, a provider
+	 * whose async fd cannot be polled just goes without */
+	if (set_nonblock(ctx->verbs->async_fd) ||
+	    ep_add(ctx->epfd, ctx->verbs->async_fd, SRC_ASYNC))
+		LOG_INFO("async events of %s not watched", ctx->devname);
 	if (loop) {
 		ctx->lp = calloc(1, sizeof(*ctx->lp));
 		if (!ctx->lp) {
@@ -191,6 +196,53 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 	}
 }
 
+/* async_events -- device events: a fatal QP or CQ error takes its
+ * endpoint down at once (instead of at the peer timeout) */
+static void async_events(struct rdmamsg_ctx *ctx)
+{
+	struct ibv_async_event ev;
+	struct rdmamsg__list *pos, *tmp;
+
+	while (ctx->ops->get_async_event(ctx->verbs, &ev) == 0) {
+		enum ibv_event_type t = ev.event_type;
+		void *elem = NULL;
+		int st = 0;
+
+		switch (t) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+			elem = ev.element.qp;
+			st = -ECONNRESET;
+			break;
+		case IBV_EVENT_CQ_ERR:
+			elem = ev.element.cq;
+			st = -EREMOTEIO;
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			st = -ENODEV;
+			break;
+		default:
+			break;
+		}
+		ctx->ops->ack_async_event(&ev);
+		if (!st)
+			continue;
+		LOG_WARN("async event %d on %s", (int)t, ctx->devname);
+		/* only this context's endpoints: another context on the same
+		 * device may have read an event meant for us (the peer
+		 * timeout still catches that) */
+		list_for_each_safe (pos, tmp, &ctx->eps) {
+			struct rdmamsg_ep *ep =
+				container_of(pos, struct rdmamsg_ep, link);
+
+			if (!elem || (void *)ep->qp == elem ||
+			    (void *)ep->cq == elem)
+				rdmamsg__ep_down(ep, st);
+		}
+	}
+}
+
 /* drain_fd -- consume a timerfd/eventfd counter */
 static void drain_fd(int fd)
 {
@@ -204,7 +256,7 @@ static void drain_fd(int fd)
 /* rdmamsg_ctx_progress -- do all ready work without blocking */
 RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 {
-	struct epoll_event evs[4];
+	struct epoll_event evs[8];
 	struct rdmamsg__list *pos, *tmp, polls, deferred;
 	int n, i, timers = 0;
 
@@ -215,7 +267,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	ctx->in_progress = 1;
 	ctx->now = rdmamsg__now_ns();
 	ctx->pending = 0;
-	n = epoll_wait(ctx->epfd, evs, 4, 0);
+	n = epoll_wait(ctx->epfd, evs, 8, 0);
 	for (i = 0; i < n; i++) {
 		switch (evs[i].data.u32) {
 		case SRC_CC:
@@ -227,6 +279,9 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		case SRC_TIMER:
 			drain_fd(ctx->tfd);
 			timers = 1;
+			break;
+		case SRC_ASYNC:
+			async_events(ctx);
 			break;
 		case SRC_WAKE:
 			drain_fd(ctx->efd);
