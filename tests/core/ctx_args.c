@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <ev.h>
+#include <pthread.h>
 
 #include "../tap.h"
 #include "util.h"
@@ -15,6 +16,14 @@ static void on_wakeup(struct rdmamsg_ctx *ctx, void *arg)
 	(void)ctx;
 	(void)arg;
 	wakeups++;
+}
+
+/* waker -- a foreign thread pokes the context */
+static void *waker(void *arg)
+{
+	usleep(50000);
+	rdmamsg_ctx_wakeup(arg);
+	return NULL;
 }
 
 int main(void)
@@ -180,6 +189,18 @@ int main(void)
 		rdmamsg_ctx_progress(ctx);
 		is_int(wakeups, 1, "wakeup callback ran once");
 		is_int(poll(&p, 1, 0), 0, "fd idle again");
+	}
+	{
+		/* wake-up from another thread while this one blocks */
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		pthread_t th;
+
+		wakeups = 0;
+		pthread_create(&th, NULL, waker, ctx);
+		is_int(poll(&p, 1, 5000), 1, "woken by another thread");
+		rdmamsg_ctx_progress(ctx);
+		is_int(wakeups, 1, "its wakeup callback ran here");
+		pthread_join(th, NULL);
 	}
 	is_int(rdmamsg_ctx_run(ctx), 0, "run returns at once: nothing open");
 	is_int(rdmamsg_ctx_run(NULL), -EINVAL, "run(NULL)");

@@ -35,6 +35,16 @@ int main(void)
 	   last);
 	ok(seen, "the user argument is passed");
 
+	/* softrdma cannot be found: -ENODEV, and the log says where */
+	setenv("RDMAMSG_FABRIC", "soft", 1);
+	setenv("RDMAMSG_SOFTRDMA_PATH", "/nonexistent/libsoftrdma.so", 1);
+	is_int(rdmamsg_ctx_create(NULL, &ctx), -ENODEV,
+	       "no softrdma library: -ENODEV");
+	ok(strstr(last, "/nonexistent/libsoftrdma.so") != NULL,
+	   "the log names the path: %s", last);
+	setenv("RDMAMSG_FABRIC", "nonsense", 1);
+	calls = 1;
+
 	rdmamsg_log_set_level(RDMAMSG_LOG_DISABLED);
 	rdmamsg_log_get_level(&level);
 	is_int(level, RDMAMSG_LOG_DISABLED, "level DISABLED");
