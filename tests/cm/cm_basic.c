@@ -1003,6 +1003,48 @@ static void test_migrate_sync(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* test_thread_signals -- the CM thread takes none of the program's signals */
+static void test_thread_signals(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	unsigned long long mask, all = 0;
+	char path[300], line[128];
+	struct dirent *d;
+	DIR *dir;
+	FILE *f;
+	int found = 0;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	/* every signal but SIGKILL (9) and SIGSTOP (19), 1..64 */
+	all = ~0ULL & ~(1ULL << 8) & ~(1ULL << 18);
+	dir = opendir("/proc/self/task");
+	while (dir && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+			 d->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "SigBlk: %llx", &mask) == 1 &&
+			    (mask & (all & 0xffffffffULL)) ==
+				    (all & 0xffffffffULL))
+				found = 1;
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	if (getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "vgpreload"))
+		ok(1, "# SKIP valgrind shows its own signal masks");
+	else
+		ok(found,
+		   "a library thread with every signal blocked (the CM's)");
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
 /* count_dir -- entries in a /proc directory (fds, threads) */
 static int count_dir(const char *path)
 {
@@ -1092,6 +1134,7 @@ int main(void)
 	test_unreachable();
 	test_requester_gone();
 	test_migrate_sync();
+	test_thread_signals();
 	fds1 = count_dir("/proc/self/fd");
 	thr1 = count_dir("/proc/self/task");
 	ok(fds1 == fds0, "no fd left behind (%d, was %d)", fds1, fds0);
