@@ -14,24 +14,27 @@
 #include "internal.h"
 #include "handshake.h"
 
-/* put16/put32/get16/get32 -- big-endian fields */
+/* put16 -- big-endian 16-bit store */
 static void put16(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)(v >> 8);
 	p[1] = (uint8_t)v;
 }
 
+/* put32 -- big-endian 32-bit store */
 static void put32(uint8_t *p, uint32_t v)
 {
 	put16(p, (uint16_t)(v >> 16));
 	put16(p + 2, (uint16_t)v);
 }
 
+/* get16 -- big-endian 16-bit load */
 static uint16_t get16(const uint8_t *p)
 {
 	return (uint16_t)((p[0] << 8) | p[1]);
 }
 
+/* get32 -- big-endian 32-bit load */
 static uint32_t get32(const uint8_t *p)
 {
 	return ((uint32_t)get16(p) << 16) | get16(p + 2);

@@ -21,6 +21,7 @@ struct cli {
 	int connected, status, closed, connect_calls;
 };
 
+/* cli_connect -- on_connect: record the outcome */
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 			const void *pdata, size_t len, void *arg)
 {
@@ -35,6 +36,7 @@ static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 	c->status = status;
 }
 
+/* cli_sent -- on_send: count each completion */
 static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 {
 	struct cli *c = arg;
@@ -53,6 +55,7 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 		c->other++;
 }
 
+/* cli_close_cb -- close callback: note it */
 static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;

@@ -19,6 +19,7 @@ struct cli {
 	int connected, status, disc, disc_status, closed, stop;
 };
 
+/* cli_connect -- on_connect: record the outcome */
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 			const void *pdata, size_t len, void *arg)
 {
@@ -32,6 +33,7 @@ static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 	c->status = status;
 }
 
+/* cli_sent -- on_send: count each completion */
 static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 {
 	struct cli *c = arg;
@@ -44,6 +46,7 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 	c->done++;
 }
 
+/* cli_disc -- on_disconnect: note it (and close) */
 static void cli_disc(struct rdmamsg_ep *ep, int status, void *arg)
 {
 	struct cli *c = arg;
@@ -53,6 +56,7 @@ static void cli_disc(struct rdmamsg_ep *ep, int status, void *arg)
 	c->disc_status = status;
 }
 
+/* cli_close_cb -- close callback: note it */
 static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	struct cli *c = arg;

@@ -11,6 +11,7 @@
 static int calls, last_level;
 static char last[512];
 
+/* fn -- log function: remember the last message */
 static void fn(int level, const char *func, const char *msg, void *arg)
 {
 	(void)func;

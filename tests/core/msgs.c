@@ -115,12 +115,14 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		flush_fifo(ep, s);
 }
 
+/* srv_close_cb -- close callback: note it */
 static void srv_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;
 	((struct srv *)arg)->closed = 1;
 }
 
+/* lst_close_cb -- listener close callback: note it */
 static void lst_close_cb(struct rdmamsg_listener *lst, void *arg)
 {
 	(void)lst;
@@ -248,6 +250,7 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 	c->done_cb++;
 }
 
+/* cli_connect -- on_connect: record the outcome */
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 			const void *pdata, size_t len, void *arg)
 {
@@ -261,6 +264,7 @@ static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 	c->status = status;
 }
 
+/* cli_close_cb -- close callback: note it */
 static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;

@@ -44,6 +44,7 @@ struct sconn {
 
 static uint64_t nmsg;
 
+/* srv_recv -- on_recv: handle one message */
 static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
 {
@@ -64,6 +65,7 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	}
 }
 
+/* srv_close_cb -- close callback: note it */
 static void srv_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	struct sconn *sc = arg;
@@ -74,6 +76,7 @@ static void srv_close_cb(struct rdmamsg_ep *ep, void *arg)
 	free(sc);
 }
 
+/* srv_disc -- on_disconnect: note it (and close) */
 static void srv_disc(struct rdmamsg_ep *ep, int status, void *arg)
 {
 	(void)status;
@@ -86,6 +89,7 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 	.on_disconnect = srv_disc,
 };
 
+/* srv_req -- on_conn_req: accept or refuse */
 static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 		    const void *pdata, size_t len, void *arg)
 {
@@ -106,6 +110,7 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	s->accepted++;
 }
 
+/* server -- the child: serve until the client leaves */
 static int server(int wfd, void *arg)
 {
 	struct srv s;
@@ -141,6 +146,7 @@ static void send_more(struct conn *k)
 	}
 }
 
+/* cli_connect -- on_connect: record the outcome */
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 			const void *pdata, size_t len, void *arg)
 {
@@ -160,12 +166,14 @@ static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 	}
 }
 
+/* cli_writable -- on_writable: send more */
 static void cli_writable(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;
 	send_more(arg);
 }
 
+/* cli_recv -- on_recv: handle one message */
 static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
 {
@@ -184,6 +192,7 @@ static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	k->c->answered++;
 }
 
+/* cli_close_cb -- close callback: note it */
 static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	struct conn *k = arg;

@@ -44,12 +44,14 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		usleep(s->cfg->slow_us);
 }
 
+/* srv_close_cb -- close callback: note it */
 static void srv_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;
 	((struct srv_state *)arg)->closed = 1;
 }
 
+/* srv_lst_close_cb -- listener close callback: note it */
 static void srv_lst_close_cb(struct rdmamsg_listener *lst, void *arg)
 {
 	(void)lst;

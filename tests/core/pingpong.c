@@ -36,6 +36,7 @@ static void wait_flag(struct pp *p, volatile int *flag, int ms)
 		rdmamsg_ctx_progress(p->ctx);
 }
 
+/* srv_recv -- on_recv: handle one message */
 static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
 {
@@ -47,18 +48,21 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		p->failures++;
 }
 
+/* srv_close_cb -- close callback: note it */
 static void srv_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;
 	((struct pp *)arg)->closed = 1;
 }
 
+/* lst_close_cb -- listener close callback: note it */
 static void lst_close_cb(struct rdmamsg_listener *lst, void *arg)
 {
 	(void)lst;
 	((struct pp *)arg)->lclosed = 1;
 }
 
+/* srv_disc -- on_disconnect: note it (and close) */
 static void srv_disc(struct rdmamsg_ep *ep, int status, void *arg)
 {
 	(void)status;
@@ -71,6 +75,7 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 	.on_disconnect = srv_disc,
 };
 
+/* srv_req -- on_conn_req: accept or refuse */
 static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 		    const void *pdata, size_t len, void *arg)
 {
@@ -105,6 +110,7 @@ static int server(int wfd, void *arg)
 	return p.failures ? 12 : 0;
 }
 
+/* cli_recv -- on_recv: handle one message */
 static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
 {
@@ -119,6 +125,7 @@ static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	p->flag = 1;
 }
 
+/* cli_connect -- on_connect: record the outcome */
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 			const void *pdata, size_t len, void *arg)
 {
@@ -132,6 +139,7 @@ static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 	p->status = status;
 }
 
+/* cli_close_cb -- close callback: note it */
 static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;

@@ -17,6 +17,7 @@ struct cli {
 	int connected, status, closed, finished, failures;
 };
 
+/* cli_connect -- on_connect: record the outcome */
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 			const void *pdata, size_t len, void *arg)
 {
@@ -74,6 +75,7 @@ static void pump(struct cli *c)
 		c->max_reg = reg;
 }
 
+/* cli_writable -- on_writable: send more */
 static void cli_writable(struct rdmamsg_ep *ep, void *arg)
 {
 	struct cli *c = arg;
@@ -83,6 +85,7 @@ static void cli_writable(struct rdmamsg_ep *ep, void *arg)
 	pump(c);
 }
 
+/* cli_close_cb -- close callback: note it */
 static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;

@@ -89,6 +89,7 @@ static void srv_close_cb(struct rdmamsg_ep *ep, void *arg)
 	((struct peer *)arg)->closed = 1;
 }
 
+/* lst_close_cb -- listener close callback: note it */
 static void lst_close_cb(struct rdmamsg_listener *lst, void *arg)
 {
 	(void)lst;
@@ -227,6 +228,7 @@ static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	p->done = 1;
 }
 
+/* cli_close_cb -- close callback: note it */
 static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;
