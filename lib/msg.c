@@ -174,7 +174,13 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 		return 0;
 	}
 
-	/* out of credits, or fragmented: queue (bounded) */
+	/*
+	 * Out of credits, or fragmented: queue (bounded).  This is also
+	 * where the rendezvous protocol of a later version plugs in: above
+	 * a threshold a message goes out as one W_RTS control message
+	 * naming the (registered) buffer and the peer pulls it with an RDMA
+	 * read, instead of as eager fragments.
+	 */
 	limit = backlog_limit(ep);
 	if (ep->bl_count >= limit && !(len > ep->frag && !ep->bl_head)) {
 		ep->want_writable = 1;
