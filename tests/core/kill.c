@@ -80,10 +80,13 @@ int main(void)
 	struct cli c;
 	char addr[64], msg[64];
 	long long t0, t_kill, t_disc;
-	int rfd;
+	int rfd, slack;
 	pid_t pid;
 
 	test_setup("kill");
+	/* detection comes at most a keep-alive tick (PEER_MS / 3) after the
+	 * timeout; valgrind slows the loop down */
+	slack = tap_small() ? 3000 : 500;
 	memset(&c, 0, sizeof(c));
 	c.ctx = test_ctx_or_skip();
 	c.seen = calloc(MAXOPS, 1);
@@ -120,8 +123,8 @@ int main(void)
 	t_disc = test_now_ms();
 	ok(c.disc, "on_disconnect after the peer died (status %d: %s)",
 	   c.disc_status, rdmamsg_strerror(c.disc_status));
-	ok(t_kill && t_disc - t_kill <= PEER_MS + 500,
-	   "within the %d ms peer timeout (+500 ms): %lld ms", PEER_MS,
+	ok(t_kill && t_disc - t_kill <= PEER_MS + slack,
+	   "within the %d ms peer timeout (+%d ms): %lld ms", PEER_MS, slack,
 	   t_disc - t_kill);
 	is_int(test_wait_child(pid), 128 + SIGKILL, "the peer was killed");
 	is_int(rdmamsg_send(c.ep, msg, 8, NULL), -ENOTCONN,
@@ -163,7 +166,7 @@ int main(void)
 	t_disc = test_now_ms();
 	ok(c.disc, "on_disconnect for the stopped peer");
 	is_int(c.disc_status, -ETIMEDOUT, "status -ETIMEDOUT");
-	ok(t_disc - t_kill <= PEER_MS + 500 && t_disc - t_kill >= PEER_MS / 2,
+	ok(t_disc - t_kill <= PEER_MS + slack && t_disc - t_kill >= PEER_MS / 2,
 	   "after about the %d ms peer timeout: %lld ms", PEER_MS,
 	   t_disc - t_kill);
 	rdmamsg_ep_close(c.ep, cli_close_cb);
