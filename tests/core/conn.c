@@ -13,8 +13,9 @@ struct srv {
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_listener *lst;
 	struct rdmamsg_conn_req *ignored;
-	struct rdmamsg_ep *ep;
-	int done, closed, lclosed, failures;
+	struct rdmamsg_conn_req *later;
+	struct rdmamsg_ep *ep, *ep2;
+	int done, closed, lclosed, failures, ndisc, nclosed;
 };
 
 /* srv_recv -- echo every message with its immediate value plus one */
@@ -34,7 +35,8 @@ static void srv_close_cb(struct rdmamsg_ep *ep, void *arg)
 	struct srv *s = arg;
 
 	(void)ep;
-	s->closed = 1;
+	if (++s->nclosed == 2)
+		s->closed = 1;
 }
 
 /* srv_disconnect -- the client left: close our side */
@@ -47,7 +49,8 @@ static void srv_disconnect(struct rdmamsg_ep *ep, int status, void *arg)
 		s->failures++;
 	}
 	rdmamsg_ep_close(ep, srv_close_cb);
-	s->done = 1;
+	if (++s->ndisc == 2)
+		s->done = 1;
 }
 
 /* srv_connect -- the accepted endpoint is up */
@@ -97,6 +100,12 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 			s->failures++;
 		return;
 	}
+	if (len == 5 && !memcmp(pdata, "later", 5)) {
+		/* decided outside this callback, from the wake-up callback */
+		s->later = req;
+		rdmamsg_ctx_wakeup(s->ctx);
+		return;
+	}
 	if (len == 6 && !memcmp(pdata, "ignore", 6)) {
 		s->ignored = req; /* the listener rejects it when it closes */
 		return;
@@ -123,15 +132,38 @@ static void lst_close_cb(struct rdmamsg_listener *lst, void *arg)
 	((struct srv *)arg)->lclosed = 1;
 }
 
-/* server -- the child: listen, serve one accepted client, exit */
+/* srv_wakeup -- accept the request put aside by srv_req */
+static void srv_wakeup(struct rdmamsg_ctx *ctx, void *arg)
+{
+	struct srv *s = arg;
+	struct rdmamsg_ep_attr *attr;
+
+	(void)ctx;
+	if (!s->later)
+		return;
+	rdmamsg_ep_attr_new(&attr);
+	rdmamsg_ep_attr_set_private_data(attr, "later", 5);
+	if (rdmamsg_conn_req_accept(s->later, attr, &srv_cbs, s, &s->ep2))
+		s->failures++;
+	rdmamsg_ep_attr_delete(&attr);
+	s->later = NULL;
+}
+
+/* server -- the child: listen, serve two accepted clients, exit */
 static int server(int wfd, void *arg)
 {
+	struct rdmamsg_ctx_attr *ca;
 	struct srv s;
 	uint16_t port = 0;
+	int ret;
 
 	(void)arg;
 	memset(&s, 0, sizeof(s));
-	if (rdmamsg_ctx_create(NULL, &s.ctx))
+	rdmamsg_ctx_attr_new(&ca);
+	rdmamsg_ctx_attr_set_wakeup_cb(ca, srv_wakeup, &s);
+	ret = rdmamsg_ctx_create(ca, &s.ctx);
+	rdmamsg_ctx_attr_delete(&ca);
+	if (ret)
 		return 10;
 	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst))
 		return 11;
@@ -386,6 +418,12 @@ int main(void)
 	       "get_max_msg_size(NULL)");
 	test_run_until(ctx, &c.connected, 5000);
 	is_int(c.status, -ECONNREFUSED, "refused");
+	close_wait(ctx, ep, &c);
+
+	ep = attempt(ctx, addr, "later", 0, &c);
+	is_int(c.status, 0, "accepted outside the request callback");
+	ok(c.pdata_len == 5 && !memcmp(c.pdata, "later", 5),
+	   "with that accept's private data");
 	close_wait(ctx, ep, &c);
 
 	ep = attempt(ctx, addr, "accept", 0, &c);
