@@ -185,6 +185,8 @@ struct rdmamsg_ctx {
 	int stop;
 	int pending;  /* work left for the next progress pass */
 	uint64_t now; /* cached at the start of a progress pass */
+	uint64_t last_epoll;
+	int force_epoll;
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 

@@ -27,6 +27,8 @@ struct rdmamsg__loop {
 	struct rdmamsg_ctx *ctx;
 };
 
+#define EPOLL_EVERY_NS 50000ull
+
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
 
 /* set_nonblock -- channel fds must never block a progress pass */
@@ -59,6 +61,7 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	lp->ctx->force_epoll = 1;
 	rdmamsg_ctx_progress(lp->ctx);
 	if (lp->ctx->stop)
 		ev_break(loop, EVBREAK_ONE);
@@ -267,7 +270,16 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	ctx->in_progress = 1;
 	ctx->now = rdmamsg__now_ns();
 	ctx->pending = 0;
-	n = epoll_wait(ctx->epfd, evs, 8, 0);
+	/* a caller spinning on progress (busy polling) needs the channels
+	 * only now and then: the CQs are polled directly below, timers and
+	 * CM events may wait EPOLL_EVERY_NS; one that woke from the fd (libev,
+	 * or arm() saw it readable) always looks */
+	n = 0;
+	if (ctx->force_epoll || ctx->now - ctx->last_epoll >= EPOLL_EVERY_NS) {
+		ctx->force_epoll = 0;
+		ctx->last_epoll = ctx->now;
+		n = epoll_wait(ctx->epfd, evs, 8, 0);
+	}
 	for (i = 0; i < n; i++) {
 		switch (evs[i].data.u32) {
 		case SRC_CC:
@@ -353,11 +365,19 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 /* rdmamsg_ctx_arm -- 0 when blocking on the fd is safe, -EBUSY otherwise */
 RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 {
+	struct epoll_event ev;
+
 	if (!ctx)
 		return -EINVAL;
 	if (ctx->pending || !list_empty(&ctx->polls) ||
 	    !list_empty(&ctx->deferred) || !list_empty(&ctx->ldeferred))
 		return -EBUSY;
+	/* a progress pass may have skipped the channels (busy polling):
+	 * readable ones are work, and the next pass must look at them */
+	if (epoll_wait(ctx->epfd, &ev, 1, 0) > 0) {
+		ctx->force_epoll = 1;
+		return -EBUSY;
+	}
 	/* CQs are re-armed after every drain and channel fds are level
 	 * triggered in the epoll set, so nothing can be lost from here on */
 	return 0;
