@@ -247,9 +247,9 @@ int rdmamsg_ep_attr_set_connect_timeout(struct rdmamsg_ep_attr *attr,
 int rdmamsg_ep_attr_set_close_timeout(struct rdmamsg_ep_attr *attr,
 				      unsigned int ms);
 
-/* rdmamsg_ep_attr_set_peer_timeout -- a peer silent for this many ms is dead
- * (on_disconnect gets -ETIMEDOUT); keep-alives go out at a third of it;
- * 0 turns detection off */
+/* rdmamsg_ep_attr_set_peer_timeout -- a peer silent for this many ms (at
+ * least 30) is dead (on_disconnect gets -ETIMEDOUT); keep-alives go out at
+ * a third of it; 0 turns detection off */
 int rdmamsg_ep_attr_set_peer_timeout(struct rdmamsg_ep_attr *attr,
 				     unsigned int ms);
 
@@ -332,7 +332,9 @@ struct rdmamsg_ep_cbs {
 	/* on_writable -- sends may succeed again after one returned -EAGAIN */
 	void (*on_writable)(struct rdmamsg_ep *ep, void *arg);
 	/* on_disconnect -- the connection went down: 0 (peer closed),
-	 * -ECONNRESET, -ETIMEDOUT (peer silent past the peer timeout) */
+	 * -ECONNRESET, -ETIMEDOUT (peer silent past the peer timeout),
+	 * -EPROTO (peer broke the protocol), -ENOBUFS (no pool memory to
+	 * reassemble a message), -ENODEV (device gone).  Close follows. */
 	void (*on_disconnect)(struct rdmamsg_ep *ep, int status, void *arg);
 };
 
@@ -368,8 +370,8 @@ int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep, size_t *size);
  * rdmamsg_send -- send len bytes (0 allowed) copied from data; data may be
  * reused on return.  Small messages go inline, large ones are fragmented.
  * -ENOTCONN unless connected, -EMSGSIZE above the maximum, -EAGAIN when out
- * of credits and the backlog is full (on_writable follows).  op_ctx comes
- * back in on_send.
+ * of credits and the backlog (or the pool) is full (on_writable follows).
+ * op_ctx comes back in on_send.
  */
 int rdmamsg_send(struct rdmamsg_ep *ep, const void *data, size_t len,
 		 void *op_ctx);
@@ -382,6 +384,8 @@ int rdmamsg_send_imm(struct rdmamsg_ep *ep, const void *data, size_t len,
  * rdmamsg_send_buf -- zero-copy: send the first len bytes of a pool buffer
  * the caller filled; on success the buffer belongs to the library, which
  * frees it after the completion; on failure it stays the caller's.
+ * -EINVAL when buf is not the caller's, is from another context, or holds
+ * fewer than len bytes.
  */
 int rdmamsg_send_buf(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf, size_t len,
 		     void *op_ctx);
@@ -407,7 +411,8 @@ int rdmamsg_recv_keep(struct rdmamsg_ep *ep, struct rdmamsg_buf **buf);
  * rdmamsg_listen -- accept connection requests on "host:port" (port 0 picks
  * a free one; see rdmamsg_listener_get_port).  on_conn_req gets every
  * request with the client's private data and must eventually accept or
- * reject it.  -EADDRINUSE when the port is taken.
+ * reject it.  -EADDRINUSE when the port is taken, -ENODEV when the address
+ * is not on the context's device.
  */
 int rdmamsg_listen(struct rdmamsg_ctx *ctx, const char *addr,
 		   void (*on_conn_req)(struct rdmamsg_listener *lst,
