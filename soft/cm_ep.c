@@ -183,39 +183,24 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 	scm_destroy_cqs(id);
 }
 
-/* rdma_create_srq_ex -- an SRQ for the id, with a receive CQ if needed */
+/* rdma_create_srq_ex -- an SRQ for the id (basic; XRC is not offered) */
 int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
 	struct ibv_srq *srq;
-	int err;
 
 	if (!id || !attr || !id->verbs)
 		return scm_err(EINVAL);
-	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)) {
-		attr->comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
-		attr->srq_type = id->qp_type == IBV_QPT_XRC_RECV
-					 ? IBV_SRQT_XRC
-					 : IBV_SRQT_BASIC;
-	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
+		return scm_err(EINVAL);
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
 		attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
 		attr->pd = id->pd;
 	}
 	if (attr->srq_type == IBV_SRQT_XRC)
 		return scm_err(ENOSYS);
-	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
-		err = scm_create_cqs(id, 0, attr->attr.max_wr);
-		if (err)
-			return scm_err(err);
-		attr->comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
-		attr->cq = id->recv_cq;
-	}
 	srq = ibv_create_srq_ex(id->verbs, attr);
-	if (!srq) {
-		err = errno ? errno : ENOMEM;
-		scm_destroy_cqs(id);
-		return scm_err(err);
-	}
+	if (!srq)
+		return scm_err(errno ? errno : ENOMEM);
 	id->srq = srq;
 	id->pd = attr->pd;
 	return 0;

@@ -218,6 +218,32 @@ static int server_main(int pfd)
 	return srv_fails ? 1 : 0;
 }
 
+/* run_srq -- rdma_create_srq: the id's QP then receives through it */
+static void run_srq(uint16_t port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct ibv_srq_init_attr sa;
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_id *id;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("resolve");
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 8;
+	sa.attr.max_sge = 1;
+	ok(!rdma_create_srq(id, NULL, &sa) && id->srq && id->pd,
+	   "rdma_create_srq on the id (its PD)");
+	init_attr(&ia);
+	ok(!rdma_create_qp(id, NULL, &ia) && id->qp && id->qp->srq == id->srq,
+	   "rdma_create_qp takes the id's SRQ");
+	rdma_destroy_qp(id);
+	rdma_destroy_srq(id);
+	ok(!id->srq && !id->qp, "destroy_qp, destroy_srq");
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+}
+
 /* run_client -- connect, send, verify echoes, RDMA write and read */
 static void run_client(uint16_t port)
 {
@@ -524,6 +550,7 @@ int main(void)
 	vport = cmt_read_u16(vp[0]);
 	if (!port || !vport)
 		bail_out("server did not start");
+	run_srq(port);
 	run_client(port);
 	waitpid(pid, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server process passed");
