@@ -450,6 +450,210 @@ int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 int rdmamsg_conn_req_reject(struct rdmamsg_conn_req *req, int reason,
 			    const void *pdata, size_t pdata_len);
 
+/* ------------------------------------------------------------------------
+ * Large messages (rendezvous).  A message longer than the eager maximum
+ * (rdmamsg_ep_attr_set_max_msg_size) and at most the large maximum goes
+ * by rendezvous: the sender announces a registered source, the receiver
+ * pulls it with RDMA READ into memory it chooses, and on_send fires when
+ * the receiver has the data in place.  rdmamsg_send() copies the data once
+ * into memory it registers for the transfer; rdmamsg_send_mr() sends from
+ * the caller's registration without a copy.  Large messages complete in
+ * any order relative to other messages; small ones never wait behind them.
+ * The receiver enforces its own large maximum: the sender's on_send gets
+ * -EMSGSIZE (or the allocation callback's error) when it refuses.
+ * --------------------------------------------------------------------- */
+
+struct rdmamsg_mr;  /* a registered region of the caller's memory */
+struct rdmamsg_rmr; /* a peer's region, imported from its export */
+struct rdmamsg_req; /* a peer's request waiting for rdmamsg_respond() */
+
+/* Flag of a received message: it came by rendezvous. */
+#define RDMAMSG_RECV_LARGE 0x2
+
+/* rdmamsg_ep_attr_set_max_large_size -- largest message by rendezvous
+ * (default 1 GiB); 4096 .. 2^40 */
+int rdmamsg_ep_attr_set_max_large_size(struct rdmamsg_ep_attr *attr,
+				       size_t size);
+
+/*
+ * rdmamsg_ep_attr_set_recv_alloc -- choose where a large message lands:
+ * alloc(ep, len, &data, &mr, arg) returns 0 and sets data (len bytes inside
+ * mr, which must stay registered until on_recv) to receive there, the
+ * caller then owning the bytes; returns 0 leaving *mr NULL for the
+ * library's own memory (valid until on_recv returns); returns a negative
+ * errno to refuse the message (the sender's on_send gets it).
+ */
+int rdmamsg_ep_attr_set_recv_alloc(struct rdmamsg_ep_attr *attr,
+				   int (*alloc)(struct rdmamsg_ep *ep,
+						size_t len, void **data,
+						struct rdmamsg_mr **mr,
+						void *arg));
+
+/*
+ * rdmamsg_send_mr -- zero-copy rendezvous of len bytes at offset off of mr
+ * (registered with RDMAMSG_ACCESS_REMOTE_READ): the bytes must stay
+ * unchanged and mr registered until on_send.  -ERANGE outside mr, -EACCES
+ * without remote read access, otherwise as rdmamsg_send().
+ */
+int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr, size_t off,
+		    size_t len, void *op_ctx);
+
+/* ------------------------------------------------------------------------
+ * Request/response.  The library correlates responses with requests (a
+ * 64-bit id in the header), times requests out and cancels them; requests
+ * and responses of any size up to the large maximum (rendezvous beyond
+ * the eager maximum).
+ * --------------------------------------------------------------------- */
+
+/*
+ * rdmamsg_ep_attr_set_on_request -- on_request(ep, req, data, len, arg)
+ * gets each request of the peer; data is valid until it returns, req
+ * until rdmamsg_respond() or rdmamsg_req_drop() (or the endpoint's close
+ * callback).  Without it, requests are dropped (the peer times out).
+ */
+int rdmamsg_ep_attr_set_on_request(struct rdmamsg_ep_attr *attr,
+				   void (*on_request)(struct rdmamsg_ep *ep,
+						      struct rdmamsg_req *req,
+						      void *data, size_t len,
+						      void *arg));
+
+/*
+ * rdmamsg_request -- send a request; response_cb(ep, status, data, len,
+ * req_arg) runs exactly once: 0 with the response (data valid until it
+ * returns), -ETIMEDOUT after timeout_ms (0: no timeout), -ECANCELED after
+ * rdmamsg_request_cancel() or rdmamsg_ep_close(), -ECONNRESET (or the
+ * endpoint's error) when the connection goes down.  *id identifies the
+ * request for cancellation.  Errors as rdmamsg_send().
+ */
+int rdmamsg_request(struct rdmamsg_ep *ep, const void *data, size_t len,
+		    unsigned int timeout_ms,
+		    void (*response_cb)(struct rdmamsg_ep *ep, int status,
+					void *data, size_t len, void *req_arg),
+		    void *req_arg, uint64_t *id);
+
+/* rdmamsg_request_cancel -- the request's callback gets -ECANCELED (from
+ * the loop, soon); -ENOENT when it completed or was cancelled already */
+int rdmamsg_request_cancel(struct rdmamsg_ep *ep, uint64_t id);
+
+/* rdmamsg_respond -- answer req with len bytes (copied) and free it;
+ * -ENOTCONN when the connection is down (req stays: drop it), -EMSGSIZE
+ * above the large maximum */
+int rdmamsg_respond(struct rdmamsg_req *req, const void *data, size_t len);
+
+/* rdmamsg_req_drop -- free req without answering (the peer times out) */
+int rdmamsg_req_drop(struct rdmamsg_req *req);
+
+/* rdmamsg_ep_get_late_responses -- responses dropped because their
+ * request had timed out or been cancelled */
+int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep, uint64_t *n);
+
+/* ------------------------------------------------------------------------
+ * Memory registration and one-sided operations.
+ *
+ * Local checks come first: a call that can tell an operation is out of
+ * bounds (-ERANGE) or not permitted by the export (-EACCES) refuses it and
+ * posts nothing.  What only the peer can tell (a revoked registration, a
+ * forged export) completes the operation with -EACCES (remote access
+ * error) or -EREMOTEIO (other remote error); the connection is then in
+ * error, as on hardware: the endpoint goes down (on_disconnect gets the
+ * same status) and every other pending operation, send and request
+ * completes exactly once with -ECANCELED or an error.
+ * --------------------------------------------------------------------- */
+
+#define RDMAMSG_ACCESS_REMOTE_READ   0x1 /* peers may read */
+#define RDMAMSG_ACCESS_REMOTE_WRITE  0x2 /* peers may write */
+#define RDMAMSG_ACCESS_REMOTE_ATOMIC 0x4 /* peers may use atomics */
+
+/* Bytes of an export (rdmamsg_mr_export). */
+#define RDMAMSG_MR_EXPORT_SIZE 32
+
+/* rdmamsg_mr_reg -- register len bytes at addr with access flags
+ * (RDMAMSG_ACCESS_*; local read and write always); -EINVAL for len 0 or
+ * unknown flags */
+int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr, size_t len,
+		   unsigned int access, struct rdmamsg_mr **mr);
+
+/* rdmamsg_mr_dereg -- deregister, free *mr and set it to NULL; -EBUSY
+ * while operations using it are in flight.  Peers holding its export
+ * get remote access errors from then on. */
+int rdmamsg_mr_dereg(struct rdmamsg_mr **mr);
+
+/* rdmamsg_mr_get_data -- where the region starts, and its length */
+int rdmamsg_mr_get_data(const struct rdmamsg_mr *mr, void **addr, size_t *len);
+
+/* rdmamsg_mr_export -- RDMAMSG_MR_EXPORT_SIZE opaque bytes (address,
+ * length, key, access) for a peer to import; -ENOSPC when len is short */
+int rdmamsg_mr_export(const struct rdmamsg_mr *mr, void *buf, size_t len);
+
+/* rdmamsg_rmr_import -- a peer's region from its export; -EINVAL for
+ * bytes that are not an export */
+int rdmamsg_rmr_import(const void *buf, size_t len, struct rdmamsg_rmr **rmr);
+
+/* rdmamsg_rmr_free -- free *rmr and set it to NULL */
+int rdmamsg_rmr_free(struct rdmamsg_rmr **rmr);
+
+/* rdmamsg_rmr_get_size -- the imported region's length */
+int rdmamsg_rmr_get_size(const struct rdmamsg_rmr *rmr, size_t *len);
+
+/*
+ * rdmamsg_write -- RDMA write len bytes from lmr+loff to rmr+roff; cb(ep,
+ * status, 0, op_ctx) runs exactly once (cb may be NULL).  -ENOTCONN,
+ * -ERANGE (outside lmr or rmr), -EACCES (export lacks remote write),
+ * -EMSGSIZE (above the device's message size), -EAGAIN (send queue full:
+ * retry after a completion), -EINVAL (NULL or foreign objects).
+ */
+int rdmamsg_write(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
+		  const struct rdmamsg_rmr *rmr, size_t roff, size_t len,
+		  void (*cb)(struct rdmamsg_ep *ep, int status, uint64_t value,
+			     void *op_ctx),
+		  void *op_ctx);
+
+/*
+ * rdmamsg_write_imm -- rdmamsg_write() whose arrival the peer sees:
+ * its on_write_imm(ep, imm, len, arg) runs after the data is in place.
+ * Uses a receive credit of the peer: -EAGAIN when none is left.
+ */
+int rdmamsg_write_imm(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr,
+		      size_t loff, const struct rdmamsg_rmr *rmr, size_t roff,
+		      size_t len, uint32_t imm,
+		      void (*cb)(struct rdmamsg_ep *ep, int status,
+				 uint64_t value, void *op_ctx),
+		      void *op_ctx);
+
+/* rdmamsg_ep_attr_set_on_write_imm -- what sees the peer's
+ * rdmamsg_write_imm() (without it, they are counted and ignored) */
+int rdmamsg_ep_attr_set_on_write_imm(struct rdmamsg_ep_attr *attr,
+				     void (*on_write_imm)(struct rdmamsg_ep *ep,
+							  uint32_t imm,
+							  size_t len,
+							  void *arg));
+
+/* rdmamsg_read -- RDMA read len bytes from rmr+roff into lmr+loff; as
+ * rdmamsg_write() (-EACCES: export lacks remote read) */
+int rdmamsg_read(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
+		 const struct rdmamsg_rmr *rmr, size_t roff, size_t len,
+		 void (*cb)(struct rdmamsg_ep *ep, int status, uint64_t value,
+			    void *op_ctx),
+		 void *op_ctx);
+
+/*
+ * rdmamsg_atomic_cas -- 8-byte compare-and-swap at rmr+roff (8-byte
+ * aligned: -EINVAL otherwise); cb's value is the previous contents.
+ * -ENOTSUP without device atomics, -EACCES without remote atomic access.
+ */
+int rdmamsg_atomic_cas(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
+		       size_t roff, uint64_t compare, uint64_t swap,
+		       void (*cb)(struct rdmamsg_ep *ep, int status,
+				  uint64_t value, void *op_ctx),
+		       void *op_ctx);
+
+/* rdmamsg_atomic_fadd -- 8-byte fetch-and-add; as rdmamsg_atomic_cas() */
+int rdmamsg_atomic_fadd(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
+			size_t roff, uint64_t add,
+			void (*cb)(struct rdmamsg_ep *ep, int status,
+				   uint64_t value, void *op_ctx),
+			void *op_ctx);
+
 #ifdef __cplusplus
 }
 #endif

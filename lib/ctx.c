@@ -240,6 +240,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 	list_init(&ctx->ldeferred);
 	list_init(&ctx->eps);
 	list_init(&ctx->listeners);
+	list_init(&ctx->mrs);
 	if (attr) {
 		ctx->wakeup_cb = attr->wakeup_cb;
 		ctx->wakeup_arg = attr->wakeup_arg;
@@ -310,7 +311,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 		return -EINVAL;
 	ctx = *ctxp;
 	if (!list_empty(&ctx->eps) || !list_empty(&ctx->listeners) ||
-	    ctx->pool.in_use || ctx->in_progress)
+	    !list_empty(&ctx->mrs) || ctx->pool.in_use || ctx->in_progress)
 		return -EBUSY;
 	rdmamsg__loop_fini(ctx);
 	rdmamsg__pool_fini(ctx);

@@ -25,6 +25,7 @@ void rdmamsg__ep_params_default(struct rdmamsg__ep_params *p)
 	p->recv_depth = 64;
 	p->send_depth = 128;
 	p->backlog = 1024;
+	p->max_large = (size_t)1 << 30;
 }
 
 /* rdmamsg_ep_attr_new -- attributes with defaults */
@@ -409,6 +410,8 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 	/* DREQ to the peer; the QP goes to error and flushes its WRs */
 	ep->ctx->ops->disconnect(ep->id);
 	qp_error(ep);
+	if (ep->xf)
+		rdmamsg__xfer_down(ep, status);
 	if (ep->closing) {
 		rdmamsg__ep_defer(ep);
 		return;
@@ -481,6 +484,8 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	}
 	if (ep->id)
 		ctx->ops->destroy_id(ep->id);
+	if (ep->xf)
+		rdmamsg__xfer_free(ep);
 	free_bufs(ep);
 	list_del(&ep->poll_link);
 	list_del(&ep->defer_link);
@@ -569,7 +574,8 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep,
 		return -EINVAL;
 	if (!ep->max_msg)
 		return -ENOTCONN;
-	*size = ep->max_msg;
+	/* above the eager maximum, messages go by rendezvous (rndv.c) */
+	*size = ep->max_msg > ep->p.max_large ? ep->max_msg : ep->p.max_large;
 	return 0;
 }
 

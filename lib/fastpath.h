@@ -16,8 +16,9 @@
  * Every message or fragment starts with this header, little-endian.
  * credits/ctl return receive buffers to the peer (piggybacked flow
  * control); total is the whole message's length on its first fragment.
- * W_RTS is reserved for the rendezvous protocol (large messages by RDMA
- * read) that a later version adds next to eager fragmentation.
+ * W_RTS is reserved; the rendezvous protocol (large messages by RDMA
+ * read) travels as W_DATA flagged F_XFER instead, so that it uses data
+ * credits (see xfer.h).
  */
 struct rdmamsg__wire {
 	uint8_t type;
@@ -36,7 +37,8 @@ struct rdmamsg__wire {
 #define RDMAMSG_SEND_WRID (1ull << 63)
 
 enum { W_DATA = 1, W_CREDIT = 2, W_KEEPALIVE = 3, W_RTS = 4 };
-enum { F_FIRST = 1, F_LAST = 2, F_IMM = 4 };
+/* F_XFER: a control message of the rendezvous/request layer (xfer.h) */
+enum { F_FIRST = 1, F_LAST = 2, F_IMM = 4, F_XFER = 8 };
 
 /* sq_free -- send work requests the endpoint may still post */
 static inline uint32_t fp_sq_free(const struct rdmamsg_ep *ep)

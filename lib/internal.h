@@ -197,6 +197,7 @@ struct rdmamsg_ctx {
 	int in_progress;
 	struct rdmamsg__list eps;
 	struct rdmamsg__list listeners;
+	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
 };
 
 /* loop.c: the loop adapter (the only file with ev_* calls) */
@@ -221,6 +222,14 @@ struct rdmamsg__ep_params {
 	size_t max_msg;
 	uint8_t pdata_len;
 	uint8_t pdata[RDMAMSG_PRIVATE_DATA_MAX];
+	/* large messages, requests, one-sided (xfer.c) */
+	size_t max_large;
+	int (*recv_alloc)(struct rdmamsg_ep *ep, size_t len, void **data,
+			  struct rdmamsg_mr **mr, void *arg);
+	void (*on_request)(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+			   void *data, size_t len, void *arg);
+	void (*on_write_imm)(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
+			     void *arg);
 };
 
 struct rdmamsg_ep_attr {
@@ -232,7 +241,7 @@ void rdmamsg__ep_params_default(struct rdmamsg__ep_params *p);
 struct rdmamsg__slot {
 	void *op_ctx;
 	struct rdmamsg_buf *buf; /* freed when the slot completes */
-	uint8_t report;
+	uint8_t report;		 /* 1: on_send; 2: xfer operation (xfer.c) */
 };
 
 enum rdmamsg__ep_phase {
@@ -308,6 +317,9 @@ struct rdmamsg_ep {
 	int down_reported;
 	int connect_reported;
 	void (*close_cb)(struct rdmamsg_ep *ep, void *arg);
+
+	/* one-sided, rendezvous, requests: made on first use (xfer.c) */
+	struct rdmamsg__xfer *xf;
 };
 
 struct rdmamsg_listener {
@@ -361,6 +373,20 @@ void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status);
 void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t upto,
 				int status);
 void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep);
+
+/* xfer.c: hooks of the layer beside eager messages */
+#define RDMAMSG_SLOT_XFER 2
+int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
+		       size_t len);
+int rdmamsg__xfer_send_large(struct rdmamsg_ep *ep, const void *data,
+			     size_t len, int has_imm, uint32_t imm,
+			     void *op_ctx);
+void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status);
+void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len);
+void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, const struct ibv_wc *wc);
+void rdmamsg__xfer_flush(struct rdmamsg_ep *ep);
+void rdmamsg__xfer_down(struct rdmamsg_ep *ep, int status);
+void rdmamsg__xfer_free(struct rdmamsg_ep *ep);
 
 /* cm/conn.c */
 void rdmamsg__cm_process(struct rdmamsg_ctx *ctx);

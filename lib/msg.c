@@ -20,6 +20,7 @@
 #include "internal.h"
 #include "fastpath.h"
 #include "dispatch.h"
+#include "xfer.h"
 
 #define POLL_BATCH  32
 #define POLL_BUDGET 8 /* batches per endpoint per progress pass */
@@ -119,12 +120,12 @@ static void pump(struct rdmamsg_ep *ep)
 		uint32_t flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
 		int last = n->off + flen == n->len;
 		uint8_t flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
-					  (last ? F_LAST : 0) |
-					  (n->has_imm ? F_IMM : 0));
+					  (last ? F_LAST : 0) | n->has_imm);
 
 		if (post_frag(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
 			      n->data + n->off, flen, n, last ? n : NULL,
-			      n->op_ctx, last && report))
+			      n->op_ctx,
+			      last && report && !(n->has_imm & F_XFER)))
 			break; /* QP in error: the CQ reports it */
 		ep->credits--;
 		n->off += flen;
@@ -140,9 +141,10 @@ static void pump(struct rdmamsg_ep *ep)
 		ep->writable_due = 1;
 }
 
-/* send_msg -- the one send path behind the four public calls */
+/* send_msg -- the one send path behind the four public calls; xflags:
+ * F_IMM, and F_XFER for the rendezvous/request layer's messages */
 static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
-		    struct rdmamsg_buf *zb, int has_imm, uint32_t imm,
+		    struct rdmamsg_buf *zb, int xflags, uint32_t imm,
 		    void *op_ctx)
 {
 	struct rdmamsg_buf *n;
@@ -151,8 +153,13 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 
 	if (RDMAMSG_UNLIKELY(ep->state != RDMAMSG_EP_CONNECTED))
 		return -ENOTCONN;
-	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
-		return -EMSGSIZE;
+	if (RDMAMSG_UNLIKELY(len > ep->max_msg)) {
+		/* beyond eager fragmentation: rendezvous (rndv.c) */
+		if (zb || (xflags & F_XFER))
+			return -EMSGSIZE;
+		return rdmamsg__xfer_send_large(ep, data, len, xflags & F_IMM,
+						imm, op_ctx);
+	}
 	if (zb) {
 		if (zb->state != BUF_USER || zb->ctx != ep->ctx ||
 		    len > zb->cap)
@@ -162,10 +169,9 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->frag && ep->credits > 0 &&
 			   fp_sq_free(ep) > 0)) {
 		ret = post_frag(
-			ep, W_DATA,
-			(uint8_t)(F_FIRST | F_LAST | (has_imm ? F_IMM : 0)),
-			imm, (uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
-			ep->cbs.on_send != NULL);
+			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
+			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
+			ep->cbs.on_send != NULL && !(xflags & F_XFER));
 		if (RDMAMSG_UNLIKELY(ret))
 			return ret == -ENOMEM ? -EAGAIN : -ENOTCONN;
 		ep->credits--;
@@ -182,7 +188,8 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 	 * read, instead of as eager fragments.
 	 */
 	limit = backlog_limit(ep);
-	if (ep->bl_count >= limit && !(len > ep->frag && !ep->bl_head)) {
+	if (ep->bl_count >= limit && !(len > ep->frag && !ep->bl_head) &&
+	    !(xflags & F_XFER)) {
 		ep->want_writable = 1;
 		return -EAGAIN;
 	}
@@ -199,7 +206,7 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 	n->state = BUF_LIB;
 	n->len = len;
 	n->off = 0;
-	n->has_imm = (uint8_t)has_imm;
+	n->has_imm = (uint8_t)xflags;
 	n->imm = imm;
 	n->op_ctx = op_ctx;
 	n->reported = 0;
@@ -229,7 +236,7 @@ RDMAMSG_EXPORT int rdmamsg_send_imm(struct rdmamsg_ep *ep, const void *data,
 {
 	if (RDMAMSG_UNLIKELY(!ep || (len && !data)))
 		return -EINVAL;
-	return send_msg(ep, data, len, NULL, 1, imm, op_ctx);
+	return send_msg(ep, data, len, NULL, F_IMM, imm, op_ctx);
 }
 
 /* rdmamsg_send_buf -- zero-copy send of a pool buffer */
@@ -249,7 +256,21 @@ RDMAMSG_EXPORT int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep,
 {
 	if (RDMAMSG_UNLIKELY(!ep || !buf))
 		return -EINVAL;
-	return send_msg(ep, NULL, len, buf, 1, imm, op_ctx);
+	return send_msg(ep, NULL, len, buf, F_IMM, imm, op_ctx);
+}
+
+/* rdmamsg__ep_send_x -- a library-owned pool buffer flagged F_XFER: never
+ * refused for a full backlog, never reported through on_send */
+int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
+		       size_t len)
+{
+	int ret;
+
+	buf->state = BUF_USER;
+	ret = send_msg(ep, NULL, len, buf, F_XFER, 0, NULL);
+	if (ret)
+		buf->state = BUF_LIB;
+	return ret;
 }
 
 /* rdmamsg_recv_keep -- take the current message's buffer (in on_recv) */
@@ -305,8 +326,13 @@ void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t seq, int status)
 			s->buf = NULL;
 		}
 		if (s->report) {
+			int r = s->report;
+
 			s->report = 0;
-			if (ep->cbs.on_send)
+			if (RDMAMSG_UNLIKELY(r == RDMAMSG_SLOT_XFER))
+				rdmamsg__xfer_slot_done(
+					ep, (uint32_t)(s - ep->slots), st);
+			else if (ep->cbs.on_send)
 				ep->cbs.on_send(ep, st, s->op_ctx, ep->arg);
 		}
 	}
@@ -322,6 +348,8 @@ void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status)
 		if (n->reported)
 			continue;
 		n->reported = 1;
+		if (n->has_imm & F_XFER)
+			continue; /* the layer's own message (xfer.c) */
 		if (ep->cbs.on_send)
 			ep->cbs.on_send(ep, status, n->op_ctx, ep->arg);
 	}
@@ -362,6 +390,14 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 			rdmamsg__ep_down(ep, wc_status(wc->status));
 		return 0;
 	}
+	if (RDMAMSG_UNLIKELY(wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)) {
+		/* one-sided write with immediate: a data credit, no header */
+		ep->last_rx = ep->ctx->now;
+		ep->received_total++;
+		if (!ep->closing && ep->phase == PH_UP)
+			rdmamsg__xfer_write_imm(ep, wc);
+		return 1;
+	}
 	if (RDMAMSG_UNLIKELY(wc->byte_len < RDMAMSG_HDR)) {
 		LOG_ERR("runt message of %u bytes", wc->byte_len);
 		rdmamsg__ep_down(ep, -EPROTO);
@@ -380,9 +416,14 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 	len = wc->byte_len - RDMAMSG_HDR;
 	imm = le32toh(h->imm);
 	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
-	if (RDMAMSG_LIKELY((h->flags & (F_FIRST | F_LAST)) ==
+	if (RDMAMSG_LIKELY((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
 			   (F_FIRST | F_LAST))) {
 		deliver(ep, b, 0, idx, len, imm, flags);
+		return 1;
+	}
+	if ((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
+	    (F_FIRST | F_LAST | F_XFER)) {
+		rdmamsg__xfer_recv(ep, b->data, len);
 		return 1;
 	}
 	if (h->flags & F_FIRST) {
@@ -421,9 +462,13 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 			rdmamsg__ep_down(ep, -EPROTO);
 			return 1;
 		}
-		if (!deliver(ep, a, 1, idx, a->len, imm, flags))
-			rdmamsg__buf_put(a);
 		ep->rx_asm = NULL;
+		if (h->flags & F_XFER) {
+			rdmamsg__xfer_recv(ep, a->data, a->len);
+			rdmamsg__buf_put(a);
+		} else if (!deliver(ep, a, 1, idx, a->len, imm, flags)) {
+			rdmamsg__buf_put(a);
+		}
 	}
 	return 1;
 }
@@ -497,6 +542,8 @@ void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 		return;
 	if (ep->bl_head)
 		pump(ep);
+	if (RDMAMSG_UNLIKELY(ep->xf != NULL))
+		rdmamsg__xfer_flush(ep);
 	/* receive buffers the peer believes it still has */
 	view = r + ep->returned_total - ep->received_total;
 	if (ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2))

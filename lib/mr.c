@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mr.c -- memory registrations of the caller's memory, their export to
+ * peers and the import of a peer's export.
+ *
+ * Export format (RDMAMSG_MR_EXPORT_SIZE bytes, little-endian): magic
+ * "RMX1", access flags, rkey, reserved, address, length.  The bytes carry
+ * no secret beyond the rkey, as on any RDMA fabric.
+ */
+#include "config.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "dispatch.h"
+#include "xfer.h"
+
+#define EXPORT_MAGIC 0x31584d52u /* "RMX1" little-endian */
+#define ACCESS_ALL                                                  \
+	(RDMAMSG_ACCESS_REMOTE_READ | RDMAMSG_ACCESS_REMOTE_WRITE | \
+	 RDMAMSG_ACCESS_REMOTE_ATOMIC)
+
+/* verbs_access -- ibv access flags for RDMAMSG_ACCESS_* */
+static int verbs_access(unsigned int access)
+{
+	int a = IBV_ACCESS_LOCAL_WRITE;
+
+	if (access & RDMAMSG_ACCESS_REMOTE_READ)
+		a |= IBV_ACCESS_REMOTE_READ;
+	if (access & RDMAMSG_ACCESS_REMOTE_WRITE)
+		a |= IBV_ACCESS_REMOTE_WRITE;
+	if (access & RDMAMSG_ACCESS_REMOTE_ATOMIC)
+		a |= IBV_ACCESS_REMOTE_ATOMIC;
+	return a;
+}
+
+/* rdmamsg_mr_reg -- register the caller's memory */
+RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
+				  size_t len, unsigned int access,
+				  struct rdmamsg_mr **mrp)
+{
+	struct rdmamsg_mr *mr;
+	int ret;
+
+	if (!ctx || !addr || !len || !mrp || (access & ~ACCESS_ALL))
+		return -EINVAL;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	errno = 0;
+	mr->mr = ctx->ops->reg_mr(ctx->pd, addr, len, verbs_access(access));
+	if (!mr->mr) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("registering %zu bytes failed: %d", len, ret);
+		goto err_free_mr;
+	}
+	mr->ctx = ctx;
+	mr->addr = addr;
+	mr->len = len;
+	mr->access = access;
+	list_add_tail(&ctx->mrs, &mr->link);
+	*mrp = mr;
+	return 0;
+
+err_free_mr:
+	free(mr);
+	return ret;
+}
+
+/* rdmamsg_mr_dereg -- deregister when nothing uses the region */
+RDMAMSG_EXPORT int rdmamsg_mr_dereg(struct rdmamsg_mr **mrp)
+{
+	struct rdmamsg_mr *mr;
+
+	if (!mrp || !*mrp)
+		return -EINVAL;
+	mr = *mrp;
+	if (mr->busy)
+		return -EBUSY;
+	mr->ctx->ops->dereg_mr(mr->mr);
+	list_del(&mr->link);
+	free(mr);
+	*mrp = NULL;
+	return 0;
+}
+
+/* rdmamsg_mr_get_data -- start and length */
+RDMAMSG_EXPORT int rdmamsg_mr_get_data(const struct rdmamsg_mr *mr, void **addr,
+				       size_t *len)
+{
+	if (!mr || (!addr && !len))
+		return -EINVAL;
+	if (addr)
+		*addr = mr->addr;
+	if (len)
+		*len = mr->len;
+	return 0;
+}
+
+/* rdmamsg_mr_export -- the bytes a peer imports */
+RDMAMSG_EXPORT int rdmamsg_mr_export(const struct rdmamsg_mr *mr, void *buf,
+				     size_t len)
+{
+	uint8_t *p = buf;
+	uint32_t v32;
+	uint64_t v64;
+
+	if (!mr || !buf)
+		return -EINVAL;
+	if (len < RDMAMSG_MR_EXPORT_SIZE)
+		return -ENOSPC;
+	memset(p, 0, RDMAMSG_MR_EXPORT_SIZE);
+	v32 = htole32(EXPORT_MAGIC);
+	memcpy(p, &v32, 4);
+	v32 = htole32(mr->access);
+	memcpy(p + 4, &v32, 4);
+	v32 = htole32(mr->mr->rkey);
+	memcpy(p + 8, &v32, 4);
+	v64 = htole64((uint64_t)(uintptr_t)mr->addr);
+	memcpy(p + 16, &v64, 8);
+	v64 = htole64((uint64_t)mr->len);
+	memcpy(p + 24, &v64, 8);
+	return 0;
+}
+
+/* rdmamsg_rmr_import -- a peer's region from its export */
+RDMAMSG_EXPORT int rdmamsg_rmr_import(const void *buf, size_t len,
+				      struct rdmamsg_rmr **rmrp)
+{
+	const uint8_t *p = buf;
+	struct rdmamsg_rmr *r;
+	uint32_t magic, access, rkey;
+	uint64_t addr, rlen;
+
+	if (!buf || !rmrp || len < RDMAMSG_MR_EXPORT_SIZE)
+		return -EINVAL;
+	memcpy(&magic, p, 4);
+	memcpy(&access, p + 4, 4);
+	memcpy(&rkey, p + 8, 4);
+	memcpy(&addr, p + 16, 8);
+	memcpy(&rlen, p + 24, 8);
+	access = le32toh(access);
+	addr = le64toh(addr);
+	rlen = le64toh(rlen);
+	if (le32toh(magic) != EXPORT_MAGIC || (access & ~ACCESS_ALL) || !rlen ||
+	    addr + rlen < addr)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->addr = addr;
+	r->len = rlen;
+	r->rkey = le32toh(rkey);
+	r->access = access;
+	*rmrp = r;
+	return 0;
+}
+
+/* rdmamsg_rmr_free -- forget an imported region */
+RDMAMSG_EXPORT int rdmamsg_rmr_free(struct rdmamsg_rmr **rmrp)
+{
+	if (!rmrp)
+		return -EINVAL;
+	free(*rmrp);
+	*rmrp = NULL;
+	return 0;
+}
+
+/* rdmamsg_rmr_get_size -- the imported region's length */
+RDMAMSG_EXPORT int rdmamsg_rmr_get_size(const struct rdmamsg_rmr *rmr,
+					size_t *len)
+{
+	if (!rmr || !len)
+		return -EINVAL;
+	*len = (size_t)rmr->len;
+	return 0;
+}

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xfer.c -- the layer beside eager messages: per-endpoint state made on
+ * first use, id tables, the F_XFER control messages and the hooks the
+ * message and endpoint code call (completion, receive, flush, down, free).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "xfer.h"
+
+#define MIN_LARGE ((size_t)4096)
+#define MAX_LARGE ((size_t)1 << 40)
+
+static void req_timer_fire(struct rdmamsg__timer *t);
+
+/* rdmamsg__xfer_get -- the endpoint's state of this layer, made once */
+int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xfp)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	if (RDMAMSG_LIKELY(xf != NULL)) {
+		*xfp = xf;
+		return 0;
+	}
+	xf = calloc(1, sizeof(*xf));
+	if (!xf)
+		return -ENOMEM;
+	xf->ops = calloc((size_t)ep->sq_mask + 1, sizeof(*xf->ops));
+	if (!xf->ops) {
+		free(xf);
+		return -ENOMEM;
+	}
+	list_init(&xf->pulls);
+	list_init(&xf->req_due);
+	list_init(&xf->sreqs);
+	rdmamsg__timer_init(&xf->req_timer, req_timer_fire);
+	xf->ep = ep;
+	ep->xf = xf;
+	*xfp = xf;
+	return 0;
+}
+
+/* req_timer_fire -- hand the due requests to req.c */
+static void req_timer_fire(struct rdmamsg__timer *t)
+{
+	struct rdmamsg__xfer *xf =
+		container_of(t, struct rdmamsg__xfer, req_timer);
+
+	rdmamsg__req_timeout(xf->ep);
+}
+
+/* ---- id tables ----------------------------------------------------- */
+
+/* rdmamsg__idtab_add -- store p, return its id (generation << 32 | index) */
+int rdmamsg__idtab_add(struct rdmamsg__idtab *t, void *p, uint64_t *id)
+{
+	uint32_t i;
+
+	if (t->free_head == 0) {
+		uint32_t ncap = t->cap ? t->cap * 2 : 64, k;
+		struct rdmamsg__ident *e;
+
+		e = realloc(t->e, (size_t)ncap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		/* index 0 is never used, so free_head 0 means empty */
+		for (k = t->cap ? t->cap : 1; k < ncap; k++) {
+			e[k].p = NULL;
+			e[k].gen = 1;
+			e[k].next = k + 1 < ncap ? k + 1 : 0;
+		}
+		if (!t->cap) {
+			e[0].p = NULL;
+			e[0].gen = 0;
+			e[0].next = 0;
+		}
+		t->free_head = t->cap ? t->cap : 1;
+		t->e = e;
+		t->cap = ncap;
+	}
+	i = t->free_head;
+	t->free_head = t->e[i].next;
+	t->e[i].p = p;
+	t->used++;
+	*id = ((uint64_t)t->e[i].gen << 32) | i;
+	return 0;
+}
+
+/* rdmamsg__idtab_find -- what id names, or NULL (stale or unknown) */
+void *rdmamsg__idtab_find(const struct rdmamsg__idtab *t, uint64_t id)
+{
+	uint32_t i = (uint32_t)id;
+
+	if (i == 0 || i >= t->cap || t->e[i].gen != (uint32_t)(id >> 32))
+		return NULL;
+	return t->e[i].p;
+}
+
+/* rdmamsg__idtab_del -- forget id; its generation moves on */
+void rdmamsg__idtab_del(struct rdmamsg__idtab *t, uint64_t id)
+{
+	uint32_t i = (uint32_t)id;
+
+	if (!rdmamsg__idtab_find(t, id))
+		return;
+	t->e[i].p = NULL;
+	if (++t->e[i].gen == 0)
+		t->e[i].gen = 1;
+	t->e[i].next = t->free_head;
+	t->free_head = i;
+	t->used--;
+}
+
+/* ---- control messages ---------------------------------------------- */
+
+/* rdmamsg__xfer_send -- header x plus len bytes as one F_XFER message */
+int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
+		       const void *data, size_t len)
+{
+	struct rdmamsg_buf *b;
+	int ret;
+
+	ret = rdmamsg__buf_get(ep->ctx, RDMAMSG_XHDR + len, BUF_LIB, &b);
+	if (ret)
+		return ret == -EMSGSIZE ? -EMSGSIZE : -EAGAIN;
+	memcpy(b->data, x, RDMAMSG_XHDR);
+	if (len)
+		memcpy(b->data + RDMAMSG_XHDR, data, len);
+	ret = rdmamsg__ep_send_x(ep, b, RDMAMSG_XHDR + len);
+	if (ret)
+		rdmamsg__buf_put(b);
+	return ret;
+}
+
+/* rdmamsg__xfer_recv -- an F_XFER message arrived (whole) */
+void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
+{
+	struct rdmamsg__xhdr x;
+	struct rdmamsg__xfer *xf;
+
+	if (len < RDMAMSG_XHDR) {
+		LOG_ERR("runt transfer message of %zu bytes", len);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return;
+	}
+	if (rdmamsg__xfer_get(ep, &xf)) {
+		rdmamsg__ep_down(ep, -ENOMEM);
+		return;
+	}
+	memcpy(&x, data, RDMAMSG_XHDR);
+	switch (x.kind) {
+	case X_RTS:
+	case X_FIN:
+		rdmamsg__rndv_recv(ep, &x);
+		break;
+	case X_REQ:
+	case X_RESP:
+		rdmamsg__req_recv(ep, x.kind, x.req,
+				  (char *)(uintptr_t)data + RDMAMSG_XHDR,
+				  len - RDMAMSG_XHDR);
+		break;
+	default:
+		LOG_ERR("unknown transfer message %u", x.kind);
+		rdmamsg__ep_down(ep, -EPROTO);
+		break;
+	}
+}
+
+/* ---- hooks --------------------------------------------------------- */
+
+/* rdmamsg__xfer_flush -- after polling: start queued pulls */
+void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
+{
+	if (!list_empty(&ep->xf->pulls))
+		rdmamsg__rndv_pump(ep);
+}
+
+/* rdmamsg__xfer_down -- the connection is gone: complete what waits */
+void rdmamsg__xfer_down(struct rdmamsg_ep *ep, int status)
+{
+	int st = ep->closing ? -ECANCELED : (status ? status : -ECONNRESET);
+
+	if (ep->xf->down)
+		return;
+	ep->xf->down = 1;
+	rdmamsg__rndv_down(ep, st);
+	rdmamsg__req_down(ep, st);
+}
+
+/* rdmamsg__xfer_free -- the endpoint is freed: every slot has completed */
+void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	rdmamsg__timer_stop(ep->ctx, &xf->req_timer);
+	rdmamsg__rndv_free(ep);
+	rdmamsg__req_free(ep);
+	if (xf->atom)
+		rdmamsg__buf_put(xf->atom);
+	free(xf->sends.e);
+	free(xf->reqs.e);
+	free(xf->ops);
+	free(xf);
+	ep->xf = NULL;
+}
+
+/* rdmamsg__xfer_send_large -- rdmamsg_send() beyond the eager maximum */
+int rdmamsg__xfer_send_large(struct rdmamsg_ep *ep, const void *data,
+			     size_t len, int has_imm, uint32_t imm,
+			     void *op_ctx)
+{
+	if (len > ep->p.max_large)
+		return -EMSGSIZE;
+	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, has_imm, imm,
+				  op_ctx, 1);
+}
+
+/* ---- public -------------------------------------------------------- */
+
+/* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_max_large_size(
+	struct rdmamsg_ep_attr *attr, size_t size)
+{
+	if (!attr || size < MIN_LARGE || size > MAX_LARGE)
+		return -EINVAL;
+	attr->p.max_large = size;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_recv_alloc -- where large messages land */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_alloc(
+	struct rdmamsg_ep_attr *attr,
+	int (*alloc)(struct rdmamsg_ep *ep, size_t len, void **data,
+		     struct rdmamsg_mr **mr, void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.recv_alloc = alloc;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_on_request -- who answers the peer's requests */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_request(
+	struct rdmamsg_ep_attr *attr,
+	void (*on_request)(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+			   void *data, size_t len, void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.on_request = on_request;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_on_write_imm -- who sees writes with immediate */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_write_imm(
+	struct rdmamsg_ep_attr *attr,
+	void (*on_write_imm)(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
+			     void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.on_write_imm = on_write_imm;
+	return 0;
+}
+
+/* rdmamsg_send_mr -- zero-copy rendezvous from the caller's registration */
+RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
+				   size_t off, size_t len, void *op_ctx)
+{
+	if (!ep || !mr || mr->ctx != ep->ctx)
+		return -EINVAL;
+	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP)
+		return -ENOTCONN;
+	if (off > mr->len || len > mr->len - off)
+		return -ERANGE;
+	if (!(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
+		return -EACCES;
+	if (len > ep->p.max_large && len > ep->max_msg)
+		return -EMSGSIZE;
+	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
+				  op_ctx, 1);
+}
+
+/* rdmamsg_ep_get_late_responses -- responses that came too late */
+RDMAMSG_EXPORT int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep,
+						 uint64_t *n)
+{
+	if (!ep || !n)
+		return -EINVAL;
+	*n = ep->xf ? ep->xf->late : 0;
+	return 0;
+}
