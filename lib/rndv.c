@@ -351,6 +351,11 @@ static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	/* unlinked first: a callback that closes the endpoint must not
 	 * free it under us */
 	list_del(&p->link);
+	if (p->umr) {
+		/* the caller's region is the caller's again */
+		p->umr->busy--;
+		p->umr = NULL;
+	}
 	switch (p->x.inner) {
 	case X_MSG:
 		if (ep->cbs.on_recv && !ep->closing)
