@@ -451,16 +451,19 @@ int rdmamsg_conn_req_reject(struct rdmamsg_conn_req *req, int reason,
 			    const void *pdata, size_t pdata_len);
 
 /* ------------------------------------------------------------------------
- * Large messages (rendezvous).  A message longer than the eager maximum
- * (rdmamsg_ep_attr_set_max_msg_size) and at most the large maximum goes
- * by rendezvous: the sender announces a registered source, the receiver
- * pulls it with RDMA READ into memory it chooses, and on_send fires when
- * the receiver has the data in place.  rdmamsg_send() copies the data once
- * into memory it registers for the transfer; rdmamsg_send_mr() sends from
- * the caller's registration without a copy.  Large messages complete in
- * any order relative to other messages; small ones never wait behind them.
- * The receiver enforces its own large maximum: the sender's on_send gets
- * -EMSGSIZE (or the allocation callback's error) when it refuses.
+ * Large messages (rendezvous).  rdmamsg_send() stops at the eager maximum
+ * (rdmamsg_ep_attr_set_max_msg_size, at most 64 MiB); rdmamsg_send_large()
+ * and rdmamsg_send_mr() take any size up to the large maximum (default
+ * 1 GiB).  Above the eager maximum the sender announces a registered
+ * source, the receiver pulls it with RDMA READ into memory it chooses, and
+ * on_send fires when the receiver has the data in place.
+ * rdmamsg_send_large() copies the data once into memory it registers for
+ * the transfer (registration on the fly, released at completion);
+ * rdmamsg_send_mr() sends from the caller's registration without a copy.
+ * Large messages complete in any order relative to other messages; small
+ * ones never wait behind them.  The receiver enforces its own large
+ * maximum: the sender's on_send gets -EMSGSIZE (or the allocation
+ * callback's error) when it refuses.
  * --------------------------------------------------------------------- */
 
 struct rdmamsg_mr;  /* a registered region of the caller's memory */
@@ -488,6 +491,12 @@ int rdmamsg_ep_attr_set_recv_alloc(struct rdmamsg_ep_attr *attr,
 						size_t len, void **data,
 						struct rdmamsg_mr **mr,
 						void *arg));
+
+/* rdmamsg_send_large -- rdmamsg_send() for any size up to the large
+ * maximum: eager up to the eager maximum, rendezvous above (one copy;
+ * data may be reused on return); -EMSGSIZE above the large maximum */
+int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data, size_t len,
+		       void *op_ctx);
 
 /*
  * rdmamsg_send_mr -- zero-copy rendezvous of len bytes at offset off of mr

@@ -574,8 +574,7 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep,
 		return -EINVAL;
 	if (!ep->max_msg)
 		return -ENOTCONN;
-	/* above the eager maximum, messages go by rendezvous (rndv.c) */
-	*size = ep->max_msg > ep->p.max_large ? ep->max_msg : ep->p.max_large;
+	*size = ep->max_msg;
 	return 0;
 }
 

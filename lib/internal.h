@@ -378,9 +378,6 @@ void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep);
 #define RDMAMSG_SLOT_XFER 2
 int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 		       size_t len);
-int rdmamsg__xfer_send_large(struct rdmamsg_ep *ep, const void *data,
-			     size_t len, int has_imm, uint32_t imm,
-			     void *op_ctx);
 void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status);
 void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len);
 void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, const struct ibv_wc *wc);

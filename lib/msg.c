@@ -153,13 +153,8 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 
 	if (RDMAMSG_UNLIKELY(ep->state != RDMAMSG_EP_CONNECTED))
 		return -ENOTCONN;
-	if (RDMAMSG_UNLIKELY(len > ep->max_msg)) {
-		/* beyond eager fragmentation: rendezvous (rndv.c) */
-		if (zb || (xflags & F_XFER))
-			return -EMSGSIZE;
-		return rdmamsg__xfer_send_large(ep, data, len, xflags & F_IMM,
-						imm, op_ctx);
-	}
+	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
+		return -EMSGSIZE;
 	if (zb) {
 		if (zb->state != BUF_USER || zb->ctx != ep->ctx ||
 		    len > zb->cap)

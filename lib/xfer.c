@@ -209,15 +209,18 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
 	ep->xf = NULL;
 }
 
-/* rdmamsg__xfer_send_large -- rdmamsg_send() beyond the eager maximum */
-int rdmamsg__xfer_send_large(struct rdmamsg_ep *ep, const void *data,
-			     size_t len, int has_imm, uint32_t imm,
-			     void *op_ctx)
+/* rdmamsg_send_large -- any size up to the large maximum */
+RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
+				      size_t len, void *op_ctx)
 {
+	if (!ep || (len && !data))
+		return -EINVAL;
+	if (len <= ep->max_msg || ep->state != RDMAMSG_EP_CONNECTED)
+		return rdmamsg_send(ep, data, len, op_ctx);
 	if (len > ep->p.max_large)
 		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, has_imm, imm,
-				  op_ctx, 1);
+	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, 0, 0, op_ctx,
+				  1);
 }
 
 /* ---- public -------------------------------------------------------- */

@@ -4,7 +4,7 @@
  *
  * A: 1 GiB client -> server, zero-copy from a registration
  *    (rdmamsg_send_mr), landing in the library's memory; checksummed.
- * B: 1 GiB server -> client, copied once (rdmamsg_send), landing where
+ * B: 1 GiB server -> client, copied once (rdmamsg_send_large), landing where
  *    the client's allocation callback puts it; checksummed.
  * C: on a second connection whose large maximum is small: several large
  *    messages in flight at once with a stream of small messages echoed
@@ -178,7 +178,8 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 			return;
 		}
 		fill(p, big, 0xB);
-		if (rdmamsg_send(ep, p, big, NULL))
+		if (rdmamsg_send(ep, p, big, NULL) != -EMSGSIZE ||
+		    rdmamsg_send_large(ep, p, big, NULL))
 			S.failures++;
 		free(p);
 		return;
