@@ -630,7 +630,7 @@ int rdmamsg_write_imm(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr,
 		      void *op_ctx);
 
 /* rdmamsg_ep_attr_set_on_write_imm -- what sees the peer's
- * rdmamsg_write_imm() (without it, they are counted and ignored) */
+ * rdmamsg_write_imm() (without it, they are ignored) */
 int rdmamsg_ep_attr_set_on_write_imm(struct rdmamsg_ep_attr *attr,
 				     void (*on_write_imm)(struct rdmamsg_ep *ep,
 							  uint32_t imm,

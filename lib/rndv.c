@@ -48,6 +48,7 @@ struct rdmamsg__pull {
 	uint32_t inflight;
 	int active;
 	int failed;
+	int in_alloc; /* inside the allocation callback */
 };
 
 /* sq_reserve -- send slots the pulls leave to messages */
@@ -308,12 +309,24 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
 		if (xf->active_pulls &&
 		    xf->active_bytes + p->x.len > ep->p.max_large)
 			break; /* memory bound: later, in order */
+		p->in_alloc = 1;
 		ret = activate(ep, p);
+		p->in_alloc = 0;
+		if (xf->down) {
+			/* the callback closed the endpoint */
+			if (!ret) {
+				p->active = 1;
+				xf->active_pulls++;
+				xf->active_bytes += p->x.len;
+			}
+			pull_free(ep, p);
+			return;
+		}
 		if (ret) {
 			send_fin(ep, p->x.id, ret);
+			if (xf->down)
+				return; /* rdmamsg__rndv_down freed p */
 			pull_free(ep, p);
-			if (ep->phase != PH_UP)
-				return;
 			continue;
 		}
 		p->active = 1;
@@ -345,12 +358,16 @@ static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 {
 	unsigned int flags = RDMAMSG_RECV_LARGE;
 
+	/* unlinked first: a callback (or a failed FIN) that takes the
+	 * endpoint down must not free it under us */
+	list_del(&p->link);
 	send_fin(ep, p->x.id, 0);
+	if (ep->xf->down) {
+		pull_free(ep, p);
+		return;
+	}
 	if (p->x.flags & XF_IMM)
 		flags |= RDMAMSG_RECV_IMM;
-	/* unlinked first: a callback that closes the endpoint must not
-	 * free it under us */
-	list_del(&p->link);
 	if (p->umr) {
 		/* the caller's region is the caller's again */
 		p->umr->busy--;
@@ -417,7 +434,7 @@ void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status)
 		struct rdmamsg__pull *p =
 			container_of(pos, struct rdmamsg__pull, link);
 
-		if (!p->inflight)
+		if (!p->inflight && !p->in_alloc)
 			pull_free(ep, p);
 		else if (!p->failed)
 			p->failed = status;

@@ -10,6 +10,8 @@
  *    messages in flight at once with a stream of small messages echoed
  *    meanwhile (they keep flowing), receive memory bounded by the large
  *    maximum, and a message above it refused (-EMSGSIZE at the sender).
+ * D: closing with large messages in flight: each on_send once, with
+ *    -ECANCELED; the receiver frees what it was pulling.
  * Sizes shrink under valgrind (tap_small) and AddressSanitizer.
  */
 #include "config.h"
@@ -243,7 +245,7 @@ static int server(int wfd, void *arg)
 	test_write_port(wfd, port);
 	while (!done) {
 		test_run_until(S.ctx, &done, 100);
-		done = S.nconn == 2 && S.nclosed == 2;
+		done = S.nconn == 3 && S.nclosed == 3;
 	}
 	rdmamsg_listener_close(S.lst, lst_closed);
 	test_run_until(S.ctx, &S.lclosed, 5000);
@@ -262,7 +264,8 @@ static int server(int wfd, void *arg)
 /* ---- client -------------------------------------------------------- */
 
 static struct rdmamsg_ctx *ctx;
-static struct rdmamsg_ep *ep_a, *ep_c;
+static struct rdmamsg_ep *ep_a, *ep_c, *ep_d;
+static int d_calls[3], d_status[3], connected_d;
 static int connected_a, connected_c, status_a, status_c;
 static struct reply last;
 static int replies, sends_done, send_status[CN + 4], send_errors;
@@ -286,6 +289,8 @@ static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
 	if (ep == ep_a) {
 		connected_a = 1;
 		status_a = status;
+	} else if (ep == ep_d) {
+		connected_d = 1;
 	} else {
 		connected_c = 1;
 		status_c = status;
@@ -365,8 +370,14 @@ static void cli_send(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
 {
 	int i = (int)(uintptr_t)op_ctx;
 
-	(void)ep;
 	(void)arg;
+	if (ep == ep_d) {
+		if (i >= 1 && i <= 2) {
+			d_calls[i]++;
+			d_status[i] = status;
+		}
+		return;
+	}
 	if (i <= 0)
 		return; /* small ones */
 	if (i < CN + 4)
@@ -537,12 +548,37 @@ int main(void)
 	is_int(rdmamsg_mr_dereg(&mr), 0, "C's source released");
 	free(mem);
 
+	/* D: close with large messages in flight */
+	rdmamsg_ep_attr_set_private_data(attr, "D", 1);
+	is_int(rdmamsg_connect(ctx, addr, attr, &cli_cbs, NULL, &ep_d), 0,
+	       "connect D");
+	run(&connected_d, 10000);
+	mem = malloc(cmsg);
+	fill(mem, cmsg, 0xD);
+	is_int(rdmamsg_send_large(ep_d, mem, cmsg, (void *)(uintptr_t)1), 0,
+	       "large send (copied)");
+	is_int(rdmamsg_send_large(ep_d, mem, cmsg, (void *)(uintptr_t)2), 0,
+	       "another");
+	free(mem);     /* copied: ours again at once */
+	run(&flag, 5); /* let the receiver start pulling */
+	is_int(rdmamsg_ep_close(ep_d, cli_closed), 0, "close D meanwhile");
+	t1 = test_now_ms();
+	while (closed < 1 && test_now_ms() - t1 < 10000)
+		run(&flag, 20);
+	is_int(closed, 1, "D closed");
+	ok(d_calls[1] == 1 && d_calls[2] == 1,
+	   "each large send completed exactly once");
+	ok((d_status[1] == 0 || d_status[1] == -ECANCELED) &&
+		   (d_status[2] == 0 || d_status[2] == -ECANCELED),
+	   "with 0 (pulled in time) or -ECANCELED (%d, %d)", d_status[1],
+	   d_status[2]);
+
 	rdmamsg_ep_attr_delete(&attr);
 	rdmamsg_ep_close(ep_a, cli_closed);
 	rdmamsg_ep_close(ep_c, cli_closed);
-	while (closed < 2 && test_now_ms() - t1 < 10000)
+	while (closed < 3 && test_now_ms() - t1 < 10000)
 		run(&flag, 20);
-	is_int(closed, 2, "closed");
+	is_int(closed, 3, "closed");
 	is_int(test_wait_child(pid), 0, "server checks pass");
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	close(rfd);
