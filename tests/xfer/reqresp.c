@@ -181,14 +181,17 @@ static void echo_cb(struct rdmamsg_ep *e, int status, void *data, size_t len,
 /* echo_more -- keep WINDOW echo requests outstanding */
 static void echo_more(void)
 {
+	char msg[sizeof(struct rq) + 32];
 	struct rq q;
 	uint64_t id;
 
+	memset(msg, 0x5a, sizeof(msg));
 	while (issued < nrt && issued - answered < WINDOW) {
 		q.op = OP_ECHO;
 		q.seq = issued;
 		q.arg = issued * 0x9E3779B97F4A7C15ull;
-		if (rdmamsg_request(ep, &q, sizeof(q) + issued % 32, 10000,
+		memcpy(msg, &q, sizeof(q));
+		if (rdmamsg_request(ep, msg, sizeof(q) + issued % 32, 10000,
 				    echo_cb, (void *)(uintptr_t)issued, &id))
 			return;
 		issued++;
