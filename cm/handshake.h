@@ -6,8 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* version 2 adds F_XFER control messages (rendezvous, request/response:
+ * lib/xfer.h) and writes with immediate, which a version-1 peer would
+ * take for application data */
 #define RDMAMSG_HS_MAGIC   0x524d /* "RM" */
-#define RDMAMSG_HS_VERSION 1
+#define RDMAMSG_HS_VERSION 2
 #define RDMAMSG_HS_LEN	   20 /* fixed part; application bytes follow */
 #define RDMAMSG_HS_MAX	   (RDMAMSG_HS_LEN + 32)
 
