@@ -61,9 +61,13 @@ RDMAMSG_EXPORT const char *rdmamsg_strerror(int err)
 	case -EADDRINUSE:
 		return "address already in use";
 	case -ENOENT:
-		return "no such device";
+		return "no such device or request";
 	case -ENOBUFS:
 		return "receive buffers exhausted";
+	case -ERANGE:
+		return "outside the memory region";
+	case -ENOSPC:
+		return "output buffer too small";
 	}
 	return "unknown error";
 }

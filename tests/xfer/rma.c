@@ -426,6 +426,9 @@ static void bad_input(struct cep *c)
 	is_int(rdmamsg_rmr_get_size(c->rw, &sz), 0, "rmr_get_size");
 	is_int(sz, RW_LEN, "imported size is the exported size");
 	is_int(rdmamsg_mr_dereg(NULL), -EINVAL, "mr_dereg(NULL): -EINVAL");
+	ok(strcmp(rdmamsg_strerror(-ERANGE), "unknown error") &&
+		   strcmp(rdmamsg_strerror(-ENOSPC), "unknown error"),
+	   "-ERANGE and -ENOSPC have their own texts");
 	is_int(cb_calls + vio_calls, before, "no refused call ran a callback");
 }
 
