@@ -95,9 +95,8 @@ static void srv_write_imm(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
 	uint64_t r[2] = {imm, 0};
 	size_t i;
 
-	(void)len;
 	s->imms++;
-	if (imm >= NEP) {
+	if (imm >= NEP || len != 4096) {
 		s->failures++;
 		return;
 	}
@@ -501,10 +500,12 @@ int main(void)
 				     SLICE_OFF + (size_t)i * SL, SL, op_cb,
 				     (void *)(uintptr_t)3),
 		       0, "write a slice");
-		is_int(rdmamsg_write_imm(x->ep, lmr, 0, x->rw, 0, 0,
+		/* rewrites the slice's first 4 KiB with the same bytes */
+		is_int(rdmamsg_write_imm(x->ep, lmr, (size_t)i * SL, x->rw,
+					 SLICE_OFF + (size_t)i * SL, 4096,
 					 (uint32_t)i, op_cb,
 					 (void *)(uintptr_t)4),
-		       0, "write with immediate (0 bytes)");
+		       0, "write with immediate (4 KiB)");
 		is_int(rdmamsg_read(x->ep, lmr, (size_t)(NEP + i) * SL, x->rw,
 				    SLICE_OFF + (size_t)i * SL, SL, op_cb,
 				    (void *)(uintptr_t)5),
