@@ -3,7 +3,9 @@
 . "$top_srcdir/tests/lib.sh"
 rpc=$top_builddir/samples/rpc/rpc
 rw=$top_builddir/samples/rdma_rw/rdma_rw
-[ -x "$rpc" ] && [ -x "$rw" ] || skip_all "samples not built"
+if [ ! -x "$rpc" ] || [ ! -x "$rw" ]; then
+	skip_all "samples not built"
+fi
 SOFTRDMA_SHM_PREFIX=test-xsamples-$$
 export SOFTRDMA_SHM_PREFIX
 
