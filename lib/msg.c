@@ -176,11 +176,11 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 	}
 
 	/*
-	 * Out of credits, or fragmented: queue (bounded).  This is also
-	 * where the rendezvous protocol of a later version plugs in: above
-	 * a threshold a message goes out as one W_RTS control message
-	 * naming the (registered) buffer and the peer pulls it with an RDMA
-	 * read, instead of as eager fragments.
+	 * Out of credits, or fragmented: queue (bounded).  Messages above
+	 * the eager maximum go by rendezvous instead, through
+	 * rdmamsg_send_large()/rdmamsg_send_mr() (rndv.c): their control
+	 * messages (RTS, FIN) are F_XFER data messages queued here like any
+	 * other, and the peer pulls the bytes with RDMA reads.
 	 */
 	limit = backlog_limit(ep);
 	if (ep->bl_count >= limit && !(len > ep->frag && !ep->bl_head) &&
