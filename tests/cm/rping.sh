@@ -7,7 +7,11 @@ command -v rping >/dev/null 2>&1 ||
 	skip_all "rping not installed (Debian package rdmacm-utils)"
 SOFTRDMA_SHM_PREFIX=cm-rping-$$
 export SOFTRDMA_SHM_PREFIX
-trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+# servers run under timeout(1): SIGTERM reaches them through it, SIGKILL
+# (tap_cleanup) would leave them behind
+srv_pids=
+trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
+	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
 
 # run_pair NAME SERVER-ARGS -- CLIENT-ARGS: one rping server, one client
 run_pair() {
@@ -18,7 +22,7 @@ run_pair() {
 	LD_PRELOAD=$SOFTRDMA_LIB timeout 60 rping -s -a 127.0.0.1 -p "$port" \
 		$sargs >"$tap_tmp/s.$name" 2>&1 &
 	spid=$!
-	tap_pids="$tap_pids $spid"
+	srv_pids="$srv_pids $spid"
 	wait_port "$port" 10
 	ok $? "$name: rping server listens on $port"
 	LD_PRELOAD=$SOFTRDMA_LIB timeout 60 rping -c -a 127.0.0.1 -p "$port" \
@@ -59,7 +63,8 @@ ok $? "self-created QP: 10 verified pings (got $n)"
 port=$(free_port)
 LD_PRELOAD=$SOFTRDMA_LIB timeout 60 rping -s -P -a 127.0.0.1 -p "$port" -V \
 	>"$tap_tmp/s.persist" 2>&1 &
-tap_pids="$tap_pids $!"
+ppid_server=$!
+srv_pids="$srv_pids $ppid_server"
 wait_port "$port" 10
 ok $? "persistent: rping -P listens"
 for i in 1 2 3; do
@@ -71,6 +76,9 @@ for i in 1 2 3; do
 	ok $? "persistent: client $i exits 0 after 20 verified pings"
 	[ $crc -eq 0 ] || show_log "$tap_tmp/c.persist$i"
 done
+# it never exits by itself: SIGTERM reaches rping through timeout(1)
+kill -TERM "$ppid_server" 2>/dev/null
+wait "$ppid_server" 2>/dev/null
 
 # nobody listening: rping reports the rejection and fails
 port=$(free_port)
