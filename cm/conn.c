@@ -71,8 +71,12 @@ static void conn_param(struct rdma_conn_param *cp, const uint8_t *pdata,
 	cp->responder_resources = 1;
 	cp->initiator_depth = 1;
 	cp->retry_count = 7;
-	/* credits make RNR impossible; this is only a safety net */
+	/* credits make RNR impossible; this is only a safety net (tests turn
+	 * it off to prove that no RNR NAK ever happens) */
 	cp->rnr_retry_count = 7;
+	if (getenv("RDMAMSG_TEST_RNR_RETRY"))
+		cp->rnr_retry_count =
+			(uint8_t)atoi(getenv("RDMAMSG_TEST_RNR_RETRY"));
 }
 
 /* our_hs -- this endpoint's side of the handshake */

@@ -41,6 +41,9 @@ static inline void test_setup(const char *name)
 
 	snprintf(prefix, sizeof(prefix), "rmt-%s-%d", name, (int)getpid());
 	setenv("SOFTRDMA_SHM_PREFIX", prefix, 1);
+	/* no RNR retries: an RNR NAK (a flow-control bug) becomes an error
+	 * that fails the test instead of a silent retry */
+	setenv("RDMAMSG_TEST_RNR_RETRY", "0", 0);
 	rdmamsg_log_set_function(test_log, NULL);
 	rdmamsg_log_set_level(lvl ? atoi(lvl) : RDMAMSG_LOG_WARNING);
 	setvbuf(stdout, NULL, _IOLBF, 0);
