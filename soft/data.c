@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -424,6 +425,22 @@ failed:
 	qp->sq_err_pending = 1;
 }
 
+static void tx_qp(struct soft_qp *qp);
+static void flush_rq(struct soft_qp *qp);
+
+/*
+ * soft_qp_flush -- push the completions that are due now (finished send
+ * WQEs in order, a QP in ERR flushes its receives), so that an armed CQ
+ * signals its channel at once; lock held
+ */
+void soft_qp_flush(struct soft_qp *qp)
+{
+	if (qp->sq_tail != qp->sq_head)
+		tx_qp(qp);
+	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
+		flush_rq(qp);
+}
+
 /* soft_post_send -- ibv_post_send for softrdma QPs */
 int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad)
@@ -451,6 +468,12 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		}
 		post_one(qp, wr, len);
 	}
+	/*
+	 * One-sided ops, local errors and flushes are finished at post
+	 * time: their completions (and the event of an armed CQ) are due
+	 * now, not at the next poll or progress-thread sweep.
+	 */
+	soft_qp_flush(qp);
 out:
 	pthread_mutex_unlock(&qp->ctx->lock);
 	return ret;
@@ -490,6 +513,8 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
 		qp->rq_head++;
 	}
+	if (qp->state == IBV_QPS_ERR)
+		soft_qp_flush(qp);
 out:
 	pthread_mutex_unlock(&qp->ctx->lock);
 	return ret;
@@ -586,7 +611,7 @@ static void rx_qp(struct soft_qp *qp)
 	struct ibv_wc wc;
 	uint64_t st;
 	uint32_t nak;
-	int budget = 64;
+	int budget = 64, cancelled;
 
 	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR ||
 	    atomic_load_explicit(&qp->peer->dest_qpn, memory_order_relaxed) !=
@@ -648,14 +673,22 @@ static void rx_qp(struct soft_qp *qp)
 			wc.status = place(qp, s, r, &nak);
 		}
 		s->status = nak;
-		atomic_store_explicit(
-			&s->state,
+		st = SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_BUSY);
+		cancelled = !atomic_compare_exchange_strong_explicit(
+			&s->state, &st,
 			SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_DONE),
-			memory_order_release);
+			memory_order_acq_rel, memory_order_acquire);
 		qp->peer_cons++;
 		peer_wake(qp->peer->ctx_idx);
-		if (wc.status == IBV_WC_GENERAL_ERR)
-			continue; /* the sender died: the WQE stays posted */
+		/*
+		 * The sender died, or flushed the WQE while we copied (its
+		 * buffer may have changed under process_vm_readv): the
+		 * message never arrived whole, the WQE stays posted and its
+		 * buffer holds undefined bytes, as after a partial message.
+		 */
+		if (wc.status == IBV_WC_GENERAL_ERR ||
+		    (cancelled && wc.status == IBV_WC_SUCCESS))
+			continue;
 		if (qp->srq) {
 			qp->srq->tail++;
 			soft_srq_check_limit(qp->srq);
@@ -684,32 +717,33 @@ static enum ibv_wc_status nak_status(uint32_t nak)
 	}
 }
 
-/* cancel_slot -- withdraw a published slot; returns its final verdict */
-static enum ibv_wc_status cancel_slot(struct soft_qp *qp, struct soft_slot *s,
-				      uint64_t idx, enum ibv_wc_status why)
+/*
+ * cancel_slot -- withdraw a published slot; returns its final verdict.
+ * Never waits for the responder (a flush does not wait for the remote
+ * side): a BUSY slot (the responder is placing the data) is cancelled
+ * too.  The responder commits a message only by turning BUSY into DONE,
+ * so once the slot reads CANCEL whatever it still reads from our buffer
+ * (process_vm_readv, read-only) is dropped, never delivered: the buffer
+ * is the caller's again as soon as the WQE completes.
+ */
+static enum ibv_wc_status cancel_slot(struct soft_slot *s, uint64_t idx,
+				      enum ibv_wc_status why)
 {
-	uint64_t st;
-	int spins = 0;
+	uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
 
 	for (;;) {
-		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		switch (st & 0xff) {
 		case SOFT_SLOT_DONE:
 			return nak_status(s->status);
-		case SOFT_SLOT_READY:
-		case SOFT_SLOT_RNR:
-			if (atomic_compare_exchange_strong(
-				    &s->state, &st,
-				    SOFT_SLOT_STATE(idx, SOFT_SLOT_CANCEL)))
-				return why;
-			break;
 		case SOFT_SLOT_CANCEL:
 			return why;
-		default: /* BUSY: the responder is placing the data */
-			if (++spins > 1000000 &&
-			    !soft_pid_alive(qp->peer_pid, qp->peer_start))
+		default: /* READY, RNR, BUSY */
+			if (atomic_compare_exchange_strong_explicit(
+				    &s->state, &st,
+				    SOFT_SLOT_STATE(idx, SOFT_SLOT_CANCEL),
+				    memory_order_acq_rel, memory_order_acquire))
 				return why;
-			break;
+			break; /* st reloaded: the responder moved it */
 		}
 	}
 }
@@ -743,7 +777,7 @@ static void tx_qp(struct soft_qp *qp)
 			if ((st & 0xff) == SOFT_SLOT_DONE) {
 				status = nak_status(s->status);
 			} else if (qp->state == IBV_QPS_ERR) {
-				status = cancel_slot(qp, s, e->msgno,
+				status = cancel_slot(s, e->msgno,
 						     IBV_WC_WR_FLUSH_ERR);
 				if (status == IBV_WC_SUCCESS)
 					status = IBV_WC_WR_FLUSH_ERR;
@@ -754,7 +788,7 @@ static void tx_qp(struct soft_qp *qp)
 				if (qp->attr.rnr_retry != 7 &&
 				    qp->rnr_count >= qp->attr.rnr_retry) {
 					status = cancel_slot(
-						qp, s, e->msgno,
+						s, e->msgno,
 						IBV_WC_RNR_RETRY_EXC_ERR);
 				} else {
 					now = soft_now_ns();
@@ -792,7 +826,7 @@ static void tx_qp(struct soft_qp *qp)
 					qp->next_check = now + 1000000;
 					return;
 				}
-				status = cancel_slot(qp, s, e->msgno,
+				status = cancel_slot(s, e->msgno,
 						     IBV_WC_RETRY_EXC_ERR);
 			}
 			qp->ctx->outstanding--;
@@ -901,10 +935,20 @@ static void *thread_main(void *arg)
 /* soft_thread_start -- start the progress thread once */
 void soft_thread_start(struct soft_context *ctx)
 {
+	sigset_t all, old;
+
 	pthread_mutex_lock(&ctx->lock);
-	if (!ctx->thread_started &&
-	    !pthread_create(&ctx->thread, NULL, thread_main, ctx))
-		ctx->thread_started = 1;
+	if (!ctx->thread_started) {
+		/*
+		 * The thread inherits our mask: with every signal blocked the
+		 * program's signals (qperf's SIGALRM) go to its own threads.
+		 */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		if (!pthread_create(&ctx->thread, NULL, thread_main, ctx))
+			ctx->thread_started = 1;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	pthread_mutex_unlock(&ctx->lock);
 }
 

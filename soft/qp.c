@@ -483,6 +483,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		atomic_store(&soft_reg->qp[qp->reg_slot].access, 0);
 	} else if (next == IBV_QPS_ERR) {
 		soft_qp_to_error(qp);
+		soft_qp_flush(qp);
 	} else {
 		soft_qp_set_state(qp, next);
 		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&

@@ -384,6 +384,7 @@ int soft_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad);
 int soft_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 void soft_qp_to_error(struct soft_qp *qp);
+void soft_qp_flush(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
 void soft_qp_disconnect(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);

@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: MIT */
+/* stall.c -- nothing waits on a stopped peer, late events, signals, exit */
+#include "config.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <infiniband/sa.h>
+#include <poll.h>
+#include <rdma/ib_user_sa.h>
+#include <rdma/ib_user_verbs.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../soft/softrdma.h" /* segment layout: find a BUSY slot */
+#include "../tap.h"
+#include "common.h"
+
+/* libibverbs' marshall helpers (no public header declares them) */
+void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst,
+				struct ib_uverbs_ah_attr *src);
+void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
+				struct ib_uverbs_qp_attr *src);
+void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
+				 struct ib_user_path_rec *src);
+void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
+			       struct ibv_sa_path_rec *src);
+
+#define MSG   (16u << 20)
+#define NRECV 6
+#define DEPTH 8
+
+struct info {
+	uint32_t qpn;
+};
+
+/* shared between the stopped-responder test's parent and child */
+struct shared {
+	volatile int stop;
+	volatile int received;
+	volatile int corrupt;
+};
+
+static pid_t stalled_child;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* on_alarm -- a hang is a failure, not a stuck test run */
+static void on_alarm(int sig)
+{
+	static const char m[] = "not ok - timed out: a verb blocked\n";
+	ssize_t r;
+
+	(void)sig;
+	r = write(1, m, sizeof(m) - 1);
+	(void)r;
+	if (stalled_child > 0)
+		kill(stalled_child, SIGKILL);
+	_exit(1);
+}
+
+static void fill(char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (char)(i * 7 + 3);
+}
+
+/* sampled -- the pattern at every 512th byte and at the end */
+static int sampled(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i += 512)
+		if (p[i] != (char)(i * 7 + 3))
+			return 0;
+	return p[n - 1] == (char)((n - 1) * 7 + 3);
+}
+
+/* open_side -- context, one MR over buf, an RC QP connected after the
+ * QPN exchange over the pipes */
+static struct ibv_qp *open_side(struct tctx *t, char *buf, size_t len,
+				struct ibv_mr **mr, int rfd, int wfd)
+{
+	struct info me, peer;
+	struct ibv_qp *qp;
+
+	if (t_open(t, 64))
+		return NULL;
+	*mr = ibv_reg_mr(t->pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	qp = t_rc_qp(t, DEPTH, NULL);
+	if (!*mr || !qp)
+		return NULL;
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
+		return NULL;
+	return qp;
+}
+
+/* stalled_responder -- receive big messages until told to stop; any
+ * successful receive must carry the sender's pattern */
+static int stalled_responder(struct shared *sh, int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	char *buf = malloc((size_t)NRECV * MSG);
+	int i;
+
+	if (!buf)
+		return 1;
+	qp = open_side(&t, buf, (size_t)NRECV * MSG, &mr, rfd, wfd);
+	if (!qp)
+		return 1;
+	for (i = 0; i < NRECV; i++)
+		t_post_recv(qp, buf + (size_t)i * MSG, MSG, mr->lkey,
+			    (uint64_t)i);
+	while (!sh->stop) {
+		if (ibv_poll_cq(t.cq, 1, &wc) != 1)
+			continue;
+		if (wc.status != IBV_WC_SUCCESS)
+			break;
+		sh->received++;
+		if (wc.byte_len != MSG || !sampled(buf + wc.wr_id * MSG, MSG))
+			sh->corrupt++;
+		t_post_recv(qp, buf + wc.wr_id * MSG, MSG, mr->lkey, wc.wr_id);
+	}
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+/* busy_slot -- whether a slot of our QP's segment is BUSY (the receiver
+ * is copying from our buffer) */
+static int busy_slot(uint32_t qpn)
+{
+	char name[160];
+	struct soft_slot *sl;
+	size_t len = SOFT_SEG_HDR + DEPTH * SOFT_SLOT_SIZE;
+	void *p;
+	int fd, i, busy = 0;
+
+	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
+		 (unsigned)qpn);
+	fd = shm_open(name, O_RDONLY, 0);
+	if (fd < 0)
+		return 0;
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return 0;
+	for (i = 0; i < DEPTH; i++) {
+		sl = (struct soft_slot *)((char *)p + SOFT_SEG_HDR +
+					  (size_t)i * SOFT_SLOT_SIZE);
+		if ((atomic_load(&sl->state) & 0xff) == SOFT_SLOT_BUSY)
+			busy = 1;
+	}
+	munmap(p, len);
+	return busy;
+}
+
+/*
+ * test_stopped_responder -- SIGSTOP the receiver while it copies 16 MiB
+ * sends; the sender moves its QP to ERR and poll_cq returns every flush
+ * at once; the receiver, continued after the sender reused its buffer,
+ * delivers no message read from the reused buffer
+ */
+static void test_stopped_responder(void)
+{
+	int p2c[2], c2p[2], st = 0, out = 0, n, i, done = 0;
+	struct shared *sh;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_qp_attr a;
+	struct ibv_wc wc[DEPTH];
+	char *buf = malloc(MSG);
+	double t0, t1;
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (!buf || sh == MAP_FAILED || pipe(p2c) || pipe(c2p))
+		bail_out("setup");
+	memset(sh, 0, sizeof(*sh));
+	fill(buf, MSG);
+	stalled_child = fork();
+	if (!stalled_child) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(stalled_responder(sh, p2c[0], c2p[1]));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	qp = open_side(&t, buf, MSG, &mr, c2p[0], p2c[1]);
+	ok(qp != NULL, "sender connected");
+	if (!qp)
+		bail_out("setup");
+	/* traffic until the receiver took a few messages */
+	t0 = now_ms();
+	while (sh->received < 4 && now_ms() - t0 < 20000) {
+		while (out < DEPTH &&
+		       !t_post(qp, IBV_WR_SEND, buf, MSG, mr->lkey, 1,
+			       IBV_SEND_SIGNALED, 0, 0))
+			out++;
+		n = ibv_poll_cq(t.cq, DEPTH, wc);
+		for (i = 0; i < n; i++)
+			if (wc[i].status == IBV_WC_SUCCESS)
+				out--;
+	}
+	ok(sh->received >= 4, "messages flow (%d received)", sh->received);
+	/* stop the receiver in the copy (retry until it is caught there) */
+	for (i = 0; i < 200; i++) {
+		kill(stalled_child, SIGSTOP);
+		waitpid(stalled_child, &st, WUNTRACED);
+		if (busy_slot(qp->qp_num))
+			break;
+		kill(stalled_child, SIGCONT);
+		n = ibv_poll_cq(t.cq, DEPTH, wc);
+		for (st = 0; st < n; st++)
+			if (wc[st].status == IBV_WC_SUCCESS)
+				out--;
+		while (out < DEPTH &&
+		       !t_post(qp, IBV_WR_SEND, buf, MSG, mr->lkey, 1,
+			       IBV_SEND_SIGNALED, 0, 0))
+			out++;
+		usleep(1000 + (useconds_t)(rand() % 3000));
+	}
+	ok(i < 200, "receiver stopped while copying from our buffer");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	ok(!ibv_modify_qp(qp, &a, IBV_QP_STATE), "sender QP to ERR");
+	alarm(20);
+	t0 = now_ms();
+	while (done < out && now_ms() - t0 < 5000) {
+		n = ibv_poll_cq(t.cq, DEPTH, wc);
+		for (i = 0; i < n; i++)
+			done++;
+	}
+	t1 = now_ms() - t0;
+	alarm(0);
+	is_int(done, out, "every outstanding send completed");
+	ok(t1 < 1000, "flush did not wait for the stopped receiver (%.1f ms)",
+	   t1);
+	/* the buffers are ours again: reuse them, then let the peer go on */
+	memset(buf, 0xee, MSG);
+	kill(stalled_child, SIGCONT);
+	usleep(300000);
+	sh->stop = 1;
+	alarm(20);
+	waitpid(stalled_child, &st, 0);
+	alarm(0);
+	stalled_child = 0;
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "receiver exits cleanly");
+	is_int(sh->corrupt, 0, "no message delivered from the reused buffer");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	close(p2c[1]);
+	close(c2p[0]);
+	munmap(sh, sizeof(*sh));
+	free(buf);
+}
+
+/* test_thread_signals -- the progress thread takes none of our signals */
+static void test_thread_signals(void)
+{
+	unsigned long long mask, all;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct tctx t;
+	char path[300], line[128];
+	struct dirent *d;
+	DIR *dir;
+	FILE *f;
+	int found = 0, threads = 0;
+
+	ok(t_open(&t, 16) == 0, "open");
+	ch = ibv_create_comp_channel(t.ctx);
+	cq = ch ? ibv_create_cq(t.ctx, 16, NULL, ch, 0) : NULL;
+	ok(cq && !ibv_req_notify_cq(cq, 0), "armed CQ (starts the thread)");
+	usleep(50000); /* a thread starts with all signals blocked */
+	/* signals 1..31 but SIGKILL (9) and SIGSTOP (19) */
+	all = 0x7fffffffULL & ~(1ULL << 8) & ~(1ULL << 18);
+	dir = opendir("/proc/self/task");
+	while (dir && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == getpid())
+			continue;
+		threads++;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+			 d->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "SigBlk: %llx", &mask) == 1) {
+				diag("thread %s SigBlk %llx", d->d_name, mask);
+				found += (mask & all) == all;
+			}
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	ok(threads >= 1, "a progress thread runs");
+	if (getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "vgpreload"))
+		ok(1, "# SKIP valgrind shows its own signal masks");
+	else
+		is_int(found, threads,
+		       "every library thread blocks all signals");
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(ch);
+	t_close(&t);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* wait_event -- one channel event within ms; the CQ is re-armed */
+static int wait_event(struct ibv_comp_channel *ch, int ms)
+{
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	if (poll(&p, 1, ms) != 1 || ibv_get_cq_event(ch, &cq, &cq_ctx))
+		return -1;
+	ibv_ack_cq_events(cq, 1);
+	return 0;
+}
+
+/*
+ * event_loop -- qperf's blocking loop: arm, post one signalled op, wait
+ * for the channel event, poll; returns the median ms per op (or -1)
+ */
+static double event_loop(struct ibv_qp *qp, struct ibv_cq *cq,
+			 struct ibv_comp_channel *ch, enum ibv_wr_opcode op,
+			 char *buf, struct ibv_mr *mr, int iters)
+{
+	double *lat = calloc((size_t)iters, sizeof(*lat)), t0, med, start;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge = {(uintptr_t)buf, 64, mr->lkey};
+	struct ibv_wc wc;
+	int i, n = 0;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		sge.length = 8;
+		wr.wr.atomic.remote_addr = (uintptr_t)buf + 4096;
+		wr.wr.atomic.rkey = mr->rkey;
+		wr.wr.atomic.compare_add = 1;
+	} else {
+		wr.wr.rdma.remote_addr = (uintptr_t)buf + 4096;
+		wr.wr.rdma.rkey = mr->rkey;
+	}
+	start = now_ms();
+	for (i = 0; i < iters && now_ms() - start < 3000; i++) {
+		/* armed, and the progress thread's sweep is over */
+		if (ibv_req_notify_cq(cq, 0))
+			break;
+		usleep(500);
+		t0 = now_ms();
+		if (ibv_post_send(qp, &wr, &bad) || wait_event(ch, 1000) ||
+		    ibv_poll_cq(cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS)
+			break;
+		lat[n++] = now_ms() - t0;
+	}
+	if (n < iters) {
+		diag("%d of %d ops done in %.0f ms", n, iters,
+		     now_ms() - start);
+		free(lat);
+		return -1;
+	}
+	qsort(lat, (size_t)n, sizeof(*lat), cmp_double);
+	med = lat[n / 2];
+	free(lat);
+	return med;
+}
+
+/*
+ * test_event_latency -- completions made at post time (one-sided ops,
+ * flushes) signal an armed CQ's channel at once, as any completion does
+ */
+static void test_event_latency(void)
+{
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq, *cq2;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	struct ibv_qp *qa, *qb;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct tctx t;
+	char *buf = calloc(1, 8192);
+	double med, t0;
+
+	ok(t_open(&t, 16) == 0, "open");
+	ch = ibv_create_comp_channel(t.ctx);
+	cq = ch ? ibv_create_cq(t.ctx, 64, NULL, ch, 0) : NULL;
+	cq2 = ibv_create_cq(t.ctx, 64, NULL, NULL, 0);
+	mr = ibv_reg_mr(t.pd, buf, 8192,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	qa = ibv_create_qp(t.pd, &ia);
+	ia.send_cq = cq2;
+	ia.recv_cq = cq2;
+	qb = ibv_create_qp(t.pd, &ia);
+	ok(cq && cq2 && mr && qa && qb, "channel, CQs, MR, two QPs");
+	if (!cq || !cq2 || !mr || !qa || !qb)
+		bail_out("setup");
+	t_connect(qa, qb->qp_num, 0, 1, 7, 14, 7);
+	t_connect(qb, qa->qp_num,
+		  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			  IBV_ACCESS_REMOTE_ATOMIC,
+		  1, 7, 14, 7);
+	med = event_loop(qa, cq, ch, IBV_WR_RDMA_READ, buf, mr, 200);
+	ok(med >= 0 && med < 5, "RDMA READ event, median %.3f ms", med);
+	med = event_loop(qa, cq, ch, IBV_WR_RDMA_WRITE, buf, mr, 200);
+	ok(med >= 0 && med < 5, "RDMA WRITE event, median %.3f ms", med);
+	med = event_loop(qa, cq, ch, IBV_WR_ATOMIC_FETCH_AND_ADD, buf, mr, 50);
+	ok(med >= 0 && med < 5, "FETCH_AND_ADD event, median %.3f ms", med);
+	/* a local error found at post time */
+	ibv_req_notify_cq(cq, 0);
+	t0 = now_ms();
+	t_post(qa, IBV_WR_RDMA_WRITE, buf, 64, mr->lkey + 1, 9,
+	       IBV_SEND_SIGNALED, (uintptr_t)buf + 4096, mr->rkey);
+	ok(!wait_event(ch, 50), "local protection error event (%.1f ms)",
+	   now_ms() - t0);
+	ok(ibv_poll_cq(cq, 1, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR,
+	   "LOC_PROT_ERR");
+	/* flushes: a receive WQE when the QP goes to ERR, a send after */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	ibv_modify_qp(qa, &a, IBV_QP_STATE);
+	ibv_poll_cq(cq, 1, &wc);
+	ibv_req_notify_cq(cq, 0);
+	t0 = now_ms();
+	t_post_recv(qa, buf, 64, mr->lkey, 10);
+	ok(!wait_event(ch, 50), "flushed receive event (%.1f ms)",
+	   now_ms() - t0);
+	ok(ibv_poll_cq(cq, 1, &wc) == 1 && wc.status == IBV_WC_WR_FLUSH_ERR &&
+		   wc.wr_id == 10,
+	   "receive flushed");
+	ibv_req_notify_cq(cq, 0);
+	t0 = now_ms();
+	t_post(qa, IBV_WR_SEND, buf, 8, mr->lkey, 11, IBV_SEND_SIGNALED, 0, 0);
+	ok(!wait_event(ch, 50), "flushed send event (%.1f ms)", now_ms() - t0);
+	ok(ibv_poll_cq(cq, 1, &wc) == 1 && wc.status == IBV_WC_WR_FLUSH_ERR &&
+		   wc.wr_id == 11,
+	   "send flushed");
+	ibv_destroy_qp(qa);
+	ibv_destroy_qp(qb);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_destroy_cq(cq2);
+	ibv_destroy_comp_channel(ch);
+	t_close(&t);
+	free(buf);
+}
+
+/* test_kern_copy -- libibverbs' kernel-ABI struct converters */
+static void test_kern_copy(void)
+{
+	struct ib_uverbs_qp_attr k;
+	struct ibv_qp_attr q;
+	struct ib_user_path_rec kp, kp2;
+	struct ibv_sa_path_rec p;
+
+	memset(&k, 0, sizeof(k));
+	memset(&q, 0, sizeof(q));
+	k.qp_state = IBV_QPS_RTS;
+	k.cur_qp_state = IBV_QPS_RTR;
+	k.path_mtu = IBV_MTU_1024;
+	k.qkey = 0x11111111;
+	k.rq_psn = 7;
+	k.sq_psn = 8;
+	k.dest_qp_num = 0x1234;
+	k.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	k.ah_attr.grh.dgid[15] = 9;
+	k.ah_attr.grh.flow_label = 0x12345;
+	k.ah_attr.grh.sgid_index = 3;
+	k.ah_attr.grh.hop_limit = 64;
+	k.ah_attr.dlid = 0x22;
+	k.ah_attr.is_global = 1;
+	k.ah_attr.port_num = 1;
+	k.alt_ah_attr.sl = 5;
+	k.max_send_wr = 100;
+	k.max_inline_data = 64;
+	k.pkey_index = 2;
+	k.max_dest_rd_atomic = 4;
+	k.min_rnr_timer = 12;
+	k.timeout = 14;
+	k.retry_cnt = 7;
+	k.rnr_retry = 6;
+	q.qp_state = IBV_QPS_INIT;
+	ibv_copy_qp_attr_from_kern(&q, &k);
+	ok(q.qp_state == IBV_QPS_INIT && q.cur_qp_state == IBV_QPS_RTR &&
+		   q.path_mtu == IBV_MTU_1024 && q.qkey == 0x11111111 &&
+		   q.rq_psn == 7 && q.sq_psn == 8 && q.dest_qp_num == 0x1234 &&
+		   q.qp_access_flags == IBV_ACCESS_REMOTE_READ &&
+		   q.cap.max_send_wr == 100 && q.cap.max_inline_data == 64 &&
+		   q.pkey_index == 2 && q.max_dest_rd_atomic == 4 &&
+		   q.min_rnr_timer == 12 && q.timeout == 14 &&
+		   q.retry_cnt == 7 && q.rnr_retry == 6,
+	   "qp_attr from kern (qp_state is the caller's)");
+	ok(q.ah_attr.grh.dgid.raw[15] == 9 &&
+		   q.ah_attr.grh.flow_label == 0x12345 &&
+		   q.ah_attr.grh.sgid_index == 3 &&
+		   q.ah_attr.grh.hop_limit == 64 && q.ah_attr.dlid == 0x22 &&
+		   q.ah_attr.is_global == 1 && q.ah_attr.port_num == 1 &&
+		   q.alt_ah_attr.sl == 5,
+	   "ah_attr from kern");
+	memset(&kp, 0, sizeof(kp));
+	kp.dgid[0] = 0xfe;
+	kp.sgid[15] = 1;
+	kp.dlid = htobe16(3);
+	kp.flow_label = htobe32(5);
+	kp.reversible = 1;
+	kp.mtu = IBV_MTU_4096;
+	kp.pkey = 0xffff;
+	kp.hop_limit = 2;
+	kp.traffic_class = 3;
+	kp.numb_path = 1;
+	kp.sl = 4;
+	kp.rate = 7;
+	kp.packet_life_time = 18;
+	kp.preference = 1;
+	memset(&p, 0, sizeof(p));
+	ibv_copy_path_rec_from_kern(&p, &kp);
+	ok(p.dgid.raw[0] == 0xfe && p.sgid.raw[15] == 1 &&
+		   p.dlid == htobe16(3) && p.flow_label == htobe32(5) &&
+		   p.reversible == 1 && p.mtu == IBV_MTU_4096 &&
+		   p.pkey == 0xffff && p.hop_limit == 2 &&
+		   p.traffic_class == 3 && p.numb_path == 1 && p.sl == 4 &&
+		   p.rate == 7 && p.packet_life_time == 18 && p.preference == 1,
+	   "path_rec from kern");
+	memset(&kp2, 0, sizeof(kp2));
+	ibv_copy_path_rec_to_kern(&kp2, &p);
+	ok(!memcmp(&kp, &kp2, sizeof(kp)), "path_rec round trip");
+}
+
+int main(void)
+{
+	t_isolate("stall");
+	signal(SIGALRM, on_alarm);
+	test_kern_copy();
+	test_thread_signals();
+	test_event_latency();
+	test_stopped_responder();
+	is_int(t_shm_count(), 0, "no shm names left");
+	done_testing();
+}
