@@ -98,7 +98,8 @@ qp_run() {
 #   term: SIGTERM to the idle server, which must still be alive.  (qperf's
 #   quit is delivered as a SIGQUIT whose handler calls exit(); landing while
 #   the server forks it deadlocks softrdma's exit-time handler, see
-#   soft/NOTES-thirdparty.md; "term" keeps the data-path checks apart.)
+#   soft/NOTES-thirdparty.md item 7; the tests use "term" to keep the
+#   data-path checks apart from that race.)
 qp_finish() {
 	if [ "${1:-quit}" = term ]; then
 		kill -0 "$qp_srv_pid" 2>/dev/null
