@@ -241,8 +241,31 @@ int soft_reg_attach(void)
 	return 0;
 }
 
-/* reg_sweep -- free entries of dead processes; registry lock held */
-static int reg_sweep(struct soft_reg *r)
+/*
+ * exit_lock -- lock a registry mutex at exit, or give up after ~100 ms.
+ * exit() may run in a signal handler of a thread that holds the lock, or
+ * while another process holding it is stopped: exit must not block.
+ */
+static int exit_lock(pthread_mutex_t *m)
+{
+	int i, r;
+
+	for (i = 0; i < 100; i++) {
+		r = pthread_mutex_trylock(m);
+		if (r == EOWNERDEAD)
+			pthread_mutex_consistent(m);
+		if (!r || r == EOWNERDEAD)
+			return 0;
+		if (r != EBUSY)
+			break;
+		usleep(1000);
+	}
+	return -1;
+}
+
+/* reg_sweep -- free entries of dead processes; registry lock held.  At
+ * exit a key stripe that cannot be had leaves its entry to later sweeps */
+static int reg_sweep(struct soft_reg *r, int at_exit)
 {
 	int i, live = 0;
 
@@ -267,7 +290,10 @@ static int reg_sweep(struct soft_reg *r)
 		if (!r->mr[i].key ||
 		    soft_pid_alive(r->mr[i].pid, r->mr[i].start))
 			continue;
-		soft_stripe_lock(&r->key_lock[i % SOFT_NSTRIPES]);
+		if (!at_exit)
+			soft_stripe_lock(&r->key_lock[i % SOFT_NSTRIPES]);
+		else if (exit_lock(&r->key_lock[i % SOFT_NSTRIPES]))
+			continue;
 		r->mr[i].key = 0;
 		pthread_mutex_unlock(&r->key_lock[i % SOFT_NSTRIPES]);
 	}
@@ -288,7 +314,7 @@ void soft_reg_detach(void)
 	r = soft_reg;
 	soft_reg = NULL;
 	soft_stripe_lock(&r->lock);
-	if (!reg_sweep(r)) {
+	if (!reg_sweep(r, 0)) {
 		soft_name(name, sizeof(name), "registry", 0);
 		r->unlinked = 1;
 		shm_unlink(name);
@@ -305,7 +331,7 @@ int soft_reg_ctx_alloc(void)
 	int i, idx = -1;
 
 	soft_stripe_lock(&r->lock);
-	reg_sweep(r);
+	reg_sweep(r, 0);
 	for (i = 0; i < SOFT_MAX_CTX; i++) {
 		if (!atomic_load(&r->ctx[i].pid)) {
 			idx = i;
@@ -360,7 +386,7 @@ int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type, uint32_t *qpn)
 		}
 	}
 	if (slot < 0) {
-		reg_sweep(r);
+		reg_sweep(r, 0);
 		for (i = 0; i < SOFT_MAX_QP; i++) {
 			if (!r->qp[i].qpn) {
 				slot = i;
@@ -423,7 +449,7 @@ int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
 		if (!r->mr[i].key)
 			slot = i;
 	if (slot < 0) {
-		reg_sweep(r);
+		reg_sweep(r, 0);
 		for (i = 0; i < SOFT_MAX_MR && slot < 0; i++)
 			if (!r->mr[i].key)
 				slot = i;
@@ -552,6 +578,10 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
  * soft_fini -- at exit (or dlclose), drop what this process still has in
  * the registry: QP segments, keys, context slots; the host's last user
  * also removes the registry.  Objects left open must not leak shm names.
+ * It never blocks: when the registry lock cannot be had (held by the
+ * thread that called exit() from a signal handler, or by a stopped
+ * process) the entries stay, and other processes' sweeps free them once
+ * this process is gone.
  */
 __attribute__((destructor)) static void soft_fini(void)
 {
@@ -559,9 +589,8 @@ __attribute__((destructor)) static void soft_fini(void)
 	struct soft_reg *r = soft_reg;
 	int i;
 
-	if (!r || getpid() != soft_self_pid)
+	if (!r || getpid() != soft_self_pid || exit_lock(&r->lock))
 		return;
-	soft_stripe_lock(&r->lock);
 	for (i = 0; i < SOFT_MAX_QP; i++) {
 		if (r->qp[i].qpn && r->qp[i].pid == soft_self_pid) {
 			soft_seg_unlink(r->qp[i].qpn);
@@ -574,7 +603,7 @@ __attribute__((destructor)) static void soft_fini(void)
 	for (i = 0; i < SOFT_MAX_CTX; i++)
 		if (atomic_load(&r->ctx[i].pid) == soft_self_pid)
 			atomic_store(&r->ctx[i].pid, 0);
-	if (!reg_sweep(r)) {
+	if (!reg_sweep(r, 1)) {
 		soft_name(name, sizeof(name), "registry", 0);
 		r->unlinked = 1;
 		shm_unlink(name);

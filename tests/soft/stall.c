@@ -45,7 +45,7 @@ struct shared {
 	volatile int corrupt;
 };
 
-static pid_t stalled_child;
+static pid_t stalled_child, stopped_holder;
 
 static double now_ms(void)
 {
@@ -66,6 +66,8 @@ static void on_alarm(int sig)
 	(void)r;
 	if (stalled_child > 0)
 		kill(stalled_child, SIGKILL);
+	if (stopped_holder > 0)
+		kill(stopped_holder, SIGKILL);
 	_exit(1);
 }
 
@@ -569,6 +571,71 @@ static void test_kern_copy(void)
 	ok(!memcmp(&kp, &kp2, sizeof(kp)), "path_rec round trip");
 }
 
+/*
+ * test_exit_lock_held -- exit() does not block on the registry lock held
+ * by a stopped process (or by the thread that calls exit from a signal
+ * handler): the exit-time cleanup gives up instead
+ */
+static void test_exit_lock_held(void)
+{
+	int ready[2], go[2], held[2], st = 0;
+	pid_t user, holder;
+	char name[160], c = 0;
+	struct soft_reg *r;
+	double t0;
+	int fd;
+
+	if (pipe(ready) || pipe(go) || pipe(held))
+		bail_out("pipe");
+	user = fork();
+	if (!user) {
+		struct tctx t;
+
+		c = t_open(&t, 4) ? 1 : 0;
+		t_xsend(ready[1], &c, 1);
+		t_xrecv(go[0], &c, 1);
+		exit(0); /* context left open: the destructor cleans up */
+	}
+	t_xrecv(ready[0], &c, 1);
+	ok(!c, "a process with an open context");
+	holder = fork();
+	if (!holder) {
+		snprintf(name, sizeof(name), "/%s-registry",
+			 getenv("SOFTRDMA_SHM_PREFIX"));
+		fd = shm_open(name, O_RDWR, 0);
+		r = fd < 0 ? MAP_FAILED
+			   : mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+				  MAP_SHARED, fd, 0);
+		c = r != MAP_FAILED && !pthread_mutex_lock(&r->lock) ? 0 : 1;
+		t_xsend(held[1], &c, 1);
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	stopped_holder = holder;
+	t_xrecv(held[0], &c, 1);
+	ok(!c, "another process holds the registry lock");
+	waitpid(holder, &st, WUNTRACED);
+	ok(WIFSTOPPED(st), "and is stopped");
+	stalled_child = user;
+	alarm(20);
+	t0 = now_ms();
+	t_xsend(go[1], &c, 1);
+	waitpid(user, &st, 0);
+	alarm(0);
+	stalled_child = 0;
+	ok(WIFEXITED(st) && !WEXITSTATUS(st) && now_ms() - t0 < 2000,
+	   "exit() returned in %.0f ms", now_ms() - t0);
+	kill(holder, SIGKILL);
+	waitpid(holder, &st, 0);
+	stopped_holder = 0;
+	close(ready[0]);
+	close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+	close(held[0]);
+	close(held[1]);
+}
+
 int main(void)
 {
 	t_isolate("stall");
@@ -577,6 +644,14 @@ int main(void)
 	test_thread_signals();
 	test_event_latency();
 	test_stopped_responder();
+	test_exit_lock_held();
+	/* what the two dead processes left, the next user sweeps */
+	{
+		struct tctx t;
+
+		ok(t_open(&t, 4) == 0, "open after them");
+		t_close(&t);
+	}
 	is_int(t_shm_count(), 0, "no shm names left");
 	done_testing();
 }
