@@ -1,22 +1,49 @@
 #!/bin/sh
 # run-test.sh -- run one test with a time limit (and valgrind when asked).
 #
+# As root, each test runs in a private mount namespace with an empty
+# /dev/shm of its own, so that softrdma's shared-memory objects of one test
+# never meet another test's (or a leftover of an earlier run), and a test
+# that leaves anything behind fails (exit 99): softrdma must clean up after
+# a normal exit and reclaim what a killed process left.
+#
 # Environment:
 #   RDMAMSG_TEST_TIMEOUT  seconds before the test is killed (default 300)
 #   RDMAMSG_TEST_VALGRIND 1: run compiled tests under valgrind memcheck;
 #                         tests see RDMAMSG_TEST_SCALE=small and shrink
 #                         their loops.
+if [ "${RDMAMSG_TEST_SHM:-}" != private ] && [ "$(id -u)" = 0 ] &&
+	unshare --mount --propagation private true 2>/dev/null; then
+	RDMAMSG_TEST_SHM=private exec unshare --mount --propagation private \
+		"$0" "$@"
+fi
+if [ "${RDMAMSG_TEST_SHM:-}" = private ]; then
+	mount -t tmpfs -o mode=1777 rdmamsg-test-shm /dev/shm || exit 99
+fi
+
 test_prog=$1
 limit=${RDMAMSG_TEST_TIMEOUT:-300}
+set -- timeout --kill-after=10 "$limit" "$@"
 case $test_prog in
 *.sh)
-	exec timeout --kill-after=10 "$limit" "${SHELL:-/bin/sh}" "$@" ;;
+	set -- "$1" "$2" "$3" "${SHELL:-/bin/sh}" "$4" ;;
+*)
+	if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && [ -n "$VALGRIND" ]; then
+		RDMAMSG_TEST_SCALE=small
+		export RDMAMSG_TEST_SCALE
+		set -- timeout --kill-after=10 "$((limit * 4))" "$VALGRIND" -q \
+			--error-exitcode=99 --leak-check=full \
+			--errors-for-leak-kinds=definite --track-fds=no \
+			--trace-children=no "$test_prog"
+	fi ;;
 esac
-if test "${RDMAMSG_TEST_VALGRIND:-0}" = 1 && test -n "$VALGRIND"; then
-	RDMAMSG_TEST_SCALE=small
-	export RDMAMSG_TEST_SCALE
-	exec timeout --kill-after=10 "$((limit * 4))" "$VALGRIND" -q \
-		--error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-		--track-fds=no --trace-children=no "$@"
+"$@"
+status=$?
+if [ "${RDMAMSG_TEST_SHM:-}" = private ]; then
+	for f in /dev/shm/*; do
+		[ -e "$f" ] || continue
+		echo "# left in /dev/shm: ${f#/dev/shm/}"
+		status=99
+	done
 fi
-exec timeout --kill-after=10 "$limit" "$@"
+exit $status

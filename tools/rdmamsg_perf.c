@@ -23,6 +23,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,6 +338,23 @@ err_reject:
 	rdmamsg_conn_req_reject(req, 3, NULL, 0);
 }
 
+static volatile sig_atomic_t srv_signalled;
+
+/* srv_on_signal -- SIGINT/SIGTERM: finish the current clients, then exit */
+static void srv_on_signal(int sig)
+{
+	(void)sig;
+	srv_signalled = 1;
+}
+
+/* srv_stop -- serve no new client; the listener closes with the last one */
+static void srv_stop(struct perf *p)
+{
+	p->o.serve_forever = 0;
+	if (p->nconns == 0 && p->lst)
+		rdmamsg_listener_close(p->lst, srv_listener_closed);
+}
+
 /* srv_drive -- busy-poll while clients are active, block in poll() after
  * PERF_SPIN_NS of silence */
 static int srv_drive(struct perf *p)
@@ -345,6 +363,8 @@ static int srv_drive(struct perf *p)
 	int rc = 0;
 
 	while (!p->done && rc >= 0) {
+		if (srv_signalled && p->o.serve_forever)
+			srv_stop(p);
 		if (p->o.drive != DRIVE_BUSY) {
 			rc = perf_wait(p);
 			continue;
@@ -363,6 +383,7 @@ static int srv_drive(struct perf *p)
 /* run_server -- listen, serve one client (or all, with --loop) */
 static int run_server(struct perf *p)
 {
+	struct sigaction sa;
 	char addr[300];
 	uint16_t port = 0;
 	int rc;
@@ -377,6 +398,13 @@ static int run_server(struct perf *p)
 		return 1;
 	}
 	rdmamsg_listener_get_port(p->lst, &port);
+	/* Without SA_RESTART, so that a signal ends a blocking poll(); a
+	 * second signal kills as usual. */
+	sa.sa_handler = srv_on_signal;
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	printf("# rdmamsg_perf: listening on port %u\n", port);
 	fflush(stdout);
 	rc = srv_drive(p);

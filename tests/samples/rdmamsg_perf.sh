@@ -100,6 +100,8 @@ ok $? "--loop: two clients in a row"
 kill -0 "$srv" 2>/dev/null
 ok $? "--loop: server still running"
 kill "$srv"
+wait "$srv"
+ok $? "--loop: SIGTERM ends the server cleanly (exit 0)"
 
 "$perf" -c 127.0.0.1 -t nope >/dev/null 2>&1
 [ $? = 2 ]
