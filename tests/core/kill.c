@@ -166,8 +166,10 @@ int main(void)
 	t_disc = test_now_ms();
 	ok(c.disc, "on_disconnect for the stopped peer");
 	is_int(c.disc_status, -ETIMEDOUT, "status -ETIMEDOUT");
-	ok(t_disc - t_kill <= PEER_MS + slack && t_disc - t_kill >= PEER_MS / 2,
-	   "after about the %d ms peer timeout: %lld ms", PEER_MS,
+	/* the silence may have begun before the stop (an idle peer only
+	 * sends keep-alives), so only the upper bound is certain */
+	ok(t_disc - t_kill <= PEER_MS + slack,
+	   "within the %d ms peer timeout (+%d ms): %lld ms", PEER_MS, slack,
 	   t_disc - t_kill);
 	rdmamsg_ep_close(c.ep, cli_close_cb);
 	test_run_until(c.ctx, &c.closed, 5000);
