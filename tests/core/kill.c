@@ -86,7 +86,7 @@ int main(void)
 	test_setup("kill");
 	/* detection comes at most a keep-alive tick (PEER_MS / 3) after the
 	 * timeout; valgrind slows the loop down */
-	slack = tap_small() ? 3000 : 500;
+	slack = tap_small() ? 3000 : 1000;
 	memset(&c, 0, sizeof(c));
 	c.ctx = test_ctx_or_skip();
 	c.seen = calloc(MAXOPS, 1);
