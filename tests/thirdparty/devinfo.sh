@@ -5,7 +5,9 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 SOFTRDMA_SHM_PREFIX=3p-devinfo-$$
 export SOFTRDMA_SHM_PREFIX
-trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+# Outside run-test.sh's private /dev/shm, tidy up; inside it, leave any
+# leftover for run-test.sh to report (softrdma must remove its objects).
+trap '[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
 out=$tap_tmp/devinfo
 
 if ! command -v ibv_devinfo >/dev/null 2>&1; then

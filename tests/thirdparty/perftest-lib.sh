@@ -21,7 +21,9 @@ pt_kill=
 # then remove what softrdma left in /dev/shm under this test's prefix
 pt_cleanup() {
 	for _p in $pt_kill; do kill -TERM "$_p" 2>/dev/null; done
-	case ${SOFTRDMA_SHM_PREFIX:-} in 3p-*) rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* ;; esac
+	# inside run-test.sh's private /dev/shm, leftovers are its to report
+	[ "${RDMAMSG_TEST_SHM:-}" = private ] ||
+		case ${SOFTRDMA_SHM_PREFIX:-} in 3p-*) rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* ;; esac
 	tap_cleanup
 }
 trap pt_cleanup EXIT

@@ -21,7 +21,8 @@ qp_srv_pid=
 # qp_cleanup -- stop the server (SIGTERM reaches qperf through timeout)
 qp_cleanup() {
 	[ -n "$qp_srv_pid" ] && kill -TERM "$qp_srv_pid" 2>/dev/null
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
+	# inside run-test.sh's private /dev/shm, leftovers are its to report
+	[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
 	tap_cleanup
 }
 trap qp_cleanup EXIT
