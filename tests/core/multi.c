@@ -218,7 +218,7 @@ int main(void)
 	long long t0;
 
 	test_setup("multi");
-	c.ctx = test_ctx_or_skip();
+	c.ctx = test_ctx();
 	c.n = nmsg = tap_small() ? 2000 : 20000;
 	pid = test_fork(server, NULL, &rfd);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));

@@ -113,7 +113,7 @@ int main(void)
 
 	test_setup("slow");
 	memset(&c, 0, sizeof(c));
-	c.ctx = test_ctx_or_skip();
+	c.ctx = test_ctx();
 	c.n = tap_small() ? 5000 : 20000;
 	pid = test_fork(srv_main, &cfg, &rfd);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));

@@ -253,7 +253,7 @@ int main(void)
 	nmsg = tap_small() ? 100000 : 1000000;
 	memset(&p, 0, sizeof(p));
 	if (make_ctx(&p, STREAM_CLIENT_EV))
-		skip_all("no context");
+		bail_out("no context");
 	diag("client in %s mode, server in %s mode",
 	     STREAM_CLIENT_EV ? "libev" : "fd",
 	     STREAM_CLIENT_EV ? "fd" : "libev");

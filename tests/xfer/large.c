@@ -431,7 +431,7 @@ int main(void)
 		big = (size_t)256 << 20;
 		diag("AddressSanitizer: 256 MiB instead of 1 GiB each way");
 	}
-	ctx = test_ctx_or_skip();
+	ctx = test_ctx();
 	pid = test_fork(server, NULL, &rfd);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
 
