@@ -16,8 +16,12 @@
  * (state READY, data copied when it fits, else the sender's SGE list for
  * process_vm_readv).  The peer (dest_qp_num) maps the segment at RTR and
  * consumes slots in order from any poll_cq of its context: it takes a
- * receive WQE, places the data, writes its verdict and marks the slot
- * DONE; the sender's poll turns DONE into the send completion.  With no
+ * receive WQE, marks the slot BUSY, places the data, writes its verdict
+ * and commits with BUSY -> DONE; the sender's poll turns DONE into the
+ * send completion.  A sender that flushes or times out takes the slot
+ * back in any state but DONE (READY/RNR/BUSY -> CANCEL) without waiting;
+ * a responder whose commit finds CANCEL drops the message (see
+ * cancel_slot).  With no
  * receive posted the responder marks the slot RNR (a NAK carrying its
  * min_rnr_timer); the sender retransmits (back to READY) after that
  * timer, rnr_retry times (7: forever).  RDMA WRITE / READ / atomics run
@@ -471,9 +475,12 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	/*
 	 * One-sided ops, local errors and flushes are finished at post
 	 * time: their completions (and the event of an armed CQ) are due
-	 * now, not at the next poll or progress-thread sweep.
+	 * now, not at the next poll or progress-thread sweep.  (A SEND
+	 * in flight at the tail holds back what follows it.)
 	 */
-	soft_qp_flush(qp);
+	if (qp->sq_tail != qp->sq_head &&
+	    qp->sq[qp->sq_tail & qp->sq_mask].kind == SOFT_WQE_DONE)
+		tx_qp(qp);
 out:
 	pthread_mutex_unlock(&qp->ctx->lock);
 	return ret;
