@@ -123,6 +123,21 @@ done
 row "latency 8 B, blocking, median us" "$r_ev" "$s_ev" n/a
 row "bandwidth 64 KiB, MiB/s" "$r_bw" "$s_bw" "$u_bw"
 row "message rate 8 B, Mmsg/s" "$r_mr" "$s_mr" "$u_mr"
+if [ "$rounds" -gt 1 ]; then
+	# The least disturbed round (see bench-softrdma.sh)
+	echo
+	echo "best of $rounds rounds:"
+	for sz in 8 4096 65536; do
+		eval "row \"latency $sz B, median us\" \"\$(best lower \"\${R_lat_$sz[@]}\")\" \"\$(best lower \"\${S_lat_$sz[@]}\")\" \"\$(best lower \"\${U_lat_$sz[@]}\")\""
+	done
+	row "latency 8 B, blocking, median us" "$(best lower "${R_ev[@]}")" "$(best lower "${S_ev[@]}")" n/a
+	b_r=$(scale_v "$(best higher "${R_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+	row "bandwidth 64 KiB, MiB/s" "$b_r" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
+	b_s=$(best higher "${S_mr[@]}") b_u=$(best higher "${U_mr[@]}")
+	[ "$b_s" != n/a ] && b_s=$(awk -v v="$b_s" 'BEGIN { printf "%.3f", v }')
+	[ "$b_u" != n/a ] && b_u=$(awk -v v="$b_u" 'BEGIN { printf "%.3f", v / 1e6 }')
+	row "message rate 8 B, Mmsg/s" "$(best higher "${R_mr[@]}")" "$b_s" "$b_u"
+fi
 echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma; verbs: perftest on softrdma (LD_PRELOAD),"
