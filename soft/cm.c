@@ -510,10 +510,16 @@ __attribute__((constructor)) static void scm_load(void)
 	pthread_atfork(scm_atfork_prepare, scm_atfork_parent, scm_atfork_child);
 }
 
-/* scm_unload -- library unload: the thread must not outlive the code */
+/*
+ * scm_unload -- library unload: the thread must not outlive the code.  At
+ * exit() the lock may be held for good (exit() called from a signal handler
+ * inside fork(), whose prepare handler holds it): then the thread is left
+ * alone, since at exit the code stays mapped.
+ */
 __attribute__((destructor)) static void scm_unload(void)
 {
-	pthread_mutex_lock(&scm_thr_mutex);
+	if (soft_exit_lock(&scm_thr_mutex))
+		return;
 	scm_thread_stop();
 	pthread_mutex_unlock(&scm_thr_mutex);
 }

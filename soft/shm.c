@@ -242,11 +242,11 @@ int soft_reg_attach(void)
 }
 
 /*
- * exit_lock -- lock a registry mutex at exit, or give up after ~100 ms.
- * exit() may run in a signal handler of a thread that holds the lock, or
- * while another process holding it is stopped: exit must not block.
+ * soft_exit_lock -- lock a mutex at exit, or give up after ~100 ms.  exit()
+ * may run in a signal handler of a thread that holds the lock, or while
+ * another process holding a registry lock is stopped: exit must not block.
  */
-static int exit_lock(pthread_mutex_t *m)
+int soft_exit_lock(pthread_mutex_t *m)
 {
 	int i, r;
 
@@ -292,7 +292,7 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 			continue;
 		if (!at_exit)
 			soft_stripe_lock(&r->key_lock[i % SOFT_NSTRIPES]);
-		else if (exit_lock(&r->key_lock[i % SOFT_NSTRIPES]))
+		else if (soft_exit_lock(&r->key_lock[i % SOFT_NSTRIPES]))
 			continue;
 		r->mr[i].key = 0;
 		pthread_mutex_unlock(&r->key_lock[i % SOFT_NSTRIPES]);
@@ -589,7 +589,7 @@ __attribute__((destructor)) static void soft_fini(void)
 	struct soft_reg *r = soft_reg;
 	int i;
 
-	if (!r || getpid() != soft_self_pid || exit_lock(&r->lock))
+	if (!r || getpid() != soft_self_pid || soft_exit_lock(&r->lock))
 		return;
 	for (i = 0; i < SOFT_MAX_QP; i++) {
 		if (r->qp[i].qpn && r->qp[i].pid == soft_self_pid) {

@@ -350,6 +350,7 @@ void soft_reg_mr_free(uint32_t key);
 uint32_t soft_reg_pd_id(void);
 void soft_stripe_lock(pthread_mutex_t *m);
 int soft_pid_alive(int32_t pid, uint64_t start);
+int soft_exit_lock(pthread_mutex_t *m);
 uint64_t soft_pid_start(int32_t pid);
 uint64_t soft_now_ns(void);
 void *soft_seg_create(uint32_t qpn, size_t len);
