@@ -4,7 +4,8 @@
 # usage: scripts/demo.sh
 #
 # Runs rdmamsg_perf's server and client on this machine over softrdma (the
-# built-in software RDMA device) and prints the latency table.  Before
+# built-in software RDMA device) and prints the latency tables, blocking on
+# the fd and busy polling.  Before
 # rdmamsg_perf exists in the tree, it falls back to the most complete
 # program there is: ibv_rc_pingpong on softrdma.
 set -eu
@@ -26,13 +27,17 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -x "$build/tools/rdmamsg_perf" ]; then
-	echo "demo: rdmamsg_perf latency on softrdma (127.0.0.1:$port)"
-	"$build/tools/rdmamsg_perf" -s -p "$port" &
-	server_pid=$!
-	sleep 0.5
-	"$build/tools/rdmamsg_perf" -c 127.0.0.1 -p "$port" -t lat -n 10000
-	wait "$server_pid"
-	server_pid=
+	# Blocking on the context's fd (what an event-driven server does),
+	# then busy polling (a core per process; what latency-bound code does).
+	for mode in --fd --busy; do
+		echo "demo: rdmamsg_perf $mode latency on softrdma (127.0.0.1:$port)"
+		"$build/tools/rdmamsg_perf" -s -p "$port" "$mode" &
+		server_pid=$!
+		"$build/tools/rdmamsg_perf" -c 127.0.0.1 -p "$port" "$mode" \
+			-t lat -n 10000
+		wait "$server_pid"
+		server_pid=
+	done
 else
 	echo "demo: ibv_rc_pingpong on softrdma (127.0.0.1:$port)"
 	LD_PRELOAD=$soft ibv_rc_pingpong -g 1 -p "$port" -n 10000 &
