@@ -6,5 +6,5 @@ qp_name=qperf-events
 . "$top_srcdir/tests/thirdparty/qperf-lib.sh"
 qp_run "events" -cp 0 rc_lat rc_rdma_write_lat rc_rdma_read_lat \
 	rc_fetch_add_mr rc_compare_swap_mr
-qp_finish term
+qp_finish quit
 done_testing

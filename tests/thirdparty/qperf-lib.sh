@@ -98,9 +98,10 @@ qp_run() {
 #   quit: qperf's own "quit" request; the server must exit 0.
 #   term: SIGTERM to the idle server, which must still be alive.  (qperf's
 #   quit is delivered as a SIGQUIT whose handler calls exit(); landing while
-#   the server forks it deadlocks softrdma's exit-time handler, see
-#   soft/NOTES-thirdparty.md item 7; the tests use "term" to keep the
-#   data-path checks apart from that race.)
+#   the server forks it used to deadlock softrdma's exit-time handler,
+#   fixed in 2de9885; qperf.sh uses "term" to keep its data-path checks
+#   apart from that race, qperf-events.sh "quit" to keep the exit path
+#   covered.)
 qp_finish() {
 	if [ "${1:-quit}" = term ]; then
 		kill -0 "$qp_srv_pid" 2>/dev/null
