@@ -17,7 +17,7 @@ shift
 packages="build-essential autoconf automake libtool pkgconf
 	libibverbs-dev librdmacm-dev libev-dev
 	rdmacm-utils ibverbs-utils perftest valgrind mandoc clang-format
-	iproute2 python3 procps psmisc ucx-utils libfabric-bin"
+	iproute2 python3 procps psmisc qperf ucx-utils libfabric-bin"
 
 missing=
 for p in $packages; do

@@ -65,7 +65,9 @@ free_port() {
 wait_port() {
 	_i=0
 	while [ $_i -lt $((${2:-10} * 10)) ]; do
-		if grep -q ":$(printf '%04X' "$1") 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+		# A listener: local :PORT, remote address all zeros (IPv4 or
+		# IPv6), state 0A.
+		if grep -Eq ":$(printf '%04X' "$1") 0+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
 			return 0
 		fi
 		sleep 0.1

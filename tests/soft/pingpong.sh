@@ -7,7 +7,7 @@ command -v ibv_devinfo >/dev/null || skip_all "ibv_devinfo missing (apt-get inst
 SOFTRDMA_SHM_PREFIX=t-pingpong-$$
 export SOFTRDMA_SHM_PREFIX
 
-LD_PRELOAD=$SOFTRDMA_LIB ibv_devinfo -v >"$tap_tmp/devinfo" 2>&1
+LD_PRELOAD="$SOFTRDMA_PRELOAD" ibv_devinfo -v >"$tap_tmp/devinfo" 2>&1
 ok $? "ibv_devinfo -v exits 0"
 grep -q "hca_id:.*softrdma0" "$tap_tmp/devinfo"
 ok $? "ibv_devinfo lists softrdma0"
@@ -26,12 +26,12 @@ pp() {
 	name=$1
 	shift
 	port=$(free_port)
-	LD_PRELOAD=$SOFTRDMA_LIB timeout 60 ibv_rc_pingpong -g "$gid" -p "$port" "$@" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 ibv_rc_pingpong -g "$gid" -p "$port" "$@" \
 		>"$tap_tmp/srv.log" 2>&1 &
 	srv=$!
 	tap_pids="$tap_pids $srv"
 	wait_port "$port" 10
-	LD_PRELOAD=$SOFTRDMA_LIB timeout 60 ibv_rc_pingpong -g "$gid" -p "$port" "$@" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 ibv_rc_pingpong -g "$gid" -p "$port" "$@" \
 		127.0.0.1 >"$tap_tmp/cli.log" 2>&1
 	crc=$?
 	wait "$srv"

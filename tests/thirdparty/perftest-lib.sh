@@ -41,7 +41,7 @@ pt_gid() {
 		echo 1
 		return
 	}
-	LD_PRELOAD=$SOFTRDMA_LIB timeout 20 ibv_devinfo -d softrdma0 -v 2>/dev/null |
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 20 ibv_devinfo -d softrdma0 -v 2>/dev/null |
 		sed -n 's/^[[:space:]]*GID\[[[:space:]]*\([0-9]*\)\]:[[:space:]]*::ffff:127\.0\.0\.1.*/\1/p' |
 		head -n 1
 }
@@ -60,12 +60,12 @@ pt_pair_once() {
 	pt_s=$tap_tmp/$_prog.$pt_run.server
 	pt_c=$tap_tmp/$_prog.$pt_run.client
 	_port=$(free_port)
-	timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_LIB" "$_prog" \
+	timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$_prog" \
 		-d softrdma0 -x "$pt_gidx" -F -p "$_port" "$@" >"$pt_s" 2>&1 &
 	_spid=$!
 	pt_kill="$pt_kill $_spid"
 	if wait_port "$_port" 20; then
-		timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_LIB" "$_prog" \
+		timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$_prog" \
 			-d softrdma0 -x "$pt_gidx" -F -p "$_port" "$@" 127.0.0.1 \
 			>"$pt_c" 2>&1
 		pt_crc=$?

@@ -29,22 +29,10 @@ trap qp_cleanup EXIT
 
 qp_port=$(free_port)
 qp_slog=$tap_tmp/qperf.server
-timeout -k 5 "${QP_TIMEOUT:-120}" env LD_PRELOAD="$SOFTRDMA_LIB" qperf \
+timeout -k 5 "${QP_TIMEOUT:-120}" env LD_PRELOAD="$SOFTRDMA_PRELOAD" qperf \
 	-lp "$qp_port" >"$qp_slog" 2>&1 &
 qp_srv_pid=$!
-# qp_wait_port PORT -- like wait_port, IPv6 listeners too (qperf binds [::])
-qp_wait_port() {
-	_h=$(printf '%04X' "$1")
-	_i=0
-	while [ $_i -lt 200 ]; do
-		grep -Eq ":$_h [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null &&
-			return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
-qp_wait_port "$qp_port"
+wait_port "$qp_port" 20
 ok $? "qperf server listens on TCP port $qp_port"
 qp_n=0
 
@@ -56,7 +44,7 @@ qp_run() {
 	shift
 	qp_n=$((qp_n + 1))
 	_log=$tap_tmp/qperf.client.$qp_n
-	timeout -k 5 60 env LD_PRELOAD="$SOFTRDMA_LIB" qperf 127.0.0.1 \
+	timeout -k 5 60 env LD_PRELOAD="$SOFTRDMA_PRELOAD" qperf 127.0.0.1 \
 		-lp "$qp_port" -cm1 -t 1 "$@" >"$_log" 2>&1
 	_rc=$?
 	ok $_rc "qperf $_desc: client exits 0"
@@ -72,6 +60,7 @@ qp_run() {
 		/^[a-z_]+:/ { on = 0 }
 		on && $2 == "=" {
 			v = $3; u = $4
+			gsub(",", "", v)	# qperf groups digits: "1,000 ns"
 			if (v !~ /^[0-9.]+$/ || v + 0 <= 0) { print "bad " $0; exit }
 			if ($1 == "latency") {
 				us = v * (u == "ns" ? 0.001 : u == "ms" ? 1000 : u == "sec" ? 1e6 : 1)
@@ -113,7 +102,7 @@ qp_finish() {
 		[ $_alive -eq 0 ] || show_log "$qp_slog"
 		return
 	fi
-	timeout -k 5 30 env LD_PRELOAD="$SOFTRDMA_LIB" qperf 127.0.0.1 \
+	timeout -k 5 30 env LD_PRELOAD="$SOFTRDMA_PRELOAD" qperf 127.0.0.1 \
 		-lp "$qp_port" quit >/dev/null 2>&1
 	wait "$qp_srv_pid"
 	_rc=$?
