@@ -108,26 +108,17 @@ int main(void)
 		snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 		is_int(rdmamsg_connect(c.ctx, addr, NULL, &cli_cbs, &c, &c.ep),
 		       0, "connect");
-		{
-			volatile int flag = 0;
-
-			test_run_until(c.ctx, &flag, 50);
-		}
+		test_idle(c.ctx, 50);
 		rdmamsg_listener_close(lst, NULL);
 	}
 	is_int(rdmamsg_ep_close(c.ep, cli_close_cb), 0,
 	       "close right away (still connecting)");
 	ok(!c.closed, "the close callback is not run from inside close");
-	{
-		volatile int flag = 0;
-
-		test_run_until(c.ctx, &flag, 300);
-	}
+	test_idle(c.ctx, 300);
 	is_int(c.closed, 1, "close callback ran once");
 	is_int(c.connect_calls, 0, "on_connect never ran for it");
 	c.closed = 0;
-	pid = test_fork(srv_main, &cfg, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(srv_main, &cfg, &rfd, addr, sizeof(addr));
 
 	/* now a real connection to a server that stops progressing */
 	rdmamsg_ep_attr_new(&a);
@@ -181,11 +172,7 @@ int main(void)
 	is_int(c.other, 0, "with 0 or -ECANCELED");
 	diag("%llu done, %llu canceled", (unsigned long long)c.ok_,
 	     (unsigned long long)c.canceled);
-	{
-		volatile int flag = 0;
-
-		test_run_until(c.ctx, &flag, 200);
-	}
+	test_idle(c.ctx, 200);
 	is_int(c.after_close, 0, "no callback after the close callback");
 	rdmamsg_ctx_query_pool(c.ctx, &reg, &used);
 	is_int(used, 0, "all pool buffers came back");

@@ -90,8 +90,7 @@ int main(void)
 	memset(&c, 0, sizeof(c));
 	c.ctx = test_ctx();
 	c.seen = calloc(MAXOPS, 1);
-	pid = test_fork(srv_main, &cfg, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(srv_main, &cfg, &rfd, addr, sizeof(addr));
 	rdmamsg_ep_attr_new(&a);
 	rdmamsg_ep_attr_set_peer_timeout(a, PEER_MS);
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
@@ -105,8 +104,6 @@ int main(void)
 	t0 = test_now_ms();
 	t_kill = 0;
 	while (!c.disc && test_now_ms() - t0 < 10000 && c.sent < MAXOPS) {
-		volatile int never = 0;
-
 		if (!t_kill && test_now_ms() - t0 > 200) {
 			kill(pid, SIGKILL);
 			t_kill = test_now_ms();
@@ -116,7 +113,7 @@ int main(void)
 				 (void *)(uintptr_t)c.sent) == 0)
 			c.sent++;
 		else
-			test_run_until(c.ctx, &never, 1);
+			test_idle(c.ctx, 1);
 		rdmamsg_ctx_progress(c.ctx);
 	}
 	test_run_until(c.ctx, &c.disc, PEER_MS * 3);
@@ -142,8 +139,7 @@ int main(void)
 	memset(c.seen, 0, MAXOPS);
 	c.connected = c.disc = c.closed = 0;
 	c.sent = c.done = c.dup = 0;
-	pid = test_fork(srv_main, &cfg, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(srv_main, &cfg, &rfd, addr, sizeof(addr));
 	rdmamsg_ep_attr_new(&a);
 	rdmamsg_ep_attr_set_peer_timeout(a, PEER_MS);
 	rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep);
@@ -152,14 +148,9 @@ int main(void)
 	is_int(c.status, 0, "connected to a second peer");
 	for (c.sent = 0; c.sent < 30; c.sent++)
 		rdmamsg_send(c.ep, msg, 8, (void *)(uintptr_t)c.sent);
-	{
-		/* let the peer go idle first: softrdma spins forever on a
-		 * message a stopped peer was copying (soft/NOTES-from-
-		 * rdmamsg.md) */
-		volatile int never = 0;
-
-		test_run_until(c.ctx, &never, 300);
-	}
+	/* let the peer go idle first: softrdma spins forever on a message a
+	 * stopped peer was copying (soft/NOTES-from-rdmamsg.md) */
+	test_idle(c.ctx, 300);
 	kill(pid, SIGSTOP);
 	t_kill = test_now_ms();
 	test_run_until(c.ctx, &c.disc, PEER_MS * 4);

@@ -334,8 +334,7 @@ int main(void)
 	while (n % WINDOW)
 		c.sizes[n++] = 3;
 
-	pid = test_fork(server, NULL, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 	a = ep_attr();
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
 	       "connect");

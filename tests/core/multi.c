@@ -213,15 +213,13 @@ int main(void)
 	static struct cli c;
 	char addr[64];
 	int rfd, i, bad = 0, short_ = 0, failed = 0;
-	volatile int all = 0;
 	pid_t pid;
 	long long t0;
 
 	test_setup("multi");
 	c.ctx = test_ctx();
 	c.n = nmsg = tap_small() ? 2000 : 20000;
-	pid = test_fork(server, NULL, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 	for (i = 0; i < NEP; i++) {
 		c.conns[i].c = &c;
 		if (rdmamsg_connect(c.ctx, addr, NULL, &cli_cbs, &c.conns[i],
@@ -230,10 +228,8 @@ int main(void)
 	}
 	is_int(failed, 0, "all connects started");
 	t0 = test_now_ms();
-	while (c.answered < NEP && test_now_ms() - t0 < 60000) {
-		all = 0;
-		test_run_until(c.ctx, &all, 100);
-	}
+	while (c.answered < NEP && test_now_ms() - t0 < 60000)
+		test_idle(c.ctx, 100);
 	is_int(c.connected, NEP, "all connected");
 	is_int(c.answered, NEP, "every connection was answered");
 	for (i = 0; i < NEP; i++) {
@@ -247,10 +243,8 @@ int main(void)
 	for (i = 0; i < NEP; i++)
 		rdmamsg_ep_close(c.conns[i].ep, cli_close_cb);
 	t0 = test_now_ms();
-	while (c.closed < NEP && test_now_ms() - t0 < 10000) {
-		all = 0;
-		test_run_until(c.ctx, &all, 100);
-	}
+	while (c.closed < NEP && test_now_ms() - t0 < 10000)
+		test_idle(c.ctx, 100);
 	is_int(c.closed, NEP, "all closed");
 	is_int(test_wait_child(pid), 0,
 	       "server's rdmamsg_ctx_run returned with everything closed");

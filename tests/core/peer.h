@@ -97,7 +97,6 @@ static int srv_main(int wfd, void *arg)
 {
 	struct srv_state s;
 	uint16_t port;
-	volatile int never = 0;
 
 	memset(&s, 0, sizeof(s));
 	s.cfg = arg;
@@ -109,10 +108,7 @@ static int srv_main(int wfd, void *arg)
 	test_write_port(wfd, port);
 	if (s.cfg->stall_ms) {
 		/* accept, then stop progressing for a while */
-		struct rdmamsg_ep *dummy = NULL;
-
-		(void)dummy;
-		test_run_until(s.ctx, &never, 300);
+		test_idle(s.ctx, 300);
 		usleep(s.cfg->stall_ms * 1000);
 	}
 	test_run_until(s.ctx, &s.done, 60000);

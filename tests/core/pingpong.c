@@ -166,8 +166,7 @@ int main(void)
 	n = ns ? strtoull(ns, NULL, 0) : tap_small() ? 1000 : 20000;
 	memset(&p, 0, sizeof(p));
 	p.ctx = test_ctx();
-	pid = test_fork(server, NULL, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 	is_int(rdmamsg_connect(p.ctx, addr, NULL, &cli_cbs, &p, &p.ep), 0,
 	       "connect");
 	wait_flag(&p, &p.connected, 10000);

@@ -115,8 +115,7 @@ int main(void)
 	memset(&c, 0, sizeof(c));
 	c.ctx = test_ctx();
 	c.n = tap_small() ? 5000 : 20000;
-	pid = test_fork(srv_main, &cfg, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(srv_main, &cfg, &rfd, addr, sizeof(addr));
 	rdmamsg_ep_attr_new(&a);
 	rdmamsg_ep_attr_set_send_backlog(a, 64);
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,

@@ -257,8 +257,7 @@ int main(void)
 	diag("client in %s mode, server in %s mode",
 	     STREAM_CLIENT_EV ? "libev" : "fd",
 	     STREAM_CLIENT_EV ? "fd" : "libev");
-	pid = test_fork(server, NULL, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 
 	t0 = test_now_ms();
 	is_int(rdmamsg_connect(p.ctx, addr, NULL, &cli_cbs, &p, &p.ep), 0,

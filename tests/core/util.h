@@ -82,6 +82,14 @@ static inline int test_run_until(struct rdmamsg_ctx *ctx, volatile int *flag,
 	return *flag;
 }
 
+/* test_idle -- drive ctx for ms with nothing to wait for */
+static inline void test_idle(struct rdmamsg_ctx *ctx, int ms)
+{
+	volatile int never = 0;
+
+	test_run_until(ctx, &never, ms);
+}
+
 /* test_wait_child -- the child's exit status (or 128+signal) */
 static inline int test_wait_child(pid_t pid)
 {
@@ -139,5 +147,16 @@ static inline void test_write_port(int wfd, unsigned int port)
 
 	if (write(wfd, &p, sizeof(p)) != (ssize_t)sizeof(p))
 		_exit(90);
+}
+
+/* test_fork_server -- test_fork a server that writes its port; its
+ * address ("127.0.0.1:port") in addr */
+static inline pid_t test_fork_server(int (*fn)(int wfd, void *arg), void *arg,
+				     int *rfd, char *addr, size_t len)
+{
+	pid_t pid = test_fork(fn, arg, rfd);
+
+	snprintf(addr, len, "127.0.0.1:%u", test_read_port(*rfd));
+	return pid;
 }
 #endif

@@ -432,8 +432,7 @@ int main(void)
 		diag("AddressSanitizer: 256 MiB instead of 1 GiB each way");
 	}
 	ctx = test_ctx();
-	pid = test_fork(server, NULL, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 
 	rdmamsg_ep_attr_new(&attr);
 	is_int(rdmamsg_ep_attr_set_max_large_size(attr, 100), -EINVAL,

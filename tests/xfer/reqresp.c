@@ -306,8 +306,7 @@ int main(void)
 	test_setup("reqresp");
 	nrt = tap_small() ? 5000 : 100000;
 	ctx = test_ctx();
-	pid = test_fork(server, NULL, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 	is_int(rdmamsg_connect(ctx, addr, NULL, &cli_cbs, NULL, &ep), 0,
 	       "connect");
 	WAIT(connected, 10000);

@@ -453,8 +453,7 @@ int main(void)
 	       "register local memory");
 	is_int(rdmamsg_ctx_destroy(&ctx), -EBUSY,
 	       "ctx_destroy with a registration: -EBUSY");
-	pid = test_fork(server, NULL, &rfd);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_read_port(rfd));
+	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 
 	/* an endpoint not yet connected refuses one-sided operations */
 	is_int(rdmamsg_connect(ctx, addr, NULL, &cli_cbs, &dummy, &dead), 0,
