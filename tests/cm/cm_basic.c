@@ -20,19 +20,6 @@
 #define CLIENT_QPN 0x1234
 #define SERVER_QPN 0x5678
 
-static int srv_fails;
-
-/* SCHECK -- an assertion in a server process: counted, shown on stderr */
-#define SCHECK(cond, ...)                                          \
-	do {                                                       \
-		if (!(cond)) {                                     \
-			srv_fails++;                               \
-			fprintf(stderr, "# server: failed: ");     \
-			fprintf(stderr, __VA_ARGS__);              \
-			fprintf(stderr, " (line %d)\n", __LINE__); \
-		}                                                  \
-	} while (0)
-
 /* fill -- a recognisable pattern */
 static void fill(uint8_t *p, size_t n, uint8_t seed)
 {
@@ -188,17 +175,11 @@ static int victim_main(int pfd)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
-	struct rdma_cm_id *l, *c;
+	struct rdma_cm_id *c;
 
-	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
-	    rdma_listen(l, 1))
+	c = cmt_listen_one(ch, pfd);
+	if (!c)
 		return 1;
-	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
-	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
-	if (!ev)
-		return 1;
-	c = ev->id;
-	rdma_ack_cm_event(ev);
 	memset(&cp, 0, sizeof(cp));
 	cp.qp_num = SERVER_QPN;
 	if (rdma_accept(c, &cp))
@@ -209,35 +190,6 @@ static int victim_main(int pfd)
 	rdma_ack_cm_event(ev);
 	for (;;)
 		pause();
-}
-
-/* spawn -- fork a peer running fn; its port pipe's read end in *rfd */
-static pid_t spawn(int (*fn)(int), int *rfd)
-{
-	int p[2];
-	pid_t pid;
-
-	if (pipe(p))
-		bail_out("pipe");
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
-	if (!pid) {
-		close(p[0]);
-		_exit(fn(p[1]));
-	}
-	close(p[1]);
-	*rfd = p[0];
-	return pid;
-}
-
-/* reap -- wait for a peer and report its verdict */
-static void reap(pid_t pid, const char *name)
-{
-	int st = 0;
-
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s process passed", name);
 }
 
 /* test_api_errors -- argument and state checks without a peer */
@@ -1107,8 +1059,8 @@ int main(void)
 	int sfd, vfd, fds0, thr0, fds1, thr1;
 
 	/* the peers are forked before this process uses the library */
-	srv = spawn(server_main, &sfd);
-	victim = spawn(victim_main, &vfd);
+	srv = cmt_spawn(server_main, &sfd);
+	victim = cmt_spawn(victim_main, &vfd);
 	port1 = cmt_read_u16(sfd);
 	vport = cmt_read_u16(vfd);
 	if (!port1 || !vport)
@@ -1125,7 +1077,7 @@ int main(void)
 	ok(port3 != 0, "rdma_create_ep listener is up");
 	if (port3)
 		client_sync_scenario(port3);
-	reap(srv, "server");
+	cmt_reap(srv, "server");
 	client_kill_scenario(victim, vport);
 	test_destroy_waits();
 	test_backlog();

@@ -24,18 +24,7 @@ struct srv_info {
 	uint32_t len;
 } __attribute__((packed));
 
-static int srv_fails;
 static int nmsg;
-
-#define SCHECK(cond, ...)                                          \
-	do {                                                       \
-		if (!(cond)) {                                     \
-			srv_fails++;                               \
-			fprintf(stderr, "# server: failed: ");     \
-			fprintf(stderr, __VA_ARGS__);              \
-			fprintf(stderr, " (line %d)\n", __LINE__); \
-		}                                                  \
-	} while (0)
 
 /* msg_len -- the size of message i: 1 byte to MSG_MAX */
 static size_t msg_len(int i)
@@ -85,6 +74,21 @@ static void init_attr(struct ibv_qp_init_attr *ia)
 	ia->cap.max_send_sge = 1;
 	ia->cap.max_recv_sge = 1;
 	ia->sq_sig_all = 1;
+}
+
+/* qp_id -- an id resolved to 127.0.0.1:port, with a QP (init_attr) */
+static struct rdma_cm_id *qp_id(struct rdma_event_channel *ch, uint16_t port)
+{
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_id *id;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(id, ch, port))
+		bail_out("resolve");
+	init_attr(&ia);
+	if (rdma_create_qp(id, NULL, &ia))
+		bail_out("create_qp");
+	return id;
 }
 
 /* server_main -- echo every message, expose a buffer for RDMA */
@@ -417,12 +421,7 @@ static void run_client(uint16_t port)
 	ok(!rdma_destroy_id(id), "destroy");
 
 	/* a rejected connect flushes the QP (librdmacm does, on REJECTED) */
-	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
-	    cmt_resolve(id, ch, port))
-		bail_out("resolve");
-	init_attr(&ia);
-	if (rdma_create_qp(id, NULL, &ia))
-		bail_out("create_qp");
+	id = qp_id(ch, port);
 	ok(!rdma_connect(id, &cp), "connect (to be rejected)");
 	ev = cmt_wait(ch, 10000);
 	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED, "REJECTED");
@@ -443,18 +442,11 @@ static int victim_main(int pfd)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct ibv_qp_init_attr ia;
-	struct rdma_cm_event *ev;
-	struct rdma_cm_id *l, *c;
+	struct rdma_cm_id *c;
 
-	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
-	    rdma_listen(l, 1))
+	c = cmt_listen_one(ch, pfd);
+	if (!c)
 		return 1;
-	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
-	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
-	if (!ev)
-		return 1;
-	c = ev->id;
-	rdma_ack_cm_event(ev);
 	init_attr(&ia);
 	if (rdma_create_qp(c, NULL, &ia) || rdma_accept(c, NULL))
 		return 1;
@@ -466,7 +458,6 @@ static int victim_main(int pfd)
 static void run_kill(pid_t victim, uint16_t port)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct ibv_qp_init_attr ia;
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
@@ -477,12 +468,7 @@ static void run_kill(pid_t victim, uint16_t port)
 	long long t0;
 	int i, st;
 
-	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
-	    cmt_resolve(id, ch, port))
-		bail_out("resolve");
-	init_attr(&ia);
-	if (rdma_create_qp(id, NULL, &ia))
-		bail_out("create_qp");
+	id = qp_id(ch, port);
 	buf = calloc(DEPTH, 64);
 	mr = rdma_reg_msgs(id, buf, (size_t)DEPTH * 64);
 	for (i = 0; i < DEPTH; i++)
@@ -521,39 +507,20 @@ int main(void)
 {
 	uint16_t port, vport;
 	pid_t pid, vpid;
-	int p[2], vp[2], st = 0;
+	int sfd, vfd;
 
 	nmsg = tap_small() ? 50 : 1000;
 	alarm(120);
-	if (pipe(p))
-		bail_out("pipe");
 	/* fork before this process touches the library */
-	pid = fork();
-	if (pid < 0)
-		bail_out("fork");
-	if (!pid) {
-		close(p[0]);
-		_exit(server_main(p[1]));
-	}
-	close(p[1]);
-	if (pipe(vp))
-		bail_out("pipe");
-	vpid = fork();
-	if (vpid < 0)
-		bail_out("fork");
-	if (!vpid) {
-		close(vp[0]);
-		_exit(victim_main(vp[1]));
-	}
-	close(vp[1]);
-	port = cmt_read_u16(p[0]);
-	vport = cmt_read_u16(vp[0]);
+	pid = cmt_spawn(server_main, &sfd);
+	vpid = cmt_spawn(victim_main, &vfd);
+	port = cmt_read_u16(sfd);
+	vport = cmt_read_u16(vfd);
 	if (!port || !vport)
 		bail_out("server did not start");
 	run_srq(port);
 	run_client(port);
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server process passed");
+	cmt_reap(pid, "server");
 	run_kill(vpid, vport);
 	return done_testing();
 }

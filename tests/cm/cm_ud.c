@@ -13,18 +13,6 @@
 
 #define SERVER_QPN 0x777
 
-static int srv_fails;
-
-#define SCHECK(cond, ...)                                          \
-	do {                                                       \
-		if (!(cond)) {                                     \
-			srv_fails++;                               \
-			fprintf(stderr, "# server: failed: ");     \
-			fprintf(stderr, __VA_ARGS__);              \
-			fprintf(stderr, " (line %d)\n", __LINE__); \
-		}                                                  \
-	} while (0)
-
 /* server_main -- answer one SIDR request, reject the next */
 static int server_main(int pfd)
 {
@@ -100,18 +88,11 @@ int main(void)
 	uint8_t big[181];
 	uint16_t port;
 	pid_t pid;
-	int p[2], st = 0;
+	int sfd;
 
 	alarm(60);
-	if (pipe(p))
-		bail_out("pipe");
-	pid = fork();
-	if (!pid) {
-		close(p[0]);
-		_exit(server_main(p[1]));
-	}
-	close(p[1]);
-	port = cmt_read_u16(p[0]);
+	pid = cmt_spawn(server_main, &sfd);
+	port = cmt_read_u16(sfd);
 	if (!port)
 		bail_out("server did not start");
 	ch = rdma_create_event_channel();
@@ -168,8 +149,7 @@ int main(void)
 	if (ev)
 		rdma_ack_cm_event(ev);
 	ok(!rdma_destroy_id(id), "destroy");
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server process passed");
+	cmt_reap(pid, "server");
 
 	id = ud_id(ch, cmt_free_port());
 	ok(!rdma_connect(id, &cp), "connect to nobody");

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
@@ -117,6 +119,70 @@ static inline uint16_t cmt_read_u16(int fd)
 	if (read(fd, &v, sizeof(v)) != sizeof(v))
 		return 0;
 	return v;
+}
+
+/* cmt_listen_one -- listen on ch (a port of its own, written to pfd) and
+ * take one connection request: its id, or NULL */
+static inline struct rdma_cm_id *cmt_listen_one(struct rdma_event_channel *ch,
+						int pfd)
+{
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *c;
+
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_listen(l, 1))
+		return NULL;
+	cmt_write_u16(pfd, ntohs(rdma_get_src_port(l)));
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
+	if (!ev)
+		return NULL;
+	c = ev->id;
+	rdma_ack_cm_event(ev);
+	return c;
+}
+
+/* srv_fails -- failed SCHECKs in a server process (its exit status) */
+static int srv_fails __attribute__((unused));
+
+/* SCHECK -- an assertion in a server process: counted, shown on stderr */
+#define SCHECK(cond, ...)                                          \
+	do {                                                       \
+		if (!(cond)) {                                     \
+			srv_fails++;                               \
+			fprintf(stderr, "# server: failed: ");     \
+			fprintf(stderr, __VA_ARGS__);              \
+			fprintf(stderr, " (line %d)\n", __LINE__); \
+		}                                                  \
+	} while (0)
+
+/* cmt_spawn -- fork a peer running fn; its port pipe's read end in *rfd
+ * (needs ../tap.h) */
+static inline pid_t cmt_spawn(int (*fn)(int), int *rfd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		bail_out("pipe");
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork");
+	if (!pid) {
+		close(p[0]);
+		_exit(fn(p[1]));
+	}
+	close(p[1]);
+	*rfd = p[0];
+	return pid;
+}
+
+/* cmt_reap -- wait for a peer and report its verdict (needs ../tap.h) */
+static inline void cmt_reap(pid_t pid, const char *name)
+{
+	int st = 0;
+
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s process passed", name);
 }
 
 #endif /* TESTS_CM_UTIL_H */
