@@ -231,3 +231,25 @@ void t_xrecv(int fd, void *p, size_t n)
 		got += (size_t)r;
 	}
 }
+
+pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd)
+{
+	int p2c[2], c2p[2];
+	pid_t pid;
+
+	if (pipe(p2c) || pipe(c2p))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(fn(p2c[0], c2p[1]));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	*rfd = c2p[0];
+	*wfd = p2c[1];
+	return pid;
+}

@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct tctx {
 	struct ibv_context *ctx;
@@ -39,5 +40,8 @@ int t_fd_count(void);
 /* pipe exchange between forked peers */
 void t_xsend(int fd, const void *p, size_t n);
 void t_xrecv(int fd, void *p, size_t n);
+/* t_spawn -- fork a child running fn(rfd, wfd) on two pipes; the parent's
+ * ends in *rfd (what the child writes) and *wfd; -1 on failure */
+pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd);
 
 #endif

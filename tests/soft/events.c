@@ -81,7 +81,7 @@ static int sender(int rfd, int wfd)
 
 static void test_channel(void)
 {
-	int p2c[2], c2p[2], i, got = 0, st = 0, n;
+	int rfd, wfd, i, got = 0, st = 0, n;
 	struct tctx t;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
@@ -95,16 +95,9 @@ static void test_channel(void)
 	pid_t pid;
 	char c;
 
-	if (pipe(p2c) || pipe(c2p))
-		bail_out("pipe");
-	pid = fork();
-	if (!pid) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(sender(p2c[0], c2p[1]));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
+	pid = t_spawn(sender, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("pipe or fork");
 	buf = calloc(1, 65536);
 	if (t_open(&t, 4))
 		bail_out("open");
@@ -118,8 +111,8 @@ static void test_channel(void)
 	qp = ibv_create_qp(t.pd, &ia);
 	mr = ibv_reg_mr(t.pd, buf, 65536, IBV_ACCESS_LOCAL_WRITE);
 	ok(ch && cq && qp && mr, "parent objects");
-	t_xsend(p2c[1], &qp->qp_num, 4);
-	t_xrecv(c2p[0], &qpn, 4);
+	t_xsend(wfd, &qp->qp_num, 4);
+	t_xrecv(rfd, &qpn, 4);
 	is_int(t_connect(qp, qpn, 0, 1, 7, 14, 7), 0, "connected");
 	for (i = 0; i < N + 2; i++)
 		t_post_recv(qp, buf + i * 64, 64, mr->lkey, (uint64_t)i);
@@ -142,17 +135,17 @@ static void test_channel(void)
 		;
 	/* part B: solicited only */
 	ibv_req_notify_cq(cq, 1);
-	t_xsend(p2c[1], "b", 1);
-	t_xrecv(c2p[0], &c, 1);
+	t_xsend(wfd, "b", 1);
+	t_xrecv(rfd, &c, 1);
 	p.fd = ch->fd;
 	p.events = POLLIN;
 	is_int(poll(&p, 1, 200), 0, "unsolicited message raises no event");
-	t_xsend(p2c[1], "s", 1);
+	t_xsend(wfd, "s", 1);
 	is_int(wait_event(ch, cq, 5000), 0, "solicited message raises one");
 	is_int(t_wait(cq, wc, 2, 2000), 2, "both messages there");
 	ok(wc[0].wr_id == N && wc[1].wr_id == N + 1, "in order");
 	/* part C: wait for our own send completion in event mode */
-	t_xrecv(c2p[0], &c, 1);
+	t_xrecv(rfd, &c, 1);
 	ibv_req_notify_cq(cq, 0);
 	t_post(qp, IBV_WR_SEND, buf, 16, mr->lkey, 300, IBV_SEND_SIGNALED, 0,
 	       0);
@@ -161,7 +154,7 @@ static void test_channel(void)
 		   wc[0].status == IBV_WC_SUCCESS &&
 		   wc[0].opcode == IBV_WC_SEND,
 	   "send completion");
-	t_xsend(p2c[1], "e", 1);
+	t_xsend(wfd, "e", 1);
 	waitpid(pid, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sender exit %d",
 	   WEXITSTATUS(st));
@@ -171,8 +164,8 @@ static void test_channel(void)
 	ibv_dereg_mr(mr);
 	t_close(&t);
 	free(buf);
-	close(p2c[1]);
-	close(c2p[0]);
+	close(wfd);
+	close(rfd);
 }
 
 static int get_async(struct ibv_context *ctx, struct ibv_async_event *ev)

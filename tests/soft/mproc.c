@@ -125,9 +125,15 @@ static int responder(int rfd, int wfd)
 	return res;
 }
 
+/* responder_main -- the child's exit status: 0 if every check passed */
+static int responder_main(int rfd, int wfd)
+{
+	return responder(rfd, wfd) == 0xf ? 0 : 1;
+}
+
 static void test_traffic(void)
 {
-	int p2c[2], c2p[2], res = 0, st = 0, i, n;
+	int rfd, wfd, res = 0, st = 0, i, n;
 	struct side s;
 	struct ibv_wc wc;
 	struct ibv_send_wr wr, *bad;
@@ -135,17 +141,10 @@ static void test_traffic(void)
 	uint64_t *ctr, *old;
 	pid_t pid;
 
-	if (pipe(p2c) || pipe(c2p))
-		bail_out("pipe");
-	pid = fork();
-	if (!pid) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(responder(p2c[0], c2p[1]) == 0xf ? 0 : 1);
-	}
-	close(p2c[0]);
-	close(c2p[1]);
-	ok(setup(&s, c2p[0], p2c[1], 14, 7) == 0, "parent setup");
+	pid = t_spawn(responder_main, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("pipe or fork");
+	ok(setup(&s, rfd, wfd, 14, 7) == 0, "parent setup");
 	for (i = 0; i < 3; i++) {
 		uint32_t len = i == 0 ? 8 : i == 1 ? 4096 : BIG;
 
@@ -208,14 +207,14 @@ static void test_traffic(void)
 	ok(t_wait(s.t.cq, &wc, 1, 10000) == 1 && wc.status == 0 && *old == 100,
 	   "cmp_and_swp saw 100");
 	(void)ctr;
-	t_xrecv(c2p[0], &res, sizeof(res));
+	t_xrecv(rfd, &res, sizeof(res));
 	is_int(res, 0xf, "responder checks (sizes 8/4K/1M, write+imm)");
-	t_xsend(p2c[1], "x", 1);
+	t_xsend(wfd, "x", 1);
 	waitpid(pid, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "responder exited cleanly");
 	teardown(&s);
-	close(p2c[1]);
-	close(c2p[0]);
+	close(wfd);
+	close(rfd);
 }
 
 static int victim(int rfd, int wfd)
@@ -231,26 +230,19 @@ static int victim(int rfd, int wfd)
 
 static void test_peer_death(void)
 {
-	int p2c[2], c2p[2], st, i, n;
+	int rfd, wfd, st, i, n;
 	struct side s;
 	struct ibv_wc wc[4];
 	double t0, dt;
 	char r;
 	pid_t pid;
 
-	if (pipe(p2c) || pipe(c2p))
-		bail_out("pipe");
-	pid = fork();
-	if (!pid) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(victim(p2c[0], c2p[1]));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
+	pid = t_spawn(victim, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("pipe or fork");
 	/* timeout 10 (4.2 ms) x (retry_cnt 3 + 1) = 16.8 ms */
-	ok(setup(&s, c2p[0], p2c[1], 10, 3) == 0, "setup with the victim");
-	t_xrecv(c2p[0], &r, 1);
+	ok(setup(&s, rfd, wfd, 10, 3) == 0, "setup with the victim");
+	t_xrecv(rfd, &r, 1);
 	for (i = 0; i < 4; i++)
 		t_post(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, (uint64_t)i,
 		       IBV_SEND_SIGNALED, 0, 0);
@@ -273,8 +265,8 @@ static void test_peer_death(void)
 	   "later write flushed");
 	waitpid(pid, &st, 0);
 	teardown(&s);
-	close(p2c[1]);
-	close(c2p[0]);
+	close(wfd);
+	close(rfd);
 }
 
 int main(void)
