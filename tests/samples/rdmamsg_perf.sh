@@ -91,7 +91,11 @@ ok $? "libev mode: bw row"
 
 # --loop serves two clients in a row
 port=$(free_port)
-timeout 120 "$perf" -s --loop -b 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+# --foreground: timeout passes our one SIGTERM on to the server only (by
+# default it also signals its process group, so the server would get a
+# second one, and a second signal kills it)
+timeout --foreground 120 "$perf" -s --loop -b 127.0.0.1 -p "$port" \
+	>/dev/null 2>&1 &
 srv=$!
 tap_pids="$tap_pids $srv"
 timeout 60 "$perf" -c 127.0.0.1 -p "$port" -t rate -n 1000 >/dev/null 2>&1 &&
