@@ -408,6 +408,8 @@ RDMAMSG_EXPORT int rdmamsg_listener_get_port(const struct rdmamsg_listener *lst,
 
 	if (!lst || !port)
 		return -EINVAL;
+	if (lst->closing) /* its id is gone */
+		return -ENOTCONN;
 	sa = (const struct sockaddr *)&lst->id->route.addr.src_addr;
 	if (sa->sa_family == AF_INET)
 		*port = ntohs(((const struct sockaddr_in *)sa)->sin_port);

@@ -421,7 +421,8 @@ int rdmamsg_listen(struct rdmamsg_ctx *ctx, const char *addr,
 				       void *arg),
 		   void *arg, struct rdmamsg_listener **lst);
 
-/* rdmamsg_listener_get_port -- the port the listener is bound to */
+/* rdmamsg_listener_get_port -- the port the listener is bound to
+ * (-ENOTCONN once rdmamsg_listener_close() was called) */
 int rdmamsg_listener_get_port(const struct rdmamsg_listener *lst,
 			      uint16_t *port);
 

@@ -364,6 +364,8 @@ int main(void)
 	is_int(rdmamsg_listen(ctx, addr, (void *)srv_req, NULL, &lst2),
 	       -EADDRINUSE, "second listener on that port");
 	is_int(rdmamsg_listener_close(lst, NULL), 0, "listener_close");
+	is_int(rdmamsg_listener_get_port(lst, &p2), -ENOTCONN,
+	       "listener_get_port on a closing listener");
 	is_int(rdmamsg_listener_close(lst, NULL), -EALREADY,
 	       "listener_close twice");
 	rdmamsg_ctx_progress(ctx);
