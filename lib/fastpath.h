@@ -82,8 +82,10 @@ static inline int fp_post_send(struct rdmamsg_ep *ep, struct ibv_sge *sge,
 
 	if (++ep->unsignaled >= ep->sig_every)
 		signal = 1;
-	if (signal)
+	if (signal) {
 		ep->unsignaled = 0;
+		ep->sig_next = ep->sq_head + 1;
+	}
 	wr.wr_id = ep->sq_head | RDMAMSG_SEND_WRID;
 	wr.next = NULL;
 	wr.sg_list = sge;

@@ -113,6 +113,8 @@ struct rdmamsg__slab {
 	size_t len;
 	struct ibv_mr *mr;
 	struct rdmamsg_buf *descs;
+	size_t ndescs;
+	int cls;
 	int huge;
 };
 
@@ -277,6 +279,7 @@ struct rdmamsg_ep {
 	uint32_t sq_mask;
 	uint64_t sq_head, sq_tail;
 	uint32_t unsignaled, sig_every;
+	uint64_t sig_next; /* one past the last signalled send's seq */
 	int32_t credits;
 	uint32_t ctl_credits;
 	uint32_t to_return, ctl_to_return;

@@ -90,8 +90,10 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 		sge[0].lkey = sb->lkey;
 	}
 	fp_fill_hdr(ep, h, type, flags, imm, total);
-	/* own is freed by whichever later signalled completion covers it */
-	ret = fp_post_send(ep, sge, nsge, inl, report);
+	/* own is pool memory: signal its send, so that the buffer comes back
+	 * when the send completes, not at some later signalled send that may
+	 * never be posted (a sender waiting for pool memory would starve) */
+	ret = fp_post_send(ep, sge, nsge, inl, report || own);
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
@@ -139,6 +141,20 @@ static void pump(struct rdmamsg_ep *ep)
 	}
 	if (ep->want_writable && ep->bl_count < backlog_limit(ep))
 		ep->writable_due = 1;
+}
+
+/* no_pool_memory -- the error for a send that found no pool memory: -EAGAIN
+ * (on_writable follows) only while this endpoint has a message queued or a
+ * signalled send outstanding, since its completion is what runs
+ * on_writable; otherwise nothing would ever call it: -ENOMEM */
+static int no_pool_memory(struct rdmamsg_ep *ep, int ret)
+{
+	if (ret != -ENOMEM)
+		return ret;
+	if (!ep->bl_head && ep->sig_next <= ep->sq_tail)
+		return -ENOMEM;
+	ep->want_writable = 1;
+	return -EAGAIN;
 }
 
 /* send_msg -- the one send path behind the four public calls; xflags:
@@ -192,10 +208,8 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 		n = zb;
 	} else {
 		ret = rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &n);
-		if (ret) {
-			ep->want_writable = 1;
-			return ret == -ENOMEM ? -EAGAIN : ret;
-		}
+		if (ret)
+			return no_pool_memory(ep, ret);
 		memcpy(n->data, data, len);
 	}
 	n->state = BUF_LIB;

@@ -68,6 +68,58 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* slab_idle -- whether no buffer of the slab is handed out */
+static int slab_idle(const struct rdmamsg__slab *slab)
+{
+	size_t i;
+
+	for (i = 0; i < slab->ndescs; i++)
+		if (slab->descs[i].state != BUF_FREE)
+			return 0;
+	return 1;
+}
+
+/* slab_release -- unlink an idle slab's buffers, deregister and free it */
+static void slab_release(struct rdmamsg_ctx *ctx, struct rdmamsg__slab *slab)
+{
+	struct rdmamsg__pool *pool = &ctx->pool;
+	struct rdmamsg_buf **pp = &pool->free[slab->cls];
+	const struct rdmamsg_buf *lo = slab->descs, *hi = lo + slab->ndescs;
+
+	while (*pp) {
+		if (*pp >= lo && *pp < hi)
+			*pp = (*pp)->next;
+		else
+			pp = &(*pp)->next;
+	}
+	pool->registered -= slab->len;
+	LOG_DBG("pool released %zu bytes (class %zu B), %zu registered",
+		slab->len, class_stride(slab->cls) - RDMAMSG_HEADROOM,
+		pool->registered);
+	ctx->ops->dereg_mr(slab->mr);
+	munmap(slab->mem, slab->len);
+	free(slab->descs);
+	free(slab);
+}
+
+/* pool_reclaim -- release idle slabs of other classes than c until need
+ * more bytes fit under the limit; only on the grow-at-limit slow path, so
+ * memory a burst of one size grew can serve another size later */
+static void pool_reclaim(struct rdmamsg_ctx *ctx, int c, size_t need)
+{
+	struct rdmamsg__pool *pool = &ctx->pool;
+	struct rdmamsg__slab **pp = &pool->slabs, *slab;
+
+	while ((slab = *pp) && pool->registered + need > pool->limit) {
+		if (slab->cls != c && slab_idle(slab)) {
+			*pp = slab->next;
+			slab_release(ctx, slab);
+		} else {
+			pp = &slab->next;
+		}
+	}
+}
+
 /* pool_grow -- add one slab of class c; -ENOMEM at the limit */
 static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 {
@@ -78,6 +130,8 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 
 	n = stride >= SLAB_TARGET ? 1 : SLAB_TARGET / stride;
 	len = n * stride;
+	if (pool->registered + len > pool->limit)
+		pool_reclaim(ctx, c, len);
 	if (pool->registered + len > pool->limit) {
 		/* a smaller slab may still fit under the limit */
 		if (pool->registered + stride > pool->limit)
@@ -93,6 +147,8 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 		ret = -ENOMEM;
 		goto err_free_slab;
 	}
+	slab->ndescs = n;
+	slab->cls = c;
 	slab->len = len;
 	slab->mem = slab_mem(pool, &slab->len, &slab->huge);
 	if (!slab->mem) {

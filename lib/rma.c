@@ -45,6 +45,7 @@ int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
 	slot->buf = NULL;
 	slot->report = RDMAMSG_SLOT_XFER;
 	ep->sq_head++;
+	ep->sig_next = ep->sq_head;
 	ep->unsignaled = 0;
 	ep->last_tx = ep->ctx->now;
 	/* softrdma completes one-sided work when the CQ is next polled, not
