@@ -261,11 +261,29 @@ struct rdma_event_channel *rdma_create_event_channel(void)
 /* rdma_destroy_event_channel -- close a channel; its ids must be gone */
 void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
+	struct scm_channel *ch = scm_ch_of(channel);
+
 	if (!channel)
 		return;
 	pthread_mutex_lock(&scm__lock);
-	scm__channel_free(scm_ch_of(channel));
+	if (ch->waiters) {
+		/* A thread still waits in rdma_get_cm_event() (rping's CM
+		 * thread does at exit).  librdmacm's waiter stays blocked in
+		 * the kernel for good; ours is woken to find the channel dead
+		 * and block for good, so the channel and its fd stay theirs. */
+		ch->dead = 1;
+		scm_channel_signal(ch);
+	} else {
+		scm__channel_free(ch);
+	}
 	pthread_mutex_unlock(&scm__lock);
+}
+
+/* scm_block_forever -- what a waiter on a destroyed channel does */
+static void scm_block_forever(void)
+{
+	for (;;)
+		pause();
 }
 
 /* rdma_get_cm_event -- next event; blocks unless the fd is O_NONBLOCK */
@@ -279,23 +297,37 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 
 	if (!channel || !event)
 		return scm_err(EINVAL);
+	fl = fcntl(channel->fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	pthread_mutex_lock(&scm__lock);
 	for (;;) {
-		pthread_mutex_lock(&scm__lock);
+		if (ch->dead) {
+			pthread_mutex_unlock(&scm__lock);
+			scm_block_forever();
+		}
 		r = scm__get_event_locked(ch, &e);
-		pthread_mutex_unlock(&scm__lock);
 		if (!r) {
+			pthread_mutex_unlock(&scm__lock);
 			*event = &e->ev;
 			return 0;
 		}
-		fl = fcntl(channel->fd, F_GETFL);
-		if (fl < 0)
-			return -1;
-		if (fl & O_NONBLOCK)
+		if (fl & O_NONBLOCK) {
+			pthread_mutex_unlock(&scm__lock);
 			return scm_err(EAGAIN);
+		}
+		/* While we wait, a destroy keeps the channel and its fd */
+		ch->waiters++;
+		pthread_mutex_unlock(&scm__lock);
 		p.fd = channel->fd;
 		p.events = POLLIN;
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+		r = poll(&p, 1, -1) < 0 && errno != EINTR ? -1 : 0;
+		pthread_mutex_lock(&scm__lock);
+		ch->waiters--;
+		if (r && !ch->dead) {
+			pthread_mutex_unlock(&scm__lock);
 			return -1;
+		}
 	}
 }
 

@@ -99,7 +99,9 @@ struct scm_id;
 struct scm_channel {
 	struct rdma_event_channel ch; /* public part, fd is an eventfd */
 	struct scm_event *head, *tail;
-	int sync; /* private channel of a synchronous id */
+	int sync;    /* private channel of a synchronous id */
+	int waiters; /* threads blocked in rdma_get_cm_event() */
+	int dead;    /* destroyed while some waited: kept for them */
 };
 
 /* A multicast group an id joined (librdmacm's cma_multicast). */
