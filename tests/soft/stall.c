@@ -205,6 +205,7 @@ static void test_stopped_responder(void)
 	if (!stalled_child) {
 		close(p2c[1]);
 		close(c2p[0]);
+		free(buf); /* the sender's; the child has its own */
 		_exit(stalled_responder(sh, p2c[0], c2p[1]));
 	}
 	close(p2c[0]);
