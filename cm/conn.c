@@ -61,15 +61,24 @@ static struct rdmamsg_listener *find_listener(struct rdmamsg_ctx *ctx,
 	return NULL;
 }
 
-/* conn_param -- the parameters of rdma_connect/rdma_accept */
-static void conn_param(struct rdma_conn_param *cp, const uint8_t *pdata,
+/* rd_depth -- a device limit on RDMA READs/atomics in flight, at most 16 */
+static uint8_t rd_depth(int dev_max)
+{
+	return (uint8_t)(dev_max < 1 ? 1 : dev_max > 16 ? 16 : dev_max);
+}
+
+/* conn_param -- the parameters of rdma_connect/rdma_accept.  Rendezvous
+ * pulls several chunks with RDMA READ at once: allow as many in flight as
+ * the device does (the CM lowers ours to what the peer responds to). */
+static void conn_param(struct rdma_conn_param *cp,
+		       const struct rdmamsg_ctx *ctx, const uint8_t *pdata,
 		       size_t len)
 {
 	memset(cp, 0, sizeof(*cp));
 	cp->private_data = pdata;
 	cp->private_data_len = (uint8_t)len;
-	cp->responder_resources = 1;
-	cp->initiator_depth = 1;
+	cp->responder_resources = rd_depth(ctx->dattr.max_qp_rd_atom);
+	cp->initiator_depth = rd_depth(ctx->dattr.max_qp_init_rd_atom);
 	cp->retry_count = 7;
 	/* credits make RNR impossible; this is only a safety net (tests turn
 	 * it off to prove that no RNR NAK ever happens) */
@@ -132,7 +141,7 @@ static void active_route(struct rdmamsg_ep *ep)
 					   RDMAMSG_REJECT_RESOURCES, NULL, 0);
 		return;
 	}
-	conn_param(&cp, pdata, our_hs(ep, HS_REQ, pdata));
+	conn_param(&cp, ep->ctx, pdata, our_hs(ep, HS_REQ, pdata));
 	if (ep->ctx->ops->connect(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNREFUSED);
 		LOG_ERR("rdma_connect failed: %d", ret);
@@ -492,7 +501,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	rdmamsg__ep_negotiate(ep, req->peer_depth, req->peer_eager,
 			      req->peer_max_msg);
 	ep->id->context = ep;
-	conn_param(&cp, pdata, our_hs(ep, HS_ACC, pdata));
+	conn_param(&cp, ctx, pdata, our_hs(ep, HS_ACC, pdata));
 	if (ctx->ops->accept(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNRESET);
 		LOG_ERR("rdma_accept failed: %d", ret);
