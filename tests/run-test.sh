@@ -12,8 +12,10 @@
 #   RDMAMSG_TEST_VALGRIND 1: run compiled tests under valgrind memcheck;
 #                         tests see RDMAMSG_TEST_SCALE=small and shrink
 #                         their loops.
+# The probe mounts too: some containers allow the namespace, not the mount.
 if [ "${RDMAMSG_TEST_SHM:-}" != private ] && [ "$(id -u)" = 0 ] &&
-	unshare --mount --propagation private true 2>/dev/null; then
+	unshare --mount --propagation private \
+		mount -t tmpfs rdmamsg-probe /dev/shm 2>/dev/null; then
 	RDMAMSG_TEST_SHM=private exec unshare --mount --propagation private \
 		"$0" "$@"
 fi
