@@ -220,6 +220,13 @@ static void srv_listener_closed(struct rdmamsg_listener *lst, void *arg)
 	p->done = 1;
 }
 
+/* srv_close_if_done -- close the listener once no client is left to serve */
+static void srv_close_if_done(struct perf *p)
+{
+	if (!p->o.serve_forever && p->nconns == 0 && p->lst)
+		rdmamsg_listener_close(p->lst, srv_listener_closed);
+}
+
 /* srv_conn_closed -- free a connection; the single-client server stops when
  * its client is gone */
 static void srv_conn_closed(struct rdmamsg_ep *ep, void *arg)
@@ -238,8 +245,7 @@ static void srv_conn_closed(struct rdmamsg_ep *ep, void *arg)
 	free(c);
 	p->nconns--;
 	p->active = 1;
-	if (!p->o.serve_forever && p->nconns == 0 && p->lst)
-		rdmamsg_listener_close(p->lst, srv_listener_closed);
+	srv_close_if_done(p);
 }
 
 /* srv_on_connect -- a connection that failed after accept is closed */
@@ -351,8 +357,7 @@ static void srv_on_signal(int sig)
 static void srv_stop(struct perf *p)
 {
 	p->o.serve_forever = 0;
-	if (p->nconns == 0 && p->lst)
-		rdmamsg_listener_close(p->lst, srv_listener_closed);
+	srv_close_if_done(p);
 }
 
 /* srv_drive -- busy-poll while clients are active, block in poll() after
