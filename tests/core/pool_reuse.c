@@ -102,23 +102,12 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 	.on_disconnect = srv_disc,
 };
 
-/* ep_attr -- 1 KiB eager buffers, 1 MiB messages */
-static struct rdmamsg_ep_attr *ep_attr(void)
-{
-	struct rdmamsg_ep_attr *a;
-
-	rdmamsg_ep_attr_new(&a);
-	rdmamsg_ep_attr_set_eager_size(a, EAGER);
-	rdmamsg_ep_attr_set_max_msg_size(a, MAXMSG);
-	return a;
-}
-
 /* srv_req -- accept */
 static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 		    const void *pdata, size_t len, void *arg)
 {
 	struct srv *s = arg;
-	struct rdmamsg_ep_attr *a = ep_attr();
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAXMSG);
 	struct rdmamsg_ep *ep;
 
 	(void)lst;
@@ -255,7 +244,7 @@ int main(void)
 		bail_out("no context with a pool limit");
 
 	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
-	a = ep_attr();
+	a = test_ep_attr(EAGER, MAXMSG);
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
 	       "connect");
 	rdmamsg_ep_attr_delete(&a);

@@ -15,6 +15,18 @@
 
 #include "rdmamsg.h"
 
+/* test_ep_attr -- endpoint attributes with these eager and message sizes */
+static inline struct rdmamsg_ep_attr *test_ep_attr(size_t eager, size_t max)
+{
+	struct rdmamsg_ep_attr *a;
+
+	if (rdmamsg_ep_attr_new(&a))
+		bail_out("rdmamsg_ep_attr_new");
+	rdmamsg_ep_attr_set_eager_size(a, eager);
+	rdmamsg_ep_attr_set_max_msg_size(a, max);
+	return a;
+}
+
 /* test_now_ms -- monotonic milliseconds */
 static inline long long test_now_ms(void)
 {
