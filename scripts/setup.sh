@@ -17,6 +17,7 @@ shift
 packages="build-essential autoconf automake libtool pkgconf
 	libibverbs-dev librdmacm-dev libev-dev
 	rdmacm-utils ibverbs-utils perftest valgrind mandoc clang-format
+	clang libclang-rt-dev
 	iproute2 python3 procps psmisc qperf ucx-utils libfabric-bin"
 
 missing=

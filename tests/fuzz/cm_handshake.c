@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cm_handshake.c -- fuzz target: cm/handshake.c's decoder of the private
+ * data a peer sends with its connect request, accept or reject.
+ *
+ * Beyond not crashing or reading past the input: the decoder answers 0 or
+ * one of the two reject reasons it may give, an accepted handshake's
+ * application bytes lie inside the input, and encoding it again gives the
+ * input's own bytes (but the version, which the encoder writes as ours:
+ * it may differ only in a reject).
+ *
+ * link with: cm/handshake.c
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "handshake.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t out[RDMAMSG_HS_MAX];
+	struct rdmamsg__hs hs;
+	size_t len;
+	int ret;
+
+	ret = rdmamsg__hs_decode(data, size, &hs);
+	if (ret == RDMAMSG_REJECT_HANDSHAKE || ret == RDMAMSG_REJECT_VERSION)
+		return 0;
+	if (ret)
+		abort(); /* a reason the caller does not expect */
+	if (hs.kind < HS_REQ || hs.kind > HS_REJ || hs.user_len > 32 ||
+	    (hs.user_len == 0) != (hs.user == NULL))
+		abort();
+	if (hs.user_len && (hs.user < data + RDMAMSG_HS_LEN ||
+			    hs.user + hs.user_len > data + size))
+		abort();
+	len = rdmamsg__hs_encode(&hs, out);
+	if (len != (size_t)RDMAMSG_HS_LEN + hs.user_len || len > size)
+		abort();
+	if (memcmp(out, data, 2) || memcmp(out + 3, data + 3, len - 3))
+		abort();
+	if (hs.kind != HS_REJ && out[2] != data[2])
+		abort();
+	return 0;
+}

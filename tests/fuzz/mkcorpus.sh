@@ -1,0 +1,101 @@
+#!/bin/sh
+# mkcorpus.sh -- (re)write the seed inputs of the fuzz targets written here
+# (cm_handshake, rmr_import) into tests/fuzz/corpus/: a few valid inputs
+# and the edges of each format.  Run it again when a format changes;
+# libFuzzer's own finds (tools/fuzz.sh) are kept in the same directories
+# under their SHA-1 names and are not touched here.
+#
+# usage: tests/fuzz/mkcorpus.sh [TARGET...]
+set -eu
+
+dir=$(cd "$(dirname "$0")" && pwd)/corpus
+
+# bytes HEX... -- write the bytes spelled in hex (spaces ignored)
+bytes() {
+	hex=$(echo "$*" | tr -d ' \n')
+	while [ -n "$hex" ]; do
+		rest=${hex#??}
+		# shellcheck disable=SC2059 # the format is the byte
+		printf "\\$(printf %03o "0x${hex%"$rest"}")"
+		hex=$rest
+	done
+}
+
+# seed TARGET NAME HEX... -- one seed input
+seed() {
+	mkdir -p "$dir/$1"
+	t=$1 f=$2
+	shift 2
+	bytes "$@" >"$dir/$t/$f"
+}
+
+# cm/handshake.h: magic "RM", version, kind (1 request, 2 accept,
+# 3 reject), depth (16 bits), control credits (2), user length, eager size,
+# max message, reason (32 bits each), then up to 32 user bytes, big-endian.
+hs() {
+	seed cm_handshake req-plain \
+		524d 02 01 0040 02 00 00002000 00100000 00000000
+	seed cm_handshake req-user5 \
+		524d 02 01 0040 02 05 00002000 00100000 00000000 68656c6c6f
+	seed cm_handshake req-user32 \
+		524d 02 01 0002 02 20 00000040 00000040 00000000 \
+		000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+	seed cm_handshake acc-padded \
+		524d 02 02 ffff 02 00 ffffffff ffffffff 00000000 \
+		0000000000000000
+	seed cm_handshake rej-reason \
+		524d 02 03 0000 00 00 00000000 00000000 00010003
+	seed cm_handshake rej-other-version \
+		524d 09 03 0000 00 03 00000000 00000000 00000007 414243
+	seed cm_handshake req-other-version \
+		524d 01 01 0040 02 00 00002000 00100000 00000000
+	seed cm_handshake req-user-overrun \
+		524d 02 01 0040 02 21 00002000 00100000 00000000 41
+	seed cm_handshake req-short \
+		524d 02 01 0040 02 00 00002000 00100000 0000
+	seed cm_handshake req-eager-above-max \
+		524d 02 01 0040 02 00 00100000 00002000 00000000
+	seed cm_handshake bad-kind \
+		524d 02 07 0040 02 00 00002000 00100000 00000000
+}
+
+# lib/mr.c: magic "RMX1", access, rkey, reserved (32 bits each), address,
+# length (64 bits each), little-endian.
+mr() {
+	seed rmr_import read-write \
+		524d5831 03000000 78563412 00000000 \
+		00f0ffff7f000000 0000100000000000
+	seed rmr_import all-access-top \
+		524d5831 07000000 ffffffff 00000000 \
+		ffffffffffffff7f 0000000000000080
+	seed rmr_import no-access-one-byte \
+		524d5831 00000000 01000000 00000000 \
+		0000000000000000 0100000000000000
+	seed rmr_import wraps \
+		524d5831 01000000 01000000 00000000 \
+		ffffffffffffffff 0200000000000000
+	seed rmr_import zero-length \
+		524d5831 01000000 01000000 00000000 \
+		0010000000000000 0000000000000000
+	seed rmr_import unknown-access \
+		524d5831 08000000 01000000 00000000 \
+		0010000000000000 0010000000000000
+	seed rmr_import trailing \
+		524d5831 02000000 01000000 ffffffff \
+		0010000000000000 0010000000000000 00ff
+	seed rmr_import short \
+		524d5831 02000000 01000000 00000000 \
+		0010000000000000 00100000000000
+	seed rmr_import bad-magic \
+		524d5832 02000000 01000000 00000000 \
+		0010000000000000 0010000000000000
+}
+
+[ $# -gt 0 ] || set -- cm_handshake rmr_import
+for t in "$@"; do
+	case $t in
+	cm_handshake) hs ;;
+	rmr_import) mr ;;
+	*) echo "mkcorpus.sh: no seeds for $t here" >&2 && exit 1 ;;
+	esac
+done
