@@ -99,7 +99,7 @@ for t in $targets; do
 	# New inputs go to a scratch directory, never into the tree.
 	mkdir -p "$tap_tmp/$t.new" "$tap_tmp/$t.crash"
 	"$bin/$t-fuzzer" -max_total_time="$secs" -timeout=10 \
-		-rss_limit_mb=1024 -print_final_stats=1 \
+		-rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$tap_tmp/$t.crash/" \
 		"$tap_tmp/$t.new" "$corpus" >"$tap_tmp/$t.fuzz" 2>&1
 	st=$?

@@ -59,7 +59,7 @@ for t in canary: "$@"; do
 	name=${t%%:*}
 	case $t in *:*) list=${t#*:} ;; *) list= ;; esac
 	case $name in
-	'' | *[!A-Za-z0-9_]*)
+	'' | *[!A-Za-z0-9_-]*)
 		echo "build.sh: bad target name in '$t' (want NAME:SOURCE,...)" >&2
 		status=1
 		continue
