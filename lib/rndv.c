@@ -101,9 +101,10 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		memcpy(s->mem, data, len);
 		data = s->mem;
 		errno = 0;
+		/* its own registration, remote read only, for this one
+		 * transfer: the peer reaches these bytes and nothing else */
 		s->tmr = ep->ctx->ops->reg_mr(ep->ctx->pd, s->mem, len,
-					      IBV_ACCESS_LOCAL_WRITE |
-						      IBV_ACCESS_REMOTE_READ);
+					      IBV_ACCESS_REMOTE_READ);
 		if (!s->tmr) {
 			ret = rdmamsg__errno(ENOMEM);
 			LOG_ERR("registering %zu bytes to send failed: %d", len,
@@ -149,7 +150,11 @@ static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
 	memset(&x, 0, sizeof(x));
 	x.kind = X_FIN;
 	x.id = id;
-	x.status = status;
+	/* the wire carries an errno: an allocation callback's odd value is
+	 * still a refusal */
+	x.status = status < 0 && status >= -4095 ? status
+		   : status			 ? -EREMOTEIO
+						 : 0;
 	if (rdmamsg__xfer_send(ep, &x, NULL, 0)) {
 		LOG_ERR("no buffer for a rendezvous FIN");
 		rdmamsg__ep_down(ep, -ENOBUFS);
