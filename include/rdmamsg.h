@@ -123,7 +123,7 @@ int rdmamsg_ctx_attr_set_listen_backlog(struct rdmamsg_ctx_attr *attr,
 /* rdmamsg_ctx_attr_set_max_pending -- unfinished handshakes of all the
  * context's listeners at once (requests not yet decided plus accepted ones
  * not yet established); more are rejected with RDMAMSG_REJECT_RESOURCES;
- * default 256, 1 .. 65536 */
+ * default 1024, 1 .. 65536 */
 int rdmamsg_ctx_attr_set_max_pending(struct rdmamsg_ctx_attr *attr,
 				     unsigned int handshakes);
 

@@ -13,7 +13,7 @@
 #define DEFAULT_POOL_LIMIT     ((size_t)256 << 20)
 #define DEFAULT_LISTEN_BACKLOG 1024
 #define MAX_LISTEN_BACKLOG     65536
-#define DEFAULT_MAX_PENDING    256
+#define DEFAULT_MAX_PENDING    1024
 #define MAX_PENDING	       65536
 #define MIN_POOL_LIMIT	       ((size_t)1 << 20)
 
