@@ -299,7 +299,7 @@ static void conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	if (ctx->pending_hs >= ctx->max_pending) {
 		/* requests not decided plus accepted ones not yet up: a
 		 * flood of handshakes that never finish is bounded */
-		LOG_WARN("refusing a client: %u handshakes unfinished",
+		LOG_NOTE("refusing a client: %u handshakes unfinished",
 			 ctx->pending_hs);
 		reject_id(ctx, e->id, RDMAMSG_REJECT_RESOURCES);
 		return;
