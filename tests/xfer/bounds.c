@@ -43,16 +43,27 @@ static void srv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
 	}
 }
 
-/* srv_recv -- "stall": stop progressing for a while (a slow peer) */
+#define BIG ((size_t)64 << 20) /* the documented largest message */
+
+/* srv_recv -- "stall": stop progressing for a while (a slow peer); a
+ * message of BIG bytes: check every byte, say so */
 static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
 {
-	(void)ep;
+	const unsigned char *p = data;
+	size_t i;
+
 	(void)imm;
 	(void)flags;
 	(void)arg;
 	if (len == 5 && !memcmp(data, "stall", 5))
 		usleep(1500 * 1000);
+	if (len == BIG) {
+		for (i = 0;
+		     i < len && p[i] == (unsigned char)(i * 7 + i / 4096); i++)
+			;
+		rdmamsg_send(ep, i == len ? "big-ok" : "big-bad", 6, NULL);
+	}
 }
 
 static void srv_closed(struct rdmamsg_ep *ep, void *arg)
@@ -91,6 +102,7 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	(void)len;
 	rdmamsg_ep_attr_new(&a);
 	rdmamsg_ep_attr_set_on_request(a, srv_request);
+	rdmamsg_ep_attr_set_max_msg_size(a, BIG);
 	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, s, &ep))
 		s->failures++;
 	rdmamsg_ep_attr_delete(&a);
@@ -110,6 +122,8 @@ static int server(int wfd, void *arg)
 		return 11;
 	test_write_port(wfd, port);
 	test_run_until(s.ctx, &s.done, 60000);
+	s.done = 0;
+	test_run_until(s.ctx, &s.done, 60000); /* the second client */
 	rdmamsg_listener_close(s.lst, NULL);
 	test_run_until(s.ctx, &s.closed, 5000);
 	test_idle(s.ctx, 20);
@@ -123,7 +137,7 @@ static int server(int wfd, void *arg)
 /* ---- client -------------------------------------------------------- */
 
 struct cli {
-	int up, status, writable, resp, resp_status, closed;
+	int up, status, writable, resp, resp_status, closed, big;
 	size_t resp_len;
 };
 
@@ -164,8 +178,21 @@ static void cli_response(struct rdmamsg_ep *ep, int status, void *data,
 	c->resp_len = len;
 }
 
+static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		     uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	if (len == 6 && !memcmp(data, "big-ok", 6))
+		((struct cli *)arg)->big = 1;
+	else if (len == 6)
+		((struct cli *)arg)->big = -1;
+}
+
 static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = cli_connect,
+	.on_recv = cli_recv,
 	.on_writable = cli_writable,
 };
 
@@ -292,6 +319,33 @@ int main(void)
 	is_int(rdmamsg_ep_close(ep, cli_closed), 0, "close");
 	test_run_until(ctx, &c.closed, 5000);
 	ok(c.closed, "closed");
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "small-pool context destroyed");
+
+	/* the documented largest message on a context with the defaults */
+	{
+		unsigned char *big = malloc(BIG);
+		size_t k;
+
+		if (!big || rdmamsg_ctx_create(NULL, &ctx))
+			bail_out("no memory or context");
+		for (k = 0; k < BIG; k++)
+			big[k] = (unsigned char)(k * 7 + k / 4096);
+		ea = test_ep_attr(8192, BIG);
+		memset(&c, 0, sizeof(c));
+		is_int(rdmamsg_connect(ctx, addr, ea, &cli_cbs, &c, &ep), 0,
+		       "connect with a 64 MiB maximum");
+		rdmamsg_ep_attr_delete(&ea);
+		test_run_until(ctx, &c.up, 10000);
+		is_int(c.status, 0, "connected");
+		is_int(rdmamsg_send(ep, big, BIG, NULL), 0,
+		       "a 64 MiB send on the default pool");
+		free(big);
+		test_run_until(ctx, &c.big, 60000);
+		is_int(c.big, 1, "the peer got all 64 MiB intact");
+		is_int(rdmamsg_ep_close(ep, cli_closed), 0, "close");
+		test_run_until(ctx, &c.closed, 5000);
+		ok(c.closed, "closed");
+	}
 	is_int(test_wait_child(pid), 0,
 	       "server: SIZE_MAX responses refused, clean close read as 0");
 	close(rfd);
