@@ -359,7 +359,8 @@ struct rdmamsg_ep_cbs {
 	 * with rdmamsg_ep_close()), -ECONNRESET (reset, or the peer died
 	 * without closing), -ETIMEDOUT (peer silent past the peer timeout),
 	 * -EPROTO (peer broke the protocol: the endpoint is closed and the
-	 * reason logged), -ENOBUFS (no pool memory to reassemble a message),
+	 * reason logged), -ENOBUFS (no memory at all to reassemble a message:
+	 * a full pool alone reassembles on the heap),
 	 * -ENODEV (device gone).  Close follows. */
 	void (*on_disconnect)(struct rdmamsg_ep *ep, int status, void *arg);
 };
@@ -427,7 +428,8 @@ int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
  * current message (rdmamsg_buf_get_data() == the callback's data); free it
  * with rdmamsg_buf_free().  -EINVAL outside on_recv, -ENOMEM when no
  * replacement receive buffer can be had (the data is then valid only until
- * the callback returns).
+ * the callback returns).  A fragmented message that was reassembled outside
+ * the pool (the pool was full) is kept as a pool copy.
  */
 int rdmamsg_recv_keep(struct rdmamsg_ep *ep, struct rdmamsg_buf **buf);
 

@@ -149,6 +149,8 @@ int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 		     struct rdmamsg_buf **buf);
 void rdmamsg__buf_put(struct rdmamsg_buf *buf);
 void rdmamsg__pool_shrink(struct rdmamsg_ctx *ctx);
+int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
+		      struct rdmamsg_buf **buf);
 
 /* ---- context ------------------------------------------------------- */
 

@@ -323,6 +323,20 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 	if (!ep || !buf || !ep->in_recv || !ep->rx_cur ||
 	    ep->rx_cur->state != BUF_LIB)
 		return -EINVAL;
+	if (RDMAMSG_UNLIKELY(!ep->rx_cur->slab)) {
+		/* reassembled on the heap (the pool was short): the caller
+		 * gets a pool copy; the heap buffer goes when on_recv
+		 * returns */
+		ret = rdmamsg__buf_get(ep->ctx, ep->rx_cur->len, BUF_USER,
+				       &repl);
+		if (ret)
+			return -ENOMEM;
+		memcpy(repl->data, ep->rx_cur->data, ep->rx_cur->len);
+		repl->len = ep->rx_cur->len;
+		ep->rx_cur->state = BUF_USER; /* kept once */
+		*buf = repl;
+		return 0;
+	}
 	if (!ep->rx_cur_is_asm) {
 		/* the receive ring needs a buffer in its place */
 		ret = rdmamsg__buf_get(ep->ctx, ep->p.eager, BUF_LIB, &repl);
@@ -533,8 +547,17 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 			return 1;
 		}
 		ret = rdmamsg__buf_get(ep->ctx, total, BUF_LIB, &ep->rx_asm);
+		if (ret == -ENOMEM) {
+			/* reassembly needs no registration: a full pool
+			 * costs a copy if the message is kept, not the
+			 * connection */
+			LOG_INFO("no pool memory to reassemble %u bytes: "
+				 "heap",
+				 total);
+			ret = rdmamsg__buf_heap(ep->ctx, total, &ep->rx_asm);
+		}
 		if (ret) {
-			LOG_ERR("no pool memory to reassemble %u bytes", total);
+			LOG_ERR("no memory to reassemble %u bytes", total);
 			rdmamsg__ep_down(ep, -ENOBUFS);
 			return 1;
 		}

@@ -254,10 +254,38 @@ int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 	return 0;
 }
 
+/* rdmamsg__buf_heap -- an unregistered buffer of size bytes from the heap,
+ * for what needs no registration (reassembly) when the pool has no room:
+ * a connection is slowed by a full pool, never cut off */
+int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
+		      struct rdmamsg_buf **buf)
+{
+	struct rdmamsg_buf *b;
+
+	if (size > SIZE_MAX - sizeof(*b) - RDMAMSG_HEADROOM)
+		return -ENOMEM;
+	b = malloc(sizeof(*b) + RDMAMSG_HEADROOM + size);
+	if (!b)
+		return -ENOMEM;
+	memset(b, 0, sizeof(*b));
+	b->ctx = ctx;
+	b->slab = NULL; /* rdmamsg__buf_put frees it */
+	b->data = (char *)(b + 1) + RDMAMSG_HEADROOM;
+	b->cap = size;
+	b->state = BUF_LIB;
+	*buf = b;
+	return 0;
+}
+
 /* rdmamsg__buf_put -- return a buffer to its class's free list */
 void rdmamsg__buf_put(struct rdmamsg_buf *b)
 {
 	struct rdmamsg__pool *pool = &b->ctx->pool;
+
+	if (RDMAMSG_UNLIKELY(!b->slab)) {
+		free(b); /* rdmamsg__buf_heap's */
+		return;
+	}
 
 	b->state = BUF_FREE;
 	b->slab->nused--;

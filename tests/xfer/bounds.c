@@ -44,6 +44,7 @@ static void srv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
 }
 
 #define BIG ((size_t)64 << 20) /* the documented largest message */
+#define MIB ((size_t)1 << 20)
 
 /* srv_recv -- "stall": stop progressing for a while (a slow peer); a
  * message of BIG bytes: check every byte, say so */
@@ -58,6 +59,15 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	(void)arg;
 	if (len == 5 && !memcmp(data, "stall", 5))
 		usleep(1500 * 1000);
+	if (len == 5 && !memcmp(data, "1MiB!", 5)) {
+		unsigned char *m = malloc(MIB);
+
+		for (i = 0; m && i < MIB; i++)
+			m[i] = (unsigned char)(i * 13 + i / 8192);
+		if (!m || rdmamsg_send(ep, m, MIB, NULL))
+			((struct srv *)arg)->failures++;
+		free(m);
+	}
 	if (len == BIG) {
 		for (i = 0;
 		     i < len && p[i] == (unsigned char)(i * 7 + i / 4096); i++)
@@ -137,7 +147,7 @@ static int server(int wfd, void *arg)
 /* ---- client -------------------------------------------------------- */
 
 struct cli {
-	int up, status, writable, resp, resp_status, closed, big;
+	int up, status, writable, resp, resp_status, closed, big, mib, disc;
 	size_t resp_len;
 };
 
@@ -178,29 +188,63 @@ static void cli_response(struct rdmamsg_ep *ep, int status, void *data,
 	c->resp_len = len;
 }
 
+#define NHOLD 4096
+static struct rdmamsg_buf *hold[NHOLD];
+static unsigned int nhold;
+
+/* mib_ok -- the server's 1 MiB pattern */
+static int mib_ok(const unsigned char *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len && p[i] == (unsigned char)(i * 13 + i / 8192); i++)
+		;
+	return len == MIB && i == len;
+}
+
 static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
 {
-	(void)ep;
+	struct cli *c = arg;
+	struct rdmamsg_buf *kb;
+	void *kd;
+
 	(void)imm;
 	(void)flags;
+	if (len == MIB) {
+		/* reassembled though the pool was full; then kept */
+		c->mib = mib_ok(data, len) ? 1 : -1;
+		while (nhold)
+			rdmamsg_buf_free(hold[--nhold]);
+		if (rdmamsg_recv_keep(ep, &kb) ||
+		    rdmamsg_buf_get_data(kb, &kd) || !mib_ok(kd, MIB))
+			c->mib = -2;
+		else
+			rdmamsg_buf_free(kb);
+		return;
+	}
 	if (len == 6 && !memcmp(data, "big-ok", 6))
 		((struct cli *)arg)->big = 1;
 	else if (len == 6)
 		((struct cli *)arg)->big = -1;
 }
 
+static void cli_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	printf("# client: disconnected %d\n", status);
+	((struct cli *)arg)->disc = 1;
+}
+
 static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = cli_connect,
 	.on_recv = cli_recv,
 	.on_writable = cli_writable,
+	.on_disconnect = cli_disc,
 };
-
-#define NHOLD 4096
 
 int main(void)
 {
-	static struct rdmamsg_buf *hold[NHOLD];
 	struct rdmamsg_ctx_attr *ca;
 	struct rdmamsg_ep_attr *ea;
 	struct rdmamsg_listener *lst = NULL;
@@ -212,7 +256,7 @@ int main(void)
 	char addr[64], buf[128];
 	void *zd;
 	uint64_t id;
-	unsigned int nhold = 0, i;
+	unsigned int i;
 	int rfd, ret;
 	pid_t pid;
 
@@ -315,6 +359,21 @@ int main(void)
 	test_run_until(ctx, &c.resp, 10000);
 	ok(c.resp == 1 && c.resp_status == 0 && c.resp_len == 100,
 	   "and is answered");
+
+	/* a fragmented message that the full pool cannot reassemble: the
+	 * connection survives, the message arrives whole */
+	nhold = 0;
+	for (i = 4096; i >= 64; i /= 4)
+		while (nhold < NHOLD &&
+		       rdmamsg_buf_alloc(ctx, i, &hold[nhold]) == 0)
+			nhold++;
+	ok(nhold > 0, "pool exhausted again (%u buffers)", nhold);
+	is_int(rdmamsg_send(ep, "1MiB!", 5, NULL), 0, "ask for 1 MiB");
+	test_run_until(ctx, &c.mib, 20000);
+	is_int(c.mib, 1, "1 MiB arrived intact on a full pool, and was kept");
+	ok(!c.disc, "no -ENOBUFS: still connected");
+	while (nhold)
+		rdmamsg_buf_free(hold[--nhold]);
 
 	is_int(rdmamsg_ep_close(ep, cli_closed), 0, "close");
 	test_run_until(ctx, &c.closed, 5000);
