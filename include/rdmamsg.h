@@ -325,7 +325,9 @@ enum rdmamsg_ep_state {
 #define RDMAMSG_REJECT_RESOURCES 0x10003 /* passive side out of resources */
 #define RDMAMSG_REJECT_CLOSED	 0x10004 /* listener closed before deciding */
 #define RDMAMSG_REJECT_NO_LISTENER \
-	0x10005 /* nobody listens there (or not an rdmamsg peer) */
+	0x10005 /* nobody listens there: the fabric said so (IB CM reason 8,
+		 * invalid service id; a refused connection); any other reject
+		 * without an rdmamsg answer is RDMAMSG_REJECT_RESOURCES */
 
 /*
  * Endpoint callbacks: a table the caller fills (unused ones NULL) and the

@@ -46,7 +46,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
 	struct rdmamsg_mr *mr;
 	int ret;
 
-	if (!ctx || !addr || !len || !mrp || (access & ~ACCESS_ALL))
+	if (!ctx || !addr || !len || !mrp || (access & ~ACCESS_ALL) ||
+	    len > UINTPTR_MAX - (uintptr_t)addr)
 		return -EINVAL;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)

@@ -324,6 +324,14 @@ int main(void)
 	is_int(rdmamsg_rmr_import(buf, SIZE_MAX, &rmr), -EINVAL,
 	       "import of junk claiming SIZE_MAX bytes");
 	ok(rmr == NULL, "nothing imported");
+	{
+		struct rdmamsg_mr *mr = NULL;
+
+		is_int(rdmamsg_mr_reg(ctx, buf, SIZE_MAX,
+				      RDMAMSG_ACCESS_REMOTE_READ, &mr),
+		       -EINVAL, "mr_reg of SIZE_MAX bytes (wraps)");
+		ok(mr == NULL, "nothing registered");
+	}
 
 	/* the server refuses SIZE_MAX responses, then answers */
 	is_int(rdmamsg_request(ep, "ping", 4, 5000, cli_response, &c, &id), 0,
