@@ -36,6 +36,7 @@ int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xfp)
 		return -ENOMEM;
 	}
 	list_init(&xf->pulls);
+	list_init(&xf->fins);
 	list_init(&xf->req_due);
 	list_init(&xf->sreqs);
 	rdmamsg__timer_init(&xf->req_timer, req_timer_fire);
@@ -192,6 +193,8 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 /* rdmamsg__xfer_flush -- after polling: start queued pulls */
 void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
 {
+	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->fins)))
+		rdmamsg__rndv_fin_retry(ep);
 	if (!list_empty(&ep->xf->pulls))
 		rdmamsg__rndv_pump(ep);
 }

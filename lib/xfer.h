@@ -46,6 +46,7 @@ struct rdmamsg__xfer {
 	struct rdmamsg__idtab sends; /* rendezvous sends awaiting X_FIN */
 	struct rdmamsg__idtab reqs;  /* our outstanding requests */
 	struct rdmamsg__list pulls;  /* rendezvous receives, queued/active */
+	struct rdmamsg__list fins;   /* FINs waiting for pool memory */
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
 	struct rdmamsg__list req_due; /* our requests by deadline */
@@ -92,6 +93,7 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x);
 void rdmamsg__rndv_pull_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 			     int status);
 void rdmamsg__rndv_pump(struct rdmamsg_ep *ep);
+void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__rndv_free(struct rdmamsg_ep *ep);
 
