@@ -16,16 +16,19 @@
 #include "util.h"
 
 #ifdef CROWD_STORM
-#define NPROC  4
-#define NEP    50
-#define CYCLES 10
-#define NMSG   1
+#define NPROC	4
+#define NEP_MAX 50
+#define CYCLES	10
+#define NMSG	1
 #else
-#define NPROC  5
-#define NEP    100
-#define CYCLES 1
-#define NMSG   4
+#define NPROC	5
+#define NEP_MAX 100
+#define CYCLES	1
+#define NMSG	4
 #endif
+
+/* endpoints per client process: fewer under valgrind */
+static int nep = NEP_MAX;
 #define MSG_LEN 1000
 
 /* ---- server (child) ------------------------------------------------ */
@@ -214,7 +217,7 @@ static int n_up(const struct cep *e)
 {
 	int n = 0;
 
-	for (int j = 0; j < NEP; j++)
+	for (int j = 0; j < nep; j++)
 		n += e[j].up;
 	return n;
 }
@@ -223,18 +226,18 @@ static int n_closed(const struct cep *e)
 {
 	int n = 0;
 
-	for (int j = 0; j < NEP; j++)
+	for (int j = 0; j < nep; j++)
 		n += e[j].closed;
 	return n;
 }
 
-/* client -- NEP endpoints, CYCLES times: connect all, exchange NMSG
+/* client -- nep endpoints, CYCLES times: connect all, exchange NMSG
  * verified messages each, (wait for the test), close all.  Reports
  * {connected, refused as no listener, other failures, bad echoes} */
 static int client(int wfd, void *arg)
 {
 	int me = (int)(intptr_t)arg;
-	static struct cep e[NEP];
+	static struct cep e[NEP_MAX];
 	struct rdmamsg_ctx *ctx;
 	uint64_t r[4] = {0, 0, 0, 0};
 	char m[MSG_LEN], b;
@@ -248,15 +251,15 @@ static int client(int wfd, void *arg)
 		return 20;
 	for (cyc = 0; cyc < CYCLES; cyc++) {
 		memset(e, 0, sizeof(e));
-		for (i = 0; i < NEP; i++) {
-			e[i].idx = me * NEP + i;
+		for (i = 0; i < nep; i++) {
+			e[i].idx = me * nep + i;
 			if (rdmamsg_connect(ctx, addr, NULL, &c_cbs, &e[i],
 					    &e[i].ep))
 				return 21;
 		}
-		for (i = 0; i < 3000 && n_up(e) < NEP; i++)
+		for (i = 0; i < 3000 && n_up(e) < nep; i++)
 			test_idle(ctx, 10);
-		for (i = 0; i < NEP; i++) {
+		for (i = 0; i < nep; i++) {
 			if (!e[i].up || e[i].status) {
 				if (e[i].status == -ECONNREFUSED &&
 				    e[i].reason == RDMAMSG_REJECT_NO_LISTENER)
@@ -275,7 +278,7 @@ static int client(int wfd, void *arg)
 		for (i = 0; i < 3000; i++) {
 			int done = 1;
 
-			for (int j = 0; j < NEP; j++)
+			for (int j = 0; j < nep; j++)
 				if (!e[j].status && e[j].up &&
 				    e[j].echoed < NMSG && !e[j].disc)
 					done = 0;
@@ -283,7 +286,7 @@ static int client(int wfd, void *arg)
 				break;
 			test_idle(ctx, 10);
 		}
-		for (i = 0; i < NEP; i++)
+		for (i = 0; i < nep; i++)
 			if (!e[i].status && e[i].up &&
 			    (e[i].echoed != NMSG || e[i].disc))
 				r[3]++;
@@ -293,11 +296,11 @@ static int client(int wfd, void *arg)
 			    read(go[me][0], &b, 1) != 1)
 				return 22;
 		}
-		for (i = 0; i < NEP; i++)
+		for (i = 0; i < nep; i++)
 			rdmamsg_ep_close(e[i].ep, c_closed);
-		for (i = 0; i < 1000 && n_closed(e) < NEP; i++)
+		for (i = 0; i < 1000 && n_closed(e) < nep; i++)
 			test_idle(ctx, 10);
-		if (n_closed(e) < NEP)
+		if (n_closed(e) < nep)
 			return 23;
 	}
 	if (CYCLES != 1 && write(wfd, r, sizeof(r)) != sizeof(r))
@@ -321,6 +324,9 @@ int main(void)
 	pid_t spid, pid[NPROC];
 
 	test_setup(CYCLES > 1 ? "storm" : "crowd");
+	if (getenv("RDMAMSG_TEST_SCALE") &&
+	    !strcmp(getenv("RDMAMSG_TEST_SCALE"), "small"))
+		nep = NEP_MAX / 10;
 	if (pipe(ctl))
 		bail_out("pipe");
 	for (i = 0; i < NPROC; i++)
@@ -333,17 +339,17 @@ int main(void)
 	for (i = 0; i < NPROC; i++) {
 		memset(r, 0, sizeof(r));
 		if (read(rfd[i], r, sizeof(r)) != sizeof(r))
-			r[2] = NEP * CYCLES;
+			r[2] = nep * CYCLES;
 		for (int k = 0; k < 4; k++)
 			tot[k] += r[k];
 	}
 	printf("# %d clients x %d cycles: %llu connected, %llu no listener, "
 	       "%llu other failures, %llu bad exchanges\n",
-	       NPROC * NEP, CYCLES, (unsigned long long)tot[0],
+	       NPROC * nep, CYCLES, (unsigned long long)tot[0],
 	       (unsigned long long)tot[1], (unsigned long long)tot[2],
 	       (unsigned long long)tot[3]);
 	is_int(tot[1], 0, "no connect refused as \"no listener\"");
-	is_int(tot[0], NPROC * NEP * CYCLES, "every connect succeeded");
+	is_int(tot[0], NPROC * nep * CYCLES, "every connect succeeded");
 	is_int(tot[2], 0, "no other failure");
 	is_int(tot[3], 0, "every message echoed intact");
 	if (CYCLES == 1) {
@@ -353,7 +359,7 @@ int main(void)
 		       (unsigned long long)q[2], (unsigned long long)q[0],
 		       (unsigned long long)q[1],
 		       (unsigned long long)(q[2] ? q[1] / q[2] : 0));
-		is_int(q[2], NPROC * NEP, "all endpoints open on the server");
+		is_int(q[2], NPROC * nep, "all endpoints open on the server");
 		ok(q[0] <= ((uint64_t)256 << 20),
 		   "within the default pool limit");
 		is_int(q[3], 0, "nobody cut off with -ENOBUFS");
