@@ -19,6 +19,10 @@
 #include "dispatch.h"
 #include "handshake.h"
 
+/* IB CM reject reason (IBTA 12.6.7.2) that librdmacm reports in the
+ * REJECTED event's status: nothing listens at the service id */
+#define CM_REJ_INVALID_SERVICE_ID 8
+
 struct cm_ev {
 	enum rdma_cm_event_type type;
 	int status;
@@ -185,9 +189,19 @@ static void active_rejected(struct rdmamsg_ep *ep, const struct cm_ev *e)
 
 	if (rdmamsg__hs_decode(e->pdata, e->pdata_len, &hs) ||
 	    hs.kind != HS_REJ) {
-		/* no rdmamsg listener there (or not an rdmamsg peer) */
+		/* no rdmamsg answer: the fabric's reason tells whether nobody
+		 * listens (IB CM: invalid service id; iWARP: refused) or a
+		 * listener could not take us (its backlog is full: consumer
+		 * reject, timeout ...) */
+		int nobody = e->status == CM_REJ_INVALID_SERVICE_ID ||
+			     e->status == -ECONNREFUSED;
+
+		LOG_INFO("endpoint %p rejected by the fabric (status %d)",
+			 (void *)ep, e->status);
 		rdmamsg__ep_connect_failed(ep, -ECONNREFUSED,
-					   RDMAMSG_REJECT_NO_LISTENER, NULL, 0);
+					   nobody ? RDMAMSG_REJECT_NO_LISTENER
+						  : RDMAMSG_REJECT_RESOURCES,
+					   NULL, 0);
 		return;
 	}
 	if (hs.reason == RDMAMSG_REJECT_VERSION ||
@@ -240,11 +254,8 @@ static void ep_event(struct rdmamsg_ep *ep, const struct cm_ev *e)
 			NULL, 0);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		ep->disc_seen = 1;
-		if (ep->phase == PH_UP)
-			rdmamsg__ep_down(ep, ep->closing ? -ECANCELED : 0);
-		else if (ep->phase != PH_DOWN)
-			rdmamsg__ep_connect_failed(ep, -ECONNRESET, 0, NULL, 0);
+		/* 0 only after the peer's goodbye, else it vanished */
+		rdmamsg__ep_peer_disconnected(ep);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		ep->disc_seen = 1;
@@ -285,6 +296,14 @@ static void conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 		reject_id(ctx, e->id, RDMAMSG_REJECT_CLOSED);
 		return;
 	}
+	if (ctx->pending_hs >= ctx->max_pending) {
+		/* requests not decided plus accepted ones not yet up: a
+		 * flood of handshakes that never finish is bounded */
+		LOG_NOTE("refusing a client: %u handshakes unfinished",
+			 ctx->pending_hs);
+		reject_id(ctx, e->id, RDMAMSG_REJECT_RESOURCES);
+		return;
+	}
 	bad = rdmamsg__hs_decode(e->pdata, e->pdata_len, &hs);
 	if (!bad && hs.kind != HS_REQ)
 		bad = RDMAMSG_REJECT_HANDSHAKE;
@@ -310,6 +329,7 @@ static void conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	req->peer_max_msg = hs.max_msg;
 	e->id->context = req;
 	list_add_tail(&lst->reqs, &req->link);
+	ctx->pending_hs++;
 	lst->on_conn_req(lst, req, hs.user, hs.user_len, lst->arg);
 }
 
@@ -378,11 +398,17 @@ RDMAMSG_EXPORT int rdmamsg_listen(
 		ret = rdmamsg__errno(ENOMEM);
 		goto err_free_lst;
 	}
+	errno = 0;
 	if (ctx->ops->bind_addr(lst->id, (struct sockaddr *)&ss)) {
-		ret = rdmamsg__errno(EADDRINUSE);
-		LOG_ERR("rdma_bind_addr(%s) failed: %d", addr, ret);
-		if (ret != -EADDRINUSE && ret != -ENODEV)
-			ret = -EADDRNOTAVAIL == ret ? -ENODEV : -EADDRINUSE;
+		/* read errno before anything else can change it: an address
+		 * that is not on this host (or on no RDMA device) is -ENODEV
+		 * as documented, a taken port -EADDRINUSE */
+		int e = errno;
+
+		LOG_ERR("rdma_bind_addr(%s) failed: errno %d", addr, e);
+		ret = e == EADDRNOTAVAIL || e == ENODEV || e == ENXIO
+			      ? -ENODEV
+			      : -EADDRINUSE;
 		goto err_destroy_id;
 	}
 	if (lst->id->verbs && lst->id->verbs != ctx->verbs &&
@@ -392,7 +418,7 @@ RDMAMSG_EXPORT int rdmamsg_listen(
 		ret = -ENODEV;
 		goto err_destroy_id;
 	}
-	if (ctx->ops->listen(lst->id, 128)) {
+	if (ctx->ops->listen(lst->id, ctx->listen_backlog)) {
 		ret = rdmamsg__errno(EADDRINUSE);
 		LOG_ERR("rdma_listen(%s) failed: %d", addr, ret);
 		goto err_destroy_id;
@@ -432,6 +458,7 @@ RDMAMSG_EXPORT int rdmamsg_listener_get_port(const struct rdmamsg_listener *lst,
 /* free_req -- forget a decided request */
 static void free_req(struct rdmamsg_conn_req *req)
 {
+	req->lst->ctx->pending_hs--;
 	list_del(&req->link);
 	free(req);
 }
@@ -513,6 +540,9 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	rdmamsg__timer_start(ctx, &ep->conn_timer, ep->p.connect_ms);
 	list_add_tail(&ctx->eps, &ep->link);
 	rdmamsg__loop_ref(ctx);
+	/* the unfinished handshake passes from the request to the endpoint */
+	ep->hs_pending = 1;
+	ctx->pending_hs++;
 	free_req(req);
 	*epp = ep;
 	return 0;

@@ -92,8 +92,9 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 	if (hs->kind != HS_REJ && hs->version != RDMAMSG_HS_VERSION)
 		return RDMAMSG_REJECT_VERSION;
 	if (hs->kind != HS_REJ &&
-	    (hs->depth < 2 || hs->ctl != RDMAMSG_CTL_CREDITS ||
-	     hs->eager < 64 || hs->max_msg < hs->eager))
+	    (hs->depth < 2 || hs->depth > RDMAMSG_HS_MAX_DEPTH ||
+	     hs->ctl != RDMAMSG_CTL_CREDITS || hs->eager < 64 ||
+	     hs->max_msg < hs->eager))
 		return RDMAMSG_REJECT_HANDSHAKE;
 	return 0;
 }

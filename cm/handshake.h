@@ -7,12 +7,17 @@
 #include <stdint.h>
 
 /* version 2 adds F_XFER control messages (rendezvous, request/response:
- * lib/xfer.h) and writes with immediate, which a version-1 peer would
- * take for application data */
-#define RDMAMSG_HS_MAGIC   0x524d /* "RM" */
-#define RDMAMSG_HS_VERSION 2
-#define RDMAMSG_HS_LEN	   20 /* fixed part; application bytes follow */
-#define RDMAMSG_HS_MAX	   (RDMAMSG_HS_LEN + 32)
+ * lib/proto.h) and writes with immediate, which a version-1 peer would
+ * take for application data.  Version 3 adds the goodbye (W_BYE) of a
+ * clean close, a third control credit kept for it, little-endian transfer
+ * headers, and the passive side's in-band grant: its accept announces
+ * its receive depth, but the active side's credits start at 0 and come
+ * in the passive side's first credit update once established. */
+#define RDMAMSG_HS_MAGIC     0x524d /* "RM" */
+#define RDMAMSG_HS_VERSION   3
+#define RDMAMSG_HS_MAX_DEPTH 4096
+#define RDMAMSG_HS_LEN	     20 /* fixed part; application bytes follow */
+#define RDMAMSG_HS_MAX	     (RDMAMSG_HS_LEN + 32)
 
 enum { HS_REQ = 1, HS_ACC = 2, HS_REJ = 3 };
 

@@ -108,10 +108,24 @@ int rdmamsg_ctx_attr_set_fabric(struct rdmamsg_ctx_attr *attr,
 int rdmamsg_ctx_attr_set_device(struct rdmamsg_ctx_attr *attr,
 				const char *device);
 
-/* rdmamsg_ctx_attr_set_pool_limit -- most bytes the pool may register;
- * -EINVAL below 1 MiB */
+/* rdmamsg_ctx_attr_set_pool_limit -- most bytes the pool may register
+ * (default 256 MiB: it grows on demand, and idle slabs beyond 8 MiB go back
+ * to the system when endpoints close); -EINVAL below 1 MiB */
 int rdmamsg_ctx_attr_set_pool_limit(struct rdmamsg_ctx_attr *attr,
 				    size_t bytes);
+
+/* rdmamsg_ctx_attr_set_listen_backlog -- connection requests the fabric
+ * queues for each listener before the loop takes them (rdma_listen's
+ * backlog); default 1024, 1 .. 65536 */
+int rdmamsg_ctx_attr_set_listen_backlog(struct rdmamsg_ctx_attr *attr,
+					unsigned int requests);
+
+/* rdmamsg_ctx_attr_set_max_pending -- unfinished handshakes of all the
+ * context's listeners at once (requests not yet decided plus accepted ones
+ * not yet established); more are rejected with RDMAMSG_REJECT_RESOURCES;
+ * default 1024, 1 .. 65536 */
+int rdmamsg_ctx_attr_set_max_pending(struct rdmamsg_ctx_attr *attr,
+				     unsigned int handshakes);
 
 /* rdmamsg_ctx_attr_set_huge_pages -- back pool slabs with huge pages when the
  * system has them (falls back to normal pages) */
@@ -231,7 +245,11 @@ int rdmamsg_buf_get_size(const struct rdmamsg_buf *buf, size_t *size);
 
 /* rdmamsg_ep_attr_new -- defaults: connect timeout 5000 ms, close timeout
  * 2000 ms, peer timeout 10000 ms, eager size 8192, maximum message 1 MiB,
- * receive depth 64, send depth 128, send backlog 1024 messages */
+ * receive depth 32, send depth 128, send backlog 1024 messages, no linger.
+ * Pool memory per connected endpoint: (receive depth + 3) receive buffers
+ * of the eager size (about 283 KiB by default), plus one copy buffer of
+ * the eager size per send slot that a copied (not inline, not zero-copy)
+ * send has used, at most send depth + 1. */
 int rdmamsg_ep_attr_new(struct rdmamsg_ep_attr **attr);
 
 /* rdmamsg_ep_attr_delete -- free *attr and set it to NULL */
@@ -242,8 +260,9 @@ int rdmamsg_ep_attr_delete(struct rdmamsg_ep_attr **attr);
 int rdmamsg_ep_attr_set_connect_timeout(struct rdmamsg_ep_attr *attr,
 					unsigned int ms);
 
-/* rdmamsg_ep_attr_set_close_timeout -- ms rdmamsg_ep_close() waits for the
- * peer and for flushed operations before it cancels what is left */
+/* rdmamsg_ep_attr_set_close_timeout -- the longest rdmamsg_ep_close() takes:
+ * past it, the goodbye, the linger and the flush of posted operations are
+ * given up and what is left is cancelled (close itself never blocks) */
 int rdmamsg_ep_attr_set_close_timeout(struct rdmamsg_ep_attr *attr,
 				      unsigned int ms);
 
@@ -275,6 +294,11 @@ int rdmamsg_ep_attr_set_send_depth(struct rdmamsg_ep_attr *attr,
 int rdmamsg_ep_attr_set_send_backlog(struct rdmamsg_ep_attr *attr,
 				     unsigned int msgs);
 
+/* rdmamsg_ep_attr_set_linger -- with enable set, rdmamsg_ep_close() first
+ * sends the queued messages (bounded by the close timeout) instead of
+ * cancelling them; default off */
+int rdmamsg_ep_attr_set_linger(struct rdmamsg_ep_attr *attr, int enable);
+
 /* rdmamsg_ep_attr_set_private_data -- application bytes sent with connect
  * (or accept); copied; -EINVAL above RDMAMSG_PRIVATE_DATA_MAX */
 int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
@@ -301,7 +325,9 @@ enum rdmamsg_ep_state {
 #define RDMAMSG_REJECT_RESOURCES 0x10003 /* passive side out of resources */
 #define RDMAMSG_REJECT_CLOSED	 0x10004 /* listener closed before deciding */
 #define RDMAMSG_REJECT_NO_LISTENER \
-	0x10005 /* nobody listens there (or not an rdmamsg peer) */
+	0x10005 /* nobody listens there: the fabric said so (IB CM reason 8,
+		 * invalid service id; a refused connection); any other reject
+		 * without an rdmamsg answer is RDMAMSG_REJECT_RESOURCES */
 
 /*
  * Endpoint callbacks: a table the caller fills (unused ones NULL) and the
@@ -331,10 +357,13 @@ struct rdmamsg_ep_cbs {
 			void *arg);
 	/* on_writable -- sends may succeed again after one returned -EAGAIN */
 	void (*on_writable)(struct rdmamsg_ep *ep, void *arg);
-	/* on_disconnect -- the connection went down: 0 (peer closed),
-	 * -ECONNRESET, -ETIMEDOUT (peer silent past the peer timeout),
-	 * -EPROTO (peer broke the protocol), -ENOBUFS (no pool memory to
-	 * reassemble a message), -ENODEV (device gone).  Close follows. */
+	/* on_disconnect -- the connection went down: 0 (the peer closed it
+	 * with rdmamsg_ep_close()), -ECONNRESET (reset, or the peer died
+	 * without closing), -ETIMEDOUT (peer silent past the peer timeout),
+	 * -EPROTO (peer broke the protocol: the endpoint is closed and the
+	 * reason logged), -ENOBUFS (no memory at all to reassemble a message:
+	 * a full pool alone reassembles on the heap),
+	 * -ENODEV (device gone).  Close follows. */
 	void (*on_disconnect)(struct rdmamsg_ep *ep, int status, void *arg);
 };
 
@@ -350,10 +379,12 @@ int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 		    struct rdmamsg_ep **ep);
 
 /*
- * rdmamsg_ep_close -- close asynchronously: sends not yet posted and those
- * the peer did not complete get on_send(-ECANCELED), every posted send
- * completes exactly once, then close_cb(ep, arg) (may be NULL) runs and the
- * endpoint is freed.  -EALREADY when close was already called.
+ * rdmamsg_ep_close -- close asynchronously: queued sends not yet posted get
+ * on_send(-ECANCELED) (with linger set they are sent first), a goodbye
+ * tells the peer (its on_disconnect gets 0), posted sends the peer did not
+ * complete get -ECANCELED, every posted send completes exactly once, then
+ * close_cb(ep, arg) (may be NULL) runs and the endpoint is freed; the close
+ * timeout bounds it all.  -EALREADY when close was already called.
  */
 int rdmamsg_ep_close(struct rdmamsg_ep *ep,
 		     void (*close_cb)(struct rdmamsg_ep *ep, void *arg));
@@ -399,7 +430,8 @@ int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
  * current message (rdmamsg_buf_get_data() == the callback's data); free it
  * with rdmamsg_buf_free().  -EINVAL outside on_recv, -ENOMEM when no
  * replacement receive buffer can be had (the data is then valid only until
- * the callback returns).
+ * the callback returns).  A fragmented message that was reassembled outside
+ * the pool (the pool was full) is kept as a pool copy.
  */
 int rdmamsg_recv_keep(struct rdmamsg_ep *ep, struct rdmamsg_buf **buf);
 
@@ -533,7 +565,10 @@ int rdmamsg_ep_attr_set_on_request(struct rdmamsg_ep_attr *attr,
  * returns), -ETIMEDOUT after timeout_ms (0: no timeout), -ECANCELED after
  * rdmamsg_request_cancel() or rdmamsg_ep_close(), -ECONNRESET (or the
  * endpoint's error) when the connection goes down.  *id identifies the
- * request for cancellation.  Errors as rdmamsg_send().
+ * request for cancellation.  Errors as rdmamsg_send(): -EMSGSIZE above the
+ * large maximum (any len, SIZE_MAX included), -EAGAIN when the pool is
+ * short (on_writable follows; nothing was sent, try again), -ENOMEM when
+ * it is short and nothing of this endpoint is in flight.
  */
 int rdmamsg_request(struct rdmamsg_ep *ep, const void *data, size_t len,
 		    unsigned int timeout_ms,
@@ -547,14 +582,17 @@ int rdmamsg_request_cancel(struct rdmamsg_ep *ep, uint64_t id);
 
 /* rdmamsg_respond -- answer req with len bytes (copied) and free it;
  * -ENOTCONN when the connection is down (req stays: drop it), -EMSGSIZE
- * above the large maximum */
+ * above the large maximum (any len), -EAGAIN when the pool is short: req
+ * stays valid, on_writable follows, respond again (or drop it); -ENOMEM
+ * likewise when nothing of this endpoint is in flight */
 int rdmamsg_respond(struct rdmamsg_req *req, const void *data, size_t len);
 
 /* rdmamsg_req_drop -- free req without answering (the peer times out) */
 int rdmamsg_req_drop(struct rdmamsg_req *req);
 
 /* rdmamsg_ep_get_late_responses -- responses dropped because their
- * request had timed out or been cancelled */
+ * request had timed out or been cancelled (a response to an id never
+ * issued is a protocol error: on_disconnect(-EPROTO)) */
 int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep, uint64_t *n);
 
 /* ------------------------------------------------------------------------

@@ -10,8 +10,12 @@
 #include "internal.h"
 #include "dispatch.h"
 
-#define DEFAULT_POOL_LIMIT ((size_t)64 << 20)
-#define MIN_POOL_LIMIT	   ((size_t)1 << 20)
+#define DEFAULT_POOL_LIMIT     ((size_t)256 << 20)
+#define DEFAULT_LISTEN_BACKLOG 1024
+#define MAX_LISTEN_BACKLOG     65536
+#define DEFAULT_MAX_PENDING    1024
+#define MAX_PENDING	       65536
+#define MIN_POOL_LIMIT	       ((size_t)1 << 20)
 
 /* rdmamsg__errno -- errno after a failed verbs/cm call, never 0, and
  * always one that rdmamsg_strerror() documents (else the fallback) */
@@ -36,6 +40,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_attr_new(struct rdmamsg_ctx_attr **attr)
 		return -ENOMEM;
 	a->fabric = RDMAMSG_FABRIC_AUTO;
 	a->pool_limit = DEFAULT_POOL_LIMIT;
+	a->listen_backlog = DEFAULT_LISTEN_BACKLOG;
+	a->max_pending = DEFAULT_MAX_PENDING;
 	*attr = a;
 	return 0;
 }
@@ -100,6 +106,27 @@ RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_pool_limit(
 	if (!attr || bytes < MIN_POOL_LIMIT)
 		return -EINVAL;
 	attr->pool_limit = bytes;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_listen_backlog -- connection requests the fabric
+ * holds for a listener before the loop takes them */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_listen_backlog(
+	struct rdmamsg_ctx_attr *attr, unsigned int requests)
+{
+	if (!attr || requests == 0 || requests > MAX_LISTEN_BACKLOG)
+		return -EINVAL;
+	attr->listen_backlog = requests;
+	return 0;
+}
+
+/* rdmamsg_ctx_attr_set_max_pending -- unfinished handshakes at once */
+RDMAMSG_EXPORT int rdmamsg_ctx_attr_set_max_pending(
+	struct rdmamsg_ctx_attr *attr, unsigned int handshakes)
+{
+	if (!attr || handshakes == 0 || handshakes > MAX_PENDING)
+		return -EINVAL;
+	attr->max_pending = handshakes;
 	return 0;
 }
 
@@ -277,6 +304,9 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 		goto err_dealloc_pd;
 	}
 	ctx->max_inline = probe_inline(ctx);
+	ctx->listen_backlog =
+		(int)(attr ? attr->listen_backlog : DEFAULT_LISTEN_BACKLOG);
+	ctx->max_pending = attr ? attr->max_pending : DEFAULT_MAX_PENDING;
 	rdmamsg__pool_init(ctx, attr ? attr->pool_limit : DEFAULT_POOL_LIMIT,
 			   attr ? attr->huge : 0);
 	ret = rdmamsg__loop_init(ctx, attr ? attr->loop : NULL);

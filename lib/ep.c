@@ -22,7 +22,7 @@ void rdmamsg__ep_params_default(struct rdmamsg__ep_params *p)
 	p->peer_ms = 10000;
 	p->eager = 8192;
 	p->max_msg = (size_t)1 << 20;
-	p->recv_depth = 64;
+	p->recv_depth = 32;
 	p->send_depth = 128;
 	p->backlog = 1024;
 	p->max_large = (size_t)1 << 30;
@@ -150,6 +150,18 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_private_data(
 static void conn_timer_fire(struct rdmamsg__timer *t);
 static void ka_timer_fire(struct rdmamsg__timer *t);
 static void close_timer_fire(struct rdmamsg__timer *t);
+static void ring_timer_fire(struct rdmamsg__timer *t);
+
+/* rdmamsg_ep_attr_set_linger -- whether rdmamsg_ep_close() first sends
+ * what is queued (bounded by the close timeout) */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_linger(struct rdmamsg_ep_attr *attr,
+					      int enable)
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.linger = !!enable;
+	return 0;
+}
 
 /* free_bufs -- give every pool buffer the endpoint holds back */
 static void free_bufs(struct rdmamsg_ep *ep)
@@ -192,7 +204,7 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		    struct rdmamsg_ep **epp)
 {
 	struct rdmamsg_ep *ep;
-	uint32_t ring = 1, i;
+	uint32_t ring = 1;
 	int ret;
 
 	ep = calloc(1, sizeof(*ep));
@@ -213,6 +225,7 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	rdmamsg__timer_init(&ep->conn_timer, conn_timer_fire);
 	rdmamsg__timer_init(&ep->ka_timer, ka_timer_fire);
 	rdmamsg__timer_init(&ep->close_timer, close_timer_fire);
+	rdmamsg__timer_init(&ep->ring_timer, ring_timer_fire);
 
 	while (ring < ep->p.send_depth + 1) /* + the drain WR */
 		ring <<= 1;
@@ -227,18 +240,9 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		ret = -ENOMEM;
 		goto err_free_bufs;
 	}
-	/* copy slots for the send ring sit at the same index as their WRs */
-	for (i = 0; i < ep->nsbuf; i++) {
-		ret = rdmamsg__buf_get(ctx, ep->p.eager, BUF_LIB,
-				       &ep->sbufs[i]);
-		if (ret)
-			goto err_free_bufs;
-	}
-	for (i = 0; i < ep->nrx; i++) {
-		ret = rdmamsg__buf_get(ctx, ep->p.eager, BUF_LIB, &ep->rxb[i]);
-		if (ret)
-			goto err_free_bufs;
-	}
+	/* copy slots for the send ring (at the same index as their WRs) come
+	 * from the pool on first use (msg.c); receive buffers when the
+	 * connection needs them (rdmamsg__ep_rx_fill) */
 	*epp = ep;
 	return 0;
 
@@ -246,6 +250,19 @@ err_free_bufs:
 	free_bufs(ep);
 	free(ep);
 	return ret;
+}
+
+/* rdmamsg__ep_rx_fill -- the receive buffers from the pool: -ENOMEM when
+ * it has too little; what was taken stays for the next try */
+int rdmamsg__ep_rx_fill(struct rdmamsg_ep *ep)
+{
+	uint32_t i;
+
+	for (i = 0; i < ep->nrx; i++)
+		if (!ep->rxb[i] && rdmamsg__buf_get(ep->ctx, ep->p.eager,
+						    BUF_LIB, &ep->rxb[i]))
+			return -ENOMEM;
+	return 0;
 }
 
 /* rdmamsg__ep_setup_qp -- CQ on the shared channel, QP, receive buffers */
@@ -290,6 +307,11 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 	}
 	ep->qp = ep->id->qp;
 	ep->max_inline = qa.cap.max_inline_data;
+	/* the passive side posts (and grants) its receive buffers only
+	 * once the connection is established: a handshake that never
+	 * completes costs no pool memory */
+	if (ep->passive)
+		return 0;
 	ret = rdmamsg__ep_post_recvs(ep, ep->nrx);
 	if (ret) {
 		LOG_ERR("posting %u receive buffers failed: %d", ep->nrx, ret);
@@ -315,8 +337,63 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 	ep->max_msg = peer_max_msg < ep->p.max_msg ? (size_t)peer_max_msg
 						   : ep->p.max_msg;
 	ep->peer_depth = peer_depth;
-	ep->credits = (int32_t)peer_depth;
-	ep->ctl_credits = RDMAMSG_CTL_CREDITS;
+	if (ep->passive) {
+		/* the active side posted its buffers before connecting */
+		ep->credits = (int32_t)peer_depth;
+		ep->ctl_credits = RDMAMSG_CTL_CREDITS;
+	} else {
+		/* the passive side grants them in-band once established */
+		ep->credits = 0;
+		ep->ctl_credits = 0;
+	}
+}
+
+/* grant -- passive side, connection established: receive buffers from the
+ * pool, posted, and granted to the peer in one credit update; without pool
+ * memory the peer waits (no credits) and we try again shortly */
+static void grant(struct rdmamsg_ep *ep)
+{
+	int ret;
+
+	if (ep->granted || ep->phase != PH_UP || ep->closing)
+		return;
+	if (rdmamsg__ep_rx_fill(ep)) {
+		LOG_NOTE("endpoint %p: no pool memory for its receive buffers "
+			 "yet: the peer waits",
+			 (void *)ep);
+		rdmamsg__timer_start(ep->ctx, &ep->ring_timer, 10);
+		return;
+	}
+	ret = rdmamsg__ep_post_recvs(ep, ep->nrx);
+	if (ret) {
+		LOG_ERR("posting %u receive buffers failed: %d", ep->nrx, ret);
+		rdmamsg__ep_down(ep, -ENOBUFS);
+		return;
+	}
+	ep->granted = 1;
+	ep->to_return += ep->p.recv_depth;
+	ep->ctl_to_return += RDMAMSG_CTL_CREDITS;
+	if (rdmamsg__ep_send_grant(ep)) {
+		LOG_ERR("endpoint %p: cannot send the credit grant",
+			(void *)ep);
+		rdmamsg__ep_down(ep, -ENOBUFS);
+	}
+}
+
+/* ring_timer_fire -- retry the passive side's receive buffers */
+static void ring_timer_fire(struct rdmamsg__timer *t)
+{
+	grant(container_of(t, struct rdmamsg_ep, ring_timer));
+}
+
+/* hs_done -- the handshake is over (up, failed or closed): it no longer
+ * counts against the context's limit of unfinished handshakes */
+static void hs_done(struct rdmamsg_ep *ep)
+{
+	if (ep->hs_pending) {
+		ep->hs_pending = 0;
+		ep->ctx->pending_hs--;
+	}
 }
 
 /* rdmamsg__ep_defer -- step this endpoint in the next progress pass */
@@ -355,11 +432,23 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 	if (ep->phase == PH_UP || ep->phase == PH_DOWN)
 		return;
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	hs_done(ep);
 	ep->phase = PH_UP;
 	ep->last_rx = ep->last_tx = rdmamsg__now_ns();
 	if (ep->closing) {
 		rdmamsg__ep_down(ep, -ECANCELED);
 		return;
+	}
+	if (ep->passive) {
+		grant(ep);
+		if (ep->phase != PH_UP)
+			return;
+	} else if (list_empty(&ep->poll_link)) {
+		/* completions that came while connecting (the peer's grant
+		 * among them) were left in the CQ and their CQ event is
+		 * spent: poll in this pass */
+		list_add_tail(&ep->ctx->polls, &ep->poll_link);
+		ep->ctx->pending = 1;
 	}
 	ep->state = RDMAMSG_EP_CONNECTED;
 	if (ep->p.peer_ms)
@@ -382,6 +471,7 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 		return;
 	}
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	hs_done(ep);
 	ep->phase = PH_DOWN;
 	ep->disc_seen = 1;
 	qp_error(ep);
@@ -407,6 +497,7 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 	}
 	ep->phase = PH_DOWN;
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
+	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
 	/* DREQ to the peer; the QP goes to error and flushes its WRs */
 	ep->ctx->ops->disconnect(ep->id);
 	qp_error(ep);
@@ -475,6 +566,8 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	rdmamsg__timer_stop(ctx, &ep->conn_timer);
 	rdmamsg__timer_stop(ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ctx, &ep->close_timer);
+	rdmamsg__timer_stop(ctx, &ep->ring_timer);
+	hs_done(ep);
 	if (ep->qp)
 		ctx->ops->destroy_cm_qp(ep->id);
 	if (ep->cq) {
@@ -491,6 +584,72 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	list_del(&ep->defer_link);
 	list_del(&ep->link);
 	free(ep);
+	/* idle slabs beyond the pool's idle size go back to the system */
+	rdmamsg__pool_shrink(ctx);
+}
+
+/* rdmamsg__ep_bye_recv -- the peer said goodbye: a clean close */
+void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep)
+{
+	ep->bye_seen = 1;
+	if (ep->phase == PH_UP && !ep->closing) {
+		LOG_INFO("endpoint %p: the peer closed", (void *)ep);
+		rdmamsg__ep_down(ep, 0);
+	}
+}
+
+/* rdmamsg__ep_peer_disconnected -- the fabric says the connection is gone:
+ * read what the peer sent before (its goodbye among it), then it is a
+ * clean close only if the goodbye came */
+void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep)
+{
+	int i;
+
+	ep->disc_seen = 1;
+	for (i = 0; i < 1024 && ep->phase == PH_UP && ep->cq; i++) {
+		list_del(&ep->poll_link);
+		rdmamsg__ep_poll(ep);
+		if (list_empty(&ep->poll_link))
+			break;
+	}
+	if (ep->phase == PH_UP)
+		rdmamsg__ep_down(ep, ep->closing    ? -ECANCELED
+				     : ep->bye_seen ? 0
+						    : -ECONNRESET);
+	else if (ep->phase != PH_DOWN)
+		rdmamsg__ep_connect_failed(ep, -ECONNRESET, 0, NULL, 0);
+}
+
+/* close_up -- a closing endpoint that is still connected: linger (send
+ * what is queued), say goodbye, and once the goodbye has completed take
+ * the connection down; the close timer bounds it all.  True while it
+ * waits. */
+static int close_up(struct rdmamsg_ep *ep)
+{
+	if (ep->close_timed_out)
+		goto down;
+	if (ep->lingering) {
+		if (ep->bl_head)
+			return 1; /* completions come back here */
+		ep->lingering = 0;
+	}
+	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
+	if (!ep->bye_posted) {
+		if (rdmamsg__ep_send_bye(ep)) {
+			LOG_INFO("endpoint %p: goodbye waits (ctl %u, sq %u)",
+				 (void *)ep, ep->ctl_credits,
+				 (unsigned int)(ep->sq_head - ep->sq_tail));
+			return 1; /* no send slot yet: a completion frees one */
+		}
+		LOG_DBG("endpoint %p: goodbye posted", (void *)ep);
+		ep->bye_posted = 1;
+		ep->bye_seq = ep->sq_head - 1;
+	}
+	if (ep->sq_tail <= ep->bye_seq)
+		return 1;
+down:
+	rdmamsg__ep_down(ep, -ECANCELED);
+	return 0;
 }
 
 /* cancel_slots -- posted sends the flush did not report: -ECANCELED */
@@ -509,6 +668,14 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 
 	if (!ep->closing)
 		return;
+	if (ep->phase == PH_UP) {
+		if (ep->cq) {
+			rdmamsg__ep_poll(ep);
+			rdmamsg__ep_flush(ep); /* lingering: the backlog */
+		}
+		if (ep->phase == PH_UP && close_up(ep))
+			return;
+	}
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
 	if (ep->cq)
 		rdmamsg__ep_poll(ep); /* flush completions */
@@ -538,8 +705,12 @@ RDMAMSG_EXPORT int rdmamsg_ep_close(struct rdmamsg_ep *ep,
 	ep->close_cb = close_cb;
 	ep->state = RDMAMSG_EP_CLOSING;
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
+	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
 	if (ep->phase == PH_UP) {
-		rdmamsg__ep_down(ep, -ECANCELED);
+		/* goodbye first (rdmamsg__ep_step); with linger, after what
+		 * is queued */
+		ep->lingering = ep->p.linger;
 	} else if (ep->phase != PH_DOWN) {
 		ep->phase = PH_DOWN;
 		ep->disc_seen = 1;
@@ -598,6 +769,12 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 	ret = rdmamsg__ep_new(ctx, attr, cbs, arg, &ep);
 	if (ret)
 		return ret;
+	/* the active side posts its receive buffers before connecting */
+	ret = rdmamsg__ep_rx_fill(ep);
+	if (ret) {
+		rdmamsg__ep_free(ep);
+		return ret;
+	}
 	ret = rdmamsg__cm_start_connect(ep, (struct sockaddr *)&ss);
 	if (ret) {
 		rdmamsg__ep_free(ep);

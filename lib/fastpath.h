@@ -11,34 +11,13 @@
 #include <string.h>
 
 #include "internal.h"
+#include "proto.h"
 
-/*
- * Every message or fragment starts with this header, little-endian.
- * credits/ctl return receive buffers to the peer (piggybacked flow
- * control); total is the whole message's length on its first fragment.
- * W_RTS is reserved; the rendezvous protocol (large messages by RDMA
- * read) travels as W_DATA flagged F_XFER instead, so that it uses data
- * credits (see xfer.h).
- */
-struct rdmamsg__wire {
-	uint8_t type;
-	uint8_t flags;
-	uint16_t credits;
-	uint32_t imm;
-	uint32_t total;
-	uint8_t ctl;
-	uint8_t pad[3];
-};
-
-#define RDMAMSG_HDR ((uint32_t)sizeof(struct rdmamsg__wire))
+/* the message header (struct rdmamsg__wire, W_*, F_*) is in proto.h */
 
 /* Send wr_ids are sequence numbers with this bit; receive wr_ids index the
  * receive buffers.  Error CQEs carry no reliable opcode. */
 #define RDMAMSG_SEND_WRID (1ull << 63)
-
-enum { W_DATA = 1, W_CREDIT = 2, W_KEEPALIVE = 3, W_RTS = 4 };
-/* F_XFER: a control message of the rendezvous/request layer (xfer.h) */
-enum { F_FIRST = 1, F_LAST = 2, F_IMM = 4, F_XFER = 8 };
 
 /* sq_free -- send work requests the endpoint may still post */
 static inline uint32_t fp_sq_free(const struct rdmamsg_ep *ep)

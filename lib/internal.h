@@ -114,6 +114,7 @@ struct rdmamsg__slab {
 	struct ibv_mr *mr;
 	struct rdmamsg_buf *descs;
 	size_t ndescs;
+	size_t nused; /* buffers handed out */
 	int cls;
 	int huge;
 };
@@ -121,6 +122,7 @@ struct rdmamsg__slab {
 struct rdmamsg_buf {
 	struct rdmamsg_buf *next; /* free list, backlog */
 	struct rdmamsg_ctx *ctx;
+	struct rdmamsg__slab *slab;
 	char *data;
 	size_t cap;
 	uint32_t lkey;
@@ -146,6 +148,9 @@ void rdmamsg__pool_fini(struct rdmamsg_ctx *ctx);
 int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 		     struct rdmamsg_buf **buf);
 void rdmamsg__buf_put(struct rdmamsg_buf *buf);
+void rdmamsg__pool_shrink(struct rdmamsg_ctx *ctx);
+int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
+		      struct rdmamsg_buf **buf);
 
 /* ---- context ------------------------------------------------------- */
 
@@ -161,6 +166,7 @@ struct rdmamsg_ctx_attr {
 	char *device;
 	size_t pool_limit;
 	int huge;
+	unsigned int listen_backlog, max_pending;
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 };
@@ -178,6 +184,9 @@ struct rdmamsg_ctx {
 	struct ibv_comp_channel *cc;
 	struct rdma_event_channel *ech;
 	struct rdmamsg__pool pool;
+	int listen_backlog;
+	unsigned int max_pending; /* unfinished handshakes at once */
+	unsigned int pending_hs;  /* requests + passive eps not yet up */
 
 	/* loop adapter */
 	int epfd, tfd, efd;
@@ -216,12 +225,15 @@ void rdmamsg__dispatch_close(struct rdmamsg_ctx *ctx);
 
 /* ---- endpoints ----------------------------------------------------- */
 
-#define RDMAMSG_CTL_CREDITS 2
+/* control credits: credit updates and keep-alives use all but the last,
+ * which is kept for the goodbye of a clean close */
+#define RDMAMSG_CTL_CREDITS 3
 
 struct rdmamsg__ep_params {
 	unsigned int connect_ms, close_ms, peer_ms;
 	uint32_t eager, recv_depth, send_depth, backlog;
 	size_t max_msg;
+	int linger; /* close sends the backlog first */
 	uint8_t pdata_len;
 	uint8_t pdata[RDMAMSG_PRIVATE_DATA_MAX];
 	/* large messages, requests, one-sided (xfer.c) */
@@ -304,7 +316,9 @@ struct rdmamsg_ep {
 
 	/* liveness */
 	uint64_t last_rx, last_tx;
-	struct rdmamsg__timer conn_timer, ka_timer, close_timer;
+	struct rdmamsg__timer conn_timer, ka_timer, close_timer, ring_timer;
+	int granted;	/* passive: receive buffers posted and granted */
+	int hs_pending; /* counts in ctx->pending_hs */
 
 	/* completions */
 	unsigned int cq_unacked;
@@ -314,6 +328,9 @@ struct rdmamsg_ep {
 
 	/* teardown */
 	int closing;
+	int lingering; /* close waits for the backlog to go out */
+	int bye_posted, bye_seen;
+	uint64_t bye_seq;
 	int close_timed_out;
 	int disc_seen; /* DISCONNECTED event (or never connected) */
 	int drain_posted;
@@ -356,6 +373,9 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		    const struct rdmamsg_ep_cbs *cbs, void *arg,
 		    struct rdmamsg_ep **ep);
 int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep);
+int rdmamsg__ep_rx_fill(struct rdmamsg_ep *ep);
+void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep);
+void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep);
 void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 			   uint32_t peer_eager, uint64_t peer_max_msg);
 void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata,
@@ -372,6 +392,9 @@ void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);
 int rdmamsg__ep_post_recvs(struct rdmamsg_ep *ep, uint32_t n);
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type);
+int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep);
+int rdmamsg__ep_send_grant(struct rdmamsg_ep *ep);
+int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret);
 void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status);
 void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t upto,
 				int status);

@@ -16,9 +16,10 @@
 
 #include "internal.h"
 #include "dispatch.h"
+#include "proto.h"
 #include "xfer.h"
 
-#define EXPORT_MAGIC 0x31584d52u /* "RMX1" little-endian */
+#define EXPORT_MAGIC RDMAMSG_EXPORT_MAGIC
 #define ACCESS_ALL                                                  \
 	(RDMAMSG_ACCESS_REMOTE_READ | RDMAMSG_ACCESS_REMOTE_WRITE | \
 	 RDMAMSG_ACCESS_REMOTE_ATOMIC)
@@ -45,7 +46,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
 	struct rdmamsg_mr *mr;
 	int ret;
 
-	if (!ctx || !addr || !len || !mrp || (access & ~ACCESS_ALL))
+	if (!ctx || !addr || !len || !mrp || (access & ~ACCESS_ALL) ||
+	    len > UINTPTR_MAX - (uintptr_t)addr)
 		return -EINVAL;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
@@ -130,30 +132,21 @@ RDMAMSG_EXPORT int rdmamsg_mr_export(const struct rdmamsg_mr *mr, void *buf,
 RDMAMSG_EXPORT int rdmamsg_rmr_import(const void *buf, size_t len,
 				      struct rdmamsg_rmr **rmrp)
 {
-	const uint8_t *p = buf;
 	struct rdmamsg_rmr *r;
-	uint32_t magic, access, rkey;
+	uint32_t access, rkey;
 	uint64_t addr, rlen;
 
-	if (!buf || !rmrp || len < RDMAMSG_MR_EXPORT_SIZE)
+	if (!buf || !rmrp)
 		return -EINVAL;
-	memcpy(&magic, p, 4);
-	memcpy(&access, p + 4, 4);
-	memcpy(&rkey, p + 8, 4);
-	memcpy(&addr, p + 16, 8);
-	memcpy(&rlen, p + 24, 8);
-	access = le32toh(access);
-	addr = le64toh(addr);
-	rlen = le64toh(rlen);
-	if (le32toh(magic) != EXPORT_MAGIC || (access & ~ACCESS_ALL) || !rlen ||
-	    addr + rlen < addr)
+	if (rdmamsg__export_decode(buf, len, ACCESS_ALL, &addr, &rlen, &rkey,
+				   &access))
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->addr = addr;
 	r->len = rlen;
-	r->rkey = le32toh(rkey);
+	r->rkey = rkey;
 	r->access = access;
 	*rmrp = r;
 	return 0;

@@ -43,11 +43,26 @@ static int wc_status(enum ibv_wc_status st)
 	}
 }
 
-/* post_frag -- one message or fragment; own is freed when it completes */
-static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
-		     uint32_t imm, uint32_t total, const void *data,
-		     uint32_t len, const struct rdmamsg_buf *src,
-		     struct rdmamsg_buf *own, void *op_ctx, int report)
+/* copy_slot -- the copy buffer at the send ring's head, taken from the pool
+ * on first use: an endpoint that only sends inline or zero-copy never
+ * holds one; NULL when the pool has no memory */
+static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_buf **sb = &ep->sbufs[ep->sq_head % ep->nsbuf];
+
+	if (RDMAMSG_UNLIKELY(!*sb) &&
+	    rdmamsg__buf_get(ep->ctx, ep->p.eager, BUF_LIB, sb))
+		return NULL;
+	return *sb;
+}
+
+/* post_frag -- one message or fragment; own is freed when it completes;
+ * signalled when reported, when it owns a buffer, or when sig says so */
+static int post_frag_sig(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
+			 uint32_t imm, uint32_t total, const void *data,
+			 uint32_t len, const struct rdmamsg_buf *src,
+			 struct rdmamsg_buf *own, void *op_ctx, int report,
+			 int sig)
 {
 	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
 	struct rdmamsg__wire hs, *h;
@@ -72,7 +87,9 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 		/* zero copy: header from the slot, payload from the buffer;
 		 * at most nsbuf sends are outstanding, so no copy buffer is
 		 * reused before its send completed */
-		sb = ep->sbufs[ep->sq_head % ep->nsbuf];
+		sb = copy_slot(ep);
+		if (RDMAMSG_UNLIKELY(!sb))
+			return -ENOMEM;
 		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
 		sge[0].addr = (uintptr_t)h;
 		sge[0].length = RDMAMSG_HDR;
@@ -82,7 +99,9 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 		sge[1].lkey = src->lkey;
 		nsge = 2;
 	} else {
-		sb = ep->sbufs[ep->sq_head % ep->nsbuf];
+		sb = copy_slot(ep);
+		if (RDMAMSG_UNLIKELY(!sb))
+			return -ENOMEM;
 		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
 		memcpy(sb->data, data, len);
 		sge[0].addr = (uintptr_t)h;
@@ -93,7 +112,7 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 	/* own is pool memory: signal its send, so that the buffer comes back
 	 * when the send completes, not at some later signalled send that may
 	 * never be posted (a sender waiting for pool memory would starve) */
-	ret = fp_post_send(ep, sge, nsge, inl, report || own);
+	ret = fp_post_send(ep, sge, nsge, inl, report || own || sig);
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
@@ -103,6 +122,16 @@ static int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 	ep->sq_head++;
 	ep->last_tx = ep->ctx->now;
 	return 0;
+}
+
+/* post_frag -- post_frag_sig, signalled only when it must be */
+static inline int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
+			    uint32_t imm, uint32_t total, const void *data,
+			    uint32_t len, const struct rdmamsg_buf *src,
+			    struct rdmamsg_buf *own, void *op_ctx, int report)
+{
+	return post_frag_sig(ep, type, flags, imm, total, data, len, src, own,
+			     op_ctx, report, 0);
 }
 
 /* backlog_limit -- messages the backlog may hold */
@@ -143,11 +172,11 @@ static void pump(struct rdmamsg_ep *ep)
 		ep->writable_due = 1;
 }
 
-/* no_pool_memory -- the error for a send that found no pool memory: -EAGAIN
+/* rdmamsg__ep_no_pool_memory -- the error for a send that found no pool memory: -EAGAIN
  * (on_writable follows) only while this endpoint has a message queued or a
  * signalled send outstanding, since its completion is what runs
  * on_writable; otherwise nothing would ever call it: -ENOMEM */
-static int no_pool_memory(struct rdmamsg_ep *ep, int ret)
+int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret)
 {
 	if (ret != -ENOMEM)
 		return ret;
@@ -184,7 +213,9 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
 			ep->cbs.on_send != NULL && !(xflags & F_XFER));
 		if (RDMAMSG_UNLIKELY(ret))
-			return ret == -ENOMEM ? -EAGAIN : -ENOTCONN;
+			return ret == -ENOMEM
+				       ? rdmamsg__ep_no_pool_memory(ep, ret)
+				       : -ENOTCONN;
 		ep->credits--;
 		if (zb)
 			zb->state = BUF_LIB;
@@ -209,7 +240,7 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 	} else {
 		ret = rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &n);
 		if (ret)
-			return no_pool_memory(ep, ret);
+			return rdmamsg__ep_no_pool_memory(ep, ret);
 		memcpy(n->data, data, len);
 	}
 	n->state = BUF_LIB;
@@ -292,6 +323,20 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 	if (!ep || !buf || !ep->in_recv || !ep->rx_cur ||
 	    ep->rx_cur->state != BUF_LIB)
 		return -EINVAL;
+	if (RDMAMSG_UNLIKELY(!ep->rx_cur->slab)) {
+		/* reassembled on the heap (the pool was short): the caller
+		 * gets a pool copy; the heap buffer goes when on_recv
+		 * returns */
+		ret = rdmamsg__buf_get(ep->ctx, ep->rx_cur->len, BUF_USER,
+				       &repl);
+		if (ret)
+			return -ENOMEM;
+		memcpy(repl->data, ep->rx_cur->data, ep->rx_cur->len);
+		repl->len = ep->rx_cur->len;
+		ep->rx_cur->state = BUF_USER; /* kept once */
+		*buf = repl;
+		return 0;
+	}
 	if (!ep->rx_cur_is_asm) {
 		/* the receive ring needs a buffer in its place */
 		ret = rdmamsg__buf_get(ep->ctx, ep->p.eager, BUF_LIB, &repl);
@@ -307,18 +352,55 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 	return 0;
 }
 
-/* rdmamsg__ep_send_ctl -- a control message (credit update, keep-alive) */
+/* rdmamsg__ep_send_ctl -- a control message (credit update, keep-alive);
+ * the last control credit is kept for the goodbye */
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type)
 {
 	int ret;
 
-	if (ep->ctl_credits == 0 || fp_sq_free(ep) == 0)
+	if (ep->ctl_credits <= 1 || fp_sq_free(ep) == 0)
 		return -EAGAIN;
 	ret = post_frag(ep, (uint8_t)type, 0, 0, 0, NULL, 0, NULL, NULL, NULL,
 			0);
 	if (ret)
 		return ret;
 	ep->ctl_credits--;
+	return 0;
+}
+
+/* rdmamsg__ep_send_bye -- the goodbye of a clean close, signalled so that
+ * the close waits for it; it may take the control credit kept for it */
+int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep)
+{
+	int ret;
+
+	if (ep->ctl_credits == 0 || fp_sq_free(ep) == 0)
+		return -EAGAIN;
+	ret = post_frag_sig(ep, W_BYE, 0, 0, 0, NULL, 0, NULL, NULL, NULL, 0,
+			    1);
+	if (ret)
+		return ret;
+	ep->ctl_credits--;
+	return 0;
+}
+
+/* rdmamsg__ep_send_grant -- the passive side's first credit update: the
+ * receive buffers it just posted (to_return) are granted, not returned */
+int rdmamsg__ep_send_grant(struct rdmamsg_ep *ep)
+{
+	uint64_t before = ep->returned_total;
+	uint32_t grant = ep->to_return;
+	int ret;
+
+	if (ep->ctl_credits == 0 || fp_sq_free(ep) == 0)
+		return -EAGAIN;
+	ret = post_frag(ep, W_CREDIT, 0, 0, 0, NULL, 0, NULL, NULL, NULL, 0);
+	if (ret)
+		return ret;
+	ep->ctl_credits--;
+	/* a grant above 65535 is not possible: recv_depth <= 4096 */
+	ep->returned_total =
+		before + (grant - ep->to_return) - ep->p.recv_depth;
 	return 0;
 }
 
@@ -407,8 +489,25 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 			rdmamsg__xfer_write_imm(ep, wc);
 		return 1;
 	}
-	if (RDMAMSG_UNLIKELY(wc->byte_len < RDMAMSG_HDR)) {
-		LOG_ERR("runt message of %u bytes", wc->byte_len);
+	if (RDMAMSG_UNLIKELY(
+		    rdmamsg__wire_check(h, wc->byte_len, ep->p.eager))) {
+		LOG_ERR("endpoint %p: malformed header (type %u flags %#x, "
+			"%u bytes): closing",
+			(void *)ep, h->type, h->flags, wc->byte_len);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 0;
+	}
+	/* credits come back only for buffers we used: more than the peer
+	 * ever granted is a broken (or hostile) peer */
+	if (RDMAMSG_UNLIKELY(rdmamsg__credit_check((uint32_t)ep->credits,
+						   le16toh(h->credits),
+						   ep->peer_depth) ||
+			     rdmamsg__credit_check(ep->ctl_credits, h->ctl,
+						   RDMAMSG_CTL_CREDITS))) {
+		LOG_ERR("endpoint %p: peer returned %u+%u credits, more than "
+			"granted (%d of %u, %u of %u): closing",
+			(void *)ep, le16toh(h->credits), h->ctl, ep->credits,
+			ep->peer_depth, ep->ctl_credits, RDMAMSG_CTL_CREDITS);
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 0;
 	}
@@ -417,8 +516,11 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 	ep->last_rx = ep->ctx->now;
 	ep->credits += le16toh(h->credits);
 	ep->ctl_credits += h->ctl;
-	if (h->type != W_DATA)
+	if (h->type != W_DATA) {
+		if (RDMAMSG_UNLIKELY(h->type == W_BYE))
+			rdmamsg__ep_bye_recv(ep);
 		return 2;
+	}
 	ep->received_total++;
 	if (RDMAMSG_UNLIKELY(ep->closing || ep->phase != PH_UP))
 		return 1;
@@ -438,14 +540,24 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 	if (h->flags & F_FIRST) {
 		uint32_t total = le32toh(h->total);
 
-		if (ep->rx_asm || total > ep->p.max_msg || len > total) {
+		if (ep->rx_asm ||
+		    rdmamsg__frag_check(total, len, ep->p.max_msg)) {
 			LOG_ERR("bad first fragment (total %u)", total);
 			rdmamsg__ep_down(ep, -EPROTO);
 			return 1;
 		}
 		ret = rdmamsg__buf_get(ep->ctx, total, BUF_LIB, &ep->rx_asm);
+		if (ret == -ENOMEM) {
+			/* reassembly needs no registration: a full pool
+			 * costs a copy if the message is kept, not the
+			 * connection */
+			LOG_INFO("no pool memory to reassemble %u bytes: "
+				 "heap",
+				 total);
+			ret = rdmamsg__buf_heap(ep->ctx, total, &ep->rx_asm);
+		}
 		if (ret) {
-			LOG_ERR("no pool memory to reassemble %u bytes", total);
+			LOG_ERR("no memory to reassemble %u bytes", total);
 			rdmamsg__ep_down(ep, -ENOBUFS);
 			return 1;
 		}
@@ -456,7 +568,7 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 1;
 	}
-	if (ep->rx_asm_off + len > ep->rx_asm->len) {
+	if (len > ep->rx_asm->len - ep->rx_asm_off) {
 		LOG_ERR("fragments overrun the message length");
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 1;
@@ -547,10 +659,12 @@ void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 	uint32_t r = ep->p.recv_depth;
 	uint64_t view;
 
-	if (ep->phase != PH_UP || ep->closing)
+	if (ep->phase != PH_UP || (ep->closing && !ep->lingering))
 		return;
 	if (ep->bl_head)
 		pump(ep);
+	if (RDMAMSG_UNLIKELY(ep->closing))
+		return; /* lingering: only the backlog goes out */
 	if (RDMAMSG_UNLIKELY(ep->xf != NULL))
 		rdmamsg__xfer_flush(ep);
 	/* receive buffers the peer believes it still has */

@@ -17,6 +17,9 @@
 
 #define SLAB_TARGET (1u << 20) /* small classes share 1 MiB slabs */
 #define HUGE_PAGE   (2u << 20)
+/* the pool keeps this much registered when idle; idle slabs beyond it go
+ * back to the system when an endpoint closes */
+#define POOL_IDLE ((size_t)8 << 20)
 
 /* class_of -- the smallest class holding size bytes, or -1 */
 static int class_of(size_t size)
@@ -71,12 +74,7 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge)
 /* slab_idle -- whether no buffer of the slab is handed out */
 static int slab_idle(const struct rdmamsg__slab *slab)
 {
-	size_t i;
-
-	for (i = 0; i < slab->ndescs; i++)
-		if (slab->descs[i].state != BUF_FREE)
-			return 0;
-	return 1;
+	return slab->nused == 0;
 }
 
 /* slab_release -- unlink an idle slab's buffers, deregister and free it */
@@ -120,6 +118,25 @@ static void pool_reclaim(struct rdmamsg_ctx *ctx, int c, size_t need)
 	}
 }
 
+/* rdmamsg__pool_shrink -- release idle slabs while the pool holds more
+ * than its idle size: memory a crowd of endpoints used goes back to the
+ * system (and is unpinned, on hardware) after they close */
+void rdmamsg__pool_shrink(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__pool *pool = &ctx->pool;
+	struct rdmamsg__slab **pp = &pool->slabs, *slab;
+	size_t keep = pool->limit < POOL_IDLE ? pool->limit : POOL_IDLE;
+
+	while ((slab = *pp) && pool->registered > keep) {
+		if (slab_idle(slab)) {
+			*pp = slab->next;
+			slab_release(ctx, slab);
+		} else {
+			pp = &slab->next;
+		}
+	}
+}
+
 /* pool_grow -- add one slab of class c; -ENOMEM at the limit */
 static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 {
@@ -155,10 +172,12 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 		ret = -ENOMEM;
 		goto err_free_descs;
 	}
+	/* local access only: the pool holds every client's messages, and a
+	 * peer that learns or guesses a key must reach none of them.  What a
+	 * peer may read (rendezvous sources) or write (exported regions) has
+	 * a registration of its own (rndv.c, mr.c). */
 	slab->mr = ctx->ops->reg_mr(ctx->pd, slab->mem, slab->len,
-				    IBV_ACCESS_LOCAL_WRITE |
-					    IBV_ACCESS_REMOTE_WRITE |
-					    IBV_ACCESS_REMOTE_READ);
+				    IBV_ACCESS_LOCAL_WRITE);
 	if (!slab->mr) {
 		ret = rdmamsg__errno(ENOMEM);
 		LOG_ERR("registering a %zu-byte slab failed: %d", slab->len,
@@ -169,6 +188,7 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 		struct rdmamsg_buf *b = &slab->descs[i];
 
 		b->ctx = ctx;
+		b->slab = slab;
 		b->data = (char *)slab->mem + i * stride + RDMAMSG_HEADROOM;
 		b->cap = stride - RDMAMSG_HEADROOM;
 		b->lkey = slab->mr->lkey;
@@ -228,7 +248,31 @@ int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 	pool->free[c] = b->next;
 	b->next = NULL;
 	b->state = (uint8_t)owner;
+	b->slab->nused++;
 	pool->in_use += b->cap + RDMAMSG_HEADROOM;
+	*buf = b;
+	return 0;
+}
+
+/* rdmamsg__buf_heap -- an unregistered buffer of size bytes from the heap,
+ * for what needs no registration (reassembly) when the pool has no room:
+ * a connection is slowed by a full pool, never cut off */
+int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
+		      struct rdmamsg_buf **buf)
+{
+	struct rdmamsg_buf *b;
+
+	if (size > SIZE_MAX - sizeof(*b) - RDMAMSG_HEADROOM)
+		return -ENOMEM;
+	b = malloc(sizeof(*b) + RDMAMSG_HEADROOM + size);
+	if (!b)
+		return -ENOMEM;
+	memset(b, 0, sizeof(*b));
+	b->ctx = ctx;
+	b->slab = NULL; /* rdmamsg__buf_put frees it */
+	b->data = (char *)(b + 1) + RDMAMSG_HEADROOM;
+	b->cap = size;
+	b->state = BUF_LIB;
 	*buf = b;
 	return 0;
 }
@@ -238,7 +282,13 @@ void rdmamsg__buf_put(struct rdmamsg_buf *b)
 {
 	struct rdmamsg__pool *pool = &b->ctx->pool;
 
+	if (RDMAMSG_UNLIKELY(!b->slab)) {
+		free(b); /* rdmamsg__buf_heap's */
+		return;
+	}
+
 	b->state = BUF_FREE;
+	b->slab->nused--;
 	b->next = pool->free[b->cls];
 	pool->free[b->cls] = b;
 	pool->in_use -= b->cap + RDMAMSG_HEADROOM;

@@ -80,14 +80,16 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	struct rdmamsg__xhdr x;
 	struct oreq *o;
 	uint64_t id;
-	int ret;
+	int eager, ret;
 
 	if (!ep || !response_cb || !idp || (len && !data))
 		return -EINVAL;
 	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP ||
 	    ep->closing)
 		return -ENOTCONN;
-	if (len > ep->p.max_large && len + RDMAMSG_XHDR > ep->max_msg)
+	/* no arithmetic on len before it is known to fit */
+	eager = len <= ep->max_msg - RDMAMSG_XHDR;
+	if (!eager && len > ep->p.max_large)
 		return -EMSGSIZE;
 	ret = rdmamsg__xfer_get(ep, &xf);
 	if (ret)
@@ -102,7 +104,7 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	if (ret)
 		goto err_free_req;
 	o->id = id;
-	if (RDMAMSG_XHDR + len <= ep->max_msg) {
+	if (eager) {
 		memset(&x, 0, sizeof(x));
 		x.kind = X_REQ;
 		x.req = id;
@@ -186,7 +188,17 @@ void rdmamsg__req_recv(struct rdmamsg_ep *ep, int kind, uint64_t id, void *data,
 
 	if (kind == X_RESP) {
 		o = rdmamsg__idtab_find(&xf->reqs, id);
+		if (!o && !rdmamsg__idtab_was_issued(&xf->reqs, id)) {
+			/* never issued: not late, a broken or hostile peer */
+			LOG_ERR("endpoint %p: response to request %llx that "
+				"was "
+				"never sent: closing",
+				(void *)ep, (unsigned long long)id);
+			rdmamsg__ep_down(ep, -EPROTO);
+			return;
+		}
 		if (!o || o->status) {
+			/* it timed out or was cancelled */
 			xf->late++;
 			return;
 		}
@@ -214,7 +226,7 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 {
 	struct rdmamsg_ep *ep;
 	struct rdmamsg__xhdr x;
-	int ret;
+	int eager, ret;
 
 	if (!req || (len && !data))
 		return -EINVAL;
@@ -222,9 +234,10 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP ||
 	    ep->closing)
 		return -ENOTCONN;
-	if (len > ep->p.max_large && len + RDMAMSG_XHDR > ep->max_msg)
+	eager = len <= ep->max_msg - RDMAMSG_XHDR;
+	if (!eager && len > ep->p.max_large)
 		return -EMSGSIZE;
-	if (RDMAMSG_XHDR + len <= ep->max_msg) {
+	if (eager) {
 		memset(&x, 0, sizeof(x));
 		x.kind = X_RESP;
 		x.req = req->id;

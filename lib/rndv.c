@@ -101,9 +101,10 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		memcpy(s->mem, data, len);
 		data = s->mem;
 		errno = 0;
+		/* its own registration, remote read only, for this one
+		 * transfer: the peer reaches these bytes and nothing else */
 		s->tmr = ep->ctx->ops->reg_mr(ep->ctx->pd, s->mem, len,
-					      IBV_ACCESS_LOCAL_WRITE |
-						      IBV_ACCESS_REMOTE_READ);
+					      IBV_ACCESS_REMOTE_READ);
 		if (!s->tmr) {
 			ret = rdmamsg__errno(ENOMEM);
 			LOG_ERR("registering %zu bytes to send failed: %d", len,
@@ -141,8 +142,15 @@ err_free_send:
 	return ret;
 }
 
-/* send_fin -- tell the sender its transfer is over (status 0 or refusal) */
-static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
+/* a FIN that found no pool memory: sent again after later completions */
+struct fin_wait {
+	struct rdmamsg__list link;
+	uint64_t id;
+	int status;
+};
+
+/* fin_post -- one FIN on the wire: 0, or xfer_send's error */
+static int fin_post(struct rdmamsg_ep *ep, uint64_t id, int status)
 {
 	struct rdmamsg__xhdr x;
 
@@ -150,9 +158,48 @@ static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
 	x.kind = X_FIN;
 	x.id = id;
 	x.status = status;
-	if (rdmamsg__xfer_send(ep, &x, NULL, 0)) {
-		LOG_ERR("no buffer for a rendezvous FIN");
+	return rdmamsg__xfer_send(ep, &x, NULL, 0);
+}
+
+/* send_fin -- tell the sender its transfer is over (status 0 or refusal);
+ * a full pool delays it (the sender waits), never ends the connection */
+static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
+{
+	struct fin_wait *w;
+	int ret;
+
+	/* the wire carries an errno: an allocation callback's odd value is
+	 * still a refusal */
+	status = status < 0 && status >= -4095 ? status
+		 : status		       ? -EREMOTEIO
+					       : 0;
+	ret = list_empty(&ep->xf->fins) ? fin_post(ep, id, status) : -EAGAIN;
+	if (ret != -EAGAIN && ret != -ENOMEM)
+		return; /* sent, or the connection is going down anyway */
+	w = malloc(sizeof(*w));
+	if (!w) {
+		LOG_ERR("no memory for a rendezvous FIN");
 		rdmamsg__ep_down(ep, -ENOBUFS);
+		return;
+	}
+	w->id = id;
+	w->status = status;
+	/* the next completion's flush sends it (rdmamsg__xfer_flush) */
+	list_add_tail(&ep->xf->fins, &w->link);
+}
+
+/* rdmamsg__rndv_fin_retry -- send the FINs that waited, in order */
+void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &ep->xf->fins) {
+		struct fin_wait *w = container_of(pos, struct fin_wait, link);
+
+		if (fin_post(ep, w->id, w->status))
+			return;
+		list_del(pos);
+		free(w);
 	}
 }
 
@@ -453,4 +500,8 @@ void rdmamsg__rndv_free(struct rdmamsg_ep *ep)
 			send_free(ep, xf->sends.e[i].p);
 	list_for_each_safe (pos, tmp, &xf->pulls)
 		pull_free(ep, container_of(pos, struct rdmamsg__pull, link));
+	list_for_each_safe (pos, tmp, &xf->fins) {
+		list_del(pos);
+		free(container_of(pos, struct fin_wait, link));
+	}
 }

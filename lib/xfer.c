@@ -36,6 +36,7 @@ int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xfp)
 		return -ENOMEM;
 	}
 	list_init(&xf->pulls);
+	list_init(&xf->fins);
 	list_init(&xf->req_due);
 	list_init(&xf->sreqs);
 	rdmamsg__timer_init(&xf->req_timer, req_timer_fire);
@@ -101,6 +102,17 @@ void *rdmamsg__idtab_find(const struct rdmamsg__idtab *t, uint64_t id)
 	return t->e[i].p;
 }
 
+/* rdmamsg__idtab_was_issued -- whether id was handed out once and has
+ * since been deleted (timed out, cancelled or done): the generations of
+ * its slot below the current one.  An id that fails this and is not
+ * outstanding was never issued. */
+int rdmamsg__idtab_was_issued(const struct rdmamsg__idtab *t, uint64_t id)
+{
+	uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
+
+	return i != 0 && i < t->cap && gen != 0 && gen < t->e[i].gen;
+}
+
 /* rdmamsg__idtab_del -- forget id; its generation moves on */
 void rdmamsg__idtab_del(struct rdmamsg__idtab *t, uint64_t id)
 {
@@ -125,10 +137,14 @@ int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 	struct rdmamsg_buf *b;
 	int ret;
 
+	/* checked before any arithmetic: len may be anything a caller gave */
+	if (len > ep->max_msg || RDMAMSG_XHDR > ep->max_msg - len)
+		return -EMSGSIZE;
 	ret = rdmamsg__buf_get(ep->ctx, RDMAMSG_XHDR + len, BUF_LIB, &b);
 	if (ret)
-		return ret == -EMSGSIZE ? -EMSGSIZE : -EAGAIN;
-	memcpy(b->data, x, RDMAMSG_XHDR);
+		return ret == -EMSGSIZE ? -EMSGSIZE
+					: rdmamsg__ep_no_pool_memory(ep, ret);
+	rdmamsg__xhdr_encode(x, b->data);
 	if (len)
 		memcpy(b->data + RDMAMSG_XHDR, data, len);
 	ret = rdmamsg__ep_send_x(ep, b, RDMAMSG_XHDR + len);
@@ -143,8 +159,10 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 	struct rdmamsg__xhdr x;
 	struct rdmamsg__xfer *xf;
 
-	if (len < RDMAMSG_XHDR) {
-		LOG_ERR("runt transfer message of %zu bytes", len);
+	if (rdmamsg__xhdr_decode(data, len, &x)) {
+		LOG_ERR("endpoint %p: malformed transfer message (%zu bytes, "
+			"kind %u): closing",
+			(void *)ep, len, len ? *(const uint8_t *)data : 0);
 		rdmamsg__ep_down(ep, -EPROTO);
 		return;
 	}
@@ -152,7 +170,6 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 		rdmamsg__ep_down(ep, -ENOMEM);
 		return;
 	}
-	memcpy(&x, data, RDMAMSG_XHDR);
 	switch (x.kind) {
 	case X_RTS:
 	case X_FIN:
@@ -176,6 +193,8 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 /* rdmamsg__xfer_flush -- after polling: start queued pulls */
 void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
 {
+	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->fins)))
+		rdmamsg__rndv_fin_retry(ep);
 	if (!list_empty(&ep->xf->pulls))
 		rdmamsg__rndv_pump(ep);
 }

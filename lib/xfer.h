@@ -10,32 +10,9 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "proto.h"
 
-/*
- * Control messages of this layer travel as eager data messages flagged
- * F_XFER: they use data credits and the backlog like any message, and the
- * small-message fast path only tests one more bit in a mask it tests
- * anyway.  Each starts with this header (little-endian); a request's or
- * response's payload follows it.
- */
-struct rdmamsg__xhdr {
-	uint8_t kind;  /* X_* */
-	uint8_t inner; /* X_RTS: what the pulled bytes are (X_MSG ...) */
-	uint8_t flags; /* X_RTS: XF_IMM */
-	uint8_t pad;
-	int32_t status; /* X_FIN: 0 or the receiver's refusal */
-	uint64_t id;	/* X_RTS/X_FIN: sender's transfer id */
-	uint64_t req;	/* X_REQ/X_RESP, inner X_REQ/X_RESP: request id */
-	uint64_t addr;	/* X_RTS: source */
-	uint64_t len;
-	uint32_t rkey;
-	uint32_t imm;
-};
-
-#define RDMAMSG_XHDR ((uint32_t)sizeof(struct rdmamsg__xhdr))
-
-enum { X_MSG = 0, X_RTS = 1, X_FIN = 2, X_REQ = 3, X_RESP = 4 };
-enum { XF_IMM = 1 };
+/* the transfer header (struct rdmamsg__xhdr, X_*, XF_*) is in proto.h */
 
 /* What a signalled work request of this layer was (one per send slot). */
 enum { OP_NONE = 0, OP_RMA, OP_PULL };
@@ -69,6 +46,7 @@ struct rdmamsg__xfer {
 	struct rdmamsg__idtab sends; /* rendezvous sends awaiting X_FIN */
 	struct rdmamsg__idtab reqs;  /* our outstanding requests */
 	struct rdmamsg__list pulls;  /* rendezvous receives, queued/active */
+	struct rdmamsg__list fins;   /* FINs waiting for pool memory */
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
 	struct rdmamsg__list req_due; /* our requests by deadline */
@@ -99,6 +77,7 @@ int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xf);
 int rdmamsg__idtab_add(struct rdmamsg__idtab *t, void *p, uint64_t *id);
 void *rdmamsg__idtab_find(const struct rdmamsg__idtab *t, uint64_t id);
 void rdmamsg__idtab_del(struct rdmamsg__idtab *t, uint64_t id);
+int rdmamsg__idtab_was_issued(const struct rdmamsg__idtab *t, uint64_t id);
 int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 		       const void *data, size_t len);
 
@@ -114,6 +93,7 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x);
 void rdmamsg__rndv_pull_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 			     int status);
 void rdmamsg__rndv_pump(struct rdmamsg_ep *ep);
+void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__rndv_free(struct rdmamsg_ep *ep);
 

@@ -295,6 +295,9 @@ int main(void)
 	pid_t pid;
 
 	test_setup("conn");
+	/* the server is forked before this process opens softrdma: a child
+	 * must not inherit the parent's device state */
+	pid = test_fork(server, NULL, &rfd);
 	ctx = test_ctx();
 
 	/* bad inputs that need no peer */
@@ -380,7 +383,6 @@ int main(void)
 	       "send on a failed endpoint");
 	close_wait(ctx, ep, &c);
 
-	pid = test_fork(server, NULL, &rfd);
 	port = test_read_port(rfd);
 	ok(port != 0, "server listens on %u", port);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);

@@ -30,7 +30,7 @@ int main(void)
 {
 	struct rdmamsg_ctx_attr *attr = NULL;
 	struct rdmamsg_ctx *ctx = NULL, *ctx2 = NULL;
-	struct rdmamsg_buf *buf = NULL, *b2;
+	struct rdmamsg_buf *buf = NULL, *b2, *b3[2];
 	enum rdmamsg_fabric fab;
 	const char *name = NULL;
 	uint64_t v = 12345;
@@ -152,10 +152,16 @@ int main(void)
 	is_int(rdmamsg_buf_alloc(ctx, 64, NULL), -EINVAL, "buf_alloc NULL out");
 	is_int(rdmamsg_buf_alloc(ctx, (size_t)1 << 40, &buf), -EMSGSIZE,
 	       "buf_alloc 1 TiB");
-	is_int(rdmamsg_buf_alloc(ctx, 32 << 20, &buf), 0, "32 MiB buffer");
-	is_int(rdmamsg_buf_alloc(ctx, 32 << 20, &b2), -ENOMEM,
-	       "a second one passes the 64 MiB limit");
+	/* the default pool limit is 256 MiB: three 64 MiB buffers (plus
+	 * their headroom) fit, a fourth passes it */
+	is_int(rdmamsg_buf_alloc(ctx, 64 << 20, &buf), 0, "64 MiB buffer");
+	is_int(rdmamsg_buf_alloc(ctx, 64 << 20, &b3[0]), 0, "a second one");
+	is_int(rdmamsg_buf_alloc(ctx, 64 << 20, &b3[1]), 0, "a third one");
+	is_int(rdmamsg_buf_alloc(ctx, 64 << 20, &b2), -ENOMEM,
+	       "a fourth one passes the 256 MiB limit");
 	rdmamsg_buf_free(buf);
+	rdmamsg_buf_free(b3[0]);
+	rdmamsg_buf_free(b3[1]);
 	is_int(rdmamsg_buf_alloc(ctx, 100, &buf), 0, "100 B buffer");
 	is_int(rdmamsg_buf_get_size(buf, &sz), 0, "get_size");
 	ok(sz >= 100, "capacity %zu", sz);

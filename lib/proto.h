@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proto.h -- the wire format of rdmamsg's data path, all little-endian:
+ * the message header in front of every send, the header of the
+ * rendezvous and request/response control messages, and the region export
+ * blob.  The handshake's private data (big-endian, as the IB CM carries
+ * it) lives in cm/handshake.h.
+ *
+ * Every value a peer supplies goes through one of the pure checks below
+ * before any arithmetic or use as a length or index: no verbs, no
+ * sockets, no endpoint state, so that the fuzzers (tests/fuzz) drive
+ * exactly what the library runs.
+ */
+#ifndef RDMAMSG_PROTO_H
+#define RDMAMSG_PROTO_H
+
+#include <endian.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/*
+ * Every message or fragment starts with this header.  credits/ctl return
+ * receive buffers to the peer (piggybacked flow control); total is the
+ * whole message's length on its first fragment.  W_BYE is the in-band
+ * goodbye of a clean close (protocol version 3): a connection that ends
+ * without it was reset.
+ */
+struct rdmamsg__wire {
+	uint8_t type;
+	uint8_t flags;
+	uint16_t credits;
+	uint32_t imm;
+	uint32_t total;
+	uint8_t ctl;
+	uint8_t pad[3];
+};
+
+_Static_assert(sizeof(struct rdmamsg__wire) == 16, "wire header size");
+
+#define RDMAMSG_HDR ((uint32_t)sizeof(struct rdmamsg__wire))
+
+enum { W_DATA = 1, W_CREDIT = 2, W_KEEPALIVE = 3, W_RTS = 4, W_BYE = 5 };
+/* F_XFER: a control message of the rendezvous/request layer */
+enum { F_FIRST = 1, F_LAST = 2, F_IMM = 4, F_XFER = 8 };
+
+/* rdmamsg__wire_check -- a received header against the bytes that came
+ * (byte_len) and our receive buffer size (eager): 0, or -EPROTO */
+static inline int rdmamsg__wire_check(const struct rdmamsg__wire *h,
+				      uint32_t byte_len, uint32_t eager)
+{
+	if (byte_len < RDMAMSG_HDR || byte_len - RDMAMSG_HDR > eager)
+		return -EPROTO;
+	if (h->pad[0] | h->pad[1] | h->pad[2])
+		return -EPROTO;
+	switch (h->type) {
+	case W_DATA:
+		if (h->flags & ~(F_FIRST | F_LAST | F_IMM | F_XFER))
+			return -EPROTO;
+		if ((h->flags & (F_XFER | F_IMM)) == (F_XFER | F_IMM))
+			return -EPROTO;
+		return 0;
+	case W_CREDIT:
+	case W_KEEPALIVE:
+	case W_BYE:
+		/* header only: nothing else is defined */
+		if (byte_len != RDMAMSG_HDR || h->flags || h->imm || h->total)
+			return -EPROTO;
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* rdmamsg__credit_check -- may add credits come on top of have without
+ * exceeding max (what the peer ever granted)?  0, or -EPROTO; no
+ * arithmetic that can wrap */
+static inline int rdmamsg__credit_check(uint32_t have, uint32_t add,
+					uint32_t max)
+{
+	if (have > max || add > max - have)
+		return -EPROTO;
+	return 0;
+}
+
+/* rdmamsg__frag_check -- a first fragment announcing total bytes, with len
+ * bytes in it, against the largest message we accept: 0 or -EPROTO */
+static inline int rdmamsg__frag_check(uint32_t total, uint32_t len,
+				      uint64_t max_msg)
+{
+	if (total > max_msg || len > total)
+		return -EPROTO;
+	return 0;
+}
+
+/*
+ * Control messages of the rendezvous/request layer travel as eager data
+ * messages flagged F_XFER: they use data credits and the backlog like any
+ * message.  Each starts with this header; a request's or response's
+ * payload follows it.
+ */
+struct rdmamsg__xhdr {
+	uint8_t kind;  /* X_* */
+	uint8_t inner; /* X_RTS: what the pulled bytes are (X_MSG ...) */
+	uint8_t flags; /* X_RTS: XF_IMM */
+	uint8_t pad;
+	int32_t status; /* X_FIN: 0 or the receiver's refusal */
+	uint64_t id;	/* X_RTS/X_FIN: sender's transfer id */
+	uint64_t req;	/* X_REQ/X_RESP, inner X_REQ/X_RESP: request id */
+	uint64_t addr;	/* X_RTS: source */
+	uint64_t len;
+	uint32_t rkey;
+	uint32_t imm;
+};
+
+_Static_assert(sizeof(struct rdmamsg__xhdr) == 48, "transfer header size");
+
+#define RDMAMSG_XHDR ((uint32_t)sizeof(struct rdmamsg__xhdr))
+
+enum { X_MSG = 0, X_RTS = 1, X_FIN = 2, X_REQ = 3, X_RESP = 4 };
+enum { XF_IMM = 1 };
+
+/* rdmamsg__xhdr_encode -- x in wire order into out (RDMAMSG_XHDR bytes) */
+static inline void rdmamsg__xhdr_encode(const struct rdmamsg__xhdr *x,
+					void *out)
+{
+	struct rdmamsg__xhdr w = *x;
+
+	w.pad = 0;
+	w.status = (int32_t)htole32((uint32_t)x->status);
+	w.id = htole64(x->id);
+	w.req = htole64(x->req);
+	w.addr = htole64(x->addr);
+	w.len = htole64(x->len);
+	w.rkey = htole32(x->rkey);
+	w.imm = htole32(x->imm);
+	memcpy(out, &w, RDMAMSG_XHDR);
+}
+
+/* rdmamsg__xhdr_decode -- parse and check a transfer header of a message
+ * of len bytes: 0, or -EPROTO for anything a correct peer never sends */
+static inline int rdmamsg__xhdr_decode(const void *in, size_t len,
+				       struct rdmamsg__xhdr *x)
+{
+	if (len < RDMAMSG_XHDR)
+		return -EPROTO;
+	memcpy(x, in, RDMAMSG_XHDR);
+	x->status = (int32_t)le32toh((uint32_t)x->status);
+	x->id = le64toh(x->id);
+	x->req = le64toh(x->req);
+	x->addr = le64toh(x->addr);
+	x->len = le64toh(x->len);
+	x->rkey = le32toh(x->rkey);
+	x->imm = le32toh(x->imm);
+	if (x->pad)
+		return -EPROTO;
+	switch (x->kind) {
+	case X_RTS:
+		if (len != RDMAMSG_XHDR || x->status || !x->len ||
+		    (x->flags & ~XF_IMM) || x->addr + x->len < x->addr)
+			return -EPROTO;
+		if (x->inner == X_MSG)
+			return x->req ? -EPROTO : 0;
+		if (x->inner == X_REQ || x->inner == X_RESP)
+			return x->flags ? -EPROTO : 0;
+		return -EPROTO;
+	case X_FIN:
+		/* a refusal is a negative errno */
+		if (len != RDMAMSG_XHDR || x->inner || x->flags ||
+		    x->status > 0 || x->status < -4095)
+			return -EPROTO;
+		return 0;
+	case X_REQ:
+	case X_RESP:
+		if (x->inner || x->flags || x->status || x->id || x->addr ||
+		    x->len || x->rkey || x->imm)
+			return -EPROTO;
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* The region export blob: "RMX1", access flags, rkey, reserved, address,
+ * length. */
+#define RDMAMSG_EXPORT_MAGIC 0x31584d52u /* "RMX1" little-endian */
+#define RDMAMSG_EXPORT_BYTES 32
+
+/* rdmamsg__export_decode -- parse a peer's export blob of len bytes;
+ * access must be within allowed: 0, or -EINVAL */
+static inline int rdmamsg__export_decode(const void *buf, size_t len,
+					 uint32_t allowed, uint64_t *addr,
+					 uint64_t *rlen, uint32_t *rkey,
+					 uint32_t *access)
+{
+	const uint8_t *p = buf;
+	uint32_t magic;
+
+	if (!buf || len < RDMAMSG_EXPORT_BYTES)
+		return -EINVAL;
+	memcpy(&magic, p, 4);
+	memcpy(access, p + 4, 4);
+	memcpy(rkey, p + 8, 4);
+	memcpy(addr, p + 16, 8);
+	memcpy(rlen, p + 24, 8);
+	*access = le32toh(*access);
+	*rkey = le32toh(*rkey);
+	*addr = le64toh(*addr);
+	*rlen = le64toh(*rlen);
+	if (le32toh(magic) != RDMAMSG_EXPORT_MAGIC || (*access & ~allowed) ||
+	    !*rlen || *addr + *rlen < *addr)
+		return -EINVAL;
+	return 0;
+}
+
+#endif /* RDMAMSG_PROTO_H */

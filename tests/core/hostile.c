@@ -1,0 +1,861 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hostile.c -- a hostile peer against an rdmamsg server.  The attacker is a
+ * raw librdmacm/libibverbs program (softrdma through the ordinary API) that
+ * speaks a valid handshake and then: reads and writes the server's pool
+ * with its exact keys and addresses (learnt here from the server's
+ * internals: on hardware keys are small integers, easy to guess), returns
+ * more credits than it was granted, and sends malformed or oversized
+ * headers of every kind (message, fragment, credit update, rendezvous,
+ * request/response) and a response to a request never made.  Meanwhile an
+ * honest rdmamsg client exchanges verified messages with the same server.
+ *
+ * Asserted: every pool access fails with a remote access error and reads
+ * nothing; every protocol violation closes the attacker's endpoint with
+ * -EPROTO; the honest client is unaffected (every echo verified, no
+ * disconnect); none of its bytes ever reaches the attacker; the server
+ * survives and ends with every object closed.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+#include "../tap.h"
+#include "util.h"
+#include "internal.h"
+#include "proto.h"
+#include "handshake.h"
+
+#define SECRET	 "SECRET-of-the-honest-client:"
+#define MSG_LEN	 1000 /* copied through the server's pool, not inline */
+#define EAGER	 8192
+#define A_DEPTH	 8
+#define A_NRX	 (A_DEPTH + RDMAMSG_CTL_CREDITS)
+#define A_RXLEN	 (RDMAMSG_HDR + EAGER)
+#define MAX_SLAB 4
+#define ATK_SEND (1ull << 63) /* wr_id of the attacker's sends */
+
+static uint64_t total_leaked; /* secret bytes any attack saw */
+
+struct slab_info {
+	uint64_t addr, len;
+	uint32_t rkey, lkey;
+};
+
+/* ---- the server (child) -------------------------------------------- */
+
+struct srv {
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_listener *lst;
+	int wfd, nopen, dumped, failures;
+	uint64_t nrecv;
+};
+
+/* srv_dump -- tell the test where the pool is (what an attacker guesses) */
+static void srv_dump(struct srv *s)
+{
+	struct slab_info si[MAX_SLAB];
+	struct rdmamsg__slab *sl;
+	uint32_t n = 0;
+
+	memset(si, 0, sizeof(si));
+	/* the slabs of the receive buffers' class (where the honest client's
+	 * messages land) */
+	for (sl = s->ctx->pool.slabs; sl && n < MAX_SLAB; sl = sl->next) {
+		if (sl->descs[0].cap != EAGER)
+			continue;
+		si[n].addr = (uint64_t)(uintptr_t)sl->mem;
+		si[n].len = sl->len;
+		si[n].rkey = sl->mr->rkey;
+		si[n].lkey = sl->mr->lkey;
+		n++;
+	}
+	if (write(s->wfd, &n, sizeof(n)) != sizeof(n) ||
+	    write(s->wfd, si, sizeof(si)) != sizeof(si))
+		_exit(91);
+}
+
+/* srv_recv -- echo; once the honest client's data sits in the pool, dump */
+static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		     uint32_t imm, unsigned int flags, void *arg)
+{
+	struct srv *s = arg;
+
+	(void)imm;
+	(void)flags;
+	if (rdmamsg_send(ep, data, len, NULL))
+		s->failures++;
+	if (++s->nrecv == 50 && !s->dumped) {
+		s->dumped = 1;
+		srv_dump(s);
+	}
+}
+
+/* srv_closed -- an endpoint is freed */
+static void srv_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct srv *)arg)->nopen--;
+}
+
+/* srv_disc -- report the status to the test, close */
+static void srv_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	struct srv *s = arg;
+	int32_t st = status;
+
+	if (write(s->wfd, &st, sizeof(st)) != sizeof(st))
+		_exit(92);
+	rdmamsg_ep_close(ep, srv_closed);
+}
+
+/* srv_conn -- an accepted endpoint failed before it was up: report it */
+static void srv_conn(struct rdmamsg_ep *ep, int status, int reason,
+		     const void *pdata, size_t len, void *arg)
+{
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	if (status)
+		srv_disc(ep, status, arg);
+}
+
+static const struct rdmamsg_ep_cbs srv_cbs = {
+	.on_connect = srv_conn,
+	.on_recv = srv_recv,
+	.on_disconnect = srv_disc,
+};
+
+/* srv_req -- accept everybody (requests and responses enabled) */
+static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
+		    const void *pdata, size_t len, void *arg)
+{
+	struct srv *s = arg;
+	struct rdmamsg_ep *ep;
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	if (rdmamsg_conn_req_accept(req, NULL, &srv_cbs, s, &ep) == 0)
+		s->nopen++;
+	else
+		s->failures++;
+}
+
+static int ctl_pipe[2] = {-1, -1}; /* test -> server: quit */
+static int cli_pipe[2] = {-1, -1}; /* test -> honest client: stop */
+
+/* readable -- whether fd has a byte (or EOF) right now */
+static int readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/* server -- child: serve until told to quit, then close everything */
+static int server(int wfd, void *arg)
+{
+	struct srv s;
+	uint16_t port;
+
+	(void)arg;
+	close(ctl_pipe[1]);
+	close(cli_pipe[0]);
+	close(cli_pipe[1]);
+	memset(&s, 0, sizeof(s));
+	s.wfd = wfd;
+	if (rdmamsg_ctx_create(NULL, &s.ctx))
+		return 10;
+	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
+	    rdmamsg_listener_get_port(s.lst, &port))
+		return 11;
+	test_write_port(wfd, port);
+	while (!readable(ctl_pipe[0]))
+		test_idle(s.ctx, 20);
+	rdmamsg_listener_close(s.lst, NULL);
+	{
+		struct rdmamsg__list *pos, *tmp;
+
+		list_for_each_safe (pos, tmp, &s.ctx->eps)
+			rdmamsg_ep_close(
+				container_of(pos, struct rdmamsg_ep, link),
+				srv_closed);
+	}
+	for (int i = 0; i < 500 && s.nopen > 0; i++)
+		test_idle(s.ctx, 10);
+	test_idle(s.ctx, 50);
+	if (s.nopen)
+		return 12;
+	if (rdmamsg_ctx_destroy(&s.ctx))
+		return 13;
+	return s.failures ? 14 : 0;
+}
+
+/* ---- the honest client (child) ------------------------------------- */
+
+struct hon {
+	struct rdmamsg_ctx *ctx;
+	uint64_t sent, echoed, bad;
+	int up, disc, closed;
+};
+
+/* hon_fill -- message i: the secret pattern and the sequence number */
+static void hon_fill(char *m, uint64_t i)
+{
+	size_t k;
+
+	for (k = 0; k + sizeof(SECRET) - 1 <= MSG_LEN; k += sizeof(SECRET) - 1)
+		memcpy(m + k, SECRET, sizeof(SECRET) - 1);
+	memset(m + k, '#', MSG_LEN - k);
+	memcpy(m, &i, sizeof(i));
+}
+
+static void hon_connect(struct rdmamsg_ep *ep, int status, int reason,
+			const void *pdata, size_t len, void *arg)
+{
+	(void)ep;
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	((struct hon *)arg)->up = status ? -1 : 1;
+}
+
+/* hon_recv -- every echo must be the message sent, in order */
+static void hon_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		     uint32_t imm, unsigned int flags, void *arg)
+{
+	struct hon *h = arg;
+	char m[MSG_LEN];
+
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	hon_fill(m, h->echoed);
+	if (len != MSG_LEN || memcmp(m, data, MSG_LEN))
+		h->bad++;
+	h->echoed++;
+}
+
+static void hon_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	printf("# honest client: disconnected %d\n", status);
+	((struct hon *)arg)->disc = 1;
+}
+
+static void hon_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct hon *)arg)->closed = 1;
+}
+
+static const struct rdmamsg_ep_cbs hon_cbs = {
+	.on_connect = hon_connect,
+	.on_recv = hon_recv,
+	.on_disconnect = hon_disc,
+};
+
+/* honest -- child: exchange verified messages until told to stop */
+static int honest(int wfd, void *arg)
+{
+	const char *addr = arg;
+	struct rdmamsg_ep *ep;
+	struct hon h;
+	char m[MSG_LEN];
+	uint64_t r[3];
+
+	close(ctl_pipe[0]);
+	close(ctl_pipe[1]);
+	close(cli_pipe[1]);
+	memset(&h, 0, sizeof(h));
+	if (rdmamsg_ctx_create(NULL, &h.ctx))
+		return 20;
+	if (rdmamsg_connect(h.ctx, addr, NULL, &hon_cbs, &h, &ep))
+		return 21;
+	while (!h.up)
+		test_idle(h.ctx, 10);
+	if (h.up < 0)
+		return 22;
+	while (!h.disc && (!readable(cli_pipe[0]) || h.sent < 200)) {
+		/* a window of 4 messages in flight */
+		while (h.sent - h.echoed < 4) {
+			hon_fill(m, h.sent);
+			if (rdmamsg_send(ep, m, MSG_LEN, NULL))
+				break;
+			h.sent++;
+		}
+		test_idle(h.ctx, 2);
+	}
+	for (int i = 0; i < 500 && h.echoed < h.sent && !h.disc; i++)
+		test_idle(h.ctx, 10);
+	r[0] = h.sent;
+	r[1] = h.echoed;
+	r[2] = h.bad + (uint64_t)h.disc;
+	rdmamsg_ep_close(ep, hon_closed);
+	test_run_until(h.ctx, &h.closed, 5000);
+	if (write(wfd, r, sizeof(r)) != sizeof(r))
+		return 23;
+	if (!h.closed || rdmamsg_ctx_destroy(&h.ctx))
+		return 24;
+	return 0;
+}
+
+/* ---- the attacker (this process) ----------------------------------- */
+
+struct atk {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	char *mem; /* receive buffers, then a send area, then a read area */
+	uint32_t credits, ctl;
+	uint64_t leaked; /* secret bytes seen */
+};
+
+#define A_SEND_OFF ((size_t)A_NRX * A_RXLEN)
+#define A_READ_OFF (A_SEND_OFF + 65536)
+#define A_MEM	   (A_READ_OFF + ((size_t)1 << 20))
+
+/* has_secret -- whether the honest client's pattern is in p[0..len) */
+static int has_secret(const char *p, size_t len)
+{
+	size_t n = sizeof(SECRET) - 1, i;
+
+	for (i = 0; i + n <= len; i++)
+		if (p[i] == 'S' && !memcmp(p + i, SECRET, n))
+			return 1;
+	return 0;
+}
+
+/* atk_event -- the next CM event of the attacker's id (type), or -1 */
+static int atk_event(struct atk *a, enum rdma_cm_event_type type, int ms,
+		     uint8_t *pdata, size_t *plen)
+{
+	struct pollfd p = {.fd = a->ch->fd, .events = POLLIN};
+	struct rdma_cm_event *ev;
+	int got;
+
+	if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(a->ch, &ev))
+		return -1;
+	got = ev->event;
+	if (pdata && plen && ev->param.conn.private_data) {
+		*plen = ev->param.conn.private_data_len;
+		memcpy(pdata, ev->param.conn.private_data, *plen);
+	}
+	rdma_ack_cm_event(ev);
+	return got == (int)type ? 0 : got;
+}
+
+/* atk_post_rx -- receive buffer i */
+static int atk_post_rx(struct atk *a, uint32_t i)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(a->mem + (size_t)i * A_RXLEN),
+			      .length = A_RXLEN,
+			      .lkey = a->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1},
+			   *bad;
+
+	return ibv_post_recv(a->id->qp, &wr, &bad);
+}
+
+/* atk_poll -- one completion within ms: its status, or -1 */
+static int atk_poll(struct atk *a, int ms, struct ibv_wc *wc)
+{
+	long long end = test_now_ms() + ms;
+
+	while (test_now_ms() < end) {
+		int n = ibv_poll_cq(a->cq, 1, wc);
+
+		if (n < 0)
+			return -1;
+		if (n == 1) {
+			if (!(wc->wr_id & ATK_SEND) &&
+			    wc->status == IBV_WC_SUCCESS) {
+				char *b = a->mem + wc->wr_id * A_RXLEN;
+
+				if (has_secret(b, wc->byte_len))
+					a->leaked++;
+			}
+			return wc->status;
+		}
+		usleep(200);
+	}
+	return -1;
+}
+
+/* atk_connect -- a raw client with a valid handshake; 0 once the server's
+ * credit grant arrived */
+static int atk_connect(struct atk *a, unsigned int port)
+{
+	struct sockaddr_in dst;
+	struct ibv_qp_init_attr qa;
+	struct rdma_conn_param cp;
+	struct rdmamsg__hs hs;
+	uint8_t pdata[RDMAMSG_HS_MAX], acc[256];
+	size_t alen = 0;
+	struct ibv_wc wc;
+	uint32_t i;
+
+	memset(a, 0, sizeof(*a));
+	a->ch = rdma_create_event_channel();
+	if (!a->ch || rdma_create_id(a->ch, &a->id, NULL, RDMA_PS_TCP))
+		return -1;
+	memset(&dst, 0, sizeof(dst));
+	dst.sin_family = AF_INET;
+	dst.sin_port = htons((uint16_t)port);
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (rdma_resolve_addr(a->id, NULL, (struct sockaddr *)&dst, 2000) ||
+	    atk_event(a, RDMA_CM_EVENT_ADDR_RESOLVED, 5000, NULL, NULL) ||
+	    rdma_resolve_route(a->id, 2000) ||
+	    atk_event(a, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000, NULL, NULL))
+		return -2;
+	a->pd = ibv_alloc_pd(a->id->verbs);
+	a->cq = ibv_create_cq(a->id->verbs, 64, NULL, NULL, 0);
+	a->mem = calloc(1, A_MEM);
+	if (!a->pd || !a->cq || !a->mem)
+		return -3;
+	a->mr = ibv_reg_mr(a->pd, a->mem, A_MEM,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = a->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 16;
+	qa.cap.max_recv_wr = A_NRX;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = 64;
+	if (!a->mr || rdma_create_qp(a->id, a->pd, &qa))
+		return -4;
+	for (i = 0; i < A_NRX; i++)
+		if (atk_post_rx(a, i))
+			return -5;
+	memset(&hs, 0, sizeof(hs));
+	hs.kind = HS_REQ;
+	hs.depth = A_DEPTH;
+	hs.ctl = RDMAMSG_CTL_CREDITS;
+	hs.eager = EAGER;
+	hs.max_msg = 1 << 20;
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = pdata;
+	cp.private_data_len = (uint8_t)rdmamsg__hs_encode(&hs, pdata);
+	cp.responder_resources = cp.initiator_depth = 1;
+	cp.retry_count = 7;
+	if (rdma_connect(a->id, &cp) ||
+	    atk_event(a, RDMA_CM_EVENT_ESTABLISHED, 5000, acc, &alen))
+		return -6;
+	if (rdmamsg__hs_decode(acc, alen, &hs) || hs.kind != HS_ACC)
+		return -7;
+	/* the passive side grants its credits in-band once established */
+	if (atk_poll(a, 10000, &wc) != IBV_WC_SUCCESS ||
+	    wc.byte_len != RDMAMSG_HDR)
+		return -8;
+	{
+		const struct rdmamsg__wire *h =
+			(const void *)(a->mem + wc.wr_id * A_RXLEN);
+
+		if (h->type != W_CREDIT)
+			return -9;
+		a->credits = le16toh(h->credits);
+		a->ctl = h->ctl;
+	}
+	return atk_post_rx(a, (uint32_t)wc.wr_id) ? -10 : 0;
+}
+
+/* atk_free -- tear the raw client down */
+static void atk_free(struct atk *a)
+{
+	if (a->id && a->id->qp)
+		rdma_destroy_qp(a->id);
+	if (a->mr)
+		ibv_dereg_mr(a->mr);
+	if (a->cq)
+		ibv_destroy_cq(a->cq);
+	if (a->pd)
+		ibv_dealloc_pd(a->pd);
+	if (a->id)
+		rdma_destroy_id(a->id);
+	if (a->ch)
+		rdma_destroy_event_channel(a->ch);
+	free(a->mem);
+	total_leaked += a->leaked;
+	memset(a, 0, sizeof(*a));
+}
+
+/* atk_send -- len bytes from the send area as one message */
+static int atk_send(struct atk *a, size_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(a->mem + A_SEND_OFF),
+			      .length = (uint32_t)len,
+			      .lkey = a->mr->lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ATK_SEND;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	return ibv_post_send(a->id->qp, &wr, &bad);
+}
+
+/* atk_rdma -- one RDMA READ or WRITE of len bytes at a remote address */
+static int atk_rdma(struct atk *a, enum ibv_wr_opcode op, uint64_t raddr,
+		    uint32_t rkey, uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(a->mem + A_READ_OFF),
+			      .length = len,
+			      .lkey = a->mr->lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ATK_SEND;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(a->id->qp, &wr, &bad);
+}
+
+/* hdr -- a message header at the start of the send area */
+static struct rdmamsg__wire *hdr(struct atk *a, uint8_t type, uint8_t flags,
+				 uint16_t credits, uint8_t ctl, uint32_t total)
+{
+	struct rdmamsg__wire *h = (void *)(a->mem + A_SEND_OFF);
+
+	memset(h, 0, sizeof(*h));
+	h->type = type;
+	h->flags = flags;
+	h->credits = htole16(credits);
+	h->ctl = ctl;
+	h->total = htole32(total);
+	return h;
+}
+
+/* xhdr -- a data message flagged F_XFER carrying the transfer header x */
+static size_t xmsg(struct atk *a, const struct rdmamsg__xhdr *x, size_t extra)
+{
+	hdr(a, W_DATA, F_FIRST | F_LAST | F_XFER, 0, 0, 0);
+	memcpy(a->mem + A_SEND_OFF + RDMAMSG_HDR, x, RDMAMSG_XHDR);
+	return RDMAMSG_HDR + RDMAMSG_XHDR + extra;
+}
+
+static int srv_rfd;
+
+/* srv_status -- the next endpoint status the server reports, or 1 */
+static int srv_status(int ms)
+{
+	struct pollfd p = {.fd = srv_rfd, .events = POLLIN};
+	int32_t st;
+
+	if (poll(&p, 1, ms) != 1 ||
+	    read(srv_rfd, &st, sizeof(st)) != sizeof(st))
+		return 1;
+	return st;
+}
+
+/* proto_attack -- connect, send one malformed message of len bytes made
+ * by the caller, and expect the server to close us with -EPROTO */
+static void proto_attack(unsigned int port, const char *what,
+			 size_t (*make)(struct atk *a))
+{
+	struct atk a;
+	struct ibv_wc wc;
+	int ret, st;
+
+	ret = atk_connect(&a, port);
+	if (ret) {
+		ok(0, "%s: attacker connects (%d)", what, ret);
+		atk_free(&a);
+		return;
+	}
+	ret = atk_send(&a, make(&a));
+	ok(ret == 0, "%s: sent", what);
+	st = srv_status(15000);
+	ok(st == -EPROTO, "%s: the server closed the endpoint (%d, -EPROTO)",
+	   what, st);
+	ok(atk_event(&a, RDMA_CM_EVENT_DISCONNECTED, 10000, NULL, NULL) == 0,
+	   "%s: the attacker is disconnected", what);
+	while (atk_poll(&a, 10, &wc) >= 0)
+		;
+	atk_free(&a);
+}
+
+static size_t m_bad_type(struct atk *a)
+{
+	hdr(a, 9, 0, 0, 0, 0);
+	return RDMAMSG_HDR;
+}
+
+static size_t m_bad_flags(struct atk *a)
+{
+	hdr(a, W_DATA, 0x80 | F_FIRST | F_LAST, 0, 0, 0);
+	return RDMAMSG_HDR + 4;
+}
+
+static size_t m_runt(struct atk *a)
+{
+	hdr(a, W_DATA, F_FIRST | F_LAST, 0, 0, 0);
+	return 8;
+}
+
+static size_t m_credit_payload(struct atk *a)
+{
+	hdr(a, W_CREDIT, 0, 0, 0, 0);
+	return RDMAMSG_HDR + 100;
+}
+
+static size_t m_credit_overflow(struct atk *a)
+{
+	/* we sent nothing: no credit is owed to the server */
+	hdr(a, W_CREDIT, 0, 65535, 0, 0);
+	return RDMAMSG_HDR;
+}
+
+static size_t m_ctl_overflow(struct atk *a)
+{
+	hdr(a, W_KEEPALIVE, 0, 0, 255, 0);
+	return RDMAMSG_HDR;
+}
+
+static size_t m_frag_total(struct atk *a)
+{
+	/* a first fragment announcing 4 GiB */
+	hdr(a, W_DATA, F_FIRST, 0, 0, 0xffffffffu);
+	return RDMAMSG_HDR + 100;
+}
+
+static size_t m_frag_orphan(struct atk *a)
+{
+	hdr(a, W_DATA, F_LAST, 0, 0, 0);
+	return RDMAMSG_HDR + 100;
+}
+
+static size_t m_frag_short(struct atk *a)
+{
+	/* one fragment of 100 bytes announces 50 */
+	hdr(a, W_DATA, F_FIRST, 0, 0, 50);
+	return RDMAMSG_HDR + 100;
+}
+
+static size_t m_x_runt(struct atk *a)
+{
+	hdr(a, W_DATA, F_FIRST | F_LAST | F_XFER, 0, 0, 0);
+	return RDMAMSG_HDR + 10;
+}
+
+static size_t m_x_kind(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = 77;
+	return xmsg(a, &x, 0);
+}
+
+static size_t m_rts_zero(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = X_RTS;
+	x.inner = X_MSG;
+	x.id = 1;
+	x.len = 0;
+	return xmsg(a, &x, 0);
+}
+
+static size_t m_rts_wrap(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = X_RTS;
+	x.inner = X_MSG;
+	x.id = 1;
+	x.addr = htole64(UINT64_MAX - 10);
+	x.len = htole64(4096);
+	return xmsg(a, &x, 0);
+}
+
+static size_t m_rts_inner(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = X_RTS;
+	x.inner = 9;
+	x.id = 1;
+	x.len = htole64(4096);
+	return xmsg(a, &x, 0);
+}
+
+static size_t m_fin_unknown(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = X_FIN;
+	x.id = htole64(0x0000000500000003ull);
+	return xmsg(a, &x, 0);
+}
+
+static size_t m_fin_status(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = X_FIN;
+	x.status = (int32_t)htole32(12345);
+	return xmsg(a, &x, 0);
+}
+
+static size_t m_resp_unknown(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	/* the server never sent a request: no id was ever issued */
+	memset(&x, 0, sizeof(x));
+	x.kind = X_RESP;
+	x.req = htole64(0x0000000700000002ull);
+	return xmsg(a, &x, 5);
+}
+
+static size_t m_req_junk(struct atk *a)
+{
+	struct rdmamsg__xhdr x;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = X_REQ;
+	x.req = htole64(1);
+	x.rkey = htole32(0xdead);
+	return xmsg(a, &x, 5);
+}
+
+/* pool_attack -- an RDMA READ or WRITE at the server's pool with its
+ * exact address and key (and guessed ones around it) */
+static void pool_attack(unsigned int port, const struct slab_info *si,
+			enum ibv_wr_opcode op, uint32_t key, const char *what)
+{
+	struct atk a;
+	struct ibv_wc wc;
+	int ret, st;
+
+	ret = atk_connect(&a, port);
+	if (ret) {
+		ok(0, "%s: attacker connects (%d)", what, ret);
+		atk_free(&a);
+		return;
+	}
+	if (op == IBV_WR_RDMA_WRITE)
+		memset(a.mem + A_READ_OFF, 'X', 4096);
+	ret = atk_rdma(&a, op, si->addr, key,
+		       op == IBV_WR_RDMA_WRITE	     ? 4096
+		       : si->len < ((size_t)1 << 20) ? (uint32_t)si->len
+						     : (uint32_t)1 << 20);
+	ok(ret == 0, "%s: posted", what);
+	do {
+		st = atk_poll(&a, 10000, &wc);
+	} while (st == IBV_WC_SUCCESS && !(wc.wr_id & ATK_SEND));
+	ok(st == IBV_WC_REM_ACCESS_ERR,
+	   "%s: remote access error (status %d: %s)", what, st,
+	   st >= 0 ? ibv_wc_status_str((enum ibv_wc_status)st) : "none");
+	if (op == IBV_WR_RDMA_READ) {
+		size_t i, nz = 0;
+
+		for (i = 0; i < ((size_t)1 << 20); i++)
+			nz += a.mem[A_READ_OFF + i] != 0;
+		ok(nz == 0, "%s: not one byte read (%zu)", what, nz);
+		a.leaked += has_secret(a.mem + A_READ_OFF, (size_t)1 << 20);
+	}
+	/* our QP is in error now; leaving ends the server's endpoint */
+	rdma_disconnect(a.id);
+	st = srv_status(15000);
+	ok(st != 1, "%s: the server closed the endpoint (%d)", what, st);
+	atk_free(&a);
+}
+
+int main(void)
+{
+	struct slab_info si[MAX_SLAB];
+	char addr[64];
+	unsigned int port;
+	uint32_t nslab = 0;
+	uint64_t r[3] = {0, 0, 0};
+	pid_t spid, cpid;
+	int crfd, st;
+
+	test_setup("hostile");
+	signal(SIGPIPE, SIG_IGN);
+	if (pipe(ctl_pipe) || pipe(cli_pipe))
+		bail_out("pipe");
+	spid = test_fork(server, NULL, &srv_rfd);
+	port = test_read_port(srv_rfd);
+	ok(port != 0, "server listens on %u", port);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	cpid = test_fork(honest, addr, &crfd);
+
+	/* the honest client's messages now sit in the server's pool */
+	st = read(srv_rfd, &nslab, sizeof(nslab)) == sizeof(nslab) &&
+	     read(srv_rfd, si, sizeof(si)) == sizeof(si);
+	ok(st && nslab > 0,
+	   "server pool: %u slabs (first at %#llx, %llu bytes, rkey %#x)",
+	   nslab, (unsigned long long)si[0].addr, (unsigned long long)si[0].len,
+	   si[0].rkey);
+	if (!nslab)
+		bail_out("no pool information from the server");
+
+	for (uint32_t k = 0; k < nslab && k < 2; k++) {
+		pool_attack(port, &si[k], IBV_WR_RDMA_READ, si[k].rkey,
+			    "read the pool with its rkey");
+		pool_attack(port, &si[k], IBV_WR_RDMA_READ, si[k].lkey,
+			    "read the pool with its lkey");
+		pool_attack(port, &si[k], IBV_WR_RDMA_WRITE, si[k].rkey,
+			    "write the pool with its rkey");
+	}
+
+	proto_attack(port, "unknown message type", m_bad_type);
+	proto_attack(port, "undefined flags", m_bad_flags);
+	proto_attack(port, "runt message", m_runt);
+	proto_attack(port, "credit update with a payload", m_credit_payload);
+	proto_attack(port, "65535 credits never granted", m_credit_overflow);
+	proto_attack(port, "255 control credits", m_ctl_overflow);
+	proto_attack(port, "first fragment of 4 GiB", m_frag_total);
+	proto_attack(port, "fragment without a first", m_frag_orphan);
+	proto_attack(port, "fragment longer than its total", m_frag_short);
+	proto_attack(port, "runt transfer header", m_x_runt);
+	proto_attack(port, "unknown transfer kind", m_x_kind);
+	proto_attack(port, "rendezvous of 0 bytes", m_rts_zero);
+	proto_attack(port, "rendezvous wrapping the address space", m_rts_wrap);
+	proto_attack(port, "rendezvous of an unknown kind", m_rts_inner);
+	proto_attack(port, "FIN of an unknown transfer", m_fin_unknown);
+	proto_attack(port, "FIN with a positive status", m_fin_status);
+	proto_attack(port, "response to a request never made", m_resp_unknown);
+	proto_attack(port, "request with junk fields", m_req_junk);
+
+	is_int(total_leaked, 0,
+	       "no byte of the honest client's data reached the attacker");
+
+	/* the honest client: still fine */
+	if (write(cli_pipe[1], "s", 1) != 1)
+		bail_out("write");
+	ok(read(crfd, r, sizeof(r)) == sizeof(r), "honest client reports");
+	ok(r[0] >= 200 && r[1] == r[0],
+	   "honest client: %llu messages, %llu echoes",
+	   (unsigned long long)r[0], (unsigned long long)r[1]);
+	is_int(r[2], 0, "honest client: every echo intact, never disconnected");
+	is_int(test_wait_child(cpid), 0, "honest client exits cleanly");
+	st = srv_status(10000);
+	is_int(st, 0, "the honest client's endpoint closed cleanly (0)");
+
+	if (write(ctl_pipe[1], "q", 1) != 1)
+		bail_out("write");
+	is_int(test_wait_child(spid), 0, "server survived and exits cleanly");
+	close(srv_rfd);
+	close(crfd);
+	return done_testing();
+}
