@@ -7,7 +7,8 @@
  * one of the two reject reasons it may give, an accepted handshake's
  * application bytes lie inside the input, and encoding it again gives the
  * input's own bytes (but the version, which the encoder writes as ours:
- * it may differ only in a reject).
+ * it may differ only in a reject), and an accepted request or accept
+ * holds only values the library then uses without further checks.
  *
  * link with: cm/handshake.c
  */
@@ -44,6 +45,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (memcmp(out, data, 2) || memcmp(out + 3, data + 3, len - 3))
 		abort();
 	if (hs.kind != HS_REJ && out[2] != data[2])
+		abort();
+	/* what the library then uses without further checks */
+	if (hs.kind != HS_REJ &&
+	    (hs.version != RDMAMSG_HS_VERSION || hs.depth < 2 ||
+	     hs.depth > RDMAMSG_HS_MAX_DEPTH || hs.ctl != RDMAMSG_CTL_CREDITS ||
+	     hs.eager < 64 || hs.max_msg < hs.eager))
 		abort();
 	return 0;
 }

@@ -30,33 +30,33 @@ seed() {
 }
 
 # cm/handshake.h: magic "RM", version, kind (1 request, 2 accept,
-# 3 reject), depth (16 bits), control credits (2), user length, eager size,
+# 3 reject), depth (16 bits), control credits (3), user length, eager size,
 # max message, reason (32 bits each), then up to 32 user bytes, big-endian.
 hs() {
 	seed cm_handshake req-plain \
-		524d 02 01 0040 02 00 00002000 00100000 00000000
+		524d 03 01 0040 03 00 00002000 00100000 00000000
 	seed cm_handshake req-user5 \
-		524d 02 01 0040 02 05 00002000 00100000 00000000 68656c6c6f
+		524d 03 01 0040 03 05 00002000 00100000 00000000 68656c6c6f
 	seed cm_handshake req-user32 \
-		524d 02 01 0002 02 20 00000040 00000040 00000000 \
+		524d 03 01 0002 03 20 00000040 00000040 00000000 \
 		000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 	seed cm_handshake acc-padded \
-		524d 02 02 ffff 02 00 ffffffff ffffffff 00000000 \
+		524d 03 02 ffff 03 00 ffffffff ffffffff 00000000 \
 		0000000000000000
 	seed cm_handshake rej-reason \
-		524d 02 03 0000 00 00 00000000 00000000 00010003
+		524d 03 03 0000 00 00 00000000 00000000 00010003
 	seed cm_handshake rej-other-version \
 		524d 09 03 0000 00 03 00000000 00000000 00000007 414243
 	seed cm_handshake req-other-version \
 		524d 01 01 0040 02 00 00002000 00100000 00000000
 	seed cm_handshake req-user-overrun \
-		524d 02 01 0040 02 21 00002000 00100000 00000000 41
+		524d 03 01 0040 03 21 00002000 00100000 00000000 41
 	seed cm_handshake req-short \
-		524d 02 01 0040 02 00 00002000 00100000 0000
+		524d 03 01 0040 03 00 00002000 00100000 0000
 	seed cm_handshake req-eager-above-max \
-		524d 02 01 0040 02 00 00100000 00002000 00000000
+		524d 03 01 0040 03 00 00100000 00002000 00000000
 	seed cm_handshake bad-kind \
-		524d 02 07 0040 02 00 00002000 00100000 00000000
+		524d 03 07 0040 03 00 00002000 00100000 00000000
 }
 
 # lib/mr.c: magic "RMX1", access, rkey, reserved (32 bits each), address,
