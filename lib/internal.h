@@ -108,8 +108,8 @@ void rdmamsg__timer_init(struct rdmamsg__timer *t,
 			 void (*fn)(struct rdmamsg__timer *t));
 void rdmamsg__timer_start(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t,
 			  unsigned int ms);
-void rdmamsg__timer_start_at(struct rdmamsg_ctx *ctx,
-			     struct rdmamsg__timer *t, uint64_t due_ns);
+void rdmamsg__timer_start_at(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t,
+			     uint64_t due_ns);
 void rdmamsg__timer_stop(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t);
 uint64_t rdmamsg__timer_next_due(const struct rdmamsg_ctx *ctx);
 void rdmamsg__timers_run(struct rdmamsg_ctx *ctx);

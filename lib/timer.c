@@ -180,8 +180,8 @@ uint64_t rdmamsg__timer_next_due(const struct rdmamsg_ctx *ctx)
 }
 
 /* rdmamsg__timer_start_at -- (re)start t to fire at due_ns (monotonic) */
-void rdmamsg__timer_start_at(struct rdmamsg_ctx *ctx,
-			     struct rdmamsg__timer *t, uint64_t due_ns)
+void rdmamsg__timer_start_at(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t,
+			     uint64_t due_ns)
 {
 	uint64_t was = rdmamsg__timer_next_due(ctx);
 

@@ -15,8 +15,10 @@
  * Control messages of this layer travel as eager data messages flagged
  * F_XFER: they use data credits and the backlog like any message, and the
  * small-message fast path only tests one more bit in a mask it tests
- * anyway.  Each starts with this header (little-endian); a request's or
- * response's payload follows it.
+ * anyway.  Each starts with this header, copied as it is in memory (host
+ * byte order, so only peers of the same byte order agree; issue 10's one
+ * wire-format header fixes that); a request's or response's payload
+ * follows it.
  */
 struct rdmamsg__xhdr {
 	uint8_t kind;  /* X_* */

@@ -277,8 +277,8 @@ static void test_many(void)
 		now += 997;
 		rdmamsg__timers_run_at(&ctx, now);
 		for (j = before; j < nfired && j < MAXT * 2; j++) {
-			if (last >= 0 && tts[fired[j]].t.due_ns <
-						 tts[last].t.due_ns)
+			if (last >= 0 &&
+			    tts[fired[j]].t.due_ns < tts[last].t.due_ns)
 				sorted = 0;
 			if (tts[fired[j]].t.due_ns > now)
 				good = 0;
