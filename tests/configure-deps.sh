@@ -14,7 +14,8 @@ mkdir -p "$src/include"
 cp -R "$top_srcdir/build-aux" "$src/" &&
 	cp "$top_srcdir/configure" "$top_srcdir/config.h.in" \
 		"$top_srcdir/Makefile.in" "$top_srcdir/rdmamsg.pc.in" "$src/" &&
-	cp "$top_srcdir/include/rdmamsg.h" "$src/include/"
+	cp "$top_srcdir/include/rdmamsg.h" "$src/include/" &&
+	chmod -R u+w "$src" # a distcheck source tree is read-only
 ok $? "copy configure and its inputs"
 
 # conf NAME ENV... -- run configure in a build directory of its own
