@@ -3,8 +3,9 @@
  * rma_wake.c -- the completion of a one-sided operation wakes a loop that
  * blocks on the context's fd: the CQ's completion channel signals it (as on
  * hardware), with no eventfd write from the library (the wakeup callback,
- * which runs whenever the context's eventfd was written, never runs).  RDMA write, read and fetch-and-add, each
- * posted from outside the loop with the client's CQ armed and idle.
+ * which runs whenever the context's eventfd was read, never runs).  RDMA
+ * write, read and fetch-and-add, each posted from outside the loop with
+ * the client's CQ armed and idle, and a write queued behind a send.
  */
 #include "config.h"
 
@@ -22,7 +23,7 @@ struct side {
 };
 
 static struct rdmamsg_listener *lst;
-static int lclosed, kicks, done, op_status;
+static int lclosed, kicks, done, op_status, srv_got;
 static uint64_t op_value;
 
 static void on_connect_cb(struct rdmamsg_ep *ep, int status, int reason,
@@ -51,8 +52,20 @@ static void on_close_cb(struct rdmamsg_ep *ep, void *arg)
 	((struct side *)arg)->closed = 1;
 }
 
+static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
+		       uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	(void)arg;
+	if (len == 5 && !memcmp(data, "first", 5))
+		srv_got++;
+}
+
 static const struct rdmamsg_ep_cbs cbs = {
 	.on_connect = on_connect_cb,
+	.on_recv = on_recv_cb,
 	.on_disconnect = on_disc_cb,
 };
 
@@ -143,6 +156,28 @@ static int wait_op(struct rdmamsg_ctx *ctx)
 	return readable;
 }
 
+/* wait_op2 -- block on both fds (never timing out) until the operation
+ * completes; returns the number of poll()s that timed out */
+static int wait_op2(struct side *a, struct side *b)
+{
+	struct pollfd p[2];
+	int timeouts = 0, i;
+
+	rdmamsg_ctx_get_fd(a->ctx, &p[0].fd);
+	rdmamsg_ctx_get_fd(b->ctx, &p[1].fd);
+	p[0].events = p[1].events = POLLIN;
+	for (i = 0; i < 1000 && !done; i++) {
+		if (rdmamsg_ctx_arm(a->ctx) == 0 &&
+		    rdmamsg_ctx_arm(b->ctx) == 0 && poll(p, 2, 10000) == 0)
+			timeouts++;
+		rdmamsg_ctx_progress(a->ctx);
+		rdmamsg_ctx_progress(b->ctx);
+	}
+	quiesce(a->ctx);
+	quiesce(b->ctx);
+	return timeouts;
+}
+
 int main(void)
 {
 	static struct side srv, cli;
@@ -225,6 +260,21 @@ int main(void)
 	memcpy(&counter, smem + LEN - 8, 8);
 	is_int(counter, 42, "fadd: the counter added");
 	is_int(kicks, 0, "fadd: no eventfd write woke the loop");
+
+	/* a write queued behind a message: it completes after the send, when
+	 * the server took the message; both loops block on their fds */
+	ok(quiesce(cli.ctx) && quiesce(srv.ctx), "idle again");
+	kicks = done = 0;
+	memset(cmem, 'd', LEN / 2);
+	ret = rdmamsg_send(cli.ep, "first", 5, NULL);
+	is_int(ret, 0, "a message posted");
+	ret = rdmamsg_write(cli.ep, cmr, 0, rmr, 0, LEN / 2, on_op, NULL);
+	is_int(ret, 0, "a write posted behind it");
+	is_int(wait_op2(&cli, &srv), 0, "behind a send: no poll() timed out");
+	ok(done && op_status == 0, "write completed (status %d)", op_status);
+	ok(srv_got == 1 && !memcmp(smem, cmem, LEN / 2),
+	   "message received, data in place");
+	is_int(kicks, 0, "behind a send: no eventfd write woke the loop");
 
 	/* the wakeup callback does run for a real wake-up: the check
 	 * above can fail */
