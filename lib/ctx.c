@@ -261,7 +261,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	list_init(&ctx->timers);
+	rdmamsg__timers_init(&ctx->timers);
 	list_init(&ctx->polls);
 	list_init(&ctx->deferred);
 	list_init(&ctx->ldeferred);

@@ -16,93 +16,20 @@
 #define RDMAMSG_SOFTRDMA_PATH "libsoftrdma.so"
 #endif
 
+#define VERBS_OP(field, sym, ret, args) .field = sym,
+/* clang-format off */
 static const struct rdmamsg__ops verbs_ops = {
 	.name = "verbs",
-	.get_device_list = ibv_get_device_list,
-	.free_device_list = ibv_free_device_list,
-	.get_device_name = ibv_get_device_name,
-	.query_device = ibv_query_device,
-	.alloc_pd = ibv_alloc_pd,
-	.dealloc_pd = ibv_dealloc_pd,
-	.reg_mr = ibv_reg_mr,
-	.dereg_mr = ibv_dereg_mr,
-	.create_comp_channel = ibv_create_comp_channel,
-	.destroy_comp_channel = ibv_destroy_comp_channel,
-	.create_cq = ibv_create_cq,
-	.destroy_cq = ibv_destroy_cq,
-	.get_cq_event = ibv_get_cq_event,
-	.ack_cq_events = ibv_ack_cq_events,
-	.create_qp = ibv_create_qp,
-	.destroy_qp = ibv_destroy_qp,
-	.modify_qp = ibv_modify_qp,
-	.get_async_event = ibv_get_async_event,
-	.ack_async_event = ibv_ack_async_event,
-	.create_event_channel = rdma_create_event_channel,
-	.destroy_event_channel = rdma_destroy_event_channel,
-	.create_id = rdma_create_id,
-	.destroy_id = rdma_destroy_id,
-	.bind_addr = rdma_bind_addr,
-	.listen = rdma_listen,
-	.resolve_addr = rdma_resolve_addr,
-	.resolve_route = rdma_resolve_route,
-	.create_cm_qp = rdma_create_qp,
-	.destroy_cm_qp = rdma_destroy_qp,
-	.connect = rdma_connect,
-	.accept = rdma_accept,
-	.reject = rdma_reject,
-	.disconnect = rdma_disconnect,
-	.get_cm_event = rdma_get_cm_event,
-	.ack_cm_event = rdma_ack_cm_event,
-	.get_devices = rdma_get_devices,
-	.free_devices = rdma_free_devices,
+	RDMAMSG__OPS(VERBS_OP)
 };
+/* clang-format on */
 
-#define SYM(field, sym)                                    \
-	{                                                  \
-		offsetof(struct rdmamsg__ops, field), #sym \
-	}
+#define SOFT_SYM(field, sym, ret, args) \
+	{offsetof(struct rdmamsg__ops, field), #sym},
 static const struct {
 	size_t off;
 	const char *sym;
-} soft_syms[] = {
-	SYM(get_device_list, ibv_get_device_list),
-	SYM(free_device_list, ibv_free_device_list),
-	SYM(get_device_name, ibv_get_device_name),
-	SYM(query_device, ibv_query_device),
-	SYM(alloc_pd, ibv_alloc_pd),
-	SYM(dealloc_pd, ibv_dealloc_pd),
-	SYM(reg_mr, ibv_reg_mr),
-	SYM(dereg_mr, ibv_dereg_mr),
-	SYM(create_comp_channel, ibv_create_comp_channel),
-	SYM(destroy_comp_channel, ibv_destroy_comp_channel),
-	SYM(create_cq, ibv_create_cq),
-	SYM(destroy_cq, ibv_destroy_cq),
-	SYM(get_cq_event, ibv_get_cq_event),
-	SYM(ack_cq_events, ibv_ack_cq_events),
-	SYM(create_qp, ibv_create_qp),
-	SYM(destroy_qp, ibv_destroy_qp),
-	SYM(modify_qp, ibv_modify_qp),
-	SYM(get_async_event, ibv_get_async_event),
-	SYM(ack_async_event, ibv_ack_async_event),
-	SYM(create_event_channel, rdma_create_event_channel),
-	SYM(destroy_event_channel, rdma_destroy_event_channel),
-	SYM(create_id, rdma_create_id),
-	SYM(destroy_id, rdma_destroy_id),
-	SYM(bind_addr, rdma_bind_addr),
-	SYM(listen, rdma_listen),
-	SYM(resolve_addr, rdma_resolve_addr),
-	SYM(resolve_route, rdma_resolve_route),
-	SYM(create_cm_qp, rdma_create_qp),
-	SYM(destroy_cm_qp, rdma_destroy_qp),
-	SYM(connect, rdma_connect),
-	SYM(accept, rdma_accept),
-	SYM(reject, rdma_reject),
-	SYM(disconnect, rdma_disconnect),
-	SYM(get_cm_event, rdma_get_cm_event),
-	SYM(ack_cm_event, rdma_ack_cm_event),
-	SYM(get_devices, rdma_get_devices),
-	SYM(free_devices, rdma_free_devices),
-};
+} soft_syms[] = {RDMAMSG__OPS(SOFT_SYM)};
 
 /* softrdma is loaded once per process and never unloaded: its transport
  * threads may outlive a context. */

@@ -11,59 +11,58 @@
  * hardware (libibverbs/librdmacm, linked) and on softrdma (dlopen'ed with
  * RTLD_LOCAL).  The data path needs no table: ibv_post_send() and friends
  * are static inlines that jump through the provider's context->ops.
+ *
+ * RDMAMSG__OPS is the one list of the table's entries: X(field, symbol,
+ * return type, parameters).  It makes the struct below and, in dispatch.c,
+ * both the table bound to the linked libraries (which the compiler checks
+ * against their prototypes) and the names looked up in softrdma.
  */
+/* clang-format off */
+#define RDMAMSG__OPS(X) \
+	X(get_device_list, ibv_get_device_list, struct ibv_device **, (int *n)) \
+	X(free_device_list, ibv_free_device_list, void, (struct ibv_device **list)) \
+	X(get_device_name, ibv_get_device_name, const char *, (struct ibv_device *dev)) \
+	X(query_device, ibv_query_device, int, (struct ibv_context *ctx, struct ibv_device_attr *attr)) \
+	X(alloc_pd, ibv_alloc_pd, struct ibv_pd *, (struct ibv_context *ctx)) \
+	X(dealloc_pd, ibv_dealloc_pd, int, (struct ibv_pd *pd)) \
+	X(reg_mr, ibv_reg_mr, struct ibv_mr *, (struct ibv_pd *pd, void *addr, size_t len, int access)) \
+	X(dereg_mr, ibv_dereg_mr, int, (struct ibv_mr *mr)) \
+	X(create_comp_channel, ibv_create_comp_channel, struct ibv_comp_channel *, (struct ibv_context *c)) \
+	X(destroy_comp_channel, ibv_destroy_comp_channel, int, (struct ibv_comp_channel *cc)) \
+	X(create_cq, ibv_create_cq, struct ibv_cq *, (struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *cc, int vec)) \
+	X(destroy_cq, ibv_destroy_cq, int, (struct ibv_cq *cq)) \
+	X(get_cq_event, ibv_get_cq_event, int, (struct ibv_comp_channel *cc, struct ibv_cq **cq, void **cq_context)) \
+	X(ack_cq_events, ibv_ack_cq_events, void, (struct ibv_cq *cq, unsigned int n)) \
+	X(create_qp, ibv_create_qp, struct ibv_qp *, (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)) \
+	X(destroy_qp, ibv_destroy_qp, int, (struct ibv_qp *qp)) \
+	X(modify_qp, ibv_modify_qp, int, (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)) \
+	X(get_async_event, ibv_get_async_event, int, (struct ibv_context *ctx, struct ibv_async_event *ev)) \
+	X(ack_async_event, ibv_ack_async_event, void, (struct ibv_async_event *ev)) \
+	X(create_event_channel, rdma_create_event_channel, struct rdma_event_channel *, (void)) \
+	X(destroy_event_channel, rdma_destroy_event_channel, void, (struct rdma_event_channel *ch)) \
+	X(create_id, rdma_create_id, int, (struct rdma_event_channel *ch, struct rdma_cm_id **id, void *context, enum rdma_port_space ps)) \
+	X(destroy_id, rdma_destroy_id, int, (struct rdma_cm_id *id)) \
+	X(bind_addr, rdma_bind_addr, int, (struct rdma_cm_id *id, struct sockaddr *addr)) \
+	X(listen, rdma_listen, int, (struct rdma_cm_id *id, int backlog)) \
+	X(resolve_addr, rdma_resolve_addr, int, (struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst, int timeout_ms)) \
+	X(resolve_route, rdma_resolve_route, int, (struct rdma_cm_id *id, int timeout_ms)) \
+	X(create_cm_qp, rdma_create_qp, int, (struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)) \
+	X(destroy_cm_qp, rdma_destroy_qp, void, (struct rdma_cm_id *id)) \
+	X(connect, rdma_connect, int, (struct rdma_cm_id *id, struct rdma_conn_param *p)) \
+	X(accept, rdma_accept, int, (struct rdma_cm_id *id, struct rdma_conn_param *p)) \
+	X(reject, rdma_reject, int, (struct rdma_cm_id *id, const void *pdata, uint8_t pdata_len)) \
+	X(disconnect, rdma_disconnect, int, (struct rdma_cm_id *id)) \
+	X(get_cm_event, rdma_get_cm_event, int, (struct rdma_event_channel *ch, struct rdma_cm_event **ev)) \
+	X(ack_cm_event, rdma_ack_cm_event, int, (struct rdma_cm_event *ev)) \
+	X(get_devices, rdma_get_devices, struct ibv_context **, (int *n)) \
+	X(free_devices, rdma_free_devices, void, (struct ibv_context **list))
+/* clang-format on */
+
+#define RDMAMSG__OP_FIELD(field, sym, ret, args) ret(*field) args;
+
 struct rdmamsg__ops {
 	const char *name;
-	struct ibv_device **(*get_device_list)(int *n);
-	void (*free_device_list)(struct ibv_device **list);
-	const char *(*get_device_name)(struct ibv_device *dev);
-	int (*query_device)(struct ibv_context *ctx,
-			    struct ibv_device_attr *attr);
-	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
-	int (*dealloc_pd)(struct ibv_pd *pd);
-	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len,
-				 int access);
-	int (*dereg_mr)(struct ibv_mr *mr);
-	struct ibv_comp_channel *(*create_comp_channel)(struct ibv_context *c);
-	int (*destroy_comp_channel)(struct ibv_comp_channel *cc);
-	struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe,
-				    void *cq_context,
-				    struct ibv_comp_channel *cc, int vec);
-	int (*destroy_cq)(struct ibv_cq *cq);
-	int (*get_cq_event)(struct ibv_comp_channel *cc, struct ibv_cq **cq,
-			    void **cq_context);
-	void (*ack_cq_events)(struct ibv_cq *cq, unsigned int n);
-	struct ibv_qp *(*create_qp)(struct ibv_pd *pd,
-				    struct ibv_qp_init_attr *attr);
-	int (*destroy_qp)(struct ibv_qp *qp);
-	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
-	int (*get_async_event)(struct ibv_context *ctx,
-			       struct ibv_async_event *ev);
-	void (*ack_async_event)(struct ibv_async_event *ev);
-
-	struct rdma_event_channel *(*create_event_channel)(void);
-	void (*destroy_event_channel)(struct rdma_event_channel *ch);
-	int (*create_id)(struct rdma_event_channel *ch, struct rdma_cm_id **id,
-			 void *context, enum rdma_port_space ps);
-	int (*destroy_id)(struct rdma_cm_id *id);
-	int (*bind_addr)(struct rdma_cm_id *id, struct sockaddr *addr);
-	int (*listen)(struct rdma_cm_id *id, int backlog);
-	int (*resolve_addr)(struct rdma_cm_id *id, struct sockaddr *src,
-			    struct sockaddr *dst, int timeout_ms);
-	int (*resolve_route)(struct rdma_cm_id *id, int timeout_ms);
-	int (*create_cm_qp)(struct rdma_cm_id *id, struct ibv_pd *pd,
-			    struct ibv_qp_init_attr *attr);
-	void (*destroy_cm_qp)(struct rdma_cm_id *id);
-	int (*connect)(struct rdma_cm_id *id, struct rdma_conn_param *p);
-	int (*accept)(struct rdma_cm_id *id, struct rdma_conn_param *p);
-	int (*reject)(struct rdma_cm_id *id, const void *pdata,
-		      uint8_t pdata_len);
-	int (*disconnect)(struct rdma_cm_id *id);
-	int (*get_cm_event)(struct rdma_event_channel *ch,
-			    struct rdma_cm_event **ev);
-	int (*ack_cm_event)(struct rdma_cm_event *ev);
-	struct ibv_context **(*get_devices)(int *n);
-	void (*free_devices)(struct ibv_context **list);
+	RDMAMSG__OPS(RDMAMSG__OP_FIELD)
 };
 
 #endif /* RDMAMSG_DISPATCH_H */

@@ -82,20 +82,38 @@ void rdmamsg__log(int level, const char *func, const char *fmt, ...)
 
 /* ---- timers -------------------------------------------------------- */
 
+/*
+ * One-shot timers in a binary min-heap per context, ordered by due time and
+ * then by start order (equal due times fire first-started first).  The heap
+ * is intrusive (each timer holds its own links), so starting a timer never
+ * allocates: start and stop are O(log n), the next due time is O(1).
+ */
 struct rdmamsg__timer {
-	struct rdmamsg__list link;
+	struct rdmamsg__timer *left, *right, *parent;
 	uint64_t due_ns;
+	uint64_t seq;
 	void (*fn)(struct rdmamsg__timer *t);
 	int active;
 };
 
+struct rdmamsg__timers {
+	struct rdmamsg__timer *min;
+	uint32_t n;
+	uint64_t seq;
+};
+
 uint64_t rdmamsg__now_ns(void);
+void rdmamsg__timers_init(struct rdmamsg__timers *h);
 void rdmamsg__timer_init(struct rdmamsg__timer *t,
 			 void (*fn)(struct rdmamsg__timer *t));
 void rdmamsg__timer_start(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t,
 			  unsigned int ms);
+void rdmamsg__timer_start_at(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t,
+			     uint64_t due_ns);
 void rdmamsg__timer_stop(struct rdmamsg_ctx *ctx, struct rdmamsg__timer *t);
+uint64_t rdmamsg__timer_next_due(const struct rdmamsg_ctx *ctx);
 void rdmamsg__timers_run(struct rdmamsg_ctx *ctx);
+void rdmamsg__timers_run_at(struct rdmamsg_ctx *ctx, uint64_t now_ns);
 
 /* ---- memory pool --------------------------------------------------- */
 
@@ -201,7 +219,7 @@ struct rdmamsg_ctx {
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 
-	struct rdmamsg__list timers;
+	struct rdmamsg__timers timers;
 	struct rdmamsg__list polls;	/* endpoints with CQ work */
 	struct rdmamsg__list deferred;	/* endpoints to step */
 	struct rdmamsg__list ldeferred; /* listeners to step */

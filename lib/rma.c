@@ -48,13 +48,6 @@ int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
 	ep->sig_next = ep->sq_head;
 	ep->unsignaled = 0;
 	ep->last_tx = ep->ctx->now;
-	/* softrdma completes one-sided work when the CQ is next polled, not
-	 * through the channel: poll in the next pass instead of waiting */
-	if (list_empty(&ep->poll_link)) {
-		list_add_tail(&ep->ctx->polls, &ep->poll_link);
-		if (!ep->ctx->in_progress)
-			rdmamsg__loop_kick(ep->ctx);
-	}
 	return 0;
 }
 

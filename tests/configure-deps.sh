@@ -1,20 +1,48 @@
 #!/bin/sh
 # configure-deps.sh -- a missing dependency stops configure with the name of
 # the Debian package to install
+#
+# configure runs from a private copy of its inputs, so that the test works
+# alike in an in-tree build (where the source directory is configured, and
+# configure refuses a second build directory) and out of tree.  A control
+# run with nothing hidden must succeed: each failure below is then caused
+# by the dependency the run hides, and its error must name the package.
 . "$top_srcdir/tests/lib.sh"
+
+src=$tap_tmp/src
+mkdir -p "$src/include"
+cp -R "$top_srcdir/build-aux" "$src/" &&
+	cp "$top_srcdir/configure" "$top_srcdir/config.h.in" \
+		"$top_srcdir/Makefile.in" "$top_srcdir/rdmamsg.pc.in" "$src/" &&
+	cp "$top_srcdir/include/rdmamsg.h" "$src/include/" &&
+	chmod -R u+w "$src" # a distcheck source tree is read-only
+ok $? "copy configure and its inputs"
+
+# conf NAME ENV... -- run configure in a build directory of its own
+conf() {
+	name=$1
+	shift
+	mkdir -p "$tap_tmp/$name"
+	(cd "$tap_tmp/$name" && env "$@" "$src/configure" \
+		--disable-dependency-tracking >out 2>&1)
+}
+
+conf control PATH="$PATH"
+rc=$?
+ok $rc "configure succeeds with every dependency present"
+[ $rc -eq 0 ] || show_log "$tap_tmp/control/out"
 
 # try NAME PACKAGE ENV... -- run configure with ENV hiding one dependency
 try() {
 	name=$1
 	package=$2
 	shift 2
-	mkdir -p "$tap_tmp/$name"
-	(cd "$tap_tmp/$name" && env "$@" "$top_srcdir/configure" -q \
-		>out 2>&1)
+	conf "$name" "$@"
 	ok $((! $?)) "configure fails without $name"
-	grep -q "install the Debian package $package" "$tap_tmp/$name/out"
-	ok $? "the error names $package"
-	show_log "$tap_tmp/$name/out"
+	grep -q "^configure: error: .*install the Debian package $package" \
+		"$tap_tmp/$name/out"
+	ok $? "its error names $package"
+	show_log "$tap_tmp/$name/out" | tail -n 3
 }
 
 try libibverbs libibverbs-dev PKG_CONFIG_LIBDIR="$tap_tmp/empty" \

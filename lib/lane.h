@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lane.h -- the contract between sessions, lanes and the interface (the
+ * design of issue 10's restructuring; nothing uses it yet but the unit
+ * test of the endpoint state machine below).  Private.
+ *
+ * Layers
+ * ------
+ *   public call -> session -> lane -> verbs (provider) -> wire
+ *   fd readable -> loop -> interface (CQ drain, CM event) -> lane
+ *               -> session -> user callback
+ *
+ * - The *session* is what struct rdmamsg_ep is to the user: callbacks,
+ *   backlog, fragmentation and reassembly, requests, rendezvous, sequence
+ *   numbers (for replay and multicast), the endpoint state below.  It
+ *   knows lanes only through struct rdmamsg__lane_ops.
+ * - A *lane* is one transport instance: a QP and everything about posting
+ *   on it and about its completions, including its flow-control window
+ *   (credits), which depends on where its receives come from (its own
+ *   receive queue, or a shared SRQ).  Today's RC code becomes the first
+ *   lane; RC over an SRQ, UD (multicast) and DC follow.  A lane never
+ *   calls the session by name: it reports up only through the callbacks
+ *   the session registered when it opened the lane (struct
+ *   rdmamsg__lane_cbs), with the session's owner pointer.
+ * - Credits with an SRQ: a lane's window is the number of receives its
+ *   peer may consume, granted by the receiving side as the interface
+ *   reposts SRQ buffers (as UCX's rc_iface grants each endpoint a flow-
+ *   control window over a shared SRQ).  The SRQ holds at least the sum of
+ *   granted windows, so a sender never meets an empty SRQ (no RNR), and
+ *   receive memory is bounded by the SRQ, not by the number of endpoints.
+ *   A lane that goes away gives its window back to the interface at
+ *   once; a reconnect starts a fresh, small window (an SRQ that grows
+ *   per reconnect is the trap rxm/DAOS fell into).
+ * - The *interface* (one per context) owns the completion channel, the
+ *   CQs and the SRQs, and the receive buffers of an SRQ.  It drains a CQ
+ *   and routes each completion to its lane from the wr_id (layout below),
+ *   so there is no CQ per endpoint and no pass over idle endpoints: a
+ *   lane with deferred work (backlog, credit update) puts itself on the
+ *   interface's ready list and is visited once.
+ * - cm/ only feeds events in: it finds the session from the rdma_cm id in
+ *   O(1) (id->context), and calls the session, which moves its state with
+ *   ep_set_state() and tells its lane.
+ *
+ * Calls down (session -> lane)
+ * ----------------------------
+ * One-way and non-blocking.  A down call never calls an up callback
+ * before it returns (no re-entry into the session from inside its own
+ * call); what it causes is reported from the interface's progress.
+ *
+ * - send(lane, tx): 0 -- the lane owns tx and its buffer from now on,
+ *   until tx_done(tx, status) hands both back, exactly once, in posting
+ *   order (unsignalled work requests are reported when a later signalled
+ *   one completes, or with the flush); -EAGAIN -- no room (send queue or
+ *   the peer's credits): nothing was taken, the caller keeps tx, and the
+ *   lane calls writable() once when room returns; -ENOTCONN -- the lane
+ *   is down or closing: nothing taken.  -EMSGSIZE for a length above
+ *   what query() reported.  Never -ENOMEM on the fast path: a lane
+ *   preallocates what a posted tx needs.
+ * - rma(lane, op): one-sided write/read/atomic, the same ownership: the
+ *   local registration stays busy until rma_done(op, status, value).
+ * - flush(lane): post nothing new; everything posted completes (success,
+ *   or error/flush after the QP went to ERR), then drained() is called.
+ * - close(lane): one-way; may be called from inside an up callback (the
+ *   lane then finishes it from progress).  closed() is the lane's last up
+ *   call; after it the session may destroy() the lane and free what the
+ *   lane reported back.
+ * - An up callback may call send()/rma() on its lane (an echo from rx()),
+ *   never destroy().
+ *
+ * Calls up (lane -> session, through rdmamsg__lane_cbs)
+ * -----------------------------------------------------
+ * - rx(owner, buf, len, imm, flags): a whole message of the lane (the
+ *   session reassembles fragments).  The buffer is lent for the call; the
+ *   session returns RDMAMSG__RX_KEEP to keep it (it then belongs to the
+ *   session, which gives it back to the context's pool) or 0 to leave it
+ *   to the lane.  Either way the lane (or, with an SRQ, the interface)
+ *   reposts a receive, in batches.
+ * - tx_done, rma_done, writable: as above.
+ * - down(owner, status): the lane failed (QP error, peer timeout, remote
+ *   access error, DISCONNECTED); posted work still completes, with flush
+ *   errors.  Reported once.
+ * - drained(owner), closed(owner): as above.
+ *
+ * Completion routing (wr_id)
+ * --------------------------
+ *   bit 63      1: send queue, 0: receive
+ *   bits 62..40 the lane's index in the interface's lane table (an
+ *               rdmamsg__idt, lib/idtab.h; index 0: the interface itself,
+ *               i.e. an SRQ receive)
+ *   bits 39..0  the lane's own: send slot sequence; receive buffer index
+ * An SRQ receive names its buffer, not its lane: the interface finds the
+ * lane from wc.qp_num (a qpn -> lane table), credits it to that lane's
+ * window, and hands the buffer up.  A lane is destroyed only after every
+ * work request it posted completed, so no completion names a freed lane;
+ * the interface still checks wc.qp_num against the lane's QP.
+ *
+ * Endpoint states (the session's; one enum, one setter, one can_send)
+ * ------------------------------------------------------------------
+ *   IDLE --connect--> RESOLVING --route, QP--> CONNECTING --established--> UP
+ *   IDLE --accept-----------------------------> CONNECTING
+ *   RESOLVING, CONNECTING, UP --failure, rejected, peer gone--> DOWN
+ *   any state but DRAINING, CLOSED --rdmamsg_ep_close()--> DRAINING
+ *   DRAINING --the lane's closed(), close callback--> CLOSED
+ *
+ * - IDLE: made, nothing on the wire.  RESOLVING: active side, address and
+ *   route.  CONNECTING: QP made, handshake in flight (passive: accepted,
+ *   ESTABLISHED not yet seen).  UP: sends allowed (ep_can_send()).
+ * - DOWN: the connection failed or ended and the user has not closed:
+ *   posted work completes with errors; nothing can be sent.
+ * - DRAINING: rdmamsg_ep_close() was called (from any state): no new
+ *   sends; backlog flushed or cancelled; the lane flushes and closes.
+ *   A failure while DRAINING stays DRAINING (the close goes on).
+ * - CLOSED: the lane reported closed() and the close callback ran; the
+ *   memory may go.  Terminal.
+ * Public view (rdmamsg_ep_get_state): IDLE, RESOLVING, CONNECTING ->
+ * RDMAMSG_EP_CONNECTING; UP -> CONNECTED; DOWN -> DISCONNECTED; DRAINING,
+ * CLOSED -> CLOSING.  Reconnect-and-replay will add DOWN -> CONNECTING
+ * for a session that gets a new lane; until then there is no way back to
+ * UP from DOWN.
+ */
+#ifndef RDMAMSG_LANE_H
+#define RDMAMSG_LANE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rdmamsg.h"
+
+struct rdmamsg_buf;
+struct rdmamsg_mr;
+struct rdmamsg__lane;
+struct rdmamsg__iface;
+
+/* ---- endpoint (session) states ------------------------------------- */
+
+enum rdmamsg__ep_st {
+	EPS_IDLE = 0,
+	EPS_RESOLVING,
+	EPS_CONNECTING,
+	EPS_UP,
+	EPS_DOWN,
+	EPS_DRAINING,
+	EPS_CLOSED,
+	EPS_COUNT
+};
+
+/* rdmamsg__ep_st_legal -- whether from -> to is a transition of the
+ * state machine above (a state to itself is not a transition) */
+static inline int rdmamsg__ep_st_legal(enum rdmamsg__ep_st from,
+				       enum rdmamsg__ep_st to)
+{
+	/* bit t of next[f]: f -> t is legal */
+	static const uint8_t next[EPS_COUNT] = {
+		[EPS_IDLE] = 1u << EPS_RESOLVING | 1u << EPS_CONNECTING |
+			     1u << EPS_DRAINING,
+		[EPS_RESOLVING] = 1u << EPS_CONNECTING | 1u << EPS_DOWN |
+				  1u << EPS_DRAINING,
+		[EPS_CONNECTING] =
+			1u << EPS_UP | 1u << EPS_DOWN | 1u << EPS_DRAINING,
+		[EPS_UP] = 1u << EPS_DOWN | 1u << EPS_DRAINING,
+		[EPS_DOWN] = 1u << EPS_DRAINING,
+		[EPS_DRAINING] = 1u << EPS_CLOSED,
+		[EPS_CLOSED] = 0,
+	};
+
+	if ((unsigned int)from >= EPS_COUNT || (unsigned int)to >= EPS_COUNT)
+		return 0;
+	return (next[from] >> to) & 1;
+}
+
+/* rdmamsg__ep_st_can_send -- sends (and one-sided operations) allowed */
+static inline int rdmamsg__ep_st_can_send(enum rdmamsg__ep_st st)
+{
+	return st == EPS_UP;
+}
+
+/* rdmamsg__ep_st_public -- what rdmamsg_ep_get_state() reports */
+static inline enum rdmamsg_ep_state rdmamsg__ep_st_public(
+	enum rdmamsg__ep_st st)
+{
+	switch (st) {
+	case EPS_UP:
+		return RDMAMSG_EP_CONNECTED;
+	case EPS_DOWN:
+		return RDMAMSG_EP_DISCONNECTED;
+	case EPS_DRAINING:
+	case EPS_CLOSED:
+		return RDMAMSG_EP_CLOSING;
+	default:
+		return RDMAMSG_EP_CONNECTING;
+	}
+}
+
+/* ---- the lane's ops table and its up calls ------------------------- */
+
+#define RDMAMSG__WRID_SEND	 ((uint64_t)1 << 63)
+#define RDMAMSG__WRID_LANE_SHIFT 40
+#define RDMAMSG__WRID_LANE_MASK	 (((uint64_t)1 << 23) - 1)
+#define RDMAMSG__WRID_OWN_MASK	 (((uint64_t)1 << 40) - 1)
+
+/* rdmamsg__wrid -- a wr_id for lane index lane, lane-private value own */
+static inline uint64_t rdmamsg__wrid(int send, uint32_t lane, uint64_t own)
+{
+	return (send ? RDMAMSG__WRID_SEND : 0) |
+	       ((uint64_t)(lane & RDMAMSG__WRID_LANE_MASK)
+		<< RDMAMSG__WRID_LANE_SHIFT) |
+	       (own & RDMAMSG__WRID_OWN_MASK);
+}
+
+/* rdmamsg__wrid_lane -- the lane index a wr_id names (0: the interface) */
+static inline uint32_t rdmamsg__wrid_lane(uint64_t wr_id)
+{
+	return (uint32_t)((wr_id >> RDMAMSG__WRID_LANE_SHIFT) &
+			  RDMAMSG__WRID_LANE_MASK);
+}
+
+/* rdmamsg__wrid_own -- the lane-private part of a wr_id */
+static inline uint64_t rdmamsg__wrid_own(uint64_t wr_id)
+{
+	return wr_id & RDMAMSG__WRID_OWN_MASK;
+}
+
+/* A message to send: the buffer has RDMAMSG_HEADROOM bytes in front of
+ * its data for the lane's header.  Owned by the lane from a successful
+ * send() until tx_done(). */
+struct rdmamsg__tx {
+	struct rdmamsg_buf *buf;
+	size_t len;
+	uint32_t imm;
+	unsigned int flags; /* RDMAMSG__TX_* */
+	void *op_ctx;	    /* the session's, given back in tx_done */
+};
+
+#define RDMAMSG__TX_IMM	   0x1 /* imm is the message's immediate value */
+#define RDMAMSG__TX_INLINE 0x2 /* the lane may copy it inline */
+
+/* A one-sided operation; owned by the lane until rma_done(). */
+struct rdmamsg__rma {
+	int kind; /* IBV_WR_RDMA_WRITE ... */
+	struct rdmamsg_mr *lmr;
+	size_t loff, len;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t imm;
+	uint64_t compare_add, swap;
+	void *op_ctx;
+};
+
+#define RDMAMSG__RX_KEEP 1
+
+/* Up calls: registered by the session at open(), called with its owner
+ * pointer; never from inside a down call of the same lane. */
+struct rdmamsg__lane_cbs {
+	int (*rx)(void *owner, struct rdmamsg_buf *buf, size_t len,
+		  uint32_t imm, unsigned int flags);
+	void (*tx_done)(void *owner, struct rdmamsg__tx *tx, int status);
+	void (*rma_done)(void *owner, struct rdmamsg__rma *op, int status,
+			 uint64_t value);
+	void (*writable)(void *owner);
+	void (*down)(void *owner, int status);
+	void (*drained)(void *owner);
+	void (*closed)(void *owner);
+};
+
+/* What a lane can carry, after its handshake. */
+struct rdmamsg__lane_caps {
+	size_t max_msg;		/* one message (the session fragments above) */
+	uint32_t max_inline;	/* bytes sent inline */
+	uint32_t send_depth;	/* sends in flight */
+	int one_sided, atomics; /* rma() kinds it takes */
+};
+
+struct rdmamsg__lane_ops {
+	const char *name;
+	int (*open)(struct rdmamsg__iface *ifc,
+		    const struct rdmamsg__lane_cbs *cbs, void *owner,
+		    struct rdmamsg__lane **lane);
+	int (*query)(const struct rdmamsg__lane *lane,
+		     struct rdmamsg__lane_caps *caps);
+	int (*send)(struct rdmamsg__lane *lane, struct rdmamsg__tx *tx);
+	int (*rma)(struct rdmamsg__lane *lane, struct rdmamsg__rma *op);
+	int (*flush)(struct rdmamsg__lane *lane);
+	void (*close)(struct rdmamsg__lane *lane);
+	void (*destroy)(struct rdmamsg__lane *lane);
+};
+
+#endif /* RDMAMSG_LANE_H */

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lane.c -- unit test of lib/lane.h: the endpoint state machine's
+ * properties (every state reachable, close possible from every live state
+ * and always ending CLOSED, CLOSED terminal, sends only when UP, no way
+ * back from DOWN, the public view) and the wr_id layout (round trip, the
+ * fields never overlap)
+ */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "lane.h"
+#include "tap.h"
+
+/* reach -- bit set of the states reachable from s (s included) */
+static unsigned int reach(enum rdmamsg__ep_st s)
+{
+	unsigned int seen = 1u << s, prev = 0;
+	int f, t;
+
+	while (seen != prev) {
+		prev = seen;
+		for (f = 0; f < EPS_COUNT; f++)
+			for (t = 0; t < EPS_COUNT; t++)
+				if ((seen >> f & 1) &&
+				    rdmamsg__ep_st_legal(
+					    (enum rdmamsg__ep_st)f,
+					    (enum rdmamsg__ep_st)t))
+					seen |= 1u << t;
+	}
+	return seen;
+}
+
+static void test_states(void)
+{
+	const unsigned int all = (1u << EPS_COUNT) - 1;
+	int s, t, good;
+
+	ok(reach(EPS_IDLE) == all, "every state is reachable from IDLE");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if (!(reach((enum rdmamsg__ep_st)s) >> EPS_CLOSED & 1))
+			good = 0;
+	ok(good, "CLOSED is reachable from every state");
+	good = 1;
+	for (t = 0; t < EPS_COUNT; t++)
+		if (rdmamsg__ep_st_legal(EPS_CLOSED, (enum rdmamsg__ep_st)t))
+			good = 0;
+	ok(good, "CLOSED is terminal");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if (rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s,
+					 (enum rdmamsg__ep_st)s))
+			good = 0;
+	ok(good, "no state moves to itself");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if (s != EPS_DRAINING && s != EPS_CLOSED &&
+		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_DRAINING))
+			good = 0;
+	ok(good, "close (-> DRAINING) is legal from every live state");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if (s != EPS_DRAINING &&
+		    rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_CLOSED))
+			good = 0;
+	ok(good, "CLOSED only after DRAINING (the close callback runs once)");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if (s != EPS_CONNECTING &&
+		    rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_UP))
+			good = 0;
+	ok(good, "UP only from CONNECTING");
+	ok(!(reach(EPS_DOWN) >> EPS_UP & 1) &&
+		   !(reach(EPS_DOWN) >> EPS_CONNECTING & 1),
+	   "no way back to CONNECTING or UP from DOWN (no reconnect yet)");
+	ok(!(reach(EPS_DRAINING) >> EPS_DOWN & 1),
+	   "a failure while DRAINING does not leave DRAINING");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++) {
+		enum rdmamsg__ep_st st = (enum rdmamsg__ep_st)s;
+
+		if (rdmamsg__ep_st_can_send(st) != (s == EPS_UP) ||
+		    (rdmamsg__ep_st_public(st) == RDMAMSG_EP_CONNECTED) !=
+			    (s == EPS_UP))
+			good = 0;
+	}
+	ok(good, "sends allowed, and CONNECTED reported, exactly in UP");
+	ok(rdmamsg__ep_st_public(EPS_IDLE) == RDMAMSG_EP_CONNECTING &&
+		   rdmamsg__ep_st_public(EPS_RESOLVING) ==
+			   RDMAMSG_EP_CONNECTING &&
+		   rdmamsg__ep_st_public(EPS_CONNECTING) ==
+			   RDMAMSG_EP_CONNECTING &&
+		   rdmamsg__ep_st_public(EPS_DOWN) == RDMAMSG_EP_DISCONNECTED &&
+		   rdmamsg__ep_st_public(EPS_DRAINING) == RDMAMSG_EP_CLOSING &&
+		   rdmamsg__ep_st_public(EPS_CLOSED) == RDMAMSG_EP_CLOSING,
+	   "the public view of each state");
+	ok(!rdmamsg__ep_st_legal(EPS_COUNT, EPS_UP) &&
+		   !rdmamsg__ep_st_legal(EPS_IDLE, EPS_COUNT) &&
+		   !rdmamsg__ep_st_legal((enum rdmamsg__ep_st) - 1, EPS_UP),
+	   "out-of-range states are never legal");
+}
+
+static void test_wrid(void)
+{
+	static const uint32_t lanes[] = {0, 1, 2, 4095, (1u << 23) - 1};
+	static const uint64_t owns[] = {0, 1, 0xffffffffull,
+					((uint64_t)1 << 40) - 1};
+	size_t i, j;
+	int good = 1, send;
+
+	for (send = 0; send < 2; send++)
+		for (i = 0; i < sizeof(lanes) / sizeof(lanes[0]); i++)
+			for (j = 0; j < sizeof(owns) / sizeof(owns[0]); j++) {
+				uint64_t w =
+					rdmamsg__wrid(send, lanes[i], owns[j]);
+
+				if (rdmamsg__wrid_lane(w) != lanes[i] ||
+				    rdmamsg__wrid_own(w) != owns[j] ||
+				    !(w & RDMAMSG__WRID_SEND) != !send)
+					good = 0;
+			}
+	ok(good, "wr_id: direction, lane and own value round-trip");
+	ok((RDMAMSG__WRID_SEND &
+	    (RDMAMSG__WRID_LANE_MASK << RDMAMSG__WRID_LANE_SHIFT)) == 0 &&
+		   ((RDMAMSG__WRID_LANE_MASK << RDMAMSG__WRID_LANE_SHIFT) &
+		    RDMAMSG__WRID_OWN_MASK) == 0 &&
+		   (RDMAMSG__WRID_SEND |
+		    (RDMAMSG__WRID_LANE_MASK << RDMAMSG__WRID_LANE_SHIFT) |
+		    RDMAMSG__WRID_OWN_MASK) == UINT64_MAX,
+	   "wr_id: the fields cover 64 bits without overlapping");
+	ok(rdmamsg__wrid(0, (1u << 23) | 5, 0) == rdmamsg__wrid(0, 5, 0) &&
+		   rdmamsg__wrid_lane(rdmamsg__wrid(1, 7, UINT64_MAX)) == 7,
+	   "wr_id: out-of-range parts are masked, never spill over");
+}
+
+int main(void)
+{
+	test_states();
+	test_wrid();
+	return done_testing();
+}

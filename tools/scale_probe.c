@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scale_probe.c -- what N endpoints on one server context cost: connects
+ * per second (one client process, at most -w connects in flight), and the
+ * server's registered memory and RSS per endpoint once all N are up.
+ * Every endpoint exchanges one message with the server (echoed, checked).
+ *
+ * usage: scale_probe [-n ENDPOINTS] [-w WINDOW] [-l POOL_LIMIT_MIB]
+ * (-l sets both contexts' pool limit; the library's default of 64 MiB
+ * holds about 35 endpoints today, each preallocating its receive ring)
+ * Prints one line: "scale N=... up=... connects_per_s=... srv_reg_per_ep=...
+ * srv_rss_per_ep=... cli_reg_per_ep=... cli_rss_per_ep=... errors=..."
+ * (bytes); exits 0 when all N connected and echoed, 1 otherwise.  A
+ * benchmark (tools/bench-scale.sh), not a test: nothing here is timed
+ * against a limit.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdmamsg.h"
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* rss -- this process's resident set, bytes */
+static long long rss(void)
+{
+	char line[256];
+	long long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+static size_t registered(struct rdmamsg_ctx *ctx)
+{
+	size_t reg = 0, used = 0;
+
+	rdmamsg_ctx_query_pool(ctx, &reg, &used);
+	return reg;
+}
+
+/* drive -- one pass of the context, blocking up to ms when idle */
+static void drive(struct rdmamsg_ctx *ctx, int ms)
+{
+	struct pollfd p;
+
+	rdmamsg_ctx_get_fd(ctx, &p.fd);
+	p.events = POLLIN;
+	if (rdmamsg_ctx_arm(ctx) == 0)
+		poll(&p, 1, ms);
+	rdmamsg_ctx_progress(ctx);
+}
+
+/* ---- server (child) ----------------------------------------------- */
+
+static int s_up, s_gone, s_errors, s_stop;
+static size_t pool_limit;
+
+/* make_ctx -- a context in fd mode with the pool limit asked for */
+static int make_ctx(struct rdmamsg_ctx **ctx)
+{
+	struct rdmamsg_ctx_attr *a;
+	int ret;
+
+	if (!pool_limit)
+		return rdmamsg_ctx_create(NULL, ctx);
+	ret = rdmamsg_ctx_attr_new(&a);
+	if (ret)
+		return ret;
+	ret = rdmamsg_ctx_attr_set_pool_limit(a, pool_limit);
+	if (!ret)
+		ret = rdmamsg_ctx_create(a, ctx);
+	rdmamsg_ctx_attr_delete(&a);
+	return ret;
+}
+
+static void s_recv(struct rdmamsg_ep *ep, void *data, size_t len, uint32_t imm,
+		   unsigned int flags, void *arg)
+{
+	(void)imm;
+	(void)flags;
+	(void)arg;
+	if (rdmamsg_send(ep, data, len, NULL))
+		s_errors++;
+}
+
+static void s_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	s_gone++;
+}
+
+static void s_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)status;
+	(void)arg;
+	rdmamsg_ep_close(ep, s_closed);
+}
+
+static void s_connect(struct rdmamsg_ep *ep, int status, int reason,
+		      const void *pdata, size_t len, void *arg)
+{
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	(void)arg;
+	if (status) {
+		fprintf(stderr, "scale_probe: server: connect: %s\n",
+			rdmamsg_strerror(status));
+		s_errors++;
+		rdmamsg_ep_close(ep, s_closed);
+		return;
+	}
+	s_up++;
+}
+
+static const struct rdmamsg_ep_cbs s_cbs = {
+	.on_connect = s_connect,
+	.on_recv = s_recv,
+	.on_disconnect = s_disc,
+};
+
+static void s_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
+		  const void *pdata, size_t len, void *arg)
+{
+	struct rdmamsg_ep *ep;
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	(void)arg;
+	int ret = rdmamsg_conn_req_accept(req, NULL, &s_cbs, NULL, &ep);
+
+	if (ret) {
+		fprintf(stderr, "scale_probe: server: accept: %s\n",
+			rdmamsg_strerror(ret));
+		s_errors++;
+	}
+}
+
+static void on_term(int sig)
+{
+	(void)sig;
+	s_stop = 1;
+}
+
+/* server -- listen, report the port, then the costs once n are up */
+static int server(int n, int wfd, int rfd)
+{
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_listener *lst;
+	long long r0, r1, out[3];
+	size_t g0, g1;
+	uint16_t port = 0;
+
+	signal(SIGTERM, on_term);
+	if (make_ctx(&ctx))
+		return 1;
+	if (rdmamsg_listen(ctx, "127.0.0.1:0", s_req, NULL, &lst) ||
+	    rdmamsg_listener_get_port(lst, &port))
+		return 1;
+	r0 = rss();
+	g0 = registered(ctx);
+	if (write(wfd, &port, sizeof(port)) != sizeof(port))
+		return 1;
+	while (s_up < n && !s_stop)
+		drive(ctx, 100);
+	r1 = rss();
+	g1 = registered(ctx);
+	out[0] = (long long)(g1 - g0);
+	out[1] = r1 - r0;
+	out[2] = s_errors;
+	if (write(wfd, out, sizeof(out)) != sizeof(out))
+		return 1;
+	/* until the client closed them all (or gave up) */
+	while (s_gone < s_up && !s_stop) {
+		struct pollfd p = {.fd = rfd, .events = POLLIN};
+
+		drive(ctx, 100);
+		if (poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) &&
+		    s_gone >= s_up)
+			break;
+	}
+	rdmamsg_listener_close(lst, NULL);
+	drive(ctx, 10);
+	rdmamsg_ctx_destroy(&ctx);
+	return s_errors ? 1 : 0;
+}
+
+/* ---- client ---------------------------------------------------------- */
+
+struct c_ep {
+	struct rdmamsg_ep *ep;
+	int up, echoed, closed, failed;
+};
+
+static int c_up, c_echoed, c_closed, c_failed, c_inflight;
+
+static void c_connect(struct rdmamsg_ep *ep, int status, int reason,
+		      const void *pdata, size_t len, void *arg)
+{
+	struct c_ep *c = arg;
+	uint64_t v = (uint64_t)(uintptr_t)c;
+
+	(void)pdata;
+	(void)len;
+	c_inflight--;
+	if (status) {
+		fprintf(stderr, "scale_probe: connect %d: %s (reason %d)\n",
+			c_up + c_failed, rdmamsg_strerror(status), reason);
+		c->failed = 1;
+		c_failed++;
+		return;
+	}
+	c->up = 1;
+	c_up++;
+	status = rdmamsg_send(ep, &v, sizeof(v), NULL);
+	if (status) {
+		fprintf(stderr, "scale_probe: send: %s\n",
+			rdmamsg_strerror(status));
+		c_failed++;
+	}
+}
+
+static void c_recv(struct rdmamsg_ep *ep, void *data, size_t len, uint32_t imm,
+		   unsigned int flags, void *arg)
+{
+	struct c_ep *c = arg;
+	uint64_t v;
+
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	memcpy(&v, data, sizeof(v));
+	if (len == sizeof(v) && v == (uint64_t)(uintptr_t)c && !c->echoed) {
+		c->echoed = 1;
+		c_echoed++;
+	} else {
+		fprintf(stderr, "scale_probe: a wrong echo\n");
+		c_failed++;
+	}
+}
+
+static void c_closed_cb(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct c_ep *)arg)->closed = 1;
+	c_closed++;
+}
+
+static const struct rdmamsg_ep_cbs c_cbs = {
+	.on_connect = c_connect,
+	.on_recv = c_recv,
+};
+
+int main(int argc, char **argv)
+{
+	int n = 100, window = 64, opt, i, next = 0, p1[2], p2[2], st = 0;
+	struct rdmamsg_ctx *ctx;
+	struct c_ep *eps;
+	long long t0, t1, r0, r1, srv[3] = {0, -1, 0};
+	size_t g0, g1;
+	char addr[64];
+	uint16_t port = 0;
+	pid_t pid;
+
+	while ((opt = getopt(argc, argv, "n:w:l:")) != -1) {
+		switch (opt) {
+		case 'n':
+			n = atoi(optarg);
+			break;
+		case 'w':
+			window = atoi(optarg);
+			break;
+		case 'l':
+			pool_limit = (size_t)strtoull(optarg, NULL, 0) << 20;
+			break;
+		default:
+			fprintf(stderr,
+				"usage: %s [-n ENDPOINTS] [-w WINDOW] "
+				"[-l POOL_LIMIT_MIB]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (n <= 0 || window <= 0 || pipe(p1) || pipe(p2))
+		return 2;
+	pid = fork();
+	if (pid < 0)
+		return 2;
+	if (pid == 0) {
+		close(p1[0]);
+		close(p2[1]);
+		_exit(server(n, p1[1], p2[0]));
+	}
+	close(p1[1]);
+	close(p2[0]);
+	if (read(p1[0], &port, sizeof(port)) != sizeof(port))
+		return 1;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	eps = calloc((size_t)n, sizeof(*eps));
+	if (!eps || make_ctx(&ctx))
+		return 1;
+	r0 = rss();
+	g0 = registered(ctx);
+	t0 = now_us();
+	/* connect with at most window in flight; stop at the first refusal
+	 * to make more (a resource limit), and report how far it got */
+	while ((next < n || c_inflight > 0) && c_failed == 0) {
+		while (next < n && c_inflight < window) {
+			int ret = rdmamsg_connect(ctx, addr, NULL, &c_cbs,
+						  &eps[next], &eps[next].ep);
+
+			if (ret) {
+				fprintf(stderr, "scale_probe: connect: %s\n",
+					rdmamsg_strerror(ret));
+				c_failed++;
+				break;
+			}
+			next++;
+			c_inflight++;
+		}
+		drive(ctx, 100);
+	}
+	t1 = now_us();
+	while (c_echoed < c_up && c_failed == 0)
+		drive(ctx, 100);
+	r1 = rss();
+	g1 = registered(ctx);
+	if (c_up == n && read(p1[0], srv, sizeof(srv)) != (ssize_t)sizeof(srv))
+		srv[2] = -1;
+	for (i = 0; i < next; i++)
+		if (eps[i].ep)
+			rdmamsg_ep_close(eps[i].ep, c_closed_cb);
+	while (c_closed < next)
+		drive(ctx, 100);
+	rdmamsg_ctx_destroy(&ctx);
+	close(p2[1]);
+	if (c_up < n)
+		kill(pid, SIGTERM);
+	waitpid(pid, &st, 0);
+	printf("scale N=%d up=%d echoed=%d connects_per_s=%.0f "
+	       "srv_reg_per_ep=%lld srv_rss_per_ep=%lld cli_reg_per_ep=%lld "
+	       "cli_rss_per_ep=%lld errors=%d\n",
+	       n, c_up, c_echoed,
+	       t1 > t0 ? c_up * 1e6 / (double)(t1 - t0) : 0.0,
+	       c_up ? srv[0] / c_up : 0, c_up ? srv[1] / c_up : 0,
+	       c_up ? (long long)(g1 - g0) / c_up : 0,
+	       c_up ? (r1 - r0) / c_up : 0, c_failed + (int)srv[2]);
+	free(eps);
+	return c_up == n && c_echoed == n && !c_failed && !srv[2] ? 0 : 1;
+}
