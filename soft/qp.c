@@ -29,6 +29,17 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 
 static void soft_qp_ex_free(struct soft_qp *qp);
 
+/* Process-local QP table, indexed like the registry: which QPNs are ours */
+static struct soft_qp *_Atomic qp_table[SOFT_MAX_QP];
+
+/* soft_qp_local -- this process's QP of that number, or NULL */
+struct soft_qp *soft_qp_local(uint32_t qpn)
+{
+	struct soft_qp *qp = atomic_load(&qp_table[qpn & (SOFT_MAX_QP - 1)]);
+
+	return qp && qp->qpx.qp_base.qp_num == qpn ? qp : NULL;
+}
+
 static uint32_t pow2_at_least(uint32_t v)
 {
 	uint32_t n = 1;
@@ -104,6 +115,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
 	if (!qp->sq)
 		goto free_qp;
+	qp->sq_iov_n = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
+	qp->sq_iov =
+		calloc((size_t)qp->sq_size * qp->sq_iov_n, sizeof(*qp->sq_iov));
+	if (!qp->sq_iov)
+		goto free_sq;
 	if (!qp->srq) {
 		qp->rq_size = pow2_at_least(qp->cap.max_recv_wr + 1);
 		qp->rq = calloc(qp->rq_size, sizeof(*qp->rq));
@@ -156,6 +172,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->srq)
 		qp->srq->refcnt++;
 	soft_list_add(&ctx->qps, &qp->link);
+	atomic_store(&qp_table[qpn & (SOFT_MAX_QP - 1)], qp);
 	pthread_mutex_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
@@ -167,6 +184,7 @@ free_qpn:
 free_rq:
 	free(qp->rq);
 free_sq:
+	free(qp->sq_iov);
 	free(qp->sq);
 free_qp:
 	free(qp);
@@ -410,6 +428,9 @@ static void qp_reset(struct soft_qp *qp)
 	qp->rnr_since = 0;
 	qp->dead_since = 0;
 	qp->sq_err_pending = 0;
+	qp->novm = 0;
+	qp->rx_stopped = 0;
+	memset(&qp->rx, 0, sizeof(qp->rx));
 	atomic_store(&qp->seg->dest_qpn, 0);
 	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
 	memset(&qp->attr, 0, sizeof(qp->attr));
@@ -491,6 +512,8 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			qp->dest_qpn = qp->attr.dest_qp_num;
 			atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
 			soft_qp_connect(qp);
+			if (qp->ctx->serve_rings)
+				soft_thread_start(qp->ctx);
 		}
 		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
 		    qp->sq_head == qp->sq_tail)
@@ -544,6 +567,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	ctx = qp->ctx;
 	pthread_mutex_lock(&ctx->lock);
 	soft_list_del(&qp->link);
+	atomic_store(&qp_table[ibqp->qp_num & (SOFT_MAX_QP - 1)], NULL);
 	qp_reset(qp);
 	soft_qp_set_state(qp, IBV_QPS_ERR);
 	qp->scq->refcnt--;
@@ -562,6 +586,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	soft_reg_qp_free(qp->reg_slot);
 	soft_qp_ex_free(qp);
 	free(qp->rq);
+	free(qp->sq_iov);
 	free(qp->sq);
 	free(qp);
 	return 0;

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+
+#include "slot.h"
 
 /* Every standard entry point softrdma defines carries this mark. */
 #define SOFT_EXPORT __attribute__((visibility("default")))
@@ -37,19 +40,18 @@
 #define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
 
-/* Ring slots: 64-byte header then payload (copied data or an SGE list). */
-#define SOFT_SLOT_SIZE	  1024
-#define SOFT_SLOT_PAYLOAD (SOFT_SLOT_SIZE - 64)
-#define SOFT_SEG_HDR	  4096
+/* Ring slots (slot.h): 64-byte header then payload */
+#define SOFT_SEG_HDR 4096
 
 /* Host-global registry (POSIX shm) */
 struct soft_reg_ctx {
 	_Atomic int32_t pid; /* 0: free */
 	uint32_t pad;
-	uint64_t start;		/* owner's start time (pid reuse guard) */
-	_Atomic uint32_t wake;	/* futex word of the progress thread */
-	_Atomic uint32_t armed; /* a CQ of this context is armed */
-	uint8_t pad2[40];
+	uint64_t start;		      /* owner's start time (pid reuse guard) */
+	_Atomic uint32_t wake;	      /* futex word of the progress thread */
+	_Atomic uint32_t armed;	      /* a CQ of this context is armed */
+	_Atomic uint32_t always_wake; /* its thread serves the rings */
+	uint8_t pad2[36];
 };
 
 struct soft_reg_qp {
@@ -89,45 +91,6 @@ struct soft_reg {
 	struct soft_reg_mr mr[SOFT_MAX_MR];
 };
 
-/* Ring slot in the sender's outbound segment, read by the receiver. */
-enum {
-	SOFT_SLOT_READY = 1,
-	SOFT_SLOT_BUSY = 2,
-	SOFT_SLOT_RNR = 3,
-	SOFT_SLOT_DONE = 4,
-	SOFT_SLOT_CANCEL = 5,
-};
-#define SOFT_SLOT_STATE(msgno, kind) ((((uint64_t)(msgno) + 1) << 8) | (kind))
-
-enum { SOFT_OP_SEND = 1, SOFT_OP_WRITE_IMM = 2 };
-enum { SOFT_SF_IMM = 1, SOFT_SF_SOLICITED = 2, SOFT_SF_COPIED = 4 };
-/* responder verdicts written back into the slot */
-enum {
-	SOFT_ACK = 0,
-	SOFT_NAK_INV_REQ = 1,
-	SOFT_NAK_REM_OP = 2,
-	SOFT_NAK_REM_ACCESS = 3,
-};
-
-struct soft_slot {
-	_Atomic uint64_t state;
-	uint32_t opcode;
-	uint32_t imm; /* network order, as posted */
-	uint32_t len;
-	uint32_t flags;
-	uint32_t nsge;
-	uint32_t status; /* SOFT_ACK / SOFT_NAK_* */
-	int32_t pid;
-	uint32_t rnr_timer; /* responder's min_rnr_timer on RNR NAK */
-	uint8_t pad[24];
-	uint8_t payload[SOFT_SLOT_PAYLOAD];
-};
-
-struct soft_remote_sge {
-	uint64_t addr;
-	uint64_t len;
-};
-
 struct soft_seg_hdr {
 	uint64_t magic;
 	uint32_t qpn;
@@ -162,6 +125,7 @@ struct soft_context {
 	int narmed;
 	uint32_t npd;
 	uint64_t outstanding; /* send WQEs waiting on a peer */
+	int serve_rings;      /* process_vm may be refused: the thread serves */
 };
 
 struct soft_pd {
@@ -232,6 +196,23 @@ struct soft_swqe {
 	uint32_t status; /* for SOFT_WQE_DONE */
 	int signaled;
 	uint64_t msgno; /* for SOFT_WQE_RING: its slot sequence number */
+	uint32_t op;	/* SOFT_OP_* of the slot */
+	uint32_t niov;	/* its local iovecs, in qp->sq_iov */
+};
+
+/* the responder's side of a message moving in chunks (process_vm refused) */
+struct soft_rx_xfer {
+	int active;
+	int has_wqe;
+	int solicited;
+	uint32_t op;
+	uint32_t len;
+	uint32_t rkey;
+	uint64_t raddr;
+	uint64_t off;
+	uint64_t msgno;
+	struct soft_rwqe wqe;
+	struct ibv_wc wc;
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
@@ -285,6 +266,12 @@ struct soft_qp {
 	int is_ex;	    /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	int sq_err_pending; /* a WR failed: later ones flush */
 	uint32_t check_tick;
+	/* RC: local iovecs of send WQEs, sq_iov_n per WQE */
+	struct iovec *sq_iov;
+	uint32_t sq_iov_n;
+	int novm;	/* process_vm_* refused towards the peer: chunks */
+	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
+	struct soft_rx_xfer rx;
 };
 
 /* list helpers */
@@ -393,8 +380,13 @@ void soft_thread_stop(struct soft_context *ctx);
 struct soft_mr *soft_mr_lookup(uint32_t key);
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
+/* data.c: process_vm_* refused (Yama) or forced off by tests */
+extern int soft_novm_forced;
+int soft_novm_env(void);
+
 /* qp.c */
 void soft_qp_ex_init(struct soft_qp *qp);
+struct soft_qp *soft_qp_local(uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 
 /* srq limit event check (verbs.c) */
