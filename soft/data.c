@@ -76,13 +76,14 @@ void soft_qp_connect(struct soft_qp *qp)
 	uint32_t nslots;
 	int slot;
 
-	if (qp->peer || !qp->dest_qpn)
-		return;
+	if (qp->peer || !qp->dest_qpn ||
+	    !soft_gid_local(&qp->attr.ah_attr.grh.dgid))
+		return; /* unreachable path: sends time out (RETRY_EXC_ERR) */
 	slot = soft_reg_qp_lookup(qp->dest_qpn, &e);
 	if (slot < 0 || e.pid <= 0 || e.ctx_idx >= SOFT_MAX_CTX ||
 	    e.qp_type != (uint32_t)qp->type)
 		return;
-	if (e.pid == soft_self_pid && !soft_qp_local(qp->dest_qpn))
+	if (e.pid == soft_self_pid && !soft_qp_is_local(qp->dest_qpn))
 		return; /* a forged entry naming us: never copy from ourselves */
 	h = soft_seg_map(qp->dest_qpn, &len);
 	if (!h)
@@ -170,8 +171,10 @@ static int peer_listed(struct soft_qp *qp)
 	if (!qp->peer || qp->peer_reg_slot < 0)
 		return 0;
 	e = &soft_reg->qp[qp->peer_reg_slot];
-	if (e->qpn != qp->dest_qpn)
-		return 0;
+	if (e->qpn != qp->dest_qpn ||
+	    atomic_load_explicit(&qp->peer->dest_qpn, memory_order_relaxed) !=
+		    qp->qpx.qp_base.qp_num)
+		return 0; /* gone, or it does not talk to us */
 	st = atomic_load(&e->state);
 	return st >= IBV_QPS_RTR && st != IBV_QPS_ERR;
 }
@@ -330,9 +333,12 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		len = 8;
 		break;
 	}
-	/* a dead target makes process_vm_* fail with ESRCH */
-	if (!peer_listed(qp))
-		return IBV_WC_RETRY_EXC_ERR;
+	/* no responder (yet): the request waits in the ring, and fails
+	 * after the transport timeout as on an unreachable path */
+	if (!peer_listed(qp)) {
+		*chunked = 1;
+		return IBV_WC_SUCCESS;
+	}
 	t = &soft_reg->qp[qp->peer_reg_slot];
 	if (!(atomic_load(&t->access) & need))
 		return IBV_WC_REM_ACCESS_ERR;
@@ -1344,9 +1350,32 @@ static enum ibv_wc_status tx_chunk(struct soft_qp *qp, struct soft_swqe *e,
 	return IBV_WC_SUCCESS;
 }
 
+/*
+ * serve_local -- the responder is a QP of this process on another
+ * context: consume our message on its behalf, as its HCA would, so that
+ * a thread that polls only our CQ sees its send complete.  1 if served.
+ */
+static int serve_local(struct soft_qp *qp)
+{
+	struct soft_qp *peer;
+
+	if (!qp->peer || qp->peer_pid != soft_self_pid)
+		return 0;
+	peer = soft_qp_lock_local(qp->dest_qpn);
+	if (!peer)
+		return 0;
+	if (peer->ctx != qp->ctx && peer->peer &&
+	    peer->dest_qpn == qp->qpx.qp_base.qp_num)
+		rx_qp(peer);
+	pthread_mutex_unlock(&peer->ctx->lock);
+	return 1;
+}
+
 /* tx_qp -- turn finished send WQEs into completions, in order */
 static void tx_qp(struct soft_qp *qp)
 {
+	int served = 0;
+
 	struct soft_swqe *e;
 	struct soft_slot *s;
 	struct ibv_wc wc;
@@ -1409,6 +1438,10 @@ static void tx_qp(struct soft_qp *qp)
 						goto finished;
 					}
 				}
+				if (!served && serve_local(qp)) {
+					served = 1;
+					continue;
+				}
 				/* in flight: is the responder still there? */
 				now = soft_now_ns();
 				if (now < qp->next_check)
@@ -1429,6 +1462,7 @@ static void tx_qp(struct soft_qp *qp)
 						     IBV_WC_RETRY_EXC_ERR);
 			}
 		finished:
+			served = 0;
 			qp->ctx->outstanding--;
 			qp->rnr_count = 0;
 			qp->rnr_since = 0;

@@ -117,6 +117,18 @@ static int yama_restricted(void)
 	return v >= 1;
 }
 
+/* soft_gid_local -- g is one of this host's GIDs (a local destination) */
+int soft_gid_local(const union ibv_gid *g)
+{
+	int i;
+
+	pthread_once(&dev_once, dev_init);
+	for (i = 0; i < gid_count; i++)
+		if (!memcmp(&gid_tbl[i], g, sizeof(*g)))
+			return 1;
+	return 0;
+}
+
 /* soft_gid_count -- number of valid GID entries */
 int soft_gid_count(void)
 {

@@ -29,15 +29,49 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 
 static void soft_qp_ex_free(struct soft_qp *qp);
 
-/* Process-local QP table, indexed like the registry: which QPNs are ours */
-static struct soft_qp *_Atomic qp_table[SOFT_MAX_QP];
+/*
+ * Process-local QP table, indexed like the registry: which QPNs are ours.
+ * Its lock is taken before a context lock is tried, never waited for
+ * while one is held, so that another context's QP can be served safely.
+ */
+static pthread_mutex_t qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct soft_qp *qp_table[SOFT_MAX_QP];
+static uint32_t qp_table_qpn[SOFT_MAX_QP];
 
-/* soft_qp_local -- this process's QP of that number, or NULL */
-struct soft_qp *soft_qp_local(uint32_t qpn)
+/* qp_table_set -- publish (qp) or withdraw (NULL) a QPN of ours */
+static void qp_table_set(uint32_t qpn, struct soft_qp *qp)
 {
-	struct soft_qp *qp = atomic_load(&qp_table[qpn & (SOFT_MAX_QP - 1)]);
+	pthread_mutex_lock(&qp_table_lock);
+	qp_table[qpn & (SOFT_MAX_QP - 1)] = qp;
+	qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] = qp ? qpn : 0;
+	pthread_mutex_unlock(&qp_table_lock);
+}
 
-	return qp && qp->qpx.qp_base.qp_num == qpn ? qp : NULL;
+/* soft_qp_is_local -- a QP of that number lives in this process */
+int soft_qp_is_local(uint32_t qpn)
+{
+	int r;
+
+	pthread_mutex_lock(&qp_table_lock);
+	r = qp_table[qpn & (SOFT_MAX_QP - 1)] &&
+	    qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] == qpn;
+	pthread_mutex_unlock(&qp_table_lock);
+	return r;
+}
+
+/* soft_qp_lock_local -- our QP of that number with its context locked
+ * (trylock: NULL when busy or absent); the caller unlocks ctx->lock */
+struct soft_qp *soft_qp_lock_local(uint32_t qpn)
+{
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
+	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
+		   pthread_mutex_trylock(&qp->ctx->lock)))
+		qp = NULL;
+	pthread_mutex_unlock(&qp_table_lock);
+	return qp;
 }
 
 static uint32_t pow2_at_least(uint32_t v)
@@ -172,7 +206,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->srq)
 		qp->srq->refcnt++;
 	soft_list_add(&ctx->qps, &qp->link);
-	atomic_store(&qp_table[qpn & (SOFT_MAX_QP - 1)], qp);
+	qp_table_set(qpn, qp);
 	pthread_mutex_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
@@ -510,7 +544,10 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
 		    qp->type != IBV_QPT_UD) {
 			qp->dest_qpn = qp->attr.dest_qp_num;
-			atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
+			/* addressed by (GID, QPN): a foreign GID reaches no
+			 * local QP (between hosts is not there yet) */
+			if (soft_gid_local(&qp->attr.ah_attr.grh.dgid))
+				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
 			soft_qp_connect(qp);
 			if (qp->ctx->serve_rings)
 				soft_thread_start(qp->ctx);
@@ -567,7 +604,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	ctx = qp->ctx;
 	pthread_mutex_lock(&ctx->lock);
 	soft_list_del(&qp->link);
-	atomic_store(&qp_table[ibqp->qp_num & (SOFT_MAX_QP - 1)], NULL);
+	qp_table_set(ibqp->qp_num, NULL);
 	qp_reset(qp);
 	soft_qp_set_state(qp, IBV_QPS_ERR);
 	qp->scq->refcnt--;

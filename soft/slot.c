@@ -26,7 +26,11 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 	uint64_t total = 0;
 	uint32_t i;
 
-	memset(m, 0, sizeof(*m));
+	/* no memset of the whole snapshot: the SGE array is written only
+	 * up to nsge (this runs once per message) */
+	m->nsge = 0;
+	m->cmp = 0;
+	m->swap = 0;
 	if (!p || size < SOFT_SLOT_HDR)
 		return SOFT_NAK_INV_REQ;
 	memcpy(&h, p, SOFT_SLOT_HDR);

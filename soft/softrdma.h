@@ -348,6 +348,7 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 
 /* device.c */
 int soft_gid_count(void);
+int soft_gid_local(const union ibv_gid *g);
 
 /* verbs.c: events, CQ */
 struct soft_evq *soft_evq_new(size_t elem);
@@ -386,7 +387,8 @@ int soft_novm_env(void);
 
 /* qp.c */
 void soft_qp_ex_init(struct soft_qp *qp);
-struct soft_qp *soft_qp_local(uint32_t qpn);
+int soft_qp_is_local(uint32_t qpn);
+struct soft_qp *soft_qp_lock_local(uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 
 /* srq limit event check (verbs.c) */

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * progress.c -- progress like hardware (issue 11), the parts softrdma
+ * gives today: one thread of one process, two QPs on two contexts, polls
+ * only the sender's CQ and sees its SEND and WRITE_WITH_IMM complete (the
+ * initiator serves the responder QP of its own process); and a SIGSTOPped
+ * responder process: RDMA WRITE, READ and atomics complete at the
+ * initiator without it.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define LEN 65536
+
+/* one_thread -- the sender's thread polls only the sender's CQ */
+static void one_thread(int same_ctx)
+{
+	struct tctx ta, tb;
+	struct ibv_mr *ma, *mb;
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[2];
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	char *abuf = malloc(LEN), *bbuf = calloc(1, 2 * LEN);
+	const char *what = same_ctx ? "one context" : "two contexts";
+	int n;
+
+	if (!abuf || !bbuf || t_open(&ta, 16) || (!same_ctx && t_open(&tb, 16)))
+		bail_out("open");
+	if (same_ctx) {
+		tb = ta;
+		tb.cq = ibv_create_cq(ta.ctx, 16, NULL, NULL, 0);
+	}
+	memset(abuf, 's', LEN);
+	ma = ibv_reg_mr(ta.pd, abuf, LEN, IBV_ACCESS_LOCAL_WRITE);
+	mb = ibv_reg_mr(tb.pd, bbuf, 2 * LEN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	a = t_rc_qp(&ta, 16, NULL);
+	b = t_rc_qp(&tb, 16, NULL);
+	if (!tb.cq || !ma || !mb || !a || !b ||
+	    t_connect(a, b->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(b, a->qp_num, IBV_ACCESS_REMOTE_WRITE, 1, 7, 14, 7))
+		bail_out("setup");
+	t_post_recv(b, bbuf, LEN, mb->lkey, 1);
+	t_post_recv(b, bbuf, 8, mb->lkey, 2);
+	t_post(a, IBV_WR_SEND, abuf, LEN, ma->lkey, 3, IBV_SEND_SIGNALED, 0, 0);
+	n = t_wait(ta.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_SUCCESS,
+	   "%s: SEND completes while only the sender's CQ is polled", what);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)abuf, 100, ma->lkey};
+	wr.wr_id = 4;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.imm_data = htobe32(7);
+	wr.wr.rdma.remote_addr = (uintptr_t)bbuf + LEN;
+	wr.wr.rdma.rkey = mb->rkey;
+	ibv_post_send(a, &wr, &bad);
+	n = t_wait(ta.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS,
+	   "%s: WRITE_WITH_IMM completes the same way", what);
+	n = t_wait(tb.cq, wc, 2, 1000);
+	ok(n == 2 && wc[0].wr_id == 1 && wc[0].byte_len == LEN &&
+		   wc[1].wr_id == 2 &&
+		   wc[1].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+		   bbuf[0] == 's' && bbuf[LEN - 1] == 's' && bbuf[LEN] == 's' &&
+		   bbuf[LEN + 99] == 's',
+	   "%s: the responder's completions and data are there", what);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(ma);
+	ibv_dereg_mr(mb);
+	if (same_ctx) {
+		ibv_destroy_cq(tb.cq);
+	} else {
+		t_close(&tb);
+	}
+	t_close(&ta);
+	free(abuf);
+	free(bbuf);
+}
+
+struct info {
+	uint32_t qpn, rkey;
+	uint64_t addr;
+};
+
+/* stopped -- the responder: set up, fill, stop itself, then check */
+static int stopped(int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct info me, peer;
+	char *buf = calloc(1, 3 * LEN);
+	uint64_t ctr;
+	int i;
+
+	if (!buf || t_open(&t, 16))
+		return 1;
+	for (i = 0; i < LEN; i++)
+		buf[LEN + i] = (char)(i * 13);
+	ctr = 40;
+	memcpy(buf + 2 * LEN, &ctr, 8);
+	mr = ibv_reg_mr(t.pd, buf, 3 * LEN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	qp = t_rc_qp(&t, 16, NULL);
+	if (!mr || !qp)
+		return 1;
+	me.qpn = qp->qp_num;
+	me.rkey = mr->rkey;
+	me.addr = (uintptr_t)buf;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer.qpn,
+		      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			      IBV_ACCESS_REMOTE_ATOMIC,
+		      1, 7, 14, 7))
+		return 1;
+	raise(SIGSTOP); /* no softrdma call from here until continued */
+	memcpy(&ctr, buf + 2 * LEN, 8);
+	for (i = 0; i < LEN; i++)
+		if (buf[i] != 'w')
+			return 2;
+	if (ctr != 7)
+		return 3;
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+/* one_sided_stopped -- WRITE, READ, atomics against a stopped process */
+static void one_sided_stopped(void)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc[4];
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	struct info me, peer;
+	char *buf = calloc(1, 2 * LEN + 16);
+	uint64_t *res = (uint64_t *)(void *)(buf + 2 * LEN);
+	int rfd, wfd, st = 0, i, good = 1, n;
+	pid_t child;
+
+	if (!buf || t_open(&t, 16))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 2 * LEN + 16, IBV_ACCESS_LOCAL_WRITE);
+	qp = t_rc_qp(&t, 16, NULL);
+	child = t_spawn(stopped, &rfd, &wfd);
+	if (!mr || !qp || child < 0)
+		bail_out("setup");
+	t_xrecv(rfd, &peer, sizeof(peer));
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
+		bail_out("connect");
+	waitpid(child, &st, WUNTRACED);
+	ok(WIFSTOPPED(st), "responder stopped");
+	memset(buf, 'w', LEN);
+	t_post(qp, IBV_WR_RDMA_WRITE, buf, LEN, mr->lkey, 1, IBV_SEND_SIGNALED,
+	       peer.addr, peer.rkey);
+	t_post(qp, IBV_WR_RDMA_READ, buf + LEN, LEN, mr->lkey, 2,
+	       IBV_SEND_SIGNALED, peer.addr + LEN, peer.rkey);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)res, 8, mr->lkey};
+	wr.wr_id = 3;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.atomic.remote_addr = peer.addr + 2 * LEN;
+	wr.wr.atomic.rkey = peer.rkey;
+	wr.wr.atomic.compare_add = 2;
+	ibv_post_send(qp, &wr, &bad);
+	n = t_wait(t.cq, wc, 3, 5000);
+	ok(n == 3 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS &&
+		   wc[2].status == IBV_WC_SUCCESS,
+	   "WRITE, READ and FETCH_ADD complete against a stopped responder");
+	for (i = 0; i < LEN; i++)
+		if (buf[LEN + i] != (char)(i * 13))
+			good = 0;
+	ok(good, "READ data intact");
+	ok(*res == 40, "FETCH_ADD fetched 40");
+	wr.wr_id = 4;
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 42;
+	wr.wr.atomic.swap = 7;
+	ibv_post_send(qp, &wr, &bad);
+	n = t_wait(t.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].status == IBV_WC_SUCCESS && *res == 42,
+	   "CMP_AND_SWP completes, saw 42");
+	kill(child, SIGCONT);
+	waitpid(child, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "the responder, continued, finds the write and 7 (%d)", st);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
+int main(void)
+{
+	t_isolate("progress");
+	one_thread(0);
+	one_thread(1);
+	one_sided_stopped();
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
