@@ -105,6 +105,20 @@ void soft_qp_connect(struct soft_qp *qp)
 	qp->peer_ctx_idx = e.ctx_idx;
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
+	/* its receive queue mirror, if it fits the mapping */
+	qp->peer_rq_n = h->rq_entries;
+	qp->peer_rq_sge = h->rq_sge;
+	qp->peer_rq_off = h->rq_off;
+	qp->peer_cq_off = h->cq_off;
+	if (!qp->peer_rq_n || (qp->peer_rq_n & (qp->peer_rq_n - 1)) ||
+	    qp->peer_rq_n > 2 * SOFT_MAX_QP_WR ||
+	    qp->peer_rq_sge > SOFT_MAX_SGE || qp->peer_rq_off > len ||
+	    qp->peer_cq_off > len ||
+	    (len - qp->peer_rq_off) / (8 + 16 * (uint64_t)qp->peer_rq_sge) <
+		    qp->peer_rq_n ||
+	    (len - qp->peer_cq_off) / sizeof(struct soft_shm_cqe) <
+		    qp->peer_rq_n)
+		qp->peer_rq_n = 0; /* not served by us */
 }
 
 /* soft_qp_disconnect -- unmap the peer segment; lock held */
@@ -678,6 +692,18 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* rq_mirror -- publish a receive WQE where the initiator can take it */
+static void rq_mirror(struct soft_qp *qp, const struct soft_rwqe *r)
+{
+	size_t stride = 8 + 16 * (size_t)qp->seg->rq_sge;
+	struct soft_shm_rwqe *w =
+		(void *)((char *)qp->seg + qp->seg->rq_off +
+			 (qp->rq_head & (qp->rq_size - 1)) * stride);
+
+	w->num_sge = r->num_sge;
+	memcpy(w->sge, r->sge, (size_t)r->num_sge * sizeof(r->sge[0]));
+}
+
 /* rc_post_recv -- ibv_post_recv on an RC (or UC) QP; lock held */
 static int rc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 			struct ibv_recv_wr **bad)
@@ -707,8 +733,13 @@ static int rc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 		r->num_sge = (uint32_t)wr->num_sge;
 		memcpy(r->sge, wr->sg_list,
 		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (qp->seg->rq_entries)
+			rq_mirror(qp, r);
 		qp->rq_head++;
 	}
+	if (qp->seg->rq_entries)
+		atomic_store_explicit(&qp->seg->rq_prod, qp->rq_head,
+				      memory_order_release);
 	if (qp->state == IBV_QPS_ERR)
 		soft_qp_flush(qp);
 	return ret;
@@ -800,6 +831,76 @@ static void rx_take_wqe(struct soft_qp *qp)
 		soft_srq_check_limit(qp->srq);
 	} else {
 		qp->rq_tail++;
+		if (qp->seg->rq_entries)
+			atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
+					      memory_order_release);
+	}
+}
+
+/* rx_trylock -- the right to consume this QP's incoming slots and WQEs
+ * (the initiator may hold it while it serves us) */
+static int rx_trylock(struct soft_qp *qp)
+{
+	uint32_t z = 0;
+
+	return atomic_compare_exchange_strong_explicit(&qp->seg->rx_lock, &z, 1,
+						       memory_order_acquire,
+						       memory_order_relaxed);
+}
+
+static void rx_unlock(struct soft_qp *qp)
+{
+	atomic_store_explicit(&qp->seg->rx_lock, 0, memory_order_release);
+}
+
+/*
+ * rx_drain -- the receive completions the initiator produced for us, in
+ * order: each names the WQE at our tail (its wr_id and buffers are taken
+ * from our private copy; the peer-written entry gives only length, imm
+ * and flags, checked against that WQE); rx lock held
+ */
+static void rx_drain(struct soft_qp *qp)
+{
+	struct soft_seg_hdr *h = qp->seg;
+	const struct soft_shm_cqe *c;
+	struct soft_shm_cqe e;
+	struct soft_rwqe *r;
+	struct ibv_wc wc;
+	uint64_t cons, room;
+	uint32_t i;
+
+	if (qp->srq || !h->rq_entries || qp->drain_bad)
+		return;
+	cons = atomic_load_explicit(&h->rq_cons, memory_order_acquire);
+	while (qp->rq_tail < cons && qp->rq_tail < qp->rq_head) {
+		c = (const void *)((const char *)h + h->cq_off +
+				   (qp->rq_tail & (qp->rq_size - 1)) *
+					   sizeof(*c));
+		memcpy(&e, c, sizeof(e));
+		r = &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
+		for (room = 0, i = 0; i < r->num_sge; i++)
+			room += r->sge[i].length;
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = r->wr_id;
+		wc.qp_num = qp->qpx.qp_base.qp_num;
+		wc.src_qp = qp->dest_qpn;
+		wc.byte_len = e.byte_len;
+		wc.opcode = e.opcode == SOFT_OP_WRITE_IMM
+				    ? IBV_WC_RECV_RDMA_WITH_IMM
+				    : IBV_WC_RECV;
+		if (e.flags & SOFT_SF_IMM) {
+			wc.imm_data = e.imm;
+			wc.wc_flags = IBV_WC_WITH_IMM;
+		}
+		if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
+			wc.status = IBV_WC_LOC_LEN_ERR; /* a lying peer */
+		qp->rq_tail++;
+		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
+		if (wc.status != IBV_WC_SUCCESS) {
+			qp->drain_bad = 1; /* nothing after it: flush */
+			soft_qp_to_error(qp);
+			break;
+		}
 	}
 }
 
@@ -1194,8 +1295,8 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	return 1;
 }
 
-/* rx_qp -- consume the peer's slots in order; lock held */
-static void rx_qp(struct soft_qp *qp)
+/* rx_slots -- consume the peer's slots in order; rx lock held */
+static void rx_slots(struct soft_qp *qp)
 {
 	struct soft_slot *s;
 	struct soft_rwqe *r = NULL;
@@ -1255,6 +1356,17 @@ static void rx_qp(struct soft_qp *qp)
 		if (!rx_msg(qp, s, &m, r))
 			return;
 	}
+}
+
+/* rx_qp -- what arrived for qp: the initiator's completions, then the
+ * slots; context lock held */
+static void rx_qp(struct soft_qp *qp)
+{
+	if (!rx_trylock(qp))
+		return; /* the initiator is serving us right now */
+	rx_drain(qp);
+	rx_slots(qp);
+	rx_unlock(qp);
 }
 
 static enum ibv_wc_status nak_status(uint32_t nak)
@@ -1371,6 +1483,155 @@ static int serve_local(struct soft_qp *qp)
 	return 1;
 }
 
+/* serve_write -- n bytes of our message at off into the responder's
+ * buffer named by sge (checked against its registered MR); 0 on success */
+static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
+		       uint64_t n, const struct iovec *src, uint32_t nsrc,
+		       uint64_t off)
+{
+	uint32_t slot = sge->lkey & (SOFT_MAX_MR - 1);
+	pthread_mutex_t *lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
+	struct iovec l[SOFT_MAX_SGE + 1], r;
+	uint32_t i, k = 0;
+	uint64_t skip = off, left = n;
+	int ret = -1;
+
+	for (i = 0; i < nsrc && left && k < SOFT_MAX_SGE + 1; i++) {
+		uint64_t len = src[i].iov_len;
+
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		l[k].iov_base = (char *)src[i].iov_base + skip;
+		l[k].iov_len = len - skip < left ? len - skip : left;
+		left -= l[k].iov_len;
+		skip = 0;
+		k++;
+	}
+	if (left)
+		return -1;
+	soft_stripe_lock(lk);
+	if (sge->lkey && m->key == sge->lkey && m->pid == qp->peer_pid &&
+	    m->pd_id == qp->peer_pd_id &&
+	    (m->access & IBV_ACCESS_LOCAL_WRITE) && sge->addr >= m->addr &&
+	    sge->addr - m->addr <= m->len &&
+	    n <= m->len - (sge->addr - m->addr)) {
+		r.iov_base = (void *)(uintptr_t)(m->va + (sge->addr - m->addr));
+		r.iov_len = n;
+		if (vm_copy(1, qp->peer_pid, l, k, &r, 1) == (ssize_t)n)
+			ret = 0;
+	}
+	pthread_mutex_unlock(lk);
+	return ret;
+}
+
+/*
+ * serve_remote -- as the responder's HCA would: our oldest message is
+ * still untouched and the responder (another process, maybe stopped)
+ * has not run; take its next receive WQE from its mirror, place the data
+ * in its buffers (process_vm_writev, checked against the registry), leave
+ * the completion in its outbox, ACK our slot.  Only the plain success
+ * case is served here; anything else (no WQE, too short, refused copy)
+ * waits for the responder itself.  1 if served.
+ */
+static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
+			struct soft_slot *s, const struct iovec *iov)
+{
+	struct soft_seg_hdr *h = qp->peer;
+	struct ibv_sge sge[SOFT_MAX_SGE];
+	struct iovec pay;
+	struct soft_shm_cqe *c;
+	const struct soft_shm_rwqe *w;
+	uint64_t prod, cons, room = 0, off = 0, n;
+	uint32_t i, num, flags = s->flags, z = 0;
+	int ok = 0;
+
+	/* never process_vm_writev into ourselves on the registry's word */
+	if (!h || !qp->peer_rq_n || qp->no_serve ||
+	    qp->peer_pid == soft_self_pid ||
+	    (e->op != SOFT_OP_SEND && e->op != SOFT_OP_WRITE_IMM) ||
+	    (e->op == SOFT_OP_WRITE_IMM &&
+	     (flags & (SOFT_SF_COPIED | SOFT_SF_CHUNKED))) ||
+	    (flags & SOFT_SF_CHUNKED))
+		return 0;
+	if (!atomic_compare_exchange_strong_explicit(&h->rx_lock, &z, 2,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return 0;
+	if (!peer_listed(qp) ||
+	    atomic_load_explicit(&s->state, memory_order_acquire) !=
+		    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY))
+		goto unlock;
+	prod = atomic_load_explicit(&h->rq_prod, memory_order_acquire);
+	cons = atomic_load_explicit(&h->rq_cons, memory_order_relaxed);
+	if (cons >= prod || prod - cons > qp->peer_rq_n)
+		goto unlock;
+	w = (const void *)((const char *)h + qp->peer_rq_off +
+			   (cons & (qp->peer_rq_n - 1)) *
+				   (8 + 16 * (uint64_t)qp->peer_rq_sge));
+	num = w->num_sge;
+	if (num > qp->peer_rq_sge)
+		goto unlock;
+	memcpy(sge, w->sge, (size_t)num * sizeof(sge[0]));
+	if (e->op == SOFT_OP_SEND) {
+		for (i = 0; i < num; i++)
+			room += sge[i].length;
+		if (room < e->byte_len)
+			goto unlock;
+		pay.iov_base = s->payload;
+		pay.iov_len = e->byte_len;
+		for (i = 0; i < num && off < e->byte_len; i++) {
+			n = e->byte_len - off < sge[i].length
+				    ? e->byte_len - off
+				    : sge[i].length;
+			if (!n)
+				continue;
+			if ((flags & SOFT_SF_COPIED)
+				    ? serve_write(qp, &sge[i], n, &pay, 1, off)
+				    : serve_write(qp, &sge[i], n, iov, e->niov,
+						  off)) {
+				if (errno == EPERM)
+					qp->no_serve = 1;
+				goto unlock;
+			}
+			off += n;
+		}
+	}
+	c = (void *)((char *)h + qp->peer_cq_off +
+		     (cons & (qp->peer_rq_n - 1)) * sizeof(*c));
+	c->byte_len = e->byte_len;
+	c->imm = s->imm;
+	c->flags = flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED);
+	c->opcode = e->op;
+	atomic_store_explicit(&h->rq_cons, cons + 1, memory_order_release);
+	s->status = SOFT_ACK;
+	atomic_store_explicit(&s->state,
+			      SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_DONE),
+			      memory_order_release);
+	ok = 1;
+unlock:
+	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
+	if (ok)
+		peer_wake(qp->peer_ctx_idx);
+	return ok;
+}
+
+/* waited -- our head message has sat untouched (READY) for a whole
+ * liveness period: the responder is not running; serve it */
+static int waited(struct soft_qp *qp, struct soft_swqe *e, uint64_t st,
+		  uint64_t now)
+{
+	if (st != SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
+	    qp->wait_msgno != e->msgno + 1) {
+		qp->wait_msgno = e->msgno + 1;
+		qp->wait_since = now;
+		return 0;
+	}
+	return now - qp->wait_since >= SOFT_LIVENESS_NS;
+}
+
 /* tx_qp -- turn finished send WQEs into completions, in order */
 static void tx_qp(struct soft_qp *qp)
 {
@@ -1449,6 +1710,11 @@ static void tx_qp(struct soft_qp *qp)
 				qp->next_check = now + SOFT_LIVENESS_NS;
 				if (peer_reachable(qp)) {
 					qp->dead_since = 0;
+					/* the responder has not run for a while:
+					 * do its part, as its HCA would */
+					if (waited(qp, e, st, now) &&
+					    serve_remote(qp, e, s, iov))
+						continue;
 					return;
 				}
 				if (!qp->dead_since)
@@ -1492,6 +1758,11 @@ static void flush_rq(struct soft_qp *qp)
 {
 	struct ibv_wc wc;
 
+	/* what the initiator completed before the error comes first */
+	if (!rx_trylock(qp))
+		return; /* next progress */
+	rx_drain(qp);
+	rx_unlock(qp);
 	while (qp->rq_tail != qp->rq_head) {
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = qp->rq[qp->rq_tail & (qp->rq_size - 1)].wr_id;

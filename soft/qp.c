@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -91,6 +92,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	struct soft_qp *qp;
 	struct soft_pd *pd;
 	uint32_t qpn;
+	size_t rq_off = 0, cq_off = 0, rq_stride;
 
 	if (!context || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
 	    !attr->pd) {
@@ -165,9 +167,23 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->reg_slot < 0)
 		goto free_rq;
 	qp->seg_len = SOFT_SEG_HDR + (size_t)qp->sq_size * SOFT_SLOT_SIZE;
+	if (qp->rq) {
+		rq_off = qp->seg_len;
+		rq_stride = 8 + 16 * (size_t)qp->cap.max_recv_sge;
+		qp->seg_len += (size_t)qp->rq_size * rq_stride;
+		cq_off = qp->seg_len;
+		qp->seg_len +=
+			(size_t)qp->rq_size * sizeof(struct soft_shm_cqe);
+	}
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
 		goto free_qpn;
+	if (qp->rq) {
+		qp->seg->rq_entries = qp->rq_size;
+		qp->seg->rq_sge = qp->cap.max_recv_sge;
+		qp->seg->rq_off = rq_off;
+		qp->seg->cq_off = cq_off;
+	}
 	qp->seg->qpn = qpn;
 	qp->seg->nslots = qp->sq_size;
 	qp->seg->pid = soft_self_pid;
@@ -453,6 +469,8 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 /* qp_reset -- back to RESET: queues emptied without completions */
 static void qp_reset(struct soft_qp *qp)
 {
+	int i;
+
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
@@ -466,6 +484,20 @@ static void qp_reset(struct soft_qp *qp)
 	qp->rx_stopped = 0;
 	memset(&qp->rx, 0, sizeof(qp->rx));
 	atomic_store(&qp->seg->dest_qpn, 0);
+	/* an initiator serving us right now finishes first (bounded) */
+	for (i = 0; i < 100000; i++) {
+		uint32_t z = 0;
+
+		if (atomic_compare_exchange_strong(&qp->seg->rx_lock, &z, 1))
+			break;
+		sched_yield();
+	}
+	atomic_store(&qp->seg->rq_prod, 0);
+	atomic_store(&qp->seg->rq_cons, 0);
+	atomic_store(&qp->seg->rx_lock, 0);
+	qp->no_serve = 0;
+	qp->wait_msgno = 0;
+	qp->drain_bad = 0;
 	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 }

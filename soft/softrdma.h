@@ -99,6 +99,36 @@ struct soft_seg_hdr {
 	uint32_t ctx_idx;
 	uint64_t start;
 	_Atomic uint32_t dest_qpn; /* whom the slots are for */
+	/*
+	 * Receive side, reachable by the initiator (progress without the
+	 * responder's CPU): a mirror of the posted receive WQEs and an outbox
+	 * of receive completions the initiator produced; whoever holds
+	 * rx_lock consumes slots and WQEs.  All of it is peer-writable: the
+	 * initiator checks it against the mapping and the registry, the
+	 * responder against its private copy of the queue.
+	 */
+	_Atomic uint32_t rx_lock;
+	uint32_t rq_entries; /* 0: not mirrored (SRQ) */
+	uint32_t rq_sge;
+	uint32_t pad;
+	uint64_t rq_off, cq_off;
+	_Atomic uint64_t rq_prod; /* WQEs posted */
+	_Atomic uint64_t rq_cons; /* WQEs consumed, either side */
+};
+
+/* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
+struct soft_shm_rwqe {
+	uint32_t num_sge;
+	uint32_t pad;
+	struct ibv_sge sge[];
+};
+
+/* a receive completion the initiator produced for the responder */
+struct soft_shm_cqe {
+	uint32_t byte_len;
+	uint32_t imm;
+	uint32_t flags;	 /* SOFT_SF_IMM, SOFT_SF_SOLICITED */
+	uint32_t opcode; /* SOFT_OP_SEND / SOFT_OP_WRITE_IMM */
 };
 
 /* Process-local objects */
@@ -256,6 +286,8 @@ struct soft_qp {
 	uint32_t peer_ctx_idx;
 	uint32_t peer_pd_id;
 	int peer_reg_slot;
+	uint32_t peer_rq_n, peer_rq_sge; /* its RQ mirror, checked at connect */
+	uint64_t peer_rq_off, peer_cq_off;
 	/* receive side */
 	struct soft_rwqe *rq;
 	uint32_t rq_size;
@@ -269,7 +301,10 @@ struct soft_qp {
 	/* RC: local iovecs of send WQEs, sq_iov_n per WQE */
 	struct iovec *sq_iov;
 	uint32_t sq_iov_n;
-	int novm;	/* process_vm_* refused towards the peer: chunks */
+	int novm;     /* process_vm_* refused towards the peer: chunks */
+	int no_serve; /* process_vm_writev refused: the responder serves */
+	uint64_t wait_msgno, wait_since; /* head message untouched since */
+	int drain_bad;	/* the initiator's outbox lied: no more from it */
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
 };

@@ -38,6 +38,7 @@ enum kase {
 	K_REG_CTX,     /* registry entry with ctx_idx out of range */
 	K_REG_SELF,    /* registry entry and header claiming the victim's pid */
 	K_SEG_NSLOTS,  /* segment header with a ring larger than the mapping */
+	K_OUTBOX,      /* the victim's receive outbox: far ahead, huge length */
 	K_N,
 };
 
@@ -54,6 +55,7 @@ static const char *const kname[K_N] = {
 	"registry ctx_idx",
 	"registry claims the victim's pid",
 	"ring beyond the mapping",
+	"forged receive outbox",
 };
 
 /* the connection is refused at RTR (nothing is ever read from the peer) */
@@ -262,7 +264,20 @@ static int forger(int rfd, int wfd)
 		t_xrecv(rfd, &c, sizeof(c));
 		if (t_connect(qp, c.vqpn, 0, 1, 7, 1, 1))
 			return 4;
-		if (!refused(c.kase)) {
+		if (c.kase == K_OUTBOX) {
+			/* the victim's own segment: its receive outbox */
+			size_t vlen;
+			struct soft_seg_hdr *v = seg_map(c.vqpn, &vlen);
+			struct soft_shm_cqe *o;
+
+			if (!v)
+				return 5;
+			o = (void *)((char *)v + v->cq_off);
+			o->byte_len = 0x7fffffff;
+			o->opcode = SOFT_OP_SEND;
+			atomic_store(&v->rq_cons, 1ull << 40);
+			munmap(v, vlen);
+		} else if (!refused(c.kase)) {
 			forge_slot(s, c.kase, &c);
 			if (c.kase == K_BAD_CHUNK &&
 			    wait_kind(s, SOFT_SLOT_XFER, SOFT_SLOT_DONE) ==
@@ -372,6 +387,16 @@ static void one_case(struct tctx *t, struct ibv_mr *rmr, char *rbuf,
 			   rp.kind == SOFT_SLOT_DONE,
 		   "%s: remote access NAK (%u)", kname[k], rp.status);
 		ok(t_qp_state(qp) == IBV_QPS_RTS, "%s: victim QP unaffected",
+		   kname[k]);
+	} else if (k == K_OUTBOX) {
+		ok(n == NRECV && wc[0].wr_id == 0 &&
+			   wc[0].status == IBV_WC_LOC_LEN_ERR &&
+			   wc[1].wr_id == 1 &&
+			   wc[1].status == IBV_WC_WR_FLUSH_ERR,
+		   "%s: bounded by what was posted, length checked: "
+		   "LOC_LEN_ERR, then flushed",
+		   kname[k]);
+		ok(t_qp_state(qp) == IBV_QPS_ERR, "%s: victim QP to ERR",
 		   kname[k]);
 	} else if (refused(k)) {
 		ok(other, "%s: peer refused, send fails RETRY_EXC_ERR",

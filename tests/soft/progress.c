@@ -4,8 +4,9 @@
  * gives today: one thread of one process, two QPs on two contexts, polls
  * only the sender's CQ and sees its SEND and WRITE_WITH_IMM complete (the
  * initiator serves the responder QP of its own process); and a SIGSTOPped
- * responder process: RDMA WRITE, READ and atomics complete at the
- * initiator without it.
+ * responder process: SENDs to its posted receives, WRITE_WITH_IMM, RDMA
+ * WRITE, READ and atomics all complete at the initiator without it, and
+ * the responder, continued, finds its completions and data.
  */
 #include "config.h"
 
@@ -102,7 +103,8 @@ static int stopped(int rfd, int wfd)
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
 	struct info me, peer;
-	char *buf = calloc(1, 3 * LEN);
+	char *buf = calloc(1, 5 * LEN);
+	struct ibv_wc wc[4];
 	uint64_t ctr;
 	int i;
 
@@ -112,7 +114,7 @@ static int stopped(int rfd, int wfd)
 		buf[LEN + i] = (char)(i * 13);
 	ctr = 40;
 	memcpy(buf + 2 * LEN, &ctr, 8);
-	mr = ibv_reg_mr(t.pd, buf, 3 * LEN,
+	mr = ibv_reg_mr(t.pd, buf, 5 * LEN,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				IBV_ACCESS_REMOTE_READ |
 				IBV_ACCESS_REMOTE_ATOMIC);
@@ -129,6 +131,9 @@ static int stopped(int rfd, int wfd)
 			      IBV_ACCESS_REMOTE_ATOMIC,
 		      1, 7, 14, 7))
 		return 1;
+	t_post_recv(qp, buf + 3 * LEN, 128, mr->lkey, 11);
+	t_post_recv(qp, buf + 4 * LEN, LEN, mr->lkey, 12);
+	t_post_recv(qp, buf + 3 * LEN + 4096, 16, mr->lkey, 13);
 	raise(SIGSTOP); /* no softrdma call from here until continued */
 	memcpy(&ctr, buf + 2 * LEN, 8);
 	for (i = 0; i < LEN; i++)
@@ -136,6 +141,22 @@ static int stopped(int rfd, int wfd)
 			return 2;
 	if (ctr != 7)
 		return 3;
+	/* what the initiator did for us while we were stopped */
+	if (t_wait(t.cq, wc, 3, 5000) != 3)
+		return 4;
+	if (wc[0].status || wc[0].wr_id != 11 || wc[0].byte_len != 100 ||
+	    wc[0].opcode != IBV_WC_RECV || wc[0].src_qp != peer.qpn ||
+	    buf[3 * LEN] != 'a' || buf[3 * LEN + 99] != 'a' ||
+	    buf[3 * LEN + 100] != 0)
+		return 5;
+	if (wc[1].status || wc[1].wr_id != 12 || wc[1].byte_len != LEN ||
+	    buf[4 * LEN] != 'b' || buf[5 * LEN - 1] != 'b')
+		return 6;
+	if (wc[2].status || wc[2].wr_id != 13 ||
+	    wc[2].opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+	    !(wc[2].wc_flags & IBV_WC_WITH_IMM) ||
+	    wc[2].imm_data != htobe32(0x77) || wc[2].byte_len != 8)
+		return 7;
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	t_close(&t);
@@ -206,10 +227,35 @@ static void one_sided_stopped(void)
 	n = t_wait(t.cq, wc, 1, 5000);
 	ok(n == 1 && wc[0].status == IBV_WC_SUCCESS && *res == 42,
 	   "CMP_AND_SWP completes, saw 42");
+	/* two-sided: its receive WQEs and CQ are served by us */
+	memset(buf, 'a', 100);
+	memset(buf + LEN, 'b', LEN);
+	t_post(qp, IBV_WR_SEND, buf, 100, mr->lkey, 5, IBV_SEND_SIGNALED, 0, 0);
+	t_post(qp, IBV_WR_SEND, buf + LEN, LEN, mr->lkey, 6, IBV_SEND_SIGNALED,
+	       0, 0);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)buf, 8, mr->lkey};
+	wr.wr_id = 7;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.imm_data = htobe32(0x77);
+	wr.wr.rdma.remote_addr = peer.addr + 3 * LEN + 8192;
+	wr.wr.rdma.rkey = peer.rkey;
+	ibv_post_send(qp, &wr, &bad);
+	n = t_wait(t.cq, wc, 3, 10000);
+	ok(n == 3 && wc[0].wr_id == 5 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].wr_id == 6 && wc[1].status == IBV_WC_SUCCESS &&
+		   wc[2].wr_id == 7 && wc[2].status == IBV_WC_SUCCESS,
+	   "SEND 100 B, SEND 64 KiB, WRITE_WITH_IMM complete against a "
+	   "stopped responder");
 	kill(child, SIGCONT);
 	waitpid(child, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	   "the responder, continued, finds the write and 7 (%d)", st);
+	   "the responder, continued, finds the data, 7 and its three "
+	   "receive completions (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	t_close(&t);
