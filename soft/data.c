@@ -45,6 +45,7 @@
  */
 _Static_assert(SOFT_MAX_SGE == SOFT_SLOT_MAX_SGE, "one SGE limit");
 _Static_assert(SOFT_MAX_MSG_SZ == SOFT_SLOT_MAX_MSG, "one message limit");
+_Static_assert(sizeof(struct soft_seg_hdr) <= SOFT_SEG_HDR, "segment header");
 
 /* IB min_rnr_timer encoding, in microseconds x 100 */
 static const uint32_t rnr_table[32] = {
@@ -1362,6 +1363,17 @@ static void rx_slots(struct soft_qp *qp)
  * slots; context lock held */
 static void rx_qp(struct soft_qp *qp)
 {
+	struct soft_slot *s =
+		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
+
+	/* the idle poll: nothing published, nothing served for us */
+	if (!qp->rx.active &&
+	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
+		    qp->peer_cons + 1 &&
+	    (qp->srq || !qp->seg->rq_entries ||
+	     atomic_load_explicit(&qp->seg->rq_cons, memory_order_relaxed) ==
+		     qp->rq_tail))
+		return;
 	if (!rx_trylock(qp))
 		return; /* the initiator is serving us right now */
 	rx_drain(qp);

@@ -107,13 +107,16 @@ struct soft_seg_hdr {
 	 * initiator checks it against the mapping and the registry, the
 	 * responder against its private copy of the queue.
 	 */
-	_Atomic uint32_t rx_lock;
 	uint32_t rq_entries; /* 0: not mirrored (SRQ) */
 	uint32_t rq_sge;
-	uint32_t pad;
 	uint64_t rq_off, cq_off;
+	/* written on every poll of the owner: a line of its own, apart from
+	 * what the peer reads on every poll (dest_qpn) */
+	_Alignas(64) _Atomic uint32_t rx_lock;
+	uint32_t pad;
 	_Atomic uint64_t rq_prod; /* WQEs posted */
 	_Atomic uint64_t rq_cons; /* WQEs consumed, either side */
+	uint8_t pad2[40];
 };
 
 /* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
