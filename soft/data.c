@@ -106,6 +106,9 @@ void soft_qp_connect(struct soft_qp *qp)
 	qp->peer_ctx_idx = e.ctx_idx;
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
+	/* a QP of ours on this very context is progressed by every poll */
+	qp->peer_same_ctx = e.pid == soft_self_pid &&
+			    e.ctx_idx == (uint32_t)qp->ctx->reg_idx;
 	/* its receive queue mirror, if it fits the mapping */
 	qp->peer_rq_n = h->rq_entries;
 	qp->peer_rq_sge = h->rq_sge;
@@ -233,12 +236,16 @@ static ssize_t vm_copy(int write, int32_t pid, const struct iovec *l,
 }
 
 /* iov_gather -- n bytes of an iovec list from offset off into dst */
-static void iov_gather(const struct iovec *iov, uint32_t niov, uint64_t off,
-		       void *dst, uint64_t n)
+static inline void iov_gather(const struct iovec *iov, uint32_t niov,
+			      uint64_t off, void *dst, uint64_t n)
 {
 	uint8_t *d = dst;
 	uint32_t i;
 
+	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
+		memcpy(d, (const uint8_t *)iov[0].iov_base + off, n);
+		return;
+	}
 	for (i = 0; i < niov && n; i++) {
 		uint64_t l = iov[i].iov_len, c;
 
@@ -255,12 +262,16 @@ static void iov_gather(const struct iovec *iov, uint32_t niov, uint64_t off,
 }
 
 /* iov_scatter -- n bytes from src into an iovec list at offset off */
-static void iov_scatter(const struct iovec *iov, uint32_t niov, uint64_t off,
-			const void *src, uint64_t n)
+static inline void iov_scatter(const struct iovec *iov, uint32_t niov,
+			       uint64_t off, const void *src, uint64_t n)
 {
 	const uint8_t *p = src;
 	uint32_t i;
 
+	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
+		memcpy((uint8_t *)iov[0].iov_base + off, p, n);
+		return;
+	}
 	for (i = 0; i < niov && n; i++) {
 		uint64_t l = iov[i].iov_len, c;
 
@@ -1376,7 +1387,10 @@ static void rx_qp(struct soft_qp *qp)
 		return;
 	if (!rx_trylock(qp))
 		return; /* the initiator is serving us right now */
-	rx_drain(qp);
+	if (!qp->srq &&
+	    qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
+						memory_order_relaxed))
+		rx_drain(qp);
 	rx_slots(qp);
 	rx_unlock(qp);
 }
@@ -1483,7 +1497,7 @@ static int serve_local(struct soft_qp *qp)
 {
 	struct soft_qp *peer;
 
-	if (!qp->peer || qp->peer_pid != soft_self_pid)
+	if (!qp->peer || qp->peer_pid != soft_self_pid || qp->peer_same_ctx)
 		return 0;
 	peer = soft_qp_lock_local(qp->dest_qpn);
 	if (!peer)

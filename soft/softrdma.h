@@ -289,6 +289,7 @@ struct soft_qp {
 	uint32_t peer_ctx_idx;
 	uint32_t peer_pd_id;
 	int peer_reg_slot;
+	int peer_same_ctx; /* the peer QP is ours, on this context */
 	uint32_t peer_rq_n, peer_rq_sge; /* its RQ mirror, checked at connect */
 	uint64_t peer_rq_off, peer_cq_off;
 	/* receive side */
