@@ -187,6 +187,7 @@ static void one_sided_stopped(void)
 	if (!mr || !qp || child < 0)
 		bail_out("setup");
 	t_xrecv(rfd, &peer, sizeof(peer));
+	memset(&me, 0, sizeof(me));
 	me.qpn = qp->qp_num;
 	t_xsend(wfd, &me, sizeof(me));
 	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
