@@ -1784,9 +1784,13 @@ static void flush_rq(struct soft_qp *qp)
 {
 	struct ibv_wc wc;
 
-	/* what the initiator completed before the error comes first */
-	if (!rx_trylock(qp))
-		return; /* next progress */
+	/* what the initiator completed before the error comes first; an
+	 * initiator that died while serving us leaves the lock behind */
+	if (!rx_trylock(qp)) {
+		if (!qp->peer || soft_pid_alive(qp->peer_pid, qp->peer_start))
+			return; /* next progress */
+		atomic_store(&qp->seg->rx_lock, 1);
+	}
 	rx_drain(qp);
 	rx_unlock(qp);
 	while (qp->rq_tail != qp->rq_head) {
