@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -101,6 +101,32 @@ static void dev_init(void)
 		freeifaddrs(ifa);
 	}
 	soft_dev.dev.node_type = IBV_NODE_CA;
+}
+
+/* yama_restricted -- Yama's ptrace_scope is 1 or more */
+static int yama_restricted(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	int v = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v >= 1;
+}
+
+/* soft_gid_local -- g is one of this host's GIDs (a local destination) */
+int soft_gid_local(const union ibv_gid *g)
+{
+	int i;
+
+	pthread_once(&dev_once, dev_init);
+	for (i = 0; i < gid_count; i++)
+		if (!memcmp(&gid_tbl[i], g, sizeof(*g)))
+			return 1;
+	return 0;
 }
 
 /* soft_gid_count -- number of valid GID entries */
@@ -213,11 +239,6 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	pthread_once(&dev_once, dev_init);
-	/*
-	 * One-sided ops and large sends use process_vm_readv/writev, which
-	 * Yama (ptrace_scope 1) allows only to declared tracers.
-	 */
-	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {
 		errno = ENOMEM;
@@ -238,6 +259,17 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	soft_list_init(&ctx->qps);
 	soft_list_init(&ctx->cqs);
 	soft_list_init(&ctx->srqs);
+	/*
+	 * One-sided ops and large sends use process_vm_readv/writev, which
+	 * Yama (ptrace_scope >= 1) refuses between processes that are not
+	 * ancestor and descendant.  softrdma never lifts that protection
+	 * (no PR_SET_PTRACER): where it applies, the target process moves
+	 * the data itself through the ring, and its progress thread serves
+	 * the rings even when no CQ is armed.
+	 */
+	ctx->serve_rings = soft_novm_env() || yama_restricted();
+	atomic_store(&soft_reg->ctx[ctx->reg_idx].always_wake,
+		     (uint32_t)ctx->serve_rings);
 
 	c = &ctx->vctx.context;
 	c->device = device;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -29,6 +30,51 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 
 static void soft_qp_ex_free(struct soft_qp *qp);
 
+/*
+ * Process-local QP table, indexed like the registry: which QPNs are ours.
+ * Its lock is taken before a context lock is tried, never waited for
+ * while one is held, so that another context's QP can be served safely.
+ */
+static pthread_mutex_t qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct soft_qp *qp_table[SOFT_MAX_QP];
+static uint32_t qp_table_qpn[SOFT_MAX_QP];
+
+/* qp_table_set -- publish (qp) or withdraw (NULL) a QPN of ours */
+static void qp_table_set(uint32_t qpn, struct soft_qp *qp)
+{
+	pthread_mutex_lock(&qp_table_lock);
+	qp_table[qpn & (SOFT_MAX_QP - 1)] = qp;
+	qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] = qp ? qpn : 0;
+	pthread_mutex_unlock(&qp_table_lock);
+}
+
+/* soft_qp_is_local -- a QP of that number lives in this process */
+int soft_qp_is_local(uint32_t qpn)
+{
+	int r;
+
+	pthread_mutex_lock(&qp_table_lock);
+	r = qp_table[qpn & (SOFT_MAX_QP - 1)] &&
+	    qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] == qpn;
+	pthread_mutex_unlock(&qp_table_lock);
+	return r;
+}
+
+/* soft_qp_lock_local -- our QP of that number with its context locked
+ * (trylock: NULL when busy or absent); the caller unlocks ctx->lock */
+struct soft_qp *soft_qp_lock_local(uint32_t qpn)
+{
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
+	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
+		   pthread_mutex_trylock(&qp->ctx->lock)))
+		qp = NULL;
+	pthread_mutex_unlock(&qp_table_lock);
+	return qp;
+}
+
 static uint32_t pow2_at_least(uint32_t v)
 {
 	uint32_t n = 1;
@@ -46,6 +92,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	struct soft_qp *qp;
 	struct soft_pd *pd;
 	uint32_t qpn;
+	size_t rq_off = 0, cq_off = 0, rq_stride;
 
 	if (!context || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
 	    !attr->pd) {
@@ -104,6 +151,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
 	if (!qp->sq)
 		goto free_qp;
+	qp->sq_iov_n = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
+	qp->sq_iov =
+		calloc((size_t)qp->sq_size * qp->sq_iov_n, sizeof(*qp->sq_iov));
+	if (!qp->sq_iov)
+		goto free_sq;
 	if (!qp->srq) {
 		qp->rq_size = pow2_at_least(qp->cap.max_recv_wr + 1);
 		qp->rq = calloc(qp->rq_size, sizeof(*qp->rq));
@@ -115,9 +167,23 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->reg_slot < 0)
 		goto free_rq;
 	qp->seg_len = SOFT_SEG_HDR + (size_t)qp->sq_size * SOFT_SLOT_SIZE;
+	if (qp->rq) {
+		rq_off = qp->seg_len;
+		rq_stride = 8 + 16 * (size_t)qp->cap.max_recv_sge;
+		qp->seg_len += (size_t)qp->rq_size * rq_stride;
+		cq_off = qp->seg_len;
+		qp->seg_len +=
+			(size_t)qp->rq_size * sizeof(struct soft_shm_cqe);
+	}
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
 		goto free_qpn;
+	if (qp->rq) {
+		qp->seg->rq_entries = qp->rq_size;
+		qp->seg->rq_sge = qp->cap.max_recv_sge;
+		qp->seg->rq_off = rq_off;
+		qp->seg->cq_off = cq_off;
+	}
 	qp->seg->qpn = qpn;
 	qp->seg->nslots = qp->sq_size;
 	qp->seg->pid = soft_self_pid;
@@ -156,6 +222,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->srq)
 		qp->srq->refcnt++;
 	soft_list_add(&ctx->qps, &qp->link);
+	qp_table_set(qpn, qp);
 	pthread_mutex_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
@@ -167,6 +234,7 @@ free_qpn:
 free_rq:
 	free(qp->rq);
 free_sq:
+	free(qp->sq_iov);
 	free(qp->sq);
 free_qp:
 	free(qp);
@@ -401,6 +469,8 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 /* qp_reset -- back to RESET: queues emptied without completions */
 static void qp_reset(struct soft_qp *qp)
 {
+	int i;
+
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
@@ -410,7 +480,24 @@ static void qp_reset(struct soft_qp *qp)
 	qp->rnr_since = 0;
 	qp->dead_since = 0;
 	qp->sq_err_pending = 0;
+	qp->novm = 0;
+	qp->rx_stopped = 0;
+	memset(&qp->rx, 0, sizeof(qp->rx));
 	atomic_store(&qp->seg->dest_qpn, 0);
+	/* an initiator serving us right now finishes first (bounded) */
+	for (i = 0; i < 100000; i++) {
+		uint32_t z = 0;
+
+		if (atomic_compare_exchange_strong(&qp->seg->rx_lock, &z, 1))
+			break;
+		sched_yield();
+	}
+	atomic_store(&qp->seg->rq_prod, 0);
+	atomic_store(&qp->seg->rq_cons, 0);
+	atomic_store(&qp->seg->rx_lock, 0);
+	qp->no_serve = 0;
+	qp->wait_msgno = 0;
+	qp->drain_bad = 0;
 	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 }
@@ -489,8 +576,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
 		    qp->type != IBV_QPT_UD) {
 			qp->dest_qpn = qp->attr.dest_qp_num;
-			atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
+			/* addressed by (GID, QPN): a foreign GID reaches no
+			 * local QP (between hosts is not there yet) */
+			if (soft_gid_local(&qp->attr.ah_attr.grh.dgid))
+				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
 			soft_qp_connect(qp);
+			if (qp->ctx->serve_rings)
+				soft_thread_start(qp->ctx);
 		}
 		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
 		    qp->sq_head == qp->sq_tail)
@@ -544,6 +636,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	ctx = qp->ctx;
 	pthread_mutex_lock(&ctx->lock);
 	soft_list_del(&qp->link);
+	qp_table_set(ibqp->qp_num, NULL);
 	qp_reset(qp);
 	soft_qp_set_state(qp, IBV_QPS_ERR);
 	qp->scq->refcnt--;
@@ -562,6 +655,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	soft_reg_qp_free(qp->reg_slot);
 	soft_qp_ex_free(qp);
 	free(qp->rq);
+	free(qp->sq_iov);
 	free(qp->sq);
 	free(qp);
 	return 0;

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+
+#include "slot.h"
 
 /* Every standard entry point softrdma defines carries this mark. */
 #define SOFT_EXPORT __attribute__((visibility("default")))
@@ -37,19 +40,18 @@
 #define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
 
-/* Ring slots: 64-byte header then payload (copied data or an SGE list). */
-#define SOFT_SLOT_SIZE	  1024
-#define SOFT_SLOT_PAYLOAD (SOFT_SLOT_SIZE - 64)
-#define SOFT_SEG_HDR	  4096
+/* Ring slots (slot.h): 64-byte header then payload */
+#define SOFT_SEG_HDR 4096
 
 /* Host-global registry (POSIX shm) */
 struct soft_reg_ctx {
 	_Atomic int32_t pid; /* 0: free */
 	uint32_t pad;
-	uint64_t start;		/* owner's start time (pid reuse guard) */
-	_Atomic uint32_t wake;	/* futex word of the progress thread */
-	_Atomic uint32_t armed; /* a CQ of this context is armed */
-	uint8_t pad2[40];
+	uint64_t start;		      /* owner's start time (pid reuse guard) */
+	_Atomic uint32_t wake;	      /* futex word of the progress thread */
+	_Atomic uint32_t armed;	      /* a CQ of this context is armed */
+	_Atomic uint32_t always_wake; /* its thread serves the rings */
+	uint8_t pad2[36];
 };
 
 struct soft_reg_qp {
@@ -89,45 +91,6 @@ struct soft_reg {
 	struct soft_reg_mr mr[SOFT_MAX_MR];
 };
 
-/* Ring slot in the sender's outbound segment, read by the receiver. */
-enum {
-	SOFT_SLOT_READY = 1,
-	SOFT_SLOT_BUSY = 2,
-	SOFT_SLOT_RNR = 3,
-	SOFT_SLOT_DONE = 4,
-	SOFT_SLOT_CANCEL = 5,
-};
-#define SOFT_SLOT_STATE(msgno, kind) ((((uint64_t)(msgno) + 1) << 8) | (kind))
-
-enum { SOFT_OP_SEND = 1, SOFT_OP_WRITE_IMM = 2 };
-enum { SOFT_SF_IMM = 1, SOFT_SF_SOLICITED = 2, SOFT_SF_COPIED = 4 };
-/* responder verdicts written back into the slot */
-enum {
-	SOFT_ACK = 0,
-	SOFT_NAK_INV_REQ = 1,
-	SOFT_NAK_REM_OP = 2,
-	SOFT_NAK_REM_ACCESS = 3,
-};
-
-struct soft_slot {
-	_Atomic uint64_t state;
-	uint32_t opcode;
-	uint32_t imm; /* network order, as posted */
-	uint32_t len;
-	uint32_t flags;
-	uint32_t nsge;
-	uint32_t status; /* SOFT_ACK / SOFT_NAK_* */
-	int32_t pid;
-	uint32_t rnr_timer; /* responder's min_rnr_timer on RNR NAK */
-	uint8_t pad[24];
-	uint8_t payload[SOFT_SLOT_PAYLOAD];
-};
-
-struct soft_remote_sge {
-	uint64_t addr;
-	uint64_t len;
-};
-
 struct soft_seg_hdr {
 	uint64_t magic;
 	uint32_t qpn;
@@ -136,6 +99,39 @@ struct soft_seg_hdr {
 	uint32_t ctx_idx;
 	uint64_t start;
 	_Atomic uint32_t dest_qpn; /* whom the slots are for */
+	/*
+	 * Receive side, reachable by the initiator (progress without the
+	 * responder's CPU): a mirror of the posted receive WQEs and an outbox
+	 * of receive completions the initiator produced; whoever holds
+	 * rx_lock consumes slots and WQEs.  All of it is peer-writable: the
+	 * initiator checks it against the mapping and the registry, the
+	 * responder against its private copy of the queue.
+	 */
+	uint32_t rq_entries; /* 0: not mirrored (SRQ) */
+	uint32_t rq_sge;
+	uint64_t rq_off, cq_off;
+	/* written on every poll of the owner: a line of its own, apart from
+	 * what the peer reads on every poll (dest_qpn) */
+	_Alignas(64) _Atomic uint32_t rx_lock;
+	uint32_t pad;
+	_Atomic uint64_t rq_prod; /* WQEs posted */
+	_Atomic uint64_t rq_cons; /* WQEs consumed, either side */
+	uint8_t pad2[40];
+};
+
+/* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
+struct soft_shm_rwqe {
+	uint32_t num_sge;
+	uint32_t pad;
+	struct ibv_sge sge[];
+};
+
+/* a receive completion the initiator produced for the responder */
+struct soft_shm_cqe {
+	uint32_t byte_len;
+	uint32_t imm;
+	uint32_t flags;	 /* SOFT_SF_IMM, SOFT_SF_SOLICITED */
+	uint32_t opcode; /* SOFT_OP_SEND / SOFT_OP_WRITE_IMM */
 };
 
 /* Process-local objects */
@@ -162,6 +158,7 @@ struct soft_context {
 	int narmed;
 	uint32_t npd;
 	uint64_t outstanding; /* send WQEs waiting on a peer */
+	int serve_rings;      /* process_vm may be refused: the thread serves */
 };
 
 struct soft_pd {
@@ -232,6 +229,23 @@ struct soft_swqe {
 	uint32_t status; /* for SOFT_WQE_DONE */
 	int signaled;
 	uint64_t msgno; /* for SOFT_WQE_RING: its slot sequence number */
+	uint32_t op;	/* SOFT_OP_* of the slot */
+	uint32_t niov;	/* its local iovecs, in qp->sq_iov */
+};
+
+/* the responder's side of a message moving in chunks (process_vm refused) */
+struct soft_rx_xfer {
+	int active;
+	int has_wqe;
+	int solicited;
+	uint32_t op;
+	uint32_t len;
+	uint32_t rkey;
+	uint64_t raddr;
+	uint64_t off;
+	uint64_t msgno;
+	struct soft_rwqe wqe;
+	struct ibv_wc wc;
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
@@ -275,6 +289,9 @@ struct soft_qp {
 	uint32_t peer_ctx_idx;
 	uint32_t peer_pd_id;
 	int peer_reg_slot;
+	int peer_same_ctx; /* the peer QP is ours, on this context */
+	uint32_t peer_rq_n, peer_rq_sge; /* its RQ mirror, checked at connect */
+	uint64_t peer_rq_off, peer_cq_off;
 	/* receive side */
 	struct soft_rwqe *rq;
 	uint32_t rq_size;
@@ -285,6 +302,15 @@ struct soft_qp {
 	int is_ex;	    /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	int sq_err_pending; /* a WR failed: later ones flush */
 	uint32_t check_tick;
+	/* RC: local iovecs of send WQEs, sq_iov_n per WQE */
+	struct iovec *sq_iov;
+	uint32_t sq_iov_n;
+	int novm;     /* process_vm_* refused towards the peer: chunks */
+	int no_serve; /* process_vm_writev refused: the responder serves */
+	uint64_t wait_msgno, wait_since; /* head message untouched since */
+	int drain_bad;	/* the initiator's outbox lied: no more from it */
+	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
+	struct soft_rx_xfer rx;
 };
 
 /* list helpers */
@@ -361,6 +387,7 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 
 /* device.c */
 int soft_gid_count(void);
+int soft_gid_local(const union ibv_gid *g);
 
 /* verbs.c: events, CQ */
 struct soft_evq *soft_evq_new(size_t elem);
@@ -393,8 +420,14 @@ void soft_thread_stop(struct soft_context *ctx);
 struct soft_mr *soft_mr_lookup(uint32_t key);
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
+/* data.c: process_vm_* refused (Yama) or forced off by tests */
+extern int soft_novm_forced;
+int soft_novm_env(void);
+
 /* qp.c */
 void soft_qp_ex_init(struct soft_qp *qp);
+int soft_qp_is_local(uint32_t qpn);
+struct soft_qp *soft_qp_lock_local(uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 
 /* srq limit event check (verbs.c) */
