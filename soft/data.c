@@ -199,12 +199,13 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
 	(void)st;
-	slot = rkey & (SOFT_MAX_MR - 1);
+	slot = soft_key_slot(rkey);
 	lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	soft_stripe_lock(lk);
 	m = &soft_reg->mr[slot];
 	if (!rkey || m->key != rkey || m->pid != qp->peer_pid ||
 	    m->pd_id != qp->peer_pd_id || !(m->access & need) ||
+	    (m->qpn && m->qpn != qp->dest_qpn) ||
 	    raddr < m->addr || raddr - m->addr > m->len ||
 	    len > m->len - (raddr - m->addr)) {
 		pthread_mutex_unlock(lk);
@@ -269,6 +270,10 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -286,6 +291,12 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_SEND_WITH_INV:
+		break;
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		if (soft_mw_check_wr(qp, wr))
+			return EINVAL;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -351,6 +362,13 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		e->status = IBV_WC_WR_FLUSH_ERR;
 		return;
 	}
+	if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) {
+		e->byte_len = 0;
+		e->status = soft_mw_local_op(qp, wr);
+		if (e->status != IBV_WC_SUCCESS)
+			goto failed;
+		return;
+	}
 	if (len > SOFT_MAX_MSG_SZ) {
 		e->status = IBV_WC_LOC_LEN_ERR;
 		goto failed;
@@ -366,7 +384,8 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		e->status = st;
 		goto failed;
 	}
-	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) {
+	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	    wr->opcode != IBV_WR_SEND_WITH_INV) {
 		st = remote_op(qp, wr, iov, wr->num_sge, len);
 		if (st != IBV_WC_SUCCESS) {
 			e->status = st;
@@ -387,6 +406,8 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		flags |= SOFT_SF_IMM;
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		flags |= SOFT_SF_INV; /* s->imm: invalidate_rkey */
 	if (wr->send_flags & IBV_SEND_SOLICITED)
 		flags |= SOFT_SF_SOLICITED;
 	if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
@@ -678,6 +699,17 @@ static void rx_qp(struct soft_qp *qp)
 		} else {
 			wc.opcode = IBV_WC_RECV;
 			wc.status = place(qp, s, r, &nak);
+		}
+		if ((s->flags & SOFT_SF_INV) && wc.status == IBV_WC_SUCCESS) {
+			wc.status = soft_mw_remote_inv(s->imm, soft_self_pid,
+						       qp->pd->pd_id,
+						       wc.qp_num);
+			if (wc.status == IBV_WC_SUCCESS) {
+				wc.invalidated_rkey = s->imm;
+				wc.wc_flags = IBV_WC_WITH_INV;
+			} else {
+				nak = SOFT_NAK_INV_REQ;
+			}
 		}
 		s->status = nak;
 		st = SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_BUSY);
