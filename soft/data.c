@@ -205,9 +205,8 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	m = &soft_reg->mr[slot];
 	if (!rkey || m->key != rkey || m->pid != qp->peer_pid ||
 	    m->pd_id != qp->peer_pd_id || !(m->access & need) ||
-	    (m->qpn && m->qpn != qp->dest_qpn) ||
-	    raddr < m->addr || raddr - m->addr > m->len ||
-	    len > m->len - (raddr - m->addr)) {
+	    (m->qpn && m->qpn != qp->dest_qpn) || raddr < m->addr ||
+	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr)) {
 		pthread_mutex_unlock(lk);
 		return IBV_WC_REM_ACCESS_ERR;
 	}
@@ -701,9 +700,9 @@ static void rx_qp(struct soft_qp *qp)
 			wc.status = place(qp, s, r, &nak);
 		}
 		if ((s->flags & SOFT_SF_INV) && wc.status == IBV_WC_SUCCESS) {
-			wc.status = soft_mw_remote_inv(s->imm, soft_self_pid,
-						       qp->pd->pd_id,
-						       wc.qp_num);
+			wc.status =
+				soft_mw_remote_inv(s->imm, soft_self_pid,
+						   qp->pd->pd_id, wc.qp_num);
 			if (wc.status == IBV_WC_SUCCESS) {
 				wc.invalidated_rkey = s->imm;
 				wc.wc_flags = IBV_WC_WITH_INV;

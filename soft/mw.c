@@ -20,9 +20,9 @@
  * IBV_WC_MW_BIND_ERR, local invalidation errors with IBV_WC_LOC_QP_OP_ERR.
  */
 
-#define SOFT_MW_ACCESS                                                  \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |             \
-	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |            \
+#define SOFT_MW_ACCESS                                       \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |  \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
 	 IBV_ACCESS_ZERO_BASED)
 
 /* every window of this process, for soft_mw_bound_to */
@@ -212,9 +212,8 @@ static enum ibv_wc_status mw_bind(struct soft_qp *qp, struct ibv_send_wr *wr)
 		e->va = (uintptr_t)mr->mr.addr + (bi->addr - mr->iova);
 		e->len = bi->length;
 		e->mr_key = mr->mr.lkey;
-		e->qpn = mw->mw.type == IBV_MW_TYPE_2
-				 ? qp->qpx.qp_base.qp_num
-				 : 0;
+		e->qpn = mw->mw.type == IBV_MW_TYPE_2 ? qp->qpx.qp_base.qp_num
+						      : 0;
 	} else {
 		/* a zero-length type 1 bind: the window grants nothing */
 		e->access = 0;
@@ -232,8 +231,7 @@ out:
  * rkey and that belongs to (pid, pd_id), and, if bound to a QP, to qpn.
  * Returns 0, or -1 (no such window, a type 1 window, an MR key).
  */
-static int invalidate(uint32_t rkey, int32_t pid, uint32_t pd_id,
-		      uint32_t qpn)
+static int invalidate(uint32_t rkey, int32_t pid, uint32_t pd_id, uint32_t qpn)
 {
 	uint32_t slot = soft_key_slot(rkey);
 	struct soft_reg_mr *e = &soft_reg->mr[slot];

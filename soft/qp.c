@@ -27,14 +27,14 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | SOFT_SEND_OPS_MW)
 /* memory windows (mw.c) */
-#define SOFT_SEND_OPS_MW                                   \
+#define SOFT_SEND_OPS_MW                                     \
 	(IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
 	 IBV_QP_EX_WITH_SEND_WITH_INV)
 /* create flags granted (rxe: none) */
 #define SOFT_QP_CREATE_FLAGS 0u
-#define SOFT_QP_CREATE_KNOWN                                                \
-	(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS |    \
-	 IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |         \
+#define SOFT_QP_CREATE_KNOWN                                             \
+	(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS | \
+	 IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |      \
 	 IBV_QP_CREATE_PCI_WRITE_END_PADDING)
 
 static void soft_qp_ex_free(struct soft_qp *qp);
@@ -62,9 +62,9 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD |
-					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-					  IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+	if (attr->comp_mask &
+	    ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -202,7 +202,7 @@ struct soft_mr {
 struct soft_mw {
 	struct ibv_mw mw;
 	struct soft_pd *pd;
-	uint32_t slot; /* its registry entry */
+	uint32_t slot;	       /* its registry entry */
 	struct soft_list link; /* all windows of the process */
 };
 
@@ -428,8 +428,7 @@ int soft_dealloc_mw(struct ibv_mw *mw);
 int soft_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
 		 struct ibv_mw_bind *mw_bind);
 int soft_mw_check_wr(struct soft_qp *qp, struct ibv_send_wr *wr);
-enum ibv_wc_status soft_mw_local_op(struct soft_qp *qp,
-				    struct ibv_send_wr *wr);
+enum ibv_wc_status soft_mw_local_op(struct soft_qp *qp, struct ibv_send_wr *wr);
 enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
 				      uint32_t pd_id, uint32_t qpn);
 int soft_mw_bound_to(uint32_t mr_key);

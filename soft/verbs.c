@@ -445,8 +445,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 	if (!flags || soft_mr_lookup(mr->lkey) != m ||
 	    ((flags & IBV_REREG_MR_CHANGE_ACCESS) &&
 	     !mr_access_ok((unsigned)access)) ||
-	    ((flags & IBV_REREG_MR_CHANGE_PD) &&
-	     pd->context != mr->context)) {
+	    ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != mr->context)) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_CMD;
 	}

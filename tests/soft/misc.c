@@ -65,8 +65,7 @@ static int one_status(struct ibv_cq *cq)
 
 static int write_status(struct ibv_qp *a, uint64_t raddr, uint32_t rkey)
 {
-	if (t_post(a, IBV_WR_RDMA_WRITE, abuf, 8, amr->lkey, 1, 0, raddr,
-		   rkey))
+	if (t_post(a, IBV_WR_RDMA_WRITE, abuf, 8, amr->lkey, 1, 0, raddr, rkey))
 		return -2;
 	return one_status(acq);
 }
@@ -172,15 +171,15 @@ static void test_rereg(void)
 			 0),
 	       IBV_REREG_MR_ERR_INPUT * 1000 - EINVAL,
 	       "translation without address");
-	is_int(rereg_err(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, bbuf, 0,
-			 0),
+	is_int(rereg_err(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, bbuf, 0, 0),
 	       IBV_REREG_MR_ERR_INPUT * 1000 - EINVAL,
 	       "translation with length 0");
 	is_int(rereg_err(mr, IBV_REREG_MR_CHANGE_PD, NULL, NULL, 0, la),
 	       IBV_REREG_MR_ERR_INPUT * 1000 - EINVAL,
 	       "access without CHANGE_ACCESS");
 	is_int(rereg_err(mr, IBV_REREG_MR_CHANGE_PD, NULL, NULL, 0, 0),
-	       IBV_REREG_MR_ERR_INPUT * 1000 - EINVAL, "CHANGE_PD without a PD");
+	       IBV_REREG_MR_ERR_INPUT * 1000 - EINVAL,
+	       "CHANGE_PD without a PD");
 	is_int(rereg_err(mr, 0, NULL, NULL, 0, 0),
 	       IBV_REREG_MR_ERR_CMD * 1000 - EINVAL, "no flag");
 	is_int(rereg_err(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
