@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "common.h"
@@ -541,9 +543,141 @@ static void test_qp_ex(void)
 	unpair(a, b);
 }
 
+struct xinfo {
+	uint32_t qpn;
+	uint32_t rkey;
+	uint64_t addr;
+};
+
+/* owner -- the child of test_mproc: binds a type 2 window on its QP,
+ * lets the parent write through it, and sees the parent's SEND_WITH_INV
+ * invalidate it; exit status 0 when every check of its side passed */
+static int owner(int rfd, int wfd)
+{
+	struct tctx c;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_mw *mw;
+	struct ibv_wc wc;
+	struct xinfo me, peer;
+	char *buf = calloc(1, 4096), go;
+	int res = 0;
+
+	if (!buf || t_open(&c, 16))
+		return 10;
+	mr = ibv_reg_mr(c.pd, buf, 4096,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	qp = t_rc_qp(&c, 8, NULL);
+	mw = ibv_alloc_mw(c.pd, IBV_MW_TYPE_2);
+	if (!mr || !qp || !mw)
+		return 11;
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer.qpn, IBV_ACCESS_REMOTE_WRITE, 12, 7, 14, 7))
+		return 12;
+	me.rkey = ibv_inc_rkey(mw->rkey);
+	me.addr = (uintptr_t)buf + 512;
+	{
+		struct ibv_send_wr wr, *bad;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.opcode = IBV_WR_BIND_MW;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = me.rkey;
+		wr.bind_mw.bind_info.mr = mr;
+		wr.bind_mw.bind_info.addr = me.addr;
+		wr.bind_mw.bind_info.length = 64;
+		wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		if (ibv_post_send(qp, &wr, &bad) ||
+		    t_wait(c.cq, &wc, 1, 5000) != 1 || wc.status)
+			return 13;
+	}
+	t_post_recv(qp, buf, 64, mr->lkey, 0x99);
+	t_xsend(wfd, &me, sizeof(me));
+	if (t_wait(c.cq, &wc, 1, 20000) != 1 || wc.status || wc.wr_id != 0x99 ||
+	    !(wc.wc_flags & IBV_WC_WITH_INV) || wc.invalidated_rkey != me.rkey)
+		res |= 1;
+	if (buf[512] != 0x5a || buf[519] != 0x5a || buf[520])
+		res |= 2;
+	t_xsend(wfd, &res, sizeof(res));
+	t_xrecv(rfd, &go, 1);
+	ibv_dealloc_mw(mw);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&c);
+	free(buf);
+	return res;
+}
+
+/* test_mproc -- a window of another process, as remote peers see it */
+static void test_mproc(void)
+{
+	struct tctx p;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr, *bad;
+	struct xinfo me, peer;
+	char buf[64];
+	int rfd, wfd, res = -1, st = -1;
+	pid_t pid;
+
+	pid = t_spawn(owner, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("fork");
+	if (t_open(&p, 16))
+		bail_out("open");
+	mr = ibv_reg_mr(p.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	qp = t_rc_qp(&p, 8, NULL);
+	if (!mr || !qp)
+		bail_out("parent setup");
+	me.qpn = qp->qp_num;
+	t_xrecv(rfd, &peer, sizeof(peer));
+	t_xsend(wfd, &me, sizeof(me));
+	if (t_connect(qp, peer.qpn, 0, 12, 7, 14, 7))
+		bail_out("connect");
+	t_xrecv(rfd, &peer, sizeof(peer));
+	memset(buf, 0x5a, 8);
+	t_post(qp, IBV_WR_RDMA_WRITE, buf, 8, mr->lkey, 1, IBV_SEND_SIGNALED,
+	       peer.addr, peer.rkey);
+	ok(t_wait(p.cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS,
+	   "write through another process's window");
+	sge = (struct ibv_sge){(uintptr_t)buf, 8, mr->lkey};
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 2;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.invalidate_rkey = peer.rkey;
+	is_int(ibv_post_send(qp, &wr, &bad), 0, "post SEND_WITH_INV");
+	ok(t_wait(p.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.wr_id == 2,
+	   "SEND_WITH_INV to the other process completes");
+	t_xrecv(rfd, &res, sizeof(res));
+	is_int(res, 0, "owner: data, IBV_WC_WITH_INV and the rkey");
+	t_post(qp, IBV_WR_RDMA_WRITE, buf, 8, mr->lkey, 3, IBV_SEND_SIGNALED,
+	       peer.addr, peer.rkey);
+	ok(t_wait(p.cq, &wc, 1, 5000) == 1 &&
+		   wc.status == IBV_WC_REM_ACCESS_ERR,
+	   "the invalidated window refuses the next write");
+	t_xsend(wfd, "x", 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "owner exits 0");
+	close(rfd);
+	close(wfd);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&p);
+}
+
 int main(void)
 {
 	t_isolate("mw");
+	test_mproc();
 	if (t_open(&t, 16))
 		bail_out("open");
 	acq = ibv_create_cq(t.ctx, 64, NULL, NULL, 0);
