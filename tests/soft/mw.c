@@ -571,6 +571,7 @@ static int owner(int rfd, int wfd)
 	mw = ibv_alloc_mw(c.pd, IBV_MW_TYPE_2);
 	if (!mr || !qp || !mw)
 		return 11;
+	memset(&me, 0, sizeof(me));
 	me.qpn = qp->qp_num;
 	t_xsend(wfd, &me, sizeof(me));
 	t_xrecv(rfd, &peer, sizeof(peer));
@@ -634,6 +635,7 @@ static void test_mproc(void)
 	qp = t_rc_qp(&p, 8, NULL);
 	if (!mr || !qp)
 		bail_out("parent setup");
+	memset(&me, 0, sizeof(me));
 	me.qpn = qp->qp_num;
 	t_xrecv(rfd, &peer, sizeof(peer));
 	t_xsend(wfd, &me, sizeof(me));
