@@ -294,7 +294,7 @@ static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 		   uint64_t len, uint32_t need, uint64_t *va,
 		   pthread_mutex_t **lk)
 {
-	uint32_t slot = rkey & (SOFT_MAX_MR - 1);
+	uint32_t slot = soft_key_slot(rkey);
 	struct soft_reg_mr *m = &soft_reg->mr[slot];
 	struct soft_mr *mr;
 
@@ -302,17 +302,19 @@ static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 	soft_stripe_lock(*lk);
 	if (!rkey || m->key != rkey || m->pid != qp->peer_pid ||
 	    m->pd_id != qp->peer_pd_id || !(m->access & need) ||
-	    raddr < m->addr || raddr - m->addr > m->len ||
-	    len > m->len - (raddr - m->addr))
+	    (m->qpn && m->qpn != qp->dest_qpn) || raddr < m->addr ||
+	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr))
 		goto refused;
 	*va = m->va + (raddr - m->addr);
 	if (qp->peer_pid == soft_self_pid) {
-		mr = soft_mr_lookup(rkey);
-		if (!mr || !(mr->access & need) || raddr < mr->iova ||
-		    raddr - mr->iova > mr->mr.length ||
-		    len > mr->mr.length - (raddr - mr->iova))
+		/* our own memory: trust our MR table, not the registry's
+		 * word (a window is checked against the MR it is bound to) */
+		mr = soft_mr_lookup(m->kind == SOFT_KEY_MR ? rkey : m->mr_key);
+		if (!mr || (m->kind == SOFT_KEY_MR && !(mr->access & need)) ||
+		    *va < (uintptr_t)mr->mr.addr ||
+		    *va - (uintptr_t)mr->mr.addr > mr->mr.length ||
+		    len > mr->mr.length - (*va - (uintptr_t)mr->mr.addr))
 			goto refused;
-		*va = (uintptr_t)mr->mr.addr + (raddr - mr->iova);
 	}
 	return 0;
 refused:
@@ -441,6 +443,10 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -458,6 +464,12 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_SEND_WITH_INV:
+		break;
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		if (soft_mw_check_wr(qp, wr))
+			return EINVAL;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -544,6 +556,13 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		e->status = IBV_WC_WR_FLUSH_ERR;
 		return;
 	}
+	if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) {
+		e->byte_len = 0;
+		e->status = soft_mw_local_op(qp, wr);
+		if (e->status != IBV_WC_SUCCESS)
+			goto failed;
+		return;
+	}
 	if (len > SOFT_MAX_MSG_SZ) {
 		e->status = IBV_WC_LOC_LEN_ERR;
 		goto failed;
@@ -559,7 +578,8 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		e->status = st;
 		goto failed;
 	}
-	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) {
+	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	    wr->opcode != IBV_WR_SEND_WITH_INV) {
 		st = remote_op(qp, wr, iov, wr->num_sge, len, &chunked);
 		if (st != IBV_WC_SUCCESS) {
 			e->status = st;
@@ -587,6 +607,8 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		flags |= SOFT_SF_IMM;
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		flags |= SOFT_SF_INV; /* s->imm: invalidate_rkey */
 	if ((wr->send_flags & IBV_SEND_SOLICITED) &&
 	    (e->op == SOFT_OP_SEND || e->op == SOFT_OP_WRITE_IMM))
 		flags |= SOFT_SF_SOLICITED;
@@ -975,22 +997,41 @@ static int target_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 		     uint64_t len, uint32_t need, uint8_t **va,
 		     pthread_mutex_t **lk)
 {
-	uint32_t slot = rkey & (SOFT_MAX_MR - 1);
+	uint32_t slot = soft_key_slot(rkey);
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
 	struct soft_mr *mr;
+	uint64_t a;
 
 	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	soft_stripe_lock(*lk);
-	mr = soft_mr_lookup(rkey);
-	if (!rkey || !mr || soft_reg->mr[slot].key != rkey ||
-	    mr->pd != qp->pd || !(mr->access & need) ||
-	    !(qp->attr.qp_access_flags & need) || raddr < mr->iova ||
-	    raddr - mr->iova > mr->mr.length ||
-	    len > mr->mr.length - (raddr - mr->iova)) {
-		pthread_mutex_unlock(*lk);
-		return -1;
+	if (!rkey || m->key != rkey || m->kind == SOFT_KEY_MR) {
+		mr = soft_mr_lookup(rkey);
+		if (!rkey || !mr || m->key != rkey || mr->pd != qp->pd ||
+		    !(mr->access & need) ||
+		    !(qp->attr.qp_access_flags & need) || raddr < mr->iova ||
+		    raddr - mr->iova > mr->mr.length ||
+		    len > mr->mr.length - (raddr - mr->iova))
+			goto refused;
+		*va = (uint8_t *)mr->mr.addr + (raddr - mr->iova);
+		return 0;
 	}
-	*va = (uint8_t *)mr->mr.addr + (raddr - mr->iova);
+	/* a window: its range, then the MR it is bound to */
+	mr = soft_mr_lookup(m->mr_key);
+	if (!mr || m->pid != soft_self_pid || m->pd_id != qp->pd->pd_id ||
+	    !(m->access & need) || !(qp->attr.qp_access_flags & need) ||
+	    (m->qpn && m->qpn != qp->qpx.qp_base.qp_num) || raddr < m->addr ||
+	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr))
+		goto refused;
+	a = m->va + (raddr - m->addr);
+	if (a < (uintptr_t)mr->mr.addr ||
+	    a - (uintptr_t)mr->mr.addr > mr->mr.length ||
+	    len > mr->mr.length - (a - (uintptr_t)mr->mr.addr))
+		goto refused;
+	*va = (uint8_t *)(uintptr_t)a;
 	return 0;
+refused:
+	pthread_mutex_unlock(*lk);
+	return -1;
 }
 
 /* wqe_iov -- the buffers of a receive WQE for len bytes; wc status */
@@ -1264,6 +1305,19 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 		return qp->state != IBV_QPS_ERR;
 	default: /* SEND */
 		break;
+	}
+	if (m->flags & SOFT_SF_INV) {
+		wc.status = soft_mw_remote_inv(m->imm, soft_self_pid,
+					       qp->pd->pd_id, wc.qp_num);
+		if (wc.status != IBV_WC_SUCCESS) {
+			if (rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_INV_REQ))
+				rx_deliver(qp, &wc, solicited, 0);
+			else
+				rx_stop(qp);
+			return 0;
+		}
+		wc.invalidated_rkey = m->imm;
+		wc.wc_flags = IBV_WC_WITH_INV;
 	}
 	wc.status = wqe_iov(qp, r, m->len, iov, &n, &nak);
 	if (wc.status != IBV_WC_SUCCESS) {
@@ -1580,7 +1634,7 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	    (e->op != SOFT_OP_SEND && e->op != SOFT_OP_WRITE_IMM) ||
 	    (e->op == SOFT_OP_WRITE_IMM &&
 	     (flags & (SOFT_SF_COPIED | SOFT_SF_CHUNKED))) ||
-	    (flags & SOFT_SF_CHUNKED))
+	    (flags & (SOFT_SF_CHUNKED | SOFT_SF_INV)))
 		return 0;
 	if (!atomic_compare_exchange_strong_explicit(&h->rx_lock, &z, 2,
 						     memory_order_acquire,

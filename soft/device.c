@@ -273,7 +273,14 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 
 	c = &ctx->vctx.context;
 	c->device = device;
-	c->cmd_fd = -1;
+	/*
+	 * No kernel behind it, but programs dup, poll or fcntl cmd_fd
+	 * (pyverbs dups it to import the device, which then fails with
+	 * EOPNOTSUPP as on rxe): a valid fd that never becomes readable.
+	 */
+	c->cmd_fd = eventfd(0, EFD_CLOEXEC);
+	if (c->cmd_fd < 0)
+		goto free_async;
 	c->async_fd = soft_evq_fd(ctx->async);
 	c->num_comp_vectors = 1;
 	pthread_mutex_init(&c->mutex, NULL);
@@ -283,6 +290,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ops.post_send = soft_post_send;
 	c->ops.post_recv = soft_post_recv;
 	c->ops.post_srq_recv = soft_post_srq_recv;
+	c->ops.alloc_mw = soft_alloc_mw;
+	c->ops.dealloc_mw = soft_dealloc_mw;
+	c->ops.bind_mw = soft_bind_mw;
 	ctx->vctx.sz = sizeof(struct verbs_context);
 	ctx->vctx.query_port = soft_query_port;
 	ctx->vctx.query_device_ex = soft_query_device_ex;
@@ -291,6 +301,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.create_srq_ex = soft_create_srq_ex;
 	return c;
 
+free_async:
+	pthread_mutex_destroy(&ctx->lock);
+	soft_evq_free(ctx->async);
 free_slot:
 	soft_reg_ctx_free(ctx->reg_idx);
 detach:
@@ -310,6 +323,7 @@ int ibv_close_device(struct ibv_context *context)
 	ctx = to_sctx(context);
 	soft_thread_stop(ctx);
 	soft_evq_free(ctx->async);
+	close(context->cmd_fd);
 	soft_reg_ctx_free(ctx->reg_idx);
 	soft_reg_detach();
 	pthread_mutex_destroy(&ctx->lock);
@@ -332,15 +346,17 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->hw_ver = 1;
 	a->max_qp = SOFT_MAX_QP;
 	a->max_qp_wr = SOFT_MAX_QP_WR;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
-			      IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-			      IBV_DEVICE_RESIZE_MAX_WR;
+	a->device_cap_flags =
+		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+		IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+		IBV_DEVICE_RESIZE_MAX_WR | IBV_DEVICE_MEM_WINDOW |
+		IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_MEM_MGT_EXTENSIONS;
 	a->max_sge = SOFT_MAX_SGE;
 	a->max_sge_rd = SOFT_MAX_SGE;
 	a->max_cq = 16384;
 	a->max_cqe = SOFT_MAX_CQE;
 	a->max_mr = SOFT_MAX_MR;
+	a->max_mw = SOFT_MAX_MR; /* windows share the MRs' key table */
 	a->max_pd = 65536;
 	a->max_qp_rd_atom = SOFT_MAX_RD_ATOM;
 	a->max_ee_rd_atom = 0;
@@ -375,6 +391,7 @@ static int soft_query_device_ex(struct ibv_context *context,
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(&a.orig_attr);
 	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
 	if (len > sizeof(a))
 		len = sizeof(a);
 	memcpy(attr, &a, len);

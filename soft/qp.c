@@ -26,7 +26,17 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | SOFT_SEND_OPS_MW)
+/* memory windows (mw.c) */
+#define SOFT_SEND_OPS_MW                                     \
+	(IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
+	 IBV_QP_EX_WITH_SEND_WITH_INV)
+/* create flags granted (rxe: none) */
+#define SOFT_QP_CREATE_FLAGS 0u
+#define SOFT_QP_CREATE_KNOWN                                             \
+	(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS | \
+	 IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |      \
+	 IBV_QP_CREATE_PCI_WRITE_END_PADDING)
 
 static void soft_qp_ex_free(struct soft_qp *qp);
 
@@ -99,9 +109,18 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD |
-					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+	if (attr->comp_mask &
+	    ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS &&
+	    attr->create_flags & ~SOFT_QP_CREATE_FLAGS) {
+		/* unknown to the kernel ABI: EINVAL; known: as rxe */
+		errno = attr->create_flags & ~(uint32_t)SOFT_QP_CREATE_KNOWN
+				? EINVAL
+				: EOPNOTSUPP;
 		return NULL;
 	}
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
@@ -138,6 +157,13 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->type = attr->qp_type;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->cap = attr->cap;
+	/*
+	 * As rxe: a send WQE holds the larger of the SGE list and the inline
+	 * data, and grants both what that size allows.
+	 */
+	if (qp->cap.max_inline_data < qp->cap.max_send_sge * 16u)
+		qp->cap.max_inline_data = qp->cap.max_send_sge * 16u;
+	qp->cap.max_send_sge = qp->cap.max_inline_data / 16u;
 	qp->scq = to_scq(attr->send_cq);
 	qp->rcq = to_scq(attr->recv_cq);
 	qp->srq = attr->srq ? to_ssrq(attr->srq) : NULL;
@@ -918,17 +944,33 @@ static void wr_unsupported(struct ibv_qp_ex *q)
 static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *info)
 {
-	wr_unsupported(q);
+	struct stage_ent *e = stage_new(q, IBV_WR_BIND_MW);
+
+	if (!e)
+		return;
+	if (!info) {
+		xqp(q)->stage_err = EINVAL;
+		return;
+	}
+	e->wr.bind_mw.mw = mw;
+	e->wr.bind_mw.rkey = rkey;
+	e->wr.bind_mw.bind_info = *info;
 }
 
 static void wr_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
-	wr_unsupported(q);
+	struct stage_ent *e = stage_new(q, IBV_WR_LOCAL_INV);
+
+	if (e)
+		e->wr.invalidate_rkey = rkey;
 }
 
 static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
-	wr_unsupported(q);
+	struct stage_ent *e = stage_new(q, IBV_WR_SEND_WITH_INV);
+
+	if (e)
+		e->wr.invalidate_rkey = rkey;
 }
 
 static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t sz,

@@ -19,7 +19,7 @@
 #include "softrdma.h"
 
 #define SOFT_REG_MAGIC	 0x736f66747265670aull
-#define SOFT_REG_VERSION 1
+#define SOFT_REG_VERSION 2
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;
@@ -459,11 +459,17 @@ int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
 		errno = ENOMEM;
 		return -1;
 	}
-	gen = r->mr_gen++ % 262143 + 1;
 	m = &r->key_lock[slot % SOFT_NSTRIPES];
 	soft_stripe_lock(m);
 	r->mr[slot] = *mr;
-	r->mr[slot].key = gen << SOFT_MR_SLOT_BITS | (uint32_t)slot;
+	if (mr->kind == SOFT_KEY_MR) {
+		gen = r->mr_gen++ % 131071 + 1;
+		r->mr[slot].key = gen << SOFT_MR_SLOT_BITS | (uint32_t)slot;
+	} else {
+		gen = r->mr_gen++ % 511 + 1;
+		r->mr[slot].key = SOFT_KEY_MW_BIT | gen << 22 |
+				  (uint32_t)slot << 8 | (gen & 0xff);
+	}
 	r->mr[slot].pid = soft_self_pid;
 	r->mr[slot].start = soft_self_start;
 	*key = r->mr[slot].key;
@@ -475,7 +481,7 @@ int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
 /* soft_reg_mr_free -- unpublish; waits for one-sided ops in flight */
 void soft_reg_mr_free(uint32_t key)
 {
-	uint32_t slot = key & (SOFT_MAX_MR - 1);
+	uint32_t slot = soft_key_slot(key);
 	pthread_mutex_t *m = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 
 	soft_stripe_lock(&soft_reg->lock);

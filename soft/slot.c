@@ -46,6 +46,10 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 		return SOFT_NAK_INV_REQ;
 	if (m->len > SOFT_SLOT_MAX_MSG)
 		return SOFT_NAK_INV_REQ;
+	/* SEND_WITH_INV: a plain SEND carrying the rkey in imm */
+	if ((m->flags & SOFT_SF_INV) &&
+	    (m->opcode != SOFT_OP_SEND || (m->flags & SOFT_SF_IMM)))
+		return SOFT_NAK_INV_REQ;
 	switch (m->opcode) {
 	case SOFT_OP_WRITE_IMM:
 		/* the data went ahead (process_vm), or is in the slot, or

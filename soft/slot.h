@@ -44,7 +44,8 @@ enum {
 	SOFT_SF_SOLICITED = 2,
 	SOFT_SF_COPIED = 4,  /* the data is in the payload */
 	SOFT_SF_CHUNKED = 8, /* the data crosses in payload-sized chunks */
-	SOFT_SF_ALL = 15,
+	SOFT_SF_INV = 16,    /* SEND_WITH_INV: imm is the rkey to invalidate */
+	SOFT_SF_ALL = 31,
 };
 /* responder verdicts written back into the slot */
 enum {

@@ -75,8 +75,25 @@ struct soft_reg_mr {
 	uint64_t va;   /* process address of iova */
 	uint64_t len;
 	uint64_t start;
-	uint64_t pad;
+	uint32_t qpn;	 /* a type 2 window: the QP it is bound to */
+	uint32_t kind;	 /* SOFT_KEY_MR, SOFT_KEY_MW1, SOFT_KEY_MW2 */
+	uint32_t mr_key; /* a bound window: its MR's key */
+	uint32_t pad;
 };
+
+/*
+ * Keys.  An MR's key is gen << 14 | slot (bit 31 clear).  A window's rkey
+ * keeps its slot above the 8-bit tag that ibv_inc_rkey() turns:
+ * 1 << 31 | gen << 22 | slot << 8 | tag.  MRs and windows share the
+ * registry's key table, so remote access checks either the same way.
+ */
+enum { SOFT_KEY_MR = 0, SOFT_KEY_MW1 = 1, SOFT_KEY_MW2 = 2 };
+#define SOFT_KEY_MW_BIT 0x80000000u
+
+static inline uint32_t soft_key_slot(uint32_t key)
+{
+	return (key & SOFT_KEY_MW_BIT ? key >> 8 : key) & (SOFT_MAX_MR - 1);
+}
 
 struct soft_reg {
 	uint64_t magic;
@@ -172,6 +189,13 @@ struct soft_mr {
 	uint64_t iova;
 	uint32_t access;
 	struct soft_pd *pd;
+};
+
+struct soft_mw {
+	struct ibv_mw mw;
+	struct soft_pd *pd;
+	uint32_t slot;	       /* its registry entry */
+	struct soft_list link; /* all windows of the process */
 };
 
 struct soft_comp_channel {
@@ -423,6 +447,17 @@ void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 /* data.c: process_vm_* refused (Yama) or forced off by tests */
 extern int soft_novm_forced;
 int soft_novm_env(void);
+
+/* mw.c: memory windows */
+struct ibv_mw *soft_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int soft_dealloc_mw(struct ibv_mw *mw);
+int soft_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		 struct ibv_mw_bind *mw_bind);
+int soft_mw_check_wr(struct soft_qp *qp, struct ibv_send_wr *wr);
+enum ibv_wc_status soft_mw_local_op(struct soft_qp *qp, struct ibv_send_wr *wr);
+enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
+				      uint32_t pd_id, uint32_t qpn);
+int soft_mw_bound_to(uint32_t mr_key);
 
 /* qp.c */
 void soft_qp_ex_init(struct soft_qp *qp);
