@@ -202,6 +202,9 @@ int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out)
 	} else {
 		e->owner->reported++;
 	}
+	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+	    e->owner->state == SCM_LISTEN)
+		scm__backlog_drain(e->owner); /* room for a held request */
 	if (e->ev.event == SCM_EVENT_CONN_RESP)
 		scm__process_conn_resp(scm_id_of(e->ev.id), e);
 	else if (e->ev.event == RDMA_CM_EVENT_REJECTED || e->qp_err)
