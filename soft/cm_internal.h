@@ -156,12 +156,39 @@ struct scm_event {
 	uint8_t pdata[SCM_MAX_PDATA];
 };
 
+/*
+ * librdmacm's rsocket code (which runs on softrdma's ids when softrdma is
+ * preloaded) reads a few fields of its struct cma_id_private, which begins
+ * with the rdma_cm_id: ucma_complete() reads sync, ucma_max_qpsize() reads
+ * cma_dev->max_qpsize.  struct scm_id begins the same way (rdma-core 44's
+ * layout), and cma_dev points to a struct cma_device lookalike.
+ */
+struct scm_cma_dev {
+	void *dev;
+	void *entry[2];
+	void *verbs, *pd, *xrcd, *port;
+	uint64_t guid;
+	int port_cnt;
+	int refcnt;
+	int max_qpsize;
+	uint8_t max_initiator_depth;
+	uint8_t max_responder_resources;
+	int ibv_idx;
+	uint8_t is_device_dead;
+};
+
 struct scm_id {
-	struct rdma_cm_id id; /* public part */
-	struct scm_id *next;  /* all ids of the process */
-	uint64_t handle;      /* epoll key: ids are looked up, never trusted */
-	enum scm_state state;
+	struct rdma_cm_id id;		   /* public part */
+	const struct scm_cma_dev *cma_dev; /* librdmacm's layout from here */
+	void *connect;			   /* ai_connect of create_ep */
+	size_t connect_len;
+	int events_completed;
+	int connect_error;
 	int sync;
+	/* softrdma's own from here */
+	struct scm_id *next; /* all ids of the process */
+	uint64_t handle;     /* epoll key: ids are looked up, never trusted */
+	enum scm_state state;
 	int destroying;
 	int fd; /* TCP socket: bound, listening or connected */
 	int in_epoll;
@@ -199,12 +226,16 @@ struct scm_id {
 	size_t rlen;
 
 	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep passive */
-	void *connect;			       /* ai_connect of create_ep */
-	size_t connect_len;
 	struct ibv_sa_path_rec path;
 	struct ibv_ece local_ece;
 	struct scm_mc *mcs; /* joined groups */
 };
+
+_Static_assert(offsetof(struct scm_id, sync) ==
+		       sizeof(struct rdma_cm_id) + 3 * sizeof(void *) + 8,
+	       "cma_id_private layout (rdma-core 44)");
+_Static_assert(offsetof(struct scm_cma_dev, max_qpsize) == 72,
+	       "cma_device layout (rdma-core 44)");
 
 static inline struct scm_id *scm_id_of(struct rdma_cm_id *id)
 {
