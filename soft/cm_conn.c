@@ -934,7 +934,8 @@ static int scm_evict_idle(struct scm_id *l)
 		old = NULL;
 		for (c = scm__first_id(); c; c = c->next)
 			if (c->listen == l && c->state == SCM_REQ_WAIT &&
-			    !c->deferred && (!old || c->born_ms <= old->born_ms))
+			    !c->deferred &&
+			    (!old || c->born_ms <= old->born_ms))
 				old = c;
 		if (!old)
 			return 0;
@@ -975,8 +976,7 @@ static void scm_new_child(struct scm_id *l, int fd,
 	socklen_t len;
 
 	ch = l->sync ? scm__channel_new(1) : scm_ch_of(l->id.channel);
-	c = ch ? scm__id_new(ch, l->id.context, l->id.ps, l->id.qp_type)
-	       : NULL;
+	c = ch ? scm__id_new(ch, l->id.context, l->id.ps, l->id.qp_type) : NULL;
 	if (!c) {
 		if (ch && l->sync)
 			scm__channel_free(ch);
@@ -1449,7 +1449,7 @@ again:
 			if (e)
 				e->qp_err = 1;
 		} else if (s->state == SCM_CONNECTING && s->fd < 0 &&
-		    now < s->connect_deadline_ms) {
+			   now < s->connect_deadline_ms) {
 			scm_start_connect(s);
 		} else if (s->state == SCM_CONNECTING ||
 			   s->state == SCM_REQ_SENT) {

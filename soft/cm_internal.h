@@ -199,7 +199,7 @@ struct scm_id {
 	int accept_paused; /* listener: out of fds, accept() resumes later */
 	int deferred;	   /* child: REQ beyond the backlog, held in req */
 	uint64_t born_ms;  /* child: accepted at (oldest evicted first) */
-	int dev_ref; /* holds a reference on the shared device */
+	int dev_ref;	   /* holds a reference on the shared device */
 
 	/* connection parameters (local view) */
 	uint8_t init_depth, resp_res;

@@ -23,8 +23,7 @@ size_t scm__wire_pdata_max(const struct scm_wire *w)
 	case SCM_MSG_REQ:
 		field = ud ? SCM_SIDR_REQ_PDATA : SCM_REQ_PDATA;
 		/* PS_IB carries no CMA header */
-		return ntohs(w->ps) == RDMA_PS_IB ? field
-						  : field - SCM_CMA_HDR;
+		return ntohs(w->ps) == RDMA_PS_IB ? field : field - SCM_CMA_HDR;
 	case SCM_MSG_REP:
 		return ud ? SCM_SIDR_REP_PDATA : SCM_REP_PDATA;
 	case SCM_MSG_REJ:

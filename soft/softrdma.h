@@ -20,25 +20,25 @@
  * Device limits.  They are what query_device reports and what the verbs
  * enforce.
  */
-#define SOFT_MAX_SGE	    32
-#define SOFT_MAX_INLINE	    512
-#define SOFT_MAX_QP_WR	    16384
-#define SOFT_MAX_CQE	    ((1 << 18) - 1)
-#define SOFT_MAX_SRQ_WR	    16384
-#define SOFT_MAX_RD_ATOM    128
-#define SOFT_MAX_MSG_SZ	    (1u << 30)
-#define SOFT_GID_TBL_LEN    16
+#define SOFT_MAX_SGE	 32
+#define SOFT_MAX_INLINE	 512
+#define SOFT_MAX_QP_WR	 16384
+#define SOFT_MAX_CQE	 ((1 << 18) - 1)
+#define SOFT_MAX_SRQ_WR	 16384
+#define SOFT_MAX_RD_ATOM 128
+#define SOFT_MAX_MSG_SZ	 (1u << 30)
+#define SOFT_GID_TBL_LEN 16
 /*
  * Registry slots.  qpn = gen << 16 | slot stays within 24 bits, gen 1..254
  * (never 0 or 1, never the multicast QPN 0xffffff); key = gen << 16 | slot
  * with gen 1..65535, so a slot's next key differs from its last ones.
  */
-#define SOFT_QP_SLOT_BITS 16
-#define SOFT_MAX_QP	  (1 << SOFT_QP_SLOT_BITS)
-#define SOFT_QP_GENS	  254
-#define SOFT_MR_SLOT_BITS 16
-#define SOFT_MAX_MR	  (1 << SOFT_MR_SLOT_BITS)
-#define SOFT_MR_GENS	  65535
+#define SOFT_QP_SLOT_BITS   16
+#define SOFT_MAX_QP	    (1 << SOFT_QP_SLOT_BITS)
+#define SOFT_QP_GENS	    254
+#define SOFT_MR_SLOT_BITS   16
+#define SOFT_MAX_MR	    (1 << SOFT_MR_SLOT_BITS)
+#define SOFT_MR_GENS	    65535
 #define SOFT_MAX_CTX	    1024
 #define SOFT_NSTRIPES	    64
 #define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
@@ -355,11 +355,11 @@ void soft_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * SOFT_WARN -- a warning on stderr (as libibverbs and its providers give
  * theirs), at most 10 times per call site, so a hostile peer cannot flood.
  */
-#define SOFT_WARN(...)                                              \
-	do {                                                        \
-		static _Atomic int soft_warned_;                    \
-		if (atomic_fetch_add(&soft_warned_, 1) < 10)        \
-			soft_warn(__VA_ARGS__);                     \
+#define SOFT_WARN(...)                                       \
+	do {                                                 \
+		static _Atomic int soft_warned_;             \
+		if (atomic_fetch_add(&soft_warned_, 1) < 10) \
+			soft_warn(__VA_ARGS__);              \
 	} while (0)
 int soft_reg_ctx_alloc(void);
 void soft_reg_ctx_free(int idx);

@@ -110,19 +110,19 @@ static void fake_req(uint8_t *m, const uint8_t id[16], unsigned n)
 	uint32_t qpn = htonl(0xabc000 + (n & 0xfff));
 
 	memset(m, 0, WIRE_LEN);
-	m[0] = 0x5d;			     /* magic */
-	m[1] = 1;			     /* REQ */
-	m[3] = IBV_QPT_RC;		     /* qp_type */
-	m[6] = RDMA_PS_TCP >> 8;	     /* ps, network order */
+	m[0] = 0x5d;		 /* magic */
+	m[1] = 1;		 /* REQ */
+	m[3] = IBV_QPT_RC;	 /* qp_type */
+	m[6] = RDMA_PS_TCP >> 8; /* ps, network order */
 	m[7] = RDMA_PS_TCP & 0xff;
-	memcpy(m + 8, &qpn, 4);		     /* qpn */
-	m[16] = m[17] = 1;		     /* resp_res, init_depth */
-	m[19] = m[20] = 7;		     /* retry, rnr retry */
-	m[22] = IBV_MTU_1024;		     /* mtu */
-	m[28 + 10] = m[28 + 11] = 0xff;	     /* gid ::ffff:127.0.0.1 */
+	memcpy(m + 8, &qpn, 4);		/* qpn */
+	m[16] = m[17] = 1;		/* resp_res, init_depth */
+	m[19] = m[20] = 7;		/* retry, rnr retry */
+	m[22] = IBV_MTU_1024;		/* mtu */
+	m[28 + 10] = m[28 + 11] = 0xff; /* gid ::ffff:127.0.0.1 */
 	m[28 + 12] = 127;
 	m[28 + 15] = 1;
-	memcpy(m + 44, id, 16);		     /* registry id */
+	memcpy(m + 44, id, 16); /* registry id */
 }
 
 /*
@@ -216,8 +216,9 @@ static int real_clients(int pfd)
 		ev = cmt_wait(ch, 30000);
 		if (ev && ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE) {
 			good++;
-			fprintf(stderr, "# real client %d connected in %lld ms\n",
-				i, cmt_now_ms() - t0);
+			fprintf(stderr,
+				"# real client %d connected in %lld ms\n", i,
+				cmt_now_ms() - t0);
 		} else {
 			fprintf(stderr, "# real client %d: %s %d\n", i,
 				ev ? rdma_event_str(ev->event) : "nothing",
@@ -275,8 +276,7 @@ static void serve(struct rdma_cm_event *ev)
 	}
 	rdma_ack_cm_event(ev);
 	if (t == RDMA_CM_EVENT_REJECTED || t == RDMA_CM_EVENT_UNREACHABLE ||
-	    t == RDMA_CM_EVENT_CONNECT_ERROR ||
-	    t == RDMA_CM_EVENT_DISCONNECTED)
+	    t == RDMA_CM_EVENT_CONNECT_ERROR || t == RDMA_CM_EVENT_DISCONNECTED)
 		rdma_destroy_id(id);
 }
 

@@ -56,7 +56,8 @@ static int squat(uid_t uid, mode_t mode)
 	if (!pid) {
 		int fd;
 
-		if (uid && (setresgid(uid, uid, uid) || setresuid(uid, uid, uid)))
+		if (uid &&
+		    (setresgid(uid, uid, uid) || setresuid(uid, uid, uid)))
 			_exit(2);
 		umask(0);
 		fd = shm_open(REG, O_RDWR | O_CREAT | O_EXCL, mode);

@@ -94,8 +94,8 @@ int main(void)
 
 	for (n = 0; n < nmr; n++) {
 		mrs[n] = ibv_reg_mr(pd, buf, sizeof(buf),
-				   IBV_ACCESS_LOCAL_WRITE |
-					   IBV_ACCESS_REMOTE_READ);
+				    IBV_ACCESS_LOCAL_WRITE |
+					    IBV_ACCESS_REMOTE_READ);
 		if (!mrs[n])
 			break;
 		v[n] = mrs[n]->rkey;
@@ -125,8 +125,7 @@ int main(void)
 	free(v);
 	free(mrs);
 	free(qps);
-	ok(!ibv_destroy_cq(cq) && !ibv_dealloc_pd(pd) &&
-		   !ibv_close_device(ctx),
+	ok(!ibv_destroy_cq(cq) && !ibv_dealloc_pd(pd) && !ibv_close_device(ctx),
 	   "everything closed");
 	return done_testing();
 }
