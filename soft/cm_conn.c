@@ -1407,11 +1407,11 @@ void scm__progress(uint32_t events, struct scm_id *s)
 				return;
 			}
 			scm_handle(s, &w);
-			/* a REQ beyond the backlog: the socket is not read */
-			if (s->deferred)
-				return;
 			/* the handler may have closed or freed the id */
 			if (!scm__id_find_alive(s))
+				return;
+			/* a REQ beyond the backlog: the socket is not read */
+			if (s->deferred)
 				return;
 			continue;
 		}
