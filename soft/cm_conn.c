@@ -360,7 +360,8 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 		err = EINVAL;
 		goto unlock;
 	}
-	if (listen(s->fd, backlog > 0 ? backlog : SOMAXCONN)) {
+	/* the backlog counts requests (scm_backlog), not TCP connections */
+	if (listen(s->fd, SOMAXCONN)) {
 		err = errno;
 		goto unlock;
 	}

@@ -343,9 +343,14 @@ static void flood(const char *name, rlim_t limit)
 	   name, peak - base, base);
 	ok(rss_peak - rss0 < 64 * 1024, "%s: memory bounded (+%ld KiB)", name,
 	   rss_peak - rss0);
-	/* a spinning CM thread burns the whole wall time */
-	ok(cpu * 2 < wall, "%s: no spinning (%lld ms CPU in %lld ms)", name,
-	   cpu, wall);
+	/* a spinning CM thread burns the whole wall time (valgrind's CPU
+	 * cost per operation is too high to tell) */
+	if (tap_small())
+		ok(1, "# SKIP CPU bound under valgrind (%lld ms in %lld ms)",
+		   cpu, wall);
+	else
+		ok(cpu * 2 < wall, "%s: no spinning (%lld ms CPU in %lld ms)",
+		   name, cpu, wall);
 	/* the attack is over: every socket goes (handshake time 1 s) */
 	t0 = cmt_now_ms();
 	do {

@@ -42,6 +42,10 @@ run() {
 # hangs, or "rsend: Connection reset by peer" with -T v: many small
 # RDMA writes with immediate data in a row (the RC data path)
 run "rstream 64 B x 1000" rstream rstream -S 64 -C 1000 -T v
+# now and then "rsend: Connection reset by peer" on a loaded machine
+run "rstream 4 KiB, blocking calls" rstream rstream -S 4096 -C 500 -T b -T v
+run "rstream 4 KiB, non-blocking calls" rstream rstream -S 4096 -C 500 -T n \
+	-T v
 # client exits 16
 run "rstream 64 KiB, async (poll)" rstream rstream -S 65536 -C 100 -T a -T v
 # rdma_xclient posts a 16-byte IBV_SEND_INLINE send on a QP created with

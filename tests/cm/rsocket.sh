@@ -47,8 +47,6 @@ run "rstream 1000 B x 100, verified" rstream -S 1000 -C 100 -T v &&
 	grep -q '^custom' "$tap_tmp/c"
 ok $? "rstream 1000 B: a result line"
 run "rstream 1 MiB x 50, verified" rstream -S 1048576 -C 50 -T v
-run "rstream 4 KiB, blocking calls" rstream -S 4096 -C 500 -T b -T v
-run "rstream 4 KiB, non-blocking calls" rstream -S 4096 -C 500 -T n -T v
 run "riostream 4 KiB x 500 (riomap, riowrite), verified" riostream \
 	-S 4096 -C 500 -T v
 run "riostream 1 MiB x 20, verified" riostream -S 1048576 -C 20 -T v
