@@ -124,7 +124,7 @@ static int far_client(int pfd)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (unshare(CLONE_NEWNS) ||
-	    mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) ||
 	    mount("cmreg-far", "/dev/shm", "tmpfs", 0, "mode=1777"))
 		return 10;
 	if (read(pfd, &port, sizeof(port)) != sizeof(port))
