@@ -1262,9 +1262,17 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 		scm_on_rep(s, w);
 		break;
 	case SCM_MSG_REJ:
-		if (s->state == SCM_REQ_SENT &&
+		if ((s->state == SCM_REQ_SENT || s->state == SCM_REP_SENT) &&
 		    ntohs(w->reason) == SCM_REJ_NO_PATH) {
-			scm_unreachable(s);
+			/* no path: a lost REQ, or a REP that times out */
+			struct scm_event *e;
+			int flush = s->state == SCM_REP_SENT;
+
+			scm_finish(s);
+			e = scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
+				      -ETIMEDOUT, NULL, 0, 0);
+			if (e)
+				e->qp_err = flush; /* in the user's thread */
 		} else if (s->state == SCM_REQ_SENT &&
 			   s->id.qp_type == IBV_QPT_UD) {
 			scm_finish(s);
