@@ -113,13 +113,14 @@ _Static_assert(sizeof(struct scm_wire) == 276, "CM wire message size");
 /*
  * The listener's defences (cm_conn.c): an accepted socket must deliver a
  * complete, valid REQ within the handshake time, or it is closed; at most
- * SCM_HALF_OPEN_MAX sockets per listener wait for theirs (the oldest idle
- * one makes room for a newcomer); a REQ beyond the listen backlog waits,
- * unanswered, until the user takes a pending request.
+ * SCM_HALF_OPEN_MAX sockets per listener wait for theirs (the oldest one
+ * idle for a quarter of that time makes room for a newcomer; with none,
+ * accept() pauses); a REQ beyond the listen backlog waits, unanswered,
+ * until the user takes a pending request.
  */
 #define SCM_HANDSHAKE_MS  5000
 #define SCM_HALF_OPEN_MAX 256
-/* how long accept() pauses when the process is out of fds (ms) */
+/* how long accept() pauses when out of fds or of half-open room (ms) */
 #define SCM_ACCEPT_PAUSE_MS 100
 
 /* scm_wire.c: pure, for the fuzzer too */

@@ -31,9 +31,10 @@ for step in "create id" "resolve addr" "resolve route" "create qp" \
 	grep -q "^$step *:" "$tap_tmp/c"
 	ok $? "cmtime reports '$step'"
 done
-grep -qi "error\|fail" "$tap_tmp/c"
-[ $? -ne 0 ]
+grep -i "error\|fail" "$tap_tmp/c" >"$tap_tmp/err"
+[ ! -s "$tap_tmp/err" ]
 ok $? "no error reported"
+show_log "$tap_tmp/err" | head -n 5
 [ $crc -eq 0 ] || show_log "$tap_tmp/c"
 grep -E "^(connect|disconnect) " "$tap_tmp/c" | sed 's/^/# /'
 kill -TERM "$spid" 2>/dev/null
