@@ -765,8 +765,9 @@ static int rc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 		r = &qp->rq[qp->rq_head & (qp->rq_size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
-		memcpy(r->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
+			memcpy(r->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
 		if (qp->seg->rq_entries)
 			rq_mirror(qp, r);
 		qp->rq_head++;
@@ -825,8 +826,9 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		r = &srq->rq[srq->head & (srq->size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
-		memcpy(r->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
+			memcpy(r->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
 		srq->head++;
 	}
 	pthread_mutex_unlock(&srq->ctx->lock);
