@@ -1,0 +1,77 @@
+#!/bin/sh
+# python.sh -- the Python binding's pytest suite (bindings/python/tests)
+# against the in-tree build, one TAP line per pytest test; then the package
+# installed with pip (offline, --no-build-isolation) imports and talks.
+# No tests collected, or any failure, fails.
+. "$top_srcdir/tests/lib.sh"
+pydir=$top_builddir/bindings/python
+[ -f "$pydir/.python" ] || skip_all "configured without --enable-python"
+PYTHON=$(cat "$pydir/.python")
+SOFTRDMA_SHM_PREFIX=test-python-$$
+export SOFTRDMA_SHM_PREFIX
+# A sanitizer build's library needs the runtimes loaded before python.
+if [ -n "${SAN_PRELOAD:-}" ]; then
+	LD_PRELOAD="$SAN_PRELOAD"
+	ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0
+	export LD_PRELOAD ASAN_OPTIONS
+fi
+PYTHONPATH=$pydir
+PYTHONDONTWRITEBYTECODE=1
+RDMAMSG_TEST_BUILDDIR=$top_builddir
+export PYTHONPATH PYTHONDONTWRITEBYTECODE RDMAMSG_TEST_BUILDDIR
+
+(cd "$tap_tmp" && timeout 600 "$PYTHON" -m pytest -p no:cacheprovider -v \
+	-W error::pytest.PytestUnraisableExceptionWarning \
+	--rootdir "$top_srcdir/bindings/python" \
+	"$top_srcdir/bindings/python/tests" >"$tap_tmp/pytest.out" 2>&1)
+rc=$?
+n=0
+# "tests/test_x.py::test_y[param] PASSED   [ 10%]"
+while read -r name result _; do
+	case $result in
+	PASSED | XFAIL) ok 0 "pytest ${name##*/}"; n=$((n + 1)) ;;
+	SKIPPED) skip "pytest ${name##*/}" "skipped by pytest"; n=$((n + 1)) ;;
+	FAILED | ERROR | XPASS) ok 1 "pytest ${name##*/}"; n=$((n + 1)) ;;
+	esac
+done <<EOT
+$(grep -E '::[^ ]+ (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)' "$tap_tmp/pytest.out")
+EOT
+[ $n -gt 0 ]
+ok $? "pytest collected and ran tests ($n)"
+[ $rc -eq 0 ]
+ok $? "pytest exits 0 (got $rc)"
+[ $rc -eq 0 ] || show_log "$tap_tmp/pytest.out"
+grep -E '^(=+ .*(passed|failed|error).* =+)$' "$tap_tmp/pytest.out" | sed 's/^/# /'
+
+# pip install ./bindings/python (offline) against the in-tree library
+root=$tap_tmp/root
+(cp -r "$top_srcdir/bindings/python" "$tap_tmp/src" && cd "$tap_tmp/src" &&
+	rm -rf build ./*.egg-info rdmamsg/_ffi.* &&
+	RDMAMSG_INCLUDE_DIR="$top_srcdir/include" \
+	RDMAMSG_LIB_DIR="$top_builddir/lib/.libs" \
+	RDMAMSG_RPATH="$top_builddir/lib/.libs" \
+	"$PYTHON" -m pip install --no-build-isolation --no-deps --no-index \
+		--disable-pip-version-check -q --root "$root" --prefix /usr/local .) \
+	>"$tap_tmp/pip.out" 2>&1
+ok $? "pip install --no-build-isolation ./bindings/python"
+show_log "$tap_tmp/pip.out"
+site=$(find "$root" -type d -name rdmamsg -path '*-packages/*' | head -n 1)
+[ -n "$site" ] && [ -f "$site/py.typed" ] && ls "$site"/_ffi*.so >/dev/null 2>&1
+ok $? "the installed package has its extension and py.typed"
+(cd "$tap_tmp" && PYTHONPATH=${site%/rdmamsg} timeout 60 "$PYTHON" -c '
+import asyncio, rdmamsg, sys
+assert rdmamsg.__file__.startswith(sys.argv[1]), rdmamsg.__file__
+async def main():
+    async with rdmamsg.Context() as a, rdmamsg.Context() as b:
+        async def echo(ep):
+            async for m in ep:
+                await ep.send(m)
+        async with await rdmamsg.start_server(echo, "127.0.0.1:0", ctx=a) as s:
+            async with await rdmamsg.connect(("127.0.0.1", s.port), ctx=b) as ep:
+                await ep.send(b"installed")
+                assert await ep.recv_bytes() == b"installed"
+asyncio.run(main())
+' "$root") >"$tap_tmp/inst.out" 2>&1
+ok $? "the pip-installed package echoes over softrdma"
+show_log "$tap_tmp/inst.out"
+done_testing
