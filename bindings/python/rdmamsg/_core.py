@@ -1171,8 +1171,11 @@ class _TmpMr:
         self.mrp = mrp
 
     def _op_done(self) -> None:
-        if self.mrp[0] != ffi.NULL:
-            lib.rdmamsg_mr_dereg(self.mrp)
+        # on_send runs before the library drops its hold on the region:
+        # deregister from the loop, right after
+        if self.mrp[0] != ffi.NULL and \
+                lib.rdmamsg_mr_dereg(self.mrp) == _EBUSY:
+            asyncio.get_running_loop().call_soon(self._op_done)
 
 
 async def connect(addr: Union[str, Tuple[str, int]], *,
@@ -1610,7 +1613,10 @@ class MemoryRegion:
 
     def _dereg(self) -> None:
         if self._mrp[0] != ffi.NULL:
-            lib.rdmamsg_mr_dereg(self._mrp)
+            if lib.rdmamsg_mr_dereg(self._mrp) == _EBUSY:
+                # an operation's callback is still unwinding: next pass
+                self._ctx._loop.call_soon(self._dereg)
+                return
         self._ctx._mrs.discard(self)
         if self._ctx._closing:
             self._ctx._loop.call_soon(self._ctx._try_destroy)
