@@ -223,6 +223,12 @@ _cbs.on_recv = lib._py_on_recv
 _cbs.on_send = lib._py_on_send
 _cbs.on_writable = lib._py_on_writable
 _cbs.on_disconnect = lib._py_on_disconnect
+# track_sends=False: no on_send, so the library signals sends selectively
+_cbs_untracked = ffi.new("struct rdmamsg_ep_cbs *")
+_cbs_untracked.on_connect = lib._py_on_connect
+_cbs_untracked.on_recv = lib._py_on_recv
+_cbs_untracked.on_writable = lib._py_on_writable
+_cbs_untracked.on_disconnect = lib._py_on_disconnect
 
 
 # ---------------------------------------------------------------------------
@@ -314,16 +320,17 @@ class Context:
             pass
 
     def _kick(self) -> None:
-        """After a call from outside the pump: make sure the loop does not
-        block while the library has work pending."""
+        """After a call from outside the pump (a send, a close ...): one
+        pass of the pump right after the running task yields, for all the
+        calls it made (a send's completion is often there by then), so the
+        loop never blocks while the library has work pending."""
         if self._in_pump or self._pump_scheduled or self._ctx is None:
             return
-        if lib.rdmamsg_ctx_arm(self._ctx) == _EBUSY:
-            self._pump_scheduled = True
-            if self._closing:
-                self._loop.call_soon(self._pump)
-            else:  # weakly, as the reader
-                self._loop.call_soon(_pump_weak, weakref.ref(self))
+        self._pump_scheduled = True
+        if self._closing:
+            self._loop.call_soon(self._pump)
+        else:  # weakly, as the reader
+            self._loop.call_soon(_pump_weak, weakref.ref(self))
 
     # -- properties ---------------------------------------------------------
     def _c(self) -> Any:
@@ -608,8 +615,10 @@ class _EpCore:
     user's Endpoint wrapper may be garbage-collected before)."""
 
     def __init__(self, ctx: Context, keep_threshold: int,
-                 request_handler: Optional[Callable[..., Any]]) -> None:
+                 request_handler: Optional[Callable[..., Any]],
+                 track_sends: bool = True) -> None:
         self.ctx = ctx
+        self.tracked = track_sends
         self.loop = ctx._loop
         self.ep: Any = None
         self.handle = ffi.new_handle(self)
@@ -891,7 +900,7 @@ class Endpoint:
             if imm is None:
                 return lib.rdmamsg_send(ep, p, n, opc), p
             return lib.rdmamsg_send_imm(ep, p, n, imm, opc), p
-        if n >= SEND_MR_THRESHOLD:
+        if n >= SEND_MR_THRESHOLD and core.tracked:
             mrp = ffi.new("struct rdmamsg_mr **")
             if lib.rdmamsg_mr_reg(core.ctx._ctx, p, n,
                                   ACCESS_REMOTE_READ, mrp) == 0:
@@ -912,13 +921,16 @@ class Endpoint:
         endpoint to become writable (back-pressure).  Cancelling the await
         does not unsend the message."""
         core = self._core
-        opid = next(_op_ids)
+        opid = next(_op_ids) if core.tracked else 0
         while True:
             rc, keep = self._post(data, imm, opid)
             if rc != _EAGAIN:
                 break
             await core.wait_writable()
         check(rc, "send")
+        if not opid:  # track_sends=False: accepted is all there is to know
+            core.ctx._kick()
+            return
         fut = core.loop.create_future()
         _ops[opid] = (fut, keep)
         core.ctx._kick()
@@ -930,7 +942,7 @@ class Endpoint:
         (rdmamsg.WouldBlock) when out of credits with a full backlog: then
         ``await ep.wait_writable()``."""
         core = self._core
-        opid = next(_op_ids)
+        opid = next(_op_ids) if core.tracked else 0
         rc, keep = self._post(data, imm, opid)
         check(rc, "send")
         if isinstance(keep, _TmpMr):  # deregistered at the completion
@@ -1183,6 +1195,7 @@ async def connect(addr: Union[str, Tuple[str, int]], *,
                   private_data: Optional[BufferLike] = None,
                   request_handler: Optional[Callable[[bytes], Any]] = None,
                   keep_threshold: int = KEEP_THRESHOLD,
+                  track_sends: bool = True,
                   **options: Any) -> Endpoint:
     """Connect to ``"host:port"`` (or ``(host, port)``) and return the
     Endpoint once the connection is up.
@@ -1193,24 +1206,30 @@ async def connect(addr: Union[str, Tuple[str, int]], *,
     max_msg_size, max_large_size.  Failure raises ConnectionRefusedError
     (with ``reason`` and ``private_data`` of the reject), TimeoutError,
     rdmamsg.HostUnreachable ...; cancelling closes the attempt.
+
+    ``track_sends=False`` leaves out the per-send completion callback (the
+    library then signals sends selectively: fewer wake-ups, a higher message
+    rate); ``await ep.send()`` then returns once the library has taken the
+    message, as ``writer.write()`` + ``drain()`` do for TCP.
     """
     if ctx is None:
         ctx = get_context()
     caddr = _encode_addr(addr)
-    core = _EpCore(ctx, keep_threshold, request_handler)
+    core = _EpCore(ctx, keep_threshold, request_handler, track_sends)
     attrp = _make_ep_attr(options, private_data)
     try:
         epp = ffi.new("struct rdmamsg_ep **")
-        rc = lib.rdmamsg_connect(ctx._c(), caddr, attrp[0], _cbs, core.handle,
-                                 epp)
+        rc = lib.rdmamsg_connect(ctx._c(), caddr, attrp[0],
+                                 _cbs if track_sends else _cbs_untracked,
+                                 core.handle, epp)
     finally:
         lib.rdmamsg_ep_attr_delete(attrp)
     check(rc, "connect")
     core.ep = epp[0]
     ctx._eps.add(core)
-    ctx._kick()
     fut = core.connect_fut
     assert fut is not None
+    ctx._kick()
     try:
         await fut
     except BaseException:
@@ -1230,10 +1249,12 @@ class _ListenerCore:
     def __init__(self, ctx: Context, accept_filter: Optional[AcceptFilter],
                  options: Dict[str, Any], accept_private_data: Any,
                  keep_threshold: int,
-                 request_handler: Optional[Callable[[bytes], Any]]) -> None:
+                 request_handler: Optional[Callable[[bytes], Any]],
+                 track_sends: bool) -> None:
         self.ctx = ctx
         self.loop = ctx._loop
         self.handle = ffi.new_handle(self)
+        self.track_sends = track_sends
         self.lst: Any = None
         self.accept_filter = accept_filter
         self.options = options
@@ -1257,12 +1278,15 @@ class _ListenerCore:
                 _report(exc, "exception in an rdmamsg accept filter")
                 decision = False
         if decision is None or decision is True:
-            core = _EpCore(self.ctx, self.keep_threshold, self.request_handler)
+            core = _EpCore(self.ctx, self.keep_threshold, self.request_handler,
+                           self.track_sends)
             core.connect_fut = None
             core.on_connected = self._connected
             attrp = _make_ep_attr(self.options, self.accept_private_data)
             epp = ffi.new("struct rdmamsg_ep **")
-            rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _cbs,
+            rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _cbs
+                                             if self.track_sends
+                                             else _cbs_untracked,
                                              core.handle, epp)
             lib.rdmamsg_ep_attr_delete(attrp)
             if rc == 0:
@@ -1374,6 +1398,7 @@ def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
                  accept_private_data: Optional[BufferLike],
                  keep_threshold: int,
                  request_handler: Optional[Callable[[bytes], Any]],
+                 track_sends: bool,
                  options: Dict[str, Any]) -> _ListenerCore:
     if ctx is None:
         ctx = get_context()
@@ -1383,7 +1408,7 @@ def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
             raise TypeError("unknown endpoint option %r" % key)
     _make_ep_attr_check(options, accept_private_data)
     core = _ListenerCore(ctx, accept, options, accept_private_data,
-                         keep_threshold, request_handler)
+                         keep_threshold, request_handler, track_sends)
     lp = ffi.new("struct rdmamsg_listener **")
     check(lib.rdmamsg_listen(ctx._c(), caddr, lib._py_on_conn_req,
                              core.handle, lp), "listen")
@@ -1404,6 +1429,7 @@ async def listen(addr: Union[str, Tuple[str, int]], *,
                  accept_private_data: Optional[BufferLike] = None,
                  keep_threshold: int = KEEP_THRESHOLD,
                  request_handler: Optional[Callable[[bytes], Any]] = None,
+                 track_sends: bool = True,
                  **options: Any) -> Listener:
     """Listen on ``"host:port"`` (port 0 picks one: ``listener.port``).
 
@@ -1413,7 +1439,8 @@ async def listen(addr: Union[str, Tuple[str, int]], *,
     ``options`` are endpoint attributes as for ``connect()``.
     """
     return Listener(_listen_core(addr, ctx, accept, accept_private_data,
-                                 keep_threshold, request_handler, options))
+                                 keep_threshold, request_handler,
+                                 track_sends, options))
 
 
 class Server:
@@ -1493,13 +1520,14 @@ async def start_server(handler: Callable[[Endpoint], Awaitable[Any]],
                        accept_private_data: Optional[BufferLike] = None,
                        keep_threshold: int = KEEP_THRESHOLD,
                        request_handler: Optional[Callable[[bytes], Any]] = None,
+                       track_sends: bool = True,
                        **options: Any) -> Server:
     """Like ``asyncio.start_server``: ``await handler(ep)`` runs for each
     accepted connection; the endpoint is closed when it returns.
     ``request_handler(data) -> bytes`` answers requests on every
     connection.  Other arguments as for ``listen()``."""
     core = _listen_core(addr, ctx, accept, accept_private_data,
-                        keep_threshold, request_handler, options)
+                        keep_threshold, request_handler, track_sends, options)
     return Server(core, handler)
 
 
