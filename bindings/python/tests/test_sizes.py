@@ -87,3 +87,29 @@ async def test_pool_buffer_send(echo, ctxs):
     unused.close()
     unused.close()
 
+
+
+async def test_untracked_sends(ctxs):
+    """track_sends=False (selectively signalled sends): every size class
+    still arrives whole, in order; back-pressure still applies."""
+    a, b = ctxs
+    srv = await rdmamsg.start_server(echo_handler, "127.0.0.1:0", ctx=a,
+                                     track_sends=False)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b,
+                               track_sends=False, send_backlog=4)
+    for size in SIZES:
+        data = pattern(size, 11)
+        await ep.send(data)
+        assert await ep.recv() == data
+    n = 2000
+    for i in range(n):
+        try:
+            ep.send_nowait(b"%d" % i)
+        except BlockingIOError:
+            await ep.wait_writable()
+            ep.send_nowait(b"%d" % i)
+    assert [await ep.recv_bytes() for _ in range(n)] == \
+        [b"%d" % i for i in range(n)]
+    await ep.close()
+    srv.close()
+    await srv.wait_closed()
