@@ -74,4 +74,12 @@ asyncio.run(main())
 ' "$root") >"$tap_tmp/inst.out" 2>&1
 ok $? "the pip-installed package echoes over softrdma"
 show_log "$tap_tmp/inst.out"
+
+# configure --enable-python names the Debian packages a python lacks
+mkdir -p "$tap_tmp/cfg"
+(cd "$tap_tmp/cfg" && "$top_srcdir/configure" -q --enable-python \
+	PYTHON=/bin/false >out 2>&1)
+ok $((! $?)) "configure --enable-python fails for a python without cffi"
+grep -q "install the Debian packages python3-cffi" "$tap_tmp/cfg/out"
+ok $? "the error names python3-cffi"
 done_testing

@@ -278,3 +278,27 @@ def test_blocking_layer():
         loop.call_soon_threadsafe(stop.set)
         th.join()
         loop.close()
+
+
+async def test_idle_loop_sleeps(echo, ctxs):
+    """No busy loop: an idle connection costs (almost) no passes of the
+    pump, and a message that comes while the loop blocks wakes it."""
+    _, ep = echo
+    _, b = ctxs
+    passes = []
+    orig = b._pump
+
+    def counting_pump():
+        passes.append(1)
+        orig()
+
+    b._pump = counting_pump
+    try:
+        await asyncio.sleep(0.3)
+        assert len(passes) <= 5  # keep-alives at most, not a spin
+        t = asyncio.ensure_future(ep.recv_bytes())
+        await asyncio.sleep(0.05)  # the loop is blocked in select now
+        await asyncio.gather(ep.send(b"wake"), t)
+        assert t.result() == b"wake"
+    finally:
+        b._pump = orig
