@@ -45,17 +45,18 @@ grep -E '^(=+ .*(passed|failed|error).* =+)$' "$tap_tmp/pytest.out" | sed 's/^/#
 
 # pip install ./bindings/python (offline) against the in-tree library
 root=$tap_tmp/root
-(cp -r "$top_srcdir/bindings/python" "$tap_tmp/src" && cd "$tap_tmp/src" &&
+(cp -r "$top_srcdir/bindings/python" "$tap_tmp/src" && chmod -R u+w "$tap_tmp/src" &&
+	cd "$tap_tmp/src" &&
 	rm -rf build ./*.egg-info rdmamsg/_ffi.* &&
 	RDMAMSG_INCLUDE_DIR="$top_srcdir/include" \
 	RDMAMSG_LIB_DIR="$top_builddir/lib/.libs" \
 	RDMAMSG_RPATH="$top_builddir/lib/.libs" \
 	"$PYTHON" -m pip install --no-build-isolation --no-deps --no-index \
-		--disable-pip-version-check -q --root "$root" --prefix /usr/local .) \
+		--disable-pip-version-check -q --target "$root/site" .) \
 	>"$tap_tmp/pip.out" 2>&1
 ok $? "pip install --no-build-isolation ./bindings/python"
 show_log "$tap_tmp/pip.out"
-site=$(find "$root" -type d -name rdmamsg -path '*-packages/*' | head -n 1)
+site=$root/site/rdmamsg
 [ -n "$site" ] && [ -f "$site/py.typed" ] && ls "$site"/_ffi*.so >/dev/null 2>&1
 ok $? "the installed package has its extension and py.typed"
 (cd "$tap_tmp" && PYTHONPATH=${site%/rdmamsg} timeout 60 "$PYTHON" -c '
