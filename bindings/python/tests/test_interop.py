@@ -57,3 +57,15 @@ async def test_c_pingpong_client_python_server(ctxs, size):
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out, _ = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, out
+
+
+async def test_c_hello_client_python_server(ctxs):
+    a, _ = ctxs
+    async with await rdmamsg.start_server(echo_handler, "127.0.0.1:0",
+                                          ctx=a) as srv:
+        proc = await asyncio.create_subprocess_exec(
+            os.path.join(SAMPLES, "hello", "hello"),
+            "127.0.0.1:%d" % srv.port, stdout=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0
+        assert out == b"echo: hello\n"
