@@ -10,7 +10,6 @@ processes (this script with --serve), stock asyncio, no uvloop.
 """
 import argparse
 import asyncio
-import os
 import re
 import socket
 import statistics

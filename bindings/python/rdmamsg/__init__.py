@@ -16,6 +16,7 @@ See bindings/python/README.md for the guide.
 TODO(multicast): the C library has no multicast groups yet; publishers and
 subscribers (``async with ctx.join(group)``) come with them.
 """
+from . import _errors
 from ._core import (ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
                     ACCESS_REMOTE_WRITE, KEEP_THRESHOLD, MR_EXPORT_SIZE,
                     PRIVATE_DATA_MAX, Context, Endpoint, Listener,
@@ -42,3 +43,13 @@ REJECT_HANDSHAKE: int = _lib.RDMAMSG_REJECT_HANDSHAKE
 REJECT_RESOURCES: int = _lib.RDMAMSG_REJECT_RESOURCES
 REJECT_CLOSED: int = _lib.RDMAMSG_REJECT_CLOSED
 REJECT_NO_LISTENER: int = _lib.RDMAMSG_REJECT_NO_LISTENER
+
+__all__ = [
+    "ACCESS_REMOTE_ATOMIC", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE",
+    "KEEP_THRESHOLD", "MR_EXPORT_SIZE", "PRIVATE_DATA_MAX", "Context",
+    "Endpoint", "Listener", "MemoryRegion", "Message", "PoolBuffer",
+    "RemoteRegion", "Request", "Server", "connect", "get_context", "listen",
+    "live_contexts", "start_server", "ERRNO_CLASSES", "make_error",
+    "strerror", "version", "REJECT_VERSION", "REJECT_HANDSHAKE",
+    "REJECT_RESOURCES", "REJECT_CLOSED", "REJECT_NO_LISTENER",
+] + list(_errors.__all__)

@@ -51,7 +51,8 @@ async def test_unclosed_context():
     with pytest.warns(ResourceWarning, match="unclosed rdmamsg endpoint"):
         del ep
         gc.collect()
-    assert await _settle(lambda: not b._eps)
+    eps = b._eps
+    assert await _settle(lambda: not eps)
     with pytest.warns(ResourceWarning, match="unclosed rdmamsg context"):
         del b
         gc.collect()

@@ -1,5 +1,4 @@
 """Messages of every size class arrive whole and intact; zero-copy paths."""
-import asyncio
 import gc
 
 import pytest
