@@ -133,3 +133,42 @@ async def test_peer_killed_mid_stream(ctxs):
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+async def test_cancel_connect(ctxs):
+    """A cancelled connect closes its endpoint: nothing is left behind."""
+    _, b = ctxs
+    for _ in range(5):
+        t = asyncio.ensure_future(rdmamsg.connect(
+            ("127.0.0.1", free_port()), ctx=b))
+        await asyncio.sleep(0)
+        t.cancel()
+        with pytest.raises((asyncio.CancelledError, ConnectionRefusedError)):
+            await t
+    for _ in range(500):
+        if not b._eps:
+            break
+        await asyncio.sleep(0.01)
+    assert not b._eps
+
+
+async def test_concurrent_receivers_share_messages(echo):
+    """Several tasks awaiting recv() get each message exactly once."""
+    _, ep = echo
+    got = []
+
+    async def reader():
+        while True:
+            m = await ep.recv_bytes()
+            if m == b"stop":
+                return
+            got.append(m)
+
+    readers = [asyncio.ensure_future(reader()) for _ in range(4)]
+    await asyncio.sleep(0)
+    for i in range(400):
+        ep.send_nowait(b"%d" % i) if i % 50 else await ep.send(b"%d" % i)
+    for _ in readers:
+        await ep.send(b"stop")
+    await asyncio.wait_for(asyncio.gather(*readers), 30)
+    assert sorted(got, key=int) == [b"%d" % i for i in range(400)]
