@@ -43,23 +43,9 @@ ok $? "pytest exits 0 (got $rc)"
 [ $rc -eq 0 ] || show_log "$tap_tmp/pytest.out"
 grep -E '^(=+ .*(passed|failed|error).* =+)$' "$tap_tmp/pytest.out" | sed 's/^/# /'
 
-# pip install ./bindings/python (offline) against the in-tree library
-root=$tap_tmp/root
-(cp -r "$top_srcdir/bindings/python" "$tap_tmp/src" && chmod -R u+w "$tap_tmp/src" &&
-	cd "$tap_tmp/src" &&
-	rm -rf build ./*.egg-info rdmamsg/_ffi.* &&
-	RDMAMSG_INCLUDE_DIR="$top_srcdir/include" \
-	RDMAMSG_LIB_DIR="$top_builddir/lib/.libs" \
-	RDMAMSG_RPATH="$top_builddir/lib/.libs" \
-	"$PYTHON" -m pip install --no-build-isolation --no-deps --no-index \
-		--disable-pip-version-check -q --target "$root/site" .) \
-	>"$tap_tmp/pip.out" 2>&1
-ok $? "pip install --no-build-isolation ./bindings/python"
-show_log "$tap_tmp/pip.out"
-site=$root/site/rdmamsg
-[ -n "$site" ] && [ -f "$site/py.typed" ] && ls "$site"/_ffi*.so >/dev/null 2>&1
-ok $? "the installed package has its extension and py.typed"
-(cd "$tap_tmp" && PYTHONPATH=${site%/rdmamsg} timeout 60 "$PYTHON" -c '
+# check_site NAME SITE [ENV...] -- the package under SITE imports from there
+# and echoes over softrdma
+cat >"$tap_tmp/echo.py" <<'EOT'
 import asyncio, rdmamsg, sys
 assert rdmamsg.__file__.startswith(sys.argv[1]), rdmamsg.__file__
 async def main():
@@ -72,9 +58,67 @@ async def main():
                 await ep.send(b"installed")
                 assert await ep.recv_bytes() == b"installed"
 asyncio.run(main())
-' "$root") >"$tap_tmp/inst.out" 2>&1
-ok $? "the pip-installed package echoes over softrdma"
-show_log "$tap_tmp/inst.out"
+EOT
+check_site() {
+	_name=$1
+	_site=$2
+	shift 2
+	[ -f "$_site/rdmamsg/py.typed" ] && ls "$_site"/rdmamsg/_ffi*.so >/dev/null 2>&1
+	ok $? "$_name: the package has its extension and py.typed"
+	(cd "$tap_tmp" && env PYTHONPATH="$_site" "$@" timeout 60 "$PYTHON" \
+		"$tap_tmp/echo.py" "$_site") >"$tap_tmp/site.out" 2>&1
+	ok $? "$_name: the installed package echoes over softrdma"
+	show_log "$tap_tmp/site.out"
+}
+
+# pip_install TARGET ENV... -- pip install ./bindings/python (offline)
+pip_install() {
+	_target=$1
+	shift
+	rm -rf "$tap_tmp/src"
+	(cp -r "$top_srcdir/bindings/python" "$tap_tmp/src" &&
+		chmod -R u+w "$tap_tmp/src" && cd "$tap_tmp/src" &&
+		rm -rf build ./*.egg-info rdmamsg/_ffi.* &&
+		env "$@" "$PYTHON" -m pip install --no-build-isolation --no-deps \
+			--no-index --disable-pip-version-check -q \
+			--target "$_target" .) >"$tap_tmp/pip.out" 2>&1
+}
+
+# against the in-tree library
+pip_install "$tap_tmp/site1" RDMAMSG_INCLUDE_DIR="$top_srcdir/include" \
+	RDMAMSG_LIB_DIR="$top_builddir/lib/.libs" \
+	RDMAMSG_RPATH="$top_builddir/lib/.libs"
+ok $? "pip install --no-build-isolation ./bindings/python (in-tree library)"
+show_log "$tap_tmp/pip.out"
+check_site "pip, in-tree" "$tap_tmp/site1"
+
+# make install (DESTDIR): the library and the package, which finds it
+root=$tap_tmp/root
+${MAKE:-make} -s -C "$top_builddir" install DESTDIR="$root" \
+	>"$tap_tmp/install.out" 2>&1
+ok $? "make install DESTDIR=..."
+prefix=$(sed -n 's/^prefix=//p' "$top_builddir/rdmamsg.pc")
+libdir=$(sed -n 's/^libdir=//p' "$top_builddir/rdmamsg.pc" | sed "s|\${exec_prefix}|$prefix|")
+site=$(find "$root" -path '*-packages/rdmamsg/py.typed' | head -n 1)
+site=${site%/rdmamsg/py.typed}
+case $site in
+"$root$prefix"/lib/python3*/*-packages) ok 0 "make install put the package in $site" ;;
+*) ok 1 "make install put the package under the prefix (got '$site')" ;;
+esac
+check_site "make install" "$site" LD_LIBRARY_PATH="$root$libdir" \
+	RDMAMSG_SOFTRDMA_PATH="$root$libdir/rdmamsg/libsoftrdma.so"
+
+# against the installed library, found with pkg-config
+pip_install "$tap_tmp/site2" PKG_CONFIG_PATH="$root$libdir/pkgconfig" \
+	PKG_CONFIG_SYSROOT_DIR="$root"
+ok $? "pip install --no-build-isolation ./bindings/python (pkg-config)"
+show_log "$tap_tmp/pip.out"
+check_site "pip, pkg-config" "$tap_tmp/site2" LD_LIBRARY_PATH="$root$libdir" \
+	RDMAMSG_SOFTRDMA_PATH="$root$libdir/rdmamsg/libsoftrdma.so"
+${MAKE:-make} -s -C "$top_builddir" uninstall DESTDIR="$root" \
+	>"$tap_tmp/uninstall.out" 2>&1
+[ -z "$(find "$root" -path '*-packages/*' -name '*.py')" ]
+ok $? "make uninstall removes the package"
 
 # configure --enable-python names the Debian packages a python lacks
 mkdir -p "$tap_tmp/cfg"
