@@ -5,9 +5,10 @@ One context is driven by the event loop it was made in: its fd sits under
 ``rdmamsg_ctx_progress()`` and then ``rdmamsg_ctx_arm()`` until that returns
 0 (``-EBUSY`` means work is pending: progress again), so the loop only ever
 blocks when the library said the fd will wake it.  A call made from a
-coroutine (a send, a close ...) may leave deferred work behind: it is
-followed by ``rdmamsg_ctx_arm()`` and, on ``-EBUSY``, one pass scheduled with
-``loop.call_soon()``.  No thread, no busy loop, no lost wake-up.
+coroutine (a send, a close ...) may leave work behind: it schedules one such
+pass with ``loop.call_soon()`` (one per task step, however many calls), which
+runs before the loop next blocks.  No thread, no busy loop, no lost
+wake-up.
 
 The C objects belong to the loop's thread; so do these Python objects.
 """
