@@ -195,6 +195,12 @@ int rdmamsg_atomic_fadd(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 			void (*cb)(struct rdmamsg_ep *, int, uint64_t, void *),
 			void *op_ctx);
 
+/* C helpers of the binding (SOURCE below): fewer crossings per message */
+int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx);
+int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
+		     const char *data, size_t len, uintptr_t opid);
+void _rdmamsg_py_on_send(struct rdmamsg_ep *, int, void *, void *);
+
 /* Python callbacks (their arg is a handle or an operation id) */
 extern "Python" void _py_on_connect(struct rdmamsg_ep *, int, int,
 				    const void *, size_t, void *);
@@ -217,6 +223,51 @@ extern "Python" void _py_on_conn_req(struct rdmamsg_listener *,
 				     size_t, void *);
 extern "Python" void _py_on_listener_closed(struct rdmamsg_listener *,
 					    void *);
+"""
+
+
+# Small C functions compiled into the module: one call from Python where
+# a pass or a send would otherwise cross into C two or three times, and a
+# send completion nobody waits for (op_ctx 0) that never enters Python.
+SOURCE = r"""
+#include <errno.h>
+#include <stdint.h>
+#include <rdmamsg.h>
+
+static void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
+
+/* one pass of the arm/progress protocol: progress, then arm until blocking
+ * on the fd is safe (-EBUSY: work came in, progress again) */
+static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx)
+{
+	int rc;
+
+	rdmamsg_ctx_progress(ctx);
+	while ((rc = rdmamsg_ctx_arm(ctx)) == -EBUSY)
+		rdmamsg_ctx_progress(ctx);
+	return rc;
+}
+
+/* rdmamsg_send, then (ctx not NULL: a call from outside a pass) ask arm()
+ * whether the library left work that the fd would not announce: < 0 the
+ * send's error, 1 a pass is due, 0 the fd wakes the loop for what comes */
+static int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
+			    const char *data, size_t len, uintptr_t opid)
+{
+	int rc = rdmamsg_send(ep, data, len, (void *)opid);
+
+	if (rc < 0 || !ctx)
+		return rc;
+	return rdmamsg_ctx_arm(ctx) == -EBUSY;
+}
+
+/* on_send: only completions somebody waits for (op_ctx != 0) reach Python */
+static void _rdmamsg_py_on_send(struct rdmamsg_ep *ep, int status,
+				void *op_ctx, void *arg)
+{
+	if (op_ctx)
+		_py_on_send(ep, status, op_ctx, arg);
+}
 """
 
 
@@ -259,7 +310,7 @@ def make_ffi():
     rpath = [p for p in os.environ.get("RDMAMSG_RPATH", "").split(":") if p]
     ffi = FFI()
     ffi.cdef(CDEF % {"ep_attr_setters": _setters()})
-    ffi.set_source("rdmamsg._ffi", "#include <rdmamsg.h>\n",
+    ffi.set_source("rdmamsg._ffi", SOURCE,
                    include_dirs=inc, library_dirs=lib, libraries=["rdmamsg"],
                    runtime_library_dirs=rpath)
     return ffi

@@ -49,6 +49,9 @@ RECV_IMM: int = lib.RDMAMSG_RECV_IMM
 RECV_LARGE: int = lib.RDMAMSG_RECV_LARGE
 
 _EBUSY = -_errno.EBUSY
+_c_pump = lib._rdmamsg_py_pump
+_c_send = lib._rdmamsg_py_send
+_NULL = ffi.NULL
 _EAGAIN = -_errno.EAGAIN
 
 #: Received messages of at least this many bytes stay in the library's pool
@@ -144,7 +147,18 @@ def _py_on_connect(ep, status, reason, pdata, pdata_len, arg):  # type: ignore
 
 @ffi.def_extern(onerror=_cb_error)
 def _py_on_recv(ep, data, length, imm, flags, arg):  # type: ignore
-    ffi.from_handle(arg)._on_recv(data, length, imm, flags)
+    core = ffi.from_handle(arg)
+    if length >= core.keep_threshold and not flags & RECV_LARGE:
+        core._on_recv(data, length, imm, flags)
+        return
+    # _EpCore._on_recv of a copied message, inlined (once per message)
+    core.queue.append((ffi.buffer(data, length)[:], imm, flags))
+    waiters = core.recv_waiters
+    while waiters:
+        w = waiters.popleft()
+        if not w.done():
+            w.set_result(None)
+            return
 
 
 def _finish(opid: int, status: int, value: Any) -> None:
@@ -221,7 +235,8 @@ def _py_on_listener_closed(lst, arg):  # type: ignore
 _cbs = ffi.new("struct rdmamsg_ep_cbs *")
 _cbs.on_connect = lib._py_on_connect
 _cbs.on_recv = lib._py_on_recv
-_cbs.on_send = lib._py_on_send
+# completions with op_ctx 0 (send_nowait) stay in C
+_cbs.on_send = ffi.addressof(lib, "_rdmamsg_py_on_send")
 _cbs.on_writable = lib._py_on_writable
 _cbs.on_disconnect = lib._py_on_disconnect
 # track_sends=False: no on_send, so the library signals sends selectively
@@ -306,9 +321,7 @@ class Context:
             return
         self._in_pump = True
         try:
-            lib.rdmamsg_ctx_progress(ctx)
-            while lib.rdmamsg_ctx_arm(ctx) == _EBUSY:
-                lib.rdmamsg_ctx_progress(ctx)
+            _c_pump(ctx)  # progress; arm until it says 0 (C, one call)
         finally:
             self._in_pump = False
 
@@ -326,6 +339,15 @@ class Context:
         calls it made (a send's completion is often there by then), so the
         loop never blocks while the library has work pending."""
         if self._in_pump or self._pump_scheduled or self._ctx is None:
+            return
+        if not self._closing and lib.rdmamsg_ctx_arm(self._ctx) == 0:
+            return  # nothing pending: the fd wakes the loop for what comes
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """A pass of the pump when the running task yields (arm() said work
+        is pending that the fd will not announce)."""
+        if self._pump_scheduled:
             return
         self._pump_scheduled = True
         if self._closing:
@@ -475,10 +497,19 @@ class Context:
 
 
 def _pump_weak(ref: "weakref.ref[Context]") -> None:
+    """The fd's reader (Context._pump, inlined: it runs once per wake)."""
     ctx = ref()
-    if ctx is not None:
-        ctx._pump()
-    # else: collected; its __del__ closed it and holds it strongly since
+    if ctx is None:  # collected; its __del__ closed it and holds it since
+        return
+    ctx._pump_scheduled = False
+    c = ctx._ctx
+    if c is None:
+        return
+    ctx._in_pump = True
+    try:
+        _c_pump(c)
+    finally:
+        ctx._in_pump = False
 
 
 class _BufRelease:
@@ -923,6 +954,18 @@ class Endpoint:
         does not unsend the message."""
         core = self._core
         opid = next(_op_ids) if core.tracked else 0
+        if imm is None and opid and type(data) is bytes and \
+                len(data) <= core.max_msg:
+            while True:
+                rc = self._send_eager(core, data, len(data), opid)
+                if rc != _EAGAIN:
+                    break
+                await core.wait_writable()
+            check(rc, "send")
+            fut = core.loop.create_future()
+            _ops[opid] = (fut, None)
+            await fut
+            return
         while True:
             rc, keep = self._post(data, imm, opid)
             if rc != _EAGAIN:
@@ -943,12 +986,55 @@ class Endpoint:
         (rdmamsg.WouldBlock) when out of credits with a full backlog: then
         ``await ep.wait_writable()``."""
         core = self._core
+        if imm is None and not isinstance(data, PoolBuffer):
+            # the common case in one C call: nobody waits for the
+            # completion (op_ctx 0: it never enters Python)
+            if type(data) is bytes:
+                n = len(data)
+                p = data
+            else:
+                p, n = _buf_ptr(data)
+            if n <= core.max_msg:
+                ep = core.ep
+                ctx = core.ctx
+                if ep is not None and not core.closing and not (
+                        ctx._in_pump or ctx._pump_scheduled or ctx._closing):
+                    # the usual case, _send_eager inlined
+                    rc = _c_send(ctx._ctx, ep, p, n, 0)
+                    if rc > 0:
+                        ctx._schedule()
+                    elif rc < 0:
+                        check(rc, "send")
+                    return
+                check(self._send_eager(core, p, n, 0), "send")
+                return
         opid = next(_op_ids) if core.tracked else 0
         rc, keep = self._post(data, imm, opid)
         check(rc, "send")
         if isinstance(keep, _TmpMr):  # deregistered at the completion
             _ops[opid] = (None, keep)
         core.ctx._kick()
+
+    @staticmethod
+    def _send_eager(core: _EpCore, p: Any, n: int, opid: int) -> int:
+        """rdmamsg_send of n bytes at p (bytes or a char[] of
+        ffi.from_buffer) with op_ctx opid, and arm() in the same C call: a
+        pass of the pump only when the library left work behind that the
+        fd does not announce.  Returns the send's status."""
+        ep = core.ep
+        if ep is None or core.closing:
+            core.c()  # raises
+        ctx = core.ctx
+        if ctx._in_pump or ctx._pump_scheduled or ctx._closing:
+            rc = _c_send(_NULL, ep, p, n, opid)
+            if rc == 0:
+                ctx._kick()
+            return rc
+        rc = _c_send(ctx._ctx, ep, p, n, opid)
+        if rc > 0:
+            ctx._schedule()
+            return 0
+        return rc
 
     async def wait_writable(self) -> None:
         """Wait until a send that failed with BlockingIOError may succeed."""
@@ -961,7 +1047,7 @@ class Endpoint:
         """The next message with its immediate value and flags."""
         core = self._core
         if not core.queue:
-            await _wait_item(core, core.recv_waiters, lambda: bool(core.queue))
+            await _wait_item(core, core.recv_waiters, core.queue.__len__)
         payload, imm, flags = core.queue.popleft()
         if type(payload) is bytes:
             payload = memoryview(payload)
@@ -975,7 +1061,7 @@ class Endpoint:
         EndOfStream once the peer closed and every message was read."""
         core = self._core
         if not core.queue:
-            await _wait_item(core, core.recv_waiters, lambda: bool(core.queue))
+            await _wait_item(core, core.recv_waiters, core.queue.__len__)
         payload = core.queue.popleft()[0]
         return memoryview(payload) if type(payload) is bytes else payload
 
@@ -983,7 +1069,7 @@ class Endpoint:
         """The next message copied to bytes (a kept buffer is released)."""
         core = self._core
         if not core.queue:
-            await _wait_item(core, core.recv_waiters, lambda: bool(core.queue))
+            await _wait_item(core, core.recv_waiters, core.queue.__len__)
         payload = core.queue.popleft()[0]
         if type(payload) is bytes:
             return payload
@@ -992,14 +1078,20 @@ class Endpoint:
         return b
 
     def __aiter__(self) -> AsyncIterator[memoryview]:
-        return self._iter()
+        return self
 
-    async def _iter(self) -> AsyncIterator[memoryview]:
-        while True:
+    async def __anext__(self) -> memoryview:
+        """recv() (inlined), ending at EndOfStream or the endpoint's
+        close."""
+        core = self._core
+        q = core.queue
+        if not q:
             try:
-                yield await self.recv()
+                await _wait_item(core, core.recv_waiters, q.__len__)
             except (EndOfStream, OperationCanceled):
-                return
+                raise StopAsyncIteration from None
+        payload = q.popleft()[0]
+        return memoryview(payload) if type(payload) is bytes else payload
 
     # -- request/response ---------------------------------------------------
     async def request(self, data: BufferLike, *,
