@@ -152,6 +152,11 @@ def _py_on_recv(ep, data, length, imm, flags, arg):  # type: ignore
         core._on_recv(data, length, imm, flags)
         return
     # _EpCore._on_recv of a copied message, inlined (once per message)
+    rcv = core.receiver
+    if rcv is not None:
+        rcv(memoryview(ffi.buffer(data, length)[:]),
+            imm if flags & RECV_IMM else None)
+        return
     core.queue.append((ffi.buffer(data, length)[:], imm, flags))
     waiters = core.recv_waiters
     while waiters:
@@ -663,6 +668,9 @@ class _EpCore:
         self.user_closed = False
         self.end: Optional[int] = None  # None while messages may still come
         self.queue: Deque[Tuple[Any, int, int]] = deque()
+        # set_receiver(): messages go to this callback, not to the queue
+        self.receiver: Optional[Callable[[memoryview, Optional[int]],
+                                         Any]] = None
         self.recv_waiters: Deque[asyncio.Future] = deque()
         self.writers: Deque[asyncio.Future] = deque()
         self.write_imms: Deque[Tuple[int, int]] = deque()
@@ -702,6 +710,10 @@ class _EpCore:
                 payload = ffi.buffer(data, length)[:]
         else:
             payload = ffi.buffer(data, length)[:]
+        if self.receiver is not None:
+            self.receiver(memoryview(payload) if type(payload) is bytes
+                          else payload, imm if flags & RECV_IMM else None)
+            return
         self.queue.append((payload, imm, flags))
         _wake_one(self.recv_waiters)
 
@@ -854,6 +866,9 @@ async def _wait_item(core: _EpCore, waiters: Deque[asyncio.Future],
     while not ready():
         if core.end is not None or core.closing:
             raise core.end_error()
+        if core.receiver is not None and waiters is core.recv_waiters:
+            raise RuntimeError("messages go to the receiver callback "
+                               "(set_receiver)")
         fut = core.loop.create_future()
         waiters.append(fut)
         try:
@@ -1124,6 +1139,33 @@ class Endpoint:
                 core.ctx._kick()
             raise
 
+    def set_receiver(self, callback: Optional[Callable[
+            [memoryview, Optional[int]], Any]]) -> None:
+        """Deliver each message to ``callback(data, imm)`` (data a
+        memoryview as recv() returns it, imm the immediate value or None)
+        right where the library hands it over, instead of queueing it for
+        recv(): like asyncio's Protocol.data_received, no future and no
+        task step per message, the fastest way to consume messages.  The
+        callback runs inside the context's progress pass: it must not
+        block; it may send (``send_nowait``), close, or start tasks; an
+        exception it raises goes to the loop's exception handler and the
+        message counts as delivered.  Messages queued before are handed
+        to it now, in order.  ``None`` restores the queue; recv() raises
+        RuntimeError while a callback is set."""
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable or None")
+        core = self._core
+        core.receiver = callback
+        while callback is not None and core.queue:
+            payload, imm, flags = core.queue.popleft()
+            if type(payload) is bytes:
+                payload = memoryview(payload)
+            try:
+                callback(payload, imm if flags & RECV_IMM else None)
+            except Exception as exc:
+                _report(exc, "exception in an rdmamsg receiver")
+            callback = core.receiver  # the callback may have changed it
+
     def set_request_handler(
             self, handler: Optional[Callable[[bytes], Any]]) -> None:
         """Answer the peer's requests with ``handler(data)`` (a function or
@@ -1235,6 +1277,11 @@ class Endpoint:
     async def close(self) -> None:
         """Close and wait until the library freed the endpoint."""
         self._core.close_nowait(user=True)
+        await asyncio.shield(self._core.closed_fut)
+
+    async def wait_closed(self) -> None:
+        """Wait until the endpoint is closed (by close(), the peer, or an
+        error) and its resources are given back."""
         await asyncio.shield(self._core.closed_fut)
 
     async def __aenter__(self) -> "Endpoint":
