@@ -5,11 +5,18 @@ usage: bench.py [--perf PATH] [-n ITERS] [--rate-n N] [--rounds R]
 One run, peers side by side on loopback (softrdma for rdmamsg): 8-byte
 round trips (ping-pong; one-way latency = half the median round trip, as
 rdmamsg_perf reports it) and a one-way message rate (8-byte messages
-streamed, the last one acknowledged), each the median of R rounds.  The servers are separate
-processes (this script with --serve), stock asyncio, no uvloop.
+streamed, the last one acknowledged), each the median of R rounds.  The
+servers are separate processes (this script with --serve), stock asyncio,
+no uvloop, no thread in the loop.
+
+Two styles per Python peer, both sides of a pair in the same style:
+"streams" (``await ep.recv()`` / ``send_nowait``; asyncio's StreamReader and
+StreamWriter) and "callbacks" (``ep.set_receiver``; asyncio's Protocol
+``data_received``), where no future and no task step is paid per message.
 """
 import argparse
 import asyncio
+import os
 import re
 import socket
 import statistics
@@ -47,6 +54,65 @@ async def serve_rdmamsg(port: int) -> None:
             print("ready", flush=True)
             await asyncio.get_running_loop().run_in_executor(
                 None, sys.stdin.read)
+
+
+async def serve_rdmamsg_cb(port: int) -> None:
+    async with rdmamsg.Context() as ctx:
+        async def echo(ep):
+            def on_msg(m, imm):
+                if m.nbytes != 1:
+                    ep.send_nowait(m)
+            ep.set_receiver(on_msg)
+            await ep.wait_closed()
+
+        async with await rdmamsg.start_server(echo, "127.0.0.1:%d" % port,
+                                              ctx=ctx, recv_depth=256,
+                                              track_sends=TRACK):
+            print("ready", flush=True)
+            await asyncio.get_running_loop().run_in_executor(
+                None, sys.stdin.read)
+
+
+class EchoProtocol(asyncio.Protocol):
+    """The TCP server of the callbacks style (the streams server's wire
+    protocol: b"p" + SIZE bytes -> echo; b"r" + SIZE - 1 bytes, then
+    messages of SIZE bytes up to END -> END)."""
+
+    def connection_made(self, transport):
+        transport.get_extra_info("socket").setsockopt(
+            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.t = transport
+        self.buf = bytearray()
+        self.rate = False
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        while True:
+            if self.rate:
+                if len(buf) < SIZE:
+                    return
+                m = bytes(buf[:SIZE])
+                del buf[:SIZE]
+                if m == END:
+                    self.rate = False
+                    self.t.write(END)
+            elif buf[:1] == b"p" and len(buf) >= SIZE + 1:
+                self.t.write(bytes(buf[1:SIZE + 1]))
+                del buf[:SIZE + 1]
+            elif buf[:1] == b"r" and len(buf) >= SIZE:
+                del buf[:SIZE]
+                self.rate = True
+            else:
+                return
+
+
+async def serve_tcp_proto(port: int) -> None:
+    loop = asyncio.get_running_loop()
+    srv = await loop.create_server(EchoProtocol, "127.0.0.1", port)
+    print("ready", flush=True)
+    await loop.run_in_executor(None, sys.stdin.read)
+    srv.close()
 
 
 async def serve_tcp(port: int) -> None:
@@ -104,6 +170,109 @@ async def client_rdmamsg(port: int, n: int, rate_n: int):
         await ep.recv()
         rate = rate_n / (time.perf_counter() - t)
         await ep.close()
+    return lat, rate
+
+
+async def client_rdmamsg_cb(port: int, n: int, rate_n: int):
+    """Ping-pong driven by the receiver callback: each pong sends the next
+    ping; the rate test streams as client_rdmamsg does."""
+    loop = asyncio.get_running_loop()
+    async with rdmamsg.Context() as ctx:
+        ep = await rdmamsg.connect(("127.0.0.1", port), ctx=ctx,
+                                   recv_depth=256, track_sends=TRACK)
+        msg = b"\x01" * SIZE
+        warm = n // 10
+        times = []
+        clock = time.perf_counter_ns
+        done = loop.create_future()
+        t0 = [0]
+
+        def on_pong(m, imm):
+            times.append(clock() - t0[0])
+            if len(times) == warm + n:
+                done.set_result(None)
+                return
+            t0[0] = clock()
+            ep.send_nowait(msg)
+
+        ep.set_receiver(on_pong)
+        t0[0] = clock()
+        ep.send_nowait(msg)
+        await done
+        lat = statistics.median(times[warm:]) / 2 / 1000
+        acked = loop.create_future()
+        ep.set_receiver(lambda m, imm: acked.set_result(None))
+        one = b"\x02"  # one byte: the server does not echo it
+        t = time.perf_counter()
+        for _ in range(rate_n):
+            try:
+                ep.send_nowait(one)
+            except BlockingIOError:
+                await ep.wait_writable()
+                ep.send_nowait(one)
+        ep.send_nowait(END)
+        await acked
+        rate = rate_n / (time.perf_counter() - t)
+        await ep.close()
+    return lat, rate
+
+
+class PingProtocol(asyncio.Protocol):
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.times = []
+        self.buf = bytearray()
+        self.done = asyncio.get_running_loop().create_future()
+        self.acked = asyncio.get_running_loop().create_future()
+        self.clock = time.perf_counter_ns
+        self.ping = b"p" + b"\x01" * SIZE
+        self.rate = False
+
+    def connection_made(self, transport):
+        transport.get_extra_info("socket").setsockopt(
+            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.t = transport
+
+    def start(self):
+        self.t0 = self.clock()
+        self.t.write(self.ping)
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        while len(buf) >= SIZE:
+            del buf[:SIZE]
+            if self.rate:
+                self.acked.set_result(None)
+                return
+            self.times.append(self.clock() - self.t0)
+            if len(self.times) == self.n:
+                self.done.set_result(None)
+                return
+            self.t0 = self.clock()
+            self.t.write(self.ping)
+
+
+async def client_tcp_proto(port: int, n: int, rate_n: int):
+    loop = asyncio.get_running_loop()
+    warm = n // 10
+    tr, pr = await loop.create_connection(lambda: PingProtocol(warm + n),
+                                          "127.0.0.1", port)
+    pr.start()
+    await pr.done
+    lat = statistics.median(pr.times[warm:]) / 2 / 1000
+    pr.rate = True
+    one = b"\x02" * SIZE
+    t = time.perf_counter()
+    tr.write(b"r" + b"\x00" * (SIZE - 1))
+    for i in range(rate_n):
+        tr.write(one)
+        if i % 64 == 0 and tr.get_write_buffer_size() > 65536:
+            await asyncio.sleep(0)
+    tr.write(END)
+    await pr.acked
+    rate = rate_n / (time.perf_counter() - t)
+    tr.close()
     return lat, rate
 
 
@@ -186,37 +355,53 @@ def main() -> None:
     a = ap.parse_args()
     if a.serve:
         kind, port = a.serve
-        asyncio.run({"rdmamsg": serve_rdmamsg, "tcp": serve_tcp}[kind](
+        asyncio.run({"rdmamsg": serve_rdmamsg, "rdmamsg-cb": serve_rdmamsg_cb,
+                     "tcp": serve_tcp, "tcp-proto": serve_tcp_proto}[kind](
             int(port)))
         return
-    rows = {"python rdmamsg": [], "asyncio TCP": [], "C rdmamsg_perf --fd": []}
+    peers = [("python rdmamsg streams", "rdmamsg", client_rdmamsg),
+             ("asyncio TCP streams", "tcp", client_tcp),
+             ("python rdmamsg callbacks", "rdmamsg-cb", client_rdmamsg_cb),
+             ("asyncio TCP protocol", "tcp-proto", client_tcp_proto)]
+    rows = {name: [] for name, _, _ in peers}
+    rows["C rdmamsg_perf --fd"] = []
+    load = os.getloadavg()
     for _ in range(a.rounds):
-        rows["python rdmamsg"].append(with_server(
-            "rdmamsg", client_rdmamsg, a.n, a.rate_n))
-        rows["asyncio TCP"].append(with_server("tcp", client_tcp, a.n,
-                                               a.rate_n))
+        for name, kind, fn in peers:
+            rows[name].append(with_server(kind, fn, a.n, a.rate_n))
         if a.perf:
             rows["C rdmamsg_perf --fd"].append(c_perf(a.perf, a.n, a.rate_n))
     med = {k: (statistics.median(r[0] for r in v),
                statistics.median(r[1] for r in v)) for k, v in rows.items()
            if v}
-    print("# %d-byte messages, median of %d rounds, one host, loopback"
-          % (SIZE, a.rounds))
-    print("%-22s %14s %14s %12s" % ("peer", "one-way us", "rtt/s",
+    load2 = os.getloadavg()
+    print("# %d-byte messages, median of %d rounds, one host, loopback; "
+          "load average %.2f at the start, %.2f at the end (%d CPUs)"
+          % (SIZE, a.rounds, load[0], load2[0], os.cpu_count()))
+    print("%-26s %12s %12s %12s" % ("peer", "one-way us", "rtt/s",
                                      "msgs/s"))
     # rtt/s: round trips per second at the median latency
     for k, (lat, rate) in med.items():
-        print("%-22s %14.2f %14.0f %12.0f" % (k, lat, 1e6 / (2 * lat), rate))
-    py = med["python rdmamsg"]
-    tcp = med["asyncio TCP"]
-    print("python/asyncio-TCP round-trip rate: %.2fx (goal >= 3x)"
-          % (tcp[0] / py[0]))
-    print("python/asyncio-TCP message rate:    %.2fx" % (py[1] / tcp[1]))
-    if "C rdmamsg_perf --fd" in med:
-        c = med["C rdmamsg_perf --fd"]
-        print("python/C latency:                   %.2fx (goal <= 2x)"
-              % (py[0] / c[0]))
-        print("python/C message rate:              %.2fx" % (py[1] / c[1]))
+        print("%-26s %12.2f %12.0f %12.0f" % (k, lat, 1e6 / (2 * lat), rate))
+    c = med.get("C rdmamsg_perf --fd")
+    for style, tcp_name in (("streams", "asyncio TCP streams"),
+                            ("callbacks", "asyncio TCP protocol")):
+        py = med["python rdmamsg " + style]
+        tcp = med[tcp_name]
+        print("%-9s python/asyncio-TCP round-trip rate: %.2fx (goal >= 3x)"
+              % (style, tcp[0] / py[0]))
+        print("%-9s python/asyncio-TCP message rate:    %.2fx"
+              % (style, py[1] / tcp[1]))
+        if c is not None:
+            print("%-9s python/C latency:                   %.2fx "
+                  "(goal <= 2x)" % (style, py[0] / c[0]))
+            print("%-9s python/C message rate:              %.2fx"
+                  % (style, py[1] / c[1]))
+    if c is not None:
+        tcp = med["asyncio TCP protocol"]
+        print("C rdmamsg --fd / asyncio TCP protocol round-trip rate: "
+              "%.2fx (the ceiling of any binding over the fd)"
+              % (tcp[0] / c[0]))
 
 
 if __name__ == "__main__":
