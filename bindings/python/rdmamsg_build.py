@@ -236,18 +236,19 @@ SOURCE = r"""
 
 static void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
 
-/* one pass of the arm/progress protocol: progress while arm() says work
- * is pending (-EBUSY), until blocking on the fd is safe (0).  Arming first
- * costs nothing where there is work (arm sees the fd readable and makes
- * the progress that follows look at the channels at once), and skips a
- * useless progress where there is none; progressing first would, after a
- * wake-up from the fd, poll the CQs without draining the channel that
- * woke us, so that arm() said -EBUSY and a second progress followed (1.7
- * progress calls per wake-up measured, against 1.03 this way). */
+/* one pass of the arm/progress protocol: progress, then arm until blocking
+ * on the fd is safe (-EBUSY: work came in, progress again).  Progress comes
+ * first although, after a wake-up from the fd, it polls the CQs without
+ * draining the channel that woke us (arm() then says -EBUSY and a second
+ * progress does that: 1.7 progress calls per wake-up): the message is
+ * delivered, and a receiver's answer sent, before that bookkeeping.  Arming
+ * first (1.03 calls per wake-up) measured slower for callback round trips
+ * (20-24 against 11-18 us one-way), the same for streams. */
 static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx)
 {
 	int rc;
 
+	rdmamsg_ctx_progress(ctx);
 	while ((rc = rdmamsg_ctx_arm(ctx)) == -EBUSY)
 		rdmamsg_ctx_progress(ctx);
 	return rc;

@@ -2,10 +2,10 @@
 
 One context is driven by the event loop it was made in: its fd sits under
 ``loop.add_reader()``; when it is readable the context runs
-``rdmamsg_ctx_progress()`` as long as ``rdmamsg_ctx_arm()`` returns
-``-EBUSY`` (work is pending), so the loop only ever blocks when the library
-said the fd will wake it (one C call, ``_rdmamsg_py_pump`` of
-rdmamsg_build.py).  A call made from a coroutine (a send, a close ...) asks
+``rdmamsg_ctx_progress()`` and then ``rdmamsg_ctx_arm()`` until that returns
+0 (``-EBUSY`` means work is pending: progress again), so the loop only ever
+blocks when the library said the fd will wake it (one C call,
+``_rdmamsg_py_pump`` of rdmamsg_build.py).  A call made from a coroutine (a send, a close ...) asks
 ``rdmamsg_ctx_arm()`` whether it left work behind that the fd will not
 announce; only then it schedules one such pass with ``loop.call_soon()``
 (one per task step, however many calls), which runs before the loop next
@@ -320,14 +320,14 @@ class Context:
 
     # -- the arm/progress protocol -------------------------------------
     def _pump(self) -> None:
-        """Progress while arm() says -EBUSY: all ready work, then block."""
+        """Do all ready work, then arm; -EBUSY: work came in, go again."""
         self._pump_scheduled = False
         ctx = self._ctx
         if ctx is None:
             return
         self._in_pump = True
         try:
-            _c_pump(ctx)  # progress while arm says -EBUSY (C, one call)
+            _c_pump(ctx)  # progress; arm until it says 0 (C, one call)
         finally:
             self._in_pump = False
 
