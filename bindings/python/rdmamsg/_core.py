@@ -503,19 +503,10 @@ class Context:
 
 
 def _pump_weak(ref: "weakref.ref[Context]") -> None:
-    """The fd's reader (Context._pump, inlined: it runs once per wake)."""
     ctx = ref()
-    if ctx is None:  # collected; its __del__ closed it and holds it since
-        return
-    ctx._pump_scheduled = False
-    c = ctx._ctx
-    if c is None:
-        return
-    ctx._in_pump = True
-    try:
-        _c_pump(c)
-    finally:
-        ctx._in_pump = False
+    if ctx is not None:
+        ctx._pump()
+    # else: collected; its __del__ closed it and holds it strongly since
 
 
 class _BufRelease:

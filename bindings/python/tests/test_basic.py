@@ -300,5 +300,6 @@ async def test_idle_loop_sleeps(echo, ctxs):
         await asyncio.sleep(0.05)  # the loop is blocked in select now
         await asyncio.gather(ep.send(b"wake"), t)
         assert t.result() == b"wake"
+        assert passes  # the fd's reader ran the pump for the answer
     finally:
         b._pump = orig
