@@ -876,6 +876,32 @@ async def _wait_item(core: _EpCore, waiters: Deque[asyncio.Future],
             raise
 
 
+def _recv_waiter(core: _EpCore) -> asyncio.Future:
+    """_wait_item's step for recv() and async for, as a plain function (one
+    coroutine frame less per message that waits): a future to await, or
+    the endpoint's end raised."""
+    if core.end is not None or core.closing:
+        raise core.end_error()
+    if core.receiver is not None:
+        raise RuntimeError("messages go to the receiver callback "
+                           "(set_receiver)")
+    fut = core.loop.create_future()
+    core.recv_waiters.append(fut)
+    return fut
+
+
+def _recv_unwait(core: _EpCore, fut: asyncio.Future) -> None:
+    """The await of a _recv_waiter future failed (cancelled): forget it and
+    pass a wake-up it took on to the next waiter."""
+    fut.cancel()
+    try:
+        core.recv_waiters.remove(fut)
+    except ValueError:
+        pass
+    if core.queue:
+        _wake_one(core.recv_waiters)
+
+
 class Endpoint:
     """One reliable connection (from ``connect()`` or a listener).
 
@@ -1067,9 +1093,15 @@ class Endpoint:
         the view is released or collected), over a copy otherwise.  Raises
         EndOfStream once the peer closed and every message was read."""
         core = self._core
-        if not core.queue:
-            await _wait_item(core, core.recv_waiters, core.queue.__len__)
-        payload = core.queue.popleft()[0]
+        q = core.queue
+        while not q:  # _wait_item, inlined
+            fut = _recv_waiter(core)
+            try:
+                await fut
+            except BaseException:
+                _recv_unwait(core, fut)
+                raise
+        payload = q.popleft()[0]
         return memoryview(payload) if type(payload) is bytes else payload
 
     async def recv_bytes(self) -> bytes:
@@ -1092,11 +1124,16 @@ class Endpoint:
         close."""
         core = self._core
         q = core.queue
-        if not q:
+        while not q:  # _wait_item, inlined
             try:
-                await _wait_item(core, core.recv_waiters, q.__len__)
+                fut = _recv_waiter(core)
             except (EndOfStream, OperationCanceled):
                 raise StopAsyncIteration from None
+            try:
+                await fut
+            except BaseException:
+                _recv_unwait(core, fut)
+                raise
         payload = q.popleft()[0]
         return memoryview(payload) if type(payload) is bytes else payload
 
