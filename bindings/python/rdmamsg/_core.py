@@ -1030,15 +1030,20 @@ class Endpoint:
             if n <= core.max_msg:
                 ep = core.ep
                 ctx = core.ctx
-                if ep is not None and not core.closing and not (
-                        ctx._in_pump or ctx._pump_scheduled or ctx._closing):
-                    # the usual case, _send_eager inlined
-                    rc = _c_send(ctx._ctx, ep, p, n, 0)
-                    if rc > 0:
-                        ctx._schedule()
-                    elif rc < 0:
-                        check(rc, "send")
-                    return
+                if ep is not None and not core.closing:
+                    # the usual cases, _send_eager inlined
+                    if ctx._in_pump:  # from a callback: the pass arms
+                        rc = _c_send(_NULL, ep, p, n, 0)
+                        if rc < 0:
+                            check(rc, "send")
+                        return
+                    if not (ctx._pump_scheduled or ctx._closing):
+                        rc = _c_send(ctx._ctx, ep, p, n, 0)
+                        if rc > 0:
+                            ctx._schedule()
+                        elif rc < 0:
+                            check(rc, "send")
+                        return
                 check(self._send_eager(core, p, n, 0), "send")
                 return
         opid = next(_op_ids) if core.tracked else 0
