@@ -42,7 +42,7 @@
 #define SOFT_MR_SLOT_BITS   16
 #define SOFT_MAX_MR	    (1 << SOFT_MR_SLOT_BITS)
 #define SOFT_MR_GENS	    32767 /* MR key: gen << 16 | slot, bit 31 clear */
-#define SOFT_MW_GENS	    127	  /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
+#define SOFT_MW_GENS	    127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
 #define SOFT_MAX_CTX	    1024
 #define SOFT_NSTRIPES	    64
 #define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
