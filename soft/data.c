@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 /*
  * Protocol.  Each QP owns an outbound segment whose slot i belongs to SQ
@@ -439,6 +440,10 @@ static void flush_rq(struct soft_qp *qp);
  */
 void soft_qp_flush(struct soft_qp *qp)
 {
+	if (qp->ud) {
+		soft_ud_flush(qp); /* UD/UC (ud.c) */
+		return;
+	}
 	if (qp->sq_tail != qp->sq_head)
 		tx_qp(qp);
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
@@ -453,12 +458,9 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	uint64_t len;
 	int ret = 0;
 
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_send(ibqp, wr, bad);
 	pthread_mutex_lock(&qp->ctx->lock);
-	if (qp->type != IBV_QPT_RC) {
-		ret = EOPNOTSUPP;
-		*bad = wr;
-		goto out;
-	}
 	if (qp->state < IBV_QPS_RTS) {
 		ret = EINVAL;
 		*bad = wr;
@@ -494,9 +496,11 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct soft_rwqe *r;
 	int ret = 0;
 
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_recv(ibqp, wr, bad);
 	pthread_mutex_lock(&qp->ctx->lock);
-	if (qp->srq || qp->state == IBV_QPS_RESET || qp->type == IBV_QPT_UD) {
-		ret = qp->type == IBV_QPT_UD ? EOPNOTSUPP : EINVAL;
+	if (qp->srq || qp->state == IBV_QPS_RESET) {
+		ret = EINVAL;
 		*bad = wr;
 		goto out;
 	}
@@ -884,6 +888,10 @@ void soft_progress(struct soft_context *ctx)
 	for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 		struct soft_qp *qp = soft_container_of(l, struct soft_qp, link);
 
+		if (qp->ud) { /* UD/UC (ud.c) */
+			soft_ud_progress(qp);
+			continue;
+		}
 		if (qp->peer)
 			rx_qp(qp);
 		else if (qp->dest_qpn && qp->state >= IBV_QPS_RTR &&

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 SOFT_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 					 struct ibv_qp_init_attr *attr);
@@ -53,7 +54,15 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		return NULL;
 	}
 	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD |
-					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+					  IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	/* multicast loopback blocking is a UD flag (ud.c) */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	    ((attr->create_flags & ~(uint32_t)SOFT_UD_CREATE_FLAGS) ||
+	     (attr->create_flags && attr->qp_type != IBV_QPT_UD))) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -114,7 +123,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		soft_reg_qp_alloc(pd->pd_id, ctx->reg_idx, attr->qp_type, &qpn);
 	if (qp->reg_slot < 0)
 		goto free_rq;
-	qp->seg_len = SOFT_SEG_HDR + (size_t)qp->sq_size * SOFT_SLOT_SIZE;
+	qp->seg_len = SOFT_SEG_HDR + (size_t)qp->sq_size * SOFT_SLOT_SIZE +
+		      soft_ud_seg_extra(attr);
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
 		goto free_qpn;
@@ -143,9 +153,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->is_ex = 1;
 		qp->send_ops_flags = attr->send_ops_flags;
 	}
+	if (soft_ud_create(qp, attr))
+		goto unmap;
 	soft_qp_ex_init(qp);
 	if (!qp->stage)
-		goto unmap;
+		goto free_ud;
 	/* report what was granted */
 	attr->cap = qp->cap;
 
@@ -159,6 +171,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	pthread_mutex_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
+free_ud:
+	soft_ud_destroy(qp);
 unmap:
 	soft_seg_unlink(qpn);
 	munmap(qp->seg, qp->seg_len);
@@ -401,6 +415,8 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 /* qp_reset -- back to RESET: queues emptied without completions */
 static void qp_reset(struct soft_qp *qp)
 {
+	if (qp->ud)
+		soft_ud_reset(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
@@ -557,6 +573,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	while (ibqp->events_completed != qp->async_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
+	soft_ud_destroy(qp);
 	soft_seg_unlink(ibqp->qp_num);
 	munmap(qp->seg, qp->seg_len);
 	soft_reg_qp_free(qp->reg_slot);

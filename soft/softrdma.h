@@ -235,6 +235,7 @@ struct soft_swqe {
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
+struct soft_ud;	      /* UD/UC state (ud.c) */
 
 struct soft_qp {
 	struct ibv_qp_ex qpx;
@@ -285,6 +286,7 @@ struct soft_qp {
 	int is_ex;	    /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	int sq_err_pending; /* a WR failed: later ones flush */
 	uint32_t check_tick;
+	struct soft_ud *ud; /* UD and UC QPs: their data path (ud.c) */
 };
 
 /* list helpers */
