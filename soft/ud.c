@@ -1177,8 +1177,9 @@ static void mcast_send(struct soft_qp *qp, struct ud_cell *h,
 	if (!n)
 		qp->ud->lost++;
 	for (i = 0; i < n; i++) {
+		/* "self": the QPs of the sending process */
 		if (block && m[i].pid == soft_self_pid &&
-		    m[i].ctx_idx == (uint32_t)qp->ctx->reg_idx)
+		    m[i].start == soft_self_start)
 			continue;
 		p = peer_get(qp->ud, m[i].qpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
