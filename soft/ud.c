@@ -35,19 +35,19 @@
  * the responder is dropped silently: UC has no ACK and no NAK.
  */
 
-#define UD_QMAGIC     0x736f667475647131ull
-#define UD_TMAGIC     0x736f667475647454ull
-#define UD_CELL_HDR   128
-#define UD_CELL	      (UD_CELL_HDR + SOFT_UD_MTU)
-#define UD_QHDR	      4096
-#define UD_TRAILER    64
-#define UD_MAX_SLOTS  4096
-#define UD_MIN_SLOTS  64
-#define UC_MIN_SLOTS  512
-#define UD_SRQ_SLOTS  1024
-#define UD_NPEER      8
-#define UD_GRH	      40
-#define UD_MCAST_QPN  0xffffffu
+#define UD_QMAGIC	0x736f667475647131ull
+#define UD_TMAGIC	0x736f667475647454ull
+#define UD_CELL_HDR	128
+#define UD_CELL		(UD_CELL_HDR + SOFT_UD_MTU)
+#define UD_QHDR		4096
+#define UD_TRAILER	64
+#define UD_MAX_SLOTS	4096
+#define UD_MIN_SLOTS	64
+#define UC_MIN_SLOTS	512
+#define UD_SRQ_SLOTS	1024
+#define UD_NPEER	8
+#define UD_GRH		40
+#define UD_MCAST_QPN	0xffffffu
 #define UD_DRAIN_BUDGET 256
 
 enum {
@@ -157,8 +157,8 @@ static uint32_t pow2_at_least(uint32_t v)
 /* ud_nslots -- queue cells of a QP created with attr */
 static uint32_t ud_nslots(const struct ibv_qp_init_attr_ex *attr)
 {
-	uint32_t min = attr->qp_type == IBV_QPT_UC ? UC_MIN_SLOTS
-						  : UD_MIN_SLOTS;
+	uint32_t min =
+		attr->qp_type == IBV_QPT_UC ? UC_MIN_SLOTS : UD_MIN_SLOTS;
 	uint32_t n;
 
 	if (attr->srq)
@@ -338,7 +338,8 @@ static int local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 
 static int gid_v4mapped(const uint8_t *g)
 {
-	static const uint8_t pfx[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t pfx[12] = {0, 0, 0, 0, 0,	  0,
+					0, 0, 0, 0, 0xff, 0xff};
 
 	return !memcmp(g, pfx, 12);
 }
@@ -387,8 +388,8 @@ static void build_grh(uint8_t *grh, const struct ud_cell *h)
 	uint32_t len = h->msg_len, l4;
 	uint16_t v;
 
-	l4 = 8 + 12 + 8 + ((h->flags & UDF_IMM) ? 4 : 0) +
-	     ((len + 3) & ~3u) + 4;
+	l4 = 8 + 12 + 8 + ((h->flags & UDF_IMM) ? 4 : 0) + ((len + 3) & ~3u) +
+	     4;
 	memset(grh, 0, UD_GRH);
 	if (gid_v4mapped(h->sgid) && gid_v4mapped(h->dgid)) {
 		uint8_t *ip = grh + 20;
@@ -512,8 +513,7 @@ static int qp_receives(enum ibv_qp_state s)
 }
 
 /* deliver -- one validated message of the inbound queue */
-static void deliver(struct soft_qp *qp, const struct ud_cell *h,
-		    uint64_t first)
+static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 {
 	struct soft_ud *u = qp->ud;
 	struct soft_rwqe *r;
@@ -553,8 +553,8 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h,
 		wc.pkey_index = 0;
 		wc.byte_len = UD_GRH + h->msg_len;
 	} else {
-		wc.byte_len = (h->flags & UDF_WRITE_IMM) ? h->write_len
-							 : h->msg_len;
+		wc.byte_len =
+			(h->flags & UDF_WRITE_IMM) ? h->write_len : h->msg_len;
 	}
 	wc.status = scatter(qp, r, ud ? grh : NULL, h, first);
 	consume_rwqe(qp);
@@ -659,8 +659,8 @@ out:
  * receives; mapped once and cached per sending QP.  Its registry entry is
  * read without the registry lock, as the RC path does.
  */
-static struct ud_peer *peer_get(struct soft_ud *u, uint32_t qpn,
-				uint32_t type, uint32_t *ctx_idx)
+static struct ud_peer *peer_get(struct soft_ud *u, uint32_t qpn, uint32_t type,
+				uint32_t *ctx_idx)
 {
 	struct soft_reg_qp *e = &soft_reg->qp[qpn & (SOFT_MAX_QP - 1)];
 	const struct ud_trailer *t;
@@ -715,8 +715,8 @@ bad:
 }
 
 /* copy_in -- gather len bytes from iov (cursor *k / *ko) to dst */
-static void copy_in(uint8_t *dst, size_t len, const struct iovec *iov,
-		    int niov, int *k, size_t *ko)
+static void copy_in(uint8_t *dst, size_t len, const struct iovec *iov, int niov,
+		    int *k, size_t *ko)
 {
 	while (len && *k < niov) {
 		size_t c = iov[*k].iov_len - *ko;
@@ -770,10 +770,10 @@ static void enqueue(struct ud_peer *p, struct ud_cell *h,
 		count_drop(q, UD_DROP_FULL);
 		goto out;
 	}
-	if (!q->srq && (int64_t)(atomic_load_explicit(&q->posted,
-						      memory_order_acquire) -
-				 atomic_load_explicit(&q->accepted,
-						      memory_order_relaxed)) <= 0) {
+	if (!q->srq &&
+	    (int64_t)(atomic_load_explicit(&q->posted, memory_order_acquire) -
+		      atomic_load_explicit(&q->accepted,
+					   memory_order_relaxed)) <= 0) {
 		count_drop(q, UD_DROP_NORECV);
 		goto out;
 	}
@@ -1160,8 +1160,8 @@ static void mcast_send(struct soft_qp *qp, struct ud_cell *h,
 	struct mc_group *g;
 	struct ud_peer *p;
 	uint32_t i, n = 0, ctx_idx;
-	int block = !!(qp->ud->create_flags &
-		       IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
+	int block =
+		!!(qp->ud->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
 
 	t = mc_lock(0);
 	if (t) {
@@ -1207,9 +1207,8 @@ static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 	    len <= m->len - (raddr - m->addr)) {
 		riov.iov_base = (void *)(uintptr_t)(m->va + (raddr - m->addr));
 		riov.iov_len = len;
-		if (!len || process_vm_writev(t->pid, liov,
-					      (unsigned long)niov, &riov, 1,
-					      0) == (ssize_t)len)
+		if (!len || process_vm_writev(t->pid, liov, (unsigned long)niov,
+					      &riov, 1, 0) == (ssize_t)len)
 			ret = 0;
 	}
 	pthread_mutex_unlock(lk);

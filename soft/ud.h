@@ -6,10 +6,10 @@
 #include "softrdma.h"
 
 /* port active MTU: the largest UD payload, the size of one queue cell */
-#define SOFT_UD_MTU	    4096
-#define SOFT_MCAST_GRP	    256
-#define SOFT_MCAST_QP_ATT   64
-#define SOFT_MCAST_TOTAL    4096
+#define SOFT_UD_MTU	     4096
+#define SOFT_MCAST_GRP	     256
+#define SOFT_MCAST_QP_ATT    64
+#define SOFT_MCAST_TOTAL     4096
 #define SOFT_UD_CREATE_FLAGS IBV_QP_CREATE_BLOCK_SELF_MCAST_LB
 
 /* soft_ud_seg_extra -- bytes a UD/UC QP adds to its shm segment */

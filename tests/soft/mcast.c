@@ -266,8 +266,8 @@ static int send_batch(struct ud *u, struct ibv_qp *qp, struct ibv_ah *ah,
 }
 
 /* lo_drain -- the sender's own attached QP: check what it got */
-static int lo_drain(struct ud *lo, uint32_t want, uint32_t len,
-		    uint32_t *seq, uint32_t src_qp, const union ibv_gid *mgid)
+static int lo_drain(struct ud *lo, uint32_t want, uint32_t len, uint32_t *seq,
+		    uint32_t src_qp, const union ibv_gid *mgid)
 {
 	struct ibv_wc wc;
 	uint32_t i;
@@ -455,8 +455,7 @@ static void test_limits(void)
 	}
 	ok(ok_all, "one QP in 256 groups");
 	g.raw[13] = 7;
-	is_int(ibv_attach_mcast(u.qp, &g, 0), ENOMEM,
-	       "a 257th group: ENOMEM");
+	is_int(ibv_attach_mcast(u.qp, &g, 0), ENOMEM, "a 257th group: ENOMEM");
 	ok(errno == ENOMEM, "errno ENOMEM");
 	for (i = 0; i < 256; i++) {
 		mgid_of(&g, 0);

@@ -210,12 +210,12 @@ static int ud_child(int rfd, int wfd)
 	unsigned char *grh;
 	int fails = 0, n, i;
 
-#define CHK(c)                                                      \
-	do {                                                        \
-		if (!(c)) {                                         \
-			fails++;                                    \
+#define CHK(c)                                                         \
+	do {                                                           \
+		if (!(c)) {                                            \
+			fails++;                                       \
 			diag("child: check failed line %d", __LINE__); \
-		}                                                   \
+		}                                                      \
 	} while (0)
 
 	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
@@ -240,7 +240,8 @@ static int ud_child(int rfd, int wfd)
 	CHK(wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 100);
 	CHK(wc[0].opcode == IBV_WC_RECV && wc[0].byte_len == 40 + MTU);
 	CHK(wc[0].src_qp == qpn && wc[0].pkey_index == 0);
-	CHK((wc[0].wc_flags & IBV_WC_GRH) && (wc[0].wc_flags & IBV_WC_WITH_IMM));
+	CHK((wc[0].wc_flags & IBV_WC_GRH) &&
+	    (wc[0].wc_flags & IBV_WC_WITH_IMM));
 	CHK(wc[0].imm_data == htonl(0xabcd0002u));
 	CHK(wc[0].qp_num == s.qp->qp_num);
 	grh = s.buf;
@@ -250,7 +251,8 @@ static int ud_child(int rfd, int wfd)
 	CHK(grh[28] == 64); /* TTL = hop limit */
 	CHK(((grh[22] << 8) | grh[23]) == 20 + 8 + 12 + 8 + 4 + MTU + 4);
 	CHK(csum(grh + 20) == 0xffff);
-	CHK(!memcmp(grh + 32, g4.raw + 12, 4) && !memcmp(grh + 36, g4.raw + 12, 4));
+	CHK(!memcmp(grh + 32, g4.raw + 12, 4) &&
+	    !memcmp(grh + 36, g4.raw + 12, 4));
 	CHK(check_fill(s.buf + 40, MTU, 2));
 	CHK(!ibv_init_ah_from_wc(s.t.ctx, 1, &wc[0], (struct ibv_grh *)grh,
 				 &ah));
@@ -269,14 +271,16 @@ static int ud_child(int rfd, int wfd)
 	CHK(check_fill(s.buf + RBUF + 40, 100, 3));
 	CHK(!ibv_init_ah_from_wc(s.t.ctx, 1, &wc[1], (struct ibv_grh *)grh,
 				 &ah));
-	CHK(ah.grh.sgid_index == GID_V6 && !memcmp(ah.grh.dgid.raw, g6.raw, 16) &&
+	CHK(ah.grh.sgid_index == GID_V6 &&
+	    !memcmp(ah.grh.dgid.raw, g6.raw, 16) &&
 	    ah.grh.flow_label == 0x12345 && ah.grh.traffic_class == 0x20);
 	/* answer through an AH made from the first completion */
-	reply = ibv_create_ah_from_wc(s.t.pd, &wc[0], (struct ibv_grh *)s.buf, 1);
+	reply = ibv_create_ah_from_wc(s.t.pd, &wc[0], (struct ibv_grh *)s.buf,
+				      1);
 	CHK(reply != NULL);
 	fill(s.buf + 200000, 77, 9);
-	CHK(reply && !ud_send(&s, s.qp, reply, wc[0].src_qp, QKEY, 200000, 77,
-			      900, 0));
+	CHK(reply &&
+	    !ud_send(&s, s.qp, reply, wc[0].src_qp, QKEY, 200000, 77, 900, 0));
 	CHK(t_wait(s.t.cq, wc, 1, 10000) == 1 && wc[0].wr_id == 900 &&
 	    wc[0].status == IBV_WC_SUCCESS);
 	if (reply)
@@ -293,8 +297,7 @@ static int ud_child(int rfd, int wfd)
 	t_xsend(wfd, &step, 4);
 	t_xrecv(rfd, &step, 4);
 	n = t_wait(s.t.cq, wc, 2, 10000);
-	CHK(n == 2 && wc[0].wr_id == 555 &&
-	    wc[0].status == IBV_WC_LOC_LEN_ERR);
+	CHK(n == 2 && wc[0].wr_id == 555 && wc[0].status == IBV_WC_LOC_LEN_ERR);
 	CHK(n == 2 && wc[1].wr_id == 556 &&
 	    wc[1].status == IBV_WC_WR_FLUSH_ERR);
 	CHK(t_qp_state(s.qp) == IBV_QPS_ERR);
@@ -502,8 +505,8 @@ static void test_uc(void)
 		   wc[3].status == IBV_WC_SUCCESS &&
 		   wc[4].status == IBV_WC_SUCCESS,
 	   "all five complete (a bad rkey is silent on UC)");
-	is_int(post_wr(s.qp, IBV_WR_RDMA_READ, s.buf, 8, s.mr->lkey,
-		       peer.addr, peer.rkey, 0),
+	is_int(post_wr(s.qp, IBV_WR_RDMA_READ, s.buf, 8, s.mr->lkey, peer.addr,
+		       peer.rkey, 0),
 	       EINVAL, "UC RDMA READ: EINVAL");
 	is_int(post_wr(s.qp, IBV_WR_ATOMIC_FETCH_AND_ADD, s.buf, 8, s.mr->lkey,
 		       peer.addr, peer.rkey, 0),
@@ -558,7 +561,8 @@ static void test_errors(void)
 	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
 	       "UD RDMA READ: EINVAL");
 	wr[0].opcode = IBV_WR_RDMA_WRITE;
-	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL, "UD RDMA WRITE: EINVAL");
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
+	       "UD RDMA WRITE: EINVAL");
 	wr[0].opcode = IBV_WR_SEND;
 	wr[0].num_sge = 3;
 	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
@@ -600,7 +604,8 @@ static void test_errors(void)
 	memset(&aa, 0, sizeof(aa));
 	aa.is_global = 1;
 	aa.port_num = 2;
-	ok(!ibv_create_ah(s.t.pd, &aa) && errno == EINVAL, "AH on port 2: EINVAL");
+	ok(!ibv_create_ah(s.t.pd, &aa) && errno == EINVAL,
+	   "AH on port 2: EINVAL");
 	aa.port_num = 1;
 	aa.grh.sgid_index = 200;
 	ok(!ibv_create_ah(s.t.pd, &aa) && errno == EINVAL,
@@ -609,7 +614,8 @@ static void test_errors(void)
 	aa.is_global = 0;
 	ok(!ibv_create_ah(s.t.pd, &aa) && errno == EINVAL,
 	   "AH without GRH on RoCE: EINVAL");
-	ok(!ibv_create_ah(NULL, &aa) && errno == EINVAL, "AH without PD: EINVAL");
+	ok(!ibv_create_ah(NULL, &aa) && errno == EINVAL,
+	   "AH without PD: EINVAL");
 	memset(&wc, 0, sizeof(wc));
 	wc.wc_flags = IBV_WC_GRH;
 	ok(ibv_init_ah_from_wc(s.t.ctx, 1, &wc, NULL, &aa) == -1 &&
