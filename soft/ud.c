@@ -118,6 +118,7 @@ struct soft_ud {
 	uint32_t rq_size;
 	uint64_t rq_head, rq_tail;
 	uint32_t create_flags;
+	int srq; /* receives come from an SRQ */
 	struct ud_peer peer[UD_NPEER];
 	unsigned int victim;
 	uint64_t lost; /* sent towards no reachable QP */
@@ -220,6 +221,7 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 	u->q->qpn = qp->qpx.qp_base.qp_num;
 	u->q->nslots = u->nslots;
 	u->q->srq = !!attr->srq;
+	u->srq = !!attr->srq;
 	t = (struct ud_trailer *)((char *)qp->seg + qp->seg_len - UD_TRAILER);
 	t->off = off;
 	__atomic_store_n(&u->q->magic, UD_QMAGIC, __ATOMIC_RELEASE);
@@ -281,7 +283,7 @@ void soft_ud_reset(struct soft_qp *qp)
 /* return_credit -- a message that held a credit took no receive */
 static void return_credit(struct soft_ud *u)
 {
-	if (u->q->srq)
+	if (u->srq) /* our own copy: the shared flag is peer-writable */
 		return;
 	u->posted++;
 	atomic_store_explicit(&u->q->posted, u->posted, memory_order_release);

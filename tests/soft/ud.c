@@ -673,12 +673,75 @@ static void test_errors(void)
 	side_close(&s);
 }
 
+/* test_srq -- a UD QP that takes its receives from an SRQ */
+static void test_srq(void)
+{
+	struct side s;
+	struct ibv_srq_init_attr sa;
+	struct ibv_qp_init_attr a;
+	struct ibv_srq *srq;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_sge sge;
+	struct ibv_qp *rq;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[4];
+	int i, n;
+
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		bail_out("setup");
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(s.t.pd, &sa);
+	memset(&a, 0, sizeof(a));
+	a.send_cq = a.recv_cq = s.t.cq;
+	a.srq = srq;
+	a.qp_type = IBV_QPT_UD;
+	a.cap.max_send_wr = 4;
+	a.cap.max_send_sge = 1;
+	rq = srq ? ibv_create_qp(s.t.pd, &a) : NULL;
+	ok(rq && !ud_up(rq, QKEY), "UD QP on an SRQ");
+	if (!rq)
+		bail_out("SRQ QP");
+	sge.addr = (uintptr_t)s.buf;
+	sge.length = RBUF;
+	sge.lkey = s.mr->lkey;
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	is_int(ibv_post_recv(rq, &rwr, &rbad), EINVAL,
+	       "post_recv on a QP with an SRQ: EINVAL");
+	for (i = 0; i < 2; i++) {
+		sge.addr = (uintptr_t)(s.buf + (size_t)i * RBUF);
+		rwr.wr_id = 40 + i;
+		ibv_post_srq_recv(srq, &rwr, &rbad);
+	}
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	fill(s.buf + 100000, 300, 11);
+	for (i = 0; i < 3; i++)
+		ud_send(&s, s.qp, ah, rq->qp_num, QKEY, 100000, 300, 50 + i, 0);
+	n = t_wait(s.t.cq, wc, 4, 10000);
+	while (n < 6 && t_wait(s.t.cq, wc, 1, 50) == 1)
+		n++;
+	is_int(n, 5, "three send and two receive completions");
+	ok(check_fill(s.buf + 40, 300, 11) &&
+		   check_fill(s.buf + RBUF + 40, 300, 11),
+	   "both SRQ receives hold the datagram");
+	is_int(softrdma_qp_drops(rq, 0), 1,
+	       "the third found the SRQ empty: dropped, counted");
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(rq);
+	ibv_destroy_srq(srq);
+	side_close(&s);
+}
+
 int main(void)
 {
 	t_isolate("ud");
 	test_ud();
 	test_uc();
 	test_errors();
+	test_srq();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
