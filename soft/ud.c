@@ -1125,15 +1125,32 @@ out:
 	return ret;
 }
 
-/* mc_fini -- at exit, leave the groups this process still belongs to */
+/*
+ * mc_fini -- at exit, leave the groups this process still belongs to and
+ * drop those of dead processes, so that a table that only killed processes
+ * used does not outlive them; never blocks for long (soft_exit_lock)
+ */
 __attribute__((destructor)) static void mc_fini(void)
 {
 	char name[128];
 	struct mc_table *t = mc_tab;
 	uint32_t gi, i;
+	int fd;
 
-	if (!t || soft_exit_lock(&t->lock))
+	if (!soft_self_pid || getpid() != soft_self_pid)
 		return;
+	mc_name(name, sizeof(name));
+	if (!t) {
+		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return;
+		t = mc_map_fd(fd, 0);
+		close(fd);
+		if (!t)
+			return;
+	}
+	if (soft_exit_lock(&t->lock))
+		goto unmap;
 	if (!t->unlinked) {
 		for (gi = 0; gi < SOFT_MCAST_GRP; gi++) {
 			struct mc_group *g = &t->g[gi];
@@ -1144,13 +1161,16 @@ __attribute__((destructor)) static void mc_fini(void)
 				else
 					i++;
 		}
+		mc_sweep(t);
 		if (!t->total) {
 			t->unlinked = 1;
-			mc_name(name, sizeof(name));
 			shm_unlink(name);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+unmap:
+	if (t != mc_tab)
+		munmap(t, sizeof(*t));
 }
 
 /* mcast_send -- one datagram to every QP attached to its MGID */
