@@ -908,9 +908,12 @@ static struct mc_table *mc_lock(int create)
 			mc_tab = mc_map_fd(fd, fresh);
 			close(fd);
 			if (!mc_tab) {
+				/* ours and half made by a creator that died,
+				 * or fresh and unusable: remove, start over */
+				shm_unlink(name);
 				if (fresh)
-					shm_unlink(name);
-				return NULL;
+					return NULL;
+				continue;
 			}
 		}
 		r = pthread_mutex_lock(&mc_tab->lock);

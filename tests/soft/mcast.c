@@ -4,9 +4,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -413,7 +416,8 @@ static void test_limits(void)
 	struct ibv_qp *qps[64], *rc;
 	struct ibv_qp_init_attr ra;
 	union ibv_gid g, uni;
-	int i, j, r, ok_all, rfd, wfd, status;
+	char name[160];
+	int i, j, r, ok_all, rfd, wfd, status, fd;
 	pid_t pid;
 
 	if (ud_open(&u, 4, 0))
@@ -442,7 +446,15 @@ static void test_limits(void)
 	ibv_destroy_qp(rc);
 	is_int(ibv_detach_mcast(u.qp, &g, 0), EINVAL,
 	       "detach from a group never joined: EINVAL");
-	is_int(ibv_attach_mcast(u.qp, &g, 0), 0, "attach");
+	/* a table left half made (its creator died): replaced */
+	snprintf(name, sizeof(name), "/%s-mcast",
+		 getenv("SOFTRDMA_SHM_PREFIX"));
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ok(fd >= 0 && write(fd, "junk", 4) == 4, "a stale 4-byte table");
+	if (fd >= 0)
+		close(fd);
+	is_int(ibv_attach_mcast(u.qp, &g, 0), 0,
+	       "attach (stale table replaced)");
 	is_int(ibv_attach_mcast(u.qp, &g, 0), 0, "attach again: 0");
 	is_int(ibv_detach_mcast(u.qp, &g, 0), 0, "detach");
 	is_int(ibv_detach_mcast(u.qp, &g, 0), EINVAL, "detach again: EINVAL");
