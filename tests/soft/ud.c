@@ -4,8 +4,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -735,6 +740,164 @@ static void test_srq(void)
 	side_close(&s);
 }
 
+/* stopped_child -- posts receives, is stopped, then checks what came */
+static int stopped_child(int rfd, int wfd)
+{
+	struct side s;
+	struct ibv_wc wc[16];
+	uint32_t step = 0;
+	int fails = 0, i, n;
+
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		return 100;
+	for (i = 0; i < 16; i++)
+		CHK(!t_post_recv(s.qp, s.buf + (size_t)i * RBUF, RBUF,
+				 s.mr->lkey, i));
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	t_xrecv(rfd, &step, 4); /* we were stopped meanwhile */
+	n = t_wait(s.t.cq, wc, 16, 10000);
+	CHK(n == 16);
+	for (i = 0; i < n; i++)
+		CHK(wc[i].status == IBV_WC_SUCCESS &&
+		    wc[i].byte_len == 40 + 200 &&
+		    check_fill(s.buf + wc[i].wr_id * RBUF + 40, 200, 20));
+	side_close(&s);
+	return fails;
+}
+
+/*
+ * test_stopped -- a receiver that is SIGSTOPped takes datagrams into its
+ * posted receives: the sender's completions never wait for it
+ */
+static void test_stopped(void)
+{
+	struct side s;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[16];
+	uint32_t cqpn, step = 0;
+	int rfd, wfd, status = -1, i;
+	pid_t pid;
+
+	pid = t_spawn(stopped_child, &rfd, &wfd);
+	if (pid < 0 || side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		bail_out("setup");
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	t_xrecv(rfd, &cqpn, 4);
+	kill(pid, SIGSTOP);
+	fill(s.buf, 200, 20);
+	for (i = 0; i < 16; i++)
+		ud_send(&s, s.qp, ah, cqpn, QKEY, 0, 200, (uint64_t)i, 0);
+	ok(t_wait(s.t.cq, wc, 16, 10000) == 16,
+	   "16 sends to a stopped receiver complete");
+	kill(pid, SIGCONT);
+	t_xsend(wfd, &step, 4);
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "once continued, the receiver finds all 16 in its buffers");
+	close(rfd);
+	close(wfd);
+	ibv_destroy_ah(ah);
+	side_close(&s);
+}
+
+/* queue layout (soft/ud.c): a trailer at the end of the QP segment names
+ * the queue header; tail/head are its words at 64 and 80; cells follow
+ * the 4096-byte header, 128-byte cell header first */
+#define Q_TAIL	 64
+#define Q_HEAD	 80
+#define Q_NSLOTS 12
+#define CELL	 (128 + MTU)
+
+/*
+ * test_hostile -- peers write the queue: nonsense in its indexes and cell
+ * headers is dropped and counted, and the QP keeps working
+ */
+static void test_hostile(void)
+{
+	struct side s;
+	struct ibv_qp *tx2;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[4];
+	struct stat st;
+	char name[200];
+	unsigned char *seg, *q, *c;
+	uint64_t off, tail, head, before;
+	int fd, n;
+
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		bail_out("setup");
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
+		 s.qp->qp_num);
+	fd = shm_open(name, O_RDWR, 0);
+	if (fd < 0 || fstat(fd, &st))
+		bail_out("segment %s", name);
+	seg = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   fd, 0);
+	close(fd);
+	if (seg == MAP_FAILED)
+		bail_out("mmap");
+	memcpy(&off, seg + st.st_size - 64 + 8, 8);
+	q = seg + off;
+	fill(s.buf + 100000, 300, 30);
+	t_post_recv(s.qp, s.buf, RBUF, s.mr->lkey, 1);
+	t_post_recv(s.qp, s.buf + RBUF, RBUF, s.mr->lkey, 2);
+	/* a tail far beyond the queue */
+	memcpy(&tail, q + Q_TAIL, 8);
+	before = softrdma_qp_drops(s.qp, -1);
+	tail += 1ull << 40;
+	memcpy(q + Q_TAIL, &tail, 8);
+	ok(t_wait(s.t.cq, wc, 1, 50) == 0 &&
+		   softrdma_qp_drops(s.qp, -1) == before + 1,
+	   "a tail beyond the queue: dropped, counted, no completion");
+	/* a cell whose header lies about its size */
+	memcpy(&head, q + Q_HEAD, 8);
+	c = q + 4096 + (size_t)(head & 63) * CELL;
+	memset(c, 0, 128);
+	n = 100;
+	memcpy(c + 8, &n, 4); /* msg_len 100 ... */
+	n = 5;
+	memcpy(c + 12, &n, 4); /* ... in 5 cells */
+	tail = head + 1;
+	memcpy(q + Q_TAIL, &tail, 8);
+	ok(t_wait(s.t.cq, wc, 1, 50) == 0 &&
+		   softrdma_qp_drops(s.qp, -1) == before + 2,
+	   "a cell header with a wrong cell count: dropped, counted");
+	/* a UD datagram above the MTU */
+	c = q + 4096 + (size_t)(tail & 63) * CELL;
+	memset(c, 0, 128);
+	n = 3 * MTU;
+	memcpy(c + 8, &n, 4);
+	n = 3;
+	memcpy(c + 12, &n, 4);
+	tail += 3;
+	memcpy(q + Q_TAIL, &tail, 8);
+	ok(t_wait(s.t.cq, wc, 1, 50) == 0 &&
+		   softrdma_qp_drops(s.qp, -1) == before + 3,
+	   "a 3-cell UD datagram: dropped, counted");
+	ok(!ud_send(&s, s.qp, ah, s.qp->qp_num, QKEY, 100000, 300, 9, 0),
+	   "send after all that");
+	n = t_wait(s.t.cq, wc, 2, 10000);
+	ok(n == 2 && (wc[0].wr_id == 1 || wc[1].wr_id == 1) &&
+		   check_fill(s.buf + 40, 300, 30),
+	   "the QP still works: the datagram lands in the first receive");
+	/* a queue header with a bad cell count is refused by a new sender */
+	n = 3;
+	memcpy(q + Q_NSLOTS, &n, 4);
+	tx2 = mk_qp(&s, IBV_QPT_UD);
+	ok(tx2 && !ud_up(tx2, QKEY) &&
+		   !ud_send(&s, tx2, ah, s.qp->qp_num, QKEY, 100000, 300, 10,
+			    0) &&
+		   t_wait(s.t.cq, wc, 2, 10000) == 1 && wc[0].wr_id == 10 &&
+		   softrdma_qp_drops(tx2, 4) == 1,
+	   "a queue with 3 cells is not written to (the send is lost)");
+	munmap(seg, (size_t)st.st_size);
+	if (tx2)
+		ibv_destroy_qp(tx2);
+	ibv_destroy_ah(ah);
+	side_close(&s);
+}
+
 int main(void)
 {
 	t_isolate("ud");
@@ -742,6 +905,8 @@ int main(void)
 	test_uc();
 	test_errors();
 	test_srq();
+	test_stopped();
+	test_hostile();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
