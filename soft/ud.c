@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ud.h"
@@ -265,18 +266,49 @@ void soft_ud_destroy(struct soft_qp *qp)
 	qp->ud = NULL;
 }
 
+/*
+ * q_lock -- a queue's producer lock, waiting at most ms: a sender stopped
+ * (SIGSTOP) while it holds the lock must not stall every other sender; a
+ * dead one's lock is recovered (robust mutex).  0 when held.
+ */
+static int q_lock(struct ud_qhdr *q, long ms)
+{
+	struct timespec ts;
+	int r = pthread_mutex_trylock(&q->lock);
+
+	if (r == EBUSY) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += ms / 1000;
+		ts.tv_nsec += (ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		r = pthread_mutex_timedlock(&q->lock, &ts);
+	}
+	if (r == EOWNERDEAD) {
+		pthread_mutex_consistent(&q->lock);
+		r = 0;
+	}
+	return r;
+}
+
 /* soft_ud_reset -- back to RESET: queues emptied without completions */
 void soft_ud_reset(struct soft_qp *qp)
 {
 	struct soft_ud *u = qp->ud;
 	struct ud_qhdr *q = u->q;
 
-	soft_stripe_lock(&q->lock);
+	/* without the lock (a stopped sender holds it) reset anyway: the
+	 * QP is out of the receiving states, nothing new is accepted */
+	int locked = !q_lock(q, 1000);
+
 	u->head = atomic_load(&q->tail);
 	atomic_store(&q->head, u->head);
 	u->posted = atomic_load(&q->accepted);
 	atomic_store(&q->posted, u->posted);
-	pthread_mutex_unlock(&q->lock);
+	if (locked)
+		pthread_mutex_unlock(&q->lock);
 	u->rq_head = u->rq_tail = 0;
 }
 
@@ -761,11 +793,12 @@ static void enqueue(struct ud_peer *p, struct ud_cell *h,
 	int k = 0, r;
 
 	h->ncells = n;
-	r = pthread_mutex_lock(&q->lock);
-	if (r == EOWNERDEAD)
-		pthread_mutex_consistent(&q->lock);
-	else if (r)
+	r = q_lock(q, 100);
+	if (r) {
+		/* the port is jammed: the datagram is lost */
+		count_drop(q, UD_DROP_FULL);
 		return;
+	}
 	tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
 	head = atomic_load_explicit(&q->head, memory_order_acquire);
 	if (tail - head > p->nslots || p->nslots - (tail - head) < n) {

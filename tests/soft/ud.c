@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -881,6 +882,44 @@ static void test_hostile(void)
 	ok(n == 2 && (wc[0].wr_id == 1 || wc[1].wr_id == 1) &&
 		   check_fill(s.buf + 40, 300, 30),
 	   "the QP still works: the datagram lands in the first receive");
+	/* a sender that stops or dies holding the queue lock */
+	{
+		int pfd[2];
+		char x = 0;
+		pid_t pid;
+
+		if (pipe(pfd))
+			bail_out("pipe");
+		pid = fork();
+		if (!pid) {
+			pthread_mutex_lock((pthread_mutex_t *)(q + 24));
+			if (write(pfd[1], &x, 1) != 1)
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		ok(pid > 0 && read(pfd[0], &x, 1) == 1,
+		   "another process holds the queue lock and stops");
+		close(pfd[0]);
+		close(pfd[1]);
+		before = softrdma_qp_drops(s.qp, 2);
+		ok(!ud_send(&s, s.qp, ah, s.qp->qp_num, QKEY, 100000, 300, 11,
+			    0) &&
+			   t_wait(s.t.cq, wc, 1, 10000) == 1 &&
+			   wc[0].wr_id == 11 && wc[0].status == IBV_WC_SUCCESS,
+		   "a send behind it completes (bounded wait)");
+		is_int(softrdma_qp_drops(s.qp, 2), before + 1,
+		       "and its datagram is dropped, counted");
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		memset(s.buf + RBUF, 0, RBUF);
+		ok(!ud_send(&s, s.qp, ah, s.qp->qp_num, QKEY, 100000, 300, 12,
+			    0) &&
+			   t_wait(s.t.cq, wc, 2, 10000) == 2 &&
+			   check_fill(s.buf + RBUF + 40, 300, 30),
+		   "the holder killed, its lock is recovered and the next "
+		   "datagram arrives");
+	}
 	/* a queue header with a bad cell count is refused by a new sender */
 	n = 3;
 	memcpy(q + Q_NSLOTS, &n, 4);
