@@ -50,6 +50,7 @@
 #define UD_GRH		40
 #define UD_MCAST_QPN	0xffffffu
 #define UD_DRAIN_BUDGET 256
+#define UC_WAIT_NS	1000000000ull /* a full queue that never drains */
 
 enum {
 	UDF_IMM = 1,
@@ -109,6 +110,23 @@ struct ud_peer {
 	uint32_t nslots;
 };
 
+/* a UC WR waiting for room in the peer's queue */
+struct ud_pend {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	int signaled;
+	uint64_t len;
+	struct ud_cell h;
+	uint32_t rkey;
+	uint32_t imm;
+	uint64_t raddr;
+	uint64_t since; /* ns: first found the queue full */
+	int niov;
+	struct iovec iov[SOFT_MAX_SGE];
+	uint8_t *inl;	       /* copy of inline data */
+	enum ibv_wc_status st; /* failed at post: completes with this */
+};
+
 struct soft_ud {
 	struct ud_qhdr *q;
 	uint8_t *cells;
@@ -122,7 +140,10 @@ struct soft_ud {
 	int srq; /* receives come from an SRQ */
 	struct ud_peer peer[UD_NPEER];
 	unsigned int victim;
-	uint64_t lost; /* sent towards no reachable QP */
+	uint64_t lost;	      /* sent towards no reachable QP */
+	struct ud_pend *pend; /* UC: WRs waiting for queue room */
+	uint32_t pend_size;
+	uint64_t pend_head, pend_tail;
 };
 
 struct soft_ah {
@@ -211,6 +232,12 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 		if (!u->rq)
 			goto free_ud;
 	}
+	if (attr->qp_type == IBV_QPT_UC) {
+		u->pend_size = pow2_at_least(qp->cap.max_send_wr);
+		u->pend = calloc(u->pend_size, sizeof(*u->pend));
+		if (!u->pend)
+			goto free_rq;
+	}
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS))
 		u->create_flags = attr->create_flags;
 	off = qp->seg_len - extra;
@@ -231,6 +258,7 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 	return 0;
 
 free_rq:
+	free(u->pend);
 	free(u->rq);
 free_ud:
 	free(u);
@@ -248,6 +276,8 @@ static void peer_unmap(struct ud_peer *p)
 }
 
 static void mcast_forget_qp(uint32_t qpn);
+static void pend_run(struct soft_qp *qp);
+static void pend_drop(struct soft_qp *qp);
 
 /* soft_ud_destroy -- detach from every group, unmap, free */
 void soft_ud_destroy(struct soft_qp *qp)
@@ -261,6 +291,8 @@ void soft_ud_destroy(struct soft_qp *qp)
 		mcast_forget_qp(qp->qpx.qp_base.qp_num);
 	for (i = 0; i < UD_NPEER; i++)
 		peer_unmap(&u->peer[i]);
+	pend_drop(qp);
+	free(u->pend);
 	free(u->rq);
 	free(u);
 	qp->ud = NULL;
@@ -310,6 +342,7 @@ void soft_ud_reset(struct soft_qp *qp)
 	if (locked)
 		pthread_mutex_unlock(&q->lock);
 	u->rq_head = u->rq_tail = 0;
+	pend_drop(qp);
 }
 
 /* return_credit -- a message that held a credit took no receive */
@@ -346,6 +379,8 @@ static void flush_rq(struct soft_qp *qp)
 /* soft_ud_flush -- completions due now; lock held */
 void soft_ud_flush(struct soft_qp *qp)
 {
+	if (qp->ud->pend_head != qp->ud->pend_tail)
+		pend_run(qp);
 	if (qp->state == IBV_QPS_ERR && qp->ud->rq_tail != qp->ud->rq_head)
 		flush_rq(qp);
 }
@@ -638,6 +673,8 @@ void soft_ud_progress(struct soft_qp *qp)
 {
 	struct soft_ud *u = qp->ud;
 
+	if (u->pend_head != u->pend_tail)
+		pend_run(qp);
 	if (atomic_load_explicit(&u->q->tail, memory_order_relaxed) != u->head)
 		drain(qp);
 	if (qp->state == IBV_QPS_ERR && u->rq_tail != u->rq_head)
@@ -781,27 +818,33 @@ static void wake(uint32_t ctx_idx)
 
 /*
  * enqueue -- append one message to a peer's queue; dropped (and counted
- * there) when it needs a receive and none is free, or does not fit
+ * there) when it needs a receive and none is free, or does not fit.  With
+ * may_wait, a message that holds a receive credit but finds the queue full
+ * is not dropped: EAGAIN, the sender keeps it and tries again (the
+ * receiver is draining; a NIC would be placing it).
  */
-static void enqueue(struct ud_peer *p, struct ud_cell *h,
-		    const struct iovec *iov, int niov, uint32_t ctx_idx)
+static int enqueue(struct ud_peer *p, struct ud_cell *h,
+		   const struct iovec *iov, int niov, uint32_t ctx_idx,
+		   int may_wait)
 {
 	struct ud_qhdr *q = p->q;
 	uint32_t n = h->msg_len ? (h->msg_len - 1) / SOFT_UD_MTU + 1 : 1, i;
 	uint64_t tail, head;
 	size_t ko = 0, left = h->msg_len;
-	int k = 0, r;
+	int k = 0, r, ret = 0;
 
 	h->ncells = n;
 	r = q_lock(q, 100);
 	if (r) {
+		if (may_wait)
+			return EAGAIN;
 		/* the port is jammed: the datagram is lost */
 		count_drop(q, UD_DROP_FULL);
-		return;
+		return 0;
 	}
 	tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
 	head = atomic_load_explicit(&q->head, memory_order_acquire);
-	if (tail - head > p->nslots || p->nslots - (tail - head) < n) {
+	if (tail - head > p->nslots || n > p->nslots) {
 		count_drop(q, UD_DROP_FULL);
 		goto out;
 	}
@@ -810,6 +853,13 @@ static void enqueue(struct ud_peer *p, struct ud_cell *h,
 		      atomic_load_explicit(&q->accepted,
 					   memory_order_relaxed)) <= 0) {
 		count_drop(q, UD_DROP_NORECV);
+		goto out;
+	}
+	if (p->nslots - (tail - head) < n) {
+		if (may_wait)
+			ret = EAGAIN;
+		else
+			count_drop(q, UD_DROP_FULL);
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
@@ -826,6 +876,7 @@ static void enqueue(struct ud_peer *p, struct ud_cell *h,
 out:
 	pthread_mutex_unlock(&q->lock);
 	wake(ctx_idx);
+	return ret;
 }
 
 /*
@@ -1241,7 +1292,7 @@ static void mcast_send(struct soft_qp *qp, struct ud_cell *h,
 			continue;
 		p = peer_get(qp->ud, m[i].qpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
-			enqueue(p, h, iov, niov, ctx_idx);
+			enqueue(p, h, iov, niov, ctx_idx, 0);
 	}
 }
 
@@ -1273,10 +1324,13 @@ static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 	return ret;
 }
 
-/* uc_send -- a UC request towards the connected peer (lost silently) */
-static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-		    struct ud_cell *h, const struct iovec *iov, int niov,
-		    uint64_t len)
+/*
+ * uc_send -- a UC request towards the connected peer (lost silently);
+ * EAGAIN: a SEND holds a receive credit and waits for queue room
+ */
+static int uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		   struct ud_cell *h, const struct iovec *iov, int niov,
+		   uint64_t len)
 {
 	uint32_t dqpn = qp->attr.dest_qp_num, ctx_idx;
 	struct soft_reg_qp e;
@@ -1285,24 +1339,133 @@ static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	p = peer_get(qp->ud, dqpn, IBV_QPT_UC, &ctx_idx);
 	if (!p) {
 		qp->ud->lost++;
-		return;
+		return 0;
 	}
 	if (wr->opcode == IBV_WR_RDMA_WRITE ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		if (soft_reg_qp_lookup(dqpn, &e) < 0 ||
 		    uc_write(&e, wr, iov, niov, len)) {
 			count_drop(p->q, UD_DROP_OTHER);
-			return;
+			return 0;
 		}
 		if (wr->opcode == IBV_WR_RDMA_WRITE)
-			return;
+			return 0;
 		h->flags |= UDF_WRITE_IMM;
 		h->write_len = (uint32_t)len;
 		h->msg_len = 0;
-		enqueue(p, h, iov, 0, ctx_idx);
-		return;
+		return enqueue(p, h, iov, 0, ctx_idx, 0);
 	}
-	enqueue(p, h, iov, niov, ctx_idx);
+	return enqueue(p, h, iov, niov, ctx_idx, 1);
+}
+
+/* pend_free -- release a pending WR's inline copy */
+static void pend_free(struct ud_pend *e)
+{
+	free(e->inl);
+	e->inl = NULL;
+}
+
+/*
+ * pend_add -- keep a UC WR that must wait for queue room (and every WR
+ * posted behind it, in order); inline data is copied now
+ */
+static void pend_add(struct soft_qp *qp, struct ibv_send_wr *wr,
+		     const struct iovec *iov, uint64_t len,
+		     const struct ud_cell *h)
+{
+	struct soft_ud *u = qp->ud;
+	struct ud_pend *e = &u->pend[u->pend_tail & (u->pend_size - 1)];
+	int i;
+
+	memset(e, 0, sizeof(*e));
+	e->wr_id = wr->wr_id;
+	e->opcode = wr->opcode;
+	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->len = len;
+	e->h = *h;
+	e->rkey = wr->wr.rdma.rkey;
+	e->raddr = wr->wr.rdma.remote_addr;
+	e->imm = wr->imm_data;
+	e->niov = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		e->iov[i] = iov[i];
+	if ((wr->send_flags & IBV_SEND_INLINE) && len) {
+		size_t o = 0;
+
+		e->inl = malloc(len);
+		if (e->inl) {
+			for (i = 0; i < wr->num_sge; i++) {
+				memcpy(e->inl + o, iov[i].iov_base,
+				       iov[i].iov_len);
+				o += iov[i].iov_len;
+			}
+			e->niov = 1;
+			e->iov[0].iov_base = e->inl;
+			e->iov[0].iov_len = len;
+		}
+	}
+	u->pend_tail++;
+	qp->ctx->outstanding++; /* the progress thread polls while armed */
+}
+
+static void complete_send(struct soft_qp *qp, uint64_t wr_id,
+			  enum ibv_wr_opcode op, uint64_t len, int signaled,
+			  enum ibv_wc_status st);
+
+/* pend_run -- retry the waiting UC WRs in order; lock held */
+static void pend_run(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+	struct ibv_send_wr wr;
+	struct ud_pend *e;
+	uint64_t now;
+	int r;
+
+	while (u->pend_head != u->pend_tail) {
+		e = &u->pend[u->pend_head & (u->pend_size - 1)];
+		if (e->st != IBV_WC_SUCCESS) {
+			r = e->st == IBV_WC_WR_FLUSH_ERR ||
+					    qp->state != IBV_QPS_ERR
+				    ? e->st
+				    : IBV_WC_WR_FLUSH_ERR;
+		} else if (qp->state == IBV_QPS_ERR) {
+			r = IBV_WC_WR_FLUSH_ERR;
+		} else {
+			memset(&wr, 0, sizeof(wr));
+			wr.opcode = e->opcode;
+			wr.imm_data = e->imm;
+			wr.wr.rdma.rkey = e->rkey;
+			wr.wr.rdma.remote_addr = e->raddr;
+			if (uc_send(qp, &wr, &e->h, e->iov, e->niov, e->len)) {
+				/* the receiver drains: wait, but not forever */
+				now = soft_now_ns();
+				if (!e->since)
+					e->since = now;
+				if (now - e->since < UC_WAIT_NS)
+					return;
+				u->lost++;
+			}
+			r = IBV_WC_SUCCESS;
+		}
+		pend_free(e);
+		u->pend_head++;
+		qp->ctx->outstanding--;
+		complete_send(qp, e->wr_id, e->opcode, e->len,
+			      e->signaled || r != IBV_WC_SUCCESS,
+			      (enum ibv_wc_status)r);
+	}
+}
+
+/* pend_drop -- RESET: forget the waiting WRs without completions */
+static void pend_drop(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+
+	while (u->pend_head != u->pend_tail) {
+		pend_free(&u->pend[u->pend_head & (u->pend_size - 1)]);
+		u->pend_head++;
+		qp->ctx->outstanding--;
+	}
 }
 
 /* check_wr -- what makes ibv_post_send fail at once (n: WRs before) */
@@ -1315,7 +1478,7 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint32_t n,
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return EINVAL;
-	if (n >= qp->cap.max_send_wr)
+	if (n + (qp->ud->pend_tail - qp->ud->pend_head) >= qp->cap.max_send_wr)
 		return ENOMEM;
 	for (i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;
@@ -1355,15 +1518,77 @@ static void fill_hdr(struct soft_qp *qp, struct ibv_send_wr *wr,
 		h->flags |= UDF_SOLICITED;
 }
 
-/* send_one -- execute one WR and complete it; lock held */
+/* complete_send -- the send CQE (errors always); an error errs the QP */
+static void complete_send(struct soft_qp *qp, uint64_t wr_id,
+			  enum ibv_wr_opcode op, uint64_t len, int signaled,
+			  enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+
+	if (st != IBV_WC_SUCCESS || signaled) {
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wr_id;
+		wc.status = st;
+		wc.opcode = (op == IBV_WR_RDMA_WRITE ||
+			     op == IBV_WR_RDMA_WRITE_WITH_IMM)
+				    ? IBV_WC_RDMA_WRITE
+				    : IBV_WC_SEND;
+		wc.byte_len = (uint32_t)len;
+		wc.qp_num = qp->qpx.qp_base.qp_num;
+		soft_cq_push(qp->scq, &wc, 0);
+	}
+	if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR)
+		soft_qp_to_error(qp);
+}
+
+/* ud_send -- a UD datagram: unicast, multicast, or lost (another host) */
+static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		    struct ud_cell *h, const struct iovec *iov)
+{
+	struct soft_ah *ah =
+		soft_container_of(wr->wr.ud.ah, struct soft_ah, ah);
+	union ibv_gid sgid;
+	struct ud_peer *p;
+	uint32_t ctx_idx;
+
+	h->qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
+							: wr->wr.ud.remote_qkey;
+	h->flow_label = ah->attr.grh.flow_label;
+	h->tclass = ah->attr.grh.traffic_class;
+	h->hop_limit = ah->attr.grh.hop_limit;
+	memcpy(h->dgid, ah->attr.grh.dgid.raw, 16);
+	if (!ibv_query_gid(&qp->ctx->vctx.context, 1, ah->attr.grh.sgid_index,
+			   &sgid))
+		memcpy(h->sgid, sgid.raw, 16);
+	if (gid_is_mcast(h->dgid)) {
+		if (wr->wr.ud.remote_qpn == UD_MCAST_QPN)
+			mcast_send(qp, h, iov, wr->num_sge);
+		else
+			qp->ud->lost++;
+	} else if (gid_index(h->dgid) >= 0) {
+		p = peer_get(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
+			     &ctx_idx);
+		if (p)
+			enqueue(p, h, iov, wr->num_sge, ctx_idx, 0);
+		else
+			qp->ud->lost++;
+	} else {
+		qp->ud->lost++; /* another host: not reachable yet */
+	}
+}
+
+/* send_one -- execute one WR and complete it (UC: maybe later); locked */
 static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 {
+	struct soft_ud *u = qp->ud;
 	struct iovec iov[SOFT_MAX_SGE];
 	struct ud_cell h;
-	struct ibv_wc wc;
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
-	int i;
+	int i, signaled =
+		       qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 
+	if (u->pend_head != u->pend_tail)
+		pend_run(qp);
 	if (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_SQE) {
 		st = IBV_WC_WR_FLUSH_ERR;
 		goto complete;
@@ -1383,57 +1608,24 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		goto complete;
 	}
 	fill_hdr(qp, wr, &h, len);
-	if (qp->type == IBV_QPT_UC) {
-		uc_send(qp, wr, &h, iov, wr->num_sge, len);
-	} else {
-		struct soft_ah *ah =
-			soft_container_of(wr->wr.ud.ah, struct soft_ah, ah);
-		union ibv_gid sgid;
-		struct ud_peer *p;
-		uint32_t ctx_idx;
-
-		h.qkey = (wr->wr.ud.remote_qkey & 0x80000000u)
-				 ? qp->attr.qkey
-				 : wr->wr.ud.remote_qkey;
-		h.flow_label = ah->attr.grh.flow_label;
-		h.tclass = ah->attr.grh.traffic_class;
-		h.hop_limit = ah->attr.grh.hop_limit;
-		memcpy(h.dgid, ah->attr.grh.dgid.raw, 16);
-		if (!ibv_query_gid(&qp->ctx->vctx.context, 1,
-				   ah->attr.grh.sgid_index, &sgid))
-			memcpy(h.sgid, sgid.raw, 16);
-		if (gid_is_mcast(h.dgid)) {
-			if (wr->wr.ud.remote_qpn == UD_MCAST_QPN)
-				mcast_send(qp, &h, iov, wr->num_sge);
-			else
-				qp->ud->lost++;
-		} else if (gid_index(h.dgid) >= 0) {
-			p = peer_get(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
-				     &ctx_idx);
-			if (p)
-				enqueue(p, &h, iov, wr->num_sge, ctx_idx);
-			else
-				qp->ud->lost++;
-		} else {
-			qp->ud->lost++; /* another host: not reachable yet */
-		}
+	if (qp->type == IBV_QPT_UD) {
+		ud_send(qp, wr, &h, iov);
+	} else if (u->pend_head != u->pend_tail ||
+		   uc_send(qp, wr, &h, iov, wr->num_sge, len)) {
+		/* behind a waiting WR, or waiting itself: in order, later */
+		pend_add(qp, wr, iov, len, &h);
+		return;
 	}
 complete:
-	if (st != IBV_WC_SUCCESS || qp->sq_sig_all ||
-	    (wr->send_flags & IBV_SEND_SIGNALED)) {
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = wr->wr_id;
-		wc.status = st;
-		wc.opcode = (wr->opcode == IBV_WR_RDMA_WRITE ||
-			     wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-				    ? IBV_WC_RDMA_WRITE
-				    : IBV_WC_SEND;
-		wc.byte_len = (uint32_t)len;
-		wc.qp_num = qp->qpx.qp_base.qp_num;
-		soft_cq_push(qp->scq, &wc, 0);
+	if (u->pend_head != u->pend_tail) {
+		/* keep completions in order behind the waiting WRs */
+		memset(&h, 0, sizeof(h));
+		pend_add(qp, wr, iov, 0, &h);
+		u->pend[(u->pend_tail - 1) & (u->pend_size - 1)].st = st;
+		u->pend[(u->pend_tail - 1) & (u->pend_size - 1)].len = len;
+		return;
 	}
-	if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR)
-		soft_qp_to_error(qp);
+	complete_send(qp, wr->wr_id, wr->opcode, len, signaled, st);
 }
 
 /* soft_ud_post_send -- ibv_post_send for UD and UC QPs */

@@ -27,7 +27,7 @@ uint64_t softrdma_qp_drops(struct ibv_qp *qp, int why);
 #define NRECV	 8
 #define GID_V4	 1 /* ::ffff:127.0.0.1 */
 #define GID_V6	 0 /* fe80::<guid> */
-#define BUFSZ	 (1u << 20)
+#define BUFSZ	 (8u << 20)
 #define UC_SEND	 10000
 #define UC_WRITE 65536
 
@@ -442,6 +442,19 @@ static int uc_child(int rfd, int wfd)
 	/* the write with a bad rkey changed nothing */
 	CHK(s.buf[400000] == 0 && s.buf[400099] == 0);
 	CHK(t_wait(s.t.cq, wc, 1, 50) == 0);
+	/* four 1 MiB SENDs: more than the queue holds at once */
+	for (n = 0; n < 4; n++)
+		CHK(!t_post_recv(s.qp, s.buf + ((size_t)n << 20), 1u << 20,
+				 s.mr->lkey, 10 + n));
+	t_xsend(wfd, &step, 4);
+	n = t_wait(s.t.cq, wc, 4, 60000);
+	CHK(n == 4);
+	for (n = 0; n < 4; n++)
+		CHK(wc[n].status == IBV_WC_SUCCESS &&
+		    wc[n].wr_id == 10u + (unsigned)n &&
+		    wc[n].byte_len == 1u << 20 &&
+		    check_fill(s.buf + ((size_t)n << 20), 1u << 20, 40 + n));
+	CHK(softrdma_qp_drops(s.qp, -1) == 2); /* the two above */
 	side_close(&s);
 	return fails;
 }
@@ -518,6 +531,14 @@ static void test_uc(void)
 		       peer.addr, peer.rkey, 0),
 	       EINVAL, "UC atomic: EINVAL");
 	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	for (n = 0; n < 4; n++) {
+		fill(s.buf + ((size_t)(n + 4) << 20), 1u << 20, 40 + n);
+		post_wr(s.qp, IBV_WR_SEND, s.buf + ((size_t)(n + 4) << 20),
+			1u << 20, s.mr->lkey, 0, 0, 0);
+	}
+	ok(t_wait(s.t.cq, wc, 4, 60000) == 4 && wc[3].status == IBV_WC_SUCCESS,
+	   "four 1 MiB UC SENDs (twice the queue) complete in turn");
 	waitpid(pid, &status, 0);
 	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	   "UC responder got exactly the data (status %d)",
