@@ -7,7 +7,8 @@ command -v mckey >/dev/null || skip_all "mckey missing (apt-get install rdmacm-u
 SOFTRDMA_SHM_PREFIX=t-mckey-$$
 export SOFTRDMA_SHM_PREFIX
 
-# run COUNT SIZE -- three receivers, then the sender once all joined
+# run COUNT SIZE [SENDER ARGS] -- three receivers, then the sender once
+# all joined
 run() {
 	rpids=
 	for r in 1 2 3; do
@@ -23,14 +24,14 @@ run() {
 		i=$((i + 1))
 	done
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 mckey -m 239.1.2.3 -b 127.0.0.1 -s \
-		-C "$1" -S "$2" >"$tap_tmp/snd.log" 2>&1
+		-C "$1" -S "$2" ${3:-} >"$tap_tmp/snd.log" 2>&1
 	src=$?
 	rc=0
 	for p in $rpids; do
 		wait "$p" || rc=1
 	done
 	test "$src" -eq 0 && test "$rc" -eq 0
-	ok $? "mckey $1 x $2 bytes: sender $src, receivers all done"
+	ok $? "mckey $1 x $2 bytes ${3:-}: sender $src, receivers all done"
 	if [ "$src" -ne 0 ] || [ "$rc" -ne 0 ]; then
 		show_log "$tap_tmp/snd.log"
 		for r in 1 2 3; do show_log "$tap_tmp/rcv$r.log"; done
@@ -39,6 +40,7 @@ run() {
 
 run 10 100
 run 200 1024
+run 50 512 -o # the sender joins send-only
 
 left=$(ls /dev/shm | grep -c "^$SOFTRDMA_SHM_PREFIX")
 test "$left" -eq 0
