@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* ud.c -- UD and UC data paths, address handles, multicast groups */
+/* ud.c -- UD and UC data paths and address handles */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -151,10 +151,6 @@ struct soft_ah {
 	struct ibv_ah_attr attr;
 };
 
-SOFT_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				 uint16_t lid);
-SOFT_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				 uint16_t lid);
 SOFT_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
 					 struct ibv_ah_attr *attr);
 SOFT_EXPORT int ibv_destroy_ah(struct ibv_ah *ah);
@@ -200,7 +196,8 @@ size_t soft_ud_seg_extra(const struct ibv_qp_init_attr_ex *attr)
 	return UD_QHDR + (size_t)ud_nslots(attr) * UD_CELL + UD_TRAILER;
 }
 
-static int init_robust(pthread_mutex_t *m)
+/* soft_robust_init -- a process-shared robust mutex */
+int soft_robust_init(pthread_mutex_t *m)
 {
 	pthread_mutexattr_t a;
 	int r;
@@ -244,7 +241,7 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 	u->nslots = ud_nslots(attr);
 	u->q = (struct ud_qhdr *)((char *)qp->seg + off);
 	u->cells = (uint8_t *)u->q + UD_QHDR;
-	if (init_robust(&u->q->lock))
+	if (soft_robust_init(&u->q->lock))
 		goto free_rq;
 	u->q->qpn = qp->qpx.qp_base.qp_num;
 	u->q->nslots = u->nslots;
@@ -275,7 +272,6 @@ static void peer_unmap(struct ud_peer *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static void mcast_forget_qp(uint32_t qpn);
 static void pend_run(struct soft_qp *qp);
 static void pend_drop(struct soft_qp *qp);
 
@@ -288,7 +284,7 @@ void soft_ud_destroy(struct soft_qp *qp)
 	if (!u)
 		return;
 	if (qp->type == IBV_QPT_UD)
-		mcast_forget_qp(qp->qpx.qp_base.qp_num);
+		soft_mcast_forget_qp(qp->qpx.qp_base.qp_num);
 	for (i = 0; i < UD_NPEER; i++)
 		peer_unmap(&u->peer[i]);
 	pend_drop(qp);
@@ -413,8 +409,8 @@ static int gid_v4mapped(const uint8_t *g)
 	return !memcmp(g, pfx, 12);
 }
 
-/* gid_is_mcast -- IPv6 multicast or IPv4-mapped class D */
-static int gid_is_mcast(const uint8_t *g)
+/* soft_ud_gid_is_mcast -- IPv6 multicast or IPv4-mapped class D */
+int soft_ud_gid_is_mcast(const uint8_t *g)
 {
 	if (gid_v4mapped(g))
 		return (g[12] & 0xf0) == 0xe0;
@@ -726,12 +722,12 @@ out:
 }
 
 /*
- * peer_get -- the queue of QP qpn of the given type, when it exists and
+ * soft_ud_peer -- the queue of QP qpn of the given type, when it exists and
  * receives; mapped once and cached per sending QP.  Its registry entry is
  * read without the registry lock, as the RC path does.
  */
-static struct ud_peer *peer_get(struct soft_ud *u, uint32_t qpn, uint32_t type,
-				uint32_t *ctx_idx)
+struct ud_peer *soft_ud_peer(struct soft_ud *u, uint32_t qpn, uint32_t type,
+			     uint32_t *ctx_idx)
 {
 	struct soft_reg_qp *e = &soft_reg->qp[qpn & (SOFT_MAX_QP - 1)];
 	const struct ud_trailer *t;
@@ -817,15 +813,15 @@ static void wake(uint32_t ctx_idx)
 }
 
 /*
- * enqueue -- append one message to a peer's queue; dropped (and counted
+ * soft_ud_enqueue -- append one message to a peer's queue; dropped (and counted
  * there) when it needs a receive and none is free, or does not fit.  With
  * may_wait, a message that holds a receive credit but finds the queue full
  * is not dropped: EAGAIN, the sender keeps it and tries again (the
  * receiver is draining; a NIC would be placing it).
  */
-static int enqueue(struct ud_peer *p, struct ud_cell *h,
-		   const struct iovec *iov, int niov, uint32_t ctx_idx,
-		   int may_wait)
+int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
+		    const struct iovec *iov, int niov, uint32_t ctx_idx,
+		    int may_wait)
 {
 	struct ud_qhdr *q = p->q;
 	uint32_t n = h->msg_len ? (h->msg_len - 1) / SOFT_UD_MTU + 1 : 1, i;
@@ -879,423 +875,6 @@ out:
 	return ret;
 }
 
-/*
- * Multicast groups: one table per host in its own shm object, named per
- * user like the registry, created 0600 with O_EXCL and checked for owner
- * and mode when opened.  The process that empties it unlinks it (flag
- * "unlinked" under the lock, so that nobody attaches to a dead table).
- */
-#define MC_MAGIC 0x736f66746d636173ull
-
-struct mc_member {
-	uint32_t qpn;
-	uint32_t ctx_idx;
-	int32_t pid;
-	uint32_t pad;
-	uint64_t start;
-};
-
-struct mc_group {
-	uint8_t mgid[16];
-	uint32_t n;
-	uint32_t pad;
-	struct mc_member m[SOFT_MCAST_QP_ATT];
-};
-
-struct mc_table {
-	uint64_t magic;
-	uint32_t unlinked;
-	uint32_t total;
-	uint32_t ngroups;
-	uint32_t pad;
-	pthread_mutex_t lock;
-	struct mc_group g[SOFT_MCAST_GRP];
-};
-
-static struct mc_table *mc_tab;
-static pthread_mutex_t mc_local = PTHREAD_MUTEX_INITIALIZER;
-
-static void mc_name(char *buf, size_t len)
-{
-	const char *p = getenv("SOFTRDMA_SHM_PREFIX");
-
-	if (!p || !*p || strchr(p, '/'))
-		snprintf(buf, len, "/softrdma-%u-mcast", (unsigned)getuid());
-	else
-		snprintf(buf, len, "/%s-mcast", p);
-}
-
-/* mc_map_fd -- map an opened table after checking owner, mode and size */
-static struct mc_table *mc_map_fd(int fd, int fresh)
-{
-	struct mc_table *t;
-	struct stat st;
-	int i;
-
-	if (fresh && ftruncate(fd, sizeof(*t)) < 0)
-		return NULL;
-	for (i = 0; i < 1000; i++) {
-		if (fstat(fd, &st) < 0)
-			return NULL;
-		if ((size_t)st.st_size >= sizeof(*t))
-			break;
-		usleep(1000);
-	}
-	if (st.st_uid != getuid() || (st.st_mode & 077) ||
-	    (size_t)st.st_size != sizeof(*t))
-		return NULL;
-	t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (t == MAP_FAILED)
-		return NULL;
-	if (fresh) {
-		init_robust(&t->lock);
-		__atomic_store_n(&t->magic, MC_MAGIC, __ATOMIC_RELEASE);
-		return t;
-	}
-	for (i = 0; i < 1000; i++) {
-		if (__atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) == MC_MAGIC)
-			return t;
-		usleep(1000);
-	}
-	munmap(t, sizeof(*t));
-	return NULL;
-}
-
-/*
- * mc_lock -- the host table, locked and live; NULL when there is none and
- * create is 0, or it cannot be had.  mc_local is held on return (also on
- * NULL: the caller unlocks it with mc_unlock).
- */
-static struct mc_table *mc_lock(int create)
-{
-	char name[128];
-	int tries, fd, r;
-
-	pthread_mutex_lock(&mc_local);
-	mc_name(name, sizeof(name));
-	for (tries = 0; tries < 100; tries++) {
-		if (!mc_tab) {
-			int fresh = 0;
-
-			fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
-			if (fd < 0 && errno == ENOENT && create) {
-				fd = shm_open(name,
-					      O_RDWR | O_CREAT | O_EXCL |
-						      O_CLOEXEC,
-					      0600);
-				fresh = fd >= 0;
-				if (fd < 0 && errno == EEXIST)
-					continue;
-			}
-			if (fd < 0)
-				return NULL;
-			mc_tab = mc_map_fd(fd, fresh);
-			close(fd);
-			if (!mc_tab) {
-				/* ours and half made by a creator that died,
-				 * or fresh and unusable: remove, start over */
-				shm_unlink(name);
-				if (fresh)
-					return NULL;
-				continue;
-			}
-		}
-		r = pthread_mutex_lock(&mc_tab->lock);
-		if (r == EOWNERDEAD)
-			pthread_mutex_consistent(&mc_tab->lock);
-		else if (r)
-			return NULL;
-		if (!mc_tab->unlinked)
-			return mc_tab;
-		pthread_mutex_unlock(&mc_tab->lock);
-		munmap(mc_tab, sizeof(*mc_tab));
-		mc_tab = NULL;
-	}
-	return NULL;
-}
-
-/* mc_unlock -- unlock; an empty table is removed from the host */
-static void mc_unlock(struct mc_table *t)
-{
-	char name[128];
-
-	if (t) {
-		if (!t->total) {
-			t->unlinked = 1;
-			mc_name(name, sizeof(name));
-			shm_unlink(name);
-		}
-		pthread_mutex_unlock(&t->lock);
-		if (t->unlinked) {
-			munmap(t, sizeof(*t));
-			mc_tab = NULL;
-		}
-	}
-	pthread_mutex_unlock(&mc_local);
-}
-
-/* mc_remove -- drop member i of group g; empty groups are freed */
-static void mc_remove(struct mc_table *t, struct mc_group *g, uint32_t i)
-{
-	g->m[i] = g->m[g->n - 1];
-	g->n--;
-	t->total--;
-	if (!g->n) {
-		memset(g->mgid, 0, sizeof(g->mgid));
-		t->ngroups--;
-	}
-}
-
-/* mc_sweep -- reclaim members of dead processes; fix bad counts */
-static void mc_sweep(struct mc_table *t)
-{
-	uint32_t gi, i, total = 0, ng = 0;
-
-	for (gi = 0; gi < SOFT_MCAST_GRP; gi++) {
-		struct mc_group *g = &t->g[gi];
-
-		if (g->n > SOFT_MCAST_QP_ATT)
-			g->n = SOFT_MCAST_QP_ATT;
-		for (i = 0; i < g->n;) {
-			if (soft_pid_alive(g->m[i].pid, g->m[i].start)) {
-				i++;
-				continue;
-			}
-			g->m[i] = g->m[g->n - 1];
-			g->n--;
-		}
-		if (g->n)
-			ng++;
-		else
-			memset(g->mgid, 0, sizeof(g->mgid));
-		total += g->n;
-	}
-	t->total = total;
-	t->ngroups = ng;
-}
-
-static struct mc_group *mc_find(struct mc_table *t, const uint8_t *mgid)
-{
-	uint32_t gi;
-
-	for (gi = 0; gi < SOFT_MCAST_GRP; gi++)
-		if (t->g[gi].n && t->g[gi].n <= SOFT_MCAST_QP_ATT &&
-		    !memcmp(t->g[gi].mgid, mgid, 16))
-			return &t->g[gi];
-	return NULL;
-}
-
-/* mcast_forget_qp -- a destroyed QP leaves every group */
-static void mcast_forget_qp(uint32_t qpn)
-{
-	struct mc_table *t = mc_lock(0);
-	uint32_t gi, i;
-
-	if (t) {
-		for (gi = 0; gi < SOFT_MCAST_GRP; gi++) {
-			struct mc_group *g = &t->g[gi];
-
-			for (i = 0; i < g->n && i < SOFT_MCAST_QP_ATT;)
-				if (g->m[i].qpn == qpn &&
-				    g->m[i].pid == soft_self_pid)
-					mc_remove(t, g, i);
-				else
-					i++;
-		}
-	}
-	mc_unlock(t);
-}
-
-/* mcast_check -- common argument checks of attach/detach */
-static int mcast_check(struct ibv_qp *qp, const union ibv_gid *gid)
-{
-	if (!qp || !gid || to_sqp(qp)->type != IBV_QPT_UD ||
-	    !gid_is_mcast(gid->raw))
-		return EINVAL;
-	return 0;
-}
-
-/* ibv_attach_mcast -- add a UD QP to a multicast group of this host */
-int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	struct mc_table *t;
-	struct mc_group *g;
-	uint32_t i, gi;
-	int ret = 0;
-
-	(void)lid; /* RoCE: any LID */
-	ret = mcast_check(qp, gid);
-	if (ret)
-		goto out;
-	t = mc_lock(1);
-	if (!t) {
-		mc_unlock(t);
-		ret = ENOMEM;
-		goto out;
-	}
-	mc_sweep(t);
-	g = mc_find(t, gid->raw);
-	if (g) {
-		for (i = 0; i < g->n; i++)
-			if (g->m[i].qpn == qp->qp_num &&
-			    g->m[i].pid == soft_self_pid)
-				goto unlock; /* attached already */
-		if (g->n >= SOFT_MCAST_QP_ATT) {
-			ret = ENOMEM;
-			goto unlock;
-		}
-	} else {
-		if (t->ngroups >= SOFT_MCAST_GRP) {
-			ret = ENOMEM;
-			goto unlock;
-		}
-		for (gi = 0; gi < SOFT_MCAST_GRP && t->g[gi].n; gi++)
-			;
-		if (gi == SOFT_MCAST_GRP) {
-			ret = ENOMEM;
-			goto unlock;
-		}
-		g = &t->g[gi];
-	}
-	if (t->total >= SOFT_MCAST_TOTAL) {
-		ret = ENOMEM;
-		goto unlock;
-	}
-	if (!g->n) {
-		memcpy(g->mgid, gid->raw, 16);
-		t->ngroups++;
-	}
-	g->m[g->n].qpn = qp->qp_num;
-	g->m[g->n].ctx_idx = (uint32_t)to_sqp(qp)->ctx->reg_idx;
-	g->m[g->n].pid = soft_self_pid;
-	g->m[g->n].start = soft_self_start;
-	g->n++;
-	t->total++;
-unlock:
-	mc_unlock(t);
-out:
-	if (ret)
-		errno = ret;
-	return ret;
-}
-
-/* ibv_detach_mcast -- remove a QP from a group it joined */
-int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	struct mc_table *t;
-	struct mc_group *g;
-	uint32_t i;
-	int ret;
-
-	(void)lid;
-	ret = mcast_check(qp, gid);
-	if (ret)
-		goto out;
-	t = mc_lock(0);
-	ret = EINVAL;
-	if (t) {
-		mc_sweep(t);
-		g = mc_find(t, gid->raw);
-		for (i = 0; g && i < g->n; i++) {
-			if (g->m[i].qpn == qp->qp_num &&
-			    g->m[i].pid == soft_self_pid) {
-				mc_remove(t, g, i);
-				ret = 0;
-				break;
-			}
-		}
-	}
-	mc_unlock(t);
-out:
-	if (ret)
-		errno = ret;
-	return ret;
-}
-
-/*
- * mc_fini -- at exit, leave the groups this process still belongs to and
- * drop those of dead processes, so that a table that only killed processes
- * used does not outlive them; never blocks for long (soft_exit_lock)
- */
-__attribute__((destructor)) static void mc_fini(void)
-{
-	char name[128];
-	struct mc_table *t = mc_tab;
-	uint32_t gi, i;
-	int fd;
-
-	if (!soft_self_pid || getpid() != soft_self_pid)
-		return;
-	mc_name(name, sizeof(name));
-	if (!t) {
-		fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return;
-		t = mc_map_fd(fd, 0);
-		close(fd);
-		if (!t)
-			return;
-	}
-	if (soft_exit_lock(&t->lock))
-		goto unmap;
-	if (!t->unlinked) {
-		for (gi = 0; gi < SOFT_MCAST_GRP; gi++) {
-			struct mc_group *g = &t->g[gi];
-
-			for (i = 0; i < g->n && i < SOFT_MCAST_QP_ATT;)
-				if (g->m[i].pid == soft_self_pid)
-					mc_remove(t, g, i);
-				else
-					i++;
-		}
-		mc_sweep(t);
-		if (!t->total) {
-			t->unlinked = 1;
-			shm_unlink(name);
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
-unmap:
-	if (t != mc_tab)
-		munmap(t, sizeof(*t));
-}
-
-/* mcast_send -- one datagram to every QP attached to its MGID */
-static void mcast_send(struct soft_qp *qp, struct ud_cell *h,
-		       const struct iovec *iov, int niov)
-{
-	struct mc_member m[SOFT_MCAST_QP_ATT];
-	struct mc_table *t;
-	struct mc_group *g;
-	struct ud_peer *p;
-	uint32_t i, n = 0, ctx_idx;
-	int block =
-		!!(qp->ud->create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
-
-	t = mc_lock(0);
-	if (t) {
-		g = mc_find(t, h->dgid);
-		if (g) {
-			n = g->n;
-			memcpy(m, g->m, n * sizeof(m[0]));
-		}
-	}
-	if (t)
-		pthread_mutex_unlock(&t->lock);
-	pthread_mutex_unlock(&mc_local);
-	if (!n)
-		qp->ud->lost++;
-	for (i = 0; i < n; i++) {
-		/* "self": the QPs of the sending process */
-		if (block && m[i].pid == soft_self_pid &&
-		    m[i].start == soft_self_start)
-			continue;
-		p = peer_get(qp->ud, m[i].qpn, IBV_QPT_UD, &ctx_idx);
-		if (p)
-			enqueue(p, h, iov, niov, ctx_idx, 0);
-	}
-}
-
 /* uc_write -- UC RDMA WRITE into the target's memory; 0 when done */
 static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 		    const struct iovec *liov, int niov, uint64_t len)
@@ -1336,7 +915,7 @@ static int uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	struct soft_reg_qp e;
 	struct ud_peer *p;
 
-	p = peer_get(qp->ud, dqpn, IBV_QPT_UC, &ctx_idx);
+	p = soft_ud_peer(qp->ud, dqpn, IBV_QPT_UC, &ctx_idx);
 	if (!p) {
 		qp->ud->lost++;
 		return 0;
@@ -1353,9 +932,9 @@ static int uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		h->flags |= UDF_WRITE_IMM;
 		h->write_len = (uint32_t)len;
 		h->msg_len = 0;
-		return enqueue(p, h, iov, 0, ctx_idx, 0);
+		return soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0);
 	}
-	return enqueue(p, h, iov, niov, ctx_idx, 1);
+	return soft_ud_enqueue(p, h, iov, niov, ctx_idx, 1);
 }
 
 /* pend_free -- release a pending WR's inline copy */
@@ -1560,16 +1139,18 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	if (!ibv_query_gid(&qp->ctx->vctx.context, 1, ah->attr.grh.sgid_index,
 			   &sgid))
 		memcpy(h->sgid, sgid.raw, 16);
-	if (gid_is_mcast(h->dgid)) {
-		if (wr->wr.ud.remote_qpn == UD_MCAST_QPN)
-			mcast_send(qp, h, iov, wr->num_sge);
-		else
+	if (soft_ud_gid_is_mcast(h->dgid)) {
+		if (wr->wr.ud.remote_qpn != UD_MCAST_QPN ||
+		    !soft_mcast_send(qp->ud, h->dgid,
+				     !!(qp->ud->create_flags &
+					IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
+				     h, iov, wr->num_sge))
 			qp->ud->lost++;
 	} else if (gid_index(h->dgid) >= 0) {
-		p = peer_get(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
-			     &ctx_idx);
+		p = soft_ud_peer(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
+				 &ctx_idx);
 		if (p)
-			enqueue(p, h, iov, wr->num_sge, ctx_idx, 0);
+			soft_ud_enqueue(p, h, iov, wr->num_sge, ctx_idx, 0);
 		else
 			qp->ud->lost++;
 	} else {
