@@ -28,8 +28,10 @@
  * while accepted < posted, so "no receive posted" is decided when the
  * message arrives, as on hardware, and a queue never holds more than the
  * owner can take.  A message that is not accepted is dropped and counted
- * (softrdma_qp_drops).  Everything the owner reads from its queue was
- * written by peers and is checked before use.
+ * (softrdma_qp_drops).  A UC SEND that holds a credit but finds no room
+ * (it spans many cells) waits in the sender, in order, for at most 1 s.
+ * Everything the owner reads from its queue was written by peers and is
+ * checked before use.
  *
  * UC RDMA WRITE goes straight to the target's memory (process_vm_writev
  * after the rkey check, as RC does); a UC request that fails any check at
