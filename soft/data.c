@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 /*
  * Protocol.  Each QP owns an outbound segment whose slot i belongs to SQ
@@ -668,6 +669,10 @@ static void flush_rq(struct soft_qp *qp);
  */
 void soft_qp_flush(struct soft_qp *qp)
 {
+	if (qp->ud) {
+		soft_ud_flush(qp); /* UD/UC (ud.c) */
+		return;
+	}
 	if (qp->sq_tail != qp->sq_head)
 		tx_qp(qp);
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
@@ -712,6 +717,8 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct soft_qp *qp = to_sqp(ibqp);
 	int ret;
 
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_send(ibqp, wr, bad);
 	pthread_mutex_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
@@ -787,10 +794,11 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct soft_qp *qp = to_sqp(ibqp);
 	int ret;
 
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_recv(ibqp, wr, bad);
 	pthread_mutex_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
-	case IBV_QPT_UC:
 		ret = rc_post_recv(qp, wr, bad);
 		break;
 	default:
@@ -1888,6 +1896,10 @@ void soft_progress(struct soft_context *ctx)
 	for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 		struct soft_qp *qp = soft_container_of(l, struct soft_qp, link);
 
+		if (qp->ud) { /* UD/UC (ud.c) */
+			soft_ud_progress(qp);
+			continue;
+		}
 		switch (qp->type) {
 		case IBV_QPT_RC:
 		default:

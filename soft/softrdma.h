@@ -283,6 +283,7 @@ struct soft_rx_xfer {
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
+struct soft_ud;	      /* UD/UC state (ud.c) */
 
 struct soft_qp {
 	struct ibv_qp_ex qpx;
@@ -345,6 +346,7 @@ struct soft_qp {
 	int drain_bad;	/* the initiator's outbox lied: no more from it */
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
+	struct soft_ud *ud; /* UD and UC QPs: their data path (ud.c) */
 };
 
 /* list helpers */
