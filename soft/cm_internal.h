@@ -119,7 +119,7 @@ _Static_assert(sizeof(struct scm_wire) == 276, "CM wire message size");
  * until the user takes a pending request.
  */
 #define SCM_HANDSHAKE_MS  5000
-#define SCM_HALF_OPEN_MAX 256
+#define SCM_HALF_OPEN_MAX 1024
 /* how long accept() pauses when out of fds or of half-open room (ms) */
 #define SCM_ACCEPT_PAUSE_MS 100
 
