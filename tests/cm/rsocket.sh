@@ -52,6 +52,23 @@ run "riostream 4 KiB x 500 (riomap, riowrite), verified" riostream \
 run "riostream 1 MiB x 20, verified" riostream -S 1048576 -C 20 -T v
 
 # rcopy: a 3 MB file arrives intact
+# rdma_xclient sends 16 bytes inline on a QP asked for max_inline_data 0:
+# the grant is rounded up as rxe does
+port=$(free_port)
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rdma_xserver -p "$port" \
+	>"$tap_tmp/s" 2>&1 &
+spid=$!
+srv_pids="$srv_pids $spid"
+wait_port "$port" 10
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rdma_xclient -s 127.0.0.1 \
+	-p "$port" >"$tap_tmp/c" 2>&1
+crc=$?
+wait $spid
+src=$?
+[ $crc -eq 0 ] && [ $src -eq 0 ] && grep -q 'end 0' "$tap_tmp/c" &&
+	grep -q 'end 0' "$tap_tmp/s"
+ok $? "rdma_xserver/rdma_xclient (RC): both end 0 (client $crc, server $src)"
+
 port=$(free_port)
 head -c 3000000 /dev/urandom >"$tap_tmp/src"
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rcopy -p "$port" >"$tap_tmp/s" 2>&1 &
