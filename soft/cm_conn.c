@@ -538,16 +538,17 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	struct scm_id *s = scm_id_of(id);
-	int err;
+	int err, sync;
 
 	if (!id)
 		return scm_err(EINVAL);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_connect_locked(s, conn_param);
+	sync = s->sync; /* s may be gone once unlocked (async ids) */
 	pthread_mutex_unlock(&scm__lock);
 	if (err)
 		return scm_err(err);
-	return scm__complete(s);
+	return sync ? scm__complete(s) : 0;
 }
 
 /* scm_sidr_accept -- UD: a SIDR REP with our QPN and Q_Key, no RTU */
