@@ -408,6 +408,26 @@ int roce_seg_opcode(uint8_t op_only, uint32_t index, uint32_t npkts)
 	return base | (index == npkts - 1 ? last : middle);
 }
 
+uint64_t roce_rnr_timer_ns(unsigned int code)
+{
+	/* IBA vol. 1 table "Encoding for RNR NAK timer field", in us */
+	static const uint32_t us[32] = {
+		655360, 10,    20,    30,     40,     60,     80,     120,
+		160,	240,   320,   480,    640,    960,    1280,   1920,
+		2560,	3840,  5120,  7680,   10240,  15360,  20480,  30720,
+		40960,	61440, 81920, 122880, 163840, 245760, 327680, 491520,
+	};
+
+	return code < 32 ? (uint64_t)us[code] * 1000 : 0;
+}
+
+uint64_t roce_timeout_ns(unsigned int timeout)
+{
+	if (!timeout || timeout > 31)
+		return 0;
+	return 4096ull << timeout;
+}
+
 static const uint32_t crc_table[256] = {
 	0x00000000, 0x77073096, 0xee0e612c, 0x990951ba, 0x076dc419, 0x706af48f,
 	0xe963a535, 0x9e6495a3, 0x0edb8832, 0x79dcb8a4, 0xe0d5e91e, 0x97d2d988,

@@ -205,6 +205,17 @@ static inline uint8_t roce_aeth_value(uint8_t syndrome)
 	return syndrome & ROCE_AETH_VALUE_MASK;
 }
 
+/*
+ * Timers.  roce_rnr_timer_ns: the delay an RNR NAK's 5-bit timer code
+ * (and a QP's min_rnr_timer) asks for, per the IBA's table (0 = 655.36
+ * ms, 1 = 0.01 ms ... 31 = 491.52 ms); 0 for a code over 31.
+ * roce_timeout_ns: the local ACK timeout of a QP's 5-bit timeout
+ * attribute, 4.096 us * 2^timeout; 0 for timeout 0 (wait forever) or a
+ * value over 31.
+ */
+uint64_t roce_rnr_timer_ns(unsigned int code);
+uint64_t roce_timeout_ns(unsigned int timeout);
+
 /* PSN arithmetic modulo 2^24 */
 static inline uint32_t roce_psn_add(uint32_t psn, uint32_t n)
 {

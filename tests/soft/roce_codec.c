@@ -455,6 +455,18 @@ static void test_seg(void)
 		   roce_seg_opcode(ROCE_RC | ROCE_ACK, 0, 1) == -EINVAL &&
 		   roce_seg_opcode(ROCE_RC | ROCE_SEND_FIRST, 0, 2) == -EINVAL,
 	   "UD over one MTU, ACK, a non-ONLY opcode: -EINVAL");
+	ok(roce_rnr_timer_ns(0) == 655360000ull &&
+		   roce_rnr_timer_ns(1) == 10000 &&
+		   roce_rnr_timer_ns(12) == 640000 &&
+		   roce_rnr_timer_ns(31) == 491520000ull &&
+		   roce_rnr_timer_ns(32) == 0,
+	   "RNR timer codes: 0 = 655.36 ms, 1 = 10 us, 12 = 0.64 ms, "
+	   "31 = 491.52 ms");
+	ok(roce_timeout_ns(0) == 0 && roce_timeout_ns(1) == 8192 &&
+		   roce_timeout_ns(14) == 67108864ull &&
+		   roce_timeout_ns(31) == 4096ull << 31 &&
+		   roce_timeout_ns(32) == 0,
+	   "ACK timeout: 4.096 us * 2^timeout, 0 = infinite");
 	ok(roce_psn_add(0xffffff, 2) == 1 && roce_psn_cmp(1, 0xffffff) > 0 &&
 		   roce_psn_cmp(0xffffff, 1) < 0 && roce_psn_cmp(5, 5) == 0,
 	   "PSN arithmetic wraps at 2^24");
