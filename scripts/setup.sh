@@ -19,7 +19,7 @@ packages="build-essential autoconf automake libtool pkgconf
 	libibverbs-dev librdmacm-dev libev-dev
 	rdmacm-utils ibverbs-utils perftest valgrind mandoc clang-format
 	clang libclang-rt-dev
-	iproute2 python3 procps psmisc qperf ucx-utils libfabric-bin
+	iproute2 python3 procps psmisc qperf ucx-utils libfabric-bin tshark iputils-ping
 	python3-dev python3-cffi python3-setuptools python3-pip python3-wheel
 	python3-pytest python3-pytest-asyncio python3-pyverbs"
 
