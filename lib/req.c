@@ -100,7 +100,7 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	list_init(&o->link);
 	o->cb = response_cb;
 	o->arg = req_arg;
-	ret = rdmamsg__idtab_add(&xf->reqs, o, &id);
+	ret = rdmamsg__idt_add(&xf->reqs, o, &id);
 	if (ret)
 		goto err_free_req;
 	o->id = id;
@@ -125,7 +125,7 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	return 0;
 
 err_del_id:
-	rdmamsg__idtab_del(&xf->reqs, id);
+	rdmamsg__idt_del(&xf->reqs, id);
 err_free_req:
 	free(o);
 	return ret;
@@ -138,7 +138,7 @@ RDMAMSG_EXPORT int rdmamsg_request_cancel(struct rdmamsg_ep *ep, uint64_t id)
 
 	if (!ep)
 		return -EINVAL;
-	o = ep->xf ? rdmamsg__idtab_find(&ep->xf->reqs, id) : NULL;
+	o = ep->xf ? rdmamsg__idt_find(&ep->xf->reqs, id) : NULL;
 	if (!o || o->status)
 		return -ENOENT;
 	o->status = -ECANCELED;
@@ -154,7 +154,7 @@ static void complete(struct rdmamsg_ep *ep, struct oreq *o, int status,
 		     void *data, size_t len)
 {
 	list_del(&o->link);
-	rdmamsg__idtab_del(&ep->xf->reqs, o->id);
+	rdmamsg__idt_del(&ep->xf->reqs, o->id);
 	o->cb(ep, status, data, len, o->arg);
 	free(o);
 }
@@ -187,8 +187,8 @@ void rdmamsg__req_recv(struct rdmamsg_ep *ep, int kind, uint64_t id, void *data,
 	struct oreq *o;
 
 	if (kind == X_RESP) {
-		o = rdmamsg__idtab_find(&xf->reqs, id);
-		if (!o && !rdmamsg__idtab_was_issued(&xf->reqs, id)) {
+		o = rdmamsg__idt_find(&xf->reqs, id);
+		if (!o && !rdmamsg__idt_was_issued(&xf->reqs, id)) {
 			/* never issued: not late, a broken or hostile peer */
 			LOG_ERR("endpoint %p: response to request %llx that "
 				"was "

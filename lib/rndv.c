@@ -115,7 +115,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	}
 	s->op_ctx = op_ctx;
 	s->report = report;
-	ret = rdmamsg__idtab_add(&xf->sends, s, &id);
+	ret = rdmamsg__idt_add(&xf->sends, s, &id);
 	if (ret)
 		goto err_free_send;
 	x.kind = X_RTS;
@@ -135,7 +135,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	return 0;
 
 err_del_id:
-	rdmamsg__idtab_del(&xf->sends, id);
+	rdmamsg__idt_del(&xf->sends, id);
 err_free_send:
 	s->umr = NULL;
 	send_free(ep, s);
@@ -207,7 +207,7 @@ void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep)
 static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 {
 	struct rdmamsg__xfer *xf = ep->xf;
-	struct rndv_send *s = rdmamsg__idtab_find(&xf->sends, x->id);
+	struct rndv_send *s = rdmamsg__idt_find(&xf->sends, x->id);
 
 	if (!s) {
 		LOG_ERR("rendezvous FIN for unknown transfer %llx",
@@ -215,7 +215,7 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		rdmamsg__ep_down(ep, -EPROTO);
 		return;
 	}
-	rdmamsg__idtab_del(&xf->sends, x->id);
+	rdmamsg__idt_del(&xf->sends, x->id);
 	if (s->report && ep->cbs.on_send)
 		ep->cbs.on_send(ep, x->status, s->op_ctx, ep->arg);
 	send_free(ep, s);
@@ -472,7 +472,7 @@ void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status)
 
 		if (!s)
 			continue;
-		rdmamsg__idtab_del(&xf->sends, id);
+		rdmamsg__idt_del(&xf->sends, id);
 		if (s->report && ep->cbs.on_send)
 			ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
 		send_free(ep, s);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xfer.c -- the layer beside eager messages: per-endpoint state made on
- * first use, id tables, the F_XFER control messages and the hooks the
+ * first use, the F_XFER control messages and the hooks the
  * message and endpoint code call (completion, receive, flush, down, free).
  */
 #include "config.h"
@@ -40,6 +40,8 @@ int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xfp)
 	list_init(&xf->req_due);
 	list_init(&xf->sreqs);
 	rdmamsg__timer_init(&xf->req_timer, req_timer_fire);
+	rdmamsg__idt_init(&xf->sends, 0);
+	rdmamsg__idt_init(&xf->reqs, 0);
 	xf->ep = ep;
 	ep->xf = xf;
 	*xfp = xf;
@@ -53,79 +55,6 @@ static void req_timer_fire(struct rdmamsg__timer *t)
 		container_of(t, struct rdmamsg__xfer, req_timer);
 
 	rdmamsg__req_timeout(xf->ep);
-}
-
-/* ---- id tables ----------------------------------------------------- */
-
-/* rdmamsg__idtab_add -- store p, return its id (generation << 32 | index) */
-int rdmamsg__idtab_add(struct rdmamsg__idtab *t, void *p, uint64_t *id)
-{
-	uint32_t i;
-
-	if (t->free_head == 0) {
-		uint32_t ncap = t->cap ? t->cap * 2 : 64, k;
-		struct rdmamsg__ident *e;
-
-		e = realloc(t->e, (size_t)ncap * sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		/* index 0 is never used, so free_head 0 means empty */
-		for (k = t->cap ? t->cap : 1; k < ncap; k++) {
-			e[k].p = NULL;
-			e[k].gen = 1;
-			e[k].next = k + 1 < ncap ? k + 1 : 0;
-		}
-		if (!t->cap) {
-			e[0].p = NULL;
-			e[0].gen = 0;
-			e[0].next = 0;
-		}
-		t->free_head = t->cap ? t->cap : 1;
-		t->e = e;
-		t->cap = ncap;
-	}
-	i = t->free_head;
-	t->free_head = t->e[i].next;
-	t->e[i].p = p;
-	t->used++;
-	*id = ((uint64_t)t->e[i].gen << 32) | i;
-	return 0;
-}
-
-/* rdmamsg__idtab_find -- what id names, or NULL (stale or unknown) */
-void *rdmamsg__idtab_find(const struct rdmamsg__idtab *t, uint64_t id)
-{
-	uint32_t i = (uint32_t)id;
-
-	if (i == 0 || i >= t->cap || t->e[i].gen != (uint32_t)(id >> 32))
-		return NULL;
-	return t->e[i].p;
-}
-
-/* rdmamsg__idtab_was_issued -- whether id was handed out once and has
- * since been deleted (timed out, cancelled or done): the generations of
- * its slot below the current one.  An id that fails this and is not
- * outstanding was never issued. */
-int rdmamsg__idtab_was_issued(const struct rdmamsg__idtab *t, uint64_t id)
-{
-	uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
-
-	return i != 0 && i < t->cap && gen != 0 && gen < t->e[i].gen;
-}
-
-/* rdmamsg__idtab_del -- forget id; its generation moves on */
-void rdmamsg__idtab_del(struct rdmamsg__idtab *t, uint64_t id)
-{
-	uint32_t i = (uint32_t)id;
-
-	if (!rdmamsg__idtab_find(t, id))
-		return;
-	t->e[i].p = NULL;
-	if (++t->e[i].gen == 0)
-		t->e[i].gen = 1;
-	t->e[i].next = t->free_head;
-	t->free_head = i;
-	t->used--;
 }
 
 /* ---- control messages ---------------------------------------------- */
@@ -221,8 +150,8 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
 	rdmamsg__req_free(ep);
 	if (xf->atom)
 		rdmamsg__buf_put(xf->atom);
-	free(xf->sends.e);
-	free(xf->reqs.e);
+	rdmamsg__idt_fini(&xf->sends);
+	rdmamsg__idt_fini(&xf->reqs);
 	free(xf->ops);
 	free(xf);
 	ep->xf = NULL;
