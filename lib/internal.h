@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "idtab.h"
 #include "rdmamsg.h"
 
 /* Every public entry point carries this mark (built -fvisibility=hidden). */
@@ -170,6 +171,28 @@ void rdmamsg__pool_shrink(struct rdmamsg_ctx *ctx);
 int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
 		      struct rdmamsg_buf **buf);
 
+/* ---- the per-context interface (iface.c) ---------------------------- */
+
+/*
+ * One completion queue per context, shared by every endpoint: the wr_id
+ * of each work request names its endpoint (lane.h's layout: a short tag of
+ * the endpoint's slot in the id table below, with generation bits, so a
+ * completion of a freed endpoint finds nothing) and the endpoint's own
+ * part (send sequence, receive buffer index).  The CQ grows (ibv_resize_cq)
+ * as endpoints reserve room for all their work requests.
+ */
+struct rdmamsg__iface {
+	struct ibv_cq *cq;
+	uint32_t cq_size;     /* capacity */
+	uint32_t cq_reserved; /* live endpoints' work requests */
+	uint32_t cq_stale;    /* freed endpoints', until the CQ is empty */
+	unsigned int unacked; /* CQ events not yet acknowledged */
+	int event;	      /* a CQ event came: re-arm */
+	int polling;
+	uint64_t stale_wcs; /* completions of freed endpoints dropped */
+	struct rdmamsg__idt eps;
+};
+
 /* ---- context ------------------------------------------------------- */
 
 enum rdmamsg__obj_type { OBJ_EP = 1, OBJ_LISTENER, OBJ_CONN_REQ };
@@ -219,9 +242,11 @@ struct rdmamsg_ctx {
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 
+	struct rdmamsg__iface ifc;
 	struct rdmamsg__timers timers;
-	struct rdmamsg__list polls;	/* endpoints with CQ work */
-	struct rdmamsg__list deferred;	/* endpoints to step */
+	struct rdmamsg__list polls;    /* endpoints with completions to flush */
+	struct rdmamsg__list xwait;    /* endpoints whose xfer layer waits */
+	struct rdmamsg__list deferred; /* endpoints to step */
 	struct rdmamsg__list ldeferred; /* listeners to step */
 	int in_progress;
 	struct rdmamsg__list eps;
@@ -283,12 +308,16 @@ enum rdmamsg__ep_phase {
 	PH_DOWN,
 };
 
+#define RDMAMSG_REP_BATCH 32
+
 struct rdmamsg_ep {
 	struct rdmamsg__cmobj obj;
 	struct rdmamsg_ctx *ctx;
 	struct rdma_cm_id *id;
-	struct ibv_cq *cq;
 	struct ibv_qp *qp;
+	uint64_t wrid_tag; /* the endpoint's part of its wr_ids (iface.c) */
+	uint64_t handle;   /* its id in ctx->ifc.eps; 0: none */
+	uint32_t cq_need;  /* CQ entries it reserved */
 	enum rdmamsg_ep_state state;
 	int phase;
 	int passive;
@@ -339,7 +368,12 @@ struct rdmamsg_ep {
 	int hs_pending; /* counts in ctx->pending_hs */
 
 	/* completions */
-	unsigned int cq_unacked;
+	struct ibv_wc *early; /* active side: before ESTABLISHED was read */
+	uint32_t nearly, early_cap;
+	uint32_t rep[RDMAMSG_REP_BATCH]; /* receive buffers to repost */
+	uint32_t nrep, rep_data, rep_ctl;
+	struct rdmamsg__list rep_link;
+	struct rdmamsg__list xwait_link;
 	struct rdmamsg__list poll_link;
 	struct rdmamsg__list defer_link;
 	struct rdmamsg__list link;
@@ -405,8 +439,20 @@ void rdmamsg__ep_defer(struct rdmamsg_ep *ep);
 void rdmamsg__ep_step(struct rdmamsg_ep *ep);
 void rdmamsg__ep_free(struct rdmamsg_ep *ep);
 
+/* iface.c */
+void rdmamsg__iface_init(struct rdmamsg_ctx *ctx);
+void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx);
+int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need);
+void rdmamsg__iface_detach(struct rdmamsg_ep *ep);
+int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx);
+void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
+
 /* msg.c */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
+void rdmamsg__ep_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc);
+void rdmamsg__ep_repost(struct rdmamsg_ep *ep);
+void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep);
+void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);
 int rdmamsg__ep_post_recvs(struct rdmamsg_ep *ep, uint32_t n);
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type);
@@ -416,7 +462,6 @@ int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret);
 void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status);
 void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t upto,
 				int status);
-void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep);
 
 /* xfer.c: hooks of the layer beside eager messages */
 #define RDMAMSG_SLOT_XFER 2

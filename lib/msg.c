@@ -22,9 +22,6 @@
 #include "dispatch.h"
 #include "xfer.h"
 
-#define POLL_BATCH  32
-#define POLL_BUDGET 8 /* batches per endpoint per progress pass */
-
 /* wc_status -- the errno a work completion stands for */
 static int wc_status(enum ibv_wc_status st)
 {
@@ -594,63 +591,93 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 	return 1;
 }
 
-/* rdmamsg__ep_poll -- drain the CQ (bounded), repost receive buffers */
+/* rdmamsg__ep_wc -- one completion of this endpoint (iface.c routes it) */
+void rdmamsg__ep_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
+{
+	uint64_t seq;
+	uint32_t d;
+	int st;
+
+	if (!(wc->wr_id & RDMAMSG_SEND_WRID)) {
+		int r = on_recv_wc(ep, wc);
+
+		if (r) {
+			ep->rep[ep->nrep++] = (uint32_t)wc->wr_id;
+			if (r == 1)
+				ep->rep_data++;
+			else
+				ep->rep_ctl++;
+			if (RDMAMSG_UNLIKELY(ep->nrep == RDMAMSG_REP_BATCH))
+				rdmamsg__ep_repost(ep);
+		}
+		return;
+	}
+	/* the low 32 bits of a sequence in [sq_tail, sq_head): anything else
+	 * is not a send of ours in flight */
+	d = (uint32_t)wc->wr_id - (uint32_t)ep->sq_tail;
+	if (RDMAMSG_UNLIKELY(d >= ep->sq_head - ep->sq_tail))
+		return;
+	seq = ep->sq_tail + d;
+	if (RDMAMSG_LIKELY(wc->status == IBV_WC_SUCCESS)) {
+		rdmamsg__ep_complete_slots(ep, seq, 0);
+		return;
+	}
+	st = wc_status(wc->status);
+	rdmamsg__ep_complete_slots(ep, seq, st);
+	if (wc->status != IBV_WC_WR_FLUSH_ERR)
+		rdmamsg__ep_down(ep, st);
+}
+
+/* rdmamsg__ep_repost -- repost the receive buffers of the completions
+ * handled since the last batch */
+void rdmamsg__ep_repost(struct rdmamsg_ep *ep)
+{
+	uint32_t n = ep->nrep;
+
+	if (!n)
+		return;
+	ep->nrep = 0;
+	if (ep->phase != PH_DOWN && fp_post_recvs(ep, ep->rep, n) == 0) {
+		ep->to_return += ep->rep_data;
+		ep->ctl_to_return += ep->rep_ctl;
+	}
+	ep->rep_data = ep->rep_ctl = 0;
+}
+
+/* rdmamsg__ep_replay_early -- the completions that came before the
+ * handshake was read, now that it has been (or the connect failed) */
+void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep)
+{
+	uint32_t i, n = ep->nearly;
+
+	if (RDMAMSG_LIKELY(!n) || (ep->phase == PH_CONNECTING && !ep->passive))
+		return;
+	ep->nearly = 0;
+	for (i = 0; i < n; i++)
+		rdmamsg__ep_wc(ep, &ep->early[i]);
+	rdmamsg__ep_repost(ep);
+}
+
+/* rdmamsg__ep_poll -- drain the context's CQ (this endpoint's completions
+ * among them) */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
 {
-	struct ibv_wc wc[POLL_BATCH];
-	uint32_t rep[POLL_BATCH];
-	int budget = POLL_BUDGET, n, i;
+	rdmamsg__iface_poll(ep->ctx);
+	rdmamsg__ep_replay_early(ep);
+}
 
-	/* the peer may send as soon as it is established, before our
-	 * ESTABLISHED event (with its handshake) is read: leave those in the
-	 * CQ; the progress pass that handles the event polls them */
-	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && !ep->passive))
-		return;
-	while (budget-- > 0) {
-		uint32_t nrep = 0, ndata = 0, nctl = 0;
+/* rdmamsg__ep_xwait -- keep visiting ep each pass while its transfer
+ * layer waits for what no completion of its own announces (pool memory
+ * for a FIN or a pull) */
+void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
+{
+	int wait = ep->xf && ep->phase == PH_UP && !ep->closing &&
+		   (!list_empty(&ep->xf->fins) || !list_empty(&ep->xf->pulls));
 
-		n = ibv_poll_cq(ep->cq, POLL_BATCH, wc);
-		if (n <= 0)
-			break;
-		for (i = 0; i < n; i++) {
-			uint64_t seq = wc[i].wr_id & ~RDMAMSG_SEND_WRID;
-			int st;
-
-			if (!(wc[i].wr_id & RDMAMSG_SEND_WRID)) {
-				int r = on_recv_wc(ep, &wc[i]);
-
-				if (r) {
-					rep[nrep++] = (uint32_t)wc[i].wr_id;
-					if (r == 1)
-						ndata++;
-					else
-						nctl++;
-				}
-				continue;
-			}
-			if (RDMAMSG_LIKELY(wc[i].status == IBV_WC_SUCCESS)) {
-				rdmamsg__ep_complete_slots(ep, seq, 0);
-				continue;
-			}
-			st = wc_status(wc[i].status);
-			rdmamsg__ep_complete_slots(ep, seq, st);
-			if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
-				rdmamsg__ep_down(ep, st);
-		}
-		if (nrep && ep->phase != PH_DOWN) {
-			if (fp_post_recvs(ep, rep, nrep) == 0) {
-				ep->to_return += ndata;
-				ep->ctl_to_return += nctl;
-			}
-		}
-		if (n < POLL_BATCH)
-			break;
-	}
-	if (budget < 0 && list_empty(&ep->poll_link)) {
-		/* more to do: come back next pass (fairness) */
-		list_add_tail(&ep->ctx->polls, &ep->poll_link);
-		ep->ctx->pending = 1;
-	}
+	if (wait && list_empty(&ep->xwait_link))
+		list_add_tail(&ep->ctx->xwait, &ep->xwait_link);
+	else if (!wait)
+		list_del(&ep->xwait_link);
 }
 
 /* rdmamsg__ep_flush -- after polling: backlog, credit update, writable */
@@ -678,20 +705,6 @@ void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 		if (ep->cbs.on_writable)
 			ep->cbs.on_writable(ep, ep->arg);
 	}
-}
-
-/* rdmamsg__ep_comp_event -- the CQ signalled: ack, re-arm, poll empty */
-void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep)
-{
-	if (ep->cq_unacked >= 16) {
-		ep->ctx->ops->ack_cq_events(ep->cq, ep->cq_unacked);
-		ep->cq_unacked = 0;
-	}
-	ibv_req_notify_cq(ep->cq, 0);
-	rdmamsg__ep_poll(ep);
-	rdmamsg__ep_flush(ep);
-	if (ep->closing)
-		rdmamsg__ep_defer(ep);
 }
 
 /* rdmamsg__ep_post_recvs -- post receive buffers 0 .. n-1 (setup) */

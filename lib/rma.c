@@ -32,7 +32,7 @@ int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
 
 	if (fp_sq_free(ep) == 0)
 		return -EAGAIN;
-	wr->wr_id = ep->sq_head | RDMAMSG_SEND_WRID;
+	wr->wr_id = fp_send_wrid(ep, ep->sq_head);
 	wr->next = NULL;
 	wr->send_flags |= IBV_SEND_SIGNALED;
 	ret = ibv_post_send(ep->qp, wr, &bad);

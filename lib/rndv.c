@@ -186,6 +186,7 @@ static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
 	w->status = status;
 	/* the next completion's flush sends it (rdmamsg__xfer_flush) */
 	list_add_tail(&ep->xf->fins, &w->link);
+	rdmamsg__ep_xwait(ep);
 }
 
 /* rdmamsg__rndv_fin_retry -- send the FINs that waited, in order */
@@ -260,6 +261,7 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	p->x = *x;
 	list_add_tail(&ep->xf->pulls, &p->link);
 	rdmamsg__rndv_pump(ep);
+	rdmamsg__ep_xwait(ep);
 }
 
 /* activate -- choose the destination of a queued receive; 0 or refusal */

@@ -104,9 +104,8 @@ static void test_states(void)
 
 static void test_wrid(void)
 {
-	static const uint32_t lanes[] = {0, 1, 2, 4095, (1u << 23) - 1};
-	static const uint64_t owns[] = {0, 1, 0xffffffffull,
-					((uint64_t)1 << 40) - 1};
+	static const uint32_t lanes[] = {0, 1, 2, 4095, (1u << 31) - 1};
+	static const uint64_t owns[] = {0, 1, 0xfffffffeull, 0xffffffffull};
 	size_t i, j;
 	int good = 1, send;
 
@@ -130,9 +129,18 @@ static void test_wrid(void)
 		    (RDMAMSG__WRID_LANE_MASK << RDMAMSG__WRID_LANE_SHIFT) |
 		    RDMAMSG__WRID_OWN_MASK) == UINT64_MAX,
 	   "wr_id: the fields cover 64 bits without overlapping");
-	ok(rdmamsg__wrid(0, (1u << 23) | 5, 0) == rdmamsg__wrid(0, 5, 0) &&
+	ok(rdmamsg__wrid(0, (1u << 31) | 5, 0) == rdmamsg__wrid(0, 5, 0) &&
 		   rdmamsg__wrid_lane(rdmamsg__wrid(1, 7, UINT64_MAX)) == 7,
 	   "wr_id: out-of-range parts are masked, never spill over");
+	ok(rdmamsg__wrid_tag(((uint64_t)3 << 32) | 9) ==
+			   (3u << RDMAMSG__WRID_TAG_GEN_SHIFT | 9) &&
+		   rdmamsg__wrid_tag(((uint64_t)0x801 << 32) | 9) ==
+			   rdmamsg__wrid_tag(((uint64_t)1 << 32) | 9) &&
+		   rdmamsg__wrid_tag(((uint64_t)1 << 32) | 9) !=
+			   rdmamsg__wrid_tag(((uint64_t)2 << 32) | 9) &&
+		   (rdmamsg__wrid_tag(UINT64_MAX) & ~RDMAMSG__WRID_LANE_MASK) ==
+			   0,
+	   "wr_id tag: index plus the generation's low bits, in 31 bits");
 }
 
 int main(void)
