@@ -128,6 +128,7 @@ int rdmamsg__cm_start_connect(struct rdmamsg_ep *ep, const struct sockaddr *dst)
 		ep->id = NULL;
 		return ret == -EINVAL ? -EINVAL : -EHOSTUNREACH;
 	}
+	rdmamsg__ep_set_state(ep, EPS_RESOLVING);
 	return 0;
 }
 
@@ -153,6 +154,7 @@ static void active_route(struct rdmamsg_ep *ep)
 		return;
 	}
 	ep->phase = PH_CONNECTING;
+	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
 }
 
 /* active_established -- check the peer's accept and go up */
@@ -537,6 +539,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 		goto err_free_ep;
 	}
 	ep->phase = PH_CONNECTING;
+	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
 	rdmamsg__timer_start(ctx, &ep->conn_timer, ep->p.connect_ms);
 	list_add_tail(&ctx->eps, &ep->link);
 	rdmamsg__loop_ref(ctx);

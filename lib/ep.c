@@ -218,9 +218,8 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		ep->p = attr->p;
 	else
 		rdmamsg__ep_params_default(&ep->p);
-	ep->state = RDMAMSG_EP_CONNECTING;
+	ep->st = EPS_IDLE;
 	list_init(&ep->poll_link);
-	list_init(&ep->rep_link);
 	list_init(&ep->xwait_link);
 	list_init(&ep->defer_link);
 	list_init(&ep->link);
@@ -300,6 +299,7 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 		goto err_destroy_cq;
 	}
 	ep->qp = ep->id->qp;
+	ep->qpn = ep->qp->qp_num;
 	ep->max_inline = qa.cap.max_inline_data;
 	/* the passive side posts (and grants) its receive buffers only
 	 * once the connection is established: a handshake that never
@@ -389,6 +389,21 @@ static void hs_done(struct rdmamsg_ep *ep)
 	}
 }
 
+/* rdmamsg__ep_set_state -- the one place the endpoint's state moves: the
+ * transitions of lane.h, anything else refused (-EINVAL) and logged */
+int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to)
+{
+	if (ep->st == to)
+		return 0;
+	if (!rdmamsg__ep_st_legal(ep->st, to)) {
+		LOG_ERR("endpoint %p: no transition from state %d to %d",
+			(void *)ep, (int)ep->st, (int)to);
+		return -EINVAL;
+	}
+	ep->st = to;
+	return 0;
+}
+
 /* rdmamsg__ep_defer -- step this endpoint in the next progress pass */
 void rdmamsg__ep_defer(struct rdmamsg_ep *ep)
 {
@@ -443,7 +458,7 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 		list_add_tail(&ep->ctx->polls, &ep->poll_link);
 		ep->ctx->pending = 1;
 	}
-	ep->state = RDMAMSG_EP_CONNECTED;
+	rdmamsg__ep_set_state(ep, EPS_UP);
 	if (ep->p.peer_ms)
 		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
 	LOG_INFO("endpoint %p connected (frag %u, max %zu, credits %d)",
@@ -472,7 +487,7 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 		rdmamsg__ep_defer(ep);
 		return;
 	}
-	ep->state = RDMAMSG_EP_DISCONNECTED;
+	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	LOG_INFO("endpoint %p: connect failed: %s (reason %d)", (void *)ep,
 		 rdmamsg_strerror(status), reason);
 	ep->connect_reported = 1;
@@ -500,7 +515,7 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 		rdmamsg__ep_defer(ep);
 		return;
 	}
-	ep->state = RDMAMSG_EP_DISCONNECTED;
+	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
 	LOG_INFO("endpoint %p down: %s", (void *)ep, rdmamsg_strerror(status));
 	if (!ep->down_reported) {
@@ -571,7 +586,6 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 		rdmamsg__xfer_free(ep);
 	free_bufs(ep);
 	list_del(&ep->poll_link);
-	list_del(&ep->rep_link);
 	list_del(&ep->xwait_link);
 	list_del(&ep->defer_link);
 	list_del(&ep->link);
@@ -675,6 +689,7 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 	cb = ep->close_cb;
 	arg = ep->arg;
 	/* every operation has completed; memory goes only after the cb */
+	rdmamsg__ep_set_state(ep, EPS_CLOSED);
 	if (cb)
 		cb(ep, arg);
 	rdmamsg__ep_free(ep);
@@ -692,7 +707,7 @@ RDMAMSG_EXPORT int rdmamsg_ep_close(struct rdmamsg_ep *ep,
 		return -EALREADY;
 	ep->closing = 1;
 	ep->close_cb = close_cb;
-	ep->state = RDMAMSG_EP_CLOSING;
+	rdmamsg__ep_set_state(ep, EPS_DRAINING);
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
@@ -722,7 +737,7 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_state(const struct rdmamsg_ep *ep,
 {
 	if (!ep || !state)
 		return -EINVAL;
-	*state = ep->state;
+	*state = rdmamsg__ep_st_public(ep->st);
 	return 0;
 }
 

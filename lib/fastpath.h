@@ -84,8 +84,8 @@ static inline int fp_post_send(struct rdmamsg_ep *ep, struct ibv_sge *sge,
 }
 
 /* fp_post_recvs -- post a batch of receive buffers (indices into rxb) */
-static inline int fp_post_recvs(struct rdmamsg_ep *ep, const uint32_t *idx,
-				uint32_t n)
+static inline __attribute__((always_inline)) int fp_post_recvs(
+	struct rdmamsg_ep *ep, const uint32_t *idx, uint32_t n)
 {
 	struct ibv_recv_wr wr[32], *bad;
 	struct ibv_sge sge[32];

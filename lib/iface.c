@@ -14,7 +14,6 @@
 #include "internal.h"
 #include "lane.h"
 
-#define POLL_BATCH  32
 #define POLL_BUDGET 64 /* batches per call: the rest next pass */
 #define CQ_MIN	    1024
 
@@ -135,7 +134,6 @@ void rdmamsg__iface_detach(struct rdmamsg_ep *ep)
 	ep->handle = 0;
 	ep->wrid_tag = 0;
 	ep->cq_need = 0;
-	list_del(&ep->rep_link);
 }
 
 /* route -- the endpoint a wr_id names, or NULL (freed, or not ours) */
@@ -155,78 +153,45 @@ static inline struct rdmamsg_ep *route(const struct rdmamsg__iface *ifc,
 	return e->p;
 }
 
-/* early -- an active endpoint not yet past its ESTABLISHED event: keep
- * the completion until the handshake has been read (at most one per
- * posted work request, so the array is sized once) */
-static void early(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
-{
-	if (ep->nearly == ep->early_cap) {
-		uint32_t cap = ep->cq_need ? ep->cq_need : 64;
-		struct ibv_wc *n;
-
-		if (ep->early_cap >= cap)
-			cap = ep->early_cap * 2;
-		n = realloc(ep->early, (size_t)cap * sizeof(*n));
-		if (!n) {
-			LOG_ERR("endpoint %p: no memory for early completions",
-				(void *)ep);
-			rdmamsg__ep_down(ep, -ENOMEM);
-			return;
-		}
-		ep->early = n;
-		ep->early_cap = cap;
-	}
-	ep->early[ep->nearly++] = *wc;
-}
-
-/* rdmamsg__iface_poll -- drain the CQ (bounded), each completion to its
- * endpoint, receive buffers reposted per endpoint in batches; touched
- * endpoints go on ctx->polls for their flush.  1 when the budget ran out
+/* rdmamsg__iface_poll -- drain the CQ (bounded), each run of an
+ * endpoint's completions to it (it reposts its receive buffers as one
+ * batch); touched endpoints go on ctx->polls for their flush.  1 when the budget ran out
  * with completions left, else 0. */
 int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
-	struct ibv_wc wc[POLL_BATCH];
-	struct rdmamsg__list touched, *pos, *tmp;
-	int budget = POLL_BUDGET, n = 0, i;
+	struct ibv_wc wc[RDMAMSG_POLL_BATCH];
+	int budget = POLL_BUDGET, n = 0, i, j;
 
 	if (!ifc->cq || ifc->polling)
 		return 0;
 	ifc->polling = 1;
-	list_init(&touched);
 	while (budget-- > 0) {
-		n = ibv_poll_cq(ifc->cq, POLL_BATCH, wc);
+		n = ibv_poll_cq(ifc->cq, RDMAMSG_POLL_BATCH, wc);
 		if (n <= 0)
 			break;
-		for (i = 0; i < n; i++) {
+		/* runs of one endpoint's completions, handed over at once */
+		for (i = 0; i < n; i += j) {
 			struct rdmamsg_ep *ep = route(ifc, wc[i].wr_id);
 
-			if (RDMAMSG_UNLIKELY(!ep || !ep->qp ||
-					     wc[i].qp_num != ep->qp->qp_num)) {
+			if (RDMAMSG_UNLIKELY(!ep)) {
+				j = 1;
 				ifc->stale_wcs++;
 				continue;
 			}
-			if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING &&
-					     !ep->passive))
-				early(ep, &wc[i]);
-			else
-				rdmamsg__ep_wc(ep, &wc[i]);
-			if (list_empty(&ep->rep_link))
-				list_add_tail(&touched, &ep->rep_link);
+			j = (int)rdmamsg__ep_wcs(ep, &wc[i], (uint32_t)(n - i));
+			if (RDMAMSG_UNLIKELY(!j)) {
+				j = 1; /* a freed endpoint's, same tag */
+				ifc->stale_wcs++;
+				continue;
+			}
 			if (list_empty(&ep->poll_link))
 				list_add_tail(&ctx->polls, &ep->poll_link);
 		}
-		list_for_each_safe (pos, tmp, &touched) {
-			struct rdmamsg_ep *ep =
-				container_of(pos, struct rdmamsg_ep, rep_link);
-
-			list_del(pos);
-			rdmamsg__ep_repost(ep);
-		}
-		if (n < POLL_BATCH)
+		if (n < RDMAMSG_POLL_BATCH)
 			break;
 	}
-	if (n >= 0 && n < POLL_BATCH)
+	if (n >= 0 && n < RDMAMSG_POLL_BATCH)
 		ifc->cq_stale = 0; /* seen empty: freed endpoints' are gone */
 	ifc->polling = 0;
 	if (budget < 0) {
@@ -269,9 +234,11 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 			container_of(pos, struct rdmamsg_ep, poll_link);
 
 		list_del(pos);
-		rdmamsg__ep_replay_early(ep);
+		if (RDMAMSG_UNLIKELY(ep->nearly))
+			rdmamsg__ep_replay_early(ep);
 		rdmamsg__ep_flush(ep);
-		rdmamsg__ep_xwait(ep);
+		if (RDMAMSG_UNLIKELY(ep->xf || !list_empty(&ep->xwait_link)))
+			rdmamsg__ep_xwait(ep);
 		if (ep->closing)
 			rdmamsg__ep_defer(ep);
 	}

@@ -3,6 +3,7 @@
 #ifndef RDMAMSG_INTERNAL_H
 #define RDMAMSG_INTERNAL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -10,6 +11,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "idtab.h"
+#include "lane.h"
 #include "rdmamsg.h"
 
 /* Every public entry point carries this mark (built -fvisibility=hidden). */
@@ -301,6 +303,9 @@ struct rdmamsg__slot {
 	uint8_t report;		 /* 1: on_send; 2: xfer operation (xfer.c) */
 };
 
+/* the lane's (the QP's) status, fed by cm/ and the completions; the
+ * endpoint's own state is rdmamsg_ep.st (lane.h), moved only by
+ * rdmamsg__ep_set_state() */
 enum rdmamsg__ep_phase {
 	PH_RESOLVING = 0,
 	PH_CONNECTING,
@@ -308,7 +313,9 @@ enum rdmamsg__ep_phase {
 	PH_DOWN,
 };
 
-#define RDMAMSG_REP_BATCH 32
+#define RDMAMSG_POLL_BATCH 32 /* completions polled at once */
+/* the wr_id bits of an endpoint's tag (lane.h: bits 62..32) */
+#define RDMAMSG_WRID_TAG_BITS (((1ull << 31) - 1) << 32)
 
 struct rdmamsg_ep {
 	struct rdmamsg__cmobj obj;
@@ -317,9 +324,10 @@ struct rdmamsg_ep {
 	struct ibv_qp *qp;
 	uint64_t wrid_tag; /* the endpoint's part of its wr_ids (iface.c) */
 	uint64_t handle;   /* its id in ctx->ifc.eps; 0: none */
+	uint32_t qpn;	   /* its QP's number: completions are checked */
 	uint32_t cq_need;  /* CQ entries it reserved */
-	enum rdmamsg_ep_state state;
-	int phase;
+	enum rdmamsg__ep_st st; /* the endpoint's state (lane.h) */
+	int phase;		/* the lane's: PH_* */
 	int passive;
 	struct rdmamsg_ep_cbs cbs;
 	void *arg;
@@ -370,9 +378,6 @@ struct rdmamsg_ep {
 	/* completions */
 	struct ibv_wc *early; /* active side: before ESTABLISHED was read */
 	uint32_t nearly, early_cap;
-	uint32_t rep[RDMAMSG_REP_BATCH]; /* receive buffers to repost */
-	uint32_t nrep, rep_data, rep_ctl;
-	struct rdmamsg__list rep_link;
 	struct rdmamsg__list xwait_link;
 	struct rdmamsg__list poll_link;
 	struct rdmamsg__list defer_link;
@@ -438,6 +443,14 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__ep_defer(struct rdmamsg_ep *ep);
 void rdmamsg__ep_step(struct rdmamsg_ep *ep);
 void rdmamsg__ep_free(struct rdmamsg_ep *ep);
+int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to);
+
+/* rdmamsg__ep_can_send -- the one test before any send, request,
+ * rendezvous or one-sided operation: -ENOTCONN unless UP */
+static inline int rdmamsg__ep_can_send(const struct rdmamsg_ep *ep)
+{
+	return RDMAMSG_LIKELY(rdmamsg__ep_st_can_send(ep->st)) ? 0 : -ENOTCONN;
+}
 
 /* iface.c */
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx);
@@ -449,8 +462,8 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
 
 /* msg.c */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
-void rdmamsg__ep_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc);
-void rdmamsg__ep_repost(struct rdmamsg_ep *ep);
+uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
+			 uint32_t n);
 void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep);
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);

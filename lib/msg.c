@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -193,8 +194,9 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 	uint32_t limit;
 	int ret;
 
-	if (RDMAMSG_UNLIKELY(ep->state != RDMAMSG_EP_CONNECTED))
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (RDMAMSG_UNLIKELY(ret))
+		return ret;
 	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
 		return -EMSGSIZE;
 	if (zb) {
@@ -591,71 +593,109 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 	return 1;
 }
 
-/* rdmamsg__ep_wc -- one completion of this endpoint (iface.c routes it) */
-void rdmamsg__ep_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
+/* early -- an active endpoint not yet past its ESTABLISHED event: keep
+ * its completions until the handshake has been read (at most one per
+ * posted work request: the array is sized once, for all of them) */
+static void early(struct rdmamsg_ep *ep, const struct ibv_wc *wc, uint32_t n)
 {
-	uint64_t seq;
-	uint32_t d;
-	int st;
+	if (n > ep->early_cap - ep->nearly) {
+		uint32_t cap = ep->cq_need + RDMAMSG_POLL_BATCH;
+		struct ibv_wc *e;
 
-	if (!(wc->wr_id & RDMAMSG_SEND_WRID)) {
-		int r = on_recv_wc(ep, wc);
-
-		if (r) {
-			ep->rep[ep->nrep++] = (uint32_t)wc->wr_id;
-			if (r == 1)
-				ep->rep_data++;
-			else
-				ep->rep_ctl++;
-			if (RDMAMSG_UNLIKELY(ep->nrep == RDMAMSG_REP_BATCH))
-				rdmamsg__ep_repost(ep);
+		if (cap < ep->nearly + n)
+			cap = ep->nearly + n;
+		e = realloc(ep->early, (size_t)cap * sizeof(*e));
+		if (!e) {
+			LOG_ERR("endpoint %p: no memory for early completions",
+				(void *)ep);
+			rdmamsg__ep_down(ep, -ENOMEM);
+			return;
 		}
-		return;
+		ep->early = e;
+		ep->early_cap = cap;
 	}
-	/* the low 32 bits of a sequence in [sq_tail, sq_head): anything else
-	 * is not a send of ours in flight */
-	d = (uint32_t)wc->wr_id - (uint32_t)ep->sq_tail;
-	if (RDMAMSG_UNLIKELY(d >= ep->sq_head - ep->sq_tail))
-		return;
-	seq = ep->sq_tail + d;
-	if (RDMAMSG_LIKELY(wc->status == IBV_WC_SUCCESS)) {
-		rdmamsg__ep_complete_slots(ep, seq, 0);
-		return;
-	}
-	st = wc_status(wc->status);
-	rdmamsg__ep_complete_slots(ep, seq, st);
-	if (wc->status != IBV_WC_WR_FLUSH_ERR)
-		rdmamsg__ep_down(ep, st);
+	memcpy(ep->early + ep->nearly, wc, (size_t)n * sizeof(*wc));
+	ep->nearly += n;
 }
 
-/* rdmamsg__ep_repost -- repost the receive buffers of the completions
- * handled since the last batch */
-void rdmamsg__ep_repost(struct rdmamsg_ep *ep)
+/* rdmamsg__ep_wcs -- the completions at the head of wc[0..n) (n at most
+ * RDMAMSG_POLL_BATCH) that name this endpoint, in CQ order (iface.c routed
+ * wc[0] here); the receive buffers are reposted as one batch.  Returns how
+ * many it took: it stops at the first of another endpoint. */
+uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
+			 uint32_t n)
 {
-	uint32_t n = ep->nrep;
+	uint32_t rep[RDMAMSG_POLL_BATCH];
+	uint32_t nrep = 0, ndata = 0, nctl = 0, i;
+	uint64_t seq;
+	int st;
 
-	if (!n)
-		return;
-	ep->nrep = 0;
-	if (ep->phase != PH_DOWN && fp_post_recvs(ep, ep->rep, n) == 0) {
-		ep->to_return += ep->rep_data;
-		ep->ctl_to_return += ep->rep_ctl;
+	/* a freed endpoint's completion whose tag (generation bits too)
+	 * names this one: not this QP */
+	if (RDMAMSG_UNLIKELY(wc[0].qp_num != ep->qpn))
+		return 0;
+	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && !ep->passive)) {
+		for (i = 1; i < n; i++)
+			if ((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
+			    ep->wrid_tag)
+				break;
+		early(ep, wc, i);
+		return i;
 	}
-	ep->rep_data = ep->rep_ctl = 0;
+	for (i = 0; i < n; i++) {
+		/* the run ends at another endpoint's completion */
+		if (RDMAMSG_UNLIKELY((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
+				     ep->wrid_tag))
+			break;
+		if (!(wc[i].wr_id & RDMAMSG_SEND_WRID)) {
+			int r = on_recv_wc(ep, &wc[i]);
+
+			if (r) {
+				rep[nrep++] = (uint32_t)wc[i].wr_id;
+				if (r == 1)
+					ndata++;
+				else
+					nctl++;
+			}
+			continue;
+		}
+		/* the sequence from its low 32 bits, at most sq_head: one
+		 * not in flight (below sq_tail) completes nothing */
+		seq = ep->sq_head -
+		      (uint32_t)((uint32_t)ep->sq_head - (uint32_t)wc[i].wr_id);
+		if (RDMAMSG_LIKELY(wc[i].status == IBV_WC_SUCCESS)) {
+			rdmamsg__ep_complete_slots(ep, seq, 0);
+			continue;
+		}
+		st = wc_status(wc[i].status);
+		rdmamsg__ep_complete_slots(ep, seq, st);
+		if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+			rdmamsg__ep_down(ep, st);
+	}
+	if (nrep && ep->phase != PH_DOWN) {
+		if (fp_post_recvs(ep, rep, nrep) == 0) {
+			ep->to_return += ndata;
+			ep->ctl_to_return += nctl;
+		}
+	}
+	return i;
 }
 
 /* rdmamsg__ep_replay_early -- the completions that came before the
  * handshake was read, now that it has been (or the connect failed) */
 void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep)
 {
-	uint32_t i, n = ep->nearly;
+	uint32_t i, n = ep->nearly, k;
 
 	if (RDMAMSG_LIKELY(!n) || (ep->phase == PH_CONNECTING && !ep->passive))
 		return;
 	ep->nearly = 0;
-	for (i = 0; i < n; i++)
-		rdmamsg__ep_wc(ep, &ep->early[i]);
-	rdmamsg__ep_repost(ep);
+	for (i = 0; i < n; i += k) {
+		k = n - i < RDMAMSG_POLL_BATCH ? n - i : RDMAMSG_POLL_BATCH;
+		k = rdmamsg__ep_wcs(ep, ep->early + i, k);
+		if (!k)
+			break; /* not possible: each was checked when kept */
+	}
 }
 
 /* rdmamsg__ep_poll -- drain the context's CQ (this endpoint's completions

@@ -84,9 +84,9 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 
 	if (!ep || !response_cb || !idp || (len && !data))
 		return -EINVAL;
-	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP ||
-	    ep->closing)
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (ret)
+		return ret;
 	/* no arithmetic on len before it is known to fit */
 	eager = len <= ep->max_msg - RDMAMSG_XHDR;
 	if (!eager && len > ep->p.max_large)
@@ -231,9 +231,9 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 	if (!req || (len && !data))
 		return -EINVAL;
 	ep = req->ep;
-	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP ||
-	    ep->closing)
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (ret)
+		return ret;
 	eager = len <= ep->max_msg - RDMAMSG_XHDR;
 	if (!eager && len > ep->p.max_large)
 		return -EMSGSIZE;

@@ -92,10 +92,7 @@ static int in_bounds(uint64_t off, uint64_t len, uint64_t size)
 /* check_ep -- the endpoint can take a one-sided operation */
 static int check_ep(struct rdmamsg_ep *ep)
 {
-	if (ep->phase != PH_UP || ep->closing ||
-	    ep->state != RDMAMSG_EP_CONNECTED)
-		return -ENOTCONN;
-	return 0;
+	return rdmamsg__ep_can_send(ep);
 }
 
 /* rw -- the common part of write, write_imm and read */

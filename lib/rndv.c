@@ -79,8 +79,9 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	uint64_t id;
 	int ret;
 
-	if (ep->phase != PH_UP || ep->closing)
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (ret)
+		return ret;
 	ret = rdmamsg__xfer_get(ep, &xf);
 	if (ret)
 		return ret;
@@ -347,7 +348,7 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
 	struct rdmamsg__list *pos, *tmp;
 	int progress = 1, ret;
 
-	if (xf->down || ep->phase != PH_UP || ep->closing)
+	if (xf->down || rdmamsg__ep_can_send(ep))
 		return;
 	list_for_each_safe (pos, tmp, &xf->pulls) {
 		struct rdmamsg__pull *p =

@@ -163,7 +163,7 @@ RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
 {
 	if (!ep || (len && !data))
 		return -EINVAL;
-	if (len <= ep->max_msg || ep->state != RDMAMSG_EP_CONNECTED)
+	if (len <= ep->max_msg || rdmamsg__ep_can_send(ep))
 		return rdmamsg_send(ep, data, len, op_ctx);
 	if (len > ep->p.max_large)
 		return -EMSGSIZE;
@@ -225,7 +225,7 @@ RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
 {
 	if (!ep || !mr || mr->ctx != ep->ctx)
 		return -EINVAL;
-	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP)
+	if (rdmamsg__ep_can_send(ep))
 		return -ENOTCONN;
 	if (off > mr->len || len > mr->len - off)
 		return -ERANGE;
