@@ -136,23 +136,6 @@ void rdmamsg__iface_detach(struct rdmamsg_ep *ep)
 	ep->cq_need = 0;
 }
 
-/* route -- the endpoint a wr_id names, or NULL (freed, or not ours) */
-static inline struct rdmamsg_ep *route(const struct rdmamsg__iface *ifc,
-				       uint64_t wr_id)
-{
-	uint32_t tag = rdmamsg__wrid_lane(wr_id);
-	uint32_t i = tag & RDMAMSG__WRID_TAG_INDEX;
-	const struct rdmamsg__idt_entry *e;
-
-	if (RDMAMSG_UNLIKELY(i == 0 || i >= ifc->eps.cap))
-		return NULL;
-	e = &ifc->eps.e[i];
-	if (RDMAMSG_UNLIKELY((e->gen & RDMAMSG__WRID_TAG_GEN) !=
-			     tag >> RDMAMSG__WRID_TAG_GEN_SHIFT))
-		return NULL;
-	return e->p;
-}
-
 /* rdmamsg__iface_poll -- drain the CQ (bounded), each run of an
  * endpoint's completions to it (it reposts its receive buffers as one
  * batch); touched endpoints go on ctx->polls for their flush.  1 when the budget ran out
@@ -172,7 +155,8 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 			break;
 		/* runs of one endpoint's completions, handed over at once */
 		for (i = 0; i < n; i += j) {
-			struct rdmamsg_ep *ep = route(ifc, wc[i].wr_id);
+			struct rdmamsg_ep *ep =
+				rdmamsg__wrid_route(&ifc->eps, wc[i].wr_id);
 
 			if (RDMAMSG_UNLIKELY(!ep)) {
 				j = 1;

@@ -132,6 +132,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "idtab.h"
 #include "rdmamsg.h"
 
 struct rdmamsg_buf;
@@ -233,6 +234,26 @@ static inline uint32_t rdmamsg__wrid_lane(uint64_t wr_id)
 {
 	return (uint32_t)((wr_id >> RDMAMSG__WRID_LANE_SHIFT) &
 			  RDMAMSG__WRID_LANE_MASK);
+}
+
+/* rdmamsg__wrid_route -- the object (lane, endpoint) of the table t that
+ * wr_id's tag names, or NULL: index 0 or out of range, or a generation
+ * whose low bits differ from the slot's (the owner was freed) */
+static inline void *rdmamsg__wrid_route(const struct rdmamsg__idt *t,
+					uint64_t wr_id)
+{
+	uint32_t tag = rdmamsg__wrid_lane(wr_id);
+	uint32_t i = tag & RDMAMSG__WRID_TAG_INDEX;
+	const struct rdmamsg__idt_entry *e;
+
+	if (__builtin_expect(i == 0 || i >= t->cap, 0))
+		return NULL;
+	e = &t->e[i];
+	if (__builtin_expect((e->gen & RDMAMSG__WRID_TAG_GEN) !=
+				     tag >> RDMAMSG__WRID_TAG_GEN_SHIFT,
+			     0))
+		return NULL;
+	return e->p;
 }
 
 /* rdmamsg__wrid_own -- the lane-private part of a wr_id */

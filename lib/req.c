@@ -293,3 +293,25 @@ void rdmamsg__req_free(struct rdmamsg_ep *ep)
 		free(container_of(pos, struct rdmamsg_req, link));
 	}
 }
+
+/* rdmamsg_ep_attr_set_on_request -- who answers the peer's requests */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_request(
+	struct rdmamsg_ep_attr *attr,
+	void (*on_request)(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+			   void *data, size_t len, void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.on_request = on_request;
+	return 0;
+}
+
+/* rdmamsg_ep_get_late_responses -- responses that came too late */
+RDMAMSG_EXPORT int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep,
+						 uint64_t *n)
+{
+	if (!ep || !n)
+		return -EINVAL;
+	*n = ep->xf ? ep->xf->late : 0;
+	return 0;
+}

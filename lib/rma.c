@@ -278,3 +278,15 @@ RDMAMSG_EXPORT int rdmamsg_atomic_fadd(struct rdmamsg_ep *ep,
 	return atomic(ep, rmr, roff, IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0, cb,
 		      op_ctx);
 }
+
+/* rdmamsg_ep_attr_set_on_write_imm -- who sees writes with immediate */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_write_imm(
+	struct rdmamsg_ep_attr *attr,
+	void (*on_write_imm)(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
+			     void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.on_write_imm = on_write_imm;
+	return 0;
+}

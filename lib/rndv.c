@@ -26,6 +26,9 @@
 #include "fastpath.h"
 #include "xfer.h"
 
+#define MIN_LARGE ((size_t)4096)
+#define MAX_LARGE ((size_t)1 << 40)
+
 #define CHUNK	  ((uint64_t)8 << 20)
 #define MAX_READS 4
 
@@ -507,4 +510,58 @@ void rdmamsg__rndv_free(struct rdmamsg_ep *ep)
 		list_del(pos);
 		free(container_of(pos, struct fin_wait, link));
 	}
+}
+
+/* rdmamsg_send_large -- any size up to the large maximum */
+RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
+				      size_t len, void *op_ctx)
+{
+	if (!ep || (len && !data))
+		return -EINVAL;
+	if (len <= ep->max_msg || rdmamsg__ep_can_send(ep))
+		return rdmamsg_send(ep, data, len, op_ctx);
+	if (len > ep->p.max_large)
+		return -EMSGSIZE;
+	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, 0, 0, op_ctx,
+				  1);
+}
+
+/* rdmamsg_send_mr -- zero-copy rendezvous from the caller's registration */
+RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
+				   size_t off, size_t len, void *op_ctx)
+{
+	if (!ep || !mr || mr->ctx != ep->ctx)
+		return -EINVAL;
+	if (rdmamsg__ep_can_send(ep))
+		return -ENOTCONN;
+	if (off > mr->len || len > mr->len - off)
+		return -ERANGE;
+	if (!(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
+		return -EACCES;
+	if (len > ep->p.max_large && len > ep->max_msg)
+		return -EMSGSIZE;
+	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
+				  op_ctx, 1);
+}
+
+/* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_max_large_size(
+	struct rdmamsg_ep_attr *attr, size_t size)
+{
+	if (!attr || size < MIN_LARGE || size > MAX_LARGE)
+		return -EINVAL;
+	attr->p.max_large = size;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_recv_alloc -- where large messages land */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_alloc(
+	struct rdmamsg_ep_attr *attr,
+	int (*alloc)(struct rdmamsg_ep *ep, size_t len, void **data,
+		     struct rdmamsg_mr **mr, void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.recv_alloc = alloc;
+	return 0;
 }

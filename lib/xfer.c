@@ -13,9 +13,6 @@
 #include "internal.h"
 #include "xfer.h"
 
-#define MIN_LARGE ((size_t)4096)
-#define MAX_LARGE ((size_t)1 << 40)
-
 static void req_timer_fire(struct rdmamsg__timer *t);
 
 /* rdmamsg__xfer_get -- the endpoint's state of this layer, made once */
@@ -155,94 +152,4 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
 	free(xf->ops);
 	free(xf);
 	ep->xf = NULL;
-}
-
-/* rdmamsg_send_large -- any size up to the large maximum */
-RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
-				      size_t len, void *op_ctx)
-{
-	if (!ep || (len && !data))
-		return -EINVAL;
-	if (len <= ep->max_msg || rdmamsg__ep_can_send(ep))
-		return rdmamsg_send(ep, data, len, op_ctx);
-	if (len > ep->p.max_large)
-		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, 0, 0, op_ctx,
-				  1);
-}
-
-/* ---- public -------------------------------------------------------- */
-
-/* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_max_large_size(
-	struct rdmamsg_ep_attr *attr, size_t size)
-{
-	if (!attr || size < MIN_LARGE || size > MAX_LARGE)
-		return -EINVAL;
-	attr->p.max_large = size;
-	return 0;
-}
-
-/* rdmamsg_ep_attr_set_recv_alloc -- where large messages land */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_alloc(
-	struct rdmamsg_ep_attr *attr,
-	int (*alloc)(struct rdmamsg_ep *ep, size_t len, void **data,
-		     struct rdmamsg_mr **mr, void *arg))
-{
-	if (!attr)
-		return -EINVAL;
-	attr->p.recv_alloc = alloc;
-	return 0;
-}
-
-/* rdmamsg_ep_attr_set_on_request -- who answers the peer's requests */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_request(
-	struct rdmamsg_ep_attr *attr,
-	void (*on_request)(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
-			   void *data, size_t len, void *arg))
-{
-	if (!attr)
-		return -EINVAL;
-	attr->p.on_request = on_request;
-	return 0;
-}
-
-/* rdmamsg_ep_attr_set_on_write_imm -- who sees writes with immediate */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_write_imm(
-	struct rdmamsg_ep_attr *attr,
-	void (*on_write_imm)(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
-			     void *arg))
-{
-	if (!attr)
-		return -EINVAL;
-	attr->p.on_write_imm = on_write_imm;
-	return 0;
-}
-
-/* rdmamsg_send_mr -- zero-copy rendezvous from the caller's registration */
-RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
-				   size_t off, size_t len, void *op_ctx)
-{
-	if (!ep || !mr || mr->ctx != ep->ctx)
-		return -EINVAL;
-	if (rdmamsg__ep_can_send(ep))
-		return -ENOTCONN;
-	if (off > mr->len || len > mr->len - off)
-		return -ERANGE;
-	if (!(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
-		return -EACCES;
-	if (len > ep->p.max_large && len > ep->max_msg)
-		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
-				  op_ctx, 1);
-}
-
-/* rdmamsg_ep_get_late_responses -- responses that came too late */
-RDMAMSG_EXPORT int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep,
-						 uint64_t *n)
-{
-	if (!ep || !n)
-		return -EINVAL;
-	*n = ep->xf ? ep->xf->late : 0;
-	return 0;
 }
