@@ -626,6 +626,7 @@ uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
 			 uint32_t n)
 {
 	uint32_t rep[RDMAMSG_POLL_BATCH];
+	const uint64_t tag = ep->wrid_tag;
 	uint32_t nrep = 0, ndata = 0, nctl = 0, i;
 	uint64_t seq;
 	int st;
@@ -645,7 +646,7 @@ uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
 	for (i = 0; i < n; i++) {
 		/* the run ends at another endpoint's completion */
 		if (RDMAMSG_UNLIKELY((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
-				     ep->wrid_tag))
+				     tag))
 			break;
 		if (!(wc[i].wr_id & RDMAMSG_SEND_WRID)) {
 			int r = on_recv_wc(ep, &wc[i]);
