@@ -4,11 +4,13 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 /*
  * Protocol.  Each QP owns an outbound segment whose slot i belongs to SQ
@@ -34,7 +36,17 @@
  * with IBV_WC_RETRY_EXC_ERR after T = 4.096 us * 2^timeout * (retry_cnt
  * + 1), capped at 1 s (timeout 0, "infinite" in IB, uses the cap), so a
  * dead peer surfaces within T + 10 ms of its death.
+ *
+ * Where process_vm_* is refused (Yama; SOFTRDMA_TEST_NOVM=1 in tests), a
+ * SEND's data, and RDMA WRITE / READ / atomics, go through the slot: the
+ * responder turns it BUSY -> XFER and the side holding the data fills the
+ * payload one chunk at a time (chunk_seq even: the producer's turn, odd:
+ * the consumer's); atomics run in the target process.  See soft/README.md
+ * for what is checked in peer-written memory and why.
  */
+_Static_assert(SOFT_MAX_SGE == SOFT_SLOT_MAX_SGE, "one SGE limit");
+_Static_assert(SOFT_MAX_MSG_SZ == SOFT_SLOT_MAX_MSG, "one message limit");
+_Static_assert(sizeof(struct soft_seg_hdr) <= SOFT_SEG_HDR, "segment header");
 
 /* IB min_rnr_timer encoding, in microseconds x 100 */
 static const uint32_t rnr_table[32] = {
@@ -50,32 +62,68 @@ static inline struct soft_slot *slot_at(struct soft_slot *base, uint64_t i,
 				    (size_t)(i & mask) * SOFT_SLOT_SIZE);
 }
 
-/* soft_qp_connect -- find and map the peer QP's segment; lock held */
+/*
+ * soft_qp_connect -- find and map the peer QP's segment; lock held.
+ * The registry entry and the segment header are peer-writable: the peer
+ * is accepted only when they agree, name a live context slot and a ring
+ * that fits the mapping, and, when they claim to be this very process,
+ * name a QP this process really owns.  The pid recorded here is the only
+ * one the data path ever copies from or to.
+ */
 void soft_qp_connect(struct soft_qp *qp)
 {
 	struct soft_reg_qp e;
 	struct soft_seg_hdr *h;
 	size_t len;
+	uint32_t nslots;
 	int slot;
 
-	if (qp->peer || !qp->dest_qpn)
-		return;
+	if (qp->peer || !qp->dest_qpn ||
+	    !soft_gid_local(&qp->attr.ah_attr.grh.dgid))
+		return; /* unreachable path: sends time out (RETRY_EXC_ERR) */
 	slot = soft_reg_qp_lookup(qp->dest_qpn, &e);
-	if (slot < 0)
+	if (slot < 0 || e.pid <= 0 || e.ctx_idx >= SOFT_MAX_CTX ||
+	    e.qp_type != (uint32_t)qp->type)
 		return;
+	if (e.pid == soft_self_pid && !soft_qp_is_local(qp->dest_qpn))
+		return; /* a forged entry naming us: never copy from ourselves */
 	h = soft_seg_map(qp->dest_qpn, &len);
 	if (!h)
 		return;
+	nslots = h->nslots;
+	if (!nslots || (nslots & (nslots - 1)) || nslots > SOFT_MAX_QP_WR ||
+	    len < SOFT_SEG_HDR + (size_t)nslots * SOFT_SLOT_SIZE ||
+	    h->pid != e.pid || h->start != e.start) {
+		munmap(h, len);
+		return;
+	}
 	qp->peer = h;
 	qp->peer_len = len;
 	qp->peer_slots = (struct soft_slot *)((char *)h + SOFT_SEG_HDR);
-	qp->peer_mask = h->nslots - 1;
+	qp->peer_mask = nslots - 1;
 	qp->peer_cons = 0;
 	qp->peer_pid = e.pid;
 	qp->peer_start = e.start;
 	qp->peer_ctx_idx = e.ctx_idx;
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
+	/* a QP of ours on this very context is progressed by every poll */
+	qp->peer_same_ctx = e.pid == soft_self_pid &&
+			    e.ctx_idx == (uint32_t)qp->ctx->reg_idx;
+	/* its receive queue mirror, if it fits the mapping */
+	qp->peer_rq_n = h->rq_entries;
+	qp->peer_rq_sge = h->rq_sge;
+	qp->peer_rq_off = h->rq_off;
+	qp->peer_cq_off = h->cq_off;
+	if (!qp->peer_rq_n || (qp->peer_rq_n & (qp->peer_rq_n - 1)) ||
+	    qp->peer_rq_n > 2 * SOFT_MAX_QP_WR ||
+	    qp->peer_rq_sge > SOFT_MAX_SGE || qp->peer_rq_off > len ||
+	    qp->peer_cq_off > len ||
+	    (len - qp->peer_rq_off) / (8 + 16 * (uint64_t)qp->peer_rq_sge) <
+		    qp->peer_rq_n ||
+	    (len - qp->peer_cq_off) / sizeof(struct soft_shm_cqe) <
+		    qp->peer_rq_n)
+		qp->peer_rq_n = 0; /* not served by us */
 }
 
 /* soft_qp_disconnect -- unmap the peer segment; lock held */
@@ -105,6 +153,8 @@ static inline void peer_wake(uint32_t ctx_idx)
 {
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&soft_reg->ctx[ctx_idx].armed,
+				 memory_order_relaxed) ||
+	    atomic_load_explicit(&soft_reg->ctx[ctx_idx].always_wake,
 				 memory_order_relaxed))
 		soft_wake_ctx(ctx_idx);
 }
@@ -140,8 +190,10 @@ static int peer_listed(struct soft_qp *qp)
 	if (!qp->peer || qp->peer_reg_slot < 0)
 		return 0;
 	e = &soft_reg->qp[qp->peer_reg_slot];
-	if (e->qpn != qp->dest_qpn)
-		return 0;
+	if (e->qpn != qp->dest_qpn ||
+	    atomic_load_explicit(&qp->peer->dest_qpn, memory_order_relaxed) !=
+		    qp->qpx.qp_base.qp_num)
+		return 0; /* gone, or it does not talk to us */
 	st = atomic_load(&e->state);
 	return st >= IBV_QPS_RTR && st != IBV_QPS_ERR;
 }
@@ -153,23 +205,144 @@ static int peer_reachable(struct soft_qp *qp)
 }
 
 /*
+ * soft_novm_forced -- tests set SOFTRDMA_TEST_NOVM=1 to make every
+ * process_vm_* call fail as Yama's ptrace_scope 1 makes it fail between
+ * processes that are not ancestor and descendant: the chunked fallback.
+ */
+int soft_novm_forced = -1;
+
+/* soft_novm_env -- read the test switch once */
+int soft_novm_env(void)
+{
+	const char *e;
+
+	if (soft_novm_forced < 0) {
+		e = getenv("SOFTRDMA_TEST_NOVM");
+		soft_novm_forced = e && e[0] == '1';
+	}
+	return soft_novm_forced;
+}
+
+/* vm_copy -- process_vm_readv / writev (-1, EPERM when forced off) */
+static ssize_t vm_copy(int write, int32_t pid, const struct iovec *l,
+		       unsigned long nl, const struct iovec *r,
+		       unsigned long nr)
+{
+	if (soft_novm_forced > 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return write ? process_vm_writev(pid, l, nl, r, nr, 0)
+		     : process_vm_readv(pid, l, nl, r, nr, 0);
+}
+
+/* iov_gather -- n bytes of an iovec list from offset off into dst */
+static inline void iov_gather(const struct iovec *iov, uint32_t niov,
+			      uint64_t off, void *dst, uint64_t n)
+{
+	uint8_t *d = dst;
+	uint32_t i;
+
+	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
+		memcpy(d, (const uint8_t *)iov[0].iov_base + off, n);
+		return;
+	}
+	for (i = 0; i < niov && n; i++) {
+		uint64_t l = iov[i].iov_len, c;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		c = l - off < n ? l - off : n;
+		memcpy(d, (const uint8_t *)iov[i].iov_base + off, c);
+		d += c;
+		n -= c;
+		off = 0;
+	}
+}
+
+/* iov_scatter -- n bytes from src into an iovec list at offset off */
+static inline void iov_scatter(const struct iovec *iov, uint32_t niov,
+			       uint64_t off, const void *src, uint64_t n)
+{
+	const uint8_t *p = src;
+	uint32_t i;
+
+	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
+		memcpy((uint8_t *)iov[0].iov_base + off, p, n);
+		return;
+	}
+	for (i = 0; i < niov && n; i++) {
+		uint64_t l = iov[i].iov_len, c;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		c = l - off < n ? l - off : n;
+		memcpy((uint8_t *)iov[i].iov_base + off, p, c);
+		p += c;
+		n -= c;
+		off = 0;
+	}
+}
+
+/* peer_mr -- the registry entry of rkey when it is the peer's; stripe
+ * lock held on success.  A peer in this very process is checked against
+ * the local table (the registry is peer-writable). */
+static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
+		   uint64_t len, uint32_t need, uint64_t *va,
+		   pthread_mutex_t **lk)
+{
+	uint32_t slot = soft_key_slot(rkey);
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
+	struct soft_mr *mr;
+
+	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	soft_stripe_lock(*lk);
+	if (!rkey || m->key != rkey || m->pid != qp->peer_pid ||
+	    m->pd_id != qp->peer_pd_id || !(m->access & need) ||
+	    (m->qpn && m->qpn != qp->dest_qpn) || raddr < m->addr ||
+	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr))
+		goto refused;
+	*va = m->va + (raddr - m->addr);
+	if (qp->peer_pid == soft_self_pid) {
+		/* our own memory: trust our MR table, not the registry's
+		 * word (a window is checked against the MR it is bound to) */
+		mr = soft_mr_lookup(m->kind == SOFT_KEY_MR ? rkey : m->mr_key);
+		if (!mr || (m->kind == SOFT_KEY_MR && !(mr->access & need)) ||
+		    *va < (uintptr_t)mr->mr.addr ||
+		    *va - (uintptr_t)mr->mr.addr > mr->mr.length ||
+		    len > mr->mr.length - (*va - (uintptr_t)mr->mr.addr))
+			goto refused;
+	}
+	return 0;
+refused:
+	pthread_mutex_unlock(*lk);
+	return -1;
+}
+
+/*
  * remote_op -- RDMA WRITE / READ / atomic against the peer's memory.
  * Returns a wc status.  The rkey's stripe lock is held across the copy so
- * that ibv_dereg_mr on the target waits for it.
+ * that ibv_dereg_mr on the target waits for it.  Where process_vm_* is
+ * refused (*chunked set), the operation goes through the ring instead and
+ * the target process carries it out itself.
  */
 static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 				    const struct iovec *liov, int niov,
-				    uint64_t len)
+				    uint64_t len, int *chunked)
 {
-	uint32_t rkey, need, slot, st;
-	uint64_t raddr;
-	struct soft_reg_mr *m;
+	uint32_t rkey, need;
+	uint64_t raddr, va = 0;
 	struct soft_reg_qp *t;
 	pthread_mutex_t *lk;
 	struct iovec riov;
 	enum ibv_wc_status ret = IBV_WC_SUCCESS;
 	ssize_t n;
 
+	*chunked = 0;
 	switch (wr->opcode) {
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -189,38 +362,34 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		len = 8;
 		break;
 	}
-	/* a dead target makes process_vm_* fail with ESRCH */
-	if (!peer_listed(qp))
-		return IBV_WC_RETRY_EXC_ERR;
+	/* no responder (yet): the request waits in the ring, and fails
+	 * after the transport timeout as on an unreachable path */
+	if (!peer_listed(qp)) {
+		*chunked = 1;
+		return IBV_WC_SUCCESS;
+	}
 	t = &soft_reg->qp[qp->peer_reg_slot];
-	st = atomic_load(&t->state);
 	if (!(atomic_load(&t->access) & need))
 		return IBV_WC_REM_ACCESS_ERR;
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
-	(void)st;
-	slot = rkey & (SOFT_MAX_MR - 1);
-	lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
-	soft_stripe_lock(lk);
-	m = &soft_reg->mr[slot];
-	if (!rkey || m->key != rkey || m->pid != qp->peer_pid ||
-	    m->pd_id != qp->peer_pd_id || !(m->access & need) ||
-	    raddr < m->addr || raddr - m->addr > m->len ||
-	    len > m->len - (raddr - m->addr)) {
-		pthread_mutex_unlock(lk);
+	if (peer_mr(qp, rkey, raddr, len, need, &va, &lk))
 		return IBV_WC_REM_ACCESS_ERR;
+	if (qp->novm) {
+		*chunked = 1;
+		goto out;
 	}
-	riov.iov_base = (void *)(uintptr_t)(m->va + (raddr - m->addr));
+	riov.iov_base = (void *)(uintptr_t)va;
 	riov.iov_len = len;
 	if (need == IBV_ACCESS_REMOTE_WRITE) {
-		n = len ? process_vm_writev(qp->peer_pid, liov,
-					    (unsigned long)niov, &riov, 1, 0)
+		n = len ? vm_copy(1, qp->peer_pid, liov, (unsigned long)niov,
+				  &riov, 1)
 			: 0;
 		if (n != (ssize_t)len)
 			ret = IBV_WC_RETRY_EXC_ERR;
 	} else if (need == IBV_ACCESS_REMOTE_READ) {
-		n = len ? process_vm_readv(qp->peer_pid, liov,
-					   (unsigned long)niov, &riov, 1, 0)
+		n = len ? vm_copy(0, qp->peer_pid, liov, (unsigned long)niov,
+				  &riov, 1)
 			: 0;
 		if (n != (ssize_t)len)
 			ret = IBV_WC_RETRY_EXC_ERR;
@@ -229,12 +398,11 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		struct iovec o = {&old, 8}, w = {&nv, 8};
 		pthread_mutex_t *al =
 			&soft_reg->atomic_lock[((uint64_t)qp->peer_pid * 31 +
-						((uint64_t)riov.iov_base >>
-						 3)) %
+						(va >> 3)) %
 					       SOFT_NSTRIPES];
 
 		soft_stripe_lock(al);
-		if (process_vm_readv(qp->peer_pid, &o, 1, &riov, 1, 0) != 8) {
+		if (vm_copy(0, qp->peer_pid, &o, 1, &riov, 1) != 8) {
 			ret = IBV_WC_RETRY_EXC_ERR;
 		} else {
 			int write = 1;
@@ -245,14 +413,21 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 			} else {
 				nv = old + wr->wr.atomic.compare_add;
 			}
-			if (write && process_vm_writev(qp->peer_pid, &w, 1,
-						       &riov, 1, 0) != 8)
+			if (write &&
+			    vm_copy(1, qp->peer_pid, &w, 1, &riov, 1) != 8)
 				ret = IBV_WC_RETRY_EXC_ERR;
 		}
 		pthread_mutex_unlock(al);
 		if (ret == IBV_WC_SUCCESS)
 			memcpy(liov[0].iov_base, &old, 8);
 	}
+	if (ret != IBV_WC_SUCCESS && errno == EPERM) {
+		/* refused (Yama): nothing was copied; the target does it */
+		qp->novm = 1;
+		*chunked = 1;
+		ret = IBV_WC_SUCCESS;
+	}
+out:
 	pthread_mutex_unlock(lk);
 	return ret;
 }
@@ -269,6 +444,10 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -286,6 +465,12 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_SEND_WITH_INV:
+		break;
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		if (soft_mw_check_wr(qp, wr))
+			return EINVAL;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -330,25 +515,53 @@ static enum ibv_wc_status gather(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return IBV_WC_SUCCESS;
 }
 
+/* slot_op -- the ring opcode of a WR */
+static uint32_t slot_op(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return SOFT_OP_WRITE_IMM;
+	case IBV_WR_RDMA_WRITE:
+		return SOFT_OP_WRITE;
+	case IBV_WR_RDMA_READ:
+		return SOFT_OP_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return SOFT_OP_CMP_SWP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return SOFT_OP_FETCH_ADD;
+	default:
+		return SOFT_OP_SEND;
+	}
+}
+
 /* post_one -- execute or publish one send WR; lock held */
 static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 {
 	uint64_t idx = qp->sq_head;
 	struct soft_swqe *e = &qp->sq[idx & qp->sq_mask];
+	struct iovec *iov = qp->sq_iov + (idx & qp->sq_mask) * qp->sq_iov_n;
 	struct soft_slot *s;
-	struct iovec iov[SOFT_MAX_SGE];
 	enum ibv_wc_status st;
 	uint32_t flags = 0;
-	int i;
+	int i, chunked = 0;
 
 	e->wr_id = wr->wr_id;
 	e->wc_opcode = wc_opcode_of(wr->opcode);
 	e->byte_len = (uint32_t)len;
 	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	e->kind = SOFT_WQE_DONE;
+	e->op = slot_op(wr->opcode);
+	e->niov = (uint32_t)wr->num_sge;
 	qp->sq_head++;
 	if (qp->state == IBV_QPS_ERR || qp->sq_err_pending) {
 		e->status = IBV_WC_WR_FLUSH_ERR;
+		return;
+	}
+	if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) {
+		e->byte_len = 0;
+		e->status = soft_mw_local_op(qp, wr);
+		if (e->status != IBV_WC_SUCCESS)
+			goto failed;
 		return;
 	}
 	if (len > SOFT_MAX_MSG_SZ) {
@@ -366,45 +579,63 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		e->status = st;
 		goto failed;
 	}
-	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) {
-		st = remote_op(qp, wr, iov, wr->num_sge, len);
+	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	    wr->opcode != IBV_WR_SEND_WITH_INV) {
+		st = remote_op(qp, wr, iov, wr->num_sge, len, &chunked);
 		if (st != IBV_WC_SUCCESS) {
 			e->status = st;
 			goto failed;
 		}
-		if (wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
+		if (!chunked && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
 			e->status = IBV_WC_SUCCESS;
 			return;
 		}
 	}
-	/* two-sided: publish the next message slot */
+	/* two-sided (or a one-sided op the target carries out): a slot */
 	idx = qp->tx_msgno++;
 	e->msgno = idx;
 	s = slot_at(qp->slots, idx, qp->sq_mask);
+	s->opcode = e->op;
 	s->len = (uint32_t)len;
 	s->status = SOFT_ACK;
 	s->imm = wr->imm_data;
+	s->nsge = 0;
+	s->pid = soft_self_pid;
+	s->rkey = 0;
+	s->raddr = 0;
+	atomic_store_explicit(&s->chunk_seq, 0, memory_order_relaxed);
+	s->chunk_len = 0;
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		flags |= SOFT_SF_IMM;
-	if (wr->send_flags & IBV_SEND_SOLICITED)
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		flags |= SOFT_SF_INV; /* s->imm: invalidate_rkey */
+	if ((wr->send_flags & IBV_SEND_SOLICITED) &&
+	    (e->op == SOFT_OP_SEND || e->op == SOFT_OP_WRITE_IMM))
 		flags |= SOFT_SF_SOLICITED;
-	if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-		s->opcode = SOFT_OP_WRITE_IMM;
+	if (e->op != SOFT_OP_SEND) {
+		s->rkey = e->op >= SOFT_OP_CMP_SWP ? wr->wr.atomic.rkey
+						   : wr->wr.rdma.rkey;
+		s->raddr = e->op >= SOFT_OP_CMP_SWP ? wr->wr.atomic.remote_addr
+						    : wr->wr.rdma.remote_addr;
+	}
+	if (e->op >= SOFT_OP_CMP_SWP) {
+		s->len = 8;
+		memcpy(s->payload, &wr->wr.atomic.compare_add, 8);
+		memcpy(s->payload + 8, &wr->wr.atomic.swap, 8);
+	} else if (e->op == SOFT_OP_READ) {
+		flags |= SOFT_SF_CHUNKED;
+	} else if (e->op != SOFT_OP_SEND && !chunked) {
+		/* WRITE_WITH_IMM whose data is already there */
 	} else if (len <= SOFT_SLOT_PAYLOAD) {
-		uint8_t *p = s->payload;
-
-		s->opcode = SOFT_OP_SEND;
 		flags |= SOFT_SF_COPIED;
-		for (i = 0; i < wr->num_sge; i++) {
-			memcpy(p, iov[i].iov_base, iov[i].iov_len);
-			p += iov[i].iov_len;
-		}
+		iov_gather(iov, (uint32_t)wr->num_sge, 0, s->payload, len);
+	} else if (e->op != SOFT_OP_SEND) {
+		flags |= SOFT_SF_CHUNKED;
 	} else {
 		struct soft_remote_sge *r = (void *)s->payload;
 		int n = 0;
 
-		s->opcode = SOFT_OP_SEND;
 		for (i = 0; i < wr->num_sge; i++) {
 			if (!iov[i].iov_len)
 				continue;
@@ -413,7 +644,6 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 			n++;
 		}
 		s->nsge = (uint32_t)n;
-		s->pid = soft_self_pid;
 	}
 	s->flags = flags;
 	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(idx, SOFT_SLOT_READY),
@@ -439,30 +669,26 @@ static void flush_rq(struct soft_qp *qp);
  */
 void soft_qp_flush(struct soft_qp *qp)
 {
+	if (qp->ud) {
+		soft_ud_flush(qp); /* UD/UC (ud.c) */
+		return;
+	}
 	if (qp->sq_tail != qp->sq_head)
 		tx_qp(qp);
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
 		flush_rq(qp);
 }
 
-/* soft_post_send -- ibv_post_send for softrdma QPs */
-int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		   struct ibv_send_wr **bad)
+/* rc_post_send -- ibv_post_send on an RC QP; lock held */
+static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad)
 {
-	struct soft_qp *qp = to_sqp(ibqp);
 	uint64_t len;
 	int ret = 0;
 
-	pthread_mutex_lock(&qp->ctx->lock);
-	if (qp->type != IBV_QPT_RC) {
-		ret = EOPNOTSUPP;
-		*bad = wr;
-		goto out;
-	}
 	if (qp->state < IBV_QPS_RTS) {
-		ret = EINVAL;
 		*bad = wr;
-		goto out;
+		return EINVAL;
 	}
 	for (; wr; wr = wr->next) {
 		ret = check_wr(qp, wr, &len);
@@ -481,24 +707,54 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	if (qp->sq_tail != qp->sq_head &&
 	    qp->sq[qp->sq_tail & qp->sq_mask].kind == SOFT_WQE_DONE)
 		tx_qp(qp);
-out:
+	return ret;
+}
+
+/* soft_post_send -- ibv_post_send: dispatch on the QP type */
+int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad)
+{
+	struct soft_qp *qp = to_sqp(ibqp);
+	int ret;
+
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_send(ibqp, wr, bad);
+	pthread_mutex_lock(&qp->ctx->lock);
+	switch (qp->type) {
+	case IBV_QPT_RC:
+		ret = rc_post_send(qp, wr, bad);
+		break;
+	default:
+		ret = EOPNOTSUPP;
+		*bad = wr;
+		break;
+	}
 	pthread_mutex_unlock(&qp->ctx->lock);
 	return ret;
 }
 
-/* soft_post_recv -- ibv_post_recv */
-int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-		   struct ibv_recv_wr **bad)
+/* rq_mirror -- publish a receive WQE where the initiator can take it */
+static void rq_mirror(struct soft_qp *qp, const struct soft_rwqe *r)
 {
-	struct soft_qp *qp = to_sqp(ibqp);
+	size_t stride = 8 + 16 * (size_t)qp->seg->rq_sge;
+	struct soft_shm_rwqe *w =
+		(void *)((char *)qp->seg + qp->seg->rq_off +
+			 (qp->rq_head & (qp->rq_size - 1)) * stride);
+
+	w->num_sge = r->num_sge;
+	memcpy(w->sge, r->sge, (size_t)r->num_sge * sizeof(r->sge[0]));
+}
+
+/* rc_post_recv -- ibv_post_recv on an RC (or UC) QP; lock held */
+static int rc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad)
+{
 	struct soft_rwqe *r;
 	int ret = 0;
 
-	pthread_mutex_lock(&qp->ctx->lock);
-	if (qp->srq || qp->state == IBV_QPS_RESET || qp->type == IBV_QPT_UD) {
-		ret = qp->type == IBV_QPT_UD ? EOPNOTSUPP : EINVAL;
+	if (qp->srq || qp->state == IBV_QPS_RESET) {
 		*bad = wr;
-		goto out;
+		return EINVAL;
 	}
 	for (; wr; wr = wr->next) {
 		if (wr->num_sge < 0 ||
@@ -516,13 +772,40 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		r = &qp->rq[qp->rq_head & (qp->rq_size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
-		memcpy(r->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
+			memcpy(r->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (qp->seg->rq_entries)
+			rq_mirror(qp, r);
 		qp->rq_head++;
 	}
+	if (qp->seg->rq_entries)
+		atomic_store_explicit(&qp->seg->rq_prod, qp->rq_head,
+				      memory_order_release);
 	if (qp->state == IBV_QPS_ERR)
 		soft_qp_flush(qp);
-out:
+	return ret;
+}
+
+/* soft_post_recv -- ibv_post_recv: dispatch on the QP type */
+int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		   struct ibv_recv_wr **bad)
+{
+	struct soft_qp *qp = to_sqp(ibqp);
+	int ret;
+
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_recv(ibqp, wr, bad);
+	pthread_mutex_lock(&qp->ctx->lock);
+	switch (qp->type) {
+	case IBV_QPT_RC:
+		ret = rc_post_recv(qp, wr, bad);
+		break;
+	default:
+		ret = EOPNOTSUPP;
+		*bad = wr;
+		break;
+	}
 	pthread_mutex_unlock(&qp->ctx->lock);
 	return ret;
 }
@@ -551,80 +834,560 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		r = &srq->rq[srq->head & (srq->size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
-		memcpy(r->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
+			memcpy(r->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
 		srq->head++;
 	}
 	pthread_mutex_unlock(&srq->ctx->lock);
 	return ret;
 }
 
-/* place -- put a SEND's data into a receive WQE; returns wc status */
-static enum ibv_wc_status place(struct soft_qp *qp, struct soft_slot *s,
-				struct soft_rwqe *r, uint32_t *nak)
-{
-	struct iovec iov[SOFT_MAX_SGE];
-	uint64_t room = 0, left = s->len;
-	uint32_t i, n = 0;
+/*
+ * The responder.  Everything in a peer slot is untrusted: the header is
+ * decoded once (soft_slot_decode) and only that snapshot is used; data is
+ * copied only from the pid recorded at connect, or from the payload within
+ * the checked length.  A malformed slot is an invalid request: it is
+ * NAKed, the responder QP goes to ERR (IBV_EVENT_QP_REQ_ERR), and its
+ * receives flush.  A message that cannot be had (its sender died, or
+ * flushed it) stops the stream there: later messages of that sender are
+ * never delivered (RC does not skip).
+ */
 
+/* rx_wqe -- the receive WQE the next message takes, or NULL */
+static struct soft_rwqe *rx_wqe(struct soft_qp *qp)
+{
+	if (qp->srq)
+		return qp->srq->head == qp->srq->tail
+			       ? NULL
+			       : &qp->srq->rq[qp->srq->tail &
+					      (qp->srq->size - 1)];
+	return qp->rq_head == qp->rq_tail
+		       ? NULL
+		       : &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
+}
+
+/* rx_take_wqe -- consume the WQE rx_wqe returned */
+static void rx_take_wqe(struct soft_qp *qp)
+{
+	if (qp->srq) {
+		qp->srq->tail++;
+		soft_srq_check_limit(qp->srq);
+	} else {
+		qp->rq_tail++;
+		if (qp->seg->rq_entries)
+			atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
+					      memory_order_release);
+	}
+}
+
+/* rx_trylock -- the right to consume this QP's incoming slots and WQEs
+ * (the initiator may hold it while it serves us) */
+static int rx_trylock(struct soft_qp *qp)
+{
+	uint32_t z = 0;
+
+	return atomic_compare_exchange_strong_explicit(&qp->seg->rx_lock, &z, 1,
+						       memory_order_acquire,
+						       memory_order_relaxed);
+}
+
+static void rx_unlock(struct soft_qp *qp)
+{
+	atomic_store_explicit(&qp->seg->rx_lock, 0, memory_order_release);
+}
+
+/*
+ * rx_drain -- the receive completions the initiator produced for us, in
+ * order: each names the WQE at our tail (its wr_id and buffers are taken
+ * from our private copy; the peer-written entry gives only length, imm
+ * and flags, checked against that WQE); rx lock held
+ */
+static void rx_drain(struct soft_qp *qp)
+{
+	struct soft_seg_hdr *h = qp->seg;
+	const struct soft_shm_cqe *c;
+	struct soft_shm_cqe e;
+	struct soft_rwqe *r;
+	struct ibv_wc wc;
+	uint64_t cons, room;
+	uint32_t i;
+
+	if (qp->srq || !h->rq_entries || qp->drain_bad)
+		return;
+	cons = atomic_load_explicit(&h->rq_cons, memory_order_acquire);
+	while (qp->rq_tail < cons && qp->rq_tail < qp->rq_head) {
+		c = (const void *)((const char *)h + h->cq_off +
+				   (qp->rq_tail & (qp->rq_size - 1)) *
+					   sizeof(*c));
+		memcpy(&e, c, sizeof(e));
+		r = &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
+		for (room = 0, i = 0; i < r->num_sge; i++)
+			room += r->sge[i].length;
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = r->wr_id;
+		wc.qp_num = qp->qpx.qp_base.qp_num;
+		wc.src_qp = qp->dest_qpn;
+		wc.byte_len = e.byte_len;
+		wc.opcode = e.opcode == SOFT_OP_WRITE_IMM
+				    ? IBV_WC_RECV_RDMA_WITH_IMM
+				    : IBV_WC_RECV;
+		if (e.flags & SOFT_SF_IMM) {
+			wc.imm_data = e.imm;
+			wc.wc_flags = IBV_WC_WITH_IMM;
+		}
+		if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
+			wc.status = IBV_WC_LOC_LEN_ERR; /* a lying peer */
+		qp->rq_tail++;
+		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
+		if (wc.status != IBV_WC_SUCCESS) {
+			qp->drain_bad = 1; /* nothing after it: flush */
+			soft_qp_to_error(qp);
+			break;
+		}
+	}
+}
+
+/* rx_commit -- write the verdict, BUSY/XFER -> DONE; 0: the sender had
+ * cancelled the message (then it is not delivered) */
+static int rx_commit(struct soft_qp *qp, struct soft_slot *s, uint32_t from,
+		     uint32_t nak)
+{
+	uint64_t st = SOFT_SLOT_STATE(qp->peer_cons, from);
+	int ok;
+
+	s->status = nak;
+	ok = atomic_compare_exchange_strong_explicit(
+		&s->state, &st, SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_DONE),
+		memory_order_acq_rel, memory_order_acquire);
+	qp->peer_cons++;
+	peer_wake(qp->peer_ctx_idx);
+	return ok;
+}
+
+/* rx_bad -- an invalid request: NAK, responder QP to ERR */
+static void rx_bad(struct soft_qp *qp, struct soft_slot *s, uint32_t from,
+		   uint32_t nak)
+{
+	rx_commit(qp, s, from, nak);
+	qp->rx.active = 0;
+	soft_async_event(qp->ctx, IBV_EVENT_QP_REQ_ERR, &qp->qpx.qp_base);
+	soft_qp_to_error(qp);
+}
+
+/* rx_stop -- the sender's stream broke here: deliver nothing after it */
+static void rx_stop(struct soft_qp *qp)
+{
+	struct soft_srq *srq = qp->srq;
+
+	if (qp->rx.active && qp->rx.has_wqe && srq &&
+	    srq->head - srq->tail < srq->max_wr) {
+		/* give the SRQ back the WQE this message had taken */
+		srq->rq[srq->head & (srq->size - 1)] = qp->rx.wqe;
+		srq->head++;
+	}
+	qp->rx.active = 0;
+	qp->rx_stopped = 1;
+}
+
+/* rx_deliver -- the message arrived whole: its receive completion */
+static void rx_deliver(struct soft_qp *qp, struct ibv_wc *wc, int solicited,
+		       int taken)
+{
+	if (!taken)
+		rx_take_wqe(qp);
+	soft_cq_push(qp->rcq, wc, solicited);
+	if (wc->status != IBV_WC_SUCCESS)
+		soft_qp_to_error(qp);
+}
+
+/* target_mr -- an rkey of this process for this QP; stripe lock held on
+ * success so that ibv_dereg_mr waits for the copy */
+static int target_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
+		     uint64_t len, uint32_t need, uint8_t **va,
+		     pthread_mutex_t **lk)
+{
+	uint32_t slot = soft_key_slot(rkey);
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
+	struct soft_mr *mr;
+	uint64_t a;
+
+	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	soft_stripe_lock(*lk);
+	if (!rkey || m->key != rkey || m->kind == SOFT_KEY_MR) {
+		mr = soft_mr_lookup(rkey);
+		if (!rkey || !mr || m->key != rkey || mr->pd != qp->pd ||
+		    !(mr->access & need) ||
+		    !(qp->attr.qp_access_flags & need) || raddr < mr->iova ||
+		    raddr - mr->iova > mr->mr.length ||
+		    len > mr->mr.length - (raddr - mr->iova))
+			goto refused;
+		*va = (uint8_t *)mr->mr.addr + (raddr - mr->iova);
+		return 0;
+	}
+	/* a window: its range, then the MR it is bound to */
+	mr = soft_mr_lookup(m->mr_key);
+	if (!mr || m->pid != soft_self_pid || m->pd_id != qp->pd->pd_id ||
+	    !(m->access & need) || !(qp->attr.qp_access_flags & need) ||
+	    (m->qpn && m->qpn != qp->qpx.qp_base.qp_num) || raddr < m->addr ||
+	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr))
+		goto refused;
+	a = m->va + (raddr - m->addr);
+	if (a < (uintptr_t)mr->mr.addr ||
+	    a - (uintptr_t)mr->mr.addr > mr->mr.length ||
+	    len > mr->mr.length - (a - (uintptr_t)mr->mr.addr))
+		goto refused;
+	*va = (uint8_t *)(uintptr_t)a;
+	return 0;
+refused:
+	pthread_mutex_unlock(*lk);
+	return -1;
+}
+
+/* wqe_iov -- the buffers of a receive WQE for len bytes; wc status */
+static enum ibv_wc_status wqe_iov(struct soft_qp *qp, const struct soft_rwqe *r,
+				  uint64_t len, struct iovec *iov, uint32_t *n,
+				  uint32_t *nak)
+{
+	uint64_t room = 0, left = len;
+	uint32_t i;
+
+	*n = 0;
 	for (i = 0; i < r->num_sge; i++)
 		room += r->sge[i].length;
-	if (room < s->len) {
+	if (room < len) {
 		*nak = SOFT_NAK_INV_REQ;
 		return IBV_WC_LOC_LEN_ERR;
 	}
 	for (i = 0; i < r->num_sge && left; i++) {
 		if (local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
-			      &iov[n])) {
+			      &iov[*n])) {
 			*nak = SOFT_NAK_REM_OP;
 			return IBV_WC_LOC_PROT_ERR;
 		}
-		if (iov[n].iov_len > left)
-			iov[n].iov_len = left;
-		left -= iov[n].iov_len;
-		n++;
-	}
-	if (s->flags & SOFT_SF_COPIED) {
-		const uint8_t *p = s->payload;
-
-		for (i = 0; i < n; i++) {
-			memcpy(iov[i].iov_base, p, iov[i].iov_len);
-			p += iov[i].iov_len;
-		}
-	} else if (s->len) {
-		struct iovec riov[SOFT_MAX_SGE];
-		const struct soft_remote_sge *rs = (const void *)s->payload;
-		uint32_t k;
-
-		for (k = 0; k < s->nsge && k < SOFT_MAX_SGE; k++) {
-			riov[k].iov_base = (void *)(uintptr_t)rs[k].addr;
-			riov[k].iov_len = rs[k].len;
-		}
-		if (process_vm_readv(s->pid, iov, n, riov, k, 0) !=
-		    (ssize_t)s->len) {
-			*nak = SOFT_NAK_REM_OP;
-			return IBV_WC_GENERAL_ERR; /* sender vanished */
-		}
+		if (iov[*n].iov_len > left)
+			iov[*n].iov_len = left;
+		left -= iov[*n].iov_len;
+		(*n)++;
 	}
 	*nak = SOFT_ACK;
 	return IBV_WC_SUCCESS;
 }
 
-/* rx_qp -- consume the peer's slots in order; lock held */
-static void rx_qp(struct soft_qp *qp)
+/* rx_chunk -- move one chunk of the message in rx; 1: it is complete */
+static int rx_chunk(struct soft_qp *qp, struct soft_slot *s)
+{
+	struct soft_rx_xfer *x = &qp->rx;
+	struct iovec iov[SOFT_MAX_SGE];
+	uint64_t k = (x->off + SOFT_SLOT_PAYLOAD - 1) / SOFT_SLOT_PAYLOAD;
+	uint64_t n = x->len - x->off < SOFT_SLOT_PAYLOAD ? x->len - x->off
+							 : SOFT_SLOT_PAYLOAD;
+	uint32_t seq =
+		atomic_load_explicit(&s->chunk_seq, memory_order_acquire);
+	uint32_t niov, nak;
+	pthread_mutex_t *lk;
+	uint8_t *va;
+
+	if (x->op == SOFT_OP_READ) {
+		/* we produce; the initiator consumes (seq odd) */
+		if (seq & 1)
+			return 0;
+		if (seq != 2 * k) {
+			rx_bad(qp, s, SOFT_SLOT_XFER, SOFT_NAK_INV_REQ);
+			return 0;
+		}
+		if (x->off == x->len)
+			return 1;
+		if (target_mr(qp, x->rkey, x->raddr + x->off, n,
+			      IBV_ACCESS_REMOTE_READ, &va, &lk)) {
+			rx_commit(qp, s, SOFT_SLOT_XFER, SOFT_NAK_REM_ACCESS);
+			qp->rx.active = 0;
+			return 0;
+		}
+		memcpy(s->payload, va, n);
+		pthread_mutex_unlock(lk);
+		s->chunk_len = (uint32_t)n;
+		x->off += n;
+		atomic_store_explicit(&s->chunk_seq, seq + 1,
+				      memory_order_release);
+		peer_wake(qp->peer_ctx_idx);
+		return 0;
+	}
+	/* the initiator produces (seq even), we consume */
+	if (!(seq & 1))
+		return x->off == x->len;
+	if (seq != 2 * k + 1 || s->chunk_len != n) {
+		rx_bad(qp, s, SOFT_SLOT_XFER, SOFT_NAK_INV_REQ);
+		return 0;
+	}
+	if (x->op == SOFT_OP_SEND) {
+		if (wqe_iov(qp, &x->wqe, x->len, iov, &niov, &nak) !=
+		    IBV_WC_SUCCESS) {
+			rx_bad(qp, s, SOFT_SLOT_XFER, SOFT_NAK_REM_OP);
+			return 0;
+		}
+		iov_scatter(iov, niov, x->off, s->payload, n);
+	} else {
+		if (target_mr(qp, x->rkey, x->raddr + x->off, n,
+			      IBV_ACCESS_REMOTE_WRITE, &va, &lk)) {
+			rx_commit(qp, s, SOFT_SLOT_XFER, SOFT_NAK_REM_ACCESS);
+			qp->rx.active = 0;
+			return 0;
+		}
+		memcpy(va, s->payload, n);
+		pthread_mutex_unlock(lk);
+	}
+	x->off += n;
+	if (x->off == x->len)
+		return 1;
+	atomic_store_explicit(&s->chunk_seq, seq + 1, memory_order_release);
+	peer_wake(qp->peer_ctx_idx);
+	return 0;
+}
+
+/* rx_xfer -- advance the chunked message; 1: finished, go on */
+static int rx_xfer(struct soft_qp *qp)
+{
+	struct soft_rx_xfer *x = &qp->rx;
+	struct soft_slot *s = slot_at(qp->peer_slots, x->msgno, qp->peer_mask);
+	uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+
+	if (st != SOFT_SLOT_STATE(x->msgno, SOFT_SLOT_XFER)) {
+		rx_stop(qp); /* the sender cancelled it */
+		return 0;
+	}
+	while (x->active) {
+		if (!rx_chunk(qp, s))
+			return 0;
+		if (!x->active)
+			return 0;
+		x->active = 0;
+		if (!rx_commit(qp, s, SOFT_SLOT_XFER, SOFT_ACK)) {
+			x->active = 1;
+			rx_stop(qp);
+			return 0;
+		}
+		if (x->has_wqe)
+			rx_deliver(qp, &x->wc, x->solicited, qp->srq != NULL);
+		return qp->state != IBV_QPS_ERR;
+	}
+	return 0;
+}
+
+/* rx_start_xfer -- BUSY -> XFER: the message moves in chunks */
+static int rx_start_xfer(struct soft_qp *qp, struct soft_slot *s,
+			 const struct soft_msg *m, const struct soft_rwqe *r,
+			 const struct ibv_wc *wc)
+{
+	struct soft_rx_xfer *x = &qp->rx;
+	uint64_t st = SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_BUSY);
+
+	memset(x, 0, sizeof(*x));
+	x->op = m->opcode;
+	x->len = m->len;
+	x->rkey = m->rkey;
+	x->raddr = m->raddr;
+	x->msgno = qp->peer_cons;
+	x->solicited = !!(m->flags & SOFT_SF_SOLICITED);
+	if (r) {
+		x->has_wqe = 1;
+		x->wqe = *r;
+		x->wc = *wc;
+		if (qp->srq)
+			rx_take_wqe(qp); /* other QPs share the SRQ */
+	}
+	atomic_store_explicit(&s->chunk_seq, 0, memory_order_relaxed);
+	x->active = 1;
+	if (!atomic_compare_exchange_strong_explicit(
+		    &s->state, &st,
+		    SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_XFER),
+		    memory_order_acq_rel, memory_order_acquire)) {
+		rx_stop(qp);
+		return 0;
+	}
+	peer_wake(qp->peer_ctx_idx);
+	return rx_xfer(qp);
+}
+
+/* rx_atomic -- carry out an atomic for an initiator refused process_vm */
+static uint32_t rx_atomic(struct soft_qp *qp, struct soft_slot *s,
+			  const struct soft_msg *m)
+{
+	pthread_mutex_t *lk, *al;
+	uint64_t old, nv;
+	uint8_t *va;
+
+	if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
+		      &lk))
+		return SOFT_NAK_REM_ACCESS;
+	al = &soft_reg->atomic_lock[((uint64_t)soft_self_pid * 31 +
+				     ((uintptr_t)va >> 3)) %
+				    SOFT_NSTRIPES];
+	soft_stripe_lock(al);
+	memcpy(&old, va, 8);
+	nv = m->opcode == SOFT_OP_CMP_SWP ? (old == m->cmp ? m->swap : old)
+					  : old + m->cmp;
+	memcpy(va, &nv, 8);
+	pthread_mutex_unlock(al);
+	pthread_mutex_unlock(lk);
+	memcpy(s->payload, &old, 8);
+	return SOFT_ACK;
+}
+
+/* rx_copied_write -- an RDMA WRITE carried in the slot; NAK code */
+static uint32_t rx_copied_write(struct soft_qp *qp, struct soft_slot *s,
+				const struct soft_msg *m)
+{
+	pthread_mutex_t *lk;
+	uint8_t *va;
+
+	if (!m->len)
+		return SOFT_ACK;
+	if (target_mr(qp, m->rkey, m->raddr, m->len, IBV_ACCESS_REMOTE_WRITE,
+		      &va, &lk))
+		return SOFT_NAK_REM_ACCESS;
+	memcpy(va, s->payload, m->len);
+	pthread_mutex_unlock(lk);
+	return SOFT_ACK;
+}
+
+/*
+ * rx_msg -- carry out one decoded message whose slot we hold (BUSY);
+ * 1: finished, take the next one; 0: stop for now
+ */
+static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
+		  const struct soft_msg *m, struct soft_rwqe *r)
+{
+	struct iovec iov[SOFT_MAX_SGE], riov[SOFT_MAX_SGE];
+	struct ibv_wc wc;
+	uint32_t nak = SOFT_ACK, n, k;
+	int solicited = !!(m->flags & SOFT_SF_SOLICITED);
+	ssize_t got;
+
+	memset(&wc, 0, sizeof(wc));
+	if (r) {
+		wc.wr_id = r->wr_id;
+		wc.qp_num = qp->qpx.qp_base.qp_num;
+		wc.src_qp = qp->dest_qpn;
+		wc.byte_len = m->len;
+		if (m->flags & SOFT_SF_IMM) {
+			wc.imm_data = m->imm;
+			wc.wc_flags = IBV_WC_WITH_IMM;
+		}
+		wc.opcode = m->opcode == SOFT_OP_SEND
+				    ? IBV_WC_RECV
+				    : IBV_WC_RECV_RDMA_WITH_IMM;
+	}
+	switch (m->opcode) {
+	case SOFT_OP_CMP_SWP:
+	case SOFT_OP_FETCH_ADD:
+		return rx_commit(qp, s, SOFT_SLOT_BUSY, rx_atomic(qp, s, m)) ||
+		       (rx_stop(qp), 0);
+	case SOFT_OP_READ:
+		if (!target_mr(qp, m->rkey, m->raddr, m->len,
+			       IBV_ACCESS_REMOTE_READ, (uint8_t **)&iov[0],
+			       (pthread_mutex_t **)&riov[0])) {
+			pthread_mutex_unlock(riov[0].iov_base);
+			return rx_start_xfer(qp, s, m, NULL, NULL);
+		}
+		rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_REM_ACCESS);
+		return 1;
+	case SOFT_OP_WRITE:
+	case SOFT_OP_WRITE_IMM:
+		if (m->flags & SOFT_SF_CHUNKED) {
+			if (!target_mr(qp, m->rkey, m->raddr, m->len,
+				       IBV_ACCESS_REMOTE_WRITE,
+				       (uint8_t **)&iov[0],
+				       (pthread_mutex_t **)&riov[0])) {
+				pthread_mutex_unlock(riov[0].iov_base);
+				return rx_start_xfer(qp, s, m, r, &wc);
+			}
+			nak = SOFT_NAK_REM_ACCESS;
+		} else if (m->flags & SOFT_SF_COPIED) {
+			nak = rx_copied_write(qp, s, m);
+		}
+		if (!rx_commit(qp, s, SOFT_SLOT_BUSY, nak)) {
+			rx_stop(qp);
+			return 0;
+		}
+		if (r && nak == SOFT_ACK)
+			rx_deliver(qp, &wc, solicited, 0);
+		return qp->state != IBV_QPS_ERR;
+	default: /* SEND */
+		break;
+	}
+	if (m->flags & SOFT_SF_INV) {
+		wc.status = soft_mw_remote_inv(m->imm, soft_self_pid,
+					       qp->pd->pd_id, wc.qp_num);
+		if (wc.status != IBV_WC_SUCCESS) {
+			if (rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_INV_REQ))
+				rx_deliver(qp, &wc, solicited, 0);
+			else
+				rx_stop(qp);
+			return 0;
+		}
+		wc.invalidated_rkey = m->imm;
+		wc.wc_flags = IBV_WC_WITH_INV;
+	}
+	wc.status = wqe_iov(qp, r, m->len, iov, &n, &nak);
+	if (wc.status != IBV_WC_SUCCESS) {
+		if (rx_commit(qp, s, SOFT_SLOT_BUSY, nak))
+			rx_deliver(qp, &wc, solicited, 0);
+		else
+			rx_stop(qp);
+		return 0;
+	}
+	if (m->flags & SOFT_SF_COPIED) {
+		iov_scatter(iov, n, 0, s->payload, m->len);
+	} else if (m->flags & SOFT_SF_CHUNKED) {
+		return rx_start_xfer(qp, s, m, r, &wc);
+	} else if (m->len) {
+		for (k = 0; k < m->nsge; k++) {
+			riov[k].iov_base = (void *)(uintptr_t)m->sge[k].addr;
+			riov[k].iov_len = m->sge[k].len;
+		}
+		/* only ever from the pid recorded at connect */
+		got = qp->novm ? -1 : vm_copy(0, qp->peer_pid, iov, n, riov, k);
+		if (got != (ssize_t)m->len) {
+			if (qp->novm || errno == EPERM) {
+				qp->novm = 1;
+				return rx_start_xfer(qp, s, m, r, &wc);
+			}
+			if ((atomic_load(&s->state) & 0xff) != SOFT_SLOT_BUSY ||
+			    !soft_pid_alive(qp->peer_pid, qp->peer_start)) {
+				rx_stop(qp); /* sender gone or flushed */
+				return 0;
+			}
+			/* the sender named memory it does not have */
+			rx_bad(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_REM_OP);
+			return 0;
+		}
+	}
+	if (!rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_ACK)) {
+		rx_stop(qp); /* flushed while we copied: torn, never delivered */
+		return 0;
+	}
+	rx_deliver(qp, &wc, solicited, 0);
+	return 1;
+}
+
+/* rx_slots -- consume the peer's slots in order; rx lock held */
+static void rx_slots(struct soft_qp *qp)
 {
 	struct soft_slot *s;
-	struct soft_rwqe *r;
-	struct ibv_wc wc;
+	struct soft_rwqe *r = NULL;
+	struct soft_msg m;
 	uint64_t st;
-	uint32_t nak;
-	int budget = 64, cancelled;
+	int budget = 64, err;
 
 	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR ||
+	    qp->rx_stopped ||
 	    atomic_load_explicit(&qp->peer->dest_qpn, memory_order_relaxed) !=
 		    qp->qpx.qp_base.qp_num)
 		return;
-	while (budget--) {
+	if (qp->rx.active && !rx_xfer(qp))
+		return;
+	while (budget-- && qp->state != IBV_QPS_ERR && !qp->rx_stopped) {
 		s = slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if ((st >> 8) != qp->peer_cons + 1)
@@ -632,82 +1395,68 @@ static void rx_qp(struct soft_qp *qp)
 		switch (st & 0xff) {
 		case SOFT_SLOT_READY:
 			break;
-		case SOFT_SLOT_CANCEL:
 		case SOFT_SLOT_DONE:
 			qp->peer_cons++;
 			continue;
+		case SOFT_SLOT_CANCEL:
+			/* flushed by its sender: so is all that follows */
+			rx_stop(qp);
+			return;
 		default:
 			return; /* RNR: wait for the retransmission */
 		}
-		if (qp->srq) {
-			if (qp->srq->head == qp->srq->tail)
-				r = NULL;
-			else
-				r = &qp->srq->rq[qp->srq->tail &
-						 (qp->srq->size - 1)];
+		err = soft_slot_decode(s, SOFT_SLOT_SIZE, &m);
+		if (!err && (m.opcode == SOFT_OP_SEND ||
+			     m.opcode == SOFT_OP_WRITE_IMM)) {
+			r = rx_wqe(qp);
+			if (!r) {
+				s->rnr_timer = qp->attr.min_rnr_timer;
+				atomic_compare_exchange_strong(
+					&s->state, &st,
+					SOFT_SLOT_STATE(qp->peer_cons,
+							SOFT_SLOT_RNR));
+				peer_wake(qp->peer_ctx_idx);
+				return;
+			}
 		} else {
-			r = qp->rq_head == qp->rq_tail
-				    ? NULL
-				    : &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
-		}
-		if (!r) {
-			s->rnr_timer = qp->attr.min_rnr_timer;
-			atomic_compare_exchange_strong(
-				&s->state, &st,
-				SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_RNR));
-			peer_wake(qp->peer->ctx_idx);
-			return;
+			r = NULL;
 		}
 		if (!atomic_compare_exchange_strong(
 			    &s->state, &st,
 			    SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_BUSY)))
 			continue; /* cancelled meanwhile */
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = r->wr_id;
-		wc.qp_num = qp->qpx.qp_base.qp_num;
-		wc.src_qp = qp->dest_qpn;
-		wc.byte_len = s->len;
-		if (s->flags & SOFT_SF_IMM) {
-			wc.imm_data = s->imm;
-			wc.wc_flags = IBV_WC_WITH_IMM;
-		}
-		if (s->opcode == SOFT_OP_WRITE_IMM) {
-			wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-			wc.status = IBV_WC_SUCCESS;
-			nak = SOFT_ACK;
-		} else {
-			wc.opcode = IBV_WC_RECV;
-			wc.status = place(qp, s, r, &nak);
-		}
-		s->status = nak;
-		st = SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_BUSY);
-		cancelled = !atomic_compare_exchange_strong_explicit(
-			&s->state, &st,
-			SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_DONE),
-			memory_order_acq_rel, memory_order_acquire);
-		qp->peer_cons++;
-		peer_wake(qp->peer->ctx_idx);
-		/*
-		 * The sender died, or flushed the WQE while we copied (its
-		 * buffer may have changed under process_vm_readv): the
-		 * message never arrived whole, the WQE stays posted and its
-		 * buffer holds undefined bytes, as after a partial message.
-		 */
-		if (wc.status == IBV_WC_GENERAL_ERR ||
-		    (cancelled && wc.status == IBV_WC_SUCCESS))
-			continue;
-		if (qp->srq) {
-			qp->srq->tail++;
-			soft_srq_check_limit(qp->srq);
-		} else {
-			qp->rq_tail++;
-		}
-		soft_cq_push(qp->rcq, &wc, !!(s->flags & SOFT_SF_SOLICITED));
-		if (wc.status != IBV_WC_SUCCESS) {
-			soft_qp_to_error(qp);
+		if (err) {
+			rx_bad(qp, s, SOFT_SLOT_BUSY, (uint32_t)err);
 			return;
 		}
+		if (!rx_msg(qp, s, &m, r))
+			return;
 	}
+}
+
+/* rx_qp -- what arrived for qp: the initiator's completions, then the
+ * slots; context lock held */
+static void rx_qp(struct soft_qp *qp)
+{
+	struct soft_slot *s =
+		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
+
+	/* the idle poll: nothing published, nothing served for us */
+	if (!qp->rx.active &&
+	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
+		    qp->peer_cons + 1 &&
+	    (qp->srq || !qp->seg->rq_entries ||
+	     atomic_load_explicit(&qp->seg->rq_cons, memory_order_relaxed) ==
+		     qp->rq_tail))
+		return;
+	if (!rx_trylock(qp))
+		return; /* the initiator is serving us right now */
+	if (!qp->srq &&
+	    qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
+						memory_order_relaxed))
+		rx_drain(qp);
+	rx_slots(qp);
+	rx_unlock(qp);
 }
 
 static enum ibv_wc_status nak_status(uint32_t nak)
@@ -744,7 +1493,7 @@ static enum ibv_wc_status cancel_slot(struct soft_slot *s, uint64_t idx,
 			return nak_status(s->status);
 		case SOFT_SLOT_CANCEL:
 			return why;
-		default: /* READY, RNR, BUSY */
+		default: /* READY, RNR, BUSY, XFER */
 			if (atomic_compare_exchange_strong_explicit(
 				    &s->state, &st,
 				    SOFT_SLOT_STATE(idx, SOFT_SLOT_CANCEL),
@@ -766,23 +1515,237 @@ static uint64_t transport_timeout_ns(struct soft_qp *qp)
 	return t < SOFT_TIMEOUT_CAP_NS ? t : SOFT_TIMEOUT_CAP_NS;
 }
 
+/*
+ * tx_chunk -- the initiator's side of a chunked message: produce the next
+ * chunk of a SEND / WRITE, or consume the next chunk of a READ.  The
+ * responder's sequence number and chunk length are checked (it is the
+ * peer's word); a violation fails the WQE with IBV_WC_REM_OP_ERR.
+ */
+static enum ibv_wc_status tx_chunk(struct soft_qp *qp, struct soft_swqe *e,
+				   struct soft_slot *s, const struct iovec *iov)
+{
+	uint32_t seq =
+		atomic_load_explicit(&s->chunk_seq, memory_order_acquire);
+	uint64_t off = (uint64_t)(seq / 2) * SOFT_SLOT_PAYLOAD, n;
+
+	if (e->op == SOFT_OP_READ) {
+		if (!(seq & 1))
+			return IBV_WC_SUCCESS;
+		if (off >= e->byte_len)
+			return IBV_WC_REM_OP_ERR;
+		n = e->byte_len - off < SOFT_SLOT_PAYLOAD ? e->byte_len - off
+							  : SOFT_SLOT_PAYLOAD;
+		if (s->chunk_len != n)
+			return IBV_WC_REM_OP_ERR;
+		iov_scatter(iov, e->niov, off, s->payload, n);
+	} else {
+		if ((seq & 1) || off >= e->byte_len)
+			return IBV_WC_SUCCESS;
+		n = e->byte_len - off < SOFT_SLOT_PAYLOAD ? e->byte_len - off
+							  : SOFT_SLOT_PAYLOAD;
+		iov_gather(iov, e->niov, off, s->payload, n);
+		s->chunk_len = (uint32_t)n;
+	}
+	atomic_store_explicit(&s->chunk_seq, seq + 1, memory_order_release);
+	if (qp->peer)
+		peer_wake(qp->peer_ctx_idx);
+	return IBV_WC_SUCCESS;
+}
+
+/*
+ * serve_local -- the responder is a QP of this process on another
+ * context: consume our message on its behalf, as its HCA would, so that
+ * a thread that polls only our CQ sees its send complete.  1 if served.
+ */
+static int serve_local(struct soft_qp *qp)
+{
+	struct soft_qp *peer;
+
+	if (!qp->peer || qp->peer_pid != soft_self_pid || qp->peer_same_ctx)
+		return 0;
+	peer = soft_qp_lock_local(qp->dest_qpn);
+	if (!peer)
+		return 0;
+	if (peer->ctx != qp->ctx && peer->peer &&
+	    peer->dest_qpn == qp->qpx.qp_base.qp_num)
+		rx_qp(peer);
+	pthread_mutex_unlock(&peer->ctx->lock);
+	return 1;
+}
+
+/* serve_write -- n bytes of our message at off into the responder's
+ * buffer named by sge (checked against its registered MR); 0 on success */
+static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
+		       uint64_t n, const struct iovec *src, uint32_t nsrc,
+		       uint64_t off)
+{
+	uint32_t slot = sge->lkey & (SOFT_MAX_MR - 1);
+	pthread_mutex_t *lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
+	struct iovec l[SOFT_MAX_SGE + 1], r;
+	uint32_t i, k = 0;
+	uint64_t skip = off, left = n;
+	int ret = -1;
+
+	for (i = 0; i < nsrc && left && k < SOFT_MAX_SGE + 1; i++) {
+		uint64_t len = src[i].iov_len;
+
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		l[k].iov_base = (char *)src[i].iov_base + skip;
+		l[k].iov_len = len - skip < left ? len - skip : left;
+		left -= l[k].iov_len;
+		skip = 0;
+		k++;
+	}
+	if (left)
+		return -1;
+	soft_stripe_lock(lk);
+	if (sge->lkey && m->key == sge->lkey && m->pid == qp->peer_pid &&
+	    m->pd_id == qp->peer_pd_id &&
+	    (m->access & IBV_ACCESS_LOCAL_WRITE) && sge->addr >= m->addr &&
+	    sge->addr - m->addr <= m->len &&
+	    n <= m->len - (sge->addr - m->addr)) {
+		r.iov_base = (void *)(uintptr_t)(m->va + (sge->addr - m->addr));
+		r.iov_len = n;
+		if (vm_copy(1, qp->peer_pid, l, k, &r, 1) == (ssize_t)n)
+			ret = 0;
+	}
+	pthread_mutex_unlock(lk);
+	return ret;
+}
+
+/*
+ * serve_remote -- as the responder's HCA would: our oldest message is
+ * still untouched and the responder (another process, maybe stopped)
+ * has not run; take its next receive WQE from its mirror, place the data
+ * in its buffers (process_vm_writev, checked against the registry), leave
+ * the completion in its outbox, ACK our slot.  Only the plain success
+ * case is served here; anything else (no WQE, too short, refused copy)
+ * waits for the responder itself.  1 if served.
+ */
+static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
+			struct soft_slot *s, const struct iovec *iov)
+{
+	struct soft_seg_hdr *h = qp->peer;
+	struct ibv_sge sge[SOFT_MAX_SGE];
+	struct iovec pay;
+	struct soft_shm_cqe *c;
+	const struct soft_shm_rwqe *w;
+	uint64_t prod, cons, room = 0, off = 0, n;
+	uint32_t i, num, flags = s->flags, z = 0;
+	int ok = 0;
+
+	/* never process_vm_writev into ourselves on the registry's word */
+	if (!h || !qp->peer_rq_n || qp->no_serve ||
+	    qp->peer_pid == soft_self_pid ||
+	    (e->op != SOFT_OP_SEND && e->op != SOFT_OP_WRITE_IMM) ||
+	    (e->op == SOFT_OP_WRITE_IMM &&
+	     (flags & (SOFT_SF_COPIED | SOFT_SF_CHUNKED))) ||
+	    (flags & (SOFT_SF_CHUNKED | SOFT_SF_INV)))
+		return 0;
+	if (!atomic_compare_exchange_strong_explicit(&h->rx_lock, &z, 2,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return 0;
+	if (!peer_listed(qp) ||
+	    atomic_load_explicit(&s->state, memory_order_acquire) !=
+		    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY))
+		goto unlock;
+	prod = atomic_load_explicit(&h->rq_prod, memory_order_acquire);
+	cons = atomic_load_explicit(&h->rq_cons, memory_order_relaxed);
+	if (cons >= prod || prod - cons > qp->peer_rq_n)
+		goto unlock;
+	w = (const void *)((const char *)h + qp->peer_rq_off +
+			   (cons & (qp->peer_rq_n - 1)) *
+				   (8 + 16 * (uint64_t)qp->peer_rq_sge));
+	num = w->num_sge;
+	if (num > qp->peer_rq_sge)
+		goto unlock;
+	memcpy(sge, w->sge, (size_t)num * sizeof(sge[0]));
+	if (e->op == SOFT_OP_SEND) {
+		for (i = 0; i < num; i++)
+			room += sge[i].length;
+		if (room < e->byte_len)
+			goto unlock;
+		pay.iov_base = s->payload;
+		pay.iov_len = e->byte_len;
+		for (i = 0; i < num && off < e->byte_len; i++) {
+			n = e->byte_len - off < sge[i].length
+				    ? e->byte_len - off
+				    : sge[i].length;
+			if (!n)
+				continue;
+			if ((flags & SOFT_SF_COPIED)
+				    ? serve_write(qp, &sge[i], n, &pay, 1, off)
+				    : serve_write(qp, &sge[i], n, iov, e->niov,
+						  off)) {
+				if (errno == EPERM)
+					qp->no_serve = 1;
+				goto unlock;
+			}
+			off += n;
+		}
+	}
+	c = (void *)((char *)h + qp->peer_cq_off +
+		     (cons & (qp->peer_rq_n - 1)) * sizeof(*c));
+	c->byte_len = e->byte_len;
+	c->imm = s->imm;
+	c->flags = flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED);
+	c->opcode = e->op;
+	atomic_store_explicit(&h->rq_cons, cons + 1, memory_order_release);
+	s->status = SOFT_ACK;
+	atomic_store_explicit(&s->state,
+			      SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_DONE),
+			      memory_order_release);
+	ok = 1;
+unlock:
+	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
+	if (ok)
+		peer_wake(qp->peer_ctx_idx);
+	return ok;
+}
+
+/* waited -- our head message has sat untouched (READY) for a whole
+ * liveness period: the responder is not running; serve it */
+static int waited(struct soft_qp *qp, struct soft_swqe *e, uint64_t st,
+		  uint64_t now)
+{
+	if (st != SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
+	    qp->wait_msgno != e->msgno + 1) {
+		qp->wait_msgno = e->msgno + 1;
+		qp->wait_since = now;
+		return 0;
+	}
+	return now - qp->wait_since >= SOFT_LIVENESS_NS;
+}
+
 /* tx_qp -- turn finished send WQEs into completions, in order */
 static void tx_qp(struct soft_qp *qp)
 {
+	int served = 0;
+
 	struct soft_swqe *e;
 	struct soft_slot *s;
 	struct ibv_wc wc;
 	enum ibv_wc_status status;
+	const struct iovec *iov;
 	uint64_t st, now;
 
 	while (qp->sq_tail != qp->sq_head) {
 		e = &qp->sq[qp->sq_tail & qp->sq_mask];
+		iov = qp->sq_iov + (qp->sq_tail & qp->sq_mask) * qp->sq_iov_n;
 		if (e->kind == SOFT_WQE_RING) {
 			s = slot_at(qp->slots, e->msgno, qp->sq_mask);
 			st = atomic_load_explicit(&s->state,
 						  memory_order_acquire);
 			if ((st & 0xff) == SOFT_SLOT_DONE) {
 				status = nak_status(s->status);
+				if (status == IBV_WC_SUCCESS &&
+				    e->op >= SOFT_OP_CMP_SWP)
+					iov_scatter(iov, 1, 0, s->payload, 8);
 			} else if (qp->state == IBV_QPS_ERR) {
 				status = cancel_slot(s, e->msgno,
 						     IBV_WC_WR_FLUSH_ERR);
@@ -817,6 +1780,19 @@ static void tx_qp(struct soft_qp *qp)
 					return;
 				}
 			} else {
+				if (st ==
+				    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_XFER)) {
+					status = tx_chunk(qp, e, s, iov);
+					if (status != IBV_WC_SUCCESS) {
+						status = cancel_slot(
+							s, e->msgno, status);
+						goto finished;
+					}
+				}
+				if (!served && serve_local(qp)) {
+					served = 1;
+					continue;
+				}
 				/* in flight: is the responder still there? */
 				now = soft_now_ns();
 				if (now < qp->next_check)
@@ -824,6 +1800,11 @@ static void tx_qp(struct soft_qp *qp)
 				qp->next_check = now + SOFT_LIVENESS_NS;
 				if (peer_reachable(qp)) {
 					qp->dead_since = 0;
+					/* the responder has not run for a while:
+					 * do its part, as its HCA would */
+					if (waited(qp, e, st, now) &&
+					    serve_remote(qp, e, s, iov))
+						continue;
 					return;
 				}
 				if (!qp->dead_since)
@@ -836,6 +1817,8 @@ static void tx_qp(struct soft_qp *qp)
 				status = cancel_slot(s, e->msgno,
 						     IBV_WC_RETRY_EXC_ERR);
 			}
+		finished:
+			served = 0;
 			qp->ctx->outstanding--;
 			qp->rnr_count = 0;
 			qp->rnr_since = 0;
@@ -865,6 +1848,15 @@ static void flush_rq(struct soft_qp *qp)
 {
 	struct ibv_wc wc;
 
+	/* what the initiator completed before the error comes first; an
+	 * initiator that died while serving us leaves the lock behind */
+	if (!rx_trylock(qp)) {
+		if (!qp->peer || soft_pid_alive(qp->peer_pid, qp->peer_start))
+			return; /* next progress */
+		atomic_store(&qp->seg->rx_lock, 1);
+	}
+	rx_drain(qp);
+	rx_unlock(qp);
 	while (qp->rq_tail != qp->rq_head) {
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = qp->rq[qp->rq_tail & (qp->rq_size - 1)].wr_id;
@@ -876,6 +1868,26 @@ static void flush_rq(struct soft_qp *qp)
 	}
 }
 
+/* rc_progress -- one RC QP's share of a progress sweep; lock held */
+static void rc_progress(struct soft_qp *qp)
+{
+	if (qp->peer) {
+		rx_qp(qp);
+	} else if (qp->dest_qpn && qp->state >= IBV_QPS_RTR &&
+		   qp->state != IBV_QPS_ERR) {
+		uint64_t now = soft_now_ns();
+
+		if (now >= qp->next_check) {
+			qp->next_check = now + SOFT_LIVENESS_NS;
+			soft_qp_connect(qp);
+		}
+	}
+	if (qp->sq_tail != qp->sq_head)
+		tx_qp(qp);
+	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
+		flush_rq(qp);
+}
+
 /* soft_progress -- one sweep over the context's QPs; lock held */
 void soft_progress(struct soft_context *ctx)
 {
@@ -884,21 +1896,16 @@ void soft_progress(struct soft_context *ctx)
 	for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 		struct soft_qp *qp = soft_container_of(l, struct soft_qp, link);
 
-		if (qp->peer)
-			rx_qp(qp);
-		else if (qp->dest_qpn && qp->state >= IBV_QPS_RTR &&
-			 qp->state != IBV_QPS_ERR) {
-			uint64_t now = soft_now_ns();
-
-			if (now >= qp->next_check) {
-				qp->next_check = now + SOFT_LIVENESS_NS;
-				soft_qp_connect(qp);
-			}
+		if (qp->ud) { /* UD/UC (ud.c) */
+			soft_ud_progress(qp);
+			continue;
 		}
-		if (qp->sq_tail != qp->sq_head)
-			tx_qp(qp);
-		if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
-			flush_rq(qp);
+		switch (qp->type) {
+		case IBV_QPT_RC:
+		default:
+			rc_progress(qp);
+			break;
+		}
 	}
 }
 
@@ -928,13 +1935,16 @@ static void *thread_main(void *arg)
 
 	while (!atomic_load(&ctx->thread_stop)) {
 		v = atomic_load(w);
-		if (ctx->narmed && !pthread_mutex_trylock(&ctx->lock)) {
+		if ((ctx->narmed || ctx->serve_rings) &&
+		    !pthread_mutex_trylock(&ctx->lock)) {
 			soft_progress(ctx);
 			pthread_mutex_unlock(&ctx->lock);
 		}
-		soft_futex_wait(w, v,
-				ctx->outstanding && ctx->narmed ? 1000000
-								: 100000000);
+		soft_futex_wait(
+			w, v,
+			ctx->outstanding && (ctx->narmed || ctx->serve_rings)
+				? 1000000
+				: 100000000);
 	}
 	return NULL;
 }

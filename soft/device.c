@@ -6,13 +6,14 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 #undef ibv_query_port
 #undef ibv_get_device_list
@@ -101,6 +102,32 @@ static void dev_init(void)
 		freeifaddrs(ifa);
 	}
 	soft_dev.dev.node_type = IBV_NODE_CA;
+}
+
+/* yama_restricted -- Yama's ptrace_scope is 1 or more */
+static int yama_restricted(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	int v = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v >= 1;
+}
+
+/* soft_gid_local -- g is one of this host's GIDs (a local destination) */
+int soft_gid_local(const union ibv_gid *g)
+{
+	int i;
+
+	pthread_once(&dev_once, dev_init);
+	for (i = 0; i < gid_count; i++)
+		if (!memcmp(&gid_tbl[i], g, sizeof(*g)))
+			return 1;
+	return 0;
 }
 
 /* soft_gid_count -- number of valid GID entries */
@@ -213,11 +240,6 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	pthread_once(&dev_once, dev_init);
-	/*
-	 * One-sided ops and large sends use process_vm_readv/writev, which
-	 * Yama (ptrace_scope 1) allows only to declared tracers.
-	 */
-	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {
 		errno = ENOMEM;
@@ -238,10 +260,28 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	soft_list_init(&ctx->qps);
 	soft_list_init(&ctx->cqs);
 	soft_list_init(&ctx->srqs);
+	/*
+	 * One-sided ops and large sends use process_vm_readv/writev, which
+	 * Yama (ptrace_scope >= 1) refuses between processes that are not
+	 * ancestor and descendant.  softrdma never lifts that protection
+	 * (no PR_SET_PTRACER): where it applies, the target process moves
+	 * the data itself through the ring, and its progress thread serves
+	 * the rings even when no CQ is armed.
+	 */
+	ctx->serve_rings = soft_novm_env() || yama_restricted();
+	atomic_store(&soft_reg->ctx[ctx->reg_idx].always_wake,
+		     (uint32_t)ctx->serve_rings);
 
 	c = &ctx->vctx.context;
 	c->device = device;
-	c->cmd_fd = -1;
+	/*
+	 * No kernel behind it, but programs dup, poll or fcntl cmd_fd
+	 * (pyverbs dups it to import the device, which then fails with
+	 * EOPNOTSUPP as on rxe): a valid fd that never becomes readable.
+	 */
+	c->cmd_fd = eventfd(0, EFD_CLOEXEC);
+	if (c->cmd_fd < 0)
+		goto free_async;
 	c->async_fd = soft_evq_fd(ctx->async);
 	c->num_comp_vectors = 1;
 	pthread_mutex_init(&c->mutex, NULL);
@@ -251,6 +291,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ops.post_send = soft_post_send;
 	c->ops.post_recv = soft_post_recv;
 	c->ops.post_srq_recv = soft_post_srq_recv;
+	c->ops.alloc_mw = soft_alloc_mw;
+	c->ops.dealloc_mw = soft_dealloc_mw;
+	c->ops.bind_mw = soft_bind_mw;
 	ctx->vctx.sz = sizeof(struct verbs_context);
 	ctx->vctx.query_port = soft_query_port;
 	ctx->vctx.query_device_ex = soft_query_device_ex;
@@ -259,6 +302,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.create_srq_ex = soft_create_srq_ex;
 	return c;
 
+free_async:
+	pthread_mutex_destroy(&ctx->lock);
+	soft_evq_free(ctx->async);
 free_slot:
 	soft_reg_ctx_free(ctx->reg_idx);
 detach:
@@ -278,6 +324,7 @@ int ibv_close_device(struct ibv_context *context)
 	ctx = to_sctx(context);
 	soft_thread_stop(ctx);
 	soft_evq_free(ctx->async);
+	close(context->cmd_fd);
 	soft_reg_ctx_free(ctx->reg_idx);
 	soft_reg_detach();
 	pthread_mutex_destroy(&ctx->lock);
@@ -300,15 +347,17 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->hw_ver = 1;
 	a->max_qp = SOFT_MAX_QP;
 	a->max_qp_wr = SOFT_MAX_QP_WR;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
-			      IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-			      IBV_DEVICE_RESIZE_MAX_WR;
+	a->device_cap_flags =
+		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+		IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+		IBV_DEVICE_RESIZE_MAX_WR | IBV_DEVICE_MEM_WINDOW |
+		IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_MEM_MGT_EXTENSIONS;
 	a->max_sge = SOFT_MAX_SGE;
 	a->max_sge_rd = SOFT_MAX_SGE;
 	a->max_cq = 16384;
 	a->max_cqe = SOFT_MAX_CQE;
 	a->max_mr = SOFT_MAX_MR;
+	a->max_mw = SOFT_MAX_MR; /* windows share the MRs' key table */
 	a->max_pd = 65536;
 	a->max_qp_rd_atom = SOFT_MAX_RD_ATOM;
 	a->max_ee_rd_atom = 0;
@@ -319,6 +368,9 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_srq_wr = SOFT_MAX_SRQ_WR;
 	a->max_srq_sge = SOFT_MAX_SGE;
 	a->max_pkeys = 1;
+	a->max_mcast_grp = SOFT_MCAST_GRP; /* enforced in mcast.c */
+	a->max_mcast_qp_attach = SOFT_MCAST_QP_ATT;
+	a->max_total_mcast_qp_attach = SOFT_MCAST_TOTAL;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
 }
@@ -343,6 +395,7 @@ static int soft_query_device_ex(struct ibv_context *context,
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(&a.orig_attr);
 	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
 	if (len > sizeof(a))
 		len = sizeof(a);
 	memcpy(attr, &a, len);

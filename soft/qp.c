@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 SOFT_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 					 struct ibv_qp_init_attr *attr);
@@ -25,9 +27,64 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | SOFT_SEND_OPS_MW)
+/* memory windows (mw.c) */
+#define SOFT_SEND_OPS_MW                                     \
+	(IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
+	 IBV_QP_EX_WITH_SEND_WITH_INV)
+/* create flags granted (rxe: none) */
+#define SOFT_QP_CREATE_FLAGS SOFT_UD_CREATE_FLAGS
+#define SOFT_QP_CREATE_KNOWN                                             \
+	(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS | \
+	 IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |      \
+	 IBV_QP_CREATE_PCI_WRITE_END_PADDING)
 
 static void soft_qp_ex_free(struct soft_qp *qp);
+
+/*
+ * Process-local QP table, indexed like the registry: which QPNs are ours.
+ * Its lock is taken before a context lock is tried, never waited for
+ * while one is held, so that another context's QP can be served safely.
+ */
+static pthread_mutex_t qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct soft_qp *qp_table[SOFT_MAX_QP];
+static uint32_t qp_table_qpn[SOFT_MAX_QP];
+
+/* qp_table_set -- publish (qp) or withdraw (NULL) a QPN of ours */
+static void qp_table_set(uint32_t qpn, struct soft_qp *qp)
+{
+	pthread_mutex_lock(&qp_table_lock);
+	qp_table[qpn & (SOFT_MAX_QP - 1)] = qp;
+	qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] = qp ? qpn : 0;
+	pthread_mutex_unlock(&qp_table_lock);
+}
+
+/* soft_qp_is_local -- a QP of that number lives in this process */
+int soft_qp_is_local(uint32_t qpn)
+{
+	int r;
+
+	pthread_mutex_lock(&qp_table_lock);
+	r = qp_table[qpn & (SOFT_MAX_QP - 1)] &&
+	    qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] == qpn;
+	pthread_mutex_unlock(&qp_table_lock);
+	return r;
+}
+
+/* soft_qp_lock_local -- our QP of that number with its context locked
+ * (trylock: NULL when busy or absent); the caller unlocks ctx->lock */
+struct soft_qp *soft_qp_lock_local(uint32_t qpn)
+{
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
+	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
+		   pthread_mutex_trylock(&qp->ctx->lock)))
+		qp = NULL;
+	pthread_mutex_unlock(&qp_table_lock);
+	return qp;
+}
 
 static uint32_t pow2_at_least(uint32_t v)
 {
@@ -46,14 +103,30 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	struct soft_qp *qp;
 	struct soft_pd *pd;
 	uint32_t qpn;
+	size_t rq_off = 0, cq_off = 0, rq_stride;
 
 	if (!context || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
 	    !attr->pd) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD |
-					  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+	if (attr->comp_mask &
+	    ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS &&
+	    attr->create_flags & ~SOFT_QP_CREATE_FLAGS) {
+		/* unknown to the kernel ABI: EINVAL; known: as rxe */
+		errno = attr->create_flags & ~(uint32_t)SOFT_QP_CREATE_KNOWN
+				? EINVAL
+				: EOPNOTSUPP;
+		return NULL;
+	}
+	/* multicast loopback blocking is a UD flag (ud.c) */
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS &&
+	    attr->create_flags && attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -91,6 +164,13 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->type = attr->qp_type;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->cap = attr->cap;
+	/*
+	 * As rxe: a send WQE holds the larger of the SGE list and the inline
+	 * data, and grants both what that size allows.
+	 */
+	if (qp->cap.max_inline_data < qp->cap.max_send_sge * 16u)
+		qp->cap.max_inline_data = qp->cap.max_send_sge * 16u;
+	qp->cap.max_send_sge = qp->cap.max_inline_data / 16u;
 	qp->scq = to_scq(attr->send_cq);
 	qp->rcq = to_scq(attr->recv_cq);
 	qp->srq = attr->srq ? to_ssrq(attr->srq) : NULL;
@@ -104,6 +184,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
 	if (!qp->sq)
 		goto free_qp;
+	qp->sq_iov_n = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
+	qp->sq_iov =
+		calloc((size_t)qp->sq_size * qp->sq_iov_n, sizeof(*qp->sq_iov));
+	if (!qp->sq_iov)
+		goto free_sq;
 	if (!qp->srq) {
 		qp->rq_size = pow2_at_least(qp->cap.max_recv_wr + 1);
 		qp->rq = calloc(qp->rq_size, sizeof(*qp->rq));
@@ -115,9 +200,24 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->reg_slot < 0)
 		goto free_rq;
 	qp->seg_len = SOFT_SEG_HDR + (size_t)qp->sq_size * SOFT_SLOT_SIZE;
+	if (qp->rq) {
+		rq_off = qp->seg_len;
+		rq_stride = 8 + 16 * (size_t)qp->cap.max_recv_sge;
+		qp->seg_len += (size_t)qp->rq_size * rq_stride;
+		cq_off = qp->seg_len;
+		qp->seg_len +=
+			(size_t)qp->rq_size * sizeof(struct soft_shm_cqe);
+	}
+	qp->seg_len += soft_ud_seg_extra(attr);
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
 		goto free_qpn;
+	if (qp->rq) {
+		qp->seg->rq_entries = qp->rq_size;
+		qp->seg->rq_sge = qp->cap.max_recv_sge;
+		qp->seg->rq_off = rq_off;
+		qp->seg->cq_off = cq_off;
+	}
 	qp->seg->qpn = qpn;
 	qp->seg->nslots = qp->sq_size;
 	qp->seg->pid = soft_self_pid;
@@ -143,9 +243,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->is_ex = 1;
 		qp->send_ops_flags = attr->send_ops_flags;
 	}
+	if (soft_ud_create(qp, attr))
+		goto unmap;
 	soft_qp_ex_init(qp);
 	if (!qp->stage)
-		goto unmap;
+		goto free_ud;
 	/* report what was granted */
 	attr->cap = qp->cap;
 
@@ -156,9 +258,12 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->srq)
 		qp->srq->refcnt++;
 	soft_list_add(&ctx->qps, &qp->link);
+	qp_table_set(qpn, qp);
 	pthread_mutex_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
+free_ud:
+	soft_ud_destroy(qp);
 unmap:
 	soft_seg_unlink(qpn);
 	munmap(qp->seg, qp->seg_len);
@@ -167,6 +272,7 @@ free_qpn:
 free_rq:
 	free(qp->rq);
 free_sq:
+	free(qp->sq_iov);
 	free(qp->sq);
 free_qp:
 	free(qp);
@@ -401,6 +507,10 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 /* qp_reset -- back to RESET: queues emptied without completions */
 static void qp_reset(struct soft_qp *qp)
 {
+	int i;
+
+	if (qp->ud)
+		soft_ud_reset(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
@@ -410,7 +520,24 @@ static void qp_reset(struct soft_qp *qp)
 	qp->rnr_since = 0;
 	qp->dead_since = 0;
 	qp->sq_err_pending = 0;
+	qp->novm = 0;
+	qp->rx_stopped = 0;
+	memset(&qp->rx, 0, sizeof(qp->rx));
 	atomic_store(&qp->seg->dest_qpn, 0);
+	/* an initiator serving us right now finishes first (bounded) */
+	for (i = 0; i < 100000; i++) {
+		uint32_t z = 0;
+
+		if (atomic_compare_exchange_strong(&qp->seg->rx_lock, &z, 1))
+			break;
+		sched_yield();
+	}
+	atomic_store(&qp->seg->rq_prod, 0);
+	atomic_store(&qp->seg->rq_cons, 0);
+	atomic_store(&qp->seg->rx_lock, 0);
+	qp->no_serve = 0;
+	qp->wait_msgno = 0;
+	qp->drain_bad = 0;
 	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 }
@@ -489,8 +616,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
 		    qp->type != IBV_QPT_UD) {
 			qp->dest_qpn = qp->attr.dest_qp_num;
-			atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
+			/* addressed by (GID, QPN): a foreign GID reaches no
+			 * local QP (between hosts is not there yet) */
+			if (soft_gid_local(&qp->attr.ah_attr.grh.dgid))
+				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
 			soft_qp_connect(qp);
+			if (qp->ctx->serve_rings)
+				soft_thread_start(qp->ctx);
 		}
 		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
 		    qp->sq_head == qp->sq_tail)
@@ -544,6 +676,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	ctx = qp->ctx;
 	pthread_mutex_lock(&ctx->lock);
 	soft_list_del(&qp->link);
+	qp_table_set(ibqp->qp_num, NULL);
 	qp_reset(qp);
 	soft_qp_set_state(qp, IBV_QPS_ERR);
 	qp->scq->refcnt--;
@@ -557,11 +690,13 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	while (ibqp->events_completed != qp->async_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
+	soft_ud_destroy(qp);
 	soft_seg_unlink(ibqp->qp_num);
 	munmap(qp->seg, qp->seg_len);
 	soft_reg_qp_free(qp->reg_slot);
 	soft_qp_ex_free(qp);
 	free(qp->rq);
+	free(qp->sq_iov);
 	free(qp->sq);
 	free(qp);
 	return 0;
@@ -824,17 +959,33 @@ static void wr_unsupported(struct ibv_qp_ex *q)
 static void wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *info)
 {
-	wr_unsupported(q);
+	struct stage_ent *e = stage_new(q, IBV_WR_BIND_MW);
+
+	if (!e)
+		return;
+	if (!info) {
+		xqp(q)->stage_err = EINVAL;
+		return;
+	}
+	e->wr.bind_mw.mw = mw;
+	e->wr.bind_mw.rkey = rkey;
+	e->wr.bind_mw.bind_info = *info;
 }
 
 static void wr_local_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
-	wr_unsupported(q);
+	struct stage_ent *e = stage_new(q, IBV_WR_LOCAL_INV);
+
+	if (e)
+		e->wr.invalidate_rkey = rkey;
 }
 
 static void wr_send_inv(struct ibv_qp_ex *q, uint32_t rkey)
 {
-	wr_unsupported(q);
+	struct stage_ent *e = stage_new(q, IBV_WR_SEND_WITH_INV);
+
+	if (e)
+		e->wr.invalidate_rkey = rkey;
 }
 
 static void wr_send_tso(struct ibv_qp_ex *q, void *hdr, uint16_t sz,

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+
+#include "slot.h"
 
 /* Every standard entry point softrdma defines carries this mark. */
 #define SOFT_EXPORT __attribute__((visibility("default")))
@@ -20,36 +23,43 @@
  * Device limits.  They are what query_device reports and what the verbs
  * enforce.
  */
-#define SOFT_MAX_SGE	    32
-#define SOFT_MAX_INLINE	    512
-#define SOFT_MAX_QP_WR	    16384
-#define SOFT_MAX_CQE	    ((1 << 18) - 1)
-#define SOFT_MAX_SRQ_WR	    16384
-#define SOFT_MAX_RD_ATOM    128
-#define SOFT_MAX_MSG_SZ	    (1u << 30)
-#define SOFT_GID_TBL_LEN    16
-#define SOFT_MAX_QP	    4096 /* registry slots: qpn = gen << 12 | slot */
-#define SOFT_QP_SLOT_BITS   12
-#define SOFT_MAX_MR	    16384 /* registry slots: key = gen << 14 | slot */
-#define SOFT_MR_SLOT_BITS   14
+#define SOFT_MAX_SGE	 32
+#define SOFT_MAX_INLINE	 512
+#define SOFT_MAX_QP_WR	 16384
+#define SOFT_MAX_CQE	 ((1 << 18) - 1)
+#define SOFT_MAX_SRQ_WR	 16384
+#define SOFT_MAX_RD_ATOM 128
+#define SOFT_MAX_MSG_SZ	 (1u << 30)
+#define SOFT_GID_TBL_LEN 16
+/*
+ * Registry slots.  qpn = gen << 16 | slot stays within 24 bits, gen 1..254
+ * (never 0 or 1, never the multicast QPN 0xffffff); key = gen << 16 | slot
+ * with gen 1..65535, so a slot's next key differs from its last ones.
+ */
+#define SOFT_QP_SLOT_BITS   16
+#define SOFT_MAX_QP	    (1 << SOFT_QP_SLOT_BITS)
+#define SOFT_QP_GENS	    254
+#define SOFT_MR_SLOT_BITS   16
+#define SOFT_MAX_MR	    (1 << SOFT_MR_SLOT_BITS)
+#define SOFT_MR_GENS	    32767 /* MR key: gen << 16 | slot, bit 31 clear */
+#define SOFT_MW_GENS	    127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
 #define SOFT_MAX_CTX	    1024
 #define SOFT_NSTRIPES	    64
 #define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
 
-/* Ring slots: 64-byte header then payload (copied data or an SGE list). */
-#define SOFT_SLOT_SIZE	  1024
-#define SOFT_SLOT_PAYLOAD (SOFT_SLOT_SIZE - 64)
-#define SOFT_SEG_HDR	  4096
+/* Ring slots (slot.h): 64-byte header then payload */
+#define SOFT_SEG_HDR 4096
 
 /* Host-global registry (POSIX shm) */
 struct soft_reg_ctx {
 	_Atomic int32_t pid; /* 0: free */
 	uint32_t pad;
-	uint64_t start;		/* owner's start time (pid reuse guard) */
-	_Atomic uint32_t wake;	/* futex word of the progress thread */
-	_Atomic uint32_t armed; /* a CQ of this context is armed */
-	uint8_t pad2[40];
+	uint64_t start;		      /* owner's start time (pid reuse guard) */
+	_Atomic uint32_t wake;	      /* futex word of the progress thread */
+	_Atomic uint32_t armed;	      /* a CQ of this context is armed */
+	_Atomic uint32_t always_wake; /* its thread serves the rings */
+	uint8_t pad2[36];
 };
 
 struct soft_reg_qp {
@@ -73,59 +83,39 @@ struct soft_reg_mr {
 	uint64_t va;   /* process address of iova */
 	uint64_t len;
 	uint64_t start;
-	uint64_t pad;
+	uint32_t qpn;	 /* a type 2 window: the QP it is bound to */
+	uint32_t kind;	 /* SOFT_KEY_MR, SOFT_KEY_MW1, SOFT_KEY_MW2 */
+	uint32_t mr_key; /* a bound window: its MR's key */
+	uint32_t pad;
 };
+
+/*
+ * Keys.  An MR's key is gen << 16 | slot (bit 31 clear).  A window's rkey
+ * keeps its slot above the 8-bit tag that ibv_inc_rkey() turns:
+ * 1 << 31 | gen << 24 | slot << 8 | tag.  MRs and windows share the
+ * registry's key table, so remote access checks either the same way.
+ */
+enum { SOFT_KEY_MR = 0, SOFT_KEY_MW1 = 1, SOFT_KEY_MW2 = 2 };
+#define SOFT_KEY_MW_BIT 0x80000000u
+
+static inline uint32_t soft_key_slot(uint32_t key)
+{
+	return (key & SOFT_KEY_MW_BIT ? key >> 8 : key) & (SOFT_MAX_MR - 1);
+}
 
 struct soft_reg {
 	uint64_t magic;
 	uint32_t version;
 	uint32_t unlinked;
+	uint8_t id[16]; /* random at creation: the CM compares its peers' */
 	pthread_mutex_t lock;
 	uint32_t qp_gen, mr_gen, next_pd_id, pad;
+	uint32_t qp_hint, mr_hint; /* where the next free-slot search starts */
 	pthread_mutex_t key_lock[SOFT_NSTRIPES];
 	pthread_mutex_t atomic_lock[SOFT_NSTRIPES];
 	struct soft_reg_ctx ctx[SOFT_MAX_CTX];
 	struct soft_reg_qp qp[SOFT_MAX_QP];
 	struct soft_reg_mr mr[SOFT_MAX_MR];
-};
-
-/* Ring slot in the sender's outbound segment, read by the receiver. */
-enum {
-	SOFT_SLOT_READY = 1,
-	SOFT_SLOT_BUSY = 2,
-	SOFT_SLOT_RNR = 3,
-	SOFT_SLOT_DONE = 4,
-	SOFT_SLOT_CANCEL = 5,
-};
-#define SOFT_SLOT_STATE(msgno, kind) ((((uint64_t)(msgno) + 1) << 8) | (kind))
-
-enum { SOFT_OP_SEND = 1, SOFT_OP_WRITE_IMM = 2 };
-enum { SOFT_SF_IMM = 1, SOFT_SF_SOLICITED = 2, SOFT_SF_COPIED = 4 };
-/* responder verdicts written back into the slot */
-enum {
-	SOFT_ACK = 0,
-	SOFT_NAK_INV_REQ = 1,
-	SOFT_NAK_REM_OP = 2,
-	SOFT_NAK_REM_ACCESS = 3,
-};
-
-struct soft_slot {
-	_Atomic uint64_t state;
-	uint32_t opcode;
-	uint32_t imm; /* network order, as posted */
-	uint32_t len;
-	uint32_t flags;
-	uint32_t nsge;
-	uint32_t status; /* SOFT_ACK / SOFT_NAK_* */
-	int32_t pid;
-	uint32_t rnr_timer; /* responder's min_rnr_timer on RNR NAK */
-	uint8_t pad[24];
-	uint8_t payload[SOFT_SLOT_PAYLOAD];
-};
-
-struct soft_remote_sge {
-	uint64_t addr;
-	uint64_t len;
 };
 
 struct soft_seg_hdr {
@@ -136,6 +126,39 @@ struct soft_seg_hdr {
 	uint32_t ctx_idx;
 	uint64_t start;
 	_Atomic uint32_t dest_qpn; /* whom the slots are for */
+	/*
+	 * Receive side, reachable by the initiator (progress without the
+	 * responder's CPU): a mirror of the posted receive WQEs and an outbox
+	 * of receive completions the initiator produced; whoever holds
+	 * rx_lock consumes slots and WQEs.  All of it is peer-writable: the
+	 * initiator checks it against the mapping and the registry, the
+	 * responder against its private copy of the queue.
+	 */
+	uint32_t rq_entries; /* 0: not mirrored (SRQ) */
+	uint32_t rq_sge;
+	uint64_t rq_off, cq_off;
+	/* written on every poll of the owner: a line of its own, apart from
+	 * what the peer reads on every poll (dest_qpn) */
+	_Alignas(64) _Atomic uint32_t rx_lock;
+	uint32_t pad;
+	_Atomic uint64_t rq_prod; /* WQEs posted */
+	_Atomic uint64_t rq_cons; /* WQEs consumed, either side */
+	uint8_t pad2[40];
+};
+
+/* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
+struct soft_shm_rwqe {
+	uint32_t num_sge;
+	uint32_t pad;
+	struct ibv_sge sge[];
+};
+
+/* a receive completion the initiator produced for the responder */
+struct soft_shm_cqe {
+	uint32_t byte_len;
+	uint32_t imm;
+	uint32_t flags;	 /* SOFT_SF_IMM, SOFT_SF_SOLICITED */
+	uint32_t opcode; /* SOFT_OP_SEND / SOFT_OP_WRITE_IMM */
 };
 
 /* Process-local objects */
@@ -162,6 +185,7 @@ struct soft_context {
 	int narmed;
 	uint32_t npd;
 	uint64_t outstanding; /* send WQEs waiting on a peer */
+	int serve_rings;      /* process_vm may be refused: the thread serves */
 };
 
 struct soft_pd {
@@ -175,6 +199,13 @@ struct soft_mr {
 	uint64_t iova;
 	uint32_t access;
 	struct soft_pd *pd;
+};
+
+struct soft_mw {
+	struct ibv_mw mw;
+	struct soft_pd *pd;
+	uint32_t slot;	       /* its registry entry */
+	struct soft_list link; /* all windows of the process */
 };
 
 struct soft_comp_channel {
@@ -232,9 +263,27 @@ struct soft_swqe {
 	uint32_t status; /* for SOFT_WQE_DONE */
 	int signaled;
 	uint64_t msgno; /* for SOFT_WQE_RING: its slot sequence number */
+	uint32_t op;	/* SOFT_OP_* of the slot */
+	uint32_t niov;	/* its local iovecs, in qp->sq_iov */
+};
+
+/* the responder's side of a message moving in chunks (process_vm refused) */
+struct soft_rx_xfer {
+	int active;
+	int has_wqe;
+	int solicited;
+	uint32_t op;
+	uint32_t len;
+	uint32_t rkey;
+	uint64_t raddr;
+	uint64_t off;
+	uint64_t msgno;
+	struct soft_rwqe wqe;
+	struct ibv_wc wc;
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
+struct soft_ud;	      /* UD/UC state (ud.c) */
 
 struct soft_qp {
 	struct ibv_qp_ex qpx;
@@ -275,6 +324,9 @@ struct soft_qp {
 	uint32_t peer_ctx_idx;
 	uint32_t peer_pd_id;
 	int peer_reg_slot;
+	int peer_same_ctx; /* the peer QP is ours, on this context */
+	uint32_t peer_rq_n, peer_rq_sge; /* its RQ mirror, checked at connect */
+	uint64_t peer_rq_off, peer_cq_off;
 	/* receive side */
 	struct soft_rwqe *rq;
 	uint32_t rq_size;
@@ -285,6 +337,16 @@ struct soft_qp {
 	int is_ex;	    /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	int sq_err_pending; /* a WR failed: later ones flush */
 	uint32_t check_tick;
+	/* RC: local iovecs of send WQEs, sq_iov_n per WQE */
+	struct iovec *sq_iov;
+	uint32_t sq_iov_n;
+	int novm;     /* process_vm_* refused towards the peer: chunks */
+	int no_serve; /* process_vm_writev refused: the responder serves */
+	uint64_t wait_msgno, wait_since; /* head message untouched since */
+	int drain_bad;	/* the initiator's outbox lied: no more from it */
+	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
+	struct soft_rx_xfer rx;
+	struct soft_ud *ud; /* UD and UC QPs: their data path (ud.c) */
 };
 
 /* list helpers */
@@ -339,6 +401,19 @@ extern int32_t soft_self_pid;
 extern uint64_t soft_self_start;
 int soft_reg_attach(void);
 void soft_reg_detach(void);
+void soft_reg_id(uint8_t id[16]);
+void soft_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * SOFT_WARN -- a warning on stderr (as libibverbs and its providers give
+ * theirs), at most 10 times per call site, so a hostile peer cannot flood.
+ */
+#define SOFT_WARN(...)                                       \
+	do {                                                 \
+		static _Atomic int soft_warned_;             \
+		if (atomic_fetch_add(&soft_warned_, 1) < 10) \
+			soft_warn(__VA_ARGS__);              \
+	} while (0)
 int soft_reg_ctx_alloc(void);
 void soft_reg_ctx_free(int idx);
 int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type,
@@ -361,6 +436,7 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 
 /* device.c */
 int soft_gid_count(void);
+int soft_gid_local(const union ibv_gid *g);
 
 /* verbs.c: events, CQ */
 struct soft_evq *soft_evq_new(size_t elem);
@@ -393,8 +469,25 @@ void soft_thread_stop(struct soft_context *ctx);
 struct soft_mr *soft_mr_lookup(uint32_t key);
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
+/* data.c: process_vm_* refused (Yama) or forced off by tests */
+extern int soft_novm_forced;
+int soft_novm_env(void);
+
+/* mw.c: memory windows */
+struct ibv_mw *soft_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int soft_dealloc_mw(struct ibv_mw *mw);
+int soft_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		 struct ibv_mw_bind *mw_bind);
+int soft_mw_check_wr(struct soft_qp *qp, struct ibv_send_wr *wr);
+enum ibv_wc_status soft_mw_local_op(struct soft_qp *qp, struct ibv_send_wr *wr);
+enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
+				      uint32_t pd_id, uint32_t qpn);
+int soft_mw_bound_to(uint32_t mr_key);
+
 /* qp.c */
 void soft_qp_ex_init(struct soft_qp *qp);
+int soft_qp_is_local(uint32_t qpn);
+struct soft_qp *soft_qp_lock_local(uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 
 /* srq limit event check (verbs.c) */

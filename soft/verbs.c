@@ -344,6 +344,8 @@ struct soft_mr *soft_mr_lookup(uint32_t key)
 	 IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |                  \
 	 IBV_ACCESS_OPTIONAL_RANGE)
 
+static int mr_access_ok(unsigned int access);
+
 /* ibv_reg_mr_iova2 -- register memory and publish its key */
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 				uint64_t iova, unsigned int access)
@@ -352,10 +354,7 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 	struct soft_mr *mr;
 	uint32_t key;
 
-	if (!pd || !length || (access & ~(unsigned)SOFT_ACCESS_ALL) ||
-	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-	     !(access & IBV_ACCESS_LOCAL_WRITE)) ||
-	    (access & IBV_ACCESS_ZERO_BASED)) {
+	if (!pd || !length || !mr_access_ok(access)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -408,12 +407,79 @@ struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned)access);
 }
 
-/* ibv_rereg_mr -- not supported (callers fall back to dereg + reg) */
+/* mr_access_ok -- what ib_check_mr_access lets through */
+static int mr_access_ok(unsigned int access)
+{
+	return !(access & ~(unsigned)SOFT_ACCESS_ALL) &&
+	       !((access &
+		  (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+		 !(access & IBV_ACCESS_LOCAL_WRITE)) &&
+	       !(access & IBV_ACCESS_ZERO_BASED);
+}
+
+/*
+ * ibv_rereg_mr -- change an MR's translation, PD and/or access in place;
+ * its keys stay.  Input that libibverbs itself rejects gives
+ * IBV_REREG_MR_ERR_INPUT, what the kernel would reject
+ * IBV_REREG_MR_ERR_CMD; errno says why.  The registry entry changes
+ * under its key stripe lock: remote operations in flight finish against
+ * the old registration first.
+ */
 int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		 size_t length, int access)
 {
-	errno = EOPNOTSUPP;
-	return IBV_REREG_MR_ERR_INPUT;
+	struct soft_mr *m;
+	struct soft_pd *npd;
+	struct soft_reg_mr *e;
+	pthread_mutex_t *lk;
+	uint32_t slot;
+
+	if (!mr || (flags & ~(IBV_REREG_MR_FLAGS_SUPPORTED)) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) ||
+	    ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	m = soft_container_of(mr, struct soft_mr, mr);
+	if (!flags || soft_mr_lookup(mr->lkey) != m ||
+	    ((flags & IBV_REREG_MR_CHANGE_ACCESS) &&
+	     !mr_access_ok((unsigned)access)) ||
+	    ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != mr->context)) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	/* windows bound to it keep the old translation: not while bound */
+	if (soft_mw_bound_to(mr->lkey)) {
+		errno = EBUSY;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	npd = flags & IBV_REREG_MR_CHANGE_PD ? to_spd(pd) : m->pd;
+	slot = soft_key_slot(mr->lkey);
+	lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	e = &soft_reg->mr[slot];
+	soft_stripe_lock(lk);
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		e->addr = (uintptr_t)addr;
+		e->va = (uintptr_t)addr;
+		e->len = length;
+		m->iova = (uintptr_t)addr;
+		mr->addr = addr;
+		mr->length = length;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+		e->access = (uint32_t)access;
+		m->access = (uint32_t)access;
+	}
+	e->pd_id = npd->pd_id;
+	pthread_mutex_unlock(lk);
+	if (npd != m->pd) {
+		__atomic_add_fetch(&npd->refcnt, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&m->pd->refcnt, 1, __ATOMIC_RELAXED);
+		m->pd = npd;
+		mr->pd = pd;
+	}
+	return 0;
 }
 
 /* ibv_dereg_mr -- unpublish; returns after one-sided ops on it finished */
@@ -424,6 +490,9 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	if (!mr)
 		return EINVAL;
 	m = soft_container_of(mr, struct soft_mr, mr);
+	/* IBA 10.6.7.2.6, as rxe: not while windows are bound to it */
+	if (soft_mw_bound_to(mr->lkey))
+		return EINVAL;
 	soft_reg_mr_free(mr->lkey);
 	if (mr_table[mr->lkey & (SOFT_MAX_MR - 1)] == m)
 		mr_table[mr->lkey & (SOFT_MAX_MR - 1)] = NULL;

@@ -98,9 +98,23 @@ struct ibv_qp *t_rc_qp(struct tctx *t, int depth, struct ibv_srq *srq)
 	return ibv_create_qp(t->pd, &a);
 }
 
-/* t_connect -- RESET->INIT->RTR->RTS towards dest_qpn */
+/* t_connect -- RESET->INIT->RTR->RTS towards dest_qpn on this host */
 int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 	      int min_rnr_timer, int rnr_retry, int timeout, int retry_cnt)
+{
+	union ibv_gid g;
+
+	/* GID index 1 is ::ffff:127.0.0.1, one of this host's */
+	if (ibv_query_gid(qp->context, 1, 1, &g))
+		return -1;
+	return t_connect_gid(qp, dest_qpn, &g, access, min_rnr_timer, rnr_retry,
+			     timeout, retry_cnt);
+}
+
+/* t_connect_gid -- t_connect towards (dgid, dest_qpn) */
+int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
+		  const union ibv_gid *dgid, int access, int min_rnr_timer,
+		  int rnr_retry, int timeout, int retry_cnt)
 {
 	struct ibv_qp_attr a;
 	int r;
@@ -125,6 +139,7 @@ int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.sgid_index = 1;
 	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.grh.dgid = *dgid;
 	a.ah_attr.port_num = 1;
 	r = ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |

@@ -26,6 +26,10 @@ struct ibv_qp *t_rc_qp(struct tctx *t, int depth, struct ibv_srq *srq);
 /* t_connect -- RESET->INIT->RTR->RTS towards dest_qpn */
 int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 	      int min_rnr_timer, int rnr_retry, int timeout, int retry_cnt);
+/* t_connect_gid -- the same towards (dgid, dest_qpn) */
+int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
+		  const union ibv_gid *dgid, int access, int min_rnr_timer,
+		  int rnr_retry, int timeout, int retry_cnt);
 /* t_wait -- poll cq until n completions or ms elapse; returns count */
 int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms);
 /* t_post_send -- one SEND-style WR with one SGE */

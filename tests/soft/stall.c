@@ -170,7 +170,8 @@ static int busy_slot(uint32_t qpn)
 	for (i = 0; i < DEPTH; i++) {
 		sl = (struct soft_slot *)((char *)p + SOFT_SEG_HDR +
 					  (size_t)i * SOFT_SLOT_SIZE);
-		if ((atomic_load(&sl->state) & 0xff) == SOFT_SLOT_BUSY)
+		if ((atomic_load(&sl->state) & 0xff) == SOFT_SLOT_BUSY ||
+		    (atomic_load(&sl->state) & 0xff) == SOFT_SLOT_XFER)
 			busy = 1;
 	}
 	munmap(p, len);

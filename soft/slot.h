@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/* slot.h -- the shared-memory ring slot (wire format) and its decoder */
+#ifndef SOFT_SLOT_H
+#define SOFT_SLOT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Every field of a slot lives in memory the peer can write at any time:
+ * the responder takes one snapshot of it with soft_slot_decode() and uses
+ * only that snapshot, never the slot again (except the payload bytes of a
+ * copied message, read once, bounded by the checked length).
+ */
+#define SOFT_SLOT_SIZE	  1024
+#define SOFT_SLOT_HDR	  64
+#define SOFT_SLOT_PAYLOAD (SOFT_SLOT_SIZE - SOFT_SLOT_HDR)
+#define SOFT_SLOT_MAX_SGE 32	       /* == SOFT_MAX_SGE */
+#define SOFT_SLOT_MAX_MSG (1ull << 30) /* == SOFT_MAX_MSG_SZ */
+
+/* slot states (low byte of state; the message number is above it) */
+enum {
+	SOFT_SLOT_READY = 1,
+	SOFT_SLOT_BUSY = 2,
+	SOFT_SLOT_RNR = 3,
+	SOFT_SLOT_DONE = 4,
+	SOFT_SLOT_CANCEL = 5,
+	SOFT_SLOT_XFER = 6, /* data moves chunk by chunk through the payload */
+};
+#define SOFT_SLOT_STATE(msgno, kind) ((((uint64_t)(msgno) + 1) << 8) | (kind))
+
+/* opcodes: the last four only when process_vm_* is refused */
+enum {
+	SOFT_OP_SEND = 1,
+	SOFT_OP_WRITE_IMM = 2,
+	SOFT_OP_WRITE = 3,
+	SOFT_OP_READ = 4,
+	SOFT_OP_CMP_SWP = 5,
+	SOFT_OP_FETCH_ADD = 6,
+};
+enum {
+	SOFT_SF_IMM = 1,
+	SOFT_SF_SOLICITED = 2,
+	SOFT_SF_COPIED = 4,  /* the data is in the payload */
+	SOFT_SF_CHUNKED = 8, /* the data crosses in payload-sized chunks */
+	SOFT_SF_INV = 16,    /* SEND_WITH_INV: imm is the rkey to invalidate */
+	SOFT_SF_ALL = 31,
+};
+/* responder verdicts written back into the slot */
+enum {
+	SOFT_ACK = 0,
+	SOFT_NAK_INV_REQ = 1,
+	SOFT_NAK_REM_OP = 2,
+	SOFT_NAK_REM_ACCESS = 3,
+};
+
+struct soft_slot {
+	_Atomic uint64_t state;
+	uint32_t opcode;
+	uint32_t imm; /* network order, as posted */
+	uint32_t len;
+	uint32_t flags;
+	uint32_t nsge;
+	uint32_t status; /* SOFT_ACK / SOFT_NAK_*, written by the responder */
+	int32_t pid;	 /* informational only: never used to copy */
+	uint32_t rnr_timer;	    /* responder's min_rnr_timer on RNR NAK */
+	_Atomic uint32_t chunk_seq; /* XFER: even: producer's turn */
+	uint32_t chunk_len;
+	uint32_t rkey; /* WRITE / READ / atomics */
+	uint32_t pad;
+	uint64_t raddr;
+	uint8_t payload[SOFT_SLOT_PAYLOAD];
+};
+
+struct soft_remote_sge {
+	uint64_t addr;
+	uint64_t len;
+};
+
+/* a decoded, checked snapshot of a slot */
+struct soft_msg {
+	uint32_t opcode;
+	uint32_t flags;
+	uint32_t len;
+	uint32_t imm;
+	uint32_t nsge;
+	uint32_t rkey;
+	uint64_t raddr;
+	uint64_t cmp, swap; /* atomics */
+	struct soft_remote_sge sge[SOFT_SLOT_MAX_SGE];
+};
+
+/*
+ * soft_slot_decode -- snapshot and check the slot image at p (size bytes
+ * of it readable); 0, or the SOFT_NAK_* verdict for a malformed slot.
+ * Pure: no system call, no global state.
+ */
+int soft_slot_decode(const void *p, size_t size, struct soft_msg *m);
+
+#endif /* SOFT_SLOT_H */

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * progress.c -- progress like hardware (issue 11), the parts softrdma
+ * gives today: one thread of one process, two QPs on two contexts, polls
+ * only the sender's CQ and sees its SEND and WRITE_WITH_IMM complete (the
+ * initiator serves the responder QP of its own process); and a SIGSTOPped
+ * responder process: SENDs to its posted receives, WRITE_WITH_IMM, RDMA
+ * WRITE, READ and atomics all complete at the initiator without it, and
+ * the responder, continued, finds its completions and data.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define LEN 65536
+
+/* one_thread -- the sender's thread polls only the sender's CQ */
+static void one_thread(int same_ctx)
+{
+	struct tctx ta, tb;
+	struct ibv_mr *ma, *mb;
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[2];
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	char *abuf = malloc(LEN), *bbuf = calloc(1, 2 * LEN);
+	const char *what = same_ctx ? "one context" : "two contexts";
+	int n;
+
+	if (!abuf || !bbuf || t_open(&ta, 16) || (!same_ctx && t_open(&tb, 16)))
+		bail_out("open");
+	if (same_ctx) {
+		tb = ta;
+		tb.cq = ibv_create_cq(ta.ctx, 16, NULL, NULL, 0);
+	}
+	memset(abuf, 's', LEN);
+	ma = ibv_reg_mr(ta.pd, abuf, LEN, IBV_ACCESS_LOCAL_WRITE);
+	mb = ibv_reg_mr(tb.pd, bbuf, 2 * LEN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	a = t_rc_qp(&ta, 16, NULL);
+	b = t_rc_qp(&tb, 16, NULL);
+	if (!tb.cq || !ma || !mb || !a || !b ||
+	    t_connect(a, b->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(b, a->qp_num, IBV_ACCESS_REMOTE_WRITE, 1, 7, 14, 7))
+		bail_out("setup");
+	t_post_recv(b, bbuf, LEN, mb->lkey, 1);
+	t_post_recv(b, bbuf, 8, mb->lkey, 2);
+	t_post(a, IBV_WR_SEND, abuf, LEN, ma->lkey, 3, IBV_SEND_SIGNALED, 0, 0);
+	n = t_wait(ta.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_SUCCESS,
+	   "%s: SEND completes while only the sender's CQ is polled", what);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)abuf, 100, ma->lkey};
+	wr.wr_id = 4;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.imm_data = htobe32(7);
+	wr.wr.rdma.remote_addr = (uintptr_t)bbuf + LEN;
+	wr.wr.rdma.rkey = mb->rkey;
+	ibv_post_send(a, &wr, &bad);
+	n = t_wait(ta.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS,
+	   "%s: WRITE_WITH_IMM completes the same way", what);
+	n = t_wait(tb.cq, wc, 2, 1000);
+	ok(n == 2 && wc[0].wr_id == 1 && wc[0].byte_len == LEN &&
+		   wc[1].wr_id == 2 &&
+		   wc[1].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+		   bbuf[0] == 's' && bbuf[LEN - 1] == 's' && bbuf[LEN] == 's' &&
+		   bbuf[LEN + 99] == 's',
+	   "%s: the responder's completions and data are there", what);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(ma);
+	ibv_dereg_mr(mb);
+	if (same_ctx) {
+		ibv_destroy_cq(tb.cq);
+	} else {
+		t_close(&tb);
+	}
+	t_close(&ta);
+	free(abuf);
+	free(bbuf);
+}
+
+struct info {
+	uint32_t qpn, rkey;
+	uint64_t addr;
+};
+
+/* stopped -- the responder: set up, fill, stop itself, then check */
+static int stopped(int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct info me, peer;
+	char *buf = calloc(1, 5 * LEN);
+	struct ibv_wc wc[4];
+	uint64_t ctr;
+	int i;
+
+	if (!buf || t_open(&t, 16))
+		return 1;
+	for (i = 0; i < LEN; i++)
+		buf[LEN + i] = (char)(i * 13);
+	ctr = 40;
+	memcpy(buf + 2 * LEN, &ctr, 8);
+	mr = ibv_reg_mr(t.pd, buf, 5 * LEN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	qp = t_rc_qp(&t, 16, NULL);
+	if (!mr || !qp)
+		return 1;
+	me.qpn = qp->qp_num;
+	me.rkey = mr->rkey;
+	me.addr = (uintptr_t)buf;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer.qpn,
+		      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			      IBV_ACCESS_REMOTE_ATOMIC,
+		      1, 7, 14, 7))
+		return 1;
+	t_post_recv(qp, buf + 3 * LEN, 128, mr->lkey, 11);
+	t_post_recv(qp, buf + 4 * LEN, LEN, mr->lkey, 12);
+	t_post_recv(qp, buf + 3 * LEN + 4096, 16, mr->lkey, 13);
+	raise(SIGSTOP); /* no softrdma call from here until continued */
+	memcpy(&ctr, buf + 2 * LEN, 8);
+	for (i = 0; i < LEN; i++)
+		if (buf[i] != 'w')
+			return 2;
+	if (ctr != 7)
+		return 3;
+	/* what the initiator did for us while we were stopped */
+	if (t_wait(t.cq, wc, 3, 5000) != 3)
+		return 4;
+	if (wc[0].status || wc[0].wr_id != 11 || wc[0].byte_len != 100 ||
+	    wc[0].opcode != IBV_WC_RECV || wc[0].src_qp != peer.qpn ||
+	    buf[3 * LEN] != 'a' || buf[3 * LEN + 99] != 'a' ||
+	    buf[3 * LEN + 100] != 0)
+		return 5;
+	if (wc[1].status || wc[1].wr_id != 12 || wc[1].byte_len != LEN ||
+	    buf[4 * LEN] != 'b' || buf[5 * LEN - 1] != 'b')
+		return 6;
+	if (wc[2].status || wc[2].wr_id != 13 ||
+	    wc[2].opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+	    !(wc[2].wc_flags & IBV_WC_WITH_IMM) ||
+	    wc[2].imm_data != htobe32(0x77) || wc[2].byte_len != 8)
+		return 7;
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+/* one_sided_stopped -- WRITE, READ, atomics against a stopped process */
+static void one_sided_stopped(void)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc[4];
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	struct info me, peer;
+	char *buf = calloc(1, 2 * LEN + 16);
+	uint64_t *res = (uint64_t *)(void *)(buf + 2 * LEN);
+	int rfd, wfd, st = 0, i, good = 1, n;
+	pid_t child;
+
+	if (!buf || t_open(&t, 16))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 2 * LEN + 16, IBV_ACCESS_LOCAL_WRITE);
+	qp = t_rc_qp(&t, 16, NULL);
+	child = t_spawn(stopped, &rfd, &wfd);
+	if (!mr || !qp || child < 0)
+		bail_out("setup");
+	t_xrecv(rfd, &peer, sizeof(peer));
+	memset(&me, 0, sizeof(me));
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
+		bail_out("connect");
+	waitpid(child, &st, WUNTRACED);
+	ok(WIFSTOPPED(st), "responder stopped");
+	memset(buf, 'w', LEN);
+	t_post(qp, IBV_WR_RDMA_WRITE, buf, LEN, mr->lkey, 1, IBV_SEND_SIGNALED,
+	       peer.addr, peer.rkey);
+	t_post(qp, IBV_WR_RDMA_READ, buf + LEN, LEN, mr->lkey, 2,
+	       IBV_SEND_SIGNALED, peer.addr + LEN, peer.rkey);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)res, 8, mr->lkey};
+	wr.wr_id = 3;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.atomic.remote_addr = peer.addr + 2 * LEN;
+	wr.wr.atomic.rkey = peer.rkey;
+	wr.wr.atomic.compare_add = 2;
+	ibv_post_send(qp, &wr, &bad);
+	n = t_wait(t.cq, wc, 3, 5000);
+	ok(n == 3 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS &&
+		   wc[2].status == IBV_WC_SUCCESS,
+	   "WRITE, READ and FETCH_ADD complete against a stopped responder");
+	for (i = 0; i < LEN; i++)
+		if (buf[LEN + i] != (char)(i * 13))
+			good = 0;
+	ok(good, "READ data intact");
+	ok(*res == 40, "FETCH_ADD fetched 40");
+	wr.wr_id = 4;
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 42;
+	wr.wr.atomic.swap = 7;
+	ibv_post_send(qp, &wr, &bad);
+	n = t_wait(t.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].status == IBV_WC_SUCCESS && *res == 42,
+	   "CMP_AND_SWP completes, saw 42");
+	/* two-sided: its receive WQEs and CQ are served by us */
+	memset(buf, 'a', 100);
+	memset(buf + LEN, 'b', LEN);
+	t_post(qp, IBV_WR_SEND, buf, 100, mr->lkey, 5, IBV_SEND_SIGNALED, 0, 0);
+	t_post(qp, IBV_WR_SEND, buf + LEN, LEN, mr->lkey, 6, IBV_SEND_SIGNALED,
+	       0, 0);
+	memset(&wr, 0, sizeof(wr));
+	sge = (struct ibv_sge){(uintptr_t)buf, 8, mr->lkey};
+	wr.wr_id = 7;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.imm_data = htobe32(0x77);
+	wr.wr.rdma.remote_addr = peer.addr + 3 * LEN + 8192;
+	wr.wr.rdma.rkey = peer.rkey;
+	ibv_post_send(qp, &wr, &bad);
+	n = t_wait(t.cq, wc, 3, 10000);
+	ok(n == 3 && wc[0].wr_id == 5 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].wr_id == 6 && wc[1].status == IBV_WC_SUCCESS &&
+		   wc[2].wr_id == 7 && wc[2].status == IBV_WC_SUCCESS,
+	   "SEND 100 B, SEND 64 KiB, WRITE_WITH_IMM complete against a "
+	   "stopped responder");
+	kill(child, SIGCONT);
+	waitpid(child, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "the responder, continued, finds the data, 7 and its three "
+	   "receive completions (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
+int main(void)
+{
+	t_isolate("progress");
+	one_thread(0);
+	one_thread(1);
+	one_sided_stopped();
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
