@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lane.h -- the contract between sessions, lanes and the interface (the
- * design of issue 10's restructuring).  In use: the wr_id layout and the
- * interface (lib/iface.c: one CQ per context, completions routed by
- * wr_id); the state machine below is unit-tested, the lane ops table is
- * still the plan.  Private.
+ * design of issue 10's restructuring).  In use today: the endpoint state
+ * machine below (rdmamsg_ep.st, moved only by rdmamsg__ep_set_state() in
+ * lib/ep.c, tested by rdmamsg__ep_can_send() before every send, request,
+ * rendezvous and one-sided operation; ep->phase stays as the lane's own
+ * status, the QP's, which cm/ feeds in), and the wr_id layout with
+ * rdmamsg__wrid_route() (lib/iface.c: one CQ per context, completions
+ * routed by wr_id).  Still the plan: the lane ops table (today's RC code
+ * is not yet behind it) and SRQ receives.  Private.
  *
  * Layers
  * ------
