@@ -286,7 +286,7 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 		return ret;
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_context = ep;
-	qa.send_cq = qa.recv_cq = ctx->ifc.cq;
+	qa.send_cq = qa.recv_cq = ep->icq->cq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = ep->p.send_depth + 1;
 	qa.cap.max_recv_wr = ep->nrx;

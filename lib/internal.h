@@ -183,13 +183,19 @@ int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
  * part (send sequence, receive buffer index).  The CQ grows (ibv_resize_cq)
  * as endpoints reserve room for all their work requests.
  */
-struct rdmamsg__iface {
+struct rdmamsg__icq {
 	struct ibv_cq *cq;
-	uint32_t cq_size;     /* capacity */
-	uint32_t cq_reserved; /* live endpoints' work requests */
-	uint32_t cq_stale;    /* freed endpoints', until the CQ is empty */
+	uint32_t size;	      /* capacity */
+	uint32_t reserved;    /* live endpoints' work requests */
+	uint32_t stale;	      /* freed endpoints', until seen empty */
 	unsigned int unacked; /* CQ events not yet acknowledged */
 	int event;	      /* a CQ event came: re-arm */
+};
+
+struct rdmamsg__iface {
+	struct rdmamsg__icq **cqs; /* one; more only past max_cqe entries */
+	uint32_t ncq;
+	uint32_t max_cqe; /* 0: the device's (RDMAMSG_TEST_MAX_CQE caps it) */
 	int polling;
 	uint64_t stale_wcs; /* completions of freed endpoints dropped */
 	struct rdmamsg__idt eps;
@@ -326,8 +332,9 @@ struct rdmamsg_ep {
 	uint64_t handle;   /* its id in ctx->ifc.eps; 0: none */
 	uint32_t qpn;	   /* its QP's number: completions are checked */
 	uint32_t cq_need;  /* CQ entries it reserved */
-	enum rdmamsg__ep_st st; /* the endpoint's state (lane.h) */
-	int phase;		/* the lane's: PH_* */
+	struct rdmamsg__icq *icq; /* the CQ it is on */
+	enum rdmamsg__ep_st st;	  /* the endpoint's state (lane.h) */
+	int phase;		  /* the lane's: PH_* */
 	int passive;
 	struct rdmamsg_ep_cbs cbs;
 	void *arg;
@@ -459,6 +466,7 @@ int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need);
 void rdmamsg__iface_detach(struct rdmamsg_ep *ep);
 int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx);
 void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
+struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 
 /* msg.c */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);

@@ -192,8 +192,11 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 
 	/* one CQ per context (iface.c): re-armed and polled in this pass */
 	while (ctx->ops->get_cq_event(ctx->cc, &cq, &cq_ctx) == 0) {
-		ctx->ifc.unacked++;
-		ctx->ifc.event = 1;
+		struct rdmamsg__icq *q = cq_ctx;
+
+		(void)cq;
+		q->unacked++;
+		q->event = 1;
 	}
 }
 
@@ -230,8 +233,8 @@ static void async_events(struct rdmamsg_ctx *ctx)
 		if (!st)
 			continue;
 		LOG_WARN("async event %d on %s", (int)t, ctx->devname);
-		if (elem && elem == (void *)ctx->ifc.cq)
-			elem = NULL; /* the shared CQ: every endpoint */
+		if (elem && rdmamsg__iface_cq(ctx, elem))
+			elem = NULL; /* a shared CQ: every endpoint */
 		/* only this context's endpoints: another context on the same
 		 * device may have read an event meant for us (the peer
 		 * timeout still catches that) */
