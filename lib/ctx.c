@@ -263,6 +263,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 		return -ENOMEM;
 	rdmamsg__timers_init(&ctx->timers);
 	list_init(&ctx->polls);
+	list_init(&ctx->xwait);
+	rdmamsg__iface_init(ctx);
 	list_init(&ctx->deferred);
 	list_init(&ctx->ldeferred);
 	list_init(&ctx->eps);
@@ -344,6 +346,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 	    !list_empty(&ctx->mrs) || ctx->pool.in_use || ctx->in_progress)
 		return -EBUSY;
 	rdmamsg__loop_fini(ctx);
+	rdmamsg__iface_fini(ctx);
 	rdmamsg__pool_fini(ctx);
 	ctx->ops->destroy_comp_channel(ctx->cc);
 	ctx->ops->dealloc_pd(ctx->pd);

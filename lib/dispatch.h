@@ -31,6 +31,7 @@
 	X(destroy_comp_channel, ibv_destroy_comp_channel, int, (struct ibv_comp_channel *cc)) \
 	X(create_cq, ibv_create_cq, struct ibv_cq *, (struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *cc, int vec)) \
 	X(destroy_cq, ibv_destroy_cq, int, (struct ibv_cq *cq)) \
+	X(resize_cq, ibv_resize_cq, int, (struct ibv_cq *cq, int cqe)) \
 	X(get_cq_event, ibv_get_cq_event, int, (struct ibv_comp_channel *cc, struct ibv_cq **cq, void **cq_context)) \
 	X(ack_cq_events, ibv_ack_cq_events, void, (struct ibv_cq *cq, unsigned int n)) \
 	X(create_qp, ibv_create_qp, struct ibv_qp *, (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)) \

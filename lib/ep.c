@@ -218,8 +218,9 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		ep->p = attr->p;
 	else
 		rdmamsg__ep_params_default(&ep->p);
-	ep->state = RDMAMSG_EP_CONNECTING;
+	ep->st = EPS_IDLE;
 	list_init(&ep->poll_link);
+	list_init(&ep->xwait_link);
 	list_init(&ep->defer_link);
 	list_init(&ep->link);
 	rdmamsg__timer_init(&ep->conn_timer, conn_timer_fire);
@@ -265,7 +266,7 @@ int rdmamsg__ep_rx_fill(struct rdmamsg_ep *ep)
 	return 0;
 }
 
-/* rdmamsg__ep_setup_qp -- CQ on the shared channel, QP, receive buffers */
+/* rdmamsg__ep_setup_qp -- room on the context's CQ, QP, receive buffers */
 int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 {
 	struct rdmamsg_ctx *ctx = ep->ctx;
@@ -278,22 +279,14 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 			ctx->devname);
 		return -ENODEV;
 	}
-	ep->cq = ctx->ops->create_cq(ctx->verbs,
-				     (int)(ep->p.send_depth + ep->nrx + 8), ep,
-				     ctx->cc, 0);
-	if (!ep->cq) {
-		ret = rdmamsg__errno(ENOMEM);
-		LOG_ERR("ibv_create_cq failed: %d", ret);
+	/* every work request may complete (flushed ones too): the send ring
+	 * with its drain WR, the receive buffers */
+	ret = rdmamsg__iface_attach(ep, ep->p.send_depth + 1 + ep->nrx);
+	if (ret)
 		return ret;
-	}
-	ret = ibv_req_notify_cq(ep->cq, 0);
-	if (ret) {
-		ret = -ret;
-		goto err_destroy_cq;
-	}
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_context = ep;
-	qa.send_cq = qa.recv_cq = ep->cq;
+	qa.send_cq = qa.recv_cq = ep->icq->cq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = ep->p.send_depth + 1;
 	qa.cap.max_recv_wr = ep->nrx;
@@ -306,6 +299,7 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 		goto err_destroy_cq;
 	}
 	ep->qp = ep->id->qp;
+	ep->qpn = ep->qp->qp_num;
 	ep->max_inline = qa.cap.max_inline_data;
 	/* the passive side posts (and grants) its receive buffers only
 	 * once the connection is established: a handshake that never
@@ -324,8 +318,7 @@ err_destroy_qp:
 	ep->qp = NULL;
 	ep->rx_posted = 0;
 err_destroy_cq:
-	ctx->ops->destroy_cq(ep->cq);
-	ep->cq = NULL;
+	rdmamsg__iface_detach(ep);
 	return ret;
 }
 
@@ -396,6 +389,21 @@ static void hs_done(struct rdmamsg_ep *ep)
 	}
 }
 
+/* rdmamsg__ep_set_state -- the one place the endpoint's state moves: the
+ * transitions of lane.h, anything else refused (-EINVAL) and logged */
+int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to)
+{
+	if (ep->st == to)
+		return 0;
+	if (!rdmamsg__ep_st_legal(ep->st, to)) {
+		LOG_ERR("endpoint %p: no transition from state %d to %d",
+			(void *)ep, (int)ep->st, (int)to);
+		return -EINVAL;
+	}
+	ep->st = to;
+	return 0;
+}
+
 /* rdmamsg__ep_defer -- step this endpoint in the next progress pass */
 void rdmamsg__ep_defer(struct rdmamsg_ep *ep)
 {
@@ -415,7 +423,7 @@ static void qp_error(struct rdmamsg_ep *ep)
 	qa.qp_state = IBV_QPS_ERR;
 	ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ep->sq_head | RDMAMSG_SEND_WRID;
+	wr.wr_id = fp_send_wrid(ep, ep->sq_head);
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	if (ibv_post_send(ep->qp, &wr, &bad) == 0) {
@@ -450,7 +458,7 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 		list_add_tail(&ep->ctx->polls, &ep->poll_link);
 		ep->ctx->pending = 1;
 	}
-	ep->state = RDMAMSG_EP_CONNECTED;
+	rdmamsg__ep_set_state(ep, EPS_UP);
 	if (ep->p.peer_ms)
 		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
 	LOG_INFO("endpoint %p connected (frag %u, max %zu, credits %d)",
@@ -479,7 +487,7 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 		rdmamsg__ep_defer(ep);
 		return;
 	}
-	ep->state = RDMAMSG_EP_DISCONNECTED;
+	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	LOG_INFO("endpoint %p: connect failed: %s (reason %d)", (void *)ep,
 		 rdmamsg_strerror(status), reason);
 	ep->connect_reported = 1;
@@ -507,7 +515,7 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 		rdmamsg__ep_defer(ep);
 		return;
 	}
-	ep->state = RDMAMSG_EP_DISCONNECTED;
+	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
 	LOG_INFO("endpoint %p down: %s", (void *)ep, rdmamsg_strerror(status));
 	if (!ep->down_reported) {
@@ -570,17 +578,15 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	hs_done(ep);
 	if (ep->qp)
 		ctx->ops->destroy_cm_qp(ep->id);
-	if (ep->cq) {
-		if (ep->cq_unacked)
-			ctx->ops->ack_cq_events(ep->cq, ep->cq_unacked);
-		ctx->ops->destroy_cq(ep->cq);
-	}
+	rdmamsg__iface_detach(ep);
+	free(ep->early);
 	if (ep->id)
 		ctx->ops->destroy_id(ep->id);
 	if (ep->xf)
 		rdmamsg__xfer_free(ep);
 	free_bufs(ep);
 	list_del(&ep->poll_link);
+	list_del(&ep->xwait_link);
 	list_del(&ep->defer_link);
 	list_del(&ep->link);
 	free(ep);
@@ -606,12 +612,9 @@ void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep)
 	int i;
 
 	ep->disc_seen = 1;
-	for (i = 0; i < 1024 && ep->phase == PH_UP && ep->cq; i++) {
-		list_del(&ep->poll_link);
-		rdmamsg__ep_poll(ep);
-		if (list_empty(&ep->poll_link))
+	for (i = 0; i < 1024 && ep->phase == PH_UP && ep->qp; i++)
+		if (!rdmamsg__iface_poll(ep->ctx))
 			break;
-	}
 	if (ep->phase == PH_UP)
 		rdmamsg__ep_down(ep, ep->closing    ? -ECANCELED
 				     : ep->bye_seen ? 0
@@ -669,7 +672,7 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 	if (!ep->closing)
 		return;
 	if (ep->phase == PH_UP) {
-		if (ep->cq) {
+		if (ep->qp) {
 			rdmamsg__ep_poll(ep);
 			rdmamsg__ep_flush(ep); /* lingering: the backlog */
 		}
@@ -677,7 +680,7 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 			return;
 	}
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
-	if (ep->cq)
+	if (ep->qp)
 		rdmamsg__ep_poll(ep); /* flush completions */
 	if (!ep->close_timed_out &&
 	    (ep->sq_tail != ep->sq_head || !ep->disc_seen))
@@ -686,6 +689,7 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 	cb = ep->close_cb;
 	arg = ep->arg;
 	/* every operation has completed; memory goes only after the cb */
+	rdmamsg__ep_set_state(ep, EPS_CLOSED);
 	if (cb)
 		cb(ep, arg);
 	rdmamsg__ep_free(ep);
@@ -703,7 +707,7 @@ RDMAMSG_EXPORT int rdmamsg_ep_close(struct rdmamsg_ep *ep,
 		return -EALREADY;
 	ep->closing = 1;
 	ep->close_cb = close_cb;
-	ep->state = RDMAMSG_EP_CLOSING;
+	rdmamsg__ep_set_state(ep, EPS_DRAINING);
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
@@ -733,7 +737,7 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_state(const struct rdmamsg_ep *ep,
 {
 	if (!ep || !state)
 		return -EINVAL;
-	*state = ep->state;
+	*state = rdmamsg__ep_st_public(ep->st);
 	return 0;
 }
 

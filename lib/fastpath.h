@@ -15,9 +15,16 @@
 
 /* the message header (struct rdmamsg__wire, W_*, F_*) is in proto.h */
 
-/* Send wr_ids are sequence numbers with this bit; receive wr_ids index the
- * receive buffers.  Error CQEs carry no reliable opcode. */
+/* wr_ids (lane.h): this bit for sends, the endpoint's tag (ep->wrid_tag),
+ * and the low 32 bits of the send sequence or the receive buffer index.
+ * Error CQEs carry no reliable opcode. */
 #define RDMAMSG_SEND_WRID (1ull << 63)
+
+/* fp_send_wrid -- the wr_id of send sequence seq */
+static inline uint64_t fp_send_wrid(const struct rdmamsg_ep *ep, uint64_t seq)
+{
+	return RDMAMSG_SEND_WRID | ep->wrid_tag | (uint32_t)seq;
+}
 
 /* sq_free -- send work requests the endpoint may still post */
 static inline uint32_t fp_sq_free(const struct rdmamsg_ep *ep)
@@ -65,7 +72,7 @@ static inline int fp_post_send(struct rdmamsg_ep *ep, struct ibv_sge *sge,
 		ep->unsignaled = 0;
 		ep->sig_next = ep->sq_head + 1;
 	}
-	wr.wr_id = ep->sq_head | RDMAMSG_SEND_WRID;
+	wr.wr_id = fp_send_wrid(ep, ep->sq_head);
 	wr.next = NULL;
 	wr.sg_list = sge;
 	wr.num_sge = nsge;
@@ -77,8 +84,8 @@ static inline int fp_post_send(struct rdmamsg_ep *ep, struct ibv_sge *sge,
 }
 
 /* fp_post_recvs -- post a batch of receive buffers (indices into rxb) */
-static inline int fp_post_recvs(struct rdmamsg_ep *ep, const uint32_t *idx,
-				uint32_t n)
+static inline __attribute__((always_inline)) int fp_post_recvs(
+	struct rdmamsg_ep *ep, const uint32_t *idx, uint32_t n)
 {
 	struct ibv_recv_wr wr[32], *bad;
 	struct ibv_sge sge[32];
@@ -94,7 +101,7 @@ static inline int fp_post_recvs(struct rdmamsg_ep *ep, const uint32_t *idx,
 			sge[i].addr = (uintptr_t)(b->data - RDMAMSG_HDR);
 			sge[i].length = RDMAMSG_HDR + ep->p.eager;
 			sge[i].lkey = b->lkey;
-			wr[i].wr_id = idx[i];
+			wr[i].wr_id = ep->wrid_tag | idx[i];
 			wr[i].sg_list = &sge[i];
 			wr[i].num_sge = 1;
 			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;

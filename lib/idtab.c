@@ -94,3 +94,11 @@ int rdmamsg__idt_del(struct rdmamsg__idt *t, uint64_t id)
 	t->used--;
 	return 0;
 }
+
+/* rdmamsg__idt_was_issued -- id's generation is below its slot's */
+int rdmamsg__idt_was_issued(const struct rdmamsg__idt *t, uint64_t id)
+{
+	uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
+
+	return i != 0 && i < t->cap && gen != 0 && gen < t->e[i].gen;
+}

@@ -10,9 +10,9 @@
  * so a busy table touches few cache lines; the table grows by doubling up
  * to the maximum given at init and never shrinks (ids stay short).
  *
- * Intended users: request and rendezvous ids (lib/xfer.c has its own copy
- * today), and the per-context interface of issue 10 routing completions
- * by wr_id to their lane and endpoint.
+ * Users: request and rendezvous ids (lib/xfer.c, lib/req.c, lib/rndv.c),
+ * and the per-context interface routing completions by wr_id to their
+ * endpoint.
  */
 #ifndef RDMAMSG_IDTAB_H
 #define RDMAMSG_IDTAB_H
@@ -44,6 +44,12 @@ void rdmamsg__idt_fini(struct rdmamsg__idt *t);
 int rdmamsg__idt_add(struct rdmamsg__idt *t, void *p, uint64_t *id);
 /* rdmamsg__idt_del -- forget id: 0, or -ENOENT (unknown or stale) */
 int rdmamsg__idt_del(struct rdmamsg__idt *t, uint64_t id);
+
+/* rdmamsg__idt_was_issued -- whether id was handed out once and has since
+ * been deleted (timed out, cancelled, done): its slot's generation has
+ * moved past it.  An id that is neither live nor this was never issued
+ * (a peer's forgery, a protocol error). */
+int rdmamsg__idt_was_issued(const struct rdmamsg__idt *t, uint64_t id);
 
 /* rdmamsg__idt_find -- what id names, or NULL (unknown, stale, any value
  * a peer may have forged) */

@@ -3,12 +3,15 @@
 #ifndef RDMAMSG_INTERNAL_H
 #define RDMAMSG_INTERNAL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "idtab.h"
+#include "lane.h"
 #include "rdmamsg.h"
 
 /* Every public entry point carries this mark (built -fvisibility=hidden). */
@@ -170,6 +173,34 @@ void rdmamsg__pool_shrink(struct rdmamsg_ctx *ctx);
 int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
 		      struct rdmamsg_buf **buf);
 
+/* ---- the per-context interface (iface.c) ---------------------------- */
+
+/*
+ * One completion queue per context, shared by every endpoint: the wr_id
+ * of each work request names its endpoint (lane.h's layout: a short tag of
+ * the endpoint's slot in the id table below, with generation bits, so a
+ * completion of a freed endpoint finds nothing) and the endpoint's own
+ * part (send sequence, receive buffer index).  The CQ grows (ibv_resize_cq)
+ * as endpoints reserve room for all their work requests.
+ */
+struct rdmamsg__icq {
+	struct ibv_cq *cq;
+	uint32_t size;	      /* capacity */
+	uint32_t reserved;    /* live endpoints' work requests */
+	uint32_t stale;	      /* freed endpoints', until seen empty */
+	unsigned int unacked; /* CQ events not yet acknowledged */
+	int event;	      /* a CQ event came: re-arm */
+};
+
+struct rdmamsg__iface {
+	struct rdmamsg__icq **cqs; /* one; more only past max_cqe entries */
+	uint32_t ncq;
+	uint32_t max_cqe; /* 0: the device's (RDMAMSG_TEST_MAX_CQE caps it) */
+	int polling;
+	uint64_t stale_wcs; /* completions of freed endpoints dropped */
+	struct rdmamsg__idt eps;
+};
+
 /* ---- context ------------------------------------------------------- */
 
 enum rdmamsg__obj_type { OBJ_EP = 1, OBJ_LISTENER, OBJ_CONN_REQ };
@@ -219,9 +250,11 @@ struct rdmamsg_ctx {
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 
+	struct rdmamsg__iface ifc;
 	struct rdmamsg__timers timers;
-	struct rdmamsg__list polls;	/* endpoints with CQ work */
-	struct rdmamsg__list deferred;	/* endpoints to step */
+	struct rdmamsg__list polls;    /* endpoints with completions to flush */
+	struct rdmamsg__list xwait;    /* endpoints whose xfer layer waits */
+	struct rdmamsg__list deferred; /* endpoints to step */
 	struct rdmamsg__list ldeferred; /* listeners to step */
 	int in_progress;
 	struct rdmamsg__list eps;
@@ -276,6 +309,9 @@ struct rdmamsg__slot {
 	uint8_t report;		 /* 1: on_send; 2: xfer operation (xfer.c) */
 };
 
+/* the lane's (the QP's) status, fed by cm/ and the completions; the
+ * endpoint's own state is rdmamsg_ep.st (lane.h), moved only by
+ * rdmamsg__ep_set_state() */
 enum rdmamsg__ep_phase {
 	PH_RESOLVING = 0,
 	PH_CONNECTING,
@@ -283,14 +319,22 @@ enum rdmamsg__ep_phase {
 	PH_DOWN,
 };
 
+#define RDMAMSG_POLL_BATCH 32 /* completions polled at once */
+/* the wr_id bits of an endpoint's tag (lane.h: bits 62..32) */
+#define RDMAMSG_WRID_TAG_BITS (((1ull << 31) - 1) << 32)
+
 struct rdmamsg_ep {
 	struct rdmamsg__cmobj obj;
 	struct rdmamsg_ctx *ctx;
 	struct rdma_cm_id *id;
-	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	enum rdmamsg_ep_state state;
-	int phase;
+	uint64_t wrid_tag; /* the endpoint's part of its wr_ids (iface.c) */
+	uint64_t handle;   /* its id in ctx->ifc.eps; 0: none */
+	uint32_t qpn;	   /* its QP's number: completions are checked */
+	uint32_t cq_need;  /* CQ entries it reserved */
+	struct rdmamsg__icq *icq; /* the CQ it is on */
+	enum rdmamsg__ep_st st;	  /* the endpoint's state (lane.h) */
+	int phase;		  /* the lane's: PH_* */
 	int passive;
 	struct rdmamsg_ep_cbs cbs;
 	void *arg;
@@ -339,7 +383,9 @@ struct rdmamsg_ep {
 	int hs_pending; /* counts in ctx->pending_hs */
 
 	/* completions */
-	unsigned int cq_unacked;
+	struct ibv_wc *early; /* active side: before ESTABLISHED was read */
+	uint32_t nearly, early_cap;
+	struct rdmamsg__list xwait_link;
 	struct rdmamsg__list poll_link;
 	struct rdmamsg__list defer_link;
 	struct rdmamsg__list link;
@@ -404,9 +450,30 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__ep_defer(struct rdmamsg_ep *ep);
 void rdmamsg__ep_step(struct rdmamsg_ep *ep);
 void rdmamsg__ep_free(struct rdmamsg_ep *ep);
+int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to);
+
+/* rdmamsg__ep_can_send -- the one test before any send, request,
+ * rendezvous or one-sided operation: -ENOTCONN unless UP */
+static inline int rdmamsg__ep_can_send(const struct rdmamsg_ep *ep)
+{
+	return RDMAMSG_LIKELY(rdmamsg__ep_st_can_send(ep->st)) ? 0 : -ENOTCONN;
+}
+
+/* iface.c */
+void rdmamsg__iface_init(struct rdmamsg_ctx *ctx);
+void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx);
+int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need);
+void rdmamsg__iface_detach(struct rdmamsg_ep *ep);
+int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx);
+void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
+struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 
 /* msg.c */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
+uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
+			 uint32_t n);
+void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep);
+void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);
 int rdmamsg__ep_post_recvs(struct rdmamsg_ep *ep, uint32_t n);
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type);
@@ -416,7 +483,6 @@ int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret);
 void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status);
 void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t upto,
 				int status);
-void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep);
 
 /* xfer.c: hooks of the layer beside eager messages */
 #define RDMAMSG_SLOT_XFER 2

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * lane.h -- the contract between sessions, lanes and the interface (the
- * design of issue 10's restructuring; nothing uses it yet but the unit
- * test of the endpoint state machine below).  Private.
+ * design of issue 10's restructuring).  In use today: the endpoint state
+ * machine below (rdmamsg_ep.st, moved only by rdmamsg__ep_set_state() in
+ * lib/ep.c, tested by rdmamsg__ep_can_send() before every send, request,
+ * rendezvous and one-sided operation; ep->phase stays as the lane's own
+ * status, the QP's, which cm/ feeds in), and the wr_id layout with
+ * rdmamsg__wrid_route() (lib/iface.c: one CQ per context, completions
+ * routed by wr_id).  Still the plan: the lane ops table (today's RC code
+ * is not yet behind it) and SRQ receives.  Private.
  *
  * Layers
  * ------
@@ -84,15 +90,21 @@
  * Completion routing (wr_id)
  * --------------------------
  *   bit 63      1: send queue, 0: receive
- *   bits 62..40 the lane's index in the interface's lane table (an
- *               rdmamsg__idt, lib/idtab.h; index 0: the interface itself,
- *               i.e. an SRQ receive)
- *   bits 39..0  the lane's own: send slot sequence; receive buffer index
+ *   bits 62..32 the lane's tag: bits 19..0 its index in the interface's
+ *               table (an rdmamsg__idt, lib/idtab.h; index 0: the
+ *               interface itself, i.e. an SRQ receive), bits 30..20 the
+ *               low 11 bits of the slot's generation
+ *   bits 31..0  the lane's own: send sequence (low 32 bits: the lane
+ *               rebuilds the full one from its oldest in flight, and
+ *               drops a value outside [tail, head)); receive buffer index
+ * The interface (lib/iface.c) finds the lane from the tag in O(1); a tag
+ * whose generation bits differ from the slot's is a completion of a lane
+ * already freed (a receive flushed after its QP was destroyed) and is
+ * dropped, and so is one whose wc.qp_num is not the lane's QP.  A freed
+ * lane's CQ room stays reserved until the CQ has been seen empty.
  * An SRQ receive names its buffer, not its lane: the interface finds the
  * lane from wc.qp_num (a qpn -> lane table), credits it to that lane's
- * window, and hands the buffer up.  A lane is destroyed only after every
- * work request it posted completed, so no completion names a freed lane;
- * the interface still checks wc.qp_num against the lane's QP.
+ * window, and hands the buffer up.
  *
  * Endpoint states (the session's; one enum, one setter, one can_send)
  * ------------------------------------------------------------------
@@ -124,6 +136,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "idtab.h"
 #include "rdmamsg.h"
 
 struct rdmamsg_buf;
@@ -193,12 +206,16 @@ static inline enum rdmamsg_ep_state rdmamsg__ep_st_public(
 
 /* ---- the lane's ops table and its up calls ------------------------- */
 
-#define RDMAMSG__WRID_SEND	 ((uint64_t)1 << 63)
-#define RDMAMSG__WRID_LANE_SHIFT 40
-#define RDMAMSG__WRID_LANE_MASK	 (((uint64_t)1 << 23) - 1)
-#define RDMAMSG__WRID_OWN_MASK	 (((uint64_t)1 << 40) - 1)
+#define RDMAMSG__WRID_SEND	    ((uint64_t)1 << 63)
+#define RDMAMSG__WRID_LANE_SHIFT    32
+#define RDMAMSG__WRID_LANE_MASK	    (((uint64_t)1 << 31) - 1)
+#define RDMAMSG__WRID_OWN_MASK	    (((uint64_t)1 << 32) - 1)
+#define RDMAMSG__WRID_TAG_SHIFT	    RDMAMSG__WRID_LANE_SHIFT
+#define RDMAMSG__WRID_TAG_INDEX	    ((1u << 20) - 1) /* most lanes */
+#define RDMAMSG__WRID_TAG_GEN_SHIFT 20
+#define RDMAMSG__WRID_TAG_GEN	    ((1u << 11) - 1)
 
-/* rdmamsg__wrid -- a wr_id for lane index lane, lane-private value own */
+/* rdmamsg__wrid -- a wr_id for lane tag lane, lane-private value own */
 static inline uint64_t rdmamsg__wrid(int send, uint32_t lane, uint64_t own)
 {
 	return (send ? RDMAMSG__WRID_SEND : 0) |
@@ -207,11 +224,40 @@ static inline uint64_t rdmamsg__wrid(int send, uint32_t lane, uint64_t own)
 	       (own & RDMAMSG__WRID_OWN_MASK);
 }
 
-/* rdmamsg__wrid_lane -- the lane index a wr_id names (0: the interface) */
+/* rdmamsg__wrid_tag -- the tag of an id table handle (idtab.h: generation
+ * << 32 | index, index at most RDMAMSG__WRID_TAG_INDEX) */
+static inline uint32_t rdmamsg__wrid_tag(uint64_t handle)
+{
+	return ((uint32_t)(handle >> 32) & RDMAMSG__WRID_TAG_GEN)
+		       << RDMAMSG__WRID_TAG_GEN_SHIFT |
+	       ((uint32_t)handle & RDMAMSG__WRID_TAG_INDEX);
+}
+
+/* rdmamsg__wrid_lane -- the lane tag a wr_id names (0: the interface) */
 static inline uint32_t rdmamsg__wrid_lane(uint64_t wr_id)
 {
 	return (uint32_t)((wr_id >> RDMAMSG__WRID_LANE_SHIFT) &
 			  RDMAMSG__WRID_LANE_MASK);
+}
+
+/* rdmamsg__wrid_route -- the object (lane, endpoint) of the table t that
+ * wr_id's tag names, or NULL: index 0 or out of range, or a generation
+ * whose low bits differ from the slot's (the owner was freed) */
+static inline void *rdmamsg__wrid_route(const struct rdmamsg__idt *t,
+					uint64_t wr_id)
+{
+	uint32_t tag = rdmamsg__wrid_lane(wr_id);
+	uint32_t i = tag & RDMAMSG__WRID_TAG_INDEX;
+	const struct rdmamsg__idt_entry *e;
+
+	if (__builtin_expect(i == 0 || i >= t->cap, 0))
+		return NULL;
+	e = &t->e[i];
+	if (__builtin_expect((e->gen & RDMAMSG__WRID_TAG_GEN) !=
+				     tag >> RDMAMSG__WRID_TAG_GEN_SHIFT,
+			     0))
+		return NULL;
+	return e->p;
 }
 
 /* rdmamsg__wrid_own -- the lane-private part of a wr_id */

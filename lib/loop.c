@@ -190,12 +190,13 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
+	/* one CQ per context (iface.c): re-armed and polled in this pass */
 	while (ctx->ops->get_cq_event(ctx->cc, &cq, &cq_ctx) == 0) {
-		struct rdmamsg_ep *ep = cq_ctx;
+		struct rdmamsg__icq *q = cq_ctx;
 
-		ep->cq_unacked++;
-		if (list_empty(&ep->poll_link))
-			list_add_tail(&ctx->polls, &ep->poll_link);
+		(void)cq;
+		q->unacked++;
+		q->event = 1;
 	}
 }
 
@@ -232,6 +233,8 @@ static void async_events(struct rdmamsg_ctx *ctx)
 		if (!st)
 			continue;
 		LOG_WARN("async event %d on %s", (int)t, ctx->devname);
+		if (elem && rdmamsg__iface_cq(ctx, elem))
+			elem = NULL; /* a shared CQ: every endpoint */
 		/* only this context's endpoints: another context on the same
 		 * device may have read an event meant for us (the peer
 		 * timeout still catches that) */
@@ -239,8 +242,7 @@ static void async_events(struct rdmamsg_ctx *ctx)
 			struct rdmamsg_ep *ep =
 				container_of(pos, struct rdmamsg_ep, link);
 
-			if (!elem || (void *)ep->qp == elem ||
-			    (void *)ep->cq == elem)
+			if (!elem || (void *)ep->qp == elem)
 				rdmamsg__ep_down(ep, st);
 		}
 	}
@@ -260,7 +262,7 @@ static void drain_fd(int fd)
 RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 {
 	struct epoll_event evs[8];
-	struct rdmamsg__list *pos, *tmp, polls, deferred;
+	struct rdmamsg__list *pos, *tmp, deferred;
 	int n, i, timers = 0;
 
 	if (!ctx)
@@ -303,34 +305,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		}
 	}
 
-	/* endpoints with CQ work: ack, re-arm, poll empty */
-	list_init(&polls);
-	if (!list_empty(&ctx->polls)) {
-		polls = ctx->polls;
-		polls.next->prev = &polls;
-		polls.prev->next = &polls;
-		list_init(&ctx->polls);
-	}
-	list_for_each_safe (pos, tmp, &polls) {
-		struct rdmamsg_ep *ep =
-			container_of(pos, struct rdmamsg_ep, poll_link);
-
-		list_del(pos);
-		rdmamsg__ep_comp_event(ep);
-	}
-
-	/* poll before arming: completions that raced the last arm, or that
-	 * a busy-polling caller wants without waiting for an event */
-	list_for_each_safe (pos, tmp, &ctx->eps) {
-		struct rdmamsg_ep *ep =
-			container_of(pos, struct rdmamsg_ep, link);
-
-		if (ep->cq && !ep->closing &&
-		    (ep->phase == PH_UP || ep->phase == PH_CONNECTING)) {
-			rdmamsg__ep_poll(ep);
-			rdmamsg__ep_flush(ep);
-		}
-	}
+	/* completions: one CQ, only the endpoints that had some */
+	rdmamsg__iface_progress(ctx);
 
 	/* due timers always make the timerfd readable */
 	if (timers)

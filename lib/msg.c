@@ -15,15 +15,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "fastpath.h"
 #include "dispatch.h"
 #include "xfer.h"
-
-#define POLL_BATCH  32
-#define POLL_BUDGET 8 /* batches per endpoint per progress pass */
 
 /* wc_status -- the errno a work completion stands for */
 static int wc_status(enum ibv_wc_status st)
@@ -196,8 +194,9 @@ static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
 	uint32_t limit;
 	int ret;
 
-	if (RDMAMSG_UNLIKELY(ep->state != RDMAMSG_EP_CONNECTED))
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (RDMAMSG_UNLIKELY(ret))
+		return ret;
 	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
 		return -EMSGSIZE;
 	if (zb) {
@@ -594,63 +593,132 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 	return 1;
 }
 
-/* rdmamsg__ep_poll -- drain the CQ (bounded), repost receive buffers */
+/* early -- an active endpoint not yet past its ESTABLISHED event: keep
+ * its completions until the handshake has been read (at most one per
+ * posted work request: the array is sized once, for all of them) */
+static void early(struct rdmamsg_ep *ep, const struct ibv_wc *wc, uint32_t n)
+{
+	if (n > ep->early_cap - ep->nearly) {
+		uint32_t cap = ep->cq_need + RDMAMSG_POLL_BATCH;
+		struct ibv_wc *e;
+
+		if (cap < ep->nearly + n)
+			cap = ep->nearly + n;
+		e = realloc(ep->early, (size_t)cap * sizeof(*e));
+		if (!e) {
+			LOG_ERR("endpoint %p: no memory for early completions",
+				(void *)ep);
+			rdmamsg__ep_down(ep, -ENOMEM);
+			return;
+		}
+		ep->early = e;
+		ep->early_cap = cap;
+	}
+	memcpy(ep->early + ep->nearly, wc, (size_t)n * sizeof(*wc));
+	ep->nearly += n;
+}
+
+/* rdmamsg__ep_wcs -- the completions at the head of wc[0..n) (n at most
+ * RDMAMSG_POLL_BATCH) that name this endpoint, in CQ order (iface.c routed
+ * wc[0] here); the receive buffers are reposted as one batch.  Returns how
+ * many it took: it stops at the first of another endpoint. */
+uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
+			 uint32_t n)
+{
+	uint32_t rep[RDMAMSG_POLL_BATCH];
+	const uint64_t tag = ep->wrid_tag;
+	uint32_t nrep = 0, ndata = 0, nctl = 0, i;
+	uint64_t seq;
+	int st;
+
+	/* a freed endpoint's completion whose tag (generation bits too)
+	 * names this one: not this QP */
+	if (RDMAMSG_UNLIKELY(wc[0].qp_num != ep->qpn))
+		return 0;
+	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && !ep->passive)) {
+		for (i = 1; i < n; i++)
+			if ((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
+			    ep->wrid_tag)
+				break;
+		early(ep, wc, i);
+		return i;
+	}
+	for (i = 0; i < n; i++) {
+		/* the run ends at another endpoint's completion */
+		if (RDMAMSG_UNLIKELY((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
+				     tag))
+			break;
+		if (!(wc[i].wr_id & RDMAMSG_SEND_WRID)) {
+			int r = on_recv_wc(ep, &wc[i]);
+
+			if (r) {
+				rep[nrep++] = (uint32_t)wc[i].wr_id;
+				if (r == 1)
+					ndata++;
+				else
+					nctl++;
+			}
+			continue;
+		}
+		/* the sequence from its low 32 bits, at most sq_head: one
+		 * not in flight (below sq_tail) completes nothing */
+		seq = ep->sq_head -
+		      (uint32_t)((uint32_t)ep->sq_head - (uint32_t)wc[i].wr_id);
+		if (RDMAMSG_LIKELY(wc[i].status == IBV_WC_SUCCESS)) {
+			rdmamsg__ep_complete_slots(ep, seq, 0);
+			continue;
+		}
+		st = wc_status(wc[i].status);
+		rdmamsg__ep_complete_slots(ep, seq, st);
+		if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+			rdmamsg__ep_down(ep, st);
+	}
+	if (nrep && ep->phase != PH_DOWN) {
+		if (fp_post_recvs(ep, rep, nrep) == 0) {
+			ep->to_return += ndata;
+			ep->ctl_to_return += nctl;
+		}
+	}
+	return i;
+}
+
+/* rdmamsg__ep_replay_early -- the completions that came before the
+ * handshake was read, now that it has been (or the connect failed) */
+void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep)
+{
+	uint32_t i, n = ep->nearly, k;
+
+	if (RDMAMSG_LIKELY(!n) || (ep->phase == PH_CONNECTING && !ep->passive))
+		return;
+	ep->nearly = 0;
+	for (i = 0; i < n; i += k) {
+		k = n - i < RDMAMSG_POLL_BATCH ? n - i : RDMAMSG_POLL_BATCH;
+		k = rdmamsg__ep_wcs(ep, ep->early + i, k);
+		if (!k)
+			break; /* not possible: each was checked when kept */
+	}
+}
+
+/* rdmamsg__ep_poll -- drain the context's CQ (this endpoint's completions
+ * among them) */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
 {
-	struct ibv_wc wc[POLL_BATCH];
-	uint32_t rep[POLL_BATCH];
-	int budget = POLL_BUDGET, n, i;
+	rdmamsg__iface_poll(ep->ctx);
+	rdmamsg__ep_replay_early(ep);
+}
 
-	/* the peer may send as soon as it is established, before our
-	 * ESTABLISHED event (with its handshake) is read: leave those in the
-	 * CQ; the progress pass that handles the event polls them */
-	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && !ep->passive))
-		return;
-	while (budget-- > 0) {
-		uint32_t nrep = 0, ndata = 0, nctl = 0;
+/* rdmamsg__ep_xwait -- keep visiting ep each pass while its transfer
+ * layer waits for what no completion of its own announces (pool memory
+ * for a FIN or a pull) */
+void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
+{
+	int wait = ep->xf && ep->phase == PH_UP && !ep->closing &&
+		   (!list_empty(&ep->xf->fins) || !list_empty(&ep->xf->pulls));
 
-		n = ibv_poll_cq(ep->cq, POLL_BATCH, wc);
-		if (n <= 0)
-			break;
-		for (i = 0; i < n; i++) {
-			uint64_t seq = wc[i].wr_id & ~RDMAMSG_SEND_WRID;
-			int st;
-
-			if (!(wc[i].wr_id & RDMAMSG_SEND_WRID)) {
-				int r = on_recv_wc(ep, &wc[i]);
-
-				if (r) {
-					rep[nrep++] = (uint32_t)wc[i].wr_id;
-					if (r == 1)
-						ndata++;
-					else
-						nctl++;
-				}
-				continue;
-			}
-			if (RDMAMSG_LIKELY(wc[i].status == IBV_WC_SUCCESS)) {
-				rdmamsg__ep_complete_slots(ep, seq, 0);
-				continue;
-			}
-			st = wc_status(wc[i].status);
-			rdmamsg__ep_complete_slots(ep, seq, st);
-			if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
-				rdmamsg__ep_down(ep, st);
-		}
-		if (nrep && ep->phase != PH_DOWN) {
-			if (fp_post_recvs(ep, rep, nrep) == 0) {
-				ep->to_return += ndata;
-				ep->ctl_to_return += nctl;
-			}
-		}
-		if (n < POLL_BATCH)
-			break;
-	}
-	if (budget < 0 && list_empty(&ep->poll_link)) {
-		/* more to do: come back next pass (fairness) */
-		list_add_tail(&ep->ctx->polls, &ep->poll_link);
-		ep->ctx->pending = 1;
-	}
+	if (wait && list_empty(&ep->xwait_link))
+		list_add_tail(&ep->ctx->xwait, &ep->xwait_link);
+	else if (!wait)
+		list_del(&ep->xwait_link);
 }
 
 /* rdmamsg__ep_flush -- after polling: backlog, credit update, writable */
@@ -678,20 +746,6 @@ void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 		if (ep->cbs.on_writable)
 			ep->cbs.on_writable(ep, ep->arg);
 	}
-}
-
-/* rdmamsg__ep_comp_event -- the CQ signalled: ack, re-arm, poll empty */
-void rdmamsg__ep_comp_event(struct rdmamsg_ep *ep)
-{
-	if (ep->cq_unacked >= 16) {
-		ep->ctx->ops->ack_cq_events(ep->cq, ep->cq_unacked);
-		ep->cq_unacked = 0;
-	}
-	ibv_req_notify_cq(ep->cq, 0);
-	rdmamsg__ep_poll(ep);
-	rdmamsg__ep_flush(ep);
-	if (ep->closing)
-		rdmamsg__ep_defer(ep);
 }
 
 /* rdmamsg__ep_post_recvs -- post receive buffers 0 .. n-1 (setup) */

@@ -84,9 +84,9 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 
 	if (!ep || !response_cb || !idp || (len && !data))
 		return -EINVAL;
-	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP ||
-	    ep->closing)
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (ret)
+		return ret;
 	/* no arithmetic on len before it is known to fit */
 	eager = len <= ep->max_msg - RDMAMSG_XHDR;
 	if (!eager && len > ep->p.max_large)
@@ -100,7 +100,7 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	list_init(&o->link);
 	o->cb = response_cb;
 	o->arg = req_arg;
-	ret = rdmamsg__idtab_add(&xf->reqs, o, &id);
+	ret = rdmamsg__idt_add(&xf->reqs, o, &id);
 	if (ret)
 		goto err_free_req;
 	o->id = id;
@@ -125,7 +125,7 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	return 0;
 
 err_del_id:
-	rdmamsg__idtab_del(&xf->reqs, id);
+	rdmamsg__idt_del(&xf->reqs, id);
 err_free_req:
 	free(o);
 	return ret;
@@ -138,7 +138,7 @@ RDMAMSG_EXPORT int rdmamsg_request_cancel(struct rdmamsg_ep *ep, uint64_t id)
 
 	if (!ep)
 		return -EINVAL;
-	o = ep->xf ? rdmamsg__idtab_find(&ep->xf->reqs, id) : NULL;
+	o = ep->xf ? rdmamsg__idt_find(&ep->xf->reqs, id) : NULL;
 	if (!o || o->status)
 		return -ENOENT;
 	o->status = -ECANCELED;
@@ -154,7 +154,7 @@ static void complete(struct rdmamsg_ep *ep, struct oreq *o, int status,
 		     void *data, size_t len)
 {
 	list_del(&o->link);
-	rdmamsg__idtab_del(&ep->xf->reqs, o->id);
+	rdmamsg__idt_del(&ep->xf->reqs, o->id);
 	o->cb(ep, status, data, len, o->arg);
 	free(o);
 }
@@ -187,8 +187,8 @@ void rdmamsg__req_recv(struct rdmamsg_ep *ep, int kind, uint64_t id, void *data,
 	struct oreq *o;
 
 	if (kind == X_RESP) {
-		o = rdmamsg__idtab_find(&xf->reqs, id);
-		if (!o && !rdmamsg__idtab_was_issued(&xf->reqs, id)) {
+		o = rdmamsg__idt_find(&xf->reqs, id);
+		if (!o && !rdmamsg__idt_was_issued(&xf->reqs, id)) {
 			/* never issued: not late, a broken or hostile peer */
 			LOG_ERR("endpoint %p: response to request %llx that "
 				"was "
@@ -231,9 +231,9 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 	if (!req || (len && !data))
 		return -EINVAL;
 	ep = req->ep;
-	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP ||
-	    ep->closing)
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (ret)
+		return ret;
 	eager = len <= ep->max_msg - RDMAMSG_XHDR;
 	if (!eager && len > ep->p.max_large)
 		return -EMSGSIZE;
@@ -292,4 +292,26 @@ void rdmamsg__req_free(struct rdmamsg_ep *ep)
 		list_del(pos);
 		free(container_of(pos, struct rdmamsg_req, link));
 	}
+}
+
+/* rdmamsg_ep_attr_set_on_request -- who answers the peer's requests */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_request(
+	struct rdmamsg_ep_attr *attr,
+	void (*on_request)(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+			   void *data, size_t len, void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.on_request = on_request;
+	return 0;
+}
+
+/* rdmamsg_ep_get_late_responses -- responses that came too late */
+RDMAMSG_EXPORT int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep,
+						 uint64_t *n)
+{
+	if (!ep || !n)
+		return -EINVAL;
+	*n = ep->xf ? ep->xf->late : 0;
+	return 0;
 }

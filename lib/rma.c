@@ -32,7 +32,7 @@ int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
 
 	if (fp_sq_free(ep) == 0)
 		return -EAGAIN;
-	wr->wr_id = ep->sq_head | RDMAMSG_SEND_WRID;
+	wr->wr_id = fp_send_wrid(ep, ep->sq_head);
 	wr->next = NULL;
 	wr->send_flags |= IBV_SEND_SIGNALED;
 	ret = ibv_post_send(ep->qp, wr, &bad);
@@ -92,10 +92,7 @@ static int in_bounds(uint64_t off, uint64_t len, uint64_t size)
 /* check_ep -- the endpoint can take a one-sided operation */
 static int check_ep(struct rdmamsg_ep *ep)
 {
-	if (ep->phase != PH_UP || ep->closing ||
-	    ep->state != RDMAMSG_EP_CONNECTED)
-		return -ENOTCONN;
-	return 0;
+	return rdmamsg__ep_can_send(ep);
 }
 
 /* rw -- the common part of write, write_imm and read */
@@ -280,4 +277,16 @@ RDMAMSG_EXPORT int rdmamsg_atomic_fadd(struct rdmamsg_ep *ep,
 {
 	return atomic(ep, rmr, roff, IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0, cb,
 		      op_ctx);
+}
+
+/* rdmamsg_ep_attr_set_on_write_imm -- who sees writes with immediate */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_write_imm(
+	struct rdmamsg_ep_attr *attr,
+	void (*on_write_imm)(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
+			     void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.on_write_imm = on_write_imm;
+	return 0;
 }

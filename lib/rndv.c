@@ -26,6 +26,9 @@
 #include "fastpath.h"
 #include "xfer.h"
 
+#define MIN_LARGE ((size_t)4096)
+#define MAX_LARGE ((size_t)1 << 40)
+
 #define CHUNK	  ((uint64_t)8 << 20)
 #define MAX_READS 4
 
@@ -79,8 +82,9 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	uint64_t id;
 	int ret;
 
-	if (ep->phase != PH_UP || ep->closing)
-		return -ENOTCONN;
+	ret = rdmamsg__ep_can_send(ep);
+	if (ret)
+		return ret;
 	ret = rdmamsg__xfer_get(ep, &xf);
 	if (ret)
 		return ret;
@@ -115,7 +119,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	}
 	s->op_ctx = op_ctx;
 	s->report = report;
-	ret = rdmamsg__idtab_add(&xf->sends, s, &id);
+	ret = rdmamsg__idt_add(&xf->sends, s, &id);
 	if (ret)
 		goto err_free_send;
 	x.kind = X_RTS;
@@ -135,7 +139,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	return 0;
 
 err_del_id:
-	rdmamsg__idtab_del(&xf->sends, id);
+	rdmamsg__idt_del(&xf->sends, id);
 err_free_send:
 	s->umr = NULL;
 	send_free(ep, s);
@@ -186,6 +190,7 @@ static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
 	w->status = status;
 	/* the next completion's flush sends it (rdmamsg__xfer_flush) */
 	list_add_tail(&ep->xf->fins, &w->link);
+	rdmamsg__ep_xwait(ep);
 }
 
 /* rdmamsg__rndv_fin_retry -- send the FINs that waited, in order */
@@ -207,7 +212,7 @@ void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep)
 static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 {
 	struct rdmamsg__xfer *xf = ep->xf;
-	struct rndv_send *s = rdmamsg__idtab_find(&xf->sends, x->id);
+	struct rndv_send *s = rdmamsg__idt_find(&xf->sends, x->id);
 
 	if (!s) {
 		LOG_ERR("rendezvous FIN for unknown transfer %llx",
@@ -215,7 +220,7 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		rdmamsg__ep_down(ep, -EPROTO);
 		return;
 	}
-	rdmamsg__idtab_del(&xf->sends, x->id);
+	rdmamsg__idt_del(&xf->sends, x->id);
 	if (s->report && ep->cbs.on_send)
 		ep->cbs.on_send(ep, x->status, s->op_ctx, ep->arg);
 	send_free(ep, s);
@@ -260,6 +265,7 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	p->x = *x;
 	list_add_tail(&ep->xf->pulls, &p->link);
 	rdmamsg__rndv_pump(ep);
+	rdmamsg__ep_xwait(ep);
 }
 
 /* activate -- choose the destination of a queued receive; 0 or refusal */
@@ -345,7 +351,7 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
 	struct rdmamsg__list *pos, *tmp;
 	int progress = 1, ret;
 
-	if (xf->down || ep->phase != PH_UP || ep->closing)
+	if (xf->down || rdmamsg__ep_can_send(ep))
 		return;
 	list_for_each_safe (pos, tmp, &xf->pulls) {
 		struct rdmamsg__pull *p =
@@ -472,7 +478,7 @@ void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status)
 
 		if (!s)
 			continue;
-		rdmamsg__idtab_del(&xf->sends, id);
+		rdmamsg__idt_del(&xf->sends, id);
 		if (s->report && ep->cbs.on_send)
 			ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
 		send_free(ep, s);
@@ -504,4 +510,58 @@ void rdmamsg__rndv_free(struct rdmamsg_ep *ep)
 		list_del(pos);
 		free(container_of(pos, struct fin_wait, link));
 	}
+}
+
+/* rdmamsg_send_large -- any size up to the large maximum */
+RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
+				      size_t len, void *op_ctx)
+{
+	if (!ep || (len && !data))
+		return -EINVAL;
+	if (len <= ep->max_msg || rdmamsg__ep_can_send(ep))
+		return rdmamsg_send(ep, data, len, op_ctx);
+	if (len > ep->p.max_large)
+		return -EMSGSIZE;
+	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, 0, 0, op_ctx,
+				  1);
+}
+
+/* rdmamsg_send_mr -- zero-copy rendezvous from the caller's registration */
+RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
+				   size_t off, size_t len, void *op_ctx)
+{
+	if (!ep || !mr || mr->ctx != ep->ctx)
+		return -EINVAL;
+	if (rdmamsg__ep_can_send(ep))
+		return -ENOTCONN;
+	if (off > mr->len || len > mr->len - off)
+		return -ERANGE;
+	if (!(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
+		return -EACCES;
+	if (len > ep->p.max_large && len > ep->max_msg)
+		return -EMSGSIZE;
+	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
+				  op_ctx, 1);
+}
+
+/* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_max_large_size(
+	struct rdmamsg_ep_attr *attr, size_t size)
+{
+	if (!attr || size < MIN_LARGE || size > MAX_LARGE)
+		return -EINVAL;
+	attr->p.max_large = size;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_recv_alloc -- where large messages land */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_alloc(
+	struct rdmamsg_ep_attr *attr,
+	int (*alloc)(struct rdmamsg_ep *ep, size_t len, void **data,
+		     struct rdmamsg_mr **mr, void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.recv_alloc = alloc;
+	return 0;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xfer.c -- the layer beside eager messages: per-endpoint state made on
- * first use, id tables, the F_XFER control messages and the hooks the
+ * first use, the F_XFER control messages and the hooks the
  * message and endpoint code call (completion, receive, flush, down, free).
  */
 #include "config.h"
@@ -12,9 +12,6 @@
 
 #include "internal.h"
 #include "xfer.h"
-
-#define MIN_LARGE ((size_t)4096)
-#define MAX_LARGE ((size_t)1 << 40)
 
 static void req_timer_fire(struct rdmamsg__timer *t);
 
@@ -40,6 +37,8 @@ int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xfp)
 	list_init(&xf->req_due);
 	list_init(&xf->sreqs);
 	rdmamsg__timer_init(&xf->req_timer, req_timer_fire);
+	rdmamsg__idt_init(&xf->sends, 0);
+	rdmamsg__idt_init(&xf->reqs, 0);
 	xf->ep = ep;
 	ep->xf = xf;
 	*xfp = xf;
@@ -53,79 +52,6 @@ static void req_timer_fire(struct rdmamsg__timer *t)
 		container_of(t, struct rdmamsg__xfer, req_timer);
 
 	rdmamsg__req_timeout(xf->ep);
-}
-
-/* ---- id tables ----------------------------------------------------- */
-
-/* rdmamsg__idtab_add -- store p, return its id (generation << 32 | index) */
-int rdmamsg__idtab_add(struct rdmamsg__idtab *t, void *p, uint64_t *id)
-{
-	uint32_t i;
-
-	if (t->free_head == 0) {
-		uint32_t ncap = t->cap ? t->cap * 2 : 64, k;
-		struct rdmamsg__ident *e;
-
-		e = realloc(t->e, (size_t)ncap * sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		/* index 0 is never used, so free_head 0 means empty */
-		for (k = t->cap ? t->cap : 1; k < ncap; k++) {
-			e[k].p = NULL;
-			e[k].gen = 1;
-			e[k].next = k + 1 < ncap ? k + 1 : 0;
-		}
-		if (!t->cap) {
-			e[0].p = NULL;
-			e[0].gen = 0;
-			e[0].next = 0;
-		}
-		t->free_head = t->cap ? t->cap : 1;
-		t->e = e;
-		t->cap = ncap;
-	}
-	i = t->free_head;
-	t->free_head = t->e[i].next;
-	t->e[i].p = p;
-	t->used++;
-	*id = ((uint64_t)t->e[i].gen << 32) | i;
-	return 0;
-}
-
-/* rdmamsg__idtab_find -- what id names, or NULL (stale or unknown) */
-void *rdmamsg__idtab_find(const struct rdmamsg__idtab *t, uint64_t id)
-{
-	uint32_t i = (uint32_t)id;
-
-	if (i == 0 || i >= t->cap || t->e[i].gen != (uint32_t)(id >> 32))
-		return NULL;
-	return t->e[i].p;
-}
-
-/* rdmamsg__idtab_was_issued -- whether id was handed out once and has
- * since been deleted (timed out, cancelled or done): the generations of
- * its slot below the current one.  An id that fails this and is not
- * outstanding was never issued. */
-int rdmamsg__idtab_was_issued(const struct rdmamsg__idtab *t, uint64_t id)
-{
-	uint32_t i = (uint32_t)id, gen = (uint32_t)(id >> 32);
-
-	return i != 0 && i < t->cap && gen != 0 && gen < t->e[i].gen;
-}
-
-/* rdmamsg__idtab_del -- forget id; its generation moves on */
-void rdmamsg__idtab_del(struct rdmamsg__idtab *t, uint64_t id)
-{
-	uint32_t i = (uint32_t)id;
-
-	if (!rdmamsg__idtab_find(t, id))
-		return;
-	t->e[i].p = NULL;
-	if (++t->e[i].gen == 0)
-		t->e[i].gen = 1;
-	t->e[i].next = t->free_head;
-	t->free_head = i;
-	t->used--;
 }
 
 /* ---- control messages ---------------------------------------------- */
@@ -221,99 +147,9 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
 	rdmamsg__req_free(ep);
 	if (xf->atom)
 		rdmamsg__buf_put(xf->atom);
-	free(xf->sends.e);
-	free(xf->reqs.e);
+	rdmamsg__idt_fini(&xf->sends);
+	rdmamsg__idt_fini(&xf->reqs);
 	free(xf->ops);
 	free(xf);
 	ep->xf = NULL;
-}
-
-/* rdmamsg_send_large -- any size up to the large maximum */
-RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
-				      size_t len, void *op_ctx)
-{
-	if (!ep || (len && !data))
-		return -EINVAL;
-	if (len <= ep->max_msg || ep->state != RDMAMSG_EP_CONNECTED)
-		return rdmamsg_send(ep, data, len, op_ctx);
-	if (len > ep->p.max_large)
-		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, 0, 0, op_ctx,
-				  1);
-}
-
-/* ---- public -------------------------------------------------------- */
-
-/* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_max_large_size(
-	struct rdmamsg_ep_attr *attr, size_t size)
-{
-	if (!attr || size < MIN_LARGE || size > MAX_LARGE)
-		return -EINVAL;
-	attr->p.max_large = size;
-	return 0;
-}
-
-/* rdmamsg_ep_attr_set_recv_alloc -- where large messages land */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_alloc(
-	struct rdmamsg_ep_attr *attr,
-	int (*alloc)(struct rdmamsg_ep *ep, size_t len, void **data,
-		     struct rdmamsg_mr **mr, void *arg))
-{
-	if (!attr)
-		return -EINVAL;
-	attr->p.recv_alloc = alloc;
-	return 0;
-}
-
-/* rdmamsg_ep_attr_set_on_request -- who answers the peer's requests */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_request(
-	struct rdmamsg_ep_attr *attr,
-	void (*on_request)(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
-			   void *data, size_t len, void *arg))
-{
-	if (!attr)
-		return -EINVAL;
-	attr->p.on_request = on_request;
-	return 0;
-}
-
-/* rdmamsg_ep_attr_set_on_write_imm -- who sees writes with immediate */
-RDMAMSG_EXPORT int rdmamsg_ep_attr_set_on_write_imm(
-	struct rdmamsg_ep_attr *attr,
-	void (*on_write_imm)(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
-			     void *arg))
-{
-	if (!attr)
-		return -EINVAL;
-	attr->p.on_write_imm = on_write_imm;
-	return 0;
-}
-
-/* rdmamsg_send_mr -- zero-copy rendezvous from the caller's registration */
-RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
-				   size_t off, size_t len, void *op_ctx)
-{
-	if (!ep || !mr || mr->ctx != ep->ctx)
-		return -EINVAL;
-	if (ep->state != RDMAMSG_EP_CONNECTED || ep->phase != PH_UP)
-		return -ENOTCONN;
-	if (off > mr->len || len > mr->len - off)
-		return -ERANGE;
-	if (!(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
-		return -EACCES;
-	if (len > ep->p.max_large && len > ep->max_msg)
-		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
-				  op_ctx, 1);
-}
-
-/* rdmamsg_ep_get_late_responses -- responses that came too late */
-RDMAMSG_EXPORT int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep,
-						 uint64_t *n)
-{
-	if (!ep || !n)
-		return -EINVAL;
-	*n = ep->xf ? ep->xf->late : 0;
-	return 0;
 }

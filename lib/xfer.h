@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "idtab.h"
 #include "internal.h"
 #include "proto.h"
 
@@ -28,25 +29,15 @@ struct rdmamsg__xop {
 	int atomic;
 };
 
-/* an id table: O(1) ids with a generation, so stale ids never match */
-struct rdmamsg__idtab {
-	struct rdmamsg__ident {
-		void *p;
-		uint32_t gen;
-		uint32_t next;
-	} * e;
-	uint32_t cap, free_head, used;
-};
-
 /* per-endpoint state of this layer, made on first use */
 struct rdmamsg__xfer {
 	struct rdmamsg_ep *ep;
-	struct rdmamsg__xop *ops;    /* indexed like ep->slots */
-	struct rdmamsg_buf *atom;    /* 8 bytes per slot for atomic results */
-	struct rdmamsg__idtab sends; /* rendezvous sends awaiting X_FIN */
-	struct rdmamsg__idtab reqs;  /* our outstanding requests */
-	struct rdmamsg__list pulls;  /* rendezvous receives, queued/active */
-	struct rdmamsg__list fins;   /* FINs waiting for pool memory */
+	struct rdmamsg__xop *ops;   /* indexed like ep->slots */
+	struct rdmamsg_buf *atom;   /* 8 bytes per slot for atomic results */
+	struct rdmamsg__idt sends;  /* rendezvous sends awaiting X_FIN */
+	struct rdmamsg__idt reqs;   /* our outstanding requests */
+	struct rdmamsg__list pulls; /* rendezvous receives, queued/active */
+	struct rdmamsg__list fins;  /* FINs waiting for pool memory */
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
 	struct rdmamsg__list req_due; /* our requests by deadline */
@@ -74,10 +65,6 @@ struct rdmamsg_rmr {
 
 /* xfer.c */
 int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xf);
-int rdmamsg__idtab_add(struct rdmamsg__idtab *t, void *p, uint64_t *id);
-void *rdmamsg__idtab_find(const struct rdmamsg__idtab *t, uint64_t id);
-void rdmamsg__idtab_del(struct rdmamsg__idtab *t, uint64_t id);
-int rdmamsg__idtab_was_issued(const struct rdmamsg__idtab *t, uint64_t id);
 int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 		       const void *data, size_t len);
 

@@ -54,6 +54,17 @@ static void test_basic(void)
 	is_int(rdmamsg__idt_del(&t, UINT64_MAX), -ENOENT,
 	       "deleting a forged id: -ENOENT");
 	is_int(t.used, 2, "two live ids");
+	/* was_issued: a deleted id yes (a late response), a live one, a
+	 * future generation and forged indexes no (a protocol error) */
+	ok(rdmamsg__idt_was_issued(&t, a), "the deleted id was issued");
+	ok(!rdmamsg__idt_was_issued(&t, c) && !rdmamsg__idt_was_issued(&t, b),
+	   "live ids are not 'issued and gone'");
+	ok(!rdmamsg__idt_was_issued(&t, c + ((uint64_t)1 << 32)) &&
+		   !rdmamsg__idt_was_issued(&t, (uint32_t)c) &&
+		   !rdmamsg__idt_was_issued(&t, (uint64_t)1 << 32) &&
+		   !rdmamsg__idt_was_issued(&t, UINT64_MAX),
+	   "never-issued ids (future generation, generation 0, index 0, out "
+	   "of range) are not");
 	rdmamsg__idt_fini(&t);
 
 	rdmamsg__idt_init(&t, 3);

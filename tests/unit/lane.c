@@ -3,8 +3,9 @@
  * lane.c -- unit test of lib/lane.h: the endpoint state machine's
  * properties (every state reachable, close possible from every live state
  * and always ending CLOSED, CLOSED terminal, sends only when UP, no way
- * back from DOWN, the public view) and the wr_id layout (round trip, the
- * fields never overlap)
+ * back from DOWN, the public view), the wr_id layout (round trip, the
+ * fields never overlap) and routing by wr_id through the id table (a
+ * freed owner's completions find nothing)
  */
 #include "config.h"
 
@@ -104,9 +105,8 @@ static void test_states(void)
 
 static void test_wrid(void)
 {
-	static const uint32_t lanes[] = {0, 1, 2, 4095, (1u << 23) - 1};
-	static const uint64_t owns[] = {0, 1, 0xffffffffull,
-					((uint64_t)1 << 40) - 1};
+	static const uint32_t lanes[] = {0, 1, 2, 4095, (1u << 31) - 1};
+	static const uint64_t owns[] = {0, 1, 0xfffffffeull, 0xffffffffull};
 	size_t i, j;
 	int good = 1, send;
 
@@ -130,14 +130,75 @@ static void test_wrid(void)
 		    (RDMAMSG__WRID_LANE_MASK << RDMAMSG__WRID_LANE_SHIFT) |
 		    RDMAMSG__WRID_OWN_MASK) == UINT64_MAX,
 	   "wr_id: the fields cover 64 bits without overlapping");
-	ok(rdmamsg__wrid(0, (1u << 23) | 5, 0) == rdmamsg__wrid(0, 5, 0) &&
+	ok(rdmamsg__wrid(0, (1u << 31) | 5, 0) == rdmamsg__wrid(0, 5, 0) &&
 		   rdmamsg__wrid_lane(rdmamsg__wrid(1, 7, UINT64_MAX)) == 7,
 	   "wr_id: out-of-range parts are masked, never spill over");
+	ok(rdmamsg__wrid_tag(((uint64_t)3 << 32) | 9) ==
+			   (3u << RDMAMSG__WRID_TAG_GEN_SHIFT | 9) &&
+		   rdmamsg__wrid_tag(((uint64_t)0x801 << 32) | 9) ==
+			   rdmamsg__wrid_tag(((uint64_t)1 << 32) | 9) &&
+		   rdmamsg__wrid_tag(((uint64_t)1 << 32) | 9) !=
+			   rdmamsg__wrid_tag(((uint64_t)2 << 32) | 9) &&
+		   (rdmamsg__wrid_tag(UINT64_MAX) & ~RDMAMSG__WRID_LANE_MASK) ==
+			   0,
+	   "wr_id tag: index plus the generation's low bits, in 31 bits");
+}
+
+/* test_route -- completions find their owner through the id table; one of
+ * an owner that was freed finds nothing, also after its slot was reused */
+static void test_route(void)
+{
+	struct rdmamsg__idt t;
+	int a, b, c, good = 1;
+	uint64_t ha, hb, hc, wa, wb;
+	uint32_t k;
+
+	rdmamsg__idt_init(&t, RDMAMSG__WRID_TAG_INDEX);
+	if (rdmamsg__idt_add(&t, &a, &ha) || rdmamsg__idt_add(&t, &b, &hb))
+		bail_out("idt_add");
+	wa = rdmamsg__wrid(0, rdmamsg__wrid_tag(ha), 17);
+	wb = rdmamsg__wrid(1, rdmamsg__wrid_tag(hb), 0xfffffffful);
+	ok(rdmamsg__wrid_route(&t, wa) == &a &&
+		   rdmamsg__wrid_route(&t, wb) == &b,
+	   "route: receive and send wr_ids find their owners");
+	rdmamsg__idt_del(&t, ha);
+	ok(rdmamsg__wrid_route(&t, wa) == NULL,
+	   "route: a freed owner's wr_id finds nothing");
+	if (rdmamsg__idt_add(&t, &c, &hc))
+		bail_out("idt_add");
+	ok((uint32_t)hc == (uint32_t)ha && rdmamsg__wrid_route(&t, wa) == NULL,
+	   "route: nor once its slot holds another owner");
+	ok(rdmamsg__wrid_route(
+		   &t, rdmamsg__wrid(0, rdmamsg__wrid_tag(hc), 1)) == &c,
+	   "route: the new owner's wr_ids find it");
+	/* the tag keeps 11 bits of the generation: the slot's next 2046
+	 * owners are told apart, the 2048th owner after a's matches a's tag,
+	 * which is why the interface also checks wc.qp_num */
+	for (k = 0; k < 2046 && good; k++) {
+		rdmamsg__idt_del(&t, hc);
+		if (rdmamsg__idt_add(&t, &c, &hc) ||
+		    rdmamsg__wrid_route(&t, wa) != NULL)
+			good = 0;
+	}
+	ok(good, "route: 2046 more owners of the slot, still nothing");
+	rdmamsg__idt_del(&t, hc);
+	if (rdmamsg__idt_add(&t, &c, &hc))
+		bail_out("idt_add");
+	ok(rdmamsg__wrid_route(&t, wa) == &c,
+	   "route: the generation bits wrap after 2048 owners (qp_num "
+	   "decides)");
+	ok(rdmamsg__wrid_route(&t, 0) == NULL &&
+		   rdmamsg__wrid_route(&t, rdmamsg__wrid(0, 0, 5)) == NULL &&
+		   rdmamsg__wrid_route(&t, rdmamsg__wrid(1, 4000, 5)) == NULL &&
+		   rdmamsg__wrid_route(&t, UINT64_MAX) == NULL,
+	   "route: index 0, out of range and forged wr_ids find nothing");
+	rdmamsg__idt_fini(&t);
 }
 
 int main(void)
 {
 	test_states();
 	test_wrid();
+	test_route();
 	return done_testing();
 }

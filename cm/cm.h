@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* cm.h -- what conn.c (events, active side) and listen.c (listener,
+ * connection requests) share.  Private. */
+#ifndef RDMAMSG_CM_H
+#define RDMAMSG_CM_H
+
+#include "internal.h"
+
+struct cm_ev {
+	enum rdma_cm_event_type type;
+	int status;
+	struct rdma_cm_id *id;
+	struct rdma_cm_id *listen_id;
+	uint8_t pdata[256];
+	size_t pdata_len;
+};
+
+void rdmamsg__cm_conn_param(struct rdma_conn_param *cp,
+			    const struct rdmamsg_ctx *ctx, const uint8_t *pdata,
+			    size_t len);
+size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out);
+void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e);
+
+#endif /* RDMAMSG_CM_H */

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iface.c -- the per-context interface: one CQ for every endpoint of the
+ * context (a second one only when the first reached the device's max_cqe), completions routed to their endpoint from the wr_id (lane.h),
+ * and the progress step that visits only endpoints that had completions
+ * (or whose transfer layer waits for memory), never the idle ones.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "dispatch.h"
+#include "internal.h"
+#include "lane.h"
+
+#define POLL_BUDGET   64 /* batches per call: the rest next pass */
+#define CQ_MIN	      1024
+#define IFACE_MAX_CQS 256 /* CQs of max_cqe entries each */
+
+/* rdmamsg__iface_init -- no CQ yet: the first endpoint makes one */
+void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+
+	ifc->cqs = NULL;
+	ifc->ncq = 0;
+	ifc->polling = 0;
+	ifc->stale_wcs = 0;
+	ifc->max_cqe = 0;
+	/* test hook: a small device limit, so that tests spread a context's
+	 * endpoints over several CQs */
+	if (getenv("RDMAMSG_TEST_MAX_CQE"))
+		ifc->max_cqe = (uint32_t)atoi(getenv("RDMAMSG_TEST_MAX_CQE"));
+	rdmamsg__idt_init(&ifc->eps, RDMAMSG__WRID_TAG_INDEX);
+}
+
+/* rdmamsg__iface_fini -- every endpoint is gone: the CQs go */
+void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	uint32_t i;
+
+	for (i = 0; i < ifc->ncq; i++) {
+		struct rdmamsg__icq *q = ifc->cqs[i];
+
+		if (q->unacked)
+			ctx->ops->ack_cq_events(q->cq, q->unacked);
+		ctx->ops->destroy_cq(q->cq);
+		free(q);
+	}
+	free(ifc->cqs);
+	ifc->cqs = NULL;
+	ifc->ncq = 0;
+	rdmamsg__idt_fini(&ifc->eps);
+}
+
+/* rdmamsg__iface_cq -- the interface's CQ that holds cq (from a CQ event
+ * or an async event), or NULL */
+struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq)
+{
+	uint32_t i;
+
+	for (i = 0; i < ctx->ifc.ncq; i++)
+		if ((const void *)ctx->ifc.cqs[i]->cq == cq)
+			return ctx->ifc.cqs[i];
+	return NULL;
+}
+
+/* cq_new -- one more CQ of size entries on the completion channel */
+static int cq_new(struct rdmamsg_ctx *ctx, uint64_t size)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	struct rdmamsg__icq **v, *q;
+	int ret;
+
+	v = realloc(ifc->cqs, (size_t)(ifc->ncq + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	ifc->cqs = v;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->cq = ctx->ops->create_cq(ctx->verbs, (int)size, q, ctx->cc, 0);
+	if (!q->cq) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("ibv_create_cq(%llu) failed: %d",
+			(unsigned long long)size, ret);
+		free(q);
+		return ret;
+	}
+	ret = ibv_req_notify_cq(q->cq, 0);
+	if (ret) {
+		ctx->ops->destroy_cq(q->cq);
+		free(q);
+		return -ret;
+	}
+	q->size = q->cq->cqe > 0 && (uint64_t)q->cq->cqe >= size
+			  ? (uint32_t)q->cq->cqe
+			  : (uint32_t)size;
+	ifc->cqs[ifc->ncq++] = q;
+	return 0;
+}
+
+/* cq_room -- the index of a CQ with room for need more entries: the first
+ * with room, else the last one grown (ibv_resize_cq) up to the device's
+ * limit, else a new one */
+static int cq_room(struct rdmamsg_ctx *ctx, uint32_t need, uint32_t *idx)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	uint64_t max =
+		ctx->dattr.max_cqe > 0 ? (uint64_t)ctx->dattr.max_cqe : CQ_MIN;
+	uint64_t want, size;
+	struct rdmamsg__icq *q;
+	uint32_t i;
+	int ret;
+
+	if (ifc->max_cqe && ifc->max_cqe < max)
+		max = ifc->max_cqe;
+
+	if (need > max) {
+		LOG_ERR("an endpoint needs %u completion entries, the device "
+			"has %llu",
+			need, (unsigned long long)max);
+		return -ENOBUFS;
+	}
+	/* first fit: room that freed endpoints left is used again */
+	for (i = 0; i < ifc->ncq; i++) {
+		q = ifc->cqs[i];
+		if ((uint64_t)q->reserved + q->stale + need <= q->size) {
+			*idx = i;
+			return 0;
+		}
+	}
+	if (ifc->ncq) {
+		q = ifc->cqs[ifc->ncq - 1];
+		want = (uint64_t)q->reserved + q->stale + need;
+		for (size = q->size; size < want && size < max; size *= 2)
+			;
+		if (size > max)
+			size = max;
+		if (size >= want &&
+		    ctx->ops->resize_cq(q->cq, (int)size) == 0) {
+			/* the provider may round up */
+			q->size = q->cq->cqe > 0 && (uint64_t)q->cq->cqe >= size
+					  ? (uint32_t)q->cq->cqe
+					  : (uint32_t)size;
+			*idx = ifc->ncq - 1;
+			return 0;
+		}
+	}
+	if (ifc->ncq >= IFACE_MAX_CQS) {
+		LOG_ERR("completion queues full (%u of %llu entries)",
+			IFACE_MAX_CQS, (unsigned long long)max);
+		return -ENOBUFS;
+	}
+	for (size = CQ_MIN; size < need; size *= 2)
+		;
+	ret = cq_new(ctx, size > max ? max : size);
+	if (ret)
+		return ret;
+	if (ifc->ncq > 1)
+		LOG_WARN("completion queue %u made: the others are full "
+			 "(%llu entries each)",
+			 ifc->ncq, (unsigned long long)max);
+	*idx = ifc->ncq - 1;
+	return 0;
+}
+
+/* rdmamsg__iface_attach -- ep joins a CQ with room for need work
+ * requests (ep->icq); its wr_id tag is set */
+int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	uint32_t idx;
+	uint64_t h;
+	int ret;
+
+	ret = cq_room(ctx, need, &idx);
+	if (ret)
+		return ret;
+	ret = rdmamsg__idt_add(&ifc->eps, ep, &h);
+	if (ret)
+		return ret == -ENOSPC ? -ENOBUFS : ret;
+	_Static_assert(RDMAMSG_WRID_TAG_BITS ==
+			       RDMAMSG__WRID_LANE_MASK
+				       << RDMAMSG__WRID_LANE_SHIFT,
+		       "internal.h and lane.h agree on the wr_id tag");
+	ep->handle = h;
+	ep->wrid_tag = (uint64_t)rdmamsg__wrid_tag(h)
+		       << RDMAMSG__WRID_TAG_SHIFT;
+	ep->cq_need = need;
+	ep->icq = ifc->cqs[idx];
+	ep->icq->reserved += need;
+	return 0;
+}
+
+/* rdmamsg__iface_detach -- ep leaves (its QP is destroyed): completions
+ * of it still in the CQ find nothing; its room stays counted until the CQ
+ * has been seen empty */
+void rdmamsg__iface_detach(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__iface *ifc = &ep->ctx->ifc;
+
+	if (!ep->handle)
+		return;
+	rdmamsg__idt_del(&ifc->eps, ep->handle);
+	ep->icq->reserved -= ep->cq_need;
+	ep->icq->stale += ep->cq_need;
+	ep->handle = 0;
+	ep->wrid_tag = 0;
+	ep->cq_need = 0;
+	ep->icq = NULL;
+}
+
+/* rdmamsg__iface_poll -- drain the CQ (bounded), each run of an
+ * endpoint's completions to it (it reposts its receive buffers as one
+ * batch); touched endpoints go on ctx->polls for their flush.  1 when the budget ran out
+ * with completions left, else 0. */
+int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	struct ibv_wc wc[RDMAMSG_POLL_BATCH];
+	int more = 0, n, i, j, budget;
+	uint32_t c;
+
+	if (ifc->polling)
+		return 0;
+	ifc->polling = 1;
+	for (c = 0; c < ifc->ncq; c++) {
+		struct rdmamsg__icq *q = ifc->cqs[c];
+
+		n = 0;
+		for (budget = POLL_BUDGET; budget > 0; budget--) {
+			n = ibv_poll_cq(q->cq, RDMAMSG_POLL_BATCH, wc);
+			if (n <= 0)
+				break;
+			/* runs of one endpoint's completions, handed over
+			 * at once */
+			for (i = 0; i < n; i += j) {
+				struct rdmamsg_ep *ep = rdmamsg__wrid_route(
+					&ifc->eps, wc[i].wr_id);
+
+				if (RDMAMSG_UNLIKELY(!ep)) {
+					j = 1;
+					ifc->stale_wcs++;
+					continue;
+				}
+				j = (int)rdmamsg__ep_wcs(ep, &wc[i],
+							 (uint32_t)(n - i));
+				if (RDMAMSG_UNLIKELY(!j)) {
+					j = 1; /* a freed endpoint's */
+					ifc->stale_wcs++;
+					continue;
+				}
+				if (list_empty(&ep->poll_link))
+					list_add_tail(&ctx->polls,
+						      &ep->poll_link);
+			}
+			if (n < RDMAMSG_POLL_BATCH)
+				break;
+		}
+		if (n >= 0 && n < RDMAMSG_POLL_BATCH)
+			q->stale = 0; /* seen empty: freed endpoints' gone */
+		if (!budget)
+			more = 1;
+	}
+	ifc->polling = 0;
+	if (more) {
+		ctx->pending = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* rdmamsg__iface_progress -- a progress pass's completion work: re-arm
+ * after an event, drain, then flush each endpoint that had completions
+ * and each whose transfer layer waits (for pool memory), once */
+void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	struct rdmamsg__list *pos, *tmp, polls;
+
+	uint32_t c;
+
+	if (!ifc->ncq)
+		return;
+	for (c = 0; c < ifc->ncq; c++) {
+		struct rdmamsg__icq *q = ifc->cqs[c];
+
+		if (!q->event)
+			continue;
+		q->event = 0;
+		if (q->unacked >= 16) {
+			ctx->ops->ack_cq_events(q->cq, q->unacked);
+			q->unacked = 0;
+		}
+		ibv_req_notify_cq(q->cq, 0);
+	}
+	/* poll after arming: completions that raced the last arm, or that
+	 * a busy-polling caller wants without waiting for an event */
+	rdmamsg__iface_poll(ctx);
+	list_init(&polls);
+	if (!list_empty(&ctx->polls)) {
+		polls = ctx->polls;
+		polls.next->prev = &polls;
+		polls.prev->next = &polls;
+		list_init(&ctx->polls);
+	}
+	list_for_each_safe (pos, tmp, &polls) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, poll_link);
+
+		list_del(pos);
+		if (RDMAMSG_UNLIKELY(ep->nearly))
+			rdmamsg__ep_replay_early(ep);
+		rdmamsg__ep_flush(ep);
+		if (RDMAMSG_UNLIKELY(ep->xf || !list_empty(&ep->xwait_link)))
+			rdmamsg__ep_xwait(ep);
+		if (ep->closing)
+			rdmamsg__ep_defer(ep);
+	}
+	list_for_each_safe (pos, tmp, &ctx->xwait) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, xwait_link);
+
+		rdmamsg__ep_flush(ep);
+		rdmamsg__ep_xwait(ep);
+	}
+}
