@@ -927,7 +927,9 @@ static void rx_drain(struct soft_qp *qp)
 			wc.wc_flags = IBV_WC_WITH_IMM;
 		}
 		if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
-			wc.status = IBV_WC_LOC_LEN_ERR; /* a lying peer */
+			wc.status = IBV_WC_LOC_LEN_ERR; /* too short */
+		else if (e.flags & SOFT_CQE_PROT)
+			wc.status = IBV_WC_LOC_PROT_ERR;
 		qp->rq_tail++;
 		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
 		if (wc.status != IBV_WC_SUCCESS) {
@@ -1564,7 +1566,8 @@ static int serve_local(struct soft_qp *qp)
 }
 
 /* serve_write -- n bytes of our message at off into the responder's
- * buffer named by sge (checked against its registered MR); 0 on success */
+ * buffer named by sge (checked against its registered MR); 0 on success,
+ * 1 when the MR check refuses the SGE, -1 when the copy failed */
 static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
 		       uint64_t n, const struct iovec *src, uint32_t nsrc,
 		       uint64_t off)
@@ -1593,8 +1596,8 @@ static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
 	if (left)
 		return -1;
 	soft_stripe_lock(lk);
-	if (sge->lkey && m->key == sge->lkey && m->pid == qp->peer_pid &&
-	    m->pd_id == qp->peer_pd_id &&
+	if (sge->lkey && m->key == sge->lkey && m->kind == SOFT_KEY_MR &&
+	    m->pid == qp->peer_pid && m->pd_id == qp->peer_pd_id &&
 	    (m->access & IBV_ACCESS_LOCAL_WRITE) && sge->addr >= m->addr &&
 	    sge->addr - m->addr <= m->len &&
 	    n <= m->len - (sge->addr - m->addr)) {
@@ -1602,6 +1605,8 @@ static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
 		r.iov_len = n;
 		if (vm_copy(1, qp->peer_pid, l, k, &r, 1) == (ssize_t)n)
 			ret = 0;
+	} else {
+		ret = 1;
 	}
 	pthread_mutex_unlock(lk);
 	return ret;
@@ -1612,9 +1617,13 @@ static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
  * still untouched and the responder (another process, maybe stopped)
  * has not run; take its next receive WQE from its mirror, place the data
  * in its buffers (process_vm_writev, checked against the registry), leave
- * the completion in its outbox, ACK our slot.  Only the plain success
- * case is served here; anything else (no WQE, too short, refused copy)
- * waits for the responder itself.  1 if served.
+ * the completion in its outbox, ACK our slot.  The errors its HCA finds
+ * are found here too: no receive posted is an RNR NAK with its
+ * min_rnr_timer (we retry as rnr_retry says); a buffer too short fails
+ * our WQE with IBV_WC_REM_INV_REQ_ERR and its receive with
+ * IBV_WC_LOC_LEN_ERR; a buffer it has not registered for local write,
+ * IBV_WC_REM_OP_ERR here and IBV_WC_LOC_PROT_ERR there.  A copy the
+ * kernel refuses waits for the responder itself.  1 if served.
  */
 static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 			struct soft_slot *s, const struct iovec *iov)
@@ -1625,8 +1634,9 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	struct soft_shm_cqe *c;
 	const struct soft_shm_rwqe *w;
 	uint64_t prod, cons, room = 0, off = 0, n;
-	uint32_t i, num, flags = s->flags, z = 0;
-	int ok = 0;
+	uint32_t i, num, flags = s->flags, z = 0, nak = SOFT_ACK;
+	uint64_t st = SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY);
+	int ok = 0, r;
 
 	/* never process_vm_writev into ourselves on the registry's word */
 	if (!h || !qp->peer_rq_n || qp->no_serve ||
@@ -1646,7 +1656,15 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		goto unlock;
 	prod = atomic_load_explicit(&h->rq_prod, memory_order_acquire);
 	cons = atomic_load_explicit(&h->rq_cons, memory_order_relaxed);
-	if (cons >= prod || prod - cons > qp->peer_rq_n)
+	if (cons == prod) {
+		/* no receive posted: its HCA sends an RNR NAK */
+		s->rnr_timer = h->rnr_timer & 31;
+		ok = atomic_compare_exchange_strong_explicit(
+			&s->state, &st, SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_RNR),
+			memory_order_acq_rel, memory_order_relaxed);
+		goto unlock;
+	}
+	if (cons > prod || prod - cons > qp->peer_rq_n)
 		goto unlock;
 	w = (const void *)((const char *)h + qp->peer_rq_off +
 			   (cons & (qp->peer_rq_n - 1)) *
@@ -1659,19 +1677,22 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		for (i = 0; i < num; i++)
 			room += sge[i].length;
 		if (room < e->byte_len)
-			goto unlock;
+			nak = SOFT_NAK_INV_REQ; /* its LOC_LEN_ERR */
 		pay.iov_base = s->payload;
 		pay.iov_len = e->byte_len;
-		for (i = 0; i < num && off < e->byte_len; i++) {
+		for (i = 0; i < num && off < e->byte_len && !nak; i++) {
 			n = e->byte_len - off < sge[i].length
 				    ? e->byte_len - off
 				    : sge[i].length;
 			if (!n)
 				continue;
-			if ((flags & SOFT_SF_COPIED)
+			r = (flags & SOFT_SF_COPIED)
 				    ? serve_write(qp, &sge[i], n, &pay, 1, off)
 				    : serve_write(qp, &sge[i], n, iov, e->niov,
-						  off)) {
+						  off);
+			if (r > 0) {
+				nak = SOFT_NAK_REM_OP; /* its LOC_PROT_ERR */
+			} else if (r) {
 				if (errno == EPERM)
 					qp->no_serve = 1;
 				goto unlock;
@@ -1683,10 +1704,11 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		     (cons & (qp->peer_rq_n - 1)) * sizeof(*c));
 	c->byte_len = e->byte_len;
 	c->imm = s->imm;
-	c->flags = flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED);
+	c->flags = (flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED)) |
+		   (nak == SOFT_NAK_REM_OP ? SOFT_CQE_PROT : 0);
 	c->opcode = e->op;
 	atomic_store_explicit(&h->rq_cons, cons + 1, memory_order_release);
-	s->status = SOFT_ACK;
+	s->status = nak;
 	atomic_store_explicit(&s->state,
 			      SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_DONE),
 			      memory_order_release);

@@ -126,6 +126,7 @@ struct soft_seg_hdr {
 	 */
 	uint32_t rq_entries; /* 0: not mirrored (SRQ) */
 	uint32_t rq_sge;
+	uint32_t rnr_timer; /* min_rnr_timer, for an initiator's RNR NAK */
 	uint64_t rq_off, cq_off;
 	/* written on every poll of the owner: a line of its own, apart from
 	 * what the peer reads on every poll (dest_qpn) */
@@ -143,11 +144,14 @@ struct soft_shm_rwqe {
 	struct ibv_sge sge[];
 };
 
-/* a receive completion the initiator produced for the responder */
+/* a receive completion the initiator produced for the responder; with
+ * SOFT_CQE_PROT its WQE named memory it has not registered for local
+ * write (IBV_WC_LOC_PROT_ERR) */
+#define SOFT_CQE_PROT 0x100u
 struct soft_shm_cqe {
 	uint32_t byte_len;
 	uint32_t imm;
-	uint32_t flags;	 /* SOFT_SF_IMM, SOFT_SF_SOLICITED */
+	uint32_t flags;	 /* SOFT_SF_IMM, SOFT_SF_SOLICITED, SOFT_CQE_PROT */
 	uint32_t opcode; /* SOFT_OP_SEND / SOFT_OP_WRITE_IMM */
 };
 
