@@ -35,15 +35,8 @@ trap '[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PRE
 # path: progress without the responder's poll), softud (UD/UC/multicast),
 # softcm (rdma_cm).  Tighten this list as those land.
 known_failures='
-tests.test_mr.MRTest.test_mr_rereg_addr softrc the send completes only after the responder polls (one thread polls the client first)
-tests.test_mr.MRTest.test_mr_rereg_pd softrc the send completes only after the responder polls
-tests.test_qpex.QpExTestCase.test_qp_ex_rc_send softrc the send completes only after the responder polls
-tests.test_qpex.QpExTestCase.test_qp_ex_rc_send_imm softrc the send completes only after the responder polls
-tests.test_qpex.QpExTestCase.test_qp_ex_rc_rdma_write_imm softrc WRITE_WITH_IMM completes only after the responder polls
-tests.test_cqex.CqExTestCase.test_rc_traffic_cq_ex softrc the send completes only after the responder polls
-tests.test_relaxed_ordering.RoTestCase.test_ro_rc_traffic softrc the send completes only after the responder polls
-tests.test_rdmacm.CMTestCase.test_rdmacm_sync_traffic softrc the client waits for its send completion while the server process waits at a barrier
-tests.test_rdmacm.CMTestCase.test_rdmacm_async_traffic softrc the client waits for its send completion while the server process waits at a barrier
+tests.test_mr.MRTest.test_mr_rereg_addr softrc traffic after ibv_rereg_mr: WR flush error where the test expects success/remote operation error (not yet investigated)
+tests.test_mr.MRTest.test_mr_rereg_pd softrc receive MR moved to another PD: WR flush error where the test expects Remote operation error (not yet investigated)
 tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_write softrc skips: IBV_QP_EX_WITH_ATOMIC_WRITE refused (rxe has RDMA atomic write)
 tests.test_cq.CQTest.test_resize_cq softud UD post_send: EOPNOTSUPP (the resize itself passes)
 tests.test_cq_events.CqEventsTestCase.test_cq_events_ud softud UD post_recv: EOPNOTSUPP
