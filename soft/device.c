@@ -249,6 +249,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->reg_idx = soft_reg_ctx_alloc();
 	if (ctx->reg_idx < 0)
 		goto detach;
+	ctx->owner_pid = soft_self_pid;
 	ctx->async = soft_evq_new(sizeof(struct ibv_async_event));
 	if (!ctx->async)
 		goto free_slot;
@@ -321,7 +322,10 @@ int ibv_close_device(struct ibv_context *context)
 	if (!context)
 		return EINVAL;
 	ctx = to_sctx(context);
-	soft_thread_stop(ctx);
+	/* a forked child closing what it inherited: the progress thread
+	 * and the registry slot are its parent's, left alone */
+	if (ctx->owner_pid == soft_self_pid)
+		soft_thread_stop(ctx);
 	soft_evq_free(ctx->async);
 	close(context->cmd_fd);
 	soft_reg_ctx_free(ctx->reg_idx);

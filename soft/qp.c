@@ -489,7 +489,8 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 	qp->state = s;
 	qp->qpx.qp_base.state = s;
 	qp->attr.qp_state = s;
-	atomic_store(&soft_reg->qp[qp->reg_slot].state, (uint32_t)s);
+	if (qp->ctx->owner_pid == soft_self_pid)
+		atomic_store(&soft_reg->qp[qp->reg_slot].state, (uint32_t)s);
 }
 
 /* qp_reset -- back to RESET: queues emptied without completions */
@@ -679,7 +680,8 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	while (ibqp->events_completed != qp->async_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
-	soft_seg_unlink(ibqp->qp_num);
+	if (ctx->owner_pid == soft_self_pid)
+		soft_seg_unlink(ibqp->qp_num);
 	munmap(qp->seg, qp->seg_len);
 	soft_reg_qp_free(qp->reg_slot);
 	soft_qp_ex_free(qp);

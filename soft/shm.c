@@ -353,8 +353,11 @@ int soft_reg_ctx_alloc(void)
 void soft_reg_ctx_free(int idx)
 {
 	soft_stripe_lock(&soft_reg->lock);
-	atomic_store(&soft_reg->ctx[idx].armed, 0);
-	atomic_store(&soft_reg->ctx[idx].pid, 0);
+	/* only our own: a forked child never frees its parent's slot */
+	if (atomic_load(&soft_reg->ctx[idx].pid) == soft_self_pid) {
+		atomic_store(&soft_reg->ctx[idx].armed, 0);
+		atomic_store(&soft_reg->ctx[idx].pid, 0);
+	}
 	pthread_mutex_unlock(&soft_reg->lock);
 }
 
@@ -417,7 +420,8 @@ int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type, uint32_t *qpn)
 void soft_reg_qp_free(int slot)
 {
 	soft_stripe_lock(&soft_reg->lock);
-	soft_reg->qp[slot].qpn = 0;
+	if (soft_reg->qp[slot].pid == soft_self_pid)
+		soft_reg->qp[slot].qpn = 0;
 	pthread_mutex_unlock(&soft_reg->lock);
 }
 
@@ -486,7 +490,8 @@ void soft_reg_mr_free(uint32_t key)
 
 	soft_stripe_lock(&soft_reg->lock);
 	soft_stripe_lock(m);
-	if (soft_reg->mr[slot].key == key)
+	if (soft_reg->mr[slot].key == key &&
+	    soft_reg->mr[slot].pid == soft_self_pid)
 		soft_reg->mr[slot].key = 0;
 	pthread_mutex_unlock(m);
 	pthread_mutex_unlock(&soft_reg->lock);

@@ -171,6 +171,7 @@ struct soft_context {
 	struct verbs_context vctx; /* ibv_context is its last member */
 	pthread_mutex_t lock; /* everything below and all objects' queues */
 	int reg_idx;
+	int32_t owner_pid; /* the process that opened it (fork: see README) */
 	struct soft_list qps, cqs, srqs;
 	struct soft_evq *async;
 	pthread_t thread;
@@ -390,6 +391,14 @@ static inline struct soft_pd *to_spd(struct ibv_pd *pd)
 /* shm.c: registry, segments, liveness */
 extern struct soft_reg *soft_reg;
 extern int32_t soft_self_pid;
+
+/* soft_ctx_armed -- publish whether ctx waits on events; a forked child
+ * never writes the flag of a context its parent opened */
+static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t v)
+{
+	if (ctx->owner_pid == soft_self_pid)
+		atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, v);
+}
 extern uint64_t soft_self_start;
 int soft_reg_attach(void);
 void soft_reg_detach(void);

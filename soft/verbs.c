@@ -771,7 +771,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	if (c->armed) {
 		c->armed = 0;
 		if (!--ctx->narmed)
-			atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, 0);
+			soft_ctx_armed(ctx, 0);
 	}
 	soft_list_del(&c->link);
 	pthread_mutex_unlock(&ctx->lock);
@@ -801,9 +801,11 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	struct soft_cq *c = to_scq(cq);
 	struct soft_context *ctx = c->ctx;
 
+	if (ctx->owner_pid != soft_self_pid)
+		return EIO; /* inherited across fork: its thread is not here */
 	pthread_mutex_lock(&ctx->lock);
 	if (!c->armed && !ctx->narmed++)
-		atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, 1);
+		soft_ctx_armed(ctx, 1);
 	if (c->armed != 1)
 		c->armed = solicited_only ? 2 : 1;
 	pthread_mutex_unlock(&ctx->lock);
@@ -838,7 +840,7 @@ void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 	    (cq->armed == 1 || solicited || wc->status != IBV_WC_SUCCESS)) {
 		cq->armed = 0;
 		if (!--ctx->narmed)
-			atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, 0);
+			soft_ctx_armed(ctx, 0);
 		if (cq->cqx.channel) {
 			struct ibv_cq *p = ibv_cq_ex_to_cq(&cq->cqx);
 
