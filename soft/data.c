@@ -61,6 +61,38 @@ static inline struct soft_slot *slot_at(struct soft_slot *base, uint64_t i,
 				    (size_t)(i & mask) * SOFT_SLOT_SIZE);
 }
 
+/* peer_srq_map -- the responder QP is on an SRQ: map the SRQ's segment
+ * when it is that process's and fits its mapping; else not served */
+static void peer_srq_map(struct soft_qp *qp, uint32_t id,
+			 const struct soft_reg_qp *e)
+{
+	struct soft_srq_hdr *sh;
+	size_t len;
+	uint32_t n, sge;
+	uint64_t stride;
+
+	sh = soft_srq_seg_map(e->ctx_idx, id, &len);
+	if (!sh)
+		return;
+	n = sh->entries;
+	sge = sh->sge;
+	stride = 8 + 16 * (uint64_t)sge;
+	if (sh->pid != e->pid || sh->start != e->start || !n || (n & (n - 1)) ||
+	    n > 2 * SOFT_MAX_SRQ_WR + 2 || sge > SOFT_MAX_SGE ||
+	    sh->rq_off < sizeof(*sh) || sh->rq_off > len || sh->cq_off > len ||
+	    (len - sh->rq_off) / stride < n ||
+	    (len - sh->cq_off) / sizeof(struct soft_shm_srq_cqe) < n) {
+		munmap(sh, len);
+		return;
+	}
+	qp->peer_srq = sh;
+	qp->peer_srq_len = len;
+	qp->peer_srq_n = n;
+	qp->peer_srq_sge = sge;
+	qp->peer_srq_rq_off = sh->rq_off;
+	qp->peer_srq_cq_off = sh->cq_off;
+}
+
 /*
  * soft_qp_connect -- find and map the peer QP's segment; lock held.
  * The registry entry and the segment header are peer-writable: the peer
@@ -123,6 +155,8 @@ void soft_qp_connect(struct soft_qp *qp)
 	    (len - qp->peer_cq_off) / sizeof(struct soft_shm_cqe) <
 		    qp->peer_rq_n)
 		qp->peer_rq_n = 0; /* not served by us */
+	if (h->srq_id && e.pid != soft_self_pid)
+		peer_srq_map(qp, h->srq_id, &e);
 }
 
 /* soft_qp_disconnect -- unmap the peer segment; lock held */
@@ -130,6 +164,9 @@ void soft_qp_disconnect(struct soft_qp *qp)
 {
 	if (qp->peer)
 		munmap(qp->peer, qp->peer_len);
+	if (qp->peer_srq)
+		munmap(qp->peer_srq, qp->peer_srq_len);
+	qp->peer_srq = NULL;
 	qp->peer = NULL;
 	qp->peer_slots = NULL;
 	qp->peer_reg_slot = -1;
@@ -801,6 +838,21 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	return ret;
 }
 
+/* srq_mirror -- publish an SRQ receive WQE (at srq->head) for initiators */
+static void srq_mirror(struct soft_srq *srq, const struct soft_rwqe *r)
+{
+	struct soft_srq_hdr *h = srq->shm;
+	struct soft_shm_rwqe *w;
+
+	if (!h)
+		return;
+	w = (void *)((char *)h + h->rq_off +
+		     (srq->head & (h->entries - 1)) *
+			     (8 + 16 * (size_t)h->sge));
+	w->num_sge = r->num_sge;
+	memcpy(w->sge, r->sge, (size_t)r->num_sge * sizeof(r->sge[0]));
+}
+
 /* soft_post_srq_recv -- ibv_post_srq_recv */
 int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad)
@@ -827,8 +879,12 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		r->num_sge = (uint32_t)wr->num_sge;
 		memcpy(r->sge, wr->sg_list,
 		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		srq_mirror(srq, r);
 		srq->head++;
 	}
+	if (srq->shm)
+		atomic_store_explicit(&srq->shm->prod, srq->head,
+				      memory_order_release);
 	pthread_mutex_unlock(&srq->ctx->lock);
 	return ret;
 }
@@ -862,6 +918,10 @@ static void rx_take_wqe(struct soft_qp *qp)
 {
 	if (qp->srq) {
 		qp->srq->tail++;
+		if (qp->srq->shm) /* its lock is ours (rx_qp) */
+			atomic_store_explicit(&qp->srq->shm->cons,
+					      qp->srq->tail,
+					      memory_order_release);
 		soft_srq_check_limit(qp->srq);
 	} else {
 		qp->rq_tail++;
@@ -940,6 +1000,64 @@ static void rx_drain(struct soft_qp *qp)
 	}
 }
 
+/*
+ * srq_drain -- the completions initiators produced on the SRQ, in order:
+ * each takes the WQE at our tail (wr_id and buffers from our private
+ * copy) and names the QP of this context it came on; an entry naming no
+ * such QP (it was destroyed) consumes its WQE with no completion.  The
+ * SRQ's lock is held.
+ */
+static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
+{
+	struct soft_srq_hdr *h = srq->shm;
+	const struct soft_shm_srq_cqe *c;
+	struct soft_shm_srq_cqe e;
+	struct soft_rwqe *r;
+	struct soft_list *l;
+	struct soft_qp *qp;
+	struct ibv_wc wc;
+	uint64_t cons, room;
+	uint32_t i;
+
+	cons = atomic_load_explicit(&h->cons, memory_order_acquire);
+	while (srq->tail < cons && srq->tail < srq->head) {
+		c = (const void *)((const char *)h + h->cq_off +
+				   (srq->tail & (h->entries - 1)) * sizeof(*c));
+		memcpy(&e, c, sizeof(e));
+		r = &srq->rq[srq->tail & (srq->size - 1)];
+		srq->tail++;
+		soft_srq_check_limit(srq);
+		for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
+			qp = soft_container_of(l, struct soft_qp, link);
+			if (qp->srq == srq && qp->qpx.qp_base.qp_num == e.qpn)
+				break;
+		}
+		if (l == &ctx->qps)
+			continue;
+		for (room = 0, i = 0; i < r->num_sge; i++)
+			room += r->sge[i].length;
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = r->wr_id;
+		wc.qp_num = e.qpn;
+		wc.src_qp = qp->dest_qpn;
+		wc.byte_len = e.byte_len;
+		wc.opcode = e.opcode == SOFT_OP_WRITE_IMM
+				    ? IBV_WC_RECV_RDMA_WITH_IMM
+				    : IBV_WC_RECV;
+		if (e.flags & SOFT_SF_IMM) {
+			wc.imm_data = e.imm;
+			wc.wc_flags = IBV_WC_WITH_IMM;
+		}
+		if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
+			wc.status = IBV_WC_LOC_LEN_ERR;
+		else if (e.flags & SOFT_CQE_PROT)
+			wc.status = IBV_WC_LOC_PROT_ERR;
+		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
+		if (wc.status != IBV_WC_SUCCESS)
+			soft_qp_to_error(qp);
+	}
+}
+
 /* rx_commit -- write the verdict, BUSY/XFER -> DONE; 0: the sender had
  * cancelled the message (then it is not delivered) */
 static int rx_commit(struct soft_qp *qp, struct soft_slot *s, uint32_t from,
@@ -976,7 +1094,11 @@ static void rx_stop(struct soft_qp *qp)
 	    srq->head - srq->tail < srq->max_wr) {
 		/* give the SRQ back the WQE this message had taken */
 		srq->rq[srq->head & (srq->size - 1)] = qp->rx.wqe;
+		srq_mirror(srq, &qp->rx.wqe);
 		srq->head++;
+		if (srq->shm)
+			atomic_store_explicit(&srq->shm->prod, srq->head,
+					      memory_order_release);
 	}
 	qp->rx.active = 0;
 	qp->rx_stopped = 1;
@@ -1433,21 +1555,40 @@ static void rx_qp(struct soft_qp *qp)
 	struct soft_slot *s =
 		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 
+	struct soft_srq *srq = qp->srq;
+	uint32_t z = 0;
+
 	/* the idle poll: nothing published, nothing served for us */
 	if (!qp->rx.active &&
 	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
 		    qp->peer_cons + 1 &&
-	    (qp->srq || !qp->seg->rq_entries ||
-	     atomic_load_explicit(&qp->seg->rq_cons, memory_order_relaxed) ==
-		     qp->rq_tail))
+	    (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
+						     memory_order_relaxed) ==
+					srq->tail
+		 : !qp->seg->rq_entries ||
+			     atomic_load_explicit(&qp->seg->rq_cons,
+						  memory_order_relaxed) ==
+				     qp->rq_tail))
 		return;
 	if (!rx_trylock(qp))
 		return; /* the initiator is serving us right now */
-	if (!qp->srq &&
-	    qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
-						memory_order_relaxed))
+	if (srq && srq->shm) {
+		/* the SRQ's WQEs: ours while we hold its lock */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &srq->shm->lock, &z, 1, memory_order_acquire,
+			    memory_order_relaxed)) {
+			rx_unlock(qp);
+			return;
+		}
+		srq_drain(qp->ctx, srq);
+	} else if (!srq &&
+		   qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
+						       memory_order_relaxed)) {
 		rx_drain(qp);
+	}
 	rx_slots(qp);
+	if (srq && srq->shm)
+		atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);
 	rx_unlock(qp);
 }
 
@@ -1629,17 +1770,19 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 			struct soft_slot *s, const struct iovec *iov)
 {
 	struct soft_seg_hdr *h = qp->peer;
+	struct soft_srq_hdr *sh = qp->peer_srq;
 	struct ibv_sge sge[SOFT_MAX_SGE];
 	struct iovec pay;
-	struct soft_shm_cqe *c;
 	const struct soft_shm_rwqe *w;
-	uint64_t prod, cons, room = 0, off = 0, n;
-	uint32_t i, num, flags = s->flags, z = 0, nak = SOFT_ACK;
+	_Atomic uint64_t *prodp, *consp;
+	const char *rq;
+	uint64_t prod, cons, room = 0, off = 0, n, stride;
+	uint32_t i, num, flags = s->flags, z = 0, nak = SOFT_ACK, nent, nsge;
 	uint64_t st = SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY);
 	int ok = 0, r;
 
 	/* never process_vm_writev into ourselves on the registry's word */
-	if (!h || !qp->peer_rq_n || qp->no_serve ||
+	if (!h || (!qp->peer_rq_n && !sh) || qp->no_serve ||
 	    qp->peer_pid == soft_self_pid ||
 	    (e->op != SOFT_OP_SEND && e->op != SOFT_OP_WRITE_IMM) ||
 	    (e->op == SOFT_OP_WRITE_IMM &&
@@ -1650,27 +1793,48 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 						     memory_order_acquire,
 						     memory_order_relaxed))
 		return 0;
+	if (sh) { /* its SRQ's receives: their lock too, after the QP's */
+		z = 0;
+		if (!atomic_compare_exchange_strong_explicit(
+			    &sh->lock, &z, 2, memory_order_acquire,
+			    memory_order_relaxed)) {
+			atomic_store_explicit(&h->rx_lock, 0,
+					      memory_order_release);
+			return 0;
+		}
+		prodp = &sh->prod;
+		consp = &sh->cons;
+		rq = (const char *)sh + qp->peer_srq_rq_off;
+		nent = qp->peer_srq_n;
+		nsge = qp->peer_srq_sge;
+	} else {
+		prodp = &h->rq_prod;
+		consp = &h->rq_cons;
+		rq = (const char *)h + qp->peer_rq_off;
+		nent = qp->peer_rq_n;
+		nsge = qp->peer_rq_sge;
+	}
+	stride = 8 + 16 * (uint64_t)nsge;
 	if (!peer_listed(qp) ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) !=
 		    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY))
 		goto unlock;
-	prod = atomic_load_explicit(&h->rq_prod, memory_order_acquire);
-	cons = atomic_load_explicit(&h->rq_cons, memory_order_relaxed);
+	prod = atomic_load_explicit(prodp, memory_order_acquire);
+	cons = atomic_load_explicit(consp, memory_order_relaxed);
 	if (cons == prod) {
 		/* no receive posted: its HCA sends an RNR NAK */
 		s->rnr_timer = h->rnr_timer & 31;
 		ok = atomic_compare_exchange_strong_explicit(
-			&s->state, &st, SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_RNR),
+			&s->state, &st,
+			SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_RNR),
 			memory_order_acq_rel, memory_order_relaxed);
 		goto unlock;
 	}
-	if (cons > prod || prod - cons > qp->peer_rq_n)
+	if (cons > prod || prod - cons > nent)
 		goto unlock;
-	w = (const void *)((const char *)h + qp->peer_rq_off +
-			   (cons & (qp->peer_rq_n - 1)) *
-				   (8 + 16 * (uint64_t)qp->peer_rq_sge));
+	w = (const void *)(rq + (cons & (nent - 1)) * stride);
 	num = w->num_sge;
-	if (num > qp->peer_rq_sge)
+	if (num > nsge)
 		goto unlock;
 	memcpy(sge, w->sge, (size_t)num * sizeof(sge[0]));
 	if (e->op == SOFT_OP_SEND) {
@@ -1700,20 +1864,37 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 			off += n;
 		}
 	}
-	c = (void *)((char *)h + qp->peer_cq_off +
-		     (cons & (qp->peer_rq_n - 1)) * sizeof(*c));
-	c->byte_len = e->byte_len;
-	c->imm = s->imm;
-	c->flags = (flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED)) |
-		   (nak == SOFT_NAK_REM_OP ? SOFT_CQE_PROT : 0);
-	c->opcode = e->op;
-	atomic_store_explicit(&h->rq_cons, cons + 1, memory_order_release);
+	flags = (flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED)) |
+		(nak == SOFT_NAK_REM_OP ? SOFT_CQE_PROT : 0);
+	if (sh) {
+		struct soft_shm_srq_cqe *c =
+			(void *)((char *)sh + qp->peer_srq_cq_off +
+				 (cons & (nent - 1)) * sizeof(*c));
+
+		c->byte_len = e->byte_len;
+		c->imm = s->imm;
+		c->flags = flags;
+		c->opcode = e->op;
+		c->qpn = qp->dest_qpn;
+	} else {
+		struct soft_shm_cqe *c =
+			(void *)((char *)h + qp->peer_cq_off +
+				 (cons & (nent - 1)) * sizeof(*c));
+
+		c->byte_len = e->byte_len;
+		c->imm = s->imm;
+		c->flags = flags;
+		c->opcode = e->op;
+	}
+	atomic_store_explicit(consp, cons + 1, memory_order_release);
 	s->status = nak;
 	atomic_store_explicit(&s->state,
 			      SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_DONE),
 			      memory_order_release);
 	ok = 1;
 unlock:
+	if (sh)
+		atomic_store_explicit(&sh->lock, 0, memory_order_release);
 	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
 	if (ok)
 		peer_wake(qp->peer_ctx_idx);

@@ -45,11 +45,11 @@
 
 /* Host-global registry (POSIX shm) */
 struct soft_reg_ctx {
-	_Atomic int32_t pid; /* 0: free */
-	uint32_t pad;
-	uint64_t start;		      /* owner's start time (pid reuse guard) */
-	_Atomic uint32_t wake;	      /* futex word of the progress thread */
-	_Atomic uint32_t armed;	      /* a CQ of this context is armed */
+	_Atomic int32_t pid;	/* 0: free */
+	uint32_t srq_hi;	/* its SRQ segments: srq-<slot>-<1..srq_hi> */
+	uint64_t start;		/* owner's start time (pid reuse guard) */
+	_Atomic uint32_t wake;	/* futex word of the progress thread */
+	_Atomic uint32_t armed; /* a CQ of this context is armed */
 	_Atomic uint32_t always_wake; /* its thread serves the rings */
 	uint8_t pad2[36];
 };
@@ -127,6 +127,7 @@ struct soft_seg_hdr {
 	uint32_t rq_entries; /* 0: not mirrored (SRQ) */
 	uint32_t rq_sge;
 	uint32_t rnr_timer; /* min_rnr_timer, for an initiator's RNR NAK */
+	uint32_t srq_id;    /* on an SRQ: its segment srq-<ctx_idx>-<srq_id> */
 	uint64_t rq_off, cq_off;
 	/* written on every poll of the owner: a line of its own, apart from
 	 * what the peer reads on every poll (dest_qpn) */
@@ -135,6 +136,37 @@ struct soft_seg_hdr {
 	_Atomic uint64_t rq_prod; /* WQEs posted */
 	_Atomic uint64_t rq_cons; /* WQEs consumed, either side */
 	uint8_t pad2[40];
+};
+
+/*
+ * An SRQ's segment: its posted receives and an outbox of the receive
+ * completions initiators produced, each naming the QP it was for.  Who
+ * consumes its WQEs holds lock (the responder: 1, an initiator: 2) and,
+ * first, the rx_lock of the QP the message came on.  Peer-writable, as
+ * the QP segment.
+ */
+struct soft_srq_hdr {
+	uint64_t magic;
+	int32_t pid;
+	uint32_t entries; /* power of two, indexed by absolute WQE number */
+	uint64_t start;
+	uint32_t sge;
+	uint32_t pad;
+	uint64_t rq_off, cq_off;
+	_Alignas(64) _Atomic uint32_t lock;
+	uint32_t pad1;
+	_Atomic uint64_t prod; /* WQEs posted */
+	_Atomic uint64_t cons; /* WQEs consumed, either side */
+	uint8_t pad2[40];
+};
+
+struct soft_shm_srq_cqe {
+	uint32_t byte_len;
+	uint32_t imm;
+	uint32_t flags; /* SOFT_SF_IMM, SOFT_SF_SOLICITED, SOFT_CQE_PROT */
+	uint32_t opcode;
+	uint32_t qpn; /* the responder QP it was for */
+	uint32_t pad;
 };
 
 /* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
@@ -172,6 +204,7 @@ struct soft_context {
 	pthread_mutex_t lock; /* everything below and all objects' queues */
 	int reg_idx;
 	int32_t owner_pid; /* the process that opened it (fork: see README) */
+	uint32_t srq_next; /* SRQ segment ids handed out */
 	struct soft_list qps, cqs, srqs;
 	struct soft_evq *async;
 	pthread_t thread;
@@ -246,6 +279,9 @@ struct soft_srq {
 	int refcnt;
 	uint32_t async_reported;
 	uint32_t srqn;
+	struct soft_srq_hdr *shm; /* NULL: reached only by its own process */
+	size_t shm_len;
+	uint32_t shm_id;
 };
 
 enum { SOFT_WQE_RING = 1, SOFT_WQE_DONE = 2 };
@@ -321,6 +357,10 @@ struct soft_qp {
 	int peer_same_ctx; /* the peer QP is ours, on this context */
 	uint32_t peer_rq_n, peer_rq_sge; /* its RQ mirror, checked at connect */
 	uint64_t peer_rq_off, peer_cq_off;
+	struct soft_srq_hdr *peer_srq; /* its SRQ's segment, checked */
+	size_t peer_srq_len;
+	uint32_t peer_srq_n, peer_srq_sge;
+	uint64_t peer_srq_rq_off, peer_srq_cq_off;
 	/* receive side */
 	struct soft_rwqe *rq;
 	uint32_t rq_size;
@@ -419,6 +459,11 @@ uint64_t soft_now_ns(void);
 void *soft_seg_create(uint32_t qpn, size_t len);
 void *soft_seg_map(uint32_t qpn, size_t *len);
 void soft_seg_unlink(uint32_t qpn);
+#define SOFT_MAX_SRQ_IDS 4096
+void *soft_srq_seg_create(uint32_t ctx_idx, uint32_t id, size_t len);
+void *soft_srq_seg_map(uint32_t ctx_idx, uint32_t id, size_t *len);
+void soft_srq_seg_unlink(uint32_t ctx_idx, uint32_t id);
+void soft_reg_srq_id(uint32_t ctx_idx, uint32_t id);
 void soft_wake_ctx(uint32_t ctx_idx);
 void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 

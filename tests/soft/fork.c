@@ -68,8 +68,8 @@ static int child(int rfd, int wfd)
 	/* blocked on the channel: the parent's SEND must wake it */
 	pfd.fd = ch->fd;
 	pfd.events = POLLIN;
-	if (poll(&pfd, 1, 30000) != 1 || ibv_get_cq_event(ch, &ecq_ev, &cq_ctx) ||
-	    ecq_ev != ecq)
+	if (poll(&pfd, 1, 30000) != 1 ||
+	    ibv_get_cq_event(ch, &ecq_ev, &cq_ctx) || ecq_ev != ecq)
 		return 7;
 	ibv_ack_cq_events(ecq, 1);
 	if (ibv_poll_cq(ecq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS ||
@@ -107,8 +107,7 @@ int main(void)
 	t_xrecv(rfd, &qpn, sizeof(qpn));
 	ok(t_connect(pqp, qpn, 0, 1, 7, 14, 7) == 0,
 	   "the parent's QP survives the child closing its inherited copy");
-	t_post(pqp, IBV_WR_SEND, buf, 5, pmr->lkey, 1, IBV_SEND_SIGNALED, 0,
-	       0);
+	t_post(pqp, IBV_WR_SEND, buf, 5, pmr->lkey, 1, IBV_SEND_SIGNALED, 0, 0);
 	n = t_wait(pt.cq, &wc, 1, 30000);
 	ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 1,
 	   "SEND from the parent to the child's own context completes");
