@@ -749,7 +749,7 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct soft_qp *qp = to_sqp(ibqp);
 	int ret;
 
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
 		ret = rc_post_send(qp, wr, bad);
@@ -759,7 +759,7 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		*bad = wr;
 		break;
 	}
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return ret;
 }
 
@@ -823,7 +823,7 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct soft_qp *qp = to_sqp(ibqp);
 	int ret;
 
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
 	case IBV_QPT_UC:
@@ -834,7 +834,7 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad = wr;
 		break;
 	}
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return ret;
 }
 
@@ -861,7 +861,7 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	struct soft_rwqe *r;
 	int ret = 0;
 
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	for (; wr; wr = wr->next) {
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > srq->max_sge ||
 		    (wr->num_sge && !wr->sg_list)) {
@@ -885,7 +885,7 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	if (srq->shm)
 		atomic_store_explicit(&srq->shm->prod, srq->head,
 				      memory_order_release);
-	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_unlock(&srq->ctx->lock);
 	return ret;
 }
 
@@ -1702,7 +1702,7 @@ static int serve_local(struct soft_qp *qp)
 	if (peer->ctx != qp->ctx && peer->peer &&
 	    peer->dest_qpn == qp->qpx.qp_base.qp_num)
 		rx_qp(peer);
-	pthread_mutex_unlock(&peer->ctx->lock);
+	soft_unlock(&peer->ctx->lock);
 	return 1;
 }
 
@@ -1986,7 +1986,14 @@ static void tx_qp(struct soft_qp *qp)
 					served = 1;
 					continue;
 				}
-				/* in flight: is the responder still there? */
+				/* in flight: is the responder still there?  A
+				 * busy poller reads the clock every
+				 * SOFT_CHECK_POLLS polls, the progress thread
+				 * (a sweep a millisecond at most) every time */
+				if (++qp->unchecked < SOFT_CHECK_POLLS &&
+				    !qp->ctx->in_thread)
+					return;
+				qp->unchecked = 0;
 				now = soft_now_ns();
 				if (now < qp->next_check)
 					return;
@@ -2104,14 +2111,14 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct soft_cq *cq = to_scq(ibcq);
 	int i;
 
-	pthread_mutex_lock(&cq->ctx->lock);
+	soft_lock(&cq->ctx->lock);
 	soft_progress(cq->ctx);
 	for (i = 0; i < n && cq->count; i++) {
 		wc[i] = cq->q[cq->head].wc;
 		cq->head = (cq->head + 1) % cq->size;
 		cq->count--;
 	}
-	pthread_mutex_unlock(&cq->ctx->lock);
+	soft_unlock(&cq->ctx->lock);
 	return i;
 }
 
@@ -2125,9 +2132,11 @@ static void *thread_main(void *arg)
 	while (!atomic_load(&ctx->thread_stop)) {
 		v = atomic_load(w);
 		if ((ctx->narmed || ctx->serve_rings) &&
-		    !pthread_mutex_trylock(&ctx->lock)) {
+		    !soft_trylock(&ctx->lock)) {
+			ctx->in_thread = 1;
 			soft_progress(ctx);
-			pthread_mutex_unlock(&ctx->lock);
+			ctx->in_thread = 0;
+			soft_unlock(&ctx->lock);
 		}
 		soft_futex_wait(
 			w, v,
@@ -2138,12 +2147,11 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-/* soft_thread_start -- start the progress thread once */
-void soft_thread_start(struct soft_context *ctx)
+/* soft_thread_start_locked -- start the progress thread once; lock held */
+void soft_thread_start_locked(struct soft_context *ctx)
 {
 	sigset_t all, old;
 
-	pthread_mutex_lock(&ctx->lock);
 	if (!ctx->thread_started) {
 		/*
 		 * The thread inherits our mask: with every signal blocked the
@@ -2155,7 +2163,14 @@ void soft_thread_start(struct soft_context *ctx)
 			ctx->thread_started = 1;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* soft_thread_start -- start the progress thread once */
+void soft_thread_start(struct soft_context *ctx)
+{
+	soft_lock(&ctx->lock);
+	soft_thread_start_locked(ctx);
+	soft_unlock(&ctx->lock);
 }
 
 /* soft_thread_stop -- stop and join the progress thread */

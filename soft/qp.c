@@ -79,7 +79,7 @@ struct soft_qp *soft_qp_lock_local(uint32_t qpn)
 	pthread_mutex_lock(&qp_table_lock);
 	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
 	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
-		   pthread_mutex_trylock(&qp->ctx->lock)))
+		   soft_trylock(&qp->ctx->lock)))
 		qp = NULL;
 	pthread_mutex_unlock(&qp_table_lock);
 	return qp;
@@ -243,7 +243,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	/* report what was granted */
 	attr->cap = qp->cap;
 
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	__atomic_add_fetch(&pd->refcnt, 1, __ATOMIC_RELAXED);
 	qp->scq->refcnt++;
 	qp->rcq->refcnt++;
@@ -251,7 +251,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->srq->refcnt++;
 	soft_list_add(&ctx->qps, &qp->link);
 	qp_table_set(qpn, qp);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
 unmap:
@@ -540,12 +540,12 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if (!ibqp || !attr)
 		return EINVAL;
 	qp = to_sqp(ibqp);
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (!modify_is_ok(cur, next, qp->type, mask) ||
 	    check_values(qp, attr, mask)) {
-		pthread_mutex_unlock(&qp->ctx->lock);
+		soft_unlock(&qp->ctx->lock);
 		errno = EINVAL;
 		return EINVAL;
 	}
@@ -614,13 +614,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
 			soft_qp_connect(qp);
 			if (qp->ctx->serve_rings)
-				soft_thread_start(qp->ctx);
+				soft_thread_start_locked(qp->ctx);
 		}
 		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
 		    qp->sq_head == qp->sq_tail)
 			soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, ibqp);
 	}
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return 0;
 }
 
@@ -633,7 +633,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	if (!ibqp || !attr || !init_attr)
 		return EINVAL;
 	qp = to_sqp(ibqp);
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	*attr = qp->attr;
 	attr->qp_state = qp->state;
 	attr->cur_qp_state = qp->state;
@@ -647,7 +647,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	init_attr->cap = qp->cap;
 	init_attr->qp_type = qp->type;
 	init_attr->sq_sig_all = qp->sq_sig_all;
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return 0;
 }
 
@@ -666,7 +666,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EINVAL;
 	qp = to_sqp(ibqp);
 	ctx = qp->ctx;
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	soft_list_del(&qp->link);
 	qp_table_set(ibqp->qp_num, NULL);
 	qp_reset(qp);
@@ -676,7 +676,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->srq)
 		qp->srq->refcnt--;
 	__atomic_sub_fetch(&qp->pd->refcnt, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	soft_evq_purge(ctx->async, qp_event_match, ibqp);
 	pthread_mutex_lock(&ibqp->mutex);
 	while (ibqp->events_completed != qp->async_reported)

@@ -680,6 +680,21 @@ void soft_wake_ctx(uint32_t ctx_idx)
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* soft_lock_slow -- the context lock is held: mark it contended, sleep */
+void soft_lock_slow(soft_lock_t *l)
+{
+	while (atomic_exchange_explicit(&l->v, 2, memory_order_acquire))
+		syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_WAIT_PRIVATE, 2,
+			NULL, NULL, 0);
+}
+
+/* soft_unlock_wake -- a thread sleeps on the context lock: wake one */
+void soft_unlock_wake(soft_lock_t *l)
+{
+	syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
+		0);
+}
+
 /* soft_futex_wait -- sleep while *word == val, at most ns */
 void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
 {

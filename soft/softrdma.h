@@ -37,7 +37,8 @@
 #define SOFT_MR_SLOT_BITS   14
 #define SOFT_MAX_CTX	    1024
 #define SOFT_NSTRIPES	    64
-#define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
+#define SOFT_LIVENESS_NS    10000000ull /* peer pid check period: 10 ms */
+#define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
 
 /* Ring slots (slot.h): 64-byte header then payload */
@@ -199,9 +200,51 @@ struct soft_list {
 
 struct soft_evq; /* event queue behind an eventfd */
 
+/*
+ * soft_lock_t -- a context's lock: never taken twice by one thread, held
+ * for short sweeps; one compare-and-swap to take it and one exchange to
+ * release it when uncontended (a pthread mutex costs about 50
+ * instructions a pair more, three pairs a message), a futex otherwise.
+ */
+typedef struct {
+	_Atomic uint32_t v; /* 0 free, 1 held, 2 held with waiters */
+} soft_lock_t;
+
+void soft_lock_slow(soft_lock_t *l);
+void soft_unlock_wake(soft_lock_t *l);
+
+static inline void soft_lock_init(soft_lock_t *l)
+{
+	atomic_init(&l->v, 0);
+}
+
+static inline void soft_lock(soft_lock_t *l)
+{
+	uint32_t z = 0;
+
+	if (!atomic_compare_exchange_strong_explicit(
+		    &l->v, &z, 1, memory_order_acquire, memory_order_relaxed))
+		soft_lock_slow(l);
+}
+
+/* soft_trylock -- 0 when taken (as pthread_mutex_trylock) */
+static inline int soft_trylock(soft_lock_t *l)
+{
+	uint32_t z = 0;
+
+	return !atomic_compare_exchange_strong_explicit(
+		&l->v, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void soft_unlock(soft_lock_t *l)
+{
+	if (atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2)
+		soft_unlock_wake(l);
+}
+
 struct soft_context {
 	struct verbs_context vctx; /* ibv_context is its last member */
-	pthread_mutex_t lock; /* everything below and all objects' queues */
+	soft_lock_t lock; /* everything below and all objects' queues */
 	int reg_idx;
 	int32_t owner_pid; /* the process that opened it (fork: see README) */
 	uint32_t srq_next; /* SRQ segment ids handed out */
@@ -211,6 +254,7 @@ struct soft_context {
 	int thread_started;
 	_Atomic int thread_stop;
 	int narmed;
+	int in_thread; /* the progress thread is sweeping (lock held) */
 	uint32_t npd;
 	uint64_t outstanding; /* send WQEs waiting on a peer */
 	int serve_rings;      /* process_vm may be refused: the thread serves */
@@ -342,6 +386,7 @@ struct soft_qp {
 	uint64_t rnr_since;  /* ns */
 	uint64_t dead_since; /* ns, 0: peer believed alive */
 	uint64_t next_check; /* ns: next peer liveness check */
+	uint32_t unchecked;  /* polls since the clock was last read */
 	/* the peer (dest_qp_num) */
 	uint32_t dest_qpn;
 	struct soft_seg_hdr *peer;
@@ -498,6 +543,7 @@ void soft_qp_flush(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
 void soft_qp_disconnect(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);
+void soft_thread_start_locked(struct soft_context *ctx);
 void soft_thread_stop(struct soft_context *ctx);
 struct soft_mr *soft_mr_lookup(uint32_t key);
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);

@@ -38,9 +38,9 @@ static int srq_shm(struct soft_srq *srq)
 
 	while (n < SOFT_MAX_SRQ_WR + 1)
 		n <<= 1;
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	id = ++ctx->srq_next;
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	if (id > SOFT_MAX_SRQ_IDS)
 		return 0; /* served only by its own process */
 	soft_reg_srq_id((uint32_t)ctx->reg_idx, id);
@@ -119,9 +119,9 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 		return NULL;
 	}
 	__atomic_add_fetch(&srq->pd->refcnt, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	soft_list_add(&ctx->srqs, &srq->link);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return &srq->srq;
 }
 
@@ -175,7 +175,7 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 	if (!ibsrq || !attr || (attr_mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
 		return EINVAL;
 	srq = to_ssrq(ibsrq);
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	if (attr_mask & IBV_SRQ_MAX_WR) {
 		uint32_t n = 1, i;
 		struct soft_rwqe *nq;
@@ -209,7 +209,7 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		srq->limit = attr->srq_limit;
 	}
 out:
-	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_unlock(&srq->ctx->lock);
 	return ret;
 }
 
@@ -221,11 +221,11 @@ int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 	if (!ibsrq || !attr)
 		return EINVAL;
 	srq = to_ssrq(ibsrq);
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	attr->max_wr = srq->max_wr;
 	attr->max_sge = srq->max_sge;
 	attr->srq_limit = srq->limit;
-	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_unlock(&srq->ctx->lock);
 	return 0;
 }
 
@@ -242,13 +242,13 @@ int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	if (!ibsrq)
 		return EINVAL;
 	srq = to_ssrq(ibsrq);
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	if (srq->refcnt) {
-		pthread_mutex_unlock(&srq->ctx->lock);
+		soft_unlock(&srq->ctx->lock);
 		return EBUSY;
 	}
 	soft_list_del(&srq->link);
-	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_unlock(&srq->ctx->lock);
 	soft_evq_purge(srq->ctx->async, srq_event_match, ibsrq);
 	pthread_mutex_lock(&ibsrq->mutex);
 	while (ibsrq->events_completed != srq->async_reported)

@@ -206,7 +206,7 @@ int ibv_get_async_event(struct ibv_context *context,
 	ctx = to_sctx(context);
 	if (soft_evq_pop(ctx->async, event))
 		return -1;
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	switch (event->event_type) {
 	case IBV_EVENT_CQ_ERR:
 		to_scq(event->element.cq)->async_reported++;
@@ -228,7 +228,7 @@ int ibv_get_async_event(struct ibv_context *context,
 	default:
 		break;
 	}
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -660,9 +660,9 @@ static struct soft_cq *cq_create(struct ibv_context *context, int cqe,
 	cq->cqx.read_dlid_path_bits = cq_read_dlid_path_bits;
 	if (channel)
 		__atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	soft_list_add(&ctx->cqs, &cq->link);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return cq;
 }
 
@@ -726,14 +726,14 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 		return EINVAL;
 	while (n < (uint32_t)cqe + 1)
 		n <<= 1;
-	pthread_mutex_lock(&c->ctx->lock);
+	soft_lock(&c->ctx->lock);
 	if (n - 1 < c->count) {
-		pthread_mutex_unlock(&c->ctx->lock);
+		soft_unlock(&c->ctx->lock);
 		return EINVAL;
 	}
 	nq = calloc(n - 1, sizeof(*nq));
 	if (!nq) {
-		pthread_mutex_unlock(&c->ctx->lock);
+		soft_unlock(&c->ctx->lock);
 		return ENOMEM;
 	}
 	for (i = 0; i < c->count; i++)
@@ -743,7 +743,7 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	c->head = 0;
 	c->size = n - 1;
 	c->cqx.cqe = (int)c->size;
-	pthread_mutex_unlock(&c->ctx->lock);
+	soft_unlock(&c->ctx->lock);
 	return 0;
 }
 
@@ -763,9 +763,9 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 		return EINVAL;
 	c = to_scq(cq);
 	ctx = c->ctx;
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	if (c->refcnt) {
-		pthread_mutex_unlock(&ctx->lock);
+		soft_unlock(&ctx->lock);
 		return EBUSY;
 	}
 	if (c->armed) {
@@ -774,7 +774,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 			soft_ctx_armed(ctx, 0);
 	}
 	soft_list_del(&c->link);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	a.obj = c;
 	if (cq->channel)
 		soft_evq_purge(soft_container_of(cq->channel,
@@ -803,12 +803,12 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 
 	if (ctx->owner_pid != soft_self_pid)
 		return EIO; /* inherited across fork: its thread is not here */
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	if (!c->armed && !ctx->narmed++)
 		soft_ctx_armed(ctx, 1);
 	if (c->armed != 1)
 		c->armed = solicited_only ? 2 : 1;
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	/* the progress thread sweeps once more now that we are armed */
 	soft_thread_start(ctx);
 	soft_wake_ctx((uint32_t)ctx->reg_idx);
@@ -901,10 +901,10 @@ static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	pthread_mutex_lock(&cq->ctx->lock);
+	soft_lock(&cq->ctx->lock);
 	soft_progress(cq->ctx);
 	if (!cq->count) {
-		pthread_mutex_unlock(&cq->ctx->lock);
+		soft_unlock(&cq->ctx->lock);
 		return ENOENT;
 	}
 	cq->cqx_polling = 1;
@@ -938,5 +938,5 @@ static void cq_end_poll(struct ibv_cq_ex *cqx)
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
 
 	cqx_consume(cq);
-	pthread_mutex_unlock(&cq->ctx->lock);
+	soft_unlock(&cq->ctx->lock);
 }
