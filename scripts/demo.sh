@@ -12,7 +12,7 @@ set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/_build
-"$top/scripts/setup.sh" "$build" --enable-picky
+"$top/scripts/setup.sh" "$build" --enable-picky --enable-python
 
 soft=$build/soft/.libs/libsoftrdma.so
 export RDMAMSG_SOFTRDMA_PATH="$soft"

@@ -13,12 +13,15 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: setup.sh BUILD_DIR [configure options...]}
 shift
 
-# Build tools and libraries, then what the tests and benchmarks run.
+# Build tools and libraries, then what the tests and benchmarks run (the
+# python3-* packages build and test bindings/python: --enable-python).
 packages="build-essential autoconf automake libtool pkgconf
 	libibverbs-dev librdmacm-dev libev-dev
 	rdmacm-utils ibverbs-utils perftest valgrind mandoc clang-format
 	clang libclang-rt-dev
-	iproute2 python3 procps psmisc qperf ucx-utils libfabric-bin"
+	iproute2 python3 procps psmisc qperf ucx-utils libfabric-bin
+	python3-dev python3-cffi python3-setuptools python3-pip python3-wheel
+	python3-pytest python3-pytest-asyncio python3-pyverbs"
 
 missing=
 for p in $packages; do

@@ -14,10 +14,10 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-plain}
 case $mode in
-plain | --picky) build=$top/_build; flags="--enable-picky"; target=check ;;
---sanitizers) build=$top/_build-san; flags="--enable-picky --enable-sanitizers"; target=check ;;
---valgrind) build=$top/_build; flags="--enable-picky"; target=check ;;
---distcheck) build=$top/_build; flags="--enable-picky"; target=distcheck ;;
+plain | --picky) build=$top/_build; flags="--enable-picky --enable-python"; target=check ;;
+--sanitizers) build=$top/_build-san; flags="--enable-picky --enable-sanitizers --enable-python"; target=check ;;
+--valgrind) build=$top/_build; flags="--enable-picky --enable-python"; target=check ;;
+--distcheck) build=$top/_build; flags="--enable-picky --enable-python"; target=distcheck ;;
 *) echo "usage: scripts/test.sh [--sanitizers | --valgrind | --distcheck]" >&2; exit 2 ;;
 esac
 

@@ -202,6 +202,9 @@ int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out)
 	} else {
 		e->owner->reported++;
 	}
+	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+	    e->owner->state == SCM_LISTEN)
+		scm__backlog_drain(e->owner); /* room for a held request */
 	if (e->ev.event == SCM_EVENT_CONN_RESP)
 		scm__process_conn_resp(scm_id_of(e->ev.id), e);
 	else if (e->ev.event == RDMA_CM_EVENT_REJECTED || e->qp_err)
@@ -627,6 +630,15 @@ int scm__id_find_alive(struct scm_id *s)
 	return 0;
 }
 
+/* what librdmacm's rsocket code reads through an id (cm_internal.h) */
+static const struct scm_cma_dev scm_cma_dev = {
+	.port_cnt = 1,
+	.refcnt = 1,
+	.max_qpsize = SOFT_MAX_QP_WR,
+	.max_initiator_depth = SOFT_MAX_RD_ATOM,
+	.max_responder_resources = SOFT_MAX_RD_ATOM,
+};
+
 /* scm__id_new -- allocate an id and link it (scm__lock held) */
 struct scm_id *scm__id_new(struct scm_channel *ch, void *context,
 			   enum rdma_port_space ps, enum ibv_qp_type qp_type)
@@ -640,6 +652,7 @@ struct scm_id *scm__id_new(struct scm_channel *ch, void *context,
 	s->id.ps = ps;
 	s->id.qp_type = qp_type;
 	s->sync = ch->sync;
+	s->cma_dev = &scm_cma_dev;
 	s->fd = -1;
 	s->sgid_index = 0;
 	s->retry_count = SCM_DEFAULT_RETRY;

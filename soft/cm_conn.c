@@ -83,6 +83,7 @@ int scm__send(struct scm_id *s, struct scm_wire *w)
 	if (s->fd < 0)
 		return ENOTCONN;
 	w->magic = SCM_WIRE_MAGIC;
+	soft_reg_id(w->reg_id);
 	while (left) {
 		n = send(s->fd, p, left, MSG_NOSIGNAL);
 		if (n > 0) {
@@ -359,7 +360,8 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 		err = EINVAL;
 		goto unlock;
 	}
-	if (listen(s->fd, backlog > 0 ? backlog : SOMAXCONN)) {
+	/* the backlog counts requests (scm_backlog), not TCP connections */
+	if (listen(s->fd, SOMAXCONN)) {
 		err = errno;
 		goto unlock;
 	}
@@ -636,6 +638,9 @@ static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 		return err;
 	}
 	s->state = SCM_REP_SENT;
+	/* no RTU by then: the IB CM's REP timeout (UNREACHABLE) */
+	s->deadline_ms = scm__now_ms() + scm_connect_timeout_ms();
+	scm__wake();
 	return 0;
 }
 
@@ -886,43 +891,160 @@ static void scm_unmap_v4(struct sockaddr_storage *ss)
 	memcpy(&s4->sin_addr, &s6.sin6_addr.s6_addr[12], 4);
 }
 
-/* scm_accept_sockets -- new TCP connections become hidden child ids */
-static void scm_accept_sockets(struct scm_id *l)
+/* scm_handshake_ms -- time an accepted socket has to deliver its REQ */
+static uint64_t scm_handshake_ms(void)
 {
-	struct sockaddr_storage peer;
+	const char *e = getenv("SOFTRDMA_CM_HANDSHAKE_MS");
+
+	return e ? strtoull(e, NULL, 10) : SCM_HANDSHAKE_MS;
+}
+
+/* scm_half_open -- children of l that have not reported a REQ yet */
+static int scm_half_open(struct scm_id *l, int *deferred)
+{
+	struct scm_id *c;
+	int n = 0;
+
+	*deferred = 0;
+	for (c = scm__first_id(); c; c = c->next) {
+		if (c->listen != l || c->state != SCM_REQ_WAIT)
+			continue;
+		n++;
+		*deferred += c->deferred;
+	}
+	return n;
+}
+
+/* scm__child_gone -- drop a hidden child (REQ_WAIT): nothing to tell */
+void scm__child_gone(struct scm_id *c)
+{
+	scm_finish(c);
+	scm__id_free_locked(c);
+}
+
+/*
+ * scm_evict_idle -- make room: the oldest child of l that has not sent a
+ * REQ is read once more (its REQ may be waiting in the socket) and, if it
+ * still has none, closed.  Returns whether a child went.
+ */
+static int scm_evict_idle(struct scm_id *l)
+{
+	struct scm_id *c, *old;
+
+	for (;;) {
+		old = NULL;
+		for (c = scm__first_id(); c; c = c->next)
+			if (c->listen == l && c->state == SCM_REQ_WAIT &&
+			    !c->deferred &&
+			    (!old || c->born_ms <= old->born_ms))
+				old = c;
+		if (!old)
+			return 0;
+		scm__progress(EPOLLIN, old);
+		if (!scm__id_find_alive(old))
+			return 1; /* it went by itself */
+		if (old->state == SCM_REQ_WAIT && !old->deferred) {
+			scm__child_gone(old);
+			return 1;
+		}
+		/* it had a REQ: it is no longer idle, try the next */
+	}
+}
+
+/* scm_accept_pause -- stop accepting for a while (out of fds, or full) */
+static void scm_accept_pause(struct scm_id *l)
+{
+	if (!l->accept_paused && !scm__epoll_mod(l, 0))
+		l->accept_paused = 1;
+	l->deadline_ms = scm__now_ms() + SCM_ACCEPT_PAUSE_MS;
+}
+
+/* scm_accept_resume -- accept again (the pause is over) */
+static void scm_accept_resume(struct scm_id *l)
+{
+	if (l->accept_paused && !scm__epoll_mod(l, EPOLLIN))
+		l->accept_paused = 0;
+	else if (l->accept_paused)
+		l->deadline_ms = scm__now_ms() + SCM_ACCEPT_PAUSE_MS;
+}
+
+/* scm_new_child -- a hidden child id for an accepted socket */
+static void scm_new_child(struct scm_id *l, int fd,
+			  struct sockaddr_storage *peer)
+{
 	struct scm_channel *ch;
 	struct scm_id *c;
 	socklen_t len;
-	int fd;
 
-	for (;;) {
+	ch = l->sync ? scm__channel_new(1) : scm_ch_of(l->id.channel);
+	c = ch ? scm__id_new(ch, l->id.context, l->id.ps, l->id.qp_type) : NULL;
+	if (!c) {
+		if (ch && l->sync)
+			scm__channel_free(ch);
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->listen = l;
+	c->state = SCM_REQ_WAIT;
+	c->tos = l->tos;
+	c->born_ms = scm__now_ms();
+	c->deadline_ms = c->born_ms + scm_handshake_ms();
+	scm_unmap_v4(peer);
+	memcpy(&c->id.route.addr.dst_storage, peer, sizeof(*peer));
+	len = sizeof(c->id.route.addr.src_storage);
+	getsockname(fd, &c->id.route.addr.src_addr, &len);
+	scm_unmap_v4(&c->id.route.addr.src_storage);
+	scm_tune_socket(fd);
+	if (scm__epoll_add(c, EPOLLIN))
+		scm__id_free_locked(c);
+}
+
+/*
+ * scm_accept_sockets -- new TCP connections become hidden child ids.  A
+ * pass accepts a bounded number (other ids get their turn); out of fds or
+ * at the half-open limit it closes the oldest idle child, and with none
+ * to close it pauses accept() instead of spinning on EMFILE: the kernel's
+ * queue holds the rest.
+ */
+static void scm_accept_sockets(struct scm_id *l)
+{
+	struct sockaddr_storage peer;
+	socklen_t len;
+	int fd, i, n, deferred;
+
+	for (i = 0; i < 64; i++) {
+		n = scm_half_open(l, &deferred);
+		if (n >= SCM_HALF_OPEN_MAX && !scm_evict_idle(l)) {
+			scm_accept_pause(l);
+			return;
+		}
 		len = sizeof(peer);
 		fd = accept4(l->fd, (struct sockaddr *)&peer, &len,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		ch = l->sync ? scm__channel_new(1) : scm_ch_of(l->id.channel);
-		c = ch ? scm__id_new(ch, l->id.context, l->id.ps, l->id.qp_type)
-		       : NULL;
-		if (!c) {
-			if (ch && l->sync)
-				scm__channel_free(ch);
-			close(fd);
+		if (fd >= 0) {
+			scm_new_child(l, fd, &peer);
 			continue;
 		}
-		c->fd = fd;
-		c->listen = l;
-		c->state = SCM_REQ_WAIT;
-		c->tos = l->tos;
-		scm_unmap_v4(&peer);
-		memcpy(&c->id.route.addr.dst_storage, &peer, sizeof(peer));
-		len = sizeof(c->id.route.addr.src_storage);
-		getsockname(fd, &c->id.route.addr.src_addr, &len);
-		scm_unmap_v4(&c->id.route.addr.src_storage);
-		scm_tune_socket(fd);
-		if (scm__epoll_add(c, EPOLLIN)) {
-			scm__id_free_locked(c);
-			continue;
+		switch (errno) {
+		case EINTR:
+		case ECONNABORTED:
+		case EPROTO:
+		case EPERM:
+			continue; /* that connection is gone: the next one */
+		case EMFILE:
+		case ENFILE:
+		case ENOBUFS:
+		case ENOMEM:
+			if (scm_evict_idle(l))
+				continue;
+			SOFT_WARN("rdma_cm listener: out of file descriptors, "
+				  "accepting again in %d ms",
+				  SCM_ACCEPT_PAUSE_MS);
+			scm_accept_pause(l);
+			return;
+		default: /* EAGAIN: all taken */
+			return;
 		}
 	}
 }
@@ -952,6 +1074,53 @@ static int scm_pending_requests(struct scm_id *l)
 	return n;
 }
 
+/* scm_backlog -- how many CONNECT_REQUESTs l may have pending */
+static int scm_backlog(const struct scm_id *l)
+{
+	return l->backlog > 0 ? l->backlog : SOMAXCONN;
+}
+
+/* scm_same_registry -- does the peer share this host's shared memory? */
+static int scm_same_registry(const struct scm_wire *w)
+{
+	uint8_t mine[SCM_REG_ID_LEN];
+
+	soft_reg_id(mine);
+	if (!memcmp(mine, w->reg_id, sizeof(mine)))
+		return 1;
+	SOFT_WARN("rdma_cm: peer uses another shared-memory registry "
+		  "(another /dev/shm or host): connection refused as "
+		  "unreachable");
+	return 0;
+}
+
+static void scm_on_req(struct scm_id *c, const struct scm_wire *w);
+
+/*
+ * scm__backlog_drain -- the user took a CONNECT_REQUEST of l: requests
+ * held beyond the backlog are reported, oldest first, while room lasts.
+ */
+void scm__backlog_drain(struct scm_id *l)
+{
+	struct scm_id *c, *old;
+
+	while (l->state == SCM_LISTEN &&
+	       scm_pending_requests(l) < scm_backlog(l)) {
+		old = NULL;
+		for (c = scm__first_id(); c; c = c->next)
+			if (c->listen == l && c->state == SCM_REQ_WAIT &&
+			    c->deferred && (!old || c->born_ms <= old->born_ms))
+				old = c;
+		if (!old)
+			return;
+		if (scm__epoll_mod(old, EPOLLIN)) {
+			scm__child_gone(old);
+			continue;
+		}
+		scm_on_req(old, &old->req);
+	}
+}
+
 /* scm_on_req -- a hidden child got its REQ: report CONNECT_REQUEST */
 static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 {
@@ -966,13 +1135,28 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 		scm__id_free_locked(c);
 		return;
 	}
-	if (scm_pending_requests(l) >= (l->backlog > 0 ? l->backlog : 4096)) {
-		/* the kernel's ucma drops it: the IB CM then rejects */
-		scm_send_rej(c, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
-		scm_finish(c);
-		scm__id_free_locked(c);
+	if (!scm_same_registry(w)) {
+		/* a peer beyond this host's memory: no path to it yet */
+		scm_send_rej(c, SCM_REJ_NO_PATH, NULL, 0);
+		scm__child_gone(c);
 		return;
 	}
+	if (scm_pending_requests(l) >= scm_backlog(l)) {
+		/*
+		 * Beyond the backlog the kernel's ucma drops the request and
+		 * the active IB CM sends its REQ again: the REQ waits here,
+		 * unanswered and unread, until the user takes a request.
+		 */
+		if (&c->req != w)
+			memcpy(&c->req, w, sizeof(*w));
+		c->deferred = 1;
+		c->deadline_ms = scm__now_ms() + scm_connect_timeout_ms();
+		if (scm__epoll_mod(c, 0))
+			scm__child_gone(c);
+		return;
+	}
+	c->deferred = 0;
+	c->deadline_ms = 0;
 	c->remote_qpn = ntohl(w->qpn);
 	c->remote_psn = ntohl(w->psn);
 	memcpy(c->remote_gid.raw, w->gid, 16);
@@ -1006,6 +1190,16 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 	}
 }
 
+/*
+ * scm_unreachable -- the peer is beyond this host's shared memory: fail as
+ * an IB CM does when its REQ finds no path (UNREACHABLE, -ETIMEDOUT).
+ */
+static void scm_unreachable(struct scm_id *s)
+{
+	scm_finish(s);
+	scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0, 0);
+}
+
 /* scm_on_sidr_rep -- UD: the SIDR REP gives the peer's QPN and Q_Key */
 static void scm_on_sidr_rep(struct scm_id *s, const struct scm_wire *w)
 {
@@ -1032,6 +1226,11 @@ static void scm_on_rep(struct scm_id *s, const struct scm_wire *w)
 
 	if (s->state != SCM_REQ_SENT)
 		return;
+	if (!scm_same_registry(w)) {
+		scm_send_rej(s, SCM_REJ_NO_PATH, NULL, 0);
+		scm_unreachable(s);
+		return;
+	}
 	if (s->id.qp_type == IBV_QPT_UD) {
 		scm_on_sidr_rep(s, w);
 		return;
@@ -1063,7 +1262,19 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 		scm_on_rep(s, w);
 		break;
 	case SCM_MSG_REJ:
-		if (s->state == SCM_REQ_SENT && s->id.qp_type == IBV_QPT_UD) {
+		if ((s->state == SCM_REQ_SENT || s->state == SCM_REP_SENT) &&
+		    ntohs(w->reason) == SCM_REJ_NO_PATH) {
+			/* no path: a lost REQ, or a REP that times out */
+			struct scm_event *e;
+			int flush = s->state == SCM_REP_SENT;
+
+			scm_finish(s);
+			e = scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
+				      -ETIMEDOUT, NULL, 0, 0);
+			if (e)
+				e->qp_err = flush; /* in the user's thread */
+		} else if (s->state == SCM_REQ_SENT &&
+			   s->id.qp_type == IBV_QPT_UD) {
 			scm_finish(s);
 			scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
 				  ntohs(w->reason), w->pdata, w->pdata_len,
@@ -1168,6 +1379,12 @@ void scm__progress(uint32_t events, struct scm_id *s)
 		scm_accept_sockets(s);
 		return;
 	}
+	if (s->deferred) {
+		/* not read while held: only a reset or hang-up matters */
+		if (events & (EPOLLERR | EPOLLHUP))
+			scm__child_gone(s);
+		return;
+	}
 	if (s->state == SCM_CONNECTING) {
 		len = sizeof(err);
 		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len))
@@ -1193,13 +1410,17 @@ void scm__progress(uint32_t events, struct scm_id *s)
 				continue;
 			s->rlen = 0;
 			memcpy(&w, s->rbuf, sizeof(w));
-			if (w.magic != SCM_WIRE_MAGIC) {
+			if (scm__wire_check(&w)) {
+				/* a malformed message: the peer is not a CM */
 				scm_peer_gone(s);
 				return;
 			}
 			scm_handle(s, &w);
 			/* the handler may have closed or freed the id */
 			if (!scm__id_find_alive(s))
+				return;
+			/* a REQ beyond the backlog: the socket is not read */
+			if (s->deferred)
 				return;
 			continue;
 		}
@@ -1222,8 +1443,22 @@ again:
 		if (!s->deadline_ms || s->deadline_ms > now || s->destroying)
 			continue;
 		s->deadline_ms = 0;
-		if (s->state == SCM_CONNECTING && s->fd < 0 &&
-		    now < s->connect_deadline_ms) {
+		if (s->state == SCM_LISTEN) {
+			scm_accept_resume(s);
+		} else if (s->state == SCM_REQ_WAIT) {
+			/* no (or no room for its) REQ in time: close it */
+			scm__child_gone(s);
+		} else if (s->state == SCM_REP_SENT) {
+			/* no RTU: the IB CM's REP timed out */
+			struct scm_event *e;
+
+			scm_finish(s);
+			e = scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
+				      -ETIMEDOUT, NULL, 0, 0);
+			if (e)
+				e->qp_err = 1;
+		} else if (s->state == SCM_CONNECTING && s->fd < 0 &&
+			   now < s->connect_deadline_ms) {
 			scm_start_connect(s);
 		} else if (s->state == SCM_CONNECTING ||
 			   s->state == SCM_REQ_SENT) {

@@ -32,6 +32,12 @@
 #define SCM_REJ_INVALID_SERVICE_ID 8
 #define SCM_REJ_CONSUMER_DEFINED   28
 #define SCM_REJ_VENDOR_OPTION	   35
+/*
+ * softrdma's own, never reported: the passive side shares no registry
+ * with the active one (another host, or another /dev/shm), so no path
+ * joins them; the active side reports UNREACHABLE as for a lost REQ.
+ */
+#define SCM_REJ_NO_PATH 0xff00
 
 /* librdmacm's default when no conn_param gives the retry counts. */
 #define SCM_DEFAULT_RETRY 7
@@ -69,9 +75,15 @@ enum scm_msg {
 	SCM_MSG_DREP,
 };
 
-#define SCM_WIRE_MAGIC 0x5c
+/* 0x5c: the format before the registry id (peers refuse each other). */
+#define SCM_WIRE_MAGIC 0x5d
+#define SCM_REG_ID_LEN 16
 
-/* One CM message on the TCP stream; integers in network order. */
+/*
+ * One CM message on the TCP stream; integers in network order.  Every
+ * field comes from the peer: scm__wire_check validates a message whole
+ * before any field is used.
+ */
 struct scm_wire {
 	uint8_t magic;
 	uint8_t type;
@@ -91,8 +103,29 @@ struct scm_wire {
 	uint8_t pad;
 	uint32_t qkey;
 	uint8_t gid[16];
+	/* the sender's shared-memory registry: peers must share it */
+	uint8_t reg_id[SCM_REG_ID_LEN];
 	uint8_t pdata[SCM_SIDR_REQ_PDATA]; /* the largest: SIDR REQ */
 } __attribute__((packed));
+
+_Static_assert(sizeof(struct scm_wire) == 276, "CM wire message size");
+
+/*
+ * The listener's defences (cm_conn.c): an accepted socket must deliver a
+ * complete, valid REQ within the handshake time, or it is closed; at most
+ * SCM_HALF_OPEN_MAX sockets per listener wait for theirs (the oldest one
+ * idle for a quarter of that time makes room for a newcomer; with none,
+ * accept() pauses); a REQ beyond the listen backlog waits, unanswered,
+ * until the user takes a pending request.
+ */
+#define SCM_HANDSHAKE_MS  5000
+#define SCM_HALF_OPEN_MAX 1024
+/* how long accept() pauses when out of fds or of half-open room (ms) */
+#define SCM_ACCEPT_PAUSE_MS 100
+
+/* scm_wire.c: pure, for the fuzzer too */
+int scm__wire_check(const struct scm_wire *w);
+size_t scm__wire_pdata_max(const struct scm_wire *w);
 
 struct scm_id;
 
@@ -124,12 +157,39 @@ struct scm_event {
 	uint8_t pdata[SCM_MAX_PDATA];
 };
 
+/*
+ * librdmacm's rsocket code (which runs on softrdma's ids when softrdma is
+ * preloaded) reads a few fields of its struct cma_id_private, which begins
+ * with the rdma_cm_id: ucma_complete() reads sync, ucma_max_qpsize() reads
+ * cma_dev->max_qpsize.  struct scm_id begins the same way (rdma-core 44's
+ * layout), and cma_dev points to a struct cma_device lookalike.
+ */
+struct scm_cma_dev {
+	void *dev;
+	void *entry[2];
+	void *verbs, *pd, *xrcd, *port;
+	uint64_t guid;
+	int port_cnt;
+	int refcnt;
+	int max_qpsize;
+	uint8_t max_initiator_depth;
+	uint8_t max_responder_resources;
+	int ibv_idx;
+	uint8_t is_device_dead;
+};
+
 struct scm_id {
-	struct rdma_cm_id id; /* public part */
-	struct scm_id *next;  /* all ids of the process */
-	uint64_t handle;      /* epoll key: ids are looked up, never trusted */
-	enum scm_state state;
+	struct rdma_cm_id id;		   /* public part */
+	const struct scm_cma_dev *cma_dev; /* librdmacm's layout from here */
+	void *connect;			   /* ai_connect of create_ep */
+	size_t connect_len;
+	int events_completed;
+	int connect_error;
 	int sync;
+	/* softrdma's own from here */
+	struct scm_id *next; /* all ids of the process */
+	uint64_t handle;     /* epoll key: ids are looked up, never trusted */
+	enum scm_state state;
 	int destroying;
 	int fd; /* TCP socket: bound, listening or connected */
 	int in_epoll;
@@ -137,7 +197,10 @@ struct scm_id {
 	pthread_cond_t cond;
 	struct scm_id *listen; /* parent listener of a passive id */
 	int backlog;
-	int dev_ref; /* holds a reference on the shared device */
+	int accept_paused; /* listener: out of fds, accept() resumes later */
+	int deferred;	   /* child: REQ beyond the backlog, held in req */
+	uint64_t born_ms;  /* child: accepted at (oldest evicted first) */
+	int dev_ref;	   /* holds a reference on the shared device */
 
 	/* connection parameters (local view) */
 	uint8_t init_depth, resp_res;
@@ -164,12 +227,16 @@ struct scm_id {
 	size_t rlen;
 
 	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep passive */
-	void *connect;			       /* ai_connect of create_ep */
-	size_t connect_len;
 	struct ibv_sa_path_rec path;
 	struct ibv_ece local_ece;
 	struct scm_mc *mcs; /* joined groups */
 };
+
+_Static_assert(offsetof(struct scm_id, sync) ==
+		       sizeof(struct rdma_cm_id) + 3 * sizeof(void *) + 8,
+	       "cma_id_private layout (rdma-core 44)");
+_Static_assert(offsetof(struct scm_cma_dev, max_qpsize) == 72,
+	       "cma_device layout (rdma-core 44)");
 
 static inline struct scm_id *scm_id_of(struct rdma_cm_id *id)
 {
@@ -235,6 +302,8 @@ void scm__progress(uint32_t events, struct scm_id *s);
 void scm__timeouts(uint64_t now);
 int scm__process_conn_resp(struct scm_id *s, struct scm_event *evt);
 void scm__teardown_locked(struct scm_id *s);
+void scm__backlog_drain(struct scm_id *l);
+void scm__child_gone(struct scm_id *c);
 int scm__send(struct scm_id *s, struct scm_wire *w);
 int scm__modify_qp_err(struct scm_id *s);
 

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 /*
  * Protocol.  Each QP owns an outbound segment whose slot i belongs to SQ
@@ -705,6 +706,10 @@ static void flush_rq(struct soft_qp *qp);
  */
 void soft_qp_flush(struct soft_qp *qp)
 {
+	if (qp->ud) {
+		soft_ud_flush(qp); /* UD/UC (ud.c) */
+		return;
+	}
 	if (qp->sq_tail != qp->sq_head)
 		tx_qp(qp);
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
@@ -749,6 +754,8 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct soft_qp *qp = to_sqp(ibqp);
 	int ret;
 
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_send(ibqp, wr, bad);
 	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
@@ -802,8 +809,9 @@ static int rc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 		r = &qp->rq[qp->rq_head & (qp->rq_size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
-		memcpy(r->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
+			memcpy(r->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
 		if (qp->seg->rq_entries)
 			rq_mirror(qp, r);
 		qp->rq_head++;
@@ -823,10 +831,11 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct soft_qp *qp = to_sqp(ibqp);
 	int ret;
 
+	if (qp->ud) /* UD/UC (ud.c) */
+		return soft_ud_post_recv(ibqp, wr, bad);
 	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
-	case IBV_QPT_UC:
 		ret = rc_post_recv(qp, wr, bad);
 		break;
 	default:
@@ -877,8 +886,9 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		r = &srq->rq[srq->head & (srq->size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
-		memcpy(r->sge, wr->sg_list,
-		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
+			memcpy(r->sge, wr->sg_list,
+			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
 		srq_mirror(srq, r);
 		srq->head++;
 	}
@@ -2096,6 +2106,10 @@ void soft_progress(struct soft_context *ctx)
 	for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 		struct soft_qp *qp = soft_container_of(l, struct soft_qp, link);
 
+		if (qp->ud) { /* UD/UC (ud.c) */
+			soft_ud_progress(qp);
+			continue;
+		}
 		switch (qp->type) {
 		case IBV_QPT_RC:
 		default:

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 #undef ibv_query_port
 #undef ibv_get_device_list
@@ -365,6 +366,9 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_srq_wr = SOFT_MAX_SRQ_WR;
 	a->max_srq_sge = SOFT_MAX_SGE;
 	a->max_pkeys = 1;
+	a->max_mcast_grp = SOFT_MCAST_GRP; /* enforced in mcast.c */
+	a->max_mcast_qp_attach = SOFT_MCAST_QP_ATT;
+	a->max_total_mcast_qp_attach = SOFT_MCAST_TOTAL;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
 }

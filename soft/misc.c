@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* misc.c -- string helpers, rates, fork, sysfs, AH and unsupported verbs */
+/* misc.c -- string helpers, rates, fork, sysfs and unsupported verbs */
 #include "config.h"
 
 #include <errno.h>
@@ -50,21 +50,6 @@ SOFT_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
 SOFT_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 					     size_t length, uint64_t iova,
 					     int fd, int access);
-SOFT_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				 uint16_t lid);
-SOFT_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				 uint16_t lid);
-SOFT_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
-					 struct ibv_ah_attr *attr);
-SOFT_EXPORT int ibv_destroy_ah(struct ibv_ah *ah);
-SOFT_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context,
-				    uint8_t port_num, struct ibv_wc *wc,
-				    struct ibv_grh *grh,
-				    struct ibv_ah_attr *ah_attr);
-SOFT_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd,
-						 struct ibv_wc *wc,
-						 struct ibv_grh *grh,
-						 uint8_t port_num);
 
 /* ibv_wc_status_str -- rdma-core's text for a completion status */
 const char *ibv_wc_status_str(enum ibv_wc_status status)
@@ -362,95 +347,6 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 {
 	errno = EOPNOTSUPP;
 	return NULL;
-}
-
-/* ibv_attach_mcast -- UD multicast is not implemented yet */
-int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
-}
-
-/* ibv_detach_mcast -- UD multicast is not implemented yet */
-int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
-}
-
-struct soft_ah {
-	struct ibv_ah ah;
-	struct ibv_ah_attr attr;
-};
-
-/* ibv_create_ah -- an address handle (kept for UD) */
-struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	struct soft_ah *ah;
-
-	if (!pd || !attr || attr->port_num != 1 || !(attr->is_global) ||
-	    attr->grh.sgid_index >= (unsigned)soft_gid_count()) {
-		errno = EINVAL;
-		return NULL;
-	}
-	ah = calloc(1, sizeof(*ah));
-	if (!ah) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	ah->ah.context = pd->context;
-	ah->ah.pd = pd;
-	ah->attr = *attr;
-	return &ah->ah;
-}
-
-/* ibv_destroy_ah -- free an address handle */
-int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	if (!ah)
-		return EINVAL;
-	free(soft_container_of(ah, struct soft_ah, ah));
-	return 0;
-}
-
-/* ibv_init_ah_from_wc -- reply address from a received completion */
-int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
-			struct ibv_wc *wc, struct ibv_grh *grh,
-			struct ibv_ah_attr *ah_attr)
-{
-	if (!wc || !ah_attr || port_num != 1) {
-		errno = EINVAL;
-		return -1;
-	}
-	memset(ah_attr, 0, sizeof(*ah_attr));
-	ah_attr->dlid = wc->slid;
-	ah_attr->sl = wc->sl;
-	ah_attr->src_path_bits = wc->dlid_path_bits;
-	ah_attr->port_num = port_num;
-	if (!(wc->wc_flags & IBV_WC_GRH) || !grh) {
-		/* RoCE needs the GRH to answer */
-		errno = EINVAL;
-		return -1;
-	}
-	ah_attr->is_global = 1;
-	ah_attr->grh.dgid = grh->sgid;
-	ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
-	ah_attr->grh.hop_limit = 0xff;
-	ah_attr->grh.traffic_class =
-		(be32toh(grh->version_tclass_flow) >> 20) & 0xff;
-	ah_attr->grh.sgid_index = 0;
-	return 0;
-}
-
-/* ibv_create_ah_from_wc -- ibv_init_ah_from_wc + ibv_create_ah */
-struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
-				     struct ibv_grh *grh, uint8_t port_num)
-{
-	struct ibv_ah_attr a;
-
-	if (ibv_init_ah_from_wc(pd ? pd->context : NULL, port_num, wc, grh, &a))
-		return NULL;
-	return ibv_create_ah(pd, &a);
 }
 
 /*

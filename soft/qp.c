@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "softrdma.h"
+#include "ud.h"
 
 SOFT_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 					 struct ibv_qp_init_attr *attr);
@@ -32,7 +33,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	(IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
 	 IBV_QP_EX_WITH_SEND_WITH_INV)
 /* create flags granted (rxe: none) */
-#define SOFT_QP_CREATE_FLAGS 0u
+#define SOFT_QP_CREATE_FLAGS SOFT_UD_CREATE_FLAGS
 #define SOFT_QP_CREATE_KNOWN                                             \
 	(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS | \
 	 IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |      \
@@ -123,6 +124,12 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 				: EOPNOTSUPP;
 		return NULL;
 	}
+	/* multicast loopback blocking is a UD flag (ud.c) */
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS &&
+	    attr->create_flags && attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (attr->send_ops_flags & ~(uint64_t)SOFT_SEND_OPS)) {
 		errno = EOPNOTSUPP;
@@ -201,6 +208,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->seg_len +=
 			(size_t)qp->rq_size * sizeof(struct soft_shm_cqe);
 	}
+	qp->seg_len += soft_ud_seg_extra(attr);
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
 		goto free_qpn;
@@ -237,9 +245,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->is_ex = 1;
 		qp->send_ops_flags = attr->send_ops_flags;
 	}
+	if (soft_ud_create(qp, attr))
+		goto unmap;
 	soft_qp_ex_init(qp);
 	if (!qp->stage)
-		goto unmap;
+		goto free_ud;
 	/* report what was granted */
 	attr->cap = qp->cap;
 
@@ -254,6 +264,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	soft_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
+free_ud:
+	soft_ud_destroy(qp);
 unmap:
 	soft_seg_unlink(qpn);
 	munmap(qp->seg, qp->seg_len);
@@ -500,6 +512,8 @@ static void qp_reset(struct soft_qp *qp)
 {
 	int i;
 
+	if (qp->ud)
+		soft_ud_reset(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
@@ -682,6 +696,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	while (ibqp->events_completed != qp->async_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
+	soft_ud_destroy(qp);
 	if (ctx->owner_pid == soft_self_pid)
 		soft_seg_unlink(ibqp->qp_num);
 	munmap(qp->seg, qp->seg_len);

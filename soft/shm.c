@@ -7,10 +7,12 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -19,7 +21,7 @@
 #include "softrdma.h"
 
 #define SOFT_REG_MAGIC	 0x736f66747265670aull
-#define SOFT_REG_VERSION 2
+#define SOFT_REG_VERSION 2 /* 2: 65,536 QPs and MRs, registry id */
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;
@@ -28,6 +30,18 @@ uint64_t soft_self_start;
 static int reg_users;
 static pthread_mutex_t reg_local_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* soft_warn -- one line on stderr, prefixed like libibverbs' warnings */
+void soft_warn(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "softrdma: %s\n", line);
+}
+
 /* soft_prefix -- shm name prefix: $SOFTRDMA_SHM_PREFIX or softrdma-<uid> */
 static void soft_name(char *buf, size_t len, const char *what, uint32_t n)
 {
@@ -35,7 +49,7 @@ static void soft_name(char *buf, size_t len, const char *what, uint32_t n)
 	char def[64];
 
 	if (!p || !*p || strchr(p, '/')) {
-		snprintf(def, sizeof(def), "softrdma-%u", (unsigned)getuid());
+		snprintf(def, sizeof(def), "softrdma-%u", (unsigned)geteuid());
 		p = def;
 	}
 	if (n)
@@ -132,6 +146,10 @@ static struct soft_reg *reg_create(int fd)
 	r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (r == MAP_FAILED)
 		return NULL;
+	if (getrandom(r->id, sizeof(r->id), 0) != sizeof(r->id)) {
+		munmap(r, sizeof(*r));
+		return NULL;
+	}
 	reg_init_mutex(&r->lock);
 	for (i = 0; i < SOFT_NSTRIPES; i++) {
 		reg_init_mutex(&r->key_lock[i]);
@@ -140,6 +158,27 @@ static struct soft_reg *reg_create(int fd)
 	r->version = SOFT_REG_VERSION;
 	__atomic_store_n(&r->magic, SOFT_REG_MAGIC, __ATOMIC_RELEASE);
 	return r;
+}
+
+/*
+ * reg_trusted -- may we use this existing registry?  Whoever can write it
+ * can read our keys and addresses, redirect our QPs and fill its tables:
+ * only one that our euid owns and nobody else may open is used.
+ */
+static int reg_trusted(int fd, const char *name)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return 0;
+	if (st.st_uid == geteuid() && !(st.st_mode & 077))
+		return 1;
+	SOFT_WARN("/dev/shm%s is owned by uid %u with mode %04o, not by uid %u "
+		  "with mode 0600: not used (remove it, or set "
+		  "SOFTRDMA_SHM_PREFIX)",
+		  name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+		  (unsigned)geteuid());
+	return 0;
 }
 
 /* reg_open -- map an existing registry once its creator finished */
@@ -161,8 +200,11 @@ static struct soft_reg *reg_open(int fd)
 		return NULL;
 	for (i = 0; i < 1000; i++) {
 		if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) ==
-		    SOFT_REG_MAGIC)
+			    SOFT_REG_MAGIC &&
+		    r->version == SOFT_REG_VERSION)
 			return r;
+		if (r->magic == SOFT_REG_MAGIC)
+			break; /* another softrdma's layout */
 		usleep(1000);
 	}
 	munmap(r, sizeof(*r));
@@ -208,9 +250,15 @@ int soft_reg_attach(void)
 			if (!r)
 				shm_unlink(name);
 		} else if (errno == EEXIST) {
-			fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+			fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW,
+				      0600);
 			if (fd < 0)
 				continue;
+			if (!reg_trusted(fd, name)) {
+				close(fd);
+				errno = EACCES;
+				break;
+			}
 			r = reg_open(fd);
 			close(fd);
 			if (!r) {
@@ -233,12 +281,24 @@ int soft_reg_attach(void)
 	if (!r) {
 		reg_users--;
 		pthread_mutex_unlock(&reg_local_lock);
-		errno = ENODEV;
+		if (errno != EACCES)
+			errno = ENODEV;
 		return -1;
 	}
 	soft_reg = r;
 	pthread_mutex_unlock(&reg_local_lock);
 	return 0;
+}
+
+/* soft_reg_id -- the registry's random id (zeros when none is attached) */
+void soft_reg_id(uint8_t id[16])
+{
+	struct soft_reg *r = soft_reg;
+
+	if (r)
+		memcpy(id, r->id, sizeof(r->id));
+	else
+		memset(id, 0, sizeof(r->id));
 }
 
 /*
@@ -275,11 +335,30 @@ static void srq_unlink_all(struct soft_reg *r, uint32_t idx)
 	r->ctx[idx].srq_hi = 0;
 }
 
+/* The last liveness answer of a sweep: entries come in runs of one pid. */
+struct reg_alive_cache {
+	int32_t pid;
+	uint64_t start;
+	int alive;
+};
+
+/* reg_alive -- soft_pid_alive, asked once per run of equal owners */
+static int reg_alive(struct reg_alive_cache *c, int32_t pid, uint64_t start)
+{
+	if (c->pid != pid || c->start != start) {
+		c->pid = pid;
+		c->start = start;
+		c->alive = soft_pid_alive(pid, start);
+	}
+	return c->alive;
+}
+
 /* reg_sweep -- free entries of dead processes; registry lock held.  At
  * exit a key stripe that cannot be had leaves its entry to later sweeps */
 static int reg_sweep(struct soft_reg *r, int at_exit)
 {
 	int i, live = 0;
+	struct reg_alive_cache c = {0, 0, 0};
 
 	for (i = 0; i < SOFT_MAX_CTX; i++) {
 		int32_t pid = atomic_load(&r->ctx[i].pid);
@@ -295,14 +374,14 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 	}
 	for (i = 0; i < SOFT_MAX_QP; i++) {
 		if (!r->qp[i].qpn ||
-		    soft_pid_alive(r->qp[i].pid, r->qp[i].start))
+		    reg_alive(&c, r->qp[i].pid, r->qp[i].start))
 			continue;
 		soft_seg_unlink(r->qp[i].qpn);
 		r->qp[i].qpn = 0;
 	}
 	for (i = 0; i < SOFT_MAX_MR; i++) {
 		if (!r->mr[i].key ||
-		    soft_pid_alive(r->mr[i].pid, r->mr[i].start))
+		    reg_alive(&c, r->mr[i].pid, r->mr[i].start))
 			continue;
 		if (!at_exit)
 			soft_stripe_lock(&r->key_lock[i % SOFT_NSTRIPES]);
@@ -389,35 +468,55 @@ uint32_t soft_reg_pd_id(void)
 	return id;
 }
 
+/* reg_free_qp -- a free QP slot, searched round-robin from the hint */
+static int reg_free_qp(struct soft_reg *r)
+{
+	uint32_t i, s;
+
+	for (i = 0; i < SOFT_MAX_QP; i++) {
+		s = (r->qp_hint + i) % SOFT_MAX_QP;
+		if (!r->qp[s].qpn) {
+			r->qp_hint = (s + 1) % SOFT_MAX_QP;
+			return (int)s;
+		}
+	}
+	return -1;
+}
+
+/* reg_free_mr -- a free MR slot, searched round-robin from the hint */
+static int reg_free_mr(struct soft_reg *r)
+{
+	uint32_t i, s;
+
+	for (i = 0; i < SOFT_MAX_MR; i++) {
+		s = (r->mr_hint + i) % SOFT_MAX_MR;
+		if (!r->mr[s].key) {
+			r->mr_hint = (s + 1) % SOFT_MAX_MR;
+			return (int)s;
+		}
+	}
+	return -1;
+}
+
 /* soft_reg_qp_alloc -- allocate a host-unique QPN (never 0 or 1) */
 int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type, uint32_t *qpn)
 {
 	struct soft_reg *r = soft_reg;
-	int i, slot = -1;
+	int slot = -1;
 	uint32_t gen;
 
 	soft_stripe_lock(&r->lock);
-	for (i = 0; i < SOFT_MAX_QP; i++) {
-		if (!r->qp[i].qpn) {
-			slot = i;
-			break;
-		}
-	}
+	slot = reg_free_qp(r);
 	if (slot < 0) {
 		reg_sweep(r, 0);
-		for (i = 0; i < SOFT_MAX_QP; i++) {
-			if (!r->qp[i].qpn) {
-				slot = i;
-				break;
-			}
-		}
+		slot = reg_free_qp(r);
 	}
 	if (slot < 0) {
 		pthread_mutex_unlock(&r->lock);
 		errno = ENOMEM;
 		return -1;
 	}
-	gen = r->qp_gen++ % 4095 + 1;
+	gen = r->qp_gen++ % SOFT_QP_GENS + 1;
 	r->qp[slot].qpn = gen << SOFT_QP_SLOT_BITS | (uint32_t)slot;
 	r->qp[slot].pid = soft_self_pid;
 	r->qp[slot].start = soft_self_start;
@@ -459,19 +558,15 @@ int soft_reg_qp_lookup(uint32_t qpn, struct soft_reg_qp *out)
 int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
 {
 	struct soft_reg *r = soft_reg;
-	int i, slot = -1;
+	int slot = -1;
 	uint32_t gen;
 	pthread_mutex_t *m;
 
 	soft_stripe_lock(&r->lock);
-	for (i = 0; i < SOFT_MAX_MR && slot < 0; i++)
-		if (!r->mr[i].key)
-			slot = i;
+	slot = reg_free_mr(r);
 	if (slot < 0) {
 		reg_sweep(r, 0);
-		for (i = 0; i < SOFT_MAX_MR && slot < 0; i++)
-			if (!r->mr[i].key)
-				slot = i;
+		slot = reg_free_mr(r);
 	}
 	if (slot < 0) {
 		pthread_mutex_unlock(&r->lock);
@@ -482,11 +577,12 @@ int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
 	soft_stripe_lock(m);
 	r->mr[slot] = *mr;
 	if (mr->kind == SOFT_KEY_MR) {
-		gen = r->mr_gen++ % 131071 + 1;
+		gen = r->mr_gen++ % SOFT_MR_GENS + 1;
 		r->mr[slot].key = gen << SOFT_MR_SLOT_BITS | (uint32_t)slot;
 	} else {
-		gen = r->mr_gen++ % 511 + 1;
-		r->mr[slot].key = SOFT_KEY_MW_BIT | gen << 22 |
+		gen = r->mr_gen++ % SOFT_MW_GENS + 1;
+		r->mr[slot].key = SOFT_KEY_MW_BIT |
+				  gen << (SOFT_MR_SLOT_BITS + 8) |
 				  (uint32_t)slot << 8 | (gen & 0xff);
 	}
 	r->mr[slot].pid = soft_self_pid;

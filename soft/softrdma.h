@@ -23,18 +23,26 @@
  * Device limits.  They are what query_device reports and what the verbs
  * enforce.
  */
-#define SOFT_MAX_SGE	    32
-#define SOFT_MAX_INLINE	    512
-#define SOFT_MAX_QP_WR	    16384
-#define SOFT_MAX_CQE	    ((1 << 18) - 1)
-#define SOFT_MAX_SRQ_WR	    16384
-#define SOFT_MAX_RD_ATOM    128
-#define SOFT_MAX_MSG_SZ	    (1u << 30)
-#define SOFT_GID_TBL_LEN    16
-#define SOFT_MAX_QP	    4096 /* registry slots: qpn = gen << 12 | slot */
-#define SOFT_QP_SLOT_BITS   12
-#define SOFT_MAX_MR	    16384 /* registry slots: key = gen << 14 | slot */
-#define SOFT_MR_SLOT_BITS   14
+#define SOFT_MAX_SGE	 32
+#define SOFT_MAX_INLINE	 512
+#define SOFT_MAX_QP_WR	 16384
+#define SOFT_MAX_CQE	 ((1 << 18) - 1)
+#define SOFT_MAX_SRQ_WR	 16384
+#define SOFT_MAX_RD_ATOM 128
+#define SOFT_MAX_MSG_SZ	 (1u << 30)
+#define SOFT_GID_TBL_LEN 16
+/*
+ * Registry slots.  qpn = gen << 16 | slot stays within 24 bits, gen 1..254
+ * (never 0 or 1, never the multicast QPN 0xffffff); key = gen << 16 | slot
+ * with gen 1..65535, so a slot's next key differs from its last ones.
+ */
+#define SOFT_QP_SLOT_BITS   16
+#define SOFT_MAX_QP	    (1 << SOFT_QP_SLOT_BITS)
+#define SOFT_QP_GENS	    254
+#define SOFT_MR_SLOT_BITS   16
+#define SOFT_MAX_MR	    (1 << SOFT_MR_SLOT_BITS)
+#define SOFT_MR_GENS	    32767 /* MR key: gen << 16 | slot, bit 31 clear */
+#define SOFT_MW_GENS	    127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
 #define SOFT_MAX_CTX	    1024
 #define SOFT_NSTRIPES	    64
 #define SOFT_LIVENESS_NS    10000000ull /* peer pid check period: 10 ms */
@@ -83,9 +91,9 @@ struct soft_reg_mr {
 };
 
 /*
- * Keys.  An MR's key is gen << 14 | slot (bit 31 clear).  A window's rkey
+ * Keys.  An MR's key is gen << 16 | slot (bit 31 clear).  A window's rkey
  * keeps its slot above the 8-bit tag that ibv_inc_rkey() turns:
- * 1 << 31 | gen << 22 | slot << 8 | tag.  MRs and windows share the
+ * 1 << 31 | gen << 24 | slot << 8 | tag.  MRs and windows share the
  * registry's key table, so remote access checks either the same way.
  */
 enum { SOFT_KEY_MR = 0, SOFT_KEY_MW1 = 1, SOFT_KEY_MW2 = 2 };
@@ -100,8 +108,10 @@ struct soft_reg {
 	uint64_t magic;
 	uint32_t version;
 	uint32_t unlinked;
+	uint8_t id[16]; /* random at creation: the CM compares its peers' */
 	pthread_mutex_t lock;
 	uint32_t qp_gen, mr_gen, next_pd_id, pad;
+	uint32_t qp_hint, mr_hint; /* where the next free-slot search starts */
 	pthread_mutex_t key_lock[SOFT_NSTRIPES];
 	pthread_mutex_t atomic_lock[SOFT_NSTRIPES];
 	struct soft_reg_ctx ctx[SOFT_MAX_CTX];
@@ -358,6 +368,7 @@ struct soft_rx_xfer {
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
+struct soft_ud;	      /* UD/UC state (ud.c) */
 
 struct soft_qp {
 	struct ibv_qp_ex qpx;
@@ -425,6 +436,7 @@ struct soft_qp {
 	int drain_bad;	/* the initiator's outbox lied: no more from it */
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
+	struct soft_ud *ud; /* UD and UC QPs: their data path (ud.c) */
 };
 
 /* list helpers */
@@ -487,6 +499,19 @@ static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t v)
 extern uint64_t soft_self_start;
 int soft_reg_attach(void);
 void soft_reg_detach(void);
+void soft_reg_id(uint8_t id[16]);
+void soft_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * SOFT_WARN -- a warning on stderr (as libibverbs and its providers give
+ * theirs), at most 10 times per call site, so a hostile peer cannot flood.
+ */
+#define SOFT_WARN(...)                                       \
+	do {                                                 \
+		static _Atomic int soft_warned_;             \
+		if (atomic_fetch_add(&soft_warned_, 1) < 10) \
+			soft_warn(__VA_ARGS__);              \
+	} while (0)
 int soft_reg_ctx_alloc(void);
 void soft_reg_ctx_free(int idx);
 int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type,

@@ -20,6 +20,45 @@ static struct sockaddr_in group(const char *ip)
 	return sin;
 }
 
+/*
+ * test_ipv6 -- librdmacm's RoCE mapping of an IPv6 group: the MGID is the
+ * IPv6 address itself (an IPv4 group maps to ::ffff:a.b.c.d on RoCE v2)
+ */
+static void test_ipv6(struct rdma_event_channel *ch)
+{
+	struct sockaddr_in6 lo, grp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int ctx;
+
+	memset(&lo, 0, sizeof(lo));
+	lo.sin6_family = AF_INET6;
+	lo.sin6_addr = in6addr_loopback;
+	grp = lo;
+	inet_pton(AF_INET6, "ff0e::db8:7", &grp.sin6_addr);
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_UDP))
+		bail_out("create_id");
+	if (rdma_bind_addr(id, (struct sockaddr *)&lo)) {
+		ok(1, "# SKIP no IPv6 loopback");
+		rdma_destroy_id(id);
+		return;
+	}
+	ok(!rdma_join_multicast(id, (struct sockaddr *)&grp, &ctx),
+	   "join an IPv6 group");
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_MULTICAST_JOIN &&
+		   !memcmp(ev->param.ud.ah_attr.grh.dgid.raw, &grp.sin6_addr,
+			   16) &&
+		   ev->param.ud.qp_num == 0xffffff &&
+		   ev->param.ud.qkey == RDMA_UDP_QKEY &&
+		   ev->param.ud.ah_attr.port_num == 1,
+	   "IPv6 group: MGID ff0e::db8:7, QPN 0xffffff, RDMA_UDP_QKEY");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_leave_multicast(id, (struct sockaddr *)&grp), "leave it");
+	ok(!rdma_destroy_id(id), "destroy IPv6 id");
+}
+
 int main(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -121,6 +160,7 @@ int main(void)
 	rdma_destroy_qp(id);
 	ok(!rdma_destroy_id(id), "destroy leaves every group");
 	ok(!rdma_destroy_id(tcp), "destroy");
+	test_ipv6(ch);
 	rdma_destroy_event_channel(ch);
 	return done_testing();
 }

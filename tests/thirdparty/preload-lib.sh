@@ -11,7 +11,9 @@
 #      own ibv_*/rdma_* references binds to the real libraries.
 # ps_scope=libraries (preload-exports.sh):
 #   2. every public name libibverbs.so.1 and librdmacm.so.1 export (default
-#      version; IBVERBS_PRIVATE_* provider ABI excluded), rsockets included;
+#      version; IBVERBS_PRIVATE_* provider ABI excluded), except librdmacm's
+#      rsocket calls (rsocket, rconnect, ...): librdmacm's own implementation
+#      runs on softrdma's rdma_* and ibv_*, so softrdma must NOT define them;
 #   4. at run time no reference that libibverbs/librdmacm make to those
 #      names binds to the real libraries.
 . "$top_srcdir/tests/lib.sh"
@@ -50,11 +52,12 @@ lib_path() {
 
 progs="ib_send_lat ib_send_bw ib_write_lat ib_write_bw ib_read_lat ib_read_bw
 ib_atomic_lat ib_atomic_bw rping rdma_server rdma_client ucmatose
+rstream riostream rcopy rdma_xserver rdma_xclient
 ibv_rc_pingpong ibv_devinfo ibv_devices qperf"
 pkg_of() {
 	case $1 in
 	ib_*) echo perftest ;;
-	rping | rdma_server | rdma_client | ucmatose) echo rdmacm-utils ;;
+	rping | rdma_* | ucmatose | rstream | riostream | rcopy) echo rdmacm-utils ;;
 	qperf) echo qperf ;;
 	*) echo ibverbs-utils ;;
 	esac
@@ -100,10 +103,15 @@ if [ "$ps_scope" != libraries ]; then
 elif [ -z "$rdmacm" ]; then
 	skip "librdmacm exports" "librdmacm.so.1 not installed (Debian package librdmacm1)"
 else
-	# rdma_* and the rsocket calls (rsocket, rbind, ...)
+	# rdma_* (the rsocket calls, rsocket, rbind, ..., stay librdmacm's)
 	nm -D --defined-only "$rdmacm" | awk '$3 ~ /@@/ { print $3 }' | sed 's/@@/ /' |
-		awk '{ print $1 }' | sort -u >"$t/cm.pub"
-	missing "$t/cm.pub" "libsoftrdma defines all $(wc -l <"$t/cm.pub") names of librdmacm.so.1"
+		awk '$1 ~ /^rdma_/ { print $1 }' | sort -u >"$t/cm.pub"
+	missing "$t/cm.pub" "libsoftrdma defines all $(wc -l <"$t/cm.pub") rdma_* names of librdmacm.so.1"
+	nm -D --defined-only "$rdmacm" | awk '$3 ~ /@@/ { print $3 }' | sed 's/@@/ /' |
+		awk '$1 !~ /^rdma_/ { print $1 }' | sort -u | comm -12 - "$t/soft" >"$t/rs.shadow"
+	test ! -s "$t/rs.shadow"
+	ok $? "libsoftrdma shadows none of librdmacm's rsocket calls"
+	show_log "$t/rs.shadow"
 fi
 
 # 3. version nodes: unversioned, or exactly upstream's default node

@@ -1,0 +1,55 @@
+"""rdmamsg -- messaging over RDMA (InfiniBand, RoCE, iWARP, or softrdma on
+machines without a NIC), native to asyncio.
+
+    import asyncio, rdmamsg
+
+    async def main():
+        async with rdmamsg.Context() as ctx:
+            async with await rdmamsg.connect("127.0.0.1:18610", ctx=ctx) as ep:
+                await ep.send(b"hello")
+                print(bytes(await ep.recv()))
+
+    asyncio.run(main())
+
+See bindings/python/README.md for the guide.
+
+TODO(multicast): the C library has no multicast groups yet; publishers and
+subscribers (``async with ctx.join(group)``) come with them.
+"""
+from . import _errors
+from ._core import (ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
+                    ACCESS_REMOTE_WRITE, KEEP_THRESHOLD, MR_EXPORT_SIZE,
+                    PRIVATE_DATA_MAX, Context, Endpoint, Listener,
+                    MemoryRegion, Message, PoolBuffer, RemoteRegion, Request,
+                    Server, connect, get_context, listen, live_contexts,
+                    start_server)
+from ._errors import *  # noqa: F401,F403
+from ._errors import (ERRNO_CLASSES, EndOfStream, Error, make_error,
+                      strerror)
+from ._ffi import ffi as _ffi
+from ._ffi import lib as _lib
+
+__version__ = "0.1.0"
+
+
+def version() -> str:
+    """The C library's version ("MAJOR.MINOR.PATCH")."""
+    return _ffi.string(_lib.rdmamsg_version()).decode()
+
+
+#: Library reject reasons (ConnectionRefusedError.reason).
+REJECT_VERSION: int = _lib.RDMAMSG_REJECT_VERSION
+REJECT_HANDSHAKE: int = _lib.RDMAMSG_REJECT_HANDSHAKE
+REJECT_RESOURCES: int = _lib.RDMAMSG_REJECT_RESOURCES
+REJECT_CLOSED: int = _lib.RDMAMSG_REJECT_CLOSED
+REJECT_NO_LISTENER: int = _lib.RDMAMSG_REJECT_NO_LISTENER
+
+__all__ = [
+    "ACCESS_REMOTE_ATOMIC", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE",
+    "KEEP_THRESHOLD", "MR_EXPORT_SIZE", "PRIVATE_DATA_MAX", "Context",
+    "Endpoint", "Listener", "MemoryRegion", "Message", "PoolBuffer",
+    "RemoteRegion", "Request", "Server", "connect", "get_context", "listen",
+    "live_contexts", "start_server", "ERRNO_CLASSES", "make_error",
+    "strerror", "version", "REJECT_VERSION", "REJECT_HANDSHAKE",
+    "REJECT_RESOURCES", "REJECT_CLOSED", "REJECT_NO_LISTENER",
+] + list(_errors.__all__)

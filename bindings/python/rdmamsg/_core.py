@@ -1,0 +1,1870 @@
+"""asyncio integration of rdmamsg: contexts, endpoints, listeners, memory.
+
+One context is driven by the event loop it was made in: its fd sits under
+``loop.add_reader()``; when it is readable the context runs
+``rdmamsg_ctx_progress()`` and then ``rdmamsg_ctx_arm()`` until that returns
+0 (``-EBUSY`` means work is pending: progress again), so the loop only ever
+blocks when the library said the fd will wake it (one C call,
+``_rdmamsg_py_pump`` of rdmamsg_build.py).  A call made from a coroutine (a send, a close ...) asks
+``rdmamsg_ctx_arm()`` whether it left work behind that the fd will not
+announce; only then it schedules one such pass with ``loop.call_soon()``
+(one per task step, however many calls), which runs before the loop next
+blocks.  No thread, no busy loop, no lost wake-up.
+
+The C objects belong to the loop's thread; so do these Python objects.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno as _errno
+import inspect
+import itertools
+import math
+import threading
+import traceback
+import warnings
+import weakref
+from collections import deque
+from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict,
+                    Optional, Set, Tuple, Union)
+
+from ._errors import (EndOfStream, NotConnected, OperationCanceled, check,
+                      make_error)
+from ._ffi import ffi, lib
+
+__all__ = [
+    "Context", "Endpoint", "Listener", "Server", "Message", "Request",
+    "PoolBuffer", "MemoryRegion", "RemoteRegion", "connect", "listen",
+    "start_server", "get_context",
+    "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "ACCESS_REMOTE_ATOMIC",
+]
+
+BufferLike = Any  # any object with the buffer protocol (C-contiguous)
+
+ACCESS_REMOTE_READ: int = lib.RDMAMSG_ACCESS_REMOTE_READ
+ACCESS_REMOTE_WRITE: int = lib.RDMAMSG_ACCESS_REMOTE_WRITE
+ACCESS_REMOTE_ATOMIC: int = lib.RDMAMSG_ACCESS_REMOTE_ATOMIC
+PRIVATE_DATA_MAX: int = lib.RDMAMSG_PRIVATE_DATA_MAX
+MR_EXPORT_SIZE: int = lib.RDMAMSG_MR_EXPORT_SIZE
+RECV_IMM: int = lib.RDMAMSG_RECV_IMM
+RECV_LARGE: int = lib.RDMAMSG_RECV_LARGE
+
+_EBUSY = -_errno.EBUSY
+_c_pump = lib._rdmamsg_py_pump
+_c_send = lib._rdmamsg_py_send
+_NULL = ffi.NULL
+_EAGAIN = -_errno.EAGAIN
+
+#: Received messages of at least this many bytes stay in the library's pool
+#: buffer (rdmamsg_recv_keep) and come as a memoryview over it; smaller ones
+#: are copied, which is cheaper than tracking a buffer.
+KEEP_THRESHOLD = 16384
+#: Sends above the connection's eager maximum of at least this many bytes
+#: register the caller's memory and go by rendezvous without any copy
+#: (rdmamsg_send_mr); smaller large ones take rdmamsg_send_large's one copy.
+SEND_MR_THRESHOLD = 4 << 20
+
+# Endpoint attributes: keyword -> (C setter, converter).  Timeouts are in
+# seconds on the Python side.  New setters of the header go here (and in
+# rdmamsg_build.py's tables).
+
+
+def _ms(seconds: float) -> int:
+    if seconds < 0:
+        raise ValueError("a timeout cannot be negative")
+    return int(math.ceil(seconds * 1000))
+
+
+_EP_ATTRS: Dict[str, Tuple[str, Callable[[Any], int]]] = {
+    "connect_timeout": ("rdmamsg_ep_attr_set_connect_timeout", _ms),
+    "close_timeout": ("rdmamsg_ep_attr_set_close_timeout", _ms),
+    "peer_timeout": ("rdmamsg_ep_attr_set_peer_timeout", _ms),
+    "recv_depth": ("rdmamsg_ep_attr_set_recv_depth", int),
+    "send_depth": ("rdmamsg_ep_attr_set_send_depth", int),
+    "send_backlog": ("rdmamsg_ep_attr_set_send_backlog", int),
+    "eager_size": ("rdmamsg_ep_attr_set_eager_size", int),
+    "max_msg_size": ("rdmamsg_ep_attr_set_max_msg_size", int),
+    "max_large_size": ("rdmamsg_ep_attr_set_max_large_size", int),
+}
+
+_FABRICS = {"auto": lib.RDMAMSG_FABRIC_AUTO, "verbs": lib.RDMAMSG_FABRIC_VERBS,
+            "soft": lib.RDMAMSG_FABRIC_SOFT}
+
+# Operations in flight (sends, requests, one-sided): id -> (future, keep).
+# The id travels as the C op_ctx / req_arg; 0 means "nobody waits".
+_ops: Dict[int, Tuple[Optional[asyncio.Future], Any]] = {}
+_op_ids = itertools.count(1)
+
+_live_contexts = 0
+
+
+def live_contexts() -> int:
+    """How many C contexts this process holds (for leak checks)."""
+    return _live_contexts
+
+
+def _report(exc: BaseException, what: str) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+        return
+    loop.call_exception_handler({"message": what, "exception": exc})
+
+
+def _cb_error(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    _report(exc, "exception in an rdmamsg callback")
+
+
+def _buf_ptr(data: BufferLike) -> Tuple[Any, int]:
+    """A pointer into data's own memory (no copy) and its size in bytes."""
+    if data is None:
+        raise TypeError("data must be a bytes-like object, not None")
+    if isinstance(data, bytes):
+        return ffi.from_buffer(data), len(data)
+    p = ffi.from_buffer("char[]", data)
+    return p, ffi.sizeof(p)
+
+
+def _encode_addr(addr: Union[str, Tuple[str, int]]) -> bytes:
+    if isinstance(addr, tuple):
+        host, port = addr
+        addr = ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
+    if not isinstance(addr, str):
+        raise TypeError("address must be 'host:port' or (host, port)")
+    return addr.encode()
+
+
+# ---------------------------------------------------------------------------
+# Callbacks from C.  Each runs inside Context._pump (rdmamsg_ctx_progress).
+# ---------------------------------------------------------------------------
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_connect(ep, status, reason, pdata, pdata_len, arg):  # type: ignore
+    ffi.from_handle(arg)._on_connect(status, reason,
+                                     ffi.buffer(pdata, pdata_len)[:]
+                                     if pdata_len else b"")
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_recv(ep, data, length, imm, flags, arg):  # type: ignore
+    core = ffi.from_handle(arg)
+    if length >= core.keep_threshold and not flags & RECV_LARGE:
+        core._on_recv(data, length, imm, flags)
+        return
+    # _EpCore._on_recv of a copied message, inlined (once per message)
+    rcv = core.receiver
+    if rcv is not None:
+        rcv(memoryview(ffi.buffer(data, length)[:]),
+            imm if flags & RECV_IMM else None)
+        return
+    core.queue.append((ffi.buffer(data, length)[:], imm, flags))
+    waiters = core.recv_waiters
+    while waiters:
+        w = waiters.popleft()
+        if not w.done():
+            w.set_result(None)
+            return
+
+
+def _finish(opid: int, status: int, value: Any) -> None:
+    entry = _ops.pop(opid, None)
+    if entry is None:
+        return
+    fut, keep = entry
+    if keep is not None and hasattr(keep, "_op_done"):
+        keep._op_done()
+    if fut is None or fut.done():
+        return
+    if status < 0:
+        fut.set_exception(make_error(status))
+    else:
+        fut.set_result(value)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_send(ep, status, op_ctx, arg):  # type: ignore
+    opid = int(ffi.cast("uintptr_t", op_ctx))
+    if opid:
+        _finish(opid, status, None)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_writable(ep, arg):  # type: ignore
+    ffi.from_handle(arg)._wake_writers()
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_disconnect(ep, status, arg):  # type: ignore
+    ffi.from_handle(arg)._on_disconnect(status)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_ep_closed(ep, arg):  # type: ignore
+    ffi.from_handle(arg)._on_closed()
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_request(ep, req, data, length, arg):  # type: ignore
+    ffi.from_handle(arg)._on_request(req, ffi.buffer(data, length)[:])
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_write_imm(ep, imm, length, arg):  # type: ignore
+    ffi.from_handle(arg)._on_write_imm(imm, length)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_response(ep, status, data, length, req_arg):  # type: ignore
+    opid = int(ffi.cast("uintptr_t", req_arg))
+    _finish(opid, status, ffi.buffer(data, length)[:] if status == 0 else None)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_rma(ep, status, value, op_ctx):  # type: ignore
+    opid = int(ffi.cast("uintptr_t", op_ctx))
+    if opid:
+        _finish(opid, status, int(value))
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_conn_req(lst, req, pdata, pdata_len, arg):  # type: ignore
+    ffi.from_handle(arg)._on_conn_req(req, ffi.buffer(pdata, pdata_len)[:]
+                                      if pdata_len else b"")
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_listener_closed(lst, arg):  # type: ignore
+    ffi.from_handle(arg)._on_closed()
+
+
+_cbs = ffi.new("struct rdmamsg_ep_cbs *")
+_cbs.on_connect = lib._py_on_connect
+_cbs.on_recv = lib._py_on_recv
+# completions with op_ctx 0 (send_nowait) stay in C
+_cbs.on_send = ffi.addressof(lib, "_rdmamsg_py_on_send")
+_cbs.on_writable = lib._py_on_writable
+_cbs.on_disconnect = lib._py_on_disconnect
+# track_sends=False: no on_send, so the library signals sends selectively
+_cbs_untracked = ffi.new("struct rdmamsg_ep_cbs *")
+_cbs_untracked.on_connect = lib._py_on_connect
+_cbs_untracked.on_recv = lib._py_on_recv
+_cbs_untracked.on_writable = lib._py_on_writable
+_cbs_untracked.on_disconnect = lib._py_on_disconnect
+
+
+# ---------------------------------------------------------------------------
+# Context
+# ---------------------------------------------------------------------------
+
+class Context:
+    """A device, its memory pool and the loop adapter, driven by one asyncio
+    event loop (the running one unless ``loop`` is given).
+
+    ``fabric`` is ``"auto"`` (the default; the environment variable
+    ``RDMAMSG_FABRIC`` applies), ``"verbs"`` or ``"soft"``; ``device`` a
+    device name or a local IP address; ``pool_limit`` the most bytes the
+    pool registers.  Use ``async with Context() as ctx`` or ``await
+    ctx.close()``: closing closes every endpoint and listener of the context
+    and frees it once their close callbacks ran and no received buffer is
+    referenced any more.
+    """
+
+    def __init__(self, *, fabric: str = "auto", device: Optional[str] = None,
+                 pool_limit: Optional[int] = None, huge_pages: bool = False,
+                 loop: Optional[asyncio.AbstractEventLoop] = None,
+                 _default: bool = False) -> None:
+        global _live_contexts
+        self._ctx = None
+        self._loop = loop if loop is not None else asyncio.get_running_loop()
+        if fabric not in _FABRICS:
+            raise ValueError("fabric must be one of %s" % sorted(_FABRICS))
+        attrp = ffi.new("struct rdmamsg_ctx_attr **")
+        check(lib.rdmamsg_ctx_attr_new(attrp), "rdmamsg_ctx_attr_new")
+        try:
+            attr = attrp[0]
+            check(lib.rdmamsg_ctx_attr_set_fabric(attr, _FABRICS[fabric]),
+                  "fabric")
+            if device is not None:
+                check(lib.rdmamsg_ctx_attr_set_device(attr, device.encode()),
+                      "device")
+            if pool_limit is not None:
+                check(lib.rdmamsg_ctx_attr_set_pool_limit(attr, pool_limit),
+                      "pool_limit")
+            if huge_pages:
+                check(lib.rdmamsg_ctx_attr_set_huge_pages(attr, 1),
+                      "huge_pages")
+            ctxp = ffi.new("struct rdmamsg_ctx **")
+            check(lib.rdmamsg_ctx_create(attr, ctxp), "rdmamsg_ctx_create")
+        finally:
+            lib.rdmamsg_ctx_attr_delete(attrp)
+        self._ctx = ctxp[0]
+        _live_contexts += 1
+        fdp = ffi.new("int *")
+        lib.rdmamsg_ctx_get_fd(self._ctx, fdp)
+        self._fd = fdp[0]
+        self._thread = threading.get_ident()
+        self._default = _default
+        self._in_pump = False
+        self._pump_scheduled = False
+        self._eps: Set[_EpCore] = set()
+        self._listeners: Set[_ListenerCore] = set()
+        self._mrs: "weakref.WeakSet[MemoryRegion]" = weakref.WeakSet()
+        self._bufs = 0  # pool buffers the Python side holds
+        self._closing = False
+        self._destroyed = self._loop.create_future()
+        self._bufpp = ffi.new("struct rdmamsg_buf **")
+        # The loop holds the context only weakly while it is open, so that
+        # an unreferenced context is collected (and closed, with a warning).
+        self._loop.add_reader(self._fd, _pump_weak, weakref.ref(self))
+
+    # -- the arm/progress protocol -------------------------------------
+    def _pump(self) -> None:
+        """Do all ready work, then arm; -EBUSY: work came in, go again."""
+        self._pump_scheduled = False
+        ctx = self._ctx
+        if ctx is None:
+            return
+        self._in_pump = True
+        try:
+            _c_pump(ctx)  # progress; arm until it says 0 (C, one call)
+        finally:
+            self._in_pump = False
+
+    def _hold(self) -> None:
+        """Closing: the loop keeps the context until it is destroyed."""
+        try:
+            self._loop.remove_reader(self._fd)
+            self._loop.add_reader(self._fd, self._pump)
+        except Exception:  # the loop is closed
+            pass
+
+    def _kick(self) -> None:
+        """After a call from outside the pump (a send, a close ...): one
+        pass of the pump right after the running task yields, for all the
+        calls it made (a send's completion is often there by then), so the
+        loop never blocks while the library has work pending."""
+        if self._in_pump or self._pump_scheduled or self._ctx is None:
+            return
+        if not self._closing and lib.rdmamsg_ctx_arm(self._ctx) == 0:
+            return  # nothing pending: the fd wakes the loop for what comes
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """A pass of the pump when the running task yields (arm() said work
+        is pending that the fd will not announce)."""
+        if self._pump_scheduled:
+            return
+        self._pump_scheduled = True
+        if self._closing:
+            self._loop.call_soon(self._pump)
+        else:  # weakly, as the reader
+            self._loop.call_soon(_pump_weak, weakref.ref(self))
+
+    # -- properties ---------------------------------------------------------
+    def _c(self) -> Any:
+        if self._ctx is None or self._closing:
+            raise NotConnected(_errno.ENOTCONN, "the context is closed")
+        return self._ctx
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop driving this context."""
+        return self._loop
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    @property
+    def device_name(self) -> str:
+        """The device's name ("softrdma0", "mlx5_0" ...)."""
+        p = ffi.new("char **")
+        check(lib.rdmamsg_ctx_get_device_name(self._c(), p))
+        return ffi.string(p[0]).decode()
+
+    @property
+    def fabric(self) -> str:
+        """"verbs" or "soft"."""
+        p = ffi.new("enum rdmamsg_fabric *")
+        check(lib.rdmamsg_ctx_get_fabric(self._c(), p))
+        return {v: k for k, v in _FABRICS.items()}[p[0]]
+
+    def query_cap(self, cap: str) -> Optional[int]:
+        """A capability by name ("max_msg_size", "max_inline", "srq",
+        "atomics", "multicast", "apm", "dc", "umr"): its value, or None when
+        the device lacks it."""
+        num = getattr(lib, "RDMAMSG_CAP_" + cap.upper(), None)
+        if num is None:
+            raise ValueError("unknown capability %r" % cap)
+        v = ffi.new("uint64_t *")
+        rc = lib.rdmamsg_ctx_query_caps(self._c(), num, v)
+        if rc == -_errno.ENOTSUP:
+            return None
+        check(rc, "rdmamsg_ctx_query_caps")
+        return int(v[0])
+
+    def query_pool(self) -> Tuple[int, int]:
+        """(bytes registered, bytes in use) of the context's pool."""
+        r = ffi.new("size_t *")
+        u = ffi.new("size_t *")
+        check(lib.rdmamsg_ctx_query_pool(self._c(), r, u))
+        return int(r[0]), int(u[0])
+
+    # -- memory ---------------------------------------------------------
+    def alloc(self, size: int) -> "PoolBuffer":
+        """A registered pool buffer of at least ``size`` bytes, for
+        zero-copy sends (``Endpoint.send(buf, nbytes)``)."""
+        p = ffi.new("struct rdmamsg_buf **")
+        check(lib.rdmamsg_buf_alloc(self._c(), size, p), "rdmamsg_buf_alloc")
+        return PoolBuffer(self, p[0])
+
+    def register(self, buffer: BufferLike,
+                 access: int = 0) -> "MemoryRegion":
+        """Register ``buffer`` (any writable or read-only bytes-like object)
+        for one-sided operations; ``access`` ORs ACCESS_REMOTE_*."""
+        return MemoryRegion(self, buffer, access)
+
+    def _buf_gone(self) -> None:
+        self._bufs -= 1
+        if self._closing and self._bufs == 0:
+            self._loop.call_soon(self._try_destroy)
+
+    def _keep_view(self, buf: Any, data: Any, length: int) -> memoryview:
+        """A memoryview over a kept receive buffer; freeing the last
+        reference to it (or memoryview.release()) frees the buffer."""
+        self._bufs += 1
+        p = ffi.gc(ffi.cast("char *", data), _BufRelease(self, buf), length)
+        return memoryview(ffi.buffer(p, length))
+
+    # -- closing ----------------------------------------------------------
+    def close_nowait(self) -> None:
+        """Start closing (see close())."""
+        if self._closing:
+            return
+        self._closing = True
+        self._hold()
+        for core in list(self._listeners):
+            core.close_nowait()
+        for ep in list(self._eps):
+            ep.close_nowait(user=True)
+        for mr in list(self._mrs):
+            mr.close()
+        self._try_destroy()
+
+    async def close(self) -> None:
+        """Close every endpoint and listener, wait for them, free the
+        context."""
+        self.close_nowait()
+        await asyncio.shield(self._destroyed)
+
+    def _try_destroy(self) -> None:
+        if self._ctx is None or not self._closing:
+            return
+        if self._eps or self._listeners or self._bufs or len(self._mrs):
+            self._kick()
+            return
+        global _live_contexts
+        try:
+            self._loop.remove_reader(self._fd)
+        except Exception:  # the loop is closed: nothing to remove
+            pass
+        p = ffi.new("struct rdmamsg_ctx **", self._ctx)
+        rc = lib.rdmamsg_ctx_destroy(p)
+        if rc == _EBUSY:  # from inside a callback: once more, later
+            self._loop.call_soon(self._try_destroy)
+            return
+        self._ctx = None
+        _live_contexts -= 1
+        if not self._destroyed.done():
+            if rc < 0:
+                self._destroyed.set_exception(make_error(rc))
+            else:
+                self._destroyed.set_result(None)
+
+    async def __aenter__(self) -> "Context":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_ctx", None) is None or self._closing:
+            return
+        if not self._default:
+            warnings.warn("unclosed rdmamsg context %r" % self,
+                          ResourceWarning, source=self)
+        if not self._loop.is_closed():
+            self.close_nowait()
+
+    def __repr__(self) -> str:
+        return "<rdmamsg.Context fd=%d%s>" % (
+            self._fd, " closed" if self._closing else "")
+
+
+def _pump_weak(ref: "weakref.ref[Context]") -> None:
+    ctx = ref()
+    if ctx is not None:
+        ctx._pump()
+    # else: collected; its __del__ closed it and holds it strongly since
+
+
+class _BufRelease:
+    """ffi.gc destructor of a kept receive buffer."""
+    __slots__ = ("ctx", "buf")
+
+    def __init__(self, ctx: Context, buf: Any) -> None:
+        self.ctx = ctx
+        self.buf = buf
+
+    def __call__(self, _p: Any) -> None:
+        ctx = self.ctx
+        if threading.get_ident() != ctx._thread:
+            if not ctx._loop.is_closed():
+                ctx._loop.call_soon_threadsafe(self._free)
+            return
+        self._free()
+
+    def _free(self) -> None:
+        lib.rdmamsg_buf_free(self.buf)
+        self.ctx._buf_gone()
+
+
+_default_contexts: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Context]" = \
+    weakref.WeakKeyDictionary()
+
+
+def get_context() -> Context:
+    """The running loop's default context (made on first use)."""
+    loop = asyncio.get_running_loop()
+    ctx = _default_contexts.get(loop)
+    if ctx is None or ctx.closed:
+        ctx = Context(loop=loop, _default=True)
+        _default_contexts[loop] = ctx
+    return ctx
+
+
+def _make_ep_attr(opts: Dict[str, Any],
+                  private_data: Optional[BufferLike]) -> Any:
+    attrp = ffi.new("struct rdmamsg_ep_attr **")
+    check(lib.rdmamsg_ep_attr_new(attrp), "rdmamsg_ep_attr_new")
+    try:
+        attr = attrp[0]
+        for key, value in opts.items():
+            if key not in _EP_ATTRS:
+                raise TypeError("unknown endpoint option %r" % key)
+            if value is None:
+                continue
+            setter, conv = _EP_ATTRS[key]
+            v = conv(value)
+            if v < 0:
+                raise ValueError("%s cannot be negative" % key)
+            check(getattr(lib, setter)(attr, v), key)
+        if private_data is not None:
+            p, n = _buf_ptr(private_data)
+            check(lib.rdmamsg_ep_attr_set_private_data(attr, p, n),
+                  "private_data")
+        lib.rdmamsg_ep_attr_set_on_request(attr, lib._py_on_request)
+        lib.rdmamsg_ep_attr_set_on_write_imm(attr, lib._py_on_write_imm)
+    except BaseException:
+        lib.rdmamsg_ep_attr_delete(attrp)
+        raise
+    return attrp
+
+
+# ---------------------------------------------------------------------------
+# Endpoints
+# ---------------------------------------------------------------------------
+
+class Message:
+    """A received message: ``data`` (a memoryview), ``imm`` (the sender's
+    immediate value or None) and ``large`` (it came by rendezvous)."""
+    __slots__ = ("data", "imm", "large")
+
+    def __init__(self, data: memoryview, imm: Optional[int],
+                 large: bool) -> None:
+        self.data = data
+        self.imm = imm
+        self.large = large
+
+    def tobytes(self) -> bytes:
+        return self.data.tobytes()
+
+    def release(self) -> None:
+        """Give a kept pool buffer back now (the view becomes unusable)."""
+        self.data.release()
+
+    def __len__(self) -> int:
+        return self.data.nbytes
+
+    def __repr__(self) -> str:
+        return "<rdmamsg.Message %d bytes imm=%r>" % (self.data.nbytes,
+                                                      self.imm)
+
+
+class Request:
+    """A request of the peer: ``data`` (bytes); answer with ``respond()`` or
+    ``drop()``.  Invalid once the endpoint has closed."""
+    __slots__ = ("data", "_req", "_core")
+
+    def __init__(self, core: "_EpCore", req: Any, data: bytes) -> None:
+        self.data = data
+        self._req = req
+        self._core = core
+
+    def respond(self, data: BufferLike) -> None:
+        """Answer with ``data`` (copied)."""
+        if self._req is None:
+            raise NotConnected(_errno.ENOTCONN, "request already answered "
+                               "or its endpoint closed")
+        p, n = _buf_ptr(data)
+        rc = lib.rdmamsg_respond(self._req, p, n)
+        if rc == -_errno.ENOTCONN:
+            self.drop()
+        check(rc, "rdmamsg_respond")
+        self._forget()
+
+    def drop(self) -> None:
+        """Free the request without answering (the peer times out)."""
+        if self._req is not None:
+            lib.rdmamsg_req_drop(self._req)
+            self._forget()
+
+    def _forget(self) -> None:
+        self._req = None
+        self._core._requests.discard(self)
+        self._core.ctx._kick()
+
+
+_END_PEER = 0  # peer closed cleanly
+
+
+class _EpCore:
+    """The endpoint's state, kept by its context until close_cb ran (the
+    user's Endpoint wrapper may be garbage-collected before)."""
+
+    def __init__(self, ctx: Context, keep_threshold: int,
+                 request_handler: Optional[Callable[..., Any]],
+                 track_sends: bool = True) -> None:
+        self.ctx = ctx
+        self.tracked = track_sends
+        self.loop = ctx._loop
+        self.ep: Any = None
+        self.handle = ffi.new_handle(self)
+        self.keep_threshold = keep_threshold
+        self.max_msg = 0
+        self.connect_fut: Optional[asyncio.Future] = self.loop.create_future()
+        self.connect_info: Tuple[int, bytes] = (0, b"")
+        self.closed_fut: asyncio.Future = self.loop.create_future()
+        self.closing = False
+        self.user_closed = False
+        self.end: Optional[int] = None  # None while messages may still come
+        self.queue: Deque[Tuple[Any, int, int]] = deque()
+        # set_receiver(): messages go to this callback, not to the queue
+        self.receiver: Optional[Callable[[memoryview, Optional[int]],
+                                         Any]] = None
+        self.recv_waiters: Deque[asyncio.Future] = deque()
+        self.writers: Deque[asyncio.Future] = deque()
+        self.write_imms: Deque[Tuple[int, int]] = deque()
+        self.write_imm_waiters: Deque[asyncio.Future] = deque()
+        self._requests: Set[Request] = set()
+        self.pending_requests: Deque[Request] = deque()
+        self.request_handler = request_handler
+        self.on_connected: Optional[Callable[["_EpCore"], None]] = None
+        self.idp = ffi.new("uint64_t *")
+
+    # -- callbacks ----------------------------------------------------------
+    def _on_connect(self, status: int, reason: int, pdata: bytes) -> None:
+        self.connect_info = (reason, pdata)
+        if status == 0:
+            sz = ffi.new("size_t *")
+            if lib.rdmamsg_ep_get_max_msg_size(self.ep, sz) == 0:
+                self.max_msg = int(sz[0])
+        fut = self.connect_fut
+        if self.on_connected is not None:  # accepted by a listener
+            self.on_connected(self, status)
+        if fut is not None and not fut.done():
+            if status == 0:
+                fut.set_result(None)
+            else:
+                exc = make_error(status)
+                exc.reason = reason  # type: ignore[attr-defined]
+                exc.private_data = pdata  # type: ignore[attr-defined]
+                fut.set_exception(exc)
+        self.connect_fut = None
+
+    def _on_recv(self, data: Any, length: int, imm: int, flags: int) -> None:
+        if length >= self.keep_threshold and not (flags & RECV_LARGE):
+            bufpp = self.ctx._bufpp
+            if lib.rdmamsg_recv_keep(self.ep, bufpp) == 0:
+                payload: Any = self.ctx._keep_view(bufpp[0], data, length)
+            else:
+                payload = ffi.buffer(data, length)[:]
+        else:
+            payload = ffi.buffer(data, length)[:]
+        if self.receiver is not None:
+            self.receiver(memoryview(payload) if type(payload) is bytes
+                          else payload, imm if flags & RECV_IMM else None)
+            return
+        self.queue.append((payload, imm, flags))
+        _wake_one(self.recv_waiters)
+
+    def _wake_writers(self) -> None:
+        while self.writers:
+            w = self.writers.popleft()
+            if not w.done():
+                w.set_result(None)
+
+    def _on_disconnect(self, status: int) -> None:
+        self.end = status
+        _wake_all(self.recv_waiters)
+        _wake_all(self.write_imm_waiters)
+        self._wake_writers()
+        self.close_nowait(user=False)
+
+    def _on_closed(self) -> None:
+        self.ep = None
+        for r in list(self._requests):
+            r._req = None
+        self._requests.clear()
+        self.pending_requests.clear()
+        if self.end is None:
+            self.end = -_errno.ECANCELED
+        _wake_all(self.recv_waiters)
+        _wake_all(self.write_imm_waiters)
+        self._wake_writers()
+        fut = self.connect_fut
+        if fut is not None and not fut.done():
+            fut.set_exception(OperationCanceled(_errno.ECANCELED,
+                                                "closed while connecting"))
+        self.connect_fut = None
+        if not self.closed_fut.done():
+            self.closed_fut.set_result(None)
+        ctx = self.ctx
+        ctx._eps.discard(self)
+        if ctx._closing:
+            self.loop.call_soon(ctx._try_destroy)
+
+    def _on_request(self, req: Any, data: bytes) -> None:
+        r = Request(self, req, data)
+        self._requests.add(r)
+        if self.request_handler is not None:
+            self._dispatch_request(r)
+        else:
+            self.pending_requests.append(r)
+            _wake_one(self.recv_waiters)
+
+    def _dispatch_request(self, r: Request) -> None:
+        try:
+            res = self.request_handler(r.data)  # type: ignore[misc]
+        except Exception as exc:
+            r.drop()
+            _report(exc, "exception in an rdmamsg request handler")
+            return
+        if inspect.isawaitable(res):
+            task = self.loop.create_task(_respond_later(r, res))
+            task.add_done_callback(_done_task)
+        else:
+            _answer(r, res)
+
+    def _on_write_imm(self, imm: int, length: int) -> None:
+        self.write_imms.append((imm, length))
+        _wake_one(self.write_imm_waiters)
+
+    # -- calls ------------------------------------------------------------
+    def c(self) -> Any:
+        if self.ep is None or self.closing:
+            raise NotConnected(_errno.ENOTCONN, "the endpoint is closed")
+        return self.ep
+
+    def close_nowait(self, user: bool) -> None:
+        if user:
+            self.user_closed = True
+            if self.end is None or self.end == _END_PEER:
+                self.end = -_errno.ECANCELED
+            # Unread messages of a closed endpoint: drop our references
+            # (kept buffers go back to the pool unless the user holds them).
+            self.queue.clear()
+        if self.closing or self.ep is None:
+            return
+        self.closing = True
+        rc = lib.rdmamsg_ep_close(self.ep, lib._py_on_ep_closed)
+        if rc < 0 and rc != -_errno.EALREADY:
+            _report(make_error(rc), "rdmamsg_ep_close")
+        _wake_all(self.recv_waiters)
+        self._wake_writers()
+        self.ctx._kick()
+
+    def end_error(self) -> BaseException:
+        if self.end == _END_PEER:
+            return EndOfStream("the peer closed the connection")
+        if self.end == -_errno.ECANCELED:
+            return OperationCanceled(_errno.ECANCELED, "the endpoint is closed")
+        return make_error(self.end if self.end is not None
+                          else -_errno.ENOTCONN)
+
+    async def wait_writable(self) -> None:
+        fut = self.loop.create_future()
+        self.writers.append(fut)
+        await fut
+
+
+def _wake_one(waiters: Deque[asyncio.Future]) -> None:
+    while waiters:
+        w = waiters.popleft()
+        if not w.done():
+            w.set_result(None)
+            return
+
+
+def _wake_all(waiters: Deque[asyncio.Future]) -> None:
+    while waiters:
+        w = waiters.popleft()
+        if not w.done():
+            w.set_result(None)
+
+
+def _answer(r: Request, res: Any) -> None:
+    if r._req is None:
+        return
+    if res is None:
+        r.drop()
+        return
+    try:
+        r.respond(res)
+    except Exception as exc:  # the connection went down meanwhile
+        if not isinstance(exc, NotConnected):
+            _report(exc, "rdmamsg_respond")
+
+
+async def _respond_later(r: Request, aw: Awaitable[Any]) -> None:
+    try:
+        res = await aw
+    except BaseException:
+        r.drop()
+        raise
+    _answer(r, res)
+
+
+def _done_task(task: "asyncio.Task[Any]") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        _report(task.exception(), "exception in an rdmamsg handler")
+
+
+async def _wait_item(core: _EpCore, waiters: Deque[asyncio.Future],
+                     ready: Callable[[], bool]) -> None:
+    """Wait until ready() or the endpoint's end (as asyncio.Queue.get: a
+    waiter only wakes, the item stays queued, so cancellation loses none)."""
+    while not ready():
+        if core.end is not None or core.closing:
+            raise core.end_error()
+        if core.receiver is not None and waiters is core.recv_waiters:
+            raise RuntimeError("messages go to the receiver callback "
+                               "(set_receiver)")
+        fut = core.loop.create_future()
+        waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            fut.cancel()
+            try:
+                waiters.remove(fut)
+            except ValueError:
+                pass
+            if ready():
+                _wake_one(waiters)
+            raise
+
+
+def _recv_waiter(core: _EpCore) -> asyncio.Future:
+    """_wait_item's step for recv() and async for, as a plain function (one
+    coroutine frame less per message that waits): a future to await, or
+    the endpoint's end raised."""
+    if core.end is not None or core.closing:
+        raise core.end_error()
+    if core.receiver is not None:
+        raise RuntimeError("messages go to the receiver callback "
+                           "(set_receiver)")
+    fut = core.loop.create_future()
+    core.recv_waiters.append(fut)
+    return fut
+
+
+def _recv_unwait(core: _EpCore, fut: asyncio.Future) -> None:
+    """The await of a _recv_waiter future failed (cancelled): forget it and
+    pass a wake-up it took on to the next waiter."""
+    fut.cancel()
+    try:
+        core.recv_waiters.remove(fut)
+    except ValueError:
+        pass
+    if core.queue:
+        _wake_one(core.recv_waiters)
+
+
+class Endpoint:
+    """One reliable connection (from ``connect()`` or a listener).
+
+    Messages arrive whole and in order: ``await ep.recv()`` (a memoryview),
+    ``recv_bytes()``, ``recv_msg()`` or ``async for msg in ep``.  ``await
+    ep.send(data)`` returns when the peer has the message.  Close with
+    ``await ep.close()`` or ``async with``; an endpoint garbage-collected
+    open is closed with a ResourceWarning.
+    """
+
+    def __init__(self, core: _EpCore) -> None:
+        self._core = core
+
+    # -- state ----------------------------------------------------------
+    @property
+    def context(self) -> Context:
+        return self._core.ctx
+
+    @property
+    def connected(self) -> bool:
+        c = self._core
+        return c.ep is not None and not c.closing and c.end is None
+
+    @property
+    def max_msg_size(self) -> int:
+        """Largest message ``send()`` carries eagerly (larger ones go by
+        rendezvous)."""
+        return self._core.max_msg
+
+    @property
+    def peer_private_data(self) -> bytes:
+        """The private data of the peer's accept (client side)."""
+        return self._core.connect_info[1]
+
+    @property
+    def late_responses(self) -> int:
+        n = ffi.new("uint64_t *")
+        check(lib.rdmamsg_ep_get_late_responses(self._core.c(), n))
+        return int(n[0])
+
+    # -- sending --------------------------------------------------------
+    def _post(self, data: Any, imm: Optional[int], opid: int) -> Tuple[int,
+                                                                       Any]:
+        core = self._core
+        ep = core.c()
+        opc = ffi.cast("void *", opid)
+        if isinstance(data, PoolBuffer):
+            buf = data._take()
+            n = data._nbytes
+            if imm is None:
+                rc = lib.rdmamsg_send_buf(ep, buf, n, opc)
+            else:
+                rc = lib.rdmamsg_send_buf_imm(ep, buf, n, imm, opc)
+            if rc == 0:
+                data._sent()
+            else:
+                data._untake()
+            return rc, None
+        p, n = _buf_ptr(data)
+        if n <= core.max_msg or imm is not None:
+            if imm is None:
+                return lib.rdmamsg_send(ep, p, n, opc), p
+            return lib.rdmamsg_send_imm(ep, p, n, imm, opc), p
+        if n >= SEND_MR_THRESHOLD and core.tracked:
+            mrp = ffi.new("struct rdmamsg_mr **")
+            if lib.rdmamsg_mr_reg(core.ctx._ctx, p, n,
+                                  ACCESS_REMOTE_READ, mrp) == 0:
+                keep = _TmpMr(p, mrp)
+                rc = lib.rdmamsg_send_mr(ep, mrp[0], 0, n, opc)
+                if rc < 0:
+                    keep._op_done()
+                return rc, keep
+        return lib.rdmamsg_send_large(ep, p, n, opc), p
+
+    async def send(self, data: Union[BufferLike, "PoolBuffer"], *,
+                   imm: Optional[int] = None) -> None:
+        """Send ``data`` (any bytes-like object, not copied by Python; or a
+        PoolBuffer, sent without any copy) and wait until the peer has it.
+
+        Messages above ``max_msg_size`` go by rendezvous (RDMA READ by the
+        peer).  Out of credits with a full backlog, it waits for the
+        endpoint to become writable (back-pressure).  Cancelling the await
+        does not unsend the message."""
+        core = self._core
+        opid = next(_op_ids) if core.tracked else 0
+        if imm is None and opid and type(data) is bytes and \
+                len(data) <= core.max_msg:
+            while True:
+                rc = self._send_eager(core, data, len(data), opid)
+                if rc != _EAGAIN:
+                    break
+                await core.wait_writable()
+            check(rc, "send")
+            fut = core.loop.create_future()
+            _ops[opid] = (fut, None)
+            await fut
+            return
+        while True:
+            rc, keep = self._post(data, imm, opid)
+            if rc != _EAGAIN:
+                break
+            await core.wait_writable()
+        check(rc, "send")
+        if not opid:  # track_sends=False: accepted is all there is to know
+            core.ctx._kick()
+            return
+        fut = core.loop.create_future()
+        _ops[opid] = (fut, keep)
+        core.ctx._kick()
+        await fut
+
+    def send_nowait(self, data: Union[BufferLike, "PoolBuffer"], *,
+                    imm: Optional[int] = None) -> None:
+        """Send without waiting for the completion; raises BlockingIOError
+        (rdmamsg.WouldBlock) when out of credits with a full backlog: then
+        ``await ep.wait_writable()``."""
+        core = self._core
+        if imm is None and not isinstance(data, PoolBuffer):
+            # the common case in one C call: nobody waits for the
+            # completion (op_ctx 0: it never enters Python)
+            if type(data) is bytes:
+                n = len(data)
+                p = data
+            else:
+                p, n = _buf_ptr(data)
+            if n <= core.max_msg:
+                ep = core.ep
+                ctx = core.ctx
+                if ep is not None and not core.closing:
+                    # the usual cases, _send_eager inlined
+                    if ctx._in_pump:  # from a callback: the pass arms
+                        rc = _c_send(_NULL, ep, p, n, 0)
+                        if rc < 0:
+                            check(rc, "send")
+                        return
+                    if not (ctx._pump_scheduled or ctx._closing):
+                        rc = _c_send(ctx._ctx, ep, p, n, 0)
+                        if rc > 0:
+                            ctx._schedule()
+                        elif rc < 0:
+                            check(rc, "send")
+                        return
+                check(self._send_eager(core, p, n, 0), "send")
+                return
+        opid = next(_op_ids) if core.tracked else 0
+        rc, keep = self._post(data, imm, opid)
+        check(rc, "send")
+        if isinstance(keep, _TmpMr):  # deregistered at the completion
+            _ops[opid] = (None, keep)
+        core.ctx._kick()
+
+    @staticmethod
+    def _send_eager(core: _EpCore, p: Any, n: int, opid: int) -> int:
+        """rdmamsg_send of n bytes at p (bytes or a char[] of
+        ffi.from_buffer) with op_ctx opid, and arm() in the same C call: a
+        pass of the pump only when the library left work behind that the
+        fd does not announce.  Returns the send's status."""
+        ep = core.ep
+        if ep is None or core.closing:
+            core.c()  # raises
+        ctx = core.ctx
+        if ctx._in_pump or ctx._pump_scheduled or ctx._closing:
+            rc = _c_send(_NULL, ep, p, n, opid)
+            if rc == 0:
+                ctx._kick()
+            return rc
+        rc = _c_send(ctx._ctx, ep, p, n, opid)
+        if rc > 0:
+            ctx._schedule()
+            return 0
+        return rc
+
+    async def wait_writable(self) -> None:
+        """Wait until a send that failed with BlockingIOError may succeed."""
+        core = self._core
+        core.c()
+        await core.wait_writable()
+
+    # -- receiving ------------------------------------------------------
+    async def recv_msg(self) -> Message:
+        """The next message with its immediate value and flags."""
+        core = self._core
+        if not core.queue:
+            await _wait_item(core, core.recv_waiters, core.queue.__len__)
+        payload, imm, flags = core.queue.popleft()
+        if type(payload) is bytes:
+            payload = memoryview(payload)
+        return Message(payload, imm if flags & RECV_IMM else None,
+                       bool(flags & RECV_LARGE))
+
+    async def recv(self) -> memoryview:
+        """The next message as a memoryview: over the library's pool buffer
+        for messages of at least ``keep_threshold`` bytes (given back when
+        the view is released or collected), over a copy otherwise.  Raises
+        EndOfStream once the peer closed and every message was read."""
+        core = self._core
+        q = core.queue
+        while not q:  # _wait_item, inlined
+            fut = _recv_waiter(core)
+            try:
+                await fut
+            except BaseException:
+                _recv_unwait(core, fut)
+                raise
+        payload = q.popleft()[0]
+        return memoryview(payload) if type(payload) is bytes else payload
+
+    async def recv_bytes(self) -> bytes:
+        """The next message copied to bytes (a kept buffer is released)."""
+        core = self._core
+        if not core.queue:
+            await _wait_item(core, core.recv_waiters, core.queue.__len__)
+        payload = core.queue.popleft()[0]
+        if type(payload) is bytes:
+            return payload
+        b = payload.tobytes()
+        payload.release()
+        return b
+
+    def __aiter__(self) -> AsyncIterator[memoryview]:
+        return self
+
+    async def __anext__(self) -> memoryview:
+        """recv() (inlined), ending at EndOfStream or the endpoint's
+        close."""
+        core = self._core
+        q = core.queue
+        while not q:  # _wait_item, inlined
+            try:
+                fut = _recv_waiter(core)
+            except (EndOfStream, OperationCanceled):
+                raise StopAsyncIteration from None
+            try:
+                await fut
+            except BaseException:
+                _recv_unwait(core, fut)
+                raise
+        payload = q.popleft()[0]
+        return memoryview(payload) if type(payload) is bytes else payload
+
+    # -- request/response ---------------------------------------------------
+    async def request(self, data: BufferLike, *,
+                      timeout: Optional[float] = None) -> bytes:
+        """Send a request and return the peer's response (bytes).  Raises
+        TimeoutError (rdmamsg.TimedOut) after ``timeout`` seconds;
+        cancelling the await cancels the request (rdmamsg_request_cancel)
+        and leaves the endpoint usable."""
+        core = self._core
+        ms = 0 if timeout is None else max(1, _ms(timeout))
+        p, n = _buf_ptr(data)
+        opid = next(_op_ids)
+        while True:
+            ep = core.c()
+            rc = lib.rdmamsg_request(ep, p, n, ms, lib._py_on_response,
+                                     ffi.cast("void *", opid), core.idp)
+            if rc != _EAGAIN:
+                break
+            await core.wait_writable()
+        check(rc, "request")
+        reqid = int(core.idp[0])
+        fut = core.loop.create_future()
+        _ops[opid] = (fut, None)
+        core.ctx._kick()
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if opid in _ops and core.ep is not None and not core.closing:
+                lib.rdmamsg_request_cancel(core.ep, reqid)
+                core.ctx._kick()
+            raise
+
+    def set_receiver(self, callback: Optional[Callable[
+            [memoryview, Optional[int]], Any]]) -> None:
+        """Deliver each message to ``callback(data, imm)`` (data a
+        memoryview as recv() returns it, imm the immediate value or None)
+        right where the library hands it over, instead of queueing it for
+        recv(): like asyncio's Protocol.data_received, no future and no
+        task step per message, the fastest way to consume messages.  The
+        callback runs inside the context's progress pass: it must not
+        block; it may send (``send_nowait``), close, or start tasks; an
+        exception it raises goes to the loop's exception handler and the
+        message counts as delivered.  Messages queued before are handed
+        to it now, in order.  ``None`` restores the queue; recv() raises
+        RuntimeError while a callback is set."""
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable or None")
+        core = self._core
+        core.receiver = callback
+        while callback is not None and core.queue:
+            payload, imm, flags = core.queue.popleft()
+            if type(payload) is bytes:
+                payload = memoryview(payload)
+            try:
+                callback(payload, imm if flags & RECV_IMM else None)
+            except Exception as exc:
+                _report(exc, "exception in an rdmamsg receiver")
+            callback = core.receiver  # the callback may have changed it
+
+    def set_request_handler(
+            self, handler: Optional[Callable[[bytes], Any]]) -> None:
+        """Answer the peer's requests with ``handler(data)`` (a function or
+        a coroutine function returning bytes-like; None drops the
+        request).  Requests that arrived before are handed over now."""
+        core = self._core
+        core.request_handler = handler
+        if handler is not None:
+            while core.pending_requests:
+                core._dispatch_request(core.pending_requests.popleft())
+
+    async def recv_request(self) -> Request:
+        """The peer's next request (when no handler is set)."""
+        core = self._core
+        if not core.pending_requests:
+            await _wait_item(core, core.recv_waiters,
+                             lambda: bool(core.pending_requests))
+        return core.pending_requests.popleft()
+
+    # -- one-sided ----------------------------------------------------------
+    async def _rma(self, post: Callable[[int], int], keep: Any) -> int:
+        core = self._core
+        opid = next(_op_ids)
+        while True:
+            core.c()
+            rc = post(opid)
+            if rc != _EAGAIN:
+                break
+            # Send queue full: no on_writable follows, a completion frees
+            # room; look again shortly (not a busy loop).
+            await asyncio.sleep(0.001)
+        check(rc)
+        fut = core.loop.create_future()
+        if keep is not None:
+            keep._op_start()
+        _ops[opid] = (fut, keep)
+        core.ctx._kick()
+        return await fut
+
+    async def write(self, mr: "MemoryRegion", rmr: "RemoteRegion", *,
+                    offset: int = 0, remote_offset: int = 0,
+                    length: Optional[int] = None,
+                    imm: Optional[int] = None) -> None:
+        """RDMA write ``length`` bytes (default: the rest of ``mr``) from
+        ``mr`` at ``offset`` to ``rmr`` at ``remote_offset``; with ``imm``
+        the peer's ``wait_write_imm()`` sees it."""
+        if length is None:
+            length = mr.size - offset
+        _check_span(offset, length)
+        _check_span(remote_offset, 0)
+        ep = self._core.c()
+        if imm is None:
+            await self._rma(lambda i: lib.rdmamsg_write(
+                ep, mr._c(), offset, rmr._c(), remote_offset, length,
+                lib._py_on_rma, ffi.cast("void *", i)), mr)
+        else:
+            await self._rma(lambda i: lib.rdmamsg_write_imm(
+                ep, mr._c(), offset, rmr._c(), remote_offset, length, imm,
+                lib._py_on_rma, ffi.cast("void *", i)), mr)
+
+    async def read(self, mr: "MemoryRegion", rmr: "RemoteRegion", *,
+                   offset: int = 0, remote_offset: int = 0,
+                   length: Optional[int] = None) -> None:
+        """RDMA read ``length`` bytes from ``rmr`` into ``mr`` (which must
+        wrap writable memory)."""
+        if mr.readonly:
+            raise TypeError("RDMA read into read-only memory")
+        if length is None:
+            length = mr.size - offset
+        _check_span(offset, length)
+        _check_span(remote_offset, 0)
+        ep = self._core.c()
+        await self._rma(lambda i: lib.rdmamsg_read(
+            ep, mr._c(), offset, rmr._c(), remote_offset, length,
+            lib._py_on_rma, ffi.cast("void *", i)), mr)
+
+    async def atomic_cas(self, rmr: "RemoteRegion", offset: int,
+                         compare: int, swap: int) -> int:
+        """8-byte compare-and-swap at ``rmr``+``offset``; the old value."""
+        _check_span(offset, 0)
+        ep = self._core.c()
+        return await self._rma(lambda i: lib.rdmamsg_atomic_cas(
+            ep, rmr._c(), offset, compare, swap, lib._py_on_rma,
+            ffi.cast("void *", i)), None)
+
+    async def atomic_fadd(self, rmr: "RemoteRegion", offset: int,
+                          add: int) -> int:
+        """8-byte fetch-and-add at ``rmr``+``offset``; the old value."""
+        _check_span(offset, 0)
+        ep = self._core.c()
+        return await self._rma(lambda i: lib.rdmamsg_atomic_fadd(
+            ep, rmr._c(), offset, add, lib._py_on_rma,
+            ffi.cast("void *", i)), None)
+
+    async def wait_write_imm(self) -> Tuple[int, int]:
+        """The next write-with-immediate of the peer: (imm, length)."""
+        core = self._core
+        if not core.write_imms:
+            await _wait_item(core, core.write_imm_waiters,
+                             lambda: bool(core.write_imms))
+        return core.write_imms.popleft()
+
+    # -- closing ------------------------------------------------------------
+    def close_nowait(self) -> None:
+        """Start closing; pending sends and requests fail with
+        OperationCanceled (each exactly once)."""
+        self._core.close_nowait(user=True)
+
+    async def close(self) -> None:
+        """Close and wait until the library freed the endpoint."""
+        self._core.close_nowait(user=True)
+        await asyncio.shield(self._core.closed_fut)
+
+    async def wait_closed(self) -> None:
+        """Wait until the endpoint is closed (by close(), the peer, or an
+        error) and its resources are given back."""
+        await asyncio.shield(self._core.closed_fut)
+
+    async def __aenter__(self) -> "Endpoint":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is None or core.user_closed:
+            return
+        core.user_closed = True
+        if core.ep is None:
+            return
+        warnings.warn("unclosed rdmamsg endpoint %r" % self, ResourceWarning,
+                      source=self)
+        if not core.loop.is_closed():
+            core.close_nowait(user=True)
+
+    def __repr__(self) -> str:
+        c = self._core
+        st = "connected" if self.connected else (
+            "closed" if c.ep is None else "closing")
+        return "<rdmamsg.Endpoint %s>" % st
+
+
+def _check_span(off: int, length: int) -> None:
+    if off < 0 or length < 0:
+        raise ValueError("offsets and lengths cannot be negative")
+
+
+class _TmpMr:
+    """A registration made for one zero-copy rendezvous send."""
+    __slots__ = ("p", "mrp")
+
+    def __init__(self, p: Any, mrp: Any) -> None:
+        self.p = p
+        self.mrp = mrp
+
+    def _op_done(self) -> None:
+        # on_send runs before the library drops its hold on the region:
+        # deregister from the loop, right after
+        if self.mrp[0] != ffi.NULL and \
+                lib.rdmamsg_mr_dereg(self.mrp) == _EBUSY:
+            asyncio.get_running_loop().call_soon(self._op_done)
+
+
+async def connect(addr: Union[str, Tuple[str, int]], *,
+                  ctx: Optional[Context] = None,
+                  private_data: Optional[BufferLike] = None,
+                  request_handler: Optional[Callable[[bytes], Any]] = None,
+                  keep_threshold: int = KEEP_THRESHOLD,
+                  track_sends: bool = True,
+                  **options: Any) -> Endpoint:
+    """Connect to ``"host:port"`` (or ``(host, port)``) and return the
+    Endpoint once the connection is up.
+
+    ``ctx`` defaults to the running loop's context.  ``options`` are the
+    endpoint attributes: connect_timeout, close_timeout, peer_timeout (in
+    seconds), recv_depth, send_depth, send_backlog, eager_size,
+    max_msg_size, max_large_size.  Failure raises ConnectionRefusedError
+    (with ``reason`` and ``private_data`` of the reject), TimeoutError,
+    rdmamsg.HostUnreachable ...; cancelling closes the attempt.
+
+    ``track_sends=False`` leaves out the per-send completion callback (the
+    library then signals sends selectively: fewer wake-ups, a higher message
+    rate); ``await ep.send()`` then returns once the library has taken the
+    message, as ``writer.write()`` + ``drain()`` do for TCP.
+    """
+    if ctx is None:
+        ctx = get_context()
+    caddr = _encode_addr(addr)
+    core = _EpCore(ctx, keep_threshold, request_handler, track_sends)
+    attrp = _make_ep_attr(options, private_data)
+    try:
+        epp = ffi.new("struct rdmamsg_ep **")
+        rc = lib.rdmamsg_connect(ctx._c(), caddr, attrp[0],
+                                 _cbs if track_sends else _cbs_untracked,
+                                 core.handle, epp)
+    finally:
+        lib.rdmamsg_ep_attr_delete(attrp)
+    check(rc, "connect")
+    core.ep = epp[0]
+    ctx._eps.add(core)
+    fut = core.connect_fut
+    assert fut is not None
+    ctx._kick()
+    try:
+        await fut
+    except BaseException:
+        core.close_nowait(user=True)
+        raise
+    return Endpoint(core)
+
+
+# ---------------------------------------------------------------------------
+# Listeners and servers
+# ---------------------------------------------------------------------------
+
+AcceptFilter = Callable[[bytes], Union[None, bool, int, Tuple[int, bytes]]]
+
+
+class _ListenerCore:
+    def __init__(self, ctx: Context, accept_filter: Optional[AcceptFilter],
+                 options: Dict[str, Any], accept_private_data: Any,
+                 keep_threshold: int,
+                 request_handler: Optional[Callable[[bytes], Any]],
+                 track_sends: bool) -> None:
+        self.ctx = ctx
+        self.loop = ctx._loop
+        self.handle = ffi.new_handle(self)
+        self.track_sends = track_sends
+        self.lst: Any = None
+        self.accept_filter = accept_filter
+        self.options = options
+        self.accept_private_data = accept_private_data
+        self.keep_threshold = keep_threshold
+        self.request_handler = request_handler
+        self.closing = False
+        self.closed_fut: asyncio.Future = self.loop.create_future()
+        self.accepted: Deque[_EpCore] = deque()
+        self.waiters: Deque[asyncio.Future] = deque()
+        self.on_endpoint: Optional[Callable[[_EpCore], None]] = None
+
+    def _on_conn_req(self, req: Any, pdata: bytes) -> None:
+        decision: Any = True
+        if self.closing:
+            decision = False
+        elif self.accept_filter is not None:
+            try:
+                decision = self.accept_filter(pdata)
+            except Exception as exc:
+                _report(exc, "exception in an rdmamsg accept filter")
+                decision = False
+        if decision is None or decision is True:
+            core = _EpCore(self.ctx, self.keep_threshold, self.request_handler,
+                           self.track_sends)
+            core.connect_fut = None
+            core.on_connected = self._connected
+            attrp = _make_ep_attr(self.options, self.accept_private_data)
+            epp = ffi.new("struct rdmamsg_ep **")
+            rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _cbs
+                                             if self.track_sends
+                                             else _cbs_untracked,
+                                             core.handle, epp)
+            lib.rdmamsg_ep_attr_delete(attrp)
+            if rc == 0:
+                core.ep = epp[0]
+                self.ctx._eps.add(core)
+                return
+            _report(make_error(rc), "rdmamsg_conn_req_accept")
+            decision = 0xFFFF
+        reason, rpdata = 0, b""
+        if isinstance(decision, tuple):
+            reason, rpdata = decision
+        elif decision is not False:
+            reason = int(decision)
+        p, n = _buf_ptr(rpdata)
+        rc = lib.rdmamsg_conn_req_reject(req, reason, p, n)
+        if rc < 0:
+            lib.rdmamsg_conn_req_reject(req, 0, ffi.NULL, 0)
+
+    def _connected(self, core: _EpCore, status: int) -> None:
+        if status != 0:
+            core.close_nowait(user=True)
+            return
+        if self.closing:
+            core.close_nowait(user=True)
+        elif self.on_endpoint is not None:
+            self.on_endpoint(core)
+        else:
+            self.accepted.append(core)
+            _wake_one(self.waiters)
+
+    def _on_closed(self) -> None:
+        self.lst = None
+        self.ctx._listeners.discard(self)
+        _wake_all(self.waiters)
+        if not self.closed_fut.done():
+            self.closed_fut.set_result(None)
+        if self.ctx._closing:
+            self.loop.call_soon(self.ctx._try_destroy)
+
+    def close_nowait(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        while self.accepted:
+            self.accepted.popleft().close_nowait(user=True)
+        _wake_all(self.waiters)
+        if self.lst is not None:
+            lib.rdmamsg_listener_close(self.lst, lib._py_on_listener_closed)
+            self.ctx._kick()
+
+
+class Listener:
+    """Accepts connections on an address: ``await lst.accept()`` gives the
+    next connected Endpoint.  ``port`` is the bound port.  Close with
+    ``await lst.close()`` or ``async with``."""
+
+    def __init__(self, core: _ListenerCore) -> None:
+        self._core = core
+        p = ffi.new("uint16_t *")
+        check(lib.rdmamsg_listener_get_port(core.lst, p))
+        self.port: int = int(p[0])
+
+    async def accept(self) -> Endpoint:
+        core = self._core
+        while not core.accepted:
+            if core.closing:
+                raise OperationCanceled(_errno.ECANCELED,
+                                        "the listener is closed")
+            fut = core.loop.create_future()
+            core.waiters.append(fut)
+            try:
+                await fut
+            except BaseException:
+                fut.cancel()
+                if core.accepted:
+                    _wake_one(core.waiters)
+                raise
+        return Endpoint(core.accepted.popleft())
+
+    def close_nowait(self) -> None:
+        self._core.close_nowait()
+
+    async def close(self) -> None:
+        """Stop listening (undecided requests are rejected) and wait."""
+        self._core.close_nowait()
+        await asyncio.shield(self._core.closed_fut)
+
+    async def __aenter__(self) -> "Listener":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is None or core.closing or core.lst is None:
+            return
+        warnings.warn("unclosed rdmamsg listener %r" % self, ResourceWarning,
+                      source=self)
+        if not core.loop.is_closed():
+            core.close_nowait()
+
+    def __repr__(self) -> str:
+        return "<rdmamsg.Listener port=%d>" % self.port
+
+
+def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
+                 accept: Optional[AcceptFilter],
+                 accept_private_data: Optional[BufferLike],
+                 keep_threshold: int,
+                 request_handler: Optional[Callable[[bytes], Any]],
+                 track_sends: bool,
+                 options: Dict[str, Any]) -> _ListenerCore:
+    if ctx is None:
+        ctx = get_context()
+    caddr = _encode_addr(addr)
+    for key in options:
+        if key not in _EP_ATTRS:
+            raise TypeError("unknown endpoint option %r" % key)
+    _make_ep_attr_check(options, accept_private_data)
+    core = _ListenerCore(ctx, accept, options, accept_private_data,
+                         keep_threshold, request_handler, track_sends)
+    lp = ffi.new("struct rdmamsg_listener **")
+    check(lib.rdmamsg_listen(ctx._c(), caddr, lib._py_on_conn_req,
+                             core.handle, lp), "listen")
+    core.lst = lp[0]
+    ctx._listeners.add(core)
+    ctx._kick()
+    return core
+
+
+def _make_ep_attr_check(options: Dict[str, Any], pdata: Any) -> None:
+    """Refuse bad options at listen time, not at the first request."""
+    lib.rdmamsg_ep_attr_delete(_make_ep_attr(options, pdata))
+
+
+async def listen(addr: Union[str, Tuple[str, int]], *,
+                 ctx: Optional[Context] = None,
+                 accept: Optional[AcceptFilter] = None,
+                 accept_private_data: Optional[BufferLike] = None,
+                 keep_threshold: int = KEEP_THRESHOLD,
+                 request_handler: Optional[Callable[[bytes], Any]] = None,
+                 track_sends: bool = True,
+                 **options: Any) -> Listener:
+    """Listen on ``"host:port"`` (port 0 picks one: ``listener.port``).
+
+    ``accept(private_data)`` decides on each connection request: None or
+    True accepts, False rejects (reason 0), an int rejects with that reason
+    (0..65535), ``(reason, private_data)`` adds reject private data.
+    ``options`` are endpoint attributes as for ``connect()``.
+    """
+    return Listener(_listen_core(addr, ctx, accept, accept_private_data,
+                                 keep_threshold, request_handler,
+                                 track_sends, options))
+
+
+class Server:
+    """What ``start_server()`` returns: runs ``handler(ep)`` as a task for
+    each connection and closes the endpoint when it returns."""
+
+    def __init__(self, core: _ListenerCore,
+                 handler: Callable[[Endpoint], Awaitable[Any]]) -> None:
+        self._core = core
+        self._handler = handler
+        self._tasks: Set["asyncio.Task[Any]"] = set()
+        self._eps: Set[_EpCore] = set()
+        core.on_endpoint = self._start
+        p = ffi.new("uint16_t *")
+        check(lib.rdmamsg_listener_get_port(core.lst, p))
+        self.port: int = int(p[0])
+
+    def _start(self, core: _EpCore) -> None:
+        self._eps.add(core)
+        task = core.loop.create_task(self._run(core))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, core: _EpCore) -> None:
+        ep = Endpoint(core)
+        try:
+            await self._handler(ep)
+        except (EndOfStream, OperationCanceled, ConnectionError):
+            pass
+        except Exception as exc:
+            _report(exc, "exception in an rdmamsg server handler")
+        finally:
+            self._eps.discard(core)
+            await ep.close()
+
+    @property
+    def connections(self) -> int:
+        """Connections whose handler is running."""
+        return len(self._tasks)
+
+    def close(self) -> None:
+        """Stop listening and close every open connection."""
+        self._core.close_nowait()
+        for core in list(self._eps):
+            core.close_nowait(user=True)
+
+    async def wait_closed(self) -> None:
+        """Wait until the listener and every handler finished."""
+        await asyncio.shield(self._core.closed_fut)
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    async def serve_forever(self) -> None:
+        await asyncio.shield(self._core.closed_fut)
+
+    async def __aenter__(self) -> "Server":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+        await self.wait_closed()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is None or core.closing or core.lst is None:
+            return
+        warnings.warn("unclosed rdmamsg server %r" % self, ResourceWarning,
+                      source=self)
+        if not core.loop.is_closed():
+            self.close()
+
+
+async def start_server(handler: Callable[[Endpoint], Awaitable[Any]],
+                       addr: Union[str, Tuple[str, int]], *,
+                       ctx: Optional[Context] = None,
+                       accept: Optional[AcceptFilter] = None,
+                       accept_private_data: Optional[BufferLike] = None,
+                       keep_threshold: int = KEEP_THRESHOLD,
+                       request_handler: Optional[Callable[[bytes], Any]] = None,
+                       track_sends: bool = True,
+                       **options: Any) -> Server:
+    """Like ``asyncio.start_server``: ``await handler(ep)`` runs for each
+    accepted connection; the endpoint is closed when it returns.
+    ``request_handler(data) -> bytes`` answers requests on every
+    connection.  Other arguments as for ``listen()``."""
+    core = _listen_core(addr, ctx, accept, accept_private_data,
+                        keep_threshold, request_handler, track_sends, options)
+    return Server(core, handler)
+
+
+# ---------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------
+
+class PoolBuffer:
+    """A registered buffer from the context's pool (``ctx.alloc(size)``).
+
+    Fill ``view`` and send it with ``ep.send(buf)`` (all of it) or after
+    ``buf.nbytes = n``: the send takes it without a copy, and the buffer
+    then belongs to the library (``view`` is released).  Unsent buffers go
+    back with ``close()`` or when collected."""
+
+    def __init__(self, ctx: Context, buf: Any) -> None:
+        self._ctx = ctx
+        self._buf = buf
+        ctx._bufs += 1
+        dp = ffi.new("void **")
+        sp = ffi.new("size_t *")
+        lib.rdmamsg_buf_get_data(buf, dp)
+        lib.rdmamsg_buf_get_size(buf, sp)
+        self.size: int = int(sp[0])
+        self._nbytes = self.size
+        self.view: memoryview = memoryview(ffi.buffer(dp[0], self.size))
+
+    @property
+    def nbytes(self) -> int:
+        """How many bytes a send takes (default: all)."""
+        return self._nbytes
+
+    @nbytes.setter
+    def nbytes(self, n: int) -> None:
+        if not 0 <= n <= self.size:
+            raise ValueError("nbytes must be within 0..%d" % self.size)
+        self._nbytes = n
+
+    def _take(self) -> Any:
+        if self._buf is None:
+            raise ValueError("the pool buffer was sent or closed already")
+        return self._buf
+
+    def _untake(self) -> None:
+        pass
+
+    def _sent(self) -> None:
+        self._buf = None
+        try:
+            self.view.release()
+        except BufferError:
+            pass
+        self._ctx._buf_gone()
+
+    def close(self) -> None:
+        """Give the buffer back to the pool (no-op once sent)."""
+        if self._buf is not None:
+            lib.rdmamsg_buf_free(self._buf)
+            self._buf = None
+            try:
+                self.view.release()
+            except BufferError:
+                pass
+            self._ctx._buf_gone()
+
+    def __del__(self) -> None:
+        if getattr(self, "_buf", None) is not None:
+            self.close()
+
+
+class MemoryRegion:
+    """Memory of a bytes-like object registered for one-sided operations.
+
+    ``export()`` gives the bytes a peer imports with ``RemoteRegion``;
+    ``view`` is a memoryview of the memory.  The object stays referenced
+    (and a bytearray cannot be resized) until ``close()``."""
+
+    def __init__(self, ctx: Context, buffer: BufferLike, access: int) -> None:
+        mv = memoryview(buffer)
+        self.readonly: bool = mv.readonly
+        self._p = ffi.from_buffer("char[]", buffer,
+                                  require_writable=not mv.readonly)
+        self.size: int = mv.nbytes
+        self.view: memoryview = mv
+        self._mrp = ffi.new("struct rdmamsg_mr **")
+        self._inflight = 0
+        self._closing = False
+        self._ctx = ctx
+        check(lib.rdmamsg_mr_reg(ctx._c(), self._p, self.size, access,
+                                 self._mrp), "rdmamsg_mr_reg")
+        ctx._mrs.add(self)
+
+    def _c(self) -> Any:
+        if self._closing or self._mrp[0] == ffi.NULL:
+            raise ValueError("the memory region is closed")
+        return self._mrp[0]
+
+    def export(self) -> bytes:
+        """RDMAMSG_MR_EXPORT_SIZE opaque bytes for a peer."""
+        out = ffi.new("char[]", MR_EXPORT_SIZE)
+        check(lib.rdmamsg_mr_export(self._c(), out, MR_EXPORT_SIZE))
+        return ffi.buffer(out, MR_EXPORT_SIZE)[:]
+
+    def _op_start(self) -> None:
+        self._inflight += 1
+
+    def _op_done(self) -> None:
+        self._inflight -= 1
+        if self._closing and self._inflight == 0:
+            self._dereg()
+
+    def _dereg(self) -> None:
+        if self._mrp[0] != ffi.NULL:
+            if lib.rdmamsg_mr_dereg(self._mrp) == _EBUSY:
+                # an operation's callback is still unwinding: next pass
+                self._ctx._loop.call_soon(self._dereg)
+                return
+        self._ctx._mrs.discard(self)
+        if self._ctx._closing:
+            self._ctx._loop.call_soon(self._ctx._try_destroy)
+
+    def close(self) -> None:
+        """Deregister (once operations using it have completed)."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._inflight == 0:
+            self._dereg()
+
+    def __enter__(self) -> "MemoryRegion":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_closing", True):
+            return
+        warnings.warn("unclosed rdmamsg memory region", ResourceWarning,
+                      source=self)
+        self.close()
+
+
+class RemoteRegion:
+    """A peer's memory region, from the bytes of its ``export()``."""
+
+    def __init__(self, export: BufferLike) -> None:
+        p, n = _buf_ptr(export)
+        self._rmrp = ffi.new("struct rdmamsg_rmr **")
+        check(lib.rdmamsg_rmr_import(p, n, self._rmrp), "rdmamsg_rmr_import")
+        sp = ffi.new("size_t *")
+        lib.rdmamsg_rmr_get_size(self._rmrp[0], sp)
+        self.size: int = int(sp[0])
+
+    def _c(self) -> Any:
+        if self._rmrp[0] == ffi.NULL:
+            raise ValueError("the remote region is closed")
+        return self._rmrp[0]
+
+    def close(self) -> None:
+        if self._rmrp[0] != ffi.NULL:
+            lib.rdmamsg_rmr_free(self._rmrp)
+
+    def __del__(self) -> None:
+        if getattr(self, "_rmrp", None) is not None:
+            self.close()

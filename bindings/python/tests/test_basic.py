@@ -1,0 +1,305 @@
+"""Connect, accept, reject; requests; cancellation; back-pressure; errors."""
+import asyncio
+import errno
+
+import pytest
+
+import rdmamsg
+from conftest import echo_handler, free_port, pattern
+
+
+async def test_version_and_context(ctxs):
+    a, _ = ctxs
+    assert rdmamsg.version().count(".") == 2
+    assert a.device_name == "softrdma0"
+    assert a.fabric == "soft"
+    assert a.query_cap("max_msg_size") >= 1 << 20
+    assert a.query_cap("dc") is None  # -ENOTSUP: not served by this version
+    registered, in_use = a.query_pool()
+    assert 0 <= in_use <= registered
+
+
+async def test_connect_accept_private_data(ctxs):
+    a, b = ctxs
+    seen = []
+
+    def decide(pdata):
+        seen.append(pdata)
+        return True
+
+    async with await rdmamsg.listen("127.0.0.1:0", ctx=a, accept=decide,
+                                    accept_private_data=b"welcome") as lst:
+        assert lst.port > 0
+        cli = asyncio.ensure_future(rdmamsg.connect(
+            "127.0.0.1:%d" % lst.port, ctx=b, private_data=b"hi there"))
+        srv_ep = await lst.accept()
+        cli_ep = await cli
+        assert seen == [b"hi there"]
+        assert cli_ep.peer_private_data[:7] == b"welcome"
+        assert cli_ep.connected and srv_ep.connected
+        await cli_ep.send(b"ping")
+        assert await srv_ep.recv_bytes() == b"ping"
+        await srv_ep.send(b"pong", imm=0xDEADBEEF)
+        msg = await cli_ep.recv_msg()
+        assert msg.tobytes() == b"pong" and msg.imm == 0xDEADBEEF
+        await cli_ep.close()
+        # the server side sees the peer's close as the end of the stream
+        with pytest.raises(rdmamsg.EndOfStream):
+            await srv_ep.recv()
+        await srv_ep.close()
+
+
+async def test_reject_with_reason(ctxs):
+    a, b = ctxs
+    async with await rdmamsg.listen(
+            "127.0.0.1:0", ctx=a, accept=lambda p: (7, b"go away")) as lst:
+        with pytest.raises(ConnectionRefusedError) as ei:
+            await rdmamsg.connect(("127.0.0.1", lst.port), ctx=b)
+        assert isinstance(ei.value, rdmamsg.Error)
+        assert ei.value.errno == errno.ECONNREFUSED
+        assert ei.value.reason == 7
+        assert ei.value.private_data[:7] == b"go away"
+        assert rdmamsg.strerror(-errno.ECONNREFUSED) in str(ei.value)
+        with pytest.raises(ConnectionRefusedError) as ei:
+            await rdmamsg.connect(("127.0.0.1", lst.port), ctx=b)
+
+
+async def test_nobody_listens(ctxs):
+    _, b = ctxs
+    with pytest.raises((ConnectionRefusedError, TimeoutError)):
+        await rdmamsg.connect(("127.0.0.1", free_port()), ctx=b,
+                              connect_timeout=5)
+
+
+async def test_requests_1000_concurrent(echo):
+    _, ep = echo
+    payloads = [pattern(1 + i % 300, i) for i in range(1000)]
+    answers = await asyncio.gather(*(ep.request(p, timeout=60)
+                                     for p in payloads))
+    assert answers == [p[::-1] for p in payloads]
+    big = pattern(3 << 20)  # by rendezvous both ways
+    assert await ep.request(big) == big[::-1]
+
+
+async def test_request_queue_and_timeout(ctxs):
+    a, b = ctxs
+    async with await rdmamsg.listen("127.0.0.1:0", ctx=a) as lst:
+        cli = asyncio.ensure_future(rdmamsg.connect(("127.0.0.1", lst.port),
+                                                    ctx=b))
+        srv = await lst.accept()
+        ep = await cli
+        t = asyncio.ensure_future(ep.request(b"question", timeout=30))
+        req = await srv.recv_request()
+        assert req.data == b"question"
+        req.respond(b"answer")
+        assert await t == b"answer"
+        with pytest.raises(rdmamsg.NotConnected):
+            req.respond(b"twice")
+        # a dropped request times out with TimeoutError
+        t = asyncio.ensure_future(ep.request(b"ignored", timeout=0.2))
+        (await srv.recv_request()).drop()
+        with pytest.raises(TimeoutError):
+            await t
+        await ep.close()
+        await srv.close()
+
+
+async def test_cancel_request_endpoint_stays_usable(ctxs):
+    a, b = ctxs
+    gate = asyncio.Event()
+    calls = []
+
+    async def slow(data):
+        calls.append(data)
+        if data == b"slow":
+            await gate.wait()
+        return data.upper()
+
+    srv = await rdmamsg.start_server(echo_handler, "127.0.0.1:0", ctx=a,
+                                     request_handler=slow)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+    t = asyncio.ensure_future(ep.request(b"slow"))
+    while not calls:
+        await asyncio.sleep(0.01)
+    t.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await t
+    assert await ep.request(b"fast", timeout=30) == b"FAST"
+    gate.set()  # the late answer is dropped and counted
+    for _ in range(500):
+        if ep.late_responses == 1:
+            break
+        await asyncio.sleep(0.01)
+    assert ep.late_responses == 1
+    await ep.send(b"still")
+    assert await ep.recv_bytes() == b"still"
+    await ep.close()
+    srv.close()
+    await srv.wait_closed()
+
+
+async def test_cancel_recv_loses_nothing(echo):
+    _, ep = echo
+    for _ in range(20):
+        t = asyncio.ensure_future(ep.recv_bytes())
+        await asyncio.sleep(0)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+    await ep.send(b"one")
+    await ep.send(b"two")
+    assert await ep.recv_bytes() == b"one"
+    assert await ep.recv_bytes() == b"two"
+    # a send whose await is cancelled still completes exactly once
+    t = asyncio.ensure_future(ep.send(b"three"))
+    await asyncio.sleep(0)
+    t.cancel()
+    assert await ep.recv_bytes() == b"three"
+
+
+async def test_backpressure(ctxs):
+    a, b = ctxs
+    got = []
+
+    async def collect(ep):
+        async for m in ep:
+            got.append(bytes(m))
+
+    srv = await rdmamsg.start_server(collect, "127.0.0.1:0", ctx=a,
+                                     recv_depth=2)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b, recv_depth=2,
+                               send_backlog=0)
+    sent = 0
+    with pytest.raises(BlockingIOError) as ei:
+        for i in range(100):
+            ep.send_nowait(b"%d" % i)
+            sent += 1
+    assert isinstance(ei.value, rdmamsg.WouldBlock)
+    assert ei.value.errno == errno.EAGAIN
+    await ep.wait_writable()
+    # awaited sends wait for room instead of failing
+    await asyncio.gather(*(ep.send(b"%d" % i) for i in range(sent, 300)))
+    await ep.close()
+    for _ in range(1000):
+        if len(got) == 300:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(got, key=int) == [b"%d" % i for i in range(300)]
+    assert got[:sent] == [b"%d" % i for i in range(sent)]
+    srv.close()
+    await srv.wait_closed()
+
+
+async def test_bad_input(ctxs, echo):
+    a, b = ctxs
+    _, ep = echo
+    with pytest.raises(TypeError):
+        await ep.send(None)
+    with pytest.raises(TypeError):
+        await ep.send("text is not bytes")
+    with pytest.raises(rdmamsg.InvalidArgument) as ei:
+        await rdmamsg.connect("no-port-here", ctx=b)
+    assert isinstance(ei.value, ValueError)
+    assert ei.value.errno == errno.EINVAL
+    with pytest.raises(ValueError):
+        await rdmamsg.connect("127.0.0.1:0", ctx=b)
+    with pytest.raises(TypeError):
+        await rdmamsg.connect("127.0.0.1:1", ctx=b, no_such_option=1)
+    with pytest.raises(rdmamsg.InvalidArgument):
+        await rdmamsg.connect("127.0.0.1:1", ctx=b, eager_size=1)
+    with pytest.raises(ValueError):
+        await rdmamsg.connect("127.0.0.1:1", ctx=b, private_data=b"x" * 33)
+    with pytest.raises(ValueError):
+        await rdmamsg.connect("127.0.0.1:1", ctx=b, connect_timeout=-1)
+    with pytest.raises(ValueError):
+        rdmamsg.Context(fabric="carrier-pigeon")
+    with pytest.raises(ValueError):
+        a.query_cap("teleport")
+    with pytest.raises(rdmamsg.InvalidArgument):
+        a.alloc(0)
+    with pytest.raises(rdmamsg.MessageTooLarge):
+        a.alloc(1 << 40)
+    with pytest.raises(rdmamsg.AddressInUse):
+        async with await rdmamsg.listen("127.0.0.1:0", ctx=a) as lst:
+            await rdmamsg.listen(("127.0.0.1", lst.port), ctx=a)
+    with pytest.raises(ValueError):
+        rdmamsg.RemoteRegion(b"not an export")
+    big = await rdmamsg.connect(("127.0.0.1", echo[0].port), ctx=b,
+                                max_large_size=1 << 20)
+    with pytest.raises(rdmamsg.MessageTooLarge):
+        await big.send(bytes((1 << 20) + 1))
+    await big.close()
+    with pytest.raises(rdmamsg.NotConnected) as ei:
+        await big.send(b"after close")
+    assert isinstance(ei.value, ConnectionError)
+    with pytest.raises(rdmamsg.NotConnected):
+        await big.request(b"after close")
+
+
+def test_errno_mapping():
+    cases = {errno.ECONNREFUSED: ConnectionRefusedError,
+             errno.ETIMEDOUT: TimeoutError, errno.EAGAIN: BlockingIOError,
+             errno.ECONNRESET: ConnectionResetError,
+             errno.EACCES: PermissionError, errno.EINVAL: ValueError,
+             errno.ENOMEM: MemoryError, errno.ENOTCONN: ConnectionError}
+    for err, cls in cases.items():
+        exc = rdmamsg.make_error(-err)
+        assert isinstance(exc, cls) and isinstance(exc, rdmamsg.Error)
+        assert exc.errno == err
+        assert exc.strerror == rdmamsg.strerror(-err)
+    assert type(rdmamsg.make_error(-errno.EXDEV)) is rdmamsg.Error
+
+
+def test_blocking_layer():
+    async def serve(ready, stop):
+        async with rdmamsg.Context() as ctx:
+            async with await rdmamsg.start_server(
+                    echo_handler, "127.0.0.1:0", ctx=ctx,
+                    request_handler=lambda d: d + b"!") as srv:
+                ready.append(srv.port)
+                await stop.wait()
+
+    import threading
+    ready = []
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    th = threading.Thread(target=loop.run_until_complete,
+                          args=(serve(ready, stop),))
+    th.start()
+    try:
+        while not ready:
+            th.join(0.01)
+        from rdmamsg import blocking
+        with blocking.connect(("127.0.0.1", ready[0])) as ep:
+            ep.send(b"sync")
+            assert ep.recv_bytes() == b"sync"
+            assert ep.request(b"q", timeout=30) == b"q!"
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        th.join()
+        loop.close()
+
+
+async def test_idle_loop_sleeps(echo, ctxs):
+    """No busy loop: an idle connection costs (almost) no passes of the
+    pump, and a message that comes while the loop blocks wakes it."""
+    _, ep = echo
+    _, b = ctxs
+    passes = []
+    orig = b._pump
+
+    def counting_pump():
+        passes.append(1)
+        orig()
+
+    b._pump = counting_pump
+    try:
+        await asyncio.sleep(0.3)
+        assert len(passes) <= 5  # keep-alives at most, not a spin
+        t = asyncio.ensure_future(ep.recv_bytes())
+        await asyncio.sleep(0.05)  # the loop is blocked in select now
+        await asyncio.gather(ep.send(b"wake"), t)
+        assert t.result() == b"wake"
+        assert passes  # the fd's reader ran the pump for the answer
+    finally:
+        b._pump = orig

@@ -1,0 +1,82 @@
+"""Objects garbage-collected open are closed, with a ResourceWarning."""
+import asyncio
+import gc
+
+import pytest
+
+import rdmamsg
+from conftest import echo_handler
+
+
+async def _settle(pred):
+    for _ in range(1000):
+        if pred():
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_unclosed_endpoint_and_listener(ctxs):
+    a, b = ctxs
+    srv = await rdmamsg.start_server(echo_handler, "127.0.0.1:0", ctx=a)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+    await ep.send(b"x")
+    await ep.recv()
+    assert len(b._eps) == 1
+    with pytest.warns(ResourceWarning, match="unclosed rdmamsg endpoint"):
+        del ep
+        gc.collect()
+    assert await _settle(lambda: not b._eps)  # closed by the collection
+    assert await _settle(lambda: srv.connections == 0)
+    lst = await rdmamsg.listen("127.0.0.1:0", ctx=a)
+    with pytest.warns(ResourceWarning, match="unclosed rdmamsg listener"):
+        del lst
+        gc.collect()
+    srv.close()
+    await srv.wait_closed()
+    assert await _settle(lambda: not a._listeners)
+
+
+async def test_unclosed_context():
+    before = rdmamsg.live_contexts()
+    a = rdmamsg.Context()
+    b = rdmamsg.Context()
+    srv = await rdmamsg.start_server(echo_handler, "127.0.0.1:0", ctx=a)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+    await ep.send(b"y")
+    await ep.recv()
+    assert rdmamsg.live_contexts() == before + 2
+    # (the recorded warning holds the endpoint, hence the context: one
+    # recorder per object)
+    with pytest.warns(ResourceWarning, match="unclosed rdmamsg endpoint"):
+        del ep
+        gc.collect()
+    eps = b._eps
+    assert await _settle(lambda: not eps)
+    with pytest.warns(ResourceWarning, match="unclosed rdmamsg context"):
+        del b
+        gc.collect()
+    # closed by the collection: its endpoint, then the context itself
+    assert await _settle(lambda: rdmamsg.live_contexts() == before + 1)
+    srv.close()
+    await srv.wait_closed()
+    await a.close()
+    assert rdmamsg.live_contexts() == before
+
+
+async def test_close_waits_for_kept_buffers(ctxs):
+    a, _ = ctxs
+    b = rdmamsg.Context()
+    srv = await rdmamsg.start_server(echo_handler, "127.0.0.1:0", ctx=a)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+    await ep.send(b"z" * 40000)
+    kept = await ep.recv()  # a pool buffer of b, held by the view
+    closing = asyncio.ensure_future(b.close())
+    await asyncio.sleep(0.2)
+    assert not closing.done()  # the context waits for the view
+    assert kept == b"z" * 40000  # which stays valid
+    del kept
+    gc.collect()
+    await asyncio.wait_for(closing, 30)
+    srv.close()
+    await srv.wait_closed()

@@ -1,0 +1,1398 @@
+/* SPDX-License-Identifier: MIT */
+/* ud.c -- UD and UC data paths and address handles */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ud.h"
+
+/*
+ * Transport.  Every UD and UC QP owns an inbound queue at the end of its
+ * shm segment: a header, then cells of SOFT_UD_MTU bytes.  Senders of any
+ * process append whole messages under the queue's robust mutex (a UD
+ * datagram is one cell, a UC SEND spans as many as it needs) and complete
+ * their send at once, as a NIC does once the packets left; the owner
+ * drains the queue from its own progress (poll_cq or the progress thread
+ * of an armed CQ) into its posted receives.  The owner publishes how many
+ * receives it posted; a message that needs a receive is accepted only
+ * while accepted < posted, so "no receive posted" is decided when the
+ * message arrives, as on hardware, and a queue never holds more than the
+ * owner can take.  A message that is not accepted is dropped and counted
+ * (softrdma_qp_drops).  A UC SEND that holds a credit but finds no room
+ * (it spans many cells) waits in the sender, in order, for at most 1 s.
+ * Everything the owner reads from its queue was written by peers and is
+ * checked before use.
+ *
+ * UC RDMA WRITE goes straight to the target's memory (process_vm_writev
+ * after the rkey check, as RC does); a UC request that fails any check at
+ * the responder is dropped silently: UC has no ACK and no NAK.
+ */
+
+#define UD_QMAGIC	0x736f667475647131ull
+#define UD_TMAGIC	0x736f667475647454ull
+#define UD_CELL_HDR	128
+#define UD_CELL		(UD_CELL_HDR + SOFT_UD_MTU)
+#define UD_QHDR		4096
+#define UD_TRAILER	64
+#define UD_MAX_SLOTS	4096
+#define UD_MIN_SLOTS	64
+#define UC_MIN_SLOTS	512
+#define UD_SRQ_SLOTS	1024
+#define UD_NPEER	8
+#define UD_GRH		40
+#define UD_MCAST_QPN	0xffffffu
+#define UD_DRAIN_BUDGET 256
+#define UC_WAIT_NS	1000000000ull /* a full queue that never drains */
+
+enum {
+	UDF_IMM = 1,
+	UDF_SOLICITED = 2,
+	UDF_WRITE_IMM = 4, /* UC RDMA WRITE with immediate: no data placed */
+};
+
+enum {
+	UD_DROP_NORECV,
+	UD_DROP_QKEY,
+	UD_DROP_FULL,
+	UD_DROP_OTHER,
+	UD_NDROP,
+};
+
+/* one cell: what the GRH and the completion are made of, then data */
+struct ud_cell {
+	uint32_t src_qpn;
+	uint32_t qkey;
+	uint32_t msg_len; /* the whole message; its cells follow this one */
+	uint32_t ncells;
+	uint32_t imm;
+	uint32_t flags;
+	uint32_t flow_label;
+	uint8_t tclass, hop_limit, pad[2];
+	uint8_t sgid[16], dgid[16];
+	uint32_t write_len; /* UC RDMA WRITE with immediate */
+	uint8_t pad2[UD_CELL_HDR - 72];
+};
+
+struct ud_qhdr {
+	uint64_t magic;
+	uint32_t qpn, nslots;
+	uint32_t srq; /* receives come from an SRQ: no credit check */
+	uint32_t pad;
+	pthread_mutex_t lock;	   /* producers */
+	_Atomic uint64_t tail;	   /* cells published */
+	_Atomic uint64_t accepted; /* messages holding a receive credit */
+	_Atomic uint64_t head;	   /* cells consumed by the owner */
+	_Atomic uint64_t posted;   /* receives posted + credits returned */
+	_Atomic uint64_t drops[UD_NDROP];
+};
+
+struct ud_trailer {
+	uint64_t magic;
+	uint64_t off; /* of the queue header in the segment */
+};
+
+struct ud_peer {
+	uint32_t qpn;
+	int32_t pid;
+	uint64_t start;
+	void *map;
+	size_t len;
+	struct ud_qhdr *q;
+	uint8_t *cells;
+	uint32_t nslots;
+};
+
+/* a UC WR waiting for room in the peer's queue */
+struct ud_pend {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	int signaled;
+	uint64_t len;
+	struct ud_cell h;
+	uint32_t rkey;
+	uint32_t imm;
+	uint64_t raddr;
+	uint64_t since; /* ns: first found the queue full */
+	int niov;
+	struct iovec iov[SOFT_MAX_SGE];
+	uint8_t *inl;	       /* copy of inline data */
+	enum ibv_wc_status st; /* failed at post: completes with this */
+};
+
+struct soft_ud {
+	struct ud_qhdr *q;
+	uint8_t *cells;
+	uint32_t nslots;
+	uint64_t head;	 /* private copy of q->head */
+	uint64_t posted; /* private copy of q->posted */
+	struct soft_rwqe *rq;
+	uint32_t rq_size;
+	uint64_t rq_head, rq_tail;
+	uint32_t create_flags;
+	int srq; /* receives come from an SRQ */
+	struct ud_peer peer[UD_NPEER];
+	unsigned int victim;
+	uint64_t lost;	      /* sent towards no reachable QP */
+	struct ud_pend *pend; /* UC: WRs waiting for queue room */
+	uint32_t pend_size;
+	uint64_t pend_head, pend_tail;
+};
+
+struct soft_ah {
+	struct ibv_ah ah;
+	struct ibv_ah_attr attr;
+};
+
+SOFT_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
+					 struct ibv_ah_attr *attr);
+SOFT_EXPORT int ibv_destroy_ah(struct ibv_ah *ah);
+SOFT_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context,
+				    uint8_t port_num, struct ibv_wc *wc,
+				    struct ibv_grh *grh,
+				    struct ibv_ah_attr *ah_attr);
+SOFT_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd,
+						 struct ibv_wc *wc,
+						 struct ibv_grh *grh,
+						 uint8_t port_num);
+SOFT_EXPORT uint64_t softrdma_qp_drops(struct ibv_qp *qp, int why);
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t n = 1;
+
+	while (n < v)
+		n <<= 1;
+	return n;
+}
+
+/* ud_nslots -- queue cells of a QP created with attr */
+static uint32_t ud_nslots(const struct ibv_qp_init_attr_ex *attr)
+{
+	uint32_t min =
+		attr->qp_type == IBV_QPT_UC ? UC_MIN_SLOTS : UD_MIN_SLOTS;
+	uint32_t n;
+
+	if (attr->srq)
+		return UD_SRQ_SLOTS;
+	n = pow2_at_least(attr->cap.max_recv_wr);
+	if (n < min)
+		n = min;
+	return n > UD_MAX_SLOTS ? UD_MAX_SLOTS : n;
+}
+
+/* soft_ud_seg_extra -- bytes a UD/UC QP adds to its shm segment */
+size_t soft_ud_seg_extra(const struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr->qp_type != IBV_QPT_UD && attr->qp_type != IBV_QPT_UC)
+		return 0;
+	return UD_QHDR + (size_t)ud_nslots(attr) * UD_CELL + UD_TRAILER;
+}
+
+/* soft_robust_init -- a process-shared robust mutex */
+int soft_robust_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int r;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	r = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return r;
+}
+
+/* soft_ud_create -- set up qp->ud after the segment exists */
+int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
+{
+	size_t extra = soft_ud_seg_extra(attr);
+	struct ud_trailer *t;
+	struct soft_ud *u;
+	size_t off;
+
+	if (!extra)
+		return 0;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		goto nomem;
+	if (!attr->srq) {
+		u->rq_size = pow2_at_least(qp->cap.max_recv_wr + 1);
+		u->rq = calloc(u->rq_size, sizeof(*u->rq));
+		if (!u->rq)
+			goto free_ud;
+	}
+	if (attr->qp_type == IBV_QPT_UC) {
+		u->pend_size = pow2_at_least(qp->cap.max_send_wr);
+		u->pend = calloc(u->pend_size, sizeof(*u->pend));
+		if (!u->pend)
+			goto free_rq;
+	}
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS))
+		u->create_flags = attr->create_flags;
+	off = qp->seg_len - extra;
+	u->nslots = ud_nslots(attr);
+	u->q = (struct ud_qhdr *)((char *)qp->seg + off);
+	u->cells = (uint8_t *)u->q + UD_QHDR;
+	if (soft_robust_init(&u->q->lock))
+		goto free_rq;
+	u->q->qpn = qp->qpx.qp_base.qp_num;
+	u->q->nslots = u->nslots;
+	u->q->srq = !!attr->srq;
+	u->srq = !!attr->srq;
+	t = (struct ud_trailer *)((char *)qp->seg + qp->seg_len - UD_TRAILER);
+	t->off = off;
+	__atomic_store_n(&u->q->magic, UD_QMAGIC, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->magic, UD_TMAGIC, __ATOMIC_RELEASE);
+	qp->ud = u;
+	return 0;
+
+free_rq:
+	free(u->pend);
+	free(u->rq);
+free_ud:
+	free(u);
+nomem:
+	errno = ENOMEM;
+	return -1;
+}
+
+/* peer_unmap -- forget one cached target */
+static void peer_unmap(struct ud_peer *p)
+{
+	if (p->map)
+		munmap(p->map, p->len);
+	memset(p, 0, sizeof(*p));
+}
+
+static void pend_run(struct soft_qp *qp);
+static void pend_drop(struct soft_qp *qp);
+
+/* soft_ud_destroy -- detach from every group, unmap, free */
+void soft_ud_destroy(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+	int i;
+
+	if (!u)
+		return;
+	if (qp->type == IBV_QPT_UD)
+		soft_mcast_forget_qp(qp->qpx.qp_base.qp_num);
+	for (i = 0; i < UD_NPEER; i++)
+		peer_unmap(&u->peer[i]);
+	pend_drop(qp);
+	free(u->pend);
+	free(u->rq);
+	free(u);
+	qp->ud = NULL;
+}
+
+/*
+ * q_lock -- a queue's producer lock, waiting at most ms: a sender stopped
+ * (SIGSTOP) while it holds the lock must not stall every other sender; a
+ * dead one's lock is recovered (robust mutex).  0 when held.
+ */
+static int q_lock(struct ud_qhdr *q, long ms)
+{
+	struct timespec ts;
+	int r = pthread_mutex_trylock(&q->lock);
+
+	if (r == EBUSY) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += ms / 1000;
+		ts.tv_nsec += (ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		r = pthread_mutex_timedlock(&q->lock, &ts);
+	}
+	if (r == EOWNERDEAD) {
+		pthread_mutex_consistent(&q->lock);
+		r = 0;
+	}
+	return r;
+}
+
+/* soft_ud_reset -- back to RESET: queues emptied without completions */
+void soft_ud_reset(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+	struct ud_qhdr *q = u->q;
+
+	/* without the lock (a stopped sender holds it) reset anyway: the
+	 * QP is out of the receiving states, nothing new is accepted */
+	int locked = !q_lock(q, 1000);
+
+	u->head = atomic_load(&q->tail);
+	atomic_store(&q->head, u->head);
+	u->posted = atomic_load(&q->accepted);
+	atomic_store(&q->posted, u->posted);
+	if (locked)
+		pthread_mutex_unlock(&q->lock);
+	u->rq_head = u->rq_tail = 0;
+	pend_drop(qp);
+}
+
+/* return_credit -- a message that held a credit took no receive */
+static void return_credit(struct soft_ud *u)
+{
+	if (u->srq) /* our own copy: the shared flag is peer-writable */
+		return;
+	u->posted++;
+	atomic_store_explicit(&u->q->posted, u->posted, memory_order_release);
+}
+
+static void count_drop(struct ud_qhdr *q, int why)
+{
+	atomic_fetch_add_explicit(&q->drops[why], 1, memory_order_relaxed);
+}
+
+/* flush_rq -- a QP in ERR completes its receive WQEs with FLUSH */
+static void flush_rq(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+	struct ibv_wc wc;
+
+	while (u->rq_tail != u->rq_head) {
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = u->rq[u->rq_tail & (u->rq_size - 1)].wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = qp->qpx.qp_base.qp_num;
+		u->rq_tail++;
+		soft_cq_push(qp->rcq, &wc, 0);
+	}
+}
+
+/* soft_ud_flush -- completions due now; lock held */
+void soft_ud_flush(struct soft_qp *qp)
+{
+	if (qp->ud->pend_head != qp->ud->pend_tail)
+		pend_run(qp);
+	if (qp->state == IBV_QPS_ERR && qp->ud->rq_tail != qp->ud->rq_head)
+		flush_rq(qp);
+}
+
+/* local_sge -- check an SGE against the local MR table */
+static int local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+		     unsigned int need, struct iovec *iov)
+{
+	struct soft_mr *mr;
+
+	iov->iov_len = sge->length;
+	if (!sge->length) {
+		iov->iov_base = NULL;
+		return 0;
+	}
+	mr = soft_mr_lookup(sge->lkey);
+	if (!mr || mr->pd != qp->pd || (need && !(mr->access & need)) ||
+	    sge->addr < mr->iova || sge->addr - mr->iova > mr->mr.length ||
+	    sge->length > mr->mr.length - (sge->addr - mr->iova))
+		return -1;
+	iov->iov_base = (char *)mr->mr.addr + (sge->addr - mr->iova);
+	return 0;
+}
+
+static int gid_v4mapped(const uint8_t *g)
+{
+	static const uint8_t pfx[12] = {0, 0, 0, 0, 0,	  0,
+					0, 0, 0, 0, 0xff, 0xff};
+
+	return !memcmp(g, pfx, 12);
+}
+
+/* soft_ud_gid_is_mcast -- IPv6 multicast or IPv4-mapped class D */
+int soft_ud_gid_is_mcast(const uint8_t *g)
+{
+	if (gid_v4mapped(g))
+		return (g[12] & 0xf0) == 0xe0;
+	return g[0] == 0xff;
+}
+
+/* gid_index -- index of a GID in the local table, -1 if not ours */
+static int gid_index(const uint8_t *g)
+{
+	union ibv_gid t;
+	int i, n = soft_gid_count();
+	static struct ibv_context dummy; /* ibv_query_gid reads no field */
+
+	for (i = 0; i < n; i++)
+		if (!ibv_query_gid(&dummy, 1, i, &t) && !memcmp(t.raw, g, 16))
+			return i;
+	return -1;
+}
+
+static uint16_t ip_csum(const uint8_t *p, int n)
+{
+	uint32_t s = 0;
+	int i;
+
+	for (i = 0; i < n; i += 2)
+		s += (uint32_t)p[i] << 8 | p[i + 1];
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)~s;
+}
+
+/*
+ * build_grh -- the 40 bytes a RoCE v2 HCA puts first in a UD receive
+ * buffer: for IPv4 GIDs the IPv4 header in the last 20 bytes (the first
+ * 20 zero, as rxe), else the IPv6 header.  Lengths count UDP (8), BTH
+ * (12), DETH (8), ImmDt, the payload padded to 4 and the ICRC (4).
+ */
+static void build_grh(uint8_t *grh, const struct ud_cell *h)
+{
+	uint32_t len = h->msg_len, l4;
+	uint16_t v;
+
+	l4 = 8 + 12 + 8 + ((h->flags & UDF_IMM) ? 4 : 0) + ((len + 3) & ~3u) +
+	     4;
+	memset(grh, 0, UD_GRH);
+	if (gid_v4mapped(h->sgid) && gid_v4mapped(h->dgid)) {
+		uint8_t *ip = grh + 20;
+
+		ip[0] = 0x45;
+		ip[1] = h->tclass;
+		v = htons((uint16_t)(20 + l4));
+		memcpy(ip + 2, &v, 2);
+		v = htons(0x4000); /* DF */
+		memcpy(ip + 6, &v, 2);
+		ip[8] = h->hop_limit;
+		ip[9] = 17; /* UDP */
+		memcpy(ip + 12, h->sgid + 12, 4);
+		memcpy(ip + 16, h->dgid + 12, 4);
+		v = htons(ip_csum(ip, 20));
+		memcpy(ip + 10, &v, 2);
+	} else {
+		uint32_t vtf = htonl(6u << 28 | (uint32_t)h->tclass << 20 |
+				     (h->flow_label & 0xfffff));
+
+		memcpy(grh, &vtf, 4);
+		v = htons((uint16_t)l4);
+		memcpy(grh + 4, &v, 2);
+		grh[6] = 17; /* next header: UDP */
+		grh[7] = h->hop_limit;
+		memcpy(grh + 8, h->sgid, 16);
+		memcpy(grh + 24, h->dgid, 16);
+	}
+}
+
+/* cell_at -- cell i of a queue of nslots cells */
+static inline uint8_t *cell_at(uint8_t *cells, uint32_t nslots, uint64_t i)
+{
+	return cells + (size_t)(i & (nslots - 1)) * UD_CELL;
+}
+
+/* scatter -- copy GRH (optional) and message into the receive WQE */
+static enum ibv_wc_status scatter(struct soft_qp *qp, struct soft_rwqe *r,
+				  const uint8_t *grh, const struct ud_cell *h,
+				  uint64_t first)
+{
+	struct soft_ud *u = qp->ud;
+	struct iovec iov[SOFT_MAX_SGE];
+	uint64_t room = 0, need = (grh ? UD_GRH : 0) + (uint64_t)h->msg_len;
+	uint32_t i, k = 0, n = r->num_sge, done = 0, left, ci = 0;
+	size_t io = 0;
+
+	if (h->flags & UDF_WRITE_IMM)
+		return IBV_WC_SUCCESS;
+	for (i = 0; i < n; i++)
+		room += r->sge[i].length;
+	if (room < need)
+		return IBV_WC_LOC_LEN_ERR;
+	for (i = 0; i < n; i++)
+		if (local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE, &iov[i]))
+			return IBV_WC_LOC_PROT_ERR;
+	/* source: the GRH, then the data of cells first+1.. */
+	left = (grh ? UD_GRH : 0);
+	while (done < need) {
+		const uint8_t *src;
+		size_t chunk;
+
+		if (left) {
+			src = grh + (UD_GRH - left);
+			chunk = left;
+		} else {
+			uint32_t off = (done - (grh ? UD_GRH : 0));
+
+			ci = off / SOFT_UD_MTU;
+			src = cell_at(u->cells, u->nslots, first + ci) +
+			      UD_CELL_HDR + off % SOFT_UD_MTU;
+			chunk = SOFT_UD_MTU - off % SOFT_UD_MTU;
+			if (chunk > h->msg_len - off)
+				chunk = h->msg_len - off;
+		}
+		while (k < n && io == iov[k].iov_len) {
+			k++;
+			io = 0;
+		}
+		if (k == n)
+			break;
+		if (chunk > iov[k].iov_len - io)
+			chunk = iov[k].iov_len - io;
+		memcpy((char *)iov[k].iov_base + io, src, chunk);
+		io += chunk;
+		done += (uint32_t)chunk;
+		if (left)
+			left -= (uint32_t)chunk;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+/* take_rwqe -- the next receive WQE (own RQ or SRQ), NULL if none */
+static struct soft_rwqe *take_rwqe(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+
+	if (qp->srq) {
+		if (qp->srq->head == qp->srq->tail)
+			return NULL;
+		return &qp->srq->rq[qp->srq->tail & (qp->srq->size - 1)];
+	}
+	if (u->rq_head == u->rq_tail)
+		return NULL;
+	return &u->rq[u->rq_tail & (u->rq_size - 1)];
+}
+
+static void consume_rwqe(struct soft_qp *qp)
+{
+	if (qp->srq) {
+		qp->srq->tail++;
+		soft_srq_check_limit(qp->srq);
+	} else {
+		qp->ud->rq_tail++;
+	}
+}
+
+static int qp_receives(enum ibv_qp_state s)
+{
+	return s >= IBV_QPS_RTR && s != IBV_QPS_ERR;
+}
+
+/* deliver -- one validated message of the inbound queue */
+static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
+{
+	struct soft_ud *u = qp->ud;
+	struct soft_rwqe *r;
+	struct ibv_wc wc;
+	uint8_t grh[UD_GRH];
+	int ud = qp->type == IBV_QPT_UD;
+
+	if (!qp_receives(qp->state)) {
+		count_drop(u->q, UD_DROP_OTHER);
+		return_credit(u);
+		return;
+	}
+	if (ud && h->qkey != qp->attr.qkey) {
+		count_drop(u->q, UD_DROP_QKEY);
+		return_credit(u);
+		return;
+	}
+	r = take_rwqe(qp);
+	if (!r) {
+		count_drop(u->q, UD_DROP_NORECV);
+		return_credit(u);
+		return;
+	}
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = r->wr_id;
+	wc.qp_num = qp->qpx.qp_base.qp_num;
+	wc.opcode = (h->flags & UDF_WRITE_IMM) ? IBV_WC_RECV_RDMA_WITH_IMM
+					       : IBV_WC_RECV;
+	if (h->flags & UDF_IMM) {
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+		wc.imm_data = h->imm;
+	}
+	if (ud) {
+		build_grh(grh, h);
+		wc.src_qp = h->src_qpn & 0xffffff;
+		wc.wc_flags |= IBV_WC_GRH;
+		wc.pkey_index = 0;
+		wc.byte_len = UD_GRH + h->msg_len;
+	} else {
+		wc.byte_len =
+			(h->flags & UDF_WRITE_IMM) ? h->write_len : h->msg_len;
+	}
+	wc.status = scatter(qp, r, ud ? grh : NULL, h, first);
+	consume_rwqe(qp);
+	soft_cq_push(qp->rcq, &wc, !!(h->flags & UDF_SOLICITED));
+	if (wc.status != IBV_WC_SUCCESS)
+		soft_qp_to_error(qp);
+}
+
+/* drain -- take what peers appended to our queue; lock held */
+static void drain(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+	struct ud_qhdr *q = u->q;
+	struct ud_cell h;
+	uint64_t tail;
+	int budget = UD_DRAIN_BUDGET;
+
+	tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+	if (tail - u->head > u->nslots) {
+		/* a peer wrote nonsense: throw the queue away */
+		count_drop(q, UD_DROP_OTHER);
+		u->head = tail;
+		atomic_store_explicit(&q->head, u->head, memory_order_release);
+		return;
+	}
+	while (u->head != tail && budget--) {
+		uint32_t n;
+
+		memcpy(&h, cell_at(u->cells, u->nslots, u->head), sizeof(h));
+		n = h.msg_len ? (h.msg_len - 1) / SOFT_UD_MTU + 1 : 1;
+		if (h.ncells != n || n > tail - u->head ||
+		    (qp->type == IBV_QPT_UD && n != 1)) {
+			count_drop(q, UD_DROP_OTHER);
+			u->head = tail;
+			atomic_store_explicit(&q->head, u->head,
+					      memory_order_release);
+			return;
+		}
+		deliver(qp, &h, u->head);
+		u->head += n;
+		atomic_store_explicit(&q->head, u->head, memory_order_release);
+	}
+}
+
+/* soft_ud_progress -- drain the inbound queue, flush in ERR; lock held */
+void soft_ud_progress(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+
+	if (u->pend_head != u->pend_tail)
+		pend_run(qp);
+	if (atomic_load_explicit(&u->q->tail, memory_order_relaxed) != u->head)
+		drain(qp);
+	if (qp->state == IBV_QPS_ERR && u->rq_tail != u->rq_head)
+		flush_rq(qp);
+}
+
+/* soft_ud_post_recv -- ibv_post_recv for UD and UC QPs */
+int soft_ud_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad)
+{
+	struct soft_qp *qp = to_sqp(ibqp);
+	struct soft_ud *u = qp->ud;
+	struct soft_rwqe *r;
+	int ret = 0;
+
+	soft_lock(&qp->ctx->lock);
+	if (qp->srq || qp->state == IBV_QPS_RESET) {
+		ret = EINVAL;
+		*bad = wr;
+		goto out;
+	}
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 ||
+		    (uint32_t)wr->num_sge > qp->cap.max_recv_sge ||
+		    (wr->num_sge && !wr->sg_list)) {
+			ret = EINVAL;
+			*bad = wr;
+			break;
+		}
+		if (u->rq_head - u->rq_tail >= qp->cap.max_recv_wr) {
+			ret = ENOMEM;
+			*bad = wr;
+			break;
+		}
+		r = &u->rq[u->rq_head & (u->rq_size - 1)];
+		r->wr_id = wr->wr_id;
+		r->num_sge = (uint32_t)wr->num_sge;
+		memcpy(r->sge, wr->sg_list,
+		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		u->rq_head++;
+		u->posted++;
+	}
+	atomic_store_explicit(&u->q->posted, u->posted, memory_order_release);
+	if (qp->state == IBV_QPS_ERR)
+		flush_rq(qp);
+out:
+	soft_unlock(&qp->ctx->lock);
+	return ret;
+}
+
+/*
+ * soft_ud_peer -- the queue of QP qpn of the given type, when it exists and
+ * receives; mapped once and cached per sending QP.  Its registry entry is
+ * read without the registry lock, as the RC path does.
+ */
+struct ud_peer *soft_ud_peer(struct soft_ud *u, uint32_t qpn, uint32_t type,
+			     uint32_t *ctx_idx)
+{
+	struct soft_reg_qp *e = &soft_reg->qp[qpn & (SOFT_MAX_QP - 1)];
+	const struct ud_trailer *t;
+	struct ud_qhdr *q;
+	struct ud_peer *p;
+	void *map;
+	size_t len;
+	uint64_t off;
+	uint32_t ns;
+	int i;
+
+	if (!qpn || qpn > 0xffffff || e->qpn != qpn || e->qp_type != type ||
+	    !qp_receives((enum ibv_qp_state)atomic_load(&e->state)))
+		return NULL;
+	*ctx_idx = e->ctx_idx;
+	for (i = 0; i < UD_NPEER; i++) {
+		p = &u->peer[i];
+		if (p->map && p->qpn == qpn && p->pid == e->pid &&
+		    p->start == e->start)
+			return p;
+	}
+	map = soft_seg_map(qpn, &len);
+	if (!map)
+		return NULL;
+	if (len < SOFT_SEG_HDR + UD_QHDR + UD_TRAILER)
+		goto bad;
+	t = (const struct ud_trailer *)((char *)map + len - UD_TRAILER);
+	off = t->off;
+	if (t->magic != UD_TMAGIC || off < SOFT_SEG_HDR ||
+	    off > len - UD_TRAILER - UD_QHDR)
+		goto bad;
+	q = (struct ud_qhdr *)((char *)map + off);
+	ns = q->nslots;
+	if (q->magic != UD_QMAGIC || q->qpn != qpn || !ns ||
+	    ns > UD_MAX_SLOTS || (ns & (ns - 1)) ||
+	    (uint64_t)ns * UD_CELL > len - UD_TRAILER - UD_QHDR - off)
+		goto bad;
+	p = &u->peer[u->victim++ % UD_NPEER];
+	peer_unmap(p);
+	p->qpn = qpn;
+	p->pid = e->pid;
+	p->start = e->start;
+	p->map = map;
+	p->len = len;
+	p->q = q;
+	p->cells = (uint8_t *)q + UD_QHDR;
+	p->nslots = ns;
+	return p;
+bad:
+	munmap(map, len);
+	return NULL;
+}
+
+/* copy_in -- gather len bytes from iov (cursor *k / *ko) to dst */
+static void copy_in(uint8_t *dst, size_t len, const struct iovec *iov, int niov,
+		    int *k, size_t *ko)
+{
+	while (len && *k < niov) {
+		size_t c = iov[*k].iov_len - *ko;
+
+		if (c > len)
+			c = len;
+		memcpy(dst, (const char *)iov[*k].iov_base + *ko, c);
+		dst += c;
+		len -= c;
+		*ko += c;
+		if (*ko == iov[*k].iov_len) {
+			(*k)++;
+			*ko = 0;
+		}
+	}
+}
+
+/* wake -- poke the receiving context when one of its CQs is armed */
+static void wake(uint32_t ctx_idx)
+{
+	if (ctx_idx >= SOFT_MAX_CTX)
+		return;
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&soft_reg->ctx[ctx_idx].armed,
+				 memory_order_relaxed))
+		soft_wake_ctx(ctx_idx);
+}
+
+/*
+ * soft_ud_enqueue -- append one message to a peer's queue; dropped (and counted
+ * there) when it needs a receive and none is free, or does not fit.  With
+ * may_wait, a message that holds a receive credit but finds the queue full
+ * is not dropped: EAGAIN, the sender keeps it and tries again (the
+ * receiver is draining; a NIC would be placing it).
+ */
+int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
+		    const struct iovec *iov, int niov, uint32_t ctx_idx,
+		    int may_wait)
+{
+	struct ud_qhdr *q = p->q;
+	uint32_t n = h->msg_len ? (h->msg_len - 1) / SOFT_UD_MTU + 1 : 1, i;
+	uint64_t tail, head;
+	size_t ko = 0, left = h->msg_len;
+	int k = 0, r, ret = 0;
+
+	h->ncells = n;
+	r = q_lock(q, 100);
+	if (r) {
+		if (may_wait)
+			return EAGAIN;
+		/* the port is jammed: the datagram is lost */
+		count_drop(q, UD_DROP_FULL);
+		return 0;
+	}
+	tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	head = atomic_load_explicit(&q->head, memory_order_acquire);
+	if (tail - head > p->nslots || n > p->nslots) {
+		count_drop(q, UD_DROP_FULL);
+		goto out;
+	}
+	if (!q->srq &&
+	    (int64_t)(atomic_load_explicit(&q->posted, memory_order_acquire) -
+		      atomic_load_explicit(&q->accepted,
+					   memory_order_relaxed)) <= 0) {
+		count_drop(q, UD_DROP_NORECV);
+		goto out;
+	}
+	if (p->nslots - (tail - head) < n) {
+		if (may_wait)
+			ret = EAGAIN;
+		else
+			count_drop(q, UD_DROP_FULL);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t *c = cell_at(p->cells, p->nslots, tail + i);
+		size_t part = left > SOFT_UD_MTU ? SOFT_UD_MTU : left;
+
+		if (!i)
+			memcpy(c, h, sizeof(*h));
+		copy_in(c + UD_CELL_HDR, part, iov, niov, &k, &ko);
+		left -= part;
+	}
+	atomic_fetch_add_explicit(&q->accepted, 1, memory_order_relaxed);
+	atomic_store_explicit(&q->tail, tail + n, memory_order_release);
+out:
+	pthread_mutex_unlock(&q->lock);
+	wake(ctx_idx);
+	return ret;
+}
+
+/* uc_write -- UC RDMA WRITE into the target's memory; 0 when done */
+static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
+		    const struct iovec *liov, int niov, uint64_t len)
+{
+	uint32_t rkey = wr->wr.rdma.rkey, slot = rkey & (SOFT_MAX_MR - 1);
+	uint64_t raddr = wr->wr.rdma.remote_addr;
+	pthread_mutex_t *lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
+	struct iovec riov;
+	int ret = -1;
+
+	if (!(atomic_load(&t->access) & IBV_ACCESS_REMOTE_WRITE))
+		return -1;
+	soft_stripe_lock(lk);
+	if (rkey && m->key == rkey && m->pid == t->pid &&
+	    m->pd_id == t->pd_id && (m->access & IBV_ACCESS_REMOTE_WRITE) &&
+	    raddr >= m->addr && raddr - m->addr <= m->len &&
+	    len <= m->len - (raddr - m->addr)) {
+		riov.iov_base = (void *)(uintptr_t)(m->va + (raddr - m->addr));
+		riov.iov_len = len;
+		if (!len || process_vm_writev(t->pid, liov, (unsigned long)niov,
+					      &riov, 1, 0) == (ssize_t)len)
+			ret = 0;
+	}
+	pthread_mutex_unlock(lk);
+	return ret;
+}
+
+/*
+ * uc_send -- a UC request towards the connected peer (lost silently);
+ * EAGAIN: a SEND holds a receive credit and waits for queue room
+ */
+static int uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		   struct ud_cell *h, const struct iovec *iov, int niov,
+		   uint64_t len)
+{
+	uint32_t dqpn = qp->attr.dest_qp_num, ctx_idx;
+	struct soft_reg_qp e;
+	struct ud_peer *p;
+
+	p = soft_ud_peer(qp->ud, dqpn, IBV_QPT_UC, &ctx_idx);
+	if (!p) {
+		qp->ud->lost++;
+		return 0;
+	}
+	if (wr->opcode == IBV_WR_RDMA_WRITE ||
+	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		if (soft_reg_qp_lookup(dqpn, &e) < 0 ||
+		    uc_write(&e, wr, iov, niov, len)) {
+			count_drop(p->q, UD_DROP_OTHER);
+			return 0;
+		}
+		if (wr->opcode == IBV_WR_RDMA_WRITE)
+			return 0;
+		h->flags |= UDF_WRITE_IMM;
+		h->write_len = (uint32_t)len;
+		h->msg_len = 0;
+		return soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0);
+	}
+	return soft_ud_enqueue(p, h, iov, niov, ctx_idx, 1);
+}
+
+/* pend_free -- release a pending WR's inline copy */
+static void pend_free(struct ud_pend *e)
+{
+	free(e->inl);
+	e->inl = NULL;
+}
+
+/*
+ * pend_add -- keep a UC WR that must wait for queue room (and every WR
+ * posted behind it, in order); inline data is copied now
+ */
+static void pend_add(struct soft_qp *qp, struct ibv_send_wr *wr,
+		     const struct iovec *iov, uint64_t len,
+		     const struct ud_cell *h)
+{
+	struct soft_ud *u = qp->ud;
+	struct ud_pend *e = &u->pend[u->pend_tail & (u->pend_size - 1)];
+	int i;
+
+	memset(e, 0, sizeof(*e));
+	e->wr_id = wr->wr_id;
+	e->opcode = wr->opcode;
+	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->len = len;
+	e->h = *h;
+	e->rkey = wr->wr.rdma.rkey;
+	e->raddr = wr->wr.rdma.remote_addr;
+	e->imm = wr->imm_data;
+	e->niov = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++)
+		e->iov[i] = iov[i];
+	if ((wr->send_flags & IBV_SEND_INLINE) && len) {
+		size_t o = 0;
+
+		e->inl = malloc(len);
+		if (e->inl) {
+			for (i = 0; i < wr->num_sge; i++) {
+				memcpy(e->inl + o, iov[i].iov_base,
+				       iov[i].iov_len);
+				o += iov[i].iov_len;
+			}
+			e->niov = 1;
+			e->iov[0].iov_base = e->inl;
+			e->iov[0].iov_len = len;
+		}
+	}
+	u->pend_tail++;
+	qp->ctx->outstanding++; /* the progress thread polls while armed */
+}
+
+static void complete_send(struct soft_qp *qp, uint64_t wr_id,
+			  enum ibv_wr_opcode op, uint64_t len, int signaled,
+			  enum ibv_wc_status st);
+
+/* pend_run -- retry the waiting UC WRs in order; lock held */
+static void pend_run(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+	struct ibv_send_wr wr;
+	struct ud_pend *e;
+	uint64_t now;
+	int r;
+
+	while (u->pend_head != u->pend_tail) {
+		e = &u->pend[u->pend_head & (u->pend_size - 1)];
+		if (e->st != IBV_WC_SUCCESS) {
+			r = e->st == IBV_WC_WR_FLUSH_ERR ||
+					    qp->state != IBV_QPS_ERR
+				    ? e->st
+				    : IBV_WC_WR_FLUSH_ERR;
+		} else if (qp->state == IBV_QPS_ERR) {
+			r = IBV_WC_WR_FLUSH_ERR;
+		} else {
+			memset(&wr, 0, sizeof(wr));
+			wr.opcode = e->opcode;
+			wr.imm_data = e->imm;
+			wr.wr.rdma.rkey = e->rkey;
+			wr.wr.rdma.remote_addr = e->raddr;
+			if (uc_send(qp, &wr, &e->h, e->iov, e->niov, e->len)) {
+				/* the receiver drains: wait, but not forever */
+				now = soft_now_ns();
+				if (!e->since)
+					e->since = now;
+				if (now - e->since < UC_WAIT_NS)
+					return;
+				u->lost++;
+			}
+			r = IBV_WC_SUCCESS;
+		}
+		pend_free(e);
+		u->pend_head++;
+		qp->ctx->outstanding--;
+		complete_send(qp, e->wr_id, e->opcode, e->len,
+			      e->signaled || r != IBV_WC_SUCCESS,
+			      (enum ibv_wc_status)r);
+	}
+}
+
+/* pend_drop -- RESET: forget the waiting WRs without completions */
+static void pend_drop(struct soft_qp *qp)
+{
+	struct soft_ud *u = qp->ud;
+
+	while (u->pend_head != u->pend_tail) {
+		pend_free(&u->pend[u->pend_head & (u->pend_size - 1)]);
+		u->pend_head++;
+		qp->ctx->outstanding--;
+	}
+}
+
+/* check_wr -- what makes ibv_post_send fail at once (n: WRs before) */
+static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint32_t n,
+		    uint64_t *len)
+{
+	uint64_t total = 0;
+	int i;
+
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
+	    (wr->num_sge && !wr->sg_list))
+		return EINVAL;
+	if (n + (qp->ud->pend_tail - qp->ud->pend_head) >= qp->cap.max_send_wr)
+		return ENOMEM;
+	for (i = 0; i < wr->num_sge; i++)
+		total += wr->sg_list[i].length;
+	if ((wr->send_flags & IBV_SEND_INLINE) &&
+	    total > qp->cap.max_inline_data)
+		return EINVAL;
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		break;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		if (qp->type == IBV_QPT_UC)
+			break;
+		return EINVAL;
+	default: /* READ and atomics need a reliable transport */
+		return EINVAL;
+	}
+	if (qp->type == IBV_QPT_UD && !wr->wr.ud.ah)
+		return EINVAL;
+	*len = total;
+	return 0;
+}
+
+/* fill_hdr -- the message header common to UD and UC */
+static void fill_hdr(struct soft_qp *qp, struct ibv_send_wr *wr,
+		     struct ud_cell *h, uint64_t len)
+{
+	memset(h, 0, sizeof(*h));
+	h->src_qpn = qp->qpx.qp_base.qp_num;
+	h->msg_len = (uint32_t)len;
+	h->imm = wr->imm_data;
+	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
+	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		h->flags |= UDF_IMM;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		h->flags |= UDF_SOLICITED;
+}
+
+/* complete_send -- the send CQE (errors always); an error errs the QP */
+static void complete_send(struct soft_qp *qp, uint64_t wr_id,
+			  enum ibv_wr_opcode op, uint64_t len, int signaled,
+			  enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+
+	if (st != IBV_WC_SUCCESS || signaled) {
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = wr_id;
+		wc.status = st;
+		wc.opcode = (op == IBV_WR_RDMA_WRITE ||
+			     op == IBV_WR_RDMA_WRITE_WITH_IMM)
+				    ? IBV_WC_RDMA_WRITE
+				    : IBV_WC_SEND;
+		wc.byte_len = (uint32_t)len;
+		wc.qp_num = qp->qpx.qp_base.qp_num;
+		soft_cq_push(qp->scq, &wc, 0);
+	}
+	if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR)
+		soft_qp_to_error(qp);
+}
+
+/* ud_send -- a UD datagram: unicast, multicast, or lost (another host) */
+static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		    struct ud_cell *h, const struct iovec *iov)
+{
+	struct soft_ah *ah =
+		soft_container_of(wr->wr.ud.ah, struct soft_ah, ah);
+	union ibv_gid sgid;
+	struct ud_peer *p;
+	uint32_t ctx_idx;
+
+	h->qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
+							: wr->wr.ud.remote_qkey;
+	h->flow_label = ah->attr.grh.flow_label;
+	h->tclass = ah->attr.grh.traffic_class;
+	h->hop_limit = ah->attr.grh.hop_limit;
+	memcpy(h->dgid, ah->attr.grh.dgid.raw, 16);
+	if (!ibv_query_gid(&qp->ctx->vctx.context, 1, ah->attr.grh.sgid_index,
+			   &sgid))
+		memcpy(h->sgid, sgid.raw, 16);
+	if (soft_ud_gid_is_mcast(h->dgid)) {
+		if (wr->wr.ud.remote_qpn != UD_MCAST_QPN ||
+		    !soft_mcast_send(qp->ud, h->dgid,
+				     !!(qp->ud->create_flags &
+					IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
+				     h, iov, wr->num_sge))
+			qp->ud->lost++;
+	} else if (gid_index(h->dgid) >= 0) {
+		p = soft_ud_peer(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
+				 &ctx_idx);
+		if (p)
+			soft_ud_enqueue(p, h, iov, wr->num_sge, ctx_idx, 0);
+		else
+			qp->ud->lost++;
+	} else {
+		qp->ud->lost++; /* another host: not reachable yet */
+	}
+}
+
+/* send_one -- execute one WR and complete it (UC: maybe later); locked */
+static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
+{
+	struct soft_ud *u = qp->ud;
+	struct iovec iov[SOFT_MAX_SGE];
+	struct ud_cell h;
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	int i, signaled =
+		       qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+
+	if (u->pend_head != u->pend_tail)
+		pend_run(qp);
+	if (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_SQE) {
+		st = IBV_WC_WR_FLUSH_ERR;
+		goto complete;
+	}
+	for (i = 0; i < wr->num_sge; i++) {
+		if (wr->send_flags & IBV_SEND_INLINE) {
+			iov[i].iov_base =
+				(void *)(uintptr_t)wr->sg_list[i].addr;
+			iov[i].iov_len = wr->sg_list[i].length;
+		} else if (local_sge(qp, &wr->sg_list[i], 0, &iov[i])) {
+			st = IBV_WC_LOC_PROT_ERR;
+			goto complete;
+		}
+	}
+	if (len > (qp->type == IBV_QPT_UD ? SOFT_UD_MTU : SOFT_MAX_MSG_SZ)) {
+		st = IBV_WC_LOC_LEN_ERR;
+		goto complete;
+	}
+	fill_hdr(qp, wr, &h, len);
+	if (qp->type == IBV_QPT_UD) {
+		ud_send(qp, wr, &h, iov);
+	} else if (u->pend_head != u->pend_tail ||
+		   uc_send(qp, wr, &h, iov, wr->num_sge, len)) {
+		/* behind a waiting WR, or waiting itself: in order, later */
+		pend_add(qp, wr, iov, len, &h);
+		return;
+	}
+complete:
+	if (u->pend_head != u->pend_tail) {
+		/* keep completions in order behind the waiting WRs */
+		memset(&h, 0, sizeof(h));
+		pend_add(qp, wr, iov, 0, &h);
+		u->pend[(u->pend_tail - 1) & (u->pend_size - 1)].st = st;
+		u->pend[(u->pend_tail - 1) & (u->pend_size - 1)].len = len;
+		return;
+	}
+	complete_send(qp, wr->wr_id, wr->opcode, len, signaled, st);
+}
+
+/* soft_ud_post_send -- ibv_post_send for UD and UC QPs */
+int soft_ud_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad)
+{
+	struct soft_qp *qp = to_sqp(ibqp);
+	uint64_t len = 0;
+	uint32_t n = 0;
+	int ret = 0;
+
+	soft_lock(&qp->ctx->lock);
+	if (qp->state < IBV_QPS_RTS) {
+		ret = EINVAL;
+		*bad = wr;
+		goto out;
+	}
+	/* a WR is done when posted, so the SQ holds one post's WRs at most */
+	for (; wr; wr = wr->next, n++) {
+		ret = check_wr(qp, wr, n, &len);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+		send_one(qp, wr, len);
+	}
+out:
+	soft_unlock(&qp->ctx->lock);
+	return ret;
+}
+
+/* softrdma_qp_drops -- messages for this QP that it dropped (why < 0: all) */
+uint64_t softrdma_qp_drops(struct ibv_qp *ibqp, int why)
+{
+	struct soft_qp *qp;
+	uint64_t n = 0;
+	int i;
+
+	if (!ibqp)
+		return 0;
+	qp = to_sqp(ibqp);
+	if (!qp->ud)
+		return 0;
+	if (why == UD_NDROP)
+		return qp->ud->lost;
+	for (i = 0; i < UD_NDROP; i++)
+		if (why < 0 || why == i)
+			n += atomic_load(&qp->ud->q->drops[i]);
+	return n;
+}
+
+/* ibv_create_ah -- an address handle (RoCE: a GRH with a valid sgid) */
+struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct soft_ah *ah;
+
+	if (!pd || !attr || attr->port_num != 1 || !(attr->is_global) ||
+	    attr->grh.sgid_index >= (unsigned)soft_gid_count()) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ah = calloc(1, sizeof(*ah));
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ah->ah.context = pd->context;
+	ah->ah.pd = pd;
+	ah->attr = *attr;
+	return &ah->ah;
+}
+
+/* ibv_destroy_ah -- free an address handle */
+int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	if (!ah)
+		return EINVAL;
+	free(soft_container_of(ah, struct soft_ah, ah));
+	return 0;
+}
+
+/*
+ * ibv_init_ah_from_wc -- reply address from a received completion, as
+ * rdma-core: the GRH is RoCE v2 IPv4 (IPv4 header in its last 20 bytes)
+ * when it is no IPv6 header or the IPv4 checksum holds; a multicast
+ * destination has no source GID to answer from (EINVAL).
+ */
+int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+			struct ibv_wc *wc, struct ibv_grh *grh,
+			struct ibv_ah_attr *ah_attr)
+{
+	const uint8_t *g = (const uint8_t *)grh, *ip;
+	uint8_t mapped[16];
+	uint32_t vtf;
+	int v4, idx;
+
+	if (!context || !wc || !ah_attr || port_num != 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(ah_attr, 0, sizeof(*ah_attr));
+	ah_attr->dlid = wc->slid;
+	ah_attr->sl = wc->sl;
+	ah_attr->src_path_bits = wc->dlid_path_bits;
+	ah_attr->port_num = port_num;
+	if (!(wc->wc_flags & IBV_WC_GRH))
+		return 0;
+	if (!grh) {
+		errno = EINVAL;
+		return -1;
+	}
+	ah_attr->is_global = 1;
+	vtf = be32toh(grh->version_tclass_flow);
+	ah_attr->grh.flow_label = vtf & 0xfffff;
+	ip = g + 20;
+	if ((vtf >> 28) != 6) {
+		if ((ip[0] >> 4) != 4) {
+			errno = EPROTONOSUPPORT;
+			return -1;
+		}
+		v4 = 1;
+	} else if ((ip[0] & 0xf) != 5) {
+		v4 = 0;
+	} else {
+		uint8_t tmp[20];
+		uint16_t c;
+
+		memcpy(tmp, ip, 20);
+		tmp[10] = tmp[11] = 0;
+		c = htons(ip_csum(tmp, 20));
+		v4 = !memcmp(&c, ip + 10, 2);
+	}
+	if (v4) {
+		if ((ip[16] & 0xf0) == 0xe0) {
+			errno = EINVAL;
+			return -1;
+		}
+		memset(mapped, 0, 10);
+		mapped[10] = mapped[11] = 0xff;
+		memcpy(mapped + 12, ip + 16, 4);
+		idx = gid_index(mapped);
+		if (idx < 0) {
+			errno = ENOENT;
+			return -1;
+		}
+		memset(ah_attr->grh.dgid.raw, 0, 10);
+		ah_attr->grh.dgid.raw[10] = ah_attr->grh.dgid.raw[11] = 0xff;
+		memcpy(ah_attr->grh.dgid.raw + 12, ip + 12, 4);
+		ah_attr->grh.sgid_index = (uint8_t)idx;
+		ah_attr->grh.hop_limit = ip[8];
+		ah_attr->grh.traffic_class = ip[1];
+		return 0;
+	}
+	if (grh->dgid.raw[0] == 0xff) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (grh->next_hdr != 17) {
+		errno = EPROTONOSUPPORT;
+		return -1;
+	}
+	idx = gid_index(grh->dgid.raw);
+	if (idx < 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	ah_attr->grh.dgid = grh->sgid;
+	ah_attr->grh.sgid_index = (uint8_t)idx;
+	ah_attr->grh.hop_limit = grh->hop_limit;
+	ah_attr->grh.traffic_class = (vtf >> 20) & 0xff;
+	return 0;
+}
+
+/* ibv_create_ah_from_wc -- ibv_init_ah_from_wc + ibv_create_ah */
+struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+				     struct ibv_grh *grh, uint8_t port_num)
+{
+	struct ibv_ah_attr a;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &a))
+		return NULL;
+	return ibv_create_ah(pd, &a);
+}

@@ -1,0 +1,979 @@
+/* SPDX-License-Identifier: MIT */
+/* ud.c -- UD and UC between two processes: GRH, qkey, MTU, drops, errnos */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+/* softrdma's drop counters (why: 0 no receive, 1 qkey, 2 full, -1 all) */
+uint64_t softrdma_qp_drops(struct ibv_qp *qp, int why);
+
+#define QKEY	 0x11111111u
+#define MTU	 4096
+#define RBUF	 (40 + MTU)
+#define NRECV	 8
+#define GID_V4	 1 /* ::ffff:127.0.0.1 */
+#define GID_V6	 0 /* fe80::<guid> */
+#define BUFSZ	 (8u << 20)
+#define UC_SEND	 10000
+#define UC_WRITE 65536
+
+struct info {
+	uint32_t qpn;
+	uint32_t rkey;
+	uint64_t addr;
+};
+
+struct side {
+	struct tctx t;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	unsigned char *buf;
+};
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (unsigned char)(i * 13 + seed);
+}
+
+static int check_fill(const unsigned char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != (unsigned char)(i * 13 + seed))
+			return 0;
+	return 1;
+}
+
+static struct ibv_qp *mk_qp(struct side *s, enum ibv_qp_type type)
+{
+	struct ibv_qp_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.send_cq = s->t.cq;
+	a.recv_cq = s->t.cq;
+	a.qp_type = type;
+	a.cap.max_send_wr = 16;
+	a.cap.max_recv_wr = 16;
+	a.cap.max_send_sge = 2;
+	a.cap.max_recv_sge = 2;
+	a.cap.max_inline_data = 64;
+	return ibv_create_qp(s->t.pd, &a);
+}
+
+/* ud_up -- RESET->INIT->RTR->RTS for a UD QP */
+static int ud_up(struct ibv_qp *qp, uint32_t qkey)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = qkey;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_QKEY))
+		return -1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+/* uc_up -- RESET->INIT->RTR->RTS for a UC QP towards dqpn on 127.0.0.1 */
+static int uc_up(struct ibv_qp *qp, uint32_t dqpn)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dqpn;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.sgid_index = GID_V4;
+	a.ah_attr.grh.hop_limit = 64;
+	ibv_query_gid(qp->context, 1, GID_V4, &a.ah_attr.grh.dgid);
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+static int side_open(struct side *s, enum ibv_qp_type type)
+{
+	memset(s, 0, sizeof(*s));
+	if (t_open(&s->t, 256))
+		return -1;
+	s->buf = calloc(1, BUFSZ);
+	if (!s->buf)
+		return -1;
+	s->mr = ibv_reg_mr(s->t.pd, s->buf, BUFSZ,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	s->qp = mk_qp(s, type);
+	return s->mr && s->qp ? 0 : -1;
+}
+
+static void side_close(struct side *s)
+{
+	if (s->qp)
+		ibv_destroy_qp(s->qp);
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	t_close(&s->t);
+	free(s->buf);
+}
+
+static struct ibv_ah *mk_ah(struct side *s, int sgid, int dgid)
+{
+	struct ibv_ah_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.is_global = 1;
+	a.port_num = 1;
+	a.grh.sgid_index = (uint8_t)sgid;
+	a.grh.hop_limit = 64;
+	a.grh.traffic_class = 0x20;
+	a.grh.flow_label = 0x12345;
+	ibv_query_gid(s->t.ctx, 1, dgid, &a.grh.dgid);
+	return ibv_create_ah(s->t.pd, &a);
+}
+
+/* ud_send -- one UD SEND from s->buf + off */
+static int ud_send(struct side *s, struct ibv_qp *qp, struct ibv_ah *ah,
+		   uint32_t dqpn, uint32_t qkey, size_t off, uint32_t len,
+		   uint64_t id, int imm)
+{
+	struct ibv_sge sge = {(uintptr_t)(s->buf + off), len, s->mr->lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+	wr.imm_data = htonl(0xabcd0000u + (uint32_t)id);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = dqpn;
+	wr.wr.ud.remote_qkey = qkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static uint16_t csum(const unsigned char *p)
+{
+	uint32_t s = 0;
+	int i;
+
+	for (i = 0; i < 20; i += 2)
+		s += (uint32_t)p[i] << 8 | p[i + 1];
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)s;
+}
+
+/*
+ * ud_child -- receiver: counts a datagram sent before any receive, then
+ * checks GRH, qkey, data, the reply address, a short buffer
+ */
+static int ud_child(int rfd, int wfd)
+{
+	struct side s;
+	struct ibv_wc wc[8];
+	struct ibv_ah_attr ah;
+	struct ibv_ah *reply;
+	union ibv_gid g4, g6;
+	uint32_t qpn, step = 0;
+	unsigned char *grh;
+	int fails = 0, n, i;
+
+#define CHK(c)                                                         \
+	do {                                                           \
+		if (!(c)) {                                            \
+			fails++;                                       \
+			diag("child: check failed line %d", __LINE__); \
+		}                                                      \
+	} while (0)
+
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		return 100;
+	ibv_query_gid(s.t.ctx, 1, GID_V4, &g4);
+	ibv_query_gid(s.t.ctx, 1, GID_V6, &g6);
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	t_xrecv(rfd, &qpn, 4);
+	t_xrecv(rfd, &step, 4); /* 1: a datagram went out, no receive posted */
+	CHK(softrdma_qp_drops(s.qp, 0) == 1);
+	CHK(t_wait(s.t.cq, wc, 1, 50) == 0); /* nothing arrives later */
+	for (i = 0; i < NRECV; i++)
+		CHK(!t_post_recv(s.qp, s.buf + (size_t)i * RBUF, RBUF,
+				 s.mr->lkey, 100 + i));
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4); /* 2: wrong qkey, MTU with imm, IPv6 */
+	n = t_wait(s.t.cq, wc, 3, 10000);
+	CHK(n == 2);
+	CHK(t_wait(s.t.cq, wc + n, 1, 50) == 0);
+	CHK(softrdma_qp_drops(s.qp, 1) == 1);
+	/* first: IPv4 GIDs, 4096 bytes with immediate, qkey by high bit */
+	CHK(wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 100);
+	CHK(wc[0].opcode == IBV_WC_RECV && wc[0].byte_len == 40 + MTU);
+	CHK(wc[0].src_qp == qpn && wc[0].pkey_index == 0);
+	CHK((wc[0].wc_flags & IBV_WC_GRH) &&
+	    (wc[0].wc_flags & IBV_WC_WITH_IMM));
+	CHK(wc[0].imm_data == htonl(0xabcd0002u));
+	CHK(wc[0].qp_num == s.qp->qp_num);
+	grh = s.buf;
+	for (i = 0; i < 20; i++)
+		CHK(grh[i] == 0);
+	CHK(grh[20] == 0x45 && grh[21] == 0x20 && grh[29] == 17);
+	CHK(grh[28] == 64); /* TTL = hop limit */
+	CHK(((grh[22] << 8) | grh[23]) == 20 + 8 + 12 + 8 + 4 + MTU + 4);
+	CHK(csum(grh + 20) == 0xffff);
+	CHK(!memcmp(grh + 32, g4.raw + 12, 4) &&
+	    !memcmp(grh + 36, g4.raw + 12, 4));
+	CHK(check_fill(s.buf + 40, MTU, 2));
+	CHK(!ibv_init_ah_from_wc(s.t.ctx, 1, &wc[0], (struct ibv_grh *)grh,
+				 &ah));
+	CHK(ah.is_global && ah.grh.sgid_index == GID_V4 &&
+	    !memcmp(ah.grh.dgid.raw, g4.raw, 16) && ah.grh.hop_limit == 64 &&
+	    ah.grh.traffic_class == 0x20 && ah.port_num == 1);
+	/* second: IPv6 GIDs, 100 bytes */
+	grh = s.buf + RBUF;
+	CHK(wc[1].status == IBV_WC_SUCCESS && wc[1].wr_id == 101);
+	CHK(wc[1].byte_len == 140 && !(wc[1].wc_flags & IBV_WC_WITH_IMM));
+	CHK((grh[0] >> 4) == 6 && grh[6] == 17 && grh[7] == 64);
+	CHK((((uint32_t)grh[1] << 16 | (uint32_t)grh[2] << 8 | grh[3]) &
+	     0xfffff) == 0x12345);
+	CHK(((grh[4] << 8) | grh[5]) == 8 + 12 + 8 + 100 + 4);
+	CHK(!memcmp(grh + 8, g6.raw, 16) && !memcmp(grh + 24, g6.raw, 16));
+	CHK(check_fill(s.buf + RBUF + 40, 100, 3));
+	CHK(!ibv_init_ah_from_wc(s.t.ctx, 1, &wc[1], (struct ibv_grh *)grh,
+				 &ah));
+	CHK(ah.grh.sgid_index == GID_V6 &&
+	    !memcmp(ah.grh.dgid.raw, g6.raw, 16) &&
+	    ah.grh.flow_label == 0x12345 && ah.grh.traffic_class == 0x20);
+	/* answer through an AH made from the first completion */
+	reply = ibv_create_ah_from_wc(s.t.pd, &wc[0], (struct ibv_grh *)s.buf,
+				      1);
+	CHK(reply != NULL);
+	fill(s.buf + 200000, 77, 9);
+	CHK(reply &&
+	    !ud_send(&s, s.qp, reply, wc[0].src_qp, QKEY, 200000, 77, 900, 0));
+	CHK(t_wait(s.t.cq, wc, 1, 10000) == 1 && wc[0].wr_id == 900 &&
+	    wc[0].status == IBV_WC_SUCCESS);
+	if (reply)
+		ibv_destroy_ah(reply);
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4); /* 3: sent into a receive buffer too short */
+	/* receives 102..107 are left; a short one is posted after them */
+	n = t_wait(s.t.cq, wc, 6, 10000);
+	CHK(n == 6);
+	for (i = 0; i < n; i++)
+		CHK(wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len == 40 + 8);
+	CHK(!t_post_recv(s.qp, s.buf + 300000, 40 + 10, s.mr->lkey, 555));
+	CHK(!t_post_recv(s.qp, s.buf + 400000, RBUF, s.mr->lkey, 556));
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	n = t_wait(s.t.cq, wc, 2, 10000);
+	CHK(n == 2 && wc[0].wr_id == 555 && wc[0].status == IBV_WC_LOC_LEN_ERR);
+	CHK(n == 2 && wc[1].wr_id == 556 &&
+	    wc[1].status == IBV_WC_WR_FLUSH_ERR);
+	CHK(t_qp_state(s.qp) == IBV_QPS_ERR);
+	side_close(&s);
+	return fails;
+}
+
+static void test_ud(void)
+{
+	struct side s;
+	struct ibv_qp *q2;
+	struct ibv_ah *ah4, *ah6;
+	struct ibv_wc wc[8];
+	uint32_t cqpn, step = 1;
+	int rfd, wfd, status = -1, i, n;
+	pid_t pid;
+
+	pid = t_spawn(ud_child, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("fork");
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		bail_out("UD QP setup");
+	q2 = mk_qp(&s, IBV_QPT_UD);
+	ok(q2 && !ud_up(q2, QKEY), "second UD QP up");
+	ah4 = mk_ah(&s, GID_V4, GID_V4);
+	ah6 = mk_ah(&s, GID_V6, GID_V6);
+	ok(ah4 && ah6, "address handles for an IPv4 and an IPv6 GID");
+	t_xrecv(rfd, &cqpn, 4);
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	fill(s.buf, 100, 1);
+	ok(!ud_send(&s, s.qp, ah4, cqpn, QKEY, 0, 100, 1, 0),
+	   "send to a QP with no receive posted");
+	ok(t_wait(s.t.cq, wc, 1, 10000) == 1 && wc[0].status == IBV_WC_SUCCESS,
+	   "the send completes though the datagram is dropped");
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	fill(s.buf + 10000, 50, 7);
+	fill(s.buf + 20000, MTU, 2);
+	fill(s.buf + 30000, 100, 3);
+	ok(!ud_send(&s, s.qp, ah4, cqpn, 0x22222222, 10000, 50, 1, 0) &&
+		   !ud_send(&s, s.qp, ah4, cqpn, 0x80000000u, 20000, MTU, 2,
+			    1) &&
+		   !ud_send(&s, s.qp, ah6, cqpn, QKEY, 30000, 100, 3, 0),
+	   "wrong qkey, MTU-sized with imm (qkey from the QP), IPv6 GIDs");
+	n = t_wait(s.t.cq, wc, 3, 10000);
+	ok(n == 3 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS &&
+		   wc[2].status == IBV_WC_SUCCESS && wc[1].byte_len == MTU &&
+		   wc[1].opcode == IBV_WC_SEND,
+	   "three send completions");
+	/* the child answers through ibv_create_ah_from_wc */
+	memset(s.buf + 500000, 0, RBUF);
+	ok(!t_post_recv(s.qp, s.buf + 500000, RBUF, s.mr->lkey, 77),
+	   "post a receive for the reply");
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	n = t_wait(s.t.cq, wc, 1, 10000);
+	ok(n == 1 && wc[0].wr_id == 77 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[0].byte_len == 40 + 77 && wc[0].src_qp == cqpn &&
+		   check_fill(s.buf + 500000 + 40, 77, 9),
+	   "reply through the AH made from the completion arrives");
+	/* fill receives 102..107 of the child */
+	for (i = 0; i < 6; i++)
+		ud_send(&s, s.qp, ah4, cqpn, QKEY, 0, 8, 10 + i, 0);
+	ok(t_wait(s.t.cq, wc, 6, 10000) == 6, "six more sends complete");
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	ok(!ud_send(&s, s.qp, ah4, cqpn, QKEY, 0, 100, 20, 0) &&
+		   !ud_send(&s, s.qp, ah4, cqpn, QKEY, 0, 100, 21, 0),
+	   "send 100 bytes into a 50-byte receive, then one more");
+	ok(t_wait(s.t.cq, wc, 2, 10000) == 2 && wc[0].status == IBV_WC_SUCCESS,
+	   "both complete at the sender");
+	t_xsend(wfd, &step, 4);
+	/* MTU limit: a local length error, the QP errs, what follows flushes */
+	ok(!ud_send(&s, q2, ah4, cqpn, QKEY, 0, MTU + 1, 30, 0) &&
+		   !ud_send(&s, q2, ah4, cqpn, QKEY, 0, 8, 31, 0),
+	   "post MTU + 1 bytes, then 8");
+	n = t_wait(s.t.cq, wc, 2, 10000);
+	ok(n == 2 && wc[0].wr_id == 30 && wc[0].status == IBV_WC_LOC_LEN_ERR &&
+		   wc[1].wr_id == 31 && wc[1].status == IBV_WC_WR_FLUSH_ERR,
+	   "MTU + 1: IBV_WC_LOC_LEN_ERR, next WR flushed");
+	is_int(t_qp_state(q2), IBV_QPS_ERR, "the sending QP is in ERR");
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "receiver process: GRH (IPv4 and IPv6), qkey, data, drops, reply "
+	   "address, short buffer (status %d)",
+	   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	close(rfd);
+	close(wfd);
+	ibv_destroy_ah(ah4);
+	ibv_destroy_ah(ah6);
+	ibv_destroy_qp(q2);
+	side_close(&s);
+}
+
+/* uc_child -- UC responder: SEND, SEND_IMM, WRITE, WRITE_IMM, drops */
+static int uc_child(int rfd, int wfd)
+{
+	struct side s;
+	struct info me, peer;
+	struct ibv_wc wc[8];
+	uint32_t step = 0;
+	int fails = 0, n;
+
+	if (side_open(&s, IBV_QPT_UC))
+		return 100;
+	me.qpn = s.qp->qp_num;
+	me.rkey = s.mr->rkey;
+	me.addr = (uintptr_t)s.buf;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (uc_up(s.qp, peer.qpn))
+		return 101;
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4); /* a SEND went out with no receive posted */
+	CHK(softrdma_qp_drops(s.qp, 0) == 1);
+	CHK(!t_post_recv(s.qp, s.buf, UC_SEND, s.mr->lkey, 1));
+	CHK(!t_post_recv(s.qp, s.buf + 20000, 100, s.mr->lkey, 2));
+	CHK(!t_post_recv(s.qp, s.buf + 30000, 0, s.mr->lkey, 3));
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	n = t_wait(s.t.cq, wc, 3, 10000);
+	CHK(n == 3);
+	CHK(wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS &&
+	    wc[0].opcode == IBV_WC_RECV && wc[0].byte_len == UC_SEND &&
+	    !(wc[0].wc_flags & IBV_WC_GRH));
+	CHK(check_fill(s.buf, UC_SEND, 4));
+	CHK(wc[1].wr_id == 2 && wc[1].byte_len == 100 &&
+	    (wc[1].wc_flags & IBV_WC_WITH_IMM) &&
+	    wc[1].imm_data == htonl(0x5151));
+	CHK(check_fill(s.buf + 20000, 100, 5));
+	CHK(wc[2].wr_id == 3 && wc[2].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+	    wc[2].byte_len == 1000 && wc[2].imm_data == htonl(0x7777));
+	CHK(check_fill(s.buf + 100000, UC_WRITE, 6));
+	CHK(check_fill(s.buf + 300000, 1000, 8));
+	/* the write with a bad rkey changed nothing */
+	CHK(s.buf[400000] == 0 && s.buf[400099] == 0);
+	CHK(t_wait(s.t.cq, wc, 1, 50) == 0);
+	/* four 1 MiB SENDs: more than the queue holds at once */
+	for (n = 0; n < 4; n++)
+		CHK(!t_post_recv(s.qp, s.buf + ((size_t)n << 20), 1u << 20,
+				 s.mr->lkey, 10 + n));
+	t_xsend(wfd, &step, 4);
+	n = t_wait(s.t.cq, wc, 4, 60000);
+	CHK(n == 4);
+	for (n = 0; n < 4; n++)
+		CHK(wc[n].status == IBV_WC_SUCCESS &&
+		    wc[n].wr_id == 10u + (unsigned)n &&
+		    wc[n].byte_len == 1u << 20 &&
+		    check_fill(s.buf + ((size_t)n << 20), 1u << 20, 40 + n));
+	CHK(softrdma_qp_drops(s.qp, -1) == 2); /* the two above */
+	side_close(&s);
+	return fails;
+}
+
+static int post_wr(struct ibv_qp *qp, enum ibv_wr_opcode op, void *buf,
+		   uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+		   uint32_t imm)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htonl(imm);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static void test_uc(void)
+{
+	struct side s;
+	struct info me, peer;
+	struct ibv_wc wc[8];
+	uint32_t step = 0;
+	int rfd, wfd, status = -1, n;
+	pid_t pid;
+
+	pid = t_spawn(uc_child, &rfd, &wfd);
+	if (pid < 0 || side_open(&s, IBV_QPT_UC))
+		bail_out("UC setup");
+	me.qpn = s.qp->qp_num;
+	me.rkey = s.mr->rkey;
+	me.addr = (uintptr_t)s.buf;
+	t_xrecv(rfd, &peer, sizeof(peer));
+	t_xsend(wfd, &me, sizeof(me));
+	ok(!uc_up(s.qp, peer.qpn), "UC QP to RTS (no retry attributes)");
+	t_xrecv(rfd, &step, 4);
+	fill(s.buf, UC_SEND, 4);
+	ok(!post_wr(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, 0, 0, 0),
+	   "UC SEND with no receive posted");
+	ok(t_wait(s.t.cq, wc, 1, 10000) == 1 && wc[0].status == IBV_WC_SUCCESS,
+	   "it completes: UC has no RNR");
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	fill(s.buf + 20000, 100, 5);
+	fill(s.buf + 100000, UC_WRITE, 6);
+	fill(s.buf + 300000, 1000, 8);
+	ok(!post_wr(s.qp, IBV_WR_SEND, s.buf, UC_SEND, s.mr->lkey, 0, 0, 0) &&
+		   !post_wr(s.qp, IBV_WR_SEND_WITH_IMM, s.buf + 20000, 100,
+			    s.mr->lkey, 0, 0, 0x5151) &&
+		   !post_wr(s.qp, IBV_WR_RDMA_WRITE, s.buf + 100000, UC_WRITE,
+			    s.mr->lkey, peer.addr + 100000, peer.rkey, 0) &&
+		   !post_wr(s.qp, IBV_WR_RDMA_WRITE, s.buf, 100, s.mr->lkey,
+			    peer.addr + 400000, peer.rkey + 1, 0) &&
+		   !post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf + 300000,
+			    1000, s.mr->lkey, peer.addr + 300000, peer.rkey,
+			    0x7777),
+	   "UC SEND (3 cells), SEND_WITH_IMM, WRITE, WRITE bad rkey, "
+	   "WRITE_WITH_IMM");
+	n = t_wait(s.t.cq, wc, 5, 10000);
+	ok(n == 5 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[2].opcode == IBV_WC_RDMA_WRITE &&
+		   wc[3].status == IBV_WC_SUCCESS &&
+		   wc[4].status == IBV_WC_SUCCESS,
+	   "all five complete (a bad rkey is silent on UC)");
+	is_int(post_wr(s.qp, IBV_WR_RDMA_READ, s.buf, 8, s.mr->lkey, peer.addr,
+		       peer.rkey, 0),
+	       EINVAL, "UC RDMA READ: EINVAL");
+	is_int(post_wr(s.qp, IBV_WR_ATOMIC_FETCH_AND_ADD, s.buf, 8, s.mr->lkey,
+		       peer.addr, peer.rkey, 0),
+	       EINVAL, "UC atomic: EINVAL");
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	for (n = 0; n < 4; n++) {
+		fill(s.buf + ((size_t)(n + 4) << 20), 1u << 20, 40 + n);
+		post_wr(s.qp, IBV_WR_SEND, s.buf + ((size_t)(n + 4) << 20),
+			1u << 20, s.mr->lkey, 0, 0, 0);
+	}
+	ok(t_wait(s.t.cq, wc, 4, 60000) == 4 && wc[3].status == IBV_WC_SUCCESS,
+	   "four 1 MiB UC SENDs (twice the queue) complete in turn");
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "UC responder got exactly the data (status %d)",
+	   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	close(rfd);
+	close(wfd);
+	side_close(&s);
+}
+
+/* test_errors -- bad input to the UD/UC entry points */
+static void test_errors(void)
+{
+	struct side s;
+	struct ibv_qp_init_attr_ex x;
+	struct ibv_qp_attr qa;
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	struct ibv_send_wr wr[20], *bad;
+	struct ibv_recv_wr rwr[20], *rbad;
+	struct ibv_sge sge = {0, 8, 0};
+	struct ibv_wc wc;
+	struct ibv_grh grh;
+	struct ibv_qp *qp;
+	int i;
+
+	if (side_open(&s, IBV_QPT_UD))
+		bail_out("setup");
+	sge.addr = (uintptr_t)s.buf;
+	sge.lkey = s.mr->lkey;
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 20; i++) {
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].wr.ud.ah = ah;
+		wr[i].wr.ud.remote_qpn = s.qp->qp_num;
+		wr[i].next = i < 19 ? &wr[i + 1] : NULL;
+	}
+	wr[0].next = NULL;
+	wr[0].opcode = IBV_WR_RDMA_READ;
+	bad = NULL;
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
+	       "post_send in RESET: EINVAL (state first)");
+	ok(bad == &wr[0], "bad_wr is the first");
+	ok(!ud_up(s.qp, QKEY), "UD QP up");
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
+	       "UD RDMA READ: EINVAL");
+	wr[0].opcode = IBV_WR_RDMA_WRITE;
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
+	       "UD RDMA WRITE: EINVAL");
+	wr[0].opcode = IBV_WR_SEND;
+	/* one above what was granted (rxe grants inline / 16 SGEs) */
+	{
+		struct ibv_qp_init_attr qi;
+
+		if (ibv_query_qp(s.qp, &qa, IBV_QP_CAP, &qi))
+			bail_out("query_qp");
+		wr[0].num_sge = (int)qa.cap.max_send_sge + 1;
+	}
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
+	       "num_sge above max_send_sge: EINVAL");
+	wr[0].num_sge = 1;
+	wr[0].wr.ud.ah = NULL;
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL, "no AH: EINVAL");
+	wr[0].wr.ud.ah = ah;
+	wr[0].send_flags = IBV_SEND_INLINE;
+	sge.length = 65;
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
+	       "inline above max_inline_data: EINVAL");
+	sge.length = 8;
+	wr[0].send_flags = 0;
+	wr[0].next = &wr[1];
+	wr[16].opcode = IBV_WR_RDMA_READ; /* the 17th of a 16-deep SQ */
+	bad = NULL;
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), ENOMEM,
+	       "17 WRs on a 16-deep SQ: ENOMEM before the opcode check");
+	ok(bad == &wr[16], "bad_wr is the 17th");
+	/* posted receives: the datagrams above went to our own QP */
+	memset(rwr, 0, sizeof(rwr));
+	for (i = 0; i < 20; i++) {
+		rwr[i].sg_list = &sge;
+		rwr[i].num_sge = 1;
+		rwr[i].next = i < 19 ? &rwr[i + 1] : NULL;
+	}
+	rwr[0].num_sge = 3;
+	is_int(ibv_post_recv(s.qp, &rwr[0], &rbad), EINVAL,
+	       "recv num_sge above max: EINVAL");
+	rwr[0].num_sge = 1;
+	rbad = NULL;
+	is_int(ibv_post_recv(s.qp, &rwr[0], &rbad), ENOMEM,
+	       "17 receives on a 16-deep RQ: ENOMEM");
+	ok(rbad == &rwr[16], "bad_wr is the 17th");
+	while (ibv_poll_cq(s.t.cq, 1, &wc) > 0)
+		;
+	/* address handles */
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 2;
+	ok(!ibv_create_ah(s.t.pd, &aa) && errno == EINVAL,
+	   "AH on port 2: EINVAL");
+	aa.port_num = 1;
+	aa.grh.sgid_index = 200;
+	ok(!ibv_create_ah(s.t.pd, &aa) && errno == EINVAL,
+	   "AH with a bad sgid index: EINVAL");
+	aa.grh.sgid_index = 1;
+	aa.is_global = 0;
+	ok(!ibv_create_ah(s.t.pd, &aa) && errno == EINVAL,
+	   "AH without GRH on RoCE: EINVAL");
+	ok(!ibv_create_ah(NULL, &aa) && errno == EINVAL,
+	   "AH without PD: EINVAL");
+	memset(&wc, 0, sizeof(wc));
+	wc.wc_flags = IBV_WC_GRH;
+	ok(ibv_init_ah_from_wc(s.t.ctx, 1, &wc, NULL, &aa) == -1 &&
+		   errno == EINVAL,
+	   "init_ah_from_wc with GRH flag but no GRH: EINVAL");
+	ok(ibv_init_ah_from_wc(s.t.ctx, 2, &wc, &grh, &aa) == -1 &&
+		   errno == EINVAL,
+	   "init_ah_from_wc on port 2: EINVAL");
+	memset(&grh, 0, sizeof(grh));
+	grh.version_tclass_flow = htonl(6u << 28);
+	grh.next_hdr = 17;
+	grh.dgid.raw[0] = 0xff;
+	ok(ibv_init_ah_from_wc(s.t.ctx, 1, &wc, &grh, &aa) == -1 &&
+		   errno == EINVAL,
+	   "init_ah_from_wc of a multicast datagram: EINVAL");
+	grh.dgid.raw[0] = 0x20;
+	ok(ibv_init_ah_from_wc(s.t.ctx, 1, &wc, &grh, &aa) == -1,
+	   "init_ah_from_wc for a GID that is not ours fails");
+	ok(!ibv_create_ah_from_wc(NULL, &wc, &grh, 1) && errno == EINVAL,
+	   "create_ah_from_wc without PD: EINVAL");
+	/* create flags */
+	memset(&x, 0, sizeof(x));
+	x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	x.pd = s.t.pd;
+	x.send_cq = x.recv_cq = s.t.cq;
+	x.qp_type = IBV_QPT_RC;
+	x.cap.max_send_wr = x.cap.max_recv_wr = 1;
+	x.cap.max_send_sge = x.cap.max_recv_sge = 1;
+	qp = ibv_create_qp_ex(s.t.ctx, &x);
+	ok(qp != NULL, "create flags 0 accepted");
+	if (qp)
+		ibv_destroy_qp(qp);
+	x.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+	ok(!ibv_create_qp_ex(s.t.ctx, &x) && errno == EOPNOTSUPP,
+	   "BLOCK_SELF_MCAST_LB on RC: EOPNOTSUPP");
+	x.qp_type = IBV_QPT_UD;
+	x.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+	ok(!ibv_create_qp_ex(s.t.ctx, &x) && errno == EOPNOTSUPP,
+	   "an unsupported create flag: EOPNOTSUPP");
+	/* UC needs no retry attributes, and refuses a qkey */
+	qp = mk_qp(&s, IBV_QPT_UC);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_INIT;
+	qa.port_num = 1;
+	qa.qkey = 1;
+	ok(qp && ibv_modify_qp(qp, &qa,
+			       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				       IBV_QP_QKEY) == EINVAL,
+	   "UC INIT with a qkey: EINVAL");
+	ok(qp && ibv_post_send(qp, &wr[0], &bad) == EINVAL,
+	   "UC post_send in RESET: EINVAL");
+	if (qp)
+		ibv_destroy_qp(qp);
+	ibv_destroy_ah(ah);
+	side_close(&s);
+}
+
+/* test_srq -- a UD QP that takes its receives from an SRQ */
+static void test_srq(void)
+{
+	struct side s;
+	struct ibv_srq_init_attr sa;
+	struct ibv_qp_init_attr a;
+	struct ibv_srq *srq;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_sge sge;
+	struct ibv_qp *rq;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[4];
+	int i, n;
+
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		bail_out("setup");
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(s.t.pd, &sa);
+	memset(&a, 0, sizeof(a));
+	a.send_cq = a.recv_cq = s.t.cq;
+	a.srq = srq;
+	a.qp_type = IBV_QPT_UD;
+	a.cap.max_send_wr = 4;
+	a.cap.max_send_sge = 1;
+	rq = srq ? ibv_create_qp(s.t.pd, &a) : NULL;
+	ok(rq && !ud_up(rq, QKEY), "UD QP on an SRQ");
+	if (!rq)
+		bail_out("SRQ QP");
+	sge.addr = (uintptr_t)s.buf;
+	sge.length = RBUF;
+	sge.lkey = s.mr->lkey;
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	is_int(ibv_post_recv(rq, &rwr, &rbad), EINVAL,
+	       "post_recv on a QP with an SRQ: EINVAL");
+	for (i = 0; i < 2; i++) {
+		sge.addr = (uintptr_t)(s.buf + (size_t)i * RBUF);
+		rwr.wr_id = 40 + i;
+		ibv_post_srq_recv(srq, &rwr, &rbad);
+	}
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	fill(s.buf + 100000, 300, 11);
+	for (i = 0; i < 3; i++)
+		ud_send(&s, s.qp, ah, rq->qp_num, QKEY, 100000, 300, 50 + i, 0);
+	n = t_wait(s.t.cq, wc, 4, 10000);
+	while (n < 6 && t_wait(s.t.cq, wc, 1, 50) == 1)
+		n++;
+	is_int(n, 5, "three send and two receive completions");
+	ok(check_fill(s.buf + 40, 300, 11) &&
+		   check_fill(s.buf + RBUF + 40, 300, 11),
+	   "both SRQ receives hold the datagram");
+	is_int(softrdma_qp_drops(rq, 0), 1,
+	       "the third found the SRQ empty: dropped, counted");
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(rq);
+	ibv_destroy_srq(srq);
+	side_close(&s);
+}
+
+/* stopped_child -- posts receives, is stopped, then checks what came */
+static int stopped_child(int rfd, int wfd)
+{
+	struct side s;
+	struct ibv_wc wc[16];
+	uint32_t step = 0;
+	int fails = 0, i, n;
+
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		return 100;
+	for (i = 0; i < 16; i++)
+		CHK(!t_post_recv(s.qp, s.buf + (size_t)i * RBUF, RBUF,
+				 s.mr->lkey, i));
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	t_xrecv(rfd, &step, 4); /* we were stopped meanwhile */
+	n = t_wait(s.t.cq, wc, 16, 10000);
+	CHK(n == 16);
+	for (i = 0; i < n; i++)
+		CHK(wc[i].status == IBV_WC_SUCCESS &&
+		    wc[i].byte_len == 40 + 200 &&
+		    check_fill(s.buf + wc[i].wr_id * RBUF + 40, 200, 20));
+	side_close(&s);
+	return fails;
+}
+
+/*
+ * test_stopped -- a receiver that is SIGSTOPped takes datagrams into its
+ * posted receives: the sender's completions never wait for it
+ */
+static void test_stopped(void)
+{
+	struct side s;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[16];
+	uint32_t cqpn, step = 0;
+	int rfd, wfd, status = -1, i;
+	pid_t pid;
+
+	pid = t_spawn(stopped_child, &rfd, &wfd);
+	if (pid < 0 || side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		bail_out("setup");
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	t_xrecv(rfd, &cqpn, 4);
+	kill(pid, SIGSTOP);
+	fill(s.buf, 200, 20);
+	for (i = 0; i < 16; i++)
+		ud_send(&s, s.qp, ah, cqpn, QKEY, 0, 200, (uint64_t)i, 0);
+	ok(t_wait(s.t.cq, wc, 16, 10000) == 16,
+	   "16 sends to a stopped receiver complete");
+	kill(pid, SIGCONT);
+	t_xsend(wfd, &step, 4);
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "once continued, the receiver finds all 16 in its buffers");
+	close(rfd);
+	close(wfd);
+	ibv_destroy_ah(ah);
+	side_close(&s);
+}
+
+/* queue layout (soft/ud.c): a trailer at the end of the QP segment names
+ * the queue header; tail/head are its words at 64 and 80; cells follow
+ * the 4096-byte header, 128-byte cell header first */
+#define Q_TAIL	 64
+#define Q_HEAD	 80
+#define Q_NSLOTS 12
+#define CELL	 (128 + MTU)
+
+/*
+ * test_hostile -- peers write the queue: nonsense in its indexes and cell
+ * headers is dropped and counted, and the QP keeps working
+ */
+static void test_hostile(void)
+{
+	struct side s;
+	struct ibv_qp *tx2;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[4];
+	struct stat st;
+	char name[200];
+	unsigned char *seg, *q, *c;
+	uint64_t off, tail, head, before;
+	int fd, n;
+
+	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+		bail_out("setup");
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
+		 s.qp->qp_num);
+	fd = shm_open(name, O_RDWR, 0);
+	if (fd < 0 || fstat(fd, &st))
+		bail_out("segment %s", name);
+	seg = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   fd, 0);
+	close(fd);
+	if (seg == MAP_FAILED)
+		bail_out("mmap");
+	memcpy(&off, seg + st.st_size - 64 + 8, 8);
+	q = seg + off;
+	fill(s.buf + 100000, 300, 30);
+	t_post_recv(s.qp, s.buf, RBUF, s.mr->lkey, 1);
+	t_post_recv(s.qp, s.buf + RBUF, RBUF, s.mr->lkey, 2);
+	/* a tail far beyond the queue */
+	memcpy(&tail, q + Q_TAIL, 8);
+	before = softrdma_qp_drops(s.qp, -1);
+	tail += 1ull << 40;
+	memcpy(q + Q_TAIL, &tail, 8);
+	ok(t_wait(s.t.cq, wc, 1, 50) == 0 &&
+		   softrdma_qp_drops(s.qp, -1) == before + 1,
+	   "a tail beyond the queue: dropped, counted, no completion");
+	/* a cell whose header lies about its size */
+	memcpy(&head, q + Q_HEAD, 8);
+	c = q + 4096 + (size_t)(head & 63) * CELL;
+	memset(c, 0, 128);
+	n = 100;
+	memcpy(c + 8, &n, 4); /* msg_len 100 ... */
+	n = 5;
+	memcpy(c + 12, &n, 4); /* ... in 5 cells */
+	tail = head + 1;
+	memcpy(q + Q_TAIL, &tail, 8);
+	ok(t_wait(s.t.cq, wc, 1, 50) == 0 &&
+		   softrdma_qp_drops(s.qp, -1) == before + 2,
+	   "a cell header with a wrong cell count: dropped, counted");
+	/* a UD datagram above the MTU */
+	c = q + 4096 + (size_t)(tail & 63) * CELL;
+	memset(c, 0, 128);
+	n = 3 * MTU;
+	memcpy(c + 8, &n, 4);
+	n = 3;
+	memcpy(c + 12, &n, 4);
+	tail += 3;
+	memcpy(q + Q_TAIL, &tail, 8);
+	ok(t_wait(s.t.cq, wc, 1, 50) == 0 &&
+		   softrdma_qp_drops(s.qp, -1) == before + 3,
+	   "a 3-cell UD datagram: dropped, counted");
+	ok(!ud_send(&s, s.qp, ah, s.qp->qp_num, QKEY, 100000, 300, 9, 0),
+	   "send after all that");
+	n = t_wait(s.t.cq, wc, 2, 10000);
+	ok(n == 2 && (wc[0].wr_id == 1 || wc[1].wr_id == 1) &&
+		   check_fill(s.buf + 40, 300, 30),
+	   "the QP still works: the datagram lands in the first receive");
+	/* a sender that stops or dies holding the queue lock */
+	{
+		int pfd[2];
+		char x = 0;
+		pid_t pid;
+
+		if (pipe(pfd))
+			bail_out("pipe");
+		pid = fork();
+		if (!pid) {
+			pthread_mutex_lock((pthread_mutex_t *)(q + 24));
+			if (write(pfd[1], &x, 1) != 1)
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		ok(pid > 0 && read(pfd[0], &x, 1) == 1,
+		   "another process holds the queue lock and stops");
+		close(pfd[0]);
+		close(pfd[1]);
+		before = softrdma_qp_drops(s.qp, 2);
+		ok(!ud_send(&s, s.qp, ah, s.qp->qp_num, QKEY, 100000, 300, 11,
+			    0) &&
+			   t_wait(s.t.cq, wc, 1, 10000) == 1 &&
+			   wc[0].wr_id == 11 && wc[0].status == IBV_WC_SUCCESS,
+		   "a send behind it completes (bounded wait)");
+		is_int(softrdma_qp_drops(s.qp, 2), before + 1,
+		       "and its datagram is dropped, counted");
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		memset(s.buf + RBUF, 0, RBUF);
+		ok(!ud_send(&s, s.qp, ah, s.qp->qp_num, QKEY, 100000, 300, 12,
+			    0) &&
+			   t_wait(s.t.cq, wc, 2, 10000) == 2 &&
+			   check_fill(s.buf + RBUF + 40, 300, 30),
+		   "the holder killed, its lock is recovered and the next "
+		   "datagram arrives");
+	}
+	/* a queue header with a bad cell count is refused by a new sender */
+	n = 3;
+	memcpy(q + Q_NSLOTS, &n, 4);
+	tx2 = mk_qp(&s, IBV_QPT_UD);
+	ok(tx2 && !ud_up(tx2, QKEY) &&
+		   !ud_send(&s, tx2, ah, s.qp->qp_num, QKEY, 100000, 300, 10,
+			    0) &&
+		   t_wait(s.t.cq, wc, 2, 10000) == 1 && wc[0].wr_id == 10 &&
+		   softrdma_qp_drops(tx2, 4) == 1,
+	   "a queue with 3 cells is not written to (the send is lost)");
+	munmap(seg, (size_t)st.st_size);
+	if (tx2)
+		ibv_destroy_qp(tx2);
+	ibv_destroy_ah(ah);
+	side_close(&s);
+}
+
+int main(void)
+{
+	t_isolate("ud");
+	test_ud();
+	test_uc();
+	test_errors();
+	test_srq();
+	test_stopped();
+	test_hostile();
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}

@@ -1,0 +1,55 @@
+#!/bin/sh
+# pingpong-ud-uc.sh -- ibv_ud_pingpong, ibv_uc_pingpong and ibv_srq_pingpong,
+# unmodified, on softrdma: UD with address handles and the GRH, UC
+# connected unreliable, RC QPs sharing one SRQ
+. "$top_srcdir/tests/lib.sh"
+[ -f "$SOFTRDMA_LIB" ] || skip_all "libsoftrdma.so not built"
+command -v ibv_ud_pingpong >/dev/null || skip_all "ibv_ud_pingpong missing (apt-get install ibverbs-utils)"
+command -v ibv_uc_pingpong >/dev/null || skip_all "ibv_uc_pingpong missing (apt-get install ibverbs-utils)"
+command -v ibv_srq_pingpong >/dev/null || skip_all "ibv_srq_pingpong missing (apt-get install ibverbs-utils)"
+SOFTRDMA_SHM_PREFIX=t-ppudc-$$
+export SOFTRDMA_SHM_PREFIX
+gid=1 # ::ffff:127.0.0.1 (soft/device.c)
+
+# pp PROG NAME ARGS... -- server and client; both must exit 0
+pp() {
+	prog=$1
+	name=$2
+	shift 2
+	port=$(free_port)
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 "$prog" -g "$gid" -p "$port" "$@" \
+		>"$tap_tmp/srv.log" 2>&1 &
+	srv=$!
+	tap_pids="$tap_pids $srv"
+	wait_port "$port" 10
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 "$prog" -g "$gid" -p "$port" "$@" \
+		127.0.0.1 >"$tap_tmp/cli.log" 2>&1
+	crc=$?
+	wait "$srv"
+	src=$?
+	test "$crc" -eq 0 && test "$src" -eq 0 &&
+		grep -q "iters in" "$tap_tmp/cli.log" && grep -q "iters in" "$tap_tmp/srv.log"
+	ok $? "$prog $name: client $crc, server $src"
+	if [ "$crc" -ne 0 ] || [ "$src" -ne 0 ]; then
+		show_log "$tap_tmp/srv.log"
+		show_log "$tap_tmp/cli.log"
+	else
+		diag "$(tail -n 1 "$tap_tmp/cli.log")"
+	fi
+}
+
+pp ibv_ud_pingpong "default (2 KiB, polling)"
+pp ibv_ud_pingpong "events (-e)" -e
+pp ibv_ud_pingpong "MTU-sized payload (4096 - 40 GRH)" -s 4056 -n 500
+pp ibv_ud_pingpong "8 bytes x 5000" -s 8 -n 5000
+pp ibv_uc_pingpong "default (4 KiB, polling)"
+pp ibv_uc_pingpong "events (-e)" -e
+pp ibv_uc_pingpong "64 KiB x 200" -s 65536 -n 200
+# RC over one SRQ shared by 16 QPs
+pp ibv_srq_pingpong "default (16 QPs, one SRQ)"
+pp ibv_srq_pingpong "events (-e), 4 QPs x 500" -e -q 4 -n 500
+
+left=$(ls /dev/shm | grep -c "^$SOFTRDMA_SHM_PREFIX")
+test "$left" -eq 0
+ok $? "no /dev/shm entries left ($left)"
+done_testing
