@@ -130,6 +130,7 @@ void soft_qp_connect(struct soft_qp *qp)
 		return;
 	}
 	qp->peer = h;
+	qp->peer_epoch = atomic_load_explicit(&h->epoch, memory_order_acquire);
 	qp->peer_len = len;
 	qp->peer_slots = (struct soft_slot *)((char *)h + SOFT_SEG_HDR);
 	qp->peer_mask = nslots - 1;
@@ -1566,10 +1567,11 @@ static void rx_qp(struct soft_qp *qp)
 		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 
 	struct soft_srq *srq = qp->srq;
-	uint32_t z = 0;
+	uint32_t z = 0, epoch = atomic_load_explicit(&qp->peer->epoch,
+						     memory_order_acquire);
 
 	/* the idle poll: nothing published, nothing served for us */
-	if (!qp->rx.active &&
+	if (!qp->rx.active && epoch == qp->peer_epoch &&
 	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
 		    qp->peer_cons + 1 &&
 	    (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
@@ -1591,11 +1593,20 @@ static void rx_qp(struct soft_qp *qp)
 			return;
 		}
 		srq_drain(qp->ctx, srq);
-	} else if (!srq &&
-		   qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
-						       memory_order_relaxed)) {
-		rx_drain(qp);
 	}
+	if (epoch != qp->peer_epoch) {
+		/* the peer was reset since we connected: what we counted
+		 * (and any stop) belonged to its previous incarnation */
+		if (qp->rx.active)
+			rx_stop(qp);
+		qp->rx.active = 0;
+		qp->rx_stopped = 0;
+		qp->peer_cons = 0;
+		qp->peer_epoch = epoch;
+	}
+	if (!srq && qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
+							memory_order_relaxed))
+		rx_drain(qp);
 	rx_slots(qp);
 	if (srq && srq->shm)
 		atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);

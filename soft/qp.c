@@ -542,6 +542,12 @@ static void qp_reset(struct soft_qp *qp)
 	qp->wait_msgno = 0;
 	qp->drain_bad = 0;
 	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
+	soft_cq_clean(qp->scq, qp->qpx.qp_base.qp_num);
+	if (qp->rcq != qp->scq)
+		soft_cq_clean(qp->rcq, qp->qpx.qp_base.qp_num);
+	/* a responder that connected to our previous incarnation (it
+	 * reached RTR before we were reset) starts counting anew */
+	atomic_fetch_add_explicit(&qp->seg->epoch, 1, memory_order_release);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 }
 

@@ -139,6 +139,7 @@ struct soft_seg_hdr {
 	uint32_t rq_sge;
 	uint32_t rnr_timer; /* min_rnr_timer, for an initiator's RNR NAK */
 	uint32_t srq_id;    /* on an SRQ: its segment srq-<ctx_idx>-<srq_id> */
+	_Atomic uint32_t epoch; /* bumped at every reset: slots start anew */
 	uint64_t rq_off, cq_off;
 	/* written on every poll of the owner: a line of its own, apart from
 	 * what the peer reads on every poll (dest_qpn) */
@@ -412,6 +413,7 @@ struct soft_qp {
 	int peer_reg_slot;
 	int peer_same_ctx; /* the peer QP is ours, on this context */
 	uint32_t peer_rq_n, peer_rq_sge; /* its RQ mirror, checked at connect */
+	uint32_t peer_epoch; /* its incarnation whose slots peer_cons counts */
 	uint64_t peer_rq_off, peer_cq_off;
 	struct soft_srq_hdr *peer_srq; /* its SRQ's segment, checked */
 	size_t peer_srq_len;
@@ -551,6 +553,7 @@ void soft_evq_purge(struct soft_evq *q, int (*match)(const void *, void *),
 		    void *arg);
 void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,
 		      void *obj);
+void soft_cq_clean(struct soft_cq *cq, uint32_t qpn);
 void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited);
 int soft_cq_room(struct soft_cq *cq);
 

@@ -822,6 +822,30 @@ int soft_cq_room(struct soft_cq *cq)
 }
 
 /* soft_cq_push -- add a completion; ctx lock held */
+/*
+ * soft_cq_clean -- drop the completions of QP qpn still in cq, keeping the
+ * others in order: a QP moved to RESET takes its CQEs with it, as mlx5's
+ * and rxe's do (a program restating a QP from ERR must not poll the old
+ * flushes).  Context lock held.
+ */
+void soft_cq_clean(struct soft_cq *cq, uint32_t qpn)
+{
+	uint32_t i, n = 0;
+
+	if (cq->cqx_polling) /* an ibv_start_poll in progress: leave it */
+		return;
+	for (i = 0; i < cq->count; i++) {
+		struct soft_cqe *e = &cq->q[(cq->head + i) % cq->size];
+
+		if (e->wc.qp_num == qpn)
+			continue;
+		if (n != i)
+			cq->q[(cq->head + n) % cq->size] = *e;
+		n++;
+	}
+	cq->count = n;
+}
+
 void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 {
 	struct soft_context *ctx = cq->ctx;
