@@ -357,7 +357,7 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
 		      struct sockaddr *dst_addr, int timeout_ms)
 {
 	struct scm_id *s = scm_id_of(id);
-	int err;
+	int err, sync;
 
 	(void)timeout_ms;
 	if (!id || !scm__addr_len(dst_addr))
@@ -366,10 +366,11 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
 		return scm_err(EINVAL);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_resolve_locked(s, src_addr, dst_addr);
+	sync = s->sync; /* s may be gone once unlocked (async ids) */
 	pthread_mutex_unlock(&scm__lock);
 	if (err)
 		return scm_err(err);
-	return scm__complete(s);
+	return sync ? scm__complete(s) : 0;
 }
 
 /* scm__fill_path -- the one path record RoCE gives (librdmacm copies it) */
@@ -403,7 +404,7 @@ void scm__fill_path(struct scm_id *s)
 int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
 	struct scm_id *s = scm_id_of(id);
-	int err = 0;
+	int err = 0, sync;
 
 	(void)timeout_ms;
 	if (!id)
@@ -416,10 +417,11 @@ int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 		scm__fill_path(s);
 		scm__post(s, s, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0, 0);
 	}
+	sync = s->sync; /* s may be gone once unlocked (async ids) */
 	pthread_mutex_unlock(&scm__lock);
 	if (err)
 		return scm_err(err);
-	return scm__complete(s);
+	return sync ? scm__complete(s) : 0;
 }
 
 /* scm_copy_addr -- duplicate a socket address */

@@ -538,16 +538,17 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	struct scm_id *s = scm_id_of(id);
-	int err;
+	int err, sync;
 
 	if (!id)
 		return scm_err(EINVAL);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_connect_locked(s, conn_param);
+	sync = s->sync; /* s may be gone once unlocked (async ids) */
 	pthread_mutex_unlock(&scm__lock);
 	if (err)
 		return scm_err(err);
-	return scm__complete(s);
+	return sync ? scm__complete(s) : 0;
 }
 
 /* scm_sidr_accept -- UD: a SIDR REP with our QPN and Q_Key, no RTU */
@@ -648,17 +649,20 @@ static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	struct scm_id *s = scm_id_of(id);
-	int err;
+	int err, wait;
 
 	if (!id)
 		return scm_err(EINVAL);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_accept_locked(s, conn_param);
+	/* decided under the lock: once it is dropped, an id on a channel
+	 * may be ESTABLISHED, DISCONNECTED and destroyed by another thread
+	 * before we return.  A SIDR REP completes nothing (UD). */
+	wait = !err && s->sync && id->qp_type != IBV_QPT_UD;
 	pthread_mutex_unlock(&scm__lock);
 	if (err)
 		return scm_err(err);
-	/* a SIDR REP completes nothing: librdmacm returns at once for UD */
-	return id->qp_type == IBV_QPT_UD ? 0 : scm__complete(s);
+	return wait ? scm__complete(s) : 0;
 }
 
 /* scm_reject -- send a REJ with a reason and the user's private data */

@@ -57,7 +57,7 @@ static int scm_join(struct rdma_cm_id *id, struct sockaddr *addr,
 	struct scm_event *e;
 	struct scm_mc *mc;
 	socklen_t len = scm__addr_len(addr);
-	int err = 0;
+	int err = 0, sync;
 
 	if (!len || !scm_is_mcast(addr))
 		return scm_err(EINVAL);
@@ -94,11 +94,12 @@ static int scm_join(struct rdma_cm_id *id, struct sockaddr *addr,
 	s->mcs = mc;
 	mc = NULL;
 unlock:
+	sync = s->sync; /* s may be gone once unlocked (async ids) */
 	pthread_mutex_unlock(&scm__lock);
 	free(mc);
 	if (err)
 		return scm_err(err);
-	return scm__complete(s);
+	return sync ? scm__complete(s) : 0;
 }
 
 /* rdma_join_multicast -- join a group as a full member */
