@@ -35,6 +35,13 @@ static int scm_dev_open_locked(void)
 	struct ibv_port_attr pattr;
 	int n, i;
 
+	if (scm_dev.ctx && to_sctx(scm_dev.ctx)->owner_pid != soft_self_pid) {
+		/* forked after the parent opened it: the child opens a
+		 * context of its own; the parent's ids are not usable here */
+		scm_dev.ctx = NULL;
+		scm_dev.pd = NULL;
+		scm_dev.refcnt = 0;
+	}
 	if (scm_dev.ctx)
 		return 0;
 	list = ibv_get_device_list(&n);

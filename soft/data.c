@@ -62,6 +62,38 @@ static inline struct soft_slot *slot_at(struct soft_slot *base, uint64_t i,
 				    (size_t)(i & mask) * SOFT_SLOT_SIZE);
 }
 
+/* peer_srq_map -- the responder QP is on an SRQ: map the SRQ's segment
+ * when it is that process's and fits its mapping; else not served */
+static void peer_srq_map(struct soft_qp *qp, uint32_t id,
+			 const struct soft_reg_qp *e)
+{
+	struct soft_srq_hdr *sh;
+	size_t len;
+	uint32_t n, sge;
+	uint64_t stride;
+
+	sh = soft_srq_seg_map(e->ctx_idx, id, &len);
+	if (!sh)
+		return;
+	n = sh->entries;
+	sge = sh->sge;
+	stride = 8 + 16 * (uint64_t)sge;
+	if (sh->pid != e->pid || sh->start != e->start || !n || (n & (n - 1)) ||
+	    n > 2 * SOFT_MAX_SRQ_WR + 2 || sge > SOFT_MAX_SGE ||
+	    sh->rq_off < sizeof(*sh) || sh->rq_off > len || sh->cq_off > len ||
+	    (len - sh->rq_off) / stride < n ||
+	    (len - sh->cq_off) / sizeof(struct soft_shm_srq_cqe) < n) {
+		munmap(sh, len);
+		return;
+	}
+	qp->peer_srq = sh;
+	qp->peer_srq_len = len;
+	qp->peer_srq_n = n;
+	qp->peer_srq_sge = sge;
+	qp->peer_srq_rq_off = sh->rq_off;
+	qp->peer_srq_cq_off = sh->cq_off;
+}
+
 /*
  * soft_qp_connect -- find and map the peer QP's segment; lock held.
  * The registry entry and the segment header are peer-writable: the peer
@@ -98,6 +130,7 @@ void soft_qp_connect(struct soft_qp *qp)
 		return;
 	}
 	qp->peer = h;
+	qp->peer_epoch = atomic_load_explicit(&h->epoch, memory_order_acquire);
 	qp->peer_len = len;
 	qp->peer_slots = (struct soft_slot *)((char *)h + SOFT_SEG_HDR);
 	qp->peer_mask = nslots - 1;
@@ -124,6 +157,8 @@ void soft_qp_connect(struct soft_qp *qp)
 	    (len - qp->peer_cq_off) / sizeof(struct soft_shm_cqe) <
 		    qp->peer_rq_n)
 		qp->peer_rq_n = 0; /* not served by us */
+	if (h->srq_id && e.pid != soft_self_pid)
+		peer_srq_map(qp, h->srq_id, &e);
 }
 
 /* soft_qp_disconnect -- unmap the peer segment; lock held */
@@ -131,6 +166,9 @@ void soft_qp_disconnect(struct soft_qp *qp)
 {
 	if (qp->peer)
 		munmap(qp->peer, qp->peer_len);
+	if (qp->peer_srq)
+		munmap(qp->peer_srq, qp->peer_srq_len);
+	qp->peer_srq = NULL;
 	qp->peer = NULL;
 	qp->peer_slots = NULL;
 	qp->peer_reg_slot = -1;
@@ -719,7 +757,7 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 
 	if (qp->ud) /* UD/UC (ud.c) */
 		return soft_ud_post_send(ibqp, wr, bad);
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
 		ret = rc_post_send(qp, wr, bad);
@@ -729,7 +767,7 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		*bad = wr;
 		break;
 	}
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return ret;
 }
 
@@ -796,7 +834,7 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 
 	if (qp->ud) /* UD/UC (ud.c) */
 		return soft_ud_post_recv(ibqp, wr, bad);
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
 		ret = rc_post_recv(qp, wr, bad);
@@ -806,8 +844,23 @@ int soft_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad = wr;
 		break;
 	}
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return ret;
+}
+
+/* srq_mirror -- publish an SRQ receive WQE (at srq->head) for initiators */
+static void srq_mirror(struct soft_srq *srq, const struct soft_rwqe *r)
+{
+	struct soft_srq_hdr *h = srq->shm;
+	struct soft_shm_rwqe *w;
+
+	if (!h)
+		return;
+	w = (void *)((char *)h + h->rq_off +
+		     (srq->head & (h->entries - 1)) *
+			     (8 + 16 * (size_t)h->sge));
+	w->num_sge = r->num_sge;
+	memcpy(w->sge, r->sge, (size_t)r->num_sge * sizeof(r->sge[0]));
 }
 
 /* soft_post_srq_recv -- ibv_post_srq_recv */
@@ -818,7 +871,7 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	struct soft_rwqe *r;
 	int ret = 0;
 
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	for (; wr; wr = wr->next) {
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > srq->max_sge ||
 		    (wr->num_sge && !wr->sg_list)) {
@@ -837,9 +890,13 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
 			memcpy(r->sge, wr->sg_list,
 			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		srq_mirror(srq, r);
 		srq->head++;
 	}
-	pthread_mutex_unlock(&srq->ctx->lock);
+	if (srq->shm)
+		atomic_store_explicit(&srq->shm->prod, srq->head,
+				      memory_order_release);
+	soft_unlock(&srq->ctx->lock);
 	return ret;
 }
 
@@ -872,6 +929,10 @@ static void rx_take_wqe(struct soft_qp *qp)
 {
 	if (qp->srq) {
 		qp->srq->tail++;
+		if (qp->srq->shm) /* its lock is ours (rx_qp) */
+			atomic_store_explicit(&qp->srq->shm->cons,
+					      qp->srq->tail,
+					      memory_order_release);
 		soft_srq_check_limit(qp->srq);
 	} else {
 		qp->rq_tail++;
@@ -937,7 +998,9 @@ static void rx_drain(struct soft_qp *qp)
 			wc.wc_flags = IBV_WC_WITH_IMM;
 		}
 		if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
-			wc.status = IBV_WC_LOC_LEN_ERR; /* a lying peer */
+			wc.status = IBV_WC_LOC_LEN_ERR; /* too short */
+		else if (e.flags & SOFT_CQE_PROT)
+			wc.status = IBV_WC_LOC_PROT_ERR;
 		qp->rq_tail++;
 		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
 		if (wc.status != IBV_WC_SUCCESS) {
@@ -945,6 +1008,64 @@ static void rx_drain(struct soft_qp *qp)
 			soft_qp_to_error(qp);
 			break;
 		}
+	}
+}
+
+/*
+ * srq_drain -- the completions initiators produced on the SRQ, in order:
+ * each takes the WQE at our tail (wr_id and buffers from our private
+ * copy) and names the QP of this context it came on; an entry naming no
+ * such QP (it was destroyed) consumes its WQE with no completion.  The
+ * SRQ's lock is held.
+ */
+static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
+{
+	struct soft_srq_hdr *h = srq->shm;
+	const struct soft_shm_srq_cqe *c;
+	struct soft_shm_srq_cqe e;
+	struct soft_rwqe *r;
+	struct soft_list *l;
+	struct soft_qp *qp;
+	struct ibv_wc wc;
+	uint64_t cons, room;
+	uint32_t i;
+
+	cons = atomic_load_explicit(&h->cons, memory_order_acquire);
+	while (srq->tail < cons && srq->tail < srq->head) {
+		c = (const void *)((const char *)h + h->cq_off +
+				   (srq->tail & (h->entries - 1)) * sizeof(*c));
+		memcpy(&e, c, sizeof(e));
+		r = &srq->rq[srq->tail & (srq->size - 1)];
+		srq->tail++;
+		soft_srq_check_limit(srq);
+		for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
+			qp = soft_container_of(l, struct soft_qp, link);
+			if (qp->srq == srq && qp->qpx.qp_base.qp_num == e.qpn)
+				break;
+		}
+		if (l == &ctx->qps)
+			continue;
+		for (room = 0, i = 0; i < r->num_sge; i++)
+			room += r->sge[i].length;
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = r->wr_id;
+		wc.qp_num = e.qpn;
+		wc.src_qp = qp->dest_qpn;
+		wc.byte_len = e.byte_len;
+		wc.opcode = e.opcode == SOFT_OP_WRITE_IMM
+				    ? IBV_WC_RECV_RDMA_WITH_IMM
+				    : IBV_WC_RECV;
+		if (e.flags & SOFT_SF_IMM) {
+			wc.imm_data = e.imm;
+			wc.wc_flags = IBV_WC_WITH_IMM;
+		}
+		if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
+			wc.status = IBV_WC_LOC_LEN_ERR;
+		else if (e.flags & SOFT_CQE_PROT)
+			wc.status = IBV_WC_LOC_PROT_ERR;
+		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
+		if (wc.status != IBV_WC_SUCCESS)
+			soft_qp_to_error(qp);
 	}
 }
 
@@ -984,7 +1105,11 @@ static void rx_stop(struct soft_qp *qp)
 	    srq->head - srq->tail < srq->max_wr) {
 		/* give the SRQ back the WQE this message had taken */
 		srq->rq[srq->head & (srq->size - 1)] = qp->rx.wqe;
+		srq_mirror(srq, &qp->rx.wqe);
 		srq->head++;
+		if (srq->shm)
+			atomic_store_explicit(&srq->shm->prod, srq->head,
+					      memory_order_release);
 	}
 	qp->rx.active = 0;
 	qp->rx_stopped = 1;
@@ -1441,21 +1566,50 @@ static void rx_qp(struct soft_qp *qp)
 	struct soft_slot *s =
 		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 
+	struct soft_srq *srq = qp->srq;
+	uint32_t z = 0, epoch = atomic_load_explicit(&qp->peer->epoch,
+						     memory_order_acquire);
+
 	/* the idle poll: nothing published, nothing served for us */
-	if (!qp->rx.active &&
+	if (!qp->rx.active && epoch == qp->peer_epoch &&
 	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
 		    qp->peer_cons + 1 &&
-	    (qp->srq || !qp->seg->rq_entries ||
-	     atomic_load_explicit(&qp->seg->rq_cons, memory_order_relaxed) ==
-		     qp->rq_tail))
+	    (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
+						     memory_order_relaxed) ==
+					srq->tail
+		 : !qp->seg->rq_entries ||
+			     atomic_load_explicit(&qp->seg->rq_cons,
+						  memory_order_relaxed) ==
+				     qp->rq_tail))
 		return;
 	if (!rx_trylock(qp))
 		return; /* the initiator is serving us right now */
-	if (!qp->srq &&
-	    qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
-						memory_order_relaxed))
+	if (srq && srq->shm) {
+		/* the SRQ's WQEs: ours while we hold its lock */
+		if (!atomic_compare_exchange_strong_explicit(
+			    &srq->shm->lock, &z, 1, memory_order_acquire,
+			    memory_order_relaxed)) {
+			rx_unlock(qp);
+			return;
+		}
+		srq_drain(qp->ctx, srq);
+	}
+	if (epoch != qp->peer_epoch) {
+		/* the peer was reset since we connected: what we counted
+		 * (and any stop) belonged to its previous incarnation */
+		if (qp->rx.active)
+			rx_stop(qp);
+		qp->rx.active = 0;
+		qp->rx_stopped = 0;
+		qp->peer_cons = 0;
+		qp->peer_epoch = epoch;
+	}
+	if (!srq && qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
+							memory_order_relaxed))
 		rx_drain(qp);
 	rx_slots(qp);
+	if (srq && srq->shm)
+		atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);
 	rx_unlock(qp);
 }
 
@@ -1569,12 +1723,13 @@ static int serve_local(struct soft_qp *qp)
 	if (peer->ctx != qp->ctx && peer->peer &&
 	    peer->dest_qpn == qp->qpx.qp_base.qp_num)
 		rx_qp(peer);
-	pthread_mutex_unlock(&peer->ctx->lock);
+	soft_unlock(&peer->ctx->lock);
 	return 1;
 }
 
 /* serve_write -- n bytes of our message at off into the responder's
- * buffer named by sge (checked against its registered MR); 0 on success */
+ * buffer named by sge (checked against its registered MR); 0 on success,
+ * 1 when the MR check refuses the SGE, -1 when the copy failed */
 static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
 		       uint64_t n, const struct iovec *src, uint32_t nsrc,
 		       uint64_t off)
@@ -1603,8 +1758,8 @@ static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
 	if (left)
 		return -1;
 	soft_stripe_lock(lk);
-	if (sge->lkey && m->key == sge->lkey && m->pid == qp->peer_pid &&
-	    m->pd_id == qp->peer_pd_id &&
+	if (sge->lkey && m->key == sge->lkey && m->kind == SOFT_KEY_MR &&
+	    m->pid == qp->peer_pid && m->pd_id == qp->peer_pd_id &&
 	    (m->access & IBV_ACCESS_LOCAL_WRITE) && sge->addr >= m->addr &&
 	    sge->addr - m->addr <= m->len &&
 	    n <= m->len - (sge->addr - m->addr)) {
@@ -1612,6 +1767,8 @@ static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
 		r.iov_len = n;
 		if (vm_copy(1, qp->peer_pid, l, k, &r, 1) == (ssize_t)n)
 			ret = 0;
+	} else {
+		ret = 1;
 	}
 	pthread_mutex_unlock(lk);
 	return ret;
@@ -1622,24 +1779,31 @@ static int serve_write(struct soft_qp *qp, const struct ibv_sge *sge,
  * still untouched and the responder (another process, maybe stopped)
  * has not run; take its next receive WQE from its mirror, place the data
  * in its buffers (process_vm_writev, checked against the registry), leave
- * the completion in its outbox, ACK our slot.  Only the plain success
- * case is served here; anything else (no WQE, too short, refused copy)
- * waits for the responder itself.  1 if served.
+ * the completion in its outbox, ACK our slot.  The errors its HCA finds
+ * are found here too: no receive posted is an RNR NAK with its
+ * min_rnr_timer (we retry as rnr_retry says); a buffer too short fails
+ * our WQE with IBV_WC_REM_INV_REQ_ERR and its receive with
+ * IBV_WC_LOC_LEN_ERR; a buffer it has not registered for local write,
+ * IBV_WC_REM_OP_ERR here and IBV_WC_LOC_PROT_ERR there.  A copy the
+ * kernel refuses waits for the responder itself.  1 if served.
  */
 static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 			struct soft_slot *s, const struct iovec *iov)
 {
 	struct soft_seg_hdr *h = qp->peer;
+	struct soft_srq_hdr *sh = qp->peer_srq;
 	struct ibv_sge sge[SOFT_MAX_SGE];
 	struct iovec pay;
-	struct soft_shm_cqe *c;
 	const struct soft_shm_rwqe *w;
-	uint64_t prod, cons, room = 0, off = 0, n;
-	uint32_t i, num, flags = s->flags, z = 0;
-	int ok = 0;
+	_Atomic uint64_t *prodp, *consp;
+	const char *rq;
+	uint64_t prod, cons, room = 0, off = 0, n, stride;
+	uint32_t i, num, flags = s->flags, z = 0, nak = SOFT_ACK, nent, nsge;
+	uint64_t st = SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY);
+	int ok = 0, r;
 
 	/* never process_vm_writev into ourselves on the registry's word */
-	if (!h || !qp->peer_rq_n || qp->no_serve ||
+	if (!h || (!qp->peer_rq_n && !sh) || qp->no_serve ||
 	    qp->peer_pid == soft_self_pid ||
 	    (e->op != SOFT_OP_SEND && e->op != SOFT_OP_WRITE_IMM) ||
 	    (e->op == SOFT_OP_WRITE_IMM &&
@@ -1650,38 +1814,70 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 						     memory_order_acquire,
 						     memory_order_relaxed))
 		return 0;
+	if (sh) { /* its SRQ's receives: their lock too, after the QP's */
+		z = 0;
+		if (!atomic_compare_exchange_strong_explicit(
+			    &sh->lock, &z, 2, memory_order_acquire,
+			    memory_order_relaxed)) {
+			atomic_store_explicit(&h->rx_lock, 0,
+					      memory_order_release);
+			return 0;
+		}
+		prodp = &sh->prod;
+		consp = &sh->cons;
+		rq = (const char *)sh + qp->peer_srq_rq_off;
+		nent = qp->peer_srq_n;
+		nsge = qp->peer_srq_sge;
+	} else {
+		prodp = &h->rq_prod;
+		consp = &h->rq_cons;
+		rq = (const char *)h + qp->peer_rq_off;
+		nent = qp->peer_rq_n;
+		nsge = qp->peer_rq_sge;
+	}
+	stride = 8 + 16 * (uint64_t)nsge;
 	if (!peer_listed(qp) ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) !=
 		    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY))
 		goto unlock;
-	prod = atomic_load_explicit(&h->rq_prod, memory_order_acquire);
-	cons = atomic_load_explicit(&h->rq_cons, memory_order_relaxed);
-	if (cons >= prod || prod - cons > qp->peer_rq_n)
+	prod = atomic_load_explicit(prodp, memory_order_acquire);
+	cons = atomic_load_explicit(consp, memory_order_relaxed);
+	if (cons == prod) {
+		/* no receive posted: its HCA sends an RNR NAK */
+		s->rnr_timer = h->rnr_timer & 31;
+		ok = atomic_compare_exchange_strong_explicit(
+			&s->state, &st,
+			SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_RNR),
+			memory_order_acq_rel, memory_order_relaxed);
 		goto unlock;
-	w = (const void *)((const char *)h + qp->peer_rq_off +
-			   (cons & (qp->peer_rq_n - 1)) *
-				   (8 + 16 * (uint64_t)qp->peer_rq_sge));
+	}
+	if (cons > prod || prod - cons > nent)
+		goto unlock;
+	w = (const void *)(rq + (cons & (nent - 1)) * stride);
 	num = w->num_sge;
-	if (num > qp->peer_rq_sge)
+	if (num > nsge)
 		goto unlock;
 	memcpy(sge, w->sge, (size_t)num * sizeof(sge[0]));
 	if (e->op == SOFT_OP_SEND) {
 		for (i = 0; i < num; i++)
 			room += sge[i].length;
 		if (room < e->byte_len)
-			goto unlock;
+			nak = SOFT_NAK_INV_REQ; /* its LOC_LEN_ERR */
 		pay.iov_base = s->payload;
 		pay.iov_len = e->byte_len;
-		for (i = 0; i < num && off < e->byte_len; i++) {
+		for (i = 0; i < num && off < e->byte_len && !nak; i++) {
 			n = e->byte_len - off < sge[i].length
 				    ? e->byte_len - off
 				    : sge[i].length;
 			if (!n)
 				continue;
-			if ((flags & SOFT_SF_COPIED)
+			r = (flags & SOFT_SF_COPIED)
 				    ? serve_write(qp, &sge[i], n, &pay, 1, off)
 				    : serve_write(qp, &sge[i], n, iov, e->niov,
-						  off)) {
+						  off);
+			if (r > 0) {
+				nak = SOFT_NAK_REM_OP; /* its LOC_PROT_ERR */
+			} else if (r) {
 				if (errno == EPERM)
 					qp->no_serve = 1;
 				goto unlock;
@@ -1689,19 +1885,37 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 			off += n;
 		}
 	}
-	c = (void *)((char *)h + qp->peer_cq_off +
-		     (cons & (qp->peer_rq_n - 1)) * sizeof(*c));
-	c->byte_len = e->byte_len;
-	c->imm = s->imm;
-	c->flags = flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED);
-	c->opcode = e->op;
-	atomic_store_explicit(&h->rq_cons, cons + 1, memory_order_release);
-	s->status = SOFT_ACK;
+	flags = (flags & (SOFT_SF_IMM | SOFT_SF_SOLICITED)) |
+		(nak == SOFT_NAK_REM_OP ? SOFT_CQE_PROT : 0);
+	if (sh) {
+		struct soft_shm_srq_cqe *c =
+			(void *)((char *)sh + qp->peer_srq_cq_off +
+				 (cons & (nent - 1)) * sizeof(*c));
+
+		c->byte_len = e->byte_len;
+		c->imm = s->imm;
+		c->flags = flags;
+		c->opcode = e->op;
+		c->qpn = qp->dest_qpn;
+	} else {
+		struct soft_shm_cqe *c =
+			(void *)((char *)h + qp->peer_cq_off +
+				 (cons & (nent - 1)) * sizeof(*c));
+
+		c->byte_len = e->byte_len;
+		c->imm = s->imm;
+		c->flags = flags;
+		c->opcode = e->op;
+	}
+	atomic_store_explicit(consp, cons + 1, memory_order_release);
+	s->status = nak;
 	atomic_store_explicit(&s->state,
 			      SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_DONE),
 			      memory_order_release);
 	ok = 1;
 unlock:
+	if (sh)
+		atomic_store_explicit(&sh->lock, 0, memory_order_release);
 	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
 	if (ok)
 		peer_wake(qp->peer_ctx_idx);
@@ -1793,7 +2007,14 @@ static void tx_qp(struct soft_qp *qp)
 					served = 1;
 					continue;
 				}
-				/* in flight: is the responder still there? */
+				/* in flight: is the responder still there?  A
+				 * busy poller reads the clock every
+				 * SOFT_CHECK_POLLS polls, the progress thread
+				 * (a sweep a millisecond at most) every time */
+				if (++qp->unchecked < SOFT_CHECK_POLLS &&
+				    !qp->ctx->in_thread)
+					return;
+				qp->unchecked = 0;
 				now = soft_now_ns();
 				if (now < qp->next_check)
 					return;
@@ -1915,14 +2136,14 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct soft_cq *cq = to_scq(ibcq);
 	int i;
 
-	pthread_mutex_lock(&cq->ctx->lock);
+	soft_lock(&cq->ctx->lock);
 	soft_progress(cq->ctx);
 	for (i = 0; i < n && cq->count; i++) {
 		wc[i] = cq->q[cq->head].wc;
 		cq->head = (cq->head + 1) % cq->size;
 		cq->count--;
 	}
-	pthread_mutex_unlock(&cq->ctx->lock);
+	soft_unlock(&cq->ctx->lock);
 	return i;
 }
 
@@ -1936,9 +2157,11 @@ static void *thread_main(void *arg)
 	while (!atomic_load(&ctx->thread_stop)) {
 		v = atomic_load(w);
 		if ((ctx->narmed || ctx->serve_rings) &&
-		    !pthread_mutex_trylock(&ctx->lock)) {
+		    !soft_trylock(&ctx->lock)) {
+			ctx->in_thread = 1;
 			soft_progress(ctx);
-			pthread_mutex_unlock(&ctx->lock);
+			ctx->in_thread = 0;
+			soft_unlock(&ctx->lock);
 		}
 		soft_futex_wait(
 			w, v,
@@ -1949,12 +2172,11 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-/* soft_thread_start -- start the progress thread once */
-void soft_thread_start(struct soft_context *ctx)
+/* soft_thread_start_locked -- start the progress thread once; lock held */
+void soft_thread_start_locked(struct soft_context *ctx)
 {
 	sigset_t all, old;
 
-	pthread_mutex_lock(&ctx->lock);
 	if (!ctx->thread_started) {
 		/*
 		 * The thread inherits our mask: with every signal blocked the
@@ -1966,7 +2188,14 @@ void soft_thread_start(struct soft_context *ctx)
 			ctx->thread_started = 1;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* soft_thread_start -- start the progress thread once */
+void soft_thread_start(struct soft_context *ctx)
+{
+	soft_lock(&ctx->lock);
+	soft_thread_start_locked(ctx);
+	soft_unlock(&ctx->lock);
 }
 
 /* soft_thread_stop -- stop and join the progress thread */

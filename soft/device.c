@@ -233,7 +233,6 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct soft_context *ctx;
 	struct ibv_context *c;
-	pthread_mutexattr_t ma;
 
 	if (device != &soft_dev.dev) {
 		errno = ENODEV;
@@ -250,13 +249,11 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->reg_idx = soft_reg_ctx_alloc();
 	if (ctx->reg_idx < 0)
 		goto detach;
+	ctx->owner_pid = soft_self_pid;
 	ctx->async = soft_evq_new(sizeof(struct ibv_async_event));
 	if (!ctx->async)
 		goto free_slot;
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-	pthread_mutex_init(&ctx->lock, &ma);
-	pthread_mutexattr_destroy(&ma);
+	soft_lock_init(&ctx->lock);
 	soft_list_init(&ctx->qps);
 	soft_list_init(&ctx->cqs);
 	soft_list_init(&ctx->srqs);
@@ -303,7 +300,6 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	return c;
 
 free_async:
-	pthread_mutex_destroy(&ctx->lock);
 	soft_evq_free(ctx->async);
 free_slot:
 	soft_reg_ctx_free(ctx->reg_idx);
@@ -322,12 +318,14 @@ int ibv_close_device(struct ibv_context *context)
 	if (!context)
 		return EINVAL;
 	ctx = to_sctx(context);
-	soft_thread_stop(ctx);
+	/* a forked child closing what it inherited: the progress thread
+	 * and the registry slot are its parent's, left alone */
+	if (ctx->owner_pid == soft_self_pid)
+		soft_thread_stop(ctx);
 	soft_evq_free(ctx->async);
 	close(context->cmd_fd);
 	soft_reg_ctx_free(ctx->reg_idx);
 	soft_reg_detach();
-	pthread_mutex_destroy(&ctx->lock);
 	pthread_mutex_destroy(&context->mutex);
 	free(ctx);
 	return 0;

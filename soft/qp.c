@@ -80,7 +80,7 @@ struct soft_qp *soft_qp_lock_local(uint32_t qpn)
 	pthread_mutex_lock(&qp_table_lock);
 	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
 	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
-		   pthread_mutex_trylock(&qp->ctx->lock)))
+		   soft_trylock(&qp->ctx->lock)))
 		qp = NULL;
 	pthread_mutex_unlock(&qp_table_lock);
 	return qp;
@@ -223,6 +223,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->seg->pid = soft_self_pid;
 	qp->seg->start = soft_self_start;
 	qp->seg->ctx_idx = (uint32_t)ctx->reg_idx;
+	if (qp->srq && qp->srq->shm)
+		qp->seg->srq_id = qp->srq->shm_id;
 	qp->slots = (struct soft_slot *)((char *)qp->seg + SOFT_SEG_HDR);
 	qp->peer_reg_slot = -1;
 
@@ -251,7 +253,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	/* report what was granted */
 	attr->cap = qp->cap;
 
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	__atomic_add_fetch(&pd->refcnt, 1, __ATOMIC_RELAXED);
 	qp->scq->refcnt++;
 	qp->rcq->refcnt++;
@@ -259,7 +261,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->srq->refcnt++;
 	soft_list_add(&ctx->qps, &qp->link);
 	qp_table_set(qpn, qp);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
 
 free_ud:
@@ -501,7 +503,8 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 	qp->state = s;
 	qp->qpx.qp_base.state = s;
 	qp->attr.qp_state = s;
-	atomic_store(&soft_reg->qp[qp->reg_slot].state, (uint32_t)s);
+	if (qp->ctx->owner_pid == soft_self_pid)
+		atomic_store(&soft_reg->qp[qp->reg_slot].state, (uint32_t)s);
 }
 
 /* qp_reset -- back to RESET: queues emptied without completions */
@@ -539,6 +542,12 @@ static void qp_reset(struct soft_qp *qp)
 	qp->wait_msgno = 0;
 	qp->drain_bad = 0;
 	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
+	soft_cq_clean(qp->scq, qp->qpx.qp_base.qp_num);
+	if (qp->rcq != qp->scq)
+		soft_cq_clean(qp->rcq, qp->qpx.qp_base.qp_num);
+	/* a responder that connected to our previous incarnation (it
+	 * reached RTR before we were reset) starts counting anew */
+	atomic_fetch_add_explicit(&qp->seg->epoch, 1, memory_order_release);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 }
 
@@ -551,12 +560,12 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if (!ibqp || !attr)
 		return EINVAL;
 	qp = to_sqp(ibqp);
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (!modify_is_ok(cur, next, qp->type, mask) ||
 	    check_values(qp, attr, mask)) {
-		pthread_mutex_unlock(&qp->ctx->lock);
+		soft_unlock(&qp->ctx->lock);
 		errno = EINVAL;
 		return EINVAL;
 	}
@@ -591,8 +600,11 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
-	if (mask & IBV_QP_MIN_RNR_TIMER)
+	if (mask & IBV_QP_MIN_RNR_TIMER) {
 		qp->attr.min_rnr_timer = attr->min_rnr_timer;
+		if (qp->seg)
+			qp->seg->rnr_timer = attr->min_rnr_timer;
+	}
 	if (mask & IBV_QP_TIMEOUT)
 		qp->attr.timeout = attr->timeout;
 	if (mask & IBV_QP_RETRY_CNT)
@@ -622,13 +634,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
 			soft_qp_connect(qp);
 			if (qp->ctx->serve_rings)
-				soft_thread_start(qp->ctx);
+				soft_thread_start_locked(qp->ctx);
 		}
 		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
 		    qp->sq_head == qp->sq_tail)
 			soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, ibqp);
 	}
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return 0;
 }
 
@@ -641,7 +653,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	if (!ibqp || !attr || !init_attr)
 		return EINVAL;
 	qp = to_sqp(ibqp);
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	*attr = qp->attr;
 	attr->qp_state = qp->state;
 	attr->cur_qp_state = qp->state;
@@ -655,7 +667,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	init_attr->cap = qp->cap;
 	init_attr->qp_type = qp->type;
 	init_attr->sq_sig_all = qp->sq_sig_all;
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return 0;
 }
 
@@ -674,7 +686,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EINVAL;
 	qp = to_sqp(ibqp);
 	ctx = qp->ctx;
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	soft_list_del(&qp->link);
 	qp_table_set(ibqp->qp_num, NULL);
 	qp_reset(qp);
@@ -684,14 +696,15 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->srq)
 		qp->srq->refcnt--;
 	__atomic_sub_fetch(&qp->pd->refcnt, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	soft_evq_purge(ctx->async, qp_event_match, ibqp);
 	pthread_mutex_lock(&ibqp->mutex);
 	while (ibqp->events_completed != qp->async_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
 	soft_ud_destroy(qp);
-	soft_seg_unlink(ibqp->qp_num);
+	if (ctx->owner_pid == soft_self_pid)
+		soft_seg_unlink(ibqp->qp_num);
 	munmap(qp->seg, qp->seg_len);
 	soft_reg_qp_free(qp->reg_slot);
 	soft_qp_ex_free(qp);

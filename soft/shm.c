@@ -323,6 +323,18 @@ int soft_exit_lock(pthread_mutex_t *m)
 	return -1;
 }
 
+/* srq_unlink_all -- the SRQ segments a context slot has named */
+static void srq_unlink_all(struct soft_reg *r, uint32_t idx)
+{
+	uint32_t n, hi = r->ctx[idx].srq_hi;
+
+	if (hi > SOFT_MAX_SRQ_IDS)
+		hi = SOFT_MAX_SRQ_IDS;
+	for (n = 1; n <= hi; n++)
+		soft_srq_seg_unlink(idx, n);
+	r->ctx[idx].srq_hi = 0;
+}
+
 /* The last liveness answer of a sweep: entries come in runs of one pid. */
 struct reg_alive_cache {
 	int32_t pid;
@@ -353,10 +365,12 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 
 		if (!pid)
 			continue;
-		if (soft_pid_alive(pid, r->ctx[i].start))
+		if (soft_pid_alive(pid, r->ctx[i].start)) {
 			live++;
-		else
+		} else {
+			srq_unlink_all(r, (uint32_t)i);
 			atomic_store(&r->ctx[i].pid, 0);
+		}
 	}
 	for (i = 0; i < SOFT_MAX_QP; i++) {
 		if (!r->qp[i].qpn ||
@@ -419,6 +433,7 @@ int soft_reg_ctx_alloc(void)
 	}
 	if (idx >= 0) {
 		r->ctx[idx].start = soft_self_start;
+		r->ctx[idx].srq_hi = 0;
 		atomic_store(&r->ctx[idx].armed, 0);
 		atomic_store(&r->ctx[idx].pid, soft_self_pid);
 	}
@@ -432,8 +447,11 @@ int soft_reg_ctx_alloc(void)
 void soft_reg_ctx_free(int idx)
 {
 	soft_stripe_lock(&soft_reg->lock);
-	atomic_store(&soft_reg->ctx[idx].armed, 0);
-	atomic_store(&soft_reg->ctx[idx].pid, 0);
+	/* only our own: a forked child never frees its parent's slot */
+	if (atomic_load(&soft_reg->ctx[idx].pid) == soft_self_pid) {
+		atomic_store(&soft_reg->ctx[idx].armed, 0);
+		atomic_store(&soft_reg->ctx[idx].pid, 0);
+	}
 	pthread_mutex_unlock(&soft_reg->lock);
 }
 
@@ -516,7 +534,8 @@ int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type, uint32_t *qpn)
 void soft_reg_qp_free(int slot)
 {
 	soft_stripe_lock(&soft_reg->lock);
-	soft_reg->qp[slot].qpn = 0;
+	if (soft_reg->qp[slot].pid == soft_self_pid)
+		soft_reg->qp[slot].qpn = 0;
 	pthread_mutex_unlock(&soft_reg->lock);
 }
 
@@ -582,7 +601,8 @@ void soft_reg_mr_free(uint32_t key)
 
 	soft_stripe_lock(&soft_reg->lock);
 	soft_stripe_lock(m);
-	if (soft_reg->mr[slot].key == key)
+	if (soft_reg->mr[slot].key == key &&
+	    soft_reg->mr[slot].pid == soft_self_pid)
 		soft_reg->mr[slot].key = 0;
 	pthread_mutex_unlock(m);
 	pthread_mutex_unlock(&soft_reg->lock);
@@ -617,6 +637,95 @@ void *soft_seg_create(uint32_t qpn, size_t len)
 	}
 	((struct soft_seg_hdr *)p)->magic = SOFT_SEG_MAGIC;
 	return p;
+}
+
+/* srq_name -- the name of SRQ segment id of context slot ctx_idx */
+static void srq_name(char *buf, size_t len, uint32_t ctx_idx, uint32_t id)
+{
+	char what[32];
+
+	snprintf(what, sizeof(what), "srq-%u", (unsigned)ctx_idx);
+	soft_name(buf, len, what, id);
+}
+
+/* soft_reg_srq_id -- record that context slot ctx_idx named SRQ id, so
+ * that the segment is removed once its process is gone */
+void soft_reg_srq_id(uint32_t ctx_idx, uint32_t id)
+{
+	soft_stripe_lock(&soft_reg->lock);
+	if (soft_reg->ctx[ctx_idx].srq_hi < id)
+		soft_reg->ctx[ctx_idx].srq_hi = id;
+	pthread_mutex_unlock(&soft_reg->lock);
+}
+
+/* soft_srq_seg_create -- create the shm segment of an SRQ */
+void *soft_srq_seg_create(uint32_t ctx_idx, uint32_t id, size_t len)
+{
+	char name[128];
+	void *p;
+	int fd;
+
+	srq_name(name, sizeof(name), ctx_idx, id);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		shm_unlink(name); /* stale, from a killed process */
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+			      0600);
+	}
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, (off_t)len) < 0) {
+		close(fd);
+		shm_unlink(name);
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		shm_unlink(name);
+		return NULL;
+	}
+	((struct soft_srq_hdr *)p)->magic = SOFT_SEG_MAGIC + 1;
+	return p;
+}
+
+/* soft_srq_seg_map -- map another process's SRQ segment */
+void *soft_srq_seg_map(uint32_t ctx_idx, uint32_t id, size_t *len)
+{
+	char name[128];
+	struct stat st;
+	void *p;
+	int fd;
+
+	srq_name(name, sizeof(name), ctx_idx, id);
+	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 ||
+	    (size_t)st.st_size < sizeof(struct soft_srq_hdr)) {
+		close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (((struct soft_srq_hdr *)p)->magic != SOFT_SEG_MAGIC + 1) {
+		munmap(p, (size_t)st.st_size);
+		return NULL;
+	}
+	*len = (size_t)st.st_size;
+	return p;
+}
+
+/* soft_srq_seg_unlink -- remove an SRQ's segment name */
+void soft_srq_seg_unlink(uint32_t ctx_idx, uint32_t id)
+{
+	char name[128];
+
+	srq_name(name, sizeof(name), ctx_idx, id);
+	shm_unlink(name);
 }
 
 /* soft_seg_map -- map another QP's segment */
@@ -667,6 +776,21 @@ void soft_wake_ctx(uint32_t ctx_idx)
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* soft_lock_slow -- the context lock is held: mark it contended, sleep */
+void soft_lock_slow(soft_lock_t *l)
+{
+	while (atomic_exchange_explicit(&l->v, 2, memory_order_acquire))
+		syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_WAIT_PRIVATE, 2,
+			NULL, NULL, 0);
+}
+
+/* soft_unlock_wake -- a thread sleeps on the context lock: wake one */
+void soft_unlock_wake(soft_lock_t *l)
+{
+	syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
+		0);
+}
+
 /* soft_futex_wait -- sleep while *word == val, at most ns */
 void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
 {
@@ -702,9 +826,12 @@ __attribute__((destructor)) static void soft_fini(void)
 	for (i = 0; i < SOFT_MAX_MR; i++)
 		if (r->mr[i].key && r->mr[i].pid == soft_self_pid)
 			r->mr[i].key = 0;
-	for (i = 0; i < SOFT_MAX_CTX; i++)
-		if (atomic_load(&r->ctx[i].pid) == soft_self_pid)
+	for (i = 0; i < SOFT_MAX_CTX; i++) {
+		if (atomic_load(&r->ctx[i].pid) == soft_self_pid) {
+			srq_unlink_all(r, (uint32_t)i);
 			atomic_store(&r->ctx[i].pid, 0);
+		}
+	}
 	if (!reg_sweep(r, 1)) {
 		soft_name(name, sizeof(name), "registry", 0);
 		r->unlinked = 1;

@@ -45,7 +45,8 @@
 #define SOFT_MW_GENS	    127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
 #define SOFT_MAX_CTX	    1024
 #define SOFT_NSTRIPES	    64
-#define SOFT_LIVENESS_NS    10000000ull	  /* peer pid check period: 10 ms */
+#define SOFT_LIVENESS_NS    10000000ull /* peer pid check period: 10 ms */
+#define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
 
 /* Ring slots (slot.h): 64-byte header then payload */
@@ -53,11 +54,11 @@
 
 /* Host-global registry (POSIX shm) */
 struct soft_reg_ctx {
-	_Atomic int32_t pid; /* 0: free */
-	uint32_t pad;
-	uint64_t start;		      /* owner's start time (pid reuse guard) */
-	_Atomic uint32_t wake;	      /* futex word of the progress thread */
-	_Atomic uint32_t armed;	      /* a CQ of this context is armed */
+	_Atomic int32_t pid;	/* 0: free */
+	uint32_t srq_hi;	/* its SRQ segments: srq-<slot>-<1..srq_hi> */
+	uint64_t start;		/* owner's start time (pid reuse guard) */
+	_Atomic uint32_t wake;	/* futex word of the progress thread */
+	_Atomic uint32_t armed; /* a CQ of this context is armed */
 	_Atomic uint32_t always_wake; /* its thread serves the rings */
 	uint8_t pad2[36];
 };
@@ -136,6 +137,9 @@ struct soft_seg_hdr {
 	 */
 	uint32_t rq_entries; /* 0: not mirrored (SRQ) */
 	uint32_t rq_sge;
+	uint32_t rnr_timer; /* min_rnr_timer, for an initiator's RNR NAK */
+	uint32_t srq_id;    /* on an SRQ: its segment srq-<ctx_idx>-<srq_id> */
+	_Atomic uint32_t epoch; /* bumped at every reset: slots start anew */
 	uint64_t rq_off, cq_off;
 	/* written on every poll of the owner: a line of its own, apart from
 	 * what the peer reads on every poll (dest_qpn) */
@@ -146,6 +150,37 @@ struct soft_seg_hdr {
 	uint8_t pad2[40];
 };
 
+/*
+ * An SRQ's segment: its posted receives and an outbox of the receive
+ * completions initiators produced, each naming the QP it was for.  Who
+ * consumes its WQEs holds lock (the responder: 1, an initiator: 2) and,
+ * first, the rx_lock of the QP the message came on.  Peer-writable, as
+ * the QP segment.
+ */
+struct soft_srq_hdr {
+	uint64_t magic;
+	int32_t pid;
+	uint32_t entries; /* power of two, indexed by absolute WQE number */
+	uint64_t start;
+	uint32_t sge;
+	uint32_t pad;
+	uint64_t rq_off, cq_off;
+	_Alignas(64) _Atomic uint32_t lock;
+	uint32_t pad1;
+	_Atomic uint64_t prod; /* WQEs posted */
+	_Atomic uint64_t cons; /* WQEs consumed, either side */
+	uint8_t pad2[40];
+};
+
+struct soft_shm_srq_cqe {
+	uint32_t byte_len;
+	uint32_t imm;
+	uint32_t flags; /* SOFT_SF_IMM, SOFT_SF_SOLICITED, SOFT_CQE_PROT */
+	uint32_t opcode;
+	uint32_t qpn; /* the responder QP it was for */
+	uint32_t pad;
+};
+
 /* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
 struct soft_shm_rwqe {
 	uint32_t num_sge;
@@ -153,11 +188,14 @@ struct soft_shm_rwqe {
 	struct ibv_sge sge[];
 };
 
-/* a receive completion the initiator produced for the responder */
+/* a receive completion the initiator produced for the responder; with
+ * SOFT_CQE_PROT its WQE named memory it has not registered for local
+ * write (IBV_WC_LOC_PROT_ERR) */
+#define SOFT_CQE_PROT 0x100u
 struct soft_shm_cqe {
 	uint32_t byte_len;
 	uint32_t imm;
-	uint32_t flags;	 /* SOFT_SF_IMM, SOFT_SF_SOLICITED */
+	uint32_t flags;	 /* SOFT_SF_IMM, SOFT_SF_SOLICITED, SOFT_CQE_PROT */
 	uint32_t opcode; /* SOFT_OP_SEND / SOFT_OP_WRITE_IMM */
 };
 
@@ -173,16 +211,61 @@ struct soft_list {
 
 struct soft_evq; /* event queue behind an eventfd */
 
+/*
+ * soft_lock_t -- a context's lock: never taken twice by one thread, held
+ * for short sweeps; one compare-and-swap to take it and one exchange to
+ * release it when uncontended (a pthread mutex costs about 50
+ * instructions a pair more, three pairs a message), a futex otherwise.
+ */
+typedef struct {
+	_Atomic uint32_t v; /* 0 free, 1 held, 2 held with waiters */
+} soft_lock_t;
+
+void soft_lock_slow(soft_lock_t *l);
+void soft_unlock_wake(soft_lock_t *l);
+
+static inline void soft_lock_init(soft_lock_t *l)
+{
+	atomic_init(&l->v, 0);
+}
+
+static inline void soft_lock(soft_lock_t *l)
+{
+	uint32_t z = 0;
+
+	if (!atomic_compare_exchange_strong_explicit(
+		    &l->v, &z, 1, memory_order_acquire, memory_order_relaxed))
+		soft_lock_slow(l);
+}
+
+/* soft_trylock -- 0 when taken (as pthread_mutex_trylock) */
+static inline int soft_trylock(soft_lock_t *l)
+{
+	uint32_t z = 0;
+
+	return !atomic_compare_exchange_strong_explicit(
+		&l->v, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void soft_unlock(soft_lock_t *l)
+{
+	if (atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2)
+		soft_unlock_wake(l);
+}
+
 struct soft_context {
 	struct verbs_context vctx; /* ibv_context is its last member */
-	pthread_mutex_t lock; /* everything below and all objects' queues */
+	soft_lock_t lock; /* everything below and all objects' queues */
 	int reg_idx;
+	int32_t owner_pid; /* the process that opened it (fork: see README) */
+	uint32_t srq_next; /* SRQ segment ids handed out */
 	struct soft_list qps, cqs, srqs;
 	struct soft_evq *async;
 	pthread_t thread;
 	int thread_started;
 	_Atomic int thread_stop;
 	int narmed;
+	int in_thread; /* the progress thread is sweeping (lock held) */
 	uint32_t npd;
 	uint64_t outstanding; /* send WQEs waiting on a peer */
 	int serve_rings;      /* process_vm may be refused: the thread serves */
@@ -251,6 +334,9 @@ struct soft_srq {
 	int refcnt;
 	uint32_t async_reported;
 	uint32_t srqn;
+	struct soft_srq_hdr *shm; /* NULL: reached only by its own process */
+	size_t shm_len;
+	uint32_t shm_id;
 };
 
 enum { SOFT_WQE_RING = 1, SOFT_WQE_DONE = 2 };
@@ -312,6 +398,7 @@ struct soft_qp {
 	uint64_t rnr_since;  /* ns */
 	uint64_t dead_since; /* ns, 0: peer believed alive */
 	uint64_t next_check; /* ns: next peer liveness check */
+	uint32_t unchecked;  /* polls since the clock was last read */
 	/* the peer (dest_qp_num) */
 	uint32_t dest_qpn;
 	struct soft_seg_hdr *peer;
@@ -326,7 +413,12 @@ struct soft_qp {
 	int peer_reg_slot;
 	int peer_same_ctx; /* the peer QP is ours, on this context */
 	uint32_t peer_rq_n, peer_rq_sge; /* its RQ mirror, checked at connect */
+	uint32_t peer_epoch; /* its incarnation whose slots peer_cons counts */
 	uint64_t peer_rq_off, peer_cq_off;
+	struct soft_srq_hdr *peer_srq; /* its SRQ's segment, checked */
+	size_t peer_srq_len;
+	uint32_t peer_srq_n, peer_srq_sge;
+	uint64_t peer_srq_rq_off, peer_srq_cq_off;
 	/* receive side */
 	struct soft_rwqe *rq;
 	uint32_t rq_size;
@@ -398,6 +490,14 @@ static inline struct soft_pd *to_spd(struct ibv_pd *pd)
 /* shm.c: registry, segments, liveness */
 extern struct soft_reg *soft_reg;
 extern int32_t soft_self_pid;
+
+/* soft_ctx_armed -- publish whether ctx waits on events; a forked child
+ * never writes the flag of a context its parent opened */
+static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t v)
+{
+	if (ctx->owner_pid == soft_self_pid)
+		atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, v);
+}
 extern uint64_t soft_self_start;
 int soft_reg_attach(void);
 void soft_reg_detach(void);
@@ -431,6 +531,11 @@ uint64_t soft_now_ns(void);
 void *soft_seg_create(uint32_t qpn, size_t len);
 void *soft_seg_map(uint32_t qpn, size_t *len);
 void soft_seg_unlink(uint32_t qpn);
+#define SOFT_MAX_SRQ_IDS 4096
+void *soft_srq_seg_create(uint32_t ctx_idx, uint32_t id, size_t len);
+void *soft_srq_seg_map(uint32_t ctx_idx, uint32_t id, size_t *len);
+void soft_srq_seg_unlink(uint32_t ctx_idx, uint32_t id);
+void soft_reg_srq_id(uint32_t ctx_idx, uint32_t id);
 void soft_wake_ctx(uint32_t ctx_idx);
 void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 
@@ -448,6 +553,7 @@ void soft_evq_purge(struct soft_evq *q, int (*match)(const void *, void *),
 		    void *arg);
 void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,
 		      void *obj);
+void soft_cq_clean(struct soft_cq *cq, uint32_t qpn);
 void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited);
 int soft_cq_room(struct soft_cq *cq);
 
@@ -465,6 +571,7 @@ void soft_qp_flush(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
 void soft_qp_disconnect(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);
+void soft_thread_start_locked(struct soft_context *ctx);
 void soft_thread_stop(struct soft_context *ctx);
 struct soft_mr *soft_mr_lookup(uint32_t key);
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "softrdma.h"
 
@@ -19,6 +20,56 @@ struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 				   struct ibv_srq_init_attr_ex *attr);
 
 static uint32_t srq_counter;
+
+/*
+ * srq_shm -- the segment through which initiators take this SRQ's
+ * receives while its process does not run (progress like hardware): a
+ * mirror big enough for any max_wr it may be resized to, indexed by
+ * absolute WQE number, and an outbox of completions.  Sparse in tmpfs:
+ * only what is used takes memory.
+ */
+static int srq_shm(struct soft_srq *srq)
+{
+	struct soft_context *ctx = srq->ctx;
+	uint32_t n = 1, id;
+	size_t stride = 8 + 16 * (size_t)srq->max_sge;
+	size_t hdr = (sizeof(struct soft_srq_hdr) + 127) & ~(size_t)127;
+	struct soft_srq_hdr *h;
+
+	while (n < SOFT_MAX_SRQ_WR + 1)
+		n <<= 1;
+	soft_lock(&ctx->lock);
+	id = ++ctx->srq_next;
+	soft_unlock(&ctx->lock);
+	if (id > SOFT_MAX_SRQ_IDS)
+		return 0; /* served only by its own process */
+	soft_reg_srq_id((uint32_t)ctx->reg_idx, id);
+	srq->shm_len = hdr + (size_t)n * stride +
+		       (size_t)n * sizeof(struct soft_shm_srq_cqe);
+	h = soft_srq_seg_create((uint32_t)ctx->reg_idx, id, srq->shm_len);
+	if (!h)
+		return -1;
+	h->pid = soft_self_pid;
+	h->start = soft_self_start;
+	h->entries = n;
+	h->sge = srq->max_sge;
+	h->rq_off = hdr;
+	h->cq_off = hdr + (size_t)n * stride;
+	srq->shm = h;
+	srq->shm_id = id;
+	return 0;
+}
+
+/* srq_shm_free -- unmap and remove the SRQ's segment */
+static void srq_shm_free(struct soft_srq *srq)
+{
+	if (!srq->shm)
+		return;
+	munmap(srq->shm, srq->shm_len);
+	if (srq->ctx->owner_pid == soft_self_pid)
+		soft_srq_seg_unlink((uint32_t)srq->ctx->reg_idx, srq->shm_id);
+	srq->shm = NULL;
+}
 
 /* ibv_create_srq -- an SRQ of at least max_wr WQEs */
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
@@ -61,10 +112,16 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	pthread_mutex_init(&srq->srq.mutex, NULL);
 	pthread_cond_init(&srq->srq.cond, NULL);
 	attr->attr.max_sge = srq->max_sge;
+	if (srq_shm(srq)) {
+		free(srq->rq);
+		free(srq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	__atomic_add_fetch(&srq->pd->refcnt, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	soft_list_add(&ctx->srqs, &srq->link);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return &srq->srq;
 }
 
@@ -118,7 +175,7 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 	if (!ibsrq || !attr || (attr_mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
 		return EINVAL;
 	srq = to_ssrq(ibsrq);
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	if (attr_mask & IBV_SRQ_MAX_WR) {
 		uint32_t n = 1, i;
 		struct soft_rwqe *nq;
@@ -135,12 +192,12 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 			ret = ENOMEM;
 			goto out;
 		}
+		/* absolute WQE numbers stay: the shared mirror uses them */
 		for (i = 0; i < srq->head - srq->tail; i++)
-			nq[i] = srq->rq[(srq->tail + i) & (srq->size - 1)];
+			nq[(srq->tail + i) & (n - 1)] =
+				srq->rq[(srq->tail + i) & (srq->size - 1)];
 		free(srq->rq);
 		srq->rq = nq;
-		srq->head -= srq->tail;
-		srq->tail = 0;
 		srq->size = n;
 		srq->max_wr = attr->max_wr;
 	}
@@ -152,7 +209,7 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		srq->limit = attr->srq_limit;
 	}
 out:
-	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_unlock(&srq->ctx->lock);
 	return ret;
 }
 
@@ -164,11 +221,11 @@ int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 	if (!ibsrq || !attr)
 		return EINVAL;
 	srq = to_ssrq(ibsrq);
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	attr->max_wr = srq->max_wr;
 	attr->max_sge = srq->max_sge;
 	attr->srq_limit = srq->limit;
-	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_unlock(&srq->ctx->lock);
 	return 0;
 }
 
@@ -185,19 +242,20 @@ int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	if (!ibsrq)
 		return EINVAL;
 	srq = to_ssrq(ibsrq);
-	pthread_mutex_lock(&srq->ctx->lock);
+	soft_lock(&srq->ctx->lock);
 	if (srq->refcnt) {
-		pthread_mutex_unlock(&srq->ctx->lock);
+		soft_unlock(&srq->ctx->lock);
 		return EBUSY;
 	}
 	soft_list_del(&srq->link);
-	pthread_mutex_unlock(&srq->ctx->lock);
+	soft_unlock(&srq->ctx->lock);
 	soft_evq_purge(srq->ctx->async, srq_event_match, ibsrq);
 	pthread_mutex_lock(&ibsrq->mutex);
 	while (ibsrq->events_completed != srq->async_reported)
 		pthread_cond_wait(&ibsrq->cond, &ibsrq->mutex);
 	pthread_mutex_unlock(&ibsrq->mutex);
 	__atomic_sub_fetch(&srq->pd->refcnt, 1, __ATOMIC_RELAXED);
+	srq_shm_free(srq);
 	free(srq->rq);
 	free(srq);
 	return 0;

@@ -688,7 +688,7 @@ int soft_ud_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct soft_rwqe *r;
 	int ret = 0;
 
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	if (qp->srq || qp->state == IBV_QPS_RESET) {
 		ret = EINVAL;
 		*bad = wr;
@@ -719,7 +719,7 @@ int soft_ud_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	if (qp->state == IBV_QPS_ERR)
 		flush_rq(qp);
 out:
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return ret;
 }
 
@@ -1220,7 +1220,7 @@ int soft_ud_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	uint32_t n = 0;
 	int ret = 0;
 
-	pthread_mutex_lock(&qp->ctx->lock);
+	soft_lock(&qp->ctx->lock);
 	if (qp->state < IBV_QPS_RTS) {
 		ret = EINVAL;
 		*bad = wr;
@@ -1236,7 +1236,7 @@ int soft_ud_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		send_one(qp, wr, len);
 	}
 out:
-	pthread_mutex_unlock(&qp->ctx->lock);
+	soft_unlock(&qp->ctx->lock);
 	return ret;
 }
 

@@ -206,7 +206,7 @@ int ibv_get_async_event(struct ibv_context *context,
 	ctx = to_sctx(context);
 	if (soft_evq_pop(ctx->async, event))
 		return -1;
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	switch (event->event_type) {
 	case IBV_EVENT_CQ_ERR:
 		to_scq(event->element.cq)->async_reported++;
@@ -228,7 +228,7 @@ int ibv_get_async_event(struct ibv_context *context,
 	default:
 		break;
 	}
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -660,9 +660,9 @@ static struct soft_cq *cq_create(struct ibv_context *context, int cqe,
 	cq->cqx.read_dlid_path_bits = cq_read_dlid_path_bits;
 	if (channel)
 		__atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	soft_list_add(&ctx->cqs, &cq->link);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	return cq;
 }
 
@@ -726,14 +726,14 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 		return EINVAL;
 	while (n < (uint32_t)cqe + 1)
 		n <<= 1;
-	pthread_mutex_lock(&c->ctx->lock);
+	soft_lock(&c->ctx->lock);
 	if (n - 1 < c->count) {
-		pthread_mutex_unlock(&c->ctx->lock);
+		soft_unlock(&c->ctx->lock);
 		return EINVAL;
 	}
 	nq = calloc(n - 1, sizeof(*nq));
 	if (!nq) {
-		pthread_mutex_unlock(&c->ctx->lock);
+		soft_unlock(&c->ctx->lock);
 		return ENOMEM;
 	}
 	for (i = 0; i < c->count; i++)
@@ -743,7 +743,7 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	c->head = 0;
 	c->size = n - 1;
 	c->cqx.cqe = (int)c->size;
-	pthread_mutex_unlock(&c->ctx->lock);
+	soft_unlock(&c->ctx->lock);
 	return 0;
 }
 
@@ -763,18 +763,18 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 		return EINVAL;
 	c = to_scq(cq);
 	ctx = c->ctx;
-	pthread_mutex_lock(&ctx->lock);
+	soft_lock(&ctx->lock);
 	if (c->refcnt) {
-		pthread_mutex_unlock(&ctx->lock);
+		soft_unlock(&ctx->lock);
 		return EBUSY;
 	}
 	if (c->armed) {
 		c->armed = 0;
 		if (!--ctx->narmed)
-			atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, 0);
+			soft_ctx_armed(ctx, 0);
 	}
 	soft_list_del(&c->link);
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	a.obj = c;
 	if (cq->channel)
 		soft_evq_purge(soft_container_of(cq->channel,
@@ -801,12 +801,14 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	struct soft_cq *c = to_scq(cq);
 	struct soft_context *ctx = c->ctx;
 
-	pthread_mutex_lock(&ctx->lock);
+	if (ctx->owner_pid != soft_self_pid)
+		return EIO; /* inherited across fork: its thread is not here */
+	soft_lock(&ctx->lock);
 	if (!c->armed && !ctx->narmed++)
-		atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, 1);
+		soft_ctx_armed(ctx, 1);
 	if (c->armed != 1)
 		c->armed = solicited_only ? 2 : 1;
-	pthread_mutex_unlock(&ctx->lock);
+	soft_unlock(&ctx->lock);
 	/* the progress thread sweeps once more now that we are armed */
 	soft_thread_start(ctx);
 	soft_wake_ctx((uint32_t)ctx->reg_idx);
@@ -820,6 +822,30 @@ int soft_cq_room(struct soft_cq *cq)
 }
 
 /* soft_cq_push -- add a completion; ctx lock held */
+/*
+ * soft_cq_clean -- drop the completions of QP qpn still in cq, keeping the
+ * others in order: a QP moved to RESET takes its CQEs with it, as mlx5's
+ * and rxe's do (a program restating a QP from ERR must not poll the old
+ * flushes).  Context lock held.
+ */
+void soft_cq_clean(struct soft_cq *cq, uint32_t qpn)
+{
+	uint32_t i, n = 0;
+
+	if (cq->cqx_polling) /* an ibv_start_poll in progress: leave it */
+		return;
+	for (i = 0; i < cq->count; i++) {
+		struct soft_cqe *e = &cq->q[(cq->head + i) % cq->size];
+
+		if (e->wc.qp_num == qpn)
+			continue;
+		if (n != i)
+			cq->q[(cq->head + n) % cq->size] = *e;
+		n++;
+	}
+	cq->count = n;
+}
+
 void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 {
 	struct soft_context *ctx = cq->ctx;
@@ -838,7 +864,7 @@ void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 	    (cq->armed == 1 || solicited || wc->status != IBV_WC_SUCCESS)) {
 		cq->armed = 0;
 		if (!--ctx->narmed)
-			atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, 0);
+			soft_ctx_armed(ctx, 0);
 		if (cq->cqx.channel) {
 			struct ibv_cq *p = ibv_cq_ex_to_cq(&cq->cqx);
 
@@ -899,10 +925,10 @@ static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	pthread_mutex_lock(&cq->ctx->lock);
+	soft_lock(&cq->ctx->lock);
 	soft_progress(cq->ctx);
 	if (!cq->count) {
-		pthread_mutex_unlock(&cq->ctx->lock);
+		soft_unlock(&cq->ctx->lock);
 		return ENOENT;
 	}
 	cq->cqx_polling = 1;
@@ -936,5 +962,5 @@ static void cq_end_poll(struct ibv_cq_ex *cqx)
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
 
 	cqx_consume(cq);
-	pthread_mutex_unlock(&cq->ctx->lock);
+	soft_unlock(&cq->ctx->lock);
 }

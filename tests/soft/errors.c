@@ -251,6 +251,34 @@ static void test_flush(void)
 	unpair(a, b);
 }
 
+/* test_reset_cleans -- a QP moved to RESET takes its CQEs out of its CQ
+ * (as mlx5's and rxe's): only the other QP's completion is left */
+static void test_reset_cleans(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[4];
+	struct ibv_qp_attr qa;
+
+	pair(&a, &b, 0, 12, 7, 1);
+	t_post_recv(a, abuf, 64, amr->lkey, 7); /* a's RQ is on acq */
+	t_post_recv(b, bbuf, 64, bmr->lkey, 1);
+	t_post_recv(b, bbuf, 64, bmr->lkey, 2);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_ERR;
+	ibv_modify_qp(b, &qa, IBV_QP_STATE);
+	ibv_modify_qp(a, &qa, IBV_QP_STATE);
+	ibv_poll_cq(acq, 0, wc); /* progress: both flush into their CQs */
+	ibv_poll_cq(bcq, 0, wc);
+	qa.qp_state = IBV_QPS_RESET;
+	is_int(ibv_modify_qp(b, &qa, IBV_QP_STATE), 0, "modify to RESET");
+	is_int(t_wait(bcq, wc, 2, 200), 0,
+	       "the reset QP's flushed receives left its CQ with it");
+	ok(t_wait(acq, wc, 2, 2000) == 1 && wc[0].wr_id == 7 &&
+		   wc[0].status == IBV_WC_WR_FLUSH_ERR,
+	   "another QP's completion stays");
+	unpair(a, b);
+}
+
 static void test_post_errors(void)
 {
 	struct ibv_qp *a, *b;
@@ -405,6 +433,7 @@ int main(void)
 	test_rem_access();
 	test_rnr();
 	test_flush();
+	test_reset_cleans();
 	test_post_errors();
 	test_ops();
 	ibv_dereg_mr(amr);

@@ -263,12 +263,281 @@ static void one_sided_stopped(void)
 	free(buf);
 }
 
+/*
+ * bad_recv -- the responder for the error cases: QP 0 has a 16-byte
+ * receive, QP 1 none, QP 2 a receive in memory registered without local
+ * write; it stops, then checks what its HCA (the initiator) reported
+ */
+static int bad_recv(int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_mr *mr, *ro;
+	struct ibv_qp *qp[3];
+	struct info me[3], peer[3];
+	char *buf = calloc(1, 8192);
+	struct ibv_wc wc[4];
+	int i, seen = 0;
+
+	if (!buf || t_open(&t, 16))
+		return 1;
+	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ro = ibv_reg_mr(t.pd, buf + 4096, 4096, 0);
+	if (!mr || !ro)
+		return 1;
+	memset(me, 0, sizeof(me));
+	for (i = 0; i < 3; i++) {
+		qp[i] = t_rc_qp(&t, 16, NULL);
+		if (!qp[i])
+			return 1;
+		me[i].qpn = qp[i]->qp_num;
+	}
+	t_xsend(wfd, me, sizeof(me));
+	t_xrecv(rfd, peer, sizeof(peer));
+	for (i = 0; i < 3; i++)
+		if (t_connect(qp[i], peer[i].qpn, 0, 1, 7, 14, 7))
+			return 1;
+	t_post_recv(qp[0], buf, 16, mr->lkey, 21);
+	t_post_recv(qp[2], buf + 4096, 128, ro->lkey, 23);
+	raise(SIGSTOP); /* no softrdma call from here until continued */
+	if (t_wait(t.cq, wc, 2, 5000) != 2)
+		return 4;
+	for (i = 0; i < 2; i++) {
+		if (wc[i].wr_id == 21 && wc[i].status == IBV_WC_LOC_LEN_ERR &&
+		    wc[i].qp_num == qp[0]->qp_num)
+			seen |= 1;
+		if (wc[i].wr_id == 23 && wc[i].status == IBV_WC_LOC_PROT_ERR &&
+		    wc[i].qp_num == qp[2]->qp_num)
+			seen |= 2;
+	}
+	if (seen != 3)
+		return 5;
+	if (t_wait(t.cq, wc, 1, 100) != 0)
+		return 6; /* nothing more: QP 1 had no receive */
+	for (i = 0; i < 3; i++)
+		ibv_destroy_qp(qp[i]);
+	ibv_dereg_mr(mr);
+	ibv_dereg_mr(ro);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+/* errors_stopped -- what a stopped responder's HCA still reports */
+static void errors_stopped(void)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp[3];
+	struct ibv_wc wc[2];
+	struct info me[3], peer[3];
+	char *buf = calloc(1, 4096);
+	int rfd, wfd, st = 0, i, n;
+	pid_t child;
+
+	if (!buf || t_open(&t, 16))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	memset(me, 0, sizeof(me));
+	for (i = 0; i < 3; i++) {
+		qp[i] = t_rc_qp(&t, 16, NULL);
+		if (!qp[i])
+			bail_out("qp");
+		me[i].qpn = qp[i]->qp_num;
+	}
+	child = t_spawn(bad_recv, &rfd, &wfd);
+	if (!mr || child < 0)
+		bail_out("setup");
+	t_xrecv(rfd, peer, sizeof(peer));
+	t_xsend(wfd, me, sizeof(me));
+	/* rnr_retry 2 on QP 1: three RNR NAKs, then the error */
+	for (i = 0; i < 3; i++)
+		if (t_connect(qp[i], peer[i].qpn, 0, 1, i == 1 ? 2 : 7, 14, 7))
+			bail_out("connect");
+	waitpid(child, &st, WUNTRACED);
+	ok(WIFSTOPPED(st), "responder stopped");
+	memset(buf, 'e', 100);
+	t_post(qp[0], IBV_WR_SEND, buf, 100, mr->lkey, 1, IBV_SEND_SIGNALED, 0,
+	       0);
+	n = t_wait(t.cq, wc, 1, 10000);
+	ok(n == 1 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_REM_INV_REQ_ERR,
+	   "SEND to a too short receive: IBV_WC_REM_INV_REQ_ERR (%s)",
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
+	t_post(qp[1], IBV_WR_SEND, buf, 8, mr->lkey, 2, IBV_SEND_SIGNALED, 0,
+	       0);
+	n = t_wait(t.cq, wc, 1, 10000);
+	ok(n == 1 && wc[0].wr_id == 2 &&
+		   wc[0].status == IBV_WC_RNR_RETRY_EXC_ERR,
+	   "SEND with no receive posted: RNR NAKs, then "
+	   "IBV_WC_RNR_RETRY_EXC_ERR (%s)",
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
+	t_post(qp[2], IBV_WR_SEND, buf, 8, mr->lkey, 3, IBV_SEND_SIGNALED, 0,
+	       0);
+	n = t_wait(t.cq, wc, 1, 10000);
+	ok(n == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_REM_OP_ERR,
+	   "SEND to a receive without local write: IBV_WC_REM_OP_ERR (%s)",
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
+	kill(child, SIGCONT);
+	waitpid(child, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "the responder, continued, finds IBV_WC_LOC_LEN_ERR and "
+	   "IBV_WC_LOC_PROT_ERR on its receives (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	for (i = 0; i < 3; i++)
+		ibv_destroy_qp(qp[i]);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
+/* srq_resp -- two QPs on one SRQ with three receives; stops, then checks */
+static int srq_resp(int rfd, int wfd)
+{
+	struct ibv_srq_init_attr sa;
+	struct tctx t;
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp[2];
+	struct info me[2], peer[2];
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_sge sge;
+	char *buf = calloc(1, 3 * 4096);
+	struct ibv_wc wc[4];
+	int i;
+
+	if (!buf || t_open(&t, 16))
+		return 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 8;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	mr = ibv_reg_mr(t.pd, buf, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!srq || !mr)
+		return 1;
+	memset(me, 0, sizeof(me));
+	for (i = 0; i < 2; i++) {
+		qp[i] = t_rc_qp(&t, 16, srq);
+		if (!qp[i])
+			return 1;
+		me[i].qpn = qp[i]->qp_num;
+	}
+	t_xsend(wfd, me, sizeof(me));
+	t_xrecv(rfd, peer, sizeof(peer));
+	for (i = 0; i < 2; i++)
+		if (t_connect(qp[i], peer[i].qpn, 0, 1, 7, 14, 7))
+			return 1;
+	for (i = 0; i < 3; i++) {
+		sge = (struct ibv_sge){(uintptr_t)buf + (size_t)i * 4096, 4096,
+				       mr->lkey};
+		memset(&rwr, 0, sizeof(rwr));
+		rwr.wr_id = 30 + (uint64_t)i;
+		rwr.sg_list = &sge;
+		rwr.num_sge = 1;
+		if (ibv_post_srq_recv(srq, &rwr, &rbad))
+			return 1;
+	}
+	raise(SIGSTOP); /* no softrdma call from here until continued */
+	if (t_wait(t.cq, wc, 3, 5000) != 3)
+		return 4;
+	/* in the SRQ's order, each naming the QP its message came on */
+	if (wc[0].status || wc[0].wr_id != 30 ||
+	    wc[0].qp_num != qp[0]->qp_num || wc[0].src_qp != peer[0].qpn ||
+	    wc[0].byte_len != 100 || buf[0] != 'x' || buf[99] != 'x' ||
+	    buf[100])
+		return 5;
+	if (wc[1].status || wc[1].wr_id != 31 ||
+	    wc[1].qp_num != qp[1]->qp_num || wc[1].byte_len != 200 ||
+	    buf[4096] != 'y' || buf[4096 + 199] != 'y')
+		return 6;
+	if (wc[2].status || wc[2].wr_id != 32 ||
+	    wc[2].qp_num != qp[0]->qp_num || wc[2].byte_len != 3000 ||
+	    buf[8192] != 'z' || buf[8192 + 2999] != 'z')
+		return 7;
+	if (t_wait(t.cq, wc, 1, 100) != 0)
+		return 8; /* the RNR-failed message is never delivered */
+	for (i = 0; i < 2; i++)
+		ibv_destroy_qp(qp[i]);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+/* srq_stopped -- SENDs to QPs on an SRQ of a stopped process */
+static void srq_stopped(void)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp[2];
+	struct ibv_wc wc[3];
+	struct info me[2], peer[2];
+	char *buf = calloc(1, 4096);
+	int rfd, wfd, st = 0, i, n;
+	pid_t child;
+
+	if (!buf || t_open(&t, 16))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	memset(me, 0, sizeof(me));
+	for (i = 0; i < 2; i++) {
+		qp[i] = t_rc_qp(&t, 16, NULL);
+		if (!qp[i])
+			bail_out("qp");
+		me[i].qpn = qp[i]->qp_num;
+	}
+	child = t_spawn(srq_resp, &rfd, &wfd);
+	if (!mr || child < 0)
+		bail_out("setup");
+	t_xrecv(rfd, peer, sizeof(peer));
+	t_xsend(wfd, me, sizeof(me));
+	for (i = 0; i < 2; i++)
+		if (t_connect(qp[i], peer[i].qpn, 0, 1, 1, 14, 7))
+			bail_out("connect");
+	waitpid(child, &st, WUNTRACED);
+	ok(WIFSTOPPED(st), "SRQ responder stopped");
+	memset(buf, 'x', 100);
+	t_post(qp[0], IBV_WR_SEND, buf, 100, mr->lkey, 1, IBV_SEND_SIGNALED, 0,
+	       0);
+	n = t_wait(t.cq, wc, 1, 10000);
+	memset(buf, 'y', 200);
+	t_post(qp[1], IBV_WR_SEND, buf, 200, mr->lkey, 2, IBV_SEND_SIGNALED, 0,
+	       0);
+	n += t_wait(t.cq, wc + 1, 1, 10000);
+	memset(buf, 'z', 3000);
+	t_post(qp[0], IBV_WR_SEND, buf, 3000, mr->lkey, 3, IBV_SEND_SIGNALED, 0,
+	       0);
+	n += t_wait(t.cq, wc + 2, 1, 10000);
+	ok(n == 3 && wc[0].wr_id == 1 && !wc[0].status && wc[1].wr_id == 2 &&
+		   !wc[1].status && wc[2].wr_id == 3 && !wc[2].status,
+	   "three SENDs on two QPs complete against a stopped SRQ responder");
+	t_post(qp[1], IBV_WR_SEND, buf, 8, mr->lkey, 4, IBV_SEND_SIGNALED, 0,
+	       0);
+	n = t_wait(t.cq, wc, 1, 10000);
+	ok(n == 1 && wc[0].wr_id == 4 &&
+		   wc[0].status == IBV_WC_RNR_RETRY_EXC_ERR,
+	   "the SRQ empty: RNR NAKs, then IBV_WC_RNR_RETRY_EXC_ERR (%s)",
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
+	kill(child, SIGCONT);
+	waitpid(child, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "the SRQ responder, continued, finds its three receive completions "
+	   "in order, each on its QP, and the data (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	for (i = 0; i < 2; i++)
+		ibv_destroy_qp(qp[i]);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
 int main(void)
 {
 	t_isolate("progress");
 	one_thread(0);
 	one_thread(1);
 	one_sided_stopped();
+	errors_stopped();
+	srq_stopped();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }

@@ -35,8 +35,6 @@ trap '[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PRE
 # path: progress without the responder's poll), softud (UD/UC/multicast),
 # softcm (rdma_cm).  Tighten this list as those land.
 known_failures='
-tests.test_mr.MRTest.test_mr_rereg_addr softrc traffic after ibv_rereg_mr: the send completes with WR flush error
-tests.test_mr.MRTest.test_mr_rereg_pd softrc traffic after ibv_rereg_mr: the send completes with WR flush error
 tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_write softrc skips: IBV_QP_EX_WITH_ATOMIC_WRITE refused (rxe has RDMA atomic write)
 '
 

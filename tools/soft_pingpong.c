@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * soft_pingpong -- one process, one thread, two RC QPs (on two contexts
+ * by default) exchanging 8-byte SENDs in ping-pong: the loop callgrind
+ * counts softrdma's instructions per message on.
+ *
+ *   valgrind --tool=callgrind tools/soft_pingpong [-n ITERS] [-s SIZE] [-1]
+ *
+ * -1 puts both QPs on one context.  Prints the message count; a message
+ * is one SEND (a round trip is two).  Exits 1 on any verbs error.
+ */
+#include "config.h"
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char buf[2][4096];
+};
+
+static int die(const char *what)
+{
+	fprintf(stderr, "soft_pingpong: %s failed\n", what);
+	exit(1);
+}
+
+static void setup(struct side *s, struct ibv_context *ctx)
+{
+	struct ibv_qp_init_attr qa;
+
+	s->ctx = ctx;
+	s->pd = ibv_alloc_pd(ctx);
+	s->cq = s->pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
+	s->mr = s->cq ? ibv_reg_mr(s->pd, s->buf, sizeof(s->buf),
+				   IBV_ACCESS_LOCAL_WRITE)
+		      : NULL;
+	if (!s->mr)
+		die("setup");
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = s->cq;
+	qa.recv_cq = s->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 16;
+	qa.cap.max_recv_wr = 16;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = 64;
+	s->qp = ibv_create_qp(s->pd, &qa);
+	if (!s->qp)
+		die("ibv_create_qp");
+}
+
+static void connect_qp(struct side *s, uint32_t dest)
+{
+	struct ibv_qp_attr a;
+	union ibv_gid gid;
+
+	if (ibv_query_gid(s->ctx, 1, 0, &gid))
+		die("ibv_query_gid");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = 0;
+	if (ibv_modify_qp(s->qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+		die("INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(s->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		die("RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(s->qp, &a,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				  IBV_QP_MAX_QP_RD_ATOMIC))
+		die("RTS");
+}
+
+static void post_recv(struct side *s)
+{
+	struct ibv_sge sge = {(uintptr_t)s->buf[1], sizeof(s->buf[1]),
+			      s->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1};
+	struct ibv_recv_wr *bad;
+
+	if (ibv_post_recv(s->qp, &wr, &bad))
+		die("ibv_post_recv");
+}
+
+static void post_send(struct side *s, uint32_t len)
+{
+	struct ibv_sge sge = {(uintptr_t)s->buf[0], len, s->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags =
+					 IBV_SEND_SIGNALED |
+					 (len <= 64 ? IBV_SEND_INLINE : 0)};
+	struct ibv_send_wr *bad;
+
+	if (ibv_post_send(s->qp, &wr, &bad))
+		die("ibv_post_send");
+}
+
+/* wait_recv -- poll s's CQ until its receive completes (and its send) */
+static void wait_recv(struct side *s, int *sends)
+{
+	struct ibv_wc wc[4];
+	int n, i, got = 0;
+
+	while (!got) {
+		n = ibv_poll_cq(s->cq, 4, wc);
+		if (n < 0)
+			die("ibv_poll_cq");
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS)
+				die("completion");
+			if (wc[i].wr_id == 2)
+				got = 1;
+			else
+				(*sends)--;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct side a, b;
+	struct ibv_device **list;
+	struct ibv_context *c1, *c2;
+	long iters = 100000, i;
+	uint32_t size = 8;
+	int one = 0, opt, sa = 0, sb = 0;
+
+	while ((opt = getopt(argc, argv, "n:s:1")) != -1) {
+		switch (opt) {
+		case 'n':
+			iters = atol(optarg);
+			break;
+		case 's':
+			size = (uint32_t)atoi(optarg);
+			break;
+		case '1':
+			one = 1;
+			break;
+		default:
+			fprintf(stderr,
+				"usage: soft_pingpong [-n ITERS] [-s SIZE] "
+				"[-1]\n");
+			return 2;
+		}
+	}
+	if (size > 4096 || iters < 1)
+		return 2;
+	list = ibv_get_device_list(NULL);
+	if (!list || !list[0])
+		die("ibv_get_device_list");
+	c1 = ibv_open_device(list[0]);
+	c2 = one ? c1 : ibv_open_device(list[0]);
+	if (!c1 || !c2)
+		die("ibv_open_device");
+	setup(&a, c1);
+	setup(&b, c2);
+	connect_qp(&a, b.qp->qp_num);
+	connect_qp(&b, a.qp->qp_num);
+	post_recv(&a);
+	post_recv(&b);
+	for (i = 0; i < iters; i++) {
+		post_send(&a, size);
+		sa++;
+		wait_recv(&b, &sb);
+		post_recv(&b);
+		post_send(&b, size);
+		sb++;
+		wait_recv(&a, &sa);
+		post_recv(&a);
+	}
+	printf("%ld messages of %u bytes\n", 2 * iters, size);
+	ibv_destroy_qp(a.qp);
+	ibv_destroy_qp(b.qp);
+	ibv_dereg_mr(a.mr);
+	ibv_dereg_mr(b.mr);
+	ibv_destroy_cq(a.cq);
+	ibv_destroy_cq(b.cq);
+	ibv_dealloc_pd(a.pd);
+	ibv_dealloc_pd(b.pd);
+	ibv_close_device(c1);
+	if (!one)
+		ibv_close_device(c2);
+	ibv_free_device_list(list);
+	return 0;
+}
