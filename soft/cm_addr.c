@@ -22,6 +22,9 @@
 static struct {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
+	/* a forked child's copy of its parent's context: not ours to close,
+	 * kept reachable (not leaked) until the child exits */
+	struct ibv_context *inherited;
 	int refcnt;
 	uint8_t max_init, max_resp;
 	enum ibv_mtu mtu;
@@ -38,6 +41,7 @@ static int scm_dev_open_locked(void)
 	if (scm_dev.ctx && to_sctx(scm_dev.ctx)->owner_pid != soft_self_pid) {
 		/* forked after the parent opened it: the child opens a
 		 * context of its own; the parent's ids are not usable here */
+		scm_dev.inherited = scm_dev.ctx;
 		scm_dev.ctx = NULL;
 		scm_dev.pd = NULL;
 		scm_dev.refcnt = 0;
