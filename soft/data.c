@@ -197,9 +197,10 @@ static inline void peer_wake(uint32_t ctx_idx)
 		soft_wake_ctx(ctx_idx);
 }
 
-/* local_sge -- check an SGE against the local MR table */
-static int local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
-		     unsigned int need, struct iovec *iov)
+/* soft_local_sge -- check an SGE against the local MR table (every QP
+ * type's post path) */
+int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+		   unsigned int need, struct iovec *iov)
 {
 	struct soft_mr *mr;
 
@@ -546,7 +547,7 @@ static enum ibv_wc_status gather(struct soft_qp *qp, struct ibv_send_wr *wr,
 			iov[i].iov_base =
 				(void *)(uintptr_t)wr->sg_list[i].addr;
 			iov[i].iov_len = wr->sg_list[i].length;
-		} else if (local_sge(qp, &wr->sg_list[i], need, &iov[i])) {
+		} else if (soft_local_sge(qp, &wr->sg_list[i], need, &iov[i])) {
 			return IBV_WC_LOC_PROT_ERR;
 		}
 	}
@@ -1185,8 +1186,8 @@ static enum ibv_wc_status wqe_iov(struct soft_qp *qp, const struct soft_rwqe *r,
 		return IBV_WC_LOC_LEN_ERR;
 	}
 	for (i = 0; i < r->num_sge && left; i++) {
-		if (local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
-			      &iov[*n])) {
+		if (soft_local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
+				   &iov[*n])) {
 			*nak = SOFT_NAK_REM_OP;
 			return IBV_WC_LOC_PROT_ERR;
 		}

@@ -576,6 +576,10 @@ void soft_thread_stop(struct soft_context *ctx);
 struct soft_mr *soft_mr_lookup(uint32_t key);
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
+/* data.c: an SGE checked against the local MR table; 0 or -1 */
+int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+		   unsigned int need, struct iovec *iov);
+
 /* data.c: process_vm_* refused (Yama) or forced off by tests */
 extern int soft_novm_forced;
 int soft_novm_env(void);

@@ -383,26 +383,6 @@ void soft_ud_flush(struct soft_qp *qp)
 		flush_rq(qp);
 }
 
-/* local_sge -- check an SGE against the local MR table */
-static int local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
-		     unsigned int need, struct iovec *iov)
-{
-	struct soft_mr *mr;
-
-	iov->iov_len = sge->length;
-	if (!sge->length) {
-		iov->iov_base = NULL;
-		return 0;
-	}
-	mr = soft_mr_lookup(sge->lkey);
-	if (!mr || mr->pd != qp->pd || (need && !(mr->access & need)) ||
-	    sge->addr < mr->iova || sge->addr - mr->iova > mr->mr.length ||
-	    sge->length > mr->mr.length - (sge->addr - mr->iova))
-		return -1;
-	iov->iov_base = (char *)mr->mr.addr + (sge->addr - mr->iova);
-	return 0;
-}
-
 static int gid_v4mapped(const uint8_t *g)
 {
 	static const uint8_t pfx[12] = {0, 0, 0, 0, 0,	  0,
@@ -511,7 +491,8 @@ static enum ibv_wc_status scatter(struct soft_qp *qp, struct soft_rwqe *r,
 	if (room < need)
 		return IBV_WC_LOC_LEN_ERR;
 	for (i = 0; i < n; i++)
-		if (local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE, &iov[i]))
+		if (soft_local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
+				   &iov[i]))
 			return IBV_WC_LOC_PROT_ERR;
 	/* source: the GRH, then the data of cells first+1.. */
 	left = (grh ? UD_GRH : 0);
@@ -1181,7 +1162,7 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 			iov[i].iov_base =
 				(void *)(uintptr_t)wr->sg_list[i].addr;
 			iov[i].iov_len = wr->sg_list[i].length;
-		} else if (local_sge(qp, &wr->sg_list[i], 0, &iov[i])) {
+		} else if (soft_local_sge(qp, &wr->sg_list[i], 0, &iov[i])) {
 			st = IBV_WC_LOC_PROT_ERR;
 			goto complete;
 		}
