@@ -244,9 +244,10 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		if (srq->ctx != ctx || srq->closing ||
 		    ep->p.eager > srq->buf_size) {
 			LOG_ERR("SRQ %p: %s", (void *)srq,
-				srq->ctx != ctx	 ? "of another context"
-				: srq->closing ? "closing"
-					       : "buffers below the eager size");
+				srq->ctx != ctx ? "of another context"
+				: srq->closing
+					? "closing"
+					: "buffers below the eager size");
 			free(ep->slots);
 			free(ep->sbufs);
 			free(ep);

@@ -226,7 +226,7 @@ struct rdmamsg__iface {
 	int polling;
 	uint64_t stale_wcs; /* completions of freed endpoints dropped */
 	struct rdmamsg__idt eps;
-	struct rdmamsg__idt srqs; /* SRQ receives name their SRQ (srq.c) */
+	struct rdmamsg__idt srqs;  /* SRQ receives name their SRQ (srq.c) */
 	struct rdmamsg__qpmap qps; /* qp_num -> endpoint on an SRQ */
 };
 
@@ -288,7 +288,7 @@ struct rdmamsg_ctx {
 	int in_progress;
 	struct rdmamsg__list eps;
 	struct rdmamsg__list listeners;
-	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
+	struct rdmamsg__list mrs;  /* rdmamsg_mr_reg'd regions (mr.c) */
 	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
 
@@ -300,9 +300,9 @@ struct rdmamsg_ctx {
  * generation in ctx->ifc.srqs, own bits 31..24 its index there, bits
  * 23..0 the buffer's index in bufs.
  */
-#define RDMAMSG_SRQ_MAX	      255 /* SRQs per context */
+#define RDMAMSG_SRQ_MAX	       255 /* SRQs per context */
 #define RDMAMSG_SRQ_SLOT_SHIFT 24
-#define RDMAMSG_RX_IDX_MASK   ((1u << RDMAMSG_SRQ_SLOT_SHIFT) - 1)
+#define RDMAMSG_RX_IDX_MASK    ((1u << RDMAMSG_SRQ_SLOT_SHIFT) - 1)
 
 struct rdmamsg_srq {
 	struct rdmamsg_ctx *ctx;
@@ -325,8 +325,7 @@ struct rdmamsg_srq {
 int rdmamsg__srq_reserve(struct rdmamsg_srq *srq, uint32_t w);
 void rdmamsg__srq_release(struct rdmamsg_srq *srq, uint32_t w);
 void rdmamsg__srq_put(struct rdmamsg_srq *srq);
-int rdmamsg__srq_post(struct rdmamsg_srq *srq, const uint32_t *idx,
-		      uint32_t n);
+int rdmamsg__srq_post(struct rdmamsg_srq *srq, const uint32_t *idx, uint32_t n);
 struct rdmamsg_srq *rdmamsg__srq_of_wrid(struct rdmamsg_ctx *ctx,
 					 uint64_t wr_id);
 void rdmamsg__srq_limit_event(struct rdmamsg_ctx *ctx, void *ibsrq);
@@ -361,7 +360,7 @@ struct rdmamsg__ep_params {
 	unsigned int connect_ms, close_ms, peer_ms;
 	uint32_t eager, recv_depth, send_depth, backlog;
 	size_t max_msg;
-	int linger; /* close sends the backlog first */
+	int linger;		 /* close sends the backlog first */
 	struct rdmamsg_srq *srq; /* receives through it; NULL: own ring */
 	uint8_t pdata_len;
 	uint8_t pdata[RDMAMSG_PRIVATE_DATA_MAX];

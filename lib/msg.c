@@ -704,7 +704,8 @@ uint32_t rdmamsg__srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 	uint32_t i, k, nrep = 0, ncr = 0;
 
 	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id); i++) {
-		struct rdmamsg_srq *srq = rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
+		struct rdmamsg_srq *srq =
+			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
 		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
 		struct rdmamsg_ep *ep;
 		int r = 0;
@@ -714,7 +715,8 @@ uint32_t rdmamsg__srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 			continue;
 		}
 		if (srq != cur) {
-			if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
+			if (cur && nrep &&
+			    rdmamsg__srq_post(cur, rep, nrep) == 0)
 				for (k = 0; k < ncr; k++) {
 					cr[k].ep->to_return += cr[k].r == 1;
 					cr[k].ep->ctl_to_return += cr[k].r == 2;

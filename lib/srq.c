@@ -30,10 +30,10 @@
 #include "lane.h"
 #include "proto.h"
 
-#define SRQ_MIN_BUFS  8
-#define SRQ_MAX_BUFS  (1u << 20)
-#define SRQ_MIN_SIZE  64
-#define SRQ_MAX_SIZE  (1u << 20)
+#define SRQ_MIN_BUFS   8
+#define SRQ_MAX_BUFS   (1u << 20)
+#define SRQ_MIN_SIZE   64
+#define SRQ_MAX_SIZE   (1u << 20)
 #define SRQ_POST_BATCH 32
 
 /* srq_arm -- arm the limit event at a quarter of the reserved buffers */
@@ -51,8 +51,7 @@ static void srq_arm(struct rdmamsg_srq *srq)
 
 /* rdmamsg__srq_post -- post buffers idx[0..n) in batches; what could not
  * be posted waits in idle for the next refill */
-int rdmamsg__srq_post(struct rdmamsg_srq *srq, const uint32_t *idx,
-		      uint32_t n)
+int rdmamsg__srq_post(struct rdmamsg_srq *srq, const uint32_t *idx, uint32_t n)
 {
 	struct ibv_recv_wr wr[SRQ_POST_BATCH], *bad;
 	struct ibv_sge sge[SRQ_POST_BATCH];
@@ -168,7 +167,7 @@ static void srq_free(struct rdmamsg_srq *srq)
 /* rdmamsg__srq_put -- an endpoint made with srq is freed */
 void rdmamsg__srq_put(struct rdmamsg_srq *srq)
 {
-	void (*cb)(struct rdmamsg_srq *srq, void *arg);
+	void (*cb)(struct rdmamsg_srq * srq, void *arg);
 	void *arg;
 
 	if (--srq->refs || !srq->closing)
@@ -256,11 +255,11 @@ RDMAMSG_EXPORT int rdmamsg_srq_create(struct rdmamsg_ctx *ctx,
 		goto err;
 	}
 	srq->handle = h;
-	srq->wrid_base = (uint64_t)(((uint32_t)(h >> 32) &
-				     RDMAMSG__WRID_TAG_GEN)
-				    << RDMAMSG__WRID_TAG_GEN_SHIFT)
-				 << RDMAMSG__WRID_TAG_SHIFT |
-			 (uint64_t)(uint32_t)h << RDMAMSG_SRQ_SLOT_SHIFT;
+	srq->wrid_base =
+		(uint64_t)(((uint32_t)(h >> 32) & RDMAMSG__WRID_TAG_GEN)
+			   << RDMAMSG__WRID_TAG_GEN_SHIFT)
+			<< RDMAMSG__WRID_TAG_SHIFT |
+		(uint64_t)(uint32_t)h << RDMAMSG_SRQ_SLOT_SHIFT;
 	memset(&ia, 0, sizeof(ia));
 	ia.srq_context = srq;
 	ia.attr.max_wr = srq->max_bufs;
@@ -385,8 +384,7 @@ void rdmamsg__qpmap_del(struct rdmamsg__qpmap *m, uint32_t qpn)
 
 	if (!m->cap)
 		return;
-	for (i = (k * 2654435761u) & mask; m->keys[i] != k;
-	     i = (i + 1) & mask)
+	for (i = (k * 2654435761u) & mask; m->keys[i] != k; i = (i + 1) & mask)
 		if (!m->keys[i])
 			return;
 	m->keys[i] = 0;

@@ -14,7 +14,7 @@
 #include "../tap.h"
 #include "util.h"
 
-#define MAXC 128
+#define MAXC	   128
 #define WIN(depth) ((depth) + 3) /* the window: receive depth + control */
 
 struct cconn {
@@ -135,7 +135,8 @@ static void send_more(struct cconn *c)
 {
 	unsigned char m[256];
 
-	while (c->connected && !c->status && !c->closed && c->sent < c->target) {
+	while (c->connected && !c->status && !c->closed &&
+	       c->sent < c->target) {
 		size_t len = msg_len(c->sent);
 
 		fill(m, len, c->id, c->sent);
@@ -348,7 +349,8 @@ int main(void)
 	cctx = test_ctx();
 
 	/* ---- bad inputs ---- */
-	is_int(rdmamsg_srq_create(NULL, &qa, &ssrq), -EINVAL, "create: NULL ctx");
+	is_int(rdmamsg_srq_create(NULL, &qa, &ssrq), -EINVAL,
+	       "create: NULL ctx");
 	is_int(rdmamsg_srq_create(sctx, NULL, &ssrq), -EINVAL,
 	       "create: NULL attr");
 	is_int(rdmamsg_srq_create(sctx, &qa, NULL), -EINVAL,
@@ -368,7 +370,8 @@ int main(void)
 	}
 	is_int(rdmamsg_srq_create(sctx, &qa, &ssrq), 0, "server SRQ");
 	is_int(rdmamsg_srq_create(cctx, &qa, &csrq), 0, "client SRQ");
-	is_int(rdmamsg_ep_attr_set_srq(NULL, ssrq), -EINVAL, "set_srq: NULL attr");
+	is_int(rdmamsg_ep_attr_set_srq(NULL, ssrq), -EINVAL,
+	       "set_srq: NULL attr");
 	is_int(rdmamsg_srq_query(NULL, &st), -EINVAL, "query: NULL srq");
 	is_int(rdmamsg_srq_query(ssrq, NULL), -EINVAL, "query: NULL stats");
 	is_int(rdmamsg_srq_close(NULL, NULL, NULL), -EINVAL, "close: NULL");
@@ -434,8 +437,8 @@ int main(void)
 	   st.posted);
 	rdmamsg_srq_query(csrq, &st);
 	ok(st.endpoints == (unsigned int)n && st.posted == st.bufs,
-	   "client SRQ: %u endpoints, %u of %u posted", st.endpoints,
-	   st.posted, st.bufs);
+	   "client SRQ: %u endpoints, %u of %u posted", st.endpoints, st.posted,
+	   st.bufs);
 	close_all("shared", n);
 	rdmamsg_srq_query(ssrq, &st);
 	ok(st.endpoints == 0 && st.reserved == 0 && st.posted == st.bufs,
