@@ -499,6 +499,8 @@ int main(void)
 	rdmamsg_ep_attr_delete(&ca);
 	rdmamsg_listener_close(lst, NULL);
 	test_idle(sctx, 50);
+	is_int(rdmamsg_ctx_destroy(&sctx), -EBUSY,
+	       "context with an open SRQ: -EBUSY");
 	srq_freed = 0;
 	is_int(rdmamsg_srq_close(ssrq, srq_close_cb, &srq_freed), 0,
 	       "close the server SRQ");
