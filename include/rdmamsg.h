@@ -484,6 +484,72 @@ int rdmamsg_conn_req_reject(struct rdmamsg_conn_req *req, int reason,
 			    const void *pdata, size_t pdata_len);
 
 /* ------------------------------------------------------------------------
+ * Shared receive queues.  Endpoints of one context may share one SRQ: their
+ * receive buffers then come from the SRQ instead of a ring per endpoint.
+ * Each endpoint on an SRQ keeps its own credit window (its receive depth
+ * plus 3 control credits) carved out of the SRQ: connecting or accepting
+ * reserves the window (-ENOBUFS when the SRQ's max_bufs would be passed),
+ * the SRQ's buffers are posted to cover every window, a consumed buffer is
+ * reposted before its credit goes back to the sender, and the endpoint's
+ * window returns to the SRQ when the endpoint is freed.  Lossless: a sender
+ * never finds the SRQ empty (no RNR), memory stays at most max_bufs
+ * buffers whatever the number of endpoints or reconnects.  See
+ * rdmamsg_srq_create(3).
+ * --------------------------------------------------------------------- */
+
+struct rdmamsg_srq; /* a shared receive queue of a context */
+
+/* SRQ parameters for rdmamsg_srq_create() */
+struct rdmamsg_srq_attr {
+	unsigned int max_bufs; /* receive buffers at most; 8 .. 1048576 */
+	size_t buf_size;       /* bytes per buffer: at least the eager size
+				* of every endpoint on the SRQ; 64 .. 1 MiB */
+};
+
+/* What rdmamsg_srq_query() reports */
+struct rdmamsg_srq_stats {
+	unsigned int endpoints; /* endpoints holding a window */
+	unsigned int reserved;	/* buffers of their windows */
+	unsigned int bufs;	/* buffers allocated (at most max_bufs) */
+	unsigned int posted;	/* buffers posted to the SRQ now */
+	size_t registered;	/* pool bytes of the allocated buffers */
+	unsigned long long limit_events; /* IBV_EVENT_SRQ_LIMIT_REACHED seen */
+};
+
+/*
+ * rdmamsg_srq_create -- a shared receive queue on ctx; -ENOTSUP when the
+ * device has none (RDMAMSG_CAP_SRQ), -EINVAL for bad attributes.
+ */
+int rdmamsg_srq_create(struct rdmamsg_ctx *ctx,
+		       const struct rdmamsg_srq_attr *attr,
+		       struct rdmamsg_srq **srq);
+
+/*
+ * rdmamsg_srq_close -- no new endpoint may use srq (-EINVAL from
+ * rdmamsg_connect/rdmamsg_conn_req_accept with it); once the last endpoint
+ * using it is freed, its buffers go back to the pool, close_cb (may be
+ * NULL) runs -- inside this call when no endpoint uses it, else from the
+ * context's progress -- and srq is freed.  -EALREADY when already closing.
+ */
+int rdmamsg_srq_close(struct rdmamsg_srq *srq,
+		      void (*close_cb)(struct rdmamsg_srq *srq, void *arg),
+		      void *arg);
+
+/* rdmamsg_srq_query -- the SRQ's counters (see struct rdmamsg_srq_stats) */
+int rdmamsg_srq_query(const struct rdmamsg_srq *srq,
+		      struct rdmamsg_srq_stats *stats);
+
+/*
+ * rdmamsg_ep_attr_set_srq -- endpoints made with attr (rdmamsg_connect, and
+ * rdmamsg_conn_req_accept on the server side) receive through srq; NULL
+ * (the default) gives each endpoint its own receive ring.  The SRQ must
+ * belong to the endpoint's context, not be closing, and have buffers of at
+ * least the eager size (else -EINVAL when the endpoint is made).
+ */
+int rdmamsg_ep_attr_set_srq(struct rdmamsg_ep_attr *attr,
+			    struct rdmamsg_srq *srq);
+
+/* ------------------------------------------------------------------------
  * Large messages (rendezvous).  rdmamsg_send() stops at the eager maximum
  * (rdmamsg_ep_attr_set_max_msg_size, at most 64 MiB); rdmamsg_send_large()
  * and rdmamsg_send_mr() take any size up to the large maximum (default

@@ -270,6 +270,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 	list_init(&ctx->eps);
 	list_init(&ctx->listeners);
 	list_init(&ctx->mrs);
+	list_init(&ctx->srqs);
 	if (attr) {
 		ctx->wakeup_cb = attr->wakeup_cb;
 		ctx->wakeup_arg = attr->wakeup_arg;
@@ -343,7 +344,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 		return -EINVAL;
 	ctx = *ctxp;
 	if (!list_empty(&ctx->eps) || !list_empty(&ctx->listeners) ||
-	    !list_empty(&ctx->mrs) || ctx->pool.in_use || ctx->in_progress)
+	    !list_empty(&ctx->mrs) || !list_empty(&ctx->srqs) ||
+	    ctx->pool.in_use || ctx->in_progress)
 		return -EBUSY;
 	rdmamsg__loop_fini(ctx);
 	rdmamsg__iface_fini(ctx);

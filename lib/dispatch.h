@@ -37,6 +37,9 @@
 	X(create_qp, ibv_create_qp, struct ibv_qp *, (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)) \
 	X(destroy_qp, ibv_destroy_qp, int, (struct ibv_qp *qp)) \
 	X(modify_qp, ibv_modify_qp, int, (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)) \
+	X(create_srq, ibv_create_srq, struct ibv_srq *, (struct ibv_pd *pd, struct ibv_srq_init_attr *attr)) \
+	X(modify_srq, ibv_modify_srq, int, (struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)) \
+	X(destroy_srq, ibv_destroy_srq, int, (struct ibv_srq *srq)) \
 	X(get_async_event, ibv_get_async_event, int, (struct ibv_context *ctx, struct ibv_async_event *ev)) \
 	X(ack_async_event, ibv_ack_async_event, void, (struct ibv_async_event *ev)) \
 	X(create_event_channel, rdma_create_event_channel, struct rdma_event_channel *, (void)) \

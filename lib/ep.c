@@ -173,6 +173,8 @@ static void free_bufs(struct rdmamsg_ep *ep)
 		for (i = 0; i < ep->nsbuf; i++)
 			if (ep->sbufs[i])
 				rdmamsg__buf_put(ep->sbufs[i]);
+	if (ep->srq)
+		ep->rxb = NULL; /* the SRQ's */
 	if (ep->rxb)
 		for (i = 0; i < ep->nrx; i++)
 			if (ep->rxb[i])
@@ -236,7 +238,27 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	ep->nsbuf = ep->p.send_depth + 1;
 	ep->sbufs = calloc(ep->nsbuf, sizeof(*ep->sbufs));
 	ep->nrx = ep->p.recv_depth + RDMAMSG_CTL_CREDITS;
-	ep->rxb = calloc(ep->nrx, sizeof(*ep->rxb));
+	if (ep->p.srq) {
+		struct rdmamsg_srq *srq = ep->p.srq;
+
+		if (srq->ctx != ctx || srq->closing ||
+		    ep->p.eager > srq->buf_size) {
+			LOG_ERR("SRQ %p: %s", (void *)srq,
+				srq->ctx != ctx ? "of another context"
+				: srq->closing
+					? "closing"
+					: "buffers below the eager size");
+			free(ep->slots);
+			free(ep->sbufs);
+			free(ep);
+			return -EINVAL;
+		}
+		ep->srq = srq;
+		srq->refs++;
+		ep->rxb = srq->bufs; /* the SRQ's, indexed by wr_id */
+	} else {
+		ep->rxb = calloc(ep->nrx, sizeof(*ep->rxb));
+	}
 	if (!ep->slots || !ep->sbufs || !ep->rxb) {
 		ret = -ENOMEM;
 		goto err_free_bufs;
@@ -249,6 +271,8 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 
 err_free_bufs:
 	free_bufs(ep);
+	if (ep->srq)
+		ep->srq->refs--;
 	free(ep);
 	return ret;
 }
@@ -259,6 +283,8 @@ int rdmamsg__ep_rx_fill(struct rdmamsg_ep *ep)
 {
 	uint32_t i;
 
+	if (ep->srq)
+		return 0; /* its window was reserved with its QP */
 	for (i = 0; i < ep->nrx; i++)
 		if (!ep->rxb[i] && rdmamsg__buf_get(ep->ctx, ep->p.eager,
 						    BUF_LIB, &ep->rxb[i]))
@@ -289,7 +315,8 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 	qa.send_cq = qa.recv_cq = ep->icq->cq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = ep->p.send_depth + 1;
-	qa.cap.max_recv_wr = ep->nrx;
+	qa.cap.max_recv_wr = ep->srq ? 0 : ep->nrx;
+	qa.srq = ep->srq ? ep->srq->srq : NULL;
 	qa.cap.max_send_sge = 2;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = ctx->max_inline;
@@ -301,6 +328,19 @@ int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 	ep->qp = ep->id->qp;
 	ep->qpn = ep->qp->qp_num;
 	ep->max_inline = qa.cap.max_inline_data;
+	if (ep->srq) {
+		/* its credit window on the SRQ, on both sides at once: the
+		 * SRQ's buffers are already there, nothing waits for them */
+		ret = rdmamsg__qpmap_add(&ctx->ifc.qps, ep->qpn, ep);
+		if (ret)
+			goto err_destroy_qp;
+		ep->srq_mapped = 1;
+		ret = rdmamsg__srq_reserve(ep->srq, ep->nrx);
+		if (ret)
+			goto err_destroy_qp;
+		ep->srq_win = 1;
+		return 0;
+	}
 	/* the passive side posts (and grants) its receive buffers only
 	 * once the connection is established: a handshake that never
 	 * completes costs no pool memory */
@@ -317,6 +357,9 @@ err_destroy_qp:
 	ctx->ops->destroy_cm_qp(ep->id);
 	ep->qp = NULL;
 	ep->rx_posted = 0;
+	if (ep->srq_mapped)
+		rdmamsg__qpmap_del(&ctx->ifc.qps, ep->qpn);
+	ep->srq_mapped = 0;
 err_destroy_cq:
 	rdmamsg__iface_detach(ep);
 	return ret;
@@ -357,7 +400,7 @@ static void grant(struct rdmamsg_ep *ep)
 		rdmamsg__timer_start(ep->ctx, &ep->ring_timer, 10);
 		return;
 	}
-	ret = rdmamsg__ep_post_recvs(ep, ep->nrx);
+	ret = ep->srq ? 0 : rdmamsg__ep_post_recvs(ep, ep->nrx);
 	if (ret) {
 		LOG_ERR("posting %u receive buffers failed: %d", ep->nrx, ret);
 		rdmamsg__ep_down(ep, -ENOBUFS);
@@ -578,6 +621,17 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	hs_done(ep);
 	if (ep->qp)
 		ctx->ops->destroy_cm_qp(ep->id);
+	ep->qp = NULL;
+	if (ep->srq) {
+		/* the QP is gone: its window goes back to the SRQ (its
+		 * buffers stay posted for the next endpoint) */
+		rdmamsg__ep_srq_drop_early(ep);
+		if (ep->srq_mapped)
+			rdmamsg__qpmap_del(&ctx->ifc.qps, ep->qpn);
+		if (ep->srq_win)
+			rdmamsg__srq_release(ep->srq, ep->nrx);
+		ep->srq_mapped = ep->srq_win = 0;
+	}
 	rdmamsg__iface_detach(ep);
 	free(ep->early);
 	if (ep->id)
@@ -585,6 +639,8 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	if (ep->xf)
 		rdmamsg__xfer_free(ep);
 	free_bufs(ep);
+	if (ep->srq)
+		rdmamsg__srq_put(ep->srq);
 	list_del(&ep->poll_link);
 	list_del(&ep->xwait_link);
 	list_del(&ep->defer_link);

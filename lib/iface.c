@@ -33,6 +33,10 @@ void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 	if (getenv("RDMAMSG_TEST_MAX_CQE"))
 		ifc->max_cqe = (uint32_t)atoi(getenv("RDMAMSG_TEST_MAX_CQE"));
 	rdmamsg__idt_init(&ifc->eps, RDMAMSG__WRID_TAG_INDEX);
+	rdmamsg__idt_init(&ifc->srqs, RDMAMSG_SRQ_MAX);
+	ifc->qps.keys = NULL;
+	ifc->qps.vals = NULL;
+	ifc->qps.cap = ifc->qps.n = 0;
 }
 
 /* rdmamsg__iface_fini -- every endpoint is gone: the CQs go */
@@ -53,6 +57,8 @@ void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx)
 	ifc->cqs = NULL;
 	ifc->ncq = 0;
 	rdmamsg__idt_fini(&ifc->eps);
+	rdmamsg__idt_fini(&ifc->srqs);
+	rdmamsg__qpmap_fini(&ifc->qps);
 }
 
 /* rdmamsg__iface_cq -- the interface's CQ that holds cq (from a CQ event
@@ -243,6 +249,14 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 					&ifc->eps, wc[i].wr_id);
 
 				if (RDMAMSG_UNLIKELY(!ep)) {
+					if (rdmamsg__wrid_is_srq(wc[i].wr_id)) {
+						/* an SRQ receive: names its
+						 * buffer, not its endpoint */
+						j = (int)rdmamsg__srq_wcs(
+							ctx, &wc[i],
+							(uint32_t)(n - i));
+						continue;
+					}
 					j = 1;
 					ifc->stale_wcs++;
 					continue;

@@ -192,6 +192,33 @@ struct rdmamsg__icq {
 	int event;	      /* a CQ event came: re-arm */
 };
 
+/* qp_num -> endpoint, open addressing (an SRQ receive names its buffer,
+ * not its endpoint: the endpoint comes from wc.qp_num) */
+struct rdmamsg__qpmap {
+	uint32_t *keys; /* qp_num + 1; 0: empty */
+	void **vals;
+	uint32_t cap, n; /* cap: a power of two, or 0 */
+};
+
+int rdmamsg__qpmap_add(struct rdmamsg__qpmap *m, uint32_t qpn, void *p);
+void rdmamsg__qpmap_del(struct rdmamsg__qpmap *m, uint32_t qpn);
+void rdmamsg__qpmap_fini(struct rdmamsg__qpmap *m);
+
+/* rdmamsg__qpmap_find -- the endpoint of qpn, or NULL */
+static inline void *rdmamsg__qpmap_find(const struct rdmamsg__qpmap *m,
+					uint32_t qpn)
+{
+	uint32_t i, k = qpn + 1;
+
+	if (!m->cap)
+		return NULL;
+	for (i = (k * 2654435761u) & (m->cap - 1); m->keys[i];
+	     i = (i + 1) & (m->cap - 1))
+		if (m->keys[i] == k)
+			return m->vals[i];
+	return NULL;
+}
+
 struct rdmamsg__iface {
 	struct rdmamsg__icq **cqs; /* one; more only past max_cqe entries */
 	uint32_t ncq;
@@ -199,6 +226,8 @@ struct rdmamsg__iface {
 	int polling;
 	uint64_t stale_wcs; /* completions of freed endpoints dropped */
 	struct rdmamsg__idt eps;
+	struct rdmamsg__idt srqs;  /* SRQ receives name their SRQ (srq.c) */
+	struct rdmamsg__qpmap qps; /* qp_num -> endpoint on an SRQ */
 };
 
 /* ---- context ------------------------------------------------------- */
@@ -259,8 +288,55 @@ struct rdmamsg_ctx {
 	int in_progress;
 	struct rdmamsg__list eps;
 	struct rdmamsg__list listeners;
-	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
+	struct rdmamsg__list mrs;  /* rdmamsg_mr_reg'd regions (mr.c) */
+	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
+
+/* ---- shared receive queues (srq.c) --------------------------------- */
+
+/*
+ * An SRQ receive's wr_id (lane.h): bit 63 clear, tag index 0 (the
+ * interface), the tag's generation bits the low 11 bits of the SRQ's
+ * generation in ctx->ifc.srqs, own bits 31..24 its index there, bits
+ * 23..0 the buffer's index in bufs.
+ */
+#define RDMAMSG_SRQ_MAX	       255 /* SRQs per context */
+#define RDMAMSG_SRQ_SLOT_SHIFT 24
+#define RDMAMSG_RX_IDX_MASK    ((1u << RDMAMSG_SRQ_SLOT_SHIFT) - 1)
+
+struct rdmamsg_srq {
+	struct rdmamsg_ctx *ctx;
+	struct ibv_srq *srq;
+	uint64_t handle;    /* in ctx->ifc.srqs */
+	uint64_t wrid_base; /* wr_id without the buffer index */
+	size_t buf_size;
+	uint32_t max_bufs, nbufs, reserved, posted, limit;
+	unsigned int refs, nep; /* endpoints made with it; holding a window */
+	struct rdmamsg_buf **bufs; /* max_bufs slots; the first nbufs used */
+	uint32_t *idle;		   /* consumed, not reposted (post failed) */
+	uint32_t nidle;
+	uint64_t limit_events;
+	int closing;
+	void (*close_cb)(struct rdmamsg_srq *srq, void *arg);
+	void *close_arg;
+	struct rdmamsg__list link;
+};
+
+int rdmamsg__srq_reserve(struct rdmamsg_srq *srq, uint32_t w);
+void rdmamsg__srq_release(struct rdmamsg_srq *srq, uint32_t w);
+void rdmamsg__srq_put(struct rdmamsg_srq *srq);
+int rdmamsg__srq_post(struct rdmamsg_srq *srq, const uint32_t *idx, uint32_t n);
+struct rdmamsg_srq *rdmamsg__srq_of_wrid(struct rdmamsg_ctx *ctx,
+					 uint64_t wr_id);
+void rdmamsg__srq_limit_event(struct rdmamsg_ctx *ctx, void *ibsrq);
+void rdmamsg__srq_refill(struct rdmamsg_srq *srq);
+
+/* rdmamsg__wrid_is_srq -- a receive posted to an SRQ (tag index 0) */
+static inline int rdmamsg__wrid_is_srq(uint64_t wr_id)
+{
+	return !(wr_id & RDMAMSG__WRID_SEND) &&
+	       !(rdmamsg__wrid_lane(wr_id) & RDMAMSG__WRID_TAG_INDEX);
+}
 
 /* loop.c: the loop adapter (the only file with ev_* calls) */
 int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop);
@@ -284,7 +360,8 @@ struct rdmamsg__ep_params {
 	unsigned int connect_ms, close_ms, peer_ms;
 	uint32_t eager, recv_depth, send_depth, backlog;
 	size_t max_msg;
-	int linger; /* close sends the backlog first */
+	int linger;		 /* close sends the backlog first */
+	struct rdmamsg_srq *srq; /* receives through it; NULL: own ring */
 	uint8_t pdata_len;
 	uint8_t pdata[RDMAMSG_PRIVATE_DATA_MAX];
 	/* large messages, requests, one-sided (xfer.c) */
@@ -363,8 +440,12 @@ struct rdmamsg_ep {
 	int want_writable;
 
 	/* receive side */
-	struct rdmamsg_buf **rxb; /* receive buffers, wr_id indexes them */
-	uint32_t nrx;
+	struct rdmamsg_buf **rxb; /* receive buffers, wr_id indexes them
+				   * (with an SRQ: the SRQ's, shared) */
+	uint32_t nrx;		  /* its ring (with an SRQ: its window) */
+	struct rdmamsg_srq *srq;  /* NULL: its own ring */
+	int srq_win;		  /* its window is reserved on srq */
+	int srq_mapped;		  /* in ctx->ifc.qps */
 	uint32_t rx_posted;
 	uint32_t rx_cur_idx;
 	struct rdmamsg_buf *rx_asm;
@@ -472,6 +553,9 @@ struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
 uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
 			 uint32_t n);
+uint32_t rdmamsg__srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
+			  uint32_t n);
+void rdmamsg__ep_srq_drop_early(struct rdmamsg_ep *ep);
 void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep);
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);

@@ -7,8 +7,10 @@
  * rendezvous and one-sided operation; ep->phase stays as the lane's own
  * status, the QP's, which cm/ feeds in), and the wr_id layout with
  * rdmamsg__wrid_route() (lib/iface.c: one CQ per context, completions
- * routed by wr_id).  Still the plan: the lane ops table (today's RC code
- * is not yet behind it) and SRQ receives.  Private.
+ * routed by wr_id), and SRQ receives (lib/srq.c: the credit windows
+ * below, the wr_id of an SRQ receive and the qp_num -> endpoint map of
+ * lib/internal.h).  Still the plan: the lane ops table (today's RC code
+ * is not yet behind it).  Private.
  *
  * Layers
  * ------
@@ -104,7 +106,9 @@
  * lane's CQ room stays reserved until the CQ has been seen empty.
  * An SRQ receive names its buffer, not its lane: the interface finds the
  * lane from wc.qp_num (a qpn -> lane table), credits it to that lane's
- * window, and hands the buffer up.
+ * window, and hands the buffer up.  Its tag has index 0; the tag's
+ * generation bits and own bits 31..24 name the SRQ, bits 23..0 the
+ * buffer (internal.h).
  *
  * Endpoint states (the session's; one enum, one setter, one can_send)
  * ------------------------------------------------------------------

@@ -226,10 +226,17 @@ static void async_events(struct rdmamsg_ctx *ctx)
 		case IBV_EVENT_DEVICE_FATAL:
 			st = -ENODEV;
 			break;
+		case IBV_EVENT_SRQ_LIMIT_REACHED:
+			elem = ev.element.srq;
+			break;
 		default:
 			break;
 		}
 		ctx->ops->ack_async_event(&ev);
+		if (t == IBV_EVENT_SRQ_LIMIT_REACHED) {
+			rdmamsg__srq_limit_event(ctx, elem);
+			continue;
+		}
 		if (!st)
 			continue;
 		LOG_WARN("async event %d on %s", (int)t, ctx->devname);

@@ -466,7 +466,7 @@ static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
  * be reposted, 2 for a control buffer, 0 when nothing is */
 static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 {
-	uint32_t idx = (uint32_t)wc->wr_id;
+	uint32_t idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
 	struct rdmamsg_buf *b = ep->rxb[idx];
 	const struct rdmamsg__wire *h =
 		(const struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
@@ -682,6 +682,101 @@ uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
 	return i;
 }
 
+/* srq_credit -- what one SRQ receive gives back to its endpoint's peer */
+struct srq_credit {
+	struct rdmamsg_ep *ep;
+	int r; /* on_recv_wc's */
+};
+
+/* rdmamsg__srq_wcs -- the SRQ receives at the head of wc[0..n) (n at most
+ * RDMAMSG_POLL_BATCH; iface.c found wc[0] to be one): each to the endpoint
+ * of its QP (wc.qp_num), then every buffer reposted to its SRQ, in one
+ * batch per SRQ, and only then the credits counted for return (srq.c).
+ * A buffer whose endpoint is gone is reposted too; one of an active
+ * endpoint still before its ESTABLISHED event waits in its early
+ * completions.  Returns how many it took. */
+uint32_t rdmamsg__srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
+			  uint32_t n)
+{
+	struct srq_credit cr[RDMAMSG_POLL_BATCH];
+	uint32_t rep[RDMAMSG_POLL_BATCH];
+	struct rdmamsg_srq *cur = NULL;
+	uint32_t i, k, nrep = 0, ncr = 0;
+
+	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id); i++) {
+		struct rdmamsg_srq *srq =
+			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
+		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
+		struct rdmamsg_ep *ep;
+		int r = 0;
+
+		if (RDMAMSG_UNLIKELY(!srq || idx >= srq->nbufs)) {
+			ctx->ifc.stale_wcs++; /* its SRQ was closed */
+			continue;
+		}
+		if (srq != cur) {
+			if (cur && nrep &&
+			    rdmamsg__srq_post(cur, rep, nrep) == 0)
+				for (k = 0; k < ncr; k++) {
+					cr[k].ep->to_return += cr[k].r == 1;
+					cr[k].ep->ctl_to_return += cr[k].r == 2;
+				}
+			nrep = ncr = 0;
+			cur = srq;
+		}
+		srq->posted--;
+		ep = rdmamsg__qpmap_find(&ctx->ifc.qps, wc[i].qp_num);
+		if (RDMAMSG_UNLIKELY(!ep || ep->srq != srq || !ep->qp)) {
+			ctx->ifc.stale_wcs++;
+		} else if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING &&
+					    !ep->passive)) {
+			srq->posted++; /* counted again at the replay */
+			early(ep, &wc[i], 1);
+			continue;
+		} else {
+			r = on_recv_wc(ep, &wc[i]);
+			if (r && ep->phase != PH_DOWN) {
+				cr[ncr].ep = ep;
+				cr[ncr++].r = r;
+			}
+			if (list_empty(&ep->poll_link))
+				list_add_tail(&ctx->polls, &ep->poll_link);
+		}
+		rep[nrep++] = idx;
+	}
+	if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
+		for (k = 0; k < ncr; k++) {
+			cr[k].ep->to_return += cr[k].r == 1;
+			cr[k].ep->ctl_to_return += cr[k].r == 2;
+		}
+	if (cur && RDMAMSG_UNLIKELY(cur->nidle))
+		rdmamsg__srq_refill(cur);
+	return i ? i : 1;
+}
+
+/* rdmamsg__ep_srq_drop_early -- ep is freed with SRQ receives it kept
+ * before its ESTABLISHED event: their buffers go back to the SRQ */
+void rdmamsg__ep_srq_drop_early(struct rdmamsg_ep *ep)
+{
+	uint32_t i;
+
+	for (i = 0; i < ep->nearly; i++) {
+		const struct ibv_wc *wc = &ep->early[i];
+		struct rdmamsg_srq *srq;
+		uint32_t idx;
+
+		if (!rdmamsg__wrid_is_srq(wc->wr_id))
+			continue;
+		srq = rdmamsg__srq_of_wrid(ep->ctx, wc->wr_id);
+		idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
+		if (!srq || idx >= srq->nbufs)
+			continue;
+		srq->posted--;
+		rdmamsg__srq_post(srq, &idx, 1);
+	}
+	ep->nearly = 0;
+}
+
 /* rdmamsg__ep_replay_early -- the completions that came before the
  * handshake was read, now that it has been (or the connect failed) */
 void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep)
@@ -693,7 +788,10 @@ void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep)
 	ep->nearly = 0;
 	for (i = 0; i < n; i += k) {
 		k = n - i < RDMAMSG_POLL_BATCH ? n - i : RDMAMSG_POLL_BATCH;
-		k = rdmamsg__ep_wcs(ep, ep->early + i, k);
+		if (RDMAMSG_UNLIKELY(rdmamsg__wrid_is_srq(ep->early[i].wr_id)))
+			k = rdmamsg__srq_wcs(ep->ctx, ep->early + i, k);
+		else
+			k = rdmamsg__ep_wcs(ep, ep->early + i, k);
 		if (!k)
 			break; /* not possible: each was checked when kept */
 	}

@@ -10,8 +10,10 @@
 #   -n COUNTS    endpoint counts (default "100 1000 10000")
 #   -w WINDOW    connects in flight (default 64)
 #
-# Skeleton for issue 10: "with SRQ" columns come when the SRQ exists (today
-# every endpoint has its own receive ring).  A count that softrdma or the
+# The "-srq" columns run scale_probe -s: the server's endpoints share SRQs
+# (receive depth 2, eager 256, both sides; one SRQ per 3,000 endpoints:
+# softrdma's SRQ holds 16,384 buffers, 5 per endpoint's window);
+# srq-rx/ep is the SRQ's registered receive memory per endpoint.  A count that softrdma or the
 # library cannot reach prints how far it got.  Benchmark, not a test: it
 # exits 0 whatever it measures.
 #
@@ -78,19 +80,25 @@ cmtime_rate() {
 echo "# bench-scale: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# softrdma: $lib; $window connects in flight; bytes per endpoint, server side"
 echo "# conn/s: rdmamsg_connect() to on_connect for all (resolve, route, QP, handshake)"
-printf '%-9s %-6s %-9s %-9s %-11s %-11s %-7s %-14s %-14s\n' endpoints up \
-	reg/ep rss/ep "reg/ep-srq" "rss/ep-srq" conn/s cmtime-connect/s \
-	cmtime-setup/s
+printf '%-9s %-6s %-9s %-9s %-7s %-11s %-11s %-10s %-7s %-14s %-14s\n' \
+	endpoints up reg/ep rss/ep up-srq "reg/ep-srq" "rss/ep-srq" srq-rx/ep \
+	conn/s cmtime-connect/s cmtime-setup/s
 for n in $counts; do
 	# the library's default pool (64 MiB) holds ~35 of today's endpoints:
 	# give each side 2 MiB per endpoint
 	line=$(timeout "$tmo" "$probe" -n "$n" -w "$window" \
 		-l $((64 + 2 * n)) 2>/dev/null | grep '^scale')
 	up=$(field "$line" up)
+	q=$(((n + 2999) / 3000))
+	sline=$(timeout "$tmo" "$probe" -n "$n" -w "$window" -q "$q" \
+		-l $((64 + n / 8)) 2>/dev/null | grep '^scale')
 	read -r cm_conn cm_all <<<"$(cmtime_rate "$n")"
-	printf '%-9s %-6s %-9s %-9s %-11s %-11s %-7s %-14s %-14s\n' "$n" \
-		"${up:-fail}" "$(field "$line" srv_reg_per_ep)" \
-		"$(field "$line" srv_rss_per_ep)" n/a n/a \
+	printf '%-9s %-6s %-9s %-9s %-7s %-11s %-11s %-10s %-7s %-14s %-14s\n' \
+		"$n" "${up:-fail}" "$(field "$line" srv_reg_per_ep)" \
+		"$(field "$line" srv_rss_per_ep)" \
+		"$(field "$sline" up)" "$(field "$sline" srv_reg_per_ep)" \
+		"$(field "$sline" srv_rss_per_ep)" \
+		"$(field "$sline" srv_srq_reg_per_ep)" \
 		"$(field "$line" connects_per_s)" "$cm_conn" "$cm_all"
 done
 exit 0

@@ -5,7 +5,12 @@
  * server's registered memory and RSS per endpoint once all N are up.
  * Every endpoint exchanges one message with the server (echoed, checked).
  *
- * usage: scale_probe [-n ENDPOINTS] [-w WINDOW] [-l POOL_LIMIT_MIB]
+ * usage: scale_probe [-n ENDPOINTS] [-w WINDOW] [-l POOL_LIMIT_MIB] [-s]
+ * (-s: the server's endpoints share one SRQ (-q K: K SRQs, endpoints
+ * spread round-robin: softrdma's SRQ holds 16,384 buffers), every endpoint of both
+ * sides with a receive depth of 2 and an eager size of 256 bytes; the
+ * line then adds srv_srq_reg_per_ep, the SRQ's registered bytes per
+ * endpoint)
  * (-l sets both contexts' pool limit; the library's default of 64 MiB
  * holds about 35 endpoints today, each preallocating its receive ring)
  * Prints one line: "scale N=... up=... connects_per_s=... srv_reg_per_ep=...
@@ -75,8 +80,24 @@ static void drive(struct rdmamsg_ctx *ctx, int ms)
 
 /* ---- server (child) ----------------------------------------------- */
 
-static int s_up, s_gone, s_errors, s_stop;
+static int s_up, s_gone, s_errors, s_stop, use_srq, s_acc;
+static struct rdmamsg_ep_attr *srq_attrs[16]; /* -q: one per SRQ */
 static size_t pool_limit;
+static struct rdmamsg_ep_attr *ep_attr; /* NULL: defaults */
+
+/* small_attr -- with -s: receive depth 2, eager 256 (both sides) */
+static struct rdmamsg_ep_attr *small_attr(void)
+{
+	struct rdmamsg_ep_attr *a;
+
+	if (rdmamsg_ep_attr_new(&a))
+		return NULL;
+	rdmamsg_ep_attr_set_eager_size(a, 256);
+	rdmamsg_ep_attr_set_max_msg_size(a, 4096);
+	rdmamsg_ep_attr_set_recv_depth(a, 2);
+	rdmamsg_ep_attr_set_send_depth(a, 4);
+	return a;
+}
 
 /* make_ctx -- a context in fd mode with the pool limit asked for */
 static int make_ctx(struct rdmamsg_ctx **ctx)
@@ -152,7 +173,9 @@ static void s_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	(void)pdata;
 	(void)len;
 	(void)arg;
-	int ret = rdmamsg_conn_req_accept(req, NULL, &s_cbs, NULL, &ep);
+	int ret = rdmamsg_conn_req_accept(
+		req, use_srq ? srq_attrs[s_acc++ % use_srq] : NULL, &s_cbs,
+		NULL, &ep);
 
 	if (ret) {
 		fprintf(stderr, "scale_probe: server: accept: %s\n",
@@ -172,13 +195,34 @@ static int server(int n, int wfd, int rfd)
 {
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_listener *lst;
-	long long r0, r1, out[3];
+	struct rdmamsg_srq *srq[16] = {NULL};
+	struct rdmamsg_srq_stats st = {0};
+	int i;
+	long long r0, r1, out[4];
 	size_t g0, g1;
 	uint16_t port = 0;
 
 	signal(SIGTERM, on_term);
 	if (make_ctx(&ctx))
 		return 1;
+	if (use_srq) {
+		/* room for every window: receive depth 2 + 3 control */
+		struct rdmamsg_srq_attr qa = {
+			.max_bufs = (unsigned int)(n / use_srq + 1) * 5 + 8,
+			.buf_size = 256,
+		};
+
+		for (i = 0; i < use_srq; i++)
+			if (!(srq_attrs[i] = small_attr()) ||
+			    rdmamsg_srq_create(ctx, &qa, &srq[i]) ||
+			    rdmamsg_ep_attr_set_srq(srq_attrs[i], srq[i])) {
+				fprintf(stderr,
+					"scale_probe: server: SRQ of %u "
+					"buffers refused\n",
+					qa.max_bufs);
+				return 1;
+			}
+	}
 	if (rdmamsg_listen(ctx, "127.0.0.1:0", s_req, NULL, &lst) ||
 	    rdmamsg_listener_get_port(lst, &port))
 		return 1;
@@ -193,6 +237,11 @@ static int server(int n, int wfd, int rfd)
 	out[0] = (long long)(g1 - g0);
 	out[1] = r1 - r0;
 	out[2] = s_errors;
+	out[3] = 0;
+	for (i = 0; i < use_srq; i++) {
+		rdmamsg_srq_query(srq[i], &st);
+		out[3] += (long long)st.registered;
+	}
 	if (write(wfd, out, sizeof(out)) != sizeof(out))
 		return 1;
 	/* until the client closed them all (or gave up) */
@@ -206,6 +255,10 @@ static int server(int n, int wfd, int rfd)
 	}
 	rdmamsg_listener_close(lst, NULL);
 	drive(ctx, 10);
+	for (i = 0; i < use_srq; i++) {
+		rdmamsg_srq_close(srq[i], NULL, NULL);
+		rdmamsg_ep_attr_delete(&srq_attrs[i]);
+	}
 	rdmamsg_ctx_destroy(&ctx);
 	return s_errors ? 1 : 0;
 }
@@ -281,13 +334,13 @@ int main(int argc, char **argv)
 	int n = 100, window = 64, opt, i, next = 0, p1[2], p2[2], st = 0;
 	struct rdmamsg_ctx *ctx;
 	struct c_ep *eps;
-	long long t0, t1, r0, r1, srv[3] = {0, -1, 0};
+	long long t0, t1, r0, r1, srv[4] = {0, -1, 0, 0};
 	size_t g0, g1;
 	char addr[64];
 	uint16_t port = 0;
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "n:w:l:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:l:sq:")) != -1) {
 		switch (opt) {
 		case 'n':
 			n = atoi(optarg);
@@ -298,15 +351,25 @@ int main(int argc, char **argv)
 		case 'l':
 			pool_limit = (size_t)strtoull(optarg, NULL, 0) << 20;
 			break;
+		case 's':
+			use_srq = 1;
+			break;
+		case 'q':
+			use_srq = atoi(optarg);
+			if (use_srq < 1 || use_srq > 16)
+				return 2;
+			break;
 		default:
 			fprintf(stderr,
 				"usage: %s [-n ENDPOINTS] [-w WINDOW] "
-				"[-l POOL_LIMIT_MIB]\n",
+				"[-l POOL_LIMIT_MIB] [-s] [-q SRQS]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	if (n <= 0 || window <= 0 || pipe(p1) || pipe(p2))
+		return 2;
+	if (use_srq && !(ep_attr = small_attr()))
 		return 2;
 	pid = fork();
 	if (pid < 0)
@@ -331,7 +394,7 @@ int main(int argc, char **argv)
 	 * to make more (a resource limit), and report how far it got */
 	while ((next < n || c_inflight > 0) && c_failed == 0) {
 		while (next < n && c_inflight < window) {
-			int ret = rdmamsg_connect(ctx, addr, NULL, &c_cbs,
+			int ret = rdmamsg_connect(ctx, addr, ep_attr, &c_cbs,
 						  &eps[next], &eps[next].ep);
 
 			if (ret) {
@@ -364,12 +427,15 @@ int main(int argc, char **argv)
 	waitpid(pid, &st, 0);
 	printf("scale N=%d up=%d echoed=%d connects_per_s=%.0f "
 	       "srv_reg_per_ep=%lld srv_rss_per_ep=%lld cli_reg_per_ep=%lld "
-	       "cli_rss_per_ep=%lld errors=%d\n",
+	       "cli_rss_per_ep=%lld srv_srq_reg_per_ep=%lld errors=%d\n",
 	       n, c_up, c_echoed,
 	       t1 > t0 ? c_up * 1e6 / (double)(t1 - t0) : 0.0,
 	       c_up ? srv[0] / c_up : 0, c_up ? srv[1] / c_up : 0,
 	       c_up ? (long long)(g1 - g0) / c_up : 0,
-	       c_up ? (r1 - r0) / c_up : 0, c_failed + (int)srv[2]);
+	       c_up ? (r1 - r0) / c_up : 0, c_up ? srv[3] / c_up : 0,
+	       c_failed + (int)srv[2]);
 	free(eps);
+	if (ep_attr)
+		rdmamsg_ep_attr_delete(&ep_attr);
 	return c_up == n && c_echoed == n && !c_failed && !srv[2] ? 0 : 1;
 }
