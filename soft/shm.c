@@ -608,14 +608,13 @@ void soft_reg_mr_free(uint32_t key)
 	pthread_mutex_unlock(&soft_reg->lock);
 }
 
-/* soft_seg_create -- create the shm segment of a QP */
-void *soft_seg_create(uint32_t qpn, size_t len)
+/* seg_create -- a new 0600 shm object of len bytes, mapped; a stale one of
+ * that name (from a killed process) is replaced */
+static void *seg_create(const char *name, size_t len)
 {
-	char name[128];
 	void *p;
 	int fd;
 
-	soft_name(name, sizeof(name), "qp", qpn);
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		shm_unlink(name); /* stale, from a killed process */
@@ -635,7 +634,19 @@ void *soft_seg_create(uint32_t qpn, size_t len)
 		shm_unlink(name);
 		return NULL;
 	}
-	((struct soft_seg_hdr *)p)->magic = SOFT_SEG_MAGIC;
+	return p;
+}
+
+/* soft_seg_create -- create the shm segment of a QP */
+void *soft_seg_create(uint32_t qpn, size_t len)
+{
+	char name[128];
+	void *p;
+
+	soft_name(name, sizeof(name), "qp", qpn);
+	p = seg_create(name, len);
+	if (p)
+		((struct soft_seg_hdr *)p)->magic = SOFT_SEG_MAGIC;
 	return p;
 }
 
@@ -663,29 +674,11 @@ void *soft_srq_seg_create(uint32_t ctx_idx, uint32_t id, size_t len)
 {
 	char name[128];
 	void *p;
-	int fd;
 
 	srq_name(name, sizeof(name), ctx_idx, id);
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		shm_unlink(name); /* stale, from a killed process */
-		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-			      0600);
-	}
-	if (fd < 0)
-		return NULL;
-	if (ftruncate(fd, (off_t)len) < 0) {
-		close(fd);
-		shm_unlink(name);
-		return NULL;
-	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED) {
-		shm_unlink(name);
-		return NULL;
-	}
-	((struct soft_srq_hdr *)p)->magic = SOFT_SEG_MAGIC + 1;
+	p = seg_create(name, len);
+	if (p)
+		((struct soft_srq_hdr *)p)->magic = SOFT_SEG_MAGIC + 1;
 	return p;
 }
 
