@@ -125,7 +125,6 @@ static void active_route(struct rdmamsg_ep *ep)
 		rdmamsg__ep_connect_failed(ep, -EHOSTUNREACH, 0, NULL, 0);
 		return;
 	}
-	ep->phase = PH_CONNECTING;
 	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
 }
 
@@ -197,22 +196,22 @@ static void ep_event(struct rdmamsg_ep *ep, const struct cm_ev *e)
 {
 	switch (e->type) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		if (ep->phase != PH_RESOLVING || ep->closing)
+		if (ep->st != EPS_RESOLVING)
 			break;
 		if (ep->ctx->ops->resolve_route(ep->id, (int)ep->p.connect_ms))
 			rdmamsg__ep_connect_failed(ep, -EHOSTUNREACH, 0, NULL,
 						   0);
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		if (ep->phase == PH_RESOLVING && !ep->closing)
+		if (ep->st == EPS_RESOLVING)
 			active_route(ep);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		if (ep->phase == PH_CONNECTING)
+		if (ep->st == EPS_CONNECTING)
 			active_established(ep, e);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		if (ep->phase == PH_CONNECTING && !ep->passive)
+		if (ep->st == EPS_CONNECTING && !ep->passive)
 			active_rejected(ep, e);
 		else
 			rdmamsg__ep_connect_failed(ep, -ECONNREFUSED, 0, NULL,

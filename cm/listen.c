@@ -260,7 +260,6 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 		ret = -ECONNRESET;
 		goto err_free_ep;
 	}
-	ep->phase = PH_CONNECTING;
 	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
 	rdmamsg__timer_start(ctx, &ep->conn_timer, ep->p.connect_ms);
 	list_add_tail(&ctx->eps, &ep->link);
@@ -273,9 +272,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	return 0;
 
 err_free_ep:
-	if (ep->qp)
-		ctx->ops->destroy_cm_qp(ep->id);
-	ep->qp = NULL;
+	rdmamsg__ep_unbind(ep);
 	ep->id = NULL; /* still the request's */
 	rdmamsg__ep_free(ep);
 	return ret;

@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "dispatch.h"
 #include "fastpath.h"
+#include "lane.h"
 
 #define MAX_EAGER   ((size_t)1 << 20)
 #define MAX_MSG_MAX ((size_t)1 << RDMAMSG_MAX_CLASS_SHIFT)
@@ -221,7 +222,6 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	else
 		rdmamsg__ep_params_default(&ep->p);
 	ep->st = EPS_IDLE;
-	list_init(&ep->poll_link);
 	list_init(&ep->xwait_link);
 	list_init(&ep->defer_link);
 	list_init(&ep->link);
@@ -292,77 +292,53 @@ int rdmamsg__ep_rx_fill(struct rdmamsg_ep *ep)
 	return 0;
 }
 
-/* rdmamsg__ep_setup_qp -- room on the context's CQ, QP, receive buffers */
+/* rdmamsg__ep_setup_qp -- bind the session to a fresh RC lane on its
+ * rdma_cm id (an RC-over-SRQ one with an SRQ): the QP, room on the
+ * context's CQ, the receives.  The active side posts its ring now; the
+ * passive side once the connection is established (grant), so that a
+ * handshake that never completes costs no pool memory. */
 int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 {
-	struct rdmamsg_ctx *ctx = ep->ctx;
-	struct ibv_qp_init_attr qa;
+	return rdmamsg__ep_bind(ep, &rdmamsg__lane_rc_ops);
+}
+
+/* rdmamsg__ep_bind -- the session opens a lane of kind ops and registers
+ * its up calls with it (none bound yet: rdmamsg__ep_unbind first) */
+int rdmamsg__ep_bind(struct rdmamsg_ep *ep, const struct rdmamsg__lane_ops *ops)
+{
+	struct rdmamsg__lane_attr la;
 	int ret;
 
-	if (ep->id->verbs != ctx->verbs) {
-		LOG_ERR("connection is on device %s, context on %s",
-			ep->id->verbs ? ep->id->verbs->device->name : "?",
-			ctx->devname);
-		return -ENODEV;
-	}
-	/* every work request may complete (flushed ones too): the send ring
-	 * with its drain WR, the receive buffers */
-	ret = rdmamsg__iface_attach(ep, ep->p.send_depth + 1 + ep->nrx);
+	if (ep->ln)
+		return -EBUSY;
+	memset(&la, 0, sizeof(la));
+	la.id = ep->id;
+	la.send_depth = ep->p.send_depth;
+	la.nrx = ep->nrx;
+	la.rx_len = RDMAMSG_HDR + ep->p.eager;
+	la.rx_off = RDMAMSG_HDR;
+	la.rxb = ep->rxb;
+	la.srq = ep->srq;
+	la.post_rx = !ep->passive;
+	/* the active side reads its completions only after the handshake
+	 * (ESTABLISHED): the lane holds them until then */
+	la.hold = !ep->passive;
+	ret = ops->open(ep->ctx, &la, &rdmamsg__ep_lane_cbs, ep, &ep->ln);
 	if (ret)
 		return ret;
-	memset(&qa, 0, sizeof(qa));
-	qa.qp_context = ep;
-	qa.send_cq = qa.recv_cq = ep->icq->cq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = ep->p.send_depth + 1;
-	qa.cap.max_recv_wr = ep->srq ? 0 : ep->nrx;
-	qa.srq = ep->srq ? ep->srq->srq : NULL;
-	qa.cap.max_send_sge = 2;
-	qa.cap.max_recv_sge = 1;
-	qa.cap.max_inline_data = ctx->max_inline;
-	if (ctx->ops->create_cm_qp(ep->id, ctx->pd, &qa)) {
-		ret = rdmamsg__errno(ENOMEM);
-		LOG_ERR("rdma_create_qp failed: %d", ret);
-		goto err_destroy_cq;
-	}
-	ep->qp = ep->id->qp;
-	ep->qpn = ep->qp->qp_num;
-	ep->max_inline = qa.cap.max_inline_data;
-	if (ep->srq) {
-		/* its credit window on the SRQ, on both sides at once: the
-		 * SRQ's buffers are already there, nothing waits for them */
-		ret = rdmamsg__qpmap_add(&ctx->ifc.qps, ep->qpn, ep);
-		if (ret)
-			goto err_destroy_qp;
-		ep->srq_mapped = 1;
-		ret = rdmamsg__srq_reserve(ep->srq, ep->nrx);
-		if (ret)
-			goto err_destroy_qp;
-		ep->srq_win = 1;
-		return 0;
-	}
-	/* the passive side posts (and grants) its receive buffers only
-	 * once the connection is established: a handshake that never
-	 * completes costs no pool memory */
-	if (ep->passive)
-		return 0;
-	ret = rdmamsg__ep_post_recvs(ep, ep->nrx);
-	if (ret) {
-		LOG_ERR("posting %u receive buffers failed: %d", ep->nrx, ret);
-		goto err_destroy_qp;
-	}
+	ep->max_inline = ep->ln->max_inline;
 	return 0;
+}
 
-err_destroy_qp:
-	ctx->ops->destroy_cm_qp(ep->id);
-	ep->qp = NULL;
-	ep->rx_posted = 0;
-	if (ep->srq_mapped)
-		rdmamsg__qpmap_del(&ctx->ifc.qps, ep->qpn);
-	ep->srq_mapped = 0;
-err_destroy_cq:
-	rdmamsg__iface_detach(ep);
-	return ret;
+/* rdmamsg__ep_unbind -- the session lets its lane go (its QP is
+ * destroyed, completions still queued find nothing); it may be bound to a
+ * fresh one */
+void rdmamsg__ep_unbind(struct rdmamsg_ep *ep)
+{
+	if (!ep->ln)
+		return;
+	ep->ln->ops->destroy(ep->ln);
+	ep->ln = NULL;
 }
 
 /* rdmamsg__ep_negotiate -- apply the peer's handshake parameters */
@@ -384,6 +360,25 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 	}
 }
 
+/* post_ring -- post the whole receive ring through the lane */
+static int post_ring(struct rdmamsg_ep *ep)
+{
+	uint32_t idx[32], i, done = 0;
+	int ret;
+
+	while (done < ep->nrx) {
+		uint32_t k = ep->nrx - done > 32 ? 32 : ep->nrx - done;
+
+		for (i = 0; i < k; i++)
+			idx[i] = done + i;
+		ret = ep->ln->ops->post_recvs(ep->ln, idx, k);
+		if (ret)
+			return ret;
+		done += k;
+	}
+	return 0;
+}
+
 /* grant -- passive side, connection established: receive buffers from the
  * pool, posted, and granted to the peer in one credit update; without pool
  * memory the peer waits (no credits) and we try again shortly */
@@ -391,7 +386,7 @@ static void grant(struct rdmamsg_ep *ep)
 {
 	int ret;
 
-	if (ep->granted || ep->phase != PH_UP || ep->closing)
+	if (ep->granted || ep->st != EPS_UP)
 		return;
 	if (rdmamsg__ep_rx_fill(ep)) {
 		LOG_NOTE("endpoint %p: no pool memory for its receive buffers "
@@ -400,7 +395,7 @@ static void grant(struct rdmamsg_ep *ep)
 		rdmamsg__timer_start(ep->ctx, &ep->ring_timer, 10);
 		return;
 	}
-	ret = ep->srq ? 0 : rdmamsg__ep_post_recvs(ep, ep->nrx);
+	ret = post_ring(ep);
 	if (ret) {
 		LOG_ERR("posting %u receive buffers failed: %d", ep->nrx, ret);
 		rdmamsg__ep_down(ep, -ENOBUFS);
@@ -443,6 +438,11 @@ int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to)
 			(void *)ep, (int)ep->st, (int)to);
 		return -EINVAL;
 	}
+	/* an active connection's lane holds its completions until the
+	 * handshake is read: past CONNECTING (up, failed or closed) they
+	 * are read from the next progress pass on */
+	if (to > EPS_CONNECTING && ep->ln && ep->ln->hold)
+		rdmamsg__iface_release(ep->ln);
 	ep->st = to;
 	return 0;
 }
@@ -453,55 +453,37 @@ void rdmamsg__ep_defer(struct rdmamsg_ep *ep)
 	rdmamsg__ctx_defer(ep->ctx, &ep->defer_link);
 }
 
-/* qp_error -- move the QP to error and post a signalled drain WR: its
- * flush completion tells that every earlier send has completed */
+/* qp_error -- the lane stops: its QP to error and a signalled drain WR
+ * whose flush completion tells that every earlier send has completed */
 static void qp_error(struct rdmamsg_ep *ep)
 {
-	struct ibv_send_wr wr, *bad;
-	struct ibv_qp_attr qa;
-
-	if (!ep->qp || ep->drain_posted)
+	if (!ep->ln)
 		return;
-	memset(&qa, 0, sizeof(qa));
-	qa.qp_state = IBV_QPS_ERR;
-	ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = fp_send_wrid(ep, ep->sq_head);
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	if (ibv_post_send(ep->qp, &wr, &bad) == 0) {
+	if (ep->ln->ops->error(ep->ln, ep->sq_head, 1)) {
 		ep->slots[ep->sq_head & ep->sq_mask].report = 0;
 		ep->slots[ep->sq_head & ep->sq_mask].buf = NULL;
 		ep->sq_head++;
 	}
-	ep->drain_posted = 1;
 }
 
 /* rdmamsg__ep_connected -- the connection is up */
 void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 {
-	if (ep->phase == PH_UP || ep->phase == PH_DOWN)
+	/* not after a failure, nor after a close (which leaves CONNECTING
+	 * at once) */
+	if (ep->st != EPS_CONNECTING)
 		return;
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	hs_done(ep);
-	ep->phase = PH_UP;
+	/* the active lane's held completions (the peer's grant among them)
+	 * are read in this pass (rdmamsg__ep_set_state releases them) */
+	rdmamsg__ep_set_state(ep, EPS_UP);
 	ep->last_rx = ep->last_tx = rdmamsg__now_ns();
-	if (ep->closing) {
-		rdmamsg__ep_down(ep, -ECANCELED);
-		return;
-	}
 	if (ep->passive) {
 		grant(ep);
-		if (ep->phase != PH_UP)
+		if (ep->st != EPS_UP)
 			return;
-	} else if (list_empty(&ep->poll_link)) {
-		/* completions that came while connecting (the peer's grant
-		 * among them) were left in the CQ and their CQ event is
-		 * spent: poll in this pass */
-		list_add_tail(&ep->ctx->polls, &ep->poll_link);
-		ep->ctx->pending = 1;
 	}
-	rdmamsg__ep_set_state(ep, EPS_UP);
 	if (ep->p.peer_ms)
 		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
 	LOG_INFO("endpoint %p connected (frag %u, max %zu, credits %d)",
@@ -515,22 +497,18 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 				const void *pdata, size_t len)
 {
-	if (ep->phase == PH_DOWN)
-		return;
-	if (ep->phase == PH_UP) {
+	if (rdmamsg__ep_st_lane_up(ep->st)) {
 		rdmamsg__ep_down(ep, status);
 		return;
 	}
+	/* down, or closed (a close before UP takes the connection down) */
+	if (ep->st > EPS_CONNECTING)
+		return;
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	hs_done(ep);
-	ep->phase = PH_DOWN;
+	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	ep->disc_seen = 1;
 	qp_error(ep);
-	if (ep->closing) {
-		rdmamsg__ep_defer(ep);
-		return;
-	}
-	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	LOG_INFO("endpoint %p: connect failed: %s (reason %d)", (void *)ep,
 		 rdmamsg_strerror(status), reason);
 	ep->connect_reported = 1;
@@ -541,12 +519,12 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 /* rdmamsg__ep_down -- an established connection is gone: flush, report */
 void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 {
-	if (ep->phase != PH_UP) {
-		if (ep->phase != PH_DOWN)
+	if (!rdmamsg__ep_st_lane_up(ep->st)) {
+		if (ep->st <= EPS_CONNECTING)
 			rdmamsg__ep_connect_failed(ep, status, 0, NULL, 0);
 		return;
 	}
-	ep->phase = PH_DOWN;
+	rdmamsg__ep_set_state(ep, ep->closing ? EPS_FLUSHING : EPS_DOWN);
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
 	/* DREQ to the peer; the QP goes to error and flushes its WRs */
@@ -558,7 +536,6 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 		rdmamsg__ep_defer(ep);
 		return;
 	}
-	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
 	LOG_INFO("endpoint %p down: %s", (void *)ep, rdmamsg_strerror(status));
 	if (!ep->down_reported) {
@@ -583,11 +560,11 @@ static void ka_timer_fire(struct rdmamsg__timer *t)
 	uint64_t now = rdmamsg__now_ns();
 	uint64_t limit = (uint64_t)ep->p.peer_ms * 1000000ull;
 
-	if (ep->phase != PH_UP || ep->closing)
+	if (ep->st != EPS_UP)
 		return;
 	/* completions not yet polled count as signs of life */
 	rdmamsg__ep_poll(ep);
-	if (ep->phase != PH_UP)
+	if (ep->st != EPS_UP)
 		return;
 	if (now - ep->last_rx > limit) {
 		LOG_NOTE("endpoint %p: peer silent for %u ms", (void *)ep,
@@ -619,21 +596,7 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	rdmamsg__timer_stop(ctx, &ep->close_timer);
 	rdmamsg__timer_stop(ctx, &ep->ring_timer);
 	hs_done(ep);
-	if (ep->qp)
-		ctx->ops->destroy_cm_qp(ep->id);
-	ep->qp = NULL;
-	if (ep->srq) {
-		/* the QP is gone: its window goes back to the SRQ (its
-		 * buffers stay posted for the next endpoint) */
-		rdmamsg__ep_srq_drop_early(ep);
-		if (ep->srq_mapped)
-			rdmamsg__qpmap_del(&ctx->ifc.qps, ep->qpn);
-		if (ep->srq_win)
-			rdmamsg__srq_release(ep->srq, ep->nrx);
-		ep->srq_mapped = ep->srq_win = 0;
-	}
-	rdmamsg__iface_detach(ep);
-	free(ep->early);
+	rdmamsg__ep_unbind(ep);
 	if (ep->id)
 		ctx->ops->destroy_id(ep->id);
 	if (ep->xf)
@@ -641,7 +604,6 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	free_bufs(ep);
 	if (ep->srq)
 		rdmamsg__srq_put(ep->srq);
-	list_del(&ep->poll_link);
 	list_del(&ep->xwait_link);
 	list_del(&ep->defer_link);
 	list_del(&ep->link);
@@ -654,7 +616,7 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep)
 {
 	ep->bye_seen = 1;
-	if (ep->phase == PH_UP && !ep->closing) {
+	if (ep->st == EPS_UP) {
 		LOG_INFO("endpoint %p: the peer closed", (void *)ep);
 		rdmamsg__ep_down(ep, 0);
 	}
@@ -668,14 +630,14 @@ void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep)
 	int i;
 
 	ep->disc_seen = 1;
-	for (i = 0; i < 1024 && ep->phase == PH_UP && ep->qp; i++)
+	for (i = 0; i < 1024 && rdmamsg__ep_st_lane_up(ep->st) && ep->ln; i++)
 		if (!rdmamsg__iface_poll(ep->ctx))
 			break;
-	if (ep->phase == PH_UP)
+	if (rdmamsg__ep_st_lane_up(ep->st))
 		rdmamsg__ep_down(ep, ep->closing    ? -ECANCELED
 				     : ep->bye_seen ? 0
 						    : -ECONNRESET);
-	else if (ep->phase != PH_DOWN)
+	else if (ep->st <= EPS_CONNECTING)
 		rdmamsg__ep_connect_failed(ep, -ECONNRESET, 0, NULL, 0);
 }
 
@@ -727,16 +689,16 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 
 	if (!ep->closing)
 		return;
-	if (ep->phase == PH_UP) {
-		if (ep->qp) {
+	if (ep->st == EPS_DRAINING) {
+		if (ep->ln) {
 			rdmamsg__ep_poll(ep);
 			rdmamsg__ep_flush(ep); /* lingering: the backlog */
 		}
-		if (ep->phase == PH_UP && close_up(ep))
+		if (ep->st == EPS_DRAINING && close_up(ep))
 			return;
 	}
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
-	if (ep->qp)
+	if (ep->ln)
 		rdmamsg__ep_poll(ep); /* flush completions */
 	if (!ep->close_timed_out &&
 	    (ep->sq_tail != ep->sq_head || !ep->disc_seen))
@@ -763,24 +725,22 @@ RDMAMSG_EXPORT int rdmamsg_ep_close(struct rdmamsg_ep *ep,
 		return -EALREADY;
 	ep->closing = 1;
 	ep->close_cb = close_cb;
-	rdmamsg__ep_set_state(ep, EPS_DRAINING);
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
-	if (ep->phase == PH_UP) {
+	if (ep->st == EPS_UP) {
 		/* goodbye first (rdmamsg__ep_step); with linger, after what
 		 * is queued */
+		rdmamsg__ep_set_state(ep, EPS_DRAINING);
 		ep->lingering = ep->p.linger;
-	} else if (ep->phase != PH_DOWN) {
-		ep->phase = PH_DOWN;
-		ep->disc_seen = 1;
-		if (ep->qp) {
-			struct ibv_qp_attr qa;
-
-			memset(&qa, 0, sizeof(qa));
-			qa.qp_state = IBV_QPS_ERR;
-			ep->ctx->ops->modify_qp(ep->qp, &qa, IBV_QP_STATE);
+	} else {
+		if (ep->st != EPS_DOWN) {
+			/* not yet connected: the connection goes down now */
+			ep->disc_seen = 1;
+			if (ep->ln)
+				ep->ln->ops->error(ep->ln, ep->sq_head, 0);
 		}
+		rdmamsg__ep_set_state(ep, EPS_FLUSHING);
 	}
 	rdmamsg__timer_start(ep->ctx, &ep->close_timer, ep->p.close_ms);
 	rdmamsg__ep_defer(ep);

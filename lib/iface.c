@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iface.c -- the per-context interface: one CQ for every endpoint of the
- * context (a second one only when the first reached the device's max_cqe), completions routed to their endpoint from the wr_id (lane.h),
- * and the progress step that visits only endpoints that had completions
- * (or whose transfer layer waits for memory), never the idle ones.
+ * iface.c -- the per-context interface: one CQ for every lane of the
+ * context (a second one only when the first reached the device's
+ * max_cqe), completions routed to their lane from the wr_id (lane.h; an
+ * SRQ receive to the RC lane of its QP), completions held for a lane
+ * until it is released, and the progress step that visits only the
+ * sessions whose lanes had completions (through their ready() up call) or
+ * whose transfer layer waits for memory, never the idle ones.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dispatch.h"
 #include "internal.h"
@@ -173,11 +177,11 @@ static int cq_room(struct rdmamsg_ctx *ctx, uint32_t need, uint32_t *idx)
 	return 0;
 }
 
-/* rdmamsg__iface_attach -- ep joins a CQ with room for need work
- * requests (ep->icq); its wr_id tag is set */
-int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need)
+/* rdmamsg__iface_attach -- a lane joins a CQ with room for need work
+ * requests (lane->icq); its wr_id tag is set */
+int rdmamsg__iface_attach(struct rdmamsg__lane *lane, uint32_t need)
 {
-	struct rdmamsg_ctx *ctx = ep->ctx;
+	struct rdmamsg_ctx *ctx = lane->ctx;
 	struct rdmamsg__iface *ifc = &ctx->ifc;
 	uint32_t idx;
 	uint64_t h;
@@ -186,38 +190,102 @@ int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need)
 	ret = cq_room(ctx, need, &idx);
 	if (ret)
 		return ret;
-	ret = rdmamsg__idt_add(&ifc->eps, ep, &h);
+	ret = rdmamsg__idt_add(&ifc->eps, lane, &h);
 	if (ret)
 		return ret == -ENOSPC ? -ENOBUFS : ret;
 	_Static_assert(RDMAMSG_WRID_TAG_BITS ==
 			       RDMAMSG__WRID_LANE_MASK
 				       << RDMAMSG__WRID_LANE_SHIFT,
 		       "internal.h and lane.h agree on the wr_id tag");
-	ep->handle = h;
-	ep->wrid_tag = (uint64_t)rdmamsg__wrid_tag(h)
-		       << RDMAMSG__WRID_TAG_SHIFT;
-	ep->cq_need = need;
-	ep->icq = ifc->cqs[idx];
-	ep->icq->reserved += need;
+	lane->handle = h;
+	lane->wrid_tag = (uint64_t)rdmamsg__wrid_tag(h)
+			 << RDMAMSG__WRID_TAG_SHIFT;
+	lane->cq_need = need;
+	lane->icq = ifc->cqs[idx];
+	lane->icq->reserved += need;
 	return 0;
 }
 
-/* rdmamsg__iface_detach -- ep leaves (its QP is destroyed): completions
- * of it still in the CQ find nothing; its room stays counted until the CQ
- * has been seen empty */
-void rdmamsg__iface_detach(struct rdmamsg_ep *ep)
+/* rdmamsg__iface_detach -- the lane leaves (its QP is destroyed):
+ * completions of it still in the CQ find nothing; its room stays counted
+ * until the CQ has been seen empty */
+void rdmamsg__iface_detach(struct rdmamsg__lane *lane)
 {
-	struct rdmamsg__iface *ifc = &ep->ctx->ifc;
+	struct rdmamsg__iface *ifc = &lane->ctx->ifc;
 
-	if (!ep->handle)
+	if (!lane->handle)
 		return;
-	rdmamsg__idt_del(&ifc->eps, ep->handle);
-	ep->icq->reserved -= ep->cq_need;
-	ep->icq->stale += ep->cq_need;
-	ep->handle = 0;
-	ep->wrid_tag = 0;
-	ep->cq_need = 0;
-	ep->icq = NULL;
+	rdmamsg__idt_del(&ifc->eps, lane->handle);
+	lane->icq->reserved -= lane->cq_need;
+	lane->icq->stale += lane->cq_need;
+	lane->handle = 0;
+	lane->wrid_tag = 0;
+	lane->cq_need = 0;
+	lane->icq = NULL;
+}
+
+/* rdmamsg__iface_ready -- visit the lane's session (its ready() up call)
+ * in this progress pass */
+void rdmamsg__iface_ready(struct rdmamsg__lane *lane)
+{
+	if (list_empty(&lane->ready_link)) {
+		list_add_tail(&lane->ctx->polls, &lane->ready_link);
+		lane->ctx->pending = 1;
+	}
+}
+
+/* rdmamsg__iface_hold -- a lane that holds its completions (an active
+ * connection before its ESTABLISHED event was read) keeps them until it
+ * is released (at most one per posted work request: the array is sized
+ * once, for all of them) */
+void rdmamsg__iface_hold(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
+			 uint32_t n)
+{
+	if (n > lane->early_cap - lane->nearly) {
+		uint32_t cap = lane->cq_need + RDMAMSG_POLL_BATCH;
+		struct ibv_wc *e;
+
+		if (cap < lane->nearly + n)
+			cap = lane->nearly + n;
+		e = realloc(lane->early, (size_t)cap * sizeof(*e));
+		if (!e) {
+			LOG_ERR("lane %p: no memory for early completions",
+				(void *)lane);
+			lane->cbs->down(lane->owner, -ENOMEM);
+			return;
+		}
+		lane->early = e;
+		lane->early_cap = cap;
+	}
+	memcpy(lane->early + lane->nearly, wc, (size_t)n * sizeof(*wc));
+	lane->nearly += n;
+}
+
+/* rdmamsg__iface_release -- the lane no longer holds its completions:
+ * the held ones are handed over in this progress pass */
+void rdmamsg__iface_release(struct rdmamsg__lane *lane)
+{
+	lane->hold = 0;
+	rdmamsg__iface_ready(lane);
+}
+
+/* rdmamsg__iface_replay -- the completions a lane held, to it now */
+void rdmamsg__iface_replay(struct rdmamsg__lane *lane)
+{
+	uint32_t i, n = lane->nearly, k;
+
+	if (RDMAMSG_LIKELY(!n) || lane->hold)
+		return;
+	lane->nearly = 0;
+	for (i = 0; i < n; i += k) {
+		k = n - i < RDMAMSG_POLL_BATCH ? n - i : RDMAMSG_POLL_BATCH;
+		if (RDMAMSG_UNLIKELY(rdmamsg__wrid_is_srq(lane->early[i].wr_id)))
+			k = rdmamsg__lane_srq_wcs(lane->ctx, lane->early + i, k);
+		else
+			k = lane->ops->wcs(lane, lane->early + i, k);
+		if (!k)
+			break; /* not possible: each was checked when kept */
+	}
 }
 
 /* rdmamsg__iface_poll -- drain the CQ (bounded), each run of an
@@ -245,14 +313,14 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 			/* runs of one endpoint's completions, handed over
 			 * at once */
 			for (i = 0; i < n; i += j) {
-				struct rdmamsg_ep *ep = rdmamsg__wrid_route(
+				struct rdmamsg__lane *lane = rdmamsg__wrid_route(
 					&ifc->eps, wc[i].wr_id);
 
-				if (RDMAMSG_UNLIKELY(!ep)) {
+				if (RDMAMSG_UNLIKELY(!lane)) {
 					if (rdmamsg__wrid_is_srq(wc[i].wr_id)) {
 						/* an SRQ receive: names its
-						 * buffer, not its endpoint */
-						j = (int)rdmamsg__srq_wcs(
+						 * buffer, not its lane */
+						j = (int)rdmamsg__lane_srq_wcs(
 							ctx, &wc[i],
 							(uint32_t)(n - i));
 						continue;
@@ -261,16 +329,16 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 					ifc->stale_wcs++;
 					continue;
 				}
-				j = (int)rdmamsg__ep_wcs(ep, &wc[i],
-							 (uint32_t)(n - i));
+				j = (int)lane->ops->wcs(lane, &wc[i],
+							(uint32_t)(n - i));
 				if (RDMAMSG_UNLIKELY(!j)) {
-					j = 1; /* a freed endpoint's */
+					j = 1; /* a freed lane's */
 					ifc->stale_wcs++;
 					continue;
 				}
-				if (list_empty(&ep->poll_link))
+				if (list_empty(&lane->ready_link))
 					list_add_tail(&ctx->polls,
-						      &ep->poll_link);
+						      &lane->ready_link);
 			}
 			if (n < RDMAMSG_POLL_BATCH)
 				break;
@@ -323,18 +391,15 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 		list_init(&ctx->polls);
 	}
 	list_for_each_safe (pos, tmp, &polls) {
-		struct rdmamsg_ep *ep =
-			container_of(pos, struct rdmamsg_ep, poll_link);
+		struct rdmamsg__lane *lane =
+			container_of(pos, struct rdmamsg__lane, ready_link);
 
 		list_del(pos);
-		if (RDMAMSG_UNLIKELY(ep->nearly))
-			rdmamsg__ep_replay_early(ep);
-		rdmamsg__ep_flush(ep);
-		if (RDMAMSG_UNLIKELY(ep->xf || !list_empty(&ep->xwait_link)))
-			rdmamsg__ep_xwait(ep);
-		if (ep->closing)
-			rdmamsg__ep_defer(ep);
+		if (RDMAMSG_UNLIKELY(lane->nearly))
+			rdmamsg__iface_replay(lane);
+		lane->cbs->ready(lane->owner);
 	}
+	/* sessions whose transfer layer waits for pool memory */
 	list_for_each_safe (pos, tmp, &ctx->xwait) {
 		struct rdmamsg_ep *ep =
 			container_of(pos, struct rdmamsg_ep, xwait_link);

@@ -25,9 +25,7 @@ struct rdmamsg__loop;
 
 /* ---- intrusive doubly linked list ---------------------------------- */
 
-struct rdmamsg__list {
-	struct rdmamsg__list *next, *prev;
-};
+/* struct rdmamsg__list is in lane.h */
 
 /* list_init -- an empty list (or an unlinked node) */
 static inline void list_init(struct rdmamsg__list *l)
@@ -386,16 +384,6 @@ struct rdmamsg__slot {
 	uint8_t report;		 /* 1: on_send; 2: xfer operation (xfer.c) */
 };
 
-/* the lane's (the QP's) status, fed by cm/ and the completions; the
- * endpoint's own state is rdmamsg_ep.st (lane.h), moved only by
- * rdmamsg__ep_set_state() */
-enum rdmamsg__ep_phase {
-	PH_RESOLVING = 0,
-	PH_CONNECTING,
-	PH_UP,
-	PH_DOWN,
-};
-
 #define RDMAMSG_POLL_BATCH 32 /* completions polled at once */
 /* the wr_id bits of an endpoint's tag (lane.h: bits 62..32) */
 #define RDMAMSG_WRID_TAG_BITS (((1ull << 31) - 1) << 32)
@@ -404,14 +392,8 @@ struct rdmamsg_ep {
 	struct rdmamsg__cmobj obj;
 	struct rdmamsg_ctx *ctx;
 	struct rdma_cm_id *id;
-	struct ibv_qp *qp;
-	uint64_t wrid_tag; /* the endpoint's part of its wr_ids (iface.c) */
-	uint64_t handle;   /* its id in ctx->ifc.eps; 0: none */
-	uint32_t qpn;	   /* its QP's number: completions are checked */
-	uint32_t cq_need;  /* CQ entries it reserved */
-	struct rdmamsg__icq *icq; /* the CQ it is on */
+	struct rdmamsg__lane *ln; /* its lane (lane.h); NULL before the QP */
 	enum rdmamsg__ep_st st;	  /* the endpoint's state (lane.h) */
-	int phase;		  /* the lane's: PH_* */
 	int passive;
 	struct rdmamsg_ep_cbs cbs;
 	void *arg;
@@ -420,7 +402,7 @@ struct rdmamsg_ep {
 	/* negotiated */
 	uint32_t frag;
 	size_t max_msg;
-	uint32_t max_inline;
+	uint32_t max_inline; /* the lane's, cached at bind */
 	uint32_t peer_depth;
 
 	/* send side */
@@ -440,14 +422,11 @@ struct rdmamsg_ep {
 	int want_writable;
 
 	/* receive side */
-	struct rdmamsg_buf **rxb; /* receive buffers, wr_id indexes them
+	struct rdmamsg_buf **rxb; /* receive buffers, lent to the lane
 				   * (with an SRQ: the SRQ's, shared) */
 	uint32_t nrx;		  /* its ring (with an SRQ: its window) */
 	struct rdmamsg_srq *srq;  /* NULL: its own ring */
-	int srq_win;		  /* its window is reserved on srq */
-	int srq_mapped;		  /* in ctx->ifc.qps */
-	uint32_t rx_posted;
-	uint32_t rx_cur_idx;
+	struct rdmamsg_buf **rx_cur_slot; /* the ring slot of rx_cur */
 	struct rdmamsg_buf *rx_asm;
 	size_t rx_asm_off;
 	struct rdmamsg_buf *rx_cur;
@@ -463,11 +442,7 @@ struct rdmamsg_ep {
 	int granted;	/* passive: receive buffers posted and granted */
 	int hs_pending; /* counts in ctx->pending_hs */
 
-	/* completions */
-	struct ibv_wc *early; /* active side: before ESTABLISHED was read */
-	uint32_t nearly, early_cap;
 	struct rdmamsg__list xwait_link;
-	struct rdmamsg__list poll_link;
 	struct rdmamsg__list defer_link;
 	struct rdmamsg__list link;
 
@@ -478,7 +453,6 @@ struct rdmamsg_ep {
 	uint64_t bye_seq;
 	int close_timed_out;
 	int disc_seen; /* DISCONNECTED event (or never connected) */
-	int drain_posted;
 	int down_reported;
 	int connect_reported;
 	void (*close_cb)(struct rdmamsg_ep *ep, void *arg);
@@ -518,6 +492,9 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		    const struct rdmamsg_ep_cbs *cbs, void *arg,
 		    struct rdmamsg_ep **ep);
 int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep);
+int rdmamsg__ep_bind(struct rdmamsg_ep *ep,
+		     const struct rdmamsg__lane_ops *ops);
+void rdmamsg__ep_unbind(struct rdmamsg_ep *ep);
 int rdmamsg__ep_rx_fill(struct rdmamsg_ep *ep);
 void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep);
 void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep);
@@ -543,23 +520,26 @@ static inline int rdmamsg__ep_can_send(const struct rdmamsg_ep *ep)
 /* iface.c */
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx);
 void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx);
-int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need);
-void rdmamsg__iface_detach(struct rdmamsg_ep *ep);
+int rdmamsg__iface_attach(struct rdmamsg__lane *lane, uint32_t need);
+void rdmamsg__iface_detach(struct rdmamsg__lane *lane);
+void rdmamsg__iface_ready(struct rdmamsg__lane *lane);
+void rdmamsg__iface_hold(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
+			 uint32_t n);
+void rdmamsg__iface_release(struct rdmamsg__lane *lane);
+void rdmamsg__iface_replay(struct rdmamsg__lane *lane);
 int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx);
 void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
 struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 
+/* lane_rc.c: SRQ receives, routed from their QP to its RC lane */
+uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
+			       const struct ibv_wc *wc, uint32_t n);
+
 /* msg.c */
+extern const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs;
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
-uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
-			 uint32_t n);
-uint32_t rdmamsg__srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
-			  uint32_t n);
-void rdmamsg__ep_srq_drop_early(struct rdmamsg_ep *ep);
-void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep);
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);
-int rdmamsg__ep_post_recvs(struct rdmamsg_ep *ep, uint32_t n);
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type);
 int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep);
 int rdmamsg__ep_send_grant(struct rdmamsg_ep *ep);
@@ -574,7 +554,7 @@ int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 		       size_t len);
 void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status);
 void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len);
-void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, const struct ibv_wc *wc);
+void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, uint32_t imm, size_t len);
 void rdmamsg__xfer_flush(struct rdmamsg_ep *ep);
 void rdmamsg__xfer_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__xfer_free(struct rdmamsg_ep *ep);

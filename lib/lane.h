@@ -140,13 +140,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <infiniband/verbs.h>
+
 #include "idtab.h"
 #include "rdmamsg.h"
 
 struct rdmamsg_buf;
-struct rdmamsg_mr;
-struct rdmamsg__lane;
-struct rdmamsg__iface;
+struct rdmamsg_ctx;
+struct rdmamsg_srq;
+struct rdmamsg__icq;
+struct rdmamsg__lane_ops;
+struct rdma_cm_id;
+
+/* intrusive doubly linked list node (internal.h has its functions) */
+struct rdmamsg__list {
+	struct rdmamsg__list *next, *prev;
+};
 
 /* ---- endpoint (session) states ------------------------------------- */
 
@@ -157,6 +166,7 @@ enum rdmamsg__ep_st {
 	EPS_UP,
 	EPS_DOWN,
 	EPS_DRAINING,
+	EPS_FLUSHING,
 	EPS_CLOSED,
 	EPS_COUNT
 };
@@ -169,14 +179,15 @@ static inline int rdmamsg__ep_st_legal(enum rdmamsg__ep_st from,
 	/* bit t of next[f]: f -> t is legal */
 	static const uint8_t next[EPS_COUNT] = {
 		[EPS_IDLE] = 1u << EPS_RESOLVING | 1u << EPS_CONNECTING |
-			     1u << EPS_DRAINING,
+			     1u << EPS_FLUSHING,
 		[EPS_RESOLVING] = 1u << EPS_CONNECTING | 1u << EPS_DOWN |
-				  1u << EPS_DRAINING,
+				  1u << EPS_FLUSHING,
 		[EPS_CONNECTING] =
-			1u << EPS_UP | 1u << EPS_DOWN | 1u << EPS_DRAINING,
+			1u << EPS_UP | 1u << EPS_DOWN | 1u << EPS_FLUSHING,
 		[EPS_UP] = 1u << EPS_DOWN | 1u << EPS_DRAINING,
-		[EPS_DOWN] = 1u << EPS_DRAINING,
-		[EPS_DRAINING] = 1u << EPS_CLOSED,
+		[EPS_DOWN] = 1u << EPS_FLUSHING,
+		[EPS_DRAINING] = 1u << EPS_FLUSHING,
+		[EPS_FLUSHING] = 1u << EPS_CLOSED,
 		[EPS_CLOSED] = 0,
 	};
 
@@ -191,6 +202,13 @@ static inline int rdmamsg__ep_st_can_send(enum rdmamsg__ep_st st)
 	return st == EPS_UP;
 }
 
+/* rdmamsg__ep_st_lane_up -- the connection is up (UP, or DRAINING: closed
+ * by the user, its goodbye still to go) */
+static inline int rdmamsg__ep_st_lane_up(enum rdmamsg__ep_st st)
+{
+	return st == EPS_UP || st == EPS_DRAINING;
+}
+
 /* rdmamsg__ep_st_public -- what rdmamsg_ep_get_state() reports */
 static inline enum rdmamsg_ep_state rdmamsg__ep_st_public(
 	enum rdmamsg__ep_st st)
@@ -201,6 +219,7 @@ static inline enum rdmamsg_ep_state rdmamsg__ep_st_public(
 	case EPS_DOWN:
 		return RDMAMSG_EP_DISCONNECTED;
 	case EPS_DRAINING:
+	case EPS_FLUSHING:
 	case EPS_CLOSED:
 		return RDMAMSG_EP_CLOSING;
 	default:
@@ -270,68 +289,133 @@ static inline uint64_t rdmamsg__wrid_own(uint64_t wr_id)
 	return wr_id & RDMAMSG__WRID_OWN_MASK;
 }
 
-/* A message to send: the buffer has RDMAMSG_HEADROOM bytes in front of
- * its data for the lane's header.  Owned by the lane from a successful
- * send() until tx_done(). */
-struct rdmamsg__tx {
-	struct rdmamsg_buf *buf;
-	size_t len;
-	uint32_t imm;
-	unsigned int flags; /* RDMAMSG__TX_* */
-	void *op_ctx;	    /* the session's, given back in tx_done */
+/* One receive completion, as a lane reports it up.  The buffer sits in
+ * the receive ring the session lent the lane at open (or the SRQ's):
+ * *slot is lent for the call; the session may take it by putting a
+ * replacement of the same size in *slot (rdmamsg_recv_keep). */
+struct rdmamsg__lane_rx {
+	struct rdmamsg_buf **slot;
+	uint32_t len;	    /* bytes received, the session's header included */
+	uint32_t imm;	    /* RDMAMSG__RX_WRITE_IMM: the immediate (host) */
+	int status;	    /* 0, -ECANCELED (flushed) or the error */
+	unsigned int flags; /* RDMAMSG__RX_* */
 };
 
-#define RDMAMSG__TX_IMM	   0x1 /* imm is the message's immediate value */
-#define RDMAMSG__TX_INLINE 0x2 /* the lane may copy it inline */
+#define RDMAMSG__RX_WRITE_IMM 0x1 /* a one-sided write's immediate: no data */
 
-/* A one-sided operation; owned by the lane until rma_done(). */
-struct rdmamsg__rma {
-	int kind; /* IBV_WR_RDMA_WRITE ... */
-	struct rdmamsg_mr *lmr;
-	size_t loff, len;
-	uint64_t raddr;
-	uint32_t rkey;
-	uint32_t imm;
-	uint64_t compare_add, swap;
-	void *op_ctx;
-};
-
-#define RDMAMSG__RX_KEEP 1
+/* what rx() returns: repost the buffer and, once it is posted again, give
+ * its credit back (reposted()); 0: nothing to give back */
+#define RDMAMSG__RX_DATA 1
+#define RDMAMSG__RX_CTL	 2
 
 /* Up calls: registered by the session at open(), called with its owner
- * pointer; never from inside a down call of the same lane. */
+ * pointer, never from inside a down call of the same lane. */
 struct rdmamsg__lane_cbs {
-	int (*rx)(void *owner, struct rdmamsg_buf *buf, size_t len,
-		  uint32_t imm, unsigned int flags);
-	void (*tx_done)(void *owner, struct rdmamsg__tx *tx, int status);
-	void (*rma_done)(void *owner, struct rdmamsg__rma *op, int status,
-			 uint64_t value);
-	void (*writable)(void *owner);
+	int (*rx)(void *owner, const struct rdmamsg__lane_rx *rx);
+	/* receives whose rx() returned DATA/CTL are posted again */
+	void (*reposted)(void *owner, uint32_t data, uint32_t ctl);
+	/* every send up to seq (its low 32 bits: the session rebuilds it)
+	 * is done; status is seq's own (earlier ones succeeded) */
+	void (*tx_done)(void *owner, uint32_t seq, int status);
+	/* the lane failed (a completion with an error other than a flush):
+	 * posted work still completes, with flush errors */
 	void (*down)(void *owner, int status);
-	void (*drained)(void *owner);
-	void (*closed)(void *owner);
+	/* after a poll that touched the lane (its completions were
+	 * reported): visited once per progress pass */
+	void (*ready)(void *owner);
 };
 
-/* What a lane can carry, after its handshake. */
-struct rdmamsg__lane_caps {
-	size_t max_msg;		/* one message (the session fragments above) */
-	uint32_t max_inline;	/* bytes sent inline */
-	uint32_t send_depth;	/* sends in flight */
-	int one_sided, atomics; /* rma() kinds it takes */
+/* What the session gives a lane at open. */
+struct rdmamsg__lane_attr {
+	struct rdma_cm_id *id;	   /* RC: the connection's rdma_cm id */
+	uint32_t send_depth;	   /* sends in flight, the drain WR excluded */
+	uint32_t nrx;		   /* receives (with an SRQ: its window) */
+	uint32_t rx_len;	   /* bytes each receive takes */
+	uint32_t rx_off;	   /* ... from buf->data - rx_off (the
+				    * session's header in the headroom) */
+	struct rdmamsg_buf **rxb;  /* the receive ring, nrx long (or the
+				    * SRQ's bufs) */
+	struct rdmamsg_srq *srq;   /* receives through it; NULL: own */
+	int post_rx;		   /* post the ring at open */
+	int hold;		   /* hold completions (set_hold) */
 };
 
+/*
+ * The lane every kind shares; a kind puts it first in its own struct.
+ * The session reads the fields above the line (caps and identity), never
+ * writes them; the interface owns the rest.
+ */
+struct rdmamsg__lane {
+	const struct rdmamsg__lane_ops *ops;
+	const struct rdmamsg__lane_cbs *cbs;
+	void *owner;
+	struct rdmamsg_ctx *ctx;
+	struct ibv_qp *qp; /* NULL for a lane without one */
+	uint32_t qpn;
+	uint32_t max_inline; /* bytes a send may carry inline */
+	uint32_t send_depth;
+	int down;	     /* error() was called: nothing is reposted */
+	/* ---- the interface's (iface.c) ---- */
+	uint64_t wrid_tag; /* the tag's bits of every wr_id */
+	uint64_t handle;   /* in ctx->ifc.eps */
+	uint32_t cq_need;  /* CQ entries reserved */
+	struct rdmamsg__icq *icq;
+	int hold; /* completions wait in early[] (active connect) */
+	struct ibv_wc *early;
+	uint32_t nearly, early_cap;
+	struct rdmamsg__list ready_link; /* on ctx->polls */
+};
+
+#define RDMAMSG__TX_INLINE 0x1 /* sge may be copied at post time */
+#define RDMAMSG__TX_SIGNAL 0x2 /* report this send's completion */
+
+/*
+ * The ops table (down calls).  Every call is one-way and non-blocking
+ * and never calls an up callback before it returns.  seq is the
+ * session's send sequence: the lane puts its low 32 bits in the wr_id and
+ * reports them in tx_done().
+ */
 struct rdmamsg__lane_ops {
 	const char *name;
-	int (*open)(struct rdmamsg__iface *ifc,
+	/* a lane bound to cbs/owner; nothing up is called before it
+	 * returns */
+	int (*open)(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 		    const struct rdmamsg__lane_cbs *cbs, void *owner,
 		    struct rdmamsg__lane **lane);
-	int (*query)(const struct rdmamsg__lane *lane,
-		     struct rdmamsg__lane_caps *caps);
-	int (*send)(struct rdmamsg__lane *lane, struct rdmamsg__tx *tx);
-	int (*rma)(struct rdmamsg__lane *lane, struct rdmamsg__rma *op);
-	int (*flush)(struct rdmamsg__lane *lane);
-	void (*close)(struct rdmamsg__lane *lane);
+	/* one message: sge[0] the session's header (+ payload when copied),
+	 * sge[1] a zero-copy payload (its lkey); the memory stays the
+	 * lane's until tx_done() covers seq.  0, or a positive errno from
+	 * the provider (nothing taken) */
+	int (*send)(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
+		    uint64_t seq, unsigned int flags);
+	/* one-sided: RDMA write (with immediate), read, atomics; wr's
+	 * wr_id is set by the lane; signalled */
+	int (*post)(struct rdmamsg__lane *lane, struct ibv_send_wr *wr,
+		    uint64_t seq);
+	/* post receives idx[0..n) of the ring (the SRQ variant: nothing,
+	 * its receives are the interface's) */
+	int (*post_recvs)(struct rdmamsg__lane *lane, const uint32_t *idx,
+			  uint32_t n);
+	/* the interface hands over a run of this lane's completions;
+	 * returns how many it took (0: none is this lane's) */
+	uint32_t (*wcs)(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
+			uint32_t n);
+	/* stop: the QP goes to error; with drain, a signalled drain WR at
+	 * seq whose flush completion follows every earlier send (1 when
+	 * posted).  Receives are not reposted from now on. */
+	int (*error)(struct rdmamsg__lane *lane, uint64_t seq, int drain);
+	/* release everything; completions still queued find nothing */
 	void (*destroy)(struct rdmamsg__lane *lane);
 };
+
+extern const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops;
+
+/* rdmamsg__lane_send -- the down call of the fast path */
+static inline int rdmamsg__lane_send(struct rdmamsg__lane *lane,
+				     struct ibv_sge *sge, int nsge,
+				     uint64_t seq, unsigned int flags)
+{
+	return lane->ops->send(lane, sge, nsge, seq, flags);
+}
 
 #endif /* RDMAMSG_LANE_H */

@@ -249,7 +249,7 @@ static void async_events(struct rdmamsg_ctx *ctx)
 			struct rdmamsg_ep *ep =
 				container_of(pos, struct rdmamsg_ep, link);
 
-			if (!elem || (void *)ep->qp == elem)
+			if (!elem || (ep->ln && (void *)ep->ln->qp == elem))
 				rdmamsg__ep_down(ep, st);
 		}
 	}

@@ -23,24 +23,6 @@
 #include "dispatch.h"
 #include "xfer.h"
 
-/* wc_status -- the errno a work completion stands for */
-static int wc_status(enum ibv_wc_status st)
-{
-	switch (st) {
-	case IBV_WC_SUCCESS:
-		return 0;
-	case IBV_WC_WR_FLUSH_ERR:
-		return -ECANCELED;
-	case IBV_WC_RETRY_EXC_ERR:
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-		return -ECONNRESET;
-	case IBV_WC_REM_ACCESS_ERR:
-		return -EACCES;
-	default:
-		return -EREMOTEIO;
-	}
-}
-
 /* copy_slot -- the copy buffer at the send ring's head, taken from the pool
  * on first use: an endpoint that only sends inline or zero-copy never
  * holds one; NULL when the pool has no memory */
@@ -341,7 +323,7 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 		ret = rdmamsg__buf_get(ep->ctx, ep->p.eager, BUF_LIB, &repl);
 		if (ret)
 			return -ENOMEM;
-		ep->rxb[ep->rx_cur_idx] = repl;
+		*ep->rx_cur_slot = repl;
 	} else {
 		ep->rx_asm = NULL;
 	}
@@ -447,11 +429,12 @@ void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status)
 
 /* deliver -- hand one whole message to on_recv; true when it was kept */
 static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
-		   uint32_t idx, size_t len, uint32_t imm, unsigned int flags)
+		   struct rdmamsg_buf **slot, size_t len, uint32_t imm,
+		   unsigned int flags)
 {
 	ep->rx_cur = b;
 	ep->rx_cur_is_asm = is_asm;
-	ep->rx_cur_idx = idx;
+	ep->rx_cur_slot = slot;
 	ep->in_recv = 1;
 	ep->rx_kept = 0;
 	if (ep->cbs.on_recv)
@@ -462,37 +445,36 @@ static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
 	return ep->rx_kept;
 }
 
-/* on_recv_wc -- one receive completion; returns 1 when a data buffer is to
- * be reposted, 2 for a control buffer, 0 when nothing is */
-static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
+/* ep_rx -- the lane's up call for one receive: RDMAMSG__RX_DATA when a
+ * data buffer is to be reposted (its credit returned once it is),
+ * RDMAMSG__RX_CTL for a control buffer, 0 when nothing is */
+static int ep_rx(void *owner, const struct rdmamsg__lane_rx *rx)
 {
-	uint32_t idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
-	struct rdmamsg_buf *b = ep->rxb[idx];
+	struct rdmamsg_ep *ep = owner;
+	struct rdmamsg_buf *b = *rx->slot;
 	const struct rdmamsg__wire *h =
 		(const struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
 	uint32_t len, imm;
 	unsigned int flags;
 	int ret;
 
-	ep->rx_posted--;
-	if (RDMAMSG_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
-		if (wc->status != IBV_WC_WR_FLUSH_ERR)
-			rdmamsg__ep_down(ep, wc_status(wc->status));
+	if (RDMAMSG_UNLIKELY(rx->status)) {
+		if (rx->status != -ECANCELED)
+			rdmamsg__ep_down(ep, rx->status);
 		return 0;
 	}
-	if (RDMAMSG_UNLIKELY(wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)) {
+	if (RDMAMSG_UNLIKELY(rx->flags & RDMAMSG__RX_WRITE_IMM)) {
 		/* one-sided write with immediate: a data credit, no header */
 		ep->last_rx = ep->ctx->now;
 		ep->received_total++;
-		if (!ep->closing && ep->phase == PH_UP)
-			rdmamsg__xfer_write_imm(ep, wc);
-		return 1;
+		if (ep->st == EPS_UP)
+			rdmamsg__xfer_write_imm(ep, rx->imm, rx->len);
+		return RDMAMSG__RX_DATA;
 	}
-	if (RDMAMSG_UNLIKELY(
-		    rdmamsg__wire_check(h, wc->byte_len, ep->p.eager))) {
+	if (RDMAMSG_UNLIKELY(rdmamsg__wire_check(h, rx->len, ep->p.eager))) {
 		LOG_ERR("endpoint %p: malformed header (type %u flags %#x, "
 			"%u bytes): closing",
-			(void *)ep, h->type, h->flags, wc->byte_len);
+			(void *)ep, h->type, h->flags, rx->len);
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 0;
 	}
@@ -510,7 +492,7 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 0;
 	}
-	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && ep->passive))
+	if (RDMAMSG_UNLIKELY(ep->st == EPS_CONNECTING && ep->passive))
 		rdmamsg__ep_connected(ep, NULL, 0); /* data beat ESTABLISHED */
 	ep->last_rx = ep->ctx->now;
 	ep->credits += le16toh(h->credits);
@@ -518,18 +500,18 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 	if (h->type != W_DATA) {
 		if (RDMAMSG_UNLIKELY(h->type == W_BYE))
 			rdmamsg__ep_bye_recv(ep);
-		return 2;
+		return RDMAMSG__RX_CTL;
 	}
 	ep->received_total++;
-	if (RDMAMSG_UNLIKELY(ep->closing || ep->phase != PH_UP))
-		return 1;
-	len = wc->byte_len - RDMAMSG_HDR;
+	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
+		return RDMAMSG__RX_DATA;
+	len = rx->len - RDMAMSG_HDR;
 	imm = le32toh(h->imm);
 	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
 	if (RDMAMSG_LIKELY((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
 			   (F_FIRST | F_LAST))) {
-		deliver(ep, b, 0, idx, len, imm, flags);
-		return 1;
+		deliver(ep, b, 0, rx->slot, len, imm, flags);
+		return RDMAMSG__RX_DATA;
 	}
 	if ((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
 	    (F_FIRST | F_LAST | F_XFER)) {
@@ -586,223 +568,70 @@ static int on_recv_wc(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
 		if (h->flags & F_XFER) {
 			rdmamsg__xfer_recv(ep, a->data, a->len);
 			rdmamsg__buf_put(a);
-		} else if (!deliver(ep, a, 1, idx, a->len, imm, flags)) {
+		} else if (!deliver(ep, a, 1, rx->slot, a->len, imm, flags)) {
 			rdmamsg__buf_put(a);
 		}
 	}
 	return 1;
 }
 
-/* early -- an active endpoint not yet past its ESTABLISHED event: keep
- * its completions until the handshake has been read (at most one per
- * posted work request: the array is sized once, for all of them) */
-static void early(struct rdmamsg_ep *ep, const struct ibv_wc *wc, uint32_t n)
+/* ep_tx_done -- the lane's up call: sends up to seq (its low 32 bits,
+ * rebuilt here: at most sq_head; one not in flight, below sq_tail,
+ * completes nothing) are done */
+static void ep_tx_done(void *owner, uint32_t seq32, int status)
 {
-	if (n > ep->early_cap - ep->nearly) {
-		uint32_t cap = ep->cq_need + RDMAMSG_POLL_BATCH;
-		struct ibv_wc *e;
+	struct rdmamsg_ep *ep = owner;
 
-		if (cap < ep->nearly + n)
-			cap = ep->nearly + n;
-		e = realloc(ep->early, (size_t)cap * sizeof(*e));
-		if (!e) {
-			LOG_ERR("endpoint %p: no memory for early completions",
-				(void *)ep);
-			rdmamsg__ep_down(ep, -ENOMEM);
-			return;
-		}
-		ep->early = e;
-		ep->early_cap = cap;
-	}
-	memcpy(ep->early + ep->nearly, wc, (size_t)n * sizeof(*wc));
-	ep->nearly += n;
+	rdmamsg__ep_complete_slots(
+		ep, ep->sq_head - (uint32_t)((uint32_t)ep->sq_head - seq32),
+		status);
 }
 
-/* rdmamsg__ep_wcs -- the completions at the head of wc[0..n) (n at most
- * RDMAMSG_POLL_BATCH) that name this endpoint, in CQ order (iface.c routed
- * wc[0] here); the receive buffers are reposted as one batch.  Returns how
- * many it took: it stops at the first of another endpoint. */
-uint32_t rdmamsg__ep_wcs(struct rdmamsg_ep *ep, const struct ibv_wc *wc,
-			 uint32_t n)
+/* ep_reposted -- the lane's up call: receives are posted again, their
+ * credits go back to the peer with the next message */
+static void ep_reposted(void *owner, uint32_t data, uint32_t ctl)
 {
-	uint32_t rep[RDMAMSG_POLL_BATCH];
-	const uint64_t tag = ep->wrid_tag;
-	uint32_t nrep = 0, ndata = 0, nctl = 0, i;
-	uint64_t seq;
-	int st;
+	struct rdmamsg_ep *ep = owner;
 
-	/* a freed endpoint's completion whose tag (generation bits too)
-	 * names this one: not this QP */
-	if (RDMAMSG_UNLIKELY(wc[0].qp_num != ep->qpn))
-		return 0;
-	if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING && !ep->passive)) {
-		for (i = 1; i < n; i++)
-			if ((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
-			    ep->wrid_tag)
-				break;
-		early(ep, wc, i);
-		return i;
-	}
-	for (i = 0; i < n; i++) {
-		/* the run ends at another endpoint's completion */
-		if (RDMAMSG_UNLIKELY((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
-				     tag))
-			break;
-		if (!(wc[i].wr_id & RDMAMSG_SEND_WRID)) {
-			int r = on_recv_wc(ep, &wc[i]);
-
-			if (r) {
-				rep[nrep++] = (uint32_t)wc[i].wr_id;
-				if (r == 1)
-					ndata++;
-				else
-					nctl++;
-			}
-			continue;
-		}
-		/* the sequence from its low 32 bits, at most sq_head: one
-		 * not in flight (below sq_tail) completes nothing */
-		seq = ep->sq_head -
-		      (uint32_t)((uint32_t)ep->sq_head - (uint32_t)wc[i].wr_id);
-		if (RDMAMSG_LIKELY(wc[i].status == IBV_WC_SUCCESS)) {
-			rdmamsg__ep_complete_slots(ep, seq, 0);
-			continue;
-		}
-		st = wc_status(wc[i].status);
-		rdmamsg__ep_complete_slots(ep, seq, st);
-		if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
-			rdmamsg__ep_down(ep, st);
-	}
-	if (nrep && ep->phase != PH_DOWN) {
-		if (fp_post_recvs(ep, rep, nrep) == 0) {
-			ep->to_return += ndata;
-			ep->ctl_to_return += nctl;
-		}
-	}
-	return i;
+	ep->to_return += data;
+	ep->ctl_to_return += ctl;
 }
 
-/* srq_credit -- what one SRQ receive gives back to its endpoint's peer */
-struct srq_credit {
-	struct rdmamsg_ep *ep;
-	int r; /* on_recv_wc's */
+/* ep_lane_down -- the lane's up call: it failed */
+static void ep_lane_down(void *owner, int status)
+{
+	rdmamsg__ep_down(owner, status);
+}
+
+/* ep_ready -- the lane's up call after its completions: backlog, credit
+ * update, writable, the transfer layer, a close that waits */
+static void ep_ready(void *owner)
+{
+	struct rdmamsg_ep *ep = owner;
+
+	rdmamsg__ep_flush(ep);
+	if (RDMAMSG_UNLIKELY(ep->xf || !list_empty(&ep->xwait_link)))
+		rdmamsg__ep_xwait(ep);
+	if (RDMAMSG_UNLIKELY(ep->closing))
+		rdmamsg__ep_defer(ep);
+}
+
+/* the session's up calls, registered with every lane it opens */
+const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs = {
+	.rx = ep_rx,
+	.reposted = ep_reposted,
+	.tx_done = ep_tx_done,
+	.down = ep_lane_down,
+	.ready = ep_ready,
 };
-
-/* rdmamsg__srq_wcs -- the SRQ receives at the head of wc[0..n) (n at most
- * RDMAMSG_POLL_BATCH; iface.c found wc[0] to be one): each to the endpoint
- * of its QP (wc.qp_num), then every buffer reposted to its SRQ, in one
- * batch per SRQ, and only then the credits counted for return (srq.c).
- * A buffer whose endpoint is gone is reposted too; one of an active
- * endpoint still before its ESTABLISHED event waits in its early
- * completions.  Returns how many it took. */
-uint32_t rdmamsg__srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
-			  uint32_t n)
-{
-	struct srq_credit cr[RDMAMSG_POLL_BATCH];
-	uint32_t rep[RDMAMSG_POLL_BATCH];
-	struct rdmamsg_srq *cur = NULL;
-	uint32_t i, k, nrep = 0, ncr = 0;
-
-	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id); i++) {
-		struct rdmamsg_srq *srq =
-			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
-		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
-		struct rdmamsg_ep *ep;
-		int r = 0;
-
-		if (RDMAMSG_UNLIKELY(!srq || idx >= srq->nbufs)) {
-			ctx->ifc.stale_wcs++; /* its SRQ was closed */
-			continue;
-		}
-		if (srq != cur) {
-			if (cur && nrep &&
-			    rdmamsg__srq_post(cur, rep, nrep) == 0)
-				for (k = 0; k < ncr; k++) {
-					cr[k].ep->to_return += cr[k].r == 1;
-					cr[k].ep->ctl_to_return += cr[k].r == 2;
-				}
-			nrep = ncr = 0;
-			cur = srq;
-		}
-		srq->posted--;
-		ep = rdmamsg__qpmap_find(&ctx->ifc.qps, wc[i].qp_num);
-		if (RDMAMSG_UNLIKELY(!ep || ep->srq != srq || !ep->qp)) {
-			ctx->ifc.stale_wcs++;
-		} else if (RDMAMSG_UNLIKELY(ep->phase == PH_CONNECTING &&
-					    !ep->passive)) {
-			srq->posted++; /* counted again at the replay */
-			early(ep, &wc[i], 1);
-			continue;
-		} else {
-			r = on_recv_wc(ep, &wc[i]);
-			if (r && ep->phase != PH_DOWN) {
-				cr[ncr].ep = ep;
-				cr[ncr++].r = r;
-			}
-			if (list_empty(&ep->poll_link))
-				list_add_tail(&ctx->polls, &ep->poll_link);
-		}
-		rep[nrep++] = idx;
-	}
-	if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
-		for (k = 0; k < ncr; k++) {
-			cr[k].ep->to_return += cr[k].r == 1;
-			cr[k].ep->ctl_to_return += cr[k].r == 2;
-		}
-	if (cur && RDMAMSG_UNLIKELY(cur->nidle))
-		rdmamsg__srq_refill(cur);
-	return i ? i : 1;
-}
-
-/* rdmamsg__ep_srq_drop_early -- ep is freed with SRQ receives it kept
- * before its ESTABLISHED event: their buffers go back to the SRQ */
-void rdmamsg__ep_srq_drop_early(struct rdmamsg_ep *ep)
-{
-	uint32_t i;
-
-	for (i = 0; i < ep->nearly; i++) {
-		const struct ibv_wc *wc = &ep->early[i];
-		struct rdmamsg_srq *srq;
-		uint32_t idx;
-
-		if (!rdmamsg__wrid_is_srq(wc->wr_id))
-			continue;
-		srq = rdmamsg__srq_of_wrid(ep->ctx, wc->wr_id);
-		idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
-		if (!srq || idx >= srq->nbufs)
-			continue;
-		srq->posted--;
-		rdmamsg__srq_post(srq, &idx, 1);
-	}
-	ep->nearly = 0;
-}
-
-/* rdmamsg__ep_replay_early -- the completions that came before the
- * handshake was read, now that it has been (or the connect failed) */
-void rdmamsg__ep_replay_early(struct rdmamsg_ep *ep)
-{
-	uint32_t i, n = ep->nearly, k;
-
-	if (RDMAMSG_LIKELY(!n) || (ep->phase == PH_CONNECTING && !ep->passive))
-		return;
-	ep->nearly = 0;
-	for (i = 0; i < n; i += k) {
-		k = n - i < RDMAMSG_POLL_BATCH ? n - i : RDMAMSG_POLL_BATCH;
-		if (RDMAMSG_UNLIKELY(rdmamsg__wrid_is_srq(ep->early[i].wr_id)))
-			k = rdmamsg__srq_wcs(ep->ctx, ep->early + i, k);
-		else
-			k = rdmamsg__ep_wcs(ep, ep->early + i, k);
-		if (!k)
-			break; /* not possible: each was checked when kept */
-	}
-}
 
 /* rdmamsg__ep_poll -- drain the context's CQ (this endpoint's completions
  * among them) */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
 {
 	rdmamsg__iface_poll(ep->ctx);
-	rdmamsg__ep_replay_early(ep);
+	if (ep->ln)
+		rdmamsg__iface_replay(ep->ln);
 }
 
 /* rdmamsg__ep_xwait -- keep visiting ep each pass while its transfer
@@ -810,7 +639,7 @@ void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
  * for a FIN or a pull) */
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
 {
-	int wait = ep->xf && ep->phase == PH_UP && !ep->closing &&
+	int wait = ep->xf && ep->st == EPS_UP &&
 		   (!list_empty(&ep->xf->fins) || !list_empty(&ep->xf->pulls));
 
 	if (wait && list_empty(&ep->xwait_link))
@@ -825,7 +654,7 @@ void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 	uint32_t r = ep->p.recv_depth;
 	uint64_t view;
 
-	if (ep->phase != PH_UP || (ep->closing && !ep->lingering))
+	if (ep->st != EPS_UP && !(ep->st == EPS_DRAINING && ep->lingering))
 		return;
 	if (ep->bl_head)
 		pump(ep);
@@ -844,23 +673,4 @@ void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 		if (ep->cbs.on_writable)
 			ep->cbs.on_writable(ep, ep->arg);
 	}
-}
-
-/* rdmamsg__ep_post_recvs -- post receive buffers 0 .. n-1 (setup) */
-int rdmamsg__ep_post_recvs(struct rdmamsg_ep *ep, uint32_t n)
-{
-	uint32_t idx[32], i, done = 0;
-	int ret;
-
-	while (done < n) {
-		uint32_t k = n - done > 32 ? 32 : n - done;
-
-		for (i = 0; i < k; i++)
-			idx[i] = done + i;
-		ret = fp_post_recvs(ep, idx, k);
-		if (ret)
-			return ret;
-		done += k;
-	}
-	return 0;
 }

@@ -27,15 +27,11 @@ int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
 	struct rdmamsg__xfer *xf = ep->xf;
 	uint32_t idx = (uint32_t)(ep->sq_head & ep->sq_mask);
 	struct rdmamsg__slot *slot = &ep->slots[idx];
-	struct ibv_send_wr *bad;
 	int ret;
 
 	if (fp_sq_free(ep) == 0)
 		return -EAGAIN;
-	wr->wr_id = fp_send_wrid(ep, ep->sq_head);
-	wr->next = NULL;
-	wr->send_flags |= IBV_SEND_SIGNALED;
-	ret = ibv_post_send(ep->qp, wr, &bad);
+	ret = ep->ln->ops->post(ep->ln, wr, ep->sq_head);
 	if (ret)
 		return ret == ENOMEM ? -EAGAIN : -ENOTCONN;
 	xf->ops[idx] = *op;
@@ -76,11 +72,10 @@ void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status)
 }
 
 /* rdmamsg__xfer_write_imm -- the peer's write with immediate arrived */
-void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, const struct ibv_wc *wc)
+void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, uint32_t imm, size_t len)
 {
 	if (ep->p.on_write_imm)
-		ep->p.on_write_imm(ep, be32toh(wc->imm_data), wc->byte_len,
-				   ep->arg);
+		ep->p.on_write_imm(ep, imm, len, ep->arg);
 }
 
 /* in_bounds -- off + len within size, without overflow */

@@ -2,8 +2,9 @@
 /*
  * lane.c -- unit test of lib/lane.h: the endpoint state machine's
  * properties (every state reachable, close possible from every live state
- * and always ending CLOSED, CLOSED terminal, sends only when UP, no way
- * back from DOWN, the public view), the wr_id layout (round trip, the
+ * and always ending CLOSED, CLOSED terminal, sends only when UP, the
+ * connection up only in UP and DRAINING, no way back from DOWN, the
+ * public view), the wr_id layout (round trip, the
  * fields never overlap) and routing by wr_id through the id table (a
  * freed owner's completions find nothing)
  */
@@ -57,16 +58,35 @@ static void test_states(void)
 	ok(good, "no state moves to itself");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
-		if (s != EPS_DRAINING && s != EPS_CLOSED &&
-		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_DRAINING))
+		if (s != EPS_DRAINING && s != EPS_FLUSHING &&
+		    s != EPS_CLOSED &&
+		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s,
+					  EPS_DRAINING) &&
+		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s,
+					  EPS_FLUSHING))
 			good = 0;
-	ok(good, "close (-> DRAINING) is legal from every live state");
+	ok(good, "close (-> DRAINING or FLUSHING) is legal from every live "
+		 "state");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
-		if (s != EPS_DRAINING &&
+		if ((s != EPS_UP) !=
+		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_DRAINING))
+			good = 0;
+	ok(good && !rdmamsg__ep_st_legal(EPS_UP, EPS_FLUSHING),
+	   "DRAINING (goodbye on a live connection) only from UP, and UP "
+	   "closes only through it");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if (s != EPS_FLUSHING &&
 		    rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_CLOSED))
 			good = 0;
-	ok(good, "CLOSED only after DRAINING (the close callback runs once)");
+	ok(good, "CLOSED only after FLUSHING (the close callback runs once)");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if (rdmamsg__ep_st_lane_up((enum rdmamsg__ep_st)s) !=
+		    (s == EPS_UP || s == EPS_DRAINING))
+			good = 0;
+	ok(good, "the connection counts as up exactly in UP and DRAINING");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
 		if (s != EPS_CONNECTING &&
@@ -76,8 +96,9 @@ static void test_states(void)
 	ok(!(reach(EPS_DOWN) >> EPS_UP & 1) &&
 		   !(reach(EPS_DOWN) >> EPS_CONNECTING & 1),
 	   "no way back to CONNECTING or UP from DOWN (no reconnect yet)");
-	ok(!(reach(EPS_DRAINING) >> EPS_DOWN & 1),
-	   "a failure while DRAINING does not leave DRAINING");
+	ok(!(reach(EPS_DRAINING) >> EPS_DOWN & 1) &&
+		   !(reach(EPS_FLUSHING) >> EPS_DOWN & 1),
+	   "a failure while closing does not leave the close");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++) {
 		enum rdmamsg__ep_st st = (enum rdmamsg__ep_st)s;
@@ -95,6 +116,7 @@ static void test_states(void)
 			   RDMAMSG_EP_CONNECTING &&
 		   rdmamsg__ep_st_public(EPS_DOWN) == RDMAMSG_EP_DISCONNECTED &&
 		   rdmamsg__ep_st_public(EPS_DRAINING) == RDMAMSG_EP_CLOSING &&
+		   rdmamsg__ep_st_public(EPS_FLUSHING) == RDMAMSG_EP_CLOSING &&
 		   rdmamsg__ep_st_public(EPS_CLOSED) == RDMAMSG_EP_CLOSING,
 	   "the public view of each state");
 	ok(!rdmamsg__ep_st_legal(EPS_COUNT, EPS_UP) &&

@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lane_rc.c -- the RC lane (lane.h): one reliable-connected QP made on the
+ * session's rdma_cm id, on a CQ of the context's interface, with its own
+ * receive ring or, as a variant, its receives from a shared SRQ.  It posts
+ * what the session hands down and reports its completions up through the
+ * callbacks the session registered; it never calls the session by name.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "internal.h"
+
+struct lane_rc {
+	struct rdmamsg__lane l;
+	struct rdma_cm_id *id;
+	struct rdmamsg_buf **rxb; /* the session's ring, or the SRQ's bufs */
+	uint32_t nrx, rx_len, rx_off;
+	struct rdmamsg_srq *srq;
+	int srq_win, srq_mapped;
+	uint32_t rx_posted;
+	int drain_posted;
+};
+
+#define RC(lane) ((struct lane_rc *)(void *)(lane))
+
+/* wc_status -- the errno a work completion stands for */
+static int wc_status(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECANCELED;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ECONNRESET;
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	default:
+		return -EREMOTEIO;
+	}
+}
+
+/* rc_send -- one message, one send WR (lane.h) */
+static int rc_send(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
+		   uint64_t seq, unsigned int flags)
+{
+	struct ibv_send_wr wr, *bad;
+
+	wr.wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
+	wr.next = NULL;
+	wr.sg_list = sge;
+	wr.num_sge = nsge;
+	wr.opcode = IBV_WR_SEND;
+	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE >> 2 / SIGNALED */
+	wr.send_flags = (flags & RDMAMSG__TX_INLINE ? IBV_SEND_INLINE : 0) |
+			(flags & RDMAMSG__TX_SIGNAL ? IBV_SEND_SIGNALED : 0);
+	wr.imm_data = 0;
+	return ibv_post_send(lane->qp, &wr, &bad);
+}
+
+/* rc_post -- a one-sided work request (signalled) */
+static int rc_post(struct rdmamsg__lane *lane, struct ibv_send_wr *wr,
+		   uint64_t seq)
+{
+	struct ibv_send_wr *bad;
+
+	wr->wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
+	wr->next = NULL;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	return ibv_post_send(lane->qp, wr, &bad);
+}
+
+/* rc_post_recvs -- post ring buffers idx[0..n), in batches of 32 */
+static int rc_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
+			 uint32_t n)
+{
+	struct lane_rc *rc = RC(lane);
+	struct ibv_recv_wr wr[32], *bad;
+	struct ibv_sge sge[32];
+	uint32_t i;
+	int ret;
+
+	if (rc->srq)
+		return 0; /* the interface posts the SRQ's */
+	while (n) {
+		uint32_t k = n > 32 ? 32 : n;
+
+		for (i = 0; i < k; i++) {
+			struct rdmamsg_buf *b = rc->rxb[idx[i]];
+
+			sge[i].addr = (uintptr_t)(b->data - rc->rx_off);
+			sge[i].length = rc->rx_len;
+			sge[i].lkey = b->lkey;
+			wr[i].wr_id = lane->wrid_tag | idx[i];
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+		}
+		ret = ibv_post_recv(lane->qp, wr, &bad);
+		if (ret)
+			return -ret;
+		rc->rx_posted += k;
+		idx += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* rx_of -- the up call's view of a receive completion */
+static inline void rx_of(struct rdmamsg__lane_rx *rx, const struct ibv_wc *wc,
+			 struct rdmamsg_buf **slot)
+{
+	rx->slot = slot;
+	rx->len = wc->byte_len;
+	rx->status = RDMAMSG_LIKELY(wc->status == IBV_WC_SUCCESS)
+			     ? 0
+			     : wc_status(wc->status);
+	rx->flags = 0;
+	if (RDMAMSG_UNLIKELY(wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+			     !rx->status)) {
+		rx->flags = RDMAMSG__RX_WRITE_IMM;
+		rx->imm = be32toh(wc->imm_data);
+	}
+}
+
+/* rc_wcs -- the run of this lane's completions at the head of wc[0..n)
+ * (n at most RDMAMSG_POLL_BATCH), in CQ order: each reported up, the
+ * receive buffers reposted as one batch.  Returns how many it took: it
+ * stops at the first of another lane; 0 when wc[0] is not of its QP (a
+ * freed lane's whose tag the slot's generation matches). */
+static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
+		       uint32_t n)
+{
+	struct lane_rc *rc = RC(lane);
+	const struct rdmamsg__lane_cbs *cbs = lane->cbs;
+	void *owner = lane->owner;
+	uint32_t rep[RDMAMSG_POLL_BATCH];
+	const uint64_t tag = lane->wrid_tag;
+	uint32_t nrep = 0, ndata = 0, nctl = 0, i;
+	int st;
+
+	if (RDMAMSG_UNLIKELY(wc[0].qp_num != lane->qpn))
+		return 0;
+	if (RDMAMSG_UNLIKELY(lane->hold)) {
+		for (i = 1; i < n; i++)
+			if ((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) != tag)
+				break;
+		rdmamsg__iface_hold(lane, wc, i);
+		return i;
+	}
+	for (i = 0; i < n; i++) {
+		/* the run ends at another lane's completion */
+		if (RDMAMSG_UNLIKELY((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) !=
+				     tag))
+			break;
+		if (!(wc[i].wr_id & RDMAMSG__WRID_SEND)) {
+			uint32_t idx =
+				(uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
+			struct rdmamsg__lane_rx rx;
+			int r;
+
+			rc->rx_posted--;
+			rx_of(&rx, &wc[i], &rc->rxb[idx]);
+			r = cbs->rx(owner, &rx);
+			if (r) {
+				rep[nrep++] = idx;
+				if (r == RDMAMSG__RX_DATA)
+					ndata++;
+				else
+					nctl++;
+			}
+			continue;
+		}
+		if (RDMAMSG_LIKELY(wc[i].status == IBV_WC_SUCCESS)) {
+			cbs->tx_done(owner, (uint32_t)wc[i].wr_id, 0);
+			continue;
+		}
+		st = wc_status(wc[i].status);
+		cbs->tx_done(owner, (uint32_t)wc[i].wr_id, st);
+		if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+			cbs->down(owner, st);
+	}
+	if (nrep && !lane->down && rc_post_recvs(lane, rep, nrep) == 0)
+		cbs->reposted(owner, ndata, nctl);
+	return i;
+}
+
+/* rc_error -- the QP to error; with drain, a signalled drain WR whose
+ * flush completion tells that every earlier send has completed */
+static int rc_error(struct rdmamsg__lane *lane, uint64_t seq, int drain)
+{
+	struct lane_rc *rc = RC(lane);
+	struct ibv_send_wr wr, *bad;
+	struct ibv_qp_attr qa;
+
+	lane->down = 1;
+	if (!lane->qp || rc->drain_posted)
+		return 0;
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_ERR;
+	lane->ctx->ops->modify_qp(lane->qp, &qa, IBV_QP_STATE);
+	if (!drain)
+		return 0;
+	rc->drain_posted = 1;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	return ibv_post_send(lane->qp, &wr, &bad) == 0;
+}
+
+/* srq_drop_early -- SRQ receives held before ESTABLISHED: their buffers
+ * go back to their SRQ */
+static void srq_drop_early(struct rdmamsg__lane *lane)
+{
+	uint32_t i;
+
+	for (i = 0; i < lane->nearly; i++) {
+		const struct ibv_wc *wc = &lane->early[i];
+		struct rdmamsg_srq *srq;
+		uint32_t idx;
+
+		if (!rdmamsg__wrid_is_srq(wc->wr_id))
+			continue;
+		srq = rdmamsg__srq_of_wrid(lane->ctx, wc->wr_id);
+		idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
+		if (!srq || idx >= srq->nbufs)
+			continue;
+		srq->posted--;
+		rdmamsg__srq_post(srq, &idx, 1);
+	}
+	lane->nearly = 0;
+}
+
+/* rc_destroy -- QP, SRQ window, CQ room, the lane */
+static void rc_destroy(struct rdmamsg__lane *lane)
+{
+	struct lane_rc *rc = RC(lane);
+	struct rdmamsg_ctx *ctx = lane->ctx;
+
+	if (lane->qp)
+		ctx->ops->destroy_cm_qp(rc->id);
+	lane->qp = NULL;
+	if (rc->srq) {
+		/* its window goes back to the SRQ (its buffers stay posted
+		 * for the next endpoint) */
+		srq_drop_early(lane);
+		if (rc->srq_mapped)
+			rdmamsg__qpmap_del(&ctx->ifc.qps, lane->qpn);
+		if (rc->srq_win)
+			rdmamsg__srq_release(rc->srq, rc->nrx);
+	}
+	rdmamsg__iface_detach(lane);
+	free(lane->early);
+	list_del(&lane->ready_link);
+	free(rc);
+}
+
+/* rc_open -- room on the interface's CQ, the QP on the session's id, the
+ * window on the SRQ or the receive ring posted */
+static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
+		   const struct rdmamsg__lane_cbs *cbs, void *owner,
+		   struct rdmamsg__lane **lanep)
+{
+	struct ibv_qp_init_attr qa;
+	struct lane_rc *rc;
+	struct rdmamsg__lane *lane;
+	int ret;
+
+	if (a->id->verbs != ctx->verbs) {
+		LOG_ERR("connection is on device %s, context on %s",
+			a->id->verbs ? a->id->verbs->device->name : "?",
+			ctx->devname);
+		return -ENODEV;
+	}
+	rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		return -ENOMEM;
+	lane = &rc->l;
+	lane->ops = &rdmamsg__lane_rc_ops;
+	lane->cbs = cbs;
+	lane->owner = owner;
+	lane->ctx = ctx;
+	lane->send_depth = a->send_depth;
+	lane->hold = a->hold;
+	list_init(&lane->ready_link);
+	rc->id = a->id;
+	rc->rxb = a->rxb;
+	rc->nrx = a->nrx;
+	rc->rx_len = a->rx_len;
+	rc->rx_off = a->rx_off;
+	rc->srq = a->srq;
+	/* every work request may complete (flushed ones too): the send ring
+	 * with its drain WR, the receives */
+	ret = rdmamsg__iface_attach(lane, a->send_depth + 1 + a->nrx);
+	if (ret) {
+		free(rc);
+		return ret;
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_context = owner;
+	qa.send_cq = qa.recv_cq = lane->icq->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = a->send_depth + 1;
+	qa.cap.max_recv_wr = a->srq ? 0 : a->nrx;
+	qa.srq = a->srq ? a->srq->srq : NULL;
+	qa.cap.max_send_sge = 2;
+	qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = ctx->max_inline;
+	if (ctx->ops->create_cm_qp(a->id, ctx->pd, &qa)) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("rdma_create_qp failed: %d", ret);
+		goto err;
+	}
+	lane->qp = a->id->qp;
+	lane->qpn = lane->qp->qp_num;
+	lane->max_inline = qa.cap.max_inline_data;
+	if (a->srq) {
+		/* its credit window on the SRQ, on both sides at once: the
+		 * SRQ's buffers are already there, nothing waits for them */
+		ret = rdmamsg__qpmap_add(&ctx->ifc.qps, lane->qpn, lane);
+		if (ret)
+			goto err;
+		rc->srq_mapped = 1;
+		ret = rdmamsg__srq_reserve(a->srq, a->nrx);
+		if (ret)
+			goto err;
+		rc->srq_win = 1;
+	} else if (a->post_rx) {
+		uint32_t idx[32], i, done = 0;
+
+		while (done < a->nrx) {
+			uint32_t k = a->nrx - done > 32 ? 32 : a->nrx - done;
+
+			for (i = 0; i < k; i++)
+				idx[i] = done + i;
+			ret = rc_post_recvs(lane, idx, k);
+			if (ret) {
+				LOG_ERR("posting %u receive buffers failed: "
+					"%d",
+					a->nrx, ret);
+				goto err;
+			}
+			done += k;
+		}
+	}
+	*lanep = lane;
+	return 0;
+
+err:
+	rc_destroy(lane);
+	return ret;
+}
+
+const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops = {
+	.name = "rc",
+	.open = rc_open,
+	.send = rc_send,
+	.post = rc_post,
+	.post_recvs = rc_post_recvs,
+	.wcs = rc_wcs,
+	.error = rc_error,
+	.destroy = rc_destroy,
+};
+
+/* the reposted receives' credits, once their SRQ batch is posted */
+struct srq_credit {
+	struct rdmamsg__lane *lane;
+	int r; /* rx()'s */
+};
+
+/* credit -- the SRQ batch was posted: each lane's receives are reposted */
+static void credit(const struct srq_credit *cr, uint32_t n)
+{
+	uint32_t k;
+
+	for (k = 0; k < n; k++)
+		cr[k].lane->cbs->reposted(cr[k].lane->owner,
+					  cr[k].r == RDMAMSG__RX_DATA,
+					  cr[k].r == RDMAMSG__RX_CTL);
+}
+
+/* rdmamsg__lane_srq_wcs -- the SRQ receives at the head of wc[0..n) (n
+ * at most RDMAMSG_POLL_BATCH; the interface found wc[0] to be one): each
+ * to the RC lane of its QP (wc.qp_num), then every buffer reposted to its
+ * SRQ, in one batch per SRQ, and only then the credits given back.  A
+ * buffer whose lane is gone is reposted too; one of a lane that holds its
+ * completions waits in its early ones.  Returns how many it took. */
+uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
+			       const struct ibv_wc *wc, uint32_t n)
+{
+	struct srq_credit cr[RDMAMSG_POLL_BATCH];
+	uint32_t rep[RDMAMSG_POLL_BATCH];
+	struct rdmamsg_srq *cur = NULL;
+	uint32_t i, nrep = 0, ncr = 0;
+
+	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id); i++) {
+		struct rdmamsg_srq *srq =
+			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
+		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
+		struct rdmamsg__lane *lane;
+		struct rdmamsg__lane_rx rx;
+		int r = 0;
+
+		if (RDMAMSG_UNLIKELY(!srq || idx >= srq->nbufs)) {
+			ctx->ifc.stale_wcs++; /* its SRQ was closed */
+			continue;
+		}
+		if (srq != cur) {
+			if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
+				credit(cr, ncr);
+			nrep = ncr = 0;
+			cur = srq;
+		}
+		srq->posted--;
+		lane = rdmamsg__qpmap_find(&ctx->ifc.qps, wc[i].qp_num);
+		if (RDMAMSG_UNLIKELY(!lane || RC(lane)->srq != srq ||
+				     !lane->qp)) {
+			ctx->ifc.stale_wcs++;
+		} else if (RDMAMSG_UNLIKELY(lane->hold)) {
+			srq->posted++; /* counted again at the replay */
+			rdmamsg__iface_hold(lane, &wc[i], 1);
+			continue;
+		} else {
+			rx_of(&rx, &wc[i], &srq->bufs[idx]);
+			r = lane->cbs->rx(lane->owner, &rx);
+			if (r && !lane->down) {
+				cr[ncr].lane = lane;
+				cr[ncr++].r = r;
+			}
+			rdmamsg__iface_ready(lane);
+		}
+		rep[nrep++] = idx;
+	}
+	if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
+		credit(cr, ncr);
+	if (cur && RDMAMSG_UNLIKELY(cur->nidle))
+		rdmamsg__srq_refill(cur);
+	return i ? i : 1;
+}

@@ -1,0 +1,646 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session.c -- unit test of the session/lane contract (lib/lane.h): the
+ * session (lib/ep.c, lib/msg.c, with the real pool and timers) driven
+ * against a FAKE lane through the ops table, no device and no rdma_cm.
+ * The fake records every down call and plays the lane's up calls.
+ * Checked: the open attributes (ring lent, completions held on the active
+ * side until the handshake is read), credits from a grant, sends (inline
+ * header copied at post time; copied and zero-copy buffers the lane's
+ * until tx_done, which completes in order and exactly once, a zero-copy
+ * buffer going back to the pool only then), a refused post that takes
+ * nothing, receives (delivered, reposted credit returned only once the
+ * lane reports it reposted, recv_keep swapping the ring slot), a failure
+ * reported up (the lane stopped with a drain request, on_disconnect
+ * once), close (the drain completes, the lane destroyed exactly once,
+ * the close callback once, every pool buffer back), and a session bound
+ * again to a fresh lane after unbind.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "dispatch.h"
+#include "fastpath.h"
+#include "tap.h"
+
+/* ---- what the session needs from the rest of the library ----------- */
+
+int rdmamsg__log_level = -1; /* quiet */
+
+void rdmamsg__log(int level, const char *func, const char *fmt, ...)
+{
+	(void)level;
+	(void)func;
+	(void)fmt;
+}
+
+int rdmamsg__errno(int fallback)
+{
+	return errno > 0 ? -errno : -fallback;
+}
+
+const char *rdmamsg_strerror(int err)
+{
+	(void)err;
+	return "error";
+}
+
+static int n_release, n_defer, n_unref, n_poll;
+
+int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
+{
+	(void)ctx;
+	n_poll++;
+	return 0;
+}
+
+void rdmamsg__iface_replay(struct rdmamsg__lane *lane)
+{
+	(void)lane;
+}
+
+void rdmamsg__iface_release(struct rdmamsg__lane *lane)
+{
+	lane->hold = 0;
+	n_release++;
+}
+
+void rdmamsg__ctx_defer(struct rdmamsg_ctx *ctx, struct rdmamsg__list *link)
+{
+	(void)ctx;
+	(void)link;
+	n_defer++;
+}
+
+void rdmamsg__loop_ref(struct rdmamsg_ctx *ctx)
+{
+	(void)ctx;
+}
+
+void rdmamsg__loop_unref(struct rdmamsg_ctx *ctx)
+{
+	(void)ctx;
+	n_unref++;
+}
+
+int rdmamsg__loop_timerfd_set(struct rdmamsg_ctx *ctx, uint64_t due_ns)
+{
+	(void)ctx;
+	(void)due_ns;
+	return 0;
+}
+
+int rdmamsg__cm_start_connect(struct rdmamsg_ep *ep, const struct sockaddr *d)
+{
+	(void)ep;
+	(void)d;
+	return -ENOSYS;
+}
+
+int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss)
+{
+	(void)addr;
+	(void)ss;
+	return -EINVAL;
+}
+
+void rdmamsg__srq_put(struct rdmamsg_srq *srq)
+{
+	(void)srq;
+}
+
+void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status)
+{
+	(void)ep;
+	(void)idx;
+	(void)status;
+}
+
+void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
+{
+	(void)ep;
+	(void)data;
+	(void)len;
+}
+
+void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, uint32_t imm, size_t len)
+{
+	(void)ep;
+	(void)imm;
+	(void)len;
+}
+
+void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
+{
+	(void)ep;
+}
+
+void rdmamsg__xfer_down(struct rdmamsg_ep *ep, int status)
+{
+	(void)ep;
+	(void)status;
+}
+
+void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
+{
+	(void)ep;
+}
+
+/* not used here: the session is bound to the fake lane below */
+const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops = {.name = "rc (stub)"};
+
+/* ---- a fake device for the pool ------------------------------------- */
+
+static uint32_t next_key = 100;
+
+static struct ibv_mr *fake_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
+				  int access)
+{
+	struct ibv_mr *mr = calloc(1, sizeof(*mr));
+
+	(void)pd;
+	(void)access;
+	if (!mr)
+		return NULL;
+	mr->addr = addr;
+	mr->length = len;
+	mr->lkey = mr->rkey = next_key++;
+	return mr;
+}
+
+static int fake_dereg_mr(struct ibv_mr *mr)
+{
+	free(mr);
+	return 0;
+}
+
+static int fake_disconnect(struct rdma_cm_id *id)
+{
+	(void)id;
+	return 0;
+}
+
+static struct rdmamsg__ops fake_verbs = {
+	.name = "fake",
+	.reg_mr = fake_reg_mr,
+	.dereg_mr = fake_dereg_mr,
+	.disconnect = fake_disconnect,
+};
+
+/* ---- the fake lane --------------------------------------------------- */
+
+#define MAXPOST 64
+
+struct post {
+	uint64_t seq;
+	unsigned int flags;
+	int nsge;
+	struct ibv_sge sge[2];
+	uint8_t copy[64]; /* an inline send's bytes, copied at post time */
+	uint32_t copy_len;
+};
+
+struct fake {
+	struct rdmamsg__lane l;
+	struct rdmamsg__lane_attr attr;
+	struct post posts[MAXPOST];
+	int nposts;
+	uint32_t recvs_posted;
+	int fail_next; /* the next send returns this errno */
+	int errors, drain, destroyed;
+	uint64_t drain_seq;
+};
+
+static struct fake *fk;
+static int n_open, n_destroy;
+static const struct rdmamsg__lane_ops fake_ops;
+
+static int fake_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
+		     const struct rdmamsg__lane_cbs *cbs, void *owner,
+		     struct rdmamsg__lane **lane)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->l.ops = &fake_ops;
+	f->l.cbs = cbs;
+	f->l.owner = owner;
+	f->l.ctx = ctx;
+	f->l.max_inline = 64;
+	f->l.send_depth = a->send_depth;
+	f->l.hold = a->hold;
+	f->attr = *a;
+	if (a->post_rx)
+		f->recvs_posted = a->nrx;
+	fk = f;
+	n_open++;
+	*lane = &f->l;
+	return 0;
+}
+
+static int fake_send(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
+		     uint64_t seq, unsigned int flags)
+{
+	struct fake *f = (struct fake *)(void *)lane;
+	struct post *p;
+	int i;
+
+	if (f->fail_next) {
+		int e = f->fail_next;
+
+		f->fail_next = 0;
+		return e;
+	}
+	if (f->nposts == MAXPOST)
+		return ENOMEM;
+	p = &f->posts[f->nposts++];
+	p->seq = seq;
+	p->flags = flags;
+	p->nsge = nsge;
+	p->copy_len = 0;
+	for (i = 0; i < nsge && i < 2; i++) {
+		p->sge[i] = sge[i];
+		if ((flags & RDMAMSG__TX_INLINE) &&
+		    p->copy_len + sge[i].length <= sizeof(p->copy)) {
+			memcpy(p->copy + p->copy_len,
+			       (const void *)(uintptr_t)sge[i].addr,
+			       sge[i].length);
+			p->copy_len += sge[i].length;
+		}
+	}
+	return 0;
+}
+
+static int fake_post(struct rdmamsg__lane *lane, struct ibv_send_wr *wr,
+		     uint64_t seq)
+{
+	(void)lane;
+	(void)wr;
+	(void)seq;
+	return EINVAL;
+}
+
+static int fake_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
+			   uint32_t n)
+{
+	(void)idx;
+	((struct fake *)(void *)lane)->recvs_posted += n;
+	return 0;
+}
+
+static uint32_t fake_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
+			 uint32_t n)
+{
+	(void)lane;
+	(void)wc;
+	(void)n;
+	return 0;
+}
+
+static int fake_error(struct rdmamsg__lane *lane, uint64_t seq, int drain)
+{
+	struct fake *f = (struct fake *)(void *)lane;
+
+	lane->down = 1;
+	f->errors++;
+	if (drain && !f->drain) {
+		f->drain = 1;
+		f->drain_seq = seq;
+		return 1;
+	}
+	return 0;
+}
+
+static void fake_destroy(struct rdmamsg__lane *lane)
+{
+	struct fake *f = (struct fake *)(void *)lane;
+
+	n_destroy++;
+	if (fk == f)
+		fk = NULL;
+	free(f);
+}
+
+static const struct rdmamsg__lane_ops fake_ops = {
+	.name = "fake",
+	.open = fake_open,
+	.send = fake_send,
+	.post = fake_post,
+	.post_recvs = fake_post_recvs,
+	.wcs = fake_wcs,
+	.error = fake_error,
+	.destroy = fake_destroy,
+};
+
+/* ---- the user's callbacks -------------------------------------------- */
+
+static int n_connect, n_recv, n_disc, n_closed, disc_status;
+static int sent[16], nsent, send_status[16];
+static char got[64];
+static size_t got_len;
+static int keep_next;
+static struct rdmamsg_buf *kept;
+
+static void on_connect(struct rdmamsg_ep *ep, int status, int reason,
+		       const void *pdata, size_t len, void *arg)
+{
+	(void)ep;
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	(void)arg;
+	if (!status)
+		n_connect++;
+}
+
+static void on_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		    uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)imm;
+	(void)flags;
+	(void)arg;
+	n_recv++;
+	got_len = len < sizeof(got) ? len : sizeof(got);
+	memcpy(got, data, got_len);
+	if (keep_next) {
+		keep_next = 0;
+		if (rdmamsg_recv_keep(ep, &kept))
+			kept = NULL;
+	}
+}
+
+static void on_send(struct rdmamsg_ep *ep, int status, void *op_ctx,
+		    void *arg)
+{
+	(void)ep;
+	(void)arg;
+	if (nsent < 16) {
+		send_status[nsent] = status;
+		sent[nsent++] = (int)(intptr_t)op_ctx;
+	}
+}
+
+static void on_disconnect(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	n_disc++;
+	disc_status = status;
+}
+
+static void on_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	n_closed++;
+}
+
+static const struct rdmamsg_ep_cbs cbs = {
+	.on_connect = on_connect,
+	.on_recv = on_recv,
+	.on_send = on_send,
+	.on_disconnect = on_disconnect,
+};
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static struct rdmamsg_ctx ctx;
+
+/* incoming -- the fake lane reports one receive in ring slot idx: a
+ * header (type, flags, credits) and payload; returns rx()'s answer */
+static int incoming(struct rdmamsg_ep *ep, uint32_t idx, uint8_t type,
+		    uint8_t flags, uint16_t credits, uint8_t ctl,
+		    const void *data, uint32_t len)
+{
+	struct rdmamsg_buf *b = ep->rxb[idx];
+	struct rdmamsg__wire *h = (struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
+	struct rdmamsg__lane_rx rx;
+
+	memset(h, 0, sizeof(*h));
+	h->type = type;
+	h->flags = flags;
+	h->credits = htole16(credits);
+	h->total = htole32(len);
+	h->ctl = ctl;
+	if (len)
+		memcpy(b->data, data, len);
+	memset(&rx, 0, sizeof(rx));
+	rx.slot = &ep->rxb[idx];
+	rx.len = RDMAMSG_HDR + len;
+	return fk->l.cbs->rx(fk->l.owner, &rx);
+}
+
+int main(void)
+{
+	struct rdmamsg_ep *ep;
+	struct rdmamsg_buf *zb, *slot_before;
+	const struct rdmamsg__wire *h;
+	struct post *p;
+	int r, ret;
+	uint32_t credits_before;
+	uint64_t head_before;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.ops = &fake_verbs;
+	ctx.pd = (struct ibv_pd *)&ctx; /* the fake ignores it */
+	if (rdmamsg__pool_init(&ctx, (size_t)64 << 20, 0))
+		bail_out("pool_init");
+	rdmamsg__timers_init(&ctx.timers);
+
+	/* an active session, its receive ring from the pool */
+	if (rdmamsg__ep_new(&ctx, NULL, &cbs, NULL, &ep) ||
+	    rdmamsg__ep_rx_fill(ep))
+		bail_out("ep_new");
+	ok(ep->ln == NULL && ep->st == EPS_IDLE, "a new session has no lane");
+	rdmamsg__ep_set_state(ep, EPS_RESOLVING);
+
+	/* bind: the fake lane gets the ring and holds completions */
+	ret = rdmamsg__ep_bind(ep, &fake_ops);
+	if (ret || !fk)
+		bail_out("bind");
+	ok(fk->attr.rxb == ep->rxb && fk->attr.nrx == ep->nrx &&
+		   fk->attr.send_depth == ep->p.send_depth && fk->attr.post_rx &&
+		   fk->recvs_posted == ep->nrx && fk->attr.srq == NULL,
+	   "open: the ring is lent to the lane and posted (active side)");
+	ok(fk->l.hold == 1 && fk->l.owner == ep,
+	   "open: an active lane holds completions; up calls carry the "
+	   "session");
+	ok(ep->max_inline == 64, "the session caches the lane's inline size");
+	is_int(rdmamsg__ep_bind(ep, &fake_ops), -EBUSY,
+	       "a second bind while bound: -EBUSY");
+	is_int(rdmamsg_send(ep, "x", 1, NULL), -ENOTCONN,
+	       "no send before UP, nothing posted");
+	is_int(fk->nposts, 0, "...the lane saw nothing");
+
+	/* connecting -> up: the hold is released */
+	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
+	ok(fk->l.hold == 1 && n_release == 0, "still held while CONNECTING");
+	rdmamsg__ep_negotiate(ep, 8, 8192, 1 << 20);
+	rdmamsg__ep_connected(ep, NULL, 0);
+	ok(ep->st == EPS_UP && n_connect == 1, "up, on_connect once");
+	ok(fk->l.hold == 0 && n_release == 1,
+	   "the lane's held completions released once, at UP");
+
+	/* the passive side's grant arrives: a control receive */
+	r = incoming(ep, 0, W_CREDIT, 0, 8, 3, NULL, 0);
+	ok(r == RDMAMSG__RX_CTL && ep->credits == 8 && ep->ctl_credits == 3,
+	   "a grant: 8 data and 3 control credits; rx() asks a control "
+	   "repost");
+	ok(ep->ctl_to_return == 0,
+	   "its credit is not returned before the lane reposts it");
+	fk->l.cbs->reposted(fk->l.owner, 0, 1);
+	ok(ep->ctl_to_return == 1, "reposted(): the control credit is owed");
+
+	/* an inline send: the header copied at post time */
+	ret = rdmamsg_send(ep, "hello", 5, (void *)(intptr_t)1);
+	p = &fk->posts[0];
+	h = (const struct rdmamsg__wire *)p->copy;
+	ok(ret == 0 && fk->nposts == 1 && p->seq == 0 &&
+		   (p->flags & RDMAMSG__TX_INLINE) && p->nsge == 2 &&
+		   p->copy_len == RDMAMSG_HDR + 5 && h->type == W_DATA &&
+		   h->flags == (F_FIRST | F_LAST) && h->ctl == 1 &&
+		   !memcmp(p->copy + RDMAMSG_HDR, "hello", 5),
+	   "inline send: seq 0, header (the owed credit in it) and payload");
+	ok(ep->credits == 7 && ep->ctl_to_return == 0 && nsent == 0,
+	   "one credit used; not reported before tx_done");
+
+	/* a copied send above the inline size: the copy buffer is the
+	 * lane's until tx_done */
+	{
+		char big[200];
+
+		memset(big, 'c', sizeof(big));
+		ret = rdmamsg_send(ep, big, sizeof(big), (void *)(intptr_t)2);
+	}
+	p = &fk->posts[1];
+	ok(ret == 0 && p->seq == 1 && !(p->flags & RDMAMSG__TX_INLINE) &&
+		   p->nsge == 1 && p->sge[0].length == RDMAMSG_HDR + 200 &&
+		   p->sge[0].lkey != 0,
+	   "copied send: one registered sge, header and payload");
+
+	/* zero copy: the user's pool buffer, its lkey, owned until done */
+	if (rdmamsg_buf_alloc(&ctx, 1000, &zb))
+		bail_out("buf_alloc");
+	memset(zb->data, 'z', 1000);
+	ret = rdmamsg_send_buf(ep, zb, 1000, (void *)(intptr_t)3);
+	p = &fk->posts[2];
+	ok(ret == 0 && p->seq == 2 && p->nsge == 2 &&
+		   p->sge[1].addr == (uintptr_t)zb->data &&
+		   p->sge[1].length == 1000 && p->sge[1].lkey == zb->lkey &&
+		   (p->flags & RDMAMSG__TX_SIGNAL),
+	   "zero-copy send: payload sge is the buffer with its lkey, "
+	   "signalled");
+	ok(zb->state == BUF_LIB, "...the buffer is the library's now");
+
+	/* a post the lane refuses takes nothing */
+	credits_before = (uint32_t)ep->credits;
+	head_before = ep->sq_head;
+	fk->fail_next = EINVAL;
+	ret = rdmamsg_send(ep, "no", 2, (void *)(intptr_t)9);
+	ok(ret == -ENOTCONN && (uint32_t)ep->credits == credits_before &&
+		   ep->sq_head == head_before && fk->nposts == 3,
+	   "a refused post: -ENOTCONN, no credit, no sequence used");
+
+	/* tx_done up to seq 1: two sends reported, in order, once */
+	fk->l.cbs->tx_done(fk->l.owner, 1, 0);
+	ok(nsent == 2 && sent[0] == 1 && sent[1] == 2 && !send_status[0] &&
+		   !send_status[1] && ep->sq_tail == 2,
+	   "tx_done(1): sends 0 and 1 reported in order");
+	fk->l.cbs->tx_done(fk->l.owner, 1, 0);
+	ok(nsent == 2, "a repeated tx_done reports nothing twice");
+	{
+		size_t in_use = ctx.pool.in_use;
+
+		fk->l.cbs->tx_done(fk->l.owner, 2, 0);
+		ok(nsent == 3 && sent[2] == 3 && ctx.pool.in_use < in_use,
+		   "tx_done(2): the zero-copy send reported, its buffer "
+		   "back in the pool");
+	}
+
+	/* a data receive, delivered; reposted credit only once reposted */
+	r = incoming(ep, 1, W_DATA, F_FIRST | F_LAST, 0, 0, "world", 5);
+	ok(r == RDMAMSG__RX_DATA && n_recv == 1 && got_len == 5 &&
+		   !memcmp(got, "world", 5) && ep->to_return == 0,
+	   "a data receive delivered; no credit owed before the repost");
+	fk->l.cbs->reposted(fk->l.owner, 1, 0);
+	ok(ep->to_return == 1, "reposted(): one data credit owed");
+
+	/* recv_keep swaps the ring slot: the lane reposts a fresh buffer */
+	slot_before = ep->rxb[2];
+	keep_next = 1;
+	r = incoming(ep, 2, W_DATA, F_FIRST | F_LAST, 0, 0, "keep", 4);
+	ok(r == RDMAMSG__RX_DATA && kept == slot_before &&
+		   ep->rxb[2] != slot_before && ep->rxb[2] &&
+		   !memcmp(kept->data, "keep", 4),
+	   "recv_keep: the user has the buffer, the ring slot a new one");
+	rdmamsg_buf_free(kept);
+
+	/* a flushed receive gives nothing back and changes nothing */
+	{
+		struct rdmamsg__lane_rx rx;
+
+		memset(&rx, 0, sizeof(rx));
+		rx.slot = &ep->rxb[3];
+		rx.status = -ECANCELED;
+		ok(fk->l.cbs->rx(fk->l.owner, &rx) == 0 && ep->st == EPS_UP,
+		   "a flushed receive: not reposted, still up");
+	}
+
+	/* one more send in flight, then the lane fails */
+	rdmamsg_send(ep, "last", 4, (void *)(intptr_t)4);
+	fk->l.cbs->down(fk->l.owner, -ECONNRESET);
+	ok(ep->st == EPS_DOWN && n_disc == 1 && disc_status == -ECONNRESET,
+	   "down(): DOWN, on_disconnect(-ECONNRESET) once");
+	ok(fk->errors == 1 && fk->drain && fk->drain_seq == 4 &&
+		   ep->sq_head == 5 && fk->l.down,
+	   "the lane is stopped with a drain request after the last send");
+	is_int(rdmamsg_send(ep, "x", 1, NULL), -ENOTCONN,
+	       "no send once DOWN");
+	fk->l.cbs->down(fk->l.owner, -EREMOTEIO);
+	ok(n_disc == 1 && fk->errors == 1, "a second failure: nothing new");
+
+	/* close: waits for the drain's completion and the CM */
+	ep->close_cb = NULL;
+	is_int(rdmamsg_ep_close(ep, on_closed), 0, "close");
+	ok(ep->st == EPS_FLUSHING, "FLUSHING: the connection is already down");
+	rdmamsg__ep_step(ep);
+	ok(n_closed == 0 && n_destroy == 0,
+	   "not closed while the drain is outstanding");
+	fk->l.cbs->tx_done(fk->l.owner, 3, -ECANCELED);
+	fk->l.cbs->tx_done(fk->l.owner, 4, -ECANCELED);
+	ok(nsent == 4 && sent[3] == 4 && send_status[3] == -ECANCELED,
+	   "the flushed send is reported cancelled, once");
+	ep->disc_seen = 1;
+	n_unref = 0;
+	rdmamsg__ep_step(ep);
+	ok(n_closed == 1 && n_destroy == 1 && n_unref == 1 && fk == NULL,
+	   "closed: the close callback once, the lane destroyed once");
+	ok(nsent == 4, "nothing reported twice");
+
+	/* a session bound again to a fresh lane (what replay will do) */
+	if (rdmamsg__ep_new(&ctx, NULL, &cbs, NULL, &ep) ||
+	    rdmamsg__ep_rx_fill(ep))
+		bail_out("ep_new");
+	ep->passive = 1;
+	n_open = n_destroy = 0;
+	ok(rdmamsg__ep_bind(ep, &fake_ops) == 0 && fk && fk->l.hold == 0 &&
+		   fk->recvs_posted == 0,
+	   "passive: not held, the ring not posted before the grant");
+	rdmamsg__ep_unbind(ep);
+	ok(ep->ln == NULL && n_destroy == 1, "unbind destroys the lane");
+	ok(rdmamsg__ep_bind(ep, &fake_ops) == 0 && fk && ep->ln == &fk->l &&
+		   n_open == 2,
+	   "bound again to a fresh lane");
+	rdmamsg__ep_free(ep);
+	ok(n_destroy == 2, "freeing the session destroys its lane");
+
+	is_int(ctx.pool.in_use, 0, "every pool buffer came back");
+	rdmamsg__pool_fini(&ctx);
+	return done_testing();
+}
