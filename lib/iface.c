@@ -26,6 +26,7 @@
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
+	uint32_t i;
 
 	ifc->cqs = NULL;
 	ifc->ncq = 0;
@@ -41,6 +42,13 @@ void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 	ifc->qps.keys = NULL;
 	ifc->qps.vals = NULL;
 	ifc->qps.cap = ifc->qps.n = 0;
+	for (i = 0; i < RDMAMSG_POLL_BATCH; i++) {
+		memset(&ifc->rwr[i], 0, sizeof(ifc->rwr[i]));
+		ifc->rwr[i].sg_list = &ifc->rsge[i];
+		ifc->rwr[i].num_sge = 1;
+		ifc->rwr[i].next =
+			i + 1 < RDMAMSG_POLL_BATCH ? &ifc->rwr[i + 1] : NULL;
+	}
 }
 
 /* rdmamsg__iface_fini -- every endpoint is gone: the CQs go */

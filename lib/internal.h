@@ -173,6 +173,8 @@ int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
 
 /* ---- the per-context interface (iface.c) ---------------------------- */
 
+#define RDMAMSG_POLL_BATCH 32 /* completions polled at once */
+
 /*
  * One completion queue per context, shared by every endpoint: the wr_id
  * of each work request names its endpoint (lane.h's layout: a short tag of
@@ -226,6 +228,11 @@ struct rdmamsg__iface {
 	struct rdmamsg__idt eps;
 	struct rdmamsg__idt srqs;  /* SRQ receives name their SRQ (srq.c) */
 	struct rdmamsg__qpmap qps; /* qp_num -> endpoint on an SRQ */
+	/* receive WRs for a lane's repost, chained and pointing at their
+	 * sges once (iface_init): a post fills in buffer and wr_id only
+	 * (lane_rc.c; posting never calls out, so lanes share them) */
+	struct ibv_recv_wr rwr[RDMAMSG_POLL_BATCH];
+	struct ibv_sge rsge[RDMAMSG_POLL_BATCH];
 };
 
 /* ---- context ------------------------------------------------------- */
@@ -384,7 +391,6 @@ struct rdmamsg__slot {
 	uint8_t report;		 /* 1: on_send; 2: xfer operation (xfer.c) */
 };
 
-#define RDMAMSG_POLL_BATCH 32 /* completions polled at once */
 /* the wr_id bits of an endpoint's tag (lane.h: bits 62..32) */
 #define RDMAMSG_WRID_TAG_BITS (((1ull << 31) - 1) << 32)
 

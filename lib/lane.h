@@ -1,93 +1,108 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lane.h -- the contract between sessions, lanes and the interface (the
- * design of issue 10's restructuring).  In use today: the endpoint state
- * machine below (rdmamsg_ep.st, moved only by rdmamsg__ep_set_state() in
- * lib/ep.c, tested by rdmamsg__ep_can_send() before every send, request,
- * rendezvous and one-sided operation; ep->phase stays as the lane's own
- * status, the QP's, which cm/ feeds in), and the wr_id layout with
- * rdmamsg__wrid_route() (lib/iface.c: one CQ per context, completions
- * routed by wr_id), and SRQ receives (lib/srq.c: the credit windows
- * below, the wr_id of an SRQ receive and the qp_num -> endpoint map of
- * lib/internal.h).  Still the plan: the lane ops table (today's RC code
- * is not yet behind it).  Private.
+ * lane.h -- the contract between sessions, lanes and the interface
+ * (issue 10's restructuring), and what implements it: the ops table and
+ * up calls below, today's RC code as the first lane (lib/lane_rc.c, RC
+ * over a shared SRQ as its variant), the session's side in lib/ep.c and
+ * lib/msg.c (rdmamsg__ep_bind/unbind, rdmamsg__ep_lane_cbs), the
+ * interface in lib/iface.c, the endpoint state machine
+ * (rdmamsg__ep_set_state() in lib/ep.c, rdmamsg__ep_can_send() before
+ * every send, request, rendezvous and one-sided operation), the wr_id
+ * layout with rdmamsg__wrid_route().  tests/unit/session drives a session
+ * against a fake lane through this table alone.  Private.
  *
  * Layers
  * ------
- *   public call -> session -> lane -> verbs (provider) -> wire
+ *   public call -> session -> lane ops -> verbs (provider) -> wire
  *   fd readable -> loop -> interface (CQ drain, CM event) -> lane
- *               -> session -> user callback
+ *               -> session (up calls) -> user callback
  *
  * - The *session* is what struct rdmamsg_ep is to the user: callbacks,
- *   backlog, fragmentation and reassembly, requests, rendezvous, sequence
- *   numbers (for replay and multicast), the endpoint state below.  It
- *   knows lanes only through struct rdmamsg__lane_ops.
+ *   backlog, fragmentation and reassembly, credits (the message header's
+ *   piggybacked flow control), requests, rendezvous, the send sequence
+ *   and its slot ring (what each posted send owns and reports), the
+ *   endpoint state below, the receive ring's buffers (lent to the lane).
+ *   It knows its lane only through struct rdmamsg__lane_ops and the
+ *   read-only part of struct rdmamsg__lane (caps: max_inline, QP).
  * - A *lane* is one transport instance: a QP and everything about posting
- *   on it and about its completions, including its flow-control window
- *   (credits), which depends on where its receives come from (its own
- *   receive queue, or a shared SRQ).  Today's RC code becomes the first
- *   lane; RC over an SRQ, UD (multicast) and DC follow.  A lane never
- *   calls the session by name: it reports up only through the callbacks
- *   the session registered when it opened the lane (struct
- *   rdmamsg__lane_cbs), with the session's owner pointer.
+ *   on it and about its completions.  A lane never calls the session by
+ *   name: it reports up only through the callbacks the session registered
+ *   at open() (struct rdmamsg__lane_cbs), with the session's owner
+ *   pointer.  RC is the first (RC over an SRQ its variant); UD multicast
+ *   and DC follow as new ops tables.
+ * - Re-binding: the session holds one lane pointer (rdmamsg_ep.ln).
+ *   rdmamsg__ep_unbind() destroys it (its queued completions then find
+ *   nothing: wr_id generation, qp_num), rdmamsg__ep_bind() opens a fresh
+ *   one of any kind with the same up calls; the session's sequence,
+ *   backlog and slot ring stay.  Reconnect-and-replay (issue 15) will
+ *   bind a DOWN session to a new lane and post its unacknowledged sends
+ *   again.
  * - Credits with an SRQ: a lane's window is the number of receives its
- *   peer may consume, granted by the receiving side as the interface
- *   reposts SRQ buffers (as UCX's rc_iface grants each endpoint a flow-
- *   control window over a shared SRQ).  The SRQ holds at least the sum of
- *   granted windows, so a sender never meets an empty SRQ (no RNR), and
- *   receive memory is bounded by the SRQ, not by the number of endpoints.
- *   A lane that goes away gives its window back to the interface at
- *   once; a reconnect starts a fresh, small window (an SRQ that grows
- *   per reconnect is the trap rxm/DAOS fell into).
+ *   peer may consume, reserved on the SRQ at open (rdmamsg__srq_reserve:
+ *   the SRQ holds at least the sum of reserved windows, so a sender never
+ *   meets an empty SRQ, no RNR), and receive memory is bounded by the
+ *   SRQ, not by the number of endpoints.  A consumed SRQ buffer is
+ *   reposted before reposted() gives its credit back.  A lane that goes
+ *   away gives its window back at once (its buffers stay posted); a
+ *   reconnect starts a fresh window (an SRQ that grows per reconnect is
+ *   the trap rxm/DAOS fell into).
  * - The *interface* (one per context) owns the completion channel, the
- *   CQs and the SRQs, and the receive buffers of an SRQ.  It drains a CQ
- *   and routes each completion to its lane from the wr_id (layout below),
- *   so there is no CQ per endpoint and no pass over idle endpoints: a
- *   lane with deferred work (backlog, credit update) puts itself on the
- *   interface's ready list and is visited once.
+ *   CQs and the SRQs and their buffers.  It drains a CQ and routes each
+ *   run of completions to its lane's wcs() from the wr_id (layout below)
+ *   -- an SRQ receive to the RC lane of its qp_num -- so there is no CQ
+ *   per endpoint and no pass over idle endpoints: a lane that had
+ *   completions goes on the interface's ready list, and its session's
+ *   ready() up call runs once per progress pass.  While a lane holds its
+ *   completions (an active connection before its ESTABLISHED event was
+ *   read: the peer's grant must not be read before the handshake) the
+ *   interface keeps them and hands them over when the session leaves
+ *   CONNECTING.
  * - cm/ only feeds events in: it finds the session from the rdma_cm id in
- *   O(1) (id->context), and calls the session, which moves its state with
- *   ep_set_state() and tells its lane.
+ *   O(1) (id->context) and calls the session, which moves its state with
+ *   rdmamsg__ep_set_state() and tells its lane.
  *
- * Calls down (session -> lane)
- * ----------------------------
+ * Calls down (session -> lane, struct rdmamsg__lane_ops)
+ * ------------------------------------------------------
  * One-way and non-blocking.  A down call never calls an up callback
  * before it returns (no re-entry into the session from inside its own
  * call); what it causes is reported from the interface's progress.
  *
- * - send(lane, tx): 0 -- the lane owns tx and its buffer from now on,
- *   until tx_done(tx, status) hands both back, exactly once, in posting
- *   order (unsignalled work requests are reported when a later signalled
- *   one completes, or with the flush); -EAGAIN -- no room (send queue or
- *   the peer's credits): nothing was taken, the caller keeps tx, and the
- *   lane calls writable() once when room returns; -ENOTCONN -- the lane
- *   is down or closing: nothing taken.  -EMSGSIZE for a length above
- *   what query() reported.  Never -ENOMEM on the fast path: a lane
- *   preallocates what a posted tx needs.
- * - rma(lane, op): one-sided write/read/atomic, the same ownership: the
- *   local registration stays busy until rma_done(op, status, value).
- * - flush(lane): post nothing new; everything posted completes (success,
- *   or error/flush after the QP went to ERR), then drained() is called.
- * - close(lane): one-way; may be called from inside an up callback (the
- *   lane then finishes it from progress).  closed() is the lane's last up
- *   call; after it the session may destroy() the lane and free what the
- *   lane reported back.
- * - An up callback may call send()/rma() on its lane (an echo from rx()),
- *   never destroy().
+ * - open(ctx, attr, cbs, owner): the lane, with the session's receive
+ *   ring (or SRQ), depths and whether it holds completions.
+ * - send(lane, sge, nsge, seq, flags): 0 -- the lane owns the memory sge
+ *   names (the session's header slot, a zero-copy buffer with its lkey)
+ *   until tx_done() covers seq; an INLINE send is copied before send()
+ *   returns.  A positive errno: nothing was taken, seq is not used.
+ *   The session keeps the send queue's room (send_depth in flight) and
+ *   the peer's credits, so the lane never refuses for room.
+ * - post(lane, wr, seq): one-sided (RDMA write, write with immediate,
+ *   read, atomics), signalled, the same ownership.
+ * - post_recvs(lane, idx, n): ring buffers idx[] are the lane's again
+ *   (the SRQ variant: nothing to do, the interface reposts).
+ * - error(lane, seq, drain): the lane stops (QP to error); with drain, a
+ *   signalled drain WR at seq whose flush completion comes after every
+ *   earlier send's (1 when posted).  Nothing is reposted from then on.
+ * - destroy(lane): everything goes; a lane's last call.  Never from an up
+ *   callback of the same lane.
+ * - wcs(lane, wc, n): called by the interface, not the session.
  *
- * Calls up (lane -> session, through rdmamsg__lane_cbs)
- * -----------------------------------------------------
- * - rx(owner, buf, len, imm, flags): a whole message of the lane (the
- *   session reassembles fragments).  The buffer is lent for the call; the
- *   session returns RDMAMSG__RX_KEEP to keep it (it then belongs to the
- *   session, which gives it back to the context's pool) or 0 to leave it
- *   to the lane.  Either way the lane (or, with an SRQ, the interface)
- *   reposts a receive, in batches.
- * - tx_done, rma_done, writable: as above.
- * - down(owner, status): the lane failed (QP error, peer timeout, remote
- *   access error, DISCONNECTED); posted work still completes, with flush
- *   errors.  Reported once.
- * - drained(owner), closed(owner): as above.
+ * Calls up (lane -> session, struct rdmamsg__lane_cbs)
+ * ----------------------------------------------------
+ * - rx(owner, slot, len, status, imm): one receive (status 0, a write
+ *   with immediate, -ECANCELED for a flush, or an error), its buffer lent
+ *   for the call in *slot; the session takes it by putting a replacement
+ *   in *slot.  Returns RDMAMSG__RX_DATA/CTL to
+ *   have it reposted, 0 not to (a flush, a protocol error).
+ * - reposted(owner, data, ctl): those receives are posted again; only now
+ *   are their credits owed to the peer.
+ * - tx_done(owner, seq, status): every send up to seq (low 32 bits) is
+ *   done, in posting order, each exactly once (unsignalled sends complete
+ *   with the next signalled one or the flush); status is seq's own.
+ * - down(owner, status): a completion with an error other than a flush;
+ *   posted work still completes, with flush errors.
+ * - ready(owner): after the lane's completions of this pass.
+ * An up callback may call send()/post() on its lane (an echo from rx()),
+ * never destroy().
  *
  * Completion routing (wr_id)
  * --------------------------
@@ -96,43 +111,49 @@
  *               table (an rdmamsg__idt, lib/idtab.h; index 0: the
  *               interface itself, i.e. an SRQ receive), bits 30..20 the
  *               low 11 bits of the slot's generation
- *   bits 31..0  the lane's own: send sequence (low 32 bits: the lane
- *               rebuilds the full one from its oldest in flight, and
- *               drops a value outside [tail, head)); receive buffer index
+ *   bits 31..0  the lane's own: send sequence (low 32 bits: the session
+ *               rebuilds the full one from its newest posted, and one
+ *               below its oldest in flight completes nothing); receive
+ *               buffer index
  * The interface (lib/iface.c) finds the lane from the tag in O(1); a tag
  * whose generation bits differ from the slot's is a completion of a lane
  * already freed (a receive flushed after its QP was destroyed) and is
  * dropped, and so is one whose wc.qp_num is not the lane's QP.  A freed
  * lane's CQ room stays reserved until the CQ has been seen empty.
  * An SRQ receive names its buffer, not its lane: the interface finds the
- * lane from wc.qp_num (a qpn -> lane table), credits it to that lane's
- * window, and hands the buffer up.  Its tag has index 0; the tag's
- * generation bits and own bits 31..24 name the SRQ, bits 23..0 the
- * buffer (internal.h).
+ * lane from wc.qp_num (a qpn -> lane table), and hands the buffer up.
+ * Its tag has index 0; the tag's generation bits and own bits 31..24
+ * name the SRQ, bits 23..0 the buffer (internal.h).
  *
  * Endpoint states (the session's; one enum, one setter, one can_send)
  * ------------------------------------------------------------------
- *   IDLE --connect--> RESOLVING --route, QP--> CONNECTING --established--> UP
- *   IDLE --accept-----------------------------> CONNECTING
+ *   IDLE --connect--> RESOLVING --route, lane--> CONNECTING
+ *   IDLE --accept (lane)-------------------------> CONNECTING
+ *   CONNECTING --established--> UP
  *   RESOLVING, CONNECTING, UP --failure, rejected, peer gone--> DOWN
- *   any state but DRAINING, CLOSED --rdmamsg_ep_close()--> DRAINING
- *   DRAINING --the lane's closed(), close callback--> CLOSED
+ *   UP --rdmamsg_ep_close()--> DRAINING
+ *   IDLE, RESOLVING, CONNECTING, DOWN --rdmamsg_ep_close()--> FLUSHING
+ *   DRAINING --goodbye done, failure, close timeout--> FLUSHING
+ *   FLUSHING --posted work flushed, DISCONNECTED or timeout--> CLOSED
  *
  * - IDLE: made, nothing on the wire.  RESOLVING: active side, address and
- *   route.  CONNECTING: QP made, handshake in flight (passive: accepted,
- *   ESTABLISHED not yet seen).  UP: sends allowed (ep_can_send()).
+ *   route.  CONNECTING: lane bound, handshake in flight (passive:
+ *   accepted, ESTABLISHED not yet seen).  UP: sends allowed
+ *   (ep_can_send()).
  * - DOWN: the connection failed or ended and the user has not closed:
  *   posted work completes with errors; nothing can be sent.
- * - DRAINING: rdmamsg_ep_close() was called (from any state): no new
- *   sends; backlog flushed or cancelled; the lane flushes and closes.
- *   A failure while DRAINING stays DRAINING (the close goes on).
- * - CLOSED: the lane reported closed() and the close callback ran; the
- *   memory may go.  Terminal.
- * Public view (rdmamsg_ep_get_state): IDLE, RESOLVING, CONNECTING ->
- * RDMAMSG_EP_CONNECTING; UP -> CONNECTED; DOWN -> DISCONNECTED; DRAINING,
- * CLOSED -> CLOSING.  Reconnect-and-replay will add DOWN -> CONNECTING
- * for a session that gets a new lane; until then there is no way back to
- * UP from DOWN.
+ * - DRAINING: closed by the user while the connection is up: no new
+ *   sends; with linger the backlog goes out, then the goodbye; the
+ *   connection still counts as up (rdmamsg__ep_st_lane_up()).
+ * - FLUSHING: closed and the connection down: posted work flushes, the
+ *   backlog is cancelled, the close waits for the drain WR and the CM.
+ * - CLOSED: the close callback ran; the memory goes.  Terminal.
+ * Leaving CONNECTING (up, failed or closed) releases the completions an
+ * active lane held.  Public view (rdmamsg_ep_get_state): IDLE, RESOLVING,
+ * CONNECTING -> RDMAMSG_EP_CONNECTING; UP -> CONNECTED; DOWN ->
+ * DISCONNECTED; DRAINING, FLUSHING, CLOSED -> CLOSING.  Reconnect-and-
+ * replay will add DOWN -> CONNECTING for a session bound to a new lane;
+ * until then there is no way back to UP from DOWN.
  */
 #ifndef RDMAMSG_LANE_H
 #define RDMAMSG_LANE_H
@@ -289,19 +310,9 @@ static inline uint64_t rdmamsg__wrid_own(uint64_t wr_id)
 	return wr_id & RDMAMSG__WRID_OWN_MASK;
 }
 
-/* One receive completion, as a lane reports it up.  The buffer sits in
- * the receive ring the session lent the lane at open (or the SRQ's):
- * *slot is lent for the call; the session may take it by putting a
- * replacement of the same size in *slot (rdmamsg_recv_keep). */
-struct rdmamsg__lane_rx {
-	struct rdmamsg_buf **slot;
-	uint32_t len;	    /* bytes received, the session's header included */
-	uint32_t imm;	    /* RDMAMSG__RX_WRITE_IMM: the immediate (host) */
-	int status;	    /* 0, -ECANCELED (flushed) or the error */
-	unsigned int flags; /* RDMAMSG__RX_* */
-};
-
-#define RDMAMSG__RX_WRITE_IMM 0x1 /* a one-sided write's immediate: no data */
+/* rx()'s status for a one-sided write with immediate: no buffer was
+ * used, imm is the immediate (host order), len the bytes written */
+#define RDMAMSG__RX_WRITE_IMM 1
 
 /* what rx() returns: repost the buffer and, once it is posted again, give
  * its credit back (reposted()); 0: nothing to give back */
@@ -311,7 +322,12 @@ struct rdmamsg__lane_rx {
 /* Up calls: registered by the session at open(), called with its owner
  * pointer, never from inside a down call of the same lane. */
 struct rdmamsg__lane_cbs {
-	int (*rx)(void *owner, const struct rdmamsg__lane_rx *rx);
+	/* one receive in ring slot *slot (lent for the call: the session
+	 * takes the buffer by putting a replacement in *slot); status 0, a
+	 * message of len bytes (the session's header included),
+	 * RDMAMSG__RX_WRITE_IMM, or -ECANCELED (flushed) / the error */
+	int (*rx)(void *owner, struct rdmamsg_buf **slot, uint32_t len,
+		  int status, uint32_t imm);
 	/* receives whose rx() returned DATA/CTL are posted again */
 	void (*reposted)(void *owner, uint32_t data, uint32_t ctl);
 	/* every send up to seq (its low 32 bits: the session rebuilds it)
@@ -366,8 +382,9 @@ struct rdmamsg__lane {
 	struct rdmamsg__list ready_link; /* on ctx->polls */
 };
 
-#define RDMAMSG__TX_INLINE 0x1 /* sge may be copied at post time */
-#define RDMAMSG__TX_SIGNAL 0x2 /* report this send's completion */
+/* send flags: the verbs' values, so that a verbs lane passes them on */
+#define RDMAMSG__TX_INLINE IBV_SEND_INLINE   /* sge copied at post time */
+#define RDMAMSG__TX_SIGNAL IBV_SEND_SIGNALED /* report this completion */
 
 /*
  * The ops table (down calls).  Every call is one-way and non-blocking

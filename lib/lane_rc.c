@@ -22,7 +22,6 @@ struct lane_rc {
 	uint32_t nrx, rx_len, rx_off;
 	struct rdmamsg_srq *srq;
 	int srq_win, srq_mapped;
-	uint32_t rx_posted;
 	int drain_posted;
 };
 
@@ -57,9 +56,8 @@ static int rc_send(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
 	wr.sg_list = sge;
 	wr.num_sge = nsge;
 	wr.opcode = IBV_WR_SEND;
-	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE >> 2 / SIGNALED */
-	wr.send_flags = (flags & RDMAMSG__TX_INLINE ? IBV_SEND_INLINE : 0) |
-			(flags & RDMAMSG__TX_SIGNAL ? IBV_SEND_SIGNALED : 0);
+	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE/SIGNALED */
+	wr.send_flags = flags;
 	wr.imm_data = 0;
 	return ibv_post_send(lane->qp, &wr, &bad);
 }
@@ -76,57 +74,76 @@ static int rc_post(struct rdmamsg__lane *lane, struct ibv_send_wr *wr,
 	return ibv_post_send(lane->qp, wr, &bad);
 }
 
-/* rc_post_recvs -- post ring buffers idx[0..n), in batches of 32 */
-static int rc_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
-			 uint32_t n)
+/* post_recvs -- post ring buffers idx[0..n), in batches of
+ * RDMAMSG_POLL_BATCH through the interface's prebuilt chain (not on an
+ * SRQ: rc_wcs sees no SRQ receive, the interface hands those over) */
+static inline __attribute__((always_inline)) int post_recvs(
+	struct rdmamsg__lane *lane, const uint32_t *idx, uint32_t n)
 {
 	struct lane_rc *rc = RC(lane);
-	struct ibv_recv_wr wr[32], *bad;
-	struct ibv_sge sge[32];
-	uint32_t i;
+	struct ibv_recv_wr *w = lane->ctx->ifc.rwr, *last, *next, *bad;
+	struct ibv_sge *sg = lane->ctx->ifc.rsge;
+	struct rdmamsg_buf *const *rxb = rc->rxb;
+	const uint64_t tag = lane->wrid_tag;
+	const uint32_t off = rc->rx_off, len = rc->rx_len;
+	uint32_t i, k;
 	int ret;
 
-	if (rc->srq)
-		return 0; /* the interface posts the SRQ's */
+	if (RDMAMSG_LIKELY(n == 1)) {
+		/* one at a time (a ping-pong): no chain to set up */
+		struct ibv_recv_wr one;
+		struct ibv_sge sge;
+		const struct rdmamsg_buf *b = rxb[idx[0]];
+
+		sge.addr = (uintptr_t)(b->data - off);
+		sge.length = len;
+		sge.lkey = b->lkey;
+		one.wr_id = tag | idx[0];
+		one.next = NULL;
+		one.sg_list = &sge;
+		one.num_sge = 1;
+		return -ibv_post_recv(lane->qp, &one, &bad);
+	}
 	while (n) {
-		uint32_t k = n > 32 ? 32 : n;
-
+		k = n > RDMAMSG_POLL_BATCH ? RDMAMSG_POLL_BATCH : n;
 		for (i = 0; i < k; i++) {
-			struct rdmamsg_buf *b = rc->rxb[idx[i]];
+			const struct rdmamsg_buf *b = rxb[idx[i]];
 
-			sge[i].addr = (uintptr_t)(b->data - rc->rx_off);
-			sge[i].length = rc->rx_len;
-			sge[i].lkey = b->lkey;
-			wr[i].wr_id = lane->wrid_tag | idx[i];
-			wr[i].sg_list = &sge[i];
-			wr[i].num_sge = 1;
-			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+			sg[i].addr = (uintptr_t)(b->data - off);
+			sg[i].length = len;
+			sg[i].lkey = b->lkey;
+			w[i].wr_id = tag | idx[i];
 		}
-		ret = ibv_post_recv(lane->qp, wr, &bad);
+		last = &w[k - 1];
+		next = last->next;
+		last->next = NULL;
+		ret = ibv_post_recv(lane->qp, w, &bad);
+		last->next = next;
 		if (ret)
 			return -ret;
-		rc->rx_posted += k;
 		idx += k;
 		n -= k;
 	}
 	return 0;
 }
 
-/* rx_of -- the up call's view of a receive completion */
-static inline void rx_of(struct rdmamsg__lane_rx *rx, const struct ibv_wc *wc,
-			 struct rdmamsg_buf **slot)
+/* rc_post_recvs -- the ops table's post_recvs */
+static int rc_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
+			 uint32_t n)
 {
-	rx->slot = slot;
-	rx->len = wc->byte_len;
-	rx->status = RDMAMSG_LIKELY(wc->status == IBV_WC_SUCCESS)
-			     ? 0
-			     : wc_status(wc->status);
-	rx->flags = 0;
-	if (RDMAMSG_UNLIKELY(wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
-			     !rx->status)) {
-		rx->flags = RDMAMSG__RX_WRITE_IMM;
-		rx->imm = be32toh(wc->imm_data);
-	}
+	if (RC(lane)->srq)
+		return 0; /* the interface posts the SRQ's */
+	return post_recvs(lane, idx, n);
+}
+
+/* rx_status -- rx()'s status of a receive completion */
+static inline int rx_status(const struct ibv_wc *wc)
+{
+	if (RDMAMSG_LIKELY(wc->status == IBV_WC_SUCCESS))
+		return RDMAMSG_UNLIKELY(wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+			       ? RDMAMSG__RX_WRITE_IMM
+			       : 0;
+	return wc_status(wc->status);
 }
 
 /* rc_wcs -- the run of this lane's completions at the head of wc[0..n)
@@ -162,12 +179,9 @@ static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 		if (!(wc[i].wr_id & RDMAMSG__WRID_SEND)) {
 			uint32_t idx =
 				(uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
-			struct rdmamsg__lane_rx rx;
-			int r;
-
-			rc->rx_posted--;
-			rx_of(&rx, &wc[i], &rc->rxb[idx]);
-			r = cbs->rx(owner, &rx);
+			int r = cbs->rx(owner, &rc->rxb[idx], wc[i].byte_len,
+					rx_status(&wc[i]),
+					be32toh(wc[i].imm_data));
 			if (r) {
 				rep[nrep++] = idx;
 				if (r == RDMAMSG__RX_DATA)
@@ -186,7 +200,7 @@ static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 		if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
 			cbs->down(owner, st);
 	}
-	if (nrep && !lane->down && rc_post_recvs(lane, rep, nrep) == 0)
+	if (nrep && !lane->down && post_recvs(lane, rep, nrep) == 0)
 		cbs->reposted(owner, ndata, nctl);
 	return i;
 }
@@ -340,7 +354,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 
 			for (i = 0; i < k; i++)
 				idx[i] = done + i;
-			ret = rc_post_recvs(lane, idx, k);
+			ret = post_recvs(lane, idx, k);
 			if (ret) {
 				LOG_ERR("posting %u receive buffers failed: "
 					"%d",
@@ -405,7 +419,6 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
 			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
 		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
 		struct rdmamsg__lane *lane;
-		struct rdmamsg__lane_rx rx;
 		int r = 0;
 
 		if (RDMAMSG_UNLIKELY(!srq || idx >= srq->nbufs)) {
@@ -428,8 +441,9 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
 			rdmamsg__iface_hold(lane, &wc[i], 1);
 			continue;
 		} else {
-			rx_of(&rx, &wc[i], &srq->bufs[idx]);
-			r = lane->cbs->rx(lane->owner, &rx);
+			r = lane->cbs->rx(lane->owner, &srq->bufs[idx],
+					  wc[i].byte_len, rx_status(&wc[i]),
+					  be32toh(wc[i].imm_data));
 			if (r && !lane->down) {
 				cr[ncr].lane = lane;
 				cr[ncr++].r = r;

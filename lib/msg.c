@@ -38,7 +38,8 @@ static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
 
 /* post_frag -- one message or fragment; own is freed when it completes;
  * signalled when reported, when it owns a buffer, or when sig says so */
-static int post_frag_sig(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
+static inline __attribute__((always_inline)) int post_frag_sig(
+	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 			 uint32_t imm, uint32_t total, const void *data,
 			 uint32_t len, const struct rdmamsg_buf *src,
 			 struct rdmamsg_buf *own, void *op_ctx, int report,
@@ -168,7 +169,8 @@ int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret)
 
 /* send_msg -- the one send path behind the four public calls; xflags:
  * F_IMM, and F_XFER for the rendezvous/request layer's messages */
-static int send_msg(struct rdmamsg_ep *ep, const void *data, size_t len,
+static inline __attribute__((always_inline)) int send_msg(
+	struct rdmamsg_ep *ep, const void *data, size_t len,
 		    struct rdmamsg_buf *zb, int xflags, uint32_t imm,
 		    void *op_ctx)
 {
@@ -448,33 +450,34 @@ static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
 /* ep_rx -- the lane's up call for one receive: RDMAMSG__RX_DATA when a
  * data buffer is to be reposted (its credit returned once it is),
  * RDMAMSG__RX_CTL for a control buffer, 0 when nothing is */
-static int ep_rx(void *owner, const struct rdmamsg__lane_rx *rx)
+static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
+		 int status, uint32_t wimm)
 {
 	struct rdmamsg_ep *ep = owner;
-	struct rdmamsg_buf *b = *rx->slot;
+	struct rdmamsg_buf *b = *slot;
 	const struct rdmamsg__wire *h =
 		(const struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
 	uint32_t len, imm;
 	unsigned int flags;
 	int ret;
 
-	if (RDMAMSG_UNLIKELY(rx->status)) {
-		if (rx->status != -ECANCELED)
-			rdmamsg__ep_down(ep, rx->status);
-		return 0;
-	}
-	if (RDMAMSG_UNLIKELY(rx->flags & RDMAMSG__RX_WRITE_IMM)) {
+	if (RDMAMSG_UNLIKELY(status)) {
+		if (status != RDMAMSG__RX_WRITE_IMM) {
+			if (status != -ECANCELED)
+				rdmamsg__ep_down(ep, status);
+			return 0;
+		}
 		/* one-sided write with immediate: a data credit, no header */
 		ep->last_rx = ep->ctx->now;
 		ep->received_total++;
 		if (ep->st == EPS_UP)
-			rdmamsg__xfer_write_imm(ep, rx->imm, rx->len);
+			rdmamsg__xfer_write_imm(ep, wimm, rlen);
 		return RDMAMSG__RX_DATA;
 	}
-	if (RDMAMSG_UNLIKELY(rdmamsg__wire_check(h, rx->len, ep->p.eager))) {
+	if (RDMAMSG_UNLIKELY(rdmamsg__wire_check(h, rlen, ep->p.eager))) {
 		LOG_ERR("endpoint %p: malformed header (type %u flags %#x, "
 			"%u bytes): closing",
-			(void *)ep, h->type, h->flags, rx->len);
+			(void *)ep, h->type, h->flags, rlen);
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 0;
 	}
@@ -505,12 +508,12 @@ static int ep_rx(void *owner, const struct rdmamsg__lane_rx *rx)
 	ep->received_total++;
 	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
 		return RDMAMSG__RX_DATA;
-	len = rx->len - RDMAMSG_HDR;
+	len = rlen - RDMAMSG_HDR;
 	imm = le32toh(h->imm);
 	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
 	if (RDMAMSG_LIKELY((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
 			   (F_FIRST | F_LAST))) {
-		deliver(ep, b, 0, rx->slot, len, imm, flags);
+		deliver(ep, b, 0, slot, len, imm, flags);
 		return RDMAMSG__RX_DATA;
 	}
 	if ((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
@@ -568,11 +571,38 @@ static int ep_rx(void *owner, const struct rdmamsg__lane_rx *rx)
 		if (h->flags & F_XFER) {
 			rdmamsg__xfer_recv(ep, a->data, a->len);
 			rdmamsg__buf_put(a);
-		} else if (!deliver(ep, a, 1, rx->slot, a->len, imm, flags)) {
+		} else if (!deliver(ep, a, 1, slot, a->len, imm, flags)) {
 			rdmamsg__buf_put(a);
 		}
 	}
 	return 1;
+}
+
+/* flush -- after polling: backlog, credit update, writable */
+static inline __attribute__((always_inline)) void flush(struct rdmamsg_ep *ep)
+{
+	uint32_t r = ep->p.recv_depth;
+	uint64_t view;
+
+	if (ep->st != EPS_UP && !(ep->st == EPS_DRAINING && ep->lingering))
+		return;
+	if (ep->bl_head)
+		pump(ep);
+	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
+		return; /* lingering: only the backlog goes out */
+	if (RDMAMSG_UNLIKELY(ep->xf != NULL))
+		rdmamsg__xfer_flush(ep);
+	/* receive buffers the peer believes it still has */
+	view = r + ep->returned_total - ep->received_total;
+	if (ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2))
+		rdmamsg__ep_send_ctl(ep, W_CREDIT);
+	if (ep->writable_due ||
+	    (ep->want_writable && !ep->bl_head && ep->credits > 0)) {
+		ep->writable_due = 0;
+		ep->want_writable = 0;
+		if (ep->cbs.on_writable)
+			ep->cbs.on_writable(ep, ep->arg);
+	}
 }
 
 /* ep_tx_done -- the lane's up call: sends up to seq (its low 32 bits,
@@ -609,7 +639,7 @@ static void ep_ready(void *owner)
 {
 	struct rdmamsg_ep *ep = owner;
 
-	rdmamsg__ep_flush(ep);
+	flush(ep);
 	if (RDMAMSG_UNLIKELY(ep->xf || !list_empty(&ep->xwait_link)))
 		rdmamsg__ep_xwait(ep);
 	if (RDMAMSG_UNLIKELY(ep->closing))
@@ -651,26 +681,5 @@ void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
 /* rdmamsg__ep_flush -- after polling: backlog, credit update, writable */
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 {
-	uint32_t r = ep->p.recv_depth;
-	uint64_t view;
-
-	if (ep->st != EPS_UP && !(ep->st == EPS_DRAINING && ep->lingering))
-		return;
-	if (ep->bl_head)
-		pump(ep);
-	if (RDMAMSG_UNLIKELY(ep->closing))
-		return; /* lingering: only the backlog goes out */
-	if (RDMAMSG_UNLIKELY(ep->xf != NULL))
-		rdmamsg__xfer_flush(ep);
-	/* receive buffers the peer believes it still has */
-	view = r + ep->returned_total - ep->received_total;
-	if (ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2))
-		rdmamsg__ep_send_ctl(ep, W_CREDIT);
-	if (ep->writable_due ||
-	    (ep->want_writable && !ep->bl_head && ep->credits > 0)) {
-		ep->writable_due = 0;
-		ep->want_writable = 0;
-		if (ep->cbs.on_writable)
-			ep->cbs.on_writable(ep, ep->arg);
-	}
+	flush(ep);
 }

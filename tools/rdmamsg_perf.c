@@ -71,12 +71,14 @@ struct perf_opts {
 	enum perf_drive drive;
 	int verbose;
 	int zcopy; /* the client sends with rdmamsg_send_buf() */
+	int srq;   /* endpoints receive through a shared receive queue */
 };
 
 struct perf {
 	struct perf_opts o;
 	struct ev_loop *loop; /* DRIVE_EV only */
 	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_srq *srq; /* --srq */
 	int fd;
 	int active; /* an event happened since the last look */
 	int done;
@@ -317,11 +319,14 @@ static void srv_on_conn_req(struct rdmamsg_listener *lst,
 		goto err_reject;
 	c->p = p;
 	c->test = (enum perf_test)ntohl(h.test);
-	if (max_size > PERF_DEFAULT_MSG) {
+	if (max_size > PERF_DEFAULT_MSG || p->srq) {
 		rc = rdmamsg_ep_attr_new(&attr);
 		if (rc < 0)
 			goto err_free_conn;
-		rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
+		if (max_size > PERF_DEFAULT_MSG)
+			rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
+		if (rc == 0 && p->srq)
+			rc = rdmamsg_ep_attr_set_srq(attr, p->srq);
 		if (rc < 0)
 			goto err_delete_attr;
 	}
@@ -785,6 +790,8 @@ static int run_client(struct perf *p)
 	rc = rdmamsg_ep_attr_set_private_data(attr, &h, sizeof(h));
 	if (rc == 0 && max_size > PERF_DEFAULT_MSG)
 		rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
+	if (rc == 0 && p->srq)
+		rc = rdmamsg_ep_attr_set_srq(attr, p->srq);
 	if (rc < 0)
 		goto err_delete_attr;
 	rc = cli_connect(p, attr);
@@ -839,7 +846,7 @@ static void usage(FILE *f)
 		"                    [--fd|--busy|--ev]\n"
 		"       rdmamsg_perf -c HOST [-p PORT] [-t lat|bw|rate]\n"
 		"                    [--size N[,N...]] [-n ITERS] [-w WARMUP]\n"
-		"                    [--fd|--busy|--ev] [--zcopy]\n"
+		"                    [--fd|--busy|--ev] [--zcopy] [--srq]\n"
 		"\n"
 		"  -s, --server      serve one client, exit when it leaves\n"
 		"  -l, --loop        (server) serve clients until killed\n"
@@ -864,6 +871,8 @@ static void usage(FILE *f)
 		"      --ev          drive the context from a libev loop\n"
 		"      --zcopy       send pool buffers with\n"
 		"                    rdmamsg_send_buf() instead of copying\n"
+		"      --srq         endpoints receive through a shared\n"
+		"                    receive queue (rdmamsg_srq_create)\n"
 		"  -v, --verbose     library log messages up to info (-vv: "
 		"debug)\n";
 
@@ -920,6 +929,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"fd", no_argument, NULL, 'F'},
 		{"busy", no_argument, NULL, 'B'},
 		{"zcopy", no_argument, NULL, 'Z'},
+		{"srq", no_argument, NULL, 'Q'},
 		{"ev", no_argument, NULL, 'E'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -983,6 +993,9 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		case 'Z':
 			o->zcopy = 1;
 			break;
+		case 'Q':
+			o->srq = 1;
+			break;
 		case 'E':
 			o->drive = DRIVE_EV;
 			break;
@@ -1035,10 +1048,22 @@ int main(int argc, char **argv)
 	rc = rdmamsg_ctx_get_fd(p.ctx, &p.fd);
 	if (rc < 0)
 		goto err_destroy_ctx;
+	if (p.o.srq) {
+		struct rdmamsg_srq_attr sa = {.max_bufs = 256, .buf_size = 8192};
+
+		rc = rdmamsg_srq_create(p.ctx, &sa, &p.srq);
+		if (rc < 0) {
+			fprintf(stderr, "rdmamsg_perf: SRQ: %s\n",
+				rdmamsg_strerror(rc));
+			goto err_destroy_ctx;
+		}
+	}
 
 	ret = p.o.server ? run_server(&p) : run_client(&p);
 
 	rc = 0;
+	if (p.srq)
+		rdmamsg_srq_close(p.srq, NULL, NULL);
 err_destroy_ctx:
 	if (rdmamsg_ctx_destroy(&p.ctx) < 0)
 		ret = 1;

@@ -420,8 +420,6 @@ static int incoming(struct rdmamsg_ep *ep, uint32_t idx, uint8_t type,
 {
 	struct rdmamsg_buf *b = ep->rxb[idx];
 	struct rdmamsg__wire *h = (struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
-	struct rdmamsg__lane_rx rx;
-
 	memset(h, 0, sizeof(*h));
 	h->type = type;
 	h->flags = flags;
@@ -430,10 +428,8 @@ static int incoming(struct rdmamsg_ep *ep, uint32_t idx, uint8_t type,
 	h->ctl = ctl;
 	if (len)
 		memcpy(b->data, data, len);
-	memset(&rx, 0, sizeof(rx));
-	rx.slot = &ep->rxb[idx];
-	rx.len = RDMAMSG_HDR + len;
-	return fk->l.cbs->rx(fk->l.owner, &rx);
+	return fk->l.cbs->rx(fk->l.owner, &ep->rxb[idx], RDMAMSG_HDR + len, 0,
+			     0);
 }
 
 int main(void)
@@ -582,14 +578,19 @@ int main(void)
 	rdmamsg_buf_free(kept);
 
 	/* a flushed receive gives nothing back and changes nothing */
-	{
-		struct rdmamsg__lane_rx rx;
+	ok(fk->l.cbs->rx(fk->l.owner, &ep->rxb[3], 0, -ECANCELED, 0) == 0 &&
+		   ep->st == EPS_UP,
+	   "a flushed receive: not reposted, still up");
 
-		memset(&rx, 0, sizeof(rx));
-		rx.slot = &ep->rxb[3];
-		rx.status = -ECANCELED;
-		ok(fk->l.cbs->rx(fk->l.owner, &rx) == 0 && ep->st == EPS_UP,
-		   "a flushed receive: not reposted, still up");
+	/* a write with immediate uses a data credit, no buffer */
+	{
+		uint64_t before = ep->received_total;
+
+		ok(fk->l.cbs->rx(fk->l.owner, &ep->rxb[4], 4096,
+				 RDMAMSG__RX_WRITE_IMM, 77) == RDMAMSG__RX_DATA &&
+			   ep->received_total == before + 1 && n_recv == 2,
+		   "a write with immediate: a data repost, not delivered as a "
+		   "message");
 	}
 
 	/* one more send in flight, then the lane fails */
