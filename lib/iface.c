@@ -5,8 +5,8 @@
  * max_cqe), completions routed to their lane from the wr_id (lane.h; an
  * SRQ receive to the RC lane of its QP), completions held for a lane
  * until it is released, and the progress step that visits only the
- * sessions whose lanes had completions (through their ready() up call) or
- * whose transfer layer waits for memory, never the idle ones.
+ * sessions whose lanes had completions (through their ready() up call),
+ * never the idle ones.  It knows lanes, never sessions.
  */
 #include "config.h"
 
@@ -287,8 +287,10 @@ void rdmamsg__iface_replay(struct rdmamsg__lane *lane)
 	lane->nearly = 0;
 	for (i = 0; i < n; i += k) {
 		k = n - i < RDMAMSG_POLL_BATCH ? n - i : RDMAMSG_POLL_BATCH;
-		if (RDMAMSG_UNLIKELY(rdmamsg__wrid_is_srq(lane->early[i].wr_id)))
-			k = rdmamsg__lane_srq_wcs(lane->ctx, lane->early + i, k);
+		if (RDMAMSG_UNLIKELY(
+			    rdmamsg__wrid_is_srq(lane->early[i].wr_id)))
+			k = rdmamsg__lane_srq_wcs(lane->ctx, lane->early + i,
+						  k);
 		else
 			k = lane->ops->wcs(lane, lane->early + i, k);
 		if (!k)
@@ -321,8 +323,9 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 			/* runs of one endpoint's completions, handed over
 			 * at once */
 			for (i = 0; i < n; i += j) {
-				struct rdmamsg__lane *lane = rdmamsg__wrid_route(
-					&ifc->eps, wc[i].wr_id);
+				struct rdmamsg__lane *lane =
+					rdmamsg__wrid_route(&ifc->eps,
+							    wc[i].wr_id);
 
 				if (RDMAMSG_UNLIKELY(!lane)) {
 					if (rdmamsg__wrid_is_srq(wc[i].wr_id)) {
@@ -365,8 +368,8 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 }
 
 /* rdmamsg__iface_progress -- a progress pass's completion work: re-arm
- * after an event, drain, then flush each endpoint that had completions
- * and each whose transfer layer waits (for pool memory), once */
+ * after an event, drain, then the ready() up call of each lane that had
+ * completions, once */
 void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
@@ -406,13 +409,5 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 		if (RDMAMSG_UNLIKELY(lane->nearly))
 			rdmamsg__iface_replay(lane);
 		lane->cbs->ready(lane->owner);
-	}
-	/* sessions whose transfer layer waits for pool memory */
-	list_for_each_safe (pos, tmp, &ctx->xwait) {
-		struct rdmamsg_ep *ep =
-			container_of(pos, struct rdmamsg_ep, xwait_link);
-
-		rdmamsg__ep_flush(ep);
-		rdmamsg__ep_xwait(ep);
 	}
 }

@@ -538,13 +538,14 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
 struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 
 /* lane_rc.c: SRQ receives, routed from their QP to its RC lane */
-uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
-			       const struct ibv_wc *wc, uint32_t n);
+uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
+			       uint32_t n);
 
 /* msg.c */
 extern const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs;
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
+void rdmamsg__ep_xwait_all(struct rdmamsg_ctx *ctx);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type);
 int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep);

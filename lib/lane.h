@@ -343,17 +343,17 @@ struct rdmamsg__lane_cbs {
 
 /* What the session gives a lane at open. */
 struct rdmamsg__lane_attr {
-	struct rdma_cm_id *id;	   /* RC: the connection's rdma_cm id */
-	uint32_t send_depth;	   /* sends in flight, the drain WR excluded */
-	uint32_t nrx;		   /* receives (with an SRQ: its window) */
-	uint32_t rx_len;	   /* bytes each receive takes */
-	uint32_t rx_off;	   /* ... from buf->data - rx_off (the
+	struct rdma_cm_id *id;	  /* RC: the connection's rdma_cm id */
+	uint32_t send_depth;	  /* sends in flight, the drain WR excluded */
+	uint32_t nrx;		  /* receives (with an SRQ: its window) */
+	uint32_t rx_len;	  /* bytes each receive takes */
+	uint32_t rx_off;	  /* ... from buf->data - rx_off (the
 				    * session's header in the headroom) */
-	struct rdmamsg_buf **rxb;  /* the receive ring, nrx long (or the
+	struct rdmamsg_buf **rxb; /* the receive ring, nrx long (or the
 				    * SRQ's bufs) */
-	struct rdmamsg_srq *srq;   /* receives through it; NULL: own */
-	int post_rx;		   /* post the ring at open */
-	int hold;		   /* hold completions (set_hold) */
+	struct rdmamsg_srq *srq;  /* receives through it; NULL: own */
+	int post_rx;		  /* post the ring at open */
+	int hold;		  /* hold completions (set_hold) */
 };
 
 /*
@@ -370,7 +370,7 @@ struct rdmamsg__lane {
 	uint32_t qpn;
 	uint32_t max_inline; /* bytes a send may carry inline */
 	uint32_t send_depth;
-	int down;	     /* error() was called: nothing is reposted */
+	int down; /* error() was called: nothing is reposted */
 	/* ---- the interface's (iface.c) ---- */
 	uint64_t wrid_tag; /* the tag's bits of every wr_id */
 	uint64_t handle;   /* in ctx->ifc.eps */

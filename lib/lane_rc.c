@@ -390,7 +390,8 @@ struct srq_credit {
 };
 
 /* credit -- the SRQ batch was posted: each lane's receives are reposted */
-static void credit(const struct srq_credit *cr, uint32_t n)
+static inline __attribute__((always_inline)) void credit(
+	const struct srq_credit *cr, uint32_t n)
 {
 	uint32_t k;
 
@@ -406,8 +407,8 @@ static void credit(const struct srq_credit *cr, uint32_t n)
  * SRQ, in one batch per SRQ, and only then the credits given back.  A
  * buffer whose lane is gone is reposted too; one of a lane that holds its
  * completions waits in its early ones.  Returns how many it took. */
-uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
-			       const struct ibv_wc *wc, uint32_t n)
+uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
+			       uint32_t n)
 {
 	struct srq_credit cr[RDMAMSG_POLL_BATCH];
 	uint32_t rep[RDMAMSG_POLL_BATCH];
@@ -426,7 +427,8 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
 			continue;
 		}
 		if (srq != cur) {
-			if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
+			if (cur && nrep &&
+			    rdmamsg__srq_post(cur, rep, nrep) == 0)
 				credit(cr, ncr);
 			nrep = ncr = 0;
 			cur = srq;
@@ -448,7 +450,9 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx,
 				cr[ncr].lane = lane;
 				cr[ncr++].r = r;
 			}
-			rdmamsg__iface_ready(lane);
+			/* visited in this pass (the interface is polling) */
+			if (list_empty(&lane->ready_link))
+				list_add_tail(&ctx->polls, &lane->ready_link);
 		}
 		rep[nrep++] = idx;
 	}

@@ -314,6 +314,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 
 	/* completions: one CQ, only the endpoints that had some */
 	rdmamsg__iface_progress(ctx);
+	if (RDMAMSG_UNLIKELY(!list_empty(&ctx->xwait)))
+		rdmamsg__ep_xwait_all(ctx); /* sessions waiting for memory */
 
 	/* due timers always make the timerfd readable */
 	if (timers)

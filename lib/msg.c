@@ -39,11 +39,10 @@ static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
 /* post_frag -- one message or fragment; own is freed when it completes;
  * signalled when reported, when it owns a buffer, or when sig says so */
 static inline __attribute__((always_inline)) int post_frag_sig(
-	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
-			 uint32_t imm, uint32_t total, const void *data,
-			 uint32_t len, const struct rdmamsg_buf *src,
-			 struct rdmamsg_buf *own, void *op_ctx, int report,
-			 int sig)
+	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags, uint32_t imm,
+	uint32_t total, const void *data, uint32_t len,
+	const struct rdmamsg_buf *src, struct rdmamsg_buf *own, void *op_ctx,
+	int report, int sig)
 {
 	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
 	struct rdmamsg__wire hs, *h;
@@ -171,8 +170,7 @@ int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret)
  * F_IMM, and F_XFER for the rendezvous/request layer's messages */
 static inline __attribute__((always_inline)) int send_msg(
 	struct rdmamsg_ep *ep, const void *data, size_t len,
-		    struct rdmamsg_buf *zb, int xflags, uint32_t imm,
-		    void *op_ctx)
+	struct rdmamsg_buf *zb, int xflags, uint32_t imm, void *op_ctx)
 {
 	struct rdmamsg_buf *n;
 	uint32_t limit;
@@ -676,6 +674,21 @@ void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
 		list_add_tail(&ep->ctx->xwait, &ep->xwait_link);
 	else if (!wait)
 		list_del(&ep->xwait_link);
+}
+
+/* rdmamsg__ep_xwait_all -- a progress pass visits each session whose
+ * transfer layer waits for pool memory (ctx->xwait), once */
+void rdmamsg__ep_xwait_all(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &ctx->xwait) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, xwait_link);
+
+		flush(ep);
+		rdmamsg__ep_xwait(ep);
+	}
 }
 
 /* rdmamsg__ep_flush -- after polling: backlog, credit update, writable */

@@ -1049,7 +1049,8 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		goto err_destroy_ctx;
 	if (p.o.srq) {
-		struct rdmamsg_srq_attr sa = {.max_bufs = 256, .buf_size = 8192};
+		struct rdmamsg_srq_attr sa = {.max_bufs = 256,
+					      .buf_size = 8192};
 
 		rc = rdmamsg_srq_create(p.ctx, &sa, &p.srq);
 		if (rc < 0) {

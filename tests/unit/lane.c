@@ -58,12 +58,10 @@ static void test_states(void)
 	ok(good, "no state moves to itself");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
-		if (s != EPS_DRAINING && s != EPS_FLUSHING &&
-		    s != EPS_CLOSED &&
+		if (s != EPS_DRAINING && s != EPS_FLUSHING && s != EPS_CLOSED &&
 		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s,
 					  EPS_DRAINING) &&
-		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s,
-					  EPS_FLUSHING))
+		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_FLUSHING))
 			good = 0;
 	ok(good, "close (-> DRAINING or FLUSHING) is legal from every live "
 		 "state");

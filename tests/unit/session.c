@@ -220,7 +220,8 @@ static struct fake *fk;
 static int n_open, n_destroy;
 static const struct rdmamsg__lane_ops fake_ops;
 
-static int fake_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
+static int fake_open(struct rdmamsg_ctx *ctx,
+		     const struct rdmamsg__lane_attr *a,
 		     const struct rdmamsg__lane_cbs *cbs, void *owner,
 		     struct rdmamsg__lane **lane)
 {
@@ -359,8 +360,8 @@ static void on_connect(struct rdmamsg_ep *ep, int status, int reason,
 		n_connect++;
 }
 
-static void on_recv(struct rdmamsg_ep *ep, void *data, size_t len,
-		    uint32_t imm, unsigned int flags, void *arg)
+static void on_recv(struct rdmamsg_ep *ep, void *data, size_t len, uint32_t imm,
+		    unsigned int flags, void *arg)
 {
 	(void)imm;
 	(void)flags;
@@ -375,8 +376,7 @@ static void on_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	}
 }
 
-static void on_send(struct rdmamsg_ep *ep, int status, void *op_ctx,
-		    void *arg)
+static void on_send(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
 {
 	(void)ep;
 	(void)arg;
@@ -419,7 +419,8 @@ static int incoming(struct rdmamsg_ep *ep, uint32_t idx, uint8_t type,
 		    const void *data, uint32_t len)
 {
 	struct rdmamsg_buf *b = ep->rxb[idx];
-	struct rdmamsg__wire *h = (struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
+	struct rdmamsg__wire *h =
+		(struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
 	memset(h, 0, sizeof(*h));
 	h->type = type;
 	h->flags = flags;
@@ -461,8 +462,9 @@ int main(void)
 	if (ret || !fk)
 		bail_out("bind");
 	ok(fk->attr.rxb == ep->rxb && fk->attr.nrx == ep->nrx &&
-		   fk->attr.send_depth == ep->p.send_depth && fk->attr.post_rx &&
-		   fk->recvs_posted == ep->nrx && fk->attr.srq == NULL,
+		   fk->attr.send_depth == ep->p.send_depth &&
+		   fk->attr.post_rx && fk->recvs_posted == ep->nrx &&
+		   fk->attr.srq == NULL,
 	   "open: the ring is lent to the lane and posted (active side)");
 	ok(fk->l.hold == 1 && fk->l.owner == ep,
 	   "open: an active lane holds completions; up calls carry the "
@@ -587,7 +589,8 @@ int main(void)
 		uint64_t before = ep->received_total;
 
 		ok(fk->l.cbs->rx(fk->l.owner, &ep->rxb[4], 4096,
-				 RDMAMSG__RX_WRITE_IMM, 77) == RDMAMSG__RX_DATA &&
+				 RDMAMSG__RX_WRITE_IMM,
+				 77) == RDMAMSG__RX_DATA &&
 			   ep->received_total == before + 1 && n_recv == 2,
 		   "a write with immediate: a data repost, not delivered as a "
 		   "message");
@@ -601,8 +604,7 @@ int main(void)
 	ok(fk->errors == 1 && fk->drain && fk->drain_seq == 4 &&
 		   ep->sq_head == 5 && fk->l.down,
 	   "the lane is stopped with a drain request after the last send");
-	is_int(rdmamsg_send(ep, "x", 1, NULL), -ENOTCONN,
-	       "no send once DOWN");
+	is_int(rdmamsg_send(ep, "x", 1, NULL), -ENOTCONN, "no send once DOWN");
 	fk->l.cbs->down(fk->l.owner, -EREMOTEIO);
 	ok(n_disc == 1 && fk->errors == 1, "a second failure: nothing new");
 
