@@ -22,7 +22,7 @@
 #define CQ_MIN	      1024
 #define IFACE_MAX_CQS 256 /* CQs of max_cqe entries each */
 
-/* rdmamsg__iface_init -- no CQ yet: the first endpoint makes one */
+/* rdmamsg__iface_init -- no CQ yet: the first lane makes one */
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
@@ -51,7 +51,7 @@ void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 	}
 }
 
-/* rdmamsg__iface_fini -- every endpoint is gone: the CQs go */
+/* rdmamsg__iface_fini -- every lane is gone: the CQs go */
 void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
@@ -137,12 +137,12 @@ static int cq_room(struct rdmamsg_ctx *ctx, uint32_t need, uint32_t *idx)
 		max = ifc->max_cqe;
 
 	if (need > max) {
-		LOG_ERR("an endpoint needs %u completion entries, the device "
+		LOG_ERR("a lane needs %u completion entries, the device "
 			"has %llu",
 			need, (unsigned long long)max);
 		return -ENOBUFS;
 	}
-	/* first fit: room that freed endpoints left is used again */
+	/* first fit: room that freed lanes left is used again */
 	for (i = 0; i < ifc->ncq; i++) {
 		q = ifc->cqs[i];
 		if ((uint64_t)q->reserved + q->stale + need <= q->size) {
@@ -298,10 +298,10 @@ void rdmamsg__iface_replay(struct rdmamsg__lane *lane)
 	}
 }
 
-/* rdmamsg__iface_poll -- drain the CQ (bounded), each run of an
- * endpoint's completions to it (it reposts its receive buffers as one
- * batch); touched endpoints go on ctx->polls for their flush.  1 when the budget ran out
- * with completions left, else 0. */
+/* rdmamsg__iface_poll -- drain the CQs (bounded), each run of a lane's
+ * completions to its wcs() (it reposts its receive buffers as one batch);
+ * touched lanes go on ctx->polls for their session's ready().  1 when the
+ * budget ran out with completions left, else 0. */
 int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
@@ -320,7 +320,7 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 			n = ibv_poll_cq(q->cq, RDMAMSG_POLL_BATCH, wc);
 			if (n <= 0)
 				break;
-			/* runs of one endpoint's completions, handed over
+			/* runs of one lane's completions, handed over
 			 * at once */
 			for (i = 0; i < n; i += j) {
 				struct rdmamsg__lane *lane =
@@ -355,7 +355,7 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 				break;
 		}
 		if (n >= 0 && n < RDMAMSG_POLL_BATCH)
-			q->stale = 0; /* seen empty: freed endpoints' gone */
+			q->stale = 0; /* seen empty: freed lanes' gone */
 		if (!budget)
 			more = 1;
 	}

@@ -176,24 +176,24 @@ int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
 #define RDMAMSG_POLL_BATCH 32 /* completions polled at once */
 
 /*
- * One completion queue per context, shared by every endpoint: the wr_id
- * of each work request names its endpoint (lane.h's layout: a short tag of
- * the endpoint's slot in the id table below, with generation bits, so a
- * completion of a freed endpoint finds nothing) and the endpoint's own
- * part (send sequence, receive buffer index).  The CQ grows (ibv_resize_cq)
- * as endpoints reserve room for all their work requests.
+ * One completion queue per context, shared by every lane: the wr_id of
+ * each work request names its lane (lane.h's layout: a short tag of the
+ * lane's slot in the id table below, with generation bits, so a
+ * completion of a freed lane finds nothing) and the lane's own part (send
+ * sequence, receive buffer index).  The CQ grows (ibv_resize_cq) as lanes
+ * reserve room for all their work requests.
  */
 struct rdmamsg__icq {
 	struct ibv_cq *cq;
 	uint32_t size;	      /* capacity */
-	uint32_t reserved;    /* live endpoints' work requests */
-	uint32_t stale;	      /* freed endpoints', until seen empty */
+	uint32_t reserved;    /* live lanes' work requests */
+	uint32_t stale;	      /* freed lanes', until seen empty */
 	unsigned int unacked; /* CQ events not yet acknowledged */
 	int event;	      /* a CQ event came: re-arm */
 };
 
-/* qp_num -> endpoint, open addressing (an SRQ receive names its buffer,
- * not its endpoint: the endpoint comes from wc.qp_num) */
+/* qp_num -> lane, open addressing (an SRQ receive names its buffer, not
+ * its lane: the lane comes from wc.qp_num) */
 struct rdmamsg__qpmap {
 	uint32_t *keys; /* qp_num + 1; 0: empty */
 	void **vals;
@@ -204,7 +204,7 @@ int rdmamsg__qpmap_add(struct rdmamsg__qpmap *m, uint32_t qpn, void *p);
 void rdmamsg__qpmap_del(struct rdmamsg__qpmap *m, uint32_t qpn);
 void rdmamsg__qpmap_fini(struct rdmamsg__qpmap *m);
 
-/* rdmamsg__qpmap_find -- the endpoint of qpn, or NULL */
+/* rdmamsg__qpmap_find -- the lane of qpn, or NULL */
 static inline void *rdmamsg__qpmap_find(const struct rdmamsg__qpmap *m,
 					uint32_t qpn)
 {
@@ -224,10 +224,10 @@ struct rdmamsg__iface {
 	uint32_t ncq;
 	uint32_t max_cqe; /* 0: the device's (RDMAMSG_TEST_MAX_CQE caps it) */
 	int polling;
-	uint64_t stale_wcs; /* completions of freed endpoints dropped */
-	struct rdmamsg__idt eps;
+	uint64_t stale_wcs;	   /* completions of freed lanes dropped */
+	struct rdmamsg__idt eps;   /* lanes, by wr_id tag (the name stays) */
 	struct rdmamsg__idt srqs;  /* SRQ receives name their SRQ (srq.c) */
-	struct rdmamsg__qpmap qps; /* qp_num -> endpoint on an SRQ */
+	struct rdmamsg__qpmap qps; /* qp_num -> lane on an SRQ */
 	/* receive WRs for a lane's repost, chained and pointing at their
 	 * sges once (iface_init): a post fills in buffer and wr_id only
 	 * (lane_rc.c; posting never calls out, so lanes share them) */
