@@ -362,6 +362,73 @@ refused:
 	return -1;
 }
 
+/* aw_place -- store 8 bytes at va of pid as one aligned 8-byte copy, under
+ * the stripe lock the device's other atomics take; wc status */
+static enum ibv_wc_status aw_place(int32_t pid, uint64_t va, uint64_t v)
+{
+	struct iovec l = {&v, 8}, r = {(void *)(uintptr_t)va, 8};
+	pthread_mutex_t *al =
+		&soft_reg->atomic_lock[((uint64_t)pid * 31 + (va >> 3)) %
+				       SOFT_NSTRIPES];
+	enum ibv_wc_status ret = IBV_WC_SUCCESS;
+
+	soft_stripe_lock(al);
+	if (pid == soft_self_pid && !(va & 7))
+		__atomic_store_n((uint64_t *)(uintptr_t)va, v,
+				 __ATOMIC_RELEASE);
+	else if (pid == soft_self_pid)
+		memcpy((void *)(uintptr_t)va, &v, 8);
+	else if (vm_copy(1, pid, &l, 1, &r, 1) != 8)
+		ret = IBV_WC_RETRY_EXC_ERR;
+	pthread_mutex_unlock(al);
+	return ret;
+}
+
+/*
+ * atomic_write -- IBV_WR_ATOMIC_WRITE: the WR's 8 bytes placed at the
+ * peer's aligned address in one store, after everything posted before it
+ * (the send queue executes in order).  Access as rxe checks it: remote
+ * write on the responder QP and on the MR or window; a misaligned address
+ * is an invalid request.
+ */
+static enum ibv_wc_status atomic_write(struct soft_qp *qp,
+				       struct ibv_send_wr *wr,
+				       const struct iovec *liov, int *chunked)
+{
+	uint64_t raddr = wr->wr.rdma.remote_addr, va = 0, v;
+	struct soft_reg_qp *t;
+	pthread_mutex_t *lk;
+	enum ibv_wc_status ret;
+
+	*chunked = 0;
+	if (!peer_listed(qp)) {
+		*chunked = 1;
+		return IBV_WC_SUCCESS;
+	}
+	t = &soft_reg->qp[qp->peer_reg_slot];
+	if (!(atomic_load(&t->access) & IBV_ACCESS_REMOTE_WRITE))
+		return IBV_WC_REM_ACCESS_ERR;
+	if (raddr & 7)
+		return IBV_WC_REM_INV_REQ_ERR;
+	if (peer_mr(qp, wr->wr.rdma.rkey, raddr, 8, IBV_ACCESS_REMOTE_WRITE,
+		    &va, &lk))
+		return IBV_WC_REM_ACCESS_ERR;
+	if (qp->novm) {
+		*chunked = 1;
+		pthread_mutex_unlock(lk);
+		return IBV_WC_SUCCESS;
+	}
+	memcpy(&v, liov[0].iov_base, 8);
+	ret = aw_place(qp->peer_pid, va, v);
+	if (ret != IBV_WC_SUCCESS && errno == EPERM) {
+		qp->novm = 1;
+		*chunked = 1;
+		ret = IBV_WC_SUCCESS;
+	}
+	pthread_mutex_unlock(lk);
+	return ret;
+}
+
 /*
  * remote_op -- RDMA WRITE / READ / atomic against the peer's memory.
  * Returns a wc status.  The rkey's stripe lock is held across the copy so
@@ -394,6 +461,10 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		rkey = wr->wr.rdma.rkey;
 		raddr = wr->wr.rdma.remote_addr;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* rxe: remote write access on the QP and the MR; 8 bytes at
+		 * an aligned address, or an invalid request */
+		return atomic_write(qp, wr, liov, chunked);
 	default:
 		need = IBV_ACCESS_REMOTE_ATOMIC;
 		rkey = wr->wr.atomic.rkey;
@@ -483,6 +554,8 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
 	case IBV_WR_BIND_MW:
 		return IBV_WC_BIND_MW;
 	case IBV_WR_LOCAL_INV:
@@ -517,6 +590,12 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 		    (wr->send_flags & IBV_SEND_INLINE))
 			return EINVAL;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* exactly 8 bytes, from one SGE or inline in the WQE */
+		if (wr->num_sge != 1 || !wr->sg_list ||
+		    wr->sg_list[0].length != 8)
+			return EINVAL;
+		break;
 	default:
 		return EINVAL;
 	}
@@ -525,7 +604,8 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 		return EINVAL;
 	for (i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;
-	if (wr->send_flags & IBV_SEND_INLINE) {
+	if ((wr->send_flags & IBV_SEND_INLINE) &&
+	    wr->opcode != IBV_WR_ATOMIC_WRITE) {
 		if (wr->opcode == IBV_WR_RDMA_READ ||
 		    total > qp->cap.max_inline_data)
 			return EINVAL;
@@ -568,6 +648,8 @@ static uint32_t slot_op(enum ibv_wr_opcode op)
 		return SOFT_OP_CMP_SWP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return SOFT_OP_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return SOFT_OP_ATOMIC_WRITE;
 	default:
 		return SOFT_OP_SEND;
 	}
@@ -653,15 +735,19 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 	    (e->op == SOFT_OP_SEND || e->op == SOFT_OP_WRITE_IMM))
 		flags |= SOFT_SF_SOLICITED;
 	if (e->op != SOFT_OP_SEND) {
-		s->rkey = e->op >= SOFT_OP_CMP_SWP ? wr->wr.atomic.rkey
-						   : wr->wr.rdma.rkey;
-		s->raddr = e->op >= SOFT_OP_CMP_SWP ? wr->wr.atomic.remote_addr
-						    : wr->wr.rdma.remote_addr;
+		int at = e->op == SOFT_OP_CMP_SWP || e->op == SOFT_OP_FETCH_ADD;
+
+		s->rkey = at ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+		s->raddr = at ? wr->wr.atomic.remote_addr
+			      : wr->wr.rdma.remote_addr;
 	}
-	if (e->op >= SOFT_OP_CMP_SWP) {
+	if (e->op == SOFT_OP_CMP_SWP || e->op == SOFT_OP_FETCH_ADD) {
 		s->len = 8;
 		memcpy(s->payload, &wr->wr.atomic.compare_add, 8);
 		memcpy(s->payload + 8, &wr->wr.atomic.swap, 8);
+	} else if (e->op == SOFT_OP_ATOMIC_WRITE) {
+		s->len = 8;
+		memcpy(s->payload, iov[0].iov_base, 8);
 	} else if (e->op == SOFT_OP_READ) {
 		flags |= SOFT_SF_CHUNKED;
 	} else if (e->op != SOFT_OP_SEND && !chunked) {
@@ -1343,6 +1429,14 @@ static uint32_t rx_atomic(struct soft_qp *qp, struct soft_slot *s,
 	uint64_t old, nv;
 	uint8_t *va;
 
+	if (m->opcode == SOFT_OP_ATOMIC_WRITE) {
+		if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_WRITE,
+			      &va, &lk))
+			return SOFT_NAK_REM_ACCESS;
+		aw_place(soft_self_pid, (uintptr_t)va, m->cmp);
+		pthread_mutex_unlock(lk);
+		return SOFT_ACK;
+	}
 	if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
 		      &lk))
 		return SOFT_NAK_REM_ACCESS;
@@ -1407,6 +1501,7 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	switch (m->opcode) {
 	case SOFT_OP_CMP_SWP:
 	case SOFT_OP_FETCH_ADD:
+	case SOFT_OP_ATOMIC_WRITE:
 		return rx_commit(qp, s, SOFT_SLOT_BUSY, rx_atomic(qp, s, m)) ||
 		       (rx_stop(qp), 0);
 	case SOFT_OP_READ:
@@ -1959,7 +2054,8 @@ static void tx_qp(struct soft_qp *qp)
 			if ((st & 0xff) == SOFT_SLOT_DONE) {
 				status = nak_status(s->status);
 				if (status == IBV_WC_SUCCESS &&
-				    e->op >= SOFT_OP_CMP_SWP)
+				    (e->op == SOFT_OP_CMP_SWP ||
+				     e->op == SOFT_OP_FETCH_ADD))
 					iov_scatter(iov, 1, 0, s->payload, 8);
 			} else if (qp->state == IBV_QPS_ERR) {
 				status = cancel_slot(s, e->msgno,

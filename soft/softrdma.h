@@ -31,6 +31,9 @@
 #define SOFT_MAX_RD_ATOM 128
 #define SOFT_MAX_MSG_SZ	 (1u << 30)
 #define SOFT_GID_TBL_LEN 16
+/* device_cap_flags_ex bit of RDMA atomic write (the kernel's
+ * IB_UVERBS_DEVICE_ATOMIC_WRITE; not in libibverbs 44's headers) */
+#define SOFT_DEVICE_ATOMIC_WRITE (1ull << 40)
 /*
  * Registry slots.  qpn = gen << 16 | slot stays within 24 bits, gen 1..254
  * (never 0 or 1, never the multicast QPN 0xffffff); key = gen << 16 | slot
