@@ -610,10 +610,79 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 		    total > qp->cap.max_inline_data)
 			return EINVAL;
 	}
-	if (qp->sq_head - qp->sq_tail >= qp->cap.max_send_wr)
+	if (qp->sq_head - qp->sq_tail + qp->nheld >= qp->cap.max_send_wr)
 		return ENOMEM;
 	*len = total;
 	return 0;
+}
+
+/* a WR posted in SQD: a copy of it, its SGEs, and its inline bytes */
+struct soft_held {
+	struct soft_held *next;
+	uint64_t len;
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[];
+};
+
+/*
+ * sq_hold -- ibv_post_send in SQD: the WR is queued (it counts against
+ * max_send_wr) but not executed until the QP leaves SQD, as rxe's
+ * requester takes no new WQE while draining or drained.  Inline data is
+ * copied now, as at any post.  0 or ENOMEM.
+ */
+static int sq_hold(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
+{
+	size_t n = (size_t)wr->num_sge,
+	       inl = (wr->send_flags & IBV_SEND_INLINE) ? (size_t)len : 0;
+	struct soft_held *h = malloc(sizeof(*h) + n * sizeof(h->sge[0]) + inl);
+	uint8_t *d;
+	size_t i;
+
+	if (!h)
+		return ENOMEM;
+	h->next = NULL;
+	h->len = len;
+	h->wr = *wr;
+	h->wr.next = NULL;
+	h->wr.sg_list = h->sge;
+	memcpy(h->sge, wr->sg_list, n * sizeof(h->sge[0]));
+	d = (uint8_t *)&h->sge[n];
+	for (i = 0; inl && i < n; i++) {
+		memcpy(d, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		h->sge[i].addr = (uintptr_t)d;
+		d += wr->sg_list[i].length;
+	}
+	if (!qp->held)
+		qp->held_tail = &qp->held;
+	*qp->held_tail = h;
+	qp->held_tail = &h->next;
+	qp->nheld++;
+	return 0;
+}
+
+/* soft_sq_drop_held -- RESET or destroy: the held WRs go, no completion */
+void soft_sq_drop_held(struct soft_qp *qp)
+{
+	struct soft_held *h;
+
+	while ((h = qp->held)) {
+		qp->held = h->next;
+		free(h);
+	}
+	qp->nheld = 0;
+	qp->sqd_notify = 0;
+}
+
+/* soft_sqd_check -- SQ_DRAINED when the last send in flight finished */
+void soft_sqd_check(struct soft_qp *qp)
+{
+	if (qp->sqd_notify && qp->state == IBV_QPS_SQD &&
+	    qp->sq_head == qp->sq_tail) {
+		qp->sqd_notify = 0;
+		soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED,
+				 &qp->qpx.qp_base);
+	}
 }
 
 /* gather -- local iovecs of a WR (inline data needs no key) */
@@ -804,6 +873,27 @@ void soft_qp_flush(struct soft_qp *qp)
 		flush_rq(qp);
 }
 
+/* soft_sq_release -- out of SQD: the held WRs run now, in order (in ERR
+ * each completes flushed); lock held */
+void soft_sq_release(struct soft_qp *qp)
+{
+	struct soft_held *h;
+
+	qp->sqd_notify = 0;
+	if (qp->ud) {
+		soft_ud_flush(qp); /* UD/UC: their held WRs (ud.c) */
+		return;
+	}
+	while ((h = qp->held)) {
+		qp->held = h->next;
+		qp->nheld--;
+		post_one(qp, &h->wr, h->len);
+		free(h);
+	}
+	if (qp->sq_tail != qp->sq_head)
+		tx_qp(qp);
+}
+
 /* rc_post_send -- ibv_post_send on an RC QP; lock held */
 static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad)
@@ -817,11 +907,14 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	}
 	for (; wr; wr = wr->next) {
 		ret = check_wr(qp, wr, &len);
+		if (!ret && qp->state == IBV_QPS_SQD)
+			ret = sq_hold(qp, wr, len);
+		else if (!ret)
+			post_one(qp, wr, len);
 		if (ret) {
 			*bad = wr;
 			break;
 		}
-		post_one(qp, wr, len);
 	}
 	/*
 	 * One-sided ops, local errors and flushes are finished at post
@@ -2159,6 +2252,8 @@ static void tx_qp(struct soft_qp *qp)
 	}
 	if (qp->sq_err_pending && qp->state == IBV_QPS_ERR)
 		qp->sq_err_pending = 0;
+	if (qp->sqd_notify)
+		soft_sqd_check(qp);
 }
 
 /* flush_rq -- a QP in ERR completes its receive WQEs with FLUSH */

@@ -518,6 +518,7 @@ static void qp_reset(struct soft_qp *qp)
 
 	if (qp->ud)
 		soft_ud_reset(qp);
+	soft_sq_drop_held(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
@@ -626,9 +627,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		atomic_store(&soft_reg->qp[qp->reg_slot].access, 0);
 	} else if (next == IBV_QPS_ERR) {
 		soft_qp_to_error(qp);
+		if (cur == IBV_QPS_SQD)
+			soft_sq_release(qp); /* the held WRs: flushed */
 		soft_qp_flush(qp);
 	} else {
 		soft_qp_set_state(qp, next);
+		if (cur == IBV_QPS_SQD && next != IBV_QPS_SQD)
+			soft_sq_release(qp);
 		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
 		    qp->type != IBV_QPT_UD) {
 			qp->dest_qpn = qp->attr.dest_qp_num;
@@ -640,9 +645,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			if (qp->ctx->serve_rings)
 				soft_thread_start_locked(qp->ctx);
 		}
-		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
-		    qp->sq_head == qp->sq_tail)
-			soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+		/* SQ_DRAINED once nothing sent before is in flight: now,
+		 * or when the last of it completes (soft_sqd_check) */
+		if (next == IBV_QPS_SQD && cur != IBV_QPS_SQD &&
+		    qp->attr.en_sqd_async_notify) {
+			qp->sqd_notify = 1;
+			soft_sqd_check(qp);
+		}
 	}
 	soft_unlock(&qp->ctx->lock);
 	return 0;
@@ -662,7 +671,8 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	attr->qp_state = qp->state;
 	attr->cur_qp_state = qp->state;
 	attr->cap = qp->cap;
-	attr->sq_draining = 0;
+	attr->sq_draining =
+		qp->state == IBV_QPS_SQD && qp->sq_head != qp->sq_tail;
 	memset(init_attr, 0, sizeof(*init_attr));
 	init_attr->qp_context = ibqp->qp_context;
 	init_attr->send_cq = ibqp->send_cq;

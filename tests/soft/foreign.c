@@ -181,8 +181,8 @@ int main(void)
 		ibv_modify_qp(ud, &qa, IBV_QP_STATE);
 		t_post_recv(ud, buf, 4096, mr->lkey, 9);
 		e = t_rc_qp(&t, 16, NULL);
-		if (!e || t_connect_gid(e, ud->qp_num, &local, 0, 1, 0, TMO,
-					RETRY))
+		if (!e ||
+		    t_connect_gid(e, ud->qp_num, &local, 0, 1, 0, TMO, RETRY))
 			bail_out("e");
 		memset(buf + 16384, 0, 64);
 		t_post(e, IBV_WR_SEND, buf + 8192, 64, mr->lkey, 10,
@@ -196,7 +196,8 @@ int main(void)
 			   wc[1].status == IBV_WC_WR_FLUSH_ERR,
 		   "RC aimed at a UD QP: RETRY_EXC_ERR, the next WR flushed");
 		ok(buf[16384] == 0, "the flushed WRITE never reached memory");
-		is_int(count(bcq, 100, 9, &st), 0, "the UD QP received nothing");
+		is_int(count(bcq, 100, 9, &st), 0,
+		       "the UD QP received nothing");
 		ibv_destroy_qp(e);
 		ibv_destroy_qp(ud);
 	}
