@@ -481,6 +481,11 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	t = &soft_reg->qp[qp->peer_reg_slot];
 	if (!(atomic_load(&t->access) & need))
 		return IBV_WC_REM_ACCESS_ERR;
+	/* a zero-length WRITE or READ names no memory: its R_Key and VA are
+	 * not checked (IBA C9-88, as rxe; rsocket's credit updates are
+	 * zero-length WRITE_WITH_IMMs with whatever rkey the stack held) */
+	if (!len)
+		return IBV_WC_SUCCESS;
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
 	if (peer_mr(qp, rkey, raddr, len, need, &va, &lk))
@@ -1598,6 +1603,11 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 		return rx_commit(qp, s, SOFT_SLOT_BUSY, rx_atomic(qp, s, m)) ||
 		       (rx_stop(qp), 0);
 	case SOFT_OP_READ:
+		if (!m->len) { /* C9-88: nothing to check or move */
+			if (!rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_ACK))
+				rx_stop(qp);
+			return qp->state != IBV_QPS_ERR;
+		}
 		if (!target_mr(qp, m->rkey, m->raddr, m->len,
 			       IBV_ACCESS_REMOTE_READ, (uint8_t **)&iov[0],
 			       (pthread_mutex_t **)&riov[0])) {

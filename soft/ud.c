@@ -872,6 +872,8 @@ static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 
 	if (!(atomic_load(&t->access) & IBV_ACCESS_REMOTE_WRITE))
 		return -1;
+	if (!len) /* R_Key and VA of a zero-length WRITE: unchecked (C9-88) */
+		return 0;
 	soft_stripe_lock(lk);
 	if (rkey && m->key == rkey && m->pid == t->pid &&
 	    m->pd_id == t->pd_id && (m->access & IBV_ACCESS_REMOTE_WRITE) &&
