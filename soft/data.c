@@ -571,7 +571,8 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 }
 
 /* check_wr -- what makes ibv_post_send fail immediately */
-static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
+static inline __attribute__((always_inline)) int check_wr(
+	struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 {
 	uint64_t total = 0;
 	int i;
@@ -666,6 +667,25 @@ static int sq_hold(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 	return 0;
 }
 
+/* sq_hold_all -- rc_post_send in SQD: check and hold each WR */
+static int sq_hold_all(struct soft_qp *qp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad)
+{
+	uint64_t len;
+	int ret = 0;
+
+	for (; wr; wr = wr->next) {
+		ret = check_wr(qp, wr, &len);
+		if (!ret)
+			ret = sq_hold(qp, wr, len);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	return ret;
+}
+
 /* soft_sq_drop_held -- RESET or destroy: the held WRs go, no completion */
 void soft_sq_drop_held(struct soft_qp *qp)
 {
@@ -730,7 +750,8 @@ static uint32_t slot_op(enum ibv_wr_opcode op)
 }
 
 /* post_one -- execute or publish one send WR; lock held */
-static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
+static inline __attribute__((always_inline)) void post_one(
+	struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 {
 	uint64_t idx = qp->sq_head;
 	struct soft_swqe *e = &qp->sq[idx & qp->sq_mask];
@@ -878,10 +899,14 @@ void soft_qp_flush(struct soft_qp *qp)
 		flush_rq(qp);
 }
 
+static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad);
+
 /* soft_sq_release -- out of SQD: the held WRs run now, in order (in ERR
  * each completes flushed); lock held */
 void soft_sq_release(struct soft_qp *qp)
 {
+	struct ibv_send_wr *bad;
 	struct soft_held *h;
 
 	qp->sqd_notify = 0;
@@ -892,7 +917,9 @@ void soft_sq_release(struct soft_qp *qp)
 	while ((h = qp->held)) {
 		qp->held = h->next;
 		qp->nheld--;
-		post_one(qp, &h->wr, h->len);
+		/* through the post path (checked again, harmlessly): post_one
+		 * keeps a single caller and stays inlined in it */
+		rc_post_send(qp, &h->wr, &bad);
 		free(h);
 	}
 	if (qp->sq_tail != qp->sq_head)
@@ -910,16 +937,15 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		*bad = wr;
 		return EINVAL;
 	}
+	if (qp->state == IBV_QPS_SQD)
+		return sq_hold_all(qp, wr, bad);
 	for (; wr; wr = wr->next) {
 		ret = check_wr(qp, wr, &len);
-		if (!ret && qp->state == IBV_QPS_SQD)
-			ret = sq_hold(qp, wr, len);
-		else if (!ret)
-			post_one(qp, wr, len);
 		if (ret) {
 			*bad = wr;
 			break;
 		}
+		post_one(qp, wr, len);
 	}
 	/*
 	 * One-sided ops, local errors and flushes are finished at post
