@@ -998,7 +998,10 @@ static void pend_run(struct soft_qp *qp)
 	while (u->pend_head != u->pend_tail) {
 		e = &u->pend[u->pend_head & (u->pend_size - 1)];
 		if (e->st != IBV_WC_SUCCESS) {
-			r = e->st;
+			/* a WR that failed its local checks: flushed if
+			 * the QP went to ERR before it ran */
+			r = qp->state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR
+						     : e->st;
 		} else if (qp->state == IBV_QPS_ERR ||
 			   qp->state == IBV_QPS_SQE) {
 			r = IBV_WC_WR_FLUSH_ERR;
