@@ -46,6 +46,6 @@ run() {
 # rs_shutdown in run()) together with unread data whenever the last
 # transfer and the disconnect arrive between two of the client's polls;
 # credit updates make the server send its last chunks while the client
-# reads.  The verbs traffic itself completes without error.
+# reads.  The server side finishes and prints its result line.
 run "rstream 64 KiB, async (poll)" rstream rstream -S 65536 -C 100 -T a -T v
 done_testing
