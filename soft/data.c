@@ -362,6 +362,73 @@ refused:
 	return -1;
 }
 
+/* aw_place -- store 8 bytes at va of pid as one aligned 8-byte copy, under
+ * the stripe lock the device's other atomics take; wc status */
+static enum ibv_wc_status aw_place(int32_t pid, uint64_t va, uint64_t v)
+{
+	struct iovec l = {&v, 8}, r = {(void *)(uintptr_t)va, 8};
+	pthread_mutex_t *al =
+		&soft_reg->atomic_lock[((uint64_t)pid * 31 + (va >> 3)) %
+				       SOFT_NSTRIPES];
+	enum ibv_wc_status ret = IBV_WC_SUCCESS;
+
+	soft_stripe_lock(al);
+	if (pid == soft_self_pid && !(va & 7))
+		__atomic_store_n((uint64_t *)(uintptr_t)va, v,
+				 __ATOMIC_RELEASE);
+	else if (pid == soft_self_pid)
+		memcpy((void *)(uintptr_t)va, &v, 8);
+	else if (vm_copy(1, pid, &l, 1, &r, 1) != 8)
+		ret = IBV_WC_RETRY_EXC_ERR;
+	pthread_mutex_unlock(al);
+	return ret;
+}
+
+/*
+ * atomic_write -- IBV_WR_ATOMIC_WRITE: the WR's 8 bytes placed at the
+ * peer's aligned address in one store, after everything posted before it
+ * (the send queue executes in order).  Access as rxe checks it: remote
+ * write on the responder QP and on the MR or window; a misaligned address
+ * is an invalid request.
+ */
+static enum ibv_wc_status atomic_write(struct soft_qp *qp,
+				       struct ibv_send_wr *wr,
+				       const struct iovec *liov, int *chunked)
+{
+	uint64_t raddr = wr->wr.rdma.remote_addr, va = 0, v;
+	struct soft_reg_qp *t;
+	pthread_mutex_t *lk;
+	enum ibv_wc_status ret;
+
+	*chunked = 0;
+	if (!peer_listed(qp)) {
+		*chunked = 1;
+		return IBV_WC_SUCCESS;
+	}
+	t = &soft_reg->qp[qp->peer_reg_slot];
+	if (!(atomic_load(&t->access) & IBV_ACCESS_REMOTE_WRITE))
+		return IBV_WC_REM_ACCESS_ERR;
+	if (raddr & 7)
+		return IBV_WC_REM_INV_REQ_ERR;
+	if (peer_mr(qp, wr->wr.rdma.rkey, raddr, 8, IBV_ACCESS_REMOTE_WRITE,
+		    &va, &lk))
+		return IBV_WC_REM_ACCESS_ERR;
+	if (qp->novm) {
+		*chunked = 1;
+		pthread_mutex_unlock(lk);
+		return IBV_WC_SUCCESS;
+	}
+	memcpy(&v, liov[0].iov_base, 8);
+	ret = aw_place(qp->peer_pid, va, v);
+	if (ret != IBV_WC_SUCCESS && errno == EPERM) {
+		qp->novm = 1;
+		*chunked = 1;
+		ret = IBV_WC_SUCCESS;
+	}
+	pthread_mutex_unlock(lk);
+	return ret;
+}
+
 /*
  * remote_op -- RDMA WRITE / READ / atomic against the peer's memory.
  * Returns a wc status.  The rkey's stripe lock is held across the copy so
@@ -394,6 +461,10 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		rkey = wr->wr.rdma.rkey;
 		raddr = wr->wr.rdma.remote_addr;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* rxe: remote write access on the QP and the MR; 8 bytes at
+		 * an aligned address, or an invalid request */
+		return atomic_write(qp, wr, liov, chunked);
 	default:
 		need = IBV_ACCESS_REMOTE_ATOMIC;
 		rkey = wr->wr.atomic.rkey;
@@ -410,6 +481,11 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	t = &soft_reg->qp[qp->peer_reg_slot];
 	if (!(atomic_load(&t->access) & need))
 		return IBV_WC_REM_ACCESS_ERR;
+	/* a zero-length WRITE or READ names no memory: its R_Key and VA are
+	 * not checked (IBA C9-88, as rxe; rsocket's credit updates are
+	 * zero-length WRITE_WITH_IMMs with whatever rkey the stack held) */
+	if (!len)
+		return IBV_WC_SUCCESS;
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
 	if (peer_mr(qp, rkey, raddr, len, need, &va, &lk))
@@ -483,6 +559,8 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
 	case IBV_WR_BIND_MW:
 		return IBV_WC_BIND_MW;
 	case IBV_WR_LOCAL_INV:
@@ -492,8 +570,11 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 	}
 }
 
-/* check_wr -- what makes ibv_post_send fail immediately */
-static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
+/* check_wr -- what makes ibv_post_send fail immediately (inlined into
+ * the post path though the SQD path calls it too: one call per message
+ * less, as post_one; tools/soft_pingpong-insns.sh counts it) */
+static inline __attribute__((always_inline)) int check_wr(
+	struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 {
 	uint64_t total = 0;
 	int i;
@@ -517,6 +598,12 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 		    (wr->send_flags & IBV_SEND_INLINE))
 			return EINVAL;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* exactly 8 bytes, from one SGE or inline in the WQE */
+		if (wr->num_sge != 1 || !wr->sg_list ||
+		    wr->sg_list[0].length != 8)
+			return EINVAL;
+		break;
 	default:
 		return EINVAL;
 	}
@@ -525,15 +612,104 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t *len)
 		return EINVAL;
 	for (i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;
-	if (wr->send_flags & IBV_SEND_INLINE) {
+	if ((wr->send_flags & IBV_SEND_INLINE) &&
+	    wr->opcode != IBV_WR_ATOMIC_WRITE) {
 		if (wr->opcode == IBV_WR_RDMA_READ ||
 		    total > qp->cap.max_inline_data)
 			return EINVAL;
 	}
-	if (qp->sq_head - qp->sq_tail >= qp->cap.max_send_wr)
+	if (qp->sq_head - qp->sq_tail + qp->nheld >= qp->cap.max_send_wr)
 		return ENOMEM;
 	*len = total;
 	return 0;
+}
+
+/* a WR posted in SQD: a copy of it, its SGEs, and its inline bytes */
+struct soft_held {
+	struct soft_held *next;
+	uint64_t len;
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[];
+};
+
+/*
+ * sq_hold -- ibv_post_send in SQD: the WR is queued (it counts against
+ * max_send_wr) but not executed until the QP leaves SQD, as rxe's
+ * requester takes no new WQE while draining or drained.  Inline data is
+ * copied now, as at any post.  0 or ENOMEM.
+ */
+static int sq_hold(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
+{
+	size_t n = (size_t)wr->num_sge,
+	       inl = (wr->send_flags & IBV_SEND_INLINE) ? (size_t)len : 0;
+	struct soft_held *h = malloc(sizeof(*h) + n * sizeof(h->sge[0]) + inl);
+	uint8_t *d;
+	size_t i;
+
+	if (!h)
+		return ENOMEM;
+	h->next = NULL;
+	h->len = len;
+	h->wr = *wr;
+	h->wr.next = NULL;
+	h->wr.sg_list = h->sge;
+	memcpy(h->sge, wr->sg_list, n * sizeof(h->sge[0]));
+	d = (uint8_t *)&h->sge[n];
+	for (i = 0; inl && i < n; i++) {
+		memcpy(d, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		h->sge[i].addr = (uintptr_t)d;
+		d += wr->sg_list[i].length;
+	}
+	if (!qp->held)
+		qp->held_tail = &qp->held;
+	*qp->held_tail = h;
+	qp->held_tail = &h->next;
+	qp->nheld++;
+	return 0;
+}
+
+/* sq_hold_all -- rc_post_send in SQD: check and hold each WR */
+static int sq_hold_all(struct soft_qp *qp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad)
+{
+	uint64_t len;
+	int ret = 0;
+
+	for (; wr; wr = wr->next) {
+		ret = check_wr(qp, wr, &len);
+		if (!ret)
+			ret = sq_hold(qp, wr, len);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	return ret;
+}
+
+/* soft_sq_drop_held -- RESET or destroy: the held WRs go, no completion */
+void soft_sq_drop_held(struct soft_qp *qp)
+{
+	struct soft_held *h;
+
+	while ((h = qp->held)) {
+		qp->held = h->next;
+		free(h);
+	}
+	qp->nheld = 0;
+	qp->sqd_notify = 0;
+}
+
+/* soft_sqd_check -- SQ_DRAINED when the last send in flight finished */
+void soft_sqd_check(struct soft_qp *qp)
+{
+	if (qp->sqd_notify && qp->state == IBV_QPS_SQD &&
+	    qp->sq_head == qp->sq_tail) {
+		qp->sqd_notify = 0;
+		soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED,
+				 &qp->qpx.qp_base);
+	}
 }
 
 /* gather -- local iovecs of a WR (inline data needs no key) */
@@ -568,13 +744,16 @@ static uint32_t slot_op(enum ibv_wr_opcode op)
 		return SOFT_OP_CMP_SWP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return SOFT_OP_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return SOFT_OP_ATOMIC_WRITE;
 	default:
 		return SOFT_OP_SEND;
 	}
 }
 
 /* post_one -- execute or publish one send WR; lock held */
-static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
+static inline __attribute__((always_inline)) void post_one(
+	struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 {
 	uint64_t idx = qp->sq_head;
 	struct soft_swqe *e = &qp->sq[idx & qp->sq_mask];
@@ -653,15 +832,19 @@ static void post_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 	    (e->op == SOFT_OP_SEND || e->op == SOFT_OP_WRITE_IMM))
 		flags |= SOFT_SF_SOLICITED;
 	if (e->op != SOFT_OP_SEND) {
-		s->rkey = e->op >= SOFT_OP_CMP_SWP ? wr->wr.atomic.rkey
-						   : wr->wr.rdma.rkey;
-		s->raddr = e->op >= SOFT_OP_CMP_SWP ? wr->wr.atomic.remote_addr
-						    : wr->wr.rdma.remote_addr;
+		int at = e->op == SOFT_OP_CMP_SWP || e->op == SOFT_OP_FETCH_ADD;
+
+		s->rkey = at ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+		s->raddr = at ? wr->wr.atomic.remote_addr
+			      : wr->wr.rdma.remote_addr;
 	}
-	if (e->op >= SOFT_OP_CMP_SWP) {
+	if (e->op == SOFT_OP_CMP_SWP || e->op == SOFT_OP_FETCH_ADD) {
 		s->len = 8;
 		memcpy(s->payload, &wr->wr.atomic.compare_add, 8);
 		memcpy(s->payload + 8, &wr->wr.atomic.swap, 8);
+	} else if (e->op == SOFT_OP_ATOMIC_WRITE) {
+		s->len = 8;
+		memcpy(s->payload, iov[0].iov_base, 8);
 	} else if (e->op == SOFT_OP_READ) {
 		flags |= SOFT_SF_CHUNKED;
 	} else if (e->op != SOFT_OP_SEND && !chunked) {
@@ -718,6 +901,27 @@ void soft_qp_flush(struct soft_qp *qp)
 		flush_rq(qp);
 }
 
+/* soft_sq_release -- out of SQD: the held WRs run now, in order (in ERR
+ * each completes flushed); lock held */
+void soft_sq_release(struct soft_qp *qp)
+{
+	struct soft_held *h;
+
+	qp->sqd_notify = 0;
+	if (qp->ud) {
+		soft_ud_flush(qp); /* UD/UC: their held WRs (ud.c) */
+		return;
+	}
+	while ((h = qp->held)) {
+		qp->held = h->next;
+		qp->nheld--;
+		post_one(qp, &h->wr, h->len);
+		free(h);
+	}
+	if (qp->sq_tail != qp->sq_head)
+		tx_qp(qp);
+}
+
 /* rc_post_send -- ibv_post_send on an RC QP; lock held */
 static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad)
@@ -729,6 +933,8 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		*bad = wr;
 		return EINVAL;
 	}
+	if (qp->state == IBV_QPS_SQD)
+		return sq_hold_all(qp, wr, bad);
 	for (; wr; wr = wr->next) {
 		ret = check_wr(qp, wr, &len);
 		if (ret) {
@@ -1343,6 +1549,14 @@ static uint32_t rx_atomic(struct soft_qp *qp, struct soft_slot *s,
 	uint64_t old, nv;
 	uint8_t *va;
 
+	if (m->opcode == SOFT_OP_ATOMIC_WRITE) {
+		if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_WRITE,
+			      &va, &lk))
+			return SOFT_NAK_REM_ACCESS;
+		aw_place(soft_self_pid, (uintptr_t)va, m->cmp);
+		pthread_mutex_unlock(lk);
+		return SOFT_ACK;
+	}
 	if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
 		      &lk))
 		return SOFT_NAK_REM_ACCESS;
@@ -1407,9 +1621,15 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	switch (m->opcode) {
 	case SOFT_OP_CMP_SWP:
 	case SOFT_OP_FETCH_ADD:
+	case SOFT_OP_ATOMIC_WRITE:
 		return rx_commit(qp, s, SOFT_SLOT_BUSY, rx_atomic(qp, s, m)) ||
 		       (rx_stop(qp), 0);
 	case SOFT_OP_READ:
+		if (!m->len) { /* C9-88: nothing to check or move */
+			if (!rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_ACK))
+				rx_stop(qp);
+			return qp->state != IBV_QPS_ERR;
+		}
 		if (!target_mr(qp, m->rkey, m->raddr, m->len,
 			       IBV_ACCESS_REMOTE_READ, (uint8_t **)&iov[0],
 			       (pthread_mutex_t **)&riov[0])) {
@@ -1959,7 +2179,8 @@ static void tx_qp(struct soft_qp *qp)
 			if ((st & 0xff) == SOFT_SLOT_DONE) {
 				status = nak_status(s->status);
 				if (status == IBV_WC_SUCCESS &&
-				    e->op >= SOFT_OP_CMP_SWP)
+				    (e->op == SOFT_OP_CMP_SWP ||
+				     e->op == SOFT_OP_FETCH_ADD))
 					iov_scatter(iov, 1, 0, s->payload, 8);
 			} else if (qp->state == IBV_QPS_ERR) {
 				status = cancel_slot(s, e->msgno,
@@ -2063,6 +2284,8 @@ static void tx_qp(struct soft_qp *qp)
 	}
 	if (qp->sq_err_pending && qp->state == IBV_QPS_ERR)
 		qp->sq_err_pending = 0;
+	if (qp->sqd_notify)
+		soft_sqd_check(qp);
 }
 
 /* flush_rq -- a QP in ERR completes its receive WQEs with FLUSH */

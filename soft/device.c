@@ -392,7 +392,11 @@ static int soft_query_device_ex(struct ibv_context *context,
 		return EINVAL;
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(&a.orig_attr);
-	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	/* RDMA atomic write, as rxe reports it: the kernel's
+	 * IB_UVERBS_DEVICE_ATOMIC_WRITE bit, which libibverbs 44's headers do
+	 * not name yet */
+	a.device_cap_flags_ex =
+		a.orig_attr.device_cap_flags | SOFT_DEVICE_ATOMIC_WRITE;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
 	if (len > sizeof(a))
 		len = sizeof(a);

@@ -23,11 +23,12 @@ SOFT_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp);
 struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 				 struct ibv_qp_init_attr_ex *attr);
 
-#define SOFT_SEND_OPS                                                     \
-	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
-	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
-	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | SOFT_SEND_OPS_MW)
+#define SOFT_SEND_OPS                                                        \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |    \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |                \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |      \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE | \
+	 SOFT_SEND_OPS_MW)
 /* memory windows (mw.c) */
 #define SOFT_SEND_OPS_MW                                     \
 	(IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
@@ -131,7 +132,10 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		return NULL;
 	}
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	    (attr->send_ops_flags & ~(uint64_t)SOFT_SEND_OPS)) {
+	    ((attr->send_ops_flags & ~(uint64_t)SOFT_SEND_OPS) ||
+	     /* rxe: RDMA atomic write is an RC operation */
+	     ((attr->send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE) &&
+	      attr->qp_type != IBV_QPT_RC))) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -514,6 +518,7 @@ static void qp_reset(struct soft_qp *qp)
 
 	if (qp->ud)
 		soft_ud_reset(qp);
+	soft_sq_drop_held(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
@@ -622,9 +627,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		atomic_store(&soft_reg->qp[qp->reg_slot].access, 0);
 	} else if (next == IBV_QPS_ERR) {
 		soft_qp_to_error(qp);
+		if (cur == IBV_QPS_SQD)
+			soft_sq_release(qp); /* the held WRs: flushed */
 		soft_qp_flush(qp);
 	} else {
 		soft_qp_set_state(qp, next);
+		if (cur == IBV_QPS_SQD && next != IBV_QPS_SQD)
+			soft_sq_release(qp);
 		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
 		    qp->type != IBV_QPT_UD) {
 			qp->dest_qpn = qp->attr.dest_qp_num;
@@ -636,9 +645,13 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			if (qp->ctx->serve_rings)
 				soft_thread_start_locked(qp->ctx);
 		}
-		if (next == IBV_QPS_SQD && qp->attr.en_sqd_async_notify &&
-		    qp->sq_head == qp->sq_tail)
-			soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED, ibqp);
+		/* SQ_DRAINED once nothing sent before is in flight: now,
+		 * or when the last of it completes (soft_sqd_check) */
+		if (next == IBV_QPS_SQD && cur != IBV_QPS_SQD &&
+		    qp->attr.en_sqd_async_notify) {
+			qp->sqd_notify = 1;
+			soft_sqd_check(qp);
+		}
 	}
 	soft_unlock(&qp->ctx->lock);
 	return 0;
@@ -658,7 +671,8 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	attr->qp_state = qp->state;
 	attr->cur_qp_state = qp->state;
 	attr->cap = qp->cap;
-	attr->sq_draining = 0;
+	attr->sq_draining =
+		qp->state == IBV_QPS_SQD && qp->sq_head != qp->sq_tail;
 	memset(init_attr, 0, sizeof(*init_attr));
 	init_attr->qp_context = ibqp->qp_context;
 	init_attr->send_cq = ibqp->send_cq;
@@ -918,21 +932,20 @@ static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n,
 	e->inl = 0;
 }
 
-static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n,
-				    const struct ibv_data_buf *b)
+/* stage_inline -- copy n buffers into the stage as e's inline SGEs, up to
+ * max bytes in all */
+static void stage_inline(struct soft_qp *qp, struct stage_ent *e, size_t n,
+			 const struct ibv_data_buf *b, size_t max)
 {
-	struct soft_qp *qp = xqp(q);
 	struct soft_wr_stage *s = qp->stage;
-	struct stage_ent *e = stage_last(q);
 	size_t i, total = 0;
 
-	if (!e)
-		return;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		if (n > SOFT_MAX_SGE || b[i].length > max - total) {
+			qp->stage_err = EINVAL;
+			return;
+		}
 		total += b[i].length;
-	if (n > SOFT_MAX_SGE || total > qp->cap.max_inline_data) {
-		qp->stage_err = EINVAL;
-		return;
 	}
 	if (s->inl_len + total > s->inl_cap) {
 		size_t ncap = (s->inl_len + total) * 2 + 256;
@@ -955,6 +968,15 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n,
 	e->wr.num_sge = (int)n;
 	e->wr.send_flags |= IBV_SEND_INLINE;
 	e->inl = 1;
+}
+
+static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n,
+				    const struct ibv_data_buf *b)
+{
+	struct stage_ent *e = stage_last(q);
+
+	if (e)
+		stage_inline(xqp(q), e, n, b, xqp(q)->cap.max_inline_data);
 }
 
 static void wr_set_inline_data(struct ibv_qp_ex *q, void *addr, size_t len)
@@ -1024,10 +1046,25 @@ static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 	wr_unsupported(q);
 }
 
+/* wr_atomic_write -- the 8 bytes at data travel in the WQE (as rxe's
+ * atomic_wr), whatever max_inline_data is */
 static void wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t addr,
 			    const void *data)
 {
-	wr_unsupported(q);
+	struct soft_qp *qp = xqp(q);
+	struct stage_ent *e;
+	struct ibv_data_buf b = {.addr = (void *)(uintptr_t)data, .length = 8};
+
+	if (!data) {
+		qp->stage_err = EINVAL;
+		return;
+	}
+	e = stage_new(q, IBV_WR_ATOMIC_WRITE);
+	if (!e)
+		return;
+	e->wr.wr.rdma.rkey = rkey;
+	e->wr.wr.rdma.remote_addr = addr;
+	stage_inline(qp, e, 1, &b, 8);
 }
 
 /* soft_qp_ex_free -- free the builder's buffers */

@@ -74,6 +74,7 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 		return m->flags == SOFT_SF_CHUNKED ? 0 : SOFT_NAK_INV_REQ;
 	case SOFT_OP_CMP_SWP:
 	case SOFT_OP_FETCH_ADD:
+	case SOFT_OP_ATOMIC_WRITE:
 		if (m->flags || m->len != 8 || (m->raddr & 7) ||
 		    size < SOFT_SLOT_HDR + 16)
 			return SOFT_NAK_INV_REQ;

@@ -30,7 +30,7 @@ enum {
 };
 #define SOFT_SLOT_STATE(msgno, kind) ((((uint64_t)(msgno) + 1) << 8) | (kind))
 
-/* opcodes: the last four only when process_vm_* is refused */
+/* opcodes: the last five only when process_vm_* is refused */
 enum {
 	SOFT_OP_SEND = 1,
 	SOFT_OP_WRITE_IMM = 2,
@@ -38,6 +38,7 @@ enum {
 	SOFT_OP_READ = 4,
 	SOFT_OP_CMP_SWP = 5,
 	SOFT_OP_FETCH_ADD = 6,
+	SOFT_OP_ATOMIC_WRITE = 7, /* 8 bytes in cmp, placed at once */
 };
 enum {
 	SOFT_SF_IMM = 1,
@@ -67,7 +68,7 @@ struct soft_slot {
 	uint32_t rnr_timer;	    /* responder's min_rnr_timer on RNR NAK */
 	_Atomic uint32_t chunk_seq; /* XFER: even: producer's turn */
 	uint32_t chunk_len;
-	uint32_t rkey; /* WRITE / READ / atomics */
+	uint32_t rkey; /* WRITE / READ / atomics / atomic write */
 	uint32_t pad;
 	uint64_t raddr;
 	uint8_t payload[SOFT_SLOT_PAYLOAD];

@@ -31,6 +31,9 @@
 #define SOFT_MAX_RD_ATOM 128
 #define SOFT_MAX_MSG_SZ	 (1u << 30)
 #define SOFT_GID_TBL_LEN 16
+/* device_cap_flags_ex bit of RDMA atomic write (the kernel's
+ * IB_UVERBS_DEVICE_ATOMIC_WRITE; not in libibverbs 44's headers) */
+#define SOFT_DEVICE_ATOMIC_WRITE (1ull << 40)
 /*
  * Registry slots.  qpn = gen << 16 | slot stays within 24 bits, gen 1..254
  * (never 0 or 1, never the multicast QPN 0xffffff); key = gen << 16 | slot
@@ -428,6 +431,10 @@ struct soft_qp {
 	int stage_err;
 	int is_ex;	    /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	int sq_err_pending; /* a WR failed: later ones flush */
+	/* RC: WRs posted in SQD, run in order when the QP leaves SQD */
+	struct soft_held *held, **held_tail;
+	uint32_t nheld;
+	int sqd_notify; /* SQD entered with sends in flight: event when done */
 	uint32_t check_tick;
 	/* RC: local iovecs of send WQEs, sq_iov_n per WQE */
 	struct iovec *sq_iov;
@@ -568,6 +575,13 @@ int soft_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 int soft_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 void soft_qp_to_error(struct soft_qp *qp);
 void soft_qp_flush(struct soft_qp *qp);
+/* soft_sq_release -- the QP left SQD: run the WRs posted meanwhile, in
+ * order (flushed if it went to ERR); lock held */
+void soft_sq_release(struct soft_qp *qp);
+/* soft_sq_drop_held -- RESET or destroy: forget them, no completions */
+void soft_sq_drop_held(struct soft_qp *qp);
+/* soft_sqd_check -- in SQD with nothing left in flight: SQ_DRAINED once */
+void soft_sqd_check(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
 void soft_qp_disconnect(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);

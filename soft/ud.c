@@ -52,7 +52,6 @@
 #define UD_GRH		40
 #define UD_MCAST_QPN	0xffffffu
 #define UD_DRAIN_BUDGET 256
-#define UC_WAIT_NS	1000000000ull /* a full queue that never drains */
 
 enum {
 	UDF_IMM = 1,
@@ -122,7 +121,8 @@ struct ud_pend {
 	uint32_t rkey;
 	uint32_t imm;
 	uint64_t raddr;
-	uint64_t since; /* ns: first found the queue full */
+	struct ibv_ah *ah; /* UD */
+	uint32_t remote_qpn, remote_qkey;
 	int niov;
 	struct iovec iov[SOFT_MAX_SGE];
 	uint8_t *inl;	       /* copy of inline data */
@@ -231,12 +231,11 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 		if (!u->rq)
 			goto free_ud;
 	}
-	if (attr->qp_type == IBV_QPT_UC) {
-		u->pend_size = pow2_at_least(qp->cap.max_send_wr);
-		u->pend = calloc(u->pend_size, sizeof(*u->pend));
-		if (!u->pend)
-			goto free_rq;
-	}
+	/* WRs posted in SQD wait here */
+	u->pend_size = pow2_at_least(qp->cap.max_send_wr);
+	u->pend = calloc(u->pend_size, sizeof(*u->pend));
+	if (!u->pend)
+		goto free_rq;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS))
 		u->create_flags = attr->create_flags;
 	off = qp->seg_len - extra;
@@ -275,6 +274,8 @@ static void peer_unmap(struct ud_peer *p)
 }
 
 static void pend_run(struct soft_qp *qp);
+static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		    struct ud_cell *h, const struct iovec *iov);
 static void pend_drop(struct soft_qp *qp);
 
 /* soft_ud_destroy -- detach from every group, unmap, free */
@@ -871,6 +872,8 @@ static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 
 	if (!(atomic_load(&t->access) & IBV_ACCESS_REMOTE_WRITE))
 		return -1;
+	if (!len) /* R_Key and VA of a zero-length WRITE: unchecked (C9-88) */
+		return 0;
 	soft_stripe_lock(lk);
 	if (rkey && m->key == rkey && m->pid == t->pid &&
 	    m->pd_id == t->pd_id && (m->access & IBV_ACCESS_REMOTE_WRITE) &&
@@ -887,12 +890,13 @@ static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 }
 
 /*
- * uc_send -- a UC request towards the connected peer (lost silently);
- * EAGAIN: a SEND holds a receive credit and waits for queue room
+ * uc_send -- a UC request towards the connected peer.  No ACK, no RNR,
+ * no waiting: a message that finds no receive posted, or no room in the
+ * peer's inbound queue, is dropped and counted; the send completes.
  */
-static int uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-		   struct ud_cell *h, const struct iovec *iov, int niov,
-		   uint64_t len)
+static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		    struct ud_cell *h, const struct iovec *iov, int niov,
+		    uint64_t len)
 {
 	uint32_t dqpn = qp->attr.dest_qp_num, ctx_idx;
 	struct soft_reg_qp e;
@@ -901,23 +905,24 @@ static int uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	p = soft_ud_peer(qp->ud, dqpn, IBV_QPT_UC, &ctx_idx);
 	if (!p) {
 		qp->ud->lost++;
-		return 0;
+		return;
 	}
 	if (wr->opcode == IBV_WR_RDMA_WRITE ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		if (soft_reg_qp_lookup(dqpn, &e) < 0 ||
 		    uc_write(&e, wr, iov, niov, len)) {
 			count_drop(p->q, UD_DROP_OTHER);
-			return 0;
+			return;
 		}
 		if (wr->opcode == IBV_WR_RDMA_WRITE)
-			return 0;
+			return;
 		h->flags |= UDF_WRITE_IMM;
 		h->write_len = (uint32_t)len;
 		h->msg_len = 0;
-		return soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0);
+		soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0);
+		return;
 	}
-	return soft_ud_enqueue(p, h, iov, niov, ctx_idx, 1);
+	soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0);
 }
 
 /* pend_free -- release a pending WR's inline copy */
@@ -928,8 +933,8 @@ static void pend_free(struct ud_pend *e)
 }
 
 /*
- * pend_add -- keep a UC WR that must wait for queue room (and every WR
- * posted behind it, in order); inline data is copied now
+ * pend_add -- keep a WR posted while the QP is in SQD (it runs, in
+ * order, when the QP leaves SQD); inline data is copied now
  */
 static void pend_add(struct soft_qp *qp, struct ibv_send_wr *wr,
 		     const struct iovec *iov, uint64_t len,
@@ -947,6 +952,11 @@ static void pend_add(struct soft_qp *qp, struct ibv_send_wr *wr,
 	e->h = *h;
 	e->rkey = wr->wr.rdma.rkey;
 	e->raddr = wr->wr.rdma.remote_addr;
+	if (qp->type == IBV_QPT_UD) {
+		e->ah = wr->wr.ud.ah;
+		e->remote_qpn = wr->wr.ud.remote_qpn;
+		e->remote_qkey = wr->wr.ud.remote_qkey;
+	}
 	e->imm = wr->imm_data;
 	e->niov = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
@@ -980,32 +990,36 @@ static void pend_run(struct soft_qp *qp)
 	struct soft_ud *u = qp->ud;
 	struct ibv_send_wr wr;
 	struct ud_pend *e;
-	uint64_t now;
 	int r;
 
+	/* rxe: the requester takes no new WQE while draining or drained */
+	if (qp->state == IBV_QPS_SQD)
+		return;
 	while (u->pend_head != u->pend_tail) {
 		e = &u->pend[u->pend_head & (u->pend_size - 1)];
 		if (e->st != IBV_WC_SUCCESS) {
-			r = e->st == IBV_WC_WR_FLUSH_ERR ||
-					    qp->state != IBV_QPS_ERR
-				    ? e->st
-				    : IBV_WC_WR_FLUSH_ERR;
-		} else if (qp->state == IBV_QPS_ERR) {
+			/* a WR that failed its local checks: flushed if
+			 * the QP went to ERR before it ran */
+			r = qp->state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR
+						     : e->st;
+		} else if (qp->state == IBV_QPS_ERR ||
+			   qp->state == IBV_QPS_SQE) {
 			r = IBV_WC_WR_FLUSH_ERR;
 		} else {
 			memset(&wr, 0, sizeof(wr));
 			wr.opcode = e->opcode;
 			wr.imm_data = e->imm;
-			wr.wr.rdma.rkey = e->rkey;
-			wr.wr.rdma.remote_addr = e->raddr;
-			if (uc_send(qp, &wr, &e->h, e->iov, e->niov, e->len)) {
-				/* the receiver drains: wait, but not forever */
-				now = soft_now_ns();
-				if (!e->since)
-					e->since = now;
-				if (now - e->since < UC_WAIT_NS)
-					return;
-				u->lost++;
+			wr.num_sge = e->niov;
+			if (qp->type == IBV_QPT_UD) {
+				wr.wr.ud.ah = e->ah;
+				wr.wr.ud.remote_qpn = e->remote_qpn;
+				wr.wr.ud.remote_qkey = e->remote_qkey;
+				ud_send(qp, &wr, &e->h, e->iov);
+			} else {
+				wr.wr.rdma.rkey = e->rkey;
+				wr.wr.rdma.remote_addr = e->raddr;
+				uc_send(qp, &wr, &e->h, e->iov, e->niov,
+					e->len);
 			}
 			r = IBV_WC_SUCCESS;
 		}
@@ -1141,7 +1155,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	}
 }
 
-/* send_one -- execute one WR and complete it (UC: maybe later); locked */
+/* send_one -- execute one WR and complete it (in SQD: later); locked */
 static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 {
 	struct soft_ud *u = qp->ud;
@@ -1172,17 +1186,18 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		goto complete;
 	}
 	fill_hdr(qp, wr, &h, len);
-	if (qp->type == IBV_QPT_UD) {
-		ud_send(qp, wr, &h, iov);
-	} else if (u->pend_head != u->pend_tail ||
-		   uc_send(qp, wr, &h, iov, wr->num_sge, len)) {
-		/* behind a waiting WR, or waiting itself: in order, later */
+	if (qp->state == IBV_QPS_SQD || u->pend_head != u->pend_tail) {
+		/* posted in SQD: it waits for the QP to leave SQD */
 		pend_add(qp, wr, iov, len, &h);
 		return;
 	}
+	if (qp->type == IBV_QPT_UD)
+		ud_send(qp, wr, &h, iov);
+	else
+		uc_send(qp, wr, &h, iov, wr->num_sge, len);
 complete:
-	if (u->pend_head != u->pend_tail) {
-		/* keep completions in order behind the waiting WRs */
+	if (qp->state == IBV_QPS_SQD || u->pend_head != u->pend_tail) {
+		/* keep completions in order behind the held WRs */
 		memset(&h, 0, sizeof(h));
 		pend_add(qp, wr, iov, 0, &h);
 		u->pend[(u->pend_tail - 1) & (u->pend_size - 1)].st = st;

@@ -39,13 +39,13 @@ run() {
 	fi
 }
 
-# hangs, or "rsend: Connection reset by peer" with -T v: many small
-# RDMA writes with immediate data in a row (the RC data path)
-run "rstream 64 B x 1000" rstream rstream -S 64 -C 1000 -T v
-# now and then "rsend: Connection reset by peer" on a loaded machine
-run "rstream 4 KiB, blocking calls" rstream rstream -S 4096 -C 500 -T b -T v
-run "rstream 4 KiB, non-blocking calls" rstream rstream -S 4096 -C 500 -T n \
-	-T v
-# client exits 16
+# The client often exits 16 (POLLHUP).  Our analysis (not checked against
+# rxe): a race in rstream itself.  Its do_poll() fails on POLLHUP even when
+# POLLIN is set too, and rsocket's rpoll() reports the server's
+# RS_CTRL_DISCONNECT (sent in order right after its last data, by
+# rs_shutdown in run()) together with unread data whenever the last
+# transfer and the disconnect arrive between two of the client's polls;
+# credit updates make the server send its last chunks while the client
+# reads.  The server side finishes and prints its result line.
 run "rstream 64 KiB, async (poll)" rstream rstream -S 65536 -C 100 -T a -T v
 done_testing

@@ -42,11 +42,18 @@ run() {
 }
 
 # rstream checks nothing itself: -T v verifies every transfer's data.
-# (rsocket-pending.sh: the variants that still fail in the data path.)
+# (rsocket-pending.sh: -T a, which fails on a race of rstream's own.)
 run "rstream 1000 B x 100, verified" rstream -S 1000 -C 100 -T v &&
 	grep -q '^custom' "$tap_tmp/c"
 ok $? "rstream 1000 B: a result line"
 run "rstream 1 MiB x 50, verified" rstream -S 1048576 -C 50 -T v
+# many small writes with immediate data; rsocket's credit updates are
+# zero-length WRITE_WITH_IMMs with a stale rkey (IBA C9-88: not checked)
+run "rstream 64 B x 1000, verified" rstream -S 64 -C 1000 -T v
+run "rstream 4 KiB x 500, blocking calls, verified" rstream -S 4096 -C 500 \
+	-T b -T v
+run "rstream 4 KiB x 500, non-blocking calls, verified" rstream -S 4096 \
+	-C 500 -T n -T v
 run "riostream 4 KiB x 500 (riomap, riowrite), verified" riostream \
 	-S 4096 -C 500 -T v
 run "riostream 1 MiB x 20, verified" riostream -S 1048576 -C 20 -T v

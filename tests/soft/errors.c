@@ -184,6 +184,48 @@ static void test_rem_access(void)
 	ibv_dereg_mr(ro);
 }
 
+/* test_zero_len -- a zero-length WRITE, WRITE_WITH_IMM or READ names no
+ * memory: its R_Key and VA are not checked (IBA C9-88, rxe; rsocket's
+ * credit updates rely on it); the immediate is delivered */
+static void test_zero_len(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[4];
+	struct ibv_send_wr wr, *bad;
+	int n;
+
+	memset(bbuf, 0x11, 64);
+	pair(&a, &b, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 12, 7,
+	     1);
+	t_post_recv(b, NULL, 0, 0, 70);
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htobe32(0xc0ffee);
+	wr.wr.rdma.rkey = 0xdeadbeef;
+	wr.wr.rdma.remote_addr = 0x8100000000ull;
+	wr.wr_id = 71;
+	is_int(ibv_post_send(a, &wr, &bad), 0, "zero-length WRITE_WITH_IMM");
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr_id = 72;
+	is_int(ibv_post_send(a, &wr, &bad), 0, "zero-length WRITE");
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.wr_id = 73;
+	wr.wr.rdma.rkey = 0;
+	is_int(ibv_post_send(a, &wr, &bad), 0, "zero-length READ");
+	n = t_wait(acq, wc, 3, 5000);
+	ok(n == 3 && !wc[0].status && !wc[1].status && !wc[2].status &&
+		   wc[0].wr_id == 71 && wc[2].wr_id == 73,
+	   "all three succeed with a bogus rkey and address");
+	n = t_wait(bcq, wc, 1, 5000);
+	ok(n == 1 && !wc[0].status && wc[0].wr_id == 70 &&
+		   wc[0].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+		   wc[0].byte_len == 0 && wc[0].imm_data == htobe32(0xc0ffee),
+	   "the immediate arrives, 0 bytes");
+	ok(bbuf[0] == 0x11 && bbuf[63] == 0x11, "no memory touched");
+	is_int(t_qp_state(a), IBV_QPS_RTS, "initiator still RTS");
+	unpair(a, b);
+}
+
 static void test_rnr(void)
 {
 	struct ibv_qp *a, *b;
@@ -431,6 +473,7 @@ int main(void)
 	test_recv_prot();
 	test_send_prot();
 	test_rem_access();
+	test_zero_len();
 	test_rnr();
 	test_flush();
 	test_reset_cleans();

@@ -155,6 +155,53 @@ int main(void)
 	   "to itself via a local GID: delivered");
 	ibv_destroy_qp(d);
 
+	/* e -> a UD QP's number at a local GID: an RC request that a UD QP
+	 * never answers, as an HCA drops it; e's SEND and WRITE time out */
+	{
+		struct ibv_qp_init_attr ia;
+		struct ibv_qp_attr qa;
+		struct ibv_qp *ud, *e;
+		struct ibv_wc wc[2];
+
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = ia.recv_cq = bcq;
+		ia.qp_type = IBV_QPT_UD;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		ud = ibv_create_qp(t.pd, &ia);
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = IBV_QPS_INIT;
+		qa.port_num = 1;
+		qa.qkey = 0x11111111;
+		if (!ud || ibv_modify_qp(ud, &qa,
+					 IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+						 IBV_QP_PORT | IBV_QP_QKEY))
+			bail_out("ud");
+		qa.qp_state = IBV_QPS_RTR;
+		ibv_modify_qp(ud, &qa, IBV_QP_STATE);
+		t_post_recv(ud, buf, 4096, mr->lkey, 9);
+		e = t_rc_qp(&t, 16, NULL);
+		if (!e ||
+		    t_connect_gid(e, ud->qp_num, &local, 0, 1, 0, TMO, RETRY))
+			bail_out("e");
+		memset(buf + 16384, 0, 64);
+		t_post(e, IBV_WR_SEND, buf + 8192, 64, mr->lkey, 10,
+		       IBV_SEND_SIGNALED, 0, 0);
+		t_post(e, IBV_WR_RDMA_WRITE, buf + 8192, 64, mr->lkey, 11,
+		       IBV_SEND_SIGNALED, (uintptr_t)buf + 16384, mr->rkey);
+		got = t_wait(t.cq, wc, 2, 10000);
+		ok(got == 2 && wc[0].wr_id == 10 &&
+			   wc[0].status == IBV_WC_RETRY_EXC_ERR &&
+			   wc[1].wr_id == 11 &&
+			   wc[1].status == IBV_WC_WR_FLUSH_ERR,
+		   "RC aimed at a UD QP: RETRY_EXC_ERR, the next WR flushed");
+		ok(buf[16384] == 0, "the flushed WRITE never reached memory");
+		is_int(count(bcq, 100, 9, &st), 0,
+		       "the UD QP received nothing");
+		ibv_destroy_qp(e);
+		ibv_destroy_qp(ud);
+	}
+
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(bcq);
 	t_close(&t);

@@ -35,7 +35,6 @@ trap '[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PRE
 # path: progress without the responder's poll), softud (UD/UC/multicast),
 # softcm (rdma_cm).  Tighten this list as those land.
 known_failures='
-tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_write softrc skips: IBV_QP_EX_WITH_ATOMIC_WRITE refused (rxe has RDMA atomic write)
 '
 
 # Skips rxe gives too (ID: REASON lines are matched with grep -E)
