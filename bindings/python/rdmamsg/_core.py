@@ -16,6 +16,7 @@ The C objects belong to the loop's thread; so do these Python objects.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno as _errno
 import inspect
 import itertools
@@ -54,6 +55,8 @@ _c_pump = lib._rdmamsg_py_pump
 _c_send = lib._rdmamsg_py_send
 _NULL = ffi.NULL
 _EAGAIN = -_errno.EAGAIN
+#: Most progress calls of one pass of the pump (see Context._pump).
+PUMP_ROUNDS = 64
 
 #: Received messages of at least this many bytes stay in the library's pool
 #: buffer (rdmamsg_recv_keep) and come as a memoryview over it; smaller ones
@@ -116,6 +119,140 @@ def _cb_error(exc_type: Any, exc: BaseException, tb: Any) -> None:
     _report(exc, "exception in an rdmamsg callback")
 
 
+#: Wake a task waiting for a message or a completion right inside the
+#: context's progress pass (see _Waiter) instead of one loop iteration later.
+#: A tunable for comparisons (tools/bench-python.sh runs both); leave it on.
+DIRECT_WAKE = True
+
+
+class _Waiter:
+    """What recv(), send() and the other awaits of an endpoint wait on: a
+    minimal asyncio Future (a task awaits it as it awaits one) that a
+    context's progress pass can complete *and run the waiting task's step
+    in place*.
+
+    asyncio's Future schedules its callbacks (the task's wake-up) with
+    call_soon: a message that arrives in a pass wakes its reader one loop
+    iteration later, after the pass armed the context's fd, so the reader's
+    answer goes out only then, and the peer's next message finds the loop
+    asleep in epoll (a thread hand-off in the fabric).  Woken in the pass,
+    the task runs up to its next await before the pass arms: the answer
+    goes out at once, and a reply that is already there is taken by the
+    same pass -- what Protocol-style callbacks (set_receiver) get.
+
+    The task's step runs in place only where no task is running: inside
+    the context's pass (a plain loop callback) and not inside another step
+    run in place; everywhere else (a close from a task, a second wake-up
+    during a step) the wake-up goes through call_soon as a Future's does.
+    """
+    __slots__ = ("_ctx", "_loop", "_state", "_value", "_cbs",
+                 "_asyncio_future_blocking")
+
+    _PENDING, _DONE, _CANCELLED = 0, 1, 2
+
+    def __init__(self, ctx: "Context") -> None:
+        self._ctx = ctx
+        self._loop = ctx._loop
+        self._state = 0
+        self._value: Any = None
+        self._cbs: Any = None
+        self._asyncio_future_blocking = False
+
+    # -- the Future protocol that asyncio's Task uses ---------------------
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def done(self) -> bool:
+        return self._state != 0
+
+    def cancelled(self) -> bool:
+        return self._state == 2
+
+    def result(self) -> Any:
+        st = self._state
+        if st == 1:
+            v = self._value
+            if isinstance(v, BaseException):
+                raise v
+            return v
+        if st == 2:
+            raise asyncio.CancelledError()
+        raise asyncio.InvalidStateError("result is not set")
+
+    def exception(self) -> Optional[BaseException]:
+        if self._state == 2:
+            raise asyncio.CancelledError()
+        if self._state == 0:
+            raise asyncio.InvalidStateError("exception is not set")
+        v = self._value
+        return v if isinstance(v, BaseException) else None
+
+    def add_done_callback(self, fn: Callable[[Any], Any], *,
+                          context: Any = None) -> None:
+        if context is None:
+            context = contextvars.copy_context()
+        if self._state:
+            self._loop.call_soon(fn, self, context=context)
+        elif self._cbs is None:
+            self._cbs = [(fn, context)]
+        else:
+            self._cbs.append((fn, context))
+
+    def remove_done_callback(self, fn: Callable[[Any], Any]) -> int:
+        cbs = self._cbs or []
+        keep = [c for c in cbs if c[0] != fn]
+        self._cbs = keep or None
+        return len(cbs) - len(keep)
+
+    def cancel(self, msg: Any = None) -> bool:
+        if self._state:
+            return False
+        self._state = 2
+        self._run_cbs(False)
+        return True
+
+    def set_result(self, value: Any) -> None:
+        if self._state:
+            raise asyncio.InvalidStateError("already done")
+        self._state = 1
+        self._value = value
+        self._run_cbs(True)
+
+    def set_exception(self, exc: BaseException) -> None:
+        if self._state:
+            raise asyncio.InvalidStateError("already done")
+        self._state = 1
+        self._value = exc
+        self._run_cbs(True)
+
+    def _run_cbs(self, may_step: bool) -> None:
+        cbs = self._cbs
+        if cbs is None:
+            return
+        self._cbs = None
+        ctx = self._ctx
+        if may_step and ctx._in_pump and not ctx._stepping and DIRECT_WAKE:
+            # after the progress call that woke it, before the pass arms:
+            # a batch of messages then costs one step of the reader, not
+            # one per message
+            ctx._deferred.append((self, cbs))
+            ctx._flagp[0] = 1
+            return
+        call_soon = self._loop.call_soon
+        for fn, context in cbs:
+            call_soon(fn, self, context=context)
+
+    def __await__(self) -> Any:
+        if not self._state:
+            self._asyncio_future_blocking = True
+            yield self
+        if not self._state:
+            raise RuntimeError("await wasn't used with future")
+        return self.result()
+
+    __iter__ = __await__
+
+
 def _buf_ptr(data: BufferLike) -> Tuple[Any, int]:
     """A pointer into data's own memory (no copy) and its size in bytes."""
     if data is None:
@@ -158,7 +295,9 @@ def _py_on_recv(ep, data, length, imm, flags, arg):  # type: ignore
         rcv(memoryview(ffi.buffer(data, length)[:]),
             imm if flags & RECV_IMM else None)
         return
-    core.queue.append((ffi.buffer(data, length)[:], imm, flags))
+    # a plain message is queued as its bytes, alone (no tuple per message)
+    core.queue.append(ffi.buffer(data, length)[:] if not flags
+                      else (ffi.buffer(data, length)[:], imm, flags))
     waiters = core.recv_waiters
     while waiters:
         w = waiters.popleft()
@@ -234,6 +373,11 @@ def _py_on_conn_req(lst, req, pdata, pdata_len, arg):  # type: ignore
 
 
 @ffi.def_extern(onerror=_cb_error)
+def _py_flush(handle):  # type: ignore
+    ffi.from_handle(handle)._flush()
+
+
+@ffi.def_extern(onerror=_cb_error)
 def _py_on_listener_closed(lst, arg):  # type: ignore
     ffi.from_handle(arg)._on_closed()
 
@@ -306,6 +450,12 @@ class Context:
         self._thread = threading.get_ident()
         self._default = _default
         self._in_pump = False
+        self._stepping = False  # a task's step runs inside the pass
+        # wake-ups of the pass's current progress call, run by _flush()
+        # (the C pump calls it after that call when *_flagp is set)
+        self._deferred: list = []
+        self._flagp = ffi.new("int *")
+        self._raise_later: Optional[BaseException] = None
         self._pump_scheduled = False
         self._eps: Set[_EpCore] = set()
         self._listeners: Set[_ListenerCore] = set()
@@ -327,9 +477,45 @@ class Context:
             return
         self._in_pump = True
         try:
-            _c_pump(ctx)  # progress; arm until it says 0 (C, one call)
+            # progress; arm until it says 0 (C, one call), or PUMP_ROUNDS
+            # progress calls (then the rest in a later pass, after the
+            # loop's other callbacks: a peer that keeps answering at once
+            # cannot starve them)
+            busy = _c_pump(ctx, PUMP_ROUNDS, self._flagp,
+                           ffi.new_handle(self))
         finally:
             self._in_pump = False
+        if self._deferred:  # woken outside a progress call: the usual way
+            self._flagp[0] = 0
+            d = self._deferred
+            self._deferred = []
+            for w, cbs in d:
+                for fn, context in cbs:
+                    self._loop.call_soon(fn, w, context=context)
+        if busy == _EBUSY:
+            self._schedule()
+        exc = self._raise_later
+        if exc is not None:
+            self._raise_later = None
+            raise exc
+
+    def _flush(self) -> None:
+        """Run the steps of the tasks that the last progress call woke
+        (called by the C pump, inside the pass, before it arms)."""
+        d = self._deferred
+        self._deferred = []
+        self._stepping = True
+        try:
+            for w, cbs in d:
+                for fn, context in cbs:
+                    try:
+                        context.run(fn, w)
+                    except (KeyboardInterrupt, SystemExit) as exc:
+                        self._raise_later = exc  # out of the pass
+                    except BaseException as exc:  # a task's wake-up: never
+                        _report(exc, "exception waking an rdmamsg task")
+        finally:
+            self._stepping = False
 
     def _hold(self) -> None:
         """Closing: the loop keeps the context until it is destroyed."""
@@ -659,7 +845,9 @@ class _EpCore:
         self.closing = False
         self.user_closed = False
         self.end: Optional[int] = None  # None while messages may still come
-        self.queue: Deque[Tuple[Any, int, int]] = deque()
+        # received messages: bytes (a copy) or memoryview (a kept buffer)
+        # when without flags, else (payload, imm, flags); see _item()
+        self.queue: Deque[Any] = deque()
         # set_receiver(): messages go to this callback, not to the queue
         self.receiver: Optional[Callable[[memoryview, Optional[int]],
                                          Any]] = None
@@ -706,14 +894,11 @@ class _EpCore:
             self.receiver(memoryview(payload) if type(payload) is bytes
                           else payload, imm if flags & RECV_IMM else None)
             return
-        self.queue.append((payload, imm, flags))
+        self.queue.append(payload if not flags else (payload, imm, flags))
         _wake_one(self.recv_waiters)
 
     def _wake_writers(self) -> None:
-        while self.writers:
-            w = self.writers.popleft()
-            if not w.done():
-                w.set_result(None)
+        _wake_all(self.writers)
 
     def _on_disconnect(self, status: int) -> None:
         self.end = status
@@ -804,9 +989,16 @@ class _EpCore:
                           else -_errno.ENOTCONN)
 
     async def wait_writable(self) -> None:
-        fut = self.loop.create_future()
+        fut = _Waiter(self.ctx)
         self.writers.append(fut)
         await fut
+
+
+def _item(entry: Any) -> Tuple[Any, int, int]:
+    """(payload, imm, flags) of an entry of _EpCore.queue."""
+    if type(entry) is tuple:
+        return entry
+    return entry, 0, 0
 
 
 def _wake_one(waiters: Deque[asyncio.Future]) -> None:
@@ -818,8 +1010,13 @@ def _wake_one(waiters: Deque[asyncio.Future]) -> None:
 
 
 def _wake_all(waiters: Deque[asyncio.Future]) -> None:
-    while waiters:
-        w = waiters.popleft()
+    """Wake the waiters there are now: a task woken in place that waits
+    again (a send that finds no room yet) waits for the next wake-up."""
+    if not waiters:
+        return
+    now = list(waiters)
+    waiters.clear()
+    for w in now:
         if not w.done():
             w.set_result(None)
 
@@ -861,7 +1058,7 @@ async def _wait_item(core: _EpCore, waiters: Deque[asyncio.Future],
         if core.receiver is not None and waiters is core.recv_waiters:
             raise RuntimeError("messages go to the receiver callback "
                                "(set_receiver)")
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         waiters.append(fut)
         try:
             await fut
@@ -885,7 +1082,7 @@ def _recv_waiter(core: _EpCore) -> asyncio.Future:
     if core.receiver is not None:
         raise RuntimeError("messages go to the receiver callback "
                            "(set_receiver)")
-    fut = core.loop.create_future()
+    fut = _Waiter(core.ctx)
     core.recv_waiters.append(fut)
     return fut
 
@@ -995,7 +1192,7 @@ class Endpoint:
                     break
                 await core.wait_writable()
             check(rc, "send")
-            fut = core.loop.create_future()
+            fut = _Waiter(core.ctx)
             _ops[opid] = (fut, None)
             await fut
             return
@@ -1008,7 +1205,7 @@ class Endpoint:
         if not opid:  # track_sends=False: accepted is all there is to know
             core.ctx._kick()
             return
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         _ops[opid] = (fut, keep)
         core.ctx._kick()
         await fut
@@ -1086,7 +1283,7 @@ class Endpoint:
         core = self._core
         if not core.queue:
             await _wait_item(core, core.recv_waiters, core.queue.__len__)
-        payload, imm, flags = core.queue.popleft()
+        payload, imm, flags = _item(core.queue.popleft())
         if type(payload) is bytes:
             payload = memoryview(payload)
         return Message(payload, imm if flags & RECV_IMM else None,
@@ -1106,15 +1303,22 @@ class Endpoint:
             except BaseException:
                 _recv_unwait(core, fut)
                 raise
-        payload = q.popleft()[0]
-        return memoryview(payload) if type(payload) is bytes else payload
+        payload = q.popleft()
+        t = type(payload)
+        if t is bytes:
+            return memoryview(payload)
+        if t is tuple:
+            payload = payload[0]
+            if type(payload) is bytes:
+                return memoryview(payload)
+        return payload
 
     async def recv_bytes(self) -> bytes:
         """The next message copied to bytes (a kept buffer is released)."""
         core = self._core
         if not core.queue:
             await _wait_item(core, core.recv_waiters, core.queue.__len__)
-        payload = core.queue.popleft()[0]
+        payload = _item(core.queue.popleft())[0]
         if type(payload) is bytes:
             return payload
         b = payload.tobytes()
@@ -1139,8 +1343,15 @@ class Endpoint:
             except BaseException:
                 _recv_unwait(core, fut)
                 raise
-        payload = q.popleft()[0]
-        return memoryview(payload) if type(payload) is bytes else payload
+        payload = q.popleft()
+        t = type(payload)
+        if t is bytes:
+            return memoryview(payload)
+        if t is tuple:
+            payload = payload[0]
+            if type(payload) is bytes:
+                return memoryview(payload)
+        return payload
 
     # -- request/response ---------------------------------------------------
     async def request(self, data: BufferLike, *,
@@ -1162,7 +1373,7 @@ class Endpoint:
             await core.wait_writable()
         check(rc, "request")
         reqid = int(core.idp[0])
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         _ops[opid] = (fut, None)
         core.ctx._kick()
         try:
@@ -1191,7 +1402,7 @@ class Endpoint:
         core = self._core
         core.receiver = callback
         while callback is not None and core.queue:
-            payload, imm, flags = core.queue.popleft()
+            payload, imm, flags = _item(core.queue.popleft())
             if type(payload) is bytes:
                 payload = memoryview(payload)
             try:
@@ -1232,7 +1443,7 @@ class Endpoint:
             # room; look again shortly (not a busy loop).
             await asyncio.sleep(0.001)
         check(rc)
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         if keep is not None:
             keep._op_start()
         _ops[opid] = (fut, keep)
