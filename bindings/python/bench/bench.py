@@ -147,6 +147,16 @@ async def serve_tcp(port: int) -> None:
 
 # -- clients ---------------------------------------------------------------
 
+async def send_waiting(ep, m) -> None:
+    """send_nowait, waiting for room when out of credits and backlog."""
+    while True:
+        try:
+            ep.send_nowait(m)
+            return
+        except BlockingIOError:
+            await ep.wait_writable()
+
+
 async def client_rdmamsg(port: int, n: int, rate_n: int):
     async with rdmamsg.Context() as ctx:
         ep = await rdmamsg.connect(("127.0.0.1", port), ctx=ctx,
@@ -169,9 +179,8 @@ async def client_rdmamsg(port: int, n: int, rate_n: int):
             try:
                 ep.send_nowait(one)
             except BlockingIOError:
-                await ep.wait_writable()
-                ep.send_nowait(one)
-        ep.send_nowait(END)
+                await send_waiting(ep, one)
+        await send_waiting(ep, END)
         await ep.recv()
         rate = rate_n / (time.perf_counter() - t)
         await ep.close()
@@ -225,9 +234,8 @@ async def client_rdmamsg_cb(port: int, n: int, rate_n: int):
             try:
                 ep.send_nowait(one)
             except BlockingIOError:
-                await ep.wait_writable()
-                ep.send_nowait(one)
-        ep.send_nowait(END)
+                await send_waiting(ep, one)
+        await send_waiting(ep, END)
         await acked
         rate = rate_n / (time.perf_counter() - t)
         await ep.close()
