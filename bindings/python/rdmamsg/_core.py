@@ -2358,7 +2358,7 @@ class SharedReceiveQueue:
     through it: each takes a window of its receive depth (plus 3 control
     credits) out of the queue's ``max_bufs`` buffers, lossless (a sender
     never finds it empty).  A connect or accept beyond ``max_bufs`` fails
-    with ENOBUFS (``rdmamsg.NoBufferSpace``).  ``query()`` gives its
+    with ENOBUFS (``rdmamsg.OutOfMemory``).  ``query()`` gives its
     counters.  Close with ``await srq.close()`` or ``async with``: no new
     endpoint may use it, and it is freed once the last endpoint using it
     is; an SRQ collected open is closed with a ResourceWarning."""
