@@ -227,7 +227,7 @@ class _Waiter:
     run in place; everywhere else (a close from a task, a second wake-up
     during a step) the wake-up goes through call_soon as a Future's does.
     """
-    __slots__ = ("_ctx", "_loop", "_state", "_value", "_cbs",
+    __slots__ = ("_ctx", "_loop", "_state", "_value", "_exc", "_cbs",
                  "_asyncio_future_blocking")
 
     _PENDING, _DONE, _CANCELLED = 0, 1, 2
@@ -237,6 +237,9 @@ class _Waiter:
         self._loop = ctx._loop
         self._state = 0
         self._value: Any = None
+        self._exc: Optional[BaseException] = None
+        # callbacks: None, (fn, context) -- the one of a waiting task, the
+        # usual case -- or a list of them
         self._cbs: Any = None
         self._asyncio_future_blocking = False
 
@@ -253,10 +256,9 @@ class _Waiter:
     def result(self) -> Any:
         st = self._state
         if st == 1:
-            v = self._value
-            if isinstance(v, BaseException):
-                raise v
-            return v
+            if self._exc is not None:
+                raise self._exc
+            return self._value
         if st == 2:
             raise asyncio.CancelledError()
         raise asyncio.InvalidStateError("result is not set")
@@ -266,22 +268,25 @@ class _Waiter:
             raise asyncio.CancelledError()
         if self._state == 0:
             raise asyncio.InvalidStateError("exception is not set")
-        v = self._value
-        return v if isinstance(v, BaseException) else None
+        return self._exc
 
     def add_done_callback(self, fn: Callable[[Any], Any], *,
                           context: Any = None) -> None:
         if context is None:
             context = contextvars.copy_context()
+        cbs = self._cbs
         if self._state:
             self._loop.call_soon(fn, self, context=context)
-        elif self._cbs is None:
-            self._cbs = [(fn, context)]
+        elif cbs is None:
+            self._cbs = (fn, context)
+        elif type(cbs) is tuple:
+            self._cbs = [cbs, (fn, context)]
         else:
-            self._cbs.append((fn, context))
+            cbs.append((fn, context))
 
     def remove_done_callback(self, fn: Callable[[Any], Any]) -> int:
-        cbs = self._cbs or []
+        cbs = self._cbs
+        cbs = [] if cbs is None else [cbs] if type(cbs) is tuple else cbs
         keep = [c for c in cbs if c[0] != fn]
         self._cbs = keep or None
         return len(cbs) - len(keep)
@@ -304,7 +309,7 @@ class _Waiter:
         if self._state:
             raise asyncio.InvalidStateError("already done")
         self._state = 1
-        self._value = exc
+        self._exc = exc
         self._run_cbs(True)
 
     def _run_cbs(self, may_step: bool) -> None:
@@ -321,13 +326,15 @@ class _Waiter:
             ctx._flagp[0] = 1
             return
         call_soon = self._loop.call_soon
-        for fn, context in cbs:
+        for fn, context in ([cbs] if type(cbs) is tuple else cbs):
             call_soon(fn, self, context=context)
 
     def __await__(self) -> Any:
         if not self._state:
             self._asyncio_future_blocking = True
             yield self
+        if self._state == 1 and self._exc is None:
+            return self._value
         if not self._state:
             raise RuntimeError("await wasn't used with future")
         return self.result()
@@ -606,7 +613,7 @@ class Context:
             d = self._deferred
             self._deferred = []
             for w, cbs in d:
-                for fn, context in cbs:
+                for fn, context in ([cbs] if type(cbs) is tuple else cbs):
                     self._loop.call_soon(fn, w, context=context)
         if busy == _EBUSY:
             self._schedule()
@@ -623,7 +630,7 @@ class Context:
         self._stepping = True
         try:
             for w, cbs in d:
-                for fn, context in cbs:
+                for fn, context in ([cbs] if type(cbs) is tuple else cbs):
                     try:
                         context.run(fn, w)
                     except (KeyboardInterrupt, SystemExit) as exc:
