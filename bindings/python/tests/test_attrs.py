@@ -432,3 +432,79 @@ def test_set_log_level_bad_input():
         rdmamsg.set_log_level("chatty")
     with pytest.raises(ValueError):
         rdmamsg.set_log_level(-5)
+
+
+# -- wake-ups inside the pass ------------------------------------------------
+
+async def _pair(a, b):
+    lst = await rdmamsg.listen("127.0.0.1:0", ctx=a)
+    cli = await rdmamsg.connect(("127.0.0.1", lst.port), ctx=b)
+    srv = await lst.accept()
+    await lst.close()
+    return cli, srv
+
+
+@pytest.mark.parametrize("direct", [True, False])
+async def test_reader_resumes_inside_the_pass(ctxs, direct):
+    """A task waiting in recv() runs its step inside the context's pass
+    (before it arms; with DIRECT_WAKE off, a loop iteration later), once
+    per message, and gets each message exactly once, in order."""
+    a, b = ctxs
+    cli, srv = await _pair(a, b)
+    core = rdmamsg._core
+    old = core.DIRECT_WAKE
+    core.DIRECT_WAKE = direct
+    try:
+        for i in range(20):
+            async def reader():
+                m = await cli.recv()
+                return bytes(m), b._in_pump, asyncio.current_task()
+
+            t = asyncio.ensure_future(reader())
+            while not cli._core.recv_waiters:  # it waits before we send
+                await asyncio.sleep(0)
+            await srv.send(b"m%d" % i)
+            data, in_pass, task = await t
+            assert data == b"m%d" % i
+            assert in_pass is direct
+            assert task is t  # its own task was the current one
+        assert not cli._core.queue
+    finally:
+        core.DIRECT_WAKE = old
+    await cli.close()
+    await srv.close()
+
+
+async def test_no_task_step_inside_another(ctxs):
+    """A reader woken inside the pass closes a second endpoint whose reader
+    waits too: that one is woken through call_soon (never stepped inside
+    the first one's step) and sees the close; nothing reaches the loop's
+    exception handler."""
+    a, b = ctxs
+    loop = asyncio.get_running_loop()
+    reported = []
+    loop.set_exception_handler(lambda lp, c: reported.append(c))
+    c1, s1 = await _pair(a, b)
+    c2, s2 = await _pair(a, b)
+
+    async def first():
+        m = bytes(await c1.recv())
+        c2.close_nowait()
+        return m, b._in_pump
+
+    async def second():
+        with pytest.raises(rdmamsg.OperationCanceled):
+            await c2.recv()
+        return b._in_pump, b._stepping
+
+    t1 = asyncio.ensure_future(first())
+    t2 = asyncio.ensure_future(second())
+    while not (c1._core.recv_waiters and c2._core.recv_waiters):
+        await asyncio.sleep(0)
+    await s1.send(b"go")
+    assert await t1 == (b"go", True)
+    assert await t2 == (False, False)  # resumed later, outside the pass
+    assert reported == []
+    loop.set_exception_handler(None)
+    for ep in (c1, s1, c2, s2):
+        await ep.close()
