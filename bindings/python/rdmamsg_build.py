@@ -61,6 +61,27 @@ struct rdmamsg_buf;
 struct rdmamsg_mr;
 struct rdmamsg_rmr;
 struct rdmamsg_req;
+struct rdmamsg_srq;
+
+struct rdmamsg_srq_attr {
+	unsigned int max_bufs;
+	size_t buf_size;
+	...;
+};
+
+struct rdmamsg_srq_stats {
+	unsigned int endpoints;
+	unsigned int reserved;
+	unsigned int bufs;
+	unsigned int posted;
+	size_t registered;
+	unsigned long long limit_events;
+	...;
+};
+
+enum rdmamsg_log_level { RDMAMSG_LOG_DISABLED, RDMAMSG_LOG_ERROR,
+			 RDMAMSG_LOG_WARNING, RDMAMSG_LOG_NOTICE,
+			 RDMAMSG_LOG_INFO, RDMAMSG_LOG_DEBUG, ... };
 
 struct rdmamsg_ep_cbs {
 	void (*on_connect)(struct rdmamsg_ep *, int, int, const void *,
@@ -75,6 +96,8 @@ struct rdmamsg_ep_cbs {
 
 const char *rdmamsg_version(void);
 const char *rdmamsg_strerror(int err);
+int rdmamsg_log_set_level(int level);
+int rdmamsg_log_get_level(int *level);
 
 int rdmamsg_ctx_attr_new(struct rdmamsg_ctx_attr **attr);
 int rdmamsg_ctx_attr_delete(struct rdmamsg_ctx_attr **attr);
@@ -85,6 +108,10 @@ int rdmamsg_ctx_attr_set_device(struct rdmamsg_ctx_attr *attr,
 int rdmamsg_ctx_attr_set_pool_limit(struct rdmamsg_ctx_attr *attr,
 				    size_t bytes);
 int rdmamsg_ctx_attr_set_huge_pages(struct rdmamsg_ctx_attr *attr, int e);
+int rdmamsg_ctx_attr_set_listen_backlog(struct rdmamsg_ctx_attr *attr,
+					unsigned int requests);
+int rdmamsg_ctx_attr_set_max_pending(struct rdmamsg_ctx_attr *attr,
+				     unsigned int handshakes);
 int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 		       struct rdmamsg_ctx **ctx);
 int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctx);
@@ -114,6 +141,20 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
 int rdmamsg_ep_attr_set_on_request(struct rdmamsg_ep_attr *attr,
 	void (*on_request)(struct rdmamsg_ep *, struct rdmamsg_req *,
 			   void *, size_t, void *));
+int rdmamsg_ep_attr_set_linger(struct rdmamsg_ep_attr *attr, int enable);
+int rdmamsg_ep_attr_set_srq(struct rdmamsg_ep_attr *attr,
+			    struct rdmamsg_srq *srq);
+int rdmamsg_ep_attr_set_recv_alloc(struct rdmamsg_ep_attr *attr,
+	int (*alloc)(struct rdmamsg_ep *, size_t, void **,
+		     struct rdmamsg_mr **, void *));
+int rdmamsg_srq_create(struct rdmamsg_ctx *ctx,
+		       const struct rdmamsg_srq_attr *attr,
+		       struct rdmamsg_srq **srq);
+int rdmamsg_srq_close(struct rdmamsg_srq *srq,
+		      void (*close_cb)(struct rdmamsg_srq *, void *),
+		      void *arg);
+int rdmamsg_srq_query(const struct rdmamsg_srq *srq,
+		      struct rdmamsg_srq_stats *stats);
 int rdmamsg_ep_attr_set_on_write_imm(struct rdmamsg_ep_attr *attr,
 	void (*on_write_imm)(struct rdmamsg_ep *, uint32_t, size_t, void *));
 
@@ -196,10 +237,12 @@ int rdmamsg_atomic_fadd(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 			void *op_ctx);
 
 /* C helpers of the binding (SOURCE below): fewer crossings per message */
-int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx);
+int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
+		     int *woke, void *h);
 int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
 		     const char *data, size_t len, uintptr_t opid);
 void _rdmamsg_py_on_send(struct rdmamsg_ep *, int, void *, void *);
+int _rdmamsg_py_log_route(int on);
 
 /* Python callbacks (their arg is a handle or an operation id) */
 extern "Python" void _py_on_connect(struct rdmamsg_ep *, int, int,
@@ -221,6 +264,11 @@ extern "Python" void _py_on_rma(struct rdmamsg_ep *, int, uint64_t, void *);
 extern "Python" void _py_on_conn_req(struct rdmamsg_listener *,
 				     struct rdmamsg_conn_req *, const void *,
 				     size_t, void *);
+extern "Python" void _py_flush(void *);
+extern "Python" int _py_recv_alloc(struct rdmamsg_ep *, size_t, void **,
+				   struct rdmamsg_mr **, void *);
+extern "Python" void _py_on_srq_closed(struct rdmamsg_srq *, void *);
+extern "Python" void _py_log(int, const char *, const char *);
 extern "Python" void _py_on_listener_closed(struct rdmamsg_listener *,
 					    void *);
 """
@@ -235,6 +283,8 @@ SOURCE = r"""
 #include <rdmamsg.h>
 
 static void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
+static void _py_flush(void *);
+static void _py_log(int, const char *, const char *);
 
 /* one pass of the arm/progress protocol: progress, then arm until blocking
  * on the fd is safe (-EBUSY: work came in, progress again).  Progress comes
@@ -244,13 +294,28 @@ static void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
  * delivered, and a receiver's answer sent, before that bookkeeping.  Arming
  * first (1.03 calls per wake-up) measured slower for callback round trips
  * (20-24 against 11-18 us one-way), the same for streams. */
-static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx)
+static void _rdmamsg_py_progress(struct rdmamsg_ctx *ctx, int *woke, void *h)
+{
+	rdmamsg_ctx_progress(ctx);
+	if (*woke) { /* tasks were woken: their steps run now, before arm */
+		*woke = 0;
+		_py_flush(h);
+	}
+}
+
+static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
+			    int *woke, void *h)
 {
 	int rc;
 
-	rdmamsg_ctx_progress(ctx);
-	while ((rc = rdmamsg_ctx_arm(ctx)) == -EBUSY)
-		rdmamsg_ctx_progress(ctx);
+	_rdmamsg_py_progress(ctx, woke, h);
+	while ((rc = rdmamsg_ctx_arm(ctx)) == -EBUSY) {
+		/* at most rounds progress calls: -EBUSY, a later pass goes on */
+		if (rounds <= 1)
+			return rc;
+		rounds--;
+		_rdmamsg_py_progress(ctx, woke, h);
+	}
 	return rc;
 }
 
@@ -273,6 +338,32 @@ static void _rdmamsg_py_on_send(struct rdmamsg_ep *ep, int status,
 {
 	if (op_ctx)
 		_py_on_send(ep, status, op_ctx, arg);
+}
+
+/* rdmamsg's log function while Python routes it to logging: a message of
+ * any thread goes to Python (cffi takes the GIL for a thread that lacks
+ * it; every call into the library releases the GIL, so a thread that
+ * logs holding a library lock cannot deadlock with one waiting for that
+ * lock).  Not once the interpreter is going away, and not re-entered by
+ * the same thread (a handler that calls into the library, which logs
+ * again): that message is dropped, never recursed into. */
+static __thread int _rdmamsg_py_in_log;
+
+static void _rdmamsg_py_log(int level, const char *func, const char *msg,
+			    void *arg)
+{
+	(void)arg;
+	if (_rdmamsg_py_in_log || !Py_IsInitialized())
+		return;
+	_rdmamsg_py_in_log = 1;
+	_py_log(level, func ? func : "", msg ? msg : "");
+	_rdmamsg_py_in_log = 0;
+}
+
+/* on: route to Python; off: no log function (at exit, before finalizing) */
+static int _rdmamsg_py_log_route(int on)
+{
+	return rdmamsg_log_set_function(on ? _rdmamsg_py_log : NULL, NULL);
 }
 """
 

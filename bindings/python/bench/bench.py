@@ -13,6 +13,10 @@ Two styles per Python peer, both sides of a pair in the same style:
 "streams" (``await ep.recv()`` / ``send_nowait``; asyncio's StreamReader and
 StreamWriter) and "callbacks" (``ep.set_receiver``; asyncio's Protocol
 ``data_received``), where no future and no task step is paid per message.
+The row "same, wake via call_soon" is the streams pair with the binding's
+in-pass wake-up turned off (rdmamsg._core.DIRECT_WAKE): a task waiting in
+recv() then resumes one loop iteration after the pass that got its
+message, as before that change -- the before/after comparison in one run.
 """
 import argparse
 import asyncio
@@ -25,6 +29,7 @@ import sys
 import time
 
 import rdmamsg
+import rdmamsg._core
 
 SIZE = 8
 END = b"\xff" * SIZE  # ask for an acknowledgement (rate test)
@@ -142,6 +147,16 @@ async def serve_tcp(port: int) -> None:
 
 # -- clients ---------------------------------------------------------------
 
+async def send_waiting(ep, m) -> None:
+    """send_nowait, waiting for room when out of credits and backlog."""
+    while True:
+        try:
+            ep.send_nowait(m)
+            return
+        except BlockingIOError:
+            await ep.wait_writable()
+
+
 async def client_rdmamsg(port: int, n: int, rate_n: int):
     async with rdmamsg.Context() as ctx:
         ep = await rdmamsg.connect(("127.0.0.1", port), ctx=ctx,
@@ -164,13 +179,24 @@ async def client_rdmamsg(port: int, n: int, rate_n: int):
             try:
                 ep.send_nowait(one)
             except BlockingIOError:
-                await ep.wait_writable()
-                ep.send_nowait(one)
-        ep.send_nowait(END)
+                await send_waiting(ep, one)
+        await send_waiting(ep, END)
         await ep.recv()
         rate = rate_n / (time.perf_counter() - t)
         await ep.close()
     return lat, rate
+
+
+async def client_rdmamsg_late(port: int, n: int, rate_n: int):
+    """client_rdmamsg with the task woken through call_soon, one loop
+    iteration after the pass that got its message (DIRECT_WAKE off, the
+    binding's behaviour before in-pass wake-ups), against a server that
+    does the same: the before/after comparison in one run."""
+    rdmamsg._core.DIRECT_WAKE = False
+    try:
+        return await client_rdmamsg(port, n, rate_n)
+    finally:
+        rdmamsg._core.DIRECT_WAKE = True
 
 
 async def client_rdmamsg_cb(port: int, n: int, rate_n: int):
@@ -208,9 +234,8 @@ async def client_rdmamsg_cb(port: int, n: int, rate_n: int):
             try:
                 ep.send_nowait(one)
             except BlockingIOError:
-                await ep.wait_writable()
-                ep.send_nowait(one)
-        ep.send_nowait(END)
+                await send_waiting(ep, one)
+        await send_waiting(ep, END)
         await acked
         rate = rate_n / (time.perf_counter() - t)
         await ep.close()
@@ -355,11 +380,16 @@ def main() -> None:
     a = ap.parse_args()
     if a.serve:
         kind, port = a.serve
+        if kind == "rdmamsg-late":
+            rdmamsg._core.DIRECT_WAKE = False
+            kind = "rdmamsg"
         asyncio.run({"rdmamsg": serve_rdmamsg, "rdmamsg-cb": serve_rdmamsg_cb,
                      "tcp": serve_tcp, "tcp-proto": serve_tcp_proto}[kind](
             int(port)))
         return
     peers = [("python rdmamsg streams", "rdmamsg", client_rdmamsg),
+             ("  same, wake via call_soon", "rdmamsg-late",
+              client_rdmamsg_late),
              ("asyncio TCP streams", "tcp", client_tcp),
              ("python rdmamsg callbacks", "rdmamsg-cb", client_rdmamsg_cb),
              ("asyncio TCP protocol", "tcp-proto", client_tcp_proto)]

@@ -21,8 +21,9 @@ from ._core import (ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
                     ACCESS_REMOTE_WRITE, KEEP_THRESHOLD, MR_EXPORT_SIZE,
                     PRIVATE_DATA_MAX, Context, Endpoint, Listener,
                     MemoryRegion, Message, PoolBuffer, RemoteRegion, Request,
-                    Server, connect, get_context, listen, live_contexts,
-                    start_server)
+                    Server, SharedReceiveQueue, SrqStats, connect,
+                    get_context, listen, live_contexts, log_to_logging,
+                    set_log_level, start_server)
 from ._errors import *  # noqa: F401,F403
 from ._errors import (ERRNO_CLASSES, EndOfStream, Error, make_error,
                       strerror)
@@ -48,8 +49,9 @@ __all__ = [
     "ACCESS_REMOTE_ATOMIC", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE",
     "KEEP_THRESHOLD", "MR_EXPORT_SIZE", "PRIVATE_DATA_MAX", "Context",
     "Endpoint", "Listener", "MemoryRegion", "Message", "PoolBuffer",
-    "RemoteRegion", "Request", "Server", "connect", "get_context", "listen",
-    "live_contexts", "start_server", "ERRNO_CLASSES", "make_error",
+    "RemoteRegion", "Request", "Server", "SharedReceiveQueue", "SrqStats",
+    "connect", "get_context", "listen", "live_contexts", "log_to_logging",
+    "set_log_level", "start_server", "ERRNO_CLASSES", "make_error",
     "strerror", "version", "REJECT_VERSION", "REJECT_HANDSHAKE",
     "REJECT_RESOURCES", "REJECT_CLOSED", "REJECT_NO_LISTENER",
 ] + list(_errors.__all__)

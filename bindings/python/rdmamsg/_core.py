@@ -16,9 +16,12 @@ The C objects belong to the loop's thread; so do these Python objects.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno as _errno
 import inspect
+import atexit
 import itertools
+import logging
 import math
 import threading
 import traceback
@@ -26,6 +29,7 @@ import warnings
 import weakref
 from collections import deque
 from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict,
+                    NamedTuple,
                     Optional, Set, Tuple, Union)
 
 from ._errors import (EndOfStream, NotConnected, OperationCanceled, check,
@@ -34,8 +38,9 @@ from ._ffi import ffi, lib
 
 __all__ = [
     "Context", "Endpoint", "Listener", "Server", "Message", "Request",
-    "PoolBuffer", "MemoryRegion", "RemoteRegion", "connect", "listen",
-    "start_server", "get_context",
+    "PoolBuffer", "MemoryRegion", "RemoteRegion", "SharedReceiveQueue",
+    "SrqStats", "connect", "listen", "start_server", "get_context",
+    "set_log_level", "log_to_logging",
     "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "ACCESS_REMOTE_ATOMIC",
 ]
 
@@ -54,6 +59,8 @@ _c_pump = lib._rdmamsg_py_pump
 _c_send = lib._rdmamsg_py_send
 _NULL = ffi.NULL
 _EAGAIN = -_errno.EAGAIN
+#: Most progress calls of one pass of the pump (see Context._pump).
+PUMP_ROUNDS = 64
 
 #: Received messages of at least this many bytes stay in the library's pool
 #: buffer (rdmamsg_recv_keep) and come as a memoryview over it; smaller ones
@@ -85,7 +92,10 @@ _EP_ATTRS: Dict[str, Tuple[str, Callable[[Any], int]]] = {
     "eager_size": ("rdmamsg_ep_attr_set_eager_size", int),
     "max_msg_size": ("rdmamsg_ep_attr_set_max_msg_size", int),
     "max_large_size": ("rdmamsg_ep_attr_set_max_large_size", int),
+    "linger": ("rdmamsg_ep_attr_set_linger", lambda v: int(bool(v))),
 }
+# Endpoint options that are objects, not numbers (see _make_ep_attr).
+_EP_OBJS = ("srq", "recv_alloc")
 
 _FABRICS = {"auto": lib.RDMAMSG_FABRIC_AUTO, "verbs": lib.RDMAMSG_FABRIC_VERBS,
             "soft": lib.RDMAMSG_FABRIC_SOFT}
@@ -96,6 +106,81 @@ _ops: Dict[int, Tuple[Optional[asyncio.Future], Any]] = {}
 _op_ids = itertools.count(1)
 
 _live_contexts = 0
+
+
+# ---------------------------------------------------------------------------
+# Logging: the library's log function feeds the logger "rdmamsg".
+# ---------------------------------------------------------------------------
+
+logger = logging.getLogger("rdmamsg")
+# the library's levels -> logging's (NOTICE has no peer: INFO)
+_PY_LEVELS = {lib.RDMAMSG_LOG_ERROR: logging.ERROR,
+              lib.RDMAMSG_LOG_WARNING: logging.WARNING,
+              lib.RDMAMSG_LOG_NOTICE: logging.INFO,
+              lib.RDMAMSG_LOG_INFO: logging.INFO,
+              lib.RDMAMSG_LOG_DEBUG: logging.DEBUG}
+
+
+def _log_error(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    pass  # logging reports its handlers' errors itself; never raise into C
+
+
+@ffi.def_extern(onerror=_log_error)
+def _py_log(level, func, msg):  # type: ignore
+    # any thread (cffi holds the GIL for us); not re-entered by one thread
+    pylevel = _PY_LEVELS.get(level, logging.ERROR)
+    if logger.isEnabledFor(pylevel):
+        logger.log(pylevel, "%s: %s", ffi.string(func).decode("utf-8",
+                                                               "replace"),
+                   ffi.string(msg).decode("utf-8", "replace"))
+
+
+def _c_log_level(pylevel: int) -> int:
+    if pylevel <= logging.DEBUG:
+        return lib.RDMAMSG_LOG_DEBUG
+    if pylevel <= logging.INFO:
+        return lib.RDMAMSG_LOG_INFO
+    if pylevel <= logging.WARNING:
+        return lib.RDMAMSG_LOG_WARNING
+    if pylevel <= logging.ERROR:
+        return lib.RDMAMSG_LOG_ERROR
+    return lib.RDMAMSG_LOG_DISABLED
+
+
+def set_log_level(level: Union[int, str]) -> None:
+    """Set the level of the logger "rdmamsg" and the library's own (which
+    decides what the library formats at all): ``logging.DEBUG`` ...
+    ``logging.CRITICAL`` (nothing from the library above ERROR), or a
+    level name."""
+    if isinstance(level, bool) or not isinstance(level, (int, str)):
+        raise TypeError("level must be a logging level (int or name)")
+    if isinstance(level, str):
+        num = logging.getLevelName(level.upper())
+        if not isinstance(num, int):
+            raise ValueError("unknown logging level %r" % level)
+        level = num
+    if level < 0:
+        raise ValueError("a logging level cannot be negative")
+    logger.setLevel(level)
+    check(lib.rdmamsg_log_set_level(_c_log_level(level)),
+          "rdmamsg_log_set_level")
+
+
+def log_to_logging(enable: bool = True) -> None:
+    """Route the library's messages to the logger "rdmamsg" (the default
+    from import on; the library's level follows the logger's effective
+    level then) or turn them off (the library logs nowhere)."""
+    if enable:
+        check(lib.rdmamsg_log_set_level(
+            _c_log_level(logger.getEffectiveLevel())),
+            "rdmamsg_log_set_level")
+    lib._rdmamsg_py_log_route(1 if enable else 0)
+
+
+log_to_logging(True)
+# before the interpreter goes: a library destructor that logs after it
+# must not call into Python
+atexit.register(lib._rdmamsg_py_log_route, 0)
 
 
 def live_contexts() -> int:
@@ -116,6 +201,147 @@ def _cb_error(exc_type: Any, exc: BaseException, tb: Any) -> None:
     _report(exc, "exception in an rdmamsg callback")
 
 
+#: Wake a task waiting for a message or a completion right inside the
+#: context's progress pass (see _Waiter) instead of one loop iteration later.
+#: A tunable for comparisons (tools/bench-python.sh runs both); leave it on.
+DIRECT_WAKE = True
+
+
+class _Waiter:
+    """What recv(), send() and the other awaits of an endpoint wait on: a
+    minimal asyncio Future (a task awaits it as it awaits one) that a
+    context's progress pass can complete *and run the waiting task's step
+    in place*.
+
+    asyncio's Future schedules its callbacks (the task's wake-up) with
+    call_soon: a message that arrives in a pass wakes its reader one loop
+    iteration later, after the pass armed the context's fd, so the reader's
+    answer goes out only then, and the peer's next message finds the loop
+    asleep in epoll (a thread hand-off in the fabric).  Woken in the pass,
+    the task runs up to its next await before the pass arms: the answer
+    goes out at once, and a reply that is already there is taken by the
+    same pass -- what Protocol-style callbacks (set_receiver) get.
+
+    The task's step runs in place only where no task is running: inside
+    the context's pass (a plain loop callback) and not inside another step
+    run in place; everywhere else (a close from a task, a second wake-up
+    during a step) the wake-up goes through call_soon as a Future's does.
+    """
+    __slots__ = ("_ctx", "_loop", "_state", "_value", "_exc", "_cbs",
+                 "_asyncio_future_blocking")
+
+    _PENDING, _DONE, _CANCELLED = 0, 1, 2
+
+    def __init__(self, ctx: "Context") -> None:
+        self._ctx = ctx
+        self._loop = ctx._loop
+        self._state = 0
+        self._value: Any = None
+        self._exc: Optional[BaseException] = None
+        # callbacks: None, (fn, context) -- the one of a waiting task, the
+        # usual case -- or a list of them
+        self._cbs: Any = None
+        self._asyncio_future_blocking = False
+
+    # -- the Future protocol that asyncio's Task uses ---------------------
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def done(self) -> bool:
+        return self._state != 0
+
+    def cancelled(self) -> bool:
+        return self._state == 2
+
+    def result(self) -> Any:
+        st = self._state
+        if st == 1:
+            if self._exc is not None:
+                raise self._exc
+            return self._value
+        if st == 2:
+            raise asyncio.CancelledError()
+        raise asyncio.InvalidStateError("result is not set")
+
+    def exception(self) -> Optional[BaseException]:
+        if self._state == 2:
+            raise asyncio.CancelledError()
+        if self._state == 0:
+            raise asyncio.InvalidStateError("exception is not set")
+        return self._exc
+
+    def add_done_callback(self, fn: Callable[[Any], Any], *,
+                          context: Any = None) -> None:
+        if context is None:
+            context = contextvars.copy_context()
+        cbs = self._cbs
+        if self._state:
+            self._loop.call_soon(fn, self, context=context)
+        elif cbs is None:
+            self._cbs = (fn, context)
+        elif type(cbs) is tuple:
+            self._cbs = [cbs, (fn, context)]
+        else:
+            cbs.append((fn, context))
+
+    def remove_done_callback(self, fn: Callable[[Any], Any]) -> int:
+        cbs = self._cbs
+        cbs = [] if cbs is None else [cbs] if type(cbs) is tuple else cbs
+        keep = [c for c in cbs if c[0] != fn]
+        self._cbs = keep or None
+        return len(cbs) - len(keep)
+
+    def cancel(self, msg: Any = None) -> bool:
+        if self._state:
+            return False
+        self._state = 2
+        self._run_cbs(False)
+        return True
+
+    def set_result(self, value: Any) -> None:
+        if self._state:
+            raise asyncio.InvalidStateError("already done")
+        self._state = 1
+        self._value = value
+        self._run_cbs(True)
+
+    def set_exception(self, exc: BaseException) -> None:
+        if self._state:
+            raise asyncio.InvalidStateError("already done")
+        self._state = 1
+        self._exc = exc
+        self._run_cbs(True)
+
+    def _run_cbs(self, may_step: bool) -> None:
+        cbs = self._cbs
+        if cbs is None:
+            return
+        self._cbs = None
+        ctx = self._ctx
+        if may_step and ctx._in_pump and not ctx._stepping and DIRECT_WAKE:
+            # after the progress call that woke it, before the pass arms:
+            # a batch of messages then costs one step of the reader, not
+            # one per message
+            ctx._deferred.append((self, cbs))
+            ctx._flagp[0] = 1
+            return
+        call_soon = self._loop.call_soon
+        for fn, context in ([cbs] if type(cbs) is tuple else cbs):
+            call_soon(fn, self, context=context)
+
+    def __await__(self) -> Any:
+        if not self._state:
+            self._asyncio_future_blocking = True
+            yield self
+        if self._state == 1 and self._exc is None:
+            return self._value
+        if not self._state:
+            raise RuntimeError("await wasn't used with future")
+        return self.result()
+
+    __iter__ = __await__
+
+
 def _buf_ptr(data: BufferLike) -> Tuple[Any, int]:
     """A pointer into data's own memory (no copy) and its size in bytes."""
     if data is None:
@@ -124,6 +350,16 @@ def _buf_ptr(data: BufferLike) -> Tuple[Any, int]:
         return ffi.from_buffer(data), len(data)
     p = ffi.from_buffer("char[]", data)
     return p, ffi.sizeof(p)
+
+
+def _uint(v: Any, name: str) -> int:
+    """An unsigned int argument: TypeError for a non-integer, ValueError
+    outside 0..2**32-1 (the library checks its own range)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("%s must be an int" % name)
+    if not 0 <= v < 1 << 32:
+        raise ValueError("%s out of range" % name)
+    return v
 
 
 def _encode_addr(addr: Union[str, Tuple[str, int]]) -> bytes:
@@ -146,10 +382,20 @@ def _py_on_connect(ep, status, reason, pdata, pdata_len, arg):  # type: ignore
                                      if pdata_len else b"")
 
 
+@ffi.def_extern(onerror=_cb_error, error=-_errno.ENOBUFS)
+def _py_recv_alloc(ep, length, datap, mrp, arg):  # type: ignore
+    return ffi.from_handle(arg)._alloc(length, datap, mrp)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_srq_closed(srq, arg):  # type: ignore
+    ffi.from_handle(arg)._on_closed()
+
+
 @ffi.def_extern(onerror=_cb_error)
 def _py_on_recv(ep, data, length, imm, flags, arg):  # type: ignore
     core = ffi.from_handle(arg)
-    if length >= core.keep_threshold and not flags & RECV_LARGE:
+    if length >= core.keep_threshold or flags & RECV_LARGE:
         core._on_recv(data, length, imm, flags)
         return
     # _EpCore._on_recv of a copied message, inlined (once per message)
@@ -158,7 +404,9 @@ def _py_on_recv(ep, data, length, imm, flags, arg):  # type: ignore
         rcv(memoryview(ffi.buffer(data, length)[:]),
             imm if flags & RECV_IMM else None)
         return
-    core.queue.append((ffi.buffer(data, length)[:], imm, flags))
+    # a plain message is queued as its bytes, alone (no tuple per message)
+    core.queue.append(ffi.buffer(data, length)[:] if not flags
+                      else (ffi.buffer(data, length)[:], imm, flags))
     waiters = core.recv_waiters
     while waiters:
         w = waiters.popleft()
@@ -234,6 +482,11 @@ def _py_on_conn_req(lst, req, pdata, pdata_len, arg):  # type: ignore
 
 
 @ffi.def_extern(onerror=_cb_error)
+def _py_flush(handle):  # type: ignore
+    ffi.from_handle(handle)._flush()
+
+
+@ffi.def_extern(onerror=_cb_error)
 def _py_on_listener_closed(lst, arg):  # type: ignore
     ffi.from_handle(arg)._on_closed()
 
@@ -264,7 +517,11 @@ class Context:
     ``fabric`` is ``"auto"`` (the default; the environment variable
     ``RDMAMSG_FABRIC`` applies), ``"verbs"`` or ``"soft"``; ``device`` a
     device name or a local IP address; ``pool_limit`` the most bytes the
-    pool registers.  Use ``async with Context() as ctx`` or ``await
+    pool registers; ``listen_backlog`` the connection requests the fabric
+    queues per listener before the loop takes them (1..65536, default
+    1024); ``max_pending`` the unfinished handshakes of all the context's
+    listeners at once, more being rejected with REJECT_RESOURCES
+    (1..65536, default 1024).  Use ``async with Context() as ctx`` or ``await
     ctx.close()``: closing closes every endpoint and listener of the context
     and frees it once their close callbacks ran and no received buffer is
     referenced any more.
@@ -272,6 +529,8 @@ class Context:
 
     def __init__(self, *, fabric: str = "auto", device: Optional[str] = None,
                  pool_limit: Optional[int] = None, huge_pages: bool = False,
+                 listen_backlog: Optional[int] = None,
+                 max_pending: Optional[int] = None,
                  loop: Optional[asyncio.AbstractEventLoop] = None,
                  _default: bool = False) -> None:
         global _live_contexts
@@ -294,6 +553,13 @@ class Context:
             if huge_pages:
                 check(lib.rdmamsg_ctx_attr_set_huge_pages(attr, 1),
                       "huge_pages")
+            if listen_backlog is not None:
+                check(lib.rdmamsg_ctx_attr_set_listen_backlog(
+                    attr, _uint(listen_backlog, "listen_backlog")),
+                    "listen_backlog")
+            if max_pending is not None:
+                check(lib.rdmamsg_ctx_attr_set_max_pending(
+                    attr, _uint(max_pending, "max_pending")), "max_pending")
             ctxp = ffi.new("struct rdmamsg_ctx **")
             check(lib.rdmamsg_ctx_create(attr, ctxp), "rdmamsg_ctx_create")
         finally:
@@ -306,9 +572,16 @@ class Context:
         self._thread = threading.get_ident()
         self._default = _default
         self._in_pump = False
+        self._stepping = False  # a task's step runs inside the pass
+        # wake-ups of the pass's current progress call, run by _flush()
+        # (the C pump calls it after that call when *_flagp is set)
+        self._deferred: list = []
+        self._flagp = ffi.new("int *")
+        self._raise_later: Optional[BaseException] = None
         self._pump_scheduled = False
         self._eps: Set[_EpCore] = set()
         self._listeners: Set[_ListenerCore] = set()
+        self._srqs: Set[_SrqCore] = set()
         self._mrs: "weakref.WeakSet[MemoryRegion]" = weakref.WeakSet()
         self._bufs = 0  # pool buffers the Python side holds
         self._closing = False
@@ -327,9 +600,45 @@ class Context:
             return
         self._in_pump = True
         try:
-            _c_pump(ctx)  # progress; arm until it says 0 (C, one call)
+            # progress; arm until it says 0 (C, one call), or PUMP_ROUNDS
+            # progress calls (then the rest in a later pass, after the
+            # loop's other callbacks: a peer that keeps answering at once
+            # cannot starve them)
+            busy = _c_pump(ctx, PUMP_ROUNDS, self._flagp,
+                           ffi.new_handle(self))
         finally:
             self._in_pump = False
+        if self._deferred:  # woken outside a progress call: the usual way
+            self._flagp[0] = 0
+            d = self._deferred
+            self._deferred = []
+            for w, cbs in d:
+                for fn, context in ([cbs] if type(cbs) is tuple else cbs):
+                    self._loop.call_soon(fn, w, context=context)
+        if busy == _EBUSY:
+            self._schedule()
+        exc = self._raise_later
+        if exc is not None:
+            self._raise_later = None
+            raise exc
+
+    def _flush(self) -> None:
+        """Run the steps of the tasks that the last progress call woke
+        (called by the C pump, inside the pass, before it arms)."""
+        d = self._deferred
+        self._deferred = []
+        self._stepping = True
+        try:
+            for w, cbs in d:
+                for fn, context in ([cbs] if type(cbs) is tuple else cbs):
+                    try:
+                        context.run(fn, w)
+                    except (KeyboardInterrupt, SystemExit) as exc:
+                        self._raise_later = exc  # out of the pass
+                    except BaseException as exc:  # a task's wake-up: never
+                        _report(exc, "exception waking an rdmamsg task")
+        finally:
+            self._stepping = False
 
     def _hold(self) -> None:
         """Closing: the loop keeps the context until it is destroyed."""
@@ -419,6 +728,15 @@ class Context:
         check(lib.rdmamsg_buf_alloc(self._c(), size, p), "rdmamsg_buf_alloc")
         return PoolBuffer(self, p[0])
 
+    def create_srq(self, max_bufs: int,
+                   buf_size: int = 8192) -> "SharedReceiveQueue":
+        """A shared receive queue: endpoints made with ``srq=`` (connect,
+        listen, start_server) receive through it, its memory at most
+        ``max_bufs`` buffers (8..1048576) of ``buf_size`` bytes (64..1 MiB,
+        at least each endpoint's eager size) whatever the number of
+        endpoints.  Raises OSError (ENOTSUP) on a device without SRQs."""
+        return SharedReceiveQueue(self, max_bufs, buf_size)
+
     def register(self, buffer: BufferLike,
                  access: int = 0) -> "MemoryRegion":
         """Register ``buffer`` (any writable or read-only bytes-like object)
@@ -448,6 +766,8 @@ class Context:
             core.close_nowait()
         for ep in list(self._eps):
             ep.close_nowait(user=True)
+        for srq in list(self._srqs):  # freed once its endpoints are
+            srq.close_nowait()
         for mr in list(self._mrs):
             mr.close()
         self._try_destroy()
@@ -461,7 +781,8 @@ class Context:
     def _try_destroy(self) -> None:
         if self._ctx is None or not self._closing:
             return
-        if self._eps or self._listeners or self._bufs or len(self._mrs):
+        if self._eps or self._listeners or self._srqs or self._bufs or \
+                len(self._mrs):
             self._kick()
             return
         global _live_contexts
@@ -551,6 +872,20 @@ def _make_ep_attr(opts: Dict[str, Any],
     try:
         attr = attrp[0]
         for key, value in opts.items():
+            if key in _EP_OBJS:
+                if value is None:
+                    continue
+                if key == "srq":
+                    if not isinstance(value, SharedReceiveQueue):
+                        raise TypeError("srq must be a SharedReceiveQueue")
+                    check(lib.rdmamsg_ep_attr_set_srq(attr, value._c()),
+                          "srq")
+                else:
+                    if not callable(value):
+                        raise TypeError("recv_alloc must be callable")
+                    check(lib.rdmamsg_ep_attr_set_recv_alloc(
+                        attr, lib._py_recv_alloc), "recv_alloc")
+                continue
             if key not in _EP_ATTRS:
                 raise TypeError("unknown endpoint option %r" % key)
             if value is None:
@@ -659,7 +994,9 @@ class _EpCore:
         self.closing = False
         self.user_closed = False
         self.end: Optional[int] = None  # None while messages may still come
-        self.queue: Deque[Tuple[Any, int, int]] = deque()
+        # received messages: bytes (a copy) or memoryview (a kept buffer)
+        # when without flags, else (payload, imm, flags); see _item()
+        self.queue: Deque[Any] = deque()
         # set_receiver(): messages go to this callback, not to the queue
         self.receiver: Optional[Callable[[memoryview, Optional[int]],
                                          Any]] = None
@@ -672,6 +1009,68 @@ class _EpCore:
         self.request_handler = request_handler
         self.on_connected: Optional[Callable[["_EpCore"], None]] = None
         self.idp = ffi.new("uint64_t *")
+        self.srq: Optional[SharedReceiveQueue] = None  # kept while in use
+        self.recv_alloc: Optional[Callable[[int], Any]] = None
+        # large messages landing in the caller's regions (recv_alloc):
+        # address -> [(MemoryRegion, offset), ...]
+        self.landing: Dict[int, list] = {}
+
+    def set_objs(self, options: Dict[str, Any]) -> None:
+        self.srq = options.get("srq")
+        self.recv_alloc = options.get("recv_alloc")
+
+    def _alloc(self, length: int, datap: Any, mrp: Any) -> int:
+        """recv_alloc: where the large message of length bytes lands."""
+        try:
+            r = self.recv_alloc(length)  # type: ignore[misc]
+        except OSError as exc:  # refused: the sender gets this errno
+            return -(exc.errno or _errno.EIO)
+        except Exception as exc:
+            _report(exc, "exception in an rdmamsg recv_alloc callback")
+            return -_errno.ENOBUFS
+        if r is None:
+            return 0  # the library's memory (copied to bytes as usual)
+        mr, off = r if isinstance(r, tuple) else (r, 0)
+        try:
+            if not isinstance(mr, MemoryRegion) or \
+                    isinstance(off, bool) or not isinstance(off, int):
+                raise TypeError("recv_alloc must return None, a "
+                                "MemoryRegion or (MemoryRegion, offset)")
+            if mr.readonly:
+                raise TypeError("recv_alloc: the region is read-only")
+            if mr._ctx is not self.ctx:
+                raise ValueError("recv_alloc: the region belongs to "
+                                 "another context")
+            if off < 0 or off > mr.size or length > mr.size - off:
+                raise ValueError("recv_alloc: %d bytes do not fit at "
+                                 "offset %d of a %d-byte region"
+                                 % (length, off, mr.size))
+            c = mr._c()
+        except (TypeError, ValueError) as exc:
+            _report(exc, "bad result of an rdmamsg recv_alloc callback")
+            return -_errno.EINVAL
+        addr = ffi.cast("char *", mr._p) + off
+        datap[0] = addr
+        mrp[0] = c
+        mr._op_start()  # registered until the message is in
+        self.landing.setdefault(int(ffi.cast("uintptr_t", addr)),
+                                []).append((mr, off))
+        return 0
+
+    def _landed(self, data: Any, length: int) -> Optional[memoryview]:
+        """The caller's region a large message landed in, as a view."""
+        key = int(ffi.cast("uintptr_t", data))
+        spots = self.landing.get(key)
+        if not spots:
+            return None
+        mr, off = spots.pop(0)
+        if not spots:
+            del self.landing[key]
+        view = mr.view
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        mr._op_done()
+        return view[off:off + length]
 
     # -- callbacks ----------------------------------------------------------
     def _on_connect(self, status: int, reason: int, pdata: bytes) -> None:
@@ -694,10 +1093,15 @@ class _EpCore:
         self.connect_fut = None
 
     def _on_recv(self, data: Any, length: int, imm: int, flags: int) -> None:
-        if length >= self.keep_threshold and not (flags & RECV_LARGE):
+        landed = None
+        if flags & RECV_LARGE and self.landing:
+            landed = self._landed(data, length)
+        if landed is not None:
+            payload: Any = landed
+        elif length >= self.keep_threshold and not (flags & RECV_LARGE):
             bufpp = self.ctx._bufpp
             if lib.rdmamsg_recv_keep(self.ep, bufpp) == 0:
-                payload: Any = self.ctx._keep_view(bufpp[0], data, length)
+                payload = self.ctx._keep_view(bufpp[0], data, length)
             else:
                 payload = ffi.buffer(data, length)[:]
         else:
@@ -706,14 +1110,11 @@ class _EpCore:
             self.receiver(memoryview(payload) if type(payload) is bytes
                           else payload, imm if flags & RECV_IMM else None)
             return
-        self.queue.append((payload, imm, flags))
+        self.queue.append(payload if not flags else (payload, imm, flags))
         _wake_one(self.recv_waiters)
 
     def _wake_writers(self) -> None:
-        while self.writers:
-            w = self.writers.popleft()
-            if not w.done():
-                w.set_result(None)
+        _wake_all(self.writers)
 
     def _on_disconnect(self, status: int) -> None:
         self.end = status
@@ -724,6 +1125,10 @@ class _EpCore:
 
     def _on_closed(self) -> None:
         self.ep = None
+        for spots in self.landing.values():  # never landed: let go
+            for mr, _off in spots:
+                mr._op_done()
+        self.landing.clear()
         for r in list(self._requests):
             r._req = None
         self._requests.clear()
@@ -804,9 +1209,16 @@ class _EpCore:
                           else -_errno.ENOTCONN)
 
     async def wait_writable(self) -> None:
-        fut = self.loop.create_future()
+        fut = _Waiter(self.ctx)
         self.writers.append(fut)
         await fut
+
+
+def _item(entry: Any) -> Tuple[Any, int, int]:
+    """(payload, imm, flags) of an entry of _EpCore.queue."""
+    if type(entry) is tuple:
+        return entry
+    return entry, 0, 0
 
 
 def _wake_one(waiters: Deque[asyncio.Future]) -> None:
@@ -818,8 +1230,13 @@ def _wake_one(waiters: Deque[asyncio.Future]) -> None:
 
 
 def _wake_all(waiters: Deque[asyncio.Future]) -> None:
-    while waiters:
-        w = waiters.popleft()
+    """Wake the waiters there are now: a task woken in place that waits
+    again (a send that finds no room yet) waits for the next wake-up."""
+    if not waiters:
+        return
+    now = list(waiters)
+    waiters.clear()
+    for w in now:
         if not w.done():
             w.set_result(None)
 
@@ -861,7 +1278,7 @@ async def _wait_item(core: _EpCore, waiters: Deque[asyncio.Future],
         if core.receiver is not None and waiters is core.recv_waiters:
             raise RuntimeError("messages go to the receiver callback "
                                "(set_receiver)")
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         waiters.append(fut)
         try:
             await fut
@@ -885,7 +1302,7 @@ def _recv_waiter(core: _EpCore) -> asyncio.Future:
     if core.receiver is not None:
         raise RuntimeError("messages go to the receiver callback "
                            "(set_receiver)")
-    fut = core.loop.create_future()
+    fut = _Waiter(core.ctx)
     core.recv_waiters.append(fut)
     return fut
 
@@ -995,7 +1412,7 @@ class Endpoint:
                     break
                 await core.wait_writable()
             check(rc, "send")
-            fut = core.loop.create_future()
+            fut = _Waiter(core.ctx)
             _ops[opid] = (fut, None)
             await fut
             return
@@ -1008,7 +1425,7 @@ class Endpoint:
         if not opid:  # track_sends=False: accepted is all there is to know
             core.ctx._kick()
             return
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         _ops[opid] = (fut, keep)
         core.ctx._kick()
         await fut
@@ -1086,7 +1503,7 @@ class Endpoint:
         core = self._core
         if not core.queue:
             await _wait_item(core, core.recv_waiters, core.queue.__len__)
-        payload, imm, flags = core.queue.popleft()
+        payload, imm, flags = _item(core.queue.popleft())
         if type(payload) is bytes:
             payload = memoryview(payload)
         return Message(payload, imm if flags & RECV_IMM else None,
@@ -1106,15 +1523,22 @@ class Endpoint:
             except BaseException:
                 _recv_unwait(core, fut)
                 raise
-        payload = q.popleft()[0]
-        return memoryview(payload) if type(payload) is bytes else payload
+        payload = q.popleft()
+        t = type(payload)
+        if t is bytes:
+            return memoryview(payload)
+        if t is tuple:
+            payload = payload[0]
+            if type(payload) is bytes:
+                return memoryview(payload)
+        return payload
 
     async def recv_bytes(self) -> bytes:
         """The next message copied to bytes (a kept buffer is released)."""
         core = self._core
         if not core.queue:
             await _wait_item(core, core.recv_waiters, core.queue.__len__)
-        payload = core.queue.popleft()[0]
+        payload = _item(core.queue.popleft())[0]
         if type(payload) is bytes:
             return payload
         b = payload.tobytes()
@@ -1139,8 +1563,15 @@ class Endpoint:
             except BaseException:
                 _recv_unwait(core, fut)
                 raise
-        payload = q.popleft()[0]
-        return memoryview(payload) if type(payload) is bytes else payload
+        payload = q.popleft()
+        t = type(payload)
+        if t is bytes:
+            return memoryview(payload)
+        if t is tuple:
+            payload = payload[0]
+            if type(payload) is bytes:
+                return memoryview(payload)
+        return payload
 
     # -- request/response ---------------------------------------------------
     async def request(self, data: BufferLike, *,
@@ -1162,7 +1593,7 @@ class Endpoint:
             await core.wait_writable()
         check(rc, "request")
         reqid = int(core.idp[0])
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         _ops[opid] = (fut, None)
         core.ctx._kick()
         try:
@@ -1191,7 +1622,7 @@ class Endpoint:
         core = self._core
         core.receiver = callback
         while callback is not None and core.queue:
-            payload, imm, flags = core.queue.popleft()
+            payload, imm, flags = _item(core.queue.popleft())
             if type(payload) is bytes:
                 payload = memoryview(payload)
             try:
@@ -1232,7 +1663,7 @@ class Endpoint:
             # room; look again shortly (not a busy loop).
             await asyncio.sleep(0.001)
         check(rc)
-        fut = core.loop.create_future()
+        fut = _Waiter(core.ctx)
         if keep is not None:
             keep._op_start()
         _ops[opid] = (fut, keep)
@@ -1377,7 +1808,16 @@ async def connect(addr: Union[str, Tuple[str, int]], *,
     ``ctx`` defaults to the running loop's context.  ``options`` are the
     endpoint attributes: connect_timeout, close_timeout, peer_timeout (in
     seconds), recv_depth, send_depth, send_backlog, eager_size,
-    max_msg_size, max_large_size.  Failure raises ConnectionRefusedError
+    max_msg_size, max_large_size; ``linger=True`` (close sends the queued
+    messages first, within the close timeout, instead of cancelling them);
+    ``srq=`` a SharedReceiveQueue of the context to receive through;
+    ``recv_alloc=fn`` chooses where each message that comes by rendezvous
+    lands: ``fn(nbytes)`` returns None (the library's memory, copied to
+    bytes as usual), a writable MemoryRegion of the context, or
+    ``(region, offset)`` -- the message is then read by RDMA straight into
+    it and recv() returns a memoryview of those bytes, no copy -- or
+    raises OSError to refuse it (the sender's send fails with that
+    errno).  Failure raises ConnectionRefusedError
     (with ``reason`` and ``private_data`` of the reject), TimeoutError,
     rdmamsg.HostUnreachable ...; cancelling closes the attempt.
 
@@ -1390,6 +1830,7 @@ async def connect(addr: Union[str, Tuple[str, int]], *,
         ctx = get_context()
     caddr = _encode_addr(addr)
     core = _EpCore(ctx, keep_threshold, request_handler, track_sends)
+    core.set_objs(options)
     attrp = _make_ep_attr(options, private_data)
     try:
         epp = ffi.new("struct rdmamsg_ep **")
@@ -1456,6 +1897,7 @@ class _ListenerCore:
                            self.track_sends)
             core.connect_fut = None
             core.on_connected = self._connected
+            core.set_objs(self.options)
             attrp = _make_ep_attr(self.options, self.accept_private_data)
             epp = ffi.new("struct rdmamsg_ep **")
             rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _cbs
@@ -1578,7 +2020,7 @@ def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
         ctx = get_context()
     caddr = _encode_addr(addr)
     for key in options:
-        if key not in _EP_ATTRS:
+        if key not in _EP_ATTRS and key not in _EP_OBJS:
             raise TypeError("unknown endpoint option %r" % key)
     _make_ep_attr_check(options, accept_private_data)
     core = _ListenerCore(ctx, accept, options, accept_private_data,
@@ -1868,3 +2310,134 @@ class RemoteRegion:
     def __del__(self) -> None:
         if getattr(self, "_rmrp", None) is not None:
             self.close()
+
+
+# ---------------------------------------------------------------------------
+# Shared receive queues
+# ---------------------------------------------------------------------------
+
+class SrqStats(NamedTuple):
+    """What ``SharedReceiveQueue.query()`` reports (rdmamsg_srq_query)."""
+    endpoints: int      # endpoints holding a window
+    reserved: int       # buffers of their windows
+    bufs: int           # buffers allocated (at most max_bufs)
+    posted: int         # buffers posted to the SRQ now
+    registered: int     # pool bytes of the allocated buffers
+    limit_events: int   # SRQ limit events seen
+
+
+class _SrqCore:
+    """The SRQ's state, kept by its context until its close callback ran
+    (the user's wrapper may be collected before)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.srq: Any = None
+        self.handle = ffi.new_handle(self)
+        self.closing = False
+        self.closed_fut: asyncio.Future = ctx._loop.create_future()
+
+    def close_nowait(self) -> None:
+        if self.closing or self.srq is None:
+            return
+        self.closing = True
+        rc = lib.rdmamsg_srq_close(self.srq, lib._py_on_srq_closed,
+                                   self.handle)
+        if rc < 0 and rc != -_errno.EALREADY:
+            _report(make_error(rc), "rdmamsg_srq_close")
+        self.ctx._kick()
+
+    def _on_closed(self) -> None:
+        self.srq = None
+        ctx = self.ctx
+        ctx._srqs.discard(self)
+        if not self.closed_fut.done():
+            self.closed_fut.set_result(None)
+        if ctx._closing:
+            ctx._loop.call_soon(ctx._try_destroy)
+
+
+class SharedReceiveQueue:
+    """A shared receive queue of a context (``ctx.create_srq()``).
+
+    Endpoints made with ``srq=`` this queue (``connect``, ``listen`` and
+    ``start_server``, whose accepted endpoints all share it) receive
+    through it: each takes a window of its receive depth (plus 3 control
+    credits) out of the queue's ``max_bufs`` buffers, lossless (a sender
+    never finds it empty).  A connect or accept beyond ``max_bufs`` fails
+    with ENOBUFS (``rdmamsg.OutOfMemory``).  ``query()`` gives its
+    counters.  Close with ``await srq.close()`` or ``async with``: no new
+    endpoint may use it, and it is freed once the last endpoint using it
+    is; an SRQ collected open is closed with a ResourceWarning."""
+
+    def __init__(self, ctx: Context, max_bufs: int, buf_size: int) -> None:
+        attr = ffi.new("struct rdmamsg_srq_attr *")
+        attr.max_bufs = _uint(max_bufs, "max_bufs")
+        if isinstance(buf_size, bool) or not isinstance(buf_size, int):
+            raise TypeError("buf_size must be an int")
+        if buf_size < 0:
+            raise ValueError("buf_size cannot be negative")
+        attr.buf_size = buf_size
+        core = _SrqCore(ctx)
+        pp = ffi.new("struct rdmamsg_srq **")
+        check(lib.rdmamsg_srq_create(ctx._c(), attr, pp),
+              "rdmamsg_srq_create")
+        core.srq = pp[0]
+        ctx._srqs.add(core)
+        self._core = core
+        self.max_bufs: int = max_bufs
+        self.buf_size: int = buf_size
+
+    def _c(self) -> Any:
+        core = self._core
+        if core.closing or core.srq is None:
+            raise ValueError("the shared receive queue is closed")
+        return core.srq
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closing
+
+    def query(self) -> SrqStats:
+        """The queue's counters now."""
+        st = ffi.new("struct rdmamsg_srq_stats *")
+        srq = self._core.srq
+        if srq is None:
+            raise ValueError("the shared receive queue is closed")
+        check(lib.rdmamsg_srq_query(srq, st), "rdmamsg_srq_query")
+        return SrqStats(int(st.endpoints), int(st.reserved), int(st.bufs),
+                        int(st.posted), int(st.registered),
+                        int(st.limit_events))
+
+    def close_nowait(self) -> None:
+        """Start closing (see close())."""
+        self._core.close_nowait()
+
+    async def close(self) -> None:
+        """Close, and wait until the last endpoint using the queue is
+        freed and the queue with it (close the endpoints to get there)."""
+        self._core.close_nowait()
+        await asyncio.shield(self._core.closed_fut)
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._core.closed_fut)
+
+    async def __aenter__(self) -> "SharedReceiveQueue":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is None or core.closing or core.srq is None:
+            return
+        warnings.warn("unclosed rdmamsg shared receive queue %r" % self,
+                      ResourceWarning, source=self)
+        if not core.ctx._loop.is_closed():
+            core.close_nowait()
+
+    def __repr__(self) -> str:
+        return "<rdmamsg.SharedReceiveQueue max_bufs=%d buf_size=%d%s>" % (
+            self.max_bufs, self.buf_size,
+            " closed" if self._core.closing else "")
