@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "dispatch.h"
+#include "group.h"
 #include "internal.h"
 #include "lane.h"
 
@@ -202,6 +203,45 @@ int rdmamsg__iface_attach(struct rdmamsg_ep *ep, uint32_t need)
 	return 0;
 }
 
+/* rdmamsg__iface_attach_lane -- as rdmamsg__iface_attach, for a lane
+ * that is not an endpoint (obj starts with its struct rdmamsg__cmobj) */
+int rdmamsg__iface_attach_lane(struct rdmamsg_ctx *ctx, void *obj,
+			       uint32_t need, uint64_t *handle,
+			       uint64_t *wrid_tag, struct rdmamsg__icq **icq,
+			       uint32_t *cq_need)
+{
+	uint32_t idx;
+	uint64_t h;
+	int ret;
+
+	ret = cq_room(ctx, need, &idx);
+	if (ret)
+		return ret;
+	ret = rdmamsg__idt_add(&ctx->ifc.eps, obj, &h);
+	if (ret)
+		return ret == -ENOSPC ? -ENOBUFS : ret;
+	*handle = h;
+	*wrid_tag = (uint64_t)rdmamsg__wrid_tag(h) << RDMAMSG__WRID_TAG_SHIFT;
+	*cq_need = need;
+	*icq = ctx->ifc.cqs[idx];
+	(*icq)->reserved += need;
+	return 0;
+}
+
+/* rdmamsg__iface_detach_lane -- as rdmamsg__iface_detach */
+void rdmamsg__iface_detach_lane(struct rdmamsg_ctx *ctx, uint64_t *handle,
+				struct rdmamsg__icq **icq, uint32_t *cq_need)
+{
+	if (!*handle)
+		return;
+	rdmamsg__idt_del(&ctx->ifc.eps, *handle);
+	(*icq)->reserved -= *cq_need;
+	(*icq)->stale += *cq_need;
+	*handle = 0;
+	*cq_need = 0;
+	*icq = NULL;
+}
+
 /* rdmamsg__iface_detach -- ep leaves (its QP is destroyed): completions
  * of it still in the CQ find nothing; its room stays counted until the CQ
  * has been seen empty */
@@ -259,6 +299,12 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 					}
 					j = 1;
 					ifc->stale_wcs++;
+					continue;
+				}
+				if (RDMAMSG_UNLIKELY(ep->obj.type != OBJ_EP)) {
+					/* a multicast group's UD lane */
+					j = (int)rdmamsg__group_wcs(
+						ep, &wc[i], (uint32_t)(n - i));
 					continue;
 				}
 				j = (int)rdmamsg__ep_wcs(ep, &wc[i],

@@ -232,7 +232,7 @@ struct rdmamsg__iface {
 
 /* ---- context ------------------------------------------------------- */
 
-enum rdmamsg__obj_type { OBJ_EP = 1, OBJ_LISTENER, OBJ_CONN_REQ };
+enum rdmamsg__obj_type { OBJ_EP = 1, OBJ_LISTENER, OBJ_CONN_REQ, OBJ_GROUP };
 
 struct rdmamsg__cmobj {
 	int type;
@@ -548,6 +548,14 @@ void rdmamsg__iface_detach(struct rdmamsg_ep *ep);
 int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx);
 void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
 struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
+/* a lane that is not an endpoint (a multicast group, group.c): its first
+ * member is a struct rdmamsg__cmobj of another type than OBJ_EP */
+int rdmamsg__iface_attach_lane(struct rdmamsg_ctx *ctx, void *obj,
+			       uint32_t need, uint64_t *handle,
+			       uint64_t *wrid_tag, struct rdmamsg__icq **icq,
+			       uint32_t *cq_need);
+void rdmamsg__iface_detach_lane(struct rdmamsg_ctx *ctx, uint64_t *handle,
+				struct rdmamsg__icq **icq, uint32_t *cq_need);
 
 /* msg.c */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);

@@ -1,0 +1,1022 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.c -- multicast groups: a UD lane of the context per group (its own
+ * UD QP on the interface's CQ, completions routed by wr_id, receive
+ * buffers from the context's pool), joined with rdma_join_multicast(_ex)
+ * (send-only for a publisher-only group).
+ *
+ * Publisher: every message gets the next sequence number and goes out as
+ * fragments of at most one path MTU, back to back (lib/proto.h,
+ * struct rdmamsg__mc_wire); while idle it sends a heartbeat naming its
+ * next sequence number every heartbeat period, and a last one (FIN) when
+ * it leaves.
+ *
+ * Subscriber: per publisher the next sequence number it expects.  A
+ * publisher heard of for the first time starts at the first message whose
+ * first fragment (or at the sequence number a heartbeat names): a late
+ * joiner is reported no losses from before it joined.  Anything that skips
+ * sequence numbers (a datagram lost, a fragment missing, a heartbeat
+ * ahead of what arrived) is reported to on_loss with its range, exactly
+ * once, so that reported + received == published.  Datagrams that came
+ * before (sequence below the expected one) are dropped as duplicates.
+ * Reordering inside one publisher's stream counts as loss.
+ *
+ * Everything the user sees is called from the context's progress: message
+ * and loss callbacks from the CQ drain, the close callback from a timer,
+ * never from inside a call of the user's.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "dispatch.h"
+#include "group.h"
+#include "internal.h"
+#include "proto.h"
+
+#define GRH_BYTES	 40
+#define G_DEF_MAX_MSG	 (64u << 10)
+#define G_DEF_RDEPTH	 512
+#define G_DEF_SDEPTH	 256
+#define G_MIN_DEPTH	 16
+#define G_MAX_DEPTH	 16384
+#define G_DEF_HB_MS	 100
+#define G_RESOLVE_MS	 5000
+#define G_CLOSE_MS	 2000 /* sends still in flight after: cancelled */
+#define G_MAX_PUBLISHERS 1024
+
+enum { G_RESOLVING = 0, G_JOINING, G_UP, G_FAILED };
+
+struct rdmamsg_group_attr {
+	unsigned int role;
+	size_t max_msg;
+	uint32_t rdepth, sdepth;
+	unsigned int hb_ms;
+	char *bind;
+};
+
+struct gtx {
+	struct rdmamsg_buf *buf;
+	void *op_ctx;
+	int last; /* the last fragment of a message: on_publish */
+};
+
+struct gpub {
+	uint64_t id;
+	uint64_t next; /* the sequence number expected */
+	char *asm_buf; /* reassembly of message next */
+	size_t asm_cap;
+	uint32_t asm_total, asm_off;
+	int assembling;
+};
+
+struct rdmamsg_group {
+	struct rdmamsg__cmobj obj; /* first: the iface and cm/ find us */
+	struct rdmamsg_ctx *ctx;
+	struct rdma_cm_id *id;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	uint32_t rqpn, rqkey;
+	struct sockaddr_storage maddr;
+	int state, status;
+	unsigned int role;
+	size_t max_msg;
+	uint32_t rdepth, sdepth;
+	unsigned int hb_ms;
+	struct rdmamsg_group_cbs cbs;
+	void *arg;
+	uint64_t pub_id;
+	uint32_t mtu;  /* path MTU: payload bytes of a datagram */
+	uint32_t frag; /* our payload per datagram (mtu - header) */
+
+	/* the interface */
+	uint64_t handle, wrid_tag;
+	struct rdmamsg__icq *icq;
+	uint32_t cq_need;
+
+	/* send side */
+	struct gtx *tx;
+	uint32_t sq_mask;
+	uint64_t sq_head, sq_tail;
+	uint64_t next_seq;
+	int sent_since_hb;
+
+	/* receive side */
+	struct rdmamsg_buf **rxb;
+	uint32_t nrx;
+	struct gpub *pubs;
+	uint32_t npub;
+	uint32_t drop_every, drop_n; /* test hook: RDMAMSG_TEST_MC_DROP */
+
+	struct rdmamsg_buf *hold; /* the context is busy while we live */
+	struct rdmamsg__timer hb_timer, step_timer, close_timer;
+	struct rdmamsg_group_stats st;
+	int closing, close_timed_out, ref;
+	void (*close_cb)(struct rdmamsg_group *g, void *arg);
+};
+
+/* ---- attributes ---------------------------------------------------- */
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr)
+{
+	struct rdmamsg_group_attr *a;
+
+	if (!attr)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->role = RDMAMSG_GROUP_PUBLISHER | RDMAMSG_GROUP_SUBSCRIBER;
+	a->max_msg = G_DEF_MAX_MSG;
+	a->rdepth = G_DEF_RDEPTH;
+	a->sdepth = G_DEF_SDEPTH;
+	a->hb_ms = G_DEF_HB_MS;
+	*attr = a;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_delete(struct rdmamsg_group_attr **attr)
+{
+	if (!attr)
+		return -EINVAL;
+	if (*attr) {
+		free((*attr)->bind);
+		free(*attr);
+		*attr = NULL;
+	}
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_role(struct rdmamsg_group_attr *attr,
+					       unsigned int role)
+{
+	if (!attr || !role ||
+	    (role & ~(RDMAMSG_GROUP_PUBLISHER | RDMAMSG_GROUP_SUBSCRIBER)))
+		return -EINVAL;
+	attr->role = role;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_max_msg_size(
+	struct rdmamsg_group_attr *attr, size_t size)
+{
+	if (!attr || !size || size > RDMAMSG_MC_MAX_MSG)
+		return -EINVAL;
+	attr->max_msg = size;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_bind_addr(
+	struct rdmamsg_group_attr *attr, const char *addr)
+{
+	char *s = NULL;
+
+	if (!attr)
+		return -EINVAL;
+	if (addr) {
+		s = strdup(addr);
+		if (!s)
+			return -ENOMEM;
+	}
+	free(attr->bind);
+	attr->bind = s;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_recv_depth(
+	struct rdmamsg_group_attr *attr, uint32_t depth)
+{
+	if (!attr || depth < G_MIN_DEPTH || depth > G_MAX_DEPTH)
+		return -EINVAL;
+	attr->rdepth = depth;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_send_depth(
+	struct rdmamsg_group_attr *attr, uint32_t depth)
+{
+	if (!attr || depth < G_MIN_DEPTH || depth > G_MAX_DEPTH)
+		return -EINVAL;
+	attr->sdepth = depth;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_heartbeat(
+	struct rdmamsg_group_attr *attr, unsigned int ms)
+{
+	if (!attr || !ms || ms > 60000)
+		return -EINVAL;
+	attr->hb_ms = ms;
+	return 0;
+}
+
+/* ---- addresses ----------------------------------------------------- */
+
+/* parse_ip -- a numeric IPv4 or IPv6 address ("[v6]" too), port 0 */
+static int parse_ip(const char *s, struct sockaddr_storage *ss)
+{
+	char host[INET6_ADDRSTRLEN + 1];
+	size_t n;
+
+	if (!s)
+		return -EINVAL;
+	n = strlen(s);
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		s++;
+		n -= 2;
+	}
+	if (!n || n >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)ss)->sin_addr) ==
+	    1) {
+		ss->ss_family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host,
+		      &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+		ss->ss_family = AF_INET6;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* is_mcast -- a multicast address? */
+static int is_mcast(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return IN_MULTICAST(ntohl(
+			((const struct sockaddr_in *)ss)->sin_addr.s_addr));
+	return IN6_IS_ADDR_MULTICAST(
+		&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/* ---- teardown ------------------------------------------------------ */
+
+static void step_fn(struct rdmamsg__timer *t);
+static void hb_fn(struct rdmamsg__timer *t);
+static void close_fn(struct rdmamsg__timer *t);
+
+/* kick -- run the group's step from the next timer pass */
+static void kick(struct rdmamsg_group *g)
+{
+	if (!g->step_timer.active)
+		rdmamsg__timer_start(g->ctx, &g->step_timer, 0);
+}
+
+/* complete_tx -- sends tail .. upto - 1 are done with status */
+static void complete_tx(struct rdmamsg_group *g, uint64_t upto, int status)
+{
+	while (g->sq_tail < upto) {
+		struct gtx *t = &g->tx[g->sq_tail & g->sq_mask];
+
+		g->sq_tail++;
+		if (t->buf)
+			rdmamsg__buf_put(t->buf);
+		t->buf = NULL;
+		if (t->last && g->cbs.on_publish)
+			g->cbs.on_publish(g, t->op_ctx, status, g->arg);
+		t->last = 0;
+	}
+}
+
+/* group_free -- everything goes; close_cb last */
+static void group_free(struct rdmamsg_group *g)
+{
+	struct rdmamsg_ctx *ctx = g->ctx;
+	void (*cb)(struct rdmamsg_group *, void *) = g->close_cb;
+	void *arg = g->arg;
+	uint32_t i;
+
+	rdmamsg__timer_stop(ctx, &g->hb_timer);
+	rdmamsg__timer_stop(ctx, &g->step_timer);
+	rdmamsg__timer_stop(ctx, &g->close_timer);
+	if (g->id && g->state == G_UP)
+		ctx->ops->leave_multicast(g->id, (struct sockaddr *)&g->maddr);
+	if (g->qp)
+		ctx->ops->destroy_cm_qp(g->id);
+	g->qp = NULL;
+	/* the QP is gone: nothing touches the buffers any more */
+	complete_tx(g, g->sq_head, -ECANCELED);
+	if (g->ah)
+		ctx->ops->destroy_ah(g->ah);
+	if (g->id)
+		ctx->ops->destroy_id(g->id);
+	if (g->handle)
+		rdmamsg__iface_detach_lane(ctx, &g->handle, &g->icq,
+					   &g->cq_need);
+	for (i = 0; i < g->nrx; i++)
+		if (g->rxb[i])
+			rdmamsg__buf_put(g->rxb[i]);
+	for (i = 0; i < g->npub; i++)
+		free(g->pubs[i].asm_buf);
+	free(g->pubs);
+	if (g->hold)
+		rdmamsg__buf_put(g->hold);
+	free(g->rxb);
+	free(g->tx);
+	rdmamsg__loop_unref(ctx);
+	if (cb)
+		cb(g, arg);
+	free(g);
+}
+
+/* step_fn -- deferred work: the close, once the sends are done */
+static void step_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, step_timer);
+
+	if (!g->closing)
+		return;
+	if (g->sq_head != g->sq_tail && g->qp && !g->close_timed_out &&
+	    g->state == G_UP)
+		return; /* the last completion kicks again */
+	group_free(g);
+}
+
+/* close_fn -- sends did not complete in time: cancel them */
+static void close_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, close_timer);
+
+	g->close_timed_out = 1;
+	kick(g);
+}
+
+/* fail -- the join failed: on_join(status) once */
+static void fail(struct rdmamsg_group *g, int status)
+{
+	if (g->state == G_FAILED)
+		return;
+	g->state = G_FAILED;
+	g->status = status;
+	LOG_WARN("multicast group: join failed: %d", status);
+	if (!g->closing && g->cbs.on_join)
+		g->cbs.on_join(g, status, g->arg);
+	if (g->closing)
+		kick(g);
+}
+
+/* ---- sending ------------------------------------------------------- */
+
+/* post -- post n datagrams (bufs, their len) in chains, each chain's last
+ * signalled: 0, or a negative errno and nothing taken */
+static int post(struct rdmamsg_group *g, struct rdmamsg_buf **bufs, uint32_t n,
+		void *op_ctx, int report)
+{
+	struct ibv_send_wr wr[32], *bad;
+	struct ibv_sge sge[32];
+	uint32_t i, k, done = 0;
+	int ret;
+
+	while (done < n) {
+		k = n - done > 32 ? 32 : n - done;
+		for (i = 0; i < k; i++) {
+			uint64_t s = g->sq_head + done + i;
+			struct gtx *t = &g->tx[s & g->sq_mask];
+
+			sge[i].addr = (uintptr_t)bufs[done + i]->data;
+			sge[i].length = (uint32_t)bufs[done + i]->len;
+			sge[i].lkey = bufs[done + i]->lkey;
+			memset(&wr[i], 0, sizeof(wr[i]));
+			wr[i].wr_id = RDMAMSG__WRID_SEND | g->wrid_tag |
+				      (s & RDMAMSG__WRID_OWN_MASK);
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+			wr[i].opcode = IBV_WR_SEND;
+			wr[i].wr.ud.ah = g->ah;
+			wr[i].wr.ud.remote_qpn = g->rqpn;
+			wr[i].wr.ud.remote_qkey = g->rqkey;
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+			t->buf = bufs[done + i];
+			t->op_ctx = op_ctx;
+			t->last = report && done + i + 1 == n;
+		}
+		wr[k - 1].send_flags = IBV_SEND_SIGNALED;
+		ret = ibv_post_send(g->qp, wr, &bad);
+		if (ret) {
+			/* only the first chain can fail as a whole here */
+			for (i = 0; i < k; i++)
+				g->tx[(g->sq_head + done + i) & g->sq_mask]
+					.buf = NULL;
+			if (done) {
+				/* a partial message: its fragments go, the
+				 * subscribers see a loss */
+				g->sq_head += done;
+				g->tx[(g->sq_head - 1) & g->sq_mask].last =
+					report;
+				LOG_ERR("ibv_post_send failed mid-message: %d",
+					ret);
+				for (i = done; i < n; i++)
+					rdmamsg__buf_put(bufs[i]);
+				return 0;
+			}
+			return -ret;
+		}
+		done += k;
+	}
+	g->sq_head += n;
+	g->st.datagrams_sent += n;
+	return 0;
+}
+
+/* heartbeat -- tell the subscribers our next sequence number */
+static void heartbeat(struct rdmamsg_group *g, uint16_t flags)
+{
+	struct rdmamsg__mc_wire h;
+	struct rdmamsg_buf *b;
+
+	if (g->state != G_UP || g->sq_head - g->sq_tail >= g->sdepth)
+		return;
+	if (rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR, BUF_LIB, &b))
+		return;
+	memset(&h, 0, sizeof(h));
+	h.type = MC_HEARTBEAT;
+	h.flags = flags;
+	h.pub = g->pub_id;
+	h.seq = g->next_seq;
+	rdmamsg__mc_encode(&h, b->data);
+	b->len = RDMAMSG_MC_HDR;
+	if (post(g, &b, 1, NULL, 0)) {
+		rdmamsg__buf_put(b);
+		return;
+	}
+	g->st.heartbeats_sent++;
+}
+
+/* hb_fn -- the heartbeat period: one while idle */
+static void hb_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, hb_timer);
+
+	if (g->closing || g->state != G_UP)
+		return;
+	if (!g->sent_since_hb)
+		heartbeat(g, 0);
+	g->sent_since_hb = 0;
+	rdmamsg__timer_start(g->ctx, &g->hb_timer, g->hb_ms);
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
+					 const void *data, size_t len,
+					 void *op_ctx)
+{
+	struct rdmamsg_buf *bufs[64], **bv = bufs;
+	struct rdmamsg__mc_wire h;
+	uint32_t n, i;
+	int ret;
+
+	if (!g || (!data && len))
+		return -EINVAL;
+	if (!(g->role & RDMAMSG_GROUP_PUBLISHER))
+		return -EPERM;
+	if (len > g->max_msg)
+		return -EMSGSIZE;
+	if (g->closing)
+		return -EPIPE;
+	if (g->state != G_UP)
+		return -ENOTCONN;
+	n = len ? (uint32_t)((len - 1) / g->frag + 1) : 1;
+	if (g->sq_head - g->sq_tail + n > g->sdepth) {
+		g->st.flow_control_stalls++;
+		return -EAGAIN;
+	}
+	if (n > 64) {
+		bv = malloc(n * sizeof(*bv));
+		if (!bv)
+			return -ENOMEM;
+	}
+	memset(&h, 0, sizeof(h));
+	h.type = MC_DATA;
+	h.pub = g->pub_id;
+	h.seq = g->next_seq;
+	h.total = (uint32_t)len;
+	for (i = 0; i < n; i++) {
+		size_t off = (size_t)i * g->frag;
+		size_t part = len - off > g->frag ? g->frag : len - off;
+
+		ret = rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + part, BUF_LIB,
+				       &bv[i]);
+		if (ret) {
+			while (i--)
+				rdmamsg__buf_put(bv[i]);
+			g->st.flow_control_stalls++;
+			ret = -EAGAIN;
+			goto out;
+		}
+		h.off = (uint32_t)off;
+		rdmamsg__mc_encode(&h, bv[i]->data);
+		if (part)
+			memcpy(bv[i]->data + RDMAMSG_MC_HDR,
+			       (const char *)data + off, part);
+		bv[i]->len = RDMAMSG_MC_HDR + part;
+	}
+	ret = post(g, bv, n, op_ctx, 1);
+	if (ret) {
+		for (i = 0; i < n; i++)
+			rdmamsg__buf_put(bv[i]);
+		goto out;
+	}
+	g->next_seq++;
+	g->sent_since_hb = 1;
+	g->st.msgs_published++;
+	g->st.bytes_published += len;
+out:
+	if (bv != bufs)
+		free(bv);
+	return ret;
+}
+
+/* ---- receiving ----------------------------------------------------- */
+
+/* post_recv -- receive buffer idx posted again */
+static int post_recv(struct rdmamsg_group *g, uint32_t idx)
+{
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+	struct rdmamsg_buf *b = g->rxb[idx];
+
+	sge.addr = (uintptr_t)b->data;
+	sge.length = (uint32_t)b->cap;
+	sge.lkey = b->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = g->wrid_tag | idx;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_recv(g->qp, &wr, &bad);
+}
+
+/* find_pub -- the state of publisher id, or NULL */
+static struct gpub *find_pub(struct rdmamsg_group *g, uint64_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < g->npub; i++)
+		if (g->pubs[i].id == id)
+			return &g->pubs[i];
+	return NULL;
+}
+
+/* new_pub -- a publisher heard of for the first time, expecting next */
+static struct gpub *new_pub(struct rdmamsg_group *g, uint64_t id, uint64_t next)
+{
+	struct gpub *v, *p;
+
+	if (g->npub >= G_MAX_PUBLISHERS)
+		return NULL;
+	v = realloc(g->pubs, (g->npub + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	g->pubs = v;
+	p = &v[g->npub++];
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->next = next;
+	g->st.publishers++;
+	return p;
+}
+
+/* lose -- messages next .. upto - 1 of p are lost: report them */
+static void lose(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
+{
+	uint64_t first = p->next;
+
+	p->assembling = 0;
+	if (upto <= first)
+		return;
+	p->next = upto;
+	g->st.gaps++;
+	g->st.msgs_lost += upto - first;
+	if (g->cbs.on_loss && !g->closing)
+		g->cbs.on_loss(g, p->id, first, upto - first, g->arg);
+}
+
+/* deliver -- message seq of p, complete */
+static void deliver(struct rdmamsg_group *g, struct gpub *p, const void *data,
+		    size_t len)
+{
+	struct rdmamsg_group_msg m;
+
+	m.publisher = p->id;
+	m.seq = p->next;
+	m.data = data;
+	m.len = len;
+	p->next++;
+	p->assembling = 0;
+	g->st.msgs_received++;
+	g->st.bytes_received += len;
+	if (g->cbs.on_message && !g->closing)
+		g->cbs.on_message(g, &m, g->arg);
+}
+
+/* on_data -- one fragment (pay bytes) of message h->seq of p */
+static void on_data(struct rdmamsg_group *g, struct gpub *p,
+		    const struct rdmamsg__mc_wire *h, const char *pay,
+		    uint32_t n)
+{
+	if (h->seq < p->next ||
+	    (p->assembling && h->seq == p->next && h->off < p->asm_off)) {
+		g->st.duplicates++;
+		return;
+	}
+	if (h->seq > p->next)
+		lose(g, p, h->seq); /* an abandoned reassembly included */
+	/* h->seq == p->next */
+	if (!p->assembling) {
+		if (h->off) {
+			lose(g, p, h->seq + 1); /* its first fragment lost */
+			return;
+		}
+		if (n == h->total) {
+			deliver(g, p, pay, n);
+			return;
+		}
+		if (p->asm_cap < h->total) {
+			char *b = realloc(p->asm_buf, h->total);
+
+			if (!b) {
+				LOG_WARN("no memory to reassemble %u bytes",
+					 h->total);
+				lose(g, p, h->seq + 1);
+				return;
+			}
+			p->asm_buf = b;
+			p->asm_cap = h->total;
+		}
+		memcpy(p->asm_buf, pay, n);
+		p->asm_off = n;
+		p->asm_total = h->total;
+		p->assembling = 1;
+		return;
+	}
+	if (h->total != p->asm_total || h->off != p->asm_off) {
+		/* a fragment lost in the middle (or a header that lies) */
+		lose(g, p, h->seq + 1);
+		return;
+	}
+	memcpy(p->asm_buf + p->asm_off, pay, n);
+	p->asm_off += n;
+	if (p->asm_off == p->asm_total)
+		deliver(g, p, p->asm_buf, p->asm_total);
+}
+
+/* on_datagram -- len bytes after the GRH */
+static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
+{
+	struct rdmamsg__mc_wire h;
+	struct gpub *p;
+
+	if (g->drop_every && ++g->drop_n % g->drop_every == 0)
+		return; /* test hook: "lost on the wire" */
+	if (rdmamsg__mc_decode(d, len, (uint32_t)g->max_msg, &h)) {
+		g->st.malformed++;
+		return;
+	}
+	if (h.pub == g->pub_id)
+		return; /* our own, looped back */
+	g->st.datagrams_received++;
+	p = find_pub(g, h.pub);
+	if (!p) {
+		uint64_t start = h.seq;
+
+		/* a late joiner starts at the next whole message */
+		if (h.type == MC_DATA && h.off)
+			start++;
+		p = new_pub(g, h.pub, start);
+		if (!p) {
+			g->st.malformed++;
+			return;
+		}
+	}
+	if (h.type == MC_HEARTBEAT) {
+		if (h.seq > p->next)
+			lose(g, p, h.seq);
+		return;
+	}
+	on_data(g, p, &h, d + RDMAMSG_MC_HDR, len - RDMAMSG_MC_HDR);
+}
+
+/* rdmamsg__group_wcs -- completions of g's QP at wc (n of them, the first
+ * routed to g): the run of them that is g's is handled; how many */
+uint32_t rdmamsg__group_wcs(void *obj, const struct ibv_wc *wc, uint32_t n)
+{
+	struct rdmamsg_group *g = obj;
+	uint64_t tag = wc[0].wr_id & RDMAMSG_WRID_TAG_BITS;
+	uint32_t i;
+
+	for (i = 0; i < n && (wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) == tag;
+	     i++) {
+		const struct ibv_wc *w = &wc[i];
+		uint64_t own = w->wr_id & RDMAMSG__WRID_OWN_MASK;
+
+		if (!g->qp || w->qp_num != g->qp->qp_num)
+			continue; /* not ours */
+		if (w->wr_id & RDMAMSG__WRID_SEND) {
+			uint64_t s =
+				g->sq_tail + ((own - (uint32_t)g->sq_tail) &
+					      RDMAMSG__WRID_OWN_MASK);
+
+			if (s >= g->sq_head)
+				continue;
+			if (w->status != IBV_WC_SUCCESS) {
+				LOG_WARN("multicast send: %s",
+					 ibv_wc_status_str(w->status));
+				complete_tx(g, s + 1,
+					    w->status == IBV_WC_WR_FLUSH_ERR
+						    ? -ECANCELED
+						    : -EIO);
+			} else {
+				complete_tx(g, s + 1, 0);
+			}
+			if (g->closing && g->sq_head == g->sq_tail)
+				kick(g);
+			continue;
+		}
+		if (own >= g->nrx || !g->rxb[own])
+			continue;
+		if (w->status != IBV_WC_SUCCESS) {
+			if (w->status != IBV_WC_WR_FLUSH_ERR)
+				LOG_WARN("multicast receive: %s",
+					 ibv_wc_status_str(w->status));
+			continue; /* the buffer stays ours until the end */
+		}
+		if (w->byte_len >= GRH_BYTES && w->byte_len <= g->rxb[own]->cap)
+			on_datagram(g, g->rxb[own]->data + GRH_BYTES,
+				    w->byte_len - GRH_BYTES);
+		else
+			g->st.malformed++;
+		if (g->qp && post_recv(g, (uint32_t)own))
+			LOG_WARN("multicast: receive not posted again");
+	}
+	return i;
+}
+
+/* ---- joining ------------------------------------------------------- */
+
+/* port_mtu -- the path MTU in bytes of the id's port (4096 if unknown) */
+static uint32_t port_mtu(struct rdmamsg_group *g)
+{
+	struct ibv_port_attr pa;
+	uint8_t port = g->id->port_num ? g->id->port_num : 1;
+
+	memset(&pa, 0, sizeof(pa));
+	if (ibv_query_port(g->id->verbs, port, &pa) || pa.active_mtu < 1 ||
+	    pa.active_mtu > IBV_MTU_4096)
+		return 4096;
+	return 128u << pa.active_mtu;
+}
+
+/* setup -- the address is resolved: QP, receives, join */
+static int setup(struct rdmamsg_group *g)
+{
+	struct rdmamsg_ctx *ctx = g->ctx;
+	struct ibv_qp_init_attr qa;
+	struct rdma_cm_join_mc_attr_ex jx;
+	uint32_t i, need, sd = 1;
+	int ret;
+
+	if (g->id->verbs != ctx->verbs)
+		return -ENODEV; /* the group is routed to another device */
+	g->mtu = port_mtu(g);
+	if (g->mtu <= RDMAMSG_MC_HDR)
+		return -EINVAL;
+	g->frag = g->mtu - RDMAMSG_MC_HDR;
+	if (g->role & RDMAMSG_GROUP_PUBLISHER) {
+		uint64_t per = (g->max_msg - 1) / g->frag + 1;
+
+		if (per + 1 > g->sdepth) {
+			LOG_ERR("a %zu byte message is %llu datagrams, more "
+				"than the send depth %u",
+				g->max_msg, (unsigned long long)per, g->sdepth);
+			return -EINVAL;
+		}
+		sd = g->sdepth;
+	}
+	while (sd & (sd - 1))
+		sd++; /* a power of two: the ring is indexed by a mask */
+	g->tx = calloc(sd, sizeof(*g->tx));
+	if (!g->tx)
+		return -ENOMEM;
+	g->sq_mask = sd - 1;
+	g->nrx = g->role & RDMAMSG_GROUP_SUBSCRIBER ? g->rdepth : 0;
+	need = sd + g->nrx;
+	ret = rdmamsg__iface_attach_lane(ctx, g, need, &g->handle, &g->wrid_tag,
+					 &g->icq, &g->cq_need);
+	if (ret)
+		return ret;
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_UD;
+	qa.send_cq = qa.recv_cq = g->icq->cq;
+	qa.cap.max_send_wr = sd;
+	qa.cap.max_recv_wr = g->nrx ? g->nrx : 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	if (ctx->ops->create_cm_qp(g->id, ctx->pd, &qa)) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("rdma_create_qp (UD) failed: %d", ret);
+		return ret;
+	}
+	g->qp = g->id->qp;
+	if (g->nrx) {
+		g->rxb = calloc(g->nrx, sizeof(*g->rxb));
+		if (!g->rxb)
+			return -ENOMEM;
+		for (i = 0; i < g->nrx; i++) {
+			ret = rdmamsg__buf_get(ctx, GRH_BYTES + g->mtu, BUF_LIB,
+					       &g->rxb[i]);
+			if (ret)
+				return ret;
+			ret = post_recv(g, i);
+			if (ret)
+				return -ret;
+		}
+	}
+	if (g->role & RDMAMSG_GROUP_SUBSCRIBER) {
+		if (ctx->ops->join_multicast(g->id,
+					     (struct sockaddr *)&g->maddr, g))
+			return rdmamsg__errno(EINVAL);
+	} else {
+		memset(&jx, 0, sizeof(jx));
+		jx.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+			       RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+		jx.addr = (struct sockaddr *)&g->maddr;
+		jx.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+		if (ctx->ops->join_multicast_ex(g->id, &jx, g))
+			return rdmamsg__errno(EINVAL);
+	}
+	g->state = G_JOINING;
+	return 0;
+}
+
+/* rdmamsg__group_cm_event -- an rdma_cm event of a group's id; acks it */
+void rdmamsg__group_cm_event(struct rdmamsg_ctx *ctx, struct rdma_cm_event *ev)
+{
+	struct rdmamsg_group *g = ev->id->context;
+	enum rdma_cm_event_type type = ev->event;
+	struct ibv_ah_attr ah = ev->param.ud.ah_attr;
+	uint32_t qpn = ev->param.ud.qp_num, qkey = ev->param.ud.qkey;
+	int status = ev->status, ret;
+
+	ctx->ops->ack_cm_event(ev);
+	if (g->state == G_FAILED)
+		return;
+	switch (type) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (g->state != G_RESOLVING)
+			return;
+		ret = g->closing ? 0 : setup(g);
+		if (ret)
+			fail(g, ret);
+		break;
+	case RDMA_CM_EVENT_MULTICAST_JOIN:
+		if (g->state != G_JOINING)
+			return;
+		g->ah = ctx->ops->create_ah(ctx->pd, &ah);
+		if (!g->ah) {
+			fail(g, rdmamsg__errno(EINVAL));
+			return;
+		}
+		g->rqpn = qpn;
+		g->rqkey = qkey;
+		g->state = G_UP;
+		if (g->closing) {
+			kick(g);
+			return;
+		}
+		if (g->role & RDMAMSG_GROUP_PUBLISHER) {
+			heartbeat(g, 0); /* subscribers learn of us now */
+			rdmamsg__timer_start(ctx, &g->hb_timer, g->hb_ms);
+		}
+		if (g->cbs.on_join)
+			g->cbs.on_join(g, 0, g->arg);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_MULTICAST_ERROR:
+		fail(g, status < 0 ? status : -EHOSTUNREACH);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		fail(g, -ENODEV);
+		break;
+	default:
+		break;
+	}
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
+				      const struct rdmamsg_group_attr *attr,
+				      const struct rdmamsg_group_cbs *cbs,
+				      void *arg, struct rdmamsg_group **gp)
+{
+	struct sockaddr_storage bind;
+	struct rdmamsg_group *g;
+	const char *env;
+	int ret;
+
+	if (!ctx || !addr || !gp)
+		return -EINVAL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	if (parse_ip(addr, &g->maddr) || !is_mcast(&g->maddr)) {
+		free(g);
+		return -EINVAL;
+	}
+	if (attr && attr->bind &&
+	    (parse_ip(attr->bind, &bind) || is_mcast(&bind) ||
+	     bind.ss_family != g->maddr.ss_family)) {
+		free(g);
+		return -EINVAL;
+	}
+	g->obj.type = OBJ_GROUP;
+	g->ctx = ctx;
+	/* a pool buffer held while the group lives: rdmamsg_ctx_destroy()
+	 * is -EBUSY until it is closed */
+	ret = rdmamsg__buf_get(ctx, 1, BUF_LIB, &g->hold);
+	if (ret) {
+		free(g);
+		return ret;
+	}
+	g->role = attr ? attr->role
+		       : RDMAMSG_GROUP_PUBLISHER | RDMAMSG_GROUP_SUBSCRIBER;
+	g->max_msg = attr ? attr->max_msg : G_DEF_MAX_MSG;
+	g->rdepth = attr ? attr->rdepth : G_DEF_RDEPTH;
+	g->sdepth = attr ? attr->sdepth : G_DEF_SDEPTH;
+	g->hb_ms = attr ? attr->hb_ms : G_DEF_HB_MS;
+	if (cbs)
+		g->cbs = *cbs;
+	g->arg = arg;
+	while (!g->pub_id)
+		if (getrandom(&g->pub_id, sizeof(g->pub_id), 0) !=
+		    sizeof(g->pub_id))
+			g->pub_id = rdmamsg__now_ns() ^ (uintptr_t)g;
+	env = getenv("RDMAMSG_TEST_MC_DROP");
+	if (env)
+		g->drop_every = (uint32_t)atoi(env);
+	rdmamsg__timer_init(&g->hb_timer, hb_fn);
+	rdmamsg__timer_init(&g->step_timer, step_fn);
+	rdmamsg__timer_init(&g->close_timer, close_fn);
+	if (ctx->ops->create_id(ctx->ech, &g->id, &g->obj, RDMA_PS_UDP)) {
+		ret = rdmamsg__errno(ENOMEM);
+		rdmamsg__buf_put(g->hold);
+		free(g);
+		return ret;
+	}
+	if (ctx->ops->resolve_addr(
+		    g->id, attr && attr->bind ? (struct sockaddr *)&bind : NULL,
+		    (struct sockaddr *)&g->maddr, G_RESOLVE_MS)) {
+		ret = rdmamsg__errno(EINVAL);
+		ctx->ops->destroy_id(g->id);
+		rdmamsg__buf_put(g->hold);
+		free(g);
+		return ret;
+	}
+	rdmamsg__loop_ref(ctx);
+	g->st.mtu = 0;
+	*gp = g;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
+				       void (*close_cb)(struct rdmamsg_group *g,
+							void *arg))
+{
+	if (!g)
+		return -EINVAL;
+	if (g->closing)
+		return -EALREADY;
+	g->closing = 1;
+	g->close_cb = close_cb;
+	rdmamsg__timer_stop(g->ctx, &g->hb_timer);
+	if (g->state == G_UP && (g->role & RDMAMSG_GROUP_PUBLISHER))
+		heartbeat(g, MCF_FIN);
+	rdmamsg__timer_start(g->ctx, &g->close_timer, G_CLOSE_MS);
+	kick(g);
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_query(const struct rdmamsg_group *g,
+				       struct rdmamsg_group_stats *st)
+{
+	if (!g || !st)
+		return -EINVAL;
+	*st = g->st;
+	st->mtu = g->frag;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_get_id(const struct rdmamsg_group *g,
+					uint64_t *id)
+{
+	if (!g || !id)
+		return -EINVAL;
+	*id = g->pub_id;
+	return 0;
+}
