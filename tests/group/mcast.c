@@ -429,6 +429,144 @@ static void bad_input(void)
 	ok(rdmamsg_ctx_destroy(&ctx) == 0, "context destroyed");
 }
 
+/* ---- late join, leave ------------------------------------------------ */
+
+struct late {
+	int joined, closed;
+	uint64_t first, received, lost, bad, next;
+};
+
+static void late_join(struct rdmamsg_group *g, int status, void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	l->joined = status ? -1 : 1;
+}
+
+static void late_msg(struct rdmamsg_group *g, const struct rdmamsg_group_msg *m,
+		     void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	if (!l->received)
+		l->first = m->seq;
+	else if (m->seq != l->next)
+		l->bad++;
+	l->next = m->seq + 1;
+	if (m->len != 8 || memcmp(m->data, &m->seq, 8))
+		l->bad++;
+	l->received++;
+}
+
+static void late_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
+		      uint64_t count, void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	(void)pub;
+	(void)first;
+	l->lost += count;
+}
+
+static void late_closed(struct rdmamsg_group *g, void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	l->closed++;
+}
+
+/* both -- drive two contexts for ms */
+static void both(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b, int ms)
+{
+	long long end = test_now_ms() + ms;
+
+	while (test_now_ms() < end) {
+		rdmamsg_ctx_progress(a);
+		rdmamsg_ctx_progress(b);
+		usleep(200);
+	}
+}
+
+/* publish8 -- publish messages [from, to) of 8 bytes (their seq) */
+static int publish8(struct rdmamsg_group *g, struct rdmamsg_ctx *a,
+		    struct rdmamsg_ctx *b, uint64_t from, uint64_t to)
+{
+	uint64_t i;
+	int ret, tries = 0;
+
+	for (i = from; i < to;) {
+		ret = rdmamsg_group_publish(g, &i, 8, NULL);
+		if (ret == -EAGAIN && tries++ < 100000) {
+			both(a, b, 1);
+			continue;
+		}
+		if (ret)
+			return ret;
+		i++;
+		if (i % 8 == 0)
+			both(a, b, 2); /* the subscriber keeps up */
+	}
+	return 0;
+}
+
+static void late_joiner(void)
+{
+	struct rdmamsg_group_cbs pc = {.on_join = late_join};
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx();
+	struct rdmamsg_group *pg, *sg;
+	struct rdmamsg_group_attr *at;
+	struct rdmamsg_group_stats st;
+	struct late pl, sl;
+	long long end;
+
+	memset(&pl, 0, sizeof(pl));
+	memset(&sl, 0, sizeof(sl));
+	rdmamsg_group_attr_new(&at);
+	rdmamsg_group_attr_set_heartbeat(at, 10);
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
+	ok(!rdmamsg_group_join(a, "239.1.2.16", at, &pc, &pl, &pg) &&
+		   test_run_until(a, &pl.joined, 10000) == 1,
+	   "late join: publisher joined");
+	ok(!publish8(pg, a, b, 0, 100), "100 messages before anyone listens");
+	both(a, b, 50);
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
+	ok(!rdmamsg_group_join(b, "239.1.2.16", at, &sc, &sl, &sg) &&
+		   test_run_until(b, &sl.joined, 10000) == 1,
+	   "a subscriber joins late");
+	rdmamsg_group_attr_delete(&at);
+	both(a, b, 100); /* it hears a heartbeat: seq 100 comes next */
+	ok(!publish8(pg, a, b, 100, 300), "200 more messages");
+	ok(!rdmamsg_group_close(pg, late_closed), "the publisher leaves");
+	end = test_now_ms() + 10000;
+	while (sl.received < 200 && test_now_ms() < end)
+		both(a, b, 5);
+	both(a, b, 50);
+	ok(sl.received == 200 && sl.first == 100 && !sl.lost && !sl.bad,
+	   "the late joiner gets 100 .. 299 in order, no loss from before it "
+	   "joined (%llu from %llu, %llu lost, %llu bad)",
+	   (unsigned long long)sl.received, (unsigned long long)sl.first,
+	   (unsigned long long)sl.lost, (unsigned long long)sl.bad);
+	rdmamsg_group_query(sg, &st);
+	ok(st.publishers == 1 && st.msgs_received == 200 && !st.gaps &&
+		   !st.duplicates && !st.malformed,
+	   "its counters: one publisher, 200 messages, no gap, nothing "
+	   "dropped");
+	ok(pl.closed == 1, "publisher closed once");
+	ok(!rdmamsg_group_close(sg, late_closed), "the subscriber leaves");
+	both(a, b, 20);
+	test_run_until(b, (volatile int *)&sl.closed, 5000);
+	ok(sl.closed == 1, "subscriber closed once");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
+	   "both contexts destroyed");
+}
+
 int main(void)
 {
 	alarm(1200);
@@ -440,6 +578,7 @@ int main(void)
 	nmsgs = tap_small() ? 600 : 20000;
 	round_(-1);
 	round_(1);
+	late_joiner();
 	bad_input();
 	return done_testing();
 }
