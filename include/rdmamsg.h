@@ -824,7 +824,8 @@ struct rdmamsg_group_stats {
 	uint64_t publishers; /* publishers heard of */
 	uint64_t naks_sent, naks_received, repairs; /* reliable mode */
 	uint64_t flow_control_stalls; /* publishes refused with -EAGAIN */
-	uint32_t mtu;		      /* payload bytes per datagram */
+	uint64_t receivers; /* reliable publisher: subscribers it waits for */
+	uint32_t mtu;	    /* payload bytes per datagram */
 };
 
 int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr);
@@ -851,6 +852,18 @@ int rdmamsg_group_attr_set_send_depth(struct rdmamsg_group_attr *attr,
  * 60000): subscribers learn of publishers and of lost tails from it */
 int rdmamsg_group_attr_set_heartbeat(struct rdmamsg_group_attr *attr,
 				     unsigned int ms);
+
+/*
+ * reliable mode (0: off, the default): a publisher keeps its last window
+ * messages (1 .. 65536) for repair and never runs more than window
+ * messages ahead of the slowest subscriber it hears from (status messages;
+ * one silent for 1 s, or 10 heartbeat periods, is no longer waited for);
+ * a subscriber asks for what it missed (NAK) instead of reporting it, and
+ * reports only what the publisher can no longer repair.  Publishers and
+ * subscribers of a group must agree on it.
+ */
+int rdmamsg_group_attr_set_reliable(struct rdmamsg_group_attr *attr,
+				    uint32_t window);
 
 /*
  * rdmamsg_group_join -- join the multicast group at addr ("239.1.2.3",

@@ -48,6 +48,12 @@
 #define G_RESOLVE_MS	 5000
 #define G_CLOSE_MS	 2000 /* sends still in flight after: cancelled */
 #define G_MAX_PUBLISHERS 1024
+#define G_MAX_RECEIVERS	 1024
+#define G_MAX_WINDOW	 65536
+#define G_NAK_MS	 2	    /* a subscriber's first NAK back-off */
+#define G_NAK_MAX_MS	 50	    /* its longest */
+#define G_REPAIR_HOLD_NS 1000000ull /* a repair is not restarted sooner */
+#define G_RCV_EXPIRE_MS	 1000	    /* or 10 heartbeats: not waited for */
 
 enum { G_RESOLVING = 0, G_JOINING, G_UP, G_FAILED };
 
@@ -56,6 +62,7 @@ struct rdmamsg_group_attr {
 	size_t max_msg;
 	uint32_t rdepth, sdepth;
 	unsigned int hb_ms;
+	uint32_t window;
 	char *bind;
 };
 
@@ -72,6 +79,26 @@ struct gpub {
 	size_t asm_cap;
 	uint32_t asm_total, asm_off;
 	int assembling;
+	/* reliable mode: the way back to the publisher */
+	struct ibv_ah *ah;
+	uint32_t qpn;
+	int gap; /* next is missing: NAKed (or waiting for the address) */
+	int unreliable;	  /* its heartbeats have no address */
+	uint64_t nak_ns;  /* when it was NAKed last */
+	uint32_t nak_ms;  /* the back-off */
+	uint64_t sm_sent; /* the position the last status message said */
+};
+
+/* a message kept for repair (reliable publisher) */
+struct gkeep {
+	uint64_t seq;
+	size_t len, cap;
+	char *data;
+};
+
+/* a subscriber a reliable publisher heard from */
+struct grcv {
+	uint64_t id, pos, last_ns;
 };
 
 struct rdmamsg_group {
@@ -112,8 +139,19 @@ struct rdmamsg_group {
 	uint32_t npub;
 	uint32_t drop_every, drop_n; /* test hook: RDMAMSG_TEST_MC_DROP */
 
+	/* reliable mode (window != 0) */
+	uint32_t window;
+	struct gkeep *keep; /* publisher: the last window messages */
+	struct grcv *rcv;   /* publisher: the subscribers it waits for */
+	uint32_t nrcv;
+	union ibv_gid gid; /* ours, for the heartbeats' MCF_ADDR */
+	uint8_t sgid_index, port;
+	int have_gid;
+	uint64_t rep_next, rep_end, rep_ns; /* the repair under way */
+	int repairing, fin_sent;
+
 	struct rdmamsg_buf *hold; /* the context is busy while we live */
-	struct rdmamsg__timer hb_timer, step_timer, close_timer;
+	struct rdmamsg__timer hb_timer, step_timer, close_timer, sm_timer;
 	struct rdmamsg_group_stats st;
 	int closing, close_timed_out, ref;
 	void (*close_cb)(struct rdmamsg_group *g, void *arg);
@@ -205,6 +243,15 @@ RDMAMSG_EXPORT int rdmamsg_group_attr_set_send_depth(
 	return 0;
 }
 
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_reliable(
+	struct rdmamsg_group_attr *attr, uint32_t window)
+{
+	if (!attr || window > G_MAX_WINDOW)
+		return -EINVAL;
+	attr->window = window;
+	return 0;
+}
+
 RDMAMSG_EXPORT int rdmamsg_group_attr_set_heartbeat(
 	struct rdmamsg_group_attr *attr, unsigned int ms)
 {
@@ -260,6 +307,10 @@ static int is_mcast(const struct sockaddr_storage *ss)
 /* ---- teardown ------------------------------------------------------ */
 
 static void step_fn(struct rdmamsg__timer *t);
+static void sm_fn(struct rdmamsg__timer *t);
+static int heartbeat(struct rdmamsg_group *g, uint16_t flags, uint64_t seq);
+static uint32_t room(const struct rdmamsg_group *g);
+static int rcv_behind(struct rdmamsg_group *g);
 static void hb_fn(struct rdmamsg__timer *t);
 static void close_fn(struct rdmamsg__timer *t);
 
@@ -297,6 +348,7 @@ static void group_free(struct rdmamsg_group *g)
 	rdmamsg__timer_stop(ctx, &g->hb_timer);
 	rdmamsg__timer_stop(ctx, &g->step_timer);
 	rdmamsg__timer_stop(ctx, &g->close_timer);
+	rdmamsg__timer_stop(ctx, &g->sm_timer);
 	if (g->id && g->state == G_UP)
 		ctx->ops->leave_multicast(g->id, (struct sockaddr *)&g->maddr);
 	if (g->qp)
@@ -314,9 +366,16 @@ static void group_free(struct rdmamsg_group *g)
 	for (i = 0; i < g->nrx; i++)
 		if (g->rxb[i])
 			rdmamsg__buf_put(g->rxb[i]);
-	for (i = 0; i < g->npub; i++)
+	for (i = 0; i < g->npub; i++) {
 		free(g->pubs[i].asm_buf);
+		if (g->pubs[i].ah)
+			ctx->ops->destroy_ah(g->pubs[i].ah);
+	}
 	free(g->pubs);
+	for (i = 0; g->keep && i < g->window; i++)
+		free(g->keep[i].data);
+	free(g->keep);
+	free(g->rcv);
 	if (g->hold)
 		rdmamsg__buf_put(g->hold);
 	free(g->rxb);
@@ -335,9 +394,22 @@ static void step_fn(struct rdmamsg__timer *t)
 
 	if (!g->closing)
 		return;
-	if (g->sq_head != g->sq_tail && g->qp && !g->close_timed_out &&
-	    g->state == G_UP)
-		return; /* the last completion kicks again */
+	if (g->state == G_UP && g->qp && !g->close_timed_out) {
+		if ((g->role & RDMAMSG_GROUP_PUBLISHER) && !g->fin_sent) {
+			/* reliable: linger while subscribers miss messages */
+			if (g->window && (g->repairing || rcv_behind(g))) {
+				rdmamsg__timer_start(g->ctx, &g->step_timer, 1);
+				return;
+			}
+			/* the last heartbeat: our final sequence number */
+			if (heartbeat(g, MCF_FIN, g->next_seq) == -EAGAIN &&
+			    !room(g))
+				return; /* a completion kicks again */
+			g->fin_sent = 1;
+		}
+		if (g->sq_head != g->sq_tail)
+			return; /* the last completion kicks again */
+	}
 	group_free(g);
 }
 
@@ -367,10 +439,11 @@ static void fail(struct rdmamsg_group *g, int status)
 
 /* ---- sending ------------------------------------------------------- */
 
-/* post -- post n datagrams (bufs, their len) in chains, each chain's last
- * signalled: 0, or a negative errno and nothing taken */
-static int post(struct rdmamsg_group *g, struct rdmamsg_buf **bufs, uint32_t n,
-		void *op_ctx, int report)
+/* post_to -- post n datagrams (bufs, their len) to ah/qpn in chains, each
+ * chain's last signalled: 0, or a negative errno and nothing taken */
+static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		   struct rdmamsg_buf **bufs, uint32_t n, void *op_ctx,
+		   int report)
 {
 	struct ibv_send_wr wr[32], *bad;
 	struct ibv_sge sge[32];
@@ -392,8 +465,8 @@ static int post(struct rdmamsg_group *g, struct rdmamsg_buf **bufs, uint32_t n,
 			wr[i].sg_list = &sge[i];
 			wr[i].num_sge = 1;
 			wr[i].opcode = IBV_WR_SEND;
-			wr[i].wr.ud.ah = g->ah;
-			wr[i].wr.ud.remote_qpn = g->rqpn;
+			wr[i].wr.ud.ah = ah;
+			wr[i].wr.ud.remote_qpn = qpn;
 			wr[i].wr.ud.remote_qkey = g->rqkey;
 			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
 			t->buf = bufs[done + i];
@@ -428,28 +501,64 @@ static int post(struct rdmamsg_group *g, struct rdmamsg_buf **bufs, uint32_t n,
 	return 0;
 }
 
-/* heartbeat -- tell the subscribers our next sequence number */
-static void heartbeat(struct rdmamsg_group *g, uint16_t flags)
+/* room -- datagrams the send queue takes now */
+static uint32_t room(const struct rdmamsg_group *g)
+{
+	return g->sdepth - (uint32_t)(g->sq_head - g->sq_tail);
+}
+
+/* control -- one datagram of header and plen bytes of payload pl to
+ * ah/qpn: 0, or a negative errno */
+static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		   int type, uint16_t flags, uint64_t seq, const void *pl,
+		   uint32_t plen)
 {
 	struct rdmamsg__mc_wire h;
 	struct rdmamsg_buf *b;
+	int ret;
 
-	if (g->state != G_UP || g->sq_head - g->sq_tail >= g->sdepth)
-		return;
-	if (rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR, BUF_LIB, &b))
-		return;
+	if (g->state != G_UP || !room(g))
+		return -EAGAIN;
+	ret = rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + plen, BUF_LIB, &b);
+	if (ret)
+		return ret;
 	memset(&h, 0, sizeof(h));
-	h.type = MC_HEARTBEAT;
+	h.type = (uint8_t)type;
 	h.flags = flags;
 	h.pub = g->pub_id;
-	h.seq = g->next_seq;
+	h.seq = seq;
 	rdmamsg__mc_encode(&h, b->data);
-	b->len = RDMAMSG_MC_HDR;
-	if (post(g, &b, 1, NULL, 0)) {
+	if (plen)
+		memcpy(b->data + RDMAMSG_MC_HDR, pl, plen);
+	b->len = RDMAMSG_MC_HDR + plen;
+	ret = post_to(g, ah, qpn, &b, 1, NULL, 0);
+	if (ret)
 		rdmamsg__buf_put(b);
-		return;
+	return ret;
+}
+
+/* heartbeat -- tell the subscribers our next sequence number (with
+ * MCF_LOW: the oldest we can repair, seq) */
+static int heartbeat(struct rdmamsg_group *g, uint16_t flags, uint64_t seq)
+{
+	uint8_t addr[RDMAMSG_MC_ADDR];
+	uint32_t qpn;
+	int ret;
+
+	if (g->window && g->have_gid && !flags) {
+		/* where NAKs and status messages go */
+		memcpy(addr, g->gid.raw, 16);
+		qpn = htole32(g->qp->qp_num);
+		memcpy(addr + 16, &qpn, 4);
+		ret = control(g, g->ah, g->rqpn, MC_HEARTBEAT, MCF_ADDR, seq,
+			      addr, sizeof(addr));
+	} else {
+		ret = control(g, g->ah, g->rqpn, MC_HEARTBEAT, flags, seq, NULL,
+			      0);
 	}
-	g->st.heartbeats_sent++;
+	if (!ret)
+		g->st.heartbeats_sent++;
+	return ret;
 }
 
 /* hb_fn -- the heartbeat period: one while idle */
@@ -460,19 +569,215 @@ static void hb_fn(struct rdmamsg__timer *t)
 
 	if (g->closing || g->state != G_UP)
 		return;
-	if (!g->sent_since_hb)
-		heartbeat(g, 0);
+	/* reliable: always (the address); else while idle */
+	if (!g->sent_since_hb || g->window)
+		heartbeat(g, 0, g->next_seq);
 	g->sent_since_hb = 0;
 	rdmamsg__timer_start(g->ctx, &g->hb_timer, g->hb_ms);
+}
+
+/* send_msg -- message seq (len bytes at data) as its fragments: 0, or
+ * -EAGAIN (no room in the send queue or the pool: nothing sent) */
+static int send_msg(struct rdmamsg_group *g, uint64_t seq, const void *data,
+		    size_t len, void *op_ctx, int report)
+{
+	struct rdmamsg_buf *bufs[64], **bv = bufs;
+	struct rdmamsg__mc_wire h;
+	uint32_t n, i;
+	int ret;
+
+	n = len ? (uint32_t)((len - 1) / g->frag + 1) : 1;
+	if (n > room(g))
+		return -EAGAIN;
+	if (n > 64) {
+		bv = malloc(n * sizeof(*bv));
+		if (!bv)
+			return -ENOMEM;
+	}
+	memset(&h, 0, sizeof(h));
+	h.type = MC_DATA;
+	h.pub = g->pub_id;
+	h.seq = seq;
+	h.total = (uint32_t)len;
+	for (i = 0; i < n; i++) {
+		size_t off = (size_t)i * g->frag;
+		size_t part = len - off > g->frag ? g->frag : len - off;
+
+		ret = rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + part, BUF_LIB,
+				       &bv[i]);
+		if (ret) {
+			while (i--)
+				rdmamsg__buf_put(bv[i]);
+			ret = -EAGAIN;
+			goto out;
+		}
+		h.off = (uint32_t)off;
+		rdmamsg__mc_encode(&h, bv[i]->data);
+		if (part)
+			memcpy(bv[i]->data + RDMAMSG_MC_HDR,
+			       (const char *)data + off, part);
+		bv[i]->len = RDMAMSG_MC_HDR + part;
+	}
+	ret = post_to(g, g->ah, g->rqpn, bv, n, op_ctx, report);
+	if (ret)
+		for (i = 0; i < n; i++)
+			rdmamsg__buf_put(bv[i]);
+out:
+	if (bv != bufs)
+		free(bv);
+	return ret;
+}
+
+/* ---- reliable mode: the publisher's side ----------------------------- */
+
+/* low_seq -- the oldest message a reliable publisher still keeps */
+static uint64_t low_seq(const struct rdmamsg_group *g)
+{
+	return g->next_seq > g->window ? g->next_seq - g->window : 0;
+}
+
+/* rcv_expire_ns -- a subscriber silent this long is not waited for */
+static uint64_t rcv_expire_ns(const struct rdmamsg_group *g)
+{
+	uint64_t ms = (uint64_t)g->hb_ms * 10;
+
+	return (ms > G_RCV_EXPIRE_MS ? ms : G_RCV_EXPIRE_MS) * 1000000ull;
+}
+
+/* rcv_min -- the lowest position of the subscribers still waited for
+ * (those silent too long are forgotten): 1 and *min, or 0 if none */
+static int rcv_min(struct rdmamsg_group *g, uint64_t now, uint64_t *min)
+{
+	uint32_t i = 0;
+	int any = 0;
+
+	while (i < g->nrcv) {
+		struct grcv *r = &g->rcv[i];
+
+		if (now > r->last_ns && now - r->last_ns > rcv_expire_ns(g)) {
+			LOG_INFO("multicast: subscriber %016llx silent, no "
+				 "longer waited for",
+				 (unsigned long long)r->id);
+			*r = g->rcv[--g->nrcv];
+			continue;
+		}
+		if (!any || r->pos < *min)
+			*min = r->pos;
+		any = 1;
+		i++;
+	}
+	return any;
+}
+
+/* rcv_behind -- a subscriber still waited for misses messages */
+static int rcv_behind(struct rdmamsg_group *g)
+{
+	uint64_t min;
+
+	return rcv_min(g, rdmamsg__now_ns(), &min) && min < g->next_seq;
+}
+
+/* pump -- send the repair under way as far as the send queue allows */
+static void pump(struct rdmamsg_group *g)
+{
+	while (g->repairing && g->rep_next < g->rep_end) {
+		struct gkeep *k;
+
+		if (g->rep_next < low_seq(g))
+			g->rep_next = low_seq(g); /* gone meanwhile */
+		if (g->rep_next >= g->rep_end)
+			break;
+		k = &g->keep[g->rep_next % g->window];
+		if (k->seq != g->rep_next)
+			break; /* never kept (no memory) */
+		if (send_msg(g, k->seq, k->data, k->len, NULL, 0))
+			return; /* no room: the next completion goes on */
+		g->st.repairs++;
+		g->rep_next++;
+	}
+	g->repairing = 0;
+}
+
+/* on_nak -- a subscriber misses our messages from seq on */
+static void on_nak(struct rdmamsg_group *g, uint64_t seq)
+{
+	uint64_t now = g->ctx->now;
+
+	g->st.naks_received++;
+	if (!g->window || seq >= g->next_seq)
+		return;
+	if (seq < low_seq(g)) {
+		/* gone: it reports them lost */
+		heartbeat(g, MCF_LOW, low_seq(g));
+		seq = low_seq(g);
+	}
+	/* suppression: one repair serves every subscriber that misses the
+	 * same messages */
+	if (g->repairing &&
+	    (g->rep_next <= seq || now - g->rep_ns < G_REPAIR_HOLD_NS))
+		return;
+	g->repairing = 1;
+	g->rep_next = seq;
+	g->rep_end = g->next_seq;
+	g->rep_ns = now;
+	pump(g);
+}
+
+/* on_status -- subscriber id has everything before pos */
+static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos)
+{
+	struct grcv *r = NULL, *v;
+	uint32_t i;
+
+	if (!g->window)
+		return;
+	for (i = 0; i < g->nrcv; i++)
+		if (g->rcv[i].id == id)
+			r = &g->rcv[i];
+	if (!r) {
+		if (g->nrcv >= G_MAX_RECEIVERS)
+			return;
+		v = realloc(g->rcv, (g->nrcv + 1) * sizeof(*v));
+		if (!v)
+			return;
+		g->rcv = v;
+		r = &v[g->nrcv++];
+		r->id = id;
+		r->pos = pos;
+	}
+	if (pos > r->pos)
+		r->pos = pos;
+	if (r->pos > g->next_seq)
+		r->pos = g->next_seq; /* a position we never reached: lies */
+	r->last_ns = g->ctx->now;
+}
+
+/* keep_msg -- a reliable publisher keeps message seq for repair */
+static int keep_msg(struct rdmamsg_group *g, uint64_t seq, const void *data,
+		    size_t len)
+{
+	struct gkeep *k = &g->keep[seq % g->window];
+
+	if (k->cap < len) {
+		char *d = realloc(k->data, len);
+
+		if (!d)
+			return -ENOMEM;
+		k->data = d;
+		k->cap = len;
+	}
+	if (len)
+		memcpy(k->data, data, len);
+	k->len = len;
+	k->seq = seq;
+	return 0;
 }
 
 RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 					 const void *data, size_t len,
 					 void *op_ctx)
 {
-	struct rdmamsg_buf *bufs[64], **bv = bufs;
-	struct rdmamsg__mc_wire h;
-	uint32_t n, i;
+	uint64_t min;
 	int ret;
 
 	if (!g || (!data && len))
@@ -485,55 +790,31 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 		return -EPIPE;
 	if (g->state != G_UP)
 		return -ENOTCONN;
-	n = len ? (uint32_t)((len - 1) / g->frag + 1) : 1;
-	if (g->sq_head - g->sq_tail + n > g->sdepth) {
-		g->st.flow_control_stalls++;
-		return -EAGAIN;
-	}
-	if (n > 64) {
-		bv = malloc(n * sizeof(*bv));
-		if (!bv)
-			return -ENOMEM;
-	}
-	memset(&h, 0, sizeof(h));
-	h.type = MC_DATA;
-	h.pub = g->pub_id;
-	h.seq = g->next_seq;
-	h.total = (uint32_t)len;
-	for (i = 0; i < n; i++) {
-		size_t off = (size_t)i * g->frag;
-		size_t part = len - off > g->frag ? g->frag : len - off;
-
-		ret = rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + part, BUF_LIB,
-				       &bv[i]);
-		if (ret) {
-			while (i--)
-				rdmamsg__buf_put(bv[i]);
+	if (g->window) {
+		/* flow control (the slowest subscriber) and the repair
+		 * under way first */
+		if ((rcv_min(g, g->ctx->now, &min) &&
+		     g->next_seq - min >= g->window) ||
+		    g->repairing) {
 			g->st.flow_control_stalls++;
-			ret = -EAGAIN;
-			goto out;
+			return -EAGAIN;
 		}
-		h.off = (uint32_t)off;
-		rdmamsg__mc_encode(&h, bv[i]->data);
-		if (part)
-			memcpy(bv[i]->data + RDMAMSG_MC_HDR,
-			       (const char *)data + off, part);
-		bv[i]->len = RDMAMSG_MC_HDR + part;
 	}
-	ret = post(g, bv, n, op_ctx, 1);
+	ret = send_msg(g, g->next_seq, data, len, op_ctx, 1);
 	if (ret) {
-		for (i = 0; i < n; i++)
-			rdmamsg__buf_put(bv[i]);
-		goto out;
+		if (ret == -EAGAIN)
+			g->st.flow_control_stalls++;
+		return ret;
 	}
+	if (g->window && keep_msg(g, g->next_seq, data, len))
+		LOG_WARN("multicast: no memory to keep message %llu for "
+			 "repair",
+			 (unsigned long long)g->next_seq);
 	g->next_seq++;
 	g->sent_since_hb = 1;
 	g->st.msgs_published++;
 	g->st.bytes_published += len;
-out:
-	if (bv != bufs)
-		free(bv);
-	return ret;
+	return 0;
 }
 
 /* ---- receiving ----------------------------------------------------- */
@@ -566,6 +847,32 @@ static struct gpub *find_pub(struct rdmamsg_group *g, uint64_t id)
 	return NULL;
 }
 
+/* status -- tell p (reliable mode) that we have everything before next */
+static void status(struct rdmamsg_group *g, struct gpub *p)
+{
+	uint64_t to = htole64(p->id);
+
+	if (p->ah && !control(g, p->ah, p->qpn, MC_STATUS, 0, p->next, &to, 8))
+		p->sm_sent = p->next;
+}
+
+/* nak -- ask p for its messages from next on again, at most once per
+ * back-off unless force */
+static void nak(struct rdmamsg_group *g, struct gpub *p, int force)
+{
+	uint64_t now = g->ctx->now, to = htole64(p->id);
+
+	if (!p->ah ||
+	    (!force && now - p->nak_ns < (uint64_t)p->nak_ms * 1000000ull))
+		return;
+	if (control(g, p->ah, p->qpn, MC_NAK, 0, p->next, &to, 8))
+		return; /* no room: the next datagram or tick tries again */
+	g->st.naks_sent++;
+	p->nak_ns = now;
+	if (p->nak_ms < G_NAK_MAX_MS)
+		p->nak_ms *= 2;
+}
+
 /* new_pub -- a publisher heard of for the first time, expecting next */
 static struct gpub *new_pub(struct rdmamsg_group *g, uint64_t id, uint64_t next)
 {
@@ -581,8 +888,39 @@ static struct gpub *new_pub(struct rdmamsg_group *g, uint64_t id, uint64_t next)
 	memset(p, 0, sizeof(*p));
 	p->id = id;
 	p->next = next;
+	p->nak_ms = G_NAK_MS;
 	g->st.publishers++;
 	return p;
+}
+
+/* pub_addr -- a reliable publisher's unicast address (MCF_ADDR): the
+ * way for our NAKs and status messages */
+static void pub_addr(struct rdmamsg_group *g, struct gpub *p, const char *pl)
+{
+	struct ibv_ah_attr a;
+	uint32_t qpn;
+
+	if (p->ah || !g->window)
+		return;
+	memcpy(&qpn, pl + 16, 4);
+	memset(&a, 0, sizeof(a));
+	a.is_global = 1;
+	memcpy(a.grh.dgid.raw, pl, 16);
+	a.grh.sgid_index = g->sgid_index;
+	a.grh.hop_limit = 64;
+	a.port_num = g->port;
+	p->ah = g->ctx->ops->create_ah(g->ctx->pd, &a);
+	if (!p->ah) {
+		LOG_WARN("multicast: no way back to publisher %016llx (%d): "
+			 "its losses are reported, not repaired",
+			 (unsigned long long)p->id, rdmamsg__errno(EINVAL));
+		p->unreliable = 1;
+		return;
+	}
+	p->qpn = le32toh(qpn) & 0xffffff;
+	status(g, p);
+	if (p->gap)
+		nak(g, p, 1);
 }
 
 /* lose -- messages next .. upto - 1 of p are lost: report them */
@@ -594,10 +932,31 @@ static void lose(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
 	if (upto <= first)
 		return;
 	p->next = upto;
+	p->gap = 0;
 	g->st.gaps++;
 	g->st.msgs_lost += upto - first;
 	if (g->cbs.on_loss && !g->closing)
 		g->cbs.on_loss(g, p->id, first, upto - first, g->arg);
+}
+
+/* miss -- message next of p is missing: reliable mode asks for it again
+ * (1: the datagram at hand is dropped), else it is lost up to upto (0) */
+static int miss(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
+{
+	if (!g->window || p->unreliable) {
+		lose(g, p, upto);
+		return 0;
+	}
+	/* without its address yet: wait for its next heartbeat */
+	p->assembling = 0;
+	if (!p->gap) {
+		p->gap = 1;
+		p->nak_ms = G_NAK_MS;
+		nak(g, p, 1);
+	} else {
+		nak(g, p, 0);
+	}
+	return 1;
 }
 
 /* deliver -- message seq of p, complete */
@@ -612,8 +971,11 @@ static void deliver(struct rdmamsg_group *g, struct gpub *p, const void *data,
 	m.len = len;
 	p->next++;
 	p->assembling = 0;
+	p->gap = 0;
 	g->st.msgs_received++;
 	g->st.bytes_received += len;
+	if (p->ah && p->next - p->sm_sent >= (g->window + 3) / 4)
+		status(g, p);
 	if (g->cbs.on_message && !g->closing)
 		g->cbs.on_message(g, &m, g->arg);
 }
@@ -628,12 +990,13 @@ static void on_data(struct rdmamsg_group *g, struct gpub *p,
 		g->st.duplicates++;
 		return;
 	}
-	if (h->seq > p->next)
-		lose(g, p, h->seq); /* an abandoned reassembly included */
+	/* an abandoned reassembly included */
+	if (h->seq > p->next && miss(g, p, h->seq))
+		return;
 	/* h->seq == p->next */
 	if (!p->assembling) {
 		if (h->off) {
-			lose(g, p, h->seq + 1); /* its first fragment lost */
+			miss(g, p, h->seq + 1); /* its first fragment lost */
 			return;
 		}
 		if (n == h->total) {
@@ -660,7 +1023,7 @@ static void on_data(struct rdmamsg_group *g, struct gpub *p,
 	}
 	if (h->total != p->asm_total || h->off != p->asm_off) {
 		/* a fragment lost in the middle (or a header that lies) */
-		lose(g, p, h->seq + 1);
+		miss(g, p, h->seq + 1);
 		return;
 	}
 	memcpy(p->asm_buf + p->asm_off, pay, n);
@@ -674,9 +1037,17 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 {
 	struct rdmamsg__mc_wire h;
 	struct gpub *p;
+	uint64_t to;
 
-	if (g->drop_every && ++g->drop_n % g->drop_every == 0)
-		return; /* test hook: "lost on the wire" */
+	if (g->drop_every) {
+		/* test hook: one in drop_every "lost on the wire", at
+		 * (fixed) random */
+		g->drop_n ^= g->drop_n << 13;
+		g->drop_n ^= g->drop_n >> 17;
+		g->drop_n ^= g->drop_n << 5;
+		if (g->drop_n % g->drop_every == 0)
+			return;
+	}
 	if (rdmamsg__mc_decode(d, len, (uint32_t)g->max_msg, &h)) {
 		g->st.malformed++;
 		return;
@@ -684,10 +1055,26 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 	if (h.pub == g->pub_id)
 		return; /* our own, looped back */
 	g->st.datagrams_received++;
+	if (h.type == MC_NAK || h.type == MC_STATUS) {
+		/* to a publisher, from a subscriber (h.pub) */
+		memcpy(&to, d + RDMAMSG_MC_HDR, 8);
+		if (le64toh(to) != g->pub_id ||
+		    !(g->role & RDMAMSG_GROUP_PUBLISHER))
+			return;
+		if (h.type == MC_NAK)
+			on_nak(g, h.seq);
+		else
+			on_status(g, h.pub, h.seq);
+		return;
+	}
+	if (!(g->role & RDMAMSG_GROUP_SUBSCRIBER))
+		return;
 	p = find_pub(g, h.pub);
 	if (!p) {
 		uint64_t start = h.seq;
 
+		if (h.type == MC_HEARTBEAT && (h.flags & MCF_FIN))
+			return; /* it leaves before we knew it */
 		/* a late joiner starts at the next whole message */
 		if (h.type == MC_DATA && h.off)
 			start++;
@@ -698,11 +1085,41 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 		}
 	}
 	if (h.type == MC_HEARTBEAT) {
-		if (h.seq > p->next)
-			lose(g, p, h.seq);
+		if (h.flags & MCF_ADDR)
+			pub_addr(g, p, d + RDMAMSG_MC_HDR);
+		else if (!h.flags)
+			p->unreliable =
+				1; /* a publisher not in reliable mode */
+		if (h.seq <= p->next)
+			return;
+		if (h.flags & (MCF_LOW | MCF_FIN))
+			lose(g, p, h.seq); /* never to be repaired */
+		else
+			miss(g, p, h.seq);
 		return;
 	}
 	on_data(g, p, &h, d + RDMAMSG_MC_HDR, len - RDMAMSG_MC_HDR);
+}
+
+/* sm_fn -- a reliable subscriber's period: status messages, NAKs again */
+static void sm_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, sm_timer);
+	uint32_t i;
+
+	if (g->closing || g->state != G_UP)
+		return;
+	for (i = 0; i < g->npub; i++) {
+		struct gpub *p = &g->pubs[i];
+
+		if (!p->ah)
+			continue;
+		if (p->gap)
+			nak(g, p, 0);
+		status(g, p);
+	}
+	rdmamsg__timer_start(g->ctx, &g->sm_timer, g->hb_ms);
 }
 
 /* rdmamsg__group_wcs -- completions of g's QP at wc (n of them, the first
@@ -737,6 +1154,8 @@ uint32_t rdmamsg__group_wcs(void *obj, const struct ibv_wc *wc, uint32_t n)
 			} else {
 				complete_tx(g, s + 1, 0);
 			}
+			if (g->repairing)
+				pump(g);
 			if (g->closing && g->sq_head == g->sq_tail)
 				kick(g);
 			continue;
@@ -800,6 +1219,15 @@ static int setup(struct rdmamsg_group *g)
 			return -EINVAL;
 		}
 		sd = g->sdepth;
+	} else {
+		/* a subscriber sends only NAKs and status messages */
+		sd = g->window ? 64 : 1;
+		g->sdepth = sd;
+	}
+	if (g->window) {
+		g->keep = calloc(g->window, sizeof(*g->keep));
+		if (!g->keep)
+			return -ENOMEM;
 	}
 	while (sd & (sd - 1))
 		sd++; /* a power of two: the ring is indexed by a mask */
@@ -807,7 +1235,9 @@ static int setup(struct rdmamsg_group *g)
 	if (!g->tx)
 		return -ENOMEM;
 	g->sq_mask = sd - 1;
-	g->nrx = g->role & RDMAMSG_GROUP_SUBSCRIBER ? g->rdepth : 0;
+	/* a reliable publisher hears NAKs and status messages */
+	g->nrx = (g->role & RDMAMSG_GROUP_SUBSCRIBER) || g->window ? g->rdepth
+								   : 0;
 	need = sd + g->nrx;
 	ret = rdmamsg__iface_attach_lane(ctx, g, need, &g->handle, &g->wrid_tag,
 					 &g->icq, &g->cq_need);
@@ -886,15 +1316,23 @@ void rdmamsg__group_cm_event(struct rdmamsg_ctx *ctx, struct rdma_cm_event *ev)
 		}
 		g->rqpn = qpn;
 		g->rqkey = qkey;
+		g->sgid_index = ah.grh.sgid_index;
+		g->port = ah.port_num ? ah.port_num : 1;
+		if (g->window && !ctx->ops->query_gid(ctx->verbs, g->port,
+						      g->sgid_index, &g->gid))
+			g->have_gid = 1;
 		g->state = G_UP;
 		if (g->closing) {
 			kick(g);
 			return;
 		}
 		if (g->role & RDMAMSG_GROUP_PUBLISHER) {
-			heartbeat(g, 0); /* subscribers learn of us now */
+			heartbeat(g, 0,
+				  g->next_seq); /* subscribers learn of us */
 			rdmamsg__timer_start(ctx, &g->hb_timer, g->hb_ms);
 		}
+		if (g->window && (g->role & RDMAMSG_GROUP_SUBSCRIBER))
+			rdmamsg__timer_start(ctx, &g->sm_timer, g->hb_ms);
 		if (g->cbs.on_join)
 			g->cbs.on_join(g, 0, g->arg);
 		break;
@@ -950,6 +1388,7 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	g->rdepth = attr ? attr->rdepth : G_DEF_RDEPTH;
 	g->sdepth = attr ? attr->sdepth : G_DEF_SDEPTH;
 	g->hb_ms = attr ? attr->hb_ms : G_DEF_HB_MS;
+	g->window = attr ? attr->window : 0;
 	if (cbs)
 		g->cbs = *cbs;
 	g->arg = arg;
@@ -960,9 +1399,11 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	env = getenv("RDMAMSG_TEST_MC_DROP");
 	if (env)
 		g->drop_every = (uint32_t)atoi(env);
+	g->drop_n = 2463534242u;
 	rdmamsg__timer_init(&g->hb_timer, hb_fn);
 	rdmamsg__timer_init(&g->step_timer, step_fn);
 	rdmamsg__timer_init(&g->close_timer, close_fn);
+	rdmamsg__timer_init(&g->sm_timer, sm_fn);
 	if (ctx->ops->create_id(ctx->ech, &g->id, &g->obj, RDMA_PS_UDP)) {
 		ret = rdmamsg__errno(ENOMEM);
 		rdmamsg__buf_put(g->hold);
@@ -995,8 +1436,7 @@ RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
 	g->closing = 1;
 	g->close_cb = close_cb;
 	rdmamsg__timer_stop(g->ctx, &g->hb_timer);
-	if (g->state == G_UP && (g->role & RDMAMSG_GROUP_PUBLISHER))
-		heartbeat(g, MCF_FIN);
+	rdmamsg__timer_stop(g->ctx, &g->sm_timer);
 	rdmamsg__timer_start(g->ctx, &g->close_timer, G_CLOSE_MS);
 	kick(g);
 	return 0;
@@ -1009,6 +1449,7 @@ RDMAMSG_EXPORT int rdmamsg_group_query(const struct rdmamsg_group *g,
 		return -EINVAL;
 	*st = g->st;
 	st->mtu = g->frag;
+	st->receivers = g->nrcv;
 	return 0;
 }
 

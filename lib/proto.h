@@ -221,7 +221,15 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
  * place in it (fragments of a message go out in order, back to back).
  * HEARTBEAT (no payload) says that the publisher's next message will be
  * seq: subscribers learn of publishers, and of losses at the tail, from
- * it; MCF_FIN marks the last one, sent as the publisher leaves.
+ * it; MCF_FIN marks the last one, sent as the publisher leaves; with
+ * MCF_LOW (reliable mode) seq is instead the oldest message the
+ * publisher can still repair.  A reliable publisher's periodic heartbeats
+ * carry MCF_ADDR and its unicast address as payload: its GID (16 bytes)
+ * and QP number (4), where NAKs and status messages go.
+ * Reliable mode, unicast from a subscriber (pub: the subscriber's id) to
+ * a publisher, whose id is the 8-byte payload: NAK asks for the messages
+ * from seq on again; STATUS says that the subscriber has everything
+ * before seq (flow control).
  */
 struct rdmamsg__mc_wire {
 	uint32_t magic; /* RDMAMSG_MC_MAGIC */
@@ -241,8 +249,9 @@ _Static_assert(sizeof(struct rdmamsg__mc_wire) == 32, "mc header size");
 #define RDMAMSG_MC_VERSION 1
 #define RDMAMSG_MC_MAX_MSG (16u << 20)
 
-enum { MC_DATA = 1, MC_HEARTBEAT = 2 };
-enum { MCF_FIN = 1 };
+enum { MC_DATA = 1, MC_HEARTBEAT = 2, MC_NAK = 3, MC_STATUS = 4 };
+enum { MCF_FIN = 1, MCF_LOW = 2, MCF_ADDR = 4 };
+#define RDMAMSG_MC_ADDR 20 /* a heartbeat's MCF_ADDR payload */
 
 /* rdmamsg__mc_encode -- h in wire order into out (RDMAMSG_MC_HDR bytes) */
 static inline void rdmamsg__mc_encode(const struct rdmamsg__mc_wire *h,
@@ -296,7 +305,15 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 			return -EPROTO;
 		return 0;
 	case MC_HEARTBEAT:
-		if (pay || h->total || h->off || (h->flags & ~MCF_FIN))
+		if (h->total || h->off ||
+		    (h->flags & ~(MCF_FIN | MCF_LOW | MCF_ADDR)))
+			return -EPROTO;
+		if (pay != ((h->flags & MCF_ADDR) ? RDMAMSG_MC_ADDR : 0))
+			return -EPROTO;
+		return 0;
+	case MC_NAK:
+	case MC_STATUS:
+		if (pay != 8 || h->total || h->off || h->flags)
 			return -EPROTO;
 		return 0;
 	default:

@@ -29,6 +29,7 @@
 
 static const char *group_addr = "239.1.2.14";
 static unsigned int nmsgs;
+static uint32_t rwindow; /* reliable mode's window; 0: default mode */
 
 struct sub_result;
 static struct sub_result *results; /* shared with the children */
@@ -59,7 +60,7 @@ static void fill(uint64_t seq, unsigned char *p, size_t len)
 
 struct sub_result {
 	uint64_t received, lost, loss_calls, bad, order, pubs;
-	uint64_t st_received, st_lost, st_gaps;
+	uint64_t st_received, st_lost, st_gaps, naks, dups;
 	int join_status, closed, destroy;
 };
 
@@ -154,12 +155,14 @@ static int subscriber(int wfd, void *arg)
 	s.wfd = wfd;
 	s.buf = malloc(MAXMSG);
 	if ((uintptr_t)arg & 0x100)
-		setenv("RDMAMSG_TEST_MC_DROP", "7", 1);
+		setenv("RDMAMSG_TEST_MC_DROP", rwindow ? "20" : "7", 1);
 	s.ctx = test_ctx();
 	if (rdmamsg_group_attr_new(&a) ||
 	    rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER) ||
 	    rdmamsg_group_attr_set_recv_depth(a, 4096) ||
-	    rdmamsg_group_attr_set_max_msg_size(a, MAXMSG))
+	    rdmamsg_group_attr_set_max_msg_size(a, MAXMSG) ||
+	    rdmamsg_group_attr_set_heartbeat(a, 20) ||
+	    rdmamsg_group_attr_set_reliable(a, rwindow))
 		return 80;
 	if (rdmamsg_group_join(s.ctx, group_addr, a, &cbs, &s, &s.g))
 		return 81;
@@ -178,6 +181,8 @@ static int subscriber(int wfd, void *arg)
 	s.r.st_lost = st.msgs_lost;
 	s.r.st_gaps = st.gaps;
 	s.r.pubs = st.publishers;
+	s.r.naks = st.naks_sent;
+	s.r.dups = st.duplicates;
 	if (rdmamsg_group_close(s.g, sub_closed) ||
 	    rdmamsg_group_close(s.g, sub_closed) != -EALREADY)
 		s.r.bad++;
@@ -228,8 +233,9 @@ static void pub_closed(struct rdmamsg_group *g, void *arg)
 }
 
 /* round -- one publisher, NSUB subscribers (drop_at: the one that drops
- * every 7th datagram, or -1) */
-static void round_(int drop_at)
+ * one datagram in 7 -- in 20 in reliable mode --, or -1); window: reliable
+ * mode's, or 0 */
+static void round_(int drop_at, uint32_t window)
 {
 	struct rdmamsg_group_cbs cbs = {.on_join = pub_join,
 					.on_publish = pub_done};
@@ -247,6 +253,9 @@ static void round_(int drop_at)
 
 	memset(&p, 0, sizeof(p));
 	memset(results, 0, NSUB * sizeof(*results));
+	rwindow = window;
+	diag("%s mode, %s", window ? "reliable" : "default",
+	     drop_at < 0 ? "no drops" : "one subscriber drops datagrams");
 	for (i = 0; i < NSUB; i++) {
 		pid[i] = test_fork(
 			subscriber,
@@ -262,10 +271,21 @@ static void round_(int drop_at)
 	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
 	rdmamsg_group_attr_set_max_msg_size(a, MAXMSG);
 	rdmamsg_group_attr_set_heartbeat(a, 20);
+	rdmamsg_group_attr_set_reliable(a, window);
 	ok(!rdmamsg_group_join(ctx, group_addr, a, &cbs, &p, &g),
 	   "publisher joins %s", group_addr);
 	rdmamsg_group_attr_delete(&a);
 	ok(test_run_until(ctx, &p.joined, 10000) == 1, "publisher joined");
+	if (window) {
+		/* the subscribers' status messages: flow control knows them */
+		end = test_now_ms() + 10000;
+		do {
+			test_idle(ctx, 5);
+			rdmamsg_group_query(g, &st);
+		} while (st.receivers < NSUB && test_now_ms() < end);
+		ok(st.receivers == NSUB, "reliable: %llu subscribers known",
+		   (unsigned long long)st.receivers);
+	}
 	end = test_now_ms() + 600000;
 	while (sent < nmsgs && test_now_ms() < end) {
 		for (i = 0; i < NSUB; i++) {
@@ -278,7 +298,8 @@ static void round_(int drop_at)
 		for (i = 1; i < NSUB; i++)
 			if (acc[i] < minacc)
 				minacc = acc[i];
-		if (sent - minacc < WINDOW) {
+		/* the default mode has no flow control: the test paces */
+		if (window || sent - minacc < WINDOW) {
 			size_t len = msg_size(sent);
 
 			fill(sent, buf, len);
@@ -331,9 +352,15 @@ static void round_(int drop_at)
 			   r[i].st_lost == r[i].lost &&
 			   r[i].st_gaps == r[i].loss_calls && r[i].pubs == 1,
 		   "subscriber %d: counters agree with the callbacks", i);
-		if (i == drop_at)
+		if (i == drop_at && window)
+			ok(r[i].lost == 0 && r[i].naks > 0,
+			   "subscriber %d drops one datagram in 20: nothing "
+			   "lost, %llu NAKs, %llu duplicates dropped",
+			   i, (unsigned long long)r[i].naks,
+			   (unsigned long long)r[i].dups);
+		else if (i == drop_at)
 			ok(r[i].lost > 0 && r[i].received > 0,
-			   "subscriber %d drops every 7th datagram: %llu "
+			   "subscriber %d drops one datagram in 7: %llu "
 			   "losses reported in %llu gaps",
 			   i, (unsigned long long)r[i].lost,
 			   (unsigned long long)r[i].loss_calls);
@@ -344,6 +371,14 @@ static void round_(int drop_at)
 		   "left in use)",
 		   i);
 	}
+	rdmamsg_group_query(g, &st);
+	if (window && drop_at >= 0)
+		ok(st.naks_received > 0 && st.repairs > 0,
+		   "publisher: %llu NAKs received, %llu repairs, %llu "
+		   "flow-control stalls",
+		   (unsigned long long)st.naks_received,
+		   (unsigned long long)st.repairs,
+		   (unsigned long long)st.flow_control_stalls);
 	ok(!rdmamsg_group_close(g, pub_closed), "publisher closes");
 	ok(rdmamsg_group_close(g, pub_closed) == -EALREADY,
 	   "close twice: -EALREADY");
@@ -576,8 +611,9 @@ int main(void)
 	if (results == MAP_FAILED)
 		bail_out("mmap");
 	nmsgs = tap_small() ? 600 : 20000;
-	round_(-1);
-	round_(1);
+	round_(-1, 0);
+	round_(1, 0);
+	round_(1, 64);
 	late_joiner();
 	bad_input();
 	return done_testing();
