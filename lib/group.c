@@ -21,6 +21,24 @@
  * before (sequence below the expected one) are dropped as duplicates.
  * Reordering inside one publisher's stream counts as loss.
  *
+ * Reliable mode (window != 0): the publisher keeps its last window
+ * messages, sends a heartbeat with its unicast address every period and
+ * receives NAKs and status messages there; a subscriber NAKs what it
+ * misses (go-back-N: it drops what comes after) and reports only what
+ * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
+ * within window of the slowest subscriber heard from lately (min flow
+ * control) and repairs by multicast, one repair for every subscriber
+ * missing the same messages.
+ *
+ * Reliable mode (window != 0): the publisher keeps its last window
+ * messages, sends a heartbeat with its unicast address every period and
+ * receives NAKs and status messages there; a subscriber NAKs what it
+ * misses (go-back-N: it drops what comes after) and reports only what
+ * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
+ * within window of the slowest subscriber heard from lately (min flow
+ * control) and repairs by multicast, one repair for every subscriber
+ * missing the same messages.
+ *
  * Everything the user sees is called from the context's progress: message
  * and loss callbacks from the CQ drain, the close callback from a timer,
  * never from inside a call of the user's.
