@@ -29,7 +29,8 @@
 
 static const char *group_addr = "239.1.2.14";
 static unsigned int nmsgs;
-static uint32_t rwindow; /* reliable mode's window; 0: default mode */
+static uint32_t rwindow;       /* reliable mode's window; 0: default mode */
+static uint32_t rdepth = 4096; /* the subscribers' receive depth */
 
 struct sub_result;
 static struct sub_result *results; /* shared with the children */
@@ -159,7 +160,7 @@ static int subscriber(int wfd, void *arg)
 	s.ctx = test_ctx();
 	if (rdmamsg_group_attr_new(&a) ||
 	    rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER) ||
-	    rdmamsg_group_attr_set_recv_depth(a, 4096) ||
+	    rdmamsg_group_attr_set_recv_depth(a, rdepth) ||
 	    rdmamsg_group_attr_set_max_msg_size(a, MAXMSG) ||
 	    rdmamsg_group_attr_set_heartbeat(a, 20) ||
 	    rdmamsg_group_attr_set_reliable(a, rwindow))
@@ -464,6 +465,154 @@ static void bad_input(void)
 	ok(rdmamsg_ctx_destroy(&ctx) == 0, "context destroyed");
 }
 
+/* ---- a stopped subscriber (reliable mode) ----------------------------- */
+
+/* drain -- the latest progress report of each subscriber */
+static void drain(const int *rfd, uint64_t *acc, int n)
+{
+	uint64_t v;
+	int i;
+
+	for (i = 0; i < n; i++)
+		while (read(rfd[i], &v, sizeof(v)) == sizeof(v))
+			acc[i] = v;
+}
+
+/* publish_n -- publish messages [from, to) with retries; how far it got */
+static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
+			  unsigned char *buf, uint64_t from, uint64_t to)
+{
+	long long end = test_now_ms() + 60000;
+	uint64_t i = from;
+
+	while (i < to && test_now_ms() < end) {
+		size_t len = msg_size(i);
+		int ret;
+
+		fill(i, buf, len);
+		ret = rdmamsg_group_publish(g, buf, len, (void *)(uintptr_t)i);
+		if (ret == 0) {
+			i++;
+			continue;
+		}
+		if (ret != -EAGAIN)
+			break;
+		test_idle(ctx, 1);
+	}
+	return i;
+}
+
+/*
+ * stopped -- two reliable subscribers; one is stopped (SIGSTOP) while the
+ * publisher goes on far past its window: the publisher is held only until
+ * the stopped one's status messages are overdue, the other loses nothing,
+ * and the stopped one, continued, reports what could no longer be
+ * repaired and gets the rest
+ */
+static void stopped(void)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = pub_join,
+					.on_publish = pub_done};
+	unsigned int saved = nmsgs;
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_group_stats st;
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_group *g;
+	unsigned char *buf = malloc(MAXMSG);
+	uint64_t acc[2] = {0, 0}, sent;
+	int rfd[2], i;
+	pid_t pid[2];
+	struct pub p;
+	long long end;
+
+	memset(&p, 0, sizeof(p));
+	memset(results, 0, NSUB * sizeof(*results));
+	nmsgs = 400;
+	rwindow = 16;
+	rdepth = 64;
+	diag("reliable mode, one subscriber stopped");
+	for (i = 0; i < 2; i++) {
+		pid[i] = test_fork(subscriber, (void *)(uintptr_t)i, &rfd[i]);
+		if (read(rfd[i], &acc[i], sizeof(acc[i])) != sizeof(acc[i]))
+			bail_out("subscriber %d did not join", i);
+		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
+	}
+	ctx = test_ctx();
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
+	rdmamsg_group_attr_set_max_msg_size(a, MAXMSG);
+	/* 300 ms: a subscriber silent for 3 s is no longer waited for (a
+	 * loaded machine may pause the running one for less) */
+	rdmamsg_group_attr_set_heartbeat(a, 300);
+	rdmamsg_group_attr_set_reliable(a, rwindow);
+	ok(!rdmamsg_group_join(ctx, group_addr, a, &cbs, &p, &g) &&
+		   test_run_until(ctx, &p.joined, 10000) == 1,
+	   "stopped: publisher joined");
+	rdmamsg_group_attr_delete(&a);
+	end = test_now_ms() + 10000;
+	do {
+		test_idle(ctx, 5);
+		rdmamsg_group_query(g, &st);
+	} while (st.receivers < 2 && test_now_ms() < end);
+	sent = publish_n(ctx, g, buf, 0, 64);
+	end = test_now_ms() + 30000;
+	do {
+		test_idle(ctx, 5);
+		drain(rfd, acc, 2);
+	} while ((acc[0] < 64 || acc[1] < 64) && test_now_ms() < end);
+	ok(sent == 64 && acc[0] == 64 && acc[1] == 64,
+	   "64 messages reached both subscribers");
+	kill(pid[1], SIGSTOP);
+	sent = publish_n(ctx, g, buf, 64, nmsgs);
+	rdmamsg_group_query(g, &st);
+	kill(pid[1], SIGCONT);
+	ok(sent == nmsgs && st.receivers == 1,
+	   "the publisher went on past its window of %u without the "
+	   "stopped subscriber (%llu of %u published, %llu stalls)",
+	   rwindow, (unsigned long long)sent, nmsgs,
+	   (unsigned long long)st.flow_control_stalls);
+	for (i = 0; i < 2; i++) {
+		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
+		uint64_t v;
+
+		for (;;) {
+			while (poll(&pf, 1, 0) == 0)
+				test_idle(ctx, 5);
+			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
+			    errno != EAGAIN && errno != EINTR)
+				break;
+			if (pf.revents & POLLHUP)
+				break;
+		}
+		ok(test_wait_child(pid[i]) == 0, "subscriber %d exits 0", i);
+		close(rfd[i]);
+	}
+	ok(results[0].received == nmsgs && !results[0].lost &&
+		   !results[0].bad && !results[0].order,
+	   "the running subscriber got all %u, in order, verified", nmsgs);
+	ok(results[1].lost > 0 &&
+		   results[1].received + results[1].lost == nmsgs &&
+		   !results[1].bad && !results[1].order,
+	   "the stopped one: %llu received + %llu reported lost == %u, in "
+	   "order, verified",
+	   (unsigned long long)results[1].received,
+	   (unsigned long long)results[1].lost, nmsgs);
+	rdmamsg_group_query(g, &st);
+	ok(st.naks_received > 0, "publisher: %llu NAKs, %llu repairs",
+	   (unsigned long long)st.naks_received,
+	   (unsigned long long)st.repairs);
+	ok(!rdmamsg_group_close(g, pub_closed) &&
+		   test_run_until(ctx, &p.closed, 10000) == 1,
+	   "publisher closed");
+	ok(p.completed == nmsgs && !p.failed && !p.order,
+	   "every publish completed once");
+	ok(!rdmamsg_ctx_destroy(&ctx), "context destroyed");
+	free(buf);
+	nmsgs = saved;
+	rwindow = 0;
+	rdepth = 4096;
+}
+
 /* ---- late join, leave ------------------------------------------------ */
 
 struct late {
@@ -614,6 +763,7 @@ int main(void)
 	round_(-1, 0);
 	round_(1, 0);
 	round_(1, 64);
+	stopped();
 	late_joiner();
 	bad_input();
 	return done_testing();
