@@ -2,8 +2,10 @@
 /*
  * mcast.c -- a market-data-like feed over an rdmamsg multicast group.
  *
- *   mcast -p [-g GROUP] [-n COUNT] [-r RATE] [-s SIZE]   publisher
- *   mcast -l [-g GROUP] [-n COUNT] [-t SECONDS]           subscriber
+ *   mcast -p [-g GROUP] [-n COUNT] [-r RATE] [-s SIZE] [-R WINDOW]
+ *   mcast -l [-g GROUP] [-n COUNT] [-t SECONDS] [-R WINDOW]
+ *
+ * -R: reliable mode with that window (publisher and subscribers alike).
  *
  * The publisher sends COUNT ticks (a symbol, a price, a quantity, a time
  * stamp, padded to SIZE bytes) at up to RATE messages per second (0: as
@@ -191,11 +193,12 @@ int main(int argc, char **argv)
 	struct app a;
 	int pub = -1, c, seconds = 30, rc, i;
 	double rate = 0;
+	uint32_t window = 0;
 	size_t size = sizeof(struct tick);
 
 	memset(&a, 0, sizeof(a));
 	a.count = 100000;
-	while ((c = getopt(argc, argv, "plg:n:r:s:t:")) != -1) {
+	while ((c = getopt(argc, argv, "plg:n:r:s:t:R:")) != -1) {
 		switch (c) {
 		case 'p':
 			pub = 1;
@@ -218,6 +221,9 @@ int main(int argc, char **argv)
 		case 't':
 			seconds = atoi(optarg);
 			break;
+		case 'R':
+			window = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
 		default:
 			pub = -1;
 			optind = argc + 1;
@@ -226,8 +232,8 @@ int main(int argc, char **argv)
 	if (pub < 0 || size < sizeof(struct tick) || size > (64u << 10)) {
 		fprintf(stderr,
 			"usage: %s -p [-g GROUP] [-n COUNT] [-r RATE] [-s "
-			"SIZE]\n       %s -l [-g GROUP] [-n COUNT] [-t "
-			"SECONDS]\n(SIZE: %zu .. 65536)\n",
+			"SIZE] [-R WINDOW]\n       %s -l [-g GROUP] [-n COUNT] "
+			"[-t SECONDS] [-R WINDOW]\n(SIZE: %zu .. 65536)\n",
 			argv[0], argv[0], sizeof(struct tick));
 		return 2;
 	}
@@ -242,6 +248,10 @@ int main(int argc, char **argv)
 					      : RDMAMSG_GROUP_SUBSCRIBER);
 	if (!pub)
 		rdmamsg_group_attr_set_recv_depth(attr, 4096);
+	if (rdmamsg_group_attr_set_reliable(attr, window)) {
+		fprintf(stderr, "bad window %u\n", window);
+		return 2;
+	}
 	rc = rdmamsg_group_join(a.ctx, group, attr, &cbs, &a, &a.g);
 	rdmamsg_group_attr_delete(&attr);
 	if (rc) {
