@@ -43,6 +43,7 @@ struct app {
 	int joined, closed, bad;
 	uint64_t count, received, lost, gaps, bytes, next;
 	uint64_t last_rx, last_lost, last_bytes;
+	uint64_t lat_sum, lat_max; /* ns, publish to delivery (one host) */
 };
 
 static uint64_t now_ns(void)
@@ -93,6 +94,11 @@ static void on_message(struct rdmamsg_group *g,
 	a->next = m->seq + 1;
 	a->received++;
 	a->bytes += m->len;
+	if (now_ns() >= t.ns) {
+		a->lat_sum += now_ns() - t.ns;
+		if (now_ns() - t.ns > a->lat_max)
+			a->lat_max = now_ns() - t.ns;
+	}
 }
 
 static void on_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
@@ -178,8 +184,11 @@ static int subscriber(struct app *a, int seconds)
 		}
 	}
 	printf("received %" PRIu64 ", lost %" PRIu64 " in %" PRIu64
-	       " gaps, %d bad\n",
-	       a->received, a->lost, a->gaps, a->bad);
+	       " gaps, %d bad, latency us avg %.1f max %.1f\n",
+	       a->received, a->lost, a->gaps, a->bad,
+	       a->received ? (double)a->lat_sum / (double)a->received / 1e3
+			   : 0.0,
+	       (double)a->lat_max / 1e3);
 	return a->bad || a->received + a->lost < a->count;
 }
 
