@@ -230,7 +230,7 @@ static void pub_closed(struct rdmamsg_group *g, void *arg)
 	struct pub *p = arg;
 
 	(void)g;
-	p->closed = 1;
+	p->closed++;
 }
 
 /* round -- one publisher, NSUB subscribers (drop_at: the one that drops
@@ -404,6 +404,7 @@ static void bad_input(void)
 	struct pub p, q;
 	char big[64];
 	uint64_t id = 0;
+	int ret;
 
 	memset(&p, 0, sizeof(p));
 	memset(&q, 0, sizeof(q));
@@ -434,6 +435,13 @@ static void bad_input(void)
 		   rdmamsg_group_join(ctx, "239.1.2.3", a, &cbs, &p, &g) ==
 			   -EINVAL,
 	   "a multicast bind address: -EINVAL");
+	/* a bind address of no interface here: refused at once, no group */
+	s = NULL;
+	ret = rdmamsg_group_attr_set_bind_addr(a, "10.231.254.253");
+	if (!ret)
+		ret = rdmamsg_group_join(ctx, "239.1.2.18", a, &cbs, &q, &s);
+	ok(ret < 0 && !s, "join from an address not on this host: %d, no group",
+	   ret);
 	rdmamsg_group_attr_set_bind_addr(a, NULL);
 	rdmamsg_group_attr_set_max_msg_size(a, 64);
 	ok(!rdmamsg_group_join(ctx, "[ff0e::db8:14]", a, &cbs, &p, &g),
