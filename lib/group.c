@@ -1371,35 +1371,30 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 				      const struct rdmamsg_group_cbs *cbs,
 				      void *arg, struct rdmamsg_group **gp)
 {
-	struct sockaddr_storage bind;
+	struct sockaddr_storage maddr, bind;
 	struct rdmamsg_group *g;
 	const char *env;
 	int ret;
 
 	if (!ctx || !addr || !gp)
 		return -EINVAL;
+	if (parse_ip(addr, &maddr) || !is_mcast(&maddr))
+		return -EINVAL;
+	if (attr && attr->bind &&
+	    (parse_ip(attr->bind, &bind) || is_mcast(&bind) ||
+	     bind.ss_family != maddr.ss_family))
+		return -EINVAL;
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	if (parse_ip(addr, &g->maddr) || !is_mcast(&g->maddr)) {
-		free(g);
-		return -EINVAL;
-	}
-	if (attr && attr->bind &&
-	    (parse_ip(attr->bind, &bind) || is_mcast(&bind) ||
-	     bind.ss_family != g->maddr.ss_family)) {
-		free(g);
-		return -EINVAL;
-	}
+	g->maddr = maddr;
 	g->obj.type = OBJ_GROUP;
 	g->ctx = ctx;
 	/* a pool buffer held while the group lives: rdmamsg_ctx_destroy()
 	 * is -EBUSY until it is closed */
 	ret = rdmamsg__buf_get(ctx, 1, BUF_LIB, &g->hold);
-	if (ret) {
-		free(g);
-		return ret;
-	}
+	if (ret)
+		goto err_free;
 	g->role = attr ? attr->role
 		       : RDMAMSG_GROUP_PUBLISHER | RDMAMSG_GROUP_SUBSCRIBER;
 	g->max_msg = attr ? attr->max_msg : G_DEF_MAX_MSG;
@@ -1424,23 +1419,25 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	rdmamsg__timer_init(&g->sm_timer, sm_fn);
 	if (ctx->ops->create_id(ctx->ech, &g->id, &g->obj, RDMA_PS_UDP)) {
 		ret = rdmamsg__errno(ENOMEM);
-		rdmamsg__buf_put(g->hold);
-		free(g);
-		return ret;
+		goto err_hold;
 	}
 	if (ctx->ops->resolve_addr(
 		    g->id, attr && attr->bind ? (struct sockaddr *)&bind : NULL,
 		    (struct sockaddr *)&g->maddr, G_RESOLVE_MS)) {
 		ret = rdmamsg__errno(EINVAL);
-		ctx->ops->destroy_id(g->id);
-		rdmamsg__buf_put(g->hold);
-		free(g);
-		return ret;
+		goto err_id;
 	}
 	rdmamsg__loop_ref(ctx);
-	g->st.mtu = 0;
 	*gp = g;
 	return 0;
+
+err_id:
+	ctx->ops->destroy_id(g->id);
+err_hold:
+	rdmamsg__buf_put(g->hold);
+err_free:
+	free(g);
+	return ret;
 }
 
 RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
