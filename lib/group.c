@@ -105,6 +105,8 @@ struct gpub {
 	uint64_t nak_ns;  /* when it was NAKed last */
 	uint32_t nak_ms;  /* the back-off */
 	uint64_t sm_sent; /* the position the last status message said */
+	uint64_t seen;	  /* one past the last message it told us of */
+	uint64_t last_ns; /* when we last heard from it */
 };
 
 /* a message kept for repair (reliable publisher) */
@@ -906,6 +908,8 @@ static struct gpub *new_pub(struct rdmamsg_group *g, uint64_t id, uint64_t next)
 	memset(p, 0, sizeof(*p));
 	p->id = id;
 	p->next = next;
+	p->seen = next;
+	p->last_ns = g->ctx->now;
 	p->nak_ms = G_NAK_MS;
 	g->st.publishers++;
 	return p;
@@ -1102,6 +1106,12 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 			return;
 		}
 	}
+	p->last_ns = g->ctx->now;
+	if (h.type == MC_DATA && h.seq + 1 > p->seen)
+		p->seen = h.seq + 1;
+	else if (h.type == MC_HEARTBEAT && !(h.flags & MCF_LOW) &&
+		 h.seq > p->seen)
+		p->seen = h.seq;
 	if (h.type == MC_HEARTBEAT) {
 		if (h.flags & MCF_ADDR)
 			pub_addr(g, p, d + RDMAMSG_MC_HDR);
@@ -1133,6 +1143,17 @@ static void sm_fn(struct rdmamsg__timer *t)
 
 		if (!p->ah)
 			continue;
+		if (p->gap && g->ctx->now - p->last_ns > rcv_expire_ns(g)) {
+			/* a publisher silent this long (gone without its
+			 * last heartbeat) repairs nothing more: what it
+			 * told us of is lost */
+			LOG_INFO("multicast: publisher %016llx silent, its "
+				 "missing messages are lost",
+				 (unsigned long long)p->id);
+			lose(g, p, p->seen > p->next ? p->seen : p->next);
+			p->gap = 0;
+			continue;
+		}
 		if (p->gap)
 			nak(g, p, 0);
 		status(g, p);

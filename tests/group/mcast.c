@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 
 #include "../tap.h"
 #include "../core/util.h"
@@ -759,6 +760,93 @@ static void late_joiner(void)
 	   "both contexts destroyed");
 }
 
+/* ---- a reliable publisher gone without a word ------------------------- */
+
+/* gone_pub -- a child: a reliable publisher that sends 40 messages and
+ * exits without closing (no last heartbeat, no repairs) */
+static int gone_pub(int wfd, void *arg)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = pub_join};
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_group *g;
+	struct pub p;
+	uint64_t i;
+	char go;
+
+	(void)arg;
+	memset(&p, 0, sizeof(p));
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
+	rdmamsg_group_attr_set_reliable(a, 64);
+	if (rdmamsg_group_join(ctx, "239.1.2.19", a, &cbs, &p, &g) ||
+	    test_run_until(ctx, &p.joined, 10000) != 1)
+		return 70;
+	rdmamsg_group_attr_delete(&a);
+	if (write(wfd, "j", 1) != 1 || read(wfd, &go, 1) != 1)
+		return 71;
+	/* no progress from here on: nothing is repaired */
+	for (i = 0; i < 40; i++)
+		if (rdmamsg_group_publish(g, &i, 8, NULL))
+			return 72;
+	usleep(300000);
+	return 0; /* exits without closing: as if it crashed */
+}
+
+static void gone(void)
+{
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_group *g;
+	struct late l;
+	int sv[2];
+	long long end;
+	pid_t pid;
+	char c;
+
+	memset(&l, 0, sizeof(l));
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER);
+	rdmamsg_group_attr_set_reliable(a, 64);
+	rdmamsg_group_attr_set_heartbeat(a, 20);
+	setenv("RDMAMSG_TEST_MC_DROP", "3", 1);
+	ok(!rdmamsg_group_join(ctx, "239.1.2.19", a, &sc, &l, &g) &&
+		   test_run_until(ctx, &l.joined, 10000) == 1,
+	   "gone: a reliable subscriber that drops one datagram in 3 joined");
+	unsetenv("RDMAMSG_TEST_MC_DROP");
+	rdmamsg_group_attr_delete(&a);
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		bail_out("socketpair");
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(gone_pub(sv[1], NULL));
+	}
+	close(sv[1]);
+	ok(read(sv[0], &c, 1) == 1 && write(sv[0], "g", 1) == 1,
+	   "the publisher joined");
+	end = test_now_ms() + 20000;
+	while (l.received + l.lost < 39 && test_now_ms() < end)
+		test_idle(ctx, 10);
+	test_idle(ctx, 100);
+	ok(test_wait_child(pid) == 0, "the publisher exited without closing");
+	close(sv[0]);
+	ok(l.lost > 0 && l.received + l.lost >= 39 &&
+		   l.received + l.lost <= 40 && !l.bad,
+	   "what the gone publisher can no longer repair is reported: %llu "
+	   "received + %llu lost (the last message is unknown if its "
+	   "datagram was the one lost)",
+	   (unsigned long long)l.received, (unsigned long long)l.lost);
+	ok(!rdmamsg_group_close(g, late_closed) &&
+		   test_run_until(ctx, (volatile int *)&l.closed, 10000) == 1,
+	   "subscriber closed");
+	ok(!rdmamsg_ctx_destroy(&ctx), "context destroyed");
+}
+
 int main(void)
 {
 	alarm(1200);
@@ -773,6 +861,7 @@ int main(void)
 	round_(1, 64);
 	stopped();
 	late_joiner();
+	gone();
 	bad_input();
 	return done_testing();
 }
