@@ -790,7 +790,9 @@ static int gone_pub(int wfd, void *arg)
 		if (rdmamsg_group_publish(g, &i, 8, NULL))
 			return 72;
 	usleep(300000);
-	return 0; /* exits without closing: as if it crashed */
+	/* it crashes: no close, no last heartbeat (and no leak check) */
+	kill(getpid(), SIGKILL);
+	return 73;
 }
 
 static void gone(void)
@@ -833,7 +835,8 @@ static void gone(void)
 	while (l.received + l.lost < 39 && test_now_ms() < end)
 		test_idle(ctx, 10);
 	test_idle(ctx, 100);
-	ok(test_wait_child(pid) == 0, "the publisher exited without closing");
+	ok(test_wait_child(pid) == 128 + SIGKILL,
+	   "the publisher died (SIGKILL) without closing");
 	close(sv[0]);
 	ok(l.lost > 0 && l.received + l.lost >= 39 &&
 		   l.received + l.lost <= 40 && !l.bad,
