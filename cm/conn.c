@@ -18,6 +18,7 @@
 #include "internal.h"
 #include "dispatch.h"
 #include "cm.h"
+#include "group.h"
 #include "handshake.h"
 
 /* IB CM reject reason (IBTA 12.6.7.2) that librdmacm reports in the
@@ -248,6 +249,12 @@ void rdmamsg__cm_process(struct rdmamsg_ctx *ctx)
 	struct cm_ev e;
 
 	while (ctx->ops->get_cm_event(ctx->ech, &ev) == 0) {
+		if (ev->id && ev->id->context &&
+		    ((struct rdmamsg__cmobj *)ev->id->context)->type ==
+			    OBJ_GROUP) {
+			rdmamsg__group_cm_event(ctx, ev); /* acks it */
+			continue;
+		}
 		e.type = ev->event;
 		e.status = ev->status;
 		e.id = ev->id;

@@ -768,6 +768,140 @@ int rdmamsg_atomic_fadd(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 				   uint64_t value, void *op_ctx),
 			void *op_ctx);
 
+/* ---- multicast groups (rdmamsg_group_join(3)) ----------------------- */
+
+/*
+ * A group is one multicast address joined through a context: messages
+ * published to it reach every subscriber of the address, each with its
+ * publisher's identity and sequence number, in publish order per
+ * publisher.  Messages above the path MTU are fragmented and reassembled.
+ * Delivery is "unreliable but honest": what is lost is reported through
+ * on_loss with its range, so that for every publisher a subscriber has
+ * heard of, reported + received == published.  See rdmamsg_group_join(3).
+ */
+struct rdmamsg_group;	   /* a joined (or joining) multicast group */
+struct rdmamsg_group_attr; /* parameters for rdmamsg_group_join() */
+
+/* what a group does: publish, subscribe, or both (OR them) */
+enum rdmamsg_group_role {
+	RDMAMSG_GROUP_PUBLISHER = 1,
+	RDMAMSG_GROUP_SUBSCRIBER = 2,
+};
+
+/* one received message, lent for the duration of on_message */
+struct rdmamsg_group_msg {
+	uint64_t publisher; /* the publisher's id (rdmamsg_group_get_id) */
+	uint64_t seq;	    /* its sequence number, from 0 per publisher */
+	const void *data;
+	size_t len;
+};
+
+struct rdmamsg_group_cbs {
+	/* the join finished: 0 (publish and receive from now on) or a
+	 * negative errno (the group is dead: close it) */
+	void (*on_join)(struct rdmamsg_group *g, int status, void *arg);
+	/* a message (subscribers) */
+	void (*on_message)(struct rdmamsg_group *g,
+			   const struct rdmamsg_group_msg *msg, void *arg);
+	/* messages first .. first + count - 1 of publisher are lost */
+	void (*on_loss)(struct rdmamsg_group *g, uint64_t publisher,
+			uint64_t first, uint64_t count, void *arg);
+	/* an accepted rdmamsg_group_publish() completed (exactly once):
+	 * 0 sent, or a negative errno (-ECANCELED: the group closed) */
+	void (*on_publish)(struct rdmamsg_group *g, void *op_ctx, int status,
+			   void *arg);
+};
+
+/* counters (rdmamsg_group_query) */
+struct rdmamsg_group_stats {
+	uint64_t msgs_published, bytes_published;
+	uint64_t msgs_received, bytes_received;
+	uint64_t datagrams_sent, datagrams_received, heartbeats_sent;
+	uint64_t gaps;	     /* loss reports */
+	uint64_t msgs_lost;  /* messages in them */
+	uint64_t duplicates; /* datagrams dropped as already seen */
+	uint64_t malformed;  /* datagrams dropped as not ours / bad */
+	uint64_t publishers; /* publishers heard of */
+	uint64_t naks_sent, naks_received, repairs; /* reliable mode */
+	uint64_t flow_control_stalls; /* publishes refused with -EAGAIN */
+	uint64_t receivers; /* reliable publisher: subscribers it waits for */
+	uint32_t mtu;	    /* payload bytes per datagram */
+};
+
+int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr);
+int rdmamsg_group_attr_delete(struct rdmamsg_group_attr **attr);
+/* role: RDMAMSG_GROUP_PUBLISHER and/or RDMAMSG_GROUP_SUBSCRIBER (default
+ * both); a publisher-only group joins send-only (no receives) */
+int rdmamsg_group_attr_set_role(struct rdmamsg_group_attr *attr,
+				unsigned int role);
+/* the largest message published or accepted (default 64 KiB, at most
+ * 16 MiB); -EINVAL for 0 or more */
+int rdmamsg_group_attr_set_max_msg_size(struct rdmamsg_group_attr *attr,
+					size_t size);
+/* the local address to join from (an IP address of the device); NULL:
+ * the route to the group decides */
+int rdmamsg_group_attr_set_bind_addr(struct rdmamsg_group_attr *attr,
+				     const char *addr);
+/* receive buffers posted (default 512, 16 .. 16384) */
+int rdmamsg_group_attr_set_recv_depth(struct rdmamsg_group_attr *attr,
+				      uint32_t depth);
+/* sends in flight (default 256, 16 .. 16384) */
+int rdmamsg_group_attr_set_send_depth(struct rdmamsg_group_attr *attr,
+				      uint32_t depth);
+/* the publisher's heartbeat period while idle (default 100 ms, 1 ..
+ * 60000): subscribers learn of publishers and of lost tails from it */
+int rdmamsg_group_attr_set_heartbeat(struct rdmamsg_group_attr *attr,
+				     unsigned int ms);
+
+/*
+ * reliable mode (0: off, the default): a publisher keeps its last window
+ * messages (1 .. 65536) for repair and never runs more than window
+ * messages ahead of the slowest subscriber it hears from (status messages;
+ * one silent for 1 s, or 10 heartbeat periods, is no longer waited for);
+ * a subscriber asks for what it missed (NAK) instead of reporting it, and
+ * reports only what the publisher can no longer repair.  Publishers and
+ * subscribers of a group must agree on it.
+ */
+int rdmamsg_group_attr_set_reliable(struct rdmamsg_group_attr *attr,
+				    uint32_t window);
+
+/*
+ * rdmamsg_group_join -- join the multicast group at addr ("239.1.2.3",
+ * "ff0e::1" or "[ff0e::1]") through ctx; on_join reports the end of the
+ * join.  -EINVAL: addr is not a multicast address, or bad attributes.
+ */
+int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
+		       const struct rdmamsg_group_attr *attr,
+		       const struct rdmamsg_group_cbs *cbs, void *arg,
+		       struct rdmamsg_group **g);
+
+/*
+ * rdmamsg_group_publish -- send len bytes of data (copied before the call
+ * returns) to the group; on_publish(op_ctx) reports its completion.
+ * -EMSGSIZE above the maximum size, -EPERM on a subscriber-only group,
+ * -ENOTCONN before the join finished or after it failed, -EPIPE after
+ * rdmamsg_group_close(), -EAGAIN when the send queue (or the pool) has no
+ * room now: nothing was taken, try again after progress.
+ */
+int rdmamsg_group_publish(struct rdmamsg_group *g, const void *data, size_t len,
+			  void *op_ctx);
+
+/*
+ * rdmamsg_group_close -- leave the group: publishes already accepted
+ * complete (sent, or -ECANCELED), then the group is left and close_cb is
+ * called from the context's progress; g is freed after it returns.
+ * -EALREADY when already closing.
+ */
+int rdmamsg_group_close(struct rdmamsg_group *g,
+			void (*close_cb)(struct rdmamsg_group *g, void *arg));
+
+/* rdmamsg_group_query -- the group's counters */
+int rdmamsg_group_query(const struct rdmamsg_group *g,
+			struct rdmamsg_group_stats *stats);
+
+/* rdmamsg_group_get_id -- this member's publisher id (random, non-zero) */
+int rdmamsg_group_get_id(const struct rdmamsg_group *g, uint64_t *id);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,7 +59,13 @@
 	X(get_cm_event, rdma_get_cm_event, int, (struct rdma_event_channel *ch, struct rdma_cm_event **ev)) \
 	X(ack_cm_event, rdma_ack_cm_event, int, (struct rdma_cm_event *ev)) \
 	X(get_devices, rdma_get_devices, struct ibv_context **, (int *n)) \
-	X(free_devices, rdma_free_devices, void, (struct ibv_context **list))
+	X(free_devices, rdma_free_devices, void, (struct ibv_context **list)) \
+	X(create_ah, ibv_create_ah, struct ibv_ah *, (struct ibv_pd *pd, struct ibv_ah_attr *attr)) \
+	X(destroy_ah, ibv_destroy_ah, int, (struct ibv_ah *ah)) \
+	X(query_gid, ibv_query_gid, int, (struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)) \
+	X(join_multicast, rdma_join_multicast, int, (struct rdma_cm_id *id, struct sockaddr *addr, void *context)) \
+	X(join_multicast_ex, rdma_join_multicast_ex, int, (struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr, void *context)) \
+	X(leave_multicast, rdma_leave_multicast, int, (struct rdma_cm_id *id, struct sockaddr *addr))
 /* clang-format on */
 
 #define RDMAMSG__OP_FIELD(field, sym, ret, args) ret(*field) args;

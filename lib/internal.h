@@ -237,7 +237,7 @@ struct rdmamsg__iface {
 
 /* ---- context ------------------------------------------------------- */
 
-enum rdmamsg__obj_type { OBJ_EP = 1, OBJ_LISTENER, OBJ_CONN_REQ };
+enum rdmamsg__obj_type { OBJ_EP = 1, OBJ_LISTENER, OBJ_CONN_REQ, OBJ_GROUP };
 
 struct rdmamsg__cmobj {
 	int type;

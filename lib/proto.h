@@ -214,4 +214,111 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
 	return 0;
 }
 
+/*
+ * Multicast groups (lib/group.c): every UD datagram to a group starts
+ * with this header.  DATA carries one fragment of message seq of
+ * publisher pub: total is the whole message's length, off the fragment's
+ * place in it (fragments of a message go out in order, back to back).
+ * HEARTBEAT (no payload) says that the publisher's next message will be
+ * seq: subscribers learn of publishers, and of losses at the tail, from
+ * it; MCF_FIN marks the last one, sent as the publisher leaves; with
+ * MCF_LOW (reliable mode) seq is instead the oldest message the
+ * publisher can still repair.  A reliable publisher's periodic heartbeats
+ * carry MCF_ADDR and its unicast address as payload: its GID (16 bytes)
+ * and QP number (4), where NAKs and status messages go.
+ * Reliable mode, unicast from a subscriber (pub: the subscriber's id) to
+ * a publisher, whose id is the 8-byte payload: NAK asks for the messages
+ * from seq on again; STATUS says that the subscriber has everything
+ * before seq (flow control).
+ */
+struct rdmamsg__mc_wire {
+	uint32_t magic; /* RDMAMSG_MC_MAGIC */
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	uint64_t pub;
+	uint64_t seq;
+	uint32_t total;
+	uint32_t off;
+};
+
+_Static_assert(sizeof(struct rdmamsg__mc_wire) == 32, "mc header size");
+
+#define RDMAMSG_MC_HDR	   ((uint32_t)sizeof(struct rdmamsg__mc_wire))
+#define RDMAMSG_MC_MAGIC   0x31434d52u /* "RMC1" little-endian */
+#define RDMAMSG_MC_VERSION 1
+#define RDMAMSG_MC_MAX_MSG (16u << 20)
+
+enum { MC_DATA = 1, MC_HEARTBEAT = 2, MC_NAK = 3, MC_STATUS = 4 };
+enum { MCF_FIN = 1, MCF_LOW = 2, MCF_ADDR = 4 };
+#define RDMAMSG_MC_ADDR 20 /* a heartbeat's MCF_ADDR payload */
+
+/* rdmamsg__mc_encode -- h in wire order into out (RDMAMSG_MC_HDR bytes) */
+static inline void rdmamsg__mc_encode(const struct rdmamsg__mc_wire *h,
+				      void *out)
+{
+	struct rdmamsg__mc_wire w;
+
+	w.magic = htole32(RDMAMSG_MC_MAGIC);
+	w.version = RDMAMSG_MC_VERSION;
+	w.type = h->type;
+	w.flags = htole16(h->flags);
+	w.pub = htole64(h->pub);
+	w.seq = htole64(h->seq);
+	w.total = htole32(h->total);
+	w.off = htole32(h->off);
+	memcpy(out, &w, sizeof(w));
+}
+
+/*
+ * rdmamsg__mc_decode -- a datagram of len bytes (after the GRH) into h;
+ * max_msg: the largest message we take.  0, or -EPROTO (not ours, or a
+ * header that contradicts itself or the length); the payload is the
+ * len - RDMAMSG_MC_HDR bytes after the header, at h->off of the message.
+ */
+static inline int rdmamsg__mc_decode(const void *buf, size_t len,
+				     uint32_t max_msg,
+				     struct rdmamsg__mc_wire *h)
+{
+	size_t pay;
+
+	if (!buf || len < RDMAMSG_MC_HDR)
+		return -EPROTO;
+	memcpy(h, buf, sizeof(*h));
+	h->magic = le32toh(h->magic);
+	h->flags = le16toh(h->flags);
+	h->pub = le64toh(h->pub);
+	h->seq = le64toh(h->seq);
+	h->total = le32toh(h->total);
+	h->off = le32toh(h->off);
+	if (h->magic != RDMAMSG_MC_MAGIC || h->version != RDMAMSG_MC_VERSION ||
+	    !h->pub)
+		return -EPROTO;
+	pay = len - RDMAMSG_MC_HDR;
+	switch (h->type) {
+	case MC_DATA:
+		if (h->flags || h->total > max_msg || h->seq == UINT64_MAX)
+			return -EPROTO;
+		if (!h->total)
+			return pay || h->off ? -EPROTO : 0;
+		if (!pay || h->off >= h->total || pay > h->total - h->off)
+			return -EPROTO;
+		return 0;
+	case MC_HEARTBEAT:
+		if (h->total || h->off ||
+		    (h->flags & ~(MCF_FIN | MCF_LOW | MCF_ADDR)))
+			return -EPROTO;
+		if (pay != ((h->flags & MCF_ADDR) ? RDMAMSG_MC_ADDR : 0))
+			return -EPROTO;
+		return 0;
+	case MC_NAK:
+	case MC_STATUS:
+		if (pay != 8 || h->total || h->off || h->flags)
+			return -EPROTO;
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
 #endif /* RDMAMSG_PROTO_H */

@@ -1,0 +1,1517 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.c -- multicast groups: a UD lane of the context per group (its own
+ * UD QP on the interface's CQ, completions routed by wr_id, receive
+ * buffers from the context's pool), joined with rdma_join_multicast(_ex)
+ * (send-only for a publisher-only group).
+ *
+ * Publisher: every message gets the next sequence number and goes out as
+ * fragments of at most one path MTU, back to back (lib/proto.h,
+ * struct rdmamsg__mc_wire); while idle it sends a heartbeat naming its
+ * next sequence number every heartbeat period, and a last one (FIN) when
+ * it leaves.
+ *
+ * Subscriber: per publisher the next sequence number it expects.  A
+ * publisher heard of for the first time starts at the first message whose
+ * first fragment (or at the sequence number a heartbeat names): a late
+ * joiner is reported no losses from before it joined.  Anything that skips
+ * sequence numbers (a datagram lost, a fragment missing, a heartbeat
+ * ahead of what arrived) is reported to on_loss with its range, exactly
+ * once, so that reported + received == published.  Datagrams that came
+ * before (sequence below the expected one) are dropped as duplicates.
+ * Reordering inside one publisher's stream counts as loss.
+ *
+ * Reliable mode (window != 0): the publisher keeps its last window
+ * messages, sends a heartbeat with its unicast address every period and
+ * receives NAKs and status messages there; a subscriber NAKs what it
+ * misses (go-back-N: it drops what comes after) and reports only what
+ * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
+ * within window of the slowest subscriber heard from lately (min flow
+ * control) and repairs by multicast, one repair for every subscriber
+ * missing the same messages.
+ *
+ * Reliable mode (window != 0): the publisher keeps its last window
+ * messages, sends a heartbeat with its unicast address every period and
+ * receives NAKs and status messages there; a subscriber NAKs what it
+ * misses (go-back-N: it drops what comes after) and reports only what
+ * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
+ * within window of the slowest subscriber heard from lately (min flow
+ * control) and repairs by multicast, one repair for every subscriber
+ * missing the same messages.
+ *
+ * Everything the user sees is called from the context's progress: message
+ * and loss callbacks from the CQ drain, the close callback from a timer,
+ * never from inside a call of the user's.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "dispatch.h"
+#include "group.h"
+#include "internal.h"
+#include "proto.h"
+
+#define GRH_BYTES	 40
+#define G_DEF_MAX_MSG	 (64u << 10)
+#define G_DEF_RDEPTH	 512
+#define G_DEF_SDEPTH	 256
+#define G_MIN_DEPTH	 16
+#define G_MAX_DEPTH	 16384
+#define G_DEF_HB_MS	 100
+#define G_RESOLVE_MS	 5000
+#define G_CLOSE_MS	 2000 /* sends still in flight after: cancelled */
+#define G_MAX_PUBLISHERS 1024
+#define G_MAX_RECEIVERS	 1024
+#define G_MAX_WINDOW	 65536
+#define G_NAK_MS	 2	    /* a subscriber's first NAK back-off */
+#define G_NAK_MAX_MS	 50	    /* its longest */
+#define G_REPAIR_HOLD_NS 1000000ull /* a repair is not restarted sooner */
+#define G_RCV_EXPIRE_MS	 1000	    /* or 10 heartbeats: not waited for */
+
+enum { G_RESOLVING = 0, G_JOINING, G_UP, G_FAILED };
+
+struct rdmamsg_group_attr {
+	unsigned int role;
+	size_t max_msg;
+	uint32_t rdepth, sdepth;
+	unsigned int hb_ms;
+	uint32_t window;
+	char *bind;
+};
+
+struct gtx {
+	struct rdmamsg_buf *buf;
+	void *op_ctx;
+	int last; /* the last fragment of a message: on_publish */
+};
+
+struct gpub {
+	uint64_t id;
+	uint64_t next; /* the sequence number expected */
+	char *asm_buf; /* reassembly of message next */
+	size_t asm_cap;
+	uint32_t asm_total, asm_off;
+	int assembling;
+	/* reliable mode: the way back to the publisher */
+	struct ibv_ah *ah;
+	uint32_t qpn;
+	int gap; /* next is missing: NAKed (or waiting for the address) */
+	int unreliable;	  /* its heartbeats have no address */
+	uint64_t nak_ns;  /* when it was NAKed last */
+	uint32_t nak_ms;  /* the back-off */
+	uint64_t sm_sent; /* the position the last status message said */
+	uint64_t seen;	  /* one past the last message it told us of */
+	uint64_t last_ns; /* when we last heard from it */
+};
+
+/* a message kept for repair (reliable publisher) */
+struct gkeep {
+	uint64_t seq;
+	size_t len, cap;
+	char *data;
+};
+
+/* a subscriber a reliable publisher heard from */
+struct grcv {
+	uint64_t id, pos, last_ns;
+};
+
+struct rdmamsg_group {
+	struct rdmamsg__cmobj obj; /* first: the iface and cm/ find us */
+	struct rdmamsg_ctx *ctx;
+	struct rdma_cm_id *id;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	uint32_t rqpn, rqkey;
+	struct sockaddr_storage maddr;
+	int state, status;
+	unsigned int role;
+	size_t max_msg;
+	uint32_t rdepth, sdepth;
+	unsigned int hb_ms;
+	struct rdmamsg_group_cbs cbs;
+	void *arg;
+	uint64_t pub_id;
+	uint32_t mtu;  /* path MTU: payload bytes of a datagram */
+	uint32_t frag; /* our payload per datagram (mtu - header) */
+
+	/* the interface: our UD QP's completions come to lane.ops->wcs */
+	struct rdmamsg__lane lane;
+
+	/* send side */
+	struct gtx *tx;
+	uint32_t sq_mask;
+	uint64_t sq_head, sq_tail;
+	uint64_t next_seq;
+	int sent_since_hb;
+
+	/* receive side */
+	struct rdmamsg_buf **rxb;
+	uint32_t nrx;
+	struct gpub *pubs;
+	uint32_t npub;
+	uint32_t drop_every, drop_n; /* test hook: RDMAMSG_TEST_MC_DROP */
+
+	/* reliable mode (window != 0) */
+	uint32_t window;
+	struct gkeep *keep; /* publisher: the last window messages */
+	struct grcv *rcv;   /* publisher: the subscribers it waits for */
+	uint32_t nrcv;
+	union ibv_gid gid; /* ours, for the heartbeats' MCF_ADDR */
+	uint8_t sgid_index, port;
+	int have_gid;
+	uint64_t rep_next, rep_end, rep_ns; /* the repair under way */
+	int repairing, fin_sent;
+
+	struct rdmamsg_buf *hold; /* the context is busy while we live */
+	struct rdmamsg__timer hb_timer, step_timer, close_timer, sm_timer;
+	struct rdmamsg_group_stats st;
+	int closing, close_timed_out, ref;
+	void (*close_cb)(struct rdmamsg_group *g, void *arg);
+};
+
+/* ---- attributes ---------------------------------------------------- */
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr)
+{
+	struct rdmamsg_group_attr *a;
+
+	if (!attr)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->role = RDMAMSG_GROUP_PUBLISHER | RDMAMSG_GROUP_SUBSCRIBER;
+	a->max_msg = G_DEF_MAX_MSG;
+	a->rdepth = G_DEF_RDEPTH;
+	a->sdepth = G_DEF_SDEPTH;
+	a->hb_ms = G_DEF_HB_MS;
+	*attr = a;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_delete(struct rdmamsg_group_attr **attr)
+{
+	if (!attr)
+		return -EINVAL;
+	if (*attr) {
+		free((*attr)->bind);
+		free(*attr);
+		*attr = NULL;
+	}
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_role(struct rdmamsg_group_attr *attr,
+					       unsigned int role)
+{
+	if (!attr || !role ||
+	    (role & ~(RDMAMSG_GROUP_PUBLISHER | RDMAMSG_GROUP_SUBSCRIBER)))
+		return -EINVAL;
+	attr->role = role;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_max_msg_size(
+	struct rdmamsg_group_attr *attr, size_t size)
+{
+	if (!attr || !size || size > RDMAMSG_MC_MAX_MSG)
+		return -EINVAL;
+	attr->max_msg = size;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_bind_addr(
+	struct rdmamsg_group_attr *attr, const char *addr)
+{
+	char *s = NULL;
+
+	if (!attr)
+		return -EINVAL;
+	if (addr) {
+		s = strdup(addr);
+		if (!s)
+			return -ENOMEM;
+	}
+	free(attr->bind);
+	attr->bind = s;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_recv_depth(
+	struct rdmamsg_group_attr *attr, uint32_t depth)
+{
+	if (!attr || depth < G_MIN_DEPTH || depth > G_MAX_DEPTH)
+		return -EINVAL;
+	attr->rdepth = depth;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_send_depth(
+	struct rdmamsg_group_attr *attr, uint32_t depth)
+{
+	if (!attr || depth < G_MIN_DEPTH || depth > G_MAX_DEPTH)
+		return -EINVAL;
+	attr->sdepth = depth;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_reliable(
+	struct rdmamsg_group_attr *attr, uint32_t window)
+{
+	if (!attr || window > G_MAX_WINDOW)
+		return -EINVAL;
+	attr->window = window;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_heartbeat(
+	struct rdmamsg_group_attr *attr, unsigned int ms)
+{
+	if (!attr || !ms || ms > 60000)
+		return -EINVAL;
+	attr->hb_ms = ms;
+	return 0;
+}
+
+/* ---- addresses ----------------------------------------------------- */
+
+/* parse_ip -- a numeric IPv4 or IPv6 address ("[v6]" too), port 0 */
+static int parse_ip(const char *s, struct sockaddr_storage *ss)
+{
+	char host[INET6_ADDRSTRLEN + 1];
+	size_t n;
+
+	if (!s)
+		return -EINVAL;
+	n = strlen(s);
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		s++;
+		n -= 2;
+	}
+	if (!n || n >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)ss)->sin_addr) ==
+	    1) {
+		ss->ss_family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host,
+		      &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+		ss->ss_family = AF_INET6;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* is_mcast -- a multicast address? */
+static int is_mcast(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return IN_MULTICAST(ntohl(
+			((const struct sockaddr_in *)ss)->sin_addr.s_addr));
+	return IN6_IS_ADDR_MULTICAST(
+		&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/* ---- teardown ------------------------------------------------------ */
+
+static void step_fn(struct rdmamsg__timer *t);
+static void sm_fn(struct rdmamsg__timer *t);
+static int heartbeat(struct rdmamsg_group *g, uint16_t flags, uint64_t seq);
+static uint32_t room(const struct rdmamsg_group *g);
+static int rcv_behind(struct rdmamsg_group *g);
+static void hb_fn(struct rdmamsg__timer *t);
+static void close_fn(struct rdmamsg__timer *t);
+
+/* kick -- run the group's step from the next timer pass */
+static void kick(struct rdmamsg_group *g)
+{
+	if (!g->step_timer.active)
+		rdmamsg__timer_start(g->ctx, &g->step_timer, 0);
+}
+
+/* complete_tx -- sends tail .. upto - 1 are done with status */
+static void complete_tx(struct rdmamsg_group *g, uint64_t upto, int status)
+{
+	while (g->sq_tail < upto) {
+		struct gtx *t = &g->tx[g->sq_tail & g->sq_mask];
+
+		g->sq_tail++;
+		if (t->buf)
+			rdmamsg__buf_put(t->buf);
+		t->buf = NULL;
+		if (t->last && g->cbs.on_publish)
+			g->cbs.on_publish(g, t->op_ctx, status, g->arg);
+		t->last = 0;
+	}
+}
+
+/* group_free -- everything goes; close_cb last */
+static void group_free(struct rdmamsg_group *g)
+{
+	struct rdmamsg_ctx *ctx = g->ctx;
+	void (*cb)(struct rdmamsg_group *, void *) = g->close_cb;
+	void *arg = g->arg;
+	uint32_t i;
+
+	rdmamsg__timer_stop(ctx, &g->hb_timer);
+	rdmamsg__timer_stop(ctx, &g->step_timer);
+	rdmamsg__timer_stop(ctx, &g->close_timer);
+	rdmamsg__timer_stop(ctx, &g->sm_timer);
+	if (g->id && g->state == G_UP)
+		ctx->ops->leave_multicast(g->id, (struct sockaddr *)&g->maddr);
+	if (g->qp)
+		ctx->ops->destroy_cm_qp(g->id);
+	g->qp = NULL;
+	/* the QP is gone: nothing touches the buffers any more */
+	complete_tx(g, g->sq_head, -ECANCELED);
+	if (g->ah)
+		ctx->ops->destroy_ah(g->ah);
+	if (g->id)
+		ctx->ops->destroy_id(g->id);
+	rdmamsg__iface_detach(&g->lane);
+	for (i = 0; i < g->nrx; i++)
+		if (g->rxb[i])
+			rdmamsg__buf_put(g->rxb[i]);
+	for (i = 0; i < g->npub; i++) {
+		free(g->pubs[i].asm_buf);
+		if (g->pubs[i].ah)
+			ctx->ops->destroy_ah(g->pubs[i].ah);
+	}
+	free(g->pubs);
+	for (i = 0; g->keep && i < g->window; i++)
+		free(g->keep[i].data);
+	free(g->keep);
+	free(g->rcv);
+	if (g->hold)
+		rdmamsg__buf_put(g->hold);
+	free(g->rxb);
+	free(g->tx);
+	rdmamsg__loop_unref(ctx);
+	if (cb)
+		cb(g, arg);
+	free(g);
+}
+
+/* step_fn -- deferred work: the close, once the sends are done */
+static void step_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, step_timer);
+
+	if (!g->closing)
+		return;
+	if (g->state == G_UP && g->qp && !g->close_timed_out) {
+		if ((g->role & RDMAMSG_GROUP_PUBLISHER) && !g->fin_sent) {
+			/* reliable: linger while subscribers miss messages */
+			if (g->window && (g->repairing || rcv_behind(g))) {
+				rdmamsg__timer_start(g->ctx, &g->step_timer, 1);
+				return;
+			}
+			/* the last heartbeat: our final sequence number */
+			if (heartbeat(g, MCF_FIN, g->next_seq) == -EAGAIN &&
+			    !room(g))
+				return; /* a completion kicks again */
+			g->fin_sent = 1;
+		}
+		if (g->sq_head != g->sq_tail)
+			return; /* the last completion kicks again */
+	}
+	group_free(g);
+}
+
+/* close_fn -- sends did not complete in time: cancel them */
+static void close_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, close_timer);
+
+	g->close_timed_out = 1;
+	kick(g);
+}
+
+/* fail -- the join failed: on_join(status) once */
+static void fail(struct rdmamsg_group *g, int status)
+{
+	if (g->state == G_FAILED)
+		return;
+	g->state = G_FAILED;
+	g->status = status;
+	LOG_WARN("multicast group: join failed: %d", status);
+	if (!g->closing && g->cbs.on_join)
+		g->cbs.on_join(g, status, g->arg);
+	if (g->closing)
+		kick(g);
+}
+
+/* ---- sending ------------------------------------------------------- */
+
+/* post_to -- post n datagrams (bufs, their len) to ah/qpn in chains, each
+ * chain's last signalled: 0, or a negative errno and nothing taken */
+static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		   struct rdmamsg_buf **bufs, uint32_t n, void *op_ctx,
+		   int report)
+{
+	struct ibv_send_wr wr[32], *bad;
+	struct ibv_sge sge[32];
+	uint32_t i, k, done = 0;
+	int ret;
+
+	while (done < n) {
+		k = n - done > 32 ? 32 : n - done;
+		for (i = 0; i < k; i++) {
+			uint64_t s = g->sq_head + done + i;
+			struct gtx *t = &g->tx[s & g->sq_mask];
+
+			sge[i].addr = (uintptr_t)bufs[done + i]->data;
+			sge[i].length = (uint32_t)bufs[done + i]->len;
+			sge[i].lkey = bufs[done + i]->lkey;
+			memset(&wr[i], 0, sizeof(wr[i]));
+			wr[i].wr_id = RDMAMSG__WRID_SEND | g->lane.wrid_tag |
+				      (s & RDMAMSG__WRID_OWN_MASK);
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+			wr[i].opcode = IBV_WR_SEND;
+			wr[i].wr.ud.ah = ah;
+			wr[i].wr.ud.remote_qpn = qpn;
+			wr[i].wr.ud.remote_qkey = g->rqkey;
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+			t->buf = bufs[done + i];
+			t->op_ctx = op_ctx;
+			t->last = report && done + i + 1 == n;
+		}
+		wr[k - 1].send_flags = IBV_SEND_SIGNALED;
+		ret = ibv_post_send(g->qp, wr, &bad);
+		if (ret) {
+			/* only the first chain can fail as a whole here */
+			for (i = 0; i < k; i++)
+				g->tx[(g->sq_head + done + i) & g->sq_mask]
+					.buf = NULL;
+			if (done) {
+				/* a partial message: its fragments go, the
+				 * subscribers see a loss */
+				g->sq_head += done;
+				g->tx[(g->sq_head - 1) & g->sq_mask].last =
+					report;
+				LOG_ERR("ibv_post_send failed mid-message: %d",
+					ret);
+				for (i = done; i < n; i++)
+					rdmamsg__buf_put(bufs[i]);
+				return 0;
+			}
+			return -ret;
+		}
+		done += k;
+	}
+	g->sq_head += n;
+	g->st.datagrams_sent += n;
+	return 0;
+}
+
+/* room -- datagrams the send queue takes now */
+static uint32_t room(const struct rdmamsg_group *g)
+{
+	return g->sdepth - (uint32_t)(g->sq_head - g->sq_tail);
+}
+
+/* control -- one datagram of header and plen bytes of payload pl to
+ * ah/qpn: 0, or a negative errno */
+static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		   int type, uint16_t flags, uint64_t seq, const void *pl,
+		   uint32_t plen)
+{
+	struct rdmamsg__mc_wire h;
+	struct rdmamsg_buf *b;
+	int ret;
+
+	if (g->state != G_UP || !room(g))
+		return -EAGAIN;
+	ret = rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + plen, BUF_LIB, &b);
+	if (ret)
+		return ret;
+	memset(&h, 0, sizeof(h));
+	h.type = (uint8_t)type;
+	h.flags = flags;
+	h.pub = g->pub_id;
+	h.seq = seq;
+	rdmamsg__mc_encode(&h, b->data);
+	if (plen)
+		memcpy(b->data + RDMAMSG_MC_HDR, pl, plen);
+	b->len = RDMAMSG_MC_HDR + plen;
+	ret = post_to(g, ah, qpn, &b, 1, NULL, 0);
+	if (ret)
+		rdmamsg__buf_put(b);
+	return ret;
+}
+
+/* heartbeat -- tell the subscribers our next sequence number (with
+ * MCF_LOW: the oldest we can repair, seq) */
+static int heartbeat(struct rdmamsg_group *g, uint16_t flags, uint64_t seq)
+{
+	uint8_t addr[RDMAMSG_MC_ADDR];
+	uint32_t qpn;
+	int ret;
+
+	if (g->window && g->have_gid && !flags) {
+		/* where NAKs and status messages go */
+		memcpy(addr, g->gid.raw, 16);
+		qpn = htole32(g->qp->qp_num);
+		memcpy(addr + 16, &qpn, 4);
+		ret = control(g, g->ah, g->rqpn, MC_HEARTBEAT, MCF_ADDR, seq,
+			      addr, sizeof(addr));
+	} else {
+		ret = control(g, g->ah, g->rqpn, MC_HEARTBEAT, flags, seq, NULL,
+			      0);
+	}
+	if (!ret)
+		g->st.heartbeats_sent++;
+	return ret;
+}
+
+/* hb_fn -- the heartbeat period: one while idle */
+static void hb_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, hb_timer);
+
+	if (g->closing || g->state != G_UP)
+		return;
+	/* reliable: always (the address); else while idle */
+	if (!g->sent_since_hb || g->window)
+		heartbeat(g, 0, g->next_seq);
+	g->sent_since_hb = 0;
+	rdmamsg__timer_start(g->ctx, &g->hb_timer, g->hb_ms);
+}
+
+/* send_msg -- message seq (len bytes at data) as its fragments: 0, or
+ * -EAGAIN (no room in the send queue or the pool: nothing sent) */
+static int send_msg(struct rdmamsg_group *g, uint64_t seq, const void *data,
+		    size_t len, void *op_ctx, int report)
+{
+	struct rdmamsg_buf *bufs[64], **bv = bufs;
+	struct rdmamsg__mc_wire h;
+	uint32_t n, i;
+	int ret;
+
+	n = len ? (uint32_t)((len - 1) / g->frag + 1) : 1;
+	if (n > room(g))
+		return -EAGAIN;
+	if (n > 64) {
+		bv = malloc(n * sizeof(*bv));
+		if (!bv)
+			return -ENOMEM;
+	}
+	memset(&h, 0, sizeof(h));
+	h.type = MC_DATA;
+	h.pub = g->pub_id;
+	h.seq = seq;
+	h.total = (uint32_t)len;
+	for (i = 0; i < n; i++) {
+		size_t off = (size_t)i * g->frag;
+		size_t part = len - off > g->frag ? g->frag : len - off;
+
+		ret = rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + part, BUF_LIB,
+				       &bv[i]);
+		if (ret) {
+			while (i--)
+				rdmamsg__buf_put(bv[i]);
+			ret = -EAGAIN;
+			goto out;
+		}
+		h.off = (uint32_t)off;
+		rdmamsg__mc_encode(&h, bv[i]->data);
+		if (part)
+			memcpy(bv[i]->data + RDMAMSG_MC_HDR,
+			       (const char *)data + off, part);
+		bv[i]->len = RDMAMSG_MC_HDR + part;
+	}
+	ret = post_to(g, g->ah, g->rqpn, bv, n, op_ctx, report);
+	if (ret)
+		for (i = 0; i < n; i++)
+			rdmamsg__buf_put(bv[i]);
+out:
+	if (bv != bufs)
+		free(bv);
+	return ret;
+}
+
+/* ---- reliable mode: the publisher's side ----------------------------- */
+
+/* low_seq -- the oldest message a reliable publisher still keeps */
+static uint64_t low_seq(const struct rdmamsg_group *g)
+{
+	return g->next_seq > g->window ? g->next_seq - g->window : 0;
+}
+
+/* rcv_expire_ns -- a subscriber silent this long is not waited for */
+static uint64_t rcv_expire_ns(const struct rdmamsg_group *g)
+{
+	uint64_t ms = (uint64_t)g->hb_ms * 10;
+
+	return (ms > G_RCV_EXPIRE_MS ? ms : G_RCV_EXPIRE_MS) * 1000000ull;
+}
+
+/* rcv_min -- the lowest position of the subscribers still waited for
+ * (those silent too long are forgotten): 1 and *min, or 0 if none */
+static int rcv_min(struct rdmamsg_group *g, uint64_t now, uint64_t *min)
+{
+	uint32_t i = 0;
+	int any = 0;
+
+	while (i < g->nrcv) {
+		struct grcv *r = &g->rcv[i];
+
+		if (now > r->last_ns && now - r->last_ns > rcv_expire_ns(g)) {
+			LOG_INFO("multicast: subscriber %016llx silent, no "
+				 "longer waited for",
+				 (unsigned long long)r->id);
+			*r = g->rcv[--g->nrcv];
+			continue;
+		}
+		if (!any || r->pos < *min)
+			*min = r->pos;
+		any = 1;
+		i++;
+	}
+	return any;
+}
+
+/* rcv_behind -- a subscriber still waited for misses messages */
+static int rcv_behind(struct rdmamsg_group *g)
+{
+	uint64_t min;
+
+	return rcv_min(g, rdmamsg__now_ns(), &min) && min < g->next_seq;
+}
+
+/* pump -- send the repair under way as far as the send queue allows */
+static void pump(struct rdmamsg_group *g)
+{
+	while (g->repairing && g->rep_next < g->rep_end) {
+		struct gkeep *k;
+
+		if (g->rep_next < low_seq(g))
+			g->rep_next = low_seq(g); /* gone meanwhile */
+		if (g->rep_next >= g->rep_end)
+			break;
+		k = &g->keep[g->rep_next % g->window];
+		if (k->seq != g->rep_next)
+			break; /* never kept (no memory) */
+		if (send_msg(g, k->seq, k->data, k->len, NULL, 0))
+			return; /* no room: the next completion goes on */
+		g->st.repairs++;
+		g->rep_next++;
+	}
+	g->repairing = 0;
+}
+
+/* on_nak -- a subscriber misses our messages from seq on */
+static void on_nak(struct rdmamsg_group *g, uint64_t seq)
+{
+	uint64_t now = g->ctx->now;
+
+	g->st.naks_received++;
+	if (!g->window || seq >= g->next_seq)
+		return;
+	if (seq < low_seq(g)) {
+		/* gone: it reports them lost */
+		heartbeat(g, MCF_LOW, low_seq(g));
+		seq = low_seq(g);
+	}
+	/* suppression: one repair serves every subscriber that misses the
+	 * same messages */
+	if (g->repairing &&
+	    (g->rep_next <= seq || now - g->rep_ns < G_REPAIR_HOLD_NS))
+		return;
+	g->repairing = 1;
+	g->rep_next = seq;
+	g->rep_end = g->next_seq;
+	g->rep_ns = now;
+	pump(g);
+}
+
+/* on_status -- subscriber id has everything before pos */
+static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos)
+{
+	struct grcv *r = NULL, *v;
+	uint32_t i;
+
+	if (!g->window)
+		return;
+	for (i = 0; i < g->nrcv; i++)
+		if (g->rcv[i].id == id)
+			r = &g->rcv[i];
+	if (!r) {
+		if (g->nrcv >= G_MAX_RECEIVERS)
+			return;
+		v = realloc(g->rcv, (g->nrcv + 1) * sizeof(*v));
+		if (!v)
+			return;
+		g->rcv = v;
+		r = &v[g->nrcv++];
+		r->id = id;
+		r->pos = pos;
+	}
+	if (pos > r->pos)
+		r->pos = pos;
+	if (r->pos > g->next_seq)
+		r->pos = g->next_seq; /* a position we never reached: lies */
+	r->last_ns = g->ctx->now;
+}
+
+/* keep_msg -- a reliable publisher keeps message seq for repair */
+static int keep_msg(struct rdmamsg_group *g, uint64_t seq, const void *data,
+		    size_t len)
+{
+	struct gkeep *k = &g->keep[seq % g->window];
+
+	if (k->cap < len) {
+		char *d = realloc(k->data, len);
+
+		if (!d)
+			return -ENOMEM;
+		k->data = d;
+		k->cap = len;
+	}
+	if (len)
+		memcpy(k->data, data, len);
+	k->len = len;
+	k->seq = seq;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
+					 const void *data, size_t len,
+					 void *op_ctx)
+{
+	uint64_t min;
+	int ret;
+
+	if (!g || (!data && len))
+		return -EINVAL;
+	if (!(g->role & RDMAMSG_GROUP_PUBLISHER))
+		return -EPERM;
+	if (len > g->max_msg)
+		return -EMSGSIZE;
+	if (g->closing)
+		return -EPIPE;
+	if (g->state != G_UP)
+		return -ENOTCONN;
+	if (g->window) {
+		/* flow control (the slowest subscriber) and the repair
+		 * under way first */
+		if ((rcv_min(g, g->ctx->now, &min) &&
+		     g->next_seq - min >= g->window) ||
+		    g->repairing) {
+			g->st.flow_control_stalls++;
+			return -EAGAIN;
+		}
+	}
+	ret = send_msg(g, g->next_seq, data, len, op_ctx, 1);
+	if (ret) {
+		if (ret == -EAGAIN)
+			g->st.flow_control_stalls++;
+		return ret;
+	}
+	if (g->window && keep_msg(g, g->next_seq, data, len))
+		LOG_WARN("multicast: no memory to keep message %llu for "
+			 "repair",
+			 (unsigned long long)g->next_seq);
+	g->next_seq++;
+	g->sent_since_hb = 1;
+	g->st.msgs_published++;
+	g->st.bytes_published += len;
+	return 0;
+}
+
+/* ---- receiving ----------------------------------------------------- */
+
+/* post_recv -- receive buffer idx posted again */
+static int post_recv(struct rdmamsg_group *g, uint32_t idx)
+{
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+	struct rdmamsg_buf *b = g->rxb[idx];
+
+	sge.addr = (uintptr_t)b->data;
+	sge.length = (uint32_t)b->cap;
+	sge.lkey = b->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = g->lane.wrid_tag | idx;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_recv(g->qp, &wr, &bad);
+}
+
+/* find_pub -- the state of publisher id, or NULL */
+static struct gpub *find_pub(struct rdmamsg_group *g, uint64_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < g->npub; i++)
+		if (g->pubs[i].id == id)
+			return &g->pubs[i];
+	return NULL;
+}
+
+/* status -- tell p (reliable mode) that we have everything before next */
+static void status(struct rdmamsg_group *g, struct gpub *p)
+{
+	uint64_t to = htole64(p->id);
+
+	if (p->ah && !control(g, p->ah, p->qpn, MC_STATUS, 0, p->next, &to, 8))
+		p->sm_sent = p->next;
+}
+
+/* nak -- ask p for its messages from next on again, at most once per
+ * back-off unless force */
+static void nak(struct rdmamsg_group *g, struct gpub *p, int force)
+{
+	uint64_t now = g->ctx->now, to = htole64(p->id);
+
+	if (!p->ah ||
+	    (!force && now - p->nak_ns < (uint64_t)p->nak_ms * 1000000ull))
+		return;
+	if (control(g, p->ah, p->qpn, MC_NAK, 0, p->next, &to, 8))
+		return; /* no room: the next datagram or tick tries again */
+	g->st.naks_sent++;
+	p->nak_ns = now;
+	if (p->nak_ms < G_NAK_MAX_MS)
+		p->nak_ms *= 2;
+}
+
+/* new_pub -- a publisher heard of for the first time, expecting next */
+static struct gpub *new_pub(struct rdmamsg_group *g, uint64_t id, uint64_t next)
+{
+	struct gpub *v, *p;
+
+	if (g->npub >= G_MAX_PUBLISHERS)
+		return NULL;
+	v = realloc(g->pubs, (g->npub + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	g->pubs = v;
+	p = &v[g->npub++];
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->next = next;
+	p->seen = next;
+	p->last_ns = g->ctx->now;
+	p->nak_ms = G_NAK_MS;
+	g->st.publishers++;
+	return p;
+}
+
+/* pub_addr -- a reliable publisher's unicast address (MCF_ADDR): the
+ * way for our NAKs and status messages */
+static void pub_addr(struct rdmamsg_group *g, struct gpub *p, const char *pl)
+{
+	struct ibv_ah_attr a;
+	uint32_t qpn;
+
+	if (p->ah || !g->window)
+		return;
+	memcpy(&qpn, pl + 16, 4);
+	memset(&a, 0, sizeof(a));
+	a.is_global = 1;
+	memcpy(a.grh.dgid.raw, pl, 16);
+	a.grh.sgid_index = g->sgid_index;
+	a.grh.hop_limit = 64;
+	a.port_num = g->port;
+	p->ah = g->ctx->ops->create_ah(g->ctx->pd, &a);
+	if (!p->ah) {
+		LOG_WARN("multicast: no way back to publisher %016llx (%d): "
+			 "its losses are reported, not repaired",
+			 (unsigned long long)p->id, rdmamsg__errno(EINVAL));
+		p->unreliable = 1;
+		return;
+	}
+	p->qpn = le32toh(qpn) & 0xffffff;
+	status(g, p);
+	if (p->gap)
+		nak(g, p, 1);
+}
+
+/* lose -- messages next .. upto - 1 of p are lost: report them */
+static void lose(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
+{
+	uint64_t first = p->next;
+
+	p->assembling = 0;
+	if (upto <= first)
+		return;
+	p->next = upto;
+	p->gap = 0;
+	g->st.gaps++;
+	g->st.msgs_lost += upto - first;
+	if (g->cbs.on_loss && !g->closing)
+		g->cbs.on_loss(g, p->id, first, upto - first, g->arg);
+}
+
+/* miss -- message next of p is missing: reliable mode asks for it again
+ * (1: the datagram at hand is dropped), else it is lost up to upto (0) */
+static int miss(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
+{
+	if (!g->window || p->unreliable) {
+		lose(g, p, upto);
+		return 0;
+	}
+	/* without its address yet: wait for its next heartbeat */
+	p->assembling = 0;
+	if (!p->gap) {
+		p->gap = 1;
+		p->nak_ms = G_NAK_MS;
+		nak(g, p, 1);
+	} else {
+		nak(g, p, 0);
+	}
+	return 1;
+}
+
+/* deliver -- message seq of p, complete */
+static void deliver(struct rdmamsg_group *g, struct gpub *p, const void *data,
+		    size_t len)
+{
+	struct rdmamsg_group_msg m;
+
+	m.publisher = p->id;
+	m.seq = p->next;
+	m.data = data;
+	m.len = len;
+	p->next++;
+	p->assembling = 0;
+	p->gap = 0;
+	g->st.msgs_received++;
+	g->st.bytes_received += len;
+	if (p->ah && p->next - p->sm_sent >= (g->window + 3) / 4)
+		status(g, p);
+	if (g->cbs.on_message && !g->closing)
+		g->cbs.on_message(g, &m, g->arg);
+}
+
+/* on_data -- one fragment (pay bytes) of message h->seq of p */
+static void on_data(struct rdmamsg_group *g, struct gpub *p,
+		    const struct rdmamsg__mc_wire *h, const char *pay,
+		    uint32_t n)
+{
+	if (h->seq < p->next ||
+	    (p->assembling && h->seq == p->next && h->off < p->asm_off)) {
+		g->st.duplicates++;
+		return;
+	}
+	/* an abandoned reassembly included */
+	if (h->seq > p->next && miss(g, p, h->seq))
+		return;
+	/* h->seq == p->next */
+	if (!p->assembling) {
+		if (h->off) {
+			miss(g, p, h->seq + 1); /* its first fragment lost */
+			return;
+		}
+		if (n == h->total) {
+			deliver(g, p, pay, n);
+			return;
+		}
+		if (p->asm_cap < h->total) {
+			char *b = realloc(p->asm_buf, h->total);
+
+			if (!b) {
+				LOG_WARN("no memory to reassemble %u bytes",
+					 h->total);
+				lose(g, p, h->seq + 1);
+				return;
+			}
+			p->asm_buf = b;
+			p->asm_cap = h->total;
+		}
+		memcpy(p->asm_buf, pay, n);
+		p->asm_off = n;
+		p->asm_total = h->total;
+		p->assembling = 1;
+		return;
+	}
+	if (h->total != p->asm_total || h->off != p->asm_off) {
+		/* a fragment lost in the middle (or a header that lies) */
+		miss(g, p, h->seq + 1);
+		return;
+	}
+	memcpy(p->asm_buf + p->asm_off, pay, n);
+	p->asm_off += n;
+	if (p->asm_off == p->asm_total)
+		deliver(g, p, p->asm_buf, p->asm_total);
+}
+
+/* on_datagram -- len bytes after the GRH */
+static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
+{
+	struct rdmamsg__mc_wire h;
+	struct gpub *p;
+	uint64_t to;
+
+	if (g->drop_every) {
+		/* test hook: one in drop_every "lost on the wire", at
+		 * (fixed) random */
+		g->drop_n ^= g->drop_n << 13;
+		g->drop_n ^= g->drop_n >> 17;
+		g->drop_n ^= g->drop_n << 5;
+		if (g->drop_n % g->drop_every == 0)
+			return;
+	}
+	if (rdmamsg__mc_decode(d, len, (uint32_t)g->max_msg, &h)) {
+		g->st.malformed++;
+		return;
+	}
+	if (h.pub == g->pub_id)
+		return; /* our own, looped back */
+	g->st.datagrams_received++;
+	if (h.type == MC_NAK || h.type == MC_STATUS) {
+		/* to a publisher, from a subscriber (h.pub) */
+		memcpy(&to, d + RDMAMSG_MC_HDR, 8);
+		if (le64toh(to) != g->pub_id ||
+		    !(g->role & RDMAMSG_GROUP_PUBLISHER))
+			return;
+		if (h.type == MC_NAK)
+			on_nak(g, h.seq);
+		else
+			on_status(g, h.pub, h.seq);
+		return;
+	}
+	if (!(g->role & RDMAMSG_GROUP_SUBSCRIBER))
+		return;
+	p = find_pub(g, h.pub);
+	if (!p) {
+		uint64_t start = h.seq;
+
+		if (h.type == MC_HEARTBEAT && (h.flags & MCF_FIN))
+			return; /* it leaves before we knew it */
+		/* a late joiner starts at the next whole message */
+		if (h.type == MC_DATA && h.off)
+			start++;
+		p = new_pub(g, h.pub, start);
+		if (!p) {
+			g->st.malformed++;
+			return;
+		}
+	}
+	p->last_ns = g->ctx->now;
+	if (h.type == MC_DATA && h.seq + 1 > p->seen)
+		p->seen = h.seq + 1;
+	else if (h.type == MC_HEARTBEAT && !(h.flags & MCF_LOW) &&
+		 h.seq > p->seen)
+		p->seen = h.seq;
+	if (h.type == MC_HEARTBEAT) {
+		if (h.flags & MCF_ADDR)
+			pub_addr(g, p, d + RDMAMSG_MC_HDR);
+		else if (!h.flags)
+			p->unreliable =
+				1; /* a publisher not in reliable mode */
+		if (h.seq <= p->next)
+			return;
+		if (h.flags & (MCF_LOW | MCF_FIN))
+			lose(g, p, h.seq); /* never to be repaired */
+		else
+			miss(g, p, h.seq);
+		return;
+	}
+	on_data(g, p, &h, d + RDMAMSG_MC_HDR, len - RDMAMSG_MC_HDR);
+}
+
+/* sm_fn -- a reliable subscriber's period: status messages, NAKs again */
+static void sm_fn(struct rdmamsg__timer *t)
+{
+	struct rdmamsg_group *g =
+		container_of(t, struct rdmamsg_group, sm_timer);
+	uint32_t i;
+
+	if (g->closing || g->state != G_UP)
+		return;
+	for (i = 0; i < g->npub; i++) {
+		struct gpub *p = &g->pubs[i];
+
+		if (!p->ah)
+			continue;
+		if (p->gap && g->ctx->now - p->last_ns > rcv_expire_ns(g)) {
+			/* a publisher silent this long (gone without its
+			 * last heartbeat) repairs nothing more: what it
+			 * told us of is lost */
+			LOG_INFO("multicast: publisher %016llx silent, its "
+				 "missing messages are lost",
+				 (unsigned long long)p->id);
+			lose(g, p, p->seen > p->next ? p->seen : p->next);
+			p->gap = 0;
+			continue;
+		}
+		if (p->gap)
+			nak(g, p, 0);
+		status(g, p);
+	}
+	rdmamsg__timer_start(g->ctx, &g->sm_timer, g->hb_ms);
+}
+
+/* group_wcs -- the lane's wcs(): completions of g's QP at wc (n of them,
+ * the first routed to g); the run of them that is g's is handled; how
+ * many */
+static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
+			  uint32_t n)
+{
+	struct rdmamsg_group *g = container_of(lane, struct rdmamsg_group, lane);
+	uint64_t tag = wc[0].wr_id & RDMAMSG_WRID_TAG_BITS;
+	uint32_t i;
+
+	for (i = 0; i < n && (wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) == tag;
+	     i++) {
+		const struct ibv_wc *w = &wc[i];
+		uint64_t own = w->wr_id & RDMAMSG__WRID_OWN_MASK;
+
+		if (!g->qp || w->qp_num != g->qp->qp_num)
+			continue; /* not ours */
+		if (w->wr_id & RDMAMSG__WRID_SEND) {
+			uint64_t s =
+				g->sq_tail + ((own - (uint32_t)g->sq_tail) &
+					      RDMAMSG__WRID_OWN_MASK);
+
+			if (s >= g->sq_head)
+				continue;
+			if (w->status != IBV_WC_SUCCESS) {
+				LOG_WARN("multicast send: %s",
+					 ibv_wc_status_str(w->status));
+				complete_tx(g, s + 1,
+					    w->status == IBV_WC_WR_FLUSH_ERR
+						    ? -ECANCELED
+						    : -EIO);
+			} else {
+				complete_tx(g, s + 1, 0);
+			}
+			if (g->repairing)
+				pump(g);
+			if (g->closing && g->sq_head == g->sq_tail)
+				kick(g);
+			continue;
+		}
+		if (own >= g->nrx || !g->rxb[own])
+			continue;
+		if (w->status != IBV_WC_SUCCESS) {
+			if (w->status != IBV_WC_WR_FLUSH_ERR)
+				LOG_WARN("multicast receive: %s",
+					 ibv_wc_status_str(w->status));
+			continue; /* the buffer stays ours until the end */
+		}
+		if (w->byte_len >= GRH_BYTES && w->byte_len <= g->rxb[own]->cap)
+			on_datagram(g, g->rxb[own]->data + GRH_BYTES,
+				    w->byte_len - GRH_BYTES);
+		else
+			g->st.malformed++;
+		if (g->qp && post_recv(g, (uint32_t)own))
+			LOG_WARN("multicast: receive not posted again");
+	}
+	return i;
+}
+
+/* group_ready -- the lane's ready(): nothing waits for a pass's end (the
+ * completions were handled in group_wcs) */
+static void group_ready(void *owner)
+{
+	(void)owner;
+}
+
+/* a group is a UD lane of its own kind; only the interface calls it */
+static const struct rdmamsg__lane_ops group_lane_ops = {
+	.name = "ud-mcast",
+	.wcs = group_wcs,
+};
+static const struct rdmamsg__lane_cbs group_lane_cbs = {
+	.ready = group_ready,
+};
+
+/* ---- joining ------------------------------------------------------- */
+
+/* port_mtu -- the path MTU in bytes of the id's port (4096 if unknown) */
+static uint32_t port_mtu(struct rdmamsg_group *g)
+{
+	struct ibv_port_attr pa;
+	uint8_t port = g->id->port_num ? g->id->port_num : 1;
+
+	memset(&pa, 0, sizeof(pa));
+	if (ibv_query_port(g->id->verbs, port, &pa) || pa.active_mtu < 1 ||
+	    pa.active_mtu > IBV_MTU_4096)
+		return 4096;
+	return 128u << pa.active_mtu;
+}
+
+/* setup -- the address is resolved: QP, receives, join */
+static int setup(struct rdmamsg_group *g)
+{
+	struct rdmamsg_ctx *ctx = g->ctx;
+	struct ibv_qp_init_attr qa;
+	struct rdma_cm_join_mc_attr_ex jx;
+	uint32_t i, need, sd = 1;
+	int ret;
+
+	if (g->id->verbs != ctx->verbs)
+		return -ENODEV; /* the group is routed to another device */
+	g->mtu = port_mtu(g);
+	if (g->mtu <= RDMAMSG_MC_HDR)
+		return -EINVAL;
+	g->frag = g->mtu - RDMAMSG_MC_HDR;
+	if (g->role & RDMAMSG_GROUP_PUBLISHER) {
+		uint64_t per = (g->max_msg - 1) / g->frag + 1;
+
+		if (per + 1 > g->sdepth) {
+			LOG_ERR("a %zu byte message is %llu datagrams, more "
+				"than the send depth %u",
+				g->max_msg, (unsigned long long)per, g->sdepth);
+			return -EINVAL;
+		}
+		sd = g->sdepth;
+	} else {
+		/* a subscriber sends only NAKs and status messages */
+		sd = g->window ? 64 : 1;
+		g->sdepth = sd;
+	}
+	if (g->window) {
+		g->keep = calloc(g->window, sizeof(*g->keep));
+		if (!g->keep)
+			return -ENOMEM;
+	}
+	while (sd & (sd - 1))
+		sd++; /* a power of two: the ring is indexed by a mask */
+	g->tx = calloc(sd, sizeof(*g->tx));
+	if (!g->tx)
+		return -ENOMEM;
+	g->sq_mask = sd - 1;
+	/* a reliable publisher hears NAKs and status messages */
+	g->nrx = (g->role & RDMAMSG_GROUP_SUBSCRIBER) || g->window ? g->rdepth
+								   : 0;
+	need = sd + g->nrx;
+	g->lane.ops = &group_lane_ops;
+	g->lane.cbs = &group_lane_cbs;
+	g->lane.owner = g;
+	g->lane.ctx = ctx;
+	list_init(&g->lane.ready_link);
+	ret = rdmamsg__iface_attach(&g->lane, need);
+	if (ret)
+		return ret;
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_UD;
+	qa.send_cq = qa.recv_cq = g->lane.icq->cq;
+	qa.cap.max_send_wr = sd;
+	qa.cap.max_recv_wr = g->nrx ? g->nrx : 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	if (ctx->ops->create_cm_qp(g->id, ctx->pd, &qa)) {
+		ret = rdmamsg__errno(ENOMEM);
+		LOG_ERR("rdma_create_qp (UD) failed: %d", ret);
+		return ret;
+	}
+	g->qp = g->id->qp;
+	if (g->nrx) {
+		g->rxb = calloc(g->nrx, sizeof(*g->rxb));
+		if (!g->rxb)
+			return -ENOMEM;
+		for (i = 0; i < g->nrx; i++) {
+			ret = rdmamsg__buf_get(ctx, GRH_BYTES + g->mtu, BUF_LIB,
+					       &g->rxb[i]);
+			if (ret)
+				return ret;
+			ret = post_recv(g, i);
+			if (ret)
+				return -ret;
+		}
+	}
+	if (g->role & RDMAMSG_GROUP_SUBSCRIBER) {
+		if (ctx->ops->join_multicast(g->id,
+					     (struct sockaddr *)&g->maddr, g))
+			return rdmamsg__errno(EINVAL);
+	} else {
+		memset(&jx, 0, sizeof(jx));
+		jx.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+			       RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+		jx.addr = (struct sockaddr *)&g->maddr;
+		jx.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+		if (ctx->ops->join_multicast_ex(g->id, &jx, g))
+			return rdmamsg__errno(EINVAL);
+	}
+	g->state = G_JOINING;
+	return 0;
+}
+
+/* rdmamsg__group_cm_event -- an rdma_cm event of a group's id; acks it */
+void rdmamsg__group_cm_event(struct rdmamsg_ctx *ctx, struct rdma_cm_event *ev)
+{
+	struct rdmamsg_group *g = ev->id->context;
+	enum rdma_cm_event_type type = ev->event;
+	struct ibv_ah_attr ah = ev->param.ud.ah_attr;
+	uint32_t qpn = ev->param.ud.qp_num, qkey = ev->param.ud.qkey;
+	int status = ev->status, ret;
+
+	ctx->ops->ack_cm_event(ev);
+	if (g->state == G_FAILED)
+		return;
+	switch (type) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (g->state != G_RESOLVING)
+			return;
+		ret = g->closing ? 0 : setup(g);
+		if (ret)
+			fail(g, ret);
+		break;
+	case RDMA_CM_EVENT_MULTICAST_JOIN:
+		if (g->state != G_JOINING)
+			return;
+		g->ah = ctx->ops->create_ah(ctx->pd, &ah);
+		if (!g->ah) {
+			fail(g, rdmamsg__errno(EINVAL));
+			return;
+		}
+		g->rqpn = qpn;
+		g->rqkey = qkey;
+		g->sgid_index = ah.grh.sgid_index;
+		g->port = ah.port_num ? ah.port_num : 1;
+		if (g->window && !ctx->ops->query_gid(ctx->verbs, g->port,
+						      g->sgid_index, &g->gid))
+			g->have_gid = 1;
+		g->state = G_UP;
+		if (g->closing) {
+			kick(g);
+			return;
+		}
+		if (g->role & RDMAMSG_GROUP_PUBLISHER) {
+			heartbeat(g, 0,
+				  g->next_seq); /* subscribers learn of us */
+			rdmamsg__timer_start(ctx, &g->hb_timer, g->hb_ms);
+		}
+		if (g->window && (g->role & RDMAMSG_GROUP_SUBSCRIBER))
+			rdmamsg__timer_start(ctx, &g->sm_timer, g->hb_ms);
+		if (g->cbs.on_join)
+			g->cbs.on_join(g, 0, g->arg);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_MULTICAST_ERROR:
+		fail(g, status < 0 ? status : -EHOSTUNREACH);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		fail(g, -ENODEV);
+		break;
+	default:
+		break;
+	}
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
+				      const struct rdmamsg_group_attr *attr,
+				      const struct rdmamsg_group_cbs *cbs,
+				      void *arg, struct rdmamsg_group **gp)
+{
+	struct sockaddr_storage maddr, bind;
+	struct rdmamsg_group *g;
+	const char *env;
+	int ret;
+
+	if (!ctx || !addr || !gp)
+		return -EINVAL;
+	if (parse_ip(addr, &maddr) || !is_mcast(&maddr))
+		return -EINVAL;
+	if (attr && attr->bind &&
+	    (parse_ip(attr->bind, &bind) || is_mcast(&bind) ||
+	     bind.ss_family != maddr.ss_family))
+		return -EINVAL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->maddr = maddr;
+	g->obj.type = OBJ_GROUP;
+	g->ctx = ctx;
+	/* a pool buffer held while the group lives: rdmamsg_ctx_destroy()
+	 * is -EBUSY until it is closed */
+	ret = rdmamsg__buf_get(ctx, 1, BUF_LIB, &g->hold);
+	if (ret)
+		goto err_free;
+	g->role = attr ? attr->role
+		       : RDMAMSG_GROUP_PUBLISHER | RDMAMSG_GROUP_SUBSCRIBER;
+	g->max_msg = attr ? attr->max_msg : G_DEF_MAX_MSG;
+	g->rdepth = attr ? attr->rdepth : G_DEF_RDEPTH;
+	g->sdepth = attr ? attr->sdepth : G_DEF_SDEPTH;
+	g->hb_ms = attr ? attr->hb_ms : G_DEF_HB_MS;
+	g->window = attr ? attr->window : 0;
+	if (cbs)
+		g->cbs = *cbs;
+	g->arg = arg;
+	while (!g->pub_id)
+		if (getrandom(&g->pub_id, sizeof(g->pub_id), 0) !=
+		    sizeof(g->pub_id))
+			g->pub_id = rdmamsg__now_ns() ^ (uintptr_t)g;
+	env = getenv("RDMAMSG_TEST_MC_DROP");
+	if (env)
+		g->drop_every = (uint32_t)atoi(env);
+	g->drop_n = 2463534242u;
+	rdmamsg__timer_init(&g->hb_timer, hb_fn);
+	rdmamsg__timer_init(&g->step_timer, step_fn);
+	rdmamsg__timer_init(&g->close_timer, close_fn);
+	rdmamsg__timer_init(&g->sm_timer, sm_fn);
+	if (ctx->ops->create_id(ctx->ech, &g->id, &g->obj, RDMA_PS_UDP)) {
+		ret = rdmamsg__errno(ENOMEM);
+		goto err_hold;
+	}
+	if (ctx->ops->resolve_addr(
+		    g->id, attr && attr->bind ? (struct sockaddr *)&bind : NULL,
+		    (struct sockaddr *)&g->maddr, G_RESOLVE_MS)) {
+		ret = rdmamsg__errno(EINVAL);
+		goto err_id;
+	}
+	rdmamsg__loop_ref(ctx);
+	*gp = g;
+	return 0;
+
+err_id:
+	ctx->ops->destroy_id(g->id);
+err_hold:
+	rdmamsg__buf_put(g->hold);
+err_free:
+	free(g);
+	return ret;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
+				       void (*close_cb)(struct rdmamsg_group *g,
+							void *arg))
+{
+	if (!g)
+		return -EINVAL;
+	if (g->closing)
+		return -EALREADY;
+	g->closing = 1;
+	g->close_cb = close_cb;
+	rdmamsg__timer_stop(g->ctx, &g->hb_timer);
+	rdmamsg__timer_stop(g->ctx, &g->sm_timer);
+	rdmamsg__timer_start(g->ctx, &g->close_timer, G_CLOSE_MS);
+	kick(g);
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_query(const struct rdmamsg_group *g,
+				       struct rdmamsg_group_stats *st)
+{
+	if (!g || !st)
+		return -EINVAL;
+	*st = g->st;
+	st->mtu = g->frag;
+	st->receivers = g->nrcv;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_get_id(const struct rdmamsg_group *g,
+					uint64_t *id)
+{
+	if (!g || !id)
+		return -EINVAL;
+	*id = g->pub_id;
+	return 0;
+}

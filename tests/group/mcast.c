@@ -1,0 +1,870 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mcast.c -- multicast groups: one publisher and three subscriber
+ * processes on one host; messages of mixed sizes (8 B .. 64 KiB, so
+ * fragmented and reassembled), each delivered once, in order, content
+ * verified, from one publisher id with consecutive sequence numbers.  A
+ * second round drops every 7th datagram at one subscriber (the test hook
+ * RDMAMSG_TEST_MC_DROP): it must report every loss exactly (received +
+ * reported == published, the counters agree with the callbacks), the
+ * others lose nothing.  Then the documented errors.
+ *
+ * The library has no flow control yet (default mode): the test paces the
+ * publisher itself, from the subscribers' progress reported on pipes, so
+ * that no receive queue overflows.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "../tap.h"
+#include "../core/util.h"
+
+#define NSUB   3
+#define WINDOW 32 /* messages ahead of the slowest subscriber */
+#define MAXMSG (64u << 10)
+
+static const char *group_addr = "239.1.2.14";
+static unsigned int nmsgs;
+static uint32_t rwindow;       /* reliable mode's window; 0: default mode */
+static uint32_t rdepth = 4096; /* the subscribers' receive depth */
+
+struct sub_result;
+static struct sub_result *results; /* shared with the children */
+
+/* msg_size -- the size of message seq: 8 B .. 64 KiB, fragmented often */
+static size_t msg_size(uint64_t seq)
+{
+	static const size_t sz[] = {8,	  64,	200, 1000, 4063,  4064,
+				    4065, 9000, 8,   333,  20000, 8128};
+
+	if (seq % 97 == 13)
+		return MAXMSG;
+	return sz[seq % (sizeof(sz) / sizeof(sz[0]))];
+}
+
+/* fill -- the contents of message seq */
+static void fill(uint64_t seq, unsigned char *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (unsigned char)(seq * 131 + i * 7 + (i >> 8));
+	if (len >= 8)
+		memcpy(p, &seq, 8);
+}
+
+/* ---- subscriber (a child process) ---------------------------------- */
+
+struct sub_result {
+	uint64_t received, lost, loss_calls, bad, order, pubs;
+	uint64_t st_received, st_lost, st_gaps, naks, dups;
+	int join_status, closed, destroy;
+};
+
+struct sub {
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_group *g;
+	int wfd, joined, closed;
+	uint64_t pub, next; /* the publisher, the seq expected */
+	struct sub_result r;
+	unsigned char *buf;
+};
+
+static void report(struct sub *s)
+{
+	uint64_t acc = s->r.received + s->r.lost;
+
+	if (write(s->wfd, &acc, sizeof(acc)) != sizeof(acc))
+		_exit(91);
+}
+
+static void sub_join(struct rdmamsg_group *g, int status, void *arg)
+{
+	struct sub *s = arg;
+
+	(void)g;
+	s->r.join_status = status;
+	s->joined = status ? -1 : 1;
+}
+
+static void sub_msg(struct rdmamsg_group *g, const struct rdmamsg_group_msg *m,
+		    void *arg)
+{
+	struct sub *s = arg;
+
+	(void)g;
+	if (!s->pub)
+		s->pub = m->publisher;
+	if (m->publisher != s->pub)
+		s->r.bad++;
+	if (m->seq != s->next)
+		s->r.order++;
+	s->next = m->seq + 1;
+	if (m->len != msg_size(m->seq)) {
+		s->r.bad++;
+	} else {
+		fill(m->seq, s->buf, m->len);
+		if (memcmp(s->buf, m->data, m->len))
+			s->r.bad++;
+	}
+	s->r.received++;
+	if ((s->r.received + s->r.lost) % 16 == 0 ||
+	    s->r.received + s->r.lost >= nmsgs)
+		report(s);
+}
+
+static void sub_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
+		     uint64_t count, void *arg)
+{
+	struct sub *s = arg;
+
+	(void)g;
+	if (!s->pub)
+		s->pub = pub;
+	if (pub != s->pub || first != s->next || !count)
+		s->r.order++;
+	s->next = first + count;
+	s->r.lost += count;
+	s->r.loss_calls++;
+	report(s);
+}
+
+static void sub_closed(struct rdmamsg_group *g, void *arg)
+{
+	struct sub *s = arg;
+
+	(void)g;
+	s->closed++;
+}
+
+static int subscriber(int wfd, void *arg)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = sub_join,
+					.on_message = sub_msg,
+					.on_loss = sub_loss};
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_group_stats st;
+	struct sub s;
+	long long end;
+	int done = 0;
+
+	memset(&s, 0, sizeof(s));
+	s.wfd = wfd;
+	s.buf = malloc(MAXMSG);
+	if ((uintptr_t)arg & 0x100)
+		setenv("RDMAMSG_TEST_MC_DROP", rwindow ? "20" : "7", 1);
+	s.ctx = test_ctx();
+	if (rdmamsg_group_attr_new(&a) ||
+	    rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER) ||
+	    rdmamsg_group_attr_set_recv_depth(a, rdepth) ||
+	    rdmamsg_group_attr_set_max_msg_size(a, MAXMSG) ||
+	    rdmamsg_group_attr_set_heartbeat(a, 20) ||
+	    rdmamsg_group_attr_set_reliable(a, rwindow))
+		return 80;
+	if (rdmamsg_group_join(s.ctx, group_addr, a, &cbs, &s, &s.g))
+		return 81;
+	rdmamsg_group_attr_delete(&a);
+	test_run_until(s.ctx, &s.joined, 10000);
+	if (s.joined != 1)
+		return 82;
+	report(&s); /* 0: joined */
+	end = test_now_ms() + 600000;
+	while (!done && test_now_ms() < end) {
+		test_idle(s.ctx, 5);
+		done = s.r.received + s.r.lost >= nmsgs;
+	}
+	rdmamsg_group_query(s.g, &st);
+	s.r.st_received = st.msgs_received;
+	s.r.st_lost = st.msgs_lost;
+	s.r.st_gaps = st.gaps;
+	s.r.pubs = st.publishers;
+	s.r.naks = st.naks_sent;
+	s.r.dups = st.duplicates;
+	if (rdmamsg_group_close(s.g, sub_closed) ||
+	    rdmamsg_group_close(s.g, sub_closed) != -EALREADY)
+		s.r.bad++;
+	test_run_until(s.ctx, &s.closed, 10000);
+	s.r.closed = s.closed;
+	s.r.destroy = rdmamsg_ctx_destroy(&s.ctx);
+	free(s.buf);
+	results[(uintptr_t)arg & 0xff] = s.r;
+	return 0;
+}
+
+/* ---- publisher (this process) --------------------------------------- */
+
+struct pub {
+	int joined, closed;
+	uint64_t completed, failed, order;
+	uint64_t next_done;
+};
+
+static void pub_join(struct rdmamsg_group *g, int status, void *arg)
+{
+	struct pub *p = arg;
+
+	(void)g;
+	p->joined = status ? -1 : 1;
+}
+
+static void pub_done(struct rdmamsg_group *g, void *op_ctx, int status,
+		     void *arg)
+{
+	struct pub *p = arg;
+
+	(void)g;
+	if ((uint64_t)(uintptr_t)op_ctx != p->next_done)
+		p->order++;
+	p->next_done = (uint64_t)(uintptr_t)op_ctx + 1;
+	if (status)
+		p->failed++;
+	p->completed++;
+}
+
+static void pub_closed(struct rdmamsg_group *g, void *arg)
+{
+	struct pub *p = arg;
+
+	(void)g;
+	p->closed++;
+}
+
+/* round -- one publisher, NSUB subscribers (drop_at: the one that drops
+ * one datagram in 7 -- in 20 in reliable mode --, or -1); window: reliable
+ * mode's, or 0 */
+static void round_(int drop_at, uint32_t window)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = pub_join,
+					.on_publish = pub_done};
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_group_stats st;
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_group *g;
+	struct sub_result r[NSUB];
+	uint64_t acc[NSUB], sent = 0, minacc;
+	unsigned char *buf = malloc(MAXMSG);
+	int rfd[NSUB], i, bad_pub = 0, ret;
+	pid_t pid[NSUB];
+	struct pub p;
+	long long end;
+
+	memset(&p, 0, sizeof(p));
+	memset(results, 0, NSUB * sizeof(*results));
+	rwindow = window;
+	diag("%s mode, %s", window ? "reliable" : "default",
+	     drop_at < 0 ? "no drops" : "one subscriber drops datagrams");
+	for (i = 0; i < NSUB; i++) {
+		pid[i] = test_fork(
+			subscriber,
+			(void *)(uintptr_t)(i | (i == drop_at ? 0x100 : 0)),
+			&rfd[i]);
+		/* each says 0 once joined */
+		if (read(rfd[i], &acc[i], sizeof(acc[i])) != sizeof(acc[i]))
+			bail_out("subscriber %d did not join", i);
+		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
+	}
+	ctx = test_ctx();
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
+	rdmamsg_group_attr_set_max_msg_size(a, MAXMSG);
+	rdmamsg_group_attr_set_heartbeat(a, 20);
+	rdmamsg_group_attr_set_reliable(a, window);
+	ok(!rdmamsg_group_join(ctx, group_addr, a, &cbs, &p, &g),
+	   "publisher joins %s", group_addr);
+	rdmamsg_group_attr_delete(&a);
+	ok(test_run_until(ctx, &p.joined, 10000) == 1, "publisher joined");
+	if (window) {
+		/* the subscribers' status messages: flow control knows them */
+		end = test_now_ms() + 10000;
+		do {
+			test_idle(ctx, 5);
+			rdmamsg_group_query(g, &st);
+		} while (st.receivers < NSUB && test_now_ms() < end);
+		ok(st.receivers == NSUB, "reliable: %llu subscribers known",
+		   (unsigned long long)st.receivers);
+	}
+	end = test_now_ms() + 600000;
+	while (sent < nmsgs && test_now_ms() < end) {
+		for (i = 0; i < NSUB; i++) {
+			uint64_t v;
+
+			while (read(rfd[i], &v, sizeof(v)) == sizeof(v))
+				acc[i] = v;
+		}
+		minacc = acc[0];
+		for (i = 1; i < NSUB; i++)
+			if (acc[i] < minacc)
+				minacc = acc[i];
+		/* the default mode has no flow control: the test paces */
+		if (window || sent - minacc < WINDOW) {
+			size_t len = msg_size(sent);
+
+			fill(sent, buf, len);
+			ret = rdmamsg_group_publish(g, buf, len,
+						    (void *)(uintptr_t)sent);
+			if (ret == 0) {
+				sent++;
+				continue;
+			}
+			if (ret != -EAGAIN)
+				bad_pub++;
+		}
+		test_idle(ctx, 1);
+	}
+	ok(sent == nmsgs && !bad_pub, "%llu of %u messages published",
+	   (unsigned long long)sent, nmsgs);
+	rdmamsg_group_query(g, &st);
+	ok(st.msgs_published == nmsgs, "stats: %llu published, mtu %u",
+	   (unsigned long long)st.msgs_published, st.mtu);
+	for (i = 0; i < NSUB; i++) {
+		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
+		uint64_t v;
+
+		/* keep heartbeats going until the subscriber is done */
+		for (;;) {
+			while (poll(&pf, 1, 0) == 0)
+				test_idle(ctx, 5);
+			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
+			    errno != EAGAIN && errno != EINTR)
+				break;
+			if (pf.revents & POLLHUP)
+				break;
+		}
+		ok(test_wait_child(pid[i]) == 0, "subscriber %d exits 0", i);
+		r[i] = results[i];
+		close(rfd[i]);
+	}
+	for (i = 0; i < NSUB; i++) {
+		ok(r[i].received + r[i].lost == nmsgs,
+		   "subscriber %d: %llu received + %llu reported lost == %u "
+		   "published",
+		   i, (unsigned long long)r[i].received,
+		   (unsigned long long)r[i].lost, nmsgs);
+		ok(!r[i].bad && !r[i].order,
+		   "subscriber %d: one publisher, in order, contents verified "
+		   "(%llu bad, %llu out of order)",
+		   i, (unsigned long long)r[i].bad,
+		   (unsigned long long)r[i].order);
+		ok(r[i].st_received == r[i].received &&
+			   r[i].st_lost == r[i].lost &&
+			   r[i].st_gaps == r[i].loss_calls && r[i].pubs == 1,
+		   "subscriber %d: counters agree with the callbacks", i);
+		if (i == drop_at && window)
+			ok(r[i].lost == 0 && r[i].naks > 0,
+			   "subscriber %d drops one datagram in 20: nothing "
+			   "lost, %llu NAKs, %llu duplicates dropped",
+			   i, (unsigned long long)r[i].naks,
+			   (unsigned long long)r[i].dups);
+		else if (i == drop_at)
+			ok(r[i].lost > 0 && r[i].received > 0,
+			   "subscriber %d drops one datagram in 7: %llu "
+			   "losses reported in %llu gaps",
+			   i, (unsigned long long)r[i].lost,
+			   (unsigned long long)r[i].loss_calls);
+		else
+			ok(r[i].lost == 0, "subscriber %d lost nothing", i);
+		ok(r[i].closed == 1 && r[i].destroy == 0,
+		   "subscriber %d: closed once, context destroyed (nothing "
+		   "left in use)",
+		   i);
+	}
+	rdmamsg_group_query(g, &st);
+	if (window && drop_at >= 0)
+		ok(st.naks_received > 0 && st.repairs > 0,
+		   "publisher: %llu NAKs received, %llu repairs, %llu "
+		   "flow-control stalls",
+		   (unsigned long long)st.naks_received,
+		   (unsigned long long)st.repairs,
+		   (unsigned long long)st.flow_control_stalls);
+	ok(!rdmamsg_group_close(g, pub_closed), "publisher closes");
+	ok(rdmamsg_group_close(g, pub_closed) == -EALREADY,
+	   "close twice: -EALREADY");
+	ok(rdmamsg_group_publish(g, buf, 8, NULL) == -EPIPE,
+	   "publish after close: -EPIPE");
+	test_run_until(ctx, &p.closed, 10000);
+	ok(p.closed && p.completed == nmsgs && !p.failed && !p.order,
+	   "every publish completed once, in order (%llu, %llu failed)",
+	   (unsigned long long)p.completed, (unsigned long long)p.failed);
+	ok(rdmamsg_ctx_destroy(&ctx) == 0, "publisher's context destroyed");
+	free(buf);
+}
+
+/* ---- bad input ------------------------------------------------------ */
+
+static void bad_input(void)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = pub_join};
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_group *g = NULL, *s = NULL;
+	struct pub p, q;
+	char big[64];
+	uint64_t id = 0;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	memset(&q, 0, sizeof(q));
+	memset(big, 0, sizeof(big));
+	ok(rdmamsg_group_join(ctx, "10.231.0.1", NULL, &cbs, &p, &g) == -EINVAL,
+	   "join a unicast address: -EINVAL");
+	ok(rdmamsg_group_join(ctx, "[::1]", NULL, &cbs, &p, &g) == -EINVAL,
+	   "join an IPv6 unicast address: -EINVAL");
+	ok(rdmamsg_group_join(ctx, "239.1.2", NULL, &cbs, &p, &g) == -EINVAL,
+	   "join a malformed address: -EINVAL");
+	ok(rdmamsg_group_join(ctx, NULL, NULL, &cbs, &p, &g) == -EINVAL &&
+		   rdmamsg_group_join(NULL, "239.1.2.3", NULL, &cbs, &p, &g) ==
+			   -EINVAL &&
+		   rdmamsg_group_join(ctx, "239.1.2.3", NULL, &cbs, &p, NULL) ==
+			   -EINVAL,
+	   "NULL arguments: -EINVAL");
+	ok(!rdmamsg_group_attr_new(&a), "attr");
+	ok(rdmamsg_group_attr_set_role(a, 0) == -EINVAL &&
+		   rdmamsg_group_attr_set_role(a, 4) == -EINVAL &&
+		   rdmamsg_group_attr_set_max_msg_size(a, 0) == -EINVAL &&
+		   rdmamsg_group_attr_set_max_msg_size(a, SIZE_MAX) ==
+			   -EINVAL &&
+		   rdmamsg_group_attr_set_recv_depth(a, 1) == -EINVAL &&
+		   rdmamsg_group_attr_set_send_depth(a, 1u << 30) == -EINVAL &&
+		   rdmamsg_group_attr_set_heartbeat(a, 0) == -EINVAL,
+	   "bad attributes: -EINVAL");
+	ok(!rdmamsg_group_attr_set_bind_addr(a, "239.9.9.9") &&
+		   rdmamsg_group_join(ctx, "239.1.2.3", a, &cbs, &p, &g) ==
+			   -EINVAL,
+	   "a multicast bind address: -EINVAL");
+	/* a bind address of no interface here: refused at once, no group */
+	s = NULL;
+	ret = rdmamsg_group_attr_set_bind_addr(a, "10.231.254.253");
+	if (!ret)
+		ret = rdmamsg_group_join(ctx, "239.1.2.18", a, &cbs, &q, &s);
+	ok(ret < 0 && !s, "join from an address not on this host: %d, no group",
+	   ret);
+	rdmamsg_group_attr_set_bind_addr(a, NULL);
+	rdmamsg_group_attr_set_max_msg_size(a, 64);
+	ok(!rdmamsg_group_join(ctx, "[ff0e::db8:14]", a, &cbs, &p, &g),
+	   "join an IPv6 group (publisher and subscriber)");
+	ok(rdmamsg_group_publish(g, big, 8, NULL) == -ENOTCONN,
+	   "publish before the join finished: -ENOTCONN");
+	ok(test_run_until(ctx, &p.joined, 10000) == 1, "joined");
+	ok(rdmamsg_group_publish(g, big, 65, NULL) == -EMSGSIZE &&
+		   rdmamsg_group_publish(g, big, SIZE_MAX, NULL) == -EMSGSIZE,
+	   "a message above the maximum: -EMSGSIZE");
+	ok(rdmamsg_group_publish(g, NULL, 8, NULL) == -EINVAL,
+	   "NULL data: -EINVAL");
+	ok(!rdmamsg_group_get_id(g, &id) && id, "a non-zero publisher id");
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER);
+	ok(!rdmamsg_group_join(ctx, "239.1.2.15", a, &cbs, &q, &s),
+	   "a subscriber-only group");
+	ok(test_run_until(ctx, &q.joined, 10000) == 1, "joined");
+	ok(rdmamsg_group_publish(s, big, 8, NULL) == -EPERM,
+	   "publish on a subscriber-only group: -EPERM");
+	rdmamsg_group_attr_delete(&a);
+	ok(!rdmamsg_group_close(g, pub_closed) &&
+		   rdmamsg_group_close(g, pub_closed) == -EALREADY,
+	   "close twice: -EALREADY");
+	ok(!rdmamsg_group_close(s, NULL), "close without a callback");
+	ok(rdmamsg_ctx_destroy(&ctx) == -EBUSY, "a context with groups: busy");
+	test_run_until(ctx, &p.closed, 10000);
+	test_idle(ctx, 50);
+	ok(p.closed == 1, "close callback once");
+	ok(rdmamsg_ctx_destroy(&ctx) == 0, "context destroyed");
+}
+
+/* ---- a stopped subscriber (reliable mode) ----------------------------- */
+
+/* drain -- the latest progress report of each subscriber */
+static void drain(const int *rfd, uint64_t *acc, int n)
+{
+	uint64_t v;
+	int i;
+
+	for (i = 0; i < n; i++)
+		while (read(rfd[i], &v, sizeof(v)) == sizeof(v))
+			acc[i] = v;
+}
+
+/* publish_n -- publish messages [from, to) with retries; how far it got */
+static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
+			  unsigned char *buf, uint64_t from, uint64_t to)
+{
+	long long end = test_now_ms() + 60000;
+	uint64_t i = from;
+
+	while (i < to && test_now_ms() < end) {
+		size_t len = msg_size(i);
+		int ret;
+
+		fill(i, buf, len);
+		ret = rdmamsg_group_publish(g, buf, len, (void *)(uintptr_t)i);
+		if (ret == 0) {
+			i++;
+			continue;
+		}
+		if (ret != -EAGAIN)
+			break;
+		test_idle(ctx, 1);
+	}
+	return i;
+}
+
+/*
+ * stopped -- two reliable subscribers; one is stopped (SIGSTOP) while the
+ * publisher goes on far past its window: the publisher is held only until
+ * the stopped one's status messages are overdue, the other loses nothing,
+ * and the stopped one, continued, reports what could no longer be
+ * repaired and gets the rest
+ */
+static void stopped(void)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = pub_join,
+					.on_publish = pub_done};
+	unsigned int saved = nmsgs;
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_group_stats st;
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_group *g;
+	unsigned char *buf = malloc(MAXMSG);
+	uint64_t acc[2] = {0, 0}, sent;
+	int rfd[2], i;
+	pid_t pid[2];
+	struct pub p;
+	long long end;
+
+	memset(&p, 0, sizeof(p));
+	memset(results, 0, NSUB * sizeof(*results));
+	nmsgs = 400;
+	rwindow = 16;
+	rdepth = 64;
+	diag("reliable mode, one subscriber stopped");
+	for (i = 0; i < 2; i++) {
+		pid[i] = test_fork(subscriber, (void *)(uintptr_t)i, &rfd[i]);
+		if (read(rfd[i], &acc[i], sizeof(acc[i])) != sizeof(acc[i]))
+			bail_out("subscriber %d did not join", i);
+		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
+	}
+	ctx = test_ctx();
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
+	rdmamsg_group_attr_set_max_msg_size(a, MAXMSG);
+	/* 300 ms: a subscriber silent for 3 s is no longer waited for (a
+	 * loaded machine may pause the running one for less) */
+	rdmamsg_group_attr_set_heartbeat(a, 300);
+	rdmamsg_group_attr_set_reliable(a, rwindow);
+	ok(!rdmamsg_group_join(ctx, group_addr, a, &cbs, &p, &g) &&
+		   test_run_until(ctx, &p.joined, 10000) == 1,
+	   "stopped: publisher joined");
+	rdmamsg_group_attr_delete(&a);
+	end = test_now_ms() + 10000;
+	do {
+		test_idle(ctx, 5);
+		rdmamsg_group_query(g, &st);
+	} while (st.receivers < 2 && test_now_ms() < end);
+	sent = publish_n(ctx, g, buf, 0, 64);
+	end = test_now_ms() + 30000;
+	do {
+		test_idle(ctx, 5);
+		drain(rfd, acc, 2);
+	} while ((acc[0] < 64 || acc[1] < 64) && test_now_ms() < end);
+	ok(sent == 64 && acc[0] == 64 && acc[1] == 64,
+	   "64 messages reached both subscribers");
+	kill(pid[1], SIGSTOP);
+	sent = publish_n(ctx, g, buf, 64, nmsgs);
+	rdmamsg_group_query(g, &st);
+	kill(pid[1], SIGCONT);
+	ok(sent == nmsgs && st.receivers == 1,
+	   "the publisher went on past its window of %u without the "
+	   "stopped subscriber (%llu of %u published, %llu stalls)",
+	   rwindow, (unsigned long long)sent, nmsgs,
+	   (unsigned long long)st.flow_control_stalls);
+	for (i = 0; i < 2; i++) {
+		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
+		uint64_t v;
+
+		for (;;) {
+			while (poll(&pf, 1, 0) == 0)
+				test_idle(ctx, 5);
+			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
+			    errno != EAGAIN && errno != EINTR)
+				break;
+			if (pf.revents & POLLHUP)
+				break;
+		}
+		ok(test_wait_child(pid[i]) == 0, "subscriber %d exits 0", i);
+		close(rfd[i]);
+	}
+	ok(results[0].received == nmsgs && !results[0].lost &&
+		   !results[0].bad && !results[0].order,
+	   "the running subscriber got all %u, in order, verified", nmsgs);
+	ok(results[1].lost > 0 &&
+		   results[1].received + results[1].lost == nmsgs &&
+		   !results[1].bad && !results[1].order,
+	   "the stopped one: %llu received + %llu reported lost == %u, in "
+	   "order, verified",
+	   (unsigned long long)results[1].received,
+	   (unsigned long long)results[1].lost, nmsgs);
+	rdmamsg_group_query(g, &st);
+	ok(st.naks_received > 0, "publisher: %llu NAKs, %llu repairs",
+	   (unsigned long long)st.naks_received,
+	   (unsigned long long)st.repairs);
+	ok(!rdmamsg_group_close(g, pub_closed) &&
+		   test_run_until(ctx, &p.closed, 10000) == 1,
+	   "publisher closed");
+	ok(p.completed == nmsgs && !p.failed && !p.order,
+	   "every publish completed once");
+	ok(!rdmamsg_ctx_destroy(&ctx), "context destroyed");
+	free(buf);
+	nmsgs = saved;
+	rwindow = 0;
+	rdepth = 4096;
+}
+
+/* ---- late join, leave ------------------------------------------------ */
+
+struct late {
+	int joined, closed;
+	uint64_t first, received, lost, bad, next;
+};
+
+static void late_join(struct rdmamsg_group *g, int status, void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	l->joined = status ? -1 : 1;
+}
+
+static void late_msg(struct rdmamsg_group *g, const struct rdmamsg_group_msg *m,
+		     void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	if (!l->received)
+		l->first = m->seq;
+	else if (m->seq != l->next)
+		l->bad++;
+	l->next = m->seq + 1;
+	if (m->len != 8 || memcmp(m->data, &m->seq, 8))
+		l->bad++;
+	l->received++;
+}
+
+static void late_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
+		      uint64_t count, void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	(void)pub;
+	(void)first;
+	l->lost += count;
+}
+
+static void late_closed(struct rdmamsg_group *g, void *arg)
+{
+	struct late *l = arg;
+
+	(void)g;
+	l->closed++;
+}
+
+/* both -- drive two contexts for ms */
+static void both(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b, int ms)
+{
+	long long end = test_now_ms() + ms;
+
+	while (test_now_ms() < end) {
+		rdmamsg_ctx_progress(a);
+		rdmamsg_ctx_progress(b);
+		usleep(200);
+	}
+}
+
+/* publish8 -- publish messages [from, to) of 8 bytes (their seq) */
+static int publish8(struct rdmamsg_group *g, struct rdmamsg_ctx *a,
+		    struct rdmamsg_ctx *b, uint64_t from, uint64_t to)
+{
+	uint64_t i;
+	int ret, tries = 0;
+
+	for (i = from; i < to;) {
+		ret = rdmamsg_group_publish(g, &i, 8, NULL);
+		if (ret == -EAGAIN && tries++ < 100000) {
+			both(a, b, 1);
+			continue;
+		}
+		if (ret)
+			return ret;
+		i++;
+		if (i % 8 == 0)
+			both(a, b, 2); /* the subscriber keeps up */
+	}
+	return 0;
+}
+
+static void late_joiner(void)
+{
+	struct rdmamsg_group_cbs pc = {.on_join = late_join};
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx();
+	struct rdmamsg_group *pg, *sg;
+	struct rdmamsg_group_attr *at;
+	struct rdmamsg_group_stats st;
+	struct late pl, sl;
+	long long end;
+
+	memset(&pl, 0, sizeof(pl));
+	memset(&sl, 0, sizeof(sl));
+	rdmamsg_group_attr_new(&at);
+	rdmamsg_group_attr_set_heartbeat(at, 10);
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
+	ok(!rdmamsg_group_join(a, "239.1.2.16", at, &pc, &pl, &pg) &&
+		   test_run_until(a, &pl.joined, 10000) == 1,
+	   "late join: publisher joined");
+	ok(!publish8(pg, a, b, 0, 100), "100 messages before anyone listens");
+	both(a, b, 50);
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
+	ok(!rdmamsg_group_join(b, "239.1.2.16", at, &sc, &sl, &sg) &&
+		   test_run_until(b, &sl.joined, 10000) == 1,
+	   "a subscriber joins late");
+	rdmamsg_group_attr_delete(&at);
+	both(a, b, 100); /* it hears a heartbeat: seq 100 comes next */
+	ok(!publish8(pg, a, b, 100, 300), "200 more messages");
+	ok(!rdmamsg_group_close(pg, late_closed), "the publisher leaves");
+	end = test_now_ms() + 10000;
+	while (sl.received < 200 && test_now_ms() < end)
+		both(a, b, 5);
+	both(a, b, 50);
+	ok(sl.received == 200 && sl.first == 100 && !sl.lost && !sl.bad,
+	   "the late joiner gets 100 .. 299 in order, no loss from before it "
+	   "joined (%llu from %llu, %llu lost, %llu bad)",
+	   (unsigned long long)sl.received, (unsigned long long)sl.first,
+	   (unsigned long long)sl.lost, (unsigned long long)sl.bad);
+	rdmamsg_group_query(sg, &st);
+	ok(st.publishers == 1 && st.msgs_received == 200 && !st.gaps &&
+		   !st.duplicates && !st.malformed,
+	   "its counters: one publisher, 200 messages, no gap, nothing "
+	   "dropped");
+	ok(pl.closed == 1, "publisher closed once");
+	ok(!rdmamsg_group_close(sg, late_closed), "the subscriber leaves");
+	both(a, b, 20);
+	test_run_until(b, (volatile int *)&sl.closed, 5000);
+	ok(sl.closed == 1, "subscriber closed once");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
+	   "both contexts destroyed");
+}
+
+/* ---- a reliable publisher gone without a word ------------------------- */
+
+/* gone_pub -- a child: a reliable publisher that sends 40 messages and
+ * exits without closing (no last heartbeat, no repairs) */
+static int gone_pub(int wfd, void *arg)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = pub_join};
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_group *g;
+	struct pub p;
+	uint64_t i;
+	char go;
+
+	(void)arg;
+	memset(&p, 0, sizeof(p));
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
+	rdmamsg_group_attr_set_reliable(a, 64);
+	if (rdmamsg_group_join(ctx, "239.1.2.19", a, &cbs, &p, &g) ||
+	    test_run_until(ctx, &p.joined, 10000) != 1)
+		return 70;
+	rdmamsg_group_attr_delete(&a);
+	if (write(wfd, "j", 1) != 1 || read(wfd, &go, 1) != 1)
+		return 71;
+	/* no progress from here on: nothing is repaired */
+	for (i = 0; i < 40; i++)
+		if (rdmamsg_group_publish(g, &i, 8, NULL))
+			return 72;
+	usleep(300000);
+	/* it crashes: no close, no last heartbeat (and no leak check) */
+	kill(getpid(), SIGKILL);
+	return 73;
+}
+
+static void gone(void)
+{
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_group *g;
+	struct late l;
+	int sv[2];
+	long long end;
+	pid_t pid;
+	char c;
+
+	memset(&l, 0, sizeof(l));
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER);
+	rdmamsg_group_attr_set_reliable(a, 64);
+	rdmamsg_group_attr_set_heartbeat(a, 20);
+	setenv("RDMAMSG_TEST_MC_DROP", "3", 1);
+	ok(!rdmamsg_group_join(ctx, "239.1.2.19", a, &sc, &l, &g) &&
+		   test_run_until(ctx, &l.joined, 10000) == 1,
+	   "gone: a reliable subscriber that drops one datagram in 3 joined");
+	unsetenv("RDMAMSG_TEST_MC_DROP");
+	rdmamsg_group_attr_delete(&a);
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		bail_out("socketpair");
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(gone_pub(sv[1], NULL));
+	}
+	close(sv[1]);
+	ok(read(sv[0], &c, 1) == 1 && write(sv[0], "g", 1) == 1,
+	   "the publisher joined");
+	end = test_now_ms() + 20000;
+	while (l.received + l.lost < 39 && test_now_ms() < end)
+		test_idle(ctx, 10);
+	test_idle(ctx, 100);
+	ok(test_wait_child(pid) == 128 + SIGKILL,
+	   "the publisher died (SIGKILL) without closing");
+	close(sv[0]);
+	ok(l.lost > 0 && l.received + l.lost >= 39 &&
+		   l.received + l.lost <= 40 && !l.bad,
+	   "what the gone publisher can no longer repair is reported: %llu "
+	   "received + %llu lost (the last message is unknown if its "
+	   "datagram was the one lost)",
+	   (unsigned long long)l.received, (unsigned long long)l.lost);
+	ok(!rdmamsg_group_close(g, late_closed) &&
+		   test_run_until(ctx, (volatile int *)&l.closed, 10000) == 1,
+	   "subscriber closed");
+	ok(!rdmamsg_ctx_destroy(&ctx), "context destroyed");
+}
+
+int main(void)
+{
+	alarm(1200);
+	test_setup("mcast");
+	results = mmap(NULL, NSUB * sizeof(*results), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (results == MAP_FAILED)
+		bail_out("mmap");
+	nmsgs = tap_small() ? 600 : 20000;
+	round_(-1, 0);
+	round_(1, 0);
+	round_(1, 64);
+	stopped();
+	late_joiner();
+	gone();
+	bad_input();
+	return done_testing();
+}

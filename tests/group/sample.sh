@@ -1,0 +1,44 @@
+#!/bin/sh
+# sample.sh -- samples/mcast: one publisher, two subscribers; each
+# subscriber accounts for every message (received + reported lost ==
+# published), every tick it got was well formed and in order
+. "$top_srcdir/tests/lib.sh"
+mc=$top_builddir/samples/mcast/mcast
+[ -x "$mc" ] || skip_all "samples/mcast/mcast not built"
+SOFTRDMA_SHM_PREFIX=test-mcast-$$
+export SOFTRDMA_SHM_PREFIX
+n=3000
+[ "${RDMAMSG_TEST_SCALE:-}" = small ] && n=300
+
+# wait_line FILE TEXT -- wait up to 20 s for TEXT in FILE
+wait_line() {
+	_i=0
+	while [ $_i -lt 200 ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+
+for s in 1 2; do
+	timeout 120 "$mc" -l -g 239.1.2.17 -n $n -t 100 >"$tap_tmp/sub$s.log" 2>&1 &
+	eval sub$s=\$!
+	tap_pids="$tap_pids $!"
+	wait_line "$tap_tmp/sub$s.log" "subscribed to 239.1.2.17"
+	ok $? "subscriber $s joined"
+done
+timeout 120 "$mc" -p -g 239.1.2.17 -n $n -r 20000 -s 600 >"$tap_tmp/pub.log" 2>&1
+ok $? "publisher exits 0"
+show_log "$tap_tmp/pub.log"
+grep -q "published $n messages of 600 bytes" "$tap_tmp/pub.log"
+ok $? "publisher published $n messages"
+for s in 1 2; do
+	eval wait \$sub$s
+	ok $? "subscriber $s exits 0: every message accounted for, none bad"
+	show_log "$tap_tmp/sub$s.log"
+	grep -Eq "^received [0-9]+, lost [0-9]+ in [0-9]+ gaps, 0 bad" \
+		"$tap_tmp/sub$s.log"
+	ok $? "subscriber $s printed its summary"
+done
+done_testing
