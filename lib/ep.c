@@ -630,7 +630,11 @@ void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep)
 	int i;
 
 	ep->disc_seen = 1;
-	for (i = 0; i < 1024 && rdmamsg__ep_st_lane_up(ep->st) && ep->ln; i++)
+	/* nothing follows the goodbye: once seen, no drain (one per event
+	 * cost O(endpoints) each on softrdma) */
+	for (i = 0; i < 1024 && rdmamsg__ep_st_lane_up(ep->st) && ep->ln &&
+		    !ep->bye_seen;
+	     i++)
 		if (!rdmamsg__iface_poll(ep->ctx))
 			break;
 	if (rdmamsg__ep_st_lane_up(ep->st))

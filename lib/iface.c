@@ -307,6 +307,7 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 	struct rdmamsg__iface *ifc = &ctx->ifc;
 	struct ibv_wc wc[RDMAMSG_POLL_BATCH];
 	int more = 0, n, i, j, budget;
+	uint64_t start = ++ifc->seq;
 	uint32_t c;
 
 	if (ifc->polling)
@@ -364,6 +365,7 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 		ctx->pending = 1;
 		return 1;
 	}
+	ifc->drained = start;
 	return 0;
 }
 

@@ -224,6 +224,9 @@ struct rdmamsg__iface {
 	uint32_t ncq;
 	uint32_t max_cqe; /* 0: the device's (RDMAMSG_TEST_MAX_CQE caps it) */
 	int polling;
+	uint64_t seq;	   /* stamps: drains, progress passes (iface.c) */
+	uint64_t drained;  /* the stamp of the last drain that emptied it */
+	uint64_t pass;	   /* the stamp of the current progress pass */
 	uint64_t stale_wcs;	   /* completions of freed lanes dropped */
 	struct rdmamsg__idt eps;   /* lanes, by wr_id tag (the name stays) */
 	struct rdmamsg__idt srqs;  /* SRQ receives name their SRQ (srq.c) */
@@ -534,6 +537,27 @@ void rdmamsg__iface_hold(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 void rdmamsg__iface_release(struct rdmamsg__lane *lane);
 void rdmamsg__iface_replay(struct rdmamsg__lane *lane);
 int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx);
+
+/* rdmamsg__iface_stamp -- a point in time for rdmamsg__iface_poll_after */
+static inline uint64_t rdmamsg__iface_stamp(struct rdmamsg_ctx *ctx)
+{
+	return ++ctx->ifc.seq;
+}
+
+/* rdmamsg__iface_poll_after -- drain the CQs unless a drain that began
+ * after stamp (rdmamsg__iface_stamp) emptied them already: callers that
+ * need "everything that arrived before this point" (a keep-alive tick, a
+ * close step, a DISCONNECTED event) share one drain instead of each
+ * making its own.  A drain costs O(QPs) on a provider that progresses in
+ * poll_cq (softrdma sweeps the context's QPs), so one per endpoint made
+ * 10,000 endpoints' keep-alive ticks O(n^2) and stalled connects. */
+static inline int rdmamsg__iface_poll_after(struct rdmamsg_ctx *ctx,
+					    uint64_t stamp)
+{
+	if (ctx->ifc.drained > stamp)
+		return 0;
+	return rdmamsg__iface_poll(ctx);
+}
 void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
 struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 

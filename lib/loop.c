@@ -278,6 +278,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		return 0; /* called from a callback: the outer pass goes on */
 	ctx->in_progress = 1;
 	ctx->now = rdmamsg__now_ns();
+	ctx->ifc.pass = rdmamsg__iface_stamp(ctx);
 	ctx->pending = 0;
 	/* a caller spinning on progress (busy polling) needs the channels
 	 * only now and then: the CQs are polled directly below, timers and

@@ -654,10 +654,10 @@ const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs = {
 };
 
 /* rdmamsg__ep_poll -- drain the context's CQ (this endpoint's completions
- * among them) */
+ * among them), once per progress pass however many endpoints ask */
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
 {
-	rdmamsg__iface_poll(ep->ctx);
+	rdmamsg__iface_poll_after(ep->ctx, ep->ctx->ifc.pass);
 	if (ep->ln)
 		rdmamsg__iface_replay(ep->ln);
 }
