@@ -72,7 +72,7 @@ size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out)
 	memset(&hs, 0, sizeof(hs));
 	hs.kind = (uint8_t)kind;
 	hs.depth = (uint16_t)ep->p.recv_depth;
-	hs.ctl = RDMAMSG_CTL_CREDITS;
+	hs.ctl = (uint8_t)rdmamsg__ep_own_ctl(ep);
 	hs.eager = ep->p.eager;
 	hs.max_msg = (uint32_t)ep->p.max_msg;
 	hs.user = ep->p.pdata;
@@ -152,6 +152,7 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		rdmamsg__ep_connect_failed(ep, -EPROTO, bad, NULL, 0);
 		return;
 	}
+	ep->peer_ctl = hs.ctl;
 	rdmamsg__ep_negotiate(ep, hs.depth, hs.eager, hs.max_msg);
 	rdmamsg__ep_connected(ep, hs.user, hs.user_len);
 }

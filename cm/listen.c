@@ -84,6 +84,7 @@ void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	req->id = e->id;
 	req->peer_depth = hs.depth;
 	req->peer_eager = hs.eager;
+	req->peer_ctl = hs.ctl;
 	req->peer_max_msg = hs.max_msg;
 	e->id->context = req;
 	list_add_tail(&lst->reqs, &req->link);
@@ -248,6 +249,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	ret = rdmamsg__ep_setup_qp(ep);
 	if (ret)
 		goto err_free_ep;
+	ep->peer_ctl = req->peer_ctl;
 	rdmamsg__ep_negotiate(ep, req->peer_depth, req->peer_eager,
 			      req->peer_max_msg);
 	ep->id->context = ep;

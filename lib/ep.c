@@ -237,7 +237,8 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	ep->slots = calloc(ring, sizeof(*ep->slots));
 	ep->nsbuf = ep->p.send_depth + 1;
 	ep->sbufs = calloc(ep->nsbuf, sizeof(*ep->sbufs));
-	ep->nrx = ep->p.recv_depth + RDMAMSG_CTL_CREDITS;
+	ep->nrx = ep->p.recv_depth + rdmamsg__ep_own_ctl(ep);
+	ep->peer_ctl = RDMAMSG_CTL_CREDITS; /* the handshake says */
 	if (ep->p.srq) {
 		struct rdmamsg_srq *srq = ep->p.srq;
 
@@ -319,6 +320,10 @@ int rdmamsg__ep_bind(struct rdmamsg_ep *ep, const struct rdmamsg__lane_ops *ops)
 	la.rx_off = RDMAMSG_HDR;
 	la.rxb = ep->rxb;
 	la.srq = ep->srq;
+	/* on an SRQ the passive side reserves one data credit and its
+	 * control ones; the rest of recv_depth is lent (srq.c) */
+	if (ep->srq && ep->passive)
+		la.srq_win = 1 + rdmamsg__ep_own_ctl(ep);
 	la.post_rx = !ep->passive;
 	/* the active side reads its completions only after the handshake
 	 * (ESTABLISHED): the lane holds them until then */
@@ -327,6 +332,8 @@ int rdmamsg__ep_bind(struct rdmamsg_ep *ep, const struct rdmamsg__lane_ops *ops)
 	if (ret)
 		return ret;
 	ep->max_inline = ep->ln->max_inline;
+	if (la.srq_win)
+		rdmamsg__srq_want(ep, ep->nrx - la.srq_win);
 	return 0;
 }
 
@@ -337,6 +344,8 @@ void rdmamsg__ep_unbind(struct rdmamsg_ep *ep)
 {
 	if (!ep->ln)
 		return;
+	if (ep->srq)
+		rdmamsg__srq_unlend(ep);
 	ep->ln->ops->destroy(ep->ln);
 	ep->ln = NULL;
 }
@@ -352,7 +361,7 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 	if (ep->passive) {
 		/* the active side posted its buffers before connecting */
 		ep->credits = (int32_t)peer_depth;
-		ep->ctl_credits = RDMAMSG_CTL_CREDITS;
+		ep->ctl_credits = ep->peer_ctl;
 	} else {
 		/* the passive side grants them in-band once established */
 		ep->credits = 0;
@@ -402,8 +411,8 @@ static void grant(struct rdmamsg_ep *ep)
 		return;
 	}
 	ep->granted = 1;
-	ep->to_return += ep->p.recv_depth;
-	ep->ctl_to_return += RDMAMSG_CTL_CREDITS;
+	ep->to_return += ep->srq ? rdmamsg__srq_grant(ep) : ep->p.recv_depth;
+	ep->ctl_to_return += rdmamsg__ep_own_ctl(ep);
 	if (rdmamsg__ep_send_grant(ep)) {
 		LOG_ERR("endpoint %p: cannot send the credit grant",
 			(void *)ep);

@@ -318,7 +318,10 @@ struct rdmamsg_srq {
 	uint64_t handle;    /* in ctx->ifc.srqs */
 	uint64_t wrid_base; /* wr_id without the buffer index */
 	size_t buf_size;
-	uint32_t max_bufs, nbufs, reserved, posted, limit;
+	uint32_t max_bufs, nbufs, posted, limit;
+	uint32_t reserved; /* the endpoints' guaranteed windows */
+	uint32_t extra;	   /* data credits granted beyond them */
+	uint32_t withheld; /* data credits endpoints withhold for want */
 	unsigned int refs, nep; /* endpoints made with it; holding a window */
 	struct rdmamsg_buf **bufs; /* max_bufs slots; the first nbufs used */
 	uint32_t *idle;		   /* consumed, not reposted (post failed) */
@@ -332,6 +335,10 @@ struct rdmamsg_srq {
 
 int rdmamsg__srq_reserve(struct rdmamsg_srq *srq, uint32_t w);
 void rdmamsg__srq_release(struct rdmamsg_srq *srq, uint32_t w);
+void rdmamsg__srq_want(struct rdmamsg_ep *ep, uint32_t x);
+void rdmamsg__srq_unlend(struct rdmamsg_ep *ep);
+uint32_t rdmamsg__srq_credit(struct rdmamsg_ep *ep);
+uint32_t rdmamsg__srq_grant(struct rdmamsg_ep *ep);
 void rdmamsg__srq_put(struct rdmamsg_srq *srq);
 int rdmamsg__srq_post(struct rdmamsg_srq *srq, const uint32_t *idx, uint32_t n);
 struct rdmamsg_srq *rdmamsg__srq_of_wrid(struct rdmamsg_ctx *ctx,
@@ -363,6 +370,12 @@ void rdmamsg__dispatch_close(struct rdmamsg_ctx *ctx);
 /* control credits: credit updates and keep-alives use all but the last,
  * which is kept for the goodbye of a clean close */
 #define RDMAMSG_CTL_CREDITS 3
+/* on an SRQ an endpoint grants its peer two (one update or keep-alive at
+ * a time, plus the goodbye's): every buffer counts there (srq.c) */
+#define RDMAMSG_CTL_CREDITS_SRQ 2
+/* rdmamsg__ep_own_ctl -- the control credits ep grants its peer */
+#define rdmamsg__ep_own_ctl(ep)                                                \
+	((ep)->p.srq ? RDMAMSG_CTL_CREDITS_SRQ : RDMAMSG_CTL_CREDITS)
 
 struct rdmamsg__ep_params {
 	unsigned int connect_ms, close_ms, peer_ms;
@@ -413,6 +426,7 @@ struct rdmamsg_ep {
 	size_t max_msg;
 	uint32_t max_inline; /* the lane's, cached at bind */
 	uint32_t peer_depth;
+	uint32_t peer_ctl; /* control credits the peer grants (handshake) */
 
 	/* send side */
 	struct rdmamsg__slot *slots;
@@ -435,6 +449,8 @@ struct rdmamsg_ep {
 				   * (with an SRQ: the SRQ's, shared) */
 	uint32_t nrx;		  /* its ring (with an SRQ: its window) */
 	struct rdmamsg_srq *srq;  /* NULL: its own ring */
+	uint32_t srq_extra;	  /* data credits lent beyond its first */
+	uint32_t srq_withheld;	  /* data credits it waits for (srq.c) */
 	struct rdmamsg_buf **rx_cur_slot; /* the ring slot of rx_cur */
 	struct rdmamsg_buf *rx_asm;
 	size_t rx_asm_off;
@@ -491,7 +507,7 @@ struct rdmamsg_conn_req {
 	struct rdmamsg__cmobj obj;
 	struct rdmamsg_listener *lst;
 	struct rdma_cm_id *id;
-	uint32_t peer_depth, peer_eager;
+	uint32_t peer_depth, peer_eager, peer_ctl;
 	uint64_t peer_max_msg;
 	struct rdmamsg__list link;
 };

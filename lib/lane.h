@@ -352,6 +352,8 @@ struct rdmamsg__lane_attr {
 	struct rdmamsg_buf **rxb; /* the receive ring, nrx long (or the
 				    * SRQ's bufs) */
 	struct rdmamsg_srq *srq;  /* receives through it; NULL: own */
+	uint32_t srq_win;	  /* of nrx, reserved on srq (0: all); the
+				    * session lends the rest (srq.c) */
 	int post_rx;		  /* post the ring at open */
 	int hold;		  /* hold completions (set_hold) */
 };

@@ -21,7 +21,8 @@ struct lane_rc {
 	struct rdmamsg_buf **rxb; /* the session's ring, or the SRQ's bufs */
 	uint32_t nrx, rx_len, rx_off;
 	struct rdmamsg_srq *srq;
-	int srq_win, srq_mapped;
+	uint32_t srq_win; /* buffers reserved on srq (0: none) */
+	int srq_mapped;
 	int drain_posted;
 };
 
@@ -268,7 +269,7 @@ static void rc_destroy(struct rdmamsg__lane *lane)
 		if (rc->srq_mapped)
 			rdmamsg__qpmap_del(&ctx->ifc.qps, lane->qpn);
 		if (rc->srq_win)
-			rdmamsg__srq_release(rc->srq, rc->nrx);
+			rdmamsg__srq_release(rc->srq, rc->srq_win);
 	}
 	rdmamsg__iface_detach(lane);
 	free(lane->early);
@@ -285,6 +286,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	struct ibv_qp_init_attr qa;
 	struct lane_rc *rc;
 	struct rdmamsg__lane *lane;
+	uint32_t w;
 	int ret;
 
 	if (a->id->verbs != ctx->verbs) {
@@ -342,10 +344,11 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 		if (ret)
 			goto err;
 		rc->srq_mapped = 1;
-		ret = rdmamsg__srq_reserve(a->srq, a->nrx);
+		w = a->srq_win ? a->srq_win : a->nrx;
+		ret = rdmamsg__srq_reserve(a->srq, w);
 		if (ret)
 			goto err;
-		rc->srq_win = 1;
+		rc->srq_win = w;
 	} else if (a->post_rx) {
 		uint32_t idx[32], i, done = 0;
 

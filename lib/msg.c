@@ -485,11 +485,11 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 						   le16toh(h->credits),
 						   ep->peer_depth) ||
 			     rdmamsg__credit_check(ep->ctl_credits, h->ctl,
-						   RDMAMSG_CTL_CREDITS))) {
+						   ep->peer_ctl))) {
 		LOG_ERR("endpoint %p: peer returned %u+%u credits, more than "
 			"granted (%d of %u, %u of %u): closing",
 			(void *)ep, le16toh(h->credits), h->ctl, ep->credits,
-			ep->peer_depth, ep->ctl_credits, RDMAMSG_CTL_CREDITS);
+			ep->peer_depth, ep->ctl_credits, ep->peer_ctl);
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 0;
 	}
@@ -621,7 +621,11 @@ static void ep_reposted(void *owner, uint32_t data, uint32_t ctl)
 {
 	struct rdmamsg_ep *ep = owner;
 
-	ep->to_return += data;
+	if (RDMAMSG_UNLIKELY(ep->srq))
+		while (data--)
+			ep->to_return += rdmamsg__srq_credit(ep);
+	else
+		ep->to_return += data;
 	ep->ctl_to_return += ctl;
 }
 

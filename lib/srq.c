@@ -40,7 +40,7 @@
 static void srq_arm(struct rdmamsg_srq *srq)
 {
 	struct ibv_srq_attr a = {0};
-	uint32_t lim = srq->reserved / 4;
+	uint32_t lim = (srq->reserved + srq->extra) / 4;
 
 	if (!lim || srq->posted <= lim || lim == srq->limit)
 		return;
@@ -102,24 +102,17 @@ void rdmamsg__srq_refill(struct rdmamsg_srq *srq)
 	rdmamsg__srq_post(srq, srq->idle, n);
 }
 
-/* rdmamsg__srq_reserve -- an endpoint's window of w buffers: allocated
- * and posted as far as the reserved sum needs; -ENOBUFS past max_bufs,
- * -ENOMEM when the pool is short (nothing reserved) */
-int rdmamsg__srq_reserve(struct rdmamsg_srq *srq, uint32_t w)
+/* srq_grow -- buffers allocated and posted until want (at most max_bufs)
+ * are there; how many there are */
+static uint32_t srq_grow(struct rdmamsg_srq *srq, uint32_t want)
 {
 	uint32_t idx[SRQ_POST_BATCH], k = 0;
-	int ret = 0;
 
-	if (w > srq->max_bufs - srq->reserved) {
-		LOG_ERR("SRQ %p full: %u of %u buffers reserved, %u more "
-			"asked",
-			(void *)srq, srq->reserved, srq->max_bufs, w);
-		return -ENOBUFS;
-	}
-	while (srq->nbufs < srq->reserved + w) {
-		ret = rdmamsg__buf_get(srq->ctx, srq->buf_size, BUF_LIB,
-				       &srq->bufs[srq->nbufs]);
-		if (ret)
+	if (want > srq->max_bufs)
+		want = srq->max_bufs;
+	while (srq->nbufs < want) {
+		if (rdmamsg__buf_get(srq->ctx, srq->buf_size, BUF_LIB,
+				     &srq->bufs[srq->nbufs]))
 			break;
 		idx[k++] = srq->nbufs++;
 		if (k == SRQ_POST_BATCH) {
@@ -129,7 +122,36 @@ int rdmamsg__srq_reserve(struct rdmamsg_srq *srq, uint32_t w)
 	}
 	if (k)
 		rdmamsg__srq_post(srq, idx, k);
-	if (ret)
+	return srq->nbufs;
+}
+
+/* srq_take -- up to k extra data credits from the SRQ's surplus */
+static uint32_t srq_take(struct rdmamsg_srq *srq, uint32_t k)
+{
+	uint32_t used = srq->reserved + srq->extra, have;
+
+	if (!k)
+		return 0;
+	have = srq_grow(srq, used + k);
+	k = have > used ? (have - used < k ? have - used : k) : 0;
+	srq->extra += k;
+	return k;
+}
+
+/* rdmamsg__srq_reserve -- a lane's guaranteed window of w buffers,
+ * allocated and posted (the lane calls it at open).  -ENOBUFS when the
+ * windows and the credits lent beyond them leave no room in max_bufs,
+ * -ENOMEM when the pool is short (nothing reserved) */
+int rdmamsg__srq_reserve(struct rdmamsg_srq *srq, uint32_t w)
+{
+	uint32_t used = srq->reserved + srq->extra;
+
+	if (w > srq->max_bufs - used) {
+		LOG_ERR("SRQ %p full: %u of %u buffers held, %u more asked",
+			(void *)srq, used, srq->max_bufs, w);
+		return -ENOBUFS;
+	}
+	if (srq_grow(srq, used + w) < used + w)
 		return -ENOMEM;
 	srq->reserved += w;
 	srq->nep++;
@@ -137,11 +159,73 @@ int rdmamsg__srq_reserve(struct rdmamsg_srq *srq, uint32_t w)
 	return 0;
 }
 
-/* rdmamsg__srq_release -- an endpoint's window back (its QP is gone) */
+/* rdmamsg__srq_release -- a lane's window back (its QP is gone) */
 void rdmamsg__srq_release(struct rdmamsg_srq *srq, uint32_t w)
 {
 	srq->reserved -= w;
 	srq->nep--;
+}
+
+/* rdmamsg__srq_want -- a passive session whose lane reserved only its
+ * guaranteed window (one data credit and the control ones) wants x more
+ * data credits, lent from the surplus as far as it goes */
+void rdmamsg__srq_want(struct rdmamsg_ep *ep, uint32_t x)
+{
+	ep->srq_extra = 0;
+	ep->srq_withheld = x;
+	ep->srq->withheld += x;
+}
+
+/* rdmamsg__srq_unlend -- the session lets its lane go: what it was lent
+ * and what it waited for go back */
+void rdmamsg__srq_unlend(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_srq *srq = ep->srq;
+
+	srq->extra -= ep->srq_extra;
+	srq->withheld -= ep->srq_withheld;
+	ep->srq_extra = ep->srq_withheld = 0;
+}
+
+/* rdmamsg__srq_grant -- the passive side's first grant: the guaranteed
+ * data credit and what the surplus gives of the rest */
+uint32_t rdmamsg__srq_grant(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_srq *srq = ep->srq;
+	uint32_t k = srq_take(srq, ep->srq_withheld);
+
+	ep->srq_withheld -= k;
+	ep->srq_extra += k;
+	srq->withheld -= k;
+	return 1 + k;
+}
+
+/* rdmamsg__srq_credit -- a data buffer of ep's was consumed and reposted:
+ * the credits to return for it.  The receiver decides (withholding needs
+ * no revocation): while others wait for credits, an endpoint holding
+ * lent ones gives one up (returns nothing, keeps at least its guaranteed
+ * one); else it gets its credit back plus what it waits for, as far as
+ * the surplus goes.  An endpoint with its whole window reserved (active
+ * side) lends and waits for nothing: one for one. */
+uint32_t rdmamsg__srq_credit(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_srq *srq = ep->srq;
+	uint32_t k;
+
+	if (ep->srq_extra && srq->withheld > ep->srq_withheld) {
+		ep->srq_extra--;
+		srq->extra--;
+		ep->srq_withheld++;
+		srq->withheld++;
+		return 0;
+	}
+	if (!ep->srq_withheld)
+		return 1;
+	k = srq_take(srq, ep->srq_withheld);
+	ep->srq_withheld -= k;
+	ep->srq_extra += k;
+	srq->withheld -= k;
+	return 1 + k;
 }
 
 /* srq_free -- the SRQ, its buffers, its slot */
@@ -210,8 +294,8 @@ void rdmamsg__srq_limit_event(struct rdmamsg_ctx *ctx, void *ibsrq)
 			continue;
 		srq->limit_events++;
 		srq->limit = 0; /* the event disarmed it */
-		LOG_INFO("SRQ %p: limit reached (%u posted of %u reserved)",
-			 (void *)srq, srq->posted, srq->reserved);
+		LOG_INFO("SRQ %p: limit reached (%u posted of %u held)",
+			 (void *)srq, srq->posted, srq->reserved + srq->extra);
 		rdmamsg__srq_refill(srq);
 		srq_arm(srq);
 	}
@@ -307,7 +391,7 @@ RDMAMSG_EXPORT int rdmamsg_srq_query(const struct rdmamsg_srq *srq,
 		return -EINVAL;
 	memset(st, 0, sizeof(*st));
 	st->endpoints = srq->nep;
-	st->reserved = srq->reserved;
+	st->reserved = srq->reserved + srq->extra;
 	st->bufs = srq->nbufs;
 	st->posted = srq->posted;
 	per = srq->nbufs && srq->bufs[0]

@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * scale_probe.c -- what N endpoints on one server context cost: connects
- * per second (one client process, at most -w connects in flight), and the
+ * per second (-c client processes, each with at most -w connects in
+ * flight; the endpoints split evenly among them), and the
  * server's registered memory and RSS per endpoint once all N are up.
  * Every endpoint exchanges one message with the server (echoed, checked).
  *
- * usage: scale_probe [-n ENDPOINTS] [-w WINDOW] [-l POOL_LIMIT_MIB] [-s]
+ * usage: scale_probe [-n ENDPOINTS] [-c CLIENTS] [-w WINDOW]
+ *                    [-l POOL_LIMIT_MIB] [-s] [-q SRQS] [-v]
  * (-s: the server's endpoints share one SRQ (-q K: K SRQs, endpoints
- * spread round-robin: softrdma's SRQ holds 16,384 buffers), every endpoint of both
+ * spread round-robin) of 3 buffers per endpoint plus a quarter more, at
+ * most 32,767 (mlx5's and softrdma's max_srq_wr); every endpoint of both
  * sides with a receive depth of 2 and an eager size of 256 bytes; the
  * line then adds srv_srq_reg_per_ep, the SRQ's registered bytes per
- * endpoint)
+ * endpoint; -v: progress on stderr every second)
  * (-l sets both contexts' pool limit; the library's default of 64 MiB
  * holds about 35 endpoints today, each preallocating its receive ring)
- * Prints one line: "scale N=... up=... connects_per_s=... srv_reg_per_ep=...
+ * Prints one line: "scale N=... clients=... up=... connects_per_s=... srv_reg_per_ep=...
  * srv_rss_per_ep=... cli_reg_per_ep=... cli_rss_per_ep=... errors=..."
  * (bytes); exits 0 when all N connected and echoed, 1 otherwise.  A
  * benchmark (tools/bench-scale.sh), not a test: nothing here is timed
@@ -80,7 +83,7 @@ static void drive(struct rdmamsg_ctx *ctx, int ms)
 
 /* ---- server (child) ----------------------------------------------- */
 
-static int s_up, s_gone, s_errors, s_stop, use_srq, s_acc;
+static int verbose, s_up, s_gone, s_errors, s_stop, use_srq, s_acc;
 static struct rdmamsg_ep_attr *srq_attrs[16]; /* -q: one per SRQ */
 static size_t pool_limit;
 static struct rdmamsg_ep_attr *ep_attr; /* NULL: defaults */
@@ -206,11 +209,17 @@ static int server(int n, int wfd, int rfd)
 	if (make_ctx(&ctx))
 		return 1;
 	if (use_srq) {
-		/* room for every window: receive depth 2 + 3 control */
+		/* room for every guaranteed window (one data and two
+		 * control credits) and a quarter more shared as extras, at
+		 * most what mlx5 and softrdma hold */
+		unsigned int per = (unsigned int)(n / use_srq + 1);
 		struct rdmamsg_srq_attr qa = {
-			.max_bufs = (unsigned int)(n / use_srq + 1) * 5 + 8,
+			.max_bufs = per * 3 + per / 4 + 8,
 			.buf_size = 256,
 		};
+
+		if (qa.max_bufs > 32767)
+			qa.max_bufs = 32767;
 
 		for (i = 0; i < use_srq; i++)
 			if (!(srq_attrs[i] = small_attr()) ||
@@ -329,18 +338,91 @@ static const struct rdmamsg_ep_cbs c_cbs = {
 	.on_recv = c_recv,
 };
 
-int main(int argc, char **argv)
+/* what one client process reports to the parent */
+struct c_res {
+	long long t_done, reg, rss;
+	int up, echoed, failed, next;
+};
+
+/* client -- one client process: connect n endpoints (at most window in
+ * flight), one echo each, report, wait until the parent says go (every
+ * client is up and the server has measured), close them all */
+static int client(int n, int window, const char *addr, int wfd, int gofd)
 {
-	int n = 100, window = 64, opt, i, next = 0, p1[2], p2[2], st = 0;
 	struct rdmamsg_ctx *ctx;
 	struct c_ep *eps;
-	long long t0, t1, r0, r1, srv[4] = {0, -1, 0, 0};
-	size_t g0, g1;
+	struct c_res res;
+	long long t0, tv, r0;
+	size_t g0;
+	int i, next = 0;
+	char go;
+
+	memset(&res, 0, sizeof(res));
+	eps = calloc((size_t)n, sizeof(*eps));
+	if (!eps || make_ctx(&ctx))
+		return 1;
+	r0 = rss();
+	g0 = registered(ctx);
+	t0 = tv = now_us();
+	/* stop at the first refusal to make more (a resource limit), and
+	 * report how far it got */
+	while ((next < n || c_inflight > 0) && c_failed == 0) {
+		while (next < n && c_inflight < window) {
+			int ret = rdmamsg_connect(ctx, addr, ep_attr, &c_cbs,
+						  &eps[next], &eps[next].ep);
+
+			if (ret) {
+				fprintf(stderr, "scale_probe: connect: %s\n",
+					rdmamsg_strerror(ret));
+				c_failed++;
+				break;
+			}
+			next++;
+			c_inflight++;
+		}
+		drive(ctx, 100);
+		if (verbose && now_us() - tv >= 1000000) {
+			tv = now_us();
+			fprintf(stderr,
+				"scale_probe: client %d: %.1f s: %d up, %d in "
+				"flight, %d failed\n",
+				(int)getpid(), (tv - t0) / 1e6, c_up, c_inflight,
+				c_failed);
+		}
+	}
+	res.t_done = now_us();
+	while (c_echoed < c_up && c_failed == 0)
+		drive(ctx, 100);
+	res.rss = rss() - r0;
+	res.reg = (long long)(registered(ctx) - g0);
+	res.up = c_up;
+	res.echoed = c_echoed;
+	res.failed = c_failed;
+	res.next = next;
+	if (write(wfd, &res, sizeof(res)) != sizeof(res))
+		return 1;
+	if (read(gofd, &go, 1) < 0)
+		return 1;
+	for (i = 0; i < next; i++)
+		if (eps[i].ep)
+			rdmamsg_ep_close(eps[i].ep, c_closed_cb);
+	while (c_closed < next)
+		drive(ctx, 100);
+	rdmamsg_ctx_destroy(&ctx);
+	free(eps);
+	return c_up == n && c_echoed == n && !c_failed ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	int n = 100, window = 64, nclients = 1, opt, i, p1[2], p2[2], p3[2],
+	    p4[2], st = 0, up = 0, echoed = 0, failed = 0;
+	long long t0, t1 = 0, reg = 0, rs = 0, srv[4] = {0, -1, 0, 0};
 	char addr[64];
 	uint16_t port = 0;
-	pid_t pid;
+	pid_t pid, cpid[64];
 
-	while ((opt = getopt(argc, argv, "n:w:l:sq:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:l:sq:c:v")) != -1) {
 		switch (opt) {
 		case 'n':
 			n = atoi(optarg);
@@ -350,6 +432,14 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			pool_limit = (size_t)strtoull(optarg, NULL, 0) << 20;
+			break;
+		case 'c':
+			nclients = atoi(optarg);
+			if (nclients < 1 || nclients > 64)
+				return 2;
+			break;
+		case 'v':
+			verbose = 1;
 			break;
 		case 's':
 			use_srq = 1;
@@ -361,13 +451,15 @@ int main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr,
-				"usage: %s [-n ENDPOINTS] [-w WINDOW] "
-				"[-l POOL_LIMIT_MIB] [-s] [-q SRQS]\n",
+				"usage: %s [-n ENDPOINTS] [-c CLIENTS] "
+				"[-w WINDOW] [-l POOL_LIMIT_MIB] [-s] "
+				"[-q SRQS] [-v]\n",
 				argv[0]);
 			return 2;
 		}
 	}
-	if (n <= 0 || window <= 0 || pipe(p1) || pipe(p2))
+	if (n <= 0 || window <= 0 || nclients > n || pipe(p1) || pipe(p2) ||
+	    pipe(p3) || pipe(p4))
 		return 2;
 	if (use_srq && !(ep_attr = small_attr()))
 		return 2;
@@ -384,58 +476,56 @@ int main(int argc, char **argv)
 	if (read(p1[0], &port, sizeof(port)) != sizeof(port))
 		return 1;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	eps = calloc((size_t)n, sizeof(*eps));
-	if (!eps || make_ctx(&ctx))
-		return 1;
-	r0 = rss();
-	g0 = registered(ctx);
 	t0 = now_us();
-	/* connect with at most window in flight; stop at the first refusal
-	 * to make more (a resource limit), and report how far it got */
-	while ((next < n || c_inflight > 0) && c_failed == 0) {
-		while (next < n && c_inflight < window) {
-			int ret = rdmamsg_connect(ctx, addr, ep_attr, &c_cbs,
-						  &eps[next], &eps[next].ep);
+	for (i = 0; i < nclients; i++) {
+		int k = n / nclients + (i < n % nclients);
 
-			if (ret) {
-				fprintf(stderr, "scale_probe: connect: %s\n",
-					rdmamsg_strerror(ret));
-				c_failed++;
-				break;
-			}
-			next++;
-			c_inflight++;
+		cpid[i] = fork();
+		if (cpid[i] < 0)
+			return 2;
+		if (cpid[i] == 0) {
+			close(p3[0]);
+			close(p4[1]);
+			_exit(client(k, window, addr, p3[1], p4[0]));
 		}
-		drive(ctx, 100);
 	}
-	t1 = now_us();
-	while (c_echoed < c_up && c_failed == 0)
-		drive(ctx, 100);
-	r1 = rss();
-	g1 = registered(ctx);
-	if (c_up == n && read(p1[0], srv, sizeof(srv)) != (ssize_t)sizeof(srv))
+	close(p3[1]);
+	close(p4[0]);
+	for (i = 0; i < nclients; i++) {
+		struct c_res r;
+
+		if (read(p3[0], &r, sizeof(r)) != (ssize_t)sizeof(r)) {
+			failed++;
+			continue;
+		}
+		up += r.up;
+		echoed += r.echoed;
+		failed += r.failed;
+		reg += r.reg;
+		rs += r.rss;
+		if (r.t_done > t1)
+			t1 = r.t_done;
+	}
+	if (up == n && read(p1[0], srv, sizeof(srv)) != (ssize_t)sizeof(srv))
 		srv[2] = -1;
-	for (i = 0; i < next; i++)
-		if (eps[i].ep)
-			rdmamsg_ep_close(eps[i].ep, c_closed_cb);
-	while (c_closed < next)
-		drive(ctx, 100);
-	rdmamsg_ctx_destroy(&ctx);
+	close(p4[1]); /* go: the clients close their endpoints */
+	for (i = 0; i < nclients; i++) {
+		waitpid(cpid[i], &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			failed += !failed;
+	}
 	close(p2[1]);
-	if (c_up < n)
+	if (up < n)
 		kill(pid, SIGTERM);
 	waitpid(pid, &st, 0);
-	printf("scale N=%d up=%d echoed=%d connects_per_s=%.0f "
+	printf("scale N=%d clients=%d up=%d echoed=%d connects_per_s=%.0f "
 	       "srv_reg_per_ep=%lld srv_rss_per_ep=%lld cli_reg_per_ep=%lld "
 	       "cli_rss_per_ep=%lld srv_srq_reg_per_ep=%lld errors=%d\n",
-	       n, c_up, c_echoed,
-	       t1 > t0 ? c_up * 1e6 / (double)(t1 - t0) : 0.0,
-	       c_up ? srv[0] / c_up : 0, c_up ? srv[1] / c_up : 0,
-	       c_up ? (long long)(g1 - g0) / c_up : 0,
-	       c_up ? (r1 - r0) / c_up : 0, c_up ? srv[3] / c_up : 0,
-	       c_failed + (int)srv[2]);
-	free(eps);
+	       n, nclients, up, echoed,
+	       t1 > t0 ? up * 1e6 / (double)(t1 - t0) : 0.0,
+	       up ? srv[0] / up : 0, up ? srv[1] / up : 0, up ? reg / up : 0,
+	       up ? rs / up : 0, up ? srv[3] / up : 0, failed + (int)srv[2]);
 	if (ep_attr)
 		rdmamsg_ep_attr_delete(&ep_attr);
-	return c_up == n && c_echoed == n && !c_failed && !srv[2] ? 0 : 1;
+	return up == n && echoed == n && !failed && !srv[2] ? 0 : 1;
 }

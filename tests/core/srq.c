@@ -15,7 +15,10 @@
 #include "util.h"
 
 #define MAXC	   128
-#define WIN(depth) ((depth) + 3) /* the window: receive depth + control */
+/* an endpoint's full window on an SRQ: receive depth + 2 control credits;
+ * its guaranteed one: 1 data + 2 control (the rest lent from the surplus) */
+#define WIN(depth) ((depth) + 2)
+#define WIN_MIN	   3
 
 struct cconn {
 	struct rdmamsg_ep *ep;
@@ -484,15 +487,23 @@ int main(void)
 		accept_err = 0;
 		memset(cc, 0, sizeof(cc));
 		accepted = sclosed = 0;
-		for (i = 0; i < 2; i++)
+		/* two guaranteed windows of WIN_MIN and their extras
+		 * fill 8 buffers; the third window does not fit */
+		for (i = 0; i < 3; i++)
 			rdmamsg_connect(cctx, addr, ca, &cli_cbs, &cc[i],
 					&cc[i].ep);
-		pump(all_connected, 2, 1);
-		ok(cc[0].status == 0 && cc[1].status == -ECONNREFUSED,
-		   "second window on an 8-buffer SRQ refused (%d %d)",
-		   cc[0].status, cc[1].status);
+		pump(all_connected, 3, 1);
+		ok(cc[0].status == 0 && cc[1].status == 0 &&
+			   cc[2].status == -ECONNREFUSED,
+		   "third window on an 8-buffer SRQ refused (%d %d %d)",
+		   cc[0].status, cc[1].status, cc[2].status);
 		is_int(accept_err, -ENOBUFS, "accept: -ENOBUFS");
-		close_all("tiny", 2);
+		rdmamsg_srq_query(tiny, &st);
+		ok(st.reserved <= 8 && st.bufs <= 8 && st.posted == st.bufs &&
+			   st.reserved >= 2 * WIN_MIN,
+		   "tiny: %u of 8 buffers held, %u allocated, all posted",
+		   st.reserved, st.bufs);
+		close_all("tiny", 3);
 	}
 
 	rdmamsg_ep_attr_delete(&sattr);
