@@ -35,6 +35,7 @@
 #define SRQ_MIN_SIZE   64
 #define SRQ_MAX_SIZE   (1u << 20)
 #define SRQ_POST_BATCH 32
+#define SRQ_LEND_SHARE 16 /* at most max_bufs / 16 lent (srq_take) */
 
 /* srq_arm -- arm the limit event at a quarter of the reserved buffers */
 static void srq_arm(struct rdmamsg_srq *srq)
@@ -125,11 +126,17 @@ static uint32_t srq_grow(struct rdmamsg_srq *srq, uint32_t want)
 	return srq->nbufs;
 }
 
-/* srq_take -- up to k extra data credits from the SRQ's surplus */
+/* srq_take -- up to k extra data credits from the SRQ's surplus.  At
+ * most a sixteenth of max_bufs is lent: a peer gives lent credits back
+ * only as it sends, so an idle one keeps them, and they must never keep
+ * new endpoints' guaranteed windows out (those fill the other 15/16). */
 static uint32_t srq_take(struct rdmamsg_srq *srq, uint32_t k)
 {
 	uint32_t used = srq->reserved + srq->extra, have;
+	uint32_t cap = srq->max_bufs / SRQ_LEND_SHARE;
 
+	if (k > cap - (srq->extra < cap ? srq->extra : cap))
+		k = cap - (srq->extra < cap ? srq->extra : cap);
 	if (!k)
 		return 0;
 	have = srq_grow(srq, used + k);
