@@ -1163,7 +1163,8 @@ static void sm_fn(struct rdmamsg__timer *t)
 static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 			  uint32_t n)
 {
-	struct rdmamsg_group *g = container_of(lane, struct rdmamsg_group, lane);
+	struct rdmamsg_group *g =
+		container_of(lane, struct rdmamsg_group, lane);
 	uint64_t tag = wc[0].wr_id & RDMAMSG_WRID_TAG_BITS;
 	uint32_t i;
 
