@@ -856,14 +856,35 @@ int rdmamsg_group_attr_set_heartbeat(struct rdmamsg_group_attr *attr,
 /*
  * reliable mode (0: off, the default): a publisher keeps its last window
  * messages (1 .. 65536) for repair and never runs more than window
- * messages ahead of the slowest subscriber it hears from (status messages;
- * one silent for 1 s, or 10 heartbeat periods, is no longer waited for);
+ * messages ahead of the subscriber its flow control waits for (below; by
+ * default the slowest it hears from: status messages;
+ * one silent for 5 s, or 10 heartbeat periods, is no longer waited for);
  * a subscriber asks for what it missed (NAK) instead of reporting it, and
  * reports only what the publisher can no longer repair.  Publishers and
  * subscribers of a group must agree on it.
  */
 int rdmamsg_group_attr_set_reliable(struct rdmamsg_group_attr *attr,
 				    uint32_t window);
+
+/*
+ * Reliable mode's flow control: whom a publisher waits for, among the
+ * subscribers it hears from (Aeron's strategies).  MIN (the default): the
+ * slowest; MAX: the fastest, so a slower one may fall behind the window
+ * and gets a reported loss; TAGGED: the slowest of those whose tag
+ * (rdmamsg_group_attr_set_tag) is tag, the others as in MAX's case; with
+ * none of them heard, the publisher is not held.  tag is 0 for MIN and
+ * MAX and non-zero for TAGGED, else -EINVAL.
+ */
+enum rdmamsg_group_flow {
+	RDMAMSG_GROUP_FLOW_MIN = 0,
+	RDMAMSG_GROUP_FLOW_MAX = 1,
+	RDMAMSG_GROUP_FLOW_TAGGED = 2,
+};
+int rdmamsg_group_attr_set_flow_control(struct rdmamsg_group_attr *attr,
+					enum rdmamsg_group_flow flow,
+					uint32_t tag);
+/* a subscriber's tag for TAGGED flow control (0, the default: none) */
+int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
 
 /*
  * rdmamsg_group_join -- join the multicast group at addr ("239.1.2.3",
