@@ -241,6 +241,32 @@ static void pub_closed(struct rdmamsg_group *g, void *arg)
 	p->closed++;
 }
 
+/* wait_subs -- the publisher's context runs until each of the n
+ * subscribers has closed its pipe, then reaps it: 1 if all exited 0 */
+static int wait_subs(struct rdmamsg_ctx *ctx, int *rfd, const pid_t *pid, int n)
+{
+	int i, all = 1;
+
+	for (i = 0; i < n; i++) {
+		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
+		uint64_t v;
+
+		for (;;) {
+			while (poll(&pf, 1, 0) == 0)
+				test_idle(ctx, 5);
+			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
+			    errno != EAGAIN && errno != EINTR)
+				break;
+			if (pf.revents & POLLHUP)
+				break;
+		}
+		if (test_wait_child(pid[i]) != 0)
+			all = 0;
+		close(rfd[i]);
+	}
+	return all;
+}
+
 /* round -- one publisher, NSUB subscribers (drop_at: the one that drops
  * one datagram in 7 -- in 20 in reliable mode --, or -1); window: reliable
  * mode's, or 0 */
@@ -328,24 +354,9 @@ static void round_(int drop_at, uint32_t window)
 	rdmamsg_group_query(g, &st);
 	ok(st.msgs_published == nmsgs, "stats: %llu published, mtu %u",
 	   (unsigned long long)st.msgs_published, st.mtu);
-	for (i = 0; i < NSUB; i++) {
-		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
-		uint64_t v;
-
-		/* keep heartbeats going until the subscriber is done */
-		for (;;) {
-			while (poll(&pf, 1, 0) == 0)
-				test_idle(ctx, 5);
-			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
-			    errno != EAGAIN && errno != EINTR)
-				break;
-			if (pf.revents & POLLHUP)
-				break;
-		}
-		ok(test_wait_child(pid[i]) == 0, "subscriber %d exits 0", i);
-		r[i] = results[i];
-		close(rfd[i]);
-	}
+	/* heartbeats go on until the subscribers are done */
+	ok(wait_subs(ctx, rfd, pid, NSUB), "the %d subscribers exit 0", NSUB);
+	memcpy(r, results, sizeof(r));
 	for (i = 0; i < NSUB; i++) {
 		ok(r[i].received + r[i].lost == nmsgs,
 		   "subscriber %d: %llu received + %llu reported lost == %u "
@@ -525,32 +536,6 @@ static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
 			  unsigned char *buf, uint64_t from, uint64_t to)
 {
 	return publish_for(ctx, g, buf, from, to, 60000);
-}
-
-/* wait_subs -- the publisher's context runs until each of the n
- * subscribers has closed its pipe, then reaps it: 1 if all exited 0 */
-static int wait_subs(struct rdmamsg_ctx *ctx, int *rfd, const pid_t *pid, int n)
-{
-	int i, all = 1;
-
-	for (i = 0; i < n; i++) {
-		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
-		uint64_t v;
-
-		for (;;) {
-			while (poll(&pf, 1, 0) == 0)
-				test_idle(ctx, 5);
-			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
-			    errno != EAGAIN && errno != EINTR)
-				break;
-			if (pf.revents & POLLHUP)
-				break;
-		}
-		if (test_wait_child(pid[i]) != 0)
-			all = 0;
-		close(rfd[i]);
-	}
-	return all;
 }
 
 /*
