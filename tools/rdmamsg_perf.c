@@ -77,6 +77,8 @@ struct perf_opts {
 	int publisher;
 	unsigned long window;
 	unsigned long pace; /* messages per second; 0: as fast as it goes */
+	unsigned long linger; /* ms in the group after the last message;
+			       * ULONG_MAX: 1000 */
 };
 
 struct perf {
@@ -988,6 +990,21 @@ static int mc_publish(struct perf_mcast *m, char *buf)
 	return m->failed ? -EIO : 0;
 }
 
+/* mc_linger -- stay in the group for the linger time: its idle heartbeats
+ * name our last sequence number, so that a subscriber that fell behind
+ * and dropped the tail (and our last heartbeat with it) learns of the
+ * datagrams it lost */
+static int mc_linger(struct perf_mcast *m)
+{
+	unsigned long ms = m->p->o.linger == ULONG_MAX ? 1000 : m->p->o.linger;
+	uint64_t end = now_ns() + ms * 1000000ull;
+	int rc = 0;
+
+	while (rc >= 0 && now_ns() < end)
+		rc = perf_wait(m->p);
+	return rc < 0 ? rc : 0;
+}
+
 /* mc_subscribe -- receive until every message is accounted for; one line
  * per size */
 static int mc_subscribe(struct perf_mcast *m)
@@ -1104,6 +1121,8 @@ static int run_mcast(struct perf *p)
 		       p->o.pace ? ", paced" : "");
 		rc = p->o.publisher ? mc_publish(&m, buf) : mc_subscribe(&m);
 	}
+	if (rc == 0 && p->o.publisher)
+		rc = mc_linger(&m);
 	rdmamsg_group_close(m.g, mc_on_closed);
 	while (!m.closed && perf_wait(p) >= 0)
 		;
@@ -1131,7 +1150,8 @@ static void usage(FILE *f)
 		"                    [--fd|--busy|--ev] [--zcopy] [--srq]\n"
 		"       rdmamsg_perf -P GROUP|-L GROUP [--size N[,N...]] "
 		"[-n ITERS]\n"
-		"                    [--reliable WINDOW] [--pace RATE]\n"
+		"                    [--reliable WINDOW] [--pace RATE] "
+		"[--linger MS]\n"
 		"\n"
 		"  -s, --server      serve one client, exit when it leaves\n"
 		"  -l, --loop        (server) serve clients until killed\n"
@@ -1166,6 +1186,8 @@ static void usage(FILE *f)
 		"                    100000)\n"
 		"      --reliable W  multicast reliable mode, window W\n"
 		"      --pace RATE   (publisher) at most RATE messages/s\n"
+		"      --linger MS   (publisher) stay MS ms in the group after\n"
+		"                    the last message (default 1000)\n"
 		"  -v, --verbose     library log messages up to info (-vv: "
 		"debug)\n";
 
@@ -1228,6 +1250,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"subscribe", required_argument, NULL, 'L'},
 		{"reliable", required_argument, NULL, 'R'},
 		{"pace", required_argument, NULL, 'A'},
+		{"linger", required_argument, NULL, 'G'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -1239,6 +1262,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	o->port = PERF_DEFAULT_PORT;
 	o->bind = "0.0.0.0";
 	o->warmup = ULONG_MAX;
+	o->linger = ULONG_MAX;
 	while ((ch = getopt_long(argc, argv, "slb:c:p:t:S:n:w:P:L:vh", longopts,
 				 NULL)) != -1) {
 		switch (ch) {
@@ -1312,6 +1336,11 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			if (parse_ulong(optarg, 1, 100000000, &o->pace) < 0)
 				return -1;
 			break;
+		case 'G':
+			if (parse_ulong(optarg, 0, 600000, &v) < 0)
+				return -1;
+			o->linger = v;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -1326,7 +1355,8 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		return -1;
 	if (o->group) /* multicast: no server, no client, no TCP-ish test */
 		return o->server || o->host ? -1 : 0;
-	if (o->server == !!o->host || o->window || o->pace)
+	if (o->server == !!o->host || o->window || o->pace ||
+	    o->linger != ULONG_MAX)
 		return -1;
 	return 0;
 }
