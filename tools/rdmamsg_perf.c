@@ -76,7 +76,7 @@ struct perf_opts {
 	const char *group;
 	int publisher;
 	unsigned long window;
-	unsigned long pace; /* messages per second; 0: as fast as it goes */
+	unsigned long pace;   /* messages per second; 0: as fast as it goes */
 	unsigned long linger; /* ms in the group after the last message;
 			       * ULONG_MAX: 1000 */
 };
@@ -1186,7 +1186,8 @@ static void usage(FILE *f)
 		"                    100000)\n"
 		"      --reliable W  multicast reliable mode, window W\n"
 		"      --pace RATE   (publisher) at most RATE messages/s\n"
-		"      --linger MS   (publisher) stay MS ms in the group after\n"
+		"      --linger MS   (publisher) stay MS ms in the group "
+		"after\n"
 		"                    the last message (default 1000)\n"
 		"  -v, --verbose     library log messages up to info (-vv: "
 		"debug)\n";
