@@ -538,6 +538,8 @@ RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
 		return -ERANGE;
 	if (!(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
 		return -EACCES;
+	if (rdmamsg__mr_iov_exportable(mr))
+		return -ENOTSUP; /* pieces without UMR (mr_iov.c) */
 	if (len > ep->p.max_large && len > ep->max_msg)
 		return -EMSGSIZE;
 	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
