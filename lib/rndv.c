@@ -542,8 +542,11 @@ RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
 		return -ENOTSUP; /* pieces without UMR (mr_iov.c) */
 	if (len > ep->p.max_large && len > ep->max_msg)
 		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
-				  op_ctx, 1);
+	/* a UMR region (mr_iov.c) is zero-based: its offsets are its
+	 * addresses */
+	return rdmamsg__rndv_send(
+		ep, X_MSG, 0, mr->iov ? (char *)(uintptr_t)off : mr->addr + off,
+		len, mr, 0, 0, op_ctx, 1);
 }
 
 /* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */

@@ -86,6 +86,15 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 
 	(void)imm;
 	(void)flags;
+	if (len == 200) { /* rdmamsg_send_mr from the client's pieces */
+		for (i = 0; i < len; i++)
+			if (((unsigned char *)data)[i] !=
+			    (unsigned char)(i + 1))
+				r = 0;
+		if (rdmamsg_send(ep, &r, 1, NULL))
+			s->failures++;
+		return;
+	}
 	if (len != 5 || memcmp(data, "check", 5))
 		return;
 	for (i = 0; i < AREA; i++) {
@@ -350,8 +359,9 @@ int main(void)
 	iov[1].iov_len = 100;
 	iov[2].iov_base = p2;
 	iov[2].iov_len = 40;
-	is_int(rdmamsg_mr_reg_iov(ctx, iov, 3, 0, &mine), 0,
-	       "register three pieces of ours");
+	is_int(rdmamsg_mr_reg_iov(ctx, iov, 3, RDMAMSG_ACCESS_REMOTE_READ,
+				  &mine),
+	       0, "register three pieces of ours");
 	lay = RDMAMSG_MR_LAYOUT_CONTIG;
 	rdmamsg_mr_get_layout(mine, &lay);
 	is_int(lay, RDMAMSG_MR_LAYOUT_UMR, "layout: UMR");
@@ -362,6 +372,18 @@ int main(void)
 	   "scattered into our pieces");
 	is_int(rdmamsg_read(c.ep, mine, 0, rlist, 0, 200, op_cb, NULL),
 	       -ENOTSUP, "a range over three pieces of ours: -ENOTSUP");
+	for (i = 0; i < 200; i++)
+		(i < 60	   ? p0
+		 : i < 160 ? p1
+			   : p2)[i < 60	   ? i
+				 : i < 160 ? i - 60
+					   : i - 160] = (unsigned char)(i + 1);
+	c.checked = 0;
+	is_int(rdmamsg_send_mr(c.ep, mine, 0, 200, NULL), 0,
+	       "rdmamsg_send_mr of our three pieces (the peer pulls them "
+	       "through the UMR key)");
+	test_run_until(ctx, &c.checked, 10000);
+	ok(c.checked && c.check == 1, "the peer got the 200 bytes in order");
 
 	/* bad arguments */
 	iov[3] = iov[0];
