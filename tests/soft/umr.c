@@ -104,6 +104,13 @@ static int rdma(struct tctx *t, struct ibv_qp *qp, enum ibv_wr_opcode op,
 	return (int)wc.status;
 }
 
+/* read100 -- a READ of 100 bytes at offset 5 of mkey k */
+static int read100(struct tctx *t, struct ibv_qp *qp, struct ibv_mr *mr,
+		   void *buf, struct mlx5dv_mkey *k)
+{
+	return rdma(t, qp, IBV_WR_RDMA_READ, buf, 100, mr->lkey, 5, k->rkey);
+}
+
 /* the list layout: piece i at offset i * (PIECE + GAP) * 2 + (i % 3) of
  * buf, in three MRs (pieces 0-20, 21-41, 42-63); the last MR may lack
  * remote write (bad) */
@@ -147,7 +154,8 @@ static void layout_free(struct layout *l)
 	int m;
 
 	for (m = 0; m < 3; m++)
-		ibv_dereg_mr(l->mr[m]);
+		if (l->mr[m])
+			ibv_dereg_mr(l->mr[m]);
 	free(l->buf);
 }
 
@@ -538,6 +546,35 @@ static void test_local(void)
 	   "it completes");
 	is_int(rdma(&t, b, IBV_WR_RDMA_READ, src, 8, mr->lkey, 0, k->rkey),
 	       IBV_WC_REM_ACCESS_ERR, "the invalidated mkey is refused");
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
+	/* every access checks the pieces as they are now */
+	a = umr_qp(&t, MLX5DV_QP_EX_WITH_MR_LIST, 1);
+	b = t_rc_qp(&t, 32, NULL);
+	t_connect(a, b->qp_num, RW, 1, 7, 14, 7);
+	t_connect(b, a->qp_num, RW, 1, 7, 14, 7);
+	is_int(read100(&t, b, mr, src, kb), IBV_WC_SUCCESS,
+	       "READ of the first pieces through the second list");
+	is_int(ibv_rereg_mr(bad.mr[0], IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL,
+			    0, IBV_ACCESS_LOCAL_WRITE),
+	       0, "rereg the first pieces' MR without remote read");
+	is_int(read100(&t, b, mr, src, kb), IBV_WC_REM_ACCESS_ERR,
+	       "the same READ through the mkey: remote access error");
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
+	a = umr_qp(&t, MLX5DV_QP_EX_WITH_MR_LIST, 1);
+	b = t_rc_qp(&t, 32, NULL);
+	t_connect(a, b->qp_num, RW, 1, 7, 14, 7);
+	t_connect(b, a->qp_num, RW, 1, 7, 14, 7);
+	is_int(rdma(&t, b, IBV_WR_RDMA_READ, src, 100, mr->lkey, 21 * PIECE,
+		    kb->rkey),
+	       IBV_WC_SUCCESS, "READ of the middle pieces");
+	is_int(ibv_dereg_mr(bad.mr[1]), 0, "dereg the middle pieces' MR");
+	bad.mr[1] = NULL;
+	is_int(rdma(&t, b, IBV_WR_RDMA_READ, src, 100, mr->lkey, 21 * PIECE,
+		    kb->rkey),
+	       IBV_WC_REM_ACCESS_ERR,
+	       "the same READ once that MR is gone: remote access error");
 	ibv_destroy_qp(b);
 	ibv_destroy_qp(a);
 	is_int(mlx5dv_destroy_mkey(k), 0, "destroy_mkey");
