@@ -255,7 +255,9 @@ static int owner(int rfd, int wfd)
 	return 0;
 }
 
-static void test_peer(void)
+/* test_peer -- the owner is another process; novm: process_vm refused
+ * (SOFTRDMA_TEST_NOVM), which softrdma does not serve for indirect keys */
+static void test_peer(int novm)
 {
 	struct tctx t;
 	struct ibv_qp *qp;
@@ -284,6 +286,16 @@ static void test_peer(void)
 	for (i = 0; i < total; i++)
 		src[i] = pat(i, 1);
 	memcpy(dst + itotal, src, total);
+	if (novm) {
+		is_int(rdma(&t, qp, IBV_WR_RDMA_WRITE, dst + itotal,
+			    (uint32_t)total, mr->lkey, 0, keys[0]),
+		       IBV_WC_REM_OP_ERR,
+		       "process_vm refused: another process's indirect key "
+		       "is not served (REM_OP_ERR)");
+		t_xsend(wfd, &c, 1);
+		t_xrecv(rfd, &allok, sizeof(allok));
+		goto last;
+	}
 	is_int(rdma(&t, qp, IBV_WR_RDMA_WRITE, dst + itotal, (uint32_t)total,
 		    mr->lkey, 0, keys[0]),
 	       IBV_WC_SUCCESS,
@@ -327,6 +339,7 @@ static void test_peer(void)
 	       IBV_WC_REM_ACCESS_ERR,
 	       "a WRITE over a list whose last 22 pieces lack remote write: "
 	       "remote access error");
+last:
 	ibv_destroy_qp(qp);
 	t_xsend(wfd, &c, 1);
 	t_xrecv(rfd, area, AREA);
@@ -592,8 +605,7 @@ int main(void)
 
 	t_isolate("umr");
 	test_local();
-	if (!novm || strcmp(novm, "1"))
-		test_peer();
+	test_peer(novm && !strcmp(novm, "1"));
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
