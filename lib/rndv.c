@@ -281,7 +281,9 @@ static int activate(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 		if (ret < 0)
 			return ret;
 		if (mr) {
-			if (!data || (char *)data < mr->addr ||
+			/* a region over pieces (mr_iov.c) has no one
+			 * address to deliver: not a receive target */
+			if (mr->iov || !data || (char *)data < mr->addr ||
 			    (size_t)((char *)data - mr->addr) > mr->len ||
 			    len > mr->len - (size_t)((char *)data - mr->addr)) {
 				LOG_ERR("allocation callback's buffer is not "
