@@ -113,9 +113,11 @@ static void active_route(struct rdmamsg_ep *ep)
 
 	ret = rdmamsg__ep_setup_qp(ep);
 	if (ret) {
-		rdmamsg__ep_connect_failed(ep,
-					   ret == -ENODEV ? -ENODEV : -ENOMEM,
-					   RDMAMSG_REJECT_RESOURCES, NULL, 0);
+		/* -ENODEV and an SRQ's -ENOBUFS say what is missing; the
+		 * rest is memory */
+		rdmamsg__ep_connect_failed(
+			ep, ret == -ENODEV || ret == -ENOBUFS ? ret : -ENOMEM,
+			RDMAMSG_REJECT_RESOURCES, NULL, 0);
 		return;
 	}
 	rdmamsg__cm_conn_param(&cp, ep->ctx, pdata,

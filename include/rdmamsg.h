@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -687,6 +688,37 @@ int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep, uint64_t *n);
 int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr, size_t len,
 		   unsigned int access, struct rdmamsg_mr **mr);
 
+/*
+ * rdmamsg_mr_reg_iov -- register iovcnt (1 to 1024) pieces of the
+ * caller's memory, each 1 byte to 4 GiB - 1, as one region whose offsets
+ * 0..len run through the pieces in order; rdmamsg_mr_reg_strided -- count
+ * (1 to 65536) blocks of block bytes, stride bytes apart from addr (the
+ * whole span is registered; offsets run through the blocks only).  With
+ * UMR (RDMAMSG_CAP_UMR) the region has one key and its export addresses
+ * all of it: a peer writes or reads the pieces in one operation.  Without
+ * UMR (or with RDMAMSG_NO_UMR=1 in the environment) it is an SGE list: it
+ * serves as the local region of rdmamsg_write() / rdmamsg_read() for
+ * ranges of at most 2 pieces (-ENOTSUP beyond), and rdmamsg_mr_export() /
+ * rdmamsg_send_mr() of it give -ENOTSUP.  Either way rdmamsg_mr_get_data()
+ * reports a NULL address.  -EINVAL for bad arguments (zero lengths,
+ * stride < block, wrapping ranges), -ENOMEM, or the device's error.
+ */
+int rdmamsg_mr_reg_iov(struct rdmamsg_ctx *ctx, const struct iovec *iov,
+		       int iovcnt, unsigned int access, struct rdmamsg_mr **mr);
+int rdmamsg_mr_reg_strided(struct rdmamsg_ctx *ctx, void *addr, size_t block,
+			   size_t stride, size_t count, unsigned int access,
+			   struct rdmamsg_mr **mr);
+
+enum rdmamsg_mr_layout {
+	RDMAMSG_MR_LAYOUT_CONTIG = 0, /* rdmamsg_mr_reg: contiguous */
+	RDMAMSG_MR_LAYOUT_UMR = 1,    /* pieces under one UMR key */
+	RDMAMSG_MR_LAYOUT_SGE = 2,    /* pieces as an SGE list (no UMR) */
+};
+
+/* rdmamsg_mr_get_layout -- how the region is served */
+int rdmamsg_mr_get_layout(const struct rdmamsg_mr *mr,
+			  enum rdmamsg_mr_layout *layout);
+
 /* rdmamsg_mr_dereg -- deregister, free *mr and set it to NULL; -EBUSY
  * while operations using it are in flight.  Peers holding its export
  * get remote access errors from then on. */
@@ -856,14 +888,35 @@ int rdmamsg_group_attr_set_heartbeat(struct rdmamsg_group_attr *attr,
 /*
  * reliable mode (0: off, the default): a publisher keeps its last window
  * messages (1 .. 65536) for repair and never runs more than window
- * messages ahead of the slowest subscriber it hears from (status messages;
- * one silent for 1 s, or 10 heartbeat periods, is no longer waited for);
+ * messages ahead of the subscriber its flow control waits for (below; by
+ * default the slowest it hears from: status messages;
+ * one silent for 5 s, or 10 heartbeat periods, is no longer waited for);
  * a subscriber asks for what it missed (NAK) instead of reporting it, and
  * reports only what the publisher can no longer repair.  Publishers and
  * subscribers of a group must agree on it.
  */
 int rdmamsg_group_attr_set_reliable(struct rdmamsg_group_attr *attr,
 				    uint32_t window);
+
+/*
+ * Reliable mode's flow control: whom a publisher waits for, among the
+ * subscribers it hears from (Aeron's strategies).  MIN (the default): the
+ * slowest; MAX: the fastest, so a slower one may fall behind the window
+ * and gets a reported loss; TAGGED: the slowest of those whose tag
+ * (rdmamsg_group_attr_set_tag) is tag, the others as in MAX's case; with
+ * none of them heard, the publisher is not held.  tag is 0 for MIN and
+ * MAX and non-zero for TAGGED, else -EINVAL.
+ */
+enum rdmamsg_group_flow {
+	RDMAMSG_GROUP_FLOW_MIN = 0,
+	RDMAMSG_GROUP_FLOW_MAX = 1,
+	RDMAMSG_GROUP_FLOW_TAGGED = 2,
+};
+int rdmamsg_group_attr_set_flow_control(struct rdmamsg_group_attr *attr,
+					enum rdmamsg_group_flow flow,
+					uint32_t tag);
+/* a subscriber's tag for TAGGED flow control (0, the default: none) */
+int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
 
 /*
  * rdmamsg_group_join -- join the multicast group at addr ("239.1.2.3",

@@ -349,6 +349,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 		return -EBUSY;
 	rdmamsg__loop_fini(ctx);
 	rdmamsg__iface_fini(ctx);
+	rdmamsg__umr_fini(ctx);
 	rdmamsg__pool_fini(ctx);
 	ctx->ops->destroy_comp_channel(ctx->cc);
 	ctx->ops->dealloc_pd(ctx->pd);
@@ -408,9 +409,11 @@ RDMAMSG_EXPORT int rdmamsg_ctx_query_caps(const struct rdmamsg_ctx *ctx,
 		v = !!(ctx->dattr.device_cap_flags & IBV_DEVICE_AUTO_PATH_MIG);
 		break;
 	case RDMAMSG_CAP_DC:
-	case RDMAMSG_CAP_UMR:
 		/* not served by this version of rdmamsg on any device */
 		v = 0;
+		break;
+	case RDMAMSG_CAP_UMR: /* probed once (mr_iov.c) */
+		v = (uint64_t)rdmamsg__umr_cap((struct rdmamsg_ctx *)ctx);
 		break;
 	default:
 		return -EINVAL;

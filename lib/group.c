@@ -26,17 +26,9 @@
  * receives NAKs and status messages there; a subscriber NAKs what it
  * misses (go-back-N: it drops what comes after) and reports only what
  * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
- * within window of the slowest subscriber heard from lately (min flow
- * control) and repairs by multicast, one repair for every subscriber
- * missing the same messages.
- *
- * Reliable mode (window != 0): the publisher keeps its last window
- * messages, sends a heartbeat with its unicast address every period and
- * receives NAKs and status messages there; a subscriber NAKs what it
- * misses (go-back-N: it drops what comes after) and reports only what
- * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
- * within window of the slowest subscriber heard from lately (min flow
- * control) and repairs by multicast, one repair for every subscriber
+ * within window of the subscriber its flow-control strategy names (min:
+ * the slowest heard from lately; max: the fastest; tagged: the slowest
+ * of those with its tag) and repairs by multicast, one repair for every subscriber
  * missing the same messages.
  *
  * Everything the user sees is called from the context's progress: message
@@ -71,7 +63,7 @@
 #define G_NAK_MS	 2	    /* a subscriber's first NAK back-off */
 #define G_NAK_MAX_MS	 50	    /* its longest */
 #define G_REPAIR_HOLD_NS 1000000ull /* a repair is not restarted sooner */
-#define G_RCV_EXPIRE_MS	 1000	    /* or 10 heartbeats: not waited for */
+#define G_RCV_EXPIRE_MS	 5000	    /* or 10 heartbeats: not waited for */
 
 enum { G_RESOLVING = 0, G_JOINING, G_UP, G_FAILED };
 
@@ -81,6 +73,9 @@ struct rdmamsg_group_attr {
 	uint32_t rdepth, sdepth;
 	unsigned int hb_ms;
 	uint32_t window;
+	int flow;	 /* enum rdmamsg_group_flow */
+	uint32_t fc_tag; /* TAGGED: the subscribers' tag waited for */
+	uint32_t tag;	 /* ours, in our status messages */
 	char *bind;
 };
 
@@ -119,6 +114,7 @@ struct gkeep {
 /* a subscriber a reliable publisher heard from */
 struct grcv {
 	uint64_t id, pos, last_ns;
+	uint32_t tag; /* the one its status messages carry */
 };
 
 struct rdmamsg_group {
@@ -159,14 +155,17 @@ struct rdmamsg_group {
 
 	/* reliable mode (window != 0) */
 	uint32_t window;
-	struct gkeep *keep; /* publisher: the last window messages */
-	struct grcv *rcv;   /* publisher: the subscribers it waits for */
+	int flow;	      /* enum rdmamsg_group_flow */
+	uint32_t fc_tag, tag; /* as in the attributes */
+	struct gkeep *keep;   /* publisher: the last window messages */
+	struct grcv *rcv;     /* publisher: the subscribers it waits for */
 	uint32_t nrcv;
 	union ibv_gid gid; /* ours, for the heartbeats' MCF_ADDR */
 	uint8_t sgid_index, port;
 	int have_gid;
 	uint64_t rep_next, rep_end, rep_ns; /* the repair under way */
 	int repairing, fin_sent;
+	uint64_t sm_last; /* when sm_fn last ran */
 
 	struct rdmamsg_buf *hold; /* the context is busy while we live */
 	struct rdmamsg__timer hb_timer, step_timer, close_timer, sm_timer;
@@ -267,6 +266,39 @@ RDMAMSG_EXPORT int rdmamsg_group_attr_set_reliable(
 	if (!attr || window > G_MAX_WINDOW)
 		return -EINVAL;
 	attr->window = window;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_flow_control(
+	struct rdmamsg_group_attr *attr, enum rdmamsg_group_flow flow,
+	uint32_t tag)
+{
+	if (!attr)
+		return -EINVAL;
+	switch (flow) {
+	case RDMAMSG_GROUP_FLOW_MIN:
+	case RDMAMSG_GROUP_FLOW_MAX:
+		if (tag)
+			return -EINVAL;
+		break;
+	case RDMAMSG_GROUP_FLOW_TAGGED:
+		if (!tag)
+			return -EINVAL;
+		break;
+	default:
+		return -EINVAL;
+	}
+	attr->flow = flow;
+	attr->fc_tag = tag;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr,
+					      uint32_t tag)
+{
+	if (!attr)
+		return -EINVAL;
+	attr->tag = tag;
 	return 0;
 }
 
@@ -524,7 +556,7 @@ static uint32_t room(const struct rdmamsg_group *g)
 }
 
 /* control -- one datagram of header and plen bytes of payload pl to
- * ah/qpn: 0, or a negative errno */
+ * ah/qpn (a status message's total: our tag): 0, or a negative errno */
 static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 		   int type, uint16_t flags, uint64_t seq, const void *pl,
 		   uint32_t plen)
@@ -543,6 +575,8 @@ static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 	h.flags = flags;
 	h.pub = g->pub_id;
 	h.seq = seq;
+	if (type == MC_STATUS)
+		h.total = g->tag;
 	rdmamsg__mc_encode(&h, b->data);
 	if (plen)
 		memcpy(b->data + RDMAMSG_MC_HDR, pl, plen);
@@ -652,7 +686,8 @@ static uint64_t low_seq(const struct rdmamsg_group *g)
 	return g->next_seq > g->window ? g->next_seq - g->window : 0;
 }
 
-/* rcv_expire_ns -- a subscriber silent this long is not waited for */
+/* rcv_expire_ns -- a subscriber silent this long is not waited for, a
+ * publisher silent this long is gone */
 static uint64_t rcv_expire_ns(const struct rdmamsg_group *g)
 {
 	uint64_t ms = (uint64_t)g->hb_ms * 10;
@@ -660,9 +695,11 @@ static uint64_t rcv_expire_ns(const struct rdmamsg_group *g)
 	return (ms > G_RCV_EXPIRE_MS ? ms : G_RCV_EXPIRE_MS) * 1000000ull;
 }
 
-/* rcv_min -- the lowest position of the subscribers still waited for
- * (those silent too long are forgotten): 1 and *min, or 0 if none */
-static int rcv_min(struct rdmamsg_group *g, uint64_t now, uint64_t *min)
+/* rcv_limit -- the position of the subscriber the flow-control strategy
+ * waits for, among those still heard from (the ones silent too long are
+ * forgotten): min the slowest, max the fastest, tagged the slowest with
+ * our fc_tag.  1 and *lim, or 0 if none */
+static int rcv_limit(struct rdmamsg_group *g, uint64_t now, uint64_t *lim)
 {
 	uint32_t i = 0;
 	int any = 0;
@@ -677,20 +714,23 @@ static int rcv_min(struct rdmamsg_group *g, uint64_t now, uint64_t *min)
 			*r = g->rcv[--g->nrcv];
 			continue;
 		}
-		if (!any || r->pos < *min)
-			*min = r->pos;
-		any = 1;
 		i++;
+		if (g->flow == RDMAMSG_GROUP_FLOW_TAGGED && r->tag != g->fc_tag)
+			continue;
+		if (!any || (g->flow == RDMAMSG_GROUP_FLOW_MAX ? r->pos > *lim
+							       : r->pos < *lim))
+			*lim = r->pos;
+		any = 1;
 	}
 	return any;
 }
 
-/* rcv_behind -- a subscriber still waited for misses messages */
+/* rcv_behind -- the subscriber waited for misses messages */
 static int rcv_behind(struct rdmamsg_group *g)
 {
-	uint64_t min;
+	uint64_t lim;
 
-	return rcv_min(g, rdmamsg__now_ns(), &min) && min < g->next_seq;
+	return rcv_limit(g, rdmamsg__now_ns(), &lim) && lim < g->next_seq;
 }
 
 /* pump -- send the repair under way as far as the send queue allows */
@@ -739,8 +779,9 @@ static void on_nak(struct rdmamsg_group *g, uint64_t seq)
 	pump(g);
 }
 
-/* on_status -- subscriber id has everything before pos */
-static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos)
+/* on_status -- subscriber id (tagged tag) has everything before pos */
+static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos,
+		      uint32_t tag)
 {
 	struct grcv *r = NULL, *v;
 	uint32_t i;
@@ -761,6 +802,7 @@ static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos)
 		r->id = id;
 		r->pos = pos;
 	}
+	r->tag = tag;
 	if (pos > r->pos)
 		r->pos = pos;
 	if (r->pos > g->next_seq)
@@ -793,7 +835,7 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 					 const void *data, size_t len,
 					 void *op_ctx)
 {
-	uint64_t min;
+	uint64_t lim;
 	int ret;
 
 	if (!g || (!data && len))
@@ -807,10 +849,10 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 	if (g->state != G_UP)
 		return -ENOTCONN;
 	if (g->window) {
-		/* flow control (the slowest subscriber) and the repair
-		 * under way first */
-		if ((rcv_min(g, g->ctx->now, &min) &&
-		     g->next_seq - min >= g->window) ||
+		/* flow control (the subscriber the strategy names) and
+		 * the repair under way first */
+		if ((rcv_limit(g, g->ctx->now, &lim) &&
+		     g->next_seq - lim >= g->window) ||
 		    g->repairing) {
 			g->st.flow_control_stalls++;
 			return -EAGAIN;
@@ -1082,7 +1124,7 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 		if (h.type == MC_NAK)
 			on_nak(g, h.seq);
 		else
-			on_status(g, h.pub, h.seq);
+			on_status(g, h.pub, h.seq, h.total);
 		return;
 	}
 	if (!(g->role & RDMAMSG_GROUP_SUBSCRIBER))
@@ -1131,14 +1173,21 @@ static void sm_fn(struct rdmamsg__timer *t)
 	struct rdmamsg_group *g =
 		container_of(t, struct rdmamsg_group, sm_timer);
 	uint32_t i;
+	int slept;
 
 	if (g->closing || g->state != G_UP)
 		return;
+	/* a silence we slept through (this process stopped or starved) is
+	 * not the publishers': they get a new grace period */
+	slept = g->sm_last && g->ctx->now - g->sm_last > rcv_expire_ns(g) / 2;
+	g->sm_last = g->ctx->now;
 	for (i = 0; i < g->npub; i++) {
 		struct gpub *p = &g->pubs[i];
 
 		if (!p->ah)
 			continue;
+		if (slept)
+			p->last_ns = g->ctx->now;
 		if (p->gap && g->ctx->now - p->last_ns > rcv_expire_ns(g)) {
 			/* a publisher silent this long (gone without its
 			 * last heartbeat) repairs nothing more: what it
@@ -1163,7 +1212,8 @@ static void sm_fn(struct rdmamsg__timer *t)
 static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 			  uint32_t n)
 {
-	struct rdmamsg_group *g = container_of(lane, struct rdmamsg_group, lane);
+	struct rdmamsg_group *g =
+		container_of(lane, struct rdmamsg_group, lane);
 	uint64_t tag = wc[0].wr_id & RDMAMSG_WRID_TAG_BITS;
 	uint32_t i;
 
@@ -1441,6 +1491,9 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	g->sdepth = attr ? attr->sdepth : G_DEF_SDEPTH;
 	g->hb_ms = attr ? attr->hb_ms : G_DEF_HB_MS;
 	g->window = attr ? attr->window : 0;
+	g->flow = attr ? attr->flow : RDMAMSG_GROUP_FLOW_MIN;
+	g->fc_tag = attr ? attr->fc_tag : 0;
+	g->tag = attr ? attr->tag : 0;
 	if (cbs)
 		g->cbs = *cbs;
 	g->arg = arg;

@@ -296,7 +296,8 @@ struct rdmamsg_ctx {
 	int in_progress;
 	struct rdmamsg__list eps;
 	struct rdmamsg__list listeners;
-	struct rdmamsg__list mrs;  /* rdmamsg_mr_reg'd regions (mr.c) */
+	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
+	void *umr; /* UMR machinery, probed on first use (mr_iov.c) */
 	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
 
@@ -618,5 +619,9 @@ int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss);
 /* progress helpers (ctx.c) */
 void rdmamsg__ctx_defer(struct rdmamsg_ctx *ctx, struct rdmamsg__list *link);
 int rdmamsg__errno(int fallback);
+
+/* mr_iov.c: RDMAMSG_CAP_UMR (probed once) and teardown */
+int rdmamsg__umr_cap(struct rdmamsg_ctx *ctx);
+void rdmamsg__umr_fini(struct rdmamsg_ctx *ctx);
 
 #endif /* RDMAMSG_INTERNAL_H */

@@ -82,7 +82,10 @@ RDMAMSG_EXPORT int rdmamsg_mr_dereg(struct rdmamsg_mr **mrp)
 	mr = *mrp;
 	if (mr->busy)
 		return -EBUSY;
-	mr->ctx->ops->dereg_mr(mr->mr);
+	if (mr->iov)
+		rdmamsg__mr_iov_dereg(mr); /* its pieces and mkey */
+	else
+		mr->ctx->ops->dereg_mr(mr->mr);
 	list_del(&mr->link);
 	free(mr);
 	*mrp = NULL;
@@ -114,6 +117,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_export(const struct rdmamsg_mr *mr, void *buf,
 		return -EINVAL;
 	if (len < RDMAMSG_MR_EXPORT_SIZE)
 		return -ENOSPC;
+	if (rdmamsg__mr_iov_exportable(mr))
+		return -ENOTSUP; /* pieces without UMR: no one key */
 	memset(p, 0, RDMAMSG_MR_EXPORT_SIZE);
 	v32 = htole32(EXPORT_MAGIC);
 	memcpy(p, &v32, 4);

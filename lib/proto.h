@@ -229,7 +229,8 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
  * Reliable mode, unicast from a subscriber (pub: the subscriber's id) to
  * a publisher, whose id is the 8-byte payload: NAK asks for the messages
  * from seq on again; STATUS says that the subscriber has everything
- * before seq (flow control).
+ * before seq (flow control), total its tag (0: none) for a publisher's
+ * tagged flow control.
  */
 struct rdmamsg__mc_wire {
 	uint32_t magic; /* RDMAMSG_MC_MAGIC */
@@ -312,8 +313,9 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 			return -EPROTO;
 		return 0;
 	case MC_NAK:
-	case MC_STATUS:
-		if (pay != 8 || h->total || h->off || h->flags)
+	case MC_STATUS: /* a status message's total is its sender's tag */
+		if (pay != 8 || (h->type == MC_NAK && h->total) || h->off ||
+		    h->flags)
 			return -EPROTO;
 		return 0;
 	default:

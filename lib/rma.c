@@ -104,8 +104,8 @@ static int rw(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
 	struct rdmamsg__xfer *xf;
 	struct rdmamsg__xop op;
 	struct ibv_send_wr wr;
-	struct ibv_sge sge;
-	int ret;
+	struct ibv_sge sge[RDMAMSG__IOV_LOCAL_SGE];
+	int ret, nsge = 1;
 
 	if (!ep || !lmr || !rmr || lmr->ctx != ep->ctx)
 		return -EINVAL;
@@ -119,6 +119,13 @@ static int rw(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
 	if (len > ep->ctx->dattr.max_mr_size ||
 	    len > ((uint64_t)1 << 31)) /* IB's message limit */
 		return -EMSGSIZE;
+	if (lmr->iov) {
+		/* non-contiguous (mr_iov.c): its pieces as an SGE list */
+		nsge = rdmamsg__mr_iov_sges(lmr, loff, len, sge,
+					    RDMAMSG__IOV_LOCAL_SGE);
+		if (nsge < 0)
+			return nsge;
+	}
 	if (opc == IBV_WR_RDMA_WRITE_WITH_IMM && ep->credits <= 0) {
 		ep->want_writable = 1;
 		return -EAGAIN;
@@ -128,11 +135,13 @@ static int rw(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
 		return ret;
 	memset(&wr, 0, sizeof(wr));
 	memset(&op, 0, sizeof(op));
-	sge.addr = (uintptr_t)(lmr->addr + loff);
-	sge.length = (uint32_t)len;
-	sge.lkey = lmr->mr->lkey;
-	wr.sg_list = &sge;
-	wr.num_sge = len ? 1 : 0;
+	if (!lmr->iov) {
+		sge[0].addr = (uintptr_t)(lmr->addr + loff);
+		sge[0].length = (uint32_t)len;
+		sge[0].lkey = lmr->mr->lkey;
+	}
+	wr.sg_list = sge;
+	wr.num_sge = len ? nsge : 0;
 	wr.opcode = opc;
 	wr.imm_data = htobe32(imm);
 	wr.wr.rdma.remote_addr = rmr->addr + roff;

@@ -281,7 +281,9 @@ static int activate(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 		if (ret < 0)
 			return ret;
 		if (mr) {
-			if (!data || (char *)data < mr->addr ||
+			/* a region over pieces (mr_iov.c) has no one
+			 * address to deliver: not a receive target */
+			if (mr->iov || !data || (char *)data < mr->addr ||
 			    (size_t)((char *)data - mr->addr) > mr->len ||
 			    len > mr->len - (size_t)((char *)data - mr->addr)) {
 				LOG_ERR("allocation callback's buffer is not "
@@ -538,10 +540,15 @@ RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
 		return -ERANGE;
 	if (!(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
 		return -EACCES;
+	if (rdmamsg__mr_iov_exportable(mr))
+		return -ENOTSUP; /* pieces without UMR (mr_iov.c) */
 	if (len > ep->p.max_large && len > ep->max_msg)
 		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, mr->addr + off, len, mr, 0, 0,
-				  op_ctx, 1);
+	/* a UMR region (mr_iov.c) is zero-based: its offsets are its
+	 * addresses */
+	return rdmamsg__rndv_send(
+		ep, X_MSG, 0, mr->iov ? (char *)(uintptr_t)off : mr->addr + off,
+		len, mr, 0, 0, op_ctx, 1);
 }
 
 /* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */

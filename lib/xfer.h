@@ -55,7 +55,16 @@ struct rdmamsg_mr {
 	unsigned int access;
 	unsigned int busy; /* operations in flight */
 	struct rdmamsg__list link;
+	struct rdmamsg__mr_iov
+		*iov; /* rdmamsg_mr_reg_iov/_strided (mr_iov.c) */
 };
+
+/* mr_iov.c: regions over non-contiguous memory */
+#define RDMAMSG__IOV_LOCAL_SGE 2 /* the endpoints' QPs' max_send_sge */
+int rdmamsg__mr_iov_exportable(const struct rdmamsg_mr *mr);
+int rdmamsg__mr_iov_sges(const struct rdmamsg_mr *mr, size_t off, size_t len,
+			 struct ibv_sge *sge, int max);
+void rdmamsg__mr_iov_dereg(struct rdmamsg_mr *mr);
 
 struct rdmamsg_rmr {
 	uint64_t addr, len;

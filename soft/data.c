@@ -210,6 +210,8 @@ int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 		return 0;
 	}
 	mr = soft_mr_lookup(sge->lkey);
+	if (!mr && (sge->lkey & SOFT_KEY_MW_BIT)) /* an indirect mkey */
+		return soft_umr_local_sge(qp, sge, need, iov);
 	if (!mr || mr->pd != qp->pd || (need && !(mr->access & need)) ||
 	    sge->addr < mr->iova || sge->addr - mr->iova > mr->mr.length ||
 	    sge->length > mr->mr.length - (sge->addr - mr->iova))
@@ -340,10 +342,11 @@ static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 
 	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	soft_stripe_lock(*lk);
-	if (!rkey || m->key != rkey || m->pid != qp->peer_pid ||
-	    m->pd_id != qp->peer_pd_id || !(m->access & need) ||
-	    (m->qpn && m->qpn != qp->dest_qpn) || raddr < m->addr ||
-	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr))
+	if (!rkey || m->key != rkey || m->kind == SOFT_KEY_UMR ||
+	    m->pid != qp->peer_pid || m->pd_id != qp->peer_pd_id ||
+	    !(m->access & need) || (m->qpn && m->qpn != qp->dest_qpn) ||
+	    raddr < m->addr || raddr - m->addr > m->len ||
+	    len > m->len - (raddr - m->addr))
 		goto refused;
 	*va = m->va + (raddr - m->addr);
 	if (qp->peer_pid == soft_self_pid) {
@@ -488,6 +491,8 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		return IBV_WC_SUCCESS;
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
+	if (soft_umr_is_key(rkey)) /* an indirect mkey (umr.c) */
+		return soft_umr_remote(qp, need, rkey, raddr, liov, niov, len);
 	if (peer_mr(qp, rkey, raddr, len, need, &va, &lk))
 		return IBV_WC_REM_ACCESS_ERR;
 	if (qp->novm) {
@@ -565,6 +570,8 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 		return IBV_WC_BIND_MW;
 	case IBV_WR_LOCAL_INV:
 		return IBV_WC_LOCAL_INV;
+	case IBV_WR_DRIVER1:
+		return IBV_WC_DRIVER1; /* MLX5DV_WC_UMR */
 	default:
 		return IBV_WC_SEND;
 	}
@@ -590,6 +597,10 @@ static inline __attribute__((always_inline)) int check_wr(
 	case IBV_WR_BIND_MW:
 	case IBV_WR_LOCAL_INV:
 		if (soft_mw_check_wr(qp, wr))
+			return EINVAL;
+		break;
+	case IBV_WR_DRIVER1: /* a UMR staged by mlx5dv_wr_mr_* (umr.c) */
+		if (!soft_umr_wr_ok(qp, wr))
 			return EINVAL;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -775,9 +786,12 @@ static inline __attribute__((always_inline)) void post_one(
 		e->status = IBV_WC_WR_FLUSH_ERR;
 		return;
 	}
-	if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) {
+	if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV ||
+	    wr->opcode == IBV_WR_DRIVER1) {
 		e->byte_len = 0;
-		e->status = soft_mw_local_op(qp, wr);
+		e->status = wr->opcode == IBV_WR_DRIVER1
+				    ? soft_umr_exec(qp, wr)
+				    : soft_mw_local_op(qp, wr);
 		if (e->status != IBV_WC_SUCCESS)
 			goto failed;
 		return;

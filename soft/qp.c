@@ -722,6 +722,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	munmap(qp->seg, qp->seg_len);
 	soft_reg_qp_free(qp->reg_slot);
 	soft_qp_ex_free(qp);
+	free(qp->dv);
 	free(qp->rq);
 	free(qp->sq_iov);
 	free(qp->sq);
@@ -786,6 +787,13 @@ static struct stage_ent *stage_last(struct ibv_qp_ex *q)
 		return NULL;
 	}
 	return &qp->stage->e[qp->stage->n - 1];
+}
+
+struct ibv_send_wr *soft_stage_wr(struct ibv_qp_ex *q, enum ibv_wr_opcode op)
+{
+	struct stage_ent *e = stage_new(q, op);
+
+	return e ? &e->wr : NULL;
 }
 
 static void wr_start(struct ibv_qp_ex *q)

@@ -99,7 +99,8 @@ struct soft_reg_mr {
  * 1 << 31 | gen << 24 | slot << 8 | tag.  MRs and windows share the
  * registry's key table, so remote access checks either the same way.
  */
-enum { SOFT_KEY_MR = 0, SOFT_KEY_MW1 = 1, SOFT_KEY_MW2 = 2 };
+/* SOFT_KEY_UMR: an mlx5dv indirect mkey (umr.c) */
+enum { SOFT_KEY_MR = 0, SOFT_KEY_MW1 = 1, SOFT_KEY_MW2 = 2, SOFT_KEY_UMR = 3 };
 #define SOFT_KEY_MW_BIT 0x80000000u
 
 static inline uint32_t soft_key_slot(uint32_t key)
@@ -429,6 +430,7 @@ struct soft_qp {
 	/* ibv_qp_ex builder */
 	struct soft_wr_stage *stage;
 	int stage_err;
+	void *dv;	    /* mlx5dv_create_qp: its mlx5dv_qp_ex (umr.c) */
 	int is_ex;	    /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	int sq_err_pending; /* a WR failed: later ones flush */
 	/* RC: WRs posted in SQD, run in order when the QP leaves SQD */
@@ -609,8 +611,24 @@ enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
 				      uint32_t pd_id, uint32_t qpn);
 int soft_mw_bound_to(uint32_t mr_key);
 
+/* umr.c: mlx5dv indirect mkeys */
+int soft_umr_is_key(uint32_t key);
+enum ibv_wc_status soft_umr_remote(struct soft_qp *qp, uint32_t need,
+				   uint32_t rkey, uint64_t raddr,
+				   const struct iovec *liov, int niov,
+				   uint64_t len);
+int soft_umr_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+		       unsigned int need, struct iovec *iov);
+enum ibv_wc_status soft_umr_exec(struct soft_qp *qp, struct ibv_send_wr *wr);
+int soft_umr_wr_ok(struct soft_qp *qp, const struct ibv_send_wr *wr);
+int soft_umr_local_inv(struct soft_qp *qp, uint32_t key,
+		       enum ibv_wc_status *st);
+
 /* qp.c */
 void soft_qp_ex_init(struct soft_qp *qp);
+/* soft_stage_wr -- a new staged WR of the ibv_qp_ex builder (NULL: the
+ * builder's error is set) */
+struct ibv_send_wr *soft_stage_wr(struct ibv_qp_ex *q, enum ibv_wr_opcode op);
 int soft_qp_is_local(uint32_t qpn);
 struct soft_qp *soft_qp_lock_local(uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);

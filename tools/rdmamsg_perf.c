@@ -46,7 +46,7 @@
 /* a send that cannot go out for this long fails the test */
 #define PERF_STALL_NS (10 * 1000 * 1000 * 1000ull)
 
-enum perf_test { PERF_LAT = 0, PERF_BW = 1, PERF_RATE = 2 };
+enum perf_test { PERF_LAT = 0, PERF_BW = 1, PERF_RATE = 2, PERF_MCAST = 3 };
 enum perf_drive { DRIVE_FD = 0, DRIVE_BUSY = 1, DRIVE_EV = 2 };
 
 /* the connect private data: what the client measures (network order) */
@@ -72,6 +72,13 @@ struct perf_opts {
 	int verbose;
 	int zcopy; /* the client sends with rdmamsg_send_buf() */
 	int srq;   /* endpoints receive through a shared receive queue */
+	/* multicast (-P/-L): the group, the role, reliable window, pace */
+	const char *group;
+	int publisher;
+	unsigned long window;
+	unsigned long pace;   /* messages per second; 0: as fast as it goes */
+	unsigned long linger; /* ms in the group after the last message;
+			       * ULONG_MAX: 1000 */
 };
 
 struct perf {
@@ -111,7 +118,7 @@ struct perf_conn {
 	unsigned int acks_owed;
 };
 
-static const char *const test_names[] = {"lat", "bw", "rate"};
+static const char *const test_names[] = {"lat", "bw", "rate", "mcast"};
 
 /* now_ns -- monotonic time in nanoseconds */
 static uint64_t now_ns(void)
@@ -836,6 +843,300 @@ err:
 }
 
 /* ------------------------------------------------------------------------
+ * Multicast: -P GROUP publishes, -L GROUP subscribes
+ *
+ * Each message starts with a struct perf_mc stamp.  The publisher times
+ * each size from its first publish to the last on_publish(); the
+ * subscriber takes the one-way latency of every message from the stamp
+ * (one host, or namespaces of one host: one CLOCK_MONOTONIC) and stops once
+ * it has accounted (received + reported lost) for every message of every
+ * size, or after 5 s with nothing new.
+ * --------------------------------------------------------------------- */
+
+#define PERF_MC_IDLE_NS (5 * 1000 * 1000 * 1000ull)
+
+struct perf_mc {
+	uint64_t ns;	/* publish time */
+	uint32_t size;	/* index into the sizes */
+	uint32_t check; /* ~size: a cheap consistency check */
+};
+
+struct perf_mcast {
+	struct perf *p;
+	struct rdmamsg_group *g;
+	int joined; /* 0 joining, 1 joined, negative errno */
+	int closed;
+	uint64_t done, failed; /* on_publish() seen */
+	uint64_t got[PERF_MAX_SIZES], lost, bad, last_ns;
+	uint64_t *lat[PERF_MAX_SIZES]; /* one-way, ns; iters each */
+};
+
+static void mc_on_join(struct rdmamsg_group *g, int status, void *arg)
+{
+	struct perf_mcast *m = arg;
+
+	(void)g;
+	m->joined = status ? status : 1;
+}
+
+static void mc_on_message(struct rdmamsg_group *g,
+			  const struct rdmamsg_group_msg *msg, void *arg)
+{
+	struct perf_mcast *m = arg;
+	uint64_t now = now_ns();
+	struct perf_mc h;
+
+	(void)g;
+	m->last_ns = now;
+	if (msg->len < sizeof(h)) {
+		m->bad++;
+		return;
+	}
+	memcpy(&h, msg->data, sizeof(h));
+	if (h.size >= m->p->o.nsizes || h.check != ~h.size ||
+	    msg->len != m->p->o.sizes[h.size] ||
+	    m->got[h.size] >= m->p->o.iters) {
+		m->bad++;
+		return;
+	}
+	m->lat[h.size][m->got[h.size]++] = now >= h.ns ? now - h.ns : 0;
+}
+
+static void mc_on_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
+		       uint64_t count, void *arg)
+{
+	struct perf_mcast *m = arg;
+
+	(void)g;
+	(void)pub;
+	(void)first;
+	m->lost += count;
+	m->last_ns = now_ns();
+}
+
+static void mc_on_publish(struct rdmamsg_group *g, void *op_ctx, int status,
+			  void *arg)
+{
+	struct perf_mcast *m = arg;
+
+	(void)g;
+	(void)op_ctx;
+	m->done++;
+	if (status)
+		m->failed++;
+}
+
+static void mc_on_closed(struct rdmamsg_group *g, void *arg)
+{
+	struct perf_mcast *m = arg;
+
+	(void)g;
+	m->closed = 1;
+}
+
+/* mc_publish -- iters messages of each size; one line per size */
+static int mc_publish(struct perf_mcast *m, char *buf)
+{
+	const struct perf_opts *o = &m->p->o;
+	uint64_t sent = 0, t0, t;
+	struct perf_mc h;
+	unsigned int i;
+	unsigned long k;
+	int rc;
+
+	printf("%8s %8s %12s %10s %10s\n", "size", "iters", "msgs/s", "Mmsgs/s",
+	       "MB/s");
+	for (i = 0; i < o->nsizes; i++) {
+		t0 = now_ns();
+		for (k = 0; k < o->iters;) {
+			if (o->pace &&
+			    (double)(now_ns() - t0) * (double)o->pace / 1e9 <
+				    (double)k) {
+				rdmamsg_ctx_progress(m->p->ctx);
+				continue;
+			}
+			h.ns = now_ns();
+			h.size = i;
+			h.check = ~i;
+			memcpy(buf, &h, sizeof(h));
+			rc = rdmamsg_group_publish(m->g, buf, o->sizes[i],
+						   NULL);
+			if (rc == -EAGAIN) {
+				if (now_ns() - h.ns > PERF_STALL_NS)
+					return -ETIMEDOUT;
+				rc = perf_wait(m->p);
+				if (rc < 0)
+					return rc;
+				continue;
+			}
+			if (rc < 0)
+				return rc;
+			k++;
+			sent++;
+		}
+		while (m->done < sent) {
+			rc = perf_wait(m->p);
+			if (rc < 0)
+				return rc;
+		}
+		t = now_ns() - t0;
+		printf("%8zu %8lu %12.0f %10.3f %10.1f\n", o->sizes[i],
+		       o->iters, (double)o->iters * 1e9 / (double)t,
+		       (double)o->iters * 1e3 / (double)t,
+		       (double)o->iters * (double)o->sizes[i] * 1e3 /
+			       (double)t);
+		fflush(stdout);
+	}
+	return m->failed ? -EIO : 0;
+}
+
+/* mc_linger -- stay in the group for the linger time: its idle heartbeats
+ * name our last sequence number, so that a subscriber that fell behind
+ * and dropped the tail (and our last heartbeat with it) learns of the
+ * datagrams it lost */
+static int mc_linger(struct perf_mcast *m)
+{
+	unsigned long ms = m->p->o.linger == ULONG_MAX ? 1000 : m->p->o.linger;
+	uint64_t end = now_ns() + ms * 1000000ull;
+	int rc = 0;
+
+	while (rc >= 0 && now_ns() < end)
+		rc = perf_wait(m->p);
+	return rc < 0 ? rc : 0;
+}
+
+/* mc_subscribe -- receive until every message is accounted for; one line
+ * per size */
+static int mc_subscribe(struct perf_mcast *m)
+{
+	const struct perf_opts *o = &m->p->o;
+	uint64_t want = (uint64_t)o->iters * o->nsizes, got;
+	unsigned int i;
+	int rc;
+
+	printf("# subscribed\n");
+	fflush(stdout);
+	m->last_ns = 0;
+	for (;;) {
+		got = m->lost + m->bad;
+		for (i = 0; i < o->nsizes; i++)
+			got += m->got[i];
+		if (got >= want ||
+		    (m->last_ns && now_ns() - m->last_ns > PERF_MC_IDLE_NS))
+			break;
+		rc = perf_wait(m->p);
+		if (rc < 0)
+			return rc;
+	}
+	printf("%8s %8s %8s %10s %10s %10s\n", "size", "iters", "received",
+	       "median_us", "avg_us", "p99_us");
+	for (i = 0; i < o->nsizes; i++) {
+		uint64_t n = m->got[i], sum = 0, j;
+
+		for (j = 0; j < n; j++)
+			sum += m->lat[i][j];
+		qsort(m->lat[i], n, sizeof(uint64_t), cmp_u64);
+		printf("%8zu %8lu %8" PRIu64 " %10.2f %10.2f %10.2f\n",
+		       o->sizes[i], o->iters, n,
+		       n ? (double)m->lat[i][n / 2] / 1e3 : 0.0,
+		       n ? (double)sum / (double)n / 1e3 : 0.0,
+		       n ? (double)m->lat[i][n * 99 / 100] / 1e3 : 0.0);
+	}
+	printf("# lost %" PRIu64 ", malformed %" PRIu64 "\n", m->lost, m->bad);
+	return m->bad ? -EPROTO : 0;
+}
+
+static int run_mcast(struct perf *p)
+{
+	static const struct rdmamsg_group_cbs cbs = {
+		.on_join = mc_on_join,
+		.on_message = mc_on_message,
+		.on_loss = mc_on_loss,
+		.on_publish = mc_on_publish,
+	};
+	struct rdmamsg_group_attr *attr = NULL;
+	struct perf_mcast m;
+	size_t max_size = sizeof(struct perf_mc);
+	const char *dev = "?";
+	char *buf = NULL;
+	unsigned int i;
+	int rc;
+
+	memset(&m, 0, sizeof(m));
+	m.p = p;
+	if (p->o.nsizes == 0) {
+		p->o.sizes[0] = 64;
+		p->o.sizes[1] = 4096;
+		p->o.nsizes = 2;
+	}
+	if (!p->o.iters)
+		p->o.iters = 100000;
+	for (i = 0; i < p->o.nsizes; i++) {
+		if (p->o.sizes[i] < sizeof(struct perf_mc)) {
+			fprintf(stderr,
+				"rdmamsg_perf: multicast sizes start "
+				"at %zu bytes\n",
+				sizeof(struct perf_mc));
+			return 1;
+		}
+		if (p->o.sizes[i] > max_size)
+			max_size = p->o.sizes[i];
+	}
+	rc = -ENOMEM;
+	buf = calloc(1, max_size);
+	if (!buf)
+		goto out;
+	for (i = 0; i < p->o.nsizes && !p->o.publisher; i++) {
+		m.lat[i] = calloc(p->o.iters, sizeof(uint64_t));
+		if (!m.lat[i])
+			goto out;
+	}
+	rc = rdmamsg_group_attr_new(&attr);
+	if (rc == 0)
+		rc = rdmamsg_group_attr_set_role(
+			attr, p->o.publisher ? RDMAMSG_GROUP_PUBLISHER
+					     : RDMAMSG_GROUP_SUBSCRIBER);
+	if (rc == 0)
+		rc = rdmamsg_group_attr_set_max_msg_size(attr, max_size);
+	if (rc == 0 && !p->o.publisher)
+		rc = rdmamsg_group_attr_set_recv_depth(attr, 4096);
+	if (rc == 0)
+		rc = rdmamsg_group_attr_set_reliable(attr,
+						     (uint32_t)p->o.window);
+	if (rc == 0)
+		rc = rdmamsg_group_join(p->ctx, p->o.group, attr, &cbs, &m,
+					&m.g);
+	rdmamsg_group_attr_delete(&attr);
+	if (rc < 0)
+		goto out;
+	while (!m.joined && (rc = perf_wait(p)) >= 0)
+		;
+	if (rc >= 0)
+		rc = m.joined < 0 ? m.joined : 0;
+	if (rc == 0) {
+		rdmamsg_ctx_get_device_name(p->ctx, &dev);
+		printf("# rdmamsg_perf mcast: %s %s over %s, %s mode%s\n",
+		       p->o.publisher ? "publishing to" : "subscribed to",
+		       p->o.group, dev, p->o.window ? "reliable" : "default",
+		       p->o.pace ? ", paced" : "");
+		rc = p->o.publisher ? mc_publish(&m, buf) : mc_subscribe(&m);
+	}
+	if (rc == 0 && p->o.publisher)
+		rc = mc_linger(&m);
+	rdmamsg_group_close(m.g, mc_on_closed);
+	while (!m.closed && perf_wait(p) >= 0)
+		;
+out:
+	if (rc < 0)
+		fprintf(stderr, "rdmamsg_perf: mcast: %s\n",
+			rdmamsg_strerror(rc));
+	for (i = 0; i < p->o.nsizes; i++)
+		free(m.lat[i]);
+	free(buf);
+	return rc < 0 ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------
  * main
  * --------------------------------------------------------------------- */
 
@@ -847,6 +1148,10 @@ static void usage(FILE *f)
 		"       rdmamsg_perf -c HOST [-p PORT] [-t lat|bw|rate]\n"
 		"                    [--size N[,N...]] [-n ITERS] [-w WARMUP]\n"
 		"                    [--fd|--busy|--ev] [--zcopy] [--srq]\n"
+		"       rdmamsg_perf -P GROUP|-L GROUP [--size N[,N...]] "
+		"[-n ITERS]\n"
+		"                    [--reliable WINDOW] [--pace RATE] "
+		"[--linger MS]\n"
 		"\n"
 		"  -s, --server      serve one client, exit when it leaves\n"
 		"  -l, --loop        (server) serve clients until killed\n"
@@ -873,6 +1178,17 @@ static void usage(FILE *f)
 		"                    rdmamsg_send_buf() instead of copying\n"
 		"      --srq         endpoints receive through a shared\n"
 		"                    receive queue (rdmamsg_srq_create)\n"
+		"  -P, --publish G   multicast: publish to group G "
+		"(\"239.1.2.3\")\n"
+		"  -L, --subscribe G multicast: subscribe to group G (start\n"
+		"                    subscribers first; sizes and iters as\n"
+		"                    the publisher's; default 64,4096 and\n"
+		"                    100000)\n"
+		"      --reliable W  multicast reliable mode, window W\n"
+		"      --pace RATE   (publisher) at most RATE messages/s\n"
+		"      --linger MS   (publisher) stay MS ms in the group "
+		"after\n"
+		"                    the last message (default 1000)\n"
 		"  -v, --verbose     library log messages up to info (-vv: "
 		"debug)\n";
 
@@ -931,6 +1247,11 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"zcopy", no_argument, NULL, 'Z'},
 		{"srq", no_argument, NULL, 'Q'},
 		{"ev", no_argument, NULL, 'E'},
+		{"publish", required_argument, NULL, 'P'},
+		{"subscribe", required_argument, NULL, 'L'},
+		{"reliable", required_argument, NULL, 'R'},
+		{"pace", required_argument, NULL, 'A'},
+		{"linger", required_argument, NULL, 'G'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -942,7 +1263,8 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	o->port = PERF_DEFAULT_PORT;
 	o->bind = "0.0.0.0";
 	o->warmup = ULONG_MAX;
-	while ((ch = getopt_long(argc, argv, "slb:c:p:t:S:n:w:vh", longopts,
+	o->linger = ULONG_MAX;
+	while ((ch = getopt_long(argc, argv, "slb:c:p:t:S:n:w:P:L:vh", longopts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 's':
@@ -999,6 +1321,27 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		case 'E':
 			o->drive = DRIVE_EV;
 			break;
+		case 'P':
+		case 'L':
+			if (o->group)
+				return -1;
+			o->group = optarg;
+			o->publisher = ch == 'P';
+			o->test = PERF_MCAST;
+			break;
+		case 'R':
+			if (parse_ulong(optarg, 1, 1u << 20, &o->window) < 0)
+				return -1;
+			break;
+		case 'A':
+			if (parse_ulong(optarg, 1, 100000000, &o->pace) < 0)
+				return -1;
+			break;
+		case 'G':
+			if (parse_ulong(optarg, 0, 600000, &v) < 0)
+				return -1;
+			o->linger = v;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -1009,7 +1352,12 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			return -1;
 		}
 	}
-	if (optind != argc || o->server == !!o->host)
+	if (optind != argc)
+		return -1;
+	if (o->group) /* multicast: no server, no client, no TCP-ish test */
+		return o->server || o->host ? -1 : 0;
+	if (o->server == !!o->host || o->window || o->pace ||
+	    o->linger != ULONG_MAX)
 		return -1;
 	return 0;
 }
@@ -1060,7 +1408,9 @@ int main(int argc, char **argv)
 		}
 	}
 
-	ret = p.o.server ? run_server(&p) : run_client(&p);
+	ret = p.o.group	   ? run_mcast(&p)
+	      : p.o.server ? run_server(&p)
+			   : run_client(&p);
 
 	rc = 0;
 	if (p.srq)

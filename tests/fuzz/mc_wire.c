@@ -52,8 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case MC_NAK:
-	case MC_STATUS:
-		if (pay != 8 || h.total || h.off || h.flags)
+	case MC_STATUS: /* a status message's total is its sender's tag */
+		if (pay != 8 || (h.type == MC_NAK && h.total) || h.off ||
+		    h.flags)
 			abort();
 		break;
 	default:

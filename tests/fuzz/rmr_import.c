@@ -32,6 +32,20 @@ __attribute__((weak)) int rdmamsg__errno(int fallback)
 	return -fallback;
 }
 
+/* mr.c's calls into mr_iov.c (regions over non-contiguous memory, never
+ * made here) */
+__attribute__((weak)) int rdmamsg__mr_iov_exportable(
+	const struct rdmamsg_mr *mr)
+{
+	(void)mr;
+	return 0;
+}
+
+__attribute__((weak)) void rdmamsg__mr_iov_dereg(struct rdmamsg_mr *mr)
+{
+	(void)mr;
+}
+
 /* le -- the little-endian unsigned integer of n bytes at p */
 static uint64_t le(const uint8_t *p, int n)
 {

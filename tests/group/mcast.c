@@ -9,6 +9,9 @@
  * reported == published, the counters agree with the callbacks), the
  * others lose nothing.  Then the documented errors.
  *
+ * Messages per round: 20,000 (600 under valgrind); RDMAMSG_TEST_MC_MSGS=N
+ * sets N, for the long run (1,000,000: about ten minutes here).
+ *
  * The library has no flow control yet (default mode): the test paces the
  * publisher itself, from the subscribers' progress reported on pipes, so
  * that no receive queue overflows.
@@ -24,9 +27,10 @@
 #include "../tap.h"
 #include "../core/util.h"
 
-#define NSUB   3
-#define WINDOW 32 /* messages ahead of the slowest subscriber */
-#define MAXMSG (64u << 10)
+#define NSUB	 3
+#define WINDOW	 32 /* messages ahead of the slowest subscriber */
+#define MAXMSG	 (64u << 10)
+#define FLOW_TAG 7 /* the tag of flows()'s tagged subscriber */
 
 static const char *group_addr = "239.1.2.14";
 static unsigned int nmsgs;
@@ -158,13 +162,16 @@ static int subscriber(int wfd, void *arg)
 	s.buf = malloc(MAXMSG);
 	if ((uintptr_t)arg & 0x100)
 		setenv("RDMAMSG_TEST_MC_DROP", rwindow ? "20" : "7", 1);
+	/* 0x200: tagged FLOW_TAG, for a publisher's tagged flow control */
 	s.ctx = test_ctx();
 	if (rdmamsg_group_attr_new(&a) ||
 	    rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER) ||
 	    rdmamsg_group_attr_set_recv_depth(a, rdepth) ||
 	    rdmamsg_group_attr_set_max_msg_size(a, MAXMSG) ||
 	    rdmamsg_group_attr_set_heartbeat(a, 20) ||
-	    rdmamsg_group_attr_set_reliable(a, rwindow))
+	    rdmamsg_group_attr_set_reliable(a, rwindow) ||
+	    rdmamsg_group_attr_set_tag(a,
+				       (uintptr_t)arg & 0x200 ? FLOW_TAG : 0))
 		return 80;
 	if (rdmamsg_group_join(s.ctx, group_addr, a, &cbs, &s, &s.g))
 		return 81;
@@ -232,6 +239,32 @@ static void pub_closed(struct rdmamsg_group *g, void *arg)
 
 	(void)g;
 	p->closed++;
+}
+
+/* wait_subs -- the publisher's context runs until each of the n
+ * subscribers has closed its pipe, then reaps it: 1 if all exited 0 */
+static int wait_subs(struct rdmamsg_ctx *ctx, int *rfd, const pid_t *pid, int n)
+{
+	int i, all = 1;
+
+	for (i = 0; i < n; i++) {
+		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
+		uint64_t v;
+
+		for (;;) {
+			while (poll(&pf, 1, 0) == 0)
+				test_idle(ctx, 5);
+			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
+			    errno != EAGAIN && errno != EINTR)
+				break;
+			if (pf.revents & POLLHUP)
+				break;
+		}
+		if (test_wait_child(pid[i]) != 0)
+			all = 0;
+		close(rfd[i]);
+	}
+	return all;
 }
 
 /* round -- one publisher, NSUB subscribers (drop_at: the one that drops
@@ -321,24 +354,9 @@ static void round_(int drop_at, uint32_t window)
 	rdmamsg_group_query(g, &st);
 	ok(st.msgs_published == nmsgs, "stats: %llu published, mtu %u",
 	   (unsigned long long)st.msgs_published, st.mtu);
-	for (i = 0; i < NSUB; i++) {
-		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
-		uint64_t v;
-
-		/* keep heartbeats going until the subscriber is done */
-		for (;;) {
-			while (poll(&pf, 1, 0) == 0)
-				test_idle(ctx, 5);
-			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
-			    errno != EAGAIN && errno != EINTR)
-				break;
-			if (pf.revents & POLLHUP)
-				break;
-		}
-		ok(test_wait_child(pid[i]) == 0, "subscriber %d exits 0", i);
-		r[i] = results[i];
-		close(rfd[i]);
-	}
+	/* heartbeats go on until the subscribers are done */
+	ok(wait_subs(ctx, rfd, pid, NSUB), "the %d subscribers exit 0", NSUB);
+	memcpy(r, results, sizeof(r));
 	for (i = 0; i < NSUB; i++) {
 		ok(r[i].received + r[i].lost == nmsgs,
 		   "subscriber %d: %llu received + %llu reported lost == %u "
@@ -487,11 +505,13 @@ static void drain(const int *rfd, uint64_t *acc, int n)
 			acc[i] = v;
 }
 
-/* publish_n -- publish messages [from, to) with retries; how far it got */
-static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
-			  unsigned char *buf, uint64_t from, uint64_t to)
+/* publish_for -- publish messages [from, to) with retries for at most ms;
+ * how far it got */
+static uint64_t publish_for(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
+			    unsigned char *buf, uint64_t from, uint64_t to,
+			    long long ms)
 {
-	long long end = test_now_ms() + 60000;
+	long long end = test_now_ms() + ms;
 	uint64_t i = from;
 
 	while (i < to && test_now_ms() < end) {
@@ -509,6 +529,13 @@ static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
 		test_idle(ctx, 1);
 	}
 	return i;
+}
+
+/* publish_n -- publish_for a minute */
+static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
+			  unsigned char *buf, uint64_t from, uint64_t to)
+{
+	return publish_for(ctx, g, buf, from, to, 60000);
 }
 
 /*
@@ -550,7 +577,7 @@ static void stopped(void)
 	rdmamsg_group_attr_new(&a);
 	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
 	rdmamsg_group_attr_set_max_msg_size(a, MAXMSG);
-	/* 300 ms: a subscriber silent for 3 s is no longer waited for (a
+	/* 300 ms: a subscriber silent for 5 s is no longer waited for (a
 	 * loaded machine may pause the running one for less) */
 	rdmamsg_group_attr_set_heartbeat(a, 300);
 	rdmamsg_group_attr_set_reliable(a, rwindow);
@@ -580,22 +607,7 @@ static void stopped(void)
 	   "stopped subscriber (%llu of %u published, %llu stalls)",
 	   rwindow, (unsigned long long)sent, nmsgs,
 	   (unsigned long long)st.flow_control_stalls);
-	for (i = 0; i < 2; i++) {
-		struct pollfd pf = {.fd = rfd[i], .events = POLLIN};
-		uint64_t v;
-
-		for (;;) {
-			while (poll(&pf, 1, 0) == 0)
-				test_idle(ctx, 5);
-			if (read(rfd[i], &v, sizeof(v)) <= 0 &&
-			    errno != EAGAIN && errno != EINTR)
-				break;
-			if (pf.revents & POLLHUP)
-				break;
-		}
-		ok(test_wait_child(pid[i]) == 0, "subscriber %d exits 0", i);
-		close(rfd[i]);
-	}
+	ok(wait_subs(ctx, rfd, pid, 2), "both subscribers exit 0");
 	ok(results[0].received == nmsgs && !results[0].lost &&
 		   !results[0].bad && !results[0].order,
 	   "the running subscriber got all %u, in order, verified", nmsgs);
@@ -620,6 +632,138 @@ static void stopped(void)
 	nmsgs = saved;
 	rwindow = 0;
 	rdepth = 4096;
+}
+
+/* ---- flow-control strategies (reliable mode) ------------------------ */
+
+/*
+ * flow -- two reliable subscribers, 0 running (tagged FLOW_TAG) and 1
+ * stopped (SIGSTOP) before anything is published, so that it stays at
+ * position 0; the publisher's heartbeat period of 1 s keeps the stopped
+ * one waited for (if its strategy waits for it) for 10 s.  MIN: held at
+ * the window for 3 s, then, 1 continued, both get everything.  MAX and
+ * TAGGED(FLOW_TAG): everything is published while 1 is still counted
+ * (not yet forgotten); 1, continued, reports what is no longer kept.
+ */
+static void flow(enum rdmamsg_group_flow strategy, const char *name)
+{
+	struct rdmamsg_group_cbs cbs = {.on_join = pub_join,
+					.on_publish = pub_done};
+	unsigned int saved = nmsgs;
+	struct rdmamsg_group_attr *a;
+	struct rdmamsg_group_stats st;
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_group *g;
+	unsigned char *buf = malloc(MAXMSG);
+	uint64_t sent;
+	int rfd[2], i, all;
+	pid_t pid[2];
+	struct pub p;
+	long long end;
+
+	memset(&p, 0, sizeof(p));
+	memset(results, 0, NSUB * sizeof(*results));
+	nmsgs = tap_small() ? 64 : 200;
+	rwindow = 16;
+	rdepth = 64;
+	diag("reliable mode, flow control %s, one subscriber stopped", name);
+	for (i = 0; i < 2; i++) {
+		uint64_t v;
+
+		pid[i] = test_fork(subscriber,
+				   (void *)(uintptr_t)(i | (i ? 0 : 0x200)),
+				   &rfd[i]);
+		if (read(rfd[i], &v, sizeof(v)) != sizeof(v))
+			bail_out("subscriber %d did not join", i);
+		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
+	}
+	ctx = test_ctx();
+	rdmamsg_group_attr_new(&a);
+	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
+	rdmamsg_group_attr_set_max_msg_size(a, MAXMSG);
+	rdmamsg_group_attr_set_heartbeat(a, 1000);
+	rdmamsg_group_attr_set_reliable(a, rwindow);
+	ok(!rdmamsg_group_attr_set_flow_control(
+		   a, strategy,
+		   strategy == RDMAMSG_GROUP_FLOW_TAGGED ? FLOW_TAG : 0),
+	   "%s: strategy set", name);
+	ok(!rdmamsg_group_join(ctx, group_addr, a, &cbs, &p, &g) &&
+		   test_run_until(ctx, &p.joined, 10000) == 1,
+	   "%s: publisher joined", name);
+	rdmamsg_group_attr_delete(&a);
+	end = test_now_ms() + 10000;
+	do {
+		test_idle(ctx, 5);
+		rdmamsg_group_query(g, &st);
+	} while (st.receivers < 2 && test_now_ms() < end);
+	kill(pid[1], SIGSTOP);
+	ok(st.receivers == 2, "%s: the publisher heard both subscribers", name);
+	if (strategy == RDMAMSG_GROUP_FLOW_MIN) {
+		sent = publish_for(ctx, g, buf, 0, nmsgs, 3000);
+		ok(sent == rwindow,
+		   "%s: held at the window by the stopped one (%llu of %u "
+		   "published in 3 s, window %u)",
+		   name, (unsigned long long)sent, nmsgs, rwindow);
+		kill(pid[1], SIGCONT);
+		sent = publish_n(ctx, g, buf, sent, nmsgs);
+	} else {
+		sent = publish_n(ctx, g, buf, 0, nmsgs);
+		rdmamsg_group_query(g, &st);
+		ok(sent == nmsgs && st.receivers == 2,
+		   "%s: all %u published, the stopped one still counted "
+		   "(%llu published, %u subscribers)",
+		   name, nmsgs, (unsigned long long)sent, st.receivers);
+		kill(pid[1], SIGCONT);
+	}
+	all = wait_subs(ctx, rfd, pid, 2);
+	ok(all && sent == nmsgs, "%s: both subscribers exit 0", name);
+	ok(results[0].received == nmsgs && !results[0].lost &&
+		   !results[0].bad && !results[0].order,
+	   "%s: the running one got all %u, in order, verified", name, nmsgs);
+	if (strategy == RDMAMSG_GROUP_FLOW_MIN)
+		ok(results[1].received == nmsgs && !results[1].lost &&
+			   !results[1].bad && !results[1].order,
+		   "%s: the stopped one, continued, got all %u too", name,
+		   nmsgs);
+	else
+		ok(results[1].lost > 0 &&
+			   results[1].received + results[1].lost == nmsgs &&
+			   !results[1].bad && !results[1].order,
+		   "%s: the stopped one: %llu received + %llu reported lost "
+		   "== %u, in order, verified",
+		   name, (unsigned long long)results[1].received,
+		   (unsigned long long)results[1].lost, nmsgs);
+	ok(!rdmamsg_group_close(g, pub_closed) &&
+		   test_run_until(ctx, &p.closed, 10000) == 1 &&
+		   p.completed == nmsgs && !p.failed && !p.order,
+	   "%s: publisher closed, every publish completed once", name);
+	ok(!rdmamsg_ctx_destroy(&ctx), "%s: context destroyed", name);
+	free(buf);
+	nmsgs = saved;
+	rwindow = 0;
+	rdepth = 4096;
+}
+
+static void flows(void)
+{
+	struct rdmamsg_group_attr *a;
+
+	rdmamsg_group_attr_new(&a);
+	ok(rdmamsg_group_attr_set_flow_control(NULL, 0, 0) == -EINVAL &&
+		   rdmamsg_group_attr_set_flow_control(
+			   a, RDMAMSG_GROUP_FLOW_MIN, 5) == -EINVAL &&
+		   rdmamsg_group_attr_set_flow_control(
+			   a, RDMAMSG_GROUP_FLOW_MAX, 5) == -EINVAL &&
+		   rdmamsg_group_attr_set_flow_control(
+			   a, RDMAMSG_GROUP_FLOW_TAGGED, 0) == -EINVAL &&
+		   rdmamsg_group_attr_set_flow_control(
+			   a, (enum rdmamsg_group_flow)99, 0) == -EINVAL &&
+		   rdmamsg_group_attr_set_tag(NULL, 1) == -EINVAL,
+	   "flow control: bad strategies and tags are -EINVAL");
+	rdmamsg_group_attr_delete(&a);
+	flow(RDMAMSG_GROUP_FLOW_MIN, "min");
+	flow(RDMAMSG_GROUP_FLOW_MAX, "max");
+	flow(RDMAMSG_GROUP_FLOW_TAGGED, "tagged");
 }
 
 /* ---- late join, leave ------------------------------------------------ */
@@ -852,17 +996,28 @@ static void gone(void)
 
 int main(void)
 {
-	alarm(1200);
 	test_setup("mcast");
 	results = mmap(NULL, NSUB * sizeof(*results), PROT_READ | PROT_WRITE,
 		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (results == MAP_FAILED)
 		bail_out("mmap");
 	nmsgs = tap_small() ? 600 : 20000;
+	/* the long run: RDMAMSG_TEST_MC_MSGS=1000000 */
+	if (getenv("RDMAMSG_TEST_MC_MSGS")) {
+		char *e;
+		unsigned long n =
+			strtoul(getenv("RDMAMSG_TEST_MC_MSGS"), &e, 10);
+
+		if (*e || n < 100 || n > 100000000)
+			bail_out("RDMAMSG_TEST_MC_MSGS: 100 .. 100000000");
+		nmsgs = (unsigned int)n;
+	}
+	alarm(1200 + nmsgs / 100);
 	round_(-1, 0);
 	round_(1, 0);
 	round_(1, 64);
 	stopped();
+	flows();
 	late_joiner();
 	gone();
 	bad_input();

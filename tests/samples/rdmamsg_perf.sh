@@ -1,7 +1,8 @@
 #!/bin/sh
 # rdmamsg_perf.sh -- tools/rdmamsg_perf: lat prints the right columns with
 # positive numbers for the requested sizes; bw and rate print non-zero
-# numbers; the server exits 0 after its client; every drive mode works
+# numbers; the server exits 0 after its client; every drive mode works;
+# multicast (-P/-L) accounts for every message in default and reliable mode
 . "$top_srcdir/tests/lib.sh"
 perf=$top_builddir/tools/rdmamsg_perf
 [ -x "$perf" ] || skip_all "tools/rdmamsg_perf not built"
@@ -107,7 +108,74 @@ kill "$srv"
 wait "$srv"
 ok $? "--loop: SIGTERM ends the server cleanly (exit 0)"
 
+# mcast MODE-ARGS: one publisher, two subscribers; subscriber outputs in
+# $tap_tmp/sub1 and sub2, the publisher's in $tap_tmp/out
+mcast() {
+	subs=
+	label=mcast
+	[ $# = 0 ] || label="mcast $*"
+	for i in 1 2; do
+		# shellcheck disable=SC2086
+		timeout 120 "$perf" -L 239.1.2.3 -n 2000 --size 64,4096 "$@" \
+			>"$tap_tmp/sub$i" 2>&1 &
+		subs="$subs $!"
+		tap_pids="$tap_pids $!"
+	done
+	for i in 1 2; do # the subscribers have joined
+		n=0
+		while ! grep -q '^# subscribed' "$tap_tmp/sub$i" && [ $n -lt 300 ]; do
+			sleep 0.1
+			n=$((n + 1))
+		done
+	done
+	# --linger 3000: a subscriber starved on a loaded machine drops the
+	# tail and the last heartbeat with it; the idle heartbeats of the
+	# lingering publisher still tell it what it lost
+	timeout 120 "$perf" -P 239.1.2.3 -n 2000 --size 64,4096 --linger 3000 \
+		"$@" >"$tap_tmp/out" 2>&1
+	ok $? "$label: publisher exits 0"
+	show_log "$tap_tmp/out"
+	sizes=$(rows 5 | tr '\n' ' ')
+	[ $? = 0 ] && [ "$sizes" = "64 4096 " ]
+	ok $? "$label: publisher rows with non-zero rates (got: $sizes)"
+	for p in $subs; do
+		wait "$p"
+		ok $? "$label: subscriber exits 0"
+	done
+	show_log "$tap_tmp/sub1"
+}
+
+mcast
+for i in 1 2; do
+	# every message accounted for: received + reported lost
+	awk '/^ *[0-9]/ { got += $3 } /^# lost/ { lost = $3 + 0; bad = $5 + 0 }
+		END { exit !(got + lost == 4000 && bad == 0) }' "$tap_tmp/sub$i"
+	ok $? "mcast: subscriber $i received + lost = published, none malformed"
+done
+mcast --reliable 512
+for i in 1 2; do
+	awk '/^ *[0-9]/ && NF == 6 && $3 != 2000 { exit 1 }
+		/^# lost 0, malformed 0$/ { clean = 1 } END { exit !clean }' \
+		"$tap_tmp/sub$i"
+	ok $? "mcast reliable: subscriber $i received every message, lost none"
+done
+
 "$perf" -c 127.0.0.1 -t nope >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error exits 2"
+"$perf" -s -P 239.1.2.3 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: -P with -s exits 2"
+"$perf" -c 127.0.0.1 --reliable 8 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --reliable without a group exits 2"
+"$perf" -c 127.0.0.1 --linger 10 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --linger without a group exits 2"
+"$perf" -P 239.1.2.3 --linger 600001 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --linger above 600000 ms exits 2"
+timeout 60 "$perf" -P 239.1.2.3 --size 8 >/dev/null 2>"$tap_tmp/err"
+[ $? = 1 ] && grep -q 'sizes start at 16' "$tap_tmp/err"
+ok $? "mcast: a size below the stamp is refused (exit 1)"
 done_testing

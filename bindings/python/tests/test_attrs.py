@@ -116,8 +116,7 @@ async def test_srq_shared_by_accepted_and_connected_endpoints(ctxs):
     with pytest.raises(rdmamsg.OutOfMemory) as ei:
         await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b, srq=small,
                               recv_depth=8)
-    # documented -ENOBUFS; cm/conn.c reports -ENOMEM (see the xfail below)
-    assert ei.value.errno in (errno.ENOBUFS, errno.ENOMEM)
+    assert ei.value.errno == errno.ENOBUFS
     assert small.query().endpoints == 1
     await ok.send(b"still fine")
     assert await ok.recv_bytes() == b"still fine"
@@ -139,9 +138,6 @@ async def test_srq_shared_by_accepted_and_connected_endpoints(ctxs):
     await asyncio.wait_for(srv_srq.close(), 30)
 
 
-@pytest.mark.xfail(strict=True, reason="cm/conn.c active_route() turns "
-                   "every setup error but ENODEV into -ENOMEM; "
-                   "rdmamsg_ep_attr_set_srq(3) documents -ENOBUFS")
 async def test_srq_full_is_enobufs(ctxs):
     a, b = ctxs
     srv = await rdmamsg.start_server(echo_handler, "127.0.0.1:0", ctx=a)

@@ -1,0 +1,150 @@
+#!/bin/bash
+# bench-mcast.sh -- rdmamsg multicast groups (rdmamsg_perf -P/-L) next to
+# raw UD multicast on the same fabric (perftest -c UD --mcg on softrdma,
+# LD_PRELOADed), the floor issue 14 measures against.
+#
+# Usage: tools/bench-mcast.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-s SUBSCRIBERS]
+#   -b BUILDDIR  build tree holding tools/rdmamsg_perf and
+#                soft/.libs/libsoftrdma.so (default: the current directory
+#                if it has them, else the source tree next to this script)
+#   -q           quick run: a tenth of the messages
+#   -r ROUNDS    measure everything ROUNDS times, report medians (default 3)
+#   -s N         rdmamsg subscribers (default 3; perftest has one receiver)
+#
+# All processes run on this host over softrdma.  Rows: publisher message
+# rate (unpaced, 64 B and 4 KiB) in default and reliable mode, and the
+# subscribers' median one-way latency at a paced 10,000 messages/s, next
+# to ib_send_bw's sender MsgRate and ib_send_lat's t_typical for UD
+# multicast (perftest's IPv6 link-local GID, index 0: with the IPv4-mapped
+# one it refuses the multicast GID as "Incompatibility issue with GID
+# types").  A missing or failing peer prints "n/a"; exits 0 anyway.
+#
+# Environment: SOFTRDMA_LIB, BENCH_TIMEOUT (seconds per run, default 120),
+# BENCH_SCALE (message-count multiplier).
+set -u
+
+builddir=
+scale=${BENCH_SCALE:-1}
+rounds=3
+nsub=3
+while getopts b:qr:s: opt; do
+	case $opt in
+	b) builddir=$OPTARG ;;
+	q) scale=0.1 ;;
+	r) rounds=$OPTARG ;;
+	s) nsub=$OPTARG ;;
+	*) sed -n '2,23s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	esac
+done
+
+bench_name=mcast
+# shellcheck source=tools/bench-lib.sh
+. "$(dirname "$0")/bench-lib.sh"
+
+perf=$builddir/tools/rdmamsg_perf
+[ -x "$perf" ] || echo "# $perf not built: rdmamsg columns are n/a" >&2
+export RDMAMSG_FABRIC=soft RDMAMSG_SOFTRDMA_PATH=$lib
+group=239.1.77.1
+
+# mc VAR SIZE N [OPTS...] -- one publisher and $nsub subscribers; VAR_rate
+# gets the publisher's msgs/s for SIZE, VAR_lat the subscribers' median
+# one-way latency (median over subscribers), n/a on failure
+mc() {
+	local var=$1 size=$2 n=$3 i p rate=n/a lat=n/a ok=1
+	local -a o=("${@:4}") subs=()
+	if [ -x "$perf" ] && [ -e "$lib" ]; then
+		for i in $(seq "$nsub"); do
+			timeout -k 5 "$limit" "$perf" -L "$group" -n "$n" --size "$size" "${o[@]}" \
+				>"$tmp/sub$i" 2>&1 &
+			subs+=($!)
+			pids="$pids $!"
+		done
+		for i in $(seq "$nsub"); do
+			for _ in $(seq 300); do
+				grep -q '^# subscribed' "$tmp/sub$i" && break
+				sleep 0.1
+			done
+		done
+		timeout -k 5 "$limit" "$perf" -P "$group" -n "$n" --size "$size" "${o[@]}" \
+			>"$tmp/pub" 2>&1 || ok=0
+		for p in "${subs[@]}"; do wait "$p" || ok=0; done
+		if [ $ok = 1 ]; then
+			rate=$(awk -v s="$size" '$1 == s && NF == 5 { print $3 }' "$tmp/pub")
+			lat=$(for i in $(seq "$nsub"); do
+				awk -v s="$size" '$1 == s && NF == 6 { print $4 }' "$tmp/sub$i"
+			done | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+		else
+			echo "# rdmamsg_perf mcast ${o[*]} $size failed:" >&2
+			tail -n 3 "$tmp/pub" "$tmp/sub1" | sed 's/^/#   /' >&2
+		fi
+	fi
+	printf -v "${var}_rate" %s "${rate:-n/a}"
+	printf -v "${var}_lat" %s "${lat:-n/a}"
+}
+
+# raw VAR PROG SIZE COL N -- perftest UD multicast on softrdma (GID 0),
+# the sender's figure.  The receiver may never count N datagrams (UD drops
+# what finds no receive posted), so it is killed once the sender is done.
+raw() {
+	local var=$1 prog=$2 size=$3 col=$4 n=$5 port spid res=n/a
+	if [ -e "$lib" ] && have "$prog"; then
+		port=$(free_port)
+		env LD_PRELOAD="$lib" timeout -k 5 "$limit" "$prog" -d softrdma0 -x 0 -F -c UD --mcg \
+			-p "$port" -s "$size" -n "$n" >"$tmp/raw.s" 2>&1 &
+		spid=$!
+		pids="$pids $spid"
+		if wait_port "$port" 15 &&
+			env LD_PRELOAD="$lib" timeout -k 5 "$limit" "$prog" -d softrdma0 -x 0 -F -c UD --mcg \
+				-p "$port" -s "$size" -n "$n" 127.0.0.1 >"$tmp/raw.c" 2>&1; then
+			res=$(pt_col "$tmp/raw.c" "$size" "$col") || res=n/a
+		fi
+		sleep 2
+		kill -9 "$spid" 2>/dev/null
+		wait "$spid" 2>/dev/null
+	fi
+	printf -v "$var" %s "$res"
+}
+
+declare -A acc
+add() { acc[$1]="${acc[$1]:-} $2"; }
+med() {
+	echo "${acc[$1]:-}" | tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -n |
+		awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'
+}
+# ratio A B -- A/B to two places, n/a unless both are numbers
+ratio2() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'
+}
+
+d_rate='' rl_rate='' p_lat='' v=''
+n_rate=$(iters 100000)
+n_lat=$(iters 20000)
+for r in $(seq "$rounds"); do
+	for sz in 64 4096; do
+		mc d "$sz" "$n_rate"
+		add "d_rate_$sz" "$d_rate"
+		mc rl "$sz" "$n_rate" --reliable 1024
+		add "r_rate_$sz" "$rl_rate"
+		mc p "$sz" "$n_lat" --pace 10000
+		add "d_lat_$sz" "$p_lat"
+		raw v ib_send_bw "$sz" 5 "$n_rate"
+		# Mpps -> msgs/s
+		add "v_rate_$sz" "$(awk -v v="$v" 'BEGIN { if (v + 0 > 0) printf "%.0f", v * 1e6 }')"
+		raw v ib_send_lat "$sz" 5 "$n_lat"
+		add "v_lat_$sz" "$v"
+	done
+	echo "# round $r of $rounds done" >&2
+done
+
+echo "rdmamsg multicast: rdmamsg_perf -P/-L, 1 publisher, $nsub subscriber(s); raw: perftest -c UD --mcg"
+echo "(sender rate; 1 receiver) on softrdma; medians of $rounds round(s), $n_rate messages per rate run"
+printf '%-34s %12s %12s %8s\n' metric rdmamsg raw-UD ratio
+for sz in 64 4096; do
+	d=$(med "d_rate_$sz") r=$(med "r_rate_$sz") v=$(med "v_rate_$sz")
+	printf '%-34s %12s %12s %8s\n' "publish rate $sz B, default (msg/s)" "$d" "$v" "$(ratio2 "$d" "$v")"
+	printf '%-34s %12s %12s %8s\n' "publish rate $sz B, reliable" "$r" "$v" "$(ratio2 "$r" "$v")"
+	d=$(med "d_lat_$sz") v=$(med "v_lat_$sz")
+	printf '%-34s %12s %12s %8s\n' "latency $sz B at 10k/s (us)" "$d" "$v" "$(ratio2 "$d" "$v")"
+done
+echo "goal (issue 14): default >= 0.8x and reliable >= 0.5x raw UD multicast's rate"
+exit 0
