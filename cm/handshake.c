@@ -93,8 +93,8 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 		return RDMAMSG_REJECT_VERSION;
 	if (hs->kind != HS_REJ &&
 	    (hs->depth < 2 || hs->depth > RDMAMSG_HS_MAX_DEPTH ||
-	     hs->ctl < RDMAMSG_CTL_CREDITS_SRQ || hs->ctl > RDMAMSG_CTL_CREDITS ||
-	     hs->eager < 64 ||
+	     hs->ctl < RDMAMSG_CTL_CREDITS_SRQ ||
+	     hs->ctl > RDMAMSG_CTL_CREDITS || hs->eager < 64 ||
 	     hs->max_msg < hs->eager))
 		return RDMAMSG_REJECT_HANDSHAKE;
 	return 0;

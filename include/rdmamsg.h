@@ -488,11 +488,13 @@ int rdmamsg_conn_req_reject(struct rdmamsg_conn_req *req, int reason,
  * Shared receive queues.  Endpoints of one context may share one SRQ: their
  * receive buffers then come from the SRQ instead of a ring per endpoint.
  * Each endpoint on an SRQ keeps its own credit window (its receive depth
- * plus 3 control credits) carved out of the SRQ: connecting or accepting
- * reserves the window (-ENOBUFS when the SRQ's max_bufs would be passed),
- * the SRQ's buffers are posted to cover every window, a consumed buffer is
- * reposted before its credit goes back to the sender, and the endpoint's
- * window returns to the SRQ when the endpoint is freed.  Lossless: a sender
+ * plus 2 control credits) carved out of the SRQ: connecting reserves the
+ * whole window, accepting a guaranteed one (1 data + 2 control credits,
+ * the rest lent from the SRQ's surplus); -ENOBUFS when the SRQ's max_bufs
+ * would be passed.  The SRQ's buffers are posted to cover every credit
+ * granted, a consumed buffer is reposted before its credit goes back to
+ * the sender, and the endpoint's window returns to the SRQ when the
+ * endpoint is freed.  Lossless: a sender
  * never finds the SRQ empty (no RNR), memory stays at most max_bufs
  * buffers whatever the number of endpoints or reconnects.  See
  * rdmamsg_srq_create(3).

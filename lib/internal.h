@@ -224,10 +224,10 @@ struct rdmamsg__iface {
 	uint32_t ncq;
 	uint32_t max_cqe; /* 0: the device's (RDMAMSG_TEST_MAX_CQE caps it) */
 	int polling;
-	uint64_t seq;	   /* stamps: drains, progress passes (iface.c) */
-	uint64_t drained;  /* the stamp of the last drain that emptied it */
-	uint64_t pass;	   /* the stamp of the current progress pass */
-	uint64_t stale_wcs;	   /* completions of freed lanes dropped */
+	uint64_t seq;	    /* stamps: drains, progress passes (iface.c) */
+	uint64_t drained;   /* the stamp of the last drain that emptied it */
+	uint64_t pass;	    /* the stamp of the current progress pass */
+	uint64_t stale_wcs; /* completions of freed lanes dropped */
 	struct rdmamsg__idt eps;   /* lanes, by wr_id tag (the name stays) */
 	struct rdmamsg__idt srqs;  /* SRQ receives name their SRQ (srq.c) */
 	struct rdmamsg__qpmap qps; /* qp_num -> lane on an SRQ */
@@ -320,9 +320,9 @@ struct rdmamsg_srq {
 	uint64_t wrid_base; /* wr_id without the buffer index */
 	size_t buf_size;
 	uint32_t max_bufs, nbufs, posted, limit;
-	uint32_t reserved; /* the endpoints' guaranteed windows */
-	uint32_t extra;	   /* data credits granted beyond them */
-	uint32_t withheld; /* data credits endpoints withhold for want */
+	uint32_t reserved;	/* the endpoints' guaranteed windows */
+	uint32_t extra;		/* data credits granted beyond them */
+	uint32_t withheld;	/* data credits endpoints withhold for want */
 	unsigned int refs, nep; /* endpoints made with it; holding a window */
 	struct rdmamsg_buf **bufs; /* max_bufs slots; the first nbufs used */
 	uint32_t *idle;		   /* consumed, not reposted (post failed) */
@@ -375,7 +375,7 @@ void rdmamsg__dispatch_close(struct rdmamsg_ctx *ctx);
  * a time, plus the goodbye's): every buffer counts there (srq.c) */
 #define RDMAMSG_CTL_CREDITS_SRQ 2
 /* rdmamsg__ep_own_ctl -- the control credits ep grants its peer */
-#define rdmamsg__ep_own_ctl(ep)                                                \
+#define rdmamsg__ep_own_ctl(ep) \
 	((ep)->p.srq ? RDMAMSG_CTL_CREDITS_SRQ : RDMAMSG_CTL_CREDITS)
 
 struct rdmamsg__ep_params {

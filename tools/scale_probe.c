@@ -386,8 +386,8 @@ static int client(int n, int window, const char *addr, int wfd, int gofd)
 			fprintf(stderr,
 				"scale_probe: client %d: %.1f s: %d up, %d in "
 				"flight, %d failed\n",
-				(int)getpid(), (tv - t0) / 1e6, c_up, c_inflight,
-				c_failed);
+				(int)getpid(), (tv - t0) / 1e6, c_up,
+				c_inflight, c_failed);
 		}
 	}
 	res.t_done = now_us();

@@ -14,14 +14,14 @@
 #include "../tap.h"
 #include "util.h"
 
-#define MAXC	   128
+#define MAXC 128
 /* an endpoint's full window on an SRQ: receive depth + 2 control credits;
  * its guaranteed one: 1 data + 2 control (the rest lent from the surplus) */
 #define WIN(depth) ((depth) + 2)
 #define WIN_MIN	   3
 /* lent beyond the guaranteed windows: at most a sixteenth of the server
  * SRQ's 1,024 buffers (srq.c) */
-#define LENT_MAX   (1024 / 16)
+#define LENT_MAX (1024 / 16)
 
 struct cconn {
 	struct rdmamsg_ep *ep;

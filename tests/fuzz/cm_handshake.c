@@ -49,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* what the library then uses without further checks */
 	if (hs.kind != HS_REJ &&
 	    (hs.version != RDMAMSG_HS_VERSION || hs.depth < 2 ||
-	     hs.depth > RDMAMSG_HS_MAX_DEPTH || hs.ctl != RDMAMSG_CTL_CREDITS ||
+	     hs.depth > RDMAMSG_HS_MAX_DEPTH ||
+	     hs.ctl < RDMAMSG_CTL_CREDITS_SRQ || hs.ctl > RDMAMSG_CTL_CREDITS ||
 	     hs.eager < 64 || hs.max_msg < hs.eager))
 		abort();
 	return 0;
