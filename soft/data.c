@@ -2389,7 +2389,8 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 static void *thread_main(void *arg)
 {
 	struct soft_context *ctx = arg;
-	_Atomic uint32_t *w = &soft_reg->ctx[ctx->reg_idx].wake;
+	struct soft_reg_ctx *slot = &soft_reg->ctx[ctx->reg_idx];
+	_Atomic uint32_t *w = &slot->wake;
 	uint32_t v;
 
 	while (!atomic_load(&ctx->thread_stop)) {
@@ -2401,11 +2402,16 @@ static void *thread_main(void *arg)
 			ctx->in_thread = 0;
 			soft_unlock(&ctx->lock);
 		}
-		soft_futex_wait(
-			w, v,
-			ctx->outstanding && (ctx->narmed || ctx->serve_rings)
-				? 1000000
-				: 100000000);
+		/* sleeping before the last look at w, both seq_cst: a waker
+		 * that saw it 0 (no FUTEX_WAKE) bumped w before that look */
+		atomic_store(&slot->sleeping, 1);
+		if (atomic_load(w) == v)
+			soft_futex_wait(w, v,
+					ctx->outstanding && (ctx->narmed ||
+							     ctx->serve_rings)
+						? 1000000
+						: 100000000);
+		atomic_store(&slot->sleeping, 0);
 	}
 	return NULL;
 }

@@ -111,11 +111,11 @@ static struct mc_table *mc_lock(int create)
 	int tries, fd, r;
 
 	pthread_mutex_lock(&mc_local);
-	mc_name(name, sizeof(name));
 	for (tries = 0; tries < 100; tries++) {
 		if (!mc_tab) {
 			int fresh = 0;
 
+			mc_name(name, sizeof(name)); /* not on every send */
 			fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
 			if (fd < 0 && errno == ENOENT && create) {
 				fd = shm_open(name,

@@ -763,10 +763,14 @@ void soft_seg_unlink(uint32_t qpn)
 /* soft_wake_ctx -- poke the progress thread of a context */
 void soft_wake_ctx(uint32_t ctx_idx)
 {
-	_Atomic uint32_t *w = &soft_reg->ctx[ctx_idx].wake;
+	struct soft_reg_ctx *c = &soft_reg->ctx[ctx_idx];
 
-	atomic_fetch_add(w, 1);
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	/* a thread that is running sees the new value before it sleeps
+	 * (thread_main): only a sleeping one needs the kernel */
+	atomic_fetch_add(&c->wake, 1);
+	if (atomic_load(&c->sleeping))
+		syscall(SYS_futex, (uint32_t *)&c->wake, FUTEX_WAKE, INT_MAX,
+			NULL, NULL, 0);
 }
 
 /* soft_lock_slow -- the context lock is held: mark it contended, sleep */

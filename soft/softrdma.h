@@ -63,7 +63,9 @@ struct soft_reg_ctx {
 	_Atomic uint32_t wake;	/* futex word of the progress thread */
 	_Atomic uint32_t armed; /* a CQ of this context is armed */
 	_Atomic uint32_t always_wake; /* its thread serves the rings */
-	uint8_t pad2[36];
+	_Atomic uint32_t sleeping;    /* its thread is in (or entering) the
+				       * futex wait: wakers call the kernel */
+	uint8_t pad2[32];
 };
 
 struct soft_reg_qp {
