@@ -8,7 +8,8 @@
 # a normal exit and reclaim what a killed process left.
 #
 # Environment:
-#   RDMAMSG_TEST_TIMEOUT  seconds before the test is killed (default 300)
+#   RDMAMSG_TEST_TIMEOUT  seconds before the test is killed (default 300;
+#                         four times that for the long runs, *-long.sh)
 #   RDMAMSG_TEST_VALGRIND 1: run compiled tests under valgrind memcheck;
 #                         tests see RDMAMSG_TEST_SCALE=small and shrink
 #                         their loops.
@@ -25,6 +26,9 @@ fi
 
 test_prog=$1
 limit=${RDMAMSG_TEST_TIMEOUT:-300}
+case $test_prog in
+*-long.sh) limit=$((limit * 4)) ;; # the long runs (1,000,000 messages)
+esac
 set -- timeout --kill-after=10 "$limit" "$@"
 case $test_prog in
 *.sh)
