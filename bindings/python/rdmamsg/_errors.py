@@ -76,6 +76,8 @@ NotFound = _sub("NotFound", LookupError)
 AlreadyClosing = _sub("AlreadyClosing", OSError)
 OutOfRange = _sub("OutOfRange", ValueError)
 NoSpace = _sub("NoSpace", OSError)
+BrokenPipe = _sub("BrokenPipe", BrokenPipeError)
+AddressNotAvailable = _sub("AddressNotAvailable", OSError)
 
 # errno -> class; anything else becomes a plain Error.
 ERRNO_CLASSES: Dict[int, Type[Error]] = {
@@ -103,6 +105,8 @@ ERRNO_CLASSES: Dict[int, Type[Error]] = {
     _errno.EALREADY: AlreadyClosing,
     _errno.ERANGE: OutOfRange,
     _errno.ENOSPC: NoSpace,
+    _errno.EPIPE: BrokenPipe,
+    _errno.EADDRNOTAVAIL: AddressNotAvailable,
 }
 
 
