@@ -2584,6 +2584,7 @@ class _GroupCore:
         self.gaps = 0       # loss reports
         self.dropped = 0    # messages dropped because the queue was full
         self.publish_errors = 0
+        self.id = 0
 
     # -- callbacks ----------------------------------------------------------
     def _on_join(self, status: int) -> None:
@@ -2784,6 +2785,9 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
         lib.rdmamsg_group_attr_delete(attrp)
     core.g = gp[0]
     ctx._groups.add(core)
+    idp = ffi.new("uint64_t *")
+    if lib.rdmamsg_group_get_id(core.g, idp) == 0:
+        core.id = int(idp[0])
     ctx._kick()
     group = Group(core, addr)
     fut = core.join_fut
@@ -2836,9 +2840,7 @@ class Group:
     def id(self) -> int:
         """This member's publisher id (random, non-zero): what its
         subscribers see in GroupMessage.publisher and GroupLoss."""
-        v = ffi.new("uint64_t *")
-        check(lib.rdmamsg_group_get_id(self._c(), v), "rdmamsg_group_get_id")
-        return int(v[0])
+        return self._core.id
 
     @property
     def received(self) -> int:

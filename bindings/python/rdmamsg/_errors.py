@@ -10,6 +10,7 @@ message is the library's ``rdmamsg_strerror()`` text.
 from __future__ import annotations
 
 import errno as _errno
+import os as _os
 from typing import Dict, Optional, Type
 
 from ._ffi import ffi, lib
@@ -120,6 +121,8 @@ def make_error(rc: int, what: Optional[str] = None) -> Error:
     err = -rc if rc < 0 else rc
     cls = ERRNO_CLASSES.get(err, Error)
     text = strerror(-err)
+    if text == "unknown error" and err:  # not one the library words itself
+        text = _os.strerror(err)
     if what:
         text = "%s: %s" % (what, text)
     return cls(err, text)
