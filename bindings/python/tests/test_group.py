@@ -11,8 +11,11 @@ RDMAMSG_TEST_MC_DROP (a member drops one datagram in n it receives).
 import asyncio
 import gc
 import os
+import re
+import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -558,3 +561,83 @@ async def test_module_level_join_default_context():
     await g.publish(b"v6")
     await g.close()
     await rdmamsg.get_context().close()
+
+
+# -- interoperation with the C sample (samples/mcast) ------------------------
+
+MCAST = os.path.join(os.environ.get("RDMAMSG_TEST_BUILDDIR", ""), "samples",
+                     "mcast", "mcast")
+needs_sample = pytest.mark.skipif(not os.path.exists(MCAST),
+                                  reason="samples/mcast/mcast not built")
+SYMBOLS = [b"ACME", b"INIT", b"ZETA", b"OMNI", b"QBIT"]
+TICK = struct.Struct("<8sQqIIQ")  # samples/mcast's struct tick
+
+
+def tick(seq):
+    qty = 100 + seq % 50
+    return TICK.pack(SYMBOLS[seq % 5], seq, 1000000 + (seq % 977) * 25, qty,
+                     seq ^ qty, time.monotonic_ns())
+
+
+@needs_sample
+async def test_c_publisher_python_subscriber():
+    """samples/mcast -p publishes ticks; a Python subscriber checks each
+    one (its sequence number, symbol and check field) and accounts for
+    all of them."""
+    n = 500
+    async with rdmamsg.Context() as b:
+        async with await b.join("239.1.9.13", role="subscriber",
+                                recv_depth=4096, loss_items=True) as sub:
+            proc = await asyncio.create_subprocess_exec(
+                MCAST, "-p", "-g", "239.1.9.13", "-n", str(n), "-r", "20000",
+                "-s", "100", stdout=subprocess.PIPE)
+            out = (await asyncio.wait_for(proc.communicate(), 60))[0]
+            assert proc.returncode == 0, out
+            nxt = bad = 0
+            pubs = set()
+            while sub.received + sub.lost < n or sub.queued:
+                item = await asyncio.wait_for(sub.recv(), 30)
+                pubs.add(item.publisher)
+                if isinstance(item, rdmamsg.GroupLoss):
+                    bad += item.first != nxt
+                    nxt = item.first + item.count
+                    continue
+                sym, seq, price, qty, check, _ns = TICK.unpack_from(
+                    item.data)
+                bad += (len(item.data) != 100 or seq != item.seq or
+                        seq != nxt or check != seq ^ qty or
+                        sym.rstrip(b"\0") != SYMBOLS[seq % 5])
+                nxt = seq + 1
+            assert bad == 0 and nxt == n and len(pubs) == 1
+            assert sub.received + sub.lost == n
+            assert sub.received > 0
+
+
+@needs_sample
+async def test_python_publisher_c_subscriber():
+    """A Python publisher's ticks are well formed and in order for
+    samples/mcast -l, which accounts for every one."""
+    n = 500
+    proc = await asyncio.create_subprocess_exec(
+        MCAST, "-l", "-g", "239.1.9.14", "-n", str(n), "-t", "60",
+        stdout=subprocess.PIPE)
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line.startswith(b"subscribed to 239.1.9.14"), line
+        async with rdmamsg.Context() as a:
+            async with await a.join("239.1.9.14", role="publisher",
+                                    heartbeat=HB) as pub:
+                for seq in range(n):
+                    await pub.publish(tick(seq))
+                    if seq % 32 == 31:
+                        await asyncio.sleep(0.002)  # below its queue
+        out = (await asyncio.wait_for(proc.communicate(), 60))[0]
+        assert proc.returncode == 0, out
+        m = re.search(rb"received (\d+), lost (\d+) in \d+ gaps, 0 bad", out)
+        assert m, out
+        assert int(m.group(1)) + int(m.group(2)) == n
+        assert int(m.group(1)) > 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
