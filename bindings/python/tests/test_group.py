@@ -467,6 +467,31 @@ async def test_cancel_recv_keeps_group_usable():
         await sub.close()
 
 
+async def test_join_cancelled_leaves_nothing():
+    """A join cancelled while the library is still joining closes the
+    group it started; the context then has none left."""
+    async with rdmamsg.Context() as a:
+        cancelled = 0
+        for i in range(5):
+            task = asyncio.ensure_future(a.join("239.1.9.15"))
+            await asyncio.sleep(0)  # the join is under way
+            task.cancel()
+            try:
+                g = await task
+            except asyncio.CancelledError:
+                cancelled += 1
+            else:
+                await g.close()
+        assert cancelled > 0
+        for _ in range(1000):
+            if not a._groups:
+                break
+            await asyncio.sleep(0.01)
+        assert not a._groups
+        async with await a.join("239.1.9.15") as g:  # still works
+            assert not g.closed
+
+
 @pytest.mark.parametrize("addr,kw,exc", [
     ("10.231.0.1", {}, rdmamsg.InvalidArgument),     # not multicast
     ("239.1.2", {}, rdmamsg.InvalidArgument),
@@ -494,6 +519,8 @@ async def test_cancel_recv_keeps_group_usable():
     ("239.1.9.10", {"bind_addr": "not an address"},
      rdmamsg.InvalidArgument),
     ("239.1.9.10", {"bind_addr": 5}, TypeError),
+    ("239.1.9.10", {"bind_addr": "239.9.9.9"}, rdmamsg.InvalidArgument),
+    ("239.1.9.10", {"bind_addr": "10.231.254.253"}, OSError),  # not here
     ("239.1.9.10", {"max_queue": 0}, ValueError),
     ("239.1.9.10", {"on_loss": 5}, TypeError),
 ])
