@@ -2795,8 +2795,11 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
         if fut is not None:
             await asyncio.shield(fut)
     except BaseException:
-        # cancelled, or the join failed: nothing of it stays
-        core.user_closed = True
+        # cancelled, or the join failed: nothing of it stays (and nobody
+        # is left to take the join's outcome)
+        core.join_fut = None
+        if fut is not None and not fut.done():
+            fut.cancel()
         core.close_nowait(user=True)
         raise
     return group
