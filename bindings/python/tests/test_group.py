@@ -668,3 +668,25 @@ async def test_python_publisher_c_subscriber():
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_blocking_layer():
+    """rdmamsg.blocking.join: a publisher and a subscriber, each on its own
+    private loop, in one thread (progress only inside the calls)."""
+    from rdmamsg import blocking
+    before = rdmamsg.live_contexts()
+    with blocking.join("239.1.9.16", role="subscriber") as sub, \
+            blocking.join("239.1.9.16", role="publisher") as pub:
+        for i in range(20):
+            pub.publish(b"b%d" % i)
+        got = [sub.recv(timeout=30) for _ in range(20)]
+        assert [(m.seq, m.data) for m in got] == \
+            [(i, b"b%d" % i) for i in range(20)]
+        assert {m.publisher for m in got} == {pub.group.id}
+        with pytest.raises(TimeoutError):
+            sub.recv(timeout=0.1)
+        with pytest.raises(rdmamsg.InvalidArgument):
+            blocking.join("10.231.0.1")
+    assert rdmamsg.live_contexts() == before
+    with pytest.raises(BrokenPipeError):
+        pub.publish(b"x")
