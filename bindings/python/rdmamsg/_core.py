@@ -2504,6 +2504,10 @@ class GroupStats(NamedTuple):
     mtu: int                   # payload bytes per datagram
 
 
+def _group_stats(st: Any) -> GroupStats:
+    return GroupStats(*(int(getattr(st, f)) for f in GroupStats._fields))
+
+
 _ROLES = {"publisher": lib.RDMAMSG_GROUP_PUBLISHER,
           "subscriber": lib.RDMAMSG_GROUP_SUBSCRIBER,
           "both": lib.RDMAMSG_GROUP_PUBLISHER | lib.RDMAMSG_GROUP_SUBSCRIBER}
@@ -2543,7 +2547,7 @@ def _py_on_publish(g, op_ctx, status, arg):  # type: ignore
 
 @ffi.def_extern(onerror=_cb_error)
 def _py_on_group_closed(g, arg):  # type: ignore
-    ffi.from_handle(arg)._on_closed()
+    ffi.from_handle(arg)._on_closed(g)
 
 
 _group_cbs = ffi.new("struct rdmamsg_group_cbs *")
@@ -2585,6 +2589,7 @@ class _GroupCore:
         self.dropped = 0    # messages dropped because the queue was full
         self.publish_errors = 0
         self.id = 0
+        self.final_stats: Optional[GroupStats] = None
 
     # -- callbacks ----------------------------------------------------------
     def _on_join(self, status: int) -> None:
@@ -2639,7 +2644,12 @@ class _GroupCore:
         q.append(loss)
         _wake_one(self.recv_waiters)
 
-    def _on_closed(self) -> None:
+    def _on_closed(self, g: Any) -> None:
+        # the last counters, for query() after the close (g is freed once
+        # this callback returns)
+        st = ffi.new("struct rdmamsg_group_stats *")
+        if lib.rdmamsg_group_query(g, st) == 0:
+            self.final_stats = _group_stats(st)
         self.g = None
         _wake_all(self.recv_waiters)
         _wake_all(self.writers)
@@ -2886,11 +2896,16 @@ class Group:
         return core.g
 
     def query(self) -> GroupStats:
-        """The group's counters now (rdmamsg_group_query)."""
+        """The group's counters now (rdmamsg_group_query); once the group
+        is closed, its last ones."""
+        core = self._core
+        if core.g is None:
+            if core.final_stats is None:
+                raise make_error(-_errno.EPIPE, "the group is closed")
+            return core.final_stats
         st = ffi.new("struct rdmamsg_group_stats *")
-        check(lib.rdmamsg_group_query(self._c(), st), "rdmamsg_group_query")
-        return GroupStats(*(int(getattr(st, f))
-                            for f in GroupStats._fields))
+        check(lib.rdmamsg_group_query(core.g, st), "rdmamsg_group_query")
+        return _group_stats(st)
 
     # -- publishing -----------------------------------------------------
     def _publish(self, data: BufferLike, opid: int) -> int:
