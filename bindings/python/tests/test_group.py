@@ -12,6 +12,7 @@ import asyncio
 import gc
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -694,3 +695,73 @@ def test_blocking_layer():
     assert rdmamsg.live_contexts() == before
     with pytest.raises(BrokenPipeError):
         pub.publish(b"x")
+
+
+RELIABLE_PEER = r"""
+import asyncio, sys, rdmamsg
+async def main():
+    n = int(sys.argv[1])
+    async with rdmamsg.Context() as ctx:
+        async with await ctx.join("239.1.9.17", role="subscriber",
+                                  reliable=16) as g:
+            print("joined", flush=True)
+            seqs = [(await g.recv()).seq for _ in range(n)]
+            print("received", len(seqs), "in order", seqs == list(range(n)),
+                  "lost", g.lost, flush=True)
+asyncio.run(main())
+"""
+
+
+async def test_stalled_publisher_waits_without_spinning(tmp_path):
+    """A reliable publisher whose subscriber (a child process) is stopped
+    is held at its window: publish() waits, retrying only when the
+    context made progress (a few heartbeats), not in a busy loop; when
+    the subscriber goes on, everything is published and received."""
+    n = 100
+    script = tmp_path / "rsub.py"
+    script.write_text(RELIABLE_PEER)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), str(n), stdout=subprocess.PIPE)
+    try:
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == \
+            b"joined\n"
+        async with rdmamsg.Context() as a:
+            async with await a.join("239.1.9.17", role="publisher",
+                                    reliable=16) as pub:
+                for _ in range(2000):
+                    if pub.query().receivers:
+                        break
+                    await asyncio.sleep(0.005)
+                assert pub.query().receivers == 1
+                proc.send_signal(signal.SIGSTOP)
+                tries = []
+                orig = pub._publish
+
+                def counting(data, opid):
+                    tries.append(1)
+                    return orig(data, opid)
+
+                pub._publish = counting
+
+                async def all_of_them():
+                    for seq in range(n):
+                        await pub.publish(b"%d" % seq)
+
+                task = asyncio.ensure_future(all_of_them())
+                await asyncio.sleep(0.5)
+                # held at the window (16) of the stopped subscriber
+                assert not task.done()
+                assert pub.query().msgs_published <= 16
+                stalled = len(tries)
+                assert stalled < 16 + 100  # retries per pass, not a spin
+                proc.send_signal(signal.SIGCONT)
+                await asyncio.wait_for(task, 60)
+                assert pub.query().flow_control_stalls > 0
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line == b"received %d in order True lost 0\n" % n
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            await proc.wait()
