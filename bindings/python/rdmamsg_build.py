@@ -236,12 +236,83 @@ int rdmamsg_atomic_fadd(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 			void (*cb)(struct rdmamsg_ep *, int, uint64_t, void *),
 			void *op_ctx);
 
+/* multicast groups */
+struct rdmamsg_group;
+struct rdmamsg_group_attr;
+enum rdmamsg_group_role { RDMAMSG_GROUP_PUBLISHER, RDMAMSG_GROUP_SUBSCRIBER,
+			  ... };
+enum rdmamsg_group_flow { RDMAMSG_GROUP_FLOW_MIN, RDMAMSG_GROUP_FLOW_MAX,
+			  RDMAMSG_GROUP_FLOW_TAGGED, ... };
+struct rdmamsg_group_msg {
+	uint64_t publisher;
+	uint64_t seq;
+	const void *data;
+	size_t len;
+	...;
+};
+struct rdmamsg_group_cbs {
+	void (*on_join)(struct rdmamsg_group *, int, void *);
+	void (*on_message)(struct rdmamsg_group *,
+			   const struct rdmamsg_group_msg *, void *);
+	void (*on_loss)(struct rdmamsg_group *, uint64_t, uint64_t, uint64_t,
+			void *);
+	void (*on_publish)(struct rdmamsg_group *, void *, int, void *);
+	...;
+};
+struct rdmamsg_group_stats {
+	uint64_t msgs_published, bytes_published;
+	uint64_t msgs_received, bytes_received;
+	uint64_t datagrams_sent, datagrams_received, heartbeats_sent;
+	uint64_t gaps;
+	uint64_t msgs_lost;
+	uint64_t duplicates;
+	uint64_t malformed;
+	uint64_t publishers;
+	uint64_t naks_sent, naks_received, repairs;
+	uint64_t flow_control_stalls;
+	uint64_t receivers;
+	uint32_t mtu;
+	...;
+};
+int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr);
+int rdmamsg_group_attr_delete(struct rdmamsg_group_attr **attr);
+int rdmamsg_group_attr_set_role(struct rdmamsg_group_attr *attr,
+				unsigned int role);
+int rdmamsg_group_attr_set_max_msg_size(struct rdmamsg_group_attr *attr,
+					size_t size);
+int rdmamsg_group_attr_set_bind_addr(struct rdmamsg_group_attr *attr,
+				     const char *addr);
+int rdmamsg_group_attr_set_recv_depth(struct rdmamsg_group_attr *attr,
+				      uint32_t depth);
+int rdmamsg_group_attr_set_send_depth(struct rdmamsg_group_attr *attr,
+				      uint32_t depth);
+int rdmamsg_group_attr_set_heartbeat(struct rdmamsg_group_attr *attr,
+				     unsigned int ms);
+int rdmamsg_group_attr_set_reliable(struct rdmamsg_group_attr *attr,
+				    uint32_t window);
+int rdmamsg_group_attr_set_flow_control(struct rdmamsg_group_attr *attr,
+					enum rdmamsg_group_flow flow,
+					uint32_t tag);
+int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
+int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
+		       const struct rdmamsg_group_attr *attr,
+		       const struct rdmamsg_group_cbs *cbs, void *arg,
+		       struct rdmamsg_group **g);
+int rdmamsg_group_publish(struct rdmamsg_group *g, const void *data,
+			  size_t len, void *op_ctx);
+int rdmamsg_group_close(struct rdmamsg_group *g,
+			void (*close_cb)(struct rdmamsg_group *, void *));
+int rdmamsg_group_query(const struct rdmamsg_group *g,
+			struct rdmamsg_group_stats *stats);
+int rdmamsg_group_get_id(const struct rdmamsg_group *g, uint64_t *id);
+
 /* C helpers of the binding (SOURCE below): fewer crossings per message */
 int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
 		     int *woke, void *h);
 int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
 		     const char *data, size_t len, uintptr_t opid);
 void _rdmamsg_py_on_send(struct rdmamsg_ep *, int, void *, void *);
+void _rdmamsg_py_on_publish(struct rdmamsg_group *, void *, int, void *);
 int _rdmamsg_py_log_route(int on);
 
 /* Python callbacks (their arg is a handle or an operation id) */
@@ -269,6 +340,14 @@ extern "Python" int _py_recv_alloc(struct rdmamsg_ep *, size_t, void **,
 				   struct rdmamsg_mr **, void *);
 extern "Python" void _py_on_srq_closed(struct rdmamsg_srq *, void *);
 extern "Python" void _py_log(int, const char *, const char *);
+extern "Python" void _py_on_join(struct rdmamsg_group *, int, void *);
+extern "Python" void _py_on_message(struct rdmamsg_group *,
+				    const struct rdmamsg_group_msg *, void *);
+extern "Python" void _py_on_loss(struct rdmamsg_group *, uint64_t, uint64_t,
+				 uint64_t, void *);
+extern "Python" void _py_on_publish(struct rdmamsg_group *, void *, int,
+				    void *);
+extern "Python" void _py_on_group_closed(struct rdmamsg_group *, void *);
 extern "Python" void _py_on_listener_closed(struct rdmamsg_listener *,
 					    void *);
 """
@@ -283,6 +362,7 @@ SOURCE = r"""
 #include <rdmamsg.h>
 
 static void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
+static void _py_on_publish(struct rdmamsg_group *, void *, int, void *);
 static void _py_flush(void *);
 static void _py_log(int, const char *, const char *);
 
@@ -338,6 +418,15 @@ static void _rdmamsg_py_on_send(struct rdmamsg_ep *ep, int status,
 {
 	if (op_ctx)
 		_py_on_send(ep, status, op_ctx, arg);
+}
+
+/* on_publish: only completions somebody waits for (op_ctx != 0) and
+ * failures (counted) reach Python */
+static void _rdmamsg_py_on_publish(struct rdmamsg_group *g, void *op_ctx,
+				   int status, void *arg)
+{
+	if (op_ctx || status < 0)
+		_py_on_publish(g, op_ctx, status, arg);
 }
 
 /* rdmamsg's log function while Python routes it to logging: a message of

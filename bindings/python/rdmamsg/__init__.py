@@ -13,16 +13,18 @@ machines without a NIC), native to asyncio.
 
 See bindings/python/README.md for the guide.
 
-TODO(multicast): the C library has no multicast groups yet; publishers and
-subscribers (``async with ctx.join(group)``) come with them.
+Multicast groups: ``async with await ctx.join("239.1.2.3") as g`` gives a
+``Group`` that publishes (``await g.publish(data)``) and subscribes
+(``async for msg in g``: ``GroupMessage(publisher, seq, data)``).
 """
 from . import _errors
 from ._core import (ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
                     ACCESS_REMOTE_WRITE, KEEP_THRESHOLD, MR_EXPORT_SIZE,
-                    PRIVATE_DATA_MAX, Context, Endpoint, Listener,
+                    PRIVATE_DATA_MAX, Context, Endpoint, Group, GroupLoss,
+                    GroupMessage, GroupStats, Listener,
                     MemoryRegion, Message, PoolBuffer, RemoteRegion, Request,
                     Server, SharedReceiveQueue, SrqStats, connect,
-                    get_context, listen, live_contexts, log_to_logging,
+                    get_context, join, listen, live_contexts, log_to_logging,
                     set_log_level, start_server)
 from ._errors import *  # noqa: F401,F403
 from ._errors import (ERRNO_CLASSES, EndOfStream, Error, make_error,
@@ -48,7 +50,8 @@ REJECT_NO_LISTENER: int = _lib.RDMAMSG_REJECT_NO_LISTENER
 __all__ = [
     "ACCESS_REMOTE_ATOMIC", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE",
     "KEEP_THRESHOLD", "MR_EXPORT_SIZE", "PRIVATE_DATA_MAX", "Context",
-    "Endpoint", "Listener", "MemoryRegion", "Message", "PoolBuffer",
+    "Endpoint", "Group", "GroupLoss", "GroupMessage", "GroupStats",
+    "join", "Listener", "MemoryRegion", "Message", "PoolBuffer",
     "RemoteRegion", "Request", "Server", "SharedReceiveQueue", "SrqStats",
     "connect", "get_context", "listen", "live_contexts", "log_to_logging",
     "set_log_level", "start_server", "ERRNO_CLASSES", "make_error",

@@ -39,7 +39,8 @@ from ._ffi import ffi, lib
 __all__ = [
     "Context", "Endpoint", "Listener", "Server", "Message", "Request",
     "PoolBuffer", "MemoryRegion", "RemoteRegion", "SharedReceiveQueue",
-    "SrqStats", "connect", "listen", "start_server", "get_context",
+    "SrqStats", "Group", "GroupMessage", "GroupLoss", "GroupStats",
+    "connect", "listen", "join", "start_server", "get_context",
     "set_log_level", "log_to_logging",
     "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "ACCESS_REMOTE_ATOMIC",
 ]
@@ -582,6 +583,10 @@ class Context:
         self._eps: Set[_EpCore] = set()
         self._listeners: Set[_ListenerCore] = set()
         self._srqs: Set[_SrqCore] = set()
+        self._groups: Set[_GroupCore] = set()
+        # groups with a publish waiting for room (-EAGAIN): retried after
+        # every pass (the library has no "writable" callback for groups)
+        self._group_waiting: Set[_GroupCore] = set()
         self._mrs: "weakref.WeakSet[MemoryRegion]" = weakref.WeakSet()
         self._bufs = 0  # pool buffers the Python side holds
         self._closing = False
@@ -615,6 +620,11 @@ class Context:
             for w, cbs in d:
                 for fn, context in ([cbs] if type(cbs) is tuple else cbs):
                     self._loop.call_soon(fn, w, context=context)
+        if self._group_waiting:
+            waiting = list(self._group_waiting)
+            self._group_waiting.clear()
+            for g in waiting:
+                _wake_all(g.writers)
         if busy == _EBUSY:
             self._schedule()
         exc = self._raise_later
@@ -743,6 +753,11 @@ class Context:
         for one-sided operations; ``access`` ORs ACCESS_REMOTE_*."""
         return MemoryRegion(self, buffer, access)
 
+    async def join(self, addr: str, **options: Any) -> "Group":
+        """Join the multicast group at ``addr`` through this context: see
+        ``rdmamsg.join()``."""
+        return await join(addr, ctx=self, **options)
+
     def _buf_gone(self) -> None:
         self._bufs -= 1
         if self._closing and self._bufs == 0:
@@ -764,6 +779,8 @@ class Context:
         self._hold()
         for core in list(self._listeners):
             core.close_nowait()
+        for g in list(self._groups):
+            g.close_nowait(user=True)
         for ep in list(self._eps):
             ep.close_nowait(user=True)
         for srq in list(self._srqs):  # freed once its endpoints are
@@ -781,8 +798,8 @@ class Context:
     def _try_destroy(self) -> None:
         if self._ctx is None or not self._closing:
             return
-        if self._eps or self._listeners or self._srqs or self._bufs or \
-                len(self._mrs):
+        if self._eps or self._listeners or self._srqs or self._groups or \
+                self._bufs or len(self._mrs):
             self._kick()
             return
         global _live_contexts
@@ -2441,3 +2458,609 @@ class SharedReceiveQueue:
         return "<rdmamsg.SharedReceiveQueue max_bufs=%d buf_size=%d%s>" % (
             self.max_bufs, self.buf_size,
             " closed" if self._core.closing else "")
+
+
+# ---------------------------------------------------------------------------
+# Multicast groups
+# ---------------------------------------------------------------------------
+
+class GroupMessage(NamedTuple):
+    """A message received from a group: its publisher's id (that member's
+    ``Group.id``), its sequence number (from 0 per publisher, consecutive
+    unless a GroupLoss came between) and its bytes (a copy: the library
+    lends them only for the callback)."""
+    publisher: int
+    seq: int
+    data: bytes
+
+
+class GroupLoss(NamedTuple):
+    """Messages ``first`` .. ``first + count - 1`` of ``publisher`` are lost
+    (reported once, before the message after the gap)."""
+    publisher: int
+    first: int
+    count: int
+
+
+class GroupStats(NamedTuple):
+    """What ``Group.query()`` reports (rdmamsg_group_query)."""
+    msgs_published: int
+    bytes_published: int
+    msgs_received: int
+    bytes_received: int
+    datagrams_sent: int
+    datagrams_received: int
+    heartbeats_sent: int
+    gaps: int                  # loss reports
+    msgs_lost: int             # messages in them
+    duplicates: int            # datagrams dropped as already seen
+    malformed: int             # datagrams dropped as not ours / bad
+    publishers: int            # publishers heard of
+    naks_sent: int             # reliable mode ...
+    naks_received: int
+    repairs: int
+    flow_control_stalls: int   # publishes refused with -EAGAIN
+    receivers: int             # reliable publisher: subscribers it waits for
+    mtu: int                   # payload bytes per datagram
+
+
+def _group_stats(st: Any) -> GroupStats:
+    return GroupStats(*(int(getattr(st, f)) for f in GroupStats._fields))
+
+
+_ROLES = {"publisher": lib.RDMAMSG_GROUP_PUBLISHER,
+          "subscriber": lib.RDMAMSG_GROUP_SUBSCRIBER,
+          "both": lib.RDMAMSG_GROUP_PUBLISHER | lib.RDMAMSG_GROUP_SUBSCRIBER}
+_FLOWS = {"min": lib.RDMAMSG_GROUP_FLOW_MIN, "max": lib.RDMAMSG_GROUP_FLOW_MAX,
+          "tagged": lib.RDMAMSG_GROUP_FLOW_TAGGED}
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_join(g, status, arg):  # type: ignore
+    ffi.from_handle(arg)._on_join(status)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_message(g, msg, arg):  # type: ignore
+    ffi.from_handle(arg)._on_message(
+        GroupMessage(int(msg.publisher), int(msg.seq),
+                     ffi.buffer(msg.data, msg.len)[:]))
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_loss(g, publisher, first, count, arg):  # type: ignore
+    ffi.from_handle(arg)._on_loss(GroupLoss(int(publisher), int(first),
+                                            int(count)))
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_publish(g, op_ctx, status, arg):  # type: ignore
+    core = ffi.from_handle(arg)
+    opid = int(ffi.cast("uintptr_t", op_ctx))
+    if status < 0:
+        core.publish_errors += 1
+    if opid:
+        _finish(opid, status, None)
+    if core.writers:  # a completion made room in the send queue
+        _wake_all(core.writers)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_group_closed(g, arg):  # type: ignore
+    ffi.from_handle(arg)._on_closed(g)
+
+
+_group_cbs = ffi.new("struct rdmamsg_group_cbs *")
+_group_cbs.on_join = lib._py_on_join
+_group_cbs.on_message = lib._py_on_message
+_group_cbs.on_loss = lib._py_on_loss
+# completions of publish_nowait() that succeeded stay in C
+_group_cbs.on_publish = ffi.addressof(lib, "_rdmamsg_py_on_publish")
+
+
+class _GroupCore:
+    """The group's state, kept by its context until its close callback ran
+    (the user's Group wrapper may be collected before)."""
+
+    def __init__(self, ctx: Context, role: int, loss_items: bool,
+                 on_loss: Optional[Callable[[GroupLoss], Any]],
+                 max_queue: Optional[int]) -> None:
+        self.ctx = ctx
+        self.loop = ctx._loop
+        self.g: Any = None
+        self.handle = ffi.new_handle(self)
+        self.role = role
+        self.join_fut: Optional[asyncio.Future] = self.loop.create_future()
+        self.closed_fut: asyncio.Future = self.loop.create_future()
+        self.closing = False
+        self.user_closed = False
+        self.dead: Optional[int] = None  # the join's failure
+        # GroupMessage, or GroupLoss with loss_items
+        self.queue: Deque[Any] = deque()
+        self.recv_waiters: Deque[asyncio.Future] = deque()
+        self.writers: Deque[asyncio.Future] = deque()
+        self.receiver: Optional[Callable[[GroupMessage], Any]] = None
+        self.loss_items = loss_items
+        self.on_loss = on_loss
+        self.max_queue = max_queue
+        self.received = 0   # messages delivered to Python
+        self.lost = 0       # messages reported lost (and dropped, below)
+        self.gaps = 0       # loss reports
+        self.dropped = 0    # messages dropped because the queue was full
+        self.publish_errors = 0
+        self.id = 0
+        self.final_stats: Optional[GroupStats] = None
+
+    # -- callbacks ----------------------------------------------------------
+    def _on_join(self, status: int) -> None:
+        fut = self.join_fut
+        self.join_fut = None
+        if status < 0:
+            self.dead = status
+            self.close_nowait(user=False)
+        if fut is not None and not fut.done():
+            if status < 0:
+                fut.set_exception(make_error(status, "join"))
+            else:
+                fut.set_result(None)
+
+    def _on_message(self, m: GroupMessage) -> None:
+        if self.user_closed:
+            return
+        self.received += 1
+        if self.receiver is not None:
+            self.receiver(m)
+            return
+        if self.max_queue is not None and \
+                len(self.queue) >= self.max_queue:
+            # a consumer that falls behind: the message is lost here, and
+            # reported as such (received + lost stays == published)
+            self.received -= 1
+            self.dropped += 1
+            self._on_loss(GroupLoss(m.publisher, m.seq, 1), merge=True)
+            return
+        self.queue.append(m)
+        _wake_one(self.recv_waiters)
+
+    def _on_loss(self, loss: GroupLoss, merge: bool = False) -> None:
+        if self.user_closed:
+            return
+        self.lost += loss.count
+        if not merge:
+            self.gaps += 1
+        if self.on_loss is not None:
+            self.on_loss(loss)
+        if not self.loss_items:
+            return
+        q = self.queue
+        if merge and q:
+            last = q[-1]
+            if type(last) is GroupLoss and \
+                    last.publisher == loss.publisher and \
+                    last.first + last.count == loss.first:
+                q[-1] = GroupLoss(last.publisher, last.first,
+                                  last.count + loss.count)
+                return
+        q.append(loss)
+        _wake_one(self.recv_waiters)
+
+    def _on_closed(self, g: Any) -> None:
+        # the last counters, for query() after the close (g is freed once
+        # this callback returns)
+        st = ffi.new("struct rdmamsg_group_stats *")
+        if lib.rdmamsg_group_query(g, st) == 0:
+            self.final_stats = _group_stats(st)
+        self.g = None
+        _wake_all(self.recv_waiters)
+        _wake_all(self.writers)
+        fut = self.join_fut
+        self.join_fut = None
+        if fut is not None and not fut.done():
+            fut.set_exception(OperationCanceled(_errno.ECANCELED,
+                                                "closed while joining"))
+        if not self.closed_fut.done():
+            self.closed_fut.set_result(None)
+        ctx = self.ctx
+        ctx._groups.discard(self)
+        ctx._group_waiting.discard(self)
+        if ctx._closing:
+            self.loop.call_soon(ctx._try_destroy)
+
+    # -- calls ------------------------------------------------------------
+    def close_nowait(self, user: bool) -> None:
+        if user:
+            self.user_closed = True
+            self.queue.clear()
+        if self.closing or self.g is None:
+            return
+        self.closing = True
+        rc = lib.rdmamsg_group_close(self.g, lib._py_on_group_closed)
+        if rc < 0 and rc != -_errno.EALREADY:
+            _report(make_error(rc), "rdmamsg_group_close")
+        _wake_all(self.recv_waiters)
+        _wake_all(self.writers)
+        self.ctx._kick()
+
+    def end_error(self) -> BaseException:
+        if self.dead is not None:
+            return make_error(self.dead, "the group's join failed")
+        return OperationCanceled(_errno.ECANCELED, "the group is closed")
+
+
+def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
+                bind_addr: Optional[str], recv_depth: Optional[int],
+                send_depth: Optional[int], heartbeat: Optional[float],
+                reliable: int, flow: str, flow_tag: int,
+                tag: Optional[int]) -> None:
+    attr = attrp[0]
+    check(lib.rdmamsg_group_attr_set_role(attr, _ROLES[role]), "role")
+    if max_msg_size is not None:
+        if isinstance(max_msg_size, bool) or \
+                not isinstance(max_msg_size, int):
+            raise TypeError("max_msg_size must be an int")
+        if max_msg_size < 0:
+            raise ValueError("max_msg_size cannot be negative")
+        check(lib.rdmamsg_group_attr_set_max_msg_size(attr, max_msg_size),
+              "max_msg_size")
+    if bind_addr is not None:
+        if not isinstance(bind_addr, str):
+            raise TypeError("bind_addr must be a str")
+        check(lib.rdmamsg_group_attr_set_bind_addr(attr, bind_addr.encode()),
+              "bind_addr")
+    if recv_depth is not None:
+        check(lib.rdmamsg_group_attr_set_recv_depth(
+            attr, _uint(recv_depth, "recv_depth")), "recv_depth")
+    if send_depth is not None:
+        check(lib.rdmamsg_group_attr_set_send_depth(
+            attr, _uint(send_depth, "send_depth")), "send_depth")
+    if heartbeat is not None:
+        if isinstance(heartbeat, bool) or \
+                not isinstance(heartbeat, (int, float)):
+            raise TypeError("heartbeat must be a number of seconds")
+        check(lib.rdmamsg_group_attr_set_heartbeat(
+            attr, _uint(_ms(heartbeat), "heartbeat")), "heartbeat")
+    check(lib.rdmamsg_group_attr_set_reliable(
+        attr, _uint(reliable, "reliable")), "reliable")
+    check(lib.rdmamsg_group_attr_set_flow_control(
+        attr, _FLOWS[flow], _uint(flow_tag, "flow_tag")), "flow")
+    if tag is not None:
+        check(lib.rdmamsg_group_attr_set_tag(attr, _uint(tag, "tag")), "tag")
+
+
+async def join(addr: str, *, ctx: Optional[Context] = None,
+               role: str = "both", max_msg_size: Optional[int] = None,
+               bind_addr: Optional[str] = None,
+               recv_depth: Optional[int] = None,
+               send_depth: Optional[int] = None,
+               heartbeat: Optional[float] = None, reliable: int = 0,
+               flow: str = "min", flow_tag: int = 0,
+               tag: Optional[int] = None, loss_items: bool = False,
+               on_loss: Optional[Callable[[GroupLoss], Any]] = None,
+               max_queue: Optional[int] = None) -> "Group":
+    """Join the multicast group at ``addr`` (a numeric IPv4 or IPv6
+    multicast address: "239.1.2.3", "ff0e::1" or "[ff0e::1]"; no port)
+    through ``ctx`` (the running loop's default context if None) and
+    return the joined ``Group`` (rdmamsg_group_join + on_join).
+
+    ``role``: "publisher", "subscriber" or "both" (the default; a member
+    does not receive its own messages).  ``max_msg_size`` (bytes, default
+    64 KiB, at most 16 MiB), ``bind_addr`` (the local address to join
+    from), ``recv_depth``/``send_depth`` (16..16384), ``heartbeat`` (the
+    idle publisher's heartbeat period in seconds, default 0.1):
+    rdmamsg_group_attr_set_*.  ``reliable=window`` turns reliable mode on
+    (1..65536 messages kept for repair; every member of the group must
+    agree); ``flow`` is its flow control, "min" (wait for the slowest
+    subscriber), "max" (the fastest) or "tagged" (the slowest whose
+    ``tag`` is ``flow_tag``, not 0); ``tag`` is this subscriber's tag.
+
+    Losses: every gap the library reports counts in ``Group.lost`` (its
+    messages) and ``Group.gaps``, goes to ``on_loss(GroupLoss)`` (called
+    in the context's pass) when given, and with ``loss_items=True`` is
+    also queued, in order, as a ``GroupLoss`` item that ``recv()`` and
+    ``async for`` yield before the message after the gap.  ``max_queue``
+    bounds the messages waiting for ``recv()`` (default: no bound); a
+    message arriving at a full queue is dropped and reported lost.
+
+    Raises InvalidArgument for an address that is not a multicast address
+    and attributes out of range, TypeError/ValueError for arguments of the
+    wrong type or sign, and the join's error (NoDevice ...) when it fails.
+    """
+    if ctx is None:
+        ctx = get_context()
+    if not isinstance(addr, str):
+        raise TypeError("addr must be a str (a multicast address)")
+    if not isinstance(role, str) or role not in _ROLES:
+        raise ValueError("role must be one of %s" % sorted(_ROLES))
+    if not isinstance(flow, str) or flow not in _FLOWS:
+        raise ValueError("flow must be one of %s" % sorted(_FLOWS))
+    if on_loss is not None and not callable(on_loss):
+        raise TypeError("on_loss must be callable")
+    if max_queue is not None:
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int):
+            raise TypeError("max_queue must be an int")
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+    c = ctx._c()
+    attrp = ffi.new("struct rdmamsg_group_attr **")
+    check(lib.rdmamsg_group_attr_new(attrp), "rdmamsg_group_attr_new")
+    core = _GroupCore(ctx, _ROLES[role], bool(loss_items), on_loss,
+                      max_queue)
+    try:
+        _group_attr(attrp, role, max_msg_size, bind_addr, recv_depth,
+                    send_depth, heartbeat, reliable, flow, flow_tag, tag)
+        gp = ffi.new("struct rdmamsg_group **")
+        check(lib.rdmamsg_group_join(c, addr.encode(), attrp[0], _group_cbs,
+                                     core.handle, gp), "rdmamsg_group_join")
+    finally:
+        lib.rdmamsg_group_attr_delete(attrp)
+    core.g = gp[0]
+    ctx._groups.add(core)
+    idp = ffi.new("uint64_t *")
+    if lib.rdmamsg_group_get_id(core.g, idp) == 0:
+        core.id = int(idp[0])
+    ctx._kick()
+    group = Group(core, addr)
+    fut = core.join_fut
+    try:
+        if fut is not None:
+            await asyncio.shield(fut)
+    except BaseException:
+        # cancelled, or the join failed: nothing of it stays (and nobody
+        # is left to take the join's outcome)
+        core.join_fut = None
+        if fut is not None and not fut.done():
+            fut.cancel()
+        core.close_nowait(user=True)
+        raise
+    return group
+
+
+class Group:
+    """A joined multicast group (``await rdmamsg.join(addr)`` or ``await
+    ctx.join(addr)``): a publisher, a subscriber, or both.
+
+    ``await g.publish(data)`` returns when the message is sent (each
+    message is a datagram or fragments of at most one path MTU), waiting
+    for room in the send queue or reliable mode's window first
+    (back-pressure, no unbounded queue); ``publish_nowait()`` raises
+    BlockingIOError instead.  ``await g.recv()`` and ``async for m in g``
+    give ``GroupMessage(publisher, seq, data)`` in publish order per
+    publisher (and ``GroupLoss`` items with ``loss_items=True``).  Delivery
+    is unreliable but honest: per publisher, received + lost == published
+    (``g.received``, ``g.lost``); reliable mode repairs losses.  Close
+    with ``await g.close()`` (``aclose()``) or ``async with``; a group
+    collected open is closed with a ResourceWarning."""
+
+    def __init__(self, core: _GroupCore, addr: str) -> None:
+        self._core = core
+        self._addr = addr
+
+    # -- state ----------------------------------------------------------
+    @property
+    def context(self) -> Context:
+        return self._core.ctx
+
+    @property
+    def address(self) -> str:
+        """The group's multicast address, as given to join()."""
+        return self._addr
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closing or self._core.g is None
+
+    @property
+    def id(self) -> int:
+        """This member's publisher id (random, non-zero): what its
+        subscribers see in GroupMessage.publisher and GroupLoss."""
+        return self._core.id
+
+    @property
+    def received(self) -> int:
+        """Messages received (queued for recv() or given to the
+        receiver)."""
+        return self._core.received
+
+    @property
+    def lost(self) -> int:
+        """Messages reported lost (by the library, or dropped at a full
+        queue: see ``dropped``)."""
+        return self._core.lost
+
+    @property
+    def gaps(self) -> int:
+        """Loss reports of the library."""
+        return self._core.gaps
+
+    @property
+    def dropped(self) -> int:
+        """Messages dropped (and counted lost) because the queue was at
+        ``max_queue``."""
+        return self._core.dropped
+
+    @property
+    def publish_errors(self) -> int:
+        """Publishes that failed after they were accepted (with
+        publish_nowait() nobody else hears of it)."""
+        return self._core.publish_errors
+
+    @property
+    def queued(self) -> int:
+        """Items waiting for recv()."""
+        return len(self._core.queue)
+
+    def _c(self) -> Any:
+        core = self._core
+        if core.closing or core.g is None:
+            raise make_error(-_errno.EPIPE, "the group is closed")
+        return core.g
+
+    def query(self) -> GroupStats:
+        """The group's counters now (rdmamsg_group_query); once the group
+        is closed, its last ones."""
+        core = self._core
+        if core.g is None:
+            if core.final_stats is None:
+                raise make_error(-_errno.EPIPE, "the group is closed")
+            return core.final_stats
+        st = ffi.new("struct rdmamsg_group_stats *")
+        check(lib.rdmamsg_group_query(core.g, st), "rdmamsg_group_query")
+        return _group_stats(st)
+
+    # -- publishing -----------------------------------------------------
+    def _publish(self, data: BufferLike, opid: int) -> int:
+        g = self._c()
+        p, n = _buf_ptr(data)
+        return lib.rdmamsg_group_publish(g, p, n, ffi.cast("void *", opid))
+
+    async def publish(self, data: BufferLike) -> None:
+        """Publish ``data`` (any bytes-like object; the library copies it)
+        as this member's next message and wait until it is sent.  While
+        the send queue (or reliable mode's window) is full it waits for
+        room.  Raises MessageTooLarge above max_msg_size, AccessDenied
+        (PermissionError) on a subscriber-only group, BrokenPipe once the
+        group is closed, OperationCanceled when the group closed before
+        an accepted message went out.  Cancelling the await does not
+        unpublish an accepted message."""
+        core = self._core
+        opid = next(_op_ids)
+        while True:
+            rc = self._publish(data, opid)
+            if rc != _EAGAIN:
+                break
+            await self._wait_room()
+        check(rc, "publish")
+        fut = _Waiter(core.ctx)
+        _ops[opid] = (fut, None)
+        core.ctx._kick()
+        await fut
+
+    def publish_nowait(self, data: BufferLike) -> None:
+        """Publish without waiting for the completion; raises
+        BlockingIOError (rdmamsg.WouldBlock) when there is no room now:
+        then ``await g.wait_writable()``.  A failure after the message was
+        accepted only counts in ``publish_errors``."""
+        check(self._publish(data, 0), "publish")
+        self._core.ctx._kick()
+
+    async def _wait_room(self) -> None:
+        core = self._core
+        fut = _Waiter(core.ctx)
+        core.writers.append(fut)
+        core.ctx._group_waiting.add(core)
+        try:
+            await fut
+        except BaseException:
+            fut.cancel()
+            try:
+                core.writers.remove(fut)
+            except ValueError:
+                pass
+            raise
+
+    async def wait_writable(self) -> None:
+        """Wait for the next chance that a publish refused with
+        BlockingIOError succeeds (a completion, or the context's next
+        pass)."""
+        self._c()
+        await self._wait_room()
+
+    # -- receiving ------------------------------------------------------
+    def _recv_check(self) -> None:
+        core = self._core
+        if core.user_closed or core.g is None or core.dead is not None:
+            raise core.end_error()
+        if not core.role & lib.RDMAMSG_GROUP_SUBSCRIBER:
+            raise make_error(-_errno.EPERM, "recv on a publisher-only group")
+        if core.receiver is not None:
+            raise RuntimeError("messages go to the receiver callback "
+                               "(set_receiver)")
+
+    async def recv(self) -> Union[GroupMessage, GroupLoss]:
+        """The next ``GroupMessage`` (or ``GroupLoss``, with
+        ``loss_items=True``).  Raises OperationCanceled once the group is
+        closed, AccessDenied on a publisher-only group."""
+        core = self._core
+        q = core.queue
+        while not q:
+            self._recv_check()
+            fut = _Waiter(core.ctx)
+            core.recv_waiters.append(fut)
+            try:
+                await fut
+            except BaseException:
+                fut.cancel()
+                try:
+                    core.recv_waiters.remove(fut)
+                except ValueError:
+                    pass
+                if q:  # pass a wake-up it took on
+                    _wake_one(core.recv_waiters)
+                raise
+        return q.popleft()
+
+    def __aiter__(self) -> AsyncIterator[Union[GroupMessage, GroupLoss]]:
+        return self
+
+    async def __anext__(self) -> Union[GroupMessage, GroupLoss]:
+        """recv(), ending (StopAsyncIteration) once the group is closed."""
+        try:
+            return await self.recv()
+        except OperationCanceled:
+            raise StopAsyncIteration from None
+
+    def set_receiver(self, callback: Optional[Callable[[GroupMessage],
+                                                        Any]]) -> None:
+        """Give every message to ``callback(msg)`` inside the context's
+        pass (no queue, no task step); None goes back to the queue.  It
+        must not block; its exceptions go to the loop's exception
+        handler.  Messages already queued stay for recv()."""
+        if callback is not None and not callable(callback):
+            raise TypeError("the receiver must be callable or None")
+        self._core.receiver = callback
+        if callback is not None:
+            _wake_all(self._core.recv_waiters)  # recv() now raises
+
+    # -- closing ----------------------------------------------------------
+    def close_nowait(self) -> None:
+        """Start leaving the group (see close())."""
+        self._core.close_nowait(user=True)
+
+    async def close(self) -> None:
+        """Leave the group: no new publishes, queued messages are dropped,
+        pending recv()s raise OperationCanceled (``async for`` ends),
+        publishes already accepted complete (sent, or OperationCanceled);
+        returns once the library freed the group.  Closing again is a
+        no-op."""
+        self._core.close_nowait(user=True)
+        await asyncio.shield(self._core.closed_fut)
+
+    aclose = close
+
+    async def wait_closed(self) -> None:
+        """Wait until the group is closed and freed."""
+        await asyncio.shield(self._core.closed_fut)
+
+    async def __aenter__(self) -> "Group":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is None or core.user_closed:
+            return
+        core.user_closed = True
+        if core.g is None:
+            return
+        warnings.warn("unclosed rdmamsg group %r" % self, ResourceWarning,
+                      source=self)
+        if not core.loop.is_closed():
+            core.close_nowait(user=True)
+
+    def __repr__(self) -> str:
+        c = self._core
+        role = {v: k for k, v in _ROLES.items()}.get(c.role, "?")
+        st = "closed" if c.g is None else "closing" if c.closing else "open"
+        return "<rdmamsg.Group %s %s %s>" % (self._addr, role, st)

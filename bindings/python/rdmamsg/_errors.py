@@ -10,6 +10,7 @@ message is the library's ``rdmamsg_strerror()`` text.
 from __future__ import annotations
 
 import errno as _errno
+import os as _os
 from typing import Dict, Optional, Type
 
 from ._ffi import ffi, lib
@@ -76,6 +77,8 @@ NotFound = _sub("NotFound", LookupError)
 AlreadyClosing = _sub("AlreadyClosing", OSError)
 OutOfRange = _sub("OutOfRange", ValueError)
 NoSpace = _sub("NoSpace", OSError)
+BrokenPipe = _sub("BrokenPipe", BrokenPipeError)
+AddressNotAvailable = _sub("AddressNotAvailable", OSError)
 
 # errno -> class; anything else becomes a plain Error.
 ERRNO_CLASSES: Dict[int, Type[Error]] = {
@@ -103,6 +106,8 @@ ERRNO_CLASSES: Dict[int, Type[Error]] = {
     _errno.EALREADY: AlreadyClosing,
     _errno.ERANGE: OutOfRange,
     _errno.ENOSPC: NoSpace,
+    _errno.EPIPE: BrokenPipe,
+    _errno.EADDRNOTAVAIL: AddressNotAvailable,
 }
 
 
@@ -116,6 +121,8 @@ def make_error(rc: int, what: Optional[str] = None) -> Error:
     err = -rc if rc < 0 else rc
     cls = ERRNO_CLASSES.get(err, Error)
     text = strerror(-err)
+    if text == "unknown error" and err:  # not one the library words itself
+        text = _os.strerror(err)
     if what:
         text = "%s: %s" % (what, text)
     return cls(err, text)

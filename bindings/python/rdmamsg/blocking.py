@@ -6,6 +6,9 @@
         print(ep.recv_bytes())
         print(ep.request(b"get k", timeout=1.0))
 
+    with blocking.join("239.1.2.3", role="subscriber") as g:
+        msg = g.recv(timeout=5.0)      # GroupMessage(publisher, seq, data)
+
 Each call runs the asyncio API on the connection's own loop until it is
 done; use the asyncio API for anything concurrent.
 """
@@ -16,7 +19,7 @@ from typing import Any, Optional, Tuple, Union
 
 from . import _core
 
-__all__ = ["BlockingEndpoint", "connect"]
+__all__ = ["BlockingEndpoint", "BlockingGroup", "connect", "join"]
 
 
 class BlockingEndpoint:
@@ -82,3 +85,66 @@ def connect(addr: Union[str, Tuple[str, int]],
             **kwargs: Any) -> BlockingEndpoint:
     """Connect (blocking); keyword arguments as for rdmamsg.connect()."""
     return BlockingEndpoint(addr, **kwargs)
+
+
+class BlockingGroup:
+    """A multicast Group driven by a private event loop (see module doc).
+    The library only makes progress inside these calls: a subscriber that
+    does not call recv() for long may be overrun (and told of the loss)."""
+
+    def __init__(self, addr: str, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._ctx: Optional[_core.Context] = None
+        self._g: Optional[_core.Group] = None
+        try:
+            self._ctx = self._run(self._make_ctx())
+            self._g = self._run(_core.join(addr, ctx=self._ctx, **kwargs))
+        except BaseException:
+            self.close()
+            raise
+
+    async def _make_ctx(self) -> _core.Context:
+        return _core.Context()
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop.run_until_complete(coro)
+
+    @property
+    def group(self) -> _core.Group:
+        """The asyncio Group (its counters, id, query())."""
+        if self._g is None:
+            raise _core.make_error(-32, "the group is closed")  # EPIPE
+        return self._g
+
+    def publish(self, data: Any) -> None:
+        """Publish and wait until the message is sent (see Group.publish)."""
+        self._run(self.group.publish(data))
+
+    def recv(self, timeout: Optional[float] = None) -> Any:
+        """The next GroupMessage (or GroupLoss with loss_items=True);
+        TimeoutError after timeout seconds (None: no limit)."""
+        return self._run(asyncio.wait_for(self.group.recv(), timeout))
+
+    def close(self) -> None:
+        """Leave the group, close the context, then the private loop."""
+        if self._loop.is_closed():
+            return
+        if self._g is not None:
+            self._run(self._g.close())
+            self._g = None
+        if self._ctx is not None:
+            self._run(self._ctx.close())
+            self._ctx = None
+        self._loop.close()
+
+    def __enter__(self) -> "BlockingGroup":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def join(addr: str, **kwargs: Any) -> BlockingGroup:
+    """Join a multicast group (blocking); keyword arguments as for
+    rdmamsg.join()."""
+    return BlockingGroup(addr, **kwargs)
