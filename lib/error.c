@@ -68,6 +68,16 @@ RDMAMSG_EXPORT const char *rdmamsg_strerror(int err)
 		return "outside the memory region";
 	case -ENOSPC:
 		return "output buffer too small";
+	case -EPIPE:
+		return "group or endpoint is closing";
+	case -EPERM:
+		return "not permitted in this role";
+	case -EADDRNOTAVAIL:
+		return "address not available (not multicast, or on no device)";
+	case -EMFILE:
+		return "too many open files";
+	case -EIO:
+		return "the device failed the operation";
 	}
 	return "unknown error";
 }
