@@ -66,7 +66,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	(IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | \
 	 IBV_SEND_FENCE)
 
-enum { DC_DONE = 0, DC_WAIT = 1 };
+enum { DC_DONE = 0, DC_WAIT = 1, DC_BUSY = 2 };
 
 struct dc_wqe {
 	uint64_t wr_id;
@@ -624,7 +624,8 @@ static int move(int write, int32_t pid, const struct iovec *l, uint32_t nl,
  * to_srq -- SEND, SEND_WITH_IMM or RDMA WRITE_WITH_IMM: the next WQE of
  * the DCT's SRQ (under the DCT's rx lock and the SRQ's lock, as an RC
  * initiator serving a responder), the data placed, the completion left
- * in the SRQ's outbox.  DC_WAIT: busy or RNR (*rnr set); DC_DONE: *st.
+ * in the SRQ's outbox.  DC_BUSY: its locks are held; DC_WAIT: RNR (*rnr
+ * set) or the copy refused; DC_DONE: *st.
  */
 static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 		  const struct soft_reg_qp *e, enum ibv_wc_status *st, int *rnr)
@@ -646,12 +647,14 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 	if (!atomic_compare_exchange_strong_explicit(&h->rx_lock, &z, 2,
 						     memory_order_acquire,
 						     memory_order_relaxed))
-		return DC_WAIT;
+		return DC_BUSY;
 	z = 0;
 	if (!atomic_compare_exchange_strong_explicit(&sh->lock, &z, 2,
 						     memory_order_acquire,
-						     memory_order_relaxed))
+						     memory_order_relaxed)) {
+		ret = DC_BUSY;
 		goto unlock_qp;
+	}
 	prod = atomic_load_explicit(&sh->prod, memory_order_acquire);
 	cons = atomic_load_explicit(&sh->cons, memory_order_relaxed);
 	if (cons == prod) {
@@ -806,7 +809,14 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 		r = to_srq(qp, w, &e, st, &rnr);
 		if (r == DC_DONE)
 			return DC_DONE;
-		if (!rnr) /* busy, or the copy refused */
+		if (r == DC_BUSY) {
+			/* the target's process holds its SRQ for a moment:
+			 * no answer is lost, unless that process died */
+			if (soft_pid_alive(e.pid, e.start))
+				w->since = now;
+			return unanswered(qp, w, now, st);
+		}
+		if (!rnr) /* the copy refused */
 			return unanswered(qp, w, now, st);
 		if (qp->attr.rnr_retry != 7 &&
 		    w->rnr_count++ >= qp->attr.rnr_retry) {
