@@ -197,6 +197,9 @@ static int post(struct ibv_qp *dci, struct ibv_ah *ah, uint32_t dctn,
 	case IBV_WR_RDMA_WRITE:
 		ibv_wr_rdma_write(x, rkey, raddr);
 		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		ibv_wr_rdma_write_imm(x, rkey, raddr, htobe32((uint32_t)wr_id));
+		break;
 	case IBV_WR_RDMA_READ:
 		ibv_wr_rdma_read(x, rkey, raddr);
 		break;
@@ -677,6 +680,40 @@ int main(void)
 				 be32toh(wc.imm_data) == 7 &&
 				 !memcmp(rb, "dc-local", 8));
 		is_int(good, 2, "send and receive completions, data verified");
+		/* WRITE_WITH_IMM: the data at the rkey, a receive consumed */
+		{
+			uint8_t wb[16];
+			struct ibv_mr *wbm =
+				ibv_reg_mr(t.pd, wb, sizeof(wb), RW);
+
+			memset(wb, 0, sizeof(wb));
+			w.wr_id = 8;
+			memcpy(src, "imm-wrt!", 8);
+			ok(wbm && !ibv_post_srq_recv(srq, &w, &b) &&
+				   !post(dci, ah, dct->qp_num, 7,
+					 IBV_WR_RDMA_WRITE_WITH_IMM, src, 8, 0,
+					 9, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+					 wbm->rkey, (uintptr_t)wb + 4, 1),
+			   "RDMA WRITE_WITH_IMM to the local DCT");
+			for (good = 0, i = 0;
+			     i < 2 && t_wait(t.cq, &wc, 1, 20000); i++)
+				good += (wc.wr_id == 9 &&
+					 wc.status == IBV_WC_SUCCESS &&
+					 wc.opcode == IBV_WC_RDMA_WRITE) ||
+					(wc.wr_id == 8 &&
+					 wc.status == IBV_WC_SUCCESS &&
+					 wc.opcode ==
+						 IBV_WC_RECV_RDMA_WITH_IMM &&
+					 wc.src_qp == dci->qp_num &&
+					 wc.byte_len == 8 &&
+					 be32toh(wc.imm_data) == 9);
+			ok(good == 2 && !memcmp(wb + 4, "imm-wrt!", 8) &&
+				   !wb[3] && !wb[12],
+			   "write and receive-with-imm completions, data at "
+			   "the rkey");
+			if (wbm)
+				ibv_dereg_mr(wbm);
+		}
 		is_int(ibv_destroy_qp(dct), 0, "destroy the local DCT");
 		is_int(ibv_destroy_qp(d2), 0, "destroy the second DCI");
 		ibv_dereg_mr(rbm);
