@@ -767,8 +767,9 @@ struct mlx5dv_qp_ex *mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *q)
  * MLX5DV_QP_EX_WITH_MR_LIST / _MR_INTERLEAVED (which, as on mlx5, need
  * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS in qp_attr), or, with
  * MLX5DV_QP_INIT_ATTR_MASK_DC, a DCT or DCI (IBV_QPT_DRIVER, dc.c; another
- * dc_type EINVAL).  DCI streams and the other mlx5dv create flags and
- * send ops are not emulated: EOPNOTSUPP.
+ * dc_type EINVAL).  The create flags DISABLE_SCATTER_TO_CQE and
+ * ALLOW_SCATTER_TO_CQE are hints taken as they are; DCI streams and the
+ * other mlx5dv create flags and send ops are not emulated: EOPNOTSUPP.
  */
 struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
 				struct ibv_qp_init_attr_ex *qp_attr,
@@ -790,9 +791,28 @@ struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
 	if (mattr) {
 		if (mattr->comp_mask &
 		    ~(uint64_t)(MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
-				MLX5DV_QP_INIT_ATTR_MASK_DC)) {
+				MLX5DV_QP_INIT_ATTR_MASK_DC |
+				MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS)) {
 			errno = EOPNOTSUPP;
 			return NULL;
+		}
+		/* where small receives land (the CQE or the buffer) changes
+		 * nothing here: both hints are taken, not both at once */
+		if (mattr->comp_mask &
+		    MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) {
+			if (mattr->create_flags &
+			    ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+					MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE)) {
+				errno = EOPNOTSUPP;
+				return NULL;
+			}
+			if ((mattr->create_flags &
+			     MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE) &&
+			    (mattr->create_flags &
+			     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE)) {
+				errno = EINVAL;
+				return NULL;
+			}
 		}
 		if (mattr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC) {
 			dc = mattr->dc_init_attr.dc_type;

@@ -376,6 +376,38 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 			  MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) &&
 		   errno == EOPNOTSUPP,
 	   "DCI streams (not emulated) -> EOPNOTSUPP");
+	{
+		struct ibv_qp_init_attr_ex qa;
+		struct mlx5dv_qp_init_attr da;
+
+		memset(&qa, 0, sizeof(qa));
+		memset(&da, 0, sizeof(da));
+		qa.qp_type = IBV_QPT_DRIVER;
+		qa.send_cq = qa.recv_cq = t->cq;
+		qa.pd = t->pd;
+		qa.comp_mask =
+			IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		qa.send_ops_flags = IBV_QP_EX_WITH_SEND;
+		qa.cap.max_send_wr = 1;
+		da.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC |
+			       MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+		da.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+		da.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+				  MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
+		errno = 0;
+		ok(!mlx5dv_create_qp(t->ctx, &qa, &da) && errno == EINVAL,
+		   "DISABLE and ALLOW_SCATTER_TO_CQE together -> EINVAL");
+		da.create_flags = MLX5DV_QP_CREATE_TUNNEL_OFFLOADS;
+		errno = 0;
+		ok(!mlx5dv_create_qp(t->ctx, &qa, &da) && errno == EOPNOTSUPP,
+		   "an unemulated create flag -> EOPNOTSUPP");
+		da.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
+		q = mlx5dv_create_qp(t->ctx, &qa, &da);
+		ok(q && q->qp_type == IBV_QPT_DRIVER,
+		   "a DCI with DISABLE_SCATTER_TO_CQE (perftest, UCX)");
+		if (q)
+			ibv_destroy_qp(q);
+	}
 	errno = 0;
 	ok(!dc_qp(t, 0, NULL, 0, 0, 0, IBV_QPT_DRIVER, 0) && errno == EINVAL,
 	   "IBV_QPT_DRIVER without MLX5DV_QP_INIT_ATTR_MASK_DC -> EINVAL");
