@@ -1287,7 +1287,8 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 		else if (e.flags & SOFT_CQE_PROT)
 			wc.status = IBV_WC_LOC_PROT_ERR;
 		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
-		if (wc.status != IBV_WC_SUCCESS)
+		/* a DCT serves every initiator: one's error is not its own */
+		if (wc.status != IBV_WC_SUCCESS && !qp->dc)
 			soft_qp_to_error(qp);
 	}
 }

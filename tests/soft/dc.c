@@ -265,6 +265,7 @@ static int target(int rfd, int wfd)
 		if (ibv_post_srq_recv(srq, &w, &b))
 			return 12;
 	}
+	t_xsend(wfd, &go, 1); /* they are posted */
 	t_xrecv(rfd, &go, 1); /* everything was sent */
 	for (m = 0; m < nmsg; m++) {
 		if (t_wait(t.cq, &wc, 1, 20000) != 1)
@@ -543,6 +544,8 @@ int main(void)
 	for (c = 0; c < NDCT; c++)
 		t_xsend(wfd[c], &go, 1);
 	is_int(drain(t.cq, 1), 1, "it completes once receives are posted");
+	for (c = 0; c < NDCT; c++)
+		t_xrecv(rfd[c], &go, 1); /* every target posted its receives */
 
 	/* one target stopped: its HCA's work is done without it */
 	kill(pid[1], SIGSTOP);
@@ -745,6 +748,46 @@ int main(void)
 			   "the rkey");
 			if (wbm)
 				ibv_dereg_mr(wbm);
+		}
+		/* a receive too short: the DCI's REM_INV_REQ_ERR, the DCT's
+		 * LOC_LEN_ERR; the DCT serves on */
+		{
+			struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+
+			s.length = 4;
+			w.wr_id = 11;
+			ok(!ibv_post_srq_recv(srq, &w, &b) &&
+				   !post(dci, ah, dct->qp_num, 7, IBV_WR_SEND,
+					 src, 8, 0, 12,
+					 IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0,
+					 0, 1),
+			   "an 8-byte SEND into a 4-byte receive");
+			for (good = 0, i = 0;
+			     i < 2 && t_wait(t.cq, &wc, 1, 20000); i++)
+				good += (wc.wr_id == 12 &&
+					 wc.status == IBV_WC_REM_INV_REQ_ERR) ||
+					(wc.wr_id == 11 &&
+					 wc.status == IBV_WC_LOC_LEN_ERR);
+			is_int(good, 2,
+			       "REM_INV_REQ_ERR at the DCI, LOC_LEN_ERR at the "
+			       "DCT");
+			is_int(t_qp_state(dct), IBV_QPS_RTR,
+			       "the DCT stays in RTR");
+			s.length = sizeof(rb);
+			w.wr_id = 13;
+			ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+				   !dci_up(dci, 7, 10, 1) &&
+				   !ibv_post_srq_recv(srq, &w, &b) &&
+				   !post(dci, ah, dct->qp_num, 7, IBV_WR_SEND,
+					 src, 8, 0, 14,
+					 IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0,
+					 0, 1),
+			   "the next SEND to it");
+			for (good = 0, i = 0;
+			     i < 2 && t_wait(t.cq, &wc, 1, 20000); i++)
+				good += wc.status == IBV_WC_SUCCESS &&
+					(wc.wr_id == 13 || wc.wr_id == 14);
+			is_int(good, 2, "is served");
 		}
 		is_int(ibv_destroy_qp(dct), 0, "destroy the local DCT");
 		is_int(ibv_destroy_qp(d2), 0, "destroy the second DCI");
