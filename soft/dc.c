@@ -67,6 +67,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	 IBV_SEND_FENCE)
 
 enum { DC_DONE = 0, DC_WAIT = 1, DC_BUSY = 2 };
+#define DC_TCACHE 64 /* DCTs a DCI keeps mapped */
 
 struct dc_wqe {
 	uint64_t wr_id;
@@ -89,22 +90,30 @@ struct dc_wqe {
 	uint8_t *inl; /* inline data, copied at posting */
 };
 
+/* a DCT reached: its segment and its SRQ's, mapped */
+struct dc_target {
+	uint32_t qpn; /* 0: a free entry */
+	int32_t pid;
+	uint64_t start;
+	uint32_t ctx;
+	struct soft_seg_hdr *seg;
+	size_t seg_len;
+	struct soft_srq_hdr *srq;
+	size_t srq_len;
+	uint32_t n, sge;
+	uint64_t rq_off, cq_off;
+};
+
 struct soft_dc {
 	int dct;
 	struct dc_wqe *q;
 	uint32_t size;
 	uint64_t head, tail;
-	/* the DCT last reached, mapped (peer-writable: checked at each use) */
-	uint32_t t_qpn;
-	int32_t t_pid;
-	uint64_t t_start;
-	uint32_t t_ctx;
-	struct soft_seg_hdr *t_seg;
-	size_t t_seg_len;
-	struct soft_srq_hdr *t_srq;
-	size_t t_srq_len;
-	uint32_t t_n, t_sge;
-	uint64_t t_rq_off, t_cq_off;
+	/* the DCTs last reached, mapped (peer-writable: checked at each
+	 * use), and the one in use */
+	struct dc_target tc[DC_TCACHE];
+	uint32_t tc_next;
+	struct dc_target *t;
 };
 
 /* IB min_rnr_timer encoding, in microseconds x 100 (as data.c) */
@@ -219,16 +228,14 @@ struct ibv_qp *soft_dc_create(struct ibv_context *context,
 	return ibqp;
 }
 
-/* unmap_target -- forget the DCT last reached */
-static void unmap_target(struct soft_dc *dc)
+/* unmap_target -- forget a DCT reached */
+static void unmap_target(struct dc_target *t)
 {
-	if (dc->t_seg)
-		munmap(dc->t_seg, dc->t_seg_len);
-	if (dc->t_srq)
-		munmap(dc->t_srq, dc->t_srq_len);
-	dc->t_seg = NULL;
-	dc->t_srq = NULL;
-	dc->t_qpn = 0;
+	if (t->seg)
+		munmap(t->seg, t->seg_len);
+	if (t->srq)
+		munmap(t->srq, t->srq_len);
+	memset(t, 0, sizeof(*t));
 }
 
 /* dc_forget -- drop the DCI's WQEs without completions; lock held */
@@ -250,6 +257,7 @@ static void dc_forget(struct soft_qp *qp)
 void soft_dc_destroy(struct soft_qp *qp)
 {
 	struct soft_dc *dc = qp->dc;
+	int i;
 
 	if (!dc)
 		return;
@@ -258,7 +266,8 @@ void soft_dc_destroy(struct soft_qp *qp)
 		dc_forget(qp);
 	qp->dc = NULL;
 	soft_unlock(&qp->ctx->lock);
-	unmap_target(dc);
+	for (i = 0; i < DC_TCACHE; i++)
+		unmap_target(&dc->tc[i]);
 	free(dc->q);
 	free(dc);
 }
@@ -486,20 +495,34 @@ static uint64_t timeout_ns(struct soft_qp *qp)
 /*
  * map_target -- the DCT e (registry copy) mapped and checked: its
  * segment and its SRQ's agree with the registry and fit their mappings;
- * 0 or -1
+ * it becomes dc->t; 0 or -1.  Up to DC_TCACHE DCTs stay mapped, the
+ * oldest mapping gives way.
  */
 static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e)
 {
+	struct dc_target *t;
 	struct soft_seg_hdr *h;
 	struct soft_srq_hdr *sh;
 	size_t len, slen;
-	uint32_t n, sge, id;
+	uint32_t n, sge, id, i;
 	uint64_t stride;
 
-	if (dc->t_seg && dc->t_qpn == e->qpn && dc->t_pid == e->pid &&
-	    dc->t_start == e->start && dc->t_ctx == e->ctx_idx)
+	t = dc->t;
+	if (t && t->qpn == e->qpn && t->pid == e->pid && t->start == e->start &&
+	    t->ctx == e->ctx_idx)
 		return 0;
-	unmap_target(dc);
+	for (i = 0; i < DC_TCACHE; i++) {
+		t = &dc->tc[i];
+		if (t->qpn != e->qpn)
+			continue;
+		if (t->pid == e->pid && t->start == e->start &&
+		    t->ctx == e->ctx_idx) {
+			dc->t = t;
+			return 0;
+		}
+		unmap_target(t); /* that DCT number now names another */
+	}
+	dc->t = NULL;
 	if (e->ctx_idx >= SOFT_MAX_CTX || !soft_pid_alive(e->pid, e->start))
 		return -1;
 	h = soft_seg_map(e->qpn, &len);
@@ -530,18 +553,21 @@ static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e)
 		munmap(h, len);
 		return -1;
 	}
-	dc->t_seg = h;
-	dc->t_seg_len = len;
-	dc->t_srq = sh;
-	dc->t_srq_len = slen;
-	dc->t_n = n;
-	dc->t_sge = sge;
-	dc->t_rq_off = sh->rq_off;
-	dc->t_cq_off = sh->cq_off;
-	dc->t_qpn = e->qpn;
-	dc->t_pid = e->pid;
-	dc->t_start = e->start;
-	dc->t_ctx = e->ctx_idx;
+	t = &dc->tc[dc->tc_next++ % DC_TCACHE];
+	unmap_target(t);
+	t->seg = h;
+	t->seg_len = len;
+	t->srq = sh;
+	t->srq_len = slen;
+	t->n = n;
+	t->sge = sge;
+	t->rq_off = sh->rq_off;
+	t->cq_off = sh->cq_off;
+	t->qpn = e->qpn;
+	t->pid = e->pid;
+	t->start = e->start;
+	t->ctx = e->ctx_idx;
+	dc->t = t;
 	return 0;
 }
 
@@ -631,8 +657,9 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 		  const struct soft_reg_qp *e, enum ibv_wc_status *st, int *rnr)
 {
 	struct soft_dc *dc = qp->dc;
-	struct soft_seg_hdr *h = dc->t_seg;
-	struct soft_srq_hdr *sh = dc->t_srq;
+	struct dc_target *t = dc->t;
+	struct soft_seg_hdr *h = t->seg;
+	struct soft_srq_hdr *sh = t->srq;
 	struct ibv_sge sge[SOFT_MAX_SGE];
 	const struct soft_shm_rwqe *rw;
 	struct soft_shm_srq_cqe *c;
@@ -640,7 +667,7 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 	const struct iovec *l = w->inl ? &inl : w->iov;
 	uint32_t nl = w->inl ? 1 : w->niov, z = 0, num, i, flags = 0;
 	uint64_t prod, cons, room = 0, off = 0,
-			     stride = 8 + 16 * (uint64_t)dc->t_sge;
+			     stride = 8 + 16 * (uint64_t)t->sge;
 	int ret = DC_WAIT, prot = 0;
 	void *va;
 
@@ -661,15 +688,15 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 		*rnr = 1; /* no receive posted: the DCT's HCA RNR NAKs */
 		goto unlock;
 	}
-	if (cons > prod || prod - cons > dc->t_n) {
+	if (cons > prod || prod - cons > t->n) {
 		*st = IBV_WC_REM_OP_ERR; /* its SRQ is corrupt */
 		ret = DC_DONE;
 		goto unlock;
 	}
-	rw = (const void *)((const char *)sh + dc->t_rq_off +
-			    (cons & (dc->t_n - 1)) * stride);
+	rw = (const void *)((const char *)sh + t->rq_off +
+			    (cons & (t->n - 1)) * stride);
 	num = rw->num_sge;
-	if (num > dc->t_sge) {
+	if (num > t->sge) {
 		*st = IBV_WC_REM_OP_ERR;
 		ret = DC_DONE;
 		goto unlock;
@@ -717,8 +744,7 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 		flags |= SOFT_SF_SOLICITED;
 	if (prot)
 		flags |= SOFT_CQE_PROT;
-	c = (void *)((char *)sh + dc->t_cq_off +
-		     (cons & (dc->t_n - 1)) * sizeof(*c));
+	c = (void *)((char *)sh + t->cq_off + (cons & (t->n - 1)) * sizeof(*c));
 	c->byte_len = (uint32_t)w->len;
 	c->imm = w->imm;
 	c->flags = flags;
@@ -824,7 +850,7 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 			return DC_DONE;
 		}
 		w->not_before =
-			now + (uint64_t)rnr_table[dc->t_seg->rnr_timer & 31] *
+			now + (uint64_t)rnr_table[dc->t->seg->rnr_timer & 31] *
 				      10000ull;
 		w->since = now; /* the DCT answered: the timeout starts anew */
 		return DC_WAIT;
