@@ -67,7 +67,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	 IBV_SEND_FENCE)
 
 enum { DC_DONE = 0, DC_WAIT = 1, DC_BUSY = 2 };
-#define DC_TCACHE 64 /* DCTs a DCI keeps mapped */
+#define DC_TCACHE    64			   /* DCTs a DCI keeps mapped */
+#define DC_ADDR_MARK 0xdc0addc0addc0addull /* staged by set_dc_addr */
 
 struct dc_wqe {
 	uint64_t wr_id;
@@ -438,6 +439,7 @@ void soft_dc_set_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t dctn,
 	wr->bind_mw.mw = (struct ibv_mw *)ah;
 	wr->bind_mw.rkey = dctn;
 	wr->bind_mw.bind_info.addr = key;
+	wr->bind_mw.bind_info.length = DC_ADDR_MARK;
 }
 
 /* dc_complete -- the WQE at the tail completes with st; lock held */
@@ -896,7 +898,10 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 {
 	struct soft_dc *dc = qp->dc;
 	struct dc_wqe *w;
-	struct ibv_ah *ah = (struct ibv_ah *)wr->bind_mw.mw;
+	/* an address set by mlx5dv_wr_set_dc_addr, not a caller's union */
+	struct ibv_ah *ah = wr->bind_mw.bind_info.length == DC_ADDR_MARK
+				    ? (struct ibv_ah *)wr->bind_mw.mw
+				    : NULL;
 	uint32_t need = 0;
 	uint64_t len = 0;
 	int i;
