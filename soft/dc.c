@@ -573,23 +573,6 @@ static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e)
 	return 0;
 }
 
-/* remote_mr -- [va, va + len) of the DCT owner's MR rkey, for need; the
- * registry entry checked as peer-writable; 0 or -1 */
-static int remote_mr(const struct soft_reg_qp *e, uint32_t rkey, uint64_t addr,
-		     uint64_t len, uint32_t need, void **va)
-{
-	const struct soft_reg_mr *m = &soft_reg->mr[soft_key_slot(rkey)];
-	uint64_t maddr = m->addr, mlen = m->len;
-
-	if (!rkey || m->key != rkey || m->kind != SOFT_KEY_MR ||
-	    m->pid != e->pid || m->start != e->start || m->pd_id != e->pd_id ||
-	    !(m->access & need) || addr < maddr || addr - maddr > mlen ||
-	    len > mlen - (addr - maddr))
-		return -1;
-	*va = (void *)(uintptr_t)(m->va + (addr - maddr));
-	return 0;
-}
-
 /* move -- copy len bytes between the local iovecs at loff and one range
  * of pid; 0 or -1 (errno) */
 static int move(int write, int32_t pid, const struct iovec *l, uint32_t nl,
@@ -649,6 +632,48 @@ static int move(int write, int32_t pid, const struct iovec *l, uint32_t nl,
 }
 
 /*
+ * remote_move -- copy len bytes between the local iovecs at loff and
+ * [addr, addr + len) of the DCT owner's MR key, for need: the registry
+ * entry checked as peer-writable (and, for our own process, our MR
+ * table, not the registry's word), its stripe lock held while the bytes
+ * move so that the owner cannot deregister it meanwhile.  0, 1: refused,
+ * -1: the copy failed (errno).
+ */
+static int remote_move(const struct soft_reg_qp *e, uint32_t key, uint64_t addr,
+		       uint64_t len, uint32_t need, int write,
+		       const struct iovec *l, uint32_t nl, uint64_t loff)
+{
+	uint32_t slot = soft_key_slot(key);
+	const struct soft_reg_mr *m = &soft_reg->mr[slot];
+	pthread_mutex_t *lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	uint64_t maddr, mlen, va;
+	struct soft_mr *mr;
+	int ret = 1;
+
+	soft_stripe_lock(lk);
+	maddr = m->addr;
+	mlen = m->len;
+	if (!key || m->key != key || m->kind != SOFT_KEY_MR ||
+	    m->pid != e->pid || m->start != e->start || m->pd_id != e->pd_id ||
+	    !(m->access & need) || addr < maddr || addr - maddr > mlen ||
+	    len > mlen - (addr - maddr))
+		goto out;
+	va = m->va + (addr - maddr);
+	if (e->pid == soft_self_pid) {
+		mr = soft_mr_lookup(key);
+		if (!mr || !(mr->access & need) ||
+		    va < (uintptr_t)mr->mr.addr ||
+		    va - (uintptr_t)mr->mr.addr > mr->mr.length ||
+		    len > mr->mr.length - (va - (uintptr_t)mr->mr.addr))
+			goto out;
+	}
+	ret = move(write, e->pid, l, nl, loff, (void *)(uintptr_t)va, len);
+out:
+	pthread_mutex_unlock(lk);
+	return ret;
+}
+
+/*
  * to_srq -- SEND, SEND_WITH_IMM or RDMA WRITE_WITH_IMM: the next WQE of
  * the DCT's SRQ (under the DCT's rx lock and the SRQ's lock, as an RC
  * initiator serving a responder), the data placed, the completion left
@@ -670,8 +695,7 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 	uint32_t nl = w->inl ? 1 : w->niov, z = 0, num, i, flags = 0;
 	uint64_t prod, cons, room = 0, off = 0,
 			     stride = 8 + 16 * (uint64_t)t->sge;
-	int ret = DC_WAIT, prot = 0;
-	void *va;
+	int ret = DC_WAIT, prot = 0, r;
 
 	if (!atomic_compare_exchange_strong_explicit(&h->rx_lock, &z, 2,
 						     memory_order_acquire,
@@ -706,15 +730,18 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 	memcpy(sge, rw->sge, (size_t)num * sizeof(sge[0]));
 	*st = IBV_WC_SUCCESS;
 	if (w->op == IBV_WR_RDMA_WRITE_WITH_IMM) {
-		if (w->len && (!(e->access & IBV_ACCESS_REMOTE_WRITE) ||
-			       remote_mr(e, w->rkey, w->raddr, w->len,
-					 IBV_ACCESS_REMOTE_WRITE, &va))) {
+		r = !w->len ? 0
+		    : !(e->access & IBV_ACCESS_REMOTE_WRITE)
+			    ? 1
+			    : remote_move(e, w->rkey, w->raddr, w->len,
+					  IBV_ACCESS_REMOTE_WRITE, 1, l, nl, 0);
+		if (r > 0) {
 			*st = IBV_WC_REM_ACCESS_ERR; /* no WQE taken */
 			ret = DC_DONE;
 			goto unlock;
 		}
-		if (w->len && move(1, e->pid, l, nl, 0, va, w->len))
-			goto unlock; /* not served: see below */
+		if (r < 0)
+			goto unlock; /* not served: see dc_run */
 	} else {
 		for (i = 0; i < num; i++)
 			room += sge[i].length;
@@ -729,13 +756,14 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 
 			if (!n)
 				continue;
-			if (remote_mr(e, sge[i].lkey, sge[i].addr, n,
-				      IBV_ACCESS_LOCAL_WRITE, &va)) {
+			r = remote_move(e, sge[i].lkey, sge[i].addr, n,
+					IBV_ACCESS_LOCAL_WRITE, 1, l, nl, off);
+			if (r > 0) {
 				prot = 1; /* its LOC_PROT_ERR */
 				*st = IBV_WC_REM_OP_ERR;
 				break;
 			}
-			if (move(1, e->pid, l, nl, off, va, n))
+			if (r < 0)
 				goto unlock;
 			off += n;
 		}
@@ -788,7 +816,6 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 	struct soft_reg_qp e;
 	uint64_t now = soft_now_ns();
 	int slot, rnr = 0, r;
-	void *va;
 
 	if (w->status != IBV_WC_SUCCESS) {
 		*st = w->status;
@@ -822,16 +849,15 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 		*st = IBV_WC_SUCCESS;
 		if (!w->len)
 			return DC_DONE;
-		if (!(e.access & need) ||
-		    remote_mr(&e, w->rkey, w->raddr, w->len, need, &va)) {
+		r = !(e.access & need)
+			    ? 1
+			    : remote_move(&e, w->rkey, w->raddr, w->len, need,
+					  w->op == IBV_WR_RDMA_WRITE,
+					  w->inl ? &inl : w->iov,
+					  w->inl ? 1 : w->niov, 0);
+		if (r > 0)
 			*st = IBV_WC_REM_ACCESS_ERR;
-			return DC_DONE;
-		}
-		if (move(w->op == IBV_WR_RDMA_WRITE, e.pid,
-			 w->inl ? &inl : w->iov, w->inl ? 1 : w->niov, 0, va,
-			 w->len))
-			return unanswered(qp, w, now, st);
-		return DC_DONE;
+		return r < 0 ? unanswered(qp, w, now, st) : DC_DONE;
 	}
 	default:
 		r = to_srq(qp, w, &e, st, &rnr);
