@@ -50,9 +50,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
  * timeout (4.096 us << timeout, times retry_cnt + 1, capped at 1 s) has
  * passed.  A WR that fails moves the DCI to ERR; the WRs after it flush.
  *
- * Atomics and memory windows / indirect mkeys as DC rkeys are not
- * emulated: mlx5dv_create_qp refuses atomic send ops on a DCI
- * (EOPNOTSUPP), and an rkey that is not an MR is a remote access error.
+ * Atomics (CMP_AND_SWP, FETCH_AND_ADD; one local SGE of 8 bytes, else
+ * EINVAL at posting) run under the atomic stripe lock RC's take, so the
+ * two are atomic together; a remote address not 8-byte aligned is
+ * IBV_WC_REM_INV_REQ_ERR.  Memory windows and indirect mkeys as DC rkeys
+ * are not emulated: an rkey that is not an MR is a remote access error.
  * Data moves with process_vm_*: where the kernel refuses it (Yama between
  * processes that are not ancestor and descendant) the WR completes with
  * IBV_WC_RETRY_EXC_ERR and the DCT's SRQ keeps its WQE.
@@ -61,7 +63,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 #define DC_DCI_OPS                                                        \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |             \
 	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
-	 IBV_QP_EX_WITH_RDMA_READ)
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |   \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 #define DC_SEND_FLAGS                                               \
 	(IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | \
 	 IBV_SEND_FENCE)
@@ -75,6 +78,7 @@ struct dc_wqe {
 	uint64_t raddr;
 	uint64_t len;
 	uint64_t key;
+	uint64_t cmp, swap;  /* atomics: compare (or add), swap */
 	uint64_t since;	     /* first attempt, ns (0: none yet) */
 	uint64_t not_before; /* RNR: the next attempt, ns */
 	uint32_t op;	     /* enum ibv_wr_opcode */
@@ -464,6 +468,14 @@ static void dc_complete(struct soft_qp *qp, enum ibv_wc_status st)
 			wc.opcode = IBV_WC_RDMA_READ;
 			wc.byte_len = (uint32_t)w->len;
 			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+			wc.opcode = IBV_WC_COMP_SWAP;
+			wc.byte_len = 8;
+			break;
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			wc.opcode = IBV_WC_FETCH_ADD;
+			wc.byte_len = 8;
+			break;
 		default:
 			wc.opcode = IBV_WC_SEND;
 			break;
@@ -641,7 +653,8 @@ static int move(int write, int32_t pid, const struct iovec *l, uint32_t nl,
  */
 static int remote_move(const struct soft_reg_qp *e, uint32_t key, uint64_t addr,
 		       uint64_t len, uint32_t need, int write,
-		       const struct iovec *l, uint32_t nl, uint64_t loff)
+		       const struct iovec *l, uint32_t nl, uint64_t loff,
+		       const struct dc_wqe *aw)
 {
 	uint32_t slot = soft_key_slot(key);
 	const struct soft_reg_mr *m = &soft_reg->mr[slot];
@@ -666,6 +679,31 @@ static int remote_move(const struct soft_reg_qp *e, uint32_t key, uint64_t addr,
 		    va - (uintptr_t)mr->mr.addr > mr->mr.length ||
 		    len > mr->mr.length - (va - (uintptr_t)mr->mr.addr))
 			goto out;
+	}
+	if (aw) {
+		/* under the stripe lock RC's atomics take (data.c) */
+		pthread_mutex_t *al =
+			&soft_reg->atomic_lock[((uint64_t)e->pid * 31 +
+						(va >> 3)) %
+					       SOFT_NSTRIPES];
+		uint64_t old = 0, nv;
+		struct iovec o = {&old, 8}, n = {&nv, 8};
+
+		soft_stripe_lock(al);
+		ret = move(0, e->pid, &o, 1, 0, (void *)(uintptr_t)va, 8);
+		if (!ret) {
+			nv = aw->op == IBV_WR_ATOMIC_CMP_AND_SWP
+				     ? aw->swap
+				     : old + aw->cmp;
+			if (aw->op != IBV_WR_ATOMIC_CMP_AND_SWP ||
+			    old == aw->cmp)
+				ret = move(1, e->pid, &n, 1, 0,
+					   (void *)(uintptr_t)va, 8);
+		}
+		pthread_mutex_unlock(al);
+		if (!ret)
+			memcpy(l[0].iov_base, &old, 8);
+		goto out;
 	}
 	ret = move(write, e->pid, l, nl, loff, (void *)(uintptr_t)va, len);
 out:
@@ -734,7 +772,8 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 		    : !(e->access & IBV_ACCESS_REMOTE_WRITE)
 			    ? 1
 			    : remote_move(e, w->rkey, w->raddr, w->len,
-					  IBV_ACCESS_REMOTE_WRITE, 1, l, nl, 0);
+					  IBV_ACCESS_REMOTE_WRITE, 1, l, nl, 0,
+					  NULL);
 		if (r > 0) {
 			*st = IBV_WC_REM_ACCESS_ERR; /* no WQE taken */
 			ret = DC_DONE;
@@ -757,7 +796,8 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 			if (!n)
 				continue;
 			r = remote_move(e, sge[i].lkey, sge[i].addr, n,
-					IBV_ACCESS_LOCAL_WRITE, 1, l, nl, off);
+					IBV_ACCESS_LOCAL_WRITE, 1, l, nl, off,
+					NULL);
 			if (r > 0) {
 				prot = 1; /* its LOC_PROT_ERR */
 				*st = IBV_WC_REM_OP_ERR;
@@ -839,6 +879,22 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 		return unanswered(qp, w, now, st);
 	}
 	switch (w->op) {
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		*st = IBV_WC_SUCCESS;
+		if (!(e.access & IBV_ACCESS_REMOTE_ATOMIC))
+			r = 1;
+		else if (w->raddr & 7)
+			r = 2;
+		else
+			r = remote_move(&e, w->rkey, w->raddr, 8,
+					IBV_ACCESS_REMOTE_ATOMIC, 0, w->iov, 1,
+					0, w);
+		if (r == 2)
+			*st = IBV_WC_REM_INV_REQ_ERR; /* not aligned */
+		else if (r > 0)
+			*st = IBV_WC_REM_ACCESS_ERR;
+		return r < 0 ? unanswered(qp, w, now, st) : DC_DONE;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_READ: {
 		uint32_t need = w->op == IBV_WR_RDMA_READ
@@ -854,7 +910,7 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 			    : remote_move(&e, w->rkey, w->raddr, w->len, need,
 					  w->op == IBV_WR_RDMA_WRITE,
 					  w->inl ? &inl : w->iov,
-					  w->inl ? 1 : w->niov, 0);
+					  w->inl ? 1 : w->niov, 0, NULL);
 		if (r > 0)
 			*st = IBV_WC_REM_ACCESS_ERR;
 		return r < 0 ? unanswered(qp, w, now, st) : DC_DONE;
@@ -943,6 +999,14 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 		if (wr->send_flags & IBV_SEND_INLINE)
 			return EINVAL;
 		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		/* the old value lands in one SGE of 8 bytes */
+		need = IBV_ACCESS_LOCAL_WRITE;
+		if (wr->send_flags & IBV_SEND_INLINE || wr->num_sge != 1 ||
+		    !wr->sg_list || wr->sg_list[0].length != 8)
+			return EINVAL;
+		break;
 	default:
 		return EINVAL;
 	}
@@ -968,8 +1032,16 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 	w->op = wr->opcode;
 	w->flags = wr->send_flags;
 	w->imm = wr->imm_data;
-	w->rkey = wr->wr.rdma.rkey;
-	w->raddr = wr->wr.rdma.remote_addr;
+	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		w->rkey = wr->wr.atomic.rkey;
+		w->raddr = wr->wr.atomic.remote_addr;
+		w->cmp = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+	} else {
+		w->rkey = wr->wr.rdma.rkey;
+		w->raddr = wr->wr.rdma.remote_addr;
+	}
 	w->dctn = wr->bind_mw.rkey;
 	w->key = wr->bind_mw.bind_info.addr;
 	w->dgid = soft_ah_attr(ah)->grh.dgid;

@@ -110,11 +110,15 @@ static struct ibv_qp *dct_qp(struct tctx *t, struct ibv_srq *srq, uint64_t key)
 
 static struct ibv_qp *dci_qp(struct tctx *t)
 {
-	return dc_qp(
-		t, MLX5DV_DCTYPE_DCI, NULL, 0, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-		IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-			IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ,
-		IBV_QPT_DRIVER, MLX5DV_QP_INIT_ATTR_MASK_DC);
+	return dc_qp(t, MLX5DV_DCTYPE_DCI, NULL, 0,
+		     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+			     IBV_QP_EX_WITH_RDMA_WRITE |
+			     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+			     IBV_QP_EX_WITH_RDMA_READ |
+			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+		     IBV_QPT_DRIVER, MLX5DV_QP_INIT_ATTR_MASK_DC);
 }
 
 static void gid(struct ibv_context *c, union ibv_gid *g)
@@ -214,6 +218,26 @@ static int post(struct ibv_qp *dci, struct ibv_ah *ah, uint32_t dctn,
 		ibv_wr_set_inline_data(x, buf, len);
 	else
 		ibv_wr_set_sge(x, lkey, (uintptr_t)buf, len);
+	return ibv_wr_complete(x);
+}
+
+/* atomic -- one CMP_AND_SWP (cas) or FETCH_AND_ADD on the DCI */
+static int atomic(struct ibv_qp *dci, struct ibv_ah *ah, uint32_t dctn,
+		  uint64_t key, uint64_t *res, uint32_t len, uint32_t lkey,
+		  uint64_t wr_id, uint32_t rkey, uint64_t raddr, uint64_t cmp,
+		  uint64_t swap, int cas)
+{
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(dci);
+
+	ibv_wr_start(x);
+	x->wr_id = wr_id;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	if (cas)
+		ibv_wr_atomic_cmp_swp(x, rkey, raddr, cmp, swap);
+	else
+		ibv_wr_atomic_fetch_add(x, rkey, raddr, cmp);
+	mlx5dv_wr_set_dc_addr(mlx5dv_qp_ex_from_ibv_qp_ex(x), ah, dctn, key);
+	ibv_wr_set_sge(x, lkey, (uintptr_t)res, len);
 	return ibv_wr_complete(x);
 }
 
@@ -366,10 +390,10 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 	errno = 0;
 	ok(!dc_qp(t, MLX5DV_DCTYPE_DCI, NULL, 0,
 		  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-		  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
-		  IBV_QPT_DRIVER, MLX5DV_QP_INIT_ATTR_MASK_DC) &&
+		  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW, IBV_QPT_DRIVER,
+		  MLX5DV_QP_INIT_ATTR_MASK_DC) &&
 		   errno == EOPNOTSUPP,
-	   "a DCI with atomics (not emulated) -> EOPNOTSUPP");
+	   "a DCI with memory window binds (not emulated) -> EOPNOTSUPP");
 	errno = 0;
 	ok(!dc_qp(t, MLX5DV_DCTYPE_DCI, NULL, 0,
 		  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_SEND,
@@ -789,6 +813,69 @@ int main(void)
 				good += wc.status == IBV_WC_SUCCESS &&
 					(wc.wr_id == 13 || wc.wr_id == 14);
 			is_int(good, 2, "is served");
+		}
+		/* atomics, to a DCT with remote atomic access */
+		{
+			uint64_t av[2] = {100, 0}, ares[2] = {0, 0};
+			struct ibv_mr *am =
+				ibv_reg_mr(t.pd, av, sizeof(av),
+					   RW | IBV_ACCESS_REMOTE_ATOMIC);
+			struct ibv_mr *rm = ibv_reg_mr(t.pd, ares, sizeof(ares),
+						       IBV_ACCESS_LOCAL_WRITE);
+			struct ibv_qp *adct = dct_qp(&t, srq, 8);
+			struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+
+			if (!am || !rm || !adct ||
+			    dct_up(adct, RW | IBV_ACCESS_REMOTE_ATOMIC, 1))
+				bail_out("atomic dct");
+			is_int(atomic(dci, ah, adct->qp_num, 8, ares, 4,
+				      rm->lkey, 20, am->rkey, (uintptr_t)av, 5,
+				      0, 0),
+			       EINVAL, "an atomic into 4 bytes -> EINVAL");
+			ok(!atomic(dci, ah, adct->qp_num, 8, ares, 8, rm->lkey,
+				   21, am->rkey, (uintptr_t)av, 5, 0, 0) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS &&
+				   wc.opcode == IBV_WC_FETCH_ADD &&
+				   ares[0] == 100 && av[0] == 105,
+			   "FETCH_AND_ADD: old 100, now 105");
+			ok(!atomic(dci, ah, adct->qp_num, 8, ares, 8, rm->lkey,
+				   22, am->rkey, (uintptr_t)av, 105, 7, 1) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS &&
+				   wc.opcode == IBV_WC_COMP_SWAP &&
+				   ares[0] == 105 && av[0] == 7,
+			   "CMP_AND_SWP that matches: old 105, now 7");
+			ok(!atomic(dci, ah, adct->qp_num, 8, ares, 8, rm->lkey,
+				   23, am->rkey, (uintptr_t)av, 1, 9, 1) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS &&
+				   ares[0] == 7 && av[0] == 7,
+			   "CMP_AND_SWP that does not match: old 7, unchanged");
+			ok(!atomic(dci, ah, dct->qp_num, 7, ares, 8, rm->lkey,
+				   24, am->rkey, (uintptr_t)av, 1, 0, 0) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_REM_ACCESS_ERR &&
+				   av[0] == 7,
+			   "to a DCT without remote atomic access: "
+			   "REM_ACCESS_ERR");
+			ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+				   !dci_up(dci, 7, 10, 1) &&
+				   !atomic(dci, ah, adct->qp_num, 8, ares, 8,
+					   rm->lkey, 25, am->rkey,
+					   (uintptr_t)av + 4, 1, 0, 0) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_REM_INV_REQ_ERR &&
+				   av[0] == 7 && !av[1],
+			   "a remote address not 8-byte aligned: "
+			   "REM_INV_REQ_ERR");
+			ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+				   !dci_up(dci, 7, 10, 1),
+			   "the DCI back to RTS");
+			is_int(ibv_destroy_qp(adct), 0,
+			       "destroy the atomic DCT");
+			ibv_dereg_mr(am);
+			ibv_dereg_mr(rm);
 		}
 		is_int(ibv_destroy_qp(dct), 0, "destroy the local DCT");
 		is_int(ibv_destroy_qp(d2), 0, "destroy the second DCI");
