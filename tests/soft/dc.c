@@ -267,9 +267,10 @@ static int target(int rfd, int wfd)
 	srq = ibv_create_srq(t.pd, &sa);
 	mr = ibv_reg_mr(t.pd, buf, (size_t)(nmsg + 1) * MSGMAX,
 			IBV_ACCESS_LOCAL_WRITE);
-	rmr = ibv_reg_mr(t.pd, region, REGION, RW);
+	rmr = ibv_reg_mr(t.pd, region, REGION, RW | IBV_ACCESS_REMOTE_ATOMIC);
 	dct = srq ? dct_qp(&t, srq, KEY + (uint64_t)c) : NULL;
-	if (!srq || !mr || !rmr || !dct || dct_up(dct, RW, 1))
+	if (!srq || !mr || !rmr || !dct ||
+	    dct_up(dct, RW | IBV_ACCESS_REMOTE_ATOMIC, 1))
 		return 11;
 	for (i = 0; i < REGION; i++)
 		region[i] = pat(c, 999, (uint32_t)i);
@@ -625,6 +626,28 @@ int main(void)
 			good &= rd[i] ==
 				pat(c, i < REGION / 2 ? 500 : 999, (uint32_t)i);
 		ok(good, "DCT %d: the READ saw the WRITE and the region", c);
+		{
+			/* FETCH_AND_ADD +1 then -1 on the region's last 8
+			 * bytes, in the target's memory: it ends as it was */
+			uint64_t want, got[2] = {0, 0};
+			struct ibv_mr *gm = ibv_reg_mr(t.pd, got, sizeof(got),
+						       IBV_ACCESS_LOCAL_WRITE);
+
+			memcpy(&want, rd + REGION - 8, 8);
+			ok(gm &&
+				   !atomic(dci, ah, in[c].dctn, in[c].key,
+					   &got[0], 8, gm->lkey, 4, in[c].rkey,
+					   in[c].raddr + REGION - 8, 1, 0, 0) &&
+				   !atomic(dci, ah, in[c].dctn, in[c].key,
+					   &got[1], 8, gm->lkey, 5, in[c].rkey,
+					   in[c].raddr + REGION - 8, UINT64_MAX,
+					   0, 0) &&
+				   drain(t.cq, 2) == 2 && got[0] == want &&
+				   got[1] == want + 1,
+			   "DCT %d: FETCH_AND_ADD +1, -1 in its process", c);
+			if (gm)
+				ibv_dereg_mr(gm);
+		}
 		ibv_dereg_mr(wmr);
 		ibv_dereg_mr(rmr);
 		free(wb);
