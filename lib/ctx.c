@@ -3,12 +3,16 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "dispatch.h"
+
+#include <infiniband/mlx5dv.h>
 
 #define DEFAULT_POOL_LIMIT     ((size_t)256 << 20)
 #define DEFAULT_LISTEN_BACKLOG 1024
@@ -381,6 +385,94 @@ RDMAMSG_EXPORT int rdmamsg_ctx_get_device_name(const struct rdmamsg_ctx *ctx,
 	return 0;
 }
 
+typedef struct ibv_qp *(*dc_create_fn)(struct ibv_context *c,
+				       struct ibv_qp_init_attr_ex *a,
+				       struct mlx5dv_qp_init_attr *m);
+
+/* dc_qp -- one DCT (on srq) or DCI made and destroyed; 0 or -1 */
+static int dc_qp(struct rdmamsg_ctx *ctx, dc_create_fn create,
+		 struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr_ex qa;
+	struct mlx5dv_qp_init_attr da;
+	struct ibv_qp *qp;
+
+	memset(&qa, 0, sizeof(qa));
+	memset(&da, 0, sizeof(da));
+	qa.qp_type = IBV_QPT_DRIVER;
+	qa.send_cq = qa.recv_cq = cq;
+	qa.pd = ctx->pd;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+	qa.srq = srq;
+	da.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+	da.dc_init_attr.dc_type = srq ? MLX5DV_DCTYPE_DCT : MLX5DV_DCTYPE_DCI;
+	if (!srq) {
+		qa.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		qa.send_ops_flags = IBV_QP_EX_WITH_SEND |
+				    IBV_QP_EX_WITH_RDMA_WRITE |
+				    IBV_QP_EX_WITH_RDMA_READ;
+		qa.cap.max_send_wr = 1;
+		qa.cap.max_send_sge = 1;
+	}
+	qp = create(ctx->verbs, &qa, &da);
+	if (!qp)
+		return -1;
+	ctx->ops->destroy_qp(qp);
+	return 0;
+}
+
+/*
+ * dc_probe -- RDMAMSG_CAP_DC: the device offers the DC transport (mlx5
+ * through libmlx5, softrdma through its emulation) when a DCT on an SRQ
+ * and a DCI can be made; RDMAMSG_NO_DC=1 in the environment at the first
+ * query turns it off.  1 or -1.
+ */
+static int dc_probe(struct rdmamsg_ctx *ctx)
+{
+	const char *e = getenv("RDMAMSG_NO_DC");
+	struct ibv_srq_init_attr sa;
+	dc_create_fn create = NULL;
+	struct ibv_srq *srq = NULL;
+	struct ibv_cq *cq = NULL;
+	void *mlx5 = NULL;
+	int ret = -1;
+
+	if (e && e[0] == '1')
+		return -1;
+	if (ctx->fabric == RDMAMSG_FABRIC_SOFT) {
+		if (ctx->dl)
+			create = (dc_create_fn)dlsym(ctx->dl,
+						     "mlx5dv_create_qp");
+	} else {
+		bool (*supported)(struct ibv_device * d);
+
+		mlx5 = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
+		supported = mlx5 ? (bool (*)(struct ibv_device *))dlsym(
+					   mlx5, "mlx5dv_is_supported")
+				 : NULL;
+		if (supported && supported(ctx->verbs->device))
+			create = (dc_create_fn)dlsym(mlx5, "mlx5dv_create_qp");
+	}
+	if (!create)
+		goto out;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 1;
+	sa.attr.max_sge = 1;
+	cq = ctx->ops->create_cq(ctx->verbs, 2, NULL, NULL, 0);
+	srq = cq ? ctx->ops->create_srq(ctx->pd, &sa) : NULL;
+	if (srq && !dc_qp(ctx, create, cq, srq) &&
+	    !dc_qp(ctx, create, cq, NULL))
+		ret = 1;
+	if (srq)
+		ctx->ops->destroy_srq(srq);
+	if (cq)
+		ctx->ops->destroy_cq(cq);
+out:
+	if (mlx5)
+		dlclose(mlx5);
+	return ret;
+}
+
 /* rdmamsg_ctx_query_caps -- one capability, -ENOTSUP when missing */
 RDMAMSG_EXPORT int rdmamsg_ctx_query_caps(const struct rdmamsg_ctx *ctx,
 					  enum rdmamsg_cap cap, uint64_t *value)
@@ -408,9 +500,11 @@ RDMAMSG_EXPORT int rdmamsg_ctx_query_caps(const struct rdmamsg_ctx *ctx,
 	case RDMAMSG_CAP_APM:
 		v = !!(ctx->dattr.device_cap_flags & IBV_DEVICE_AUTO_PATH_MIG);
 		break;
-	case RDMAMSG_CAP_DC:
-		/* not served by this version of rdmamsg on any device */
-		v = 0;
+	case RDMAMSG_CAP_DC: /* the device's; no DC endpoints yet */
+		if (!ctx->dc_state)
+			((struct rdmamsg_ctx *)ctx)->dc_state =
+				dc_probe((struct rdmamsg_ctx *)ctx);
+		v = ctx->dc_state > 0;
 		break;
 	case RDMAMSG_CAP_UMR: /* probed once (mr_iov.c) */
 		v = (uint64_t)rdmamsg__umr_cap((struct rdmamsg_ctx *)ctx);

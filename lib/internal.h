@@ -297,7 +297,8 @@ struct rdmamsg_ctx {
 	struct rdmamsg__list eps;
 	struct rdmamsg__list listeners;
 	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
-	void *umr; /* UMR machinery, probed on first use (mr_iov.c) */
+	void *umr;    /* UMR machinery, probed on first use (mr_iov.c) */
+	int dc_state; /* RDMAMSG_CAP_DC: 0 not probed, 1 there, -1 absent */
 	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
 

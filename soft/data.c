@@ -978,6 +978,8 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 
 	if (qp->ud) /* UD/UC (ud.c) */
 		return soft_ud_post_send(ibqp, wr, bad);
+	if (qp->dc) /* DCI (dc.c) */
+		return soft_dc_post_send(qp, wr, bad);
 	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
@@ -1271,7 +1273,7 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = r->wr_id;
 		wc.qp_num = e.qpn;
-		wc.src_qp = qp->dest_qpn;
+		wc.src_qp = qp->dc ? e.src_qp : qp->dest_qpn;
 		wc.byte_len = e.byte_len;
 		wc.opcode = e.opcode == SOFT_OP_WRITE_IMM
 				    ? IBV_WC_RECV_RDMA_WITH_IMM
@@ -1285,9 +1287,23 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 		else if (e.flags & SOFT_CQE_PROT)
 			wc.status = IBV_WC_LOC_PROT_ERR;
 		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
-		if (wc.status != IBV_WC_SUCCESS)
+		/* a DCT serves every initiator: one's error is not its own */
+		if (wc.status != IBV_WC_SUCCESS && !qp->dc)
 			soft_qp_to_error(qp);
 	}
+}
+
+/* soft_srq_drain -- srq_drain for a DC target, which has no ring (dc.c) */
+void soft_srq_drain(struct soft_srq *srq)
+{
+	uint32_t z = 0;
+
+	if (!srq->shm || !atomic_compare_exchange_strong_explicit(
+				 &srq->shm->lock, &z, 1, memory_order_acquire,
+				 memory_order_relaxed))
+		return;
+	srq_drain(srq->ctx, srq);
+	atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);
 }
 
 /* rx_commit -- write the verdict, BUSY/XFER -> DONE; 0: the sender had
@@ -2357,6 +2373,10 @@ void soft_progress(struct soft_context *ctx)
 
 		if (qp->ud) { /* UD/UC (ud.c) */
 			soft_ud_progress(qp);
+			continue;
+		}
+		if (qp->dc) { /* DCI/DCT (dc.c) */
+			soft_dc_progress(qp);
 			continue;
 		}
 		switch (qp->type) {

@@ -565,6 +565,8 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if (!ibqp || !attr)
 		return EINVAL;
 	qp = to_sqp(ibqp);
+	if (qp->dc) /* DCI, DCT: their own state machines (dc.c) */
+		return soft_dc_modify(qp, attr, mask);
 	soft_lock(&qp->ctx->lock);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
@@ -717,6 +719,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
 	soft_ud_destroy(qp);
+	soft_dc_destroy(qp);
 	if (ctx->owner_pid == soft_self_pid)
 		soft_seg_unlink(ibqp->qp_num);
 	munmap(qp->seg, qp->seg_len);
@@ -787,6 +790,13 @@ static struct stage_ent *stage_last(struct ibv_qp_ex *q)
 		return NULL;
 	}
 	return &qp->stage->e[qp->stage->n - 1];
+}
+
+struct ibv_send_wr *soft_stage_last_wr(struct ibv_qp_ex *q)
+{
+	struct stage_ent *e = stage_last(q);
+
+	return e ? &e->wr : NULL;
 }
 
 struct ibv_send_wr *soft_stage_wr(struct ibv_qp_ex *q, enum ibv_wr_opcode op)

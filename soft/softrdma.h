@@ -77,7 +77,12 @@ struct soft_reg_qp {
 	_Atomic uint32_t state;	 /* enum ibv_qp_state */
 	_Atomic uint32_t access; /* qp_access_flags */
 	uint32_t qp_type;
-	uint32_t pad[7];
+	/* DC (dc.c): MLX5DV_DCTYPE_* of an IBV_QPT_DRIVER QP, a DCT's access
+	 * key and its key violations (counted by initiators) */
+	uint32_t dc_type;
+	_Atomic uint32_t dc_viol;
+	uint32_t dc_key_lo, dc_key_hi;
+	uint32_t pad[3];
 };
 
 struct soft_reg_mr {
@@ -183,8 +188,8 @@ struct soft_shm_srq_cqe {
 	uint32_t imm;
 	uint32_t flags; /* SOFT_SF_IMM, SOFT_SF_SOLICITED, SOFT_CQE_PROT */
 	uint32_t opcode;
-	uint32_t qpn; /* the responder QP it was for */
-	uint32_t pad;
+	uint32_t qpn;	 /* the responder QP it was for */
+	uint32_t src_qp; /* a DCT's: the DCI it came from */
 };
 
 /* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
@@ -375,6 +380,7 @@ struct soft_rx_xfer {
 };
 
 struct soft_wr_stage; /* ibv_qp_ex builder */
+struct soft_dc;	      /* DC state (dc.c) */
 struct soft_ud;	      /* UD/UC state (ud.c) */
 
 struct soft_qp {
@@ -450,6 +456,7 @@ struct soft_qp {
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
 	struct soft_ud *ud; /* UD and UC QPs: their data path (ud.c) */
+	struct soft_dc *dc; /* DCI and DCT (dc.c) */
 };
 
 /* list helpers */
@@ -626,8 +633,26 @@ int soft_umr_wr_ok(struct soft_qp *qp, const struct ibv_send_wr *wr);
 int soft_umr_local_inv(struct soft_qp *qp, uint32_t key,
 		       enum ibv_wc_status *st);
 
+/* dc.c: mlx5dv DC transport (DCI, DCT) */
+struct ibv_qp *soft_dc_create(struct ibv_context *context,
+			      struct ibv_qp_init_attr_ex *attr, int dct,
+			      uint64_t key);
+void soft_dc_destroy(struct soft_qp *qp);
+int soft_dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask);
+int soft_dc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad);
+void soft_dc_progress(struct soft_qp *qp);
+void soft_dc_set_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t dctn,
+		      uint64_t key);
+/* data.c: a DCT's SRQ: the receive completions initiators produced */
+void soft_srq_drain(struct soft_srq *srq);
+/* ud.c: what an address handle was created with */
+const struct ibv_ah_attr *soft_ah_attr(struct ibv_ah *ah);
+
 /* qp.c */
 void soft_qp_ex_init(struct soft_qp *qp);
+/* soft_stage_last_wr -- the WR staged last (NULL: the builder's error) */
+struct ibv_send_wr *soft_stage_last_wr(struct ibv_qp_ex *q);
 /* soft_stage_wr -- a new staged WR of the ibv_qp_ex builder (NULL: the
  * builder's error is set) */
 struct ibv_send_wr *soft_stage_wr(struct ibv_qp_ex *q, enum ibv_wr_opcode op);

@@ -1277,6 +1277,12 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	return &ah->ah;
 }
 
+/* soft_ah_attr -- what ah was created with (dc.c) */
+const struct ibv_ah_attr *soft_ah_attr(struct ibv_ah *ah)
+{
+	return &soft_container_of(ah, struct soft_ah, ah)->attr;
+}
+
 /* ibv_destroy_ah -- free an address handle */
 int ibv_destroy_ah(struct ibv_ah *ah)
 {

@@ -119,18 +119,33 @@ static int ctx_is_soft(struct ibv_context *c)
 	return c && c->device;
 }
 
-/* mlx5dv_query_device -- what softrdma emulates: no optional mlx5dv
- * context field (comp_mask 0); indirect mkeys and UMR are probed by
- * mlx5dv_create_mkey, as on mlx5 */
+/* mlx5dv_query_device -- what softrdma emulates.  Indirect mkeys and UMR
+ * are probed by mlx5dv_create_mkey, as on mlx5.  DC (dc.c): asked for
+ * MLX5DV_CONTEXT_MASK_DC_ODP_CAPS and MLX5DV_CONTEXT_MASK_DCI_STREAMS,
+ * it answers both (as an mlx5 with DC does): no ODP over DC, no DCI
+ * streams (log_num_concurent and log_num_errored 0); other optional
+ * fields are not reported (their comp_mask bits cleared) */
 int mlx5dv_query_device(struct ibv_context *ctx, struct mlx5dv_context *attrs)
 {
+	uint64_t in;
+
 	if (!ctx || !attrs)
 		return EINVAL;
 	if (!ctx_is_soft(ctx))
 		return EOPNOTSUPP;
+	in = attrs->comp_mask;
 	attrs->version = 0;
 	attrs->flags = MLX5DV_CONTEXT_FLAGS_CQE_V1;
 	attrs->comp_mask = 0;
+	if (in & MLX5DV_CONTEXT_MASK_DC_ODP_CAPS) {
+		attrs->dc_odp_caps = 0;
+		attrs->comp_mask |= MLX5DV_CONTEXT_MASK_DC_ODP_CAPS;
+	}
+	if (in & MLX5DV_CONTEXT_MASK_DCI_STREAMS) {
+		attrs->dci_streams_caps.max_log_num_concurent = 0;
+		attrs->dci_streams_caps.max_log_num_errored = 0;
+		attrs->comp_mask |= MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+	}
 	return 0;
 }
 
@@ -728,6 +743,13 @@ static void wr_mr_interleaved(struct mlx5dv_qp_ex *mq, struct mlx5dv_mkey *mkey,
 	      MLX5DV_QP_EX_WITH_MR_INTERLEAVED);
 }
 
+/* wr_set_dc_addr -- mlx5dv_wr_set_dc_addr on a DCI (dc.c) */
+static void wr_set_dc_addr(struct mlx5dv_qp_ex *mq, struct ibv_ah *ah,
+			   uint32_t dctn, uint64_t key)
+{
+	soft_dc_set_addr(&dvqp(mq)->qp->qpx, ah, dctn, key);
+}
+
 /* mlx5dv_qp_ex_from_ibv_qp_ex -- the dv ops of a QP mlx5dv_create_qp
  * made; NULL for other QPs (libmlx5 would hand back garbage) */
 struct mlx5dv_qp_ex *mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *q)
@@ -743,8 +765,11 @@ struct mlx5dv_qp_ex *mlx5dv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *q)
 /*
  * mlx5dv_create_qp -- an RC QP whose send ops may include
  * MLX5DV_QP_EX_WITH_MR_LIST / _MR_INTERLEAVED (which, as on mlx5, need
- * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS in qp_attr).  DC and the other mlx5dv
- * create flags and send ops are not emulated here: EOPNOTSUPP.
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS in qp_attr), or, with
+ * MLX5DV_QP_INIT_ATTR_MASK_DC, a DCT or DCI (IBV_QPT_DRIVER, dc.c; another
+ * dc_type EINVAL).  The create flags DISABLE_SCATTER_TO_CQE and
+ * ALLOW_SCATTER_TO_CQE are hints taken as they are; DCI streams and the
+ * other mlx5dv create flags and send ops are not emulated: EOPNOTSUPP.
  */
 struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
 				struct ibv_qp_init_attr_ex *qp_attr,
@@ -753,6 +778,7 @@ struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
 	struct soft_dvqp *d;
 	struct ibv_qp *ibqp;
 	uint64_t ops = 0;
+	uint32_t dc = 0;
 
 	if (!context || !qp_attr) {
 		errno = EINVAL;
@@ -764,9 +790,37 @@ struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
 	}
 	if (mattr) {
 		if (mattr->comp_mask &
-		    ~(uint64_t)MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
+		    ~(uint64_t)(MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS |
+				MLX5DV_QP_INIT_ATTR_MASK_DC |
+				MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS)) {
 			errno = EOPNOTSUPP;
 			return NULL;
+		}
+		/* where small receives land (the CQE or the buffer) changes
+		 * nothing here: both hints are taken, not both at once */
+		if (mattr->comp_mask &
+		    MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) {
+			if (mattr->create_flags &
+			    ~(uint32_t)(MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+					MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE)) {
+				errno = EOPNOTSUPP;
+				return NULL;
+			}
+			if ((mattr->create_flags &
+			     MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE) &&
+			    (mattr->create_flags &
+			     MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE)) {
+				errno = EINVAL;
+				return NULL;
+			}
+		}
+		if (mattr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC) {
+			dc = mattr->dc_init_attr.dc_type;
+			if (dc != MLX5DV_DCTYPE_DCT &&
+			    dc != MLX5DV_DCTYPE_DCI) {
+				errno = EINVAL;
+				return NULL;
+			}
 		}
 		if (mattr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS)
 			ops = mattr->send_ops_flags;
@@ -779,17 +833,23 @@ struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
 			errno = EINVAL;
 			return NULL;
 		}
-		if (ops && qp_attr->qp_type != IBV_QPT_RC) {
-			errno = EOPNOTSUPP;
+		if (ops && (qp_attr->qp_type != IBV_QPT_RC || dc)) {
+			errno = EOPNOTSUPP; /* UMR on a DCI: not emulated */
 			return NULL;
 		}
+	}
+	if (!dc && qp_attr->qp_type == IBV_QPT_DRIVER) {
+		errno = EINVAL; /* a driver QP of mlx5 is a DC QP */
+		return NULL;
 	}
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	ibqp = ibv_create_qp_ex(context, qp_attr);
+	ibqp = dc ? soft_dc_create(context, qp_attr, dc == MLX5DV_DCTYPE_DCT,
+				   mattr->dc_init_attr.dct_access_key)
+		  : ibv_create_qp_ex(context, qp_attr);
 	if (!ibqp) {
 		free(d);
 		return NULL;
@@ -798,6 +858,7 @@ struct ibv_qp *mlx5dv_create_qp(struct ibv_context *context,
 	d->ops = ops;
 	d->dv.wr_mr_list = wr_mr_list;
 	d->dv.wr_mr_interleaved = wr_mr_interleaved;
+	d->dv.wr_set_dc_addr = wr_set_dc_addr;
 	d->qp->dv = d;
 	return ibqp;
 }

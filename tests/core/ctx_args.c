@@ -140,9 +140,28 @@ int main(void)
 	       "max inline");
 	diag("inline %llu", (unsigned long long)v);
 	v = 777;
+	setenv("RDMAMSG_NO_DC", "1", 1);
 	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v), -ENOTSUP,
-	       "DC is not supported yet");
+	       "DC forced off (RDMAMSG_NO_DC=1 at the first query)");
 	is_int(v, 777, "value untouched on -ENOTSUP");
+	unsetenv("RDMAMSG_NO_DC");
+	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v), -ENOTSUP,
+	       "probed once: still off for this context");
+	{
+		struct rdmamsg_ctx *c3 = test_ctx();
+		enum rdmamsg_fabric f3 = RDMAMSG_FABRIC_VERBS;
+		int r3;
+
+		rdmamsg_ctx_get_fabric(c3, &f3);
+		r3 = rdmamsg_ctx_query_caps(c3, RDMAMSG_CAP_DC, &v);
+		if (f3 == RDMAMSG_FABRIC_SOFT)
+			ok(r3 == 0 && v == 1,
+			   "DC: softrdma emulates it (tests/soft/dc)");
+		else
+			diag("DC on a verbs device: %d", r3);
+		is_int(rdmamsg_ctx_destroy(&c3), 0,
+		       "destroy after the probe: 0");
+	}
 	is_int(rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_UMR, &v), 0,
 	       "UMR: softrdma emulates it (tests/xfer/mr_iov)");
 	is_int((int)v, 1, "a yes/no capability: 1");

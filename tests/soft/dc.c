@@ -1,0 +1,929 @@
+/* SPDX-License-Identifier: MIT */
+/* dc.c -- the mlx5dv DC transport on softrdma: one DCI reaching DCTs in
+ * several processes (SEND, SEND_WITH_IMM, inline, RDMA WRITE / READ, data
+ * and order verified, src_qp the DCI), RNR while an SRQ is empty, a
+ * stopped target process, a wrong access key (RETRY_EXC_ERR, the later
+ * WRs flushed, a key violation counted), RNR retries exhausted, bad
+ * arguments refused with libmlx5's errno, nothing leaked */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/mlx5dv.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define NDCT   3
+#define KEY    0x5a5a0000deadbe00ull
+#define MSGMAX 3000
+#define REGION 8192
+#define SRQ_WR 256
+#define RW                                                  \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+	 IBV_ACCESS_REMOTE_READ)
+
+uint32_t softrdma_dc_key_violations(struct ibv_qp *dct);
+
+static int nmsg = 100;
+static int child_idx;
+
+struct info {
+	uint32_t dctn;
+	uint32_t rkey;
+	uint64_t raddr;
+	uint64_t key;
+};
+
+struct result {
+	int recv_ok;   /* completions that matched, in order */
+	int extra;     /* completions past the expected ones */
+	int write_ok;  /* the RDMA WRITE block landed */
+	uint32_t viol; /* key violations counted */
+	uint32_t src_qp;
+};
+
+/* maps_count -- shared memory mappings of this process (segments) */
+static int maps_count(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int c = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		c += strstr(line, "/dev/shm/") != NULL;
+	fclose(f);
+	return c;
+}
+
+static uint8_t pat(int c, int m, uint32_t i)
+{
+	return (uint8_t)(c * 77 + m * 13 + i * 7 + (i >> 8));
+}
+
+static uint32_t msg_len(int c, int m)
+{
+	return (uint32_t)((c * 997 + m * 331) % MSGMAX) + 1;
+}
+
+static struct ibv_qp *dc_qp(struct tctx *t, int type, struct ibv_srq *srq,
+			    uint64_t key, uint32_t ibv_mask, uint64_t ops,
+			    enum ibv_qp_type qpt, uint64_t dv_mask)
+{
+	struct ibv_qp_init_attr_ex qa;
+	struct mlx5dv_qp_init_attr da;
+
+	memset(&qa, 0, sizeof(qa));
+	memset(&da, 0, sizeof(da));
+	qa.qp_type = qpt;
+	qa.send_cq = qa.recv_cq = t->cq;
+	qa.srq = srq;
+	qa.pd = t->pd;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD | ibv_mask;
+	qa.send_ops_flags = ops;
+	if (type == MLX5DV_DCTYPE_DCI) {
+		qa.cap.max_send_wr = 64;
+		qa.cap.max_send_sge = 2;
+		qa.cap.max_inline_data = 64;
+	}
+	da.comp_mask = dv_mask;
+	da.dc_init_attr.dc_type = type;
+	if (type == MLX5DV_DCTYPE_DCT)
+		da.dc_init_attr.dct_access_key = key;
+	return mlx5dv_create_qp(t->ctx, &qa, &da);
+}
+
+static struct ibv_qp *dct_qp(struct tctx *t, struct ibv_srq *srq, uint64_t key)
+{
+	return dc_qp(t, MLX5DV_DCTYPE_DCT, srq, key, 0, 0, IBV_QPT_DRIVER,
+		     MLX5DV_QP_INIT_ATTR_MASK_DC);
+}
+
+static struct ibv_qp *dci_qp(struct tctx *t)
+{
+	return dc_qp(t, MLX5DV_DCTYPE_DCI, NULL, 0,
+		     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+			     IBV_QP_EX_WITH_RDMA_WRITE |
+			     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+			     IBV_QP_EX_WITH_RDMA_READ |
+			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+		     IBV_QPT_DRIVER, MLX5DV_QP_INIT_ATTR_MASK_DC);
+}
+
+static void gid(struct ibv_context *c, union ibv_gid *g)
+{
+	/* GID index 1 is ::ffff:127.0.0.1, one of this host's */
+	if (ibv_query_gid(c, 1, 1, g))
+		memset(g, 0, sizeof(*g));
+}
+
+static int dct_up(struct ibv_qp *qp, int access, int rnr_timer)
+{
+	struct ibv_qp_attr a;
+	int ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = (unsigned)access;
+	ret = ibv_modify_qp(qp, &a,
+			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				    IBV_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	a.min_rnr_timer = (uint8_t)rnr_timer;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.port_num = 1;
+	gid(qp->context, &a.ah_attr.grh.dgid);
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+				     IBV_QP_PATH_MTU);
+}
+
+static int dci_up(struct ibv_qp *qp, int rnr_retry, int timeout, int retry)
+{
+	struct ibv_qp_attr a;
+	int ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	ret = ibv_modify_qp(qp, &a,
+			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
+	if (ret)
+		return ret;
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PATH_MTU);
+	if (ret)
+		return ret;
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)timeout;
+	a.retry_cnt = (uint8_t)retry;
+	a.rnr_retry = (uint8_t)rnr_retry;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* post -- one WR on the DCI towards (ah, dctn, key); wr_complete's result */
+static int post(struct ibv_qp *dci, struct ibv_ah *ah, uint32_t dctn,
+		uint64_t key, enum ibv_wr_opcode op, void *buf, uint32_t len,
+		uint32_t lkey, uint64_t wr_id, unsigned flags, uint32_t rkey,
+		uint64_t raddr, int set_addr)
+{
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(dci);
+	struct mlx5dv_qp_ex *mx = mlx5dv_qp_ex_from_ibv_qp_ex(x);
+
+	ibv_wr_start(x);
+	x->wr_id = wr_id;
+	x->wr_flags = flags;
+	switch (op) {
+	case IBV_WR_SEND_WITH_IMM:
+		ibv_wr_send_imm(x, htobe32((uint32_t)wr_id));
+		break;
+	case IBV_WR_RDMA_WRITE:
+		ibv_wr_rdma_write(x, rkey, raddr);
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		ibv_wr_rdma_write_imm(x, rkey, raddr, htobe32((uint32_t)wr_id));
+		break;
+	case IBV_WR_RDMA_READ:
+		ibv_wr_rdma_read(x, rkey, raddr);
+		break;
+	default:
+		ibv_wr_send(x);
+		break;
+	}
+	if (set_addr)
+		mlx5dv_wr_set_dc_addr(mx, ah, dctn, key);
+	if (flags & IBV_SEND_INLINE)
+		ibv_wr_set_inline_data(x, buf, len);
+	else
+		ibv_wr_set_sge(x, lkey, (uintptr_t)buf, len);
+	return ibv_wr_complete(x);
+}
+
+/* atomic -- one CMP_AND_SWP (cas) or FETCH_AND_ADD on the DCI */
+static int atomic(struct ibv_qp *dci, struct ibv_ah *ah, uint32_t dctn,
+		  uint64_t key, uint64_t *res, uint32_t len, uint32_t lkey,
+		  uint64_t wr_id, uint32_t rkey, uint64_t raddr, uint64_t cmp,
+		  uint64_t swap, int cas)
+{
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(dci);
+
+	ibv_wr_start(x);
+	x->wr_id = wr_id;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	if (cas)
+		ibv_wr_atomic_cmp_swp(x, rkey, raddr, cmp, swap);
+	else
+		ibv_wr_atomic_fetch_add(x, rkey, raddr, cmp);
+	mlx5dv_wr_set_dc_addr(mlx5dv_qp_ex_from_ibv_qp_ex(x), ah, dctn, key);
+	ibv_wr_set_sge(x, lkey, (uintptr_t)res, len);
+	return ibv_wr_complete(x);
+}
+
+/* target -- a DCT process: child_idx picks its data */
+static int target(int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq *srq;
+	struct ibv_qp *dct;
+	struct ibv_mr *mr, *rmr;
+	struct ibv_wc wc;
+	struct info in;
+	struct result res;
+	uint8_t *buf, *region;
+	int c = child_idx, m, got, i, bad;
+	char go;
+
+	memset(&res, 0, sizeof(res));
+	buf = calloc((size_t)nmsg + 1, MSGMAX);
+	region = malloc(REGION);
+	if (!buf || !region || t_open(&t, 2 * SRQ_WR))
+		return 10;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = SRQ_WR;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	mr = ibv_reg_mr(t.pd, buf, (size_t)(nmsg + 1) * MSGMAX,
+			IBV_ACCESS_LOCAL_WRITE);
+	rmr = ibv_reg_mr(t.pd, region, REGION, RW | IBV_ACCESS_REMOTE_ATOMIC);
+	dct = srq ? dct_qp(&t, srq, KEY + (uint64_t)c) : NULL;
+	if (!srq || !mr || !rmr || !dct ||
+	    dct_up(dct, RW | IBV_ACCESS_REMOTE_ATOMIC, 1))
+		return 11;
+	for (i = 0; i < REGION; i++)
+		region[i] = pat(c, 999, (uint32_t)i);
+	in.dctn = dct->qp_num;
+	in.rkey = rmr->rkey;
+	in.raddr = (uintptr_t)region;
+	in.key = KEY + (uint64_t)c;
+	t_xsend(wfd, &in, sizeof(in));
+	t_xrecv(rfd, &go, 1); /* post the receives now */
+	for (m = 0; m <= nmsg; m++) {
+		struct ibv_sge s = {(uintptr_t)(buf + (size_t)m * MSGMAX),
+				    MSGMAX, mr->lkey};
+		struct ibv_recv_wr w = {.wr_id = (uint64_t)m,
+					.sg_list = &s,
+					.num_sge = 1},
+				   *b;
+
+		if (ibv_post_srq_recv(srq, &w, &b))
+			return 12;
+	}
+	t_xsend(wfd, &go, 1); /* they are posted */
+	t_xrecv(rfd, &go, 1); /* everything was sent */
+	for (m = 0; m < nmsg; m++) {
+		if (t_wait(t.cq, &wc, 1, 20000) != 1)
+			break;
+		got = wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)m &&
+		      wc.qp_num == dct->qp_num &&
+		      wc.byte_len == msg_len(c, m) &&
+		      wc.opcode == IBV_WC_RECV &&
+		      (m % 2 ? (wc.wc_flags & IBV_WC_WITH_IMM) &&
+				       be32toh(wc.imm_data) ==
+					       (uint32_t)(c << 16 | m)
+			     : !(wc.wc_flags & IBV_WC_WITH_IMM));
+		for (bad = 0, i = 0; got && i < (int)wc.byte_len; i++)
+			bad |= buf[(size_t)m * MSGMAX + (size_t)i] !=
+			       pat(c, m, (uint32_t)i);
+		if (!got || bad)
+			break;
+		if (!m)
+			res.src_qp = wc.src_qp;
+		else if (wc.src_qp != res.src_qp)
+			break;
+		res.recv_ok++;
+	}
+	res.extra = t_wait(t.cq, &wc, 1, 50);
+	res.write_ok = 1;
+	for (i = 0; i < REGION / 2; i++)
+		res.write_ok &= region[i] == pat(c, 500, (uint32_t)i);
+	for (; i < REGION; i++)
+		res.write_ok &= region[i] == pat(c, 999, (uint32_t)i);
+	t_xrecv(rfd, &go, 1); /* the wrong key was tried */
+	res.viol = softrdma_dc_key_violations(dct);
+	res.extra += t_wait(t.cq, &wc, 1, 50);
+	t_xsend(wfd, &res, sizeof(res));
+	t_xrecv(rfd, &go, 1);
+	if (ibv_destroy_qp(dct) || ibv_destroy_srq(srq) || ibv_dereg_mr(mr) ||
+	    ibv_dereg_mr(rmr))
+		return 13;
+	t_close(&t);
+	free(buf);
+	free(region);
+	return 0;
+}
+
+/* drain -- n send completions of the DCI, each successful */
+static int drain(struct ibv_cq *cq, int n)
+{
+	struct ibv_wc wc;
+	int good = 0;
+
+	while (n-- > 0) {
+		if (t_wait(cq, &wc, 1, 20000) != 1)
+			return good;
+		if (wc.status == IBV_WC_SUCCESS)
+			good++;
+		else
+			diag("completion %llu status %s",
+			     (unsigned long long)wc.wr_id,
+			     ibv_wc_status_str(wc.status));
+	}
+	return good;
+}
+
+static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp *q, *dci;
+	struct mlx5dv_context dv;
+	char buf[8];
+
+	memset(&dv, 0, sizeof(dv));
+	dv.comp_mask = MLX5DV_CONTEXT_MASK_DC_ODP_CAPS |
+		       MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+	ok(!mlx5dv_query_device(t->ctx, &dv) &&
+		   dv.comp_mask == (MLX5DV_CONTEXT_MASK_DC_ODP_CAPS |
+				    MLX5DV_CONTEXT_MASK_DCI_STREAMS) &&
+		   !dv.dc_odp_caps &&
+		   !dv.dci_streams_caps.max_log_num_concurent,
+	   "mlx5dv_query_device answers the DC fields (no ODP, no streams)");
+	errno = 0;
+	ok(!dc_qp(t, 0, srq, 1, 0, 0, IBV_QPT_DRIVER,
+		  MLX5DV_QP_INIT_ATTR_MASK_DC) &&
+		   errno == EINVAL,
+	   "an unknown dc_type -> EINVAL");
+	errno = 0;
+	ok(!dct_qp(t, NULL, 1) && errno == EINVAL,
+	   "a DCT without SRQ -> EINVAL");
+	errno = 0;
+	ok(!dc_qp(t, MLX5DV_DCTYPE_DCT, srq, 1, 0, 0, IBV_QPT_RC,
+		  MLX5DV_QP_INIT_ATTR_MASK_DC) &&
+		   errno == EINVAL,
+	   "a DCT of type RC -> EINVAL");
+	errno = 0;
+	ok(!dc_qp(t, MLX5DV_DCTYPE_DCI, NULL, 0, 0, 0, IBV_QPT_DRIVER,
+		  MLX5DV_QP_INIT_ATTR_MASK_DC) &&
+		   errno == EINVAL,
+	   "a DCI without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS -> EINVAL");
+	errno = 0;
+	ok(!dc_qp(t, MLX5DV_DCTYPE_DCI, NULL, 0,
+		  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW, IBV_QPT_DRIVER,
+		  MLX5DV_QP_INIT_ATTR_MASK_DC) &&
+		   errno == EOPNOTSUPP,
+	   "a DCI with memory window binds (not emulated) -> EOPNOTSUPP");
+	errno = 0;
+	ok(!dc_qp(t, MLX5DV_DCTYPE_DCI, NULL, 0,
+		  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_SEND,
+		  IBV_QPT_DRIVER,
+		  MLX5DV_QP_INIT_ATTR_MASK_DC |
+			  MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) &&
+		   errno == EOPNOTSUPP,
+	   "DCI streams (not emulated) -> EOPNOTSUPP");
+	{
+		struct ibv_qp_init_attr_ex qa;
+		struct mlx5dv_qp_init_attr da;
+
+		memset(&qa, 0, sizeof(qa));
+		memset(&da, 0, sizeof(da));
+		qa.qp_type = IBV_QPT_DRIVER;
+		qa.send_cq = qa.recv_cq = t->cq;
+		qa.pd = t->pd;
+		qa.comp_mask =
+			IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		qa.send_ops_flags = IBV_QP_EX_WITH_SEND;
+		qa.cap.max_send_wr = 1;
+		da.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC |
+			       MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+		da.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+		da.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+				  MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
+		errno = 0;
+		ok(!mlx5dv_create_qp(t->ctx, &qa, &da) && errno == EINVAL,
+		   "DISABLE and ALLOW_SCATTER_TO_CQE together -> EINVAL");
+		da.create_flags = MLX5DV_QP_CREATE_TUNNEL_OFFLOADS;
+		errno = 0;
+		ok(!mlx5dv_create_qp(t->ctx, &qa, &da) && errno == EOPNOTSUPP,
+		   "an unemulated create flag -> EOPNOTSUPP");
+		da.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
+		q = mlx5dv_create_qp(t->ctx, &qa, &da);
+		ok(q && q->qp_type == IBV_QPT_DRIVER,
+		   "a DCI with DISABLE_SCATTER_TO_CQE (perftest, UCX)");
+		if (q)
+			ibv_destroy_qp(q);
+	}
+	errno = 0;
+	ok(!dc_qp(t, 0, NULL, 0, 0, 0, IBV_QPT_DRIVER, 0) && errno == EINVAL,
+	   "IBV_QPT_DRIVER without MLX5DV_QP_INIT_ATTR_MASK_DC -> EINVAL");
+
+	/* a DCT: RESET -> INIT -> RTR only */
+	q = dct_qp(t, srq, 9);
+	if (!q)
+		bail_out("dct");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	is_int(ibv_modify_qp(q, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT),
+	       EINVAL, "DCT to INIT without IBV_QP_ACCESS_FLAGS -> EINVAL");
+	ok(!dct_up(q, RW, 1), "DCT to INIT and RTR");
+	a.qp_state = IBV_QPS_RTS;
+	is_int(ibv_modify_qp(q, &a, IBV_QP_STATE), EINVAL,
+	       "DCT to RTS -> EINVAL");
+	is_int(t_qp_state(q), IBV_QPS_RTR, "it stays in RTR");
+	is_int(ibv_destroy_qp(q), 0, "destroy the DCT");
+
+	/* a DCI: its attribute masks, posting */
+	dci = dci_qp(t);
+	if (!dci)
+		bail_out("dci");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = RW;
+	is_int(ibv_modify_qp(dci, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS),
+	       EINVAL, "DCI to INIT with IBV_QP_ACCESS_FLAGS -> EINVAL");
+	is_int(post(dci, ah, 1, 1, IBV_WR_SEND, buf, 8, 0, 1, IBV_SEND_INLINE,
+		    0, 0, 1),
+	       EINVAL, "posting on a DCI in RESET -> EINVAL");
+	ok(!ibv_modify_qp(dci, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT),
+	   "DCI to INIT");
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE | IBV_QP_PATH_MTU),
+	   "DCI to RTR");
+	a.qp_state = IBV_QPS_RTS;
+	is_int(ibv_modify_qp(dci, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+	       EINVAL, "DCI to RTS without IBV_QP_RNR_RETRY -> EINVAL");
+	is_int(t_qp_state(dci), IBV_QPS_RTR, "it stays in RTR");
+	ok(!ibv_modify_qp(dci, &a,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				  IBV_QP_MAX_QP_RD_ATOMIC),
+	   "DCI to RTS");
+	is_int(post(dci, ah, 1, 1, IBV_WR_SEND, buf, 8, 0, 1, IBV_SEND_INLINE,
+		    0, 0, 0),
+	       EINVAL, "a WR without mlx5dv_wr_set_dc_addr -> EINVAL");
+	is_int(post(dci, NULL, 1, 1, IBV_WR_SEND, buf, 8, 0, 1, IBV_SEND_INLINE,
+		    0, 0, 1),
+	       EINVAL, "a NULL address handle -> EINVAL");
+	{
+		struct ibv_send_wr w, *b;
+		struct ibv_sge s = {(uintptr_t)buf, 8, 0};
+
+		memset(&w, 0, sizeof(w));
+		w.opcode = IBV_WR_SEND;
+		w.sg_list = &s;
+		w.num_sge = 1;
+		w.send_flags = IBV_SEND_INLINE;
+		is_int(ibv_post_send(dci, &w, &b), EINVAL,
+		       "ibv_post_send on a DCI (no target) -> EINVAL");
+	}
+	ok(!t_wait(t->cq, (struct ibv_wc[1]){0}, 1, 20),
+	   "nothing was posted by the refused calls");
+	is_int(ibv_destroy_qp(dci), 0, "destroy the DCI");
+}
+
+int main(void)
+{
+	struct tctx t;
+	struct info in[NDCT];
+	struct result res[NDCT];
+	struct ibv_ah_attr aa;
+	struct ibv_ah *ah;
+	struct ibv_qp *dci;
+	struct ibv_mr *mr;
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+	pid_t pid[NDCT];
+	int rfd[NDCT], wfd[NDCT], c, m, i, st, maps0, fd0, posted, good;
+	uint8_t *src, *rd;
+	char go = 'g';
+
+	t_isolate("dc");
+	if (tap_small())
+		nmsg = 20;
+	src = malloc((size_t)NDCT * MSGMAX);
+	rd = malloc(REGION);
+	for (c = 0; c < NDCT; c++) {
+		child_idx = c;
+		pid[c] = t_spawn(target, &rfd[c], &wfd[c]);
+		if (pid[c] < 0)
+			bail_out("spawn");
+	}
+	if (!src || !rd || t_open(&t, 256))
+		bail_out("open");
+	fd0 = t_fd_count();
+	maps0 = maps_count();
+	for (c = 0; c < NDCT; c++)
+		t_xrecv(rfd[c], &in[c], sizeof(in[c]));
+	mr = ibv_reg_mr(t.pd, src, (size_t)NDCT * MSGMAX,
+			IBV_ACCESS_LOCAL_WRITE);
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.grh.sgid_index = 1;
+	aa.grh.hop_limit = 1;
+	aa.port_num = 1;
+	gid(t.ctx, &aa.grh.dgid);
+	ah = ibv_create_ah(t.pd, &aa);
+	dci = dci_qp(&t);
+	if (!mr || !ah || !dci || dci_up(dci, 7, 10, 1))
+		bail_out("dci");
+
+	/* RNR: the first SEND waits while its target's SRQ is empty */
+	for (i = 0; i < (int)msg_len(0, 0); i++)
+		src[i] = pat(0, 0, (uint32_t)i);
+	is_int(post(dci, ah, in[0].dctn, in[0].key, IBV_WR_SEND, src,
+		    msg_len(0, 0), mr->lkey, 0, IBV_SEND_SIGNALED, 0, 0, 1),
+	       0, "SEND to a DCT whose SRQ is empty is posted");
+	is_int(t_wait(t.cq, &wc, 1, 100), 0,
+	       "no completion while the SRQ is empty (RNR, rnr_retry 7)");
+	for (c = 0; c < NDCT; c++)
+		t_xsend(wfd[c], &go, 1);
+	is_int(drain(t.cq, 1), 1, "it completes once receives are posted");
+	for (c = 0; c < NDCT; c++)
+		t_xrecv(rfd[c], &go, 1); /* every target posted its receives */
+
+	/* one target stopped: its HCA's work is done without it */
+	kill(pid[1], SIGSTOP);
+	good = 0;
+	posted = 0;
+	for (m = 0; m < nmsg; m++) {
+		for (c = 0; c < NDCT; c++) {
+			uint32_t len = msg_len(c, m);
+			uint8_t *p = src + (size_t)c * MSGMAX;
+
+			if (!m && !c)
+				continue;
+			for (i = 0; i < (int)len; i++)
+				p[i] = pat(c, m, (uint32_t)i);
+			/* WR ids carry (c, m): imm of the odd ones */
+			if (post(dci, ah, in[c].dctn, in[c].key,
+				 m % 2 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, p,
+				 len, mr->lkey, (uint64_t)(c << 16 | m),
+				 IBV_SEND_SIGNALED |
+					 (len <= 64 ? IBV_SEND_INLINE : 0),
+				 0, 0, 1))
+				break;
+			posted++;
+			/* one at a time: the buffer is reused */
+			good += drain(t.cq, 1);
+		}
+	}
+	ok(good == posted && posted == NDCT * nmsg - 1,
+	   "%d SENDs to %d DCTs (one process stopped) complete", good, NDCT);
+	/* RDMA WRITE the first half of each region, then READ it all back */
+	for (c = 0; c < NDCT; c++) {
+		uint8_t *wb = malloc(REGION / 2);
+		struct ibv_mr *wmr, *rmr;
+
+		for (i = 0; wb && i < REGION / 2; i++)
+			wb[i] = pat(c, 500, (uint32_t)i);
+		wmr = wb ? ibv_reg_mr(t.pd, wb, REGION / 2, 0) : NULL;
+		memset(rd, 0, REGION);
+		rmr = ibv_reg_mr(t.pd, rd, REGION, IBV_ACCESS_LOCAL_WRITE);
+		if (!wmr || !rmr)
+			bail_out("mr");
+		ok(!post(dci, ah, in[c].dctn, in[c].key, IBV_WR_RDMA_WRITE, wb,
+			 REGION / 2, wmr->lkey, 1, 0, in[c].rkey, in[c].raddr,
+			 1) &&
+			   !post(dci, ah, in[c].dctn, in[c].key,
+				 IBV_WR_RDMA_READ, rd, REGION, rmr->lkey, 2,
+				 IBV_SEND_SIGNALED, in[c].rkey, in[c].raddr,
+				 1) &&
+			   drain(t.cq, 1) == 1,
+		   "DCT %d: unsignaled RDMA WRITE then RDMA READ complete", c);
+		for (good = 1, i = 0; i < REGION; i++)
+			good &= rd[i] ==
+				pat(c, i < REGION / 2 ? 500 : 999, (uint32_t)i);
+		ok(good, "DCT %d: the READ saw the WRITE and the region", c);
+		{
+			/* FETCH_AND_ADD +1 then -1 on the region's last 8
+			 * bytes, in the target's memory: it ends as it was */
+			uint64_t want, got[2] = {0, 0};
+			struct ibv_mr *gm = ibv_reg_mr(t.pd, got, sizeof(got),
+						       IBV_ACCESS_LOCAL_WRITE);
+
+			memcpy(&want, rd + REGION - 8, 8);
+			ok(gm &&
+				   !atomic(dci, ah, in[c].dctn, in[c].key,
+					   &got[0], 8, gm->lkey, 4, in[c].rkey,
+					   in[c].raddr + REGION - 8, 1, 0, 0) &&
+				   !atomic(dci, ah, in[c].dctn, in[c].key,
+					   &got[1], 8, gm->lkey, 5, in[c].rkey,
+					   in[c].raddr + REGION - 8, UINT64_MAX,
+					   0, 0) &&
+				   drain(t.cq, 2) == 2 && got[0] == want &&
+				   got[1] == want + 1,
+			   "DCT %d: FETCH_AND_ADD +1, -1 in its process", c);
+			if (gm)
+				ibv_dereg_mr(gm);
+		}
+		ibv_dereg_mr(wmr);
+		ibv_dereg_mr(rmr);
+		free(wb);
+	}
+	is_int(post(dci, ah, in[0].dctn, in[0].key, IBV_WR_RDMA_WRITE, src, 8,
+		    mr->lkey, 3, IBV_SEND_SIGNALED, in[0].rkey,
+		    in[0].raddr + REGION - 4, 1),
+	       0, "an RDMA WRITE past the region is posted");
+	ok(t_wait(t.cq, &wc, 1, 20000) == 1 &&
+		   wc.status == IBV_WC_REM_ACCESS_ERR && wc.wr_id == 3,
+	   "and completes with IBV_WC_REM_ACCESS_ERR");
+	is_int(t_qp_state(dci), IBV_QPS_ERR, "the DCI is in ERR");
+	kill(pid[1], SIGCONT);
+	{
+		struct ibv_qp_attr a;
+
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RESET;
+		ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+			   !dci_up(dci, 7, 10, 1),
+		   "the DCI back to RTS through RESET");
+	}
+	for (c = 0; c < NDCT; c++)
+		t_xsend(wfd[c], &go, 1);
+
+	/* a wrong access key: unanswered, RETRY_EXC_ERR; the next flushes */
+	{
+		struct ibv_qp_ex *x = ibv_qp_to_qp_ex(dci);
+		struct mlx5dv_qp_ex *mx = mlx5dv_qp_ex_from_ibv_qp_ex(x);
+
+		ibv_wr_start(x);
+		x->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+		x->wr_id = 41;
+		ibv_wr_send(x);
+		mlx5dv_wr_set_dc_addr(mx, ah, in[2].dctn, in[2].key + 1);
+		ibv_wr_set_inline_data(x, src, 8);
+		x->wr_id = 42;
+		ibv_wr_send(x);
+		mlx5dv_wr_set_dc_addr(mx, ah, in[2].dctn, in[2].key);
+		ibv_wr_set_inline_data(x, src, 8);
+		is_int(ibv_wr_complete(x), 0, "two SENDs: a wrong key, a good");
+	}
+	ok(t_wait(t.cq, &wc, 1, 20000) == 1 && wc.wr_id == 41 &&
+		   wc.status == IBV_WC_RETRY_EXC_ERR,
+	   "the wrong key: IBV_WC_RETRY_EXC_ERR (the DCT drops it)");
+	ok(t_wait(t.cq, &wc, 1, 20000) == 1 && wc.wr_id == 42 &&
+		   wc.status == IBV_WC_WR_FLUSH_ERR,
+	   "the next one flushed");
+	for (c = 0; c < NDCT; c++) {
+		t_xsend(wfd[c], &go, 1);
+		t_xrecv(rfd[c], &res[c], sizeof(res[c]));
+		ok(res[c].recv_ok == nmsg,
+		   "DCT %d: %d messages received in order, data, imm, length "
+		   "verified",
+		   c, res[c].recv_ok);
+		ok(res[c].src_qp == dci->qp_num, "DCT %d: src_qp is the DCI",
+		   c);
+		ok(!res[c].extra, "DCT %d: nothing else delivered", c);
+		ok(res[c].write_ok, "DCT %d: its region holds the WRITE", c);
+		ok(res[c].viol == (c == 2 ? 1u : 0u),
+		   "DCT %d: %u key violations counted", c, res[c].viol);
+	}
+
+	/* a DCT of this very process; rnr_retry 0 against an empty SRQ */
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	if (!srq)
+		bail_out("srq");
+	{
+		struct ibv_qp *dct = dct_qp(&t, srq, 7), *d2 = dci_qp(&t);
+		uint8_t rb[64];
+		struct ibv_mr *rbm = ibv_reg_mr(t.pd, rb, sizeof(rb),
+						IBV_ACCESS_LOCAL_WRITE);
+		struct ibv_sge s = {(uintptr_t)rb, sizeof(rb), 0};
+		struct ibv_recv_wr w = {.wr_id = 5,
+					.sg_list = &s,
+					.num_sge = 1},
+				   *b;
+
+		if (!dct || !d2 || !rbm || dct_up(dct, RW, 1) ||
+		    dci_up(d2, 0, 10, 1))
+			bail_out("local dc");
+		s.lkey = rbm->lkey;
+		is_int(post(d2, ah, dct->qp_num, 7, IBV_WR_SEND, src, 8, 0, 6,
+			    IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0, 0, 1),
+		       0, "SEND to an empty SRQ with rnr_retry 0");
+		ok(t_wait(t.cq, &wc, 1, 20000) == 1 && wc.wr_id == 6 &&
+			   wc.status == IBV_WC_RNR_RETRY_EXC_ERR,
+		   "IBV_WC_RNR_RETRY_EXC_ERR");
+		{
+			struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+
+			ok(!ibv_post_srq_recv(srq, &w, &b) &&
+				   !ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+				   !dci_up(dci, 7, 10, 1),
+			   "post a receive; the DCI back to RTS");
+		}
+		memcpy(src, "dc-local", 8);
+		is_int(post(dci, ah, dct->qp_num, 7, IBV_WR_SEND_WITH_IMM, src,
+			    8, 0, 7, IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0, 0,
+			    1),
+		       0, "SEND_WITH_IMM to a DCT of this process");
+		for (good = 0, i = 0; i < 2 && t_wait(t.cq, &wc, 1, 20000); i++)
+			good += (wc.wr_id == 7 && wc.status == IBV_WC_SUCCESS &&
+				 wc.opcode == IBV_WC_SEND) ||
+				(wc.wr_id == 5 && wc.status == IBV_WC_SUCCESS &&
+				 wc.opcode == IBV_WC_RECV &&
+				 wc.src_qp == dci->qp_num &&
+				 wc.qp_num == dct->qp_num && wc.byte_len == 8 &&
+				 (wc.wc_flags & IBV_WC_WITH_IMM) &&
+				 be32toh(wc.imm_data) == 7 &&
+				 !memcmp(rb, "dc-local", 8));
+		is_int(good, 2, "send and receive completions, data verified");
+		/* WRITE_WITH_IMM: the data at the rkey, a receive consumed */
+		{
+			uint8_t wb[16];
+			struct ibv_mr *wbm =
+				ibv_reg_mr(t.pd, wb, sizeof(wb), RW);
+
+			memset(wb, 0, sizeof(wb));
+			w.wr_id = 8;
+			memcpy(src, "imm-wrt!", 8);
+			ok(wbm && !ibv_post_srq_recv(srq, &w, &b) &&
+				   !post(dci, ah, dct->qp_num, 7,
+					 IBV_WR_RDMA_WRITE_WITH_IMM, src, 8, 0,
+					 9, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+					 wbm->rkey, (uintptr_t)wb + 4, 1),
+			   "RDMA WRITE_WITH_IMM to the local DCT");
+			for (good = 0, i = 0;
+			     i < 2 && t_wait(t.cq, &wc, 1, 20000); i++)
+				good += (wc.wr_id == 9 &&
+					 wc.status == IBV_WC_SUCCESS &&
+					 wc.opcode == IBV_WC_RDMA_WRITE) ||
+					(wc.wr_id == 8 &&
+					 wc.status == IBV_WC_SUCCESS &&
+					 wc.opcode ==
+						 IBV_WC_RECV_RDMA_WITH_IMM &&
+					 wc.src_qp == dci->qp_num &&
+					 wc.byte_len == 8 &&
+					 be32toh(wc.imm_data) == 9);
+			ok(good == 2 && !memcmp(wb + 4, "imm-wrt!", 8) &&
+				   !wb[3] && !wb[12],
+			   "write and receive-with-imm completions, data at "
+			   "the rkey");
+			if (wbm)
+				ibv_dereg_mr(wbm);
+		}
+		/* a receive too short: the DCI's REM_INV_REQ_ERR, the DCT's
+		 * LOC_LEN_ERR; the DCT serves on */
+		{
+			struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+
+			s.length = 4;
+			w.wr_id = 11;
+			ok(!ibv_post_srq_recv(srq, &w, &b) &&
+				   !post(dci, ah, dct->qp_num, 7, IBV_WR_SEND,
+					 src, 8, 0, 12,
+					 IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0,
+					 0, 1),
+			   "an 8-byte SEND into a 4-byte receive");
+			for (good = 0, i = 0;
+			     i < 2 && t_wait(t.cq, &wc, 1, 20000); i++)
+				good += (wc.wr_id == 12 &&
+					 wc.status == IBV_WC_REM_INV_REQ_ERR) ||
+					(wc.wr_id == 11 &&
+					 wc.status == IBV_WC_LOC_LEN_ERR);
+			is_int(good, 2,
+			       "REM_INV_REQ_ERR at the DCI, LOC_LEN_ERR at the "
+			       "DCT");
+			is_int(t_qp_state(dct), IBV_QPS_RTR,
+			       "the DCT stays in RTR");
+			s.length = sizeof(rb);
+			w.wr_id = 13;
+			ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+				   !dci_up(dci, 7, 10, 1) &&
+				   !ibv_post_srq_recv(srq, &w, &b) &&
+				   !post(dci, ah, dct->qp_num, 7, IBV_WR_SEND,
+					 src, 8, 0, 14,
+					 IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0,
+					 0, 1),
+			   "the next SEND to it");
+			for (good = 0, i = 0;
+			     i < 2 && t_wait(t.cq, &wc, 1, 20000); i++)
+				good += wc.status == IBV_WC_SUCCESS &&
+					(wc.wr_id == 13 || wc.wr_id == 14);
+			is_int(good, 2, "is served");
+		}
+		/* atomics, to a DCT with remote atomic access */
+		{
+			uint64_t av[2] = {100, 0}, ares[2] = {0, 0};
+			struct ibv_mr *am =
+				ibv_reg_mr(t.pd, av, sizeof(av),
+					   RW | IBV_ACCESS_REMOTE_ATOMIC);
+			struct ibv_mr *rm = ibv_reg_mr(t.pd, ares, sizeof(ares),
+						       IBV_ACCESS_LOCAL_WRITE);
+			struct ibv_qp *adct = dct_qp(&t, srq, 8);
+			struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+
+			if (!am || !rm || !adct ||
+			    dct_up(adct, RW | IBV_ACCESS_REMOTE_ATOMIC, 1))
+				bail_out("atomic dct");
+			is_int(atomic(dci, ah, adct->qp_num, 8, ares, 4,
+				      rm->lkey, 20, am->rkey, (uintptr_t)av, 5,
+				      0, 0),
+			       EINVAL, "an atomic into 4 bytes -> EINVAL");
+			ok(!atomic(dci, ah, adct->qp_num, 8, ares, 8, rm->lkey,
+				   21, am->rkey, (uintptr_t)av, 5, 0, 0) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS &&
+				   wc.opcode == IBV_WC_FETCH_ADD &&
+				   ares[0] == 100 && av[0] == 105,
+			   "FETCH_AND_ADD: old 100, now 105");
+			ok(!atomic(dci, ah, adct->qp_num, 8, ares, 8, rm->lkey,
+				   22, am->rkey, (uintptr_t)av, 105, 7, 1) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS &&
+				   wc.opcode == IBV_WC_COMP_SWAP &&
+				   ares[0] == 105 && av[0] == 7,
+			   "CMP_AND_SWP that matches: old 105, now 7");
+			ok(!atomic(dci, ah, adct->qp_num, 8, ares, 8, rm->lkey,
+				   23, am->rkey, (uintptr_t)av, 1, 9, 1) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS &&
+				   ares[0] == 7 && av[0] == 7,
+			   "CMP_AND_SWP that does not match: old 7, unchanged");
+			ok(!atomic(dci, ah, dct->qp_num, 7, ares, 8, rm->lkey,
+				   24, am->rkey, (uintptr_t)av, 1, 0, 0) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_REM_ACCESS_ERR &&
+				   av[0] == 7,
+			   "to a DCT without remote atomic access: "
+			   "REM_ACCESS_ERR");
+			ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+				   !dci_up(dci, 7, 10, 1) &&
+				   !atomic(dci, ah, adct->qp_num, 8, ares, 8,
+					   rm->lkey, 25, am->rkey,
+					   (uintptr_t)av + 4, 1, 0, 0) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_REM_INV_REQ_ERR &&
+				   av[0] == 7 && !av[1],
+			   "a remote address not 8-byte aligned: "
+			   "REM_INV_REQ_ERR");
+			ok(!ibv_modify_qp(dci, &a, IBV_QP_STATE) &&
+				   !dci_up(dci, 7, 10, 1),
+			   "the DCI back to RTS");
+			is_int(ibv_destroy_qp(adct), 0,
+			       "destroy the atomic DCT");
+			ibv_dereg_mr(am);
+			ibv_dereg_mr(rm);
+		}
+		is_int(ibv_destroy_qp(dct), 0, "destroy the local DCT");
+		is_int(ibv_destroy_qp(d2), 0, "destroy the second DCI");
+		ibv_dereg_mr(rbm);
+	}
+	bad_args(&t, srq, ah);
+
+	for (c = 0; c < NDCT; c++) {
+		t_xsend(wfd[c], &go, 1);
+		waitpid(pid[c], &st, 0);
+		ok(WIFEXITED(st) && !WEXITSTATUS(st), "DCT %d exited 0 (%d)", c,
+		   st);
+		close(rfd[c]);
+		close(wfd[c]);
+	}
+	is_int(ibv_destroy_qp(dci), 0, "destroy the DCI");
+	is_int(ibv_destroy_srq(srq), 0, "destroy the SRQ");
+	is_int(ibv_destroy_ah(ah), 0, "destroy the AH");
+	is_int(ibv_dereg_mr(mr), 0, "deregister");
+	is_int(t_fd_count(), fd0 - 2 * NDCT, "no fd leaked");
+	is_int(maps_count(), maps0,
+	       "no segment left mapped (the DCTs it reached)");
+	t_close(&t);
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	free(src);
+	free(rd);
+	return done_testing();
+}
