@@ -149,7 +149,7 @@ host_ns() {
 	name=$1
 	h=$2
 	case $h in '' | *[!0-9]*) die "HOST must be a number" ;; esac
-	ip netns list | grep -q "^$name-h$h\( \|$\)" ||
+	ip netns list 2>/dev/null | grep -q "^$name-h$h\( \|$\)" ||
 		die "no host $h in fabric $name"
 	echo "$name-h$h"
 }
