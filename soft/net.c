@@ -442,7 +442,10 @@ int soft_net_agent_main(void)
 		n = poll(pf, (nfds_t)(3 + ncl), 200);
 		if (n < 0 && errno != EINTR)
 			break;
-		if (!ncl && soft_now_ns() - idle_since > 1000000000ull)
+		/* idle: only when nothing is pending (a client queued on
+		 * lfd is accepted first) */
+		if (!ncl && !(n > 0 && (pf[0].revents & POLLIN)) &&
+		    soft_now_ns() - idle_since > 1000000000ull)
 			break;
 		if (n <= 0)
 			continue;
@@ -504,13 +507,15 @@ int soft_net_agent_main(void)
 			}
 		}
 	}
-	close(lfd);
-	for (i = 0; i < ncl; i++)
-		close(pf[3 + i].fd);
+	/* UDP 4791 first: an agent that can bind our name once lfd is
+	 * closed must find the port free, for both families */
 	if (u4 >= 0)
 		close(u4);
 	if (u6 >= 0)
 		close(u6);
+	close(lfd);
+	for (i = 0; i < ncl; i++)
+		close(pf[3 + i].fd);
 	return 0;
 }
 
