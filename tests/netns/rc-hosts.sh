@@ -4,8 +4,8 @@
 # (every size class of SEND echoed back and checked, RDMA WRITE/READ,
 # WRITE_WITH_IMM, atomics, a bad rkey), also under 1% and 10% loss and
 # under duplication and reordering (softrdma's seeded fault hook,
-# SOFTRDMA_TEST_NETFAULT); a cable pulled and a server SIGKILLed under
-# outstanding SENDs (RETRY_EXC_ERR, the QP in ERR); Debian's
+# SOFTRDMA_TEST_NETFAULT, and tc netem where the kernel has it); a cable
+# pulled and a server SIGKILLed under outstanding SENDs (RETRY_EXC_ERR, the QP in ERR); Debian's
 # ibv_rc_pingpong, polling and with events; then the hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
 fabric=$top_srcdir/tests/netns/fabric.sh
@@ -81,13 +81,93 @@ pair() {
 	[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
 }
 
+# the no-loss run is captured on host 1's interface (where dumpcap and
+# tshark are installed) and decoded by tshark, a decoder nobody here wrote
+cap=
+if command -v dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1
+then
+	cap=$tap_tmp/rc.pcap
+	# (its pid from the shell it replaces: SIGINT is ignored in
+	# background jobs, and "ip netns exec" may stand between)
+	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/dumpcap.pid" timeout 300 dumpcap -q -i eth0 \
+		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
+	cpid=$!
+	tap_pids="$tap_pids $cpid"
+	_i=0
+	while [ $_i -lt 100 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
+	do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+fi
 pair "no loss" $rounds
+if [ -n "$cap" ]; then
+	sleep 0.5
+	kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
+	wait $cpid
+	tsh() {
+		HOME=$tap_tmp tshark -n --disable-protocol rpcordma -r "$cap" \
+			"$@" 2>>"$tap_tmp/tshark.err"
+	}
+	tsh -T fields -E separator=' ' -e infiniband.bth.opcode -e udp.length \
+		>"$tap_tmp/ops"
+	nf=$(wc -l <"$tap_tmp/ops")
+	ni=$(awk '$1 != "" && $2 != ""' "$tap_tmp/ops" | wc -l)
+	[ "$nf" -gt 1000 ] && [ "$ni" -eq "$nf" ]
+	ok $? "tshark: all $nf captured packets decode as InfiniBand on UDP 4791 ($ni)"
+	# without tshark's EtherType-over-IB payload heuristic: it takes
+	# test data that starts 08 00 for an IPv4 frame ("Bogus IPv4 version")
+	tsh --disable-heuristic eth_over_ib -V >"$tap_tmp/verbose" ||
+		tsh -V >"$tap_tmp/verbose"
+	! grep -Eiq 'malformed|exception|bad checksum|\[Expert Info \((Error|Warning)' \
+		"$tap_tmp/verbose"
+	ok $? "tshark -V: nothing malformed, no error or warning"
+	grep -Ei -m5 'malformed|exception|Expert Info' "$tap_tmp/verbose" |
+		sed 's/^/#   /'
+	# segmentation at the path MTU (1024): a MIDDLE packet (SEND 1, WRITE
+	# 7, READ response 14) carries exactly 1024 bytes (UDP 8 + BTH 12 +
+	# 1024 + ICRC 4), and no packet carries more
+	awk '$1 == 1 || $1 == 7 || $1 == 14 { n++; if ($2 != 1048) bad++ }
+		$2 > 1048 + 28 { bad++ }
+		END { print n + 0, bad + 0 }' "$tap_tmp/ops" >"$tap_tmp/seg"
+	read -r nmid nbad <"$tap_tmp/seg"
+	[ "$nmid" -gt 1000 ] && [ "$nbad" -eq 0 ]
+	ok $? "segmented at the path MTU: $nmid MIDDLE packets of 1024 B, $nbad too long"
+	# SEND/WRITE FIRST and LAST, WRITE_LAST_IMM, READ request and
+	# response FIRST/LAST, ACK, ATOMIC ACK, CMP_SWAP, FETCH_ADD
+	miss=
+	for o in 0 2 6 8 9 12 13 15 17 18 19 20; do
+		awk -v o=$o '$1 == o { f = 1 } END { exit !f }' "$tap_tmp/ops" ||
+			miss="$miss $o"
+	done
+	[ -z "$miss" ]
+	ok $? "every opcode the run uses is on the wire${miss:+ (missing:$miss)}"
+else
+	skip "tshark decodes the capture" "dumpcap or tshark not installed"
+fi
 # loss, duplication and reordering: softrdma's seeded fault hook on every
 # packet both hosts send (this kernel may lack sch_netem)
 pair "1% loss" 1 SOFTRDMA_TEST_NETFAULT=seed=1,drop=1
 pair "10% loss" 1 SOFTRDMA_TEST_NETFAULT=seed=2,drop=10
 pair "5% duplicated, 5% reordered" 1 \
 	SOFTRDMA_TEST_NETFAULT=seed=3,dup=5,reorder=5
+# the same faults made by the kernel (tc netem on both hosts' egress),
+# where this kernel has sch_netem
+if sh "$fabric" netem-available; then
+	fab netem "$name" 1 0 loss 3% && fab netem "$name" 2 0 loss 3%
+	ok $? "tc netem loss 3% on both hosts"
+	pair "tc netem loss 3%" 1
+	fab netem "$name" 1 0 delay 2ms reorder 25% 50% duplicate 5% &&
+		fab netem "$name" 2 0 delay 2ms reorder 25% 50% duplicate 5%
+	ok $? "tc netem reorder and duplicate 5% on both hosts"
+	pair "tc netem reorder, duplicate" 1
+	fab netem "$name" 1 0 off
+	fab netem "$name" 2 0 off
+else
+	skip "tc netem loss, reordering, duplication" \
+		"this kernel has no sch_netem (the fault hook above stands in)"
+fi
 
 # cut HOW -- rc_peer cut against a server on host 1: after one echo the
 # server's cable is pulled (HOW=link) or the server SIGKILLed (HOW=kill);
