@@ -92,7 +92,15 @@ down() {
 	name=$1
 	for ns in $(ns_list); do
 		case $ns in
-		"$name"-h[0-9]* | "$name"-sw) ip netns del "$ns" 2>/dev/null ;;
+		"$name"-h[0-9]* | "$name"-sw)
+			# what still runs on the host (a killed run's servers,
+			# agents) goes with it
+			ino=$(stat -L -c %i "/run/netns/$ns" 2>/dev/null)
+			[ -n "$ino" ] && for f in /proc/[0-9]*/ns/net; do
+				[ "$(stat -L -c %i "$f" 2>/dev/null)" = "$ino" ] &&
+					f=${f#/proc/} && kill -KILL "${f%%/*}" 2>/dev/null
+			done
+			ip netns del "$ns" 2>/dev/null ;;
 		esac
 	done
 	rm -rf "${state:?}/fabric-$name"
