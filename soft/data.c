@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include "softrdma.h"
+#include "net.h"
 #include "ud.h"
 
 /*
@@ -164,6 +165,7 @@ void soft_qp_connect(struct soft_qp *qp)
 /* soft_qp_disconnect -- unmap the peer segment; lock held */
 void soft_qp_disconnect(struct soft_qp *qp)
 {
+	soft_net_release(qp); /* issue 12: the network path (net.c) */
 	if (qp->peer)
 		munmap(qp->peer, qp->peer_len);
 	if (qp->peer_srq)
@@ -905,6 +907,8 @@ static void flush_rq(struct soft_qp *qp);
  */
 void soft_qp_flush(struct soft_qp *qp)
 {
+	if (qp->net)
+		soft_net_progress(qp); /* issue 12: the network path */
 	if (qp->ud) {
 		soft_ud_flush(qp); /* UD/UC (ud.c) */
 		return;
@@ -983,6 +987,10 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	soft_lock(&qp->ctx->lock);
 	switch (qp->type) {
 	case IBV_QPT_RC:
+		if (qp->net) { /* issue 12: the network path (net.c) */
+			ret = soft_net_post_send(qp, wr, bad);
+			break;
+		}
 		ret = rc_post_send(qp, wr, bad);
 		break;
 	default:
@@ -2346,6 +2354,8 @@ static void flush_rq(struct soft_qp *qp)
 /* rc_progress -- one RC QP's share of a progress sweep; lock held */
 static void rc_progress(struct soft_qp *qp)
 {
+	if (qp->net)
+		soft_net_progress(qp); /* issue 12: the network path */
 	if (qp->peer) {
 		rx_qp(qp);
 	} else if (qp->dest_qpn && qp->state >= IBV_QPS_RTR &&

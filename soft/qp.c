@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "softrdma.h"
+#include "net.h"
 #include "ud.h"
 
 SOFT_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
@@ -643,6 +644,8 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			 * local QP (between hosts is not there yet) */
 			if (soft_gid_local(&qp->attr.ah_attr.grh.dgid))
 				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
+			else /* issue 12: the network path (net.c) */
+				soft_net_connect(qp);
 			soft_qp_connect(qp);
 			if (qp->ctx->serve_rings)
 				soft_thread_start_locked(qp->ctx);

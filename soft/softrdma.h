@@ -455,8 +455,9 @@ struct soft_qp {
 	int drain_bad;	/* the initiator's outbox lied: no more from it */
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
-	struct soft_ud *ud; /* UD and UC QPs: their data path (ud.c) */
-	struct soft_dc *dc; /* DCI and DCT (dc.c) */
+	struct soft_ud *ud;	 /* UD and UC QPs: their data path (ud.c) */
+	struct soft_dc *dc;	 /* DCI and DCT (dc.c) */
+	struct soft_net_qp *net; /* RC to another host: net.c (issue 12) */
 };
 
 /* list helpers */

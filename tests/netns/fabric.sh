@@ -92,7 +92,15 @@ down() {
 	name=$1
 	for ns in $(ns_list); do
 		case $ns in
-		"$name"-h[0-9]* | "$name"-sw) ip netns del "$ns" 2>/dev/null ;;
+		"$name"-h[0-9]* | "$name"-sw)
+			# what still runs on the host (a killed run's servers,
+			# agents) goes with it
+			ino=$(stat -L -c %i "/run/netns/$ns" 2>/dev/null)
+			[ -n "$ino" ] && for f in /proc/[0-9]*/ns/net; do
+				[ "$(stat -L -c %i "$f" 2>/dev/null)" = "$ino" ] &&
+					f=${f#/proc/} && kill -KILL "${f%%/*}" 2>/dev/null
+			done
+			ip netns del "$ns" 2>/dev/null ;;
 		esac
 	done
 	rm -rf "${state:?}/fabric-$name"
@@ -149,7 +157,7 @@ host_ns() {
 	name=$1
 	h=$2
 	case $h in '' | *[!0-9]*) die "HOST must be a number" ;; esac
-	ip netns list | grep -q "^$name-h$h\( \|$\)" ||
+	ip netns list 2>/dev/null | grep -q "^$name-h$h\( \|$\)" ||
 		die "no host $h in fabric $name"
 	echo "$name-h$h"
 }

@@ -1,0 +1,2026 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * net.c -- softrdma between hosts: RC over RoCE v2 (UDP port 4791).
+ *
+ * Shape.  One agent process per host (per network namespace) owns UDP
+ * port 4791: it is started on demand by the first process that needs the
+ * network path (fork, setsid, fork), found through the abstract unix
+ * socket "softrdma-roce-<uid>" (abstract names are per network namespace,
+ * i.e. per host), checks the invariant CRC of every packet and hands it to
+ * the process that registered the destination QPN, over that process's
+ * SOCK_SEQPACKET connection.  It exits a second after its last client.
+ *
+ * Each process runs the RC transport of its own QPs (this file): the
+ * requester (segmentation at the path MTU, PSNs, ack requests, a window of
+ * 128 packets, go-back-N on a PSN sequence NAK, the retransmission timer of
+ * 4.096 us * 2^timeout and retry_cnt, RNR NAKs with the responder's timer
+ * and rnr_retry), the completer (ACKs, READ responses, atomic ACKs) and
+ * the responder (in-order PSNs, one PSN sequence NAK per gap, duplicates
+ * acknowledged without a second delivery, duplicate READs re-executed,
+ * rkey checks against the local MR table, RNR NAK when no receive is
+ * posted).  It sends its packets itself, from unconnected UDP sockets
+ * with IP_PMTUDISC_DO (the ICRC covers the IPv4 id, which Linux leaves 0
+ * for such packets).  A thread of the process receives and runs timers.
+ *
+ * Enabled with SOFTRDMA_NET=1 (else a foreign GID stays an unreachable
+ * path, as before).  SOFTRDMA_TEST_NETFAULT (tests only) injects faults
+ * into every packet this process sends: "seed=N,drop=P,dup=P,reorder=P"
+ * with P in percent.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net.h"
+#include "roce.h"
+
+#define NET_MAX_QP    4096
+#define NET_WINDOW    128 /* unacknowledged packets in flight */
+#define NET_ACK_EVERY 32  /* ack request every N packets of a message */
+#define NET_BUF	      (64 + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
+
+enum { AG_REG = 1, AG_UNREG = 2 };
+
+struct ag_msg {
+	uint32_t op;
+	uint32_t qpn;
+};
+
+/* what the agent puts before each packet it hands over */
+struct ag_fwd {
+	uint8_t family;
+	uint8_t pad;
+	uint16_t sport;
+	uint8_t src[16];
+};
+
+struct net_swqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode op;
+	int signaled;
+	int se;		 /* IBV_SEND_SOLICITED */
+	uint32_t status; /* a local error found at post */
+	uint32_t len;
+	uint32_t niov;
+	struct iovec *iov;
+	uint8_t *inl;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t imm; /* host order of the wire value */
+	uint32_t inv;
+	uint64_t swap, cmp;
+	uint32_t psn, npkts; /* PSN space it takes */
+	uint32_t got;	     /* READ: response packets placed */
+	uint32_t rereq;	     /* READ: got when last re-requested + 1 */
+	int done;
+};
+
+struct net_pkt {
+	struct net_pkt *next;
+	size_t len;
+	uint8_t data[];
+};
+
+struct soft_net_qp {
+	struct soft_qp *qp;
+	struct net_pkt *in_head, *in_tail; /* net_mtx */
+	_Atomic int pending;
+	struct soft_context *ctx;
+	uint32_t qpn, dqpn;
+	int family;
+	uint8_t src[16], dst[16]; /* 4 bytes used for AF_INET */
+	uint32_t pmtu;
+	/* requester */
+	struct net_swqe *sq;
+	struct iovec *iovs;
+	uint8_t *inls;
+	uint32_t sq_n, max_sge, max_inl;
+	uint64_t head, tail, txw;
+	uint32_t txp;
+	uint32_t sq_psn, una;
+	int psn_set;
+	uint64_t timer_at, rnr_until;
+	uint32_t retries, rnrs;
+	/* responder */
+	uint32_t epsn, msn;
+	int nak_sent;
+	int rx_active; /* a SEND in progress */
+	uint64_t rx_off;
+	int wr_active; /* a WRITE in progress */
+	uint64_t wr_va, wr_len, wr_off;
+	uint32_t wr_rkey;
+	int atm_valid;
+	uint32_t atm_psn;
+	uint64_t atm_orig;
+};
+
+static pthread_mutex_t net_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct soft_net_qp *net_tbl[NET_MAX_QP];
+static int net_nqp;
+static int net_on = -1;
+static int ctl_fd = -1, udp4 = -1, udp6 = -1;
+static uint16_t sport4, sport6;
+static int thr_started;
+static pthread_t net_thr;
+
+/* ---------------------------------------------------------------- */
+/* fault injection (tests) */
+
+static pthread_mutex_t flt_mtx = PTHREAD_MUTEX_INITIALIZER;
+static int flt_on = -1;
+static double flt_drop, flt_dup, flt_reorder;
+static uint64_t flt_rng;
+static uint8_t flt_held[NET_BUF];
+static size_t flt_held_len;
+static int flt_held_fd;
+static struct sockaddr_storage flt_held_to;
+static socklen_t flt_held_tolen;
+
+static void flt_init(void)
+{
+	const char *e = getenv("SOFTRDMA_TEST_NETFAULT");
+	char *s, *tok, *save = NULL;
+
+	flt_on = 0;
+	flt_rng = 0x9e3779b97f4a7c15ull;
+	if (!e || !*e)
+		return;
+	s = strdup(e);
+	if (!s)
+		return;
+	for (tok = strtok_r(s, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strncmp(tok, "seed=", 5))
+			flt_rng ^= strtoull(tok + 5, NULL, 0) *
+				   0x2545f4914f6cdd1dull;
+		else if (!strncmp(tok, "drop=", 5))
+			flt_drop = strtod(tok + 5, NULL) / 100;
+		else if (!strncmp(tok, "dup=", 4))
+			flt_dup = strtod(tok + 4, NULL) / 100;
+		else if (!strncmp(tok, "reorder=", 8))
+			flt_reorder = strtod(tok + 8, NULL) / 100;
+	}
+	free(s);
+	if (!flt_rng)
+		flt_rng = 1;
+	flt_on = flt_drop > 0 || flt_dup > 0 || flt_reorder > 0;
+}
+
+static double flt_rand(void)
+{
+	flt_rng ^= flt_rng << 13;
+	flt_rng ^= flt_rng >> 7;
+	flt_rng ^= flt_rng << 17;
+	return (double)(flt_rng >> 11) / (double)(1ull << 53);
+}
+
+static void raw_send(int fd, const void *buf, size_t len,
+		     const struct sockaddr *to, socklen_t tolen)
+{
+	/* a full socket buffer or an unreachable network is a lost packet:
+	 * the retransmission timer covers it, as on a wire */
+	(void)!sendto(fd, buf, len, MSG_DONTWAIT, to, tolen);
+}
+
+static void wire_send(int fd, const void *buf, size_t len,
+		      const struct sockaddr *to, socklen_t tolen)
+{
+	int dup = 0, hold = 0;
+
+	if (flt_on < 0) {
+		pthread_mutex_lock(&flt_mtx);
+		if (flt_on < 0)
+			flt_init();
+		pthread_mutex_unlock(&flt_mtx);
+	}
+	if (!flt_on) {
+		raw_send(fd, buf, len, to, tolen);
+		return;
+	}
+	pthread_mutex_lock(&flt_mtx);
+	if (flt_rand() < flt_drop)
+		goto out;
+	dup = flt_rand() < flt_dup;
+	hold = !flt_held_len && len <= sizeof(flt_held) &&
+	       flt_rand() < flt_reorder;
+	if (hold) {
+		memcpy(flt_held, buf, len);
+		flt_held_len = len;
+		flt_held_fd = fd;
+		memcpy(&flt_held_to, to, tolen);
+		flt_held_tolen = tolen;
+		goto out;
+	}
+	raw_send(fd, buf, len, to, tolen);
+	if (dup)
+		raw_send(fd, buf, len, to, tolen);
+	if (flt_held_len) { /* the held one now comes after this one */
+		raw_send(flt_held_fd, flt_held, flt_held_len,
+			 (struct sockaddr *)&flt_held_to, flt_held_tolen);
+		flt_held_len = 0;
+	}
+out:
+	pthread_mutex_unlock(&flt_mtx);
+}
+
+/* ---------------------------------------------------------------- */
+/* the agent */
+
+static void ag_name(struct sockaddr_un *a, socklen_t *len)
+{
+	int n;
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
+		     "softrdma-roce-%u", (unsigned int)getuid());
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+			   (size_t)n);
+}
+
+static void big_buffers(int fd)
+{
+	int sz = 16 << 20;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+}
+
+#define AG_MAX_CLIENTS 256
+#define AG_MAX_QPS     8192
+
+struct ag_qp {
+	uint32_t qpn;
+	int fd;
+};
+
+static int ag_udp(int family)
+{
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in a4;
+	struct sockaddr_in6 a6;
+
+	if (fd < 0)
+		return -1;
+	big_buffers(fd);
+	if (family == AF_INET) {
+		memset(&a4, 0, sizeof(a4));
+		a4.sin_family = AF_INET;
+		a4.sin_port = htons(ROCE_UDP_PORT);
+		(void)setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+		if (!bind(fd, (struct sockaddr *)&a4, sizeof(a4)))
+			return fd;
+	} else {
+		memset(&a6, 0, sizeof(a6));
+		a6.sin6_family = AF_INET6;
+		a6.sin6_port = htons(ROCE_UDP_PORT);
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
+				 sizeof(one));
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one,
+				 sizeof(one));
+		if (!bind(fd, (struct sockaddr *)&a6, sizeof(a6)))
+			return fd;
+	}
+	close(fd);
+	return -1;
+}
+
+/* ag_rx -- one datagram from UDP 4791: ICRC checked, handed over */
+static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
+{
+	uint8_t buf[64 + 65536];
+	size_t hl = roce_ip_udp_len(family);
+	struct sockaddr_storage from;
+	char cbuf[256];
+	struct iovec iov = {.iov_base = buf + hl, .iov_len = sizeof(buf) - hl};
+	struct msghdr m = {.msg_name = &from,
+			   .msg_namelen = sizeof(from),
+			   .msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = cbuf,
+			   .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *c;
+	struct roce_ip ip;
+	struct ag_fwd fw;
+	struct iovec out[2];
+	struct msghdr om;
+	ssize_t n;
+	uint32_t qpn;
+	int i, have_dst = 0;
+
+	n = recvmsg(fd, &m, MSG_DONTWAIT);
+	if (n < ROCE_BTH_LEN + ROCE_ICRC_LEN || (m.msg_flags & MSG_TRUNC))
+		return;
+	memset(&ip, 0, sizeof(ip));
+	memset(&fw, 0, sizeof(fw));
+	ip.family = family;
+	ip.dport = ROCE_UDP_PORT;
+	ip.ttl = 64;
+	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (family == AF_INET && c->cmsg_level == IPPROTO_IP &&
+		    c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memcpy(ip.dst, &pi.ipi_addr, 4);
+			have_dst = 1;
+		} else if (family == AF_INET6 &&
+			   c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			memcpy(ip.dst, &pi.ipi6_addr, 16);
+			have_dst = 1;
+		}
+	}
+	if (!have_dst)
+		return;
+	fw.family = (uint8_t)family;
+	if (family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&from;
+
+		memcpy(ip.src, &s->sin_addr, 4);
+		ip.sport = ntohs(s->sin_port);
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&from;
+
+		memcpy(ip.src, &s->sin6_addr, 16);
+		ip.sport = ntohs(s->sin6_port);
+	}
+	memcpy(fw.src, ip.src, 16);
+	fw.sport = ip.sport;
+	if (roce_ip_udp(&ip, buf, sizeof(buf), (size_t)n) != (ssize_t)hl ||
+	    roce_icrc_check(buf, hl + (size_t)n))
+		return; /* a bad ICRC: dropped, as an HCA drops it */
+	qpn = (uint32_t)buf[hl + 5] << 16 | (uint32_t)buf[hl + 6] << 8 |
+	      buf[hl + 7];
+	for (i = 0; i < nqps; i++)
+		if (qps[i].qpn == qpn)
+			break;
+	if (i == nqps)
+		return;
+	out[0].iov_base = &fw;
+	out[0].iov_len = sizeof(fw);
+	out[1].iov_base = buf + hl;
+	out[1].iov_len = (size_t)n;
+	memset(&om, 0, sizeof(om));
+	om.msg_iov = out;
+	om.msg_iovlen = 2;
+	(void)!sendmsg(qps[i].fd, &om, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+static void ag_drop_client(int fd, struct ag_qp *qps, int *nqps)
+{
+	int i;
+
+	for (i = 0; i < *nqps;) {
+		if (qps[i].fd == fd)
+			qps[i] = qps[--*nqps];
+		else
+			i++;
+	}
+	close(fd);
+}
+
+/*
+ * soft_net_agent_main -- the agent's loop; returns when it had no client
+ * for a second (or could not start: another agent, port taken)
+ */
+int soft_net_agent_main(void)
+{
+	static struct ag_qp qps[AG_MAX_QPS];
+	static struct pollfd pf[3 + AG_MAX_CLIENTS];
+	struct sockaddr_un a;
+	socklen_t alen;
+	int lfd, u4, u6, ncl = 0, nqps = 0, i;
+	uint64_t idle_since;
+
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (lfd < 0)
+		return 1;
+	ag_name(&a, &alen);
+	if (bind(lfd, (struct sockaddr *)&a, alen) || listen(lfd, 64)) {
+		close(lfd);
+		return 1; /* one agent per host */
+	}
+	u4 = ag_udp(AF_INET);
+	u6 = ag_udp(AF_INET6);
+	if (u4 < 0 && u6 < 0) {
+		close(lfd);
+		return 1;
+	}
+	idle_since = soft_now_ns();
+	for (;;) {
+		int n;
+
+		pf[0].fd = lfd;
+		pf[0].events = POLLIN;
+		pf[1].fd = u4;
+		pf[1].events = POLLIN;
+		pf[2].fd = u6;
+		pf[2].events = POLLIN;
+		n = poll(pf, (nfds_t)(3 + ncl), 200);
+		if (n < 0 && errno != EINTR)
+			break;
+		/* idle: only when nothing is pending (a client queued on
+		 * lfd is accepted first) */
+		if (!ncl && !(n > 0 && (pf[0].revents & POLLIN)) &&
+		    soft_now_ns() - idle_since > 1000000000ull)
+			break;
+		if (n <= 0)
+			continue;
+		if (pf[1].revents & POLLIN)
+			for (i = 0; i < 64; i++)
+				ag_rx(u4, AF_INET, qps, nqps);
+		if (pf[2].revents & POLLIN)
+			for (i = 0; i < 64; i++)
+				ag_rx(u6, AF_INET6, qps, nqps);
+		for (i = 3; i < 3 + ncl; i++) {
+			struct ag_msg msg;
+			ssize_t r;
+			int j;
+
+			if (!pf[i].revents)
+				continue;
+			r = recv(pf[i].fd, &msg, sizeof(msg), MSG_DONTWAIT);
+			if (r == (ssize_t)sizeof(msg) && msg.op == AG_REG) {
+				for (j = 0; j < nqps; j++)
+					if (qps[j].qpn == msg.qpn)
+						break;
+				if (j == nqps && nqps < AG_MAX_QPS)
+					nqps++;
+				if (j < AG_MAX_QPS) {
+					qps[j].qpn = msg.qpn;
+					qps[j].fd = pf[i].fd;
+				}
+			} else if (r == (ssize_t)sizeof(msg) &&
+				   msg.op == AG_UNREG) {
+				for (j = 0; j < nqps; j++)
+					if (qps[j].qpn == msg.qpn &&
+					    qps[j].fd == pf[i].fd)
+						qps[j] = qps[--nqps];
+			} else if (r == 0 || (r < 0 && errno != EAGAIN &&
+					      errno != EINTR)) {
+				ag_drop_client(pf[i].fd, qps, &nqps);
+				pf[i] = pf[3 + --ncl];
+				i--;
+				if (!ncl)
+					idle_since = soft_now_ns();
+			}
+		}
+		if (pf[0].revents & POLLIN) {
+			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			struct ucred cr;
+			socklen_t cl = sizeof(cr);
+
+			if (c >= 0 &&
+			    (ncl >= AG_MAX_CLIENTS ||
+			     getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ||
+			     cr.uid != getuid())) {
+				close(c);
+			} else if (c >= 0) {
+				big_buffers(c);
+				pf[3 + ncl].fd = c;
+				pf[3 + ncl].events = POLLIN;
+				pf[3 + ncl].revents = 0;
+				ncl++;
+			}
+		}
+	}
+	/* UDP 4791 first: an agent that can bind our name once lfd is
+	 * closed must find the port free, for both families */
+	if (u4 >= 0)
+		close(u4);
+	if (u6 >= 0)
+		close(u6);
+	close(lfd);
+	for (i = 0; i < ncl; i++)
+		close(pf[3 + i].fd);
+	return 0;
+}
+
+/* ag_spawn -- start the host's agent: fork, setsid, fork; it keeps none
+ * of our descriptors */
+static void ag_spawn(void)
+{
+	pid_t p = fork(), q;
+	int fd;
+
+	if (p < 0)
+		return;
+	if (p) {
+		while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+			;
+		return;
+	}
+	setsid();
+	q = fork();
+	if (q)
+		_exit(0);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	syscall(SYS_close_range, 0u, ~0u, 0u);
+	fd = open("/dev/null", O_RDWR);
+	if (fd == 0) {
+		(void)!dup(0);
+		(void)!dup(0);
+	}
+	(void)!chdir("/");
+	/* the host's HCA: ahead of busy pollers where we may (root) */
+	if (setpriority(PRIO_PROCESS, 0, -10))
+		(void)setpriority(PRIO_PROCESS, 0, 0);
+	_exit(soft_net_agent_main());
+}
+
+/* ag_connect -- our connection to the agent, starting it if needed */
+static int ag_connect(void)
+{
+	struct sockaddr_un a;
+	socklen_t alen;
+	int fd, i;
+
+	ag_name(&a, &alen);
+	for (i = 0; i < 200; i++) {
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -1;
+		if (!connect(fd, (struct sockaddr *)&a, alen)) {
+			big_buffers(fd);
+			return fd;
+		}
+		close(fd);
+		if (i == 0 || i % 50 == 0)
+			ag_spawn();
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* ---------------------------------------------------------------- */
+/* the sending side of one packet */
+
+static int udp_open(int family, uint16_t *port)
+{
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int v = family == AF_INET ? IP_PMTUDISC_DO : IPV6_PMTUDISC_DO;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (fd < 0)
+		return -1;
+	big_buffers(fd);
+	if (family == AF_INET)
+		(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v,
+				 sizeof(v));
+	else
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v,
+				 sizeof(v));
+	memset(&ss, 0, sizeof(ss));
+	ss.ss_family = (sa_family_t)family;
+	if (bind(fd, (struct sockaddr *)&ss,
+		 family == AF_INET ? sizeof(struct sockaddr_in)
+				   : sizeof(struct sockaddr_in6)) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+		close(fd);
+		return -1;
+	}
+	*port = ntohs(family == AF_INET
+			      ? ((struct sockaddr_in *)&ss)->sin_port
+			      : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	return fd;
+}
+
+static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
+{
+	uint8_t buf[NET_BUF];
+	size_t hl = roce_ip_udp_len(nq->family);
+	struct roce_ip ip;
+	struct sockaddr_in a4;
+	struct sockaddr_in6 a6;
+	ssize_t n;
+
+	p->bth.pkey = ROCE_DEFAULT_PKEY;
+	p->bth.dqpn = nq->dqpn;
+	n = roce_encode(p, buf + hl, sizeof(buf) - hl);
+	if (n < 0)
+		return;
+	memset(&ip, 0, sizeof(ip));
+	ip.family = nq->family;
+	memcpy(ip.src, nq->src, 16);
+	memcpy(ip.dst, nq->dst, 16);
+	ip.sport = nq->family == AF_INET ? sport4 : sport6;
+	ip.dport = ROCE_UDP_PORT;
+	ip.ttl = 64;
+	if (roce_ip_udp(&ip, buf, sizeof(buf), (size_t)n) != (ssize_t)hl ||
+	    roce_icrc_set(buf, hl + (size_t)n))
+		return;
+	if (nq->family == AF_INET) {
+		memset(&a4, 0, sizeof(a4));
+		a4.sin_family = AF_INET;
+		a4.sin_port = htons(ROCE_UDP_PORT);
+		memcpy(&a4.sin_addr, nq->dst, 4);
+		wire_send(udp4, buf + hl, (size_t)n, (struct sockaddr *)&a4,
+			  sizeof(a4));
+	} else {
+		memset(&a6, 0, sizeof(a6));
+		a6.sin6_family = AF_INET6;
+		a6.sin6_port = htons(ROCE_UDP_PORT);
+		memcpy(&a6.sin6_addr, nq->dst, 16);
+		wire_send(udp6, buf + hl, (size_t)n, (struct sockaddr *)&a6,
+			  sizeof(a6));
+	}
+}
+
+static void send_ack(struct soft_net_qp *nq, uint8_t syndrome, uint32_t psn)
+{
+	struct roce_pkt p;
+
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = ROCE_RC | ROCE_ACK;
+	p.bth.psn = psn & ROCE_PSN_MASK;
+	p.aeth.syndrome = syndrome;
+	p.aeth.msn = nq->msn & ROCE_PSN_MASK;
+	pkt_send(nq, &p);
+}
+
+/* ---------------------------------------------------------------- */
+/* helpers */
+
+static void iov_copy_out(const struct iovec *iov, uint32_t niov, uint64_t off,
+			 uint8_t *dst, uint64_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < niov && len; i++) {
+		uint64_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > len)
+			l = len;
+		memcpy(dst, (uint8_t *)iov[i].iov_base + off, l);
+		dst += l;
+		len -= l;
+		off = 0;
+	}
+}
+
+static void iov_copy_in(const struct iovec *iov, uint32_t niov, uint64_t off,
+			const uint8_t *src, uint64_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < niov && len; i++) {
+		uint64_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l -= off;
+		if (l > len)
+			l = len;
+		memcpy((uint8_t *)iov[i].iov_base + off, src, l);
+		src += l;
+		len -= l;
+		off = 0;
+	}
+}
+
+static uint64_t qp_timeout_ns(struct soft_qp *qp)
+{
+	uint64_t t = roce_timeout_ns(qp->attr.timeout);
+
+	return t ? t : UINT64_MAX / 4; /* 0: wait forever */
+}
+
+static void net_kick(void);
+
+/* ---------------------------------------------------------------- */
+/* requester */
+
+static int op_is_read_like(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static uint8_t req_op_only(const struct net_swqe *w)
+{
+	switch (w->op) {
+	case IBV_WR_SEND:
+		return ROCE_RC | ROCE_SEND_ONLY;
+	case IBV_WR_SEND_WITH_IMM:
+		return ROCE_RC | ROCE_SEND_ONLY_IMM;
+	case IBV_WR_SEND_WITH_INV:
+		return ROCE_RC | ROCE_SEND_ONLY_INV;
+	case IBV_WR_RDMA_WRITE:
+		return ROCE_RC | ROCE_WRITE_ONLY;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return ROCE_RC | ROCE_WRITE_ONLY_IMM;
+	default:
+		return 0;
+	}
+}
+
+/* tx_one -- packet txp of WQE w; 0 sent, -1 window closed */
+static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
+{
+	uint8_t data[ROCE_MAX_PMTU];
+	struct roce_pkt p;
+	uint32_t seg;
+	int op;
+
+	memset(&p, 0, sizeof(p));
+	p.bth.psn = roce_psn_add(w->psn, k);
+	if (w->op == IBV_WR_RDMA_READ) {
+		uint64_t off = (uint64_t)k * nq->pmtu;
+
+		p.bth.opcode = ROCE_RC | ROCE_READ_REQ;
+		p.bth.ackreq = 1;
+		p.reth.va = w->raddr + off;
+		p.reth.rkey = w->rkey;
+		p.reth.len = (uint32_t)(w->len - off);
+		pkt_send(nq, &p);
+		return;
+	}
+	if (w->op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    w->op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		p.bth.opcode = ROCE_RC | (w->op == IBV_WR_ATOMIC_CMP_AND_SWP
+						  ? ROCE_CMP_SWAP
+						  : ROCE_FETCH_ADD);
+		p.bth.ackreq = 1;
+		p.atmeth.va = w->raddr;
+		p.atmeth.rkey = w->rkey;
+		p.atmeth.swap_add = w->swap;
+		p.atmeth.compare = w->cmp;
+		pkt_send(nq, &p);
+		return;
+	}
+	op = roce_seg_opcode(req_op_only(w), k, w->npkts);
+	if (op < 0)
+		return;
+	p.bth.opcode = (uint8_t)op;
+	seg = roce_seg_len(w->len, nq->pmtu, k);
+	if (w->inl)
+		memcpy(data, w->inl + (uint64_t)k * nq->pmtu, seg);
+	else
+		iov_copy_out(w->iov, w->niov, (uint64_t)k * nq->pmtu, data,
+			     seg);
+	p.payload = data;
+	p.payload_len = seg;
+	p.bth.ackreq = k + 1 == w->npkts || (k + 1) % NET_ACK_EVERY == 0;
+	p.bth.se = k + 1 == w->npkts && w->se;
+	p.imm = w->imm;
+	p.ieth = w->inv;
+	if (k == 0) {
+		p.reth.va = w->raddr;
+		p.reth.rkey = w->rkey;
+		p.reth.len = w->len;
+	}
+	pkt_send(nq, &p);
+}
+
+/* tx_push -- send what the window and the RNR wait allow; lock held */
+static void tx_push(struct soft_net_qp *nq)
+{
+	uint64_t now = 0;
+
+	if (nq->qp->state == IBV_QPS_ERR)
+		return;
+	if (nq->rnr_until) {
+		now = soft_now_ns();
+		if (now < nq->rnr_until)
+			return;
+		nq->rnr_until = 0;
+	}
+	while (nq->txw < nq->head) {
+		struct net_swqe *w = &nq->sq[nq->txw % nq->sq_n];
+		uint32_t count = op_is_read_like(w->op) ? 1 : w->npkts;
+		uint32_t k = nq->txp;
+
+		if (w->status || w->done) {
+			nq->txw++;
+			nq->txp = 0;
+			continue;
+		}
+		if (w->op == IBV_WR_RDMA_READ)
+			k = w->got; /* what is missing of it */
+		/* behind una (a READ answered out of order): inside */
+		if (roce_psn_cmp(roce_psn_add(w->psn, k), nq->una) >=
+		    NET_WINDOW)
+			break;
+		tx_one(nq, w, k);
+		if (!nq->timer_at) {
+			if (!now)
+				now = soft_now_ns();
+			nq->timer_at = now + qp_timeout_ns(nq->qp);
+		}
+		if (++nq->txp >= count) {
+			nq->txw++;
+			nq->txp = 0;
+		}
+	}
+}
+
+/* complete_wqe -- the WQE at the tail is finished with STATUS */
+static void complete_wqe(struct soft_net_qp *nq, enum ibv_wc_status status)
+{
+	struct net_swqe *w = &nq->sq[nq->tail % nq->sq_n];
+	struct ibv_wc wc;
+
+	nq->tail++;
+	if (nq->txw < nq->tail) {
+		nq->txw = nq->tail;
+		nq->txp = 0;
+	}
+	if (status == IBV_WC_SUCCESS && !w->signaled)
+		return;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = w->wr_id;
+	wc.status = status;
+	switch (w->op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		wc.opcode = IBV_WC_RDMA_WRITE;
+		break;
+	case IBV_WR_RDMA_READ:
+		wc.opcode = IBV_WC_RDMA_READ;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		wc.opcode = IBV_WC_COMP_SWAP;
+		break;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		wc.opcode = IBV_WC_FETCH_ADD;
+		break;
+	default:
+		wc.opcode = IBV_WC_SEND;
+		break;
+	}
+	wc.byte_len = w->len;
+	wc.qp_num = nq->qpn;
+	soft_cq_push(nq->qp->scq, &wc, 0);
+}
+
+/* fail -- the tail WQE ends with STATUS, the QP goes to ERR, the rest
+ * flushes */
+static void fail(struct soft_net_qp *nq, enum ibv_wc_status status)
+{
+	if (nq->tail < nq->head)
+		complete_wqe(nq, status);
+	soft_qp_to_error(nq->qp);
+	while (nq->tail < nq->head)
+		complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);
+	nq->timer_at = 0;
+	nq->rnr_until = 0;
+}
+
+/* acked -- every packet up to PSN is acknowledged: complete in order */
+static void acked(struct soft_net_qp *nq, uint32_t psn)
+{
+	while (nq->tail < nq->head) {
+		struct net_swqe *w = &nq->sq[nq->tail % nq->sq_n];
+		uint32_t last = roce_psn_add(w->psn, w->npkts - 1);
+
+		if (w->status) {
+			fail(nq, (enum ibv_wc_status)w->status);
+			return;
+		}
+		if (op_is_read_like(w->op) && !w->done) {
+			if (roce_psn_cmp(last, psn) < 0 && nq->txw > nq->tail) {
+				/* later requests were answered, this one's
+				 * response was lost: ask again */
+				nq->txw = nq->tail;
+				nq->txp = 0;
+			}
+			break;
+		}
+		if (!w->done && roce_psn_cmp(last, psn) > 0)
+			break;
+		complete_wqe(nq, IBV_WC_SUCCESS);
+	}
+	if (roce_psn_cmp(roce_psn_add(psn, 1), nq->una) > 0)
+		nq->una = roce_psn_add(psn, 1);
+}
+
+/* rewind -- go back to PSN (go-back-N) */
+static void rewind_to(struct soft_net_qp *nq, uint32_t psn)
+{
+	uint64_t i;
+
+	for (i = nq->tail; i < nq->head; i++) {
+		struct net_swqe *w = &nq->sq[i % nq->sq_n];
+		int32_t d = roce_psn_cmp(psn, w->psn);
+
+		if (w->status)
+			continue;
+		if (d >= 0 && (uint32_t)d < w->npkts) {
+			nq->txw = i;
+			nq->txp = op_is_read_like(w->op) ? 0 : (uint32_t)d;
+			return;
+		}
+	}
+	nq->txw = nq->tail;
+	nq->txp = 0;
+}
+
+static void progress_made(struct soft_net_qp *nq)
+{
+	nq->retries = 0;
+	nq->timer_at =
+		nq->tail < nq->head ? soft_now_ns() + qp_timeout_ns(nq->qp) : 0;
+}
+
+static enum ibv_wc_status nak_status(uint8_t v)
+{
+	switch (v) {
+	case ROCE_NAK_REMOTE_ACCESS:
+		return IBV_WC_REM_ACCESS_ERR;
+	case ROCE_NAK_REMOTE_OP:
+		return IBV_WC_REM_OP_ERR;
+	default:
+		return IBV_WC_REM_INV_REQ_ERR;
+	}
+}
+
+/* completer -- a response packet (ACK, READ response, atomic ACK) */
+static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
+{
+	uint8_t op = p->bth.opcode & 0x1f;
+	unsigned int fl = roce_op_flags(p->bth.opcode);
+	uint32_t psn = p->bth.psn;
+	struct net_swqe *w;
+
+	if (nq->tail == nq->head || roce_psn_cmp(psn, nq->sq_psn) >= 0 ||
+	    roce_psn_cmp(psn, nq->sq[nq->tail % nq->sq_n].psn) < 0)
+		return; /* nothing of ours: stale or forged */
+	if (op == ROCE_ACK) {
+		uint8_t t = roce_aeth_type(p->aeth.syndrome);
+
+		if (t == ROCE_AETH_ACK) {
+			acked(nq, psn);
+			progress_made(nq);
+			nq->rnrs = 0;
+		} else if (t == ROCE_AETH_RNR_NAK) {
+			acked(nq, roce_psn_add(psn, ROCE_PSN_MASK));
+			if (nq->qp->attr.rnr_retry != 7 &&
+			    ++nq->rnrs > nq->qp->attr.rnr_retry) {
+				fail(nq, IBV_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			nq->rnr_until = soft_now_ns() +
+					roce_rnr_timer_ns(roce_aeth_value(
+						p->aeth.syndrome));
+			rewind_to(nq, psn);
+			nq->timer_at = 0;
+			nq->retries = 0;
+			return; /* the thread sends again at rnr_until */
+		} else if (t == ROCE_AETH_NAK) {
+			uint8_t v = roce_aeth_value(p->aeth.syndrome);
+
+			acked(nq, roce_psn_add(psn, ROCE_PSN_MASK));
+			if (v == ROCE_NAK_PSN_SEQ) {
+				rewind_to(nq, psn);
+				progress_made(nq);
+			} else {
+				fail(nq, nak_status(v));
+				return;
+			}
+		}
+		tx_push(nq);
+		return;
+	}
+	/* READ responses and atomic ACKs answer the oldest such request */
+	acked(nq, roce_psn_add(psn, ROCE_PSN_MASK));
+	if (nq->tail == nq->head)
+		return;
+	w = &nq->sq[nq->tail % nq->sq_n];
+	if (op == ROCE_ATOMIC_ACK) {
+		if (w->done || psn != w->psn ||
+		    (w->op != IBV_WR_ATOMIC_CMP_AND_SWP &&
+		     w->op != IBV_WR_ATOMIC_FETCH_AND_ADD))
+			return;
+		{
+			uint64_t v = p->atmack;
+
+			iov_copy_in(w->iov, w->niov, 0, (uint8_t *)&v, 8);
+		}
+		w->done = 1;
+	} else if (fl & ROCE_F_PAYLOAD) { /* READ_RESP_* */
+		uint64_t off;
+
+		if (w->op != IBV_WR_RDMA_READ || w->done)
+			return;
+		if (psn != roce_psn_add(w->psn, w->got)) {
+			/* a gap: ask for the rest once per position */
+			if (roce_psn_cmp(psn, roce_psn_add(w->psn, w->got)) >
+				    0 &&
+			    w->rereq != w->got + 1) {
+				w->rereq = w->got + 1;
+				rewind_to(nq, w->psn);
+				tx_push(nq);
+			}
+			return;
+		}
+		off = (uint64_t)w->got * nq->pmtu;
+		if (p->payload_len != roce_seg_len(w->len, nq->pmtu, w->got) ||
+		    ((fl & ROCE_F_LAST) != 0) != (w->got + 1 == w->npkts)) {
+			fail(nq, IBV_WC_BAD_RESP_ERR);
+			return;
+		}
+		iov_copy_in(w->iov, w->niov, off, p->payload, p->payload_len);
+		w->got++;
+		nq->retries = 0;
+		if (w->got < w->npkts) {
+			nq->timer_at = soft_now_ns() + qp_timeout_ns(nq->qp);
+			return;
+		}
+		w->done = 1;
+	} else {
+		return;
+	}
+	acked(nq, roce_psn_add(w->psn, w->npkts - 1));
+	progress_made(nq);
+	tx_push(nq);
+}
+
+/* ---------------------------------------------------------------- */
+/* responder */
+
+/* rkey_va -- the local address of [va, va+len) under RKEY with NEED;
+ * stripe lock held on success */
+static uint8_t *rkey_va(struct soft_net_qp *nq, uint32_t rkey, uint64_t va,
+			uint64_t len, uint32_t need, pthread_mutex_t **lk)
+{
+	uint32_t slot = soft_key_slot(rkey);
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
+	struct soft_qp *qp = nq->qp;
+	struct soft_mr *mr;
+
+	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	soft_stripe_lock(*lk);
+	mr = soft_mr_lookup(rkey);
+	/* memory windows are not reached over the network yet */
+	if (!rkey || (rkey & SOFT_KEY_MW_BIT) || !mr || m->key != rkey ||
+	    mr->pd != qp->pd || !(mr->access & need) ||
+	    !(qp->attr.qp_access_flags & need) || va < mr->iova ||
+	    va - mr->iova > mr->mr.length ||
+	    len > mr->mr.length - (va - mr->iova)) {
+		pthread_mutex_unlock(*lk);
+		return NULL;
+	}
+	return (uint8_t *)mr->mr.addr + (va - mr->iova);
+}
+
+static struct soft_rwqe *resp_wqe(struct soft_qp *qp)
+{
+	return qp->rq_head == qp->rq_tail
+		       ? NULL
+		       : &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
+}
+
+static void resp_take_wqe(struct soft_qp *qp)
+{
+	qp->rq_tail++;
+	if (qp->seg->rq_entries)
+		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
+				      memory_order_release);
+}
+
+/* resp_err -- a request we cannot execute: NAK, responder QP to ERR */
+static void resp_err(struct soft_net_qp *nq, uint8_t nak, uint32_t psn)
+{
+	send_ack(nq, ROCE_AETH_NAK | nak, psn);
+	soft_async_event(nq->ctx, IBV_EVENT_QP_REQ_ERR, &nq->qp->qpx.qp_base);
+	soft_qp_to_error(nq->qp);
+}
+
+/* resp_place -- payload into the receive WQE at offset; 0 or -1 */
+static int resp_place(struct soft_net_qp *nq, struct soft_rwqe *r, uint64_t off,
+		      const uint8_t *src, uint32_t len, enum ibv_wc_status *st)
+{
+	struct iovec iov[SOFT_MAX_SGE];
+	uint64_t room = 0;
+	uint32_t i;
+
+	for (i = 0; i < r->num_sge; i++) {
+		room += r->sge[i].length;
+		if (soft_local_sge(nq->qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
+				   &iov[i])) {
+			*st = IBV_WC_LOC_PROT_ERR;
+			return -1;
+		}
+	}
+	if (off > room || len > room - off) {
+		*st = IBV_WC_LOC_LEN_ERR;
+		return -1;
+	}
+	iov_copy_in(iov, r->num_sge, off, src, len);
+	return 0;
+}
+
+static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
+			   enum ibv_wc_opcode opc, uint32_t len,
+			   enum ibv_wc_status st)
+{
+	struct soft_qp *qp = nq->qp;
+	struct soft_rwqe *r = resp_wqe(qp);
+	unsigned int fl = roce_op_flags(p->bth.opcode);
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = r->wr_id;
+	wc.status = st;
+	wc.opcode = opc;
+	wc.byte_len = len;
+	wc.qp_num = nq->qpn;
+	wc.src_qp = nq->dqpn;
+	if (st == IBV_WC_SUCCESS && (fl & ROCE_F_IMMDT)) {
+		wc.imm_data = htonl(p->imm);
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	if (st == IBV_WC_SUCCESS && (fl & ROCE_F_IETH)) {
+		wc.invalidated_rkey = p->ieth;
+		wc.wc_flags |= IBV_WC_WITH_INV;
+	}
+	resp_take_wqe(qp);
+	soft_cq_push(qp->rcq, &wc, p->bth.se);
+	if (st != IBV_WC_SUCCESS)
+		soft_qp_to_error(qp);
+}
+
+static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
+{
+	uint8_t data[ROCE_MAX_PMTU];
+	uint32_t n = roce_npkts(p->reth.len, nq->pmtu), k;
+	pthread_mutex_t *lk;
+	uint8_t *va = NULL;
+	struct roce_pkt r;
+
+	if (p->reth.len) {
+		va = rkey_va(nq, p->reth.rkey, p->reth.va, p->reth.len,
+			     IBV_ACCESS_REMOTE_READ, &lk);
+		if (!va) {
+			resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
+			return;
+		}
+		pthread_mutex_unlock(lk);
+	}
+	for (k = 0; k < n; k++) {
+		uint32_t seg = roce_seg_len(p->reth.len, nq->pmtu, k);
+
+		memset(&r, 0, sizeof(r));
+		r.bth.opcode = (uint8_t)roce_seg_opcode(
+			ROCE_RC | ROCE_READ_RESP_ONLY, k, n);
+		r.bth.psn = roce_psn_add(p->bth.psn, k);
+		r.aeth.syndrome = ROCE_AETH_ACK | 0x1f;
+		r.aeth.msn = nq->msn & ROCE_PSN_MASK;
+		if (seg) {
+			/* again under the lock: a dereg waits for the copy */
+			uint8_t *v =
+				rkey_va(nq, p->reth.rkey,
+					p->reth.va + (uint64_t)k * nq->pmtu,
+					seg, IBV_ACCESS_REMOTE_READ, &lk);
+
+			if (!v) {
+				resp_err(nq, ROCE_NAK_REMOTE_ACCESS, r.bth.psn);
+				return;
+			}
+			memcpy(data, v, seg);
+			pthread_mutex_unlock(lk);
+		}
+		r.payload = data;
+		r.payload_len = seg;
+		pkt_send(nq, &r);
+	}
+	(void)va;
+}
+
+static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
+{
+	uint8_t op = p->bth.opcode & 0x1f;
+	pthread_mutex_t *lk, *al;
+	uint64_t *v, orig;
+	struct roce_pkt r;
+
+	if (p->atmeth.va & 7) {
+		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
+		return;
+	}
+	v = (uint64_t *)rkey_va(nq, p->atmeth.rkey, p->atmeth.va, 8,
+				IBV_ACCESS_REMOTE_ATOMIC, &lk);
+	if (!v) {
+		resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
+		return;
+	}
+	al = &soft_reg->atomic_lock[(p->atmeth.va >> 3) % SOFT_NSTRIPES];
+	soft_stripe_lock(al);
+	orig = *v;
+	if (op == ROCE_CMP_SWAP) {
+		if (orig == p->atmeth.compare)
+			*v = p->atmeth.swap_add;
+	} else {
+		*v = orig + p->atmeth.swap_add;
+	}
+	pthread_mutex_unlock(al);
+	pthread_mutex_unlock(lk);
+	nq->atm_valid = 1;
+	nq->atm_psn = p->bth.psn;
+	nq->atm_orig = orig;
+	nq->msn++;
+	memset(&r, 0, sizeof(r));
+	r.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
+	r.bth.psn = p->bth.psn;
+	r.aeth.msn = nq->msn & ROCE_PSN_MASK;
+	r.atmack = orig;
+	pkt_send(nq, &r);
+}
+
+/* responder -- a request packet */
+static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
+{
+	struct soft_qp *qp = nq->qp;
+	uint8_t op = p->bth.opcode & 0x1f;
+	unsigned int fl = roce_op_flags(p->bth.opcode);
+	uint32_t psn = p->bth.psn;
+	int32_t d = roce_psn_cmp(psn, nq->epsn);
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	struct soft_rwqe *r;
+
+	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR)
+		return;
+	if (d > 0) { /* a gap: one NAK until it closes */
+		if (!nq->nak_sent)
+			send_ack(nq, ROCE_AETH_NAK | ROCE_NAK_PSN_SEQ,
+				 nq->epsn);
+		nq->nak_sent = 1;
+		return;
+	}
+	if (d < 0) { /* a duplicate: never delivered twice */
+		if (op == ROCE_READ_REQ) {
+			resp_read(nq, p);
+		} else if (op == ROCE_CMP_SWAP || op == ROCE_FETCH_ADD) {
+			if (nq->atm_valid && psn == nq->atm_psn) {
+				struct roce_pkt a;
+
+				memset(&a, 0, sizeof(a));
+				a.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
+				a.bth.psn = psn;
+				a.aeth.msn = nq->msn & ROCE_PSN_MASK;
+				a.atmack = nq->atm_orig;
+				pkt_send(nq, &a);
+			}
+		} else if (p->bth.ackreq) {
+			send_ack(nq, ROCE_AETH_ACK | 0x1f,
+				 roce_psn_add(nq->epsn, ROCE_PSN_MASK));
+		}
+		return;
+	}
+	nq->nak_sent = 0;
+	switch (op) {
+	case ROCE_SEND_FIRST:
+	case ROCE_SEND_MIDDLE:
+	case ROCE_SEND_LAST:
+	case ROCE_SEND_LAST_IMM:
+	case ROCE_SEND_ONLY:
+	case ROCE_SEND_ONLY_IMM:
+	case ROCE_SEND_LAST_INV:
+	case ROCE_SEND_ONLY_INV:
+		if (qp->srq) { /* not carried over the network yet */
+			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+			return;
+		}
+		if ((fl & ROCE_F_FIRST) ? nq->rx_active : !nq->rx_active) {
+			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+			return;
+		}
+		r = resp_wqe(qp);
+		if (!r) { /* receiver not ready */
+			send_ack(nq,
+				 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
+						      ROCE_AETH_VALUE_MASK),
+				 psn);
+			return;
+		}
+		if (fl & ROCE_F_FIRST)
+			nq->rx_off = 0;
+		nq->rx_active = 1;
+		if (resp_place(nq, r, nq->rx_off, p->payload, p->payload_len,
+			       &st)) {
+			nq->rx_active = 0;
+			resp_recv_done(nq, p, IBV_WC_RECV, 0, st);
+			send_ack(nq,
+				 ROCE_AETH_NAK |
+					 (st == IBV_WC_LOC_PROT_ERR
+						  ? ROCE_NAK_REMOTE_OP
+						  : ROCE_NAK_INVALID_REQ),
+				 psn);
+			soft_async_event(nq->ctx, IBV_EVENT_QP_REQ_ERR,
+					 &qp->qpx.qp_base);
+			return;
+		}
+		nq->rx_off += p->payload_len;
+		if (fl & ROCE_F_LAST) {
+			if ((fl & ROCE_F_IETH) &&
+			    soft_mw_remote_inv(p->ieth, soft_self_pid,
+					       qp->pd->pd_id,
+					       nq->qpn) != IBV_WC_SUCCESS) {
+				nq->rx_active = 0;
+				resp_recv_done(nq, p, IBV_WC_RECV,
+					       (uint32_t)nq->rx_off,
+					       IBV_WC_REM_INV_REQ_ERR);
+				send_ack(nq,
+					 ROCE_AETH_NAK | ROCE_NAK_INVALID_REQ,
+					 psn);
+				return;
+			}
+			nq->rx_active = 0;
+			nq->msn++;
+			resp_recv_done(nq, p, IBV_WC_RECV, (uint32_t)nq->rx_off,
+				       IBV_WC_SUCCESS);
+		}
+		break;
+	case ROCE_WRITE_FIRST:
+	case ROCE_WRITE_MIDDLE:
+	case ROCE_WRITE_LAST:
+	case ROCE_WRITE_LAST_IMM:
+	case ROCE_WRITE_ONLY:
+	case ROCE_WRITE_ONLY_IMM: {
+		pthread_mutex_t *lk;
+		uint8_t *va;
+
+		if ((fl & ROCE_F_FIRST) ? nq->wr_active : !nq->wr_active) {
+			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+			return;
+		}
+		if ((fl & ROCE_F_IMMDT) && !qp->srq && !resp_wqe(qp)) {
+			send_ack(nq,
+				 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
+						      ROCE_AETH_VALUE_MASK),
+				 psn);
+			return;
+		}
+		if ((fl & ROCE_F_IMMDT) && qp->srq) {
+			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+			return;
+		}
+		if (fl & ROCE_F_FIRST) {
+			nq->wr_va = p->reth.va;
+			nq->wr_len = p->reth.len;
+			nq->wr_rkey = p->reth.rkey;
+			nq->wr_off = 0;
+			if (nq->wr_len &&
+			    !rkey_va(nq, nq->wr_rkey, nq->wr_va, nq->wr_len,
+				     IBV_ACCESS_REMOTE_WRITE, &lk)) {
+				resp_err(nq, ROCE_NAK_REMOTE_ACCESS, psn);
+				return;
+			}
+			if (nq->wr_len)
+				pthread_mutex_unlock(lk);
+		}
+		nq->wr_active = 1;
+		if (p->payload_len > nq->wr_len - nq->wr_off ||
+		    ((fl & ROCE_F_LAST) &&
+		     nq->wr_off + p->payload_len != nq->wr_len)) {
+			nq->wr_active = 0;
+			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+			return;
+		}
+		if (p->payload_len) {
+			va = rkey_va(nq, nq->wr_rkey, nq->wr_va + nq->wr_off,
+				     p->payload_len, IBV_ACCESS_REMOTE_WRITE,
+				     &lk);
+			if (!va) {
+				nq->wr_active = 0;
+				resp_err(nq, ROCE_NAK_REMOTE_ACCESS, psn);
+				return;
+			}
+			memcpy(va, p->payload, p->payload_len);
+			pthread_mutex_unlock(lk);
+		}
+		nq->wr_off += p->payload_len;
+		if (fl & ROCE_F_LAST) {
+			nq->wr_active = 0;
+			nq->msn++;
+			if (fl & ROCE_F_IMMDT)
+				resp_recv_done(nq, p, IBV_WC_RECV_RDMA_WITH_IMM,
+					       (uint32_t)nq->wr_len,
+					       IBV_WC_SUCCESS);
+		}
+		break;
+	}
+	case ROCE_READ_REQ:
+		if (nq->rx_active || nq->wr_active) {
+			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+			return;
+		}
+		nq->msn++;
+		resp_read(nq, p);
+		if (qp->state != IBV_QPS_ERR)
+			nq->epsn = roce_psn_add(
+				nq->epsn, roce_npkts(p->reth.len, nq->pmtu));
+		return;
+	case ROCE_CMP_SWAP:
+	case ROCE_FETCH_ADD:
+		resp_atomic(nq, p);
+		if (qp->state != IBV_QPS_ERR)
+			nq->epsn = roce_psn_add(nq->epsn, 1);
+		return;
+	default:
+		resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+		return;
+	}
+	nq->epsn = roce_psn_add(nq->epsn, 1);
+	if (p->bth.ackreq)
+		send_ack(nq, ROCE_AETH_ACK | 0x1f, psn);
+}
+
+/* ---------------------------------------------------------------- */
+/* the process's thread: packets from the agent, timers */
+
+/* nq_timer -- the retransmission timer and the RNR wait; ctx lock held */
+static int nq_timer(struct soft_net_qp *nq, uint64_t now)
+{
+	if (nq->tail == nq->head || nq->qp->state == IBV_QPS_ERR)
+		return 0;
+	if (nq->rnr_until) {
+		if (now >= nq->rnr_until)
+			tx_push(nq);
+	} else if (nq->timer_at && now >= nq->timer_at) {
+		if (++nq->retries > nq->qp->attr.retry_cnt) {
+			fail(nq, IBV_WC_RETRY_EXC_ERR);
+			return 0;
+		}
+		rewind_to(nq, nq->una);
+		nq->timer_at = now + qp_timeout_ns(nq->qp);
+		tx_push(nq);
+	}
+	return 1;
+}
+
+/* nq_input -- one packet the agent handed us */
+static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
+{
+	struct ag_fwd fw;
+	struct roce_pkt p;
+
+	if (len < sizeof(fw))
+		return;
+	memcpy(&fw, buf, sizeof(fw));
+	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
+	    (p.bth.opcode & 0xe0) != ROCE_RC || p.bth.dqpn != nq->qpn)
+		return;
+	/* only the peer's address speaks for the peer */
+	if (fw.family != nq->family ||
+	    memcmp(fw.src, nq->dst, nq->family == AF_INET ? 4 : 16))
+		return;
+	if (getenv("SOFTRDMA_NET_DEBUG"))
+		fprintf(stderr,
+			"%llu %d in op %x psn %u epsn %u una %u tail %llu head "
+			"%llu txw %llu syn %x\n",
+			(unsigned long long)(soft_now_ns() / 1000) % 100000000,
+			getpid(), p.bth.opcode, p.bth.psn, nq->epsn, nq->una,
+			(unsigned long long)nq->tail,
+			(unsigned long long)nq->head,
+			(unsigned long long)nq->txw, p.aeth.syndrome);
+	if (roce_op_flags(p.bth.opcode) & ROCE_F_REQ)
+		responder(nq, &p);
+	else
+		completer(nq, &p);
+}
+
+/*
+ * nq_run -- the packets queued for the QP, then its timers; ctx lock
+ * held.  Whoever holds the context lock runs it: the owner's poll or
+ * progress thread (soft_net_progress) or, when the lock is free, our
+ * thread.  So a busy poller is never made to wait for the lock.
+ */
+static void nq_run(struct soft_net_qp *nq, int net_locked)
+{
+	struct net_pkt *l, *n;
+
+	if (atomic_load_explicit(&nq->pending, memory_order_acquire)) {
+		if (!net_locked)
+			pthread_mutex_lock(&net_mtx);
+		l = nq->in_head;
+		nq->in_head = nq->in_tail = NULL;
+		atomic_store(&nq->pending, 0);
+		if (!net_locked)
+			pthread_mutex_unlock(&net_mtx);
+		for (; l; l = n) {
+			n = l->next;
+			if (nq->qp->state != IBV_QPS_RESET)
+				nq_input(nq, l->data, l->len);
+			free(l);
+		}
+	}
+	nq_timer(nq, soft_now_ns());
+}
+
+static struct soft_net_qp *nq_find(uint32_t qpn)
+{
+	int i;
+
+	for (i = 0; i < NET_MAX_QP; i++)
+		if (net_tbl[i] && net_tbl[i]->qpn == qpn)
+			return net_tbl[i];
+	return NULL;
+}
+
+/* net_packet -- queue a packet for its QP and run it if we can (HELD:
+ * the context whose lock the caller holds, which runs it itself); net_mtx
+ * held */
+static void net_packet(const uint8_t *buf, size_t len,
+		       struct soft_context *held)
+{
+	struct soft_net_qp *nq;
+	struct net_pkt *k;
+	uint32_t qpn;
+
+	if (len < sizeof(struct ag_fwd) + ROCE_BTH_LEN)
+		return;
+	qpn = (uint32_t)buf[sizeof(struct ag_fwd) + 5] << 16 |
+	      (uint32_t)buf[sizeof(struct ag_fwd) + 6] << 8 |
+	      buf[sizeof(struct ag_fwd) + 7];
+	nq = nq_find(qpn);
+	if (!nq)
+		return;
+	k = malloc(sizeof(*k) + len);
+	if (!k)
+		return;
+	k->next = NULL;
+	k->len = len;
+	memcpy(k->data, buf, len);
+	if (nq->in_tail)
+		nq->in_tail->next = k;
+	else
+		nq->in_head = k;
+	nq->in_tail = k;
+	atomic_store_explicit(&nq->pending, 1, memory_order_release);
+	if (nq->ctx == held)
+		return;
+	if (!soft_trylock(&nq->ctx->lock)) {
+		nq_run(nq, 1);
+		soft_unlock(&nq->ctx->lock);
+	} else {
+		soft_wake_ctx((uint32_t)nq->ctx->reg_idx);
+	}
+}
+
+/* net_rx -- up to MAX packets from the agent, in order, into their QPs'
+ * queues; HELD as net_packet's */
+static void net_rx(int max, struct soft_context *held)
+{
+	uint8_t buf[sizeof(struct ag_fwd) + NET_BUF];
+	int i;
+
+	if (ctl_fd < 0)
+		return;
+	pthread_mutex_lock(&net_mtx);
+	for (i = 0; i < max; i++) {
+		ssize_t r = recv(ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (r <= 0)
+			break;
+		net_packet(buf, (size_t)r, held);
+	}
+	pthread_mutex_unlock(&net_mtx);
+}
+
+/* timers -- every QP whose context lock is free; 1: work outstanding */
+static int timers(void)
+{
+	int i, busy = 0;
+
+	for (i = 0; i < NET_MAX_QP; i++) {
+		struct soft_net_qp *nq = net_tbl[i];
+
+		if (!nq)
+			continue;
+		if (!soft_trylock(&nq->ctx->lock)) {
+			nq_run(nq, 1);
+			busy |= nq->tail < nq->head || nq->rx_active ||
+				nq->wr_active;
+			soft_unlock(&nq->ctx->lock);
+		} else {
+			busy = 1;
+		}
+	}
+	return busy;
+}
+
+static int kick_fd[2] = {-1, -1};
+
+static void net_kick(void)
+{
+	char c = 1;
+
+	if (kick_fd[1] >= 0)
+		(void)!write(kick_fd[1], &c, 1);
+}
+
+/* reregister -- a new agent (the old one went away) learns our QPNs */
+static void reregister(void)
+{
+	int i;
+
+	for (i = 0; i < NET_MAX_QP; i++) {
+		struct ag_msg m = {AG_REG, 0};
+
+		if (!net_tbl[i])
+			continue;
+		m.qpn = net_tbl[i]->qpn;
+		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	}
+}
+
+static void *net_main(void *arg)
+{
+	int busy = 0;
+
+	(void)arg;
+	/* the receive side of our "HCA": ahead of our own busy pollers
+	 * where we may (root) */
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
+	for (;;) {
+		struct pollfd pf[2];
+		int n;
+
+		pf[0].fd = ctl_fd;
+		pf[0].events = POLLIN;
+		pf[1].fd = kick_fd[0];
+		pf[1].events = POLLIN;
+		n = poll(pf, 2, busy ? 1 : 50);
+		if (n > 0 && (pf[1].revents & POLLIN)) {
+			char c[64];
+
+			(void)!read(kick_fd[0], c, sizeof(c));
+		}
+		if (n > 0 && (pf[0].revents & POLLIN))
+			net_rx(256, NULL);
+		if (n > 0 && (pf[0].revents & (POLLHUP | POLLERR))) {
+			/* the agent went away: start another */
+			int fd = ag_connect();
+
+			pthread_mutex_lock(&net_mtx);
+			if (fd >= 0) {
+				dup2(fd, ctl_fd);
+				close(fd);
+				reregister();
+			}
+			pthread_mutex_unlock(&net_mtx);
+			if (fd < 0)
+				usleep(100000);
+		}
+		pthread_mutex_lock(&net_mtx);
+		busy = timers();
+		pthread_mutex_unlock(&net_mtx);
+	}
+	return NULL;
+}
+
+/* net_start -- sockets, agent and thread, once; net_mtx held */
+static int net_start(void)
+{
+	sigset_t all, old;
+
+	if (thr_started)
+		return 0;
+	if (udp4 < 0)
+		udp4 = udp_open(AF_INET, &sport4);
+	if (udp6 < 0)
+		udp6 = udp_open(AF_INET6, &sport6);
+	if (kick_fd[0] < 0 && pipe2(kick_fd, O_CLOEXEC | O_NONBLOCK))
+		return -1;
+	if (ctl_fd < 0)
+		ctl_fd = ag_connect();
+	if (ctl_fd < 0 || (udp4 < 0 && udp6 < 0))
+		return -1;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (!pthread_create(&net_thr, NULL, net_main, NULL)) {
+		pthread_detach(net_thr);
+		thr_started = 1;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return thr_started ? 0 : -1;
+}
+
+/* src_for -- the address this host sends from towards DST */
+static int src_for(int family, const uint8_t *dst, uint8_t *src)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = -1;
+
+	if (fd < 0)
+		return -1;
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons(ROCE_UDP_PORT);
+		memcpy(&a->sin_addr, dst, 4);
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(ROCE_UDP_PORT);
+		memcpy(&a->sin6_addr, dst, 16);
+		sl = sizeof(*a);
+	}
+	if (!connect(fd, (struct sockaddr *)&ss, sl)) {
+		sl = sizeof(ss);
+		if (!getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+			if (family == AF_INET)
+				memcpy(src,
+				       &((struct sockaddr_in *)&ss)->sin_addr,
+				       4);
+			else
+				memcpy(src,
+				       &((struct sockaddr_in6 *)&ss)->sin6_addr,
+				       16);
+			r = 0;
+		}
+	}
+	close(fd);
+	return r;
+}
+
+static int net_enabled(void)
+{
+	if (net_on < 0) {
+		const char *e = getenv("SOFTRDMA_NET");
+
+		net_on = e && e[0] == '1';
+	}
+	return net_on;
+}
+
+void soft_net_connect(struct soft_qp *qp)
+{
+	const uint8_t *g = qp->attr.ah_attr.grh.dgid.raw;
+	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
+					0, 0, 0, 0, 0xff, 0xff};
+	struct soft_net_qp *nq;
+	struct ag_msg m = {AG_REG, 0};
+	uint32_t n;
+	int i;
+
+	if (qp->net || qp->type != IBV_QPT_RC || !net_enabled())
+		return; /* unreachable path: sends time out (RETRY_EXC_ERR) */
+	nq = calloc(1, sizeof(*nq));
+	if (!nq)
+		return;
+	nq->qp = qp;
+	nq->ctx = qp->ctx;
+	nq->qpn = qp->qpx.qp_base.qp_num;
+	nq->dqpn = qp->attr.dest_qp_num & ROCE_QPN_MASK;
+	nq->pmtu = roce_mtu_bytes(qp->attr.path_mtu);
+	if (!nq->pmtu)
+		nq->pmtu = 1024;
+	if (!memcmp(g, v4m, 12)) {
+		nq->family = AF_INET;
+		memcpy(nq->dst, g + 12, 4);
+	} else {
+		nq->family = AF_INET6;
+		memcpy(nq->dst, g, 16);
+	}
+	n = qp->cap.max_send_wr ? qp->cap.max_send_wr : 1;
+	nq->sq_n = n;
+	nq->max_sge = qp->cap.max_send_sge ? qp->cap.max_send_sge : 1;
+	nq->max_inl = qp->cap.max_inline_data;
+	nq->sq = calloc(n, sizeof(*nq->sq));
+	nq->iovs = calloc((size_t)n * nq->max_sge, sizeof(*nq->iovs));
+	nq->inls = nq->max_inl ? malloc((size_t)n * nq->max_inl) : NULL;
+	nq->epsn = qp->attr.rq_psn & ROCE_PSN_MASK;
+	if (!nq->sq || !nq->iovs || (nq->max_inl && !nq->inls) ||
+	    src_for(nq->family, nq->dst, nq->src))
+		goto fail;
+	pthread_mutex_lock(&net_mtx);
+	for (i = 0; i < NET_MAX_QP; i++)
+		if (!net_tbl[i])
+			break;
+	if (i == NET_MAX_QP || net_start()) {
+		pthread_mutex_unlock(&net_mtx);
+		goto fail;
+	}
+	net_tbl[i] = nq;
+	net_nqp++;
+	m.qpn = nq->qpn;
+	(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	pthread_mutex_unlock(&net_mtx);
+	qp->net = nq;
+	return;
+fail:
+	free(nq->sq);
+	free(nq->iovs);
+	free(nq->inls);
+	free(nq);
+}
+
+void soft_net_release(struct soft_qp *qp)
+{
+	struct soft_net_qp *nq = qp->net;
+	struct ag_msg m = {AG_UNREG, 0};
+	int i;
+
+	if (!nq)
+		return;
+	pthread_mutex_lock(&net_mtx);
+	for (i = 0; i < NET_MAX_QP; i++)
+		if (net_tbl[i] == nq)
+			net_tbl[i] = NULL;
+	net_nqp--;
+	m.qpn = nq->qpn;
+	if (ctl_fd >= 0)
+		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	pthread_mutex_unlock(&net_mtx);
+	qp->net = NULL;
+	while (nq->in_head) {
+		struct net_pkt *k = nq->in_head;
+
+		nq->in_head = k->next;
+		free(k);
+	}
+	free(nq->sq);
+	free(nq->iovs);
+	free(nq->inls);
+	free(nq);
+}
+
+/* post_one -- one checked WR into the send queue */
+static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
+{
+	struct soft_qp *qp = nq->qp;
+	struct net_swqe *w;
+	uint64_t len = 0;
+	int i;
+
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		if (wr->num_sge != 1 || !wr->sg_list ||
+		    wr->sg_list[0].length < 8 ||
+		    (wr->send_flags & IBV_SEND_INLINE))
+			return EINVAL;
+		break;
+	default:
+		return EINVAL; /* memory windows: not over the network yet */
+	}
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > nq->max_sge ||
+	    (wr->num_sge && !wr->sg_list))
+		return EINVAL;
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	if (len > SOFT_MAX_MSG_SZ)
+		return EINVAL;
+	if ((wr->send_flags & IBV_SEND_INLINE) &&
+	    (wr->opcode == IBV_WR_RDMA_READ || len > nq->max_inl))
+		return EINVAL;
+	if (nq->head - nq->tail >= qp->cap.max_send_wr)
+		return ENOMEM;
+	w = &nq->sq[nq->head % nq->sq_n];
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->op = wr->opcode;
+	w->signaled =
+		qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED) ? 1 : 0;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		w->se = 1;
+	w->len = (uint32_t)len;
+	w->iov = nq->iovs + (nq->head % nq->sq_n) * nq->max_sge;
+	w->niov = (uint32_t)wr->num_sge;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		uint64_t off = 0;
+
+		w->inl = nq->inls + (nq->head % nq->sq_n) * nq->max_inl;
+		for (i = 0; i < wr->num_sge; i++) {
+			memcpy(w->inl + off,
+			       (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			off += wr->sg_list[i].length;
+		}
+	} else {
+		uint32_t need = op_is_read_like(wr->opcode)
+					? IBV_ACCESS_LOCAL_WRITE
+					: 0;
+
+		for (i = 0; i < wr->num_sge; i++)
+			if (soft_local_sge(qp, &wr->sg_list[i], need,
+					   &w->iov[i]))
+				w->status = IBV_WC_LOC_PROT_ERR;
+	}
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		w->raddr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->raddr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->swap = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP
+				  ? wr->wr.atomic.swap
+				  : wr->wr.atomic.compare_add;
+		w->cmp = wr->wr.atomic.compare_add;
+		w->len = 8;
+		break;
+	default:
+		break;
+	}
+	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
+	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		w->imm = ntohl(wr->imm_data);
+	if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		w->inv = wr->invalidate_rkey;
+	if (!nq->psn_set) {
+		nq->sq_psn = qp->attr.sq_psn & ROCE_PSN_MASK;
+		nq->una = nq->sq_psn;
+		nq->psn_set = 1;
+	}
+	w->psn = nq->sq_psn;
+	w->npkts = w->status ? 0
+		   : (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+			   ? 1
+			   : roce_npkts(w->len, nq->pmtu);
+	nq->sq_psn = roce_psn_add(nq->sq_psn, w->npkts);
+	nq->head++;
+	return 0;
+}
+
+int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad)
+{
+	struct soft_net_qp *nq = qp->net;
+	int ret = 0;
+
+	if (qp->state < IBV_QPS_RTS) {
+		*bad = wr;
+		return EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		ret = post_one(nq, wr);
+		if (ret) {
+			*bad = wr;
+			break;
+		}
+	}
+	if (qp->state == IBV_QPS_ERR) {
+		soft_net_progress(qp);
+		return ret;
+	}
+	/* a local error at the tail completes at once */
+	if (nq->tail < nq->head && nq->sq[nq->tail % nq->sq_n].status)
+		acked(nq, roce_psn_add(nq->una, ROCE_PSN_MASK));
+	tx_push(nq);
+	net_kick();
+	return ret;
+}
+
+void soft_net_progress(struct soft_qp *qp)
+{
+	struct soft_net_qp *nq = qp->net;
+
+	net_rx(64, qp->ctx); /* a poller needs not wait for our thread */
+	nq_run(nq, 0);
+	if (qp->state == IBV_QPS_ERR)
+		while (nq->tail < nq->head)
+			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);
+}

@@ -1,0 +1,267 @@
+#!/bin/sh
+# rc-hosts.sh -- RC between two hosts of the namespace fabric over
+# softrdma's RoCE v2 path (soft/net.c, SOFTRDMA_NET=1): tests/netns/rc_peer
+# (every size class of SEND echoed back and checked, RDMA WRITE/READ,
+# WRITE_WITH_IMM, atomics, a bad rkey), also under 1% and 10% loss and
+# under duplication and reordering (softrdma's seeded fault hook,
+# SOFTRDMA_TEST_NETFAULT, and tc netem where the kernel has it); a cable
+# pulled and a server SIGKILLed under outstanding SENDs (RETRY_EXC_ERR,
+# the QP in ERR); Debian's ibv_rc_pingpong with events (its polling mode
+# is known to stall, see below); then the hosts' agents are gone.
+. "$top_srcdir/tests/lib.sh"
+fabric=$top_srcdir/tests/netns/fabric.sh
+peer=$top_builddir/tests/netns/rc_peer
+[ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
+[ -x "$peer" ] || skip_all "tests/netns/rc_peer not built"
+why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
+name=${RDMAMSG_FABRIC_STEM:-rdmamsg}-rch$$
+trap 'for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
+	sh "$fabric" cleanup "$name"; tap_cleanup' EXIT
+trap 'exit 1' INT TERM
+
+fab() {
+	sh "$fabric" "$@"
+}
+# on HOST CMD... -- a program on a host of the fabric, network path on
+on() {
+	_h=$1
+	shift
+	fab exec "$name" "$_h" env SOFTRDMA_NET=1 "$@"
+}
+listening() {
+	_i=0
+	while [ $_i -lt 100 ]; do
+		fab exec "$name" "$1" cat /proc/net/tcp 2>/dev/null |
+			grep -Eq ":$(printf '%04X' "$2") 0+:0000 0A" && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+# agent_gone HOST -- the host's agent has exited (5 s at most)
+agent_gone() {
+	_i=0
+	while [ $_i -lt 50 ]; do
+		fab exec "$name" "$1" cat /proc/net/unix |
+			grep -q '@softrdma-roce' || return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+
+# the fabrics of earlier runs killed outright (no EXIT trap ran): their
+# shell is gone.  (Their programs end by themselves: rc_peer within its
+# timeout, the agents a second after their last client.)
+for f in $(fab list); do
+	p=${f#"${RDMAMSG_FABRIC_STEM:-rdmamsg}-rch"}
+	case $p in '' | *[!0-9]* | "$f") continue ;; esac
+	kill -0 "$p" 2>/dev/null || fab down "$f"
+done
+
+fab up "$name" 2 1
+ok $? "fabric of 2 hosts up"
+a1=$(fab addr "$name" 1)
+
+rounds=3
+[ -n "${RDMAMSG_VALGRIND:-}" ] && rounds=1
+port=18601
+# pair WHAT ROUNDS [ENV...] -- rc_peer server on host 1, client on host 2,
+# both with ENV; every check of the client's TAP must pass
+pair() {
+	_what=$1
+	_rounds=$2
+	shift 2
+	port=$((port + 1))
+	on 1 "$@" timeout 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	ok $? "$_what: rc_peer server listens on host 1"
+	on 2 "$@" timeout 300 "$peer" client "$a1" $port "$_rounds" \
+		>"$tap_tmp/client.tap" 2>&1
+	_rc=$?
+	sed 's/^/    /' "$tap_tmp/client.tap"
+	! grep -q '^not ok' "$tap_tmp/client.tap" &&
+		grep -q '^ok' "$tap_tmp/client.tap" && [ $_rc -eq 0 ]
+	ok $? "$_what: every rc_peer check passed (client exit $_rc)"
+	wait $_spid
+	_rc=$?
+	ok $_rc "$_what: rc_peer server exits 0"
+	[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
+}
+
+# the no-loss run is captured on host 1's interface (where dumpcap and
+# tshark are installed) and decoded by tshark, a decoder nobody here wrote
+cap=
+if command -v dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1
+then
+	cap=$tap_tmp/rc.pcap
+	# (its pid from the shell it replaces: SIGINT is ignored in
+	# background jobs, and "ip netns exec" may stand between)
+	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/dumpcap.pid" timeout 300 dumpcap -q -i eth0 \
+		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
+	cpid=$!
+	tap_pids="$tap_pids $cpid"
+	_i=0
+	while [ $_i -lt 100 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
+	do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+fi
+pair "no loss" $rounds
+if [ -n "$cap" ]; then
+	sleep 0.5
+	kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
+	wait $cpid
+	tsh() {
+		HOME=$tap_tmp tshark -n --disable-protocol rpcordma -r "$cap" \
+			"$@" 2>>"$tap_tmp/tshark.err"
+	}
+	tsh -T fields -E separator=' ' -e infiniband.bth.opcode -e udp.length \
+		>"$tap_tmp/ops"
+	nf=$(wc -l <"$tap_tmp/ops")
+	ni=$(awk '$1 != "" && $2 != ""' "$tap_tmp/ops" | wc -l)
+	[ "$nf" -gt 1000 ] && [ "$ni" -eq "$nf" ]
+	ok $? "tshark: all $nf captured packets decode as InfiniBand on UDP 4791 ($ni)"
+	# without tshark's EtherType-over-IB payload heuristic: it takes
+	# test data that starts 08 00 for an IPv4 frame ("Bogus IPv4 version")
+	tsh --disable-heuristic eth_over_ib -V >"$tap_tmp/verbose" ||
+		tsh -V >"$tap_tmp/verbose"
+	! grep -Eiq 'malformed|exception|bad checksum|\[Expert Info \((Error|Warning)' \
+		"$tap_tmp/verbose"
+	ok $? "tshark -V: nothing malformed, no error or warning"
+	grep -Ei -m5 'malformed|exception|Expert Info' "$tap_tmp/verbose" |
+		sed 's/^/#   /'
+	# segmentation at the path MTU (1024): a MIDDLE packet (SEND 1, WRITE
+	# 7, READ response 14) carries exactly 1024 bytes (UDP 8 + BTH 12 +
+	# 1024 + ICRC 4), and no packet carries more
+	awk '$1 == 1 || $1 == 7 || $1 == 14 { n++; if ($2 != 1048) bad++ }
+		$2 > 1048 + 28 { bad++ }
+		END { print n + 0, bad + 0 }' "$tap_tmp/ops" >"$tap_tmp/seg"
+	read -r nmid nbad <"$tap_tmp/seg"
+	[ "$nmid" -gt 1000 ] && [ "$nbad" -eq 0 ]
+	ok $? "segmented at the path MTU: $nmid MIDDLE packets of 1024 B, $nbad too long"
+	# SEND/WRITE FIRST and LAST, WRITE_LAST_IMM, READ request and
+	# response FIRST/LAST, ACK, ATOMIC ACK, CMP_SWAP, FETCH_ADD
+	miss=
+	for o in 0 2 6 8 9 12 13 15 17 18 19 20; do
+		awk -v o=$o '$1 == o { f = 1 } END { exit !f }' "$tap_tmp/ops" ||
+			miss="$miss $o"
+	done
+	[ -z "$miss" ]
+	ok $? "every opcode the run uses is on the wire${miss:+ (missing:$miss)}"
+else
+	skip "tshark decodes the capture" "dumpcap or tshark not installed"
+fi
+# loss, duplication and reordering: softrdma's seeded fault hook on every
+# packet both hosts send (this kernel may lack sch_netem)
+# a lost tail is found by the retransmission timer: timeout 15 (134 ms,
+# 8 x 134 ms without progress before RETRY_EXC) rather than rc_peer's 17
+# (537 ms), except under valgrind
+lt=RC_PEER_TIMEOUT=15
+[ -n "${RDMAMSG_VALGRIND:-}" ] && lt=RC_PEER_TIMEOUT=17
+pair "1% loss" 1 $lt SOFTRDMA_TEST_NETFAULT=seed=1,drop=1
+pair "10% loss" 1 $lt SOFTRDMA_TEST_NETFAULT=seed=2,drop=10
+pair "5% duplicated, 5% reordered" 1 \
+	SOFTRDMA_TEST_NETFAULT=seed=3,dup=5,reorder=5
+# the same faults made by the kernel (tc netem on both hosts' egress),
+# where this kernel has sch_netem
+if sh "$fabric" netem-available; then
+	fab netem "$name" 1 0 loss 3% && fab netem "$name" 2 0 loss 3%
+	ok $? "tc netem loss 3% on both hosts"
+	pair "tc netem loss 3%" 1
+	fab netem "$name" 1 0 delay 2ms reorder 25% 50% duplicate 5% &&
+		fab netem "$name" 2 0 delay 2ms reorder 25% 50% duplicate 5%
+	ok $? "tc netem reorder and duplicate 5% on both hosts"
+	pair "tc netem reorder, duplicate" 1
+	fab netem "$name" 1 0 off
+	fab netem "$name" 2 0 off
+else
+	skip "tc netem loss, reordering, duplication" \
+		"this kernel has no sch_netem (the fault hook above stands in)"
+fi
+
+# cut HOW -- rc_peer cut against a server on host 1: after one echo the
+# server's cable is pulled (HOW=link) or the server SIGKILLed (HOW=kill);
+# the outstanding SENDs end in RETRY_EXC_ERR, the QP in ERR
+cut() {
+	port=$((port + 1))
+	rm -f "$tap_tmp/go" "$tap_tmp/server.pid"
+	mkfifo "$tap_tmp/go"
+	on 1 timeout 300 sh -c 'echo $$ >"$0"; exec "$1" server "$2"' \
+		"$tap_tmp/server.pid" "$peer" $port >"$tap_tmp/server.log" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	ok $? "cut ($1): rc_peer server listens on host 1"
+	# 134 ms x (3 + 1)
+	on 2 env RC_PEER_TIMEOUT=15 RC_PEER_RETRY=3 timeout 300 "$peer" cut \
+		"$a1" $port <"$tap_tmp/go" >"$tap_tmp/cut.tap" 2>&1 &
+	_cpid=$!
+	tap_pids="$tap_pids $_cpid"
+	exec 8>"$tap_tmp/go"
+	_i=0
+	while [ $_i -lt 600 ] && ! grep -q '^# cut' "$tap_tmp/cut.tap"; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	if [ "$1" = link ]; then
+		fab link "$name" 1 0 down
+	else
+		kill -KILL "$(cat "$tap_tmp/server.pid")"
+	fi
+	echo go >&8
+	exec 8>&-
+	wait $_cpid
+	_rc=$?
+	sed 's/^/    /' "$tap_tmp/cut.tap"
+	! grep -q '^not ok' "$tap_tmp/cut.tap" &&
+		grep -q '^ok' "$tap_tmp/cut.tap" && [ $_rc -eq 0 ]
+	ok $? "cut ($1): every rc_peer check passed (exit $_rc)"
+	[ "$1" = link ] && fab link "$name" 1 0 up
+	kill -TERM "$(cat "$tap_tmp/server.pid")" 2>/dev/null
+	wait $_spid
+}
+cut link
+cut kill
+
+if command -v ibv_rc_pingpong >/dev/null 2>&1; then
+	# KNOWN BROKEN, left out: the polling mode (no -e) stalls now and
+	# then (a few runs in ten): after some iterations one side's process
+	# stops getting packets from its host's agent while both keep
+	# retransmitting, ending in RETRY_EXC_ERR (soft/net.c, issue 12)
+	for mode in events; do
+		ev=
+		[ $mode = events ] && ev=-e
+		port=$((port + 1))
+		on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 \
+			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $ev \
+			>"$tap_tmp/pp-s.log" 2>&1 &
+		spid=$!
+		tap_pids="$tap_pids $spid"
+		listening 1 $port
+		on 2 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 \
+			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $ev "$a1" \
+			>"$tap_tmp/pp-c.log" 2>&1
+		rc=$?
+		wait $spid
+		src=$?
+		[ $rc -eq 0 ] && [ $src -eq 0 ] &&
+			grep -q '1638400 bytes in' "$tap_tmp/pp-c.log" &&
+			grep -q '200 iters' "$tap_tmp/pp-s.log"
+		ok $? "ibv_rc_pingpong $ev host 2 -> host 1: 200 x 4096 B (exit $rc/$src)"
+		[ $rc -ne 0 ] || [ $src -ne 0 ] && {
+			show_log "$tap_tmp/pp-s.log"
+			show_log "$tap_tmp/pp-c.log"
+		}
+	done
+else
+	skip "ibv_rc_pingpong" "not installed (Debian package ibverbs-utils)"
+fi
+
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exit after their last client"
+done_testing

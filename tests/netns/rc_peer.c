@@ -1,0 +1,753 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rc_peer.c -- RC between two hosts of the namespace fabric (softrdma's
+ * RoCE v2 path), run by tests/netns/rc-hosts.sh:
+ *
+ *   rc_peer server PORT              on one host
+ *   rc_peer client SERVER PORT [N]   on another: TAP on stdout
+ *
+ * The QP parameters go over TCP.  The client sends N rounds of messages
+ * of every size class (0 B to 1 MiB, sequence number and pattern in the
+ * data); the server checks each and echoes it back; the client checks
+ * the echo, so every byte went both ways exactly once and in order.  Then
+ * RDMA WRITE, READ back, WRITE_WITH_IMM, fetch-and-add and compare-and-
+ * swap on the server's memory, each verified; the server reports what it
+ * saw over TCP at the end.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../tap.h"
+
+#define BIG	(1u << 20)
+#define NRECV	4
+#define BYE_IMM 0xb1eb1e00u
+#define TMO_MS	60000
+
+struct info {
+	uint32_t qpn, psn, rkey, pad;
+	uint64_t addr;
+	uint8_t gid[16];
+};
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static struct ibv_comp_channel *ch;
+static struct ibv_qp *qp;
+static int gid_idx = -1;
+/* the requester's timeout (4.096 us * 2^t) and retry count: RC_PEER_TIMEOUT
+ * and RC_PEER_RETRY, by default 0.54 s x 7 retries, room for a loaded
+ * machine where a process may not run for a tenth of a second */
+static int qp_timeout = 17, qp_retry = 7;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void xfer(int fd, void *p, size_t n, int out)
+{
+	size_t d = 0;
+
+	while (d < n) {
+		ssize_t r = out ? write(fd, (char *)p + d, n - d)
+				: read(fd, (char *)p + d, n - d);
+
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			bail_out("tcp exchange");
+		}
+		d += (size_t)r;
+	}
+}
+
+/* setup -- device, our GID on the fabric (::ffff:10.231.x.y), QP */
+static void setup(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr ia;
+	union ibv_gid g;
+	int i;
+
+	if (!l || !l[0] || !(ctx = ibv_open_device(l[0])))
+		bail_out("no device");
+	ibv_free_device_list(l);
+	for (i = 0; i < 16; i++) {
+		if (ibv_query_gid(ctx, 1, i, &g))
+			break;
+		if (g.raw[10] == 0xff && g.raw[11] == 0xff && g.raw[12] == 10 &&
+		    g.raw[13] == 231) {
+			gid_idx = i;
+			break;
+		}
+	}
+	if (gid_idx < 0)
+		bail_out("no GID on 10.231.0.0/16");
+	pd = ibv_alloc_pd(ctx);
+	/* completions by event, not by spinning: two busy pollers on this
+	 * 2-core machine can keep softrdma's agents and threads (the "HCA")
+	 * off the CPU for seconds, and the QP's retry timer runs out */
+	ch = ibv_create_comp_channel(ctx);
+	cq = ch ? ibv_create_cq(ctx, 256, NULL, ch, 0) : NULL;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 64;
+	ia.cap.max_recv_wr = 64;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	ia.cap.max_inline_data = 64;
+	if (!pd || !cq || !(qp = ibv_create_qp(pd, &ia)))
+		bail_out("QP");
+}
+
+static void connect_qp(const struct info *me, const struct info *peer)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+		bail_out("INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = peer->qpn;
+	a.rq_psn = peer->psn;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1; /* 0.01 ms */
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = (uint8_t)gid_idx;
+	a.ah_attr.grh.hop_limit = 64;
+	memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		bail_out("RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = me->psn;
+	a.timeout = (uint8_t)qp_timeout;
+	a.retry_cnt = (uint8_t)qp_retry;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_MAX_QP_RD_ATOMIC))
+		bail_out("RTS");
+}
+
+static void my_info(struct info *me, struct ibv_mr *mr)
+{
+	union ibv_gid g;
+
+	memset(me, 0, sizeof(*me));
+	ibv_query_gid(ctx, 1, gid_idx, &g);
+	me->qpn = qp->qp_num;
+	me->psn = (uint32_t)(getpid() * 7919) & 0xffffff;
+	me->rkey = mr->rkey;
+	me->addr = (uintptr_t)mr->addr;
+	memcpy(me->gid, g.raw, 16);
+}
+
+static int post(enum ibv_wr_opcode op, void *buf, uint32_t len, uint32_t lkey,
+		uint64_t id, uint64_t raddr, uint32_t rkey, uint32_t imm)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htonl(imm);
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	    op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_recv(void *buf, uint32_t len, uint32_t lkey, uint64_t id)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_recv_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* wait1 -- one completion, or a zeroed one with status -1 after TMO_MS;
+ * sleeps on the completion channel between polls */
+static struct ibv_wc wait1(void)
+{
+	struct ibv_wc wc;
+	double end = now_ms() + TMO_MS;
+	struct pollfd pf;
+	struct ibv_cq *ecq;
+	void *ectx;
+	int r;
+
+	for (;;) {
+		r = ibv_poll_cq(cq, 1, &wc);
+		if (r == 1)
+			return wc;
+		if (r == 0 && !ibv_req_notify_cq(cq, 0)) {
+			r = ibv_poll_cq(cq, 1, &wc);
+			if (r == 1)
+				return wc;
+			pf.fd = ch->fd;
+			pf.events = POLLIN;
+			if (r == 0 && poll(&pf, 1, 100) == 1 &&
+			    !ibv_get_cq_event(ch, &ecq, &ectx))
+				ibv_ack_cq_events(ecq, 1);
+		}
+		if (r < 0 || now_ms() > end) {
+			memset(&wc, 0, sizeof(wc));
+			wc.status = (enum ibv_wc_status) - 1;
+			return wc;
+		}
+	}
+}
+
+static uint8_t pat(uint32_t seq, uint32_t i)
+{
+	return (uint8_t)(seq * 131 + i * 7 + (i >> 8));
+}
+
+static void fill(uint8_t *b, uint32_t len, uint32_t seq)
+{
+	uint32_t i;
+
+	for (i = 0; i < len; i++)
+		b[i] = pat(seq, i);
+	if (len >= 4)
+		memcpy(b, &seq, 4);
+}
+
+/* check -- b holds message seq of len; else the first bad offset */
+static long check(const uint8_t *b, uint32_t len, uint32_t seq)
+{
+	uint32_t i, s;
+
+	if (len >= 4) {
+		memcpy(&s, b, 4);
+		if (s != seq)
+			return 0;
+	}
+	for (i = len >= 4 ? 4 : 0; i < len; i++)
+		if (b[i] != pat(seq, i))
+			return i;
+	return -1;
+}
+
+static int tcp_listen(int port)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1, c;
+
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 1))
+		bail_out("listen");
+	c = accept(fd, NULL, NULL);
+	close(fd);
+	return c;
+}
+
+static int tcp_connect(const char *host, int port)
+{
+	struct sockaddr_in a;
+	int i, fd;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		bail_out("address %s", host);
+	for (i = 0; i < 200; i++) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
+			return fd;
+		close(fd);
+		usleep(50000);
+	}
+	bail_out("connect %s:%d", host, port);
+}
+
+static int server(int port)
+{
+	uint8_t *buf = aligned_alloc(4096, (size_t)(NRECV + 1) * BIG + 4096);
+	uint8_t *win; /* the one-sided target: BIG bytes + an 8-byte counter */
+	struct info me, peer;
+	struct ibv_mr *mr;
+	uint32_t seq = 0, bad = 0, writes = 0, report[4];
+	int fd, i, bye = 0;
+
+	if (!buf)
+		bail_out("memory");
+	memset(buf, 0, (size_t)(NRECV + 1) * BIG + 4096);
+	win = buf + (size_t)NRECV * BIG;
+	setup();
+	mr = ibv_reg_mr(pd, buf, (size_t)(NRECV + 1) * BIG + 4096,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	if (!mr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	me.addr = (uintptr_t)win;
+	fd = tcp_listen(port);
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &peer, sizeof(peer), 0);
+	connect_qp(&me, &peer);
+	for (i = 0; i < NRECV; i++)
+		post_recv(buf + (size_t)i * BIG, BIG, mr->lkey, (uint64_t)i);
+	xfer(fd, &me, 1, 1); /* ready */
+	while (!bye) {
+		struct ibv_wc wc = wait1();
+		uint8_t *b;
+
+		if ((int)wc.status == -1) {
+			fprintf(stderr, "server: no completion\n");
+			return 1;
+		}
+		if (wc.status != IBV_WC_SUCCESS) {
+			fprintf(stderr, "server: %s (wr %llu)\n",
+				ibv_wc_status_str(wc.status),
+				(unsigned long long)wc.wr_id);
+			return 1;
+		}
+		if (wc.opcode == IBV_WC_SEND)
+			continue;
+		b = buf + (size_t)wc.wr_id * BIG;
+		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			uint32_t v[2] = {ntohl(wc.imm_data), wc.byte_len};
+
+			writes++;
+			memcpy(b, v, 8);
+			post(IBV_WR_SEND, b, 8, mr->lkey, 1000, 0, 0, 0);
+		} else if ((wc.wc_flags & IBV_WC_WITH_IMM) &&
+			   ntohl(wc.imm_data) == BYE_IMM) {
+			bye = 1;
+		} else {
+			if (check(b, wc.byte_len, seq) != -1)
+				bad++;
+			seq++;
+			post(IBV_WR_SEND, b, wc.byte_len, mr->lkey, 1000, 0, 0,
+			     0);
+		}
+		/* the echo's completion before the buffer takes a message */
+		if (!bye) {
+			struct ibv_wc s = wait1();
+
+			if (s.status != IBV_WC_SUCCESS ||
+			    s.opcode != IBV_WC_SEND) {
+				fprintf(stderr, "server: echo %d\n",
+					(int)s.status);
+				return 1;
+			}
+		}
+		post_recv(b, BIG, mr->lkey, wc.wr_id);
+	}
+	report[0] = seq;
+	report[1] = bad;
+	report[2] = writes;
+	report[3] = 0;
+	xfer(fd, report, sizeof(report), 1);
+	xfer(fd, report, 1, 0); /* the client is done with our memory */
+	close(fd);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(ch);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	free(buf);
+	return 0;
+}
+
+static const uint32_t sizes[] = {0,    1,    7,	    1023,  1024,    1025,
+				 2048, 4096, 65536, 99999, 1u << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static int client(const char *host, int port, int rounds)
+{
+	uint8_t *tx = aligned_alloc(4096, BIG), *rx = aligned_alloc(4096, BIG);
+	uint8_t *rd = aligned_alloc(4096, BIG);
+	uint64_t *at = aligned_alloc(64, 64);
+	struct ibv_mr *mtx, *mrx, *mrd, *mat;
+	struct info me, peer;
+	uint32_t seq = 0, report[4];
+	int fd, r, n, fails = 0, echoed = 0;
+	double t0;
+
+	if (!tx || !rx || !rd || !at)
+		bail_out("memory");
+	setup();
+	mtx = ibv_reg_mr(pd, tx, BIG, IBV_ACCESS_LOCAL_WRITE);
+	mrx = ibv_reg_mr(pd, rx, BIG, IBV_ACCESS_LOCAL_WRITE);
+	mrd = ibv_reg_mr(pd, rd, BIG, IBV_ACCESS_LOCAL_WRITE);
+	mat = ibv_reg_mr(pd, at, 64, IBV_ACCESS_LOCAL_WRITE);
+	if (!mtx || !mrx || !mrd || !mat)
+		bail_out("reg_mr");
+	my_info(&me, mtx);
+	fd = tcp_connect(host, port);
+	xfer(fd, &peer, sizeof(peer), 0);
+	xfer(fd, &me, sizeof(me), 1);
+	connect_qp(&me, &peer);
+	xfer(fd, report, 1, 0); /* the server is ready */
+	ok(1, "QP %u (GID index %d) connected to QP %u on %s", qp->qp_num,
+	   gid_idx, peer.qpn, host);
+
+	/* SEND/RECV: every size, echoed back, checked both ways */
+	t0 = now_ms();
+	for (r = 0; r < rounds; r++) {
+		for (n = 0; n < (int)NSIZES; n++, seq++) {
+			struct ibv_wc a, b = {0};
+			int got_recv = 0, got_send = 0, k;
+
+			fill(tx, sizes[n], seq);
+			memset(rx, 0xee,
+			       sizes[n] + 1 > BIG ? BIG : sizes[n] + 1);
+			post_recv(rx, BIG, mrx->lkey, 2);
+			post(IBV_WR_SEND, tx, sizes[n], mtx->lkey, 1, 0, 0, 0);
+			for (k = 0; k < 2; k++) {
+				a = wait1();
+				if (a.status == IBV_WC_SUCCESS &&
+				    a.opcode == IBV_WC_SEND && a.wr_id == 1)
+					got_send++;
+				else if (a.status == IBV_WC_SUCCESS &&
+					 a.opcode == IBV_WC_RECV &&
+					 a.wr_id == 2) {
+					got_recv++;
+					b = a;
+				} else {
+					diag("seq %u: status %d opcode %d", seq,
+					     (int)a.status, (int)a.opcode);
+				}
+			}
+			if (got_send != 1 || got_recv != 1 ||
+			    b.byte_len != sizes[n] ||
+			    check(rx, sizes[n], seq) != -1) {
+				if (fails++ < 5)
+					diag("seq %u size %u: send %d recv %d "
+					     "len %u bad at %ld",
+					     seq, sizes[n], got_send, got_recv,
+					     got_recv ? b.byte_len : 0,
+					     check(rx, sizes[n], seq));
+			} else {
+				echoed++;
+			}
+		}
+	}
+	is_int(echoed, rounds * (int)NSIZES,
+	       "every SEND (0 B .. 1 MiB) echoed back whole and in order");
+	diag("%d messages both ways in %.0f ms", echoed, now_ms() - t0);
+
+	/* RDMA WRITE, then READ it back */
+	fill(tx, BIG, 77);
+	if (!post(IBV_WR_RDMA_WRITE, tx, BIG, mtx->lkey, 3, peer.addr,
+		  peer.rkey, 0)) {
+		struct ibv_wc w = wait1();
+
+		ok(w.status == IBV_WC_SUCCESS && w.opcode == IBV_WC_RDMA_WRITE,
+		   "RDMA WRITE of 1 MiB completes (%s)",
+		   ibv_wc_status_str(w.status));
+	} else {
+		ok(0, "post RDMA WRITE");
+	}
+	memset(rd, 0, BIG);
+	if (!post(IBV_WR_RDMA_READ, rd, BIG, mrd->lkey, 4, peer.addr, peer.rkey,
+		  0)) {
+		struct ibv_wc w = wait1();
+
+		ok(w.status == IBV_WC_SUCCESS && w.opcode == IBV_WC_RDMA_READ &&
+			   check(rd, BIG, 77) == -1,
+		   "RDMA READ of 1 MiB returns what was written (%s)",
+		   ibv_wc_status_str(w.status));
+	} else {
+		ok(0, "post RDMA READ");
+	}
+	/* a small READ at an odd offset and length */
+	memset(rd, 0, 4096);
+	if (!post(IBV_WR_RDMA_READ, rd, 3001, mrd->lkey, 5, peer.addr + 999,
+		  peer.rkey, 0)) {
+		struct ibv_wc w = wait1();
+
+		ok(w.status == IBV_WC_SUCCESS && !memcmp(rd, tx + 999, 3001) &&
+			   rd[3001] == 0,
+		   "RDMA READ of 3001 B at offset 999");
+	} else {
+		ok(0, "post small READ");
+	}
+
+	/* WRITE_WITH_IMM: the server sees the immediate and the length */
+	post_recv(rx, BIG, mrx->lkey, 6);
+	fill(tx, 5000, 5);
+	if (!post(IBV_WR_RDMA_WRITE_WITH_IMM, tx, 5000, mtx->lkey, 7,
+		  peer.addr + 8192, peer.rkey, 0x1234abcd)) {
+		struct ibv_wc a = wait1(), b = wait1();
+		uint32_t v[2] = {0, 0};
+		struct ibv_wc *rv = a.wr_id == 6 ? &a : &b;
+
+		memcpy(v, rx, 8);
+		ok(a.status == IBV_WC_SUCCESS && b.status == IBV_WC_SUCCESS &&
+			   rv->wr_id == 6 && v[0] == 0x1234abcd && v[1] == 5000,
+		   "WRITE_WITH_IMM: the server got imm 0x%x, %u bytes", v[0],
+		   v[1]);
+	} else {
+		ok(0, "post WRITE_WITH_IMM");
+	}
+	memset(rd, 0, 5000);
+	post(IBV_WR_RDMA_READ, rd, 5000, mrd->lkey, 8, peer.addr + 8192,
+	     peer.rkey, 0);
+	{
+		struct ibv_wc w = wait1();
+
+		ok(w.status == IBV_WC_SUCCESS && check(rd, 5000, 5) == -1,
+		   "and its data is there (READ back)");
+	}
+
+	/* atomics on the server's counter, just past the window */
+	{
+		uint64_t ca = peer.addr + BIG, expect = 0;
+		int i, good = 1;
+		struct ibv_wc w;
+
+		for (i = 0; i < 10; i++) {
+			struct ibv_sge sge = {(uintptr_t)at, 8, mat->lkey};
+			struct ibv_send_wr wr, *bad;
+
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = 9;
+			wr.sg_list = &sge;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			wr.wr.atomic.remote_addr = ca;
+			wr.wr.atomic.rkey = peer.rkey;
+			wr.wr.atomic.compare_add = 5;
+			if (ibv_post_send(qp, &wr, &bad))
+				good = 0;
+			w = wait1();
+			if (w.status != IBV_WC_SUCCESS || *at != expect)
+				good = 0;
+			expect += 5;
+		}
+		ok(good, "10 fetch-and-add return 0, 5, ..., 45");
+		{
+			struct ibv_sge sge = {(uintptr_t)at, 8, mat->lkey};
+			struct ibv_send_wr wr, *bad;
+
+			memset(&wr, 0, sizeof(wr));
+			wr.sg_list = &sge;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			wr.wr.atomic.remote_addr = ca;
+			wr.wr.atomic.rkey = peer.rkey;
+			wr.wr.atomic.compare_add = 50;
+			wr.wr.atomic.swap = 1000;
+			ibv_post_send(qp, &wr, &bad);
+			w = wait1();
+			ok(w.status == IBV_WC_SUCCESS && *at == 50,
+			   "compare-and-swap 50 -> 1000 returns 50");
+		}
+	}
+
+	/* the end of the stream, then the server's own count, by TCP */
+	post(IBV_WR_SEND_WITH_IMM, tx, 0, mtx->lkey, 11, 0, 0, BYE_IMM);
+	{
+		struct ibv_wc w = wait1();
+
+		ok(w.status == IBV_WC_SUCCESS && w.wr_id == 11,
+		   "the last SEND completes");
+	}
+	xfer(fd, report, sizeof(report), 0);
+	is_int(report[0], seq, "the server received every message once");
+	is_int(report[1], 0, "... each with the right data");
+	is_int(report[2], 1, "... and one WRITE_WITH_IMM");
+
+	/* a bad rkey: REM_ACCESS_ERR, the QP in ERR, what follows flushed */
+	post(IBV_WR_RDMA_WRITE, tx, 16, mtx->lkey, 10, peer.addr,
+	     peer.rkey ^ 0x5a5a00, 0);
+	{
+		struct ibv_wc w = wait1();
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qi;
+
+		ok(w.status == IBV_WC_REM_ACCESS_ERR && w.wr_id == 10,
+		   "a WRITE with a bad rkey: %s", ibv_wc_status_str(w.status));
+		ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi);
+		is_int(qa.qp_state, IBV_QPS_ERR, "the QP is in ERR");
+	}
+
+	xfer(fd, report, 1, 1);
+	close(fd);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mtx);
+	ibv_dereg_mr(mrx);
+	ibv_dereg_mr(mrd);
+	ibv_dereg_mr(mat);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(ch);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	free(tx);
+	free(rx);
+	free(rd);
+	free(at);
+	return done_testing();
+}
+
+/*
+ * cut -- the link is cut (or the server killed) under outstanding WRs:
+ * one SEND echoed first (the path works), then "# cut" on stdout and a
+ * line awaited on stdin while the caller cuts; then NCUT SENDs of 64 KiB
+ * are posted.  The first must end in RETRY_EXC_ERR, not before the QP's
+ * (retry_cnt + 1) timeouts, the rest flushed, the QP in ERR; the time
+ * taken is reported next to what timeout and retry_cnt allow.
+ */
+#define NCUT 8
+static int cut(const char *host, int port)
+{
+	uint8_t *tx = aligned_alloc(4096, BIG), *rx = aligned_alloc(4096, BIG);
+	struct ibv_mr *mtx, *mrx;
+	struct info me, peer;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	struct ibv_wc w;
+	uint32_t dummy;
+	double t0, el = 0, allow, tmo;
+	int fd, i, k, exc = 0, flushed = 0, other = 0;
+	char line[16];
+
+	if (!tx || !rx)
+		bail_out("memory");
+	setup();
+	mtx = ibv_reg_mr(pd, tx, BIG, IBV_ACCESS_LOCAL_WRITE);
+	mrx = ibv_reg_mr(pd, rx, BIG, IBV_ACCESS_LOCAL_WRITE);
+	if (!mtx || !mrx)
+		bail_out("reg_mr");
+	my_info(&me, mtx);
+	fd = tcp_connect(host, port);
+	xfer(fd, &peer, sizeof(peer), 0);
+	xfer(fd, &me, sizeof(me), 1);
+	connect_qp(&me, &peer);
+	xfer(fd, &dummy, 1, 0); /* the server is ready */
+	fill(tx, 4096, 0);
+	post_recv(rx, BIG, mrx->lkey, 2);
+	post(IBV_WR_SEND, tx, 4096, mtx->lkey, 1, 0, 0, 0);
+	k = 0;
+	for (i = 0; i < 2; i++) {
+		w = wait1();
+		k += w.status == IBV_WC_SUCCESS;
+	}
+	ok(k == 2 && check(rx, 4096, 0) == -1,
+	   "a SEND of 4 KiB echoed before the cut");
+	printf("# cut\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		bail_out("no go-ahead on stdin");
+	t0 = now_ms();
+	for (i = 0; i < NCUT; i++)
+		post(IBV_WR_SEND, tx, 65536, mtx->lkey, 100 + (uint64_t)i, 0, 0,
+		     0);
+	for (i = 0; i < NCUT; i++) {
+		w = wait1();
+		if (i == 0)
+			el = now_ms() - t0;
+		if (w.status == IBV_WC_RETRY_EXC_ERR && w.wr_id == 100 && !i)
+			exc++;
+		else if (w.status == IBV_WC_WR_FLUSH_ERR &&
+			 w.wr_id == 100 + (uint64_t)i)
+			flushed++;
+		else if (other++ < 3)
+			diag("completion %d: wr %llu status %d", i,
+			     (unsigned long long)w.wr_id, (int)w.status);
+	}
+	tmo = 4.096e-3 * (double)(1ull << qp_timeout); /* ms */
+	allow = tmo * (qp_retry + 1);
+	ok(exc == 1, "the first outstanding SEND ends in RETRY_EXC_ERR");
+	is_int(flushed, NCUT - 1, "the other SENDs are flushed, in order");
+	ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi);
+	is_int(qa.qp_state, IBV_QPS_ERR, "the QP is in ERR");
+	/* a lower bound only: the transport never gives up early; how late
+	 * it is depends on the machine's load, so it is reported, not
+	 * asserted */
+	ok(el >= allow - 1, "not before (retry_cnt + 1) x timeout");
+	diag("RETRY_EXC_ERR after %.1f ms; timeout %d (%.1f ms) x "
+	     "(retry_cnt %d + 1) = %.1f ms",
+	     el, qp_timeout, tmo, qp_retry, allow);
+	close(fd);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mtx);
+	ibv_dereg_mr(mrx);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(ch);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	free(tx);
+	free(rx);
+	return done_testing();
+}
+
+int main(int argc, char **argv)
+{
+	const char *e;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if ((e = getenv("RC_PEER_TIMEOUT")))
+		qp_timeout = atoi(e);
+	if ((e = getenv("RC_PEER_RETRY")))
+		qp_retry = atoi(e);
+	if (qp_timeout < 1 || qp_timeout > 31 || qp_retry < 0 || qp_retry > 7)
+		bail_out("RC_PEER_TIMEOUT 1..31, RC_PEER_RETRY 0..7");
+	if (argc >= 4 && !strcmp(argv[1], "cut"))
+		return cut(argv[2], atoi(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "server"))
+		return server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "client"))
+		return client(argv[2], atoi(argv[3]),
+			      argc > 4 ? atoi(argv[4]) : 3);
+	fprintf(stderr, "usage: rc_peer server PORT | client ADDR PORT [N] | "
+			"cut ADDR PORT\n");
+	return 2;
+}
