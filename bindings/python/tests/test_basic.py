@@ -14,7 +14,10 @@ async def test_version_and_context(ctxs):
     assert a.device_name == "softrdma0"
     assert a.fabric == "soft"
     assert a.query_cap("max_msg_size") >= 1 << 20
-    assert a.query_cap("dc") is None  # -ENOTSUP: not served by this version
+    # softrdma emulates mlx5's DC transport and UMR (mlx5dv)
+    assert a.query_cap("dc") == 1
+    assert a.query_cap("umr") == 1
+    assert a.query_cap("apm") is None  # -ENOTSUP: no APM on softrdma yet
     registered, in_use = a.query_pool()
     assert 0 <= in_use <= registered
 
