@@ -12,12 +12,14 @@ lib=${SOFTRDMA_LIB:-$builddir/soft/.libs/libsoftrdma.so}
 limit=${BENCH_TIMEOUT:-120}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-${bench_name:-x}.XXXXXX")
 pids=
+export SOFTRDMA_SHM_PREFIX=bench$$
+# a peer killed with -9 leaves its softrdma objects behind: ours all go
 cleanup() {
 	for p in $pids; do kill -9 "$p" 2>/dev/null; done
 	rm -rf "$tmp"
+	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null
 }
 trap cleanup EXIT
-export SOFTRDMA_SHM_PREFIX=bench$$
 
 # iters N -- N scaled by BENCH_SCALE / -q (at least 100)
 iters() {
