@@ -621,6 +621,9 @@ int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss);
 void rdmamsg__ctx_defer(struct rdmamsg_ctx *ctx, struct rdmamsg__list *link);
 int rdmamsg__errno(int fallback);
 
+/* mr.c: ibv access flags for RDMAMSG_ACCESS_* (local write always) */
+int rdmamsg__verbs_access(unsigned int access);
+
 /* mr_iov.c: RDMAMSG_CAP_UMR (probed once) and teardown */
 int rdmamsg__umr_cap(struct rdmamsg_ctx *ctx);
 void rdmamsg__umr_fini(struct rdmamsg_ctx *ctx);

@@ -24,8 +24,9 @@
 	(RDMAMSG_ACCESS_REMOTE_READ | RDMAMSG_ACCESS_REMOTE_WRITE | \
 	 RDMAMSG_ACCESS_REMOTE_ATOMIC)
 
-/* verbs_access -- ibv access flags for RDMAMSG_ACCESS_* */
-static int verbs_access(unsigned int access)
+/* rdmamsg__verbs_access -- ibv access flags for RDMAMSG_ACCESS_* (local
+ * write always) */
+int rdmamsg__verbs_access(unsigned int access)
 {
 	int a = IBV_ACCESS_LOCAL_WRITE;
 
@@ -53,7 +54,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
 	if (!mr)
 		return -ENOMEM;
 	errno = 0;
-	mr->mr = ctx->ops->reg_mr(ctx->pd, addr, len, verbs_access(access));
+	mr->mr = ctx->ops->reg_mr(ctx->pd, addr, len,
+				  rdmamsg__verbs_access(access));
 	if (!mr->mr) {
 		ret = rdmamsg__errno(ENOMEM);
 		LOG_ERR("registering %zu bytes failed: %d", len, ret);

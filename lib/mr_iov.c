@@ -285,19 +285,6 @@ static int umr_post(struct rdmamsg__umr *u, struct mlx5dv_mkey *mkey,
 	return -ETIMEDOUT;
 }
 
-static int verbs_access(unsigned int access)
-{
-	int a = IBV_ACCESS_LOCAL_WRITE;
-
-	if (access & RDMAMSG_ACCESS_REMOTE_READ)
-		a |= IBV_ACCESS_REMOTE_READ;
-	if (access & RDMAMSG_ACCESS_REMOTE_WRITE)
-		a |= IBV_ACCESS_REMOTE_WRITE;
-	if (access & RDMAMSG_ACCESS_REMOTE_ATOMIC)
-		a |= IBV_ACCESS_REMOTE_ATOMIC;
-	return a;
-}
-
 static void iov_free(struct rdmamsg_ctx *ctx, struct rdmamsg__mr_iov *v)
 {
 	uint32_t i;
@@ -342,11 +329,11 @@ static int finish(struct rdmamsg_ctx *ctx, struct rdmamsg__mr_iov *v,
 			il.bytes_skip = (uint32_t)(v->stride - v->block);
 			il.lkey = v->mr[0]->lkey;
 			ret = umr_post(u, v->mkey,
-				       (uint32_t)verbs_access(access), 0, NULL,
-				       v->n, &il);
+				       (uint32_t)rdmamsg__verbs_access(access),
+				       0, NULL, v->n, &il);
 		} else {
 			ret = umr_post(u, v->mkey,
-				       (uint32_t)verbs_access(access),
+				       (uint32_t)rdmamsg__verbs_access(access),
 				       (uint16_t)v->n, v->sge, 1, NULL);
 		}
 		if (ret)
@@ -420,9 +407,9 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg_iov(struct rdmamsg_ctx *ctx,
 		return -ENOMEM;
 	for (i = 0; i < iovcnt; i++) {
 		errno = 0;
-		v->mr[i] =
-			ctx->ops->reg_mr(ctx->pd, iov[i].iov_base,
-					 iov[i].iov_len, verbs_access(access));
+		v->mr[i] = ctx->ops->reg_mr(ctx->pd, iov[i].iov_base,
+					    iov[i].iov_len,
+					    rdmamsg__verbs_access(access));
 		if (!v->mr[i]) {
 			ret = rdmamsg__errno(ENOMEM);
 			iov_free(ctx, v);
@@ -458,7 +445,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg_strided(struct rdmamsg_ctx *ctx, void *addr,
 	if (!v)
 		return -ENOMEM;
 	errno = 0;
-	v->mr[0] = ctx->ops->reg_mr(ctx->pd, addr, span, verbs_access(access));
+	v->mr[0] = ctx->ops->reg_mr(ctx->pd, addr, span,
+				    rdmamsg__verbs_access(access));
 	if (!v->mr[0]) {
 		ret = rdmamsg__errno(ENOMEM);
 		iov_free(ctx, v);
