@@ -268,6 +268,40 @@ static int wait_subs(struct rdmamsg_ctx *ctx, int *rfd, const pid_t *pid, int n)
 	return all;
 }
 
+/* spawn_subs -- n subscriber processes, subscriber i given arg[i]; each
+ * has joined (said 0 on its pipe) on return, its pipe non-blocking; acc[i]
+ * (when acc) holds what it said */
+static void spawn_subs(int n, const uintptr_t *arg, pid_t *pid, int *rfd,
+		       uint64_t *acc)
+{
+	uint64_t v;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		pid[i] = test_fork(subscriber, (void *)arg[i], &rfd[i]);
+		if (read(rfd[i], &v, sizeof(v)) != sizeof(v))
+			bail_out("subscriber %d did not join", i);
+		if (acc)
+			acc[i] = v;
+		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
+	}
+}
+
+/* wait_receivers -- run ctx until the reliable publisher g has heard n
+ * subscribers' status messages (10 s at most); how many it knows */
+static uint64_t wait_receivers(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
+			       uint64_t n)
+{
+	struct rdmamsg_group_stats st;
+	long long end = test_now_ms() + 10000;
+
+	do {
+		test_idle(ctx, 5);
+		rdmamsg_group_query(g, &st);
+	} while (st.receivers < n && test_now_ms() < end);
+	return st.receivers;
+}
+
 /* round -- one publisher, NSUB subscribers (drop_at: the one that drops
  * one datagram in 7 -- in 20 in reliable mode --, or -1); window: reliable
  * mode's, or 0 */
@@ -282,6 +316,7 @@ static void round_(int drop_at, uint32_t window)
 	struct sub_result r[NSUB];
 	uint64_t acc[NSUB], sent = 0, minacc;
 	unsigned char *buf = malloc(MAXMSG);
+	uintptr_t arg[NSUB];
 	int rfd[NSUB], i, bad_pub = 0, ret;
 	pid_t pid[NSUB];
 	struct pub p;
@@ -292,16 +327,9 @@ static void round_(int drop_at, uint32_t window)
 	rwindow = window;
 	diag("%s mode, %s", window ? "reliable" : "default",
 	     drop_at < 0 ? "no drops" : "one subscriber drops datagrams");
-	for (i = 0; i < NSUB; i++) {
-		pid[i] = test_fork(
-			subscriber,
-			(void *)(uintptr_t)(i | (i == drop_at ? 0x100 : 0)),
-			&rfd[i]);
-		/* each says 0 once joined */
-		if (read(rfd[i], &acc[i], sizeof(acc[i])) != sizeof(acc[i]))
-			bail_out("subscriber %d did not join", i);
-		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
-	}
+	for (i = 0; i < NSUB; i++)
+		arg[i] = (uintptr_t)(i | (i == drop_at ? 0x100 : 0));
+	spawn_subs(NSUB, arg, pid, rfd, acc);
 	ctx = test_ctx();
 	rdmamsg_group_attr_new(&a);
 	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
@@ -314,13 +342,10 @@ static void round_(int drop_at, uint32_t window)
 	ok(test_run_until(ctx, &p.joined, 10000) == 1, "publisher joined");
 	if (window) {
 		/* the subscribers' status messages: flow control knows them */
-		end = test_now_ms() + 10000;
-		do {
-			test_idle(ctx, 5);
-			rdmamsg_group_query(g, &st);
-		} while (st.receivers < NSUB && test_now_ms() < end);
-		ok(st.receivers == NSUB, "reliable: %llu subscribers known",
-		   (unsigned long long)st.receivers);
+		uint64_t known = wait_receivers(ctx, g, NSUB);
+
+		ok(known == NSUB, "reliable: %llu subscribers known",
+		   (unsigned long long)known);
 	}
 	end = test_now_ms() + 600000;
 	while (sent < nmsgs && test_now_ms() < end) {
@@ -557,7 +582,7 @@ static void stopped(void)
 	struct rdmamsg_group *g;
 	unsigned char *buf = malloc(MAXMSG);
 	uint64_t acc[2] = {0, 0}, sent;
-	int rfd[2], i;
+	int rfd[2];
 	pid_t pid[2];
 	struct pub p;
 	long long end;
@@ -568,12 +593,7 @@ static void stopped(void)
 	rwindow = 16;
 	rdepth = 64;
 	diag("reliable mode, one subscriber stopped");
-	for (i = 0; i < 2; i++) {
-		pid[i] = test_fork(subscriber, (void *)(uintptr_t)i, &rfd[i]);
-		if (read(rfd[i], &acc[i], sizeof(acc[i])) != sizeof(acc[i]))
-			bail_out("subscriber %d did not join", i);
-		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
-	}
+	spawn_subs(2, (const uintptr_t[]){0, 1}, pid, rfd, acc);
 	ctx = test_ctx();
 	rdmamsg_group_attr_new(&a);
 	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
@@ -586,11 +606,7 @@ static void stopped(void)
 		   test_run_until(ctx, &p.joined, 10000) == 1,
 	   "stopped: publisher joined");
 	rdmamsg_group_attr_delete(&a);
-	end = test_now_ms() + 10000;
-	do {
-		test_idle(ctx, 5);
-		rdmamsg_group_query(g, &st);
-	} while (st.receivers < 2 && test_now_ms() < end);
+	wait_receivers(ctx, g, 2);
 	sent = publish_n(ctx, g, buf, 0, 64);
 	end = test_now_ms() + 30000;
 	do {
@@ -656,11 +672,10 @@ static void flow(enum rdmamsg_group_flow strategy, const char *name)
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_group *g;
 	unsigned char *buf = malloc(MAXMSG);
-	uint64_t sent;
-	int rfd[2], i, all;
+	uint64_t sent, heard;
+	int rfd[2], all;
 	pid_t pid[2];
 	struct pub p;
-	long long end;
 
 	memset(&p, 0, sizeof(p));
 	memset(results, 0, NSUB * sizeof(*results));
@@ -668,16 +683,8 @@ static void flow(enum rdmamsg_group_flow strategy, const char *name)
 	rwindow = 16;
 	rdepth = 64;
 	diag("reliable mode, flow control %s, one subscriber stopped", name);
-	for (i = 0; i < 2; i++) {
-		uint64_t v;
-
-		pid[i] = test_fork(subscriber,
-				   (void *)(uintptr_t)(i | (i ? 0 : 0x200)),
-				   &rfd[i]);
-		if (read(rfd[i], &v, sizeof(v)) != sizeof(v))
-			bail_out("subscriber %d did not join", i);
-		fcntl(rfd[i], F_SETFL, O_NONBLOCK);
-	}
+	/* subscriber 0 tagged FLOW_TAG */
+	spawn_subs(2, (const uintptr_t[]){0x200, 1}, pid, rfd, NULL);
 	ctx = test_ctx();
 	rdmamsg_group_attr_new(&a);
 	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
@@ -692,13 +699,9 @@ static void flow(enum rdmamsg_group_flow strategy, const char *name)
 		   test_run_until(ctx, &p.joined, 10000) == 1,
 	   "%s: publisher joined", name);
 	rdmamsg_group_attr_delete(&a);
-	end = test_now_ms() + 10000;
-	do {
-		test_idle(ctx, 5);
-		rdmamsg_group_query(g, &st);
-	} while (st.receivers < 2 && test_now_ms() < end);
+	heard = wait_receivers(ctx, g, 2);
 	kill(pid[1], SIGSTOP);
-	ok(st.receivers == 2, "%s: the publisher heard both subscribers", name);
+	ok(heard == 2, "%s: the publisher heard both subscribers", name);
 	if (strategy == RDMAMSG_GROUP_FLOW_MIN) {
 		sent = publish_for(ctx, g, buf, 0, nmsgs, 3000);
 		ok(sent == rwindow,
