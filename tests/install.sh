@@ -38,7 +38,7 @@ port=$(free_port)
 start_echo_server "$port"
 LD_LIBRARY_PATH="$root$libdir" \
 	RDMAMSG_SOFTRDMA_PATH="$root$libdir/rdmamsg/libsoftrdma.so" \
-	timeout 20 "$tap_tmp/hello" "127.0.0.1:$port" >"$tap_tmp/run.out" 2>&1
+	timeout -k 10 20 "$tap_tmp/hello" "127.0.0.1:$port" >"$tap_tmp/run.out" 2>&1
 ok $? "the installed hello exits 0"
 grep -qx "echo: hello" "$tap_tmp/run.out"
 ok $? "the installed hello gets its echo"

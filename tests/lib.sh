@@ -107,3 +107,6 @@ tap_cleanup() {
 	rm -rf "$tap_tmp"
 }
 trap tap_cleanup EXIT
+# Killed (run-test.sh's time limit sends SIGTERM): exit through the EXIT
+# trap, so that no background process outlives the test.
+trap 'exit 143' INT TERM

@@ -20,7 +20,7 @@ PYTHONDONTWRITEBYTECODE=1
 RDMAMSG_TEST_BUILDDIR=$top_builddir
 export PYTHONPATH PYTHONDONTWRITEBYTECODE RDMAMSG_TEST_BUILDDIR
 
-(cd "$tap_tmp" && timeout 600 "$PYTHON" -m pytest -p no:cacheprovider -v \
+(cd "$tap_tmp" && timeout -k 10 600 "$PYTHON" -m pytest -p no:cacheprovider -v \
 	-W error::pytest.PytestUnraisableExceptionWarning \
 	--rootdir "$top_srcdir/bindings/python" \
 	"$top_srcdir/bindings/python/tests" >"$tap_tmp/pytest.out" 2>&1)
@@ -65,7 +65,7 @@ check_site() {
 	shift 2
 	[ -f "$_site/rdmamsg/py.typed" ] && ls "$_site"/rdmamsg/_ffi*.so >/dev/null 2>&1
 	ok $? "$_name: the package has its extension and py.typed"
-	(cd "$tap_tmp" && env PYTHONPATH="$_site" "$@" timeout 60 "$PYTHON" \
+	(cd "$tap_tmp" && env PYTHONPATH="$_site" "$@" timeout -k 10 60 "$PYTHON" \
 		"$tap_tmp/echo.py" "$_site") >"$tap_tmp/site.out" 2>&1
 	ok $? "$_name: the installed package echoes over softrdma"
 	show_log "$tap_tmp/site.out"

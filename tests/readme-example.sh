@@ -13,7 +13,7 @@ port=$(free_port)
 start_echo_server "$port"
 ok $? "echo_server listens on $port"
 
-timeout 30 "$top_builddir/samples/hello/hello" "127.0.0.1:$port" \
+timeout -k 10 30 "$top_builddir/samples/hello/hello" "127.0.0.1:$port" \
 	>"$tap_tmp/hello.out" 2>&1
 ok $? "hello exits 0"
 grep -qx "echo: hello" "$tap_tmp/hello.out"

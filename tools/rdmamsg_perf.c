@@ -42,7 +42,7 @@
 #define PERF_DEFAULT_MSG  (1u << 20)  /* the endpoints' default maximum */
 /* an idle server spins this long after the last event, then blocks */
 #define PERF_SPIN_NS	     (200 * 1000 * 1000ull)
-#define PERF_CONNECT_WAIT_NS (5 * 1000 * 1000 * 1000ull)
+#define PERF_CONNECT_WAIT_NS (30 * 1000 * 1000 * 1000ull)
 /* a send that cannot go out for this long fails the test */
 #define PERF_STALL_NS (10 * 1000 * 1000 * 1000ull)
 
@@ -380,8 +380,10 @@ static int srv_drive(struct perf *p)
 	int rc = 0;
 
 	while (!p->done && rc >= 0) {
-		if (srv_signalled && p->o.serve_forever)
+		if (srv_signalled == 1) {
+			srv_signalled = 2;
 			srv_stop(p);
+		}
 		if (p->o.drive != DRIVE_BUSY) {
 			rc = perf_wait(p);
 			continue;
@@ -539,10 +541,11 @@ static int cli_connect(struct perf *p, const struct rdmamsg_ep_attr *attr)
 			return 0;
 		rc = p->conn_status;
 		cli_close(p);
-		/* nothing listens there (yet), or no route (yet) */
+		/* nothing listens there (yet), no route (yet), or a server
+		 * too busy to answer in time */
 		if (!((rc == -ECONNREFUSED &&
 		       p->conn_reason == RDMAMSG_REJECT_NO_LISTENER) ||
-		      rc == -EHOSTUNREACH) ||
+		      rc == -EHOSTUNREACH || rc == -ETIMEDOUT) ||
 		    now_ns() > deadline)
 			break;
 		nanosleep(&pause, NULL);

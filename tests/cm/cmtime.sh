@@ -16,13 +16,13 @@ n=1000
 [ "${RDMAMSG_TEST_SCALE:-}" = small ] && n=100
 port=$(free_port)
 # the server serves until killed
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 120 cmtime -p "$port" \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 cmtime -p "$port" \
 	>"$tap_tmp/s" 2>&1 &
 spid=$!
 srv_pids="$srv_pids $spid"
 wait_port "$port" 10
 ok $? "cmtime server listens"
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 100 cmtime -s 127.0.0.1 -p "$port" \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 100 cmtime -s 127.0.0.1 -p "$port" \
 	-c "$n" >"$tap_tmp/c" 2>&1
 crc=$?
 ok $crc "cmtime client: $n connections, exit 0"

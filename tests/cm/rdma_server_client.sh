@@ -16,13 +16,13 @@ trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
 
 for round in 1 2; do
 	port=$(free_port)
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 rdma_server -p "$port" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 rdma_server -p "$port" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
 	srv_pids="$srv_pids $spid"
 	wait_port "$port" 10
 	ok $? "round $round: rdma_server listens"
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 rdma_client -s 127.0.0.1 \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 rdma_client -s 127.0.0.1 \
 		-p "$port" >"$tap_tmp/c" 2>&1
 	crc=$?
 	ok $crc "round $round: rdma_client exits 0"
@@ -39,7 +39,7 @@ done
 
 # no server: rdma_client's synchronous connect fails
 port=$(free_port)
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 rdma_client -s 127.0.0.1 -p "$port" \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 rdma_client -s 127.0.0.1 -p "$port" \
 	>"$tap_tmp/c" 2>&1
 [ $? -ne 0 ]
 ok $? "no server: rdma_client fails"

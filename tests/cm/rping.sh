@@ -19,13 +19,13 @@ run_pair() {
 	sargs=$2
 	cargs=$3
 	port=$(free_port)
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rping -s -a 127.0.0.1 -p "$port" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -s -a 127.0.0.1 -p "$port" \
 		$sargs >"$tap_tmp/s.$name" 2>&1 &
 	spid=$!
 	srv_pids="$srv_pids $spid"
 	wait_port "$port" 10
 	ok $? "$name: rping server listens on $port"
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rping -c -a 127.0.0.1 -p "$port" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -c -a 127.0.0.1 -p "$port" \
 		$cargs >"$tap_tmp/c.$name" 2>&1
 	crc=$?
 	ok $crc "$name: rping client exits 0"
@@ -61,14 +61,14 @@ ok $? "self-created QP: 10 verified pings (got $n)"
 # connection requests that arrive back to back (fixed upstream in 2025,
 # rdma-core PR 1568), on hardware as here.
 port=$(free_port)
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rping -s -P -a 127.0.0.1 -p "$port" -V \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -s -P -a 127.0.0.1 -p "$port" -V \
 	>"$tap_tmp/s.persist" 2>&1 &
 ppid_server=$!
 srv_pids="$srv_pids $ppid_server"
 wait_port "$port" 10
 ok $? "persistent: rping -P listens"
 for i in 1 2 3; do
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rping -c -a 127.0.0.1 -p "$port" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -c -a 127.0.0.1 -p "$port" \
 		-C 20 -v -V >"$tap_tmp/c.persist$i" 2>&1
 	crc=$?
 	n=$(grep -c '^ping data: rdma-ping-' "$tap_tmp/c.persist$i")
@@ -82,7 +82,7 @@ wait "$ppid_server" 2>/dev/null
 
 # nobody listening: rping reports the rejection and fails
 port=$(free_port)
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 rping -c -a 127.0.0.1 -p "$port" -C 1 \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 rping -c -a 127.0.0.1 -p "$port" -C 1 \
 	>"$tap_tmp/c.none" 2>&1
 [ $? -ne 0 ] && grep -q 'RDMA_CM_EVENT_REJECTED, error 8' "$tap_tmp/c.none"
 ok $? "no server: client sees RDMA_CM_EVENT_REJECTED, error 8"

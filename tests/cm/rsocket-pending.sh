@@ -19,12 +19,12 @@ run() {
 	cprog=$3
 	shift 3
 	port=$(free_port)
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 "$sprog" -p "$port" "$@" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 "$sprog" -p "$port" "$@" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
 	srv_pids="$srv_pids $spid"
 	wait_port "$port" 10
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 "$cprog" -s 127.0.0.1 \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 "$cprog" -s 127.0.0.1 \
 		-p "$port" "$@" >"$tap_tmp/c" 2>&1
 	crc=$?
 	wait $spid

@@ -20,12 +20,12 @@ run() {
 	prog=$2
 	shift 2
 	port=$(free_port)
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 "$prog" -p "$port" "$@" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -p "$port" "$@" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
 	srv_pids="$srv_pids $spid"
 	wait_port "$port" 10
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 "$prog" -s 127.0.0.1 \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -s 127.0.0.1 \
 		-p "$port" "$@" >"$tap_tmp/c" 2>&1
 	crc=$?
 	wait $spid
@@ -62,12 +62,12 @@ run "riostream 1 MiB x 20, verified" riostream -S 1048576 -C 20 -T v
 # rdma_xclient sends 16 bytes inline on a QP asked for max_inline_data 0:
 # the grant is rounded up as rxe does
 port=$(free_port)
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rdma_xserver -p "$port" \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rdma_xserver -p "$port" \
 	>"$tap_tmp/s" 2>&1 &
 spid=$!
 srv_pids="$srv_pids $spid"
 wait_port "$port" 10
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rdma_xclient -s 127.0.0.1 \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rdma_xclient -s 127.0.0.1 \
 	-p "$port" >"$tap_tmp/c" 2>&1
 crc=$?
 wait $spid
@@ -78,12 +78,12 @@ ok $? "rdma_xserver/rdma_xclient (RC): both end 0 (client $crc, server $src)"
 
 port=$(free_port)
 head -c 3000000 /dev/urandom >"$tap_tmp/src"
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rcopy -p "$port" >"$tap_tmp/s" 2>&1 &
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rcopy -p "$port" >"$tap_tmp/s" 2>&1 &
 spid=$!
 srv_pids="$srv_pids $spid"
 wait_port "$port" 10
 # rcopy's options follow its operands
-LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 rcopy "$tap_tmp/src" \
+LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rcopy "$tap_tmp/src" \
 	"127.0.0.1:$tap_tmp/dst" -p "$port" >"$tap_tmp/c" 2>&1
 ok $? "rcopy client exits 0"
 sleep 0.2

@@ -19,12 +19,12 @@ run() {
 	name=$1
 	shift
 	port=$(free_port)
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 ucmatose -p "$port" "$@" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 ucmatose -p "$port" "$@" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
 	srv_pids="$srv_pids $spid"
 	wait_port "$port" 10
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 ucmatose -s 127.0.0.1 -p "$port" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 ucmatose -s 127.0.0.1 -p "$port" \
 		"$@" >"$tap_tmp/c" 2>&1
 	crc=$?
 	wait $spid

@@ -22,13 +22,13 @@ wait_line() {
 }
 
 for s in 1 2; do
-	timeout 120 "$mc" -l -g 239.1.2.17 -n $n -t 100 >"$tap_tmp/sub$s.log" 2>&1 &
+	timeout -k 10 120 "$mc" -l -g 239.1.2.17 -n $n -t 100 >"$tap_tmp/sub$s.log" 2>&1 &
 	eval sub$s=\$!
 	tap_pids="$tap_pids $!"
 	wait_line "$tap_tmp/sub$s.log" "subscribed to 239.1.2.17"
 	ok $? "subscriber $s joined"
 done
-timeout 120 "$mc" -p -g 239.1.2.17 -n $n -r 20000 -s 600 >"$tap_tmp/pub.log" 2>&1
+timeout -k 10 120 "$mc" -p -g 239.1.2.17 -n $n -r 20000 -s 600 >"$tap_tmp/pub.log" 2>&1
 ok $? "publisher exits 0"
 show_log "$tap_tmp/pub.log"
 grep -q "published $n messages of 600 bytes" "$tap_tmp/pub.log"

@@ -47,13 +47,13 @@ a1=$(fab addr "$name" 1)
 
 # rping
 port=7471
-timeout 120 sh "$fabric" exec "$name" 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
+timeout -k 10 120 sh "$fabric" exec "$name" 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
 	rping -s -a "$a1" -p $port -C 3 -V >"$tap_tmp/s.rping" 2>&1 &
 spid=$!
 srv_pids="$srv_pids $spid"
 listening 1 $port
 ok $? "rping server listens on host 1, $a1:$port"
-on 2 timeout 60 rping -c -a "$a1" -p $port -C 3 -v -V >"$tap_tmp/c.rping2" 2>&1
+on 2 timeout -k 10 60 rping -c -a "$a1" -p $port -C 3 -v -V >"$tap_tmp/c.rping2" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ]
 ok $? "rping client on host 2 fails, and not by timeout (exit $rc)"
@@ -61,7 +61,7 @@ grep -q 'RDMA_CM_EVENT_UNREACHABLE' "$tap_tmp/c.rping2" &&
 	! grep -q '^ping data' "$tap_tmp/c.rping2"
 ok $? "host 2: RDMA_CM_EVENT_UNREACHABLE, no data"
 show_log "$tap_tmp/c.rping2" | head -n 4
-on 1 timeout 60 rping -c -a "$a1" -p $port -C 3 -v -V >"$tap_tmp/c.rping1" 2>&1
+on 1 timeout -k 10 60 rping -c -a "$a1" -p $port -C 3 -v -V >"$tap_tmp/c.rping1" 2>&1
 rc=$?
 n=$(grep -c '^ping data: rdma-ping-' "$tap_tmp/c.rping1")
 [ $rc -eq 0 ] && [ "$n" -eq 3 ]
@@ -76,18 +76,18 @@ ok $? "the server logs the refusal of the other host's registry"
 
 # ucmatose
 port=7472
-timeout 120 sh "$fabric" exec "$name" 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
+timeout -k 10 120 sh "$fabric" exec "$name" 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
 	ucmatose -b "$a1" -p $port -c 1 >"$tap_tmp/s.ucma" 2>&1 &
 spid=$!
 srv_pids="$srv_pids $spid"
 listening 1 $port
 ok $? "ucmatose server listens on host 1"
-on 2 timeout 60 ucmatose -s "$a1" -p $port -c 1 >"$tap_tmp/c.ucma2" 2>&1
+on 2 timeout -k 10 60 ucmatose -s "$a1" -p $port -c 1 >"$tap_tmp/c.ucma2" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
 	grep -q 'RDMA_CM_EVENT_UNREACHABLE, error: -110' "$tap_tmp/c.ucma2"
 ok $? "ucmatose on host 2: RDMA_CM_EVENT_UNREACHABLE (ETIMEDOUT), exit $rc"
-on 1 timeout 60 ucmatose -s "$a1" -p $port -c 1 >"$tap_tmp/c.ucma1" 2>&1
+on 1 timeout -k 10 60 ucmatose -s "$a1" -p $port -c 1 >"$tap_tmp/c.ucma1" 2>&1
 ok $? "ucmatose on host 1 then completes"
 wait "$spid"
 ok $? "ucmatose server exits 0"

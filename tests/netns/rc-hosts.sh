@@ -74,12 +74,12 @@ pair() {
 	_rounds=$2
 	shift 2
 	port=$((port + 1))
-	on 1 "$@" timeout 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
+	on 1 "$@" timeout -k 10 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
 	_spid=$!
 	tap_pids="$tap_pids $_spid"
 	listening 1 $port
 	ok $? "$_what: rc_peer server listens on host 1"
-	on 2 "$@" timeout 300 "$peer" client "$a1" $port "$_rounds" \
+	on 2 "$@" timeout -k 10 300 "$peer" client "$a1" $port "$_rounds" \
 		>"$tap_tmp/client.tap" 2>&1
 	_rc=$?
 	sed 's/^/    /' "$tap_tmp/client.tap"
@@ -101,7 +101,7 @@ then
 	# (its pid from the shell it replaces: SIGINT is ignored in
 	# background jobs, and "ip netns exec" may stand between)
 	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
-		"$tap_tmp/dumpcap.pid" timeout 300 dumpcap -q -i eth0 \
+		"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q -i eth0 \
 		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
 	cpid=$!
 	tap_pids="$tap_pids $cpid"
@@ -192,14 +192,14 @@ cut() {
 	port=$((port + 1))
 	rm -f "$tap_tmp/go" "$tap_tmp/server.pid"
 	mkfifo "$tap_tmp/go"
-	on 1 timeout 300 sh -c 'echo $$ >"$0"; exec "$1" server "$2"' \
+	on 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$1" server "$2"' \
 		"$tap_tmp/server.pid" "$peer" $port >"$tap_tmp/server.log" 2>&1 &
 	_spid=$!
 	tap_pids="$tap_pids $_spid"
 	listening 1 $port
 	ok $? "cut ($1): rc_peer server listens on host 1"
 	# 134 ms x (3 + 1)
-	on 2 env RC_PEER_TIMEOUT=15 RC_PEER_RETRY=3 timeout 300 "$peer" cut \
+	on 2 env RC_PEER_TIMEOUT=15 RC_PEER_RETRY=3 timeout -k 10 300 "$peer" cut \
 		"$a1" $port <"$tap_tmp/go" >"$tap_tmp/cut.tap" 2>&1 &
 	_cpid=$!
 	tap_pids="$tap_pids $_cpid"
@@ -243,13 +243,13 @@ elif command -v ibv_rc_pingpong >/dev/null 2>&1; then
 		ev=
 		[ $mode = events ] && ev=-e
 		port=$((port + 1))
-		on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 \
+		on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 \
 			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $ev \
 			>"$tap_tmp/pp-s.log" 2>&1 &
 		spid=$!
 		tap_pids="$tap_pids $spid"
 		listening 1 $port
-		on 2 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 \
+		on 2 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 \
 			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $ev "$a1" \
 			>"$tap_tmp/pp-c.log" 2>&1
 		rc=$?

@@ -13,7 +13,7 @@ start_server() {
 	port=$(free_port)
 	rm -f "$tap_tmp/in"
 	mkfifo "$tap_tmp/in"
-	timeout 120 "$es" -b 127.0.0.1 -p "$port" -i 1 <"$tap_tmp/in" \
+	timeout -k 10 120 "$es" -b 127.0.0.1 -p "$port" -i 1 <"$tap_tmp/in" \
 		>"$tap_tmp/es.log" 2>&1 &
 	srv=$!
 	tap_pids="$tap_pids $srv"
@@ -23,17 +23,17 @@ start_server() {
 }
 
 start_server
-timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 2000 >"$tap_tmp/c1.log" 2>&1
+timeout -k 10 60 "$pp" -c 127.0.0.1 -p "$port" -n 2000 >"$tap_tmp/c1.log" 2>&1
 ok $? "pingpong client verified 2000 echoes"
 show_log "$tap_tmp/c1.log"
-timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 200 --size 4000 >"$tap_tmp/c2.log" 2>&1 &
+timeout -k 10 60 "$pp" -c 127.0.0.1 -p "$port" -n 200 --size 4000 >"$tap_tmp/c2.log" 2>&1 &
 c2=$!
-timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 200 --size 0 >"$tap_tmp/c3.log" 2>&1
+timeout -k 10 60 "$pp" -c 127.0.0.1 -p "$port" -n 200 --size 0 >"$tap_tmp/c3.log" 2>&1
 ok $? "second and third clients at once (0 bytes)"
 wait $c2
 ok $? "second and third clients at once (4000 bytes)"
 # larger than the eager size: fragmented, reassembled, kept and sent back
-timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 100 --size 20000 >"$tap_tmp/c5.log" 2>&1
+timeout -k 10 60 "$pp" -c 127.0.0.1 -p "$port" -n 100 --size 20000 >"$tap_tmp/c5.log" 2>&1
 ok $? "fragmented 20000-byte echoes verified"
 show_log "$tap_tmp/c5.log"
 echo stats >&3
@@ -41,7 +41,7 @@ sleep 0.3
 grep -q "^stats: .* 2500 messages" "$tap_tmp/es.log"
 ok $? "stats command counts every echo"
 # a client still connected when "quit" comes is closed by the server
-timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 10000000 >"$tap_tmp/c4.log" 2>&1 &
+timeout -k 10 60 "$pp" -c 127.0.0.1 -p "$port" -n 10000000 >"$tap_tmp/c4.log" 2>&1 &
 c4=$!
 i=0
 while ! grep -q "^client 5: connected" "$tap_tmp/es.log" && [ $i -lt 100 ]; do
@@ -65,7 +65,7 @@ exec 3>&-
 
 # end of input works like quit
 start_server
-timeout 60 "$pp" -c 127.0.0.1 -p "$port" -n 100 >"$tap_tmp/c1.log" 2>&1
+timeout -k 10 60 "$pp" -c 127.0.0.1 -p "$port" -n 100 >"$tap_tmp/c1.log" 2>&1
 ok $? "pingpong client verified 100 echoes"
 exec 3>&-
 wait "$srv"

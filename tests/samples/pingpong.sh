@@ -11,12 +11,12 @@ run_pair() {
 	name=$1
 	shift
 	port=$(free_port)
-	timeout 60 "$pp" -s -b 127.0.0.1 -p "$port" >"$tap_tmp/srv.log" 2>&1 &
+	timeout -k 10 60 "$pp" -s -b 127.0.0.1 -p "$port" >"$tap_tmp/srv.log" 2>&1 &
 	srv=$!
 	tap_pids="$tap_pids $srv"
 	wait_port "$port" 10
 	ok $? "$name: server listens"
-	timeout 60 "$pp" -c 127.0.0.1 -p "$port" "$@" >"$tap_tmp/cli.log" 2>&1
+	timeout -k 10 60 "$pp" -c 127.0.0.1 -p "$port" "$@" >"$tap_tmp/cli.log" 2>&1
 	ok $? "$name: client exits 0"
 	show_log "$tap_tmp/cli.log"
 	grep -q "messages of .* bytes verified" "$tap_tmp/cli.log"
@@ -35,7 +35,7 @@ run_pair "fragmented 100000 B" -n 50 --size 100000
 
 # a client with nothing to talk to fails cleanly
 port=$(free_port)
-timeout 30 "$pp" -c 127.0.0.1 -p "$port" -n 1 >"$tap_tmp/cli.log" 2>&1
+timeout -k 10 30 "$pp" -c 127.0.0.1 -p "$port" -n 1 >"$tap_tmp/cli.log" 2>&1
 rc=$?
 [ $rc = 1 ]
 ok $? "client without a server exits 1 (got $rc)"

@@ -21,10 +21,10 @@ run() {
 	shift
 	port=$(free_port)
 	# shellcheck disable=SC2086
-	timeout 120 "$perf" -s -b 127.0.0.1 -p "$port" $sargs >"$tap_tmp/srv" 2>&1 &
+	timeout -k 10 120 "$perf" -s -b 127.0.0.1 -p "$port" $sargs >"$tap_tmp/srv" 2>&1 &
 	srv=$!
 	tap_pids="$tap_pids $srv"
-	timeout 120 "$perf" -c 127.0.0.1 -p "$port" "$@" >"$tap_tmp/out" 2>"$tap_tmp/err"
+	timeout -k 10 120 "$perf" -c 127.0.0.1 -p "$port" "$@" >"$tap_tmp/out" 2>"$tap_tmp/err"
 	ok $? "$name: client exits 0"
 	show_log "$tap_tmp/out"
 	show_log "$tap_tmp/err"
@@ -95,18 +95,32 @@ port=$(free_port)
 # --foreground: timeout passes our one SIGTERM on to the server only (by
 # default it also signals its process group, so the server would get a
 # second one, and a second signal kills it)
-timeout --foreground 120 "$perf" -s --loop -b 127.0.0.1 -p "$port" \
+timeout --foreground -k 10 120 "$perf" -s --loop -b 127.0.0.1 -p "$port" \
 	>/dev/null 2>&1 &
 srv=$!
 tap_pids="$tap_pids $srv"
-timeout 60 "$perf" -c 127.0.0.1 -p "$port" -t rate -n 1000 >/dev/null 2>&1 &&
-	timeout 60 "$perf" -c 127.0.0.1 -p "$port" -t lat -n 100 --size 8 >/dev/null 2>&1
+timeout -k 10 60 "$perf" -c 127.0.0.1 -p "$port" -t rate -n 1000 >/dev/null 2>&1 &&
+	timeout -k 10 60 "$perf" -c 127.0.0.1 -p "$port" -t lat -n 100 --size 8 >/dev/null 2>&1
 ok $? "--loop: two clients in a row"
 kill -0 "$srv" 2>/dev/null
 ok $? "--loop: server still running"
 kill "$srv"
 wait "$srv"
 ok $? "--loop: SIGTERM ends the server cleanly (exit 0)"
+
+# a single-client server that never got its client: one SIGTERM ends it
+# (a watchdog kills it after 30 s, which fails the check)
+port=$(free_port)
+"$perf" -s -b 127.0.0.1 -p "$port" >/dev/null 2>&1 &
+srv=$!
+tap_pids="$tap_pids $srv"
+wait_port "$port" 30
+(sleep 30 && kill -9 "$srv") >/dev/null 2>&1 &
+watchdog=$!
+kill "$srv"
+wait "$srv"
+ok $? "no client yet: SIGTERM ends the server cleanly (exit 0)"
+kill "$watchdog" 2>/dev/null
 
 # mcast MODE-ARGS: one publisher, two subscribers; subscriber outputs in
 # $tap_tmp/sub1 and sub2, the publisher's in $tap_tmp/out
@@ -116,7 +130,7 @@ mcast() {
 	[ $# = 0 ] || label="mcast $*"
 	for i in 1 2; do
 		# shellcheck disable=SC2086
-		timeout 120 "$perf" -L 239.1.2.3 -n 2000 --size 64,4096 "$@" \
+		timeout -k 10 120 "$perf" -L 239.1.2.3 -n 2000 --size 64,4096 "$@" \
 			>"$tap_tmp/sub$i" 2>&1 &
 		subs="$subs $!"
 		tap_pids="$tap_pids $!"
@@ -131,7 +145,7 @@ mcast() {
 	# --linger 3000: a subscriber starved on a loaded machine drops the
 	# tail and the last heartbeat with it; the idle heartbeats of the
 	# lingering publisher still tell it what it lost
-	timeout 120 "$perf" -P 239.1.2.3 -n 2000 --size 64,4096 --linger 3000 \
+	timeout -k 10 120 "$perf" -P 239.1.2.3 -n 2000 --size 64,4096 --linger 3000 \
 		"$@" >"$tap_tmp/out" 2>&1
 	ok $? "$label: publisher exits 0"
 	show_log "$tap_tmp/out"
@@ -175,7 +189,7 @@ ok $? "usage error: --linger without a group exits 2"
 "$perf" -P 239.1.2.3 --linger 600001 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: --linger above 600000 ms exits 2"
-timeout 60 "$perf" -P 239.1.2.3 --size 8 >/dev/null 2>"$tap_tmp/err"
+timeout -k 10 60 "$perf" -P 239.1.2.3 --size 8 >/dev/null 2>"$tap_tmp/err"
 [ $? = 1 ] && grep -q 'sizes start at 16' "$tap_tmp/err"
 ok $? "mcast: a size below the stamp is refused (exit 1)"
 done_testing

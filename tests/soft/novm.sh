@@ -28,13 +28,13 @@ export SOFTRDMA_SHM_PREFIX
 for args in "-s 1048576 -n 20" "-e -s 100000 -n 50"; do
 	port=$(free_port)
 	# shellcheck disable=SC2086
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 ibv_rc_pingpong -g 1 \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 ibv_rc_pingpong -g 1 \
 		-p "$port" $args >"$tap_tmp/srv.log" 2>&1 &
 	srv=$!
 	tap_pids="$tap_pids $srv"
 	wait_port "$port" 10
 	# shellcheck disable=SC2086
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 ibv_rc_pingpong -g 1 \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 ibv_rc_pingpong -g 1 \
 		-p "$port" $args 127.0.0.1 >"$tap_tmp/cli.log" 2>&1
 	crc=$?
 	wait "$srv"

@@ -13,14 +13,14 @@ out=$tap_tmp/devinfo
 if ! command -v ibv_devinfo >/dev/null 2>&1; then
 	skip "ibv_devinfo" "ibv_devinfo not installed (Debian package ibverbs-utils)"
 else
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 ibv_devinfo >"$out" 2>&1
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 ibv_devinfo >"$out" 2>&1
 	rc=$?
 	ok $rc "ibv_devinfo exits 0"
 	grep -Eq '^hca_id:[[:space:]]+softrdma0$' "$out"
 	ok $? "ibv_devinfo lists hca_id softrdma0"
 	[ $rc -eq 0 ] || show_log "$out"
 
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 ibv_devinfo -d softrdma0 -v >"$out" 2>&1
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 ibv_devinfo -d softrdma0 -v >"$out" 2>&1
 	rc=$?
 	ok $rc "ibv_devinfo -d softrdma0 -v exits 0"
 	grep -Eq '^[[:space:]]+port:[[:space:]]+1$' "$out"
@@ -43,7 +43,7 @@ fi
 if ! command -v ibv_devices >/dev/null 2>&1; then
 	skip "ibv_devices" "ibv_devices not installed (Debian package ibverbs-utils)"
 else
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 30 ibv_devices >"$out" 2>&1
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 ibv_devices >"$out" 2>&1
 	ok $? "ibv_devices exits 0"
 	grep -Eq '^[[:space:]]+softrdma0[[:space:]]+[0-9a-f]{16}$' "$out"
 	ok $? "ibv_devices lists softrdma0 with a node GUID"

@@ -12,7 +12,7 @@ export SOFTRDMA_SHM_PREFIX
 run() {
 	rpids=
 	for r in 1 2 3; do
-		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 mckey -m 239.1.2.3 -b 127.0.0.1 \
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 mckey -m 239.1.2.3 -b 127.0.0.1 \
 			-C "$1" -S "$2" >"$tap_tmp/rcv$r.log" 2>&1 &
 		rpids="$rpids $!"
 		tap_pids="$tap_pids $!"
@@ -23,7 +23,7 @@ run() {
 		sleep 0.1
 		i=$((i + 1))
 	done
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 mckey -m 239.1.2.3 -b 127.0.0.1 -s \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 mckey -m 239.1.2.3 -b 127.0.0.1 -s \
 		-C "$1" -S "$2" ${3:-} >"$tap_tmp/snd.log" 2>&1
 	src=$?
 	rc=0

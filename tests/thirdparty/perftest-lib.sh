@@ -41,7 +41,7 @@ pt_gid() {
 		echo 1
 		return
 	}
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 20 ibv_devinfo -d softrdma0 -v 2>/dev/null |
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 20 ibv_devinfo -d softrdma0 -v 2>/dev/null |
 		sed -n 's/^[[:space:]]*GID\[[[:space:]]*\([0-9]*\)\]:[[:space:]]*::ffff:127\.0\.0\.1.*/\1/p' |
 		head -n 1
 }

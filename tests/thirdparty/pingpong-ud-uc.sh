@@ -17,12 +17,12 @@ pp() {
 	name=$2
 	shift 2
 	port=$(free_port)
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 "$prog" -g "$gid" -p "$port" "$@" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -g "$gid" -p "$port" "$@" \
 		>"$tap_tmp/srv.log" 2>&1 &
 	srv=$!
 	tap_pids="$tap_pids $srv"
 	wait_port "$port" 10
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 "$prog" -g "$gid" -p "$port" "$@" \
+	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -g "$gid" -p "$port" "$@" \
 		127.0.0.1 >"$tap_tmp/cli.log" 2>&1
 	crc=$?
 	wait "$srv"

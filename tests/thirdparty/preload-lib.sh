@@ -141,7 +141,7 @@ for p in $found; do
 		from='/lib(ibverbs|rdmacm)\.so[^ ]*'
 	fi
 	LD_DEBUG=bindings LD_DEBUG_OUTPUT="$t/ld.$p" LD_BIND_NOW=1 \
-		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 20 "$p" -h </dev/null >/dev/null 2>&1
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 20 "$p" -h </dev/null >/dev/null 2>&1
 	cat "$t/ld.$p".* 2>/dev/null |
 		grep -E "binding file [^ ]*$from \[[0-9]+\] to [^ ]*lib(ibverbs|rdmacm)\.so[^ ]* \[[0-9]+\]: normal symbol \`" |
 		sed -n "s/.*binding file \([^ ]*\) .*symbol \`\([^']*\)'.*/\2 \1/p" |

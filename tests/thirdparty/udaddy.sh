@@ -14,7 +14,7 @@ run() {
 	name=$1
 	shift
 	for try in 1 2 3 4 5; do
-		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 udaddy "$@" >"$tap_tmp/srv.log" 2>&1 &
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 udaddy "$@" >"$tap_tmp/srv.log" 2>&1 &
 		srv=$!
 		tap_pids="$tap_pids $srv"
 		sleep 1
@@ -23,7 +23,7 @@ run() {
 			sleep "$try"
 			continue
 		fi
-		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout 60 udaddy -s 127.0.0.1 "$@" \
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 udaddy -s 127.0.0.1 "$@" \
 			>"$tap_tmp/cli.log" 2>&1
 		crc=$?
 		wait "$srv"

@@ -11,12 +11,12 @@ SOFTRDMA_SHM_PREFIX=test-xsamples-$$
 export SOFTRDMA_SHM_PREFIX
 
 port=$(free_port)
-timeout 120 "$rpc" -s -b 127.0.0.1 -p "$port" >"$tap_tmp/rpcs.log" 2>&1 &
+timeout -k 10 120 "$rpc" -s -b 127.0.0.1 -p "$port" >"$tap_tmp/rpcs.log" 2>&1 &
 srv=$!
 tap_pids="$tap_pids $srv"
 wait_port "$port" 10
 ok $? "rpc server listens"
-timeout 120 "$rpc" -c 127.0.0.1 -p "$port" -n 64 -S 3000000 \
+timeout -k 10 120 "$rpc" -c 127.0.0.1 -p "$port" -n 64 -S 3000000 \
 	>"$tap_tmp/rpcc.log" 2>&1
 ok $? "rpc client: every value verified (large ones by rendezvous)"
 grep -q "64 keys put, 64 values verified" "$tap_tmp/rpcc.log"
@@ -26,13 +26,13 @@ wait $srv
 ok $? "rpc server exits 0 after its client"
 
 port=$(free_port)
-timeout 120 "$rw" -s -b 127.0.0.1 -p "$port" -S 4194304 \
+timeout -k 10 120 "$rw" -s -b 127.0.0.1 -p "$port" -S 4194304 \
 	>"$tap_tmp/rws.log" 2>&1 &
 srv=$!
 tap_pids="$tap_pids $srv"
 wait_port "$port" 10
 ok $? "rdma_rw server listens"
-timeout 120 "$rw" -c 127.0.0.1 -p "$port" >"$tap_tmp/rwc.log" 2>&1
+timeout -k 10 120 "$rw" -c 127.0.0.1 -p "$port" >"$tap_tmp/rwc.log" 2>&1
 ok $? "rdma_rw client: write, read back, fetch-and-add, notify"
 grep -q "server says good" "$tap_tmp/rwc.log"
 ok $? "the server found the data and the counter in its memory"
