@@ -134,15 +134,20 @@ pt_check_status() {
 
 # pt_lat_row LOG SIZE ITERS -- the latency row is there and sane:
 #   #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
-#   0 < t_min <= t_typical <= t_max, 0 < t_avg <= t_max, all < 1 s.
+#   0 < t_min <= t_typical <= t_max, 0 < t_avg <= t_max, typical <= 99%.
+#   No bound on the times (a loaded machine stalls a round trip for as
+#   long as it likes), and t_stdev may read -nan: perftest takes the
+#   square root of a variance that rounding made negative when one round
+#   trip dwarfs the rest.
 pt_lat_row() {
 	awk -v sz="$2" -v n="$3" '
 	$1 == sz && $2 == n && NF >= 9 {
 		for (i = 3; i <= 9; i++)
-			if ($i !~ /^[0-9]+(\.[0-9]+)?$/)
+			if ($i !~ /^[0-9]+(\.[0-9]+)?$/ &&
+			    !(i == 7 && $i ~ /^-?nan$/))
 				exit 1
 		if ($3 > 0 && $3 <= $5 && $5 <= $4 && $6 > 0 && $6 <= $4 &&
-		    $4 < 1000000 && $8 >= $5)
+		    $8 >= $5)
 			found = 1
 	}
 	END { exit !found }' "$1"
