@@ -52,9 +52,17 @@
  */
 pthread_mutex_t scm__lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct scm_id *scm_ids;
+/*
+ * Every id of the process is in scm_ids, and in a hash of its handle (the
+ * epoll key); the ids with a deadline are also in scm_timed.  A server
+ * holds one id per connection, so nothing done per event walks them all.
+ */
+static struct soft_list scm_ids = {&scm_ids, &scm_ids};
+static struct soft_list scm_timed = {&scm_timed, &scm_timed};
 static int scm_nids;
 static uint64_t scm_next_handle = 1;
+static struct scm_id **scm_htab;
+static size_t scm_hbuckets; /* a power of two; 0 before the first id */
 
 /* The progress thread runs while at least one id exists. */
 static pthread_mutex_t scm_thr_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -391,6 +399,7 @@ static void *scm_thread_main(void *arg)
 {
 	struct epoll_event evs[32];
 	uint64_t now, next;
+	struct soft_list *l;
 	struct scm_id *s;
 	int n, i, timeout;
 
@@ -402,9 +411,11 @@ static void *scm_thread_main(void *arg)
 			break;
 		}
 		next = 0;
-		for (s = scm_ids; s; s = s->next)
-			if (s->deadline_ms && (!next || s->deadline_ms < next))
+		for (l = scm_timed.next; l != &scm_timed; l = l->next) {
+			s = soft_container_of(l, struct scm_id, tlink);
+			if (!next || s->deadline_ms < next)
 				next = s->deadline_ms;
+		}
 		pthread_mutex_unlock(&scm__lock);
 		now = scm__now_ms();
 		timeout = !next ? -1 : next <= now ? 0 : (int)(next - now);
@@ -602,32 +613,80 @@ void scm__close_fd(struct scm_id *s)
 	s->fd = -1;
 }
 
+/* scm_hslot -- the hash bucket of a handle */
+static struct scm_id **scm_hslot(uint64_t handle)
+{
+	return &scm_htab[handle & (scm_hbuckets - 1)];
+}
+
+/* scm_hgrow -- twice the buckets once there are more ids than buckets (a
+ * failed allocation keeps the table: longer chains, still right) */
+static int scm_hgrow(void)
+{
+	size_t n = scm_hbuckets ? scm_hbuckets * 2 : 64, i;
+	struct scm_id **old = scm_htab, *s, *next;
+	size_t oldn = scm_hbuckets;
+
+	if (scm_hbuckets && (size_t)scm_nids < scm_hbuckets)
+		return 0;
+	scm_htab = calloc(n, sizeof(*scm_htab));
+	if (!scm_htab) {
+		scm_htab = old;
+		return oldn ? 0 : -1;
+	}
+	scm_hbuckets = n;
+	for (i = 0; i < oldn; i++)
+		for (s = old[i]; s; s = next) {
+			next = s->hnext;
+			s->hnext = *scm_hslot(s->handle);
+			*scm_hslot(s->handle) = s;
+		}
+	free(old);
+	return 0;
+}
+
 /* scm__id_find -- the live id with this handle, or NULL */
 struct scm_id *scm__id_find(uint64_t handle)
 {
 	struct scm_id *s;
 
-	for (s = scm_ids; s; s = s->next)
+	if (!scm_hbuckets)
+		return NULL;
+	for (s = *scm_hslot(handle); s; s = s->hnext)
 		if (s->handle == handle)
 			return s;
 	return NULL;
 }
 
-/* scm__first_id -- head of the list of ids (scm__lock held) */
-struct scm_id *scm__first_id(void)
+/* scm__id_alive -- is the id of this handle still there and connected? */
+int scm__id_alive(uint64_t handle)
 {
-	return scm_ids;
+	struct scm_id *s = scm__id_find(handle);
+
+	return s && s->fd >= 0;
 }
 
-/* scm__id_find_alive -- is s still linked and connected? */
-int scm__id_find_alive(struct scm_id *s)
+/* scm__deadline -- set (ms > 0) or clear an id's deadline */
+void scm__deadline(struct scm_id *s, uint64_t ms)
 {
-	struct scm_id *t;
+	s->deadline_ms = ms;
+	soft_list_del(&s->tlink);
+	if (ms)
+		soft_list_add(&scm_timed, &s->tlink);
+}
 
-	for (t = scm_ids; t; t = t->next)
-		if (t == s)
-			return s->fd >= 0;
-	return 0;
+/* scm__next_due -- an id whose deadline has come by now, or NULL */
+struct scm_id *scm__next_due(uint64_t now)
+{
+	struct soft_list *l;
+
+	for (l = scm_timed.next; l != &scm_timed; l = l->next) {
+		struct scm_id *s = soft_container_of(l, struct scm_id, tlink);
+
+		if (s->deadline_ms <= now && !s->destroying)
+			return s;
+	}
+	return NULL;
 }
 
 /* what librdmacm's rsocket code reads through an id (cm_internal.h) */
@@ -658,10 +717,18 @@ struct scm_id *scm__id_new(struct scm_channel *ch, void *context,
 	s->retry_count = SCM_DEFAULT_RETRY;
 	s->rnr_retry_count = SCM_DEFAULT_RETRY;
 	s->mtu = IBV_MTU_4096;
+	if (scm_hgrow()) {
+		free(s);
+		return NULL;
+	}
 	pthread_cond_init(&s->cond, NULL);
+	soft_list_init(&s->tlink);
+	soft_list_init(&s->waiting);
+	soft_list_init(&s->wlink);
 	s->handle = scm_next_handle++;
-	s->next = scm_ids;
-	scm_ids = s;
+	s->hnext = *scm_hslot(s->handle);
+	*scm_hslot(s->handle) = s;
+	soft_list_add(&scm_ids, &s->link);
 	scm_nids++;
 	return s;
 }
@@ -671,12 +738,17 @@ void scm__id_free_locked(struct scm_id *s)
 {
 	struct scm_id **pp;
 
-	for (pp = &scm_ids; *pp; pp = &(*pp)->next)
+	for (pp = scm_hslot(s->handle); *pp; pp = &(*pp)->hnext)
 		if (*pp == s) {
-			*pp = s->next;
-			scm_nids--;
+			*pp = s->hnext;
 			break;
 		}
+	soft_list_del(&s->link);
+	soft_list_del(&s->tlink);
+	soft_list_del(&s->wlink);
+	while (s->waiting.next != &s->waiting) /* a listener's children */
+		soft_list_del(s->waiting.next);
+	scm_nids--;
 	scm__close_fd(s);
 	scm__dev_detach(s);
 	if (s->sync && s->id.channel)
@@ -759,7 +831,8 @@ int scm__create_id_qpt(struct rdma_cm_id **id, enum rdma_port_space ps,
 static void scm_drop_children(struct scm_id *s)
 {
 	struct scm_event *taken, *e, *n;
-	struct scm_id *c, *cn;
+	struct soft_list *l, *ln;
+	struct scm_id *c;
 
 	taken = scm_dequeue_id(scm_ch_of(s->id.channel), s);
 	for (e = taken; e; e = n) {
@@ -773,8 +846,9 @@ static void scm_drop_children(struct scm_id *s)
 		}
 		free(e);
 	}
-	for (c = scm_ids; c; c = cn) {
-		cn = c->next;
+	for (l = scm_ids.next; l != &scm_ids; l = ln) {
+		ln = l->next;
+		c = soft_container_of(l, struct scm_id, link);
 		if (c->listen != s)
 			continue;
 		if (c->state == SCM_REQ_WAIT) {
@@ -782,6 +856,7 @@ static void scm_drop_children(struct scm_id *s)
 			scm__id_free_locked(c);
 		} else {
 			c->listen = NULL;
+			soft_list_del(&c->wlink);
 		}
 	}
 }

@@ -287,7 +287,7 @@ static int scm_valid_param(struct scm_id *s, struct rdma_conn_param *p)
 static void scm_finish(struct scm_id *s)
 {
 	s->state = SCM_DISCONNECTED;
-	s->deadline_ms = 0;
+	scm__deadline(s, 0);
 	scm__close_fd(s);
 }
 
@@ -311,7 +311,7 @@ static struct scm_event *scm_disconnected(struct scm_id *s, int status)
 	scm_finish(s);
 	e = scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
 	s->timewait = 1;
-	s->deadline_ms = scm__now_ms() + scm_timewait_ms();
+	scm__deadline(s, scm__now_ms() + scm_timewait_ms());
 	scm__wake();
 	return e;
 }
@@ -401,7 +401,7 @@ static void scm_connect_failed(struct scm_id *s, int err)
 		/* retried from scm__timeouts with a fresh socket */
 		scm__close_fd(s);
 		s->state = SCM_CONNECTING;
-		s->deadline_ms = now + 5;
+		scm__deadline(s, now + 5);
 		scm__wake();
 		return;
 	}
@@ -434,7 +434,7 @@ static void scm_start_connect(struct scm_id *s)
 		}
 	}
 	scm_tune_socket(s->fd);
-	s->deadline_ms = s->connect_deadline_ms;
+	scm__deadline(s, s->connect_deadline_ms);
 	if (!connect(s->fd, &s->id.route.addr.dst_addr,
 		     scm__addr_len(&s->id.route.addr.dst_addr))) {
 		s->state = SCM_REQ_SENT;
@@ -640,7 +640,7 @@ static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 	}
 	s->state = SCM_REP_SENT;
 	/* no RTU by then: the IB CM's REP timeout (UNREACHABLE) */
-	s->deadline_ms = scm__now_ms() + scm_connect_timeout_ms();
+	scm__deadline(s, scm__now_ms() + scm_connect_timeout_ms());
 	scm__wake();
 	return 0;
 }
@@ -743,7 +743,7 @@ int rdma_disconnect(struct rdma_cm_id *id)
 			scm_disconnected(s, 0);
 		} else {
 			s->state = SCM_DISCONNECTING;
-			s->deadline_ms = scm__now_ms() + SCM_DREQ_TIMEOUT_MS;
+			scm__deadline(s, scm__now_ms() + SCM_DREQ_TIMEOUT_MS);
 			scm__wake();
 		}
 		wait = 1;
@@ -903,6 +903,27 @@ static uint64_t scm_handshake_ms(void)
 	return e ? strtoull(e, NULL, 10) : SCM_HANDSHAKE_MS;
 }
 
+/*
+ * scm_waiting_next -- the child after pos (NULL: the first) in l's
+ * waiting list, oldest first, that still has not reported a REQ; children
+ * that have are dropped from the list on the way, so that it holds about
+ * the half-open ones, not every connection the listener ever accepted.
+ */
+static struct scm_id *scm_waiting_next(struct scm_id *l, struct scm_id *pos)
+{
+	struct soft_list *it = pos ? pos->wlink.next : l->waiting.next, *nx;
+
+	for (; it != &l->waiting; it = nx) {
+		struct scm_id *c = soft_container_of(it, struct scm_id, wlink);
+
+		nx = it->next;
+		if (c->listen == l && c->state == SCM_REQ_WAIT)
+			return c;
+		soft_list_del(it);
+	}
+	return NULL;
+}
+
 /* scm_half_open -- children of l that have not reported a REQ yet */
 static int scm_half_open(struct scm_id *l, int *deferred)
 {
@@ -910,9 +931,7 @@ static int scm_half_open(struct scm_id *l, int *deferred)
 	int n = 0;
 
 	*deferred = 0;
-	for (c = scm__first_id(); c; c = c->next) {
-		if (c->listen != l || c->state != SCM_REQ_WAIT)
-			continue;
+	for (c = scm_waiting_next(l, NULL); c; c = scm_waiting_next(l, c)) {
 		n++;
 		*deferred += c->deferred;
 	}
@@ -933,19 +952,18 @@ void scm__child_gone(struct scm_id *c)
  */
 static int scm_evict_idle(struct scm_id *l)
 {
-	struct scm_id *c, *old;
+	struct scm_id *old;
+	uint64_t h;
 
 	for (;;) {
-		old = NULL;
-		for (c = scm__first_id(); c; c = c->next)
-			if (c->listen == l && c->state == SCM_REQ_WAIT &&
-			    !c->deferred &&
-			    (!old || c->born_ms <= old->born_ms))
-				old = c;
+		for (old = scm_waiting_next(l, NULL); old && old->deferred;
+		     old = scm_waiting_next(l, old))
+			;
 		if (!old)
 			return 0;
+		h = old->handle;
 		scm__progress(EPOLLIN, old);
-		if (!scm__id_find_alive(old))
+		if (!scm__id_alive(h))
 			return 1; /* it went by itself */
 		if (old->state == SCM_REQ_WAIT && !old->deferred) {
 			scm__child_gone(old);
@@ -960,7 +978,7 @@ static void scm_accept_pause(struct scm_id *l)
 {
 	if (!l->accept_paused && !scm__epoll_mod(l, 0))
 		l->accept_paused = 1;
-	l->deadline_ms = scm__now_ms() + SCM_ACCEPT_PAUSE_MS;
+	scm__deadline(l, scm__now_ms() + SCM_ACCEPT_PAUSE_MS);
 }
 
 /* scm_accept_resume -- accept again (the pause is over) */
@@ -969,7 +987,7 @@ static void scm_accept_resume(struct scm_id *l)
 	if (l->accept_paused && !scm__epoll_mod(l, EPOLLIN))
 		l->accept_paused = 0;
 	else if (l->accept_paused)
-		l->deadline_ms = scm__now_ms() + SCM_ACCEPT_PAUSE_MS;
+		scm__deadline(l, scm__now_ms() + SCM_ACCEPT_PAUSE_MS);
 }
 
 /* scm_new_child -- a hidden child id for an accepted socket */
@@ -993,7 +1011,8 @@ static void scm_new_child(struct scm_id *l, int fd,
 	c->state = SCM_REQ_WAIT;
 	c->tos = l->tos;
 	c->born_ms = scm__now_ms();
-	c->deadline_ms = c->born_ms + scm_handshake_ms();
+	scm__deadline(c, c->born_ms + scm_handshake_ms());
+	soft_list_add(&l->waiting, &c->wlink);
 	scm_unmap_v4(peer);
 	memcpy(&c->id.route.addr.dst_storage, peer, sizeof(*peer));
 	len = sizeof(c->id.route.addr.src_storage);
@@ -1106,15 +1125,13 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w);
  */
 void scm__backlog_drain(struct scm_id *l)
 {
-	struct scm_id *c, *old;
+	struct scm_id *old;
 
 	while (l->state == SCM_LISTEN &&
 	       scm_pending_requests(l) < scm_backlog(l)) {
-		old = NULL;
-		for (c = scm__first_id(); c; c = c->next)
-			if (c->listen == l && c->state == SCM_REQ_WAIT &&
-			    c->deferred && (!old || c->born_ms <= old->born_ms))
-				old = c;
+		for (old = scm_waiting_next(l, NULL); old && !old->deferred;
+		     old = scm_waiting_next(l, old))
+			;
 		if (!old)
 			return;
 		if (scm__epoll_mod(old, EPOLLIN)) {
@@ -1154,13 +1171,13 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 		if (&c->req != w)
 			memcpy(&c->req, w, sizeof(*w));
 		c->deferred = 1;
-		c->deadline_ms = scm__now_ms() + scm_connect_timeout_ms();
+		scm__deadline(c, scm__now_ms() + scm_connect_timeout_ms());
 		if (scm__epoll_mod(c, 0))
 			scm__child_gone(c);
 		return;
 	}
 	c->deferred = 0;
-	c->deadline_ms = 0;
+	scm__deadline(c, 0);
 	c->remote_qpn = ntohl(w->qpn);
 	c->remote_psn = ntohl(w->psn);
 	memcpy(c->remote_gid.raw, w->gid, 16);
@@ -1247,7 +1264,7 @@ static void scm_on_rep(struct scm_id *s, const struct scm_wire *w)
 	s->init_depth = w->resp_res;
 	s->resp_res = w->init_depth;
 	s->rnr_retry_count = w->rnr_retry_count;
-	s->deadline_ms = 0;
+	scm__deadline(s, 0);
 	s->state = SCM_REP_RCVD;
 	e = scm__post(s, s, SCM_EVENT_CONN_RESP, 0, w->pdata, w->pdata_len,
 		      SCM_REP_PDATA);
@@ -1374,6 +1391,7 @@ void scm__progress(uint32_t events, struct scm_id *s)
 {
 	struct scm_wire w;
 	socklen_t len;
+	uint64_t h;
 	ssize_t n;
 	int err = 0;
 
@@ -1419,9 +1437,10 @@ void scm__progress(uint32_t events, struct scm_id *s)
 				scm_peer_gone(s);
 				return;
 			}
+			h = s->handle;
 			scm_handle(s, &w);
 			/* the handler may have closed or freed the id */
-			if (!scm__id_find_alive(s))
+			if (!scm__id_alive(h))
 				return;
 			/* a REQ beyond the backlog: the socket is not read */
 			if (s->deferred)
@@ -1442,11 +1461,8 @@ void scm__timeouts(uint64_t now)
 {
 	struct scm_id *s;
 
-again:
-	for (s = scm__first_id(); s; s = s->next) {
-		if (!s->deadline_ms || s->deadline_ms > now || s->destroying)
-			continue;
-		s->deadline_ms = 0;
+	while ((s = scm__next_due(now))) {
+		scm__deadline(s, 0);
 		if (s->state == SCM_LISTEN) {
 			scm_accept_resume(s);
 		} else if (s->state == SCM_REQ_WAIT) {
@@ -1476,6 +1492,5 @@ again:
 		} else if (s->state == SCM_DISCONNECTING) {
 			scm_disconnected(s, -ETIMEDOUT);
 		}
-		goto again;
 	}
 }

@@ -10,6 +10,8 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include "softrdma.h"
+
 /*
  * Private data sizes of the IB CM messages (IBTA 12.6); RoCE hardware
  * reports the whole field to the receiver, zero padded.  PS_TCP/PS_UDP
@@ -187,8 +189,14 @@ struct scm_id {
 	int connect_error;
 	int sync;
 	/* softrdma's own from here */
-	struct scm_id *next; /* all ids of the process */
-	uint64_t handle;     /* epoll key: ids are looked up, never trusted */
+	struct soft_list link; /* all ids of the process */
+	struct scm_id *hnext;  /* the same handle's hash bucket */
+	uint64_t handle;       /* epoll key: ids are looked up, never trusted */
+	struct soft_list tlink;	  /* in the list of ids with a deadline */
+	struct soft_list waiting; /* listener: children accepted in that
+				   * order, REQ_WAIT ones at least (others
+				   * are dropped as the list is walked) */
+	struct soft_list wlink;	  /* child: in its listener's waiting */
 	enum scm_state state;
 	int destroying;
 	int fd; /* TCP socket: bound, listening or connected */
@@ -216,7 +224,7 @@ struct scm_id {
 	union ibv_gid remote_gid;
 	int peer_gone;
 	int timewait;		      /* TIMEWAIT_EXIT due at deadline_ms */
-	uint64_t deadline_ms;	      /* 0: none */
+	uint64_t deadline_ms;	      /* 0: none (set by scm__deadline) */
 	uint64_t connect_deadline_ms; /* REP must come by then */
 	uint64_t refused_until_ms;    /* refused connects retried until */
 
@@ -270,8 +278,9 @@ struct scm_id *scm__id_new(struct scm_channel *ch, void *context,
 			   enum rdma_port_space ps, enum ibv_qp_type qp_type);
 void scm__id_free_locked(struct scm_id *s);
 struct scm_id *scm__id_find(uint64_t handle);
-struct scm_id *scm__first_id(void);
-int scm__id_find_alive(struct scm_id *s);
+int scm__id_alive(uint64_t handle);
+void scm__deadline(struct scm_id *s, uint64_t ms);
+struct scm_id *scm__next_due(uint64_t now);
 int scm__create_id_qpt(struct rdma_cm_id **id, enum rdma_port_space ps,
 		       enum ibv_qp_type qpt);
 uint64_t scm__now_ms(void);
