@@ -130,6 +130,7 @@
  *   IDLE --connect--> RESOLVING --route, lane--> CONNECTING
  *   IDLE --accept (lane)-------------------------> CONNECTING
  *   CONNECTING --established--> UP
+ *   CONNECTING --path failed, reconnect policy: next path--> RESOLVING
  *   RESOLVING, CONNECTING, UP --failure, rejected, peer gone--> DOWN
  *   UP --rdmamsg_ep_close()--> DRAINING
  *   IDLE, RESOLVING, CONNECTING, DOWN --rdmamsg_ep_close()--> FLUSHING
@@ -203,8 +204,8 @@ static inline int rdmamsg__ep_st_legal(enum rdmamsg__ep_st from,
 			     1u << EPS_FLUSHING,
 		[EPS_RESOLVING] = 1u << EPS_CONNECTING | 1u << EPS_DOWN |
 				  1u << EPS_FLUSHING,
-		[EPS_CONNECTING] =
-			1u << EPS_UP | 1u << EPS_DOWN | 1u << EPS_FLUSHING,
+		[EPS_CONNECTING] = 1u << EPS_RESOLVING | 1u << EPS_UP |
+				   1u << EPS_DOWN | 1u << EPS_FLUSHING,
 		[EPS_UP] = 1u << EPS_DOWN | 1u << EPS_DRAINING,
 		[EPS_DOWN] = 1u << EPS_FLUSHING,
 		[EPS_DRAINING] = 1u << EPS_FLUSHING,
