@@ -324,7 +324,9 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * (-ETIMEDOUT: each path gets the whole connect timeout), or the
  * connection was reset before it was up (-ECONNRESET) -- is tried again
  * on the next path, in list order; on_connect reports only the outcome
- * of the last attempt.  A refusal by the peer (an application or library
+ * of the last attempt.  A path whose address cannot be resolved at the
+ * call itself is skipped there (counted in path_downs; no event, since
+ * no callback runs inside the call).  A refusal by the peer (an application or library
  * reject reason), -EPROTO and local resource errors end the connect at
  * once.  Only the connecting side fails over: rdmamsg_conn_req_accept()
  * with an attribute whose policy is not RDMAMSG_FAILOVER_OFF is -EINVAL

@@ -981,7 +981,16 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 		rdmamsg__ep_free(ep);
 		return ret;
 	}
-	ret = rdmamsg__cm_start_connect(ep, (struct sockaddr *)&paths[0]);
+	/* a path whose address cannot be resolved even now is skipped:
+	 * counted, not reported (no callback runs inside this call) */
+	while ((ret = rdmamsg__cm_start_connect(
+			ep, (struct sockaddr *)&paths[ep->pstats.path])) &&
+	       ret != -ENOMEM && ep->pstats.path + 1 < npaths) {
+		ep->pstats.path_downs++;
+		if (!ep->path_down_ns)
+			ep->path_down_ns = rdmamsg__now_ns();
+		ep->pstats.path++;
+	}
 	if (ret) {
 		rdmamsg__ep_free(ep);
 		return ret;

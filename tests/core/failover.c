@@ -325,6 +325,27 @@ int main(void)
 	}
 	ok(s.closed, "the server side closed");
 
+	/* a first path to an address of no RDMA device (TEST-NET-1) */
+	memset(&c, 0, sizeof(c));
+	a = fo_attr(NULL);
+	snprintf(addr, sizeof(addr), "192.0.2.1:%u,127.0.0.1:%u", port, port);
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
+	       "connect, first path on no device");
+	ok(test_run_until(ctx, &c.connected, 60000), "on_connect came");
+	is_int(c.status, 0, "connected");
+	rdmamsg_ep_get_path_stats(ep, &ps);
+	is_int(ps.path, 1, "on path 1");
+	is_int(ps.path_downs, 1, "stats: path_downs");
+	is_int(ps.failovers, 1, "stats: failovers");
+	is_int(c.nev, 3, "three path events");
+	ok(c.ev[0] == RDMAMSG_PATH_DOWN &&
+		   (c.evst[0] == -ECONNREFUSED || c.evst[0] == -EHOSTUNREACH ||
+		    c.evst[0] == -ETIMEDOUT),
+	   "PATH_DOWN, a path's fault (%d)", c.evst[0]);
+	is_int(c.ev[2], RDMAMSG_FAILOVER_DONE, "FAILOVER_DONE");
+	close_wait(ctx, ep, &c);
+	rdmamsg_ep_attr_delete(&a);
+
 	/* every path fails: each is reported, then FAILOVER_FAILED, then
 	 * on_connect with the last path's status */
 	memset(&c, 0, sizeof(c));
