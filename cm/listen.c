@@ -240,6 +240,10 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 
 	if (!req || !cbs || !epp || req->obj.type != OBJ_CONN_REQ)
 		return -EINVAL;
+	/* only the connecting side fails over (rdmamsg.h): refused before
+	 * anything is made, the request stays the caller's */
+	if (attr && attr->p.failover != RDMAMSG_FAILOVER_OFF)
+		return -EINVAL;
 	ctx = req->lst->ctx;
 	ret = rdmamsg__ep_new(ctx, attr, cbs, arg, &ep);
 	if (ret)

@@ -309,6 +309,74 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * Endpoints.
  * --------------------------------------------------------------------- */
 
+/*
+ * Path failover (issue 15).  An active endpoint may be given several
+ * addresses of its peer, comma-separated in rdmamsg_connect()'s address
+ * ("10.231.1.2:7000,10.231.2.2:7000"), at most RDMAMSG_MAX_PATHS; each
+ * entry must be a valid address with a port.  A list of more than one
+ * needs the policy RDMAMSG_FAILOVER_RECONNECT (-EINVAL otherwise).
+ *
+ * RDMAMSG_FAILOVER_OFF (the default): one address, today's behaviour.
+ * RDMAMSG_FAILOVER_RECONNECT: a connect attempt that fails on a path
+ * because of the path -- nobody listens there (-ECONNREFUSED with
+ * RDMAMSG_REJECT_NO_LISTENER), the address or route does not resolve or
+ * the peer is unreachable (-EHOSTUNREACH), the attempt timed out
+ * (-ETIMEDOUT: each path gets the whole connect timeout), or the
+ * connection was reset before it was up (-ECONNRESET) -- is tried again
+ * on the next path, in list order; on_connect reports only the outcome
+ * of the last attempt.  A path whose address cannot be resolved at the
+ * call itself is skipped there (counted in path_downs; no event, since
+ * no callback runs inside the call).  A refusal by the peer (an application or library
+ * reject reason), -EPROTO and local resource errors end the connect at
+ * once.  Only the connecting side fails over: rdmamsg_conn_req_accept()
+ * with an attribute whose policy is not RDMAMSG_FAILOVER_OFF is -EINVAL
+ * (the request stays pending).  Not yet done: reconnecting an established connection and
+ * replaying what the peer did not receive; a connection that fails after
+ * on_connect(0) reports on_disconnect as without a policy.
+ */
+#define RDMAMSG_MAX_PATHS 8
+
+enum rdmamsg_failover {
+	RDMAMSG_FAILOVER_OFF = 0,
+	RDMAMSG_FAILOVER_RECONNECT = 1,
+};
+
+/* What a path callback reports; path is the index in the address list. */
+enum rdmamsg_path_event {
+	RDMAMSG_PATH_DOWN = 1,	     /* path failed (status: why) */
+	RDMAMSG_FAILOVER_START = 2,  /* trying path next (status 0) */
+	RDMAMSG_FAILOVER_DONE = 3,   /* connected on path (status 0) */
+	RDMAMSG_FAILOVER_FAILED = 4, /* the last path failed too (status) */
+};
+
+/* rdmamsg_ep_attr_set_failover -- the policy above; -EINVAL for a value
+ * that is not an enum rdmamsg_failover */
+int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
+				 enum rdmamsg_failover policy);
+
+/* rdmamsg_ep_attr_set_path_cb -- cb(ep, event, path, status, arg) runs
+ * from the progress loop on each path event, before on_connect reports
+ * the outcome; arg is the endpoint's; NULL: none */
+int rdmamsg_ep_attr_set_path_cb(struct rdmamsg_ep_attr *attr,
+				void (*cb)(struct rdmamsg_ep *ep,
+					   enum rdmamsg_path_event event,
+					   unsigned int path, int status,
+					   void *arg));
+
+/* Path counters of an endpoint (rdmamsg_ep_get_path_stats). */
+struct rdmamsg_path_stats {
+	unsigned int npaths;	   /* addresses given */
+	unsigned int path;	   /* the one in use (or tried last) */
+	uint64_t path_downs;	   /* RDMAMSG_PATH_DOWN events */
+	uint64_t failovers;	   /* RDMAMSG_FAILOVER_DONE events */
+	uint64_t failover_fails;   /* RDMAMSG_FAILOVER_FAILED events */
+	uint64_t last_failover_ns; /* first path down to FAILOVER_DONE */
+};
+
+/* rdmamsg_ep_get_path_stats -- copy the counters; -EINVAL for NULL */
+int rdmamsg_ep_get_path_stats(const struct rdmamsg_ep *ep,
+			      struct rdmamsg_path_stats *stats);
+
 enum rdmamsg_ep_state {
 	RDMAMSG_EP_CONNECTING = 0,   /* resolving, handshaking */
 	RDMAMSG_EP_CONNECTED = 1,    /* sends allowed */
@@ -371,7 +439,8 @@ struct rdmamsg_ep_cbs {
 /*
  * rdmamsg_connect -- start connecting to "host:port" ("[v6addr]:port" for
  * IPv6); on_connect reports the outcome.  attr may be NULL (defaults).
- * -EINVAL for a malformed address.  Every endpoint, whatever its state, is
+ * -EINVAL for a malformed address; a comma-separated list of addresses
+ * with RDMAMSG_FAILOVER_RECONNECT (see above).  Every endpoint, whatever its state, is
  * freed by rdmamsg_ep_close() only.
  */
 int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,

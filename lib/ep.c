@@ -152,6 +152,8 @@ static void conn_timer_fire(struct rdmamsg__timer *t);
 static void ka_timer_fire(struct rdmamsg__timer *t);
 static void close_timer_fire(struct rdmamsg__timer *t);
 static void ring_timer_fire(struct rdmamsg__timer *t);
+static void path_event(struct rdmamsg_ep *ep, enum rdmamsg_path_event ev,
+		       int status);
 
 /* rdmamsg_ep_attr_set_linger -- whether rdmamsg_ep_close() first sends
  * what is queued (bounded by the close timeout) */
@@ -161,6 +163,39 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_linger(struct rdmamsg_ep_attr *attr,
 	if (!attr)
 		return -EINVAL;
 	attr->p.linger = !!enable;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_failover -- the path failover policy (rdmamsg.h) */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
+						enum rdmamsg_failover policy)
+{
+	if (!attr || (policy != RDMAMSG_FAILOVER_OFF &&
+		      policy != RDMAMSG_FAILOVER_RECONNECT))
+		return -EINVAL;
+	attr->p.failover = policy;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_path_cb -- the path event callback (NULL: none) */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_path_cb(
+	struct rdmamsg_ep_attr *attr,
+	void (*cb)(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
+		   unsigned int path, int status, void *arg))
+{
+	if (!attr)
+		return -EINVAL;
+	attr->p.path_cb = cb;
+	return 0;
+}
+
+/* rdmamsg_ep_get_path_stats -- the endpoint's path counters */
+RDMAMSG_EXPORT int rdmamsg_ep_get_path_stats(const struct rdmamsg_ep *ep,
+					     struct rdmamsg_path_stats *stats)
+{
+	if (!ep || !stats)
+		return -EINVAL;
+	*stats = ep->pstats;
 	return 0;
 }
 
@@ -497,12 +532,100 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
 	LOG_INFO("endpoint %p connected (frag %u, max %zu, credits %d)",
 		 (void *)ep, ep->frag, ep->max_msg, ep->credits);
+	if (ep->path_down_ns) {
+		path_event(ep, RDMAMSG_FAILOVER_DONE, 0);
+		if (ep->st != EPS_UP)
+			return; /* closed from the path callback */
+	}
 	ep->connect_reported = 1;
 	if (ep->cbs.on_connect)
 		ep->cbs.on_connect(ep, 0, 0, pdata, len, ep->arg);
 }
 
-/* rdmamsg__ep_connect_failed -- report a failed connect attempt once */
+/* path_event -- tell the application (and the counters) about a path */
+static void path_event(struct rdmamsg_ep *ep, enum rdmamsg_path_event ev,
+		       int status)
+{
+	switch (ev) {
+	case RDMAMSG_PATH_DOWN:
+		ep->pstats.path_downs++;
+		if (!ep->path_down_ns)
+			ep->path_down_ns = rdmamsg__now_ns();
+		break;
+	case RDMAMSG_FAILOVER_DONE:
+		ep->pstats.failovers++;
+		ep->pstats.last_failover_ns =
+			rdmamsg__now_ns() - ep->path_down_ns;
+		ep->path_down_ns = 0;
+		break;
+	case RDMAMSG_FAILOVER_FAILED:
+		ep->pstats.failover_fails++;
+		break;
+	default:
+		break;
+	}
+	LOG_INFO("endpoint %p: path %u: event %d (%s)", (void *)ep,
+		 ep->pstats.path, (int)ev, rdmamsg_strerror(status));
+	if (ep->p.path_cb)
+		ep->p.path_cb(ep, ev, ep->pstats.path, status, ep->arg);
+}
+
+/* path_fault -- whether a failed connect attempt is the path's fault
+ * (rdmamsg.h: another path may work), not the peer's answer */
+static int path_fault(int status, int reason)
+{
+	return status == -EHOSTUNREACH || status == -ETIMEDOUT ||
+	       status == -ECONNRESET ||
+	       (status == -ECONNREFUSED &&
+		reason == RDMAMSG_REJECT_NO_LISTENER);
+}
+
+/* next_path -- a connect attempt failed with status: with the reconnect
+ * policy, start one on the next path (a fresh rdma_cm id and lane; the
+ * session's rings stay).  True when an attempt is under way again, or
+ * the application closed the endpoint from a path callback. */
+static int next_path(struct rdmamsg_ep *ep, int status, int reason)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+	int ret;
+
+	if (ep->p.failover != RDMAMSG_FAILOVER_RECONNECT || ep->closing ||
+	    !path_fault(status, reason))
+		return 0;
+	path_event(ep, RDMAMSG_PATH_DOWN, status);
+	if (ep->closing)
+		return 1;
+	while (ep->pstats.path + 1 < ep->pstats.npaths) {
+		/* the old attempt goes: its completions find no lane, its
+		 * id no endpoint (the CM event was copied and acked) */
+		rdmamsg__ep_unbind(ep);
+		if (ep->id) {
+			ctx->ops->destroy_id(ep->id);
+			ep->id = NULL;
+		}
+		ep->pstats.path++;
+		path_event(ep, RDMAMSG_FAILOVER_START, 0);
+		if (ep->closing)
+			return 1;
+		ret = rdmamsg__cm_start_connect(
+			ep, (struct sockaddr *)&ep->paths[ep->pstats.path]);
+		if (!ret) {
+			rdmamsg__timer_stop(ctx, &ep->conn_timer);
+			rdmamsg__timer_start(ctx, &ep->conn_timer,
+					     ep->p.connect_ms);
+			return 1;
+		}
+		status = ret;
+		path_event(ep, RDMAMSG_PATH_DOWN, status);
+		if (ep->closing)
+			return 1;
+	}
+	path_event(ep, RDMAMSG_FAILOVER_FAILED, status);
+	return ep->closing;
+}
+
+/* rdmamsg__ep_connect_failed -- report a failed connect attempt once
+ * (with the reconnect policy: after the last path) */
 void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 				const void *pdata, size_t len)
 {
@@ -512,6 +635,8 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 	}
 	/* down, or closed (a close before UP takes the connection down) */
 	if (ep->st > EPS_CONNECTING)
+		return;
+	if (next_path(ep, status, reason))
 		return;
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	hs_done(ep);
@@ -616,6 +741,7 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	list_del(&ep->xwait_link);
 	list_del(&ep->defer_link);
 	list_del(&ep->link);
+	free(ep->paths);
 	free(ep);
 	/* idle slabs beyond the pool's idle size go back to the system */
 	rdmamsg__pool_shrink(ctx);
@@ -782,33 +908,89 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep,
 	return 0;
 }
 
-/* rdmamsg_connect -- start an active connection */
+/* parse_paths -- addr as a comma-separated list of "host:port" entries
+ * (rdmamsg.h): *n of them into a fresh array *out; -EINVAL for an empty,
+ * malformed or portless entry, more than RDMAMSG_MAX_PATHS, or a list
+ * without the reconnect policy; nothing is allocated on error */
+static int parse_paths(const char *addr, enum rdmamsg_failover policy,
+		       struct sockaddr_storage **out, unsigned int *n)
+{
+	struct sockaddr_storage ss[RDMAMSG_MAX_PATHS];
+	char one[300];
+	const char *p = addr, *comma;
+	unsigned int k = 0;
+	size_t len;
+	int ret;
+
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma ? (size_t)(comma - p) : strlen(p);
+		if (k == RDMAMSG_MAX_PATHS || len == 0 || len >= sizeof(one))
+			return -EINVAL;
+		memcpy(one, p, len);
+		one[len] = '\0';
+		ret = rdmamsg__addr_parse(one, &ss[k]);
+		if (ret)
+			return ret;
+		if (ss[k].ss_family == AF_INET
+			    ? ((struct sockaddr_in *)&ss[k])->sin_port == 0
+			    : ((struct sockaddr_in6 *)&ss[k])->sin6_port == 0)
+			return -EINVAL;
+		k++;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	if (k > 1 && policy != RDMAMSG_FAILOVER_RECONNECT)
+		return -EINVAL;
+	*out = malloc(k * sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	memcpy(*out, ss, k * sizeof(**out));
+	*n = k;
+	return 0;
+}
+
+/* rdmamsg_connect -- start an active connection (on the first path) */
 RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 				   const struct rdmamsg_ep_attr *attr,
 				   const struct rdmamsg_ep_cbs *cbs, void *arg,
 				   struct rdmamsg_ep **epp)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage *paths;
 	struct rdmamsg_ep *ep;
+	unsigned int npaths;
 	int ret;
 
 	if (!ctx || !addr || !cbs || !epp)
 		return -EINVAL;
-	ret = rdmamsg__addr_parse(addr, &ss);
+	ret = parse_paths(addr, attr ? attr->p.failover : RDMAMSG_FAILOVER_OFF,
+			  &paths, &npaths);
 	if (ret)
 		return ret;
-	if (((struct sockaddr_in *)&ss)->sin_port == 0)
-		return -EINVAL;
 	ret = rdmamsg__ep_new(ctx, attr, cbs, arg, &ep);
-	if (ret)
+	if (ret) {
+		free(paths);
 		return ret;
+	}
+	ep->paths = paths;
+	ep->pstats.npaths = npaths;
 	/* the active side posts its receive buffers before connecting */
 	ret = rdmamsg__ep_rx_fill(ep);
 	if (ret) {
 		rdmamsg__ep_free(ep);
 		return ret;
 	}
-	ret = rdmamsg__cm_start_connect(ep, (struct sockaddr *)&ss);
+	/* a path whose address cannot be resolved even now is skipped:
+	 * counted, not reported (no callback runs inside this call) */
+	while ((ret = rdmamsg__cm_start_connect(
+			ep, (struct sockaddr *)&paths[ep->pstats.path])) &&
+	       ret != -ENOMEM && ep->pstats.path + 1 < npaths) {
+		ep->pstats.path_downs++;
+		if (!ep->path_down_ns)
+			ep->path_down_ns = rdmamsg__now_ns();
+		ep->pstats.path++;
+	}
 	if (ret) {
 		rdmamsg__ep_free(ep);
 		return ret;

@@ -395,6 +395,10 @@ struct rdmamsg__ep_params {
 			   void *data, size_t len, void *arg);
 	void (*on_write_imm)(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
 			     void *arg);
+	/* path failover (ep.c; rdmamsg.h) */
+	enum rdmamsg_failover failover;
+	void (*path_cb)(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
+			unsigned int path, int status, void *arg);
 };
 
 struct rdmamsg_ep_attr {
@@ -486,6 +490,11 @@ struct rdmamsg_ep {
 
 	/* one-sided, rendezvous, requests: made on first use (xfer.c) */
 	struct rdmamsg__xfer *xf;
+
+	/* path failover (ep.c): the peer's addresses, the one in use */
+	struct sockaddr_storage *paths;
+	struct rdmamsg_path_stats pstats;
+	uint64_t path_down_ns; /* when the first path of this run failed */
 };
 
 struct rdmamsg_listener {

@@ -130,6 +130,7 @@
  *   IDLE --connect--> RESOLVING --route, lane--> CONNECTING
  *   IDLE --accept (lane)-------------------------> CONNECTING
  *   CONNECTING --established--> UP
+ *   CONNECTING --path failed, reconnect policy: next path--> RESOLVING
  *   RESOLVING, CONNECTING, UP --failure, rejected, peer gone--> DOWN
  *   UP --rdmamsg_ep_close()--> DRAINING
  *   IDLE, RESOLVING, CONNECTING, DOWN --rdmamsg_ep_close()--> FLUSHING
@@ -151,9 +152,34 @@
  * Leaving CONNECTING (up, failed or closed) releases the completions an
  * active lane held.  Public view (rdmamsg_ep_get_state): IDLE, RESOLVING,
  * CONNECTING -> RDMAMSG_EP_CONNECTING; UP -> CONNECTED; DOWN ->
- * DISCONNECTED; DRAINING, FLUSHING, CLOSED -> CLOSING.  Reconnect-and-
- * replay will add DOWN -> CONNECTING for a session bound to a new lane;
- * until then there is no way back to UP from DOWN.
+ * DISCONNECTED; DRAINING, FLUSHING, CLOSED -> CLOSING.
+ * Path failover at connect (RDMAMSG_FAILOVER_RECONNECT, ep.c next_path):
+ * a connect attempt that fails for its path unbinds its lane, destroys
+ * its rdma_cm id and starts again on the next address (CONNECTING ->
+ * RESOLVING, or RESOLVING again); the session's rings, its receive
+ * buffers among them, stay and are posted on the new lane.
+ * Reconnect-and-replay of an established session (issue 15, not done)
+ * will add DOWN -> RESOLVING for the active side and a RECONNECTING state
+ * with a linger timer for the passive side; until then there is no way
+ * back to UP from DOWN.  What it needs, found while doing the above:
+ * - session identity in the handshake: the IB CM REQ carries 56 bytes of
+ *   private data and ours uses up to 52 (20 fixed + 32 application), so
+ *   the 8-byte session id plus the peer's incarnation and the last
+ *   delivered sequence (24 bytes) fit only in a reconnect's REQ, which
+ *   carries no application bytes (a new HS_ kind), while the first REQ
+ *   can carry only the session id by cutting the application bytes to
+ *   24 when the policy is on; the REP (196 bytes) has room for the
+ *   passive side's incarnation;
+ * - a per-fragment sequence and a delivered-up-to acknowledgement in the
+ *   wire header (16 bytes now, all used but 3 pad bytes: it grows, the
+ *   protocol version goes to 4, fuzz targets and tests/core/hostile
+ *   follow);
+ * - the sender keeps each data fragment's buffer until acknowledged, not
+ *   until its send completes (inline sends keep no copy today): the
+ *   window is bounded by the peer's receive depth, since a credit comes
+ *   back only after its message was delivered;
+ * - one-sided operations and rendezvous pulls in flight at the failure
+ *   complete with -ECONNRESET; requests are replayed with their message.
  */
 #ifndef RDMAMSG_LANE_H
 #define RDMAMSG_LANE_H
@@ -203,8 +229,8 @@ static inline int rdmamsg__ep_st_legal(enum rdmamsg__ep_st from,
 			     1u << EPS_FLUSHING,
 		[EPS_RESOLVING] = 1u << EPS_CONNECTING | 1u << EPS_DOWN |
 				  1u << EPS_FLUSHING,
-		[EPS_CONNECTING] =
-			1u << EPS_UP | 1u << EPS_DOWN | 1u << EPS_FLUSHING,
+		[EPS_CONNECTING] = 1u << EPS_RESOLVING | 1u << EPS_UP |
+				   1u << EPS_DOWN | 1u << EPS_FLUSHING,
 		[EPS_UP] = 1u << EPS_DOWN | 1u << EPS_DRAINING,
 		[EPS_DOWN] = 1u << EPS_FLUSHING,
 		[EPS_DRAINING] = 1u << EPS_FLUSHING,
