@@ -56,6 +56,7 @@
 #define NET_WINDOW    128	  /* unacknowledged packets in flight */
 #define NET_ACK_EVERY 32	  /* ack request every N packets of a message */
 #define NET_LATE_NS   50000000ull /* a timer this late: we were not run */
+#define NET_LATE_MAX  8 /* such late timeouts not counted between ACKs */
 #define NET_BUF	      (64 + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
 
 enum { AG_REG = 1, AG_UNREG = 2 };
@@ -119,7 +120,7 @@ struct soft_net_qp {
 	uint32_t sq_psn, una;
 	int psn_set;
 	uint64_t timer_at, rnr_until;
-	uint32_t retries, rnrs;
+	uint32_t retries, rnrs, late;
 	/* responder */
 	uint32_t epsn, msn;
 	int nak_sent;
@@ -973,6 +974,7 @@ static void rewind_to(struct soft_net_qp *nq, uint32_t psn)
 static void progress_made(struct soft_net_qp *nq)
 {
 	nq->retries = 0;
+	nq->late = 0;
 	nq->timer_at =
 		nq->tail < nq->head ? soft_now_ns() + qp_timeout_ns(nq->qp) : 0;
 }
@@ -1077,6 +1079,7 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 		iov_copy_in(w->iov, w->niov, off, p->payload, p->payload_len);
 		w->got++;
 		nq->retries = 0;
+		nq->late = 0;
 		if (w->got < w->npkts) {
 			nq->timer_at = soft_now_ns() + qp_timeout_ns(nq->qp);
 			return;
@@ -1494,15 +1497,18 @@ static int nq_timer(struct soft_net_qp *nq, uint64_t now)
 			tx_push(nq);
 	} else if (nq->timer_at && now >= nq->timer_at) {
 		uint64_t to = qp_timeout_ns(nq->qp);
+		int late = now - nq->timer_at >
+			   (to > NET_LATE_NS ? to : NET_LATE_NS);
 
 		/* found expired a whole timeout late (50 ms at least): our
 		 * own engine was not run (descheduled, or a poller holding
 		 * the context lock was), the peer was not silent; what came
 		 * in meanwhile went first (nq_run): send again, no retry
-		 * counted */
-		if (now - nq->timer_at <=
-			    (to > NET_LATE_NS ? to : NET_LATE_NS) &&
-		    ++nq->retries > nq->qp->attr.retry_cnt) {
+		 * counted, at most NET_LATE_MAX times between two ACKs (a
+		 * dead peer still ends the QP however late we run) */
+		if (late && nq->late < NET_LATE_MAX) {
+			nq->late++;
+		} else if (++nq->retries > nq->qp->attr.retry_cnt) {
 			fail(nq, IBV_WC_RETRY_EXC_ERR);
 			return 0;
 		}
