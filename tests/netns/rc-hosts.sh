@@ -6,9 +6,8 @@
 # under duplication and reordering (softrdma's seeded fault hook,
 # SOFTRDMA_TEST_NETFAULT, and tc netem where the kernel has it); a cable
 # pulled and a server SIGKILLed under outstanding SENDs (RETRY_EXC_ERR,
-# the QP in ERR); Debian's ibv_rc_pingpong (known to fail now and then,
-# so only with RDMAMSG_TEST_NET_PINGPONG=1, see below); then the hosts'
-# agents are gone.
+# the QP in ERR); Debian's ibv_rc_pingpong, polling and events; then the
+# hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
 fabric=$top_srcdir/tests/netns/fabric.sh
 peer=$top_builddir/tests/netns/rc_peer
@@ -229,16 +228,7 @@ cut() {
 cut link
 cut kill
 
-if [ "${RDMAMSG_TEST_NET_PINGPONG:-0}" != 1 ]; then
-	# KNOWN BROKEN, left out unless RDMAMSG_TEST_NET_PINGPONG=1: both
-	# modes end in RETRY_EXC_ERR on both sides now and then (polling a
-	# few runs in ten, events about one in 25 on a loaded machine): after
-	# some iterations the packets stop reaching one side's process from
-	# its host's agent while both keep retransmitting (soft/net.c, issue
-	# 12)
-	skip "ibv_rc_pingpong between hosts" \
-		"known to fail now and then (RDMAMSG_TEST_NET_PINGPONG=1 runs it)"
-elif command -v ibv_rc_pingpong >/dev/null 2>&1; then
+if command -v ibv_rc_pingpong >/dev/null 2>&1; then
 	for mode in polling events; do
 		ev=
 		[ $mode = events ] && ev=-e
