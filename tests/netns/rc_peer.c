@@ -294,21 +294,24 @@ static int tcp_listen(int port)
 static int tcp_connect(const char *host, int port)
 {
 	struct sockaddr_in a;
-	int i, fd;
+	int i, fd, err = 0;
 
 	memset(&a, 0, sizeof(a));
 	a.sin_family = AF_INET;
 	a.sin_port = htons((uint16_t)port);
 	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
 		bail_out("address %s", host);
-	for (i = 0; i < 200; i++) {
+	/* 60 s: a link just brought back up, on a loaded machine, may take
+	 * a while to carry (ARP of a neighbour marked failed) */
+	for (i = 0; i < 1200; i++) {
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
 			return fd;
+		err = errno;
 		close(fd);
 		usleep(50000);
 	}
-	bail_out("connect %s:%d", host, port);
+	bail_out("connect %s:%d: %s", host, port, strerror(err));
 }
 
 static int server(int port)

@@ -91,7 +91,7 @@ static void test_local(void)
 	/* through the builder: the 8 bytes land, nothing around them */
 	memset(buf, 0xee, 64);
 	is_int(aw(a, 1, mr->rkey, (uintptr_t)&buf[2], src), 0, "wr_complete");
-	ok(t_wait(t.cq, &wc, 1, 5000) == 1, "one completion");
+	ok(t_wait(t.cq, &wc, 1, 30000) == 1, "one completion");
 	ok(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_ATOMIC_WRITE &&
 		   wc.wr_id == 1,
 	   "success, opcode IBV_WC_ATOMIC_WRITE (status %d opcode %d)",
@@ -115,7 +115,7 @@ static void test_local(void)
 	wr.wr.rdma.rkey = mr->rkey;
 	wr.wr.rdma.remote_addr = (uintptr_t)&buf[5];
 	is_int(ibv_post_send(a, &wr, &bad), 0, "post_send ATOMIC_WRITE inline");
-	ok(t_wait(t.cq, &wc, 1, 5000) == 1 && !wc.status && buf[5] == 42,
+	ok(t_wait(t.cq, &wc, 1, 30000) == 1 && !wc.status && buf[5] == 42,
 	   "post_send atomic write placed");
 	sge.length = 4;
 	is_int(ibv_post_send(a, &wr, &bad), EINVAL, "4-byte SGE -> EINVAL");
@@ -133,7 +133,7 @@ static void test_local(void)
 		if (i % 10 < 9)
 			continue;
 		for (n = i - 9; n <= i; n++)
-			if (t_wait(t.cq, &wc, 1, 5000) != 1 || wc.status ||
+			if (t_wait(t.cq, &wc, 1, 30000) != 1 || wc.status ||
 			    wc.wr_id != 100 + (uint64_t)n)
 				break;
 		if (n <= i || buf[7] != (uint64_t)i * 3)
@@ -143,7 +143,7 @@ static void test_local(void)
 
 	/* no remote write on the MR: remote access error, QP to ERR */
 	is_int(aw(a, 3, ro->rkey, (uintptr_t)buf + 2048, 1), 0, "post");
-	n = t_wait(t.cq, &wc, 1, 5000);
+	n = t_wait(t.cq, &wc, 1, 30000);
 	ok(n == 1 && wc.status == IBV_WC_REM_ACCESS_ERR,
 	   "MR without remote write -> REM_ACCESS_ERR (%d)", wc.status);
 	ok(buf[256] == 0, "nothing written");
@@ -158,10 +158,10 @@ static void test_local(void)
 	memset(buf, 0, 64);
 	aw(a, 4, mr->rkey, (uintptr_t)buf + 4, ~0ull);
 	aw(a, 5, mr->rkey, (uintptr_t)&buf[4], ~0ull);
-	n = t_wait(t.cq, &wc, 1, 5000);
+	n = t_wait(t.cq, &wc, 1, 30000);
 	ok(n == 1 && wc.status == IBV_WC_REM_INV_REQ_ERR && wc.wr_id == 4,
 	   "misaligned -> REM_INV_REQ_ERR (%d)", wc.status);
-	ok(t_wait(t.cq, &wc, 1, 5000) == 1 &&
+	ok(t_wait(t.cq, &wc, 1, 30000) == 1 &&
 		   wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 5,
 	   "the next WR is flushed");
 	ok(!buf[0] && !buf[1] && !buf[4], "nothing written");
@@ -177,7 +177,7 @@ static void test_local(void)
 		  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 1, 7, 14,
 		  7);
 	aw(a, 6, mr->rkey, (uintptr_t)&buf[6], 9);
-	n = t_wait(t.cq, &wc, 1, 5000);
+	n = t_wait(t.cq, &wc, 1, 30000);
 	ok(n == 1 && wc.status == IBV_WC_REM_ACCESS_ERR && !buf[6],
 	   "responder QP without remote write -> REM_ACCESS_ERR (%d)",
 	   wc.status);

@@ -248,7 +248,7 @@ static void test_loopback(void)
 	is_int(t_post(a, IBV_WR_SEND, buf, 15, mr->lkey, 5, IBV_SEND_SIGNALED,
 		      0, 0),
 	       0, "post_send");
-	n = t_wait(t.cq, wc, 2, 2000);
+	n = t_wait(t.cq, wc, 2, 30000);
 	is_int(n, 2, "two completions");
 	if (n == 2) {
 		struct ibv_wc *r =

@@ -93,7 +93,7 @@ int main(void)
 	is_int(t_qp_state(qp), IBV_QPS_RTS, "responder QP still RTS");
 	/* our own traffic to the dead peer fails as a dead path does */
 	t_post(qp, IBV_WR_SEND, buf, 8, mr->lkey, 3, IBV_SEND_SIGNALED, 0, 0);
-	n = t_wait(t.cq, wc, 1, 5000);
+	n = t_wait(t.cq, wc, 1, 30000);
 	ok(n == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_RETRY_EXC_ERR,
 	   "send to the dead peer: RETRY_EXC_ERR");
 	while (ibv_poll_cq(t.cq, 4, wc) > 0)

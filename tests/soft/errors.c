@@ -73,10 +73,10 @@ static void test_len_err(void)
 	pair(&a, &b, 0, 12, 7, 1);
 	t_post_recv(b, bbuf, 8, bmr->lkey, 1);
 	t_post(a, IBV_WR_SEND, abuf, 64, amr->lkey, 2, 0, 0, 0);
-	is_int(t_wait(bcq, &wc, 1, 2000), 1, "len: receiver completion");
+	is_int(t_wait(bcq, &wc, 1, 30000), 1, "len: receiver completion");
 	is_int(wc.status, IBV_WC_LOC_LEN_ERR, "receiver LOC_LEN_ERR");
 	is_int(wc.wr_id, 1, "receiver wr_id");
-	is_int(t_wait(acq, &wc, 1, 2000), 1, "len: sender completion");
+	is_int(t_wait(acq, &wc, 1, 30000), 1, "len: sender completion");
 	is_int(wc.status, IBV_WC_REM_INV_REQ_ERR, "sender REM_INV_REQ_ERR");
 	is_int(t_qp_state(a), IBV_QPS_ERR, "sender QP in ERR");
 	is_int(t_qp_state(b), IBV_QPS_ERR, "receiver QP in ERR");
@@ -91,9 +91,9 @@ static void test_recv_prot(void)
 	pair(&a, &b, 0, 12, 7, 1);
 	t_post_recv(b, bbuf, 64, bmr->lkey + 1, 1);
 	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 2, 0, 0, 0);
-	is_int(t_wait(bcq, &wc, 1, 2000), 1, "recv prot: receiver completion");
+	is_int(t_wait(bcq, &wc, 1, 30000), 1, "recv prot: receiver completion");
 	is_int(wc.status, IBV_WC_LOC_PROT_ERR, "receiver LOC_PROT_ERR");
-	is_int(t_wait(acq, &wc, 1, 2000), 1, "recv prot: sender completion");
+	is_int(t_wait(acq, &wc, 1, 30000), 1, "recv prot: sender completion");
 	is_int(wc.status, IBV_WC_REM_OP_ERR, "sender REM_OP_ERR");
 	unpair(a, b);
 }
@@ -109,14 +109,14 @@ static void test_send_prot(void)
 	       "bad lkey is accepted by post_send");
 	is_int(t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 3, 0, 0, 0), 0,
 	       "next WR posted");
-	is_int(t_wait(acq, wc, 2, 2000), 2, "two sender completions");
+	is_int(t_wait(acq, wc, 2, 30000), 2, "two sender completions");
 	is_int(wc[0].status, IBV_WC_LOC_PROT_ERR, "LOC_PROT_ERR");
 	is_int(wc[0].wr_id, 2, "on the bad WR");
 	is_int(wc[1].status, IBV_WC_WR_FLUSH_ERR, "next one flushed");
 	is_int(t_qp_state(a), IBV_QPS_ERR, "QP in ERR");
 	is_int(t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 4, 0, 0, 0), 0,
 	       "post in ERR accepted");
-	is_int(t_wait(acq, wc, 1, 2000), 1, "completion of post in ERR");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "completion of post in ERR");
 	is_int(wc[0].status, IBV_WC_WR_FLUSH_ERR, "flushed");
 	is_int(t_wait(bcq, wc, 1, 100), 0, "receiver got nothing");
 	unpair(a, b);
@@ -152,7 +152,7 @@ static void test_rem_access(void)
 	wr[1].wr.rdma.remote_addr = (uintptr_t)bbuf;
 	wr[1].wr.rdma.rkey = bmr->rkey;
 	is_int(ibv_post_send(a, wr, &bad), 0, "post two writes");
-	is_int(t_wait(acq, wc, 2, 2000), 2, "two completions");
+	is_int(t_wait(acq, wc, 2, 30000), 2, "two completions");
 	is_int(wc[0].status, IBV_WC_REM_ACCESS_ERR,
 	       "write without REMOTE_WRITE: REM_ACCESS_ERR");
 	is_int(wc[1].status, IBV_WC_WR_FLUSH_ERR, "later WR flushed");
@@ -166,18 +166,18 @@ static void test_rem_access(void)
 	pair(&a, &b, IBV_ACCESS_REMOTE_WRITE, 12, 7, 1);
 	t_post(a, IBV_WR_RDMA_WRITE, abuf, 64, amr->lkey, 3, 0,
 	       (uintptr_t)bbuf + BUFSZ - 32, bmr->rkey);
-	is_int(t_wait(acq, wc, 1, 2000), 1, "oob completion");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "oob completion");
 	is_int(wc[0].status, IBV_WC_REM_ACCESS_ERR, "out of bounds");
 	unpair(a, b);
 	pair(&a, &b, IBV_ACCESS_REMOTE_READ, 12, 7, 1);
 	t_post(a, IBV_WR_RDMA_WRITE, abuf, 64, amr->lkey, 4, 0, (uintptr_t)bbuf,
 	       bmr->rkey);
-	is_int(t_wait(acq, wc, 1, 2000), 1, "qp access completion");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "qp access completion");
 	is_int(wc[0].status, IBV_WC_REM_ACCESS_ERR,
 	       "target QP without REMOTE_WRITE");
 	t_post(a, IBV_WR_RDMA_READ, abuf, 64, 0x1234, 5, 0, (uintptr_t)bbuf,
 	       bmr->rkey);
-	is_int(t_wait(acq, wc, 1, 2000), 1, "read after error");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "read after error");
 	is_int(wc[0].status, IBV_WC_WR_FLUSH_ERR, "flushed");
 	ok(bbuf[0] == 0x11, "target memory untouched");
 	unpair(a, b);
@@ -212,11 +212,11 @@ static void test_zero_len(void)
 	wr.wr_id = 73;
 	wr.wr.rdma.rkey = 0;
 	is_int(ibv_post_send(a, &wr, &bad), 0, "zero-length READ");
-	n = t_wait(acq, wc, 3, 5000);
+	n = t_wait(acq, wc, 3, 30000);
 	ok(n == 3 && !wc[0].status && !wc[1].status && !wc[2].status &&
 		   wc[0].wr_id == 71 && wc[2].wr_id == 73,
 	   "all three succeed with a bogus rkey and address");
-	n = t_wait(bcq, wc, 1, 5000);
+	n = t_wait(bcq, wc, 1, 30000);
 	ok(n == 1 && !wc[0].status && wc[0].wr_id == 70 &&
 		   wc[0].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
 		   wc[0].byte_len == 0 && wc[0].imm_data == htobe32(0xc0ffee),
@@ -236,7 +236,7 @@ static void test_rnr(void)
 	pair(&a, &b, 0, 14, 2, 1);
 	t0 = now_ms();
 	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 9, 0, 0, 0);
-	is_int(t_wait(acq, &wc, 1, 5000), 1, "rnr: completion");
+	is_int(t_wait(acq, &wc, 1, 30000), 1, "rnr: completion");
 	dt = now_ms() - t0;
 	is_int(wc.status, IBV_WC_RNR_RETRY_EXC_ERR, "RNR_RETRY_EXC_ERR");
 	ok(dt >= 2 * 1.28 && dt < 1000, "after 2 retries x 1.28 ms (%.2f ms)",
@@ -251,7 +251,7 @@ static void test_rnr(void)
 	pair(&a, &b, 0, 31, 0, 1);
 	t0 = now_ms();
 	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 11, 0, 0, 0);
-	is_int(t_wait(acq, &wc, 1, 5000), 1, "rnr_retry 0: completion");
+	is_int(t_wait(acq, &wc, 1, 30000), 1, "rnr_retry 0: completion");
 	dt = now_ms() - t0;
 	is_int(wc.status, IBV_WC_RNR_RETRY_EXC_ERR, "RNR_RETRY_EXC_ERR");
 	ok(dt < 491, "without waiting the 491 ms timer (%.2f ms)", dt);
@@ -263,9 +263,9 @@ static void test_rnr(void)
 	t_post(a, IBV_WR_SEND, abuf, 5, amr->lkey, 10, 0, 0, 0);
 	is_int(t_wait(acq, &wc, 1, 30), 0, "no completion while RNR");
 	t_post_recv(b, bbuf, 64, bmr->lkey, 2);
-	is_int(t_wait(bcq, &wc, 1, 2000), 1, "received once posted");
+	is_int(t_wait(bcq, &wc, 1, 30000), 1, "received once posted");
 	ok(wc.status == IBV_WC_SUCCESS && !strcmp(bbuf, "late"), "data");
-	is_int(t_wait(acq, &wc, 1, 2000), 1, "sender completion");
+	is_int(t_wait(acq, &wc, 1, 30000), 1, "sender completion");
 	is_int(wc.status, IBV_WC_SUCCESS, "success after RNR");
 	unpair(a, b);
 }
@@ -282,13 +282,13 @@ static void test_flush(void)
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_state = IBV_QPS_ERR;
 	is_int(ibv_modify_qp(b, &qa, IBV_QP_STATE), 0, "modify to ERR");
-	is_int(t_wait(bcq, wc, 2, 2000), 2, "two flushed receives");
+	is_int(t_wait(bcq, wc, 2, 30000), 2, "two flushed receives");
 	ok(wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[0].wr_id == 1 &&
 		   wc[1].status == IBV_WC_WR_FLUSH_ERR && wc[1].wr_id == 2 &&
 		   wc[0].opcode == IBV_WC_RECV,
 	   "RQ flushed in order, opcode RECV");
 	t_post_recv(b, bbuf, 64, bmr->lkey, 3);
-	is_int(t_wait(bcq, wc, 1, 2000), 1, "receive posted in ERR");
+	is_int(t_wait(bcq, wc, 1, 30000), 1, "receive posted in ERR");
 	is_int(wc[0].status, IBV_WC_WR_FLUSH_ERR, "flushed");
 	unpair(a, b);
 }
@@ -315,7 +315,7 @@ static void test_reset_cleans(void)
 	is_int(ibv_modify_qp(b, &qa, IBV_QP_STATE), 0, "modify to RESET");
 	is_int(t_wait(bcq, wc, 2, 200), 0,
 	       "the reset QP's flushed receives left its CQ with it");
-	ok(t_wait(acq, wc, 2, 2000) == 1 && wc[0].wr_id == 7 &&
+	ok(t_wait(acq, wc, 2, 30000) == 1 && wc[0].wr_id == 7 &&
 		   wc[0].status == IBV_WC_WR_FLUSH_ERR,
 	   "another QP's completion stays");
 	unpair(a, b);
@@ -353,7 +353,7 @@ static void test_post_errors(void)
 	t_post_recv(b, bbuf, 64, bmr->lkey, 1);
 	is_int(ibv_post_send(a, wr, &bad), EINVAL, "bad opcode");
 	ok(bad == &wr[1], "bad_wr is the second WR");
-	is_int(t_wait(bcq, wc, 1, 2000), 1, "first WR of the chain went out");
+	is_int(t_wait(bcq, wc, 1, 30000), 1, "first WR of the chain went out");
 	is_int(t_wait(acq, wc, 1, 50), 0,
 	       "unsignaled send makes no completion");
 	for (i = 0; i < 8; i++)
@@ -399,20 +399,20 @@ static void test_ops(void)
 	wr.wr.rdma.remote_addr = (uintptr_t)bbuf + 4096;
 	wr.wr.rdma.rkey = bmr->rkey;
 	is_int(ibv_post_send(a, &wr, &bad), 0, "post write_with_imm");
-	is_int(t_wait(bcq, wc, 1, 2000), 1, "imm completion at target");
+	is_int(t_wait(bcq, wc, 1, 30000), 1, "imm completion at target");
 	is_int(wc[0].status, IBV_WC_SUCCESS, "ok");
 	is_int(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM, "RECV_RDMA_WITH_IMM");
 	is_int(wc[0].byte_len, 100, "byte_len = write length");
 	ok(wc[0].wc_flags & IBV_WC_WITH_IMM, "WITH_IMM flag");
 	is_int(wc[0].imm_data, htobe32(0xabcd), "imm in network order");
 	ok(bbuf[4096] == 'w' && bbuf[4096 + 99] == 'w', "data written");
-	is_int(t_wait(acq, wc, 1, 2000), 1, "initiator completion");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "initiator completion");
 	is_int(wc[0].opcode, IBV_WC_RDMA_WRITE, "opcode RDMA_WRITE");
 	/* read */
 	memset(bbuf + 8192, 'r', 300);
 	t_post(a, IBV_WR_RDMA_READ, abuf + 8192, 300, amr->lkey, 52, 0,
 	       (uintptr_t)bbuf + 8192, bmr->rkey);
-	is_int(t_wait(acq, wc, 1, 2000), 1, "read completion");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "read completion");
 	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_RDMA_READ &&
 		   wc[0].byte_len == 300,
 	   "RDMA_READ ok, byte_len");
@@ -429,7 +429,7 @@ static void test_ops(void)
 	wr.wr.atomic.rkey = bmr->rkey;
 	wr.wr.atomic.compare_add = 2;
 	ibv_post_send(a, &wr, &bad);
-	is_int(t_wait(acq, wc, 1, 2000), 1, "fetch_add completion");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "fetch_add completion");
 	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_FETCH_ADD,
 	   "FETCH_ADD ok");
 	ok(*res == 40 && *ctr == 42, "fetched 40, now 42");
@@ -437,18 +437,18 @@ static void test_ops(void)
 	wr.wr.atomic.compare_add = 42;
 	wr.wr.atomic.swap = 7;
 	ibv_post_send(a, &wr, &bad);
-	t_wait(acq, wc, 1, 2000);
+	t_wait(acq, wc, 1, 30000);
 	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_COMP_SWAP &&
 		   *res == 42 && *ctr == 7,
 	   "CMP_AND_SWP swapped");
 	wr.wr.atomic.compare_add = 1;
 	wr.wr.atomic.swap = 9;
 	ibv_post_send(a, &wr, &bad);
-	t_wait(acq, wc, 1, 2000);
+	t_wait(acq, wc, 1, 30000);
 	ok(*res == 7 && *ctr == 7, "CMP_AND_SWP mismatch leaves memory");
 	wr.wr.atomic.remote_addr = (uintptr_t)ctr + 4;
 	ibv_post_send(a, &wr, &bad);
-	is_int(t_wait(acq, wc, 1, 2000), 1, "misaligned atomic completion");
+	is_int(t_wait(acq, wc, 1, 30000), 1, "misaligned atomic completion");
 	is_int(wc[0].status, IBV_WC_REM_INV_REQ_ERR, "misaligned: REM_INV_REQ");
 	unpair(a, b);
 }

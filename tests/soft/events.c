@@ -53,23 +53,23 @@ static int sender(int rfd, int wfd)
 	for (i = 0; i < N; i++) {
 		t_post(qp, IBV_WR_SEND, buf, 32, mr->lkey, (uint64_t)i,
 		       IBV_SEND_SIGNALED, 0, 0);
-		if (t_wait(t.cq, &wc, 1, 5000) != 1 || wc.status)
+		if (t_wait(t.cq, &wc, 1, 30000) != 1 || wc.status)
 			return 3;
 		usleep(1000);
 	}
 	/* part B: unsolicited, then solicited on the parent's word */
 	t_xrecv(rfd, &c, 1);
 	t_post(qp, IBV_WR_SEND, buf, 8, mr->lkey, 100, IBV_SEND_SIGNALED, 0, 0);
-	t_wait(t.cq, &wc, 1, 5000);
+	t_wait(t.cq, &wc, 1, 30000);
 	t_xsend(wfd, "u", 1);
 	t_xrecv(rfd, &c, 1);
 	t_post(qp, IBV_WR_SEND, buf, 8, mr->lkey, 101,
 	       IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 0, 0);
-	t_wait(t.cq, &wc, 1, 5000);
+	t_wait(t.cq, &wc, 1, 30000);
 	/* part C: receive one message by busy polling */
 	t_post_recv(qp, buf, 64, mr->lkey, 200);
 	t_xsend(wfd, "r", 1);
-	if (t_wait(t.cq, &wc, 1, 5000) != 1 || wc.status || wc.wr_id != 200)
+	if (t_wait(t.cq, &wc, 1, 30000) != 1 || wc.status || wc.wr_id != 200)
 		return 4;
 	t_xrecv(rfd, &c, 1);
 	ibv_destroy_qp(qp);
@@ -142,7 +142,7 @@ static void test_channel(void)
 	is_int(poll(&p, 1, 200), 0, "unsolicited message raises no event");
 	t_xsend(wfd, "s", 1);
 	is_int(wait_event(ch, cq, 5000), 0, "solicited message raises one");
-	is_int(t_wait(cq, wc, 2, 2000), 2, "both messages there");
+	is_int(t_wait(cq, wc, 2, 30000), 2, "both messages there");
 	ok(wc[0].wr_id == N && wc[1].wr_id == N + 1, "in order");
 	/* part C: wait for our own send completion in event mode */
 	t_xrecv(rfd, &c, 1);
@@ -227,7 +227,7 @@ static void test_srq_and_async(void)
 	for (i = 0; i < 6; i++)
 		t_post(a, IBV_WR_SEND, buf + 8192, 100, mr->lkey,
 		       (uint64_t)(100 + i), IBV_SEND_SIGNALED, 0, 0);
-	n = t_wait(t.cq, wc, 12, 2000);
+	n = t_wait(t.cq, wc, 12, 30000);
 	is_int(n, 12, "6 sends, 6 SRQ receives");
 	is_int(get_async(t.ctx, &ev), 0, "async event");
 	is_int(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED, "SRQ_LIMIT_REACHED");

@@ -106,7 +106,7 @@ int main(void)
 	{
 		struct ibv_wc wc[2];
 
-		got = t_wait(t.cq, wc, 2, 5000);
+		got = t_wait(t.cq, wc, 2, 30000);
 		el = now_ms() - t0;
 		ok(got == 2 && wc[0].wr_id == 2 &&
 			   wc[0].status == IBV_WC_RETRY_EXC_ERR &&

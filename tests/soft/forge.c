@@ -366,7 +366,7 @@ static void one_case(struct tctx *t, struct ibv_mr *rmr, char *rbuf,
 		n = t_wait(t->cq, wc,
 			   refused(k) ? NRECV + 1
 				      : (k == K_SELF_PID ? 1 : NRECV),
-			   3000);
+			   30000);
 	t_xrecv(rfd, &rp, sizeof(rp));
 	for (i = 0; i < n; i++) {
 		if (wc[i].wr_id == 99)
@@ -435,7 +435,7 @@ static void other_pair(struct tctx *t, struct ibv_mr *rmr, char *rbuf)
 	t_post_recv(b, rbuf + RBUF, 3000, rmr->lkey, 1);
 	t_post(a, IBV_WR_SEND, rbuf, 3000, rmr->lkey, 2, IBV_SEND_SIGNALED, 0,
 	       0);
-	n = t_wait(t->cq, wc, 2, 5000);
+	n = t_wait(t->cq, wc, 2, 30000);
 	ok(n == 2 && wc[0].status == IBV_WC_SUCCESS &&
 		   wc[1].status == IBV_WC_SUCCESS && rbuf[RBUF] == 'o' &&
 		   rbuf[RBUF + 2999] == 'o',

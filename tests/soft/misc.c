@@ -60,7 +60,7 @@ static int one_status(struct ibv_cq *cq)
 {
 	struct ibv_wc wc;
 
-	return t_wait(cq, &wc, 1, 2000) == 1 ? (int)wc.status : NO_WC;
+	return t_wait(cq, &wc, 1, 30000) == 1 ? (int)wc.status : NO_WC;
 }
 
 static int write_status(struct ibv_qp *a, uint64_t raddr, uint32_t rkey)
@@ -240,7 +240,7 @@ static void test_resize(void)
 	       "resize below the completions held: EINVAL");
 	is_int(ibv_resize_cq(cq, 31), 0, "resize up with completions held");
 	ok(cq->cqe >= 31, "cqe >= 31");
-	i = t_wait(cq, wc, n, 2000);
+	i = t_wait(cq, wc, n, 30000);
 	is_int(i, n, "every completion kept");
 	for (i = 0; i < n; i++)
 		if (wc[i].wr_id != 100 + (uint64_t)i)

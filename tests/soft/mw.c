@@ -62,7 +62,7 @@ static struct ibv_wc one_wc(struct ibv_cq *cq)
 	struct ibv_wc wc;
 
 	memset(&wc, 0, sizeof(wc));
-	if (t_wait(cq, &wc, 1, 2000) != 1)
+	if (t_wait(cq, &wc, 1, 30000) != 1)
 		wc.status = (enum ibv_wc_status)NO_WC;
 	return wc;
 }
@@ -592,7 +592,7 @@ static int owner(int rfd, int wfd)
 		wr.bind_mw.bind_info.length = 64;
 		wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
 		if (ibv_post_send(qp, &wr, &bad) ||
-		    t_wait(c.cq, &wc, 1, 5000) != 1 || wc.status)
+		    t_wait(c.cq, &wc, 1, 30000) != 1 || wc.status)
 			return 13;
 	}
 	t_post_recv(qp, buf, 64, mr->lkey, 0x99);
@@ -645,7 +645,7 @@ static void test_mproc(void)
 	memset(buf, 0x5a, 8);
 	t_post(qp, IBV_WR_RDMA_WRITE, buf, 8, mr->lkey, 1, IBV_SEND_SIGNALED,
 	       peer.addr, peer.rkey);
-	ok(t_wait(p.cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS,
+	ok(t_wait(p.cq, &wc, 1, 30000) == 1 && wc.status == IBV_WC_SUCCESS,
 	   "write through another process's window");
 	sge = (struct ibv_sge){(uintptr_t)buf, 8, mr->lkey};
 	memset(&wr, 0, sizeof(wr));
@@ -663,7 +663,7 @@ static void test_mproc(void)
 	is_int(res, 0, "owner: data, IBV_WC_WITH_INV and the rkey");
 	t_post(qp, IBV_WR_RDMA_WRITE, buf, 8, mr->lkey, 3, IBV_SEND_SIGNALED,
 	       peer.addr, peer.rkey);
-	ok(t_wait(p.cq, &wc, 1, 5000) == 1 &&
+	ok(t_wait(p.cq, &wc, 1, 30000) == 1 &&
 		   wc.status == IBV_WC_REM_ACCESS_ERR,
 	   "the invalidated window refuses the next write");
 	t_xsend(wfd, "x", 1);

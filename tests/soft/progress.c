@@ -53,7 +53,7 @@ static void one_thread(int same_ctx)
 	t_post_recv(b, bbuf, LEN, mb->lkey, 1);
 	t_post_recv(b, bbuf, 8, mb->lkey, 2);
 	t_post(a, IBV_WR_SEND, abuf, LEN, ma->lkey, 3, IBV_SEND_SIGNALED, 0, 0);
-	n = t_wait(ta.cq, wc, 1, 5000);
+	n = t_wait(ta.cq, wc, 1, 30000);
 	ok(n == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_SUCCESS,
 	   "%s: SEND completes while only the sender's CQ is polled", what);
 	memset(&wr, 0, sizeof(wr));
@@ -67,10 +67,10 @@ static void one_thread(int same_ctx)
 	wr.wr.rdma.remote_addr = (uintptr_t)bbuf + LEN;
 	wr.wr.rdma.rkey = mb->rkey;
 	ibv_post_send(a, &wr, &bad);
-	n = t_wait(ta.cq, wc, 1, 5000);
+	n = t_wait(ta.cq, wc, 1, 30000);
 	ok(n == 1 && wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS,
 	   "%s: WRITE_WITH_IMM completes the same way", what);
-	n = t_wait(tb.cq, wc, 2, 1000);
+	n = t_wait(tb.cq, wc, 2, 30000);
 	ok(n == 2 && wc[0].wr_id == 1 && wc[0].byte_len == LEN &&
 		   wc[1].wr_id == 2 &&
 		   wc[1].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
@@ -142,7 +142,7 @@ static int stopped(int rfd, int wfd)
 	if (ctr != 7)
 		return 3;
 	/* what the initiator did for us while we were stopped */
-	if (t_wait(t.cq, wc, 3, 5000) != 3)
+	if (t_wait(t.cq, wc, 3, 30000) != 3)
 		return 4;
 	if (wc[0].status || wc[0].wr_id != 11 || wc[0].byte_len != 100 ||
 	    wc[0].opcode != IBV_WC_RECV || wc[0].src_qp != peer.qpn ||
@@ -210,7 +210,7 @@ static void one_sided_stopped(void)
 	wr.wr.atomic.rkey = peer.rkey;
 	wr.wr.atomic.compare_add = 2;
 	ibv_post_send(qp, &wr, &bad);
-	n = t_wait(t.cq, wc, 3, 5000);
+	n = t_wait(t.cq, wc, 3, 30000);
 	ok(n == 3 && wc[0].status == IBV_WC_SUCCESS &&
 		   wc[1].status == IBV_WC_SUCCESS &&
 		   wc[2].status == IBV_WC_SUCCESS,
@@ -225,7 +225,7 @@ static void one_sided_stopped(void)
 	wr.wr.atomic.compare_add = 42;
 	wr.wr.atomic.swap = 7;
 	ibv_post_send(qp, &wr, &bad);
-	n = t_wait(t.cq, wc, 1, 5000);
+	n = t_wait(t.cq, wc, 1, 30000);
 	ok(n == 1 && wc[0].status == IBV_WC_SUCCESS && *res == 42,
 	   "CMP_AND_SWP completes, saw 42");
 	/* two-sided: its receive WQEs and CQ are served by us */
@@ -299,7 +299,7 @@ static int bad_recv(int rfd, int wfd)
 	t_post_recv(qp[0], buf, 16, mr->lkey, 21);
 	t_post_recv(qp[2], buf + 4096, 128, ro->lkey, 23);
 	raise(SIGSTOP); /* no softrdma call from here until continued */
-	if (t_wait(t.cq, wc, 2, 5000) != 2)
+	if (t_wait(t.cq, wc, 2, 30000) != 2)
 		return 4;
 	for (i = 0; i < 2; i++) {
 		if (wc[i].wr_id == 21 && wc[i].status == IBV_WC_LOC_LEN_ERR &&
@@ -436,7 +436,7 @@ static int srq_resp(int rfd, int wfd)
 			return 1;
 	}
 	raise(SIGSTOP); /* no softrdma call from here until continued */
-	if (t_wait(t.cq, wc, 3, 5000) != 3)
+	if (t_wait(t.cq, wc, 3, 30000) != 3)
 		return 4;
 	/* in the SRQ's order, each naming the QP its message came on */
 	if (wc[0].status || wc[0].wr_id != 30 ||

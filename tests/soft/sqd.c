@@ -213,11 +213,11 @@ static void test_rc(void)
 
 	/* back to RTS: they run, in order */
 	is_int(to_state(qa, IBV_QPS_RTS, 0), 0, "SQD -> RTS");
-	n = t_wait(a.cq, wc, 3, 5000);
+	n = t_wait(a.cq, wc, 3, 30000);
 	ok(n == 3 && wc[0].wr_id == 1 && wc[1].wr_id == 2 && wc[2].wr_id == 3 &&
 		   !wc[0].status && !wc[1].status && !wc[2].status,
 	   "three completions, in order, successful");
-	n = t_wait(b.cq, wc, 1, 5000);
+	n = t_wait(b.cq, wc, 1, 30000);
 	ok(n == 1 && !wc[0].status && wc[0].byte_len == 32 &&
 		   !strcmp((char *)bb + 4096, "held inline bytes"),
 	   "the SEND carried the inline bytes given at posting");
@@ -232,7 +232,7 @@ static void test_rc(void)
 	t_post(qa, IBV_WR_RDMA_WRITE, ab, 64, ma->lkey, 5, 0,
 	       (uintptr_t)&bb[56], mb->rkey);
 	is_int(to_state(qa, IBV_QPS_ERR, 0), 0, "SQD -> ERR");
-	n = t_wait(a.cq, wc, 2, 5000);
+	n = t_wait(a.cq, wc, 2, 30000);
 	ok(n == 2 && wc[0].wr_id == 4 && wc[0].status == IBV_WC_WR_FLUSH_ERR &&
 		   wc[1].wr_id == 5 && wc[1].status == IBV_WC_WR_FLUSH_ERR,
 	   "held WRs flushed in order");
@@ -254,7 +254,7 @@ static void test_rc(void)
 	quiet(a.cq, b.cq, 100);
 	is_int(async(a.ctx, 0, NULL), -1, "no SQ_DRAINED yet");
 	t_post_recv(qb, (char *)bb + 4096, 1024, mb->lkey, 51);
-	n = t_wait(a.cq, wc, 1, 5000);
+	n = t_wait(a.cq, wc, 1, 30000);
 	ok(n == 1 && wc[0].wr_id == 6 && !wc[0].status,
 	   "the SEND in flight completes in SQD");
 	n = async(a.ctx, 5000, &eq);
@@ -316,9 +316,9 @@ static void test_ud(void)
 	is_int(ibv_post_send(qa, &wr, &bad), 0, "UD: SEND posted in SQD");
 	is_int(quiet(a.cq, b.cq, 2000), 0, "UD: nothing sent or received");
 	is_int(to_state(qa, IBV_QPS_RTS, 0), 0, "UD: SQD -> RTS");
-	n = t_wait(a.cq, &wc, 1, 5000);
+	n = t_wait(a.cq, &wc, 1, 30000);
 	ok(n == 1 && wc.wr_id == 7 && !wc.status, "UD: the send completes");
-	n = t_wait(b.cq, &wc, 1, 5000);
+	n = t_wait(b.cq, &wc, 1, 30000);
 	ok(n == 1 && !wc.status && wc.byte_len == 140 && bb[40] == 'u' &&
 		   bb[139] == 'u',
 	   "UD: the datagram arrives after RTS");
