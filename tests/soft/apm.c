@@ -533,6 +533,7 @@ static void failures(struct tctx *t)
 	struct report me;
 	char buf[64] = "x";
 	uint32_t mig = 0, err;
+	int w;
 
 	mr = ibv_reg_mr(t->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
 	if (!ok(mr && !pair(t, &a, &b, 8, 1), "a connected, armed pair"))
@@ -552,8 +553,9 @@ static void failures(struct tctx *t)
 	ok(!t_post(a, IBV_WR_SEND, buf, 8, mr->lkey, 7, IBV_SEND_SIGNALED, 0,
 		   0),
 	   "SEND posted with both links down");
-	ok(!wait_wc(t, &wc) && wc.wr_id == 7 &&
-		   wc.status == IBV_WC_RETRY_EXC_ERR,
+	memset(&wc, 0, sizeof(wc));
+	w = wait_wc(t, &wc);
+	ok(!w && wc.wr_id == 7 && wc.status == IBV_WC_RETRY_EXC_ERR,
 	   "it fails with RETRY_EXC_ERR (%s)", ibv_wc_status_str(wc.status));
 	is_int(t_qp_state(a), IBV_QPS_ERR, "QP in ERR");
 	ok(!softrdma_port_set_state(t->ctx, 1, 1) &&
@@ -574,8 +576,9 @@ static void failures(struct tctx *t)
 	ok(!t_post(a, IBV_WR_SEND, buf, 8, mr->lkey, 8, IBV_SEND_SIGNALED, 0,
 		   0),
 	   "SEND posted");
-	ok(!wait_wc(t, &wc) && wc.wr_id == 8 &&
-		   wc.status == IBV_WC_RETRY_EXC_ERR,
+	memset(&wc, 0, sizeof(wc));
+	w = wait_wc(t, &wc);
+	ok(!w && wc.wr_id == 8 && wc.status == IBV_WC_RETRY_EXC_ERR,
 	   "not armed: RETRY_EXC_ERR (%s)", ibv_wc_status_str(wc.status));
 	drain_events(t->ctx, &mig, NULL, NULL, NULL, NULL);
 	is_int(mig, 0, "no PATH_MIG");
