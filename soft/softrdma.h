@@ -572,7 +572,8 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 /* device.c */
 int soft_gid_count(void);
 int soft_gid_local(const union ibv_gid *g);
-extern int soft_link_ib; /* SOFTRDMA_LINK=ib: InfiniBand ports, APM */
+extern int soft_link_ib /* SOFTRDMA_LINK=ib: InfiniBand ports, APM */
+	__attribute__((visibility("hidden")));
 int soft_port_ok(uint32_t port);
 uint16_t soft_port_lid(uint32_t port);
 int soft_lid_port(uint16_t lid);
