@@ -111,8 +111,7 @@ void soft_qp_connect(struct soft_qp *qp)
 	uint32_t nslots;
 	int slot;
 
-	if (qp->peer || !qp->dest_qpn ||
-	    !soft_gid_local(&qp->attr.ah_attr.grh.dgid))
+	if (qp->peer || !qp->dest_qpn || !soft_ah_local(&qp->attr.ah_attr))
 		return; /* unreachable path: sends time out (RETRY_EXC_ERR) */
 	slot = soft_reg_qp_lookup(qp->dest_qpn, &e);
 	if (slot < 0 || e.pid <= 0 || e.ctx_idx >= SOFT_MAX_CTX ||
@@ -244,6 +243,8 @@ static int peer_listed(struct soft_qp *qp)
 /* peer_reachable -- peer_listed and its process lives (syscalls) */
 static int peer_reachable(struct soft_qp *qp)
 {
+	if (qp->path_down) /* IB mode: its link is down (apm.c) */
+		return 0;
 	return peer_listed(qp) && soft_pid_alive(qp->peer_pid, qp->peer_start);
 }
 
@@ -2263,7 +2264,8 @@ static void tx_qp(struct soft_qp *qp)
 						goto finished;
 					}
 				}
-				if (!served && serve_local(qp)) {
+				if (!served && !qp->path_down &&
+				    serve_local(qp)) {
 					served = 1;
 					continue;
 				}
@@ -2354,10 +2356,14 @@ static void flush_rq(struct soft_qp *qp)
 /* rc_progress -- one RC QP's share of a progress sweep; lock held */
 static void rc_progress(struct soft_qp *qp)
 {
+	/* IB mode: a QP whose path is down moves nothing (apm.c) */
+	int down = soft_link_ib && soft_apm_check(qp);
+
 	if (qp->net)
 		soft_net_progress(qp); /* issue 12: the network path */
 	if (qp->peer) {
-		rx_qp(qp);
+		if (!down)
+			rx_qp(qp);
 	} else if (qp->dest_qpn && qp->state >= IBV_QPS_RTR &&
 		   qp->state != IBV_QPS_ERR) {
 		uint64_t now = soft_now_ns();
@@ -2378,6 +2384,8 @@ void soft_progress(struct soft_context *ctx)
 {
 	struct soft_list *l;
 
+	if (soft_link_ib) /* link changes: PORT_ERR / PORT_ACTIVE (apm.c) */
+		soft_port_poll(ctx);
 	for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 		struct soft_qp *qp = soft_container_of(l, struct soft_qp, link);
 

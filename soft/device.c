@@ -25,6 +25,16 @@
  */
 static union ibv_gid gid_tbl[SOFT_GID_TBL_LEN];
 static int gid_count;
+/*
+ * SOFTRDMA_LINK=ib: two InfiniBand ports (apm.c).  Each port's GID 0 is
+ * the subnet prefix fe80::/64 with that port's GUID (node GUID + port);
+ * the rest of the table is the same as port 1's in the default mode, so
+ * address-based resolution (rdma_cm) still finds a GID.  LIDs are
+ * 2 per host, derived from the host id and its first interface address.
+ */
+int soft_link_ib;
+static union ibv_gid port_gid0[SOFT_IB_PORTS + 1];
+static uint16_t port_lid[SOFT_IB_PORTS + 1];
 static uint64_t node_guid; /* host order */
 static pthread_once_t dev_once = PTHREAD_ONCE_INIT;
 static const char not_mlx5_marker[] = "softrdma";
@@ -61,6 +71,103 @@ static void gid_v4(union ibv_gid *g, uint32_t addr_be)
 	g->raw[10] = 0xff;
 	g->raw[11] = 0xff;
 	memcpy(&g->raw[12], &addr_be, 4);
+}
+
+static void dev_init(void);
+
+/* ib_init -- SOFTRDMA_LINK: the IB mode's port GIDs and LIDs */
+static void ib_init(void)
+{
+	const char *e = getenv("SOFTRDMA_LINK");
+	uint64_t h = node_guid;
+	uint16_t base;
+	int p, i;
+
+	if (!e || !*e || !strcmp(e, "eth") || !strcmp(e, "roce"))
+		return;
+	if (strcmp(e, "ib")) {
+		SOFT_WARN("softrdma: SOFTRDMA_LINK=%s: not ib or eth; "
+			  "using eth\n",
+			  e);
+		return;
+	}
+	soft_link_ib = 1;
+	/* FNV-1a over the host id and the first non-loopback GID: two
+	 * namespace hosts of one machine share the host id, not addresses */
+	for (i = 0; i < 16; i++)
+		h = (h ^ (gid_count > 2 ? gid_tbl[2].raw[i] : 0)) *
+		    0x100000001b3ull;
+	/* unicast LIDs are 0x0001..0xbfff: an even base, ports base, +1 */
+	base = (uint16_t)(2 + 2 * ((h ^ (h >> 32)) % 0x5ffe));
+	for (p = 1; p <= SOFT_IB_PORTS; p++) {
+		uint64_t guid_be = htobe64((node_guid + (uint64_t)p - 1) ^
+					   0x0200000000000000ull);
+
+		memset(&port_gid0[p], 0, sizeof(port_gid0[p]));
+		port_gid0[p].raw[0] = 0xfe;
+		port_gid0[p].raw[1] = 0x80;
+		memcpy(&port_gid0[p].raw[8], &guid_be, 8);
+		port_lid[p] = (uint16_t)(base + p - 1);
+	}
+}
+
+/* soft_gid_of -- GID index of a port: port 1 is the table, port 2 its own
+ * GID 0 over the same table */
+static const union ibv_gid *gid_of(uint32_t port, uint32_t i)
+{
+	if (soft_link_ib && i == 0)
+		return &port_gid0[port];
+	return &gid_tbl[i];
+}
+
+/* soft_port_ok -- a port number this device has */
+int soft_port_ok(uint32_t port)
+{
+	pthread_once(&dev_once, dev_init);
+	return port >= 1 && port <= (soft_link_ib ? SOFT_IB_PORTS : 1u);
+}
+
+/* soft_port_lid -- a port's LID (IB mode; 0 otherwise) */
+uint16_t soft_port_lid(uint32_t port)
+{
+	pthread_once(&dev_once, dev_init);
+	return soft_link_ib && soft_port_ok(port) ? port_lid[port] : 0;
+}
+
+/* soft_lid_port -- the local port a LID names (0: none of ours) */
+int soft_lid_port(uint16_t lid)
+{
+	int p;
+
+	pthread_once(&dev_once, dev_init);
+	for (p = 1; soft_link_ib && p <= SOFT_IB_PORTS; p++)
+		if (lid && port_lid[p] == lid)
+			return p;
+	return 0;
+}
+
+/* soft_gid_port -- the local port whose own GID 0 g is (0: none) */
+int soft_gid_port(const union ibv_gid *g)
+{
+	int p;
+
+	pthread_once(&dev_once, dev_init);
+	for (p = 1; soft_link_ib && p <= SOFT_IB_PORTS; p++)
+		if (!memcmp(&port_gid0[p], g, sizeof(*g)))
+			return p;
+	return 0;
+}
+
+/* soft_ah_local -- an address vector reaches this host: its GID (RoCE,
+ * or a global IB AV), or its DLID (IB mode, LID-routed) */
+int soft_ah_local(const struct ibv_ah_attr *ah)
+{
+	pthread_once(&dev_once, dev_init);
+	if (!soft_link_ib)
+		return soft_gid_local(&ah->grh.dgid);
+	if (!ah->is_global)
+		return soft_lid_port(ah->dlid) != 0;
+	return soft_gid_local(&ah->grh.dgid) || soft_gid_port(&ah->grh.dgid);
 }
 
 /* dev_init -- node GUID and GID table, once per process */
@@ -102,6 +209,7 @@ static void dev_init(void)
 		freeifaddrs(ifa);
 	}
 	soft_dev.dev.node_type = IBV_NODE_CA;
+	ib_init();
 }
 
 /* yama_restricted -- Yama's ptrace_scope is 1 or more */
@@ -250,6 +358,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	if (ctx->reg_idx < 0)
 		goto detach;
 	ctx->owner_pid = soft_self_pid;
+	/* IB mode: links already down are not news to it (apm.c) */
+	ctx->port_seen = atomic_load(&soft_reg->port_down);
 	ctx->async = soft_evq_new(sizeof(struct ibv_async_event));
 	if (!ctx->async)
 		goto free_slot;
@@ -371,6 +481,10 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_total_mcast_qp_attach = SOFT_MCAST_TOTAL;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
+	if (soft_link_ib) { /* two IB ports and APM (apm.c) */
+		a->phys_port_cnt = SOFT_IB_PORTS;
+		a->device_cap_flags |= IBV_DEVICE_AUTO_PATH_MIG;
+	}
 }
 
 /* ibv_query_device -- device attributes */
@@ -378,6 +492,7 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *attr)
 {
 	if (!context || !attr)
 		return EINVAL;
+	pthread_once(&dev_once, dev_init);
 	fill_device_attr(attr);
 	return 0;
 }
@@ -391,6 +506,7 @@ static int soft_query_device_ex(struct ibv_context *context,
 	if (!attr || (input && input->comp_mask))
 		return EINVAL;
 	memset(&a, 0, sizeof(a));
+	pthread_once(&dev_once, dev_init);
 	fill_device_attr(&a.orig_attr);
 	/* RDMA atomic write, as rxe reports it: the kernel's
 	 * IB_UVERBS_DEVICE_ATOMIC_WRITE bit, which libibverbs 44's headers do
@@ -427,9 +543,23 @@ static int soft_query_port(struct ibv_context *context, uint8_t port_num,
 {
 	struct ibv_port_attr a;
 
-	if (!context || !port_attr || port_num != 1)
+	if (!context || !port_attr || !soft_port_ok(port_num))
 		return EINVAL;
 	fill_port_attr(&a);
+	if (soft_link_ib) { /* an IB port of a subnet of its own (apm.c) */
+		a.link_layer = IBV_LINK_LAYER_INFINIBAND;
+		a.port_cap_flags |= IBV_PORT_SM;
+		a.lid = port_lid[port_num];
+		a.sm_lid = port_lid[1];
+		a.lmc = 0;
+		a.sm_sl = 0;
+		a.subnet_timeout = 18;
+		a.max_vl_num = 1;
+		if (!soft_port_up(port_num)) {
+			a.state = IBV_PORT_DOWN;
+			a.phys_state = 3; /* Disabled */
+		}
+	}
 	if (len > sizeof(a))
 		len = sizeof(a);
 	memcpy(port_attr, &a, len);
@@ -449,23 +579,23 @@ int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
 		  union ibv_gid *gid)
 {
 	pthread_once(&dev_once, dev_init);
-	if (!context || !gid || port_num != 1 || index < 0 ||
+	if (!context || !gid || !soft_port_ok(port_num) || index < 0 ||
 	    index >= SOFT_GID_TBL_LEN) {
 		errno = EINVAL;
 		return -1;
 	}
-	*gid = gid_tbl[index];
+	*gid = *gid_of(port_num, (uint32_t)index);
 	return 0;
 }
 
-static void fill_gid_entry(struct ibv_gid_entry *e, uint32_t i)
+static void fill_gid_entry(struct ibv_gid_entry *e, uint32_t port, uint32_t i)
 {
 	memset(e, 0, sizeof(*e));
-	e->gid = gid_tbl[i];
+	e->gid = *gid_of(port, i);
 	e->gid_index = i;
-	e->port_num = 1;
-	e->gid_type = IBV_GID_TYPE_ROCE_V2;
-	e->ndev_ifindex = 1;
+	e->port_num = port;
+	e->gid_type = soft_link_ib ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = soft_link_ib ? 0 : 1;
 }
 
 /* _ibv_query_gid_ex -- GID entry with its type */
@@ -476,12 +606,12 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	struct ibv_gid_entry e;
 
 	pthread_once(&dev_once, dev_init);
-	if (!context || !entry || flags || port_num != 1 ||
+	if (!context || !entry || flags || !soft_port_ok(port_num) ||
 	    gid_index >= SOFT_GID_TBL_LEN)
 		return EINVAL;
 	if (gid_index >= (uint32_t)gid_count)
 		return ENODATA;
-	fill_gid_entry(&e, gid_index);
+	fill_gid_entry(&e, port_num, gid_index);
 	memcpy(entry, &e, entry_size < sizeof(e) ? entry_size : sizeof(e));
 	return 0;
 }
@@ -492,18 +622,22 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 			     uint32_t flags, size_t entry_size)
 {
 	struct ibv_gid_entry e;
-	int i;
+	uint32_t p, np;
+	int i, n = 0;
 
 	pthread_once(&dev_once, dev_init);
+	np = soft_link_ib ? SOFT_IB_PORTS : 1;
 	if (!context || flags || entry_size < sizeof(e))
 		return -EINVAL;
-	if (max_entries < (size_t)gid_count)
+	if (max_entries < (size_t)gid_count * np)
 		return -EINVAL;
-	for (i = 0; i < gid_count; i++) {
-		fill_gid_entry(&e, (uint32_t)i);
-		memcpy((char *)entries + (size_t)i * entry_size, &e, sizeof(e));
-	}
-	return gid_count;
+	for (p = 1; p <= np; p++)
+		for (i = 0; i < gid_count; i++) {
+			fill_gid_entry(&e, p, (uint32_t)i);
+			memcpy((char *)entries + (size_t)n++ * entry_size, &e,
+			       sizeof(e));
+		}
+	return n;
 }
 
 /* ibv_query_gid_type -- sysfs-style type: 1 is RoCE v2 */
@@ -511,12 +645,12 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 		       unsigned int index, int *type)
 {
 	pthread_once(&dev_once, dev_init);
-	if (!context || !type || port_num != 1 ||
+	if (!context || !type || !soft_port_ok(port_num) ||
 	    index >= (unsigned)gid_count) {
 		errno = EINVAL;
 		return -1;
 	}
-	*type = 1;
+	*type = soft_link_ib ? 0 : 1; /* 0: IB/RoCE v1 */
 	return 0;
 }
 
@@ -524,7 +658,7 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
 		   __be16 *pkey)
 {
-	if (!context || !pkey || port_num != 1 || index != 0) {
+	if (!context || !pkey || !soft_port_ok(port_num) || index != 0) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -536,7 +670,7 @@ int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
 int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
 		       __be16 pkey)
 {
-	if (port_num != 1 || (ntohs(pkey) & 0x7fff) != 0x7fff) {
+	if (!soft_port_ok(port_num) || (ntohs(pkey) & 0x7fff) != 0x7fff) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -457,8 +457,14 @@ static int modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
 }
 
 /* check_values -- attribute values the device accepts */
-static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask)
+static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
+			enum ibv_qp_state cur, enum ibv_qp_state next)
 {
+	/* ports, AVs and APM (apm.c): IB mode, or ALT_PATH refused */
+	if (soft_apm_check_values(qp, a, mask, cur, next))
+		return -1;
+	if (soft_link_ib) /* apm.c checked ports and AVs */
+		mask &= ~(IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MIG_STATE);
 	if ((mask & IBV_QP_PORT) && a->port_num != 1)
 		return -1;
 	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
@@ -498,7 +504,6 @@ static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask)
 		return -1;
 	if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
 		return -1;
-	(void)qp;
 	return 0;
 }
 
@@ -555,6 +560,10 @@ static void qp_reset(struct soft_qp *qp)
 	 * reached RTR before we were reset) starts counting anew */
 	atomic_fetch_add_explicit(&qp->seg->epoch, 1, memory_order_release);
 	memset(&qp->attr, 0, sizeof(qp->attr));
+	qp->alt_valid = 0;
+	qp->path_down = 0;
+	qp->mig_seen = 0;
+	atomic_store(&qp->seg->mig_req, 0);
 }
 
 /* ibv_modify_qp -- move a QP through its state machine */
@@ -572,7 +581,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (!modify_is_ok(cur, next, qp->type, mask) ||
-	    check_values(qp, attr, mask)) {
+	    check_values(qp, attr, mask, cur, next)) {
 		soft_unlock(&qp->ctx->lock);
 		errno = EINVAL;
 		return EINVAL;
@@ -595,6 +604,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.alt_pkey_index = attr->alt_pkey_index;
 		qp->attr.alt_port_num = attr->alt_port_num;
 		qp->attr.alt_timeout = attr->alt_timeout;
+		qp->alt_valid = 1; /* IB mode only: refused otherwise */
 	}
 	if (mask & IBV_QP_PATH_MTU)
 		qp->attr.path_mtu = attr->path_mtu;
@@ -619,7 +629,9 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.retry_cnt = attr->retry_cnt;
 	if (mask & IBV_QP_RNR_RETRY)
 		qp->attr.rnr_retry = attr->rnr_retry;
-	if (mask & IBV_QP_PATH_MIG_STATE)
+	if ((mask & IBV_QP_PATH_MIG_STATE) && soft_link_ib)
+		soft_apm_mig(qp, attr->path_mig_state, cur); /* apm.c */
+	else if (mask & IBV_QP_PATH_MIG_STATE)
 		qp->attr.path_mig_state = attr->path_mig_state;
 	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
 		qp->attr.en_sqd_async_notify = attr->en_sqd_async_notify;
@@ -642,7 +654,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			qp->dest_qpn = qp->attr.dest_qp_num;
 			/* addressed by (GID, QPN): a foreign GID reaches no
 			 * local QP (between hosts is not there yet) */
-			if (soft_gid_local(&qp->attr.ah_attr.grh.dgid))
+			if (soft_ah_local(&qp->attr.ah_attr))
 				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
 			else /* issue 12: the network path (net.c) */
 				soft_net_connect(qp);

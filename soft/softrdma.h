@@ -31,6 +31,7 @@
 #define SOFT_MAX_RD_ATOM 128
 #define SOFT_MAX_MSG_SZ	 (1u << 30)
 #define SOFT_GID_TBL_LEN 16
+#define SOFT_IB_PORTS	 2 /* SOFTRDMA_LINK=ib: ports per device (apm.c) */
 /* device_cap_flags_ex bit of RDMA atomic write (the kernel's
  * IB_UVERBS_DEVICE_ATOMIC_WRITE; not in libibverbs 44's headers) */
 #define SOFT_DEVICE_ATOMIC_WRITE (1ull << 40)
@@ -121,8 +122,10 @@ struct soft_reg {
 	uint32_t unlinked;
 	uint8_t id[16]; /* random at creation: the CM compares its peers' */
 	pthread_mutex_t lock;
-	uint32_t qp_gen, mr_gen, next_pd_id, pad;
-	uint32_t qp_hint, mr_hint; /* where the next free-slot search starts */
+	uint32_t qp_gen, mr_gen, next_pd_id;
+	_Atomic uint32_t port_down; /* IB mode: bit p, port p's link is down
+				     * (softrdma_port_set_state; apm.c) */
+	uint32_t qp_hint, mr_hint;  /* where the next free-slot search starts */
 	pthread_mutex_t key_lock[SOFT_NSTRIPES];
 	pthread_mutex_t atomic_lock[SOFT_NSTRIPES];
 	struct soft_reg_ctx ctx[SOFT_MAX_CTX];
@@ -158,7 +161,10 @@ struct soft_seg_hdr {
 	uint32_t pad;
 	_Atomic uint64_t rq_prod; /* WQEs posted */
 	_Atomic uint64_t rq_cons; /* WQEs consumed, either side */
-	uint8_t pad2[40];
+	/* IB mode (apm.c): migrations asked for by hand, the MigReq an
+	 * armed peer follows */
+	_Atomic uint32_t mig_req;
+	uint8_t pad2[36];
 };
 
 /*
@@ -280,6 +286,7 @@ struct soft_context {
 	uint32_t npd;
 	uint64_t outstanding; /* send WQEs waiting on a peer */
 	int serve_rings;      /* process_vm may be refused: the thread serves */
+	uint32_t port_seen;   /* IB mode: port_down as last reported (apm.c) */
 };
 
 struct soft_pd {
@@ -458,6 +465,10 @@ struct soft_qp {
 	struct soft_ud *ud;	 /* UD and UC QPs: their data path (ud.c) */
 	struct soft_dc *dc;	 /* DCI and DCT (dc.c) */
 	struct soft_net_qp *net; /* RC to another host: net.c (issue 12) */
+	/* APM (IB mode, apm.c) */
+	uint8_t alt_valid; /* an alternate path is loaded */
+	uint8_t path_down; /* the primary path's link is down: no traffic */
+	uint32_t mig_seen; /* the peer's mig_req last acted on */
 };
 
 /* list helpers */
@@ -561,6 +572,24 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 /* device.c */
 int soft_gid_count(void);
 int soft_gid_local(const union ibv_gid *g);
+extern int soft_link_ib /* SOFTRDMA_LINK=ib: InfiniBand ports, APM */
+	__attribute__((visibility("hidden")));
+int soft_port_ok(uint32_t port);
+uint16_t soft_port_lid(uint32_t port);
+int soft_lid_port(uint16_t lid);
+int soft_gid_port(const union ibv_gid *g);
+int soft_ah_local(const struct ibv_ah_attr *ah);
+
+/* apm.c: IB ports' link state and automatic path migration */
+int soft_port_up(uint32_t port);
+void soft_port_poll(struct soft_context *ctx);
+int soft_apm_check_values(struct soft_qp *qp, const struct ibv_qp_attr *a,
+			  int mask, enum ibv_qp_state cur,
+			  enum ibv_qp_state next);
+void soft_apm_mig(struct soft_qp *qp, enum ibv_mig_state want,
+		  enum ibv_qp_state cur);
+/* soft_apm_check -- IB mode: follow the links; 1 while the path is down */
+int soft_apm_check(struct soft_qp *qp);
 
 /* verbs.c: events, CQ */
 struct soft_evq *soft_evq_new(size_t elem);
@@ -572,6 +601,8 @@ void soft_evq_purge(struct soft_evq *q, int (*match)(const void *, void *),
 		    void *arg);
 void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,
 		      void *obj);
+void soft_port_event(struct soft_context *ctx, enum ibv_event_type type,
+		     uint32_t port);
 void soft_cq_clean(struct soft_cq *cq, uint32_t qpn);
 void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited);
 int soft_cq_room(struct soft_cq *cq);

@@ -193,6 +193,18 @@ void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,
 	soft_evq_push(ctx->async, &ev);
 }
 
+/* soft_port_event -- a port's event (IB mode: ports 1 and 2, apm.c) */
+void soft_port_event(struct soft_context *ctx, enum ibv_event_type type,
+		     uint32_t port)
+{
+	struct ibv_async_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event_type = type;
+	ev.element.port_num = (int)port;
+	soft_evq_push(ctx->async, &ev);
+}
+
 /* ibv_get_async_event -- next async event (blocks per async_fd mode) */
 int ibv_get_async_event(struct ibv_context *context,
 			struct ibv_async_event *event)

@@ -40,6 +40,22 @@ else
 	show_log "$out" | grep -E 'hca_id|state|link_layer|GID' | head -n 8
 fi
 
+# SOFTRDMA_LINK=ib: two InfiniBand ports with LIDs, and APM (soft/README.md)
+if command -v ibv_devinfo >/dev/null 2>&1; then
+	SOFTRDMA_LINK=ib LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 ibv_devinfo -d softrdma0 -v >"$out" 2>&1
+	rc=$?
+	ok $rc "IB mode: ibv_devinfo -v exits 0"
+	grep -Eq '^[[:space:]]+phys_port_cnt:[[:space:]]+2$' "$out"
+	ok $? "IB mode: phys_port_cnt 2"
+	[ "$(grep -Ec '^[[:space:]]+link_layer:[[:space:]]+InfiniBand' "$out")" = 2 ]
+	ok $? "IB mode: both ports' link layer is InfiniBand"
+	[ "$(grep -Ec '^[[:space:]]+port_lid:[[:space:]]+[1-9][0-9]*$' "$out")" = 2 ]
+	ok $? "IB mode: both ports have a LID"
+	grep -Eq 'AUTO_PATH_MIG' "$out"
+	ok $? "IB mode: AUTO_PATH_MIG in the device cap flags"
+	[ $rc -eq 0 ] || show_log "$out"
+fi
+
 if ! command -v ibv_devices >/dev/null 2>&1; then
 	skip "ibv_devices" "ibv_devices not installed (Debian package ibverbs-utils)"
 else
