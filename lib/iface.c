@@ -449,7 +449,8 @@ int rdmamsg__iface_arm(struct rdmamsg_ctx *ctx)
 	if (!armed)
 		return 0; /* no drain since the arms: nothing slipped by */
 	for (c = 0; c < ifc->ncq; c++) {
-		n = ibv_poll_cq(ifc->cqs[c]->cq, RDMAMSG_POLL_BATCH, ifc->stash);
+		n = ibv_poll_cq(ifc->cqs[c]->cq, RDMAMSG_POLL_BATCH,
+				ifc->stash);
 		if (n > 0) {
 			ifc->nstash = (uint32_t)n;
 			ifc->drained = 0; /* poll_after must not skip them */

@@ -205,8 +205,7 @@ int main(void)
 	pid = test_fork_server(server, NULL, &rfd, addr, sizeof(addr));
 	c.ctx = test_ctx();
 	a = test_ep_attr(4096, 65536);
-	is_int(rdmamsg_connect(c.ctx, addr, a, &cbs, &c, &c.ep), 0,
-	       "connect");
+	is_int(rdmamsg_connect(c.ctx, addr, a, &cbs, &c, &c.ep), 0, "connect");
 	rdmamsg_ep_attr_delete(&a);
 	test_run_until(c.ctx, &c.up, STALL_MS);
 	is_int(c.status, 0, "connected");
