@@ -30,6 +30,7 @@ void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 
 	ifc->cqs = NULL;
 	ifc->ncq = 0;
+	ifc->nstash = 0;
 	ifc->polling = 0;
 	ifc->stale_wcs = 0;
 	ifc->max_cqe = 0;
@@ -107,12 +108,8 @@ static int cq_new(struct rdmamsg_ctx *ctx, uint64_t size)
 		free(q);
 		return ret;
 	}
-	ret = ibv_req_notify_cq(q->cq, 0);
-	if (ret) {
-		ctx->ops->destroy_cq(q->cq);
-		free(q);
-		return -ret;
-	}
+	/* not armed: rdmamsg__iface_arm() arms it when the caller is about
+	 * to block, a busy-polling caller never does */
 	q->size = q->cq->cqe > 0 && (uint64_t)q->cq->cqe >= size
 			  ? (uint32_t)q->cq->cqe
 			  : (uint32_t)size;
@@ -298,6 +295,39 @@ void rdmamsg__iface_replay(struct rdmamsg__lane *lane)
 	}
 }
 
+/* route -- runs of one lane's completions, each handed to its lane at
+ * once; touched lanes go on ctx->polls */
+static void route(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc, uint32_t n)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	uint32_t i, j;
+
+	for (i = 0; i < n; i += j) {
+		struct rdmamsg__lane *lane =
+			rdmamsg__wrid_route(&ifc->eps, wc[i].wr_id);
+
+		if (RDMAMSG_UNLIKELY(!lane)) {
+			if (rdmamsg__wrid_is_srq(wc[i].wr_id)) {
+				/* an SRQ receive: names its buffer, not its
+				 * lane */
+				j = rdmamsg__lane_srq_wcs(ctx, &wc[i], n - i);
+				continue;
+			}
+			j = 1;
+			ifc->stale_wcs++;
+			continue;
+		}
+		j = lane->ops->wcs(lane, &wc[i], n - i);
+		if (RDMAMSG_UNLIKELY(!j)) {
+			j = 1; /* a freed lane's */
+			ifc->stale_wcs++;
+			continue;
+		}
+		if (list_empty(&lane->ready_link))
+			list_add_tail(&ctx->polls, &lane->ready_link);
+	}
+}
+
 /* rdmamsg__iface_poll -- drain the CQs (bounded), each run of a lane's
  * completions to its wcs() (it reposts its receive buffers as one batch);
  * touched lanes go on ctx->polls for their session's ready().  1 when the
@@ -306,13 +336,20 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
 	struct ibv_wc wc[RDMAMSG_POLL_BATCH];
-	int more = 0, n, i, j, budget;
+	int more = 0, n, budget;
 	uint64_t start = ++ifc->seq;
 	uint32_t c;
 
 	if (ifc->polling)
 		return 0;
 	ifc->polling = 1;
+	if (RDMAMSG_UNLIKELY(ifc->nstash)) {
+		/* polled by arm(): older than anything in the CQs now */
+		n = (int)ifc->nstash;
+		ifc->nstash = 0;
+		memcpy(wc, ifc->stash, (size_t)n * sizeof(*wc));
+		route(ctx, wc, (uint32_t)n);
+	}
 	for (c = 0; c < ifc->ncq; c++) {
 		struct rdmamsg__icq *q = ifc->cqs[c];
 
@@ -321,37 +358,7 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 			n = ibv_poll_cq(q->cq, RDMAMSG_POLL_BATCH, wc);
 			if (n <= 0)
 				break;
-			/* runs of one lane's completions, handed over
-			 * at once */
-			for (i = 0; i < n; i += j) {
-				struct rdmamsg__lane *lane =
-					rdmamsg__wrid_route(&ifc->eps,
-							    wc[i].wr_id);
-
-				if (RDMAMSG_UNLIKELY(!lane)) {
-					if (rdmamsg__wrid_is_srq(wc[i].wr_id)) {
-						/* an SRQ receive: names its
-						 * buffer, not its lane */
-						j = (int)rdmamsg__lane_srq_wcs(
-							ctx, &wc[i],
-							(uint32_t)(n - i));
-						continue;
-					}
-					j = 1;
-					ifc->stale_wcs++;
-					continue;
-				}
-				j = (int)lane->ops->wcs(lane, &wc[i],
-							(uint32_t)(n - i));
-				if (RDMAMSG_UNLIKELY(!j)) {
-					j = 1; /* a freed lane's */
-					ifc->stale_wcs++;
-					continue;
-				}
-				if (list_empty(&lane->ready_link))
-					list_add_tail(&ctx->polls,
-						      &lane->ready_link);
-			}
+			route(ctx, wc, (uint32_t)n);
 			if (n < RDMAMSG_POLL_BATCH)
 				break;
 		}
@@ -369,9 +376,12 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 	return 0;
 }
 
-/* rdmamsg__iface_progress -- a progress pass's completion work: re-arm
- * after an event, drain, then the ready() up call of each lane that had
- * completions, once */
+/* rdmamsg__iface_progress -- a progress pass's completion work: note the
+ * arms that events spent, drain, then the ready() up call of each lane
+ * that had completions, once.  Nothing is re-armed here: a caller that
+ * busy-polls never blocks, so arming (a system call's worth of work on
+ * hardware, and a provider's wake-ups of a waiter that is not there) waits
+ * for rdmamsg__iface_arm(), just before the caller sleeps. */
 void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
@@ -387,14 +397,12 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 		if (!q->event)
 			continue;
 		q->event = 0;
+		q->armed = 0; /* an event spends the arm (one per request) */
 		if (q->unacked >= 16) {
 			ctx->ops->ack_cq_events(q->cq, q->unacked);
 			q->unacked = 0;
 		}
-		ibv_req_notify_cq(q->cq, 0);
 	}
-	/* poll after arming: completions that raced the last arm, or that
-	 * a busy-polling caller wants without waiting for an event */
 	rdmamsg__iface_poll(ctx);
 	list_init(&polls);
 	if (!list_empty(&ctx->polls)) {
@@ -412,4 +420,44 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 			rdmamsg__iface_replay(lane);
 		lane->cbs->ready(lane->owner);
 	}
+}
+
+/* rdmamsg__iface_arm -- the caller is about to block on the completion
+ * channel: arm each CQ whose arm an event spent (or that was never
+ * armed), then poll once more, because a completion that came after the
+ * last drain and before the arm raises no event (poll, arm, poll).  What
+ * that poll finds is kept for the next drain, in order.  1: completions
+ * are waiting (the caller must not block), 0: blocking is safe. */
+int rdmamsg__iface_arm(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	int armed = 0, n;
+	uint32_t c;
+
+	if (ifc->nstash)
+		return 1;
+	for (c = 0; c < ifc->ncq; c++) {
+		struct rdmamsg__icq *q = ifc->cqs[c];
+
+		if (q->armed)
+			continue;
+		if (ibv_req_notify_cq(q->cq, 0))
+			return 1; /* cannot wait for it: keep polling */
+		q->armed = 1;
+		armed = 1;
+	}
+	if (!armed)
+		return 0; /* no drain since the arms: nothing slipped by */
+	for (c = 0; c < ifc->ncq; c++) {
+		n = ibv_poll_cq(ifc->cqs[c]->cq, RDMAMSG_POLL_BATCH,
+				ifc->stash);
+		if (n > 0) {
+			ifc->nstash = (uint32_t)n;
+			ifc->drained = 0; /* poll_after must not skip them */
+			return 1;
+		}
+		if (n < 0)
+			return 1;
+	}
+	return 0;
 }

@@ -189,7 +189,8 @@ struct rdmamsg__icq {
 	uint32_t reserved;    /* live lanes' work requests */
 	uint32_t stale;	      /* freed lanes', until seen empty */
 	unsigned int unacked; /* CQ events not yet acknowledged */
-	int event;	      /* a CQ event came: re-arm */
+	int event;	      /* a CQ event came: the arm is spent */
+	int armed;	      /* requested notification not yet spent */
 };
 
 /* qp_num -> lane, open addressing (an SRQ receive names its buffer, not
@@ -236,6 +237,11 @@ struct rdmamsg__iface {
 	 * (lane_rc.c; posting never calls out, so lanes share them) */
 	struct ibv_recv_wr rwr[RDMAMSG_POLL_BATCH];
 	struct ibv_sge rsge[RDMAMSG_POLL_BATCH];
+	/* completions that rdmamsg__iface_arm() polled after arming: the
+	 * next drain hands them over first (arm runs outside a pass and
+	 * never calls a lane) */
+	struct ibv_wc stash[RDMAMSG_POLL_BATCH];
+	uint32_t nstash;
 };
 
 /* ---- context ------------------------------------------------------- */
@@ -284,6 +290,7 @@ struct rdmamsg_ctx {
 	uint64_t now; /* cached at the start of a progress pass */
 	uint64_t last_epoll;
 	int force_epoll;
+	int kicked; /* the eventfd was written (any thread): look now */
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 
@@ -586,6 +593,7 @@ static inline int rdmamsg__iface_poll_after(struct rdmamsg_ctx *ctx,
 	return rdmamsg__iface_poll(ctx);
 }
 void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
+int rdmamsg__iface_arm(struct rdmamsg_ctx *ctx);
 struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 
 /* lane_rc.c: SRQ receives, routed from their QP to its RC lane */

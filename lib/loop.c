@@ -24,10 +24,15 @@
 
 struct rdmamsg__loop {
 	ev_io io;
+	ev_prepare prep; /* just before libev blocks: arm */
+	ev_idle idle;	 /* arm said work is pending: don't block */
 	struct rdmamsg_ctx *ctx;
 };
 
-#define EPOLL_EVERY_NS 50000ull
+/* a busy-polling caller's look at the channels (CM events, async events,
+ * a timer that the due check below missed): often enough for connection
+ * set-up, rare enough to cost no system call per message */
+#define EPOLL_EVERY_NS 1000000ull
 
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
 
@@ -65,6 +70,34 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	rdmamsg_ctx_progress(lp->ctx);
 	if (lp->ctx->stop)
 		ev_break(loop, EVBREAK_ONE);
+}
+
+/* idle_cb -- libev: the pass that arm() asked for, without blocking */
+static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct rdmamsg__loop *lp = w->data;
+
+	(void)revents;
+	ev_ref(loop); /* it was started unreferenced */
+	ev_idle_stop(loop, w);
+	rdmamsg_ctx_progress(lp->ctx);
+	if (lp->ctx->stop)
+		ev_break(loop, EVBREAK_ONE);
+}
+
+/* prepare_cb -- libev is about to block: arm the CQs (poll, arm, poll);
+ * work that the fd would not announce makes this iteration not block */
+static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct rdmamsg__loop *lp = w->data;
+
+	(void)revents;
+	if (ev_is_active(&lp->idle) || rdmamsg_ctx_arm(lp->ctx) == 0)
+		return;
+	/* an idle watcher keeps the loop from blocking without keeping it
+	 * alive: it runs after this iteration's poll, with timeout 0 */
+	ev_idle_start(loop, &lp->idle);
+	ev_unref(loop);
 }
 
 /* rdmamsg__loop_init -- make the epoll set and, in libev mode, the watcher */
@@ -116,6 +149,12 @@ int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop)
 		ev_io_start(loop, &ctx->lp->io);
 		/* idle until an endpoint or listener exists */
 		ev_unref(loop);
+		ev_prepare_init(&ctx->lp->prep, prepare_cb);
+		ctx->lp->prep.data = ctx->lp;
+		ev_prepare_start(loop, &ctx->lp->prep);
+		ev_unref(loop); /* never keeps the loop alive */
+		ev_idle_init(&ctx->lp->idle, idle_cb);
+		ctx->lp->idle.data = ctx->lp;
 	}
 	return 0;
 
@@ -135,6 +174,12 @@ void rdmamsg__loop_fini(struct rdmamsg_ctx *ctx)
 		if (ctx->handles == 0)
 			ev_ref(ctx->loop);
 		ev_io_stop(ctx->loop, &ctx->lp->io);
+		ev_ref(ctx->loop);
+		ev_prepare_stop(ctx->loop, &ctx->lp->prep);
+		if (ev_is_active(&ctx->lp->idle)) {
+			ev_ref(ctx->loop);
+			ev_idle_stop(ctx->loop, &ctx->lp->idle);
+		}
 		free(ctx->lp);
 		ctx->lp = NULL;
 	}
@@ -162,6 +207,8 @@ void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx)
 {
 	uint64_t one = 1;
 
+	/* a busy-polling pass sees this without reading the channels */
+	__atomic_store_n(&ctx->kicked, 1, __ATOMIC_RELEASE);
 	if (write(ctx->efd, &one, sizeof(one)) < 0) {
 		/* counter saturated: already readable */
 	}
@@ -271,6 +318,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	struct epoll_event evs[8];
 	struct rdmamsg__list *pos, *tmp, deferred;
 	int n, i, timers = 0;
+	uint64_t due;
 
 	if (!ctx)
 		return -EINVAL;
@@ -281,10 +329,19 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	ctx->ifc.pass = rdmamsg__iface_stamp(ctx);
 	ctx->pending = 0;
 	/* a caller spinning on progress (busy polling) needs the channels
-	 * only now and then: the CQs are polled directly below, timers and
-	 * CM events may wait EPOLL_EVERY_NS; one that woke from the fd (libev,
-	 * or arm() saw it readable) always looks */
+	 * only now and then: the CQs are polled directly below (never
+	 * armed while it spins: rdmamsg_ctx_arm), due timers are seen from
+	 * the heap, a kick from the flag it sets; CM and async events may
+	 * wait EPOLL_EVERY_NS.  One that woke from the fd (libev, or arm()
+	 * saw it readable) always looks. */
 	n = 0;
+	due = rdmamsg__timer_next_due(ctx);
+	if (RDMAMSG_UNLIKELY(due && due <= ctx->now))
+		timers = 1; /* the timerfd may lag: its slack */
+	if (RDMAMSG_UNLIKELY(__atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE))) {
+		__atomic_store_n(&ctx->kicked, 0, __ATOMIC_RELAXED);
+		ctx->force_epoll = 1;
+	}
 	if (ctx->force_epoll || ctx->now - ctx->last_epoll >= EPOLL_EVERY_NS) {
 		ctx->force_epoll = 0;
 		ctx->last_epoll = ctx->now;
@@ -341,9 +398,9 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 			container_of(pos, struct rdmamsg_ep, defer_link));
 	}
 
-	if (ctx->pending || !list_empty(&ctx->polls) ||
-	    !list_empty(&ctx->deferred) || !list_empty(&ctx->ldeferred))
-		rdmamsg__loop_kick(ctx);
+	/* work left for the next pass needs no kick: rdmamsg_ctx_arm()
+	 * (and in libev mode the prepare watcher that calls it) says -EBUSY
+	 * for it, and a caller that spins comes back anyway */
 	ctx->in_progress = 0;
 	return 0;
 }
@@ -355,8 +412,13 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 
 	if (!ctx)
 		return -EINVAL;
-	if (ctx->pending || !list_empty(&ctx->polls) ||
+	if (ctx->in_progress || ctx->pending || !list_empty(&ctx->polls) ||
 	    !list_empty(&ctx->deferred) || !list_empty(&ctx->ldeferred))
+		return -EBUSY;
+	/* CQs are armed only here, when the caller is about to block (a
+	 * busy-polling caller never arms them: no provider wakes a waiter
+	 * that is not there); arm, then poll: what came in between */
+	if (rdmamsg__iface_arm(ctx))
 		return -EBUSY;
 	/* a progress pass may have skipped the channels (busy polling):
 	 * readable ones are work, and the next pass must look at them */
@@ -364,8 +426,9 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 		ctx->force_epoll = 1;
 		return -EBUSY;
 	}
-	/* CQs are re-armed after every drain and channel fds are level
-	 * triggered in the epoll set, so nothing can be lost from here on */
+	/* every CQ is armed (a completion from here on makes the channel
+	 * readable) and channel fds are level triggered in the epoll set, so
+	 * nothing can be lost from here on */
 	return 0;
 }
 

@@ -2,7 +2,11 @@
 # bench-rdmamsg.sh -- rdmamsg (tools/rdmamsg_perf) side by side with raw
 # verbs on the same fabric (perftest on softrdma, LD_PRELOADed) and UCX.
 #
-# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-- RDMAMSG_PERF_OPTS...]
+# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [--plot FILE] [-- RDMAMSG_PERF_OPTS...]
+#   --plot FILE  instead of the table: sweep message sizes 8 B to 4 MiB and
+#                draw latency and bandwidth against size for rdmamsg, raw
+#                verbs and UCX into FILE (.svg or .png) with gnuplot (Debian
+#                package gnuplot-nox); the data go to FILE.dat
 #   -b BUILDDIR  build tree holding tools/rdmamsg_perf and
 #                soft/.libs/libsoftrdma.so (default: the current directory
 #                if it has them, else the source tree next to this script)
@@ -25,12 +29,36 @@ set -u
 builddir=
 scale=${BENCH_SCALE:-1}
 rounds=3
+plot=
+# --plot FILE (getopts knows no long options): taken out before it runs
+args=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+	case $1 in
+	--plot) [ $# -ge 2 ] || { echo "bench-rdmamsg.sh: --plot needs a FILE" >&2; exit 2; }
+		plot=$2; shift 2 ;;
+	--plot=*) plot=${1#--plot=}; shift ;;
+	*) args+=("$1"); shift ;;
+	esac
+done
+set -- "${args[@]}" "$@"
+if [ -n "$plot" ]; then
+	case $plot in
+	*.svg) term="svg size 960,420 dynamic font 'sans,11'" ;;
+	*.png) term="pngcairo size 1280,560 font 'sans,10'" ;;
+	*) echo "bench-rdmamsg.sh: --plot FILE must end in .svg or .png" >&2; exit 2 ;;
+	esac
+	if ! command -v gnuplot >/dev/null 2>&1; then
+		echo "bench-rdmamsg.sh: --plot needs gnuplot, which is not installed." >&2
+		echo "  Debian/Ubuntu: apt-get install gnuplot-nox   (Fedora: dnf install gnuplot)" >&2
+		exit 2
+	fi
+fi
 while getopts b:qr: opt; do
 	case $opt in
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
-	*) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -72,6 +100,64 @@ scale_v() {
 
 echo "# bench-rdmamsg: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# rdmamsg_perf: $perf ${rmp_opts[*]:-(busy polling)}; softrdma: $lib (GID index ${gid:-n/a})"
+
+# plot_sweep -- --plot: latency and bandwidth from 8 B to 4 MiB, the median
+# of the rounds at each size, into $plot.dat and $plot
+plot_sweep() {
+	local dat=$plot.dat sz n nb when
+	local -a RL SL UL RB SB UB
+	when="$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+	{
+		echo "# bench-rdmamsg.sh --plot: $when; medians of $rounds rounds"
+		echo "# size lat_rdmamsg lat_verbs lat_ucx (us, one-way) bw_rdmamsg bw_verbs bw_ucx (MiB/s)"
+	} >"$dat"
+	for sz in 8 64 512 4096 32768 262144 1048576 4194304; do
+		# fewer iterations as messages grow: about the same time each
+		n=2000 nb=20000
+		[ "$sz" -gt 4096 ] && n=500 nb=5000
+		[ "$sz" -gt 262144 ] && n=100 nb=500
+		RL=() SL=() UL=() RB=() SB=() UB=()
+		for round in $(seq "$rounds"); do
+			echo "# $sz B, round $round/$rounds" >&2
+			acc RL rmp lat "$sz" 3 "$(iters $n)"
+			acc SL perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
+			acc UL ucx posix tag_lat "$sz" 3 "$(iters $((n * 5)))"
+			acc RB rmp bw "$sz" 3 "$(iters $nb)"
+			acc SB perftest ib_send_bw "$sz" 4 -n "$(iters $nb)"
+			acc UB ucx posix,cma tag_bw "$sz" 6 "$(iters $nb)"
+		done
+		echo "$sz $(med "${RL[@]}") $(med "${SL[@]}") $(med "${UL[@]}")" \
+			"$(scale_v "$(med "${RB[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")" \
+			"$(med "${SB[@]}") $(med "${UB[@]}")" >>"$dat"
+	done
+	cat "$dat"
+	gnuplot <<-EOF
+		set terminal $term
+		set output '$plot'
+		set datafile missing 'n/a'
+		set logscale xy
+		set grid
+		set key top left
+		set xlabel 'message size (bytes)'
+		set xtics ('8' 8, '64' 64, '512' 512, '4K' 4096, '32K' 32768, '256K' 262144, '1M' 1048576, '4M' 4194304)
+		set multiplot layout 1,2 title "rdmamsg vs raw verbs vs UCX, two processes on one host ($when)" font ',10'
+		set ylabel 'one-way latency (us), lower is better'
+		plot '$dat' using 1:2 with linespoints lw 2 title 'rdmamsg (softrdma)', \
+		     '' using 1:3 with linespoints title 'raw verbs (softrdma, perftest)', \
+		     '' using 1:4 with linespoints title 'UCX (ucx\_perftest, posix)'
+		set ylabel 'bandwidth (MiB/s), higher is better'
+		set key bottom right
+		plot '$dat' using 1:5 with linespoints lw 2 title 'rdmamsg (softrdma)', \
+		     '' using 1:6 with linespoints title 'raw verbs (softrdma, perftest)', \
+		     '' using 1:7 with linespoints title 'UCX (ucx\_perftest, posix,cma)'
+		unset multiplot
+	EOF
+	echo "# plot: $plot (data: $dat)"
+}
+if [ -n "$plot" ]; then
+	plot_sweep
+	exit 0
+fi
 
 # One round measures every metric once, rdmamsg, verbs and UCX back to back
 # so that drift on this shared machine hits all three; the table shows the
