@@ -127,7 +127,7 @@ int main(void)
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
 	       "connect again");
 	rdmamsg_ep_attr_delete(&a);
-	test_run_until(c.ctx, &c.connected, 10000);
+	test_run_until(c.ctx, &c.connected, 60000);
 	is_int(c.status, 0, "connected");
 	for (i = 0; i < NOPS; i++) {
 		switch (i % 4) {
@@ -164,7 +164,7 @@ int main(void)
 	       "close with them in flight");
 	is_int(c.ok_ + c.canceled + c.other, 0,
 	       "no completion from inside close");
-	test_run_until(c.ctx, &c.closed, 5000);
+	test_run_until(c.ctx, &c.closed, 60000);
 	is_int(c.closed, 1, "close callback ran once");
 	is_int(c.ok_ + c.canceled + c.other, c.accepted,
 	       "every accepted send completed before it");

@@ -170,12 +170,12 @@ static int server(int wfd, void *arg)
 	if (rdmamsg_listener_get_port(s.lst, &port) || !port)
 		return 12;
 	test_write_port(wfd, port);
-	test_run_until(s.ctx, &s.done, 20000);
+	test_run_until(s.ctx, &s.done, 60000);
 	if (!s.done)
 		return 13;
 	rdmamsg_listener_close(s.lst, lst_close_cb);
-	test_run_until(s.ctx, &s.closed, 5000);
-	test_run_until(s.ctx, &s.lclosed, 5000);
+	test_run_until(s.ctx, &s.closed, 60000);
+	test_run_until(s.ctx, &s.lclosed, 60000);
 	if (!s.closed || !s.lclosed)
 		return 14;
 	if (rdmamsg_ctx_destroy(&s.ctx))
@@ -262,7 +262,7 @@ static struct rdmamsg_ep *attempt(struct rdmamsg_ctx *ctx, const char *addr,
 		c->status = ret;
 		return NULL;
 	}
-	test_run_until(ctx, &c->connected, 10000);
+	test_run_until(ctx, &c->connected, 60000);
 	return ep;
 }
 
@@ -274,7 +274,7 @@ static void close_wait(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
 		return;
 	c->closed = 0;
 	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close");
-	test_run_until(ctx, &c->closed, 5000);
+	test_run_until(ctx, &c->closed, 60000);
 	ok(c->closed, "close callback ran");
 }
 
@@ -420,7 +420,7 @@ int main(void)
 	       "max message size unknown before the handshake");
 	is_int(rdmamsg_ep_get_max_msg_size(NULL, &max), -EINVAL,
 	       "get_max_msg_size(NULL)");
-	test_run_until(ctx, &c.connected, 5000);
+	test_run_until(ctx, &c.connected, 60000);
 	is_int(c.status, -ECONNREFUSED, "refused");
 	close_wait(ctx, ep, &c);
 
@@ -462,7 +462,7 @@ int main(void)
 	is_int(rdmamsg_send(ep, "x", max + 1, NULL), -EMSGSIZE,
 	       "send above the maximum");
 	is_int(rdmamsg_send_imm(ep, "hello", 5, 41, NULL), 0, "send hello");
-	test_run_until(ctx, &c.got, 5000);
+	test_run_until(ctx, &c.got, 60000);
 	ok(c.got && c.len == 5 && !memcmp(c.msg, "hello", 5), "echo arrives");
 	is_int(c.imm, 42, "immediate value went through both ways");
 	{
@@ -475,7 +475,7 @@ int main(void)
 	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close");
 	is_int(rdmamsg_ep_close(ep, cli_close_cb), -EALREADY, "close twice");
 	is_int(rdmamsg_send(ep, "x", 1, NULL), -ENOTCONN, "send after close");
-	test_run_until(ctx, &c.closed, 5000);
+	test_run_until(ctx, &c.closed, 60000);
 	ok(c.closed, "closed");
 
 	ret = test_wait_child(pid);

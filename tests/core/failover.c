@@ -174,7 +174,7 @@ static void close_wait(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
 {
 	c->closed = 0;
 	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close");
-	ok(test_run_until(ctx, &c->closed, 20000), "closed");
+	ok(test_run_until(ctx, &c->closed, 60000), "closed");
 }
 
 /* stream -- send NMSG numbered messages on ep and wait until s got
@@ -325,7 +325,7 @@ int main(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u,127.0.0.1:%u", d1, port);
 	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
 	       "connect over two paths");
-	ok(test_run_until(ctx, &c.connected, 30000), "on_connect came");
+	ok(test_run_until(ctx, &c.connected, 60000), "on_connect came");
 	is_int(c.status, 0, "connected");
 	is_int(s.accept_bad, 0, "accept with a policy -EINVAL, then accepted");
 	is_int(c.nev, 3, "three path events");
@@ -405,7 +405,7 @@ int main(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u,127.0.0.1:%u", d1, d2);
 	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
 	       "connect over two dead paths");
-	ok(test_run_until(ctx, &c.connected, 30000), "on_connect came");
+	ok(test_run_until(ctx, &c.connected, 60000), "on_connect came");
 	is_int(c.status, -ECONNREFUSED, "-ECONNREFUSED");
 	is_int(c.reason, RDMAMSG_REJECT_NO_LISTENER, "reason NO_LISTENER");
 	is_int(c.nev, 4, "four path events");
@@ -428,7 +428,7 @@ int main(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u,127.0.0.1:%u", port, port);
 	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
 	       "connect to a peer that refuses");
-	ok(test_run_until(ctx, &c.connected, 30000), "on_connect came");
+	ok(test_run_until(ctx, &c.connected, 60000), "on_connect came");
 	is_int(c.status, -ECONNREFUSED, "-ECONNREFUSED");
 	is_int(c.reason, 42, "the application's reason");
 	is_int(c.nev, 0, "no path event");
@@ -444,7 +444,7 @@ int main(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u,127.0.0.1:%u", d1, port);
 	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
 	       "connect, closed on PATH_DOWN");
-	ok(test_run_until(ctx, &c.closed, 30000), "closed from the callback");
+	ok(test_run_until(ctx, &c.closed, 60000), "closed from the callback");
 	is_int(c.nev, 1, "only PATH_DOWN");
 	ok(!c.connected, "no on_connect");
 	rdmamsg_ep_attr_delete(&a);

@@ -207,23 +207,23 @@ static int real(int wfd, void *arg)
 		r[0]++;
 		if (rdmamsg_connect(ctx, addr, NULL, &cli_cbs, &c, &ep))
 			return 22;
-		test_run_until(ctx, &c.up, 10000);
+		test_run_until(ctx, &c.up, 60000);
 		if (!c.status)
 			break;
 		if (c.status == -ECONNREFUSED &&
 		    c.reason == RDMAMSG_REJECT_RESOURCES)
 			r[1]++;
 		rdmamsg_ep_close(ep, cli_closed);
-		test_run_until(ctx, &c.closed, 5000);
+		test_run_until(ctx, &c.closed, 60000);
 		if (r[0] > 100)
 			return 23;
 		usleep(100 * 1000);
 	}
 	rdmamsg_send(ep, "hello", 5, NULL);
-	test_run_until(ctx, &c.echo, 10000);
+	test_run_until(ctx, &c.echo, 60000);
 	r[2] = (uint64_t)c.echo;
 	rdmamsg_ep_close(ep, cli_closed);
-	test_run_until(ctx, &c.closed, 5000);
+	test_run_until(ctx, &c.closed, 60000);
 	if (write(wfd, r, sizeof(r)) != sizeof(r))
 		return 24;
 	return rdmamsg_ctx_destroy(&ctx) ? 25 : 0;

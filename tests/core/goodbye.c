@@ -192,11 +192,11 @@ static int client(int wfd, void *arg)
 	if (rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep))
 		return 21;
 	rdmamsg_ep_attr_delete(&a);
-	if (!test_run_until(ctx, &c.up, 10000) || c.status)
+	if (!test_run_until(ctx, &c.up, 60000) || c.status)
 		return 22;
 	if (rdmamsg_send(ep, "ping", 4, NULL))
 		return 23;
-	if (!test_run_until(ctx, &c.pong, 10000))
+	if (!test_run_until(ctx, &c.pong, 60000))
 		return 24;
 	c.sent_ok = 0;
 	if (mode == M_KILL) {
@@ -215,7 +215,7 @@ static int client(int wfd, void *arg)
 	}
 	if (rdmamsg_ep_close(ep, cli_closed))
 		return 27;
-	if (!test_run_until(ctx, &c.closed, 10000))
+	if (!test_run_until(ctx, &c.closed, 60000))
 		return 28;
 	r[0] = c.sent_ok;
 	r[1] = c.cancelled;

@@ -294,7 +294,7 @@ static int honest(int wfd, void *arg)
 	r[1] = h.echoed;
 	r[2] = h.bad + (uint64_t)h.disc;
 	rdmamsg_ep_close(ep, hon_closed);
-	test_run_until(h.ctx, &h.closed, 5000);
+	test_run_until(h.ctx, &h.closed, 60000);
 	if (write(wfd, r, sizeof(r)) != sizeof(r))
 		return 23;
 	if (!h.closed || rdmamsg_ctx_destroy(&h.ctx))

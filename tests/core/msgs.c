@@ -180,8 +180,8 @@ static int server(int wfd, void *arg)
 	test_write_port(wfd, port);
 	test_run_until(s.ctx, &s.done, 120000);
 	rdmamsg_listener_close(s.lst, lst_close_cb);
-	test_run_until(s.ctx, &s.closed, 5000);
-	test_run_until(s.ctx, &s.lclosed, 5000);
+	test_run_until(s.ctx, &s.closed, 60000);
+	test_run_until(s.ctx, &s.lclosed, 60000);
 	if (!s.done || !s.closed || !s.lclosed)
 		return 12;
 	if (rdmamsg_ctx_destroy(&s.ctx))
@@ -328,7 +328,7 @@ int main(void)
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
 	       "connect");
 	rdmamsg_ep_attr_delete(&a);
-	test_run_until(c.ctx, &c.connected, 10000);
+	test_run_until(c.ctx, &c.connected, 60000);
 	is_int(c.status, 0, "connected");
 
 	is_int(rdmamsg_send(c.ep, "x", MAXMSG + 1, NULL), -EMSGSIZE,
@@ -354,7 +354,7 @@ int main(void)
 		}
 		c.want = i + WINDOW;
 		c.wdone = c.got >= c.want;
-		test_run_until(c.ctx, &c.wdone, 10000);
+		test_run_until(c.ctx, &c.wdone, 60000);
 	}
 	is_int(fails, 0, "every send accepted");
 	ok(c.got >= n, "all %zu echoes arrived (%u)", n, c.got);
@@ -365,7 +365,7 @@ int main(void)
 	ok(reg <= (64u << 20), "pool stays under its limit (%zu)", reg);
 
 	is_int(rdmamsg_ep_close(c.ep, cli_close_cb), 0, "close");
-	test_run_until(c.ctx, &c.closed, 5000);
+	test_run_until(c.ctx, &c.closed, 60000);
 	ok(c.closed, "closed");
 	is_int(c.done_cb, n, "every send completed exactly once");
 	is_int(test_wait_child(pid), 0, "server: kept buffers intact");

@@ -113,8 +113,8 @@ static int srv_main(int wfd, void *arg)
 	}
 	test_run_until(s.ctx, &s.done, 60000);
 	rdmamsg_listener_close(s.lst, srv_lst_close_cb);
-	test_run_until(s.ctx, &s.closed, 5000);
-	test_run_until(s.ctx, &s.lclosed, 5000);
+	test_run_until(s.ctx, &s.closed, 60000);
+	test_run_until(s.ctx, &s.lclosed, 60000);
 	if (!s.done || !s.closed || !s.lclosed)
 		return 12;
 	if (s.cfg->report) {

@@ -135,8 +135,8 @@ static int server(int wfd, void *arg)
 	test_write_port(wfd, port);
 	test_run_until(s.ctx, &s.done, 120000);
 	rdmamsg_listener_close(s.lst, lst_close_cb);
-	test_run_until(s.ctx, &s.closed, 5000);
-	test_run_until(s.ctx, &s.lclosed, 5000);
+	test_run_until(s.ctx, &s.closed, 60000);
+	test_run_until(s.ctx, &s.lclosed, 60000);
 	if (!s.done || !s.closed || !s.lclosed)
 		return 12;
 	if (rdmamsg_ctx_destroy(&s.ctx))
@@ -248,7 +248,7 @@ int main(void)
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
 	       "connect");
 	rdmamsg_ep_attr_delete(&a);
-	test_run_until(c.ctx, &c.connected, 10000);
+	test_run_until(c.ctx, &c.connected, 60000);
 	is_int(c.status, 0, "connected");
 
 	/* a burst of 64 KiB messages: queued until the pool is full */
@@ -264,7 +264,7 @@ int main(void)
 	rdmamsg_ctx_query_pool(c.ctx, &reg, &used);
 	diag("after the burst: %zu registered, %zu in use", reg, used);
 	c.drained = c.done_cb == c.sent;
-	test_run_until(c.ctx, &c.drained, 30000);
+	test_run_until(c.ctx, &c.drained, 60000);
 	ok(c.drained, "the burst drained (%u of %u)", c.done_cb, c.sent);
 
 	/* now another class: must not wait forever for memory */
@@ -283,7 +283,7 @@ int main(void)
 	}
 	is_int(big_fail, 0, "every 1 MiB message accepted");
 	c.drained = c.done_cb == c.sent;
-	test_run_until(c.ctx, &c.drained, 30000);
+	test_run_until(c.ctx, &c.drained, 60000);
 	ok(c.drained, "all sends completed (%u of %u)", c.done_cb, c.sent);
 	is_int(c.send_fail, 0, "no send failed");
 	ok(max_reg <= LIMIT, "pool stayed under its limit (%zu <= %zu)",
@@ -307,12 +307,12 @@ int main(void)
 		ret = send_wait(&c, MAXMSG, 10000);
 		is_int(ret, 0, "after freeing, a 1 MiB send goes again");
 		c.drained = c.done_cb == c.sent;
-		test_run_until(c.ctx, &c.drained, 30000);
+		test_run_until(c.ctx, &c.drained, 60000);
 		ok(c.drained, "and completes");
 	}
 
 	is_int(rdmamsg_ep_close(c.ep, cli_close_cb), 0, "close");
-	test_run_until(c.ctx, &c.closed, 5000);
+	test_run_until(c.ctx, &c.closed, 60000);
 	ok(c.closed, "closed");
 	is_int(test_wait_child(pid), 0,
 	       "server: every message intact, pool under its limit");

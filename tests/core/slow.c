@@ -121,7 +121,7 @@ int main(void)
 	is_int(rdmamsg_connect(c.ctx, addr, a, &cli_cbs, &c, &c.ep), 0,
 	       "connect");
 	rdmamsg_ep_attr_delete(&a);
-	test_run_until(c.ctx, &c.connected, 10000);
+	test_run_until(c.ctx, &c.connected, 60000);
 	is_int(c.status, 0, "connected");
 	pump(&c);
 	test_run_until(c.ctx, &c.finished, 60000);
@@ -137,7 +137,7 @@ int main(void)
 	ok(c.max_reg <= (8u << 20),
 	   "its pool stayed bounded (at most %zu bytes registered)", c.max_reg);
 	is_int(rdmamsg_ep_close(c.ep, cli_close_cb), 0, "close");
-	test_run_until(c.ctx, &c.closed, 5000);
+	test_run_until(c.ctx, &c.closed, 60000);
 	ok(c.closed, "closed");
 	ok(read(rfd, r, sizeof(r)) == (ssize_t)sizeof(r), "server reported");
 	is_int(r[0], c.n, "the server received every message");

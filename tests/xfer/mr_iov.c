@@ -182,7 +182,7 @@ static int server(int wfd, void *arg)
 		done = s.nconn == 2 && s.nclosed == 2;
 	}
 	rdmamsg_listener_close(s.lst, lst_closed);
-	test_run_until(s.ctx, &s.lclosed, 5000);
+	test_run_until(s.ctx, &s.lclosed, 60000);
 	if (rdmamsg_mr_dereg(&s.list) || rdmamsg_mr_dereg(&s.strided))
 		return 15;
 	if (rdmamsg_ctx_destroy(&s.ctx))
@@ -269,7 +269,7 @@ static int op(struct rdmamsg_ctx *ctx, int posted)
 		return posted;
 	op_done = 0;
 	while (!op_done)
-		if (!test_run_until(ctx, &op_done, 10000))
+		if (!test_run_until(ctx, &op_done, 60000))
 			return -ETIMEDOUT;
 	return op_status;
 }
@@ -279,7 +279,7 @@ static void up(struct rdmamsg_ctx *ctx, const char *addr, struct cli *c)
 	memset(c, 0, sizeof(*c));
 	if (rdmamsg_connect(ctx, addr, NULL, &cli_cbs, c, &c->ep))
 		bail_out("connect");
-	test_run_until(ctx, &c->exports, 10000);
+	test_run_until(ctx, &c->exports, 60000);
 	if (!c->exports || c->status)
 		bail_out("no exports");
 }
@@ -342,7 +342,7 @@ int main(void)
 		  rdmamsg_write(c.ep, lmr, 8192, rstr, 0, stotal, op_cb, NULL)),
 	       0, "one rdmamsg_write into the strided blocks");
 	is_int(rdmamsg_send(c.ep, "check", 5, NULL), 0, "ask the owner");
-	test_run_until(ctx, &c.checked, 10000);
+	test_run_until(ctx, &c.checked, 60000);
 	ok(c.checked && c.check == 1,
 	   "owner: every piece and block holds what was written, every gap "
 	   "is untouched");
@@ -382,7 +382,7 @@ int main(void)
 	is_int(rdmamsg_send_mr(c.ep, mine, 0, 200, NULL), 0,
 	       "rdmamsg_send_mr of our three pieces (the peer pulls them "
 	       "through the UMR key)");
-	test_run_until(ctx, &c.checked, 10000);
+	test_run_until(ctx, &c.checked, 60000);
 	ok(c.checked && c.check == 1, "the peer got the 200 bytes in order");
 
 	/* bad arguments */

@@ -154,7 +154,7 @@ static int server(int wfd, void *arg)
 	if (!srv_done)
 		return 12;
 	rdmamsg_listener_close(lst, lst_closed);
-	test_run_until(sctx, &srv_lclosed, 5000);
+	test_run_until(sctx, &srv_lclosed, 60000);
 	rdmamsg_ep_attr_delete(&srv_attr);
 	if (rdmamsg_ctx_destroy(&sctx))
 		return 13;

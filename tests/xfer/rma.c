@@ -171,7 +171,7 @@ static int server(int wfd, void *arg)
 		done = s.nconn == NEP && s.nclosed == NEP;
 	}
 	rdmamsg_listener_close(s.lst, lst_closed);
-	test_run_until(s.ctx, &s.lclosed, 5000);
+	test_run_until(s.ctx, &s.lclosed, 60000);
 	rdmamsg_ep_attr_delete(&s.attr);
 	if (rdmamsg_mr_dereg(&s.rw) || rdmamsg_mr_dereg(&s.ro) ||
 	    (s.rev && rdmamsg_mr_dereg(&s.rev)))
