@@ -7,13 +7,14 @@
  * Every endpoint exchanges one message with the server (echoed, checked).
  *
  * usage: scale_probe [-n ENDPOINTS] [-c CLIENTS] [-w WINDOW]
- *                    [-l POOL_LIMIT_MIB] [-s] [-q SRQS] [-v]
+ *                    [-l POOL_LIMIT_MIB] [-s] [-q SRQS] [-t CONNECT_MS] [-v]
  * (-s: the server's endpoints share one SRQ (-q K: K SRQs, endpoints
  * spread round-robin) of 3 buffers per endpoint plus a quarter more, at
  * most 32,767 (mlx5's and softrdma's max_srq_wr); every endpoint of both
  * sides with a receive depth of 2 and an eager size of 256 bytes; the
  * line then adds srv_srq_reg_per_ep, the SRQ's registered bytes per
- * endpoint; -v: progress on stderr every second)
+ * endpoint; -t: the endpoints' connect timeout with -s, both sides, for
+ * runs on a loaded machine; -v: progress on stderr every second)
  * (-l sets both contexts' pool limit; the library's default of 64 MiB
  * holds about 35 endpoints today, each preallocating its receive ring)
  * Prints one line: "scale N=... clients=... up=... connects_per_s=... srv_reg_per_ep=...
@@ -87,6 +88,7 @@ static int verbose, s_up, s_gone, s_errors, s_stop, use_srq, s_acc;
 static struct rdmamsg_ep_attr *srq_attrs[16]; /* -q: one per SRQ */
 static size_t pool_limit;
 static struct rdmamsg_ep_attr *ep_attr; /* NULL: defaults */
+static unsigned int connect_ms;		/* -t (with -s); 0: the default */
 
 /* small_attr -- with -s: receive depth 2, eager 256 (both sides) */
 static struct rdmamsg_ep_attr *small_attr(void)
@@ -99,6 +101,10 @@ static struct rdmamsg_ep_attr *small_attr(void)
 	rdmamsg_ep_attr_set_max_msg_size(a, 4096);
 	rdmamsg_ep_attr_set_recv_depth(a, 2);
 	rdmamsg_ep_attr_set_send_depth(a, 4);
+	if (connect_ms && rdmamsg_ep_attr_set_connect_timeout(a, connect_ms)) {
+		rdmamsg_ep_attr_delete(&a);
+		return NULL;
+	}
 	return a;
 }
 
@@ -421,8 +427,9 @@ int main(int argc, char **argv)
 	char addr[64];
 	uint16_t port = 0;
 	pid_t pid, cpid[64];
+	char *end;
 
-	while ((opt = getopt(argc, argv, "n:w:l:sq:c:v")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:l:sq:t:c:v")) != -1) {
 		switch (opt) {
 		case 'n':
 			n = atoi(optarg);
@@ -449,11 +456,16 @@ int main(int argc, char **argv)
 			if (use_srq < 1 || use_srq > 16)
 				return 2;
 			break;
+		case 't':
+			connect_ms = (unsigned int)strtoul(optarg, &end, 10);
+			if (*end || !connect_ms || connect_ms > 600000)
+				return 2;
+			break;
 		default:
 			fprintf(stderr,
 				"usage: %s [-n ENDPOINTS] [-c CLIENTS] "
 				"[-w WINDOW] [-l POOL_LIMIT_MIB] [-s] "
-				"[-q SRQS] [-v]\n",
+				"[-q SRQS] [-t CONNECT_MS] [-v]\n",
 				argv[0]);
 			return 2;
 		}

@@ -4,12 +4,24 @@
 # both sides), every one exchanging a message that the server echoes and
 # the client checks; all N must connect and echo, with no error, and the
 # SRQ's registered receive memory per endpoint must stay under 16 KiB.
-# N: RDMAMSG_TEST_SRQ_EPS (default 3,000: softrdma's SRQ holds 16,384
-# buffers, 5 per endpoint's window), 200 with RDMAMSG_TEST_SCALE=small.
+# N: RDMAMSG_TEST_SRQ_EPS (default 3,000; 10,000 in srq_scale-long.sh),
+# 200 with RDMAMSG_TEST_SCALE=small; client processes:
+# RDMAMSG_TEST_SRQ_CLIENTS (default 1).  Connects may take their time on a
+# loaded machine (60 s each); the server needs a file descriptor per
+# endpoint, so a hard limit below N + 1,000 skips the test.
 . "$top_srcdir/tests/lib.sh"
 
 n=${RDMAMSG_TEST_SRQ_EPS:-3000}
 [ "${RDMAMSG_TEST_SCALE:-}" = small ] && n=200
+clients=${RDMAMSG_TEST_SRQ_CLIENTS:-1}
+need=$((n + 1000))
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $need ]; then
+	hard=$(ulimit -Hn)
+	if [ "$hard" != unlimited ] && [ "$hard" -lt $need ]; then
+		skip_all "$n endpoints need $need file descriptors (hard limit $hard)"
+	fi
+	ulimit -n $need
+fi
 probe=$top_builddir/tools/scale_probe
 if [ ! -x "$probe" ]; then
 	echo "Bail out! $probe not built"
@@ -17,8 +29,9 @@ if [ ! -x "$probe" ]; then
 fi
 export RDMAMSG_SOFTRDMA_PATH=${RDMAMSG_SOFTRDMA_PATH:-$top_builddir/soft/.libs/libsoftrdma.so}
 export SOFTRDMA_SHM_PREFIX=rmt-srqscale-$$
-trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"* 2>/dev/null' EXIT INT TERM
-"$probe" -s -n "$n" -l $((64 + n / 8)) >"$tap_tmp/probe.log" 2>&1
+trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"* 2>/dev/null; tap_cleanup' EXIT
+"$probe" -s -n "$n" -c "$clients" -t 60000 -l $((64 + n / 8)) \
+	>"$tap_tmp/probe.log" 2>&1
 ok $? "$n endpoints on one SRQ connected and echoed: exits 0"
 line=$(grep '^scale' "$tap_tmp/probe.log")
 echo "# $line"
