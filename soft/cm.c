@@ -846,6 +846,8 @@ static void scm_drop_children(struct scm_id *s)
 		}
 		free(e);
 	}
+	if (!s->listened)
+		return; /* no children: no need to look at every id */
 	for (l = scm_ids.next; l != &scm_ids; l = ln) {
 		ln = l->next;
 		c = soft_container_of(l, struct scm_id, link);

@@ -369,6 +369,7 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (err)
 		goto unlock;
 	s->backlog = backlog;
+	s->listened = 1;
 	s->state = SCM_LISTEN;
 unlock:
 	pthread_mutex_unlock(&scm__lock);
@@ -841,6 +842,7 @@ int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 	} else if (event == IBV_EVENT_COMM_EST) {
 		if (s->state == SCM_REP_SENT) {
 			s->state = SCM_CONNECTED;
+			scm__deadline(s, 0); /* the REP's timeout */
 			scm__post(s, s, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, 0,
 				  0);
 		} else if (s->state == SCM_CONNECTED) {
@@ -1312,6 +1314,7 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 	case SCM_MSG_RTU:
 		if (s->state == SCM_REP_SENT) {
 			s->state = SCM_CONNECTED;
+			scm__deadline(s, 0); /* the REP's timeout */
 			scm__post(s, s, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, 0,
 				  0);
 		}

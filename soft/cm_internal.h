@@ -205,6 +205,7 @@ struct scm_id {
 	pthread_cond_t cond;
 	struct scm_id *listen; /* parent listener of a passive id */
 	int backlog;
+	int listened; /* rdma_listen succeeded once: it may have children */
 	int accept_paused; /* listener: out of fds, accept() resumes later */
 	int deferred;	   /* child: REQ beyond the backlog, held in req */
 	uint64_t born_ms;  /* child: accepted at (oldest evicted first) */
