@@ -544,6 +544,7 @@ static void client_reject_scenario(uint16_t port)
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
+	int hold;
 	uint8_t zero[148 - 10];
 
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
@@ -570,7 +571,7 @@ static void client_reject_scenario(uint16_t port)
 	ok(!rdma_destroy_id(id), "destroy rejected id");
 
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
-	    cmt_resolve(id, ch, cmt_free_port()))
+	    cmt_resolve(id, ch, cmt_free_port(&hold)))
 		bail_out("C3 resolve");
 	ok(!rdma_connect(id, &cp), "connect to a port nobody listens on");
 	ev = cmt_wait(ch, 10000);
@@ -578,6 +579,7 @@ static void client_reject_scenario(uint16_t port)
 	   "REJECTED, status 8 (IB_CM_REJ_INVALID_SERVICE_ID)");
 	if (ev)
 		rdma_ack_cm_event(ev);
+	close(hold);
 	ok(!rdma_destroy_id(id), "destroy");
 	rdma_destroy_event_channel(ch);
 }
@@ -588,6 +590,7 @@ static void client_sync_scenario(uint16_t port)
 	struct sockaddr_in dst = cmt_sin(port);
 	struct rdma_conn_param cp;
 	struct rdma_cm_id *id;
+	int hold;
 
 	ok(!rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP),
 	   "synchronous id (NULL channel)");
@@ -609,7 +612,7 @@ static void client_sync_scenario(uint16_t port)
 	   "returned on DISCONNECTED");
 	ok(!rdma_destroy_id(id), "destroy synchronous id");
 
-	dst = cmt_sin(cmt_free_port());
+	dst = cmt_sin(cmt_free_port(&hold));
 	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) ||
 	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
 	    rdma_resolve_route(id, 2000))
@@ -617,6 +620,7 @@ static void client_sync_scenario(uint16_t port)
 	errno = 0;
 	ok(rdma_connect(id, &cp) == -1 && errno == ECONNREFUSED,
 	   "synchronous connect to nobody: ECONNREFUSED");
+	close(hold);
 	ok(!rdma_destroy_id(id), "destroy");
 }
 
@@ -802,7 +806,7 @@ static void test_fork_exit(void)
 	struct rdma_cm_id *id;
 	long long t0;
 	pid_t pid;
-	int st = -1;
+	int st = -1, hold;
 
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
 		bail_out("create_id");
@@ -818,7 +822,7 @@ static void test_fork_exit(void)
 		memset(&cp, 0, sizeof(cp));
 		cp.qp_num = CLIENT_QPN;
 		if (!c2 || rdma_create_id(c2, &i2, NULL, RDMA_PS_TCP) ||
-		    cmt_resolve(i2, c2, cmt_free_port()) ||
+		    cmt_resolve(i2, c2, cmt_free_port(&hold)) ||
 		    rdma_connect(i2, &cp))
 			exit(2);
 		/* needs a progress thread of the child's own */

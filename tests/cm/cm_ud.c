@@ -82,6 +82,7 @@ int main(void)
 	struct ibv_qp_init_attr ia;
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
+	int hold;
 	struct ibv_qp_init_attr qia;
 	struct ibv_qp_attr qa;
 	struct rdma_cm_id *id;
@@ -151,13 +152,14 @@ int main(void)
 	ok(!rdma_destroy_id(id), "destroy");
 	cmt_reap(pid, "server");
 
-	id = ud_id(ch, cmt_free_port());
+	id = ud_id(ch, cmt_free_port(&hold));
 	ok(!rdma_connect(id, &cp), "connect to nobody");
 	ev = cmt_wait(ch, 10000);
 	ok(ev && ev->event == RDMA_CM_EVENT_UNREACHABLE && ev->status == 1,
 	   "UNREACHABLE, status 1 (IB_SIDR_UNSUPPORTED)");
 	if (ev)
 		rdma_ack_cm_event(ev);
+	close(hold);
 	ok(!rdma_destroy_id(id), "destroy");
 	rdma_destroy_event_channel(ch);
 	return done_testing();

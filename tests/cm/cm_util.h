@@ -66,20 +66,26 @@ static inline struct sockaddr_in cmt_sin(uint16_t port)
 	return sin;
 }
 
-/* cmt_free_port -- a TCP port nobody listens on now */
-static inline uint16_t cmt_free_port(void)
+/* cmt_free_port -- a TCP port nobody listens on while *hold is open: a
+ * socket bound to it and not listening (a connect to it is refused, and
+ * no other test running beside us can listen there); close(*hold) after */
+static inline uint16_t cmt_free_port(int *hold)
 {
 	struct sockaddr_in sin = cmt_sin(0);
 	socklen_t len = sizeof(sin);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	uint16_t port = 0;
 
+	*hold = -1;
 	if (fd < 0)
 		return 0;
 	if (!bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
 	    !getsockname(fd, (struct sockaddr *)&sin, &len))
 		port = ntohs(sin.sin_port);
-	close(fd);
+	if (port)
+		*hold = fd;
+	else
+		close(fd);
 	return port;
 }
 

@@ -139,17 +139,14 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = cli_connect,
 };
 
-/* dead_port -- a port nobody listens on (a listener's, closed) */
-static unsigned int dead_port(struct rdmamsg_ctx *ctx)
+/* dead_port -- a port nobody listens on, held until *fd is closed (no
+ * test running beside this one can listen there) */
+static unsigned int dead_port(int *fd)
 {
-	struct rdmamsg_listener *lst;
-	uint16_t port = 0;
+	uint16_t port = test_hold_port(0, fd);
 
-	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, NULL, &lst) ||
-	    rdmamsg_listener_get_port(lst, &port))
-		bail_out("listener for a dead port");
-	rdmamsg_listener_close(lst, NULL);
-	rdmamsg_ctx_progress(ctx);
+	if (!port)
+		bail_out("a port to hold");
 	return port;
 }
 
@@ -298,6 +295,7 @@ int main(void)
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_ep *ep;
 	unsigned int d1, d2;
+	int h1, h2;
 	uint16_t port = 0, hport = 0;
 	struct srv s, hang;
 	struct cli c;
@@ -306,8 +304,8 @@ int main(void)
 	test_setup("failover");
 	ctx = test_ctx();
 	memset(&s, 0, sizeof(s));
-	d1 = dead_port(ctx);
-	d2 = dead_port(ctx);
+	d1 = dead_port(&h1);
+	d2 = dead_port(&h2);
 	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &lst) ||
 	    rdmamsg_listener_get_port(lst, &port))
 		bail_out("listen");
@@ -453,5 +451,7 @@ int main(void)
 	rdmamsg_listener_close(hlst, NULL);
 	test_idle(ctx, 50);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+	close(h1);
+	close(h2);
 	return done_testing();
 }

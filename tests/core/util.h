@@ -12,6 +12,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "rdmamsg.h"
 
@@ -25,6 +28,40 @@ static inline struct rdmamsg_ep_attr *test_ep_attr(size_t eager, size_t max)
 	rdmamsg_ep_attr_set_eager_size(a, eager);
 	rdmamsg_ep_attr_set_max_msg_size(a, max);
 	return a;
+}
+
+/*
+ * test_hold_port -- keep a TCP port of 127.0.0.1 that nobody listens on:
+ * a socket bound to it, not listening, so that a connect there is refused
+ * and no other test running beside this one can listen there; port 0:
+ * any free port, else that port (which a listener just left) if it can
+ * be had within about a second.  Returns the port (0: none could be held)
+ * with the socket in *fd, to close when done.
+ */
+static inline uint16_t test_hold_port(uint16_t port, int *fd)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		*fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (*fd < 0)
+			return 0;
+		memset(&sin, 0, sizeof(sin));
+		sin.sin_family = AF_INET;
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sin.sin_port = htons(port);
+		if (!bind(*fd, (struct sockaddr *)&sin, sizeof(sin)) &&
+		    !getsockname(*fd, (struct sockaddr *)&sin, &len))
+			return ntohs(sin.sin_port);
+		close(*fd);
+		*fd = -1;
+		if (!port)
+			return 0;
+		usleep(10000);
+	}
+	return 0;
 }
 
 /* test_now_ms -- monotonic milliseconds */
