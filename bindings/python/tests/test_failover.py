@@ -24,6 +24,13 @@ async def dead_port(ctx):
     return port
 
 
+# How a connect to a port nobody listens on fails: refused, or now and then
+# (about 1 in 150 on a loaded machine, softrdma's CM) timed out after the
+# connect timeout -- both path failures, and so failed over.
+DEAD = (-errno.ECONNREFUSED, -errno.ETIMEDOUT)
+DEAD_EXC = (ConnectionRefusedError, TimeoutError)
+
+
 def kinds(events):
     return [(e.event, e.path) for e in events]
 
@@ -56,8 +63,9 @@ async def test_failover_to_second_path(ctxs, form, cb_kind):
     # what the library reported, in order, is kept on the endpoint
     assert kinds(ep.path_events) == [(DOWN, 0), (START, 1), (DONE, 1)]
     first = ep.path_events[0]
-    assert first.status == -errno.ECONNREFUSED  # nobody listens there
-    assert isinstance(first.error, ConnectionRefusedError)
+    assert first.status in DEAD  # nobody listens there
+    assert isinstance(first.error, DEAD_EXC)
+    assert first.error.errno == -first.status
     assert [e.status for e in ep.path_events[1:]] == [0, 0]
     assert ep.path_events[2].error is None
     assert all(isinstance(e.event, rdmamsg.PathEventType)
@@ -92,21 +100,24 @@ async def test_every_path_dead(ctxs):
     a, b = ctxs
     ports = [await dead_port(a) for _ in range(rdmamsg.MAX_PATHS)]
     events = []
-    with pytest.raises(ConnectionRefusedError) as ei:
+    with pytest.raises(DEAD_EXC) as ei:
         await rdmamsg.connect([("127.0.0.1", p) for p in ports], ctx=b,
                               failover="reconnect", on_path=events.append,
-                              connect_timeout=30)
+                              connect_timeout=10)
     n = rdmamsg.MAX_PATHS
     want = [(DOWN, 0)]
     for i in range(1, n):
         want += [(START, i), (DOWN, i)]
     want.append((FAILED, n - 1))
     assert kinds(events) == want
-    assert events[-1].status == -errno.ECONNREFUSED
-    assert all(e.status == -errno.ECONNREFUSED
-               for e in events if e.event == DOWN)
-    assert ei.value.errno == errno.ECONNREFUSED
-    assert ei.value.reason == rdmamsg.REJECT_NO_LISTENER
+    downs = [e.status for e in events if e.event == DOWN]
+    assert all(st in DEAD for st in downs), events
+    # the connect fails with the last path's error, as FAILOVER_FAILED says
+    assert events[-1].status == downs[-1]
+    assert ei.value.errno == -downs[-1]
+    if downs[-1] == -errno.ECONNREFUSED:
+        assert isinstance(ei.value, ConnectionRefusedError)
+        assert ei.value.reason == rdmamsg.REJECT_NO_LISTENER
     assert ei.value.path_events == tuple(events)
     # the context stays usable: a good single address connects
     async with await rdmamsg.start_server(echo_handler, "127.0.0.1:0",
