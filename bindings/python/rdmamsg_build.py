@@ -41,6 +41,7 @@ CDEF = """
 #define RDMAMSG_REJECT_NO_LISTENER ...
 #define RDMAMSG_VERSION_MAJOR ...
 #define RDMAMSG_VERSION_MINOR ...
+#define RDMAMSG_MAX_PATHS ...
 
 enum rdmamsg_fabric { RDMAMSG_FABRIC_AUTO, RDMAMSG_FABRIC_VERBS,
 		      RDMAMSG_FABRIC_SOFT, ... };
@@ -50,6 +51,12 @@ enum rdmamsg_cap { RDMAMSG_CAP_MAX_MSG_SIZE, RDMAMSG_CAP_MAX_INLINE,
 		   RDMAMSG_CAP_UMR, ... };
 enum rdmamsg_ep_state { RDMAMSG_EP_CONNECTING, RDMAMSG_EP_CONNECTED,
 			RDMAMSG_EP_DISCONNECTED, RDMAMSG_EP_CLOSING, ... };
+
+enum rdmamsg_failover { RDMAMSG_FAILOVER_OFF, RDMAMSG_FAILOVER_RECONNECT,
+			 ... };
+enum rdmamsg_path_event { RDMAMSG_PATH_DOWN, RDMAMSG_FAILOVER_START,
+			  RDMAMSG_FAILOVER_DONE, RDMAMSG_FAILOVER_FAILED,
+			  ... };
 
 struct rdmamsg_ctx;
 struct rdmamsg_ctx_attr;
@@ -66,6 +73,16 @@ struct rdmamsg_srq;
 struct rdmamsg_srq_attr {
 	unsigned int max_bufs;
 	size_t buf_size;
+	...;
+};
+
+struct rdmamsg_path_stats {
+	unsigned int npaths;
+	unsigned int path;
+	uint64_t path_downs;
+	uint64_t failovers;
+	uint64_t failover_fails;
+	uint64_t last_failover_ns;
 	...;
 };
 
@@ -157,6 +174,13 @@ int rdmamsg_srq_query(const struct rdmamsg_srq *srq,
 		      struct rdmamsg_srq_stats *stats);
 int rdmamsg_ep_attr_set_on_write_imm(struct rdmamsg_ep_attr *attr,
 	void (*on_write_imm)(struct rdmamsg_ep *, uint32_t, size_t, void *));
+int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
+				 enum rdmamsg_failover policy);
+int rdmamsg_ep_attr_set_path_cb(struct rdmamsg_ep_attr *attr,
+	void (*cb)(struct rdmamsg_ep *, enum rdmamsg_path_event,
+		   unsigned int, int, void *));
+int rdmamsg_ep_get_path_stats(const struct rdmamsg_ep *ep,
+			      struct rdmamsg_path_stats *stats);
 
 int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 		    const struct rdmamsg_ep_attr *attr,
@@ -324,6 +348,9 @@ extern "Python" void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
 extern "Python" void _py_on_writable(struct rdmamsg_ep *, void *);
 extern "Python" void _py_on_disconnect(struct rdmamsg_ep *, int, void *);
 extern "Python" void _py_on_ep_closed(struct rdmamsg_ep *, void *);
+extern "Python" void _py_on_path(struct rdmamsg_ep *,
+				 enum rdmamsg_path_event, unsigned int, int,
+				 void *);
 extern "Python" void _py_on_request(struct rdmamsg_ep *,
 				    struct rdmamsg_req *, void *, size_t,
 				    void *);

@@ -19,13 +19,14 @@ Multicast groups: ``async with await ctx.join("239.1.2.3") as g`` gives a
 """
 from . import _errors
 from ._core import (ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
-                    ACCESS_REMOTE_WRITE, KEEP_THRESHOLD, MR_EXPORT_SIZE,
-                    PRIVATE_DATA_MAX, Context, Endpoint, Group, GroupLoss,
-                    GroupMessage, GroupStats, Listener,
-                    MemoryRegion, Message, PoolBuffer, RemoteRegion, Request,
-                    Server, SharedReceiveQueue, SrqStats, connect,
-                    get_context, join, listen, live_contexts, log_to_logging,
-                    set_log_level, start_server)
+                    ACCESS_REMOTE_WRITE, KEEP_THRESHOLD, MAX_PATHS,
+                    MR_EXPORT_SIZE, PRIVATE_DATA_MAX, Context, Endpoint,
+                    Group, GroupLoss, GroupMessage, GroupStats, Listener,
+                    MemoryRegion, Message, PathEvent, PathEventType,
+                    PathStats, PoolBuffer, RemoteRegion, Request, Server,
+                    SharedReceiveQueue, SrqStats, connect, get_context, join,
+                    listen, live_contexts, log_to_logging, set_log_level,
+                    start_server)
 from ._errors import *  # noqa: F401,F403
 from ._errors import (ERRNO_CLASSES, EndOfStream, Error, make_error,
                       strerror)
@@ -47,6 +48,12 @@ REJECT_RESOURCES: int = _lib.RDMAMSG_REJECT_RESOURCES
 REJECT_CLOSED: int = _lib.RDMAMSG_REJECT_CLOSED
 REJECT_NO_LISTENER: int = _lib.RDMAMSG_REJECT_NO_LISTENER
 
+#: Path events of a connect with failover="reconnect" (PathEvent.event).
+PATH_DOWN = PathEventType.PATH_DOWN
+FAILOVER_START = PathEventType.FAILOVER_START
+FAILOVER_DONE = PathEventType.FAILOVER_DONE
+FAILOVER_FAILED = PathEventType.FAILOVER_FAILED
+
 __all__ = [
     "ACCESS_REMOTE_ATOMIC", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE",
     "KEEP_THRESHOLD", "MR_EXPORT_SIZE", "PRIVATE_DATA_MAX", "Context",
@@ -57,4 +64,6 @@ __all__ = [
     "set_log_level", "start_server", "ERRNO_CLASSES", "make_error",
     "strerror", "version", "REJECT_VERSION", "REJECT_HANDSHAKE",
     "REJECT_RESOURCES", "REJECT_CLOSED", "REJECT_NO_LISTENER",
+    "MAX_PATHS", "PathEvent", "PathEventType", "PathStats", "PATH_DOWN",
+    "FAILOVER_START", "FAILOVER_DONE", "FAILOVER_FAILED",
 ] + list(_errors.__all__)

@@ -20,6 +20,7 @@ import contextvars
 import errno as _errno
 import inspect
 import atexit
+import enum
 import itertools
 import logging
 import math
@@ -43,6 +44,7 @@ __all__ = [
     "connect", "listen", "join", "start_server", "get_context",
     "set_log_level", "log_to_logging",
     "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "ACCESS_REMOTE_ATOMIC",
+    "MAX_PATHS", "PathEvent", "PathEventType", "PathStats",
 ]
 
 BufferLike = Any  # any object with the buffer protocol (C-contiguous)
@@ -54,6 +56,8 @@ PRIVATE_DATA_MAX: int = lib.RDMAMSG_PRIVATE_DATA_MAX
 MR_EXPORT_SIZE: int = lib.RDMAMSG_MR_EXPORT_SIZE
 RECV_IMM: int = lib.RDMAMSG_RECV_IMM
 RECV_LARGE: int = lib.RDMAMSG_RECV_LARGE
+#: Most addresses of one connect (an address list, see connect()).
+MAX_PATHS: int = lib.RDMAMSG_MAX_PATHS
 
 _EBUSY = -_errno.EBUSY
 _c_pump = lib._rdmamsg_py_pump
@@ -95,8 +99,58 @@ _EP_ATTRS: Dict[str, Tuple[str, Callable[[Any], int]]] = {
     "max_large_size": ("rdmamsg_ep_attr_set_max_large_size", int),
     "linger": ("rdmamsg_ep_attr_set_linger", lambda v: int(bool(v))),
 }
-# Endpoint options that are objects, not numbers (see _make_ep_attr).
-_EP_OBJS = ("srq", "recv_alloc")
+# Endpoint options that are objects, not numbers (see _make_ep_attr);
+# failover and on_path are the connecting side's only (see _listen_core).
+_EP_OBJS = ("srq", "recv_alloc", "failover", "on_path")
+
+_FAILOVER = {"off": lib.RDMAMSG_FAILOVER_OFF,
+             "reconnect": lib.RDMAMSG_FAILOVER_RECONNECT}
+
+
+def _failover(value: Any) -> int:
+    """The C policy of connect(failover=...): "off" or "reconnect"."""
+    if isinstance(value, str):
+        if value not in _FAILOVER:
+            raise ValueError("failover must be 'off' or 'reconnect', not %r"
+                             % value)
+        return _FAILOVER[value]
+    raise TypeError("failover must be 'off' or 'reconnect'")
+
+
+class PathEventType(enum.IntEnum):
+    """What a path event reports (enum rdmamsg_path_event)."""
+    PATH_DOWN = lib.RDMAMSG_PATH_DOWN              # the path failed
+    FAILOVER_START = lib.RDMAMSG_FAILOVER_START    # trying this path next
+    FAILOVER_DONE = lib.RDMAMSG_FAILOVER_DONE      # connected on this path
+    FAILOVER_FAILED = lib.RDMAMSG_FAILOVER_FAILED  # the last path failed too
+
+
+class PathEvent(NamedTuple):
+    """One path event of a connect with ``failover="reconnect"``: event,
+    the index of the path in the address list, and status (0, or the
+    negative errno of PATH_DOWN and FAILOVER_FAILED)."""
+    event: PathEventType
+    path: int
+    status: int
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        """The status as the exception it maps to (None for 0)."""
+        return make_error(self.status) if self.status < 0 else None
+
+
+class PathStats(NamedTuple):
+    """What ``Endpoint.path_stats()`` reports (rdmamsg_ep_get_path_stats)."""
+    npaths: int            # addresses given
+    path: int              # the one in use (or tried last)
+    path_downs: int        # PATH_DOWN events (and unresolvable entries)
+    failovers: int         # FAILOVER_DONE events
+    failover_fails: int    # FAILOVER_FAILED events
+    last_failover_ns: int  # first path down to FAILOVER_DONE
+
+
+#: Tasks of coroutine path callbacks, held until they end.
+_path_tasks: Set["asyncio.Future[Any]"] = set()
 
 _FABRICS = {"auto": lib.RDMAMSG_FABRIC_AUTO, "verbs": lib.RDMAMSG_FABRIC_VERBS,
             "soft": lib.RDMAMSG_FABRIC_SOFT}
@@ -363,13 +417,28 @@ def _uint(v: Any, name: str) -> int:
     return v
 
 
-def _encode_addr(addr: Union[str, Tuple[str, int]]) -> bytes:
+def _one_addr(addr: Any) -> str:
     if isinstance(addr, tuple):
         host, port = addr
         addr = ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
     if not isinstance(addr, str):
         raise TypeError("address must be 'host:port' or (host, port)")
-    return addr.encode()
+    return addr
+
+
+def _encode_addr(addr: Union[str, Tuple[str, int], list]) -> bytes:
+    """'host:port', (host, port), or a list of them (a failover list,
+    joined with commas as rdmamsg_connect() takes it)."""
+    if isinstance(addr, list):
+        if not addr:
+            raise ValueError("an empty address list")
+        parts = [_one_addr(a) for a in addr]
+        for p in parts:
+            if "," in p:
+                raise ValueError("an entry of an address list has a comma: "
+                                 "%r" % p)
+        return ",".join(parts).encode()
+    return _one_addr(addr).encode()
 
 
 # ---------------------------------------------------------------------------
@@ -446,6 +515,11 @@ def _py_on_writable(ep, arg):  # type: ignore
 @ffi.def_extern(onerror=_cb_error)
 def _py_on_disconnect(ep, status, arg):  # type: ignore
     ffi.from_handle(arg)._on_disconnect(status)
+
+
+@ffi.def_extern(onerror=_cb_error)
+def _py_on_path(ep, event, path, status, arg):  # type: ignore
+    ffi.from_handle(arg)._on_path(event, path, status)
 
 
 @ffi.def_extern(onerror=_cb_error)
@@ -897,6 +971,18 @@ def _make_ep_attr(opts: Dict[str, Any],
                         raise TypeError("srq must be a SharedReceiveQueue")
                     check(lib.rdmamsg_ep_attr_set_srq(attr, value._c()),
                           "srq")
+                elif key == "failover":
+                    check(lib.rdmamsg_ep_attr_set_failover(
+                        attr, _failover(value)), "failover")
+                    # the events are recorded (path_events) even without
+                    # on_path
+                    check(lib.rdmamsg_ep_attr_set_path_cb(
+                        attr, lib._py_on_path), "on_path")
+                elif key == "on_path":
+                    if not callable(value):
+                        raise TypeError("on_path must be callable")
+                    check(lib.rdmamsg_ep_attr_set_path_cb(
+                        attr, lib._py_on_path), "on_path")
                 else:
                     if not callable(value):
                         raise TypeError("recv_alloc must be callable")
@@ -1031,10 +1117,14 @@ class _EpCore:
         # large messages landing in the caller's regions (recv_alloc):
         # address -> [(MemoryRegion, offset), ...]
         self.landing: Dict[int, list] = {}
+        # path events of a connect with a failover policy (the latest 64)
+        self.on_path: Optional[Callable[[PathEvent], Any]] = None
+        self.path_events: Deque[PathEvent] = deque(maxlen=64)
 
     def set_objs(self, options: Dict[str, Any]) -> None:
         self.srq = options.get("srq")
         self.recv_alloc = options.get("recv_alloc")
+        self.on_path = options.get("on_path")
 
     def _alloc(self, length: int, datap: Any, mrp: Any) -> int:
         """recv_alloc: where the large message of length bytes lands."""
@@ -1106,8 +1196,31 @@ class _EpCore:
                 exc = make_error(status)
                 exc.reason = reason  # type: ignore[attr-defined]
                 exc.private_data = pdata  # type: ignore[attr-defined]
+                exc.path_events = tuple(  # type: ignore[attr-defined]
+                    self.path_events)
                 fut.set_exception(exc)
         self.connect_fut = None
+
+    def _on_path(self, event: int, path: int, status: int) -> None:
+        try:
+            kind: Any = PathEventType(event)
+        except ValueError:  # an event newer than this binding
+            kind = int(event)
+        ev = PathEvent(kind, int(path), int(status))
+        self.path_events.append(ev)
+        cb = self.on_path
+        if cb is None:
+            return
+        try:
+            res = cb(ev)
+        except Exception as exc:
+            _report(exc, "exception in an rdmamsg path callback")
+            return
+        if inspect.isawaitable(res):
+            task = asyncio.ensure_future(res, loop=self.loop)
+            _path_tasks.add(task)
+            task.add_done_callback(_path_tasks.discard)
+            task.add_done_callback(_done_task)
 
     def _on_recv(self, data: Any, length: int, imm: int, flags: int) -> None:
         landed = None
@@ -1369,6 +1482,23 @@ class Endpoint:
     def peer_private_data(self) -> bytes:
         """The private data of the peer's accept (client side)."""
         return self._core.connect_info[1]
+
+    @property
+    def path_events(self) -> Tuple[PathEvent, ...]:
+        """The path events of the connect (``failover="reconnect"``), in
+        order: what ``on_path`` was given."""
+        return tuple(self._core.path_events)
+
+    def path_stats(self) -> PathStats:
+        """The path counters (rdmamsg_ep_get_path_stats): the addresses
+        given, the one in use, path downs, failovers and the time the last
+        failover took."""
+        st = ffi.new("struct rdmamsg_path_stats *")
+        check(lib.rdmamsg_ep_get_path_stats(self._core.c(), st),
+              "path_stats")
+        return PathStats(int(st.npaths), int(st.path), int(st.path_downs),
+                         int(st.failovers), int(st.failover_fails),
+                         int(st.last_failover_ns))
 
     @property
     def late_responses(self) -> int:
@@ -1812,7 +1942,7 @@ class _TmpMr:
             asyncio.get_running_loop().call_soon(self._op_done)
 
 
-async def connect(addr: Union[str, Tuple[str, int]], *,
+async def connect(addr: Union[str, Tuple[str, int], list], *,
                   ctx: Optional[Context] = None,
                   private_data: Optional[BufferLike] = None,
                   request_handler: Optional[Callable[[bytes], Any]] = None,
@@ -1837,6 +1967,23 @@ async def connect(addr: Union[str, Tuple[str, int]], *,
     errno).  Failure raises ConnectionRefusedError
     (with ``reason`` and ``private_data`` of the reject), TimeoutError,
     rdmamsg.HostUnreachable ...; cancelling closes the attempt.
+
+    Path failover: ``addr`` may list several addresses of the peer, as
+    ``"10.231.1.2:7000,10.231.2.2:7000"`` or a list of strings or
+    ``(host, port)`` pairs (at most MAX_PATHS), with
+    ``failover="reconnect"`` (the default ``"off"`` takes one address; a
+    list without the policy, too many entries or a bad entry raise
+    rdmamsg.InvalidArgument, a ValueError).  An attempt that fails
+    because of its path (nobody listens, unreachable, timed out, reset
+    before it was up) is tried again on the next address; the exception
+    is the last attempt's.  ``on_path=fn`` is called with each
+    ``PathEvent(event, path, status)`` -- PATH_DOWN, FAILOVER_START,
+    FAILOVER_DONE, FAILOVER_FAILED -- inside the context's progress pass,
+    before the connect completes: it must not block (a coroutine function
+    runs as a task).  The events are also kept in ``ep.path_events`` and
+    in the ``path_events`` of the exception of a failed connect;
+    ``ep.path_stats()`` has the counters.  Only the connecting side fails
+    over; a connection that fails once up ends as without a policy.
 
     ``track_sends=False`` leaves out the per-send completion callback (the
     library then signals sends selectively: fewer wake-ups, a higher message
@@ -2039,6 +2186,15 @@ def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
     for key in options:
         if key not in _EP_ATTRS and key not in _EP_OBJS:
             raise TypeError("unknown endpoint option %r" % key)
+    # only the connecting side fails over (rdmamsg_conn_req_accept() with a
+    # policy is -EINVAL): refused here, not at each request
+    if options.get("on_path") is not None:
+        raise TypeError("on_path is an option of connect(), not of a "
+                        "listener")
+    if options.get("failover") is not None and \
+            _failover(options["failover"]) != lib.RDMAMSG_FAILOVER_OFF:
+        raise make_error(-_errno.EINVAL, "failover: only the connecting "
+                         "side fails over")
     _make_ep_attr_check(options, accept_private_data)
     core = _ListenerCore(ctx, accept, options, accept_private_data,
                          keep_threshold, request_handler, track_sends)
