@@ -420,6 +420,24 @@ static void scm_connect_failed(struct scm_id *s, int err)
 			  NULL, 0, 0);
 }
 
+/*
+ * scm_self_connected -- did a TCP connect reach its own socket?  A connect
+ * to a port of this host that nobody listens on, from a source port the
+ * kernel picks, is now and then given that same port, and TCP's
+ * simultaneous open then connects the socket to itself: no CM would ever
+ * answer the REQ.  Nobody listens there, so it counts as refused.
+ */
+static int scm_self_connected(int fd)
+{
+	struct sockaddr_storage a, b;
+	socklen_t la = sizeof(a), lb = sizeof(b);
+
+	if (getsockname(fd, (struct sockaddr *)&a, &la) ||
+	    getpeername(fd, (struct sockaddr *)&b, &lb))
+		return 0;
+	return la == lb && !memcmp(&a, &b, la);
+}
+
 /* scm_start_connect -- TCP connect from the id's address to the peer's */
 static void scm_start_connect(struct scm_id *s)
 {
@@ -438,6 +456,10 @@ static void scm_start_connect(struct scm_id *s)
 	scm__deadline(s, s->connect_deadline_ms);
 	if (!connect(s->fd, &s->id.route.addr.dst_addr,
 		     scm__addr_len(&s->id.route.addr.dst_addr))) {
+		if (scm_self_connected(s->fd)) {
+			scm_connect_failed(s, ECONNREFUSED);
+			return;
+		}
 		s->state = SCM_REQ_SENT;
 		err = scm__send(s, &s->req);
 		if (!err)
@@ -1416,6 +1438,8 @@ void scm__progress(uint32_t events, struct scm_id *s)
 			err = errno;
 		if (!err && !(events & EPOLLOUT))
 			return;
+		if (!err && scm_self_connected(s->fd))
+			err = ECONNREFUSED;
 		if (!err) {
 			s->state = SCM_REQ_SENT;
 			err = scm__send(s, &s->req);
