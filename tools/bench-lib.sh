@@ -114,14 +114,17 @@ perftest() {
 	printf -v "$var" %s "$v"
 }
 
-# ucx RESULTVAR TLS TEST SIZE COL ITERS -- one ucx_perftest run
+# ucx RESULTVAR TLS TEST SIZE COL ITERS -- one ucx_perftest run; bandwidth
+# tests (*_bw) get the caller's ucx_win (e.g. -O 128) if it set one
 ucx() {
 	local var=$1 tls=$2 test=$3 size=$4 col=$5 n=$6 port v=n/a
+	local -a w=()
+	case $test in *_bw) [ -n "${ucx_win+x}" ] && w=("${ucx_win[@]}") ;; esac
 	if have ucx_perftest; then
 		port=$(free_port)
 		if pair "ucx-$test-$size" "$port" \
 			env UCX_TLS="$tls" ucx_perftest -p "$port" -- \
-			env UCX_TLS="$tls" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$n" -w "$(iters 1000)"; then
+			env UCX_TLS="$tls" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$n" -w "$(iters 1000)" "${w[@]}"; then
 			v=$(ucx_col "$tmp/ucx-$test-$size.c" "$col") || v=n/a
 		fi
 	fi

@@ -2,7 +2,7 @@
 # bench-rdmamsg.sh -- rdmamsg (tools/rdmamsg_perf) side by side with raw
 # verbs on the same fabric (perftest on softrdma, LD_PRELOADed) and UCX.
 #
-# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [--plot FILE] [-- RDMAMSG_PERF_OPTS...]
+# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-W WINDOW] [--plot FILE] [-- RDMAMSG_PERF_OPTS...]
 #   --plot FILE  instead of the table: sweep message sizes 8 B to 4 MiB and
 #                draw latency and bandwidth against size for rdmamsg, raw
 #                verbs and UCX into FILE (.svg or .png) with gnuplot (Debian
@@ -12,6 +12,10 @@
 #                if it has them, else the source tree next to this script)
 #   -q           quick run: a tenth of the iterations
 #   -r ROUNDS    measure everything ROUNDS times, report medians (default 3)
+#   -W WINDOW    bandwidth and rate rows: every side keeps at most WINDOW
+#                messages outstanding (rdmamsg_perf --window, ib_send_bw -t,
+#                ucx_perftest -O); default 128, perftest's tx depth;
+#                0: each side's own default
 #   RDMAMSG_PERF_OPTS  options for both rdmamsg_perf sides (default --busy,
 #                like perftest); a separate row always compares blocking
 #                modes: rdmamsg_perf --fd with ib_send_lat -e
@@ -29,6 +33,7 @@ set -u
 builddir=
 scale=${BENCH_SCALE:-1}
 rounds=3
+win=128
 plot=
 # --plot FILE (getopts knows no long options): taken out before it runs
 args=()
@@ -53,15 +58,22 @@ if [ -n "$plot" ]; then
 		exit 2
 	fi
 fi
-while getopts b:qr: opt; do
+while getopts b:qr:W: opt; do
 	case $opt in
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
-	*) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	W) win=$OPTARG ;;
+	*) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
+case $win in
+'' | *[!0-9]*) echo "bench-rdmamsg.sh: -W WINDOW must be a number" >&2; exit 2 ;;
+esac
+# the outstanding window for bw/rate rows, one option per peer (none: 0)
+rmp_win=() pt_win=() ucx_win=()
+[ "$win" -gt 0 ] && rmp_win=(--window "$win") pt_win=(-t "$win") ucx_win=(-O "$win")
 rmp_opts=("$@")
 # perftest busy-polls; so does rdmamsg here unless told otherwise
 [ ${#rmp_opts[@]} -gt 0 ] || rmp_opts=(--busy)
@@ -80,13 +92,14 @@ export RDMAMSG_FABRIC=soft RDMAMSG_SOFTRDMA_PATH=$lib
 # iters msgs/s Mmsgs/s)
 rmp() {
 	local var=$1 test=$2 size=$3 col=$4 n=$5 port v=n/a
-	local -a o=("${@:6}")
+	local -a o=("${@:6}") w=()
 	[ ${#o[@]} -gt 0 ] || o=("${rmp_opts[@]}")
+	[ "$test" = lat ] || w=("${rmp_win[@]}") # the client's window
 	if [ -x "$perf" ] && [ -e "$lib" ]; then
 		port=$(free_port)
 		if pair "rmp-$test-$size" "$port" \
 			"$perf" -s -p "$port" "${o[@]}" -- \
-			"$perf" -c 127.0.0.1 -p "$port" -t "$test" --size "$size" -n "$n" "${o[@]}"; then
+			"$perf" -c 127.0.0.1 -p "$port" -t "$test" --size "$size" -n "$n" "${o[@]}" "${w[@]}"; then
 			v=$(pt_col "$tmp/rmp-$test-$size.c" "$size" "$col") || v=n/a
 		fi
 	fi
@@ -100,6 +113,7 @@ scale_v() {
 
 echo "# bench-rdmamsg: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# rdmamsg_perf: $perf ${rmp_opts[*]:-(busy polling)}; softrdma: $lib (GID index ${gid:-n/a})"
+echo "# bw/rate window: ${rmp_win[*]:-none} | ib_send_bw ${pt_win[*]:-(default)} | ucx_perftest ${ucx_win[*]:-(default)}"
 
 # plot_sweep -- --plot: latency and bandwidth from 8 B to 4 MiB, the median
 # of the rounds at each size, into $plot.dat and $plot
@@ -123,7 +137,7 @@ plot_sweep() {
 			acc SL perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
 			acc UL ucx posix tag_lat "$sz" 3 "$(iters $((n * 5)))"
 			acc RB rmp bw "$sz" 3 "$(iters $nb)"
-			acc SB perftest ib_send_bw "$sz" 4 -n "$(iters $nb)"
+			acc SB perftest ib_send_bw "$sz" 4 -n "$(iters $nb)" "${pt_win[@]}"
 			acc UB ucx posix,cma tag_bw "$sz" 6 "$(iters $nb)"
 		done
 		echo "$sz $(med "${RL[@]}") $(med "${SL[@]}") $(med "${UL[@]}")" \
@@ -177,11 +191,11 @@ for round in $(seq "$rounds"); do
 	acc S_ev perftest ib_send_lat 8 5 -n "$(iters 2000)" -e
 	# bandwidth 64 KiB (rdmamsg_perf prints MB/s = 10^6 B/s; converted below)
 	acc R_bw rmp bw 65536 3 "$(iters 5000)"
-	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)"
+	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)" "${pt_win[@]}"
 	acc U_bw ucx posix,cma tag_bw 65536 6 "$(iters 10000)"
 	# message rate 8 B (UCX prints msg/s)
 	acc R_mr rmp rate 8 4 "$(iters 100000)"
-	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 100000)"
+	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 100000)" "${pt_win[@]}"
 	acc U_mr ucx posix,cma tag_bw 8 8 "$(iters 500000)"
 done
 for sz in 8 4096 65536; do

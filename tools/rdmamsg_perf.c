@@ -23,6 +23,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,8 +67,10 @@ struct perf_opts {
 	enum perf_test test;
 	size_t sizes[PERF_MAX_SIZES];
 	unsigned int nsizes;
-	unsigned long iters;  /* 0: the test's default */
-	unsigned long warmup; /* ULONG_MAX: the test's default */
+	unsigned long iters;	   /* 0: the test's default */
+	unsigned long warmup;	   /* ULONG_MAX: the test's default */
+	unsigned long outstanding; /* --window (bw, rate); 0: unbounded */
+	long cpu;		   /* --cpu; -1: not pinned */
 	enum perf_drive drive;
 	int verbose;
 	int zcopy; /* the client sends with rdmamsg_send_buf() */
@@ -105,6 +108,7 @@ struct perf {
 	uint64_t replies;
 	size_t last_len;
 	uint64_t writable;
+	unsigned long max_out; /* --window: most messages outstanding seen */
 };
 
 /* one accepted connection on the server */
@@ -694,20 +698,34 @@ static int cli_lat(struct perf *p, const char *buf, size_t size,
 }
 
 /* cli_round -- send iters messages, the last asking for an acknowledgement;
- * give the time until it came */
+ * give the time until it came.  With --window N, every ceil(N/2)-th message
+ * also asks for one, and message i goes out only once the acknowledgements
+ * received cover all but fewer than N of the messages before it: at most N
+ * are outstanding (sent, not yet acknowledged by the server's reply) */
 static int cli_round(struct perf *p, const char *buf, size_t size,
 		     unsigned long iters, uint64_t *ns)
 {
-	uint64_t want = p->replies + 1, t0 = now_ns();
-	unsigned long i;
-	int rc;
+	unsigned long i, win = p->o.outstanding;
+	unsigned long step = win ? (win + 1) / 2 : iters;
+	uint64_t base = p->replies, asked = 0, t0 = now_ns();
+	int rc, ack;
 
 	for (i = 0; i < iters; i++) {
-		rc = cli_send(p, buf, size, i + 1 == iters);
+		/* each acknowledgement but the last covers step messages */
+		while (win && i - (p->replies - base) * step >= win) {
+			rc = cli_wait_replies(p, p->replies + 1);
+			if (rc < 0)
+				return rc;
+		}
+		if (win && i - (p->replies - base) * step + 1 > p->max_out)
+			p->max_out = i - (p->replies - base) * step + 1;
+		ack = i + 1 == iters || (i + 1) % step == 0;
+		rc = cli_send(p, buf, size, ack);
 		if (rc < 0)
 			return rc;
+		asked += (uint64_t)ack;
 	}
-	rc = cli_wait_replies(p, want);
+	rc = cli_wait_replies(p, base + asked);
 	if (rc < 0)
 		return rc;
 	*ns = now_ns() - t0;
@@ -727,6 +745,7 @@ static int cli_stream(struct perf *p, const char *buf, size_t size,
 		if (rc < 0)
 			return rc;
 	}
+	p->max_out = 0;
 	rc = cli_round(p, buf, size, iters, &ns);
 	if (rc < 0)
 		return rc;
@@ -738,6 +757,9 @@ static int cli_stream(struct perf *p, const char *buf, size_t size,
 	else
 		printf("%8zu %8lu %12.0f %10.3f\n", size, iters,
 		       (double)iters / secs, (double)iters / secs / 1e6);
+	if (p->o.outstanding)
+		printf("# window %lu: at most %lu outstanding\n",
+		       p->o.outstanding, p->max_out);
 	fflush(stdout);
 	return 0;
 }
@@ -1147,10 +1169,11 @@ static void usage(FILE *f)
 {
 	static const char text[] =
 		"usage: rdmamsg_perf -s [-p PORT] [-b ADDR] [--loop]\n"
-		"                    [--fd|--busy|--ev]\n"
+		"                    [--fd|--busy|--ev] [--cpu N]\n"
 		"       rdmamsg_perf -c HOST [-p PORT] [-t lat|bw|rate]\n"
 		"                    [--size N[,N...]] [-n ITERS] [-w WARMUP]\n"
 		"                    [--fd|--busy|--ev] [--zcopy] [--srq]\n"
+		"                    [--window N] [--cpu N]\n"
 		"       rdmamsg_perf -P GROUP|-L GROUP [--size N[,N...]] "
 		"[-n ITERS]\n"
 		"                    [--reliable WINDOW] [--pace RATE] "
@@ -1171,6 +1194,10 @@ static void usage(FILE *f)
 		"                    rate 100000)\n"
 		"  -w, --warmup N    untimed iterations first\n"
 		"                    (default iters/10, at most 1000)\n"
+		"      --window N    (bw, rate) at most N messages sent and\n"
+		"                    not yet acknowledged by the server\n"
+		"                    (default: no bound but credits)\n"
+		"      --cpu N       pin the process to CPU N\n"
 		"      --fd          block in poll() on rdmamsg_ctx_get_fd()\n"
 		"                    after rdmamsg_ctx_arm() (default)\n"
 		"      --busy        spin on rdmamsg_ctx_progress()\n"
@@ -1255,6 +1282,8 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"reliable", required_argument, NULL, 'R'},
 		{"pace", required_argument, NULL, 'A'},
 		{"linger", required_argument, NULL, 'G'},
+		{"window", required_argument, NULL, 'W'},
+		{"cpu", required_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -1267,6 +1296,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	o->bind = "0.0.0.0";
 	o->warmup = ULONG_MAX;
 	o->linger = ULONG_MAX;
+	o->cpu = -1;
 	while ((ch = getopt_long(argc, argv, "slb:c:p:t:S:n:w:P:L:vh", longopts,
 				 NULL)) != -1) {
 		switch (ch) {
@@ -1345,6 +1375,26 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 				return -1;
 			o->linger = v;
 			break;
+		case 'W':
+			if (parse_ulong(optarg, 1, 100000000, &o->outstanding) <
+			    0) {
+				fprintf(stderr,
+					"rdmamsg_perf: --window %s: "
+					"want 1 to 100000000\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'C':
+			if (parse_ulong(optarg, 0, CPU_SETSIZE - 1, &v) < 0) {
+				fprintf(stderr,
+					"rdmamsg_perf: --cpu %s: want "
+					"a CPU number 0 to %d\n",
+					optarg, CPU_SETSIZE - 1);
+				return -1;
+			}
+			o->cpu = (long)v;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -1358,10 +1408,15 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	if (optind != argc)
 		return -1;
 	if (o->group) /* multicast: no server, no client, no TCP-ish test */
-		return o->server || o->host ? -1 : 0;
+		return o->server || o->host || o->outstanding ? -1 : 0;
 	if (o->server == !!o->host || o->window || o->pace ||
 	    o->linger != ULONG_MAX)
 		return -1;
+	if (o->outstanding && (o->server || o->test == PERF_LAT)) {
+		fprintf(stderr, "rdmamsg_perf: --window is for a bw or "
+				"rate client\n");
+		return -1;
+	}
 	return 0;
 }
 
@@ -1375,6 +1430,19 @@ int main(int argc, char **argv)
 	if (parse_args(&p.o, argc, argv) < 0) {
 		usage(stderr);
 		return 2;
+	}
+	if (p.o.cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET((size_t)p.o.cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+			fprintf(stderr,
+				"rdmamsg_perf: --cpu %ld: cannot run there: "
+				"%s\n",
+				p.o.cpu, strerror(errno));
+			return 2;
+		}
 	}
 	rdmamsg_log_set_function(perf_log, NULL);
 	rdmamsg_log_set_level(p.o.verbose == 0	 ? RDMAMSG_LOG_WARNING

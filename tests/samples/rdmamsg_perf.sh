@@ -80,6 +80,28 @@ sizes=$(rows 4 | tr '\n' ' ')
 [ $? = 0 ] && [ "$sizes" = "100 65536 " ]
 ok $? "bw zero-copy: rows (got: $sizes)"
 
+# --window N: at most N messages unacknowledged; the client reports the
+# most it saw, which must be at least 1 and at most N
+for w in 1 3 64; do
+	run "bw window $w" -- -t bw -n 2000 --size 4096 --window "$w"
+	rows 4 >/dev/null
+	ok $? "bw window $w: row"
+	awk -v w="$w" '/^# window/ { seen = 1; if ($3 != w ":" || $6 < 1 || $6 > w) bad = 1 }
+		END { exit bad || !seen }' "$tap_tmp/out"
+	ok $? "bw window $w: at most $w outstanding ($(grep '^# window' "$tap_tmp/out"))"
+done
+run "rate window" -- -t rate -n 5000 --window 16 --busy
+rows 4 >/dev/null
+ok $? "rate window 16: row"
+grep -Eq '^# window 16: at most ([1-9]|1[0-6]) outstanding$' "$tap_tmp/out"
+ok $? "rate window 16: at most 16 outstanding"
+
+# --cpu N pins both sides to a CPU they may run on (the first allowed)
+cpu=$(awk '/^Cpus_allowed_list/ { split($2, a, /[-,]/); print a[1] }' /proc/self/status)
+run "cpu $cpu" --cpu "$cpu" -- -t lat -n 200 --size 8 --cpu "$cpu"
+rows 5 >/dev/null
+ok $? "--cpu $cpu: lat row"
+
 run "fd mode" --fd -- -t lat -n 500 --size 64 --fd
 rows 5 >/dev/null
 ok $? "fd mode: lat row"
@@ -189,6 +211,26 @@ ok $? "usage error: --linger without a group exits 2"
 "$perf" -P 239.1.2.3 --linger 600001 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: --linger above 600000 ms exits 2"
+for bad in 0 -1 x 1x 100000001 99999999999999999999 ""; do
+	timeout -k 10 60 "$perf" -c 127.0.0.1 -t bw --window "$bad" >/dev/null 2>"$tap_tmp/err"
+	[ $? = 2 ] && grep -q -- '--window' "$tap_tmp/err"
+	ok $? "usage error: --window '$bad' exits 2 and says why"
+done
+timeout -k 10 60 "$perf" -c 127.0.0.1 -t lat --window 4 >/dev/null 2>"$tap_tmp/err"
+[ $? = 2 ] && grep -q 'bw or rate client' "$tap_tmp/err"
+ok $? "usage error: --window with lat exits 2"
+timeout -k 10 60 "$perf" -s --window 4 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --window on the server exits 2"
+for bad in -1 x 1x 1048576 99999999999999999999 ""; do
+	timeout -k 10 60 "$perf" -c 127.0.0.1 --cpu "$bad" >/dev/null 2>"$tap_tmp/err"
+	[ $? = 2 ] && grep -q -- '--cpu' "$tap_tmp/err"
+	ok $? "usage error: --cpu '$bad' exits 2 and says why"
+done
+# a CPU number this machine does not have (within CPU_SETSIZE)
+timeout -k 10 60 "$perf" -c 127.0.0.1 --cpu 1023 >/dev/null 2>"$tap_tmp/err"
+[ $? = 2 ] && grep -q 'cannot run there' "$tap_tmp/err"
+ok $? "--cpu 1023 (no such CPU) exits 2 and says why"
 timeout -k 10 60 "$perf" -P 239.1.2.3 --size 8 >/dev/null 2>"$tap_tmp/err"
 [ $? = 1 ] && grep -q 'sizes start at 16' "$tap_tmp/err"
 ok $? "mcast: a size below the stamp is refused (exit 1)"
