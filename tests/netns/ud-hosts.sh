@@ -60,9 +60,46 @@ a1=$(fab addr "$name" 1)
 iters=200
 [ -n "${RDMAMSG_VALGRIND:-}" ] && iters=20
 port=18701
+# the polling run is captured on host 1's interface and decoded by tshark
+cap=
+if command -v dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1
+then
+	cap=$tap_tmp/ud.pcap
+	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q -i eth0 \
+		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
+	cpid=$!
+	tap_pids="$tap_pids $cpid"
+	_i=0
+	while [ $_i -lt 300 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
+	do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+fi
 for mode in polling events; do
 	ev=
 	[ $mode = events ] && ev=-e
+	if [ $mode = events ] && [ -n "$cap" ]; then
+		kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
+		wait $cpid
+		# every packet a UD SEND_ONLY (opcode 100) with the Q_Key
+		# ibv_ud_pingpong uses, 1024 B of payload (UDP 8 + BTH 12 +
+		# DETH 8 + 1024 + ICRC 4), both ways
+		HOME=$tap_tmp tshark -n -r "$cap" -T fields -E separator=' ' \
+			-e infiniband.bth.opcode -e infiniband.deth.q_key \
+			-e udp.length >"$tap_tmp/ops" 2>>"$tap_tmp/tshark.err"
+		nf=$(wc -l <"$tap_tmp/ops")
+		ng=$(grep -c '^100 0x0*11111111 1056$' "$tap_tmp/ops")
+		# (not a count: a capture on a loaded machine may miss some)
+		[ "$nf" -gt 0 ] && [ "$ng" -eq "$nf" ]
+		ok $? "tshark: $ng of $nf captured packets are UD SEND_ONLY, Q_Key 0x11111111, 1024 B"
+		HOME=$tap_tmp tshark -n -r "$cap" -V >"$tap_tmp/verbose" \
+			2>>"$tap_tmp/tshark.err"
+		! grep -Eiq 'malformed|exception|bad checksum|\[Expert Info \((Error|Warning)' \
+			"$tap_tmp/verbose"
+		ok $? "tshark -V: nothing malformed, no error or warning"
+	fi
 	port=$((port + 1))
 	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
 		ibv_ud_pingpong -g 2 -p $port -n $iters -s 1024 $ev \
@@ -86,6 +123,7 @@ for mode in polling events; do
 		show_log "$tap_tmp/pp-c.log"
 	}
 done
+[ -z "$cap" ] && skip "tshark decodes the capture" "dumpcap or tshark not installed"
 
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exit after their last client"
