@@ -2099,6 +2099,8 @@ void soft_net_progress(struct soft_qp *qp)
 	struct soft_net_qp *nq = qp->net;
 
 	net_rx(64, qp->ctx); /* a poller needs not wait for our thread */
+	if (nq->ud)
+		return; /* datagrams went into the UD queue: ud.c delivers */
 	nq_run(nq, 0);
 	if (qp->state == IBV_QPS_ERR)
 		while (nq->tail < nq->head)
