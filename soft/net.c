@@ -51,6 +51,7 @@
 
 #include "net.h"
 #include "roce.h"
+#include "ud.h"
 
 #define NET_MAX_QP    4096
 #define NET_WINDOW    128	  /* unacknowledged packets in flight */
@@ -72,6 +73,7 @@ struct ag_fwd {
 	uint8_t pad;
 	uint16_t sport;
 	uint8_t src[16];
+	uint8_t dst[16]; /* the address it came to: the GRH's DGID */
 };
 
 struct net_swqe {
@@ -110,6 +112,7 @@ struct soft_net_qp {
 	int family;
 	uint8_t src[16], dst[16]; /* 4 bytes used for AF_INET */
 	uint32_t pmtu;
+	int ud; /* a UD QP: datagrams only, none of what follows */
 	/* requester */
 	struct net_swqe *sq;
 	struct iovec *iovs;
@@ -371,6 +374,7 @@ static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 		ip.sport = ntohs(s->sin6_port);
 	}
 	memcpy(fw.src, ip.src, 16);
+	memcpy(fw.dst, ip.dst, 16);
 	fw.sport = ip.sport;
 	if (roce_ip_udp(&ip, buf, sizeof(buf), (size_t)n) != (ssize_t)hl ||
 	    roce_icrc_check(buf, hl + (size_t)n))
@@ -1588,6 +1592,43 @@ static struct soft_net_qp *nq_find(uint32_t qpn)
 	return NULL;
 }
 
+/* ud_in -- a datagram for a UD QP: into its own queue, where the
+ * shared-memory path's checks (Q_Key, a posted receive, length) apply */
+static void ud_in(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
+{
+	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
+					0, 0, 0, 0, 0xff, 0xff};
+	struct soft_net_ud d;
+	struct roce_pkt p;
+	struct ag_fwd fw;
+
+	memcpy(&fw, buf, sizeof(fw));
+	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
+	    (p.bth.opcode != (ROCE_UD | ROCE_SEND_ONLY) &&
+	     p.bth.opcode != (ROCE_UD | ROCE_SEND_ONLY_IMM)) ||
+	    p.payload_len > SOFT_UD_MTU)
+		return;
+	memset(&d, 0, sizeof(d));
+	if (fw.family == AF_INET) {
+		memcpy(d.sgid, v4m, 12);
+		memcpy(d.sgid + 12, fw.src, 4);
+		memcpy(d.dgid, v4m, 12);
+		memcpy(d.dgid + 12, fw.dst, 4);
+	} else {
+		memcpy(d.sgid, fw.src, 16);
+		memcpy(d.dgid, fw.dst, 16);
+	}
+	d.qpn = p.deth.sqpn;
+	d.qkey = p.deth.qkey;
+	d.has_imm = p.bth.opcode == (ROCE_UD | ROCE_SEND_ONLY_IMM);
+	d.imm = htonl(p.imm);
+	d.solicited = p.bth.se;
+	d.hop_limit = 64;
+	d.data = p.payload;
+	d.len = p.payload_len;
+	soft_ud_net_input(nq->qp, &d);
+}
+
 /* net_packet -- queue a packet for its QP and run it if we can (HELD:
  * the context whose lock the caller holds, which runs it itself); net_mtx
  * held */
@@ -1606,6 +1647,10 @@ static void net_packet(const uint8_t *buf, size_t len,
 	nq = nq_find(qpn);
 	if (!nq)
 		return;
+	if (nq->ud) {
+		ud_in(nq, buf, len);
+		return;
+	}
 	k = malloc(sizeof(*k) + len);
 	if (!k)
 		return;
@@ -1656,7 +1701,7 @@ static int timers(void)
 	for (i = 0; i < NET_MAX_QP; i++) {
 		struct soft_net_qp *nq = net_tbl[i];
 
-		if (!nq)
+		if (!nq || nq->ud)
 			continue;
 		if (!soft_trylock(&nq->ctx->lock)) {
 			nq_run(nq, 1);
@@ -2054,8 +2099,103 @@ void soft_net_progress(struct soft_qp *qp)
 	struct soft_net_qp *nq = qp->net;
 
 	net_rx(64, qp->ctx); /* a poller needs not wait for our thread */
+	if (nq->ud)
+		return; /* datagrams went into the UD queue: ud.c delivers */
 	nq_run(nq, 0);
 	if (qp->state == IBV_QPS_ERR)
 		while (nq->tail < nq->head)
 			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);
+}
+
+void soft_net_ud_attach(struct soft_qp *qp)
+{
+	struct soft_net_qp *nq;
+	struct ag_msg m = {AG_REG, 0};
+	int i;
+
+	if (qp->net || qp->type != IBV_QPT_UD || !net_enabled())
+		return;
+	nq = calloc(1, sizeof(*nq));
+	if (!nq)
+		return; /* then only this host reaches it */
+	nq->qp = qp;
+	nq->ctx = qp->ctx;
+	nq->qpn = qp->qpx.qp_base.qp_num;
+	nq->ud = 1;
+	pthread_mutex_lock(&net_mtx);
+	for (i = 0; i < NET_MAX_QP; i++)
+		if (!net_tbl[i])
+			break;
+	if (i == NET_MAX_QP || net_start()) {
+		pthread_mutex_unlock(&net_mtx);
+		free(nq);
+		return;
+	}
+	net_tbl[i] = nq;
+	net_nqp++;
+	m.qpn = nq->qpn;
+	(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	pthread_mutex_unlock(&net_mtx);
+	qp->net = nq;
+}
+
+int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
+		     const struct iovec *iov, int niov)
+{
+	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
+					0, 0, 0, 0, 0xff, 0xff};
+	static int last_family;
+	static uint8_t last_dst[16], last_src[16];
+	uint8_t data[SOFT_UD_MTU];
+	struct soft_net_qp nq;
+	struct roce_pkt p;
+	size_t off = 0;
+	int i, r = -1;
+
+	if (!net_enabled() || d->len > SOFT_UD_MTU)
+		return -1;
+	for (i = 0; i < niov; i++) {
+		if (iov[i].iov_len > sizeof(data) - off)
+			return -1;
+		memcpy(data + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	if (off != d->len)
+		return -1;
+	memset(&nq, 0, sizeof(nq));
+	nq.qp = qp;
+	nq.dqpn = d->qpn & ROCE_QPN_MASK;
+	if (!memcmp(d->dgid, v4m, 12)) {
+		nq.family = AF_INET;
+		memcpy(nq.dst, d->dgid + 12, 4);
+	} else {
+		nq.family = AF_INET6;
+		memcpy(nq.dst, d->dgid, 16);
+	}
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = (uint8_t)(ROCE_UD | (d->has_imm ? ROCE_SEND_ONLY_IMM
+						       : ROCE_SEND_ONLY));
+	p.bth.se = (uint8_t) !!d->solicited;
+	p.bth.psn = 0;
+	p.deth.qkey = d->qkey;
+	p.deth.sqpn = qp->qpx.qp_base.qp_num & ROCE_QPN_MASK;
+	p.imm = ntohl(d->imm);
+	p.payload = data;
+	p.payload_len = d->len;
+	pthread_mutex_lock(&net_mtx);
+	if (net_start())
+		goto out;
+	if (last_family != nq.family || memcmp(last_dst, nq.dst, 16)) {
+		last_family = 0;
+		if (src_for(nq.family, nq.dst, last_src))
+			goto out;
+		last_family = nq.family;
+		memcpy(last_dst, nq.dst, 16);
+	}
+	memcpy(nq.src, last_src, 16);
+	pkt_send(&nq, &p);
+	r = 0;
+out:
+	pthread_mutex_unlock(&net_mtx);
+	return r;
 }

@@ -28,6 +28,28 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 /* soft_net_progress -- completions due now (ERR: flushes); ctx lock held */
 void soft_net_progress(struct soft_qp *qp);
 
+/* a UD datagram between hosts: what ud.c and net.c hand each other */
+struct soft_net_ud {
+	uint8_t sgid[16], dgid[16];
+	uint32_t qpn;  /* destination QPN (send), source QPN (receive) */
+	uint32_t qkey; /* already resolved (the high-bit rule applied) */
+	uint32_t imm;  /* as in ibv_send_wr/ibv_wc: network order */
+	int has_imm, solicited;
+	uint8_t tclass, hop_limit;
+	const void *data; /* receive: the payload */
+	uint32_t len;
+};
+
+/* soft_net_ud_attach -- a UD QP in RTR also receives from other hosts
+ * (SOFTRDMA_NET=1); ctx lock held */
+void soft_net_ud_attach(struct soft_qp *qp);
+
+/* soft_net_ud_send -- one datagram to another host as a RoCE v2 UD
+ * SEND_ONLY(_WITH_IMM); 0 when it went out, -1 when it could not (the
+ * datagram is then lost, as UD may lose it); ctx lock held */
+int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
+		     const struct iovec *iov, int niov);
+
 /* soft_net_agent_main -- the host's agent (tests start it by hand) */
 int soft_net_agent_main(void);
 

@@ -662,6 +662,9 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 			if (qp->ctx->serve_rings)
 				soft_thread_start_locked(qp->ctx);
 		}
+		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
+		    qp->type == IBV_QPT_UD)
+			soft_net_ud_attach(qp); /* issue 12: from other hosts */
 		/* SQ_DRAINED once nothing sent before is in flight: now,
 		 * or when the last of it completes (soft_sqd_check) */
 		if (next == IBV_QPS_SQD && cur != IBV_QPS_SQD &&

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net.h"
 #include "ud.h"
 
 /*
@@ -288,6 +289,7 @@ void soft_ud_destroy(struct soft_qp *qp)
 		return;
 	if (qp->type == IBV_QPT_UD)
 		soft_mcast_forget_qp(qp->qpx.qp_base.qp_num);
+	soft_net_release(qp); /* before the queue it feeds goes */
 	for (i = 0; i < UD_NPEER; i++)
 		peer_unmap(&u->peer[i]);
 	pend_drop(qp);
@@ -859,6 +861,40 @@ out:
 	return ret;
 }
 
+void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d)
+{
+	struct soft_ud *u = qp->ud;
+	struct ud_peer self;
+	struct ud_cell h;
+	struct iovec iov;
+
+	if (!u || d->len > SOFT_UD_MTU)
+		return;
+	memset(&h, 0, sizeof(h));
+	h.src_qpn = d->qpn & 0xffffff;
+	h.qkey = d->qkey;
+	h.msg_len = d->len;
+	if (d->has_imm) {
+		h.flags |= UDF_IMM;
+		h.imm = d->imm;
+	}
+	if (d->solicited)
+		h.flags |= UDF_SOLICITED;
+	h.tclass = d->tclass;
+	h.hop_limit = d->hop_limit;
+	memcpy(h.sgid, d->sgid, 16);
+	memcpy(h.dgid, d->dgid, 16);
+	memset(&self, 0, sizeof(self));
+	self.qpn = qp->qpx.qp_base.qp_num;
+	self.q = u->q;
+	self.cells = u->cells;
+	self.nslots = u->nslots;
+	iov.iov_base = (void *)(uintptr_t)d->data;
+	iov.iov_len = d->len;
+	(void)soft_ud_enqueue(&self, &h, &iov, 1, (uint32_t)qp->ctx->reg_idx,
+			      0);
+}
+
 /* uc_write -- UC RDMA WRITE into the target's memory; 0 when done */
 static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 		    const struct iovec *liov, int niov, uint64_t len)
@@ -1151,7 +1187,22 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		else
 			qp->ud->lost++;
 	} else {
-		qp->ud->lost++; /* another host: not reachable yet */
+		/* another host: RoCE v2 through net.c (SOFTRDMA_NET=1) */
+		struct soft_net_ud d;
+
+		memset(&d, 0, sizeof(d));
+		memcpy(d.sgid, h->sgid, 16);
+		memcpy(d.dgid, h->dgid, 16);
+		d.qpn = wr->wr.ud.remote_qpn;
+		d.qkey = h->qkey;
+		d.has_imm = !!(h->flags & UDF_IMM);
+		d.imm = h->imm;
+		d.solicited = !!(h->flags & UDF_SOLICITED);
+		d.tclass = h->tclass;
+		d.hop_limit = h->hop_limit;
+		d.len = h->msg_len;
+		if (soft_net_ud_send(qp, &d, iov, wr->num_sge))
+			qp->ud->lost++;
 	}
 }
 

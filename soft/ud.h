@@ -29,6 +29,11 @@ int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		    const struct iovec *iov, int niov, uint32_t ctx_idx,
 		    int may_wait);
 
+/* soft_ud_net_input -- a datagram from another host (net.c) into the QP's
+ * own queue; the receive checks are those of a local datagram */
+struct soft_net_ud;
+void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d);
+
 /* mcast.c: send to a group (the members found), a QP's last leave */
 uint32_t soft_mcast_send(struct soft_ud *u, const uint8_t *mgid, int block,
 			 struct ud_cell *h, const struct iovec *iov, int niov);

@@ -1,0 +1,130 @@
+#!/bin/sh
+# ud-hosts.sh -- UD between two hosts of the namespace fabric over
+# softrdma's RoCE v2 path (soft/net.c, SOFTRDMA_NET=1): Debian's
+# ibv_ud_pingpong, polling and events, whose server answers through an AH
+# made from the receive's GRH (ibv_create_ah_from_wc); then the hosts'
+# agents are gone.
+. "$top_srcdir/tests/lib.sh"
+fabric=$top_srcdir/tests/netns/fabric.sh
+[ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
+command -v ibv_ud_pingpong >/dev/null 2>&1 ||
+	skip_all "ibv_ud_pingpong not installed (Debian package ibverbs-utils)"
+why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
+name=${RDMAMSG_FABRIC_STEM:-rdmamsg}-udh$$
+trap 'for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
+	sh "$fabric" cleanup "$name"; tap_cleanup' EXIT
+trap 'exit 1' INT TERM
+
+fab() {
+	sh "$fabric" "$@"
+}
+# on HOST CMD... -- a program on a host of the fabric, network path on
+on() {
+	_h=$1
+	shift
+	fab exec "$name" "$_h" env SOFTRDMA_NET=1 "$@"
+}
+listening() {
+	_i=0
+	while [ $_i -lt 300 ]; do
+		fab exec "$name" "$1" cat /proc/net/tcp 2>/dev/null |
+			grep -Eq ":$(printf '%04X' "$2") 0+:0000 0A" && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+# agent_gone HOST -- the host's agent has exited (10 s at most)
+agent_gone() {
+	_i=0
+	while [ $_i -lt 100 ]; do
+		fab exec "$name" "$1" cat /proc/net/unix |
+			grep -q '@softrdma-roce' || return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+
+# the fabrics of earlier runs killed outright (no EXIT trap ran)
+for f in $(fab list); do
+	p=${f#"${RDMAMSG_FABRIC_STEM:-rdmamsg}-udh"}
+	case $p in '' | *[!0-9]* | "$f") continue ;; esac
+	kill -0 "$p" 2>/dev/null || fab down "$f"
+done
+
+fab up "$name" 2 1
+ok $? "fabric of 2 hosts up"
+a1=$(fab addr "$name" 1)
+
+iters=200
+[ -n "${RDMAMSG_VALGRIND:-}" ] && iters=20
+port=18701
+# the polling run is captured on host 1's interface and decoded by tshark
+cap=
+if command -v dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1
+then
+	cap=$tap_tmp/ud.pcap
+	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q -i eth0 \
+		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
+	cpid=$!
+	tap_pids="$tap_pids $cpid"
+	_i=0
+	while [ $_i -lt 300 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
+	do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+fi
+for mode in polling events; do
+	ev=
+	[ $mode = events ] && ev=-e
+	if [ $mode = events ] && [ -n "$cap" ]; then
+		kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
+		wait $cpid
+		# every packet a UD SEND_ONLY (opcode 100) with the Q_Key
+		# ibv_ud_pingpong uses, 1024 B of payload (UDP 8 + BTH 12 +
+		# DETH 8 + 1024 + ICRC 4), both ways
+		HOME=$tap_tmp tshark -n -r "$cap" -T fields -E separator=' ' \
+			-e infiniband.bth.opcode -e infiniband.deth.q_key \
+			-e udp.length >"$tap_tmp/ops" 2>>"$tap_tmp/tshark.err"
+		nf=$(wc -l <"$tap_tmp/ops")
+		ng=$(grep -c '^100 0x0*11111111 1056$' "$tap_tmp/ops")
+		# (not a count: a capture on a loaded machine may miss some)
+		[ "$nf" -gt 0 ] && [ "$ng" -eq "$nf" ]
+		ok $? "tshark: $ng of $nf captured packets are UD SEND_ONLY, Q_Key 0x11111111, 1024 B"
+		HOME=$tap_tmp tshark -n -r "$cap" -V >"$tap_tmp/verbose" \
+			2>>"$tap_tmp/tshark.err"
+		! grep -Eiq 'malformed|exception|bad checksum|\[Expert Info \((Error|Warning)' \
+			"$tap_tmp/verbose"
+		ok $? "tshark -V: nothing malformed, no error or warning"
+	fi
+	port=$((port + 1))
+	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
+		ibv_ud_pingpong -g 2 -p $port -n $iters -s 1024 $ev \
+		>"$tap_tmp/pp-s.log" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	ok $? "ibv_ud_pingpong ($mode): server listens on host 1"
+	on 2 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
+		ibv_ud_pingpong -g 2 -p $port -n $iters -s 1024 $ev "$a1" \
+		>"$tap_tmp/pp-c.log" 2>&1
+	rc=$?
+	wait $spid
+	src=$?
+	[ $rc -eq 0 ] && [ $src -eq 0 ] &&
+		grep -q "$((iters * 1024 * 2)) bytes in" "$tap_tmp/pp-c.log" &&
+		grep -q "$iters iters" "$tap_tmp/pp-s.log"
+	ok $? "ibv_ud_pingpong ($mode) host 2 <-> host 1: $iters x 1024 B (exit $rc/$src)"
+	[ $rc -ne 0 ] || [ $src -ne 0 ] && {
+		show_log "$tap_tmp/pp-s.log"
+		show_log "$tap_tmp/pp-c.log"
+	}
+done
+[ -z "$cap" ] && skip "tshark decodes the capture" "dumpcap or tshark not installed"
+
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exit after their last client"
+done_testing
