@@ -9,62 +9,18 @@
 # the QP in ERR); Debian's ibv_rc_pingpong, polling and events; then the
 # hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
-fabric=$top_srcdir/tests/netns/fabric.sh
 peer=$top_builddir/tests/netns/rc_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 [ -x "$peer" ] || skip_all "tests/netns/rc_peer not built"
-why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
-name=${RDMAMSG_FABRIC_STEM:-rdmamsg}-rch$$
-trap 'for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
-	sh "$fabric" cleanup "$name"; tap_cleanup' EXIT
-trap 'exit 1' INT TERM
-
-fab() {
-	sh "$fabric" "$@"
-}
-# on HOST CMD... -- a program on a host of the fabric, network path on
-on() {
-	_h=$1
-	shift
-	fab exec "$name" "$_h" env SOFTRDMA_NET=1 "$@"
-}
-listening() {
-	_i=0
-	while [ $_i -lt 100 ]; do
-		fab exec "$name" "$1" cat /proc/net/tcp 2>/dev/null |
-			grep -Eq ":$(printf '%04X' "$2") 0+:0000 0A" && return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
-# agent_gone HOST -- the host's agent has exited (5 s at most)
-agent_gone() {
-	_i=0
-	while [ $_i -lt 50 ]; do
-		fab exec "$name" "$1" cat /proc/net/unix |
-			grep -q '@softrdma-roce' || return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
-
-# the fabrics of earlier runs killed outright (no EXIT trap ran): their
-# shell is gone.  (Their programs end by themselves: rc_peer within its
-# timeout, the agents a second after their last client.)
-for f in $(fab list); do
-	p=${f#"${RDMAMSG_FABRIC_STEM:-rdmamsg}-rch"}
-	case $p in '' | *[!0-9]* | "$f") continue ;; esac
-	kill -0 "$p" 2>/dev/null || fab down "$f"
-done
+hosts_stem=rch
+. "$top_srcdir/tests/netns/hosts-lib.sh"
 
 fab up "$name" 2 1
 ok $? "fabric of 2 hosts up"
 a1=$(fab addr "$name" 1)
 
 rounds=3
-[ -n "${RDMAMSG_VALGRIND:-}" ] && rounds=1
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && rounds=1
 port=18601
 # pair WHAT ROUNDS [ENV...] -- rc_peer server on host 1, client on host 2,
 # both with ENV; every check of the client's TAP must pass
@@ -162,7 +118,7 @@ fi
 # 8 x 134 ms without progress before RETRY_EXC) rather than rc_peer's 17
 # (537 ms), except under valgrind
 lt=RC_PEER_TIMEOUT=15
-[ -n "${RDMAMSG_VALGRIND:-}" ] && lt=RC_PEER_TIMEOUT=17
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && lt=RC_PEER_TIMEOUT=17
 pair "1% loss" 1 $lt SOFTRDMA_TEST_NETFAULT=seed=1,drop=1
 pair "10% loss" 1 $lt SOFTRDMA_TEST_NETFAULT=seed=2,drop=10
 pair "5% duplicated, 5% reordered" 1 \

@@ -5,60 +5,17 @@
 # made from the receive's GRH (ibv_create_ah_from_wc); then the hosts'
 # agents are gone.
 . "$top_srcdir/tests/lib.sh"
-fabric=$top_srcdir/tests/netns/fabric.sh
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v ibv_ud_pingpong >/dev/null 2>&1 ||
 	skip_all "ibv_ud_pingpong not installed (Debian package ibverbs-utils)"
-why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
-name=${RDMAMSG_FABRIC_STEM:-rdmamsg}-udh$$
-trap 'for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
-	sh "$fabric" cleanup "$name"; tap_cleanup' EXIT
-trap 'exit 1' INT TERM
-
-fab() {
-	sh "$fabric" "$@"
-}
-# on HOST CMD... -- a program on a host of the fabric, network path on
-on() {
-	_h=$1
-	shift
-	fab exec "$name" "$_h" env SOFTRDMA_NET=1 "$@"
-}
-listening() {
-	_i=0
-	while [ $_i -lt 300 ]; do
-		fab exec "$name" "$1" cat /proc/net/tcp 2>/dev/null |
-			grep -Eq ":$(printf '%04X' "$2") 0+:0000 0A" && return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
-# agent_gone HOST -- the host's agent has exited (10 s at most)
-agent_gone() {
-	_i=0
-	while [ $_i -lt 100 ]; do
-		fab exec "$name" "$1" cat /proc/net/unix |
-			grep -q '@softrdma-roce' || return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
-
-# the fabrics of earlier runs killed outright (no EXIT trap ran)
-for f in $(fab list); do
-	p=${f#"${RDMAMSG_FABRIC_STEM:-rdmamsg}-udh"}
-	case $p in '' | *[!0-9]* | "$f") continue ;; esac
-	kill -0 "$p" 2>/dev/null || fab down "$f"
-done
+hosts_stem=udh
+. "$top_srcdir/tests/netns/hosts-lib.sh"
 
 fab up "$name" 2 1
 ok $? "fabric of 2 hosts up"
 a1=$(fab addr "$name" 1)
 
 iters=200
-[ -n "${RDMAMSG_VALGRIND:-}" ] && iters=20
 port=18701
 # the polling run is captured on host 1's interface and decoded by tshark
 cap=
@@ -91,14 +48,20 @@ for mode in polling events; do
 			-e udp.length >"$tap_tmp/ops" 2>>"$tap_tmp/tshark.err"
 		nf=$(wc -l <"$tap_tmp/ops")
 		ng=$(grep -c '^100 0x0*11111111 1056$' "$tap_tmp/ops")
-		# (not a count: a capture on a loaded machine may miss some)
-		[ "$nf" -gt 0 ] && [ "$ng" -eq "$nf" ]
-		ok $? "tshark: $ng of $nf captured packets are UD SEND_ONLY, Q_Key 0x11111111, 1024 B"
-		HOME=$tap_tmp tshark -n -r "$cap" -V >"$tap_tmp/verbose" \
-			2>>"$tap_tmp/tshark.err"
-		! grep -Eiq 'malformed|exception|bad checksum|\[Expert Info \((Error|Warning)' \
-			"$tap_tmp/verbose"
-		ok $? "tshark -V: nothing malformed, no error or warning"
+		# (not a count: a capture on a loaded machine may miss some,
+		# or all: then there is nothing to decode)
+		if [ "$nf" -eq 0 ]; then
+			skip "tshark decodes the capture" \
+				"dumpcap captured none of the packets"
+		else
+			[ "$ng" -eq "$nf" ]
+			ok $? "tshark: $ng of $nf captured packets are UD SEND_ONLY, Q_Key 0x11111111, 1024 B"
+			HOME=$tap_tmp tshark -n -r "$cap" -V \
+				>"$tap_tmp/verbose" 2>>"$tap_tmp/tshark.err"
+			! grep -Eiq 'malformed|exception|bad checksum|\[Expert Info \((Error|Warning)' \
+				"$tap_tmp/verbose"
+			ok $? "tshark -V: nothing malformed, no error or warning"
+		fi
 	fi
 	port=$((port + 1))
 	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
