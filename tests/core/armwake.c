@@ -21,13 +21,9 @@
 #define STALL_MS 30000 /* a wake-up that never comes, not a slow machine */
 #define BIG	 20000 /* above the eager size: several fragments */
 
-struct side {
-	struct rdmamsg_ctx *ctx;
-	struct rdmamsg_ep *ep;
-	uint64_t got, bad, stalls;
-	int up, status, disc, closed;
-	unsigned char buf[BIG];
-};
+/* each process (the client, the forked server) has one connection */
+static uint64_t stalls;	       /* poll()s that slept through a reply */
+static unsigned char buf[BIG]; /* a payload sent or checked */
 
 /* fill -- the payload of round i, len bytes */
 static void fill(unsigned char *p, size_t len, uint64_t i)
@@ -47,7 +43,7 @@ static size_t round_len(uint64_t i)
 static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 		       uint32_t imm, unsigned int flags, void *arg)
 {
-	struct side *s = arg;
+	struct test_side *s = arg;
 
 	(void)flags;
 	if (!s->ep)
@@ -55,49 +51,23 @@ static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 	if (imm != (uint32_t)s->got || len != round_len(s->got)) {
 		s->bad++;
 	} else {
-		fill(s->buf, len, s->got);
-		if (memcmp(s->buf, data, len))
+		fill(buf, len, s->got);
+		if (memcmp(buf, data, len))
 			s->bad++;
 	}
 	s->got++;
 }
 
-static void on_connect_cb(struct rdmamsg_ep *ep, int status, int reason,
-			  const void *pdata, size_t len, void *arg)
-{
-	struct side *s = arg;
-
-	(void)ep;
-	(void)reason;
-	(void)pdata;
-	(void)len;
-	s->up = 1;
-	s->status = status;
-}
-
-static void on_disc_cb(struct rdmamsg_ep *ep, int status, void *arg)
-{
-	(void)ep;
-	(void)status;
-	((struct side *)arg)->disc = 1;
-}
-
-static void on_close_cb(struct rdmamsg_ep *ep, void *arg)
-{
-	(void)ep;
-	((struct side *)arg)->closed = 1;
-}
-
 static const struct rdmamsg_ep_cbs cbs = {
-	.on_connect = on_connect_cb,
+	.on_connect = test_side_on_connect,
 	.on_recv = on_recv_cb,
-	.on_disconnect = on_disc_cb,
+	.on_disconnect = test_side_on_disconnect,
 };
 
 /* wait_fd -- drive ctx from its fd alone until *n reaches want (or the
  * peer left): block only after arm() returned 0, and count a poll() that
  * slept through STALL_MS */
-static int wait_fd(struct side *s, volatile uint64_t *n, uint64_t want)
+static int wait_fd(struct test_side *s, volatile uint64_t *n, uint64_t want)
 {
 	struct pollfd p;
 
@@ -106,7 +76,7 @@ static int wait_fd(struct side *s, volatile uint64_t *n, uint64_t want)
 	while (*n < want && !s->disc) {
 		if (rdmamsg_ctx_arm(s->ctx) == 0 &&
 		    poll(&p, 1, STALL_MS) == 0) {
-			s->stalls++;
+			stalls++;
 			return -1;
 		}
 		rdmamsg_ctx_progress(s->ctx);
@@ -115,7 +85,7 @@ static int wait_fd(struct side *s, volatile uint64_t *n, uint64_t want)
 }
 
 /* wait_busy -- spin on progress (the CQs stay unarmed) */
-static int wait_busy(struct side *s, volatile uint64_t *n, uint64_t want)
+static int wait_busy(struct test_side *s, volatile uint64_t *n, uint64_t want)
 {
 	long long end = test_now_ms() + STALL_MS;
 
@@ -125,15 +95,15 @@ static int wait_busy(struct side *s, volatile uint64_t *n, uint64_t want)
 }
 
 /* send_round -- send round i's message, waiting out -EAGAIN */
-static int send_round(struct side *s, uint64_t i)
+static int send_round(struct test_side *s, uint64_t i)
 {
 	size_t len = round_len(i);
 	long long end = test_now_ms() + STALL_MS;
 	int ret;
 
-	fill(s->buf, len, i);
-	while ((ret = rdmamsg_send_imm(s->ep, s->buf, len, (uint32_t)i,
-				       NULL)) == -EAGAIN &&
+	fill(buf, len, i);
+	while ((ret = rdmamsg_send_imm(s->ep, buf, len, (uint32_t)i, NULL)) ==
+		       -EAGAIN &&
 	       test_now_ms() < end)
 		rdmamsg_ctx_progress(s->ctx);
 	return ret;
@@ -142,7 +112,7 @@ static int send_round(struct side *s, uint64_t i)
 static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 		   const void *pdata, size_t len, void *arg)
 {
-	struct side *s = arg;
+	struct test_side *s = arg;
 	struct rdmamsg_ep_attr *a = test_ep_attr(4096, 65536);
 
 	(void)l;
@@ -157,7 +127,7 @@ static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
  * client disconnects (or none came for STALL_MS) */
 static int server(int wfd, void *arg)
 {
-	static struct side s;
+	static struct test_side s;
 	struct rdmamsg_listener *lst;
 	uint16_t port;
 	uint64_t sent = 0;
@@ -176,13 +146,13 @@ static int server(int wfd, void *arg)
 			return 12;
 		sent++;
 	}
-	if (s.stalls)
+	if (stalls)
 		return 13;
 	if (s.bad)
 		return 14;
 	if (!s.disc)
 		return 15;
-	rdmamsg_ep_close(s.ep, on_close_cb);
+	rdmamsg_ep_close(s.ep, test_side_on_close);
 	test_run_until(s.ctx, &s.closed, STALL_MS);
 	rdmamsg_listener_close(lst, NULL);
 	test_idle(s.ctx, 100);
@@ -193,7 +163,7 @@ static int server(int wfd, void *arg)
 
 int main(void)
 {
-	static struct side c;
+	static struct test_side c;
 	struct rdmamsg_ep_attr *a;
 	char addr[64];
 	uint64_t i, n, fd_rounds = 0;
@@ -230,13 +200,13 @@ int main(void)
 	}
 	printf("# %llu round trips, %llu of them waited for in poll()\n",
 	       (unsigned long long)c.got, (unsigned long long)fd_rounds);
-	is_int(c.stalls, 0, "no poll() slept through a reply (lost wake-up)");
+	is_int(stalls, 0, "no poll() slept through a reply (lost wake-up)");
 	ok(!fail, "every round trip completed");
 	is_int(c.got, n, "every echo received");
 	is_int(c.bad, 0, "every echo in order and intact");
 	ok(fd_rounds > n / 4 && fd_rounds < n - n / 4,
 	   "both ways of waiting were used");
-	rdmamsg_ep_close(c.ep, on_close_cb);
+	rdmamsg_ep_close(c.ep, test_side_on_close);
 	test_run_until(c.ctx, &c.closed, STALL_MS);
 	ok(c.closed, "closed");
 	is_int(test_wait_child(pid), 0,

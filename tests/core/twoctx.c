@@ -11,13 +11,6 @@
 #include "../tap.h"
 #include "util.h"
 
-struct side {
-	struct rdmamsg_ctx *ctx;
-	struct rdmamsg_ep *ep;
-	uint64_t got, bad;
-	int connected, status, closed, disc;
-};
-
 static struct rdmamsg_listener *lst;
 static int lclosed;
 
@@ -25,7 +18,7 @@ static int lclosed;
 static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 		       uint32_t imm, unsigned int flags, void *arg)
 {
-	struct side *s = arg;
+	struct test_side *s = arg;
 
 	(void)flags;
 	if (len != 8 || imm != (uint32_t)s->got)
@@ -35,46 +28,17 @@ static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 		s->ep = ep;
 }
 
-/* on_connect_cb -- record the outcome */
-static void on_connect_cb(struct rdmamsg_ep *ep, int status, int reason,
-			  const void *pdata, size_t len, void *arg)
-{
-	struct side *s = arg;
-
-	(void)ep;
-	(void)reason;
-	(void)pdata;
-	(void)len;
-	s->connected = 1;
-	s->status = status;
-}
-
-/* on_disc_cb -- the other side closed */
-static void on_disc_cb(struct rdmamsg_ep *ep, int status, void *arg)
-{
-	(void)ep;
-	(void)status;
-	((struct side *)arg)->disc = 1;
-}
-
-/* on_close_cb -- close callback: note it */
-static void on_close_cb(struct rdmamsg_ep *ep, void *arg)
-{
-	(void)ep;
-	((struct side *)arg)->closed = 1;
-}
-
 static const struct rdmamsg_ep_cbs cbs = {
-	.on_connect = on_connect_cb,
+	.on_connect = test_side_on_connect,
 	.on_recv = on_recv_cb,
-	.on_disconnect = on_disc_cb,
+	.on_disconnect = test_side_on_disconnect,
 };
 
 /* on_req -- accept into the server side */
 static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 		   const void *pdata, size_t len, void *arg)
 {
-	struct side *s = arg;
+	struct test_side *s = arg;
 
 	(void)l;
 	(void)pdata;
@@ -90,27 +54,9 @@ static void on_lclose(struct rdmamsg_listener *l, void *arg)
 	lclosed = 1;
 }
 
-/* run2 -- drive both contexts until *flag or ms pass */
-static void run2(struct side *a, struct side *b, volatile int *flag, int ms)
-{
-	long long end = test_now_ms() + ms;
-	struct pollfd p[2];
-
-	rdmamsg_ctx_get_fd(a->ctx, &p[0].fd);
-	rdmamsg_ctx_get_fd(b->ctx, &p[1].fd);
-	p[0].events = p[1].events = POLLIN;
-	while (!*flag && test_now_ms() < end) {
-		if (rdmamsg_ctx_arm(a->ctx) == 0 &&
-		    rdmamsg_ctx_arm(b->ctx) == 0)
-			poll(p, 2, (int)(end - test_now_ms()));
-		rdmamsg_ctx_progress(a->ctx);
-		rdmamsg_ctx_progress(b->ctx);
-	}
-}
-
 int main(void)
 {
-	static struct side srv, cli;
+	static struct test_side srv, cli;
 	uint16_t port;
 	char addr[64];
 	uint64_t i, n;
@@ -125,7 +71,7 @@ int main(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	is_int(rdmamsg_connect(cli.ctx, addr, NULL, &cbs, &cli, &cli.ep), 0,
 	       "connect from the second");
-	run2(&srv, &cli, &cli.connected, 5000);
+	test_run2(&srv, &cli, &cli.up, 5000);
 	is_int(cli.status, 0, "connected");
 	n = tap_small() ? 2000 : 20000;
 	for (i = 0; i < n; i++) {
@@ -146,18 +92,18 @@ int main(void)
 		long long end = test_now_ms() + 10000;
 
 		while (srv.got < n && test_now_ms() < end)
-			run2(&srv, &cli, &done, 10);
+			test_run2(&srv, &cli, &done, 10);
 	}
 	is_int(srv.got, n, "all received by the other context");
 	is_int(srv.bad, 0, "in order");
-	rdmamsg_ep_close(cli.ep, on_close_cb);
-	run2(&srv, &cli, &srv.disc, 5000);
+	rdmamsg_ep_close(cli.ep, test_side_on_close);
+	test_run2(&srv, &cli, &srv.disc, 5000);
 	ok(srv.disc, "the server side saw the close");
-	rdmamsg_ep_close(srv.ep, on_close_cb);
+	rdmamsg_ep_close(srv.ep, test_side_on_close);
 	rdmamsg_listener_close(lst, on_lclose);
-	run2(&srv, &cli, &cli.closed, 5000);
-	run2(&srv, &cli, &srv.closed, 5000);
-	run2(&srv, &cli, &lclosed, 5000);
+	test_run2(&srv, &cli, &cli.closed, 5000);
+	test_run2(&srv, &cli, &srv.closed, 5000);
+	test_run2(&srv, &cli, &lclosed, 5000);
 	ok(cli.closed && srv.closed && lclosed, "everything closed");
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "second context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "first context destroyed");

@@ -131,6 +131,70 @@ static inline int test_run_until(struct rdmamsg_ctx *ctx, volatile int *flag,
 	return *flag;
 }
 
+/* struct test_side -- one end of a test connection as the callbacks
+ * below record it (tests with two contexts, or a forked peer) */
+struct test_side {
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_ep *ep;
+	uint64_t got, bad; /* messages received; wrong ones among them */
+	int up, status;	   /* on_connect ran, with this status */
+	int disc, closed;  /* on_disconnect ran; the close callback ran */
+};
+
+/* test_side_on_connect -- on_connect for a struct test_side argument */
+static inline void test_side_on_connect(struct rdmamsg_ep *ep, int status,
+					int reason, const void *pdata,
+					size_t len, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)ep;
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	s->up = 1;
+	s->status = status;
+}
+
+/* test_side_on_disconnect -- on_disconnect for a struct test_side */
+static inline void test_side_on_disconnect(struct rdmamsg_ep *ep, int status,
+					   void *arg)
+{
+	(void)ep;
+	(void)status;
+	((struct test_side *)arg)->disc = 1;
+}
+
+/* test_side_on_close -- close callback for an endpoint whose user
+ * argument is a struct test_side */
+static inline void test_side_on_close(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct test_side *)arg)->closed = 1;
+}
+
+/* test_run2 -- drive two contexts of this process from their fds until
+ * *flag or ms elapse (blocking in poll() only once both are armed) */
+static inline void test_run2(struct test_side *a, struct test_side *b,
+			     volatile int *flag, int ms)
+{
+	long long end = test_now_ms() + ms;
+	struct pollfd p[2];
+
+	rdmamsg_ctx_get_fd(a->ctx, &p[0].fd);
+	rdmamsg_ctx_get_fd(b->ctx, &p[1].fd);
+	p[0].events = p[1].events = POLLIN;
+	while (!*flag && test_now_ms() < end) {
+		long long left = end - test_now_ms();
+
+		if (rdmamsg_ctx_arm(a->ctx) == 0 &&
+		    rdmamsg_ctx_arm(b->ctx) == 0)
+			poll(p, 2, left > 0 ? (int)left : 0);
+		rdmamsg_ctx_progress(a->ctx);
+		rdmamsg_ctx_progress(b->ctx);
+	}
+}
+
 /* test_idle -- drive ctx for ms with nothing to wait for */
 static inline void test_idle(struct rdmamsg_ctx *ctx, int ms)
 {

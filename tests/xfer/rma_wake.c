@@ -16,41 +16,9 @@
 
 #define LEN 4096
 
-struct side {
-	struct rdmamsg_ctx *ctx;
-	struct rdmamsg_ep *ep;
-	int connected, status, closed, disc;
-};
-
 static struct rdmamsg_listener *lst;
 static int lclosed, kicks, done, op_status, srv_got;
 static uint64_t op_value;
-
-static void on_connect_cb(struct rdmamsg_ep *ep, int status, int reason,
-			  const void *pdata, size_t len, void *arg)
-{
-	struct side *s = arg;
-
-	(void)ep;
-	(void)reason;
-	(void)pdata;
-	(void)len;
-	s->connected = 1;
-	s->status = status;
-}
-
-static void on_disc_cb(struct rdmamsg_ep *ep, int status, void *arg)
-{
-	(void)ep;
-	(void)status;
-	((struct side *)arg)->disc = 1;
-}
-
-static void on_close_cb(struct rdmamsg_ep *ep, void *arg)
-{
-	(void)ep;
-	((struct side *)arg)->closed = 1;
-}
 
 static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 		       uint32_t imm, unsigned int flags, void *arg)
@@ -64,15 +32,15 @@ static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 }
 
 static const struct rdmamsg_ep_cbs cbs = {
-	.on_connect = on_connect_cb,
+	.on_connect = test_side_on_connect,
 	.on_recv = on_recv_cb,
-	.on_disconnect = on_disc_cb,
+	.on_disconnect = test_side_on_disconnect,
 };
 
 static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 		   const void *pdata, size_t len, void *arg)
 {
-	struct side *s = arg;
+	struct test_side *s = arg;
 
 	(void)l;
 	(void)pdata;
@@ -103,24 +71,6 @@ static void on_op(struct rdmamsg_ep *ep, int status, uint64_t value,
 	op_status = status;
 	op_value = value;
 	done = 1;
-}
-
-/* run2 -- drive both contexts until *flag or ms pass */
-static void run2(struct side *a, struct side *b, volatile int *flag, int ms)
-{
-	long long end = test_now_ms() + ms;
-	struct pollfd p[2];
-
-	rdmamsg_ctx_get_fd(a->ctx, &p[0].fd);
-	rdmamsg_ctx_get_fd(b->ctx, &p[1].fd);
-	p[0].events = p[1].events = POLLIN;
-	while (!*flag && test_now_ms() < end) {
-		if (rdmamsg_ctx_arm(a->ctx) == 0 &&
-		    rdmamsg_ctx_arm(b->ctx) == 0)
-			poll(p, 2, (int)(end - test_now_ms()));
-		rdmamsg_ctx_progress(a->ctx);
-		rdmamsg_ctx_progress(b->ctx);
-	}
 }
 
 /* quiesce -- progress ctx until arming it succeeds (nothing pending) */
@@ -158,7 +108,7 @@ static int wait_op(struct rdmamsg_ctx *ctx)
 
 /* wait_op2 -- block on both fds (never timing out) until the operation
  * completes; returns the number of poll()s that timed out */
-static int wait_op2(struct side *a, struct side *b)
+static int wait_op2(struct test_side *a, struct test_side *b)
 {
 	struct pollfd p[2];
 	int timeouts = 0, i;
@@ -180,7 +130,7 @@ static int wait_op2(struct side *a, struct side *b)
 
 int main(void)
 {
-	static struct side srv, cli;
+	static struct test_side srv, cli;
 	static char smem[LEN], cmem[LEN];
 	uint8_t ex[RDMAMSG_MR_EXPORT_SIZE];
 	struct rdmamsg_ctx_attr *ca;
@@ -221,7 +171,7 @@ int main(void)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	is_int(rdmamsg_connect(cli.ctx, addr, NULL, &cbs, &cli, &cli.ep), 0,
 	       "connect");
-	run2(&srv, &cli, &cli.connected, 10000);
+	test_run2(&srv, &cli, &cli.up, 10000);
 	is_int(cli.status, 0, "connected");
 	if (cli.status || !cli.ep)
 		bail_out("no connection");
@@ -275,7 +225,7 @@ int main(void)
 	/* the write completing means the message before it was acknowledged,
 	 * as an HCA acknowledges it: its completion may still wait in the
 	 * server's CQ, so the server runs until it delivers (bounded) */
-	run2(&srv, &cli, &srv_got, 10000);
+	test_run2(&srv, &cli, &srv_got, 10000);
 	ok(srv_got == 1 && !memcmp(smem, cmem, LEN / 2),
 	   "message received, data in place");
 	is_int(kicks, 0, "behind a send: no eventfd write woke the loop");
@@ -287,13 +237,13 @@ int main(void)
 	quiesce(cli.ctx);
 	is_int(kicks, 1, "rdmamsg_ctx_wakeup() runs the wakeup callback");
 
-	rdmamsg_ep_close(cli.ep, on_close_cb);
-	run2(&srv, &cli, &srv.disc, 10000);
-	rdmamsg_ep_close(srv.ep, on_close_cb);
+	rdmamsg_ep_close(cli.ep, test_side_on_close);
+	test_run2(&srv, &cli, &srv.disc, 10000);
+	rdmamsg_ep_close(srv.ep, test_side_on_close);
 	rdmamsg_listener_close(lst, on_lclose);
-	run2(&srv, &cli, &cli.closed, 10000);
-	run2(&srv, &cli, &srv.closed, 10000);
-	run2(&srv, &cli, &lclosed, 10000);
+	test_run2(&srv, &cli, &cli.closed, 10000);
+	test_run2(&srv, &cli, &srv.closed, 10000);
+	test_run2(&srv, &cli, &lclosed, 10000);
 	ok(cli.closed && srv.closed && lclosed, "everything closed");
 	is_int(rdmamsg_rmr_free(&rmr), 0, "import freed");
 	is_int(rdmamsg_mr_dereg(&cmr), 0, "client region deregistered");
