@@ -30,6 +30,11 @@ int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
 		  const union ibv_gid *dgid, int access, int min_rnr_timer,
 		  int rnr_retry, int timeout, int retry_cnt);
+/* t_ud_up -- RESET->INIT->RTR->RTS for a UD QP with qkey, port 1 */
+int t_ud_up(struct ibv_qp *qp, uint32_t qkey);
+/* t_uc_up -- RESET->INIT->RTR->RTS for a UC QP towards dqpn on this
+ * host's ::ffff:127.0.0.1 (GID 1), with access flags */
+int t_uc_up(struct ibv_qp *qp, uint32_t dqpn, int access);
 /* t_wait -- poll cq until n completions or ms elapse; returns count */
 int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms);
 /* t_post_send -- one SEND-style WR with one SGE */

@@ -53,56 +53,6 @@ static int to_state(struct ibv_qp *qp, enum ibv_qp_state s, int notify)
 			(s == IBV_QPS_SQD ? IBV_QP_EN_SQD_ASYNC_NOTIFY : 0));
 }
 
-/* ud_up -- a UD QP to RTS */
-static int ud_up(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qkey = QKEY;
-	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_QKEY))
-		return -1;
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
-/* uc_up -- RESET->INIT->RTR->RTS for a UC QP towards dqpn on 127.0.0.1 */
-static int uc_up(struct ibv_qp *qp, uint32_t dqpn)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dqpn;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.grh.hop_limit = 64;
-	ibv_query_gid(qp->context, 1, 1, &a.ah_attr.grh.dgid);
-	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
 /* async -- the next async event of ctx within ms: its type, or -1 */
 static int async(struct ibv_context *ctx, int ms, struct ibv_qp **qp)
 {
@@ -294,8 +244,8 @@ static void test_ud(void)
 	aa.port_num = 1;
 	aa.grh.sgid_index = 1;
 	aa.grh.hop_limit = 1;
-	if (!qa || !qb || !ma || !mb || ud_up(qa) || ud_up(qb) ||
-	    ibv_query_gid(a.ctx, 1, 1, &aa.grh.dgid))
+	if (!qa || !qb || !ma || !mb || t_ud_up(qa, QKEY) ||
+	    t_ud_up(qb, QKEY) || ibv_query_gid(a.ctx, 1, 1, &aa.grh.dgid))
 		bail_out("ud setup");
 	ah = ibv_create_ah(a.pd, &aa);
 	t_post_recv(qb, bb, 4096 + 40, mb->lkey, 9);
@@ -349,8 +299,8 @@ static void test_uc_full(void)
 	qb = mk_qp(&b, IBV_QPT_UC, 4);
 	ma = ibv_reg_mr(a.pd, ab, BIG, IBV_ACCESS_LOCAL_WRITE);
 	mb = ibv_reg_mr(b.pd, bb, 3 * BIG, IBV_ACCESS_LOCAL_WRITE);
-	if (!qa || !qb || !ma || !mb || uc_up(qa, qb->qp_num) ||
-	    uc_up(qb, qa->qp_num))
+	if (!qa || !qb || !ma || !mb || t_uc_up(qa, qb->qp_num, 0) ||
+	    t_uc_up(qb, qa->qp_num, 0))
 		bail_out("uc setup");
 	for (i = 0; i < 3; i++)
 		t_post_recv(qb, bb + i * BIG, BIG, mb->lkey, 20 + i);

@@ -78,57 +78,6 @@ static struct ibv_qp *mk_qp(struct side *s, enum ibv_qp_type type)
 	return ibv_create_qp(s->t.pd, &a);
 }
 
-/* ud_up -- RESET->INIT->RTR->RTS for a UD QP */
-static int ud_up(struct ibv_qp *qp, uint32_t qkey)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qkey = qkey;
-	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_QKEY))
-		return -1;
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
-/* uc_up -- RESET->INIT->RTR->RTS for a UC QP towards dqpn on 127.0.0.1 */
-static int uc_up(struct ibv_qp *qp, uint32_t dqpn)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dqpn;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.sgid_index = GID_V4;
-	a.ah_attr.grh.hop_limit = 64;
-	ibv_query_gid(qp->context, 1, GID_V4, &a.ah_attr.grh.dgid);
-	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
 static int side_open(struct side *s, enum ibv_qp_type type)
 {
 	memset(s, 0, sizeof(*s));
@@ -224,7 +173,7 @@ static int ud_child(int rfd, int wfd)
 		}                                                      \
 	} while (0)
 
-	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		return 100;
 	ibv_query_gid(s.t.ctx, 1, GID_V4, &g4);
 	ibv_query_gid(s.t.ctx, 1, GID_V6, &g6);
@@ -324,10 +273,10 @@ static void test_ud(void)
 	pid = t_spawn(ud_child, &rfd, &wfd);
 	if (pid < 0)
 		bail_out("fork");
-	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		bail_out("UD QP setup");
 	q2 = mk_qp(&s, IBV_QPT_UD);
-	ok(q2 && !ud_up(q2, QKEY), "second UD QP up");
+	ok(q2 && !t_ud_up(q2, QKEY), "second UD QP up");
 	ah4 = mk_ah(&s, GID_V4, GID_V4);
 	ah6 = mk_ah(&s, GID_V6, GID_V6);
 	ok(ah4 && ah6, "address handles for an IPv4 and an IPv6 GID");
@@ -415,7 +364,7 @@ static int uc_child(int rfd, int wfd)
 	me.addr = (uintptr_t)s.buf;
 	t_xsend(wfd, &me, sizeof(me));
 	t_xrecv(rfd, &peer, sizeof(peer));
-	if (uc_up(s.qp, peer.qpn))
+	if (t_uc_up(s.qp, peer.qpn, IBV_ACCESS_REMOTE_WRITE))
 		return 101;
 	t_xsend(wfd, &step, 4);
 	t_xrecv(rfd, &step, 4); /* a SEND went out with no receive posted */
@@ -504,7 +453,8 @@ static void test_uc(void)
 	me.addr = (uintptr_t)s.buf;
 	t_xrecv(rfd, &peer, sizeof(peer));
 	t_xsend(wfd, &me, sizeof(me));
-	ok(!uc_up(s.qp, peer.qpn), "UC QP to RTS (no retry attributes)");
+	ok(!t_uc_up(s.qp, peer.qpn, IBV_ACCESS_REMOTE_WRITE),
+	   "UC QP to RTS (no retry attributes)");
 	t_xrecv(rfd, &step, 4);
 	fill(s.buf, UC_SEND, 4);
 	ok(!post_wr(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, 0, 0, 0),
@@ -595,7 +545,7 @@ static void test_errors(void)
 	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
 	       "post_send in RESET: EINVAL (state first)");
 	ok(bad == &wr[0], "bad_wr is the first");
-	ok(!ud_up(s.qp, QKEY), "UD QP up");
+	ok(!t_ud_up(s.qp, QKEY), "UD QP up");
 	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
 	       "UD RDMA READ: EINVAL");
 	wr[0].opcode = IBV_WR_RDMA_WRITE;
@@ -732,7 +682,7 @@ static void test_srq(void)
 	struct ibv_wc wc[4];
 	int i, n;
 
-	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		bail_out("setup");
 	memset(&sa, 0, sizeof(sa));
 	sa.attr.max_wr = 4;
@@ -745,7 +695,7 @@ static void test_srq(void)
 	a.cap.max_send_wr = 4;
 	a.cap.max_send_sge = 1;
 	rq = srq ? ibv_create_qp(s.t.pd, &a) : NULL;
-	ok(rq && !ud_up(rq, QKEY), "UD QP on an SRQ");
+	ok(rq && !t_ud_up(rq, QKEY), "UD QP on an SRQ");
 	if (!rq)
 		bail_out("SRQ QP");
 	sge.addr = (uintptr_t)s.buf;
@@ -788,7 +738,7 @@ static int stopped_child(int rfd, int wfd)
 	uint32_t step = 0;
 	int fails = 0, i, n;
 
-	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		return 100;
 	for (i = 0; i < 16; i++)
 		CHK(!t_post_recv(s.qp, s.buf + (size_t)i * RBUF, RBUF,
@@ -819,7 +769,7 @@ static void test_stopped(void)
 	pid_t pid;
 
 	pid = t_spawn(stopped_child, &rfd, &wfd);
-	if (pid < 0 || side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+	if (pid < 0 || side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		bail_out("setup");
 	ah = mk_ah(&s, GID_V4, GID_V4);
 	t_xrecv(rfd, &cqpn, 4);
@@ -864,7 +814,7 @@ static void test_hostile(void)
 	uint64_t off, tail, head, before;
 	int fd, n;
 
-	if (side_open(&s, IBV_QPT_UD) || ud_up(s.qp, QKEY))
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		bail_out("setup");
 	ah = mk_ah(&s, GID_V4, GID_V4);
 	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
@@ -963,7 +913,7 @@ static void test_hostile(void)
 	n = 3;
 	memcpy(q + Q_NSLOTS, &n, 4);
 	tx2 = mk_qp(&s, IBV_QPT_UD);
-	ok(tx2 && !ud_up(tx2, QKEY) &&
+	ok(tx2 && !t_ud_up(tx2, QKEY) &&
 		   !ud_send(&s, tx2, ah, s.qp->qp_num, QKEY, 100000, 300, 10,
 			    0) &&
 		   t_wait(s.t.cq, wc, 2, 10000) == 1 && wc[0].wr_id == 10 &&
