@@ -269,7 +269,7 @@ static int all_connected(int n)
 static void run(const char *name, int n, uint64_t msgs,
 		struct rdmamsg_ep_attr *ca, int slow, int close0)
 {
-	int i, ok_conn = 1, ok_data = 1, ok_err = 1;
+	int i, bad_conn = 0, ok_data = 1, ok_err = 1;
 
 	memset(cc, 0, sizeof(cc));
 	accepted = sclosed = 0;
@@ -297,14 +297,17 @@ static void run(const char *name, int n, uint64_t msgs,
 	for (i = 0; i < n; i++) {
 		if (cc[i].skip)
 			continue;
-		if (cc[i].status || !cc[i].replied)
-			ok_conn = 0;
+		if ((cc[i].status || !cc[i].replied) && bad_conn++ < 3)
+			printf("# %s: connection %d: connected %d, status %d, "
+			       "%llu replies\n",
+			       name, i, cc[i].connected, cc[i].status,
+			       (unsigned long long)cc[i].reply_n);
 		if (cc[i].reply_n != msgs || cc[i].reply_bad)
 			ok_data = 0;
 		if (cc[i].disc)
 			ok_err = 0;
 	}
-	ok(ok_conn, "%s: %d connections answered", name, n);
+	ok(!bad_conn, "%s: %d connections answered", name, n);
 	ok(ok_data, "%s: %llu messages each arrived intact, in order", name,
 	   (unsigned long long)msgs);
 	ok(ok_err && !sbad_msgs, "%s: no connection failed (no RNR error)",
@@ -428,6 +431,10 @@ int main(void)
 	/* ---- N endpoints, both sides on an SRQ ---- */
 	n = small ? 8 : 32;
 	sattr = test_ep_attr(1024, 65536);
+	/* a server passing once in 25 under ASan beside other suites: the
+	 * default 5 s connect timeout is a policy, not what is tested here */
+	rdmamsg_ep_attr_set_connect_timeout(sattr, 60000);
+	rdmamsg_ep_attr_set_connect_timeout(ca, 60000);
 	rdmamsg_ep_attr_set_recv_depth(sattr, 8);
 	rdmamsg_ep_attr_set_srq(sattr, ssrq);
 	rdmamsg_ep_attr_set_recv_depth(ca, 8);
