@@ -269,7 +269,40 @@ struct rdma_event_channel *rdma_create_event_channel(void)
 	return ch ? &ch->ch : NULL;
 }
 
-/* rdma_destroy_event_channel -- close a channel; its ids must be gone */
+static void scm_drop_children(struct scm_id *s);
+
+/*
+ * scm_orphan_ids -- what closing a channel does to the ids still on it.
+ * rdma_destroy_event_channel(3) wants them destroyed first; a program
+ * that does not is served as the kernel serves it (ucma_close destroys
+ * every id of the file): each connection ends as rdma_destroy_id ends it
+ * (REJ, DREQ; a listener stops listening, its unreported requests go),
+ * nothing is reported or timed for them again, and the structs stay the
+ * user's, as librdmacm leaves them (a later rdma_destroy_id frees one).
+ */
+static void scm_orphan_ids(struct scm_channel *ch)
+{
+	struct soft_list *l, *next;
+	struct scm_id *s;
+
+	for (l = scm_ids.next; l != &scm_ids; l = next) {
+		next = l->next;
+		s = soft_container_of(l, struct scm_id, link);
+		if (s->sync || s->id.channel != &ch->ch)
+			continue;
+		if (s->listen && s->state == SCM_REQ_WAIT)
+			continue; /* a listener's hidden child: its listener's */
+		s->destroying = 1;
+		scm__teardown_locked(s);
+		scm_drop_children(s);
+		s->id.channel = NULL;
+		if (s->listened)
+			next = scm_ids.next; /* its children may be gone */
+	}
+}
+
+/* rdma_destroy_event_channel -- close a channel; its ids should be gone
+ * (those left are destroyed as the kernel does: scm_orphan_ids) */
 void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct scm_channel *ch = scm_ch_of(channel);
@@ -277,6 +310,7 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	if (!channel)
 		return;
 	pthread_mutex_lock(&scm__lock);
+	scm_orphan_ids(ch);
 	if (ch->waiters) {
 		/* A thread still waits in rdma_get_cm_event() (rping's CM
 		 * thread does at exit).  librdmacm's waiter stays blocked in
@@ -871,6 +905,14 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 	if (!id)
 		return scm_err(EINVAL);
 	pthread_mutex_lock(&scm__lock);
+	if (!s->id.channel) {
+		/* its channel was destroyed with it on it: already torn
+		 * down (scm_orphan_ids), only the struct is left */
+		scm__id_free_locked(s);
+		pthread_mutex_unlock(&scm__lock);
+		scm__thread_put();
+		return 0;
+	}
 	s->destroying = 1;
 	scm__teardown_locked(s);
 	scm_drop_children(s);

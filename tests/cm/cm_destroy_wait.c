@@ -4,6 +4,15 @@
  * blocked in rdma_get_cm_event() on it (rping's CM thread at exit) must not
  * crash or wake that thread with garbage: as with librdmacm, whose waiter
  * stays blocked in the kernel, the waiter simply never returns.
+ *
+ * Destroying a channel with ids still on it (rdma_destroy_event_channel(3)
+ * wants them destroyed first) is served as the kernel serves it: the ids
+ * are destroyed with the channel.  A listener and a connection it accepted
+ * whose REP was never answered (its REP timeout still to come) are on the
+ * channel: the peer is rejected then (not at the REP timeout, 120 s
+ * here), the timeout is gone with the id (it used to post to the freed
+ * channel: cm_flood crashed once in CI), and a later rdma_destroy_id of
+ * such an id only frees it.
  */
 #include "config.h"
 
@@ -17,6 +26,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "../tap.h"
+#include "cm_util.h"
 
 static volatile int waiting, returned;
 
@@ -31,6 +41,53 @@ static void *waiter(void *arg)
 	return NULL;
 }
 
+/* orphans -- a channel destroyed with a listener and an accepted id on it */
+static void orphans(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l = NULL, *a = NULL, *c = NULL;
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	int ok_setup;
+
+	ok_setup = sch && cch && !rdma_create_id(sch, &l, NULL, RDMA_PS_TCP) &&
+		   !rdma_bind_addr(l, (struct sockaddr *)&sin) &&
+		   !rdma_listen(l, 4) &&
+		   !rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) &&
+		   !cmt_resolve(c, cch, ntohs(rdma_get_src_port(l)));
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x1234; /* no QP: the client gets CONNECT_RESPONSE */
+	ok_setup = ok_setup && !rdma_connect(c, &cp);
+	ev = ok_setup ? cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 30000)
+		      : NULL;
+	if (ev) {
+		a = ev->id;
+		rdma_ack_cm_event(ev);
+	}
+	ok_setup = a && !rdma_accept(a, &cp);
+	ev = ok_setup ? cmt_expect(cch, RDMA_CM_EVENT_CONNECT_RESPONSE, 30000)
+		      : NULL;
+	if (!ok(ev != NULL,
+		"orphans: an accepted connection waits for its RTU"))
+		return;
+	rdma_ack_cm_event(ev);
+	/* the accepted id's REP timeout (SOFTRDMA_CM_TIMEOUT_MS, 120 s)
+	 * and the listener are still pending when their channel goes */
+	rdma_destroy_event_channel(sch);
+	ev = cmt_wait(cch, 60000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED,
+	   "orphans: the peer is rejected when the channel goes (%s)",
+	   ev ? rdma_event_str(ev->event) : "nothing");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_destroy_id(a), "orphans: destroy the accepted id afterwards");
+	ok(!rdma_destroy_id(l), "orphans: destroy the listener afterwards");
+	ok(!rdma_destroy_id(c), "orphans: the client id");
+	rdma_destroy_event_channel(cch);
+}
+
 int main(void)
 {
 	struct rdma_event_channel *ch, *ch2;
@@ -39,6 +96,7 @@ int main(void)
 	int i;
 
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-destroy-wait", 0);
+	setenv("SOFTRDMA_CM_TIMEOUT_MS", "120000", 1);
 	ch = rdma_create_event_channel();
 	if (!ok(ch != NULL, "event channel"))
 		return done_testing();
@@ -61,5 +119,6 @@ int main(void)
 		rdma_destroy_id(id);
 		rdma_destroy_event_channel(ch2);
 	}
+	orphans();
 	return done_testing();
 }
