@@ -129,8 +129,8 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 		hs->delivered = get64(p + off);
 		off += 8;
 	}
-	if (hs->user_len > (hs->kind == HS_SREQ ? RDMAMSG_HS_SESSION_USER
-						: 32) ||
+	if (hs->user_len >
+		    (hs->kind == HS_SREQ ? RDMAMSG_HS_SESSION_USER : 32) ||
 	    off + (size_t)hs->user_len > len)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	hs->user = hs->user_len ? p + off : NULL;

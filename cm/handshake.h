@@ -34,9 +34,14 @@
  * one connection once and in order, so both sides count the data
  * fragments of the session and replay from the peer's count (lane.h).
  */
-enum { HS_REQ = 1, HS_ACC = 2, HS_REJ = 3, HS_SREQ = 4, HS_RREQ = 5,
-       HS_RACC = 6 };
-
+enum {
+	HS_REQ = 1,
+	HS_ACC = 2,
+	HS_REJ = 3,
+	HS_SREQ = 4,
+	HS_RREQ = 5,
+	HS_RACC = 6
+};
 
 struct rdmamsg__hs {
 	uint8_t version;

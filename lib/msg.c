@@ -88,6 +88,11 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 		sge[0].length = RDMAMSG_HDR + len;
 		sge[0].lkey = sb->lkey;
 	}
+	/* a session keeps a copy of each data fragment until the peer has
+	 * it (ep.c); type is a constant at every call */
+	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL) &&
+	    rdmamsg__ep_keep(ep, flags, imm, total, data, len))
+		return -ENOMEM;
 	fp_fill_hdr(ep, h, type, flags, imm, total);
 	/* own is pool memory: signal its send, so that the buffer comes back
 	 * when the send completes, not at some later signalled send that may
@@ -96,6 +101,8 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
+	if (type == W_DATA)
+		ep->tx_frags++;
 	slot->op_ctx = op_ctx;
 	slot->buf = own;
 	slot->report = (uint8_t)report;
@@ -127,12 +134,23 @@ static void pump(struct rdmamsg_ep *ep)
 
 	while (ep->bl_head && ep->credits > 0 && fp_sq_free(ep) > 0) {
 		struct rdmamsg_buf *n = ep->bl_head;
-		size_t rest = n->len - n->off;
-		uint32_t flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
-		int last = n->off + flen == n->len;
-		uint8_t flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
-					  (last ? F_LAST : 0) | n->has_imm);
+		size_t rest;
+		uint32_t flen;
+		int last;
+		uint8_t flags;
 
+		if (RDMAMSG_UNLIKELY(n == &ep->rp_mark)) {
+			/* a reconnected session: what the peer did not
+			 * receive goes first */
+			if (rdmamsg__ep_replay_pump(ep))
+				break;
+			continue;
+		}
+		rest = n->len - n->off;
+		flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
+		last = n->off + flen == n->len;
+		flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
+				  (last ? F_LAST : 0) | n->has_imm);
 		if (post_frag(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
 			      n->data + n->off, flen, n, last ? n : NULL,
 			      n->op_ctx,
@@ -177,7 +195,7 @@ static inline __attribute__((always_inline)) int send_msg(
 	int ret;
 
 	ret = rdmamsg__ep_can_send(ep);
-	if (RDMAMSG_UNLIKELY(ret))
+	if (RDMAMSG_UNLIKELY(ret) && !(ep->reconn && !ep->closing))
 		return ret;
 	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
 		return -EMSGSIZE;
@@ -187,8 +205,9 @@ static inline __attribute__((always_inline)) int send_msg(
 			return -EINVAL;
 		data = zb->data;
 	}
-	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->frag && ep->credits > 0 &&
-			   fp_sq_free(ep) > 0)) {
+	/* during a session's outage (ret set) sends queue */
+	if (RDMAMSG_LIKELY(!ret && !ep->bl_head && len <= ep->frag &&
+			   ep->credits > 0 && fp_sq_free(ep) > 0)) {
 		ret = post_frag(
 			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
 			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
@@ -211,8 +230,8 @@ static inline __attribute__((always_inline)) int send_msg(
 	 * other, and the peer pulls the bytes with RDMA reads.
 	 */
 	limit = backlog_limit(ep);
-	if (ep->bl_count >= limit && !(len > ep->frag && !ep->bl_head) &&
-	    !(xflags & F_XFER)) {
+	if (ep->bl_count >= limit &&
+	    !(len > ep->frag && !ep->bl_head && !ret) && !(xflags & F_XFER)) {
 		ep->want_writable = 1;
 		return -EAGAIN;
 	}
@@ -238,7 +257,8 @@ static inline __attribute__((always_inline)) int send_msg(
 		ep->bl_head = n;
 	ep->bl_tail = n;
 	ep->bl_count++;
-	pump(ep);
+	if (RDMAMSG_LIKELY(!ret))
+		pump(ep);
 	return 0;
 }
 
@@ -506,6 +526,9 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	ep->received_total++;
 	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
 		return RDMAMSG__RX_DATA;
+	/* the session's implicit sequence: RC delivers each fragment of a
+	 * connection once and in order (ep.c) */
+	ep->rx_frags++;
 	len = rlen - RDMAMSG_HDR;
 	imm = le32toh(h->imm);
 	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
@@ -603,16 +626,40 @@ static inline __attribute__((always_inline)) void flush(struct rdmamsg_ep *ep)
 	}
 }
 
+/* session_tx_error -- a session's send seq failed (the transport gave
+ * up, or it was flushed by a failure the session survives): a data
+ * fragment was kept and goes again if the peer lacks it (0); a one-sided
+ * operation or pull may or may not have executed (-ECONNRESET) */
+static void session_tx_error(struct rdmamsg_ep *ep, uint64_t seq, int status)
+{
+	int survive = ep->reconn ? status == -ECANCELED || status == -ECONNRESET
+				 : status == -ECONNRESET && !ep->closing;
+
+	if (seq < ep->sq_tail || seq >= ep->sq_head)
+		return; /* not in flight: completes nothing */
+	if (seq > ep->sq_tail)
+		rdmamsg__ep_complete_slots(ep, seq - 1, 0);
+	if (survive)
+		status =
+			ep->slots[seq & ep->sq_mask].report == RDMAMSG_SLOT_XFER
+				? -ECONNRESET
+				: 0;
+	rdmamsg__ep_complete_slots(ep, seq, status);
+}
+
 /* ep_tx_done -- the lane's up call: sends up to seq (its low 32 bits,
  * rebuilt here: at most sq_head; one not in flight, below sq_tail,
  * completes nothing) are done */
 static void ep_tx_done(void *owner, uint32_t seq32, int status)
 {
 	struct rdmamsg_ep *ep = owner;
+	uint64_t seq = ep->sq_head - (uint32_t)((uint32_t)ep->sq_head - seq32);
 
-	rdmamsg__ep_complete_slots(
-		ep, ep->sq_head - (uint32_t)((uint32_t)ep->sq_head - seq32),
-		status);
+	if (RDMAMSG_UNLIKELY(status != 0) && ep->sid) {
+		session_tx_error(ep, seq, status);
+		return;
+	}
+	rdmamsg__ep_complete_slots(ep, seq, status);
 }
 
 /* ep_reposted -- the lane's up call: receives are posted again, their
@@ -699,4 +746,27 @@ void rdmamsg__ep_xwait_all(struct rdmamsg_ctx *ctx)
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 {
 	flush(ep);
+}
+
+/* rdmamsg__ep_replay_pump -- pump() met the replay's mark (ep.c): post
+ * the next fragment the peer did not receive (a credit and a send slot
+ * are free), or take the mark out once all went; 1 when posting failed */
+int rdmamsg__ep_replay_pump(struct rdmamsg_ep *ep)
+{
+	const struct rdmamsg__kept *k;
+
+	if (ep->rp_next < ep->rp_end) {
+		k = &ep->kept[ep->rp_next & ep->kept_mask];
+		if (post_frag(ep, W_DATA, k->flags, k->imm, k->total, k->data,
+			      k->len, NULL, NULL, NULL, 0))
+			return 1;
+		ep->credits--;
+		ep->rp_next++;
+		return 0;
+	}
+	ep->bl_head = ep->rp_mark.next;
+	if (!ep->bl_head)
+		ep->bl_tail = NULL;
+	ep->rp_mark.next = NULL;
+	return 0;
 }

@@ -102,11 +102,10 @@ int main(void)
 	len = rdmamsg__hs_encode(&in, buf);
 	is_int(len, RDMAMSG_HS_LEN + 16, "reconnect: id and count only");
 	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "decodes");
-	ok(out.sid == in.sid && out.delivered == in.delivered &&
-		   !out.user_len,
+	ok(out.sid == in.sid && out.delivered == in.delivered && !out.user_len,
 	   "id and count survive (big-endian, 64 bits)");
-	is_int(rdmamsg__hs_decode(buf, len - 1, &out),
-	       RDMAMSG_REJECT_HANDSHAKE, "count cut short");
+	is_int(rdmamsg__hs_decode(buf, len - 1, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "count cut short");
 	buf[7] = 1;
 	is_int(rdmamsg__hs_decode(buf, sizeof(buf), &out),
 	       RDMAMSG_REJECT_HANDSHAKE, "a reconnect with application bytes");
@@ -116,8 +115,8 @@ int main(void)
 	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "decodes");
 	ok(out.kind == HS_RACC && out.delivered == in.delivered && !out.sid,
 	   "count survives");
-	is_int(rdmamsg__hs_decode(buf, len - 1, &out),
-	       RDMAMSG_REJECT_HANDSHAKE, "count cut short");
+	is_int(rdmamsg__hs_decode(buf, len - 1, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "count cut short");
 	buf[3] = HS_RACC + 1;
 	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
 	       "a kind past the last");
