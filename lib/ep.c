@@ -1364,8 +1364,9 @@ static void reconn_step(struct rdmamsg_ep *ep)
  * the attempt's lane), or the end of the session */
 static void reconn_attempt_failed(struct rdmamsg_ep *ep, int status, int reason)
 {
-	if (ep->st > EPS_CONNECTING)
-		return; /* closed, or waiting already */
+	if (ep->st > EPS_CONNECTING || ep->reconn_due)
+		return; /* closed, waiting already, or the failed
+			 * connection's own completions before it goes */
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	if (reason == RDMAMSG_REJECT_SESSION) {
 		/* the peer does not know the session: it restarted */

@@ -57,6 +57,7 @@ struct srv {
 	struct rdmamsg_ep *ep;
 	uint64_t next, bad, dup, n;
 	uint64_t reqs;
+	unsigned int linger; /* 0: 60 s */
 	int nev, down, ndisc, disc_status;
 	int ev[64];
 };
@@ -144,7 +145,7 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	(void)len;
 	rdmamsg_ep_attr_set_on_request(a, srv_request);
 	rdmamsg_ep_attr_set_path_cb(a, srv_path);
-	rdmamsg_ep_attr_set_session_linger(a, 60000);
+	rdmamsg_ep_attr_set_session_linger(a, s->linger ? s->linger : 60000);
 	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, s, &s->ep))
 		s->bad++;
 	rdmamsg_ep_attr_delete(&a);
@@ -454,12 +455,20 @@ static void stream(void)
 	diag("writes at the cuts: %llu done before the cut, %llu in flight "
 	     "(-ECONNRESET)",
 	     (unsigned long long)c.wr_ok, (unsigned long long)c.wr_reset);
+	for (i = 0, ret = 1; i < CUTS; i++)
+		if (c.ev[3 * i] != RDMAMSG_PATH_DOWN ||
+		    c.ev[3 * i + 1] != RDMAMSG_FAILOVER_START ||
+		    c.ev[3 * i + 2] != RDMAMSG_FAILOVER_DONE)
+			ret = 0;
+	ok(ret && c.nev == 3 * CUTS,
+	   "each cut: PATH_DOWN, FAILOVER_START, FAILOVER_DONE (%d events)",
+	   c.nev);
 	is_int(c.connected, 1, "on_connect ran once");
 	is_int(c.done_ev, CUTS, "FAILOVER_DONE on every cut");
 	is_int(c.failed_ev, 0, "no FAILOVER_FAILED");
 	rdmamsg_ep_get_path_stats(ep, &ps);
 	rdmamsg_ep_get_path_stats(s.ep, &sps);
-	ok(ps.failovers == CUTS && ps.path_downs >= CUTS,
+	ok(ps.failovers == CUTS && ps.path_downs == CUTS,
 	   "connector stats: %llu failovers, %llu path downs",
 	   (unsigned long long)ps.failovers, (unsigned long long)ps.path_downs);
 	ok(ps.last_failover_ns > 0, "time to resume recorded");
@@ -490,9 +499,57 @@ static void stream(void)
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }
 
+/* outage_close -- part 5: a close during the outage ends it; the
+ * accepting side waits out its linger, then on_disconnect -ETIMEDOUT */
+static void outage_close(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_listener *l;
+	struct rdmamsg_ep_attr *a;
+	struct rdmamsg_ep *ep;
+	struct srv s;
+	static struct cli c;
+	uint8_t buf[64];
+	uint16_t p;
+	char addr[64];
+	int i, queued = 0;
+
+	memset(&s, 0, sizeof(s));
+	memset(&c, 0, sizeof(c));
+	s.linger = 300;
+	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &l) ||
+	    rdmamsg_listener_get_port(l, &p))
+		bail_out("listen");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
+	a = replay_attr();
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0, "connect");
+	rdmamsg_ep_attr_delete(&a);
+	ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
+	   "connected");
+	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED) && s.ep, "up");
+	is_int(rdmamsg_ep_test_break(ep), 0, "cut");
+	for (i = 0; i < 10; i++) {
+		fill(buf, (uint64_t)i, sizeof(buf));
+		queued += rdmamsg_send(ep, buf, sizeof(buf), NULL) == 0;
+	}
+	is_int(queued, 10, "sends queue during the outage");
+	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close during it");
+	ok(test_run_until(ctx, &c.closed, 60000), "closed");
+	is_int(c.ndisc, 0, "no on_disconnect after the close");
+	ok(test_run_until(ctx, &s.ndisc, 60000), "the acceptor gave up");
+	is_int(s.disc_status, -ETIMEDOUT, "-ETIMEDOUT after its linger");
+	is_int((int)s.n, 0, "nothing delivered from the closed outage");
+	if (s.ep)
+		rdmamsg_ep_close(s.ep, NULL);
+	rdmamsg_listener_close(l, NULL);
+	test_idle(ctx, 50);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
 /* ---- a peer in another process ------------------------------------- */
 
 struct child {
+	int go_fd;	   /* >= 0: the port to listen on comes through it */
 	unsigned int port; /* 0: any */
 	int conn_reqs, msgs;
 };
@@ -548,6 +605,14 @@ static int child_main(int wfd, void *arg)
 	long long end = test_now_ms() + 20000;
 
 	signal(SIGTERM, on_term);
+	if (ch->go_fd >= 0) {
+		/* a restarted peer: forked before the parent had a context
+		 * (under valgrind a child checks what it inherited for
+		 * leaks), told the port once the first peer is gone */
+		ch->port = test_read_port(ch->go_fd);
+		if (!ch->port)
+			return 4;
+	}
 	ctx = test_ctx();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ch->port);
 	/* the port a killed peer left may take a moment to be free */
@@ -562,7 +627,7 @@ static int child_main(int wfd, void *arg)
 	rdmamsg_listener_close(lst, NULL);
 	test_idle(ctx, 20);
 	rdmamsg_ctx_destroy(&ctx);
-	if (ch->port)
+	if (ch->go_fd >= 0)
 		return ch->conn_reqs || ch->msgs ? 1 : 0;
 	return 0;
 }
@@ -570,24 +635,34 @@ static int child_main(int wfd, void *arg)
 /* peers -- parts 2 and 3 */
 static void peers(int restart)
 {
-	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_ep_attr *a;
 	struct rdmamsg_ep *ep;
-	struct child ch;
+	struct child ch, ch2;
 	static struct cli c;
 	pid_t pid, pid2 = -1;
 	unsigned int port;
 	char addr[64];
 	uint8_t buf[64];
-	int rfd, i;
+	int rfd, rfd2 = -1, gp[2] = {-1, -1}, i;
 
 	memset(&c, 0, sizeof(c));
 	memset(&ch, 0, sizeof(ch));
+	memset(&ch2, 0, sizeof(ch2));
+	ch.go_fd = -1;
 	pid = test_fork(child_main, &ch, &rfd);
 	port = test_read_port(rfd);
 	close(rfd);
 	if (!port)
 		bail_out("peer did not listen");
+	if (restart) {
+		if (pipe(gp))
+			bail_out("pipe");
+		ch2.go_fd = gp[0];
+		pid2 = test_fork(child_main, &ch2, &rfd2);
+		close(gp[0]);
+	}
+	ctx = test_ctx();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	a = replay_attr();
 	rdmamsg_ep_attr_set_reconnect(a, 60000, 4);
@@ -605,10 +680,10 @@ static void peers(int restart)
 	kill(pid, SIGKILL);
 	is_int(test_wait_child(pid), 128 + SIGKILL, "peer killed");
 	if (restart) {
-		ch.port = port;
-		pid2 = test_fork(child_main, &ch, &rfd);
-		ok(test_read_port(rfd) == port, "a new peer on the same port");
-		close(rfd);
+		test_write_port(gp[1], port);
+		close(gp[1]);
+		ok(test_read_port(rfd2) == port, "a new peer on the same port");
+		close(rfd2);
 	}
 	ok(test_run_until(ctx, &c.ndisc, 60000), "on_disconnect came");
 	is_int(c.ndisc, 1, "once");
@@ -691,6 +766,7 @@ int main(void)
 	test_setup("replay");
 	bad_input();
 	stream();
+	outage_close();
 	peers(0);
 	peers(1);
 	return done_testing();
