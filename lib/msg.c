@@ -92,7 +92,7 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	 * it (ep.c); type is a constant at every call */
 	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL) &&
 	    rdmamsg__ep_keep(ep, flags, imm, total, data, len))
-		return -ENOMEM;
+		return -ENOMEM; /* counted in tx_frags once posted */
 	fp_fill_hdr(ep, h, type, flags, imm, total);
 	/* own is pool memory: signal its send, so that the buffer comes back
 	 * when the send completes, not at some later signalled send that may
@@ -101,7 +101,7 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
-	if (type == W_DATA)
+	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL))
 		ep->tx_frags++;
 	slot->op_ctx = op_ctx;
 	slot->buf = own;
@@ -184,54 +184,24 @@ int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret)
 	return -EAGAIN;
 }
 
-/* send_msg -- the one send path behind the four public calls; xflags:
- * F_IMM, and F_XFER for the rendezvous/request layer's messages */
-static inline __attribute__((always_inline)) int send_msg(
-	struct rdmamsg_ep *ep, const void *data, size_t len,
-	struct rdmamsg_buf *zb, int xflags, uint32_t imm, void *op_ctx)
+/* queue_msg -- the message waits in the backlog (bounded): out of
+ * credits, fragmented, or (outage) a session reconnecting; messages above
+ * the eager maximum go by rendezvous instead, through
+ * rdmamsg_send_large()/rdmamsg_send_mr() (rndv.c): their control
+ * messages (RTS, FIN) are F_XFER data messages queued here like any
+ * other, and the peer pulls the bytes with RDMA reads */
+static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
+					       const void *data, size_t len,
+					       struct rdmamsg_buf *zb,
+					       int xflags, uint32_t imm,
+					       void *op_ctx, int outage)
 {
 	struct rdmamsg_buf *n;
-	uint32_t limit;
 	int ret;
 
-	ret = rdmamsg__ep_can_send(ep);
-	if (RDMAMSG_UNLIKELY(ret) && !(ep->reconn && !ep->closing))
-		return ret;
-	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
-		return -EMSGSIZE;
-	if (zb) {
-		if (zb->state != BUF_USER || zb->ctx != ep->ctx ||
-		    len > zb->cap)
-			return -EINVAL;
-		data = zb->data;
-	}
-	/* during a session's outage (ret set) sends queue */
-	if (RDMAMSG_LIKELY(!ret && !ep->bl_head && len <= ep->frag &&
-			   ep->credits > 0 && fp_sq_free(ep) > 0)) {
-		ret = post_frag(
-			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
-			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
-			ep->cbs.on_send != NULL && !(xflags & F_XFER));
-		if (RDMAMSG_UNLIKELY(ret))
-			return ret == -ENOMEM
-				       ? rdmamsg__ep_no_pool_memory(ep, ret)
-				       : -ENOTCONN;
-		ep->credits--;
-		if (zb)
-			zb->state = BUF_LIB;
-		return 0;
-	}
-
-	/*
-	 * Out of credits, or fragmented: queue (bounded).  Messages above
-	 * the eager maximum go by rendezvous instead, through
-	 * rdmamsg_send_large()/rdmamsg_send_mr() (rndv.c): their control
-	 * messages (RTS, FIN) are F_XFER data messages queued here like any
-	 * other, and the peer pulls the bytes with RDMA reads.
-	 */
-	limit = backlog_limit(ep);
-	if (ep->bl_count >= limit &&
-	    !(len > ep->frag && !ep->bl_head && !ret) && !(xflags & F_XFER)) {
+	if (ep->bl_count >= backlog_limit(ep) &&
+	    !(len > ep->frag && !ep->bl_head && !outage) &&
+	    !(xflags & F_XFER)) {
 		ep->want_writable = 1;
 		return -EAGAIN;
 	}
@@ -257,9 +227,72 @@ static inline __attribute__((always_inline)) int send_msg(
 		ep->bl_head = n;
 	ep->bl_tail = n;
 	ep->bl_count++;
-	if (RDMAMSG_LIKELY(!ret))
+	if (!outage)
 		pump(ep);
 	return 0;
+}
+
+/* check_zb -- a zero-copy buffer the caller may send len bytes of */
+static inline int check_zb(const struct rdmamsg_ep *ep,
+			   const struct rdmamsg_buf *zb, size_t len)
+{
+	return zb->state != BUF_USER || zb->ctx != ep->ctx || len > zb->cap;
+}
+
+/* send_outage -- a send while the endpoint cannot send: during a
+ * session's outage (ep.c) it queues, otherwise the reason (ret) */
+static __attribute__((noinline)) int send_outage(struct rdmamsg_ep *ep,
+						 const void *data, size_t len,
+						 struct rdmamsg_buf *zb,
+						 int xflags, uint32_t imm,
+						 void *op_ctx, int ret)
+{
+	if (!ep->reconn || ep->closing)
+		return ret;
+	if (len > ep->max_msg)
+		return -EMSGSIZE;
+	if (zb) {
+		if (check_zb(ep, zb, len))
+			return -EINVAL;
+		data = zb->data;
+	}
+	return queue_msg(ep, data, len, zb, xflags, imm, op_ctx, 1);
+}
+
+/* send_msg -- the one send path behind the four public calls; xflags:
+ * F_IMM, and F_XFER for the rendezvous/request layer's messages */
+static inline __attribute__((always_inline)) int send_msg(
+	struct rdmamsg_ep *ep, const void *data, size_t len,
+	struct rdmamsg_buf *zb, int xflags, uint32_t imm, void *op_ctx)
+{
+	int ret;
+
+	ret = rdmamsg__ep_can_send(ep);
+	if (RDMAMSG_UNLIKELY(ret))
+		return send_outage(ep, data, len, zb, xflags, imm, op_ctx, ret);
+	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
+		return -EMSGSIZE;
+	if (zb) {
+		if (check_zb(ep, zb, len))
+			return -EINVAL;
+		data = zb->data;
+	}
+	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->frag && ep->credits > 0 &&
+			   fp_sq_free(ep) > 0)) {
+		ret = post_frag(
+			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
+			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
+			ep->cbs.on_send != NULL && !(xflags & F_XFER));
+		if (RDMAMSG_UNLIKELY(ret))
+			return ret == -ENOMEM
+				       ? rdmamsg__ep_no_pool_memory(ep, ret)
+				       : -ENOTCONN;
+		ep->credits--;
+		if (zb)
+			zb->state = BUF_LIB;
+		return 0;
+	}
+	return queue_msg(ep, data, len, zb, xflags, imm, op_ctx, 0);
 }
 
 /* rdmamsg_send -- copy len bytes and send them */
