@@ -703,6 +703,29 @@ static void peers(int restart)
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }
 
+static struct rdmamsg_srq *bad_srq;
+static int srq_accept_ret = 1;
+
+/* srq_req -- an accept with an SRQ of a request naming a session is
+ * refused and leaves the request pending; then accept without */
+static void srq_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
+		    const void *pdata, size_t len, void *arg)
+{
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
+	struct srv *sv = arg;
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	rdmamsg_ep_attr_set_srq(a, bad_srq);
+	srq_accept_ret =
+		rdmamsg_conn_req_accept(req, a, &srv_cbs, arg, &sv->ep);
+	rdmamsg_ep_attr_set_srq(a, NULL);
+	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, arg, &sv->ep))
+		srq_accept_ret = 1;
+	rdmamsg_ep_attr_delete(&a);
+}
+
 /* bad_input -- part 4 */
 static void bad_input(void)
 {
@@ -745,6 +768,41 @@ static void bad_input(void)
 	rdmamsg_ep_attr_set_private_data(a, pd, RDMAMSG_HS_SESSION_USER);
 	is_int(rdmamsg_connect(ctx, "127.0.0.1:1,nohost", a, &cli_cbs, &c, &ep),
 	       -EINVAL, "REPLAY with a bad address list: -EINVAL");
+	{
+		struct rdmamsg_srq_attr sa = {64, EAGER};
+		struct rdmamsg_listener *l;
+		static struct srv s;
+		uint16_t p;
+		char a2[64];
+
+		memset(&s, 0, sizeof(s));
+		if (rdmamsg_srq_create(ctx, &sa, &bad_srq))
+			bail_out("srq");
+		rdmamsg_ep_attr_set_srq(a, bad_srq);
+		is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep),
+		       -EINVAL, "REPLAY with an SRQ: -EINVAL");
+		rdmamsg_ep_attr_set_srq(a, NULL);
+		if (rdmamsg_listen(ctx, "127.0.0.1:0", srq_req, &s, &l) ||
+		    rdmamsg_listener_get_port(l, &p))
+			bail_out("listen");
+		snprintf(a2, sizeof(a2), "127.0.0.1:%u", p);
+		memset(&c, 0, sizeof(c));
+		is_int(rdmamsg_connect(ctx, a2, a, &cli_cbs, &c, &ep), 0,
+		       "connect a session");
+		ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
+		   "connected");
+		is_int(srq_accept_ret, -EINVAL,
+		       "its accept with an SRQ: -EINVAL, the request pending");
+		rdmamsg_ep_close(ep, cli_close_cb);
+		ok(test_run_until(ctx, &c.closed, 60000), "closed");
+		if (s.ep)
+			rdmamsg_ep_close(s.ep, NULL);
+		test_idle(ctx, 20);
+		rdmamsg_listener_close(l, NULL);
+		rdmamsg_srq_close(bad_srq, NULL, NULL);
+		test_idle(ctx, 20);
+		memset(&c, 0, sizeof(c));
+	}
 	/* a connector that never got up: test_break refuses, close works */
 	rdmamsg_ep_attr_set_connect_timeout(a, 60000);
 	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
