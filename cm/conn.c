@@ -77,6 +77,12 @@ size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out)
 	hs.max_msg = (uint32_t)ep->p.max_msg;
 	hs.user = ep->p.pdata;
 	hs.user_len = ep->p.pdata_len;
+	/* a session's first request names it; a reconnect and its accept
+	 * say how much of the session each side received */
+	if (kind == HS_REQ && ep->sid)
+		hs.kind = HS_SREQ;
+	hs.sid = ep->sid;
+	hs.delivered = ep->rx_frags;
 	return rdmamsg__hs_encode(&hs, out);
 }
 
@@ -120,8 +126,9 @@ static void active_route(struct rdmamsg_ep *ep)
 			RDMAMSG_REJECT_RESOURCES, NULL, 0);
 		return;
 	}
-	rdmamsg__cm_conn_param(&cp, ep->ctx, pdata,
-			       rdmamsg__cm_our_hs(ep, HS_REQ, pdata));
+	rdmamsg__cm_conn_param(
+		&cp, ep->ctx, pdata,
+		rdmamsg__cm_our_hs(ep, ep->reconn ? HS_RREQ : HS_REQ, pdata));
 	if (ep->ctx->ops->connect(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNREFUSED);
 		LOG_ERR("rdma_connect failed: %d", ret);
@@ -142,7 +149,7 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		return;
 	}
 	bad = rdmamsg__hs_decode(e->pdata, e->pdata_len, &hs);
-	if (!bad && hs.kind != HS_ACC)
+	if (!bad && hs.kind != (ep->reconn ? HS_RACC : HS_ACC))
 		bad = RDMAMSG_REJECT_HANDSHAKE;
 	if (bad) {
 		LOG_ERR("peer's accept is incompatible: %s (version %u, ours "
@@ -156,6 +163,17 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 	}
 	ep->peer_ctl = hs.ctl;
 	rdmamsg__ep_negotiate(ep, hs.depth, hs.eager, hs.max_msg);
+	bad = rdmamsg__ep_session_init(ep);
+	if (!bad && ep->reconn)
+		bad = rdmamsg__ep_replay_from(ep, hs.delivered);
+	if (bad) {
+		ep->ctx->ops->disconnect(ep->id);
+		if (ep->reconn)
+			rdmamsg__ep_reconn_failed(ep, bad);
+		else
+			rdmamsg__ep_connect_failed(ep, bad, 0, NULL, 0);
+		return;
+	}
 	rdmamsg__ep_connected(ep, hs.user, hs.user_len);
 }
 

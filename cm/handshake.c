@@ -40,6 +40,19 @@ static uint32_t get32(const uint8_t *p)
 	return ((uint32_t)get16(p) << 16) | get16(p + 2);
 }
 
+/* put64 -- big-endian 64-bit store */
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+/* get64 -- big-endian 64-bit load */
+static uint64_t get64(const uint8_t *p)
+{
+	return ((uint64_t)get32(p) << 32) | get32(p + 4);
+}
+
 /* our_version -- RDMAMSG_HS_VERSION, or a test's override */
 static uint8_t our_version(void)
 {
@@ -52,6 +65,12 @@ static uint8_t our_version(void)
 size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 {
 	uint8_t ulen = hs->user_len > 32 ? 32 : hs->user_len;
+	size_t off = RDMAMSG_HS_LEN;
+
+	if (hs->kind == HS_SREQ && ulen > RDMAMSG_HS_SESSION_USER)
+		ulen = RDMAMSG_HS_SESSION_USER;
+	if (hs->kind == HS_RREQ || hs->kind == HS_RACC)
+		ulen = 0;
 
 	put16(out, RDMAMSG_HS_MAGIC);
 	out[2] = our_version();
@@ -62,15 +81,24 @@ size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 	put32(out + 8, hs->eager);
 	put32(out + 12, hs->max_msg);
 	put32(out + 16, hs->reason);
+	if (hs->kind == HS_SREQ || hs->kind == HS_RREQ) {
+		put64(out + off, hs->sid);
+		off += 8;
+	}
+	if (hs->kind == HS_RREQ || hs->kind == HS_RACC) {
+		put64(out + off, hs->delivered);
+		off += 8;
+	}
 	if (ulen)
-		memcpy(out + RDMAMSG_HS_LEN, hs->user, ulen);
-	return RDMAMSG_HS_LEN + ulen;
+		memcpy(out + off, hs->user, ulen);
+	return off + ulen;
 }
 
 /* rdmamsg__hs_decode -- parse and check a peer's private data */
 int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 {
 	const uint8_t *p = in;
+	size_t off = RDMAMSG_HS_LEN;
 
 	memset(hs, 0, sizeof(*hs));
 	if (!p || len < RDMAMSG_HS_LEN || get16(p) != RDMAMSG_HS_MAGIC)
@@ -83,11 +111,29 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 	hs->eager = get32(p + 8);
 	hs->max_msg = get32(p + 12);
 	hs->reason = get32(p + 16);
-	if (hs->user_len > 32 || RDMAMSG_HS_LEN + (size_t)hs->user_len > len)
+	if (hs->kind < HS_REQ || hs->kind > HS_RACC)
 		return RDMAMSG_REJECT_HANDSHAKE;
-	hs->user = hs->user_len ? p + RDMAMSG_HS_LEN : NULL;
-	if (hs->kind < HS_REQ || hs->kind > HS_REJ)
+	/* session fields first (their lengths are fixed), then the
+	 * application bytes; every length checked before it is read */
+	if (hs->kind == HS_SREQ || hs->kind == HS_RREQ) {
+		if (len < off + 8)
+			return RDMAMSG_REJECT_HANDSHAKE;
+		hs->sid = get64(p + off);
+		off += 8;
+		if (!hs->sid)
+			return RDMAMSG_REJECT_HANDSHAKE;
+	}
+	if (hs->kind == HS_RREQ || hs->kind == HS_RACC) {
+		if (len < off + 8 || hs->user_len)
+			return RDMAMSG_REJECT_HANDSHAKE;
+		hs->delivered = get64(p + off);
+		off += 8;
+	}
+	if (hs->user_len >
+		    (hs->kind == HS_SREQ ? RDMAMSG_HS_SESSION_USER : 32) ||
+	    off + (size_t)hs->user_len > len)
 		return RDMAMSG_REJECT_HANDSHAKE;
+	hs->user = hs->user_len ? p + off : NULL;
 	/* a reject must be understood whatever its version */
 	if (hs->kind != HS_REJ && hs->version != RDMAMSG_HS_VERSION)
 		return RDMAMSG_REJECT_VERSION;

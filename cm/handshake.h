@@ -19,7 +19,29 @@
 #define RDMAMSG_HS_LEN	     20 /* fixed part; application bytes follow */
 #define RDMAMSG_HS_MAX	     (RDMAMSG_HS_LEN + 32)
 
-enum { HS_REQ = 1, HS_ACC = 2, HS_REJ = 3 };
+/*
+ * Sessions (issue 15, reconnect-and-replay; version 3, new kinds, which a
+ * peer without them refuses as a malformed handshake):
+ * - HS_SREQ: a first request that names a session, for the policy
+ *   RDMAMSG_FAILOVER_REPLAY: the 8-byte session id at offset 20, then at
+ *   most RDMAMSG_HS_SESSION_USER application bytes (the IB CM REQ carries
+ *   56 bytes of private data);
+ * - HS_RREQ: a reconnect of session sid: the id at 20, then the count of
+ *   data fragments the requester received on the session (8 bytes), no
+ *   application bytes;
+ * - HS_RACC: its accept: the acceptor's count at 20, no application bytes.
+ * The counts are implicit sequence numbers: RC delivers every fragment of
+ * one connection once and in order, so both sides count the data
+ * fragments of the session and replay from the peer's count (lane.h).
+ */
+enum {
+	HS_REQ = 1,
+	HS_ACC = 2,
+	HS_REJ = 3,
+	HS_SREQ = 4,
+	HS_RREQ = 5,
+	HS_RACC = 6
+};
 
 struct rdmamsg__hs {
 	uint8_t version;
@@ -31,6 +53,8 @@ struct rdmamsg__hs {
 	uint32_t reason;  /* HS_REJ: application or RDMAMSG_REJECT_* */
 	const uint8_t *user;
 	uint8_t user_len;
+	uint64_t sid;	    /* HS_SREQ, HS_RREQ: the session (not 0) */
+	uint64_t delivered; /* HS_RREQ, HS_RACC: data fragments received */
 };
 
 /* rdmamsg__hs_encode -- serialize into out (RDMAMSG_HS_MAX bytes) */

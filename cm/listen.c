@@ -42,6 +42,92 @@ static void reject_id(struct rdmamsg_ctx *ctx, struct rdma_cm_id *id,
 	ctx->ops->destroy_id(id);
 }
 
+/* find_session -- the accepted endpoint of session sid that may take a
+ * reconnect (up: its connection failed without it knowing yet;
+ * waiting; or an earlier attempt under way), or NULL */
+static struct rdmamsg_ep *find_session(struct rdmamsg_ctx *ctx, uint64_t sid)
+{
+	struct rdmamsg__list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &ctx->eps) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, link);
+
+		if (!ep->passive || ep->sid != sid || ep->closing)
+			continue;
+		if (ep->st == EPS_UP || ep->st == EPS_RECONNECTING ||
+		    (ep->st == EPS_CONNECTING && ep->reconn))
+			return ep;
+	}
+	return NULL;
+}
+
+/* session_request -- a connector reconnects session hs->sid: its
+ * endpoint takes the new connection (no on_conn_req), says how much it
+ * received, and sends again what the connector lacks; a session we do
+ * not know (we restarted, or it lingered out) is refused */
+static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
+			    const struct rdmamsg__hs *hs)
+{
+	struct rdmamsg_ep *ep = find_session(ctx, hs->sid);
+	struct rdma_conn_param cp;
+	uint8_t pdata[RDMAMSG_HS_MAX];
+	int ret;
+
+	if (!ep) {
+		LOG_NOTE("refusing a reconnect: no session %#llx",
+			 (unsigned long long)hs->sid);
+		reject_id(ctx, e->id, RDMAMSG_REJECT_SESSION);
+		return;
+	}
+	if (ep->st == EPS_UP)
+		rdmamsg__ep_down(ep, -ECONNRESET); /* failed: waits now */
+	rdmamsg__ep_detach(ep); /* the old connection, or attempt */
+	ep->reconn_due = 0;
+	if (ep->closing || !ep->reconn) {
+		reject_id(ctx, e->id, RDMAMSG_REJECT_SESSION);
+		return;
+	}
+	if (ep->st == EPS_CONNECTING)
+		rdmamsg__ep_set_state(ep, EPS_RECONNECTING);
+	rdmamsg__timer_stop(ctx, &ep->conn_timer);
+	rdmamsg__ep_reconn_reset(ep);
+	ep->id = e->id;
+	ret = rdmamsg__ep_setup_qp(ep);
+	if (!ret) {
+		ep->peer_ctl = hs->ctl;
+		rdmamsg__ep_negotiate(ep, hs->depth, hs->eager, hs->max_msg);
+		ret = rdmamsg__ep_session_init(ep);
+		if (!ret)
+			ret = rdmamsg__ep_replay_from(ep, hs->delivered);
+	}
+	if (!ret) {
+		e->id->context = ep;
+		rdmamsg__cm_conn_param(&cp, ctx, pdata,
+				       rdmamsg__cm_our_hs(ep, HS_RACC, pdata));
+		if (ctx->ops->accept(e->id, &cp)) {
+			e->id->context = NULL;
+			ret = -ECONNRESET;
+		}
+	}
+	if (ret) {
+		LOG_WARN("session %#llx: reconnect failed: %d",
+			 (unsigned long long)hs->sid, ret);
+		rdmamsg__ep_unbind(ep);
+		ep->id = NULL;
+		reject_id(ctx, e->id,
+			  ret == -EPROTO ? RDMAMSG_REJECT_HANDSHAKE
+					 : RDMAMSG_REJECT_RESOURCES);
+		if (ret == -EPROTO)
+			rdmamsg__ep_reconn_failed(ep, -EPROTO);
+		else
+			rdmamsg__timer_start(ctx, &ep->conn_timer, 1);
+		return;
+	}
+	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
+	rdmamsg__timer_start(ctx, &ep->conn_timer, ep->p.connect_ms);
+}
+
 /* rdmamsg__cm_conn_request -- a client knocks: check its handshake, ask the app */
 void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 {
@@ -63,7 +149,11 @@ void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 		return;
 	}
 	bad = rdmamsg__hs_decode(e->pdata, e->pdata_len, &hs);
-	if (!bad && hs.kind != HS_REQ)
+	if (!bad && hs.kind == HS_RREQ) {
+		session_request(ctx, e, &hs);
+		return;
+	}
+	if (!bad && hs.kind != HS_REQ && hs.kind != HS_SREQ)
 		bad = RDMAMSG_REJECT_HANDSHAKE;
 	if (bad) {
 		LOG_WARN("refusing a client: %s (its version %u, ours %u)",
@@ -86,6 +176,7 @@ void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	req->peer_eager = hs.eager;
 	req->peer_ctl = hs.ctl;
 	req->peer_max_msg = hs.max_msg;
+	req->sid = hs.kind == HS_SREQ ? hs.sid : 0;
 	e->id->context = req;
 	list_add_tail(&lst->reqs, &req->link);
 	ctx->pending_hs++;
@@ -244,6 +335,9 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	 * anything is made, the request stays the caller's */
 	if (attr && attr->p.failover != RDMAMSG_FAILOVER_OFF)
 		return -EINVAL;
+	/* a session keeps its own receive ring (rdmamsg.h) */
+	if (req->sid && attr && attr->p.srq)
+		return -EINVAL;
 	ctx = req->lst->ctx;
 	ret = rdmamsg__ep_new(ctx, attr, cbs, arg, &ep);
 	if (ret)
@@ -256,6 +350,10 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	ep->peer_ctl = req->peer_ctl;
 	rdmamsg__ep_negotiate(ep, req->peer_depth, req->peer_eager,
 			      req->peer_max_msg);
+	ep->sid = req->sid;
+	ret = rdmamsg__ep_session_init(ep);
+	if (ret)
+		goto err_free_ep;
 	ep->id->context = ep;
 	rdmamsg__cm_conn_param(&cp, ctx, pdata,
 			       rdmamsg__cm_our_hs(ep, HS_ACC, pdata));

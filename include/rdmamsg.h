@@ -330,16 +330,85 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * reject reason), -EPROTO and local resource errors end the connect at
  * once.  Only the connecting side fails over: rdmamsg_conn_req_accept()
  * with an attribute whose policy is not RDMAMSG_FAILOVER_OFF is -EINVAL
- * (the request stays pending).  Not yet done: reconnecting an established connection and
- * replaying what the peer did not receive; a connection that fails after
- * on_connect(0) reports on_disconnect as without a policy.
+ * (the request stays pending).
+ *
+ * RDMAMSG_FAILOVER_REPLAY: the above, and reconnect-and-replay of an
+ * established connection.  When a connection that was up fails while both
+ * processes live (a work request's retry exhaustion, a port error, the
+ * peer gone silent for the peer timeout, the connection reset without a
+ * goodbye), the connecting side reconnects: PATH_DOWN, then
+ * FAILOVER_START on the next path of the list (wrapping around to the
+ * first, the failed one included), at most `tries` attempts within
+ * `timeout_ms` of the failure (rdmamsg_ep_attr_set_reconnect; defaults 16
+ * and 10,000 ms; each attempt gets the connect timeout or what is left),
+ * then FAILOVER_DONE once traffic can resume.  The two sides exchange how
+ * many data fragments each received, each sends again what the other did
+ * not receive, and no message is lost, delivered twice or reordered; on_connect
+ * does not run again.  During the outage rdmamsg_ep_get_state() says
+ * RDMAMSG_EP_CONNECTING, sends queue within the send backlog (then
+ * -EAGAIN and on_writable, as without credits), outstanding requests stay
+ * outstanding (the request or its response is sent again: answered once).
+ * One-sided operations (write, write with immediate, read, atomics) and
+ * rendezvous pulls in flight at the failure complete with -ECONNRESET:
+ * they may or may not have executed at the peer, since RDMA writes
+ * cannot be made idempotent by the library; the rendezvous send waiting
+ * for such a pull completes with the error its receiver reports.
+ * Sends (messages, requests, responses) report on_send 0 once posted,
+ * as without a policy; the library keeps a copy of every data fragment
+ * until the peer's credits show it delivered: at most the peer's receive
+ * depth times the eager size per endpoint.
+ * The accepting side needs no policy: a request that names a session
+ * (sent by a REPLAY connector) makes its endpoint keep copies too, and
+ * when that connection fails the endpoint waits up to its session linger
+ * (rdmamsg_ep_attr_set_session_linger, default 15,000 ms; state
+ * RDMAMSG_EP_CONNECTING) for the connector's reconnect, which the
+ * listener that accepted it takes without calling on_conn_req.  The
+ * reconnect request names the session by a random 64-bit id: a peer that
+ * restarted (a new process, a new endpoint) does not know it and refuses
+ * (RDMAMSG_REJECT_SESSION), so nothing is ever replayed into a new
+ * session.  on_disconnect then reports: -ECONNRESET when the peer refused
+ * the session (it restarted) or the connection was reset; otherwise the
+ * status of the last attempt (-ECONNREFUSED: nobody listens any more,
+ * the peer process is gone; -ETIMEDOUT, -EHOSTUNREACH); on the accepting
+ * side, -ETIMEDOUT once the linger ran out.  FAILOVER_FAILED precedes it.
+ * A clean close (the peer's goodbye, status 0), a protocol error
+ * (-EPROTO) and local resource errors are never reconnected.  Limits: the
+ * policy needs an endpoint with its own receive ring (an attribute with
+ * an SRQ is -EINVAL at rdmamsg_connect; an accept with an SRQ of a
+ * request naming a session is -EINVAL, the request stays pending) and
+ * at most RDMAMSG_HS_SESSION_USER (24) bytes of private data (-EINVAL at
+ * rdmamsg_connect).  rdmamsg_ep_get_path_stats' last_failover_ns is the
+ * time from the failure to the reconnect that resumed traffic.
  */
 #define RDMAMSG_MAX_PATHS 8
 
 enum rdmamsg_failover {
 	RDMAMSG_FAILOVER_OFF = 0,
 	RDMAMSG_FAILOVER_RECONNECT = 1,
+	RDMAMSG_FAILOVER_REPLAY = 2,
 };
+
+#define RDMAMSG_HS_SESSION_USER 24 /* private data bytes with REPLAY */
+
+/* rdmamsg_ep_attr_set_reconnect -- with RDMAMSG_FAILOVER_REPLAY: how long
+ * (1 .. 3,600,000 ms) and in how many connect attempts (1 .. 1,000) an
+ * established connection that failed may be reconnected; -EINVAL
+ * otherwise */
+int rdmamsg_ep_attr_set_reconnect(struct rdmamsg_ep_attr *attr,
+				  unsigned int timeout_ms, unsigned int tries);
+
+/* rdmamsg_ep_attr_set_session_linger -- an accepted endpoint of a session
+ * waits this long (1 .. 3,600,000 ms) for its connector's reconnect;
+ * -EINVAL otherwise */
+int rdmamsg_ep_attr_set_session_linger(struct rdmamsg_ep_attr *attr,
+				       unsigned int ms);
+
+/* rdmamsg_ep_test_break -- for tests (fault injection): the endpoint's
+ * connection fails as after a transport retry exhaustion (its QP goes to
+ * the error state and the endpoint handles the failure as it would a
+ * RETRY_EXC_ERR completion); 0, -EINVAL for NULL, -ENOTCONN unless
+ * connected */
+int rdmamsg_ep_test_break(struct rdmamsg_ep *ep);
 
 /* What a path callback reports; path is the index in the address list. */
 enum rdmamsg_path_event {
@@ -397,6 +466,9 @@ enum rdmamsg_ep_state {
 	0x10005 /* nobody listens there: the fabric said so (IB CM reason 8,
 		 * invalid service id; a refused connection); any other reject
 		 * without an rdmamsg answer is RDMAMSG_REJECT_RESOURCES */
+#define RDMAMSG_REJECT_SESSION \
+	0x10006 /* a reconnect named a session the peer does not know (it
+		 * restarted, or the session lingered out) */
 
 /*
  * Endpoint callbacks: a table the caller fills (unused ones NULL) and the

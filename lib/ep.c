@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "dispatch.h"
@@ -27,6 +29,9 @@ void rdmamsg__ep_params_default(struct rdmamsg__ep_params *p)
 	p->send_depth = 128;
 	p->backlog = 1024;
 	p->max_large = (size_t)1 << 30;
+	p->reconnect_ms = 10000;
+	p->reconnect_tries = 16;
+	p->linger_ms = 15000;
 }
 
 /* rdmamsg_ep_attr_new -- attributes with defaults */
@@ -154,6 +159,13 @@ static void close_timer_fire(struct rdmamsg__timer *t);
 static void ring_timer_fire(struct rdmamsg__timer *t);
 static void path_event(struct rdmamsg_ep *ep, enum rdmamsg_path_event ev,
 		       int status);
+static void reconn_attempt_failed(struct rdmamsg_ep *ep, int status,
+				  int reason);
+static int replayable(int status);
+static void outage(struct rdmamsg_ep *ep, int status);
+static void reconn_step(struct rdmamsg_ep *ep);
+static uint64_t new_sid(void);
+static void linger_wait(struct rdmamsg_ep *ep);
 
 /* rdmamsg_ep_attr_set_linger -- whether rdmamsg_ep_close() first sends
  * what is queued (bounded by the close timeout) */
@@ -171,9 +183,34 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
 						enum rdmamsg_failover policy)
 {
 	if (!attr || (policy != RDMAMSG_FAILOVER_OFF &&
-		      policy != RDMAMSG_FAILOVER_RECONNECT))
+		      policy != RDMAMSG_FAILOVER_RECONNECT &&
+		      policy != RDMAMSG_FAILOVER_REPLAY))
 		return -EINVAL;
 	attr->p.failover = policy;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_reconnect -- the bounds of a session's reconnect */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_reconnect(struct rdmamsg_ep_attr *attr,
+						 unsigned int timeout_ms,
+						 unsigned int tries)
+{
+	if (!attr || timeout_ms == 0 || timeout_ms > 3600000 || tries == 0 ||
+	    tries > 1000)
+		return -EINVAL;
+	attr->p.reconnect_ms = timeout_ms;
+	attr->p.reconnect_tries = tries;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_session_linger -- how long an accepted session
+ * waits for its connector's reconnect */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_session_linger(
+	struct rdmamsg_ep_attr *attr, unsigned int ms)
+{
+	if (!attr || ms == 0 || ms > 3600000)
+		return -EINVAL;
+	attr->p.linger_ms = ms;
 	return 0;
 }
 
@@ -223,7 +260,14 @@ static void free_bufs(struct rdmamsg_ep *ep)
 			}
 	for (n = ep->bl_head; n; n = next) {
 		next = n->next;
-		rdmamsg__buf_put(n);
+		if (n != &ep->rp_mark)
+			rdmamsg__buf_put(n);
+	}
+	if (ep->kept) {
+		for (i = 0; i <= ep->kept_mask; i++)
+			free(ep->kept[i].data);
+		free(ep->kept);
+		ep->kept = NULL;
 	}
 	ep->bl_head = ep->bl_tail = NULL;
 	if (ep->rx_asm)
@@ -257,6 +301,9 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	else
 		rdmamsg__ep_params_default(&ep->p);
 	ep->st = EPS_IDLE;
+	/* the replay's place in the backlog: never reported, never freed */
+	ep->rp_mark.reported = 1;
+	ep->rp_mark.has_imm = F_XFER;
 	list_init(&ep->xwait_link);
 	list_init(&ep->defer_link);
 	list_init(&ep->link);
@@ -515,8 +562,12 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 {
 	/* not after a failure, nor after a close (which leaves CONNECTING
 	 * at once) */
+	int reconn = ep->reconn;
+
 	if (ep->st != EPS_CONNECTING)
 		return;
+	ep->reconn = 0;
+	ep->reconn_due = 0;
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	hs_done(ep);
 	/* the active lane's held completions (the peer's grant among them)
@@ -536,6 +587,11 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 		path_event(ep, RDMAMSG_FAILOVER_DONE, 0);
 		if (ep->st != EPS_UP)
 			return; /* closed from the path callback */
+	}
+	if (reconn) {
+		/* a session resumed: what waits goes in this pass */
+		rdmamsg__ep_defer(ep);
+		return;
 	}
 	ep->connect_reported = 1;
 	if (ep->cbs.on_connect)
@@ -589,7 +645,7 @@ static int next_path(struct rdmamsg_ep *ep, int status, int reason)
 	struct rdmamsg_ctx *ctx = ep->ctx;
 	int ret;
 
-	if (ep->p.failover != RDMAMSG_FAILOVER_RECONNECT || ep->closing ||
+	if (ep->p.failover == RDMAMSG_FAILOVER_OFF || ep->closing ||
 	    !path_fault(status, reason))
 		return 0;
 	path_event(ep, RDMAMSG_PATH_DOWN, status);
@@ -633,6 +689,10 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 		rdmamsg__ep_down(ep, status);
 		return;
 	}
+	if (RDMAMSG_UNLIKELY(ep->reconn)) {
+		reconn_attempt_failed(ep, status, reason);
+		return;
+	}
 	/* down, or closed (a close before UP takes the connection down) */
 	if (ep->st > EPS_CONNECTING)
 		return;
@@ -653,6 +713,11 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 /* rdmamsg__ep_down -- an established connection is gone: flush, report */
 void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 {
+	if (RDMAMSG_UNLIKELY(ep->sid) && ep->st == EPS_UP && !ep->closing &&
+	    replayable(status)) {
+		outage(ep, status);
+		return;
+	}
 	if (!rdmamsg__ep_st_lane_up(ep->st)) {
 		if (ep->st <= EPS_CONNECTING)
 			rdmamsg__ep_connect_failed(ep, status, 0, NULL, 0);
@@ -684,6 +749,11 @@ static void conn_timer_fire(struct rdmamsg__timer *t)
 {
 	struct rdmamsg_ep *ep = container_of(t, struct rdmamsg_ep, conn_timer);
 
+	if (ep->st == EPS_RECONNECTING) {
+		/* the session's linger: over, or wait on */
+		linger_wait(ep);
+		return;
+	}
 	rdmamsg__ep_connect_failed(ep, -ETIMEDOUT, 0, NULL, 0);
 }
 
@@ -826,6 +896,10 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 	void (*cb)(struct rdmamsg_ep *, void *);
 	void *arg;
 
+	if (RDMAMSG_UNLIKELY(ep->reconn_due) && !ep->closing) {
+		reconn_step(ep);
+		return;
+	}
 	if (!ep->closing)
 		return;
 	if (ep->st == EPS_DRAINING) {
@@ -941,7 +1015,7 @@ static int parse_paths(const char *addr, enum rdmamsg_failover policy,
 			break;
 		p = comma + 1;
 	}
-	if (k > 1 && policy != RDMAMSG_FAILOVER_RECONNECT)
+	if (k > 1 && policy == RDMAMSG_FAILOVER_OFF)
 		return -EINVAL;
 	*out = malloc(k * sizeof(**out));
 	if (!*out)
@@ -964,6 +1038,11 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 
 	if (!ctx || !addr || !cbs || !epp)
 		return -EINVAL;
+	/* a session keeps its own receive ring and names itself in the
+	 * request's private data (rdmamsg.h) */
+	if (attr && attr->p.failover == RDMAMSG_FAILOVER_REPLAY &&
+	    (attr->p.srq || attr->p.pdata_len > RDMAMSG_HS_SESSION_USER))
+		return -EINVAL;
 	ret = parse_paths(addr, attr ? attr->p.failover : RDMAMSG_FAILOVER_OFF,
 			  &paths, &npaths);
 	if (ret)
@@ -975,6 +1054,8 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 	}
 	ep->paths = paths;
 	ep->pstats.npaths = npaths;
+	if (ep->p.failover == RDMAMSG_FAILOVER_REPLAY)
+		ep->sid = new_sid();
 	/* the active side posts its receive buffers before connecting */
 	ret = rdmamsg__ep_rx_fill(ep);
 	if (ret) {
@@ -999,5 +1080,321 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 	list_add_tail(&ctx->eps, &ep->link);
 	rdmamsg__loop_ref(ctx);
 	*epp = ep;
+	return 0;
+}
+
+/* ---- sessions: reconnect-and-replay (rdmamsg.h; lane.h) -------------- */
+
+/* new_sid -- a random session id, never 0 */
+static uint64_t new_sid(void)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v) || !v)
+		v = rdmamsg__now_ns() ^ ((uint64_t)getpid() << 40) ^
+		    (uint64_t)(uintptr_t)&v;
+	return v ? v : 1;
+}
+
+/* rdmamsg__ep_session_init -- after negotiating: the ring of kept
+ * fragments, one per credit the peer grants (a credit comes back only
+ * once its fragment was delivered, so no slot is reused before); on a
+ * reconnect the peer must be what it was: 0, -ENOMEM or -EPROTO */
+int rdmamsg__ep_session_init(struct rdmamsg_ep *ep)
+{
+	uint32_t n = 1;
+
+	if (!ep->sid)
+		return 0;
+	if (ep->kept)
+		return ep->peer_depth == ep->kept_depth &&
+				       ep->frag == ep->kept_frag
+			       ? 0
+			       : -EPROTO;
+	while (n < ep->peer_depth)
+		n <<= 1;
+	ep->kept = calloc(n, sizeof(*ep->kept));
+	if (!ep->kept)
+		return -ENOMEM;
+	ep->kept_mask = n - 1;
+	ep->kept_depth = ep->peer_depth;
+	ep->kept_frag = ep->frag;
+	return 0;
+}
+
+/* rdmamsg__ep_keep -- copy the data fragment about to be posted as
+ * number tx_frags (its slot's buffer is data itself when it is posted
+ * again); -ENOMEM */
+int rdmamsg__ep_keep(struct rdmamsg_ep *ep, uint8_t flags, uint32_t imm,
+		     uint32_t total, const void *data, uint32_t len)
+{
+	struct rdmamsg__kept *k = &ep->kept[ep->tx_frags & ep->kept_mask];
+
+	if (len > ep->kept_frag)
+		return -EMSGSIZE; /* not possible: fragments fit frag */
+	if (!k->data) {
+		k->data = malloc(ep->kept_frag ? ep->kept_frag : 1);
+		if (!k->data)
+			return -ENOMEM;
+	}
+	if (len && k->data != data)
+		memcpy(k->data, data, len);
+	k->len = len;
+	k->imm = imm;
+	k->total = total;
+	k->flags = flags;
+	return 0;
+}
+
+/* rdmamsg__ep_replay_from -- the peer received delivered fragments of the
+ * session: the rest of what was posted goes again, first (the backlog's
+ * mark); -EPROTO when delivered is not a count we can serve */
+int rdmamsg__ep_replay_from(struct rdmamsg_ep *ep, uint64_t delivered)
+{
+	/* a replay cut short by another failure: its end is still due */
+	uint64_t end = ep->rp_next < ep->rp_end ? ep->rp_end : ep->tx_frags;
+
+	if (delivered > end || end - delivered > (uint64_t)ep->kept_mask + 1) {
+		LOG_ERR("endpoint %p: the peer has %llu fragments of %llu "
+			"sent: not a replay",
+			(void *)ep, (unsigned long long)delivered,
+			(unsigned long long)end);
+		return -EPROTO;
+	}
+	ep->tx_frags = ep->rp_next = delivered;
+	ep->rp_end = end;
+	if (delivered < end && ep->bl_head != &ep->rp_mark) {
+		ep->rp_mark.next = ep->bl_head;
+		ep->bl_head = &ep->rp_mark;
+		if (!ep->bl_tail)
+			ep->bl_tail = &ep->rp_mark;
+	}
+	LOG_INFO("endpoint %p: the peer has %llu fragments, %llu go again",
+		 (void *)ep, (unsigned long long)delivered,
+		 (unsigned long long)(end - delivered));
+	return 0;
+}
+
+/* rdmamsg__ep_reconn_reset -- flow control of a fresh connection: the
+ * receive ring is posted whole again, nothing owed, no credits yet */
+void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep)
+{
+	ep->to_return = ep->ctl_to_return = 0;
+	ep->returned_total = ep->received_total;
+	ep->credits = 0;
+	ep->ctl_credits = 0;
+	ep->granted = 0;
+	ep->unsignaled = 0;
+	ep->disc_seen = 0;
+	ep->last_rx = ep->last_tx = rdmamsg__now_ns();
+}
+
+/* rdmamsg__ep_detach -- the failed connection's lane and id go (never
+ * from an up call of that lane); its completions go with it, so what was
+ * in flight is done here: data fragments were kept (sent again if the
+ * peer lacks them: on_send 0), one-sided operations and rendezvous pulls
+ * -ECONNRESET (they may or may not have executed) */
+void rdmamsg__ep_detach(struct rdmamsg_ep *ep)
+{
+	rdmamsg__ep_unbind(ep);
+	if (ep->id) {
+		ep->ctx->ops->destroy_id(ep->id);
+		ep->id = NULL;
+	}
+	while (ep->sq_tail < ep->sq_head) {
+		uint64_t s = ep->sq_tail;
+		int xop =
+			ep->slots[s & ep->sq_mask].report == RDMAMSG_SLOT_XFER;
+
+		rdmamsg__ep_complete_slots(ep, s, xop ? -ECONNRESET : 0);
+	}
+	ep->sig_next = ep->sq_head;
+}
+
+/* replayable -- a failure of an established connection that a session
+ * survives: the transport gave up (retry exhaustion), the peer went
+ * silent or reset the connection, the path went away */
+static int replayable(int status)
+{
+	return status == -ECONNRESET || status == -ETIMEDOUT ||
+	       status == -EHOSTUNREACH || status == -ENETDOWN ||
+	       status == -ENETUNREACH;
+}
+
+/* outage -- an UP session's connection failed: nothing is sent until it
+ * is back (sends queue), the old connection is told and stopped, and
+ * the next progress pass lets it go and reconnects (the connecting
+ * side) or waits for the reconnect (the accepting side) */
+static void outage(struct rdmamsg_ep *ep, int status)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+
+	rdmamsg__ep_set_state(ep,
+			      ep->passive ? EPS_RECONNECTING : EPS_RESOLVING);
+	ep->reconn = 1;
+	ep->reconn_due = 1;
+	ep->fail_status = status;
+	ep->credits = 0;
+	ep->ctl_credits = 0;
+	rdmamsg__timer_stop(ctx, &ep->ka_timer);
+	rdmamsg__timer_stop(ctx, &ep->ring_timer);
+	rdmamsg__timer_stop(ctx, &ep->conn_timer);
+	if (ep->id)
+		ctx->ops->disconnect(ep->id);
+	if (ep->ln)
+		ep->ln->ops->error(ep->ln, ep->sq_head, 0);
+	LOG_NOTE("endpoint %p: connection failed (%s): %s", (void *)ep,
+		 rdmamsg_strerror(status),
+		 ep->passive ? "waiting for the reconnect" : "reconnecting");
+	rdmamsg__ep_defer(ep);
+	path_event(ep, RDMAMSG_PATH_DOWN, status);
+	ep->tries_left = ep->p.reconnect_tries;
+	ep->reconn_due_ns =
+		ep->path_down_ns +
+		(uint64_t)(ep->passive ? ep->p.linger_ms : ep->p.reconnect_ms) *
+			1000000ull;
+}
+
+/* rdmamsg__ep_reconn_failed -- the session is over: reported as a
+ * disconnect with status (rdmamsg.h) */
+void rdmamsg__ep_reconn_failed(struct rdmamsg_ep *ep, int status)
+{
+	if (!ep->reconn || ep->closing)
+		return;
+	ep->reconn = 0;
+	ep->reconn_due = 0;
+	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	rdmamsg__ep_set_state(ep, EPS_DOWN);
+	ep->disc_seen = 1;
+	if (ep->id)
+		ep->ctx->ops->disconnect(ep->id);
+	qp_error(ep);
+	LOG_NOTE("endpoint %p: session lost: %s", (void *)ep,
+		 rdmamsg_strerror(status));
+	path_event(ep, RDMAMSG_FAILOVER_FAILED, status);
+	if (ep->closing)
+		return;
+	if (ep->xf)
+		rdmamsg__xfer_down(ep, status);
+	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
+	if (!ep->down_reported) {
+		ep->down_reported = 1;
+		if (ep->cbs.on_disconnect)
+			ep->cbs.on_disconnect(ep, status, ep->arg);
+	}
+}
+
+/* linger_wait -- the accepting side waits for the reconnect until its
+ * linger is over */
+static void linger_wait(struct rdmamsg_ep *ep)
+{
+	uint64_t now = rdmamsg__now_ns();
+
+	if (now >= ep->reconn_due_ns) {
+		rdmamsg__ep_reconn_failed(ep, -ETIMEDOUT);
+		return;
+	}
+	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	rdmamsg__timer_start(
+		ep->ctx, &ep->conn_timer,
+		(unsigned int)((ep->reconn_due_ns - now + 999999) / 1000000));
+}
+
+/* reconn_attempt -- the connecting side's next attempt, on the next path
+ * (wrapping around), within the reconnect's tries and time */
+static void reconn_attempt(struct rdmamsg_ep *ep, int status)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+	int ret;
+
+	for (;;) {
+		uint64_t now = rdmamsg__now_ns(), left;
+
+		if (ep->tries_left == 0 || now >= ep->reconn_due_ns) {
+			rdmamsg__ep_reconn_failed(ep, status);
+			return;
+		}
+		ep->tries_left--;
+		if (ep->pstats.npaths > 1)
+			ep->pstats.path =
+				(ep->pstats.path + 1) % ep->pstats.npaths;
+		path_event(ep, RDMAMSG_FAILOVER_START, 0);
+		if (ep->closing)
+			return;
+		rdmamsg__ep_reconn_reset(ep);
+		ret = rdmamsg__cm_start_connect(
+			ep, (struct sockaddr *)&ep->paths[ep->pstats.path]);
+		if (!ret) {
+			left = (ep->reconn_due_ns - now + 999999) / 1000000;
+			rdmamsg__timer_stop(ctx, &ep->conn_timer);
+			rdmamsg__timer_start(ctx, &ep->conn_timer,
+					     left < ep->p.connect_ms
+						     ? (unsigned int)left
+						     : ep->p.connect_ms);
+			return;
+		}
+		status = ret;
+		path_event(ep, RDMAMSG_PATH_DOWN, status);
+		if (ep->closing)
+			return;
+	}
+}
+
+/* reconn_step -- from the progress pass after a failure: the old
+ * connection goes, then the next attempt (connecting side) or the wait */
+static void reconn_step(struct rdmamsg_ep *ep)
+{
+	ep->reconn_due = 0;
+	if (!ep->reconn)
+		return;
+	rdmamsg__ep_detach(ep);
+	if (ep->closing || !ep->reconn)
+		return;
+	if (ep->passive) {
+		if (ep->st == EPS_CONNECTING)
+			rdmamsg__ep_set_state(ep, EPS_RECONNECTING);
+		linger_wait(ep);
+		return;
+	}
+	reconn_attempt(ep, ep->fail_status);
+}
+
+/* reconn_attempt_failed -- an attempt of a reconnect failed: the next
+ * one (from the next progress pass: this may run inside an up call of
+ * the attempt's lane), or the end of the session */
+static void reconn_attempt_failed(struct rdmamsg_ep *ep, int status, int reason)
+{
+	if (ep->st > EPS_CONNECTING || ep->reconn_due)
+		return; /* closed, waiting already, or the failed
+			 * connection's own completions before it goes */
+	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+	if (reason == RDMAMSG_REJECT_SESSION) {
+		/* the peer does not know the session: it restarted */
+		rdmamsg__ep_reconn_failed(ep, -ECONNRESET);
+		return;
+	}
+	if (!ep->passive && !path_fault(status, reason)) {
+		rdmamsg__ep_reconn_failed(ep, status);
+		return;
+	}
+	if (ep->ln)
+		ep->ln->ops->error(ep->ln, ep->sq_head, 0);
+	ep->fail_status = status;
+	ep->reconn_due = 1;
+	rdmamsg__ep_defer(ep);
+	if (!ep->passive)
+		path_event(ep, RDMAMSG_PATH_DOWN, status);
+}
+
+/* rdmamsg_ep_test_break -- fault injection (rdmamsg.h): the connection
+ * fails as after a transport retry exhaustion */
+RDMAMSG_EXPORT int rdmamsg_ep_test_break(struct rdmamsg_ep *ep)
+{
+	if (!ep)
+		return -EINVAL;
+	if (ep->st != EPS_UP || !ep->ln)
+		return -ENOTCONN;
+	ep->ln->ops->error(ep->ln, ep->sq_head, 0);
+	rdmamsg__ep_down(ep, -ECONNRESET);
 	return 0;
 }

@@ -406,6 +406,7 @@ struct rdmamsg__ep_params {
 	enum rdmamsg_failover failover;
 	void (*path_cb)(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
 			unsigned int path, int status, void *arg);
+	unsigned int reconnect_ms, reconnect_tries, linger_ms;
 };
 
 struct rdmamsg_ep_attr {
@@ -502,7 +503,38 @@ struct rdmamsg_ep {
 	struct sockaddr_storage *paths;
 	struct rdmamsg_path_stats pstats;
 	uint64_t path_down_ns; /* when the first path of this run failed */
+
+	/* session: reconnect-and-replay (ep.c, lane.h); sid 0: none */
+	uint64_t sid;
+	struct rdmamsg__kept *kept;	/* copies of data fragments, a ring */
+	uint32_t kept_mask;		/* its size - 1 (>= the peer's depth) */
+	uint32_t kept_depth, kept_frag; /* what it was sized for */
+	uint64_t tx_frags;	    /* data fragments posted on the session */
+	uint64_t rx_frags;	    /* data fragments received on it */
+	uint64_t rp_next, rp_end;   /* fragments to post again */
+	struct rdmamsg_buf rp_mark; /* the backlog's head while they go */
+	int reconn;		    /* an outage: reconnecting */
+	int reconn_due;		    /* its lane and id go in ep_step */
+	int fail_status;	    /* what took the connection down */
+	unsigned int tries_left;
+	uint64_t reconn_due_ns; /* the reconnect's deadline */
 };
+
+/* a data fragment kept until the peer has it (ep.c) */
+struct rdmamsg__kept {
+	char *data; /* frag bytes, allocated on first use */
+	uint32_t len, imm, total;
+	uint8_t flags;
+};
+
+int rdmamsg__ep_keep(struct rdmamsg_ep *ep, uint8_t flags, uint32_t imm,
+		     uint32_t total, const void *data, uint32_t len);
+int rdmamsg__ep_session_init(struct rdmamsg_ep *ep);
+int rdmamsg__ep_replay_from(struct rdmamsg_ep *ep, uint64_t delivered);
+void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep);
+void rdmamsg__ep_detach(struct rdmamsg_ep *ep);
+void rdmamsg__ep_reconn_failed(struct rdmamsg_ep *ep, int status);
+int rdmamsg__ep_replay_pump(struct rdmamsg_ep *ep);
 
 struct rdmamsg_listener {
 	struct rdmamsg__cmobj obj;
@@ -527,6 +559,7 @@ struct rdmamsg_conn_req {
 	struct rdma_cm_id *id;
 	uint32_t peer_depth, peer_eager, peer_ctl;
 	uint64_t peer_max_msg;
+	uint64_t sid; /* the session it names (HS_SREQ), 0: none */
 	struct rdmamsg__list link;
 };
 

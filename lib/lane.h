@@ -158,28 +158,45 @@
  * its rdma_cm id and starts again on the next address (CONNECTING ->
  * RESOLVING, or RESOLVING again); the session's rings, its receive
  * buffers among them, stay and are posted on the new lane.
- * Reconnect-and-replay of an established session (issue 15, not done)
- * will add DOWN -> RESOLVING for the active side and a RECONNECTING state
- * with a linger timer for the passive side; until then there is no way
- * back to UP from DOWN.  What it needs, found while doing the above:
- * - session identity in the handshake: the IB CM REQ carries 56 bytes of
- *   private data and ours uses up to 52 (20 fixed + 32 application), so
- *   the 8-byte session id plus the peer's incarnation and the last
- *   delivered sequence (24 bytes) fit only in a reconnect's REQ, which
- *   carries no application bytes (a new HS_ kind), while the first REQ
- *   can carry only the session id by cutting the application bytes to
- *   24 when the policy is on; the REP (196 bytes) has room for the
- *   passive side's incarnation;
- * - a per-fragment sequence and a delivered-up-to acknowledgement in the
- *   wire header (16 bytes now, all used but 3 pad bytes: it grows, the
- *   protocol version goes to 4, fuzz targets and tests/core/hostile
- *   follow);
- * - the sender keeps each data fragment's buffer until acknowledged, not
- *   until its send completes (inline sends keep no copy today): the
- *   window is bounded by the peer's receive depth, since a credit comes
- *   back only after its message was delivered;
- * - one-sided operations and rendezvous pulls in flight at the failure
- *   complete with -ECONNRESET; requests are replayed with their message.
+ * Reconnect-and-replay of an established session (issue 15,
+ * RDMAMSG_FAILOVER_REPLAY, rdmamsg.h; ep.c "sessions", msg.c, cm/):
+ *   UP --failure a session survives--> RESOLVING (active: reconnects)
+ *   UP --failure a session survives--> RECONNECTING (passive: waits)
+ *   RECONNECTING --the connector's reconnect request--> CONNECTING
+ *   RECONNECTING --linger over--> DOWN;  CONNECTING --failed--> RECONNECTING
+ *   (passive) or RESOLVING (active, next path) within tries and time
+ * - Design choice: an implicit sequence, not a per-fragment one in the
+ *   wire header.  RC delivers every fragment of one connection once and
+ *   in order, so both sides count the data fragments of the session
+ *   (tx_frags posted, rx_frags received while UP); the reconnect request
+ *   (HS_RREQ: session id + the connector's rx_frags) and its accept
+ *   (HS_RACC: the acceptor's rx_frags) exchange the counts, and each side
+ *   posts again its fragments from the peer's count on.  The message
+ *   header stays as it is (16 bytes, version 3); only the handshake has
+ *   new kinds (cm/handshake.h).  A replayed fragment is the same bytes
+ *   with the same flags, so a message cut between fragments is
+ *   reassembled across the reconnect (rx_asm stays).
+ * - Retention: the sender keeps a copy of each data fragment in a ring of
+ *   ep->kept, one slot per credit the peer grants (a power of two >= its
+ *   receive depth).  A credit comes back only after its fragment was
+ *   delivered, so at most peer_depth fragments are unacknowledged and a
+ *   slot is never reused before the peer had its fragment: no explicit
+ *   acknowledgement and no free per message.  This needs credits that
+ *   count fragments one for one: a session has its own receive ring (an
+ *   SRQ lends credits, srq.c: refused with -EINVAL).  Cost when the
+ *   policy is off: one predicted branch per send (ep->kept) and one
+ *   increment per send and per receive.
+ * - The old lane and rdma_cm id go from the progress pass after the
+ *   failure (never inside the lane's up call); its completions go with
+ *   it: sends in flight are done then (data: 0, kept; one-sided and
+ *   pulls: -ECONNRESET), and so are flushes read before (msg.c
+ *   session_tx_error).  The replay holds the backlog's head (ep->rp_mark,
+ *   a sentinel buffer) so that no new send overtakes it; sends during the
+ *   outage queue behind it.  Requests are eager messages: kept and
+ *   replayed, answered once.
+ * - A reconnect names the session by the connector's random 64-bit id; a
+ *   passive process that does not know it (restarted) refuses with
+ *   RDMAMSG_REJECT_SESSION: never a replay into a new session.
  */
 #ifndef RDMAMSG_LANE_H
 #define RDMAMSG_LANE_H
@@ -215,6 +232,9 @@ enum rdmamsg__ep_st {
 	EPS_DRAINING,
 	EPS_FLUSHING,
 	EPS_CLOSED,
+	EPS_RECONNECTING, /* passive side of a session: waits for the
+			   * connector's reconnect (after CLOSED so that the
+			   * connect/down paths leave it alone) */
 	EPS_COUNT
 };
 
@@ -224,18 +244,22 @@ static inline int rdmamsg__ep_st_legal(enum rdmamsg__ep_st from,
 				       enum rdmamsg__ep_st to)
 {
 	/* bit t of next[f]: f -> t is legal */
-	static const uint8_t next[EPS_COUNT] = {
+	static const uint16_t next[EPS_COUNT] = {
 		[EPS_IDLE] = 1u << EPS_RESOLVING | 1u << EPS_CONNECTING |
 			     1u << EPS_FLUSHING,
 		[EPS_RESOLVING] = 1u << EPS_CONNECTING | 1u << EPS_DOWN |
 				  1u << EPS_FLUSHING,
 		[EPS_CONNECTING] = 1u << EPS_RESOLVING | 1u << EPS_UP |
-				   1u << EPS_DOWN | 1u << EPS_FLUSHING,
-		[EPS_UP] = 1u << EPS_DOWN | 1u << EPS_DRAINING,
+				   1u << EPS_DOWN | 1u << EPS_FLUSHING |
+				   1u << EPS_RECONNECTING,
+		[EPS_UP] = 1u << EPS_DOWN | 1u << EPS_DRAINING |
+			   1u << EPS_RESOLVING | 1u << EPS_RECONNECTING,
 		[EPS_DOWN] = 1u << EPS_FLUSHING,
 		[EPS_DRAINING] = 1u << EPS_FLUSHING,
 		[EPS_FLUSHING] = 1u << EPS_CLOSED,
 		[EPS_CLOSED] = 0,
+		[EPS_RECONNECTING] = 1u << EPS_CONNECTING | 1u << EPS_DOWN |
+				     1u << EPS_FLUSHING,
 	};
 
 	if ((unsigned int)from >= EPS_COUNT || (unsigned int)to >= EPS_COUNT)

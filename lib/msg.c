@@ -88,6 +88,11 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 		sge[0].length = RDMAMSG_HDR + len;
 		sge[0].lkey = sb->lkey;
 	}
+	/* a session keeps a copy of each data fragment until the peer has
+	 * it (ep.c); type is a constant at every call */
+	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL) &&
+	    rdmamsg__ep_keep(ep, flags, imm, total, data, len))
+		return -ENOMEM; /* counted in tx_frags once posted */
 	fp_fill_hdr(ep, h, type, flags, imm, total);
 	/* own is pool memory: signal its send, so that the buffer comes back
 	 * when the send completes, not at some later signalled send that may
@@ -96,6 +101,8 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
+	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL))
+		ep->tx_frags++;
 	slot->op_ctx = op_ctx;
 	slot->buf = own;
 	slot->report = (uint8_t)report;
@@ -127,12 +134,23 @@ static void pump(struct rdmamsg_ep *ep)
 
 	while (ep->bl_head && ep->credits > 0 && fp_sq_free(ep) > 0) {
 		struct rdmamsg_buf *n = ep->bl_head;
-		size_t rest = n->len - n->off;
-		uint32_t flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
-		int last = n->off + flen == n->len;
-		uint8_t flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
-					  (last ? F_LAST : 0) | n->has_imm);
+		size_t rest;
+		uint32_t flen;
+		int last;
+		uint8_t flags;
 
+		if (RDMAMSG_UNLIKELY(n == &ep->rp_mark)) {
+			/* a reconnected session: what the peer did not
+			 * receive goes first */
+			if (rdmamsg__ep_replay_pump(ep))
+				break;
+			continue;
+		}
+		rest = n->len - n->off;
+		flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
+		last = n->off + flen == n->len;
+		flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
+				  (last ? F_LAST : 0) | n->has_imm);
 		if (post_frag(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
 			      n->data + n->off, flen, n, last ? n : NULL,
 			      n->op_ctx,
@@ -166,52 +184,23 @@ int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret)
 	return -EAGAIN;
 }
 
-/* send_msg -- the one send path behind the four public calls; xflags:
- * F_IMM, and F_XFER for the rendezvous/request layer's messages */
-static inline __attribute__((always_inline)) int send_msg(
-	struct rdmamsg_ep *ep, const void *data, size_t len,
-	struct rdmamsg_buf *zb, int xflags, uint32_t imm, void *op_ctx)
+/* queue_msg -- the message waits in the backlog (bounded): out of
+ * credits, fragmented, or (outage) a session reconnecting; messages above
+ * the eager maximum go by rendezvous instead, through
+ * rdmamsg_send_large()/rdmamsg_send_mr() (rndv.c): their control
+ * messages (RTS, FIN) are F_XFER data messages queued here like any
+ * other, and the peer pulls the bytes with RDMA reads */
+static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
+					       const void *data, size_t len,
+					       struct rdmamsg_buf *zb,
+					       int xflags, uint32_t imm,
+					       void *op_ctx, int outage)
 {
 	struct rdmamsg_buf *n;
-	uint32_t limit;
 	int ret;
 
-	ret = rdmamsg__ep_can_send(ep);
-	if (RDMAMSG_UNLIKELY(ret))
-		return ret;
-	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
-		return -EMSGSIZE;
-	if (zb) {
-		if (zb->state != BUF_USER || zb->ctx != ep->ctx ||
-		    len > zb->cap)
-			return -EINVAL;
-		data = zb->data;
-	}
-	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->frag && ep->credits > 0 &&
-			   fp_sq_free(ep) > 0)) {
-		ret = post_frag(
-			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
-			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
-			ep->cbs.on_send != NULL && !(xflags & F_XFER));
-		if (RDMAMSG_UNLIKELY(ret))
-			return ret == -ENOMEM
-				       ? rdmamsg__ep_no_pool_memory(ep, ret)
-				       : -ENOTCONN;
-		ep->credits--;
-		if (zb)
-			zb->state = BUF_LIB;
-		return 0;
-	}
-
-	/*
-	 * Out of credits, or fragmented: queue (bounded).  Messages above
-	 * the eager maximum go by rendezvous instead, through
-	 * rdmamsg_send_large()/rdmamsg_send_mr() (rndv.c): their control
-	 * messages (RTS, FIN) are F_XFER data messages queued here like any
-	 * other, and the peer pulls the bytes with RDMA reads.
-	 */
-	limit = backlog_limit(ep);
-	if (ep->bl_count >= limit && !(len > ep->frag && !ep->bl_head) &&
+	if (ep->bl_count >= backlog_limit(ep) &&
+	    !(len > ep->frag && !ep->bl_head && !outage) &&
 	    !(xflags & F_XFER)) {
 		ep->want_writable = 1;
 		return -EAGAIN;
@@ -238,8 +227,72 @@ static inline __attribute__((always_inline)) int send_msg(
 		ep->bl_head = n;
 	ep->bl_tail = n;
 	ep->bl_count++;
-	pump(ep);
+	if (!outage)
+		pump(ep);
 	return 0;
+}
+
+/* check_zb -- a zero-copy buffer the caller may send len bytes of */
+static inline int check_zb(const struct rdmamsg_ep *ep,
+			   const struct rdmamsg_buf *zb, size_t len)
+{
+	return zb->state != BUF_USER || zb->ctx != ep->ctx || len > zb->cap;
+}
+
+/* send_outage -- a send while the endpoint cannot send: during a
+ * session's outage (ep.c) it queues, otherwise the reason (ret) */
+static __attribute__((noinline)) int send_outage(struct rdmamsg_ep *ep,
+						 const void *data, size_t len,
+						 struct rdmamsg_buf *zb,
+						 int xflags, uint32_t imm,
+						 void *op_ctx, int ret)
+{
+	if (!ep->reconn || ep->closing)
+		return ret;
+	if (len > ep->max_msg)
+		return -EMSGSIZE;
+	if (zb) {
+		if (check_zb(ep, zb, len))
+			return -EINVAL;
+		data = zb->data;
+	}
+	return queue_msg(ep, data, len, zb, xflags, imm, op_ctx, 1);
+}
+
+/* send_msg -- the one send path behind the four public calls; xflags:
+ * F_IMM, and F_XFER for the rendezvous/request layer's messages */
+static inline __attribute__((always_inline)) int send_msg(
+	struct rdmamsg_ep *ep, const void *data, size_t len,
+	struct rdmamsg_buf *zb, int xflags, uint32_t imm, void *op_ctx)
+{
+	int ret;
+
+	ret = rdmamsg__ep_can_send(ep);
+	if (RDMAMSG_UNLIKELY(ret))
+		return send_outage(ep, data, len, zb, xflags, imm, op_ctx, ret);
+	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
+		return -EMSGSIZE;
+	if (zb) {
+		if (check_zb(ep, zb, len))
+			return -EINVAL;
+		data = zb->data;
+	}
+	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->frag && ep->credits > 0 &&
+			   fp_sq_free(ep) > 0)) {
+		ret = post_frag(
+			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
+			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
+			ep->cbs.on_send != NULL && !(xflags & F_XFER));
+		if (RDMAMSG_UNLIKELY(ret))
+			return ret == -ENOMEM
+				       ? rdmamsg__ep_no_pool_memory(ep, ret)
+				       : -ENOTCONN;
+		ep->credits--;
+		if (zb)
+			zb->state = BUF_LIB;
+		return 0;
+	}
+	return queue_msg(ep, data, len, zb, xflags, imm, op_ctx, 0);
 }
 
 /* rdmamsg_send -- copy len bytes and send them */
@@ -506,6 +559,9 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	ep->received_total++;
 	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
 		return RDMAMSG__RX_DATA;
+	/* the session's implicit sequence: RC delivers each fragment of a
+	 * connection once and in order (ep.c) */
+	ep->rx_frags++;
 	len = rlen - RDMAMSG_HDR;
 	imm = le32toh(h->imm);
 	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
@@ -603,16 +659,40 @@ static inline __attribute__((always_inline)) void flush(struct rdmamsg_ep *ep)
 	}
 }
 
+/* session_tx_error -- a session's send seq failed (the transport gave
+ * up, or it was flushed by a failure the session survives): a data
+ * fragment was kept and goes again if the peer lacks it (0); a one-sided
+ * operation or pull may or may not have executed (-ECONNRESET) */
+static void session_tx_error(struct rdmamsg_ep *ep, uint64_t seq, int status)
+{
+	int survive = ep->reconn ? status == -ECANCELED || status == -ECONNRESET
+				 : status == -ECONNRESET && !ep->closing;
+
+	if (seq < ep->sq_tail || seq >= ep->sq_head)
+		return; /* not in flight: completes nothing */
+	if (seq > ep->sq_tail)
+		rdmamsg__ep_complete_slots(ep, seq - 1, 0);
+	if (survive)
+		status =
+			ep->slots[seq & ep->sq_mask].report == RDMAMSG_SLOT_XFER
+				? -ECONNRESET
+				: 0;
+	rdmamsg__ep_complete_slots(ep, seq, status);
+}
+
 /* ep_tx_done -- the lane's up call: sends up to seq (its low 32 bits,
  * rebuilt here: at most sq_head; one not in flight, below sq_tail,
  * completes nothing) are done */
 static void ep_tx_done(void *owner, uint32_t seq32, int status)
 {
 	struct rdmamsg_ep *ep = owner;
+	uint64_t seq = ep->sq_head - (uint32_t)((uint32_t)ep->sq_head - seq32);
 
-	rdmamsg__ep_complete_slots(
-		ep, ep->sq_head - (uint32_t)((uint32_t)ep->sq_head - seq32),
-		status);
+	if (RDMAMSG_UNLIKELY(status != 0) && ep->sid) {
+		session_tx_error(ep, seq, status);
+		return;
+	}
+	rdmamsg__ep_complete_slots(ep, seq, status);
 }
 
 /* ep_reposted -- the lane's up call: receives are posted again, their
@@ -699,4 +779,27 @@ void rdmamsg__ep_xwait_all(struct rdmamsg_ctx *ctx)
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep)
 {
 	flush(ep);
+}
+
+/* rdmamsg__ep_replay_pump -- pump() met the replay's mark (ep.c): post
+ * the next fragment the peer did not receive (a credit and a send slot
+ * are free), or take the mark out once all went; 1 when posting failed */
+int rdmamsg__ep_replay_pump(struct rdmamsg_ep *ep)
+{
+	const struct rdmamsg__kept *k;
+
+	if (ep->rp_next < ep->rp_end) {
+		k = &ep->kept[ep->rp_next & ep->kept_mask];
+		if (post_frag(ep, W_DATA, k->flags, k->imm, k->total, k->data,
+			      k->len, NULL, NULL, NULL, 0))
+			return 1;
+		ep->credits--;
+		ep->rp_next++;
+		return 0;
+	}
+	ep->bl_head = ep->rp_mark.next;
+	if (!ep->bl_head)
+		ep->bl_tail = NULL;
+	ep->rp_mark.next = NULL;
+	return 0;
 }

@@ -85,10 +85,12 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	if (!ep || !response_cb || !idp || (len && !data))
 		return -EINVAL;
 	ret = rdmamsg__ep_can_send(ep);
-	if (ret)
+	if (ret && !(ep->reconn && !ep->closing))
 		return ret;
 	/* no arithmetic on len before it is known to fit */
 	eager = len <= ep->max_msg - RDMAMSG_XHDR;
+	if (ret && !eager)
+		return ret; /* a session's outage queues eager ones only */
 	if (!eager && len > ep->p.max_large)
 		return -EMSGSIZE;
 	ret = rdmamsg__xfer_get(ep, &xf);
@@ -232,9 +234,11 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 		return -EINVAL;
 	ep = req->ep;
 	ret = rdmamsg__ep_can_send(ep);
-	if (ret)
+	if (ret && !(ep->reconn && !ep->closing))
 		return ret;
 	eager = len <= ep->max_msg - RDMAMSG_XHDR;
+	if (ret && !eager)
+		return ret; /* a session's outage queues eager ones only */
 	if (!eager && len > ep->p.max_large)
 		return -EMSGSIZE;
 	if (eager) {

@@ -84,6 +84,10 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	rdmamsg_ep_attr_set_failover(attr, RDMAMSG_FAILOVER_RECONNECT);
 	if (rdmamsg_conn_req_accept(req, attr, &srv_cbs, s, &s->ep) != -EINVAL)
 		s->accept_bad++;
+	/* nor the replay policy: the accepting side follows its connector */
+	rdmamsg_ep_attr_set_failover(attr, RDMAMSG_FAILOVER_REPLAY);
+	if (rdmamsg_conn_req_accept(req, attr, &srv_cbs, s, &s->ep) != -EINVAL)
+		s->accept_bad++;
 	rdmamsg_ep_attr_set_failover(attr, RDMAMSG_FAILOVER_OFF);
 	s->next = s->n = 0;
 	if (rdmamsg_conn_req_accept(req, attr, &srv_cbs, s, &s->ep))

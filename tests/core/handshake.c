@@ -72,6 +72,55 @@ int main(void)
 	is_int(out.reason, RDMAMSG_REJECT_CLOSED, "reason survives");
 	ok(out.user == NULL, "no user bytes");
 
+	/* sessions (reconnect-and-replay): the first request names it */
+	in.kind = HS_SREQ;
+	in.reason = 0;
+	in.sid = 0x0102030405060708ull;
+	in.user = (const uint8_t *)"0123456789abcdefghijklmnopqrstuv";
+	in.user_len = 32;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_LEN + 8 + RDMAMSG_HS_SESSION_USER,
+	       "session request: 8-byte id, application bytes cut to 24");
+	ok(len <= 56, "fits the 56 bytes of a connect request");
+	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "decodes");
+	ok(out.kind == HS_SREQ && out.sid == in.sid, "kind and session id");
+	ok(out.user_len == RDMAMSG_HS_SESSION_USER &&
+		   !memcmp(out.user, in.user, RDMAMSG_HS_SESSION_USER),
+	   "application bytes after the id");
+	is_int(rdmamsg__hs_decode(buf, RDMAMSG_HS_LEN + 7, &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "session id cut short");
+	buf[7] = RDMAMSG_HS_SESSION_USER + 1;
+	is_int(rdmamsg__hs_decode(buf, sizeof(buf), &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "more than 24 application bytes");
+	buf[7] = RDMAMSG_HS_SESSION_USER;
+	memset(buf + RDMAMSG_HS_LEN, 0, 8);
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "session id 0");
+	/* a reconnect carries the id and a count, no application bytes */
+	in.kind = HS_RREQ;
+	in.delivered = 0xfedcba9876543210ull;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_LEN + 16, "reconnect: id and count only");
+	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "decodes");
+	ok(out.sid == in.sid && out.delivered == in.delivered && !out.user_len,
+	   "id and count survive (big-endian, 64 bits)");
+	is_int(rdmamsg__hs_decode(buf, len - 1, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "count cut short");
+	buf[7] = 1;
+	is_int(rdmamsg__hs_decode(buf, sizeof(buf), &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "a reconnect with application bytes");
+	in.kind = HS_RACC;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_LEN + 8, "its accept: the count only");
+	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "decodes");
+	ok(out.kind == HS_RACC && out.delivered == in.delivered && !out.sid,
+	   "count survives");
+	is_int(rdmamsg__hs_decode(buf, len - 1, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "count cut short");
+	buf[3] = HS_RACC + 1;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "a kind past the last");
+
 	setenv("RDMAMSG_TEST_PROTO_VERSION", "7", 1);
 	in.kind = HS_REQ;
 	len = rdmamsg__hs_encode(&in, buf);

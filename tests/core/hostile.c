@@ -313,6 +313,11 @@ struct atk {
 	char *mem; /* receive buffers, then a send area, then a read area */
 	uint32_t credits, ctl;
 	uint64_t leaked; /* secret bytes seen */
+	/* the handshake to send: HS_REQ (0), HS_SREQ or HS_RREQ with the
+	 * session id and count; a refusal's reason comes back */
+	uint8_t kind;
+	uint64_t sid, delivered;
+	uint32_t reason;
 };
 
 #define A_SEND_OFF ((size_t)A_NRX * A_RXLEN)
@@ -388,7 +393,19 @@ static int atk_poll(struct atk *a, int ms, struct ibv_wc *wc)
 
 /* atk_connect -- a raw client with a valid handshake; 0 once the server's
  * credit grant arrived */
+static int atk_connect2(struct atk *a, unsigned int port, uint8_t kind,
+			uint64_t sid, uint64_t delivered);
+
 static int atk_connect(struct atk *a, unsigned int port)
+{
+	return atk_connect2(a, port, HS_REQ, 0, 0);
+}
+
+/* atk_connect2 -- atk_connect with a session's handshake: HS_SREQ names
+ * session sid; HS_RREQ reconnects it (expects a refusal: 1, its reason
+ * in a->reason) */
+static int atk_connect2(struct atk *a, unsigned int port, uint8_t kind,
+			uint64_t sid, uint64_t delivered)
 {
 	struct sockaddr_in dst;
 	struct ibv_qp_init_attr qa;
@@ -433,7 +450,9 @@ static int atk_connect(struct atk *a, unsigned int port)
 		if (atk_post_rx(a, i))
 			return -5;
 	memset(&hs, 0, sizeof(hs));
-	hs.kind = HS_REQ;
+	hs.kind = kind;
+	hs.sid = sid;
+	hs.delivered = delivered;
 	hs.depth = A_DEPTH;
 	hs.ctl = RDMAMSG_CTL_CREDITS;
 	hs.eager = EAGER;
@@ -443,6 +462,14 @@ static int atk_connect(struct atk *a, unsigned int port)
 	cp.private_data_len = (uint8_t)rdmamsg__hs_encode(&hs, pdata);
 	cp.responder_resources = cp.initiator_depth = 1;
 	cp.retry_count = 7;
+	if (kind == HS_RREQ) {
+		if (rdma_connect(a->id, &cp) ||
+		    atk_event(a, RDMA_CM_EVENT_REJECTED, 10000, acc, &alen) ||
+		    rdmamsg__hs_decode(acc, alen, &hs) || hs.kind != HS_REJ)
+			return -11;
+		a->reason = hs.reason;
+		return 1;
+	}
 	if (rdma_connect(a->id, &cp) ||
 	    atk_event(a, RDMA_CM_EVENT_ESTABLISHED, 5000, acc, &alen))
 		return -6;
@@ -582,6 +609,42 @@ static void proto_attack(unsigned int port, const char *what,
 	   "%s: the attacker is disconnected", what);
 	while (atk_poll(&a, 10, &wc) >= 0)
 		;
+	atk_free(&a);
+}
+
+/* session_attacks -- reconnect requests (HS_RREQ) are untrusted too: one
+ * naming no session is refused (RDMAMSG_REJECT_SESSION); one naming a
+ * real session (the attacker's own) with a count of fragments the server
+ * never sent is refused as a malformed handshake, and the session ends
+ * with -EPROTO, nothing replayed */
+static void session_attacks(unsigned int port)
+{
+	const uint64_t sid = 0x5e55105e55105e55ull;
+	struct atk a, b;
+	int ret;
+
+	ret = atk_connect2(&b, port, HS_RREQ, 0x1234, 0);
+	ok(ret == 1 && b.reason == RDMAMSG_REJECT_SESSION,
+	   "reconnect of no session: refused, RDMAMSG_REJECT_SESSION (%d, "
+	   "%#x)",
+	   ret, b.reason);
+	atk_free(&b);
+	ret = atk_connect2(&a, port, HS_SREQ, sid, 0);
+	ok(ret == 0, "session request accepted (%d)", ret);
+	if (ret) {
+		atk_free(&a);
+		return;
+	}
+	/* the connection drops without a goodbye: the server waits for the
+	 * reconnect; it comes with a count it never sent */
+	rdma_disconnect(a.id);
+	ret = atk_connect2(&b, port, HS_RREQ, sid, 1000000);
+	ok(ret == 1 && b.reason == RDMAMSG_REJECT_HANDSHAKE,
+	   "reconnect with 1,000,000 fragments never sent: refused as "
+	   "malformed (%d, %#x)",
+	   ret, b.reason);
+	is_int(srv_status(15000), -EPROTO, "the session ended with -EPROTO");
+	atk_free(&b);
 	atk_free(&a);
 }
 
@@ -818,6 +881,7 @@ int main(void)
 			    "write the pool with its rkey");
 	}
 
+	session_attacks(port);
 	proto_attack(port, "unknown message type", m_bad_type);
 	proto_attack(port, "undefined flags", m_bad_flags);
 	proto_attack(port, "runt message", m_runt);

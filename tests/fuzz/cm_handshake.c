@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t out[RDMAMSG_HS_MAX];
 	struct rdmamsg__hs hs;
-	size_t len;
+	size_t len, extra;
 	int ret;
 
 	ret = rdmamsg__hs_decode(data, size, &hs);
@@ -33,14 +33,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (ret)
 		abort(); /* a reason the caller does not expect */
-	if (hs.kind < HS_REQ || hs.kind > HS_REJ || hs.user_len > 32 ||
+	/* sessions: an id (SREQ, RREQ) and a count (RREQ, RACC) of 8 bytes
+	 * each before the application bytes, at most 24 with an id's
+	 * request, none with a count */
+	extra = (hs.kind == HS_SREQ || hs.kind == HS_RREQ ? 8 : 0) +
+		(hs.kind == HS_RREQ || hs.kind == HS_RACC ? 8 : 0);
+	if (hs.kind < HS_REQ || hs.kind > HS_RACC || hs.user_len > 32 ||
 	    (hs.user_len == 0) != (hs.user == NULL))
 		abort();
-	if (hs.user_len && (hs.user < data + RDMAMSG_HS_LEN ||
+	if ((hs.kind == HS_SREQ || hs.kind == HS_RREQ) && !hs.sid)
+		abort();
+	if ((hs.kind == HS_SREQ && hs.user_len > RDMAMSG_HS_SESSION_USER) ||
+	    ((hs.kind == HS_RREQ || hs.kind == HS_RACC) && hs.user_len))
+		abort();
+	if (hs.user_len && (hs.user < data + RDMAMSG_HS_LEN + extra ||
 			    hs.user + hs.user_len > data + size))
 		abort();
 	len = rdmamsg__hs_encode(&hs, out);
-	if (len != (size_t)RDMAMSG_HS_LEN + hs.user_len || len > size)
+	if (len != (size_t)RDMAMSG_HS_LEN + extra + hs.user_len || len > size)
 		abort();
 	if (memcmp(out, data, 2) || memcmp(out + 3, data + 3, len - 3))
 		abort();

@@ -1,0 +1,838 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replay.c -- reconnect-and-replay of an established session
+ * (RDMAMSG_FAILOVER_REPLAY, rdmamsg.h, issue 15).
+ *
+ * 1. One process, a listener on two ports (two paths to one peer): a
+ *    stream of messages of mixed sizes (fragmented ones among them) and
+ *    requests, cut several times mid-stream (rdmamsg_ep_test_break, on
+ *    the connecting and on the accepting side in turn, one cut while
+ *    sends wait in the backlog): every message arrives exactly once, in
+ *    order, its bytes verified; every request is answered exactly once;
+ *    an RDMA write in flight at a cut completes with -ECONNRESET; sends
+ *    made during the outage queue; the path events and counters cover
+ *    each cut, and the time to resume is printed.
+ * 2. The peer process killed: on_disconnect with -ECONNREFUSED (nobody
+ *    listens any more) after FAILOVER_FAILED; nothing replayed.
+ * 3. A restarted peer on the same address: the reconnect is refused
+ *    (RDMAMSG_REJECT_SESSION), on_disconnect -ECONNRESET, and the new
+ *    process saw no request and no message.
+ * 4. Bad input: policies, bounds, private data, the test hook.
+ */
+#include "config.h"
+
+#include "../tap.h"
+#include "util.h"
+
+#define EAGER	1024
+#define MAX_MSG (4 * EAGER)
+#define CUTS	6
+#define WR_LEN	(4u << 20) /* the writes at the cuts */
+
+static volatile sig_atomic_t stop;
+static struct cli *the_cli; /* the stream's connector */
+
+/* msg_len -- the length of message seq: 8 .. 3.5 eager buffers, so that
+ * about one in eight is fragmented */
+static size_t msg_len(uint64_t seq)
+{
+	uint64_t h = seq * 2654435761u;
+
+	if ((h >> 7) % 8 == 0)
+		return EAGER + (h % (5 * EAGER / 2));
+	return 8 + (h % 300);
+}
+
+/* fill -- message seq: its number, then bytes that depend on it */
+static void fill(uint8_t *p, uint64_t seq, size_t len)
+{
+	size_t i;
+
+	memcpy(p, &seq, 8);
+	for (i = 8; i < len; i++)
+		p[i] = (uint8_t)(seq * 31 + i);
+}
+
+struct srv {
+	struct rdmamsg_ep *ep;
+	uint64_t next, bad, dup, n;
+	uint64_t reqs;
+	unsigned int linger; /* 0: 60 s */
+	int nev, down, ndisc, disc_status;
+	int ev[64];
+};
+
+/* srv_recv -- each message once, in order, with its bytes */
+static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		     uint32_t imm, unsigned int flags, void *arg)
+{
+	struct srv *s = arg;
+	uint8_t want[MAX_MSG];
+	uint64_t seq = UINT64_MAX;
+
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	if (len >= 8)
+		memcpy(&seq, data, 8);
+	if (seq < s->next) {
+		s->dup++;
+		return;
+	}
+	if (seq != s->next || len != msg_len(seq)) {
+		s->bad++;
+	} else {
+		fill(want, seq, len);
+		if (memcmp(want, data, len))
+			s->bad++;
+	}
+	s->next = seq + 1;
+	s->n++;
+}
+
+/* srv_request -- answer with the request's number plus one */
+static void srv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+			void *data, size_t len, void *arg)
+{
+	struct srv *s = arg;
+	uint64_t v = 0;
+
+	(void)ep;
+	if (len == 8)
+		memcpy(&v, data, 8);
+	v++;
+	s->reqs++;
+	if (rdmamsg_respond(req, &v, 8))
+		s->bad++;
+}
+
+static void srv_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	struct srv *s = arg;
+
+	(void)ep;
+	s->ndisc++;
+	s->disc_status = status;
+}
+
+static void srv_path(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
+		     unsigned int path, int status, void *arg)
+{
+	struct srv *s = arg;
+
+	(void)ep;
+	(void)path;
+	(void)status;
+	if (s->nev < 64)
+		s->ev[s->nev] = (int)event;
+	s->nev++;
+}
+
+static const struct rdmamsg_ep_cbs srv_cbs = {
+	.on_recv = srv_recv,
+	.on_disconnect = srv_disc,
+};
+
+/* srv_req -- accept without a policy (the request names the session) */
+static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
+		    const void *pdata, size_t len, void *arg)
+{
+	struct srv *s = arg;
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	rdmamsg_ep_attr_set_on_request(a, srv_request);
+	rdmamsg_ep_attr_set_path_cb(a, srv_path);
+	rdmamsg_ep_attr_set_session_linger(a, s->linger ? s->linger : 60000);
+	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, s, &s->ep))
+		s->bad++;
+	rdmamsg_ep_attr_delete(&a);
+}
+
+struct cli {
+	int connected, status, closed, writable, ndisc, disc_status;
+	int nev, done_ev, failed_ev, last_ev_status;
+	int nest_on; /* cut again at this FAILOVER_DONE (a replay pending) */
+	uint64_t sends_ok, sends_bad;
+	uint64_t resp_ok, resp_bad, wr_done, wr_reset, wr_ok, wr_other;
+	int ev[256];
+	uint8_t answered[4096];
+};
+
+static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
+			const void *pdata, size_t len, void *arg)
+{
+	struct cli *c = arg;
+
+	(void)ep;
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	c->status = status;
+	c->connected++;
+}
+
+static void cli_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	struct cli *c = arg;
+
+	(void)ep;
+	c->ndisc++;
+	c->disc_status = status;
+}
+
+static void cli_writable(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct cli *)arg)->writable = 1;
+}
+
+static void cli_close_cb(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct cli *)arg)->closed = 1;
+}
+
+static void cli_path(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
+		     unsigned int path, int status, void *arg)
+{
+	struct cli *c = arg;
+
+	if (c->nev < 256)
+		c->ev[c->nev] = (int)event;
+	c->nev++;
+	c->last_ev_status = status;
+	if (event == RDMAMSG_FAILOVER_DONE) {
+		struct rdmamsg_path_stats ps;
+
+		c->done_ev++;
+		if (c->done_ev == c->nest_on && rdmamsg_ep_test_break(ep) != 0)
+			c->failed_ev += 100; /* fails the test */
+		if (!rdmamsg_ep_get_path_stats(ep, &ps))
+			diag("failover %d: on path %u, %.3f ms from the "
+			     "failure to resumed traffic",
+			     c->done_ev, path, ps.last_failover_ns / 1e6);
+	}
+	if (event == RDMAMSG_FAILOVER_FAILED)
+		c->failed_ev++;
+}
+
+/* cli_resp -- request i answered (with i + 1), exactly once */
+static void cli_resp(struct rdmamsg_ep *ep, int status, void *data, size_t len,
+		     void *req_arg)
+{
+	(void)ep;
+	struct cli *c = the_cli;
+	uint64_t i = (uint64_t)(uintptr_t)req_arg, v = 0;
+
+	if (len == 8)
+		memcpy(&v, data, 8);
+	if (status || v != i + 1 || i >= sizeof(c->answered) ||
+	    c->answered[i]++) {
+		c->resp_bad++;
+		return;
+	}
+	c->resp_ok++;
+}
+
+/* cli_wr -- the write in flight at a cut */
+static void cli_wr(struct rdmamsg_ep *ep, int status, uint64_t value,
+		   void *op_ctx)
+{
+	struct cli *c = the_cli;
+
+	(void)ep;
+	(void)value;
+	(void)op_ctx;
+	c->wr_done++;
+	if (status == -ECONNRESET)
+		c->wr_reset++;
+	else if (status == 0)
+		c->wr_ok++;
+	else {
+		c->wr_other++;
+		diag("write: %s", rdmamsg_strerror(status));
+	}
+}
+
+/* cli_sent -- each message reported once, in order, with 0 (a session
+ * keeps what may have to go again) */
+static void cli_sent(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
+{
+	struct cli *c = arg;
+
+	(void)ep;
+	if (status || (uint64_t)(uintptr_t)op_ctx != c->sends_ok + 1)
+		c->sends_bad++;
+	else
+		c->sends_ok++;
+}
+
+static const struct rdmamsg_ep_cbs cli_cbs = {
+	.on_connect = cli_connect,
+	.on_disconnect = cli_disc,
+	.on_writable = cli_writable,
+};
+
+static const struct rdmamsg_ep_cbs cli_cbs_sent = {
+	.on_connect = cli_connect,
+	.on_disconnect = cli_disc,
+	.on_writable = cli_writable,
+	.on_send = cli_sent,
+};
+
+/* replay_attr -- the connector's attributes */
+static struct rdmamsg_ep_attr *replay_attr(void)
+{
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
+
+	rdmamsg_ep_attr_set_failover(a, RDMAMSG_FAILOVER_REPLAY);
+	rdmamsg_ep_attr_set_path_cb(a, cli_path);
+	rdmamsg_ep_attr_set_reconnect(a, 60000, 16);
+	return a;
+}
+
+/* wait_state -- drive ctx until ep is in state st */
+static int wait_state(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
+		      enum rdmamsg_ep_state st)
+{
+	long long end = test_now_ms() + 60000;
+	enum rdmamsg_ep_state now = RDMAMSG_EP_CLOSING;
+
+	while (test_now_ms() < end) {
+		rdmamsg_ep_get_state(ep, &now);
+		if (now == st)
+			return 1;
+		test_idle(ctx, 1);
+	}
+	return 0;
+}
+
+/* stream -- part 1 */
+static void stream(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_listener *l1, *l2;
+	struct rdmamsg_path_stats ps, sps;
+	struct rdmamsg_ep_attr *a;
+	struct rdmamsg_ep *ep;
+	struct rdmamsg_mr *lmr, *smr;
+	struct rdmamsg_rmr *rmr;
+	struct srv s;
+	static struct cli c;
+	static uint8_t lbuf[WR_LEN], sbuf[WR_LEN];
+	uint8_t buf[MAX_MSG], blob[64];
+	uint64_t n = tap_small() ? 4000 : 100000, sent = 0, nreq = 0;
+	uint64_t cut_at[CUTS];
+	uint16_t p1, p2;
+	char addr[64];
+	int cuts = 0, i, ret, outage_sends = 0;
+	long long end;
+
+	memset(&s, 0, sizeof(s));
+	memset(&c, 0, sizeof(c));
+	the_cli = &c;
+	/* the third reconnect is cut again as it comes up: before the
+	 * acceptor's grant, with what the peer lacks still to go */
+	c.nest_on = 3;
+	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &l1) ||
+	    rdmamsg_listener_get_port(l1, &p1) ||
+	    rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &l2) ||
+	    rdmamsg_listener_get_port(l2, &p2))
+		bail_out("listen");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u,127.0.0.1:%u", p1, p2);
+	a = replay_attr();
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs_sent, &c, &ep), 0,
+	       "connect with RDMAMSG_FAILOVER_REPLAY over two paths");
+	rdmamsg_ep_attr_delete(&a);
+	ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
+	   "connected");
+	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED), "up");
+	if (!s.ep)
+		bail_out("no accepted endpoint");
+
+	/* a region of the server's for the write in flight at a cut */
+	if (rdmamsg_mr_reg(ctx, lbuf, sizeof(lbuf), 0, &lmr) ||
+	    rdmamsg_mr_reg(ctx, sbuf, sizeof(sbuf), RDMAMSG_ACCESS_REMOTE_WRITE,
+			   &smr) ||
+	    rdmamsg_mr_export(smr, blob, sizeof(blob)) < 0 ||
+	    rdmamsg_rmr_import(blob, sizeof(blob), &rmr))
+		bail_out("regions");
+
+	for (i = 0; i < CUTS; i++)
+		cut_at[i] = n * (uint64_t)(i + 1) / (CUTS + 1);
+	end = test_now_ms() + 600000;
+	while ((sent < n || s.n < n || c.resp_ok + c.resp_bad < nreq ||
+		c.sends_ok + c.sends_bad < n) &&
+	       test_now_ms() < end && !c.ndisc && !s.ndisc) {
+		enum rdmamsg_ep_state st;
+
+		rdmamsg_ep_get_state(ep, &st);
+		if (cuts < CUTS && sent >= cut_at[cuts] &&
+		    st == RDMAMSG_EP_CONNECTED && s.ep) {
+			enum rdmamsg_ep_state sst;
+
+			rdmamsg_ep_get_state(s.ep, &sst);
+			if (sst == RDMAMSG_EP_CONNECTED) {
+				/* even cuts on the connecting side, after
+				 * a write (it may have completed); odd ones
+				 * on the accepting side, before a write
+				 * that its QP in error never executes */
+				if (cuts % 2 == 0)
+					ok(rdmamsg_write(ep, lmr, 0, rmr, 0,
+							 WR_LEN, cli_wr,
+							 NULL) == 0,
+					   "write posted");
+				ret = rdmamsg_ep_test_break(cuts % 2 ? s.ep
+								     : ep);
+				ok(ret == 0, "cut %d at message %llu", cuts,
+				   (unsigned long long)sent);
+				if (cuts % 2)
+					ok(rdmamsg_write(ep, lmr, 0, rmr, 0,
+							 WR_LEN, cli_wr,
+							 NULL) == 0,
+					   "write posted to a peer cut off");
+				cuts++;
+				/* sends during the outage queue */
+				if (cuts == 1) {
+					rdmamsg_ep_get_state(ep, &st);
+					ok(st == RDMAMSG_EP_CONNECTING,
+					   "reconnecting: CONNECTING");
+				}
+				continue;
+			}
+		}
+		if (sent < n) {
+			size_t len = msg_len(sent);
+
+			fill(buf, sent, len);
+			ret = rdmamsg_send(ep, buf, len,
+					   (void *)(uintptr_t)(sent + 1));
+			if (ret == 0) {
+				rdmamsg_ep_get_state(ep, &st);
+				if (st != RDMAMSG_EP_CONNECTED)
+					outage_sends++;
+				sent++;
+				if (sent % 97 == 0 &&
+				    nreq < sizeof(c.answered)) {
+					uint64_t v = nreq, id;
+
+					if (rdmamsg_request(
+						    ep, &v, 8, 0, cli_resp,
+						    (void *)(uintptr_t)nreq,
+						    &id) == 0)
+						nreq++;
+				}
+				continue;
+			}
+			if (ret != -EAGAIN) {
+				ok(0, "send %llu: %s", (unsigned long long)sent,
+				   rdmamsg_strerror(ret));
+				break;
+			}
+		}
+		c.writable = 0;
+		rdmamsg_ctx_progress(ctx);
+		if (sent < n)
+			test_run_until(ctx, &c.writable, 5);
+	}
+	is_int(cuts, CUTS, "all cuts made");
+	is_int(c.ndisc, 0, "the connector never went down");
+	is_int(s.ndisc, 0, "the acceptor never went down");
+	ok(s.n == n, "%llu of %llu messages delivered", (unsigned long long)s.n,
+	   (unsigned long long)n);
+	is_int(s.dup, 0, "none delivered twice");
+	is_int(s.bad, 0, "in order, bytes right");
+	ok(outage_sends > 0, "%d sends queued during outages", outage_sends);
+	ok(c.sends_ok == n, "on_send: %llu of %llu, once each, in order, 0",
+	   (unsigned long long)c.sends_ok, (unsigned long long)n);
+	is_int((int)c.sends_bad, 0, "no on_send twice or with an error");
+	ok(nreq > 0 && c.resp_ok == nreq, "%llu of %llu requests answered",
+	   (unsigned long long)c.resp_ok, (unsigned long long)nreq);
+	is_int((int)c.resp_bad, 0, "no request answered twice or wrong");
+	ok(s.reqs >= nreq, "the acceptor saw every request");
+	is_int((int)c.wr_done, CUTS, "each write at a cut completed once");
+	is_int((int)c.wr_other, 0, "... with 0 or -ECONNRESET");
+	ok(c.wr_reset >= CUTS / 2,
+	   "those posted to a peer cut off: -ECONNRESET (%llu)",
+	   (unsigned long long)c.wr_reset);
+	diag("writes at the cuts: %llu done before the cut, %llu in flight "
+	     "(-ECONNRESET)",
+	     (unsigned long long)c.wr_ok, (unsigned long long)c.wr_reset);
+	for (i = 0, ret = 1; i < CUTS + 1; i++)
+		if (c.ev[3 * i] != RDMAMSG_PATH_DOWN ||
+		    c.ev[3 * i + 1] != RDMAMSG_FAILOVER_START ||
+		    c.ev[3 * i + 2] != RDMAMSG_FAILOVER_DONE)
+			ret = 0;
+	ok(ret && c.nev == 3 * (CUTS + 1),
+	   "each cut: PATH_DOWN, FAILOVER_START, FAILOVER_DONE (%d events)",
+	   c.nev);
+	is_int(c.connected, 1, "on_connect ran once");
+	is_int(c.done_ev, CUTS + 1,
+	       "FAILOVER_DONE on every cut (one cut again as it came up)");
+	is_int(c.failed_ev, 0, "no FAILOVER_FAILED");
+	rdmamsg_ep_get_path_stats(ep, &ps);
+	rdmamsg_ep_get_path_stats(s.ep, &sps);
+	ok(ps.failovers == CUTS + 1 && ps.path_downs == CUTS + 1,
+	   "connector stats: %llu failovers, %llu path downs",
+	   (unsigned long long)ps.failovers, (unsigned long long)ps.path_downs);
+	ok(ps.last_failover_ns > 0, "time to resume recorded");
+	diag("connector: last failover %.3f ms (failure to resumed "
+	     "traffic); acceptor: %.3f ms",
+	     ps.last_failover_ns / 1e6, sps.last_failover_ns / 1e6);
+	ok(sps.failovers >= CUTS && sps.failovers <= CUTS + 1,
+	   "acceptor stats: %llu failovers", (unsigned long long)sps.failovers);
+	ok(s.nev >= 2 * CUTS && s.ev[0] == RDMAMSG_PATH_DOWN &&
+		   s.ev[1] == RDMAMSG_FAILOVER_DONE,
+	   "acceptor path events: PATH_DOWN, FAILOVER_DONE (%d)", s.nev);
+
+	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close");
+	ok(test_run_until(ctx, &c.closed, 60000), "closed");
+	end = test_now_ms() + 60000;
+	while (!s.ndisc && test_now_ms() < end)
+		test_idle(ctx, 5);
+	is_int(s.disc_status, 0, "the acceptor saw a clean close");
+	if (s.ep)
+		rdmamsg_ep_close(s.ep, NULL);
+	test_idle(ctx, 50);
+	rdmamsg_rmr_free(&rmr);
+	rdmamsg_mr_dereg(&lmr);
+	rdmamsg_mr_dereg(&smr);
+	rdmamsg_listener_close(l1, NULL);
+	rdmamsg_listener_close(l2, NULL);
+	test_idle(ctx, 50);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
+/* outage_close -- part 5: a close during the outage ends it; the
+ * accepting side waits out its linger, then on_disconnect -ETIMEDOUT */
+static void outage_close(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_listener *l;
+	struct rdmamsg_ep_attr *a;
+	struct rdmamsg_ep *ep;
+	struct srv s;
+	static struct cli c;
+	uint8_t buf[64];
+	uint16_t p;
+	char addr[64];
+	int i, queued = 0;
+
+	memset(&s, 0, sizeof(s));
+	memset(&c, 0, sizeof(c));
+	s.linger = 300;
+	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &l) ||
+	    rdmamsg_listener_get_port(l, &p))
+		bail_out("listen");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
+	a = replay_attr();
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0, "connect");
+	rdmamsg_ep_attr_delete(&a);
+	ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
+	   "connected");
+	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED) && s.ep, "up");
+	is_int(rdmamsg_ep_test_break(ep), 0, "cut");
+	for (i = 0; i < 10; i++) {
+		fill(buf, (uint64_t)i, sizeof(buf));
+		queued += rdmamsg_send(ep, buf, sizeof(buf), NULL) == 0;
+	}
+	is_int(queued, 10, "sends queue during the outage");
+	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close during it");
+	ok(test_run_until(ctx, &c.closed, 60000), "closed");
+	is_int(c.ndisc, 0, "no on_disconnect after the close");
+	ok(test_run_until(ctx, &s.ndisc, 60000), "the acceptor gave up");
+	is_int(s.disc_status, -ETIMEDOUT, "-ETIMEDOUT after its linger");
+	is_int((int)s.n, 0, "nothing delivered from the closed outage");
+	if (s.ep)
+		rdmamsg_ep_close(s.ep, NULL);
+	rdmamsg_listener_close(l, NULL);
+	test_idle(ctx, 50);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
+/* ---- a peer in another process ------------------------------------- */
+
+struct child {
+	int go_fd;	   /* >= 0: the port to listen on comes through it */
+	unsigned int port; /* 0: any */
+	int conn_reqs, msgs;
+};
+
+static void child_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		       uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)data;
+	(void)len;
+	(void)imm;
+	(void)flags;
+	((struct child *)arg)->msgs++;
+}
+
+static const struct rdmamsg_ep_cbs child_cbs = {
+	.on_recv = child_recv,
+};
+
+static void child_req(struct rdmamsg_listener *lst,
+		      struct rdmamsg_conn_req *req, const void *pdata,
+		      size_t len, void *arg)
+{
+	struct child *ch = arg;
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
+	struct rdmamsg_ep *ep;
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	ch->conn_reqs++;
+	if (rdmamsg_conn_req_accept(req, a, &child_cbs, ch, &ep))
+		rdmamsg_conn_req_reject(req, 1, NULL, 0);
+	rdmamsg_ep_attr_delete(&a);
+}
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* child_main -- listen (on ch->port if given), report the port, serve
+ * until SIGTERM; exit 0, or 1 when a restarted peer (port given) saw a
+ * request or a message */
+static int child_main(int wfd, void *arg)
+{
+	struct child *ch = arg;
+	struct rdmamsg_listener *lst = NULL;
+	struct rdmamsg_ctx *ctx;
+	char addr[64];
+	uint16_t port = 0;
+	long long end = test_now_ms() + 20000;
+
+	signal(SIGTERM, on_term);
+	if (ch->go_fd >= 0) {
+		/* a restarted peer: forked before the parent had a context
+		 * (under valgrind a child checks what it inherited for
+		 * leaks), told the port once the first peer is gone */
+		ch->port = test_read_port(ch->go_fd);
+		if (!ch->port)
+			return 4;
+	}
+	ctx = test_ctx();
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ch->port);
+	/* the port a killed peer left may take a moment to be free */
+	while (rdmamsg_listen(ctx, addr, child_req, ch, &lst) &&
+	       test_now_ms() < end && !stop)
+		usleep(20000);
+	if (!lst || rdmamsg_listener_get_port(lst, &port))
+		return 3;
+	test_write_port(wfd, port);
+	close(wfd);
+	test_run_until(ctx, (volatile int *)&stop, 120000);
+	rdmamsg_listener_close(lst, NULL);
+	test_idle(ctx, 20);
+	rdmamsg_ctx_destroy(&ctx);
+	if (ch->go_fd >= 0)
+		return ch->conn_reqs || ch->msgs ? 1 : 0;
+	return 0;
+}
+
+/* peers -- parts 2 and 3 */
+static void peers(int restart)
+{
+	struct rdmamsg_ctx *ctx;
+	struct rdmamsg_ep_attr *a;
+	struct rdmamsg_ep *ep;
+	struct child ch, ch2;
+	static struct cli c;
+	pid_t pid, pid2 = -1;
+	unsigned int port;
+	char addr[64];
+	uint8_t buf[64];
+	int rfd, rfd2 = -1, gp[2] = {-1, -1}, i;
+
+	memset(&c, 0, sizeof(c));
+	memset(&ch, 0, sizeof(ch));
+	memset(&ch2, 0, sizeof(ch2));
+	ch.go_fd = -1;
+	pid = test_fork(child_main, &ch, &rfd);
+	port = test_read_port(rfd);
+	close(rfd);
+	if (!port)
+		bail_out("peer did not listen");
+	if (restart) {
+		if (pipe(gp))
+			bail_out("pipe");
+		ch2.go_fd = gp[0];
+		pid2 = test_fork(child_main, &ch2, &rfd2);
+		close(gp[0]);
+	}
+	ctx = test_ctx();
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	a = replay_attr();
+	rdmamsg_ep_attr_set_reconnect(a, 60000, 4);
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
+	       "connect to the peer process");
+	rdmamsg_ep_attr_delete(&a);
+	ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
+	   "connected");
+	for (i = 0; i < 100; i++) {
+		fill(buf, (uint64_t)i, sizeof(buf));
+		rdmamsg_send(ep, buf, sizeof(buf), NULL);
+	}
+	test_idle(ctx, 50);
+	/* the peer dies (a restarted one then listens on its port) */
+	kill(pid, SIGKILL);
+	is_int(test_wait_child(pid), 128 + SIGKILL, "peer killed");
+	if (restart) {
+		test_write_port(gp[1], port);
+		close(gp[1]);
+		ok(test_read_port(rfd2) == port, "a new peer on the same port");
+		close(rfd2);
+	}
+	ok(test_run_until(ctx, &c.ndisc, 60000), "on_disconnect came");
+	is_int(c.ndisc, 1, "once");
+	is_int(c.disc_status, restart ? -ECONNRESET : -ECONNREFUSED,
+	       restart ? "-ECONNRESET: the session is unknown there"
+		       : "-ECONNREFUSED: nobody listens");
+	is_int(c.failed_ev, 1, "FAILOVER_FAILED before it");
+	is_int(c.done_ev, 0, "no FAILOVER_DONE");
+	rdmamsg_ep_close(ep, cli_close_cb);
+	ok(test_run_until(ctx, &c.closed, 60000), "closed");
+	if (restart) {
+		kill(pid2, SIGTERM);
+		is_int(test_wait_child(pid2), 0,
+		       "the new peer saw no request and no message");
+	}
+	test_idle(ctx, 20);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
+static struct rdmamsg_srq *bad_srq;
+static int srq_accept_ret = 1;
+
+/* srq_req -- an accept with an SRQ of a request naming a session is
+ * refused and leaves the request pending; then accept without */
+static void srq_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
+		    const void *pdata, size_t len, void *arg)
+{
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
+	struct srv *sv = arg;
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	rdmamsg_ep_attr_set_srq(a, bad_srq);
+	srq_accept_ret =
+		rdmamsg_conn_req_accept(req, a, &srv_cbs, arg, &sv->ep);
+	rdmamsg_ep_attr_set_srq(a, NULL);
+	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, arg, &sv->ep))
+		srq_accept_ret = 1;
+	rdmamsg_ep_attr_delete(&a);
+}
+
+/* bad_input -- part 4 */
+static void bad_input(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
+	struct rdmamsg_ep *ep = NULL;
+	uint8_t pd[32] = {0};
+	static struct cli c;
+	int hfd;
+	uint16_t dead = test_hold_port(0, &hfd);
+	char addr[64];
+
+	is_int(rdmamsg_ep_attr_set_failover(a, (enum rdmamsg_failover)3),
+	       -EINVAL, "unknown policy: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_reconnect(NULL, 1, 1), -EINVAL,
+	       "reconnect: NULL attr");
+	is_int(rdmamsg_ep_attr_set_reconnect(a, 0, 1), -EINVAL,
+	       "reconnect: 0 ms");
+	is_int(rdmamsg_ep_attr_set_reconnect(a, 3600001, 1), -EINVAL,
+	       "reconnect: too long");
+	is_int(rdmamsg_ep_attr_set_reconnect(a, 1, 0), -EINVAL,
+	       "reconnect: 0 tries");
+	is_int(rdmamsg_ep_attr_set_reconnect(a, 1, 1001), -EINVAL,
+	       "reconnect: too many tries");
+	is_int(rdmamsg_ep_attr_set_reconnect(a, 3600000, 1000), 0,
+	       "reconnect: the limits");
+	is_int(rdmamsg_ep_attr_set_session_linger(a, 0), -EINVAL, "linger: 0");
+	is_int(rdmamsg_ep_attr_set_session_linger(a, 3600001), -EINVAL,
+	       "linger: too long");
+	is_int(rdmamsg_ep_attr_set_session_linger(NULL, 1), -EINVAL,
+	       "linger: NULL attr");
+	is_int(rdmamsg_ep_test_break(NULL), -EINVAL, "test_break(NULL)");
+	is_int(rdmamsg_ep_attr_set_failover(a, RDMAMSG_FAILOVER_REPLAY), 0,
+	       "REPLAY");
+	rdmamsg_ep_attr_set_private_data(a, pd, RDMAMSG_HS_SESSION_USER + 1);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", dead);
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), -EINVAL,
+	       "REPLAY with 25 bytes of private data: -EINVAL");
+	ok(ep == NULL, "nothing made");
+	rdmamsg_ep_attr_set_private_data(a, pd, RDMAMSG_HS_SESSION_USER);
+	is_int(rdmamsg_connect(ctx, "127.0.0.1:1,nohost", a, &cli_cbs, &c, &ep),
+	       -EINVAL, "REPLAY with a bad address list: -EINVAL");
+	{
+		struct rdmamsg_srq_attr sa = {64, EAGER};
+		struct rdmamsg_listener *l;
+		static struct srv s;
+		uint16_t p;
+		char a2[64];
+
+		memset(&s, 0, sizeof(s));
+		if (rdmamsg_srq_create(ctx, &sa, &bad_srq))
+			bail_out("srq");
+		rdmamsg_ep_attr_set_srq(a, bad_srq);
+		is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep),
+		       -EINVAL, "REPLAY with an SRQ: -EINVAL");
+		rdmamsg_ep_attr_set_srq(a, NULL);
+		if (rdmamsg_listen(ctx, "127.0.0.1:0", srq_req, &s, &l) ||
+		    rdmamsg_listener_get_port(l, &p))
+			bail_out("listen");
+		snprintf(a2, sizeof(a2), "127.0.0.1:%u", p);
+		memset(&c, 0, sizeof(c));
+		is_int(rdmamsg_connect(ctx, a2, a, &cli_cbs, &c, &ep), 0,
+		       "connect a session");
+		ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
+		   "connected");
+		is_int(srq_accept_ret, -EINVAL,
+		       "its accept with an SRQ: -EINVAL, the request pending");
+		rdmamsg_ep_close(ep, cli_close_cb);
+		ok(test_run_until(ctx, &c.closed, 60000), "closed");
+		if (s.ep)
+			rdmamsg_ep_close(s.ep, NULL);
+		test_idle(ctx, 20);
+		rdmamsg_listener_close(l, NULL);
+		rdmamsg_srq_close(bad_srq, NULL, NULL);
+		test_idle(ctx, 20);
+		memset(&c, 0, sizeof(c));
+	}
+	/* a connector that never got up: test_break refuses, close works */
+	rdmamsg_ep_attr_set_connect_timeout(a, 60000);
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
+	       "REPLAY with 24 bytes of private data");
+	is_int(rdmamsg_ep_test_break(ep), -ENOTCONN,
+	       "test_break before connected: -ENOTCONN");
+	ok(test_run_until(ctx, &c.connected, 60000), "on_connect");
+	is_int(c.status, -ECONNREFUSED, "refused at connect: no session yet");
+	rdmamsg_ep_close(ep, cli_close_cb);
+	ok(test_run_until(ctx, &c.closed, 60000), "closed");
+	rdmamsg_ep_attr_delete(&a);
+	close(hfd);
+	test_idle(ctx, 20);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
+int main(void)
+{
+	test_setup("replay");
+	bad_input();
+	stream();
+	outage_close();
+	peers(0);
+	peers(1);
+	return done_testing();
+}
