@@ -1239,6 +1239,8 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 	memcpy(c->remote_gid.raw, w->gid, 16);
 	c->id.route.addr.addr.ibaddr.dgid = c->remote_gid;
 	c->has_remote = 1;
+	c->mtu = (uint8_t)scm__path_mtu(&c->id.route.addr.dst_addr,
+					(enum ibv_mtu)c->mtu);
 	if (w->mtu && w->mtu < c->mtu)
 		c->mtu = w->mtu;
 	c->retry_count = w->retry_count;

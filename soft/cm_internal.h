@@ -303,6 +303,7 @@ socklen_t scm__addr_len(const struct sockaddr *sa);
 int scm__addr_is_any(const struct sockaddr *sa);
 int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa);
 void scm__fill_path(struct scm_id *s);
+enum ibv_mtu scm__path_mtu(const struct sockaddr *dst, enum ibv_mtu dev_mtu);
 
 /* cm_mcast.c */
 void scm__mc_process_locked(struct scm_event *e);
