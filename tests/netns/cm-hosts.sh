@@ -7,7 +7,8 @@
 # between hosts: the rpc sample (request/response, content verified,
 # large values by rendezvous), rdmamsg_perf over a server SRQ, the
 # pingpong sample under 5% loss; a connect to a port nobody listens on is
-# REJECTED at once; a server killed mid-stream gives its client a
+# REJECTED at once, an address nobody answers at UNREACHABLE; a server
+# killed mid-stream gives its client a
 # disconnect, not a timeout.
 . "$top_srcdir/tests/lib.sh"
 rpc=$top_builddir/samples/rpc/rpc
@@ -276,6 +277,15 @@ if [ -x "$rpc" ]; then
 	show_log "$tap_tmp/c.dead"
 fi
 [ -n "$hold" ] && kill -TERM "$hold" 2>/dev/null && wait "$hold"
+
+# an address of the fabric where no host answers: UNREACHABLE once the
+# connect fails (ARP gives up: EHOSTUNREACH), not a hang
+onp 2 timeout -k 10 60 rping -c -a 10.231.1.99 -p 7471 -C 3 -v >"$tap_tmp/c.none" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+	grep -q 'RDMA_CM_EVENT_UNREACHABLE' "$tap_tmp/c.none"
+ok $? "rping to an address nobody answers at: UNREACHABLE, exit $rc"
+show_log "$tap_tmp/c.none" | head -n 1
 
 # softrdma left nothing in either host's /dev/shm
 left=$(ls -A /dev/shm/fabric-"$name"/h1/shm /dev/shm/fabric-"$name"/h2/shm 2>&1 |
