@@ -1,19 +1,20 @@
 #!/bin/sh
 # cm-hosts.sh -- rdma_cm between two hosts of the namespace fabric
 # (softrdma's CM handshake over TCP, the QPs' data over RoCE v2 with
-# SOFTRDMA_NET=1): Debian's rping (100 verified pings), ucmatose (4
-# connections, messages of 3000 B: three packets each at the path MTU),
-# udaddy (UD through RDMA_PS_UDP) and rdma_server/rdma_client; rdmamsg
-# between hosts: the rpc sample (request/response, content verified,
-# large values by rendezvous), rdmamsg_perf over a server SRQ, the
-# pingpong sample under 5% loss; a connect to a port nobody listens on is
-# REJECTED at once, an address nobody answers at UNREACHABLE; a server
-# killed mid-stream gives its client a
-# disconnect, not a timeout.
+# SOFTRDMA_NET=1): tests/netns/cm_peer (private data, REJ, an SRQ and its
+# limit event, DISCONNECTED); Debian's rping (100 verified pings),
+# ucmatose (4 connections, messages of 3000 B: three packets each at the
+# path MTU), udaddy (UD through RDMA_PS_UDP) and rdma_server/rdma_client;
+# rdmamsg between hosts: the rpc sample (request/response, content
+# verified, large values by rendezvous), rdmamsg_perf over a server SRQ,
+# the pingpong sample under 5% loss; a connect to a port nobody listens
+# on is REJECTED at once, an address nobody answers at UNREACHABLE; a
+# server killed mid-stream gives its client a disconnect, not a timeout.
 . "$top_srcdir/tests/lib.sh"
 rpc=$top_builddir/samples/rpc/rpc
 perf=$top_builddir/tools/rdmamsg_perf
 pingpong=$top_builddir/samples/pingpong/pingpong
+peer=$top_builddir/tests/netns/cm_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 for p in rping ucmatose; do
 	command -v $p >/dev/null 2>&1 ||
@@ -51,6 +52,31 @@ vg=${RDMAMSG_TEST_VALGRIND:-0}
 pings=100
 keys=64
 [ "$vg" = 1 ] && pings=20 && keys=8
+
+# tests/netns/cm_peer: private data in REQ, REP and REJ, the server's
+# QP on an SRQ (every message checked, the SRQ limit event), DISCONNECTED
+# on both sides, a rejected second connection (REJECTED, 28)
+if [ -x "$peer" ]; then
+	port=7470
+	on 1 timeout -k 10 120 "$peer" server $port >"$tap_tmp/s.peer" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	ok $? "cm_peer server listens on host 1"
+	on 2 timeout -k 10 120 "$peer" client "$a1" $port >"$tap_tmp/c.peer" 2>&1
+	rc=$?
+	sed 's/^/    /' "$tap_tmp/c.peer"
+	! grep -q '^not ok' "$tap_tmp/c.peer" &&
+		grep -q '^ok' "$tap_tmp/c.peer" && [ $rc -eq 0 ]
+	ok $? "cm_peer client on host 2: every check passed (exit $rc)"
+	wait $spid
+	rc=$?
+	grep -q 'received 100 of 100, 0 bad, SRQ limit event seen, disconnected 1, rejected 1, 0 failures' \
+		"$tap_tmp/s.peer" && [ $rc -eq 0 ]
+	ok $? "cm_peer server: $(tail -n 1 "$tap_tmp/s.peer") (exit $rc)"
+else
+	skip "cm_peer" "tests/netns/cm_peer not built"
+fi
 
 # rping: -C pings, each verified by both sides (-V)
 port=7471
