@@ -44,6 +44,12 @@ established() {
 	return 1
 }
 
+# udp_in HOST -- the datagrams the host has received (its RoCE traffic)
+udp_in() {
+	fab exec "$name" "$1" cat /proc/net/snmp |
+		awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { print $2; exit }'
+}
+
 fab up "$name" 2 1
 ok $? "fabric of 2 hosts up"
 a1=$(fab addr "$name" 1)
@@ -234,6 +240,15 @@ if [ -x "$perf" ]; then
 	tap_pids="$tap_pids $cpid"
 	established 1 $port
 	ok $? "the client is connected"
+	# mid-stream: 1,000 more datagrams (RoCE packets) reached host 1
+	u0=$(udp_in 1)
+	_i=0
+	while [ $_i -lt 600 ] && [ "$(udp_in 1)" -lt $((u0 + 1000)) ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	[ "$(udp_in 1)" -ge $((u0 + 1000)) ]
+	ok $? "the client streams to host 1"
 	kill -KILL "$(cat "$tap_tmp/perf.pid")"
 	wait $spid
 	wait $cpid
