@@ -137,9 +137,10 @@ static int srv_setup(struct srv *v, struct rdma_cm_id *id)
 	sa.attr.max_sge = 1;
 	v->srq = v->cq ? ibv_create_srq(v->pd, &sa) : NULL;
 	v->buf = calloc(SRQ_WR, BUF);
-	v->mr = v->buf && v->srq ? ibv_reg_mr(v->pd, v->buf, (size_t)SRQ_WR * BUF,
-					      IBV_ACCESS_LOCAL_WRITE)
-				 : NULL;
+	v->mr = v->buf && v->srq
+			? ibv_reg_mr(v->pd, v->buf, (size_t)SRQ_WR * BUF,
+				     IBV_ACCESS_LOCAL_WRITE)
+			: NULL;
 	if (!v->mr)
 		return -1;
 	for (i = 0; i < SRQ_WR; i++)
@@ -185,7 +186,8 @@ static int server(const char *port)
 			e = NULL;
 		switch (e ? e->event : RDMA_CM_EVENT_TIMEWAIT_EXIT) {
 		case RDMA_CM_EVENT_CONNECT_REQUEST:
-			if (e->param.conn.private_data_len >= sizeof(PD_REJECT) &&
+			if (e->param.conn.private_data_len >=
+				    sizeof(PD_REJECT) &&
 			    !memcmp(e->param.conn.private_data, PD_REJECT,
 				    sizeof(PD_REJECT))) {
 				if (rdma_reject(e->id, PD_NO, sizeof(PD_NO)))
@@ -194,8 +196,8 @@ static int server(const char *port)
 				rejected = 1;
 				break;
 			}
-			if (cid || e->param.conn.private_data_len <
-					   sizeof(PD_HELLO) ||
+			if (cid ||
+			    e->param.conn.private_data_len < sizeof(PD_HELLO) ||
 			    memcmp(e->param.conn.private_data, PD_HELLO,
 				   sizeof(PD_HELLO))) {
 				fprintf(stderr, "cm_peer server: unexpected "
