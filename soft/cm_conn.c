@@ -561,15 +561,20 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 /*
  * scm_net_prestart -- a peer of another host: start the network path now,
  * before the CM's lock is taken (its agent is started with fork, whose
- * handlers take that lock; the QP's RTR under the lock then finds it up)
+ * handlers take that lock; the QP's RTR under the lock then finds it up).
+ * ENETUNREACH when it cannot start: the caller fails rather than let the
+ * RTR try again under the lock.
  */
-static void scm_net_prestart(const union ibv_gid *peer)
+static int scm_net_prestart(const union ibv_gid *peer)
 {
 	static const union ibv_gid zero;
 
-	if (memcmp(peer, &zero, sizeof(zero)) && !soft_gid_local(peer) &&
-	    soft_net_enabled())
-		(void)soft_net_start();
+	if (!memcmp(peer, &zero, sizeof(zero)) || soft_gid_local(peer) ||
+	    !soft_net_enabled() || !soft_net_start())
+		return 0;
+	SOFT_WARN("rdma_cm: the network path (SOFTRDMA_NET=1) cannot start: "
+		  "no connection to another host");
+	return ENETUNREACH;
 }
 
 /* rdma_connect -- send a REQ to the resolved destination */
@@ -580,7 +585,9 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 
 	if (!id)
 		return scm_err(EINVAL);
-	scm_net_prestart(&id->route.addr.addr.ibaddr.dgid);
+	err = scm_net_prestart(&id->route.addr.addr.ibaddr.dgid);
+	if (err)
+		return scm_err(err);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_connect_locked(s, conn_param);
 	sync = s->sync; /* s may be gone once unlocked (async ids) */
@@ -692,7 +699,9 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 
 	if (!id)
 		return scm_err(EINVAL);
-	scm_net_prestart(&s->remote_gid);
+	err = scm_net_prestart(&s->remote_gid);
+	if (err)
+		return scm_err(err);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_accept_locked(s, conn_param);
 	/* decided under the lock: once it is dropped, an id on a channel
