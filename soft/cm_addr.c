@@ -287,6 +287,49 @@ out:
 	return err;
 }
 
+/*
+ * scm__path_mtu -- the path MTU towards another host, as rxe derives it
+ * from its interface: the largest IB MTU that fits the IP MTU of the
+ * route less the RoCE v2 headers (rxe's RXE_MAX_HDR_LENGTH, 80 bytes);
+ * the device's own MTU for a destination on this host
+ */
+enum ibv_mtu scm__path_mtu(const struct sockaddr *dst, enum ibv_mtu dev_mtu)
+{
+	struct sockaddr_storage d;
+	socklen_t len = scm__addr_len(dst), ol;
+	union ibv_gid g;
+	enum ibv_mtu m;
+	int fd, mtu = 0;
+
+	scm__addr_gid(dst, &g);
+	if (soft_gid_local(&g))
+		return dev_mtu;
+	memcpy(&d, dst, len);
+	if (d.ss_family == AF_INET)
+		((struct sockaddr_in *)&d)->sin_port = htons(4791);
+	else
+		((struct sockaddr_in6 *)&d)->sin6_port = htons(4791);
+	fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return dev_mtu;
+	ol = sizeof(mtu);
+	if (connect(fd, (struct sockaddr *)&d, len) ||
+	    (d.ss_family == AF_INET
+		     ? getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &ol)
+		     : getsockopt(fd, IPPROTO_IPV6, IPV6_MTU, &mtu, &ol)))
+		mtu = 0;
+	close(fd);
+	if (mtu <= 0)
+		return dev_mtu;
+	mtu -= 80;
+	m = mtu >= 4096	  ? IBV_MTU_4096
+	    : mtu >= 2048 ? IBV_MTU_2048
+	    : mtu >= 1024 ? IBV_MTU_1024
+	    : mtu >= 512  ? IBV_MTU_512
+			  : IBV_MTU_256;
+	return m < dev_mtu ? m : dev_mtu;
+}
+
 /* scm_set_port -- set the port of an IP socket address */
 static void scm_set_port(struct sockaddr *sa, in_port_t port)
 {
@@ -351,6 +394,7 @@ static int scm_resolve_locked(struct scm_id *s, struct sockaddr *src,
 		return 0;
 	}
 	scm__addr_gid(dst, &s->id.route.addr.addr.ibaddr.dgid);
+	s->mtu = (uint8_t)scm__path_mtu(dst, (enum ibv_mtu)s->mtu);
 	s->state = SCM_ADDR_RESOLVED;
 	scm__post(s, s, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0, 0);
 	return 0;

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "cm_internal.h"
+#include "net.h"
 
 /*
  * Wire: each CM message (REQ, REP, REJ, RTU, DREQ, DREP) is one struct
@@ -557,6 +558,25 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 	return 0;
 }
 
+/*
+ * scm_net_prestart -- a peer of another host: start the network path now,
+ * before the CM's lock is taken (its agent is started with fork, whose
+ * handlers take that lock; the QP's RTR under the lock then finds it up).
+ * ENETUNREACH when it cannot start: the caller fails rather than let the
+ * RTR try again under the lock.
+ */
+static int scm_net_prestart(const union ibv_gid *peer)
+{
+	static const union ibv_gid zero;
+
+	if (!memcmp(peer, &zero, sizeof(zero)) || soft_gid_local(peer) ||
+	    !soft_net_enabled() || !soft_net_start())
+		return 0;
+	SOFT_WARN("rdma_cm: the network path (SOFTRDMA_NET=1) cannot start: "
+		  "no connection to another host");
+	return ENETUNREACH;
+}
+
 /* rdma_connect -- send a REQ to the resolved destination */
 int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
@@ -565,6 +585,9 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 
 	if (!id)
 		return scm_err(EINVAL);
+	err = scm_net_prestart(&id->route.addr.addr.ibaddr.dgid);
+	if (err)
+		return scm_err(err);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_connect_locked(s, conn_param);
 	sync = s->sync; /* s may be gone once unlocked (async ids) */
@@ -676,6 +699,9 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 
 	if (!id)
 		return scm_err(EINVAL);
+	err = scm_net_prestart(&s->remote_gid);
+	if (err)
+		return scm_err(err);
 	pthread_mutex_lock(&scm__lock);
 	err = scm_accept_locked(s, conn_param);
 	/* decided under the lock: once it is dropped, an id on a channel
@@ -1127,17 +1153,32 @@ static int scm_backlog(const struct scm_id *l)
 	return l->backlog > 0 ? l->backlog : SOMAXCONN;
 }
 
-/* scm_same_registry -- does the peer share this host's shared memory? */
-static int scm_same_registry(const struct scm_wire *w)
+/*
+ * scm_reachable -- can this process's QPs reach the peer's?  A peer of
+ * this host's shared-memory registry, yes; a peer of another host (its
+ * GID is none of ours) over RoCE v2 when the network path is on
+ * (SOFTRDMA_NET=1, soft/net.c); otherwise no path joins them: another
+ * /dev/shm on this host, or another host without SOFTRDMA_NET=1.
+ */
+static int scm_reachable(const struct scm_wire *w)
 {
 	uint8_t mine[SCM_REG_ID_LEN];
+	union ibv_gid g;
 
 	soft_reg_id(mine);
 	if (!memcmp(mine, w->reg_id, sizeof(mine)))
 		return 1;
-	SOFT_WARN("rdma_cm: peer uses another shared-memory registry "
-		  "(another /dev/shm or host): connection refused as "
-		  "unreachable");
+	memcpy(g.raw, w->gid, sizeof(g.raw));
+	if (soft_gid_local(&g)) {
+		SOFT_WARN("rdma_cm: peer on this host uses another "
+			  "shared-memory registry (another /dev/shm): "
+			  "connection refused as unreachable");
+		return 0;
+	}
+	if (soft_net_enabled())
+		return 1; /* another host: RoCE v2 */
+	SOFT_WARN("rdma_cm: peer on another host, and SOFTRDMA_NET=1 is "
+		  "not set: connection refused as unreachable");
 	return 0;
 }
 
@@ -1180,8 +1221,8 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 		scm__id_free_locked(c);
 		return;
 	}
-	if (!scm_same_registry(w)) {
-		/* a peer beyond this host's memory: no path to it yet */
+	if (!scm_reachable(w)) {
+		/* a peer no path of ours reaches */
 		scm_send_rej(c, SCM_REJ_NO_PATH, NULL, 0);
 		scm__child_gone(c);
 		return;
@@ -1207,6 +1248,8 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 	memcpy(c->remote_gid.raw, w->gid, 16);
 	c->id.route.addr.addr.ibaddr.dgid = c->remote_gid;
 	c->has_remote = 1;
+	c->mtu = (uint8_t)scm__path_mtu(&c->id.route.addr.dst_addr,
+					(enum ibv_mtu)c->mtu);
 	if (w->mtu && w->mtu < c->mtu)
 		c->mtu = w->mtu;
 	c->retry_count = w->retry_count;
@@ -1271,7 +1314,7 @@ static void scm_on_rep(struct scm_id *s, const struct scm_wire *w)
 
 	if (s->state != SCM_REQ_SENT)
 		return;
-	if (!scm_same_registry(w)) {
+	if (!scm_reachable(w)) {
 		scm_send_rej(s, SCM_REJ_NO_PATH, NULL, 0);
 		scm_unreachable(s);
 		return;

@@ -35,9 +35,9 @@
 #define SCM_REJ_CONSUMER_DEFINED   28
 #define SCM_REJ_VENDOR_OPTION	   35
 /*
- * softrdma's own, never reported: the passive side shares no registry
- * with the active one (another host, or another /dev/shm), so no path
- * joins them; the active side reports UNREACHABLE as for a lost REQ.
+ * softrdma's own, never reported: no path joins the two sides (another
+ * /dev/shm on this host, or another host while SOFTRDMA_NET=1 is not set
+ * on both); the active side reports UNREACHABLE as for a lost REQ.
  */
 #define SCM_REJ_NO_PATH 0xff00
 
@@ -105,7 +105,8 @@ struct scm_wire {
 	uint8_t pad;
 	uint32_t qkey;
 	uint8_t gid[16];
-	/* the sender's shared-memory registry: peers must share it */
+	/* the sender's shared-memory registry: peers share it, or are
+	 * on other hosts (RoCE v2) */
 	uint8_t reg_id[SCM_REG_ID_LEN];
 	uint8_t pdata[SCM_SIDR_REQ_PDATA]; /* the largest: SIDR REQ */
 } __attribute__((packed));
@@ -302,6 +303,7 @@ socklen_t scm__addr_len(const struct sockaddr *sa);
 int scm__addr_is_any(const struct sockaddr *sa);
 int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa);
 void scm__fill_path(struct scm_id *s);
+enum ibv_mtu scm__path_mtu(const struct sockaddr *dst, enum ibv_mtu dev_mtu);
 
 /* cm_mcast.c */
 void scm__mc_process_locked(struct scm_event *e);

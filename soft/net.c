@@ -128,6 +128,8 @@ struct soft_net_qp {
 	uint32_t epsn, msn;
 	int nak_sent;
 	int rx_active; /* a SEND in progress */
+	int srq_held;  /* srq_wqe: taken from the QP's SRQ, not completed */
+	struct soft_rwqe srq_wqe;
 	uint64_t rx_off;
 	int wr_active; /* a WRITE in progress */
 	uint64_t wr_va, wr_len, wr_off;
@@ -1125,15 +1127,31 @@ static uint8_t *rkey_va(struct soft_net_qp *nq, uint32_t rkey, uint64_t va,
 	return (uint8_t *)mr->mr.addr + (va - mr->iova);
 }
 
-static struct soft_rwqe *resp_wqe(struct soft_qp *qp)
+/* resp_wqe -- the receive WQE of the message in progress: on an SRQ,
+ * taken from it at the message's first packet and held by the QP until
+ * the message completes (other QPs share the SRQ); NULL: none posted */
+static struct soft_rwqe *resp_wqe(struct soft_net_qp *nq)
 {
+	struct soft_qp *qp = nq->qp;
+
+	if (qp->srq) {
+		if (!nq->srq_held && !soft_srq_take(qp->srq, &nq->srq_wqe))
+			nq->srq_held = 1;
+		return nq->srq_held ? &nq->srq_wqe : NULL;
+	}
 	return qp->rq_head == qp->rq_tail
 		       ? NULL
 		       : &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
 }
 
-static void resp_take_wqe(struct soft_qp *qp)
+static void resp_take_wqe(struct soft_net_qp *nq)
 {
+	struct soft_qp *qp = nq->qp;
+
+	if (qp->srq) {
+		nq->srq_held = 0;
+		return;
+	}
 	qp->rq_tail++;
 	if (qp->seg->rq_entries)
 		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
@@ -1177,7 +1195,7 @@ static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
 			   enum ibv_wc_status st)
 {
 	struct soft_qp *qp = nq->qp;
-	struct soft_rwqe *r = resp_wqe(qp);
+	struct soft_rwqe *r = resp_wqe(nq);
 	unsigned int fl = roce_op_flags(p->bth.opcode);
 	struct ibv_wc wc;
 
@@ -1196,7 +1214,7 @@ static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
 		wc.invalidated_rkey = p->ieth;
 		wc.wc_flags |= IBV_WC_WITH_INV;
 	}
-	resp_take_wqe(qp);
+	resp_take_wqe(nq);
 	soft_cq_push(qp->rcq, &wc, p->bth.se);
 	if (st != IBV_WC_SUCCESS)
 		soft_qp_to_error(qp);
@@ -1339,15 +1357,11 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 	case ROCE_SEND_ONLY_IMM:
 	case ROCE_SEND_LAST_INV:
 	case ROCE_SEND_ONLY_INV:
-		if (qp->srq) { /* not carried over the network yet */
-			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
-			return;
-		}
 		if ((fl & ROCE_F_FIRST) ? nq->rx_active : !nq->rx_active) {
 			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
 			return;
 		}
-		r = resp_wqe(qp);
+		r = resp_wqe(nq);
 		if (!r) { /* receiver not ready */
 			send_ack(nq,
 				 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
@@ -1406,15 +1420,11 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
 			return;
 		}
-		if ((fl & ROCE_F_IMMDT) && !qp->srq && !resp_wqe(qp)) {
+		if ((fl & ROCE_F_IMMDT) && !resp_wqe(nq)) {
 			send_ack(nq,
 				 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
 						      ROCE_AETH_VALUE_MASK),
 				 psn);
-			return;
-		}
-		if ((fl & ROCE_F_IMMDT) && qp->srq) {
-			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
 			return;
 		}
 		if (fl & ROCE_F_FIRST) {
@@ -1863,6 +1873,23 @@ static int net_enabled(void)
 	return net_on;
 }
 
+int soft_net_enabled(void)
+{
+	return net_enabled();
+}
+
+int soft_net_start(void)
+{
+	int r;
+
+	if (!net_enabled())
+		return -1;
+	pthread_mutex_lock(&net_mtx);
+	r = net_start();
+	pthread_mutex_unlock(&net_mtx);
+	return r;
+}
+
 void soft_net_connect(struct soft_qp *qp)
 {
 	const uint8_t *g = qp->attr.ah_attr.grh.dgid.raw;
@@ -2102,9 +2129,20 @@ void soft_net_progress(struct soft_qp *qp)
 	if (nq->ud)
 		return; /* datagrams went into the UD queue: ud.c delivers */
 	nq_run(nq, 0);
-	if (qp->state == IBV_QPS_ERR)
+	if (qp->state == IBV_QPS_ERR) {
 		while (nq->tail < nq->head)
 			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);
+		if (nq->srq_held) { /* the SRQ's WQE of a broken message */
+			struct ibv_wc wc;
+
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = nq->srq_wqe.wr_id;
+			wc.status = IBV_WC_WR_FLUSH_ERR;
+			wc.qp_num = nq->qpn;
+			nq->srq_held = 0;
+			soft_cq_push(qp->rcq, &wc, 0);
+		}
+	}
 }
 
 void soft_net_ud_attach(struct soft_qp *qp)

@@ -50,6 +50,14 @@ void soft_net_ud_attach(struct soft_qp *qp);
 int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 		     const struct iovec *iov, int niov);
 
+/* soft_net_enabled -- SOFTRDMA_NET=1: other hosts are reached over RoCE v2 */
+int soft_net_enabled(void);
+
+/* soft_net_start -- the network path's sockets, agent and thread now (no
+ * lock of ours held: starting the agent forks, and fork handlers take
+ * the CM's lock); 0, or -1 when it cannot start or is not enabled */
+int soft_net_start(void);
+
 /* soft_net_agent_main -- the host's agent (tests start it by hand) */
 int soft_net_agent_main(void);
 

@@ -694,5 +694,6 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 
 /* srq limit event check (verbs.c) */
 void soft_srq_check_limit(struct soft_srq *srq);
+int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out);
 
 #endif /* SOFTRDMA_H */

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -163,6 +164,52 @@ void soft_srq_check_limit(struct soft_srq *srq)
 		soft_async_event(srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED,
 				 &srq->srq);
 	}
+}
+
+/*
+ * soft_srq_take -- the network path's responder takes the SRQ's next
+ * receive WQE into *out (ctx lock held): 0, or -1 when the SRQ is empty,
+ * or its segment stays locked by a same-host initiator serving it (the
+ * caller answers "receiver not ready", as for an empty SRQ).  What
+ * same-host initiators consumed is drained first, so the WQE taken is
+ * the one after theirs and each WQE is taken once.
+ */
+int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out)
+{
+	uint32_t z;
+	int i;
+
+	for (i = 0; srq->shm && i < 1000; i++) {
+		soft_srq_drain(srq);
+		z = 0;
+		if (!atomic_compare_exchange_strong_explicit(
+			    &srq->shm->lock, &z, 1, memory_order_acquire,
+			    memory_order_relaxed)) {
+			sched_yield();
+			continue;
+		}
+		if (atomic_load_explicit(&srq->shm->cons,
+					 memory_order_acquire) == srq->tail)
+			break; /* locked, nothing left undrained */
+		atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);
+	}
+	if (srq->shm && i == 1000)
+		return -1;
+	if (srq->head == srq->tail) {
+		if (srq->shm)
+			atomic_store_explicit(&srq->shm->lock, 0,
+					      memory_order_release);
+		return -1;
+	}
+	*out = srq->rq[srq->tail & (srq->size - 1)];
+	srq->tail++;
+	if (srq->shm) {
+		atomic_store_explicit(&srq->shm->cons, srq->tail,
+				      memory_order_release);
+		atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);
+	}
+	soft_srq_check_limit(srq);
+	return 0;
 }
 
 /* ibv_modify_srq -- resize (IBV_SRQ_MAX_WR) and/or arm the limit */

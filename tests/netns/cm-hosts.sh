@@ -1,102 +1,340 @@
 #!/bin/sh
-# cm-hosts.sh -- rdma_cm between two hosts of the namespace fabric, as it is
-# today: softrdma carries data only between processes that share a
-# /dev/shm registry, and its CM (over TCP) refuses a peer of another
-# registry.  Documented behaviour until the RoCE v2 transport exists
-# (issue 12): the client of another host gets RDMA_CM_EVENT_UNREACHABLE at
-# once (no hang, no timeout), the listener logs the refusal and stays
-# usable -- a client on its own host then connects and moves verified data.
+# cm-hosts.sh -- rdma_cm between two hosts of the namespace fabric
+# (softrdma's CM handshake over TCP, the QPs' data over RoCE v2 with
+# SOFTRDMA_NET=1): tests/netns/cm_peer (private data, REJ, an SRQ and its
+# limit event, DISCONNECTED); Debian's rping (100 verified pings),
+# ucmatose (4 connections, messages of 3000 B: three packets each at the
+# path MTU), udaddy (UD through RDMA_PS_UDP) and rdma_server/rdma_client;
+# rdmamsg between hosts: the rpc sample (request/response, content
+# verified, large values by rendezvous), rdmamsg_perf over a server SRQ,
+# the pingpong sample under 5% loss; a connect to a port nobody listens
+# on is REJECTED at once, an address nobody answers at UNREACHABLE; a
+# server killed mid-stream gives its client a disconnect, not a timeout.
 . "$top_srcdir/tests/lib.sh"
-fabric=$top_srcdir/tests/netns/fabric.sh
+rpc=$top_builddir/samples/rpc/rpc
+perf=$top_builddir/tools/rdmamsg_perf
+pingpong=$top_builddir/samples/pingpong/pingpong
+peer=$top_builddir/tests/netns/cm_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
-why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
 for p in rping ucmatose; do
 	command -v $p >/dev/null 2>&1 ||
 		skip_all "$p not installed (Debian package rdmacm-utils)"
 done
-name=${RDMAMSG_FABRIC_STEM:-rdmamsg}-cmh$$
-srv_pids=
-trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	sh "$fabric" cleanup "$name"; tap_cleanup' EXIT
-trap 'exit 1' INT TERM
+hosts_stem=cmh
+. "$top_srcdir/tests/netns/hosts-lib.sh"
 
-fab() {
-	sh "$fabric" "$@"
-}
-# on HOST CMD... -- a softrdma program on a host of the fabric
-on() {
+# onp HOST CMD... -- a program linked to the system's libraries, on
+# softrdma (preloaded) with the network path
+onp() {
 	_h=$1
 	shift
-	fab exec "$name" "$_h" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$@"
+	on "$_h" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$@"
 }
-# listening HOST PORT -- wait (10 s at most) for a TCP listener on the host
-listening() {
+# established HOST PORT -- wait (60 s at most) for a TCP connection to
+# the host's PORT (the CM's handshake connection of a client)
+established() {
 	_i=0
-	while [ $_i -lt 100 ]; do
+	while [ $_i -lt 600 ]; do
 		fab exec "$name" "$1" cat /proc/net/tcp 2>/dev/null |
-			grep -Eq ":$(printf '%04X' "$2") 0+:0000 0A" && return 0
+			grep -Eq "^ *[0-9]+: [0-9A-F]+:$(printf '%04X' "$2") [0-9A-F]+:[0-9A-F]+ 01" &&
+			return 0
 		sleep 0.1
 		_i=$((_i + 1))
 	done
 	return 1
 }
 
+# udp_in HOST -- the datagrams the host has received (its RoCE traffic)
+udp_in() {
+	fab exec "$name" "$1" cat /proc/net/snmp |
+		awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { print $2; exit }'
+}
+
 fab up "$name" 2 1
 ok $? "fabric of 2 hosts up"
 a1=$(fab addr "$name" 1)
 
-# rping
+vg=${RDMAMSG_TEST_VALGRIND:-0}
+pings=100
+keys=64
+[ "$vg" = 1 ] && pings=20 && keys=8
+
+# tests/netns/cm_peer: private data in REQ, REP and REJ, the server's
+# QP on an SRQ (every message checked, the SRQ limit event), DISCONNECTED
+# on both sides, a rejected second connection (REJECTED, 28)
+if [ -x "$peer" ]; then
+	port=7470
+	on 1 timeout -k 10 120 "$peer" server $port >"$tap_tmp/s.peer" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	ok $? "cm_peer server listens on host 1"
+	on 2 timeout -k 10 120 "$peer" client "$a1" $port >"$tap_tmp/c.peer" 2>&1
+	rc=$?
+	sed 's/^/    /' "$tap_tmp/c.peer"
+	! grep -q '^not ok' "$tap_tmp/c.peer" &&
+		grep -q '^ok' "$tap_tmp/c.peer" && [ $rc -eq 0 ]
+	ok $? "cm_peer client on host 2: every check passed (exit $rc)"
+	wait $spid
+	rc=$?
+	grep -q 'received 100 of 100, 0 bad, SRQ limit event seen, disconnected 1, rejected 1, 0 failures' \
+		"$tap_tmp/s.peer" && [ $rc -eq 0 ]
+	ok $? "cm_peer server: $(tail -n 1 "$tap_tmp/s.peer") (exit $rc)"
+else
+	skip "cm_peer" "tests/netns/cm_peer not built"
+fi
+
+# rping: -C pings, each verified by both sides (-V)
 port=7471
-timeout -k 10 120 sh "$fabric" exec "$name" 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
-	rping -s -a "$a1" -p $port -C 3 -V >"$tap_tmp/s.rping" 2>&1 &
+onp 1 timeout -k 10 120 rping -s -a "$a1" -p $port -C $pings -V \
+	>"$tap_tmp/s.rping" 2>&1 &
 spid=$!
-srv_pids="$srv_pids $spid"
+tap_pids="$tap_pids $spid"
 listening 1 $port
 ok $? "rping server listens on host 1, $a1:$port"
-on 2 timeout -k 10 60 rping -c -a "$a1" -p $port -C 3 -v -V >"$tap_tmp/c.rping2" 2>&1
+onp 2 timeout -k 10 120 rping -c -a "$a1" -p $port -C $pings -v -V \
+	>"$tap_tmp/c.rping" 2>&1
 rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ]
-ok $? "rping client on host 2 fails, and not by timeout (exit $rc)"
-grep -q 'RDMA_CM_EVENT_UNREACHABLE' "$tap_tmp/c.rping2" &&
-	! grep -q '^ping data' "$tap_tmp/c.rping2"
-ok $? "host 2: RDMA_CM_EVENT_UNREACHABLE, no data"
-show_log "$tap_tmp/c.rping2" | head -n 4
-on 1 timeout -k 10 60 rping -c -a "$a1" -p $port -C 3 -v -V >"$tap_tmp/c.rping1" 2>&1
+n=$(grep -c '^ping data: rdma-ping-' "$tap_tmp/c.rping")
+[ $rc -eq 0 ] && [ "$n" -eq $pings ]
+ok $? "rping host 2 -> host 1: $n of $pings pings verified (exit $rc)"
+[ $rc -eq 0 ] || show_log "$tap_tmp/c.rping"
+wait $spid
 rc=$?
-n=$(grep -c '^ping data: rdma-ping-' "$tap_tmp/c.rping1")
-[ $rc -eq 0 ] && [ "$n" -eq 3 ]
-ok $? "the same server then serves host 1's client: 3 verified pings (exit $rc)"
-wait "$spid"
-rc=$?
-[ $rc -eq 0 ]
-ok $? "rping server exits 0"
-grep -q 'another shared-memory registry' "$tap_tmp/s.rping"
-ok $? "the server logs the refusal of the other host's registry"
+ok $rc "rping server exits 0"
 [ $rc -eq 0 ] || show_log "$tap_tmp/s.rping"
 
-# ucmatose
+# ucmatose: 4 connections, 20 messages of 3000 B each way on each
 port=7472
-timeout -k 10 120 sh "$fabric" exec "$name" 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
-	ucmatose -b "$a1" -p $port -c 1 >"$tap_tmp/s.ucma" 2>&1 &
+onp 1 timeout -k 10 120 ucmatose -b "$a1" -p $port -c 4 -C 20 -S 3000 \
+	>"$tap_tmp/s.ucma" 2>&1 &
 spid=$!
-srv_pids="$srv_pids $spid"
+tap_pids="$tap_pids $spid"
 listening 1 $port
 ok $? "ucmatose server listens on host 1"
-on 2 timeout -k 10 60 ucmatose -s "$a1" -p $port -c 1 >"$tap_tmp/c.ucma2" 2>&1
+onp 2 timeout -k 10 120 ucmatose -s "$a1" -p $port -c 4 -C 20 -S 3000 \
+	>"$tap_tmp/c.ucma" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q 'data transfers complete' "$tap_tmp/c.ucma"
+ok $? "ucmatose host 2 -> host 1: 4 connections, 20 x 3000 B each way (exit $rc)"
+[ $rc -eq 0 ] || show_log "$tap_tmp/c.ucma"
+wait $spid
+rc=$?
+ok $rc "ucmatose server exits 0"
+[ $rc -eq 0 ] || show_log "$tap_tmp/s.ucma"
+
+# udaddy: UD QPs through RDMA_PS_UDP (SIDR over the CM), its fixed port
+if command -v udaddy >/dev/null 2>&1; then
+	onp 1 timeout -k 10 120 udaddy -c 2 -C 10 >"$tap_tmp/s.ud" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 7174
+	ok $? "udaddy server listens on host 1"
+	onp 2 timeout -k 10 120 udaddy -s "$a1" -c 2 -C 10 >"$tap_tmp/c.ud" 2>&1
+	rc=$?
+	wait $spid
+	src=$?
+	[ $rc -eq 0 ] && [ $src -eq 0 ] &&
+		grep -q 'data transfers complete' "$tap_tmp/c.ud"
+	ok $? "udaddy host 2 -> host 1: 2 UD endpoints, 10 datagrams each (exit $rc/$src)"
+	[ $rc -eq 0 ] || show_log "$tap_tmp/c.ud"
+	[ $src -eq 0 ] || show_log "$tap_tmp/s.ud"
+else
+	skip "udaddy" "not installed (Debian package rdmacm-utils)"
+fi
+
+# rdma_server / rdma_client (rdma_getaddrinfo, rdma_create_ep, send/recv)
+if command -v rdma_server >/dev/null 2>&1 &&
+	command -v rdma_client >/dev/null 2>&1; then
+	port=7475
+	onp 1 timeout -k 10 120 rdma_server -s "$a1" -p $port \
+		>"$tap_tmp/s.rs" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	ok $? "rdma_server listens on host 1"
+	onp 2 timeout -k 10 120 rdma_client -s "$a1" -p $port >"$tap_tmp/c.rs" 2>&1
+	rc=$?
+	wait $spid
+	src=$?
+	[ $rc -eq 0 ] && [ $src -eq 0 ] &&
+		grep -q 'rdma_client: end 0' "$tap_tmp/c.rs" &&
+		grep -q 'rdma_server: end 0' "$tap_tmp/s.rs"
+	ok $? "rdma_client host 2 -> rdma_server host 1 (exit $rc/$src)"
+else
+	skip "rdma_server/rdma_client" "not installed (Debian package rdmacm-utils)"
+fi
+
+# rdmamsg: rpc_pair WHAT CLIENT-ARGS...: the rpc sample's
+# server on host 1, its client on host 2; the client checks every value
+rpc_pair() {
+	_what=$1
+	shift
+	port=$((port + 1))
+	on 1 timeout -k 10 300 "$rpc" -s -b "$a1" -p $port \
+		>"$tap_tmp/s.rpc" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	ok $? "$_what: rpc server listens on host 1"
+	on 2 timeout -k 10 300 "$rpc" -c "$a1" -p $port "$@" \
+		>"$tap_tmp/c.rpc" 2>&1
+	_rc=$?
+	grep -q "verified.*; 0 failures" "$tap_tmp/c.rpc" && [ $_rc -eq 0 ]
+	ok $? "$_what: $(cat "$tap_tmp/c.rpc") (exit $_rc)"
+	[ $_rc -eq 0 ] || show_log "$tap_tmp/c.rpc"
+	wait $_spid
+	_rc=$?
+	ok $_rc "$_what: rpc server exits 0"
+	[ $_rc -eq 0 ] || show_log "$tap_tmp/s.rpc"
+}
+if [ -x "$rpc" ]; then
+	port=7480
+	# every 8th value 4 MiB: by rendezvous (RDMA READ), the rest eager
+	rpc_pair "rdmamsg rpc" -n $keys -S 4194304
+else
+	skip "rdmamsg rpc" "samples/rpc/rpc not built"
+fi
+
+# 5% of the RoCE packets either host sends lost (softrdma's seeded fault
+# hook: this kernel may lack sch_netem): every echo of 64 KiB (64 packets
+# at the path MTU) verified by the pingpong sample, nothing lost or doubled
+if [ -x "$pingpong" ] && [ "$vg" != 1 ]; then
+	port=7485
+	on 1 env SOFTRDMA_TEST_NETFAULT=seed=7,drop=5 timeout -k 10 300 \
+		"$pingpong" -s -b "$a1" -p $port >"$tap_tmp/s.pp" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	ok $? "5% loss: pingpong server listens on host 1"
+	on 2 env SOFTRDMA_TEST_NETFAULT=seed=8,drop=5 timeout -k 10 300 \
+		"$pingpong" -c "$a1" -p $port -n 12 -S 65536 >"$tap_tmp/c.pp" 2>&1
+	rc=$?
+	[ $rc -eq 0 ] &&
+		grep -q '12 messages of 65536 bytes verified' "$tap_tmp/c.pp"
+	ok $? "5% loss: rdmamsg pingpong host 2 -> host 1, 12 x 64 KiB echoes verified (exit $rc)"
+	[ $rc -eq 0 ] || show_log "$tap_tmp/c.pp"
+	wait $spid
+	rc=$?
+	ok $rc "5% loss: pingpong server exits 0"
+	[ $rc -eq 0 ] || show_log "$tap_tmp/s.pp"
+else
+	skip "rdmamsg pingpong under 5% loss" "not built, or under valgrind"
+fi
+
+if [ -x "$perf" ]; then
+	# the server SIGKILLed while its client streams: the client learns
+	# of it (a disconnect), it does not wait out its own timeout; the
+	# next softrdma program on host 1 sweeps what the killed one left
+	port=7491
+	on 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/perf.pid" "$perf" -s -b "$a1" -p $port \
+		>"$tap_tmp/s.kill" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	ok $? "rdmamsg_perf server (to be killed) listens on host 1"
+	on 2 timeout -k 10 120 "$perf" -c "$a1" -p $port -t bw -n 100000000 \
+		--size 65536 >"$tap_tmp/c.kill" 2>&1 &
+	cpid=$!
+	tap_pids="$tap_pids $cpid"
+	established 1 $port
+	ok $? "the client is connected"
+	# mid-stream: 1,000 more datagrams (RoCE packets) reached host 1
+	u0=$(udp_in 1)
+	_i=0
+	while [ $_i -lt 600 ] && [ "$(udp_in 1)" -lt $((u0 + 1000)) ]; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	[ "$(udp_in 1)" -ge $((u0 + 1000)) ]
+	ok $? "the client streams to host 1"
+	kill -KILL "$(cat "$tap_tmp/perf.pid")"
+	wait $spid
+	wait $cpid
+	rc=$?
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ] &&
+		grep -Eqi 'reset|disconnect|closed' "$tap_tmp/c.kill"
+	ok $? "server killed: the client fails with a disconnect, not a timeout (exit $rc)"
+	show_log "$tap_tmp/c.kill" | tail -n 2
+
+	# the server's endpoints receive through a shared receive queue
+	port=7490
+	on 1 timeout -k 10 300 "$perf" -s -b "$a1" -p $port --srq \
+		>"$tap_tmp/s.perf" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	ok $? "rdmamsg_perf --srq server listens on host 1"
+	on 2 timeout -k 10 300 "$perf" -c "$a1" -p $port -t lat -n 20 \
+		--size 8,65536,1048576 >"$tap_tmp/c.perf" 2>&1
+	rc=$?
+	rows=$(awk '/^ *[0-9]/ && $2 == 20 && $3 > 0 { n++ } END { print n + 0 }' \
+		"$tap_tmp/c.perf")
+	[ $rc -eq 0 ] && [ "$rows" -eq 3 ]
+	ok $? "rdmamsg_perf lat host 2 -> host 1 (SRQ): 8 B, 64 KiB, 1 MiB ($rows rows, exit $rc)"
+	[ $rc -eq 0 ] || show_log "$tap_tmp/c.perf"
+	wait $spid
+	rc=$?
+	ok $rc "rdmamsg_perf --srq server exits 0"
+	[ $rc -eq 0 ] || show_log "$tap_tmp/s.perf"
+
+else
+	skip "rdmamsg_perf" "tools/rdmamsg_perf not built"
+fi
+
+# a port of host 1 nobody listens on (held by a bound, non-listening
+# socket where python3 is there; the namespace is this test's alone):
+# refused at once, REJECTED as an IB CM reports a REQ for no service
+port=7499
+hold=
+if command -v python3 >/dev/null 2>&1; then
+	fab exec "$name" 1 timeout -k 10 120 python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind((sys.argv[1], int(sys.argv[2])))
+print("bound", flush=True)
+time.sleep(110)' "$a1" $port >"$tap_tmp/hold" 2>&1 &
+	hold=$!
+	tap_pids="$tap_pids $hold"
+	_i=0
+	while [ $_i -lt 300 ] && ! grep -q bound "$tap_tmp/hold"; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+fi
+onp 2 timeout -k 10 60 rping -c -a "$a1" -p $port -C 3 -v >"$tap_tmp/c.dead" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
-	grep -q 'RDMA_CM_EVENT_UNREACHABLE, error: -110' "$tap_tmp/c.ucma2"
-ok $? "ucmatose on host 2: RDMA_CM_EVENT_UNREACHABLE (ETIMEDOUT), exit $rc"
-on 1 timeout -k 10 60 ucmatose -s "$a1" -p $port -c 1 >"$tap_tmp/c.ucma1" 2>&1
-ok $? "ucmatose on host 1 then completes"
-wait "$spid"
-ok $? "ucmatose server exits 0"
+	grep -q 'RDMA_CM_EVENT_REJECTED, error 8' "$tap_tmp/c.dead"
+ok $? "rping to a port nobody listens on: REJECTED (8: invalid service id), exit $rc"
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || show_log "$tap_tmp/c.dead"
+if [ -x "$rpc" ]; then
+	on 2 timeout -k 10 60 "$rpc" -c "$a1" -p $port -n 1 >"$tap_tmp/c.dead" 2>&1
+	rc=$?
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+		grep -q 'refused' "$tap_tmp/c.dead"
+	ok $? "rdmamsg to a port nobody listens on: refused (exit $rc)"
+	show_log "$tap_tmp/c.dead"
+fi
+[ -n "$hold" ] && kill -TERM "$hold" 2>/dev/null && wait "$hold"
+
+# an address of the fabric where no host answers: UNREACHABLE once the
+# connect fails (ARP gives up: EHOSTUNREACH), not a hang
+onp 2 timeout -k 10 60 rping -c -a 10.231.1.99 -p 7471 -C 3 -v >"$tap_tmp/c.none" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+	grep -q 'RDMA_CM_EVENT_UNREACHABLE' "$tap_tmp/c.none"
+ok $? "rping to an address nobody answers at: UNREACHABLE, exit $rc"
+show_log "$tap_tmp/c.none" | head -n 1
 
 # softrdma left nothing in either host's /dev/shm
 left=$(ls -A /dev/shm/fabric-"$name"/h1/shm /dev/shm/fabric-"$name"/h2/shm 2>&1 |
 	grep -v -e '^/dev/shm' -e '^$')
 [ -z "$left" ]
 ok $? "nothing left in the hosts' /dev/shm${left:+: $left}"
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exit after their last client"
 fab down "$name"
 ok $? "fabric down"
 done_testing
