@@ -46,9 +46,20 @@ void soft_net_ud_attach(struct soft_qp *qp);
 
 /* soft_net_ud_send -- one datagram to another host as a RoCE v2 UD
  * SEND_ONLY(_WITH_IMM); 0 when it went out, -1 when it could not (the
- * datagram is then lost, as UD may lose it); ctx lock held */
+ * datagram is then lost, as UD may lose it); to a multicast DGID (QPN
+ * 0xFFFFFF) it goes to the group's IP address, from the interface of the
+ * SGID; ctx lock held */
 int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 		     const struct iovec *iov, int niov);
+
+/* soft_net_mcast_attach -- a QP of this process is attached to the group
+ * MGID: its host receives the group's packets from other hosts (agent:
+ * IP_ADD_MEMBERSHIP with the host's first member), and the QP a copy of
+ * each (SOFTRDMA_NET=1; else nothing) */
+void soft_net_mcast_attach(struct soft_qp *qp, const uint8_t *mgid);
+
+/* soft_net_mcast_detach -- QPN leaves MGID (NULL: every group) */
+void soft_net_mcast_detach(uint32_t qpn, const uint8_t *mgid);
 
 /* soft_net_agent_main -- the host's agent (tests start it by hand) */
 int soft_net_agent_main(void);
