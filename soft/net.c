@@ -363,8 +363,7 @@ static int addr_is_mcast(int family, const uint8_t *a)
 
 /* ag_mc_ip -- the host joins (JOIN 1) or leaves the IP group on each of
  * its multicast interfaces */
-static void ag_mc_ip(int u4, int u6, int family, const uint8_t *addr,
-		     int join)
+static void ag_mc_ip(int u4, int u6, int family, const uint8_t *addr, int join)
 {
 	struct ifaddrs *ifa, *i;
 	unsigned int done[64], ndone = 0, k, idx;
@@ -420,8 +419,7 @@ static int ag_mc_members(int family, const uint8_t *addr)
 }
 
 /* ag_mc_leave -- FD leaves the group (ADDR NULL: every group) */
-static void ag_mc_leave(int u4, int u6, int fd, int family,
-			const uint8_t *addr)
+static void ag_mc_leave(int u4, int u6, int fd, int family, const uint8_t *addr)
 {
 	struct ag_mc m;
 	int i;
@@ -464,8 +462,7 @@ static void ag_mc_join(int u4, int u6, int fd, const struct ag_mmsg *mm)
 }
 
 /* ag_fwd_to -- hand a packet (with what the agent knows of it) over */
-static void ag_fwd_to(int fd, struct ag_fwd *fw, const uint8_t *pkt,
-		      size_t len)
+static void ag_fwd_to(int fd, struct ag_fwd *fw, const uint8_t *pkt, size_t len)
 {
 	struct iovec out[2];
 	struct msghdr om;
@@ -568,8 +565,7 @@ static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 	ag_fwd_to(qps[i].fd, &fw, buf + hl, (size_t)n);
 }
 
-static void ag_drop_client(int u4, int u6, int fd, struct ag_qp *qps,
-			   int *nqps)
+static void ag_drop_client(int u4, int u6, int fd, struct ag_qp *qps, int *nqps)
 {
 	int i;
 
@@ -2453,8 +2449,7 @@ static unsigned int if_of(int family, const uint8_t *a)
  * address it sends from in SRC; -1 when SGID is no address of this host
  * of that family.  net_mtx held.
  */
-static int mc_route(int family, const uint8_t *sgid, uint8_t hop,
-		    uint8_t *src)
+static int mc_route(int family, const uint8_t *sgid, uint8_t hop, uint8_t *src)
 {
 	static uint8_t last4[16], last6[16];
 	static int ttl4 = -1, ttl6 = -1, have4, have6;
@@ -2480,23 +2475,23 @@ static int mc_route(int family, const uint8_t *sgid, uint8_t hop,
 			memcpy(last4, a, 16);
 			have4 = 1;
 		}
-		if (ttl != ttl4 && !setsockopt(udp4, IPPROTO_IP,
-					       IP_MULTICAST_TTL, &ttl,
-					       sizeof(ttl)))
+		if (ttl != ttl4 &&
+		    !setsockopt(udp4, IPPROTO_IP, IP_MULTICAST_TTL, &ttl,
+				sizeof(ttl)))
 			ttl4 = ttl;
 	} else {
 		if (!have6 || memcmp(last6, a, 16)) {
 			idx = if_of(AF_INET6, a);
-			if (!idx || setsockopt(udp6, IPPROTO_IPV6,
-					       IPV6_MULTICAST_IF, &idx,
-					       sizeof(idx)))
+			if (!idx ||
+			    setsockopt(udp6, IPPROTO_IPV6, IPV6_MULTICAST_IF,
+				       &idx, sizeof(idx)))
 				return -1;
 			memcpy(last6, a, 16);
 			have6 = 1;
 		}
-		if (ttl != ttl6 && !setsockopt(udp6, IPPROTO_IPV6,
-					       IPV6_MULTICAST_HOPS, &ttl,
-					       sizeof(ttl)))
+		if (ttl != ttl6 &&
+		    !setsockopt(udp6, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &ttl,
+				sizeof(ttl)))
 			ttl6 = ttl;
 	}
 	memcpy(src, a, 16);

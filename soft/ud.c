@@ -1215,8 +1215,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			qp->ud->lost++;
 	} else {
 		/* another host: RoCE v2 through net.c (SOFTRDMA_NET=1) */
-		if (ud_net_send(qp, h, wr->wr.ud.remote_qpn, iov,
-				wr->num_sge))
+		if (ud_net_send(qp, h, wr->wr.ud.remote_qpn, iov, wr->num_sge))
 			qp->ud->lost++;
 	}
 }

@@ -103,7 +103,8 @@ static void on_join(struct rdmamsg_group *g, int status, void *arg)
 	(void)g;
 	p->joined = status ? -1 : 1;
 	if (status)
-		fprintf(stderr, "mc_peer: join: %s\n", rdmamsg_strerror(status));
+		fprintf(stderr, "mc_peer: join: %s\n",
+			rdmamsg_strerror(status));
 }
 
 static void on_message(struct rdmamsg_group *g,
@@ -241,7 +242,8 @@ static int publish(struct peer *p, uint32_t window, uint64_t nsubs,
 			rdmamsg_group_query(p->g, &st);
 		} while (st.receivers < nsubs && now_ms() < end);
 		if (st.receivers < nsubs) {
-			fprintf(stderr, "mc_peer: heard %llu of %llu subscribers\n",
+			fprintf(stderr,
+				"mc_peer: heard %llu of %llu subscribers\n",
 				(unsigned long long)st.receivers,
 				(unsigned long long)nsubs);
 			free(buf);
@@ -254,7 +256,8 @@ static int publish(struct peer *p, uint32_t window, uint64_t nsubs,
 		size_t len = msg_size(i);
 
 		fill(i, buf, len);
-		ret = rdmamsg_group_publish(p->g, buf, len, (void *)(uintptr_t)i);
+		ret = rdmamsg_group_publish(p->g, buf, len,
+					    (void *)(uintptr_t)i);
 		if (ret == -EAGAIN) {
 			run_until(p->ctx, &never, 1);
 			continue;
@@ -270,8 +273,7 @@ static int publish(struct peer *p, uint32_t window, uint64_t nsubs,
 	free(buf);
 	run_until(p->ctx, &p->done, 600000);
 	printf("published %llu, completed %llu, failed %llu\n",
-	       (unsigned long long)p->count,
-	       (unsigned long long)p->completed,
+	       (unsigned long long)p->count, (unsigned long long)p->completed,
 	       (unsigned long long)p->failed);
 	fflush(stdout);
 	/* stay for repairs until the test says all subscribers are done */
