@@ -3,7 +3,9 @@
 # over softrdma's RoCE v2 path (soft/net.c, SOFTRDMA_NET=1): one packet to
 # the group's IP address reaches every host whose QPs are attached.
 #   Debian's mckey (rdmacm-utils): sender on host 1, receivers on hosts 2
-#   and 3, joined through rdma_join_multicast.
+#   (two QPs) and 3 (two processes), joined through rdma_join_multicast;
+#   the hosts join the IP group (IGMP) with their first member and leave
+#   it with their last.
 #   rdmamsg multicast groups (tests/netns/mc_peer): one publisher on host
 #   1, subscribers on hosts 1, 2 and 3, messages of mixed sizes (8 B ..
 #   64 KiB, fragmented ones too), each subscriber checks every message
@@ -44,31 +46,51 @@ wait_line() {
 capture_start "$tap_tmp/mc.pcap"
 
 # ---- mckey: rdma_cm's multicast join between hosts --------------------
+# host 2: one process with two QPs attached (-c 2); host 3: two processes;
+# each QP gets every datagram once
+igmp_has() { # HOST: does the host belong to 239.1.2.50 (as the kernel
+	# prints it: 320201EF)?
+	fab exec "$name" "$1" cat /proc/net/igmp | grep -q 320201EF
+}
 if command -v mckey >/dev/null 2>&1; then
 	mk=239.1.2.50
-	for h in 2 3; do
+	for r in 2:c 3:a 3:b; do
+		h=${r%%:*}
+		c=
+		[ "${r#*:}" = c ] && c="-c 2"
 		# (stdbuf: its lines as they come, "receiving" once joined)
+		# shellcheck disable=SC2086
 		on $h env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
-			stdbuf -oL mckey -m $mk -b "$(fab addr "$name" $h)" \
-			-C 50 -S 1000 >"$tap_tmp/mckey$h.log" 2>&1 &
-		eval mkpid$h=\$!
+			stdbuf -oL mckey -m $mk -b "$(fab addr "$name" $h)" $c \
+			-C 50 -S 1000 >"$tap_tmp/mckey${r#*:}$h.log" 2>&1 &
+		eval "mkpid${r#*:}$h=\$!"
 		tap_pids="$tap_pids $!"
 	done
-	wait_line "$tap_tmp/mckey2.log" "receiving data transfers" &&
-		wait_line "$tap_tmp/mckey3.log" "receiving data transfers"
-	ok $? "mckey: receivers on hosts 2 and 3 joined $mk"
+	wait_line "$tap_tmp/mckeyc2.log" "receiving data transfers" &&
+		wait_line "$tap_tmp/mckeya3.log" "receiving data transfers" &&
+		wait_line "$tap_tmp/mckeyb3.log" "receiving data transfers"
+	ok $? "mckey: receivers on hosts 2 (two QPs) and 3 (two processes) joined $mk"
+	igmp_has 2 && igmp_has 3 && ! igmp_has 1
+	ok $? "hosts 2 and 3 are members of $mk (IGMP), host 1 is not"
 	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
 		mckey -m $mk -b "$(fab addr "$name" 1)" -s -C 50 -S 1000 \
 		>"$tap_tmp/mckey1.log" 2>&1
 	ok $? "mckey: sender on host 1 sent 50 x 1000 B to $mk"
-	for h in 2 3; do
-		eval wait \$mkpid$h
+	for r in c2 a3 b3; do
+		eval wait \$mkpid$r
 		rc=$?
 		[ $rc -eq 0 ] && grep -q "data transfers complete" \
-			"$tap_tmp/mckey$h.log"
-		ok $? "mckey: host $h received all 50 (exit $rc)"
-		[ $rc -ne 0 ] && show_log "$tap_tmp/mckey$h.log"
+			"$tap_tmp/mckey$r.log"
+		ok $? "mckey: receiver $r got all 50 on each QP (exit $rc)"
+		[ $rc -ne 0 ] && show_log "$tap_tmp/mckey$r.log"
 	done
+	_i=0
+	while [ $_i -lt 100 ] && { igmp_has 2 || igmp_has 3; }; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	! igmp_has 2 && ! igmp_has 3
+	ok $? "hosts 2 and 3 left $mk with their last member"
 else
 	skip "mckey between hosts" "mckey not installed (Debian package rdmacm-utils)"
 fi
@@ -114,6 +136,18 @@ round() {
 }
 round "reliable"
 capture_stop
+# host 1's subscriber has the publisher's datagrams through shared memory
+# only, not a second copy through the loopback (that would show as
+# duplicates; repairs would too, but there were none if nobody NAKed)
+naks=$(cat "$tap_tmp"/sub[123].log |
+	sed -n 's/^received.* naks \([0-9]*\) .*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
+dup1=$(sed -n 's/^received.* duplicates \([0-9]*\)$/\1/p' "$tap_tmp/sub1.log")
+if [ "$naks" -eq 0 ]; then
+	[ "${dup1:-x}" = 0 ]
+	ok $? "host 1 (the publisher's): no second copy ($dup1 duplicates)"
+else
+	skip "host 1: no second copy" "$naks NAKs: repairs make duplicates"
+fi
 
 how=$(fab loss "$name" 3 0 5)
 ok $? "5% loss on host 3's link: $how"
