@@ -167,7 +167,6 @@ struct net_mc {
 
 static struct net_mc net_mcs[NET_MAX_MC];
 static int net_nmc;
-static uint64_t net_mc_nomember; /* group packets no QP of ours took */
 
 /* ---------------------------------------------------------------- */
 /* fault injection (tests) */
@@ -1846,7 +1845,7 @@ static void mc_in(const uint8_t *buf, size_t len)
 {
 	struct soft_net_ud d;
 	struct soft_net_qp *nq;
-	int i, n = 0;
+	int i;
 
 	if (ud_decode(buf, len, &d))
 		return;
@@ -1854,13 +1853,9 @@ static void mc_in(const uint8_t *buf, size_t len)
 		if (memcmp(net_mcs[i].gid, d.dgid, 16))
 			continue;
 		nq = nq_find(net_mcs[i].qpn);
-		if (nq && nq->ud) {
+		if (nq && nq->ud)
 			soft_ud_net_input(nq->qp, &d);
-			n++;
-		}
 	}
-	if (!n)
-		net_mc_nomember++;
 }
 
 /* net_packet -- queue a packet for its QP and run it if we can (HELD:
