@@ -11,7 +11,8 @@
 #   64 KiB, fragmented ones too), each subscriber checks every message
 #   (one publisher, consecutive sequence numbers, size and contents); in
 #   reliable mode, then again with 5% loss on host 3's link (tc), nothing
-#   lost and nothing duplicated: host 3's NAKs go unicast to host 1.
+#   lost and nothing duplicated: host 3's NAKs go unicast to host 1; and
+#   over IPv6 (a group of ff0e::/16) from host 1 to host 3.
 #   tshark decodes the captured packets: those to the groups are UD
 #   SEND_ONLY to QPN 0xFFFFFF, nothing malformed.
 # Then the hosts' agents are gone.
@@ -156,6 +157,32 @@ naks=$(sed -n 's/^received.* naks \([0-9]*\) .*/\1/p' "$tap_tmp/sub3.log")
 [ "${naks:-0}" -gt 0 ]
 ok $? "host 3 asked for repairs: ${naks:-0} NAKs (unicast to host 1)"
 fab loss "$name" 3 0 off
+
+# IPv6: a group of ff0e::/16 from host 1 to host 3, reliable mode
+n6=300
+g6=ff0e::1:40
+rm -f "$tap_tmp/stop"
+on 3 timeout -k 10 300 "$peer" sub $g6 fd00:e7:0::3 $n6 $window \
+	>"$tap_tmp/sub6.log" 2>"$tap_tmp/sub6.err" &
+spid6=$!
+tap_pids="$tap_pids $spid6"
+wait_line "$tap_tmp/sub6.log" "^joined"
+ok $? "IPv6: subscriber on host 3 joined $g6"
+on 1 timeout -k 10 300 "$peer" pub $g6 fd00:e7:0::1 $n6 $window 1 \
+	"$tap_tmp/stop" >"$tap_tmp/pub6.log" 2>&1 &
+ppid6=$!
+tap_pids="$tap_pids $ppid6"
+wait $spid6
+rc=$?
+grep -q "^received $n6 lost 0 bad 0 " "$tap_tmp/sub6.log" && [ $rc -eq 0 ]
+ok $? "IPv6: host 3 got all $n6 messages, in order, content checked (exit $rc)"
+[ $rc -ne 0 ] && show_log "$tap_tmp/sub6.err"
+: >"$tap_tmp/stop"
+wait $ppid6
+rc=$?
+[ $rc -eq 0 ] && grep -q "^published $n6, completed $n6, failed 0" \
+	"$tap_tmp/pub6.log"
+ok $? "IPv6: the publisher's $n6 publishes completed once each (exit $rc)"
 
 # ---- tshark on the capture of mckey and the first round ---------------
 if [ -n "$cap" ]; then
