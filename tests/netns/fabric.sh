@@ -19,10 +19,6 @@
 #                                         "netem NAME HOST RAIL off" removes it
 #                                         (needs the kernel's sch_netem: where
 #                                         it is missing this fails, saying so)
-#        fabric.sh netem-in NAME HOST RAIL ARGS...
-#                                         the same on the switch port's
-#                                         egress to the host: what the host
-#                                         receives on that rail
 #        fabric.sh loss NAME HOST RAIL PERCENT|off
 #                                         a lossy cable: each packet the host
 #                                         sends or receives on that rail is
@@ -229,23 +225,6 @@ netem)
 			die "netem: this kernel has no sch_netem (tc: $err)" ;;
 		esac
 		die "netem $*: $err"
-	fi ;;
-netem-in)
-	[ $# -ge 4 ] || die "usage: netem-in NAME HOST RAIL ARGS...|off"
-	host_ns "$1" "$2" >/dev/null || exit 1
-	ns=$1-sw
-	dev=h${2}r$3
-	shift 3
-	if [ "$1" = off ]; then
-		tc -n "$ns" qdisc del dev "$dev" root 2>/dev/null
-		exit 0
-	fi
-	if ! err=$(tc -n "$ns" qdisc replace dev "$dev" root netem "$@" 2>&1); then
-		case $err in
-		*"qdisc kind is unknown"*)
-			die "netem: this kernel has no sch_netem (tc: $err)" ;;
-		esac
-		die "netem-in $*: $err"
 	fi ;;
 loss)
 	[ $# -eq 4 ] || die "usage: loss NAME HOST RAIL PERCENT|off"
