@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "net.h"
 #include "ud.h"
 
 SOFT_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
@@ -243,6 +244,7 @@ void soft_mcast_forget_qp(uint32_t qpn)
 		}
 	}
 	mc_unlock(t);
+	soft_net_mcast_detach(qpn, NULL);
 }
 
 /* mcast_check -- common argument checks of attach/detach */
@@ -312,6 +314,8 @@ int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 	t->total++;
 unlock:
 	mc_unlock(t);
+	if (!ret)
+		soft_net_mcast_attach(to_sqp(qp), gid->raw);
 out:
 	if (ret)
 		errno = ret;
@@ -345,6 +349,8 @@ int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 		}
 	}
 	mc_unlock(t);
+	if (!ret)
+		soft_net_mcast_detach(qp->qp_num, gid->raw);
 out:
 	if (ret)
 		errno = ret;

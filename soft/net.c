@@ -32,6 +32,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -60,11 +62,19 @@
 #define NET_LATE_MAX  8 /* such late timeouts not counted between ACKs */
 #define NET_BUF	      (64 + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
 
-enum { AG_REG = 1, AG_UNREG = 2 };
+enum { AG_REG = 1, AG_UNREG = 2, AG_MJOIN = 3, AG_MLEAVE = 4 };
 
 struct ag_msg {
 	uint32_t op;
 	uint32_t qpn;
+};
+
+/* a process joins / leaves an IP multicast group (its first QP attached,
+ * its last detached): the agent forwards the group's packets to it */
+struct ag_mmsg {
+	uint32_t op;
+	uint32_t family;
+	uint8_t addr[16];
 };
 
 /* what the agent puts before each packet it hands over */
@@ -147,6 +157,18 @@ static int ctl_fd = -1, udp4 = -1, udp6 = -1;
 static uint16_t sport4, sport6;
 static int thr_started;
 static pthread_t net_thr;
+
+/* the multicast groups this process's UD QPs are attached to: one pair per
+ * (group, QP); net_mtx */
+#define NET_MAX_MC 4096
+
+struct net_mc {
+	uint8_t gid[16];
+	uint32_t qpn;
+};
+
+static struct net_mc net_mcs[NET_MAX_MC];
+static int net_nmc;
 
 /* ---------------------------------------------------------------- */
 /* fault injection (tests) */
@@ -312,6 +334,150 @@ static int ag_udp(int family)
 	return -1;
 }
 
+/*
+ * Multicast in the agent (as rxe_mcast.c/rxe_recv.c): a process that
+ * attached a QP to a group is a member of the group's address here; the
+ * host joins the IP group (IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP, on every
+ * multicast-capable interface that is up, loopback aside) when its first
+ * process joins, and leaves it with the last.  A packet to the group is
+ * handed to every member process, which gives each of its attached QPs a
+ * copy (rxe_rcv_mcast_pkt).  Senders do not loop their packets back
+ * (IP_MULTICAST_LOOP 0): the QPs of the sending host have theirs through
+ * shared memory.
+ */
+#define AG_MAX_MC 4096
+
+struct ag_mc {
+	int fd;
+	int family;
+	uint8_t addr[16];
+};
+
+static struct ag_mc ag_mcs[AG_MAX_MC];
+static int ag_nmc;
+
+/* addr_is_mcast -- an IPv4 class D or IPv6 multicast address */
+static int addr_is_mcast(int family, const uint8_t *a)
+{
+	return family == AF_INET ? (a[0] & 0xf0) == 0xe0 : a[0] == 0xff;
+}
+
+/* ag_mc_ip -- the host joins (JOIN 1) or leaves the IP group on each of
+ * its multicast interfaces */
+static void ag_mc_ip(int u4, int u6, int family, const uint8_t *addr, int join)
+{
+	struct ifaddrs *ifa, *i;
+	unsigned int done[64], ndone = 0, k, idx;
+
+	if (getifaddrs(&ifa))
+		return;
+	for (i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != family ||
+		    !(i->ifa_flags & IFF_UP) ||
+		    !(i->ifa_flags & IFF_MULTICAST) ||
+		    (i->ifa_flags & IFF_LOOPBACK))
+			continue;
+		idx = if_nametoindex(i->ifa_name);
+		for (k = 0; k < ndone && done[k] != idx; k++)
+			;
+		if (!idx || k < ndone || ndone == 64)
+			continue;
+		done[ndone++] = idx;
+		if (family == AF_INET && u4 >= 0) {
+			struct ip_mreqn mr;
+
+			memset(&mr, 0, sizeof(mr));
+			memcpy(&mr.imr_multiaddr, addr, 4);
+			mr.imr_ifindex = (int)idx;
+			(void)setsockopt(u4, IPPROTO_IP,
+					 join ? IP_ADD_MEMBERSHIP
+					      : IP_DROP_MEMBERSHIP,
+					 &mr, sizeof(mr));
+		} else if (family == AF_INET6 && u6 >= 0) {
+			struct ipv6_mreq mr;
+
+			memset(&mr, 0, sizeof(mr));
+			memcpy(&mr.ipv6mr_multiaddr, addr, 16);
+			mr.ipv6mr_interface = idx;
+			(void)setsockopt(u6, IPPROTO_IPV6,
+					 join ? IPV6_JOIN_GROUP
+					      : IPV6_LEAVE_GROUP,
+					 &mr, sizeof(mr));
+		}
+	}
+	freeifaddrs(ifa);
+}
+
+/* ag_mc_members -- processes of this host in the group */
+static int ag_mc_members(int family, const uint8_t *addr)
+{
+	int i, n = 0;
+
+	for (i = 0; i < ag_nmc; i++)
+		n += ag_mcs[i].family == family &&
+		     !memcmp(ag_mcs[i].addr, addr, 16);
+	return n;
+}
+
+/* ag_mc_leave -- FD leaves the group (ADDR NULL: every group) */
+static void ag_mc_leave(int u4, int u6, int fd, int family, const uint8_t *addr)
+{
+	struct ag_mc m;
+	int i;
+
+	for (i = 0; i < ag_nmc;) {
+		if (ag_mcs[i].fd != fd ||
+		    (addr && (ag_mcs[i].family != family ||
+			      memcmp(ag_mcs[i].addr, addr, 16)))) {
+			i++;
+			continue;
+		}
+		m = ag_mcs[i];
+		ag_mcs[i] = ag_mcs[--ag_nmc];
+		if (!ag_mc_members(m.family, m.addr))
+			ag_mc_ip(u4, u6, m.family, m.addr, 0);
+	}
+}
+
+/* ag_mc_join -- FD joins a group (a checked message) */
+static void ag_mc_join(int u4, int u6, int fd, const struct ag_mmsg *mm)
+{
+	int i, fam = mm->family == AF_INET ? AF_INET : AF_INET6;
+	uint8_t addr[16] = {0};
+
+	memcpy(addr, mm->addr, fam == AF_INET ? 4 : 16);
+	if (!addr_is_mcast(fam, addr))
+		return;
+	for (i = 0; i < ag_nmc; i++)
+		if (ag_mcs[i].fd == fd && ag_mcs[i].family == fam &&
+		    !memcmp(ag_mcs[i].addr, addr, 16))
+			return;
+	if (ag_nmc == AG_MAX_MC)
+		return;
+	if (!ag_mc_members(fam, addr))
+		ag_mc_ip(u4, u6, fam, addr, 1);
+	ag_mcs[ag_nmc].fd = fd;
+	ag_mcs[ag_nmc].family = fam;
+	memcpy(ag_mcs[ag_nmc].addr, addr, 16);
+	ag_nmc++;
+}
+
+/* ag_fwd_to -- hand a packet (with what the agent knows of it) over */
+static void ag_fwd_to(int fd, struct ag_fwd *fw, const uint8_t *pkt, size_t len)
+{
+	struct iovec out[2];
+	struct msghdr om;
+
+	out[0].iov_base = fw;
+	out[0].iov_len = sizeof(*fw);
+	out[1].iov_base = (void *)(uintptr_t)pkt;
+	out[1].iov_len = len;
+	memset(&om, 0, sizeof(om));
+	om.msg_iov = out;
+	om.msg_iovlen = 2;
+	(void)!sendmsg(fd, &om, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* ag_rx -- one datagram from UDP 4791: ICRC checked, handed over */
 static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 {
@@ -329,8 +495,6 @@ static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 	struct cmsghdr *c;
 	struct roce_ip ip;
 	struct ag_fwd fw;
-	struct iovec out[2];
-	struct msghdr om;
 	ssize_t n;
 	uint32_t qpn;
 	int i, have_dst = 0;
@@ -383,24 +547,30 @@ static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 		return; /* a bad ICRC: dropped, as an HCA drops it */
 	qpn = (uint32_t)buf[hl + 5] << 16 | (uint32_t)buf[hl + 6] << 8 |
 	      buf[hl + 7];
+	if (addr_is_mcast(family, ip.dst)) {
+		/* to a group: QPN 0xFFFFFF only, once to each member */
+		if (qpn != ROCE_QPN_MASK)
+			return;
+		for (i = 0; i < ag_nmc; i++)
+			if (ag_mcs[i].family == family &&
+			    !memcmp(ag_mcs[i].addr, ip.dst, 16))
+				ag_fwd_to(ag_mcs[i].fd, &fw, buf + hl,
+					  (size_t)n);
+		return;
+	}
 	for (i = 0; i < nqps; i++)
 		if (qps[i].qpn == qpn)
 			break;
 	if (i == nqps)
 		return;
-	out[0].iov_base = &fw;
-	out[0].iov_len = sizeof(fw);
-	out[1].iov_base = buf + hl;
-	out[1].iov_len = (size_t)n;
-	memset(&om, 0, sizeof(om));
-	om.msg_iov = out;
-	om.msg_iovlen = 2;
-	(void)!sendmsg(qps[i].fd, &om, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ag_fwd_to(qps[i].fd, &fw, buf + hl, (size_t)n);
 }
 
-static void ag_drop_client(int fd, struct ag_qp *qps, int *nqps)
+static void ag_drop_client(int u4, int u6, int fd, struct ag_qp *qps, int *nqps)
 {
 	int i;
+
+	ag_mc_leave(u4, u6, fd, 0, NULL);
 
 	for (i = 0; i < *nqps;) {
 		if (qps[i].fd == fd)
@@ -465,14 +635,33 @@ int soft_net_agent_main(void)
 			for (i = 0; i < 64; i++)
 				ag_rx(u6, AF_INET6, qps, nqps);
 		for (i = 3; i < 3 + ncl; i++) {
+			union {
+				struct ag_msg m;
+				struct ag_mmsg mm;
+			} u;
 			struct ag_msg msg;
 			ssize_t r;
 			int j;
 
 			if (!pf[i].revents)
 				continue;
-			r = recv(pf[i].fd, &msg, sizeof(msg), MSG_DONTWAIT);
-			if (r == (ssize_t)sizeof(msg) && msg.op == AG_REG) {
+			r = recv(pf[i].fd, &u, sizeof(u), MSG_DONTWAIT);
+			msg = u.m;
+			if (r == (ssize_t)sizeof(u.mm) &&
+			    (u.mm.op == AG_MJOIN || u.mm.op == AG_MLEAVE) &&
+			    (u.mm.family == AF_INET ||
+			     u.mm.family == AF_INET6)) {
+				uint8_t ga[16] = {0};
+
+				memcpy(ga, u.mm.addr,
+				       u.mm.family == AF_INET ? 4 : 16);
+				if (u.mm.op == AG_MJOIN)
+					ag_mc_join(u4, u6, pf[i].fd, &u.mm);
+				else
+					ag_mc_leave(u4, u6, pf[i].fd,
+						    (int)u.mm.family, ga);
+			} else if (r == (ssize_t)sizeof(msg) &&
+				   msg.op == AG_REG) {
 				for (j = 0; j < nqps; j++)
 					if (qps[j].qpn == msg.qpn)
 						break;
@@ -490,7 +679,7 @@ int soft_net_agent_main(void)
 						qps[j] = qps[--nqps];
 			} else if (r == 0 || (r < 0 && errno != EAGAIN &&
 					      errno != EINTR)) {
-				ag_drop_client(pf[i].fd, qps, &nqps);
+				ag_drop_client(u4, u6, pf[i].fd, qps, &nqps);
 				pf[i] = pf[3 + --ncl];
 				i--;
 				if (!ncl)
@@ -612,19 +801,25 @@ static int ag_connect(void)
 static int udp_open(int family, uint16_t *port)
 {
 	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int v = family == AF_INET ? IP_PMTUDISC_DO : IPV6_PMTUDISC_DO;
+	int v = family == AF_INET ? IP_PMTUDISC_DO : IPV6_PMTUDISC_DO, off = 0;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 
 	if (fd < 0)
 		return -1;
 	big_buffers(fd);
-	if (family == AF_INET)
+	if (family == AF_INET) {
 		(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v,
 				 sizeof(v));
-	else
+		/* our host's group members have their copy through shm */
+		(void)setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &off,
+				 sizeof(off));
+	} else {
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v,
 				 sizeof(v));
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &off,
+				 sizeof(off));
+	}
 	memset(&ss, 0, sizeof(ss));
 	ss.ss_family = (sa_family_t)family;
 	if (bind(fd, (struct sockaddr *)&ss,
@@ -1602,41 +1797,75 @@ static struct soft_net_qp *nq_find(uint32_t qpn)
 	return NULL;
 }
 
-/* ud_in -- a datagram for a UD QP: into its own queue, where the
- * shared-memory path's checks (Q_Key, a posted receive, length) apply */
-static void ud_in(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
+/* ud_decode -- a UD datagram from the agent (its ag_fwd first) into D;
+ * 0, or -1 when it is no UD SEND_ONLY(_WITH_IMM) that fits a cell */
+static int ud_decode(const uint8_t *buf, size_t len, struct soft_net_ud *d)
 {
 	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
 					0, 0, 0, 0, 0xff, 0xff};
-	struct soft_net_ud d;
 	struct roce_pkt p;
 	struct ag_fwd fw;
 
+	if (len < sizeof(fw))
+		return -1;
 	memcpy(&fw, buf, sizeof(fw));
 	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
 	    (p.bth.opcode != (ROCE_UD | ROCE_SEND_ONLY) &&
 	     p.bth.opcode != (ROCE_UD | ROCE_SEND_ONLY_IMM)) ||
 	    p.payload_len > SOFT_UD_MTU)
-		return;
-	memset(&d, 0, sizeof(d));
+		return -1;
+	memset(d, 0, sizeof(*d));
 	if (fw.family == AF_INET) {
-		memcpy(d.sgid, v4m, 12);
-		memcpy(d.sgid + 12, fw.src, 4);
-		memcpy(d.dgid, v4m, 12);
-		memcpy(d.dgid + 12, fw.dst, 4);
+		memcpy(d->sgid, v4m, 12);
+		memcpy(d->sgid + 12, fw.src, 4);
+		memcpy(d->dgid, v4m, 12);
+		memcpy(d->dgid + 12, fw.dst, 4);
 	} else {
-		memcpy(d.sgid, fw.src, 16);
-		memcpy(d.dgid, fw.dst, 16);
+		memcpy(d->sgid, fw.src, 16);
+		memcpy(d->dgid, fw.dst, 16);
 	}
-	d.qpn = p.deth.sqpn;
-	d.qkey = p.deth.qkey;
-	d.has_imm = p.bth.opcode == (ROCE_UD | ROCE_SEND_ONLY_IMM);
-	d.imm = htonl(p.imm);
-	d.solicited = p.bth.se;
-	d.hop_limit = 64;
-	d.data = p.payload;
-	d.len = p.payload_len;
-	soft_ud_net_input(nq->qp, &d);
+	d->qpn = p.deth.sqpn;
+	d->qkey = p.deth.qkey;
+	d->has_imm = p.bth.opcode == (ROCE_UD | ROCE_SEND_ONLY_IMM);
+	d->imm = htonl(p.imm);
+	d->solicited = p.bth.se;
+	d->hop_limit = 64;
+	d->data = p.payload;
+	d->len = p.payload_len;
+	return 0;
+}
+
+/* ud_in -- a datagram for a UD QP: into its own queue, where the
+ * shared-memory path's checks (Q_Key, a posted receive, length) apply */
+static void ud_in(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
+{
+	struct soft_net_ud d;
+
+	if (!ud_decode(buf, len, &d))
+		soft_ud_net_input(nq->qp, &d);
+}
+
+/*
+ * mc_in -- a datagram to a group (QPN 0xFFFFFF): a copy to each QP of this
+ * process attached to the group its IP destination names (the GRH's DGID),
+ * each with its own Q_Key check and posted receive (rxe_rcv_mcast_pkt);
+ * net_mtx held
+ */
+static void mc_in(const uint8_t *buf, size_t len)
+{
+	struct soft_net_ud d;
+	struct soft_net_qp *nq;
+	int i;
+
+	if (ud_decode(buf, len, &d))
+		return;
+	for (i = 0; i < net_nmc; i++) {
+		if (memcmp(net_mcs[i].gid, d.dgid, 16))
+			continue;
+		nq = nq_find(net_mcs[i].qpn);
+		if (nq && nq->ud)
+			soft_ud_net_input(nq->qp, &d);
+	}
 }
 
 /* net_packet -- queue a packet for its QP and run it if we can (HELD:
@@ -1654,6 +1883,10 @@ static void net_packet(const uint8_t *buf, size_t len,
 	qpn = (uint32_t)buf[sizeof(struct ag_fwd) + 5] << 16 |
 	      (uint32_t)buf[sizeof(struct ag_fwd) + 6] << 8 |
 	      buf[sizeof(struct ag_fwd) + 7];
+	if (qpn == ROCE_QPN_MASK) {
+		mc_in(buf, len);
+		return;
+	}
 	nq = nq_find(qpn);
 	if (!nq)
 		return;
@@ -1735,6 +1968,44 @@ static void net_kick(void)
 		(void)!write(kick_fd[1], &c, 1);
 }
 
+/* mc_first -- pair I is the first of its group in the table */
+static int mc_first(int i)
+{
+	int k;
+
+	for (k = 0; k < i; k++)
+		if (!memcmp(net_mcs[k].gid, net_mcs[i].gid, 16))
+			return 0;
+	return 1;
+}
+
+/* gid_split -- a GID as an address: family, and the bytes that count */
+static int gid_split(const uint8_t *gid, uint8_t *addr)
+{
+	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
+					0, 0, 0, 0, 0xff, 0xff};
+
+	memset(addr, 0, 16);
+	if (!memcmp(gid, v4m, 12)) {
+		memcpy(addr, gid + 12, 4);
+		return AF_INET;
+	}
+	memcpy(addr, gid, 16);
+	return AF_INET6;
+}
+
+/* mc_tell -- tell the agent this process joins or leaves a group */
+static void mc_tell(uint32_t op, const uint8_t *gid)
+{
+	struct ag_mmsg mm;
+
+	memset(&mm, 0, sizeof(mm));
+	mm.op = op;
+	mm.family = (uint32_t)gid_split(gid, mm.addr);
+	if (ctl_fd >= 0)
+		(void)!send(ctl_fd, &mm, sizeof(mm), MSG_NOSIGNAL);
+}
+
 /* reregister -- a new agent (the old one went away) learns our QPNs */
 static void reregister(void)
 {
@@ -1748,6 +2019,9 @@ static void reregister(void)
 		m.qpn = net_tbl[i]->qpn;
 		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
 	}
+	for (i = 0; i < net_nmc; i++)
+		if (mc_first(i))
+			mc_tell(AG_MJOIN, net_mcs[i].gid);
 }
 
 static void *net_main(void *arg)
@@ -2177,11 +2451,141 @@ void soft_net_ud_attach(struct soft_qp *qp)
 	qp->net = nq;
 }
 
+/* if_of -- the index of the interface that has address A, 0 if none */
+static unsigned int if_of(int family, const uint8_t *a)
+{
+	struct ifaddrs *ifa, *i;
+	unsigned int idx = 0;
+
+	if (getifaddrs(&ifa))
+		return 0;
+	for (i = ifa; i && !idx; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != family)
+			continue;
+		if (family == AF_INET
+			    ? !memcmp(&((struct sockaddr_in *)i->ifa_addr)
+					       ->sin_addr,
+				      a, 4)
+			    : !memcmp(&((struct sockaddr_in6 *)i->ifa_addr)
+					       ->sin6_addr,
+				      a, 16))
+			idx = if_nametoindex(i->ifa_name);
+	}
+	freeifaddrs(ifa);
+	return idx;
+}
+
+/*
+ * mc_route -- our socket of FAMILY set to send to a group from the
+ * interface of the source GID SGID (IP_MULTICAST_IF / IPV6_MULTICAST_IF),
+ * with the AH's hop limit as TTL (rxe puts it in the IP header), the
+ * address it sends from in SRC; -1 when SGID is no address of this host
+ * of that family.  net_mtx held.
+ */
+static int mc_route(int family, const uint8_t *sgid, uint8_t hop, uint8_t *src)
+{
+	static uint8_t last4[16], last6[16];
+	static int ttl4 = -1, ttl6 = -1, have4, have6;
+	uint8_t a[16];
+	unsigned int idx;
+	int ttl = hop ? hop : 1;
+
+	if (gid_split(sgid, a) != family)
+		return -1;
+	if (family == AF_INET) {
+		if (!have4 || memcmp(last4, a, 16)) {
+			struct ip_mreqn mr;
+
+			idx = if_of(AF_INET, a);
+			if (!idx)
+				return -1;
+			memset(&mr, 0, sizeof(mr));
+			memcpy(&mr.imr_address, a, 4);
+			mr.imr_ifindex = (int)idx;
+			if (setsockopt(udp4, IPPROTO_IP, IP_MULTICAST_IF, &mr,
+				       sizeof(mr)))
+				return -1;
+			memcpy(last4, a, 16);
+			have4 = 1;
+		}
+		if (ttl != ttl4 &&
+		    !setsockopt(udp4, IPPROTO_IP, IP_MULTICAST_TTL, &ttl,
+				sizeof(ttl)))
+			ttl4 = ttl;
+	} else {
+		if (!have6 || memcmp(last6, a, 16)) {
+			idx = if_of(AF_INET6, a);
+			if (!idx ||
+			    setsockopt(udp6, IPPROTO_IPV6, IPV6_MULTICAST_IF,
+				       &idx, sizeof(idx)))
+				return -1;
+			memcpy(last6, a, 16);
+			have6 = 1;
+		}
+		if (ttl != ttl6 &&
+		    !setsockopt(udp6, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &ttl,
+				sizeof(ttl)))
+			ttl6 = ttl;
+	}
+	memcpy(src, a, 16);
+	return 0;
+}
+
+/* soft_net_mcast_attach -- QP (of this process) is attached to MGID: the
+ * host's agent forwards the group's packets to us */
+void soft_net_mcast_attach(struct soft_qp *qp, const uint8_t *mgid)
+{
+	uint32_t qpn = qp->qpx.qp_base.qp_num;
+	int i, first = 1;
+
+	if (!net_enabled())
+		return;
+	pthread_mutex_lock(&net_mtx);
+	for (i = 0; i < net_nmc; i++) {
+		if (memcmp(net_mcs[i].gid, mgid, 16))
+			continue;
+		first = 0;
+		if (net_mcs[i].qpn == qpn)
+			goto out;
+	}
+	if (net_nmc == NET_MAX_MC || net_start())
+		goto out; /* then only this host reaches it */
+	memcpy(net_mcs[net_nmc].gid, mgid, 16);
+	net_mcs[net_nmc].qpn = qpn;
+	net_nmc++;
+	if (first)
+		mc_tell(AG_MJOIN, mgid);
+out:
+	pthread_mutex_unlock(&net_mtx);
+}
+
+/* soft_net_mcast_detach -- QPN leaves MGID (NULL: every group) */
+void soft_net_mcast_detach(uint32_t qpn, const uint8_t *mgid)
+{
+	uint8_t gid[16];
+	int i, k;
+
+	pthread_mutex_lock(&net_mtx);
+	for (i = 0; i < net_nmc;) {
+		if (net_mcs[i].qpn != qpn ||
+		    (mgid && memcmp(net_mcs[i].gid, mgid, 16))) {
+			i++;
+			continue;
+		}
+		memcpy(gid, net_mcs[i].gid, 16);
+		net_mcs[i] = net_mcs[--net_nmc];
+		for (k = 0; k < net_nmc; k++)
+			if (!memcmp(net_mcs[k].gid, gid, 16))
+				break;
+		if (k == net_nmc)
+			mc_tell(AG_MLEAVE, gid);
+	}
+	pthread_mutex_unlock(&net_mtx);
+}
+
 int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 		     const struct iovec *iov, int niov)
 {
-	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
-					0, 0, 0, 0, 0xff, 0xff};
 	static int last_family;
 	static uint8_t last_dst[16], last_src[16];
 	uint8_t data[SOFT_UD_MTU];
@@ -2203,13 +2607,7 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	memset(&nq, 0, sizeof(nq));
 	nq.qp = qp;
 	nq.dqpn = d->qpn & ROCE_QPN_MASK;
-	if (!memcmp(d->dgid, v4m, 12)) {
-		nq.family = AF_INET;
-		memcpy(nq.dst, d->dgid + 12, 4);
-	} else {
-		nq.family = AF_INET6;
-		memcpy(nq.dst, d->dgid, 16);
-	}
+	nq.family = gid_split(d->dgid, nq.dst);
 	memset(&p, 0, sizeof(p));
 	p.bth.opcode = (uint8_t)(ROCE_UD | (d->has_imm ? ROCE_SEND_ONLY_IMM
 						       : ROCE_SEND_ONLY));
@@ -2223,6 +2621,14 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	pthread_mutex_lock(&net_mtx);
 	if (net_start())
 		goto out;
+	if (addr_is_mcast(nq.family, nq.dst)) {
+		/* to a group: from the AH's source GID's interface */
+		if (mc_route(nq.family, d->sgid, d->hop_limit, nq.src))
+			goto out;
+		pkt_send(&nq, &p);
+		r = 0;
+		goto out;
+	}
 	if (last_family != nq.family || memcmp(last_dst, nq.dst, 16)) {
 		last_family = 0;
 		if (src_for(nq.family, nq.dst, last_src))

@@ -46,7 +46,9 @@ void soft_net_ud_attach(struct soft_qp *qp);
 
 /* soft_net_ud_send -- one datagram to another host as a RoCE v2 UD
  * SEND_ONLY(_WITH_IMM); 0 when it went out, -1 when it could not (the
- * datagram is then lost, as UD may lose it); ctx lock held */
+ * datagram is then lost, as UD may lose it); to a multicast DGID (QPN
+ * 0xFFFFFF) it goes to the group's IP address, from the interface of the
+ * SGID; ctx lock held */
 int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 		     const struct iovec *iov, int niov);
 
@@ -57,6 +59,15 @@ int soft_net_enabled(void);
  * lock of ours held: starting the agent forks, and fork handlers take
  * the CM's lock); 0, or -1 when it cannot start or is not enabled */
 int soft_net_start(void);
+
+/* soft_net_mcast_attach -- a QP of this process is attached to the group
+ * MGID: its host receives the group's packets from other hosts (agent:
+ * IP_ADD_MEMBERSHIP with the host's first member), and the QP a copy of
+ * each (SOFTRDMA_NET=1; else nothing) */
+void soft_net_mcast_attach(struct soft_qp *qp, const uint8_t *mgid);
+
+/* soft_net_mcast_detach -- QPN leaves MGID (NULL: every group) */
+void soft_net_mcast_detach(uint32_t qpn, const uint8_t *mgid);
 
 /* soft_net_agent_main -- the host's agent (tests start it by hand) */
 int soft_net_agent_main(void);

@@ -1153,6 +1153,27 @@ static void complete_send(struct soft_qp *qp, uint64_t wr_id,
 		soft_qp_to_error(qp);
 }
 
+/* ud_net_send -- a datagram to another host (or group) through net.c;
+ * 0 when it went out */
+static int ud_net_send(struct soft_qp *qp, const struct ud_cell *h,
+		       uint32_t dqpn, const struct iovec *iov, int niov)
+{
+	struct soft_net_ud d;
+
+	memset(&d, 0, sizeof(d));
+	memcpy(d.sgid, h->sgid, 16);
+	memcpy(d.dgid, h->dgid, 16);
+	d.qpn = dqpn;
+	d.qkey = h->qkey;
+	d.has_imm = !!(h->flags & UDF_IMM);
+	d.imm = h->imm;
+	d.solicited = !!(h->flags & UDF_SOLICITED);
+	d.tclass = h->tclass;
+	d.hop_limit = h->hop_limit;
+	d.len = h->msg_len;
+	return soft_net_ud_send(qp, &d, iov, niov);
+}
+
 /* ud_send -- a UD datagram: unicast, multicast, or lost (another host) */
 static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		    struct ud_cell *h, const struct iovec *iov)
@@ -1161,7 +1182,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		soft_container_of(wr->wr.ud.ah, struct soft_ah, ah);
 	union ibv_gid sgid;
 	struct ud_peer *p;
-	uint32_t ctx_idx;
+	uint32_t ctx_idx, n;
 
 	h->qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
 							: wr->wr.ud.remote_qkey;
@@ -1173,11 +1194,17 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			   &sgid))
 		memcpy(h->sgid, sgid.raw, 16);
 	if (soft_ud_gid_is_mcast(h->dgid)) {
-		if (wr->wr.ud.remote_qpn != UD_MCAST_QPN ||
-		    !soft_mcast_send(qp->ud, h->dgid,
-				     !!(qp->ud->create_flags &
-					IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
-				     h, iov, wr->num_sge))
+		if (wr->wr.ud.remote_qpn != UD_MCAST_QPN) {
+			qp->ud->lost++;
+			return;
+		}
+		/* this host's members through shm, other hosts' as one
+		 * RoCE v2 packet to the group (SOFTRDMA_NET=1) */
+		n = soft_mcast_send(qp->ud, h->dgid,
+				    !!(qp->ud->create_flags &
+				       IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
+				    h, iov, wr->num_sge);
+		if (ud_net_send(qp, h, UD_MCAST_QPN, iov, wr->num_sge) && !n)
 			qp->ud->lost++;
 	} else if (gid_index(h->dgid) >= 0) {
 		p = soft_ud_peer(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
@@ -1188,20 +1215,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			qp->ud->lost++;
 	} else {
 		/* another host: RoCE v2 through net.c (SOFTRDMA_NET=1) */
-		struct soft_net_ud d;
-
-		memset(&d, 0, sizeof(d));
-		memcpy(d.sgid, h->sgid, 16);
-		memcpy(d.dgid, h->dgid, 16);
-		d.qpn = wr->wr.ud.remote_qpn;
-		d.qkey = h->qkey;
-		d.has_imm = !!(h->flags & UDF_IMM);
-		d.imm = h->imm;
-		d.solicited = !!(h->flags & UDF_SOLICITED);
-		d.tclass = h->tclass;
-		d.hop_limit = h->hop_limit;
-		d.len = h->msg_len;
-		if (soft_net_ud_send(qp, &d, iov, wr->num_sge))
+		if (ud_net_send(qp, h, wr->wr.ud.remote_qpn, iov, wr->num_sge))
 			qp->ud->lost++;
 	}
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # fabric-selftest.sh -- the namespace test fabric (tests/netns/fabric.sh)
 # checked on itself: 3 hosts on 2 rails reach each other on each rail, each
-# host has its own /dev/shm, faults (netem loss, blackhole, link down/up)
+# host has its own /dev/shm, faults (netem loss, a lossy cable, blackhole,
+# link down/up)
 # do what they say, and nothing is left behind -- also by a run that is
 # SIGKILLed midway, once "cleanup" has run.
 . "$top_srcdir/tests/lib.sh"
@@ -94,6 +95,25 @@ ok $? "rail 1 unaffected"
 fab drop "$name" 1 0 off
 [ "$(pings 1 "$a2" 5)" = 5 ]
 ok $? "blackhole off: rail 0 back"
+
+out=$(fab loss "$name" 1 0 50)
+ok $? "loss 50% on host 1's rail 0 cable: $out"
+n1=$(pings 1 "$a2" 100)
+# a request and its answer each cross the lossy cable: a quarter back on
+# average where the drops are independent, half where they are not (the
+# tc filter's random draws for a request and its answer, seen to be
+# correlated here); more than 75 of 100 back has odds below 1e-6
+[ "${n1:-100}" -le 75 ]
+ok $? "loss drops pings: $n1 of 100 back"
+fab loss "$name" 1 0 off
+[ "$(pings 1 "$a2" 20)" = 20 ]
+ok $? "loss off: all pings back"
+fab loss "$name" 1 0 100 2>/dev/null
+[ $? -ne 0 ]
+ok $? "loss 100% is refused (1 to 99)"
+fab up "$stem-m" 1 1 9x 2>/dev/null
+[ $? -ne 0 ] && [ -z "$(leftovers "$stem-m")" ]
+ok $? "a bad MTU is refused, nothing made"
 
 fab link "$name" 2 0 down
 fab exec "$name" 2 ip link show eth0 | grep -q NO-CARRIER

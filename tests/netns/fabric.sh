@@ -4,8 +4,12 @@
 #
 # usage: fabric.sh check                  can namespaces be made here? (the
 #                                         reason on stdout when not)
-#        fabric.sh up NAME HOSTS [RAILS]  start HOSTS hosts (1-200) on RAILS
-#                                         bridges (1 or 2, default 1)
+#        fabric.sh up NAME HOSTS [RAILS [MTU]]
+#                                         start HOSTS hosts (1-200) on RAILS
+#                                         bridges (1 or 2, default 1); MTU
+#                                         of every link (68-65535, default
+#                                         1500; 9000: jumbo frames, which a
+#                                         RoCE MTU of 4096 needs)
 #        fabric.sh exec NAME HOST CMD...  run CMD on host HOST (1..HOSTS)
 #        fabric.sh addr NAME HOST [RAIL]  the host's address on a rail
 #        fabric.sh netem NAME HOST RAIL ARGS...
@@ -15,6 +19,13 @@
 #                                         "netem NAME HOST RAIL off" removes it
 #                                         (needs the kernel's sch_netem: where
 #                                         it is missing this fails, saying so)
+#        fabric.sh loss NAME HOST RAIL PERCENT|off
+#                                         a lossy cable: each packet the host
+#                                         sends or receives on that rail is
+#                                         dropped with that chance (1-99), by
+#                                         tc netem where the kernel has it,
+#                                         else by a tc clsact filter (random
+#                                         drop); says which on stdout
 #        fabric.sh drop NAME HOST RAIL on|off
 #                                         blackhole: every packet the host
 #                                         sends on that rail is dropped, the
@@ -110,7 +121,10 @@ up() {
 	name=$1
 	hosts=$2
 	rails=${3:-1}
+	mtu=${4:-1500}
 	case $hosts in '' | *[!0-9]*) die "HOSTS must be a number" ;; esac
+	case $mtu in '' | *[!0-9]*) die "MTU must be a number" ;; esac
+	[ "$mtu" -ge 68 ] && [ "$mtu" -le 65535 ] || die "MTU: 68 to 65535"
 	[ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] || die "HOSTS: 1 to 200"
 	[ "$rails" = 1 ] || [ "$rails" = 2 ] || die "RAILS: 1 or 2"
 	case $name in '' | *[!A-Za-z0-9_.-]*) die "NAME: letters, digits, _.-" ;; esac
@@ -143,7 +157,8 @@ up() {
 		while [ $r -lt "$rails" ]; do
 			ip -n "$sw" link add name "h${h}r$r" type veth peer name "eth$r" \
 				netns "$ns" || die "veth of host $h rail $r"
-			ip -n "$sw" link set "h${h}r$r" master "br$r" up
+			ip -n "$sw" link set "h${h}r$r" mtu "$mtu" master "br$r" up
+			ip -n "$ns" link set "eth$r" mtu "$mtu"
 			ip -n "$ns" addr add "10.231.$((r + 1)).$h/24" dev "eth$r"
 			ip -n "$ns" addr add "fd00:e7:$r::$h/64" dev "eth$r" nodad
 			ip -n "$ns" link set "eth$r" up
@@ -168,7 +183,7 @@ case $cmd in
 check)
 	check ;;
 up)
-	[ $# -ge 2 ] || die "usage: up NAME HOSTS [RAILS]"
+	[ $# -ge 2 ] && [ $# -le 4 ] || die "usage: up NAME HOSTS [RAILS [MTU]]"
 	up "$@" ;;
 down)
 	[ $# -eq 1 ] || die "usage: down NAME"
@@ -210,6 +225,40 @@ netem)
 			die "netem: this kernel has no sch_netem (tc: $err)" ;;
 		esac
 		die "netem $*: $err"
+	fi ;;
+loss)
+	[ $# -eq 4 ] || die "usage: loss NAME HOST RAIL PERCENT|off"
+	ns=$(host_ns "$1" "$2") || exit 1
+	sw=$1-sw
+	devs="$ns eth$3
+$sw h${2}r$3"
+	if [ "$4" = off ]; then
+		echo "$devs" | while read -r n d; do
+			tc -n "$n" qdisc del dev "$d" root 2>/dev/null
+			tc -n "$n" qdisc del dev "$d" clsact 2>/dev/null
+		done
+		exit 0
+	fi
+	case $4 in '' | *[!0-9]*) die "PERCENT must be a number" ;; esac
+	[ "$4" -ge 1 ] && [ "$4" -le 99 ] || die "PERCENT: 1 to 99"
+	if sh "$0" netem-available; then
+		echo "$devs" | while read -r n d; do
+			tc -n "$n" qdisc replace dev "$d" root netem loss "$4%" ||
+				exit 1
+		done || die "netem loss $4% failed"
+		echo "netem loss $4%"
+	else
+		# classic BPF, direct action: A = a random u32 (SKF_AD_RANDOM);
+		# below PERCENT/100 of 2^32 return TC_ACT_SHOT (2), else OK (0)
+		t=$(($4 * 42949672))
+		echo "$devs" | while read -r n d; do
+			tc -n "$n" qdisc replace dev "$d" clsact &&
+				tc -n "$n" filter replace dev "$d" egress pref 1 \
+					bpf da bytecode \
+					"4,32 0 0 4294963256,53 0 1 $t,6 0 0 0,6 0 0 2," ||
+				exit 1
+		done || die "random drop filter failed"
+		echo "tc random drop $4% (no sch_netem here)"
 	fi ;;
 netem-available)
 	# exit 0 when tc netem works here (probed in a scratch namespace)

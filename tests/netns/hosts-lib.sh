@@ -1,6 +1,6 @@
-# hosts-lib.sh -- two hosts of the namespace fabric running softrdma's
-# RoCE v2 path (sourced by rc-hosts.sh and ud-hosts.sh after lib.sh, with
-# hosts_stem set to a few letters naming the test).
+# hosts-lib.sh -- hosts of the namespace fabric running softrdma's RoCE v2
+# path (sourced by rc-hosts.sh, ud-hosts.sh and mcast-hosts.sh after
+# lib.sh, with hosts_stem set to a few letters naming the test).
 #
 # Skips the test where network namespaces are unavailable; sets fabric and
 # name (the fabric of this run, removed at exit, also when killed); brings
@@ -11,6 +11,11 @@
 #   on HOST CMD...      CMD on a host, with SOFTRDMA_NET=1
 #   listening HOST PORT wait (30 s at most) for a TCP listener there
 #   agent_gone HOST     wait (10 s at most) until the host's agent exited
+#   capture_start FILE  where dumpcap and tshark are installed: capture UDP
+#                       port 4791 on host 1's eth0 into FILE (cap=FILE),
+#                       waiting (30 s at most) until dumpcap says it
+#                       captures; else cap is empty and it returns 1
+#   capture_stop        end that capture (dumpcap flushes FILE and exits)
 # shellcheck shell=sh
 fabric=$top_srcdir/tests/netns/fabric.sh
 why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
@@ -46,6 +51,36 @@ agent_gone() {
 		_i=$((_i + 1))
 	done
 	return 1
+}
+capture_start() {
+	cap=
+	command -v dumpcap >/dev/null 2>&1 &&
+		command -v tshark >/dev/null 2>&1 || return 1
+	cap=$1
+	: >"$tap_tmp/dumpcap.log"
+	# (its pid from the shell it replaces: SIGINT is ignored in
+	# background jobs, and "ip netns exec" may stand between)
+	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q -i eth0 \
+		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
+	cpid=$!
+	tap_pids="$tap_pids $cpid"
+	_i=0
+	while [ $_i -lt 300 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
+	do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 0
+}
+capture_stop() {
+	[ -n "${cpid:-}" ] || return 0
+	# what the kernel has handed dumpcap's socket is written before it
+	# exits; a packet still on its way may be missed (the checks allow it)
+	sleep 0.5
+	kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
+	wait "$cpid"
+	cpid=
 }
 
 for f in $(fab list); do

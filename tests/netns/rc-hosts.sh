@@ -49,29 +49,10 @@ pair() {
 
 # the no-loss run is captured on host 1's interface (where dumpcap and
 # tshark are installed) and decoded by tshark, a decoder nobody here wrote
-cap=
-if command -v dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1
-then
-	cap=$tap_tmp/rc.pcap
-	# (its pid from the shell it replaces: SIGINT is ignored in
-	# background jobs, and "ip netns exec" may stand between)
-	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
-		"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q -i eth0 \
-		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
-	cpid=$!
-	tap_pids="$tap_pids $cpid"
-	_i=0
-	while [ $_i -lt 100 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
-	do
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-fi
+capture_start "$tap_tmp/rc.pcap"
 pair "no loss" $rounds
 if [ -n "$cap" ]; then
-	sleep 0.5
-	kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
-	wait $cpid
+	capture_stop
 	tsh() {
 		HOME=$tap_tmp tshark -n --disable-protocol rpcordma -r "$cap" \
 			"$@" 2>>"$tap_tmp/tshark.err"

@@ -18,28 +18,12 @@ a1=$(fab addr "$name" 1)
 iters=200
 port=18701
 # the polling run is captured on host 1's interface and decoded by tshark
-cap=
-if command -v dumpcap >/dev/null 2>&1 && command -v tshark >/dev/null 2>&1
-then
-	cap=$tap_tmp/ud.pcap
-	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
-		"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q -i eth0 \
-		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
-	cpid=$!
-	tap_pids="$tap_pids $cpid"
-	_i=0
-	while [ $_i -lt 300 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
-	do
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-fi
+capture_start "$tap_tmp/ud.pcap"
 for mode in polling events; do
 	ev=
 	[ $mode = events ] && ev=-e
 	if [ $mode = events ] && [ -n "$cap" ]; then
-		kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
-		wait $cpid
+		capture_stop
 		# every packet a UD SEND_ONLY (opcode 100) with the Q_Key
 		# ibv_ud_pingpong uses, 1024 B of payload (UDP 8 + BTH 12 +
 		# DETH 8 + 1024 + ICRC 4), both ways

@@ -1,0 +1,244 @@
+#!/bin/sh
+# mcast-hosts.sh -- UD multicast between three hosts of the namespace fabric
+# over softrdma's RoCE v2 path (soft/net.c, SOFTRDMA_NET=1): one packet to
+# the group's IP address reaches every host whose QPs are attached.
+#   Debian's mckey (rdmacm-utils): sender on host 1, receivers on hosts 2
+#   (two QPs) and 3 (two processes), joined through rdma_join_multicast;
+#   the hosts join the IP group (IGMP) with their first member and leave
+#   it with their last.
+#   rdmamsg multicast groups (tests/netns/mc_peer): one publisher on host
+#   1, subscribers on hosts 1, 2 and 3, messages of mixed sizes (8 B ..
+#   64 KiB, fragmented ones too), each subscriber checks every message
+#   (one publisher, consecutive sequence numbers, size and contents); in
+#   reliable mode, then again with 5% loss on host 3's link (tc), nothing
+#   lost and nothing duplicated: host 3's NAKs go unicast to host 1; and
+#   over IPv6 (a group of ff0e::/16) from host 1 to host 3.
+#   tshark decodes the captured packets: those to the groups are UD
+#   SEND_ONLY to QPN 0xFFFFFF, nothing malformed.
+# Then the hosts' agents are gone.
+. "$top_srcdir/tests/lib.sh"
+peer=$top_builddir/tests/netns/mc_peer
+[ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
+[ -x "$peer" ] || skip_all "tests/netns/mc_peer not built"
+hosts_stem=mch
+. "$top_srcdir/tests/netns/hosts-lib.sh"
+
+# jumbo frames: softrdma's port MTU is 4096 whatever the interface's, and
+# a full UD datagram is 4096 + 52 bytes on the wire (see soft/README.md)
+fab up "$name" 3 1 9000
+ok $? "fabric of 3 hosts up (MTU 9000)"
+
+n=3000
+[ "${RDMAMSG_TEST_SCALE:-}" = small ] && n=300
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && n=300
+window=256
+
+# wait_line FILE TEXT -- wait (60 s at most) for a line with TEXT in FILE
+wait_line() {
+	_i=0
+	while [ $_i -lt 600 ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+
+capture_start "$tap_tmp/mc.pcap"
+
+# ---- mckey: rdma_cm's multicast join between hosts --------------------
+# host 2: one process with two QPs attached (-c 2); host 3: two processes;
+# each QP gets every datagram once
+igmp_has() { # HOST: does the host belong to 239.1.2.50 (as the kernel
+	# prints it: 320201EF)?
+	fab exec "$name" "$1" cat /proc/net/igmp | grep -q 320201EF
+}
+if command -v mckey >/dev/null 2>&1; then
+	mk=239.1.2.50
+	for r in 2:c 3:a 3:b; do
+		h=${r%%:*}
+		c=
+		[ "${r#*:}" = c ] && c="-c 2"
+		# (stdbuf: its lines as they come, "receiving" once joined)
+		# shellcheck disable=SC2086
+		on $h env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
+			stdbuf -oL mckey -m $mk -b "$(fab addr "$name" $h)" $c \
+			-C 50 -S 1000 >"$tap_tmp/mckey${r#*:}$h.log" 2>&1 &
+		eval "mkpid${r#*:}$h=\$!"
+		tap_pids="$tap_pids $!"
+	done
+	wait_line "$tap_tmp/mckeyc2.log" "receiving data transfers" &&
+		wait_line "$tap_tmp/mckeya3.log" "receiving data transfers" &&
+		wait_line "$tap_tmp/mckeyb3.log" "receiving data transfers"
+	ok $? "mckey: receivers on hosts 2 (two QPs) and 3 (two processes) joined $mk"
+	igmp_has 2 && igmp_has 3 && ! igmp_has 1
+	ok $? "hosts 2 and 3 are members of $mk (IGMP), host 1 is not"
+	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
+		mckey -m $mk -b "$(fab addr "$name" 1)" -s -C 50 -S 1000 \
+		>"$tap_tmp/mckey1.log" 2>&1
+	ok $? "mckey: sender on host 1 sent 50 x 1000 B to $mk"
+	for r in c2 a3 b3; do
+		eval wait \$mkpid$r
+		rc=$?
+		[ $rc -eq 0 ] && grep -q "data transfers complete" \
+			"$tap_tmp/mckey$r.log"
+		ok $? "mckey: receiver $r got all 50 on each QP (exit $rc)"
+		[ $rc -ne 0 ] && show_log "$tap_tmp/mckey$r.log"
+	done
+	_i=0
+	while [ $_i -lt 100 ] && { igmp_has 2 || igmp_has 3; }; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	! igmp_has 2 && ! igmp_has 3
+	ok $? "hosts 2 and 3 left $mk with their last member"
+else
+	skip "mckey between hosts" "mckey not installed (Debian package rdmacm-utils)"
+fi
+
+# ---- rdmamsg multicast groups on three hosts --------------------------
+# round WHAT -- publisher on host 1, subscribers on hosts 1, 2, 3, reliable
+# mode; every subscriber gets all n messages, checked
+gr=239.1.2.40
+round() {
+	rm -f "$tap_tmp/stop"
+	for h in 1 2 3; do
+		on $h timeout -k 10 300 "$peer" sub $gr "$(fab addr "$name" $h)" \
+			$n $window >"$tap_tmp/sub$h.log" 2>"$tap_tmp/sub$h.err" &
+		eval spid$h=\$!
+		tap_pids="$tap_pids $!"
+	done
+	_j=0
+	for h in 1 2 3; do
+		wait_line "$tap_tmp/sub$h.log" "^joined" && _j=$((_j + 1))
+	done
+	[ $_j -eq 3 ]
+	ok $? "$1: subscribers on hosts 1, 2 and 3 joined $gr"
+	on 1 timeout -k 10 300 "$peer" pub $gr "$(fab addr "$name" 1)" $n \
+		$window 3 "$tap_tmp/stop" >"$tap_tmp/pub.log" 2>&1 &
+	_ppid=$!
+	tap_pids="$tap_pids $_ppid"
+	for h in 1 2 3; do
+		eval wait \$spid$h
+		_rc=$?
+		grep -q "^received $n lost 0 bad 0 " "$tap_tmp/sub$h.log" &&
+			[ $_rc -eq 0 ]
+		ok $? "$1: host $h got all $n messages, in order, content checked (exit $_rc)"
+		[ $_rc -ne 0 ] && show_log "$tap_tmp/sub$h.err"
+		sed -n 's/^received/#   host '"$h"': received/p' "$tap_tmp/sub$h.log"
+	done
+	: >"$tap_tmp/stop"
+	wait $_ppid
+	_rc=$?
+	[ $_rc -eq 0 ] &&
+		grep -q "^published $n, completed $n, failed 0" "$tap_tmp/pub.log"
+	ok $? "$1: the publisher's $n publishes completed once each (exit $_rc)"
+	[ $_rc -ne 0 ] && show_log "$tap_tmp/pub.log"
+}
+round "reliable"
+capture_stop
+# host 1's subscriber has the publisher's datagrams through shared memory
+# only, not a second copy through the loopback (that would show as
+# duplicates; repairs would too, but there were none if nobody NAKed)
+naks=$(cat "$tap_tmp"/sub[123].log |
+	sed -n 's/^received.* naks \([0-9]*\) .*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
+dup1=$(sed -n 's/^received.* duplicates \([0-9]*\)$/\1/p' "$tap_tmp/sub1.log")
+if [ "$naks" -eq 0 ]; then
+	[ "${dup1:-x}" = 0 ]
+	ok $? "host 1 (the publisher's): no second copy ($dup1 duplicates)"
+else
+	skip "host 1: no second copy" "$naks NAKs: repairs make duplicates"
+fi
+
+how=$(fab loss "$name" 3 0 5)
+ok $? "5% loss on host 3's link: $how"
+round "reliable, 5% loss at host 3"
+naks=$(sed -n 's/^received.* naks \([0-9]*\) .*/\1/p' "$tap_tmp/sub3.log")
+[ "${naks:-0}" -gt 0 ]
+ok $? "host 3 asked for repairs: ${naks:-0} NAKs (unicast to host 1)"
+fab loss "$name" 3 0 off
+
+# IPv6: a group of ff0e::/16 from host 1 to host 3, reliable mode
+n6=300
+g6=ff0e::1:40
+rm -f "$tap_tmp/stop"
+on 3 timeout -k 10 300 "$peer" sub $g6 fd00:e7:0::3 $n6 $window \
+	>"$tap_tmp/sub6.log" 2>"$tap_tmp/sub6.err" &
+spid6=$!
+tap_pids="$tap_pids $spid6"
+wait_line "$tap_tmp/sub6.log" "^joined"
+ok $? "IPv6: subscriber on host 3 joined $g6"
+on 1 timeout -k 10 300 "$peer" pub $g6 fd00:e7:0::1 $n6 $window 1 \
+	"$tap_tmp/stop" >"$tap_tmp/pub6.log" 2>&1 &
+ppid6=$!
+tap_pids="$tap_pids $ppid6"
+wait $spid6
+rc=$?
+grep -q "^received $n6 lost 0 bad 0 " "$tap_tmp/sub6.log" && [ $rc -eq 0 ]
+ok $? "IPv6: host 3 got all $n6 messages, in order, content checked (exit $rc)"
+[ $rc -ne 0 ] && show_log "$tap_tmp/sub6.err"
+: >"$tap_tmp/stop"
+wait $ppid6
+rc=$?
+[ $rc -eq 0 ] && grep -q "^published $n6, completed $n6, failed 0" \
+	"$tap_tmp/pub6.log"
+ok $? "IPv6: the publisher's $n6 publishes completed once each (exit $rc)"
+
+# ---- tshark on the capture of mckey and the first round ---------------
+if [ -n "$cap" ]; then
+	# the payloads are test data: none of the protocols tshark finds in
+	# InfiniBand payloads by heuristics (FC, Ethernet, SDP, RPC...) may
+	# take them for its own and call them malformed
+	noproto=
+	for p in fcoib rpcordma infiniband_sdp smc smb_direct nvme-rdma \
+		lnet iser drbd; do
+		noproto="$noproto --disable-protocol $p"
+	done
+	tsh() {
+		# (older tshark may not know these heuristics' names)
+		# shellcheck disable=SC2086
+		HOME=$tap_tmp tshark -n $noproto --disable-heuristic eth_over_ib \
+			--disable-heuristic mellanox_eoib -r "$cap" "$@" \
+			2>>"$tap_tmp/tshark.err" ||
+			HOME=$tap_tmp tshark -n $noproto -r "$cap" "$@" \
+				2>>"$tap_tmp/tshark.err"
+	}
+	tsh -T fields -E separator=' ' -e ip.dst -e infiniband.bth.opcode \
+		-e infiniband.bth.destqp -e infiniband.deth.q_key -e udp.length \
+		>"$tap_tmp/pk"
+	nf=$(wc -l <"$tap_tmp/pk")
+	# to a group: UD SEND_ONLY (100) or SEND_ONLY_WITH_IMM (101), QPN
+	# 0xFFFFFF; mckey's: with immediate, RDMA_UDP_QKEY, 1000 B (UDP 8 +
+	# BTH 12 + DETH 8 + ImmDt 4 + 1000 + ICRC 4)
+	awk '$1 ~ /^239\./ { m++; if (($2 != 100 && $2 != 101) ||
+		$3 !~ /^0x0*ffffff$/) { bad++; print > "/dev/stderr" } }
+	     $1 == "239.1.2.50" { k++; if ($2 != 101 ||
+		$4 !~ /^0x0*1234567$/ || $5 != 1036) bad++ }
+	     $2 == "" { bad++ }
+	     END { print m + 0, k + 0, bad + 0 }' "$tap_tmp/pk" \
+		>"$tap_tmp/pkn" 2>"$tap_tmp/pkbad"
+	head -n 3 "$tap_tmp/pkbad" | sed 's/^/#   /'
+	read -r nm nk nbad <"$tap_tmp/pkn"
+	if [ "$nf" -eq 0 ]; then
+		# (a capture on a loaded machine may miss some, or all)
+		skip "tshark decodes the capture" "dumpcap captured nothing"
+	else
+		[ "$nm" -gt 0 ] && [ "$nbad" -eq 0 ]
+		ok $? "tshark: $nf packets decode as InfiniBand, $nm to the groups as UD SEND_ONLY to QPN 0xFFFFFF ($nk from mckey: with immediate, Q_Key 0x01234567, 1000 B), $nbad not"
+		tsh -V >"$tap_tmp/verbose"
+		! grep -Eiq 'malformed|exception|bad checksum|\[Expert Info \((Error|Warning)' \
+			"$tap_tmp/verbose"
+		ok $? "tshark -V: nothing malformed, no error or warning"
+		# the first one, with the layers (unindented lines) of its frame
+		awk '/^Frame / { n = 0 } /^[^ ]/ { l[n++] = $0 }
+		     /[Mm]alformed|[Ee]xception|Expert Info/ {
+			for (i = 0; i < n; i++) print l[i]; print; exit }' \
+			"$tap_tmp/verbose" | sed 's/^/#   /'
+	fi
+else
+	skip "tshark decodes the capture" "dumpcap or tshark not installed"
+fi
+
+agent_gone 1 && agent_gone 2 && agent_gone 3
+ok $? "the hosts' agents exit after their last client"
+done_testing
