@@ -182,6 +182,7 @@ static size_t flt_held_len;
 static int flt_held_fd;
 static struct sockaddr_storage flt_held_to;
 static socklen_t flt_held_tolen;
+static uint64_t flt_held_gen; /* packets held so far */
 
 static void flt_init(void)
 {
@@ -256,6 +257,7 @@ static void wire_send(int fd, const void *buf, size_t len,
 		flt_held_fd = fd;
 		memcpy(&flt_held_to, to, tolen);
 		flt_held_tolen = tolen;
+		flt_held_gen++;
 		goto out;
 	}
 	raw_send(fd, buf, len, to, tolen);
@@ -267,6 +269,29 @@ static void wire_send(int fd, const void *buf, size_t len,
 		flt_held_len = 0;
 	}
 out:
+	pthread_mutex_unlock(&flt_mtx);
+}
+
+/*
+ * flt_release -- a packet held for reordering that nothing has followed
+ * since the last call (the receive thread's pass, every 50 ms at most)
+ * goes out now: a network reorders, it does not keep a packet for good.
+ * Held until the next send, the last packet of a burst was lost, such as
+ * a responder's one NAK before its QP goes to ERR.
+ */
+static void flt_release(void)
+{
+	static uint64_t seen;
+
+	if (flt_on <= 0)
+		return;
+	pthread_mutex_lock(&flt_mtx);
+	if (flt_held_len && flt_held_gen == seen) {
+		raw_send(flt_held_fd, flt_held, flt_held_len,
+			 (struct sockaddr *)&flt_held_to, flt_held_tolen);
+		flt_held_len = 0;
+	}
+	seen = flt_held_gen;
 	pthread_mutex_unlock(&flt_mtx);
 }
 
@@ -2063,6 +2088,7 @@ static void *net_main(void *arg)
 		pthread_mutex_lock(&net_mtx);
 		busy = timers();
 		pthread_mutex_unlock(&net_mtx);
+		flt_release();
 	}
 	return NULL;
 }
