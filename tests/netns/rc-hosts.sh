@@ -166,22 +166,41 @@ cut link
 cut kill
 
 if command -v ibv_rc_pingpong >/dev/null 2>&1; then
-	for mode in polling events; do
-		ev=
-		[ $mode = events ] && ev=-e
+	# pingpong MODE-FLAG -- one ibv_rc_pingpong run host 2 -> host 1;
+	# sets rc and src (the client's and the server's exit)
+	pingpong() {
 		port=$((port + 1))
 		on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 \
-			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $ev \
+			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $1 \
 			>"$tap_tmp/pp-s.log" 2>&1 &
 		spid=$!
 		tap_pids="$tap_pids $spid"
 		listening 1 $port
 		on 2 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 \
-			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $ev "$a1" \
+			ibv_rc_pingpong -g 2 -p $port -n 200 -s 4096 $1 "$a1" \
 			>"$tap_tmp/pp-c.log" 2>&1
 		rc=$?
 		wait $spid
 		src=$?
+	}
+	for mode in polling events; do
+		ev=
+		[ $mode = events ] && ev=-e
+		pingpong "$ev"
+		# ibv_rc_pingpong's whole retry budget is 537 ms (timeout 14,
+		# 7 retries).  A busy poller that the scheduler takes off the
+		# CPU while it holds its context's lock leaves the packets that
+		# came for it unanswered until it runs again: on a loaded
+		# machine (two CPU hogs beside other suites) that once took
+		# longer, and both sides ended in RETRY_EXC_ERR.  No HCA waits
+		# for a CPU, so that failure, and only that one, is run again
+		# once; anything else fails at once.
+		if { [ $rc -ne 0 ] || [ $src -ne 0 ]; } &&
+			grep -q 'retry counter exceeded' "$tap_tmp/pp-c.log" \
+				"$tap_tmp/pp-s.log"; then
+			diag "ibv_rc_pingpong $ev: RETRY_EXC_ERR (a starved poller?), once more"
+			pingpong "$ev"
+		fi
 		[ $rc -eq 0 ] && [ $src -eq 0 ] &&
 			grep -q '1638400 bytes in' "$tap_tmp/pp-c.log" &&
 			grep -q '200 iters' "$tap_tmp/pp-s.log"
