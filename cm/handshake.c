@@ -51,41 +51,63 @@ static uint8_t our_version(void)
 /* rdmamsg__hs_encode -- serialize hs into out */
 size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 {
-	uint8_t ulen = hs->user_len > 32 ? 32 : hs->user_len;
+	uint8_t umax = hs->dc ? RDMAMSG_HS_DC_USER : 32;
+	uint8_t ulen = hs->user_len > umax ? umax : hs->user_len;
+	size_t off = RDMAMSG_HS_LEN;
 
 	put16(out, RDMAMSG_HS_MAGIC);
 	out[2] = our_version();
-	out[3] = hs->kind;
+	out[3] = (uint8_t)(hs->kind | (hs->dc ? RDMAMSG_HS_F_DC : 0));
 	put16(out + 4, hs->depth);
 	out[6] = hs->ctl;
 	out[7] = ulen;
 	put32(out + 8, hs->eager);
 	put32(out + 12, hs->max_msg);
 	put32(out + 16, hs->reason);
+	if (hs->dc) {
+		put32(out + off, hs->dc_dctn);
+		put32(out + off + 4, (uint32_t)(hs->dc_key >> 32));
+		put32(out + off + 8, (uint32_t)hs->dc_key);
+		put32(out + off + 12, hs->dc_tag);
+		off += RDMAMSG_HS_DC_LEN;
+	}
 	if (ulen)
-		memcpy(out + RDMAMSG_HS_LEN, hs->user, ulen);
-	return RDMAMSG_HS_LEN + ulen;
+		memcpy(out + off, hs->user, ulen);
+	return off + ulen;
 }
 
 /* rdmamsg__hs_decode -- parse and check a peer's private data */
 int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 {
 	const uint8_t *p = in;
+	size_t off = RDMAMSG_HS_LEN;
 
 	memset(hs, 0, sizeof(*hs));
 	if (!p || len < RDMAMSG_HS_LEN || get16(p) != RDMAMSG_HS_MAGIC)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	hs->version = p[2];
-	hs->kind = p[3];
+	hs->kind = p[3] & (uint8_t)~RDMAMSG_HS_F_DC;
+	hs->dc = !!(p[3] & RDMAMSG_HS_F_DC);
 	hs->depth = get16(p + 4);
 	hs->ctl = p[6];
 	hs->user_len = p[7];
 	hs->eager = get32(p + 8);
 	hs->max_msg = get32(p + 12);
 	hs->reason = get32(p + 16);
-	if (hs->user_len > 32 || RDMAMSG_HS_LEN + (size_t)hs->user_len > len)
+	if (hs->dc) {
+		/* the DC block: only in a request or an accept */
+		if (hs->kind == HS_REJ || len < off + RDMAMSG_HS_DC_LEN ||
+		    hs->user_len > RDMAMSG_HS_DC_USER)
+			return RDMAMSG_REJECT_HANDSHAKE;
+		hs->dc_dctn = get32(p + off);
+		hs->dc_key = (uint64_t)get32(p + off + 4) << 32 |
+			     get32(p + off + 8);
+		hs->dc_tag = get32(p + off + 12);
+		off += RDMAMSG_HS_DC_LEN;
+	}
+	if (hs->user_len > 32 || off + (size_t)hs->user_len > len)
 		return RDMAMSG_REJECT_HANDSHAKE;
-	hs->user = hs->user_len ? p + RDMAMSG_HS_LEN : NULL;
+	hs->user = hs->user_len ? p + off : NULL;
 	if (hs->kind < HS_REQ || hs->kind > HS_REJ)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	/* a reject must be understood whatever its version */

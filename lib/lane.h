@@ -454,6 +454,7 @@ struct rdmamsg__lane_ops {
 };
 
 extern const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops;
+extern const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops;
 
 /* rdmamsg__lane_send -- the down call of the fast path */
 static inline int rdmamsg__lane_send(struct rdmamsg__lane *lane,
