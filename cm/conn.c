@@ -216,9 +216,8 @@ static void active_dc_response(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		LOG_ERR("endpoint %p: DC connection not established: %d",
 			(void *)ep, ret);
 		ep->ctx->ops->disconnect(ep->id);
-		rdmamsg__ep_connect_failed(ep, ret == -EPROTO ? -EPROTO
-							      : -ECONNRESET,
-					   0, NULL, 0);
+		rdmamsg__ep_connect_failed(
+			ep, ret == -EPROTO ? -EPROTO : -ECONNRESET, 0, NULL, 0);
 		return;
 	}
 	active_established(ep, e);

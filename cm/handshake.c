@@ -100,8 +100,8 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 		    hs->user_len > RDMAMSG_HS_DC_USER)
 			return RDMAMSG_REJECT_HANDSHAKE;
 		hs->dc_dctn = get32(p + off);
-		hs->dc_key = (uint64_t)get32(p + off + 4) << 32 |
-			     get32(p + off + 8);
+		hs->dc_key =
+			(uint64_t)get32(p + off + 4) << 32 | get32(p + off + 8);
 		hs->dc_tag = get32(p + off + 12);
 		off += RDMAMSG_HS_DC_LEN;
 	}

@@ -26,9 +26,9 @@ enum { HS_REQ = 1, HS_ACC = 2, HS_REJ = 3 };
  * DCT number (4), DC access key (8), endpoint tag (4), big-endian.  Its
  * application bytes are then at most RDMAMSG_HS_DC_USER, so that the REQ
  * stays within 56 bytes. */
-#define RDMAMSG_HS_F_DC	    0x80
-#define RDMAMSG_HS_DC_LEN   16
-#define RDMAMSG_HS_DC_USER  (32 - RDMAMSG_HS_DC_LEN)
+#define RDMAMSG_HS_F_DC	   0x80
+#define RDMAMSG_HS_DC_LEN  16
+#define RDMAMSG_HS_DC_USER (32 - RDMAMSG_HS_DC_LEN)
 
 struct rdmamsg__hs {
 	uint8_t version;

@@ -306,8 +306,8 @@ struct rdmamsg_ctx {
 	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
 	void *umr;    /* UMR machinery, probed on first use (mr_iov.c) */
 	int dc_state; /* RDMAMSG_CAP_DC: 0 not probed, 1 there, -1 absent */
-	struct rdmamsg__dc *dc; /* DC lanes' DCIs and DCT (lane_dc.c) */
-	uint32_t dc_dctn;	/* its DCT's number (0: none) */
+	struct rdmamsg__dc *dc;	   /* DC lanes' DCIs and DCT (lane_dc.c) */
+	uint32_t dc_dctn;	   /* its DCT's number (0: none) */
 	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
 

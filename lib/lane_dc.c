@@ -239,8 +239,7 @@ static int dci_ready(struct rdmamsg_ctx *ctx, struct ibv_qp *qp)
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	if (ctx->ops->modify_qp(qp, &a,
-				IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-					IBV_QP_PORT))
+				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT))
 		return -1;
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_1024;
@@ -303,8 +302,7 @@ static int dct_ready(struct rdmamsg__dc *dc)
 	a.ah_attr.grh.sgid_index = dc->sgid_index;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	ctx->ops->query_gid(ctx->verbs, 1, dc->sgid_index,
-			    &a.ah_attr.grh.dgid);
+	ctx->ops->query_gid(ctx->verbs, 1, dc->sgid_index, &a.ah_attr.grh.dgid);
 	return ctx->ops->modify_qp(dc->dct, &a,
 				   IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
 					   IBV_QP_AV | IBV_QP_PATH_MTU)
@@ -326,9 +324,8 @@ static int dc_up_qps(struct rdmamsg__dc *dc, struct rdmamsg_srq *srq,
 	memset(&dc->anchor, 0, sizeof(dc->anchor));
 	dc->anchor.ctx = ctx;
 	list_init(&dc->anchor.ready_link);
-	ret = rdmamsg__iface_attach(&dc->anchor,
-				    dc->want_dci * DC_DCI_DEPTH +
-					    srq->max_bufs);
+	ret = rdmamsg__iface_attach(&dc->anchor, dc->want_dci * DC_DCI_DEPTH +
+							 srq->max_bufs);
 	if (ret)
 		return ret;
 	if (getrandom(&dc->key, sizeof(dc->key), 0) != sizeof(dc->key))
@@ -381,8 +378,8 @@ static int dc_up_qps(struct rdmamsg__dc *dc, struct rdmamsg_srq *srq,
 	dc->srq = srq;
 	ctx->dc_dctn = dc->dct->qp_num;
 	dc->key_viol_base = 0;
-	LOG_INFO("DC: DCT %u on SRQ %p, %u DCIs", dc->dct->qp_num,
-		 (void *)srq, dc->ndci);
+	LOG_INFO("DC: DCT %u on SRQ %p, %u DCIs", dc->dct->qp_num, (void *)srq,
+		 dc->ndci);
 	return 0;
 fail:
 	ret = rdmamsg__errno(ENOMEM);
@@ -682,8 +679,7 @@ static int dc_post(struct rdmamsg__lane *lane, struct ibv_send_wr *wr,
 	struct dc_wr w;
 
 	memset(&w, 0, sizeof(w));
-	if (wr->num_sge < 0 || wr->num_sge > 2 ||
-	    (wr->num_sge && !wr->sg_list))
+	if (wr->num_sge < 0 || wr->num_sge > 2 || (wr->num_sge && !wr->sg_list))
 		return EINVAL;
 	w.seq = seq;
 	w.op = wr->opcode;
@@ -1037,7 +1033,8 @@ uint32_t rdmamsg__dc_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 			continue;
 		}
 		if (srq != cur) {
-			if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
+			if (cur && nrep &&
+			    rdmamsg__srq_post(cur, rep, nrep) == 0)
 				for (k = 0; k < ncr; k++)
 					cr[k].lane->cbs->reposted(
 						cr[k].lane->owner,

@@ -29,6 +29,9 @@
 #define REQ_LEN	 100
 #define EAGER	 8192
 #define SRV_BUFS 8192
+#ifndef RDEPTH
+#define RDEPTH 16
+#endif
 
 static int nep = NEP_MAX;
 static const size_t msg_len[NMSG] = {8, 1000, 20000};
@@ -58,7 +61,7 @@ static struct rdmamsg_ep_attr *dc_attr(struct rdmamsg_srq *srq)
 {
 	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, 65536);
 
-	rdmamsg_ep_attr_set_recv_depth(a, 4);
+	rdmamsg_ep_attr_set_recv_depth(a, RDEPTH);
 	rdmamsg_ep_attr_set_send_depth(a, 16);
 	rdmamsg_ep_attr_set_peer_timeout(a, 0);
 	rdmamsg_ep_attr_set_connect_timeout(a, 60000);
@@ -96,9 +99,9 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	int ret;
 
 	(void)imm;
-	ret = flags & RDMAMSG_RECV_LARGE ? rdmamsg_send_large(ep, data, len,
-							      NULL)
-					 : rdmamsg_send(ep, data, len, NULL);
+	ret = flags & RDMAMSG_RECV_LARGE
+		      ? rdmamsg_send_large(ep, data, len, NULL)
+		      : rdmamsg_send(ep, data, len, NULL);
 	if (ret)
 		s->failures++;
 }
@@ -190,7 +193,7 @@ static int server(int wfd, void *arg)
 		return 16;
 	/* RC attributes on purpose: a DC request is accepted as DC */
 	s.attr = test_ep_attr(EAGER, 65536);
-	rdmamsg_ep_attr_set_recv_depth(s.attr, 4);
+	rdmamsg_ep_attr_set_recv_depth(s.attr, RDEPTH);
 	rdmamsg_ep_attr_set_send_depth(s.attr, 16);
 	rdmamsg_ep_attr_set_peer_timeout(s.attr, 0);
 	rdmamsg_ep_attr_set_srq(s.attr, s.srq);
@@ -354,7 +357,7 @@ static int client(int wfd, void *arg)
 	close(ctl[1]);
 	if (rdmamsg_ctx_create(NULL, &ctx))
 		return 20;
-	srq = mk_srq(ctx, 4096);
+	srq = mk_srq(ctx, 8192);
 	if (!srq)
 		return 26;
 	a = dc_attr(srq);
@@ -393,8 +396,8 @@ static int client(int wfd, void *arg)
 			ret = rdmamsg_request(e[i].ep, m, REQ_LEN, 0, c_resp,
 					      &e[i], &rid);
 			if (ret) {
-				printf("# endpoint %d: request: %d\n",
-				       e[i].idx, ret);
+				printf("# endpoint %d: request: %d\n", e[i].idx,
+				       ret);
 				r[1]++;
 			}
 		}
@@ -405,8 +408,25 @@ static int client(int wfd, void *arg)
 		if (!e[i].status && e[i].up &&
 		    (e[i].echoed != NMSG || e[i].bad || e[i].disc ||
 		     e[i].large_ok != e[i].want_large ||
-		     e[i].resp_ok != e[i].want_large))
+		     e[i].resp_ok != e[i].want_large)) {
+			printf("# endpoint %d: %d echoes, %d bad, down %d "
+			       "(%d), "
+			       "large %d/%d, response %d\n",
+			       e[i].idx, e[i].echoed, e[i].bad, e[i].disc,
+			       e[i].disc_status, e[i].large_ok, e[i].want_large,
+			       e[i].resp_ok);
 			r[2]++;
+		}
+	if (r[2]) {
+		struct rdmamsg_dc_stats st;
+
+		rdmamsg_ctx_dc_stats(ctx, &st);
+		printf("# client %d: DC %u QPs, %llu tag drops, %llu waits, "
+		       "%llu DCI resets\n",
+		       me, st.qps, (unsigned long long)st.tag_drops,
+		       (unsigned long long)st.dci_waits,
+		       (unsigned long long)st.dci_resets);
+	}
 	if (write(wfd, r, sizeof(r)) != sizeof(r) ||
 	    read(go[me][0], &b, 1) != 1)
 		return 22;
