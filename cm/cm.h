@@ -19,6 +19,9 @@ void rdmamsg__cm_conn_param(struct rdma_conn_param *cp,
 			    const struct rdmamsg_ctx *ctx, const uint8_t *pdata,
 			    size_t len);
 size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out);
+void rdmamsg__cm_dc_param(const struct rdmamsg_ep *ep,
+			  struct rdma_conn_param *cp);
+int rdmamsg__cm_dc_hs_ok(const struct rdmamsg__hs *hs);
 void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e);
 
 #endif /* RDMAMSG_CM_H */

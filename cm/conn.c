@@ -83,7 +83,36 @@ size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out)
 		hs.kind = HS_SREQ;
 	hs.sid = ep->sid;
 	hs.delivered = ep->rx_frags;
+	if (ep->ln && ep->ln->ops == &rdmamsg__lane_dc_ops) {
+		hs.dc = 1;
+		rdmamsg__lane_dc_local(ep->ln, &hs.dc_dctn, &hs.dc_key,
+				       &hs.dc_tag);
+	}
 	return rdmamsg__hs_encode(&hs, out);
+}
+
+/* rdmamsg__cm_dc_param -- a DC endpoint's id has no QP: the REQ/REP name
+ * the context's DCT (on an SRQ), as librdmacm takes from conn_param */
+void rdmamsg__cm_dc_param(const struct rdmamsg_ep *ep,
+			  struct rdma_conn_param *cp)
+{
+	uint32_t dctn, tag;
+	uint64_t key;
+
+	if (!ep->ln || ep->ln->ops != &rdmamsg__lane_dc_ops)
+		return;
+	rdmamsg__lane_dc_local(ep->ln, &dctn, &key, &tag);
+	cp->qp_num = dctn;
+	cp->srq = 1;
+}
+
+/* rdmamsg__cm_dc_hs_ok -- a peer's DC block is plausible (untrusted): a
+ * 24-bit DCT number, a tag with a slot index and bit 31 clear */
+int rdmamsg__cm_dc_hs_ok(const struct rdmamsg__hs *hs)
+{
+	return hs->dc_dctn && hs->dc_dctn <= 0xffffff &&
+	       (hs->dc_tag & RDMAMSG__WRID_TAG_INDEX) &&
+	       !(hs->dc_tag & 0x80000000u);
 }
 
 /* rdmamsg__cm_start_connect -- create the id and resolve the address */
@@ -129,6 +158,7 @@ static void active_route(struct rdmamsg_ep *ep)
 	rdmamsg__cm_conn_param(
 		&cp, ep->ctx, pdata,
 		rdmamsg__cm_our_hs(ep, ep->reconn ? HS_RREQ : HS_REQ, pdata));
+	rdmamsg__cm_dc_param(ep, &cp);
 	if (ep->ctx->ops->connect(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNREFUSED);
 		LOG_ERR("rdma_connect failed: %d", ret);
@@ -149,7 +179,8 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		return;
 	}
 	bad = rdmamsg__hs_decode(e->pdata, e->pdata_len, &hs);
-	if (!bad && hs.kind != (ep->reconn ? HS_RACC : HS_ACC))
+	if (!bad && (hs.kind != (ep->reconn ? HS_RACC : HS_ACC) ||
+		     hs.dc != (ep->ln && ep->ln->ops == &rdmamsg__lane_dc_ops)))
 		bad = RDMAMSG_REJECT_HANDSHAKE;
 	if (bad) {
 		LOG_ERR("peer's accept is incompatible: %s (version %u, ours "
@@ -175,6 +206,39 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		return;
 	}
 	rdmamsg__ep_connected(ep, hs.user, hs.user_len);
+}
+
+/* active_dc_response -- a DC connection's accept (CONNECT_RESPONSE: the
+ * id has no QP): the peer's DCT, key and tag to the lane, the RTU
+ * (rdma_establish), then up as an RC connection's ESTABLISHED */
+static void active_dc_response(struct rdmamsg_ep *ep, const struct cm_ev *e)
+{
+	struct rdmamsg__hs hs;
+	int ret;
+
+	if (rdmamsg__hs_decode(e->pdata, e->pdata_len, &hs) ||
+	    hs.kind != HS_ACC || !hs.dc || !rdmamsg__cm_dc_hs_ok(&hs) ||
+	    !ep->ln || ep->ln->ops != &rdmamsg__lane_dc_ops) {
+		LOG_ERR("endpoint %p: the peer's DC accept is malformed",
+			(void *)ep);
+		ep->ctx->ops->disconnect(ep->id);
+		rdmamsg__ep_connect_failed(ep, -EPROTO,
+					   RDMAMSG_REJECT_HANDSHAKE, NULL, 0);
+		return;
+	}
+	ret = rdmamsg__lane_dc_peer(ep->ln, ep->id, hs.dc_dctn, hs.dc_key,
+				    hs.dc_tag);
+	if (!ret && ep->ctx->ops->establish(ep->id))
+		ret = rdmamsg__errno(ECONNRESET);
+	if (ret) {
+		LOG_ERR("endpoint %p: DC connection not established: %d",
+			(void *)ep, ret);
+		ep->ctx->ops->disconnect(ep->id);
+		rdmamsg__ep_connect_failed(
+			ep, ret == -EPROTO ? -EPROTO : -ECONNRESET, 0, NULL, 0);
+		return;
+	}
+	active_established(ep, e);
 }
 
 /* active_rejected -- report a reject with its reason and private data */
@@ -231,6 +295,10 @@ static void ep_event(struct rdmamsg_ep *ep, const struct cm_ev *e)
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ep->st == EPS_CONNECTING)
 			active_established(ep, e);
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE: /* an id without a QP: DC */
+		if (ep->st == EPS_CONNECTING && !ep->passive)
+			active_dc_response(ep, e);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		if (ep->st == EPS_CONNECTING && !ep->passive)

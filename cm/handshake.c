@@ -61,20 +61,28 @@ static uint8_t our_version(void)
 	return v ? (uint8_t)atoi(v) : RDMAMSG_HS_VERSION;
 }
 
+/* user_max -- the application bytes a message of this kind may carry:
+ * the IB CM REQ has 56 bytes of private data, which the session id and
+ * the DC block share with them */
+static uint8_t user_max(uint8_t kind, uint8_t dc)
+{
+	if (kind == HS_RREQ || kind == HS_RACC)
+		return 0;
+	if (kind == HS_SREQ)
+		return RDMAMSG_HS_SESSION_USER;
+	return dc ? RDMAMSG_HS_DC_USER : 32;
+}
+
 /* rdmamsg__hs_encode -- serialize hs into out */
 size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 {
-	uint8_t ulen = hs->user_len > 32 ? 32 : hs->user_len;
+	uint8_t umax = user_max(hs->kind, hs->dc);
+	uint8_t ulen = hs->user_len > umax ? umax : hs->user_len;
 	size_t off = RDMAMSG_HS_LEN;
-
-	if (hs->kind == HS_SREQ && ulen > RDMAMSG_HS_SESSION_USER)
-		ulen = RDMAMSG_HS_SESSION_USER;
-	if (hs->kind == HS_RREQ || hs->kind == HS_RACC)
-		ulen = 0;
 
 	put16(out, RDMAMSG_HS_MAGIC);
 	out[2] = our_version();
-	out[3] = hs->kind;
+	out[3] = (uint8_t)(hs->kind | (hs->dc ? RDMAMSG_HS_F_DC : 0));
 	put16(out + 4, hs->depth);
 	out[6] = hs->ctl;
 	out[7] = ulen;
@@ -88,6 +96,12 @@ size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 	if (hs->kind == HS_RREQ || hs->kind == HS_RACC) {
 		put64(out + off, hs->delivered);
 		off += 8;
+	}
+	if (hs->dc) {
+		put32(out + off, hs->dc_dctn);
+		put64(out + off + 4, hs->dc_key);
+		put32(out + off + 12, hs->dc_tag);
+		off += RDMAMSG_HS_DC_LEN;
 	}
 	if (ulen)
 		memcpy(out + off, hs->user, ulen);
@@ -104,7 +118,8 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 	if (!p || len < RDMAMSG_HS_LEN || get16(p) != RDMAMSG_HS_MAGIC)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	hs->version = p[2];
-	hs->kind = p[3];
+	hs->kind = p[3] & (uint8_t)~RDMAMSG_HS_F_DC;
+	hs->dc = !!(p[3] & RDMAMSG_HS_F_DC);
 	hs->depth = get16(p + 4);
 	hs->ctl = p[6];
 	hs->user_len = p[7];
@@ -113,8 +128,12 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 	hs->reason = get32(p + 16);
 	if (hs->kind < HS_REQ || hs->kind > HS_RACC)
 		return RDMAMSG_REJECT_HANDSHAKE;
-	/* session fields first (their lengths are fixed), then the
-	 * application bytes; every length checked before it is read */
+	/* a DC block only in a plain request or accept */
+	if (hs->dc && hs->kind != HS_REQ && hs->kind != HS_ACC)
+		return RDMAMSG_REJECT_HANDSHAKE;
+	/* session fields and the DC block first (their lengths are fixed),
+	 * then the application bytes; every length checked before it is
+	 * read */
 	if (hs->kind == HS_SREQ || hs->kind == HS_RREQ) {
 		if (len < off + 8)
 			return RDMAMSG_REJECT_HANDSHAKE;
@@ -124,13 +143,20 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 			return RDMAMSG_REJECT_HANDSHAKE;
 	}
 	if (hs->kind == HS_RREQ || hs->kind == HS_RACC) {
-		if (len < off + 8 || hs->user_len)
+		if (len < off + 8)
 			return RDMAMSG_REJECT_HANDSHAKE;
 		hs->delivered = get64(p + off);
 		off += 8;
 	}
-	if (hs->user_len >
-		    (hs->kind == HS_SREQ ? RDMAMSG_HS_SESSION_USER : 32) ||
+	if (hs->dc) {
+		if (len < off + RDMAMSG_HS_DC_LEN)
+			return RDMAMSG_REJECT_HANDSHAKE;
+		hs->dc_dctn = get32(p + off);
+		hs->dc_key = get64(p + off + 4);
+		hs->dc_tag = get32(p + off + 12);
+		off += RDMAMSG_HS_DC_LEN;
+	}
+	if (hs->user_len > user_max(hs->kind, hs->dc) ||
 	    off + (size_t)hs->user_len > len)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	hs->user = hs->user_len ? p + off : NULL;

@@ -43,6 +43,15 @@ enum {
 	HS_RACC = 6
 };
 
+/* A DC connection (lib/lane_dc.c): bit 7 of the kind byte, and a 16-byte
+ * block after the fixed part, before the application bytes: the sender's
+ * DCT number (4), DC access key (8), endpoint tag (4), big-endian.  Its
+ * application bytes are then at most RDMAMSG_HS_DC_USER, so that the REQ
+ * stays within 56 bytes. */
+#define RDMAMSG_HS_F_DC	   0x80
+#define RDMAMSG_HS_DC_LEN  16
+#define RDMAMSG_HS_DC_USER (32 - RDMAMSG_HS_DC_LEN)
+
 struct rdmamsg__hs {
 	uint8_t version;
 	uint8_t kind;
@@ -55,6 +64,10 @@ struct rdmamsg__hs {
 	uint8_t user_len;
 	uint64_t sid;	    /* HS_SREQ, HS_RREQ: the session (not 0) */
 	uint64_t delivered; /* HS_RREQ, HS_RACC: data fragments received */
+	/* HS_REQ/HS_ACC of a DC connection (RDMAMSG_HS_F_DC) */
+	uint8_t dc;
+	uint32_t dc_dctn, dc_tag;
+	uint64_t dc_key;
 };
 
 /* rdmamsg__hs_encode -- serialize into out (RDMAMSG_HS_MAX bytes) */

@@ -177,6 +177,28 @@ void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	req->peer_ctl = hs.ctl;
 	req->peer_max_msg = hs.max_msg;
 	req->sid = hs.kind == HS_SREQ ? hs.sid : 0;
+	if (hs.dc) {
+		uint64_t v;
+
+		/* a DC request: plausible, and DC here (lane_dc.c) */
+		if (!rdmamsg__cm_dc_hs_ok(&hs) ||
+		    rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v)) {
+			LOG_NOTE("refusing a DC client: %s",
+				 rdmamsg__cm_dc_hs_ok(&hs)
+					 ? "no DC on this context"
+					 : "malformed DC handshake");
+			reject_id(ctx, e->id,
+				  rdmamsg__cm_dc_hs_ok(&hs)
+					  ? RDMAMSG_REJECT_RESOURCES
+					  : RDMAMSG_REJECT_HANDSHAKE);
+			free(req);
+			return;
+		}
+		req->dc = 1;
+		req->dc_dctn = hs.dc_dctn;
+		req->dc_key = hs.dc_key;
+		req->dc_tag = hs.dc_tag;
+	}
 	e->id->context = req;
 	list_add_tail(&lst->reqs, &req->link);
 	ctx->pending_hs++;
@@ -325,6 +347,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 {
 	struct rdma_conn_param cp;
 	uint8_t pdata[RDMAMSG_HS_MAX];
+	struct rdmamsg__ep_params pp;
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_ep *ep;
 	int ret;
@@ -339,14 +362,30 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	if (req->sid && attr && attr->p.srq)
 		return -EINVAL;
 	ctx = req->lst->ctx;
+	/* the connecting side chose the transport (rdmamsg.h) */
+	if (attr)
+		pp = attr->p;
+	else
+		rdmamsg__ep_params_default(&pp);
+	pp.transport = req->dc ? RDMAMSG_TRANSPORT_DC : RDMAMSG_TRANSPORT_RC;
+	ret = rdmamsg__dc_check(ctx, &pp);
+	if (ret)
+		return ret;
 	ret = rdmamsg__ep_new(ctx, attr, cbs, arg, &ep);
 	if (ret)
 		return ret;
+	ep->p.transport = pp.transport;
 	ep->passive = 1;
 	ep->id = req->id;
 	ret = rdmamsg__ep_setup_qp(ep);
 	if (ret)
 		goto err_free_ep;
+	if (req->dc) {
+		ret = rdmamsg__lane_dc_peer(ep->ln, req->id, req->dc_dctn,
+					    req->dc_key, req->dc_tag);
+		if (ret)
+			goto err_free_ep;
+	}
 	ep->peer_ctl = req->peer_ctl;
 	rdmamsg__ep_negotiate(ep, req->peer_depth, req->peer_eager,
 			      req->peer_max_msg);
@@ -357,6 +396,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	ep->id->context = ep;
 	rdmamsg__cm_conn_param(&cp, ctx, pdata,
 			       rdmamsg__cm_our_hs(ep, HS_ACC, pdata));
+	rdmamsg__cm_dc_param(ep, &cp);
 	if (ctx->ops->accept(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNRESET);
 		LOG_ERR("rdma_accept failed: %d", ret);

@@ -694,6 +694,55 @@ int rdmamsg_ep_attr_set_srq(struct rdmamsg_ep_attr *attr,
 			    struct rdmamsg_srq *srq);
 
 /* ------------------------------------------------------------------------
+ * Transport of an endpoint's connection (rdmamsg_ep_attr_set_transport(3)).
+ * RC (the default): a reliable-connected QP of the endpoint's own.  DC
+ * (RDMAMSG_CAP_DC): the endpoint's messages travel over the context's few
+ * shared DC initiators (DCIs) to the peer context's one DC target (DCT),
+ * which receives on the endpoint's SRQ, so a server with thousands of DC
+ * endpoints has a handful of QPs.  The API is the same (ordering, credits,
+ * fragmentation, requests, rendezvous, close); RDMA write with immediate
+ * is not available (-ENOTCONN).  A DC endpoint needs an SRQ
+ * (rdmamsg_ep_attr_set_srq; all DC endpoints of a context share one) and
+ * at most RDMAMSG_DC_PRIVATE_DATA_MAX bytes of private data (the
+ * handshake carries the DCT number, access key and endpoint tag).  The
+ * connecting side chooses: a server accepts a DC request as DC whatever
+ * its accept attributes say.
+ */
+enum rdmamsg_transport {
+	RDMAMSG_TRANSPORT_RC = 0,
+	RDMAMSG_TRANSPORT_DC = 1,
+};
+
+#define RDMAMSG_DC_PRIVATE_DATA_MAX 16
+
+/* rdmamsg_ep_attr_set_transport -- RC or DC; -EINVAL for another value.
+ * rdmamsg_connect/rdmamsg_conn_req_accept with DC give -ENOTSUP where the
+ * context has no DC (rdmamsg_ctx_query_caps RDMAMSG_CAP_DC, or
+ * RDMAMSG_NO_DC=1), -EINVAL without an SRQ, with another SRQ than the
+ * context's DC endpoints use, or with private data above
+ * RDMAMSG_DC_PRIVATE_DATA_MAX; nothing is made. */
+int rdmamsg_ep_attr_set_transport(struct rdmamsg_ep_attr *attr,
+				  enum rdmamsg_transport transport);
+
+/* A context's DC resources and counters (rdmamsg_ctx_dc_stats). */
+struct rdmamsg_dc_stats {
+	uint32_t dcis;		 /* DC initiators made (shared, per context) */
+	uint32_t dcts;		 /* DC targets made (0 or 1) */
+	uint32_t endpoints;	 /* DC endpoints (lanes) open */
+	uint32_t qps;		 /* QPs of the context's DC machinery */
+	uint64_t tag_drops;	 /* DC messages for no (or a stale) endpoint */
+	uint64_t dci_waits;	 /* sends that waited for a free DCI */
+	uint64_t dci_resets;	 /* DCIs reset after an error */
+	uint64_t key_violations; /* wrong-key requests the DCT dropped (where
+				  * the device counts them, softrdma) */
+};
+
+/* rdmamsg_ctx_dc_stats -- the context's DC counters; -ENOTSUP without
+ * DC */
+int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
+			 struct rdmamsg_dc_stats *stats);
+
+/* ------------------------------------------------------------------------
  * Large messages (rendezvous).  rdmamsg_send() stops at the eager maximum
  * (rdmamsg_ep_attr_set_max_msg_size, at most 64 MiB); rdmamsg_send_large()
  * and rdmamsg_send_mr() take any size up to the large maximum (default

@@ -352,6 +352,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 	    ctx->pool.in_use || ctx->in_progress)
 		return -EBUSY;
 	rdmamsg__loop_fini(ctx);
+	rdmamsg__dc_fini(ctx);
 	rdmamsg__iface_fini(ctx);
 	rdmamsg__umr_fini(ctx);
 	rdmamsg__pool_fini(ctx);

@@ -54,6 +54,7 @@
 	X(destroy_cm_qp, rdma_destroy_qp, void, (struct rdma_cm_id *id)) \
 	X(connect, rdma_connect, int, (struct rdma_cm_id *id, struct rdma_conn_param *p)) \
 	X(accept, rdma_accept, int, (struct rdma_cm_id *id, struct rdma_conn_param *p)) \
+	X(establish, rdma_establish, int, (struct rdma_cm_id *id)) \
 	X(reject, rdma_reject, int, (struct rdma_cm_id *id, const void *pdata, uint8_t pdata_len)) \
 	X(disconnect, rdma_disconnect, int, (struct rdma_cm_id *id)) \
 	X(get_cm_event, rdma_get_cm_event, int, (struct rdma_event_channel *ch, struct rdma_cm_event **ev)) \

@@ -226,6 +226,18 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_path_cb(
 	return 0;
 }
 
+/* rdmamsg_ep_attr_set_transport -- RC, or DC over the context's shared
+ * DCIs (lane_dc.c); checked against the context at connect/accept */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_transport(
+	struct rdmamsg_ep_attr *attr, enum rdmamsg_transport transport)
+{
+	if (!attr || (transport != RDMAMSG_TRANSPORT_RC &&
+		      transport != RDMAMSG_TRANSPORT_DC))
+		return -EINVAL;
+	attr->p.transport = transport;
+	return 0;
+}
+
 /* rdmamsg_ep_get_path_stats -- the endpoint's path counters */
 RDMAMSG_EXPORT int rdmamsg_ep_get_path_stats(const struct rdmamsg_ep *ep,
 					     struct rdmamsg_path_stats *stats)
@@ -382,7 +394,9 @@ int rdmamsg__ep_rx_fill(struct rdmamsg_ep *ep)
  * handshake that never completes costs no pool memory. */
 int rdmamsg__ep_setup_qp(struct rdmamsg_ep *ep)
 {
-	return rdmamsg__ep_bind(ep, &rdmamsg__lane_rc_ops);
+	return rdmamsg__ep_bind(ep, ep->p.transport == RDMAMSG_TRANSPORT_DC
+					    ? &rdmamsg__lane_dc_ops
+					    : &rdmamsg__lane_rc_ops);
 }
 
 /* rdmamsg__ep_bind -- the session opens a lane of kind ops and registers
@@ -1043,6 +1057,9 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 	if (attr && attr->p.failover == RDMAMSG_FAILOVER_REPLAY &&
 	    (attr->p.srq || attr->p.pdata_len > RDMAMSG_HS_SESSION_USER))
 		return -EINVAL;
+	ret = attr ? rdmamsg__dc_check(ctx, &attr->p) : 0;
+	if (ret)
+		return ret;
 	ret = parse_paths(addr, attr ? attr->p.failover : RDMAMSG_FAILOVER_OFF,
 			  &paths, &npaths);
 	if (ret)

@@ -306,6 +306,8 @@ struct rdmamsg_ctx {
 	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
 	void *umr;    /* UMR machinery, probed on first use (mr_iov.c) */
 	int dc_state; /* RDMAMSG_CAP_DC: 0 not probed, 1 there, -1 absent */
+	struct rdmamsg__dc *dc;	   /* DC lanes' DCIs and DCT (lane_dc.c) */
+	uint32_t dc_dctn;	   /* its DCT's number (0: none) */
 	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
 
@@ -404,6 +406,7 @@ struct rdmamsg__ep_params {
 			     void *arg);
 	/* path failover (ep.c; rdmamsg.h) */
 	enum rdmamsg_failover failover;
+	enum rdmamsg_transport transport; /* RC or DC (lane_dc.c) */
 	void (*path_cb)(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
 			unsigned int path, int status, void *arg);
 	unsigned int reconnect_ms, reconnect_tries, linger_ms;
@@ -561,6 +564,10 @@ struct rdmamsg_conn_req {
 	uint64_t peer_max_msg;
 	uint64_t sid; /* the session it names (HS_SREQ), 0: none */
 	struct rdmamsg__list link;
+	/* a DC request: the client's DCT, access key, endpoint tag */
+	int dc;
+	uint32_t dc_dctn, dc_tag;
+	uint64_t dc_key;
 };
 
 /* ep.c */
@@ -657,6 +664,26 @@ void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, uint32_t imm, size_t len);
 void rdmamsg__xfer_flush(struct rdmamsg_ep *ep);
 void rdmamsg__xfer_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__xfer_free(struct rdmamsg_ep *ep);
+
+/* lane_dc.c: DC lanes (lane.h) */
+struct rdmamsg__dc;
+int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
+		      const struct rdmamsg__ep_params *p);
+void rdmamsg__dc_fini(struct rdmamsg_ctx *ctx);
+uint32_t rdmamsg__dc_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
+			     uint32_t n);
+void rdmamsg__lane_dc_local(const struct rdmamsg__lane *lane, uint32_t *dctn,
+			    uint64_t *key, uint32_t *tag);
+int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
+			  uint32_t dctn, uint64_t key, uint32_t tag);
+
+/* rdmamsg__dc_is_dct -- a receive of the context's DCT (routed by its
+ * immediate, lane_dc.c, not by its QP) */
+static inline int rdmamsg__dc_is_dct(const struct rdmamsg_ctx *ctx,
+				     uint32_t qpn)
+{
+	return RDMAMSG_UNLIKELY(ctx->dc_dctn != 0) && qpn == ctx->dc_dctn;
+}
 
 /* cm/conn.c */
 void rdmamsg__cm_process(struct rdmamsg_ctx *ctx);

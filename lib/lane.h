@@ -125,6 +125,25 @@
  * Its tag has index 0; the tag's generation bits and own bits 31..24
  * name the SRQ, bits 23..0 the buffer (internal.h).
  *
+ * The DC lane (lib/lane_dc.c, issue 16)
+ * --------------------------------------
+ * A DC lane has no QP of its own (lane.qp NULL, qpn 0): it sends on one
+ * of the context's shared DCIs, held while it has sends in flight there
+ * (one target at a time per DCI, in order per lane; a DCI error touches
+ * one lane; the DCI is reset before the next lane), queueing sends while
+ * it waits for one; every DC send is signalled.  Its receives come from
+ * the context's DCT on the DC SRQ; the DCT's receive completions are
+ * handed by rdmamsg__lane_srq_wcs to rdmamsg__dc_srq_wcs, which finds the
+ * lane from the message's immediate: the receiving lane's wr_id tag (bits
+ * 30..0 as above, bit 31 clear), sent to the peer in the handshake
+ * (HS_F_DC: DCT number, access key, tag).  An immediate of no DC lane on
+ * that SRQ, or of a freed one (generation bits), is dropped and counted
+ * (rdmamsg_dc_stats.tag_drops), its buffer reposted: never delivered to
+ * another endpoint.  Write with immediate is refused (EOPNOTSUPP): the
+ * immediate routes.  error() moves a held DCI to ERR; queued sends and
+ * the drain WR complete as flushed after the DCI's, as synthetic
+ * completions (qp_num 0) through the lane's early list.
+ *
  * Endpoint states (the session's; one enum, one setter, one can_send)
  * ------------------------------------------------------------------
  *   IDLE --connect--> RESOLVING --route, lane--> CONNECTING
@@ -478,6 +497,7 @@ struct rdmamsg__lane_ops {
 };
 
 extern const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops;
+extern const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops;
 
 /* rdmamsg__lane_send -- the down call of the fast path */
 static inline int rdmamsg__lane_send(struct rdmamsg__lane *lane,

@@ -418,7 +418,12 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 	struct rdmamsg_srq *cur = NULL;
 	uint32_t i, nrep = 0, ncr = 0;
 
-	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id); i++) {
+	/* the DCT's receives are routed by their immediate (lane_dc.c) */
+	if (rdmamsg__dc_is_dct(ctx, wc[0].qp_num))
+		return rdmamsg__dc_srq_wcs(ctx, wc, n);
+	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id) &&
+		    !rdmamsg__dc_is_dct(ctx, wc[i].qp_num);
+	     i++) {
 		struct rdmamsg_srq *srq =
 			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
 		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;

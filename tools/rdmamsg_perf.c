@@ -75,6 +75,7 @@ struct perf_opts {
 	int verbose;
 	int zcopy; /* the client sends with rdmamsg_send_buf() */
 	int srq;   /* endpoints receive through a shared receive queue */
+	int dc;	   /* the client's endpoint is DC (implies srq) */
 	/* multicast (-P/-L): the group, the role, reliable window, pace */
 	const char *group;
 	int publisher;
@@ -824,6 +825,8 @@ static int run_client(struct perf *p)
 		rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
 	if (rc == 0 && p->srq)
 		rc = rdmamsg_ep_attr_set_srq(attr, p->srq);
+	if (rc == 0 && p->o.dc)
+		rc = rdmamsg_ep_attr_set_transport(attr, RDMAMSG_TRANSPORT_DC);
 	if (rc < 0)
 		goto err_delete_attr;
 	rc = cli_connect(p, attr);
@@ -1172,7 +1175,8 @@ static void usage(FILE *f)
 		"                    [--fd|--busy|--ev] [--cpu N]\n"
 		"       rdmamsg_perf -c HOST [-p PORT] [-t lat|bw|rate]\n"
 		"                    [--size N[,N...]] [-n ITERS] [-w WARMUP]\n"
-		"                    [--fd|--busy|--ev] [--zcopy] [--srq]\n"
+		"                    [--fd|--busy|--ev] [--zcopy] [--srq] "
+		"[--dc]\n"
 		"                    [--window N] [--cpu N]\n"
 		"       rdmamsg_perf -P GROUP|-L GROUP [--size N[,N...]] "
 		"[-n ITERS]\n"
@@ -1208,6 +1212,9 @@ static void usage(FILE *f)
 		"                    rdmamsg_send_buf() instead of copying\n"
 		"      --srq         endpoints receive through a shared\n"
 		"                    receive queue (rdmamsg_srq_create)\n"
+		"      --dc          (client) the endpoint is DC\n"
+		"                    (rdmamsg_ep_attr_set_transport; implies\n"
+		"                    --srq; the server needs --srq)\n"
 		"  -P, --publish G   multicast: publish to group G "
 		"(\"239.1.2.3\")\n"
 		"  -L, --subscribe G multicast: subscribe to group G (start\n"
@@ -1276,6 +1283,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"busy", no_argument, NULL, 'B'},
 		{"zcopy", no_argument, NULL, 'Z'},
 		{"srq", no_argument, NULL, 'Q'},
+		{"dc", no_argument, NULL, 'D'},
 		{"ev", no_argument, NULL, 'E'},
 		{"publish", required_argument, NULL, 'P'},
 		{"subscribe", required_argument, NULL, 'L'},
@@ -1349,6 +1357,10 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			o->zcopy = 1;
 			break;
 		case 'Q':
+			o->srq = 1;
+			break;
+		case 'D':
+			o->dc = 1;
 			o->srq = 1;
 			break;
 		case 'E':

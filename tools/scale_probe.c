@@ -15,6 +15,9 @@
  * line then adds srv_srq_reg_per_ep, the SRQ's registered bytes per
  * endpoint; -t: the endpoints' connect timeout with -s, both sides, for
  * runs on a loaded machine; -v: progress on stderr every second)
+ * (-d: DC endpoints (rdmamsg_ep_attr_set_transport, implies -s; each
+ * client process has an SRQ too); the line then adds srv_qps, the
+ * server's QPs: its DCIs and DCT, or one RC QP per endpoint without -d)
  * (-l sets both contexts' pool limit; the library's default of 64 MiB
  * holds about 35 endpoints today, each preallocating its receive ring)
  * Prints one line: "scale N=... clients=... up=... connects_per_s=... srv_reg_per_ep=...
@@ -84,6 +87,7 @@ static void drive(struct rdmamsg_ctx *ctx, int ms)
 
 /* ---- server (child) ----------------------------------------------- */
 
+static int use_dc; /* -d */
 static int verbose, s_up, s_gone, s_errors, s_stop, use_srq, s_acc;
 static struct rdmamsg_ep_attr *srq_attrs[16]; /* -q: one per SRQ */
 static size_t pool_limit;
@@ -101,6 +105,10 @@ static struct rdmamsg_ep_attr *small_attr(void)
 	rdmamsg_ep_attr_set_max_msg_size(a, 4096);
 	rdmamsg_ep_attr_set_recv_depth(a, 2);
 	rdmamsg_ep_attr_set_send_depth(a, 4);
+	if (use_dc && rdmamsg_ep_attr_set_transport(a, RDMAMSG_TRANSPORT_DC)) {
+		rdmamsg_ep_attr_delete(&a);
+		return NULL;
+	}
 	if (connect_ms && rdmamsg_ep_attr_set_connect_timeout(a, connect_ms)) {
 		rdmamsg_ep_attr_delete(&a);
 		return NULL;
@@ -207,7 +215,7 @@ static int server(int n, int wfd, int rfd)
 	struct rdmamsg_srq *srq[16] = {NULL};
 	struct rdmamsg_srq_stats st = {0};
 	int i;
-	long long r0, r1, out[4];
+	long long r0, r1, out[5];
 	size_t g0, g1;
 	uint16_t port = 0;
 
@@ -253,6 +261,13 @@ static int server(int n, int wfd, int rfd)
 	out[1] = r1 - r0;
 	out[2] = s_errors;
 	out[3] = 0;
+	out[4] = s_up; /* RC: a QP per endpoint */
+	if (use_dc) {
+		struct rdmamsg_dc_stats dst;
+
+		out[4] = rdmamsg_ctx_dc_stats(ctx, &dst) ? -1
+							 : (long long)dst.qps;
+	}
 	for (i = 0; i < use_srq; i++) {
 		rdmamsg_srq_query(srq[i], &st);
 		out[3] += (long long)st.registered;
@@ -367,6 +382,22 @@ static int client(int n, int window, const char *addr, int wfd, int gofd)
 	eps = calloc((size_t)n, sizeof(*eps));
 	if (!eps || make_ctx(&ctx))
 		return 1;
+	if (use_dc) {
+		/* DC endpoints receive on their context's SRQ */
+		struct rdmamsg_srq_attr qa = {
+			.max_bufs = (unsigned int)(n * 4 + n / 4 + 8) > 32767
+					    ? 32767
+					    : (unsigned int)(n * 4 + n / 4 + 8),
+			.buf_size = 256,
+		};
+		struct rdmamsg_srq *srq;
+
+		if (rdmamsg_srq_create(ctx, &qa, &srq) ||
+		    rdmamsg_ep_attr_set_srq(ep_attr, srq)) {
+			fprintf(stderr, "scale_probe: client: no SRQ\n");
+			return 1;
+		}
+	}
 	r0 = rss();
 	g0 = registered(ctx);
 	t0 = tv = now_us();
@@ -423,14 +454,19 @@ int main(int argc, char **argv)
 {
 	int n = 100, window = 64, nclients = 1, opt, i, p1[2], p2[2], p3[2],
 	    p4[2], st = 0, up = 0, echoed = 0, failed = 0;
-	long long t0, t1 = 0, reg = 0, rs = 0, srv[4] = {0, -1, 0, 0};
+	long long t0, t1 = 0, reg = 0, rs = 0, srv[5] = {0, -1, 0, 0, 0};
 	char addr[64];
 	uint16_t port = 0;
 	pid_t pid, cpid[64];
 	char *end;
 
-	while ((opt = getopt(argc, argv, "n:w:l:sq:t:c:v")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:l:sq:t:c:vd")) != -1) {
 		switch (opt) {
+		case 'd':
+			use_dc = 1;
+			if (!use_srq)
+				use_srq = 1;
+			break;
 		case 'n':
 			n = atoi(optarg);
 			break;
@@ -465,7 +501,7 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 				"usage: %s [-n ENDPOINTS] [-c CLIENTS] "
 				"[-w WINDOW] [-l POOL_LIMIT_MIB] [-s] "
-				"[-q SRQS] [-t CONNECT_MS] [-v]\n",
+				"[-q SRQS] [-t CONNECT_MS] [-v] [-d]\n",
 				argv[0]);
 			return 2;
 		}
@@ -532,11 +568,13 @@ int main(int argc, char **argv)
 	waitpid(pid, &st, 0);
 	printf("scale N=%d clients=%d up=%d echoed=%d connects_per_s=%.0f "
 	       "srv_reg_per_ep=%lld srv_rss_per_ep=%lld cli_reg_per_ep=%lld "
-	       "cli_rss_per_ep=%lld srv_srq_reg_per_ep=%lld errors=%d\n",
+	       "cli_rss_per_ep=%lld srv_srq_reg_per_ep=%lld srv_qps=%lld "
+	       "errors=%d\n",
 	       n, nclients, up, echoed,
 	       t1 > t0 ? up * 1e6 / (double)(t1 - t0) : 0.0,
 	       up ? srv[0] / up : 0, up ? srv[1] / up : 0, up ? reg / up : 0,
-	       up ? rs / up : 0, up ? srv[3] / up : 0, failed + (int)srv[2]);
+	       up ? rs / up : 0, up ? srv[3] / up : 0, srv[4],
+	       failed + (int)srv[2]);
 	if (ep_attr)
 		rdmamsg_ep_attr_delete(&ep_attr);
 	return up == n && echoed == n && !failed && !srv[2] ? 0 : 1;

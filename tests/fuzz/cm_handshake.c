@@ -9,6 +9,7 @@
  * input's own bytes (but the version, which the encoder writes as ours:
  * it may differ only in a reject), and an accepted request or accept
  * holds only values the library then uses without further checks.
+ * Sessions (an id, a count) and DC (a block) lengthen the fixed part.
  *
  * link with: cm/handshake.c
  */
@@ -37,7 +38,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * each before the application bytes, at most 24 with an id's
 	 * request, none with a count */
 	extra = (hs.kind == HS_SREQ || hs.kind == HS_RREQ ? 8 : 0) +
-		(hs.kind == HS_RREQ || hs.kind == HS_RACC ? 8 : 0);
+		(hs.kind == HS_RREQ || hs.kind == HS_RACC ? 8 : 0) +
+		(hs.dc ? RDMAMSG_HS_DC_LEN : 0);
+	/* DC: a block of its own, in a plain request or accept only, and
+	 * at most RDMAMSG_HS_DC_USER application bytes */
+	if (hs.dc && ((hs.kind != HS_REQ && hs.kind != HS_ACC) ||
+		      hs.user_len > RDMAMSG_HS_DC_USER))
+		abort();
 	if (hs.kind < HS_REQ || hs.kind > HS_RACC || hs.user_len > 32 ||
 	    (hs.user_len == 0) != (hs.user == NULL))
 		abort();

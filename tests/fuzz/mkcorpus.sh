@@ -81,6 +81,21 @@ hs() {
 	seed cm_handshake racc \
 		524d 03 06 0040 03 00 00002000 00100000 00000000 \
 		ffffffffffffffff
+	# DC (bit 7 of the kind, plain request or accept only): DCT number,
+	# access key, endpoint tag (16 bytes), then at most 16 user bytes
+	seed cm_handshake dc-req-user2 \
+		524d 03 81 0040 03 02 00002000 00100000 00000000 \
+		00012345 0102030405060708 0000002a 4142
+	seed cm_handshake dc-acc \
+		524d 03 82 0040 03 00 00002000 00100000 00000000 \
+		00fedcba 8877665544332211 00000001
+	seed cm_handshake dc-sreq \
+		524d 03 84 0040 03 00 00002000 00100000 00000000 \
+		0102030405060708 00012345 0102030405060708 0000002a
+	seed cm_handshake dc-req-user17 \
+		524d 03 81 0040 03 11 00002000 00100000 00000000 \
+		00012345 0102030405060708 0000002a \
+		000102030405060708090a0b0c0d0e0f10
 }
 
 # lib/mr.c: magic "RMX1", access, rkey, reserved (32 bits each), address,

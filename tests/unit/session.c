@@ -179,6 +179,15 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
 
 /* not used here: the session is bound to the fake lane below */
 const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops = {.name = "rc (stub)"};
+const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops = {.name = "dc (stub)"};
+
+/* lane_dc.c: only RC endpoints here */
+int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
+		      const struct rdmamsg__ep_params *p)
+{
+	(void)ctx;
+	return p->transport == RDMAMSG_TRANSPORT_RC ? 0 : -ENOTSUP;
+}
 
 /* ---- a fake device for the pool ------------------------------------- */
 

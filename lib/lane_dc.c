@@ -1,0 +1,1086 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lane_dc.c -- the DC lane (lane.h): an endpoint's messages over the
+ * context's few shared DC initiators (DCIs) to the peer context's DC
+ * target (DCT), instead of an RC QP of its own (issue 16).
+ *
+ * Per context (struct rdmamsg__dc, made with the first DC lane, its QPs
+ * destroyed with the last): one DCT on the DC endpoints' SRQ (one SRQ per
+ * context for DC) with a random 64-bit access key, and RDMAMSG_DC_DCIS
+ * (default 4, 1..16) DCIs, all on one CQ of the interface (an anchor lane
+ * reserves its room: every DCI's depth plus the SRQ's buffers).
+ *
+ * Sending: a lane holds one DCI while it has sends on it and gives it back
+ * when they have all completed (UCX's "dcs" policy).  So a DCI's sends go
+ * to one target at a time and the next target only after the earlier
+ * sends completed (the seeds' usage model), a lane's sends stay in order
+ * (all on one DCI while any is in flight), and a DCI error (a dead peer,
+ * a wrong key) flushes the sends of that one lane only; the DCI is reset
+ * (RESET -> INIT -> RTR -> RTS) before the next lane gets it.  A lane
+ * without a DCI queues its sends (at most its send depth + the drain WR,
+ * inline data copied) and waits in the context's FIFO; a lane holding a
+ * DCI while others wait queues its new sends too, so that it gives the
+ * DCI back (round robin).  Every DC send is signalled.
+ *
+ * Receiving: a send carries the receiving endpoint's tag (its lane's wr_id
+ * tag, lane.h: slot index and generation bits, 31 bits) as its immediate;
+ * the DCT's receive completions come through the SRQ path
+ * (rdmamsg__lane_srq_wcs hands a run of them to rdmamsg__dc_srq_wcs), and
+ * the tag names the lane in O(1).  A message without an immediate, with
+ * bit 31 set, of no lane, of a freed lane (generation), or of a lane that
+ * is not DC on this SRQ is dropped, its buffer reposted, and counted
+ * (rdmamsg_dc_stats.tag_drops): never delivered to another endpoint.
+ * The tag is no secret: the DCT's access key is what keeps strangers out.
+ *
+ * Handshake (cm/handshake.h, HS_F_DC): each side sends its DCT number,
+ * access key and its endpoint's tag; no QP is on the rdma_cm id (the REQ
+ * and REP name the DCT as qp_num, with srq set), so the active side gets
+ * CONNECT_RESPONSE and answers with rdma_establish(), as librdmacm wants
+ * of an id without a QP.  error() moves the lane's DCI (if it holds one)
+ * to ERR; queued sends and the drain WR complete as flushed once the
+ * DCI's sends have (synthetic completions through the lane's early
+ * list).
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <infiniband/mlx5dv.h>
+
+#include "dispatch.h"
+#include "internal.h"
+
+#define DC_MAX_DCIS  16
+#define DC_DEF_DCIS  4
+#define DC_DCI_DEPTH 4100 /* a lane's sends (<= 4096) + its drain WR */
+#define DC_INLINE    64	  /* inline bytes of a queued send */
+#define DC_SYNTH_QPN 0	  /* qp_num of a lane's synthetic completion */
+
+/* one send waiting for a DCI */
+struct dc_wr {
+	uint64_t seq;
+	uint32_t op; /* enum ibv_wr_opcode */
+	uint32_t flags;
+	int nsge;
+	struct ibv_sge sge[2];
+	uint32_t rkey;
+	uint64_t raddr, cmp, swap;
+	uint32_t inl_len; /* inline: bytes copied to inl */
+	uint8_t inl[DC_INLINE];
+};
+
+struct lane_dc;
+
+struct dc_dci {
+	struct ibv_qp *qp;
+	struct ibv_qp_ex *x;
+	struct mlx5dv_qp_ex *mx;
+	struct lane_dc *owner; /* the lane holding it, or NULL */
+	int err;	       /* failed or moved to ERR: reset before reuse */
+};
+
+struct rdmamsg__dc {
+	struct rdmamsg_ctx *ctx;
+	void *mlx5;
+	struct ibv_qp *(*create_qp)(struct ibv_context *c,
+				    struct ibv_qp_init_attr_ex *a,
+				    struct mlx5dv_qp_init_attr *m);
+	struct mlx5dv_qp_ex *(*qp_ex_from)(struct ibv_qp_ex *q);
+	struct ibv_qp_ex *(*to_qp_ex)(struct ibv_qp *qp);
+	uint32_t (*key_viol)(struct ibv_qp *dct);
+	struct rdmamsg__lane anchor; /* reserves the CQ room */
+	struct rdmamsg_srq *srq;
+	struct ibv_qp *dct;
+	uint64_t key;
+	uint8_t sgid_index;
+	struct dc_dci dci[DC_MAX_DCIS];
+	uint32_t ndci, want_dci;
+	struct rdmamsg__list waiters; /* lanes waiting for a DCI */
+	uint32_t nlanes;
+	uint64_t tag_drops, dci_waits, dci_resets, key_viol_base;
+};
+
+struct lane_dc {
+	struct rdmamsg__lane l;
+	struct rdmamsg__dc *dc;
+	struct dc_dci *dci; /* held, or NULL */
+	uint32_t posted;    /* sends on dci not yet completed */
+	struct dc_wr *q;    /* sends waiting for a DCI (ring) */
+	uint32_t qcap, qhead, qn;
+	struct rdmamsg__list wait_link;
+	struct ibv_ah *ah;
+	uint32_t peer_dctn, peer_tag;
+	uint64_t peer_key;
+	int has_peer;
+	struct rdmamsg_srq *srq;
+	uint32_t srq_win;
+	int drain_posted, flush_due;
+	uint64_t drain_seq;
+};
+
+#define DC(lane) ((struct lane_dc *)(void *)(lane))
+
+static void dc_down_qps(struct rdmamsg__dc *dc);
+
+/* wc_status -- the errno a work completion stands for (lane_rc.c's) */
+static int wc_status(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECANCELED;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ECONNRESET;
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	default:
+		return -EREMOTEIO;
+	}
+}
+
+/* dc_sym -- an mlx5dv entry point: softrdma's, or libmlx5's */
+static void *dc_sym(struct rdmamsg__dc *dc, const char *name)
+{
+	if (dc->ctx->fabric == RDMAMSG_FABRIC_SOFT)
+		return dc->ctx->dl ? dlsym(dc->ctx->dl, name) : NULL;
+	return dc->mlx5 ? dlsym(dc->mlx5, name) : NULL;
+}
+
+/* dc_get -- the context's DC state (entry points only; QPs on first
+ * lane), or NULL */
+static struct rdmamsg__dc *dc_get(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__dc *dc = ctx->dc;
+	const char *e;
+
+	if (dc)
+		return dc;
+	dc = calloc(1, sizeof(*dc));
+	if (!dc)
+		return NULL;
+	dc->ctx = ctx;
+	list_init(&dc->waiters);
+	dc->want_dci = DC_DEF_DCIS;
+	e = getenv("RDMAMSG_DC_DCIS");
+	if (e && atoi(e) >= 1 && atoi(e) <= DC_MAX_DCIS)
+		dc->want_dci = (uint32_t)atoi(e);
+	if (ctx->fabric != RDMAMSG_FABRIC_SOFT) {
+		dc->mlx5 = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
+		dc->to_qp_ex = ibv_qp_to_qp_ex;
+	} else {
+		dc->to_qp_ex = (struct ibv_qp_ex * (*)(struct ibv_qp *))
+			dc_sym(dc, "ibv_qp_to_qp_ex");
+		dc->key_viol = (uint32_t(*)(struct ibv_qp *))dc_sym(
+			dc, "softrdma_dc_key_violations");
+	}
+	dc->create_qp = (struct ibv_qp * (*)(struct ibv_context *,
+					     struct ibv_qp_init_attr_ex *,
+					     struct mlx5dv_qp_init_attr *))
+		dc_sym(dc, "mlx5dv_create_qp");
+	dc->qp_ex_from = (struct mlx5dv_qp_ex * (*)(struct ibv_qp_ex *))
+		dc_sym(dc, "mlx5dv_qp_ex_from_ibv_qp_ex");
+	if (!dc->create_qp || !dc->qp_ex_from || !dc->to_qp_ex) {
+		if (dc->mlx5)
+			dlclose(dc->mlx5);
+		free(dc);
+		return NULL;
+	}
+	ctx->dc = dc;
+	return dc;
+}
+
+/* rdmamsg__dc_check -- whether an endpoint with parameters p may be DC:
+ * 0 (or RC), -ENOTSUP without DC, -EINVAL without an SRQ, with another
+ * SRQ than the context's DC endpoints use, or too much private data */
+int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
+		      const struct rdmamsg__ep_params *p)
+{
+	uint64_t v;
+
+	if (p->transport != RDMAMSG_TRANSPORT_DC)
+		return 0;
+	if (rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v))
+		return -ENOTSUP;
+	if (!p->srq || p->pdata_len > RDMAMSG_DC_PRIVATE_DATA_MAX)
+		return -EINVAL;
+	if (ctx->dc && ctx->dc->nlanes && ctx->dc->srq != p->srq)
+		return -EINVAL;
+	return 0;
+}
+
+/* gid_index -- the index of gid in port 1's table (0 if not found) */
+static uint8_t gid_index(struct rdmamsg_ctx *ctx, const union ibv_gid *gid)
+{
+	union ibv_gid g;
+	int i;
+
+	for (i = 0; i < 256; i++) {
+		if (ctx->ops->query_gid(ctx->verbs, 1, i, &g))
+			break;
+		if (!memcmp(&g, gid, sizeof(g)))
+			return (uint8_t)i;
+	}
+	return 0;
+}
+
+/* dci_ready -- a DCI from RESET to RTS (mlx5's modify_dci_qp_is_ok) */
+static int dci_ready(struct rdmamsg_ctx *ctx, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	if (ctx->ops->modify_qp(qp, &a,
+				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT))
+		return -1;
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	if (ctx->ops->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PATH_MTU))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = (uint8_t)(ctx->dattr.max_qp_init_rd_atom < 1 ? 1
+				    : ctx->dattr.max_qp_init_rd_atom > 16
+					    ? 16
+					    : ctx->dattr.max_qp_init_rd_atom);
+	return ctx->ops->modify_qp(qp, &a,
+				   IBV_QP_STATE | IBV_QP_TIMEOUT |
+					   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					   IBV_QP_SQ_PSN |
+					   IBV_QP_MAX_QP_RD_ATOMIC)
+		       ? -1
+		       : 0;
+}
+
+/* dci_reset -- a DCI that failed (or was stopped) to RTS again */
+static int dci_reset(struct rdmamsg__dc *dc, struct dc_dci *c)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	if (dc->ctx->ops->modify_qp(c->qp, &a, IBV_QP_STATE) ||
+	    dci_ready(dc->ctx, c->qp)) {
+		LOG_ERR("DCI %u: reset failed", c->qp->qp_num);
+		return -1;
+	}
+	c->err = 0;
+	dc->dci_resets++;
+	return 0;
+}
+
+/* dct_ready -- the DCT from RESET to RTR */
+static int dct_ready(struct rdmamsg__dc *dc)
+{
+	struct rdmamsg_ctx *ctx = dc->ctx;
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	if (ctx->ops->modify_qp(dc->dct, &a,
+				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = dc->sgid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	ctx->ops->query_gid(ctx->verbs, 1, dc->sgid_index, &a.ah_attr.grh.dgid);
+	return ctx->ops->modify_qp(dc->dct, &a,
+				   IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
+					   IBV_QP_AV | IBV_QP_PATH_MTU)
+		       ? -1
+		       : 0;
+}
+
+/* dc_up_qps -- the DCT on srq and the DCIs, on one CQ whose room the
+ * anchor lane holds; 0 or a negative errno, nothing left on failure */
+static int dc_up_qps(struct rdmamsg__dc *dc, struct rdmamsg_srq *srq,
+		     const union ibv_gid *sgid)
+{
+	struct rdmamsg_ctx *ctx = dc->ctx;
+	struct ibv_qp_init_attr_ex qa;
+	struct mlx5dv_qp_init_attr da;
+	uint32_t i;
+	int ret;
+
+	memset(&dc->anchor, 0, sizeof(dc->anchor));
+	dc->anchor.ctx = ctx;
+	list_init(&dc->anchor.ready_link);
+	ret = rdmamsg__iface_attach(&dc->anchor, dc->want_dci * DC_DCI_DEPTH +
+							 srq->max_bufs);
+	if (ret)
+		return ret;
+	if (getrandom(&dc->key, sizeof(dc->key), 0) != sizeof(dc->key))
+		dc->key = rdmamsg__now_ns() * 0x9e3779b97f4a7c15ull;
+	dc->sgid_index = gid_index(ctx, sgid);
+	memset(&qa, 0, sizeof(qa));
+	memset(&da, 0, sizeof(da));
+	qa.qp_type = IBV_QPT_DRIVER;
+	qa.send_cq = qa.recv_cq = dc->anchor.icq->cq;
+	qa.srq = srq->srq;
+	qa.pd = ctx->pd;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+	da.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+	da.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
+	da.dc_init_attr.dct_access_key = dc->key;
+	dc->dct = dc->create_qp(ctx->verbs, &qa, &da);
+	if (!dc->dct || dct_ready(dc))
+		goto fail;
+	for (i = 0; i < dc->want_dci; i++) {
+		struct dc_dci *c = &dc->dci[i];
+
+		memset(&qa, 0, sizeof(qa));
+		memset(&da, 0, sizeof(da));
+		qa.qp_type = IBV_QPT_DRIVER;
+		qa.send_cq = qa.recv_cq = dc->anchor.icq->cq;
+		qa.pd = ctx->pd;
+		qa.comp_mask =
+			IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		qa.send_ops_flags =
+			IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+			IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+			IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+			IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+		qa.cap.max_send_wr = DC_DCI_DEPTH;
+		qa.cap.max_send_sge = 2;
+		qa.cap.max_inline_data = DC_INLINE;
+		da.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+		da.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+		c->qp = dc->create_qp(ctx->verbs, &qa, &da);
+		if (!c->qp)
+			goto fail;
+		dc->ndci++;
+		c->x = dc->to_qp_ex(c->qp);
+		c->mx = c->x ? dc->qp_ex_from(c->x) : NULL;
+		c->owner = NULL;
+		c->err = 0;
+		if (!c->mx || dci_ready(ctx, c->qp))
+			goto fail;
+	}
+	dc->srq = srq;
+	ctx->dc_dctn = dc->dct->qp_num;
+	dc->key_viol_base = 0;
+	LOG_INFO("DC: DCT %u on SRQ %p, %u DCIs", dc->dct->qp_num, (void *)srq,
+		 dc->ndci);
+	return 0;
+fail:
+	ret = rdmamsg__errno(ENOMEM);
+	LOG_ERR("DC: making the DCT and DCIs failed: %d", ret);
+	dc_down_qps(dc);
+	return ret;
+}
+
+/* dc_down_qps -- the DCT and DCIs go (no DC lane is left) */
+static void dc_down_qps(struct rdmamsg__dc *dc)
+{
+	struct rdmamsg_ctx *ctx = dc->ctx;
+	uint32_t i;
+
+	for (i = 0; i < dc->ndci; i++) {
+		if (dc->dci[i].qp)
+			ctx->ops->destroy_qp(dc->dci[i].qp);
+		memset(&dc->dci[i], 0, sizeof(dc->dci[i]));
+	}
+	dc->ndci = 0;
+	if (dc->dct) {
+		if (dc->key_viol)
+			dc->key_viol_base += dc->key_viol(dc->dct);
+		ctx->ops->destroy_qp(dc->dct);
+	}
+	dc->dct = NULL;
+	ctx->dc_dctn = 0;
+	dc->srq = NULL;
+	rdmamsg__iface_detach(&dc->anchor);
+}
+
+/* rdmamsg__dc_fini -- at context destruction (every lane is gone) */
+void rdmamsg__dc_fini(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__dc *dc = ctx->dc;
+
+	if (!dc)
+		return;
+	if (dc->dct || dc->ndci)
+		dc_down_qps(dc);
+	if (dc->mlx5)
+		dlclose(dc->mlx5);
+	free(dc);
+	ctx->dc = NULL;
+}
+
+/* rdmamsg_ctx_dc_stats -- the context's DC counters */
+RDMAMSG_EXPORT int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
+					struct rdmamsg_dc_stats *st)
+{
+	uint64_t v;
+	const struct rdmamsg__dc *dc;
+
+	if (!ctx || !st)
+		return -EINVAL;
+	if (rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v))
+		return -ENOTSUP;
+	memset(st, 0, sizeof(*st));
+	dc = ctx->dc;
+	if (!dc)
+		return 0;
+	st->dcis = dc->ndci;
+	st->dcts = dc->dct ? 1 : 0;
+	st->endpoints = dc->nlanes;
+	st->qps = st->dcis + st->dcts;
+	st->tag_drops = dc->tag_drops;
+	st->dci_waits = dc->dci_waits;
+	st->dci_resets = dc->dci_resets;
+	st->key_violations = dc->key_viol_base;
+	if (dc->dct && dc->key_viol)
+		st->key_violations += dc->key_viol(dc->dct);
+	return 0;
+}
+
+/* ---- sending ------------------------------------------------------- */
+
+/* dci_post -- one WR of lane d on its DCI; 0 or the provider's errno */
+static int dci_post(struct lane_dc *d, const struct dc_wr *w)
+{
+	struct dc_dci *c = d->dci;
+	struct ibv_qp_ex *x = c->x;
+	struct ibv_data_buf db[2];
+	int i;
+
+	ibv_wr_start(x);
+	x->wr_id = RDMAMSG__WRID_SEND | d->l.wrid_tag | (uint32_t)w->seq;
+	x->wr_flags = (w->flags & IBV_SEND_INLINE) | IBV_SEND_SIGNALED;
+	switch (w->op) {
+	case IBV_WR_RDMA_WRITE:
+		ibv_wr_rdma_write(x, w->rkey, w->raddr);
+		break;
+	case IBV_WR_RDMA_READ:
+		ibv_wr_rdma_read(x, w->rkey, w->raddr);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		ibv_wr_atomic_cmp_swp(x, w->rkey, w->raddr, w->cmp, w->swap);
+		break;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		ibv_wr_atomic_fetch_add(x, w->rkey, w->raddr, w->cmp);
+		break;
+	default:
+		/* the peer's endpoint tag routes it at the DCT */
+		ibv_wr_send_imm(x, htobe32(d->peer_tag));
+		break;
+	}
+	mlx5dv_wr_set_dc_addr(c->mx, d->ah, d->peer_dctn, d->peer_key);
+	if (w->inl_len) {
+		ibv_wr_set_inline_data(x, (void *)w->inl, w->inl_len);
+	} else if (w->flags & IBV_SEND_INLINE) {
+		for (i = 0; i < w->nsge; i++) {
+			db[i].addr = (void *)(uintptr_t)w->sge[i].addr;
+			db[i].length = w->sge[i].length;
+		}
+		ibv_wr_set_inline_data_list(x, (size_t)w->nsge, db);
+	} else {
+		ibv_wr_set_sge_list(x, (size_t)w->nsge, w->sge);
+	}
+	i = ibv_wr_complete(x);
+	if (!i)
+		d->posted++;
+	return i;
+}
+
+/* synth -- a completion of lane d that no DCI will give (a queued send
+ * flushed, the drain WR): kept in the lane's early list and handed over
+ * in the next progress pass (never an up call from inside a down call) */
+static void synth(struct lane_dc *d, uint64_t seq, enum ibv_wc_status st)
+{
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = RDMAMSG__WRID_SEND | d->l.wrid_tag | (uint32_t)seq;
+	wc.status = st;
+	wc.opcode = IBV_WC_SEND;
+	wc.qp_num = DC_SYNTH_QPN;
+	rdmamsg__iface_hold(&d->l, &wc, 1);
+	rdmamsg__iface_ready(&d->l);
+}
+
+/* take_dci -- a free DCI for lane d (reset first if it failed), or NULL */
+static struct dc_dci *take_dci(struct rdmamsg__dc *dc, struct lane_dc *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < dc->ndci; i++) {
+		struct dc_dci *c = &dc->dci[i];
+
+		if (c->owner)
+			continue;
+		if (c->err && dci_reset(dc, c))
+			continue;
+		c->owner = d;
+		d->dci = c;
+		return c;
+	}
+	return NULL;
+}
+
+/* drain_queue -- post lane d's queued sends on its DCI; a post that
+ * fails completes as failed (synthetic) and stops the lane */
+static void drain_queue(struct lane_dc *d)
+{
+	while (d->qn) {
+		struct dc_wr *w = &d->q[d->qhead];
+
+		if (dci_post(d, w)) {
+			LOG_ERR("DC lane %p: posting on DCI %u failed",
+				(void *)d, d->dci->qp->qp_num);
+			/* it fails, the rest flush behind it */
+			synth(d, w->seq, IBV_WC_GENERAL_ERR);
+			d->qhead = (d->qhead + 1) % d->qcap;
+			d->qn--;
+			while (d->qn) {
+				synth(d, d->q[d->qhead].seq,
+				      IBV_WC_WR_FLUSH_ERR);
+				d->qhead = (d->qhead + 1) % d->qcap;
+				d->qn--;
+			}
+			d->dci->err = 1;
+			return;
+		}
+		d->qhead = (d->qhead + 1) % d->qcap;
+		d->qn--;
+	}
+}
+
+/* hand_on -- give free DCIs to waiting lanes, first come first served */
+static void hand_on(struct rdmamsg__dc *dc)
+{
+	while (!list_empty(&dc->waiters)) {
+		struct lane_dc *w = container_of(dc->waiters.next,
+						 struct lane_dc, wait_link);
+
+		if (!take_dci(dc, w))
+			return;
+		list_del(&w->wait_link);
+		drain_queue(w);
+	}
+}
+
+/* release -- lane d's sends on its DCI are all done: the DCI goes to the
+ * next waiting lane (d waits again at the tail if it queued more) */
+static void release(struct lane_dc *d)
+{
+	struct rdmamsg__dc *dc = d->dc;
+	struct dc_dci *c = d->dci;
+
+	if (!c || d->posted)
+		return;
+	c->owner = NULL;
+	d->dci = NULL;
+	if (d->qn && !d->l.down && list_empty(&d->wait_link))
+		list_add_tail(&dc->waiters, &d->wait_link);
+	hand_on(dc);
+}
+
+/* enqueue -- keep one send until lane d holds a DCI; inline data copied */
+static int enqueue(struct lane_dc *d, const struct dc_wr *w)
+{
+	struct dc_wr *q;
+
+	if (!d->q) {
+		d->qcap = d->l.send_depth + 2;
+		d->q = calloc(d->qcap, sizeof(*d->q));
+		if (!d->q)
+			return ENOMEM;
+	}
+	if (d->qn == d->qcap)
+		return ENOMEM; /* the session keeps its depth: not possible */
+	q = &d->q[(d->qhead + d->qn) % d->qcap];
+	*q = *w;
+	if ((w->flags & IBV_SEND_INLINE) && !w->inl_len) {
+		uint32_t off = 0;
+		int i;
+
+		for (i = 0; i < w->nsge; i++) {
+			if (w->sge[i].length > DC_INLINE - off)
+				return EINVAL;
+			memcpy(q->inl + off,
+			       (const void *)(uintptr_t)w->sge[i].addr,
+			       w->sge[i].length);
+			off += w->sge[i].length;
+		}
+		q->inl_len = off;
+		if (!off)
+			q->flags &= ~(uint32_t)IBV_SEND_INLINE;
+	}
+	d->qn++;
+	d->dc->dci_waits++;
+	return 0;
+}
+
+/* submit -- post w now if lane d may, else queue it */
+static int submit(struct lane_dc *d, const struct dc_wr *w)
+{
+	struct rdmamsg__dc *dc = d->dc;
+	int ret;
+
+	if (d->l.down || !d->has_peer)
+		return ENOTCONN;
+	if (!d->dci && !d->qn && list_empty(&dc->waiters))
+		take_dci(dc, d);
+	/* in order behind its queue; give the DCI back when others wait */
+	if (!d->dci || d->qn || !list_empty(&dc->waiters)) {
+		ret = enqueue(d, w);
+		if (ret)
+			return ret;
+		if (!d->dci && list_empty(&d->wait_link))
+			list_add_tail(&dc->waiters, &d->wait_link);
+		return 0;
+	}
+	return dci_post(d, w);
+}
+
+/* dc_send -- one message (lane.h): SEND with the peer's tag */
+static int dc_send(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
+		   uint64_t seq, unsigned int flags)
+{
+	struct dc_wr w;
+
+	if (nsge < 0 || nsge > 2)
+		return EINVAL;
+	w.seq = seq;
+	w.op = IBV_WR_SEND;
+	w.flags = flags;
+	w.nsge = nsge;
+	memcpy(w.sge, sge, (size_t)nsge * sizeof(*sge));
+	w.inl_len = 0;
+	return submit(DC(lane), &w);
+}
+
+/* dc_post -- a one-sided WR: RDMA write, read, atomics (not write with
+ * immediate: the DCT's immediate is the endpoint tag) */
+static int dc_post(struct rdmamsg__lane *lane, struct ibv_send_wr *wr,
+		   uint64_t seq)
+{
+	struct dc_wr w;
+
+	memset(&w, 0, sizeof(w));
+	if (wr->num_sge < 0 || wr->num_sge > 2 || (wr->num_sge && !wr->sg_list))
+		return EINVAL;
+	w.seq = seq;
+	w.op = wr->opcode;
+	w.flags = wr->send_flags & IBV_SEND_INLINE;
+	w.nsge = wr->num_sge;
+	if (w.nsge)
+		memcpy(w.sge, wr->sg_list, (size_t)w.nsge * sizeof(w.sge[0]));
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		w.rkey = wr->wr.rdma.rkey;
+		w.raddr = wr->wr.rdma.remote_addr;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w.rkey = wr->wr.atomic.rkey;
+		w.raddr = wr->wr.atomic.remote_addr;
+		w.cmp = wr->wr.atomic.compare_add;
+		w.swap = wr->wr.atomic.swap;
+		break;
+	default:
+		return EOPNOTSUPP;
+	}
+	return submit(DC(lane), &w);
+}
+
+/* dc_post_recvs -- receives are the SRQ's (the interface reposts) */
+static int dc_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
+			 uint32_t n)
+{
+	(void)lane;
+	(void)idx;
+	(void)n;
+	return 0;
+}
+
+/* flush_rest -- lane d stopped and its DCI sends are done: its queued
+ * sends and the drain WR complete as flushed, directly (from wcs) */
+static void flush_rest(struct lane_dc *d)
+{
+	const struct rdmamsg__lane_cbs *cbs = d->l.cbs;
+
+	while (d->qn) {
+		cbs->tx_done(d->l.owner, (uint32_t)d->q[d->qhead].seq,
+			     -ECANCELED);
+		d->qhead = (d->qhead + 1) % d->qcap;
+		d->qn--;
+	}
+	if (d->flush_due) {
+		d->flush_due = 0;
+		cbs->tx_done(d->l.owner, (uint32_t)d->drain_seq, -ECANCELED);
+	}
+}
+
+/* dc_wcs -- the run of this lane's send completions at the head of wc
+ * (its DCI's, or synthetic), in order */
+static uint32_t dc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
+		       uint32_t n)
+{
+	struct lane_dc *d = DC(lane);
+	const struct rdmamsg__lane_cbs *cbs = lane->cbs;
+	const uint64_t tag = lane->wrid_tag;
+	uint32_t i;
+	int st;
+
+	if (wc[0].qp_num != DC_SYNTH_QPN &&
+	    (!d->dci || wc[0].qp_num != d->dci->qp->qp_num))
+		return 0; /* not of its DCI: stale */
+	if (RDMAMSG_UNLIKELY(lane->hold)) {
+		for (i = 1; i < n; i++)
+			if ((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) != tag ||
+			    wc[i].qp_num != wc[0].qp_num)
+				break;
+		rdmamsg__iface_hold(lane, wc, i);
+		return i;
+	}
+	for (i = 0; i < n; i++) {
+		int synthetic = wc[i].qp_num == DC_SYNTH_QPN;
+
+		if ((wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) != tag ||
+		    !(wc[i].wr_id & RDMAMSG__WRID_SEND) ||
+		    (!synthetic &&
+		     (!d->dci || wc[i].qp_num != d->dci->qp->qp_num)))
+			break;
+		if (!synthetic && d->posted)
+			d->posted--;
+		st = wc_status(wc[i].status);
+		cbs->tx_done(lane->owner, (uint32_t)wc[i].wr_id, st);
+		if (st && d->dci)
+			d->dci->err = 1;
+		if (st && st != -ECANCELED && !lane->down) {
+			lane->down = 1;
+			cbs->down(lane->owner, st);
+		}
+	}
+	if (d->dci && !d->posted) {
+		if (lane->down)
+			flush_rest(d);
+		release(d);
+	}
+	return i;
+}
+
+/* dc_error -- stop: the DCI the lane holds to ERR (its sends flush);
+ * queued sends and the drain WR flush after them */
+static int dc_error(struct rdmamsg__lane *lane, uint64_t seq, int drain)
+{
+	struct lane_dc *d = DC(lane);
+	struct ibv_qp_attr qa;
+
+	lane->down = 1;
+	if (d->drain_posted)
+		return 0;
+	list_del(&d->wait_link);
+	if (drain) {
+		d->drain_posted = 1;
+		d->drain_seq = seq;
+		d->flush_due = 1;
+	}
+	if (d->dci && d->posted) {
+		/* its sends flush; the queue and the drain after them
+		 * (dc_wcs, flush_rest) */
+		memset(&qa, 0, sizeof(qa));
+		qa.qp_state = IBV_QPS_ERR;
+		lane->ctx->ops->modify_qp(d->dci->qp, &qa, IBV_QP_STATE);
+		d->dci->err = 1;
+		return drain;
+	}
+	/* nothing on a DCI: flushed in the next pass */
+	while (d->qn) {
+		synth(d, d->q[d->qhead].seq, IBV_WC_WR_FLUSH_ERR);
+		d->qhead = (d->qhead + 1) % d->qcap;
+		d->qn--;
+	}
+	if (d->flush_due) {
+		d->flush_due = 0;
+		synth(d, seq, IBV_WC_WR_FLUSH_ERR);
+	}
+	if (d->dci)
+		release(d);
+	return drain;
+}
+
+/* srq_drop_early -- SRQ receives held before ESTABLISHED go back */
+static void srq_drop_early(struct rdmamsg__lane *lane)
+{
+	uint32_t i;
+
+	for (i = 0; i < lane->nearly; i++) {
+		const struct ibv_wc *wc = &lane->early[i];
+		struct rdmamsg_srq *srq;
+		uint32_t idx;
+
+		if (!rdmamsg__wrid_is_srq(wc->wr_id))
+			continue;
+		srq = rdmamsg__srq_of_wrid(lane->ctx, wc->wr_id);
+		idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
+		if (!srq || idx >= srq->nbufs)
+			continue;
+		srq->posted--;
+		rdmamsg__srq_post(srq, &idx, 1);
+	}
+	lane->nearly = 0;
+}
+
+/* dc_destroy -- the DCI it holds is reset for the next lane (its
+ * completions still queued find no lane), the window goes back */
+static void dc_destroy(struct rdmamsg__lane *lane)
+{
+	struct lane_dc *d = DC(lane);
+	struct rdmamsg__dc *dc = d->dc;
+	struct rdmamsg_ctx *ctx = lane->ctx;
+
+	list_del(&d->wait_link);
+	if (d->dci) {
+		if (d->posted)
+			d->dci->err = 1;
+		d->posted = 0;
+		d->qn = 0;
+		d->dci->owner = NULL;
+		d->dci = NULL;
+	}
+	srq_drop_early(lane);
+	if (d->srq_win)
+		rdmamsg__srq_release(d->srq, d->srq_win);
+	if (d->ah)
+		ctx->ops->destroy_ah(d->ah);
+	rdmamsg__iface_detach(lane);
+	free(lane->early);
+	list_del(&lane->ready_link);
+	free(d->q);
+	free(d);
+	if (dc && !--dc->nlanes)
+		dc_down_qps(dc);
+	else if (dc)
+		hand_on(dc);
+}
+
+/* dc_open -- a DC lane: the context's DC QPs made with the first, a tag,
+ * the window on the SRQ; the peer comes with the handshake */
+static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
+		   const struct rdmamsg__lane_cbs *cbs, void *owner,
+		   struct rdmamsg__lane **lanep)
+{
+	struct rdmamsg__dc *dc = dc_get(ctx);
+	struct lane_dc *d;
+	struct rdmamsg__lane *lane;
+	uint32_t w;
+	int ret;
+
+	if (!dc)
+		return -ENOTSUP;
+	if (!a->srq || (dc->nlanes && dc->srq != a->srq))
+		return -EINVAL;
+	if (a->id && a->id->verbs && a->id->verbs != ctx->verbs) {
+		LOG_ERR("connection is on device %s, context on %s",
+			a->id->verbs->device->name, ctx->devname);
+		return -ENODEV;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	lane = &d->l;
+	lane->ops = &rdmamsg__lane_dc_ops;
+	lane->cbs = cbs;
+	lane->owner = owner;
+	lane->ctx = ctx;
+	lane->send_depth = a->send_depth;
+	lane->hold = a->hold;
+	lane->max_inline = DC_INLINE;
+	list_init(&lane->ready_link);
+	list_init(&d->wait_link);
+	d->srq = a->srq;
+	if (!dc->nlanes) {
+		ret = dc_up_qps(dc, a->srq,
+				&a->id->route.addr.addr.ibaddr.sgid);
+		if (ret) {
+			free(d);
+			return ret;
+		}
+	}
+	dc->nlanes++;
+	d->dc = dc;
+	/* its tag only: the DCIs' and DCT's room is the anchor's */
+	ret = rdmamsg__iface_attach(lane, 0);
+	if (ret)
+		goto err;
+	lane->qp = NULL;
+	lane->qpn = 0;
+	w = a->srq_win ? a->srq_win : a->nrx;
+	ret = rdmamsg__srq_reserve(a->srq, w);
+	if (ret)
+		goto err;
+	d->srq_win = w;
+	*lanep = lane;
+	return 0;
+err:
+	dc_destroy(lane);
+	return ret;
+}
+
+/* rdmamsg__lane_dc_local -- what the handshake tells the peer: the DCT,
+ * its key, the lane's tag */
+void rdmamsg__lane_dc_local(const struct rdmamsg__lane *lane, uint32_t *dctn,
+			    uint64_t *key, uint32_t *tag)
+{
+	const struct lane_dc *d = (const struct lane_dc *)(const void *)lane;
+
+	*dctn = d->dc->dct ? d->dc->dct->qp_num : 0;
+	*key = d->dc->key;
+	*tag = (uint32_t)(lane->wrid_tag >> RDMAMSG__WRID_TAG_SHIFT);
+}
+
+/* rdmamsg__lane_dc_peer -- the peer's DCT, key and tag (from its
+ * handshake, untrusted: a DCT number of 24 bits and a tag with a slot
+ * index, else -EPROTO), the address handle towards id's peer */
+int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
+			  uint32_t dctn, uint64_t key, uint32_t tag)
+{
+	struct lane_dc *d = DC(lane);
+	struct rdmamsg_ctx *ctx = lane->ctx;
+	struct ibv_ah_attr ah;
+	const char *bad = getenv("RDMAMSG_TEST_DC_BAD_KEY");
+
+	if (!dctn || dctn > 0xffffff || !(tag & RDMAMSG__WRID_TAG_INDEX) ||
+	    (tag & 0x80000000u))
+		return -EPROTO;
+	if (d->has_peer)
+		return -EALREADY;
+	memset(&ah, 0, sizeof(ah));
+	ah.is_global = 1;
+	ah.grh.dgid = id->route.addr.addr.ibaddr.dgid;
+	ah.grh.sgid_index = gid_index(ctx, &id->route.addr.addr.ibaddr.sgid);
+	ah.grh.hop_limit = 64;
+	ah.port_num = 1;
+	d->ah = ctx->ops->create_ah(ctx->pd, &ah);
+	if (!d->ah)
+		return rdmamsg__errno(ENOMEM);
+	d->peer_dctn = dctn;
+	/* test hook: a wrong key, which the peer's DCT must refuse */
+	d->peer_key = bad && bad[0] == '1' ? key ^ 1 : key;
+	d->peer_tag = tag;
+	d->has_peer = 1;
+	return 0;
+}
+
+const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops = {
+	.name = "dc",
+	.open = dc_open,
+	.send = dc_send,
+	.post = dc_post,
+	.post_recvs = dc_post_recvs,
+	.wcs = dc_wcs,
+	.error = dc_error,
+	.destroy = dc_destroy,
+};
+
+/* ---- receiving ----------------------------------------------------- */
+
+struct dc_credit {
+	struct rdmamsg__lane *lane;
+	int r;
+};
+
+/* rdmamsg__dc_srq_wcs -- the DCT's receives at the head of wc[0..n) (the
+ * SRQ path found wc[0] to be one): each to the lane its immediate names,
+ * every buffer reposted to the SRQ, then the credits given back.  One of
+ * no DC lane of this SRQ is dropped and counted.  Returns how many it
+ * took (at least 1). */
+uint32_t rdmamsg__dc_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
+			     uint32_t n)
+{
+	struct dc_credit cr[RDMAMSG_POLL_BATCH];
+	uint32_t rep[RDMAMSG_POLL_BATCH];
+	struct rdmamsg__dc *dc = ctx->dc;
+	struct rdmamsg_srq *cur = NULL;
+	uint32_t i, k, nrep = 0, ncr = 0;
+
+	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id) &&
+		    rdmamsg__dc_is_dct(ctx, wc[i].qp_num);
+	     i++) {
+		struct rdmamsg_srq *srq =
+			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
+		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
+		struct rdmamsg__lane *lane = NULL;
+		uint32_t tag;
+		int r;
+
+		if (RDMAMSG_UNLIKELY(!srq || idx >= srq->nbufs)) {
+			ctx->ifc.stale_wcs++;
+			continue;
+		}
+		if (srq != cur) {
+			if (cur && nrep &&
+			    rdmamsg__srq_post(cur, rep, nrep) == 0)
+				for (k = 0; k < ncr; k++)
+					cr[k].lane->cbs->reposted(
+						cr[k].lane->owner,
+						cr[k].r == RDMAMSG__RX_DATA,
+						cr[k].r == RDMAMSG__RX_CTL);
+			nrep = ncr = 0;
+			cur = srq;
+		}
+		srq->posted--;
+		tag = be32toh(wc[i].imm_data);
+		if (wc[i].status == IBV_WC_SUCCESS &&
+		    (wc[i].wc_flags & IBV_WC_WITH_IMM) &&
+		    wc[i].opcode == IBV_WC_RECV && !(tag & 0x80000000u))
+			lane = rdmamsg__wrid_route(
+				&ctx->ifc.eps,
+				(uint64_t)tag << RDMAMSG__WRID_TAG_SHIFT);
+		if (lane && (lane->ops != &rdmamsg__lane_dc_ops ||
+			     DC(lane)->srq != srq))
+			lane = NULL;
+		if (!lane) {
+			if (dc)
+				dc->tag_drops++;
+			rep[nrep++] = idx;
+			continue;
+		}
+		if (RDMAMSG_UNLIKELY(lane->hold)) {
+			srq->posted++; /* counted again at the replay */
+			rdmamsg__iface_hold(lane, &wc[i], 1);
+			continue;
+		}
+		r = lane->cbs->rx(lane->owner, &srq->bufs[idx], wc[i].byte_len,
+				  0, 0);
+		if (r && !lane->down) {
+			cr[ncr].lane = lane;
+			cr[ncr++].r = r;
+		}
+		if (list_empty(&lane->ready_link))
+			list_add_tail(&ctx->polls, &lane->ready_link);
+		rep[nrep++] = idx;
+	}
+	if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
+		for (k = 0; k < ncr; k++)
+			cr[k].lane->cbs->reposted(cr[k].lane->owner,
+						  cr[k].r == RDMAMSG__RX_DATA,
+						  cr[k].r == RDMAMSG__RX_CTL);
+	if (cur && RDMAMSG_UNLIKELY(cur->nidle))
+		rdmamsg__srq_refill(cur);
+	return i ? i : 1;
+}
