@@ -143,6 +143,11 @@ void soft_qp_connect(struct soft_qp *qp)
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
 	qp->peer_bell = h->bell; /* a wrong one only rings the wrong QP */
+	qp->peer_bw = NULL;
+	if (qp->peer_bell < SOFT_BELLS) {
+		qp->peer_bw = &soft_reg->bells[e.ctx_idx].w[qp->peer_bell / 64];
+		qp->peer_bm = 1ull << (qp->peer_bell % 64);
+	}
 	/* a QP of ours on this very context is progressed by every poll */
 	qp->peer_same_ctx = e.pid == soft_self_pid &&
 			    e.ctx_idx == (uint32_t)qp->ctx->reg_idx;
@@ -178,6 +183,7 @@ void soft_qp_disconnect(struct soft_qp *qp)
 	qp->peer_slots = NULL;
 	qp->peer_reg_slot = -1;
 	qp->peer_bell = SOFT_BELL_NONE;
+	qp->peer_bw = NULL;
 	qp->dest_qpn = 0;
 }
 
@@ -196,10 +202,26 @@ void soft_qp_to_error(struct soft_qp *qp)
  * if a CQ there is armed (event mode) */
 static inline void peer_wake(struct soft_qp *qp)
 {
+	struct soft_context *ctx = qp->ctx;
 	uint32_t ctx_idx = qp->peer_ctx_idx;
 
-	atomic_thread_fence(memory_order_seq_cst);
-	soft_bell_ring_nofence(ctx_idx, qp->peer_bell);
+	if (qp->peer_same_ctx) {
+		/* ours, on this context (whose lock we hold): no atomics; a
+		 * sweeping context visits it anyway */
+		if (ctx->bells_on && qp->peer_bell < ctx->bell_hi &&
+		    ctx->bell_qp[qp->peer_bell])
+			soft_qp_hot(ctx->bell_qp[qp->peer_bell]);
+		atomic_thread_fence(memory_order_seq_cst);
+	} else {
+		/* the work's stores before the look at the bit: a bit seen
+		 * set is one the consumer has not taken yet, and its exchange
+		 * comes after */
+		atomic_thread_fence(memory_order_seq_cst);
+		if (qp->peer_bw && !(atomic_load_explicit(qp->peer_bw,
+							  memory_order_relaxed) &
+				     qp->peer_bm))
+			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
+	}
 	if (atomic_load_explicit(&soft_reg->ctx[ctx_idx].armed,
 				 memory_order_relaxed) ||
 	    atomic_load_explicit(&soft_reg->ctx[ctx_idx].always_wake,
@@ -263,6 +285,28 @@ static int peer_reachable(struct soft_qp *qp)
  * processes that are not ancestor and descendant: the chunked fallback.
  */
 int soft_novm_forced = -1;
+
+/* soft_sweep_max -- SOFTRDMA_SWEEP_MAX: up to how many QPs a context
+ * sweeps them all at every progress pass rather than keep its doorbell
+ * (default 8; 0: always the doorbell) */
+uint32_t soft_sweep_max(void)
+{
+	const char *e = getenv("SOFTRDMA_SWEEP_MAX");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return SOFT_SWEEP_MAX;
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (*end || errno || v > SOFT_BELLS || e[0] == '-') {
+		SOFT_WARN("SOFTRDMA_SWEEP_MAX=%s is not a count from 0 to %u: "
+			  "%u used",
+			  e, SOFT_BELLS, SOFT_SWEEP_MAX);
+		return SOFT_SWEEP_MAX;
+	}
+	return (uint32_t)v;
+}
 
 /* soft_novm_env -- read the test switch once */
 int soft_novm_env(void)
@@ -2417,20 +2461,11 @@ static void qp_visit(struct soft_qp *qp)
  */
 static int qp_needs_pass(struct soft_qp *qp)
 {
-	return qp->bell == SOFT_BELL_NONE || qp->ud || qp->dc || qp->net ||
-	       qp->sq_tail != qp->sq_head || qp->rx.active ||
+	return qp->sq_tail != qp->sq_head || qp->bell == SOFT_BELL_NONE ||
+	       qp->ud || qp->dc || qp->net || qp->rx.active ||
 	       (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head) ||
 	       (!qp->peer && qp->dest_qpn && qp->state >= IBV_QPS_RTR &&
 		qp->state != IBV_QPS_ERR);
-}
-
-/* soft_qp_hot -- visit qp at the next progress; lock held */
-void soft_qp_hot(struct soft_qp *qp)
-{
-	if (qp->hot)
-		return;
-	qp->hot = 1;
-	soft_list_add(&qp->ctx->hot, &qp->hot_link);
 }
 
 /* soft_bell_alloc -- give a new QP its bell (or none: then it is visited
@@ -2464,7 +2499,23 @@ out:
 	if (b != SOFT_BELL_NONE)
 		ctx->bell_qp[b] = qp;
 	qp->seg->bell = b;
-	soft_qp_hot(qp);
+	ctx->nqp++;
+	if (ctx->bells_on) {
+		soft_qp_hot(qp);
+		return;
+	}
+	qp->hot = 1; /* a sweeping context visits it anyway */
+	if (ctx->nqp > ctx->sweep_max) {
+		/* enough QPs that a sweep costs more than the list: every
+		 * QP on it once, then only those with work (for good) */
+		struct soft_list *l;
+
+		ctx->bells_on = 1;
+		for (l = ctx->qps.next; l != &ctx->qps; l = l->next)
+			soft_list_add(&ctx->hot,
+				      &soft_container_of(l, struct soft_qp, link)
+					       ->hot_link);
+	}
 }
 
 /* soft_bell_free -- the QP goes: its bell is free (a late ring of it only
@@ -2473,10 +2524,10 @@ void soft_bell_free(struct soft_qp *qp)
 {
 	struct soft_context *ctx = qp->ctx;
 
-	if (qp->hot) {
+	if (qp->hot && ctx->bells_on)
 		soft_list_del(&qp->hot_link);
-		qp->hot = 0;
-	}
+	qp->hot = 0;
+	ctx->nqp--;
 	if (qp->bell == SOFT_BELL_NONE)
 		return;
 	ctx->bell_qp[qp->bell] = NULL;
@@ -2485,13 +2536,12 @@ void soft_bell_free(struct soft_qp *qp)
 }
 
 /* bells_take -- the QPs rung since the last look join the pass */
-static int bells_take(struct soft_context *ctx)
+static void bells_take(struct soft_context *ctx)
 {
 	_Atomic uint64_t *w = soft_reg->bells[ctx->reg_idx].w;
 	uint32_t i, nw = (ctx->bell_hi + 63) / 64;
 	uint64_t v;
 	struct soft_qp *qp;
-	int n = 0;
 
 	for (i = 0; i < nw; i++) {
 		if (!atomic_load_explicit(&w[i], memory_order_relaxed))
@@ -2500,13 +2550,32 @@ static int bells_take(struct soft_context *ctx)
 		while (v) {
 			qp = ctx->bell_qp[i * 64 + (uint32_t)__builtin_ctzll(v)];
 			v &= v - 1;
-			if (qp) {
+			if (qp)
 				soft_qp_hot(qp);
-				n++;
-			}
 		}
 	}
-	return n;
+}
+
+/* safety_sweep -- once a second, every QP joins the pass: what a
+ * producer that died between its data and its ring left behind is found
+ * (SOFTRDMA_TEST_NOSWEEP=1: never, so that tests see a lost ring) */
+static void safety_sweep(struct soft_context *ctx)
+{
+	static int off = -1;
+	struct soft_list *l;
+	uint64_t now;
+
+	if (off < 0) {
+		const char *e = getenv("SOFTRDMA_TEST_NOSWEEP");
+
+		off = e && e[0] == '1';
+	}
+	now = soft_now_ns();
+	if (off || now - ctx->last_sweep < 1000000000ull)
+		return;
+	ctx->last_sweep = now;
+	for (l = ctx->qps.next; l != &ctx->qps; l = l->next)
+		soft_qp_hot(soft_container_of(l, struct soft_qp, link));
 }
 
 /* sweep -- every QP of the context (IB mode: links and paths change under
@@ -2521,44 +2590,42 @@ static void sweep(struct soft_context *ctx)
 
 /*
  * soft_progress -- one pass; lock held.  It visits the QPs rung in the
- * context's doorbell and those left on the hot list (work in flight and
- * its timers, see qp_needs_pass), not every QP: an idle QP costs nothing.
- * A QP this pass gave work to (a peer of this context) is rung at once
- * and visited in a second round, as a sweep would have reached it.
+ * context's doorbell and those on the hot list (work in flight and its
+ * timers, see qp_needs_pass), each once, not every QP: an idle QP costs
+ * nothing.  A QP that this pass gives work to (a peer on this context) joins
+ * the list's tail and is visited in the same pass, as a sweep would.
  */
 void soft_progress(struct soft_context *ctx)
 {
-	struct soft_list todo;
+	struct soft_list *l, *next;
 	struct soft_qp *qp;
-	int round;
+	uint32_t pass;
 
 	if (soft_link_ib) { /* link changes: PORT_ERR / PORT_ACTIVE (apm.c) */
 		soft_port_poll(ctx);
 		sweep(ctx);
 		return;
 	}
-	if (ctx->owner_pid != soft_self_pid) { /* a forked child's copy */
-		sweep(ctx);
+	if (!ctx->bells_on || ctx->owner_pid != soft_self_pid) {
+		sweep(ctx); /* a few QPs, or a forked child's copy */
 		return;
 	}
-	for (round = 0; round < 2; round++) {
-		if (!bells_take(ctx) && round)
-			break;
-		if (ctx->hot.next == &ctx->hot)
-			break;
-		/* take the list: what stays hot goes back on ctx->hot */
-		todo = ctx->hot;
-		todo.next->prev = &todo;
-		todo.prev->next = &todo;
-		soft_list_init(&ctx->hot);
-		while (todo.next != &todo) {
-			qp = soft_container_of(todo.next, struct soft_qp,
-					       hot_link);
-			soft_list_del(&qp->hot_link);
+	bells_take(ctx);
+	pass = ++ctx->bell_pass;
+	if (!(pass & 1023) || ctx->in_thread)
+		safety_sweep(ctx);
+	for (l = ctx->hot.next; l != &ctx->hot; l = next) {
+		qp = soft_container_of(l, struct soft_qp, hot_link);
+		if (qp->visited == pass) { /* back on the list after its turn */
+			next = l->next;
+			continue;
+		}
+		qp->visited = pass;
+		qp_visit(qp);
+		next = l->next; /* what the visit added is behind us */
+		if (!qp_needs_pass(qp)) {
+			soft_list_del(l);
 			qp->hot = 0;
-			qp_visit(qp);
-			if (qp_needs_pass(qp))
-				soft_qp_hot(qp);
 		}
 	}
 }

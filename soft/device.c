@@ -366,6 +366,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	soft_lock_init(&ctx->lock);
 	soft_list_init(&ctx->qps);
 	soft_list_init(&ctx->hot);
+	ctx->sweep_max = soft_sweep_max();
 	soft_list_init(&ctx->cqs);
 	soft_list_init(&ctx->srqs);
 	/*

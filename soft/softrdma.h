@@ -51,6 +51,7 @@
 /* activity doorbell: bells per context (one per QP; beyond, swept) */
 #define SOFT_BELLS	    16384
 #define SOFT_BELL_NONE	    UINT32_MAX
+#define SOFT_SWEEP_MAX	    8 /* QPs a context sweeps before it uses bells */
 #define SOFT_NSTRIPES	    64
 #define SOFT_LIVENESS_NS    10000000ull /* peer pid check period: 10 ms */
 #define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
@@ -307,12 +308,17 @@ struct soft_context {
 	uint32_t port_seen;   /* IB mode: port_down as last reported (apm.c) */
 	/* activity doorbell (data.c): the QPs progress visits are those
 	 * rung in soft_reg->bells[reg_idx] and those on hot (timers, work
-	 * in flight, no bell); bell_qp[b] is the QP of bell b */
+	 * in flight, no bell); bell_qp[b] is the QP of bell b.  A context
+	 * of a few QPs sweeps them all instead (cheaper than the list) */
 	struct soft_list hot;
+	int bells_on;	    /* more than sweep_max QPs: bells and hot list */
+	uint32_t sweep_max; /* SOFTRDMA_SWEEP_MAX (default 8) */
+	uint32_t nqp;
 	struct soft_qp **bell_qp;
 	uint32_t bell_cap, bell_hi; /* bell_qp's size; bells handed out */
 	uint32_t *bell_free, nbell_free;
 	uint32_t bell_pass;
+	uint64_t last_sweep; /* ns: the last safety sweep (data.c) */
 };
 
 struct soft_pd {
@@ -498,8 +504,11 @@ struct soft_qp {
 	/* activity doorbell (data.c) */
 	uint32_t bell;	    /* ours (SOFT_BELL_NONE: visited every pass) */
 	uint32_t peer_bell; /* the peer's, read at connect */
+	_Atomic uint64_t *peer_bw; /* its word in the registry (NULL: none) */
+	uint64_t peer_bm;	   /* and its bit there */
 	struct soft_list hot_link;
-	int hot;      /* on ctx->hot (or being visited) */
+	int hot;	  /* on ctx->hot (always 1 while the context sweeps) */
+	uint32_t visited; /* the ctx->bell_pass that last visited it */
 };
 
 /* list helpers */
@@ -521,6 +530,16 @@ static inline void soft_list_del(struct soft_list *n)
 	n->prev->next = n->next;
 	n->next->prev = n->prev;
 	soft_list_init(n);
+}
+
+/* soft_qp_hot -- visit qp at the next progress (local work or state);
+ * lock held */
+static inline void soft_qp_hot(struct soft_qp *qp)
+{
+	if (qp->hot)
+		return;
+	qp->hot = 1;
+	soft_list_add(&qp->ctx->hot, &qp->hot_link);
 }
 
 static inline struct soft_context *to_sctx(struct ibv_context *c)
@@ -643,8 +662,6 @@ void soft_progress(struct soft_context *ctx);
 /* activity doorbell (see struct soft_reg_bells); lock held for these */
 void soft_bell_alloc(struct soft_qp *qp);
 void soft_bell_free(struct soft_qp *qp);
-/* soft_qp_hot -- visit qp at the next progress (local work or state) */
-void soft_qp_hot(struct soft_qp *qp);
 /* soft_bell_ring -- qp `bell` of context ctx_idx may have work: after the
  * work is visible (any thread, any process; no lock) */
 static inline void soft_bell_ring_nofence(uint32_t ctx_idx, uint32_t bell)
@@ -698,6 +715,7 @@ int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 /* data.c: process_vm_* refused (Yama) or forced off by tests */
 extern int soft_novm_forced;
 int soft_novm_env(void);
+uint32_t soft_sweep_max(void);
 
 /* mw.c: memory windows */
 struct ibv_mw *soft_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
