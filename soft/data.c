@@ -217,9 +217,9 @@ static inline void peer_wake(struct soft_qp *qp)
 		 * set is one the consumer has not taken yet, and its exchange
 		 * comes after */
 		atomic_thread_fence(memory_order_seq_cst);
-		if (qp->peer_bw && !(atomic_load_explicit(qp->peer_bw,
-							  memory_order_relaxed) &
-				     qp->peer_bm))
+		if (qp->peer_bw &&
+		    !(atomic_load_explicit(qp->peer_bw, memory_order_relaxed) &
+		      qp->peer_bm))
 			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
 	}
 	if (atomic_load_explicit(&soft_reg->ctx[ctx_idx].armed,
@@ -2486,7 +2486,8 @@ void soft_bell_alloc(struct soft_qp *qp)
 			if (!p)
 				goto out; /* no bell: visited every pass */
 			ctx->bell_qp = p;
-			p = realloc(ctx->bell_free, n * sizeof(*ctx->bell_free));
+			p = realloc(ctx->bell_free,
+				    n * sizeof(*ctx->bell_free));
 			if (!p)
 				goto out;
 			ctx->bell_free = p;
@@ -2512,9 +2513,10 @@ out:
 
 		ctx->bells_on = 1;
 		for (l = ctx->qps.next; l != &ctx->qps; l = l->next)
-			soft_list_add(&ctx->hot,
-				      &soft_container_of(l, struct soft_qp, link)
-					       ->hot_link);
+			soft_list_add(
+				&ctx->hot,
+				&soft_container_of(l, struct soft_qp, link)
+					 ->hot_link);
 	}
 }
 
@@ -2548,7 +2550,8 @@ static void bells_take(struct soft_context *ctx)
 			continue;
 		v = atomic_exchange_explicit(&w[i], 0, memory_order_seq_cst);
 		while (v) {
-			qp = ctx->bell_qp[i * 64 + (uint32_t)__builtin_ctzll(v)];
+			qp = ctx->bell_qp[i * 64 +
+					  (uint32_t)__builtin_ctzll(v)];
 			v &= v - 1;
 			if (qp)
 				soft_qp_hot(qp);

@@ -81,8 +81,8 @@ struct soft_qp *soft_qp_local_in(struct soft_context *ctx, uint32_t qpn)
 
 	pthread_mutex_lock(&qp_table_lock);
 	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
-	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
-		   qp->ctx != ctx))
+	if (qp &&
+	    (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn || qp->ctx != ctx))
 		qp = NULL;
 	pthread_mutex_unlock(&qp_table_lock);
 	return qp;

@@ -40,14 +40,14 @@
  * (never 0 or 1, never the multicast QPN 0xffffff); key = gen << 16 | slot
  * with gen 1..65535, so a slot's next key differs from its last ones.
  */
-#define SOFT_QP_SLOT_BITS   16
-#define SOFT_MAX_QP	    (1 << SOFT_QP_SLOT_BITS)
-#define SOFT_QP_GENS	    254
-#define SOFT_MR_SLOT_BITS   16
-#define SOFT_MAX_MR	    (1 << SOFT_MR_SLOT_BITS)
-#define SOFT_MR_GENS	    32767 /* MR key: gen << 16 | slot, bit 31 clear */
-#define SOFT_MW_GENS	    127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
-#define SOFT_MAX_CTX	    1024
+#define SOFT_QP_SLOT_BITS 16
+#define SOFT_MAX_QP	  (1 << SOFT_QP_SLOT_BITS)
+#define SOFT_QP_GENS	  254
+#define SOFT_MR_SLOT_BITS 16
+#define SOFT_MAX_MR	  (1 << SOFT_MR_SLOT_BITS)
+#define SOFT_MR_GENS	  32767 /* MR key: gen << 16 | slot, bit 31 clear */
+#define SOFT_MW_GENS	  127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
+#define SOFT_MAX_CTX	  1024
 /* activity doorbell: bells per context (one per QP; beyond, swept) */
 #define SOFT_BELLS	    16384
 #define SOFT_BELL_NONE	    UINT32_MAX

@@ -76,8 +76,7 @@ static int setup(struct side *s, int rfd, int wfd)
 	if (t_connect(s->qp, peer, 0, 1, 7, 14, 7))
 		return -1;
 	for (i = 0; i < NRECV; i++) /* a SEND before them is RNR-retried */
-		if (t_post_recv(s->qp, &s->buf[i], 4, s->mr->lkey,
-				(uint64_t)i))
+		if (t_post_recv(s->qp, &s->buf[i], 4, s->mr->lkey, (uint64_t)i))
 			return -1;
 	return 0;
 }
@@ -223,8 +222,7 @@ int main(void)
 	ok(got < 1000, "send completions all successful");
 	t_xsend(wfd, &go, 1);
 	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "echo side exits 0 (%d)",
-	   st);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "echo side exits 0 (%d)", st);
 	teardown(&s);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();

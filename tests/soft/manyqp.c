@@ -59,8 +59,7 @@ static int msgs_per_qp(void)
 }
 
 /* setup -- NQP QPs (on an SRQ if use_srq), exchange, connect */
-static int setup(struct side *s, int rfd, int wfd, int use_srq,
-		 int use_channel)
+static int setup(struct side *s, int rfd, int wfd, int use_srq, int use_channel)
 {
 	struct ibv_qp_init_attr a;
 	struct ibv_srq_init_attr sa;
@@ -175,8 +174,8 @@ static int next_wc(struct side *s, struct ibv_wc *wc, long long end)
 		p.fd = s->ch->fd;
 		p.events = POLLIN;
 		p.revents = 0;
-		if (poll(&p, 1, (int)(end - now_ms() > 0 ? end - now_ms() : 0)) <=
-		    0)
+		if (poll(&p, 1,
+			 (int)(end - now_ms() > 0 ? end - now_ms() : 0)) <= 0)
 			return 0;
 		if (ibv_get_cq_event(s->ch, &ev_cq, &ev_ctx))
 			return 0;
@@ -345,8 +344,9 @@ int main(void)
 		ok(setup(&s, rfd, wfd, 0, 0) == 0, "%d QPs connected (%s)", NQP,
 		   how[use_srq]);
 		res = sender(&s);
-		ok(res == 0, "%d messages on each of %d QPs, one on every QP, "
-			     "all completed (%d)",
+		ok(res == 0,
+		   "%d messages on each of %d QPs, one on every QP, "
+		   "all completed (%d)",
 		   msgs_per_qp(), NACTIVE, res);
 		t_xrecv(rfd, &cres, sizeof(cres));
 		ok(cres == 0,
