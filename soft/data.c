@@ -65,6 +65,8 @@ static inline struct soft_slot *slot_at(struct soft_slot *base, uint64_t i,
 
 /* peer_srq_map -- the responder QP is on an SRQ: map the SRQ's segment
  * when it is that process's and fits its mapping; else not served */
+static inline void peer_wake(struct soft_qp *qp);
+
 static void peer_srq_map(struct soft_qp *qp, uint32_t id,
 			 const struct soft_reg_qp *e)
 {
@@ -140,6 +142,12 @@ void soft_qp_connect(struct soft_qp *qp)
 	qp->peer_ctx_idx = e.ctx_idx;
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
+	qp->peer_bell = h->bell; /* a wrong one only rings the wrong QP */
+	qp->peer_bw = NULL;
+	if (qp->peer_bell < SOFT_BELLS) {
+		qp->peer_bw = &soft_reg->bells[e.ctx_idx].w[qp->peer_bell / 64];
+		qp->peer_bm = 1ull << (qp->peer_bell % 64);
+	}
 	/* a QP of ours on this very context is progressed by every poll */
 	qp->peer_same_ctx = e.pid == soft_self_pid &&
 			    e.ctx_idx == (uint32_t)qp->ctx->reg_idx;
@@ -159,6 +167,7 @@ void soft_qp_connect(struct soft_qp *qp)
 		qp->peer_rq_n = 0; /* not served by us */
 	if (h->srq_id && e.pid != soft_self_pid)
 		peer_srq_map(qp, h->srq_id, &e);
+	peer_wake(qp); /* slots we published before we found it */
 }
 
 /* soft_qp_disconnect -- unmap the peer segment; lock held */
@@ -173,6 +182,8 @@ void soft_qp_disconnect(struct soft_qp *qp)
 	qp->peer = NULL;
 	qp->peer_slots = NULL;
 	qp->peer_reg_slot = -1;
+	qp->peer_bell = SOFT_BELL_NONE;
+	qp->peer_bw = NULL;
 	qp->dest_qpn = 0;
 }
 
@@ -187,10 +198,30 @@ void soft_qp_to_error(struct soft_qp *qp)
 				 &qp->qpx.qp_base);
 }
 
-/* peer_wake -- poke a context whose CQ is armed (event mode) */
-static inline void peer_wake(uint32_t ctx_idx)
+/* peer_wake -- the peer QP has work: ring its bell, and poke its context
+ * if a CQ there is armed (event mode) */
+static inline void peer_wake(struct soft_qp *qp)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	struct soft_context *ctx = qp->ctx;
+	uint32_t ctx_idx = qp->peer_ctx_idx;
+
+	if (qp->peer_same_ctx) {
+		/* ours, on this context (whose lock we hold): no atomics; a
+		 * sweeping context visits it anyway */
+		if (ctx->bells_on && qp->peer_bell < ctx->bell_hi &&
+		    ctx->bell_qp[qp->peer_bell])
+			soft_qp_hot(ctx->bell_qp[qp->peer_bell]);
+		atomic_thread_fence(memory_order_seq_cst);
+	} else {
+		/* the work's stores before the look at the bit: a bit seen
+		 * set is one the consumer has not taken yet, and its exchange
+		 * comes after */
+		atomic_thread_fence(memory_order_seq_cst);
+		if (qp->peer_bw &&
+		    !(atomic_load_explicit(qp->peer_bw, memory_order_relaxed) &
+		      qp->peer_bm))
+			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
+	}
 	if (atomic_load_explicit(&soft_reg->ctx[ctx_idx].armed,
 				 memory_order_relaxed) ||
 	    atomic_load_explicit(&soft_reg->ctx[ctx_idx].always_wake,
@@ -254,6 +285,28 @@ static int peer_reachable(struct soft_qp *qp)
  * processes that are not ancestor and descendant: the chunked fallback.
  */
 int soft_novm_forced = -1;
+
+/* soft_sweep_max -- SOFTRDMA_SWEEP_MAX: up to how many QPs a context
+ * sweeps them all at every progress pass rather than keep its doorbell
+ * (default 8; 0: always the doorbell) */
+uint32_t soft_sweep_max(void)
+{
+	const char *e = getenv("SOFTRDMA_SWEEP_MAX");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return SOFT_SWEEP_MAX;
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (*end || errno || v > SOFT_BELLS || e[0] == '-') {
+		SOFT_WARN("SOFTRDMA_SWEEP_MAX=%s is not a count from 0 to %u: "
+			  "%u used",
+			  e, SOFT_BELLS, SOFT_SWEEP_MAX);
+		return SOFT_SWEEP_MAX;
+	}
+	return (uint32_t)v;
+}
 
 /* soft_novm_env -- read the test switch once */
 int soft_novm_env(void)
@@ -785,6 +838,7 @@ static inline __attribute__((always_inline)) void post_one(
 	e->op = slot_op(wr->opcode);
 	e->niov = (uint32_t)wr->num_sge;
 	qp->sq_head++;
+	soft_qp_hot(qp); /* progress follows it until it completes */
 	if (qp->state == IBV_QPS_ERR || qp->sq_err_pending) {
 		e->status = IBV_WC_WR_FLUSH_ERR;
 		return;
@@ -890,7 +944,7 @@ static inline __attribute__((always_inline)) void post_one(
 	e->kind = SOFT_WQE_RING;
 	qp->ctx->outstanding++;
 	if (qp->peer)
-		peer_wake(qp->peer_ctx_idx);
+		peer_wake(qp);
 	return;
 
 failed:
@@ -908,6 +962,7 @@ static void flush_rq(struct soft_qp *qp);
  */
 void soft_qp_flush(struct soft_qp *qp)
 {
+	soft_qp_hot(qp); /* whatever a trylock leaves: the next pass */
 	if (qp->net)
 		soft_net_progress(qp); /* issue 12: the network path */
 	if (qp->ud) {
@@ -1256,7 +1311,6 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 	const struct soft_shm_srq_cqe *c;
 	struct soft_shm_srq_cqe e;
 	struct soft_rwqe *r;
-	struct soft_list *l;
 	struct soft_qp *qp;
 	struct ibv_wc wc;
 	uint64_t cons, room;
@@ -1270,12 +1324,8 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 		r = &srq->rq[srq->tail & (srq->size - 1)];
 		srq->tail++;
 		soft_srq_check_limit(srq);
-		for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
-			qp = soft_container_of(l, struct soft_qp, link);
-			if (qp->srq == srq && qp->qpx.qp_base.qp_num == e.qpn)
-				break;
-		}
-		if (l == &ctx->qps)
+		qp = soft_qp_local_in(ctx, e.qpn);
+		if (!qp || qp->srq != srq)
 			continue;
 		for (room = 0, i = 0; i < r->num_sge; i++)
 			room += r->sge[i].length;
@@ -1328,7 +1378,7 @@ static int rx_commit(struct soft_qp *qp, struct soft_slot *s, uint32_t from,
 		&s->state, &st, SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_DONE),
 		memory_order_acq_rel, memory_order_acquire);
 	qp->peer_cons++;
-	peer_wake(qp->peer_ctx_idx);
+	peer_wake(qp);
 	return ok;
 }
 
@@ -1481,7 +1531,7 @@ static int rx_chunk(struct soft_qp *qp, struct soft_slot *s)
 		x->off += n;
 		atomic_store_explicit(&s->chunk_seq, seq + 1,
 				      memory_order_release);
-		peer_wake(qp->peer_ctx_idx);
+		peer_wake(qp);
 		return 0;
 	}
 	/* the initiator produces (seq even), we consume */
@@ -1512,7 +1562,7 @@ static int rx_chunk(struct soft_qp *qp, struct soft_slot *s)
 	if (x->off == x->len)
 		return 1;
 	atomic_store_explicit(&s->chunk_seq, seq + 1, memory_order_release);
-	peer_wake(qp->peer_ctx_idx);
+	peer_wake(qp);
 	return 0;
 }
 
@@ -1576,7 +1626,7 @@ static int rx_start_xfer(struct soft_qp *qp, struct soft_slot *s,
 		rx_stop(qp);
 		return 0;
 	}
-	peer_wake(qp->peer_ctx_idx);
+	peer_wake(qp);
 	return rx_xfer(qp);
 }
 
@@ -1800,7 +1850,7 @@ static void rx_slots(struct soft_qp *qp)
 					&s->state, &st,
 					SOFT_SLOT_STATE(qp->peer_cons,
 							SOFT_SLOT_RNR));
-				peer_wake(qp->peer_ctx_idx);
+				peer_wake(qp);
 				return;
 			}
 		} else {
@@ -1817,6 +1867,8 @@ static void rx_slots(struct soft_qp *qp)
 		if (!rx_msg(qp, s, &m, r))
 			return;
 	}
+	if (budget < 0)
+		soft_qp_hot(qp); /* more may wait: the next pass goes on */
 }
 
 /* rx_qp -- what arrived for qp: the initiator's completions, then the
@@ -1842,14 +1894,17 @@ static void rx_qp(struct soft_qp *qp)
 						  memory_order_relaxed) ==
 				     qp->rq_tail))
 		return;
-	if (!rx_trylock(qp))
-		return; /* the initiator is serving us right now */
+	if (!rx_trylock(qp)) {
+		soft_qp_hot(qp); /* the initiator is serving us right now */
+		return;
+	}
 	if (srq && srq->shm) {
 		/* the SRQ's WQEs: ours while we hold its lock */
 		if (!atomic_compare_exchange_strong_explicit(
 			    &srq->shm->lock, &z, 1, memory_order_acquire,
 			    memory_order_relaxed)) {
 			rx_unlock(qp);
+			soft_qp_hot(qp);
 			return;
 		}
 		srq_drain(qp->ctx, srq);
@@ -1962,7 +2017,7 @@ static enum ibv_wc_status tx_chunk(struct soft_qp *qp, struct soft_swqe *e,
 	}
 	atomic_store_explicit(&s->chunk_seq, seq + 1, memory_order_release);
 	if (qp->peer)
-		peer_wake(qp->peer_ctx_idx);
+		peer_wake(qp);
 	return IBV_WC_SUCCESS;
 }
 
@@ -2178,7 +2233,7 @@ unlock:
 		atomic_store_explicit(&sh->lock, 0, memory_order_release);
 	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
 	if (ok)
-		peer_wake(qp->peer_ctx_idx);
+		peer_wake(qp);
 	return ok;
 }
 
@@ -2251,7 +2306,7 @@ static void tx_qp(struct soft_qp *qp)
 							e->msgno,
 							SOFT_SLOT_READY));
 					if (qp->peer)
-						peer_wake(qp->peer_ctx_idx);
+						peer_wake(qp);
 					return;
 				}
 			} else {
@@ -2379,29 +2434,201 @@ static void rc_progress(struct soft_qp *qp)
 		flush_rq(qp);
 }
 
-/* soft_progress -- one sweep over the context's QPs; lock held */
-void soft_progress(struct soft_context *ctx)
+/* qp_visit -- one QP's share of a progress pass; lock held */
+static void qp_visit(struct soft_qp *qp)
+{
+	if (qp->ud) { /* UD/UC (ud.c) */
+		soft_ud_progress(qp);
+		return;
+	}
+	if (qp->dc) { /* DCI/DCT (dc.c) */
+		soft_dc_progress(qp);
+		return;
+	}
+	switch (qp->type) {
+	case IBV_QPT_RC:
+	default:
+		rc_progress(qp);
+		break;
+	}
+}
+
+/*
+ * qp_needs_pass -- must the next pass visit qp though nobody rings it?
+ * Work in flight (the liveness, RNR and transport timers run from tx_qp),
+ * a chunked transfer, a connect to retry, receives to flush, and the QPs whose progress lives elsewhere (UD/UC, DC, the
+ * network path) or that have no bell.
+ */
+static int qp_needs_pass(struct soft_qp *qp)
+{
+	return qp->sq_tail != qp->sq_head || qp->bell == SOFT_BELL_NONE ||
+	       qp->ud || qp->dc || qp->net || qp->rx.active ||
+	       (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head) ||
+	       (!qp->peer && qp->dest_qpn && qp->state >= IBV_QPS_RTR &&
+		qp->state != IBV_QPS_ERR);
+}
+
+/* soft_bell_alloc -- give a new QP its bell (or none: then it is visited
+ * every pass); lock held */
+void soft_bell_alloc(struct soft_qp *qp)
+{
+	struct soft_context *ctx = qp->ctx;
+	uint32_t b = SOFT_BELL_NONE, n;
+	void *p;
+
+	qp->peer_bell = SOFT_BELL_NONE;
+	if (ctx->nbell_free) {
+		b = ctx->bell_free[--ctx->nbell_free];
+	} else if (ctx->bell_hi < SOFT_BELLS) {
+		if (ctx->bell_hi == ctx->bell_cap) {
+			n = ctx->bell_cap ? 2 * ctx->bell_cap : 64;
+			p = realloc(ctx->bell_qp, n * sizeof(*ctx->bell_qp));
+			if (!p)
+				goto out; /* no bell: visited every pass */
+			ctx->bell_qp = p;
+			p = realloc(ctx->bell_free,
+				    n * sizeof(*ctx->bell_free));
+			if (!p)
+				goto out;
+			ctx->bell_free = p;
+			ctx->bell_cap = n;
+		}
+		b = ctx->bell_hi++;
+	}
+out:
+	qp->bell = b;
+	if (b != SOFT_BELL_NONE)
+		ctx->bell_qp[b] = qp;
+	qp->seg->bell = b;
+	ctx->nqp++;
+	if (ctx->bells_on) {
+		soft_qp_hot(qp);
+		return;
+	}
+	qp->hot = 1; /* a sweeping context visits it anyway */
+	if (ctx->nqp > ctx->sweep_max) {
+		/* enough QPs that a sweep costs more than the list: every
+		 * QP on it once, then only those with work (for good) */
+		struct soft_list *l;
+
+		ctx->bells_on = 1;
+		for (l = ctx->qps.next; l != &ctx->qps; l = l->next)
+			soft_list_add(
+				&ctx->hot,
+				&soft_container_of(l, struct soft_qp, link)
+					 ->hot_link);
+	}
+}
+
+/* soft_bell_free -- the QP goes: its bell is free (a late ring of it only
+ * makes its next owner visited once for nothing); lock held */
+void soft_bell_free(struct soft_qp *qp)
+{
+	struct soft_context *ctx = qp->ctx;
+
+	if (qp->hot && ctx->bells_on)
+		soft_list_del(&qp->hot_link);
+	qp->hot = 0;
+	ctx->nqp--;
+	if (qp->bell == SOFT_BELL_NONE)
+		return;
+	ctx->bell_qp[qp->bell] = NULL;
+	ctx->bell_free[ctx->nbell_free++] = qp->bell;
+	qp->bell = SOFT_BELL_NONE;
+}
+
+/* bells_take -- the QPs rung since the last look join the pass */
+static void bells_take(struct soft_context *ctx)
+{
+	_Atomic uint64_t *w = soft_reg->bells[ctx->reg_idx].w;
+	uint32_t i, nw = (ctx->bell_hi + 63) / 64;
+	uint64_t v;
+	struct soft_qp *qp;
+
+	for (i = 0; i < nw; i++) {
+		if (!atomic_load_explicit(&w[i], memory_order_relaxed))
+			continue;
+		v = atomic_exchange_explicit(&w[i], 0, memory_order_seq_cst);
+		while (v) {
+			qp = ctx->bell_qp[i * 64 +
+					  (uint32_t)__builtin_ctzll(v)];
+			v &= v - 1;
+			if (qp)
+				soft_qp_hot(qp);
+		}
+	}
+}
+
+/* safety_sweep -- once a second, every QP joins the pass: what a
+ * producer that died between its data and its ring left behind is found
+ * (SOFTRDMA_TEST_NOSWEEP=1: never, so that tests see a lost ring) */
+static void safety_sweep(struct soft_context *ctx)
+{
+	static int off = -1;
+	struct soft_list *l;
+	uint64_t now;
+
+	if (off < 0) {
+		const char *e = getenv("SOFTRDMA_TEST_NOSWEEP");
+
+		off = e && e[0] == '1';
+	}
+	now = soft_now_ns();
+	if (off || now - ctx->last_sweep < 1000000000ull)
+		return;
+	ctx->last_sweep = now;
+	for (l = ctx->qps.next; l != &ctx->qps; l = l->next)
+		soft_qp_hot(soft_container_of(l, struct soft_qp, link));
+}
+
+/* sweep -- every QP of the context (IB mode: links and paths change under
+ * every QP, apm.c) */
+static void sweep(struct soft_context *ctx)
 {
 	struct soft_list *l;
 
-	if (soft_link_ib) /* link changes: PORT_ERR / PORT_ACTIVE (apm.c) */
-		soft_port_poll(ctx);
-	for (l = ctx->qps.next; l != &ctx->qps; l = l->next) {
-		struct soft_qp *qp = soft_container_of(l, struct soft_qp, link);
+	for (l = ctx->qps.next; l != &ctx->qps; l = l->next)
+		qp_visit(soft_container_of(l, struct soft_qp, link));
+}
 
-		if (qp->ud) { /* UD/UC (ud.c) */
-			soft_ud_progress(qp);
+/*
+ * soft_progress -- one pass; lock held.  It visits the QPs rung in the
+ * context's doorbell and those on the hot list (work in flight and its
+ * timers, see qp_needs_pass), each once, not every QP: an idle QP costs
+ * nothing.  A QP that this pass gives work to (a peer on this context) joins
+ * the list's tail and is visited in the same pass, as a sweep would.
+ */
+void soft_progress(struct soft_context *ctx)
+{
+	struct soft_list *l, *next;
+	struct soft_qp *qp;
+	uint32_t pass;
+
+	if (soft_link_ib) { /* link changes: PORT_ERR / PORT_ACTIVE (apm.c) */
+		soft_port_poll(ctx);
+		sweep(ctx);
+		return;
+	}
+	if (!ctx->bells_on || ctx->owner_pid != soft_self_pid) {
+		sweep(ctx); /* a few QPs, or a forked child's copy */
+		return;
+	}
+	bells_take(ctx);
+	pass = ++ctx->bell_pass;
+	if (!(pass & 1023) || ctx->in_thread)
+		safety_sweep(ctx);
+	for (l = ctx->hot.next; l != &ctx->hot; l = next) {
+		qp = soft_container_of(l, struct soft_qp, hot_link);
+		if (qp->visited == pass) { /* back on the list after its turn */
+			next = l->next;
 			continue;
 		}
-		if (qp->dc) { /* DCI/DCT (dc.c) */
-			soft_dc_progress(qp);
-			continue;
-		}
-		switch (qp->type) {
-		case IBV_QPT_RC:
-		default:
-			rc_progress(qp);
-			break;
+		qp->visited = pass;
+		qp_visit(qp);
+		next = l->next; /* what the visit added is behind us */
+		if (!qp_needs_pass(qp)) {
+			soft_list_del(l);
+			qp->hot = 0;
 		}
 	}
 }

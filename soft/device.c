@@ -365,6 +365,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		goto free_slot;
 	soft_lock_init(&ctx->lock);
 	soft_list_init(&ctx->qps);
+	soft_list_init(&ctx->hot);
+	ctx->sweep_max = soft_sweep_max();
 	soft_list_init(&ctx->cqs);
 	soft_list_init(&ctx->srqs);
 	/*
@@ -437,6 +439,8 @@ int ibv_close_device(struct ibv_context *context)
 	soft_reg_ctx_free(ctx->reg_idx);
 	soft_reg_detach();
 	pthread_mutex_destroy(&context->mutex);
+	free(ctx->bell_qp);
+	free(ctx->bell_free);
 	free(ctx);
 	return 0;
 }

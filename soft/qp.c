@@ -73,6 +73,21 @@ int soft_qp_is_local(uint32_t qpn)
 	return r;
 }
 
+/* soft_qp_local_in -- our QP of that number on ctx, or NULL; ctx->lock
+ * held (so that the QP cannot go while the caller uses it) */
+struct soft_qp *soft_qp_local_in(struct soft_context *ctx, uint32_t qpn)
+{
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&qp_table_lock);
+	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
+	if (qp &&
+	    (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn || qp->ctx != ctx))
+		qp = NULL;
+	pthread_mutex_unlock(&qp_table_lock);
+	return qp;
+}
+
 /* soft_qp_lock_local -- our QP of that number with its context locked
  * (trylock: NULL when busy or absent); the caller unlocks ctx->lock */
 struct soft_qp *soft_qp_lock_local(uint32_t qpn)
@@ -265,6 +280,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->srq)
 		qp->srq->refcnt++;
 	soft_list_add(&ctx->qps, &qp->link);
+	soft_bell_alloc(qp);
 	qp_table_set(qpn, qp);
 	soft_unlock(&ctx->lock);
 	return &qp->qpx.qp_base;
@@ -513,6 +529,7 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 	qp->state = s;
 	qp->qpx.qp_base.state = s;
 	qp->attr.qp_state = s;
+	soft_qp_hot(qp); /* what the new state asks is done by the next pass */
 	if (qp->ctx->owner_pid == soft_self_pid)
 		atomic_store(&soft_reg->qp[qp->reg_slot].state, (uint32_t)s);
 }
@@ -725,6 +742,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	qp_table_set(ibqp->qp_num, NULL);
 	qp_reset(qp);
 	soft_qp_set_state(qp, IBV_QPS_ERR);
+	soft_bell_free(qp);
 	qp->scq->refcnt--;
 	qp->rcq->refcnt--;
 	if (qp->srq)

@@ -21,7 +21,7 @@
 #include "softrdma.h"
 
 #define SOFT_REG_MAGIC	 0x736f66747265670aull
-#define SOFT_REG_VERSION 2 /* 2: 65,536 QPs and MRs, registry id */
+#define SOFT_REG_VERSION 3 /* 2: 65,536 QPs and MRs, registry id; 3: bells */
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;
@@ -435,6 +435,9 @@ int soft_reg_ctx_alloc(void)
 		r->ctx[idx].start = soft_self_start;
 		r->ctx[idx].srq_hi = 0;
 		atomic_store(&r->ctx[idx].armed, 0);
+		/* a previous owner's bells: nobody's now */
+		for (i = 0; i < SOFT_BELLS / 64; i++)
+			atomic_store(&r->bells[idx].w[i], 0);
 		atomic_store(&r->ctx[idx].pid, soft_self_pid);
 	}
 	pthread_mutex_unlock(&r->lock);

@@ -40,14 +40,18 @@
  * (never 0 or 1, never the multicast QPN 0xffffff); key = gen << 16 | slot
  * with gen 1..65535, so a slot's next key differs from its last ones.
  */
-#define SOFT_QP_SLOT_BITS   16
-#define SOFT_MAX_QP	    (1 << SOFT_QP_SLOT_BITS)
-#define SOFT_QP_GENS	    254
-#define SOFT_MR_SLOT_BITS   16
-#define SOFT_MAX_MR	    (1 << SOFT_MR_SLOT_BITS)
-#define SOFT_MR_GENS	    32767 /* MR key: gen << 16 | slot, bit 31 clear */
-#define SOFT_MW_GENS	    127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
-#define SOFT_MAX_CTX	    1024
+#define SOFT_QP_SLOT_BITS 16
+#define SOFT_MAX_QP	  (1 << SOFT_QP_SLOT_BITS)
+#define SOFT_QP_GENS	  254
+#define SOFT_MR_SLOT_BITS 16
+#define SOFT_MAX_MR	  (1 << SOFT_MR_SLOT_BITS)
+#define SOFT_MR_GENS	  32767 /* MR key: gen << 16 | slot, bit 31 clear */
+#define SOFT_MW_GENS	  127 /* window: 1 << 31 | gen << 24 | slot << 8 | tag */
+#define SOFT_MAX_CTX	  1024
+/* activity doorbell: bells per context (one per QP; beyond, swept) */
+#define SOFT_BELLS	    16384
+#define SOFT_BELL_NONE	    UINT32_MAX
+#define SOFT_SWEEP_MAX	    8 /* QPs a context sweeps before it uses bells */
 #define SOFT_NSTRIPES	    64
 #define SOFT_LIVENESS_NS    10000000ull /* peer pid check period: 10 ms */
 #define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
@@ -67,6 +71,19 @@ struct soft_reg_ctx {
 	_Atomic uint32_t sleeping;    /* its thread is in (or entering) the
 				       * futex wait: wakers call the kernel */
 	uint8_t pad2[32];
+};
+
+/*
+ * A context's activity doorbell: bit b set means "QP b of this context
+ * (its bell, soft_seg_hdr.bell) may have work".  Whoever gives a QP work
+ * from outside its context's lock (a peer publishing a slot or serving
+ * its receive queue, a responder committing a slot) sets the bit after
+ * the work is visible; the context's progress takes the words it has
+ * handed out (exchange with 0) and visits only those QPs.  One atomic OR
+ * per ring: a producer that dies mid-ring leaves nothing half-made.
+ */
+struct soft_reg_bells {
+	_Atomic uint64_t w[SOFT_BELLS / 64];
 };
 
 struct soft_reg_qp {
@@ -131,6 +148,7 @@ struct soft_reg {
 	struct soft_reg_ctx ctx[SOFT_MAX_CTX];
 	struct soft_reg_qp qp[SOFT_MAX_QP];
 	struct soft_reg_mr mr[SOFT_MAX_MR];
+	struct soft_reg_bells bells[SOFT_MAX_CTX];
 };
 
 struct soft_seg_hdr {
@@ -154,6 +172,7 @@ struct soft_seg_hdr {
 	uint32_t rnr_timer; /* min_rnr_timer, for an initiator's RNR NAK */
 	uint32_t srq_id;    /* on an SRQ: its segment srq-<ctx_idx>-<srq_id> */
 	_Atomic uint32_t epoch; /* bumped at every reset: slots start anew */
+	uint32_t bell; /* our bit in our context's doorbell (SOFT_BELL_NONE) */
 	uint64_t rq_off, cq_off;
 	/* written on every poll of the owner: a line of its own, apart from
 	 * what the peer reads on every poll (dest_qpn) */
@@ -287,6 +306,19 @@ struct soft_context {
 	uint64_t outstanding; /* send WQEs waiting on a peer */
 	int serve_rings;      /* process_vm may be refused: the thread serves */
 	uint32_t port_seen;   /* IB mode: port_down as last reported (apm.c) */
+	/* activity doorbell (data.c): the QPs progress visits are those
+	 * rung in soft_reg->bells[reg_idx] and those on hot (timers, work
+	 * in flight, no bell); bell_qp[b] is the QP of bell b.  A context
+	 * of a few QPs sweeps them all instead (cheaper than the list) */
+	struct soft_list hot;
+	int bells_on;	    /* more than sweep_max QPs: bells and hot list */
+	uint32_t sweep_max; /* SOFTRDMA_SWEEP_MAX (default 8) */
+	uint32_t nqp;
+	struct soft_qp **bell_qp;
+	uint32_t bell_cap, bell_hi; /* bell_qp's size; bells handed out */
+	uint32_t *bell_free, nbell_free;
+	uint32_t bell_pass;
+	uint64_t last_sweep; /* ns: the last safety sweep (data.c) */
 };
 
 struct soft_pd {
@@ -469,6 +501,14 @@ struct soft_qp {
 	uint8_t alt_valid; /* an alternate path is loaded */
 	uint8_t path_down; /* the primary path's link is down: no traffic */
 	uint32_t mig_seen; /* the peer's mig_req last acted on */
+	/* activity doorbell (data.c) */
+	uint32_t bell;	    /* ours (SOFT_BELL_NONE: visited every pass) */
+	uint32_t peer_bell; /* the peer's, read at connect */
+	_Atomic uint64_t *peer_bw; /* its word in the registry (NULL: none) */
+	uint64_t peer_bm;	   /* and its bit there */
+	struct soft_list hot_link;
+	int hot;	  /* on ctx->hot (always 1 while the context sweeps) */
+	uint32_t visited; /* the ctx->bell_pass that last visited it */
 };
 
 /* list helpers */
@@ -490,6 +530,16 @@ static inline void soft_list_del(struct soft_list *n)
 	n->prev->next = n->next;
 	n->next->prev = n->prev;
 	soft_list_init(n);
+}
+
+/* soft_qp_hot -- visit qp at the next progress (local work or state);
+ * lock held */
+static inline void soft_qp_hot(struct soft_qp *qp)
+{
+	if (qp->hot)
+		return;
+	qp->hot = 1;
+	soft_list_add(&qp->ctx->hot, &qp->hot_link);
 }
 
 static inline struct soft_context *to_sctx(struct ibv_context *c)
@@ -609,6 +659,31 @@ int soft_cq_room(struct soft_cq *cq);
 
 /* data.c: data path */
 void soft_progress(struct soft_context *ctx);
+/* activity doorbell (see struct soft_reg_bells); lock held for these */
+void soft_bell_alloc(struct soft_qp *qp);
+void soft_bell_free(struct soft_qp *qp);
+/* soft_bell_ring -- qp `bell` of context ctx_idx may have work: after the
+ * work is visible (any thread, any process; no lock) */
+static inline void soft_bell_ring_nofence(uint32_t ctx_idx, uint32_t bell)
+{
+	_Atomic uint64_t *w;
+	uint64_t m;
+
+	if (ctx_idx >= SOFT_MAX_CTX || bell >= SOFT_BELLS)
+		return;
+	w = &soft_reg->bells[ctx_idx].w[bell / 64];
+	m = 1ull << (bell % 64);
+	if (!(atomic_load_explicit(w, memory_order_relaxed) & m))
+		atomic_fetch_or_explicit(w, m, memory_order_seq_cst);
+}
+
+static inline void soft_bell_ring(uint32_t ctx_idx, uint32_t bell)
+{
+	/* the work's stores before the look at the bit: a bit seen set is
+	 * one the consumer has not taken yet, and its exchange comes after */
+	atomic_thread_fence(memory_order_seq_cst);
+	soft_bell_ring_nofence(ctx_idx, bell);
+}
 int soft_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad);
 int soft_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
@@ -640,6 +715,7 @@ int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 /* data.c: process_vm_* refused (Yama) or forced off by tests */
 extern int soft_novm_forced;
 int soft_novm_env(void);
+uint32_t soft_sweep_max(void);
 
 /* mw.c: memory windows */
 struct ibv_mw *soft_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
@@ -690,6 +766,7 @@ struct ibv_send_wr *soft_stage_last_wr(struct ibv_qp_ex *q);
 struct ibv_send_wr *soft_stage_wr(struct ibv_qp_ex *q, enum ibv_wr_opcode op);
 int soft_qp_is_local(uint32_t qpn);
 struct soft_qp *soft_qp_lock_local(uint32_t qpn);
+struct soft_qp *soft_qp_local_in(struct soft_context *ctx, uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 
 /* srq limit event check (verbs.c) */
