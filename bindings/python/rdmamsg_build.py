@@ -39,6 +39,8 @@ CDEF = """
 #define RDMAMSG_REJECT_RESOURCES ...
 #define RDMAMSG_REJECT_CLOSED ...
 #define RDMAMSG_REJECT_NO_LISTENER ...
+#define RDMAMSG_REJECT_SESSION ...
+#define RDMAMSG_HS_SESSION_USER ...
 #define RDMAMSG_VERSION_MAJOR ...
 #define RDMAMSG_VERSION_MINOR ...
 #define RDMAMSG_MAX_PATHS ...
@@ -53,6 +55,7 @@ enum rdmamsg_ep_state { RDMAMSG_EP_CONNECTING, RDMAMSG_EP_CONNECTED,
 			RDMAMSG_EP_DISCONNECTED, RDMAMSG_EP_CLOSING, ... };
 
 enum rdmamsg_failover { RDMAMSG_FAILOVER_OFF, RDMAMSG_FAILOVER_RECONNECT,
+			 RDMAMSG_FAILOVER_REPLAY,
 			 ... };
 enum rdmamsg_path_event { RDMAMSG_PATH_DOWN, RDMAMSG_FAILOVER_START,
 			  RDMAMSG_FAILOVER_DONE, RDMAMSG_FAILOVER_FAILED,
@@ -176,6 +179,11 @@ int rdmamsg_ep_attr_set_on_write_imm(struct rdmamsg_ep_attr *attr,
 	void (*on_write_imm)(struct rdmamsg_ep *, uint32_t, size_t, void *));
 int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
 				 enum rdmamsg_failover policy);
+int rdmamsg_ep_attr_set_reconnect(struct rdmamsg_ep_attr *attr,
+				  unsigned int timeout_ms, unsigned int tries);
+int rdmamsg_ep_attr_set_session_linger(struct rdmamsg_ep_attr *attr,
+				       unsigned int ms);
+int rdmamsg_ep_test_break(struct rdmamsg_ep *ep);
 int rdmamsg_ep_attr_set_path_cb(struct rdmamsg_ep_attr *attr,
 	void (*cb)(struct rdmamsg_ep *, enum rdmamsg_path_event,
 		   unsigned int, int, void *));

@@ -47,8 +47,14 @@ REJECT_HANDSHAKE: int = _lib.RDMAMSG_REJECT_HANDSHAKE
 REJECT_RESOURCES: int = _lib.RDMAMSG_REJECT_RESOURCES
 REJECT_CLOSED: int = _lib.RDMAMSG_REJECT_CLOSED
 REJECT_NO_LISTENER: int = _lib.RDMAMSG_REJECT_NO_LISTENER
+#: A reconnect of failover="replay" named a session the peer does not know
+#: (it restarted): nothing is replayed into a new session.
+REJECT_SESSION: int = _lib.RDMAMSG_REJECT_SESSION
+#: Most private data bytes of a connect with failover="replay".
+HS_SESSION_USER: int = _lib.RDMAMSG_HS_SESSION_USER
 
-#: Path events of a connect with failover="reconnect" (PathEvent.event).
+#: Path events of a connect with failover="reconnect" or "replay", and of
+#: a replay session's outages on either side (PathEvent.event).
 PATH_DOWN = PathEventType.PATH_DOWN
 FAILOVER_START = PathEventType.FAILOVER_START
 FAILOVER_DONE = PathEventType.FAILOVER_DONE
@@ -64,6 +70,7 @@ __all__ = [
     "set_log_level", "start_server", "ERRNO_CLASSES", "make_error",
     "strerror", "version", "REJECT_VERSION", "REJECT_HANDSHAKE",
     "REJECT_RESOURCES", "REJECT_CLOSED", "REJECT_NO_LISTENER",
+    "REJECT_SESSION", "HS_SESSION_USER",
     "MAX_PATHS", "PathEvent", "PathEventType", "PathStats", "PATH_DOWN",
     "FAILOVER_START", "FAILOVER_DONE", "FAILOVER_FAILED",
 ] + list(_errors.__all__)

@@ -98,23 +98,68 @@ _EP_ATTRS: Dict[str, Tuple[str, Callable[[Any], int]]] = {
     "max_msg_size": ("rdmamsg_ep_attr_set_max_msg_size", int),
     "max_large_size": ("rdmamsg_ep_attr_set_max_large_size", int),
     "linger": ("rdmamsg_ep_attr_set_linger", lambda v: int(bool(v))),
+    # the accepting side's wait for a REPLAY connector's reconnect
+    "session_linger": ("rdmamsg_ep_attr_set_session_linger", _ms),
 }
 # Endpoint options that are objects, not numbers (see _make_ep_attr);
-# failover and on_path are the connecting side's only (see _listen_core).
-_EP_OBJS = ("srq", "recv_alloc", "failover", "on_path")
+# failover, on_path and reconnect_* are the connecting side's only (see
+# _listen_core).
+_EP_OBJS = ("srq", "recv_alloc", "failover", "on_path", "reconnect_timeout",
+            "reconnect_tries")
+# Options of a listener only (see connect).
+_LISTEN_ONLY = ("session_linger",)
 
 _FAILOVER = {"off": lib.RDMAMSG_FAILOVER_OFF,
-             "reconnect": lib.RDMAMSG_FAILOVER_RECONNECT}
+             "reconnect": lib.RDMAMSG_FAILOVER_RECONNECT,
+             "replay": lib.RDMAMSG_FAILOVER_REPLAY}
+_POLICIES = "'off', 'reconnect' or 'replay'"
+
+# rdmamsg_ep_attr_set_reconnect()'s defaults (rdmamsg.h): the one of the
+# pair that is not given keeps its default.
+RECONNECT_TIMEOUT = 10.0
+RECONNECT_TRIES = 16
+_UINT_MAX = 0xFFFFFFFF
 
 
 def _failover(value: Any) -> int:
-    """The C policy of connect(failover=...): "off" or "reconnect"."""
+    """The C policy of connect(failover=...): "off", "reconnect" or
+    "replay"."""
     if isinstance(value, str):
         if value not in _FAILOVER:
-            raise ValueError("failover must be 'off' or 'reconnect', not %r"
-                             % value)
+            raise ValueError("failover must be %s, not %r"
+                             % (_POLICIES, value))
         return _FAILOVER[value]
-    raise TypeError("failover must be 'off' or 'reconnect'")
+    raise TypeError("failover must be %s" % _POLICIES)
+
+
+def _reconnect(opts: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+    """(timeout_ms, tries) of reconnect_timeout= / reconnect_tries=, None
+    when neither is given; they need failover="replay" (InvalidArgument
+    otherwise), a timeout in seconds (1 ms .. 3,600 s) and a whole number
+    of tries (1 .. 1,000; the C setter checks the ranges)."""
+    timeout = opts.get("reconnect_timeout")
+    tries = opts.get("reconnect_tries")
+    if timeout is None and tries is None:
+        return None
+    policy = opts.get("failover")
+    if policy is None or _failover(policy) != lib.RDMAMSG_FAILOVER_REPLAY:
+        raise make_error(-_errno.EINVAL, "reconnect_timeout and "
+                         "reconnect_tries need failover='replay'")
+    if timeout is None:
+        timeout = RECONNECT_TIMEOUT
+    if tries is None:
+        tries = RECONNECT_TRIES
+    if isinstance(timeout, bool) or \
+            not isinstance(timeout, (int, float)):
+        raise TypeError("reconnect_timeout must be a number of seconds")
+    if timeout != timeout or timeout in (math.inf, -math.inf):
+        raise make_error(-_errno.EINVAL, "reconnect_timeout")
+    if isinstance(tries, bool) or not isinstance(tries, int):
+        raise TypeError("reconnect_tries must be an int")
+    ms = _ms(timeout)
+    if ms > _UINT_MAX or not 0 <= tries <= _UINT_MAX:
+        raise make_error(-_errno.EINVAL, "reconnect_timeout/tries")
+    return ms, tries
 
 
 class PathEventType(enum.IntEnum):
@@ -971,6 +1016,8 @@ def _make_ep_attr(opts: Dict[str, Any],
                         raise TypeError("srq must be a SharedReceiveQueue")
                     check(lib.rdmamsg_ep_attr_set_srq(attr, value._c()),
                           "srq")
+                elif key in ("reconnect_timeout", "reconnect_tries"):
+                    pass  # the pair, below
                 elif key == "failover":
                     check(lib.rdmamsg_ep_attr_set_failover(
                         attr, _failover(value)), "failover")
@@ -994,10 +1041,18 @@ def _make_ep_attr(opts: Dict[str, Any],
             if value is None:
                 continue
             setter, conv = _EP_ATTRS[key]
-            v = conv(value)
-            if v < 0:
-                raise ValueError("%s cannot be negative" % key)
-            check(getattr(lib, setter)(attr, v), key)
+            try:
+                v = conv(value)
+                if v < 0:
+                    raise ValueError("%s cannot be negative" % key)
+                rc = getattr(lib, setter)(attr, v)
+            except OverflowError:  # past the C type: out of range too
+                rc = -_errno.EINVAL
+            check(rc, key)
+        rec = _reconnect(opts)
+        if rec is not None:
+            check(lib.rdmamsg_ep_attr_set_reconnect(attr, rec[0], rec[1]),
+                  "reconnect_timeout/tries")
         if private_data is not None:
             p, n = _buf_ptr(private_data)
             check(lib.rdmamsg_ep_attr_set_private_data(attr, p, n),
@@ -1488,6 +1543,11 @@ class Endpoint:
         """The path events of the connect (``failover="reconnect"``), in
         order: what ``on_path`` was given."""
         return tuple(self._core.path_events)
+
+    def _test_break(self) -> None:
+        """For tests (rdmamsg_ep_test_break): the connection fails as after
+        a transport retry exhaustion.  NotConnected unless connected."""
+        check(lib.rdmamsg_ep_test_break(self._core.c()), "test_break")
 
     def path_stats(self) -> PathStats:
         """The path counters (rdmamsg_ep_get_path_stats): the addresses
@@ -1983,7 +2043,26 @@ async def connect(addr: Union[str, Tuple[str, int], list], *,
     runs as a task).  The events are also kept in ``ep.path_events`` and
     in the ``path_events`` of the exception of a failed connect;
     ``ep.path_stats()`` has the counters.  Only the connecting side fails
-    over; a connection that fails once up ends as without a policy.
+    over; with ``"reconnect"`` a connection that fails once up ends as
+    without a policy.
+
+    Reconnect and replay: with ``failover="replay"`` a connection that was
+    up and fails while both processes live (retry exhaustion, a port
+    error, the peer silent for the peer timeout, a reset without a
+    goodbye) is reconnected -- PATH_DOWN, FAILOVER_START on the next
+    address (wrapping around), FAILOVER_DONE -- within
+    ``reconnect_timeout`` seconds (default 10) and ``reconnect_tries``
+    attempts (default 16), and what the peer did not receive is sent
+    again: no message is lost, delivered twice or reordered, and a request
+    in flight is answered once.  The endpoint stays open meanwhile (sends
+    queue within the send backlog); one-sided operations in flight fail
+    with ConnectionResetError.  When the session cannot be resumed the
+    endpoint ends with that error (ConnectionResetError when the peer
+    restarted and refused the session, REJECT_SESSION).  The pair needs
+    ``failover="replay"`` (InvalidArgument otherwise), as do their ranges;
+    private data is then at most HS_SESSION_USER bytes.  The accepting
+    side needs no policy; its ``session_linger=`` (a listener option) is
+    how long it waits for the reconnect.
 
     ``track_sends=False`` leaves out the per-send completion callback (the
     library then signals sends selectively: fewer wake-ups, a higher message
@@ -1993,6 +2072,10 @@ async def connect(addr: Union[str, Tuple[str, int], list], *,
     if ctx is None:
         ctx = get_context()
     caddr = _encode_addr(addr)
+    for key in _LISTEN_ONLY:
+        if options.get(key) is not None:
+            raise TypeError("%s is an option of a listener, not of "
+                            "connect()" % key)
     core = _EpCore(ctx, keep_threshold, request_handler, track_sends)
     core.set_objs(options)
     attrp = _make_ep_attr(options, private_data)
@@ -2063,6 +2146,9 @@ class _ListenerCore:
             core.on_connected = self._connected
             core.set_objs(self.options)
             attrp = _make_ep_attr(self.options, self.accept_private_data)
+            # an accepted endpoint of a REPLAY session reports its outages
+            # too (ep.path_events)
+            lib.rdmamsg_ep_attr_set_path_cb(attrp[0], lib._py_on_path)
             epp = ffi.new("struct rdmamsg_ep **")
             rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _cbs
                                              if self.track_sends
@@ -2188,9 +2274,10 @@ def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
             raise TypeError("unknown endpoint option %r" % key)
     # only the connecting side fails over (rdmamsg_conn_req_accept() with a
     # policy is -EINVAL): refused here, not at each request
-    if options.get("on_path") is not None:
-        raise TypeError("on_path is an option of connect(), not of a "
-                        "listener")
+    for key in ("on_path", "reconnect_timeout", "reconnect_tries"):
+        if options.get(key) is not None:
+            raise TypeError("%s is an option of connect(), not of a "
+                            "listener" % key)
     if options.get("failover") is not None and \
             _failover(options["failover"]) != lib.RDMAMSG_FAILOVER_OFF:
         raise make_error(-_errno.EINVAL, "failover: only the connecting "
