@@ -116,8 +116,8 @@ _POLICIES = "'off', 'reconnect' or 'replay'"
 
 # rdmamsg_ep_attr_set_reconnect()'s defaults (rdmamsg.h): the one of the
 # pair that is not given keeps its default.
-RECONNECT_TIMEOUT = 10.0
-RECONNECT_TRIES = 16
+_RECONNECT_TIMEOUT = 10.0
+_RECONNECT_TRIES = 16
 _UINT_MAX = 0xFFFFFFFF
 
 
@@ -146,9 +146,9 @@ def _reconnect(opts: Dict[str, Any]) -> Optional[Tuple[int, int]]:
         raise make_error(-_errno.EINVAL, "reconnect_timeout and "
                          "reconnect_tries need failover='replay'")
     if timeout is None:
-        timeout = RECONNECT_TIMEOUT
+        timeout = _RECONNECT_TIMEOUT
     if tries is None:
-        tries = RECONNECT_TRIES
+        tries = _RECONNECT_TRIES
     if isinstance(timeout, bool) or \
             not isinstance(timeout, (int, float)):
         raise TypeError("reconnect_timeout must be a number of seconds")
@@ -2059,7 +2059,7 @@ async def connect(addr: Union[str, Tuple[str, int], list], *,
     with ConnectionResetError.  When the session cannot be resumed the
     endpoint ends with that error (ConnectionResetError when the peer
     restarted and refused the session, REJECT_SESSION).  The pair needs
-    ``failover="replay"`` (InvalidArgument otherwise), as do their ranges;
+    ``failover="replay"`` and values in range (InvalidArgument otherwise);
     private data is then at most HS_SESSION_USER bytes.  The accepting
     side needs no policy; its ``session_linger=`` (a listener option) is
     how long it waits for the reconnect.
@@ -2147,7 +2147,7 @@ class _ListenerCore:
             core.set_objs(self.options)
             attrp = _make_ep_attr(self.options, self.accept_private_data)
             # an accepted endpoint of a REPLAY session reports its outages
-            # too (ep.path_events)
+            # too (ep.path_events); cannot fail on a made attribute
             lib.rdmamsg_ep_attr_set_path_cb(attrp[0], lib._py_on_path)
             epp = ffi.new("struct rdmamsg_ep **")
             rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _cbs

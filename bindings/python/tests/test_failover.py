@@ -517,6 +517,11 @@ async def test_replay_bad_input(ctxs):
             await rdmamsg.connect(addr, ctx=b, failover="replay", **kw)
     for kw, exc in bad_values:
         assert issubclass(exc, (ValueError, TypeError))
+    # the policy needs the endpoint's own receive ring
+    srq = b.create_srq(max_bufs=16, buf_size=4096)
+    with pytest.raises(rdmamsg.InvalidArgument):
+        await rdmamsg.connect(addr, ctx=b, failover="replay", srq=srq)
+    await srq.close()
     # the pair needs the replay policy
     for policy in (None, "off", "reconnect"):
         for kw in ({"reconnect_timeout": 5}, {"reconnect_tries": 3}):
