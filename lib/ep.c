@@ -914,8 +914,13 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 		reconn_step(ep);
 		return;
 	}
-	if (!ep->closing)
+	if (!ep->closing) {
+		/* a session resumed (rdmamsg__ep_connected): what queued
+		 * during the outage goes now, not with the next credit */
+		if (ep->st == EPS_UP && ep->ln)
+			rdmamsg__ep_flush(ep);
 		return;
+	}
 	if (ep->st == EPS_DRAINING) {
 		if (ep->ln) {
 			rdmamsg__ep_poll(ep);

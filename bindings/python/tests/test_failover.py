@@ -413,13 +413,16 @@ async def test_replay_request_in_flight(ctxs, breaker):
         async for m in ep:
             await ep.send(m)
 
+    # keep-alives every 200 s: an answer queued during the outage must
+    # go when the session resumes, not with the next keep-alive's credit
     srv = await rdmamsg.start_server(handler, "127.0.0.1:0", ctx=a,
                                      request_handler=answer,
-                                     session_linger=WAIT)
+                                     session_linger=WAIT, peer_timeout=600)
     events = []
     ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b,
                                failover="replay", on_path=events.append,
-                               reconnect_timeout=WAIT, connect_timeout=WAIT)
+                               reconnect_timeout=WAIT, connect_timeout=WAIT,
+                               peer_timeout=600)
     for round_ in range(2):
         q = b"question %d" % round_ + pattern(300, round_)
         fut = asyncio.ensure_future(ep.request(q))
