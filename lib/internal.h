@@ -378,8 +378,9 @@ void rdmamsg__dispatch_close(struct rdmamsg_ctx *ctx);
 
 /* ---- endpoints ----------------------------------------------------- */
 
-/* control credits: credit updates and keep-alives use all but the last,
- * which is kept for the goodbye of a clean close */
+/* control credits: keep-alives use all but the last, which is kept for
+ * the goodbye of a clean close; a credit update may take it (the peer
+ * returns two owed on its own: msg.c) */
 #define RDMAMSG_CTL_CREDITS 3
 /* on an SRQ an endpoint grants its peer two (one update or keep-alive at
  * a time, plus the goodbye's): every buffer counts there (srq.c) */

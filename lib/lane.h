@@ -46,6 +46,13 @@
  *   away gives its window back at once (its buffers stay posted); a
  *   reconnect starts a fresh window (an SRQ that grows per reconnect is
  *   the trap rxm/DAOS fell into).
+ * - Control credits (msg.c): a receiver that owes credits can always
+ *   return them.  A credit update may spend the last control credit (the
+ *   goodbye's), and a session that owes its peer two control credits
+ *   returns them in an update of its own (it costs one, so no ping-pong):
+ *   without that, a receiver owing data credits with only the goodbye's
+ *   control credit left waited forever for a peer out of data credits
+ *   (DC, two control credits on an SRQ, receive depth 4).
  * - The *interface* (one per context) owns the completion channel, the
  *   CQs and the SRQs and their buffers.  It drains a CQ and routes each
  *   run of completions to its lane's wcs() from the wr_id (layout below)

@@ -8,9 +8,15 @@
  * RDMAMSG_CTL_CREDITS for control messages (credit updates, keep-alives).
  * Each data message uses one data credit, each control message one control
  * credit; both come back piggybacked on any message.  An explicit credit
- * update goes out when the peer may be running low; a control message is
- * never sent only to return control credits, so updates cannot ping-pong,
- * and every message sent while a peer waits carries its credits back.
+ * update goes out when the peer may be running low on data credits, or
+ * when we owe it CTL_RETURN control credits: an update costs one, so one
+ * that returns two or more cannot ping-pong (the peer then owes one, below
+ * the threshold), and a peer down to its last control credit (or none:
+ * an update may take the one kept for the goodbye) always gets them back
+ * without sending anything.  Without that, a receiver that owes data
+ * credits but holds only the goodbye's control credit waits for a peer
+ * that, out of data credits, cannot carry the control credits back: the
+ * classic credit deadlock (seen on DC with an SRQ, two control credits).
  */
 #include "config.h"
 
@@ -22,6 +28,12 @@
 #include "fastpath.h"
 #include "dispatch.h"
 #include "xfer.h"
+
+/* control credits owed that an update returns on its own: it costs the
+ * peer one, so what it returns must be more (no ping-pong between idle
+ * peers), and it is all a peer that spent its last one is owed (two with
+ * an SRQ) */
+#define CTL_RETURN 2u
 
 /* copy_slot -- the copy buffer at the send ring's head, taken from the pool
  * on first use: an endpoint that only sends inline or zero-copy never
@@ -387,12 +399,16 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 }
 
 /* rdmamsg__ep_send_ctl -- a control message (credit update, keep-alive);
- * the last control credit is kept for the goodbye */
+ * a keep-alive leaves the last control credit to the goodbye, a credit
+ * update may take it: the peer returns control credits unasked once it
+ * owes two (flush), so the goodbye's comes back, and a receiver that owes
+ * credits never waits for a peer that waits for them */
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type)
 {
 	int ret;
 
-	if (ep->ctl_credits <= 1 || fp_sq_free(ep) == 0)
+	if (ep->ctl_credits <= (type == W_CREDIT ? 0u : 1u) ||
+	    fp_sq_free(ep) == 0)
 		return -EAGAIN;
 	ret = post_frag(ep, (uint8_t)type, 0, 0, 0, NULL, 0, NULL, NULL, NULL,
 			0);
@@ -648,7 +664,8 @@ static inline __attribute__((always_inline)) void flush(struct rdmamsg_ep *ep)
 		rdmamsg__xfer_flush(ep);
 	/* receive buffers the peer believes it still has */
 	view = r + ep->returned_total - ep->received_total;
-	if (ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2))
+	if ((ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2)) ||
+	    ep->ctl_to_return >= CTL_RETURN)
 		rdmamsg__ep_send_ctl(ep, W_CREDIT);
 	if (ep->writable_due ||
 	    (ep->want_writable && !ep->bl_head && ep->credits > 0)) {

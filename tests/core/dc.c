@@ -5,7 +5,8 @@
  * One server context accepts DC endpoints from NPROC client processes x
  * NEP endpoints each (1,000; 100 under RDMAMSG_TEST_SCALE=small): every
  * endpoint sends 8 B, 1,000 B and 20,000 B (fragmented: eager 8 KiB)
- * messages that the server echoes, verified in order; every 25th also a
+ * messages that the server echoes, verified in order (a receive depth of
+ * 4: credits run short); every 25th also a
  * request (response verified) and a 200 KiB message by rendezvous (the
  * server pulls it with RDMA READ through its DCIs and echoes it the same
  * way).  The server's QPs (its DCIs and DCT, rdmamsg_ctx_dc_stats) are
@@ -29,8 +30,12 @@
 #define REQ_LEN	 100
 #define EAGER	 8192
 #define SRV_BUFS 8192
+/* a receive depth of 4 (two data credits per update, two control credits
+ * on an SRQ) once stalled about 3 of the 40 rendezvous echoes: the client
+ * owed data credits but held only its goodbye's control credit, the
+ * server, out of data credits, owed it control credits (msg.c) */
 #ifndef RDEPTH
-#define RDEPTH 16
+#define RDEPTH 4
 #endif
 
 static int nep = NEP_MAX;

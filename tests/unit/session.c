@@ -678,6 +678,73 @@ int main(void)
 	rdmamsg__ep_free(ep);
 	ok(n_destroy == 2, "freeing the session destroys its lane");
 
+	/* credits: an update may take the goodbye's control credit, and
+	 * control credits owed come back on their own once two are owed
+	 * (msg.c): else a receiver owing data credits with only the
+	 * goodbye's control credit waits for a peer out of data credits */
+	if (rdmamsg__ep_new(&ctx, NULL, &cbs, NULL, &ep) ||
+	    rdmamsg__ep_rx_fill(ep))
+		bail_out("ep_new");
+	rdmamsg__ep_set_state(ep, EPS_RESOLVING);
+	if (rdmamsg__ep_bind(ep, &fake_ops) || !fk)
+		bail_out("bind");
+	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
+	rdmamsg__ep_negotiate(ep, 8, 8192, 1 << 20);
+	rdmamsg__ep_connected(ep, NULL, 0);
+	r = incoming(ep, 0, W_CREDIT, 0, 8, 3, NULL, 0);
+	fk->l.cbs->reposted(fk->l.owner, 0, 1);
+	ok(r == RDMAMSG__RX_CTL && ep->st == EPS_UP && ep->ctl_credits == 3 &&
+		   ep->ctl_to_return == 1,
+	   "credits: a second session up, granted 3 control credits");
+	/* the peer holds our control credit: one is owed, not returned */
+	fk->l.cbs->ready(fk->l.owner);
+	is_int(fk->nposts, 0, "one control credit owed: nothing sent for it");
+	/* down to the goodbye's control credit, all data credits owed */
+	ep->ctl_credits = 1;
+	ep->peer_ctl = 3;
+	for (uint32_t i = 1; i <= ep->p.recv_depth; i++) {
+		r = incoming(ep, i, W_DATA, F_FIRST | F_LAST, 0, 0, "d", 1);
+		if (r != RDMAMSG__RX_DATA)
+			break;
+	}
+	fk->l.cbs->reposted(fk->l.owner, ep->p.recv_depth, 0);
+	fk->l.cbs->ready(fk->l.owner);
+	p = &fk->posts[0];
+	h = (const struct rdmamsg__wire *)p->copy;
+	ok(fk->nposts == 1 && h->type == W_CREDIT &&
+		   le16toh(h->credits) == ep->p.recv_depth && h->ctl == 1 &&
+		   ep->ctl_credits == 0 && ep->to_return == 0,
+	   "owing %u data credits with only the goodbye's control credit: "
+	   "the update goes out on it",
+	   ep->p.recv_depth);
+	/* the peer's two control messages: both credits owed come back
+	 * unasked (one returns ours) */
+	r = incoming(ep, 1, W_CREDIT, 0, 0, 1, NULL, 0);
+	r += incoming(ep, 2, W_KEEPALIVE, 0, 0, 0, NULL, 0);
+	fk->l.cbs->reposted(fk->l.owner, 0, 2);
+	fk->l.cbs->ready(fk->l.owner);
+	p = &fk->posts[1];
+	h = (const struct rdmamsg__wire *)p->copy;
+	ok(r == 2 * RDMAMSG__RX_CTL && fk->nposts == 2 && h->type == W_CREDIT &&
+		   le16toh(h->credits) == 0 && h->ctl == 2 &&
+		   ep->ctl_credits == 0 && ep->ctl_to_return == 0,
+	   "two control credits owed: returned on their own (on the last "
+	   "control credit)");
+	/* the peer's answer owes us one: no ping-pong */
+	r = incoming(ep, 3, W_CREDIT, 0, 0, 1, NULL, 0);
+	fk->l.cbs->reposted(fk->l.owner, 0, 1);
+	fk->l.cbs->ready(fk->l.owner);
+	ok(r == RDMAMSG__RX_CTL && fk->nposts == 2 && ep->ctl_credits == 1 &&
+		   ep->ctl_to_return == 1,
+	   "one control credit owed again: nothing sent (no ping-pong)");
+	r = incoming(ep, 4, W_KEEPALIVE, 0, 0, 0, NULL, 0);
+	fk->l.cbs->reposted(fk->l.owner, 0, 1);
+	fk->l.cbs->ready(fk->l.owner);
+	ok(r == RDMAMSG__RX_CTL && fk->nposts == 3 &&
+		   ((const struct rdmamsg__wire *)fk->posts[2].copy)->ctl == 2,
+	   "two owed again: returned");
+	rdmamsg__ep_free(ep);
+
 	is_int(ctx.pool.in_use, 0, "every pool buffer came back");
 	rdmamsg__pool_fini(&ctx);
 	return done_testing();
