@@ -356,6 +356,8 @@ struct rdmamsg_srq *rdmamsg__srq_of_wrid(struct rdmamsg_ctx *ctx,
 					 uint64_t wr_id);
 void rdmamsg__srq_limit_event(struct rdmamsg_ctx *ctx, void *ibsrq);
 void rdmamsg__srq_refill(struct rdmamsg_srq *srq);
+struct rdmamsg__lane;
+void rdmamsg__srq_drop_early(struct rdmamsg__lane *lane);
 
 /* rdmamsg__wrid_is_srq -- a receive posted to an SRQ (tag index 0) */
 static inline int rdmamsg__wrid_is_srq(uint64_t wr_id)

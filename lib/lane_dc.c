@@ -823,28 +823,6 @@ static int dc_error(struct rdmamsg__lane *lane, uint64_t seq, int drain)
 	return drain;
 }
 
-/* srq_drop_early -- SRQ receives held before ESTABLISHED go back */
-static void srq_drop_early(struct rdmamsg__lane *lane)
-{
-	uint32_t i;
-
-	for (i = 0; i < lane->nearly; i++) {
-		const struct ibv_wc *wc = &lane->early[i];
-		struct rdmamsg_srq *srq;
-		uint32_t idx;
-
-		if (!rdmamsg__wrid_is_srq(wc->wr_id))
-			continue;
-		srq = rdmamsg__srq_of_wrid(lane->ctx, wc->wr_id);
-		idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
-		if (!srq || idx >= srq->nbufs)
-			continue;
-		srq->posted--;
-		rdmamsg__srq_post(srq, &idx, 1);
-	}
-	lane->nearly = 0;
-}
-
 /* dc_destroy -- the DCI it holds is reset for the next lane (its
  * completions still queued find no lane), the window goes back */
 static void dc_destroy(struct rdmamsg__lane *lane)
@@ -862,7 +840,7 @@ static void dc_destroy(struct rdmamsg__lane *lane)
 		d->dci->owner = NULL;
 		d->dci = NULL;
 	}
-	srq_drop_early(lane);
+	rdmamsg__srq_drop_early(lane);
 	if (d->srq_win)
 		rdmamsg__srq_release(d->srq, d->srq_win);
 	if (d->ah)

@@ -230,29 +230,6 @@ static int rc_error(struct rdmamsg__lane *lane, uint64_t seq, int drain)
 	return ibv_post_send(lane->qp, &wr, &bad) == 0;
 }
 
-/* srq_drop_early -- SRQ receives held before ESTABLISHED: their buffers
- * go back to their SRQ */
-static void srq_drop_early(struct rdmamsg__lane *lane)
-{
-	uint32_t i;
-
-	for (i = 0; i < lane->nearly; i++) {
-		const struct ibv_wc *wc = &lane->early[i];
-		struct rdmamsg_srq *srq;
-		uint32_t idx;
-
-		if (!rdmamsg__wrid_is_srq(wc->wr_id))
-			continue;
-		srq = rdmamsg__srq_of_wrid(lane->ctx, wc->wr_id);
-		idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
-		if (!srq || idx >= srq->nbufs)
-			continue;
-		srq->posted--;
-		rdmamsg__srq_post(srq, &idx, 1);
-	}
-	lane->nearly = 0;
-}
-
 /* rc_destroy -- QP, SRQ window, CQ room, the lane */
 static void rc_destroy(struct rdmamsg__lane *lane)
 {
@@ -265,7 +242,7 @@ static void rc_destroy(struct rdmamsg__lane *lane)
 	if (rc->srq) {
 		/* its window goes back to the SRQ (its buffers stay posted
 		 * for the next endpoint) */
-		srq_drop_early(lane);
+		rdmamsg__srq_drop_early(lane);
 		if (rc->srq_mapped)
 			rdmamsg__qpmap_del(&ctx->ifc.qps, lane->qpn);
 		if (rc->srq_win)

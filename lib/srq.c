@@ -503,3 +503,27 @@ void rdmamsg__qpmap_fini(struct rdmamsg__qpmap *m)
 	m->vals = NULL;
 	m->cap = m->n = 0;
 }
+
+/* rdmamsg__srq_drop_early -- SRQ receives a lane held before its
+ * ESTABLISHED event and never handed up: their buffers go back to their
+ * SRQ */
+void rdmamsg__srq_drop_early(struct rdmamsg__lane *lane)
+{
+	uint32_t i;
+
+	for (i = 0; i < lane->nearly; i++) {
+		const struct ibv_wc *wc = &lane->early[i];
+		struct rdmamsg_srq *srq;
+		uint32_t idx;
+
+		if (!rdmamsg__wrid_is_srq(wc->wr_id))
+			continue;
+		srq = rdmamsg__srq_of_wrid(lane->ctx, wc->wr_id);
+		idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK;
+		if (!srq || idx >= srq->nbufs)
+			continue;
+		srq->posted--;
+		rdmamsg__srq_post(srq, &idx, 1);
+	}
+	lane->nearly = 0;
+}
