@@ -54,15 +54,18 @@ field() {
 # creating the ids to connected, which is what scale_probe's figure
 # covers), or n/a
 cmtime_rate() {
-	local n=$1 port out
+	local n=$1 port out spid
 	command -v cmtime >/dev/null || { echo "n/a n/a"; return; }
 	port=$((20000 + RANDOM % 20000))
 	LD_PRELOAD=$lib timeout "$tmo" cmtime -b 127.0.0.1 -p "$port" \
 		-c "$n" >/dev/null 2>&1 &
+	spid=$!
 	sleep 0.5
 	out=$(LD_PRELOAD=$lib timeout "$tmo" cmtime -s 127.0.0.1 -p "$port" \
 		-c "$n" 2>&1)
-	wait
+	# cmtime's server waits on after its client is done: it has served
+	kill "$spid" 2>/dev/null
+	wait "$spid"
 	# "step : total ms max ms min us us/conn", one line per step
 	awk -v n="$n" -F: '
 		/^(create id|resolve addr|resolve route|create qp|connect) *:/ {
