@@ -28,8 +28,11 @@
  * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
  * within window of the subscriber its flow-control strategy names (min:
  * the slowest heard from lately; max: the fastest; tagged: the slowest
- * of those with its tag) and repairs by multicast, one repair for every subscriber
- * missing the same messages.
+ * of those with its tag) and repairs: unicast to the subscriber whose NAK
+ * (carrying its address) asked, so that the others see no duplicates;
+ * by multicast when a second subscriber NAKs while (or shortly after) a
+ * repair is under way, one repair then serving every subscriber missing
+ * the same messages.
  *
  * Everything the user sees is called from the context's progress: message
  * and loss callbacks from the CQ drain, the close callback from a timer,
@@ -115,6 +118,11 @@ struct gkeep {
 struct grcv {
 	uint64_t id, pos, last_ns;
 	uint32_t tag; /* the one its status messages carry */
+	int silent;   /* not heard from lately: not waited for */
+	/* the way to it for unicast repairs (its NAKs' address) */
+	struct ibv_ah *ah;
+	uint32_t qpn;
+	uint8_t addr[RDMAMSG_MC_ADDR];
 };
 
 struct rdmamsg_group {
@@ -164,6 +172,9 @@ struct rdmamsg_group {
 	uint8_t sgid_index, port;
 	int have_gid;
 	uint64_t rep_next, rep_end, rep_ns; /* the repair under way */
+	uint64_t rep_to;       /* to subscriber: unicast; 0: multicast */
+	struct ibv_ah *rep_ah; /* where it goes */
+	uint32_t rep_qpn;
 	int repairing, fin_sent;
 	uint64_t sm_last; /* when sm_fn last ran */
 
@@ -423,6 +434,9 @@ static void group_free(struct rdmamsg_group *g)
 	for (i = 0; g->keep && i < g->window; i++)
 		free(g->keep[i].data);
 	free(g->keep);
+	for (i = 0; i < g->nrcv; i++)
+		if (g->rcv[i].ah)
+			ctx->ops->destroy_ah(g->rcv[i].ah);
 	free(g->rcv);
 	if (g->hold)
 		rdmamsg__buf_put(g->hold);
@@ -628,8 +642,9 @@ static void hb_fn(struct rdmamsg__timer *t)
 
 /* send_msg -- message seq (len bytes at data) as its fragments: 0, or
  * -EAGAIN (no room in the send queue or the pool: nothing sent) */
-static int send_msg(struct rdmamsg_group *g, uint64_t seq, const void *data,
-		    size_t len, void *op_ctx, int report)
+static int send_msg(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		    uint64_t seq, const void *data, size_t len, void *op_ctx,
+		    int report)
 {
 	struct rdmamsg_buf *bufs[64], **bv = bufs;
 	struct rdmamsg__mc_wire h;
@@ -668,7 +683,7 @@ static int send_msg(struct rdmamsg_group *g, uint64_t seq, const void *data,
 			       (const char *)data + off, part);
 		bv[i]->len = RDMAMSG_MC_HDR + part;
 	}
-	ret = post_to(g, g->ah, g->rqpn, bv, n, op_ctx, report);
+	ret = post_to(g, ah, qpn, bv, n, op_ctx, report);
 	if (ret)
 		for (i = 0; i < n; i++)
 			rdmamsg__buf_put(bv[i]);
@@ -707,14 +722,18 @@ static int rcv_limit(struct rdmamsg_group *g, uint64_t now, uint64_t *lim)
 	while (i < g->nrcv) {
 		struct grcv *r = &g->rcv[i];
 
+		i++;
+		if (r->silent)
+			continue;
 		if (now > r->last_ns && now - r->last_ns > rcv_expire_ns(g)) {
+			/* kept (its address may be in use) until its slot
+			 * is needed */
 			LOG_INFO("multicast: subscriber %016llx silent, no "
 				 "longer waited for",
 				 (unsigned long long)r->id);
-			*r = g->rcv[--g->nrcv];
+			r->silent = 1;
 			continue;
 		}
-		i++;
 		if (g->flow == RDMAMSG_GROUP_FLOW_TAGGED && r->tag != g->fc_tag)
 			continue;
 		if (!any || (g->flow == RDMAMSG_GROUP_FLOW_MAX ? r->pos > *lim
@@ -746,7 +765,8 @@ static void pump(struct rdmamsg_group *g)
 		k = &g->keep[g->rep_next % g->window];
 		if (k->seq != g->rep_next)
 			break; /* never kept (no memory) */
-		if (send_msg(g, k->seq, k->data, k->len, NULL, 0))
+		if (send_msg(g, g->rep_ah, g->rep_qpn, k->seq, k->data, k->len,
+			     NULL, 0))
 			return; /* no room: the next completion goes on */
 		g->st.repairs++;
 		g->rep_next++;
@@ -754,10 +774,53 @@ static void pump(struct rdmamsg_group *g)
 	g->repairing = 0;
 }
 
-/* on_nak -- a subscriber misses our messages from seq on */
-static void on_nak(struct rdmamsg_group *g, uint64_t seq)
+/* find_rcv -- the subscriber id a reliable publisher heard from, or NULL */
+static struct grcv *find_rcv(struct rdmamsg_group *g, uint64_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < g->nrcv; i++)
+		if (g->rcv[i].id == id)
+			return &g->rcv[i];
+	return NULL;
+}
+
+/* rcv_ah -- the way to subscriber r at addr (its NAK's MCF_ADDR payload,
+ * untrusted): its address handle, or NULL (multicast then) */
+static struct ibv_ah *rcv_ah(struct rdmamsg_group *g, struct grcv *r,
+			     const uint8_t *addr)
+{
+	struct ibv_ah_attr a;
+	uint32_t qpn;
+
+	if (!addr)
+		return NULL;
+	if (r->ah)
+		/* an address that changed: the old one may be in flight */
+		return memcmp(r->addr, addr, RDMAMSG_MC_ADDR) ? NULL : r->ah;
+	memcpy(&qpn, addr + 16, 4);
+	memset(&a, 0, sizeof(a));
+	a.is_global = 1;
+	memcpy(a.grh.dgid.raw, addr, 16);
+	a.grh.sgid_index = g->sgid_index;
+	a.grh.hop_limit = 64;
+	a.port_num = g->port;
+	r->ah = g->ctx->ops->create_ah(g->ctx->pd, &a);
+	if (!r->ah)
+		return NULL;
+	memcpy(r->addr, addr, RDMAMSG_MC_ADDR);
+	r->qpn = le32toh(qpn) & 0xffffff;
+	return r->ah;
+}
+
+/* on_nak -- subscriber id (at addr, or NULL) misses our messages from
+ * seq on */
+static void on_nak(struct rdmamsg_group *g, uint64_t id, uint64_t seq,
+		   const uint8_t *addr)
 {
 	uint64_t now = g->ctx->now;
+	struct grcv *r;
+	struct ibv_ah *ah;
 
 	g->st.naks_received++;
 	if (!g->window || seq >= g->next_seq)
@@ -767,15 +830,38 @@ static void on_nak(struct rdmamsg_group *g, uint64_t seq)
 		heartbeat(g, MCF_LOW, low_seq(g));
 		seq = low_seq(g);
 	}
+	if (g->repairing && g->rep_to && g->rep_to != id) {
+		/* a second subscriber misses messages: one repair by
+		 * multicast serves both (the first one drops what it has) */
+		g->rep_to = 0;
+		g->rep_ah = g->ah;
+		g->rep_qpn = g->rqpn;
+		if (seq < g->rep_next)
+			g->rep_next = seq;
+		g->rep_ns = now;
+		pump(g);
+		return;
+	}
 	/* suppression: one repair serves every subscriber that misses the
 	 * same messages */
 	if (g->repairing &&
 	    (g->rep_next <= seq || now - g->rep_ns < G_REPAIR_HOLD_NS))
 		return;
+	r = find_rcv(g, id);
+	ah = r && !r->silent ? rcv_ah(g, r, addr) : NULL;
+	if (g->repairing && !g->rep_to) {
+		ah = NULL; /* multicast under way: stays so */
+	} else if (!g->repairing && g->rep_to != id &&
+		   now - g->rep_ns < G_REPAIR_HOLD_NS) {
+		ah = NULL; /* another one asked a moment ago: multicast */
+	}
 	g->repairing = 1;
 	g->rep_next = seq;
 	g->rep_end = g->next_seq;
 	g->rep_ns = now;
+	g->rep_to = ah ? id : 0;
+	g->rep_ah = ah ? ah : g->ah;
+	g->rep_qpn = ah ? r->qpn : g->rqpn;
 	pump(g);
 }
 
@@ -788,9 +874,24 @@ static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos,
 
 	if (!g->window)
 		return;
-	for (i = 0; i < g->nrcv; i++)
-		if (g->rcv[i].id == id)
-			r = &g->rcv[i];
+	r = find_rcv(g, id);
+	if (r && r->silent) {
+		r->silent = 0; /* back: waited for from where it is */
+		r->pos = pos;
+	}
+	for (i = 0; !r && i < g->nrcv; i++) {
+		/* a silent one's slot, once nothing is in flight (its
+		 * address handle may be) */
+		if (!g->rcv[i].silent || g->sq_head != g->sq_tail ||
+		    (g->repairing && g->rep_to == g->rcv[i].id))
+			continue;
+		r = &g->rcv[i];
+		if (r->ah)
+			g->ctx->ops->destroy_ah(r->ah);
+		memset(r, 0, sizeof(*r));
+		r->id = id;
+		r->pos = pos;
+	}
 	if (!r) {
 		if (g->nrcv >= G_MAX_RECEIVERS)
 			return;
@@ -799,6 +900,7 @@ static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos,
 			return;
 		g->rcv = v;
 		r = &v[g->nrcv++];
+		memset(r, 0, sizeof(*r));
 		r->id = id;
 		r->pos = pos;
 	}
@@ -858,7 +960,7 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 			return -EAGAIN;
 		}
 	}
-	ret = send_msg(g, g->next_seq, data, len, op_ctx, 1);
+	ret = send_msg(g, g->ah, g->rqpn, g->next_seq, data, len, op_ctx, 1);
 	if (ret) {
 		if (ret == -EAGAIN)
 			g->st.flow_control_stalls++;
@@ -919,11 +1021,25 @@ static void status(struct rdmamsg_group *g, struct gpub *p)
 static void nak(struct rdmamsg_group *g, struct gpub *p, int force)
 {
 	uint64_t now = g->ctx->now, to = htole64(p->id);
+	uint8_t pl[8 + RDMAMSG_MC_ADDR];
+	uint32_t qpn;
+	int ret;
 
 	if (!p->ah ||
 	    (!force && now - p->nak_ns < (uint64_t)p->nak_ms * 1000000ull))
 		return;
-	if (control(g, p->ah, p->qpn, MC_NAK, 0, p->next, &to, 8))
+	memcpy(pl, &to, 8);
+	if (g->have_gid) {
+		/* our address: the repair may come unicast */
+		memcpy(pl + 8, g->gid.raw, 16);
+		qpn = htole32(g->qp->qp_num);
+		memcpy(pl + 24, &qpn, 4);
+		ret = control(g, p->ah, p->qpn, MC_NAK, MCF_ADDR, p->next, pl,
+			      sizeof(pl));
+	} else {
+		ret = control(g, p->ah, p->qpn, MC_NAK, 0, p->next, pl, 8);
+	}
+	if (ret)
 		return; /* no room: the next datagram or tick tries again */
 	g->st.naks_sent++;
 	p->nak_ns = now;
@@ -1122,7 +1238,10 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 		    !(g->role & RDMAMSG_GROUP_PUBLISHER))
 			return;
 		if (h.type == MC_NAK)
-			on_nak(g, h.seq);
+			on_nak(g, h.pub, h.seq,
+			       (h.flags & MCF_ADDR)
+				       ? (const uint8_t *)d + RDMAMSG_MC_HDR + 8
+				       : NULL);
 		else
 			on_status(g, h.pub, h.seq, h.total);
 		return;
@@ -1552,11 +1671,15 @@ RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
 RDMAMSG_EXPORT int rdmamsg_group_query(const struct rdmamsg_group *g,
 				       struct rdmamsg_group_stats *st)
 {
+	uint32_t i;
+
 	if (!g || !st)
 		return -EINVAL;
 	*st = g->st;
 	st->mtu = g->frag;
-	st->receivers = g->nrcv;
+	st->receivers = 0;
+	for (i = 0; i < g->nrcv; i++)
+		st->receivers += !g->rcv[i].silent;
 	return 0;
 }
 

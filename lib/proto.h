@@ -228,9 +228,10 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
  * and QP number (4), where NAKs and status messages go.
  * Reliable mode, unicast from a subscriber (pub: the subscriber's id) to
  * a publisher, whose id is the 8-byte payload: NAK asks for the messages
- * from seq on again; STATUS says that the subscriber has everything
- * before seq (flow control), total its tag (0: none) for a publisher's
- * tagged flow control.
+ * from seq on again (with MCF_ADDR, the subscriber's unicast address
+ * follows the 8 bytes, as in a heartbeat: the repair may come unicast);
+ * STATUS says that the subscriber has everything before seq (flow
+ * control), total its tag (0: none) for a publisher's tagged flow control.
  */
 struct rdmamsg__mc_wire {
 	uint32_t magic; /* RDMAMSG_MC_MAGIC */
@@ -252,7 +253,7 @@ _Static_assert(sizeof(struct rdmamsg__mc_wire) == 32, "mc header size");
 
 enum { MC_DATA = 1, MC_HEARTBEAT = 2, MC_NAK = 3, MC_STATUS = 4 };
 enum { MCF_FIN = 1, MCF_LOW = 2, MCF_ADDR = 4 };
-#define RDMAMSG_MC_ADDR 20 /* a heartbeat's MCF_ADDR payload */
+#define RDMAMSG_MC_ADDR 20 /* an MCF_ADDR address: GID, QP number */
 
 /* rdmamsg__mc_encode -- h in wire order into out (RDMAMSG_MC_HDR bytes) */
 static inline void rdmamsg__mc_encode(const struct rdmamsg__mc_wire *h,
@@ -314,8 +315,10 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 		return 0;
 	case MC_NAK:
 	case MC_STATUS: /* a status message's total is its sender's tag */
-		if (pay != 8 || (h->type == MC_NAK && h->total) || h->off ||
-		    h->flags)
+		if ((h->type == MC_NAK && h->total) || h->off ||
+		    (h->flags & ~(h->type == MC_NAK ? MCF_ADDR : 0)))
+			return -EPROTO;
+		if (pay != 8 + ((h->flags & MCF_ADDR) ? RDMAMSG_MC_ADDR : 0u))
 			return -EPROTO;
 		return 0;
 	default:

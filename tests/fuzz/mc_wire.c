@@ -7,7 +7,8 @@
  * Beyond not crashing or reading past the input: an accepted DATA
  * fragment lies inside its message (off + payload <= total <= the
  * maximum), a heartbeat carries no payload (or exactly its address),
- * NAKs and status messages exactly an 8-byte id; and encoding the
+ * NAKs and status messages exactly an 8-byte id (a NAK with MCF_ADDR:
+ * and an address after it); and encoding the
  * decoded header gives back the input's first 32 bytes.
  * The first input byte picks the maximum message size.
  */
@@ -53,8 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case MC_NAK:
 	case MC_STATUS: /* a status message's total is its sender's tag */
-		if (pay != 8 || (h.type == MC_NAK && h.total) || h.off ||
-		    h.flags)
+		if (pay != 8 + ((h.flags & MCF_ADDR) ? RDMAMSG_MC_ADDR : 0) ||
+		    (h.type == MC_NAK && h.total) || h.off ||
+		    (h.flags & ~(h.type == MC_NAK ? MCF_ADDR : 0)))
 			abort();
 		break;
 	default:
