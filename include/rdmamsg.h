@@ -568,6 +568,23 @@ int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 			 size_t len, uint32_t imm, void *op_ctx);
 
 /*
+ * rdmamsg_sendv -- rdmamsg_send() of the concatenation of iovcnt pieces
+ * (1 .. RDMAMSG_IOV_MAX; a piece of length 0 may have a NULL base); the
+ * pieces may be reused on return.  One piece is sent as rdmamsg_send()
+ * sends it; several are gathered into a pool buffer, one copy, the one
+ * rdmamsg_send() makes of contiguous data (registering the caller's
+ * pieces for each send would cost more than that copy: memory registered
+ * once goes without a copy through rdmamsg_mr_reg_iov() and
+ * rdmamsg_send_mr()).  -EINVAL for NULL ep or iov, iovcnt out of range or
+ * a NULL base with a length; -EMSGSIZE when the total overflows or is
+ * above the maximum; -ENOMEM when the pool has no buffer for the gather;
+ * otherwise as rdmamsg_send().
+ */
+#define RDMAMSG_IOV_MAX 1024
+int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
+		  void *op_ctx);
+
+/*
  * rdmamsg_recv_keep -- from inside on_recv only: take the buffer holding the
  * current message (rdmamsg_buf_get_data() == the callback's data); free it
  * with rdmamsg_buf_free().  -EINVAL outside on_recv, -ENOMEM when no

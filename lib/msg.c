@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -323,6 +324,47 @@ RDMAMSG_EXPORT int rdmamsg_send_imm(struct rdmamsg_ep *ep, const void *data,
 	if (RDMAMSG_UNLIKELY(!ep || (len && !data)))
 		return -EINVAL;
 	return send_msg(ep, data, len, NULL, F_IMM, imm, op_ctx);
+}
+
+/* rdmamsg_sendv -- several pieces as one message: one piece as
+ * rdmamsg_send(), several gathered into a pool buffer (rdmamsg.h) */
+RDMAMSG_EXPORT int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov,
+				 int iovcnt, void *op_ctx)
+{
+	struct rdmamsg_buf *buf;
+	size_t total = 0, off = 0;
+	uint8_t *p;
+	void *data;
+	int i, ret;
+
+	if (!ep || !iov || iovcnt < 1 || iovcnt > RDMAMSG_IOV_MAX)
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EINVAL;
+		if (iov[i].iov_len > SIZE_MAX - total)
+			return -EMSGSIZE;
+		total += iov[i].iov_len;
+	}
+	if (iovcnt == 1 || total == 0)
+		return rdmamsg_send(ep, total ? iov[0].iov_base : NULL, total,
+				    op_ctx);
+	if (total > ep->p.max_msg)
+		return -EMSGSIZE; /* before taking pool memory for it */
+	ret = rdmamsg_buf_alloc(ep->ctx, total, &buf);
+	if (ret)
+		return ret;
+	rdmamsg_buf_get_data(buf, &data);
+	p = data;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len)
+			memcpy(p + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	ret = rdmamsg_send_buf(ep, buf, total, op_ctx);
+	if (ret)
+		rdmamsg_buf_free(buf);
+	return ret;
 }
 
 /* rdmamsg_send_buf -- zero-copy send of a pool buffer */
