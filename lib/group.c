@@ -438,6 +438,9 @@ static void group_free(struct rdmamsg_group *g)
 		if (g->rcv[i].ah)
 			ctx->ops->destroy_ah(g->rcv[i].ah);
 	free(g->rcv);
+	/* the close callback may still query the group */
+	g->rcv = NULL;
+	g->nrcv = 0;
 	if (g->hold)
 		rdmamsg__buf_put(g->hold);
 	free(g->rxb);
