@@ -26,6 +26,29 @@
  * ibv_modify_qp(path_mig_state = MIGRATED) in RTS migrates by hand.
  * Both ends of a connection see the same links, so both migrate.
  *
+ * Between hosts (SOFTRDMA_NET=1, each port on a rail: iblink.c) the RC
+ * transport is net.c's, and a cut rail shows as silence, as on a fabric:
+ *  - the requester's retries run out on the primary path (4.096 us *
+ *    2^timeout * (retry_cnt + 1)): ARMED, it migrates (IBV_EVENT_PATH_MIG)
+ *    and sends again from the oldest unacknowledged PSN on the alternate
+ *    path, retries counted afresh; nothing is lost or repeated, the PSNs
+ *    carry over;
+ *  - the responder migrates when a packet of its peer with MigReq set
+ *    (the BTH's M bit: the sender is MIGRATED, or migrated and not yet
+ *    heard on its new path) comes on its alternate path (from the peer's
+ *    alternate address to ours) while it is ARMED (IBV_EVENT_PATH_MIG);
+ *    any other packet on a path that is not the QP's is dropped (one
+ *    sent on the old path before the peer migrated and delivered late,
+ *    for instance);
+ *  - when the retries run out again before anything of the peer came on
+ *    the path it migrated to (both rails cut), or with the alternate's
+ *    link down, an
+ *    ARMED QP reports IBV_EVENT_PATH_MIG_ERR (back to REARM) and the WQE
+ *    fails with IBV_WC_RETRY_EXC_ERR, as without an alternate.
+ * A port's link is down when its interface is (no carrier) or the
+ * registry's word says so (the test hook); the path's far port is the
+ * far host's, which this host cannot see: silence tells.
+ *
  * In the default (RoCE) mode IBV_QP_ALT_PATH is refused with EINVAL, as
  * the kernel does for RoCE ports ("Ban them in roce mode",
  * drivers/infiniband/core/verbs.c).
@@ -35,6 +58,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "net.h"
 #include "softrdma.h"
 
 SOFT_EXPORT int softrdma_port_set_state(struct ibv_context *context,
@@ -45,8 +69,9 @@ int soft_port_up(uint32_t port)
 {
 	if (!soft_link_ib || !soft_reg)
 		return 1;
-	return !(atomic_load_explicit(&soft_reg->port_down,
-				      memory_order_acquire) &
+	return !((atomic_load_explicit(&soft_reg->port_down,
+				       memory_order_acquire) |
+		  soft_ib_if_down()) &
 		 (1u << port));
 }
 
@@ -75,7 +100,8 @@ void soft_port_poll(struct soft_context *ctx)
 {
 	uint32_t m, diff, p;
 
-	m = atomic_load_explicit(&soft_reg->port_down, memory_order_acquire);
+	m = atomic_load_explicit(&soft_reg->port_down, memory_order_acquire) |
+	    soft_ib_if_down(); /* between hosts: the rails (iblink.c) */
 	diff = m ^ ctx->port_seen;
 	if (!diff)
 		return;
@@ -182,6 +208,10 @@ static void migrate(struct soft_qp *qp)
 	 * its link is up */
 	qp->path_down = 0;
 	qp->dead_since = 0;
+	if (qp->net) { /* between hosts: the new addresses (net.c) */
+		qp->mig_unacked = 1; /* until the peer is heard on it */
+		soft_net_repath(qp);
+	}
 	soft_async_event(qp->ctx, IBV_EVENT_PATH_MIG, &qp->qpx.qp_base);
 }
 
@@ -252,4 +282,43 @@ int soft_apm_check(struct soft_qp *qp)
 	}
 	qp->path_down = 1;
 	return 1;
+}
+
+/* soft_apm_timeout -- between hosts: the requester's retries ran out on
+ * its primary path; lock held */
+int soft_apm_timeout(struct soft_qp *qp)
+{
+	if (qp->attr.path_mig_state != IBV_MIG_ARMED)
+		return 0;
+	if (!qp->mig_unacked &&
+	    path_up(qp->attr.alt_port_num, &qp->attr.alt_ah_attr)) {
+		migrate(qp);
+		return 1;
+	}
+	/* the alternate failed too: no answer on it since we migrated to
+	 * it, or its link is down */
+	qp->attr.path_mig_state = IBV_MIG_REARM;
+	soft_async_event(qp->ctx, IBV_EVENT_PATH_MIG_ERR, &qp->qpx.qp_base);
+	return 0;
+}
+
+/* soft_apm_follow -- between hosts: a packet of the peer came on the
+ * alternate path; an armed responder migrates; lock held */
+int soft_apm_follow(struct soft_qp *qp)
+{
+	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR ||
+	    qp->attr.path_mig_state != IBV_MIG_ARMED ||
+	    !soft_port_up(qp->attr.alt_port_num))
+		return 0;
+	migrate(qp);
+	return 1;
+}
+
+/* soft_apm_migreq -- between hosts: the BTH's MigReq bit, set in the
+ * MIGRATED state as an HCA sets it (rxe: path_mig_state MIGRATED), and
+ * after a migration until the peer is heard on the new path (re-arming
+ * at once must not hide the migration from the responder) */
+int soft_apm_migreq(const struct soft_qp *qp)
+{
+	return qp->attr.path_mig_state == IBV_MIG_MIGRATED || qp->mig_unacked;
 }

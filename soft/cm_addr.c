@@ -27,7 +27,6 @@ static struct {
 	struct ibv_context *inherited;
 	int refcnt;
 	uint8_t max_init, max_resp;
-	enum ibv_mtu mtu;
 } scm_dev;
 
 /* scm_dev_open_locked -- open softrdma0 on first use */
@@ -35,7 +34,6 @@ static int scm_dev_open_locked(void)
 {
 	struct ibv_device **list;
 	struct ibv_device_attr attr;
-	struct ibv_port_attr pattr;
 	int n, i;
 
 	if (scm_dev.ctx && to_sctx(scm_dev.ctx)->owner_pid != soft_self_pid) {
@@ -65,12 +63,21 @@ static int scm_dev_open_locked(void)
 					   ? 255
 					   : (uint8_t)attr.max_qp_rd_atom;
 	}
-	scm_dev.mtu = IBV_MTU_4096;
+	return 0;
+}
+
+/* scm_dev_mtu -- the port's active MTU now: with SOFTRDMA_NET=1 it
+ * follows the port's interface (soft/port.c), so it is read at each
+ * resolution, not once */
+static enum ibv_mtu scm_dev_mtu(void)
+{
+	struct ibv_port_attr pattr;
+
 	memset(&pattr, 0, sizeof(pattr));
 	if (!ibv_query_port(scm_dev.ctx, 1, &pattr) && pattr.active_mtu &&
 	    pattr.active_mtu < IBV_MTU_4096)
-		scm_dev.mtu = pattr.active_mtu;
-	return 0;
+		return pattr.active_mtu;
+	return IBV_MTU_4096;
 }
 
 /* scm__dev_max -- the device's RDMA read limits (librdmacm's cma_dev) */
@@ -164,13 +171,14 @@ int scm__dev_attach(struct scm_id *s)
 	s->id.verbs = scm_dev.ctx;
 	if (!s->id.pd)
 		s->id.pd = scm_dev.pd;
-	s->id.port_num = 1;
+	/* IB mode between hosts: the port of the address's rail */
+	s->id.port_num = soft_ib_sa_port(&s->id.route.addr.src_addr);
 	scm__addr_gid(&s->id.route.addr.src_addr, &sgid);
 	s->id.route.addr.addr.ibaddr.sgid = sgid;
 	s->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 	idx = scm_gid_index(&sgid);
 	s->sgid_index = idx < 0 ? 0 : idx;
-	s->mtu = scm_dev.mtu;
+	s->mtu = scm_dev_mtu();
 	return 0;
 }
 
@@ -290,8 +298,10 @@ out:
 /*
  * scm__path_mtu -- the path MTU towards another host, as rxe derives it
  * from its interface: the largest IB MTU that fits the IP MTU of the
- * route less the RoCE v2 headers (rxe's RXE_MAX_HDR_LENGTH, 80 bytes);
- * the device's own MTU for a destination on this host
+ * route less the RoCE v2 headers (rxe's RXE_MAX_HDR_LENGTH, 80 bytes),
+ * the formula of the port's active MTU, and never above the port's (the
+ * port's interface and the route's differ on a second rail); the port's
+ * own MTU for a destination on this host
  */
 enum ibv_mtu scm__path_mtu(const struct sockaddr *dst, enum ibv_mtu dev_mtu)
 {
@@ -321,12 +331,7 @@ enum ibv_mtu scm__path_mtu(const struct sockaddr *dst, enum ibv_mtu dev_mtu)
 	close(fd);
 	if (mtu <= 0)
 		return dev_mtu;
-	mtu -= 80;
-	m = mtu >= 4096	  ? IBV_MTU_4096
-	    : mtu >= 2048 ? IBV_MTU_2048
-	    : mtu >= 1024 ? IBV_MTU_1024
-	    : mtu >= 512  ? IBV_MTU_512
-			  : IBV_MTU_256;
+	m = soft_port_mtu_of(mtu); /* as the port's (soft/port.c) */
 	return m < dev_mtu ? m : dev_mtu;
 }
 

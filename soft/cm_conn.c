@@ -178,6 +178,7 @@ static int scm_init_qp_attr_locked(struct scm_id *s, struct ibv_qp_attr *a,
 		a->ah_attr.grh.hop_limit = 64;
 		a->ah_attr.grh.traffic_class = s->tos;
 		a->ah_attr.port_num = s->id.port_num ? s->id.port_num : 1;
+		soft_ib_cm_av(&a->ah_attr); /* IB mode: by LID (iblink.c) */
 		a->path_mtu = (enum ibv_mtu)s->mtu;
 		a->dest_qp_num = s->remote_qpn;
 		a->rq_psn = s->remote_psn;

@@ -229,6 +229,7 @@ struct ibv_qp *soft_dc_create(struct ibv_context *context,
 	e->dc_key_hi = (uint32_t)(key >> 32);
 	atomic_store(&e->dc_viol, 0);
 	qp->dc = dc;
+	qp->ops = dct ? &soft_dct_ops : &soft_dci_ops;
 	soft_unlock(&qp->ctx->lock);
 	return ibqp;
 }
@@ -258,8 +259,8 @@ static void dc_forget(struct soft_qp *qp)
 	dc->head = dc->tail = 0;
 }
 
-/* soft_dc_destroy -- ibv_destroy_qp of a DC QP (lock not held) */
-void soft_dc_destroy(struct soft_qp *qp)
+/* dc_destroy -- ibv_destroy_qp of a DC QP (lock not held) */
+static void dc_destroy(struct soft_qp *qp)
 {
 	struct soft_dc *dc = qp->dc;
 	int i;
@@ -338,8 +339,8 @@ static int dct_ok(enum ibv_qp_state cur, enum ibv_qp_state next, int mask)
 /* dc_flush -- the DCI's WQEs complete with IBV_WC_WR_FLUSH_ERR; lock held */
 static void dc_flush(struct soft_qp *qp);
 
-/* soft_dc_modify -- ibv_modify_qp of a DCI or DCT */
-int soft_dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
+/* dc_modify -- ibv_modify_qp of a DCI or DCT */
+static int dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct soft_dc *dc = qp->dc;
 	enum ibv_qp_state cur, next;
@@ -961,8 +962,8 @@ static void dc_sweep(struct soft_qp *qp)
 		dc_flush(qp);
 }
 
-/* soft_dc_progress -- a DCI's sends; a DCT's SRQ completions; lock held */
-void soft_dc_progress(struct soft_qp *qp)
+/* dc_progress -- a DCI's sends; a DCT's SRQ completions; lock held */
+static void dc_progress(struct soft_qp *qp)
 {
 	if (qp->dc->dct) {
 		if (qp->srq && qp->srq->shm &&
@@ -1072,13 +1073,13 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 }
 
 /*
- * soft_dc_post_send -- the WRs wr_complete staged on a DCI (ibv_post_send
+ * dc_post_send -- the WRs wr_complete staged on a DCI (ibv_post_send
  * on a DCI has no way to name a target: EINVAL, as any WR without
  * mlx5dv_wr_set_dc_addr).  A DCI not in RTS refuses (EINVAL), in ERR its
  * WRs flush.
  */
-int soft_dc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-		      struct ibv_send_wr **bad)
+static int dc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad)
 {
 	int ret = 0;
 
@@ -1114,3 +1115,43 @@ uint32_t softrdma_dc_key_violations(struct ibv_qp *ibqp)
 		return 0;
 	return atomic_load(&soft_reg->qp[qp->reg_slot].dc_viol);
 }
+
+/* dc_post_recv -- a DCT receives through its SRQ, a DCI not at all */
+static int dc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad)
+{
+	(void)qp;
+	*bad = wr;
+	return EOPNOTSUPP;
+}
+
+/* DC runs its own state machine (dc_modify), which needs none of the
+ * kernel table's hooks (flush, sq_release, to_rtr, reset: nothing) */
+const struct soft_qp_ops soft_dci_ops = {
+	.name = "dci",
+	.post_send = dc_post_send,
+	.post_recv = dc_post_recv,
+	.progress = dc_progress,
+	.flush = soft_qp_op_nop,
+	.sq_release = soft_qp_op_nop,
+	.modify = dc_modify,
+	.to_rtr = soft_qp_op_nop,
+	.reset = soft_qp_op_nop,
+	.destroy = dc_destroy,
+	.always_pass = 1,
+};
+
+const struct soft_qp_ops soft_dct_ops = {
+	.name = "dct",
+	.post_send = dc_post_send, /* EINVAL */
+	.post_recv = dc_post_recv,
+	.progress = dc_progress,
+	.flush = soft_qp_op_nop,
+	.sq_release = soft_qp_op_nop,
+	.modify = dc_modify,
+	.to_rtr = soft_qp_op_nop,
+	.reset = soft_qp_op_nop,
+	.destroy = dc_destroy,
+	.always_pass = 1,
+	.any_src = 1,
+};

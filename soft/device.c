@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "net.h"
 #include "softrdma.h"
 #include "ud.h"
 
@@ -30,7 +32,9 @@ static int gid_count;
  * the subnet prefix fe80::/64 with that port's GUID (node GUID + port);
  * the rest of the table is the same as port 1's in the default mode, so
  * address-based resolution (rdma_cm) still finds a GID.  LIDs are
- * 2 per host, derived from the host id and its first interface address.
+ * 2 per host, derived from the host id and its first interface address;
+ * with SOFTRDMA_NET=1 each port is on a rail and has the LID of its
+ * rail's address (iblink.c).
  */
 int soft_link_ib;
 static union ibv_gid port_gid0[SOFT_IB_PORTS + 1];
@@ -109,6 +113,9 @@ static void ib_init(void)
 		memcpy(&port_gid0[p].raw[8], &guid_be, 8);
 		port_lid[p] = (uint16_t)(base + p - 1);
 	}
+	/* SOFTRDMA_NET=1: the ports on rails to other hosts, LIDs from the
+	 * rails' addresses or SOFTRDMA_LID_MAP (iblink.c) */
+	(void)soft_ib_net_init(port_lid);
 }
 
 /* soft_gid_of -- GID index of a port: port 1 is the table, port 2 its own
@@ -170,10 +177,21 @@ int soft_ah_local(const struct ibv_ah_attr *ah)
 	return soft_gid_local(&ah->grh.dgid) || soft_gid_port(&ah->grh.dgid);
 }
 
+/* port_if_pick -- the port's interface (SOFTRDMA_NET=1, port.c): that of
+ * the host's first address that is not loopback's, i.e. of GID 2 */
+static void port_if_pick(char *name, const struct ifaddrs *i)
+{
+	if (name[0] || (i->ifa_flags & IFF_LOOPBACK) || !i->ifa_name ||
+	    strlen(i->ifa_name) >= IF_NAMESIZE)
+		return;
+	strcpy(name, i->ifa_name);
+}
+
 /* dev_init -- node GUID and GID table, once per process */
 static void dev_init(void)
 {
 	struct ifaddrs *ifa = NULL, *i;
+	char port_if[IF_NAMESIZE] = "";
 	union ibv_gid g;
 	uint64_t guid_be;
 	long hid = gethostid();
@@ -194,6 +212,7 @@ static void dev_init(void)
 			gid_v4(&g, ((struct sockaddr_in *)i->ifa_addr)
 					   ->sin_addr.s_addr);
 			gid_add(&g);
+			port_if_pick(port_if, i);
 		}
 		for (i = ifa; i; i = i->ifa_next) {
 			struct in6_addr *a;
@@ -205,11 +224,13 @@ static void dev_init(void)
 				continue;
 			memcpy(g.raw, a, 16);
 			gid_add(&g);
+			port_if_pick(port_if, i);
 		}
 		freeifaddrs(ifa);
 	}
 	soft_dev.dev.node_type = IBV_NODE_CA;
 	ib_init();
+	soft_port_if_set(port_if[0] ? port_if : NULL); /* port.c */
 }
 
 /* yama_restricted -- Yama's ptrace_scope is 1 or more */
@@ -409,6 +430,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.create_qp_ex = soft_create_qp_ex;
 	ctx->vctx.create_cq_ex = soft_create_cq_ex;
 	ctx->vctx.create_srq_ex = soft_create_srq_ex;
+	soft_port_ctx_add(ctx); /* port events (SOFTRDMA_NET=1, port.c) */
 	return c;
 
 free_async:
@@ -434,6 +456,9 @@ int ibv_close_device(struct ibv_context *context)
 	 * and the registry slot are its parent's, left alone */
 	if (ctx->owner_pid == soft_self_pid)
 		soft_thread_stop(ctx);
+	soft_port_ctx_del(ctx);
+	/* the network path's thread waits for its lock no more */
+	soft_net_ctx_gone(ctx);
 	soft_evq_free(ctx->async);
 	close(context->cmd_fd);
 	soft_reg_ctx_free(ctx->reg_idx);
@@ -524,7 +549,8 @@ static int soft_query_device_ex(struct ibv_context *context,
 	return 0;
 }
 
-/* fill_port_attr -- one active RoCE v2 port */
+/* fill_port_attr -- one active RoCE v2 port; with SOFTRDMA_NET=1 its
+ * state and MTU are its interface's (port.c) */
 static void fill_port_attr(struct ibv_port_attr *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -540,6 +566,8 @@ static void fill_port_attr(struct ibv_port_attr *p)
 	p->active_speed = 32; /* EDR */
 	p->phys_state = 5;    /* LinkUp */
 	p->link_layer = IBV_LINK_LAYER_ETHERNET;
+	if (!soft_link_ib)
+		(void)soft_port_eth(p);
 }
 
 static int soft_query_port(struct ibv_context *context, uint8_t port_num,

@@ -282,6 +282,59 @@ enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
 						 : IBV_WC_SUCCESS;
 }
 
+/*
+ * soft_rkey_target -- the responder's check of an rkey of this process for
+ * a remote operation on QP qp: [raddr, raddr+len) with access need, as an
+ * MR (its PD, access and range) or as a window (type 1, or type 2 bound to
+ * qp: its PD, access and range, then the MR it is bound to).  Both paths
+ * use it: the shared-memory responder (data.c) and the network responder
+ * (net.c), so a window is checked the same way between hosts as on one.
+ * On success *va is the local address and the key's stripe lock is held
+ * (*lk), so that a dereg, unbind or invalidation waits for the copy;
+ * returns 0, or -1 (nothing held): the request is NAKed as a remote
+ * access error.
+ */
+int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
+		     uint64_t len, uint32_t need, uint8_t **va,
+		     pthread_mutex_t **lk)
+{
+	uint32_t slot = soft_key_slot(rkey);
+	struct soft_reg_mr *m = &soft_reg->mr[slot];
+	struct soft_mr *mr;
+	uint64_t a;
+
+	*lk = slot_lock(slot);
+	soft_stripe_lock(*lk);
+	if (!rkey || m->key != rkey || m->kind == SOFT_KEY_MR) {
+		mr = soft_mr_lookup(rkey);
+		if (!rkey || !mr || m->key != rkey || mr->pd != qp->pd ||
+		    !(mr->access & need) ||
+		    !(qp->attr.qp_access_flags & need) || raddr < mr->iova ||
+		    raddr - mr->iova > mr->mr.length ||
+		    len > mr->mr.length - (raddr - mr->iova))
+			goto refused;
+		*va = (uint8_t *)mr->mr.addr + (raddr - mr->iova);
+		return 0;
+	}
+	/* a window: its range, then the MR it is bound to */
+	mr = soft_mr_lookup(m->mr_key);
+	if (!mr || m->pid != soft_self_pid || m->pd_id != qp->pd->pd_id ||
+	    !(m->access & need) || !(qp->attr.qp_access_flags & need) ||
+	    (m->qpn && m->qpn != qp->qpx.qp_base.qp_num) || raddr < m->addr ||
+	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr))
+		goto refused;
+	a = m->va + (raddr - m->addr);
+	if (a < (uintptr_t)mr->mr.addr ||
+	    a - (uintptr_t)mr->mr.addr > mr->mr.length ||
+	    len > mr->mr.length - (a - (uintptr_t)mr->mr.addr))
+		goto refused;
+	*va = (uint8_t *)(uintptr_t)a;
+	return 0;
+refused:
+	pthread_mutex_unlock(*lk);
+	return -1;
+}
+
 /* soft_mw_bound_to -- a window of this process is bound to MR mr_key */
 int soft_mw_bound_to(uint32_t mr_key)
 {

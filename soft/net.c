@@ -16,9 +16,10 @@
  * 4.096 us * 2^timeout and retry_cnt, RNR NAKs with the responder's timer
  * and rnr_retry), the completer (ACKs, READ responses, atomic ACKs) and
  * the responder (in-order PSNs, one PSN sequence NAK per gap, duplicates
- * acknowledged without a second delivery, duplicate READs re-executed,
- * rkey checks against the local MR table, RNR NAK when no receive is
- * posted).  It sends its packets itself, from unconnected UDP sockets
+ * acknowledged without a second delivery, READ responses sent a burst at
+ * a time, a repeated READ restarting the response under way at its PSN,
+ * rkeys of MRs and memory windows checked as on one host (mw.c), RNR NAK
+ * when no receive is posted).  It sends its packets itself, from unconnected UDP sockets
  * with IP_PMTUDISC_DO (the ICRC covers the IPv4 id, which Linux leaves 0
  * for such packets).  A thread of the process receives and runs timers.
  *
@@ -61,6 +62,11 @@
 #define NET_LATE_NS   50000000ull /* a timer this late: we were not run */
 #define NET_LATE_MAX  8 /* such late timeouts not counted between ACKs */
 #define NET_BUF	      (64 + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
+#define NET_RD_BURST  32 /* READ response packets sent in one go */
+/* a READ's gap asked for again after this many packets past it (doubling) */
+#define NET_OOO_MIN 256
+#define NET_OOO_MAX (1u << 20)
+#define NET_DF_MAX  1024 /* requests held behind a READ response */
 
 enum { AG_REG = 1, AG_UNREG = 2, AG_MJOIN = 3, AG_MLEAVE = 4 };
 
@@ -101,9 +107,11 @@ struct net_swqe {
 	uint32_t imm; /* host order of the wire value */
 	uint32_t inv;
 	uint64_t swap, cmp;
-	uint32_t psn, npkts; /* PSN space it takes */
-	uint32_t got;	     /* READ: response packets placed */
-	uint32_t rereq;	     /* READ: got when last re-requested + 1 */
+	uint32_t psn, npkts;   /* PSN space it takes */
+	uint32_t got;	       /* READ: response packets placed */
+	uint32_t rereq;	       /* READ: got when last re-requested + 1 */
+	uint32_t ooo, ooo_max; /* READ: packets past the gap since, limit */
+	uint32_t ooo_last;     /* READ: the last one's place, 0: none */
 	int done;
 };
 
@@ -118,6 +126,7 @@ struct soft_net_qp {
 	struct net_pkt *in_head, *in_tail; /* net_mtx */
 	_Atomic int pending;
 	struct soft_context *ctx;
+	uint64_t queued_at; /* in_head waits since; net_mtx */
 	uint32_t qpn, dqpn;
 	int family;
 	uint8_t src[16], dst[16]; /* 4 bytes used for AF_INET */
@@ -147,6 +156,14 @@ struct soft_net_qp {
 	int atm_valid;
 	uint32_t atm_psn;
 	uint64_t atm_orig;
+	/* the READ response being sent, NET_RD_BURST packets at a time
+	 * (resp_pump): response k has PSN rs_psn + k */
+	int rs_active;
+	uint32_t rs_psn, rs_k, rs_n, rs_len, rs_rkey;
+	uint64_t rs_va;
+	/* requests that came while it is sent, answered after it in order */
+	struct net_pkt *df_head, *df_tail;
+	uint32_t df_n;
 };
 
 static pthread_mutex_t net_mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -156,7 +173,12 @@ static int net_on = -1;
 static int ctl_fd = -1, udp4 = -1, udp6 = -1;
 static uint16_t sport4, sport6;
 static int thr_started;
+static pid_t thr_pid; /* the process our thread runs in */
 static pthread_t net_thr;
+/* the context whose lock our thread waits for (it stays until the wait
+ * is over: soft_net_ctx_gone); net_mtx */
+static struct soft_context *boost_ctx;
+static pthread_cond_t boost_cv = PTHREAD_COND_INITIALIZER;
 
 /* the multicast groups this process's UD QPs are attached to: one pair per
  * (group, QP); net_mtx */
@@ -230,6 +252,102 @@ static void raw_send(int fd, const void *buf, size_t len,
 	(void)!sendto(fd, buf, len, MSG_DONTWAIT, to, tolen);
 }
 
+/*
+ * Sending in batches: the packets a caller makes in one go (a message's
+ * segments in tx_push, a READ response's burst) are kept, between
+ * batch_begin and batch_end, in a buffer of the calling thread and sent
+ * by one sendmmsg per NET_BATCH (fault injection sends one by one).  A
+ * packet the kernel refuses is lost, as with sendto.
+ */
+#define NET_BATCH 16
+
+struct net_batch {
+	int depth; /* batch_begin nesting */
+	unsigned int n;
+	int fd; /* every packet of the batch leaves by this socket */
+	struct mmsghdr mm[NET_BATCH];
+	struct iovec iov[NET_BATCH];
+	struct sockaddr_storage to[NET_BATCH];
+	uint8_t buf[NET_BATCH][NET_BUF];
+};
+
+static __thread struct net_batch *tb;
+static pthread_key_t tb_key;
+static pthread_once_t tb_once = PTHREAD_ONCE_INIT;
+static int tb_key_ok;
+
+static void tb_free(void *p)
+{
+	free(p);
+}
+
+static void tb_key_make(void)
+{
+	tb_key_ok = !pthread_key_create(&tb_key, tb_free);
+}
+
+static void batch_flush(void)
+{
+	unsigned int i = 0;
+
+	while (i < tb->n) {
+		int r = sendmmsg(tb->fd, tb->mm + i, tb->n - i, MSG_DONTWAIT);
+
+		i += r > 0 ? (unsigned int)r : 1; /* refused: that one lost */
+	}
+	tb->n = 0;
+}
+
+static void batch_begin(void)
+{
+	if (!tb) {
+		pthread_once(&tb_once, tb_key_make);
+		if (!tb_key_ok)
+			return;
+		tb = calloc(1, sizeof(*tb));
+		if (!tb)
+			return;
+		if (pthread_setspecific(tb_key, tb)) {
+			free(tb);
+			tb = NULL;
+			return;
+		}
+	}
+	tb->depth++;
+}
+
+static void batch_end(void)
+{
+	if (tb && tb->depth && !--tb->depth && tb->n)
+		batch_flush();
+}
+
+/* batch_add -- a packet into the batch; 0, or -1: no batch, send it */
+static int batch_add(int fd, const void *buf, size_t len,
+		     const struct sockaddr *to, socklen_t tolen)
+{
+	unsigned int k;
+
+	if (!tb || !tb->depth || len > NET_BUF || tolen > sizeof(tb->to[0]))
+		return -1;
+	if (tb->n && tb->fd != fd)
+		batch_flush();
+	k = tb->n++;
+	tb->fd = fd;
+	memcpy(tb->buf[k], buf, len);
+	memcpy(&tb->to[k], to, tolen);
+	tb->iov[k].iov_base = tb->buf[k];
+	tb->iov[k].iov_len = len;
+	memset(&tb->mm[k], 0, sizeof(tb->mm[k]));
+	tb->mm[k].msg_hdr.msg_name = &tb->to[k];
+	tb->mm[k].msg_hdr.msg_namelen = tolen;
+	tb->mm[k].msg_hdr.msg_iov = &tb->iov[k];
+	tb->mm[k].msg_hdr.msg_iovlen = 1;
+	if (tb->n == NET_BATCH)
+		batch_flush();
+	return 0;
+}
+
 static void wire_send(int fd, const void *buf, size_t len,
 		      const struct sockaddr *to, socklen_t tolen)
 {
@@ -242,7 +360,8 @@ static void wire_send(int fd, const void *buf, size_t len,
 		pthread_mutex_unlock(&flt_mtx);
 	}
 	if (!flt_on) {
-		raw_send(fd, buf, len, to, tolen);
+		if (batch_add(fd, buf, len, to, tolen))
+			raw_send(fd, buf, len, to, tolen);
 		return;
 	}
 	pthread_mutex_lock(&flt_mtx);
@@ -503,36 +622,27 @@ static void ag_fwd_to(int fd, struct ag_fwd *fw, const uint8_t *pkt, size_t len)
 	(void)!sendmsg(fd, &om, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* ag_rx -- one datagram from UDP 4791: ICRC checked, handed over */
-static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
+/* ag_rx_one -- one datagram from UDP 4791 (n bytes at buf + hl, as m
+ * says): ICRC checked, handed over */
+static void ag_rx_one(int family, struct ag_qp *qps, int nqps, uint8_t *buf,
+		      size_t size, ssize_t n, struct msghdr *m)
 {
-	uint8_t buf[64 + 65536];
 	size_t hl = roce_ip_udp_len(family);
-	struct sockaddr_storage from;
-	char cbuf[256];
-	struct iovec iov = {.iov_base = buf + hl, .iov_len = sizeof(buf) - hl};
-	struct msghdr m = {.msg_name = &from,
-			   .msg_namelen = sizeof(from),
-			   .msg_iov = &iov,
-			   .msg_iovlen = 1,
-			   .msg_control = cbuf,
-			   .msg_controllen = sizeof(cbuf)};
+	struct sockaddr_storage *from = m->msg_name;
 	struct cmsghdr *c;
 	struct roce_ip ip;
 	struct ag_fwd fw;
-	ssize_t n;
 	uint32_t qpn;
 	int i, have_dst = 0;
 
-	n = recvmsg(fd, &m, MSG_DONTWAIT);
-	if (n < ROCE_BTH_LEN + ROCE_ICRC_LEN || (m.msg_flags & MSG_TRUNC))
+	if (n < ROCE_BTH_LEN + ROCE_ICRC_LEN || (m->msg_flags & MSG_TRUNC))
 		return;
 	memset(&ip, 0, sizeof(ip));
 	memset(&fw, 0, sizeof(fw));
 	ip.family = family;
 	ip.dport = ROCE_UDP_PORT;
 	ip.ttl = 64;
-	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+	for (c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
 		if (family == AF_INET && c->cmsg_level == IPPROTO_IP &&
 		    c->cmsg_type == IP_PKTINFO) {
 			struct in_pktinfo pi;
@@ -554,12 +664,12 @@ static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 		return;
 	fw.family = (uint8_t)family;
 	if (family == AF_INET) {
-		struct sockaddr_in *s = (struct sockaddr_in *)&from;
+		struct sockaddr_in *s = (struct sockaddr_in *)from;
 
 		memcpy(ip.src, &s->sin_addr, 4);
 		ip.sport = ntohs(s->sin_port);
 	} else {
-		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&from;
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)from;
 
 		memcpy(ip.src, &s->sin6_addr, 16);
 		ip.sport = ntohs(s->sin6_port);
@@ -567,7 +677,7 @@ static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 	memcpy(fw.src, ip.src, 16);
 	memcpy(fw.dst, ip.dst, 16);
 	fw.sport = ip.sport;
-	if (roce_ip_udp(&ip, buf, sizeof(buf), (size_t)n) != (ssize_t)hl ||
+	if (roce_ip_udp(&ip, buf, size, (size_t)n) != (ssize_t)hl ||
 	    roce_icrc_check(buf, hl + (size_t)n))
 		return; /* a bad ICRC: dropped, as an HCA drops it */
 	qpn = (uint32_t)buf[hl + 5] << 16 | (uint32_t)buf[hl + 6] << 8 |
@@ -589,6 +699,37 @@ static void ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
 	if (i == nqps)
 		return;
 	ag_fwd_to(qps[i].fd, &fw, buf + hl, (size_t)n);
+}
+
+/* ag_rx -- up to AG_BATCH datagrams from UDP 4791 by one recvmmsg; how
+ * many came (the agent is one thread: its buffers are static) */
+#define AG_BATCH 16
+static int ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
+{
+	static uint8_t buf[AG_BATCH][64 + NET_BUF];
+	static struct sockaddr_storage from[AG_BATCH];
+	static char cbuf[AG_BATCH][256];
+	static struct iovec iov[AG_BATCH];
+	static struct mmsghdr mm[AG_BATCH];
+	size_t hl = roce_ip_udp_len(family);
+	int j, r;
+
+	for (j = 0; j < AG_BATCH; j++) {
+		iov[j].iov_base = buf[j] + hl;
+		iov[j].iov_len = sizeof(buf[j]) - hl;
+		memset(&mm[j], 0, sizeof(mm[j]));
+		mm[j].msg_hdr.msg_name = &from[j];
+		mm[j].msg_hdr.msg_namelen = sizeof(from[j]);
+		mm[j].msg_hdr.msg_iov = &iov[j];
+		mm[j].msg_hdr.msg_iovlen = 1;
+		mm[j].msg_hdr.msg_control = cbuf[j];
+		mm[j].msg_hdr.msg_controllen = sizeof(cbuf[j]);
+	}
+	r = recvmmsg(fd, mm, AG_BATCH, MSG_DONTWAIT, NULL);
+	for (j = 0; j < r; j++)
+		ag_rx_one(family, qps, nqps, buf[j], sizeof(buf[j]),
+			  (ssize_t)mm[j].msg_len, &mm[j].msg_hdr);
+	return r;
 }
 
 static void ag_drop_client(int u4, int u6, int fd, struct ag_qp *qps, int *nqps)
@@ -616,7 +757,7 @@ int soft_net_agent_main(void)
 	static struct pollfd pf[3 + AG_MAX_CLIENTS];
 	struct sockaddr_un a;
 	socklen_t alen;
-	int lfd, u4, u6, ncl = 0, nqps = 0, i;
+	int lfd, u4, u6, ncl = 0, nqps = 0, i, udp;
 	uint64_t idle_since;
 
 	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -653,12 +794,13 @@ int soft_net_agent_main(void)
 			break;
 		if (n <= 0)
 			continue;
-		if (pf[1].revents & POLLIN)
-			for (i = 0; i < 64; i++)
-				ag_rx(u4, AF_INET, qps, nqps);
-		if (pf[2].revents & POLLIN)
-			for (i = 0; i < 64; i++)
-				ag_rx(u6, AF_INET6, qps, nqps);
+		/* registrations first, all of them, from every client (also
+		 * one poll did not flag, when datagrams came): a QP's
+		 * registration (or a group's join) is sent before its number
+		 * can reach a peer, so a datagram read after this finds its QP
+		 * however late this thread ran (else it would be dropped as
+		 * for nobody: a lost UD datagram, a retransmission on RC) */
+		udp = (pf[1].revents | pf[2].revents) & POLLIN;
 		for (i = 3; i < 3 + ncl; i++) {
 			union {
 				struct ag_msg m;
@@ -668,9 +810,12 @@ int soft_net_agent_main(void)
 			ssize_t r;
 			int j;
 
-			if (!pf[i].revents)
+			if (!pf[i].revents && !udp)
 				continue;
+		again:
 			r = recv(pf[i].fd, &u, sizeof(u), MSG_DONTWAIT);
+			if (r < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
 			msg = u.m;
 			if (r == (ssize_t)sizeof(u.mm) &&
 			    (u.mm.op == AG_MJOIN || u.mm.op == AG_MLEAVE) &&
@@ -702,15 +847,25 @@ int soft_net_agent_main(void)
 					if (qps[j].qpn == msg.qpn &&
 					    qps[j].fd == pf[i].fd)
 						qps[j] = qps[--nqps];
-			} else if (r == 0 || (r < 0 && errno != EAGAIN &&
-					      errno != EINTR)) {
+			} else if (r <= 0) {
 				ag_drop_client(u4, u6, pf[i].fd, qps, &nqps);
 				pf[i] = pf[3 + --ncl];
 				i--;
 				if (!ncl)
 					idle_since = soft_now_ns();
+				continue;
 			}
+			goto again; /* all it has sent */
 		}
+		/* up to 64 datagrams of each family per pass */
+		if (pf[1].revents & POLLIN)
+			for (i = 0; i < 4; i++)
+				if (ag_rx(u4, AF_INET, qps, nqps) < AG_BATCH)
+					break;
+		if (pf[2].revents & POLLIN)
+			for (i = 0; i < 4; i++)
+				if (ag_rx(u6, AF_INET6, qps, nqps) < AG_BATCH)
+					break;
 		if (pf[0].revents & POLLIN) {
 			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 			struct ucred cr;
@@ -871,6 +1026,8 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 
 	p->bth.pkey = ROCE_DEFAULT_PKEY;
 	p->bth.dqpn = nq->dqpn;
+	/* IB mode: MigReq says "migrated" (apm.c) */
+	p->bth.migreq = soft_link_ib && soft_apm_migreq(nq->qp);
 	n = roce_encode(p, buf + hl, sizeof(buf) - hl);
 	if (n < 0)
 		return;
@@ -1067,12 +1224,15 @@ static void tx_push(struct soft_net_qp *nq)
 			return;
 		nq->rnr_until = 0;
 	}
+	batch_begin();
 	while (nq->txw < nq->head) {
 		struct net_swqe *w = &nq->sq[nq->txw % nq->sq_n];
 		uint32_t count = op_is_read_like(w->op) ? 1 : w->npkts;
 		uint32_t k = nq->txp;
 
-		if (w->status || w->done) {
+		if (w->status)
+			break; /* it ends the QP when it reaches the tail */
+		if (w->done) {
 			nq->txw++;
 			nq->txp = 0;
 			continue;
@@ -1094,6 +1254,7 @@ static void tx_push(struct soft_net_qp *nq)
 			nq->txp = 0;
 		}
 	}
+	batch_end();
 }
 
 /* complete_wqe -- the WQE at the tail is finished with STATUS */
@@ -1125,6 +1286,12 @@ static void complete_wqe(struct soft_net_qp *nq, enum ibv_wc_status status)
 		break;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		wc.opcode = IBV_WC_FETCH_ADD;
+		break;
+	case IBV_WR_BIND_MW:
+		wc.opcode = IBV_WC_BIND_MW;
+		break;
+	case IBV_WR_LOCAL_INV:
+		wc.opcode = IBV_WC_LOCAL_INV;
 		break;
 	default:
 		wc.opcode = IBV_WC_SEND;
@@ -1286,11 +1453,33 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 		if (w->op != IBV_WR_RDMA_READ || w->done)
 			return;
 		if (psn != roce_psn_add(w->psn, w->got)) {
-			/* a gap: ask for the rest once per position */
-			if (roce_psn_cmp(psn, roce_psn_add(w->psn, w->got)) >
-				    0 &&
-			    w->rereq != w->got + 1) {
+			/* a gap: ask for the rest from it (the responder
+			 * stops the old stream there); again at the same
+			 * place when a new stream came without it (its first
+			 * packet lost too: the places went back) or when
+			 * many more came past it than the last time (our
+			 * request was lost), not waiting for the timer */
+			uint32_t at = (uint32_t)roce_psn_cmp(psn, w->psn);
+			int again;
+
+			if (roce_psn_cmp(psn, roce_psn_add(w->psn, w->got)) <=
+			    0)
+				return;
+			if (w->rereq != w->got + 1) {
+				again = 1;
+				w->ooo_max = NET_OOO_MIN;
+			} else if ((w->ooo_last && at < w->ooo_last) ||
+				   ++w->ooo >= w->ooo_max) {
+				again = 1;
+				if (w->ooo_max < NET_OOO_MAX)
+					w->ooo_max *= 2;
+			} else {
+				again = 0;
+			}
+			w->ooo_last = at;
+			if (again) {
 				w->rereq = w->got + 1;
+				w->ooo = 0;
 				rewind_to(nq, w->psn);
 				tx_push(nq);
 			}
@@ -1304,6 +1493,7 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 		}
 		iov_copy_in(w->iov, w->niov, off, p->payload, p->payload_len);
 		w->got++;
+		w->ooo_last = 0;
 		nq->retries = 0;
 		nq->late = 0;
 		if (w->got < w->npkts) {
@@ -1322,29 +1512,15 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 /* ---------------------------------------------------------------- */
 /* responder */
 
-/* rkey_va -- the local address of [va, va+len) under RKEY with NEED;
- * stripe lock held on success */
+/* rkey_va -- the local address of [va, va+len) under RKEY with NEED, an
+ * MR's or a window's, checked as on one host (mw.c); stripe lock held on
+ * success */
 static uint8_t *rkey_va(struct soft_net_qp *nq, uint32_t rkey, uint64_t va,
 			uint64_t len, uint32_t need, pthread_mutex_t **lk)
 {
-	uint32_t slot = soft_key_slot(rkey);
-	struct soft_reg_mr *m = &soft_reg->mr[slot];
-	struct soft_qp *qp = nq->qp;
-	struct soft_mr *mr;
+	uint8_t *p;
 
-	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
-	soft_stripe_lock(*lk);
-	mr = soft_mr_lookup(rkey);
-	/* memory windows are not reached over the network yet */
-	if (!rkey || (rkey & SOFT_KEY_MW_BIT) || !mr || m->key != rkey ||
-	    mr->pd != qp->pd || !(mr->access & need) ||
-	    !(qp->attr.qp_access_flags & need) || va < mr->iova ||
-	    va - mr->iova > mr->mr.length ||
-	    len > mr->mr.length - (va - mr->iova)) {
-		pthread_mutex_unlock(*lk);
-		return NULL;
-	}
-	return (uint8_t *)mr->mr.addr + (va - mr->iova);
+	return soft_rkey_target(nq->qp, rkey, va, len, need, &p, lk) ? NULL : p;
 }
 
 /* resp_wqe -- the receive WQE of the message in progress: on an SRQ,
@@ -1440,42 +1616,68 @@ static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
 		soft_qp_to_error(qp);
 }
 
+/*
+ * resp_read -- answer READ request p: its range checked whole, then its
+ * response sent NET_RD_BURST packets at a time (resp_pump), with what came
+ * in looked at between bursts.  A READ request repeated while a response
+ * is under way (the requester asking again from a lost packet) replaces
+ * it: the response restarts at the PSN asked for and the rest of the old
+ * stream is never sent (rxe_resp.c, duplicate_request: a duplicate READ
+ * replays from its own PSN, va and length).  Without that, each loss
+ * cost the whole rest of the message again.
+ */
 static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
-	uint8_t data[ROCE_MAX_PMTU];
-	uint32_t n = roce_npkts(p->reth.len, nq->pmtu), k;
 	pthread_mutex_t *lk;
-	uint8_t *va = NULL;
-	struct roce_pkt r;
 
+	nq->rs_active = 0;
 	if (p->reth.len) {
-		va = rkey_va(nq, p->reth.rkey, p->reth.va, p->reth.len,
-			     IBV_ACCESS_REMOTE_READ, &lk);
-		if (!va) {
+		if (!rkey_va(nq, p->reth.rkey, p->reth.va, p->reth.len,
+			     IBV_ACCESS_REMOTE_READ, &lk)) {
 			resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
 			return;
 		}
 		pthread_mutex_unlock(lk);
 	}
-	for (k = 0; k < n; k++) {
-		uint32_t seg = roce_seg_len(p->reth.len, nq->pmtu, k);
+	nq->rs_active = 1;
+	nq->rs_psn = p->bth.psn;
+	nq->rs_k = 0;
+	nq->rs_n = roce_npkts(p->reth.len, nq->pmtu);
+	nq->rs_va = p->reth.va;
+	nq->rs_len = p->reth.len;
+	nq->rs_rkey = p->reth.rkey;
+}
+
+/* resp_burst -- up to NET_RD_BURST packets of the READ response */
+static void resp_burst(struct soft_net_qp *nq)
+{
+	uint8_t data[ROCE_MAX_PMTU];
+	pthread_mutex_t *lk;
+	struct roce_pkt r;
+	int i;
+
+	batch_begin();
+	for (i = 0; i < NET_RD_BURST && nq->rs_active; i++) {
+		uint32_t k = nq->rs_k;
+		uint32_t seg = roce_seg_len(nq->rs_len, nq->pmtu, k);
 
 		memset(&r, 0, sizeof(r));
 		r.bth.opcode = (uint8_t)roce_seg_opcode(
-			ROCE_RC | ROCE_READ_RESP_ONLY, k, n);
-		r.bth.psn = roce_psn_add(p->bth.psn, k);
+			ROCE_RC | ROCE_READ_RESP_ONLY, k, nq->rs_n);
+		r.bth.psn = roce_psn_add(nq->rs_psn, k);
 		r.aeth.syndrome = ROCE_AETH_ACK | 0x1f;
 		r.aeth.msn = nq->msn & ROCE_PSN_MASK;
 		if (seg) {
-			/* again under the lock: a dereg waits for the copy */
-			uint8_t *v =
-				rkey_va(nq, p->reth.rkey,
-					p->reth.va + (uint64_t)k * nq->pmtu,
-					seg, IBV_ACCESS_REMOTE_READ, &lk);
+			/* again under the lock: a dereg, an unbind or an
+			 * invalidation waits for the copy */
+			uint8_t *v = rkey_va(nq, nq->rs_rkey,
+					     nq->rs_va + (uint64_t)k * nq->pmtu,
+					     seg, IBV_ACCESS_REMOTE_READ, &lk);
 
 			if (!v) {
+				nq->rs_active = 0;
 				resp_err(nq, ROCE_NAK_REMOTE_ACCESS, r.bth.psn);
-				return;
+				break;
 			}
 			memcpy(data, v, seg);
 			pthread_mutex_unlock(lk);
@@ -1483,8 +1685,60 @@ static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
 		r.payload = data;
 		r.payload_len = seg;
 		pkt_send(nq, &r);
+		if (++nq->rs_k == nq->rs_n)
+			nq->rs_active = 0;
 	}
-	(void)va;
+	batch_end();
+}
+
+static void df_free(struct soft_net_qp *nq)
+{
+	while (nq->df_head) {
+		struct net_pkt *k = nq->df_head;
+
+		nq->df_head = k->next;
+		free(k);
+	}
+	nq->df_tail = NULL;
+	nq->df_n = 0;
+}
+
+/* resp_defer -- a request that came while a READ response is sent: kept
+ * for after it, in order (an ACK for it now would tell the requester the
+ * READ was answered); one copy of a retransmitted packet; when too many
+ * wait, the requester sends again */
+static void resp_defer(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
+{
+	struct net_pkt *k;
+
+	if (nq->df_n >= NET_DF_MAX)
+		return;
+	for (k = nq->df_head; k; k = k->next)
+		if (k->len == len && !memcmp(k->data, buf, len))
+			return;
+	k = malloc(sizeof(*k) + len);
+	if (!k)
+		return;
+	k->next = NULL;
+	k->len = len;
+	memcpy(k->data, buf, len);
+	if (nq->df_tail)
+		nq->df_tail->next = k;
+	else
+		nq->df_head = k;
+	nq->df_tail = k;
+	nq->df_n++;
+}
+
+/* resp_replay -- p, a request that came while a READ response is sent, is
+ * a repeated READ asking from no later than where that response is: it
+ * replaces the response (later ones wait their turn) */
+static int resp_replay(const struct soft_net_qp *nq, const struct roce_pkt *p)
+{
+	return nq->rs_active && (p->bth.opcode & 0x1f) == ROCE_READ_REQ &&
+	       roce_psn_cmp(p->bth.psn, nq->epsn) < 0 &&
+	       roce_psn_cmp(p->bth.psn, roce_psn_add(nq->rs_psn, nq->rs_k)) <=
+		       0;
 }
 
 static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
@@ -1504,7 +1758,11 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 		resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
 		return;
 	}
-	al = &soft_reg->atomic_lock[(p->atmeth.va >> 3) % SOFT_NSTRIPES];
+	/* the lock of the word itself (a window may name it at another
+	 * address), the one the shared-memory path's atomics take */
+	al = &soft_reg->atomic_lock[((uint64_t)soft_self_pid * 31 +
+				     ((uintptr_t)v >> 3)) %
+				    SOFT_NSTRIPES];
 	soft_stripe_lock(al);
 	orig = *v;
 	if (op == ROCE_CMP_SWAP) {
@@ -1743,8 +2001,12 @@ static int nq_timer(struct soft_net_qp *nq, uint64_t now)
 		if (late && nq->late < NET_LATE_MAX) {
 			nq->late++;
 		} else if (++nq->retries > nq->qp->attr.retry_cnt) {
-			fail(nq, IBV_WC_RETRY_EXC_ERR);
-			return 0;
+			/* IB mode: an armed QP migrates (apm.c) */
+			if (!soft_link_ib || !soft_apm_timeout(nq->qp)) {
+				fail(nq, IBV_WC_RETRY_EXC_ERR);
+				return 0;
+			}
+			return 1; /* soft_net_repath sent again */
 		}
 		rewind_to(nq, nq->una);
 		nq->timer_at = now + qp_timeout_ns(nq->qp);
@@ -1753,8 +2015,10 @@ static int nq_timer(struct soft_net_qp *nq, uint64_t now)
 	return 1;
 }
 
-/* nq_input -- one packet the agent handed us */
-static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
+/* nq_input -- one packet the agent handed us (HELD: one that waited
+ * behind a READ response, its turn now) */
+static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len,
+		     int held)
 {
 	struct ag_fwd fw;
 	struct roce_pkt p;
@@ -1765,10 +2029,16 @@ static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
 	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
 	    (p.bth.opcode & 0xe0) != ROCE_RC || p.bth.dqpn != nq->qpn)
 		return;
-	/* only the peer's address speaks for the peer */
-	if (fw.family != nq->family ||
-	    memcmp(fw.src, nq->dst, nq->family == AF_INET ? 4 : 16))
+	/* only the peer's address speaks for the peer (IB mode: on the
+	 * QP's primary path, or on its alternate, iblink.c) */
+	if (soft_link_ib) {
+		if (soft_ib_net_in(nq->qp, fw.family, fw.src, p.bth.migreq,
+				   nq->family, nq->dst) < 0)
+			return;
+	} else if (fw.family != nq->family ||
+		   memcmp(fw.src, nq->dst, nq->family == AF_INET ? 4 : 16)) {
 		return;
+	}
 	if (getenv("SOFTRDMA_NET_DEBUG"))
 		fprintf(stderr,
 			"%llu %d in op %x psn %u epsn %u una %u tail %llu head "
@@ -1778,10 +2048,44 @@ static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
 			(unsigned long long)nq->tail,
 			(unsigned long long)nq->head,
 			(unsigned long long)nq->txw, p.aeth.syndrome);
-	if (roce_op_flags(p.bth.opcode) & ROCE_F_REQ)
-		responder(nq, &p);
-	else
+	if (!(roce_op_flags(p.bth.opcode) & ROCE_F_REQ))
 		completer(nq, &p);
+	else if ((nq->rs_active || (!held && nq->df_head)) &&
+		 !resp_replay(nq, &p))
+		resp_defer(nq, buf, len);
+	else
+		responder(nq, &p);
+}
+
+/* resp_pump -- the READ response under way, a burst; once it is sent, the
+ * requests that waited for it, in order, until one starts another */
+static void resp_pump(struct soft_net_qp *nq)
+{
+	struct net_pkt *k;
+
+	for (;;) {
+		if (nq->qp->state < IBV_QPS_RTR ||
+		    nq->qp->state == IBV_QPS_ERR) {
+			nq->rs_active = 0;
+			df_free(nq);
+			return;
+		}
+		if (nq->rs_active) {
+			resp_burst(nq);
+			if (nq->rs_active)
+				return; /* the next burst after what came in */
+			continue;
+		}
+		k = nq->df_head;
+		if (!k)
+			return;
+		nq->df_head = k->next;
+		if (!nq->df_head)
+			nq->df_tail = NULL;
+		nq->df_n--;
+		nq_input(nq, k->data, k->len, 1);
+		free(k);
+	}
 }
 
 /*
@@ -1805,11 +2109,13 @@ static void nq_run(struct soft_net_qp *nq, int net_locked)
 		for (; l; l = n) {
 			n = l->next;
 			if (nq->qp->state != IBV_QPS_RESET)
-				nq_input(nq, l->data, l->len);
+				nq_input(nq, l->data, l->len, 0);
 			free(l);
 		}
 	}
 	nq_timer(nq, soft_now_ns());
+	if (nq->rs_active || nq->df_head)
+		resp_pump(nq);
 }
 
 static struct soft_net_qp *nq_find(uint32_t qpn)
@@ -1925,10 +2231,12 @@ static void net_packet(const uint8_t *buf, size_t len,
 	k->next = NULL;
 	k->len = len;
 	memcpy(k->data, buf, len);
-	if (nq->in_tail)
+	if (nq->in_tail) {
 		nq->in_tail->next = k;
-	else
+	} else {
 		nq->in_head = k;
+		nq->queued_at = soft_now_ns();
+	}
 	nq->in_tail = k;
 	atomic_store_explicit(&nq->pending, 1, memory_order_release);
 	if (nq->ctx == held)
@@ -1945,25 +2253,48 @@ static void net_packet(const uint8_t *buf, size_t len,
  * queues; HELD as net_packet's */
 static void net_rx(int max, struct soft_context *held)
 {
-	uint8_t buf[sizeof(struct ag_fwd) + NET_BUF];
-	int i;
+	/* net_mtx held while they are used: one set per process */
+	static uint8_t buf[NET_BATCH][sizeof(struct ag_fwd) + NET_BUF];
+	static struct mmsghdr mm[NET_BATCH];
+	static struct iovec iov[NET_BATCH];
+	int i = 0, j, r, want;
 
 	if (ctl_fd < 0)
 		return;
 	pthread_mutex_lock(&net_mtx);
-	for (i = 0; i < max; i++) {
-		ssize_t r = recv(ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
-
+	while (i < max) {
+		want = max - i < NET_BATCH ? max - i : NET_BATCH;
+		for (j = 0; j < want; j++) {
+			iov[j].iov_base = buf[j];
+			iov[j].iov_len = sizeof(buf[j]);
+			memset(&mm[j], 0, sizeof(mm[j]));
+			mm[j].msg_hdr.msg_iov = &iov[j];
+			mm[j].msg_hdr.msg_iovlen = 1;
+		}
+		r = recvmmsg(ctl_fd, mm, (unsigned int)want, MSG_DONTWAIT,
+			     NULL);
 		if (r <= 0)
 			break;
-		net_packet(buf, (size_t)r, held);
+		for (j = 0; j < r; j++)
+			if (mm[j].msg_len)
+				net_packet(buf[j], mm[j].msg_len, held);
+		i += r;
+		if (r < want)
+			break;
 	}
 	pthread_mutex_unlock(&net_mtx);
 }
 
-/* timers -- every QP whose context lock is free; 1: work outstanding */
+/* a QP whose packets waited this long behind its context's lock is run
+ * by waiting for that lock (boost) */
+#define NET_WAITED_NS 500000ull
+
+/* timers -- every QP whose context lock is free; 1: work outstanding;
+ * the first QP whose packets waited NET_WAITED_NS for a held lock names
+ * boost_ctx; net_mtx held */
 static int timers(void)
 {
+	uint64_t now = soft_now_ns();
 	int i, busy = 0;
 
 	for (i = 0; i < NET_MAX_QP; i++) {
@@ -1975,12 +2306,63 @@ static int timers(void)
 			nq_run(nq, 1);
 			busy |= nq->tail < nq->head || nq->rx_active ||
 				nq->wr_active;
+			if (nq->rs_active)
+				busy |= 2; /* a READ response: no sleep */
 			soft_unlock(&nq->ctx->lock);
-		} else {
-			busy = 1;
+			continue;
 		}
+		busy = 1;
+		if (!boost_ctx && nq->in_head &&
+		    now - nq->queued_at >= NET_WAITED_NS)
+			boost_ctx = nq->ctx;
 	}
 	return busy;
+}
+
+/*
+ * boost -- wait for boost_ctx's lock, then run its QPs.  The lock is a
+ * priority-inheriting futex (soft_lock_t): while we, SCHED_FIFO, wait, the
+ * holder runs at our priority, so an application poller the scheduler
+ * took off the CPU while it held the lock finishes its sweep at once and
+ * the packets that came for its QPs are answered (ACKs, READ responses,
+ * NAKs) as an HCA would, not when the poller is next given a CPU.  No
+ * lock of ours is held while we wait (the holder may want net_mtx);
+ * soft_net_ctx_gone keeps the context until we are done.
+ */
+static void boost(void)
+{
+	struct soft_context *ctx;
+	int i;
+
+	pthread_mutex_lock(&net_mtx);
+	ctx = boost_ctx;
+	pthread_mutex_unlock(&net_mtx);
+	if (!ctx)
+		return;
+	soft_lock(&ctx->lock);
+	pthread_mutex_lock(&net_mtx);
+	for (i = 0; i < NET_MAX_QP; i++) {
+		struct soft_net_qp *nq = net_tbl[i];
+
+		if (nq && !nq->ud && nq->ctx == ctx)
+			nq_run(nq, 1);
+	}
+	pthread_mutex_unlock(&net_mtx);
+	soft_unlock(&ctx->lock);
+	pthread_mutex_lock(&net_mtx);
+	boost_ctx = NULL;
+	pthread_cond_broadcast(&boost_cv);
+	pthread_mutex_unlock(&net_mtx);
+}
+
+void soft_net_ctx_gone(struct soft_context *ctx)
+{
+	if (!thr_started || thr_pid != getpid())
+		return; /* no thread of ours here (none, or a forked copy) */
+	pthread_mutex_lock(&net_mtx);
+	while (boost_ctx == ctx)
+		pthread_cond_wait(&boost_cv, &net_mtx);
+	pthread_mutex_unlock(&net_mtx);
 }
 
 static int kick_fd[2] = {-1, -1};
@@ -2063,7 +2445,7 @@ static void *net_main(void *arg)
 		pf[0].events = POLLIN;
 		pf[1].fd = kick_fd[0];
 		pf[1].events = POLLIN;
-		n = poll(pf, 2, busy ? 1 : 50);
+		n = poll(pf, 2, (busy & 2) ? 0 : busy ? 1 : 50);
 		if (n > 0 && (pf[1].revents & POLLIN)) {
 			char c[64];
 
@@ -2088,6 +2470,7 @@ static void *net_main(void *arg)
 		pthread_mutex_lock(&net_mtx);
 		busy = timers();
 		pthread_mutex_unlock(&net_mtx);
+		boost();
 		flt_release();
 	}
 	return NULL;
@@ -2115,6 +2498,7 @@ static int net_start(void)
 	if (!pthread_create(&net_thr, NULL, net_main, NULL)) {
 		pthread_detach(net_thr);
 		thr_started = 1;
+		thr_pid = getpid();
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return thr_started ? 0 : -1;
@@ -2212,7 +2596,12 @@ void soft_net_connect(struct soft_qp *qp)
 	nq->pmtu = roce_mtu_bytes(qp->attr.path_mtu);
 	if (!nq->pmtu)
 		nq->pmtu = 1024;
-	if (!memcmp(g, v4m, 12)) {
+	if (soft_link_ib) { /* by DLID or GID, on the port's rail */
+		if (soft_ib_path_addr(qp, 0, &nq->family, nq->dst)) {
+			free(nq);
+			return; /* no address: an unreachable path */
+		}
+	} else if (!memcmp(g, v4m, 12)) {
 		nq->family = AF_INET;
 		memcpy(nq->dst, g + 12, 4);
 	} else {
@@ -2252,6 +2641,28 @@ fail:
 	free(nq);
 }
 
+void soft_net_repath(struct soft_qp *qp)
+{
+	struct soft_net_qp *nq = qp->net;
+	uint8_t dst[16], src[16];
+	int family;
+
+	if (!nq || soft_ib_path_addr(qp, 0, &family, dst) ||
+	    src_for(family, dst, src))
+		return; /* no route: its packets go nowhere, retries tell */
+	nq->family = family;
+	memcpy(nq->dst, dst, 16);
+	memcpy(nq->src, src, 16);
+	/* a new path: retries afresh, what is unacknowledged sent again */
+	nq->retries = 0;
+	nq->late = 0;
+	if (nq->tail < nq->head && !nq->rnr_until) {
+		rewind_to(nq, nq->una);
+		nq->timer_at = soft_now_ns() + qp_timeout_ns(qp);
+		tx_push(nq);
+	}
+}
+
 void soft_net_release(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq = qp->net;
@@ -2270,6 +2681,7 @@ void soft_net_release(struct soft_qp *qp)
 		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
 	pthread_mutex_unlock(&net_mtx);
 	qp->net = NULL;
+	df_free(nq);
 	while (nq->in_head) {
 		struct net_pkt *k = nq->in_head;
 
@@ -2280,6 +2692,52 @@ void soft_net_release(struct soft_qp *qp)
 	free(nq->iovs);
 	free(nq->inls);
 	free(nq);
+}
+
+/* sq_take -- the next send queue entry for wr, zeroed but for its
+ * wr_id, opcode, signalling and PSN (the queue's first WR sets the
+ * starting PSN); NULL when the queue is full */
+static struct net_swqe *sq_take(struct soft_net_qp *nq,
+				const struct ibv_send_wr *wr)
+{
+	struct soft_qp *qp = nq->qp;
+	struct net_swqe *w;
+
+	if (nq->head - nq->tail >= qp->cap.max_send_wr)
+		return NULL;
+	w = &nq->sq[nq->head % nq->sq_n];
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->op = wr->opcode;
+	w->signaled =
+		qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED) ? 1 : 0;
+	if (!nq->psn_set) {
+		nq->sq_psn = qp->attr.sq_psn & ROCE_PSN_MASK;
+		nq->una = nq->sq_psn;
+		nq->psn_set = 1;
+	}
+	w->psn = nq->sq_psn;
+	return w;
+}
+
+/* post_local -- BIND_MW or LOCAL_INV: executed at post, as the
+ * shared-memory path does (mw.c's checks and errors), completed in order
+ * behind what was posted before it; it takes no PSN */
+static int post_local(struct soft_net_qp *nq, struct ibv_send_wr *wr)
+{
+	struct soft_qp *qp = nq->qp;
+	struct net_swqe *w;
+
+	if (soft_mw_check_wr(qp, wr))
+		return EINVAL;
+	w = sq_take(nq, wr);
+	if (!w)
+		return ENOMEM;
+	w->status = qp->state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR
+					     : soft_mw_local_op(qp, wr);
+	w->done = w->status == IBV_WC_SUCCESS;
+	nq->head++;
+	return 0;
 }
 
 /* post_one -- one checked WR into the send queue */
@@ -2305,8 +2763,11 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 		    (wr->send_flags & IBV_SEND_INLINE))
 			return EINVAL;
 		break;
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		return post_local(nq, wr);
 	default:
-		return EINVAL; /* memory windows: not over the network yet */
+		return EINVAL;
 	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > nq->max_sge ||
 	    (wr->num_sge && !wr->sg_list))
@@ -2318,14 +2779,9 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
 	    (wr->opcode == IBV_WR_RDMA_READ || len > nq->max_inl))
 		return EINVAL;
-	if (nq->head - nq->tail >= qp->cap.max_send_wr)
+	w = sq_take(nq, wr);
+	if (!w)
 		return ENOMEM;
-	w = &nq->sq[nq->head % nq->sq_n];
-	memset(w, 0, sizeof(*w));
-	w->wr_id = wr->wr_id;
-	w->op = wr->opcode;
-	w->signaled =
-		qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED) ? 1 : 0;
 	if (wr->send_flags & IBV_SEND_SOLICITED)
 		w->se = 1;
 	w->len = (uint32_t)len;
@@ -2376,12 +2832,6 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 		w->imm = ntohl(wr->imm_data);
 	if (wr->opcode == IBV_WR_SEND_WITH_INV)
 		w->inv = wr->invalidate_rkey;
-	if (!nq->psn_set) {
-		nq->sq_psn = qp->attr.sq_psn & ROCE_PSN_MASK;
-		nq->una = nq->sq_psn;
-		nq->psn_set = 1;
-	}
-	w->psn = nq->sq_psn;
 	w->npkts = w->status ? 0
 		   : (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
@@ -2413,8 +2863,9 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		soft_net_progress(qp);
 		return ret;
 	}
-	/* a local error at the tail completes at once */
-	if (nq->tail < nq->head && nq->sq[nq->tail % nq->sq_n].status)
+	/* a local error or a local operation at the tail completes at once */
+	if (nq->tail < nq->head && (nq->sq[nq->tail % nq->sq_n].status ||
+				    nq->sq[nq->tail % nq->sq_n].done))
 		acked(nq, roce_psn_add(nq->una, ROCE_PSN_MASK));
 	tx_push(nq);
 	net_kick();

@@ -16,6 +16,10 @@
  * enabled; ctx lock held */
 void soft_net_connect(struct soft_qp *qp);
 
+/* soft_net_repath -- IB mode: the QP migrated (apm.c); its packets go to
+ * the new primary path's addresses (iblink.c); ctx lock held */
+void soft_net_repath(struct soft_qp *qp);
+
 /* soft_net_release -- the QP leaves the network path (RESET, destroy);
  * ctx lock held */
 void soft_net_release(struct soft_qp *qp);
@@ -68,6 +72,10 @@ void soft_net_mcast_attach(struct soft_qp *qp, const uint8_t *mgid);
 
 /* soft_net_mcast_detach -- QPN leaves MGID (NULL: every group) */
 void soft_net_mcast_detach(uint32_t qpn, const uint8_t *mgid);
+
+/* soft_net_ctx_gone -- ibv_close_device, before CTX is freed: our
+ * receive thread is not (or no longer) waiting for its lock; no lock held */
+void soft_net_ctx_gone(struct soft_context *ctx);
 
 /* soft_net_agent_main -- the host's agent (tests start it by hand) */
 int soft_net_agent_main(void);

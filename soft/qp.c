@@ -9,7 +9,6 @@
 #include <sys/mman.h>
 
 #include "softrdma.h"
-#include "net.h"
 #include "ud.h"
 
 SOFT_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
@@ -182,6 +181,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->ctx = ctx;
 	qp->pd = pd;
 	qp->type = attr->qp_type;
+	/* the kind's data path (qpops.h): DC takes its own (dc.c), an RC QP
+	 * aimed at another host switches at RTR (data.c) */
+	qp->ops = attr->qp_type == IBV_QPT_UD	? &soft_ud_ops
+		  : attr->qp_type == IBV_QPT_UC ? &soft_uc_ops
+						: &soft_rc_ops;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->cap = attr->cap;
 	/*
@@ -286,7 +290,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	return &qp->qpx.qp_base;
 
 free_ud:
-	soft_ud_destroy(qp);
+	qp->ops->destroy(qp);
 unmap:
 	soft_seg_unlink(qpn);
 	munmap(qp->seg, qp->seg_len);
@@ -539,8 +543,7 @@ static void qp_reset(struct soft_qp *qp)
 {
 	int i;
 
-	if (qp->ud)
-		soft_ud_reset(qp);
+	qp->ops->reset(qp); /* the kind's own queues (UD/UC) */
 	soft_sq_drop_held(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
@@ -552,6 +555,7 @@ static void qp_reset(struct soft_qp *qp)
 	qp->dead_since = 0;
 	qp->sq_err_pending = 0;
 	qp->novm = 0;
+	qp->mig_unacked = 0; /* apm.c: no migration to confirm */
 	qp->rx_stopped = 0;
 	memset(&qp->rx, 0, sizeof(qp->rx));
 	atomic_store(&qp->seg->dest_qpn, 0);
@@ -583,17 +587,29 @@ static void qp_reset(struct soft_qp *qp)
 	atomic_store(&qp->seg->mig_req, 0);
 }
 
-/* ibv_modify_qp -- move a QP through its state machine */
+/* ibv_modify_qp -- move a QP through its kind's state machine */
 int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct soft_qp *qp;
-	enum ibv_qp_state cur, next;
 
 	if (!ibqp || !attr)
 		return EINVAL;
 	qp = to_sqp(ibqp);
-	if (qp->dc) /* DCI, DCT: their own state machines (dc.c) */
-		return soft_dc_modify(qp, attr, mask);
+	return qp->ops->modify(qp, attr, mask);
+}
+
+/* soft_qp_op_nop -- an operation a kind has nothing to do for */
+void soft_qp_op_nop(struct soft_qp *qp)
+{
+	(void)qp;
+}
+
+/* soft_qp_modify -- the state machine of the kernel's qp_state_table (RC,
+ * UC, UD); the lock is not held */
+int soft_qp_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	enum ibv_qp_state cur, next;
+
 	soft_lock(&qp->ctx->lock);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
@@ -666,22 +682,9 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		soft_qp_set_state(qp, next);
 		if (cur == IBV_QPS_SQD && next != IBV_QPS_SQD)
 			soft_sq_release(qp);
-		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
-		    qp->type != IBV_QPT_UD) {
-			qp->dest_qpn = qp->attr.dest_qp_num;
-			/* addressed by (GID, QPN): a foreign GID reaches no
-			 * local QP (between hosts is not there yet) */
-			if (soft_ah_local(&qp->attr.ah_attr))
-				atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
-			else /* issue 12: the network path (net.c) */
-				soft_net_connect(qp);
-			soft_qp_connect(qp);
-			if (qp->ctx->serve_rings)
-				soft_thread_start_locked(qp->ctx);
-		}
-		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR &&
-		    qp->type == IBV_QPT_UD)
-			soft_net_ud_attach(qp); /* issue 12: from other hosts */
+		/* the destination is known: the kind chooses its path */
+		if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR)
+			qp->ops->to_rtr(qp);
 		/* SQ_DRAINED once nothing sent before is in flight: now,
 		 * or when the last of it completes (soft_sqd_check) */
 		if (next == IBV_QPS_SQD && cur != IBV_QPS_SQD &&
@@ -754,8 +757,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	while (ibqp->events_completed != qp->async_reported)
 		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
 	pthread_mutex_unlock(&ibqp->mutex);
-	soft_ud_destroy(qp);
-	soft_dc_destroy(qp);
+	qp->ops->destroy(qp); /* the kind's own state (UD/UC, DC) */
 	if (ctx->owner_pid == soft_self_pid)
 		soft_seg_unlink(ibqp->qp_num);
 	munmap(qp->seg, qp->seg_len);

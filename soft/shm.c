@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -215,6 +216,7 @@ static struct soft_reg *reg_open(int fd)
 static void atfork_child(void)
 {
 	soft_self_pid = getpid();
+	soft_tid_cached = 0; /* the thread that forked is another here */
 	soft_self_start = soft_pid_start(soft_self_pid);
 }
 
@@ -239,6 +241,7 @@ int soft_reg_attach(void)
 		return 0;
 	}
 	soft_self_pid = getpid();
+	soft_tid_cached = 0; /* the thread that forked is another here */
 	soft_self_start = soft_pid_start(soft_self_pid);
 	soft_name(name, sizeof(name), "registry", 0);
 	for (tries = 0; tries < 100 && !r; tries++) {
@@ -323,6 +326,9 @@ int soft_exit_lock(pthread_mutex_t *m)
 	return -1;
 }
 
+static void chan_unlink_all(struct soft_reg *r, uint32_t idx);
+static void chan_cache_clear(void);
+
 /* srq_unlink_all -- the SRQ segments a context slot has named */
 static void srq_unlink_all(struct soft_reg *r, uint32_t idx)
 {
@@ -369,6 +375,7 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 			live++;
 		} else {
 			srq_unlink_all(r, (uint32_t)i);
+			chan_unlink_all(r, (uint32_t)i);
 			atomic_store(&r->ctx[i].pid, 0);
 		}
 	}
@@ -406,6 +413,7 @@ void soft_reg_detach(void)
 	}
 	r = soft_reg;
 	soft_reg = NULL;
+	chan_cache_clear(); /* keys start again with the next registry */
 	soft_stripe_lock(&r->lock);
 	if (!reg_sweep(r, 0)) {
 		soft_name(name, sizeof(name), "registry", 0);
@@ -452,6 +460,7 @@ void soft_reg_ctx_free(int idx)
 	soft_stripe_lock(&soft_reg->lock);
 	/* only our own: a forked child never frees its parent's slot */
 	if (atomic_load(&soft_reg->ctx[idx].pid) == soft_self_pid) {
+		chan_unlink_all(soft_reg, (uint32_t)idx);
 		atomic_store(&soft_reg->ctx[idx].armed, 0);
 		atomic_store(&soft_reg->ctx[idx].pid, 0);
 	}
@@ -763,8 +772,147 @@ void soft_seg_unlink(uint32_t qpn)
 	shm_unlink(name);
 }
 
-/* soft_wake_ctx -- poke the progress thread of a context */
+/*
+ * Channel FIFOs a producer writes to: open ones kept, by key (a key is
+ * never reused while the registry lives; the cache empties with it).
+ * A FIFO is opened read-write, so that a write never raises SIGPIPE
+ * once its channel has gone; and non-blocking: a full FIFO is readable
+ * already.  A thread that finds the cache taken (or a forked child whose
+ * parent held it) opens and closes its own.
+ */
+#define CHAN_CACHE 16
+static struct {
+	uint32_t key;
+	int fd;
+} chan_cache[CHAN_CACHE];
+static pthread_mutex_t chan_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* soft_chan_path -- the file of channel key: /dev/shm/<prefix>-ch-<key> */
+void soft_chan_path(char *buf, size_t len, uint32_t key)
+{
+	char name[128];
+
+	soft_name(name, sizeof(name), "ch", key);
+	snprintf(buf, len, "/dev/shm%s", name);
+}
+
+/* chan_open -- open channel key's FIFO for a kick, -1 if it is gone */
+static int chan_open(uint32_t key)
+{
+	char path[160];
+	struct stat st;
+	int fd;
+
+	soft_chan_path(path, sizeof(path), key);
+	fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISFIFO(st.st_mode) || st.st_uid != geteuid()) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* chan_cache_clear -- forget every FIFO (the registry is going) */
+static void chan_cache_clear(void)
+{
+	int i;
+
+	pthread_mutex_lock(&chan_cache_lock);
+	for (i = 0; i < CHAN_CACHE; i++) {
+		if (chan_cache[i].key)
+			close(chan_cache[i].fd);
+		chan_cache[i].key = 0;
+	}
+	pthread_mutex_unlock(&chan_cache_lock);
+}
+
+/* chan_kick -- make channel key's fd readable: one byte into its FIFO */
+static void chan_kick(uint32_t key)
+{
+	static const char b = 1;
+	unsigned int i = key % CHAN_CACHE;
+	ssize_t r;
+	int fd;
+
+	if (pthread_mutex_trylock(&chan_cache_lock)) {
+		fd = chan_open(key);
+		if (fd >= 0) {
+			r = write(fd, &b, 1);
+			(void)r;
+			close(fd);
+		}
+		return;
+	}
+	if (chan_cache[i].key != key) {
+		fd = chan_open(key);
+		if (fd >= 0) {
+			if (chan_cache[i].key)
+				close(chan_cache[i].fd);
+			chan_cache[i].key = key;
+			chan_cache[i].fd = fd;
+		}
+	}
+	if (chan_cache[i].key == key) {
+		r = write(chan_cache[i].fd, &b, 1);
+		(void)r;
+	}
+	pthread_mutex_unlock(&chan_cache_lock);
+}
+
+/* chan_unlink_all -- the FIFOs a context slot has named */
+static void chan_unlink_all(struct soft_reg *r, uint32_t idx)
+{
+	char path[160];
+	uint32_t key;
+	int c;
+
+	for (c = 0; c < SOFT_CHAN_CELLS; c++) {
+		key = atomic_exchange(&r->ctx[idx].chan_key[c], 0);
+		if (key) {
+			soft_chan_path(path, sizeof(path), key);
+			unlink(path);
+		}
+	}
+}
+
+/*
+ * soft_wake_ctx -- work for a context was published (a peer's slot, a
+ * commit, a completion in an outbox): wake whoever waits on it.  A
+ * waiter asleep on a completion channel is woken directly, through the
+ * channel's fd (its ibv_get_cq_event then runs the progress itself); the
+ * progress thread only for CQs without such a channel (or when it serves
+ * the rings).  The caller's work is visible before its (seq_cst) look at
+ * armed; the waiter sets its bit before its own look at the work.
+ */
 void soft_wake_ctx(uint32_t ctx_idx)
+{
+	struct soft_reg_ctx *c = &soft_reg->ctx[ctx_idx];
+	uint32_t a = atomic_load(&c->armed), bit;
+	int i;
+
+	if (a & SOFT_ARMED_CHANS) {
+		for (i = 0; i < SOFT_CHAN_CELLS; i++) {
+			bit = SOFT_ARMED_CHAN(i);
+			/* claim the arm: only one producer writes for it */
+			if ((a & bit) &&
+			    (atomic_fetch_and(&c->armed, ~bit) & bit)) {
+				uint32_t key = atomic_load_explicit(
+					&c->chan_key[i], memory_order_acquire);
+
+				if (key)
+					chan_kick(key);
+			}
+		}
+	}
+	if ((a & SOFT_ARMED_THREAD) ||
+	    atomic_load_explicit(&c->always_wake, memory_order_relaxed))
+		soft_wake_thread(ctx_idx);
+}
+
+/* soft_wake_thread -- poke the progress thread of a context */
+void soft_wake_thread(uint32_t ctx_idx)
 {
 	struct soft_reg_ctx *c = &soft_reg->ctx[ctx_idx];
 
@@ -776,19 +924,43 @@ void soft_wake_ctx(uint32_t ctx_idx)
 			NULL, NULL, 0);
 }
 
-/* soft_lock_slow -- the context lock is held: mark it contended, sleep */
-void soft_lock_slow(soft_lock_t *l)
+__thread uint32_t soft_tid_cached __attribute__((tls_model("initial-exec")));
+
+uint32_t soft_tid_slow(void)
 {
-	while (atomic_exchange_explicit(&l->v, 2, memory_order_acquire))
-		syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_WAIT_PRIVATE, 2,
-			NULL, NULL, 0);
+	soft_tid_cached = (uint32_t)syscall(SYS_gettid);
+	return soft_tid_cached;
 }
 
-/* soft_unlock_wake -- a thread sleeps on the context lock: wake one */
+/* soft_lock_slow -- the context lock is held: sleep in the kernel, which
+ * lends our priority to its owner (FUTEX_LOCK_PI) */
+void soft_lock_slow(soft_lock_t *l)
+{
+	uint32_t z;
+
+	for (;;) {
+		if (!syscall(SYS_futex, (uint32_t *)&l->v,
+			     FUTEX_LOCK_PI_PRIVATE, 0, NULL, NULL, 0))
+			return;
+		if (errno == EINTR || errno == EAGAIN)
+			continue;
+		/* no PI futexes here: take it when free */
+		z = 0;
+		if (errno == ENOSYS &&
+		    atomic_compare_exchange_strong_explicit(
+			    &l->v, &z, soft_tid(), memory_order_acquire,
+			    memory_order_relaxed))
+			return;
+		sched_yield();
+	}
+}
+
+/* soft_unlock_wake -- a thread sleeps on the context lock: the kernel
+ * hands it to the first in line */
 void soft_unlock_wake(soft_lock_t *l)
 {
-	syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
-		0);
+	syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_UNLOCK_PI_PRIVATE, 0, NULL,
+		NULL, 0);
 }
 
 /* soft_futex_wait -- sleep while *word == val, at most ns */
@@ -829,6 +1001,7 @@ __attribute__((destructor)) static void soft_fini(void)
 	for (i = 0; i < SOFT_MAX_CTX; i++) {
 		if (atomic_load(&r->ctx[i].pid) == soft_self_pid) {
 			srq_unlink_all(r, (uint32_t)i);
+			chan_unlink_all(r, (uint32_t)i);
 			atomic_store(&r->ctx[i].pid, 0);
 		}
 	}

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "qpops.h"
 #include "slot.h"
 
 /* Every standard entry point softrdma defines carries this mark. */
@@ -62,16 +63,27 @@
 
 /* Host-global registry (POSIX shm) */
 struct soft_reg_ctx {
-	_Atomic int32_t pid;	/* 0: free */
-	uint32_t srq_hi;	/* its SRQ segments: srq-<slot>-<1..srq_hi> */
-	uint64_t start;		/* owner's start time (pid reuse guard) */
-	_Atomic uint32_t wake;	/* futex word of the progress thread */
-	_Atomic uint32_t armed; /* a CQ of this context is armed */
+	_Atomic int32_t pid;   /* 0: free */
+	uint32_t srq_hi;       /* its SRQ segments: srq-<slot>-<1..srq_hi> */
+	uint64_t start;	       /* owner's start time (pid reuse guard) */
+	_Atomic uint32_t wake; /* futex word of the progress thread */
+	/* who waits on this context's CQs (SOFT_ARMED_*): bit 0, a CQ whose
+	 * waiter its progress thread serves (futex); bit 1 + c, a waiter
+	 * asleep on completion channel cell c, woken by a byte written to
+	 * the channel's FIFO (chan_key[c], verbs.c).  A producer claims a
+	 * channel's bit (fetch-and) before it writes: one byte per arm */
+	_Atomic uint32_t armed;
 	_Atomic uint32_t always_wake; /* its thread serves the rings */
 	_Atomic uint32_t sleeping;    /* its thread is in (or entering) the
 				       * futex wait: wakers call the kernel */
-	uint8_t pad2[32];
+	/* the channel FIFO of each cell (<prefix>-ch-<key> in /dev/shm),
+	 * 0: none */
+	_Atomic uint32_t chan_key[8];
 };
+#define SOFT_CHAN_CELLS	   8
+#define SOFT_ARMED_THREAD  1u
+#define SOFT_ARMED_CHAN(c) (2u << (c))
+#define SOFT_ARMED_CHANS   (((1u << SOFT_CHAN_CELLS) - 1) << 1)
 
 /*
  * A context's activity doorbell: bit b set means "QP b of this context
@@ -249,16 +261,35 @@ struct soft_evq; /* event queue behind an eventfd */
 
 /*
  * soft_lock_t -- a context's lock: never taken twice by one thread, held
- * for short sweeps; one compare-and-swap to take it and one exchange to
- * release it when uncontended (a pthread mutex costs about 50
- * instructions a pair more, three pairs a message), a futex otherwise.
+ * for short sweeps; one compare-and-swap to take it and one to release it
+ * when uncontended (a pthread mutex costs about 50 instructions a pair
+ * more, three pairs a message), a priority-inheriting futex otherwise:
+ * the word holds its owner's thread id, so a thread of higher priority
+ * that waits for it (the network path's receive thread, SCHED_FIFO, which
+ * stands for the HCA: soft/net.c) lends its priority to a holder the
+ * scheduler had taken off the CPU, and ACKs never wait for the
+ * application's poller to be run again.
  */
 typedef struct {
-	_Atomic uint32_t v; /* 0 free, 1 held, 2 held with waiters */
+	_Atomic uint32_t v; /* 0 free, else the owner's tid (| FUTEX_WAITERS) */
 } soft_lock_t;
 
 void soft_lock_slow(soft_lock_t *l);
 void soft_unlock_wake(soft_lock_t *l);
+
+/* this thread's id (0 until first asked; reset in a forked child);
+ * static TLS (initial-exec): the dynamic TLS of a dlopen()ed library
+ * crashes LeakSanitizer's thread tracer */
+extern __thread uint32_t soft_tid_cached
+	__attribute__((tls_model("initial-exec")));
+uint32_t soft_tid_slow(void);
+
+static inline uint32_t soft_tid(void)
+{
+	uint32_t t = soft_tid_cached;
+
+	return t ? t : soft_tid_slow();
+}
 
 static inline void soft_lock_init(soft_lock_t *l)
 {
@@ -269,8 +300,9 @@ static inline void soft_lock(soft_lock_t *l)
 {
 	uint32_t z = 0;
 
-	if (!atomic_compare_exchange_strong_explicit(
-		    &l->v, &z, 1, memory_order_acquire, memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(&l->v, &z, soft_tid(),
+						     memory_order_acquire,
+						     memory_order_relaxed))
 		soft_lock_slow(l);
 }
 
@@ -279,14 +311,18 @@ static inline int soft_trylock(soft_lock_t *l)
 {
 	uint32_t z = 0;
 
-	return !atomic_compare_exchange_strong_explicit(
-		&l->v, &z, 1, memory_order_acquire, memory_order_relaxed);
+	return !atomic_compare_exchange_strong_explicit(&l->v, &z, soft_tid(),
+							memory_order_acquire,
+							memory_order_relaxed);
 }
 
 static inline void soft_unlock(soft_lock_t *l)
 {
-	if (atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2)
-		soft_unlock_wake(l);
+	uint32_t t = soft_tid();
+
+	if (!atomic_compare_exchange_strong_explicit(
+		    &l->v, &t, 0, memory_order_release, memory_order_relaxed))
+		soft_unlock_wake(l); /* waiters: the kernel hands it over */
 }
 
 struct soft_context {
@@ -300,7 +336,9 @@ struct soft_context {
 	pthread_t thread;
 	int thread_started;
 	_Atomic int thread_stop;
-	int narmed;
+	int narmed;		/* CQs armed */
+	int narmed_thread;	/* of them, those the progress thread serves */
+	_Atomic int thread_nap; /* the thread's wait is a long one */
 	int in_thread; /* the progress thread is sweeping (lock held) */
 	uint32_t npd;
 	uint64_t outstanding; /* send WQEs waiting on a peer */
@@ -341,10 +379,27 @@ struct soft_mw {
 	struct soft_list link; /* all windows of the process */
 };
 
+/*
+ * A completion channel: its fd is the read end of a FIFO (a pipe when no
+ * cell is free); its bytes are hints, the events live in ev.  Invariant
+ * (under m): events queued => hint, and hint => a byte of ours is in the
+ * FIFO, so the fd polls readable while an event waits.  A producer in
+ * another process that finds cell's bit armed writes a byte too (a kick):
+ * ibv_get_cq_event then runs the context's progress itself.
+ */
 struct soft_comp_channel {
 	struct ibv_comp_channel ch;
-	struct soft_evq *q;
-	int refcnt;
+	pthread_mutex_t m;
+	struct ibv_cq **ev; /* queued events (CQs), a ring */
+	size_t cap, head, count;
+	int wfd;   /* our write end */
+	int hint;  /* a byte of ours is in the FIFO */
+	int quiet; /* a get_cq_event is serving: it pops what comes */
+	int cell;  /* its cell in the registry (-1: none, the thread) */
+	uint32_t key;
+	int reg_idx;   /* its context's slot */
+	int32_t owner; /* the process that made it */
+	int narmed;    /* its CQs armed (context lock) */
 };
 
 struct soft_cqe {
@@ -359,7 +414,8 @@ struct soft_cq {
 	struct soft_cqe *q;
 	uint32_t size; /* slots = cqe + 1 */
 	uint32_t head, count;
-	int armed; /* 0, 1: next, 2: solicited */
+	int armed;	/* 0, 1: next, 2: solicited */
+	int arm_direct; /* armed through its channel's cell (verbs.c) */
 	int overflowed;
 	int refcnt;
 	uint32_t comp_reported, async_reported;
@@ -425,6 +481,7 @@ struct soft_ud;	      /* UD/UC state (ud.c) */
 struct soft_qp {
 	struct ibv_qp_ex qpx;
 	struct soft_context *ctx;
+	const struct soft_qp_ops *ops; /* its kind's data path (qpops.h) */
 	struct soft_list link;
 	struct soft_pd *pd;
 	struct soft_cq *scq, *rcq;
@@ -498,9 +555,11 @@ struct soft_qp {
 	struct soft_dc *dc;	 /* DCI and DCT (dc.c) */
 	struct soft_net_qp *net; /* RC to another host: net.c (issue 12) */
 	/* APM (IB mode, apm.c) */
-	uint8_t alt_valid; /* an alternate path is loaded */
-	uint8_t path_down; /* the primary path's link is down: no traffic */
-	uint32_t mig_seen; /* the peer's mig_req last acted on */
+	uint8_t alt_valid;   /* an alternate path is loaded */
+	uint8_t path_down;   /* the primary path's link is down: no traffic */
+	uint8_t mig_unacked; /* between hosts: migrated, nothing from the
+			      * peer on the new path since (apm.c, net.c) */
+	uint32_t mig_seen;   /* the peer's mig_req last acted on */
 	/* activity doorbell (data.c) */
 	uint32_t bell;	    /* ours (SOFT_BELL_NONE: visited every pass) */
 	uint32_t peer_bell; /* the peer's, read at connect */
@@ -573,10 +632,15 @@ extern int32_t soft_self_pid;
 
 /* soft_ctx_armed -- publish whether ctx waits on events; a forked child
  * never writes the flag of a context its parent opened */
-static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t v)
+static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t bit,
+				  int on)
 {
-	if (ctx->owner_pid == soft_self_pid)
-		atomic_store(&soft_reg->ctx[ctx->reg_idx].armed, v);
+	if (ctx->owner_pid != soft_self_pid)
+		return;
+	if (on)
+		atomic_fetch_or(&soft_reg->ctx[ctx->reg_idx].armed, bit);
+	else
+		atomic_fetch_and(&soft_reg->ctx[ctx->reg_idx].armed, ~bit);
 }
 extern uint64_t soft_self_start;
 int soft_reg_attach(void);
@@ -617,6 +681,8 @@ void *soft_srq_seg_map(uint32_t ctx_idx, uint32_t id, size_t *len);
 void soft_srq_seg_unlink(uint32_t ctx_idx, uint32_t id);
 void soft_reg_srq_id(uint32_t ctx_idx, uint32_t id);
 void soft_wake_ctx(uint32_t ctx_idx);
+void soft_wake_thread(uint32_t ctx_idx);
+void soft_chan_path(char *buf, size_t len, uint32_t key);
 void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 
 /* device.c */
@@ -640,6 +706,39 @@ void soft_apm_mig(struct soft_qp *qp, enum ibv_mig_state want,
 		  enum ibv_qp_state cur);
 /* soft_apm_check -- IB mode: follow the links; 1 while the path is down */
 int soft_apm_check(struct soft_qp *qp);
+/* soft_apm_timeout -- between hosts: the requester's retries ran out on
+ * the primary path; 1 when it migrated (retry on the new path), 0 when
+ * the WQE fails (RETRY_EXC_ERR; PATH_MIG_ERR first if it was armed) */
+int soft_apm_timeout(struct soft_qp *qp);
+/* soft_apm_follow -- between hosts: a packet came on the alternate path;
+ * 1 when the QP migrated (it was armed) */
+int soft_apm_follow(struct soft_qp *qp);
+/* soft_apm_migreq -- between hosts: the MigReq bit of the QP's packets */
+int soft_apm_migreq(const struct soft_qp *qp);
+
+/* iblink.c: the IB mode between hosts (SOFTRDMA_LINK=ib, SOFTRDMA_NET=1) */
+extern int soft_ib_net /* the ports are on rails to other hosts */
+	__attribute__((visibility("hidden")));
+int soft_ib_net_init(uint16_t *lids);
+int soft_ib_lid_addr(uint32_t port, uint16_t dlid, uint32_t *addr);
+uint16_t soft_ib_addr_lid(uint32_t addr);
+uint32_t soft_ib_addr_port(uint32_t addr);
+const char *soft_ib_rail_if(uint32_t port);
+uint32_t soft_ib_if_down(void);
+struct sockaddr;
+uint8_t soft_ib_sa_port(const struct sockaddr *sa);
+void soft_ib_cm_av(struct ibv_ah_attr *ah);
+int soft_ib_path_addr(const struct soft_qp *qp, int alt, int *family,
+		      uint8_t *dst);
+int soft_ib_net_in(struct soft_qp *qp, int family, const uint8_t *src,
+		   int migreq, int cur_family, const uint8_t *cur);
+
+/* port.c: the RoCE port follows its interface (SOFTRDMA_NET=1) */
+void soft_port_if_set(const char *name);
+enum ibv_mtu soft_port_mtu_of(int ip_mtu);
+int soft_port_eth(struct ibv_port_attr *a);
+void soft_port_ctx_add(struct soft_context *ctx);
+void soft_port_ctx_del(struct soft_context *ctx);
 
 /* verbs.c: events, CQ */
 struct soft_evq *soft_evq_new(size_t elem);
@@ -727,6 +826,9 @@ enum ibv_wc_status soft_mw_local_op(struct soft_qp *qp, struct ibv_send_wr *wr);
 enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
 				      uint32_t pd_id, uint32_t qpn);
 int soft_mw_bound_to(uint32_t mr_key);
+int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
+		     uint64_t len, uint32_t need, uint8_t **va,
+		     pthread_mutex_t **lk);
 
 /* umr.c: mlx5dv indirect mkeys */
 int soft_umr_is_key(uint32_t key);
@@ -745,11 +847,6 @@ int soft_umr_local_inv(struct soft_qp *qp, uint32_t key,
 struct ibv_qp *soft_dc_create(struct ibv_context *context,
 			      struct ibv_qp_init_attr_ex *attr, int dct,
 			      uint64_t key);
-void soft_dc_destroy(struct soft_qp *qp);
-int soft_dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask);
-int soft_dc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-		      struct ibv_send_wr **bad);
-void soft_dc_progress(struct soft_qp *qp);
 void soft_dc_set_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t dctn,
 		      uint64_t key);
 /* data.c: a DCT's SRQ: the receive completions initiators produced */

@@ -279,8 +279,8 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		    struct ud_cell *h, const struct iovec *iov);
 static void pend_drop(struct soft_qp *qp);
 
-/* soft_ud_destroy -- detach from every group, unmap, free */
-void soft_ud_destroy(struct soft_qp *qp)
+/* ud_destroy -- detach from every group, unmap, free */
+static void ud_destroy(struct soft_qp *qp)
 {
 	struct soft_ud *u = qp->ud;
 	int i;
@@ -326,8 +326,8 @@ static int q_lock(struct ud_qhdr *q, long ms)
 	return r;
 }
 
-/* soft_ud_reset -- back to RESET: queues emptied without completions */
-void soft_ud_reset(struct soft_qp *qp)
+/* ud_reset -- back to RESET: queues emptied without completions */
+static void ud_reset(struct soft_qp *qp)
 {
 	struct soft_ud *u = qp->ud;
 	struct ud_qhdr *q = u->q;
@@ -377,8 +377,9 @@ static void flush_rq(struct soft_qp *qp)
 	}
 }
 
-/* soft_ud_flush -- completions due now; lock held */
-void soft_ud_flush(struct soft_qp *qp)
+/* ud_flush -- completions due now; also the held WRs out of SQD; lock
+ * held */
+static void ud_flush(struct soft_qp *qp)
 {
 	if (qp->ud->pend_head != qp->ud->pend_tail)
 		pend_run(qp);
@@ -650,8 +651,8 @@ static void drain(struct soft_qp *qp)
 	}
 }
 
-/* soft_ud_progress -- drain the inbound queue, flush in ERR; lock held */
-void soft_ud_progress(struct soft_qp *qp)
+/* ud_progress -- drain the inbound queue, flush in ERR; lock held */
+static void ud_progress(struct soft_qp *qp)
 {
 	struct soft_ud *u = qp->ud;
 
@@ -663,11 +664,10 @@ void soft_ud_progress(struct soft_qp *qp)
 		flush_rq(qp);
 }
 
-/* soft_ud_post_recv -- ibv_post_recv for UD and UC QPs */
-int soft_ud_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-		      struct ibv_recv_wr **bad)
+/* ud_post_recv -- ibv_post_recv for UD and UC QPs */
+static int ud_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad)
 {
-	struct soft_qp *qp = to_sqp(ibqp);
 	struct soft_ud *u = qp->ud;
 	struct soft_rwqe *r;
 	int ret = 0;
@@ -1272,11 +1272,10 @@ complete:
 	complete_send(qp, wr->wr_id, wr->opcode, len, signaled, st);
 }
 
-/* soft_ud_post_send -- ibv_post_send for UD and UC QPs */
-int soft_ud_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		      struct ibv_send_wr **bad)
+/* ud_post_send -- ibv_post_send for UD and UC QPs */
+static int ud_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad)
 {
-	struct soft_qp *qp = to_sqp(ibqp);
 	uint64_t len = 0;
 	uint32_t n = 0;
 	int ret = 0;
@@ -1463,3 +1462,58 @@ struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
 		return NULL;
 	return ibv_create_ah(pd, &a);
 }
+
+/* ud_ops_flush -- soft_qp_flush of a UD or UC QP: what reached a UD QP
+ * from other hosts (net.c), then its own completions; lock held */
+static void ud_ops_flush(struct soft_qp *qp)
+{
+	if (qp->net)
+		soft_net_progress(qp); /* issue 12: the network path */
+	ud_flush(qp);
+}
+
+/* ud_to_rtr -- INIT->RTR of a UD QP: it also receives from other hosts */
+static void ud_to_rtr(struct soft_qp *qp)
+{
+	soft_net_ud_attach(qp); /* issue 12: from other hosts */
+}
+
+/* uc_to_rtr -- INIT->RTR of a UC QP: addressed by (GID, QPN), a GID that
+ * is not this host's reaches no local QP (no UC between hosts yet) */
+static void uc_to_rtr(struct soft_qp *qp)
+{
+	qp->dest_qpn = qp->attr.dest_qp_num;
+	if (soft_ah_local(&qp->attr.ah_attr))
+		atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
+	soft_qp_connect(qp);
+	if (qp->ctx->serve_rings)
+		soft_thread_start_locked(qp->ctx);
+}
+
+const struct soft_qp_ops soft_ud_ops = {
+	.name = "ud",
+	.post_send = ud_post_send,
+	.post_recv = ud_post_recv,
+	.progress = ud_progress,
+	.flush = ud_ops_flush,
+	.sq_release = ud_flush,
+	.modify = soft_qp_modify,
+	.to_rtr = ud_to_rtr,
+	.reset = ud_reset,
+	.destroy = ud_destroy,
+	.always_pass = 1,
+};
+
+const struct soft_qp_ops soft_uc_ops = {
+	.name = "uc",
+	.post_send = ud_post_send,
+	.post_recv = ud_post_recv,
+	.progress = ud_progress,
+	.flush = ud_ops_flush,
+	.sq_release = ud_flush,
+	.modify = soft_qp_modify,
+	.to_rtr = uc_to_rtr,
+	.reset = ud_reset,
+	.destroy = ud_destroy,
+	.always_pass = 1,
+};

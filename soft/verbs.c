@@ -3,9 +3,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "softrdma.h"
@@ -513,6 +515,185 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
+/*
+ * Completion channels.  The fd is a FIFO's read end (/dev/shm/<prefix>-
+ * ch-<key>, opened read-write: it never sees EOF) whose bytes are hints:
+ * events are queued in the channel.  A CQ of the channel armed by
+ * ibv_req_notify_cq sets the channel's bit in the context's registry
+ * word; a producer in another process (or another context) that publishes
+ * work for the context claims the bit and writes one byte, so the waiter
+ * sleeping in poll(), epoll or a blocking ibv_get_cq_event wakes directly,
+ * not through the progress thread; ibv_get_cq_event runs the progress
+ * that turns the work into completions and events.  Without a free cell
+ * (SOFT_CHAN_CELLS per context) or a FIFO the channel is a pipe and its
+ * CQs are served by the progress thread, as all were before.
+ */
+
+/* getenv_nodirect -- SOFTRDMA_NO_DIRECT_WAKE=1: every channel is a pipe
+ * served by the progress thread, as before the direct wake (tests and
+ * before/after figures from one build) */
+static int getenv_nodirect(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("SOFTRDMA_NO_DIRECT_WAKE");
+
+		v = e && e[0] == '1';
+	}
+	return v;
+}
+
+static inline struct soft_comp_channel *cq_chan(struct soft_cq *cq)
+{
+	return cq->cqx.channel ? soft_container_of(cq->cqx.channel,
+						   struct soft_comp_channel, ch)
+			       : NULL;
+}
+
+/* cq_disarm -- cq's arm is spent or gone; context lock held */
+static void cq_disarm(struct soft_cq *cq)
+{
+	struct soft_context *ctx = cq->ctx;
+	struct soft_comp_channel *ch = cq_chan(cq);
+
+	cq->armed = 0;
+	ctx->narmed--;
+	if (cq->arm_direct) {
+		if (!--ch->narmed)
+			soft_ctx_armed(ctx, SOFT_ARMED_CHAN(ch->cell), 0);
+	} else if (!--ctx->narmed_thread) {
+		soft_ctx_armed(ctx, SOFT_ARMED_THREAD, 0);
+	}
+}
+
+/* chan_hint -- a byte of ours into the FIFO: an event waits; ch->m held */
+static void chan_hint(struct soft_comp_channel *ch)
+{
+	static const char b;
+	ssize_t r;
+
+	if (ch->hint || ch->quiet || !ch->count)
+		return;
+	r = write(ch->wfd, &b, 1);
+	(void)r; /* EAGAIN: full, so readable already */
+	ch->hint = 1;
+}
+
+/* chan_push -- queue an event for cq (soft_cq_push, context lock held) */
+static void chan_push(struct soft_comp_channel *ch, struct ibv_cq *cq)
+{
+	pthread_mutex_lock(&ch->m);
+	if (ch->count == ch->cap) {
+		size_t ncap = ch->cap ? ch->cap * 2 : 16, i;
+		struct ibv_cq **nb = malloc(ncap * sizeof(*nb));
+
+		if (!nb) {
+			pthread_mutex_unlock(&ch->m);
+			return;
+		}
+		for (i = 0; i < ch->count; i++)
+			nb[i] = ch->ev[(ch->head + i) % ch->cap];
+		free(ch->ev);
+		ch->ev = nb;
+		ch->cap = ncap;
+		ch->head = 0;
+	}
+	ch->ev[(ch->head + ch->count) % ch->cap] = cq;
+	ch->count++;
+	chan_hint(ch);
+	pthread_mutex_unlock(&ch->m);
+}
+
+/* chan_pop -- take the oldest event; 0: none, 1: taken, the last, 2:
+ * taken, more queued.  end_quiet: the caller's serving pass is over */
+static int chan_pop(struct soft_comp_channel *ch, struct ibv_cq **cq,
+		    int end_quiet)
+{
+	int got = 0;
+
+	pthread_mutex_lock(&ch->m);
+	if (end_quiet)
+		ch->quiet--;
+	if (ch->count) {
+		*cq = ch->ev[ch->head];
+		ch->head = (ch->head + 1) % ch->cap;
+		ch->count--;
+		got = ch->count ? 2 : 1;
+	}
+	chan_hint(ch); /* events still queued keep the fd readable */
+	pthread_mutex_unlock(&ch->m);
+	return got;
+}
+
+/* chan_purge -- drop the queued events of cq (its bytes stay: hints) */
+static void chan_purge(struct soft_comp_channel *ch, struct ibv_cq *cq)
+{
+	size_t i, n = 0;
+
+	pthread_mutex_lock(&ch->m);
+	for (i = 0; i < ch->count; i++) {
+		struct ibv_cq *e = ch->ev[(ch->head + i) % ch->cap];
+
+		if (e != cq)
+			ch->ev[(ch->head + n++) % ch->cap] = e;
+	}
+	ch->count = n;
+	pthread_mutex_unlock(&ch->m);
+}
+
+/* chan_open -- the channel's FIFO, on a free cell of ctx if there is one
+ * (a cell is taken by its key in the registry: the context slot is ours);
+ * without a cell it is unlinked at once.  0, or -1 with errno */
+static int chan_open(struct soft_context *ctx, struct soft_comp_channel *ch)
+{
+	_Atomic uint32_t *keys = soft_reg->ctx[ctx->reg_idx].chan_key;
+	char path[160];
+	uint32_t zero;
+	int c = SOFT_CHAN_CELLS, fd, wfd, e;
+
+	ch->cell = -1;
+	ch->key = soft_reg_pd_id(); /* host-unique while the registry lives */
+	if (ctx->owner_pid == soft_self_pid && !getenv_nodirect())
+		for (c = 0; c < SOFT_CHAN_CELLS; c++) {
+			zero = 0;
+			if (atomic_compare_exchange_strong(&keys[c], &zero,
+							   ch->key))
+				break;
+		}
+	soft_chan_path(path, sizeof(path), ch->key);
+	if (mkfifo(path, 0600))
+		goto free_cell;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		goto unlink;
+	/* ours: hints in, stale bytes out, whatever the fd's mode */
+	wfd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	if (wfd < 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		goto unlink;
+	}
+	ch->ch.fd = fd;
+	ch->wfd = wfd;
+	ch->reg_idx = ctx->reg_idx;
+	ch->owner = soft_self_pid;
+	if (c < SOFT_CHAN_CELLS)
+		ch->cell = c;
+	else
+		unlink(path); /* nobody else writes to it */
+	return 0;
+unlink:
+	e = errno;
+	unlink(path);
+	errno = e;
+free_cell:
+	if (c < SOFT_CHAN_CELLS)
+		atomic_store(&keys[c], 0);
+	return -1;
+}
+
 /* ibv_create_comp_channel -- a pollable completion event channel */
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 {
@@ -527,13 +708,12 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 		errno = ENOMEM;
 		return NULL;
 	}
-	ch->q = soft_evq_new(sizeof(struct soft_cq *));
-	if (!ch->q) {
+	if (chan_open(to_sctx(context), ch)) {
 		free(ch);
 		return NULL;
 	}
+	pthread_mutex_init(&ch->m, NULL);
 	ch->ch.context = context;
-	ch->ch.fd = soft_evq_fd(ch->q);
 	ch->ch.refcnt = 0;
 	return &ch->ch;
 }
@@ -542,13 +722,30 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
 	struct soft_comp_channel *ch;
+	char path[160];
+	uint32_t key;
 
 	if (!channel)
 		return EINVAL;
 	ch = soft_container_of(channel, struct soft_comp_channel, ch);
 	if (channel->refcnt)
 		return EBUSY;
-	soft_evq_free(ch->q);
+	/* the cell, unless the context has gone (closing it unlinked the
+	 * FIFO) or this is a forked child's copy; the context may be closed
+	 * already: not touched */
+	if (ch->cell >= 0 && ch->owner == soft_self_pid && soft_reg) {
+		key = ch->key;
+		if (atomic_compare_exchange_strong(
+			    &soft_reg->ctx[ch->reg_idx].chan_key[ch->cell],
+			    &key, 0)) {
+			soft_chan_path(path, sizeof(path), ch->key);
+			unlink(path);
+		}
+	}
+	close(ch->wfd);
+	close(channel->fd);
+	pthread_mutex_destroy(&ch->m);
+	free(ch->ev);
 	free(ch);
 	return 0;
 }
@@ -759,17 +956,11 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	return 0;
 }
 
-static int chan_match(const void *e, void *arg)
-{
-	return *(void *const *)e == ((struct purge_arg *)arg)->obj;
-}
-
 /* ibv_destroy_cq -- EBUSY while QPs use it; waits for event acks */
 int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	struct soft_cq *c;
 	struct soft_context *ctx;
-	struct purge_arg a;
 
 	if (!cq)
 		return EINVAL;
@@ -780,19 +971,12 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 		soft_unlock(&ctx->lock);
 		return EBUSY;
 	}
-	if (c->armed) {
-		c->armed = 0;
-		if (!--ctx->narmed)
-			soft_ctx_armed(ctx, 0);
-	}
+	if (c->armed)
+		cq_disarm(c);
 	soft_list_del(&c->link);
 	soft_unlock(&ctx->lock);
-	a.obj = c;
-	if (cq->channel)
-		soft_evq_purge(soft_container_of(cq->channel,
-						 struct soft_comp_channel, ch)
-				       ->q,
-			       chan_match, &a);
+	if (cq_chan(c))
+		chan_purge(cq_chan(c), cq);
 	soft_async_purge(ctx, cq);
 	pthread_mutex_lock(&cq->mutex);
 	while (cq->comp_events_completed != c->comp_reported ||
@@ -806,24 +990,50 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	return 0;
 }
 
-/* soft_req_notify_cq -- arm for the next (solicited) completion */
+/*
+ * soft_req_notify_cq -- arm for the next (solicited) completion.  A CQ on
+ * a channel with a cell sets the channel's bit, then runs one progress
+ * pass (work published before the bit was seen by nobody: its completion
+ * comes now, and raises the event, as the thread's pass did); other CQs
+ * have the progress thread woken for that pass.
+ */
 int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	struct soft_cq *c = to_scq(cq);
 	struct soft_context *ctx = c->ctx;
+	struct soft_comp_channel *ch = cq_chan(c);
+	int direct;
 
 	if (ctx->owner_pid != soft_self_pid)
 		return EIO; /* inherited across fork: its thread is not here */
 	soft_lock(&ctx->lock);
-	if (!c->armed && !ctx->narmed++)
-		soft_ctx_armed(ctx, 1);
+	if (!c->armed) {
+		/* solicited only: the thread, which raises no event for an
+		 * unsolicited message, where a kick would make the fd readable
+		 * with no event to read */
+		c->arm_direct = ch && ch->cell >= 0 && !solicited_only;
+		ctx->narmed++;
+		if (c->arm_direct)
+			ch->narmed++;
+		else if (!ctx->narmed_thread++)
+			soft_ctx_armed(ctx, SOFT_ARMED_THREAD, 1);
+	}
 	if (c->armed != 1)
 		c->armed = solicited_only ? 2 : 1;
+	direct = c->arm_direct;
+	if (direct) {
+		/* again if a kick took it: the bit before the look at work */
+		soft_ctx_armed(ctx, SOFT_ARMED_CHAN(ch->cell), 1);
+		soft_progress(ctx);
+	}
+	soft_thread_start_locked(ctx); /* timers, the safety net */
 	soft_unlock(&ctx->lock);
-	/* the progress thread sweeps once more now that we are armed */
-	soft_thread_start(ctx);
-	soft_wake_ctx((uint32_t)ctx->reg_idx);
+	/* the progress thread sweeps once more now that we are armed; a
+	 * direct waiter's thread only if sends wait while it naps long (its
+	 * timers then run every millisecond, thread_main) */
+	if (!direct || (ctx->outstanding && atomic_load(&ctx->thread_nap)))
+		soft_wake_thread((uint32_t)ctx->reg_idx);
 	return 0;
 }
 
@@ -858,6 +1068,15 @@ void soft_cq_clean(struct soft_cq *cq, uint32_t qpn)
 	cq->count = n;
 }
 
+/* cq_event -- the arm is spent: the event (out of line: a busy poller
+ * never arms, and pays nothing for it) */
+__attribute__((noinline, cold)) static void cq_event(struct soft_cq *cq)
+{
+	cq_disarm(cq);
+	if (cq_chan(cq))
+		chan_push(cq_chan(cq), ibv_cq_ex_to_cq(&cq->cqx));
+}
+
 void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 {
 	struct soft_context *ctx = cq->ctx;
@@ -873,36 +1092,100 @@ void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 	cq->q[(cq->head + cq->count) % cq->size].wc = *wc;
 	cq->count++;
 	if (cq->armed &&
-	    (cq->armed == 1 || solicited || wc->status != IBV_WC_SUCCESS)) {
-		cq->armed = 0;
-		if (!--ctx->narmed)
-			soft_ctx_armed(ctx, 0);
-		if (cq->cqx.channel) {
-			struct ibv_cq *p = ibv_cq_ex_to_cq(&cq->cqx);
-
-			soft_evq_push(
-				soft_container_of(cq->cqx.channel,
-						  struct soft_comp_channel, ch)
-					->q,
-				&p);
-		}
-	}
+	    (cq->armed == 1 || solicited || wc->status != IBV_WC_SUCCESS))
+		cq_event(cq);
 }
 
-/* ibv_get_cq_event -- next completion event of a channel */
+/*
+ * chan_serve -- bytes out, then the context's progress: a kick's work
+ * becomes completions, and an armed CQ's event.  With no event, the
+ * channel's bit again (a producer claimed it), then one more look at the
+ * work; the bytes go before all that (a kick read after it would be work
+ * nobody looks at).  ch->count is read under the context lock: events
+ * are queued under it.
+ * want: pop one event for the caller (1 if one came; no byte for it).
+ */
+static int chan_serve(struct soft_comp_channel *ch, struct ibv_cq **cq,
+		      int want)
+{
+	struct soft_context *ctx = to_sctx(ch->ch.context);
+	char buf[64];
+	int got = 0, idle;
+
+	pthread_mutex_lock(&ch->m);
+	ch->quiet++; /* what this pass queues is hinted at its end */
+	while (read(ch->wfd, buf, sizeof(buf)) == (ssize_t)sizeof(buf))
+		;
+	ch->hint = 0;
+	pthread_mutex_unlock(&ch->m);
+	soft_lock(&ctx->lock);
+	soft_progress(ctx);
+	pthread_mutex_lock(&ch->m);
+	idle = !ch->count;
+	pthread_mutex_unlock(&ch->m);
+	if (ch->cell >= 0 && ch->narmed && idle) {
+		/* nothing for the caller: it may sleep next, so producers
+		 * must see the bit again (not while it has events to handle:
+		 * each kick then would be a write for a waiter that is awake)
+		 * and one more look at the work after it */
+		soft_ctx_armed(ctx, SOFT_ARMED_CHAN(ch->cell), 1);
+		soft_progress(ctx);
+	}
+	soft_unlock(&ctx->lock);
+	pthread_mutex_lock(&ch->m);
+	ch->quiet--;
+	if (want && ch->count) {
+		*cq = ch->ev[ch->head];
+		ch->head = (ch->head + 1) % ch->cap;
+		ch->count--;
+		got = 1;
+	}
+	chan_hint(ch);
+	pthread_mutex_unlock(&ch->m);
+	return got;
+}
+
+/*
+ * ibv_get_cq_event -- next completion event of a channel.  A queued event
+ * first; when none is left behind it, the bytes go and the progress runs
+ * (a kick's work becomes completions, an armed CQ's event among them);
+ * with nothing, wait on the fd as its mode says (O_NONBLOCK: EAGAIN), and
+ * look again after each byte.
+ */
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 		     void **cq_context)
 {
 	struct soft_comp_channel *ch;
-	struct ibv_cq *c;
+	struct ibv_cq *c = NULL;
+	char b;
+	ssize_t n;
+	int got, mine;
 
 	if (!channel || !cq || !cq_context) {
 		errno = EINVAL;
 		return -1;
 	}
 	ch = soft_container_of(channel, struct soft_comp_channel, ch);
-	if (soft_evq_pop(ch->q, &c))
-		return -1;
+	mine = ch->owner == soft_self_pid &&
+	       to_sctx(channel->context)->owner_pid == soft_self_pid;
+	for (;;) {
+		got = chan_pop(ch, &c, 0);
+		if (got == 2 || (got && !mine))
+			break; /* more queued: their byte stays */
+		if (mine)
+			got = chan_serve(ch, &c, !got) || got;
+		if (got)
+			break;
+		n = read(channel->fd, &b, 1);
+		if (n <= 0) {
+			if (!n)
+				errno = EIO;
+			return -1;
+		}
+		pthread_mutex_lock(&ch->m);
+		ch->hint = 0; /* it may have been ours */
+		pthread_mutex_unlock(&ch->m);
+	}
 	pthread_mutex_lock(&c->mutex);
 	to_scq(c)->comp_reported++;
 	pthread_mutex_unlock(&c->mutex);

@@ -6,12 +6,26 @@
  * completion channel's fd.  A wake-up lost against a concurrent arm leaves
  * both sides asleep: the 60 s deadline of one wait fails the test (it is
  * no bound on speed: a round trip takes microseconds to milliseconds).
+ * SOFTRDMA_TEST_NOSWEEP=1 keeps the progress thread from serving CQs
+ * waited on directly, so that a lost wake-up cannot pass for a slow one.
  * Every message carries its round number, checked on both sides.
+ *
+ * The second part has the two sides unlike: the parent has NQ QPs, each
+ * with its own receive CQ, all on one channel whose fd is O_NONBLOCK and
+ * waited on with epoll; the echo side has NQ QPs on one receive CQ and
+ * sleeps in a blocking ibv_get_cq_event (no poll()).  Round i goes on QP
+ * i % NQ.  Checked: every event is for a CQ armed and not yet reported
+ * (one event per ibv_req_notify_cq), with its cq_context; an fd found
+ * readable with no event left gives EAGAIN; acknowledged events let every
+ * CQ be destroyed.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -185,6 +199,277 @@ static int echo_main(int rfd, int wfd)
 	return res;
 }
 
+/* -- part 2: NQ QPs, unlike CQ counts on the two sides ------------------- */
+
+#define NQ 3
+
+struct mside {
+	struct tctx t; /* t.cq: sends, polled */
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *rcq[NQ]; /* the echo side uses rcq[0] for all */
+	struct ibv_qp *qp[NQ];
+	struct ibv_mr *mr;
+	uint32_t *buf; /* NQ * NRECV receive words, then the send word */
+	int armed[NQ];
+	long events, arms, bad_events, acked[NQ];
+};
+
+/* msetup -- ncq receive CQs (1 or NQ) on one channel, NQ QPs; 0: ok */
+static int msetup(struct mside *s, int ncq, int rfd, int wfd)
+{
+	struct ibv_qp_init_attr a;
+	uint32_t me[NQ], peer[NQ];
+	int i, q;
+
+	memset(s, 0, sizeof(*s));
+	if (t_open(&s->t, 64))
+		return -1;
+	s->ch = ibv_create_comp_channel(s->t.ctx);
+	if (!s->ch)
+		return -1;
+	for (q = 0; q < ncq; q++) {
+		s->rcq[q] = ibv_create_cq(s->t.ctx, 64, &s->acked[q], s->ch, 0);
+		if (!s->rcq[q])
+			return -1;
+	}
+	s->buf = calloc(NQ * NRECV + 1, sizeof(*s->buf));
+	if (!s->buf)
+		return -1;
+	s->mr = ibv_reg_mr(s->t.pd, s->buf, (NQ * NRECV + 1) * sizeof(*s->buf),
+			   IBV_ACCESS_LOCAL_WRITE);
+	if (!s->mr)
+		return -1;
+	for (q = 0; q < NQ; q++) {
+		memset(&a, 0, sizeof(a));
+		a.send_cq = s->t.cq;
+		a.recv_cq = s->rcq[ncq == 1 ? 0 : q];
+		a.qp_type = IBV_QPT_RC;
+		a.cap.max_send_wr = 16;
+		a.cap.max_recv_wr = NRECV;
+		a.cap.max_send_sge = 1;
+		a.cap.max_recv_sge = 1;
+		s->qp[q] = ibv_create_qp(s->t.pd, &a);
+		if (!s->qp[q])
+			return -1;
+		me[q] = s->qp[q]->qp_num;
+	}
+	t_xsend(wfd, me, sizeof(me));
+	t_xrecv(rfd, peer, sizeof(peer));
+	for (q = 0; q < NQ; q++) {
+		if (t_connect(s->qp[q], peer[q], 0, 1, 7, 14, 7))
+			return -1;
+		for (i = 0; i < NRECV; i++)
+			if (t_post_recv(s->qp[q], &s->buf[q * NRECV + i], 4,
+					s->mr->lkey, (uint64_t)(q * NRECV + i)))
+				return -1;
+	}
+	return 0;
+}
+
+static void mteardown(struct mside *s)
+{
+	int q;
+
+	for (q = 0; q < NQ; q++)
+		if (s->qp[q])
+			ibv_destroy_qp(s->qp[q]);
+	for (q = 0; q < NQ; q++) {
+		if (!s->rcq[q])
+			continue;
+		/* waits for every event reported to be acknowledged */
+		ibv_ack_cq_events(s->rcq[q], (unsigned int)s->acked[q]);
+		ibv_destroy_cq(s->rcq[q]);
+	}
+	if (s->ch)
+		ibv_destroy_comp_channel(s->ch);
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	t_close(&s->t);
+	free(s->buf);
+}
+
+/* mevent -- account one event: for an armed CQ of ours, reported once */
+static void mevent(struct mside *s, struct ibv_cq *cq, void *ctx)
+{
+	int q;
+
+	for (q = 0; q < NQ; q++)
+		if (s->rcq[q] && s->rcq[q] == cq)
+			break;
+	if (q == NQ || ctx != &s->acked[q] || !s->armed[q]) {
+		s->bad_events++;
+		return;
+	}
+	s->armed[q] = 0;
+	s->acked[q]++;
+	s->events++;
+}
+
+/* marm -- arm every CQ not armed; -1 on failure */
+static int marm(struct mside *s)
+{
+	int q;
+
+	for (q = 0; q < NQ; q++) {
+		if (!s->rcq[q] || s->armed[q])
+			continue;
+		if (ibv_req_notify_cq(s->rcq[q], 0))
+			return -1;
+		s->armed[q] = 1;
+		s->arms++;
+	}
+	return 0;
+}
+
+/* mtake -- the word of round v on QP q (polled from cq); 1 if right */
+static int mtake(struct mside *s, struct ibv_cq *cq, int q, uint32_t v,
+		 struct ibv_wc *wc)
+{
+	uint32_t i;
+
+	if (wc->status != IBV_WC_SUCCESS || wc->byte_len != 4 ||
+	    wc->qp_num != s->qp[q]->qp_num || wc->wr_id < (uint64_t)q * NRECV ||
+	    wc->wr_id >= (uint64_t)(q + 1) * NRECV)
+		return 0;
+	(void)cq;
+	i = (uint32_t)wc->wr_id;
+	if (s->buf[i] != v)
+		return 0;
+	return t_post_recv(s->qp[q], &s->buf[i], 4, s->mr->lkey, i) == 0;
+}
+
+/* msend -- SEND word v on QP q (signalled, reaped without waiting) */
+static int msend(struct mside *s, int q, uint32_t v)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	while ((n = ibv_poll_cq(s->t.cq, 16, wc)) > 0)
+		while (n--)
+			if (wc[n].status != IBV_WC_SUCCESS)
+				return -1;
+	s->buf[NQ * NRECV] = v;
+	return t_post(s->qp[q], IBV_WR_SEND, &s->buf[NQ * NRECV], 4,
+		      s->mr->lkey, v, IBV_SEND_SIGNALED, 0, 0);
+}
+
+/* mecho_main -- the child: NQ QPs on one receive CQ, blocking waits */
+static int mecho_main(int rfd, int wfd)
+{
+	struct mside s;
+	struct ibv_wc wc;
+	struct ibv_cq *ev;
+	void *ctx;
+	int i, q, n = rounds(), res = 1;
+	char go;
+
+	if (msetup(&s, 1, rfd, wfd))
+		return 2;
+	for (i = 0; i < n; i++) {
+		int k;
+
+		while ((k = ibv_poll_cq(s.rcq[0], 1, &wc)) == 0) {
+			if (!s.armed[0]) {
+				if (marm(&s))
+					goto out;
+				continue; /* poll again: before the arm */
+			}
+			if (ibv_get_cq_event(s.ch, &ev, &ctx))
+				goto out;
+			mevent(&s, ev, ctx);
+		}
+		if (k < 0)
+			break;
+		for (q = 0; q < NQ; q++)
+			if (wc.qp_num == s.qp[q]->qp_num)
+				break;
+		if (q != i % NQ || !mtake(&s, s.rcq[0], q, (uint32_t)i, &wc) ||
+		    msend(&s, q, (uint32_t)i))
+			break;
+	}
+out:
+	if (i == n && !s.bad_events)
+		res = 0;
+	t_xsend(wfd, &i, sizeof(i));
+	t_xrecv(rfd, &go, 1);
+	mteardown(&s);
+	return res;
+}
+
+/* mpart -- part 2 in the parent; the figures go to the TAP output */
+static void mpart(void)
+{
+	struct mside s;
+	struct epoll_event ee, got;
+	struct ibv_wc wc;
+	struct ibv_cq *ev;
+	void *ctx;
+	int rfd, wfd, i, q, n = rounds(), child_n = -1, st = 0, ep, k;
+	int eagain_ok = 1, fl;
+	long waits = 0;
+	pid_t pid;
+	char go = 1;
+
+	pid = t_spawn(mecho_main, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("pipe or fork");
+	if (msetup(&s, NQ, rfd, wfd))
+		bail_out("set-up (part 2)");
+	fl = fcntl(s.ch->fd, F_GETFL);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	ee.events = EPOLLIN;
+	ee.data.u32 = 7;
+	if (fl < 0 || fcntl(s.ch->fd, F_SETFL, fl | O_NONBLOCK) || ep < 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, s.ch->fd, &ee))
+		bail_out("epoll");
+	for (i = 0; i < n; i++) {
+		q = i % NQ;
+		if (msend(&s, q, (uint32_t)i))
+			break;
+		while ((k = ibv_poll_cq(s.rcq[q], 1, &wc)) == 0) {
+			if (!s.armed[q]) {
+				if (marm(&s))
+					goto out;
+				continue; /* poll again: before the arm */
+			}
+			waits++;
+			if (epoll_wait(ep, &got, 1, DEADLINE_MS) != 1)
+				goto out; /* a lost wake-up */
+			/* every event there is, then EAGAIN */
+			while (!ibv_get_cq_event(s.ch, &ev, &ctx))
+				mevent(&s, ev, ctx);
+			if (errno != EAGAIN)
+				eagain_ok = 0;
+		}
+		if (k < 0 || !mtake(&s, s.rcq[q], q, (uint32_t)i, &wc))
+			break;
+	}
+out:
+	ok(i == n,
+	   "part 2: %d round trips over %d QPs, %d receive CQs against 1, "
+	   "epoll on an O_NONBLOCK fd against a blocking ibv_get_cq_event (%d)",
+	   n, NQ, NQ, i);
+	ok(!s.bad_events && s.events <= s.arms,
+	   "every event for an armed CQ, once per arm (%ld events, %ld arms, "
+	   "%ld wrong)",
+	   s.events, s.arms, s.bad_events);
+	ok(eagain_ok, "no event left: ibv_get_cq_event fails with EAGAIN");
+	diag("part 2: the parent waited in epoll %ld times", waits);
+	t_xrecv(rfd, &child_n, sizeof(child_n));
+	ok(child_n == n,
+	   "part 2: the echo side saw every round, on its QP, in order, with "
+	   "events only for its armed CQ (%d)",
+	   child_n);
+	t_xsend(wfd, &go, 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "part 2: echo side exits 0 (%d)", st);
+	close(ep);
+	mteardown(&s);
+	close(rfd);
+	close(wfd);
+}
+
 int main(void)
 {
 	struct side s;
@@ -193,6 +478,9 @@ int main(void)
 	pid_t pid;
 	char go = 1;
 
+	/* no safety net: the progress thread's timed passes would hide a
+	 * lost direct wake-up as a delay */
+	setenv("SOFTRDMA_TEST_NOSWEEP", "1", 1);
 	t_isolate("armrace");
 	pid = t_spawn(echo_main, &rfd, &wfd);
 	if (pid < 0)
@@ -224,6 +512,9 @@ int main(void)
 	waitpid(pid, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "echo side exits 0 (%d)", st);
 	teardown(&s);
+	close(rfd);
+	close(wfd);
+	mpart();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }

@@ -43,6 +43,7 @@ struct shared {
 	volatile int stop;
 	volatile int received;
 	volatile int corrupt;
+	volatile int rx_status; /* the receiver's failed completion + 1 */
 };
 
 static pid_t stalled_child, stopped_holder;
@@ -134,8 +135,10 @@ static int stalled_responder(struct shared *sh, int rfd, int wfd)
 	while (!sh->stop) {
 		if (ibv_poll_cq(t.cq, 1, &wc) != 1)
 			continue;
-		if (wc.status != IBV_WC_SUCCESS)
+		if (wc.status != IBV_WC_SUCCESS) {
+			sh->rx_status = (int)wc.status + 1;
 			break;
+		}
 		sh->received++;
 		if (wc.byte_len != MSG || !sampled(buf + wc.wr_id * MSG, MSG))
 			sh->corrupt++;
@@ -186,7 +189,8 @@ static int busy_slot(uint32_t qpn)
  */
 static void test_stopped_responder(void)
 {
-	int p2c[2], c2p[2], st = 0, out = 0, n, i, done = 0;
+	int p2c[2], c2p[2], st = 0, out = 0, n, i, done = 0, errs = 0;
+	int err_status = 0;
 	struct shared *sh;
 	struct tctx t;
 	struct ibv_mr *mr;
@@ -228,24 +232,38 @@ static void test_stopped_responder(void)
 				out--;
 	}
 	ok(sh->received >= 4, "messages flow (%d received)", sh->received);
-	/* stop the receiver in the copy (retry until it is caught there) */
-	for (i = 0; i < 200; i++) {
+	/* stop the receiver in the copy (retry until it is caught there: on a
+	 * loaded machine it may take many tries, each a few ms) */
+	for (i = 0; i < 2000; i++) {
 		kill(stalled_child, SIGSTOP);
 		waitpid(stalled_child, &st, WUNTRACED);
 		if (busy_slot(qp->qp_num))
 			break;
 		kill(stalled_child, SIGCONT);
 		n = ibv_poll_cq(t.cq, DEPTH, wc);
-		for (st = 0; st < n; st++)
-			if (wc[st].status == IBV_WC_SUCCESS)
+		for (st = 0; st < n; st++) {
+			if (wc[st].status == IBV_WC_SUCCESS) {
 				out--;
+			} else {
+				errs++;
+				err_status = (int)wc[st].status;
+			}
+		}
 		while (out < DEPTH &&
 		       !t_post(qp, IBV_WR_SEND, buf, MSG, mr->lkey, 1,
 			       IBV_SEND_SIGNALED, 0, 0))
 			out++;
 		usleep(1000 + (useconds_t)(rand() % 3000));
 	}
-	ok(i < 200, "receiver stopped while copying from our buffer");
+	ok(i < 2000, "receiver stopped while copying from our buffer (try %d)",
+	   i + 1);
+	if (i >= 2000)
+		diag("sender: %d failed completions (last %s), %d in flight; "
+		     "receiver: %d received, failed completion %s",
+		     errs, errs ? ibv_wc_status_str(err_status) : "-", out,
+		     sh->received,
+		     sh->rx_status ? ibv_wc_status_str(sh->rx_status - 1)
+				   : "none");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_ERR;
 	ok(!ibv_modify_qp(qp, &a, IBV_QP_STATE), "sender QP to ERR");

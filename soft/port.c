@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * port.c -- the RoCE port follows its interface (SOFTRDMA_NET=1), as rxe's
+ * port follows its netdev (drivers/infiniband/sw/rxe: rxe_query_port,
+ * rxe_notify, rxe_set_mtu).
+ *
+ * The port's interface is SOFTRDMA_NETDEV when set, else the interface of
+ * the host's first non-loopback address (GID index 2; device.c).  Then:
+ *  - ibv_query_port reads the interface at each call: ACTIVE when it is
+ *    up and operationally up (IFF_UP and IFF_RUNNING: carrier), else DOWN;
+ *    phys_state LINK_UP when ACTIVE, POLLING when the interface is up
+ *    without carrier (a pulled cable), DISABLED when it is down (as
+ *    rxe_query_port); active_mtu the largest IB MTU that fits the IP MTU
+ *    less rxe's 80 bytes of headers (eth_mtu_int_to_enum, at least 256,
+ *    at most 4096), max_mtu 4096;
+ *  - each process with an open context runs one watcher thread on an
+ *    rtnetlink socket (RTMGRP_LINK), blocked until the interface changes;
+ *    a change of the port's state gives every context of the process
+ *    IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE (port 1) once.  The
+ *    thread ends with the process's last context.
+ * Without SOFTRDMA_NET (one host, no interface), or with no interface
+ * address, or in the IB mode (apm.c), the port is what it always was:
+ * ACTIVE, 4096, no events.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net.h"
+#include "softrdma.h"
+
+/* rxe_param.h's RXE_MAX_HDR_LENGTH: what eth_mtu_int_to_enum reserves */
+#define PORT_HDR_ALLOWANCE 80
+
+struct watcher {
+	pthread_t thr;
+	int nl;	  /* rtnetlink, RTMGRP_LINK */
+	int stop; /* eventfd: the last context closed */
+	int up;	  /* the state last reported */
+};
+
+static char port_if[IF_NAMESIZE];
+static int port_ifindex; /* 0: the port follows no interface */
+static int port_fd = -1; /* for SIOCGIF* */
+static pthread_mutex_t pt_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct soft_context **pt_ctx; /* this process's open contexts */
+static size_t pt_n, pt_cap;
+static struct watcher *pt_w;
+
+/* atfork_child -- the watcher did not come along, and the contexts on
+ * the list are the parent's: a child starts afresh with its own */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&pt_mtx, NULL);
+	if (pt_w) {
+		close(pt_w->nl);
+		close(pt_w->stop);
+		free(pt_w);
+		pt_w = NULL;
+	}
+	pt_n = 0;
+}
+
+/* soft_port_if_set -- dev_init: the interface of the host's first
+ * address (NULL: none); SOFTRDMA_NETDEV overrides it.  Once per process. */
+void soft_port_if_set(const char *name)
+{
+	const char *e = getenv("SOFTRDMA_NETDEV");
+
+	if (!soft_net_enabled() || soft_link_ib)
+		return;
+	if (e && *e)
+		name = e;
+	if (!name || strlen(name) >= sizeof(port_if))
+		return;
+	port_ifindex = (int)if_nametoindex(name);
+	if (!port_ifindex) {
+		SOFT_WARN("softrdma: SOFTRDMA_NETDEV=%s: no such interface; "
+			  "the port follows none\n",
+			  name);
+		return;
+	}
+	strcpy(port_if, name);
+	port_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (port_fd < 0)
+		port_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* soft_port_mtu_of -- rxe's eth_mtu_int_to_enum: the largest IB MTU that
+ * fits an IP MTU less the RoCE v2 headers, 256 at least, 4096 at most */
+enum ibv_mtu soft_port_mtu_of(int ip_mtu)
+{
+	int m = ip_mtu - PORT_HDR_ALLOWANCE;
+
+	return m >= 4096   ? IBV_MTU_4096
+	       : m >= 2048 ? IBV_MTU_2048
+	       : m >= 1024 ? IBV_MTU_1024
+	       : m >= 512  ? IBV_MTU_512
+			   : IBV_MTU_256;
+}
+
+/* flags_up -- rxe's ib_get_curr_port_state: running and carrier */
+static int flags_up(unsigned int flags)
+{
+	return (flags & IFF_UP) && (flags & IFF_RUNNING);
+}
+
+/* soft_port_eth -- the port's state, physical state and active MTU from
+ * its interface now; 0, or -1 when the port follows no interface (then
+ * nothing is changed) */
+int soft_port_eth(struct ibv_port_attr *a)
+{
+	struct ifreq ifr;
+	unsigned int flags = 0;
+
+	if (!port_ifindex)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, port_if, sizeof(port_if));
+	if (port_fd >= 0 && !ioctl(port_fd, SIOCGIFFLAGS, &ifr))
+		flags = (unsigned short)ifr.ifr_flags;
+	/* an interface gone (unregistered) is a port down, disabled */
+	a->state = flags_up(flags) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	a->phys_state = a->state == IBV_PORT_ACTIVE ? 5 /* LinkUp */
+			: flags & IFF_UP	    ? 2 /* Polling */
+						    : 3 /* Disabled */;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, port_if, sizeof(port_if));
+	if (port_fd >= 0 && !ioctl(port_fd, SIOCGIFMTU, &ifr))
+		a->active_mtu = soft_port_mtu_of(ifr.ifr_mtu);
+	a->max_mtu = IBV_MTU_4096;
+	return 0;
+}
+
+/* port_up_now -- the port is ACTIVE now */
+static int port_up_now(void)
+{
+	struct ibv_port_attr a;
+
+	memset(&a, 0, sizeof(a));
+	return soft_port_eth(&a) || a.state == IBV_PORT_ACTIVE;
+}
+
+/* deliver -- the port's state changed to UP: an event to every context
+ * of this process, once; pt_mtx held */
+static void deliver(struct watcher *w, int up)
+{
+	size_t i;
+
+	if (up == w->up)
+		return;
+	w->up = up;
+	for (i = 0; i < pt_n; i++)
+		if (pt_ctx[i]->owner_pid == soft_self_pid)
+			soft_port_event(pt_ctx[i],
+					up ? IBV_EVENT_PORT_ACTIVE
+					   : IBV_EVENT_PORT_ERR,
+					1);
+}
+
+/* nl_read -- take what the socket holds; the port's newest state from
+ * its link messages (-1: none of them was the port's) */
+static int nl_read(int fd, int *lost)
+{
+	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int state = -1;
+
+	for (;;) {
+		struct sockaddr_nl from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &fl);
+		struct nlmsghdr *h;
+		int left; /* signed: NLMSG_NEXT past the end stops NLMSG_OK */
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ENOBUFS) /* overrun: ask the interface */
+				*lost = 1;
+			return state;
+		}
+		if (n == 0)
+			return state;
+		if (fl != sizeof(from) || from.nl_pid != 0)
+			continue; /* only the kernel speaks for interfaces */
+		left = (int)n;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, left);
+		     h = NLMSG_NEXT(h, left)) {
+			const struct ifinfomsg *ifi;
+
+			if (h->nlmsg_type != RTM_NEWLINK &&
+			    h->nlmsg_type != RTM_DELLINK)
+				continue;
+			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*ifi)))
+				continue;
+			ifi = NLMSG_DATA(h);
+			if (ifi->ifi_index != port_ifindex)
+				continue;
+			state = h->nlmsg_type == RTM_NEWLINK &&
+				flags_up(ifi->ifi_flags);
+		}
+	}
+}
+
+/* watch -- the watcher thread: interface changes into port events */
+static void *watch(void *arg)
+{
+	struct watcher *w = arg;
+
+	for (;;) {
+		struct pollfd pf[2] = {{w->nl, POLLIN, 0},
+				       {w->stop, POLLIN, 0}};
+		int lost = 0, st;
+
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[1].revents)
+			break;
+		if (!pf[0].revents)
+			continue;
+		st = nl_read(w->nl, &lost);
+		if (lost)
+			st = port_up_now();
+		if (st < 0)
+			continue;
+		pthread_mutex_lock(&pt_mtx);
+		deliver(w, st);
+		pthread_mutex_unlock(&pt_mtx);
+	}
+	return NULL;
+}
+
+/* watcher_new -- subscribe first, then read the state: no change is
+ * missed in between; pt_mtx held */
+static struct watcher *watcher_new(void)
+{
+	struct sockaddr_nl sa;
+	struct watcher *w = calloc(1, sizeof(*w));
+	sigset_t all, old;
+	int err;
+
+	if (!w)
+		return NULL;
+	w->nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	w->stop = eventfd(0, EFD_CLOEXEC);
+	memset(&sa, 0, sizeof(sa));
+	sa.nl_family = AF_NETLINK;
+	sa.nl_groups = RTMGRP_LINK;
+	if (w->nl < 0 || w->stop < 0 ||
+	    bind(w->nl, (struct sockaddr *)&sa, sizeof(sa)))
+		goto fail;
+	w->up = port_up_now();
+	/* no signal of the application's lands on our thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&w->thr, NULL, watch, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!err)
+		return w;
+fail:
+	SOFT_WARN("softrdma: cannot watch interface %s (%s): no port "
+		  "events\n",
+		  port_if, strerror(errno));
+	if (w->nl >= 0)
+		close(w->nl);
+	if (w->stop >= 0)
+		close(w->stop);
+	free(w);
+	return NULL;
+}
+
+/* soft_port_ctx_add -- ibv_open_device: the context gets port events */
+void soft_port_ctx_add(struct soft_context *ctx)
+{
+	if (!port_ifindex)
+		return;
+	pthread_mutex_lock(&pt_mtx);
+	if (pt_n == pt_cap) {
+		size_t nc = pt_cap ? pt_cap * 2 : 4;
+		struct soft_context **n = realloc(pt_ctx, nc * sizeof(*n));
+
+		if (!n) {
+			pthread_mutex_unlock(&pt_mtx);
+			SOFT_WARN("softrdma: out of memory: a context without "
+				  "port events\n");
+			return;
+		}
+		pt_ctx = n;
+		pt_cap = nc;
+	}
+	pt_ctx[pt_n++] = ctx;
+	if (!pt_w)
+		pt_w = watcher_new();
+	pthread_mutex_unlock(&pt_mtx);
+}
+
+/* soft_port_ctx_del -- ibv_close_device: no more events for it; the
+ * process's last context ends the watcher */
+void soft_port_ctx_del(struct soft_context *ctx)
+{
+	struct watcher *w = NULL;
+	uint64_t one = 1;
+	size_t i;
+
+	if (!port_ifindex)
+		return;
+	pthread_mutex_lock(&pt_mtx);
+	for (i = 0; i < pt_n; i++)
+		if (pt_ctx[i] == ctx) {
+			pt_ctx[i] = pt_ctx[--pt_n];
+			break;
+		}
+	if (!pt_n) {
+		w = pt_w;
+		pt_w = NULL;
+		free(pt_ctx);
+		pt_ctx = NULL;
+		pt_cap = 0;
+	}
+	pthread_mutex_unlock(&pt_mtx);
+	if (!w)
+		return;
+	(void)!write(w->stop, &one, sizeof(one));
+	pthread_join(w->thr, NULL);
+	close(w->nl);
+	close(w->stop);
+	free(w);
+}

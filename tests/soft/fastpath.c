@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fastpath.c -- the small-SEND fast path (soft/data.c post_send_fast,
+ * rx_fast) gives what the general path gives: several SGEs gathered,
+ * inline and not, SEND_WITH_IMM, zero bytes, the slot's size and one byte
+ * more, a receive WQE of two SGEs, and the errors the fast path leaves to
+ * the general one (inline over max_inline_data, a bad lkey in a later SGE,
+ * a receive too small, a receive lkey that is not valid), each with the
+ * right status on both sides and nothing delivered that should not be.
+ * On two contexts (the cross-context ring) and on one.
+ */
+#include "config.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define BUFSZ	     8192
+#define SLOT_PAYLOAD 960 /* SOFT_SLOT_PAYLOAD: bytes a slot carries */
+#define WAIT_MS	     30000
+
+struct side {
+	struct tctx t;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
+static struct side a, b;
+
+static void side_open(struct side *s, struct tctx *share)
+{
+	if (share) {
+		s->t = *share;
+	} else if (t_open(&s->t, 16)) {
+		bail_out("open");
+	}
+	s->cq = ibv_create_cq(s->t.ctx, 64, NULL, NULL, 0);
+	s->buf = calloc(1, BUFSZ);
+	if (!s->cq || !s->buf)
+		bail_out("setup");
+	s->mr = ibv_reg_mr(s->t.pd, s->buf, BUFSZ, IBV_ACCESS_LOCAL_WRITE);
+	if (!s->mr)
+		bail_out("reg_mr");
+}
+
+static void side_close(struct side *s, int own)
+{
+	ibv_dereg_mr(s->mr);
+	ibv_destroy_cq(s->cq);
+	if (own)
+		t_close(&s->t);
+	free(s->buf);
+}
+
+static struct ibv_qp *mkqp(struct side *s)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 8;
+	ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = 4;
+	ia.cap.max_recv_sge = 2;
+	ia.cap.max_inline_data = 64;
+	ia.send_cq = ia.recv_cq = s->cq;
+	return ibv_create_qp(s->t.pd, &ia);
+}
+
+static void pair(void)
+{
+	a.qp = mkqp(&a);
+	b.qp = mkqp(&b);
+	if (!a.qp || !b.qp)
+		bail_out("create_qp");
+	if (t_connect(a.qp, b.qp->qp_num, 0, 12, 7, 14, 7) ||
+	    t_connect(b.qp, a.qp->qp_num, 0, 12, 7, 14, 7))
+		bail_out("connect");
+}
+
+static void unpair(void)
+{
+	struct ibv_wc wc[16];
+
+	ibv_destroy_qp(a.qp);
+	ibv_destroy_qp(b.qp);
+	while (ibv_poll_cq(a.cq, 16, wc) > 0)
+		;
+	while (ibv_poll_cq(b.cq, 16, wc) > 0)
+		;
+}
+
+static void fill(char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (char)(seed * 31 + i * 7 + 1);
+}
+
+/* send -- one SEND-type WR of n SGEs from a's buffer (sg[i] = {off, len}
+ * pairs; lkey 0: a's MR); ibv_post_send's result */
+static int send_sges(enum ibv_wr_opcode op, int flags, uint32_t imm,
+		     const uint32_t (*sg)[2], int n, uint32_t bad_lkey_at)
+{
+	struct ibv_sge sge[4];
+	struct ibv_send_wr wr, *bad = NULL;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		sge[i].addr = (uintptr_t)(a.buf + sg[i][0]);
+		sge[i].length = sg[i][1];
+		sge[i].lkey = (uint32_t)i + 1 == bad_lkey_at
+				      ? a.mr->lkey + 0x100
+				      : a.mr->lkey;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 77;
+	wr.sg_list = sge;
+	wr.num_sge = n;
+	wr.opcode = op;
+	wr.send_flags = (unsigned)flags | IBV_SEND_SIGNALED;
+	wr.imm_data = htobe32(imm);
+	return ibv_post_send(a.qp, &wr, &bad);
+}
+
+/* recv_at -- a receive into b's buffer at off, len (and a second SGE of
+ * len2 at off2 when len2) */
+static void recv_at(uint32_t off, uint32_t len, uint32_t off2, uint32_t len2,
+		    uint32_t lkey)
+{
+	struct ibv_sge sge[2] = {
+		{(uintptr_t)(b.buf + off), len, lkey ? lkey : b.mr->lkey},
+		{(uintptr_t)(b.buf + off2), len2, b.mr->lkey},
+	};
+	struct ibv_recv_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 99;
+	wr.sg_list = sge;
+	wr.num_sge = len2 ? 2 : 1;
+	if (ibv_post_recv(b.qp, &wr, &bad))
+		bail_out("post_recv");
+}
+
+/* one -- wait for one completion on cq */
+static int one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	return t_wait(cq, wc, 1, WAIT_MS);
+}
+
+static void run(const char *where)
+{
+	static const uint32_t three[3][2] = {{0, 5}, {100, 0}, {200, 11}};
+	static const uint32_t two[2][2] = {{300, 4}, {400, 20}};
+	static const uint32_t slot[1][2] = {{0, SLOT_PAYLOAD}};
+	static const uint32_t slot1[1][2] = {{0, SLOT_PAYLOAD + 1}};
+	static const uint32_t zero[1][2] = {{0, 0}};
+	static const uint32_t big_inl[1][2] = {{0, 65}};
+	static const uint32_t sixteen[1][2] = {{0, 16}};
+	char want[2048];
+	struct ibv_wc wc;
+	int i;
+
+	diag("%s", where);
+	pair();
+
+	/* three SGEs, one empty, not inline */
+	fill(a.buf, BUFSZ, 1);
+	memset(b.buf, 0, BUFSZ);
+	recv_at(0, 64, 0, 0, 0);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, three, 3, 0), 0, "post 3 SGEs");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.opcode == IBV_WC_SEND && wc.wr_id == 77 &&
+		   wc.byte_len == 16,
+	   "3 SGEs: send completion, 16 bytes");
+	memcpy(want, a.buf, 5);
+	memcpy(want + 5, a.buf + 200, 11);
+	ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.opcode == IBV_WC_RECV && wc.wr_id == 99 &&
+		   wc.byte_len == 16 && !(wc.wc_flags & IBV_WC_WITH_IMM) &&
+		   wc.qp_num == b.qp->qp_num && wc.src_qp == a.qp->qp_num,
+	   "3 SGEs: receive completion");
+	ok(!memcmp(b.buf, want, 16) && b.buf[16] == 0,
+	   "3 SGEs: the bytes gathered in order, nothing past them");
+
+	/* SEND_WITH_IMM, inline, two SGEs; the source changed after post */
+	fill(a.buf, BUFSZ, 2);
+	memset(b.buf, 0, BUFSZ);
+	recv_at(8, 64, 0, 0, 0);
+	memcpy(want, a.buf + 300, 4);
+	memcpy(want + 4, a.buf + 400, 20);
+	is_int(send_sges(IBV_WR_SEND_WITH_IMM, IBV_SEND_INLINE, 0xabcd1234, two,
+			 2, 0),
+	       0, "post inline SEND_WITH_IMM of 2 SGEs");
+	memset(a.buf, 0x55, 512); /* inline: the data was taken at post */
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	   "inline: send completion");
+	ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.byte_len == 24 && (wc.wc_flags & IBV_WC_WITH_IMM) &&
+		   be32toh(wc.imm_data) == 0xabcd1234,
+	   "inline: receive with its immediate");
+	ok(!memcmp(b.buf + 8, want, 24), "inline: the bytes as at post time");
+
+	/* zero bytes */
+	recv_at(0, 64, 0, 0, 0);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, zero, 1, 0), 0, "post 0 bytes");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	   "0 bytes: send completion");
+	ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.byte_len == 0,
+	   "0 bytes: receive of 0 bytes");
+
+	/* a slot's worth, then one byte more (the general path) */
+	for (i = 0; i < 2; i++) {
+		fill(a.buf, BUFSZ, 3 + (unsigned)i);
+		memset(b.buf, 0, BUFSZ);
+		recv_at(0, 2048, 0, 0, 0);
+		is_int(send_sges(IBV_WR_SEND, 0, 0, i ? slot1 : slot, 1, 0), 0,
+		       i ? "post a slot + 1" : "post a slot's payload");
+		ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+		   "slot: send completion");
+		ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			   wc.byte_len == SLOT_PAYLOAD + (uint32_t)i,
+		   "slot: receive length");
+		ok(!memcmp(b.buf, a.buf, SLOT_PAYLOAD + (size_t)i) &&
+			   b.buf[SLOT_PAYLOAD + i] == 0,
+		   "slot: the bytes");
+	}
+
+	/* a receive WQE of two SGEs (the general path) scatters */
+	fill(a.buf, BUFSZ, 5);
+	memset(b.buf, 0, BUFSZ);
+	recv_at(0, 10, 1000, 64, 0);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, sixteen, 1, 0), 0, "post 16");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	   "scatter: send completion");
+	ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.byte_len == 16,
+	   "scatter: receive");
+	ok(!memcmp(b.buf, a.buf, 10) && !memcmp(b.buf + 1000, a.buf + 10, 6),
+	   "scatter: 10 bytes, then 6 in the second SGE");
+
+	/* inline over max_inline_data: refused at post, nothing sent */
+	fill(a.buf, BUFSZ, 6);
+	memset(b.buf, 0, BUFSZ);
+	recv_at(0, 128, 0, 0, 0);
+	is_int(send_sges(IBV_WR_SEND, IBV_SEND_INLINE, 0, big_inl, 1, 0),
+	       EINVAL, "inline of 65 bytes (max 64): EINVAL");
+	is_int(ibv_poll_cq(a.cq, 1, &wc), 0, "no completion for it");
+	is_int(send_sges(IBV_WR_SEND, 0, 0, sixteen, 1, 0), 0,
+	       "post 16 after it");
+	ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.byte_len == 16 && !memcmp(b.buf, a.buf, 16),
+	   "the receive holds the next message, not the refused one");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	   "its send completion");
+
+	/* a receive too small: the general path's errors */
+	recv_at(0, 8, 0, 0, 0);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, sixteen, 1, 0), 0,
+	       "post 16 to a receive of 8");
+	ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_LOC_LEN_ERR,
+	   "receiver: IBV_WC_LOC_LEN_ERR");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_REM_INV_REQ_ERR,
+	   "sender: IBV_WC_REM_INV_REQ_ERR");
+	unpair();
+
+	/* a receive whose lkey is not valid */
+	pair();
+	recv_at(0, 64, 0, 0, b.mr->lkey + 0x100);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, sixteen, 1, 0), 0,
+	       "post 16 to a receive with a bad lkey");
+	ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR,
+	   "receiver: IBV_WC_LOC_PROT_ERR");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_REM_OP_ERR,
+	   "sender: IBV_WC_REM_OP_ERR");
+	unpair();
+
+	/* a bad lkey in the third SGE, after two good ones */
+	pair();
+	memset(b.buf, 0, BUFSZ);
+	recv_at(0, 64, 0, 0, 0);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, three, 3, 3), 0,
+	       "post 3 SGEs, the third with a bad lkey");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
+		   wc.wr_id == 77,
+	   "sender: IBV_WC_LOC_PROT_ERR");
+	is_int(t_qp_state(a.qp), IBV_QPS_ERR, "the sender's QP in ERR");
+	is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing delivered");
+	unpair();
+
+	/* a ping-pong of sequence-numbered messages: none lost, none twice */
+	pair();
+	{
+		int n = tap_small() ? 200 : 5000, bad = 0;
+		uint32_t seq;
+		static const uint32_t four[1][2] = {{0, 4}};
+
+		for (i = 0; i < n && !bad; i++) {
+			recv_at(0, 64, 0, 0, 0);
+			seq = (uint32_t)i;
+			memcpy(a.buf, &seq, 4);
+			if (send_sges(IBV_WR_SEND, i & 1 ? IBV_SEND_INLINE : 0,
+				      0, four, 1, 0) ||
+			    one(b.cq, &wc) != 1 ||
+			    wc.status != IBV_WC_SUCCESS || wc.byte_len != 4 ||
+			    memcmp(b.buf, &seq, 4) || one(a.cq, &wc) != 1 ||
+			    wc.status != IBV_WC_SUCCESS)
+				bad = 1;
+		}
+		ok(!bad, "%d messages in order, each once (stopped at %d)", n,
+		   i);
+		is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing more delivered");
+	}
+	unpair();
+}
+
+int main(void)
+{
+	t_isolate("fastpath");
+	side_open(&a, NULL);
+	side_open(&b, NULL);
+	run("two contexts");
+	side_close(&b, 1);
+	side_open(&b, &a.t);
+	run("one context");
+	side_close(&b, 0);
+	side_close(&a, 1);
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
