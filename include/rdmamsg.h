@@ -1166,6 +1166,20 @@ int rdmamsg_group_get_id(const struct rdmamsg_group *g, uint64_t *id);
 
 #ifdef __cplusplus
 }
+	/* repairs (messages sent again) by unicast to the one subscriber
+	 * that asked, and by multicast to the group */
+	uint64_t repairs_unicast, repairs_multicast;
 #endif
 
 #endif /* RDMAMSG_H */
+	/* datagrams of messages already reported lost (the fragments
+	 * after a lost one), dropped: not duplicates */
+	uint64_t lost_fragments;
+	/* reliable publisher: messages published while a repair waited
+	 * for room (repairs and new messages interleaved) */
+	uint64_t published_in_repair;
+/* batching (default 1, on): a publisher packs small messages published
+ * while its earlier datagrams are in flight into one datagram; 0 sends
+ * each message in datagrams of its own (for subscribers of a version
+ * without batches).  -EINVAL for other values */
+int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);

@@ -18,21 +18,26 @@
  * sequence numbers (a datagram lost, a fragment missing, a heartbeat
  * ahead of what arrived) is reported to on_loss with its range, exactly
  * once, so that reported + received == published.  Datagrams that came
- * before (sequence below the expected one) are dropped as duplicates.
+ * before (sequence below the expected one) are dropped as duplicates,
+ * the rest of a message already reported lost as lost_fragments.
  * Reordering inside one publisher's stream counts as loss.
  *
  * Reliable mode (window != 0): the publisher keeps its last window
  * messages, sends a heartbeat with its unicast address every period and
- * receives NAKs and status messages there; a subscriber NAKs what it
- * misses (go-back-N: it drops what comes after) and reports only what
- * the publisher no longer keeps (a MCF_LOW heartbeat); the publisher stays
+ * receives NAKs and status messages there; a subscriber keeps what comes
+ * after a missing message (its reorder slots), NAKs exactly the messages
+ * it misses (a selective NAK's bitmap; the publisher sends only those
+ * again) and reports only what the publisher no longer keeps (a MCF_LOW
+ * heartbeat); the publisher stays
  * within window of the subscriber its flow-control strategy names (min:
  * the slowest heard from lately; max: the fastest; tagged: the slowest
  * of those with its tag) and repairs: unicast to the subscriber whose NAK
  * (carrying its address) asked, so that the others see no duplicates;
  * by multicast when a second subscriber NAKs while (or shortly after) a
  * repair is under way, one repair then serving every subscriber missing
- * the same messages.
+ * the same messages.  A repair goes before new messages but takes at
+ * most half of a busy send queue: publishing goes on meanwhile, only
+ * the window stops it.
  *
  * Everything the user sees is called from the context's progress: message
  * and loss callbacks from the CQ drain, the close callback from a timer,
@@ -67,6 +72,11 @@
 #define G_NAK_MAX_MS	 50	    /* its longest */
 #define G_REPAIR_HOLD_NS 1000000ull /* a repair is not restarted sooner */
 #define G_RCV_EXPIRE_MS	 5000	    /* or 10 heartbeats: not waited for */
+#define G_OOO_MAX	 256	    /* a subscriber's reorder slots, at most */
+#define G_NAK_PLAIN	 4	    /* every 4th NAK plain, until one worked, */
+#define G_NAK_PLAIN_MS	 500	    /* once selective ones failed this long */
+#define G_PACK_MAX	 64	    /* messages a batch carries, at most */
+#define G_MAX_RECS	 65536	    /* publishes in flight, at most */
 
 enum { G_RESOLVING = 0, G_JOINING, G_UP, G_FAILED };
 
@@ -79,13 +89,18 @@ struct rdmamsg_group_attr {
 	int flow;	 /* enum rdmamsg_group_flow */
 	uint32_t fc_tag; /* TAGGED: the subscribers' tag waited for */
 	uint32_t tag;	 /* ours, in our status messages */
+	int batch;	 /* small messages packed while others are in flight */
 	char *bind;
 };
 
 struct gtx {
 	struct rdmamsg_buf *buf;
+};
+
+/* a message published: on_publish once datagram dg (its last) is done */
+struct grec {
 	void *op_ctx;
-	int last; /* the last fragment of a message: on_publish */
+	uint64_t dg;
 };
 
 struct gpub {
@@ -105,6 +120,17 @@ struct gpub {
 	uint64_t sm_sent; /* the position the last status message said */
 	uint64_t seen;	  /* one past the last message it told us of */
 	uint64_t last_ns; /* when we last heard from it */
+	/* reliable mode: what came after a missing message, kept */
+	struct gooo *ooo; /* nooo slots (a power of two), seq % nooo */
+	uint32_t nooo;
+	uint64_t nak_hi; /* one past the last message our last NAK named */
+	uint32_t nak_n;	 /* NAKs sent for the gap at hand */
+	int sel_sent;	 /* our last NAK was selective */
+	int sel_ok;	 /* a repair came after a selective NAK */
+	uint64_t sel_ns; /* our first selective NAK (while !sel_ok) */
+	/* the last range reported lost: later fragments of its messages
+	 * are counted as lost_fragments, not duplicates */
+	uint64_t lost_first, lost_end;
 };
 
 /* a message kept for repair (reliable publisher) */
@@ -112,7 +138,21 @@ struct gkeep {
 	uint64_t seq;
 	size_t len, cap;
 	char *data;
+	int want;	 /* a NAK asked for it: the repair sends it */
+	uint64_t rep_ns; /* when it was last repaired (0: never) */
+	uint64_t rep_to; /* to whom: a subscriber's id, 0 multicast */
 };
+
+/* a message that came ahead of a missing one (reliable subscriber) */
+struct gooo {
+	uint64_t seq;
+	char *data;
+	size_t cap;
+	uint32_t total, off;
+	int state; /* OOO_EMPTY, OOO_PART (off bytes so far), OOO_FULL */
+};
+
+enum { OOO_EMPTY = 0, OOO_PART, OOO_FULL };
 
 /* a subscriber a reliable publisher heard from */
 struct grcv {
@@ -153,6 +193,16 @@ struct rdmamsg_group {
 	uint64_t sq_head, sq_tail;
 	uint64_t next_seq;
 	int sent_since_hb;
+	/* the messages published, not yet completed: rec_tail .. rec_post -
+	 * 1 are in datagrams posted, rec_post .. rec_head - 1 in the batch */
+	struct grec *recs;
+	uint32_t rec_mask;
+	uint64_t rec_head, rec_post, rec_tail;
+	/* the batch being filled: pk_n messages from pk_seq on */
+	int batch;
+	struct rdmamsg_buf *pk;
+	uint32_t pk_n;
+	uint64_t pk_seq;
 
 	/* receive side */
 	struct rdmamsg_buf **rxb;
@@ -171,7 +221,9 @@ struct rdmamsg_group {
 	union ibv_gid gid; /* ours, for the heartbeats' MCF_ADDR */
 	uint8_t sgid_index, port;
 	int have_gid;
-	uint64_t rep_next, rep_end, rep_ns; /* the repair under way */
+	/* the repair under way: the kept messages wanted, from rep_next
+	 * (the lowest) to rep_end (one past the highest) */
+	uint64_t rep_next, rep_end, rep_ns;
 	uint64_t rep_to;       /* to subscriber: unicast; 0: multicast */
 	struct ibv_ah *rep_ah; /* where it goes */
 	uint32_t rep_qpn;
@@ -201,6 +253,7 @@ RDMAMSG_EXPORT int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr)
 	a->rdepth = G_DEF_RDEPTH;
 	a->sdepth = G_DEF_SDEPTH;
 	a->hb_ms = G_DEF_HB_MS;
+	a->batch = 1;
 	*attr = a;
 	return 0;
 }
@@ -313,6 +366,15 @@ RDMAMSG_EXPORT int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr,
 	return 0;
 }
 
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr,
+						int on)
+{
+	if (!attr || (on != 0 && on != 1))
+		return -EINVAL;
+	attr->batch = on;
+	return 0;
+}
+
 RDMAMSG_EXPORT int rdmamsg_group_attr_set_heartbeat(
 	struct rdmamsg_group_attr *attr, unsigned int ms)
 {
@@ -371,6 +433,7 @@ static void step_fn(struct rdmamsg__timer *t);
 static void sm_fn(struct rdmamsg__timer *t);
 static int heartbeat(struct rdmamsg_group *g, uint16_t flags, uint64_t seq);
 static uint32_t room(const struct rdmamsg_group *g);
+static int flush(struct rdmamsg_group *g);
 static int rcv_behind(struct rdmamsg_group *g);
 static void hb_fn(struct rdmamsg__timer *t);
 static void close_fn(struct rdmamsg__timer *t);
@@ -382,7 +445,8 @@ static void kick(struct rdmamsg_group *g)
 		rdmamsg__timer_start(g->ctx, &g->step_timer, 0);
 }
 
-/* complete_tx -- sends tail .. upto - 1 are done with status */
+/* complete_tx -- sends tail .. upto - 1 are done with status: their
+ * buffers go back, the messages in them complete */
 static void complete_tx(struct rdmamsg_group *g, uint64_t upto, int status)
 {
 	while (g->sq_tail < upto) {
@@ -392,9 +456,33 @@ static void complete_tx(struct rdmamsg_group *g, uint64_t upto, int status)
 		if (t->buf)
 			rdmamsg__buf_put(t->buf);
 		t->buf = NULL;
-		if (t->last && g->cbs.on_publish)
-			g->cbs.on_publish(g, t->op_ctx, status, g->arg);
-		t->last = 0;
+	}
+	/* on_publish may publish: the ring is read again each time */
+	while (g->rec_tail < g->rec_post &&
+	       g->recs[g->rec_tail & g->rec_mask].dg < upto) {
+		void *op_ctx = g->recs[g->rec_tail & g->rec_mask].op_ctx;
+
+		g->rec_tail++;
+		if (g->cbs.on_publish)
+			g->cbs.on_publish(g, op_ctx, status, g->arg);
+	}
+}
+
+/* cancel_recs -- the group goes: every message not completed yet (the
+ * batch's too) completes with -ECANCELED */
+static void cancel_recs(struct rdmamsg_group *g)
+{
+	if (g->pk)
+		rdmamsg__buf_put(g->pk);
+	g->pk = NULL;
+	g->pk_n = 0;
+	g->rec_post = g->rec_head;
+	while (g->rec_tail < g->rec_head) {
+		void *op_ctx = g->recs[g->rec_tail & g->rec_mask].op_ctx;
+
+		g->rec_tail++;
+		if (g->cbs.on_publish)
+			g->cbs.on_publish(g, op_ctx, -ECANCELED, g->arg);
 	}
 }
 
@@ -417,6 +505,7 @@ static void group_free(struct rdmamsg_group *g)
 	g->qp = NULL;
 	/* the QP is gone: nothing touches the buffers any more */
 	complete_tx(g, g->sq_head, -ECANCELED);
+	cancel_recs(g);
 	if (g->ah)
 		ctx->ops->destroy_ah(g->ah);
 	if (g->id)
@@ -426,6 +515,11 @@ static void group_free(struct rdmamsg_group *g)
 		if (g->rxb[i])
 			rdmamsg__buf_put(g->rxb[i]);
 	for (i = 0; i < g->npub; i++) {
+		uint32_t j;
+
+		for (j = 0; j < g->pubs[i].nooo; j++)
+			free(g->pubs[i].ooo[j].data);
+		free(g->pubs[i].ooo);
 		free(g->pubs[i].asm_buf);
 		if (g->pubs[i].ah)
 			ctx->ops->destroy_ah(g->pubs[i].ah);
@@ -445,6 +539,7 @@ static void group_free(struct rdmamsg_group *g)
 		rdmamsg__buf_put(g->hold);
 	free(g->rxb);
 	free(g->tx);
+	free(g->recs);
 	rdmamsg__loop_unref(ctx);
 	if (cb)
 		cb(g, arg);
@@ -457,6 +552,8 @@ static void step_fn(struct rdmamsg__timer *t)
 	struct rdmamsg_group *g =
 		container_of(t, struct rdmamsg_group, step_timer);
 
+	if (g->pk_n)
+		flush(g); /* without room: a completion flushes it */
 	if (!g->closing)
 		return;
 	if (g->state == G_UP && g->qp && !g->close_timed_out) {
@@ -507,8 +604,7 @@ static void fail(struct rdmamsg_group *g, int status)
 /* post_to -- post n datagrams (bufs, their len) to ah/qpn in chains, each
  * chain's last signalled: 0, or a negative errno and nothing taken */
 static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
-		   struct rdmamsg_buf **bufs, uint32_t n, void *op_ctx,
-		   int report)
+		   struct rdmamsg_buf **bufs, uint32_t n)
 {
 	struct ibv_send_wr wr[32], *bad;
 	struct ibv_sge sge[32];
@@ -535,8 +631,6 @@ static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 			wr[i].wr.ud.remote_qkey = g->rqkey;
 			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
 			t->buf = bufs[done + i];
-			t->op_ctx = op_ctx;
-			t->last = report && done + i + 1 == n;
 		}
 		wr[k - 1].send_flags = IBV_SEND_SIGNALED;
 		ret = ibv_post_send(g->qp, wr, &bad);
@@ -549,8 +643,6 @@ static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 				/* a partial message: its fragments go, the
 				 * subscribers see a loss */
 				g->sq_head += done;
-				g->tx[(g->sq_head - 1) & g->sq_mask].last =
-					report;
 				LOG_ERR("ibv_post_send failed mid-message: %d",
 					ret);
 				for (i = done; i < n; i++)
@@ -572,11 +664,87 @@ static uint32_t room(const struct rdmamsg_group *g)
 	return g->sdepth - (uint32_t)(g->sq_head - g->sq_tail);
 }
 
+/* add_rec -- a message published: posted (its last datagram the one
+ * posted last), or in the batch (posted 0) */
+static void add_rec(struct rdmamsg_group *g, void *op_ctx, int posted)
+{
+	struct grec *r = &g->recs[g->rec_head & g->rec_mask];
+
+	r->op_ctx = op_ctx;
+	r->dg = g->sq_head - 1;
+	g->rec_head++;
+	if (posted)
+		g->rec_post = g->rec_head;
+}
+
+/* flush -- the batch goes (as BATCH, lib/proto.h): 0, or -EAGAIN (no
+ * room: a completion flushes it) or the post's error (it stays) */
+static int flush(struct rdmamsg_group *g)
+{
+	struct rdmamsg__mc_wire h;
+	uint64_t r;
+	int ret;
+
+	if (!g->pk_n)
+		return 0;
+	if (g->state != G_UP || !room(g))
+		return -EAGAIN;
+	memset(&h, 0, sizeof(h));
+	h.type = MC_BATCH;
+	h.pub = g->pub_id;
+	h.seq = g->pk_seq;
+	h.total = g->pk_n;
+	rdmamsg__mc_encode(&h, g->pk->data);
+	ret = post_to(g, g->ah, g->rqpn, &g->pk, 1);
+	if (ret) {
+		LOG_WARN("multicast: batch not posted: %d", ret);
+		return ret;
+	}
+	for (r = g->rec_post; r < g->rec_head; r++)
+		g->recs[r & g->rec_mask].dg = g->sq_head - 1;
+	g->rec_post = g->rec_head;
+	g->pk = NULL;
+	g->pk_n = 0;
+	return 0;
+}
+
+/* pack -- message len bytes at data (len + RDMAMSG_MC_REC fits in a
+ * datagram) into the batch as g->next_seq, the batch sent first when
+ * it is full: 0, or -EAGAIN (nothing taken) */
+static int pack(struct rdmamsg_group *g, const void *data, size_t len,
+		void *op_ctx)
+{
+	uint32_t v = htole32((uint32_t)len);
+
+	if (g->pk_n &&
+	    (g->pk->len + RDMAMSG_MC_REC + len >
+		     RDMAMSG_MC_HDR + (size_t)g->frag ||
+	     g->pk_n == G_PACK_MAX) &&
+	    flush(g))
+		return -EAGAIN;
+	if (!g->pk_n) {
+		if (!g->pk && rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + g->frag,
+					       BUF_LIB, &g->pk))
+			return -EAGAIN;
+		g->pk->len = RDMAMSG_MC_HDR;
+		g->pk_seq = g->next_seq;
+		kick(g); /* it goes at the latest from the next pass */
+	}
+	memcpy(g->pk->data + g->pk->len, &v, RDMAMSG_MC_REC);
+	if (len)
+		memcpy(g->pk->data + g->pk->len + RDMAMSG_MC_REC, data, len);
+	g->pk->len += RDMAMSG_MC_REC + len;
+	g->pk_n++;
+	add_rec(g, op_ctx, 0);
+	return 0;
+}
+
 /* control -- one datagram of header and plen bytes of payload pl to
- * ah/qpn (a status message's total: our tag): 0, or a negative errno */
-static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
-		   int type, uint16_t flags, uint64_t seq, const void *pl,
-		   uint32_t plen)
+ * ah/qpn (a status message's total: our tag; a selective NAK's: its bits,
+ * nbits): 0, or a negative errno */
+static int control_n(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		     int type, uint16_t flags, uint64_t seq, uint32_t nbits,
+		     const void *pl, uint32_t plen)
 {
 	struct rdmamsg__mc_wire h;
 	struct rdmamsg_buf *b;
@@ -594,14 +762,23 @@ static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 	h.seq = seq;
 	if (type == MC_STATUS)
 		h.total = g->tag;
+	else if (type == MC_NAK && (flags & MCF_SEL))
+		h.total = nbits;
 	rdmamsg__mc_encode(&h, b->data);
 	if (plen)
 		memcpy(b->data + RDMAMSG_MC_HDR, pl, plen);
 	b->len = RDMAMSG_MC_HDR + plen;
-	ret = post_to(g, ah, qpn, &b, 1, NULL, 0);
+	ret = post_to(g, ah, qpn, &b, 1);
 	if (ret)
 		rdmamsg__buf_put(b);
 	return ret;
+}
+
+static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		   int type, uint16_t flags, uint64_t seq, const void *pl,
+		   uint32_t plen)
+{
+	return control_n(g, ah, qpn, type, flags, seq, 0, pl, plen);
 }
 
 /* heartbeat -- tell the subscribers our next sequence number (with
@@ -612,6 +789,9 @@ static int heartbeat(struct rdmamsg_group *g, uint16_t flags, uint64_t seq)
 	uint32_t qpn;
 	int ret;
 
+	/* it names our next sequence number: the batch goes before */
+	if (g->pk_n && flush(g))
+		return -EAGAIN;
 	if (g->window && g->have_gid && !flags) {
 		/* where NAKs and status messages go */
 		memcpy(addr, g->gid.raw, 16);
@@ -686,10 +866,12 @@ static int send_msg(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 			       (const char *)data + off, part);
 		bv[i]->len = RDMAMSG_MC_HDR + part;
 	}
-	ret = post_to(g, ah, qpn, bv, n, op_ctx, report);
+	ret = post_to(g, ah, qpn, bv, n);
 	if (ret)
 		for (i = 0; i < n; i++)
 			rdmamsg__buf_put(bv[i]);
+	else if (report)
+		add_rec(g, op_ctx, 1);
 out:
 	if (bv != bufs)
 		free(bv);
@@ -755,26 +937,71 @@ static int rcv_behind(struct rdmamsg_group *g)
 	return rcv_limit(g, rdmamsg__now_ns(), &lim) && lim < g->next_seq;
 }
 
-/* pump -- send the repair under way as far as the send queue allows */
+/* repair_done -- no repair under way: nothing wanted */
+static void repair_done(struct rdmamsg_group *g)
+{
+	g->repairing = 0;
+	g->rep_next = UINT64_MAX;
+	g->rep_end = 0;
+}
+
+/* pump -- send the kept messages wanted, lowest first, as far as the
+ * send queue allows (the next completion goes on): a repair takes half
+ * of the queue at most unless the queue is empty, so that new messages
+ * interleave with it (the window, not the repair, stops a publisher) */
 static void pump(struct rdmamsg_group *g)
 {
 	while (g->repairing && g->rep_next < g->rep_end) {
 		struct gkeep *k;
+		uint32_t n;
 
 		if (g->rep_next < low_seq(g))
 			g->rep_next = low_seq(g); /* gone meanwhile */
 		if (g->rep_next >= g->rep_end)
 			break;
 		k = &g->keep[g->rep_next % g->window];
-		if (k->seq != g->rep_next)
-			break; /* never kept (no memory) */
+		if (k->seq != g->rep_next || !k->want) {
+			g->rep_next++; /* not asked for (or never kept) */
+			continue;
+		}
+		n = k->len ? (uint32_t)((k->len - 1) / g->frag + 1) : 1;
+		if (g->sq_head != g->sq_tail && room(g) < n + g->sdepth / 2)
+			return; /* the other half is the publisher's */
 		if (send_msg(g, g->rep_ah, g->rep_qpn, k->seq, k->data, k->len,
 			     NULL, 0))
-			return; /* no room: the next completion goes on */
+			return;
+		k->want = 0;
+		k->rep_ns = g->ctx->now;
+		k->rep_to = g->rep_to;
 		g->st.repairs++;
+		if (g->rep_to)
+			g->st.repairs_unicast++;
+		else
+			g->st.repairs_multicast++;
 		g->rep_next++;
 	}
-	g->repairing = 0;
+	repair_done(g);
+}
+
+/* want -- subscriber id asks for kept message seq again: marked for the
+ * repair, unless it went out a moment ago by multicast or to id (then it
+ * is on its way); 1 if marked */
+static int want(struct rdmamsg_group *g, uint64_t seq, uint64_t id,
+		uint64_t now)
+{
+	struct gkeep *k = &g->keep[seq % g->window];
+
+	if (k->seq != seq)
+		return 0; /* never kept (no memory) */
+	if (k->rep_ns && now - k->rep_ns < G_REPAIR_HOLD_NS &&
+	    (!k->rep_to || k->rep_to == id))
+		return 0;
+	k->want = 1;
+	if (seq < g->rep_next)
+		g->rep_next = seq;
+	if (seq + 1 > g->rep_end)
+		g->rep_end = seq + 1;
+	return 1;
 }
 
 /* find_rcv -- the subscriber id a reliable publisher heard from, or NULL */
@@ -816,51 +1043,53 @@ static struct ibv_ah *rcv_ah(struct rdmamsg_group *g, struct grcv *r,
 	return r->ah;
 }
 
-/* on_nak -- subscriber id (at addr, or NULL) misses our messages from
- * seq on */
+/* on_nak -- subscriber id (at addr, or NULL) misses our messages: those
+ * of bitmap bm (nbits of them, bit i for message seq + i; checked by
+ * rdmamsg__mc_decode) or, without one, all from seq on */
 static void on_nak(struct rdmamsg_group *g, uint64_t id, uint64_t seq,
-		   const uint8_t *addr)
+		   const uint8_t *addr, const uint8_t *bm, uint32_t nbits)
 {
-	uint64_t now = g->ctx->now;
+	uint64_t now = g->ctx->now, s, end, low;
 	struct grcv *r;
 	struct ibv_ah *ah;
+	int any = 0;
 
 	g->st.naks_received++;
 	if (!g->window || seq >= g->next_seq)
 		return;
-	if (seq < low_seq(g)) {
-		/* gone: it reports them lost */
-		heartbeat(g, MCF_LOW, low_seq(g));
-		seq = low_seq(g);
+	if (bm && nbits > g->next_seq - seq) {
+		/* messages we never sent: not a NAK of ours */
+		g->st.malformed++;
+		return;
 	}
-	if (g->repairing && g->rep_to && g->rep_to != id) {
-		/* a second subscriber misses messages: one repair by
-		 * multicast serves both (the first one drops what it has) */
-		g->rep_to = 0;
-		g->rep_ah = g->ah;
-		g->rep_qpn = g->rqpn;
-		if (seq < g->rep_next)
-			g->rep_next = seq;
-		g->rep_ns = now;
+	low = low_seq(g);
+	if (seq < low)
+		/* gone: it reports them lost */
+		heartbeat(g, MCF_LOW, low);
+	end = bm ? seq + nbits : g->next_seq;
+	for (s = seq < low ? low : seq; s < end; s++)
+		if (!bm || rdmamsg__mc_nak_bit(bm, (uint32_t)(s - seq)))
+			any |= want(g, s, id, now);
+	if (!any)
+		return; /* all on their way already: suppressed */
+	if (g->repairing) {
+		/* a second subscriber misses messages while a unicast
+		 * repair is under way: multicast from now on, one repair
+		 * then serving both */
+		if (g->rep_to && g->rep_to != id) {
+			g->rep_to = 0;
+			g->rep_ah = g->ah;
+			g->rep_qpn = g->rqpn;
+			g->rep_ns = now;
+		}
 		pump(g);
 		return;
 	}
-	/* suppression: one repair serves every subscriber that misses the
-	 * same messages */
-	if (g->repairing &&
-	    (g->rep_next <= seq || now - g->rep_ns < G_REPAIR_HOLD_NS))
-		return;
 	r = find_rcv(g, id);
 	ah = r && !r->silent ? rcv_ah(g, r, addr) : NULL;
-	if (g->repairing && !g->rep_to) {
-		ah = NULL; /* multicast under way: stays so */
-	} else if (!g->repairing && g->rep_to != id &&
-		   now - g->rep_ns < G_REPAIR_HOLD_NS) {
+	if (g->rep_to != id && now - g->rep_ns < G_REPAIR_HOLD_NS)
 		ah = NULL; /* another one asked a moment ago: multicast */
-	}
 	g->repairing = 1;
-	g->rep_next = seq;
-	g->rep_end = g->next_seq;
 	g->rep_ns = now;
 	g->rep_to = ah ? id : 0;
 	g->rep_ah = ah ? ah : g->ah;
@@ -933,6 +1162,9 @@ static int keep_msg(struct rdmamsg_group *g, uint64_t seq, const void *data,
 		memcpy(k->data, data, len);
 	k->len = len;
 	k->seq = seq;
+	k->want = 0;
+	k->rep_ns = 0;
+	k->rep_to = 0;
 	return 0;
 }
 
@@ -954,16 +1186,30 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 	if (g->state != G_UP)
 		return -ENOTCONN;
 	if (g->window) {
-		/* flow control (the subscriber the strategy names) and
-		 * the repair under way first */
-		if ((rcv_limit(g, g->ctx->now, &lim) &&
-		     g->next_seq - lim >= g->window) ||
-		    g->repairing) {
+		/* flow control: the subscriber the strategy names; a repair
+		 * under way goes first, new messages take the room it
+		 * leaves (half of the send queue at least) */
+		if (rcv_limit(g, g->ctx->now, &lim) &&
+		    g->next_seq - lim >= g->window) {
 			g->st.flow_control_stalls++;
 			return -EAGAIN;
 		}
+		if (g->repairing)
+			pump(g);
 	}
-	ret = send_msg(g, g->ah, g->rqpn, g->next_seq, data, len, op_ctx, 1);
+	if (g->rec_head - g->rec_tail > g->rec_mask) {
+		g->st.flow_control_stalls++;
+		return -EAGAIN; /* too many publishes in flight */
+	}
+	if (g->batch && len + RDMAMSG_MC_REC <= g->frag &&
+	    (g->pk_n || g->sq_head != g->sq_tail))
+		/* others in flight: packed, to go with the next ones */
+		ret = pack(g, data, len, op_ctx);
+	else if (g->pk_n && flush(g))
+		ret = -EAGAIN; /* the batch goes first, in order */
+	else
+		ret = send_msg(g, g->ah, g->rqpn, g->next_seq, data, len,
+			       op_ctx, 1);
 	if (ret) {
 		if (ret == -EAGAIN)
 			g->st.flow_control_stalls++;
@@ -973,6 +1219,8 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 		LOG_WARN("multicast: no memory to keep message %llu for "
 			 "repair",
 			 (unsigned long long)g->next_seq);
+	if (g->repairing)
+		g->st.published_in_repair++;
 	g->next_seq++;
 	g->sent_since_hb = 1;
 	g->st.msgs_published++;
@@ -1019,33 +1267,76 @@ static void status(struct rdmamsg_group *g, struct gpub *p)
 		p->sm_sent = p->next;
 }
 
-/* nak -- ask p for its messages from next on again, at most once per
- * back-off unless force */
+/* ooo_missing -- message seq of p (below hi, one past the last heard
+ * of) is neither here nor arriving now */
+static int ooo_missing(const struct gpub *p, uint64_t seq, uint64_t hi)
+{
+	const struct gooo *o = &p->ooo[seq & (p->nooo - 1)];
+
+	if (seq == p->next && p->assembling)
+		return 0; /* its fragments are arriving */
+	if (o->seq != seq || o->state == OOO_EMPTY)
+		return 1;
+	/* a part of it: the rest is on its way if it is the last heard of */
+	return o->state == OOO_PART && seq + 1 < hi;
+}
+
+/* nak -- ask p for what we miss again, at most once per back-off unless
+ * force: the messages missing among those kept for reordering (MCF_SEL),
+ * else (no reorder slots, or every G_NAK_PLAIN-th NAK once no repair
+ * answered a selective one for G_NAK_PLAIN_MS: an older publisher) all
+ * from next on */
 static void nak(struct rdmamsg_group *g, struct gpub *p, int force)
 {
-	uint64_t now = g->ctx->now, to = htole64(p->id);
-	uint8_t pl[8 + RDMAMSG_MC_ADDR];
-	uint32_t qpn;
-	int ret;
+	uint64_t now = g->ctx->now, to = htole64(p->id), first = p->next, hi;
+	uint8_t pl[8 + RDMAMSG_MC_ADDR + G_OOO_MAX / 8];
+	uint32_t qpn, a = 0, n = 0, i;
+	uint16_t flags = 0;
+	int plain;
 
 	if (!p->ah ||
 	    (!force && now - p->nak_ns < (uint64_t)p->nak_ms * 1000000ull))
 		return;
+	plain = !p->nooo || (!p->sel_ok && p->sel_ns &&
+			     now - p->sel_ns >= G_NAK_PLAIN_MS * 1000000ull &&
+			     p->nak_n % G_NAK_PLAIN == G_NAK_PLAIN - 1);
+	hi = p->seen > p->next ? p->seen : p->next + 1;
 	memcpy(pl, &to, 8);
-	if (g->have_gid) {
-		/* our address: the repair may come unicast */
-		memcpy(pl + 8, g->gid.raw, 16);
-		qpn = htole32(g->qp->qp_num);
-		memcpy(pl + 24, &qpn, 4);
-		ret = control(g, p->ah, p->qpn, MC_NAK, MCF_ADDR, p->next, pl,
-			      sizeof(pl));
-	} else {
-		ret = control(g, p->ah, p->qpn, MC_NAK, 0, p->next, pl, 8);
+	if (!plain) {
+		/* the reorder slots hold next .. next + nooo - 1 */
+		if (hi - p->next > p->nooo)
+			hi = p->next + p->nooo;
+		while (first < hi && !ooo_missing(p, first, hi))
+			first++;
+		if (first == hi)
+			return; /* nothing missing (any more) */
+		n = (uint32_t)(hi - first);
+		while (!ooo_missing(p, first + n - 1, hi))
+			n--; /* (the first one is missing) */
+		if (g->have_gid) {
+			/* our address: the repair may come unicast */
+			memcpy(pl + 8, g->gid.raw, 16);
+			qpn = htole32(g->qp->qp_num);
+			memcpy(pl + 24, &qpn, 4);
+			a = RDMAMSG_MC_ADDR;
+			flags |= MCF_ADDR;
+		}
+		memset(pl + 8 + a, 0, (n + 7) / 8);
+		for (i = 0; i < n; i++)
+			if (ooo_missing(p, first + i, hi))
+				pl[8 + a + i / 8] |= (uint8_t)(1u << (i % 8));
+		flags |= MCF_SEL;
 	}
-	if (ret)
+	if (control_n(g, p->ah, p->qpn, MC_NAK, flags, first, n, pl,
+		      8 + a + (n + 7) / 8))
 		return; /* no room: the next datagram or tick tries again */
 	g->st.naks_sent++;
 	p->nak_ns = now;
+	p->nak_n++;
+	p->sel_sent = !plain;
+	if (!plain && !p->sel_ns)
+		p->sel_ns = now;
+	p->nak_hi = plain ? hi : first + n;
 	if (p->nak_ms < G_NAK_MAX_MS)
 		p->nak_ms *= 2;
 }
@@ -1077,7 +1368,7 @@ static struct gpub *new_pub(struct rdmamsg_group *g, uint64_t id, uint64_t next)
 static void pub_addr(struct rdmamsg_group *g, struct gpub *p, const char *pl)
 {
 	struct ibv_ah_attr a;
-	uint32_t qpn;
+	uint32_t qpn, n;
 
 	if (p->ah || !g->window)
 		return;
@@ -1097,6 +1388,17 @@ static void pub_addr(struct rdmamsg_group *g, struct gpub *p, const char *pl)
 		return;
 	}
 	p->qpn = le32toh(qpn) & 0xffffff;
+	/* reorder slots: what comes after a missing message is kept, so
+	 * that only the missing ones are asked for again */
+	n = g->window < G_OOO_MAX ? g->window : G_OOO_MAX;
+	while (n & (n - 1))
+		n &= n - 1;
+	p->ooo = calloc(n, sizeof(*p->ooo));
+	if (p->ooo)
+		p->nooo = n;
+	else
+		LOG_WARN("multicast: no memory for reordering: go-back-N "
+			 "repairs");
 	status(g, p);
 	if (p->gap)
 		nak(g, p, 1);
@@ -1112,6 +1414,8 @@ static void lose(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
 		return;
 	p->next = upto;
 	p->gap = 0;
+	p->lost_first = first;
+	p->lost_end = upto;
 	g->st.gaps++;
 	g->st.msgs_lost += upto - first;
 	if (g->cbs.on_loss && !g->closing)
@@ -1130,11 +1434,15 @@ static int miss(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
 	p->assembling = 0;
 	if (!p->gap) {
 		p->gap = 1;
-		p->nak_ms = G_NAK_MS;
-		nak(g, p, 1);
-	} else {
-		nak(g, p, 0);
+		p->nak_n = 0;
+		if (p->next >= p->nak_hi) {
+			/* not asked for yet: at once */
+			p->nak_ms = G_NAK_MS;
+			nak(g, p, 1);
+			return 1;
+		}
 	}
+	nak(g, p, 0);
 	return 1;
 }
 
@@ -1146,7 +1454,7 @@ static void deliver(struct rdmamsg_group *g, struct gpub *p, const void *data,
 
 	m.publisher = p->id;
 	m.seq = p->next;
-	m.data = data;
+	m.data = data ? data : "";
 	m.len = len;
 	p->next++;
 	p->assembling = 0;
@@ -1159,6 +1467,100 @@ static void deliver(struct rdmamsg_group *g, struct gpub *p, const void *data,
 		g->cbs.on_message(g, &m, g->arg);
 }
 
+/* ooo_ready -- message seq of p is whole in its reorder slot */
+static int ooo_ready(const struct gpub *p, uint64_t seq)
+{
+	const struct gooo *o;
+
+	if (!p->nooo)
+		return 0;
+	o = &p->ooo[seq & (p->nooo - 1)];
+	return o->seq == seq && o->state == OOO_FULL;
+}
+
+/* drain -- deliver what the reorder slots hold from next on, in order */
+static void drain(struct rdmamsg_group *g, struct gpub *p)
+{
+	while (!p->assembling && ooo_ready(p, p->next)) {
+		struct gooo *o = &p->ooo[p->next & (p->nooo - 1)];
+
+		o->state = OOO_EMPTY;
+		deliver(g, p, o->data, o->total);
+	}
+}
+
+/* fill_gap -- after p->next moved: deliver what waited for it; if the
+ * message next is still missing, ask for it (reliable mode) */
+static void fill_gap(struct rdmamsg_group *g, struct gpub *p)
+{
+	drain(g, p);
+	if (p->nooo && !p->unreliable && p->next < p->seen &&
+	    ooo_missing(p, p->next, p->seen))
+		miss(g, p, p->seen);
+}
+
+/* skip -- nothing before upto will be repaired: what the reorder slots
+ * hold is delivered, the rest reported lost, in order */
+static void skip(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
+{
+	p->assembling = 0;
+	while (p->next < upto) {
+		uint64_t e = p->next;
+
+		while (e < upto && !ooo_ready(p, e))
+			e++;
+		lose(g, p, e);
+		drain(g, p);
+	}
+}
+
+/* ooo_put -- one fragment (n bytes at pay) of message h->seq of p, which
+ * came ahead of a missing one, into its reorder slot */
+static void ooo_put(struct rdmamsg_group *g, struct gpub *p,
+		    const struct rdmamsg__mc_wire *h, const char *pay,
+		    uint32_t n)
+{
+	struct gooo *o = &p->ooo[h->seq & (p->nooo - 1)];
+	int same = o->seq == h->seq && o->state != OOO_EMPTY;
+
+	if (same && (o->state == OOO_FULL || (h->off && h->off < o->off))) {
+		g->st.duplicates++;
+		return;
+	}
+	if (!h->off) {
+		/* a message's first fragment: (again) from the start */
+		if (o->cap < h->total) {
+			char *b = realloc(o->data, h->total);
+
+			if (!b) {
+				LOG_WARN("no memory to keep %u bytes",
+					 h->total);
+				o->state = OOO_EMPTY; /* asked for again */
+				return;
+			}
+			o->data = b;
+			o->cap = h->total;
+		}
+		if (n)
+			memcpy(o->data, pay, n);
+		o->seq = h->seq;
+		o->total = h->total;
+		o->off = n;
+		o->state = n == h->total ? OOO_FULL : OOO_PART;
+		return;
+	}
+	if (!same || h->total != o->total || h->off != o->off) {
+		/* a fragment lost in the middle: the message is missing */
+		if (same)
+			o->state = OOO_EMPTY;
+		return;
+	}
+	memcpy(o->data + o->off, pay, n);
+	o->off += n;
+	if (o->off == o->total)
+		o->state = OOO_FULL;
+}
+
 /* on_data -- one fragment (pay bytes) of message h->seq of p */
 static void on_data(struct rdmamsg_group *g, struct gpub *p,
 		    const struct rdmamsg__mc_wire *h, const char *pay,
@@ -1166,7 +1568,23 @@ static void on_data(struct rdmamsg_group *g, struct gpub *p,
 {
 	if (h->seq < p->next ||
 	    (p->assembling && h->seq == p->next && h->off < p->asm_off)) {
-		g->st.duplicates++;
+		if (h->seq >= p->lost_first && h->seq < p->lost_end)
+			g->st.lost_fragments++; /* its message is lost */
+		else
+			g->st.duplicates++;
+		return;
+	}
+	if (p->nooo && !p->unreliable &&
+	    (h->seq > p->next ||
+	     (p->ooo[h->seq & (p->nooo - 1)].seq == h->seq &&
+	      p->ooo[h->seq & (p->nooo - 1)].state == OOO_PART))) {
+		/* reliable: kept for its turn (beyond the slots: dropped,
+		 * asked for again later); next is missing, or in a slot */
+		if (h->seq > p->next)
+			p->assembling = 0; /* the rest of next is lost */
+		if (h->seq - p->next < p->nooo)
+			ooo_put(g, p, h, pay, n);
+		fill_gap(g, p);
 		return;
 	}
 	/* an abandoned reassembly included */
@@ -1175,11 +1593,14 @@ static void on_data(struct rdmamsg_group *g, struct gpub *p,
 	/* h->seq == p->next */
 	if (!p->assembling) {
 		if (h->off) {
-			miss(g, p, h->seq + 1); /* its first fragment lost */
+			/* its first fragment lost */
+			if (!miss(g, p, h->seq + 1))
+				g->st.lost_fragments++;
 			return;
 		}
 		if (n == h->total) {
 			deliver(g, p, pay, n);
+			fill_gap(g, p);
 			return;
 		}
 		if (p->asm_cap < h->total) {
@@ -1202,13 +1623,38 @@ static void on_data(struct rdmamsg_group *g, struct gpub *p,
 	}
 	if (h->total != p->asm_total || h->off != p->asm_off) {
 		/* a fragment lost in the middle (or a header that lies) */
-		miss(g, p, h->seq + 1);
+		if (!miss(g, p, h->seq + 1))
+			g->st.lost_fragments++;
 		return;
 	}
 	memcpy(p->asm_buf + p->asm_off, pay, n);
 	p->asm_off += n;
-	if (p->asm_off == p->asm_total)
+	if (p->asm_off == p->asm_total) {
 		deliver(g, p, p->asm_buf, p->asm_total);
+		fill_gap(g, p);
+	}
+}
+
+/* on_batch -- the h->total whole messages of a BATCH at r (checked by
+ * rdmamsg__mc_decode), each as a DATA datagram of its own */
+static void on_batch(struct rdmamsg_group *g, struct gpub *p,
+		     const struct rdmamsg__mc_wire *h, const uint8_t *r)
+{
+	struct rdmamsg__mc_wire m = *h;
+	uint32_t i, n;
+
+	m.type = MC_DATA;
+	m.off = 0;
+	for (i = 0; i < h->total; i++) {
+		n = rdmamsg__mc_rec(r);
+		m.seq = h->seq + i;
+		m.total = n;
+		/* the ones after it are not missing: they come next */
+		if (m.seq + 1 > p->seen)
+			p->seen = m.seq + 1;
+		on_data(g, p, &m, (const char *)r + RDMAMSG_MC_REC, n);
+		r += RDMAMSG_MC_REC + n;
+	}
 }
 
 /* on_datagram -- len bytes after the GRH */
@@ -1240,12 +1686,14 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 		if (le64toh(to) != g->pub_id ||
 		    !(g->role & RDMAMSG_GROUP_PUBLISHER))
 			return;
-		if (h.type == MC_NAK)
-			on_nak(g, h.pub, h.seq,
-			       (h.flags & MCF_ADDR)
-				       ? (const uint8_t *)d + RDMAMSG_MC_HDR + 8
-				       : NULL);
-		else
+		if (h.type == MC_NAK) {
+			const uint8_t *pl = (const uint8_t *)d + RDMAMSG_MC_HDR;
+			uint32_t a = (h.flags & MCF_ADDR) ? RDMAMSG_MC_ADDR : 0;
+
+			on_nak(g, h.pub, h.seq, a ? pl + 8 : NULL,
+			       (h.flags & MCF_SEL) ? pl + 8 + a : NULL,
+			       h.total);
+		} else
 			on_status(g, h.pub, h.seq, h.total);
 		return;
 	}
@@ -1257,7 +1705,8 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 
 		if (h.type == MC_HEARTBEAT && (h.flags & MCF_FIN))
 			return; /* it leaves before we knew it */
-		/* a late joiner starts at the next whole message */
+		/* a late joiner starts at the next whole message (a
+		 * batch's messages are whole) */
 		if (h.type == MC_DATA && h.off)
 			start++;
 		p = new_pub(g, h.pub, start);
@@ -1267,6 +1716,11 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 		}
 	}
 	p->last_ns = g->ctx->now;
+	/* a repair of ours after a selective NAK: the publisher takes them */
+	if (h.type == MC_DATA && !h.off && h.seq >= p->next &&
+	    h.seq < p->seen && p->sel_sent)
+		p->sel_ok = 1;
+	/* (a batch's messages: each as it is taken, in on_batch) */
 	if (h.type == MC_DATA && h.seq + 1 > p->seen)
 		p->seen = h.seq + 1;
 	else if (h.type == MC_HEARTBEAT && !(h.flags & MCF_LOW) &&
@@ -1280,10 +1734,24 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 				1; /* a publisher not in reliable mode */
 		if (h.seq <= p->next)
 			return;
-		if (h.flags & (MCF_LOW | MCF_FIN))
-			lose(g, p, h.seq); /* never to be repaired */
-		else
+		if (p->nooo && !(h.flags & MCF_LOW)) {
+			/* every fragment before it was sent before it: a
+			 * part of its last message is all that comes */
+			struct gooo *o = &p->ooo[(h.seq - 1) & (p->nooo - 1)];
+
+			if (o->seq == h.seq - 1 && o->state == OOO_PART)
+				o->state = OOO_EMPTY;
+		}
+		if (h.flags & (MCF_LOW | MCF_FIN)) {
+			skip(g, p, h.seq); /* never to be repaired */
+			if (!(h.flags & MCF_FIN))
+				fill_gap(g, p); /* the rest may be */
+		} else
 			miss(g, p, h.seq);
+		return;
+	}
+	if (h.type == MC_BATCH) {
+		on_batch(g, p, &h, (const uint8_t *)d + RDMAMSG_MC_HDR);
 		return;
 	}
 	on_data(g, p, &h, d + RDMAMSG_MC_HDR, len - RDMAMSG_MC_HDR);
@@ -1317,7 +1785,7 @@ static void sm_fn(struct rdmamsg__timer *t)
 			LOG_INFO("multicast: publisher %016llx silent, its "
 				 "missing messages are lost",
 				 (unsigned long long)p->id);
-			lose(g, p, p->seen > p->next ? p->seen : p->next);
+			skip(g, p, p->seen > p->next ? p->seen : p->next);
 			p->gap = 0;
 			continue;
 		}
@@ -1365,6 +1833,8 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 			}
 			if (g->repairing)
 				pump(g);
+			if (g->pk_n)
+				flush(g);
 			if (g->closing && g->sq_head == g->sq_tail)
 				kick(g);
 			continue;
@@ -1453,6 +1923,7 @@ static int setup(struct rdmamsg_group *g)
 		g->keep = calloc(g->window, sizeof(*g->keep));
 		if (!g->keep)
 			return -ENOMEM;
+		repair_done(g);
 	}
 	while (sd & (sd - 1))
 		sd++; /* a power of two: the ring is indexed by a mask */
@@ -1460,6 +1931,17 @@ static int setup(struct rdmamsg_group *g)
 	if (!g->tx)
 		return -ENOMEM;
 	g->sq_mask = sd - 1;
+	if (g->role & RDMAMSG_GROUP_PUBLISHER) {
+		uint32_t nr = sd * G_PACK_MAX < G_MAX_RECS ? sd * G_PACK_MAX
+							   : G_MAX_RECS;
+
+		if (nr < sd)
+			nr = sd;
+		g->recs = calloc(nr, sizeof(*g->recs));
+		if (!g->recs)
+			return -ENOMEM;
+		g->rec_mask = nr - 1;
+	}
 	/* a reliable publisher hears NAKs and status messages */
 	g->nrx = (g->role & RDMAMSG_GROUP_SUBSCRIBER) || g->window ? g->rdepth
 								   : 0;
@@ -1616,6 +2098,7 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	g->flow = attr ? attr->flow : RDMAMSG_GROUP_FLOW_MIN;
 	g->fc_tag = attr ? attr->fc_tag : 0;
 	g->tag = attr ? attr->tag : 0;
+	g->batch = attr ? attr->batch : 1;
 	if (cbs)
 		g->cbs = *cbs;
 	g->arg = arg;

@@ -236,6 +236,28 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
 struct rdmamsg__mc_wire {
 	uint32_t magic; /* RDMAMSG_MC_MAGIC */
 	uint8_t version;
+ * Selective NAK (MCF_SEL, still version 1): total is a count of bits,
+ * 1 .. RDMAMSG_MC_NAK_BITS, and a bitmap of (total + 7) / 8 bytes ends the
+ * payload (after the id and, with MCF_ADDR, the address): bit i (byte
+ * i / 8, bit i % 8, least significant first) set asks for message seq + i
+ * again, the others are not asked for; bit 0 is set, the spare bits of
+ * the last byte are clear, seq + total does not wrap.  A plain NAK
+ * (no MCF_SEL, total 0) asks for everything from seq on (go-back-N).
+ * Old peers: a publisher from before MCF_SEL counts a selective NAK as
+ * malformed, so a subscriber whose selective NAKs to a publisher brought
+ * no repair for half a second (since its first) sends every fourth NAK
+ * plain (no flag at all), which every version-1 publisher takes.
+ * BATCH (still version 1) carries total whole messages, seq .. seq +
+ * total - 1, 1 .. RDMAMSG_MC_BATCH_MAX of them (flags and off 0, seq +
+ * total not past UINT64_MAX): per message a 4-byte length (at most the
+ * maximum message size) and its bytes, back to back, filling the payload
+ * exactly.  A publisher packs small messages published while its
+ * earlier datagrams are still in flight; the first one after an idle
+ * moment, repairs and messages that do not fit go as DATA.  Old peers: a
+ * subscriber from before BATCH counts one as malformed, so it reports
+ * its messages lost (default mode) or asks for them again and gets them
+ * as DATA (reliable mode); a publisher's batching can be turned off
+ * (rdmamsg_group_attr_set_batch) for groups with such subscribers.
 	uint8_t type;
 	uint16_t flags;
 	uint64_t pub;
@@ -251,9 +273,28 @@ _Static_assert(sizeof(struct rdmamsg__mc_wire) == 32, "mc header size");
 #define RDMAMSG_MC_VERSION 1
 #define RDMAMSG_MC_MAX_MSG (16u << 20)
 
-enum { MC_DATA = 1, MC_HEARTBEAT = 2, MC_NAK = 3, MC_STATUS = 4 };
-enum { MCF_FIN = 1, MCF_LOW = 2, MCF_ADDR = 4 };
-#define RDMAMSG_MC_ADDR 20 /* an MCF_ADDR address: GID, QP number */
+enum { MC_DATA = 1, MC_HEARTBEAT = 2, MC_NAK = 3, MC_STATUS = 4, MC_BATCH = 5 };
+enum { MCF_FIN = 1, MCF_LOW = 2, MCF_ADDR = 4, MCF_SEL = 8 };
+#define RDMAMSG_MC_ADDR	     20	  /* an MCF_ADDR address: GID, QP number */
+#define RDMAMSG_MC_NAK_BITS  4096 /* the most a selective NAK's bitmap has */
+#define RDMAMSG_MC_BATCH_MAX 1024 /* the most messages a BATCH carries */
+#define RDMAMSG_MC_REC	     4	  /* a BATCH message's length field */
+
+/* rdmamsg__mc_rec -- the length of the BATCH message at p (its length
+ * field; the bytes follow) */
+static inline uint32_t rdmamsg__mc_rec(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+/* rdmamsg__mc_nak_bit -- bit i of a selective NAK's bitmap bm */
+static inline int rdmamsg__mc_nak_bit(const uint8_t *bm, uint32_t i)
+{
+	return (bm[i / 8] >> (i % 8)) & 1;
+}
 
 /* rdmamsg__mc_encode -- h in wire order into out (RDMAMSG_MC_HDR bytes) */
 static inline void rdmamsg__mc_encode(const struct rdmamsg__mc_wire *h,
@@ -282,7 +323,8 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 				     uint32_t max_msg,
 				     struct rdmamsg__mc_wire *h)
 {
-	size_t pay;
+	const uint8_t *bm;
+	size_t pay, addr, nb;
 
 	if (!buf || len < RDMAMSG_MC_HDR)
 		return -EPROTO;
@@ -314,16 +356,51 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 			return -EPROTO;
 		return 0;
 	case MC_NAK:
-	case MC_STATUS: /* a status message's total is its sender's tag */
-		if ((h->type == MC_NAK && h->total) || h->off ||
-		    (h->flags & ~(h->type == MC_NAK ? MCF_ADDR : 0)))
+		if (h->off || (h->flags & ~(MCF_ADDR | MCF_SEL)))
 			return -EPROTO;
-		if (pay != 8 + ((h->flags & MCF_ADDR) ? RDMAMSG_MC_ADDR : 0u))
+		addr = (h->flags & MCF_ADDR) ? RDMAMSG_MC_ADDR : 0u;
+		if (!(h->flags & MCF_SEL))
+			return h->total || pay != 8 + addr ? -EPROTO : 0;
+		/* the count first, then the length it implies */
+		if (!h->total || h->total > RDMAMSG_MC_NAK_BITS ||
+		    h->seq > UINT64_MAX - h->total)
+			return -EPROTO;
+		nb = (h->total + 7) / 8;
+		if (pay != 8 + addr + nb)
+			return -EPROTO;
+		bm = (const uint8_t *)buf + RDMAMSG_MC_HDR + 8 + addr;
+		if (!(bm[0] & 1) ||
+		    (h->total % 8 && (bm[nb - 1] >> (h->total % 8))))
+			return -EPROTO;
+		return 0;
+	case MC_STATUS: /* a status message's total is its sender's tag */
+		if (h->off || h->flags || pay != 8)
 			return -EPROTO;
 		return 0;
 	default:
 		return -EPROTO;
 	}
 }
+	case MC_BATCH: {
+		const uint8_t *r = (const uint8_t *)buf + RDMAMSG_MC_HDR;
+		uint32_t i, n;
+
+		if (h->off || h->flags || !h->total ||
+		    h->total > RDMAMSG_MC_BATCH_MAX ||
+		    h->seq > UINT64_MAX - h->total)
+			return -EPROTO;
+		/* each length before it is used, then the bytes it names */
+		for (i = 0; i < h->total; i++) {
+			if (pay < RDMAMSG_MC_REC)
+				return -EPROTO;
+			n = rdmamsg__mc_rec(r);
+			pay -= RDMAMSG_MC_REC;
+			if (n > max_msg || n > pay)
+				return -EPROTO;
+			pay -= n;
+			r += RDMAMSG_MC_REC + n;
+		}
+		return pay ? -EPROTO : 0;
+	}
 
 #endif /* RDMAMSG_PROTO_H */

@@ -115,11 +115,24 @@ static void on_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
 	a->next = first + count;
 }
 
+/* on_closed -- the group's last counters (it may still be queried) */
 static void on_closed(struct rdmamsg_group *g, void *arg)
 {
+	struct rdmamsg_group_stats st;
 	struct app *a = arg;
 
-	(void)g;
+	if (!rdmamsg_group_query(g, &st))
+		printf("counters: %" PRIu64 " datagrams sent, %" PRIu64
+		       " received, %" PRIu64 " duplicates, %" PRIu64
+		       " fragments of lost messages, %" PRIu64
+		       " NAKs sent, %" PRIu64 " received, repairs %" PRIu64
+		       " (%" PRIu64 " unicast, %" PRIu64 " multicast), %" PRIu64
+		       " flow-control stalls, %" PRIu64
+		       " published during repairs\n",
+		       st.datagrams_sent, st.datagrams_received, st.duplicates,
+		       st.lost_fragments, st.naks_sent, st.naks_received,
+		       st.repairs, st.repairs_unicast, st.repairs_multicast,
+		       st.flow_control_stalls, st.published_in_repair);
 	a->closed = 1;
 }
 

@@ -40,5 +40,8 @@ for s in 1 2; do
 	grep -Eq "^received [0-9]+, lost [0-9]+ in [0-9]+ gaps, 0 bad" \
 		"$tap_tmp/sub$s.log"
 	ok $? "subscriber $s printed its summary"
+	grep -Eq "^counters: .* repairs 0 \(0 unicast, 0 multicast\)" \
+		"$tap_tmp/sub$s.log"
+	ok $? "subscriber $s printed its counters (no repairs: not a publisher)"
 done
 done_testing
