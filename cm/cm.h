@@ -18,7 +18,10 @@ struct cm_ev {
 void rdmamsg__cm_conn_param(struct rdma_conn_param *cp,
 			    const struct rdmamsg_ctx *ctx, const uint8_t *pdata,
 			    size_t len);
-size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out);
+/* a session QP's local ACK timeout: 4.096 us x 2^17 = 537 ms (conn.c) */
+#define RDMAMSG__SESSION_ACK_TIMEOUT 17
+void rdmamsg__cm_qp_opts(const struct rdmamsg_ep *ep);
+size_t rdmamsg__cm_our_hs(struct rdmamsg_ep *ep, int kind, uint8_t *out);
 void rdmamsg__cm_dc_param(const struct rdmamsg_ep *ep,
 			  struct rdma_conn_param *cp);
 int rdmamsg__cm_dc_hs_ok(const struct rdmamsg__hs *hs);

@@ -64,8 +64,28 @@ void rdmamsg__cm_conn_param(struct rdma_conn_param *cp,
 			(uint8_t)atoi(getenv("RDMAMSG_TEST_RNR_RETRY"));
 }
 
+/* rdmamsg__cm_qp_opts -- the QP's local ACK timeout (before rdma_connect
+ * or rdma_accept): the endpoint's, or for a session a shorter one than
+ * rdma_cm's default (18, 1.07 s), so that a cut path fails in (retry count
+ * 7 + 1) x 537 ms, about 4.3 s, rather than about 8.6 s (rdmamsg.h); a
+ * device or CM without the option keeps its default */
+void rdmamsg__cm_qp_opts(const struct rdmamsg_ep *ep)
+{
+	uint8_t t = ep->p.ack_timeout;
+
+	if (!t && ep->sid)
+		t = RDMAMSG__SESSION_ACK_TIMEOUT;
+	if (!t || !ep->id || !ep->ctx->ops->set_option)
+		return;
+	if (ep->ctx->ops->set_option(ep->id, RDMA_OPTION_ID,
+				     RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof(t)))
+		LOG_INFO("endpoint %p: no ACK timeout option (%d): the "
+			 "CM's default",
+			 (void *)ep, errno);
+}
+
 /* rdmamsg__cm_our_hs -- this endpoint's side of the handshake */
-size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out)
+size_t rdmamsg__cm_our_hs(struct rdmamsg_ep *ep, int kind, uint8_t *out)
 {
 	struct rdmamsg__hs hs;
 
@@ -87,6 +107,14 @@ size_t rdmamsg__cm_our_hs(const struct rdmamsg_ep *ep, int kind, uint8_t *out)
 		hs.dc = 1;
 		rdmamsg__lane_dc_local(ep->ln, &hs.dc_dctn, &hs.dc_key,
 				       &hs.dc_tag);
+	} else if (hs.kind == HS_RREQ || hs.kind == HS_RACC) {
+		/* these carry no application bytes: the offer always fits */
+		hs.alt_lid = rdmamsg__apm_offer(ep, SIZE_MAX);
+	} else {
+		hs.alt_lid = rdmamsg__apm_offer(
+			ep, (hs.kind == HS_SREQ ? RDMAMSG_HS_SESSION_USER
+						: RDMAMSG_HS_USER) -
+				    RDMAMSG_HS_ALT_LEN);
 	}
 	return rdmamsg__hs_encode(&hs, out);
 }
@@ -159,6 +187,7 @@ static void active_route(struct rdmamsg_ep *ep)
 		&cp, ep->ctx, pdata,
 		rdmamsg__cm_our_hs(ep, ep->reconn ? HS_RREQ : HS_REQ, pdata));
 	rdmamsg__cm_dc_param(ep, &cp);
+	rdmamsg__cm_qp_opts(ep);
 	if (ep->ctx->ops->connect(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNREFUSED);
 		LOG_ERR("rdma_connect failed: %d", ret);
@@ -175,6 +204,7 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 	int bad;
 
 	if (ep->passive) {
+		rdmamsg__apm_up(ep);
 		rdmamsg__ep_connected(ep, NULL, 0);
 		return;
 	}
@@ -205,6 +235,8 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 			rdmamsg__ep_connect_failed(ep, bad, 0, NULL, 0);
 		return;
 	}
+	ep->apm.peer_alt_lid = hs.alt_lid;
+	rdmamsg__apm_up(ep);
 	rdmamsg__ep_connected(ep, hs.user, hs.user_len);
 }
 

@@ -64,25 +64,28 @@ static uint8_t our_version(void)
 /* user_max -- the application bytes a message of this kind may carry:
  * the IB CM REQ has 56 bytes of private data, which the session id and
  * the DC block share with them */
-static uint8_t user_max(uint8_t kind, uint8_t dc)
+static uint8_t user_max(uint8_t kind, uint8_t dc, uint16_t alt_lid)
 {
+	uint8_t alt = alt_lid ? RDMAMSG_HS_ALT_LEN : 0;
+
 	if (kind == HS_RREQ || kind == HS_RACC)
 		return 0;
 	if (kind == HS_SREQ)
-		return RDMAMSG_HS_SESSION_USER;
-	return dc ? RDMAMSG_HS_DC_USER : 32;
+		return (uint8_t)(RDMAMSG_HS_SESSION_USER - alt);
+	return (uint8_t)((dc ? RDMAMSG_HS_DC_USER : RDMAMSG_HS_USER) - alt);
 }
 
 /* rdmamsg__hs_encode -- serialize hs into out */
 size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 {
-	uint8_t umax = user_max(hs->kind, hs->dc);
+	uint8_t umax = user_max(hs->kind, hs->dc, hs->alt_lid);
 	uint8_t ulen = hs->user_len > umax ? umax : hs->user_len;
 	size_t off = RDMAMSG_HS_LEN;
 
 	put16(out, RDMAMSG_HS_MAGIC);
 	out[2] = our_version();
-	out[3] = (uint8_t)(hs->kind | (hs->dc ? RDMAMSG_HS_F_DC : 0));
+	out[3] = (uint8_t)(hs->kind | (hs->dc ? RDMAMSG_HS_F_DC : 0) |
+			   (hs->alt_lid ? RDMAMSG_HS_F_ALT : 0));
 	put16(out + 4, hs->depth);
 	out[6] = hs->ctl;
 	out[7] = ulen;
@@ -96,6 +99,11 @@ size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 	if (hs->kind == HS_RREQ || hs->kind == HS_RACC) {
 		put64(out + off, hs->delivered);
 		off += 8;
+	}
+	if (hs->alt_lid) {
+		put16(out + off, hs->alt_lid);
+		put16(out + off + 2, 0);
+		off += RDMAMSG_HS_ALT_LEN;
 	}
 	if (hs->dc) {
 		put32(out + off, hs->dc_dctn);
@@ -113,13 +121,15 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 {
 	const uint8_t *p = in;
 	size_t off = RDMAMSG_HS_LEN;
+	int alt;
 
 	memset(hs, 0, sizeof(*hs));
 	if (!p || len < RDMAMSG_HS_LEN || get16(p) != RDMAMSG_HS_MAGIC)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	hs->version = p[2];
-	hs->kind = p[3] & (uint8_t)~RDMAMSG_HS_F_DC;
+	hs->kind = p[3] & (uint8_t) ~(RDMAMSG_HS_F_DC | RDMAMSG_HS_F_ALT);
 	hs->dc = !!(p[3] & RDMAMSG_HS_F_DC);
+	alt = !!(p[3] & RDMAMSG_HS_F_ALT);
 	hs->depth = get16(p + 4);
 	hs->ctl = p[6];
 	hs->user_len = p[7];
@@ -130,6 +140,9 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	/* a DC block only in a plain request or accept */
 	if (hs->dc && hs->kind != HS_REQ && hs->kind != HS_ACC)
+		return RDMAMSG_REJECT_HANDSHAKE;
+	/* an APM offer in anything but a reject, never with DC */
+	if (alt && (hs->kind == HS_REJ || hs->dc))
 		return RDMAMSG_REJECT_HANDSHAKE;
 	/* session fields and the DC block first (their lengths are fixed),
 	 * then the application bytes; every length checked before it is
@@ -148,6 +161,15 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 		hs->delivered = get64(p + off);
 		off += 8;
 	}
+	if (alt) {
+		if (len < off + RDMAMSG_HS_ALT_LEN)
+			return RDMAMSG_REJECT_HANDSHAKE;
+		hs->alt_lid = get16(p + off);
+		/* a unicast LID, the reserved bytes zero */
+		if (!hs->alt_lid || hs->alt_lid >= 0xc000 || get16(p + off + 2))
+			return RDMAMSG_REJECT_HANDSHAKE;
+		off += RDMAMSG_HS_ALT_LEN;
+	}
 	if (hs->dc) {
 		if (len < off + RDMAMSG_HS_DC_LEN)
 			return RDMAMSG_REJECT_HANDSHAKE;
@@ -156,7 +178,7 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 		hs->dc_tag = get32(p + off + 12);
 		off += RDMAMSG_HS_DC_LEN;
 	}
-	if (hs->user_len > user_max(hs->kind, hs->dc) ||
+	if (hs->user_len > user_max(hs->kind, hs->dc, hs->alt_lid) ||
 	    off + (size_t)hs->user_len > len)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	hs->user = hs->user_len ? p + off : NULL;

@@ -17,7 +17,8 @@
 #define RDMAMSG_HS_VERSION   3
 #define RDMAMSG_HS_MAX_DEPTH 4096
 #define RDMAMSG_HS_LEN	     20 /* fixed part; application bytes follow */
-#define RDMAMSG_HS_MAX	     (RDMAMSG_HS_LEN + 32)
+#define RDMAMSG_HS_USER	     32 /* application bytes of a REQ, ACC, REJ */
+#define RDMAMSG_HS_MAX	     (RDMAMSG_HS_LEN + RDMAMSG_HS_USER)
 
 /*
  * Sessions (issue 15, reconnect-and-replay; version 3, new kinds, which a
@@ -50,7 +51,15 @@ enum {
  * stays within 56 bytes. */
 #define RDMAMSG_HS_F_DC	   0x80
 #define RDMAMSG_HS_DC_LEN  16
-#define RDMAMSG_HS_DC_USER (32 - RDMAMSG_HS_DC_LEN)
+#define RDMAMSG_HS_DC_USER (RDMAMSG_HS_USER - RDMAMSG_HS_DC_LEN)
+
+/* An APM offer (lib/apm.c): bit 6 of the kind byte, and a 4-byte block
+ * after the fixed part and the session fields: the LID of the sender's
+ * alternate port (2, big-endian, a unicast LID) and 2 zero bytes.  In any
+ * kind but a reject, never with a DC block; the application bytes are
+ * then 4 fewer. */
+#define RDMAMSG_HS_F_ALT   0x40
+#define RDMAMSG_HS_ALT_LEN 4
 
 struct rdmamsg__hs {
 	uint8_t version;
@@ -68,6 +77,8 @@ struct rdmamsg__hs {
 	uint8_t dc;
 	uint32_t dc_dctn, dc_tag;
 	uint64_t dc_key;
+	/* an APM offer (RDMAMSG_HS_F_ALT): the alternate port's LID */
+	uint16_t alt_lid;
 };
 
 /* rdmamsg__hs_encode -- serialize into out (RDMAMSG_HS_MAX bytes) */

@@ -95,6 +95,7 @@ static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
 	ep->id = e->id;
 	ret = rdmamsg__ep_setup_qp(ep);
 	if (!ret) {
+		ep->apm.peer_alt_lid = hs->alt_lid;
 		ep->peer_ctl = hs->ctl;
 		rdmamsg__ep_negotiate(ep, hs->depth, hs->eager, hs->max_msg);
 		ret = rdmamsg__ep_session_init(ep);
@@ -105,6 +106,7 @@ static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
 		e->id->context = ep;
 		rdmamsg__cm_conn_param(&cp, ctx, pdata,
 				       rdmamsg__cm_our_hs(ep, HS_RACC, pdata));
+		rdmamsg__cm_qp_opts(ep);
 		if (ctx->ops->accept(e->id, &cp)) {
 			e->id->context = NULL;
 			ret = -ECONNRESET;
@@ -177,6 +179,7 @@ void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	req->peer_ctl = hs.ctl;
 	req->peer_max_msg = hs.max_msg;
 	req->sid = hs.kind == HS_SREQ ? hs.sid : 0;
+	req->alt_lid = hs.alt_lid;
 	if (hs.dc) {
 		uint64_t v;
 
@@ -390,6 +393,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	rdmamsg__ep_negotiate(ep, req->peer_depth, req->peer_eager,
 			      req->peer_max_msg);
 	ep->sid = req->sid;
+	ep->apm.peer_alt_lid = req->alt_lid;
 	ret = rdmamsg__ep_session_init(ep);
 	if (ret)
 		goto err_free_ep;
@@ -397,6 +401,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	rdmamsg__cm_conn_param(&cp, ctx, pdata,
 			       rdmamsg__cm_our_hs(ep, HS_ACC, pdata));
 	rdmamsg__cm_dc_param(ep, &cp);
+	rdmamsg__cm_qp_opts(ep);
 	if (ctx->ops->accept(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNRESET);
 		LOG_ERR("rdma_accept failed: %d", ret);

@@ -340,8 +340,14 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * FAILOVER_START on the next path of the list (wrapping around to the
  * first, the failed one included), at most `tries` attempts within
  * `timeout_ms` of the failure (rdmamsg_ep_attr_set_reconnect; defaults 16
- * and 10,000 ms; each attempt gets the connect timeout or what is left),
- * then FAILOVER_DONE once traffic can resume.  The two sides exchange how
+ * and 10,000 ms; each attempt gets the connect timeout or what is left;
+ * after one round over the list at once, each failed attempt is followed
+ * by a backoff of 10 ms doubling up to 1,000 ms, never past timeout_ms),
+ * then FAILOVER_DONE once traffic can resume.  A session's QP has a local
+ * ACK timeout of 17 (537 ms, rdmamsg_ep_attr_set_ack_timeout) and retry
+ * count 7: a cut path with sends in
+ * flight fails in about 4.3 s, an idle one at the latest at the peer
+ * timeout (rdmamsg_connect.3).  The two sides exchange how
  * many data fragments each received, each sends again what the other did
  * not receive, and no message is lost, delivered twice or reordered; on_connect
  * does not run again.  During the outage rdmamsg_ep_get_state() says
@@ -372,7 +378,10 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * the peer process is gone; -ETIMEDOUT, -EHOSTUNREACH); on the accepting
  * side, -ETIMEDOUT once the linger ran out.  FAILOVER_FAILED precedes it.
  * A clean close (the peer's goodbye, status 0), a protocol error
- * (-EPROTO) and local resource errors are never reconnected.  Limits: the
+ * (-EPROTO) and local resource errors are never reconnected.  A reconnect
+ * attempt refused for another reason than RDMAMSG_REJECT_SESSION or a
+ * protocol mismatch (RDMAMSG_REJECT_VERSION, _HANDSHAKE: the session ends
+ * with -ECONNREFUSED) is tried again within the bounds.  Limits: the
  * policy needs an endpoint with its own receive ring (an attribute with
  * an SRQ is -EINVAL at rdmamsg_connect; an accept with an SRQ of a
  * request naming a session is -EINVAL, the request stays pending) and
@@ -403,6 +412,17 @@ int rdmamsg_ep_attr_set_reconnect(struct rdmamsg_ep_attr *attr,
 int rdmamsg_ep_attr_set_session_linger(struct rdmamsg_ep_attr *attr,
 				       unsigned int ms);
 
+/* rdmamsg_ep_attr_set_ack_timeout -- the local ACK timeout of the
+ * endpoint's QP as InfiniBand's exponent: 4.096 us x 2^exp, exp 1 .. 31
+ * (the QP fails after 8 such timeouts without an acknowledgement, retry
+ * count 7); 0: the default, 17 (537 ms) for a RDMAMSG_FAILOVER_REPLAY
+ * session, the connection manager's own otherwise (rdma_cm: 18, 1.07 s).
+ * Where the CM cannot set it, the CM's default stays (logged).  A DC
+ * endpoint shares its context's DCIs: -EINVAL at connect or accept with
+ * an exponent set.  -EINVAL for exp above 31 */
+int rdmamsg_ep_attr_set_ack_timeout(struct rdmamsg_ep_attr *attr,
+				    unsigned int exp);
+
 /* rdmamsg_ep_test_break -- for tests (fault injection): the endpoint's
  * connection fails as after a transport retry exhaustion (its QP goes to
  * the error state and the endpoint handles the failure as it would a
@@ -416,6 +436,10 @@ enum rdmamsg_path_event {
 	RDMAMSG_FAILOVER_START = 2,  /* trying path next (status 0) */
 	RDMAMSG_FAILOVER_DONE = 3,   /* connected on path (status 0) */
 	RDMAMSG_FAILOVER_FAILED = 4, /* the last path failed too (status) */
+	/* automatic path migration (rdmamsg_ep_attr_set_apm): path is then
+	 * the local device port the connection uses */
+	RDMAMSG_PATH_MIGRATED = 5,   /* moved to the alternate path (0) */
+	RDMAMSG_PATH_MIG_FAILED = 6, /* the alternate failed too (-ENETDOWN) */
 };
 
 /* rdmamsg_ep_attr_set_failover -- the policy above; -EINVAL for a value
@@ -440,7 +464,42 @@ struct rdmamsg_path_stats {
 	uint64_t failovers;	   /* RDMAMSG_FAILOVER_DONE events */
 	uint64_t failover_fails;   /* RDMAMSG_FAILOVER_FAILED events */
 	uint64_t last_failover_ns; /* first path down to FAILOVER_DONE */
+	uint64_t attempts;	   /* connect attempts after a failure
+				    * (RDMAMSG_FAILOVER_START events) */
+	uint64_t migrations;	   /* RDMAMSG_PATH_MIGRATED events */
+	uint64_t mig_fails;	   /* RDMAMSG_PATH_MIG_FAILED events */
+	unsigned int apm;	   /* 1: an alternate path is loaded */
 };
+
+/*
+ * Automatic path migration (APM), where the device has it (InfiniBand:
+ * IBV_DEVICE_AUTO_PATH_MIG and a second active port; never on RoCE or
+ * iWARP, which is what reconnect-and-replay is for).  With
+ * RDMAMSG_APM_AUTO on both sides, each end offers the LID of its other
+ * port in the handshake (then 4 fewer application bytes fit: 28, 20 with
+ * RDMAMSG_FAILOVER_REPLAY); once connected, each loads the alternate path
+ * (its other port to the peer's) into its QP and arms it (IBV_MIG_REARM).
+ * When the primary path fails, the HCA moves the connection to the
+ * alternate with no loss and no repetition: RDMAMSG_PATH_MIGRATED on the
+ * path callback, the counters below; the endpoint then loads the old
+ * primary as its new alternate and re-arms (armed again once that path is
+ * up).  Should the alternate fail too: RDMAMSG_PATH_MIG_FAILED, and the
+ * connection fails as without APM (then the failover policy applies).
+ * Where either side cannot (no APM on its device, one port, APM off) no
+ * alternate is loaded and the endpoint works as without: path stats'
+ * apm says which.  The accepting side sets it in the attribute it passes
+ * to rdmamsg_conn_req_accept.  DC endpoints have no QP of their own: APM
+ * with RDMAMSG_TRANSPORT_DC is -EINVAL at rdmamsg_connect.
+ */
+enum rdmamsg_apm {
+	RDMAMSG_APM_OFF = 0,  /* default */
+	RDMAMSG_APM_AUTO = 1, /* load and re-arm alternate paths */
+};
+
+/* rdmamsg_ep_attr_set_apm -- the APM mode above; -EINVAL for NULL or a
+ * value that is not an enum rdmamsg_apm */
+int rdmamsg_ep_attr_set_apm(struct rdmamsg_ep_attr *attr,
+			    enum rdmamsg_apm mode);
 
 /* rdmamsg_ep_get_path_stats -- copy the counters; -EINVAL for NULL */
 int rdmamsg_ep_get_path_stats(const struct rdmamsg_ep *ep,
@@ -541,10 +600,17 @@ int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep, size_t *size);
 
 /*
  * rdmamsg_send -- send len bytes (0 allowed) copied from data; data may be
- * reused on return.  Small messages go inline, large ones are fragmented.
- * -ENOTCONN unless connected, -EMSGSIZE above the maximum, -EAGAIN when out
- * of credits and the backlog (or the pool) is full (on_writable follows).
- * op_ctx comes back in on_send.
+ * reused on return.  The protocol goes by size (rdmamsg_ep_get_protocols):
+ * inline, copied into a pool buffer up to the eager size, fragments up to
+ * the rendezvous threshold, and above it rendezvous: one copy into
+ * pre-registered pool memory that the receiver pulls with RDMA READ
+ * (through a memory window over just those bytes, no registration per
+ * message), up to the large maximum.  The receiver cannot tell which:
+ * same callback, same bytes, same flags, the order of sending kept.
+ * -ENOTCONN unless connected, -EMSGSIZE above the large maximum, -EAGAIN
+ * when out of credits and the backlog (or the pool) is full (on_writable
+ * follows).  op_ctx comes back in on_send (for a rendezvous, once the
+ * receiver has the bytes).
  */
 int rdmamsg_send(struct rdmamsg_ep *ep, const void *data, size_t len,
 		 void *op_ctx);
@@ -577,12 +643,48 @@ int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
  * once goes without a copy through rdmamsg_mr_reg_iov() and
  * rdmamsg_send_mr()).  -EINVAL for NULL ep or iov, iovcnt out of range or
  * a NULL base with a length; -EMSGSIZE when the total overflows or is
- * above the maximum; -ENOMEM when the pool has no buffer for the gather;
+ * above the large maximum; -ENOMEM when the pool has no buffer for the
+ * gather (a total above the pool's largest buffer is gathered on the heap);
  * otherwise as rdmamsg_send().
  */
 #define RDMAMSG_IOV_MAX 1024
 int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
 		  void *op_ctx);
+
+/*
+ * rdmamsg_ep_attr_set_rndv_threshold -- rdmamsg_send() (and requests and
+ * responses) go by rendezvous above size bytes (RDMAMSG_RNDV_THRESH_DEFAULT
+ * unless the environment variable RDMAMSG_RNDV_THRESH, bytes with an
+ * optional k, m or g suffix, says otherwise; the attribute wins over it).
+ * Below it, and never above the negotiated maximum message size, messages
+ * go eager or in fragments.  -EINVAL outside RDMAMSG_RNDV_THRESH_MIN ..
+ * 2^40 (a bad RDMAMSG_RNDV_THRESH makes rdmamsg_connect() and
+ * rdmamsg_conn_req_accept() fail with -EINVAL).  Endpoints with
+ * RDMAMSG_FAILOVER_REPLAY use fragments up to the maximum message size
+ * whatever the threshold: a pull in flight does not survive a reconnect.
+ */
+#define RDMAMSG_RNDV_THRESH_DEFAULT 32768
+#define RDMAMSG_RNDV_THRESH_MIN	    64
+int rdmamsg_ep_attr_set_rndv_threshold(struct rdmamsg_ep_attr *attr,
+				       size_t size);
+
+/* The sizes at which rdmamsg_send() changes protocol on a connection. */
+struct rdmamsg_protocols {
+	size_t max_inline;     /* up to this: inline (no copy, no buffer) */
+	size_t eager;	       /* up to this: one send from a pool buffer */
+	size_t rndv_threshold; /* up to this: fragments; above: rendezvous */
+	size_t max_msg;	       /* negotiated maximum message size */
+	size_t max_large;      /* the largest rdmamsg_send() takes */
+	int rndv_window;       /* 1: rendezvous sources are exposed through a
+			  * memory window bound per transfer; 0: through a
+			  * registration per transfer (no type 2 windows,
+			  * RDMAMSG_NO_MW=1, DC, replay) */
+};
+
+/* rdmamsg_ep_get_protocols -- the thresholds in effect (-ENOTCONN before
+ * the handshake completed) */
+int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
+			     struct rdmamsg_protocols *pr);
 
 /*
  * rdmamsg_recv_keep -- from inside on_recv only: take the buffer holding the
@@ -760,26 +862,27 @@ int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
 			 struct rdmamsg_dc_stats *stats);
 
 /* ------------------------------------------------------------------------
- * Large messages (rendezvous).  rdmamsg_send() stops at the eager maximum
- * (rdmamsg_ep_attr_set_max_msg_size, at most 64 MiB); rdmamsg_send_large()
- * and rdmamsg_send_mr() take any size up to the large maximum (default
- * 1 GiB).  Above the eager maximum the sender announces a registered
- * source, the receiver pulls it with RDMA READ into memory it chooses, and
- * on_send fires when the receiver has the data in place.
- * rdmamsg_send_large() copies the data once into memory it registers for
- * the transfer (registration on the fly, released at completion);
- * rdmamsg_send_mr() sends from the caller's registration without a copy.
- * Large messages complete in any order relative to other messages; small
- * ones never wait behind them.  The receiver enforces its own large
- * maximum: the sender's on_send gets -EMSGSIZE (or the allocation
- * callback's error) when it refuses.
+ * Large messages (rendezvous).  rdmamsg_send() takes any size up to the
+ * large maximum (default 1 GiB) and goes by rendezvous above its threshold
+ * (rdmamsg_ep_attr_set_rndv_threshold): the sender announces the source,
+ * the receiver pulls it with RDMA READ, and on_send fires when the
+ * receiver has the data in place; those messages keep their place in the
+ * stream.  A message above the negotiated maximum message size is "large":
+ * it lands where the allocation callback puts it and is flagged
+ * RDMAMSG_RECV_LARGE.  rdmamsg_send_mr() sends from the caller's
+ * registration without a copy; its messages are large whatever their
+ * size and complete in any order relative to other messages (small ones
+ * never wait behind them).  The receiver enforces its own large maximum:
+ * the sender's on_send gets -EMSGSIZE (or the allocation callback's error)
+ * when it refuses.
  * --------------------------------------------------------------------- */
 
 struct rdmamsg_mr;  /* a registered region of the caller's memory */
 struct rdmamsg_rmr; /* a peer's region, imported from its export */
 struct rdmamsg_req; /* a peer's request waiting for rdmamsg_respond() */
 
-/* Flag of a received message: it came by rendezvous. */
+/* Flag of a received message: a large one (above the negotiated maximum
+ * message size, or from rdmamsg_send_mr()), placed by recv_alloc. */
 #define RDMAMSG_RECV_LARGE 0x2
 
 /* rdmamsg_ep_attr_set_max_large_size -- largest message by rendezvous
@@ -801,9 +904,8 @@ int rdmamsg_ep_attr_set_recv_alloc(struct rdmamsg_ep_attr *attr,
 						struct rdmamsg_mr **mr,
 						void *arg));
 
-/* rdmamsg_send_large -- rdmamsg_send() for any size up to the large
- * maximum: eager up to the eager maximum, rendezvous above (one copy;
- * data may be reused on return); -EMSGSIZE above the large maximum */
+/* rdmamsg_send_large -- deprecated, unnecessary: the same as rdmamsg_send(),
+ * which takes any size up to the large maximum itself */
 int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data, size_t len,
 		       void *op_ctx);
 
@@ -1064,9 +1166,18 @@ struct rdmamsg_group_stats {
 	uint64_t malformed;  /* datagrams dropped as not ours / bad */
 	uint64_t publishers; /* publishers heard of */
 	uint64_t naks_sent, naks_received, repairs; /* reliable mode */
+	/* repairs (messages sent again) by unicast to the one subscriber
+	 * that asked, and by multicast to the group */
+	uint64_t repairs_unicast, repairs_multicast;
 	uint64_t flow_control_stalls; /* publishes refused with -EAGAIN */
 	uint64_t receivers; /* reliable publisher: subscribers it waits for */
 	uint32_t mtu;	    /* payload bytes per datagram */
+	/* datagrams of messages already reported lost (the fragments
+	 * after a lost one), dropped: not duplicates */
+	uint64_t lost_fragments;
+	/* reliable publisher: messages published while a repair waited
+	 * for room (repairs and new messages interleaved) */
+	uint64_t published_in_repair;
 };
 
 int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr);
@@ -1089,6 +1200,11 @@ int rdmamsg_group_attr_set_recv_depth(struct rdmamsg_group_attr *attr,
 /* sends in flight (default 256, 16 .. 16384) */
 int rdmamsg_group_attr_set_send_depth(struct rdmamsg_group_attr *attr,
 				      uint32_t depth);
+/* batching (default 1, on): a publisher packs small messages published
+ * while its earlier datagrams are in flight into one datagram; 0 sends
+ * each message in datagrams of its own (for subscribers of a version
+ * without batches).  -EINVAL for other values */
+int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);
 /* the publisher's heartbeat period while idle (default 100 ms, 1 ..
  * 60000): subscribers learn of publishers and of lost tails from it */
 int rdmamsg_group_attr_set_heartbeat(struct rdmamsg_group_attr *attr,
@@ -1166,20 +1282,6 @@ int rdmamsg_group_get_id(const struct rdmamsg_group *g, uint64_t *id);
 
 #ifdef __cplusplus
 }
-	/* repairs (messages sent again) by unicast to the one subscriber
-	 * that asked, and by multicast to the group */
-	uint64_t repairs_unicast, repairs_multicast;
 #endif
 
 #endif /* RDMAMSG_H */
-	/* datagrams of messages already reported lost (the fragments
-	 * after a lost one), dropped: not duplicates */
-	uint64_t lost_fragments;
-	/* reliable publisher: messages published while a repair waited
-	 * for room (repairs and new messages interleaved) */
-	uint64_t published_in_repair;
-/* batching (default 1, on): a publisher packs small messages published
- * while its earlier datagrams are in flight into one datagram; 0 sends
- * each message in datagrams of its own (for subscribers of a version
- * without batches).  -EINVAL for other values */
-int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);

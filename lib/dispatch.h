@@ -37,6 +37,7 @@
 	X(create_qp, ibv_create_qp, struct ibv_qp *, (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)) \
 	X(destroy_qp, ibv_destroy_qp, int, (struct ibv_qp *qp)) \
 	X(modify_qp, ibv_modify_qp, int, (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)) \
+	X(query_qp, ibv_query_qp, int, (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)) \
 	X(create_srq, ibv_create_srq, struct ibv_srq *, (struct ibv_pd *pd, struct ibv_srq_init_attr *attr)) \
 	X(modify_srq, ibv_modify_srq, int, (struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)) \
 	X(destroy_srq, ibv_destroy_srq, int, (struct ibv_srq *srq)) \
@@ -46,6 +47,7 @@
 	X(destroy_event_channel, rdma_destroy_event_channel, void, (struct rdma_event_channel *ch)) \
 	X(create_id, rdma_create_id, int, (struct rdma_event_channel *ch, struct rdma_cm_id **id, void *context, enum rdma_port_space ps)) \
 	X(destroy_id, rdma_destroy_id, int, (struct rdma_cm_id *id)) \
+	X(set_option, rdma_set_option, int, (struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)) \
 	X(bind_addr, rdma_bind_addr, int, (struct rdma_cm_id *id, struct sockaddr *addr)) \
 	X(listen, rdma_listen, int, (struct rdma_cm_id *id, int backlog)) \
 	X(resolve_addr, rdma_resolve_addr, int, (struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst, int timeout_ms)) \

@@ -69,6 +69,17 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_connect_timeout(
 	return 0;
 }
 
+/* rdmamsg_ep_attr_set_ack_timeout -- the QP's local ACK timeout exponent
+ * (0: the default) */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_ack_timeout(struct rdmamsg_ep_attr *attr,
+						   unsigned int exp)
+{
+	if (!attr || exp > 31)
+		return -EINVAL;
+	attr->p.ack_timeout = (uint8_t)exp;
+	return 0;
+}
+
 /* rdmamsg_ep_attr_set_close_timeout -- ms a close waits at most */
 RDMAMSG_EXPORT int rdmamsg_ep_attr_set_close_timeout(
 	struct rdmamsg_ep_attr *attr, unsigned int ms)
@@ -164,6 +175,7 @@ static void reconn_attempt_failed(struct rdmamsg_ep *ep, int status,
 static int replayable(int status);
 static void outage(struct rdmamsg_ep *ep, int status);
 static void reconn_step(struct rdmamsg_ep *ep);
+static void reconn_attempt(struct rdmamsg_ep *ep, int status);
 static uint64_t new_sid(void);
 static void linger_wait(struct rdmamsg_ep *ep);
 
@@ -187,6 +199,16 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
 		      policy != RDMAMSG_FAILOVER_REPLAY))
 		return -EINVAL;
 	attr->p.failover = policy;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_apm -- automatic path migration (rdmamsg.h, apm.c) */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_apm(struct rdmamsg_ep_attr *attr,
+					   enum rdmamsg_apm mode)
+{
+	if (!attr || (mode != RDMAMSG_APM_OFF && mode != RDMAMSG_APM_AUTO))
+		return -EINVAL;
+	attr->p.apm = mode;
 	return 0;
 }
 
@@ -312,6 +334,11 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		ep->p = attr->p;
 	else
 		rdmamsg__ep_params_default(&ep->p);
+	ret = rdmamsg__ep_proto_params(ep); /* a bad RDMAMSG_RNDV_THRESH */
+	if (ret) {
+		free(ep);
+		return ret;
+	}
 	ep->st = EPS_IDLE;
 	/* the replay's place in the backlog: never reported, never freed */
 	ep->rp_mark.reported = 1;
@@ -453,6 +480,7 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 	ep->frag = peer_eager < ep->p.eager ? peer_eager : ep->p.eager;
 	ep->max_msg = peer_max_msg < ep->p.max_msg ? (size_t)peer_max_msg
 						   : ep->p.max_msg;
+	rdmamsg__ep_proto_set(ep);
 	ep->peer_depth = peer_depth;
 	if (ep->passive) {
 		/* the active side posted its buffers before connecting */
@@ -631,6 +659,9 @@ static void path_event(struct rdmamsg_ep *ep, enum rdmamsg_path_event ev,
 	case RDMAMSG_FAILOVER_FAILED:
 		ep->pstats.failover_fails++;
 		break;
+	case RDMAMSG_FAILOVER_START:
+		ep->pstats.attempts++;
+		break;
 	default:
 		break;
 	}
@@ -766,6 +797,12 @@ static void conn_timer_fire(struct rdmamsg__timer *t)
 	if (ep->st == EPS_RECONNECTING) {
 		/* the session's linger: over, or wait on */
 		linger_wait(ep);
+		return;
+	}
+	if (ep->backoff) {
+		/* the wait between two reconnect attempts is over */
+		ep->backoff = 0;
+		reconn_attempt(ep, ep->fail_status);
 		return;
 	}
 	rdmamsg__ep_connect_failed(ep, -ETIMEDOUT, 0, NULL, 0);
@@ -1062,6 +1099,10 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 	if (attr && attr->p.failover == RDMAMSG_FAILOVER_REPLAY &&
 	    (attr->p.srq || attr->p.pdata_len > RDMAMSG_HS_SESSION_USER))
 		return -EINVAL;
+	/* DC lanes have no QP of their own to migrate (rdmamsg.h) */
+	if (attr && attr->p.apm != RDMAMSG_APM_OFF &&
+	    attr->p.transport == RDMAMSG_TRANSPORT_DC)
+		return -EINVAL;
 	ret = attr ? rdmamsg__dc_check(ctx, &attr->p) : 0;
 	if (ret)
 		return ret;
@@ -1106,6 +1147,10 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 }
 
 /* ---- sessions: reconnect-and-replay (rdmamsg.h; lane.h) -------------- */
+
+/* the backoff between failed reconnect attempts (rdmamsg.h) */
+#define RECONN_BACKOFF_MIN_MS 10u
+#define RECONN_BACKOFF_MAX_MS 1000u
 
 /* new_sid -- a random session id, never 0 */
 static uint64_t new_sid(void)
@@ -1202,6 +1247,7 @@ int rdmamsg__ep_replay_from(struct rdmamsg_ep *ep, uint64_t delivered)
 void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep)
 {
 	ep->to_return = ep->ctl_to_return = 0;
+	ep->rx_hold_due = ep->rx_withheld = 0; /* the ring is granted whole */
 	ep->returned_total = ep->received_total;
 	ep->credits = 0;
 	ep->ctl_credits = 0;
@@ -1271,6 +1317,8 @@ static void outage(struct rdmamsg_ep *ep, int status)
 	rdmamsg__ep_defer(ep);
 	path_event(ep, RDMAMSG_PATH_DOWN, status);
 	ep->tries_left = ep->p.reconnect_tries;
+	ep->backoff_ms = 0;
+	ep->backoff = 0;
 	ep->reconn_due_ns =
 		ep->path_down_ns +
 		(uint64_t)(ep->passive ? ep->p.linger_ms : ep->p.reconnect_ms) *
@@ -1285,6 +1333,7 @@ void rdmamsg__ep_reconn_failed(struct rdmamsg_ep *ep, int status)
 		return;
 	ep->reconn = 0;
 	ep->reconn_due = 0;
+	ep->backoff = 0;
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	ep->disc_seen = 1;
@@ -1362,10 +1411,34 @@ static void reconn_attempt(struct rdmamsg_ep *ep, int status)
 	}
 }
 
+/* backoff_wait -- the wait before the connecting side's next attempt
+ * (rdmamsg.h): none while a path of the list is untried in this outage
+ * (one round at once), then RECONN_BACKOFF_MIN_MS, doubling after each
+ * failed attempt up to RECONN_BACKOFF_MAX_MS; never past the deadline
+ * (the attempt then finds it over and the session fails) */
+static unsigned int backoff_wait(struct rdmamsg_ep *ep)
+{
+	unsigned int used = ep->p.reconnect_tries - ep->tries_left, w;
+	uint64_t now = rdmamsg__now_ns(), left;
+
+	if (used < ep->pstats.npaths || used == 0)
+		return 0;
+	w = ep->backoff_ms ? ep->backoff_ms : RECONN_BACKOFF_MIN_MS;
+	ep->backoff_ms =
+		w >= RECONN_BACKOFF_MAX_MS / 2 ? RECONN_BACKOFF_MAX_MS : w * 2;
+	if (now >= ep->reconn_due_ns)
+		return 0;
+	left = (ep->reconn_due_ns - now + 999999) / 1000000;
+	return left < w ? (unsigned int)left : w;
+}
+
 /* reconn_step -- from the progress pass after a failure: the old
- * connection goes, then the next attempt (connecting side) or the wait */
+ * connection goes, then the next attempt (connecting side: at once, or
+ * after the backoff) or the wait */
 static void reconn_step(struct rdmamsg_ep *ep)
 {
+	unsigned int w;
+
 	ep->reconn_due = 0;
 	if (!ep->reconn)
 		return;
@@ -1378,7 +1451,31 @@ static void reconn_step(struct rdmamsg_ep *ep)
 		linger_wait(ep);
 		return;
 	}
+	w = backoff_wait(ep);
+	if (w) {
+		LOG_INFO("endpoint %p: next reconnect attempt in %u ms",
+			 (void *)ep, w);
+		ep->backoff = 1;
+		rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
+		rdmamsg__timer_start(ep->ctx, &ep->conn_timer, w);
+		return;
+	}
 	reconn_attempt(ep, ep->fail_status);
+}
+
+/* reconn_refusal -- a refusal of a reconnect that the next attempt may
+ * not meet (rdmamsg.h): no application decides on a session's reconnect,
+ * so any reason but a protocol mismatch (and RDMAMSG_REJECT_SESSION,
+ * handled before) is the peer's CM or library short of something, or a
+ * listener not yet up: tried again, with the backoff, within the
+ * reconnect's bounds */
+static int reconn_refusal(int status, int reason)
+{
+	if (status != -ECONNREFUSED || reason == RDMAMSG_REJECT_HANDSHAKE ||
+	    reason == RDMAMSG_REJECT_VERSION)
+		return 0;
+	LOG_NOTE("a reconnect refused (reason %d): tried again", reason);
+	return 1;
 }
 
 /* reconn_attempt_failed -- an attempt of a reconnect failed: the next
@@ -1395,7 +1492,11 @@ static void reconn_attempt_failed(struct rdmamsg_ep *ep, int status, int reason)
 		rdmamsg__ep_reconn_failed(ep, -ECONNRESET);
 		return;
 	}
-	if (!ep->passive && !path_fault(status, reason)) {
+	if (!ep->passive && !path_fault(status, reason) &&
+	    !reconn_refusal(status, reason)) {
+		LOG_NOTE("endpoint %p: reconnect failed: %s (reason %d): the "
+			 "session ends",
+			 (void *)ep, rdmamsg_strerror(status), reason);
 		rdmamsg__ep_reconn_failed(ep, status);
 		return;
 	}

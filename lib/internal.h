@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -291,6 +293,15 @@ struct rdmamsg_ctx {
 	uint64_t last_epoll;
 	int force_epoll;
 	int kicked; /* the eventfd was written (any thread): look now */
+	/* device events another context on the same device read for us
+	 * (loop.c: they share its async fd), under the process's lock */
+	struct rdmamsg__list async_link;
+	struct rdmamsg__aev {
+		int type;
+		void *elem;
+	} inbox[16];
+	unsigned int ninbox;
+	uint64_t inbox_drops;
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 
@@ -401,6 +412,8 @@ struct rdmamsg__ep_params {
 	uint8_t pdata[RDMAMSG_PRIVATE_DATA_MAX];
 	/* large messages, requests, one-sided (xfer.c) */
 	size_t max_large;
+	size_t rndv_thresh; /* rendezvous above; 0: RDMAMSG_RNDV_THRESH or
+			     * the default (msg.c) */
 	int (*recv_alloc)(struct rdmamsg_ep *ep, size_t len, void **data,
 			  struct rdmamsg_mr **mr, void *arg);
 	void (*on_request)(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
@@ -413,6 +426,8 @@ struct rdmamsg__ep_params {
 	void (*path_cb)(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
 			unsigned int path, int status, void *arg);
 	unsigned int reconnect_ms, reconnect_tries, linger_ms;
+	enum rdmamsg_apm apm; /* automatic path migration (apm.c) */
+	uint8_t ack_timeout;  /* the QP's local ACK timeout; 0: default */
 };
 
 struct rdmamsg_ep_attr {
@@ -444,6 +459,8 @@ struct rdmamsg_ep {
 	/* negotiated */
 	uint32_t frag;
 	size_t max_msg;
+	uint32_t eager_max;  /* rdmamsg_send's eager limit: frag, or lower */
+	size_t rndv;	     /* rdmamsg_send's rendezvous above this (msg.c) */
 	uint32_t max_inline; /* the lane's, cached at bind */
 	uint32_t peer_depth;
 	uint32_t peer_ctl; /* control credits the peer grants (handshake) */
@@ -480,6 +497,9 @@ struct rdmamsg_ep {
 	int rx_kept;
 	int rx_cur_is_asm;
 	int writable_due;
+	/* messages held behind an ordered rendezvous (rndv.c) keep their
+	 * data credit until delivered: due to be withheld, and withheld */
+	uint32_t rx_hold_due, rx_withheld;
 
 	/* liveness */
 	uint64_t last_rx, last_tx;
@@ -510,6 +530,15 @@ struct rdmamsg_ep {
 	struct rdmamsg_path_stats pstats;
 	uint64_t path_down_ns; /* when the first path of this run failed */
 
+	/* automatic path migration (apm.c): the path in use and the
+	 * alternate (local port, address vector), the offers (LIDs, 0: none) */
+	struct rdmamsg__apm {
+		uint8_t port, alt_port;
+		struct ibv_ah_attr ah, alt_ah;
+		uint16_t my_alt_lid;   /* offered in the handshake */
+		uint16_t peer_alt_lid; /* the peer's offer */
+	} apm;
+
 	/* session: reconnect-and-replay (ep.c, lane.h); sid 0: none */
 	uint64_t sid;
 	struct rdmamsg__kept *kept;	/* copies of data fragments, a ring */
@@ -523,7 +552,9 @@ struct rdmamsg_ep {
 	int reconn_due;		    /* its lane and id go in ep_step */
 	int fail_status;	    /* what took the connection down */
 	unsigned int tries_left;
-	uint64_t reconn_due_ns; /* the reconnect's deadline */
+	unsigned int backoff_ms; /* the wait before the next attempt */
+	int backoff;		 /* conn_timer: that wait, not an attempt */
+	uint64_t reconn_due_ns;	 /* the reconnect's deadline */
 };
 
 /* a data fragment kept until the peer has it (ep.c) */
@@ -567,6 +598,7 @@ struct rdmamsg_conn_req {
 	uint64_t peer_max_msg;
 	uint64_t sid; /* the session it names (HS_SREQ), 0: none */
 	struct rdmamsg__list link;
+	uint16_t alt_lid; /* the client's APM offer (0: none) */
 	/* a DC request: the client's DCT, access key, endpoint tag */
 	int dc;
 	uint32_t dc_dctn, dc_tag;
@@ -586,6 +618,28 @@ void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep);
 void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep);
 void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 			   uint32_t peer_eager, uint64_t peer_max_msg);
+/* msg.c: the protocol thresholds (RDMAMSG_RNDV_THRESH, negotiated) */
+int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep);
+void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep);
+/* msg.c: hand a whole message in a detached buffer to on_recv (1: kept),
+ * and give back the data credit of a message held in order (rndv.c) */
+int rdmamsg__ep_deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
+			size_t len, uint32_t imm, unsigned int flags);
+void rdmamsg__ep_rx_unhold(struct rdmamsg_ep *ep);
+/* rdmamsg__mw_cap -- the device binds type 2 memory windows (and
+ * RDMAMSG_NO_MW does not say otherwise): pool slabs then allow binding
+ * (pool.c), rendezvous sources are exposed through them (rndv.c) */
+static inline int rdmamsg__mw_cap(const struct rdmamsg_ctx *ctx)
+{
+	const char *e = getenv("RDMAMSG_NO_MW");
+
+	if (e && *e && strcmp(e, "0"))
+		return 0;
+	return ctx->dattr.max_mw > 0 &&
+	       (ctx->dattr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+					       IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+}
+int rdmamsg__rndv_ep_mw(const struct rdmamsg_ep *ep);
 void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata,
 			   size_t len);
 void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
@@ -639,7 +693,7 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx);
 int rdmamsg__iface_arm(struct rdmamsg_ctx *ctx);
 struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq);
 
-/* lane_rc.c: SRQ receives, routed from their QP to its RC lane */
+/* lane_rc.c: SRQ receives, routed to their RC or DC lane */
 uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 			       uint32_t n);
 
@@ -668,13 +722,20 @@ void rdmamsg__xfer_flush(struct rdmamsg_ep *ep);
 void rdmamsg__xfer_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__xfer_free(struct rdmamsg_ep *ep);
 
+/* apm.c: automatic path migration of RC endpoints */
+uint16_t rdmamsg__apm_offer(struct rdmamsg_ep *ep, size_t user_room);
+void rdmamsg__apm_up(struct rdmamsg_ep *ep);
+int rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
+		       struct ibv_qp *qp);
+
 /* lane_dc.c: DC lanes (lane.h) */
 struct rdmamsg__dc;
 int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
 		      const struct rdmamsg__ep_params *p);
 void rdmamsg__dc_fini(struct rdmamsg_ctx *ctx);
-uint32_t rdmamsg__dc_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
-			     uint32_t n);
+struct rdmamsg__lane *rdmamsg__dc_srq_lane(struct rdmamsg_ctx *ctx,
+					   const struct rdmamsg_srq *srq,
+					   const struct ibv_wc *wc);
 void rdmamsg__lane_dc_local(const struct rdmamsg__lane *lane, uint32_t *dctn,
 			    uint64_t *key, uint32_t *tag);
 int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,

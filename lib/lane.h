@@ -140,8 +140,8 @@
  * one lane; the DCI is reset before the next lane), queueing sends while
  * it waits for one; every DC send is signalled.  Its receives come from
  * the context's DCT on the DC SRQ; the DCT's receive completions are
- * handed by rdmamsg__lane_srq_wcs to rdmamsg__dc_srq_wcs, which finds the
- * lane from the message's immediate: the receiving lane's wr_id tag (bits
+ * routed by rdmamsg__lane_srq_wcs; rdmamsg__dc_srq_lane finds the lane
+ * from the message's immediate: the receiving lane's wr_id tag (bits
  * 30..0 as above, bit 31 clear), sent to the peer in the handshake
  * (HS_F_DC: DCT number, access key, tag).  An immediate of no DC lane on
  * that SRQ, or of a freed one (generation bits), is dropped and counted

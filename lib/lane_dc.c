@@ -25,7 +25,7 @@
  * Receiving: a send carries the receiving endpoint's tag (its lane's wr_id
  * tag, lane.h: slot index and generation bits, 31 bits) as its immediate;
  * the DCT's receive completions come through the SRQ path
- * (rdmamsg__lane_srq_wcs hands a run of them to rdmamsg__dc_srq_wcs), and
+ * (rdmamsg__lane_srq_wcs asks rdmamsg__dc_srq_lane for each one's lane), and
  * the tag names the lane in O(1).  A message without an immediate, with
  * bit 31 set, of no lane, of a freed lane (generation), or of a lane that
  * is not DC on this SRQ is dropped, its buffer reposted, and counted
@@ -198,7 +198,8 @@ static struct rdmamsg__dc *dc_get(struct rdmamsg_ctx *ctx)
 
 /* rdmamsg__dc_check -- whether an endpoint with parameters p may be DC:
  * 0 (or RC), -ENOTSUP without DC, -EINVAL without an SRQ, with another
- * SRQ than the context's DC endpoints use, or too much private data */
+ * SRQ than the context's DC endpoints use, too much private data, or an
+ * ACK timeout of its own */
 int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
 		      const struct rdmamsg__ep_params *p)
 {
@@ -208,7 +209,9 @@ int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
 		return 0;
 	if (rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v))
 		return -ENOTSUP;
-	if (!p->srq || p->pdata_len > RDMAMSG_DC_PRIVATE_DATA_MAX)
+	/* the context's DCIs are shared: no per-endpoint ACK timeout */
+	if (!p->srq || p->pdata_len > RDMAMSG_DC_PRIVATE_DATA_MAX ||
+	    p->ack_timeout)
 		return -EINVAL;
 	if (ctx->dc && ctx->dc->nlanes && ctx->dc->srq != p->srq)
 		return -EINVAL;
@@ -977,88 +980,25 @@ const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops = {
 
 /* ---- receiving ----------------------------------------------------- */
 
-struct dc_credit {
-	struct rdmamsg__lane *lane;
-	int r;
-};
-
-/* rdmamsg__dc_srq_wcs -- the DCT's receives at the head of wc[0..n) (the
- * SRQ path found wc[0] to be one): each to the lane its immediate names,
- * every buffer reposted to the SRQ, then the credits given back.  One of
- * no DC lane of this SRQ is dropped and counted.  Returns how many it
- * took (at least 1). */
-uint32_t rdmamsg__dc_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
-			     uint32_t n)
+/* rdmamsg__dc_srq_lane -- the DC lane a receive of the DCT is for: the
+ * one its immediate names, if that is a DC lane on this SRQ; else NULL,
+ * counted (the caller reposts the buffer) */
+struct rdmamsg__lane *rdmamsg__dc_srq_lane(struct rdmamsg_ctx *ctx,
+					   const struct rdmamsg_srq *srq,
+					   const struct ibv_wc *wc)
 {
-	struct dc_credit cr[RDMAMSG_POLL_BATCH];
-	uint32_t rep[RDMAMSG_POLL_BATCH];
-	struct rdmamsg__dc *dc = ctx->dc;
-	struct rdmamsg_srq *cur = NULL;
-	uint32_t i, k, nrep = 0, ncr = 0;
+	struct rdmamsg__lane *lane = NULL;
+	uint32_t tag = be32toh(wc->imm_data);
 
-	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id) &&
-		    rdmamsg__dc_is_dct(ctx, wc[i].qp_num);
-	     i++) {
-		struct rdmamsg_srq *srq =
-			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
-		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
-		struct rdmamsg__lane *lane = NULL;
-		uint32_t tag;
-		int r;
-
-		if (RDMAMSG_UNLIKELY(!srq || idx >= srq->nbufs)) {
-			ctx->ifc.stale_wcs++;
-			continue;
-		}
-		if (srq != cur) {
-			if (cur && nrep &&
-			    rdmamsg__srq_post(cur, rep, nrep) == 0)
-				for (k = 0; k < ncr; k++)
-					cr[k].lane->cbs->reposted(
-						cr[k].lane->owner,
-						cr[k].r == RDMAMSG__RX_DATA,
-						cr[k].r == RDMAMSG__RX_CTL);
-			nrep = ncr = 0;
-			cur = srq;
-		}
-		srq->posted--;
-		tag = be32toh(wc[i].imm_data);
-		if (wc[i].status == IBV_WC_SUCCESS &&
-		    (wc[i].wc_flags & IBV_WC_WITH_IMM) &&
-		    wc[i].opcode == IBV_WC_RECV && !(tag & 0x80000000u))
-			lane = rdmamsg__wrid_route(
-				&ctx->ifc.eps,
-				(uint64_t)tag << RDMAMSG__WRID_TAG_SHIFT);
-		if (lane && (lane->ops != &rdmamsg__lane_dc_ops ||
-			     DC(lane)->srq != srq))
-			lane = NULL;
-		if (!lane) {
-			if (dc)
-				dc->tag_drops++;
-			rep[nrep++] = idx;
-			continue;
-		}
-		if (RDMAMSG_UNLIKELY(lane->hold)) {
-			srq->posted++; /* counted again at the replay */
-			rdmamsg__iface_hold(lane, &wc[i], 1);
-			continue;
-		}
-		r = lane->cbs->rx(lane->owner, &srq->bufs[idx], wc[i].byte_len,
-				  0, 0);
-		if (r && !lane->down) {
-			cr[ncr].lane = lane;
-			cr[ncr++].r = r;
-		}
-		if (list_empty(&lane->ready_link))
-			list_add_tail(&ctx->polls, &lane->ready_link);
-		rep[nrep++] = idx;
-	}
-	if (cur && nrep && rdmamsg__srq_post(cur, rep, nrep) == 0)
-		for (k = 0; k < ncr; k++)
-			cr[k].lane->cbs->reposted(cr[k].lane->owner,
-						  cr[k].r == RDMAMSG__RX_DATA,
-						  cr[k].r == RDMAMSG__RX_CTL);
-	if (cur && RDMAMSG_UNLIKELY(cur->nidle))
-		rdmamsg__srq_refill(cur);
-	return i ? i : 1;
+	if (wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_WITH_IMM) &&
+	    wc->opcode == IBV_WC_RECV && !(tag & 0x80000000u))
+		lane = rdmamsg__wrid_route(&ctx->ifc.eps,
+					   (uint64_t)tag
+						   << RDMAMSG__WRID_TAG_SHIFT);
+	if (lane &&
+	    (lane->ops != &rdmamsg__lane_dc_ops || DC(lane)->srq != srq))
+		lane = NULL;
+	if (!lane && ctx->dc)
+		ctx->dc->tag_drops++;
+	return lane;
 }

@@ -381,12 +381,30 @@ static inline __attribute__((always_inline)) void credit(
 					  cr[k].r == RDMAMSG__RX_CTL);
 }
 
+/* rc_srq_lane -- the RC lane of an SRQ receive (its QP's, on that SRQ), or
+ * NULL (counted stale) */
+static struct rdmamsg__lane *rc_srq_lane(struct rdmamsg_ctx *ctx,
+					 const struct rdmamsg_srq *srq,
+					 const struct ibv_wc *wc)
+{
+	struct rdmamsg__lane *lane =
+		rdmamsg__qpmap_find(&ctx->ifc.qps, wc->qp_num);
+
+	if (RDMAMSG_UNLIKELY(!lane || RC(lane)->srq != srq || !lane->qp)) {
+		ctx->ifc.stale_wcs++;
+		return NULL;
+	}
+	return lane;
+}
+
 /* rdmamsg__lane_srq_wcs -- the SRQ receives at the head of wc[0..n) (n
- * at most RDMAMSG_POLL_BATCH; the interface found wc[0] to be one): each
- * to the RC lane of its QP (wc.qp_num), then every buffer reposted to its
- * SRQ, in one batch per SRQ, and only then the credits given back.  A
- * buffer whose lane is gone is reposted too; one of a lane that holds its
- * completions waits in its early ones.  Returns how many it took. */
+ * at most RDMAMSG_POLL_BATCH; the interface found wc[0] to be one), all of
+ * RC QPs or all of the DCT, as wc[0] is: each to its lane (an RC lane by
+ * its QP, wc.qp_num; a DC lane by the message's immediate, lane_dc.c),
+ * then every buffer reposted to its SRQ, in one batch per SRQ, and only
+ * then the credits given back.  A buffer of no lane is reposted too (and
+ * counted); one of a lane that holds its completions waits in its early
+ * ones.  Returns how many it took. */
 uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 			       uint32_t n)
 {
@@ -394,18 +412,16 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 	uint32_t rep[RDMAMSG_POLL_BATCH];
 	struct rdmamsg_srq *cur = NULL;
 	uint32_t i, nrep = 0, ncr = 0;
+	int dct = rdmamsg__dc_is_dct(ctx, wc[0].qp_num);
 
-	/* the DCT's receives are routed by their immediate (lane_dc.c) */
-	if (rdmamsg__dc_is_dct(ctx, wc[0].qp_num))
-		return rdmamsg__dc_srq_wcs(ctx, wc, n);
 	for (i = 0; i < n && rdmamsg__wrid_is_srq(wc[i].wr_id) &&
-		    !rdmamsg__dc_is_dct(ctx, wc[i].qp_num);
+		    rdmamsg__dc_is_dct(ctx, wc[i].qp_num) == dct;
 	     i++) {
 		struct rdmamsg_srq *srq =
 			rdmamsg__srq_of_wrid(ctx, wc[i].wr_id);
 		uint32_t idx = (uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
 		struct rdmamsg__lane *lane;
-		int r = 0;
+		int r;
 
 		if (RDMAMSG_UNLIKELY(!srq || idx >= srq->nbufs)) {
 			ctx->ifc.stale_wcs++; /* its SRQ was closed */
@@ -419,18 +435,19 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 			cur = srq;
 		}
 		srq->posted--;
-		lane = rdmamsg__qpmap_find(&ctx->ifc.qps, wc[i].qp_num);
-		if (RDMAMSG_UNLIKELY(!lane || RC(lane)->srq != srq ||
-				     !lane->qp)) {
-			ctx->ifc.stale_wcs++;
-		} else if (RDMAMSG_UNLIKELY(lane->hold)) {
+		lane = dct ? rdmamsg__dc_srq_lane(ctx, srq, &wc[i])
+			   : rc_srq_lane(ctx, srq, &wc[i]);
+		if (lane && RDMAMSG_UNLIKELY(lane->hold)) {
 			srq->posted++; /* counted again at the replay */
 			rdmamsg__iface_hold(lane, &wc[i], 1);
 			continue;
-		} else {
+		}
+		if (lane) {
+			/* a DC message's immediate was its route */
 			r = lane->cbs->rx(lane->owner, &srq->bufs[idx],
-					  wc[i].byte_len, rx_status(&wc[i]),
-					  be32toh(wc[i].imm_data));
+					  wc[i].byte_len,
+					  dct ? 0 : rx_status(&wc[i]),
+					  dct ? 0 : be32toh(wc[i].imm_data));
 			if (r && !lane->down) {
 				cr[ncr].lane = lane;
 				cr[ncr++].r = r;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -35,6 +36,11 @@ struct rdmamsg__loop {
 #define EPOLL_EVERY_NS 1000000ull
 
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
+
+/* the process's contexts, for the device events they hand each other
+ * (async_forward) */
+static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rdmamsg__list async_ctxs = {&async_ctxs, &async_ctxs};
 
 /* set_nonblock -- channel fds must never block a progress pass */
 static int set_nonblock(int fd)
@@ -156,6 +162,9 @@ int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop)
 		ev_idle_init(&ctx->lp->idle, idle_cb);
 		ctx->lp->idle.data = ctx->lp;
 	}
+	pthread_mutex_lock(&async_lock);
+	list_add_tail(&async_ctxs, &ctx->async_link);
+	pthread_mutex_unlock(&async_lock);
 	return 0;
 
 err_close_efd:
@@ -183,6 +192,13 @@ void rdmamsg__loop_fini(struct rdmamsg_ctx *ctx)
 		free(ctx->lp);
 		ctx->lp = NULL;
 	}
+	pthread_mutex_lock(&async_lock);
+	list_del(&ctx->async_link);
+	pthread_mutex_unlock(&async_lock);
+	if (ctx->inbox_drops)
+		LOG_NOTE("%llu device events handed to this context were "
+			 "dropped (its inbox was full)",
+			 (unsigned long long)ctx->inbox_drops);
 	close(ctx->efd);
 	close(ctx->tfd);
 	close(ctx->epfd);
@@ -247,31 +263,111 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 	}
 }
 
-/* async_events -- device events: a fatal QP or CQ error takes its
- * endpoint down at once (instead of at the peer timeout) */
+/*
+ * Device events.  The contexts of a process on one device share its verbs
+ * context (librdmacm opens each device once), so its async event fd: an
+ * event may be read by a context that owns nothing it names.  That one
+ * hands it to every other context on the device (an inbox each, bounded,
+ * taken in its own pass; the QP or CQ pointer is only compared, never
+ * followed), which acts on it if the object is its own.
+ */
+
+/* async_one -- one device event for this context; 0 if nothing of its
+ * own is named (another context's, perhaps) */
+static int async_one(struct rdmamsg_ctx *ctx, enum ibv_event_type t, void *elem)
+{
+	struct rdmamsg__list *pos, *tmp;
+	int st, found = 0;
+
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+		st = -ECONNRESET;
+		break;
+	case IBV_EVENT_CQ_ERR:
+		st = -EREMOTEIO;
+		break;
+	case IBV_EVENT_DEVICE_FATAL:
+		st = -ENODEV;
+		break;
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		rdmamsg__srq_limit_event(ctx, elem);
+		return 1;
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+		return rdmamsg__apm_event(ctx, t, elem);
+	default:
+		return 1;
+	}
+	if (elem && t == IBV_EVENT_CQ_ERR) {
+		if (!rdmamsg__iface_cq(ctx, elem))
+			return 0;
+		elem = NULL; /* a shared CQ: every endpoint */
+	}
+	list_for_each_safe (pos, tmp, &ctx->eps) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, link);
+
+		if (!elem || (ep->ln && (void *)ep->ln->qp == elem)) {
+			if (!found++)
+				LOG_WARN("async event %d on %s", (int)t,
+					 ctx->devname);
+			rdmamsg__ep_down(ep, st);
+		}
+	}
+	/* a device event is every context's */
+	return found && t != IBV_EVENT_DEVICE_FATAL;
+}
+
+/* async_forward -- hand an event no endpoint of ctx owns to the other
+ * contexts on its device */
+static void async_forward(struct rdmamsg_ctx *ctx, enum ibv_event_type t,
+			  void *elem)
+{
+	struct rdmamsg__list *pos, *tmp;
+
+	pthread_mutex_lock(&async_lock);
+	list_for_each_safe (pos, tmp, &async_ctxs) {
+		struct rdmamsg_ctx *c =
+			container_of(pos, struct rdmamsg_ctx, async_link);
+
+		if (c == ctx || c->verbs != ctx->verbs)
+			continue;
+		if (c->ninbox == sizeof(c->inbox) / sizeof(c->inbox[0])) {
+			c->inbox_drops++;
+			continue;
+		}
+		c->inbox[c->ninbox].type = (int)t;
+		c->inbox[c->ninbox].elem = elem;
+		/* read without the lock by the owner's pass (a hint) */
+		__atomic_store_n(&c->ninbox, c->ninbox + 1, __ATOMIC_RELAXED);
+		rdmamsg__loop_kick(c);
+	}
+	pthread_mutex_unlock(&async_lock);
+}
+
+/* async_events -- read the device's events: a fatal QP or CQ error takes
+ * its endpoint down at once (instead of at the peer timeout), a path
+ * migration goes to apm.c; events of the other contexts are handed on */
 static void async_events(struct rdmamsg_ctx *ctx)
 {
 	struct ibv_async_event ev;
-	struct rdmamsg__list *pos, *tmp;
 
 	while (ctx->ops->get_async_event(ctx->verbs, &ev) == 0) {
 		enum ibv_event_type t = ev.event_type;
 		void *elem = NULL;
-		int st = 0;
 
 		switch (t) {
 		case IBV_EVENT_QP_FATAL:
 		case IBV_EVENT_QP_REQ_ERR:
 		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_PATH_MIG:
+		case IBV_EVENT_PATH_MIG_ERR:
 			elem = ev.element.qp;
-			st = -ECONNRESET;
 			break;
 		case IBV_EVENT_CQ_ERR:
 			elem = ev.element.cq;
-			st = -EREMOTEIO;
-			break;
-		case IBV_EVENT_DEVICE_FATAL:
-			st = -ENODEV;
 			break;
 		case IBV_EVENT_SRQ_LIMIT_REACHED:
 			elem = ev.element.srq;
@@ -280,26 +376,24 @@ static void async_events(struct rdmamsg_ctx *ctx)
 			break;
 		}
 		ctx->ops->ack_async_event(&ev);
-		if (t == IBV_EVENT_SRQ_LIMIT_REACHED) {
-			rdmamsg__srq_limit_event(ctx, elem);
-			continue;
-		}
-		if (!st)
-			continue;
-		LOG_WARN("async event %d on %s", (int)t, ctx->devname);
-		if (elem && rdmamsg__iface_cq(ctx, elem))
-			elem = NULL; /* a shared CQ: every endpoint */
-		/* only this context's endpoints: another context on the same
-		 * device may have read an event meant for us (the peer
-		 * timeout still catches that) */
-		list_for_each_safe (pos, tmp, &ctx->eps) {
-			struct rdmamsg_ep *ep =
-				container_of(pos, struct rdmamsg_ep, link);
-
-			if (!elem || (ep->ln && (void *)ep->ln->qp == elem))
-				rdmamsg__ep_down(ep, st);
-		}
+		if (!async_one(ctx, t, elem))
+			async_forward(ctx, t, elem);
 	}
+}
+
+/* async_inbox -- the events other contexts handed to this one */
+static void async_inbox(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__aev in[sizeof(ctx->inbox) / sizeof(ctx->inbox[0])];
+	unsigned int i, n;
+
+	pthread_mutex_lock(&async_lock);
+	n = ctx->ninbox;
+	memcpy(in, ctx->inbox, n * sizeof(in[0]));
+	__atomic_store_n(&ctx->ninbox, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&async_lock);
+	for (i = 0; i < n; i++)
+		async_one(ctx, (enum ibv_event_type)in[i].type, in[i].elem);
 }
 
 /* drain_fd -- consume a timerfd/eventfd counter */
@@ -364,6 +458,9 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 			break;
 		case SRC_WAKE:
 			drain_fd(ctx->efd);
+			if (RDMAMSG_UNLIKELY(__atomic_load_n(&ctx->ninbox,
+							     __ATOMIC_RELAXED)))
+				async_inbox(ctx);
 			if (ctx->wakeup_cb)
 				ctx->wakeup_cb(ctx, ctx->wakeup_arg);
 			break;

@@ -36,6 +36,12 @@
  * an SRQ) */
 #define CTL_RETURN 2u
 
+/* the rendezvous threshold: default, and what an attribute or
+ * RDMAMSG_RNDV_THRESH may set (a message above it goes by rendezvous) */
+#define RNDV_DEFAULT ((size_t)RDMAMSG_RNDV_THRESH_DEFAULT)
+#define RNDV_MIN     ((size_t)RDMAMSG_RNDV_THRESH_MIN)
+#define RNDV_MAX     ((size_t)1 << 40)
+
 /* copy_slot -- the copy buffer at the send ring's head, taken from the pool
  * on first use: an endpoint that only sends inline or zero-copy never
  * holds one; NULL when the pool has no memory */
@@ -272,8 +278,36 @@ static __attribute__((noinline)) int send_outage(struct rdmamsg_ep *ep,
 	return queue_msg(ep, data, len, zb, xflags, imm, op_ctx, 1);
 }
 
+/* send_rndv -- a message above the rendezvous threshold (rndv.c): the
+ * receiver pulls it, delivered in order with the messages around it */
+static __attribute__((noinline)) int send_rndv(struct rdmamsg_ep *ep,
+					       const void *data, size_t len,
+					       struct rdmamsg_buf *zb,
+					       int xflags, uint32_t imm,
+					       void *op_ctx)
+{
+	int ret;
+
+	if (len > ep->p.max_large) {
+		if (len > ep->max_msg)
+			return -EMSGSIZE;
+		/* a large maximum below the message maximum: fragments */
+		return queue_msg(ep, data, len, zb, xflags, imm, op_ctx, 0);
+	}
+	ret = rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, zb,
+				 XF_ORDER | ((xflags & F_IMM) ? XF_IMM : 0),
+				 imm, op_ctx, ep->cbs.on_send != NULL);
+	if (ret)
+		return rdmamsg__ep_no_pool_memory(ep, ret);
+	if (zb)
+		zb->state = BUF_LIB;
+	return 0;
+}
+
 /* send_msg -- the one send path behind the four public calls; xflags:
- * F_IMM, and F_XFER for the rendezvous/request layer's messages */
+ * F_IMM, and F_XFER for the rendezvous/request layer's messages.  The
+ * protocol goes by size: inline, copied or zero-copy up to the eager
+ * size, fragments up to the rendezvous threshold, rendezvous above */
 static inline __attribute__((always_inline)) int send_msg(
 	struct rdmamsg_ep *ep, const void *data, size_t len,
 	struct rdmamsg_buf *zb, int xflags, uint32_t imm, void *op_ctx)
@@ -283,15 +317,15 @@ static inline __attribute__((always_inline)) int send_msg(
 	ret = rdmamsg__ep_can_send(ep);
 	if (RDMAMSG_UNLIKELY(ret))
 		return send_outage(ep, data, len, zb, xflags, imm, op_ctx, ret);
-	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
+	if (RDMAMSG_UNLIKELY(len > ep->max_msg) && len > ep->p.max_large)
 		return -EMSGSIZE;
 	if (zb) {
 		if (check_zb(ep, zb, len))
 			return -EINVAL;
 		data = zb->data;
 	}
-	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->frag && ep->credits > 0 &&
-			   fp_sq_free(ep) > 0)) {
+	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->eager_max &&
+			   ep->credits > 0 && fp_sq_free(ep) > 0)) {
 		ret = post_frag(
 			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
 			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
@@ -305,6 +339,10 @@ static inline __attribute__((always_inline)) int send_msg(
 			zb->state = BUF_LIB;
 		return 0;
 	}
+	if (len > ep->rndv && !(xflags & F_XFER))
+		return send_rndv(ep, data, len, zb, xflags, imm, op_ctx);
+	if (RDMAMSG_UNLIKELY(len > ep->max_msg))
+		return -EMSGSIZE;
 	return queue_msg(ep, data, len, zb, xflags, imm, op_ctx, 0);
 }
 
@@ -349,9 +387,25 @@ RDMAMSG_EXPORT int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov,
 	if (iovcnt == 1 || total == 0)
 		return rdmamsg_send(ep, total ? iov[0].iov_base : NULL, total,
 				    op_ctx);
-	if (total > ep->p.max_msg)
+	if (total > ep->p.max_msg && total > ep->p.max_large)
 		return -EMSGSIZE; /* before taking pool memory for it */
 	ret = rdmamsg_buf_alloc(ep->ctx, total, &buf);
+	if (ret == -EMSGSIZE) {
+		/* beyond the pool's largest class: gathered on the heap,
+		 * sent (and copied once more) as rdmamsg_send() sends it */
+		p = malloc(total);
+		if (!p)
+			return -ENOMEM;
+		for (i = 0; i < iovcnt; i++) {
+			if (iov[i].iov_len)
+				memcpy(p + off, iov[i].iov_base,
+				       iov[i].iov_len);
+			off += iov[i].iov_len;
+		}
+		ret = rdmamsg_send(ep, p, total, op_ctx);
+		free(p);
+		return ret;
+	}
 	if (ret)
 		return ret;
 	rdmamsg_buf_get_data(buf, &data);
@@ -431,9 +485,9 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 		if (ret)
 			return -ENOMEM;
 		*ep->rx_cur_slot = repl;
-	} else {
+	} else if (ep->rx_cur_is_asm == 1) {
 		ep->rx_asm = NULL;
-	}
+	} /* 2: pulled or held, nobody else's (rdmamsg__ep_deliver) */
 	ep->rx_cur->state = BUF_USER;
 	ep->rx_kept = 1;
 	*buf = ep->rx_cur;
@@ -556,6 +610,21 @@ static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
 	return ep->rx_kept;
 }
 
+/* rdmamsg__ep_deliver -- a whole message in b, a buffer of no ring (a
+ * pulled or held one): rdmamsg_recv_keep() may take it; 1 when taken */
+int rdmamsg__ep_deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
+			size_t len, uint32_t imm, unsigned int flags)
+{
+	if (ep->in_recv) {
+		/* an on_recv that drove progress: no nesting of the
+		 * current message's state, and nothing to keep */
+		if (ep->cbs.on_recv)
+			ep->cbs.on_recv(ep, b->data, len, imm, flags, ep->arg);
+		return 0;
+	}
+	return deliver(ep, b, 2, NULL, len, imm, flags);
+}
+
 /* ep_rx -- the lane's up call for one receive: RDMAMSG__RX_DATA when a
  * data buffer is to be reposted (its credit returned once it is),
  * RDMAMSG__RX_CTL for a control buffer, 0 when nothing is */
@@ -625,6 +694,11 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
 	if (RDMAMSG_LIKELY((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
 			   (F_FIRST | F_LAST))) {
+		/* behind an ordered rendezvous it waits its turn (rndv.c) */
+		if (RDMAMSG_UNLIKELY(ep->xf != NULL) &&
+		    rdmamsg__rndv_hold(ep, X_MSG, 0, NULL, b->data, len, imm,
+				       flags))
+			return RDMAMSG__RX_DATA;
 		deliver(ep, b, 0, slot, len, imm, flags);
 		return RDMAMSG__RX_DATA;
 	}
@@ -683,6 +757,9 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 		if (h->flags & F_XFER) {
 			rdmamsg__xfer_recv(ep, a->data, a->len);
 			rdmamsg__buf_put(a);
+		} else if (ep->xf && rdmamsg__rndv_hold(ep, X_MSG, 0, a, NULL,
+							a->len, imm, flags)) {
+			/* held in order, a taken (or freed) */
 		} else if (!deliver(ep, a, 1, slot, a->len, imm, flags)) {
 			rdmamsg__buf_put(a);
 		}
@@ -760,12 +837,32 @@ static void ep_reposted(void *owner, uint32_t data, uint32_t ctl)
 {
 	struct rdmamsg_ep *ep = owner;
 
+	if (RDMAMSG_UNLIKELY(ep->rx_hold_due != 0)) {
+		/* messages held in order keep their credits (rndv.c) */
+		uint32_t k = data < ep->rx_hold_due ? data : ep->rx_hold_due;
+
+		ep->rx_hold_due -= k;
+		ep->rx_withheld += k;
+		data -= k;
+	}
 	if (RDMAMSG_UNLIKELY(ep->srq))
 		while (data--)
 			ep->to_return += rdmamsg__srq_credit(ep);
 	else
 		ep->to_return += data;
 	ep->ctl_to_return += ctl;
+}
+
+/* rdmamsg__ep_rx_unhold -- a held message is delivered: its credit goes
+ * back (or, not yet withheld, is no longer due to be) */
+void rdmamsg__ep_rx_unhold(struct rdmamsg_ep *ep)
+{
+	if (ep->rx_withheld) {
+		ep->rx_withheld--;
+		ep->to_return += ep->srq ? rdmamsg__srq_credit(ep) : 1;
+	} else if (ep->rx_hold_due) {
+		ep->rx_hold_due--;
+	}
 }
 
 /* ep_lane_down -- the lane's up call: it failed */
@@ -811,7 +908,8 @@ void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
 {
 	int wait = ep->xf && ep->st == EPS_UP &&
-		   (!list_empty(&ep->xf->fins) || !list_empty(&ep->xf->pulls));
+		   (!list_empty(&ep->xf->fins) || !list_empty(&ep->xf->pulls) ||
+		    !list_empty(&ep->xf->invs));
 
 	if (wait && list_empty(&ep->xwait_link))
 		list_add_tail(&ep->ctx->xwait, &ep->xwait_link);
@@ -860,5 +958,120 @@ int rdmamsg__ep_replay_pump(struct rdmamsg_ep *ep)
 	if (!ep->bl_head)
 		ep->bl_tail = NULL;
 	ep->rp_mark.next = NULL;
+	return 0;
+}
+
+/* rndv_parse -- RDMAMSG_RNDV_THRESH: bytes, with an optional k, m or g
+ * (binary) suffix; -EINVAL for anything else or out of range */
+static int rndv_parse(const char *e, size_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	if (*e < '0' || *e > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(e, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end || v > (RNDV_MAX >> shift))
+		return -EINVAL;
+	v <<= shift;
+	if (v < RNDV_MIN)
+		return -EINVAL;
+	*out = (size_t)v;
+	return 0;
+}
+
+/* rdmamsg__ep_proto_params -- the rendezvous threshold: the attribute's,
+ * else RDMAMSG_RNDV_THRESH's, else the default; -EINVAL for a bad
+ * environment value (the endpoint is not made) */
+int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
+{
+	const char *e;
+
+	ep->rndv = SIZE_MAX; /* set when the peer's sizes are known */
+	ep->eager_max = 0;
+	if (ep->p.rndv_thresh)
+		return 0;
+	e = getenv("RDMAMSG_RNDV_THRESH");
+	if (e && *e) {
+		if (rndv_parse(e, &ep->p.rndv_thresh)) {
+			LOG_ERR("RDMAMSG_RNDV_THRESH=%s: expected %zu to %zu "
+				"bytes (suffix k, m or g allowed)",
+				e, RNDV_MIN, RNDV_MAX);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	ep->p.rndv_thresh = RNDV_DEFAULT;
+	return 0;
+}
+
+/* rdmamsg__ep_proto_set -- the negotiated protocol limits: rendezvous
+ * above the threshold (at most the message maximum, up to which
+ * fragments can carry a message), eager sends up to the smaller of the
+ * eager size and the threshold.  A replay session re-sends what the peer
+ * lacks fragment by fragment, while a pull in flight is lost with the
+ * connection: it takes fragments up to the message maximum. */
+void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
+{
+	size_t r = ep->p.rndv_thresh < ep->max_msg ? ep->p.rndv_thresh
+						   : ep->max_msg;
+
+	if (ep->p.failover == RDMAMSG_FAILOVER_REPLAY)
+		r = ep->max_msg;
+	ep->rndv = r;
+	ep->eager_max = ep->frag < r ? ep->frag : (uint32_t)r;
+}
+
+/* rdmamsg_ep_attr_set_rndv_threshold -- rendezvous above size bytes */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_rndv_threshold(
+	struct rdmamsg_ep_attr *attr, size_t size)
+{
+	if (!attr || size < RNDV_MIN || size > RNDV_MAX)
+		return -EINVAL;
+	attr->p.rndv_thresh = size;
+	return 0;
+}
+
+/* rdmamsg_ep_get_protocols -- the sizes at which rdmamsg_send() changes
+ * protocol on this connection */
+RDMAMSG_EXPORT int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
+					    struct rdmamsg_protocols *pr)
+{
+	if (!ep || !pr)
+		return -EINVAL;
+	if (!ep->max_msg)
+		return -ENOTCONN; /* nothing negotiated yet */
+	memset(pr, 0, sizeof(*pr));
+	pr->max_inline =
+		ep->max_inline > RDMAMSG_HDR ? ep->max_inline - RDMAMSG_HDR : 0;
+	pr->eager = ep->eager_max;
+	pr->rndv_threshold = ep->rndv;
+	pr->max_msg = ep->max_msg;
+	pr->max_large =
+		ep->p.max_large > ep->max_msg ? ep->p.max_large : ep->max_msg;
+	pr->rndv_window = rdmamsg__rndv_ep_mw(ep);
 	return 0;
 }

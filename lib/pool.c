@@ -175,9 +175,13 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 	/* local access only: the pool holds every client's messages, and a
 	 * peer that learns or guesses a key must reach none of them.  What a
 	 * peer may read (rendezvous sources) or write (exported regions) has
-	 * a registration of its own (rndv.c, mr.c). */
-	slab->mr = ctx->ops->reg_mr(ctx->pd, slab->mem, slab->len,
-				    IBV_ACCESS_LOCAL_WRITE);
+	 * a registration of its own (mr.c) or a memory window bound over
+	 * just its bytes for one transfer (rndv.c): MW_BIND grants a peer
+	 * nothing by itself. */
+	slab->mr = ctx->ops->reg_mr(
+		ctx->pd, slab->mem, slab->len,
+		IBV_ACCESS_LOCAL_WRITE |
+			(rdmamsg__mw_cap(ctx) ? IBV_ACCESS_MW_BIND : 0));
 	if (!slab->mr) {
 		ret = rdmamsg__errno(ENOMEM);
 		LOG_ERR("registering a %zu-byte slab failed: %d", slab->len,

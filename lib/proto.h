@@ -119,7 +119,10 @@ _Static_assert(sizeof(struct rdmamsg__xhdr) == 48, "transfer header size");
 #define RDMAMSG_XHDR ((uint32_t)sizeof(struct rdmamsg__xhdr))
 
 enum { X_MSG = 0, X_RTS = 1, X_FIN = 2, X_REQ = 3, X_RESP = 4 };
-enum { XF_IMM = 1 };
+/* XF_ORDER: an X_RTS of rdmamsg_send() and friends (or of a request or
+ * response): delivered in order with the messages around it, and, up to
+ * the negotiated maximum message size, as an eager message would be */
+enum { XF_IMM = 1, XF_ORDER = 2 };
 
 /* rdmamsg__xhdr_encode -- x in wire order into out (RDMAMSG_XHDR bytes) */
 static inline void rdmamsg__xhdr_encode(const struct rdmamsg__xhdr *x,
@@ -158,12 +161,13 @@ static inline int rdmamsg__xhdr_decode(const void *in, size_t len,
 	switch (x->kind) {
 	case X_RTS:
 		if (len != RDMAMSG_XHDR || x->status || !x->len ||
-		    (x->flags & ~XF_IMM) || x->addr + x->len < x->addr)
+		    (x->flags & ~(XF_IMM | XF_ORDER)) ||
+		    x->addr + x->len < x->addr)
 			return -EPROTO;
 		if (x->inner == X_MSG)
 			return x->req ? -EPROTO : 0;
 		if (x->inner == X_REQ || x->inner == X_RESP)
-			return x->flags ? -EPROTO : 0;
+			return x->flags & ~XF_ORDER ? -EPROTO : 0;
 		return -EPROTO;
 	case X_FIN:
 		/* a refusal is a negative errno */
@@ -232,10 +236,6 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
  * follows the 8 bytes, as in a heartbeat: the repair may come unicast);
  * STATUS says that the subscriber has everything before seq (flow
  * control), total its tag (0: none) for a publisher's tagged flow control.
- */
-struct rdmamsg__mc_wire {
-	uint32_t magic; /* RDMAMSG_MC_MAGIC */
-	uint8_t version;
  * Selective NAK (MCF_SEL, still version 1): total is a count of bits,
  * 1 .. RDMAMSG_MC_NAK_BITS, and a bitmap of (total + 7) / 8 bytes ends the
  * payload (after the id and, with MCF_ADDR, the address): bit i (byte
@@ -258,6 +258,10 @@ struct rdmamsg__mc_wire {
  * its messages lost (default mode) or asks for them again and gets them
  * as DATA (reliable mode); a publisher's batching can be turned off
  * (rdmamsg_group_attr_set_batch) for groups with such subscribers.
+ */
+struct rdmamsg__mc_wire {
+	uint32_t magic; /* RDMAMSG_MC_MAGIC */
+	uint8_t version;
 	uint8_t type;
 	uint16_t flags;
 	uint64_t pub;
@@ -377,10 +381,6 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 		if (h->off || h->flags || pay != 8)
 			return -EPROTO;
 		return 0;
-	default:
-		return -EPROTO;
-	}
-}
 	case MC_BATCH: {
 		const uint8_t *r = (const uint8_t *)buf + RDMAMSG_MC_HDR;
 		uint32_t i, n;
@@ -402,5 +402,9 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 		}
 		return pay ? -EPROTO : 0;
 	}
+	default:
+		return -EPROTO;
+	}
+}
 
 #endif /* RDMAMSG_PROTO_H */

@@ -67,6 +67,16 @@ static void insert_due(struct rdmamsg__xfer *xf, struct oreq *o)
 	list_add_tail(pos->next, &o->link);
 }
 
+/* req_eager -- the largest request or response sent eager:
+ * header and data up to the rendezvous threshold (rndv >= RNDV_MIN, and
+ * max_msg >= 64, both above the header) */
+static size_t req_eager(const struct rdmamsg_ep *ep)
+{
+	size_t lim = ep->rndv < ep->max_msg ? ep->rndv : ep->max_msg;
+
+	return lim > RDMAMSG_XHDR ? lim - RDMAMSG_XHDR : 0;
+}
+
 /* rdmamsg_request -- send a request (see rdmamsg.h) */
 RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 				   size_t len, unsigned int timeout_ms,
@@ -87,8 +97,9 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 	ret = rdmamsg__ep_can_send(ep);
 	if (ret && !(ep->reconn && !ep->closing))
 		return ret;
-	/* no arithmetic on len before it is known to fit */
-	eager = len <= ep->max_msg - RDMAMSG_XHDR;
+	/* no arithmetic on len before it is known to fit; above the
+	 * rendezvous threshold (msg.c) it goes by rendezvous, in order */
+	eager = len <= req_eager(ep);
 	if (ret && !eager)
 		return ret; /* a session's outage queues eager ones only */
 	if (!eager && len > ep->p.max_large)
@@ -112,8 +123,8 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 		x.req = id;
 		ret = rdmamsg__xfer_send(ep, &x, data, len);
 	} else {
-		ret = rdmamsg__rndv_send(ep, X_REQ, id, data, len, NULL, 0, 0,
-					 NULL, 0);
+		ret = rdmamsg__rndv_send(ep, X_REQ, id, data, len, NULL, NULL,
+					 XF_ORDER, 0, NULL, 0);
 	}
 	if (ret)
 		goto err_del_id;
@@ -236,7 +247,7 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 	ret = rdmamsg__ep_can_send(ep);
 	if (ret && !(ep->reconn && !ep->closing))
 		return ret;
-	eager = len <= ep->max_msg - RDMAMSG_XHDR;
+	eager = len <= req_eager(ep);
 	if (ret && !eager)
 		return ret; /* a session's outage queues eager ones only */
 	if (!eager && len > ep->p.max_large)
@@ -248,7 +259,7 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 		ret = rdmamsg__xfer_send(ep, &x, data, len);
 	} else {
 		ret = rdmamsg__rndv_send(ep, X_RESP, req->id, data, len, NULL,
-					 0, 0, NULL, 0);
+					 NULL, XF_ORDER, 0, NULL, 0);
 	}
 	if (ret)
 		return ret;

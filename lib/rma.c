@@ -66,6 +66,9 @@ void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status)
 	case OP_PULL:
 		rdmamsg__rndv_pull_done(ep, &op, status);
 		break;
+	case OP_INV: /* a rendezvous source's window (rndv.c) */
+		rdmamsg__rndv_inv_done(ep, &op, status);
+		break;
 	default:
 		break;
 	}

@@ -1,19 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rndv.c -- large messages by rendezvous.
+ * rndv.c -- messages by rendezvous.
  *
- * Sender: the bytes sit in a registration (the caller's, for
- * rdmamsg_send_mr(), or one made for the transfer over a copy, for
- * rdmamsg_send()); an X_RTS control message announces address, length and
- * rkey.  Receiver: the allocation callback (or the library, with malloc
- * and an on-the-fly registration) picks the destination; RDMA READs of
- * CHUNK bytes pull it, at most MAX_READS in flight per endpoint, taken in
- * turn from every active transfer so that none blocks another, and with
- * SQ_RESERVE send slots always left to messages.  When the last chunk is
- * in, X_FIN tells the sender (its on_send fires and it drops the
- * registration) and the message is delivered.  Receive memory is bounded:
- * transfers start only while the bytes being pulled stay under the large
- * maximum (one always may start).
+ * Sender: the bytes sit in registered memory: the caller's registration
+ * (rdmamsg_send_mr()), the caller's pool buffer (rdmamsg_send_buf()), or
+ * a pool buffer they are copied into once (rdmamsg_send() and the rest).
+ * A pool slab is registered for local access only, so the peer gets a
+ * type 2 memory window bound over exactly the bytes of the transfer
+ * (IBV_WR_BIND_MW, posted before the RTS) and invalidated when the
+ * receiver's X_FIN says it is done (IBV_WR_LOCAL_INV; the buffer goes back
+ * to the pool only once that completed): no registration per message, and
+ * the peer never reaches anything else.  Without type 2 windows (device
+ * cap, RDMAMSG_NO_MW=1, DC lanes, replay sessions) the bytes get a
+ * registration of their own for the transfer, as before.  An X_RTS
+ * control message announces address, length and rkey.
+ *
+ * Receiver: the bytes land in a pool buffer (the allocation callback
+ * chooses for large messages), pulled by RDMA READs of CHUNK bytes, at
+ * most MAX_READS in flight per endpoint, taken in turn from every active
+ * transfer so that none blocks another, and with SQ_RESERVE send slots
+ * always left to messages.  When the last chunk is in, X_FIN tells the
+ * sender (its on_send fires) and the message is delivered.  Receive memory
+ * is bounded: transfers start only while the bytes being pulled stay under
+ * the large maximum (one always may start).
+ *
+ * Order: an RTS flagged XF_ORDER (rdmamsg_send() above the rendezvous
+ * threshold, requests, responses) takes its place in xf->order; messages,
+ * requests and responses that arrive behind it are held there (copied;
+ * each keeps its data credit, so the peer can have at most its window
+ * held) until everything in front of them is delivered.  The receiver
+ * sees the stream in the order it was sent, whatever the protocol.
  */
 #include "config.h"
 
@@ -32,27 +48,64 @@
 #define CHUNK	  ((uint64_t)8 << 20)
 #define MAX_READS 4
 
+/* a memory window of the endpoint's, bound per transfer */
+struct rdmamsg__mw {
+	struct rdmamsg__mw *next; /* xf->mw_free */
+	struct ibv_mw *mw;
+	uint32_t rkey; /* its current key */
+};
+
 struct rndv_send {
-	void *mem;		/* our copy (rdmamsg_send), or NULL */
-	struct ibv_mr *tmr;	/* its registration */
-	struct rdmamsg_mr *umr; /* the caller's (rdmamsg_send_mr) */
+	struct rdmamsg__list link; /* xf->invs while it waits for a slot */
+	void *mem;		   /* our heap copy (no pool memory), or NULL */
+	struct ibv_mr *tmr;	   /* its registration for this transfer */
+	struct rdmamsg_buf *buf;   /* the pool buffer exposed, or NULL */
+	struct rdmamsg__mw *mw;	   /* the window bound over it */
+	struct rdmamsg_mr *umr;	   /* the caller's (rdmamsg_send_mr) */
 	void *op_ctx;
 	int report;
 };
 
+/* an entry of xf->order: an ordered pull, or a message held behind one */
+enum { ORD_PULL = 1, ORD_HELD = 2 };
+
+struct ord_ent {
+	struct rdmamsg__list olink; /* xf->order */
+	int ord;		    /* ORD_* */
+};
+
+struct rdmamsg__held {
+	struct ord_ent o; /* ORD_HELD */
+	int kind;	  /* X_MSG, X_REQ or X_RESP */
+	uint64_t req;
+	struct rdmamsg_buf *buf;
+	size_t len;
+	uint32_t imm;
+	unsigned int flags;
+};
+
 struct rdmamsg__pull {
+	struct ord_ent o; /* ORD_PULL; on xf->order when ordered */
 	struct rdmamsg__list link;
 	struct rdmamsg__xhdr x; /* the sender's X_RTS */
 	char *dest;
-	void *own; /* library memory, or NULL */
-	struct ibv_mr *own_mr;
-	struct rdmamsg_mr *umr; /* the allocation callback's region */
+	struct rdmamsg_buf *buf; /* the library's destination, or NULL */
+	struct ibv_mr *own_mr;	 /* its registration (a heap buffer) */
+	struct rdmamsg_mr *umr;	 /* the allocation callback's region */
 	uint64_t posted, done;
 	uint32_t inflight;
 	int active;
 	int failed;
 	int in_alloc; /* inside the allocation callback */
+	int ordered, complete;
 };
+
+/* large_max -- the most bytes a pull may have, and pulls together: the
+ * large maximum, and never below the message maximum */
+static uint64_t large_max(const struct rdmamsg_ep *ep)
+{
+	return ep->p.max_large > ep->max_msg ? ep->p.max_large : ep->max_msg;
+}
 
 /* sq_reserve -- send slots the pulls leave to messages */
 static uint32_t sq_reserve(const struct rdmamsg_ep *ep)
@@ -60,21 +113,202 @@ static uint32_t sq_reserve(const struct rdmamsg_ep *ep)
 	return ep->p.send_depth / 4 ? ep->p.send_depth / 4 : 1;
 }
 
-/* send_free -- release a sender's registration and copy */
+/* rdmamsg__rndv_ep_mw -- windows for ep's rendezvous sources: the device
+ * has them, on an RC lane (a DCI's window would be bound to a shared
+ * initiator), and not in a replay session (its QP changes under a bound
+ * window) */
+int rdmamsg__rndv_ep_mw(const struct rdmamsg_ep *ep)
+{
+	if (ep->xf && ep->xf->mw_state)
+		return ep->xf->mw_state > 0;
+	return rdmamsg__mw_cap(ep->ctx) &&
+	       ep->p.transport != RDMAMSG_TRANSPORT_DC &&
+	       ep->p.failover != RDMAMSG_FAILOVER_REPLAY;
+}
+
+/* use_mw -- rdmamsg__rndv_ep_mw, found once per endpoint */
+static int use_mw(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	if (!xf->mw_state)
+		xf->mw_state = rdmamsg__rndv_ep_mw(ep) ? 1 : -1;
+	return xf->mw_state > 0;
+}
+
+/* mw_get -- a free window of ep's (made on first need, then reused) */
+static struct rdmamsg__mw *mw_get(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+	struct rdmamsg__mw *m = xf->mw_free;
+
+	if (m) {
+		xf->mw_free = m->next;
+		return m;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->mw = ibv_alloc_mw(ep->ctx->pd, IBV_MW_TYPE_2);
+	if (!m->mw) {
+		LOG_INFO("no memory window (%d): registering instead", errno);
+		free(m);
+		return NULL;
+	}
+	m->rkey = m->mw->rkey;
+	return m;
+}
+
+/* mw_drop -- free a window (deallocation invalidates it) */
+static void mw_drop(struct rdmamsg__mw *m)
+{
+	ibv_dealloc_mw(m->mw);
+	free(m);
+}
+
+/* mw_bind -- bind m over len bytes of b for remote reads: 0, or -EAGAIN
+ * (no send slot) / -ENOTCONN */
+static int mw_bind(struct rdmamsg_ep *ep, struct rdmamsg__mw *m,
+		   const struct rdmamsg_buf *b, size_t len)
+{
+	struct rdmamsg__xop op;
+	struct ibv_send_wr wr;
+	uint32_t rkey = ibv_inc_rkey(m->rkey);
+	int ret;
+
+	memset(&wr, 0, sizeof(wr));
+	memset(&op, 0, sizeof(op));
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.bind_mw.mw = m->mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = b->slab->mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)b->data;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+	op.kind = OP_MW;
+	ret = rdmamsg__xop_post(ep, &wr, &op);
+	if (ret)
+		return ret;
+	m->rkey = rkey;
+	return 0;
+}
+
+/* send_free -- release a sender's source (its window deallocated: the
+ * connection is gone, or nothing was announced) */
 static void send_free(struct rdmamsg_ep *ep, struct rndv_send *s)
 {
+	if (s->mw)
+		mw_drop(s->mw);
 	if (s->tmr)
 		ep->ctx->ops->dereg_mr(s->tmr);
+	if (s->buf)
+		rdmamsg__buf_put(s->buf);
 	free(s->mem);
 	if (s->umr)
 		s->umr->busy--;
+	ep->xf->nsends--;
 	free(s);
 }
 
-/* rdmamsg__rndv_send -- announce len bytes at data (in mr, or copied) */
+/* send_release -- the transfer is over: its window is invalidated before
+ * the buffer can serve anything else; -EAGAIN: no send slot yet */
+static int send_release(struct rdmamsg_ep *ep, struct rndv_send *s)
+{
+	struct rdmamsg__xop op;
+	struct ibv_send_wr wr;
+	int ret;
+
+	if (!s->mw) {
+		send_free(ep, s);
+		return 0;
+	}
+	if (ep->xf->down || rdmamsg__ep_can_send(ep)) {
+		send_free(ep, s);
+		return 0;
+	}
+	memset(&wr, 0, sizeof(wr));
+	memset(&op, 0, sizeof(op));
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = s->mw->rkey;
+	op.kind = OP_INV;
+	op.send = s;
+	ret = rdmamsg__xop_post(ep, &wr, &op);
+	if (ret == -EAGAIN)
+		return ret;
+	if (ret)
+		send_free(ep, s);
+	return 0;
+}
+
+/* rdmamsg__rndv_inv_done -- a window's invalidation completed: the window
+ * and the buffer are free again (after an error the window is dropped) */
+void rdmamsg__rndv_inv_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
+			    int status)
+{
+	struct rndv_send *s = op->send;
+
+	if (!status) {
+		s->mw->next = ep->xf->mw_free;
+		ep->xf->mw_free = s->mw;
+		s->mw = NULL;
+	}
+	send_free(ep, s);
+}
+
+/* rdmamsg__rndv_inv_retry -- invalidations that waited for a send slot */
+void rdmamsg__rndv_inv_retry(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &ep->xf->invs) {
+		struct rndv_send *s = container_of(pos, struct rndv_send, link);
+
+		list_del(pos);
+		if (send_release(ep, s)) {
+			list_add_tail(ep->xf->invs.next,
+				      pos); /* at the front */
+			return;
+		}
+	}
+}
+
+/* expose -- make len bytes of pool buffer b readable by the peer for this
+ * transfer: a window when the lane can bind one, else a registration */
+static int expose(struct rdmamsg_ep *ep, struct rndv_send *s,
+		  struct rdmamsg_buf *b, size_t len, uint32_t *rkey)
+{
+	struct rdmamsg__mw *m;
+
+	if (b->slab && use_mw(ep) && fp_sq_free(ep) > 0) {
+		m = mw_get(ep);
+		if (m && !mw_bind(ep, m, b, len)) {
+			s->mw = m;
+			*rkey = m->rkey;
+			return 0;
+		}
+		if (m) {
+			m->next = ep->xf->mw_free;
+			ep->xf->mw_free = m;
+		}
+	}
+	/* its own registration, remote read only, for this one transfer:
+	 * the peer reaches these bytes and nothing else */
+	errno = 0;
+	s->tmr = ep->ctx->ops->reg_mr(ep->ctx->pd, b->data, len,
+				      IBV_ACCESS_REMOTE_READ);
+	if (!s->tmr)
+		return rdmamsg__errno(ENOMEM);
+	*rkey = s->tmr->rkey;
+	return 0;
+}
+
+/* rdmamsg__rndv_send -- announce len bytes: in mr (the caller's
+ * registration), in zb (the caller's pool buffer, now the library's), or
+ * at data (copied once into pool memory); xflags: XF_IMM, XF_ORDER */
 int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		       const void *data, size_t len, struct rdmamsg_mr *mr,
-		       int has_imm, uint32_t imm, void *op_ctx, int report)
+		       struct rdmamsg_buf *zb, int xflags, uint32_t imm,
+		       void *op_ctx, int report)
 {
 	struct rdmamsg__xfer *xf;
 	struct rndv_send *s;
@@ -91,12 +325,42 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	xf->nsends++;
 	memset(&x, 0, sizeof(x));
+	ret = mr || zb ? 0 : rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &s->buf);
+	if (ret == -ENOMEM) {
+		/* the pool is full: sender memory stays within its limit.
+		 * -EAGAIN (then on_writable) while something of this
+		 * endpoint is to come back, -ENOMEM when nothing is */
+		if (xf->nsends > 1) {
+			ep->want_writable = 1;
+			ret = -EAGAIN;
+		} else {
+			ret = rdmamsg__ep_no_pool_memory(ep, -ENOMEM);
+		}
+		goto err_free_send;
+	}
 	if (mr) {
 		s->umr = mr;
 		x.rkey = mr->mr->rkey;
+	} else if (zb || !ret) {
+		/* pool memory, registered once: the peer gets a window
+		 * over these bytes (or their own registration) */
+		if (zb)
+			s->buf = zb;
+		else
+			memcpy(s->buf->data, data, len);
+		data = s->buf->data;
+		ret = expose(ep, s, s->buf, len, &x.rkey);
+		if (ret) {
+			LOG_ERR("exposing %zu bytes to send failed: %d", len,
+				ret);
+			goto err_free_send;
+		}
 	} else {
-		/* one copy: the caller may reuse data on return */
+		/* larger than the pool's largest buffer: one copy on the
+		 * heap (the caller may reuse data on return), registered
+		 * for the transfer */
 		if (posix_memalign(&s->mem, 4096, len)) {
 			s->mem = NULL;
 			ret = -ENOMEM;
@@ -105,8 +369,6 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		memcpy(s->mem, data, len);
 		data = s->mem;
 		errno = 0;
-		/* its own registration, remote read only, for this one
-		 * transfer: the peer reaches these bytes and nothing else */
 		s->tmr = ep->ctx->ops->reg_mr(ep->ctx->pd, s->mem, len,
 					      IBV_ACCESS_REMOTE_READ);
 		if (!s->tmr) {
@@ -124,7 +386,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		goto err_free_send;
 	x.kind = X_RTS;
 	x.inner = (uint8_t)inner;
-	x.flags = has_imm ? XF_IMM : 0;
+	x.flags = (uint8_t)xflags;
 	x.id = id;
 	x.req = req;
 	x.addr = (uint64_t)(uintptr_t)data;
@@ -142,7 +404,9 @@ err_del_id:
 	rdmamsg__idt_del(&xf->sends, id);
 err_free_send:
 	s->umr = NULL;
-	send_free(ep, s);
+	if (zb)
+		s->buf = NULL; /* still the caller's */
+	send_free(ep, s);      /* a bound window goes with it */
 	return ret;
 }
 
@@ -223,25 +487,189 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	rdmamsg__idt_del(&xf->sends, x->id);
 	if (s->report && ep->cbs.on_send)
 		ep->cbs.on_send(ep, x->status, s->op_ctx, ep->arg);
-	send_free(ep, s);
+	if (xf->down) {
+		send_free(ep, s); /* the callback took the connection down */
+		return;
+	}
+	if (send_release(ep, s) == -EAGAIN) {
+		/* no send slot for the invalidation: after completions */
+		list_add_tail(&xf->invs, &s->link);
+		rdmamsg__ep_xwait(ep);
+	}
 }
 
-/* pull_free -- release a receive's destination (unless the caller's) */
+/* pull_free -- release a receive's destination (unless the caller's or
+ * delivered) */
 static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 {
 	struct rdmamsg__xfer *xf = ep->xf;
 
 	list_del(&p->link);
+	if (p->ordered)
+		list_del(&p->o.olink);
 	if (p->active) {
 		xf->active_pulls--;
 		xf->active_bytes -= p->x.len;
 	}
 	if (p->own_mr)
 		ep->ctx->ops->dereg_mr(p->own_mr);
-	free(p->own);
+	if (p->buf)
+		rdmamsg__buf_put(p->buf);
 	if (p->umr)
 		p->umr->busy--;
 	free(p);
+}
+
+/* held_free -- a held message goes undelivered */
+static void held_free(struct rdmamsg__held *h)
+{
+	list_del(&h->o.olink);
+	rdmamsg__buf_put(h->buf);
+	free(h);
+}
+
+/* rdmamsg__rndv_hold -- a message, request or response (kind) arrived
+ * behind an ordered rendezvous not yet delivered: copy it and keep its
+ * data credit until it is delivered (rdmamsg__ep_rx_unhold); 1 when held,
+ * 0 when nothing waits in front of it, -1 when the endpoint went down */
+int rdmamsg__rndv_hold(struct rdmamsg_ep *ep, int kind, uint64_t req,
+		       struct rdmamsg_buf *take, const void *data, size_t len,
+		       uint32_t imm, unsigned int flags)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+	struct rdmamsg__held *h;
+	int ret;
+
+	if (RDMAMSG_LIKELY(!xf || list_empty(&xf->order)))
+		return 0;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		goto err_nomem;
+	if (take) {
+		h->buf = take; /* a reassembled message: no copy */
+	} else {
+		ret = rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &h->buf);
+		if (ret)
+			ret = rdmamsg__buf_heap(ep->ctx, len, &h->buf);
+		if (ret) {
+			free(h);
+			goto err_nomem;
+		}
+		if (len)
+			memcpy(h->buf->data, data, len);
+	}
+	h->o.ord = ORD_HELD;
+	h->kind = kind;
+	h->req = req;
+	h->len = len;
+	h->imm = imm;
+	h->flags = flags;
+	list_add_tail(&xf->order, &h->o.olink);
+	ep->rx_hold_due++;
+	return 1;
+
+err_nomem:
+	if (take)
+		rdmamsg__buf_put(take);
+	LOG_ERR("no memory to hold a %zu-byte message in order", len);
+	rdmamsg__ep_down(ep, -ENOBUFS);
+	return -1;
+}
+
+/* deliver_pull -- an ordered or unordered pull's bytes are in place */
+static void deliver_pull(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
+{
+	unsigned int flags = 0;
+	struct rdmamsg_buf *b = p->buf;
+
+	if (p->x.flags & XF_IMM)
+		flags |= RDMAMSG_RECV_IMM;
+	/* a large message: above what an eager one could be, or from
+	 * rdmamsg_send_mr(); smaller ones look exactly like eager ones */
+	if (!p->ordered || p->x.len > ep->max_msg)
+		flags |= RDMAMSG_RECV_LARGE;
+	if (p->umr) {
+		/* the caller's region is the caller's again */
+		p->umr->busy--;
+		p->umr = NULL;
+	}
+	if (p->own_mr) {
+		ep->ctx->ops->dereg_mr(p->own_mr);
+		p->own_mr = NULL;
+	}
+	switch (p->x.inner) {
+	case X_MSG:
+		if (ep->closing)
+			break;
+		if (b) {
+			if (rdmamsg__ep_deliver(ep, b, (size_t)p->x.len,
+						p->x.imm, flags))
+				p->buf = NULL; /* kept (rdmamsg_recv_keep) */
+		} else if (ep->cbs.on_recv) {
+			ep->cbs.on_recv(ep, p->dest, (size_t)p->x.len, p->x.imm,
+					flags, ep->arg);
+		}
+		break;
+	case X_REQ:
+	case X_RESP:
+		rdmamsg__req_recv(ep, p->x.inner, p->x.req, p->dest,
+				  (size_t)p->x.len);
+		break;
+	default:
+		break;
+	}
+}
+
+/* deliver_held -- a held message's turn */
+static void deliver_held(struct rdmamsg_ep *ep, struct rdmamsg__held *h)
+{
+	rdmamsg__ep_rx_unhold(ep);
+	switch (h->kind) {
+	case X_MSG:
+		if (ep->st == EPS_UP &&
+		    rdmamsg__ep_deliver(ep, h->buf, h->len, h->imm, h->flags))
+			h->buf = NULL;
+		break;
+	default:
+		rdmamsg__req_recv(ep, h->kind, h->req, h->buf->data, h->len);
+		break;
+	}
+	if (h->buf)
+		rdmamsg__buf_put(h->buf);
+	free(h);
+}
+
+/* drain -- deliver the ordered entries whose turn it is */
+static void drain(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	if (xf->draining)
+		return; /* a callback's progress: the outer loop goes on */
+	xf->draining = 1;
+	while (!list_empty(&xf->order) && !xf->down) {
+		struct rdmamsg__list *l = xf->order.next;
+
+		if (container_of(l, struct ord_ent, olink)->ord == ORD_PULL) {
+			struct rdmamsg__pull *p =
+				container_of(l, struct rdmamsg__pull, o.olink);
+
+			if (!p->complete)
+				break;
+			/* unlinked first: a callback that takes the
+			 * endpoint down must not free it under us */
+			list_del(&p->o.olink);
+			deliver_pull(ep, p);
+			pull_free(ep, p);
+		} else {
+			struct rdmamsg__held *h =
+				container_of(l, struct rdmamsg__held, o.olink);
+
+			list_del(&h->o.olink);
+			deliver_held(ep, h);
+		}
+	}
+	xf->draining = 0;
 }
 
 /* rdmamsg__rndv_recv -- X_RTS or X_FIN arrived */
@@ -253,7 +681,9 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		fin_recv(ep, x);
 		return;
 	}
-	if (x->len > ep->p.max_large || !x->len) {
+	/* what an eager message could be is never refused: the large
+	 * maximum bounds only what is above the message maximum */
+	if (x->len > large_max(ep) || !x->len) {
 		send_fin(ep, x->id, -EMSGSIZE);
 		return;
 	}
@@ -263,7 +693,13 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		return;
 	}
 	p->x = *x;
+	p->o.ord = ORD_PULL;
+	list_init(&p->o.olink);
 	list_add_tail(&ep->xf->pulls, &p->link);
+	if (x->flags & XF_ORDER) {
+		p->ordered = 1;
+		list_add_tail(&ep->xf->order, &p->o.olink);
+	}
 	rdmamsg__rndv_pump(ep);
 	rdmamsg__ep_xwait(ep);
 }
@@ -276,7 +712,10 @@ static int activate(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	size_t len = (size_t)p->x.len;
 	int ret;
 
-	if (p->x.inner == X_MSG && ep->p.recv_alloc) {
+	/* the allocation callback places large messages only: a message
+	 * that an eager one could have been lands where an eager one would */
+	if (p->x.inner == X_MSG && ep->p.recv_alloc &&
+	    (!p->ordered || p->x.len > ep->max_msg)) {
 		ret = ep->p.recv_alloc(ep, len, &data, &mr, ep->arg);
 		if (ret < 0)
 			return ret;
@@ -296,20 +735,24 @@ static int activate(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 			return 0;
 		}
 	}
-	if (posix_memalign(&p->own, 4096, len)) {
-		p->own = NULL;
-		return -ENOMEM;
+	/* pool memory, registered once; a heap buffer registered for the
+	 * transfer when the pool has none (or no class this large) */
+	if (rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &p->buf)) {
+		ret = rdmamsg__buf_heap(ep->ctx, len, &p->buf);
+		if (ret)
+			return ret;
+		errno = 0;
+		p->own_mr = ep->ctx->ops->reg_mr(ep->ctx->pd, p->buf->data, len,
+						 IBV_ACCESS_LOCAL_WRITE);
+		if (!p->own_mr) {
+			ret = rdmamsg__errno(ENOMEM);
+			rdmamsg__buf_put(p->buf);
+			p->buf = NULL;
+			return ret;
+		}
 	}
-	errno = 0;
-	p->own_mr = ep->ctx->ops->reg_mr(ep->ctx->pd, p->own, len,
-					 IBV_ACCESS_LOCAL_WRITE);
-	if (!p->own_mr) {
-		ret = rdmamsg__errno(ENOMEM);
-		free(p->own);
-		p->own = NULL;
-		return ret;
-	}
-	p->dest = p->own;
+	p->buf->len = len;
+	p->dest = p->buf->data;
 	return 0;
 }
 
@@ -328,7 +771,9 @@ static int post_chunk(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	memset(&op, 0, sizeof(op));
 	sge.addr = (uintptr_t)(p->dest + p->posted);
 	sge.length = (uint32_t)n;
-	sge.lkey = p->own_mr ? p->own_mr->lkey : p->umr->mr->lkey;
+	sge.lkey = p->own_mr ? p->own_mr->lkey
+		   : p->umr  ? p->umr->mr->lkey
+			     : p->buf->lkey;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_READ;
@@ -346,8 +791,9 @@ static int post_chunk(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	return 0;
 }
 
-/* rdmamsg__rndv_pump -- start receives and keep their reads flowing */
-void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
+/* pump -- start receives and keep their reads flowing; *refused: an
+ * ordered one was refused (what waited behind it may go now) */
+static void pump(struct rdmamsg_ep *ep, int *refused)
 {
 	struct rdmamsg__xfer *xf = ep->xf;
 	struct rdmamsg__list *pos, *tmp;
@@ -362,7 +808,7 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
 		if (p->active)
 			continue;
 		if (xf->active_pulls &&
-		    xf->active_bytes + p->x.len > ep->p.max_large)
+		    xf->active_bytes + p->x.len > large_max(ep))
 			break; /* memory bound: later, in order */
 		p->in_alloc = 1;
 		ret = activate(ep, p);
@@ -381,6 +827,7 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
 			send_fin(ep, p->x.id, ret);
 			if (xf->down)
 				return; /* rdmamsg__rndv_down freed p */
+			*refused |= p->ordered;
 			pull_free(ep, p);
 			continue;
 		}
@@ -408,11 +855,20 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
 	}
 }
 
-/* finish -- the whole message is in place: FIN, then deliver */
+/* rdmamsg__rndv_pump -- start receives and keep their reads flowing */
+void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
+{
+	int refused = 0;
+
+	pump(ep, &refused);
+	if (refused && !ep->xf->down)
+		drain(ep);
+}
+
+/* finish -- the whole message is in place: FIN, then deliver (an ordered
+ * one when everything in front of it is delivered) */
 static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 {
-	unsigned int flags = RDMAMSG_RECV_LARGE;
-
 	/* unlinked first: a callback (or a failed FIN) that takes the
 	 * endpoint down must not free it under us */
 	list_del(&p->link);
@@ -421,27 +877,12 @@ static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 		pull_free(ep, p);
 		return;
 	}
-	if (p->x.flags & XF_IMM)
-		flags |= RDMAMSG_RECV_IMM;
-	if (p->umr) {
-		/* the caller's region is the caller's again */
-		p->umr->busy--;
-		p->umr = NULL;
+	if (p->ordered) {
+		p->complete = 1;
+		drain(ep);
+		return;
 	}
-	switch (p->x.inner) {
-	case X_MSG:
-		if (ep->cbs.on_recv && !ep->closing)
-			ep->cbs.on_recv(ep, p->dest, (size_t)p->x.len, p->x.imm,
-					flags, ep->arg);
-		break;
-	case X_REQ:
-	case X_RESP:
-		rdmamsg__req_recv(ep, p->x.inner, p->x.req, p->dest,
-				  (size_t)p->x.len);
-		break;
-	default:
-		break;
-	}
+	deliver_pull(ep, p);
 	pull_free(ep, p);
 }
 
@@ -459,15 +900,37 @@ void rdmamsg__rndv_pull_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 	if (!status)
 		p->done += op->len;
 	if (p->failed || xf->down) {
-		if (!p->inflight)
+		if (!p->inflight) {
 			pull_free(ep, p);
+			if (!xf->down)
+				drain(ep); /* what waited behind it */
+		}
 		return;
 	}
 	if (p->done == p->x.len)
 		finish(ep, p);
 }
 
-/* rdmamsg__rndv_down -- complete sends, drop receives not in flight */
+/* drop_waiting -- windows waiting for their invalidation, and messages
+ * held behind an undelivered rendezvous, go */
+static void drop_waiting(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+	struct rdmamsg__list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &xf->invs) {
+		list_del(pos);
+		send_free(ep, container_of(pos, struct rndv_send, link));
+	}
+	list_for_each_safe (pos, tmp, &xf->order) {
+		if (container_of(pos, struct ord_ent, olink)->ord == ORD_HELD)
+			held_free(container_of(pos, struct rdmamsg__held,
+					       o.olink));
+	}
+}
+
+/* rdmamsg__rndv_down -- complete sends, drop receives not in flight and
+ * what was held behind them (the stream ends where the connection did) */
 void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status)
 {
 	struct rdmamsg__xfer *xf = ep->xf;
@@ -485,6 +948,7 @@ void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status)
 			ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
 		send_free(ep, s);
 	}
+	drop_waiting(ep);
 	list_for_each_safe (pos, tmp, &xf->pulls) {
 		struct rdmamsg__pull *p =
 			container_of(pos, struct rdmamsg__pull, link);
@@ -493,6 +957,14 @@ void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status)
 			pull_free(ep, p);
 		else if (!p->failed)
 			p->failed = status;
+	}
+	/* complete ordered pulls are off xf->pulls, waiting their turn */
+	list_for_each_safe (pos, tmp, &xf->order) {
+		struct rdmamsg__pull *p =
+			container_of(pos, struct rdmamsg__pull, o.olink);
+
+		if (p->complete)
+			pull_free(ep, p);
 	}
 }
 
@@ -506,26 +978,30 @@ void rdmamsg__rndv_free(struct rdmamsg_ep *ep)
 	for (i = 1; i < xf->sends.cap; i++)
 		if (xf->sends.e[i].p)
 			send_free(ep, xf->sends.e[i].p);
+	drop_waiting(ep);
+	/* what is left in order is pulls */
+	list_for_each_safe (pos, tmp, &xf->order)
+		pull_free(ep, container_of(pos, struct rdmamsg__pull, o.olink));
 	list_for_each_safe (pos, tmp, &xf->pulls)
 		pull_free(ep, container_of(pos, struct rdmamsg__pull, link));
 	list_for_each_safe (pos, tmp, &xf->fins) {
 		list_del(pos);
 		free(container_of(pos, struct fin_wait, link));
 	}
+	while (xf->mw_free) {
+		struct rdmamsg__mw *m = xf->mw_free;
+
+		xf->mw_free = m->next;
+		mw_drop(m);
+	}
 }
 
-/* rdmamsg_send_large -- any size up to the large maximum */
+/* rdmamsg_send_large -- rdmamsg_send(), which takes any size up to the
+ * large maximum itself: kept for callers written before it did */
 RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
 				      size_t len, void *op_ctx)
 {
-	if (!ep || (len && !data))
-		return -EINVAL;
-	if (len <= ep->max_msg || rdmamsg__ep_can_send(ep))
-		return rdmamsg_send(ep, data, len, op_ctx);
-	if (len > ep->p.max_large)
-		return -EMSGSIZE;
-	return rdmamsg__rndv_send(ep, X_MSG, 0, data, len, NULL, 0, 0, op_ctx,
-				  1);
+	return rdmamsg_send(ep, data, len, op_ctx);
 }
 
 /* rdmamsg_send_mr -- zero-copy rendezvous from the caller's registration */
@@ -548,7 +1024,7 @@ RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
 	 * addresses */
 	return rdmamsg__rndv_send(
 		ep, X_MSG, 0, mr->iov ? (char *)(uintptr_t)off : mr->addr + off,
-		len, mr, 0, 0, op_ctx, 1);
+		len, mr, NULL, 0, 0, op_ctx, 1);
 }
 
 /* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */

@@ -34,6 +34,8 @@ int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xfp)
 	}
 	list_init(&xf->pulls);
 	list_init(&xf->fins);
+	list_init(&xf->order);
+	list_init(&xf->invs);
 	list_init(&xf->req_due);
 	list_init(&xf->sreqs);
 	rdmamsg__timer_init(&xf->req_timer, req_timer_fire);
@@ -103,6 +105,11 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 		break;
 	case X_REQ:
 	case X_RESP:
+		/* behind an ordered rendezvous: its turn comes after it */
+		if (rdmamsg__rndv_hold(ep, x.kind, x.req, NULL,
+				       (const char *)data + RDMAMSG_XHDR,
+				       len - RDMAMSG_XHDR, 0, 0))
+			break;
 		rdmamsg__req_recv(ep, x.kind, x.req,
 				  (char *)(uintptr_t)data + RDMAMSG_XHDR,
 				  len - RDMAMSG_XHDR);
@@ -121,6 +128,8 @@ void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
 {
 	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->fins)))
 		rdmamsg__rndv_fin_retry(ep);
+	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->invs)))
+		rdmamsg__rndv_inv_retry(ep);
 	if (!list_empty(&ep->xf->pulls))
 		rdmamsg__rndv_pump(ep);
 }

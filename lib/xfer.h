@@ -15,8 +15,11 @@
 
 /* the transfer header (struct rdmamsg__xhdr, X_*, XF_*) is in proto.h */
 
+struct rndv_send;   /* a rendezvous source (rndv.c) */
+struct rdmamsg__mw; /* a memory window (rndv.c) */
+
 /* What a signalled work request of this layer was (one per send slot). */
-enum { OP_NONE = 0, OP_RMA, OP_PULL };
+enum { OP_NONE = 0, OP_RMA, OP_PULL, OP_MW, OP_INV };
 
 struct rdmamsg__xop {
 	uint8_t kind;
@@ -25,6 +28,7 @@ struct rdmamsg__xop {
 	void *op_ctx;
 	struct rdmamsg_mr *mr; /* kept busy until the completion */
 	struct rdmamsg__pull *pull;
+	struct rndv_send *send; /* OP_INV: its window is invalidated */
 	uint32_t len;
 	int atomic;
 };
@@ -32,12 +36,18 @@ struct rdmamsg__xop {
 /* per-endpoint state of this layer, made on first use */
 struct rdmamsg__xfer {
 	struct rdmamsg_ep *ep;
-	struct rdmamsg__xop *ops;   /* indexed like ep->slots */
-	struct rdmamsg_buf *atom;   /* 8 bytes per slot for atomic results */
-	struct rdmamsg__idt sends;  /* rendezvous sends awaiting X_FIN */
-	struct rdmamsg__idt reqs;   /* our outstanding requests */
-	struct rdmamsg__list pulls; /* rendezvous receives, queued/active */
-	struct rdmamsg__list fins;  /* FINs waiting for pool memory */
+	struct rdmamsg__xop *ops;    /* indexed like ep->slots */
+	struct rdmamsg_buf *atom;    /* 8 bytes per slot for atomic results */
+	struct rdmamsg__idt sends;   /* rendezvous sends awaiting X_FIN */
+	struct rdmamsg__idt reqs;    /* our outstanding requests */
+	struct rdmamsg__list pulls;  /* rendezvous receives, queued/active */
+	struct rdmamsg__list fins;   /* FINs waiting for pool memory */
+	struct rdmamsg__list order;  /* ordered pulls, messages held behind */
+	struct rdmamsg__list invs;   /* windows waiting for a send slot */
+	struct rdmamsg__mw *mw_free; /* windows ready to bind (rndv.c) */
+	int mw_state;		     /* 1: bind windows, -1: register */
+	uint32_t nsends;	     /* rendezvous sources alive */
+	int draining;
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
 	struct rdmamsg__list req_due; /* our requests by deadline */
@@ -84,7 +94,14 @@ int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
 /* rndv.c */
 int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		       const void *data, size_t len, struct rdmamsg_mr *mr,
-		       int has_imm, uint32_t imm, void *op_ctx, int report);
+		       struct rdmamsg_buf *zb, int xflags, uint32_t imm,
+		       void *op_ctx, int report);
+int rdmamsg__rndv_hold(struct rdmamsg_ep *ep, int kind, uint64_t req,
+		       struct rdmamsg_buf *take, const void *data, size_t len,
+		       uint32_t imm, unsigned int flags);
+void rdmamsg__rndv_inv_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
+			    int status);
+void rdmamsg__rndv_inv_retry(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x);
 void rdmamsg__rndv_pull_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 			     int status);

@@ -7,18 +7,24 @@
 #include "internal.h"
 #include "handshake.h"
 
+/* plain_req -- a request with the library's usual parameters */
+static void plain_req(struct rdmamsg__hs *hs)
+{
+	memset(hs, 0, sizeof(*hs));
+	hs->kind = HS_REQ;
+	hs->depth = 64;
+	hs->ctl = RDMAMSG_CTL_CREDITS;
+	hs->eager = 8192;
+	hs->max_msg = 1 << 20;
+}
+
 int main(void)
 {
 	struct rdmamsg__hs in, out;
 	uint8_t buf[RDMAMSG_HS_MAX + 8];
 	size_t len;
 
-	memset(&in, 0, sizeof(in));
-	in.kind = HS_REQ;
-	in.depth = 64;
-	in.ctl = RDMAMSG_CTL_CREDITS;
-	in.eager = 8192;
-	in.max_msg = 1 << 20;
+	plain_req(&in);
 	in.user = (const uint8_t *)"hello";
 	in.user_len = 5;
 	len = rdmamsg__hs_encode(&in, buf);
@@ -120,6 +126,66 @@ int main(void)
 	buf[3] = HS_RACC + 1;
 	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
 	       "a kind past the last");
+
+	/* an APM offer: the alternate port's LID, 4 application bytes fewer */
+	plain_req(&in);
+	in.user = (const uint8_t *)"0123456789abcdefghijklmnopqrstuv";
+	in.user_len = 32;
+	in.alt_lid = 0x1234;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_LEN + RDMAMSG_HS_ALT_LEN + 28,
+	       "APM offer: a 4-byte block, application bytes cut to 28");
+	ok(len <= 56, "fits the 56 bytes of a connect request");
+	is_int(buf[3], HS_REQ | RDMAMSG_HS_F_ALT, "flagged in the kind byte");
+	is_int(rdmamsg__hs_decode(buf, len, &out), 0, "decodes");
+	ok(out.kind == HS_REQ && out.alt_lid == 0x1234 && !out.dc &&
+		   out.user_len == 28 && !memcmp(out.user, in.user, 28),
+	   "kind, LID and application bytes survive");
+	is_int(rdmamsg__hs_decode(buf, RDMAMSG_HS_LEN + 3, &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "offer cut short");
+	buf[7] = 29;
+	is_int(rdmamsg__hs_decode(buf, sizeof(buf), &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "more than 28 application bytes");
+	buf[7] = 28;
+	buf[RDMAMSG_HS_LEN + 3] = 1;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "reserved bytes not zero");
+	buf[RDMAMSG_HS_LEN + 3] = 0;
+	buf[RDMAMSG_HS_LEN] = 0;
+	buf[RDMAMSG_HS_LEN + 1] = 0;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "LID 0");
+	buf[RDMAMSG_HS_LEN] = 0xc0;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "a multicast LID");
+	buf[RDMAMSG_HS_LEN] = 0x12;
+	buf[RDMAMSG_HS_LEN + 1] = 0x34;
+	buf[3] = HS_REJ | RDMAMSG_HS_F_ALT;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "no offer in a reject");
+	buf[3] = HS_REQ | RDMAMSG_HS_F_ALT | RDMAMSG_HS_F_DC;
+	is_int(rdmamsg__hs_decode(buf, sizeof(buf), &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "never with a DC block");
+	in.kind = HS_SREQ;
+	in.sid = 7;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_LEN + 8 + RDMAMSG_HS_ALT_LEN + 20,
+	       "session request with an offer: application bytes cut to 20");
+	ok(len <= 56 && !rdmamsg__hs_decode(buf, len, &out) && out.sid == 7 &&
+		   out.alt_lid == 0x1234 && out.user_len == 20,
+	   "fits and decodes");
+	in.kind = HS_RREQ;
+	in.delivered = 99;
+	len = rdmamsg__hs_encode(&in, buf);
+	ok(len == RDMAMSG_HS_LEN + 16 + RDMAMSG_HS_ALT_LEN &&
+		   !rdmamsg__hs_decode(buf, len, &out) && out.sid == 7 &&
+		   out.delivered == 99 && out.alt_lid == 0x1234,
+	   "a reconnect carries an offer after its id and count");
+	in.kind = HS_REQ;
+	in.alt_lid = 0;
+	len = rdmamsg__hs_encode(&in, buf);
+	ok(buf[3] == HS_REQ && len == RDMAMSG_HS_LEN + 32,
+	   "no offer: no flag, no block, 32 application bytes");
 
 	setenv("RDMAMSG_TEST_PROTO_VERSION", "7", 1);
 	in.kind = HS_REQ;

@@ -158,6 +158,8 @@ struct cli {
 	uint64_t sends_ok, sends_bad;
 	uint64_t resp_ok, resp_bad, wr_done, wr_reset, wr_ok, wr_other;
 	int ev[256];
+	long long start_ms[256]; /* when each FAILOVER_START came */
+	int nstart;
 	uint8_t answered[4096];
 };
 
@@ -202,6 +204,8 @@ static void cli_path(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
 
 	if (c->nev < 256)
 		c->ev[c->nev] = (int)event;
+	if (event == RDMAMSG_FAILOVER_START && c->nstart < 256)
+		c->start_ms[c->nstart++] = test_now_ms();
 	c->nev++;
 	c->last_ev_status = status;
 	if (event == RDMAMSG_FAILOVER_DONE) {
@@ -639,9 +643,15 @@ static int child_main(int wfd, void *arg)
 	return 0;
 }
 
-/* peers -- parts 2 and 3 */
-static void peers(int restart)
+/* peers -- parts 2 and 3; with backoff (part 2 again): a reconnect
+ * given 1,000 tries in 6 s to a peer that is gone makes only a few
+ * attempts, the backoff between refused ones growing (rdmamsg.h: 10 ms
+ * doubling up to 1 s: at most 14 attempts in 6 s, and once the waits
+ * reached 640 ms a gap at least that long; without a backoff the attempts
+ * follow each other as fast as they are refused, about 60 in 6 s here) */
+static void peers(int restart, int backoff)
 {
+	struct rdmamsg_path_stats ps;
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_ep_attr *a;
 	struct rdmamsg_ep *ep;
@@ -672,7 +682,10 @@ static void peers(int restart)
 	ctx = test_ctx();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	a = replay_attr();
-	rdmamsg_ep_attr_set_reconnect(a, 60000, 4);
+	if (backoff)
+		rdmamsg_ep_attr_set_reconnect(a, 6000, 1000);
+	else
+		rdmamsg_ep_attr_set_reconnect(a, 60000, 4);
 	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
 	       "connect to the peer process");
 	rdmamsg_ep_attr_delete(&a);
@@ -699,6 +712,24 @@ static void peers(int restart)
 		       : "-ECONNREFUSED: nobody listens");
 	is_int(c.failed_ev, 1, "FAILOVER_FAILED before it");
 	is_int(c.done_ev, 0, "no FAILOVER_DONE");
+	is_int(rdmamsg_ep_get_path_stats(ep, &ps), 0, "path stats");
+	if (backoff) {
+		long long gap = 0;
+
+		for (i = 1; i < c.nstart; i++)
+			if (c.start_ms[i] - c.start_ms[i - 1] > gap)
+				gap = c.start_ms[i] - c.start_ms[i - 1];
+		ok(ps.attempts >= 2 && ps.attempts <= 14,
+		   "1,000 tries in 6 s: %llu attempts (a backoff between them)",
+		   (unsigned long long)ps.attempts);
+		ok(gap >= 600, "the longest wait between two attempts: %lld ms",
+		   gap);
+	} else {
+		ok(restart ? ps.attempts >= 1 && ps.attempts <= 4
+			   : ps.attempts == 4,
+		   "4 tries: %llu attempts (FAILOVER_START events)",
+		   (unsigned long long)ps.attempts);
+	}
 	rdmamsg_ep_close(ep, cli_close_cb);
 	ok(test_run_until(ctx, &c.closed, 60000), "closed");
 	if (restart) {
@@ -832,7 +863,8 @@ int main(void)
 	bad_input();
 	stream();
 	outage_close();
-	peers(0);
-	peers(1);
+	peers(0, 0);
+	peers(1, 0);
+	peers(0, 1);
 	return done_testing();
 }

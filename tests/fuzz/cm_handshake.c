@@ -9,7 +9,8 @@
  * input's own bytes (but the version, which the encoder writes as ours:
  * it may differ only in a reject), and an accepted request or accept
  * holds only values the library then uses without further checks.
- * Sessions (an id, a count) and DC (a block) lengthen the fixed part.
+ * Sessions (an id, a count), an APM offer and DC (blocks) lengthen the
+ * fixed part.
  *
  * link with: cm/handshake.c
  */
@@ -39,7 +40,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * request, none with a count */
 	extra = (hs.kind == HS_SREQ || hs.kind == HS_RREQ ? 8 : 0) +
 		(hs.kind == HS_RREQ || hs.kind == HS_RACC ? 8 : 0) +
+		(hs.alt_lid ? RDMAMSG_HS_ALT_LEN : 0) +
 		(hs.dc ? RDMAMSG_HS_DC_LEN : 0);
+	/* an APM offer: a unicast LID, in anything but a reject, never with
+	 * DC, and 4 application bytes fewer */
+	if (hs.alt_lid &&
+	    (hs.alt_lid >= 0xc000 || hs.kind == HS_REJ || hs.dc ||
+	     hs.user_len > (hs.kind == HS_SREQ ? RDMAMSG_HS_SESSION_USER : 32) -
+				   RDMAMSG_HS_ALT_LEN))
+		abort();
 	/* DC: a block of its own, in a plain request or accept only, and
 	 * at most RDMAMSG_HS_DC_USER application bytes */
 	if (hs.dc && ((hs.kind != HS_REQ && hs.kind != HS_ACC) ||

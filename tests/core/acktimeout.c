@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * acktimeout.c -- rdmamsg_ep_attr_set_ack_timeout: the local ACK timeout
+ * of an endpoint's QP.
+ *
+ * Two contexts of this process on softrdma.  Out-of-range values and
+ * NULL are refused with -EINVAL; a DC endpoint with an exponent is refused
+ * at connect and makes nothing.  Each side's QP is then queried
+ * (IBV_QP_TIMEOUT) once connected: a plain endpoint keeps the CM's
+ * default (softrdma's, as rdma_cm's: 18), an endpoint with an exponent
+ * has it, a RDMAMSG_FAILOVER_REPLAY session gets 17 on both sides (the
+ * accepting side too), and a session with an exponent has that one.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../tap.h"
+#include "util.h"
+#include "internal.h"
+#include "dispatch.h"
+
+static struct rdmamsg_ep_attr *srv_attr;
+static struct rdmamsg_listener *lst;
+static int lclosed;
+
+static const struct rdmamsg_ep_cbs cbs = {
+	.on_connect = test_side_on_connect,
+	.on_disconnect = test_side_on_disconnect,
+};
+
+static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
+		   const void *pdata, size_t len, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)l;
+	(void)pdata;
+	(void)len;
+	if (rdmamsg_conn_req_accept(req, srv_attr, &cbs, s, &s->ep))
+		s->bad++;
+}
+
+static void on_lclose(struct rdmamsg_listener *l, void *arg)
+{
+	(void)l;
+	(void)arg;
+	lclosed = 1;
+}
+
+/* qp_timeout -- the local ACK timeout of ep's QP; -1 if it cannot say */
+static int qp_timeout(struct rdmamsg_ep *ep)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr qa;
+
+	if (!ep || !ep->id || !ep->id->qp)
+		return -1;
+	memset(&qa, 0, sizeof(qa));
+	if (ep->ctx->ops->query_qp(ep->id->qp, &qa, IBV_QP_TIMEOUT, &init))
+		return -1;
+	return qa.timeout;
+}
+
+/* check -- connect with cli_exp / srv_exp (-1: not set) and the failover
+ * policy; both QPs must then have want_cli / want_srv */
+static void check(const char *what, int cli_exp, int srv_exp,
+		  enum rdmamsg_failover policy, int want_cli, int want_srv)
+{
+	struct test_side srv, cli;
+	struct rdmamsg_ep_attr *ca = NULL;
+	uint16_t port;
+	char addr[64];
+	int got;
+
+	memset(&srv, 0, sizeof(srv));
+	memset(&cli, 0, sizeof(cli));
+	srv.ctx = test_ctx();
+	cli.ctx = test_ctx();
+	if (rdmamsg_ep_attr_new(&srv_attr) || rdmamsg_ep_attr_new(&ca) ||
+	    (srv_exp >= 0 &&
+	     rdmamsg_ep_attr_set_ack_timeout(srv_attr, (unsigned)srv_exp)) ||
+	    (cli_exp >= 0 &&
+	     rdmamsg_ep_attr_set_ack_timeout(ca, (unsigned)cli_exp)) ||
+	    rdmamsg_ep_attr_set_failover(ca, policy))
+		bail_out("attributes");
+	if (rdmamsg_listen(srv.ctx, "127.0.0.1:0", on_req, &srv, &lst))
+		bail_out("listen");
+	rdmamsg_listener_get_port(lst, &port);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	ok(rdmamsg_connect(cli.ctx, addr, ca, &cbs, &cli, &cli.ep) == 0,
+	   "%s: connect", what);
+	test_run2(&srv, &cli, &cli.up, 60000);
+	test_run2(&srv, &cli, &srv.up, 60000);
+	ok(cli.up && !cli.status && srv.up && !srv.status && !srv.bad,
+	   "%s: connected", what);
+	got = qp_timeout(cli.ep);
+	ok(got == want_cli, "%s: the connecting side's QP: %d (want %d)", what,
+	   got, want_cli);
+	got = qp_timeout(srv.ep);
+	ok(got == want_srv, "%s: the accepting side's QP: %d (want %d)", what,
+	   got, want_srv);
+	rdmamsg_ep_close(cli.ep, test_side_on_close);
+	test_run2(&srv, &cli, &srv.disc, 60000);
+	rdmamsg_ep_close(srv.ep, test_side_on_close);
+	lclosed = 0;
+	rdmamsg_listener_close(lst, on_lclose);
+	test_run2(&srv, &cli, &cli.closed, 60000);
+	test_run2(&srv, &cli, &srv.closed, 60000);
+	test_run2(&srv, &cli, &lclosed, 60000);
+	ok(cli.closed && srv.closed && lclosed, "%s: everything closed", what);
+	ok(!rdmamsg_ctx_destroy(&cli.ctx) && !rdmamsg_ctx_destroy(&srv.ctx),
+	   "%s: contexts destroyed", what);
+	rdmamsg_ep_attr_delete(&ca);
+	rdmamsg_ep_attr_delete(&srv_attr);
+}
+
+/* bad_values -- refused, and a DC endpoint with an exponent makes nothing */
+static void bad_values(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_srq_attr sa = {.max_bufs = 64, .buf_size = 8192};
+	struct rdmamsg_srq *srq = NULL;
+	struct rdmamsg_ep_attr *a = NULL;
+	struct rdmamsg_ep *ep = NULL;
+	struct test_side s;
+	uint64_t v;
+
+	memset(&s, 0, sizeof(s));
+	is_int(rdmamsg_ep_attr_new(&a), 0, "attributes");
+	is_int(rdmamsg_ep_attr_set_ack_timeout(NULL, 14), -EINVAL,
+	       "NULL attributes: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_ack_timeout(a, 32), -EINVAL,
+	       "exponent 32: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_ack_timeout(a, 4096), -EINVAL,
+	       "exponent 4096: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_ack_timeout(a, 31), 0, "exponent 31");
+	is_int(rdmamsg_ep_attr_set_ack_timeout(a, 0), 0, "0: the default");
+	if (rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v) ||
+	    rdmamsg_srq_create(ctx, &sa, &srq)) {
+		ok(1, "# SKIP a DC endpoint with an exponent: no DC here");
+	} else {
+		rdmamsg_ep_attr_set_transport(a, RDMAMSG_TRANSPORT_DC);
+		rdmamsg_ep_attr_set_srq(a, srq);
+		rdmamsg_ep_attr_set_ack_timeout(a, 14);
+		ok(rdmamsg_connect(ctx, "127.0.0.1:1", a, &cbs, &s, &ep) ==
+				   -EINVAL &&
+			   !ep,
+		   "a DC endpoint with an exponent: -EINVAL, no endpoint");
+		rdmamsg_srq_close(srq, NULL, NULL);
+	}
+	rdmamsg_ep_attr_delete(&a);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
+int main(void)
+{
+	test_setup("acktimeout");
+	bad_values();
+	check("plain", -1, -1, RDMAMSG_FAILOVER_OFF, 18, 18);
+	check("exponent 12 and 20", 12, 20, RDMAMSG_FAILOVER_OFF, 12, 20);
+	check("session", -1, -1, RDMAMSG_FAILOVER_REPLAY, 17, 17);
+	check("session, exponent 14 and 15", 14, 15, RDMAMSG_FAILOVER_REPLAY,
+	      14, 15);
+	return done_testing();
+}

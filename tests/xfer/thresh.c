@@ -1,0 +1,527 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * thresh.c -- rdmamsg_send() picks the protocol by size, invisibly.
+ *
+ * Two contexts of this process.  Bad thresholds (attribute and
+ * RDMAMSG_RNDV_THRESH) are refused with -EINVAL and make nothing; a good
+ * environment value applies, the attribute wins over it.  On a
+ * connection with eager size 8 KiB, rendezvous threshold 32 KiB and
+ * maximum message 256 KiB, messages of every threshold +-1 byte (and 0,
+ * 1 byte, 1 MiB) go out in a burst, each between small ones: the server
+ * sees them all through on_recv, in the order sent, byte for byte, with
+ * the same flags (RDMAMSG_RECV_LARGE only above the maximum message),
+ * and can keep any of them (rdmamsg_recv_keep).  A request above the
+ * threshold keeps its place between messages, and so does its response.
+ * A 64 KiB round trip makes no memory registration (the context's reg_mr
+ * is counted) and is no fragments: one send each way plus the FIN (the
+ * provider's post_send is counted by opcode), one READ each way, and its
+ * memory window is bound and invalidated once each way.  With
+ * RDMAMSG_NO_MW=1 the same round trip registers per transfer instead and
+ * still arrives whole.
+ */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "../tap.h"
+#include "../core/util.h"
+#include "internal.h"
+#include "dispatch.h"
+
+#define EAGER  8192
+#define THRESH 32768
+#define MAXMSG (256 * 1024)
+#define SMALL  24
+#define NSIZES 13
+#define MAXLEN (1024 * 1024)
+
+static const size_t sizes[NSIZES] = {
+	0,	    1,	   EAGER - 1,  EAGER,  EAGER + 1,  THRESH - 1, THRESH,
+	THRESH + 1, 65536, MAXMSG - 1, MAXMSG, MAXMSG + 1, MAXLEN,
+};
+
+/* what the server saw, in order */
+struct seen {
+	uint32_t imm;
+	size_t len;
+	unsigned int flags;
+	int ok;	  /* bytes as sent */
+	int kind; /* 0 message, 1 request */
+};
+#define MAXSEEN 512
+
+static struct rdmamsg_listener *lst;
+static int lclosed;
+static struct seen seen[MAXSEEN];
+static unsigned int nseen, kept, keep_bad, resp_ok, resp_done, acked;
+static uint32_t req_seq;
+static unsigned char *pat;
+
+/* counters behind the contexts' reg_mr and the provider's post_send */
+static struct ibv_mr *(*real_reg)(struct ibv_pd *, void *, size_t, int);
+static int (*real_post)(struct ibv_qp *, struct ibv_send_wr *,
+			struct ibv_send_wr **);
+static unsigned int nreg, nsend, nread, nbind, ninv;
+static unsigned int all_binds, all_invs; /* never reset */
+
+static struct ibv_mr *count_reg(struct ibv_pd *pd, void *addr, size_t len,
+				int access)
+{
+	nreg++;
+	return real_reg(pd, addr, len, access);
+}
+
+static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad)
+{
+	const struct ibv_send_wr *w;
+
+	for (w = wr; w; w = w->next) {
+		switch (w->opcode) {
+		case IBV_WR_SEND:
+		case IBV_WR_SEND_WITH_IMM:
+			nsend++;
+			break;
+		case IBV_WR_RDMA_READ:
+			nread++;
+			break;
+		case IBV_WR_BIND_MW:
+			nbind++;
+			all_binds++;
+			break;
+		case IBV_WR_LOCAL_INV:
+			ninv++;
+			all_invs++;
+			break;
+		default:
+			break;
+		}
+	}
+	return real_post(qp, wr, bad);
+}
+
+/* counted -- route ctx's registrations and its device's sends through
+ * the counters (the table is copied: it is shared and read-only) */
+static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
+{
+	*copy = *ctx->ops;
+	real_reg = copy->reg_mr;
+	copy->reg_mr = count_reg;
+	ctx->ops = copy;
+	if (ctx->verbs->ops.post_send != count_post) {
+		real_post = ctx->verbs->ops.post_send;
+		ctx->verbs->ops.post_send = count_post;
+	}
+}
+
+/* fill -- message seq's bytes */
+static void fill(unsigned char *p, size_t len, uint32_t seq)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(seq * 131 + i * 7 + (i >> 9));
+}
+
+/* same -- p holds message seq's bytes */
+static int same(const unsigned char *p, size_t len, uint32_t seq)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != (unsigned char)(seq * 131 + i * 7 + (i >> 9)))
+			return 0;
+	return 1;
+}
+
+static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		     uint32_t imm, unsigned int flags, void *arg)
+{
+	struct test_side *s = arg;
+	struct rdmamsg_buf *b;
+
+	if (!s->ep)
+		s->ep = ep;
+	if (imm == 0xEC40) {
+		/* the round trip: echo it */
+		if (rdmamsg_send_imm(ep, data, len, 0xEC41, NULL))
+			s->bad++;
+		return;
+	}
+	if (nseen < MAXSEEN) {
+		seen[nseen].imm = imm;
+		seen[nseen].len = len;
+		seen[nseen].flags = flags;
+		seen[nseen].ok = same(data, len, imm);
+		nseen++;
+	}
+	/* every protocol's message can be kept */
+	if (len > EAGER && imm % 2 == 0) {
+		void *kd;
+
+		if (rdmamsg_recv_keep(ep, &b)) {
+			keep_bad++;
+			return;
+		}
+		rdmamsg_buf_get_data(b, &kd);
+		if (kd != data || !same(kd, len, imm))
+			keep_bad++;
+		rdmamsg_buf_free(b);
+		kept++;
+	}
+}
+
+static void srv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+			void *data, size_t len, void *arg)
+{
+	uint32_t seq = 0;
+
+	(void)ep;
+	(void)arg;
+	if (len >= 4)
+		memcpy(&seq, data, 4);
+	if (nseen < MAXSEEN) {
+		seen[nseen].imm = seq;
+		seen[nseen].len = len;
+		seen[nseen].flags = 0;
+		seen[nseen].ok = len > 4 &&
+				 same((unsigned char *)data + 4, len - 4, seq);
+		seen[nseen].kind = 1;
+		nseen++;
+	}
+	fill(pat, len, seq + 1);
+	if (rdmamsg_respond(req, pat, len))
+		rdmamsg_req_drop(req);
+}
+
+static struct test_side *cli_side;
+static uint32_t echo_got;
+
+static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		     uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	(void)flags;
+	if (imm == 0xEC41 && len == 65536 && same(data, len, 0xEC40))
+		echo_got++;
+	else
+		cli_side->bad++;
+}
+
+static void cli_sent(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
+{
+	(void)ep;
+	(void)op_ctx;
+	(void)arg;
+	if (status)
+		cli_side->bad++;
+	acked++;
+}
+
+static void on_response(struct rdmamsg_ep *ep, int status, void *data,
+			size_t len, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	if (!status && len == 40000 && same(data, len, req_seq + 1))
+		resp_ok++;
+	resp_done++;
+}
+
+static const struct rdmamsg_ep_cbs srv_cbs = {
+	.on_connect = test_side_on_connect,
+	.on_recv = srv_recv,
+	.on_disconnect = test_side_on_disconnect,
+};
+
+static const struct rdmamsg_ep_cbs cli_cbs = {
+	.on_connect = test_side_on_connect,
+	.on_recv = cli_recv,
+	.on_send = cli_sent,
+	.on_disconnect = test_side_on_disconnect,
+};
+
+static struct rdmamsg_ep_attr *srv_attr;
+
+static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
+		   const void *pdata, size_t len, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)l;
+	(void)pdata;
+	(void)len;
+	if (rdmamsg_conn_req_accept(req, srv_attr, &srv_cbs, s, &s->ep))
+		s->bad++;
+}
+
+static void on_lclose(struct rdmamsg_listener *l, void *arg)
+{
+	(void)l;
+	(void)arg;
+	lclosed = 1;
+}
+
+/* send_k -- message seq of len bytes (or a small one), retried while the
+ * backlog is full */
+static int send_k(struct test_side *cli, struct test_side *srv, size_t len,
+		  uint32_t seq)
+{
+	int ret;
+
+	fill(pat, len, seq);
+	do {
+		ret = rdmamsg_send_imm(cli->ep, pat, len, seq, NULL);
+		if (ret == -EAGAIN) {
+			rdmamsg_ctx_progress(cli->ctx);
+			rdmamsg_ctx_progress(srv->ctx);
+		}
+	} while (ret == -EAGAIN);
+	return ret;
+}
+
+/* run_for -- drive both until *n reaches want or 60 s pass */
+static void run_for(struct test_side *a, struct test_side *b,
+		    volatile unsigned int *n, unsigned int want)
+{
+	volatile int never = 0;
+	long long end = test_now_ms() + 60000;
+
+	while (*n < want && test_now_ms() < end)
+		test_run2(a, b, &never, 5);
+}
+
+/* pair -- contexts (counted), listener, connection; cli_attr for the
+ * client's endpoint */
+static void pair(struct test_side *srv, struct test_side *cli,
+		 struct rdmamsg__ops *ops, struct rdmamsg_ep_attr *cli_attr)
+{
+	uint16_t port;
+	char addr[64];
+
+	memset(srv, 0, sizeof(*srv));
+	memset(cli, 0, sizeof(*cli));
+	srv->ctx = test_ctx();
+	is_int(rdmamsg_ctx_create(NULL, &cli->ctx), 0, "second context");
+	counted(srv->ctx, &ops[0]);
+	counted(cli->ctx, &ops[1]);
+	is_int(rdmamsg_listen(srv->ctx, "127.0.0.1:0", on_req, srv, &lst), 0,
+	       "listen");
+	rdmamsg_listener_get_port(lst, &port);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	lclosed = 0;
+	is_int(rdmamsg_connect(cli->ctx, addr, cli_attr, &cli_cbs, cli,
+			       &cli->ep),
+	       0, "connect");
+	test_run2(srv, cli, &cli->up, 60000);
+	is_int(cli->status, 0, "connected");
+	test_run2(srv, cli, &srv->up, 60000);
+	ok(srv->ep != NULL, "accepted");
+}
+
+/* unpair -- close everything, destroy both contexts */
+static void unpair(struct test_side *srv, struct test_side *cli)
+{
+	rdmamsg_ep_close(cli->ep, test_side_on_close);
+	test_run2(srv, cli, &srv->disc, 60000);
+	rdmamsg_ep_close(srv->ep, test_side_on_close);
+	rdmamsg_listener_close(lst, on_lclose);
+	test_run2(srv, cli, &cli->closed, 60000);
+	test_run2(srv, cli, &srv->closed, 60000);
+	test_run2(srv, cli, &lclosed, 60000);
+	ok(cli->closed && srv->closed && lclosed, "everything closed");
+	is_int(rdmamsg_ctx_destroy(&cli->ctx), 0, "client context destroyed");
+	is_int(rdmamsg_ctx_destroy(&srv->ctx), 0, "server context destroyed");
+}
+
+/* round_trip -- 64 KiB there and back; the counters from before it */
+static void round_trip(struct test_side *srv, struct test_side *cli, int window)
+{
+	unsigned int before = echo_got;
+
+	/* what came before settles first: a window is invalidated after its
+	 * transfer's FIN, which may come after its data was delivered */
+	run_for(srv, cli, &all_invs, all_binds);
+	is_int(all_invs, all_binds, "every window bound so far invalidated");
+	nreg = nsend = nread = nbind = ninv = 0;
+	acked = 0;
+	fill(pat, 65536, 0xEC40);
+	is_int(rdmamsg_send_imm(cli->ep, pat, 65536, 0xEC40, NULL), 0,
+	       "64 KiB send");
+	run_for(srv, cli, &echo_got, before + 1);
+	is_int(echo_got, before + 1, "its echo came back whole");
+	run_for(srv, cli, &acked, 1);
+	is_int(acked, 1, "on_send once");
+	if (window) {
+		/* the invalidations follow the FINs */
+		run_for(srv, cli, &ninv, 2);
+		is_int(nreg, 0, "the round trip registered no memory");
+		is_int(nbind, 2, "a window bound for each direction");
+		is_int(ninv, 2, "and invalidated after it");
+	} else {
+		ok(nreg >= 2,
+		   "without windows, a registration per transfer "
+		   "(%u)",
+		   nreg);
+	}
+	is_int(nread, 2, "one READ each way: no fragments");
+	ok(nsend <= 6, "an RTS and a FIN each way, no fragments (%u sends)",
+	   nsend);
+}
+
+int main(void)
+{
+	static struct test_side srv, cli;
+	static struct rdmamsg__ops ops[2];
+	struct rdmamsg_ep_attr *a, *b;
+	struct rdmamsg_protocols pr;
+	struct rdmamsg_ep *ep = NULL;
+	const char *bad_env[] = {"",   "abc",	"32x", "10",
+				 "63", "2000G", "-1",  "1099511627777"};
+	uint32_t seq = 1;
+	uint64_t rid;
+	unsigned int i, j, nsent = 0, order_bad = 0, data_bad = 0,
+			   flags_bad = 0;
+
+	test_setup("thresh");
+	pat = malloc(MAXLEN);
+	if (!pat)
+		bail_out("no memory");
+	cli_side = &cli;
+
+	/* bad attribute values */
+	is_int(rdmamsg_ep_attr_new(&a), 0, "attributes");
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(NULL, 4096), -EINVAL,
+	       "threshold of NULL attributes: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(a, 0), -EINVAL,
+	       "threshold 0: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(a,
+						  RDMAMSG_RNDV_THRESH_MIN - 1),
+	       -EINVAL, "threshold below the minimum: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(a, ((size_t)1 << 40) + 1),
+	       -EINVAL, "threshold above 2^40: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(a, SIZE_MAX), -EINVAL,
+	       "threshold SIZE_MAX: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(a, RDMAMSG_RNDV_THRESH_MIN),
+	       0, "the minimum");
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(a, (size_t)1 << 40), 0,
+	       "2^40");
+	is_int(rdmamsg_ep_get_protocols(NULL, &pr), -EINVAL,
+	       "protocols of NULL: -EINVAL");
+
+	/* a bad environment value: connect refuses, nothing is made */
+	srv.ctx = test_ctx();
+	for (i = 0; i < sizeof(bad_env) / sizeof(bad_env[0]); i++) {
+		if (!*bad_env[i])
+			continue; /* empty: unset, the default */
+		setenv("RDMAMSG_RNDV_THRESH", bad_env[i], 1);
+		ep = NULL;
+		ok(rdmamsg_connect(srv.ctx, "127.0.0.1:9", NULL, &cli_cbs, &cli,
+				   &ep) == -EINVAL &&
+			   ep == NULL,
+		   "RDMAMSG_RNDV_THRESH=%s: connect -EINVAL, no endpoint",
+		   bad_env[i]);
+	}
+	unsetenv("RDMAMSG_RNDV_THRESH");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "context destroyed");
+
+	/* a good one applies; the attribute wins over it */
+	setenv("RDMAMSG_RNDV_THRESH", "48k", 1);
+	pair(&srv, &cli, ops, NULL);
+	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+	is_int(pr.rndv_threshold, 49152, "RDMAMSG_RNDV_THRESH=48k applies");
+	unpair(&srv, &cli);
+	rdmamsg_ep_attr_set_rndv_threshold(a, 20000);
+	pair(&srv, &cli, ops, a);
+	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+	is_int(pr.rndv_threshold, 20000, "the attribute wins over it");
+	unpair(&srv, &cli);
+	unsetenv("RDMAMSG_RNDV_THRESH");
+
+	/* the thresholds +-1 byte, in a burst, between small messages */
+	b = test_ep_attr(EAGER, MAXMSG);
+	is_int(rdmamsg_ep_attr_set_rndv_threshold(b, THRESH), 0,
+	       "threshold 32 KiB");
+	rdmamsg_ep_attr_set_on_request(b, srv_request);
+	srv_attr = b;
+	pair(&srv, &cli, ops, b);
+	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+	ok(pr.eager == EAGER && pr.rndv_threshold == THRESH &&
+		   pr.max_msg == MAXMSG && pr.max_large >= MAXLEN,
+	   "eager %zu, rendezvous above %zu, maximum %zu, large %zu", pr.eager,
+	   pr.rndv_threshold, pr.max_msg, pr.max_large);
+	diag("inline up to %zu, windows: %d", pr.max_inline, pr.rndv_window);
+	for (i = 0; i < NSIZES; i++) {
+		for (j = 0; j < 3; j++) {
+			if (send_k(&cli, &srv, SMALL, seq++))
+				break;
+			nsent++;
+		}
+		if (send_k(&cli, &srv, sizes[i], seq++))
+			break;
+		nsent++;
+	}
+	is_int(nsent, NSIZES * 4, "every message accepted");
+	/* a rendezvous request between messages; its response too */
+	fill(pat, SMALL, seq);
+	send_k(&cli, &srv, SMALL, seq++);
+	req_seq = seq;
+	memcpy(pat, &seq, 4);
+	fill(pat + 4, 40000 - 4, seq);
+	ok(rdmamsg_request(cli.ep, pat, 40000, 0, on_response, NULL, &rid) == 0,
+	   "a 40,000-byte request");
+	seq++;
+	send_k(&cli, &srv, SMALL, seq++);
+	nsent += 3;
+	run_for(&srv, &cli, &nseen, nsent);
+	is_int(nseen, nsent, "all arrived");
+	for (i = 0; i < nseen; i++) {
+		if (seen[i].imm != i + 1)
+			order_bad++;
+		if (!seen[i].ok)
+			data_bad++;
+		if (seen[i].kind == 0 &&
+		    seen[i].flags !=
+			    (RDMAMSG_RECV_IMM |
+			     (seen[i].len > MAXMSG ? RDMAMSG_RECV_LARGE : 0))) {
+			diag("message %u (%zu bytes): flags %#x", i,
+			     seen[i].len, seen[i].flags);
+			flags_bad++;
+		}
+	}
+	is_int(order_bad, 0, "in the order sent, the request in its place");
+	is_int(data_bad, 0, "byte for byte");
+	is_int(flags_bad, 0,
+	       "the same flags whatever the protocol (large: above the "
+	       "maximum message only)");
+	ok(kept >= 5 && keep_bad == 0,
+	   "messages of every protocol can be kept (%u)", kept);
+	for (i = 0; i < nseen; i++)
+		if (seen[i].len != (seen[i].kind ? 40000
+				    : (i % 4 == 3 && i / 4 < NSIZES)
+					    ? sizes[i / 4]
+					    : SMALL))
+			break;
+	is_int(i, nseen, "each with its length");
+	run_for(&srv, &cli, &resp_done, 1);
+	ok(resp_done == 1 && resp_ok == 1, "the response came back whole");
+
+	/* 64 KiB round trips: the second has windows and buffers in hand */
+	round_trip(&srv, &cli, pr.rndv_window);
+	round_trip(&srv, &cli, pr.rndv_window);
+	ok(pr.rndv_window, "softrdma offers type 2 windows");
+	is_int(srv.bad + cli.bad, 0, "no failure on either side");
+	unpair(&srv, &cli);
+
+	/* without windows: a registration per transfer, the same bytes */
+	setenv("RDMAMSG_NO_MW", "1", 1);
+	pair(&srv, &cli, ops, b);
+	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+	is_int(pr.rndv_window, 0, "RDMAMSG_NO_MW=1: no windows");
+	round_trip(&srv, &cli, 0);
+	is_int(srv.bad + cli.bad, 0, "no failure on either side");
+	unpair(&srv, &cli);
+	unsetenv("RDMAMSG_NO_MW");
+
+	rdmamsg_ep_attr_delete(&a);
+	rdmamsg_ep_attr_delete(&b);
+	free(pat);
+	return done_testing();
+}
