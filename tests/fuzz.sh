@@ -4,10 +4,18 @@
 # with RDMAMSG_TEST_VALGRIND=1), and a short libFuzzer session finds
 # nothing (when configure found clang with libFuzzer).
 #
-# RDMAMSG_FUZZ_SECONDS: seconds of libFuzzer per target (default: 60
-# shared by the targets, 5 to 20 each).  A crash is kept in
-# tests/fuzzbin/crashes/NAME/ of the build tree; tools/fuzz.sh runs
-# longer sessions.
+# The libFuzzer sessions are reproducible: a fixed seed and a fixed
+# number of runs, so that every run of the suite tries the same inputs in
+# the same order (a verdict that changed from run to run would say more
+# about luck than about the change).  Exploring is tools/fuzz.sh's job:
+# longer sessions with libFuzzer's own seed, finds merged into the corpus.
+#
+# RDMAMSG_FUZZ_SEED: libFuzzer's seed (default 1; 0: libFuzzer picks one)
+# RDMAMSG_FUZZ_RUNS: inputs per target (default 300,000)
+# RDMAMSG_FUZZ_SECONDS: at most this many seconds per target, whichever
+# comes first (default: 60 shared by the targets, 5 to 20 each; a loaded
+# machine then tries the same inputs, fewer of them).  A crash is kept in
+# tests/fuzzbin/crashes/NAME/ of the build tree.
 . "$top_srcdir/tests/lib.sh"
 
 bin=$top_builddir/tests/fuzzbin
@@ -21,6 +29,8 @@ if [ -z "$secs" ]; then
 	[ "$secs" -ge 5 ] || secs=5
 	[ "$secs" -le 20 ] || secs=20
 fi
+seed=${RDMAMSG_FUZZ_SEED:-1}
+runs=${RDMAMSG_FUZZ_RUNS:-300000}
 
 # Our own sanitizer settings, not lib.sh's for third-party programs: leaks
 # count here.
@@ -98,13 +108,14 @@ for t in $targets; do
 	fi
 	# New inputs go to a scratch directory, never into the tree.
 	mkdir -p "$tap_tmp/$t.new" "$tap_tmp/$t.crash"
-	"$bin/$t-fuzzer" -max_total_time="$secs" -timeout=10 \
+	"$bin/$t-fuzzer" -seed="$seed" -runs="$runs" -reload=0 \
+		-max_total_time="$secs" -timeout=10 \
 		-rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$tap_tmp/$t.crash/" \
 		"$tap_tmp/$t.new" "$corpus" >"$tap_tmp/$t.fuzz" 2>&1
 	st=$?
-	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$tap_tmp/$t.fuzz")
-	ok $st "$t: libFuzzer for $secs s finds nothing (${runs:-?} runs)"
+	ran=$(sed -n 's/^stat::number_of_executed_units: *//p' "$tap_tmp/$t.fuzz")
+	ok $st "$t: libFuzzer (seed $seed, at most $runs runs or $secs s) finds nothing (${ran:-?} runs)"
 	if [ $st -ne 0 ]; then
 		grep -m 1 '^INFO: Seed:' "$tap_tmp/$t.fuzz" | sed 's/^/# /'
 		show_log "$tap_tmp/$t.fuzz"

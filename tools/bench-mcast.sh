@@ -10,6 +10,11 @@
 #   -q           quick run: a tenth of the messages
 #   -r ROUNDS    measure everything ROUNDS times, report medians (default 3)
 #   -s N         rdmamsg subscribers (default 3; perftest has one receiver)
+#   -c           instead: instructions per 64 B message under callgrind
+#                (publisher, subscriber; default and reliable mode; and
+#                ib_send_bw's UD multicast sender), each the difference of
+#                a run of N and one of 2N messages over the N extra ones
+#                (set-up and teardown cancel out; load does not matter)
 #
 # All processes run on this host over softrdma.  Rows: publisher message
 # rate (unpaced, 64 B and 4 KiB) in default and reliable mode, and the
@@ -27,13 +32,15 @@ builddir=
 scale=${BENCH_SCALE:-1}
 rounds=3
 nsub=3
-while getopts b:qr:s: opt; do
+insns=0
+while getopts b:cqr:s: opt; do
 	case $opt in
+	c) insns=1 ;;
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
 	s) nsub=$OPTARG ;;
-	*) sed -n '2,23s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -104,6 +111,94 @@ raw() {
 	fi
 	printf -v "$var" %s "$res"
 }
+
+# cg_mc ROLE N [OPTS...] -- instructions callgrind counts in the ROLE
+# (pub or sub) process of one publisher and one subscriber, N messages of
+# 64 B; the other process runs natively, both block in poll() (--fd)
+# while idle.  The publisher goes as fast as it can; for a default-mode
+# subscriber it is paced (2,000/s: every message received, each in a
+# datagram of its own), in reliable mode its window keeps it at the
+# subscriber's pace
+cg_mc() {
+	local role=$1 n=$2 spid out
+	local -a o=("${@:3}") cg=(valgrind --tool=callgrind --callgrind-out-file=/dev/null)
+	# the program itself, not libtool's wrapper script
+	local bin=$builddir/tools/.libs/rdmamsg_perf
+	[ -x "$bin" ] || bin=$perf
+	local -a sub=("$bin" -L "$group" -n "$n" --size 64 --fd "${o[@]}")
+	local -a pub=("$bin" -P "$group" -n "$n" --size 64 --fd "${o[@]}")
+	local -a cs=() cp=()
+	if [ "$role" = pub ]; then
+		cp=("${cg[@]}")
+	else
+		cs=("${cg[@]}")
+		[ ${#o[@]} -gt 0 ] || pub+=(--pace 2000)
+	fi
+	timeout -k 5 600 env LD_LIBRARY_PATH="$builddir/lib/.libs" "${cs[@]}" "${sub[@]}" >"$tmp/cg.sub" 2>"$tmp/cg.serr" &
+	spid=$!
+	pids="$pids $spid"
+	for _ in $(seq 600); do
+		grep -q '^# subscribed' "$tmp/cg.sub" && break
+		sleep 0.1
+	done
+	timeout -k 5 600 env LD_LIBRARY_PATH="$builddir/lib/.libs" "${cp[@]}" "${pub[@]}" >/dev/null 2>"$tmp/cg.perr"
+	wait "$spid"
+	out=$(sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$tmp/cg.${role:0:1}err" | tr -d , | tail -n 1)
+	if [ "$role" = sub ] && ! awk -v n="$n" '$1 == 64 && NF == 6 && $3 == n { f = 1 } END { exit !f }' "$tmp/cg.sub"; then
+		echo "# callgrind subscriber did not receive all $n messages:" >&2
+		tail -n 2 "$tmp/cg.sub" | sed 's/^/#   /' >&2
+		out=n/a
+	fi
+	echo "${out:-n/a}"
+}
+
+# cg_raw N -- instructions of ib_send_bw's UD multicast sender, N messages
+cg_raw() {
+	local n=$1 port spid out=n/a
+	port=$(free_port)
+	env LD_PRELOAD="$lib" timeout -k 5 600 ib_send_bw -d softrdma0 -x 0 -F -c UD --mcg \
+		-p "$port" -s 64 -n "$n" >/dev/null 2>&1 &
+	spid=$!
+	pids="$pids $spid"
+	if wait_port "$port" 30; then
+		env LD_PRELOAD="$lib" timeout -k 5 600 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+			ib_send_bw -d softrdma0 -x 0 -F -c UD --mcg -p "$port" -s 64 -n "$n" 127.0.0.1 \
+			>/dev/null 2>"$tmp/cg.err"
+		out=$(sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$tmp/cg.err" | tr -d ,)
+	fi
+	sleep 2
+	kill -9 "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	echo "${out:-n/a}"
+}
+
+# per A B N -- (B - A) / N to one place
+per() {
+	awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.1f", (b - a) / n; else printf "n/a" }'
+}
+
+if [ "$insns" = 1 ]; then
+	command -v valgrind >/dev/null || { echo "valgrind missing" >&2; exit 1; }
+	n=$(iters 20000)
+	echo "# bench-mcast -c: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), 64 B messages, callgrind,"
+	echo "# runs of $n and $((2 * n)) messages; per message = difference / $n"
+	printf '%-40s %12s\n' process insn/msg
+	for mode in default reliable; do
+		o=()
+		[ $mode = reliable ] && o=(--reliable 1024)
+		for role in pub sub; do
+			a=$(cg_mc $role "$n" "${o[@]}")
+			b=$(cg_mc $role $((2 * n)) "${o[@]}")
+			printf '%-40s %12s\n' "rdmamsg $mode, $role$([ $mode$role = defaultsub ] && echo ' (paced)')" "$(per "$a" "$b" "$n")"
+		done
+	done
+	if have ib_send_bw; then
+		a=$(cg_raw "$n")
+		b=$(cg_raw $((2 * n)))
+		printf '%-40s %12s\n' "raw UD (ib_send_bw sender)" "$(per "$a" "$b" "$n")"
+	fi
+	exit 0
+fi
 
 declare -A acc
 add() { acc[$1]="${acc[$1]:-} $2"; }

@@ -7,6 +7,8 @@
 # Needs a build configured with --enable-python (scripts/setup.sh _build
 # --enable-picky --enable-python).  Prints one-way latency, round trips
 # per second and message rate per peer, and the ratios.
+# SOFTRDMA_NO_DIRECT_WAKE=1: softrdma wakes a sleeping peer through its
+# progress thread, as before the direct wake (before/after from one build).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/_build

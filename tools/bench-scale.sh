@@ -63,7 +63,8 @@ cmtime_rate() {
 	sleep 0.5
 	out=$(LD_PRELOAD=$lib timeout "$tmo" cmtime -s 127.0.0.1 -p "$port" \
 		-c "$n" 2>&1)
-	# cmtime's server waits on after its client is done: it has served
+	# cmtime's server never exits: it loops on rdma_get_cm_event until
+	# killed (rdma-core v44 librdmacm/examples/cmtime.c process_events)
 	kill "$spid" 2>/dev/null
 	wait "$spid"
 	# "step : total ms max ms min us us/conn", one line per step

@@ -12,7 +12,10 @@
 #   TEST:SIZE    rdmamsg_perf tests (default lat:8 lat:65536 rate:8)
 #   RDMAMSG_PERF_OPTS  options for both sides (default --busy)
 # Environment: RDMAMSG_PERF (another rdmamsg_perf binary, e.g. a build of
-# an older commit: run it with that build's LD_LIBRARY_PATH).
+# an older commit: run it with that build's LD_LIBRARY_PATH);
+# SOFTRDMA_NO_DIRECT_WAKE=1 (softrdma wakes a waiter on a completion
+# channel through its progress thread, as before the direct wake: the
+# before/after of --fd from one build).
 set -u
 
 builddir=
@@ -82,7 +85,7 @@ one() {
 }
 
 echo "# bench-syscalls: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# $perf ${rmp_opts[*]}; counted by $counter; per message = (count(2N) - count(N)) / N, N = $n"
+echo "# $perf ${rmp_opts[*]}; counted by $counter; per message = (count(2N) - count(N)) / N, N = $n${SOFTRDMA_NO_DIRECT_WAKE:+; SOFTRDMA_NO_DIRECT_WAKE=$SOFTRDMA_NO_DIRECT_WAKE}"
 printf '%-14s %14s %14s\n' test syscalls/msg ctxsw/msg
 for t in "${tests[@]}"; do
 	test=${t%%:*} size=${t#*:}

@@ -76,6 +76,8 @@ struct perf_opts {
 	int zcopy; /* the client sends with rdmamsg_send_buf() */
 	int srq;   /* endpoints receive through a shared receive queue */
 	int dc;	   /* the client's endpoint is DC (implies srq) */
+	size_t rndv_thresh; /* --rndv-thresh; 0: the library's */
+	int info;	    /* --info: print the protocols, measure nothing */
 	/* multicast (-P/-L): the group, the role, reliable window, pace */
 	const char *group;
 	int publisher;
@@ -297,6 +299,23 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 	.on_disconnect = srv_on_disconnect,
 };
 
+/* print_protocols -- the sizes at which rdmamsg_send() changes protocol
+ * on the client's connection (as ucx_info -e prints UCX's thresholds) */
+static void print_protocols(struct perf *p)
+{
+	struct rdmamsg_protocols pr;
+
+	if (rdmamsg_ep_get_protocols(p->ep, &pr))
+		return;
+	printf("# protocols: inline <= %zu B, eager copy/zero-copy <= %zu B, "
+	       "fragments <= %zu B, rendezvous (RDMA READ, %s) <= %zu B; "
+	       "maximum message %zu B\n",
+	       pr.max_inline, pr.eager, pr.rndv_threshold,
+	       pr.rndv_window ? "memory window per transfer"
+			      : "registration per transfer",
+	       pr.max_large, pr.max_msg);
+}
+
 /* srv_on_conn_req -- accept a client whose hello makes sense */
 static void srv_on_conn_req(struct rdmamsg_listener *lst,
 			    struct rdmamsg_conn_req *req, const void *pdata,
@@ -331,12 +350,15 @@ static void srv_on_conn_req(struct rdmamsg_listener *lst,
 		goto err_reject;
 	c->p = p;
 	c->test = (enum perf_test)ntohl(h.test);
-	if (max_size > PERF_DEFAULT_MSG || p->srq) {
+	if (max_size > PERF_DEFAULT_MSG || p->srq || p->o.rndv_thresh) {
 		rc = rdmamsg_ep_attr_new(&attr);
 		if (rc < 0)
 			goto err_free_conn;
 		if (max_size > PERF_DEFAULT_MSG)
 			rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
+		if (rc == 0 && p->o.rndv_thresh)
+			rc = rdmamsg_ep_attr_set_rndv_threshold(
+				attr, p->o.rndv_thresh);
 		if (rc == 0 && p->srq)
 			rc = rdmamsg_ep_attr_set_srq(attr, p->srq);
 		if (rc < 0)
@@ -827,11 +849,16 @@ static int run_client(struct perf *p)
 		rc = rdmamsg_ep_attr_set_srq(attr, p->srq);
 	if (rc == 0 && p->o.dc)
 		rc = rdmamsg_ep_attr_set_transport(attr, RDMAMSG_TRANSPORT_DC);
+	if (rc == 0 && p->o.rndv_thresh)
+		rc = rdmamsg_ep_attr_set_rndv_threshold(attr, p->o.rndv_thresh);
 	if (rc < 0)
 		goto err_delete_attr;
 	rc = cli_connect(p, attr);
 	if (rc < 0)
 		goto err_delete_attr;
+	print_protocols(p);
+	if (p->o.info)
+		goto err_delete_attr; /* rc is 0: done */
 
 	rdmamsg_ctx_get_device_name(p->ctx, &dev);
 	printf("# rdmamsg_perf %s: %s:%u over %s, %s%s\n",
@@ -1177,7 +1204,8 @@ static void usage(FILE *f)
 		"                    [--size N[,N...]] [-n ITERS] [-w WARMUP]\n"
 		"                    [--fd|--busy|--ev] [--zcopy] [--srq] "
 		"[--dc]\n"
-		"                    [--window N] [--cpu N]\n"
+		"                    [--window N] [--cpu N] [--rndv-thresh N]\n"
+		"                    [--info]\n"
 		"       rdmamsg_perf -P GROUP|-L GROUP [--size N[,N...]] "
 		"[-n ITERS]\n"
 		"                    [--reliable WINDOW] [--pace RATE] "
@@ -1202,6 +1230,14 @@ static void usage(FILE *f)
 		"                    not yet acknowledged by the server\n"
 		"                    (default: no bound but credits)\n"
 		"      --cpu N       pin the process to CPU N\n"
+		"      --rndv-thresh N  rdmamsg_send() goes by rendezvous "
+		"above\n"
+		"                    N bytes "
+		"(rdmamsg_ep_attr_set_rndv_threshold;\n"
+		"                    default RDMAMSG_RNDV_THRESH or 32768)\n"
+		"      --info        (client) print the protocol thresholds "
+		"of\n"
+		"                    the connection, measure nothing\n"
 		"      --fd          block in poll() on rdmamsg_ctx_get_fd()\n"
 		"                    after rdmamsg_ctx_arm() (default)\n"
 		"      --busy        spin on rdmamsg_ctx_progress()\n"
@@ -1292,6 +1328,8 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"linger", required_argument, NULL, 'G'},
 		{"window", required_argument, NULL, 'W'},
 		{"cpu", required_argument, NULL, 'C'},
+		{"rndv-thresh", required_argument, NULL, 'T'},
+		{"info", no_argument, NULL, 'I'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -1386,6 +1424,21 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			if (parse_ulong(optarg, 0, 600000, &v) < 0)
 				return -1;
 			o->linger = v;
+			break;
+		case 'T':
+			if (parse_ulong(optarg, RDMAMSG_RNDV_THRESH_MIN,
+					PERF_MAX_MSG, &v) < 0) {
+				fprintf(stderr,
+					"rdmamsg_perf: --rndv-thresh %s: "
+					"want %d to %u\n",
+					optarg, RDMAMSG_RNDV_THRESH_MIN,
+					PERF_MAX_MSG);
+				return -1;
+			}
+			o->rndv_thresh = v;
+			break;
+		case 'I':
+			o->info = 1;
 			break;
 		case 'W':
 			if (parse_ulong(optarg, 1, 100000000, &o->outstanding) <

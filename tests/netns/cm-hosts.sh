@@ -6,7 +6,9 @@
 # ucmatose (4 connections, messages of 3000 B: three packets each at the
 # path MTU), udaddy (UD through RDMA_PS_UDP) and rdma_server/rdma_client;
 # rdmamsg between hosts: the rpc sample (request/response, content
-# verified, large values by rendezvous), rdmamsg_perf over a server SRQ,
+# verified, large values by rendezvous through type 2 windows: every READ
+# request on the wire names a window), the rdma_rw sample (one-sided
+# write, read, fetch-and-add, write with immediate; clean and 5% loss), rdmamsg_perf over a server SRQ,
 # the pingpong sample under 5% loss; a connect to a port nobody listens
 # on is REJECTED at once, an address nobody answers at UNREACHABLE; a
 # server killed mid-stream gives its client a disconnect, not a timeout.
@@ -125,12 +127,14 @@ ok $rc "ucmatose server exits 0"
 
 # udaddy: UD QPs through RDMA_PS_UDP (SIDR over the CM), its fixed port
 if command -v udaddy >/dev/null 2>&1; then
-	onp 1 timeout -k 10 120 udaddy -c 2 -C 10 >"$tap_tmp/s.ud" 2>&1 &
+	# line-buffered: a run killed by its timeout still says how far it got
+	onp 1 timeout -k 10 120 stdbuf -oL udaddy -c 2 -C 10 >"$tap_tmp/s.ud" 2>&1 &
 	spid=$!
 	tap_pids="$tap_pids $spid"
 	listening 1 7174
 	ok $? "udaddy server listens on host 1"
-	onp 2 timeout -k 10 120 udaddy -s "$a1" -c 2 -C 10 >"$tap_tmp/c.ud" 2>&1
+	onp 2 timeout -k 10 120 stdbuf -oL udaddy -s "$a1" -c 2 -C 10 \
+		>"$tap_tmp/c.ud" 2>&1
 	rc=$?
 	wait $spid
 	src=$?
@@ -139,6 +143,12 @@ if command -v udaddy >/dev/null 2>&1; then
 	ok $? "udaddy host 2 -> host 1: 2 UD endpoints, 10 datagrams each (exit $rc/$src)"
 	[ $rc -eq 0 ] || show_log "$tap_tmp/c.ud"
 	[ $src -eq 0 ] || show_log "$tap_tmp/s.ud"
+	if [ $rc -ne 0 ] || [ $src -ne 0 ]; then
+		for h in 1 2; do # datagrams dropped by a host's kernel
+			diag "host $h: $(fab exec "$name" $h cat /proc/net/snmp |
+				grep '^Udp:' | tr '\n' ' ')"
+		done
+	fi
 else
 	skip "udaddy" "not installed (Debian package rdmacm-utils)"
 fi
@@ -190,10 +200,96 @@ rpc_pair() {
 }
 if [ -x "$rpc" ]; then
 	port=7480
-	# every 8th value 4 MiB: by rendezvous (RDMA READ), the rest eager
+	# every 8th value 4 MiB: by rendezvous (RDMA READ from a type 2
+	# window bound over the source), the rest eager.  Where dumpcap and
+	# tshark are installed, host 1 captures the first 96 bytes of every
+	# RDMA READ request (BTH opcode 12) it sends or gets, and each must
+	# name a window's rkey (softrdma sets bit 31 in those, never in an
+	# MR's): the rendezvous went through windows, not registrations
+	cap=
+	if command -v dumpcap >/dev/null 2>&1 &&
+		command -v tshark >/dev/null 2>&1; then
+		cap=$tap_tmp/rpc.pcap
+		: >"$tap_tmp/dumpcap.log"
+		fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
+			"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q \
+			-i eth0 -B 16 -s 96 -f 'udp port 4791 and udp[8] = 12' \
+			-w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
+		cpid=$!
+		tap_pids="$tap_pids $cpid"
+		_i=0
+		while [ $_i -lt 300 ] &&
+			! grep -q "Capturing on" "$tap_tmp/dumpcap.log"; do
+			sleep 0.1
+			_i=$((_i + 1))
+		done
+	fi
 	rpc_pair "rdmamsg rpc" -n $keys -S 4194304
+	if [ -n "$cap" ]; then
+		capture_stop
+		HOME=$tap_tmp tshark -n -r "$cap" -Y 'infiniband.bth.opcode == 12' \
+			-T fields -e infiniband.reth.r_key 2>>"$tap_tmp/tshark.err" |
+			awk '{ n++ }
+			/^0x/ && length($1) == 10 && substr($1, 3, 1) ~ /[89a-fA-F]/ { w++ }
+			/^[0-9]+$/ && $1 + 0 >= 2147483648 { w++ }
+			END { print n + 0, w + 0 }' >"$tap_tmp/rkeys"
+		read -r _n _w <"$tap_tmp/rkeys"
+		[ "$_n" -gt 0 ] && [ "$_n" = "$_w" ]
+		ok $? "rdmamsg rpc: $_w of $_n RDMA READ requests name a window"
+		[ "$_n" -gt 0 ] && [ "$_n" = "$_w" ] ||
+			head -5 "$tap_tmp/tshark.err" "$tap_tmp/dumpcap.log" | sed 's/^/# /'
+	else
+		skip "rdmamsg rpc: READ requests name a window" \
+			"dumpcap or tshark not installed"
+	fi
 else
 	skip "rdmamsg rpc" "samples/rpc/rpc not built"
+fi
+
+# rdmamsg's one-sided operations between hosts: the rdma_rw sample's
+# client on host 2 writes a pattern into the server's exported region,
+# reads it back and compares, adds to a counter (fetch-and-add), then
+# tells the server by a write with immediate; the server checks every
+# byte and the counter.  Once clean, once with 5% of the packets either
+# host sends lost (1 MiB: go-back-N under READ responses and atomics)
+rw=$top_builddir/samples/rdma_rw/rdma_rw
+rw_pair() {
+	_what=$1
+	shift
+	port=$((port + 1))
+	on 1 "$@" timeout -k 10 300 "$rw" -s -b "$a1" -p $port -S $rwlen \
+		>"$tap_tmp/s.rw" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	ok $? "$_what: rdma_rw server listens on host 1"
+	on 2 "$@" timeout -k 10 300 "$rw" -c "$a1" -p $port \
+		>"$tap_tmp/c.rw" 2>&1
+	_rc=$?
+	wait $_spid
+	_src=$?
+	[ $_rc -eq 0 ] && [ $_src -eq 0 ] &&
+		grep -q "wrote and read back $((rwlen - 64)) bytes, counter 0 -> 5, server says good" \
+			"$tap_tmp/c.rw" &&
+		grep -q "client wrote $((rwlen - 64)) bytes (imm 5), counter 5, 0 bad bytes" \
+			"$tap_tmp/s.rw"
+	ok $? "$_what: $(tail -1 "$tap_tmp/c.rw") (exit $_rc/$_src)"
+	[ $_rc -eq 0 ] && [ $_src -eq 0 ] || {
+		show_log "$tap_tmp/s.rw"
+		show_log "$tap_tmp/c.rw"
+	}
+}
+if [ -x "$rw" ]; then
+	port=7520
+	rwlen=16777216
+	[ "$vg" = 1 ] && rwlen=1048576
+	rw_pair "rdmamsg one-sided"
+	# 1 MiB under loss: a lost READ response or tail waits out the
+	# CM's ack timeout (18, 1.07 s), and 16 MiB took minutes
+	rwlen=1048576
+	rw_pair "rdmamsg one-sided, 5% loss" SOFTRDMA_TEST_NETFAULT=seed=7,drop=5
+else
+	skip "rdmamsg one-sided" "samples/rdma_rw/rdma_rw not built"
 fi
 
 # 5% of the RoCE packets either host sends lost (softrdma's seeded fault

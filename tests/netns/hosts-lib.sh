@@ -59,10 +59,11 @@ capture_start() {
 	cap=$1
 	: >"$tap_tmp/dumpcap.log"
 	# (its pid from the shell it replaces: SIGINT is ignored in
-	# background jobs, and "ip netns exec" may stand between)
+	# background jobs, and "ip netns exec" may stand between; a 64 MiB
+	# kernel buffer holds a whole run while dumpcap waits for a CPU)
 	fab exec "$name" 1 sh -c 'echo $$ >"$0"; exec "$@"' \
 		"$tap_tmp/dumpcap.pid" timeout -k 10 300 dumpcap -q -i eth0 \
-		-f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
+		-B 64 -f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
 	cpid=$!
 	tap_pids="$tap_pids $cpid"
 	_i=0
@@ -75,9 +76,24 @@ capture_start() {
 }
 capture_stop() {
 	[ -n "${cpid:-}" ] || return 0
-	# what the kernel has handed dumpcap's socket is written before it
-	# exits; a packet still on its way may be missed (the checks allow it)
-	sleep 0.5
+	# what dumpcap has read is written before it exits, but what the
+	# kernel still queues for it is lost: a loaded machine (valgrind)
+	# may keep dumpcap off the CPU while the run goes on, so first wait
+	# until the file has stopped growing for 2 s (at most 60 s)
+	_i=0
+	_same=0
+	_last=-1
+	while [ $_i -lt 600 ] && [ $_same -lt 20 ]; do
+		_n=$(wc -c <"$cap" 2>/dev/null || echo 0)
+		if [ "$_n" = "$_last" ]; then
+			_same=$((_same + 1))
+		else
+			_same=0
+		fi
+		_last=$_n
+		sleep 0.1
+		_i=$((_i + 1))
+	done
 	kill -TERM "$(cat "$tap_tmp/dumpcap.pid")" 2>/dev/null
 	wait "$cpid"
 	cpid=

@@ -10,14 +10,21 @@
  *	publisher, sequence numbers consecutive from 0 (a loss report covers
  *	exactly the gap), the size and the contents that sequence number
  *	has.  With WINDOW (reliable mode) nothing may be lost.  Ends with
- *	"received R lost L bad B naks N duplicates D"; exit 0 when all held.
+ *	"received R lost L bad B naks N duplicates D gaps G ms T" (T: from
+ *	the first message to the last); exit 0 when all held.
  *
  *   mc_peer pub GROUP BIND COUNT WINDOW NSUBS STOPFILE
  *	publishes COUNT messages of mixed sizes (8 B .. 64 KiB: fragmented
  *	ones too); in reliable mode it first waits until it has heard the
- *	status messages of NSUBS subscribers.  Then it stays in the group
- *	(repairs) until STOPFILE exists.  Exit 0 when every publish completed
- *	once and with success.
+ *	status messages of NSUBS subscribers, in the default mode until it
+ *	has sent 10 heartbeats (a subscriber that missed message 0 still
+ *	starts there).  Then it stays in the group (repairs) until STOPFILE
+ *	exists, and ends with "repairs R unicast U multicast M naks N".
+ *	Exit 0 when every publish completed once and with success.
+ *
+ * MC_PEER_MIX=small (both roles): a market-data-like mix instead, mostly
+ * small: 90% 8 .. 255 B, 9% 256 B .. 4 KiB, 1% 4 .. 20 KiB, 0.1% 64 KiB
+ * (about 500 B on average).
  *
  * Deadlines are generous (minutes): the test, not this program, decides
  * what is too slow; SIGTERM ends either role at once.
@@ -37,12 +44,24 @@
 
 #define MAXMSG (64u << 10)
 
-/* msg_size -- the size of message seq: 8 B .. 64 KiB, fragmented often */
+static int small_mix; /* MC_PEER_MIX=small */
+
+/* msg_size -- the size of message seq: 8 B .. 64 KiB, fragmented often
+ * (or mostly small) */
 static size_t msg_size(uint64_t seq)
 {
 	static const size_t sz[] = {8,	  64,	200, 1000, 4063,  4064,
 				    4065, 9000, 8,   333,  20000, 8128};
 
+	if (small_mix) {
+		if (seq % 1000 == 7)
+			return MAXMSG;
+		if (seq % 100 == 3)
+			return 4065 + (size_t)(seq * 37 % 16000);
+		if (seq % 10 == 1)
+			return 256 + (size_t)(seq * 13 % 3808);
+		return 8 + (size_t)(seq * 7 % 248);
+	}
 	if (seq % 97 == 13)
 		return MAXMSG;
 	return sz[seq % (sizeof(sz) / sizeof(sz[0]))];
@@ -91,6 +110,7 @@ struct peer {
 	uint64_t count;
 	/* subscriber */
 	uint64_t pub, next, received, lost, bad;
+	long long first_ms, last_ms;
 	unsigned char *buf;
 	/* publisher */
 	uint64_t completed, failed, order, next_done;
@@ -132,6 +152,10 @@ static void on_message(struct rdmamsg_group *g,
 	p->next = m->seq + 1;
 	p->received++;
 	p->done = p->received + p->lost >= p->count;
+	if (!p->first_ms)
+		p->first_ms = now_ms();
+	if (p->done)
+		p->last_ms = now_ms();
 }
 
 static void on_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
@@ -144,11 +168,16 @@ static void on_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
 		p->pub = pub;
 	if (pub != p->pub || first != p->next || !count)
 		p->bad++;
-	fprintf(stderr, "mc_peer: lost %llu from %llu\n",
-		(unsigned long long)count, (unsigned long long)first);
+	if (p->lost < 1000)
+		fprintf(stderr, "mc_peer: lost %llu from %llu\n",
+			(unsigned long long)count, (unsigned long long)first);
 	p->next = first + count;
 	p->lost += count;
 	p->done = p->received + p->lost >= p->count;
+	if (!p->first_ms)
+		p->first_ms = now_ms();
+	if (p->done)
+		p->last_ms = now_ms();
 }
 
 static void on_publish(struct rdmamsg_group *g, void *op_ctx, int status,
@@ -213,10 +242,12 @@ static int subscribe(struct peer *p, uint32_t window)
 	}
 	memset(&st, 0, sizeof(st));
 	rdmamsg_group_query(p->g, &st);
-	printf("received %llu lost %llu bad %llu naks %llu duplicates %llu\n",
+	printf("received %llu lost %llu bad %llu naks %llu duplicates %llu "
+	       "gaps %llu ms %lld\n",
 	       (unsigned long long)p->received, (unsigned long long)p->lost,
 	       (unsigned long long)p->bad, (unsigned long long)st.naks_sent,
-	       (unsigned long long)st.duplicates);
+	       (unsigned long long)st.duplicates, (unsigned long long)st.gaps,
+	       p->last_ms - p->first_ms);
 	fflush(stdout);
 	return !p->done || p->bad || (window && p->lost) ||
 	       st.msgs_received != p->received;
@@ -234,7 +265,15 @@ static int publish(struct peer *p, uint32_t window, uint64_t nsubs,
 
 	if (!buf)
 		return 1;
-	if (window) {
+	if (!window) {
+		/* subscribers learn of us from a heartbeat naming message 0
+		 * (10 of them: on a lossy link one gets through) */
+		end = now_ms() + 60000;
+		do {
+			run_until(p->ctx, &never, 10);
+			rdmamsg_group_query(p->g, &st);
+		} while (st.heartbeats_sent < 10 && now_ms() < end);
+	} else {
 		/* the subscribers it waits for, heard (60 s at most) */
 		end = now_ms() + 60000;
 		do {
@@ -280,6 +319,13 @@ static int publish(struct peer *p, uint32_t window, uint64_t nsubs,
 	end = now_ms() + 600000;
 	while (access(stop, F_OK) && now_ms() < end)
 		run_until(p->ctx, &never, 20);
+	rdmamsg_group_query(p->g, &st);
+	printf("repairs %llu unicast %llu multicast %llu naks %llu\n",
+	       (unsigned long long)st.repairs,
+	       (unsigned long long)st.repairs_unicast,
+	       (unsigned long long)st.repairs_multicast,
+	       (unsigned long long)st.naks_received);
+	fflush(stdout);
 	return p->completed != p->count || p->failed || p->order;
 }
 
@@ -305,6 +351,8 @@ int main(int argc, char **argv)
 		nsubs = number(argv[6]);
 	if (count <= 0 || window < 0 || window > 65536 || nsubs < 0)
 		return usage();
+	small_mix = getenv("MC_PEER_MIX") &&
+		    !strcmp(getenv("MC_PEER_MIX"), "small");
 	memset(&p, 0, sizeof(p));
 	p.count = (uint64_t)count;
 	p.buf = malloc(MAXMSG);

@@ -76,11 +76,12 @@ static void xfer(int fd, void *p, size_t n, int out)
 	}
 }
 
+static void new_qp(void);
+
 /* setup -- device, our GID on the fabric (::ffff:10.231.x.y), QP */
 static void setup(void)
 {
 	struct ibv_device **l = ibv_get_device_list(NULL);
-	struct ibv_qp_init_attr ia;
 	union ibv_gid g;
 	int i;
 
@@ -104,6 +105,18 @@ static void setup(void)
 	 * off the CPU for seconds, and the QP's retry timer runs out */
 	ch = ibv_create_comp_channel(ctx);
 	cq = ch ? ibv_create_cq(ctx, 256, NULL, ch, 0) : NULL;
+	if (!pd || !cq)
+		bail_out("PD, CQ");
+	new_qp();
+}
+
+/* new_qp -- a fresh RC QP on pd and cq (the old one destroyed) */
+static void new_qp(void)
+{
+	struct ibv_qp_init_attr ia;
+
+	if (qp && ibv_destroy_qp(qp))
+		bail_out("destroy_qp");
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = cq;
 	ia.recv_cq = cq;
@@ -113,7 +126,7 @@ static void setup(void)
 	ia.cap.max_send_sge = 2;
 	ia.cap.max_recv_sge = 2;
 	ia.cap.max_inline_data = 64;
-	if (!pd || !cq || !(qp = ibv_create_qp(pd, &ia)))
+	if (!(qp = ibv_create_qp(pd, &ia)))
 		bail_out("QP");
 }
 
@@ -321,7 +334,8 @@ static int server(int port)
 	struct info me, peer;
 	struct ibv_mr *mr;
 	uint32_t seq = 0, bad = 0, writes = 0, report[4];
-	int fd, i, bye = 0;
+	struct ibv_wc pend[NRECV]; /* receives that completed before an echo */
+	int fd, i, bye = 0, npend = 0;
 
 	if (!buf)
 		bail_out("memory");
@@ -344,8 +358,17 @@ static int server(int port)
 		post_recv(buf + (size_t)i * BIG, BIG, mr->lkey, (uint64_t)i);
 	xfer(fd, &me, 1, 1); /* ready */
 	while (!bye) {
-		struct ibv_wc wc = wait1();
+		struct ibv_wc wc;
 		uint8_t *b;
+
+		if (npend) { /* in the order they completed */
+			wc = pend[0];
+			npend--;
+			memmove(pend, pend + 1,
+				(size_t)npend * sizeof(pend[0]));
+		} else {
+			wc = wait1();
+		}
 
 		if ((int)wc.status == -1) {
 			fprintf(stderr, "server: no completion\n");
@@ -376,16 +399,22 @@ static int server(int port)
 			post(IBV_WR_SEND, b, wc.byte_len, mr->lkey, 1000, 0, 0,
 			     0);
 		}
-		/* the echo's completion before the buffer takes a message */
-		if (!bye) {
+		/* the echo's completion before the buffer takes a message;
+		 * a receive may complete first (the client had the echo, but
+		 * its ACK was lost and our SEND waits for a retry): kept, and
+		 * taken next, in order */
+		while (!bye) {
 			struct ibv_wc s = wait1();
 
-			if (s.status != IBV_WC_SUCCESS ||
-			    s.opcode != IBV_WC_SEND) {
-				fprintf(stderr, "server: echo %d\n",
-					(int)s.status);
+			if (s.status == IBV_WC_SUCCESS &&
+			    s.opcode == IBV_WC_SEND)
+				break;
+			if (s.status != IBV_WC_SUCCESS || npend == NRECV) {
+				fprintf(stderr, "server: echo %d opcode %d\n",
+					(int)s.status, (int)s.opcode);
 				return 1;
 			}
+			pend[npend++] = s;
 		}
 		post_recv(b, BIG, mr->lkey, wc.wr_id);
 	}
@@ -744,6 +773,623 @@ static int cut(const char *host, int port)
 	return done_testing();
 }
 
+/*
+ * Memory windows between hosts (tests/netns/mw-hosts.sh):
+ *
+ *   rc_peer mwserver PORT              the windows' owner
+ *   rc_peer mwclient SERVER PORT MODE  TAP on stdout; MODE full or loss
+ *
+ * The server's memory is reached only through windows: a type 1 window
+ * (ibv_bind_mw) and two type 2 windows (BIND_MW work requests on each
+ * case's QP), one zero based with every remote access, one read only.
+ * The client drives cases over TCP; each case is a fresh QP pair: "A"
+ * WRITE and READ back through each window, atomics, a READ of the read
+ * only one, SEND_WITH_INV of the type 2 window, then (full) a WRITE
+ * through it: REM_ACCESS_ERR; "B" the window bound again (new rkey),
+ * WRITE and READ, then a READ past the type 1 window's end; "C" a WRITE
+ * through the read-only window; "L" the window invalidated locally by
+ * the server before the client's READ; "G" SEND_WITH_INV of the type 1
+ * window's rkey (REM_INV_REQ_ERR); "Q" the server frees everything and
+ * says whether its PD went (nothing left bound to it).
+ */
+#define MW_MEM	 (256u * 1024)
+#define MW_L1	 (65536u + 100)
+#define MW_L2	 (65536u + 100)
+#define MW_LR	 4096u
+#define MW_O1	 4096u
+#define MW_O2	 81920u
+#define MW_OR	 163840u
+#define MW_ORECV 204800u
+
+struct mw_keys {
+	uint32_t k1, k2, kr, pad;
+	uint64_t a1, a2, ar; /* a2: 0, the window is zero based */
+};
+
+/* what the client asks the server to look at ('D'), and its answer */
+struct mw_ask {
+	uint8_t op, pad[7];
+	uint64_t swap1, add2; /* the atomics' results at w1+16, w2+8 */
+	uint32_t check;	      /* 1: w1 holds seq 1, w2 seq 2 (A); 2: w2
+				 seq 4 (B) */
+	uint32_t pad2;
+};
+
+struct mw_report {
+	int32_t inv_seen, inv_rkey, bad1, bad2, qp_state, recv_err;
+};
+
+static int wait_status(enum ibv_wc_opcode opc, const char *what)
+{
+	struct ibv_wc wc = wait1();
+
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != opc) {
+		fprintf(stderr, "server: %s: %s (opcode %d)\n", what,
+			(int)wc.status == -1 ? "no completion"
+					     : ibv_wc_status_str(wc.status),
+			(int)wc.opcode);
+		return -1;
+	}
+	return 0;
+}
+
+/* mw_post_local -- BIND_MW of mw over [addr, addr+len) of mr, or (mr
+ * NULL) LOCAL_INV of rkey; signaled, waited for */
+static int mw_post_local(struct ibv_mw *mw, struct ibv_mr *mr, uint8_t *addr,
+			 uint32_t len, unsigned int access, uint32_t rkey)
+{
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 77;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (mr) {
+		wr.opcode = IBV_WR_BIND_MW;
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = rkey;
+		wr.bind_mw.bind_info.mr = mr;
+		wr.bind_mw.bind_info.addr = (uintptr_t)addr;
+		wr.bind_mw.bind_info.length = len;
+		wr.bind_mw.bind_info.mw_access_flags = access;
+	} else {
+		wr.opcode = IBV_WR_LOCAL_INV;
+		wr.invalidate_rkey = rkey;
+	}
+	if (ibv_post_send(qp, &wr, &bad))
+		return -1;
+	return wait_status(mr ? IBV_WC_BIND_MW : IBV_WC_LOCAL_INV,
+			   mr ? "bind" : "local invalidate");
+}
+
+static long mw_region_bad(const uint8_t *b, uint32_t len, uint32_t seq,
+			  uint32_t at, uint64_t v)
+{
+	uint8_t want[8];
+	uint32_t i;
+
+	memcpy(want, &v, 8);
+	for (i = 0; i < len; i++) {
+		uint8_t e = i >= at && i < at + 8 ? want[i - at] : pat(seq, i);
+
+		if ((i >= 4 || i >= at) && b[i] != e)
+			return i;
+	}
+	return -1;
+}
+
+static int mw_server(int port)
+{
+	uint8_t *mem = aligned_alloc(4096, MW_MEM);
+	struct ibv_mw *w1, *w2, *wr;
+	struct ibv_mw_bind b1;
+	struct ibv_mr *mr;
+	struct info me, peer;
+	struct mw_keys k;
+	uint32_t k2 = 0, kr = 0;
+	int fd, first = 1, ret = 0;
+
+	if (!mem)
+		bail_out("memory");
+	memset(mem, 0, MW_MEM);
+	fill(mem + MW_OR, MW_LR, 3);
+	setup();
+	mr = ibv_reg_mr(pd, mem, MW_MEM,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
+	w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	wr = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!mr || !w1 || !w2 || !wr)
+		bail_out("reg_mr, alloc_mw: %s", strerror(errno));
+	k2 = w2->rkey;
+	kr = wr->rkey;
+	fd = tcp_listen(port);
+	for (;;) {
+		struct mw_ask q;
+		int i;
+
+		xfer(fd, &q, sizeof(q), 0);
+		if (q.op == 'Q')
+			break;
+		new_qp();
+		my_info(&me, mr);
+		xfer(fd, &me, sizeof(me), 1);
+		xfer(fd, &peer, sizeof(peer), 0);
+		connect_qp(&me, &peer);
+		for (i = 0; i < 2; i++)
+			post_recv(mem + MW_ORECV + (size_t)i * 4096, 4096,
+				  mr->lkey, (uint64_t)i);
+		if (first) { /* a type 1 window: the PD's, not a QP's */
+			memset(&b1, 0, sizeof(b1));
+			b1.wr_id = 76;
+			b1.send_flags = IBV_SEND_SIGNALED;
+			b1.bind_info.mr = mr;
+			b1.bind_info.addr = (uintptr_t)(mem + MW_O1);
+			b1.bind_info.length = MW_L1;
+			b1.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						       IBV_ACCESS_REMOTE_READ |
+						       IBV_ACCESS_REMOTE_ATOMIC;
+			if (ibv_bind_mw(qp, w1, &b1) ||
+			    wait_status(IBV_WC_BIND_MW, "bind type 1"))
+				bail_out("type 1 bind");
+		} else if (mw_post_local(NULL, NULL, NULL, 0, 0, k2) ||
+			   mw_post_local(NULL, NULL, NULL, 0, 0, kr)) {
+			bail_out("local invalidate before a new bind");
+		}
+		first = 0;
+		/* type 2: bound to this QP, a new rkey each time */
+		k2 = ibv_inc_rkey(k2);
+		kr = ibv_inc_rkey(kr);
+		if (mw_post_local(w2, mr, mem + MW_O2, MW_L2,
+				  IBV_ACCESS_REMOTE_WRITE |
+					  IBV_ACCESS_REMOTE_READ |
+					  IBV_ACCESS_REMOTE_ATOMIC |
+					  IBV_ACCESS_ZERO_BASED,
+				  k2) ||
+		    mw_post_local(wr, mr, mem + MW_OR, MW_LR,
+				  IBV_ACCESS_REMOTE_READ, kr))
+			bail_out("type 2 bind");
+		if (q.op == 'L' && mw_post_local(NULL, NULL, NULL, 0, 0, k2))
+			bail_out("local invalidate");
+		memset(&k, 0, sizeof(k));
+		k.k1 = w1->rkey;
+		k.k2 = k2;
+		k.kr = kr;
+		k.a1 = (uintptr_t)(mem + MW_O1);
+		k.a2 = 0;
+		k.ar = (uintptr_t)(mem + MW_OR);
+		xfer(fd, &k, sizeof(k), 1);
+		for (;;) { /* 'D': look and report; 'E': the case is over */
+			struct mw_report r;
+			struct ibv_qp_attr qa;
+			struct ibv_qp_init_attr qia;
+			struct ibv_wc wc;
+
+			xfer(fd, &q, sizeof(q), 0);
+			if (q.op != 'D')
+				break;
+			memset(&r, 0, sizeof(r));
+			while (ibv_poll_cq(cq, 1, &wc) == 1) {
+				if (wc.status == IBV_WC_SUCCESS &&
+				    (wc.wc_flags & IBV_WC_WITH_INV)) {
+					r.inv_seen++;
+					r.inv_rkey =
+						(int32_t)wc.invalidated_rkey;
+				} else if (wc.status != IBV_WC_SUCCESS &&
+					   wc.status != IBV_WC_WR_FLUSH_ERR) {
+					r.recv_err = wc.status;
+				}
+			}
+			r.bad1 = r.bad2 = -1;
+			if (q.check == 1) {
+				r.bad1 = (int32_t)mw_region_bad(
+					mem + MW_O1, MW_L1, 1, 16, q.swap1);
+				r.bad2 = (int32_t)mw_region_bad(
+					mem + MW_O2, MW_L2, 2, 8, q.add2);
+			} else if (q.check == 2) {
+				r.bad2 = (int32_t)check(mem + MW_O2, MW_L2, 4);
+			}
+			r.qp_state = ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia)
+					     ? -1
+					     : (int32_t)qa.qp_state;
+			xfer(fd, &r, sizeof(r), 1);
+		}
+	}
+	/* everything goes, the PD last: it refuses while a window, an MR
+	 * or a QP is left on it */
+	{
+		int32_t leak = 0;
+
+		leak |= ibv_destroy_qp(qp) ? 1 : 0;
+		leak |= ibv_dealloc_mw(w1) ? 2 : 0;
+		leak |= ibv_dealloc_mw(w2) ? 4 : 0;
+		leak |= ibv_dealloc_mw(wr) ? 8 : 0;
+		leak |= ibv_dereg_mr(mr) ? 16 : 0;
+		leak |= ibv_destroy_cq(cq) ? 32 : 0;
+		leak |= ibv_destroy_comp_channel(ch) ? 64 : 0;
+		leak |= ibv_dealloc_pd(pd) ? 128 : 0;
+		leak |= ibv_close_device(ctx) ? 256 : 0;
+		xfer(fd, &leak, sizeof(leak), 1);
+		ret = leak != 0;
+	}
+	close(fd);
+	free(mem);
+	return ret;
+}
+
+/* mw_post -- one signaled WR; the atomics' operands in cmp/swap */
+static int mw_post(enum ibv_wr_opcode op, void *buf, uint32_t len,
+		   uint32_t lkey, uint64_t id, uint64_t raddr, uint32_t rkey,
+		   uint64_t cmp, uint64_t swap, uint32_t inv)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	    op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = cmp;
+		wr.wr.atomic.swap = swap;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	wr.invalidate_rkey = inv;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* mw_do -- post one WR and wait for its completion: its status */
+static int mw_do(enum ibv_wr_opcode op, void *buf, uint32_t len, uint32_t lkey,
+		 uint64_t raddr, uint32_t rkey, uint64_t cmp, uint64_t swap,
+		 uint32_t inv)
+{
+	struct ibv_wc wc;
+
+	if (mw_post(op, buf, len, lkey, 9, raddr, rkey, cmp, swap, inv))
+		return -2;
+	wc = wait1();
+	return (int)wc.status;
+}
+
+static struct mw_keys mw_case(int fd, char op, struct ibv_mr *mr)
+{
+	struct mw_ask q;
+	struct info me, peer;
+	struct mw_keys k;
+
+	memset(&q, 0, sizeof(q));
+	q.op = (uint8_t)op;
+	xfer(fd, &q, sizeof(q), 1);
+	new_qp();
+	my_info(&me, mr);
+	xfer(fd, &peer, sizeof(peer), 0);
+	xfer(fd, &me, sizeof(me), 1);
+	connect_qp(&me, &peer);
+	xfer(fd, &k, sizeof(k), 0);
+	return k;
+}
+
+static struct mw_report mw_look(int fd, uint32_t check, uint64_t swap1,
+				uint64_t add2)
+{
+	struct mw_ask q;
+	struct mw_report r;
+
+	memset(&q, 0, sizeof(q));
+	q.op = 'D';
+	q.check = check;
+	q.swap1 = swap1;
+	q.add2 = add2;
+	xfer(fd, &q, sizeof(q), 1);
+	xfer(fd, &r, sizeof(r), 0);
+	return r;
+}
+
+static void mw_end(int fd, char op)
+{
+	struct mw_ask q;
+
+	memset(&q, 0, sizeof(q));
+	q.op = (uint8_t)op;
+	xfer(fd, &q, sizeof(q), 1);
+}
+
+/* mw_refused -- a WR that must end with REM_ACCESS_ERR (or, for
+ * SEND_WITH_INV, REM_INV_REQ_ERR) and a READ posted behind it that is
+ * flushed: the QP is in ERR, on both sides.  RETRY_EXC_ERR is right too:
+ * the responder NAKs once and goes to ERR (rxe's class C errors), so a
+ * NAK lost on the way (softrdma's wire loses what a full socket buffer
+ * refuses, as a loaded host's does) leaves the requester retrying until
+ * its retries run out, on hardware as well; the responder's side (ERR,
+ * the receive's error) is checked either way */
+static void mw_refused(int fd, const char *what, enum ibv_wr_opcode op,
+		       uint8_t *buf, uint32_t len, uint32_t lkey,
+		       uint64_t raddr, uint32_t rkey, uint32_t inv,
+		       const struct mw_keys *k, int want)
+{
+	struct ibv_wc a, b;
+	struct mw_report r;
+	int ok1, ok2;
+
+	ok1 = !mw_post(op, buf, len, lkey, 21, raddr, rkey, 0, 0, inv);
+	ok2 = !mw_post(IBV_WR_RDMA_READ, buf + 4096, 64, lkey, 22, k->a1, k->k1,
+		       0, 0, 0);
+	a = wait1();
+	b = wait1();
+	if (a.status == IBV_WC_RETRY_EXC_ERR)
+		diag("%s: its NAK was lost: RETRY_EXC_ERR", what);
+	ok(ok1 && ok2 && a.wr_id == 21 &&
+		   ((int)a.status == want ||
+		    a.status == IBV_WC_RETRY_EXC_ERR) &&
+		   b.wr_id == 22 && b.status == IBV_WC_WR_FLUSH_ERR,
+	   "%s: %s, the READ behind it %s", what,
+	   (int)a.status == -1 ? "no completion" : ibv_wc_status_str(a.status),
+	   (int)b.status == -1 ? "no completion" : ibv_wc_status_str(b.status));
+	r = mw_look(fd, 0, 0, 0);
+	ok(r.qp_state == IBV_QPS_ERR, "%s: the server's QP is in ERR (%d)",
+	   what, r.qp_state);
+	if (want == IBV_WC_REM_INV_REQ_ERR)
+		ok(r.recv_err == IBV_WC_REM_INV_REQ_ERR,
+		   "%s: the server's receive completes with %s", what,
+		   ibv_wc_status_str((enum ibv_wc_status)r.recv_err));
+	mw_end(fd, 'E');
+}
+
+static int mw_client(const char *host, int port, int full)
+{
+	uint8_t *mem = aligned_alloc(4096, 4 * BIG);
+	uint8_t *tx, *rd, *at;
+	struct ibv_mr *mr;
+	struct mw_keys k;
+	struct mw_report r;
+	uint64_t v, old1, old2, want1, want2;
+	int fd, st;
+	int32_t leak = -1;
+
+	if (!mem)
+		bail_out("memory");
+	tx = mem;
+	rd = mem + BIG;
+	at = mem + 2 * BIG;
+	setup();
+	mr = ibv_reg_mr(pd, mem, 4 * BIG, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	fd = tcp_connect(host, port);
+
+	/* A: every operation through each window, byte by byte */
+	k = mw_case(fd, 'A', mr);
+	ok(k.k1 != k.k2 && k.k1 != k.kr,
+	   "A: keys of a type 1 and two type 2 "
+	   "windows: %#x %#x %#x",
+	   k.k1, k.k2, k.kr);
+	fill(tx, MW_L1, 1);
+	memset(rd, 0, MW_L1);
+	st = mw_do(IBV_WR_RDMA_WRITE, tx, MW_L1, mr->lkey, k.a1, k.k1, 0, 0, 0);
+	ok(st == 0, "A: WRITE of %u B through the type 1 window: %d", MW_L1,
+	   st);
+	st = mw_do(IBV_WR_RDMA_READ, rd, MW_L1, mr->lkey, k.a1, k.k1, 0, 0, 0);
+	ok(st == 0 && check(rd, MW_L1, 1) == -1,
+	   "A: READ back through it: %d, bad at %ld", st, check(rd, MW_L1, 1));
+	fill(tx, MW_L2, 2);
+	memset(rd, 0, MW_L2);
+	st = mw_do(IBV_WR_RDMA_WRITE, tx, MW_L2, mr->lkey, 0, k.k2, 0, 0, 0);
+	ok(st == 0, "A: WRITE of %u B through the zero-based type 2 window: %d",
+	   MW_L2, st);
+	st = mw_do(IBV_WR_RDMA_READ, rd, MW_L2, mr->lkey, 0, k.k2, 0, 0, 0);
+	ok(st == 0 && check(rd, MW_L2, 2) == -1,
+	   "A: READ back through it: %d, bad at %ld", st, check(rd, MW_L2, 2));
+	memcpy(&old2, tx + 8, 8);
+	memset(at, 0, 8);
+	st = mw_do(IBV_WR_ATOMIC_FETCH_AND_ADD, at, 8, mr->lkey, 8, k.k2, 5, 0,
+		   0);
+	memcpy(&v, at, 8);
+	want2 = old2 + 5;
+	ok(st == 0 && v == old2,
+	   "A: fetch-and-add at the type 2 window's "
+	   "offset 8: %d, old %#llx",
+	   st, (unsigned long long)v);
+	fill(tx, MW_L1, 1);
+	memcpy(&old1, tx + 16, 8);
+	want1 = 0x1122334455667788ull;
+	memset(at, 0, 8);
+	st = mw_do(IBV_WR_ATOMIC_CMP_AND_SWP, at, 8, mr->lkey, k.a1 + 16, k.k1,
+		   old1, want1, 0);
+	memcpy(&v, at, 8);
+	ok(st == 0 && v == old1,
+	   "A: compare-and-swap at the type 1 window's "
+	   "offset 16: %d, old %#llx",
+	   st, (unsigned long long)v);
+	memset(rd, 0, 64);
+	st = mw_do(IBV_WR_RDMA_READ, rd, 8, mr->lkey, 8, k.k2, 0, 0, 0);
+	memcpy(&v, rd, 8);
+	ok(st == 0 && v == want2, "A: the sum read back: %#llx",
+	   (unsigned long long)v);
+	st = mw_do(IBV_WR_RDMA_READ, rd, 8, mr->lkey, k.a1 + 16, k.k1, 0, 0, 0);
+	memcpy(&v, rd, 8);
+	ok(st == 0 && v == want1, "A: the swapped value read back: %#llx",
+	   (unsigned long long)v);
+	memset(rd, 0, MW_LR);
+	st = mw_do(IBV_WR_RDMA_READ, rd, MW_LR, mr->lkey, k.ar, k.kr, 0, 0, 0);
+	ok(st == 0 && check(rd, MW_LR, 3) == -1,
+	   "A: READ of %u B through the read-only window: %d", MW_LR, st);
+	memset(tx, 0x5a, 8);
+	st = mw_do(IBV_WR_SEND_WITH_INV, tx, 8, mr->lkey, 0, 0, 0, 0, k.k2);
+	ok(st == 0, "A: SEND_WITH_INV of the type 2 window: %d", st);
+	r = mw_look(fd, 1, want1, want2);
+	ok(r.inv_seen == 1 && (uint32_t)r.inv_rkey == k.k2,
+	   "A: the server's receive says WITH_INV of %#x (%d seen)",
+	   (uint32_t)r.inv_rkey, r.inv_seen);
+	ok(r.bad1 == -1 && r.bad2 == -1 && r.qp_state == IBV_QPS_RTS,
+	   "A: the server's memory holds every byte (bad at %d, %d), its QP "
+	   "in RTS (%d)",
+	   r.bad1, r.bad2, r.qp_state);
+	if (!full) {
+		mw_end(fd, 'E');
+		goto quit;
+	}
+	mw_refused(fd, "A: a WRITE through the invalidated window",
+		   IBV_WR_RDMA_WRITE, tx, 64, mr->lkey, 0, k.k2, 0, &k,
+		   IBV_WC_REM_ACCESS_ERR);
+
+	/* B: bound again (a new rkey): it works; then out of bounds */
+	k = mw_case(fd, 'B', mr);
+	fill(tx, MW_L2, 4);
+	memset(rd, 0, MW_L2);
+	st = mw_do(IBV_WR_RDMA_WRITE, tx, MW_L2, mr->lkey, 0, k.k2, 0, 0, 0);
+	ok(st == 0, "B: WRITE through the window bound again (rkey %#x): %d",
+	   k.k2, st);
+	st = mw_do(IBV_WR_RDMA_READ, rd, MW_L2, mr->lkey, 0, k.k2, 0, 0, 0);
+	ok(st == 0 && check(rd, MW_L2, 4) == -1,
+	   "B: READ back through it: %d, bad at %ld", st, check(rd, MW_L2, 4));
+	r = mw_look(fd, 2, 0, 0);
+	ok(r.bad2 == -1, "B: the server's memory holds every byte (bad at %d)",
+	   r.bad2);
+	mw_refused(fd, "B: a READ 4 bytes past the type 1 window's end",
+		   IBV_WR_RDMA_READ, rd, 8, mr->lkey, k.a1 + MW_L1 - 4, k.k1, 0,
+		   &k, IBV_WC_REM_ACCESS_ERR);
+
+	/* C: a WRITE through the read-only window */
+	k = mw_case(fd, 'C', mr);
+	mw_refused(fd, "C: a WRITE through the read-only window",
+		   IBV_WR_RDMA_WRITE, tx, 16, mr->lkey, k.ar, k.kr, 0, &k,
+		   IBV_WC_REM_ACCESS_ERR);
+
+	/* C2: a fetch-and-add through it (no atomic access either) */
+	k = mw_case(fd, 'C', mr);
+	mw_refused(fd, "C: a fetch-and-add through the read-only window",
+		   IBV_WR_ATOMIC_FETCH_AND_ADD, at, 8, mr->lkey, k.ar, k.kr, 0,
+		   &k, IBV_WC_REM_ACCESS_ERR);
+
+	/* L: invalidated by its owner (LOCAL_INV) before the READ */
+	k = mw_case(fd, 'L', mr);
+	mw_refused(fd, "L: a READ through the window its owner invalidated",
+		   IBV_WR_RDMA_READ, rd, 64, mr->lkey, 0, k.k2, 0, &k,
+		   IBV_WC_REM_ACCESS_ERR);
+
+	/* G: SEND_WITH_INV of a type 1 window's rkey (o10-37.2.26) */
+	k = mw_case(fd, 'G', mr);
+	mw_refused(fd, "G: SEND_WITH_INV of the type 1 window",
+		   IBV_WR_SEND_WITH_INV, tx, 8, mr->lkey, 0, 0, k.k1, &k,
+		   IBV_WC_REM_INV_REQ_ERR);
+quit:
+	mw_end(fd, 'Q');
+	xfer(fd, &leak, sizeof(leak), 0);
+	ok(leak == 0, "the server freed its windows, MR, QP, CQ and PD (%#x)",
+	   (unsigned int)leak);
+	close(fd);
+	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
+		   !ibv_destroy_comp_channel(ch) && !ibv_dealloc_pd(pd) &&
+		   !ibv_close_device(ctx),
+	   "the client freed everything");
+	free(mem);
+	return done_testing();
+}
+
+/*
+ * Large READs (tests/netns/rc-hosts.sh, tools): the server exposes SIZE
+ * bytes of a pattern; the client READs them COUNT times in one WR each,
+ * checks every byte and prints how long each took (a figure, not a
+ * check).  Under loss a lost response packet is asked for again from
+ * the gap.
+ *
+ *   rc_peer rdserver PORT SIZE
+ *   rc_peer rdclient SERVER PORT SIZE COUNT   TAP on stdout
+ */
+static int rd_server(int port, uint32_t size)
+{
+	uint8_t *mem = aligned_alloc(4096, size + 4096);
+	struct info me, peer;
+	struct ibv_mr *mr;
+	int fd, ret;
+	char c = 0;
+
+	if (!mem || !size)
+		bail_out("memory, size");
+	fill(mem, size, 5);
+	setup();
+	mr = ibv_reg_mr(pd, mem, size,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!mr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = tcp_listen(port);
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &peer, sizeof(peer), 0);
+	connect_qp(&me, &peer);
+	xfer(fd, &me, 1, 1); /* ready */
+	xfer(fd, &c, 1, 0);  /* the client is done with our memory */
+	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) ||
+	      ibv_destroy_comp_channel(ch) || ibv_dealloc_pd(pd) ||
+	      ibv_close_device(ctx);
+	close(fd);
+	free(mem);
+	return ret;
+}
+
+static int rd_client(const char *host, int port, uint32_t size, int count)
+{
+	uint8_t *mem = aligned_alloc(4096, size + 4096);
+	struct info me, peer;
+	struct ibv_mr *mr;
+	int fd, i, st;
+	double t0, worst = 0, sum = 0;
+	long bad;
+
+	if (!mem || !size)
+		bail_out("memory, size");
+	setup();
+	mr = ibv_reg_mr(pd, mem, size, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = tcp_connect(host, port);
+	xfer(fd, &peer, sizeof(peer), 0);
+	xfer(fd, &me, sizeof(me), 1);
+	connect_qp(&me, &peer);
+	xfer(fd, &me, 1, 0); /* the server is ready */
+	for (i = 0; i < count; i++) {
+		struct ibv_wc wc;
+		double t;
+
+		memset(mem, 0, size);
+		t0 = now_ms();
+		if (post(IBV_WR_RDMA_READ, mem, size, mr->lkey, 5, peer.addr,
+			 peer.rkey, 0))
+			bail_out("post READ");
+		wc = wait1();
+		t = now_ms() - t0;
+		sum += t;
+		if (t > worst)
+			worst = t;
+		st = (int)wc.status;
+		bad = st == 0 ? check(mem, size, 5) : 0;
+		ok(st == 0 && wc.opcode == IBV_WC_RDMA_READ && bad == -1,
+		   "READ %d of %u B: %s, bad at %ld", i + 1, size,
+		   st == -1 ? "no completion" : ibv_wc_status_str(wc.status),
+		   bad);
+	}
+	/* timing is a figure for the report, never a check */
+	diag("READ of %u B: %.1f ms on average, %.1f ms the slowest, %d runs",
+	     size, count ? sum / count : 0.0, worst, count);
+	xfer(fd, &me, 1, 1);
+	close(fd);
+	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
+		   !ibv_destroy_comp_channel(ch) && !ibv_dealloc_pd(pd) &&
+		   !ibv_close_device(ctx),
+	   "the client freed everything");
+	free(mem);
+	return done_testing();
+}
+
 int main(int argc, char **argv)
 {
 	const char *e;
@@ -759,10 +1405,22 @@ int main(int argc, char **argv)
 		return cut(argv[2], atoi(argv[3]));
 	if (argc >= 3 && !strcmp(argv[1], "server"))
 		return server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "rdserver"))
+		return rd_server(atoi(argv[2]), (uint32_t)atoi(argv[3]));
+	if (argc >= 6 && !strcmp(argv[1], "rdclient"))
+		return rd_client(argv[2], atoi(argv[3]),
+				 (uint32_t)atoi(argv[4]), atoi(argv[5]));
+	if (argc >= 3 && !strcmp(argv[1], "mwserver"))
+		return mw_server(atoi(argv[2]));
+	if (argc >= 5 && !strcmp(argv[1], "mwclient"))
+		return mw_client(argv[2], atoi(argv[3]),
+				 !strcmp(argv[4], "full"));
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]),
 			      argc > 4 ? atoi(argv[4]) : 3);
 	fprintf(stderr, "usage: rc_peer server PORT | client ADDR PORT [N] | "
-			"cut ADDR PORT\n");
+			"cut ADDR PORT | mwserver PORT | mwclient ADDR PORT "
+			"full|loss | "
+			"rdserver PORT SIZE | rdclient ADDR PORT SIZE COUNT\n");
 	return 2;
 }

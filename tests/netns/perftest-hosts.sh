@@ -1,0 +1,101 @@
+#!/bin/sh
+# perftest-hosts.sh -- Debian's perftest between two hosts of the
+# namespace fabric on softrdma's RoCE v2 path (SOFTRDMA_NET=1, preloaded):
+# ib_send_lat, ib_send_bw, ib_write_lat, ib_write_bw, ib_read_lat,
+# ib_read_bw, ib_atomic_lat and ib_atomic_bw, each with perftest's own
+# out-of-band TCP exchange (GID index 2: the host's IPv4 address) and with
+# -R (rdma_cm).  Both sides must exit 0, and each side that prints a result
+# line (the passive side of read_lat and atomic_lat prints none) a line for
+# the iterations asked with a non-zero latency or message rate.
+#
+# The links run at MTU 9000: perftest takes its path MTU from the port
+# (4096), which a 1500-byte link cannot carry.
+. "$top_srcdir/tests/lib.sh"
+[ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
+command -v ib_send_lat >/dev/null 2>&1 ||
+	skip_all "perftest not installed (Debian package perftest)"
+hosts_stem=pth
+. "$top_srcdir/tests/netns/hosts-lib.sh"
+
+fab up "$name" 2 1 9000
+ok $? "fabric of 2 hosts up (MTU 9000)"
+a1=$(fab addr "$name" 1)
+
+# iterations: small, a run is about a second; fewer under valgrind
+iters=200
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && iters=50
+port=18901
+
+# result LOG KIND -- the result line of a perftest log: "ITERS VALUE",
+# VALUE the average latency in us (lat) or the message rate in Mpps (bw:
+# six decimals, where MB/s has two and shows 0.00 for 8-byte atomics on
+# a slow machine); empty when there is none
+result() {
+	awk -v k="$2" '
+		/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ {
+			v = (k == "lat") ? $6 : $5
+			print $2, v
+			exit
+		}' "$1"
+}
+
+# sane LOG KIND -- LOG has a result line for $iters iterations with a
+# figure above zero
+sane() {
+	set -- $(result "$1" "$2")
+	[ "${1:-0}" -eq "$iters" ] && awk -v v="${2:-0}" 'BEGIN { exit !(v > 0) }'
+}
+
+# perf TOOL MODE -- TOOL's server on host 1, client on host 2; MODE is
+# "" (out-of-band TCP exchange) or -R (rdma_cm)
+perf() {
+	_t=$1
+	_m=$2
+	port=$((port + 1))
+	case $_t in
+	*_lat) _k=lat ;;
+	*) _k=Mpps ;;
+	esac
+	if [ -n "$_m" ]; then
+		_args="-R -n $iters -p $port"
+	else
+		_args="-x 2 -n $iters -p $port"
+	fi
+	_what="$_t ${_m:-(TCP exchange)}"
+	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 90 \
+		"$_t" $_args >"$tap_tmp/s.log" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	ok $? "$_what: server listens on host 1"
+	on 2 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 90 \
+		"$_t" $_args "$a1" >"$tap_tmp/c.log" 2>&1
+	_rc=$?
+	wait $_spid
+	_src=$?
+	_ok=1
+	[ $_rc -eq 0 ] && [ $_src -eq 0 ] && sane "$tap_tmp/c.log" $_k && _ok=0
+	case $_t in
+	ib_read_lat | ib_atomic_lat) ;; # the passive side prints nothing
+	*) [ $_ok -eq 0 ] && ! sane "$tap_tmp/s.log" $_k && _ok=1 ;;
+	esac
+	_c=$(result "$tap_tmp/c.log" $_k | cut -d' ' -f2)
+	_s=$(result "$tap_tmp/s.log" $_k | cut -d' ' -f2)
+	ok $_ok "$_what: both exit 0 ($_rc/$_src), $iters iterations, $_k ${_c:-none} / ${_s:-none}"
+	[ $_ok -ne 0 ] && {
+		show_log "$tap_tmp/s.log"
+		show_log "$tap_tmp/c.log"
+	}
+}
+
+for t in send write read atomic; do
+	for k in lat bw; do
+		for m in "" -R; do
+			perf ib_${t}_$k "$m"
+		done
+	done
+done
+
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exit after their last client"
+done_testing

@@ -1,0 +1,177 @@
+#!/bin/sh
+# port-hosts.sh -- softrdma's port follows its interface (soft/port.c,
+# SOFTRDMA_NET=1), as rxe's follows its netdev: Debian's ibv_devinfo reads
+# the port's state, physical state and active MTU from the interface (MTU
+# 1500 and 9000, and the edges of rxe's eth_mtu_int_to_enum); Debian's
+# ibv_asyncwatch gets IBV_EVENT_PORT_ERR and PORT_ACTIVE, once each, when
+# the cable is pulled and plugged and when the interface is set down and
+# up; tests/netns/port_peer streams RC WRITEs at the port's MTU (1024 on a
+# 1500-byte link, every byte read back), the cable is pulled mid-stream:
+# the outstanding WRITEs end in RETRY_EXC_ERR and flushes, PORT_ERR comes,
+# then PORT_ACTIVE when it is plugged back; perftest's ib_write_bw takes
+# the port's MTU.  Without SOFTRDMA_NET the port stays as it was.
+. "$top_srcdir/tests/lib.sh"
+peer=$top_builddir/tests/netns/port_peer
+[ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
+[ -x "$peer" ] || skip_all "tests/netns/port_peer not built"
+command -v ibv_devinfo >/dev/null 2>&1 ||
+	skip_all "ibv_devinfo not installed (Debian package ibverbs-utils)"
+hosts_stem=poh
+. "$top_srcdir/tests/netns/hosts-lib.sh"
+
+fab up "$name" 2 1 1500
+ok $? "fabric of 2 hosts up, MTU 1500"
+a1=$(fab addr "$name" 1)
+
+# devinfo HOST [ENV...] -- "STATE MAX_MTU ACTIVE_MTU PHYS_STATE" of port 1
+devinfo() {
+	_h=$1
+	shift
+	on "$_h" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$@" timeout -k 10 60 \
+		ibv_devinfo -v -i 1 2>&1 | awk '
+		$1 == "state:" { s = $2 }
+		$1 == "max_mtu:" { m = $2 }
+		$1 == "active_mtu:" { a = $2 }
+		$1 == "phys_state:" { p = $2 }
+		END { print s, m, a, p }'
+}
+# expect WHAT GOT WANT
+expect() {
+	[ "$2" = "$3" ]
+	ok $? "$1: $2"
+	[ "$2" = "$3" ] || diag "  want $3"
+}
+
+expect "MTU 1500" "$(devinfo 1)" "PORT_ACTIVE 4096 1024 LINK_UP"
+# without SOFTRDMA_NET: one host, no interface; the port as always
+expect "MTU 1500, SOFTRDMA_NET=0" "$(devinfo 1 SOFTRDMA_NET=0)" \
+	"PORT_ACTIVE 4096 4096 LINK_UP"
+# rxe: the IP MTU less 80 bytes of headers, rounded down to an IB MTU,
+# 256 at least
+for m in 9000:4096 4176:4096 4175:2048 2128:2048 2127:1024 1104:1024 \
+	1103:512 592:512 591:256 300:256; do
+	fab exec "$name" 1 ip link set eth0 mtu "${m%:*}"
+	expect "MTU ${m%:*}" "$(devinfo 1)" "PORT_ACTIVE 4096 ${m#*:} LINK_UP"
+done
+fab exec "$name" 1 ip link set eth0 mtu 1500
+
+# wait_lines FILE N RE -
+# until FILE has N lines matching RE (60 s at most)
+wait_lines() {
+	_i=0
+	while [ $_i -lt 600 ]; do
+		[ "$(grep -c "$3" "$1" 2>/dev/null)" -ge "$2" ] && return 0
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	return 1
+}
+if command -v ibv_asyncwatch >/dev/null 2>&1; then
+	aw=$tap_tmp/asyncwatch.log
+	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 300 \
+		ibv_asyncwatch >"$aw" 2>&1 &
+	awpid=$!
+	tap_pids="$tap_pids $awpid"
+	wait_lines "$aw" 1 'async event FD'
+	ok $? "ibv_asyncwatch waits for events on host 1"
+	fab link "$name" 1 0 down
+	wait_lines "$aw" 1 'IBV_EVENT_PORT_ERR (10), port 1'
+	ok $? "cable pulled: IBV_EVENT_PORT_ERR, port 1"
+	expect "cable pulled" "$(devinfo 1)" "PORT_DOWN 4096 1024 POLLING"
+	fab link "$name" 1 0 up
+	wait_lines "$aw" 1 'IBV_EVENT_PORT_ACTIVE (9), port 1'
+	ok $? "cable plugged: IBV_EVENT_PORT_ACTIVE, port 1"
+	expect "cable plugged" "$(devinfo 1)" "PORT_ACTIVE 4096 1024 LINK_UP"
+	fab exec "$name" 1 ip link set eth0 down
+	wait_lines "$aw" 2 'IBV_EVENT_PORT_ERR (10), port 1'
+	ok $? "interface down: IBV_EVENT_PORT_ERR"
+	expect "interface down" "$(devinfo 1)" "PORT_DOWN 4096 1024 DISABLED"
+	fab exec "$name" 1 ip link set eth0 up
+	wait_lines "$aw" 2 'IBV_EVENT_PORT_ACTIVE (9), port 1'
+	ok $? "interface up: IBV_EVENT_PORT_ACTIVE"
+	# an MTU change is no port event (rxe_set_mtu raises none)
+	fab exec "$name" 1 ip link set eth0 mtu 9000
+	expect "MTU 9000 while watched" "$(devinfo 1)" \
+		"PORT_ACTIVE 4096 4096 LINK_UP"
+	fab exec "$name" 1 ip link set eth0 mtu 1500
+	# the admin down took host 1's IPv6 address; only IPv4 follows
+	kill -TERM $awpid 2>/dev/null
+	wait $awpid
+	sed 's/^/#   /' "$aw"
+	grep 'event_type' "$aw" | sed 's/.*IBV_EVENT_\([A-Z_]*\).*/\1/' |
+		tr '\n' ' ' >"$tap_tmp/aw.seq"
+	expect "every change once, in order" "$(cat "$tap_tmp/aw.seq")" \
+		"PORT_ERR PORT_ACTIVE PORT_ERR PORT_ACTIVE "
+else
+	skip "ibv_asyncwatch" "not installed (Debian package ibverbs-utils)"
+fi
+
+# an RC stream at the port's MTU; host 2's cable pulled mid-stream
+port=18801
+on 1 timeout -k 10 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
+spid=$!
+tap_pids="$tap_pids $spid"
+listening 1 $port
+ok $? "port_peer server listens on host 1"
+on 2 timeout -k 10 300 "$peer" stream "$a1" $port 1024 \
+	>"$tap_tmp/stream.tap" 2>&1 &
+cpid=$!
+tap_pids="$tap_pids $cpid"
+wait_lines "$tap_tmp/stream.tap" 1 '^# streaming'
+ok $? "port_peer streams WRITEs from host 2"
+fab link "$name" 2 0 down
+wait_lines "$tap_tmp/stream.tap" 1 '^# down'
+fab link "$name" 2 0 up
+wait $cpid
+rc=$?
+sed 's/^/    /' "$tap_tmp/stream.tap"
+! grep -q '^not ok' "$tap_tmp/stream.tap" &&
+	grep -q '^ok' "$tap_tmp/stream.tap" && [ $rc -eq 0 ]
+ok $? "stream and cut: every port_peer check passed (exit $rc)"
+wait $spid
+rc=$?
+ok $rc "port_peer server exits 0"
+[ $rc -ne 0 ] && show_log "$tap_tmp/server.log"
+
+# perftest takes the port's active MTU as its path MTU
+if command -v ib_write_bw >/dev/null 2>&1; then
+	# bw_once -- one ib_write_bw host 2 -> host 1; sets rc and src
+	bw_once() {
+		port=$((port + 1))
+		on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
+			ib_write_bw -x 2 -s 65536 -n 100 -p $port \
+			>"$tap_tmp/bw-s.log" 2>&1 &
+		spid=$!
+		tap_pids="$tap_pids $spid"
+		listening 1 $port
+		on 2 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 \
+			ib_write_bw -x 2 -s 65536 -n 100 -p $port "$a1" \
+			>"$tap_tmp/bw-c.log" 2>&1
+		rc=$?
+		wait $spid
+		src=$?
+	}
+	# perftest's cycle-to-time calibration (a linear fit over busy
+	# loops) fails now and then on a loaded machine, whatever softrdma
+	# does ("Correlation coefficient r^2 < 0.9": no report, exit 1);
+	# that failure, and only that one, is run again (5 times at most)
+	_try=1
+	while :; do
+		bw_once
+		[ $_try -lt 6 ] && grep -q 'Correlation coefficient r^2: .* < 0.9' \
+			"$tap_tmp/bw-c.log" "$tap_tmp/bw-s.log" || break
+		diag "ib_write_bw attempt $_try: perftest could not measure the CPU clock; again"
+		_try=$((_try + 1))
+	done
+	[ $rc -eq 0 ] && [ $src -eq 0 ] &&
+		grep -q 'Mtu *: 1024\[B\]' "$tap_tmp/bw-c.log" &&
+		grep -Eq '^ *65536 +100 ' "$tap_tmp/bw-c.log"
+	ok $? "ib_write_bw host 2 -> host 1 at the port's MTU, 1024 (exit $rc/$src)"
+	[ $rc -ne 0 ] || [ $src -ne 0 ] && {
+		show_log "$tap_tmp/bw-s.log"
+		show_log "$tap_tmp/bw-c.log"
+	}
+else
+	skip "ib_write_bw" "not installed (Debian package perftest)"
+fi
+done_testing

@@ -1,0 +1,60 @@
+#!/bin/sh
+# rdmamsg_pingpong-insns.sh -- instructions per message of librdmamsg plus
+# softrdma, under callgrind: tools/rdmamsg_pingpong (one process, two
+# contexts connected to each other, 8-byte rdmamsg_send() ping-pong in busy
+# mode) run against each softrdma library given, at -n N and -n 2N; the
+# cost per message is the difference of the two instruction counts divided
+# by the 2N extra messages (set-up cancels out; connection and teardown,
+# whose spinning depends on time, are not counted: --toggle-collect).
+# Instruction counts do not depend on the machine's load.
+#
+# Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [LIBSOFTRDMA.so...]
+#   -n N        the smaller run's iterations (default 5000; 2N messages)
+#   -s SIZE     message size (default 8)
+#   -b BUILDDIR the build tree whose tools/rdmamsg_pingpong runs (default .)
+#   LIBSOFTRDMA.so  the fabrics compared (default BUILDDIR's own)
+# Example, softrdma of an older commit against this tree's (same librdmamsg):
+#   tools/rdmamsg_pingpong-insns.sh -b _build \
+#     /tmp/base/b/soft/.libs/libsoftrdma.so _build/soft/.libs/libsoftrdma.so
+set -eu
+
+n=5000
+size=8
+builddir=.
+while getopts n:s:b: opt; do
+	case $opt in
+	n) n=$OPTARG ;;
+	s) size=$OPTARG ;;
+	b) builddir=$OPTARG ;;
+	*) sed -n '10,15s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+command -v valgrind >/dev/null || { echo "valgrind missing" >&2; exit 1; }
+bin=$builddir/tools/rdmamsg_pingpong
+[ -x "$bin" ] || { echo "no $bin (make tools/rdmamsg_pingpong)" >&2; exit 1; }
+[ $# -ge 1 ] || set -- "$builddir/soft/.libs/libsoftrdma.so"
+export RDMAMSG_FABRIC=soft
+export SOFTRDMA_SHM_PREFIX="rpi$$"
+trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null' EXIT
+
+# insns LIB ITERS -- instructions callgrind collected for one run (of
+# the real binary behind libtool's wrapper)
+insns() {
+	RDMAMSG_SOFTRDMA_PATH=$1 timeout -k 10 600 \
+		"$builddir/libtool" --mode=execute valgrind --tool=callgrind \
+		--toggle-collect=pingpong --callgrind-out-file=/dev/null "$bin" -n "$2" -s "$size" 2>&1 >/dev/null |
+		sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+
+echo "# rdmamsg_pingpong-insns: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $size-byte messages, -n $n and -n $((2 * n)); per message = difference / $((2 * n)) messages"
+printf '%-60s %14s %14s %10s\n' library "I(n=$n)" "I(n=$((2 * n)))" insn/msg
+for lib in "$@"; do
+	dir=$(cd "$(dirname "$lib")" && pwd)
+	lib=$dir/$(basename "$lib")
+	a=$(insns "$lib" "$n")
+	b=$(insns "$lib" $((2 * n)))
+	printf '%-60s %14s %14s %10s\n' "$lib" "$a" "$b" \
+		"$(awk -v a="$a" -v b="$b" -v m=$((2 * n)) 'BEGIN { printf "%.1f", (b - a) / m }')"
+done
