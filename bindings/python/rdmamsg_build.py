@@ -23,8 +23,9 @@ from cffi import FFI
 
 # Endpoint attribute setters taking one unsigned int / size_t value.
 EP_ATTR_UINT = ["connect_timeout", "close_timeout", "peer_timeout",
-                "recv_depth", "send_depth", "send_backlog"]
-EP_ATTR_SIZE = ["eager_size", "max_msg_size", "max_large_size"]
+                "recv_depth", "send_depth", "send_backlog", "ack_timeout"]
+EP_ATTR_SIZE = ["eager_size", "max_msg_size", "max_large_size",
+                "rndv_threshold"]
 
 CDEF = """
 #define RDMAMSG_PRIVATE_DATA_MAX ...
@@ -44,6 +45,14 @@ CDEF = """
 #define RDMAMSG_VERSION_MAJOR ...
 #define RDMAMSG_VERSION_MINOR ...
 #define RDMAMSG_MAX_PATHS ...
+#define RDMAMSG_IOV_MAX ...
+#define RDMAMSG_RNDV_THRESH_MIN ...
+#define RDMAMSG_DC_PRIVATE_DATA_MAX ...
+
+struct iovec {
+	void *iov_base;
+	size_t iov_len;
+};
 
 enum rdmamsg_fabric { RDMAMSG_FABRIC_AUTO, RDMAMSG_FABRIC_VERBS,
 		      RDMAMSG_FABRIC_SOFT, ... };
@@ -59,7 +68,10 @@ enum rdmamsg_failover { RDMAMSG_FAILOVER_OFF, RDMAMSG_FAILOVER_RECONNECT,
 			 ... };
 enum rdmamsg_path_event { RDMAMSG_PATH_DOWN, RDMAMSG_FAILOVER_START,
 			  RDMAMSG_FAILOVER_DONE, RDMAMSG_FAILOVER_FAILED,
+			  RDMAMSG_PATH_MIGRATED, RDMAMSG_PATH_MIG_FAILED,
 			  ... };
+enum rdmamsg_apm { RDMAMSG_APM_OFF, RDMAMSG_APM_AUTO, ... };
+enum rdmamsg_transport { RDMAMSG_TRANSPORT_RC, RDMAMSG_TRANSPORT_DC, ... };
 
 struct rdmamsg_ctx;
 struct rdmamsg_ctx_attr;
@@ -86,6 +98,32 @@ struct rdmamsg_path_stats {
 	uint64_t failovers;
 	uint64_t failover_fails;
 	uint64_t last_failover_ns;
+	uint64_t attempts;
+	uint64_t migrations;
+	uint64_t mig_fails;
+	unsigned int apm;
+	...;
+};
+
+struct rdmamsg_protocols {
+	size_t max_inline;
+	size_t eager;
+	size_t rndv_threshold;
+	size_t max_msg;
+	size_t max_large;
+	int rndv_window;
+	...;
+};
+
+struct rdmamsg_dc_stats {
+	uint32_t dcis;
+	uint32_t dcts;
+	uint32_t endpoints;
+	uint32_t qps;
+	uint64_t tag_drops;
+	uint64_t dci_waits;
+	uint64_t dci_resets;
+	uint64_t key_violations;
 	...;
 };
 
@@ -177,6 +215,16 @@ int rdmamsg_srq_query(const struct rdmamsg_srq *srq,
 		      struct rdmamsg_srq_stats *stats);
 int rdmamsg_ep_attr_set_on_write_imm(struct rdmamsg_ep_attr *attr,
 	void (*on_write_imm)(struct rdmamsg_ep *, uint32_t, size_t, void *));
+int rdmamsg_ep_attr_set_apm(struct rdmamsg_ep_attr *attr,
+			    enum rdmamsg_apm mode);
+int rdmamsg_ep_attr_set_transport(struct rdmamsg_ep_attr *attr,
+				  enum rdmamsg_transport transport);
+int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
+			 struct rdmamsg_dc_stats *stats);
+int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
+			     struct rdmamsg_protocols *pr);
+int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
+		  void *op_ctx);
 int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
 				 enum rdmamsg_failover policy);
 int rdmamsg_ep_attr_set_reconnect(struct rdmamsg_ep_attr *attr,
@@ -301,9 +349,12 @@ struct rdmamsg_group_stats {
 	uint64_t malformed;
 	uint64_t publishers;
 	uint64_t naks_sent, naks_received, repairs;
+	uint64_t repairs_unicast, repairs_multicast;
 	uint64_t flow_control_stalls;
 	uint64_t receivers;
 	uint32_t mtu;
+	uint64_t lost_fragments;
+	uint64_t published_in_repair;
 	...;
 };
 int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr);
@@ -326,6 +377,7 @@ int rdmamsg_group_attr_set_flow_control(struct rdmamsg_group_attr *attr,
 					enum rdmamsg_group_flow flow,
 					uint32_t tag);
 int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
+int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);
 int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 		       const struct rdmamsg_group_attr *attr,
 		       const struct rdmamsg_group_cbs *cbs, void *arg,
@@ -339,8 +391,28 @@ int rdmamsg_group_query(const struct rdmamsg_group *g,
 int rdmamsg_group_get_id(const struct rdmamsg_group *g, uint64_t *id);
 
 /* C helpers of the binding (SOURCE below): fewer crossings per message */
+#define _RDMAMSG_PY_REC_SIZE ...
+#define _RDMAMSG_PY_COPY_MAX ...
+#define _RDMAMSG_PY_RESP ...
+struct _rdmamsg_py_batch {
+	unsigned int n;
+	unsigned int used;
+	int woke;
+	char arena[...];
+	...;
+};
 int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
-		     int *woke, void *h);
+		     struct _rdmamsg_py_batch *b);
+void _rdmamsg_py_on_recv(struct rdmamsg_ep *, void *, size_t, uint32_t,
+			 unsigned int, void *);
+void _rdmamsg_py_on_disconnect(struct rdmamsg_ep *, int, void *);
+void _rdmamsg_py_on_ep_closed(struct rdmamsg_ep *, void *);
+void _rdmamsg_py_on_request(struct rdmamsg_ep *, struct rdmamsg_req *,
+			    void *, size_t, void *);
+void _rdmamsg_py_on_write_imm(struct rdmamsg_ep *, uint32_t, size_t,
+			      void *);
+void _rdmamsg_py_on_response(struct rdmamsg_ep *, int, void *, size_t,
+			     void *);
 int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
 		     const char *data, size_t len, uintptr_t opid);
 void _rdmamsg_py_on_send(struct rdmamsg_ep *, int, void *, void *);
@@ -370,7 +442,7 @@ extern "Python" void _py_on_rma(struct rdmamsg_ep *, int, uint64_t, void *);
 extern "Python" void _py_on_conn_req(struct rdmamsg_listener *,
 				     struct rdmamsg_conn_req *, const void *,
 				     size_t, void *);
-extern "Python" void _py_flush(void *);
+extern "Python" void _py_drain(struct _rdmamsg_py_batch *, unsigned int);
 extern "Python" int _py_recv_alloc(struct rdmamsg_ep *, size_t, void **,
 				   struct rdmamsg_mr **, void *);
 extern "Python" void _py_on_srq_closed(struct rdmamsg_srq *, void *);
@@ -394,42 +466,214 @@ extern "Python" void _py_on_listener_closed(struct rdmamsg_listener *,
 SOURCE = r"""
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 #include <rdmamsg.h>
 
 static void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
 static void _py_on_publish(struct rdmamsg_group *, void *, int, void *);
-static void _py_flush(void *);
 static void _py_log(int, const char *, const char *);
+static void _py_on_recv(struct rdmamsg_ep *, void *, size_t, uint32_t,
+			unsigned int, void *);
+static void _py_on_disconnect(struct rdmamsg_ep *, int, void *);
+static void _py_on_ep_closed(struct rdmamsg_ep *, void *);
+static void _py_on_request(struct rdmamsg_ep *, struct rdmamsg_req *, void *,
+			   size_t, void *);
+static void _py_on_write_imm(struct rdmamsg_ep *, uint32_t, size_t, void *);
+static void _py_on_response(struct rdmamsg_ep *, int, void *, size_t, void *);
 
-/* one pass of the arm/progress protocol: progress, then arm until blocking
- * on the fd is safe (-EBUSY: work came in, progress again).  Progress comes
- * first although, after a wake-up from the fd, it polls the CQs without
- * draining the channel that woke us (arm() then says -EBUSY and a second
- * progress does that: 1.7 progress calls per wake-up): the message is
- * delivered, and a receiver's answer sent, before that bookkeeping.  Arming
- * first (1.03 calls per wake-up) measured slower for callback round trips
- * (20-24 against 11-18 us one-way), the same for streams. */
-static void _rdmamsg_py_progress(struct rdmamsg_ctx *ctx, int *woke, void *h)
+/* The batch.  During a progress call of the pump, on_recv copies each
+ * small message (up to _RDMAMSG_PY_COPY_MAX bytes, not RECV_LARGE) into
+ * the context's batch as a record -- its endpoint's arg, length, immediate
+ * value and flags, then the bytes, padded to 8 -- instead of calling into
+ * Python once per message; so do the completions of tracked sends (the
+ * operation id and status) and responses (id, status, bytes).  The pump
+ * returns to Python, which delivers the whole batch in one go
+ * (Context._pump, _deliver).  Whatever else reaches Python during that
+ * progress call (a larger message, a disconnect, a close, a request) first
+ * has the batch drained (_py_drain), so every endpoint sees its events in
+ * the library's order.  Outside a pump's progress call (no batch) each
+ * goes to Python on its own as before. */
+#define _RDMAMSG_PY_ARENA (64 * 1024)
+#define _RDMAMSG_PY_COPY_MAX 2048
+
+struct _rdmamsg_py_rec {
+	uint64_t arg;
+	uint32_t len;
+	uint32_t imm;
+	uint32_t flags;
+	uint32_t kind; /* _RDMAMSG_PY_MSG, _SENT, _RESP */
+};
+#define _RDMAMSG_PY_MSG 0  /* arg, len, imm, flags, the bytes */
+#define _RDMAMSG_PY_SENT 1 /* arg = op id, flags = status */
+#define _RDMAMSG_PY_RESP 2 /* arg = op id, flags = status, len, bytes */
+#define _RDMAMSG_PY_REC_SIZE ((int)sizeof(struct _rdmamsg_py_rec))
+
+struct _rdmamsg_py_batch {
+	unsigned int n;	     /* records */
+	unsigned int used;   /* bytes of arena */
+	int woke;	     /* a task was woken: its step runs before arm */
+	unsigned int rounds; /* progress calls the pass may still make */
+	char arena[_RDMAMSG_PY_ARENA] __attribute__((aligned(8)));
+};
+
+static void _py_drain(struct _rdmamsg_py_batch *, unsigned int);
+
+/* the batch of the pump's progress call running in this thread, or NULL */
+static __thread struct _rdmamsg_py_batch *_rdmamsg_py_cur;
+
+/* deliver the batch now, from inside the progress call; Python reads the
+ * records in place, so nothing may land in the arena meanwhile: whatever
+ * the library would call back with during it goes to Python on its own
+ * (it does not call back from inside the calls Python may make) */
+static void _rdmamsg_py_sync(void)
 {
-	rdmamsg_ctx_progress(ctx);
-	if (*woke) { /* tasks were woken: their steps run now, before arm */
-		*woke = 0;
-		_py_flush(h);
-	}
+	struct _rdmamsg_py_batch *b = _rdmamsg_py_cur;
+
+	if (!b || !b->n)
+		return;
+	_rdmamsg_py_cur = NULL;
+	_py_drain(b, b->n);
+	b->n = 0;
+	b->used = 0;
+	_rdmamsg_py_cur = b;
 }
 
+/* a record of len bytes in the running pump's batch, or NULL (no batch,
+ * too large: the caller goes to Python on its own, after the batch) */
+static struct _rdmamsg_py_rec *_rdmamsg_py_rec(size_t len)
+{
+	struct _rdmamsg_py_batch *b = _rdmamsg_py_cur;
+	struct _rdmamsg_py_rec *r;
+	size_t need;
+
+	if (!b || len > _RDMAMSG_PY_COPY_MAX) {
+		_rdmamsg_py_sync();
+		return NULL;
+	}
+	need = sizeof(*r) + ((len + 7) & ~(size_t)7);
+	if (sizeof(b->arena) - b->used < need) {
+		_rdmamsg_py_sync();
+		if (sizeof(b->arena) - b->used < need) /* not drained: never */
+			return NULL;
+	}
+	r = (struct _rdmamsg_py_rec *)(void *)(b->arena + b->used);
+	r->len = (uint32_t)len;
+	b->used += (unsigned int)need;
+	b->n++;
+	return r;
+}
+
+static void _rdmamsg_py_on_recv(struct rdmamsg_ep *ep, void *data,
+				size_t len, uint32_t imm, unsigned int flags,
+				void *arg)
+{
+	struct _rdmamsg_py_rec *r;
+
+	r = flags & RDMAMSG_RECV_LARGE ? NULL : _rdmamsg_py_rec(len);
+	if (!r) {
+		_rdmamsg_py_sync();
+		_py_on_recv(ep, data, len, imm, flags, arg);
+		return;
+	}
+	r->arg = (uint64_t)(uintptr_t)arg;
+	r->imm = imm;
+	r->flags = flags;
+	r->kind = _RDMAMSG_PY_MSG;
+	memcpy(r + 1, data, len);
+}
+
+static void _rdmamsg_py_on_disconnect(struct rdmamsg_ep *ep, int status,
+				      void *arg)
+{
+	_rdmamsg_py_sync();
+	_py_on_disconnect(ep, status, arg);
+}
+
+static void _rdmamsg_py_on_ep_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	_rdmamsg_py_sync();
+	_py_on_ep_closed(ep, arg);
+}
+
+static void _rdmamsg_py_on_request(struct rdmamsg_ep *ep,
+				   struct rdmamsg_req *req, void *data,
+				   size_t len, void *arg)
+{
+	_rdmamsg_py_sync();
+	_py_on_request(ep, req, data, len, arg);
+}
+
+static void _rdmamsg_py_on_write_imm(struct rdmamsg_ep *ep, uint32_t imm,
+				     size_t len, void *arg)
+{
+	_rdmamsg_py_sync();
+	_py_on_write_imm(ep, imm, len, arg);
+}
+
+static void _rdmamsg_py_on_response(struct rdmamsg_ep *ep, int status,
+				    void *data, size_t len, void *arg)
+{
+	struct _rdmamsg_py_rec *r;
+
+	if (status != 0)
+		len = 0;
+	r = _rdmamsg_py_rec(len);
+	if (!r) {
+		_py_on_response(ep, status, data, len, arg);
+		return;
+	}
+	r->arg = (uint64_t)(uintptr_t)arg;
+	r->imm = 0;
+	r->flags = (uint32_t)status;
+	r->kind = _RDMAMSG_PY_RESP;
+	if (len)
+		memcpy(r + 1, data, len);
+}
+
+/* one progress call with b as the batch (Python delivered the last one):
+ * 1 + the records to deliver, 1 for woken tasks only (their steps run
+ * before the pass arms), 0 when Python has nothing to do */
+static int _rdmamsg_py_progress(struct rdmamsg_ctx *ctx,
+				struct _rdmamsg_py_batch *b)
+{
+	b->n = 0;
+	b->used = 0;
+	b->woke = 0;
+	_rdmamsg_py_cur = b;
+	rdmamsg_ctx_progress(ctx);
+	_rdmamsg_py_cur = NULL;
+	if (b->n)
+		return 1 + (int)b->n;
+	return b->woke != 0;
+}
+
+/* One pass of the arm/progress protocol: progress, then arm until blocking
+ * on the fd is safe (-EBUSY: work came in, progress again), at most
+ * rounds progress calls (then -EBUSY: a later pass goes on).  Returns > 0
+ * after a progress call that left Python work (see above): Python does it
+ * and calls again with rounds 0, which goes on with arm.  Progress comes
+ * first although, after a wake-up from the fd, it polls the CQs without
+ * draining the channel that woke us (arm() then says -EBUSY and a second
+ * progress does that): the message is delivered, and a receiver's answer
+ * sent, before that bookkeeping. */
 static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
-			    int *woke, void *h)
+			    struct _rdmamsg_py_batch *b)
 {
 	int rc;
 
-	_rdmamsg_py_progress(ctx, woke, h);
-	while ((rc = rdmamsg_ctx_arm(ctx)) == -EBUSY) {
-		/* at most rounds progress calls: -EBUSY, a later pass goes on */
-		if (rounds <= 1)
+	if (rounds) {
+		b->rounds = rounds - 1;
+		rc = _rdmamsg_py_progress(ctx, b);
+		if (rc)
 			return rc;
-		rounds--;
-		_rdmamsg_py_progress(ctx, woke, h);
+	}
+	while ((rc = rdmamsg_ctx_arm(ctx)) == -EBUSY) {
+		if (!b->rounds)
+			return rc;
+		b->rounds--;
+		rc = _rdmamsg_py_progress(ctx, b);
+		if (rc)
+			return rc;
 	}
 	return rc;
 }
@@ -451,8 +695,19 @@ static int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
 static void _rdmamsg_py_on_send(struct rdmamsg_ep *ep, int status,
 				void *op_ctx, void *arg)
 {
-	if (op_ctx)
+	struct _rdmamsg_py_rec *r;
+
+	if (!op_ctx)
+		return;
+	r = _rdmamsg_py_rec(0);
+	if (!r) {
 		_py_on_send(ep, status, op_ctx, arg);
+		return;
+	}
+	r->arg = (uint64_t)(uintptr_t)op_ctx;
+	r->imm = 0;
+	r->flags = (uint32_t)status;
+	r->kind = _RDMAMSG_PY_SENT;
 }
 
 /* on_publish: only completions somebody waits for (op_ctx != 0) and

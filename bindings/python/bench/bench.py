@@ -1,6 +1,7 @@
 """bench.py -- the Python binding against rdmamsg_perf (C) and asyncio TCP.
 
 usage: bench.py [--perf PATH] [-n ITERS] [--rate-n N] [--rounds R]
+                [--compare DIR [--compare-name NAME]]
 
 One run, peers side by side on loopback (softrdma for rdmamsg): 8-byte
 round trips (ping-pong; one-way latency = half the median round trip, as
@@ -17,6 +18,12 @@ The row "same, wake via call_soon" is the streams pair with the binding's
 in-pass wake-up turned off (rdmamsg._core.DIRECT_WAKE): a task waiting in
 recv() then resumes one loop iteration after the pass that got its
 message, as before that change -- the before/after comparison in one run.
+
+--compare DIR adds the two rdmamsg rows once more with the package found
+in DIR (another build's bindings/python, e.g. a copy of it made before a
+change): both peers of those rows are processes of their own with
+PYTHONPATH=DIR, interleaved with the others in every round -- a
+before/after comparison of the binding in one run.
 """
 import argparse
 import asyncio
@@ -335,15 +342,29 @@ async def client_tcp(port: int, n: int, rate_n: int):
     return lat, rate
 
 
-def with_server(kind: str, fn, *args):
+def with_server(kind: str, fn, *args, path=None):
+    """Run client fn against a server of kind; with path (a PYTHONPATH),
+    the client too is a process of its own, both importing rdmamsg from
+    path."""
     port = free_port()
+    env = None
+    if path is not None:
+        env = dict(os.environ, PYTHONPATH=path)
+    track = ["--track-sends"] if TRACK else []
     srv = subprocess.Popen([sys.executable, __file__, "--serve", kind,
-                            str(port)] + (["--track-sends"] if TRACK else []),
-                           stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE)
+                            str(port)] + track, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, env=env)
     try:
         assert srv.stdout.readline() == b"ready\n"
-        return asyncio.run(fn(port, *args))
+        if path is None:
+            return asyncio.run(fn(port, *args))
+        out = subprocess.run([sys.executable, __file__, "--client",
+                              fn.__name__, str(port)] +
+                             [str(a) for a in args] + track, env=env,
+                             check=True, capture_output=True, text=True,
+                             timeout=300).stdout
+        lat, rate = out.split()
+        return float(lat), float(rate)
     finally:
         srv.stdin.close()
         srv.wait(30)
@@ -377,7 +398,16 @@ def main() -> None:
     ap.add_argument("--rate-n", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--track-sends", action="store_true")
+    ap.add_argument("--compare", metavar="DIR", default=None)
+    ap.add_argument("--compare-name", default="before")
+    ap.add_argument("--client", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.client:
+        name, port, n, rate_n = a.client
+        fn = {"client_rdmamsg": client_rdmamsg,
+              "client_rdmamsg_cb": client_rdmamsg_cb}[name]
+        print("%r %r" % asyncio.run(fn(int(port), int(n), int(rate_n))))
+        return
     if a.serve:
         kind, port = a.serve
         if kind == "rdmamsg-late":
@@ -387,18 +417,26 @@ def main() -> None:
                      "tcp": serve_tcp, "tcp-proto": serve_tcp_proto}[kind](
             int(port)))
         return
-    peers = [("python rdmamsg streams", "rdmamsg", client_rdmamsg),
+    peers = [("python rdmamsg streams", "rdmamsg", client_rdmamsg, None),
              ("  same, wake via call_soon", "rdmamsg-late",
-              client_rdmamsg_late),
-             ("asyncio TCP streams", "tcp", client_tcp),
-             ("python rdmamsg callbacks", "rdmamsg-cb", client_rdmamsg_cb),
-             ("asyncio TCP protocol", "tcp-proto", client_tcp_proto)]
-    rows = {name: [] for name, _, _ in peers}
+              client_rdmamsg_late, None),
+             ("asyncio TCP streams", "tcp", client_tcp, None),
+             ("python rdmamsg callbacks", "rdmamsg-cb", client_rdmamsg_cb,
+              None),
+             ("asyncio TCP protocol", "tcp-proto", client_tcp_proto, None)]
+    if a.compare:
+        path = os.path.abspath(a.compare)
+        peers[1:1] = [("  streams, " + a.compare_name, "rdmamsg",
+                       client_rdmamsg, path)]
+        peers.append(("  callbacks, " + a.compare_name, "rdmamsg-cb",
+                      client_rdmamsg_cb, path))
+    rows = {name: [] for name, _, _, _ in peers}
     rows["C rdmamsg_perf --fd"] = []
     load = os.getloadavg()
     for _ in range(a.rounds):
-        for name, kind, fn in peers:
-            rows[name].append(with_server(kind, fn, a.n, a.rate_n))
+        for name, kind, fn, path in peers:
+            rows[name].append(with_server(kind, fn, a.n, a.rate_n,
+                                          path=path))
         if a.perf:
             rows["C rdmamsg_perf --fd"].append(c_perf(a.perf, a.n, a.rate_n))
     med = {k: (statistics.median(r[0] for r in v),
@@ -422,6 +460,11 @@ def main() -> None:
               % (style, tcp[0] / py[0]))
         print("%-9s python/asyncio-TCP message rate:    %.2fx"
               % (style, py[1] / tcp[1]))
+        old = med.get("  %s, %s" % (style, a.compare_name))
+        if old is not None:
+            print("%-9s %s: round-trip rate %.2fx, message rate %.2fx of "
+                  "asyncio TCP" % (style, a.compare_name, tcp[0] / old[0],
+                                   old[1] / tcp[1]))
         if c is not None:
             print("%-9s python/C latency:                   %.2fx "
                   "(goal <= 2x)" % (style, py[0] / c[0]))

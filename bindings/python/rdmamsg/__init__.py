@@ -19,11 +19,12 @@ Multicast groups: ``async with await ctx.join("239.1.2.3") as g`` gives a
 """
 from . import _errors
 from ._core import (ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ,
-                    ACCESS_REMOTE_WRITE, KEEP_THRESHOLD, MAX_PATHS,
+                    ACCESS_REMOTE_WRITE, IOV_MAX, KEEP_THRESHOLD, MAX_PATHS,
                     MR_EXPORT_SIZE, PRIVATE_DATA_MAX, Context, Endpoint,
                     Group, GroupLoss, GroupMessage, GroupStats, Listener,
                     MemoryRegion, Message, PathEvent, PathEventType,
-                    PathStats, PoolBuffer, RemoteRegion, Request, Server,
+                    PathStats, PoolBuffer, Protocols, DcStats,
+                    RemoteRegion, Request, Server,
                     SharedReceiveQueue, SrqStats, connect, get_context, join,
                     listen, live_contexts, log_to_logging, set_log_level,
                     start_server)
@@ -59,6 +60,9 @@ PATH_DOWN = PathEventType.PATH_DOWN
 FAILOVER_START = PathEventType.FAILOVER_START
 FAILOVER_DONE = PathEventType.FAILOVER_DONE
 FAILOVER_FAILED = PathEventType.FAILOVER_FAILED
+#: Path events of apm=True (automatic path migration, InfiniBand only).
+PATH_MIGRATED = PathEventType.PATH_MIGRATED
+PATH_MIG_FAILED = PathEventType.PATH_MIG_FAILED
 
 __all__ = [
     "ACCESS_REMOTE_ATOMIC", "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE",
@@ -72,5 +76,6 @@ __all__ = [
     "REJECT_RESOURCES", "REJECT_CLOSED", "REJECT_NO_LISTENER",
     "REJECT_SESSION", "HS_SESSION_USER",
     "MAX_PATHS", "PathEvent", "PathEventType", "PathStats", "PATH_DOWN",
-    "FAILOVER_START", "FAILOVER_DONE", "FAILOVER_FAILED",
+    "FAILOVER_START", "FAILOVER_DONE", "FAILOVER_FAILED", "PATH_MIGRATED",
+    "PATH_MIG_FAILED", "Protocols", "DcStats", "IOV_MAX",
 ] + list(_errors.__all__)

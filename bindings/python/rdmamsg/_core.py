@@ -24,6 +24,7 @@ import enum
 import itertools
 import logging
 import math
+import struct
 import threading
 import traceback
 import warnings
@@ -44,7 +45,8 @@ __all__ = [
     "connect", "listen", "join", "start_server", "get_context",
     "set_log_level", "log_to_logging",
     "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "ACCESS_REMOTE_ATOMIC",
-    "MAX_PATHS", "PathEvent", "PathEventType", "PathStats",
+    "MAX_PATHS", "PathEvent", "PathEventType", "PathStats", "Protocols",
+    "DcStats", "IOV_MAX",
 ]
 
 BufferLike = Any  # any object with the buffer protocol (C-contiguous)
@@ -58,6 +60,8 @@ RECV_IMM: int = lib.RDMAMSG_RECV_IMM
 RECV_LARGE: int = lib.RDMAMSG_RECV_LARGE
 #: Most addresses of one connect (an address list, see connect()).
 MAX_PATHS: int = lib.RDMAMSG_MAX_PATHS
+#: Most pieces of one Endpoint.sendv().
+IOV_MAX: int = lib.RDMAMSG_IOV_MAX
 
 _EBUSY = -_errno.EBUSY
 _c_pump = lib._rdmamsg_py_pump
@@ -87,6 +91,25 @@ def _ms(seconds: float) -> int:
     return int(math.ceil(seconds * 1000))
 
 
+def _apm(value: Any) -> int:
+    """apm=True/False: RDMAMSG_APM_AUTO or _OFF."""
+    if not isinstance(value, bool):
+        raise TypeError("apm must be True or False")
+    return lib.RDMAMSG_APM_AUTO if value else lib.RDMAMSG_APM_OFF
+
+
+_TRANSPORTS = {"rc": lib.RDMAMSG_TRANSPORT_RC, "dc": lib.RDMAMSG_TRANSPORT_DC}
+
+
+def _transport(value: Any) -> int:
+    """transport="rc" (the default) or "dc" (needs srq=)."""
+    if not isinstance(value, str):
+        raise TypeError("transport must be 'rc' or 'dc'")
+    if value not in _TRANSPORTS:
+        raise ValueError("transport must be 'rc' or 'dc', not %r" % value)
+    return _TRANSPORTS[value]
+
+
 _EP_ATTRS: Dict[str, Tuple[str, Callable[[Any], int]]] = {
     "connect_timeout": ("rdmamsg_ep_attr_set_connect_timeout", _ms),
     "close_timeout": ("rdmamsg_ep_attr_set_close_timeout", _ms),
@@ -97,9 +120,17 @@ _EP_ATTRS: Dict[str, Tuple[str, Callable[[Any], int]]] = {
     "eager_size": ("rdmamsg_ep_attr_set_eager_size", int),
     "max_msg_size": ("rdmamsg_ep_attr_set_max_msg_size", int),
     "max_large_size": ("rdmamsg_ep_attr_set_max_large_size", int),
+    # rendezvous above this many bytes (the library's default 32 KiB)
+    "rndv_threshold": ("rdmamsg_ep_attr_set_rndv_threshold", int),
+    # "rc" or "dc" (the connecting side chooses; DC needs srq=)
+    "transport": ("rdmamsg_ep_attr_set_transport", _transport),
     "linger": ("rdmamsg_ep_attr_set_linger", lambda v: int(bool(v))),
     # the accepting side's wait for a REPLAY connector's reconnect
     "session_linger": ("rdmamsg_ep_attr_set_session_linger", _ms),
+    # automatic path migration where the device has it (both sides)
+    "apm": ("rdmamsg_ep_attr_set_apm", _apm),
+    # the QP's local ACK timeout, InfiniBand's exponent (0: the default)
+    "ack_timeout": ("rdmamsg_ep_attr_set_ack_timeout", int),
 }
 # Endpoint options that are objects, not numbers (see _make_ep_attr);
 # failover, on_path and reconnect_* are the connecting side's only (see
@@ -168,6 +199,9 @@ class PathEventType(enum.IntEnum):
     FAILOVER_START = lib.RDMAMSG_FAILOVER_START    # trying this path next
     FAILOVER_DONE = lib.RDMAMSG_FAILOVER_DONE      # connected on this path
     FAILOVER_FAILED = lib.RDMAMSG_FAILOVER_FAILED  # the last path failed too
+    # apm=True: path is then the local device port in use
+    PATH_MIGRATED = lib.RDMAMSG_PATH_MIGRATED      # moved to the alternate
+    PATH_MIG_FAILED = lib.RDMAMSG_PATH_MIG_FAILED  # the alternate failed too
 
 
 class PathEvent(NamedTuple):
@@ -192,6 +226,35 @@ class PathStats(NamedTuple):
     failovers: int         # FAILOVER_DONE events
     failover_fails: int    # FAILOVER_FAILED events
     last_failover_ns: int  # first path down to FAILOVER_DONE
+    migrations: int        # PATH_MIGRATED events (apm=True)
+    mig_fails: int         # PATH_MIG_FAILED events
+    apm: bool              # an alternate path is loaded
+    attempts: int          # connect attempts after a failure
+    #                        (FAILOVER_START events)
+
+
+class Protocols(NamedTuple):
+    """The sizes at which a connection's sends change protocol
+    (``Endpoint.protocols``, rdmamsg_ep_get_protocols)."""
+    max_inline: int      # up to this: inline
+    eager: int           # up to this: one send from a pool buffer
+    rndv_threshold: int  # up to this: fragments; above: rendezvous
+    max_msg: int         # the negotiated maximum message size
+    max_large: int       # the largest send taken
+    rndv_window: bool    # rendezvous sources go through memory windows
+
+
+class DcStats(NamedTuple):
+    """A context's DC resources and counters (``Context.dc_stats()``,
+    rdmamsg_ctx_dc_stats)."""
+    dcis: int            # DC initiators made (shared, per context)
+    dcts: int            # DC targets made (0 or 1)
+    endpoints: int       # DC endpoints open
+    qps: int             # QPs of the context's DC machinery
+    tag_drops: int       # DC messages for no (or a stale) endpoint
+    dci_waits: int       # sends that waited for a free DCI
+    dci_resets: int      # DCIs reset after an error
+    key_violations: int  # wrong-key requests the DCT dropped
 
 
 #: Tasks of coroutine path callbacks, held until they end.
@@ -601,9 +664,72 @@ def _py_on_conn_req(lst, req, pdata, pdata_len, arg):  # type: ignore
                                       if pdata_len else b"")
 
 
+#: batches delivered from inside a progress call (the arena was full, or
+#: another callback came): for tests
+_drains = [0]
+
+
 @ffi.def_extern(onerror=_cb_error)
-def _py_flush(handle):  # type: ignore
-    ffi.from_handle(handle)._flush()
+def _py_drain(b, n):  # type: ignore
+    _drains[0] += 1
+    _deliver(ffi.buffer(b.arena), n)
+
+
+#: endpoints by their callbacks' arg (_EpCore.arg), for _deliver
+_by_arg: Dict[int, "_EpCore"] = {}
+_rec_unpack = struct.Struct("=QIIII").unpack_from
+
+
+def _deliver(data: Any, n: int) -> None:
+    """Deliver the n records of a pump's batch (rdmamsg_build.py: arg,
+    length, immediate value, flags, kind, then the bytes, padded to 8),
+    read in place from its arena (data, an ffi.buffer: nothing lands there
+    until the C side is back), in order: a message as _py_on_recv would
+    (to the endpoint's receiver, or to its queue, waking one reader), a
+    send's completion as _py_on_send, a response as _py_on_response."""
+    off = 0
+    by_arg = _by_arg
+    for _ in range(n):
+        arg, length, imm, flags, kind = _rec_unpack(data, off)
+        start = off + _REC_SIZE
+        off = start + ((length + 7) & -8)
+        if kind:  # a completion: arg is the operation, flags its status
+            status = flags - (1 << 32) if flags >> 31 else flags
+            try:
+                _finish(arg, status, data[start:start + length]
+                        if kind == _REC_RESP and status == 0 else None)
+            except (KeyboardInterrupt, SystemExit) as exc:
+                _late_exc.append(exc)
+            except BaseException as exc:
+                _report(exc, "exception in an rdmamsg callback")
+            continue
+        core = by_arg.get(arg)
+        if core is None:  # cannot happen: closing drains the batch first
+            continue
+        payload = data[start:start + length]
+        try:
+            rcv = core.receiver
+            if rcv is not None:
+                rcv(memoryview(payload), imm if flags & RECV_IMM else None)
+                continue
+            # a plain message is queued as its bytes, alone
+            core.queue.append(payload if not flags
+                              else (payload, imm, flags))
+            waiters = core.recv_waiters
+            while waiters:
+                w = waiters.popleft()
+                if not w.done():
+                    w.set_result(None)
+                    break
+        except (KeyboardInterrupt, SystemExit) as exc:
+            _late_exc.append(exc)
+        except BaseException as exc:
+            _report(exc, "exception in an rdmamsg callback")
+
+
+#: KeyboardInterrupt or SystemExit of a callback that _deliver ran: raised
+#: by the pump once the whole batch is delivered (nothing is lost)
+_late_exc: list = []
 
 
 @ffi.def_extern(onerror=_cb_error)
@@ -611,19 +737,41 @@ def _py_on_listener_closed(lst, arg):  # type: ignore
     ffi.from_handle(arg)._on_closed()
 
 
-_cbs = ffi.new("struct rdmamsg_ep_cbs *")
-_cbs.on_connect = lib._py_on_connect
-_cbs.on_recv = lib._py_on_recv
-# completions with op_ctx 0 (send_nowait) stay in C
-_cbs.on_send = ffi.addressof(lib, "_rdmamsg_py_on_send")
-_cbs.on_writable = lib._py_on_writable
-_cbs.on_disconnect = lib._py_on_disconnect
-# track_sends=False: no on_send, so the library signals sends selectively
-_cbs_untracked = ffi.new("struct rdmamsg_ep_cbs *")
-_cbs_untracked.on_connect = lib._py_on_connect
-_cbs_untracked.on_recv = lib._py_on_recv
-_cbs_untracked.on_writable = lib._py_on_writable
-_cbs_untracked.on_disconnect = lib._py_on_disconnect
+# The C wrappers of rdmamsg_build.py: each drains the receive batch first
+# (see _deliver), so an endpoint's events reach Python in order.
+_c_on_request = ffi.addressof(lib, "_rdmamsg_py_on_request")
+_c_on_write_imm = ffi.addressof(lib, "_rdmamsg_py_on_write_imm")
+_c_on_ep_closed = ffi.addressof(lib, "_rdmamsg_py_on_ep_closed")
+_c_on_response = ffi.addressof(lib, "_rdmamsg_py_on_response")
+
+
+def _make_cbs(tracked: bool, batched: bool) -> Any:
+    cbs = ffi.new("struct rdmamsg_ep_cbs *")
+    cbs.on_connect = lib._py_on_connect
+    # batched: messages up to COPY_MAX bytes (all of them copied to bytes,
+    # below keep_threshold) go into the pump's batch; else one by one
+    cbs.on_recv = (ffi.addressof(lib, "_rdmamsg_py_on_recv") if batched
+                   else lib._py_on_recv)
+    if tracked:  # completions with op_ctx 0 (send_nowait) stay in C
+        cbs.on_send = ffi.addressof(lib, "_rdmamsg_py_on_send")
+    # track_sends=False: no on_send, so the library signals sends
+    # selectively
+    cbs.on_writable = lib._py_on_writable
+    cbs.on_disconnect = ffi.addressof(lib, "_rdmamsg_py_on_disconnect")
+    return cbs
+
+
+#: The most bytes of a message that the pump's batch takes (smaller
+#: keep_threshold: every message goes to Python one by one).
+COPY_MAX: int = lib._RDMAMSG_PY_COPY_MAX
+_REC_SIZE: int = lib._RDMAMSG_PY_REC_SIZE
+_REC_RESP: int = lib._RDMAMSG_PY_RESP
+_EP_CBS = {(t, b): _make_cbs(t, b) for t in (False, True)
+           for b in (False, True)}
+
+
+def _ep_cbs(tracked: bool, keep_threshold: int) -> Any:
+    return _EP_CBS[(bool(tracked), keep_threshold > COPY_MAX)]
 
 
 # ---------------------------------------------------------------------------
@@ -694,9 +842,14 @@ class Context:
         self._in_pump = False
         self._stepping = False  # a task's step runs inside the pass
         # wake-ups of the pass's current progress call, run by _flush()
-        # (the C pump calls it after that call when *_flagp is set)
+        # (the pump runs them after that call: the C pump returns 1 when
+        # *_flagp is set)
         self._deferred: list = []
-        self._flagp = ffi.new("int *")
+        # the pump's receive batch (rdmamsg_build.py), its bytes, and its
+        # flag "a task was woken" that _Waiter sets
+        self._batch = ffi.new("struct _rdmamsg_py_batch *")
+        self._arena = ffi.buffer(self._batch.arena)
+        self._flagp = ffi.addressof(self._batch, "woke")
         self._raise_later: Optional[BaseException] = None
         self._pump_scheduled = False
         self._eps: Set[_EpCore] = set()
@@ -723,13 +876,20 @@ class Context:
         if ctx is None:
             return
         self._in_pump = True
+        b = self._batch
         try:
-            # progress; arm until it says 0 (C, one call), or PUMP_ROUNDS
-            # progress calls (then the rest in a later pass, after the
-            # loop's other callbacks: a peer that keeps answering at once
-            # cannot starve them)
-            busy = _c_pump(ctx, PUMP_ROUNDS, self._flagp,
-                           ffi.new_handle(self))
+            # progress; arm until it says 0 (C), or PUMP_ROUNDS progress
+            # calls (then the rest in a later pass, after the loop's other
+            # callbacks: a peer that keeps answering at once cannot starve
+            # them).  > 0: a progress call batched busy - 1 records or
+            # woke tasks: deliver them, run the steps, go on with arm.
+            busy = _c_pump(ctx, PUMP_ROUNDS, b)
+            while busy > 0:
+                if busy > 1:
+                    _deliver(self._arena, busy - 1)
+                if self._deferred:
+                    self._flush()
+                busy = _c_pump(ctx, 0, b)
         finally:
             self._in_pump = False
         if self._deferred:  # woken outside a progress call: the usual way
@@ -750,10 +910,12 @@ class Context:
         if exc is not None:
             self._raise_later = None
             raise exc
+        if _late_exc:
+            raise _late_exc.pop()
 
     def _flush(self) -> None:
         """Run the steps of the tasks that the last progress call woke
-        (called by the C pump, inside the pass, before it arms)."""
+        (inside the pass, before it arms)."""
         d = self._deferred
         self._deferred = []
         self._stepping = True
@@ -841,6 +1003,15 @@ class Context:
             return None
         check(rc, "rdmamsg_ctx_query_caps")
         return int(v[0])
+
+    def dc_stats(self) -> DcStats:
+        """The context's DC counters (rdmamsg_ctx_dc_stats); raises
+        NotSupported where the context has no DC."""
+        st = ffi.new("struct rdmamsg_dc_stats *")
+        check(lib.rdmamsg_ctx_dc_stats(self._c(), st), "dc_stats")
+        return DcStats(int(st.dcis), int(st.dcts), int(st.endpoints),
+                       int(st.qps), int(st.tag_drops), int(st.dci_waits),
+                       int(st.dci_resets), int(st.key_violations))
 
     def query_pool(self) -> Tuple[int, int]:
         """(bytes registered, bytes in use) of the context's pool."""
@@ -1057,8 +1228,8 @@ def _make_ep_attr(opts: Dict[str, Any],
             p, n = _buf_ptr(private_data)
             check(lib.rdmamsg_ep_attr_set_private_data(attr, p, n),
                   "private_data")
-        lib.rdmamsg_ep_attr_set_on_request(attr, lib._py_on_request)
-        lib.rdmamsg_ep_attr_set_on_write_imm(attr, lib._py_on_write_imm)
+        lib.rdmamsg_ep_attr_set_on_request(attr, _c_on_request)
+        lib.rdmamsg_ep_attr_set_on_write_imm(attr, _c_on_write_imm)
     except BaseException:
         lib.rdmamsg_ep_attr_delete(attrp)
         raise
@@ -1144,6 +1315,7 @@ class _EpCore:
         self.loop = ctx._loop
         self.ep: Any = None
         self.handle = ffi.new_handle(self)
+        self.arg = int(ffi.cast("uintptr_t", self.handle))
         self.keep_threshold = keep_threshold
         self.max_msg = 0
         self.connect_fut: Optional[asyncio.Future] = self.loop.create_future()
@@ -1175,6 +1347,12 @@ class _EpCore:
         # path events of a connect with a failover policy (the latest 64)
         self.on_path: Optional[Callable[[PathEvent], Any]] = None
         self.path_events: Deque[PathEvent] = deque(maxlen=64)
+
+    def add_to_ctx(self) -> None:
+        """The endpoint exists: its context keeps it until close_cb ran,
+        and the pump's batch finds it by its arg (see _deliver)."""
+        self.ctx._eps.add(self)
+        _by_arg[self.arg] = self
 
     def set_objs(self, options: Dict[str, Any]) -> None:
         self.srq = options.get("srq")
@@ -1332,6 +1510,7 @@ class _EpCore:
             self.closed_fut.set_result(None)
         ctx = self.ctx
         ctx._eps.discard(self)
+        _by_arg.pop(self.arg, None)
         if ctx._closing:
             self.loop.call_soon(ctx._try_destroy)
 
@@ -1378,7 +1557,7 @@ class _EpCore:
         if self.closing or self.ep is None:
             return
         self.closing = True
-        rc = lib.rdmamsg_ep_close(self.ep, lib._py_on_ep_closed)
+        rc = lib.rdmamsg_ep_close(self.ep, _c_on_ep_closed)
         if rc < 0 and rc != -_errno.EALREADY:
             _report(make_error(rc), "rdmamsg_ep_close")
         _wake_all(self.recv_waiters)
@@ -1551,14 +1730,26 @@ class Endpoint:
 
     def path_stats(self) -> PathStats:
         """The path counters (rdmamsg_ep_get_path_stats): the addresses
-        given, the one in use, path downs, failovers and the time the last
-        failover took."""
+        given, the one in use, path downs, failovers, the time the last
+        failover took, path migrations (apm=True), whether an alternate
+        path is loaded, and the connect attempts after failures."""
         st = ffi.new("struct rdmamsg_path_stats *")
         check(lib.rdmamsg_ep_get_path_stats(self._core.c(), st),
               "path_stats")
         return PathStats(int(st.npaths), int(st.path), int(st.path_downs),
                          int(st.failovers), int(st.failover_fails),
-                         int(st.last_failover_ns))
+                         int(st.last_failover_ns), int(st.migrations),
+                         int(st.mig_fails), bool(st.apm), int(st.attempts))
+
+    @property
+    def protocols(self) -> Protocols:
+        """The connection's protocol thresholds (rdmamsg_ep_get_protocols):
+        inline, eager, fragments up to rndv_threshold, rendezvous above."""
+        pr = ffi.new("struct rdmamsg_protocols *")
+        check(lib.rdmamsg_ep_get_protocols(self._core.c(), pr), "protocols")
+        return Protocols(int(pr.max_inline), int(pr.eager),
+                         int(pr.rndv_threshold), int(pr.max_msg),
+                         int(pr.max_large), bool(pr.rndv_window))
 
     @property
     def late_responses(self) -> int:
@@ -1646,9 +1837,15 @@ class Endpoint:
         if imm is None and not isinstance(data, PoolBuffer):
             # the common case in one C call: nobody waits for the
             # completion (op_ctx 0: it never enters Python)
-            if type(data) is bytes:
+            t = type(data)
+            if t is bytes:
                 n = len(data)
                 p = data
+            elif t is memoryview and type(data.obj) is bytes and \
+                    data.nbytes == len(data.obj):
+                # all of a bytes object (a received message echoed back)
+                p = data.obj
+                n = len(p)
             else:
                 p, n = _buf_ptr(data)
             if n <= core.max_msg:
@@ -1676,6 +1873,54 @@ class Endpoint:
         if isinstance(keep, _TmpMr):  # deregistered at the completion
             _ops[opid] = (None, keep)
         core.ctx._kick()
+
+    def _postv(self, pieces: Any, opid: int) -> int:
+        """rdmamsg_sendv of the pieces (the library gathers them)."""
+        if isinstance(pieces, (bytes, bytearray, memoryview, str)) or \
+                not hasattr(pieces, "__len__"):
+            raise TypeError("sendv takes a list (or tuple) of bytes-like "
+                            "objects")
+        n = len(pieces)
+        if not 1 <= n <= IOV_MAX:
+            raise make_error(-_errno.EINVAL, "sendv: %d pieces (1..%d)"
+                             % (n, IOV_MAX))
+        ep = self._core.c()
+        iov = ffi.new("struct iovec[]", n)
+        keep = []
+        for i, piece in enumerate(pieces):
+            p, size = _buf_ptr(piece)
+            keep.append(p)
+            iov[i].iov_base = p
+            iov[i].iov_len = size
+        return lib.rdmamsg_sendv(ep, iov, n, ffi.cast("void *", opid))
+
+    async def sendv(self, pieces: Any) -> None:
+        """Send the concatenation of ``pieces`` (a list or tuple of 1 to
+        IOV_MAX bytes-like objects) as one message and wait until the peer
+        has it, as send() does: the library gathers them with one copy
+        (rdmamsg_sendv); the pieces may be reused once the call returns.
+        Waits for room when out of credits with a full backlog."""
+        core = self._core
+        opid = next(_op_ids) if core.tracked else 0
+        while True:
+            rc = self._postv(pieces, opid)
+            if rc != _EAGAIN:
+                break
+            await core.wait_writable()
+        check(rc, "sendv")
+        if not opid:
+            core.ctx._kick()
+            return
+        fut = _Waiter(core.ctx)
+        _ops[opid] = (fut, None)
+        core.ctx._kick()
+        await fut
+
+    def sendv_nowait(self, pieces: Any) -> None:
+        """sendv() without waiting for the completion; raises
+        BlockingIOError when out of credits with a full backlog."""
+        check(self._postv(pieces, 0), "sendv")
+        self._core.ctx._kick()
 
     @staticmethod
     def _send_eager(core: _EpCore, p: Any, n: int, opid: int) -> int:
@@ -1793,7 +2038,7 @@ class Endpoint:
         opid = next(_op_ids)
         while True:
             ep = core.c()
-            rc = lib.rdmamsg_request(ep, p, n, ms, lib._py_on_response,
+            rc = lib.rdmamsg_request(ep, p, n, ms, _c_on_response,
                                      ffi.cast("void *", opid), core.idp)
             if rc != _EAGAIN:
                 break
@@ -2082,13 +2327,13 @@ async def connect(addr: Union[str, Tuple[str, int], list], *,
     try:
         epp = ffi.new("struct rdmamsg_ep **")
         rc = lib.rdmamsg_connect(ctx._c(), caddr, attrp[0],
-                                 _cbs if track_sends else _cbs_untracked,
+                                 _ep_cbs(track_sends, keep_threshold),
                                  core.handle, epp)
     finally:
         lib.rdmamsg_ep_attr_delete(attrp)
     check(rc, "connect")
     core.ep = epp[0]
-    ctx._eps.add(core)
+    core.add_to_ctx()
     fut = core.connect_fut
     assert fut is not None
     ctx._kick()
@@ -2150,14 +2395,12 @@ class _ListenerCore:
             # too (ep.path_events); cannot fail on a made attribute
             lib.rdmamsg_ep_attr_set_path_cb(attrp[0], lib._py_on_path)
             epp = ffi.new("struct rdmamsg_ep **")
-            rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _cbs
-                                             if self.track_sends
-                                             else _cbs_untracked,
-                                             core.handle, epp)
+            rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _ep_cbs(
+                self.track_sends, self.keep_threshold), core.handle, epp)
             lib.rdmamsg_ep_attr_delete(attrp)
             if rc == 0:
                 core.ep = epp[0]
-                self.ctx._eps.add(core)
+                core.add_to_ctx()
                 return
             _report(make_error(rc), "rdmamsg_conn_req_accept")
             decision = 0xFFFF
@@ -2741,10 +2984,14 @@ class GroupStats(NamedTuple):
     publishers: int            # publishers heard of
     naks_sent: int             # reliable mode ...
     naks_received: int
-    repairs: int
+    repairs: int               # messages sent again: both of
+    repairs_unicast: int       # to the one subscriber that asked
+    repairs_multicast: int     # to the group
     flow_control_stalls: int   # publishes refused with -EAGAIN
     receivers: int             # reliable publisher: subscribers it waits for
     mtu: int                   # payload bytes per datagram
+    lost_fragments: int        # datagrams of messages already lost
+    published_in_repair: int   # published while a repair waited
 
 
 def _group_stats(st: Any) -> GroupStats:
@@ -2934,7 +3181,7 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
                 bind_addr: Optional[str], recv_depth: Optional[int],
                 send_depth: Optional[int], heartbeat: Optional[float],
                 reliable: int, flow: str, flow_tag: int,
-                tag: Optional[int]) -> None:
+                tag: Optional[int], batch: bool) -> None:
     attr = attrp[0]
     check(lib.rdmamsg_group_attr_set_role(attr, _ROLES[role]), "role")
     if max_msg_size is not None:
@@ -2968,6 +3215,9 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
         attr, _FLOWS[flow], _uint(flow_tag, "flow_tag")), "flow")
     if tag is not None:
         check(lib.rdmamsg_group_attr_set_tag(attr, _uint(tag, "tag")), "tag")
+    if not isinstance(batch, bool):
+        raise TypeError("batch must be a bool")
+    check(lib.rdmamsg_group_attr_set_batch(attr, int(batch)), "batch")
 
 
 async def join(addr: str, *, ctx: Optional[Context] = None,
@@ -2977,7 +3227,8 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
                send_depth: Optional[int] = None,
                heartbeat: Optional[float] = None, reliable: int = 0,
                flow: str = "min", flow_tag: int = 0,
-               tag: Optional[int] = None, loss_items: bool = False,
+               tag: Optional[int] = None, batch: bool = True,
+               loss_items: bool = False,
                on_loss: Optional[Callable[[GroupLoss], Any]] = None,
                max_queue: Optional[int] = None) -> "Group":
     """Join the multicast group at ``addr`` (a numeric IPv4 or IPv6
@@ -2995,6 +3246,9 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     agree); ``flow`` is its flow control, "min" (wait for the slowest
     subscriber), "max" (the fastest) or "tagged" (the slowest whose
     ``tag`` is ``flow_tag``, not 0); ``tag`` is this subscriber's tag.
+    ``batch`` (default True) packs small messages published while earlier
+    datagrams are in flight into one datagram; False sends each in its
+    own, for subscribers of an rdmamsg without batches.
 
     Losses: every gap the library reports counts in ``Group.lost`` (its
     messages) and ``Group.gaps``, goes to ``on_loss(GroupLoss)`` (called
@@ -3030,7 +3284,8 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
                       max_queue)
     try:
         _group_attr(attrp, role, max_msg_size, bind_addr, recv_depth,
-                    send_depth, heartbeat, reliable, flow, flow_tag, tag)
+                    send_depth, heartbeat, reliable, flow, flow_tag, tag,
+                    batch)
         gp = ffi.new("struct rdmamsg_group **")
         check(lib.rdmamsg_group_join(c, addr.encode(), attrp[0], _group_cbs,
                                      core.handle, gp), "rdmamsg_group_join")

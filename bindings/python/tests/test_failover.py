@@ -97,6 +97,8 @@ async def test_failover_to_second_path(ctxs, form, cb_kind):
     assert (st.npaths, st.path, st.path_downs, st.failovers,
             st.failover_fails) == (2, 1, 1, 1, 0)
     assert st.last_failover_ns > 0
+    # one attempt after the failure: the FAILOVER_START of path 1
+    assert st.attempts == 1
     # the connection carries messages: 100 echoed intact, in order
     for i in range(100):
         await ep.send(pattern(1 + (i * 97) % 3000, i))
@@ -382,6 +384,8 @@ async def test_replay_across_breaks(ctxs, breaker):
     assert (st.npaths, st.path, st.failovers, st.failover_fails) == \
         (1, 0, len(BREAKS), 0)
     assert st.path_downs >= len(BREAKS) and st.last_failover_ns > 0
+    # every reconnect attempt was a FAILOVER_START event
+    assert st.attempts == count(events, START) >= len(BREAKS)
     (sep,) = srv_eps
     await until(lambda: count(sep.path_events, DONE) == len(BREAKS),
                 "the server's view")
@@ -568,3 +572,27 @@ async def test_replay_bad_input(ctxs):
         await ep.close()
         with pytest.raises(rdmamsg.NotConnected):
             ep._test_break()
+
+
+async def test_apm_where_the_device_has_none(ctxs):
+    """apm=True on both sides: softrdma's default (RoCE) device has no path
+    migration, so no alternate is loaded and the connection works as
+    without; a value that is not a bool is refused."""
+    a, b = ctxs
+    srv = await rdmamsg.start_server(echo_handler, "127.0.0.1:0", ctx=a,
+                                     apm=True)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b, apm=True,
+                               connect_timeout=30)
+    st = ep.path_stats()
+    assert (st.apm, st.migrations, st.mig_fails) == (False, 0, 0)
+    for i in range(50):
+        await ep.send(pattern(1 + i * 13, i))
+    for i in range(50):
+        assert await ep.recv_bytes() == pattern(1 + i * 13, i)
+    await ep.close()
+    for bad in ("yes", 1, 0.0):
+        with pytest.raises(TypeError):
+            await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b, apm=bad)
+    srv.close()
+    await asyncio.wait_for(srv.wait_closed(), 30)
+    assert rdmamsg.PATH_MIGRATED == 5 and rdmamsg.PATH_MIG_FAILED == 6
