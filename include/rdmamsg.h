@@ -374,8 +374,10 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * (RDMAMSG_REJECT_SESSION), so nothing is ever replayed into a new
  * session.  on_disconnect then reports: -ECONNRESET when the peer refused
  * the session (it restarted) or the connection was reset; otherwise the
- * status of the last attempt (-ECONNREFUSED: nobody listens any more,
- * the peer process is gone; -ETIMEDOUT, -EHOSTUNREACH); on the accepting
+ * status of the last attempt that ran its course (-ECONNREFUSED: nobody
+ * listens any more, the peer process is gone; -ETIMEDOUT, -EHOSTUNREACH;
+ * an attempt that timeout_ms cut short counts only when it was the
+ * first); on the accepting
  * side, -ETIMEDOUT once the linger ran out.  FAILOVER_FAILED precedes it.
  * A clean close (the peer's goodbye, status 0), a protocol error
  * (-EPROTO) and local resource errors are never reconnected.  A reconnect

@@ -805,6 +805,15 @@ static void conn_timer_fire(struct rdmamsg__timer *t)
 		reconn_attempt(ep, ep->fail_status);
 		return;
 	}
+	if (ep->reconn && rdmamsg__now_ns() >= ep->reconn_due_ns &&
+	    ep->p.reconnect_tries - ep->tries_left >= 2) {
+		/* a reconnect attempt the deadline cut short learned
+		 * nothing of the peer: the session ends with what the
+		 * attempt before it found (a refusal, say: fail_status),
+		 * not with this one's timeout */
+		rdmamsg__ep_connect_failed(ep, ep->fail_status, 0, NULL, 0);
+		return;
+	}
 	rdmamsg__ep_connect_failed(ep, -ETIMEDOUT, 0, NULL, 0);
 }
 

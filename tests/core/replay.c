@@ -563,6 +563,7 @@ struct child {
 	int go_fd;	   /* >= 0: the port to listen on comes through it */
 	unsigned int port; /* 0: any */
 	int conn_reqs, msgs;
+	int stall; /* stop once listening: a peer that never answers */
 };
 
 static void child_recv(struct rdmamsg_ep *ep, void *data, size_t len,
@@ -634,6 +635,10 @@ static int child_main(int wfd, void *arg)
 		return 3;
 	test_write_port(wfd, port);
 	close(wfd);
+	if (ch->stall)
+		/* a listener that never answers: stopped before its first
+		 * progress (peers, P_STALLED) */
+		raise(SIGSTOP);
 	test_run_until(ctx, (volatile int *)&stop, 120000);
 	rdmamsg_listener_close(lst, NULL);
 	test_idle(ctx, 20);
@@ -643,14 +648,22 @@ static int child_main(int wfd, void *arg)
 	return 0;
 }
 
-/* peers -- parts 2 and 3; with backoff (part 2 again): a reconnect
- * given 1,000 tries in 6 s to a peer that is gone makes only a few
- * attempts, the backoff between refused ones growing (rdmamsg.h: 10 ms
- * doubling up to 1 s: at most 14 attempts in 6 s, and once the waits
- * reached 640 ms a gap at least that long; without a backoff the attempts
- * follow each other as fast as they are refused, about 60 in 6 s here) */
-static void peers(int restart, int backoff)
+/* peers -- parts 2 and 3: the peer killed, and nobody listens on its
+ * port (mode P_GONE), a new process does (P_RESTART), or one does whose
+ * process then stops (P_STALLED: after two refused attempts; the next
+ * is still unanswered at the reconnect's deadline, which cuts it short:
+ * the session ends with the refusal the attempts before it met, not with
+ * that attempt's timeout, rdmamsg.h).  With backoff (part 2 again): a
+ * reconnect given 1,000 tries in 6 s to a peer that is gone makes only a
+ * few attempts, the backoff between refused ones growing (rdmamsg.h:
+ * 10 ms doubling up to 1 s: at most 14 attempts in 6 s, and once the
+ * waits reached 640 ms a gap at least that long; without a backoff the
+ * attempts follow each other as fast as they are refused, about 60 in
+ * 6 s here) */
+enum { P_GONE, P_RESTART, P_STALLED };
+static void peers(int mode, int backoff)
 {
+	const int restart = mode != P_GONE;
 	struct rdmamsg_path_stats ps;
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_ep_attr *a;
@@ -676,13 +689,18 @@ static void peers(int restart, int backoff)
 		if (pipe(gp))
 			bail_out("pipe");
 		ch2.go_fd = gp[0];
+		ch2.stall = mode == P_STALLED;
 		pid2 = test_fork(child_main, &ch2, &rfd2);
 		close(gp[0]);
 	}
 	ctx = test_ctx();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	a = replay_attr();
-	if (backoff)
+	if (mode == P_STALLED)
+		/* every attempt may wait longer than the reconnect: the
+		 * one the stopped process leaves unanswered is cut short */
+		rdmamsg_ep_attr_set_connect_timeout(a, 30000);
+	if (backoff || mode == P_STALLED)
 		rdmamsg_ep_attr_set_reconnect(a, 6000, 1000);
 	else
 		rdmamsg_ep_attr_set_reconnect(a, 60000, 4);
@@ -699,6 +717,19 @@ static void peers(int restart, int backoff)
 	/* the peer dies (a restarted one then listens on its port) */
 	kill(pid, SIGKILL);
 	is_int(test_wait_child(pid), 128 + SIGKILL, "peer killed");
+	if (mode == P_STALLED) {
+		long long end = test_now_ms() + 60000;
+
+		/* two attempts refused (nobody listens) before the new
+		 * process takes the port and stops */
+		do {
+			test_idle(ctx, 1);
+			rdmamsg_ep_get_path_stats(ep, &ps);
+		} while (ps.attempts < 3 && !c.ndisc && test_now_ms() < end);
+		ok(ps.attempts >= 3 && !c.ndisc,
+		   "stalled: %llu attempts, the session still waits",
+		   (unsigned long long)ps.attempts);
+	}
 	if (restart) {
 		test_write_port(gp[1], port);
 		close(gp[1]);
@@ -707,13 +738,21 @@ static void peers(int restart, int backoff)
 	}
 	ok(test_run_until(ctx, &c.ndisc, 60000), "on_disconnect came");
 	is_int(c.ndisc, 1, "once");
-	is_int(c.disc_status, restart ? -ECONNRESET : -ECONNREFUSED,
-	       restart ? "-ECONNRESET: the session is unknown there"
-		       : "-ECONNREFUSED: nobody listens");
+	if (mode == P_STALLED)
+		is_int(c.disc_status, -ECONNREFUSED,
+		       "-ECONNREFUSED: the refusals before the attempt the "
+		       "deadline cut short");
+	else
+		is_int(c.disc_status, restart ? -ECONNRESET : -ECONNREFUSED,
+		       restart ? "-ECONNRESET: the session is unknown there"
+			       : "-ECONNREFUSED: nobody listens");
 	is_int(c.failed_ev, 1, "FAILOVER_FAILED before it");
 	is_int(c.done_ev, 0, "no FAILOVER_DONE");
 	is_int(rdmamsg_ep_get_path_stats(ep, &ps), 0, "path stats");
-	if (backoff) {
+	if (mode == P_STALLED) {
+		ok(ps.attempts >= 3, "%llu attempts, the last one unanswered",
+		   (unsigned long long)ps.attempts);
+	} else if (backoff) {
 		long long gap = 0;
 
 		for (i = 1; i < c.nstart; i++)
@@ -733,6 +772,8 @@ static void peers(int restart, int backoff)
 	rdmamsg_ep_close(ep, cli_close_cb);
 	ok(test_run_until(ctx, &c.closed, 60000), "closed");
 	if (restart) {
+		if (mode == P_STALLED)
+			kill(pid2, SIGCONT);
 		kill(pid2, SIGTERM);
 		is_int(test_wait_child(pid2), 0,
 		       "the new peer saw no request and no message");
@@ -863,8 +904,9 @@ int main(void)
 	bad_input();
 	stream();
 	outage_close();
-	peers(0, 0);
-	peers(1, 0);
-	peers(0, 1);
+	peers(P_GONE, 0);
+	peers(P_RESTART, 0);
+	peers(P_GONE, 1);
+	peers(P_STALLED, 0);
 	return done_testing();
 }
