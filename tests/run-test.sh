@@ -45,6 +45,13 @@ case $test_prog in
 esac
 "$@"
 status=$?
+# what the test itself said (124 or 137: timeout killed it), before a
+# leftover turns it into 99
+case $status in
+0) ;;
+124 | 137) echo "# the test ran past ${limit} s: killed (exit $status)" ;;
+*) echo "# the test exited with status $status" ;;
+esac
 if [ "${RDMAMSG_TEST_SHM:-}" = private ]; then
 	for f in /dev/shm/*; do
 		[ -e "$f" ] || continue
