@@ -120,7 +120,8 @@ static int others_asleep(void)
 			f = fopen(path, "r");
 			if (!f)
 				continue;
-			p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+			p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')')
+						       : NULL;
 			fclose(f);
 			if (!p || p[1] != ' ' || p[2] != 'S')
 				busy = 1;
