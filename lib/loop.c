@@ -472,9 +472,14 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	if (RDMAMSG_UNLIKELY(!list_empty(&ctx->xwait)))
 		rdmamsg__ep_xwait_all(ctx); /* sessions waiting for memory */
 
-	/* due timers always make the timerfd readable */
-	if (timers)
+	/* due timers always make the timerfd readable; the pass's clock is
+	 * read again first: the callbacks above may have run long, and a
+	 * timer that judges by it (a peer's silence) must not stamp what it
+	 * reads now with the time the pass began */
+	if (timers) {
+		ctx->now = rdmamsg__now_ns();
 		rdmamsg__timers_run(ctx);
+	}
 
 	/* state machines that asked for a step (closes, callbacks) */
 	list_for_each_safe (pos, tmp, &ctx->ldeferred) {
