@@ -18,17 +18,27 @@ cp -R "$top_srcdir/build-aux" "$src/" &&
 	chmod -R u+w "$src" # a distcheck source tree is read-only
 ok $? "copy configure and its inputs"
 
-# conf NAME ENV... -- run configure in a build directory of its own
+# conf NAME ENV... -- run configure in a build directory of its own, from
+# a copy of the control run's cache (five full runs outlast the time
+# limit on a loaded machine); a cached result never hides a dependency:
+# the variable a run sets in its environment wins over the cache's
+# (${ac_cv_x=...}), and pkg-config's results are not cached
 conf() {
 	name=$1
 	shift
 	mkdir -p "$tap_tmp/$name"
+	# (the precious variables' records go: a run may set them)
+	[ -f "$tap_tmp/control.cache" ] &&
+		grep -v '^ac_cv_env_' "$tap_tmp/control.cache" \
+			>"$tap_tmp/$name/config.cache"
 	(cd "$tap_tmp/$name" && env "$@" "$src/configure" \
-		--disable-dependency-tracking >out 2>&1)
+		--disable-dependency-tracking --cache-file=config.cache \
+		>out 2>&1)
 }
 
 conf control PATH="$PATH"
 rc=$?
+cp "$tap_tmp/control/config.cache" "$tap_tmp/control.cache" 2>/dev/null
 ok $rc "configure succeeds with every dependency present"
 [ $rc -eq 0 ] || show_log "$tap_tmp/control/out"
 
