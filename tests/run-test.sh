@@ -9,7 +9,9 @@
 #
 # Environment:
 #   RDMAMSG_TEST_TIMEOUT  seconds before the test is killed (default 300;
-#                         four times that for the long runs, *-long.sh)
+#                         four times that for the long runs, *-long.sh;
+#                         three times for tests/python.sh, the binding's
+#                         whole pytest suite and an install)
 #   RDMAMSG_TEST_VALGRIND 1: run compiled tests under valgrind memcheck;
 #                         tests see RDMAMSG_TEST_SCALE=small and shrink
 #                         their loops.
@@ -28,6 +30,7 @@ test_prog=$1
 limit=${RDMAMSG_TEST_TIMEOUT:-300}
 case $test_prog in
 *-long.sh) limit=$((limit * 4)) ;; # the long runs (1,000,000 messages)
+*/python.sh) limit=$((limit * 3)) ;; # 151 pytest tests (316 s under ASan at load 14)
 esac
 set -- timeout --kill-after=10 "$limit" "$@"
 case $test_prog in
