@@ -106,8 +106,12 @@ n1=$(pings 1 "$a2" 100)
 [ "${n1:-100}" -le 75 ]
 ok $? "loss drops pings: $n1 of 100 back"
 fab loss "$name" 1 0 off
-[ "$(pings 1 "$a2" 20)" = 20 ]
-ok $? "loss off: all pings back"
+# the lossy phase may have left the neighbour entry failed or probing:
+# a few pings resolve it again before all must come back
+pings 1 "$a2" 3 >/dev/null
+n2=$(pings 1 "$a2" 20)
+[ "$n2" = 20 ]
+ok $? "loss off: all pings back (${n2:-none} of 20)"
 fab loss "$name" 1 0 100 2>/dev/null
 [ $? -ne 0 ]
 ok $? "loss 100% is refused (1 to 99)"
