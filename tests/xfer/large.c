@@ -251,7 +251,11 @@ static int server(int wfd, void *arg)
 		return 10;
 	rdmamsg_ep_attr_new(&S.attr_a);
 	rdmamsg_ep_attr_new(&S.attr_c);
-	if (rdmamsg_ep_attr_set_max_large_size(S.attr_a, big) ||
+	/* a side fills, copies and registers up to 1 GiB inside a callback,
+	 * its loop stalled for seconds (far longer on a loaded machine): the
+	 * peer's silence is not what this test is about */
+	if (rdmamsg_ep_attr_set_peer_timeout(S.attr_a, 300000) ||
+	    rdmamsg_ep_attr_set_max_large_size(S.attr_a, big) ||
 	    rdmamsg_ep_attr_set_max_large_size(S.attr_c, cmax) ||
 	    rdmamsg_ep_attr_set_recv_alloc(S.attr_c, srv_alloc_c))
 		return 11;
@@ -465,6 +469,8 @@ int main(void)
 	       "large maximum below 4096: -EINVAL");
 	is_int(rdmamsg_ep_attr_set_max_large_size(attr, (size_t)1 << 41),
 	       -EINVAL, "large maximum above 2^40: -EINVAL");
+	is_int(rdmamsg_ep_attr_set_peer_timeout(attr, 300000), 0,
+	       "peer timeout 300 s (see the server's)");
 	is_int(rdmamsg_ep_attr_set_max_large_size(attr, big), 0,
 	       "large maximum");
 	is_int(rdmamsg_ep_attr_set_recv_alloc(attr, cli_alloc), 0,
