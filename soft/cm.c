@@ -38,8 +38,9 @@
  *   status 28 (IB_CM_REJ_CONSUMER_DEFINED); TIMEWAIT_EXIT follows
  *   DISCONNECTED by ~1 s if the id is still there.
  * - Not as on hardware: a dead peer process gives DISCONNECTED at once (its
- *   TCP connection closes), and taking that event moves the QP to ERR; a
- *   dead host is noticed by TCP keepalive/user timeout in about 10 s.  The
+ *   TCP connection closes), and taking that event moves the QP to ERR.  A
+ *   silent host or a cut path is not noticed here (no keepalive), as on
+ *   hardware: the QP's retries or the application's keep-alives tell.  The
  *   progress thread itself never touches a QP.  A refused connect is
  *   retried for 100 ms (SOFTRDMA_CM_REFUSED_MS) because softrdma resolves
  *   addresses instantly and programs race their server's rdma_listen.

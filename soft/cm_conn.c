@@ -59,18 +59,21 @@ static uint32_t scm_random_psn(void)
 	return v & 0xffffff;
 }
 
-/* scm_tune_socket -- prompt sends, and a dead host noticed in ~10 s */
+/*
+ * scm_tune_socket -- prompt sends.  No keepalive and no user timeout: the
+ * IB CM has no connection that could time out (its MADs are datagrams,
+ * sent when there is something to say), so a cut path or a silent host
+ * must not end an established connection here either.  The QP's retries
+ * (RETRY_EXC_ERR, or a migration with APM) and the application's
+ * keep-alives tell, as on hardware; the CM connection, idle meanwhile,
+ * outlives the cut (a message sent during it is retransmitted by TCP
+ * until the path returns or its CM timeout fires).
+ */
 static void scm_tune_socket(int fd)
 {
-	int one = 1, idle = 5, intvl = 1, cnt = 5;
-	unsigned int utmo = 10000;
+	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &utmo, sizeof(utmo));
 }
 
 /* scm__send -- write one CM message (never raises SIGPIPE) */

@@ -8,8 +8,12 @@
 #   - rdmamsg endpoints with RDMAMSG_APM_AUTO (tests/netns/rail_peer with
 #     RAIL_PEER_APM=1, public API only): the client on host 2 streams
 #     numbered, content-checked messages of 8 B .. 20,000 B and keeps
-#     requests in flight; rail 1 is cut (tc drop on both hosts): both
-#     sides migrate to port 2 (RDMAMSG_PATH_MIGRATED), the stream goes on;
+#     requests in flight; rail 1's switch dies (fabric.sh blackhole: the
+#     hosts' carriers stay up, their packets are lost in the fabric): both
+#     sides migrate to port 2 (RDMAMSG_PATH_MIGRATED) when the retries run
+#     out, the stream goes on, and the session outlives the cut (20 s:
+#     the CM connection on that rail ends nothing, as nothing but its QP
+#     ends an IB connection);
 #     rail 1 restored, rail 2's cables pulled: back to port 1.  Nothing
 #     lost, nothing twice, order kept, every request answered once;
 #   - the seeds' APM example in verbs (tests/netns/apm_peer, rdma_cm's
@@ -48,14 +52,23 @@ if [ "${RDMAMSG_TEST_SCALE:-}" = small ] ||
 fi
 # cut to resumed traffic: the primary's retries (8 x 1.07 s) and slack
 bound_ms=60000
+# the stream's peers may take as long as the test (the issue's run)
+plimit=${RDMAMSG_TEST_TIMEOUT:-600}
+[ "$plimit" -ge 600 ] 2>/dev/null || plimit=600
+rwait=$((plimit / 2)) # for the client to reach a cut's place
 
 # wait_line FILE TEXT [SECONDS] -- wait (default 60 s) for a line
-# matching TEXT in FILE
+# matching TEXT in FILE; not past the exit of a process in $live
+live=
 wait_line() {
 	_i=0
 	_n=$((${3:-60} * 10))
 	while [ $_i -lt $_n ]; do
 		grep -q "$2" "$1" 2>/dev/null && return 0
+		if [ -n "$live" ] && ! kill -0 $live 2>/dev/null; then
+			grep -q "$2" "$1" 2>/dev/null
+			return
+		fi
 		sleep 0.1
 		_i=$((_i + 1))
 	done
@@ -107,33 +120,35 @@ fi
 
 # ---- the stream through two cuts ----------------------------------------
 port=7700
-ib 1 timeout -k 10 600 "$peer" server $port "$a1" "$b1" $n \
+ib 1 timeout -k 10 $plimit "$peer" server $port "$a1" "$b1" $n \
 	>"$tap_tmp/s.log" 2>&1 &
 spid=$!
 tap_pids="$tap_pids $spid"
 wait_line "$tap_tmp/s.log" '^listening'
 ok $? "server on host 1 listens on $a1:$port and $b1:$port"
-ib 2 timeout -k 10 600 "$peer" client "$a1:$port" $n $inflight $reqs 60000 \
+ib 2 timeout -k 10 $plimit "$peer" client "$a1:$port" $n $inflight $reqs 60000 \
 	>"$tap_tmp/c.log" 2>&1 &
 cpid=$!
 tap_pids="$tap_pids $cpid"
+live="$spid $cpid"
 wait_line "$tap_tmp/c.log" '^connected'
 grep -q '^connected apm 1' "$tap_tmp/c.log"
 ok $? "client on host 2 connected over rail 1, alternate path loaded (RDMAMSG_APM_AUTO)"
 diag "streaming $n messages, $inflight requests in flight ($reqs in all)"
 
-# cut RAIL K HOW: wait for the client's "ready K", cut the rail (drop or
-# pull), wait for the K-th migration on both sides and the first message
+# cut RAIL K HOW: wait for the client's "ready K", cut the rail (blackhole
+# or pull), wait for the K-th migration on both sides and the first message
 # delivered after it
 cut() {
 	_r=$1
 	_k=$2
-	wait_line "$tap_tmp/c.log" "^ready $_k " 300
+	wait_line "$tap_tmp/c.log" "^ready $_k " $rwait
 	ok $? "cut $_k: the client is mid-stream ($(field "$tap_tmp/c.log" "^ready $_k " 4) messages sent)"
 	_t=$(date +%s%N)
-	if [ "$3" = drop ]; then
-		rail_cut "$_r" on
-		ok $? "cut $_k: rail $((_r + 1)) cut (tc drop on both hosts)"
+	cut_at=$_t
+	if [ "$3" = blackhole ]; then
+		fab blackhole "$name" "$_r" on
+		ok $? "cut $_k: rail $((_r + 1)) cut (its switch forwards nothing)"
 	else
 		rail_pull "$_r" down
 		ok $? "cut $_k: rail $((_r + 1)) cut (both cables pulled)"
@@ -161,12 +176,22 @@ path_lines() {
 	grep -hE '^(server path|migrated|mig_failed|delivered|resumed|rail_peer)' \
 		"$tap_tmp/s.log" "$tap_tmp/c.log" | sed 's/^/    /'
 }
-cut 0 1 drop
+cut 0 1 blackhole
 path_lines
-rail_cut 0 off
+# rail 1 stays cut for 20 s in all, twice what the CM connection's
+# keepalive used to allow: the connection, migrated, lives on (the CM
+# connection on rail 1 must not end it, as nothing ends an IB
+# connection but its QP); the stream goes on over rail 2 meanwhile
+_left=$((cut_at + 20000000000 - $(date +%s%N)))
+[ "$_left" -gt 0 ] && sleep $(((_left + 999999999) / 1000000000))
+! grep -q '^disconnected' "$tap_tmp/c.log" &&
+	! grep -q '^server:' "$tap_tmp/s.log" && kill -0 $cpid $spid
+ok $? "rail 1 cut for 20 s: the session lives on, migrated (no disconnect)"
+fab blackhole "$name" 0 off
 ok $? "rail 1 restored"
 cut 1 2 pull
 path_lines
+live=
 wait $cpid
 rc=$?
 grep -E '^(client|disconnected|mig_failed)' "$tap_tmp/c.log" | sed 's/^/    /'

@@ -31,6 +31,12 @@
 #                                         sends on that rail is dropped, the
 #                                         carrier stays up (a tc clsact
 #                                         filter: works without sch_netem)
+#        fabric.sh blackhole NAME RAIL on|off
+#                                         a dead switch: the rail's bridge
+#                                         forwards nothing, every host's
+#                                         carrier stays up and its packets
+#                                         leave it (lost in the fabric, not
+#                                         refused by the host's own stack)
 #        fabric.sh link NAME HOST RAIL down|up
 #                                         pull or plug the host's cable on
 #                                         that rail (its switch port), so the
@@ -284,6 +290,12 @@ drop)
 		exit 0 ;;
 	*) die "drop: on or off" ;;
 	esac ;;
+blackhole)
+	[ $# -eq 3 ] || die "usage: blackhole NAME RAIL on|off"
+	case $2 in 0 | 1) ;; *) die "blackhole: RAIL 0 or 1" ;; esac
+	case $3 in on) st=down ;; off) st=up ;; *) die "blackhole: on or off" ;; esac
+	# a bridge that is down disables its ports: frames die there
+	ip -n "$1-sw" link set "br$2" "$st" ;;
 link)
 	[ $# -eq 4 ] || die "usage: link NAME HOST RAIL down|up"
 	host_ns "$1" "$2" >/dev/null || exit 1

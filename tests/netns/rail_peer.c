@@ -42,7 +42,14 @@
  * at NS", or "mig_failed port P status S at NS").  The summaries add
  * "migrations M mig_fails F" (rdmamsg_ep_get_path_stats).  A migration
  * waits for the primary path's retries to run out (about 8.6 s with
- * rdma_cm's ACK timeout): the peer timeout is 60 s in this mode.
+ * rdma_cm's ACK timeout): the peer timeout is 60 s in this mode.  The
+ * library's notices go to stderr with a CLOCK_REALTIME stamp
+ * (RAIL_PEER_LOG=N: up to level N instead, 4 for debug).
+ *
+ * RAIL_PEER_ACK_TIMEOUT=EXP (both roles, either mode): the QP's local ACK
+ * timeout exponent (rdmamsg_ep_attr_set_ack_timeout; 0 or unset: the
+ * default), so that tools/bench-failover.sh compares the two mechanisms
+ * at the same retry timeout.
  *
  * Deadlines are generous (minutes): the test, not this program, decides
  * what is too slow; SIGTERM ends either role within 20 ms.
@@ -71,7 +78,8 @@
 #define APM_PEER_MS 60000
 
 static volatile sig_atomic_t term;
-static int apm; /* RAIL_PEER_APM=1: APM, not replay */
+static int apm;		     /* RAIL_PEER_APM=1: APM, not replay */
+static unsigned int ack_exp; /* RAIL_PEER_ACK_TIMEOUT: 0, the default */
 
 static void on_term(int sig)
 {
@@ -300,6 +308,7 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	    (apm && (rdmamsg_ep_attr_set_apm(a, RDMAMSG_APM_AUTO) ||
 		     rdmamsg_ep_attr_set_peer_timeout(a, APM_PEER_MS))) ||
 	    (!apm && rdmamsg_ep_attr_set_session_linger(a, 120000)) ||
+	    rdmamsg_ep_attr_set_ack_timeout(a, ack_exp) ||
 	    rdmamsg_conn_req_accept(req, a, &srv_cbs, s, &s->ep)) {
 		fprintf(stderr, "rail_peer: a second session, or no accept\n");
 		s->bad++;
@@ -539,6 +548,7 @@ static int client(const char *addrs, long long count, long long inflight,
 		 : rdmamsg_ep_attr_set_failover(a, RDMAMSG_FAILOVER_REPLAY) ||
 			     rdmamsg_ep_attr_set_reconnect(
 				     a, (unsigned int)reconnect_ms, 1000)) ||
+	    rdmamsg_ep_attr_set_ack_timeout(a, ack_exp) ||
 	    rdmamsg_ep_attr_set_path_cb(a, cli_path)) {
 		fprintf(stderr, "rail_peer: bad endpoint attributes\n");
 		return 1;
@@ -651,7 +661,8 @@ out:
 static void log_fn(int level, const char *func, const char *msg, void *arg)
 {
 	(void)arg;
-	fprintf(stderr, "rail_peer: log %d %s: %s\n", level, func, msg);
+	fprintf(stderr, "rail_peer: log %d %s: %s at %llu\n", level, func, msg,
+		real_ns());
 }
 
 static int usage(void)
@@ -671,9 +682,18 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	apm = getenv("RAIL_PEER_APM") && !strcmp(getenv("RAIL_PEER_APM"), "1");
+	if (getenv("RAIL_PEER_ACK_TIMEOUT")) {
+		long long e = number(getenv("RAIL_PEER_ACK_TIMEOUT"));
+
+		if (e < 0 || e > 31)
+			return usage();
+		ack_exp = (unsigned int)e;
+	}
 	if (apm) {
 		rdmamsg_log_set_function(log_fn, NULL);
-		rdmamsg_log_set_level(RDMAMSG_LOG_NOTICE);
+		rdmamsg_log_set_level(getenv("RAIL_PEER_LOG")
+					      ? atoi(getenv("RAIL_PEER_LOG"))
+					      : RDMAMSG_LOG_NOTICE);
 	}
 	if (argc == 6 && !strcmp(argv[1], "server")) {
 		long long count = number(argv[5]);
