@@ -8,10 +8,12 @@
 # whose spinning depends on time, are not counted: --toggle-collect).
 # Instruction counts do not depend on the machine's load.
 #
-# Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [LIBSOFTRDMA.so...]
+# Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [-r] [LIBSOFTRDMA.so...]
 #   -n N        the smaller run's iterations (default 5000; 2N messages)
 #   -s SIZE     message size (default 8)
 #   -b BUILDDIR the build tree whose tools/rdmamsg_pingpong runs (default .)
+#   -r          each library also with RDMAMSG_FAILOVER_REPLAY (pingpong
+#               -r): the replay bookkeeping's cost per message beside it
 #   LIBSOFTRDMA.so  the fabrics compared (default BUILDDIR's own)
 # Example, softrdma of an older commit against this tree's (same librdmamsg):
 #   tools/rdmamsg_pingpong-insns.sh -b _build \
@@ -21,12 +23,14 @@ set -eu
 n=5000
 size=8
 builddir=.
-while getopts n:s:b: opt; do
+replay=
+while getopts n:s:b:r opt; do
 	case $opt in
 	n) n=$OPTARG ;;
 	s) size=$OPTARG ;;
 	b) builddir=$OPTARG ;;
-	*) sed -n '10,15s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	r) replay=1 ;;
+	*) sed -n '10,17s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -38,12 +42,12 @@ export RDMAMSG_FABRIC=soft
 export SOFTRDMA_SHM_PREFIX="rpi$$"
 trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null' EXIT
 
-# insns LIB ITERS -- instructions callgrind collected for one run (of
+# insns LIB ITERS [-r] -- instructions callgrind collected for one run (of
 # the real binary behind libtool's wrapper)
 insns() {
 	RDMAMSG_SOFTRDMA_PATH=$1 timeout -k 10 600 \
 		"$builddir/libtool" --mode=execute valgrind --tool=callgrind \
-		--toggle-collect=pingpong --callgrind-out-file=/dev/null "$bin" -n "$2" -s "$size" 2>&1 >/dev/null |
+		--toggle-collect=pingpong --callgrind-out-file=/dev/null "$bin" -n "$2" -s "$size" ${3:-} 2>&1 >/dev/null |
 		sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
@@ -57,4 +61,12 @@ for lib in "$@"; do
 	b=$(insns "$lib" $((2 * n)))
 	printf '%-60s %14s %14s %10s\n' "$lib" "$a" "$b" \
 		"$(awk -v a="$a" -v b="$b" -v m=$((2 * n)) 'BEGIN { printf "%.1f", (b - a) / m }')"
+	[ -n "$replay" ] || continue
+	c=$(insns "$lib" "$n" -r)
+	d=$(insns "$lib" $((2 * n)) -r)
+	printf '%-60s %14s %14s %10s\n' "  with RDMAMSG_FAILOVER_REPLAY" "$c" "$d" \
+		"$(awk -v a="$c" -v b="$d" -v m=$((2 * n)) 'BEGIN { printf "%.1f", (b - a) / m }')"
+	awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v m=$((2 * n)) 'BEGIN {
+		x = (b - a) / m; y = (d - c) / m
+		printf "# replay bookkeeping: %+.1f instructions per message (%+.2f%%)\n", y - x, 100 * (y - x) / x }'
 done

@@ -8,7 +8,11 @@
  * tools/soft_pingpong does for raw verbs.
  *
  *   RDMAMSG_FABRIC=soft valgrind --tool=callgrind \
- *	tools/rdmamsg_pingpong [-n ITERS] [-s SIZE]
+ *	tools/rdmamsg_pingpong [-n ITERS] [-s SIZE] [-r]
+ *
+ * -r connects with RDMAMSG_FAILOVER_REPLAY (the accepting side then keeps
+ * its session too): the replay bookkeeping's steady-state cost is the
+ * difference against a run without it.
  *
  * A message is one rdmamsg_send() (a round trip is two).  Each wait
  * progresses the waiting side, and the other side too after every 64
@@ -213,9 +217,10 @@ int main(int argc, char **argv)
 	size_t size = 8;
 	uint16_t port;
 	char addr[64];
-	int opt, rc;
+	struct rdmamsg_ep_attr *attr = NULL;
+	int opt, rc, replay = 0;
 
-	while ((opt = getopt(argc, argv, "n:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:r")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -223,9 +228,12 @@ int main(int argc, char **argv)
 		case 's':
 			size = (size_t)atol(optarg);
 			break;
+		case 'r':
+			replay = 1;
+			break;
 		default:
 			fprintf(stderr, "usage: rdmamsg_pingpong [-n ITERS] "
-					"[-s SIZE]\n");
+					"[-s SIZE] [-r]\n");
 			return 2;
 		}
 	}
@@ -243,7 +251,13 @@ int main(int argc, char **argv)
 		die("rdmamsg_listen", rc);
 	rdmamsg_listener_get_port(lst, &port);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	if ((rc = rdmamsg_connect(cli.ctx, addr, NULL, &cbs, &cli, &cli.ep)))
+	if (replay && ((rc = rdmamsg_ep_attr_new(&attr)) ||
+		       (rc = rdmamsg_ep_attr_set_failover(
+				attr, RDMAMSG_FAILOVER_REPLAY))))
+		die("the replay attribute", rc);
+	rc = rdmamsg_connect(cli.ctx, addr, attr, &cbs, &cli, &cli.ep);
+	rdmamsg_ep_attr_delete(&attr);
+	if (rc)
 		die("rdmamsg_connect", rc);
 	run_flag(&cli, &srv, &cli.up);
 	if (cli.status)
