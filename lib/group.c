@@ -77,6 +77,8 @@
 #define G_NAK_PLAIN_MS	 500	    /* once selective ones failed this long */
 #define G_PACK_MAX	 64	    /* messages a batch carries, at most */
 #define G_MAX_RECS	 65536	    /* publishes in flight, at most */
+#define G_REPOST	 32	    /* receives posted again at once */
+#define G_SM_PASS	 16 /* a pass's end: status if window / this more */
 
 enum { G_RESOLVING = 0, G_JOINING, G_UP, G_FAILED };
 
@@ -207,6 +209,9 @@ struct rdmamsg_group {
 	/* receive side */
 	struct rdmamsg_buf **rxb;
 	uint32_t nrx;
+	uint32_t *rpend; /* receive buffers to post again, nrpend of them */
+	uint32_t nrpend;
+	int sm_due; /* reliable: a delivery since the pass began */
 	struct gpub *pubs;
 	uint32_t npub;
 	uint32_t drop_every, drop_n; /* test hook: RDMAMSG_TEST_MC_DROP */
@@ -511,6 +516,10 @@ static void group_free(struct rdmamsg_group *g)
 	if (g->id)
 		ctx->ops->destroy_id(g->id);
 	rdmamsg__iface_detach(&g->lane);
+	/* a drain outside a progress pass (a timer's) may have queued our
+	 * ready() for the next one */
+	if (!list_empty(&g->lane.ready_link))
+		list_del(&g->lane.ready_link);
 	for (i = 0; i < g->nrx; i++)
 		if (g->rxb[i])
 			rdmamsg__buf_put(g->rxb[i]);
@@ -538,6 +547,7 @@ static void group_free(struct rdmamsg_group *g)
 	if (g->hold)
 		rdmamsg__buf_put(g->hold);
 	free(g->rxb);
+	free(g->rpend);
 	free(g->tx);
 	free(g->recs);
 	rdmamsg__loop_unref(ctx);
@@ -1230,21 +1240,43 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 
 /* ---- receiving ----------------------------------------------------- */
 
-/* post_recv -- receive buffer idx posted again */
-static int post_recv(struct rdmamsg_group *g, uint32_t idx)
+/* post_recvs -- the receive buffers taken since the last call posted
+ * (again), in chains: one provider call per G_REPOST buffers rather than
+ * one per datagram.  0, or the provider's error (the rest stay ours) */
+static int post_recvs(struct rdmamsg_group *g)
 {
-	struct ibv_recv_wr wr, *bad;
-	struct ibv_sge sge;
-	struct rdmamsg_buf *b = g->rxb[idx];
+	struct ibv_recv_wr wr[G_REPOST], *bad;
+	struct ibv_sge sge[G_REPOST];
+	uint32_t i, k, done = 0;
+	int ret = 0;
 
-	sge.addr = (uintptr_t)b->data;
-	sge.length = (uint32_t)b->cap;
-	sge.lkey = b->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = g->lane.wrid_tag | idx;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	return ibv_post_recv(g->qp, &wr, &bad);
+	if (!g->qp) {
+		g->nrpend = 0; /* the QP is gone: the buffers stay ours */
+		return 0;
+	}
+	while (done < g->nrpend) {
+		k = g->nrpend - done > G_REPOST ? G_REPOST : g->nrpend - done;
+		for (i = 0; i < k; i++) {
+			uint32_t idx = g->rpend[done + i];
+			struct rdmamsg_buf *b = g->rxb[idx];
+
+			sge[i].addr = (uintptr_t)b->data;
+			sge[i].length = (uint32_t)b->cap;
+			sge[i].lkey = b->lkey;
+			wr[i].wr_id = g->lane.wrid_tag | idx;
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+		}
+		ret = ibv_post_recv(g->qp, wr, &bad);
+		if (ret) {
+			LOG_WARN("multicast: receives not posted: %d", ret);
+			break;
+		}
+		done += k;
+	}
+	g->nrpend = 0;
+	return ret;
 }
 
 /* find_pub -- the state of publisher id, or NULL */
@@ -1461,8 +1493,12 @@ static void deliver(struct rdmamsg_group *g, struct gpub *p, const void *data,
 	p->gap = 0;
 	g->st.msgs_received++;
 	g->st.bytes_received += len;
-	if (p->ah && p->next - p->sm_sent >= (g->window + 3) / 4)
-		status(g, p);
+	if (p->ah) {
+		if (p->next - p->sm_sent >= (g->window + 3) / 4)
+			status(g, p);
+		else
+			g->sm_due = 1; /* at the pass's end, maybe */
+	}
 	if (g->cbs.on_message && !g->closing)
 		g->cbs.on_message(g, &m, g->arg);
 }
@@ -1852,17 +1888,35 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 				    w->byte_len - GRH_BYTES);
 		else
 			g->st.malformed++;
-		if (g->qp && post_recv(g, (uint32_t)own))
-			LOG_WARN("multicast: receive not posted again");
+		g->rpend[g->nrpend++] = (uint32_t)own;
+		if (g->nrpend >= G_REPOST)
+			post_recvs(g);
 	}
 	return i;
 }
 
-/* group_ready -- the lane's ready(): nothing waits for a pass's end (the
- * completions were handled in group_wcs) */
+/* group_ready -- the lane's ready(), at the end of a pass that had
+ * completions of ours: the receive buffers taken go back; a reliable
+ * subscriber that delivered tells its publishers where it is now (a
+ * publisher held at the window goes on as soon as we caught up, not
+ * when a quarter of the window more has come) */
 static void group_ready(void *owner)
 {
-	(void)owner;
+	struct rdmamsg_group *g = owner;
+	uint32_t i, min;
+
+	if (g->nrpend)
+		post_recvs(g);
+	if (!g->sm_due)
+		return;
+	g->sm_due = 0;
+	min = g->window / G_SM_PASS ? g->window / G_SM_PASS : 1;
+	for (i = 0; i < g->npub; i++) {
+		struct gpub *p = &g->pubs[i];
+
+		if (p->ah && p->next - p->sm_sent >= min)
+			status(g, p);
+	}
 }
 
 /* a group is a UD lane of its own kind; only the interface calls it */
@@ -1950,7 +2004,6 @@ static int setup(struct rdmamsg_group *g)
 	g->lane.cbs = &group_lane_cbs;
 	g->lane.owner = g;
 	g->lane.ctx = ctx;
-	list_init(&g->lane.ready_link);
 	ret = rdmamsg__iface_attach(&g->lane, need);
 	if (ret)
 		return ret;
@@ -1968,17 +2021,23 @@ static int setup(struct rdmamsg_group *g)
 	g->qp = g->id->qp;
 	if (g->nrx) {
 		g->rxb = calloc(g->nrx, sizeof(*g->rxb));
-		if (!g->rxb)
+		g->rpend = calloc(g->nrx, sizeof(*g->rpend));
+		if (!g->rxb || !g->rpend)
 			return -ENOMEM;
 		for (i = 0; i < g->nrx; i++) {
 			ret = rdmamsg__buf_get(ctx, GRH_BYTES + g->mtu, BUF_LIB,
 					       &g->rxb[i]);
 			if (ret)
 				return ret;
-			ret = post_recv(g, i);
-			if (ret)
-				return -ret;
+			/* touched now, at the join, rather than by the first
+			 * datagram each takes (softrdma does not fault pages
+			 * in at registration, as pinning them does) */
+			memset(g->rxb[i]->data, 0, g->rxb[i]->cap);
+			g->rpend[g->nrpend++] = i;
 		}
+		ret = post_recvs(g);
+		if (ret)
+			return -ret;
 	}
 	if (g->role & RDMAMSG_GROUP_SUBSCRIBER) {
 		if (ctx->ops->join_multicast(g->id,
@@ -2083,6 +2142,7 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	g->maddr = maddr;
 	g->obj.type = OBJ_GROUP;
 	g->ctx = ctx;
+	list_init(&g->lane.ready_link);
 	/* a pool buffer held while the group lives: rdmamsg_ctx_destroy()
 	 * is -EBUSY until it is closed */
 	ret = rdmamsg__buf_get(ctx, 1, BUF_LIB, &g->hold);

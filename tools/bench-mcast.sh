@@ -17,12 +17,45 @@
 #                (set-up and teardown cancel out; load does not matter)
 #
 # All processes run on this host over softrdma.  Rows: publisher message
-# rate (unpaced, 64 B and 4 KiB) in default and reliable mode, and the
-# subscribers' median one-way latency at a paced 10,000 messages/s, next
-# to ib_send_bw's sender MsgRate and ib_send_lat's t_typical for UD
-# multicast (perftest's IPv6 link-local GID, index 0: with the IPv4-mapped
-# one it refuses the multicast GID as "Incompatibility issue with GID
-# types").  A missing or failing peer prints "n/a"; exits 0 anyway.
+# rate (unpaced, 64 B and 4 KiB) in default and reliable mode (window
+# 1,024 messages), and the subscribers' median one-way latency at a paced
+# 10,000 messages/s, next to ib_send_bw's sender MsgRate and ib_send_lat's
+# t_typical for UD multicast (perftest's IPv6 link-local GID, index 0:
+# with the IPv4-mapped one it refuses the multicast GID as
+# "Incompatibility issue with GID types").
+#
+# What the raw figures measure, and how the comparison is kept fair:
+# - ib_send_bw's MsgRate is its sender's alone, in duration mode (-D 5
+#   -f 1: the steady rate from 1 s to 4 s; with -n its figure includes
+#   about a second of start-up).  UD drops what finds no receive posted:
+#   perftest's receiver takes a few percent of what its sender sends, and
+#   on softrdma a datagram that a receiver does not take costs the sender
+#   nothing (one that it takes costs a copy into that receiver's queue).
+#   So the raw sender is held back by nothing, while rdmamsg's reliable
+#   mode delivers every message to every subscriber.
+# - fan-out: softrdma copies a multicast datagram into every attached
+#   QP's queue in the sender's post (a switch would replicate it), so a
+#   sender's rate falls with its receivers: "raw 1 rcv" is perftest as it
+#   is (the issue's floor), "raw N rcv" adds N - 1 receivers to its group
+#   (the MGID given with -M): rdmamsg_perf -L sinks with perftest's
+#   receive depth (512) that take each datagram and drop it as not a
+#   group message, blocking in poll() as the rdmamsg subscribers do.
+#   The ratio at the same fan-out is the like-for-like one.
+# - warm-up: the rdmamsg members run -w 4096 first (4,096 untimed
+#   datagrams: every cell of the subscribers' 4,096-deep receive queues
+#   touched once, as in a member that has been up a while; softrdma's
+#   queues are shared memory that faults page by page on first touch,
+#   at some 10 us a fault on these machines).  perftest's 512-deep
+#   queues are touched within its first second, outside its measurement.
+# - rate runs take at least 100,000 messages (-q too).
+# - latency: ib_send_lat is a ping-pong (one message in flight) that
+#   busy-polls on both sides; rdmamsg's is the one-way latency of a
+#   paced stream to subscribers that block in poll() (the library's
+#   default use), a wake-up per message on a loaded machine.
+# - the publisher's and a subscriber's counters (datagrams, status
+#   messages, stalls, duplicates, losses) of the last round are printed
+#   per 1,000 messages.
+# A missing or failing peer prints "n/a"; exits 0 anyway.
 #
 # Environment: SOFTRDMA_LIB, BENCH_TIMEOUT (seconds per run, default 120),
 # BENCH_SCALE (message-count multiplier).
@@ -52,34 +85,55 @@ perf=$builddir/tools/rdmamsg_perf
 [ -x "$perf" ] || echo "# $perf not built: rdmamsg columns are n/a" >&2
 export RDMAMSG_FABRIC=soft RDMAMSG_SOFTRDMA_PATH=$lib
 group=239.1.77.1
+# perftest's group (-M, its notation: 16 decimal bytes) and the same as
+# an IPv6 address for the sinks that join it
+mgid=255:14:0:0:0:0:0:0:0:0:0:0:0:1:0:119
+mgid6=ff0e::1:77
+warm=4096
 
-# mc VAR SIZE N [OPTS...] -- one publisher and $nsub subscribers; VAR_rate
-# gets the publisher's msgs/s for SIZE, VAR_lat the subscribers' median
-# one-way latency (median over subscribers), n/a on failure
+# start_subs FILE NS ARGS... -- NS subscribers (rdmamsg_perf -L ARGS)
+# writing $tmp/FILE1..NS, each waited for until it says it subscribed;
+# their pids in started (and in pids, for the cleanup)
+start_subs() {
+	local file=$1 ns=$2 i
+	shift 2
+	started=()
+	for i in $(seq "$ns"); do
+		timeout -k 5 "$limit" "$perf" -L "$@" >"$tmp/$file$i" 2>&1 &
+		started+=($!)
+		pids="$pids $!"
+	done
+	for i in $(seq "$ns"); do
+		for _ in $(seq 300); do
+			grep -q '^# subscribed' "$tmp/$file$i" && break
+			sleep 0.1
+		done
+	done
+}
+
+# mc VAR NSUB SIZE N [OPTS...] -- one publisher and NSUB subscribers (all
+# with -w $warm); VAR_rate gets the publisher's msgs/s for SIZE, VAR_lat
+# the subscribers' median one-way latency (median over subscribers), n/a
+# on failure; the publisher's and first subscriber's "# stats" lines are
+# kept in $tmp/VAR.stats
 mc() {
-	local var=$1 size=$2 n=$3 i p rate=n/a lat=n/a ok=1
-	local -a o=("${@:4}") subs=()
+	local var=$1 ns=$2 size=$3 n=$4 i p rate=n/a lat=n/a ok=1
+	local -a o=("${@:5}" -w "$warm") subs=()
 	if [ -x "$perf" ] && [ -e "$lib" ]; then
-		for i in $(seq "$nsub"); do
-			timeout -k 5 "$limit" "$perf" -L "$group" -n "$n" --size "$size" "${o[@]}" \
-				>"$tmp/sub$i" 2>&1 &
-			subs+=($!)
-			pids="$pids $!"
-		done
-		for i in $(seq "$nsub"); do
-			for _ in $(seq 300); do
-				grep -q '^# subscribed' "$tmp/sub$i" && break
-				sleep 0.1
-			done
-		done
+		start_subs sub "$ns" "$group" -n "$n" --size "$size" "${o[@]}"
+		subs=("${started[@]}")
 		timeout -k 5 "$limit" "$perf" -P "$group" -n "$n" --size "$size" "${o[@]}" \
 			>"$tmp/pub" 2>&1 || ok=0
 		for p in "${subs[@]}"; do wait "$p" || ok=0; done
 		if [ $ok = 1 ]; then
 			rate=$(awk -v s="$size" '$1 == s && NF == 5 { print $3 }' "$tmp/pub")
-			lat=$(for i in $(seq "$nsub"); do
+			lat=$(for i in $(seq "$ns"); do
 				awk -v s="$size" '$1 == s && NF == 6 { print $4 }' "$tmp/sub$i"
 			done | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+			{
+				sed -n 's/^# stats: /pub /p' "$tmp/pub"
+				sed -n 's/^# stats: /sub /p' "$tmp/sub1"
+			} >"$tmp/$var.stats"
 		else
 			echo "# rdmamsg_perf mcast ${o[*]} $size failed:" >&2
 			tail -n 3 "$tmp/pub" "$tmp/sub1" | sed 's/^/#   /' >&2
@@ -89,25 +143,36 @@ mc() {
 	printf -v "${var}_lat" %s "${lat:-n/a}"
 }
 
-# raw VAR PROG SIZE COL N -- perftest UD multicast on softrdma (GID 0),
-# the sender's figure.  The receiver may never count N datagrams (UD drops
-# what finds no receive posted), so it is killed once the sender is done.
+# raw VAR PROG SIZE COL SINKS PERFTEST-ARGS... -- perftest UD multicast
+# on softrdma (GID 0), the sender's figure; SINKS more receivers in its
+# group (rdmamsg_perf -L on its MGID, receive depth 512).  The receivers
+# may never count what was sent (UD drops what finds no receive posted),
+# so they are killed once the sender is done.
 raw() {
-	local var=$1 prog=$2 size=$3 col=$4 n=$5 port spid res=n/a
+	local var=$1 prog=$2 size=$3 col=$4 ns=$5 port spid res=n/a i n=100
+	local -a sk=() pa=("${@:6}")
 	if [ -e "$lib" ] && have "$prog"; then
+		if [ "$ns" -gt 0 ] && [ -x "$perf" ]; then
+			start_subs sink "$ns" "[$mgid6]" -n "$n" --size "$size" \
+				--recv-depth 512
+			sk=("${started[@]}")
+		fi
 		port=$(free_port)
 		env LD_PRELOAD="$lib" timeout -k 5 "$limit" "$prog" -d softrdma0 -x 0 -F -c UD --mcg \
-			-p "$port" -s "$size" -n "$n" >"$tmp/raw.s" 2>&1 &
+			-p "$port" -s "$size" "${pa[@]}" >"$tmp/raw.s" 2>&1 &
 		spid=$!
 		pids="$pids $spid"
 		if wait_port "$port" 15 &&
 			env LD_PRELOAD="$lib" timeout -k 5 "$limit" "$prog" -d softrdma0 -x 0 -F -c UD --mcg \
-				-p "$port" -s "$size" -n "$n" 127.0.0.1 >"$tmp/raw.c" 2>&1; then
+				-p "$port" -s "$size" "${pa[@]}" 127.0.0.1 >"$tmp/raw.c" 2>&1; then
 			res=$(pt_col "$tmp/raw.c" "$size" "$col") || res=n/a
 		fi
 		sleep 2
-		kill -9 "$spid" 2>/dev/null
-		wait "$spid" 2>/dev/null
+		# SIGTERM, which timeout(1) passes on (and follows with SIGKILL
+		# 5 s later): a SIGKILL to timeout itself would leave its child
+		# running, a sink still in the group for the next raw runs
+		kill "$spid" "${sk[@]}" 2>/dev/null
+		wait "$spid" "${sk[@]}" 2>/dev/null
 	fi
 	printf -v "$var" %s "$res"
 }
@@ -212,34 +277,80 @@ ratio2() {
 }
 
 d_rate='' rl_rate='' p_lat='' v=''
+# rate runs: at least 100,000 messages (past the first milliseconds'
+# start-up), -q or not
 n_rate=$(iters 100000)
+[ "$n_rate" -lt 100000 ] && n_rate=100000
 n_lat=$(iters 20000)
+# perftest's rate in duration mode: 5 s, measured from 1 s to 4 s (its
+# -n mode's figure includes about a second of start-up: 10,000 messages
+# gave 7,000 msg/s where the steady rate is 500,000)
+# -M: the group the sinks join.  Not for ib_send_lat: with one MGID
+# both of its sides join, each takes its own datagrams and its
+# "latency" is a few hundred nanoseconds
+raw_bw=(-D 5 -f 1 -M "$mgid")
 for r in $(seq "$rounds"); do
 	for sz in 64 4096; do
-		mc d "$sz" "$n_rate"
+		mc d "$nsub" "$sz" "$n_rate"
 		add "d_rate_$sz" "$d_rate"
-		mc rl "$sz" "$n_rate" --reliable 1024
+		mc rl "$nsub" "$sz" "$n_rate" --reliable 1024
 		add "r_rate_$sz" "$rl_rate"
-		mc p "$sz" "$n_lat" --pace 10000
+		mc p "$nsub" "$sz" "$n_lat" --pace 10000
 		add "d_lat_$sz" "$p_lat"
-		raw v ib_send_bw "$sz" 5 "$n_rate"
+		raw v ib_send_bw "$sz" 5 0 "${raw_bw[@]}"
 		# Mpps -> msgs/s
 		add "v_rate_$sz" "$(awk -v v="$v" 'BEGIN { if (v + 0 > 0) printf "%.0f", v * 1e6 }')"
-		raw v ib_send_lat "$sz" 5 "$n_lat"
+		raw v ib_send_bw "$sz" 5 $((nsub - 1)) "${raw_bw[@]}"
+		add "w_rate_$sz" "$(awk -v v="$v" 'BEGIN { if (v + 0 > 0) printf "%.0f", v * 1e6 }')"
+		raw v ib_send_lat "$sz" 5 0 -n "$n_lat"
 		add "v_lat_$sz" "$v"
+		for k in d rl; do
+			[ -s "$tmp/$k.stats" ] && cp "$tmp/$k.stats" "$tmp/$k.stats.$sz"
+		done
+		echo "# round $r, $sz B: rates default ${d_rate:-n/a} reliable ${rl_rate:-n/a}" \
+			"raw 1 rcv $(echo "${acc[v_rate_$sz]:-}" | awk '{ print $NF }')" \
+			"raw $nsub rcv $(echo "${acc[w_rate_$sz]:-}" | awk '{ print $NF }');" \
+			"latency ${p_lat:-n/a} raw ${v:-n/a}" >&2
 	done
 	echo "# round $r of $rounds done" >&2
 done
 
-echo "rdmamsg multicast: rdmamsg_perf -P/-L, 1 publisher, $nsub subscriber(s); raw: perftest -c UD --mcg"
-echo "(sender rate; 1 receiver) on softrdma; medians of $rounds round(s), $n_rate messages per rate run"
-printf '%-34s %12s %12s %8s\n' metric rdmamsg raw-UD ratio
+echo "rdmamsg multicast: rdmamsg_perf -P/-L, 1 publisher, $nsub subscriber(s), warm-up $warm datagrams;"
+echo "raw: perftest -c UD --mcg sender rate with 1 receiver, and with $nsub receivers (perftest's"
+echo "and $((nsub - 1)) sinks); on softrdma; medians of $rounds round(s), $n_rate messages per rate run"
+printf '%-38s %11s %11s %6s %11s %6s\n' metric rdmamsg "raw 1 rcv" ratio "raw $nsub rcv" ratio
 for sz in 64 4096; do
-	d=$(med "d_rate_$sz") r=$(med "r_rate_$sz") v=$(med "v_rate_$sz")
-	printf '%-34s %12s %12s %8s\n' "publish rate $sz B, default (msg/s)" "$d" "$v" "$(ratio2 "$d" "$v")"
-	printf '%-34s %12s %12s %8s\n' "publish rate $sz B, reliable" "$r" "$v" "$(ratio2 "$r" "$v")"
+	d=$(med "d_rate_$sz") r=$(med "r_rate_$sz") v=$(med "v_rate_$sz") w=$(med "w_rate_$sz")
+	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, default (msg/s)" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
+	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, reliable (win 1024)" "$r" "$v" "$(ratio2 "$r" "$v")" "$w" "$(ratio2 "$r" "$w")"
 	d=$(med "d_lat_$sz") v=$(med "v_lat_$sz")
-	printf '%-34s %12s %12s %8s\n' "latency $sz B at 10k/s (us)" "$d" "$v" "$(ratio2 "$d" "$v")"
+	printf '%-38s %11s %11s %6s\n' "latency $sz B at 10k/s (us)" "$d" "$v" "$(ratio2 "$d" "$v")"
 done
 echo "goal (issue 14): default >= 0.8x and reliable >= 0.5x raw UD multicast's rate"
+echo
+echo "per 1,000 messages, last round (publisher: datagrams sent, status/NAK datagrams"
+echo "received, heartbeats, publishes refused for the window; subscriber: datagrams"
+echo "received, status/NAK datagrams sent, duplicates, lost)"
+printf '%-24s %8s %8s %8s %8s | %8s %8s %6s %6s\n' run pub-dg pub-rx hb stalls sub-rx sub-tx dup lost
+for sz in 64 4096; do
+	for k in d rl; do
+		f=$tmp/$k.stats.$sz
+		[ -s "$f" ] || continue
+		# "pub|sub published P received R datagrams sent S received X
+		#  heartbeats H stalls T naks sent A received B repairs Rr
+		#  (unicast U) duplicates D gaps G lost L receivers V"
+		awk -v name="$([ $k = d ] && echo default || echo reliable) $sz B" '
+			{ pm[$1] = $3; rc[$1] = $5; ds[$1] = $8; dr[$1] = $10
+			  hb[$1] = $12; st[$1] = $14; du[$1] = $25; lo[$1] = $29 }
+			END {
+				m = pm["pub"]; if (!m) m = 1
+				n = rc["sub"]; if (!n) n = 1
+				printf "%-24s %8.1f %8.1f %8.2f %8.2f | %8.1f %8.1f %6.1f %6.1f\n", name,
+					ds["pub"] * 1000 / m, dr["pub"] * 1000 / m,
+					hb["pub"] * 1000 / m, st["pub"] * 1000 / m,
+					dr["sub"] * 1000 / n, ds["sub"] * 1000 / n,
+					du["sub"] * 1000 / n, lo["sub"] * 1000 / n
+			}' "$f"
+	done
+done
 exit 0

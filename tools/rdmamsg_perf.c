@@ -85,6 +85,7 @@ struct perf_opts {
 	unsigned long pace;   /* messages per second; 0: as fast as it goes */
 	unsigned long linger; /* ms in the group after the last message;
 			       * ULONG_MAX: 1000 */
+	unsigned long rdepth; /* (subscriber) receive depth; 0: 4096 */
 };
 
 struct perf {
@@ -905,10 +906,16 @@ err:
  * subscriber takes the one-way latency of every message from the stamp
  * (one host, or namespaces of one host: one CLOCK_MONOTONIC) and stops once
  * it has accounted (received + reported lost) for every message of every
- * size, or after 5 s with nothing new.
+ * size, or after 5 s with nothing new.  With --warmup N (both sides), N
+ * untimed messages of one full datagram each go first (their stamp's size
+ * is PERF_MC_WARM): the subscribers' receive rings and buffers are touched
+ * once before the clock runs, as in a member that has been up a while.
  * --------------------------------------------------------------------- */
 
-#define PERF_MC_IDLE_NS (5 * 1000 * 1000 * 1000ull)
+#define PERF_MC_IDLE_NS	  (5 * 1000 * 1000 * 1000ull)
+#define PERF_MC_WARM	  0xffffffffu /* a warm-up message's size index */
+#define PERF_MC_WARM_IDLE 500	      /* ms after the warm-up: drained */
+#define PERF_MC_MIN_MAX	  4096	      /* max_msg: a datagram's payload */
 
 struct perf_mc {
 	uint64_t ns;	/* publish time */
@@ -922,8 +929,12 @@ struct perf_mcast {
 	int joined; /* 0 joining, 1 joined, negative errno */
 	int closed;
 	uint64_t done, failed; /* on_publish() seen */
-	uint64_t got[PERF_MAX_SIZES], lost, bad, last_ns;
+	uint64_t got[PERF_MAX_SIZES], lost, bad, warm, last_ns;
 	uint64_t *lat[PERF_MAX_SIZES]; /* one-way, ns; iters each */
+	/* the counters when the warm-up ended (publisher) or the first
+	 * timed message came (subscriber): mc_stats prints what followed */
+	struct rdmamsg_group_stats st0;
+	int timed;
 };
 
 static void mc_on_join(struct rdmamsg_group *g, int status, void *arg)
@@ -941,13 +952,20 @@ static void mc_on_message(struct rdmamsg_group *g,
 	uint64_t now = now_ns();
 	struct perf_mc h;
 
-	(void)g;
 	m->last_ns = now;
 	if (msg->len < sizeof(h)) {
 		m->bad++;
 		return;
 	}
 	memcpy(&h, msg->data, sizeof(h));
+	if (h.size == PERF_MC_WARM && h.check == ~h.size) {
+		m->warm++;
+		return;
+	}
+	if (!m->timed) {
+		m->timed = 1;
+		rdmamsg_group_query(g, &m->st0);
+	}
 	if (h.size >= m->p->o.nsizes || h.check != ~h.size ||
 	    msg->len != m->p->o.sizes[h.size] ||
 	    m->got[h.size] >= m->p->o.iters) {
@@ -981,12 +999,123 @@ static void mc_on_publish(struct rdmamsg_group *g, void *op_ctx, int status,
 		m->failed++;
 }
 
+/* mc_stats -- the group's counters since the warm-up as a comment line:
+ * datagrams and control traffic per message, what held the publisher,
+ * what the subscriber dropped or asked for again */
+static void mc_stats(const struct perf_mcast *m)
+{
+	const struct rdmamsg_group_stats *a = &m->st0;
+	struct rdmamsg_group_stats st;
+
+	memset(&st, 0, sizeof(st));
+	if (rdmamsg_group_query(m->g, &st))
+		return;
+	st.msgs_published -= a->msgs_published;
+	st.msgs_received -= a->msgs_received;
+	st.datagrams_sent -= a->datagrams_sent;
+	st.datagrams_received -= a->datagrams_received;
+	st.heartbeats_sent -= a->heartbeats_sent;
+	st.flow_control_stalls -= a->flow_control_stalls;
+	st.naks_sent -= a->naks_sent;
+	st.naks_received -= a->naks_received;
+	st.repairs -= a->repairs;
+	st.repairs_unicast -= a->repairs_unicast;
+	st.duplicates -= a->duplicates;
+	st.gaps -= a->gaps;
+	st.msgs_lost -= a->msgs_lost;
+	printf("# stats: published %" PRIu64 " received %" PRIu64
+	       " datagrams sent %" PRIu64 " received %" PRIu64
+	       " heartbeats %" PRIu64 " stalls %" PRIu64 " naks sent %" PRIu64
+	       " received %" PRIu64 " repairs %" PRIu64 " (unicast %" PRIu64
+	       ") duplicates %" PRIu64 " gaps %" PRIu64 " lost %" PRIu64
+	       " receivers %" PRIu64 "\n",
+	       st.msgs_published, st.msgs_received, st.datagrams_sent,
+	       st.datagrams_received, st.heartbeats_sent,
+	       st.flow_control_stalls, st.naks_sent, st.naks_received,
+	       st.repairs, st.repairs_unicast, st.duplicates, st.gaps,
+	       st.msgs_lost, st.receivers);
+	fflush(stdout);
+}
+
 static void mc_on_closed(struct rdmamsg_group *g, void *arg)
 {
 	struct perf_mcast *m = arg;
 
 	(void)g;
 	m->closed = 1;
+}
+
+/* mc_idle -- drive the context for ms */
+static int mc_idle(struct perf_mcast *m, unsigned long ms)
+{
+	uint64_t end = now_ns() + ms * 1000000ull;
+	int rc = 0;
+
+	while (rc >= 0 && now_ns() < end)
+		rc = perf_wait(m->p);
+	return rc < 0 ? rc : 0;
+}
+
+/* mc_put -- publish len bytes of buf with h, stamped now, in front: 1
+ * published, 0 refused for the window (progress waited for: try again),
+ * or a negative error */
+static int mc_put(struct perf_mcast *m, char *buf, size_t len,
+		  struct perf_mc *h)
+{
+	int rc;
+
+	h->ns = now_ns();
+	memcpy(buf, h, sizeof(*h));
+	rc = rdmamsg_group_publish(m->g, buf, len, NULL);
+	if (rc != -EAGAIN)
+		return rc < 0 ? rc : 1;
+	if (now_ns() - h->ns > PERF_STALL_NS)
+		return -ETIMEDOUT;
+	rc = perf_wait(m->p);
+	return rc < 0 ? rc : 0;
+}
+
+/* mc_warmup -- the untimed warm-up: o->warmup messages of one full
+ * datagram each, all completed, then a pause for the subscribers to
+ * drain them */
+static int mc_warmup(struct perf_mcast *m, char *buf)
+{
+	unsigned long n = m->p->o.warmup, k;
+	struct rdmamsg_group_stats st;
+	struct perf_mc h;
+	uint64_t t;
+	size_t len;
+	int rc;
+
+	if (n == ULONG_MAX || !n)
+		return 0;
+	memset(&st, 0, sizeof(st));
+	rdmamsg_group_query(m->g, &st);
+	len = st.mtu >= sizeof(h) && st.mtu <= PERF_MC_MIN_MAX
+		      ? st.mtu
+		      : PERF_MC_MIN_MAX;
+	h.size = PERF_MC_WARM;
+	h.check = ~h.size;
+	for (k = 0; k < n;) {
+		rc = mc_put(m, buf, len, &h);
+		if (rc < 0)
+			return rc;
+		k += (unsigned long)rc;
+	}
+	t = now_ns();
+	while (m->done < n) {
+		if (now_ns() - t > PERF_STALL_NS)
+			return -ETIMEDOUT;
+		rc = perf_wait(m->p);
+		if (rc < 0)
+			return rc;
+	}
+	m->done = 0;
+	m->failed = 0;
+	m->timed = 1;
+	rdmamsg_group_query(m->g, &m->st0);
+	printf("# warm-up: %lu messages of %zu B\n", n, len);
+	return mc_idle(m, PERF_MC_WARM_IDLE);
 }
 
 /* mc_publish -- iters messages of each size; one line per size */
@@ -999,6 +1128,10 @@ static int mc_publish(struct perf_mcast *m, char *buf)
 	unsigned long k;
 	int rc;
 
+	rc = mc_warmup(m, buf);
+	if (rc < 0)
+		return rc;
+
 	printf("%8s %8s %12s %10s %10s\n", "size", "iters", "msgs/s", "Mmsgs/s",
 	       "MB/s");
 	for (i = 0; i < o->nsizes; i++) {
@@ -1010,24 +1143,13 @@ static int mc_publish(struct perf_mcast *m, char *buf)
 				rdmamsg_ctx_progress(m->p->ctx);
 				continue;
 			}
-			h.ns = now_ns();
 			h.size = i;
 			h.check = ~i;
-			memcpy(buf, &h, sizeof(h));
-			rc = rdmamsg_group_publish(m->g, buf, o->sizes[i],
-						   NULL);
-			if (rc == -EAGAIN) {
-				if (now_ns() - h.ns > PERF_STALL_NS)
-					return -ETIMEDOUT;
-				rc = perf_wait(m->p);
-				if (rc < 0)
-					return rc;
-				continue;
-			}
+			rc = mc_put(m, buf, o->sizes[i], &h);
 			if (rc < 0)
 				return rc;
-			k++;
-			sent++;
+			k += (unsigned long)rc;
+			sent += (uint64_t)rc;
 		}
 		while (m->done < sent) {
 			rc = perf_wait(m->p);
@@ -1051,13 +1173,7 @@ static int mc_publish(struct perf_mcast *m, char *buf)
  * datagrams it lost */
 static int mc_linger(struct perf_mcast *m)
 {
-	unsigned long ms = m->p->o.linger == ULONG_MAX ? 1000 : m->p->o.linger;
-	uint64_t end = now_ns() + ms * 1000000ull;
-	int rc = 0;
-
-	while (rc >= 0 && now_ns() < end)
-		rc = perf_wait(m->p);
-	return rc < 0 ? rc : 0;
+	return mc_idle(m, m->p->o.linger == ULONG_MAX ? 1000 : m->p->o.linger);
 }
 
 /* mc_subscribe -- receive until every message is accounted for; one line
@@ -1066,6 +1182,9 @@ static int mc_subscribe(struct perf_mcast *m)
 {
 	const struct perf_opts *o = &m->p->o;
 	uint64_t want = (uint64_t)o->iters * o->nsizes, got;
+
+	if (o->warmup != ULONG_MAX)
+		want += o->warmup;
 	unsigned int i;
 	int rc;
 
@@ -1073,7 +1192,7 @@ static int mc_subscribe(struct perf_mcast *m)
 	fflush(stdout);
 	m->last_ns = 0;
 	for (;;) {
-		got = m->lost + m->bad;
+		got = m->lost + m->bad + m->warm;
 		for (i = 0; i < o->nsizes; i++)
 			got += m->got[i];
 		if (got >= want ||
@@ -1111,7 +1230,7 @@ static int run_mcast(struct perf *p)
 	};
 	struct rdmamsg_group_attr *attr = NULL;
 	struct perf_mcast m;
-	size_t max_size = sizeof(struct perf_mc);
+	size_t max_size = PERF_MC_MIN_MAX; /* a warm-up message fits */
 	const char *dev = "?";
 	char *buf = NULL;
 	unsigned int i;
@@ -1154,7 +1273,8 @@ static int run_mcast(struct perf *p)
 	if (rc == 0)
 		rc = rdmamsg_group_attr_set_max_msg_size(attr, max_size);
 	if (rc == 0 && !p->o.publisher)
-		rc = rdmamsg_group_attr_set_recv_depth(attr, 4096);
+		rc = rdmamsg_group_attr_set_recv_depth(
+			attr, p->o.rdepth ? (uint32_t)p->o.rdepth : 4096);
 	if (rc == 0)
 		rc = rdmamsg_group_attr_set_reliable(attr,
 						     (uint32_t)p->o.window);
@@ -1178,6 +1298,8 @@ static int run_mcast(struct perf *p)
 	}
 	if (rc == 0 && p->o.publisher)
 		rc = mc_linger(&m);
+	if (rc == 0)
+		mc_stats(&m);
 	rdmamsg_group_close(m.g, mc_on_closed);
 	while (!m.closed && perf_wait(p) >= 0)
 		;
@@ -1262,6 +1384,11 @@ static void usage(FILE *f)
 		"      --linger MS   (publisher) stay MS ms in the group "
 		"after\n"
 		"                    the last message (default 1000)\n"
+		"      --recv-depth N (subscriber) receive buffers posted\n"
+		"                    (default 4096)\n"
+		"                    (multicast: -w N on both sides: N "
+		"untimed\n"
+		"                    messages of one datagram each first)\n"
 		"  -v, --verbose     library log messages up to info (-vv: "
 		"debug)\n";
 
@@ -1326,6 +1453,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"reliable", required_argument, NULL, 'R'},
 		{"pace", required_argument, NULL, 'A'},
 		{"linger", required_argument, NULL, 'G'},
+		{"recv-depth", required_argument, NULL, 'd'},
 		{"window", required_argument, NULL, 'W'},
 		{"cpu", required_argument, NULL, 'C'},
 		{"rndv-thresh", required_argument, NULL, 'T'},
@@ -1425,6 +1553,10 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 				return -1;
 			o->linger = v;
 			break;
+		case 'd':
+			if (parse_ulong(optarg, 16, 16384, &o->rdepth) < 0)
+				return -1;
+			break;
 		case 'T':
 			if (parse_ulong(optarg, RDMAMSG_RNDV_THRESH_MIN,
 					PERF_MAX_MSG, &v) < 0) {
@@ -1475,7 +1607,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	if (o->group) /* multicast: no server, no client, no TCP-ish test */
 		return o->server || o->host || o->outstanding ? -1 : 0;
 	if (o->server == !!o->host || o->window || o->pace ||
-	    o->linger != ULONG_MAX)
+	    o->linger != ULONG_MAX || o->rdepth)
 		return -1;
 	if (o->outstanding && (o->server || o->test == PERF_LAT)) {
 		fprintf(stderr, "rdmamsg_perf: --window is for a bw or "

@@ -15,10 +15,10 @@
 #   where the kernel has it): every subscriber accounts for every message
 #   exactly (received + reported lost == published, each loss report
 #   where its gap is), host 3 reports losses;
-#   reliable mode with 10% loss on host 3's link: nothing lost, nothing
-#   twice; host 3's selective NAKs are repaired by unicast (the
-#   publisher's unicast and multicast repair counters), hosts 1 and 2
-#   see (next to) no duplicates;
+#   reliable mode with 1% and then 10% loss on host 3's link: nothing
+#   lost, nothing twice; host 3's selective NAKs are repaired by unicast
+#   (the publisher's unicast and multicast repair counters), hosts 1 and
+#   2 see (next to) no duplicates;
 #   the long run: 1,000,000 messages of a mostly-small mix (8 B .. 64 KiB,
 #   see below; fewer under the sanitizers and valgrind), reliable mode,
 #   every one to every host, in order, checked;
@@ -190,24 +190,36 @@ for pc in 1 10; do
 	fab loss "$name" 3 0 off
 done
 
-# reliable mode, 10% loss: nothing lost, nothing twice; the repairs go by
-# unicast to host 3, so hosts 1 and 2 see (next to) no duplicates: they
-# are held only by the flow control (min: the window of the slowest)
-how=$(fab loss "$name" 3 0 10)
-ok $? "10% loss on host 3's link: $how"
-round "reliable, 10% loss at host 3" $window $n
-fab loss "$name" 3 0 off
-naks=$(field naks 3)
-[ "${naks:-0}" -gt 0 ]
-ok $? "host 3 asked for repairs: ${naks:-0} NAKs"
-set -- $(sed -n 's/^repairs //p' "$tap_tmp/pub.log")
-# repairs R unicast U multicast M naks N
-[ "${3:-0}" -gt 0 ] && [ $((${3:-0} + ${5:-0})) -eq "${1:-x}" ]
-ok $? "the publisher's repairs: ${1:-?} = ${3:-?} by unicast + ${5:-?} by multicast"
-d1=$(field duplicates 1)
-d2=$(field duplicates 2)
-[ "${d1:-x}" -le $((n / 100)) ] && [ "${d2:-x}" -le $((n / 100)) ]
-ok $? "hosts 1 and 2 (no loss) dropped ${d1:-?} and ${d2:-?} duplicates (1% at most: repairs went to host 3 alone)"
+# reliable mode, 1% and then 10% loss: nothing lost, nothing twice; the
+# repairs go by unicast to host 3, so hosts 1 and 2 see (next to) no
+# duplicates: they are held only by the flow control
+# (min: the window of the slowest; that the max and tagged strategies do
+# not wait for a subscriber that lags is tests/group/mcast's "flow")
+for pc in 1 10; do
+	how=$(fab loss "$name" 3 0 $pc)
+	ok $? "$pc% loss on host 3's link: $how"
+	round "reliable, $pc% loss at host 3" $window $n
+	fab loss "$name" 3 0 off
+	naks=$(field naks 3)
+	if [ $pc = 1 ] && [ $n -lt 3000 ]; then
+		# 300 messages at 1% may lose none
+		skip "host 3 asked for repairs" "$n messages at 1% loss: ${naks:-0} NAKs"
+	else
+		[ "${naks:-0}" -gt 0 ]
+		ok $? "$pc% loss: host 3 asked for repairs: ${naks:-0} NAKs"
+	fi
+	set -- $(sed -n 's/^repairs //p' "$tap_tmp/pub.log")
+	# repairs R unicast U multicast M naks N
+	[ $((${3:-0} + ${5:-0})) -eq "${1:-x}" ] &&
+		{ [ "${naks:-0}" -eq 0 ] || [ "${3:-0}" -gt 0 ]; }
+	ok $? "$pc% loss: the publisher's repairs: ${1:-?} = ${3:-?} by unicast + ${5:-?} by multicast"
+	d1=$(field duplicates 1)
+	d2=$(field duplicates 2)
+	k1=$(field naks 1)
+	k2=$(field naks 2)
+	[ "${d1:-x}" -le $((n / 100)) ] && [ "${d2:-x}" -le $((n / 100)) ]
+	ok $? "$pc% loss: hosts 1 and 2 (no loss; ${k1:-?} and ${k2:-?} NAKs) dropped ${d1:-?} and ${d2:-?} duplicates (1% at most: repairs went to host 3 alone)"
+done
 
 # ---- the long run: 1,000,000 messages on three hosts -------------------
 # mostly small (MC_PEER_MIX=small: 90% 8 .. 255 B, 9% up to 4 KiB, 1% up

@@ -196,6 +196,18 @@ for i in 1 2; do
 	ok $? "mcast reliable: subscriber $i received every message, lost none"
 done
 
+# -w: untimed warm-up messages first, counted apart by the subscribers
+mcast --reliable 512 -w 300
+for i in 1 2; do
+	awk '/^ *[0-9]/ && NF == 6 && $3 != 2000 { exit 1 }
+		/^# lost 0, malformed 0$/ { clean = 1 } END { exit !clean }' \
+		"$tap_tmp/sub$i"
+	ok $? "mcast reliable, 300 warm-up messages: subscriber $i received every timed message, lost none"
+done
+grep -q '^# warm-up: 300 messages of' "$tap_tmp/out" &&
+	grep -q '^# stats: published 4000 ' "$tap_tmp/out"
+ok $? "mcast warm-up: said by the publisher, its counters from after it"
+
 "$perf" -c 127.0.0.1 -t nope >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error exits 2"
@@ -211,6 +223,12 @@ ok $? "usage error: --linger without a group exits 2"
 "$perf" -P 239.1.2.3 --linger 600001 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: --linger above 600000 ms exits 2"
+"$perf" -c 127.0.0.1 --recv-depth 64 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --recv-depth without a group exits 2"
+"$perf" -L 239.1.2.3 --recv-depth 8 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --recv-depth below 16 exits 2"
 for bad in 0 -1 x 1x 100000001 99999999999999999999 ""; do
 	timeout -k 10 60 "$perf" -c 127.0.0.1 -t bw --window "$bad" >/dev/null 2>"$tap_tmp/err"
 	[ $? = 2 ] && grep -q -- '--window' "$tap_tmp/err"
