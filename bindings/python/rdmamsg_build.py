@@ -394,17 +394,25 @@ int rdmamsg_group_get_id(const struct rdmamsg_group *g, uint64_t *id);
 #define _RDMAMSG_PY_REC_SIZE ...
 #define _RDMAMSG_PY_COPY_MAX ...
 #define _RDMAMSG_PY_RESP ...
+#define _RDMAMSG_PY_REQ ...
 struct _rdmamsg_py_batch {
 	unsigned int n;
 	unsigned int used;
 	int woke;
+	uint64_t spin_ns;
+	uint64_t spins;
+	uint64_t spin_hits;
+	uint64_t spin_polls;
+	uint64_t spin_skips;
 	char arena[...];
 	...;
 };
 int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
-		     struct _rdmamsg_py_batch *b);
+		     struct _rdmamsg_py_batch *b, int spin_ok);
 void _rdmamsg_py_on_recv(struct rdmamsg_ep *, void *, size_t, uint32_t,
 			 unsigned int, void *);
+void _rdmamsg_py_on_recv1(struct rdmamsg_ep *, void *, size_t, uint32_t,
+			  unsigned int, void *);
 void _rdmamsg_py_on_disconnect(struct rdmamsg_ep *, int, void *);
 void _rdmamsg_py_on_ep_closed(struct rdmamsg_ep *, void *);
 void _rdmamsg_py_on_request(struct rdmamsg_ep *, struct rdmamsg_req *,
@@ -414,7 +422,14 @@ void _rdmamsg_py_on_write_imm(struct rdmamsg_ep *, uint32_t, size_t,
 void _rdmamsg_py_on_response(struct rdmamsg_ep *, int, void *, size_t,
 			     void *);
 int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
-		     const char *data, size_t len, uintptr_t opid);
+		     const char *data, size_t len, uintptr_t opid,
+		     struct _rdmamsg_py_batch *b);
+int _rdmamsg_py_sent(struct rdmamsg_ctx *ctx, struct _rdmamsg_py_batch *b);
+int _rdmamsg_py_request(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
+			const char *data, size_t len, unsigned int ms,
+			uintptr_t opid, uint64_t *id,
+			struct _rdmamsg_py_batch *b);
+int _rdmamsg_py_respond(uintptr_t req, const char *data, size_t len);
 void _rdmamsg_py_on_send(struct rdmamsg_ep *, int, void *, void *);
 void _rdmamsg_py_on_publish(struct rdmamsg_group *, void *, int, void *);
 int _rdmamsg_py_log_route(int on);
@@ -467,6 +482,7 @@ SOURCE = r"""
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <rdmamsg.h>
 
 static void _py_on_send(struct rdmamsg_ep *, int, void *, void *);
@@ -492,7 +508,9 @@ static void _py_on_response(struct rdmamsg_ep *, int, void *, size_t, void *);
  * progress call (a larger message, a disconnect, a close, a request) first
  * has the batch drained (_py_drain), so every endpoint sees its events in
  * the library's order.  Outside a pump's progress call (no batch) each
- * goes to Python on its own as before. */
+ * goes to Python on its own as before.  So do the peer's requests up to
+ * _RDMAMSG_PY_COPY_MAX bytes (the struct rdmamsg_req pointer split over
+ * imm and flags), which a request handler answers from the batch. */
 #define _RDMAMSG_PY_ARENA (64 * 1024)
 #define _RDMAMSG_PY_COPY_MAX 2048
 
@@ -506,6 +524,7 @@ struct _rdmamsg_py_rec {
 #define _RDMAMSG_PY_MSG 0  /* arg, len, imm, flags, the bytes */
 #define _RDMAMSG_PY_SENT 1 /* arg = op id, flags = status */
 #define _RDMAMSG_PY_RESP 2 /* arg = op id, flags = status, len, bytes */
+#define _RDMAMSG_PY_REQ 3  /* arg, len, imm | flags << 32 = the request */
 #define _RDMAMSG_PY_REC_SIZE ((int)sizeof(struct _rdmamsg_py_rec))
 
 struct _rdmamsg_py_batch {
@@ -513,6 +532,15 @@ struct _rdmamsg_py_batch {
 	unsigned int used;   /* bytes of arena */
 	int woke;	     /* a task was woken: its step runs before arm */
 	unsigned int rounds; /* progress calls the pass may still make */
+	/* busy polling (Context(busy_poll=), see _rdmamsg_py_spin): */
+	uint64_t spin_ns;	 /* the longest spin, 0: never (Python sets) */
+	int want_spin;		 /* Python just worked: spin before arming */
+	unsigned int spin_fails; /* fruitless spins in a row (capped) */
+	unsigned int spin_skip;	 /* chances to spin still skipped (backoff) */
+	uint64_t spins;		 /* counters: spins started, */
+	uint64_t spin_hits;	 /* ended by work for Python, */
+	uint64_t spin_polls;	 /* their progress calls, */
+	uint64_t spin_skips;	 /* chances skipped by the backoff */
 	char arena[_RDMAMSG_PY_ARENA] __attribute__((aligned(8)));
 };
 
@@ -529,7 +557,10 @@ static void _rdmamsg_py_sync(void)
 {
 	struct _rdmamsg_py_batch *b = _rdmamsg_py_cur;
 
-	if (!b || !b->n)
+	if (!b)
+		return;
+	b->woke = 1; /* Python runs: work (a busy poll's hit, see below) */
+	if (!b->n)
 		return;
 	_rdmamsg_py_cur = NULL;
 	_py_drain(b, b->n);
@@ -582,6 +613,16 @@ static void _rdmamsg_py_on_recv(struct rdmamsg_ep *ep, void *data,
 	memcpy(r + 1, data, len);
 }
 
+/* on_recv of an endpoint whose messages all go to Python one by one
+ * (keep_threshold <= _RDMAMSG_PY_COPY_MAX) */
+static void _rdmamsg_py_on_recv1(struct rdmamsg_ep *ep, void *data,
+				 size_t len, uint32_t imm, unsigned int flags,
+				 void *arg)
+{
+	_rdmamsg_py_sync();
+	_py_on_recv(ep, data, len, imm, flags, arg);
+}
+
 static void _rdmamsg_py_on_disconnect(struct rdmamsg_ep *ep, int status,
 				      void *arg)
 {
@@ -599,8 +640,19 @@ static void _rdmamsg_py_on_request(struct rdmamsg_ep *ep,
 				   struct rdmamsg_req *req, void *data,
 				   size_t len, void *arg)
 {
-	_rdmamsg_py_sync();
-	_py_on_request(ep, req, data, len, arg);
+	struct _rdmamsg_py_rec *r = _rdmamsg_py_rec(len);
+	uint64_t p = (uint64_t)(uintptr_t)req;
+
+	if (!r) {
+		_py_on_request(ep, req, data, len, arg);
+		return;
+	}
+	r->arg = (uint64_t)(uintptr_t)arg;
+	r->imm = (uint32_t)p;
+	r->flags = (uint32_t)(p >> 32);
+	r->kind = _RDMAMSG_PY_REQ;
+	if (len)
+		memcpy(r + 1, data, len);
 }
 
 static void _rdmamsg_py_on_write_imm(struct rdmamsg_ep *ep, uint32_t imm,
@@ -630,21 +682,98 @@ static void _rdmamsg_py_on_response(struct rdmamsg_ep *ep, int status,
 		memcpy(r + 1, data, len);
 }
 
+/* Busy polling.  With b->spin_ns set, a pass that left work for Python
+ * (a message, a completion, a woken task: a conversation is going on) or
+ * a send from outside a pass makes the pump, once Python is done and
+ * before it arms, poll the library (rdmamsg_ctx_progress) for up to
+ * spin_ns: an answer that comes meanwhile is delivered without the
+ * loop's trip through epoll and the peer's wake-up of this process, and
+ * the peer, finding this context not armed, wakes nobody.  A spin ends at
+ * the first work for Python (a hit: the next one follows that work) or
+ * at spin_ns (fruitless: arm and block as without busy polling).
+ * Fruitless spins back off: after the k-th in a row (k <= 10) the next
+ * 2^k - 1 chances to spin are skipped, so a peer that answers slowly or
+ * not at all costs a spin per 1,024 messages, not one per message.
+ * Python says (spin_ok) whether the loop has nothing else ready: if it
+ * has, the pass does not spin (the loop's other work is not delayed). */
+static uint64_t _rdmamsg_py_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void _rdmamsg_py_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Python worked (or sent): spin before the next arm, unless busy polling
+ * is off or backing off; 1 when a spin is due */
+static int _rdmamsg_py_want(struct _rdmamsg_py_batch *b)
+{
+	if (!b->spin_ns)
+		return 0;
+	if (!b->want_spin) {
+		if (b->spin_skip) {
+			b->spin_skip--;
+			b->spin_skips++;
+			return 0;
+		}
+		b->want_spin = 1;
+	}
+	return 1;
+}
+
 /* one progress call with b as the batch (Python delivered the last one):
  * 1 + the records to deliver, 1 for woken tasks only (their steps run
  * before the pass arms), 0 when Python has nothing to do */
 static int _rdmamsg_py_progress(struct rdmamsg_ctx *ctx,
 				struct _rdmamsg_py_batch *b)
 {
+	int rc;
+
 	b->n = 0;
 	b->used = 0;
 	b->woke = 0;
 	_rdmamsg_py_cur = b;
 	rdmamsg_ctx_progress(ctx);
 	_rdmamsg_py_cur = NULL;
-	if (b->n)
-		return 1 + (int)b->n;
-	return b->woke != 0;
+	rc = b->n ? 1 + (int)b->n : b->woke != 0;
+	if (rc)
+		_rdmamsg_py_want(b);
+	return rc;
+}
+
+/* poll until Python has work (its progress call's result) or spin_ns
+ * passed (0, backing off) */
+static int _rdmamsg_py_spin(struct rdmamsg_ctx *ctx,
+			    struct _rdmamsg_py_batch *b)
+{
+	uint64_t end = _rdmamsg_py_now() + b->spin_ns;
+	int rc;
+
+	b->spins++;
+	do {
+		b->spin_polls++;
+		rc = _rdmamsg_py_progress(ctx, b);
+		if (rc) {
+			b->spin_hits++;
+			b->spin_fails = 0;
+			return rc;
+		}
+		_rdmamsg_py_relax();
+	} while (_rdmamsg_py_now() < end);
+	b->want_spin = 0;
+	if (b->spin_fails < 10)
+		b->spin_fails++;
+	b->spin_skip = (1u << b->spin_fails) - 1;
+	return 0;
 }
 
 /* One pass of the arm/progress protocol: progress, then arm until blocking
@@ -655,9 +784,12 @@ static int _rdmamsg_py_progress(struct rdmamsg_ctx *ctx,
  * first although, after a wake-up from the fd, it polls the CQs without
  * draining the channel that woke us (arm() then says -EBUSY and a second
  * progress does that): the message is delivered, and a receiver's answer
- * sent, before that bookkeeping. */
+ * sent, before that bookkeeping.  Busy polling (above) spins before the
+ * arm; a spin counts as one of the rounds, and a pass out of rounds that
+ * would spin returns -EBUSY without arming, so that the next pass spins
+ * after the loop's other callbacks. */
 static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
-			    struct _rdmamsg_py_batch *b)
+			    struct _rdmamsg_py_batch *b, int spin_ok)
 {
 	int rc;
 
@@ -667,28 +799,75 @@ static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
 		if (rc)
 			return rc;
 	}
-	while ((rc = rdmamsg_ctx_arm(ctx)) == -EBUSY) {
-		if (!b->rounds)
+	for (;;) {
+		if (b->want_spin) {
+			if (!spin_ok || !b->spin_ns) {
+				b->want_spin = 0; /* the loop has work, or off */
+			} else {
+				if (!b->rounds)
+					return -EBUSY;
+				b->rounds--;
+				rc = _rdmamsg_py_spin(ctx, b);
+				if (rc)
+					return rc;
+			}
+		}
+		rc = rdmamsg_ctx_arm(ctx);
+		if (rc != -EBUSY || !b->rounds)
 			return rc;
 		b->rounds--;
 		rc = _rdmamsg_py_progress(ctx, b);
 		if (rc)
 			return rc;
 	}
-	return rc;
 }
 
-/* rdmamsg_send, then (ctx not NULL: a call from outside a pass) ask arm()
- * whether the library left work that the fd would not announce: < 0 the
- * send's error, 1 a pass is due, 0 the fd wakes the loop for what comes */
+/* after a call from outside a pass (a send, a close ...): 1 when a pass is
+ * due -- to spin for the answer, or arm() says the library left work that
+ * the fd would not announce -- 0 when the fd wakes the loop for what
+ * comes */
+static int _rdmamsg_py_sent(struct rdmamsg_ctx *ctx,
+			    struct _rdmamsg_py_batch *b)
+{
+	if (_rdmamsg_py_want(b))
+		return 1;
+	return rdmamsg_ctx_arm(ctx) == -EBUSY;
+}
+
+/* rdmamsg_send, then (ctx not NULL: a call from outside a pass) whether a
+ * pass is due (_rdmamsg_py_sent): < 0 the send's error, 1 a pass is due,
+ * 0 the fd wakes the loop for what comes */
 static int _rdmamsg_py_send(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
-			    const char *data, size_t len, uintptr_t opid)
+			    const char *data, size_t len, uintptr_t opid,
+			    struct _rdmamsg_py_batch *b)
 {
 	int rc = rdmamsg_send(ep, data, len, (void *)opid);
 
 	if (rc < 0 || !ctx)
 		return rc;
-	return rdmamsg_ctx_arm(ctx) == -EBUSY;
+	return _rdmamsg_py_sent(ctx, b);
+}
+
+/* rdmamsg_request with the batching response callback and op id opid,
+ * then (ctx not NULL: outside a pass) whether a pass is due, as
+ * _rdmamsg_py_send */
+static int _rdmamsg_py_request(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
+			       const char *data, size_t len, unsigned int ms,
+			       uintptr_t opid, uint64_t *id,
+			       struct _rdmamsg_py_batch *b)
+{
+	int rc = rdmamsg_request(ep, data, len, ms, _rdmamsg_py_on_response,
+				 (void *)opid, id);
+
+	if (rc < 0 || !ctx)
+		return rc;
+	return _rdmamsg_py_sent(ctx, b);
+}
+
+/* rdmamsg_respond to the request at address req (a batch record's) */
+static int _rdmamsg_py_respond(uintptr_t req, const char *data, size_t len)
+{
+	return rdmamsg_respond((struct rdmamsg_req *)req, data, len);
 }
 
 /* on_send: only completions somebody waits for (op_ctx != 0) reach Python */

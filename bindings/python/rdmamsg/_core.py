@@ -46,7 +46,7 @@ __all__ = [
     "set_log_level", "log_to_logging",
     "ACCESS_REMOTE_READ", "ACCESS_REMOTE_WRITE", "ACCESS_REMOTE_ATOMIC",
     "MAX_PATHS", "PathEvent", "PathEventType", "PathStats", "Protocols",
-    "DcStats", "IOV_MAX",
+    "DcStats", "IOV_MAX", "BusyPollStats",
 ]
 
 BufferLike = Any  # any object with the buffer protocol (C-contiguous)
@@ -66,6 +66,9 @@ IOV_MAX: int = lib.RDMAMSG_IOV_MAX
 _EBUSY = -_errno.EBUSY
 _c_pump = lib._rdmamsg_py_pump
 _c_send = lib._rdmamsg_py_send
+_c_sent = lib._rdmamsg_py_sent
+_c_request = lib._rdmamsg_py_request
+_c_respond = lib._rdmamsg_py_respond
 _NULL = ffi.NULL
 _EAGAIN = -_errno.EAGAIN
 #: Most progress calls of one pass of the pump (see Context._pump).
@@ -364,6 +367,29 @@ def _cb_error(exc_type: Any, exc: BaseException, tb: Any) -> None:
     _report(exc, "exception in an rdmamsg callback")
 
 
+#: Busy polling of contexts made without busy_poll=, in seconds (0: off).
+#: See Context.busy_poll.
+BUSY_POLL = 0.0
+#: The longest busy_poll (one second).
+BUSY_POLL_MAX = 1.0
+
+
+def _spin_ns(seconds: Any) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError("busy_poll must be a number of seconds")
+    if not 0 <= seconds <= BUSY_POLL_MAX:  # NaN too
+        raise ValueError("busy_poll must be 0 to %g seconds" % BUSY_POLL_MAX)
+    return int(seconds * 1e9)
+
+
+class BusyPollStats(NamedTuple):
+    """What ``Context.busy_poll_stats()`` reports."""
+    spins: int  # spins started
+    hits: int   # spins that ended with work for Python
+    polls: int  # progress calls made spinning
+    skips: int  # chances to spin skipped by the backoff
+
+
 #: Wake a task waiting for a message or a completion right inside the
 #: context's progress pass (see _Waiter) instead of one loop iteration later.
 #: A tunable for comparisons (tools/bench-python.sh runs both); leave it on.
@@ -390,17 +416,16 @@ class _Waiter:
     run in place; everywhere else (a close from a task, a second wake-up
     during a step) the wake-up goes through call_soon as a Future's does.
     """
-    __slots__ = ("_ctx", "_loop", "_state", "_value", "_exc", "_cbs",
+    __slots__ = ("_ctx", "_state", "_value", "_cbs",
                  "_asyncio_future_blocking")
 
-    _PENDING, _DONE, _CANCELLED = 0, 1, 2
+    # _state: pending, done with a result (_value), cancelled, done with an
+    # exception (_value); _value is set only when done
+    _PENDING, _DONE, _CANCELLED, _FAILED = 0, 1, 2, 3
 
     def __init__(self, ctx: "Context") -> None:
         self._ctx = ctx
-        self._loop = ctx._loop
         self._state = 0
-        self._value: Any = None
-        self._exc: Optional[BaseException] = None
         # callbacks: None, (fn, context) -- the one of a waiting task, the
         # usual case -- or a list of them
         self._cbs: Any = None
@@ -408,7 +433,7 @@ class _Waiter:
 
     # -- the Future protocol that asyncio's Task uses ---------------------
     def get_loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
+        return self._ctx._loop
 
     def done(self) -> bool:
         return self._state != 0
@@ -419,19 +444,20 @@ class _Waiter:
     def result(self) -> Any:
         st = self._state
         if st == 1:
-            if self._exc is not None:
-                raise self._exc
             return self._value
+        if st == 3:
+            raise self._value
         if st == 2:
             raise asyncio.CancelledError()
         raise asyncio.InvalidStateError("result is not set")
 
     def exception(self) -> Optional[BaseException]:
-        if self._state == 2:
+        st = self._state
+        if st == 2:
             raise asyncio.CancelledError()
-        if self._state == 0:
+        if st == 0:
             raise asyncio.InvalidStateError("exception is not set")
-        return self._exc
+        return self._value if st == 3 else None
 
     def add_done_callback(self, fn: Callable[[Any], Any], *,
                           context: Any = None) -> None:
@@ -439,7 +465,7 @@ class _Waiter:
             context = contextvars.copy_context()
         cbs = self._cbs
         if self._state:
-            self._loop.call_soon(fn, self, context=context)
+            self._ctx._loop.call_soon(fn, self, context=context)
         elif cbs is None:
             self._cbs = (fn, context)
         elif type(cbs) is tuple:
@@ -471,8 +497,8 @@ class _Waiter:
     def set_exception(self, exc: BaseException) -> None:
         if self._state:
             raise asyncio.InvalidStateError("already done")
-        self._state = 1
-        self._exc = exc
+        self._state = 3
+        self._value = exc
         self._run_cbs(True)
 
     def _run_cbs(self, may_step: bool) -> None:
@@ -488,7 +514,7 @@ class _Waiter:
             ctx._deferred.append((self, cbs))
             ctx._flagp[0] = 1
             return
-        call_soon = self._loop.call_soon
+        call_soon = ctx._loop.call_soon
         for fn, context in ([cbs] if type(cbs) is tuple else cbs):
             call_soon(fn, self, context=context)
 
@@ -496,7 +522,7 @@ class _Waiter:
         if not self._state:
             self._asyncio_future_blocking = True
             yield self
-        if self._state == 1 and self._exc is None:
+        if self._state == 1:
             return self._value
         if not self._state:
             raise RuntimeError("await wasn't used with future")
@@ -600,12 +626,15 @@ def _finish(opid: int, status: int, value: Any) -> None:
     fut, keep = entry
     if keep is not None and hasattr(keep, "_op_done"):
         keep._op_done()
-    if fut is None or fut.done():
+    if fut is None or fut._state:  # fut: a _Waiter
         return
     if status < 0:
         fut.set_exception(make_error(status))
-    else:
-        fut.set_result(value)
+    else:  # set_result(value), inlined
+        fut._state = 1
+        fut._value = value
+        if fut._cbs is not None:
+            fut._run_cbs(True)
 
 
 @ffi.def_extern(onerror=_cb_error)
@@ -686,13 +715,26 @@ def _deliver(data: Any, n: int) -> None:
     read in place from its arena (data, an ffi.buffer: nothing lands there
     until the C side is back), in order: a message as _py_on_recv would
     (to the endpoint's receiver, or to its queue, waking one reader), a
-    send's completion as _py_on_send, a response as _py_on_response."""
+    send's completion as _py_on_send, a response as _py_on_response, a
+    request as _py_on_request (_EpCore._on_request_rec)."""
     off = 0
     by_arg = _by_arg
     for _ in range(n):
         arg, length, imm, flags, kind = _rec_unpack(data, off)
         start = off + _REC_SIZE
         off = start + ((length + 7) & -8)
+        if kind == _REC_REQ:  # imm | flags << 32: the request's address
+            core = by_arg.get(arg)
+            if core is None:  # cannot happen: closing drains it first
+                continue
+            try:
+                core._on_request_rec(imm | flags << 32,
+                                     data[start:start + length])
+            except (KeyboardInterrupt, SystemExit) as exc:
+                _late_exc.append(exc)
+            except BaseException as exc:
+                _report(exc, "exception in an rdmamsg callback")
+            continue
         if kind:  # a completion: arg is the operation, flags its status
             status = flags - (1 << 32) if flags >> 31 else flags
             try:
@@ -717,9 +759,12 @@ def _deliver(data: Any, n: int) -> None:
                               else (payload, imm, flags))
             waiters = core.recv_waiters
             while waiters:
-                w = waiters.popleft()
-                if not w.done():
-                    w.set_result(None)
+                w = waiters.popleft()  # a _Waiter: set_result(None) inlined
+                if not w._state:
+                    w._state = 1
+                    w._value = None
+                    if w._cbs is not None:
+                        w._run_cbs(True)
                     break
         except (KeyboardInterrupt, SystemExit) as exc:
             _late_exc.append(exc)
@@ -742,7 +787,6 @@ def _py_on_listener_closed(lst, arg):  # type: ignore
 _c_on_request = ffi.addressof(lib, "_rdmamsg_py_on_request")
 _c_on_write_imm = ffi.addressof(lib, "_rdmamsg_py_on_write_imm")
 _c_on_ep_closed = ffi.addressof(lib, "_rdmamsg_py_on_ep_closed")
-_c_on_response = ffi.addressof(lib, "_rdmamsg_py_on_response")
 
 
 def _make_cbs(tracked: bool, batched: bool) -> Any:
@@ -750,8 +794,8 @@ def _make_cbs(tracked: bool, batched: bool) -> Any:
     cbs.on_connect = lib._py_on_connect
     # batched: messages up to COPY_MAX bytes (all of them copied to bytes,
     # below keep_threshold) go into the pump's batch; else one by one
-    cbs.on_recv = (ffi.addressof(lib, "_rdmamsg_py_on_recv") if batched
-                   else lib._py_on_recv)
+    cbs.on_recv = ffi.addressof(lib, "_rdmamsg_py_on_recv" if batched
+                                else "_rdmamsg_py_on_recv1")
     if tracked:  # completions with op_ctx 0 (send_nowait) stay in C
         cbs.on_send = ffi.addressof(lib, "_rdmamsg_py_on_send")
     # track_sends=False: no on_send, so the library signals sends
@@ -766,6 +810,7 @@ def _make_cbs(tracked: bool, batched: bool) -> Any:
 COPY_MAX: int = lib._RDMAMSG_PY_COPY_MAX
 _REC_SIZE: int = lib._RDMAMSG_PY_REC_SIZE
 _REC_RESP: int = lib._RDMAMSG_PY_RESP
+_REC_REQ: int = lib._RDMAMSG_PY_REQ
 _EP_CBS = {(t, b): _make_cbs(t, b) for t in (False, True)
            for b in (False, True)}
 
@@ -789,16 +834,20 @@ class Context:
     queues per listener before the loop takes them (1..65536, default
     1024); ``max_pending`` the unfinished handshakes of all the context's
     listeners at once, more being rejected with REJECT_RESOURCES
-    (1..65536, default 1024).  Use ``async with Context() as ctx`` or ``await
-    ctx.close()``: closing closes every endpoint and listener of the context
-    and frees it once their close callbacks ran and no received buffer is
-    referenced any more.
+    (1..65536, default 1024).  ``busy_poll`` (seconds, default
+    ``BUSY_POLL``: off) lets a pass that just handled traffic poll the
+    library for up to that long before the loop blocks (see the
+    ``busy_poll`` property).  Use ``async with Context() as ctx`` or
+    ``await ctx.close()``: closing closes every endpoint and listener of
+    the context and frees it once their close callbacks ran and no
+    received buffer is referenced any more.
     """
 
     def __init__(self, *, fabric: str = "auto", device: Optional[str] = None,
                  pool_limit: Optional[int] = None, huge_pages: bool = False,
                  listen_backlog: Optional[int] = None,
                  max_pending: Optional[int] = None,
+                 busy_poll: Optional[float] = None,
                  loop: Optional[asyncio.AbstractEventLoop] = None,
                  _default: bool = False) -> None:
         global _live_contexts
@@ -806,6 +855,7 @@ class Context:
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         if fabric not in _FABRICS:
             raise ValueError("fabric must be one of %s" % sorted(_FABRICS))
+        spin_ns = _spin_ns(BUSY_POLL if busy_poll is None else busy_poll)
         attrp = ffi.new("struct rdmamsg_ctx_attr **")
         check(lib.rdmamsg_ctx_attr_new(attrp), "rdmamsg_ctx_attr_new")
         try:
@@ -848,7 +898,11 @@ class Context:
         # the pump's receive batch (rdmamsg_build.py), its bytes, and its
         # flag "a task was woken" that _Waiter sets
         self._batch = ffi.new("struct _rdmamsg_py_batch *")
+        self._batch.spin_ns = spin_ns
         self._arena = ffi.buffer(self._batch.arena)
+        # the loop's queue of ready callbacks (asyncio's own loops): a pass
+        # spins (busy_poll) only while it is empty; () for other loops
+        self._ready: Any = getattr(self._loop, "_ready", ())
         self._flagp = ffi.addressof(self._batch, "woke")
         self._raise_later: Optional[BaseException] = None
         self._pump_scheduled = False
@@ -866,32 +920,19 @@ class Context:
         self._bufpp = ffi.new("struct rdmamsg_buf **")
         # The loop holds the context only weakly while it is open, so that
         # an unreferenced context is collected (and closed, with a warning).
-        self._loop.add_reader(self._fd, _pump_weak, weakref.ref(self))
+        self._ref = weakref.ref(self)
+        self._loop.add_reader(self._fd, _pump_weak, self._ref)
 
     # -- the arm/progress protocol -------------------------------------
     def _pump(self) -> None:
-        """Do all ready work, then arm; -EBUSY: work came in, go again."""
-        self._pump_scheduled = False
-        ctx = self._ctx
-        if ctx is None:
-            return
-        self._in_pump = True
-        b = self._batch
-        try:
-            # progress; arm until it says 0 (C), or PUMP_ROUNDS progress
-            # calls (then the rest in a later pass, after the loop's other
-            # callbacks: a peer that keeps answering at once cannot starve
-            # them).  > 0: a progress call batched busy - 1 records or
-            # woke tasks: deliver them, run the steps, go on with arm.
-            busy = _c_pump(ctx, PUMP_ROUNDS, b)
-            while busy > 0:
-                if busy > 1:
-                    _deliver(self._arena, busy - 1)
-                if self._deferred:
-                    self._flush()
-                busy = _c_pump(ctx, 0, b)
-        finally:
-            self._in_pump = False
+        """Do all ready work, then arm; -EBUSY: work came in, go again (the
+        body is _pump_weak's, the loop's reader)."""
+        _pump_weak(self._ref)
+
+    def _pump_after(self, busy: int) -> None:
+        """The rare ends of a pass (_pump_weak): tasks woken outside a
+        progress call, groups waiting for room, a pass still due, a
+        KeyboardInterrupt or SystemExit to raise."""
         if self._deferred:  # woken outside a progress call: the usual way
             self._flagp[0] = 0
             d = self._deferred
@@ -946,7 +987,7 @@ class Context:
         loop never blocks while the library has work pending."""
         if self._in_pump or self._pump_scheduled or self._ctx is None:
             return
-        if not self._closing and lib.rdmamsg_ctx_arm(self._ctx) == 0:
+        if not self._closing and _c_sent(self._ctx, self._batch) == 0:
             return  # nothing pending: the fd wakes the loop for what comes
         self._schedule()
 
@@ -959,9 +1000,35 @@ class Context:
         if self._closing:
             self._loop.call_soon(self._pump)
         else:  # weakly, as the reader
-            self._loop.call_soon(_pump_weak, weakref.ref(self))
+            self._loop.call_soon(_pump_weak, self._ref)
 
     # -- properties ---------------------------------------------------------
+    @property
+    def busy_poll(self) -> float:
+        """Busy polling, in seconds (0.0: off, the default).  When a pass
+        of the loop adapter delivered work to Python (a message, a
+        completion, a woken task) or a call from a task sent something, the
+        pass polls the library for up to this long before it arms the fd
+        and lets the loop block: an answer that comes meanwhile is handled
+        without the loop's trip through epoll and without the peer waking
+        this process.  A spin ends at the first work for Python; fruitless
+        ones back off (after k in a row, the next 2**k - 1 chances are
+        skipped, k <= 10), so a slow or silent peer costs little CPU.  A
+        pass does not spin while the loop has other callbacks ready.
+        Spinning costs CPU: worth it when the answer usually comes within
+        the time and the peers have cores of their own."""
+        return self._batch.spin_ns / 1e9
+
+    @busy_poll.setter
+    def busy_poll(self, seconds: float) -> None:
+        self._batch.spin_ns = _spin_ns(seconds)
+
+    def busy_poll_stats(self) -> "BusyPollStats":
+        """The busy polling counters (see busy_poll)."""
+        b = self._batch
+        return BusyPollStats(int(b.spins), int(b.spin_hits),
+                             int(b.spin_polls), int(b.spin_skips))
+
     def _c(self) -> Any:
         if self._ctx is None or self._closing:
             raise NotConnected(_errno.ENOTCONN, "the context is closed")
@@ -1131,10 +1198,37 @@ class Context:
 
 
 def _pump_weak(ref: "weakref.ref[Context]") -> None:
-    ctx = ref()
-    if ctx is not None:
-        ctx._pump()
-    # else: collected; its __del__ closed it and holds it strongly since
+    """One pass of the pump of the context ref: all ready work, then arm
+    (the loop's reader; Context._pump)."""
+    self = ref()
+    if self is None:
+        return  # collected: its __del__ closed it and holds it strongly since
+    self._pump_scheduled = False
+    ctx = self._ctx
+    if ctx is None:
+        return
+    self._in_pump = True
+    b = self._batch
+    try:
+        # progress; arm until it says 0 (C), or PUMP_ROUNDS progress calls
+        # (then the rest in a later pass, after the loop's other callbacks:
+        # a peer that keeps answering at once cannot starve them).  > 0: a
+        # progress call batched busy - 1 records or woke tasks: deliver
+        # them, run the steps, go on with arm.  The C pump busy-polls
+        # (busy_poll) only while the loop has nothing else ready.
+        ready = self._ready
+        busy = _c_pump(ctx, PUMP_ROUNDS, b, not ready)
+        while busy > 0:
+            if busy > 1:
+                _deliver(self._arena, busy - 1)
+            if self._deferred:
+                self._flush()
+            busy = _c_pump(ctx, 0, b, not ready)
+    finally:
+        self._in_pump = False
+    if busy or self._deferred or self._group_waiting or \
+            self._raise_later is not None or _late_exc:
+        self._pump_after(busy)
 
 
 class _BufRelease:
@@ -1514,6 +1608,30 @@ class _EpCore:
         if ctx._closing:
             self.loop.call_soon(ctx._try_destroy)
 
+    def _on_request_rec(self, reqp: int, data: bytes) -> None:
+        """A request from the pump's batch (reqp: the struct rdmamsg_req's
+        address): a handler that returns bytes at once is answered right
+        here, without a Request object; anything else as _on_request."""
+        h = self.request_handler
+        if h is None:
+            self._on_request(ffi.cast("struct rdmamsg_req *", reqp), data)
+            return
+        try:
+            res = h(data)
+        except Exception as exc:
+            lib.rdmamsg_req_drop(ffi.cast("struct rdmamsg_req *", reqp))
+            _report(exc, "exception in an rdmamsg request handler")
+            return
+        if type(res) is bytes and _c_respond(reqp, res, len(res)) == 0:
+            return
+        r = Request(self, ffi.cast("struct rdmamsg_req *", reqp), data)
+        self._requests.add(r)
+        if inspect.isawaitable(res):
+            task = self.loop.create_task(_respond_later(r, res))
+            task.add_done_callback(_done_task)
+        else:  # None drops it; an error of respond() is reported there
+            _answer(r, res)
+
     def _on_request(self, req: Any, data: bytes) -> None:
         r = Request(self, req, data)
         self._requests.add(r)
@@ -1834,10 +1952,11 @@ class Endpoint:
         (rdmamsg.WouldBlock) when out of credits with a full backlog: then
         ``await ep.wait_writable()``."""
         core = self._core
-        if imm is None and not isinstance(data, PoolBuffer):
+        t = type(data)
+        if imm is None and (t is bytes or t is memoryview or
+                            not isinstance(data, PoolBuffer)):
             # the common case in one C call: nobody waits for the
             # completion (op_ctx 0: it never enters Python)
-            t = type(data)
             if t is bytes:
                 n = len(data)
                 p = data
@@ -1854,12 +1973,12 @@ class Endpoint:
                 if ep is not None and not core.closing:
                     # the usual cases, _send_eager inlined
                     if ctx._in_pump:  # from a callback: the pass arms
-                        rc = _c_send(_NULL, ep, p, n, 0)
+                        rc = _c_send(_NULL, ep, p, n, 0, _NULL)
                         if rc < 0:
                             check(rc, "send")
                         return
                     if not (ctx._pump_scheduled or ctx._closing):
-                        rc = _c_send(ctx._ctx, ep, p, n, 0)
+                        rc = _c_send(ctx._ctx, ep, p, n, 0, ctx._batch)
                         if rc > 0:
                             ctx._schedule()
                         elif rc < 0:
@@ -1933,11 +2052,11 @@ class Endpoint:
             core.c()  # raises
         ctx = core.ctx
         if ctx._in_pump or ctx._pump_scheduled or ctx._closing:
-            rc = _c_send(_NULL, ep, p, n, opid)
+            rc = _c_send(_NULL, ep, p, n, opid, _NULL)
             if rc == 0:
                 ctx._kick()
             return rc
-        rc = _c_send(ctx._ctx, ep, p, n, opid)
+        rc = _c_send(ctx._ctx, ep, p, n, opid, ctx._batch)
         if rc > 0:
             ctx._schedule()
             return 0
@@ -1969,7 +2088,12 @@ class Endpoint:
         core = self._core
         q = core.queue
         while not q:  # _wait_item, inlined
-            fut = _recv_waiter(core)
+            if core.end is None and not core.closing and \
+                    core.receiver is None:  # _recv_waiter, inlined
+                fut = _Waiter(core.ctx)
+                core.recv_waiters.append(fut)
+            else:
+                fut = _recv_waiter(core)  # raises
             try:
                 await fut
             except BaseException:
@@ -2006,10 +2130,15 @@ class Endpoint:
         core = self._core
         q = core.queue
         while not q:  # _wait_item, inlined
-            try:
-                fut = _recv_waiter(core)
-            except (EndOfStream, OperationCanceled):
-                raise StopAsyncIteration from None
+            if core.end is None and not core.closing and \
+                    core.receiver is None:  # _recv_waiter, inlined
+                fut = _Waiter(core.ctx)
+                core.recv_waiters.append(fut)
+            else:
+                try:
+                    fut = _recv_waiter(core)  # raises
+                except (EndOfStream, OperationCanceled):
+                    raise StopAsyncIteration from None
             try:
                 await fut
             except BaseException:
@@ -2034,20 +2163,37 @@ class Endpoint:
         and leaves the endpoint usable."""
         core = self._core
         ms = 0 if timeout is None else max(1, _ms(timeout))
-        p, n = _buf_ptr(data)
+        if type(data) is bytes:
+            p = data
+            n = len(data)
+        else:
+            p, n = _buf_ptr(data)
         opid = next(_op_ids)
         while True:
-            ep = core.c()
-            rc = lib.rdmamsg_request(ep, p, n, ms, _c_on_response,
-                                     ffi.cast("void *", opid), core.idp)
+            # rdmamsg_request, and arm() from outside a pass, in one C
+            # call (as _send_eager)
+            ep = core.ep
+            if ep is None or core.closing:
+                core.c()  # raises
+            ctx = core.ctx
+            if ctx._in_pump or ctx._pump_scheduled or ctx._closing:
+                rc = _c_request(_NULL, ep, p, n, ms, opid, core.idp, _NULL)
+                if rc == 0:
+                    ctx._kick()
+            else:
+                rc = _c_request(ctx._ctx, ep, p, n, ms, opid, core.idp,
+                                ctx._batch)
+                if rc > 0:
+                    ctx._schedule()
+                    rc = 0
             if rc != _EAGAIN:
                 break
             await core.wait_writable()
-        check(rc, "request")
+        if rc < 0:
+            check(rc, "request")
         reqid = int(core.idp[0])
         fut = _Waiter(core.ctx)
         _ops[opid] = (fut, None)
-        core.ctx._kick()
         try:
             return await fut
         except asyncio.CancelledError:

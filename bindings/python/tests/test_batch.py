@@ -203,3 +203,91 @@ async def test_batch_completions_and_responses(ctxs):
         assert res == [pattern((i * 5) % 5001, i) for i in range(n)]
         assert not core._ops  # nothing left waiting
         await ep.close()
+
+
+async def test_batch_requests_every_answer(ctxs):
+    """Requests of 0 B to 5,000 B (batched up to COPY_MAX, the rest one by
+    one) answered by a handler that returns bytes (answered from the
+    batch), a bytearray, a memoryview, a coroutine's bytes, None (dropped:
+    the requester times out) or raises (dropped and reported); in order
+    with messages on the same endpoint; then requests taken with
+    recv_request() where no handler is set."""
+    a, b = ctxs
+    loop = asyncio.get_running_loop()
+    reported = []
+    loop.set_exception_handler(lambda lp, c: reported.append(c))
+
+    async def later(data):
+        await asyncio.sleep(0)
+        return data + b"!"
+
+    def answer(data):
+        kind = data[0] % 6 if data else 0
+        if kind == 0:
+            return bytes(reversed(data))
+        if kind == 1:
+            return bytearray(data)
+        if kind == 2:
+            return memoryview(data)[1:]
+        if kind == 3:
+            return None
+        if kind == 4:
+            raise ValueError("no answer for %d bytes" % len(data))
+        return later(data)
+
+    def expect(data):
+        kind = data[0] % 6 if data else 0
+        return [bytes(reversed(data)), data, data[1:], None, None,
+                data + b"!"][kind]
+
+    got = []
+
+    async def handler(ep):
+        async for m in ep:
+            got.append(bytes(m))
+
+    sizes = [0, 1, 100, core.COPY_MAX, core.COPY_MAX + 1, 5000]
+    try:
+        async with await rdmamsg.start_server(handler, "127.0.0.1:0", ctx=a,
+                                              request_handler=answer) as srv:
+            ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+            reqs = []
+            datas = []
+            for i in range(60):
+                size = sizes[i % len(sizes)]
+                data = bytes([i % 6]) + pattern(size - 1, i) if size else b""
+                datas.append(data)
+                reqs.append(asyncio.ensure_future(ep.request(data,
+                                                             timeout=1.0)))
+                ep.send_nowait(b"m%d" % i)
+            res = await asyncio.gather(*reqs, return_exceptions=True)
+            for data, r in zip(datas, res):
+                want = expect(data)
+                if want is None:
+                    assert isinstance(r, TimeoutError), (len(data), r)
+                else:
+                    assert r == want, len(data)
+            raised = [c for c in reported if isinstance(c.get("exception"),
+                                                        ValueError)]
+            assert len(raised) == sum(1 for d in datas if d and d[0] == 4)
+            while len(got) < 60:
+                await asyncio.sleep(0.01)
+            assert got == [b"m%d" % i for i in range(60)]
+            await ep.close()
+
+        async def taker(ep):
+            while True:
+                r = await ep.recv_request()
+                r.respond(r.data[::-1])
+
+        async with await rdmamsg.start_server(taker, "127.0.0.1:0",
+                                              ctx=a) as srv:
+            ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+            datas = [pattern(sizes[i % len(sizes)], i) for i in range(30)]
+            res = await asyncio.wait_for(asyncio.gather(
+                *(ep.request(d, timeout=WAIT) for d in datas)), WAIT)
+            assert res == [d[::-1] for d in datas]
+            await ep.close()
+    finally:
+        loop.set_exception_handler(None)
+    assert not core._ops
