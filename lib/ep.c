@@ -924,6 +924,10 @@ static int close_up(struct rdmamsg_ep *ep)
 		ep->lingering = 0;
 	}
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
+	/* the rendezvous the peer knows of end first; a peer that said
+	 * goodbye answers nothing more */
+	if (!ep->bye_posted && !ep->bye_seen && rdmamsg__xfer_unsettled(ep))
+		return 1; /* its FIN, or our reads, come back here */
 	if (!ep->bye_posted) {
 		if (rdmamsg__ep_send_bye(ep)) {
 			LOG_INFO("endpoint %p: goodbye waits (ctl %u, sq %u)",

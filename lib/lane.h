@@ -170,7 +170,9 @@
  * - DOWN: the connection failed or ended and the user has not closed:
  *   posted work completes with errors; nothing can be sent.
  * - DRAINING: closed by the user while the connection is up: no new
- *   sends; with linger the backlog goes out, then the goodbye; the
+ *   sends, nothing delivered; with linger the backlog goes out; the
+ *   rendezvous the peer was told of end (credits and FINs still flow,
+ *   the peer's announcements are refused), then the goodbye; the
  *   connection still counts as up (rdmamsg__ep_st_lane_up()).
  * - FLUSHING: closed and the connection down: posted work flushes, the
  *   backlog is cancelled, the close waits for the drain WR and the CM.

@@ -441,6 +441,22 @@ RDMAMSG_EXPORT int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep,
 	return send_msg(ep, NULL, len, buf, F_IMM, imm, op_ctx);
 }
 
+/* send_x_closing -- a closing endpoint's transfer-layer answer (a FIN):
+ * posted at once, past a backlog that is cancelled or lingers (a FIN
+ * waits on nothing in it), or -EAGAIN for want of a credit or a slot */
+static int send_x_closing(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
+			  size_t len)
+{
+	if (ep->credits <= 0 || fp_sq_free(ep) == 0)
+		return -EAGAIN;
+	if (post_frag(ep, W_DATA, F_FIRST | F_LAST | F_XFER, 0, (uint32_t)len,
+		      buf->data, (uint32_t)len, buf, buf, NULL, 0))
+		return -ENOTCONN;
+	ep->credits--;
+	buf->state = BUF_LIB;
+	return 0;
+}
+
 /* rdmamsg__ep_send_x -- a library-owned pool buffer flagged F_XFER: never
  * refused for a full backlog, never reported through on_send */
 int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
@@ -449,7 +465,10 @@ int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 	int ret;
 
 	buf->state = BUF_USER;
-	ret = send_msg(ep, NULL, len, buf, F_XFER, 0, NULL);
+	if (RDMAMSG_UNLIKELY(ep->st == EPS_DRAINING))
+		ret = send_x_closing(ep, buf, len);
+	else
+		ret = send_msg(ep, NULL, len, buf, F_XFER, 0, NULL);
 	if (ret)
 		buf->state = BUF_LIB;
 	return ret;
@@ -585,8 +604,12 @@ void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status)
 		if (n->reported)
 			continue;
 		n->reported = 1;
-		if (n->has_imm & F_XFER)
-			continue; /* the layer's own message (xfer.c) */
+		if (n->has_imm & F_XFER) {
+			/* the layer's own message: an announcement that
+			 * never goes cancels its rendezvous (xfer.c) */
+			rdmamsg__xfer_unsent(ep, n->data, n->len, status);
+			continue;
+		}
 		if (ep->cbs.on_send)
 			ep->cbs.on_send(ep, status, n->op_ctx, ep->arg);
 	}
@@ -684,8 +707,15 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 		return RDMAMSG__RX_CTL;
 	}
 	ep->received_total++;
-	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
+	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP)) {
+		/* closed: nothing is delivered, but the rendezvous the
+		 * close waits for still end (xfer.c) */
+		if (ep->st == EPS_DRAINING &&
+		    (h->flags & (F_FIRST | F_LAST | F_XFER)) ==
+			    (F_FIRST | F_LAST | F_XFER))
+			rdmamsg__xfer_recv(ep, b->data, rlen - RDMAMSG_HDR);
 		return RDMAMSG__RX_DATA;
+	}
 	/* the session's implicit sequence: RC delivers each fragment of a
 	 * connection once and in order (ep.c) */
 	ep->rx_frags++;
@@ -767,25 +797,45 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	return 1;
 }
 
-/* flush -- after polling: backlog, credit update, writable */
-static inline __attribute__((always_inline)) void flush(struct rdmamsg_ep *ep)
+/* return_credits -- a credit update once enough is due */
+static inline __attribute__((always_inline)) void return_credits(
+	struct rdmamsg_ep *ep)
 {
 	uint32_t r = ep->p.recv_depth;
-	uint64_t view;
-
-	if (ep->st != EPS_UP && !(ep->st == EPS_DRAINING && ep->lingering))
-		return;
-	if (ep->bl_head)
-		pump(ep);
-	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
-		return; /* lingering: only the backlog goes out */
-	if (RDMAMSG_UNLIKELY(ep->xf != NULL))
-		rdmamsg__xfer_flush(ep);
 	/* receive buffers the peer believes it still has */
-	view = r + ep->returned_total - ep->received_total;
+	uint64_t view = r + ep->returned_total - ep->received_total;
+
 	if ((ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2)) ||
 	    ep->ctl_to_return >= CTL_RETURN)
 		rdmamsg__ep_send_ctl(ep, W_CREDIT);
+}
+
+/* flush_closing -- flush() of a closing endpoint whose connection is up:
+ * with linger the backlog; always the credits and the transfer layer's
+ * answers, which the peer's FINs and ours need (the goodbye waits for the
+ * rendezvous the peer knows of: close_up in ep.c) */
+static __attribute__((noinline)) void flush_closing(struct rdmamsg_ep *ep)
+{
+	if (ep->lingering && ep->bl_head)
+		pump(ep);
+	if (ep->xf)
+		rdmamsg__xfer_flush(ep);
+	return_credits(ep);
+}
+
+/* flush -- after polling: backlog, credit update, writable */
+static inline __attribute__((always_inline)) void flush(struct rdmamsg_ep *ep)
+{
+	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP)) {
+		if (ep->st == EPS_DRAINING)
+			flush_closing(ep);
+		return;
+	}
+	if (ep->bl_head)
+		pump(ep);
+	if (RDMAMSG_UNLIKELY(ep->xf != NULL))
+		rdmamsg__xfer_flush(ep);
+	return_credits(ep);
 	if (ep->writable_due ||
 	    (ep->want_writable && !ep->bl_head && ep->credits > 0)) {
 		ep->writable_due = 0;

@@ -498,6 +498,20 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	}
 }
 
+/* rdmamsg__rndv_unsent -- the announcement of transfer id left the
+ * backlog unsent: the transfer ends (status) */
+void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status)
+{
+	struct rndv_send *s = rdmamsg__idt_find(&ep->xf->sends, id);
+
+	if (!s)
+		return; /* already ended (rdmamsg__rndv_down) */
+	rdmamsg__idt_del(&ep->xf->sends, id);
+	if (s->report && ep->cbs.on_send)
+		ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
+	send_free(ep, s);
+}
+
 /* pull_free -- release a receive's destination (unless the caller's or
  * delivered) */
 static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
@@ -679,6 +693,12 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 
 	if (x->kind == X_FIN) {
 		fin_recv(ep, x);
+		return;
+	}
+	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP)) {
+		/* closed: refused at once, so the peer's close (which
+		 * waits for it) need not wait for ours */
+		send_fin(ep, x->id, -ECONNRESET);
 		return;
 	}
 	/* what an eager message could be is never refused: the large

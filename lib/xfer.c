@@ -105,6 +105,8 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 		break;
 	case X_REQ:
 	case X_RESP:
+		if (RDMAMSG_UNLIKELY(ep->st != EPS_UP))
+			break; /* closed: not delivered (the goodbye ends it) */
 		/* behind an ordered rendezvous: its turn comes after it */
 		if (rdmamsg__rndv_hold(ep, x.kind, x.req, NULL,
 				       (const char *)data + RDMAMSG_XHDR,
@@ -121,17 +123,42 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 	}
 }
 
+/* rdmamsg__xfer_unsent -- a message of this layer left the backlog
+ * without going out (status: why): an announcement's rendezvous ends */
+void rdmamsg__xfer_unsent(struct rdmamsg_ep *ep, const void *data, size_t len,
+			  int status)
+{
+	struct rdmamsg__xhdr x;
+
+	if (ep->xf && !rdmamsg__xhdr_decode(data, len, &x) && x.kind == X_RTS)
+		rdmamsg__rndv_unsent(ep, x.id, status);
+}
+
 /* ---- hooks --------------------------------------------------------- */
 
-/* rdmamsg__xfer_flush -- after polling: start queued pulls */
+/* rdmamsg__xfer_flush -- after polling: FINs and invalidations that
+ * waited, and queued pulls (none starts once the endpoint is closed) */
 void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
 {
 	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->fins)))
 		rdmamsg__rndv_fin_retry(ep);
 	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->invs)))
 		rdmamsg__rndv_inv_retry(ep);
-	if (!list_empty(&ep->xf->pulls))
+	if (!list_empty(&ep->xf->pulls) && ep->st == EPS_UP)
 		rdmamsg__rndv_pump(ep);
+}
+
+/* rdmamsg__xfer_unsettled -- rendezvous that a close lets end before its
+ * goodbye (the peer reads what it was told of before the goodbye, so
+ * without this wait a message could be both received and cancelled):
+ * announcements not yet answered, answers not yet on the wire, reads in
+ * flight */
+int rdmamsg__xfer_unsettled(const struct rdmamsg_ep *ep)
+{
+	const struct rdmamsg__xfer *xf = ep->xf;
+
+	return xf && !xf->down &&
+	       (xf->sends.used || !list_empty(&xf->fins) || xf->reads_inflight);
 }
 
 /* rdmamsg__xfer_down -- the connection is gone: complete what waits */

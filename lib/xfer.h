@@ -107,6 +107,7 @@ void rdmamsg__rndv_pull_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 			     int status);
 void rdmamsg__rndv_pump(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep);
+void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status);
 void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__rndv_free(struct rdmamsg_ep *ep);
 

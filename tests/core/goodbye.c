@@ -4,7 +4,9 @@
  * on_disconnect(-ECONNRESET), every time; a peer that closes reads as 0,
  * every time.  Linger: with it, a close sends every queued message first;
  * without it, the queued ones are cancelled (-ECANCELED) and every message
- * is either received or cancelled, never both, never lost.
+ * is either received or cancelled, never both, never lost.  The same with
+ * messages that go by rendezvous: the close waits for the FINs of those
+ * the peer was told of (it pulls them before it reads the goodbye).
  */
 #include "config.h"
 
@@ -38,6 +40,8 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	c->nrecv++;
 	if (len == 4 && !memcmp(data, "ping", 4))
 		rdmamsg_send(ep, "pong", 4, NULL);
+	else
+		usleep(100); /* behind its peer: a close finds work queued */
 }
 
 static void srv_closed(struct rdmamsg_ep *ep, void *arg)
@@ -165,10 +169,11 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 
 static char addr[64];
 
-enum { M_KILL, M_CLOSE, M_LINGER, M_PLAIN };
+enum { M_KILL, M_CLOSE, M_LINGER, M_PLAIN, M_LINGER_RNDV, M_PLAIN_RNDV };
 
 /* client -- connect, ping; then per mode: wait to be killed, close, or
- * queue NMSG messages and close (with or without linger) */
+ * queue NMSG messages (100 B, or 40,000 B by rendezvous) and close (with or
+ * without linger) */
 static int client(int wfd, void *arg)
 {
 	int mode = (int)(intptr_t)arg;
@@ -177,6 +182,8 @@ static int client(int wfd, void *arg)
 	struct rdmamsg_ep *ep;
 	struct cli c;
 	char m[100];
+	/* above the rendezvous threshold (RDMAMSG_RNDV_THRESH_DEFAULT) */
+	static char big[40000];
 	uint64_t r[3];
 	int i;
 
@@ -185,7 +192,7 @@ static int client(int wfd, void *arg)
 	memset(&c, 0, sizeof(c));
 	if (rdmamsg_ctx_create(NULL, &ctx))
 		return 20;
-	if (mode == M_LINGER) {
+	if (mode == M_LINGER || mode == M_LINGER_RNDV) {
 		rdmamsg_ep_attr_new(&a);
 		rdmamsg_ep_attr_set_linger(a, 1);
 	}
@@ -205,11 +212,15 @@ static int client(int wfd, void *arg)
 		for (;;)
 			pause();
 	}
-	if (mode == M_LINGER || mode == M_PLAIN) {
+	if (mode >= M_LINGER) {
 		/* far more than the credits: most wait in the backlog */
+		int rndv = mode == M_LINGER_RNDV || mode == M_PLAIN_RNDV;
+
 		for (i = 0; i < NMSG; i++) {
-			memset(m, i, sizeof(m));
-			if (rdmamsg_send(ep, m, sizeof(m), NULL))
+			memset(rndv ? big : m, i,
+			       rndv ? sizeof(big) : sizeof(m));
+			if (rdmamsg_send(ep, rndv ? big : m,
+					 rndv ? sizeof(big) : sizeof(m), NULL))
 				return 26;
 		}
 	}
@@ -314,6 +325,28 @@ int main(void)
 	ok(s[0] == 0 && (uint64_t)s[1] == r[0] + 1,
 	   "plain close: the server got exactly the ones not cancelled "
 	   "(%lld, %lld)",
+	   (long long)s[0], (long long)s[1]);
+
+	ok(run_close(M_LINGER_RNDV, r, s), "linger, rendezvous: client closed");
+	ok(r[0] == NMSG && r[1] == 0 && r[2] == 0,
+	   "linger, rendezvous: every message sent (%llu ok, %llu "
+	   "cancelled, %llu other)",
+	   (unsigned long long)r[0], (unsigned long long)r[1],
+	   (unsigned long long)r[2]);
+	ok(s[0] == 0 && s[1] == NMSG + 1,
+	   "linger, rendezvous: the server received them all, then the "
+	   "goodbye (%lld, %lld)",
+	   (long long)s[0], (long long)s[1]);
+
+	ok(run_close(M_PLAIN_RNDV, r, s), "plain close, rendezvous: closed");
+	ok(r[2] == 0 && r[0] + r[1] == NMSG,
+	   "plain close, rendezvous: each message sent or cancelled (%llu "
+	   "ok, %llu cancelled, %llu other)",
+	   (unsigned long long)r[0], (unsigned long long)r[1],
+	   (unsigned long long)r[2]);
+	ok(s[0] == 0 && (uint64_t)s[1] == r[0] + 1,
+	   "plain close, rendezvous: the server got exactly the ones not "
+	   "cancelled (%lld, %lld)",
 	   (long long)s[0], (long long)s[1]);
 
 	if (write(ctl[1], "q", 1) != 1)
