@@ -433,7 +433,6 @@ static int fin_post(struct rdmamsg_ep *ep, uint64_t id, int status)
  * a full pool delays it (the sender waits), never ends the connection */
 static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
 {
-	struct fin_wait *w;
 	int ret;
 
 	/* the wire carries an errno: an allocation callback's odd value is
@@ -444,6 +443,15 @@ static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
 	ret = list_empty(&ep->xf->fins) ? fin_post(ep, id, status) : -EAGAIN;
 	if (ret != -EAGAIN && ret != -ENOMEM)
 		return; /* sent, or the connection is going down anyway */
+	rdmamsg__rndv_fin_later(ep, id, status);
+}
+
+/* rdmamsg__rndv_fin_later -- a FIN for the next flush (behind those that
+ * wait already) */
+void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep, uint64_t id, int status)
+{
+	struct fin_wait *w;
+
 	w = malloc(sizeof(*w));
 	if (!w) {
 		LOG_ERR("no memory for a rendezvous FIN");
@@ -883,6 +891,26 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep)
 	pump(ep, &refused);
 	if (refused && !ep->xf->down)
 		drain(ep);
+}
+
+/* rdmamsg__rndv_refuse_idle -- a closed endpoint starts no read: the
+ * pulls with none in flight are refused (their senders' closes wait for
+ * the answer) */
+void rdmamsg__rndv_refuse_idle(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg__list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &ep->xf->pulls) {
+		struct rdmamsg__pull *p =
+			container_of(pos, struct rdmamsg__pull, link);
+
+		if (p->inflight || p->in_alloc)
+			continue;
+		send_fin(ep, p->x.id, -ECONNRESET);
+		if (ep->xf->down)
+			return; /* it took the connection down: p is gone */
+		pull_free(ep, p);
+	}
 }
 
 /* finish -- the whole message is in place: FIN, then deliver (an ordered

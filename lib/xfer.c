@@ -124,28 +124,37 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 }
 
 /* rdmamsg__xfer_unsent -- a message of this layer left the backlog
- * without going out (status: why): an announcement's rendezvous ends */
+ * without going out (status: why): an announcement's rendezvous ends; a
+ * FIN goes all the same, past the backlog (the peer's close waits for it) */
 void rdmamsg__xfer_unsent(struct rdmamsg_ep *ep, const void *data, size_t len,
 			  int status)
 {
 	struct rdmamsg__xhdr x;
 
-	if (ep->xf && !rdmamsg__xhdr_decode(data, len, &x) && x.kind == X_RTS)
+	if (!ep->xf || rdmamsg__xhdr_decode(data, len, &x))
+		return;
+	if (x.kind == X_RTS)
 		rdmamsg__rndv_unsent(ep, x.id, status);
+	else if (x.kind == X_FIN && !ep->xf->down)
+		rdmamsg__rndv_fin_later(ep, x.id, x.status);
 }
 
 /* ---- hooks --------------------------------------------------------- */
 
 /* rdmamsg__xfer_flush -- after polling: FINs and invalidations that
- * waited, and queued pulls (none starts once the endpoint is closed) */
+ * waited, and queued pulls (refused once the endpoint is closed) */
 void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
 {
 	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->fins)))
 		rdmamsg__rndv_fin_retry(ep);
 	if (RDMAMSG_UNLIKELY(!list_empty(&ep->xf->invs)))
 		rdmamsg__rndv_inv_retry(ep);
-	if (!list_empty(&ep->xf->pulls) && ep->st == EPS_UP)
-		rdmamsg__rndv_pump(ep);
+	if (!list_empty(&ep->xf->pulls)) {
+		if (RDMAMSG_LIKELY(ep->st == EPS_UP))
+			rdmamsg__rndv_pump(ep);
+		else
+			rdmamsg__rndv_refuse_idle(ep);
+	}
 }
 
 /* rdmamsg__xfer_unsettled -- rendezvous that a close lets end before its

@@ -106,8 +106,10 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x);
 void rdmamsg__rndv_pull_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 			     int status);
 void rdmamsg__rndv_pump(struct rdmamsg_ep *ep);
+void rdmamsg__rndv_refuse_idle(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status);
+void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep, uint64_t id, int status);
 void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__rndv_free(struct rdmamsg_ep *ep);
 
