@@ -1202,28 +1202,12 @@ int rdmamsg__ep_session_init(struct rdmamsg_ep *ep)
 	return 0;
 }
 
-/* rdmamsg__ep_keep -- copy the data fragment about to be posted as
- * number tx_frags (its slot's buffer is data itself when it is posted
- * again); -ENOMEM */
-int rdmamsg__ep_keep(struct rdmamsg_ep *ep, uint8_t flags, uint32_t imm,
-		     uint32_t total, const void *data, uint32_t len)
+/* rdmamsg__ep_kept_alloc -- the bytes of a slot of the ring of kept
+ * fragments, on its first use (msg.c keep()); -ENOMEM */
+int rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep, struct rdmamsg__kept *k)
 {
-	struct rdmamsg__kept *k = &ep->kept[ep->tx_frags & ep->kept_mask];
-
-	if (len > ep->kept_frag)
-		return -EMSGSIZE; /* not possible: fragments fit frag */
-	if (!k->data) {
-		k->data = malloc(ep->kept_frag ? ep->kept_frag : 1);
-		if (!k->data)
-			return -ENOMEM;
-	}
-	if (len && k->data != data)
-		memcpy(k->data, data, len);
-	k->len = len;
-	k->imm = imm;
-	k->total = total;
-	k->flags = flags;
-	return 0;
+	k->data = malloc(ep->kept_frag ? ep->kept_frag : 1);
+	return k->data ? 0 : -ENOMEM;
 }
 
 /* rdmamsg__ep_replay_from -- the peer received delivered fragments of the

@@ -564,8 +564,7 @@ struct rdmamsg__kept {
 	uint8_t flags;
 };
 
-int rdmamsg__ep_keep(struct rdmamsg_ep *ep, uint8_t flags, uint32_t imm,
-		     uint32_t total, const void *data, uint32_t len);
+int rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep, struct rdmamsg__kept *k);
 int rdmamsg__ep_session_init(struct rdmamsg_ep *ep);
 int rdmamsg__ep_replay_from(struct rdmamsg_ep *ep, uint64_t delivered);
 void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep);

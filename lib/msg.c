@@ -57,6 +57,45 @@ static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
 
 /* post_frag -- one message or fragment; own is freed when it completes;
  * signalled when reported, when it owns a buffer, or when sig says so */
+/* keep -- a session's copy of the data fragment about to be posted as
+ * number tx_frags (posted again, its data is the copy itself): inline, as
+ * the fragments of small messages are small; -ENOMEM */
+static inline __attribute__((always_inline)) int keep(
+	struct rdmamsg_ep *ep, uint8_t flags, uint32_t imm, uint32_t total,
+	const void *data, uint32_t len)
+{
+	struct rdmamsg__kept *k = &ep->kept[ep->tx_frags & ep->kept_mask];
+	char *d = k->data;
+
+	if (RDMAMSG_UNLIKELY(len > ep->kept_frag))
+		return -EMSGSIZE; /* not possible: fragments fit frag */
+	if (RDMAMSG_UNLIKELY(!d)) {
+		if (rdmamsg__ep_kept_alloc(ep, k))
+			return -ENOMEM;
+		d = k->data;
+	}
+	if (d != data) {
+		const char *s = data;
+		uint64_t a, b;
+
+		/* 8 to 16 bytes as two overlapping words (the bytes read
+		 * are all within data) */
+		if (len >= 8 && len <= 16) {
+			memcpy(&a, s, 8);
+			memcpy(&b, s + len - 8, 8);
+			memcpy(d, &a, 8);
+			memcpy(d + len - 8, &b, 8);
+		} else if (len) {
+			memcpy(d, s, len);
+		}
+	}
+	k->len = len;
+	k->imm = imm;
+	k->total = total;
+	k->flags = flags;
+	return 0;
+}
+
 static inline __attribute__((always_inline)) int post_frag_sig(
 	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags, uint32_t imm,
 	uint32_t total, const void *data, uint32_t len,
@@ -110,7 +149,7 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	/* a session keeps a copy of each data fragment until the peer has
 	 * it (ep.c); type is a constant at every call */
 	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL) &&
-	    rdmamsg__ep_keep(ep, flags, imm, total, data, len))
+	    keep(ep, flags, imm, total, data, len))
 		return -ENOMEM; /* counted in tx_frags once posted */
 	fp_fill_hdr(ep, h, type, flags, imm, total);
 	/* own is pool memory: signal its send, so that the buffer comes back
