@@ -55,8 +55,6 @@ static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
 	return *sb;
 }
 
-/* post_frag -- one message or fragment; own is freed when it completes;
- * signalled when reported, when it owns a buffer, or when sig says so */
 /* keep -- a session's copy of the data fragment about to be posted as
  * number tx_frags (posted again, its data is the copy itself): inline, as
  * the fragments of small messages are small; -ENOMEM */
@@ -96,6 +94,8 @@ static inline __attribute__((always_inline)) int keep(
 	return 0;
 }
 
+/* post_frag -- one message or fragment; own is freed when it completes;
+ * signalled when reported, when it owns a buffer, or when sig says so */
 static inline __attribute__((always_inline)) int post_frag_sig(
 	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags, uint32_t imm,
 	uint32_t total, const void *data, uint32_t len,
@@ -645,7 +645,8 @@ void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status)
 		n->reported = 1;
 		if (n->has_imm & F_XFER) {
 			/* the layer's own message: an announcement that
-			 * never goes cancels its rendezvous (xfer.c) */
+			 * never goes ends its rendezvous, a FIN goes all
+			 * the same (xfer.c) */
 			rdmamsg__xfer_unsent(ep, n->data, n->len, status);
 			continue;
 		}
