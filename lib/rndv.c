@@ -506,18 +506,24 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	}
 }
 
+/* send_end -- transfer id (source s) ends unanswered: on_send, freed */
+static void send_end(struct rdmamsg_ep *ep, uint64_t id, struct rndv_send *s,
+		     int status)
+{
+	rdmamsg__idt_del(&ep->xf->sends, id);
+	if (s->report && ep->cbs.on_send)
+		ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
+	send_free(ep, s);
+}
+
 /* rdmamsg__rndv_unsent -- the announcement of transfer id left the
  * backlog unsent: the transfer ends (status) */
 void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status)
 {
 	struct rndv_send *s = rdmamsg__idt_find(&ep->xf->sends, id);
 
-	if (!s)
-		return; /* already ended (rdmamsg__rndv_down) */
-	rdmamsg__idt_del(&ep->xf->sends, id);
-	if (s->report && ep->cbs.on_send)
-		ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
-	send_free(ep, s);
+	if (s) /* else already ended (rdmamsg__rndv_down) */
+		send_end(ep, id, s, status);
 }
 
 /* pull_free -- release a receive's destination (unless the caller's or
@@ -989,12 +995,8 @@ void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status)
 		struct rndv_send *s = xf->sends.e[i].p;
 		uint64_t id = ((uint64_t)xf->sends.e[i].gen << 32) | i;
 
-		if (!s)
-			continue;
-		rdmamsg__idt_del(&xf->sends, id);
-		if (s->report && ep->cbs.on_send)
-			ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
-		send_free(ep, s);
+		if (s)
+			send_end(ep, id, s, status);
 	}
 	drop_waiting(ep);
 	list_for_each_safe (pos, tmp, &xf->pulls) {
