@@ -266,6 +266,43 @@ static int run_close(int mode, uint64_t r[3], int64_t s[2])
 	return test_wait_child(pid) == 0 && st;
 }
 
+/* check_linger -- a client of mode closes with linger: every queued
+ * message is sent, and the server received them all, then the goodbye */
+static void check_linger(int mode, const char *name)
+{
+	uint64_t r[3];
+	int64_t s[2];
+
+	ok(run_close(mode, r, s), "%s: client closed", name);
+	ok(r[0] == NMSG && r[1] == 0 && r[2] == 0,
+	   "%s: every queued message sent (%llu ok, %llu cancelled, %llu "
+	   "other)",
+	   name, (unsigned long long)r[0], (unsigned long long)r[1],
+	   (unsigned long long)r[2]);
+	ok(s[0] == 0 && s[1] == NMSG + 1,
+	   "%s: the server received them all, then the goodbye (%lld, %lld)",
+	   name, (long long)s[0], (long long)s[1]);
+}
+
+/* check_plain -- a client of mode closes without linger: the queued
+ * messages are cancelled, each message is sent or cancelled, and the
+ * server got exactly the ones not cancelled */
+static void check_plain(int mode, const char *name)
+{
+	uint64_t r[3];
+	int64_t s[2];
+
+	ok(run_close(mode, r, s), "%s: client closed", name);
+	ok(r[1] > 0 && r[2] == 0 && r[0] + r[1] == NMSG,
+	   "%s: queued messages cancelled (%llu ok, %llu cancelled, %llu "
+	   "other)",
+	   name, (unsigned long long)r[0], (unsigned long long)r[1],
+	   (unsigned long long)r[2]);
+	ok(s[0] == 0 && (uint64_t)s[1] == r[0] + 1,
+	   "%s: the server got exactly the ones not cancelled (%lld, %lld)",
+	   name, (long long)s[0], (long long)s[1]);
+}
+
 int main(void)
 {
 	int i, rfd, nreset = 0, nclean = 0, st;
@@ -307,47 +344,10 @@ int main(void)
 	}
 	is_int(nclean, ROUNDS, "a peer that closes is 0, every time");
 
-	ok(run_close(M_LINGER, r, s), "linger: client closed");
-	ok(r[0] == NMSG && r[1] == 0 && r[2] == 0,
-	   "linger: every queued message sent (%llu ok, %llu cancelled, "
-	   "%llu other)",
-	   (unsigned long long)r[0], (unsigned long long)r[1],
-	   (unsigned long long)r[2]);
-	ok(s[0] == 0 && s[1] == NMSG + 1,
-	   "linger: the server received them all, then the goodbye (%lld, "
-	   "%lld)",
-	   (long long)s[0], (long long)s[1]);
-
-	ok(run_close(M_PLAIN, r, s), "plain close: client closed");
-	ok(r[1] > 0 && r[2] == 0 && r[0] + r[1] == NMSG,
-	   "plain close: queued messages cancelled (%llu ok, %llu cancelled)",
-	   (unsigned long long)r[0], (unsigned long long)r[1]);
-	ok(s[0] == 0 && (uint64_t)s[1] == r[0] + 1,
-	   "plain close: the server got exactly the ones not cancelled "
-	   "(%lld, %lld)",
-	   (long long)s[0], (long long)s[1]);
-
-	ok(run_close(M_LINGER_RNDV, r, s), "linger, rendezvous: client closed");
-	ok(r[0] == NMSG && r[1] == 0 && r[2] == 0,
-	   "linger, rendezvous: every message sent (%llu ok, %llu "
-	   "cancelled, %llu other)",
-	   (unsigned long long)r[0], (unsigned long long)r[1],
-	   (unsigned long long)r[2]);
-	ok(s[0] == 0 && s[1] == NMSG + 1,
-	   "linger, rendezvous: the server received them all, then the "
-	   "goodbye (%lld, %lld)",
-	   (long long)s[0], (long long)s[1]);
-
-	ok(run_close(M_PLAIN_RNDV, r, s), "plain close, rendezvous: closed");
-	ok(r[2] == 0 && r[0] + r[1] == NMSG,
-	   "plain close, rendezvous: each message sent or cancelled (%llu "
-	   "ok, %llu cancelled, %llu other)",
-	   (unsigned long long)r[0], (unsigned long long)r[1],
-	   (unsigned long long)r[2]);
-	ok(s[0] == 0 && (uint64_t)s[1] == r[0] + 1,
-	   "plain close, rendezvous: the server got exactly the ones not "
-	   "cancelled (%lld, %lld)",
-	   (long long)s[0], (long long)s[1]);
+	check_linger(M_LINGER, "linger");
+	check_plain(M_PLAIN, "plain close");
+	check_linger(M_LINGER_RNDV, "linger, rendezvous");
+	check_plain(M_PLAIN_RNDV, "plain close, rendezvous");
 
 	if (write(ctl[1], "q", 1) != 1)
 		bail_out("write");
