@@ -105,17 +105,23 @@ async def run_streams(n, k):
     await close_pair(*pair)
 
 
-async def run_req(n, k):
-    pair = await rdmamsg_pair({"request_handler": lambda d: d})
-    ep = pair[3]
+async def spread_requests(request, n, k):
+    """n requests of SIZE bytes from k tasks, each awaiting its own in
+    turn (k in flight)."""
     msg = b"\x01" * SIZE
 
     async def requester(count):
         for _ in range(count):
-            await ep.request(msg)
+            await request(msg)
 
     await asyncio.gather(*(requester(n // k + (i < n % k))
                            for i in range(k)))
+
+
+async def run_req(n, k):
+    pair = await rdmamsg_pair({"request_handler": lambda d: d})
+    ep = pair[3]
+    await spread_requests(ep.request, n, k)
     await close_pair(*pair)
 
 
@@ -251,14 +257,7 @@ async def run_tcp_req(n, k):
     srv = await loop.create_server(_ReqEcho, "127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
     tr, pr = await loop.create_connection(_Req, "127.0.0.1", port)
-    msg = b"\x01" * SIZE
-
-    async def requester(count):
-        for _ in range(count):
-            await pr.request(msg)
-
-    await asyncio.gather(*(requester(n // k + (i < n % k))
-                           for i in range(k)))
+    await spread_requests(pr.request, n, k)
     tr.close()
     srv.close()
     await srv.wait_closed()
