@@ -188,20 +188,22 @@ for i in 1 2; do
 		END { exit !(got + lost == 4000 && bad == 0) }' "$tap_tmp/sub$i"
 	ok $? "mcast: subscriber $i received + lost = published, none malformed"
 done
+# all_timed FILE -- a reliable subscriber's rows: 2000 messages of each
+# size, none lost, none malformed
+all_timed() {
+	awk '/^ *[0-9]/ && NF == 6 && $3 != 2000 { exit 1 }
+		/^# lost 0, malformed 0$/ { clean = 1 } END { exit !clean }' "$1"
+}
 mcast --reliable 512
 for i in 1 2; do
-	awk '/^ *[0-9]/ && NF == 6 && $3 != 2000 { exit 1 }
-		/^# lost 0, malformed 0$/ { clean = 1 } END { exit !clean }' \
-		"$tap_tmp/sub$i"
+	all_timed "$tap_tmp/sub$i"
 	ok $? "mcast reliable: subscriber $i received every message, lost none"
 done
 
 # -w: untimed warm-up messages first, counted apart by the subscribers
 mcast --reliable 512 -w 300
 for i in 1 2; do
-	awk '/^ *[0-9]/ && NF == 6 && $3 != 2000 { exit 1 }
-		/^# lost 0, malformed 0$/ { clean = 1 } END { exit !clean }' \
-		"$tap_tmp/sub$i"
+	all_timed "$tap_tmp/sub$i"
 	ok $? "mcast reliable, 300 warm-up messages: subscriber $i received every timed message, lost none"
 done
 grep -q '^# warm-up: 300 messages of' "$tap_tmp/out" &&
