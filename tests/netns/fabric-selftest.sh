@@ -96,6 +96,27 @@ fab drop "$name" 1 0 off
 [ "$(pings 1 "$a2" 5)" = 5 ]
 ok $? "blackhole off: rail 0 back"
 
+# a dead switch: rail 0's bridge forwards nothing, carriers stay up
+fab blackhole "$name" 0 on
+ok $? "switch blackhole on rail 0"
+n=$(pings 1 "$a2" 5)
+[ "${n:-5}" -eq 0 ]
+ok $? "switch blackhole: no ping back over rail 0 ($n of 5)"
+! fab exec "$name" 1 ip link show eth0 | grep -q NO-CARRIER
+ok $? "switch blackhole: host 1 still sees a carrier on rail 0"
+[ "$(pings 1 "$(fab addr "$name" 2 1)" 5)" = 5 ]
+ok $? "switch blackhole: rail 1 unaffected"
+fab blackhole "$name" 0 off
+pings 1 "$a2" 3 >/dev/null # the neighbour entry may have failed meanwhile
+[ "$(pings 1 "$a2" 5)" = 5 ]
+ok $? "switch blackhole off: rail 0 back"
+fab blackhole "$name" 2 on 2>/dev/null
+[ $? -ne 0 ]
+ok $? "switch blackhole on rail 2 is refused (0 or 1)"
+fab blackhole "$name" 0 maybe 2>/dev/null
+[ $? -ne 0 ]
+ok $? "switch blackhole with neither on nor off is refused"
+
 out=$(fab loss "$name" 1 0 50)
 ok $? "loss 50% on host 1's rail 0 cable: $out"
 n1=$(pings 1 "$a2" 100)
