@@ -16,7 +16,8 @@
 /*
  * Protocol.  Each QP owns an outbound segment whose slot i belongs to SQ
  * entry i.  SEND / SEND_WITH_IMM / RDMA_WRITE_WITH_IMM publish a slot
- * (state READY, data copied when it fits, else the sender's SGE list for
+ * (state READY, data copied when it fits in the slot, else into the copy
+ * ring when it fits there, else the sender's SGE list for
  * process_vm_readv).  The peer (dest_qp_num) maps the segment at RTR and
  * consumes slots in order from any poll_cq of its context: it takes a
  * receive WQE, marks the slot BUSY, places the data, writes its verdict
@@ -151,6 +152,15 @@ void soft_qp_connect(struct soft_qp *qp)
 	/* a QP of ours on this very context is progressed by every poll */
 	qp->peer_same_ctx = e.pid == soft_self_pid &&
 			    e.ctx_idx == (uint32_t)qp->ctx->reg_idx;
+	/* its copy ring, if it fits the mapping */
+	qp->peer_ring = NULL;
+	qp->peer_ring_size = 0;
+	if (h->ring_size && h->ring_size <= SOFT_RING_SIZE &&
+	    h->ring_off >= SOFT_SEG_HDR && h->ring_off <= len &&
+	    h->ring_size <= len - h->ring_off) {
+		qp->peer_ring = (const uint8_t *)h + h->ring_off;
+		qp->peer_ring_size = h->ring_size;
+	}
 	/* its receive queue mirror, if it fits the mapping */
 	qp->peer_rq_n = h->rq_entries;
 	qp->peer_rq_sge = h->rq_sge;
@@ -183,6 +193,8 @@ void soft_qp_disconnect(struct soft_qp *qp)
 	qp->peer_srq = NULL;
 	qp->peer = NULL;
 	qp->peer_slots = NULL;
+	qp->peer_ring = NULL;
+	qp->peer_ring_size = 0;
 	qp->peer_reg_slot = -1;
 	qp->peer_bell = SOFT_BELL_NONE;
 	qp->peer_bw = NULL;
@@ -820,6 +832,26 @@ static uint32_t slot_op(enum ibv_wr_opcode op)
 	}
 }
 
+/*
+ * ring_take -- room for len bytes in our copy ring, in one piece (the
+ * tail of the ring is skipped when it is too short); the byte offset,
+ * or -1: no ring, too long, or full (the SGE list goes instead).  The
+ * room comes back when the WQE completes, in order (tx_qp).
+ */
+static int64_t ring_take(struct soft_qp *qp, uint64_t len)
+{
+	uint64_t pos = qp->ring_head & (SOFT_RING_SIZE - 1), skip = 0;
+
+	if (!qp->ring || len > SOFT_RING_MAX)
+		return -1;
+	if (pos + len > SOFT_RING_SIZE)
+		skip = SOFT_RING_SIZE - pos;
+	if (qp->ring_head + skip + len - qp->ring_tail > SOFT_RING_SIZE)
+		return -1;
+	qp->ring_head += skip + len;
+	return (int64_t)((pos + skip) & (SOFT_RING_SIZE - 1));
+}
+
 /* post_one -- execute or publish one send WR; lock held */
 static inline __attribute__((always_inline)) void post_one(
 	struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
@@ -830,6 +862,7 @@ static inline __attribute__((always_inline)) void post_one(
 	struct soft_slot *s;
 	enum ibv_wc_status st;
 	uint32_t flags = 0;
+	int64_t ring;
 	int i, chunked = 0;
 
 	e->wr_id = wr->wr_id;
@@ -839,6 +872,7 @@ static inline __attribute__((always_inline)) void post_one(
 	e->kind = SOFT_WQE_DONE;
 	e->op = slot_op(wr->opcode);
 	e->niov = (uint32_t)wr->num_sge;
+	e->ring_end = 0;
 	qp->sq_head++;
 	soft_qp_hot(qp); /* progress follows it until it completes */
 	if (qp->state == IBV_QPS_ERR || qp->sq_err_pending) {
@@ -927,6 +961,13 @@ static inline __attribute__((always_inline)) void post_one(
 		iov_gather(iov, (uint32_t)wr->num_sge, 0, s->payload, len);
 	} else if (e->op != SOFT_OP_SEND) {
 		flags |= SOFT_SF_CHUNKED;
+	} else if ((ring = ring_take(qp, len)) >= 0) {
+		/* captured now, as an HCA may; the peer copies it out with
+		 * no system call */
+		flags |= SOFT_SF_RING;
+		iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
+		s->raddr = (uint64_t)ring;
+		e->ring_end = qp->ring_head;
 	} else {
 		struct soft_remote_sge *r = (void *)s->payload;
 		int n = 0;
@@ -1073,6 +1114,7 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	e->op = SOFT_OP_SEND;
 	e->niov = (uint32_t)n;
 	e->msgno = msgno;
+	e->ring_end = 0;
 	qp->sq_head = idx + 1;
 	qp->tx_msgno = msgno + 1;
 	soft_qp_hot(qp); /* progress follows it until it completes */
@@ -1921,6 +1963,14 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	}
 	if (m->flags & SOFT_SF_COPIED) {
 		iov_scatter(iov, n, 0, s->payload, m->len);
+	} else if (m->flags & SOFT_SF_RING) {
+		/* from its copy ring: within it, or a malformed request */
+		if (!qp->peer_ring || m->raddr > qp->peer_ring_size ||
+		    m->len > qp->peer_ring_size - m->raddr) {
+			rx_bad(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_INV_REQ);
+			return 0;
+		}
+		iov_scatter(iov, n, 0, qp->peer_ring + m->raddr, m->len);
 	} else if (m->flags & SOFT_SF_CHUNKED) {
 		return rx_start_xfer(qp, s, m, r, &wc);
 	} else if (m->len) {
@@ -2602,6 +2652,8 @@ static void tx_qp(struct soft_qp *qp)
 		} else {
 			status = (enum ibv_wc_status)e->status;
 		}
+		if (e->ring_end)
+			qp->ring_tail = e->ring_end; /* its room is free */
 		qp->sq_tail++;
 		if (status != IBV_WC_SUCCESS || e->signaled) {
 			struct ibv_wc *w = cq_slot(qp->scq);

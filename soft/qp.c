@@ -119,7 +119,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	struct soft_qp *qp;
 	struct soft_pd *pd;
 	uint32_t qpn;
-	size_t rq_off = 0, cq_off = 0, rq_stride;
+	size_t rq_off = 0, cq_off = 0, ring_off = 0, rq_stride;
 
 	if (!context || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
 	    !attr->pd) {
@@ -233,6 +233,10 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 			(size_t)qp->rq_size * sizeof(struct soft_shm_cqe);
 	}
 	qp->seg_len += soft_ud_seg_extra(attr);
+	if (attr->qp_type == IBV_QPT_RC) { /* the copy ring, page-aligned */
+		ring_off = (qp->seg_len + 4095) & ~(size_t)4095;
+		qp->seg_len = ring_off + SOFT_RING_SIZE;
+	}
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
 		goto free_qpn;
@@ -241,6 +245,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->seg->rq_sge = qp->cap.max_recv_sge;
 		qp->seg->rq_off = rq_off;
 		qp->seg->cq_off = cq_off;
+	}
+	if (ring_off) {
+		qp->seg->ring_off = ring_off;
+		qp->seg->ring_size = SOFT_RING_SIZE;
+		qp->ring = (uint8_t *)qp->seg + ring_off;
 	}
 	qp->seg->qpn = qpn;
 	qp->seg->nslots = qp->sq_size;
@@ -548,6 +557,7 @@ static void qp_reset(struct soft_qp *qp)
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	qp->sq_head = qp->sq_tail = 0;
+	qp->ring_head = qp->ring_tail = 0;
 	qp->tx_msgno = 0;
 	qp->rq_head = qp->rq_tail = 0;
 	qp->rnr_count = 0;

@@ -54,7 +54,7 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 	case SOFT_OP_WRITE_IMM:
 		/* the data went ahead (process_vm), or is in the slot, or
 		 * comes in chunks */
-		if (!(m->flags & SOFT_SF_IMM) ||
+		if (!(m->flags & SOFT_SF_IMM) || (m->flags & SOFT_SF_RING) ||
 		    (m->flags & SOFT_SF_COPIED && m->flags & SOFT_SF_CHUNKED))
 			break;
 		if (m->flags & SOFT_SF_COPIED)
@@ -88,9 +88,15 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 	}
 	return SOFT_NAK_INV_REQ;
 send:
-	/* SEND: copied, chunked, or an SGE list of the sender's memory */
-	if ((m->flags & SOFT_SF_COPIED) && (m->flags & SOFT_SF_CHUNKED))
+	/* SEND: copied, chunked, in the copy ring (its bounds are the
+	 * responder's to check: it knows the ring), or an SGE list of the
+	 * sender's memory */
+	if (!!(m->flags & SOFT_SF_COPIED) + !!(m->flags & SOFT_SF_CHUNKED) +
+		    !!(m->flags & SOFT_SF_RING) >
+	    1)
 		return SOFT_NAK_INV_REQ;
+	if (m->flags & SOFT_SF_RING)
+		return 0;
 	if (m->flags & SOFT_SF_COPIED)
 		return m->len <= size - SOFT_SLOT_HDR ? 0 : SOFT_NAK_INV_REQ;
 	if (m->flags & SOFT_SF_CHUNKED)

@@ -46,7 +46,9 @@ enum {
 	SOFT_SF_COPIED = 4,  /* the data is in the payload */
 	SOFT_SF_CHUNKED = 8, /* the data crosses in payload-sized chunks */
 	SOFT_SF_INV = 16,    /* SEND_WITH_INV: imm is the rkey to invalidate */
-	SOFT_SF_ALL = 31,
+	SOFT_SF_RING = 32,   /* SEND: the data is in the sender's copy ring,
+			      * at byte raddr of it */
+	SOFT_SF_ALL = 63,
 };
 /* responder verdicts written back into the slot */
 enum {

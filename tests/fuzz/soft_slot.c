@@ -37,8 +37,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		for (i = 0; i < m.nsge; i++)
 			total += m.sge[i].len;
-		if (m.opcode == SOFT_OP_SEND && !(m.flags & SOFT_SF_COPIED) &&
-		    !(m.flags & SOFT_SF_CHUNKED) && total != m.len)
+		if (m.opcode == SOFT_OP_SEND &&
+		    !(m.flags &
+		      (SOFT_SF_COPIED | SOFT_SF_CHUNKED | SOFT_SF_RING)) &&
+		    total != m.len)
 			abort();
 	}
 	free(copy);

@@ -35,6 +35,9 @@ enum kase {
 	K_BAD_FLAGS,   /* unknown flag bits */
 	K_READ_SECRET, /* chunked-READ request on a local-only MR */
 	K_BAD_CHUNK,   /* chunked SEND, then an oversized chunk */
+	K_RING_RANGE,  /* SEND from the copy ring, past its end */
+	K_RING_HDR,    /* segment header with a copy ring beyond the mapping */
+	K_RING_COPIED, /* SEND both in the copy ring and in the slot */
 	K_REG_CTX,     /* registry entry with ctx_idx out of range */
 	K_REG_SELF,    /* registry entry and header claiming the victim's pid */
 	K_SEG_NSLOTS,  /* segment header with a ring larger than the mapping */
@@ -52,6 +55,9 @@ static const char *const kname[K_N] = {
 	"unknown flags",
 	"READ of a local MR",
 	"oversized chunk",
+	"copy ring offset past its end",
+	"copy ring beyond the mapping",
+	"copy ring and copied at once",
 	"registry ctx_idx",
 	"registry claims the victim's pid",
 	"ring beyond the mapping",
@@ -187,6 +193,19 @@ static void forge_slot(struct soft_slot *s, int k, const struct cmd *c)
 		s->len = 4096;
 		s->flags = SOFT_SF_CHUNKED;
 		break;
+	case K_RING_RANGE:
+		s->len = 4096;
+		s->flags = SOFT_SF_RING;
+		s->raddr = SOFT_RING_SIZE - 100;
+		break;
+	case K_RING_HDR: /* a sane offset into a ring the victim refused */
+		s->len = 4096;
+		s->flags = SOFT_SF_RING;
+		break;
+	case K_RING_COPIED:
+		s->len = 16;
+		s->flags = SOFT_SF_RING | SOFT_SF_COPIED;
+		break;
 	default: /* refused at RTR: a plausible SEND of the victim's memory */
 		s->len = 4096;
 		s->nsge = 1;
@@ -256,6 +275,8 @@ static int forger(int rfd, int wfd)
 			h->start = reg->qp[vs].start;
 		} else if (c.kase == K_SEG_NSLOTS) {
 			h->nslots = 1u << 20;
+		} else if (c.kase == K_RING_HDR) {
+			h->ring_size = 1u << 30;
 		}
 		if (refused(c.kase))
 			forge_slot(s, c.kase, &c);

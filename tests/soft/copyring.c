@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * copyring.c -- SENDs too long for a slot and up to SOFT_RING_MAX cross
+ * through the sender's copy ring (issue 13): every size around the
+ * limits, one and two SGEs, the ring full (the SGE list goes instead:
+ * the first DEPTH are posted while the receiver is stopped) and
+ * wrapping; every message arrives once, in order, intact, to a receiver
+ * in another process.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../soft/softrdma.h" /* the slot's flags: which path it took */
+#include "../tap.h"
+#include "common.h"
+
+#define DEPTH 64
+#define SLOT  (128u << 10) /* per WQE, in both buffers */
+#define NMSG  1200
+
+/* mostly near the ring's limit: DEPTH of them need twice the ring */
+static const uint32_t sizes[] = {
+	SOFT_SLOT_PAYLOAD + 1,
+	SOFT_RING_MAX,
+	SOFT_RING_MAX - 1,
+	SOFT_RING_MAX + 1,
+	8,
+	SOFT_RING_MAX,
+	90000,
+	SOFT_SLOT_PAYLOAD,
+	SOFT_RING_MAX - 1000,
+	SOFT_RING_MAX,
+	4096,
+	SOFT_RING_MAX,
+};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static uint8_t pattern(uint32_t msg, uint32_t j)
+{
+	return (uint8_t)(msg * 131u + j * 7u + (j >> 9));
+}
+
+/* receiver -- take NMSG messages in order; report how many were right */
+static int receiver(int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	uint32_t qpn, peer, msg, j, len;
+	int i, good = 0, bad_len = 0, bad_data = 0, n;
+	uint8_t *buf = malloc((size_t)DEPTH * SLOT);
+
+	if (!buf || t_open(&t, 2 * DEPTH))
+		return 1;
+	mr = ibv_reg_mr(t.pd, buf, (size_t)DEPTH * SLOT,
+			IBV_ACCESS_LOCAL_WRITE);
+	qp = t_rc_qp(&t, DEPTH, NULL);
+	if (!mr || !qp)
+		return 1;
+	qpn = qp->qp_num;
+	t_xsend(wfd, &qpn, sizeof(qpn));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer, 0, 1, 7, 14, 7))
+		return 1;
+	for (i = 0; i < DEPTH; i++)
+		if (t_post_recv(qp, buf + (size_t)i * SLOT, SLOT, mr->lkey,
+				(uint64_t)i))
+			return 1;
+	t_xsend(wfd, &qpn, sizeof(qpn));
+	for (msg = 0; msg < NMSG;) {
+		n = t_wait(t.cq, &wc, 1, 20000);
+		if (n != 1 || wc.status != IBV_WC_SUCCESS)
+			break;
+		len = sizes[msg % NSIZES];
+		if (wc.byte_len != len) {
+			bad_len++;
+		} else {
+			for (j = 0; j < len; j++)
+				if (buf[wc.wr_id * SLOT + j] != pattern(msg, j))
+					break;
+			if (j == len)
+				good++;
+			else
+				bad_data++;
+		}
+		memset(buf + wc.wr_id * SLOT, 0, SLOT);
+		t_post_recv(qp, buf + wc.wr_id * SLOT, SLOT, mr->lkey,
+			    wc.wr_id);
+		msg++;
+	}
+	t_xsend(wfd, &good, sizeof(good));
+	t_xsend(wfd, &bad_len, sizeof(bad_len));
+	t_xsend(wfd, &bad_data, sizeof(bad_data));
+	t_xrecv(rfd, &i, sizeof(i)); /* the sender is done */
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+/* post_msg -- message msg from buffer slot b, in one SGE or two */
+static int post_msg(struct ibv_qp *qp, uint8_t *b, uint32_t lkey, uint32_t msg)
+{
+	uint32_t len = sizes[msg % NSIZES], j, cut = len / 3;
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr, *bad = NULL;
+
+	for (j = 0; j < len; j++)
+		b[j] = pattern(msg, j);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = msg;
+	wr.sg_list = sge;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	sge[0] = (struct ibv_sge){(uintptr_t)b, len, lkey};
+	wr.num_sge = 1;
+	if (msg % 2 && cut) { /* the second piece from elsewhere */
+		sge[0].length = cut;
+		memmove(b + SLOT / 2, b + cut, len - cut);
+		sge[1] = (struct ibv_sge){(uintptr_t)(b + SLOT / 2), len - cut,
+					  lkey};
+		wr.num_sge = 2;
+	}
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+int main(void)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc[DEPTH];
+	struct soft_slot *slots;
+	uint32_t qpn, peer, posted = 0, completed = 0, msg, len;
+	uint8_t *buf = malloc((size_t)DEPTH * SLOT);
+	int rfd, wfd, st = 0, n, i, good = -1, bad_len = -1, bad_data = -1;
+	int errs = 0, ring_ok = 1, ringed = 0, fits = 0;
+	pid_t child;
+
+	t_isolate("copyring");
+	if (!buf || t_open(&t, 2 * DEPTH))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, (size_t)DEPTH * SLOT,
+			IBV_ACCESS_LOCAL_WRITE);
+	qp = t_rc_qp(&t, DEPTH, NULL);
+	if (!mr || !qp)
+		bail_out("setup");
+	child = t_spawn(receiver, &rfd, &wfd);
+	if (child < 0)
+		bail_out("fork");
+	t_xrecv(rfd, &peer, sizeof(peer));
+	qpn = qp->qp_num;
+	t_xsend(wfd, &qpn, sizeof(qpn));
+	ok(!t_connect(qp, peer, 0, 1, 7, 14, 7), "connected");
+	t_xrecv(rfd, &peer, sizeof(peer));
+	/* our own segment: the slot of each message says how it went */
+	slots = (struct soft_slot *)((char *)to_sqp(qp)->seg + SOFT_SEG_HDR);
+	kill(child, SIGSTOP); /* nothing is taken while the first go out */
+	waitpid(child, &st, WUNTRACED);
+	while (completed < NMSG) {
+		while (posted < NMSG && posted - completed < DEPTH) {
+			if (post_msg(qp, buf + (size_t)(posted % DEPTH) * SLOT,
+				     mr->lkey, posted))
+				bail_out("post");
+			/* the slot is ours until the WQE completes */
+			msg = posted++;
+			len = sizes[msg % NSIZES];
+			fits += len > SOFT_SLOT_PAYLOAD && len <= SOFT_RING_MAX;
+			if (slots[msg & (DEPTH - 1)].flags & SOFT_SF_RING) {
+				ringed++;
+				if (len <= SOFT_SLOT_PAYLOAD ||
+				    len > SOFT_RING_MAX)
+					ring_ok = 0;
+			}
+		}
+		if (posted == DEPTH)
+			kill(child, SIGCONT);
+		n = t_wait(t.cq, wc, DEPTH, 20000);
+		if (n <= 0) {
+			for (i = 0; i < DEPTH; i++)
+				diag("slot %d: state %#llx flags %#x len %u", i,
+				     (unsigned long long)slots[i].state,
+				     slots[i].flags, slots[i].len);
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS ||
+			    wc[i].wr_id != completed)
+				errs++;
+			completed++;
+		}
+	}
+	is_int(completed, NMSG, "every send completed");
+	is_int(errs, 0, "in order, successfully");
+	ok(ring_ok, "only sizes from %u to %u bytes went through the ring",
+	   SOFT_SLOT_PAYLOAD + 1, SOFT_RING_MAX);
+	/* the first DEPTH need twice the ring (SOFT_RING_SIZE) */
+	ok(ringed > 0 && ringed < fits,
+	   "the ring carried %d of the %d messages it may (the others found "
+	   "it full)",
+	   ringed, fits);
+	t_xrecv(rfd, &good, sizeof(good));
+	t_xrecv(rfd, &bad_len, sizeof(bad_len));
+	t_xrecv(rfd, &bad_data, sizeof(bad_data));
+	is_int(good, NMSG, "every message received intact, in order");
+	is_int(bad_len, 0, "no wrong length");
+	is_int(bad_data, 0, "no wrong byte");
+	t_xsend(wfd, &good, sizeof(good));
+	waitpid(child, &st, 0);
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "receiver exits cleanly");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
