@@ -185,12 +185,17 @@ for round in $(seq "$rounds"); do
 		acc "R_lat_$sz" rmp lat "$sz" 3 "$(iters $n)"
 		acc "S_lat_$sz" perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
 		acc "U_lat_$sz" ucx posix tag_lat "$sz" 3 "$(iters $((n * 5)))"
+		# zero-copy: the caller fills a pool buffer and hands it over
+		# (rdmamsg_send_buf), as UCX sends from the caller's memory
+		[ "$sz" -gt 8 ] &&
+			acc "Z_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --zcopy
 	done
 	# blocking: sleep in poll()/ibv_get_cq_event between messages
 	acc R_ev rmp lat 8 3 "$(iters 2000)" --fd
 	acc S_ev perftest ib_send_lat 8 5 -n "$(iters 2000)" -e
 	# bandwidth 64 KiB (rdmamsg_perf prints MB/s = 10^6 B/s; converted below)
 	acc R_bw rmp bw 65536 3 "$(iters 5000)"
+	acc Z_bw rmp bw 65536 3 "$(iters 5000)" "${rmp_opts[@]}" --zcopy
 	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)" "${pt_win[@]}"
 	acc U_bw ucx posix,cma tag_bw 65536 6 "$(iters 10000)"
 	# message rate 8 B (UCX prints msg/s)
@@ -202,13 +207,16 @@ for sz in 8 4096 65536; do
 	eval "r_lat_$sz=\$(med \"\${R_lat_$sz[@]}\") s_lat_$sz=\$(med \"\${S_lat_$sz[@]}\") u_lat_$sz=\$(med \"\${U_lat_$sz[@]}\")"
 done
 r_bw=$(scale_v "$(med "${R_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+z_bw=$(scale_v "$(med "${Z_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+z_lat_4096=$(med "${Z_lat_4096[@]}") z_lat_65536=$(med "${Z_lat_65536[@]}")
 s_bw=$(med "${S_bw[@]}") u_bw=$(med "${U_bw[@]}")
 r_ev=$(med "${R_ev[@]}") s_ev=$(med "${S_ev[@]}")
 r_mr=$(med "${R_mr[@]}") s_mr=$(med "${S_mr[@]}") u_mr=$(med "${U_mr[@]}")
 [ "$s_mr" != n/a ] && s_mr=$(awk -v v="$s_mr" 'BEGIN { printf "%.3f", v }')
 [ "$u_mr" != n/a ] && u_mr=$(awk -v v="$u_mr" 'BEGIN { printf "%.3f", v / 1e6 }')
 for a in R_lat_8 S_lat_8 U_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 R_lat_65536 \
-	S_lat_65536 U_lat_65536 R_ev S_ev R_bw S_bw U_bw R_mr S_mr U_mr; do
+	S_lat_65536 U_lat_65536 Z_lat_4096 Z_lat_65536 R_ev S_ev R_bw Z_bw S_bw \
+	U_bw R_mr S_mr U_mr; do
 	eval "echo \"# rounds $a: \${$a[*]}\""
 done
 
@@ -223,6 +231,9 @@ done
 row "latency 8 B, blocking, median us" "$r_ev" "$s_ev" n/a
 row "bandwidth 64 KiB, MiB/s" "$r_bw" "$s_bw" "$u_bw"
 row "message rate 8 B, Mmsg/s" "$r_mr" "$s_mr" "$u_mr"
+row "zero-copy latency 4096 B, us" "$z_lat_4096" "$s_lat_4096" "$u_lat_4096"
+row "zero-copy latency 65536 B, us" "$z_lat_65536" "$s_lat_65536" "$u_lat_65536"
+row "zero-copy bandwidth 64 KiB, MiB/s" "$z_bw" "$s_bw" "$u_bw"
 if [ "$rounds" -gt 1 ]; then
 	# The least disturbed round (see bench-softrdma.sh)
 	echo
@@ -237,10 +248,16 @@ if [ "$rounds" -gt 1 ]; then
 	[ "$b_s" != n/a ] && b_s=$(awk -v v="$b_s" 'BEGIN { printf "%.3f", v }')
 	[ "$b_u" != n/a ] && b_u=$(awk -v v="$b_u" 'BEGIN { printf "%.3f", v / 1e6 }')
 	row "message rate 8 B, Mmsg/s" "$(best higher "${R_mr[@]}")" "$b_s" "$b_u"
+	for sz in 4096 65536; do
+		eval "row \"zero-copy latency $sz B, us\" \"\$(best lower \"\${Z_lat_$sz[@]}\")\" \"\$(best lower \"\${S_lat_$sz[@]}\")\" \"\$(best lower \"\${U_lat_$sz[@]}\")\""
+	done
+	b_z=$(scale_v "$(best higher "${Z_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+	row "zero-copy bandwidth 64 KiB, MiB/s" "$b_z" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
 fi
 echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
-echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma; verbs: perftest on softrdma (LD_PRELOAD),"
+echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma (zero-copy rows: --zcopy, rdmamsg_send_buf()"
+echo "of a pool buffer the caller filled, instead of rdmamsg_send() copying); verbs: perftest on softrdma (LD_PRELOAD),"
 echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
 echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest tag_lat"
 echo "UCX_TLS=posix (50%ile), tag_bw UCX_TLS=posix,cma (average)."
