@@ -153,30 +153,14 @@ static int stalled_responder(struct shared *sh, int rfd, int wfd)
 
 /* slot_kinds -- which slot states our QP's segment holds, one bit per
  * kind (1 << SOFT_SLOT_BUSY: the receiver copies from our buffer) */
-static unsigned slot_kinds(uint32_t qpn)
+static unsigned slot_kinds(struct ibv_qp *qp)
 {
-	char name[160];
-	struct soft_slot *sl;
-	size_t len = SOFT_SEG_HDR + DEPTH * SOFT_SLOT_SIZE;
-	void *p;
-	int fd, i;
+	const struct soft_qp *sq = to_sqp(qp);
 	unsigned kinds = 0;
+	uint32_t i;
 
-	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
-		 (unsigned)qpn);
-	fd = shm_open(name, O_RDONLY, 0);
-	if (fd < 0)
-		return 0;
-	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return 0;
-	for (i = 0; i < DEPTH; i++) {
-		sl = (struct soft_slot *)((char *)p + SOFT_SEG_HDR +
-					  (size_t)i * SOFT_SLOT_SIZE);
-		kinds |= 1u << (atomic_load(&sl->state) & 0x1f);
-	}
-	munmap(p, len);
+	for (i = 0; i < sq->sq_size; i++)
+		kinds |= 1u << (atomic_load(&sq->slots[i].state) & 0x1f);
 	return kinds;
 }
 
@@ -244,7 +228,7 @@ static void test_stopped_responder(void)
 	for (i = 0; i < 2000 || now_ms() - t0 < 30000; i++) {
 		kill(stalled_child, SIGSTOP);
 		waitpid(stalled_child, &st, WUNTRACED);
-		kinds = slot_kinds(qp->qp_num);
+		kinds = slot_kinds(qp);
 		if (kinds & (1u << SOFT_SLOT_BUSY | 1u << SOFT_SLOT_XFER))
 			break;
 		kill(stalled_child, SIGCONT);
