@@ -199,6 +199,26 @@ static inline uint32_t backlog_limit(const struct rdmamsg_ep *ep)
 _Static_assert(RDMAMSG_PACK_MAX == RDMAMSG__PACK_MAX,
 	       "rdmamsg.h and proto.h agree on the packing limit");
 
+/* bl_append -- n, a library-owned pool buffer, at the backlog's tail:
+ * a message of len bytes (has_imm: its F_* flags, or BL_PACK) */
+static void bl_append(struct rdmamsg_ep *ep, struct rdmamsg_buf *n, size_t len,
+		      uint8_t has_imm, uint32_t imm, void *op_ctx)
+{
+	n->state = BUF_LIB;
+	n->len = len;
+	n->off = 0;
+	n->has_imm = has_imm;
+	n->imm = imm;
+	n->op_ctx = op_ctx;
+	n->reported = 0;
+	n->next = NULL;
+	if (ep->bl_tail)
+		ep->bl_tail->next = n;
+	else
+		ep->bl_head = n;
+	ep->bl_tail = n;
+}
+
 /* pack_room -- the payload bytes of ep's packs */
 static inline uint32_t pack_room(const struct rdmamsg_ep *ep)
 {
@@ -260,18 +280,7 @@ static int pack_append(struct rdmamsg_ep *ep, const void *data, uint32_t len,
 			BUF_LIB, &n);
 		if (ret)
 			return rdmamsg__ep_no_pool_memory(ep, ret);
-		n->len = 0;
-		n->off = 0;
-		n->has_imm = BL_PACK;
-		n->imm = 0;
-		n->op_ctx = NULL;
-		n->reported = 0;
-		n->next = NULL;
-		if (ep->bl_tail)
-			ep->bl_tail->next = n;
-		else
-			ep->bl_head = n;
-		ep->bl_tail = n;
+		bl_append(ep, n, 0, BL_PACK, 0, NULL);
 	}
 	d = n->data + n->len;
 	r.len = htole16((uint16_t)len);
@@ -387,19 +396,7 @@ static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
 			return rdmamsg__ep_no_pool_memory(ep, ret);
 		memcpy(n->data, data, len);
 	}
-	n->state = BUF_LIB;
-	n->len = len;
-	n->off = 0;
-	n->has_imm = (uint8_t)xflags;
-	n->imm = imm;
-	n->op_ctx = op_ctx;
-	n->reported = 0;
-	n->next = NULL;
-	if (ep->bl_tail)
-		ep->bl_tail->next = n;
-	else
-		ep->bl_head = n;
-	ep->bl_tail = n;
+	bl_append(ep, n, len, (uint8_t)xflags, imm, op_ctx);
 	ep->bl_count++;
 	if (!outage)
 		pump(ep);

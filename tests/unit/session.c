@@ -1047,19 +1047,8 @@ int main(void)
 	 * control credits owed come back on their own once two are owed
 	 * (msg.c): else a receiver owing data credits with only the
 	 * goodbye's control credit waits for a peer out of data credits */
-	if (rdmamsg__ep_new(&ctx, NULL, &cbs, NULL, &ep) ||
-	    rdmamsg__ep_rx_fill(ep))
-		bail_out("ep_new");
-	rdmamsg__ep_set_state(ep, EPS_RESOLVING);
-	if (rdmamsg__ep_bind(ep, &fake_ops) || !fk)
-		bail_out("bind");
-	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
-	rdmamsg__ep_negotiate(ep, 8, 8192, 1 << 20);
-	rdmamsg__ep_connected(ep, NULL, 0);
-	r = incoming(ep, 0, W_CREDIT, 0, 8, 3, NULL, 0);
-	fk->l.cbs->reposted(fk->l.owner, 0, 1);
-	ok(r == RDMAMSG__RX_CTL && ep->st == EPS_UP && ep->ctl_credits == 3 &&
-		   ep->ctl_to_return == 1,
+	ep = up_session(0);
+	ok(ep->st == EPS_UP && ep->ctl_credits == 3 && ep->ctl_to_return == 1,
 	   "credits: a second session up, granted 3 control credits");
 	/* the peer holds our control credit: one is owed, not returned */
 	fk->l.cbs->ready(fk->l.owner);
