@@ -467,6 +467,7 @@ struct rdmamsg_ep {
 	uint32_t caps;	    /* RDMAMSG_HS_CAP_* we offer (msg.c) */
 	uint32_t peer_caps; /* ... and the peer offered (handshake) */
 	uint32_t pack_max;  /* queued messages up to this go packed (0: none) */
+	uint32_t credit_due; /* a credit update once this many are owed */
 
 	/* send side */
 	struct rdmamsg__slot *slots;

@@ -151,8 +151,8 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	/* a session keeps a copy of each data fragment (a packed send is
 	 * one) until the peer has it (ep.c); type is a constant at every
 	 * call */
-	if ((type == W_DATA || type == W_PACK) &&
-	    RDMAMSG_UNLIKELY(ep->kept != NULL) &&
+	if (RDMAMSG_UNLIKELY(ep->kept != NULL) &&
+	    (type == W_DATA || type == W_PACK) &&
 	    keep(ep, type, flags, imm, total, data, len))
 		return -ENOMEM; /* counted in tx_frags once posted */
 	fp_fill_hdr(ep, h, type, flags, imm, total);
@@ -163,8 +163,8 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
-	if ((type == W_DATA || type == W_PACK) &&
-	    RDMAMSG_UNLIKELY(ep->kept != NULL))
+	if (RDMAMSG_UNLIKELY(ep->kept != NULL) &&
+	    (type == W_DATA || type == W_PACK))
 		ep->tx_frags++;
 	slot->op_ctx = op_ctx;
 	slot->buf = own;
@@ -941,8 +941,6 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	 * connection once and in order (ep.c) */
 	ep->rx_frags++;
 	len = rlen - RDMAMSG_HDR;
-	if (RDMAMSG_UNLIKELY(h->type == W_PACK))
-		return rx_pack(ep, b, len, le32toh(h->total));
 	imm = le32toh(h->imm);
 	flags = (h->flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
 	if (RDMAMSG_LIKELY((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
@@ -955,6 +953,9 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 		deliver(ep, b, 0, slot, b->data, len, imm, flags);
 		return RDMAMSG__RX_DATA;
 	}
+	/* a pack's flags are 0: past the single message's test */
+	if (h->type == W_PACK)
+		return rx_pack(ep, b, len, le32toh(h->total));
 	if ((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
 	    (F_FIRST | F_LAST | F_XFER)) {
 		rdmamsg__xfer_recv(ep, b->data, len);
@@ -1031,11 +1032,11 @@ static inline __attribute__((always_inline)) void return_credits(
 	struct rdmamsg_ep *ep)
 {
 	uint32_t r = ep->p.recv_depth;
-	uint32_t due = ep->pack_max ? r / 4 : r / 2;
 	/* receive buffers the peer believes it still has */
 	uint64_t view = r + ep->returned_total - ep->received_total;
 
-	if ((ep->to_return > 0 && (ep->to_return >= due || view <= r / 2)) ||
+	if ((ep->to_return > 0 &&
+	     (ep->to_return >= ep->credit_due || view <= r / 2)) ||
 	    ep->ctl_to_return >= CTL_RETURN)
 		rdmamsg__ep_send_ctl(ep, W_CREDIT);
 }
@@ -1327,12 +1328,14 @@ void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 	ep->eager_max = ep->frag < r ? ep->frag : (uint32_t)r;
 	/* packing when both offered it: at least two records a pack */
 	ep->pack_max = 0;
+	ep->credit_due = ep->p.recv_depth / 2;
 	if (ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_PACK) {
 		uint32_t half = (pack_room(ep) / 2) & ~7u;
 
 		ep->pack_max = half > RDMAMSG_PREC ? half - RDMAMSG_PREC : 0;
 		if (ep->pack_max > RDMAMSG__PACK_MAX)
 			ep->pack_max = RDMAMSG__PACK_MAX;
+		ep->credit_due = ep->p.recv_depth / 4; /* return_credits */
 	}
 }
 
