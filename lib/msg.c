@@ -382,7 +382,7 @@ static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
 		ep->want_writable = 1;
 		return -EAGAIN;
 	}
-	if (len <= ep->pack_max && !zb && !(xflags & F_XFER)) {
+	if (ep->pack_max && len <= ep->pack_max && !zb && !(xflags & F_XFER)) {
 		ret = pack_append(ep, data, (uint32_t)len, xflags, imm, op_ctx);
 		if (!ret && !outage)
 			pump(ep);
