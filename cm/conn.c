@@ -95,6 +95,7 @@ size_t rdmamsg__cm_our_hs(struct rdmamsg_ep *ep, int kind, uint8_t *out)
 	hs.ctl = (uint8_t)rdmamsg__ep_own_ctl(ep);
 	hs.eager = ep->p.eager;
 	hs.max_msg = (uint32_t)ep->p.max_msg;
+	hs.caps = ep->caps;
 	hs.user = ep->p.pdata;
 	hs.user_len = ep->p.pdata_len;
 	/* a session's first request names it; a reconnect and its accept
@@ -223,6 +224,7 @@ static void active_established(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		return;
 	}
 	ep->peer_ctl = hs.ctl;
+	ep->peer_caps = hs.caps;
 	rdmamsg__ep_negotiate(ep, hs.depth, hs.eager, hs.max_msg);
 	bad = rdmamsg__ep_session_init(ep);
 	if (!bad && ep->reconn)

@@ -91,7 +91,7 @@ size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 	out[7] = ulen;
 	put32(out + 8, hs->eager);
 	put32(out + 12, hs->max_msg);
-	put32(out + 16, hs->reason);
+	put32(out + 16, hs->kind == HS_REJ ? hs->reason : hs->caps);
 	if (hs->kind == HS_SREQ || hs->kind == HS_RREQ) {
 		put64(out + off, hs->sid);
 		off += 8;
@@ -135,7 +135,10 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 	hs->user_len = p[7];
 	hs->eager = get32(p + 8);
 	hs->max_msg = get32(p + 12);
-	hs->reason = get32(p + 16);
+	if (hs->kind == HS_REJ)
+		hs->reason = get32(p + 16);
+	else
+		hs->caps = get32(p + 16);
 	if (hs->kind < HS_REQ || hs->kind > HS_RACC)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	/* a DC block only in a plain request or accept */

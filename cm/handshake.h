@@ -61,6 +61,12 @@ enum {
 #define RDMAMSG_HS_F_ALT   0x40
 #define RDMAMSG_HS_ALT_LEN 4
 
+/* Capabilities (still version 3): in every kind but a reject, the word
+ * at offset 16 (a reject's reason) holds the features its sender takes;
+ * a peer from before them sends 0 there and reads nothing, so a feature
+ * is used only when both sides offered it.  Unknown bits are ignored. */
+#define RDMAMSG_HS_CAP_PACK 0x1 /* W_PACK sends (lib/proto.h) */
+
 struct rdmamsg__hs {
 	uint8_t version;
 	uint8_t kind;
@@ -69,6 +75,7 @@ struct rdmamsg__hs {
 	uint32_t eager;	  /* receive buffer size */
 	uint32_t max_msg; /* largest message accepted */
 	uint32_t reason;  /* HS_REJ: application or RDMAMSG_REJECT_* */
+	uint32_t caps;	  /* any other kind: RDMAMSG_HS_CAP_* */
 	const uint8_t *user;
 	uint8_t user_len;
 	uint64_t sid;	    /* HS_SREQ, HS_RREQ: the session (not 0) */

@@ -97,6 +97,7 @@ static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
 	if (!ret) {
 		ep->apm.peer_alt_lid = hs->alt_lid;
 		ep->peer_ctl = hs->ctl;
+		ep->peer_caps = hs->caps;
 		rdmamsg__ep_negotiate(ep, hs->depth, hs->eager, hs->max_msg);
 		ret = rdmamsg__ep_session_init(ep);
 		if (!ret)
@@ -177,6 +178,7 @@ void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	req->peer_depth = hs.depth;
 	req->peer_eager = hs.eager;
 	req->peer_ctl = hs.ctl;
+	req->peer_caps = hs.caps;
 	req->peer_max_msg = hs.max_msg;
 	req->sid = hs.kind == HS_SREQ ? hs.sid : 0;
 	req->alt_lid = hs.alt_lid;
@@ -390,6 +392,7 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 			goto err_free_ep;
 	}
 	ep->peer_ctl = req->peer_ctl;
+	ep->peer_caps = req->peer_caps;
 	rdmamsg__ep_negotiate(ep, req->peer_depth, req->peer_eager,
 			      req->peer_max_msg);
 	ep->sid = req->sid;

@@ -689,12 +689,29 @@ int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 			     struct rdmamsg_protocols *pr);
 
 /*
+ * Packing: messages of up to RDMAMSG_PACK_MAX bytes (less on a connection
+ * whose eager size is below 4 KiB: rdmamsg_ep_get_pack_limit) that
+ * rdmamsg_send() and friends queue, for want of a credit or a send slot,
+ * go packed, up to 128 in one send, to a peer that offered it in the
+ * handshake (every peer of this version does, unless RDMAMSG_NO_PACK=1 is
+ * set in its environment).  The receiver sees each as its own on_recv,
+ * in order, with its own length and immediate; on_send reports each.
+ */
+#define RDMAMSG_PACK_MAX 1024
+
+/* rdmamsg_ep_get_pack_limit -- the longest message this connection packs
+ * (0: it does not pack); -ENOTCONN before the handshake completed */
+int rdmamsg_ep_get_pack_limit(const struct rdmamsg_ep *ep, size_t *max);
+
+/*
  * rdmamsg_recv_keep -- from inside on_recv only: take the buffer holding the
  * current message (rdmamsg_buf_get_data() == the callback's data); free it
  * with rdmamsg_buf_free().  -EINVAL outside on_recv, -ENOMEM when no
  * replacement receive buffer can be had (the data is then valid only until
  * the callback returns).  A fragmented message that was reassembled outside
- * the pool (the pool was full) is kept as a pool copy.
+ * the pool (the pool was full), and a message that came packed with others
+ * (see RDMAMSG_PACK_MAX), are kept as a pool copy: its data are the
+ * message's bytes, at another address.
  */
 int rdmamsg_recv_keep(struct rdmamsg_ep *ep, struct rdmamsg_buf **buf);
 

@@ -463,7 +463,11 @@ struct rdmamsg_ep {
 	size_t rndv;	     /* rdmamsg_send's rendezvous above this (msg.c) */
 	uint32_t max_inline; /* the lane's, cached at bind */
 	uint32_t peer_depth;
-	uint32_t peer_ctl; /* control credits the peer grants (handshake) */
+	uint32_t peer_ctl;  /* control credits the peer grants (handshake) */
+	uint32_t caps;	    /* RDMAMSG_HS_CAP_* we offer (msg.c) */
+	uint32_t peer_caps; /* ... and the peer offered (handshake) */
+	uint32_t pack_max;  /* queued messages up to this go packed (0: none) */
+	uint32_t credit_due; /* a credit update once this many are owed */
 
 	/* send side */
 	struct rdmamsg__slot *slots;
@@ -495,7 +499,9 @@ struct rdmamsg_ep {
 	struct rdmamsg_buf *rx_repl;
 	int in_recv;
 	int rx_kept;
-	int rx_cur_is_asm;
+	int rx_cur_is_asm;    /* 0 ring, 1 reassembled, 2 detached, 3 packed */
+	const void *rx_pdata; /* a packed message's bytes, and length */
+	uint32_t rx_plen;
 	int writable_due;
 	/* messages held behind an ordered rendezvous (rndv.c) keep their
 	 * data credit until delivered: due to be withheld, and withheld */
@@ -562,6 +568,7 @@ struct rdmamsg__kept {
 	char *data; /* frag bytes, allocated on first use */
 	uint32_t len, imm, total;
 	uint8_t flags;
+	uint8_t type; /* W_DATA or W_PACK */
 };
 
 int rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep, struct rdmamsg__kept *k);
@@ -593,7 +600,7 @@ struct rdmamsg_conn_req {
 	struct rdmamsg__cmobj obj;
 	struct rdmamsg_listener *lst;
 	struct rdma_cm_id *id;
-	uint32_t peer_depth, peer_eager, peer_ctl;
+	uint32_t peer_depth, peer_eager, peer_ctl, peer_caps;
 	uint64_t peer_max_msg;
 	uint64_t sid; /* the session it names (HS_SREQ), 0: none */
 	struct rdmamsg__list link;
@@ -712,6 +719,7 @@ void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t upto,
 
 /* xfer.c: hooks of the layer beside eager messages */
 #define RDMAMSG_SLOT_XFER 2
+#define RDMAMSG_SLOT_PACK 3 /* on_send for each message of a pack (msg.c) */
 int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 		       size_t len);
 void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status);

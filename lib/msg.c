@@ -28,6 +28,7 @@
 #include "internal.h"
 #include "fastpath.h"
 #include "dispatch.h"
+#include "handshake.h"
 #include "xfer.h"
 
 /* control credits owed that an update returns on its own: it costs the
@@ -59,8 +60,8 @@ static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
  * number tx_frags (posted again, its data is the copy itself): inline, as
  * the fragments of small messages are small; -ENOMEM */
 static inline __attribute__((always_inline)) int keep(
-	struct rdmamsg_ep *ep, uint8_t flags, uint32_t imm, uint32_t total,
-	const void *data, uint32_t len)
+	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags, uint32_t imm,
+	uint32_t total, const void *data, uint32_t len)
 {
 	struct rdmamsg__kept *k = &ep->kept[ep->tx_frags & ep->kept_mask];
 	char *d = k->data;
@@ -91,6 +92,7 @@ static inline __attribute__((always_inline)) int keep(
 	k->imm = imm;
 	k->total = total;
 	k->flags = flags;
+	k->type = type;
 	return 0;
 }
 
@@ -146,10 +148,12 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 		sge[0].length = RDMAMSG_HDR + len;
 		sge[0].lkey = sb->lkey;
 	}
-	/* a session keeps a copy of each data fragment until the peer has
-	 * it (ep.c); type is a constant at every call */
-	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL) &&
-	    keep(ep, flags, imm, total, data, len))
+	/* a session keeps a copy of each data fragment (a packed send is
+	 * one) until the peer has it (ep.c); type is a constant at every
+	 * call */
+	if (RDMAMSG_UNLIKELY(ep->kept != NULL) &&
+	    (type == W_DATA || type == W_PACK) &&
+	    keep(ep, type, flags, imm, total, data, len))
 		return -ENOMEM; /* counted in tx_frags once posted */
 	fp_fill_hdr(ep, h, type, flags, imm, total);
 	/* own is pool memory: signal its send, so that the buffer comes back
@@ -159,7 +163,8 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
-	if (type == W_DATA && RDMAMSG_UNLIKELY(ep->kept != NULL))
+	if (RDMAMSG_UNLIKELY(ep->kept != NULL) &&
+	    (type == W_DATA || type == W_PACK))
 		ep->tx_frags++;
 	slot->op_ctx = op_ctx;
 	slot->buf = own;
@@ -185,6 +190,115 @@ static inline uint32_t backlog_limit(const struct rdmamsg_ep *ep)
 	return ep->p.backlog;
 }
 
+/* a backlog entry that is a pack (has_imm): the W_PACK payload in data,
+ * len bytes of it, imm records; the records' op_ctx after the payload
+ * room (pack_ops) */
+#define BL_PACK	   0x80
+#define PACK_BYTES 4096u /* the most payload a pack takes */
+
+_Static_assert(RDMAMSG_PACK_MAX == RDMAMSG__PACK_MAX,
+	       "rdmamsg.h and proto.h agree on the packing limit");
+
+/* bl_append -- n, a library-owned pool buffer, at the backlog's tail:
+ * a message of len bytes (has_imm: its F_* flags, or BL_PACK) */
+static void bl_append(struct rdmamsg_ep *ep, struct rdmamsg_buf *n, size_t len,
+		      uint8_t has_imm, uint32_t imm, void *op_ctx)
+{
+	n->state = BUF_LIB;
+	n->len = len;
+	n->off = 0;
+	n->has_imm = has_imm;
+	n->imm = imm;
+	n->op_ctx = op_ctx;
+	n->reported = 0;
+	n->next = NULL;
+	if (ep->bl_tail)
+		ep->bl_tail->next = n;
+	else
+		ep->bl_head = n;
+	ep->bl_tail = n;
+}
+
+/* pack_room -- the payload bytes of ep's packs */
+static inline uint32_t pack_room(const struct rdmamsg_ep *ep)
+{
+	return ep->frag < PACK_BYTES ? ep->frag : PACK_BYTES;
+}
+
+/* pack_ops_off -- where the op_ctx array of a pack starts */
+static inline uint32_t pack_ops_off(const struct rdmamsg_ep *ep)
+{
+	return (pack_room(ep) + 7u) & ~7u;
+}
+
+/* pack_ops -- the op_ctx of each record of pack n */
+static inline void **pack_ops(const struct rdmamsg_ep *ep,
+			      const struct rdmamsg_buf *n)
+{
+	return (void **)(void *)(n->data + pack_ops_off(ep));
+}
+
+/* post_pack -- the pack at the backlog's head as one W_PACK send; one
+ * carried inline goes back to the pool at once unless on_send needs its
+ * op_ctx array: nothing waits for its completion then (no signal).  0,
+ * or 1 when posting failed (the pack stays queued) */
+static int post_pack(struct rdmamsg_ep *ep, struct rdmamsg_buf *n, int report)
+{
+	int now = !report && RDMAMSG_HDR + n->len <= ep->max_inline;
+
+	if (post_frag(ep, W_PACK, 0, 0, n->imm, n->data, (uint32_t)n->len, n,
+		      now ? NULL : n, NULL, report ? RDMAMSG_SLOT_PACK : 0))
+		return 1;
+	ep->credits--;
+	ep->bl_head = n->next;
+	if (!ep->bl_head)
+		ep->bl_tail = NULL;
+	n->next = NULL;
+	ep->bl_count -= n->imm;
+	if (now)
+		rdmamsg__buf_put(n);
+	return 0;
+}
+
+/* pack_append -- a small message joins the pack at the backlog's tail,
+ * or a new one: one copy, no pool buffer of its own.  0, -EAGAIN (the
+ * backlog is full) or no pool memory's error */
+static int pack_append(struct rdmamsg_ep *ep, const void *data, uint32_t len,
+		       int xflags, uint32_t imm, void *op_ctx)
+{
+	struct rdmamsg_buf *n = ep->bl_tail;
+	uint32_t span = rdmamsg__prec_span(len);
+	struct rdmamsg__prec r;
+	char *d;
+	int ret;
+
+	if (!n || n->has_imm != BL_PACK || n->len + span > pack_room(ep) ||
+	    n->imm == RDMAMSG_PACK_RECS) {
+		ret = rdmamsg__buf_get(
+			ep->ctx,
+			pack_ops_off(ep) + RDMAMSG_PACK_RECS * sizeof(void *),
+			BUF_LIB, &n);
+		if (ret)
+			return rdmamsg__ep_no_pool_memory(ep, ret);
+		bl_append(ep, n, 0, BL_PACK, 0, NULL);
+	}
+	d = n->data + n->len;
+	r.len = htole16((uint16_t)len);
+	r.flags = (uint8_t)(xflags & F_IMM);
+	r.pad = 0;
+	r.imm = htole32(imm);
+	memcpy(d, &r, RDMAMSG_PREC);
+	/* the padding is zeros: no stale pool bytes go on the wire */
+	if (len & 7)
+		memset(d + RDMAMSG_PREC + (len & ~7u), 0, 8);
+	if (len)
+		memcpy(d + RDMAMSG_PREC, data, len);
+	pack_ops(ep, n)[n->imm++] = op_ctx;
+	n->len += span;
+	ep->bl_count++;
+	return 0;
+}
+
 /* pump -- post queued messages (fragment by fragment) while credits last */
 static void pump(struct rdmamsg_ep *ep)
 {
@@ -202,6 +316,11 @@ static void pump(struct rdmamsg_ep *ep)
 			 * receive goes first */
 			if (rdmamsg__ep_replay_pump(ep))
 				break;
+			continue;
+		}
+		if (n->has_imm == BL_PACK) {
+			if (post_pack(ep, n, report))
+				break; /* QP in error: the CQ reports it */
 			continue;
 		}
 		rest = n->len - n->off;
@@ -263,6 +382,12 @@ static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
 		ep->want_writable = 1;
 		return -EAGAIN;
 	}
+	if (ep->pack_max && len <= ep->pack_max && !zb && !(xflags & F_XFER)) {
+		ret = pack_append(ep, data, (uint32_t)len, xflags, imm, op_ctx);
+		if (!ret && !outage)
+			pump(ep);
+		return ret;
+	}
 	if (zb) {
 		n = zb;
 	} else {
@@ -271,19 +396,7 @@ static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
 			return rdmamsg__ep_no_pool_memory(ep, ret);
 		memcpy(n->data, data, len);
 	}
-	n->state = BUF_LIB;
-	n->len = len;
-	n->off = 0;
-	n->has_imm = (uint8_t)xflags;
-	n->imm = imm;
-	n->op_ctx = op_ctx;
-	n->reported = 0;
-	n->next = NULL;
-	if (ep->bl_tail)
-		ep->bl_tail->next = n;
-	else
-		ep->bl_head = n;
-	ep->bl_tail = n;
+	bl_append(ep, n, len, (uint8_t)xflags, imm, op_ctx);
 	ep->bl_count++;
 	if (!outage)
 		pump(ep);
@@ -521,19 +634,28 @@ RDMAMSG_EXPORT int rdmamsg_recv_keep(struct rdmamsg_ep *ep,
 	int ret;
 
 	if (!ep || !buf || !ep->in_recv || !ep->rx_cur ||
-	    ep->rx_cur->state != BUF_LIB)
+	    ep->rx_cur->state != BUF_LIB || ep->rx_kept)
 		return -EINVAL;
-	if (RDMAMSG_UNLIKELY(!ep->rx_cur->slab)) {
-		/* reassembled on the heap (the pool was short): the caller
-		 * gets a pool copy; the heap buffer goes when on_recv
-		 * returns */
-		ret = rdmamsg__buf_get(ep->ctx, ep->rx_cur->len, BUF_USER,
-				       &repl);
+	if (RDMAMSG_UNLIKELY(ep->rx_cur_is_asm == 3 || !ep->rx_cur->slab)) {
+		/* packed with others in a ring buffer, or reassembled on
+		 * the heap (the pool was short): the caller gets a pool
+		 * copy; the original goes when on_recv returns */
+		const void *d = ep->rx_cur_is_asm == 3 ? ep->rx_pdata
+						       : ep->rx_cur->data;
+		size_t len =
+			ep->rx_cur_is_asm == 3 ? ep->rx_plen : ep->rx_cur->len;
+
+		ret = rdmamsg__buf_get(ep->ctx, len ? len : 1, BUF_USER, &repl);
 		if (ret)
 			return -ENOMEM;
-		memcpy(repl->data, ep->rx_cur->data, ep->rx_cur->len);
-		repl->len = ep->rx_cur->len;
-		ep->rx_cur->state = BUF_USER; /* kept once */
+		if (len)
+			memcpy(repl->data, d, len);
+		repl->len = len;
+		/* kept once (a heap buffer is freed all the same) */
+		if (ep->rx_cur_is_asm == 3)
+			ep->rx_kept = 1;
+		else
+			ep->rx_cur->state = BUF_USER;
 		*buf = repl;
 		return 0;
 	}
@@ -608,6 +730,18 @@ int rdmamsg__ep_send_grant(struct rdmamsg_ep *ep)
 	return 0;
 }
 
+/* pack_report -- on_send for each message of pack n (status) */
+static void pack_report(struct rdmamsg_ep *ep, const struct rdmamsg_buf *n,
+			int status)
+{
+	void **ops = pack_ops(ep, n);
+	uint32_t i;
+
+	for (i = 0; i < n->imm; i++)
+		if (ep->cbs.on_send)
+			ep->cbs.on_send(ep, status, ops[i], ep->arg);
+}
+
 /* rdmamsg__ep_complete_slots -- sends up to seq are done (seq: status) */
 void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t seq, int status)
 {
@@ -616,6 +750,12 @@ void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t seq, int status)
 		int st = ep->sq_tail == seq ? status : 0;
 
 		ep->sq_tail++;
+		if (RDMAMSG_UNLIKELY(s->report == RDMAMSG_SLOT_PACK)) {
+			/* each packed message is reported, then its pack
+			 * goes */
+			s->report = 0;
+			pack_report(ep, s->buf, st);
+		}
 		if (s->buf) {
 			rdmamsg__buf_put(s->buf);
 			s->buf = NULL;
@@ -643,6 +783,10 @@ void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status)
 		if (n->reported)
 			continue;
 		n->reported = 1;
+		if (n->has_imm == BL_PACK) {
+			pack_report(ep, n, status);
+			continue;
+		}
 		if (n->has_imm & F_XFER) {
 			/* the layer's own message: an announcement that
 			 * never goes ends its rendezvous, a FIN goes all
@@ -657,8 +801,8 @@ void rdmamsg__ep_cancel_backlog(struct rdmamsg_ep *ep, int status)
 
 /* deliver -- hand one whole message to on_recv; true when it was kept */
 static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
-		   struct rdmamsg_buf **slot, size_t len, uint32_t imm,
-		   unsigned int flags)
+		   struct rdmamsg_buf **slot, void *data, size_t len,
+		   uint32_t imm, unsigned int flags)
 {
 	ep->rx_cur = b;
 	ep->rx_cur_is_asm = is_asm;
@@ -666,7 +810,7 @@ static int deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int is_asm,
 	ep->in_recv = 1;
 	ep->rx_kept = 0;
 	if (ep->cbs.on_recv)
-		ep->cbs.on_recv(ep, b->data, len, imm, flags, ep->arg);
+		ep->cbs.on_recv(ep, data, len, imm, flags, ep->arg);
 	ep->in_recv = 0;
 	ep->rx_cur = NULL;
 	/* not b->state: the callback may already have sent it on */
@@ -685,7 +829,43 @@ int rdmamsg__ep_deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
 			ep->cbs.on_recv(ep, b->data, len, imm, flags, ep->arg);
 		return 0;
 	}
-	return deliver(ep, b, 2, NULL, len, imm, flags);
+	return deliver(ep, b, 2, NULL, b->data, len, imm, flags);
+}
+
+/* rx_pack -- a W_PACK's count messages, each delivered as one of its own
+ * (held behind an ordered rendezvous like any other), in order, until one
+ * of them closes the endpoint; a malformed pack delivers nothing and
+ * takes the connection down.  rx()'s answer */
+static __attribute__((noinline)) int rx_pack(struct rdmamsg_ep *ep,
+					     struct rdmamsg_buf *b,
+					     uint32_t len, uint32_t count)
+{
+	char *p = b->data;
+	struct rdmamsg__prec r;
+	unsigned int flags;
+	uint32_t i;
+
+	if (rdmamsg__pack_check(p, len, count)) {
+		LOG_ERR("endpoint %p: malformed pack (%u records, %u bytes): "
+			"closing",
+			(void *)ep, count, len);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 0;
+	}
+	for (i = 0; i < count && ep->st == EPS_UP; i++) {
+		rdmamsg__prec_get(p, &r);
+		flags = (r.flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
+		if (!(RDMAMSG_UNLIKELY(ep->xf != NULL) &&
+		      rdmamsg__rndv_hold(ep, X_MSG, 0, NULL, p + RDMAMSG_PREC,
+					 r.len, r.imm, flags))) {
+			ep->rx_pdata = p + RDMAMSG_PREC;
+			ep->rx_plen = r.len;
+			deliver(ep, b, 3, NULL, p + RDMAMSG_PREC, r.len, r.imm,
+				flags);
+		}
+		p += rdmamsg__prec_span(r.len);
+	}
+	return RDMAMSG__RX_DATA;
 }
 
 /* ep_rx -- the lane's up call for one receive: RDMAMSG__RX_DATA when a
@@ -715,7 +895,8 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 			rdmamsg__xfer_write_imm(ep, wimm, rlen);
 		return RDMAMSG__RX_DATA;
 	}
-	if (RDMAMSG_UNLIKELY(rdmamsg__wire_check(h, rlen, ep->p.eager))) {
+	if (RDMAMSG_UNLIKELY(rdmamsg__wire_check(h, rlen, ep->p.eager,
+						 ep->pack_max != 0))) {
 		LOG_ERR("endpoint %p: malformed header (type %u flags %#x, "
 			"%u bytes): closing",
 			(void *)ep, h->type, h->flags, rlen);
@@ -741,7 +922,7 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	ep->last_rx = ep->ctx->now;
 	ep->credits += le16toh(h->credits);
 	ep->ctl_credits += h->ctl;
-	if (h->type != W_DATA) {
+	if (h->type != W_DATA && h->type != W_PACK) {
 		if (RDMAMSG_UNLIKELY(h->type == W_BYE))
 			rdmamsg__ep_bye_recv(ep);
 		return RDMAMSG__RX_CTL;
@@ -769,9 +950,12 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 		    rdmamsg__rndv_hold(ep, X_MSG, 0, NULL, b->data, len, imm,
 				       flags))
 			return RDMAMSG__RX_DATA;
-		deliver(ep, b, 0, slot, len, imm, flags);
+		deliver(ep, b, 0, slot, b->data, len, imm, flags);
 		return RDMAMSG__RX_DATA;
 	}
+	/* a pack's flags are 0: past the single message's test */
+	if (h->type == W_PACK)
+		return rx_pack(ep, b, len, le32toh(h->total));
 	if ((h->flags & (F_FIRST | F_LAST | F_XFER)) ==
 	    (F_FIRST | F_LAST | F_XFER)) {
 		rdmamsg__xfer_recv(ep, b->data, len);
@@ -830,14 +1014,20 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 		} else if (ep->xf && rdmamsg__rndv_hold(ep, X_MSG, 0, a, NULL,
 							a->len, imm, flags)) {
 			/* held in order, a taken (or freed) */
-		} else if (!deliver(ep, a, 1, slot, a->len, imm, flags)) {
+		} else if (!deliver(ep, a, 1, slot, a->data, a->len, imm,
+				    flags)) {
 			rdmamsg__buf_put(a);
 		}
 	}
 	return 1;
 }
 
-/* return_credits -- a credit update once enough is due */
+/* return_credits -- a credit update once enough is due: half the window,
+ * a quarter where the peer packs (a credit then carries up to
+ * RDMAMSG_PACK_RECS of its queued messages: back early, its queue keeps
+ * moving; rdmamsg_pingpong -w, 8 B: 343 instructions a message with half,
+ * 304 with a quarter; without packing a quarter cost 2,207 against 1,459,
+ * an update per 8 messages) */
 static inline __attribute__((always_inline)) void return_credits(
 	struct rdmamsg_ep *ep)
 {
@@ -845,7 +1035,8 @@ static inline __attribute__((always_inline)) void return_credits(
 	/* receive buffers the peer believes it still has */
 	uint64_t view = r + ep->returned_total - ep->received_total;
 
-	if ((ep->to_return > 0 && (ep->to_return >= r / 2 || view <= r / 2)) ||
+	if ((ep->to_return > 0 &&
+	     (ep->to_return >= ep->credit_due || view <= r / 2)) ||
 	    ep->ctl_to_return >= CTL_RETURN)
 		rdmamsg__ep_send_ctl(ep, W_CREDIT);
 }
@@ -1037,7 +1228,7 @@ int rdmamsg__ep_replay_pump(struct rdmamsg_ep *ep)
 
 	if (ep->rp_next < ep->rp_end) {
 		k = &ep->kept[ep->rp_next & ep->kept_mask];
-		if (post_frag(ep, W_DATA, k->flags, k->imm, k->total, k->data,
+		if (post_frag(ep, k->type, k->flags, k->imm, k->total, k->data,
 			      k->len, NULL, NULL, NULL, 0))
 			return 1;
 		ep->credits--;
@@ -1102,6 +1293,8 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 
 	ep->rndv = SIZE_MAX; /* set when the peer's sizes are known */
 	ep->eager_max = 0;
+	e = getenv("RDMAMSG_NO_PACK");
+	ep->caps = e && *e && strcmp(e, "0") ? 0 : RDMAMSG_HS_CAP_PACK;
 	if (ep->p.rndv_thresh)
 		return 0;
 	e = getenv("RDMAMSG_RNDV_THRESH");
@@ -1133,6 +1326,29 @@ void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 		r = ep->max_msg;
 	ep->rndv = r;
 	ep->eager_max = ep->frag < r ? ep->frag : (uint32_t)r;
+	/* packing when both offered it: at least two records a pack */
+	ep->pack_max = 0;
+	ep->credit_due = ep->p.recv_depth / 2;
+	if (ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_PACK) {
+		uint32_t half = (pack_room(ep) / 2) & ~7u;
+
+		ep->pack_max = half > RDMAMSG_PREC ? half - RDMAMSG_PREC : 0;
+		if (ep->pack_max > RDMAMSG__PACK_MAX)
+			ep->pack_max = RDMAMSG__PACK_MAX;
+		ep->credit_due = ep->p.recv_depth / 4; /* return_credits */
+	}
+}
+
+/* rdmamsg_ep_get_pack_limit -- the longest message this connection packs */
+RDMAMSG_EXPORT int rdmamsg_ep_get_pack_limit(const struct rdmamsg_ep *ep,
+					     size_t *max)
+{
+	if (!ep || !max)
+		return -EINVAL;
+	if (!ep->max_msg)
+		return -ENOTCONN; /* nothing negotiated yet */
+	*max = ep->pack_max;
+	return 0;
 }
 
 /* rdmamsg_ep_attr_set_rndv_threshold -- rendezvous above size bytes */

@@ -41,14 +41,93 @@ _Static_assert(sizeof(struct rdmamsg__wire) == 16, "wire header size");
 
 #define RDMAMSG_HDR ((uint32_t)sizeof(struct rdmamsg__wire))
 
-enum { W_DATA = 1, W_CREDIT = 2, W_KEEPALIVE = 3, W_RTS = 4, W_BYE = 5 };
+/*
+ * W_PACK (still version 3, sent only to a peer whose handshake offered
+ * RDMAMSG_HS_CAP_PACK: an older peer counts it as malformed): several
+ * whole messages in one send, each counting as a message of its own at
+ * the receiver (on_recv each, in order) while the send takes one
+ * receive buffer and one data credit.  The header's flags and imm are 0,
+ * total is the count of records (1 .. RDMAMSG_PACK_RECS); the payload is
+ * exactly that many records, each a struct rdmamsg__prec and its len
+ * bytes, padded with zeros to a multiple of 8 (rdmamsg__prec_span), so
+ * that every message starts 8-byte aligned.  A record's len is at most
+ * RDMAMSG__PACK_MAX, its flags F_IMM or 0 (no fragment, no transfer-layer
+ * message goes packed), imm 0 without F_IMM.  A session (replay) keeps
+ * and replays a packed send as the one fragment it is.
+ */
+enum {
+	W_DATA = 1,
+	W_CREDIT = 2,
+	W_KEEPALIVE = 3,
+	W_RTS = 4,
+	W_BYE = 5,
+	W_PACK = 6
+};
 /* F_XFER: a control message of the rendezvous/request layer */
 enum { F_FIRST = 1, F_LAST = 2, F_IMM = 4, F_XFER = 8 };
 
+/* one message of a W_PACK send; its bytes follow */
+struct rdmamsg__prec {
+	uint16_t len;
+	uint8_t flags; /* F_IMM or 0 */
+	uint8_t pad;
+	uint32_t imm;
+};
+
+_Static_assert(sizeof(struct rdmamsg__prec) == 8, "packed record size");
+
+#define RDMAMSG_PREC	  ((uint32_t)sizeof(struct rdmamsg__prec))
+#define RDMAMSG_PACK_RECS 128u	/* the most records a W_PACK carries */
+#define RDMAMSG__PACK_MAX 1024u /* the longest message packed (rdmamsg.h) */
+
+/* rdmamsg__prec_span -- the bytes a record of len takes in a W_PACK */
+static inline uint32_t rdmamsg__prec_span(uint32_t len)
+{
+	return RDMAMSG_PREC + ((len + 7u) & ~7u);
+}
+
+/* rdmamsg__prec_get -- the record at p, in host order */
+static inline void rdmamsg__prec_get(const void *p, struct rdmamsg__prec *r)
+{
+	memcpy(r, p, RDMAMSG_PREC);
+	r->len = le16toh(r->len);
+	r->imm = le32toh(r->imm);
+}
+
+/* rdmamsg__pack_check -- a W_PACK's payload of len bytes, count records
+ * (the header's total), before anything of it is delivered: 0, or
+ * -EPROTO; each length is checked against what is left before use */
+static inline int rdmamsg__pack_check(const void *payload, uint32_t len,
+				      uint32_t count)
+{
+	const uint8_t *p = payload;
+	struct rdmamsg__prec r;
+	uint32_t i, span;
+
+	if (!count || count > RDMAMSG_PACK_RECS)
+		return -EPROTO;
+	for (i = 0; i < count; i++) {
+		if (len < RDMAMSG_PREC)
+			return -EPROTO;
+		rdmamsg__prec_get(p, &r);
+		if (r.len > RDMAMSG__PACK_MAX || (r.flags & ~F_IMM) || r.pad ||
+		    (!(r.flags & F_IMM) && r.imm))
+			return -EPROTO;
+		span = rdmamsg__prec_span(r.len);
+		if (span > len)
+			return -EPROTO;
+		p += span;
+		len -= span;
+	}
+	return len ? -EPROTO : 0;
+}
+
 /* rdmamsg__wire_check -- a received header against the bytes that came
- * (byte_len) and our receive buffer size (eager): 0, or -EPROTO */
+ * (byte_len), our receive buffer size (eager) and whether packing was
+ * negotiated (pack): 0, or -EPROTO */
 static inline int rdmamsg__wire_check(const struct rdmamsg__wire *h,
-				      uint32_t byte_len, uint32_t eager)
+				      uint32_t byte_len, uint32_t eager,
+				      int pack)
 {
 	if (byte_len < RDMAMSG_HDR || byte_len - RDMAMSG_HDR > eager)
 		return -EPROTO;
@@ -59,6 +138,13 @@ static inline int rdmamsg__wire_check(const struct rdmamsg__wire *h,
 		if (h->flags & ~(F_FIRST | F_LAST | F_IMM | F_XFER))
 			return -EPROTO;
 		if ((h->flags & (F_XFER | F_IMM)) == (F_XFER | F_IMM))
+			return -EPROTO;
+		return 0;
+	case W_PACK:
+		/* the records themselves: rdmamsg__pack_check */
+		if (!pack || h->flags || h->imm || !h->total ||
+		    le32toh(h->total) > RDMAMSG_PACK_RECS ||
+		    byte_len - RDMAMSG_HDR < RDMAMSG_PREC)
 			return -EPROTO;
 		return 0;
 	case W_CREDIT:

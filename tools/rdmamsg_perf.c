@@ -305,16 +305,19 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 static void print_protocols(struct perf *p)
 {
 	struct rdmamsg_protocols pr;
+	size_t pack = 0;
 
-	if (rdmamsg_ep_get_protocols(p->ep, &pr))
+	if (rdmamsg_ep_get_protocols(p->ep, &pr) ||
+	    rdmamsg_ep_get_pack_limit(p->ep, &pack))
 		return;
 	printf("# protocols: inline <= %zu B, eager copy/zero-copy <= %zu B, "
 	       "fragments <= %zu B, rendezvous (RDMA READ, %s) <= %zu B; "
-	       "maximum message %zu B\n",
+	       "maximum message %zu B; queued messages <= %zu B packed%s\n",
 	       pr.max_inline, pr.eager, pr.rndv_threshold,
 	       pr.rndv_window ? "memory window per transfer"
 			      : "registration per transfer",
-	       pr.max_large, pr.max_msg);
+	       pr.max_large, pr.max_msg, pack,
+	       pack ? "" : " (the peer does not pack)");
 }
 
 /* srv_on_conn_req -- accept a client whose hello makes sense */

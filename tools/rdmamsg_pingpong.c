@@ -14,6 +14,10 @@
  * its session too): the replay bookkeeping's steady-state cost is the
  * difference against a run without it.
  *
+ * -w streams instead: the client sends ITERS messages back to back (both
+ * sides progressed whenever a send is refused for credits), the server
+ * only counts them: the cost of a streamed message (a message rate).
+ *
  * A message is one rdmamsg_send() (a round trip is two).  Each wait
  * progresses the waiting side, and the other side too after every 64
  * empty passes (nothing to do there in the usual case: a send is in the
@@ -43,7 +47,7 @@ struct side {
 
 static struct side srv, cli;
 static struct rdmamsg_listener *lst;
-static int lst_closed;
+static int lst_closed, stream;
 
 static void die(const char *what, int rc)
 {
@@ -194,6 +198,21 @@ __attribute__((noinline)) static void pingpong(long iters, size_t size)
 	long i;
 	int rc;
 
+	for (i = 0; stream && i < iters; i++) {
+		while ((rc = rdmamsg_send(cli.ep, cli.buf, size, NULL)) ==
+		       -EAGAIN) {
+			rdmamsg_ctx_progress(srv.ctx);
+			rdmamsg_ctx_progress(cli.ctx);
+		}
+		if (rc < 0)
+			die("rdmamsg_send", rc);
+	}
+	if (stream) {
+		run(&srv, &cli, &srv.got, (uint64_t)iters);
+		if (srv.last_len != size)
+			die("the stream", 0);
+		return;
+	}
 	for (i = 0; i < iters; i++) {
 		do {
 			rc = rdmamsg_send(cli.ep, cli.buf, size, NULL);
@@ -220,7 +239,7 @@ int main(int argc, char **argv)
 	struct rdmamsg_ep_attr *attr = NULL;
 	int opt, rc, replay = 0;
 
-	while ((opt = getopt(argc, argv, "n:s:r")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:rw")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -231,9 +250,12 @@ int main(int argc, char **argv)
 		case 'r':
 			replay = 1;
 			break;
+		case 'w':
+			stream = 1;
+			break;
 		default:
 			fprintf(stderr, "usage: rdmamsg_pingpong [-n ITERS] "
-					"[-s SIZE] [-r]\n");
+					"[-s SIZE] [-r] [-w]\n");
 			return 2;
 		}
 	}
@@ -243,7 +265,7 @@ int main(int argc, char **argv)
 	cli.buf = calloc(1, size);
 	if (!srv.buf || !cli.buf)
 		die("calloc", 0);
-	srv.echo = 1;
+	srv.echo = !stream;
 	if ((rc = rdmamsg_ctx_create(NULL, &srv.ctx)) ||
 	    (rc = rdmamsg_ctx_create(NULL, &cli.ctx)))
 		die("rdmamsg_ctx_create", rc);
@@ -263,7 +285,7 @@ int main(int argc, char **argv)
 	if (cli.status)
 		die("connect", cli.status);
 	pingpong(iters, size);
-	printf("%ld messages of %zu bytes\n", 2 * iters, size);
+	printf("%ld messages of %zu bytes\n", stream ? iters : 2 * iters, size);
 	rdmamsg_ep_close(cli.ep, on_closed);
 	run_flag(&cli, &srv, &cli.closed);
 	if (srv.ep) {

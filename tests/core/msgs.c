@@ -3,9 +3,10 @@
  * msgs.c -- every size from 0 to 2048 bytes and every power of two (and its
  * neighbours) up to the 1 MiB maximum, through 1 KiB eager buffers (so most
  * are fragmented); immediate values; zero-copy sends; -EMSGSIZE above the
- * maximum.  The server (child) keeps received buffers (rdmamsg_recv_keep),
- * checks they stay intact while more traffic flows, and echoes them back
- * zero-copy in batches of WINDOW.
+ * maximum.  The server (child) keeps received buffers (rdmamsg_recv_keep:
+ * the very buffer, or a copy for a message up to the packing limit, which
+ * may have come packed with others), checks they stay intact while more
+ * traffic flows, and echoes them back zero-copy in batches of WINDOW.
  */
 #include "config.h"
 
@@ -29,7 +30,7 @@ struct srv {
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_listener *lst;
 	struct held fifo[WINDOW];
-	int n, done, closed, lclosed, failures, kept, copied;
+	int n, done, closed, lclosed, failures, kept, copied, packed;
 };
 
 /* sum -- a checksum of len bytes */
@@ -96,9 +97,16 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	h->flags = flags;
 	h->sum = sum(data, len);
 	if (rdmamsg_recv_keep(ep, &h->buf) == 0) {
+		size_t lim = 0;
+
+		/* the buffer that holds it, unless it may have come packed
+		 * with others: then a copy of it */
 		rdmamsg_buf_get_data(h->buf, &d);
-		if (d != data)
+		if (rdmamsg_ep_get_pack_limit(ep, &lim) ||
+		    (d != data && len > lim) || sum(d, len) != h->sum)
 			s->failures++;
+		if (d != data)
+			s->packed++;
 		s->kept++;
 	} else if (rdmamsg_buf_alloc(s->ctx, len ? len : 1, &h->buf) == 0) {
 		rdmamsg_buf_get_data(h->buf, &d);
@@ -186,7 +194,8 @@ static int server(int wfd, void *arg)
 		return 12;
 	if (rdmamsg_ctx_destroy(&s.ctx))
 		return 13;
-	printf("# server: %d kept, %d copied\n", s.kept, s.copied);
+	printf("# server: %d kept (%d of them packed: a copy), %d copied\n",
+	       s.kept, s.packed, s.copied);
 	return s.failures ? 14 : 0;
 }
 

@@ -6,7 +6,8 @@
  * request/response header, and the region export blob.  The first input
  * byte picks the decoder; the rest is the peer's bytes.  The checks are
  * pure (no verbs, no sockets); an accepted input must satisfy what the
- * library relies on afterwards.
+ * library relies on afterwards.  A packed send's records (W_PACK) are
+ * checked as a whole, then walked as the receiver walks them.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,22 +38,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	switch (data[0] % 5) {
-	case 0: { /* message header: received length, our eager size */
+	case 0: { /* message header: received length, our eager size,
+		   * packing negotiated (bit 0 of data[0] / 5); a W_PACK's
+		   * records are the input after the header */
 		struct rdmamsg__wire h;
 		uint32_t byte_len, eager;
+		int pack = (data[0] / 5) & 1;
 
 		if (size < 1 + 8 + sizeof(h))
 			return 0;
 		byte_len = get32(data + 1, 4);
 		eager = get32(data + 5, 4) % (1u << 21);
 		memcpy(&h, data + 9, sizeof(h));
-		if (rdmamsg__wire_check(&h, byte_len, eager) == 0) {
+		if (rdmamsg__wire_check(&h, byte_len, eager, pack) == 0) {
 			must(byte_len >= RDMAMSG_HDR);
 			must(byte_len - RDMAMSG_HDR <= eager);
-			must(h.type >= W_DATA && h.type <= W_BYE &&
+			must(h.type >= W_DATA && h.type <= W_PACK &&
 			     h.type != W_RTS);
-			if (h.type != W_DATA)
+			if (h.type != W_DATA && h.type != W_PACK)
 				must(byte_len == RDMAMSG_HDR);
+			if (h.type == W_PACK)
+				must(pack && le32toh(h.total) >= 1 &&
+				     le32toh(h.total) <= RDMAMSG_PACK_RECS);
+		}
+		if (h.type == W_PACK) {
+			const uint8_t *p = data + 9 + sizeof(h);
+			uint32_t len = (uint32_t)(size - 9 - sizeof(h));
+			uint32_t i, n = le32toh(h.total), off = 0;
+			struct rdmamsg__prec r;
+
+			if (rdmamsg__pack_check(p, len, n) != 0)
+				break;
+			/* walking it as rx_pack does stays inside it */
+			for (i = 0; i < n; i++) {
+				must(off + RDMAMSG_PREC <= len);
+				rdmamsg__prec_get(p + off, &r);
+				must(r.len <= RDMAMSG__PACK_MAX);
+				off += rdmamsg__prec_span(r.len);
+				must(off <= len);
+			}
+			must(off == len && n >= 1 && n <= RDMAMSG_PACK_RECS);
 		}
 		break;
 	}

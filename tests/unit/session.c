@@ -26,6 +26,7 @@
 #include "internal.h"
 #include "dispatch.h"
 #include "fastpath.h"
+#include "handshake.h"
 #include "xfer.h"
 #include "tap.h"
 
@@ -452,12 +453,31 @@ static void on_connect(struct rdmamsg_ep *ep, int status, int reason,
 		n_connect++;
 }
 
+/* every message delivered, in order: length, immediate, flags, first
+ * byte (the packing checks) */
+#define MAXLOG 256
+static struct {
+	size_t len;
+	uint32_t imm;
+	unsigned int flags;
+	int first;
+} rlog[MAXLOG];
+static int nlog, close_after; /* close_after: close in the nth on_recv */
+static void on_closed(struct rdmamsg_ep *ep, void *arg);
+
 static void on_recv(struct rdmamsg_ep *ep, void *data, size_t len, uint32_t imm,
 		    unsigned int flags, void *arg)
 {
-	(void)imm;
-	(void)flags;
 	(void)arg;
+	if (nlog < MAXLOG) {
+		rlog[nlog].len = len;
+		rlog[nlog].imm = imm;
+		rlog[nlog].flags = flags;
+		rlog[nlog].first = len ? ((unsigned char *)data)[0] : -1;
+		nlog++;
+	}
+	if (close_after && nlog == close_after)
+		rdmamsg_ep_close(ep, on_closed);
 	n_recv++;
 	got_len = len < sizeof(got) ? len : sizeof(got);
 	memcpy(got, data, got_len);
@@ -468,10 +488,16 @@ static void on_recv(struct rdmamsg_ep *ep, void *data, size_t len, uint32_t imm,
 	}
 }
 
+static int pack_sent[MAXLOG], pack_status[MAXLOG], npack_sent;
+
 static void on_send(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
 {
 	(void)ep;
 	(void)arg;
+	if (npack_sent < MAXLOG) {
+		pack_status[npack_sent] = status;
+		pack_sent[npack_sent++] = (int)(intptr_t)op_ctx;
+	}
 	if (nsent < 16) {
 		send_status[nsent] = status;
 		sent[nsent++] = (int)(intptr_t)op_ctx;
@@ -523,6 +549,288 @@ static int incoming(struct rdmamsg_ep *ep, uint32_t idx, uint8_t type,
 		memcpy(b->data, data, len);
 	return fk->l.cbs->rx(fk->l.owner, &ep->rxb[idx], RDMAMSG_HDR + len, 0,
 			     0);
+}
+
+/* up_session -- an active session bound to a fresh fake lane, up, its
+ * peer offering caps, granted 8 data and 3 control credits */
+static struct rdmamsg_ep *up_session(uint32_t caps)
+{
+	struct rdmamsg_ep *ep;
+
+	if (rdmamsg__ep_new(&ctx, NULL, &cbs, NULL, &ep) ||
+	    rdmamsg__ep_rx_fill(ep))
+		bail_out("ep_new");
+	rdmamsg__ep_set_state(ep, EPS_RESOLVING);
+	if (rdmamsg__ep_bind(ep, &fake_ops) || !fk)
+		bail_out("bind");
+	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
+	ep->peer_caps = caps;
+	rdmamsg__ep_negotiate(ep, 8, 8192, 1 << 20);
+	rdmamsg__ep_connected(ep, NULL, 0);
+	if (incoming(ep, 0, W_CREDIT, 0, 8, 3, NULL, 0) != RDMAMSG__RX_CTL)
+		bail_out("grant");
+	fk->l.cbs->reposted(fk->l.owner, 0, 1);
+	return ep;
+}
+
+/* wire_of -- the bytes (header and payload) the fake lane was handed in
+ * post p, into out (at most cap); their length */
+static uint32_t wire_of(const struct post *p, uint8_t *out, uint32_t cap)
+{
+	uint32_t n = 0;
+	int i;
+
+	if (p->flags & RDMAMSG__TX_INLINE) {
+		memcpy(out, p->copy, p->copy_len);
+		return p->copy_len;
+	}
+	for (i = 0; i < p->nsge; i++) {
+		if (n + p->sge[i].length > cap)
+			bail_out("wire_of");
+		memcpy(out + n, (const void *)(uintptr_t)p->sge[i].addr,
+		       p->sge[i].length);
+		n += p->sge[i].length;
+	}
+	return n;
+}
+
+/* arrive -- the bytes w (a header and its payload, len in all) land in
+ * ring slot idx of ep, the credits in the header taken out (they are the
+ * sender's peer's, not ep's); rx()'s answer */
+static int arrive(struct rdmamsg_ep *ep, struct fake *lane, uint32_t idx,
+		  const uint8_t *w, uint32_t len)
+{
+	struct rdmamsg_buf *b = ep->rxb[idx];
+	struct rdmamsg__wire *h =
+		(struct rdmamsg__wire *)(b->data - RDMAMSG_HDR);
+
+	memcpy(h, w, len);
+	h->credits = 0;
+	h->ctl = 0;
+	return lane->l.cbs->rx(lane->l.owner, &ep->rxb[idx], len, 0, 0);
+}
+
+/* pack_of -- a W_PACK of the n messages lens[] (byte i of message k is
+ * k + i), immediates imms[] (0: none), into w; its length */
+static uint32_t pack_of(uint8_t *w, const uint32_t *lens, const uint32_t *imms,
+			uint32_t n)
+{
+	struct rdmamsg__wire *h = (struct rdmamsg__wire *)(void *)w;
+	uint32_t off = RDMAMSG_HDR, k, i;
+
+	memset(h, 0, sizeof(*h));
+	h->type = W_PACK;
+	h->total = htole32(n);
+	for (k = 0; k < n; k++) {
+		struct rdmamsg__prec r = {
+			.len = htole16((uint16_t)lens[k]),
+			.flags = imms[k] ? F_IMM : 0,
+			.imm = htole32(imms[k]),
+		};
+
+		memcpy(w + off, &r, RDMAMSG_PREC);
+		memset(w + off + RDMAMSG_PREC, 0,
+		       rdmamsg__prec_span(lens[k]) - RDMAMSG_PREC);
+		for (i = 0; i < lens[k]; i++)
+			w[off + RDMAMSG_PREC + i] = (uint8_t)(k + i);
+		off += rdmamsg__prec_span(lens[k]);
+	}
+	return off;
+}
+
+/*
+ * test_pack -- packing (proto.h W_PACK): small messages that queue for
+ * want of credits go packed, mixed sizes and immediates, the packing
+ * limit +-1 byte, a zero-copy one and one above the limit each alone and
+ * in order; a second session takes the very bytes posted and delivers
+ * every message once, in order, with its length, immediate and bytes;
+ * rdmamsg_recv_keep() of a packed one gives a copy; on_send reports each
+ * once, in order; a peer without packing gets none; a close with packs
+ * queued cancels each message once; malformed or unnegotiated packs are
+ * refused whole; a close inside a pack delivers no more of it.
+ */
+static void test_pack(void)
+{
+	static uint8_t w[8192 + 64], big[1100];
+	struct rdmamsg_ep *a, *b;
+	struct fake *fa, *fb;
+	struct rdmamsg_buf *zb;
+	size_t lim = 0;
+	uint32_t i, n, idx = 1, lens[8], imms[8];
+	int r, bad = 0, ops = 0, expect;
+	const struct rdmamsg__wire *h;
+
+	a = up_session(RDMAMSG_HS_CAP_PACK);
+	fa = fk;
+	ok(rdmamsg_ep_get_pack_limit(a, &lim) == 0 && lim == 1024,
+	   "pack: both offered it, messages up to 1024 bytes pack");
+	/* use the 8 credits: these go at once, one send each */
+	nsent = npack_sent = 0;
+	for (i = 0; i < 8; i++)
+		rdmamsg_send(a, "s", 1, (void *)(intptr_t)++ops);
+	ok(fa->nposts == 8 && a->credits == 0, "8 sends use the 8 credits");
+	/* queued: 0, 1 (imm), 7, 8 (imm), 1024 bytes pack; 1025 bytes and a
+	 * zero-copy send go alone; then 129 of 9 bytes: 128 fill a pack */
+	for (i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7);
+	r = rdmamsg_send(a, big, 0, (void *)(intptr_t)++ops);
+	r |= rdmamsg_send_imm(a, big, 1, 0xabc, (void *)(intptr_t)++ops);
+	r |= rdmamsg_send(a, big, 7, (void *)(intptr_t)++ops);
+	r |= rdmamsg_send_imm(a, big, 8, 0xdef, (void *)(intptr_t)++ops);
+	r |= rdmamsg_send(a, big, 1024, (void *)(intptr_t)++ops);
+	r |= rdmamsg_send(a, big, 1025, (void *)(intptr_t)++ops);
+	if (rdmamsg_buf_alloc(&ctx, 16, &zb))
+		bail_out("buf_alloc");
+	memcpy(zb->data, "zero-copy", 9);
+	r |= rdmamsg_send_buf(a, zb, 9, (void *)(intptr_t)++ops);
+	for (i = 0; i < 129; i++) {
+		big[0] = (uint8_t)i;
+		r |= rdmamsg_send(a, big, 9, (void *)(intptr_t)++ops);
+	}
+	ok(r == 0 && fa->nposts == 8 && a->bl_count == 136,
+	   "136 messages queued without credits, nothing posted");
+	/* the peer returns 8 credits: 5 sends carry the 136 */
+	r = incoming(a, 1, W_CREDIT, 0, 8, 0, NULL, 0);
+	fa->l.cbs->reposted(fa->l.owner, 0, 1);
+	fa->l.cbs->ready(fa->l.owner);
+	ok(r == RDMAMSG__RX_CTL && fa->nposts == 13 && a->bl_count == 0 &&
+		   a->credits == 3,
+	   "8 credits back: 5 sends (3 packs, 2 alone) carry the 136, "
+	   "one credit each");
+	h = (const struct rdmamsg__wire *)(uintptr_t)fa->posts[8].sge[0].addr;
+	ok(h->type == W_PACK && le32toh(h->total) == 5 && !h->flags &&
+		   (fa->posts[8].flags & RDMAMSG__TX_SIGNAL),
+	   "the first: a W_PACK of 5, signalled (its pack is the lane's "
+	   "until done)");
+
+	/* a second session takes the very bytes, in order */
+	b = up_session(RDMAMSG_HS_CAP_PACK);
+	fb = fk;
+	nlog = 0;
+	for (i = 0; i < 13; i++) {
+		n = wire_of(&fa->posts[i], w, sizeof(w));
+		if (i == 11)
+			keep_next = 1; /* the first streamed one, packed */
+		r = arrive(b, fb, idx, w, n);
+		if (r != RDMAMSG__RX_DATA)
+			bad++;
+		if (i == 11) {
+			uint8_t e[9] = {0, 7, 14, 21, 28, 35, 42, 49, 56};
+
+			ok(kept && b->rxb[idx] && kept != b->rxb[idx] &&
+				   rlog[15].len == 9 &&
+				   !memcmp(kept->data, e, 9),
+			   "recv_keep of a packed message: a pool copy of "
+			   "its bytes, the ring buffer stays");
+			if (kept)
+				rdmamsg_buf_free(kept);
+			kept = NULL;
+		}
+		idx = idx % 8 + 1;
+		fb->l.cbs->reposted(fb->l.owner, 1, 0);
+	}
+	is_int(nlog, 144, "144 messages delivered, each once");
+	expect = 0;
+	for (i = 0; i < 8; i++)
+		if (rlog[i].len != 1 || rlog[i].first != 's' || rlog[i].flags)
+			expect++;
+	ok(!expect && rlog[8].len == 0 && !rlog[8].flags && rlog[9].len == 1 &&
+		   rlog[9].imm == 0xabc && rlog[9].flags == RDMAMSG_RECV_IMM &&
+		   rlog[10].len == 7 && !rlog[10].flags && rlog[11].len == 8 &&
+		   rlog[11].imm == 0xdef && rlog[12].len == 1024 &&
+		   rlog[12].first == 0 && rlog[13].len == 1025 &&
+		   rlog[14].len == 9 && rlog[14].first == 'z',
+	   "in order, each with its own length, immediate and flags");
+	for (i = 0; i < 129; i++)
+		if (rlog[15 + i].len != 9 || rlog[15 + i].first != (int)i)
+			expect++;
+	ok(!expect && b->st == EPS_UP, "the 129 streamed ones in order");
+	/* every send done: on_send for each message once, in order */
+	fa->l.cbs->tx_done(fa->l.owner, 12, 0);
+	for (i = 0; i < (uint32_t)npack_sent; i++)
+		if (pack_sent[i] != (int)i + 1 || pack_status[i])
+			expect++;
+	ok(npack_sent == ops && !expect,
+	   "on_send: each of the %d messages once, in order", ops);
+
+	/* malformed packs are refused whole: nothing delivered */
+	lens[0] = 3;
+	lens[1] = 5;
+	imms[0] = imms[1] = 0;
+	n = pack_of(w, lens, imms, 2);
+	nlog = 0;
+	((struct rdmamsg__wire *)(void *)w)->total = htole32(3);
+	r = arrive(b, fb, 1, w, n);
+	ok(r == 0 && nlog == 0 && b->st == EPS_DOWN,
+	   "a pack that announces more records than it has: closed, "
+	   "nothing delivered");
+	rdmamsg__ep_free(b);
+	b = up_session(RDMAMSG_HS_CAP_PACK);
+	fb = fk;
+	n = pack_of(w, lens, imms, 2);
+	w[RDMAMSG_HDR] = 0xff; /* the first record's length past the end */
+	w[RDMAMSG_HDR + 1] = 0x03;
+	r = arrive(b, fb, 1, w, n);
+	ok(r == 0 && nlog == 0 && b->st == EPS_DOWN,
+	   "a record longer than the pack: closed, nothing delivered");
+	rdmamsg__ep_free(b);
+	b = up_session(0);
+	fb = fk;
+	n = pack_of(w, lens, imms, 2);
+	r = arrive(b, fb, 1, w, n);
+	ok(r == 0 && nlog == 0 && b->st == EPS_DOWN,
+	   "a pack where packing was not negotiated: closed");
+	rdmamsg__ep_free(b);
+
+	/* a close inside a pack delivers no more of it */
+	b = up_session(RDMAMSG_HS_CAP_PACK);
+	fb = fk;
+	for (i = 0; i < 5; i++) {
+		lens[i] = i + 1;
+		imms[i] = i;
+	}
+	n = pack_of(w, lens, imms, 5);
+	close_after = 2;
+	r = arrive(b, fb, 1, w, n);
+	close_after = 0;
+	ok(r == RDMAMSG__RX_DATA && nlog == 2 && rlog[1].len == 2 &&
+		   rlog[1].imm == 1 && b->st != EPS_UP,
+	   "closed in the second of 5 packed messages: 3 not delivered");
+	rdmamsg__ep_free(b);
+	rdmamsg__ep_free(a);
+
+	/* a peer without packing: the queued ones go one by one */
+	a = up_session(0);
+	fa = fk;
+	ok(rdmamsg_ep_get_pack_limit(a, &lim) == 0 && lim == 0,
+	   "no packing: the peer did not offer it");
+	for (i = 0; i < 11; i++) /* 0 bytes too: not packed either */
+		rdmamsg_send(a, "q", i % 2, NULL);
+	r = incoming(a, 1, W_CREDIT, 0, 3, 0, NULL, 0);
+	fa->l.cbs->ready(fa->l.owner);
+	for (i = 8, expect = 0; i < (uint32_t)fa->nposts; i++)
+		if (((const struct rdmamsg__wire *)fa->posts[i].copy)->type !=
+		    W_DATA)
+			expect++;
+	ok(fa->nposts == 11 && !expect, "3 credits: 3 plain W_DATA sends");
+	rdmamsg__ep_free(a);
+
+	/* closed with packs queued: each message cancelled once */
+	a = up_session(RDMAMSG_HS_CAP_PACK);
+	fa = fk;
+	for (i = 0; i < 8; i++)
+		rdmamsg_send(a, "s", 1, NULL);
+	npack_sent = 0;
+	for (i = 0; i < 200; i++)
+		rdmamsg_send(a, "p", 1, (void *)(intptr_t)(i + 1));
+	rdmamsg__ep_cancel_backlog(a, -ECANCELED);
+	rdmamsg__ep_cancel_backlog(a, -ECANCELED);
+	for (i = 0, expect = 0; i < (uint32_t)npack_sent; i++)
+		if (pack_sent[i] != (int)i + 1 || pack_status[i] != -ECANCELED)
+			expect++;
+	ok(npack_sent == 200 && !expect,
+	   "a backlog of 2 packs cancelled: each of 200 once, in order");
+	rdmamsg__ep_free(a);
 }
 
 int main(void)
@@ -739,19 +1047,8 @@ int main(void)
 	 * control credits owed come back on their own once two are owed
 	 * (msg.c): else a receiver owing data credits with only the
 	 * goodbye's control credit waits for a peer out of data credits */
-	if (rdmamsg__ep_new(&ctx, NULL, &cbs, NULL, &ep) ||
-	    rdmamsg__ep_rx_fill(ep))
-		bail_out("ep_new");
-	rdmamsg__ep_set_state(ep, EPS_RESOLVING);
-	if (rdmamsg__ep_bind(ep, &fake_ops) || !fk)
-		bail_out("bind");
-	rdmamsg__ep_set_state(ep, EPS_CONNECTING);
-	rdmamsg__ep_negotiate(ep, 8, 8192, 1 << 20);
-	rdmamsg__ep_connected(ep, NULL, 0);
-	r = incoming(ep, 0, W_CREDIT, 0, 8, 3, NULL, 0);
-	fk->l.cbs->reposted(fk->l.owner, 0, 1);
-	ok(r == RDMAMSG__RX_CTL && ep->st == EPS_UP && ep->ctl_credits == 3 &&
-		   ep->ctl_to_return == 1,
+	ep = up_session(0);
+	ok(ep->st == EPS_UP && ep->ctl_credits == 3 && ep->ctl_to_return == 1,
 	   "credits: a second session up, granted 3 control credits");
 	/* the peer holds our control credit: one is owed, not returned */
 	fk->l.cbs->ready(fk->l.owner);
@@ -802,6 +1099,7 @@ int main(void)
 	   "two owed again: returned");
 	rdmamsg__ep_free(ep);
 
+	test_pack();
 	is_int(ctx.pool.in_use, 0, "every pool buffer came back");
 	rdmamsg__pool_fini(&ctx);
 	return done_testing();

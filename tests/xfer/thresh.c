@@ -17,7 +17,10 @@
  * provider's post_send is counted by opcode), one READ each way, and its
  * memory window is bound and invalidated once each way.  With
  * RDMAMSG_NO_MW=1 the same round trip registers per transfer instead and
- * still arrives whole.
+ * still arrives whole.  The small messages' thresholds +-1 byte (the
+ * inline maximum, the packing limit) in a burst that outruns the credits
+ * arrive the same way, packed (fewer sends than messages), and to a
+ * server that does not offer packing (RDMAMSG_NO_PACK=1), one send each.
  */
 #include "config.h"
 
@@ -48,7 +51,7 @@ struct seen {
 	int ok;	  /* bytes as sent */
 	int kind; /* 0 message, 1 request */
 };
-#define MAXSEEN 512
+#define MAXSEEN 1024
 
 static struct rdmamsg_listener *lst;
 static int lclosed;
@@ -240,6 +243,8 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 
 static struct rdmamsg_ep_attr *srv_attr;
 
+static int srv_no_pack; /* the server's endpoint refuses packing */
+
 static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 		   const void *pdata, size_t len, void *arg)
 {
@@ -248,8 +253,12 @@ static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 	(void)l;
 	(void)pdata;
 	(void)len;
+	/* read when the endpoint is made: the client's was made before */
+	if (srv_no_pack)
+		setenv("RDMAMSG_NO_PACK", "1", 1);
 	if (rdmamsg_conn_req_accept(req, srv_attr, &srv_cbs, s, &s->ep))
 		s->bad++;
+	unsetenv("RDMAMSG_NO_PACK");
 }
 
 static void on_lclose(struct rdmamsg_listener *l, void *arg)
@@ -329,6 +338,57 @@ static void unpair(struct test_side *srv, struct test_side *cli)
 	ok(cli->closed && srv->closed && lclosed, "everything closed");
 	is_int(rdmamsg_ctx_destroy(&cli->ctx), 0, "client context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv->ctx), 0, "server context destroyed");
+}
+
+/* small_burst -- the small messages' thresholds +-1 byte (the inline
+ * maximum and the packing limit, lim: 0 where the connection does not
+ * pack) between small ones, behind 200 small ones sent without letting
+ * the server run: the 32 credits go at once, the rest queue, and what
+ * queues goes packed.  The server sees each through on_recv, in order,
+ * byte for byte, with its immediate; sends are counted */
+static void small_burst(struct test_side *srv, struct test_side *cli,
+			const struct rdmamsg_protocols *pr, size_t lim,
+			uint32_t *seq)
+{
+	size_t th[6] = {pr->max_inline - 1,
+			pr->max_inline,
+			pr->max_inline + 1,
+			lim - 1,
+			lim,
+			lim + 1};
+	unsigned int first = nseen, n = 0, bad = 0, i;
+	uint32_t seq0 = *seq;
+
+	nsend = 0;
+	for (i = 0; i < 200; i++)
+		n += !send_k(cli, srv, SMALL, (*seq)++);
+	for (i = 0; i < 6; i++) {
+		n += !send_k(cli, srv, lim ? th[i] : th[i % 3], (*seq)++);
+		n += !send_k(cli, srv, SMALL, (*seq)++);
+	}
+	is_int(n, 212, "212 small messages accepted");
+	run_for(srv, cli, &nseen, first + n);
+	is_int(nseen - first, n, "all arrived, each once");
+	for (i = 0; i < n && first + i < nseen; i++) {
+		const struct seen *x = &seen[first + i];
+		size_t want = i < 200 || i % 2 ? SMALL
+			      : lim	       ? th[(i - 200) / 2]
+					       : th[(i - 200) / 2 % 3];
+
+		if (x->imm != seq0 + i || !x->ok || x->len != want ||
+		    x->flags != RDMAMSG_RECV_IMM || x->kind)
+			bad++;
+	}
+	ok(bad == 0,
+	   "in order, byte for byte, the same flags and length at every "
+	   "threshold +-1 (inline %zu, packing %zu; %u wrong)",
+	   pr->max_inline, lim, bad);
+	if (lim)
+		ok(nsend < n / 2,
+		   "packed: %u sends (both ways) for %u messages", nsend, n);
+	else
+		ok(nsend >= n, "not packed: %u sends for %u messages", nsend,
+		   n);
 }
 
 /* round_trip -- 64 KiB there and back; the counters from before it */
@@ -503,10 +563,38 @@ int main(void)
 	run_for(&srv, &cli, &resp_done, 1);
 	ok(resp_done == 1 && resp_ok == 1, "the response came back whole");
 
+	/* the small messages' thresholds: inline and packing */
+	{
+		size_t lim = 0;
+
+		is_int(rdmamsg_ep_get_pack_limit(cli.ep, &lim), 0,
+		       "pack limit");
+		is_int(lim, RDMAMSG_PACK_MAX,
+		       "messages up to RDMAMSG_PACK_MAX go packed");
+		small_burst(&srv, &cli, &pr, lim, &seq);
+	}
+
 	/* 64 KiB round trips: the second has windows and buffers in hand */
 	round_trip(&srv, &cli, pr.rndv_window);
 	round_trip(&srv, &cli, pr.rndv_window);
 	ok(pr.rndv_window, "softrdma offers type 2 windows");
+	is_int(srv.bad + cli.bad, 0, "no failure on either side");
+	unpair(&srv, &cli);
+
+	/* a peer without packing (RDMAMSG_NO_PACK=1 on the server, as a
+	 * peer from before it): the client packs nothing, all arrives */
+	srv_no_pack = 1;
+	pair(&srv, &cli, ops, b);
+	srv_no_pack = 0;
+	{
+		size_t lim = 1;
+
+		is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+		ok(rdmamsg_ep_get_pack_limit(cli.ep, &lim) == 0 && lim == 0,
+		   "the server did not offer packing: the client packs "
+		   "nothing");
+		small_burst(&srv, &cli, &pr, 0, &seq);
+	}
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 
