@@ -68,9 +68,11 @@
 #define NET_WINDOW    128  /* unacknowledged packets in flight */
 #define NET_ACK_EVERY 32   /* ack request every N packets of a message */
 #define NET_LATE_NS   50000000ull /* a timer this late: we were not run */
-#define NET_LATE_MAX  8 /* such late timeouts not counted between ACKs */
-#define NET_BUF	      (64 + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
-#define NET_RD_BURST  32 /* READ response packets sent in one go */
+#define NET_LATE_MAX  8	 /* such late timeouts not counted between ACKs */
+#define NET_HEAD      64 /* room before a packet for its IP/UDP headers */
+#define NET_BUF \
+	(NET_HEAD + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
+#define NET_RD_BURST 32 /* READ response packets sent in one go */
 /* a READ's gap asked for again after this many packets past it (doubling) */
 #define NET_OOO_MIN 256
 #define NET_OOO_MAX (1u << 20)
@@ -131,6 +133,8 @@ struct soft_net_qp {
 	/* responder */
 	uint32_t epsn, msn;
 	int nak_sent;
+	int ack_due; /* an ACK of ack_psn owed, sent once for a run */
+	uint32_t ack_psn;
 	int rx_active; /* a SEND in progress */
 	int srq_held;  /* srq_wqe: taken from the QP's SRQ, not completed */
 	struct soft_rwqe srq_wqe;
@@ -323,21 +327,25 @@ static void batch_end(void)
 		batch_flush();
 }
 
-/* batch_add -- a packet into the batch; 0, or -1: no batch, send it */
-static int batch_add(int fd, const void *buf, size_t len,
-		     const struct sockaddr *to, socklen_t tolen)
+/* batch_slot -- the buffer of the batch's next packet to FD (the packet
+ * at NET_HEAD in it, its headers for the ICRC before), or NULL: no batch
+ * (then the packet goes by wire_send); batch_commit adds it */
+static uint8_t *batch_slot(int fd)
 {
-	unsigned int k;
-
-	if (!tb || !tb->depth || len > NET_BUF || tolen > sizeof(tb->to[0]))
-		return -1;
+	if (!tb || !tb->depth || flt_on)
+		return NULL;
 	if (tb->n && tb->fd != fd)
 		batch_flush();
-	k = tb->n++;
 	tb->fd = fd;
-	memcpy(tb->buf[k], buf, len);
+	return tb->buf[tb->n];
+}
+
+static void batch_commit(size_t len, const struct sockaddr *to, socklen_t tolen)
+{
+	unsigned int k = tb->n++;
+
 	memcpy(&tb->to[k], to, tolen);
-	tb->iov[k].iov_base = tb->buf[k];
+	tb->iov[k].iov_base = tb->buf[k] + NET_HEAD;
 	tb->iov[k].iov_len = len;
 	memset(&tb->mm[k], 0, sizeof(tb->mm[k]));
 	tb->mm[k].msg_hdr.msg_name = &tb->to[k];
@@ -346,7 +354,6 @@ static int batch_add(int fd, const void *buf, size_t len,
 	tb->mm[k].msg_hdr.msg_iovlen = 1;
 	if (tb->n == NET_BATCH)
 		batch_flush();
-	return 0;
 }
 
 static void wire_send(int fd, const void *buf, size_t len,
@@ -362,8 +369,7 @@ static void wire_send(int fd, const void *buf, size_t len,
 		pthread_mutex_unlock(&flt_mtx);
 	}
 	if (!flt_on) {
-		if (batch_add(fd, buf, len, to, tolen))
-			raw_send(fd, buf, len, to, tolen);
+		raw_send(fd, buf, len, to, tolen);
 		return;
 	}
 	pthread_mutex_lock(&flt_mtx);
@@ -470,18 +476,39 @@ static int udp_open(int family, uint16_t *port)
 
 static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 {
-	uint8_t buf[NET_BUF];
+	uint8_t own[NET_BUF], *buf;
 	size_t hl = roce_ip_udp_len(nq->family);
+	int fd = nq->family == AF_INET ? udp4 : udp6;
+	struct sockaddr_storage to;
+	socklen_t tolen;
 	struct roce_ip ip;
-	struct sockaddr_in a4;
-	struct sockaddr_in6 a6;
 	ssize_t n;
 
+	memset(&to, 0, sizeof(to));
+	if (nq->family == AF_INET) {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)&to;
+
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(ROCE_UDP_PORT);
+		memcpy(&a4->sin_addr, nq->dst, 4);
+		tolen = sizeof(*a4);
+	} else {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&to;
+
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(ROCE_UDP_PORT);
+		memcpy(&a6->sin6_addr, nq->dst, 16);
+		tolen = sizeof(*a6);
+	}
 	p->bth.pkey = ROCE_DEFAULT_PKEY;
 	p->bth.dqpn = nq->dqpn;
 	/* IB mode: MigReq says "migrated" (apm.c) */
 	p->bth.migreq = soft_link_ib && soft_apm_migreq(nq->qp);
-	n = roce_encode(p, buf + hl, sizeof(buf) - hl);
+	/* made where it is sent from: the batch's next slot, or here */
+	buf = batch_slot(fd);
+	if (!buf)
+		buf = own;
+	n = roce_encode(p, buf + NET_HEAD, NET_BUF - NET_HEAD);
 	if (n < 0)
 		return;
 	memset(&ip, 0, sizeof(ip));
@@ -491,36 +518,47 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 	ip.sport = nq->family == AF_INET ? sport4 : sport6;
 	ip.dport = ROCE_UDP_PORT;
 	ip.ttl = 64;
-	if (roce_ip_udp_hdr(&ip, buf, sizeof(buf), (size_t)n) != (ssize_t)hl ||
-	    roce_icrc_set(buf, hl + (size_t)n))
+	if (roce_ip_udp_hdr(&ip, buf + NET_HEAD - hl, hl + (size_t)n,
+			    (size_t)n) != (ssize_t)hl ||
+	    roce_icrc_set(buf + NET_HEAD - hl, hl + (size_t)n))
 		return;
-	if (nq->family == AF_INET) {
-		memset(&a4, 0, sizeof(a4));
-		a4.sin_family = AF_INET;
-		a4.sin_port = htons(ROCE_UDP_PORT);
-		memcpy(&a4.sin_addr, nq->dst, 4);
-		wire_send(udp4, buf + hl, (size_t)n, (struct sockaddr *)&a4,
-			  sizeof(a4));
-	} else {
-		memset(&a6, 0, sizeof(a6));
-		a6.sin6_family = AF_INET6;
-		a6.sin6_port = htons(ROCE_UDP_PORT);
-		memcpy(&a6.sin6_addr, nq->dst, 16);
-		wire_send(udp6, buf + hl, (size_t)n, (struct sockaddr *)&a6,
-			  sizeof(a6));
-	}
+	if (buf != own)
+		batch_commit((size_t)n, (struct sockaddr *)&to, tolen);
+	else
+		wire_send(fd, buf + NET_HEAD, (size_t)n, (struct sockaddr *)&to,
+			  tolen);
 }
 
 static void send_ack(struct soft_net_qp *nq, uint8_t syndrome, uint32_t psn)
 {
 	struct roce_pkt p;
 
+	nq->ack_due = 0; /* this one says as much: it is later, or a NAK */
 	memset(&p, 0, sizeof(p));
 	p.bth.opcode = ROCE_RC | ROCE_ACK;
 	p.bth.psn = psn & ROCE_PSN_MASK;
 	p.aeth.syndrome = syndrome;
 	p.aeth.msn = nq->msn & ROCE_PSN_MASK;
 	pkt_send(nq, &p);
+}
+
+/*
+ * ack_later -- an ACK of PSN is owed: sent by ack_flush once the packets
+ * taken in together have run, so a burst of requests is acknowledged
+ * once, by its last (coalesced ACKs, as the transport allows: an ACK
+ * acknowledges every PSN up to its own); a NAK, a READ response or an
+ * atomic ACK sent meanwhile goes after it
+ */
+static void ack_later(struct soft_net_qp *nq, uint32_t psn)
+{
+	nq->ack_due = 1;
+	nq->ack_psn = psn;
+}
+
+static void ack_flush(struct soft_net_qp *nq)
+{
+	if (nq->ack_due)
+		send_ack(nq, ROCE_AETH_ACK | 0x1f, nq->ack_psn);
 }
 
 /* ---------------------------------------------------------------- */
@@ -546,6 +584,21 @@ static void iov_copy_out(const struct iovec *iov, uint32_t niov, uint64_t off,
 		len -= l;
 		off = 0;
 	}
+}
+
+/* iov_at -- the LEN bytes at OFF of IOV: in place when they lie in one
+ * piece, else copied into SCRATCH */
+static const uint8_t *iov_at(const struct iovec *iov, uint32_t niov,
+			     uint64_t off, uint64_t len, uint8_t *scratch)
+{
+	uint32_t i;
+
+	for (i = 0; i < niov && off >= iov[i].iov_len; i++)
+		off -= iov[i].iov_len;
+	if (i < niov && iov[i].iov_len - off >= len)
+		return (const uint8_t *)iov[i].iov_base + off;
+	iov_copy_out(iov + i, niov - i, off, scratch, len);
+	return scratch;
 }
 
 static void iov_copy_in(const struct iovec *iov, uint32_t niov, uint64_t off,
@@ -645,12 +698,9 @@ static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
 		return;
 	p.bth.opcode = (uint8_t)op;
 	seg = roce_seg_len(w->len, nq->pmtu, k);
-	if (w->inl)
-		memcpy(data, w->inl + (uint64_t)k * nq->pmtu, seg);
-	else
-		iov_copy_out(w->iov, w->niov, (uint64_t)k * nq->pmtu, data,
-			     seg);
-	p.payload = data;
+	p.payload = w->inl ? w->inl + (uint64_t)k * nq->pmtu
+			   : iov_at(w->iov, w->niov, (uint64_t)k * nq->pmtu,
+				    seg, data);
 	p.payload_len = seg;
 	p.bth.ackreq = k + 1 == w->npkts || (k + 1) % NET_ACK_EVERY == 0;
 	p.bth.se = k + 1 == w->npkts && w->se;
@@ -1083,6 +1133,7 @@ static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
 	pthread_mutex_t *lk;
 
+	ack_flush(nq); /* what came before, acknowledged first */
 	nq->rs_active = 0;
 	if (p->reth.len) {
 		if (!rkey_va(nq, p->reth.rkey, p->reth.va, p->reth.len,
@@ -1201,6 +1252,7 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 	uint64_t *v, orig;
 	struct roce_pkt r;
 
+	ack_flush(nq); /* what came before, acknowledged first */
 	if (p->atmeth.va & 7) {
 		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
 		return;
@@ -1265,6 +1317,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			if (nq->atm_valid && psn == nq->atm_psn) {
 				struct roce_pkt a;
 
+				ack_flush(nq);
 				memset(&a, 0, sizeof(a));
 				a.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
 				a.bth.psn = psn;
@@ -1273,8 +1326,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 				pkt_send(nq, &a);
 			}
 		} else if (p->bth.ackreq) {
-			send_ack(nq, ROCE_AETH_ACK | 0x1f,
-				 roce_psn_add(nq->epsn, ROCE_PSN_MASK));
+			ack_later(nq, roce_psn_add(nq->epsn, ROCE_PSN_MASK));
 		}
 		return;
 	}
@@ -1426,7 +1478,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 	}
 	nq->epsn = roce_psn_add(nq->epsn, 1);
 	if (p->bth.ackreq)
-		send_ack(nq, ROCE_AETH_ACK | 0x1f, psn);
+		ack_later(nq, psn);
 }
 
 /* ---------------------------------------------------------------- */
@@ -1569,6 +1621,7 @@ static void nq_run(struct soft_net_qp *nq, int net_locked)
 	nq_timer(nq, soft_now_ns());
 	if (nq->rs_active || nq->df_head)
 		resp_pump(nq);
+	ack_flush(nq);
 }
 
 static int net_start(void);
@@ -1687,11 +1740,70 @@ static void mc_in(const uint8_t *buf, size_t len)
 	}
 }
 
-/* net_packet -- queue a packet for its QP and run it if we can (HELD:
- * the context whose lock the caller holds, which runs it itself); net_mtx
- * held */
+/*
+ * A run: packets taken in together (one recvmmsg) for the QPs of one
+ * context are run as they come, under the context's lock (the caller's,
+ * or taken for the run), with no copy; their ACKs go once, at the end of
+ * the run (ack_flush).  A packet whose context's lock is held elsewhere,
+ * or that comes behind others already queued, is queued for whoever
+ * holds the lock (nq_run).
+ */
+struct rx_run {
+	struct soft_context *ctx; /* whose lock the run holds, or NULL */
+	int ours;		  /* taken for the run (else the caller's) */
+	int n;
+	struct soft_net_qp *nqs[NET_BATCH]; /* the QPs run */
+};
+
+/* run_end -- the QPs run: READ responses under way, ACKs; the lock */
+static void run_end(struct rx_run *run)
+{
+	int i;
+
+	for (i = 0; i < run->n; i++) {
+		if (run->nqs[i]->rs_active || run->nqs[i]->df_head)
+			resp_pump(run->nqs[i]);
+		ack_flush(run->nqs[i]);
+	}
+	if (run->ctx && run->ours)
+		soft_unlock(&run->ctx->lock);
+	run->ctx = NULL;
+	run->n = 0;
+}
+
+/* run_ctx -- the run holds CTX's lock (HELD: the caller's); -1 when it
+ * is held elsewhere */
+static int run_ctx(struct rx_run *run, struct soft_context *ctx,
+		   struct soft_context *held)
+{
+	if (run->ctx == ctx)
+		return 0;
+	run_end(run);
+	if (ctx != held && soft_trylock(&ctx->lock))
+		return -1;
+	run->ctx = ctx;
+	run->ours = ctx != held;
+	return 0;
+}
+
+/* run_add -- NQ is one of the run's QPs */
+static void run_add(struct rx_run *run, struct soft_net_qp *nq)
+{
+	int i;
+
+	for (i = 0; i < run->n; i++)
+		if (run->nqs[i] == nq)
+			return;
+	if (run->n < NET_BATCH)
+		run->nqs[run->n++] = nq;
+	else
+		ack_flush(nq); /* cannot happen: a packet adds one at most */
+}
+
+/* net_packet -- a packet for its QP: run now if the run can hold its
+ * context's lock, else queued for whoever holds it; net_mtx held */
 static void net_packet(const uint8_t *buf, size_t len,
-		       struct soft_context *held)
+		       struct soft_context *held, struct rx_run *run)
 {
 	struct soft_net_qp *nq;
 	struct net_pkt *k;
@@ -1713,6 +1825,14 @@ static void net_packet(const uint8_t *buf, size_t len,
 		ud_in(nq, buf, len);
 		return;
 	}
+	if (!run_ctx(run, nq->ctx, held)) {
+		if (nq->in_head)
+			nq_run(nq, 1); /* those that came before, first */
+		if (nq->qp->state != IBV_QPS_RESET)
+			nq_input(nq, buf, len, 0);
+		run_add(run, nq);
+		return;
+	}
 	k = malloc(sizeof(*k) + len);
 	if (!k)
 		return;
@@ -1727,14 +1847,7 @@ static void net_packet(const uint8_t *buf, size_t len,
 	}
 	nq->in_tail = k;
 	atomic_store_explicit(&nq->pending, 1, memory_order_release);
-	if (nq->ctx == held)
-		return;
-	if (!soft_trylock(&nq->ctx->lock)) {
-		nq_run(nq, 1);
-		soft_unlock(&nq->ctx->lock);
-	} else {
-		soft_wake_ctx((uint32_t)nq->ctx->reg_idx);
-	}
+	soft_wake_ctx((uint32_t)nq->ctx->reg_idx);
 }
 
 /* rx_fd_in -- up to MAX packets from FD (our socket of FAMILY on UDP
@@ -1746,6 +1859,7 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 	static uint8_t buf[NET_BATCH][AG_HEAD + NET_BUF];
 	static struct ag_rxbuf rb[NET_BATCH];
 	static struct mmsghdr mm[NET_BATCH];
+	struct rx_run run = {0};
 	int i = 0, j, r, want;
 	struct ag_fwd fw;
 	uint8_t *p;
@@ -1764,11 +1878,13 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 		r = recvmmsg(fd, mm, (unsigned int)want, MSG_DONTWAIT, NULL);
 		if (r <= 0)
 			break;
+		batch_begin(); /* what the run sends, in one go */
 		for (j = 0; j < r; j++) {
 			p = buf[j] + AG_HEAD;
 			if (!family) {
 				if (mm[j].msg_len)
-					net_packet(p, mm[j].msg_len, held);
+					net_packet(p, mm[j].msg_len, held,
+						   &run);
 				continue;
 			}
 			/* checked, then its ag_fwd just before it */
@@ -1777,8 +1893,10 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 				continue;
 			memcpy(p - sizeof(fw), &fw, sizeof(fw));
 			net_packet(p - sizeof(fw), sizeof(fw) + mm[j].msg_len,
-				   held);
+				   held, &run);
 		}
+		run_end(&run);
+		batch_end();
 		i += r;
 		if (r < want)
 			break;
