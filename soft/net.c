@@ -1621,7 +1621,6 @@ static void nq_run(struct soft_net_qp *nq, int net_locked)
 	nq_timer(nq, soft_now_ns());
 	if (nq->rs_active || nq->df_head)
 		resp_pump(nq);
-	ack_flush(nq);
 }
 
 static int net_start(void);
@@ -1755,7 +1754,13 @@ struct rx_run {
 	struct soft_net_qp *nqs[NET_BATCH]; /* the QPs run */
 };
 
-/* run_end -- the QPs run: READ responses under way, ACKs; the lock */
+/*
+ * run_end -- the QPs run: READ responses under way, ACKs; the lock.  A
+ * poller's own context keeps its ACKs owed: its poll returns the
+ * completions first, and its next one sends them (soft_net_progress), so
+ * an answer the application posts at once leaves before them; our thread
+ * sends what stays owed when the poller stops (timers)
+ */
 static void run_end(struct rx_run *run)
 {
 	int i;
@@ -1763,7 +1768,8 @@ static void run_end(struct rx_run *run)
 	for (i = 0; i < run->n; i++) {
 		if (run->nqs[i]->rs_active || run->nqs[i]->df_head)
 			resp_pump(run->nqs[i]);
-		ack_flush(run->nqs[i]);
+		if (run->ours)
+			ack_flush(run->nqs[i]);
 	}
 	if (run->ctx && run->ours)
 		soft_unlock(&run->ctx->lock);
@@ -1936,6 +1942,7 @@ static int timers(void)
 			continue;
 		if (!soft_trylock(&nq->ctx->lock)) {
 			nq_run(nq, 1);
+			ack_flush(nq);
 			busy |= nq->tail < nq->head || nq->rx_active ||
 				nq->wr_active;
 			if (nq->rs_active)
@@ -1976,8 +1983,10 @@ static void boost(void)
 	for (i = 0; i < net_nqp; i++) {
 		struct soft_net_qp *nq = net_tbl[i];
 
-		if (!nq->ud && nq->ctx == ctx)
+		if (!nq->ud && nq->ctx == ctx) {
 			nq_run(nq, 1);
+			ack_flush(nq);
+		}
 	}
 	pthread_mutex_unlock(&net_mtx);
 	soft_unlock(&ctx->lock);
@@ -2348,6 +2357,7 @@ void soft_net_release(struct soft_qp *qp)
 
 	if (!nq)
 		return;
+	ack_flush(nq); /* what it received is acknowledged, as it came */
 	pthread_mutex_lock(&net_mtx);
 	nq_remove(nq);
 	pthread_mutex_unlock(&net_mtx);
@@ -2549,6 +2559,7 @@ void soft_net_progress(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq = qp->net;
 
+	ack_flush(nq); /* owed since our last poll (run_end) */
 	/* a poller takes its packets in itself: no wait for our thread */
 	if (!pthread_mutex_trylock(&net_mtx)) {
 		atomic_store_explicit(&poll_at, soft_now_ns(),
