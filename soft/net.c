@@ -2,13 +2,13 @@
 /*
  * net.c -- softrdma between hosts: RC over RoCE v2 (UDP port 4791).
  *
- * Shape.  One agent process per host (per network namespace) owns UDP
- * port 4791: it is started on demand by the first process that needs the
- * network path (fork, setsid, fork), found through the abstract unix
- * socket "softrdma-roce-<uid>" (abstract names are per network namespace,
- * i.e. per host), checks the invariant CRC of every packet and hands it to
- * the process that registered the destination QPN, over that process's
- * SOCK_SEQPACKET connection.  It exits a second after its last client.
+ * Shape.  One agent process per host (per network namespace, agent.c)
+ * owns UDP port 4791 and gives each process a socket of its own on it, to
+ * which the kernel steers the packets of the QPNs the process registered:
+ * a packet goes from the wire to the process with no hop between.  What
+ * the agent still gets (a QPN registered a moment ago, multicast, a
+ * process that has no socket of its own) it checks and hands over on the
+ * process's connection to it (ctl_fd).
  *
  * Each process runs the RC transport of its own QPs (this file): the
  * requester (segmentation at the path MTU, PSNs, ack requests, a window of
@@ -19,14 +19,20 @@
  * acknowledged without a second delivery, READ responses sent a burst at
  * a time, a repeated READ restarting the response under way at its PSN,
  * rkeys of MRs and memory windows checked as on one host (mw.c), RNR NAK
- * when no receive is posted).  It sends its packets itself, from unconnected UDP sockets
- * with IP_PMTUDISC_DO (the ICRC covers the IPv4 id, which Linux leaves 0
- * for such packets).  A thread of the process receives and runs timers.
+ * when no receive is posted).  It sends its packets itself, from
+ * unconnected UDP sockets with IP_PMTUDISC_DO (the ICRC covers the IPv4
+ * id, which Linux leaves 0 for such packets), and takes its packets in
+ * whichever thread polls: an application thread busy-polling a CQ reads
+ * its socket itself (soft_net_progress), and while none has for a
+ * millisecond, a receive thread of the process (net_main) waits on it.
+ * That thread also runs the timers, and only it reads what the agent
+ * hands over.
  *
  * Enabled with SOFTRDMA_NET=1 (else a foreign GID stays an unreachable
  * path, as before).  SOFTRDMA_TEST_NETFAULT (tests only) injects faults
- * into every packet this process sends: "seed=N,drop=P,dup=P,reorder=P"
- * with P in percent.
+ * into every packet this process sends:
+ * "seed=N,drop=P,dup=P,reorder=P,corrupt=P" with P in percent (corrupt:
+ * one bit flipped past the BTH, which the receiver's ICRC check drops).
  */
 #include "config.h"
 
@@ -52,45 +58,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "net.h"
 #include "roce.h"
 #include "ud.h"
 
 #define NET_MAX_QP    4096
-#define NET_WINDOW    128	  /* unacknowledged packets in flight */
-#define NET_ACK_EVERY 32	  /* ack request every N packets of a message */
+#define NET_HASH      4096 /* buckets of QPNs (their low bits: the slot) */
+#define NET_WINDOW    128  /* unacknowledged packets in flight */
+#define NET_ACK_EVERY 32   /* ack request every N packets of a message */
 #define NET_LATE_NS   50000000ull /* a timer this late: we were not run */
-#define NET_LATE_MAX  8 /* such late timeouts not counted between ACKs */
-#define NET_BUF	      (64 + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
-#define NET_RD_BURST  32 /* READ response packets sent in one go */
+#define NET_LATE_MAX  8	 /* such late timeouts not counted between ACKs */
+#define NET_HEAD      64 /* room before a packet for its IP/UDP headers */
+#define NET_BUF \
+	(NET_HEAD + ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 8)
+#define NET_RD_BURST 32 /* READ response packets sent in one go */
 /* a READ's gap asked for again after this many packets past it (doubling) */
 #define NET_OOO_MIN 256
 #define NET_OOO_MAX (1u << 20)
 #define NET_DF_MAX  1024 /* requests held behind a READ response */
-
-enum { AG_REG = 1, AG_UNREG = 2, AG_MJOIN = 3, AG_MLEAVE = 4 };
-
-struct ag_msg {
-	uint32_t op;
-	uint32_t qpn;
-};
-
-/* a process joins / leaves an IP multicast group (its first QP attached,
- * its last detached): the agent forwards the group's packets to it */
-struct ag_mmsg {
-	uint32_t op;
-	uint32_t family;
-	uint8_t addr[16];
-};
-
-/* what the agent puts before each packet it hands over */
-struct ag_fwd {
-	uint8_t family;
-	uint8_t pad;
-	uint16_t sport;
-	uint8_t src[16];
-	uint8_t dst[16]; /* the address it came to: the GRH's DGID */
-};
 
 struct net_swqe {
 	uint64_t wr_id;
@@ -123,6 +109,7 @@ struct net_pkt {
 
 struct soft_net_qp {
 	struct soft_qp *qp;
+	struct soft_net_qp *hnext;	   /* net_hash's chain */
 	struct net_pkt *in_head, *in_tail; /* net_mtx */
 	_Atomic int pending;
 	struct soft_context *ctx;
@@ -146,6 +133,8 @@ struct soft_net_qp {
 	/* responder */
 	uint32_t epsn, msn;
 	int nak_sent;
+	int ack_due; /* an ACK of ack_psn owed, sent once for a run */
+	uint32_t ack_psn;
 	int rx_active; /* a SEND in progress */
 	int srq_held;  /* srq_wqe: taken from the QP's SRQ, not completed */
 	struct soft_rwqe srq_wqe;
@@ -167,10 +156,23 @@ struct soft_net_qp {
 };
 
 static pthread_mutex_t net_mtx = PTHREAD_MUTEX_INITIALIZER;
+/* our QPs on the network path: net_tbl[0, net_nqp), and by QPN */
 static struct soft_net_qp *net_tbl[NET_MAX_QP];
 static int net_nqp;
+static struct soft_net_qp *net_hash[NET_HASH];
 static int net_on = -1;
+static int net_debug = -1; /* SOFTRDMA_NET_DEBUG: a line per packet in */
 static int ctl_fd = -1, udp4 = -1, udp6 = -1;
+/* our sockets on UDP 4791 (IPv4, IPv6) the kernel steers our packets to,
+ * -1: none (the agent hands them over) */
+static int rx_fd[2] = {-1, -1};
+/* when a poller last took packets in (soft_net_progress): for a
+ * millisecond after, our thread leaves the sockets to it */
+static _Atomic uint64_t poll_at;
+#define NET_POLLER_NS 1000000ull
+/* our thread is about to sleep for long: a post wakes it (net_kick) for
+ * the timer of what it sends */
+static _Atomic int thr_asleep;
 static uint16_t sport4, sport6;
 static int thr_started;
 static pid_t thr_pid; /* the process our thread runs in */
@@ -197,7 +199,7 @@ static int net_nmc;
 
 static pthread_mutex_t flt_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int flt_on = -1;
-static double flt_drop, flt_dup, flt_reorder;
+static double flt_drop, flt_dup, flt_reorder, flt_corrupt;
 static uint64_t flt_rng;
 static uint8_t flt_held[NET_BUF];
 static size_t flt_held_len;
@@ -229,11 +231,14 @@ static void flt_init(void)
 			flt_dup = strtod(tok + 4, NULL) / 100;
 		else if (!strncmp(tok, "reorder=", 8))
 			flt_reorder = strtod(tok + 8, NULL) / 100;
+		else if (!strncmp(tok, "corrupt=", 8))
+			flt_corrupt = strtod(tok + 8, NULL) / 100;
 	}
 	free(s);
 	if (!flt_rng)
 		flt_rng = 1;
-	flt_on = flt_drop > 0 || flt_dup > 0 || flt_reorder > 0;
+	flt_on = flt_drop > 0 || flt_dup > 0 || flt_reorder > 0 ||
+		 flt_corrupt > 0;
 }
 
 static double flt_rand(void)
@@ -322,21 +327,25 @@ static void batch_end(void)
 		batch_flush();
 }
 
-/* batch_add -- a packet into the batch; 0, or -1: no batch, send it */
-static int batch_add(int fd, const void *buf, size_t len,
-		     const struct sockaddr *to, socklen_t tolen)
+/* batch_slot -- the buffer of the batch's next packet to FD (the packet
+ * at NET_HEAD in it, its headers for the ICRC before), or NULL: no batch
+ * (then the packet goes by wire_send); batch_commit adds it */
+static uint8_t *batch_slot(int fd)
 {
-	unsigned int k;
-
-	if (!tb || !tb->depth || len > NET_BUF || tolen > sizeof(tb->to[0]))
-		return -1;
+	if (!tb || !tb->depth || flt_on)
+		return NULL;
 	if (tb->n && tb->fd != fd)
 		batch_flush();
-	k = tb->n++;
 	tb->fd = fd;
-	memcpy(tb->buf[k], buf, len);
+	return tb->buf[tb->n];
+}
+
+static void batch_commit(size_t len, const struct sockaddr *to, socklen_t tolen)
+{
+	unsigned int k = tb->n++;
+
 	memcpy(&tb->to[k], to, tolen);
-	tb->iov[k].iov_base = tb->buf[k];
+	tb->iov[k].iov_base = tb->buf[k] + NET_HEAD;
 	tb->iov[k].iov_len = len;
 	memset(&tb->mm[k], 0, sizeof(tb->mm[k]));
 	tb->mm[k].msg_hdr.msg_name = &tb->to[k];
@@ -345,12 +354,12 @@ static int batch_add(int fd, const void *buf, size_t len,
 	tb->mm[k].msg_hdr.msg_iovlen = 1;
 	if (tb->n == NET_BATCH)
 		batch_flush();
-	return 0;
 }
 
 static void wire_send(int fd, const void *buf, size_t len,
 		      const struct sockaddr *to, socklen_t tolen)
 {
+	static uint8_t bad[NET_BUF]; /* flt_mtx */
 	int dup = 0, hold = 0;
 
 	if (flt_on < 0) {
@@ -360,13 +369,24 @@ static void wire_send(int fd, const void *buf, size_t len,
 		pthread_mutex_unlock(&flt_mtx);
 	}
 	if (!flt_on) {
-		if (batch_add(fd, buf, len, to, tolen))
-			raw_send(fd, buf, len, to, tolen);
+		raw_send(fd, buf, len, to, tolen);
 		return;
 	}
 	pthread_mutex_lock(&flt_mtx);
 	if (flt_rand() < flt_drop)
 		goto out;
+	if (len > ROCE_BTH_LEN && len <= sizeof(bad) &&
+	    flt_rand() < flt_corrupt) {
+		/* a bit flipped past the BTH (its resv8a byte is outside
+		 * the ICRC): the receiver must drop it, a loss */
+		size_t at = ROCE_BTH_LEN +
+			    (size_t)(flt_rand() * (double)(len - ROCE_BTH_LEN));
+
+		memcpy(bad, buf, len);
+		bad[at < len ? at : len - 1] ^= (uint8_t)(1u << (at % 8));
+		raw_send(fd, bad, len, to, tolen);
+		goto out;
+	}
 	dup = flt_rand() < flt_dup;
 	hold = !flt_held_len && len <= sizeof(flt_held) &&
 	       flt_rand() < flt_reorder;
@@ -415,567 +435,6 @@ static void flt_release(void)
 }
 
 /* ---------------------------------------------------------------- */
-/* the agent */
-
-static void ag_name(struct sockaddr_un *a, socklen_t *len)
-{
-	int n;
-
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1,
-		     "softrdma-roce-%u", (unsigned int)getuid());
-	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-			   (size_t)n);
-}
-
-static void big_buffers(int fd)
-{
-	int sz = 16 << 20;
-
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
-		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-}
-
-#define AG_MAX_CLIENTS 256
-#define AG_MAX_QPS     8192
-
-struct ag_qp {
-	uint32_t qpn;
-	int fd;
-};
-
-static int ag_udp(int family)
-{
-	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0), one = 1;
-	struct sockaddr_in a4;
-	struct sockaddr_in6 a6;
-
-	if (fd < 0)
-		return -1;
-	big_buffers(fd);
-	if (family == AF_INET) {
-		memset(&a4, 0, sizeof(a4));
-		a4.sin_family = AF_INET;
-		a4.sin_port = htons(ROCE_UDP_PORT);
-		(void)setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
-		if (!bind(fd, (struct sockaddr *)&a4, sizeof(a4)))
-			return fd;
-	} else {
-		memset(&a6, 0, sizeof(a6));
-		a6.sin6_family = AF_INET6;
-		a6.sin6_port = htons(ROCE_UDP_PORT);
-		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
-				 sizeof(one));
-		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one,
-				 sizeof(one));
-		if (!bind(fd, (struct sockaddr *)&a6, sizeof(a6)))
-			return fd;
-	}
-	close(fd);
-	return -1;
-}
-
-/*
- * Multicast in the agent (as rxe_mcast.c/rxe_recv.c): a process that
- * attached a QP to a group is a member of the group's address here; the
- * host joins the IP group (IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP, on every
- * multicast-capable interface that is up, loopback aside) when its first
- * process joins, and leaves it with the last.  A packet to the group is
- * handed to every member process, which gives each of its attached QPs a
- * copy (rxe_rcv_mcast_pkt).  Senders do not loop their packets back
- * (IP_MULTICAST_LOOP 0): the QPs of the sending host have theirs through
- * shared memory.
- */
-#define AG_MAX_MC 4096
-
-struct ag_mc {
-	int fd;
-	int family;
-	uint8_t addr[16];
-};
-
-static struct ag_mc ag_mcs[AG_MAX_MC];
-static int ag_nmc;
-
-/* addr_is_mcast -- an IPv4 class D or IPv6 multicast address */
-static int addr_is_mcast(int family, const uint8_t *a)
-{
-	return family == AF_INET ? (a[0] & 0xf0) == 0xe0 : a[0] == 0xff;
-}
-
-/* ag_mc_ip -- the host joins (JOIN 1) or leaves the IP group on each of
- * its multicast interfaces */
-static void ag_mc_ip(int u4, int u6, int family, const uint8_t *addr, int join)
-{
-	struct ifaddrs *ifa, *i;
-	unsigned int done[64], ndone = 0, k, idx;
-
-	if (getifaddrs(&ifa))
-		return;
-	for (i = ifa; i; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != family ||
-		    !(i->ifa_flags & IFF_UP) ||
-		    !(i->ifa_flags & IFF_MULTICAST) ||
-		    (i->ifa_flags & IFF_LOOPBACK))
-			continue;
-		idx = if_nametoindex(i->ifa_name);
-		for (k = 0; k < ndone && done[k] != idx; k++)
-			;
-		if (!idx || k < ndone || ndone == 64)
-			continue;
-		done[ndone++] = idx;
-		if (family == AF_INET && u4 >= 0) {
-			struct ip_mreqn mr;
-
-			memset(&mr, 0, sizeof(mr));
-			memcpy(&mr.imr_multiaddr, addr, 4);
-			mr.imr_ifindex = (int)idx;
-			(void)setsockopt(u4, IPPROTO_IP,
-					 join ? IP_ADD_MEMBERSHIP
-					      : IP_DROP_MEMBERSHIP,
-					 &mr, sizeof(mr));
-		} else if (family == AF_INET6 && u6 >= 0) {
-			struct ipv6_mreq mr;
-
-			memset(&mr, 0, sizeof(mr));
-			memcpy(&mr.ipv6mr_multiaddr, addr, 16);
-			mr.ipv6mr_interface = idx;
-			(void)setsockopt(u6, IPPROTO_IPV6,
-					 join ? IPV6_JOIN_GROUP
-					      : IPV6_LEAVE_GROUP,
-					 &mr, sizeof(mr));
-		}
-	}
-	freeifaddrs(ifa);
-}
-
-/* ag_mc_members -- processes of this host in the group */
-static int ag_mc_members(int family, const uint8_t *addr)
-{
-	int i, n = 0;
-
-	for (i = 0; i < ag_nmc; i++)
-		n += ag_mcs[i].family == family &&
-		     !memcmp(ag_mcs[i].addr, addr, 16);
-	return n;
-}
-
-/* ag_mc_leave -- FD leaves the group (ADDR NULL: every group) */
-static void ag_mc_leave(int u4, int u6, int fd, int family, const uint8_t *addr)
-{
-	struct ag_mc m;
-	int i;
-
-	for (i = 0; i < ag_nmc;) {
-		if (ag_mcs[i].fd != fd ||
-		    (addr && (ag_mcs[i].family != family ||
-			      memcmp(ag_mcs[i].addr, addr, 16)))) {
-			i++;
-			continue;
-		}
-		m = ag_mcs[i];
-		ag_mcs[i] = ag_mcs[--ag_nmc];
-		if (!ag_mc_members(m.family, m.addr))
-			ag_mc_ip(u4, u6, m.family, m.addr, 0);
-	}
-}
-
-/* ag_mc_join -- FD joins a group (a checked message) */
-static void ag_mc_join(int u4, int u6, int fd, const struct ag_mmsg *mm)
-{
-	int i, fam = mm->family == AF_INET ? AF_INET : AF_INET6;
-	uint8_t addr[16] = {0};
-
-	memcpy(addr, mm->addr, fam == AF_INET ? 4 : 16);
-	if (!addr_is_mcast(fam, addr))
-		return;
-	for (i = 0; i < ag_nmc; i++)
-		if (ag_mcs[i].fd == fd && ag_mcs[i].family == fam &&
-		    !memcmp(ag_mcs[i].addr, addr, 16))
-			return;
-	if (ag_nmc == AG_MAX_MC)
-		return;
-	if (!ag_mc_members(fam, addr))
-		ag_mc_ip(u4, u6, fam, addr, 1);
-	ag_mcs[ag_nmc].fd = fd;
-	ag_mcs[ag_nmc].family = fam;
-	memcpy(ag_mcs[ag_nmc].addr, addr, 16);
-	ag_nmc++;
-}
-
-/* ag_fwd_to -- hand a packet (with what the agent knows of it) over */
-static void ag_fwd_to(int fd, struct ag_fwd *fw, const uint8_t *pkt, size_t len)
-{
-	struct iovec out[2];
-	struct msghdr om;
-
-	out[0].iov_base = fw;
-	out[0].iov_len = sizeof(*fw);
-	out[1].iov_base = (void *)(uintptr_t)pkt;
-	out[1].iov_len = len;
-	memset(&om, 0, sizeof(om));
-	om.msg_iov = out;
-	om.msg_iovlen = 2;
-	(void)!sendmsg(fd, &om, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
-/* ag_rx_one -- one datagram from UDP 4791 (n bytes at buf + hl, as m
- * says): ICRC checked, handed over */
-static void ag_rx_one(int family, struct ag_qp *qps, int nqps, uint8_t *buf,
-		      size_t size, ssize_t n, struct msghdr *m)
-{
-	size_t hl = roce_ip_udp_len(family);
-	struct sockaddr_storage *from = m->msg_name;
-	struct cmsghdr *c;
-	struct roce_ip ip;
-	struct ag_fwd fw;
-	uint32_t qpn;
-	int i, have_dst = 0;
-
-	if (n < ROCE_BTH_LEN + ROCE_ICRC_LEN || (m->msg_flags & MSG_TRUNC))
-		return;
-	memset(&ip, 0, sizeof(ip));
-	memset(&fw, 0, sizeof(fw));
-	ip.family = family;
-	ip.dport = ROCE_UDP_PORT;
-	ip.ttl = 64;
-	for (c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
-		if (family == AF_INET && c->cmsg_level == IPPROTO_IP &&
-		    c->cmsg_type == IP_PKTINFO) {
-			struct in_pktinfo pi;
-
-			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			memcpy(ip.dst, &pi.ipi_addr, 4);
-			have_dst = 1;
-		} else if (family == AF_INET6 &&
-			   c->cmsg_level == IPPROTO_IPV6 &&
-			   c->cmsg_type == IPV6_PKTINFO) {
-			struct in6_pktinfo pi;
-
-			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			memcpy(ip.dst, &pi.ipi6_addr, 16);
-			have_dst = 1;
-		}
-	}
-	if (!have_dst)
-		return;
-	fw.family = (uint8_t)family;
-	if (family == AF_INET) {
-		struct sockaddr_in *s = (struct sockaddr_in *)from;
-
-		memcpy(ip.src, &s->sin_addr, 4);
-		ip.sport = ntohs(s->sin_port);
-	} else {
-		struct sockaddr_in6 *s = (struct sockaddr_in6 *)from;
-
-		memcpy(ip.src, &s->sin6_addr, 16);
-		ip.sport = ntohs(s->sin6_port);
-	}
-	memcpy(fw.src, ip.src, 16);
-	memcpy(fw.dst, ip.dst, 16);
-	fw.sport = ip.sport;
-	if (roce_ip_udp(&ip, buf, size, (size_t)n) != (ssize_t)hl ||
-	    roce_icrc_check(buf, hl + (size_t)n))
-		return; /* a bad ICRC: dropped, as an HCA drops it */
-	qpn = (uint32_t)buf[hl + 5] << 16 | (uint32_t)buf[hl + 6] << 8 |
-	      buf[hl + 7];
-	if (addr_is_mcast(family, ip.dst)) {
-		/* to a group: QPN 0xFFFFFF only, once to each member */
-		if (qpn != ROCE_QPN_MASK)
-			return;
-		for (i = 0; i < ag_nmc; i++)
-			if (ag_mcs[i].family == family &&
-			    !memcmp(ag_mcs[i].addr, ip.dst, 16))
-				ag_fwd_to(ag_mcs[i].fd, &fw, buf + hl,
-					  (size_t)n);
-		return;
-	}
-	for (i = 0; i < nqps; i++)
-		if (qps[i].qpn == qpn)
-			break;
-	if (i == nqps)
-		return;
-	ag_fwd_to(qps[i].fd, &fw, buf + hl, (size_t)n);
-}
-
-/* ag_rx -- up to AG_BATCH datagrams from UDP 4791 by one recvmmsg; how
- * many came (the agent is one thread: its buffers are static) */
-#define AG_BATCH 16
-static int ag_rx(int fd, int family, struct ag_qp *qps, int nqps)
-{
-	static uint8_t buf[AG_BATCH][64 + NET_BUF];
-	static struct sockaddr_storage from[AG_BATCH];
-	static char cbuf[AG_BATCH][256];
-	static struct iovec iov[AG_BATCH];
-	static struct mmsghdr mm[AG_BATCH];
-	size_t hl = roce_ip_udp_len(family);
-	int j, r;
-
-	for (j = 0; j < AG_BATCH; j++) {
-		iov[j].iov_base = buf[j] + hl;
-		iov[j].iov_len = sizeof(buf[j]) - hl;
-		memset(&mm[j], 0, sizeof(mm[j]));
-		mm[j].msg_hdr.msg_name = &from[j];
-		mm[j].msg_hdr.msg_namelen = sizeof(from[j]);
-		mm[j].msg_hdr.msg_iov = &iov[j];
-		mm[j].msg_hdr.msg_iovlen = 1;
-		mm[j].msg_hdr.msg_control = cbuf[j];
-		mm[j].msg_hdr.msg_controllen = sizeof(cbuf[j]);
-	}
-	r = recvmmsg(fd, mm, AG_BATCH, MSG_DONTWAIT, NULL);
-	for (j = 0; j < r; j++)
-		ag_rx_one(family, qps, nqps, buf[j], sizeof(buf[j]),
-			  (ssize_t)mm[j].msg_len, &mm[j].msg_hdr);
-	return r;
-}
-
-static void ag_drop_client(int u4, int u6, int fd, struct ag_qp *qps, int *nqps)
-{
-	int i;
-
-	ag_mc_leave(u4, u6, fd, 0, NULL);
-
-	for (i = 0; i < *nqps;) {
-		if (qps[i].fd == fd)
-			qps[i] = qps[--*nqps];
-		else
-			i++;
-	}
-	close(fd);
-}
-
-/*
- * soft_net_agent_main -- the agent's loop; returns when it had no client
- * for a second (or could not start: another agent, port taken)
- */
-int soft_net_agent_main(void)
-{
-	static struct ag_qp qps[AG_MAX_QPS];
-	static struct pollfd pf[3 + AG_MAX_CLIENTS];
-	struct sockaddr_un a;
-	socklen_t alen;
-	int lfd, u4, u6, ncl = 0, nqps = 0, i, udp;
-	uint64_t idle_since;
-
-	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (lfd < 0)
-		return 1;
-	ag_name(&a, &alen);
-	if (bind(lfd, (struct sockaddr *)&a, alen) || listen(lfd, 64)) {
-		close(lfd);
-		return 1; /* one agent per host */
-	}
-	u4 = ag_udp(AF_INET);
-	u6 = ag_udp(AF_INET6);
-	if (u4 < 0 && u6 < 0) {
-		close(lfd);
-		return 1;
-	}
-	idle_since = soft_now_ns();
-	for (;;) {
-		int n;
-
-		pf[0].fd = lfd;
-		pf[0].events = POLLIN;
-		pf[1].fd = u4;
-		pf[1].events = POLLIN;
-		pf[2].fd = u6;
-		pf[2].events = POLLIN;
-		n = poll(pf, (nfds_t)(3 + ncl), 200);
-		if (n < 0 && errno != EINTR)
-			break;
-		/* idle: only when nothing is pending (a client queued on
-		 * lfd is accepted first) */
-		if (!ncl && !(n > 0 && (pf[0].revents & POLLIN)) &&
-		    soft_now_ns() - idle_since > 1000000000ull)
-			break;
-		if (n <= 0)
-			continue;
-		/* registrations first, all of them, from every client (also
-		 * one poll did not flag, when datagrams came): a QP's
-		 * registration (or a group's join) is sent before its number
-		 * can reach a peer, so a datagram read after this finds its QP
-		 * however late this thread ran (else it would be dropped as
-		 * for nobody: a lost UD datagram, a retransmission on RC) */
-		udp = (pf[1].revents | pf[2].revents) & POLLIN;
-		for (i = 3; i < 3 + ncl; i++) {
-			union {
-				struct ag_msg m;
-				struct ag_mmsg mm;
-			} u;
-			struct ag_msg msg;
-			ssize_t r;
-			int j;
-
-			if (!pf[i].revents && !udp)
-				continue;
-		again:
-			r = recv(pf[i].fd, &u, sizeof(u), MSG_DONTWAIT);
-			if (r < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			msg = u.m;
-			if (r == (ssize_t)sizeof(u.mm) &&
-			    (u.mm.op == AG_MJOIN || u.mm.op == AG_MLEAVE) &&
-			    (u.mm.family == AF_INET ||
-			     u.mm.family == AF_INET6)) {
-				uint8_t ga[16] = {0};
-
-				memcpy(ga, u.mm.addr,
-				       u.mm.family == AF_INET ? 4 : 16);
-				if (u.mm.op == AG_MJOIN)
-					ag_mc_join(u4, u6, pf[i].fd, &u.mm);
-				else
-					ag_mc_leave(u4, u6, pf[i].fd,
-						    (int)u.mm.family, ga);
-			} else if (r == (ssize_t)sizeof(msg) &&
-				   msg.op == AG_REG) {
-				for (j = 0; j < nqps; j++)
-					if (qps[j].qpn == msg.qpn)
-						break;
-				if (j == nqps && nqps < AG_MAX_QPS)
-					nqps++;
-				if (j < AG_MAX_QPS) {
-					qps[j].qpn = msg.qpn;
-					qps[j].fd = pf[i].fd;
-				}
-			} else if (r == (ssize_t)sizeof(msg) &&
-				   msg.op == AG_UNREG) {
-				for (j = 0; j < nqps; j++)
-					if (qps[j].qpn == msg.qpn &&
-					    qps[j].fd == pf[i].fd)
-						qps[j] = qps[--nqps];
-			} else if (r <= 0) {
-				ag_drop_client(u4, u6, pf[i].fd, qps, &nqps);
-				pf[i] = pf[3 + --ncl];
-				i--;
-				if (!ncl)
-					idle_since = soft_now_ns();
-				continue;
-			}
-			goto again; /* all it has sent */
-		}
-		/* up to 64 datagrams of each family per pass */
-		if (pf[1].revents & POLLIN)
-			for (i = 0; i < 4; i++)
-				if (ag_rx(u4, AF_INET, qps, nqps) < AG_BATCH)
-					break;
-		if (pf[2].revents & POLLIN)
-			for (i = 0; i < 4; i++)
-				if (ag_rx(u6, AF_INET6, qps, nqps) < AG_BATCH)
-					break;
-		if (pf[0].revents & POLLIN) {
-			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-			struct ucred cr;
-			socklen_t cl = sizeof(cr);
-
-			if (c >= 0 &&
-			    (ncl >= AG_MAX_CLIENTS ||
-			     getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ||
-			     cr.uid != getuid())) {
-				close(c);
-			} else if (c >= 0) {
-				big_buffers(c);
-				pf[3 + ncl].fd = c;
-				pf[3 + ncl].events = POLLIN;
-				pf[3 + ncl].revents = 0;
-				ncl++;
-			}
-		}
-	}
-	/* UDP 4791 first: an agent that can bind our name once lfd is
-	 * closed must find the port free, for both families */
-	if (u4 >= 0)
-		close(u4);
-	if (u6 >= 0)
-		close(u6);
-	close(lfd);
-	for (i = 0; i < ncl; i++)
-		close(pf[3 + i].fd);
-	return 0;
-}
-
-/*
- * hca_priority -- the calling thread is part of the host's "HCA" (the
- * agent, a process's receive thread): it must run as soon as a packet
- * arrives, ahead of busy pollers and CPU hogs, or the peers' transport
- * timers run out while a packet waits for the scheduler (on a loaded
- * 2-core machine a woken nice-0 thread waited up to 700 ms, longer than
- * ibv_rc_pingpong's whole retry budget).  SCHED_FIFO where we may (root,
- * CAP_SYS_NICE; nothing we fork inherits it), else nice -10, else as we
- * are.  Its work is bounded by the packets that arrive.
- */
-static void hca_priority(void)
-{
-	struct sched_param sp;
-	pid_t tid = (pid_t)syscall(SYS_gettid);
-
-	memset(&sp, 0, sizeof(sp));
-	sp.sched_priority = 1;
-	if (!sched_setscheduler(tid, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp))
-		return;
-	(void)setpriority(PRIO_PROCESS, (id_t)tid, -10);
-}
-
-/* ag_spawn -- start the host's agent: fork, setsid, fork; it keeps none
- * of our descriptors */
-static void ag_spawn(void)
-{
-	pid_t p = fork(), q;
-	int fd;
-
-	if (p < 0)
-		return;
-	if (p) {
-		while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
-			;
-		return;
-	}
-	setsid();
-	q = fork();
-	if (q)
-		_exit(0);
-	signal(SIGPIPE, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	syscall(SYS_close_range, 0u, ~0u, 0u);
-	fd = open("/dev/null", O_RDWR);
-	if (fd == 0) {
-		(void)!dup(0);
-		(void)!dup(0);
-	}
-	(void)!chdir("/");
-	hca_priority(); /* the host's HCA */
-	_exit(soft_net_agent_main());
-}
-
-/* ag_connect -- our connection to the agent, starting it if needed */
-static int ag_connect(void)
-{
-	struct sockaddr_un a;
-	socklen_t alen;
-	int fd, i;
-
-	ag_name(&a, &alen);
-	for (i = 0; i < 200; i++) {
-		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -1;
-		if (!connect(fd, (struct sockaddr *)&a, alen)) {
-			big_buffers(fd);
-			return fd;
-		}
-		close(fd);
-		if (i == 0 || i % 50 == 0)
-			ag_spawn();
-		usleep(10000);
-	}
-	return -1;
-}
-
-/* ---------------------------------------------------------------- */
 /* the sending side of one packet */
 
 static int udp_open(int family, uint16_t *port)
@@ -987,7 +446,7 @@ static int udp_open(int family, uint16_t *port)
 
 	if (fd < 0)
 		return -1;
-	big_buffers(fd);
+	soft_big_buffers(fd);
 	if (family == AF_INET) {
 		(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v,
 				 sizeof(v));
@@ -1017,18 +476,39 @@ static int udp_open(int family, uint16_t *port)
 
 static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 {
-	uint8_t buf[NET_BUF];
+	uint8_t own[NET_BUF], *buf;
 	size_t hl = roce_ip_udp_len(nq->family);
+	int fd = nq->family == AF_INET ? udp4 : udp6;
+	struct sockaddr_storage to;
+	socklen_t tolen;
 	struct roce_ip ip;
-	struct sockaddr_in a4;
-	struct sockaddr_in6 a6;
 	ssize_t n;
 
+	memset(&to, 0, sizeof(to));
+	if (nq->family == AF_INET) {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)&to;
+
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(ROCE_UDP_PORT);
+		memcpy(&a4->sin_addr, nq->dst, 4);
+		tolen = sizeof(*a4);
+	} else {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&to;
+
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(ROCE_UDP_PORT);
+		memcpy(&a6->sin6_addr, nq->dst, 16);
+		tolen = sizeof(*a6);
+	}
 	p->bth.pkey = ROCE_DEFAULT_PKEY;
 	p->bth.dqpn = nq->dqpn;
 	/* IB mode: MigReq says "migrated" (apm.c) */
 	p->bth.migreq = soft_link_ib && soft_apm_migreq(nq->qp);
-	n = roce_encode(p, buf + hl, sizeof(buf) - hl);
+	/* made where it is sent from: the batch's next slot, or here */
+	buf = batch_slot(fd);
+	if (!buf)
+		buf = own;
+	n = roce_encode(p, buf + NET_HEAD, NET_BUF - NET_HEAD);
 	if (n < 0)
 		return;
 	memset(&ip, 0, sizeof(ip));
@@ -1038,36 +518,47 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 	ip.sport = nq->family == AF_INET ? sport4 : sport6;
 	ip.dport = ROCE_UDP_PORT;
 	ip.ttl = 64;
-	if (roce_ip_udp(&ip, buf, sizeof(buf), (size_t)n) != (ssize_t)hl ||
-	    roce_icrc_set(buf, hl + (size_t)n))
+	if (roce_ip_udp_hdr(&ip, buf + NET_HEAD - hl, hl + (size_t)n,
+			    (size_t)n) != (ssize_t)hl ||
+	    roce_icrc_set(buf + NET_HEAD - hl, hl + (size_t)n))
 		return;
-	if (nq->family == AF_INET) {
-		memset(&a4, 0, sizeof(a4));
-		a4.sin_family = AF_INET;
-		a4.sin_port = htons(ROCE_UDP_PORT);
-		memcpy(&a4.sin_addr, nq->dst, 4);
-		wire_send(udp4, buf + hl, (size_t)n, (struct sockaddr *)&a4,
-			  sizeof(a4));
-	} else {
-		memset(&a6, 0, sizeof(a6));
-		a6.sin6_family = AF_INET6;
-		a6.sin6_port = htons(ROCE_UDP_PORT);
-		memcpy(&a6.sin6_addr, nq->dst, 16);
-		wire_send(udp6, buf + hl, (size_t)n, (struct sockaddr *)&a6,
-			  sizeof(a6));
-	}
+	if (buf != own)
+		batch_commit((size_t)n, (struct sockaddr *)&to, tolen);
+	else
+		wire_send(fd, buf + NET_HEAD, (size_t)n, (struct sockaddr *)&to,
+			  tolen);
 }
 
 static void send_ack(struct soft_net_qp *nq, uint8_t syndrome, uint32_t psn)
 {
 	struct roce_pkt p;
 
+	nq->ack_due = 0; /* this one says as much: it is later, or a NAK */
 	memset(&p, 0, sizeof(p));
 	p.bth.opcode = ROCE_RC | ROCE_ACK;
 	p.bth.psn = psn & ROCE_PSN_MASK;
 	p.aeth.syndrome = syndrome;
 	p.aeth.msn = nq->msn & ROCE_PSN_MASK;
 	pkt_send(nq, &p);
+}
+
+/*
+ * ack_later -- an ACK of PSN is owed: sent by ack_flush once the packets
+ * taken in together have run, so a burst of requests is acknowledged
+ * once, by its last (coalesced ACKs, as the transport allows: an ACK
+ * acknowledges every PSN up to its own); a NAK, a READ response or an
+ * atomic ACK sent meanwhile goes after it
+ */
+static void ack_later(struct soft_net_qp *nq, uint32_t psn)
+{
+	nq->ack_due = 1;
+	nq->ack_psn = psn;
+}
+
+static void ack_flush(struct soft_net_qp *nq)
+{
+	if (nq->ack_due)
+		send_ack(nq, ROCE_AETH_ACK | 0x1f, nq->ack_psn);
 }
 
 /* ---------------------------------------------------------------- */
@@ -1093,6 +584,21 @@ static void iov_copy_out(const struct iovec *iov, uint32_t niov, uint64_t off,
 		len -= l;
 		off = 0;
 	}
+}
+
+/* iov_at -- the LEN bytes at OFF of IOV: in place when they lie in one
+ * piece, else copied into SCRATCH */
+static const uint8_t *iov_at(const struct iovec *iov, uint32_t niov,
+			     uint64_t off, uint64_t len, uint8_t *scratch)
+{
+	uint32_t i;
+
+	for (i = 0; i < niov && off >= iov[i].iov_len; i++)
+		off -= iov[i].iov_len;
+	if (i < niov && iov[i].iov_len - off >= len)
+		return (const uint8_t *)iov[i].iov_base + off;
+	iov_copy_out(iov + i, niov - i, off, scratch, len);
+	return scratch;
 }
 
 static void iov_copy_in(const struct iovec *iov, uint32_t niov, uint64_t off,
@@ -1192,12 +698,9 @@ static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
 		return;
 	p.bth.opcode = (uint8_t)op;
 	seg = roce_seg_len(w->len, nq->pmtu, k);
-	if (w->inl)
-		memcpy(data, w->inl + (uint64_t)k * nq->pmtu, seg);
-	else
-		iov_copy_out(w->iov, w->niov, (uint64_t)k * nq->pmtu, data,
-			     seg);
-	p.payload = data;
+	p.payload = w->inl ? w->inl + (uint64_t)k * nq->pmtu
+			   : iov_at(w->iov, w->niov, (uint64_t)k * nq->pmtu,
+				    seg, data);
 	p.payload_len = seg;
 	p.bth.ackreq = k + 1 == w->npkts || (k + 1) % NET_ACK_EVERY == 0;
 	p.bth.se = k + 1 == w->npkts && w->se;
@@ -1630,6 +1133,7 @@ static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
 	pthread_mutex_t *lk;
 
+	ack_flush(nq); /* what came before, acknowledged first */
 	nq->rs_active = 0;
 	if (p->reth.len) {
 		if (!rkey_va(nq, p->reth.rkey, p->reth.va, p->reth.len,
@@ -1748,6 +1252,7 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 	uint64_t *v, orig;
 	struct roce_pkt r;
 
+	ack_flush(nq); /* what came before, acknowledged first */
 	if (p->atmeth.va & 7) {
 		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
 		return;
@@ -1812,6 +1317,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			if (nq->atm_valid && psn == nq->atm_psn) {
 				struct roce_pkt a;
 
+				ack_flush(nq);
 				memset(&a, 0, sizeof(a));
 				a.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
 				a.bth.psn = psn;
@@ -1820,8 +1326,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 				pkt_send(nq, &a);
 			}
 		} else if (p->bth.ackreq) {
-			send_ack(nq, ROCE_AETH_ACK | 0x1f,
-				 roce_psn_add(nq->epsn, ROCE_PSN_MASK));
+			ack_later(nq, roce_psn_add(nq->epsn, ROCE_PSN_MASK));
 		}
 		return;
 	}
@@ -1973,7 +1478,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 	}
 	nq->epsn = roce_psn_add(nq->epsn, 1);
 	if (p->bth.ackreq)
-		send_ack(nq, ROCE_AETH_ACK | 0x1f, psn);
+		ack_later(nq, psn);
 }
 
 /* ---------------------------------------------------------------- */
@@ -2039,7 +1544,7 @@ static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len,
 		   memcmp(fw.src, nq->dst, nq->family == AF_INET ? 4 : 16)) {
 		return;
 	}
-	if (getenv("SOFTRDMA_NET_DEBUG"))
+	if (net_debug > 0)
 		fprintf(stderr,
 			"%llu %d in op %x psn %u epsn %u una %u tail %llu head "
 			"%llu txw %llu syn %x\n",
@@ -2118,14 +1623,49 @@ static void nq_run(struct soft_net_qp *nq, int net_locked)
 		resp_pump(nq);
 }
 
+static int net_start(void);
+
 static struct soft_net_qp *nq_find(uint32_t qpn)
 {
+	struct soft_net_qp *nq = net_hash[qpn % NET_HASH];
+
+	while (nq && nq->qpn != qpn)
+		nq = nq->hnext;
+	return nq;
+}
+
+/* nq_add -- NQ on the network path: found by its QPN, which the host's
+ * agent steers to us; -1 when it cannot be (then its packets go
+ * nowhere, as to an unreachable path); net_mtx held */
+static int nq_add(struct soft_net_qp *nq)
+{
+	struct ag_msg m = {AG_REG, nq->qpn};
+
+	if (net_nqp == NET_MAX_QP || net_start())
+		return -1;
+	net_tbl[net_nqp++] = nq;
+	nq->hnext = net_hash[nq->qpn % NET_HASH];
+	net_hash[nq->qpn % NET_HASH] = nq;
+	(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	return 0;
+}
+
+/* nq_remove -- NQ leaves the network path; net_mtx held */
+static void nq_remove(struct soft_net_qp *nq)
+{
+	struct ag_msg m = {AG_UNREG, nq->qpn};
+	struct soft_net_qp **pp = &net_hash[nq->qpn % NET_HASH];
 	int i;
 
-	for (i = 0; i < NET_MAX_QP; i++)
-		if (net_tbl[i] && net_tbl[i]->qpn == qpn)
-			return net_tbl[i];
-	return NULL;
+	for (i = 0; i < net_nqp; i++)
+		if (net_tbl[i] == nq)
+			net_tbl[i] = net_tbl[--net_nqp];
+	while (*pp && *pp != nq)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = nq->hnext;
+	if (ctl_fd >= 0)
+		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
 }
 
 /* ud_decode -- a UD datagram from the agent (its ag_fwd first) into D;
@@ -2199,11 +1739,77 @@ static void mc_in(const uint8_t *buf, size_t len)
 	}
 }
 
-/* net_packet -- queue a packet for its QP and run it if we can (HELD:
- * the context whose lock the caller holds, which runs it itself); net_mtx
- * held */
+/*
+ * A run: packets taken in together (one recvmmsg) for the QPs of one
+ * context are run as they come, under the context's lock (the caller's,
+ * or taken for the run), with no copy; their ACKs go once, at the end of
+ * the run (ack_flush).  A packet whose context's lock is held elsewhere,
+ * or that comes behind others already queued, is queued for whoever
+ * holds the lock (nq_run).
+ */
+struct rx_run {
+	struct soft_context *ctx; /* whose lock the run holds, or NULL */
+	int ours;		  /* taken for the run (else the caller's) */
+	int n;
+	struct soft_net_qp *nqs[NET_BATCH]; /* the QPs run */
+};
+
+/*
+ * run_end -- the QPs run: READ responses under way, ACKs; the lock.  A
+ * poller's own context keeps its ACKs owed: its poll returns the
+ * completions first, and its next one sends them (soft_net_progress), so
+ * an answer the application posts at once leaves before them; our thread
+ * sends what stays owed when the poller stops (timers)
+ */
+static void run_end(struct rx_run *run)
+{
+	int i;
+
+	for (i = 0; i < run->n; i++) {
+		if (run->nqs[i]->rs_active || run->nqs[i]->df_head)
+			resp_pump(run->nqs[i]);
+		if (run->ours)
+			ack_flush(run->nqs[i]);
+	}
+	if (run->ctx && run->ours)
+		soft_unlock(&run->ctx->lock);
+	run->ctx = NULL;
+	run->n = 0;
+}
+
+/* run_ctx -- the run holds CTX's lock (HELD: the caller's); -1 when it
+ * is held elsewhere */
+static int run_ctx(struct rx_run *run, struct soft_context *ctx,
+		   struct soft_context *held)
+{
+	if (run->ctx == ctx)
+		return 0;
+	run_end(run);
+	if (ctx != held && soft_trylock(&ctx->lock))
+		return -1;
+	run->ctx = ctx;
+	run->ours = ctx != held;
+	return 0;
+}
+
+/* run_add -- NQ is one of the run's QPs */
+static void run_add(struct rx_run *run, struct soft_net_qp *nq)
+{
+	int i;
+
+	for (i = 0; i < run->n; i++)
+		if (run->nqs[i] == nq)
+			return;
+	if (run->n < NET_BATCH)
+		run->nqs[run->n++] = nq;
+	else
+		ack_flush(nq); /* cannot happen: a packet adds one at most */
+}
+
+/* net_packet -- a packet for its QP: run now if the run can hold its
+ * context's lock, else queued for whoever holds it; net_mtx held */
 static void net_packet(const uint8_t *buf, size_t len,
-		       struct soft_context *held)
+		       struct soft_context *held, struct rx_run *run)
 {
 	struct soft_net_qp *nq;
 	struct net_pkt *k;
@@ -2225,6 +1831,14 @@ static void net_packet(const uint8_t *buf, size_t len,
 		ud_in(nq, buf, len);
 		return;
 	}
+	if (!run_ctx(run, nq->ctx, held)) {
+		if (nq->in_head)
+			nq_run(nq, 1); /* those that came before, first */
+		if (nq->qp->state != IBV_QPS_RESET)
+			nq_input(nq, buf, len, 0);
+		run_add(run, nq);
+		return;
+	}
 	k = malloc(sizeof(*k) + len);
 	if (!k)
 		return;
@@ -2239,50 +1853,74 @@ static void net_packet(const uint8_t *buf, size_t len,
 	}
 	nq->in_tail = k;
 	atomic_store_explicit(&nq->pending, 1, memory_order_release);
-	if (nq->ctx == held)
-		return;
-	if (!soft_trylock(&nq->ctx->lock)) {
-		nq_run(nq, 1);
-		soft_unlock(&nq->ctx->lock);
-	} else {
-		soft_wake_ctx((uint32_t)nq->ctx->reg_idx);
-	}
+	soft_wake_ctx((uint32_t)nq->ctx->reg_idx);
 }
 
-/* net_rx -- up to MAX packets from the agent, in order, into their QPs'
- * queues; HELD as net_packet's */
-static void net_rx(int max, struct soft_context *held)
+/* rx_fd_in -- up to MAX packets from FD (our socket of FAMILY on UDP
+ * 4791, or, FAMILY 0, our connection to the agent) into their QPs'
+ * queues; how many came; HELD as net_packet's; net_mtx held */
+static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 {
 	/* net_mtx held while they are used: one set per process */
-	static uint8_t buf[NET_BATCH][sizeof(struct ag_fwd) + NET_BUF];
+	static uint8_t buf[NET_BATCH][AG_HEAD + NET_BUF];
+	static struct ag_rxbuf rb[NET_BATCH];
 	static struct mmsghdr mm[NET_BATCH];
-	static struct iovec iov[NET_BATCH];
+	struct rx_run run = {0};
 	int i = 0, j, r, want;
+	struct ag_fwd fw;
+	uint8_t *p;
 
-	if (ctl_fd < 0)
-		return;
-	pthread_mutex_lock(&net_mtx);
 	while (i < max) {
 		want = max - i < NET_BATCH ? max - i : NET_BATCH;
-		for (j = 0; j < want; j++) {
-			iov[j].iov_base = buf[j];
-			iov[j].iov_len = sizeof(buf[j]);
-			memset(&mm[j], 0, sizeof(mm[j]));
-			mm[j].msg_hdr.msg_iov = &iov[j];
-			mm[j].msg_hdr.msg_iovlen = 1;
-		}
-		r = recvmmsg(ctl_fd, mm, (unsigned int)want, MSG_DONTWAIT,
-			     NULL);
+		soft_ag_recv_init(mm, rb, &buf[0][0], sizeof(buf[0]),
+				  (unsigned int)want);
+		if (!family) /* ag_fwd and packet as the agent sent them */
+			for (j = 0; j < want; j++) {
+				mm[j].msg_hdr.msg_name = NULL;
+				mm[j].msg_hdr.msg_namelen = 0;
+				mm[j].msg_hdr.msg_control = NULL;
+				mm[j].msg_hdr.msg_controllen = 0;
+			}
+		r = recvmmsg(fd, mm, (unsigned int)want, MSG_DONTWAIT, NULL);
 		if (r <= 0)
 			break;
-		for (j = 0; j < r; j++)
-			if (mm[j].msg_len)
-				net_packet(buf[j], mm[j].msg_len, held);
+		batch_begin(); /* what the run sends, in one go */
+		for (j = 0; j < r; j++) {
+			p = buf[j] + AG_HEAD;
+			if (!family) {
+				if (mm[j].msg_len)
+					net_packet(p, mm[j].msg_len, held,
+						   &run);
+				continue;
+			}
+			/* checked, then its ag_fwd just before it */
+			if (soft_ag_datagram(family, p, mm[j].msg_len,
+					     &mm[j].msg_hdr, &fw))
+				continue;
+			memcpy(p - sizeof(fw), &fw, sizeof(fw));
+			net_packet(p - sizeof(fw), sizeof(fw) + mm[j].msg_len,
+				   held, &run);
+		}
+		run_end(&run);
+		batch_end();
 		i += r;
 		if (r < want)
 			break;
 	}
-	pthread_mutex_unlock(&net_mtx);
+	return i;
+}
+
+/* net_rx -- up to MAX packets of each source in: our sockets and, with
+ * AGENT (our thread), what the agent hands over; HELD as net_packet's;
+ * net_mtx held */
+static void net_rx(int max, struct soft_context *held, int agent)
+{
+	if (rx_fd[0] >= 0)
+		rx_fd_in(rx_fd[0], AF_INET, max, held);
+	if (rx_fd[1] >= 0)
+		rx_fd_in(rx_fd[1], AF_INET6, max, held);
+	if (agent && ctl_fd >= 0)
+		rx_fd_in(ctl_fd, 0, max, held);
 }
 
 /* a QP whose packets waited this long behind its context's lock is run
@@ -2297,13 +1935,14 @@ static int timers(void)
 	uint64_t now = soft_now_ns();
 	int i, busy = 0;
 
-	for (i = 0; i < NET_MAX_QP; i++) {
+	for (i = 0; i < net_nqp; i++) {
 		struct soft_net_qp *nq = net_tbl[i];
 
-		if (!nq || nq->ud)
+		if (nq->ud)
 			continue;
 		if (!soft_trylock(&nq->ctx->lock)) {
 			nq_run(nq, 1);
+			ack_flush(nq);
 			busy |= nq->tail < nq->head || nq->rx_active ||
 				nq->wr_active;
 			if (nq->rs_active)
@@ -2341,11 +1980,13 @@ static void boost(void)
 		return;
 	soft_lock(&ctx->lock);
 	pthread_mutex_lock(&net_mtx);
-	for (i = 0; i < NET_MAX_QP; i++) {
+	for (i = 0; i < net_nqp; i++) {
 		struct soft_net_qp *nq = net_tbl[i];
 
-		if (nq && !nq->ud && nq->ctx == ctx)
+		if (!nq->ud && nq->ctx == ctx) {
 			nq_run(nq, 1);
+			ack_flush(nq);
+		}
 	}
 	pthread_mutex_unlock(&net_mtx);
 	soft_unlock(&ctx->lock);
@@ -2418,12 +2059,9 @@ static void reregister(void)
 {
 	int i;
 
-	for (i = 0; i < NET_MAX_QP; i++) {
-		struct ag_msg m = {AG_REG, 0};
+	for (i = 0; i < net_nqp; i++) {
+		struct ag_msg m = {AG_REG, net_tbl[i]->qpn};
 
-		if (!net_tbl[i])
-			continue;
-		m.qpn = net_tbl[i]->qpn;
 		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
 	}
 	for (i = 0; i < net_nmc; i++)
@@ -2431,45 +2069,99 @@ static void reregister(void)
 			mc_tell(AG_MJOIN, net_mcs[i].gid);
 }
 
+/* rx_sockets -- our sockets on the port from the agent on ctl_fd (its
+ * only reader: our thread, or net_start before there is one) */
+static void rx_sockets(int *fd4, int *fd6)
+{
+	*fd4 = udp4 >= 0 ? soft_ag_socket(ctl_fd, AF_INET) : -1;
+	*fd6 = udp6 >= 0 ? soft_ag_socket(ctl_fd, AF_INET6) : -1;
+}
+
+/* agent_again -- the agent went away: our sockets of its group closed
+ * first (the new agent binds the port alone), then another agent, new
+ * sockets, and our registrations */
+static void agent_again(void)
+{
+	int fd, fd4, fd6, k;
+
+	pthread_mutex_lock(&net_mtx);
+	for (k = 0; k < 2; k++) {
+		if (rx_fd[k] >= 0)
+			close(rx_fd[k]);
+		rx_fd[k] = -1;
+	}
+	pthread_mutex_unlock(&net_mtx);
+	fd = soft_ag_connect();
+	if (fd < 0) {
+		usleep(100000);
+		return;
+	}
+	pthread_mutex_lock(&net_mtx);
+	dup2(fd, ctl_fd);
+	close(fd);
+	pthread_mutex_unlock(&net_mtx);
+	rx_sockets(&fd4, &fd6);
+	pthread_mutex_lock(&net_mtx);
+	rx_fd[0] = fd4;
+	rx_fd[1] = fd6;
+	reregister();
+	pthread_mutex_unlock(&net_mtx);
+}
+
 static void *net_main(void *arg)
 {
 	int busy = 0;
 
 	(void)arg;
-	hca_priority(); /* the receive side of our "HCA" */
+	soft_hca_priority(); /* the receive side of our "HCA" */
 	for (;;) {
-		struct pollfd pf[2];
-		int n;
+		struct pollfd pf[4];
+		int n, k, np = 2, timeout = (busy & 2) ? 0 : busy ? 1 : 50;
 
 		pf[0].fd = ctl_fd;
 		pf[0].events = POLLIN;
 		pf[1].fd = kick_fd[0];
 		pf[1].events = POLLIN;
-		n = poll(pf, 2, (busy & 2) ? 0 : busy ? 1 : 50);
+		/* a poller took packets in a moment ago: it goes on doing
+		 * so, and waking for what it takes would only take its CPU
+		 * (we run SCHED_FIFO); a millisecond after its last, ours */
+		if (soft_now_ns() - atomic_load_explicit(&poll_at,
+							 memory_order_relaxed) <
+		    NET_POLLER_NS) {
+			if (timeout > 1)
+				timeout = 1;
+		} else {
+			for (k = 0; k < 2; k++)
+				if (rx_fd[k] >= 0) {
+					pf[np].fd = rx_fd[k];
+					pf[np++].events = POLLIN;
+				}
+		}
+		n = poll(pf, (nfds_t)np, timeout);
+		atomic_store(&thr_asleep, 0);
 		if (n > 0 && (pf[1].revents & POLLIN)) {
 			char c[64];
 
 			(void)!read(kick_fd[0], c, sizeof(c));
 		}
-		if (n > 0 && (pf[0].revents & POLLIN))
-			net_rx(256, NULL);
-		if (n > 0 && (pf[0].revents & (POLLHUP | POLLERR))) {
-			/* the agent went away: start another */
-			int fd = ag_connect();
-
+		for (k = 0; n > 0 && k < np; k++)
+			if (k != 1 && (pf[k].revents & POLLIN))
+				break;
+		if (n > 0 && k < np) {
 			pthread_mutex_lock(&net_mtx);
-			if (fd >= 0) {
-				dup2(fd, ctl_fd);
-				close(fd);
-				reregister();
-			}
+			net_rx(256, NULL, 1);
 			pthread_mutex_unlock(&net_mtx);
-			if (fd < 0)
-				usleep(100000);
 		}
+		if (n > 0 && (pf[0].revents & (POLLHUP | POLLERR)))
+			agent_again();
+		/* about to sleep for long unless timers() finds work: a
+		 * post from now on wakes us (soft_net_post_send) */
+		atomic_store(&thr_asleep, 1);
 		pthread_mutex_lock(&net_mtx);
 		busy = timers();
 		pthread_mutex_unlock(&net_mtx);
+		if (busy)
+			atomic_store(&thr_asleep, 0);
 		boost();
 		flt_release();
 	}
@@ -2489,10 +2181,15 @@ static int net_start(void)
 		udp6 = udp_open(AF_INET6, &sport6);
 	if (kick_fd[0] < 0 && pipe2(kick_fd, O_CLOEXEC | O_NONBLOCK))
 		return -1;
-	if (ctl_fd < 0)
-		ctl_fd = ag_connect();
+	if (ctl_fd < 0) {
+		ctl_fd = soft_ag_connect();
+		if (ctl_fd >= 0)
+			rx_sockets(&rx_fd[0], &rx_fd[1]);
+	}
 	if (ctl_fd < 0 || (udp4 < 0 && udp6 < 0))
 		return -1;
+	if (net_debug < 0)
+		net_debug = getenv("SOFTRDMA_NET_DEBUG") != NULL;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (!pthread_create(&net_thr, NULL, net_main, NULL)) {
@@ -2580,7 +2277,6 @@ void soft_net_connect(struct soft_qp *qp)
 	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
 					0, 0, 0, 0, 0xff, 0xff};
 	struct soft_net_qp *nq;
-	struct ag_msg m = {AG_REG, 0};
 	uint32_t n;
 	int i;
 
@@ -2620,18 +2316,10 @@ void soft_net_connect(struct soft_qp *qp)
 	    src_for(nq->family, nq->dst, nq->src))
 		goto fail;
 	pthread_mutex_lock(&net_mtx);
-	for (i = 0; i < NET_MAX_QP; i++)
-		if (!net_tbl[i])
-			break;
-	if (i == NET_MAX_QP || net_start()) {
-		pthread_mutex_unlock(&net_mtx);
-		goto fail;
-	}
-	net_tbl[i] = nq;
-	net_nqp++;
-	m.qpn = nq->qpn;
-	(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	i = nq_add(nq);
 	pthread_mutex_unlock(&net_mtx);
+	if (i)
+		goto fail;
 	qp->net = nq;
 	return;
 fail:
@@ -2666,19 +2354,12 @@ void soft_net_repath(struct soft_qp *qp)
 void soft_net_release(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq = qp->net;
-	struct ag_msg m = {AG_UNREG, 0};
-	int i;
 
 	if (!nq)
 		return;
+	ack_flush(nq); /* what it received is acknowledged, as it came */
 	pthread_mutex_lock(&net_mtx);
-	for (i = 0; i < NET_MAX_QP; i++)
-		if (net_tbl[i] == nq)
-			net_tbl[i] = NULL;
-	net_nqp--;
-	m.qpn = nq->qpn;
-	if (ctl_fd >= 0)
-		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	nq_remove(nq);
 	pthread_mutex_unlock(&net_mtx);
 	qp->net = NULL;
 	df_free(nq);
@@ -2868,7 +2549,9 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 				    nq->sq[nq->tail % nq->sq_n].done))
 		acked(nq, roce_psn_add(nq->una, ROCE_PSN_MASK));
 	tx_push(nq);
-	net_kick();
+	/* our thread sleeping for long would run this send's timer late */
+	if (atomic_load(&thr_asleep) && atomic_exchange(&thr_asleep, 0))
+		net_kick();
 	return ret;
 }
 
@@ -2876,7 +2559,14 @@ void soft_net_progress(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq = qp->net;
 
-	net_rx(64, qp->ctx); /* a poller needs not wait for our thread */
+	ack_flush(nq); /* owed since our last poll (run_end) */
+	/* a poller takes its packets in itself: no wait for our thread */
+	if (!pthread_mutex_trylock(&net_mtx)) {
+		atomic_store_explicit(&poll_at, soft_now_ns(),
+				      memory_order_relaxed);
+		net_rx(64, qp->ctx, 0);
+		pthread_mutex_unlock(&net_mtx);
+	}
 	if (nq->ud)
 		return; /* datagrams went into the UD queue: ud.c delivers */
 	nq_run(nq, 0);
@@ -2899,7 +2589,6 @@ void soft_net_progress(struct soft_qp *qp)
 void soft_net_ud_attach(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq;
-	struct ag_msg m = {AG_REG, 0};
 	int i;
 
 	if (qp->net || qp->type != IBV_QPT_UD || !net_enabled())
@@ -2912,20 +2601,12 @@ void soft_net_ud_attach(struct soft_qp *qp)
 	nq->qpn = qp->qpx.qp_base.qp_num;
 	nq->ud = 1;
 	pthread_mutex_lock(&net_mtx);
-	for (i = 0; i < NET_MAX_QP; i++)
-		if (!net_tbl[i])
-			break;
-	if (i == NET_MAX_QP || net_start()) {
-		pthread_mutex_unlock(&net_mtx);
-		free(nq);
-		return;
-	}
-	net_tbl[i] = nq;
-	net_nqp++;
-	m.qpn = nq->qpn;
-	(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	i = nq_add(nq);
 	pthread_mutex_unlock(&net_mtx);
-	qp->net = nq;
+	if (i)
+		free(nq); /* then only this host reaches it */
+	else
+		qp->net = nq;
 }
 
 /* if_of -- the index of the interface that has address A, 0 if none */
@@ -3098,7 +2779,7 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	pthread_mutex_lock(&net_mtx);
 	if (net_start())
 		goto out;
-	if (addr_is_mcast(nq.family, nq.dst)) {
+	if (soft_addr_is_mcast(nq.family, nq.dst)) {
 		/* to a group: from the AH's source GID's interface */
 		if (mc_route(nq.family, d->sgid, d->hop_limit, nq.src))
 			goto out;

@@ -490,12 +490,10 @@ __attribute__((constructor)) static void crc_slice_init(void)
 					  crc_table[crc_slice[k - 1][i] & 0xff];
 }
 
-/* roce_crc32 -- the reflected CRC-32 of the ICRC (as zlib's crc32, without
- * its pre- and post-inversion), eight bytes a step on little-endian hosts */
-uint32_t roce_crc32(uint32_t crc, const void *buf, size_t len)
+/* crc_slices -- LEN bytes at P into CRC eight at a time ("slicing by 8"
+ * on little-endian hosts), the rest one at a time */
+static uint32_t crc_slices(uint32_t crc, const uint8_t *p, size_t len)
 {
-	const uint8_t *p = buf;
-
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	for (; len >= 8; p += 8, len -= 8) {
 		uint32_t a, b;
@@ -512,6 +510,95 @@ uint32_t roce_crc32(uint32_t crc, const void *buf, size_t len)
 	while (len--)
 		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
 	return crc;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/*
+ * crc_clmul -- the CRC of LEN bytes at P (at least 64, a multiple of 16)
+ * by carry-less multiplication: 64 bytes folded into four 128-bit lanes
+ * at a time, the lanes into one, 16 bytes at a time, then a Barrett
+ * reduction to 32 bits (Intel's "Fast CRC Computation for Generic
+ * Polynomials Using PCLMULQDQ", for the reflected polynomial 0x104c11db7;
+ * the fold constants are x^(k*32) mod P, bit-reflected).  A 4 KiB packet
+ * took about 10 times as long eight bytes at a time, and every packet is
+ * checked at both ends.
+ */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc_clmul(
+	uint32_t crc, const uint8_t *p, size_t len)
+{
+	const __m128i k1k2 = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);
+	const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);
+	const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124);
+	const __m128i poly = _mm_set_epi64x(0x1f7011641, 0x1db710641);
+	const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+	__m128i x0, x1, x2, x3, t;
+
+	x0 = _mm_loadu_si128((const __m128i *)p);
+	x1 = _mm_loadu_si128((const __m128i *)(p + 16));
+	x2 = _mm_loadu_si128((const __m128i *)(p + 32));
+	x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+	x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)crc));
+	p += 64;
+	len -= 64;
+#define FOLD(x, k, next)                                      \
+	do {                                                  \
+		t = _mm_clmulepi64_si128(x, k, 0x11);         \
+		x = _mm_clmulepi64_si128(x, k, 0x00);         \
+		x = _mm_xor_si128(_mm_xor_si128(x, t), next); \
+	} while (0)
+	for (; len >= 64; p += 64, len -= 64) {
+		FOLD(x0, k1k2, _mm_loadu_si128((const __m128i *)p));
+		FOLD(x1, k1k2, _mm_loadu_si128((const __m128i *)(p + 16)));
+		FOLD(x2, k1k2, _mm_loadu_si128((const __m128i *)(p + 32)));
+		FOLD(x3, k1k2, _mm_loadu_si128((const __m128i *)(p + 48)));
+	}
+	FOLD(x0, k3k4, x1);
+	FOLD(x0, k3k4, x2);
+	FOLD(x0, k3k4, x3);
+	for (; len >= 16; p += 16, len -= 16)
+		FOLD(x0, k3k4, _mm_loadu_si128((const __m128i *)p));
+#undef FOLD
+	/* 128 bits to 64 (appending 32 zero bits), to 32, then Barrett */
+	t = _mm_clmulepi64_si128(x0, k3k4, 0x10);
+	x0 = _mm_xor_si128(_mm_srli_si128(x0, 8), t);
+	t = _mm_srli_si128(x0, 4);
+	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), k5, 0x00);
+	x0 = _mm_xor_si128(x0, t);
+	t = x0;
+	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), poly, 0x10);
+	x0 = _mm_clmulepi64_si128(_mm_and_si128(x0, mask32), poly, 0x00);
+	x0 = _mm_xor_si128(x0, t);
+	return (uint32_t)_mm_extract_epi32(x0, 1);
+}
+
+static int crc_has_clmul = -1;
+
+__attribute__((constructor)) static void crc_clmul_init(void)
+{
+	__builtin_cpu_init();
+	crc_has_clmul = __builtin_cpu_supports("pclmul") &&
+			__builtin_cpu_supports("sse4.1");
+}
+#endif
+
+/* roce_crc32 -- the reflected CRC-32 of the ICRC (as zlib's crc32, without
+ * its pre- and post-inversion) */
+uint32_t roce_crc32(uint32_t crc, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (len >= 64 && crc_has_clmul > 0) {
+		size_t n = len & ~(size_t)15;
+
+		crc = crc_clmul(crc, p, n);
+		p += n;
+		len -= n;
+	}
+#endif
+	return crc_slices(crc, p, len);
 }
 
 #define IP4_HLEN 20
@@ -642,14 +729,11 @@ static uint16_t csum_fold(uint32_t sum)
 	return (uint16_t)~sum;
 }
 
-ssize_t roce_ip_udp(const struct roce_ip *ip, uint8_t *buf, size_t cap,
-		    size_t ib_len)
+ssize_t roce_ip_udp_hdr(const struct roce_ip *ip, uint8_t *buf, size_t cap,
+			size_t ib_len)
 {
-	size_t hl = roce_ip_udp_len(ip->family), alen, udp_len;
-	uint8_t *u, proto[4];
-	uint32_t sum;
-	uint16_t c;
-	int rc;
+	size_t hl = roce_ip_udp_len(ip->family), udp_len;
+	uint8_t *u;
 
 	if (!hl || ib_len < ROCE_BTH_LEN + ROCE_ICRC_LEN)
 		return -EINVAL;
@@ -657,7 +741,6 @@ ssize_t roce_ip_udp(const struct roce_ip *ip, uint8_t *buf, size_t cap,
 		return -EMSGSIZE;
 	udp_len = UDP_HLEN + ib_len;
 	if (ip->family == AF_INET) {
-		alen = 4;
 		buf[0] = 0x45;
 		buf[1] = ip->tos;
 		put16(buf + 2, (uint16_t)(hl + ib_len));
@@ -668,10 +751,8 @@ ssize_t roce_ip_udp(const struct roce_ip *ip, uint8_t *buf, size_t cap,
 		put16(buf + 10, 0);
 		memcpy(buf + 12, ip->src, 4);
 		memcpy(buf + 16, ip->dst, 4);
-		put16(buf + 10, csum_fold(csum_add(0, buf, IP4_HLEN)));
 		u = buf + IP4_HLEN;
 	} else {
-		alen = 16;
 		if (ip->flow_label > 0xfffff)
 			return -EINVAL;
 		put32(buf, 6u << 28 | (uint32_t)ip->tos << 20 | ip->flow_label);
@@ -686,7 +767,26 @@ ssize_t roce_ip_udp(const struct roce_ip *ip, uint8_t *buf, size_t cap,
 	put16(u + 2, ip->dport);
 	put16(u + 4, (uint16_t)udp_len);
 	put16(u + 6, 0);
-	rc = roce_icrc_set(buf, hl + ib_len);
+	return (ssize_t)hl;
+}
+
+ssize_t roce_ip_udp(const struct roce_ip *ip, uint8_t *buf, size_t cap,
+		    size_t ib_len)
+{
+	ssize_t hl = roce_ip_udp_hdr(ip, buf, cap, ib_len);
+	size_t alen = ip->family == AF_INET ? 4 : 16, udp_len;
+	uint8_t *u, proto[4];
+	uint32_t sum;
+	uint16_t c;
+	int rc;
+
+	if (hl < 0)
+		return hl;
+	u = buf + hl - UDP_HLEN;
+	udp_len = UDP_HLEN + ib_len;
+	if (ip->family == AF_INET)
+		put16(buf + 10, csum_fold(csum_add(0, buf, IP4_HLEN)));
+	rc = roce_icrc_set(buf, (size_t)hl + ib_len);
 	if (rc)
 		return rc;
 	/* pseudo header: addresses, protocol, UDP length */
@@ -698,5 +798,5 @@ ssize_t roce_ip_udp(const struct roce_ip *ip, uint8_t *buf, size_t cap,
 	sum = csum_add(sum, u, udp_len);
 	c = csum_fold(sum);
 	put16(u + 6, c ? c : 0xffff);
-	return (ssize_t)hl;
+	return hl;
 }

@@ -283,6 +283,16 @@ struct roce_ip {
 ssize_t roce_ip_udp(const struct roce_ip *ip, uint8_t *buf, size_t cap,
 		    size_t ib_len);
 
+/*
+ * roce_ip_udp_hdr -- the same headers without the checksums (IPv4 header
+ * and UDP checksums 0), which is all the ICRC needs: it masks both, so a
+ * packet a socket sends or received has its ICRC set or checked over
+ * these without a pass over the payload for a checksum the kernel makes
+ * (or checked) itself.  BUF need not hold the payload yet.
+ */
+ssize_t roce_ip_udp_hdr(const struct roce_ip *ip, uint8_t *buf, size_t cap,
+			size_t ib_len);
+
 /* roce_ip_udp_len -- header bytes roce_ip_udp writes for FAMILY, 0 if none */
 size_t roce_ip_udp_len(int family);
 

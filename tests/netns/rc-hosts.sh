@@ -2,8 +2,9 @@
 # rc-hosts.sh -- RC between two hosts of the namespace fabric over
 # softrdma's RoCE v2 path (soft/net.c, SOFTRDMA_NET=1): tests/netns/rc_peer
 # (every size class of SEND echoed back and checked, RDMA WRITE/READ,
-# WRITE_WITH_IMM, atomics, a bad rkey), also under 1% and 10% loss and
-# under duplication and reordering, large READs (4 MiB) under 5% loss
+# WRITE_WITH_IMM, atomics, a bad rkey), also under 1% and 10% loss, under
+# duplication and reordering and with corrupted packets (dropped for their
+# ICRC), large READs (4 MiB) under 5% loss
 # (softrdma's seeded fault hook,
 # SOFTRDMA_TEST_NETFAULT, and tc netem where the kernel has it); a cable
 # pulled and a server SIGKILLed under outstanding SENDs (RETRY_EXC_ERR,
@@ -94,6 +95,54 @@ if [ -n "$cap" ]; then
 else
 	skip "tshark decodes the capture" "dumpcap or tshark not installed"
 fi
+# the kernel steers each packet to the process that registered its QPN
+# (soft/agent.c: a socket per process in the port's reuseport group, a BPF
+# program on the BTH's DestQP), as an HCA places it with no software in
+# between: once the QPs are connected, both hosts' agents are stopped
+# (SIGSTOP), and a whole round of every size class and the RDMA operations
+# still goes through; the agents were stopped throughout
+# agent_pid HOST -- the host's agent: the process on @softrdma-roce-UID
+agent_pid() {
+	fab exec "$name" "$1" ss -xlpn 2>/dev/null |
+		sed -n 's/.*softrdma-roce.*pid=\([0-9]*\).*/\1/p' | head -n 1
+}
+port=$((port + 1))
+hold=$tap_tmp/hold
+on 1 timeout -k 10 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
+_spid=$!
+tap_pids="$tap_pids $_spid"
+listening 1 $port
+on 2 env RC_PEER_HOLD="$hold" timeout -k 10 300 "$peer" client "$a1" $port 1 \
+	>"$tap_tmp/client.tap" 2>&1 &
+_cpid=$!
+tap_pids="$tap_pids $_cpid"
+_i=0
+while [ ! -e "$hold.ready" ] && [ $_i -lt 600 ] && kill -0 $_cpid 2>/dev/null; do
+	sleep 0.1
+	_i=$((_i + 1))
+done
+sleep 0.5 # the agents (SCHED_FIFO) take the registrations at once
+ag1=$(agent_pid 1)
+ag2=$(agent_pid 2)
+[ -e "$hold.ready" ] && [ -n "$ag1" ] && [ -n "$ag2" ] &&
+	kill -STOP "$ag1" "$ag2"
+ok $? "the QPs connected, both hosts' agents stopped (${ag1:-none}, ${ag2:-none})"
+tap_pids="$tap_pids $ag1 $ag2" # killed at exit, also when stopped
+: >"$hold.go"
+wait $_cpid
+_rc=$?
+sed 's/^/    /' "$tap_tmp/client.tap"
+! grep -q '^not ok' "$tap_tmp/client.tap" &&
+	grep -q '^ok' "$tap_tmp/client.tap" && [ $_rc -eq 0 ]
+ok $? "agents stopped: every rc_peer check passed (client exit $_rc)"
+[ "$(ps -o stat= -p "$ag1" -p "$ag2" 2>/dev/null | grep -c '^T')" = 2 ]
+ok $? "and the agents were still stopped at its end"
+kill -CONT "$ag1" "$ag2" 2>/dev/null
+wait $_spid
+_rc=$?
+ok $_rc "agents stopped: rc_peer server exits 0"
+[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
+
 # loss, duplication and reordering: softrdma's seeded fault hook on every
 # packet both hosts send (this kernel may lack sch_netem)
 # a lost tail is found by the retransmission timer: timeout 15 (134 ms,
@@ -105,6 +154,9 @@ pair "1% loss" 1 $lt SOFTRDMA_TEST_NETFAULT=seed=1,drop=1
 pair "10% loss" 1 $lt SOFTRDMA_TEST_NETFAULT=seed=2,drop=10
 pair "5% duplicated, 5% reordered" 1 \
 	SOFTRDMA_TEST_NETFAULT=seed=3,dup=5,reorder=5
+# a bit flipped in 5% of the packets past their BTH: each is dropped for
+# its ICRC (a loss the transport repairs), none reaches a buffer
+pair "5% corrupted" 1 $lt SOFTRDMA_TEST_NETFAULT=seed=4,corrupt=5
 
 # large READs under loss: a lost response packet is asked for again from
 # the gap and the responder restarts there, stopping the old stream

@@ -439,6 +439,33 @@ static const uint32_t sizes[] = {0,    1,    7,	    1023,  1024,    1025,
 				 2048, 4096, 65536, 99999, 1u << 20};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
+/*
+ * hold -- with RC_PEER_HOLD=PATH, once connected: PATH.ready made, then
+ * wait (60 s at most) until PATH.go exists, so that the test can do
+ * something to the hosts (stop their agents) before the traffic starts
+ */
+static void hold(void)
+{
+	const char *h = getenv("RC_PEER_HOLD");
+	char path[512];
+	double t0 = now_ms();
+	FILE *f;
+
+	if (!h)
+		return;
+	snprintf(path, sizeof(path), "%s.ready", h);
+	f = fopen(path, "w");
+	if (!f)
+		bail_out("%s: %s", path, strerror(errno));
+	fclose(f);
+	snprintf(path, sizeof(path), "%s.go", h);
+	while (access(path, F_OK)) {
+		if (now_ms() - t0 > TMO_MS)
+			bail_out("%s never came", path);
+		usleep(10000);
+	}
+}
+
 static int client(const char *host, int port, int rounds)
 {
 	uint8_t *tx = aligned_alloc(4096, BIG), *rx = aligned_alloc(4096, BIG);
@@ -467,6 +494,7 @@ static int client(const char *host, int port, int rounds)
 	xfer(fd, report, 1, 0); /* the server is ready */
 	ok(1, "QP %u (GID index %d) connected to QP %u on %s", qp->qp_num,
 	   gid_idx, peer.qpn, host);
+	hold();
 
 	/* SEND/RECV: every size, echoed back, checked both ways */
 	t0 = now_ms();

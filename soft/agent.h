@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent.h -- the host's RoCE v2 agent (agent.c) and what the processes of
+ * the host (net.c) say to it.
+ *
+ * One agent per host (network namespace) owns UDP port 4791.  A process
+ * connects to it over an abstract SOCK_SEQPACKET socket, asks it for a
+ * socket of its own on the port (AG_SOCK), and registers the QPNs it
+ * receives for (AG_REG, AG_UNREG) and the multicast groups its QPs joined
+ * (AG_MJOIN, AG_MLEAVE).  The kernel then steers each packet to the socket
+ * of the process owning its destination QPN (a reuseport group with a
+ * classic BPF program on the BTH's DestQP, kept by the agent); what it
+ * cannot steer (a QPN registered a moment ago, a process without a socket
+ * of its own, multicast) comes to the agent, which checks it and hands it
+ * over on the process's connection, prefixed by a struct ag_fwd.
+ */
+#ifndef SOFT_AGENT_H
+#define SOFT_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+enum { AG_REG = 1, AG_UNREG = 2, AG_MJOIN = 3, AG_MLEAVE = 4, AG_SOCK = 5 };
+
+/* AG_REG, AG_UNREG (a QPN); AG_SOCK (qpn: the address family) */
+struct ag_msg {
+	uint32_t op;
+	uint32_t qpn;
+};
+
+/* a process joins / leaves an IP multicast group (its first QP attached,
+ * its last detached): the agent forwards the group's packets to it */
+struct ag_mmsg {
+	uint32_t op;
+	uint32_t family;
+	uint8_t addr[16];
+};
+
+/* the agent's answer to AG_SOCK: slot 0 and no descriptor when it has
+ * none to give, else the socket as SCM_RIGHTS */
+struct ag_sock {
+	uint32_t op;
+	uint32_t family;
+	uint32_t slot;
+	uint32_t pad;
+};
+
+/* what a packet received on UDP 4791 says besides its bytes; the agent
+ * puts it before each packet it hands over */
+struct ag_fwd {
+	uint8_t family;
+	uint8_t pad;
+	uint16_t sport;
+	uint8_t src[16];
+	uint8_t dst[16]; /* the address it came to: the GRH's DGID */
+};
+
+/* room left before a datagram received: its IP and UDP headers for the
+ * ICRC, then the ag_fwd that goes before it */
+#define AG_HEAD 64
+
+/* soft_addr_is_mcast -- an IPv4 class D or IPv6 multicast address (4 or
+ * 16 bytes) */
+static inline int soft_addr_is_mcast(int family, const uint8_t *a)
+{
+	return family == AF_INET ? (a[0] & 0xf0) == 0xe0 : a[0] == 0xff;
+}
+
+/* soft_ag_connect -- our connection to the host's agent, starting the
+ * agent if needed; -1 if none could be had */
+int soft_ag_connect(void);
+
+/* soft_ag_socket -- a socket of our own on UDP 4791 of FAMILY, from the
+ * agent on connection CTL (on which nothing else may be pending); -1 when
+ * the agent gives none (then it hands our packets over) */
+int soft_ag_socket(int ctl, int family);
+
+/*
+ * soft_ag_datagram -- a datagram of N bytes at PKT, received on a socket
+ * of FAMILY on UDP 4791 as M says (the sender's address, IP_PKTINFO),
+ * with AG_HEAD bytes free before PKT: 0 and FW filled when it is a RoCE v2
+ * packet with a good ICRC, -1 when it is to be dropped (as an HCA drops a
+ * packet with a bad ICRC)
+ */
+int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
+		     struct ag_fwd *fw);
+
+/* soft_ag_recv_init -- the recvmmsg entries for up to COUNT datagrams of
+ * SIZE bytes each (AG_HEAD free before each), their names and control
+ * data, in the arrays given */
+struct ag_rxbuf {
+	struct sockaddr_storage from;
+	char ctl[128];
+	struct iovec iov;
+};
+void soft_ag_recv_init(struct mmsghdr *mm, struct ag_rxbuf *rb, uint8_t *buf,
+		       size_t size, unsigned int count);
+
+/* soft_hca_priority -- the calling thread is part of the host's "HCA" */
+void soft_hca_priority(void);
+
+/* soft_big_buffers -- 16 MiB socket buffers where we may */
+void soft_big_buffers(int fd);
+
+/* soft_net_agent_main -- the host's agent (tests start it by hand) */
+int soft_net_agent_main(void);
+
+#endif /* SOFT_AGENT_H */
