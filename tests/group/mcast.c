@@ -165,11 +165,13 @@ static int subscriber(int wfd, void *arg)
 	s.buf = malloc(MAXMSG);
 	if ((uintptr_t)arg & 0x100)
 		setenv("RDMAMSG_TEST_MC_DROP", rwindow ? "20" : "7", 1);
-	/* 0x200: tagged FLOW_TAG, for a publisher's tagged flow control */
+	/* 0x200: tagged FLOW_TAG, for a publisher's tagged flow control;
+	 * 0x400: a receive depth of 64, whatever rdepth says */
 	s.ctx = test_ctx();
 	if (rdmamsg_group_attr_new(&a) ||
 	    rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER) ||
-	    rdmamsg_group_attr_set_recv_depth(a, rdepth) ||
+	    rdmamsg_group_attr_set_recv_depth(
+		    a, (uintptr_t)arg & 0x400 ? 64 : rdepth) ||
 	    rdmamsg_group_attr_set_max_msg_size(a, MAXMSG) ||
 	    rdmamsg_group_attr_set_heartbeat(a, 20) ||
 	    rdmamsg_group_attr_set_reliable(a, rwindow) ||
@@ -629,13 +631,16 @@ static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
 }
 
 /*
- * stopped -- two reliable subscribers; one is stopped (SIGSTOP) while the
- * publisher goes on far past its window: the publisher is held only until
- * the stopped one's status messages are overdue, the other loses nothing,
- * and the stopped one, continued, reports what could no longer be
- * repaired and gets the rest
+ * stopped -- two subscribers; one is stopped (SIGSTOP) while the publisher
+ * goes on far past its window (and its receive queue).  Reliable mode:
+ * the publisher is held only until the stopped one's status messages are
+ * overdue, the other loses nothing, and the stopped one, continued,
+ * reports what could no longer be repaired and gets the rest.  Default
+ * mode: the publisher is not held at all (the test paces it by the
+ * running subscriber alone), the running one loses nothing, the stopped
+ * one, continued, gets what its queue held and reports the rest lost.
  */
-static void stopped(void)
+static void stopped(uint32_t window)
 {
 	struct rdmamsg_group_cbs cbs = {.on_join = pub_join,
 					.on_publish = pub_done};
@@ -654,10 +659,13 @@ static void stopped(void)
 	memset(&p, 0, sizeof(p));
 	memset(results, 0, NSUB * sizeof(*results));
 	nmsgs = 400;
-	rwindow = 16;
-	rdepth = 64;
-	diag("reliable mode, one subscriber stopped");
-	spawn_subs(2, (const uintptr_t[]){0, 1}, pid, rfd, acc);
+	rwindow = window;
+	if (window)
+		rdepth = 64;
+	diag("%s mode, one subscriber stopped",
+	     window ? "reliable" : "default");
+	spawn_subs(2, (const uintptr_t[]){0, window ? 1 : 0x401}, pid, rfd,
+		   acc);
 	ctx = test_ctx();
 	rdmamsg_group_attr_new(&a);
 	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
@@ -670,7 +678,10 @@ static void stopped(void)
 		   test_run_until(ctx, &p.joined, 60000) == 1,
 	   "stopped: publisher joined");
 	rdmamsg_group_attr_delete(&a);
-	wait_receivers(ctx, g, 2);
+	if (window)
+		wait_receivers(ctx, g, 2);
+	else
+		test_idle(ctx, 400); /* a heartbeat: they know us */
 	sent = publish_n(ctx, g, buf, 0, 64);
 	end = test_now_ms() + 30000;
 	do {
@@ -680,14 +691,33 @@ static void stopped(void)
 	ok(sent == 64 && acc[0] == 64 && acc[1] == 64,
 	   "64 messages reached both subscribers");
 	kill(pid[1], SIGSTOP);
-	sent = publish_n(ctx, g, buf, 64, nmsgs);
+	if (window) {
+		sent = publish_n(ctx, g, buf, 64, nmsgs);
+	} else {
+		/* paced by the running one: WINDOW messages ahead at most */
+		end = test_now_ms() + 60000;
+		while (sent < nmsgs && test_now_ms() < end) {
+			drain(rfd, acc, 1);
+			if (sent - acc[0] < WINDOW)
+				sent = publish_for(ctx, g, buf, sent, sent + 1,
+						   1000);
+			else
+				test_idle(ctx, 1);
+		}
+	}
 	rdmamsg_group_query(g, &st);
 	kill(pid[1], SIGCONT);
-	ok(sent == nmsgs && st.receivers == 1,
-	   "the publisher went on past its window of %u without the "
-	   "stopped subscriber (%llu of %u published, %llu stalls)",
-	   rwindow, (unsigned long long)sent, nmsgs,
-	   (unsigned long long)st.flow_control_stalls);
+	if (window)
+		ok(sent == nmsgs && st.receivers == 1,
+		   "the publisher went on past its window of %u without the "
+		   "stopped subscriber (%llu of %u published, %llu stalls)",
+		   rwindow, (unsigned long long)sent, nmsgs,
+		   (unsigned long long)st.flow_control_stalls);
+	else
+		ok(sent == nmsgs && !st.receivers,
+		   "the publisher went on without the stopped subscriber "
+		   "(%llu of %u published while it was stopped)",
+		   (unsigned long long)sent, nmsgs);
 	ok(wait_subs(ctx, rfd, pid, 2), "both subscribers exit 0");
 	ok(results[0].received == nmsgs && !results[0].lost &&
 		   !results[0].bad && !results[0].order,
@@ -700,9 +730,13 @@ static void stopped(void)
 	   (unsigned long long)results[1].received,
 	   (unsigned long long)results[1].lost, nmsgs);
 	rdmamsg_group_query(g, &st);
-	ok(st.naks_received > 0, "publisher: %llu NAKs, %llu repairs",
-	   (unsigned long long)st.naks_received,
-	   (unsigned long long)st.repairs);
+	if (window)
+		ok(st.naks_received > 0, "publisher: %llu NAKs, %llu repairs",
+		   (unsigned long long)st.naks_received,
+		   (unsigned long long)st.repairs);
+	else
+		ok(!st.naks_received && !st.repairs,
+		   "default mode: no NAK, no repair");
 	ok(!rdmamsg_group_close(g, pub_closed) &&
 		   test_run_until(ctx, &p.closed, 60000) == 1,
 	   "publisher closed");
@@ -1464,7 +1498,8 @@ int main(void)
 		sdepth = 256;
 		nmsgs = n;
 	}
-	stopped();
+	stopped(16);
+	stopped(0);
 	flows();
 	late_joiner();
 	bare();
