@@ -1877,6 +1877,8 @@ static void pub_datagram(struct rdmamsg_group *g, struct gpub *p,
 		 h->seq > p->seen)
 		p->seen = h->seq;
 	if (h->type == MC_HEARTBEAT) {
+		if (h->flags & MCF_FIN)
+			p->have_src = 0; /* its QP may come back as another's */
 		if (h->flags & MCF_ADDR)
 			pub_addr(g, p, pay);
 		else if (!h->flags)
