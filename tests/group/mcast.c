@@ -1059,11 +1059,11 @@ static void bare(void)
 	rdmamsg_group_attr_new(&at);
 	rdmamsg_group_attr_set_heartbeat(at, 10);
 	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
-	ok(!rdmamsg_group_join(b, "239.1.2.22", at, &sc, &sl, &sg) &&
+	ok(!rdmamsg_group_join(b, "239.1.2.23", at, &sc, &sl, &sg) &&
 		   test_run_until(b, &sl.joined, 60000) == 1,
 	   "bare: a subscriber joined");
 	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
-	ok(!rdmamsg_group_join(a, "239.1.2.22", at, &pc, &pl, &pg) &&
+	ok(!rdmamsg_group_join(a, "239.1.2.23", at, &pc, &pl, &pg) &&
 		   test_run_until(a, &pl.joined, 60000) == 1,
 	   "the publisher joined");
 	both(a, b, 50); /* its first heartbeat heard */
@@ -1077,7 +1077,7 @@ static void bare(void)
 	   (unsigned long long)dg, st.mtu);
 	/* a subscriber joins while they stream (no idle moment) */
 	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
-	ok(!rdmamsg_group_join(b, "239.1.2.22", at, &sc, &ll, &lg),
+	ok(!rdmamsg_group_join(b, "239.1.2.23", at, &sc, &ll, &lg),
 	   "a subscriber joins while they stream");
 	ok(!publish_len(pg, a, b, 200, 600, len) && ll.joined == 1,
 	   "400 more, it joined meanwhile");
@@ -1104,7 +1104,7 @@ static void bare(void)
 	/* batching off: the version-1 wire, two fragments a message */
 	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
 	rdmamsg_group_attr_set_batch(at, 0);
-	ok(!rdmamsg_group_join(a, "239.1.2.22", at, &pc, &ol, &og) &&
+	ok(!rdmamsg_group_join(a, "239.1.2.23", at, &pc, &ol, &og) &&
 		   test_run_until(a, &ol.joined, 60000) == 1,
 	   "a publisher without batches joined");
 	rdmamsg_group_attr_delete(&at);
