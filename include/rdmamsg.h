@@ -1220,9 +1220,11 @@ int rdmamsg_group_attr_set_recv_depth(struct rdmamsg_group_attr *attr,
 int rdmamsg_group_attr_set_send_depth(struct rdmamsg_group_attr *attr,
 				      uint32_t depth);
 /* batching (default 1, on): a publisher packs small messages published
- * while its earlier datagrams are in flight into one datagram; 0 sends
- * each message in datagrams of its own (for subscribers of a version
- * without batches).  -EINVAL for other values */
+ * while its earlier datagrams are in flight into one datagram, and sends
+ * a message of up to the path MTU that does not fit one with the group's
+ * header (4 KiB) in one without; 0 sends each message in datagrams of its
+ * own, all with the header (for subscribers of a version without
+ * batches).  -EINVAL for other values */
 int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);
 /* the publisher's heartbeat period while idle (default 100 ms, 1 ..
  * 60000): subscribers learn of publishers and of lost tails from it */

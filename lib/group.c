@@ -7,9 +7,12 @@
  *
  * Publisher: every message gets the next sequence number and goes out as
  * fragments of at most one path MTU, back to back (lib/proto.h,
- * struct rdmamsg__mc_wire); while idle it sends a heartbeat naming its
- * next sequence number every heartbeat period, and a last one (FIN) when
- * it leaves.
+ * struct rdmamsg__mc_wire), or, one that fits a path MTU but not with
+ * the header (4 KiB), bare: without it, its sequence number in the
+ * immediate data, its publisher known by the sender's address and QP
+ * number; while idle (or sending bare datagrams) it sends a heartbeat
+ * naming its next sequence number every heartbeat period, and a last one
+ * (FIN) when it leaves.
  *
  * Subscriber: per publisher the next sequence number it expects.  A
  * publisher heard of for the first time starts at the first message whose
@@ -133,6 +136,11 @@ struct gpub {
 	/* the last range reported lost: later fragments of its messages
 	 * are counted as lost_fragments, not duplicates */
 	uint64_t lost_first, lost_end;
+	/* where its last headed datagram came from (GRH source address,
+	 * QP number): its bare datagrams are known by it */
+	uint8_t src[16];
+	uint32_t src_qpn;
+	int have_src;
 };
 
 /* a message kept for repair (reliable publisher) */
@@ -195,6 +203,7 @@ struct rdmamsg_group {
 	uint64_t sq_head, sq_tail;
 	uint64_t next_seq;
 	int sent_since_hb;
+	int bare_since_hb; /* a bare datagram: the next heartbeat goes */
 	/* the messages published, not yet completed: rec_tail .. rec_post -
 	 * 1 are in datagrams posted, rec_post .. rec_head - 1 in the batch */
 	struct grec *recs;
@@ -612,9 +621,10 @@ static void fail(struct rdmamsg_group *g, int status)
 /* ---- sending ------------------------------------------------------- */
 
 /* post_to -- post n datagrams (bufs, their len) to ah/qpn in chains, each
- * chain's last signalled: 0, or a negative errno and nothing taken */
+ * chain's last signalled (imm: the one datagram's immediate data, or
+ * NULL): 0, or a negative errno and nothing taken */
 static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
-		   struct rdmamsg_buf **bufs, uint32_t n)
+		   struct rdmamsg_buf **bufs, uint32_t n, const uint32_t *imm)
 {
 	struct ibv_send_wr wr[32], *bad;
 	struct ibv_sge sge[32];
@@ -641,6 +651,10 @@ static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 			wr[i].wr.ud.remote_qkey = g->rqkey;
 			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
 			t->buf = bufs[done + i];
+		}
+		if (imm) {
+			wr[0].opcode = IBV_WR_SEND_WITH_IMM;
+			wr[0].imm_data = *imm;
 		}
 		wr[k - 1].send_flags = IBV_SEND_SIGNALED;
 		ret = ibv_post_send(g->qp, wr, &bad);
@@ -705,7 +719,7 @@ static int flush(struct rdmamsg_group *g)
 	h.seq = g->pk_seq;
 	h.total = g->pk_n;
 	rdmamsg__mc_encode(&h, g->pk->data);
-	ret = post_to(g, g->ah, g->rqpn, &g->pk, 1);
+	ret = post_to(g, g->ah, g->rqpn, &g->pk, 1, NULL);
 	if (ret) {
 		LOG_WARN("multicast: batch not posted: %d", ret);
 		return ret;
@@ -778,7 +792,7 @@ static int control_n(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 	if (plen)
 		memcpy(b->data + RDMAMSG_MC_HDR, pl, plen);
 	b->len = RDMAMSG_MC_HDR + plen;
-	ret = post_to(g, ah, qpn, &b, 1);
+	ret = post_to(g, ah, qpn, &b, 1, NULL);
 	if (ret)
 		rdmamsg__buf_put(b);
 	return ret;
@@ -826,25 +840,47 @@ static void hb_fn(struct rdmamsg__timer *t)
 
 	if (g->closing || g->state != G_UP)
 		return;
-	/* reliable: always (the address); else while idle */
-	if (!g->sent_since_hb || g->window)
+	/* reliable: always (the address); else while idle, or after bare
+	 * datagrams (a subscriber knows their sender by a headed one) */
+	if (!g->sent_since_hb || g->window || g->bare_since_hb)
 		heartbeat(g, 0, g->next_seq);
 	g->sent_since_hb = 0;
+	g->bare_since_hb = 0;
 	rdmamsg__timer_start(g->ctx, &g->hb_timer, g->hb_ms);
 }
 
-/* send_msg -- message seq (len bytes at data) as its fragments: 0, or
- * -EAGAIN (no room in the send queue or the pool: nothing sent) */
+/* bare -- a message of len bytes goes bare (lib/proto.h): too long for
+ * a datagram with our header, not for one without */
+static int bare(const struct rdmamsg_group *g, size_t len)
+{
+	return g->batch && len > g->frag && len <= g->mtu;
+}
+
+/* dgrams -- the datagrams a message of len bytes takes */
+static uint32_t dgrams(const struct rdmamsg_group *g, size_t len)
+{
+	if (!len || bare(g, len))
+		return 1;
+	return (uint32_t)((len - 1) / g->frag + 1);
+}
+
+/* send_msg -- message seq (len bytes at data) as its fragments, or bare:
+ * 0, or -EAGAIN (no room in the send queue or the pool: nothing sent) */
 static int send_msg(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 		    uint64_t seq, const void *data, size_t len, void *op_ctx,
 		    int report)
 {
 	struct rdmamsg_buf *bufs[64], **bv = bufs;
 	struct rdmamsg__mc_wire h;
-	uint32_t n, i;
-	int ret;
+	uint32_t n, i, hl = RDMAMSG_MC_HDR, fr = g->frag, imm = 0;
+	int ret, b = bare(g, len);
 
-	n = len ? (uint32_t)((len - 1) / g->frag + 1) : 1;
+	if (b) {
+		hl = 0;
+		fr = (uint32_t)len;
+		imm = htobe32((uint32_t)seq);
+	}
+	n = dgrams(g, len);
 	if (n > room(g))
 		return -EAGAIN;
 	if (n > 64) {
@@ -858,11 +894,10 @@ static int send_msg(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 	h.seq = seq;
 	h.total = (uint32_t)len;
 	for (i = 0; i < n; i++) {
-		size_t off = (size_t)i * g->frag;
-		size_t part = len - off > g->frag ? g->frag : len - off;
+		size_t off = (size_t)i * fr;
+		size_t part = len - off > fr ? fr : len - off;
 
-		ret = rdmamsg__buf_get(g->ctx, RDMAMSG_MC_HDR + part, BUF_LIB,
-				       &bv[i]);
+		ret = rdmamsg__buf_get(g->ctx, hl + part, BUF_LIB, &bv[i]);
 		if (ret) {
 			while (i--)
 				rdmamsg__buf_put(bv[i]);
@@ -870,18 +905,21 @@ static int send_msg(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 			goto out;
 		}
 		h.off = (uint32_t)off;
-		rdmamsg__mc_encode(&h, bv[i]->data);
+		if (hl)
+			rdmamsg__mc_encode(&h, bv[i]->data);
 		if (part)
-			memcpy(bv[i]->data + RDMAMSG_MC_HDR,
-			       (const char *)data + off, part);
-		bv[i]->len = RDMAMSG_MC_HDR + part;
+			memcpy(bv[i]->data + hl, (const char *)data + off,
+			       part);
+		bv[i]->len = hl + part;
 	}
-	ret = post_to(g, ah, qpn, bv, n);
+	ret = post_to(g, ah, qpn, bv, n, b ? &imm : NULL);
 	if (ret)
 		for (i = 0; i < n; i++)
 			rdmamsg__buf_put(bv[i]);
 	else if (report)
 		add_rec(g, op_ctx, 1);
+	if (!ret && b)
+		g->bare_since_hb = 1;
 out:
 	if (bv != bufs)
 		free(bv);
@@ -974,7 +1012,7 @@ static void pump(struct rdmamsg_group *g)
 			g->rep_next++; /* not asked for (or never kept) */
 			continue;
 		}
-		n = k->len ? (uint32_t)((k->len - 1) / g->frag + 1) : 1;
+		n = dgrams(g, k->len);
 		if (g->sq_head != g->sq_tail && room(g) < n + g->sdepth / 2)
 			return; /* the other half is the publisher's */
 		if (send_msg(g, g->rep_ah, g->rep_qpn, k->seq, k->data, k->len,
@@ -1693,22 +1731,87 @@ static void on_batch(struct rdmamsg_group *g, struct gpub *p,
 	}
 }
 
-/* on_datagram -- len bytes after the GRH */
-static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
+static void pub_datagram(struct rdmamsg_group *g, struct gpub *p,
+			 const struct rdmamsg__mc_wire *h, const char *pay,
+			 uint32_t n);
+
+/* wc_src -- the sender of datagram w (GRH at grh) into src: 0, or -1 */
+static int wc_src(const struct ibv_wc *w, const char *grh, uint8_t *src)
+{
+	if (!(w->wc_flags & IBV_WC_GRH))
+		return -1;
+	return rdmamsg__mc_grh_src((const uint8_t *)grh, src) ? -1 : 0;
+}
+
+/* find_src -- the publisher whose headed datagrams come from address src
+ * and QP qpn, or NULL */
+static struct gpub *find_src(struct rdmamsg_group *g, const uint8_t *src,
+			     uint32_t qpn)
+{
+	uint32_t i;
+
+	for (i = 0; i < g->npub; i++)
+		if (g->pubs[i].have_src && g->pubs[i].src_qpn == qpn &&
+		    !memcmp(g->pubs[i].src, src, 16))
+			return &g->pubs[i];
+	return NULL;
+}
+
+/* note_src -- publisher p's headed datagram w came from src: its bare
+ * ones will (a publisher that had it before, gone, no longer has it) */
+static void note_src(struct rdmamsg_group *g, struct gpub *p,
+		     const struct ibv_wc *w, const uint8_t *src)
+{
+	uint32_t qpn = w->src_qp & 0xffffff;
+	struct gpub *o;
+
+	if (p->have_src && p->src_qpn == qpn && !memcmp(p->src, src, 16))
+		return;
+	while ((o = find_src(g, src, qpn)))
+		o->have_src = 0;
+	memcpy(p->src, src, 16);
+	p->src_qpn = qpn;
+	p->have_src = 1;
+}
+
+/* on_bare -- a bare datagram (lib/proto.h): len bytes after the GRH at
+ * grh, one whole message of the publisher it came from, if we know it
+ * (else it is one from before we heard of it, as before our join) */
+static void on_bare(struct rdmamsg_group *g, const struct ibv_wc *w,
+		    const char *grh, uint32_t len)
 {
 	struct rdmamsg__mc_wire h;
 	struct gpub *p;
+	uint8_t src[16];
+
+	if (!(g->role & RDMAMSG_GROUP_SUBSCRIBER) || wc_src(w, grh, src))
+		return;
+	p = find_src(g, src, w->src_qp & 0xffffff);
+	if (!p)
+		return;
+	memset(&h, 0, sizeof(h));
+	if (len > g->max_msg ||
+	    rdmamsg__mc_seq(p->next, be32toh(w->imm_data), &h.seq)) {
+		g->st.malformed++;
+		return;
+	}
+	g->st.datagrams_received++;
+	h.type = MC_DATA;
+	h.pub = p->id;
+	h.total = len;
+	pub_datagram(g, p, &h, grh + GRH_BYTES, len);
+}
+
+/* on_datagram -- datagram w: len bytes after the GRH at grh */
+static void on_datagram(struct rdmamsg_group *g, const struct ibv_wc *w,
+			const char *grh, uint32_t len)
+{
+	const char *d = grh + GRH_BYTES;
+	struct rdmamsg__mc_wire h;
+	struct gpub *p;
+	uint8_t src[16];
 	uint64_t to;
 
-	if (g->drop_every) {
-		/* test hook: one in drop_every "lost on the wire", at
-		 * (fixed) random */
-		g->drop_n ^= g->drop_n << 13;
-		g->drop_n ^= g->drop_n >> 17;
-		g->drop_n ^= g->drop_n << 5;
-		if (g->drop_n % g->drop_every == 0)
-			return;
-	}
 	if (rdmamsg__mc_decode(d, len, (uint32_t)g->max_msg, &h)) {
 		g->st.malformed++;
 		return;
@@ -1751,46 +1854,71 @@ static void on_datagram(struct rdmamsg_group *g, const char *d, uint32_t len)
 			return;
 		}
 	}
+	if (!wc_src(w, grh, src))
+		note_src(g, p, w, src);
+	pub_datagram(g, p, &h, d + RDMAMSG_MC_HDR, len - RDMAMSG_MC_HDR);
+}
+
+/* pub_datagram -- a datagram of publisher p: header *h, n bytes of
+ * payload at pay */
+static void pub_datagram(struct rdmamsg_group *g, struct gpub *p,
+			 const struct rdmamsg__mc_wire *h, const char *pay,
+			 uint32_t n)
+{
 	p->last_ns = g->ctx->now;
 	/* a repair of ours after a selective NAK: the publisher takes them */
-	if (h.type == MC_DATA && !h.off && h.seq >= p->next &&
-	    h.seq < p->seen && p->sel_sent)
+	if (h->type == MC_DATA && !h->off && h->seq >= p->next &&
+	    h->seq < p->seen && p->sel_sent)
 		p->sel_ok = 1;
 	/* (a batch's messages: each as it is taken, in on_batch) */
-	if (h.type == MC_DATA && h.seq + 1 > p->seen)
-		p->seen = h.seq + 1;
-	else if (h.type == MC_HEARTBEAT && !(h.flags & MCF_LOW) &&
-		 h.seq > p->seen)
-		p->seen = h.seq;
-	if (h.type == MC_HEARTBEAT) {
-		if (h.flags & MCF_ADDR)
-			pub_addr(g, p, d + RDMAMSG_MC_HDR);
-		else if (!h.flags)
+	if (h->type == MC_DATA && h->seq + 1 > p->seen)
+		p->seen = h->seq + 1;
+	else if (h->type == MC_HEARTBEAT && !(h->flags & MCF_LOW) &&
+		 h->seq > p->seen)
+		p->seen = h->seq;
+	if (h->type == MC_HEARTBEAT) {
+		if (h->flags & MCF_FIN)
+			p->have_src = 0; /* its QP may come back as another's */
+		if (h->flags & MCF_ADDR)
+			pub_addr(g, p, pay);
+		else if (!h->flags)
 			p->unreliable =
 				1; /* a publisher not in reliable mode */
-		if (h.seq <= p->next)
+		if (h->seq <= p->next)
 			return;
-		if (p->nooo && !(h.flags & MCF_LOW)) {
+		if (p->nooo && !(h->flags & MCF_LOW)) {
 			/* every fragment before it was sent before it: a
 			 * part of its last message is all that comes */
-			struct gooo *o = &p->ooo[(h.seq - 1) & (p->nooo - 1)];
+			struct gooo *o = &p->ooo[(h->seq - 1) & (p->nooo - 1)];
 
-			if (o->seq == h.seq - 1 && o->state == OOO_PART)
+			if (o->seq == h->seq - 1 && o->state == OOO_PART)
 				o->state = OOO_EMPTY;
 		}
-		if (h.flags & (MCF_LOW | MCF_FIN)) {
-			skip(g, p, h.seq); /* never to be repaired */
-			if (!(h.flags & MCF_FIN))
+		if (h->flags & (MCF_LOW | MCF_FIN)) {
+			skip(g, p, h->seq); /* never to be repaired */
+			if (!(h->flags & MCF_FIN))
 				fill_gap(g, p); /* the rest may be */
 		} else
-			miss(g, p, h.seq);
+			miss(g, p, h->seq);
 		return;
 	}
-	if (h.type == MC_BATCH) {
-		on_batch(g, p, &h, (const uint8_t *)d + RDMAMSG_MC_HDR);
+	if (h->type == MC_BATCH) {
+		on_batch(g, p, h, (const uint8_t *)pay);
 		return;
 	}
-	on_data(g, p, &h, d + RDMAMSG_MC_HDR, len - RDMAMSG_MC_HDR);
+	on_data(g, p, h, pay, n);
+}
+
+/* drop -- the test hook RDMAMSG_TEST_MC_DROP: one datagram in drop_every
+ * "lost on the wire", at (fixed) random */
+static int drop(struct rdmamsg_group *g)
+{
+	if (!g->drop_every)
+		return 0;
+	g->drop_n ^= g->drop_n << 13;
+	g->drop_n ^= g->drop_n >> 17;
+	g->drop_n ^= g->drop_n << 5;
+	return g->drop_n % g->drop_every == 0;
 }
 
 /* sm_fn -- a reliable subscriber's period: status messages, NAKs again */
@@ -1883,11 +2011,16 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 					 ibv_wc_status_str(w->status));
 			continue; /* the buffer stays ours until the end */
 		}
-		if (w->byte_len >= GRH_BYTES && w->byte_len <= g->rxb[own]->cap)
-			on_datagram(g, g->rxb[own]->data + GRH_BYTES,
-				    w->byte_len - GRH_BYTES);
-		else
+		if (w->byte_len < GRH_BYTES || w->byte_len > g->rxb[own]->cap)
 			g->st.malformed++;
+		else if (drop(g))
+			; /* test hook */
+		else if (w->wc_flags & IBV_WC_WITH_IMM)
+			on_bare(g, w, g->rxb[own]->data,
+				w->byte_len - GRH_BYTES);
+		else
+			on_datagram(g, w, g->rxb[own]->data,
+				    w->byte_len - GRH_BYTES);
 		g->rpend[g->nrpend++] = (uint32_t)own;
 		if (g->nrpend >= G_REPOST)
 			post_recvs(g);

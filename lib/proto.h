@@ -344,6 +344,17 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
  * its messages lost (default mode) or asks for them again and gets them
  * as DATA (reliable mode); a publisher's batching can be turned off
  * (rdmamsg_group_attr_set_batch) for groups with such subscribers.
+ * Bare DATA (still version 1): a message too long for a datagram with
+ * this header but not for a bare one (path MTU - 32 < length <= path
+ * MTU: 4 KiB on a 4096 MTU) goes alone, without the header, as a SEND
+ * with immediate data: the immediate is the low 32 bits of its sequence
+ * number (big-endian, as verbs carry it), the rest comes from what the
+ * subscriber knows of the sender: the publisher whose last headed
+ * datagram came from the same source address (the GRH's) and QP number
+ * (rdmamsg__mc_grh_src, rdmamsg__mc_seq).  A publisher is heard of by a
+ * headed datagram first: its heartbeat at the join, and every heartbeat
+ * period one while it sends bare ones.  Old peers: as for BATCH (a bare
+ * datagram is malformed to them; off with rdmamsg_group_attr_set_batch).
  */
 struct rdmamsg__mc_wire {
 	uint32_t magic; /* RDMAMSG_MC_MAGIC */
@@ -378,6 +389,46 @@ static inline uint32_t rdmamsg__mc_rec(const uint8_t *p)
 
 	memcpy(&v, p, 4);
 	return le32toh(v);
+}
+
+/*
+ * rdmamsg__mc_grh_src -- the source address in the 40 bytes a UD receive
+ * buffer starts with (untrusted: a peer wrote them) as 16 bytes in src:
+ * an InfiniBand or IPv6 GRH's SGID, or for RoCE v2 over IPv4 (the IPv4
+ * header in the last 20 bytes) the IPv4-mapped source address.  0, or
+ * -EPROTO when neither header is there.
+ */
+static inline int rdmamsg__mc_grh_src(const uint8_t *grh, uint8_t *src)
+{
+	static const uint8_t v4[12] = {0, 0, 0, 0, 0,	 0,
+				       0, 0, 0, 0, 0xff, 0xff};
+
+	if ((grh[0] >> 4) == 6) {
+		memcpy(src, grh + 8, 16);
+		return 0;
+	}
+	if (grh[20] == 0x45) { /* IPv4, no options */
+		memcpy(src, v4, 12);
+		memcpy(src + 12, grh + 32, 4);
+		return 0;
+	}
+	return -EPROTO;
+}
+
+/*
+ * rdmamsg__mc_seq -- the sequence number whose low 32 bits are low, the
+ * nearest to next (at most 2^31 - 1 before it, 2^31 after): 0 and *seq,
+ * or -EPROTO for one before 0 or at UINT64_MAX (no message has it)
+ */
+static inline int rdmamsg__mc_seq(uint64_t next, uint32_t low, uint64_t *seq)
+{
+	int32_t d = (int32_t)(low - (uint32_t)next);
+
+	if (d < 0 ? (uint64_t) - (int64_t)d > next
+		  : next > UINT64_MAX - 1 - (uint64_t)d)
+		return -EPROTO;
+	*seq = next + (uint64_t)(int64_t)d;
+	return 0;
 }
 
 /* rdmamsg__mc_nak_bit -- bit i of a selective NAK's bitmap bm */

@@ -10,7 +10,7 @@
 #   -q           quick run: a tenth of the messages
 #   -r ROUNDS    measure everything ROUNDS times, report medians (default 3)
 #   -s N         rdmamsg subscribers (default 3; perftest has one receiver)
-#   -c           instead: instructions per 64 B message under callgrind
+#   -c           instead: instructions per message (64 B, 4 KiB) under callgrind
 #                (publisher, subscriber; default and reliable mode; and
 #                ib_send_bw's UD multicast sender), each the difference of
 #                a run of N and one of 2N messages over the N extra ones
@@ -52,6 +52,17 @@
 #   busy-polls on both sides; rdmamsg's is the one-way latency of a
 #   paced stream to subscribers that block in poll() (the library's
 #   default use), a wake-up per message on a loaded machine.
+# - receive depth: the rdmamsg subscribers post 4,096 receives, the raw
+#   receivers 512 (perftest's default, and the sinks'); a receiver with
+#   fewer posted takes less of an unpaced stream, and on softrdma every
+#   datagram it does not take costs the sender nothing: the default-mode
+#   row "receive depth 512" gives the rdmamsg subscribers the raw
+#   receivers' depth, the like-for-like publish rate.
+# - "received per subscriber": the rate messages reached a subscriber at
+#   (from its first timed message to its last, median of the
+#   subscribers); in default mode what the publisher's rate is worth when
+#   a subscriber cannot keep up (the rest reported lost).  The raw
+#   receivers' take is not measured (perftest does not print it).
 # - the publisher's and a subscriber's counters (datagrams, status
 #   messages, stalls, duplicates, losses) of the last round are printed
 #   per 1,000 messages.
@@ -66,6 +77,7 @@ scale=${BENCH_SCALE:-1}
 rounds=3
 nsub=3
 insns=0
+cg_size=64
 while getopts b:cqr:s: opt; do
 	case $opt in
 	c) insns=1 ;;
@@ -113,11 +125,12 @@ start_subs() {
 
 # mc VAR NSUB SIZE N [OPTS...] -- one publisher and NSUB subscribers (all
 # with -w $warm); VAR_rate gets the publisher's msgs/s for SIZE, VAR_lat
-# the subscribers' median one-way latency (median over subscribers), n/a
-# on failure; the publisher's and first subscriber's "# stats" lines are
-# kept in $tmp/VAR.stats
+# the subscribers' median one-way latency, VAR_recv the rate messages
+# reached them at (each a median over subscribers), n/a on failure; the
+# publisher's and first subscriber's "# stats" lines are kept in
+# $tmp/VAR.stats
 mc() {
-	local var=$1 ns=$2 size=$3 n=$4 i p rate=n/a lat=n/a ok=1
+	local var=$1 ns=$2 size=$3 n=$4 i p rate=n/a lat=n/a recv=n/a ok=1
 	local -a o=("${@:5}" -w "$warm") subs=()
 	if [ -x "$perf" ] && [ -e "$lib" ]; then
 		start_subs sub "$ns" "$group" -n "$n" --size "$size" "${o[@]}"
@@ -130,6 +143,9 @@ mc() {
 			lat=$(for i in $(seq "$ns"); do
 				awk -v s="$size" '$1 == s && NF == 6 { print $4 }' "$tmp/sub$i"
 			done | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+			recv=$(for i in $(seq "$ns"); do
+				awk -v s="$size" '$1 == "#" && $2 == "received" && $3 == s { print $6 }' "$tmp/sub$i"
+			done | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
 			{
 				sed -n 's/^# stats: /pub /p' "$tmp/pub"
 				sed -n 's/^# stats: /sub /p' "$tmp/sub1"
@@ -141,6 +157,7 @@ mc() {
 	fi
 	printf -v "${var}_rate" %s "${rate:-n/a}"
 	printf -v "${var}_lat" %s "${lat:-n/a}"
+	printf -v "${var}_recv" %s "${recv:-n/a}"
 }
 
 # raw VAR PROG SIZE COL SINKS PERFTEST-ARGS... -- perftest UD multicast
@@ -179,7 +196,7 @@ raw() {
 
 # cg_mc ROLE N [OPTS...] -- instructions callgrind counts in the ROLE
 # (pub or sub) process of one publisher and one subscriber, N messages of
-# 64 B; the other process runs natively, both block in poll() (--fd)
+# $cg_size bytes; the other process runs natively, both block in poll() (--fd)
 # while idle.  The publisher goes as fast as it can; for a default-mode
 # subscriber it is paced (2,000/s: every message received, each in a
 # datagram of its own), in reliable mode its window keeps it at the
@@ -190,8 +207,8 @@ cg_mc() {
 	# the program itself, not libtool's wrapper script
 	local bin=$builddir/tools/.libs/rdmamsg_perf
 	[ -x "$bin" ] || bin=$perf
-	local -a sub=("$bin" -L "$group" -n "$n" --size 64 --fd "${o[@]}")
-	local -a pub=("$bin" -P "$group" -n "$n" --size 64 --fd "${o[@]}")
+	local -a sub=("$bin" -L "$group" -n "$n" --size "$cg_size" --fd "${o[@]}")
+	local -a pub=("$bin" -P "$group" -n "$n" --size "$cg_size" --fd "${o[@]}")
 	local -a cs=() cp=()
 	if [ "$role" = pub ]; then
 		cp=("${cg[@]}")
@@ -209,7 +226,7 @@ cg_mc() {
 	timeout -k 5 600 env LD_LIBRARY_PATH="$builddir/lib/.libs" "${cp[@]}" "${pub[@]}" >/dev/null 2>"$tmp/cg.perr"
 	wait "$spid"
 	out=$(sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$tmp/cg.${role:0:1}err" | tr -d , | tail -n 1)
-	if [ "$role" = sub ] && ! awk -v n="$n" '$1 == 64 && NF == 6 && $3 == n { f = 1 } END { exit !f }' "$tmp/cg.sub"; then
+	if [ "$role" = sub ] && ! awk -v n="$n" -v s="$cg_size" '$1 == s && NF == 6 && $3 == n { f = 1 } END { exit !f }' "$tmp/cg.sub"; then
 		echo "# callgrind subscriber did not receive all $n messages:" >&2
 		tail -n 2 "$tmp/cg.sub" | sed 's/^/#   /' >&2
 		out=n/a
@@ -218,16 +235,17 @@ cg_mc() {
 }
 
 # cg_raw N -- instructions of ib_send_bw's UD multicast sender, N messages
+# of $cg_size bytes
 cg_raw() {
 	local n=$1 port spid out=n/a
 	port=$(free_port)
 	env LD_PRELOAD="$lib" timeout -k 5 600 ib_send_bw -d softrdma0 -x 0 -F -c UD --mcg \
-		-p "$port" -s 64 -n "$n" >/dev/null 2>&1 &
+		-p "$port" -s "$cg_size" -n "$n" >/dev/null 2>&1 &
 	spid=$!
 	pids="$pids $spid"
 	if wait_port "$port" 30; then
 		env LD_PRELOAD="$lib" timeout -k 5 600 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-			ib_send_bw -d softrdma0 -x 0 -F -c UD --mcg -p "$port" -s 64 -n "$n" 127.0.0.1 \
+			ib_send_bw -d softrdma0 -x 0 -F -c UD --mcg -p "$port" -s "$cg_size" -n "$n" 127.0.0.1 \
 			>/dev/null 2>"$tmp/cg.err"
 		out=$(sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$tmp/cg.err" | tr -d ,)
 	fi
@@ -245,23 +263,25 @@ per() {
 if [ "$insns" = 1 ]; then
 	command -v valgrind >/dev/null || { echo "valgrind missing" >&2; exit 1; }
 	n=$(iters 20000)
-	echo "# bench-mcast -c: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), 64 B messages, callgrind,"
+	echo "# bench-mcast -c: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), callgrind,"
 	echo "# runs of $n and $((2 * n)) messages; per message = difference / $n"
 	printf '%-40s %12s\n' process insn/msg
-	for mode in default reliable; do
-		o=()
-		[ $mode = reliable ] && o=(--reliable 1024)
-		for role in pub sub; do
-			a=$(cg_mc $role "$n" "${o[@]}")
-			b=$(cg_mc $role $((2 * n)) "${o[@]}")
-			printf '%-40s %12s\n' "rdmamsg $mode, $role$([ $mode$role = defaultsub ] && echo ' (paced)')" "$(per "$a" "$b" "$n")"
+	for cg_size in 64 4096; do
+		for mode in default reliable; do
+			o=()
+			[ $mode = reliable ] && o=(--reliable 1024)
+			for role in pub sub; do
+				a=$(cg_mc $role "$n" "${o[@]}")
+				b=$(cg_mc $role $((2 * n)) "${o[@]}")
+				printf '%-40s %12s\n' "$cg_size B: rdmamsg $mode, $role$([ $mode$role = defaultsub ] && echo ' (paced)')" "$(per "$a" "$b" "$n")"
+			done
 		done
+		if have ib_send_bw; then
+			a=$(cg_raw "$n")
+			b=$(cg_raw $((2 * n)))
+			printf '%-40s %12s\n' "$cg_size B: raw UD (ib_send_bw sender)" "$(per "$a" "$b" "$n")"
+		fi
 	done
-	if have ib_send_bw; then
-		a=$(cg_raw "$n")
-		b=$(cg_raw $((2 * n)))
-		printf '%-40s %12s\n' "raw UD (ib_send_bw sender)" "$(per "$a" "$b" "$n")"
-	fi
 	exit 0
 fi
 
@@ -276,7 +296,7 @@ ratio2() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'
 }
 
-d_rate='' rl_rate='' p_lat='' v=''
+d_rate='' rl_rate='' p_lat='' v='' d_recv='' rl_recv='' d5_rate='' d5_recv=''
 # rate runs: at least 100,000 messages (past the first milliseconds'
 # start-up), -q or not
 n_rate=$(iters 100000)
@@ -293,8 +313,14 @@ for r in $(seq "$rounds"); do
 	for sz in 64 4096; do
 		mc d "$nsub" "$sz" "$n_rate"
 		add "d_rate_$sz" "$d_rate"
+		add "d_recv_$sz" "$d_recv"
+		# the raw receivers' receive depth (perftest's 512, the sinks')
+		mc d5 "$nsub" "$sz" "$n_rate" --recv-depth 512
+		add "d5_rate_$sz" "$d5_rate"
+		add "d5_recv_$sz" "$d5_recv"
 		mc rl "$nsub" "$sz" "$n_rate" --reliable 1024
 		add "r_rate_$sz" "$rl_rate"
+		add "r_recv_$sz" "$rl_recv"
 		mc p "$nsub" "$sz" "$n_lat" --pace 10000
 		add "d_lat_$sz" "$p_lat"
 		raw v ib_send_bw "$sz" 5 0 "${raw_bw[@]}"
@@ -323,6 +349,11 @@ for sz in 64 4096; do
 	d=$(med "d_rate_$sz") r=$(med "r_rate_$sz") v=$(med "v_rate_$sz") w=$(med "w_rate_$sz")
 	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, default (msg/s)" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
 	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, reliable (win 1024)" "$r" "$v" "$(ratio2 "$r" "$v")" "$w" "$(ratio2 "$r" "$w")"
+	printf '%-38s %11s\n' "  received per subscriber, default" "$(med "d_recv_$sz")"
+	d=$(med "d5_rate_$sz")
+	printf '%-38s %11s %11s %6s %11s %6s\n' "  default, receive depth 512 as raw's" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
+	printf '%-38s %11s\n' "  received per subscriber, depth 512" "$(med "d5_recv_$sz")"
+	printf '%-38s %11s\n' "  received per subscriber, reliable" "$(med "r_recv_$sz")"
 	d=$(med "d_lat_$sz") v=$(med "v_lat_$sz")
 	printf '%-38s %11s %11s %6s\n' "latency $sz B at 10k/s (us)" "$d" "$v" "$(ratio2 "$d" "$v")"
 done

@@ -934,6 +934,8 @@ struct perf_mcast {
 	uint64_t done, failed; /* on_publish() seen */
 	uint64_t got[PERF_MAX_SIZES], lost, bad, warm, last_ns;
 	uint64_t *lat[PERF_MAX_SIZES]; /* one-way, ns; iters each */
+	/* when the first and the last of each size came (subscriber) */
+	uint64_t first_ns[PERF_MAX_SIZES], last_ns_sz[PERF_MAX_SIZES];
 	/* the counters when the warm-up ended (publisher) or the first
 	 * timed message came (subscriber): mc_stats prints what followed */
 	struct rdmamsg_group_stats st0;
@@ -975,6 +977,9 @@ static void mc_on_message(struct rdmamsg_group *g,
 		m->bad++;
 		return;
 	}
+	if (!m->got[h.size])
+		m->first_ns[h.size] = now;
+	m->last_ns_sz[h.size] = now;
 	m->lat[h.size][m->got[h.size]++] = now >= h.ns ? now - h.ns : 0;
 }
 
@@ -1218,6 +1223,13 @@ static int mc_subscribe(struct perf_mcast *m)
 		       n ? (double)m->lat[i][n / 2] / 1e3 : 0.0,
 		       n ? (double)sum / (double)n / 1e3 : 0.0,
 		       n ? (double)m->lat[i][n * 99 / 100] / 1e3 : 0.0);
+	}
+	/* the rate they came at, from the first to the last of a size */
+	for (i = 0; i < o->nsizes; i++) {
+		uint64_t n = m->got[i], t = m->last_ns_sz[i] - m->first_ns[i];
+
+		printf("# received %zu B at %.0f msgs/s\n", o->sizes[i],
+		       n > 1 && t ? (double)(n - 1) * 1e9 / (double)t : 0.0);
 	}
 	printf("# lost %" PRIu64 ", malformed %" PRIu64 "\n", m->lost, m->bad);
 	return m->bad ? -EPROTO : 0;

@@ -45,8 +45,9 @@ static struct sub_result *results; /* shared with the children */
 /* msg_size -- the size of message seq: 8 B .. 64 KiB, fragmented often */
 static size_t msg_size(uint64_t seq)
 {
-	static const size_t sz[] = {8,	  64,	200, 1000, 4063,  4064,
-				    4065, 9000, 8,   333,  20000, 8128};
+	/* 4065 .. 4096: one bare datagram each (lib/proto.h) */
+	static const size_t sz[] = {8,	  64,	200, 1000, 4063,  4064, 4065,
+				    4096, 9000, 8,   333,  20000, 8128};
 
 	if (seq % 97 == 13)
 		return MAXMSG;
@@ -164,11 +165,13 @@ static int subscriber(int wfd, void *arg)
 	s.buf = malloc(MAXMSG);
 	if ((uintptr_t)arg & 0x100)
 		setenv("RDMAMSG_TEST_MC_DROP", rwindow ? "20" : "7", 1);
-	/* 0x200: tagged FLOW_TAG, for a publisher's tagged flow control */
+	/* 0x200: tagged FLOW_TAG, for a publisher's tagged flow control;
+	 * 0x400: a receive depth of 64, whatever rdepth says */
 	s.ctx = test_ctx();
 	if (rdmamsg_group_attr_new(&a) ||
 	    rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_SUBSCRIBER) ||
-	    rdmamsg_group_attr_set_recv_depth(a, rdepth) ||
+	    rdmamsg_group_attr_set_recv_depth(
+		    a, (uintptr_t)arg & 0x400 ? 64 : rdepth) ||
 	    rdmamsg_group_attr_set_max_msg_size(a, MAXMSG) ||
 	    rdmamsg_group_attr_set_heartbeat(a, 20) ||
 	    rdmamsg_group_attr_set_reliable(a, rwindow) ||
@@ -628,13 +631,16 @@ static uint64_t publish_n(struct rdmamsg_ctx *ctx, struct rdmamsg_group *g,
 }
 
 /*
- * stopped -- two reliable subscribers; one is stopped (SIGSTOP) while the
- * publisher goes on far past its window: the publisher is held only until
- * the stopped one's status messages are overdue, the other loses nothing,
- * and the stopped one, continued, reports what could no longer be
- * repaired and gets the rest
+ * stopped -- two subscribers; one is stopped (SIGSTOP) while the publisher
+ * goes on far past its window (and its receive queue).  Reliable mode:
+ * the publisher is held only until the stopped one's status messages are
+ * overdue, the other loses nothing, and the stopped one, continued,
+ * reports what could no longer be repaired and gets the rest.  Default
+ * mode: the publisher is not held at all (the test paces it by the
+ * running subscriber alone), the running one loses nothing, the stopped
+ * one, continued, gets what its queue held and reports the rest lost.
  */
-static void stopped(void)
+static void stopped(uint32_t window)
 {
 	struct rdmamsg_group_cbs cbs = {.on_join = pub_join,
 					.on_publish = pub_done};
@@ -653,10 +659,13 @@ static void stopped(void)
 	memset(&p, 0, sizeof(p));
 	memset(results, 0, NSUB * sizeof(*results));
 	nmsgs = 400;
-	rwindow = 16;
-	rdepth = 64;
-	diag("reliable mode, one subscriber stopped");
-	spawn_subs(2, (const uintptr_t[]){0, 1}, pid, rfd, acc);
+	rwindow = window;
+	if (window)
+		rdepth = 64;
+	diag("%s mode, one subscriber stopped",
+	     window ? "reliable" : "default");
+	spawn_subs(2, (const uintptr_t[]){0, window ? 1 : 0x401}, pid, rfd,
+		   acc);
 	ctx = test_ctx();
 	rdmamsg_group_attr_new(&a);
 	rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
@@ -669,7 +678,10 @@ static void stopped(void)
 		   test_run_until(ctx, &p.joined, 60000) == 1,
 	   "stopped: publisher joined");
 	rdmamsg_group_attr_delete(&a);
-	wait_receivers(ctx, g, 2);
+	if (window)
+		wait_receivers(ctx, g, 2);
+	else
+		test_idle(ctx, 400); /* a heartbeat: they know us */
 	sent = publish_n(ctx, g, buf, 0, 64);
 	end = test_now_ms() + 30000;
 	do {
@@ -679,14 +691,33 @@ static void stopped(void)
 	ok(sent == 64 && acc[0] == 64 && acc[1] == 64,
 	   "64 messages reached both subscribers");
 	kill(pid[1], SIGSTOP);
-	sent = publish_n(ctx, g, buf, 64, nmsgs);
+	if (window) {
+		sent = publish_n(ctx, g, buf, 64, nmsgs);
+	} else {
+		/* paced by the running one: WINDOW messages ahead at most */
+		end = test_now_ms() + 60000;
+		while (sent < nmsgs && test_now_ms() < end) {
+			drain(rfd, acc, 1);
+			if (sent - acc[0] < WINDOW)
+				sent = publish_for(ctx, g, buf, sent, sent + 1,
+						   1000);
+			else
+				test_idle(ctx, 1);
+		}
+	}
 	rdmamsg_group_query(g, &st);
 	kill(pid[1], SIGCONT);
-	ok(sent == nmsgs && st.receivers == 1,
-	   "the publisher went on past its window of %u without the "
-	   "stopped subscriber (%llu of %u published, %llu stalls)",
-	   rwindow, (unsigned long long)sent, nmsgs,
-	   (unsigned long long)st.flow_control_stalls);
+	if (window)
+		ok(sent == nmsgs && st.receivers == 1,
+		   "the publisher went on past its window of %u without the "
+		   "stopped subscriber (%llu of %u published, %llu stalls)",
+		   rwindow, (unsigned long long)sent, nmsgs,
+		   (unsigned long long)st.flow_control_stalls);
+	else
+		ok(sent == nmsgs && !st.receivers,
+		   "the publisher went on without the stopped subscriber "
+		   "(%llu of %u published while it was stopped)",
+		   (unsigned long long)sent, nmsgs);
 	ok(wait_subs(ctx, rfd, pid, 2), "both subscribers exit 0");
 	ok(results[0].received == nmsgs && !results[0].lost &&
 		   !results[0].bad && !results[0].order,
@@ -699,9 +730,13 @@ static void stopped(void)
 	   (unsigned long long)results[1].received,
 	   (unsigned long long)results[1].lost, nmsgs);
 	rdmamsg_group_query(g, &st);
-	ok(st.naks_received > 0, "publisher: %llu NAKs, %llu repairs",
-	   (unsigned long long)st.naks_received,
-	   (unsigned long long)st.repairs);
+	if (window)
+		ok(st.naks_received > 0, "publisher: %llu NAKs, %llu repairs",
+		   (unsigned long long)st.naks_received,
+		   (unsigned long long)st.repairs);
+	else
+		ok(!st.naks_received && !st.repairs,
+		   "default mode: no NAK, no repair");
 	ok(!rdmamsg_group_close(g, pub_closed) &&
 		   test_run_until(ctx, &p.closed, 60000) == 1,
 	   "publisher closed");
@@ -838,6 +873,7 @@ static void flows(void)
 struct late {
 	int joined, closed;
 	uint64_t first, received, lost, bad, next;
+	size_t len; /* of every message (0: 8) */
 };
 
 static void late_join(struct rdmamsg_group *g, int status, void *arg)
@@ -851,7 +887,9 @@ static void late_join(struct rdmamsg_group *g, int status, void *arg)
 static void late_msg(struct rdmamsg_group *g, const struct rdmamsg_group_msg *m,
 		     void *arg)
 {
+	static unsigned char want[8192];
 	struct late *l = arg;
+	size_t len = l->len ? l->len : 8;
 
 	(void)g;
 	if (!l->received)
@@ -860,7 +898,9 @@ static void late_msg(struct rdmamsg_group *g, const struct rdmamsg_group_msg *m,
 	if ((l->received || l->lost) && m->seq != l->next)
 		l->bad++;
 	l->next = m->seq + 1;
-	if (m->len != 8 || memcmp(m->data, &m->seq, 8))
+	if (len <= sizeof(want))
+		fill(m->seq, want, len);
+	if (m->len != len || len > sizeof(want) || memcmp(m->data, want, len))
 		l->bad++;
 	l->received++;
 }
@@ -898,15 +938,20 @@ static void both(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b, int ms)
 	}
 }
 
-/* publish8 -- publish messages [from, to) of 8 bytes (their seq) */
-static int publish8(struct rdmamsg_group *g, struct rdmamsg_ctx *a,
-		    struct rdmamsg_ctx *b, uint64_t from, uint64_t to)
+/* publish_len -- publish messages [from, to) of len bytes (fill) */
+static int publish_len(struct rdmamsg_group *g, struct rdmamsg_ctx *a,
+		       struct rdmamsg_ctx *b, uint64_t from, uint64_t to,
+		       size_t len)
 {
+	static unsigned char buf[8192];
 	uint64_t i;
 	int ret, tries = 0;
 
+	if (len > sizeof(buf))
+		return -EINVAL;
 	for (i = from; i < to;) {
-		ret = rdmamsg_group_publish(g, &i, 8, NULL);
+		fill(i, buf, len);
+		ret = rdmamsg_group_publish(g, buf, len, NULL);
 		if (ret == -EAGAIN && tries++ < 100000) {
 			both(a, b, 1);
 			continue;
@@ -918,6 +963,13 @@ static int publish8(struct rdmamsg_group *g, struct rdmamsg_ctx *a,
 			both(a, b, 2); /* the subscriber keeps up */
 	}
 	return 0;
+}
+
+/* publish8 -- publish messages [from, to) of 8 bytes (their seq) */
+static int publish8(struct rdmamsg_group *g, struct rdmamsg_ctx *a,
+		    struct rdmamsg_ctx *b, uint64_t from, uint64_t to)
+{
+	return publish_len(g, a, b, from, to, 8);
 }
 
 static void late_joiner(void)
@@ -970,6 +1022,116 @@ static void late_joiner(void)
 	both(a, b, 20);
 	test_run_until(b, (volatile int *)&sl.closed, 60000);
 	ok(sl.closed == 1, "subscriber closed once");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
+	   "both contexts destroyed");
+}
+
+/* ---- bare datagrams: 4 KiB messages in one datagram each ------------- */
+
+/*
+ * bare -- messages of a path MTU (4096 B: too long for a datagram with
+ * the group's header) go one datagram each, without the header; a
+ * subscriber knows their publisher, and one that joins while they
+ * stream starts at the next heartbeat (not earlier: it knows no
+ * publisher yet), loses nothing after it; a publisher with batching off
+ * sends them as two fragments, which subscribers take as well
+ */
+static void bare(void)
+{
+	struct rdmamsg_group_cbs pc = {.on_join = late_join};
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx();
+	struct rdmamsg_group *pg, *og, *sg, *lg;
+	struct rdmamsg_group_attr *at;
+	struct rdmamsg_group_stats st, s0;
+	struct late pl, ol, sl, ll;
+	const size_t len = 4096;
+	uint64_t dg;
+	long long end;
+
+	memset(&pl, 0, sizeof(pl));
+	memset(&ol, 0, sizeof(ol));
+	memset(&sl, 0, sizeof(sl));
+	memset(&ll, 0, sizeof(ll));
+	sl.len = ll.len = len;
+	rdmamsg_group_attr_new(&at);
+	rdmamsg_group_attr_set_heartbeat(at, 10);
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
+	ok(!rdmamsg_group_join(b, "239.1.2.23", at, &sc, &sl, &sg) &&
+		   test_run_until(b, &sl.joined, 60000) == 1,
+	   "bare: a subscriber joined");
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
+	ok(!rdmamsg_group_join(a, "239.1.2.23", at, &pc, &pl, &pg) &&
+		   test_run_until(a, &pl.joined, 60000) == 1,
+	   "the publisher joined");
+	both(a, b, 50); /* its first heartbeat heard */
+	rdmamsg_group_query(pg, &s0);
+	ok(!publish_len(pg, a, b, 0, 200, len), "200 messages of %zu B", len);
+	rdmamsg_group_query(pg, &st);
+	dg = st.datagrams_sent - s0.datagrams_sent -
+	     (st.heartbeats_sent - s0.heartbeats_sent);
+	ok(st.mtu < len && dg == 200,
+	   "a datagram each (%llu datagrams, %u B a fragment)",
+	   (unsigned long long)dg, st.mtu);
+	/* a subscriber joins while they stream (no idle moment) */
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
+	ok(!rdmamsg_group_join(b, "239.1.2.23", at, &sc, &ll, &lg),
+	   "a subscriber joins while they stream");
+	ok(!publish_len(pg, a, b, 200, 600, len) && ll.joined == 1,
+	   "400 more, it joined meanwhile");
+	end = test_now_ms() + 10000;
+	while ((sl.received < 600 || ll.received + ll.first < 600) &&
+	       test_now_ms() < end)
+		both(a, b, 5);
+	ok(sl.received == 600 && !sl.lost && !sl.bad && !sl.first,
+	   "the first subscriber got 0 .. 599 in order, contents checked "
+	   "(%llu, %llu lost, %llu bad)",
+	   (unsigned long long)sl.received, (unsigned long long)sl.lost,
+	   (unsigned long long)sl.bad);
+	ok(ll.received && ll.first > 200 && ll.first + ll.received == 600 &&
+		   !ll.lost && !ll.bad,
+	   "the late one got %llu .. 599, no loss reported, none bad (%llu, "
+	   "%llu lost, %llu bad)",
+	   (unsigned long long)ll.first, (unsigned long long)ll.received,
+	   (unsigned long long)ll.lost, (unsigned long long)ll.bad);
+	rdmamsg_group_query(sg, &st);
+	ok(st.publishers == 1 && st.msgs_received == 600 && !st.gaps &&
+		   !st.duplicates && !st.malformed && !st.lost_fragments,
+	   "its counters: one publisher, 600 messages, nothing dropped");
+	ok(!rdmamsg_group_close(pg, late_closed), "the publisher leaves");
+	/* batching off: the version-1 wire, two fragments a message */
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
+	rdmamsg_group_attr_set_batch(at, 0);
+	ok(!rdmamsg_group_join(a, "239.1.2.23", at, &pc, &ol, &og) &&
+		   test_run_until(a, &ol.joined, 60000) == 1,
+	   "a publisher without batches joined");
+	rdmamsg_group_attr_delete(&at);
+	both(a, b, 50);
+	sl.received = sl.lost = 0;
+	rdmamsg_group_query(og, &s0);
+	ok(!publish_len(og, a, b, 0, 100, len), "100 messages of %zu B", len);
+	rdmamsg_group_query(og, &st);
+	dg = st.datagrams_sent - s0.datagrams_sent -
+	     (st.heartbeats_sent - s0.heartbeats_sent);
+	end = test_now_ms() + 10000;
+	while (sl.received < 100 && test_now_ms() < end)
+		both(a, b, 5);
+	ok(dg == 200 && sl.received == 100 && !sl.first && !sl.lost && !sl.bad,
+	   "two datagrams each (%llu), all taken in order (%llu, %llu bad)",
+	   (unsigned long long)dg, (unsigned long long)sl.received,
+	   (unsigned long long)sl.bad);
+	ok(!rdmamsg_group_close(og, late_closed), "it leaves");
+	ok(!rdmamsg_group_close(sg, late_closed) &&
+		   !rdmamsg_group_close(lg, late_closed),
+	   "the subscribers leave");
+	end = test_now_ms() + 10000;
+	while ((pl.closed + ol.closed < 2 || sl.closed + ll.closed < 2) &&
+	       test_now_ms() < end)
+		both(a, b, 5);
+	ok(pl.closed == 1 && ol.closed == 1 && sl.closed == 1 && ll.closed == 1,
+	   "each closed once");
 	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
 	   "both contexts destroyed");
 }
@@ -1336,9 +1498,11 @@ int main(void)
 		sdepth = 256;
 		nmsgs = n;
 	}
-	stopped();
+	stopped(16);
+	stopped(0);
 	flows();
 	late_joiner();
+	bare();
 	batches();
 	repair_room();
 	gone();

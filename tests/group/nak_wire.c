@@ -11,6 +11,10 @@
  * each malformed one (a count of 0 or above RDMAMSG_MC_BATCH_MAX, a
  * length past the datagram or above the maximum, bytes left over, seq +
  * count past the last sequence number, a flag or an offset) refused.
+ * A bare datagram's sender and sequence number: the source address of an
+ * IPv6 (or InfiniBand) GRH and of RoCE v2's IPv4 header, none from 40
+ * bytes that are neither; the sequence number nearest the expected one,
+ * across a 2^32 boundary either way, none before 0 or at UINT64_MAX.
  */
 #include "config.h"
 
@@ -131,6 +135,53 @@ static void batches(void)
 	ok(dec(len, &h) == -EPROTO, "an offset: -EPROTO");
 }
 
+/* bare -- what a subscriber takes of a bare datagram (lib/proto.h) */
+static void bare(void)
+{
+	static const uint8_t v4[16] = {0, 0, 0,	   0,	 0,  0,	  0, 0,
+				       0, 0, 0xff, 0xff, 10, 231, 0, 1};
+	uint8_t grh[40], src[16];
+	uint64_t seq = 1;
+
+	memset(grh, 0, sizeof(grh));
+	grh[0] = 0x60;
+	memset(grh + 8, 0xfe, 16);
+	memset(grh + 24, 0xff, 16);
+	ok(!rdmamsg__mc_grh_src(grh, src) && src[0] == 0xfe && src[15] == 0xfe,
+	   "an IPv6 GRH: its source GID");
+	memset(grh, 0, sizeof(grh));
+	grh[20] = 0x45;
+	memcpy(grh + 32, "\x0a\xe7\x00\x01", 4);
+	memcpy(grh + 36, "\xef\x01\x02\x03", 4);
+	ok(!rdmamsg__mc_grh_src(grh, src) && !memcmp(src, v4, 16),
+	   "RoCE v2 over IPv4: the IPv4-mapped source address");
+	memset(grh, 0, sizeof(grh));
+	ok(rdmamsg__mc_grh_src(grh, src) == -EPROTO, "40 zero bytes: -EPROTO");
+	grh[0] = 0x45;
+	ok(rdmamsg__mc_grh_src(grh, src) == -EPROTO,
+	   "an IPv4 header where the GRH starts: -EPROTO");
+
+	ok(!rdmamsg__mc_seq(100, 100, &seq) && seq == 100,
+	   "the sequence number expected");
+	ok(!rdmamsg__mc_seq(100, 130, &seq) && seq == 130 &&
+		   !rdmamsg__mc_seq(100, 70, &seq) && seq == 70,
+	   "one after it, one before it");
+	ok(!rdmamsg__mc_seq(0xfffffff0ull, 5, &seq) && seq == 0x100000005ull,
+	   "after a 2^32 boundary");
+	ok(!rdmamsg__mc_seq(0x100000005ull, 0xfffffff0u, &seq) &&
+		   seq == 0xfffffff0ull,
+	   "before a 2^32 boundary");
+	ok(rdmamsg__mc_seq(5, 0xfffffff0u, &seq) == -EPROTO &&
+		   seq == 0xfffffff0ull,
+	   "one before 0: -EPROTO, nothing written");
+	ok(rdmamsg__mc_seq(UINT64_MAX - 1, (uint32_t)UINT64_MAX, &seq) ==
+		   -EPROTO,
+	   "UINT64_MAX: -EPROTO");
+	ok(!rdmamsg__mc_seq(UINT64_MAX - 1, (uint32_t)(UINT64_MAX - 1), &seq) &&
+		   seq == UINT64_MAX - 1,
+	   "the last sequence number: accepted");
+}
+
 int main(void)
 {
 	const uint8_t bm10[2] = {0x05, 0x02}; /* bits 0, 2, 9 of 10 */
@@ -198,5 +249,6 @@ int main(void)
 	len = nak(MC_STATUS, 0, 100, 3, NULL, 0);
 	ok(!dec(len, &h) && h.total == 3, "a status message (tag 3): accepted");
 	batches();
+	bare();
 	return done_testing();
 }

@@ -50,8 +50,9 @@ static int small_mix; /* MC_PEER_MIX=small */
  * (or mostly small) */
 static size_t msg_size(uint64_t seq)
 {
-	static const size_t sz[] = {8,	  64,	200, 1000, 4063,  4064,
-				    4065, 9000, 8,   333,  20000, 8128};
+	/* 4065 .. 4096: one bare datagram each (lib/proto.h) */
+	static const size_t sz[] = {8,	  64,	200, 1000, 4063,  4064, 4065,
+				    4096, 9000, 8,   333,  20000, 8128};
 
 	if (small_mix) {
 		if (seq % 1000 == 7)
@@ -59,7 +60,7 @@ static size_t msg_size(uint64_t seq)
 		if (seq % 100 == 3)
 			return 4065 + (size_t)(seq * 37 % 16000);
 		if (seq % 10 == 1)
-			return 256 + (size_t)(seq * 13 % 3808);
+			return 256 + (size_t)(seq * 13 % 3841);
 		return 8 + (size_t)(seq * 7 % 248);
 	}
 	if (seq % 97 == 13)
