@@ -13,9 +13,13 @@
  * memory by itself).  The agent binds UDP 4791 first and alone, then
  * allows SO_REUSEPORT: its socket is index 0 of the port's reuseport
  * group (and a group left by a previous agent's processes makes the bind
- * fail instead of giving us another index).  For each process that asks
- * (AG_SOCK) it binds one more socket to the port, which joins the group at
- * the next index, keeps it and passes a copy to the process.  It closes
+ * fail instead of giving us another index).  It makes the group at once,
+ * with a first socket for processes and a program that returns 0, so
+ * that the kernel never spreads the port's packets by hash; where the
+ * kernel refuses the program, no process gets a socket (ag_group).  For
+ * each process that asks (AG_SOCK) it gives a free socket of the group,
+ * or binds one more to the port, which joins the group at the next index,
+ * keeps it and passes a copy to the process.  It closes
  * none while it runs, so the indices never move; a socket whose process
  * went is drained and given to the next that asks.  Whenever the
  * registrations change, it attaches to the group a classic BPF program
@@ -479,8 +483,8 @@ static int steer_emit(struct sock_filter *f, int n, const struct ag_route *r,
 }
 
 /* ag_steer -- the program for the registrations of now, attached to the
- * group of family index FI (once a process's socket made it a group) */
-static void ag_steer(int fi)
+ * group of family index FI; 0, or -1 when the kernel refused it */
+static int ag_steer(int fi)
 {
 	static struct ag_route r[AG_STEER_MAX];
 	static struct sock_filter f[BPF_MAXINSNS];
@@ -488,7 +492,7 @@ static void ag_steer(int fi)
 	int n = 0, i, k;
 
 	if (ag_u[fi] < 0 || !ag_nslots[fi])
-		return;
+		return -1;
 	for (i = 0; i < ag_nqps && n < AG_STEER_MAX; i++) {
 		for (k = 0; k < ag_nslots[fi]; k++)
 			if (ag_slots[fi][k].owner == ag_qps[i].fd)
@@ -505,8 +509,30 @@ static void ag_steer(int fi)
 					    ROCE_QPN_MASK);
 	prog.len = (unsigned short)steer_emit(f, 2, r, 0, n);
 	prog.filter = f;
-	(void)setsockopt(ag_u[fi], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
-			 sizeof(prog));
+	return setsockopt(ag_u[fi], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
+			  sizeof(prog));
+}
+
+/*
+ * ag_group -- our socket of family index FI made a reuseport group with a
+ * first socket for processes, and a program that steers everything to us
+ * until a process has its socket: so the kernel never spreads the port's
+ * packets by hash.  Where it cannot be done (a kernel without
+ * SO_ATTACH_REUSEPORT_CBPF) no process gets a socket: we hand all over.
+ */
+static void ag_group(int fi)
+{
+	if (ag_u[fi] < 0)
+		return;
+	ag_slots[fi][0].fd = ag_udp(fi ? AF_INET6 : AF_INET, 1);
+	ag_slots[fi][0].owner = -1;
+	if (ag_slots[fi][0].fd < 0)
+		return;
+	ag_nslots[fi] = 1;
+	if (!ag_steer(fi))
+		return;
+	close(ag_slots[fi][0].fd);
+	ag_nslots[fi] = 0;
 }
 
 /* ag_drain -- what waits on a socket no process reads is thrown away */
@@ -539,8 +565,8 @@ static void ag_give_socket(int cfd, uint32_t family)
 	if (family != AF_INET && family != AF_INET6)
 		goto reply;
 	fi = fam_idx((int)family);
-	if (ag_u[fi] < 0)
-		goto reply;
+	if (!ag_nslots[fi])
+		goto reply; /* no group: we hand over what comes */
 	for (k = 0; k < ag_nslots[fi]; k++)
 		if (ag_slots[fi][k].owner == cfd)
 			goto reply; /* one each */
@@ -672,6 +698,11 @@ int soft_net_agent_main(void)
 		close(lfd);
 		return 1;
 	}
+	/* SOFTRDMA_NET_NOSTEER=1 (tests, comparisons): everything through
+	 * us, as before there was steering */
+	if (!getenv("SOFTRDMA_NET_NOSTEER"))
+		for (fi = 0; fi < 2; fi++)
+			ag_group(fi);
 	idle_since = soft_now_ns();
 	for (;;) {
 		int n;
@@ -713,7 +744,7 @@ int soft_net_agent_main(void)
 		if (ag_steer_dirty) {
 			ag_steer_dirty = 0;
 			for (fi = 0; fi < 2; fi++)
-				ag_steer(fi);
+				(void)ag_steer(fi);
 		}
 		/* up to 64 datagrams of each family per pass */
 		if (pf[1].revents & POLLIN)

@@ -143,6 +143,13 @@ _rc=$?
 ok $_rc "agents stopped: rc_peer server exits 0"
 [ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
 
+# without steering (SOFTRDMA_NET_NOSTEER=1 for agents started afresh):
+# every packet comes through the agent, which hands it over, as it does
+# what the kernel cannot steer
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exited after their last client"
+pair "through the agents" 1 SOFTRDMA_NET_NOSTEER=1
+
 # loss, duplication and reordering: softrdma's seeded fault hook on every
 # packet both hosts send (this kernel may lack sch_netem)
 # a lost tail is found by the retransmission timer: timeout 15 (134 ms,
