@@ -22,10 +22,11 @@
  *	connects to the address list ADDRS ("a:p,b:p") with
  *	RDMAMSG_FAILOVER_REPLAY (reconnect within RECONNECT_MS, 1,000
  *	tries) and streams COUNT messages of mixed sizes (8 B .. 20,000 B,
- *	fragmented ones among them) while keeping INFLIGHT requests
- *	outstanding, for as long as the stream lasts and REQS at least, so
- *	that a cut mid-stream finds them in flight; each answered exactly
- *	once, with its number plus one.  Path events are printed with
+ *	fragmented ones among them) and REQS requests spread over it, at
+ *	most INFLIGHT outstanding, and INFLIGHT outstanding from each
+ *	"ready K" (below) to the K-th failover, so that a cut finds them in
+ *	flight (more than REQS in all then); each answered exactly once,
+ *	with its number plus one.  Path events are printed with
  *	CLOCK_REALTIME stamps: "path_down N path P status S at NS inflight
  *	R", "failover_done N path P at NS after MS ms inflight R" (R: the
  *	requests outstanding then), "resumed N at NS" (the first response
@@ -600,6 +601,7 @@ static int client(const char *addrs, long long count, long long inflight,
 	struct cli c;
 	unsigned char *buf = malloc(MAXMSG);
 	uint64_t sent = 0, n = (uint64_t)count, gate[MAXCUTS], ready[MAXCUTS];
+	uint64_t due;
 	int printed = 0, streaming = 0, draining = 0, k, rc;
 	long long end;
 
@@ -660,8 +662,11 @@ static int client(const char *addrs, long long count, long long inflight,
 		uint64_t limit = n;
 		int busy = 0, i;
 
-		/* requests: inflight outstanding while the stream lasts */
-		while ((sent < n || c.issued < c.reqs) &&
+		/* requests: REQS spread over the stream, at most inflight
+		 * outstanding; as many as that from each "ready K" to the
+		 * K-th failover, so that the cut finds them in flight */
+		due = sent == n ? c.reqs : c.reqs * sent / n;
+		while ((c.issued < due || printed > c.failovers) &&
 		       outstanding(&c) < (uint64_t)inflight) {
 			uint64_t v = faulty(req_fault, c.issued, c.reqs / 2),
 				 id;
@@ -843,9 +848,9 @@ int main(int argc, char **argv)
 			  reqs = number(argv[5]), rms = number(argv[6]);
 		long long cuts = argc == 8 ? number(argv[7]) : 2;
 
-		if (count <= 0 || inflight <= 0 || inflight > 1000000 ||
-		    reqs < 0 || reqs > 100000000 || rms <= 0 || rms > 3600000 ||
-		    cuts < 0 || cuts > MAXCUTS)
+		if (count <= 0 || count > 10000000000LL || inflight <= 0 ||
+		    inflight > 1000000 || reqs < 0 || reqs > 100000000 ||
+		    rms <= 0 || rms > 3600000 || cuts < 0 || cuts > MAXCUTS)
 			return usage();
 		return client(argv[2], count, inflight, reqs, rms, (int)cuts);
 	}
