@@ -514,32 +514,47 @@ static void stream(void)
 
 /* outage_close -- part 5: a close during the outage ends it; the
  * accepting side waits out its linger, then on_disconnect -ETIMEDOUT */
+/* one_session -- a listener on ctx and a session to it, up; backlog: the
+ * connector's send backlog (0: the default) */
+static struct rdmamsg_ep *one_session(struct rdmamsg_ctx *ctx, struct srv *s,
+				      struct cli *c, unsigned int backlog,
+				      struct rdmamsg_listener **l)
+{
+	struct rdmamsg_ep_attr *a = replay_attr();
+	struct rdmamsg_ep *ep = NULL;
+	char addr[64];
+	uint16_t p;
+
+	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, s, l) ||
+	    rdmamsg_listener_get_port(*l, &p))
+		bail_out("listen");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
+	if (backlog)
+		rdmamsg_ep_attr_set_send_backlog(a, backlog);
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, c, &ep), 0, "connect");
+	rdmamsg_ep_attr_delete(&a);
+	if (!ep)
+		bail_out("no session");
+	ok(test_run_until(ctx, &c->connected, 60000) && c->status == 0,
+	   "connected");
+	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED) && s->ep, "up");
+	return ep;
+}
+
 static void outage_close(void)
 {
 	struct rdmamsg_ctx *ctx = test_ctx();
 	struct rdmamsg_listener *l;
-	struct rdmamsg_ep_attr *a;
 	struct rdmamsg_ep *ep;
 	struct srv s;
 	static struct cli c;
 	uint8_t buf[64];
-	uint16_t p;
-	char addr[64];
 	int i, queued = 0;
 
 	memset(&s, 0, sizeof(s));
 	memset(&c, 0, sizeof(c));
 	s.linger = 300;
-	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &l) ||
-	    rdmamsg_listener_get_port(l, &p))
-		bail_out("listen");
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
-	a = replay_attr();
-	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0, "connect");
-	rdmamsg_ep_attr_delete(&a);
-	ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
-	   "connected");
-	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED) && s.ep, "up");
+	ep = one_session(ctx, &s, &c, 0, &l);
 	is_int(rdmamsg_ep_test_break(ep), 0, "cut");
 	for (i = 0; i < 10; i++) {
 		fill(buf, (uint64_t)i, sizeof(buf));
@@ -566,7 +581,6 @@ static void outage_backlog(void)
 {
 	struct rdmamsg_ctx *ctx = test_ctx();
 	struct rdmamsg_listener *l;
-	struct rdmamsg_ep_attr *a;
 	struct rdmamsg_ep *ep;
 	enum rdmamsg_ep_state st = RDMAMSG_EP_CLOSING;
 	struct srv s;
@@ -574,23 +588,11 @@ static void outage_backlog(void)
 	static uint8_t buf[MAX_MSG];
 	uint64_t seq = 0, queued;
 	long long end;
-	uint16_t p;
-	char addr[64];
 	int ret;
 
 	memset(&s, 0, sizeof(s));
 	memset(&c, 0, sizeof(c));
-	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &l) ||
-	    rdmamsg_listener_get_port(l, &p))
-		bail_out("listen");
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
-	a = replay_attr();
-	rdmamsg_ep_attr_set_send_backlog(a, 40);
-	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0, "connect");
-	rdmamsg_ep_attr_delete(&a);
-	ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
-	   "connected");
-	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED) && s.ep, "up");
+	ep = one_session(ctx, &s, &c, 40, &l);
 	is_int(rdmamsg_ep_test_break(ep), 0, "cut");
 	do {
 		fill(buf, seq, msg_len(seq));
