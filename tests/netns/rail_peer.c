@@ -21,7 +21,7 @@
  *   rail_peer client ADDRS COUNT INFLIGHT REQS RECONNECT_MS [CUTS]
  *	connects to the address list ADDRS ("a:p,b:p") with
  *	RDMAMSG_FAILOVER_REPLAY (reconnect within RECONNECT_MS, 1,000
- *	tries) and streams COUNT messages of mixed sizes (8 B .. 20,000 B,
+ *	tries, each connect attempt within 10 s) and streams COUNT messages of mixed sizes (8 B .. 20,000 B,
  *	fragmented ones among them) and REQS requests spread over it, at
  *	most INFLIGHT outstanding, and INFLIGHT outstanding from each
  *	"ready K" (below) to the K-th failover, so that a cut finds them in
@@ -94,6 +94,9 @@
  * rdma_cm's 1.07 s ACK timeout, and the peer is silent meanwhile: a peer
  * timeout well past that (the default 10 s is not) */
 #define APM_PEER_MS 60000
+/* the client's connect timeout, each reconnect attempt's too: what a
+ * reconnect on a live path may take at most (rail-hosts.sh's bound) */
+#define CONNECT_MS 10000
 
 static volatile sig_atomic_t term;
 static int apm;			    /* RAIL_PEER_APM=1: APM, not replay */
@@ -628,7 +631,7 @@ static int client(const char *addrs, long long count, long long inflight,
 	    rdmamsg_ep_attr_set_recv_depth(a, 64) ||
 	    rdmamsg_ep_attr_set_send_backlog(a,
 					     (unsigned int)inflight + 4096) ||
-	    rdmamsg_ep_attr_set_connect_timeout(a, 60000) ||
+	    rdmamsg_ep_attr_set_connect_timeout(a, CONNECT_MS) ||
 	    rdmamsg_ep_attr_set_linger(a, 1) ||
 	    rdmamsg_ep_attr_set_close_timeout(a, 120000) ||
 	    (apm ? rdmamsg_ep_attr_set_apm(a, RDMAMSG_APM_AUTO) ||
