@@ -5,7 +5,7 @@
 # between two hosts, rail 1's switch dead (20 s), restored, then rail 2's
 # cables pulled: both sides migrate each time, every message once, in
 # order, checked; every request answered once; the migration times
-# measured (about 2.5 min at load 4, of run-test.sh's 4 x 300 s).  Plain
+# measured (about 2.5 min at load 7, of run-test.sh's 4 x 300 s).  Plain
 # builds only: skipped under valgrind and the sanitizers, where
 # apm-hosts.sh runs its smaller stream.
 if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] || [ -n "${SAN_PRELOAD:-}" ]; then

@@ -35,7 +35,7 @@
 # Counts: 20,000 messages, 1,000 requests in flight (5,000 at least);
 # RDMAMSG_APM_HOSTS_FULL=1 (apm-hosts-long.sh) runs the issue's 1,000,000
 # messages with 10,000 requests in flight (50,000 at least), the stream
-# alone (about 2.5 min at load 4); RDMAMSG_APM_HOSTS_MESSAGES=N and
+# alone (about 2.5 min at load 7); RDMAMSG_APM_HOSTS_MESSAGES=N and
 # RDMAMSG_APM_HOSTS_REQUESTS=N (in flight) set others; 4,000 and 200 under
 # valgrind, the sanitizers or RDMAMSG_TEST_SCALE=small.
 . "$top_srcdir/tests/lib.sh"
@@ -231,7 +231,7 @@ ok $? "rail 2 plugged again"
 # the verbs flow and both rails cut do not depend on the stream's size:
 # not again in the long run
 if [ "$full" != 1 ]; then
-	# ---- the seeds' APM flow in verbs: manual, then automatic migration ------
+	# ---- the seeds' APM flow in verbs: manual, then automatic migration
 	vport=7790
 	ib 1 timeout -k 10 300 "$vpeer" server "$a1" $vport >"$tap_tmp/vs.log" 2>&1 &
 	vspid=$!
@@ -257,7 +257,7 @@ if [ "$full" != 1 ]; then
 	ok $rc "verbs: apm_peer server exits 0: $(grep '^server:' "$tap_tmp/vs.log")"
 	[ $rc -ne 0 ] && show_log "$tap_tmp/vs.log"
 
-	# ---- both rails cut: PATH_MIG_ERR, then retry exhaustion ----------------
+	# ---- both rails cut: PATH_MIG_ERR, then retry exhaustion ------------
 	port=$((port + 1))
 	ib 1 timeout -k 10 300 "$peer" server $port "$a1" "$b1" 0 \
 		>"$tap_tmp/bs.log" 2>&1 &

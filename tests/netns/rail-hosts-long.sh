@@ -4,7 +4,7 @@
 # (100,000 at least) over reconnect-and-replay between two hosts, rail 1
 # cut, restored, then rail 2 cut: every message once, in order, checked;
 # every request answered once; each cut's time to resumed traffic within
-# the documented bound (about 2 min at load 4, of run-test.sh's 4 x 300 s).
+# the documented bound (about 2 min at load 7, of run-test.sh's 4 x 300 s).
 # Plain builds only: skipped under valgrind and the sanitizers, where
 # rail-hosts.sh runs its smaller stream.
 if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] || [ -n "${SAN_PRELOAD:-}" ]; then

@@ -34,7 +34,7 @@
 # least), well inside run-test.sh's 300 s on a loaded machine (about 30 s
 # quiet); RDMAMSG_RAIL_FULL=1 (rail-hosts-long.sh) runs the issue's
 # 1,000,000 messages with 10,000 requests in flight (100,000 at least),
-# the stream alone (about 2 min at load 4); smaller under valgrind, the
+# the stream alone (about 2 min at load 7); smaller under valgrind, the
 # sanitizers or RDMAMSG_TEST_SCALE=small.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/rail_peer
