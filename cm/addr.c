@@ -17,6 +17,7 @@ int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss)
 	struct addrinfo hints, *res;
 	size_t hl;
 	long port;
+	int v6 = 0;
 
 	if (!addr)
 		return -EINVAL;
@@ -28,6 +29,7 @@ int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss)
 		h = addr + 1;
 		hl = (size_t)(rb - h);
 		colon = rb + 1;
+		v6 = 1;
 	} else {
 		colon = strrchr(addr, ':');
 		if (!colon || strchr(addr, ':') != colon)
@@ -38,14 +40,18 @@ int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss)
 		return -EINVAL;
 	memcpy(host, h, hl);
 	host[hl] = '\0';
+	/* digits only: strtol would take " 80" and "+80" too */
+	if (colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
 	errno = 0;
 	port = strtol(colon + 1, &end, 10);
-	if (!colon[1] || *end || port < 0 || port > 65535 || errno)
+	if (*end || port > 65535 || errno)
 		return -EINVAL;
 	if (!strcmp(host, "*"))
 		strcpy(host, "0.0.0.0");
 	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
+	/* brackets are for IPv6 ("[10.0.0.1]:80" is no address) */
+	hints.ai_family = v6 ? AF_INET6 : AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	if (getaddrinfo(host, NULL, &hints, &res) || !res)
 		return -EINVAL;

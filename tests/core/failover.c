@@ -261,6 +261,10 @@ static void bad_input(struct rdmamsg_ctx *ctx, unsigned int d1, unsigned int d2)
 			{"", ",", ",[::1:1"},
 			{"", ";", ""},
 			{"", ", ", ""},
+			{"", ",", ",127.0.0.1: 1"},
+			{"", ",", ",127.0.0.1:+1"},
+			{"", ",", ",127.0.0.1:1x"},
+			{"", ",", ",[127.0.0.1]:1"},
 		};
 
 		for (i = 0; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
@@ -271,6 +275,11 @@ static void bad_input(struct rdmamsg_ctx *ctx, unsigned int d1, unsigned int d2)
 			       -EINVAL, addr);
 		}
 	}
+	/* an entry too long for any address, between two good ones */
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u,%0300u,127.0.0.1:%u", d1, 1u,
+		 d2);
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), -EINVAL,
+	       "an entry of 300 characters");
 	/* RDMAMSG_MAX_PATHS entries are taken, one more is not */
 	for (i = 0; i <= RDMAMSG_MAX_PATHS; i++)
 		n += (size_t)snprintf(addr + n, sizeof(addr) - n,

@@ -18,6 +18,8 @@
  *    (RDMAMSG_REJECT_SESSION), on_disconnect -ECONNRESET, and the new
  *    process saw no request and no message.
  * 4. Bad input: policies, bounds, private data, the test hook.
+ * 5. Sends during an outage: the backlog fills, then -EAGAIN, and
+ *    on_writable once the session is back; nothing lost or doubled.
  */
 #include "config.h"
 
@@ -512,32 +514,47 @@ static void stream(void)
 
 /* outage_close -- part 5: a close during the outage ends it; the
  * accepting side waits out its linger, then on_disconnect -ETIMEDOUT */
+/* one_session -- a listener on ctx and a session to it, up; backlog: the
+ * connector's send backlog (0: the default) */
+static struct rdmamsg_ep *one_session(struct rdmamsg_ctx *ctx, struct srv *s,
+				      struct cli *c, unsigned int backlog,
+				      struct rdmamsg_listener **l)
+{
+	struct rdmamsg_ep_attr *a = replay_attr();
+	struct rdmamsg_ep *ep = NULL;
+	char addr[64];
+	uint16_t p;
+
+	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, s, l) ||
+	    rdmamsg_listener_get_port(*l, &p))
+		bail_out("listen");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
+	if (backlog)
+		rdmamsg_ep_attr_set_send_backlog(a, backlog);
+	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, c, &ep), 0, "connect");
+	rdmamsg_ep_attr_delete(&a);
+	if (!ep)
+		bail_out("no session");
+	ok(test_run_until(ctx, &c->connected, 60000) && c->status == 0,
+	   "connected");
+	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED) && s->ep, "up");
+	return ep;
+}
+
 static void outage_close(void)
 {
 	struct rdmamsg_ctx *ctx = test_ctx();
 	struct rdmamsg_listener *l;
-	struct rdmamsg_ep_attr *a;
 	struct rdmamsg_ep *ep;
 	struct srv s;
 	static struct cli c;
 	uint8_t buf[64];
-	uint16_t p;
-	char addr[64];
 	int i, queued = 0;
 
 	memset(&s, 0, sizeof(s));
 	memset(&c, 0, sizeof(c));
 	s.linger = 300;
-	if (rdmamsg_listen(ctx, "127.0.0.1:0", srv_req, &s, &l) ||
-	    rdmamsg_listener_get_port(l, &p))
-		bail_out("listen");
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", p);
-	a = replay_attr();
-	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0, "connect");
-	rdmamsg_ep_attr_delete(&a);
-	ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
-	   "connected");
-	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED) && s.ep, "up");
+	ep = one_session(ctx, &s, &c, 0, &l);
 	is_int(rdmamsg_ep_test_break(ep), 0, "cut");
 	for (i = 0; i < 10; i++) {
 		fill(buf, (uint64_t)i, sizeof(buf));
@@ -550,6 +567,67 @@ static void outage_close(void)
 	ok(test_run_until(ctx, &s.ndisc, 60000), "the acceptor gave up");
 	is_int(s.disc_status, -ETIMEDOUT, "-ETIMEDOUT after its linger");
 	is_int((int)s.n, 0, "nothing delivered from the closed outage");
+	if (s.ep)
+		rdmamsg_ep_close(s.ep, NULL);
+	rdmamsg_listener_close(l, NULL);
+	test_idle(ctx, 50);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
+/* outage_backlog -- sends during an outage fill the send backlog and no
+ * further (-EAGAIN); on_writable comes once the session is back, and
+ * what was queued arrives once, in order, before what follows */
+static void outage_backlog(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_listener *l;
+	struct rdmamsg_ep *ep;
+	enum rdmamsg_ep_state st = RDMAMSG_EP_CLOSING;
+	struct srv s;
+	static struct cli c;
+	static uint8_t buf[MAX_MSG];
+	uint64_t seq = 0, queued;
+	long long end;
+	int ret;
+
+	memset(&s, 0, sizeof(s));
+	memset(&c, 0, sizeof(c));
+	ep = one_session(ctx, &s, &c, 40, &l);
+	is_int(rdmamsg_ep_test_break(ep), 0, "cut");
+	do {
+		fill(buf, seq, msg_len(seq));
+		ret = rdmamsg_send(ep, buf, msg_len(seq), NULL);
+	} while (ret == 0 && ++seq < 1000);
+	queued = seq;
+	is_int(ret, -EAGAIN, "the backlog full: -EAGAIN");
+	is_int((int)queued, 40, "as many queued as the backlog holds");
+	rdmamsg_ep_get_state(ep, &st);
+	is_int(st, RDMAMSG_EP_CONNECTING, "still reconnecting");
+	ok(test_run_until(ctx, &c.writable, 60000), "on_writable came");
+	rdmamsg_ep_get_state(ep, &st);
+	is_int(st, RDMAMSG_EP_CONNECTED, "after the reconnect");
+	while (seq < queued + 200 && !c.ndisc) {
+		fill(buf, seq, msg_len(seq));
+		ret = rdmamsg_send(ep, buf, msg_len(seq), NULL);
+		if (ret == 0) {
+			seq++;
+			continue;
+		}
+		if (ret != -EAGAIN)
+			break;
+		c.writable = 0;
+		test_run_until(ctx, &c.writable, 5);
+	}
+	is_int(ret, 0, "200 more sent");
+	for (end = test_now_ms() + 60000; s.n < seq && test_now_ms() < end;)
+		test_idle(ctx, 1);
+	ok(s.n == seq, "%llu of %llu messages delivered",
+	   (unsigned long long)s.n, (unsigned long long)seq);
+	is_int((int)s.dup, 0, "none twice");
+	is_int((int)s.bad, 0, "in order, bytes right");
+	is_int(c.ndisc + s.ndisc, 0, "neither side went down");
+	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close");
+	ok(test_run_until(ctx, &c.closed, 60000), "closed");
 	if (s.ep)
 		rdmamsg_ep_close(s.ep, NULL);
 	rdmamsg_listener_close(l, NULL);
@@ -909,6 +987,7 @@ int main(void)
 	bad_input();
 	stream();
 	outage_close();
+	outage_backlog();
 	peers(P_GONE, 0);
 	peers(P_RESTART, 0);
 	peers(P_GONE, 1);

@@ -8,48 +8,66 @@
  *	listens on ADDR1:PORT and ADDR2:PORT (one per rail), says
  *	"listening", accepts sessions ("accepted"), checks every message (a
  *	number counting from 0, the size and the bytes that number has:
- *	none lost, none twice, order kept) and answers every request with
- *	its number plus one; "delivered K at NS" for the first message after
- *	its K-th FAILOVER_DONE.  Ends when its session is closed by the peer
- *	(or on SIGTERM) with "server: sessions S messages M requests R bad B
- *	dup D disc N status S failovers F"; exit 0 when nothing was bad or doubled and,
- *	with COUNT > 0, COUNT messages arrived before a clean close.
+ *	none lost, none twice, order kept) and every request (numbered
+ *	from 0 in the order they were issued: none lost, none twice, order
+ *	kept) and answers each with its number plus one; "delivered K at NS"
+ *	for the first message after its K-th FAILOVER_DONE.  Ends when its
+ *	session is closed by the peer (or on SIGTERM) with "server: sessions
+ *	S messages M requests R bad B dup D disc N status S failovers F ..."
+ *	(bad: a message or request out of place or wrong, dup: one
+ *	delivered twice); exit 0 when nothing was bad or doubled and, with
+ *	COUNT > 0, COUNT messages arrived before a clean close.
  *
  *   rail_peer client ADDRS COUNT INFLIGHT REQS RECONNECT_MS [CUTS]
  *	connects to the address list ADDRS ("a:p,b:p") with
  *	RDMAMSG_FAILOVER_REPLAY (reconnect within RECONNECT_MS, 1,000
- *	tries) and streams COUNT messages of mixed sizes (8 B .. 20,000 B,
- *	fragmented ones among them) while keeping up to INFLIGHT requests
- *	outstanding, REQS in all; each answered exactly once, with its
- *	number plus one.  Path events are printed with CLOCK_REALTIME
- *	stamps: "path_down N path P status S at NS", "failover_done N path P
- *	at NS after MS ms", "resumed N at NS" (the first response after
- *	failover N: traffic flows again).  For the test's CUTS cuts (default
- *	2, at most 64) it says "ready K" at (4K - 1) / (4 (CUTS + 1)) of the
- *	stream and holds the stream (not the requests) at K / (CUTS + 1)
- *	until the K-th failover is done (K = 1 .. CUTS);
+ *	tries, each connect attempt within 10 s) and streams COUNT messages of mixed sizes (8 B .. 20,000 B,
+ *	fragmented ones among them) and REQS requests spread over it, at
+ *	most INFLIGHT outstanding, and INFLIGHT outstanding from each
+ *	"ready K" (below) to the K-th failover, so that a cut finds them in
+ *	flight (more than REQS in all then); each answered exactly once,
+ *	with its number plus one.  Path events are printed with
+ *	CLOCK_REALTIME stamps: "path_down N path P status S at NS inflight
+ *	R", "failover_done N path P at NS after MS ms inflight R" (R: the
+ *	requests outstanding then), "resumed N at NS" (the first response
+ *	after failover N: traffic flows again).  For the test's CUTS cuts
+ *	(default 2, at most 64) it says "ready K" at (4K - 1) / (4 (CUTS +
+ *	1)) of the stream and holds the stream (not the requests) at K /
+ *	(CUTS + 1) until the K-th failover is done (K = 1 .. CUTS);
  *	"streaming" once 1,000 messages went.
  *	Then it closes (sending what is queued first) and prints "client:
- *	sent ... answered ... failovers ..."; exit 0 when every request was
- *	answered once and right; on a disconnect "disconnected STATUS (N)"
- *	and exit 3.
+ *	sent ... answered ... failovers ... late L" (L: responses the
+ *	library dropped as late, rdmamsg_ep_get_late_responses: a request
+ *	answered twice on the wire, as no request here has a timeout); exit
+ *	0 when every request was answered once and right, none late, also
+ *	through the close; on a disconnect "disconnected STATUS (N)" and
+ *	exit 3.
  *
  * With RAIL_PEER_APM=1 in the environment (tests/netns/apm-hosts.sh,
  * softrdma's IB mode) both sides use automatic path migration
  * (RDMAMSG_APM_AUTO) instead of reconnect-and-replay: the client is given
  * one address, and each RDMAMSG_PATH_MIGRATED counts as a failover (the
  * server says "server path event 5 ..."; the client "migrated N port P
- * at NS", or "mig_failed port P status S at NS").  The summaries add
- * "migrations M mig_fails F" (rdmamsg_ep_get_path_stats).  A migration
- * waits for the primary path's retries to run out (about 8.6 s with
- * rdma_cm's ACK timeout): the peer timeout is 60 s in this mode.  The
- * library's notices go to stderr with a CLOCK_REALTIME stamp
+ * at NS inflight R", or "mig_failed port P status S at NS").  The
+ * summaries add "migrations M mig_fails F" (rdmamsg_ep_get_path_stats).
+ * A migration waits for the primary path's retries to run out (about
+ * 8.6 s with rdma_cm's ACK timeout): the peer timeout is 60 s in this
+ * mode.  The library's notices go to stderr with a CLOCK_REALTIME stamp
  * (RAIL_PEER_LOG=N: up to level N instead, 4 for debug).
  *
  * RAIL_PEER_ACK_TIMEOUT=EXP (both roles, either mode): the QP's local ACK
  * timeout exponent (rdmamsg_ep_attr_set_ack_timeout; 0 or unset: the
  * default), so that tools/bench-failover.sh compares the two mechanisms
  * at the same retry timeout.
+ *
+ * RAIL_PEER_FAULT=KIND checks the checks (rail-hosts.sh): the client
+ * numbers its messages (msg-) or requests (req-) wrongly at the middle of
+ * the stream, as a lossy, duplicating or reordering library would
+ * deliver them (KIND msg-skip, msg-dup, msg-swap, req-skip, req-dup,
+ * req-swap), or the server drops request 100 unanswered (no-answer):
+ * each must end in a nonzero exit.  RAIL_PEER_DRAIN_MS=MS: how long the
+ * client waits for the last answers once everything is sent (default
+ * 120,000: past any failover).
  *
  * Deadlines are generous (minutes): the test, not this program, decides
  * what is too slow; SIGTERM ends either role within 20 ms.
@@ -76,10 +94,35 @@
  * rdma_cm's 1.07 s ACK timeout, and the peer is silent meanwhile: a peer
  * timeout well past that (the default 10 s is not) */
 #define APM_PEER_MS 60000
+/* the client's connect timeout, each reconnect attempt's too: what a
+ * reconnect on a live path may take at most (rail-hosts.sh's bound) */
+#define CONNECT_MS 10000
 
 static volatile sig_atomic_t term;
-static int apm;		     /* RAIL_PEER_APM=1: APM, not replay */
-static unsigned int ack_exp; /* RAIL_PEER_ACK_TIMEOUT: 0, the default */
+static int apm;			    /* RAIL_PEER_APM=1: APM, not replay */
+static unsigned int ack_exp;	    /* RAIL_PEER_ACK_TIMEOUT: 0, the default */
+static long long drain_ms = 120000; /* RAIL_PEER_DRAIN_MS */
+
+/* RAIL_PEER_FAULT: the checks checked (rail-hosts.sh) */
+enum fault { F_NONE, F_SKIP, F_DUP, F_SWAP };
+static enum fault msg_fault, req_fault; /* the client's numbering */
+static int no_answer;			/* the server drops request 100 */
+
+/* faulty -- the number the i-th message or request carries: i, or with a
+ * fault at mid, one skipped, one twice or two swapped there */
+static uint64_t faulty(enum fault f, uint64_t i, uint64_t mid)
+{
+	switch (f) {
+	case F_SKIP:
+		return i >= mid ? i + 1 : i;
+	case F_DUP:
+		return i > mid ? i - 1 : i;
+	case F_SWAP:
+		return i == mid ? mid + 1 : i == mid + 1 ? mid : i;
+	default:
+		return i;
+	}
+}
 
 static void on_term(int sig)
 {
@@ -157,7 +200,7 @@ struct pend {
 
 struct srv {
 	struct rdmamsg_ep *ep;
-	uint64_t count, next, n, bad, dup, reqs;
+	uint64_t count, next, n, bad, dup, reqs; /* reqs: the next one due */
 	int sessions, ndisc, disc_status;
 	int failovers, delivered; /* FAILOVER_DONE events, "delivered" lines */
 	struct pend *pend;	  /* responses waiting for room */
@@ -242,7 +285,24 @@ static void srv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
 		return;
 	}
 	memcpy(&v, data, 8);
-	s->reqs++;
+	/* out of place, it is answered all the same: the client counts
+	 * what it gets */
+	if (v < s->reqs && s->dup++ < 5)
+		fprintf(stderr,
+			"rail_peer: request %" PRIu64 " twice (next %" PRIu64
+			")\n",
+			v, s->reqs);
+	if (v > s->reqs && s->bad++ < 5)
+		fprintf(stderr,
+			"rail_peer: request %" PRIu64 " where %" PRIu64
+			" was due\n",
+			v, s->reqs);
+	if (v >= s->reqs)
+		s->reqs = v + 1;
+	if (no_answer && v == 100) {
+		rdmamsg_req_drop(req);
+		return;
+	}
 	if (!s->npend && srv_answer(req, v) == 0)
 		return;
 	/* no room now (or older ones wait): answered from the loop */
@@ -388,8 +448,9 @@ static int server(const char *port, const char *a1, const char *a2,
 struct cli {
 	int connected, status, closed, writable, ndisc, disc_status;
 	int failovers, resumed; /* FAILOVER_DONE events, "resumed" lines */
-	uint64_t reqs, issued, answered, resp_bad, twice;
-	unsigned char *seen; /* a byte per request: answered */
+	uint64_t reqs, issued, answered, resp_bad, twice, late;
+	unsigned char *seen; /* a byte per request issued: answered */
+	size_t nseen;
 };
 
 static struct cli *the_cli;
@@ -424,10 +485,20 @@ static void cli_writable(struct rdmamsg_ep *ep, void *arg)
 	((struct cli *)arg)->writable = 1;
 }
 
+/* cli_closed -- the endpoint is gone: the responses dropped as late
+ * until now, a response to a request already answered among them */
 static void cli_closed(struct rdmamsg_ep *ep, void *arg)
 {
-	(void)ep;
-	((struct cli *)arg)->closed = 1;
+	struct cli *c = arg;
+
+	rdmamsg_ep_get_late_responses(ep, &c->late);
+	c->closed = 1;
+}
+
+/* outstanding -- requests issued and not yet answered */
+static uint64_t outstanding(const struct cli *c)
+{
+	return c->issued - c->answered - c->resp_bad;
 }
 
 static void cli_path(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
@@ -438,20 +509,23 @@ static void cli_path(struct rdmamsg_ep *ep, enum rdmamsg_path_event event,
 
 	switch (event) {
 	case RDMAMSG_PATH_DOWN:
-		printf("path_down %d path %u status %d at %llu\n",
-		       c->failovers + 1, path, status, real_ns());
+		printf("path_down %d path %u status %d at %llu inflight "
+		       "%" PRIu64 "\n",
+		       c->failovers + 1, path, status, real_ns(),
+		       outstanding(c));
 		break;
 	case RDMAMSG_FAILOVER_DONE:
 		c->failovers++;
 		rdmamsg_ep_get_path_stats(ep, &ps);
-		printf("failover_done %d path %u at %llu after %.1f ms\n",
-		       c->failovers, path, real_ns(),
-		       ps.last_failover_ns / 1e6);
+		printf("failover_done %d path %u at %llu after %.1f ms "
+		       "inflight %" PRIu64 "\n",
+		       c->failovers, path, real_ns(), ps.last_failover_ns / 1e6,
+		       outstanding(c));
 		break;
 	case RDMAMSG_PATH_MIGRATED:
 		c->failovers++;
-		printf("migrated %d port %u at %llu\n", c->failovers, path,
-		       real_ns());
+		printf("migrated %d port %u at %llu inflight %" PRIu64 "\n",
+		       c->failovers, path, real_ns(), outstanding(c));
 		break;
 	case RDMAMSG_PATH_MIG_FAILED:
 		printf("mig_failed port %u status %d at %llu\n", path, status,
@@ -478,7 +552,7 @@ static void cli_resp(struct rdmamsg_ep *ep, int status, void *data, size_t len,
 	(void)ep;
 	if (len == 8)
 		memcpy(&v, data, 8);
-	if (status || v != i + 1 || i >= c->reqs) {
+	if (status || v != i + 1 || i >= c->issued) {
 		if (c->resp_bad++ < 5)
 			fprintf(stderr,
 				"rail_peer: request %" PRIu64
@@ -505,6 +579,21 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_writable = cli_writable,
 };
 
+/* grow_seen -- room for twice as many requests; 0 or -1 */
+static int grow_seen(struct cli *c)
+{
+	unsigned char *p = realloc(c->seen, 2 * c->nseen);
+
+	if (!p) {
+		fprintf(stderr, "rail_peer: no memory for requests\n");
+		return -1;
+	}
+	memset(p + c->nseen, 0, c->nseen);
+	c->seen = p;
+	c->nseen *= 2;
+	return 0;
+}
+
 static int client(const char *addrs, long long count, long long inflight,
 		  long long reqs, long long reconnect_ms, int cuts)
 {
@@ -515,13 +604,15 @@ static int client(const char *addrs, long long count, long long inflight,
 	struct cli c;
 	unsigned char *buf = malloc(MAXMSG);
 	uint64_t sent = 0, n = (uint64_t)count, gate[MAXCUTS], ready[MAXCUTS];
-	int printed = 0, streaming = 0, k, rc;
+	uint64_t due;
+	int printed = 0, streaming = 0, draining = 0, k, rc;
 	long long end;
 
 	memset(&c, 0, sizeof(c));
 	the_cli = &c;
 	c.reqs = (uint64_t)reqs;
-	c.seen = calloc((size_t)reqs + 1, 1);
+	c.nseen = (size_t)reqs + 1024;
+	c.seen = calloc(c.nseen, 1);
 	if (!buf || !c.seen)
 		return 1;
 	for (k = 0; k < cuts; k++) {
@@ -540,7 +631,7 @@ static int client(const char *addrs, long long count, long long inflight,
 	    rdmamsg_ep_attr_set_recv_depth(a, 64) ||
 	    rdmamsg_ep_attr_set_send_backlog(a,
 					     (unsigned int)inflight + 4096) ||
-	    rdmamsg_ep_attr_set_connect_timeout(a, 60000) ||
+	    rdmamsg_ep_attr_set_connect_timeout(a, CONNECT_MS) ||
 	    rdmamsg_ep_attr_set_linger(a, 1) ||
 	    rdmamsg_ep_attr_set_close_timeout(a, 120000) ||
 	    (apm ? rdmamsg_ep_attr_set_apm(a, RDMAMSG_APM_AUTO) ||
@@ -570,15 +661,21 @@ static int client(const char *addrs, long long count, long long inflight,
 	fflush(stdout);
 	end = now_ms() + 1200000;
 	while (!term && !c.ndisc && now_ms() < end &&
-	       (sent < n || c.answered + c.resp_bad + c.twice < c.reqs)) {
+	       (sent < n || c.issued < c.reqs || outstanding(&c))) {
 		uint64_t limit = n;
 		int busy = 0, i;
 
-		/* requests: up to inflight outstanding */
-		while (c.issued < c.reqs && c.issued - c.answered - c.resp_bad <
-						    (uint64_t)inflight) {
-			uint64_t v = c.issued, id;
+		/* requests: REQS spread over the stream, at most inflight
+		 * outstanding; as many as that from each "ready K" to the
+		 * K-th failover, so that the cut finds them in flight */
+		due = sent == n ? c.reqs : c.reqs * sent / n;
+		while ((c.issued < due || printed > c.failovers) &&
+		       outstanding(&c) < (uint64_t)inflight) {
+			uint64_t v = faulty(req_fault, c.issued, c.reqs / 2),
+				 id;
 
+			if (c.issued == c.nseen && grow_seen(&c))
+				goto out;
 			rc = rdmamsg_request(ep, &v, 8, 0, cli_resp,
 					     (void *)(uintptr_t)v, &id);
 			if (rc == -EAGAIN)
@@ -596,9 +693,10 @@ static int client(const char *addrs, long long count, long long inflight,
 			if (c.failovers < k + 1 && gate[k] < limit)
 				limit = gate[k];
 		for (i = 0; i < 256 && sent < limit; i++) {
-			size_t len = msg_size(sent);
+			uint64_t seq = faulty(msg_fault, sent, n / 2);
+			size_t len = msg_size(seq);
 
-			fill(sent, buf, len);
+			fill(seq, buf, len);
 			rc = rdmamsg_send(ep, buf, len, NULL);
 			if (rc == -EAGAIN)
 				break;
@@ -622,6 +720,12 @@ static int client(const char *addrs, long long count, long long inflight,
 			       sent, real_ns());
 			fflush(stdout);
 		}
+		/* all sent: the answers due within the drain time */
+		if (!draining && sent == n && c.issued >= c.reqs) {
+			draining = 1;
+			if (now_ms() + drain_ms < end)
+				end = now_ms() + drain_ms;
+		}
 		c.writable = 0;
 		if (busy)
 			rdmamsg_ctx_progress(ctx);
@@ -630,6 +734,11 @@ static int client(const char *addrs, long long count, long long inflight,
 	}
 out:
 	rdmamsg_ep_get_path_stats(ep, &ps);
+	if (draining && outstanding(&c))
+		fprintf(stderr,
+			"rail_peer: %" PRIu64 " requests never answered "
+			"(%lld ms after the last)\n",
+			outstanding(&c), drain_ms);
 	if (c.ndisc) {
 		printf("disconnected %s (%d)\n",
 		       rdmamsg_strerror(c.disc_status), c.disc_status);
@@ -643,13 +752,16 @@ out:
 	       ps.path_downs, ps.attempts, ps.migrations, ps.mig_fails, ps.apm);
 	fflush(stdout);
 	rc = c.ndisc ? 3
-		     : sent != n || c.answered != c.reqs || c.resp_bad ||
-			       c.twice;
+		     : sent != n || c.issued < c.reqs ||
+			       c.answered != c.issued || c.resp_bad || c.twice;
 	rdmamsg_ep_close(ep, cli_closed);
 	end = now_ms() + 120000;
 	while (!c.closed && !term && now_ms() < end)
 		wait_fd(ctx, 20);
-	if (!c.closed && !rc)
+	/* a response twice may come as late as the close */
+	printf("client: closed %d twice %" PRIu64 " late %" PRIu64 "\n",
+	       c.closed, c.twice, c.late);
+	if (!rc && (!c.closed || c.twice || c.late))
 		rc = 1;
 	rdmamsg_ctx_destroy(&ctx);
 	free(c.seen);
@@ -663,6 +775,30 @@ static void log_fn(int level, const char *func, const char *msg, void *arg)
 	(void)arg;
 	fprintf(stderr, "rail_peer: log %d %s: %s at %llu\n", level, func, msg,
 		real_ns());
+}
+
+/* set_fault -- RAIL_PEER_FAULT: msg-skip, msg-dup, msg-swap, req-skip,
+ * req-dup, req-swap (the client) or no-answer (the server); 0 or -1 */
+static int set_fault(const char *f)
+{
+	static const char *const kinds[] = {"skip", "dup", "swap"};
+	enum fault *which = NULL;
+	unsigned int i;
+
+	if (!strcmp(f, "no-answer")) {
+		no_answer = 1;
+		return 0;
+	}
+	if (!strncmp(f, "msg-", 4))
+		which = &msg_fault;
+	else if (!strncmp(f, "req-", 4))
+		which = &req_fault;
+	for (i = 0; which && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (!strcmp(f + 4, kinds[i])) {
+			*which = (enum fault)(F_SKIP + i);
+			return 0;
+		}
+	return -1;
 }
 
 static int usage(void)
@@ -682,6 +818,14 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	apm = getenv("RAIL_PEER_APM") && !strcmp(getenv("RAIL_PEER_APM"), "1");
+	if (getenv("RAIL_PEER_DRAIN_MS")) {
+		drain_ms = number(getenv("RAIL_PEER_DRAIN_MS"));
+		if (drain_ms <= 0)
+			return usage();
+	}
+	if (getenv("RAIL_PEER_FAULT") && *getenv("RAIL_PEER_FAULT") &&
+	    set_fault(getenv("RAIL_PEER_FAULT")))
+		return usage();
 	if (getenv("RAIL_PEER_ACK_TIMEOUT")) {
 		long long e = number(getenv("RAIL_PEER_ACK_TIMEOUT"));
 
@@ -707,9 +851,9 @@ int main(int argc, char **argv)
 			  reqs = number(argv[5]), rms = number(argv[6]);
 		long long cuts = argc == 8 ? number(argv[7]) : 2;
 
-		if (count <= 0 || inflight <= 0 || inflight > 1000000 ||
-		    reqs < 0 || reqs > 100000000 || rms <= 0 || rms > 3600000 ||
-		    cuts < 0 || cuts > MAXCUTS)
+		if (count <= 0 || count > 10000000000LL || inflight <= 0 ||
+		    inflight > 1000000 || reqs < 0 || reqs > 100000000 ||
+		    rms <= 0 || rms > 3600000 || cuts < 0 || cuts > MAXCUTS)
 			return usage();
 		return client(argv[2], count, inflight, reqs, rms, (int)cuts);
 	}
