@@ -43,6 +43,16 @@
 #define RNDV_MIN     ((size_t)RDMAMSG_RNDV_THRESH_MIN)
 #define RNDV_MAX     ((size_t)1 << 40)
 
+/* the default to a peer on this host where the fabric carries its sends
+ * through shared memory (softrdma: an 8 KiB fragment is two copies
+ * through the QP's copy ring, a rendezvous READ a process_vm_readv):
+ * fragments win there up to about this size (README "Rendezvous threshold
+ * per connection"); retune it when same-host READs get cheaper.  Through
+ * an HCA's loopback both protocols cross PCIe and rendezvous saves the
+ * receiver's copy as it does between hosts: the default stays.  The
+ * value is RDMAMSG__RNDV_LOCAL_SHM (internal.h, for the tests). */
+#define RNDV_LOCAL_SHM ((size_t)RDMAMSG__RNDV_LOCAL_SHM)
+
 /* copy_slot -- the copy buffer at the send ring's head, taken from the pool
  * on first use: an endpoint that only sends inline or zero-copy never
  * holds one; NULL when the pool has no memory */
@@ -1285,8 +1295,9 @@ static int rndv_parse(const char *e, size_t *out)
 }
 
 /* rdmamsg__ep_proto_params -- the rendezvous threshold: the attribute's,
- * else RDMAMSG_RNDV_THRESH's, else the default; -EINVAL for a bad
- * environment value (the endpoint is not made) */
+ * else RDMAMSG_RNDV_THRESH's, else 0 (the connection's default, chosen
+ * with the peer: rdmamsg__ep_proto_set); -EINVAL for a bad environment
+ * value (the endpoint is not made) */
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 {
 	const char *e;
@@ -1298,17 +1309,23 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 	if (ep->p.rndv_thresh)
 		return 0;
 	e = getenv("RDMAMSG_RNDV_THRESH");
-	if (e && *e) {
-		if (rndv_parse(e, &ep->p.rndv_thresh)) {
-			LOG_ERR("RDMAMSG_RNDV_THRESH=%s: expected %zu to %zu "
-				"bytes (suffix k, m or g allowed)",
-				e, RNDV_MIN, RNDV_MAX);
-			return -EINVAL;
-		}
-		return 0;
+	if (e && *e && rndv_parse(e, &ep->p.rndv_thresh)) {
+		LOG_ERR("RDMAMSG_RNDV_THRESH=%s: expected %zu to %zu bytes "
+			"(suffix k, m or g allowed)",
+			e, RNDV_MIN, RNDV_MAX);
+		return -EINVAL;
 	}
-	ep->p.rndv_thresh = RNDV_DEFAULT;
 	return 0;
+}
+
+/* rndv_default -- the threshold of a connection nobody set one for: the
+ * same-host one to a peer on this host where the fabric's same-host sends
+ * are shared memory, else RDMAMSG_RNDV_THRESH_DEFAULT */
+static size_t rndv_default(const struct rdmamsg_ep *ep)
+{
+	if (ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT)
+		return RNDV_LOCAL_SHM;
+	return RNDV_DEFAULT;
 }
 
 /* rdmamsg__ep_proto_set -- the negotiated protocol limits: rendezvous
@@ -1319,8 +1336,10 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
  * connection: it takes fragments up to the message maximum. */
 void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 {
-	size_t r = ep->p.rndv_thresh < ep->max_msg ? ep->p.rndv_thresh
-						   : ep->max_msg;
+	size_t r = ep->p.rndv_thresh ? ep->p.rndv_thresh : rndv_default(ep);
+
+	if (r > ep->max_msg)
+		r = ep->max_msg;
 
 	if (ep->p.failover == RDMAMSG_FAILOVER_REPLAY)
 		r = ep->max_msg;
@@ -1379,5 +1398,6 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 	pr->max_large =
 		ep->p.max_large > ep->max_msg ? ep->p.max_large : ep->max_msg;
 	pr->rndv_window = rdmamsg__rndv_ep_mw(ep);
+	pr->peer_local = ep->peer_local;
 	return 0;
 }
