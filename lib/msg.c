@@ -488,10 +488,19 @@ static inline __attribute__((always_inline)) int send_msg(
 	}
 	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->eager_max &&
 			   ep->credits > 0 && fp_sq_free(ep) > 0)) {
-		ret = post_frag(
-			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
-			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
-			ep->cbs.on_send != NULL && !(xflags & F_XFER));
+		/* a copied message's post inline (rdmamsg_send(), _imm():
+		 * no call, no zero-copy branch), a buffer's called */
+		int report = ep->cbs.on_send != NULL && !(xflags & F_XFER);
+		uint8_t fl = (uint8_t)(F_FIRST | F_LAST | xflags);
+
+		if (zb)
+			ret = post_frag(ep, W_DATA, fl, imm, (uint32_t)len,
+					data, (uint32_t)len, zb, zb, op_ctx,
+					report);
+		else
+			ret = post_frag_sig(ep, W_DATA, fl, imm, (uint32_t)len,
+					    data, (uint32_t)len, NULL, NULL,
+					    op_ctx, report, 0);
 		if (RDMAMSG_UNLIKELY(ret))
 			return ret == -ENOMEM
 				       ? rdmamsg__ep_no_pool_memory(ep, ret)
