@@ -113,12 +113,14 @@ static inline __attribute__((always_inline)) int keep(
 	return 0;
 }
 
-/* how post_frag_sig() signals a send (and every sig_every-th anyway) */
-#define SIG_NEED   0 /* when reported or when it owns a buffer */
-#define SIG_ALWAYS 1 /* always (the goodbye: the close waits for it) */
-#define SIG_LATER \
-	2 /* not for those: a later send of the same batch is
-		      * signalled, and RC completes in order (pump) */
+/* how post_frag_sig() signals a send (every sig_every-th is anyway):
+ * SIG_NEED when it is reported or owns a buffer; SIG_ALWAYS (the
+ * goodbye: the close waits for it); SIG_LATER not for those either, as a
+ * later send of the same batch is signalled and RC completes in order
+ * (pump) */
+#define SIG_NEED   0
+#define SIG_ALWAYS 1
+#define SIG_LATER  2
 
 /* post_frag -- one message or fragment; own is freed when it completes;
  * signalled as sig says (SIG_*) */
@@ -182,7 +184,8 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	fp_fill_hdr(ep, h, type, flags, imm, total);
 	/* own is pool memory: signal its send, so that the buffer comes back
 	 * when the send completes, not at some later signalled send that may
-	 * never be posted (a sender waiting for pool memory would starve) */
+	 * never be posted (a sender waiting for pool memory would starve);
+	 * unless the caller posts that later one now (SIG_LATER) */
 	ret = fp_post_send(ep, sge, nsge, inl,
 			   sig == SIG_ALWAYS ||
 				   (sig == SIG_NEED && (report || own)));
