@@ -655,9 +655,12 @@ int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
 
 /*
  * rdmamsg_ep_attr_set_rndv_threshold -- rdmamsg_send() (and requests and
- * responses) go by rendezvous above size bytes (RDMAMSG_RNDV_THRESH_DEFAULT
- * unless the environment variable RDMAMSG_RNDV_THRESH, bytes with an
- * optional k, m or g suffix, says otherwise; the attribute wins over it).
+ * responses) go by rendezvous above size bytes (unless the environment
+ * variable RDMAMSG_RNDV_THRESH, bytes with an optional k, m or g suffix,
+ * says otherwise; the attribute wins over it).  Without either the
+ * connection chooses: RDMAMSG_RNDV_THRESH_DEFAULT, or on softrdma a
+ * higher one (256 KiB) to a peer on this host, where fragments cost less
+ * than a READ (rdmamsg_protocols.peer_local tells).
  * Below it, and never above the negotiated maximum message size, messages
  * go eager or in fragments.  -EINVAL outside RDMAMSG_RNDV_THRESH_MIN ..
  * 2^40 (a bad RDMAMSG_RNDV_THRESH makes rdmamsg_connect() and
@@ -681,6 +684,9 @@ struct rdmamsg_protocols {
 			  * memory window bound per transfer; 0: through a
 			  * registration per transfer (no type 2 windows,
 			  * RDMAMSG_NO_MW=1, DC, replay) */
+	int peer_local;	       /* 1: the peer is on this host (its GID is one
+			  * of this device's); on softrdma its default
+			  * threshold is then the same-host one */
 };
 
 /* rdmamsg_ep_get_protocols -- the thresholds in effect (-ENOTCONN before

@@ -473,6 +473,33 @@ void rdmamsg__ep_unbind(struct rdmamsg_ep *ep)
 	ep->ln = NULL;
 }
 
+/* peer_local -- the peer is on this host: the destination GID of the
+ * connection's route is one of this device's (its own source GID, as
+ * when connecting to one's own address, or another of the port's), so an
+ * HCA, like softrdma, loops its traffic back without a wire.  The table
+ * is read only when the two GIDs differ. */
+static int peer_local(struct rdmamsg_ep *ep)
+{
+	const struct rdma_cm_id *id = ep->id;
+	const union ibv_gid *dgid;
+	union ibv_gid g;
+	int i;
+
+	if (!id || !id->verbs)
+		return 0;
+	dgid = &id->route.addr.addr.ibaddr.dgid;
+	if (!memcmp(dgid, &id->route.addr.addr.ibaddr.sgid, sizeof(*dgid)))
+		return 1;
+	for (i = 0; i < 256; i++) {
+		if (ep->ctx->ops->query_gid(
+			    id->verbs, id->port_num ? id->port_num : 1, i, &g))
+			break;
+		if (!memcmp(&g, dgid, sizeof(g)))
+			return 1;
+	}
+	return 0;
+}
+
 /* rdmamsg__ep_negotiate -- apply the peer's handshake parameters */
 void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 			   uint32_t peer_eager, uint64_t peer_max_msg)
@@ -480,6 +507,7 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 	ep->frag = peer_eager < ep->p.eager ? peer_eager : ep->p.eager;
 	ep->max_msg = peer_max_msg < ep->p.max_msg ? (size_t)peer_max_msg
 						   : ep->p.max_msg;
+	ep->peer_local = peer_local(ep);
 	rdmamsg__ep_proto_set(ep);
 	ep->peer_depth = peer_depth;
 	if (ep->passive) {

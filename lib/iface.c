@@ -296,8 +296,11 @@ void rdmamsg__iface_replay(struct rdmamsg__lane *lane)
 }
 
 /* route -- runs of one lane's completions, each handed to its lane at
- * once; touched lanes go on ctx->polls */
-static void route(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc, uint32_t n)
+ * once; touched lanes go on ctx->polls (inline: once per completion run
+ * of the busy path) */
+static inline __attribute__((always_inline)) void route(struct rdmamsg_ctx *ctx,
+							const struct ibv_wc *wc,
+							uint32_t n)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
 	uint32_t i, j;
@@ -328,11 +331,11 @@ static void route(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc, uint32_t n)
 	}
 }
 
-/* rdmamsg__iface_poll -- drain the CQs (bounded), each run of a lane's
- * completions to its wcs() (it reposts its receive buffers as one batch);
- * touched lanes go on ctx->polls for their session's ready().  1 when the
- * budget ran out with completions left, else 0. */
-int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
+/* drain -- drain the CQs (bounded), each run of a lane's completions to
+ * its wcs() (it reposts its receive buffers as one batch); touched lanes
+ * go on ctx->polls for their session's ready().  1 when the budget ran
+ * out with completions left, else 0.  Inline in the progress pass. */
+static inline __attribute__((always_inline)) int drain(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
 	struct ibv_wc wc[RDMAMSG_POLL_BATCH];
@@ -376,6 +379,13 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 	return 0;
 }
 
+/* rdmamsg__iface_poll -- drain the CQs (drain) outside a progress pass's
+ * own */
+int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
+{
+	return drain(ctx);
+}
+
 /* rdmamsg__iface_progress -- a progress pass's completion work: note the
  * arms that events spent, drain, then the ready() up call of each lane
  * that had completions, once.  Nothing is re-armed here: a caller that
@@ -403,7 +413,7 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 			q->unacked = 0;
 		}
 	}
-	rdmamsg__iface_poll(ctx);
+	drain(ctx);
 	list_init(&polls);
 	if (!list_empty(&ctx->polls)) {
 		polls = ctx->polls;

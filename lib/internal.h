@@ -467,6 +467,7 @@ struct rdmamsg_ep {
 	uint32_t caps;	    /* RDMAMSG_HS_CAP_* we offer (msg.c) */
 	uint32_t peer_caps; /* ... and the peer offered (handshake) */
 	uint32_t pack_max;  /* queued messages up to this go packed (0: none) */
+	int peer_local;	    /* the peer's GID is one of this device's (ep.c) */
 	uint32_t credit_due; /* a credit update once this many are owed */
 
 	/* send side */
@@ -624,7 +625,10 @@ void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep);
 void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep);
 void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 			   uint32_t peer_eager, uint64_t peer_max_msg);
-/* msg.c: the protocol thresholds (RDMAMSG_RNDV_THRESH, negotiated) */
+/* msg.c: the protocol thresholds (RDMAMSG_RNDV_THRESH, negotiated); the
+ * default rendezvous threshold to a peer on this host over shared memory
+ * (msg.c RNDV_LOCAL_SHM says why) */
+#define RDMAMSG__RNDV_LOCAL_SHM (256 * 1024)
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep);
 void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep);
 /* msg.c: hand a whole message in a detached buffer to on_recv (1: kept),

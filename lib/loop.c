@@ -406,41 +406,18 @@ static void drain_fd(int fd)
 	}
 }
 
-/* rdmamsg_ctx_progress -- do all ready work without blocking */
-RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
+/* channels -- a pass's look at the epoll set: CM, completion-channel,
+ * timer, async and wake-up events; *timers set when timers are due.  Out
+ * of line: a busy-polling pass comes here once a millisecond. */
+static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
+					       int *timers)
 {
 	struct epoll_event evs[8];
-	struct rdmamsg__list *pos, *tmp, deferred;
-	int n, i, timers = 0;
-	uint64_t due;
+	int n, i;
 
-	if (!ctx)
-		return -EINVAL;
-	if (ctx->in_progress)
-		return 0; /* called from a callback: the outer pass goes on */
-	ctx->in_progress = 1;
-	ctx->now = rdmamsg__now_ns();
-	ctx->ifc.pass = rdmamsg__iface_stamp(ctx);
-	ctx->pending = 0;
-	/* a caller spinning on progress (busy polling) needs the channels
-	 * only now and then: the CQs are polled directly below (never
-	 * armed while it spins: rdmamsg_ctx_arm), due timers are seen from
-	 * the heap, a kick from the flag it sets; CM and async events may
-	 * wait EPOLL_EVERY_NS.  One that woke from the fd (libev, or arm()
-	 * saw it readable) always looks. */
-	n = 0;
-	due = rdmamsg__timer_next_due(ctx);
-	if (RDMAMSG_UNLIKELY(due && due <= ctx->now))
-		timers = 1; /* the timerfd may lag: its slack */
-	if (RDMAMSG_UNLIKELY(__atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE))) {
-		__atomic_store_n(&ctx->kicked, 0, __ATOMIC_RELAXED);
-		ctx->force_epoll = 1;
-	}
-	if (ctx->force_epoll || ctx->now - ctx->last_epoll >= EPOLL_EVERY_NS) {
-		ctx->force_epoll = 0;
-		ctx->last_epoll = ctx->now;
-		n = epoll_wait(ctx->epfd, evs, 8, 0);
-	}
+	ctx->force_epoll = 0;
+	ctx->last_epoll = ctx->now;
+	n = epoll_wait(ctx->epfd, evs, 8, 0);
 	for (i = 0; i < n; i++) {
 		switch (evs[i].data.u32) {
 		case SRC_CC:
@@ -451,7 +428,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 			break;
 		case SRC_TIMER:
 			drain_fd(ctx->tfd);
-			timers = 1;
+			*timers = 1;
 			break;
 		case SRC_ASYNC:
 			async_events(ctx);
@@ -466,11 +443,13 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 			break;
 		}
 	}
+}
 
-	/* completions: one CQ, only the endpoints that had some */
-	rdmamsg__iface_progress(ctx);
-	if (RDMAMSG_UNLIKELY(!list_empty(&ctx->xwait)))
-		rdmamsg__ep_xwait_all(ctx); /* sessions waiting for memory */
+/* after -- a pass's work once the completions are in: due timers, the
+ * listeners' and endpoints' deferred steps (out of line: rare) */
+static __attribute__((noinline)) void after(struct rdmamsg_ctx *ctx, int timers)
+{
+	struct rdmamsg__list *pos, *tmp, deferred;
 
 	/* due timers always make the timerfd readable; the pass's clock is
 	 * read again first: the callbacks above may have run long, and a
@@ -499,6 +478,45 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		rdmamsg__ep_step(
 			container_of(pos, struct rdmamsg_ep, defer_link));
 	}
+}
+
+/* rdmamsg_ctx_progress -- do all ready work without blocking */
+RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
+{
+	int timers = 0;
+	uint64_t due;
+
+	if (!ctx)
+		return -EINVAL;
+	if (ctx->in_progress)
+		return 0; /* called from a callback: the outer pass goes on */
+	ctx->in_progress = 1;
+	ctx->now = rdmamsg__now_ns();
+	ctx->ifc.pass = rdmamsg__iface_stamp(ctx);
+	ctx->pending = 0;
+	/* a caller spinning on progress (busy polling) needs the channels
+	 * only now and then: the CQs are polled directly below (never
+	 * armed while it spins: rdmamsg_ctx_arm), due timers are seen from
+	 * the heap, a kick from the flag it sets; CM and async events may
+	 * wait EPOLL_EVERY_NS.  One that woke from the fd (libev, or arm()
+	 * saw it readable) always looks. */
+	due = rdmamsg__timer_next_due(ctx);
+	if (RDMAMSG_UNLIKELY(due && due <= ctx->now))
+		timers = 1; /* the timerfd may lag: its slack */
+	if (RDMAMSG_UNLIKELY(__atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE))) {
+		__atomic_store_n(&ctx->kicked, 0, __ATOMIC_RELAXED);
+		ctx->force_epoll = 1;
+	}
+	if (ctx->force_epoll || ctx->now - ctx->last_epoll >= EPOLL_EVERY_NS)
+		channels(ctx, &timers);
+
+	/* completions: one CQ, only the endpoints that had some */
+	rdmamsg__iface_progress(ctx);
+	if (RDMAMSG_UNLIKELY(!list_empty(&ctx->xwait)))
+		rdmamsg__ep_xwait_all(ctx); /* sessions waiting for memory */
+	if (RDMAMSG_UNLIKELY(timers || !list_empty(&ctx->ldeferred) ||
+			     !list_empty(&ctx->deferred)))
+		after(ctx, timers);
 
 	/* work left for the next pass needs no kick: rdmamsg_ctx_arm()
 	 * (and in libev mode the prepare watcher that calls it) says -EBUSY

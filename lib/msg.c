@@ -43,17 +43,34 @@
 #define RNDV_MIN     ((size_t)RDMAMSG_RNDV_THRESH_MIN)
 #define RNDV_MAX     ((size_t)1 << 40)
 
-/* copy_slot -- the copy buffer at the send ring's head, taken from the pool
- * on first use: an endpoint that only sends inline or zero-copy never
- * holds one; NULL when the pool has no memory */
-static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
+/* the default to a peer on this host where the fabric carries its sends
+ * through shared memory (softrdma: an 8 KiB fragment is two copies
+ * through the QP's copy ring, a rendezvous READ a process_vm_readv):
+ * fragments win there up to about this size (README "Rendezvous threshold
+ * per connection"); retune it when same-host READs get cheaper.  Through
+ * an HCA's loopback both protocols cross PCIe and rendezvous saves the
+ * receiver's copy as it does between hosts: the default stays.  The
+ * value is RDMAMSG__RNDV_LOCAL_SHM (internal.h, for the tests). */
+#define RNDV_LOCAL_SHM ((size_t)RDMAMSG__RNDV_LOCAL_SHM)
+
+/* copy_slot_at -- the copy buffer of send seq, taken from the pool on
+ * first use: an endpoint that only sends inline or zero-copy never holds
+ * one; NULL when the pool has no memory */
+static inline struct rdmamsg_buf *copy_slot_at(struct rdmamsg_ep *ep,
+					       uint64_t seq)
 {
-	struct rdmamsg_buf **sb = &ep->sbufs[ep->sq_head % ep->nsbuf];
+	struct rdmamsg_buf **sb = &ep->sbufs[seq % ep->nsbuf];
 
 	if (RDMAMSG_UNLIKELY(!*sb) &&
 	    rdmamsg__buf_get(ep->ctx, ep->p.eager, BUF_LIB, sb))
 		return NULL;
 	return *sb;
+}
+
+/* copy_slot -- the copy buffer at the send ring's head */
+static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
+{
+	return copy_slot_at(ep, ep->sq_head);
 }
 
 /* keep -- a session's copy of the data fragment about to be posted as
@@ -96,8 +113,17 @@ static inline __attribute__((always_inline)) int keep(
 	return 0;
 }
 
+/* how post_frag_sig() signals a send (every sig_every-th is anyway):
+ * SIG_NEED when it is reported or owns a buffer; SIG_ALWAYS (the
+ * goodbye: the close waits for it); SIG_LATER not for those either, as a
+ * later send of the same batch is signalled and RC completes in order
+ * (pump) */
+#define SIG_NEED   0
+#define SIG_ALWAYS 1
+#define SIG_LATER  2
+
 /* post_frag -- one message or fragment; own is freed when it completes;
- * signalled when reported, when it owns a buffer, or when sig says so */
+ * signalled as sig says (SIG_*) */
 static inline __attribute__((always_inline)) int post_frag_sig(
 	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags, uint32_t imm,
 	uint32_t total, const void *data, uint32_t len,
@@ -158,8 +184,11 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	fp_fill_hdr(ep, h, type, flags, imm, total);
 	/* own is pool memory: signal its send, so that the buffer comes back
 	 * when the send completes, not at some later signalled send that may
-	 * never be posted (a sender waiting for pool memory would starve) */
-	ret = fp_post_send(ep, sge, nsge, inl, report || own || sig);
+	 * never be posted (a sender waiting for pool memory would starve);
+	 * unless the caller posts that later one now (SIG_LATER) */
+	ret = fp_post_send(ep, sge, nsge, inl,
+			   sig == SIG_ALWAYS ||
+				   (sig == SIG_NEED && (report || own)));
 	if (RDMAMSG_UNLIKELY(ret))
 		return -ret;
 	fp_commit_hdr(ep, h);
@@ -174,14 +203,15 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	return 0;
 }
 
-/* post_frag -- post_frag_sig, signalled only when it must be */
+/* post_frag -- post_frag_sig out of line (the busy path inlines its own) */
 static inline int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 			    uint32_t imm, uint32_t total, const void *data,
 			    uint32_t len, const struct rdmamsg_buf *src,
-			    struct rdmamsg_buf *own, void *op_ctx, int report)
+			    struct rdmamsg_buf *own, void *op_ctx, int report,
+			    int sig)
 {
 	return post_frag_sig(ep, type, flags, imm, total, data, len, src, own,
-			     op_ctx, report, 0);
+			     op_ctx, report, sig);
 }
 
 /* backlog_limit -- messages the backlog may hold */
@@ -242,12 +272,14 @@ static inline void **pack_ops(const struct rdmamsg_ep *ep,
  * carried inline goes back to the pool at once unless on_send needs its
  * op_ctx array: nothing waits for its completion then (no signal).  0,
  * or 1 when posting failed (the pack stays queued) */
-static int post_pack(struct rdmamsg_ep *ep, struct rdmamsg_buf *n, int report)
+static int post_pack(struct rdmamsg_ep *ep, struct rdmamsg_buf *n, int report,
+		     int sig)
 {
 	int now = !report && RDMAMSG_HDR + n->len <= ep->max_inline;
 
 	if (post_frag(ep, W_PACK, 0, 0, n->imm, n->data, (uint32_t)n->len, n,
-		      now ? NULL : n, NULL, report ? RDMAMSG_SLOT_PACK : 0))
+		      now ? NULL : n, NULL, report ? RDMAMSG_SLOT_PACK : 0,
+		      sig))
 		return 1;
 	ep->credits--;
 	ep->bl_head = n->next;
@@ -299,7 +331,29 @@ static int pack_append(struct rdmamsg_ep *ep, const void *data, uint32_t len,
 	return 0;
 }
 
-/* pump -- post queued messages (fragment by fragment) while credits last */
+/* batch_goes_on -- after this send of pump() (a fragment of n, the end
+ * of its message when last) pump() posts another for certain: a credit
+ * and a send slot left, more queued (not the replay's mark), nothing the
+ * next post could lack (its header slot, taken now if it is not there
+ * yet, unless it goes inline; a replay session's copy).  Then this send
+ * need not be signalled for its buffer or report: the batch's last is. */
+static inline int batch_goes_on(struct rdmamsg_ep *ep,
+				const struct rdmamsg_buf *n, int last)
+{
+	const struct rdmamsg_buf *m = last ? n->next : n;
+
+	if (ep->credits <= 1 || fp_sq_free(ep) <= 1 || !m ||
+	    m == &ep->rp_mark || ep->kept)
+		return 0;
+	/* n itself goes on only with fragments, never inline */
+	return (last && RDMAMSG_HDR + m->len <= ep->max_inline) ||
+	       copy_slot_at(ep, ep->sq_head + 1);
+}
+
+/* pump -- post queued messages (fragment by fragment) while credits
+ * last; only the batch's last send is signalled for the buffers and
+ * reports of those before it (selective signalling: RC completes in
+ * order, a failed send still completes, with its error) */
 static void pump(struct rdmamsg_ep *ep)
 {
 	int report = ep->cbs.on_send != NULL;
@@ -308,7 +362,7 @@ static void pump(struct rdmamsg_ep *ep)
 		struct rdmamsg_buf *n = ep->bl_head;
 		size_t rest;
 		uint32_t flen;
-		int last;
+		int last, sig;
 		uint8_t flags;
 
 		if (RDMAMSG_UNLIKELY(n == &ep->rp_mark)) {
@@ -319,7 +373,8 @@ static void pump(struct rdmamsg_ep *ep)
 			continue;
 		}
 		if (n->has_imm == BL_PACK) {
-			if (post_pack(ep, n, report))
+			sig = batch_goes_on(ep, n, 1) ? SIG_LATER : SIG_NEED;
+			if (post_pack(ep, n, report, sig))
 				break; /* QP in error: the CQ reports it */
 			continue;
 		}
@@ -328,10 +383,11 @@ static void pump(struct rdmamsg_ep *ep)
 		last = n->off + flen == n->len;
 		flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
 				  (last ? F_LAST : 0) | n->has_imm);
+		sig = batch_goes_on(ep, n, last) ? SIG_LATER : SIG_NEED;
 		if (post_frag(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
 			      n->data + n->off, flen, n, last ? n : NULL,
 			      n->op_ctx,
-			      last && report && !(n->has_imm & F_XFER)))
+			      last && report && !(n->has_imm & F_XFER), sig))
 			break; /* QP in error: the CQ reports it */
 		ep->credits--;
 		n->off += flen;
@@ -345,6 +401,14 @@ static void pump(struct rdmamsg_ep *ep)
 	}
 	if (ep->want_writable && ep->bl_count < backlog_limit(ep))
 		ep->writable_due = 1;
+}
+
+/* can_pump -- pump() would post something: a credit and a send slot
+ * (without them it would only find nothing to do, a message just queued
+ * changing nothing it reports) */
+static inline int can_pump(const struct rdmamsg_ep *ep)
+{
+	return ep->credits > 0 && fp_sq_free(ep) > 0;
 }
 
 /* rdmamsg__ep_no_pool_memory -- the error for a send that found no pool memory: -EAGAIN
@@ -384,7 +448,7 @@ static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
 	}
 	if (ep->pack_max && len <= ep->pack_max && !zb && !(xflags & F_XFER)) {
 		ret = pack_append(ep, data, (uint32_t)len, xflags, imm, op_ctx);
-		if (!ret && !outage)
+		if (!ret && !outage && can_pump(ep))
 			pump(ep);
 		return ret;
 	}
@@ -398,7 +462,7 @@ static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
 	}
 	bl_append(ep, n, len, (uint8_t)xflags, imm, op_ctx);
 	ep->bl_count++;
-	if (!outage)
+	if (!outage && can_pump(ep))
 		pump(ep);
 	return 0;
 }
@@ -456,6 +520,28 @@ static __attribute__((noinline)) int send_rndv(struct rdmamsg_ep *ep,
 	return 0;
 }
 
+/* send_now -- a copied message that finds a credit and a send slot,
+ * posted at once: out of line with the post inlined (few arguments, no
+ * zero-copy branch), so that rdmamsg_send() stays small for the
+ * messages that queue */
+static __attribute__((noinline)) int send_now(struct rdmamsg_ep *ep,
+					      const void *data, uint32_t len,
+					      int xflags, uint32_t imm,
+					      void *op_ctx)
+{
+	int ret;
+
+	ret = post_frag_sig(ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags),
+			    imm, len, data, len, NULL, NULL, op_ctx,
+			    ep->cbs.on_send != NULL && !(xflags & F_XFER),
+			    SIG_NEED);
+	if (RDMAMSG_UNLIKELY(ret))
+		return ret == -ENOMEM ? rdmamsg__ep_no_pool_memory(ep, ret)
+				      : -ENOTCONN;
+	ep->credits--;
+	return 0;
+}
+
 /* send_msg -- the one send path behind the four public calls; xflags:
  * F_IMM, and F_XFER for the rendezvous/request layer's messages.  The
  * protocol goes by size: inline, copied or zero-copy up to the eager
@@ -478,17 +564,20 @@ static inline __attribute__((always_inline)) int send_msg(
 	}
 	if (RDMAMSG_LIKELY(!ep->bl_head && len <= ep->eager_max &&
 			   ep->credits > 0 && fp_sq_free(ep) > 0)) {
+		if (!zb) /* copied: its own function, see send_now */
+			return send_now(ep, data, (uint32_t)len, xflags, imm,
+					op_ctx);
 		ret = post_frag(
 			ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags), imm,
 			(uint32_t)len, data, (uint32_t)len, zb, zb, op_ctx,
-			ep->cbs.on_send != NULL && !(xflags & F_XFER));
+			ep->cbs.on_send != NULL && !(xflags & F_XFER),
+			SIG_NEED);
 		if (RDMAMSG_UNLIKELY(ret))
 			return ret == -ENOMEM
 				       ? rdmamsg__ep_no_pool_memory(ep, ret)
 				       : -ENOTCONN;
 		ep->credits--;
-		if (zb)
-			zb->state = BUF_LIB;
+		zb->state = BUF_LIB;
 		return 0;
 	}
 	if (len > ep->rndv && !(xflags & F_XFER))
@@ -602,7 +691,7 @@ static int send_x_closing(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 	if (ep->credits <= 0 || fp_sq_free(ep) == 0)
 		return -EAGAIN;
 	if (post_frag(ep, W_DATA, F_FIRST | F_LAST | F_XFER, 0, (uint32_t)len,
-		      buf->data, (uint32_t)len, buf, buf, NULL, 0))
+		      buf->data, (uint32_t)len, buf, buf, NULL, 0, SIG_NEED))
 		return -ENOTCONN;
 	ep->credits--;
 	buf->state = BUF_LIB;
@@ -687,7 +776,7 @@ int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type)
 	    fp_sq_free(ep) == 0)
 		return -EAGAIN;
 	ret = post_frag(ep, (uint8_t)type, 0, 0, 0, NULL, 0, NULL, NULL, NULL,
-			0);
+			0, SIG_NEED);
 	if (ret)
 		return ret;
 	ep->ctl_credits--;
@@ -703,7 +792,7 @@ int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep)
 	if (ep->ctl_credits == 0 || fp_sq_free(ep) == 0)
 		return -EAGAIN;
 	ret = post_frag_sig(ep, W_BYE, 0, 0, 0, NULL, 0, NULL, NULL, NULL, 0,
-			    1);
+			    SIG_ALWAYS);
 	if (ret)
 		return ret;
 	ep->ctl_credits--;
@@ -720,7 +809,8 @@ int rdmamsg__ep_send_grant(struct rdmamsg_ep *ep)
 
 	if (ep->ctl_credits == 0 || fp_sq_free(ep) == 0)
 		return -EAGAIN;
-	ret = post_frag(ep, W_CREDIT, 0, 0, 0, NULL, 0, NULL, NULL, NULL, 0);
+	ret = post_frag(ep, W_CREDIT, 0, 0, 0, NULL, 0, NULL, NULL, NULL, 0,
+			SIG_NEED);
 	if (ret)
 		return ret;
 	ep->ctl_credits--;
@@ -1229,7 +1319,7 @@ int rdmamsg__ep_replay_pump(struct rdmamsg_ep *ep)
 	if (ep->rp_next < ep->rp_end) {
 		k = &ep->kept[ep->rp_next & ep->kept_mask];
 		if (post_frag(ep, k->type, k->flags, k->imm, k->total, k->data,
-			      k->len, NULL, NULL, NULL, 0))
+			      k->len, NULL, NULL, NULL, 0, SIG_NEED))
 			return 1;
 		ep->credits--;
 		ep->rp_next++;
@@ -1285,8 +1375,9 @@ static int rndv_parse(const char *e, size_t *out)
 }
 
 /* rdmamsg__ep_proto_params -- the rendezvous threshold: the attribute's,
- * else RDMAMSG_RNDV_THRESH's, else the default; -EINVAL for a bad
- * environment value (the endpoint is not made) */
+ * else RDMAMSG_RNDV_THRESH's, else 0 (the connection's default, chosen
+ * with the peer: rdmamsg__ep_proto_set); -EINVAL for a bad environment
+ * value (the endpoint is not made) */
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 {
 	const char *e;
@@ -1298,17 +1389,23 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 	if (ep->p.rndv_thresh)
 		return 0;
 	e = getenv("RDMAMSG_RNDV_THRESH");
-	if (e && *e) {
-		if (rndv_parse(e, &ep->p.rndv_thresh)) {
-			LOG_ERR("RDMAMSG_RNDV_THRESH=%s: expected %zu to %zu "
-				"bytes (suffix k, m or g allowed)",
-				e, RNDV_MIN, RNDV_MAX);
-			return -EINVAL;
-		}
-		return 0;
+	if (e && *e && rndv_parse(e, &ep->p.rndv_thresh)) {
+		LOG_ERR("RDMAMSG_RNDV_THRESH=%s: expected %zu to %zu bytes "
+			"(suffix k, m or g allowed)",
+			e, RNDV_MIN, RNDV_MAX);
+		return -EINVAL;
 	}
-	ep->p.rndv_thresh = RNDV_DEFAULT;
 	return 0;
+}
+
+/* rndv_default -- the threshold of a connection nobody set one for: the
+ * same-host one to a peer on this host where the fabric's same-host sends
+ * are shared memory, else RDMAMSG_RNDV_THRESH_DEFAULT */
+static size_t rndv_default(const struct rdmamsg_ep *ep)
+{
+	if (ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT)
+		return RNDV_LOCAL_SHM;
+	return RNDV_DEFAULT;
 }
 
 /* rdmamsg__ep_proto_set -- the negotiated protocol limits: rendezvous
@@ -1319,8 +1416,10 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
  * connection: it takes fragments up to the message maximum. */
 void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 {
-	size_t r = ep->p.rndv_thresh < ep->max_msg ? ep->p.rndv_thresh
-						   : ep->max_msg;
+	size_t r = ep->p.rndv_thresh ? ep->p.rndv_thresh : rndv_default(ep);
+
+	if (r > ep->max_msg)
+		r = ep->max_msg;
 
 	if (ep->p.failover == RDMAMSG_FAILOVER_REPLAY)
 		r = ep->max_msg;
@@ -1379,5 +1478,6 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 	pr->max_large =
 		ep->p.max_large > ep->max_msg ? ep->p.max_large : ep->max_msg;
 	pr->rndv_window = rdmamsg__rndv_ep_mw(ep);
+	pr->peer_local = ep->peer_local;
 	return 0;
 }

@@ -304,6 +304,8 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
  * on the client's connection (as ucx_info -e prints UCX's thresholds) */
 static void print_protocols(struct perf *p)
 {
+	const char *e = getenv("RDMAMSG_RNDV_THRESH");
+	const char *by = "the connection's default";
 	struct rdmamsg_protocols pr;
 	size_t pack = 0;
 
@@ -318,6 +320,13 @@ static void print_protocols(struct perf *p)
 			      : "registration per transfer",
 	       pr.max_large, pr.max_msg, pack,
 	       pack ? "" : " (the peer does not pack)");
+	if (p->o.rndv_thresh)
+		by = "--rndv-thresh";
+	else if (e && *e)
+		by = "RDMAMSG_RNDV_THRESH";
+	printf("# rendezvous threshold %zu B: %s; the peer is %s\n",
+	       pr.rndv_threshold, by,
+	       pr.peer_local ? "on this host" : "on another host");
 }
 
 /* srv_on_conn_req -- accept a client whose hello makes sense */

@@ -5,7 +5,9 @@
 # limit event, DISCONNECTED); Debian's rping (100 verified pings),
 # ucmatose (4 connections, messages of 3000 B: three packets each at the
 # path MTU), udaddy (UD through RDMA_PS_UDP) and rdma_server/rdma_client;
-# rdmamsg between hosts: the rpc sample (request/response, content
+# rdmamsg between hosts: the rendezvous threshold each connection
+# chooses (the default between hosts, the same-host one within host 1);
+# the rpc sample (request/response, content
 # verified, large values by rendezvous through type 2 windows: every READ
 # request on the wire names a window), the rdma_rw sample (one-sided
 # write, read, fetch-and-add, write with immediate; clean and 5% loss), rdmamsg_perf over a server SRQ,
@@ -353,6 +355,30 @@ if [ -x "$perf" ]; then
 		grep -Eqi 'reset|disconnect|closed' "$tap_tmp/c.kill"
 	ok $? "server killed: the client fails with a disconnect, not a timeout (exit $rc)"
 	show_log "$tap_tmp/c.kill" | tail -n 2
+
+	# the rendezvous threshold follows the connection: a client on
+	# host 2 keeps the default (32 KiB), one on host 1 itself, through
+	# host 1's fabric address, takes the same-host one (256 KiB)
+	port=7492
+	for h in 2 1; do
+		on 1 timeout -k 10 120 "$perf" -s -b "$a1" -p $port \
+			>"$tap_tmp/s.info" 2>&1 &
+		spid=$!
+		tap_pids="$tap_pids $spid"
+		listening 1 $port
+		on $h timeout -k 10 60 "$perf" -c "$a1" -p $port --info \
+			>"$tap_tmp/c.info" 2>&1
+		rc=$?
+		wait $spid
+		src=$?
+		want="32768 B: the connection's default; the peer is on another host"
+		[ $h = 1 ] &&
+			want="262144 B: the connection's default; the peer is on this host"
+		[ $rc -eq 0 ] && [ $src -eq 0 ] &&
+			grep -q "^# rendezvous threshold $want\$" "$tap_tmp/c.info"
+		ok $? "rdmamsg_perf --info host $h -> host 1: $(grep '^# rendezvous' "$tap_tmp/c.info") (exit $rc/$src)"
+		[ $rc -eq 0 ] || show_log "$tap_tmp/c.info"
+	done
 
 	# the server's endpoints receive through a shared receive queue
 	port=7490

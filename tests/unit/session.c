@@ -14,7 +14,8 @@
  * reported up (the lane stopped with a drain request, on_disconnect
  * once), close (the drain completes, the lane destroyed exactly once,
  * the close callback once, every pool buffer back), and a session bound
- * again to a fresh lane after unbind.
+ * again to a fresh lane after unbind; a backlog posted in batches
+ * signals each batch's last send only (test_batch).
  */
 #include "config.h"
 
@@ -699,9 +700,10 @@ static void test_pack(void)
 	   "one credit each");
 	h = (const struct rdmamsg__wire *)(uintptr_t)fa->posts[8].sge[0].addr;
 	ok(h->type == W_PACK && le32toh(h->total) == 5 && !h->flags &&
-		   (fa->posts[8].flags & RDMAMSG__TX_SIGNAL),
-	   "the first: a W_PACK of 5, signalled (its pack is the lane's "
-	   "until done)");
+		   !(fa->posts[8].flags & RDMAMSG__TX_SIGNAL) &&
+		   (fa->posts[12].flags & RDMAMSG__TX_SIGNAL),
+	   "the first: a W_PACK of 5, the lane's until the batch's last "
+	   "send, the one signalled, is done");
 
 	/* a second session takes the very bytes, in order */
 	b = up_session(RDMAMSG_HS_CAP_PACK);
@@ -830,6 +832,65 @@ static void test_pack(void)
 			expect++;
 	ok(npack_sent == 200 && !expect,
 	   "a backlog of 2 packs cancelled: each of 200 once, in order");
+	rdmamsg__ep_free(a);
+}
+
+/* test_batch -- queued messages that pump() posts in one call: only the
+ * batch's last send is signalled (the others' buffers and reports come
+ * with it: RC completes in order), whether the batch ends with the
+ * backlog or with the credits; tx_done of the last reports every message
+ * once, in order, and gives every buffer back */
+static void test_batch(void)
+{
+	struct rdmamsg_ep *a = up_session(0);
+	struct fake *fa = fk;
+	char big[200];
+	size_t in_use, per;
+	uint32_t i, bad = 0;
+	int r;
+
+	memset(big, 'b', sizeof(big));
+	for (i = 0; i < 8; i++) /* the 8 credits, at once */
+		rdmamsg_send(a, "s", 1, NULL);
+	fa->l.cbs->tx_done(fa->l.owner, 7, 0);
+	in_use = ctx.pool.in_use;
+	npack_sent = 0;
+	for (i = 0; i < 5; i++) /* above the inline size: pool copies */
+		bad += rdmamsg_send(a, big, sizeof(big),
+				    (void *)(intptr_t)(i + 1)) != 0;
+	per = (ctx.pool.in_use - in_use) / 5; /* bytes of one buffer */
+	ok(!bad && fa->nposts == 8 && per > 0 &&
+		   ctx.pool.in_use == in_use + 5 * per,
+	   "batch: 5 messages of 200 B queued for credits, each a buffer");
+	r = incoming(a, 1, W_CREDIT, 0, 3, 0, NULL, 0);
+	fa->l.cbs->ready(fa->l.owner);
+	ok(r == RDMAMSG__RX_CTL && fa->nposts == 11 &&
+		   !(fa->posts[8].flags & RDMAMSG__TX_SIGNAL) &&
+		   !(fa->posts[9].flags & RDMAMSG__TX_SIGNAL) &&
+		   (fa->posts[10].flags & RDMAMSG__TX_SIGNAL),
+	   "3 credits: 3 sends, only the last signalled (credits end the "
+	   "batch)");
+	r = incoming(a, 2, W_CREDIT, 0, 5, 0, NULL, 0);
+	fa->l.cbs->ready(fa->l.owner);
+	in_use = ctx.pool.in_use; /* the batches' header slots taken too */
+	ok(r == RDMAMSG__RX_CTL && fa->nposts == 13 &&
+		   !(fa->posts[11].flags & RDMAMSG__TX_SIGNAL) &&
+		   (fa->posts[12].flags & RDMAMSG__TX_SIGNAL),
+	   "5 more credits: the 2 left, the last signalled (the backlog "
+	   "ends the batch)");
+	ok(npack_sent == 0, "nothing reported before a completion");
+	fa->l.cbs->tx_done(fa->l.owner, (uint32_t)fa->posts[10].seq, 0);
+	ok(npack_sent == 3 && pack_sent[0] == 1 && pack_sent[2] == 3 &&
+		   ctx.pool.in_use == in_use - 3 * per,
+	   "the first batch's signalled send done: its 3 reported in order, "
+	   "their buffers back");
+	fa->l.cbs->tx_done(fa->l.owner, (uint32_t)fa->posts[12].seq, 0);
+	for (i = 0; i < 5 && i < (uint32_t)npack_sent; i++)
+		if (pack_sent[i] != (int)i + 1 || pack_status[i])
+			bad++;
+	ok(npack_sent == 5 && !bad && ctx.pool.in_use == in_use - 5 * per,
+	   "and the second's: each of the 5 once, in order, every buffer "
+	   "back");
 	rdmamsg__ep_free(a);
 }
 
@@ -1100,6 +1161,7 @@ int main(void)
 	rdmamsg__ep_free(ep);
 
 	test_pack();
+	test_batch();
 	is_int(ctx.pool.in_use, 0, "every pool buffer came back");
 	rdmamsg__pool_fini(&ctx);
 	return done_testing();

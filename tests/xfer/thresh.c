@@ -21,6 +21,12 @@
  * inline maximum, the packing limit) in a burst that outruns the credits
  * arrive the same way, packed (fewer sends than messages), and to a
  * server that does not offer packing (RDMAMSG_NO_PACK=1), one send each.
+ * Where nobody sets a threshold the connection chooses it: between two
+ * contexts of this host, on softrdma, the same-host one
+ * (RDMAMSG__RNDV_LOCAL_SHM) on both ends, and messages of it +-1 byte
+ * arrive whole, in fragments up to it (no READ) and pulled above it (one
+ * READ); the environment and the attribute override it (above).  The
+ * default between hosts: tests/netns/cm-hosts.sh.
  */
 #include "config.h"
 
@@ -391,6 +397,39 @@ static void small_burst(struct test_side *srv, struct test_side *cli,
 		   n);
 }
 
+/* edge -- messages of th - 1, th and th + 1 bytes one at a time: each
+ * arrives whole, in order, with its length, in fragments up to th (no
+ * READ posted) and by rendezvous above it (one READ) */
+static void edge(struct test_side *srv, struct test_side *cli, size_t th,
+		 uint32_t *seq)
+{
+	unsigned int i, bad = 0, wrong = 0;
+
+	for (i = 0; i < 3; i++) {
+		size_t len = th - 1 + i;
+		unsigned int first = nseen;
+
+		nread = 0;
+		if (send_k(cli, srv, len, *seq)) {
+			bad++;
+			break;
+		}
+		run_for(srv, cli, &nseen, first + 1);
+		if (nseen != first + 1 || seen[first].imm != *seq ||
+		    seen[first].len != len || !seen[first].ok)
+			bad++;
+		if (nread != (len > th)) {
+			diag("%zu bytes: %u READs", len, nread);
+			wrong++;
+		}
+		(*seq)++;
+	}
+	ok(bad == 0, "%zu, %zu and %zu bytes arrived whole, in order (%u bad)",
+	   th - 1, th, th + 1, bad);
+	ok(wrong == 0, "fragments up to %zu bytes, a READ above (%u wrong)", th,
+	   wrong);
+}
+
 /* round_trip -- 64 KiB there and back; the counters from before it */
 static void round_trip(struct test_side *srv, struct test_side *cli, int window)
 {
@@ -486,7 +525,9 @@ int main(void)
 	setenv("RDMAMSG_RNDV_THRESH", "48k", 1);
 	pair(&srv, &cli, ops, NULL);
 	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
-	is_int(pr.rndv_threshold, 49152, "RDMAMSG_RNDV_THRESH=48k applies");
+	is_int(pr.rndv_threshold, 49152,
+	       "RDMAMSG_RNDV_THRESH=48k applies, to a peer on this host too");
+	is_int(pr.peer_local, 1, "the peer is on this host");
 	unpair(&srv, &cli);
 	rdmamsg_ep_attr_set_rndv_threshold(a, 20000);
 	pair(&srv, &cli, ops, a);
@@ -607,6 +648,31 @@ int main(void)
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 	unsetenv("RDMAMSG_NO_MW");
+
+	/* nobody sets a threshold: the connection's default, on both ends */
+	srv_attr = NULL;
+	pair(&srv, &cli, ops, NULL);
+	{
+		struct rdmamsg_protocols ps;
+		enum rdmamsg_fabric fab = RDMAMSG_FABRIC_VERBS;
+		size_t want = RDMAMSG_RNDV_THRESH_DEFAULT;
+
+		rdmamsg_ctx_get_fabric(cli.ctx, &fab);
+		if (fab == RDMAMSG_FABRIC_SOFT)
+			want = RDMAMSG__RNDV_LOCAL_SHM;
+		is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+		is_int(rdmamsg_ep_get_protocols(srv.ep, &ps), 0,
+		       "the server's protocols");
+		ok(pr.peer_local == 1 && ps.peer_local == 1,
+		   "both ends see the peer on this host");
+		ok(pr.rndv_threshold == want && ps.rndv_threshold == want,
+		   "the same-host default, %zu, on both ends (%zu, %zu)", want,
+		   pr.rndv_threshold, ps.rndv_threshold);
+		nseen = 0;
+		edge(&srv, &cli, pr.rndv_threshold, &seq);
+	}
+	is_int(srv.bad + cli.bad, 0, "no failure on either side");
+	unpair(&srv, &cli);
 
 	rdmamsg_ep_attr_delete(&a);
 	rdmamsg_ep_attr_delete(&b);
