@@ -260,7 +260,9 @@ cut() {
 	sed 's/^/    /' "$tap_tmp/cut.tap"
 	! grep -q '^not ok' "$tap_tmp/cut.tap" &&
 		grep -q '^ok' "$tap_tmp/cut.tap" && [ $_rc -eq 0 ]
-	ok $? "cut ($1): every rc_peer check passed (exit $_rc)"
+	_ok=$?
+	ok $_ok "cut ($1): every rc_peer check passed (exit $_rc)"
+	[ $_ok -ne 0 ] && show_log "$tap_tmp/server.log"
 	[ "$1" = link ] && fab link "$name" 1 0 up
 	kill -TERM "$(cat "$tap_tmp/server.pid")" 2>/dev/null
 	wait $_spid

@@ -307,7 +307,7 @@ static int tcp_listen(int port)
 static int tcp_connect(const char *host, int port)
 {
 	struct sockaddr_in a;
-	int i, fd, err = 0;
+	int i, fd, err = 0, first = 0;
 
 	memset(&a, 0, sizeof(a));
 	a.sin_family = AF_INET;
@@ -320,11 +320,14 @@ static int tcp_connect(const char *host, int port)
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
 			return fd;
+		if (!first)
+			first = errno;
 		err = errno;
 		close(fd);
 		usleep(50000);
 	}
-	bail_out("connect %s:%d: %s", host, port, strerror(err));
+	bail_out("connect %s:%d: %s (the first of %d tries: %s)", host, port,
+		 strerror(err), i, strerror(first));
 }
 
 static int server(int port)
