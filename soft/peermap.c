@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,21 +23,21 @@
 /*
  * An MR whose bytes lie in one MAP_SHARED mapping of a memfd sealed
  * against shrinking (rdmamsg's pool allocates its slabs so) is published
- * with the file behind it: an fd of the owner's (a dup softrdma keeps for
- * the registration's life), the file offset of its first byte and the
- * file's identity.  A peer that copies into or out of it (the initiator of
- * a WRITE, READ or atomic, the responder pulling a large SEND) takes that
- * fd with pidfd_getfd(2), which the kernel allows exactly where it allows
- * process_vm_readv (ptrace attach rights), maps the file once and copies
- * with memcpy; anything that fails falls back to process_vm_*.  What the
- * peer may touch is still decided by the registry's checks, under the
- * key's stripe lock, before every copy; a mapping is used only while the
- * registry entry is the very one it was made for (key, owner, range,
- * file), so a deregistered or re-registered range is never reached
- * through it.  The seal keeps the file from shrinking under the mapping
- * (no SIGBUS in our copy, whatever the owner does).  Memory the owner
- * unmaps while it is registered stays reachable, as pinned pages do on an
- * HCA.
+ * with the file behind it: an fd of the owner's (a dup softrdma keeps
+ * while registrations in that file live), the file offset of the MR's
+ * first byte and the file's identity.  A peer that copies into or out of
+ * it (the initiator of a WRITE, READ or atomic, the responder pulling a
+ * large SEND) takes that fd with pidfd_getfd(2), which the kernel allows
+ * exactly where it allows process_vm_readv (ptrace attach rights), maps
+ * the file once and copies with memcpy; anything that fails falls back to
+ * process_vm_*.  What the peer may touch is still decided by the
+ * registry's checks, under the key's stripe lock, before every copy: the
+ * mapping is only ever used at the file offsets of the registry entry
+ * just checked, and only while that entry names the very file mapped, so
+ * a deregistered or re-registered range is never reached through it.  The
+ * seal keeps the file from shrinking under the mapping (no SIGBUS in our
+ * copy, whatever the owner does).  Memory the owner unmaps while it is
+ * registered stays reachable, as pinned pages do on an HCA.
  */
 
 #ifndef F_SEAL_FUTURE_WRITE
@@ -49,23 +50,52 @@
 #define SYS_pidfd_getfd 438
 #endif
 
-/* a peer's MR, mapped here (or found not mappable: mem NULL) */
-struct soft_map {
-	struct soft_reg_mr e; /* the registry entry it was made for */
-	void *mem;	      /* the mapping, mem_len bytes */
-	size_t mem_len;
-	uint8_t *base; /* where e.va is */
+/* /proc/<pid>/maps' PROCMAP_QUERY (Linux 6.11, include/uapi/linux/fs.h):
+ * the mapping holding an address, without reading the whole text */
+struct soft_procmap_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset;
+	uint64_t inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define SOFT_PROCMAP_QUERY  _IOWR('f', 17, struct soft_procmap_query)
+#define SOFT_PROCMAP_SHARED 0x08 /* PROCMAP_QUERY_VMA_SHARED */
+
+/* a file some of our registrations lie in, and the fd kept for peers */
+struct pub_file {
+	dev_t dev;
+	uint64_t ino;
+	uint64_t size; /* at least (sealed against shrinking) */
+	int fd;
+	int refs;
 };
 
-/* a context's mappings, direct-mapped by (owner, key slot) */
-#define SOFT_MAPS 64
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pub_file *pubs; /* under pub_lock */
+static int npubs, pubs_cap;
+static int maps_fd = -1; /* /proc/<maps_pid>/maps, kept open */
+static int32_t maps_pid;
+
+/* a file of a peer's, mapped here whole (or found not mappable: mem
+ * NULL); key: the registration it was last used for */
+struct soft_map {
+	int32_t pid;
+	uint64_t start;
+	uint32_t fd; /* the owner's fd + 1, as published */
+	uint64_t ino, dev;
+	uint32_t key;
+	void *mem;
+	uint64_t size;
+};
+
+/* a context's mappings, direct-mapped by (owner, file) */
+#define SOFT_MAPS 256
 struct soft_maps {
 	struct soft_map m[SOFT_MAPS];
 	uint32_t pass;	  /* progress passes */
 	uint64_t checked; /* ns: the last check of them all */
 };
-
-static _Atomic int map_fds; /* fds this process keeps for publication */
 
 /* soft_map_off -- SOFTRDMA_NO_MAP=1: neither publish nor map (before and
  * after from one build), nor where process_vm_* is forced off */
@@ -81,10 +111,9 @@ int soft_map_off(void)
 	return off;
 }
 
-/* vma_of -- the MAP_SHARED file mapping holding [addr, addr+len): file
- * offset of addr, device and inode; 0 or -1 */
-static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
-		  uint64_t *ino)
+/* vma_text -- vma_of from the text of /proc/self/maps (before 6.11) */
+static int vma_text(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
+		    uint64_t *ino)
 {
 	char *line = NULL;
 	size_t cap = 0;
@@ -118,31 +147,77 @@ static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 	return ret;
 }
 
-/* file_ok -- fd is the sealed file (dev, ino) and holds [off, off+len)
- * for good: sealed against shrinking, writable through a shared map */
-static int file_ok(int fd, dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
+/* vma_of -- the MAP_SHARED file mapping holding [addr, addr+len): file
+ * offset of addr, device and inode; 0 or -1.  pub_lock held. */
+static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
+		  uint64_t *ino)
+{
+	struct soft_procmap_query q;
+
+	if (maps_fd >= 0 && maps_pid != soft_self_pid) {
+		close(maps_fd); /* a forked child's: its parent's maps */
+		maps_fd = -1;
+	}
+	if (maps_fd < 0) {
+		maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+		maps_pid = soft_self_pid;
+	}
+	memset(&q, 0, sizeof(q));
+	q.size = sizeof(q);
+	q.query_addr = addr;
+	if (maps_fd < 0 || ioctl(maps_fd, SOFT_PROCMAP_QUERY, &q)) {
+		if (maps_fd >= 0 && errno == ENOENT)
+			return -1; /* nothing mapped there */
+		return vma_text(addr, len, off, dev, ino);
+	}
+	if (!(q.vma_flags & SOFT_PROCMAP_SHARED) || !q.inode ||
+	    addr < q.vma_start || len > q.vma_end - addr)
+		return -1;
+	*off = q.vma_offset + (addr - q.vma_start);
+	*dev = makedev(q.dev_major, q.dev_minor);
+	*ino = q.inode;
+	return 0;
+}
+
+/* file_ok -- fd is the file (dev, ino), sealed against shrinking, not
+ * against writing, and holds [off, off+len); its size in *size */
+static int file_ok(int fd, dev_t dev, uint64_t ino, uint64_t off, uint64_t len,
+		   uint64_t *size)
 {
 	struct stat st;
 	int seals;
 
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_dev != dev ||
-	    (uint64_t)st.st_ino != ino)
+	    (uint64_t)st.st_ino != ino || st.st_size < 0)
 		return 0;
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK) ||
 	    (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
 		return 0;
-	return st.st_size >= 0 && off <= (uint64_t)st.st_size &&
-	       len <= (uint64_t)st.st_size - off;
+	*size = (uint64_t)st.st_size;
+	return off <= *size && len <= *size - off;
+}
+
+/* is_pub -- fd is one kept for a published file; pub_lock held */
+static int is_pub(int fd)
+{
+	int i;
+
+	for (i = 0; i < npubs; i++)
+		if (pubs[i].fd == fd)
+			return 1;
+	return 0;
 }
 
 /* fd_of -- a dup (close-on-exec) of one of our fds that refers to the
- * file (dev, ino) and passes file_ok; -1 if none */
-static int fd_of(dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
+ * file (dev, ino) and passes file_ok (its size in *size); -1 if none.
+ * pub_lock held. */
+static int fd_of(dev_t dev, uint64_t ino, uint64_t off, uint64_t len,
+		 uint64_t *size)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *de;
-	int fd, ret = -1;
+	int ret = -1;
 
 	if (!d)
 		return -1;
@@ -150,11 +225,11 @@ static int fd_of(dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
 		char *end;
 		long n = strtol(de->d_name, &end, 10);
 
-		if (*end || n < 0 || n > INT32_MAX || n == dirfd(d))
+		if (*end || n < 0 || n > INT32_MAX || n == dirfd(d) ||
+		    is_pub((int)n))
 			continue;
-		fd = (int)n;
-		if (file_ok(fd, dev, ino, off, len)) {
-			ret = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (file_ok((int)n, dev, ino, off, len, size)) {
+			ret = fcntl((int)n, F_DUPFD_CLOEXEC, 0);
 			break;
 		}
 	}
@@ -162,8 +237,9 @@ static int fd_of(dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
 	return ret;
 }
 
-/* fds_cap -- how many fds publication may keep: a quarter of the limit */
-static int fds_cap(void)
+/* pubs_max -- how many files publication may keep open: a quarter of the
+ * fd limit */
+static int pubs_max(void)
 {
 	struct rlimit rl;
 
@@ -172,25 +248,64 @@ static int fds_cap(void)
 	return (int)(rl.rlim_cur / 4 < 65536 ? rl.rlim_cur / 4 : 65536);
 }
 
+/* pub_take -- the fd kept for file (dev, ino), one more registration in
+ * it ([off, off+len) checked); -1: none.  pub_lock held. */
+static int pub_take(dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct pub_file *p;
+	uint64_t size;
+	int i, fd;
+
+	for (i = 0; i < npubs; i++) {
+		p = &pubs[i];
+		if (p->dev != dev || p->ino != ino)
+			continue;
+		/* the size seen last, else the file's now (it may grow) */
+		if ((off > p->size || len > p->size - off) &&
+		    !file_ok(p->fd, dev, ino, off, len, &p->size))
+			return -1;
+		p->refs++;
+		return p->fd;
+	}
+	if (npubs == pubs_cap) {
+		int cap = pubs_cap ? 2 * pubs_cap : 16;
+
+		if (cap > pubs_max())
+			return -1;
+		p = realloc(pubs, (size_t)cap * sizeof(*p));
+		if (!p)
+			return -1;
+		pubs = p;
+		pubs_cap = cap;
+	}
+	fd = fd_of(dev, ino, off, len, &size);
+	if (fd < 0)
+		return -1;
+	pubs[npubs++] = (struct pub_file){dev, ino, size, fd, 1};
+	return fd;
+}
+
 /*
  * soft_map_publish -- at registration: when [addr, addr+len) lies in one
  * shared mapping of a sealed memfd, fill e's map fields and return the fd
- * kept for it (close it with soft_map_unpublish); -1: not shareable, e
- * untouched.  Slow path (a read of /proc/self/maps and of our fds).
+ * kept for it (give it back with soft_map_unpublish); -1: not shareable,
+ * e untouched.  Slow path: a PROCMAP_QUERY, and for a file not seen
+ * before a look at our fds.
  */
 int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e)
 {
 	uint64_t off = 0, ino = 0;
 	dev_t dev = 0;
-	int fd;
+	int fd = -1;
 
-	if (soft_map_off() || atomic_load(&map_fds) >= fds_cap() ||
-	    vma_of((uintptr_t)addr, len, &off, &dev, &ino))
+	if (soft_map_off())
 		return -1;
-	fd = fd_of(dev, ino, off, len);
+	pthread_mutex_lock(&pub_lock);
+	if (!vma_of((uintptr_t)addr, len, &off, &dev, &ino))
+		fd = pub_take(dev, ino, off, len);
+	pthread_mutex_unlock(&pub_lock);
 	if (fd < 0)
 		return -1;
-	atomic_fetch_add(&map_fds, 1);
 	e->map_fd = (uint32_t)fd + 1;
 	e->map_off = off;
 	e->map_ino = ino;
@@ -198,29 +313,39 @@ int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e)
 	return fd;
 }
 
-/* soft_map_unpublish -- the registration went: its fd too */
+/* soft_map_unpublish -- a registration in the file of fd went: the fd goes
+ * with the last one */
 void soft_map_unpublish(int fd)
 {
+	int i;
+
 	if (fd < 0)
 		return;
-	close(fd);
-	atomic_fetch_sub(&map_fds, 1);
+	pthread_mutex_lock(&pub_lock);
+	for (i = 0; i < npubs; i++) {
+		if (pubs[i].fd != fd)
+			continue;
+		if (!--pubs[i].refs) {
+			close(fd);
+			pubs[i] = pubs[--npubs];
+		}
+		break;
+	}
+	pthread_mutex_unlock(&pub_lock);
 }
 
-/* same_entry -- the registry entry a is the one b was made for */
-static int same_entry(const struct soft_reg_mr *a, const struct soft_reg_mr *b)
+/* same_file -- the registry entry e names the file m maps */
+static int same_file(const struct soft_map *m, const struct soft_reg_mr *e)
 {
-	return a->key == b->key && a->pid == b->pid && a->start == b->start &&
-	       a->va == b->va && a->len == b->len && a->map_fd == b->map_fd &&
-	       a->map_off == b->map_off && a->map_ino == b->map_ino &&
-	       a->map_dev == b->map_dev;
+	return m->pid == e->pid && m->start == e->start && m->fd == e->map_fd &&
+	       m->ino == e->map_ino && m->dev == e->map_dev;
 }
 
 /* map_drop -- forget a mapping */
 static void map_drop(struct soft_map *m)
 {
 	if (m->mem)
-		munmap(m->mem, m->mem_len);
+		munmap(m->mem, (size_t)m->size);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -243,29 +368,30 @@ static int peer_fd(const struct soft_reg_mr *e)
 	return fd;
 }
 
-/* map_new -- map the file behind e, or leave m not mappable */
+/* map_new -- map the whole file behind e, or leave m not mappable */
 static void map_new(struct soft_map *m, const struct soft_reg_mr *e)
 {
-	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), at, lead;
-	int fd;
+	uint64_t size;
 	void *p;
+	int fd;
 
-	m->e = *e;
-	if (!e->len || e->len > SIZE_MAX / 2)
-		return;
+	m->pid = e->pid;
+	m->start = e->start;
+	m->fd = e->map_fd;
+	m->ino = e->map_ino;
+	m->dev = e->map_dev;
+	m->key = e->key;
 	fd = peer_fd(e);
 	if (fd < 0)
 		return;
-	at = e->map_off & ~(pg - 1);
-	lead = e->map_off - at;
-	if (file_ok(fd, (dev_t)e->map_dev, e->map_ino, e->map_off, e->len) &&
-	    at <= (uint64_t)INT64_MAX) {
-		p = mmap(NULL, (size_t)(lead + e->len), PROT_READ | PROT_WRITE,
-			 MAP_SHARED, fd, (off_t)at);
+	if (file_ok(fd, (dev_t)e->map_dev, e->map_ino, e->map_off, e->len,
+		    &size) &&
+	    size && size <= SIZE_MAX / 2) {
+		p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 fd, 0);
 		if (p != MAP_FAILED) {
 			m->mem = p;
-			m->mem_len = (size_t)(lead + e->len);
-			m->base = (uint8_t *)p + lead;
+			m->size = size;
 		}
 	}
 	close(fd);
@@ -274,9 +400,9 @@ static void map_new(struct soft_map *m, const struct soft_reg_mr *e)
 /*
  * soft_map_get -- where the peer MR e (a snapshot of its registry entry,
  * taken under its stripe lock and checked: a plain MR of a peer in
- * another process, with a file) has its first byte mapped here; NULL: copy
- * with process_vm_*.
- * The mapping covers exactly e->len bytes.  Context lock held.
+ * another process, with a file) has its first byte mapped here; the
+ * mapping holds its e->len bytes.  NULL: copy with process_vm_*.
+ * Context lock held.
  */
 uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e)
 {
@@ -289,19 +415,25 @@ uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e)
 		if (!ctx->maps)
 			return NULL;
 	}
-	m = &ctx->maps->m[((uint32_t)e->pid * 31u + soft_key_slot(e->key)) %
+	m = &ctx->maps->m[((uint32_t)e->pid * 31u + (uint32_t)e->map_ino) %
 			  SOFT_MAPS];
-	if (m->e.key && same_entry(&m->e, e))
-		return m->base;
-	map_drop(m);
-	map_new(m, e);
-	return m->base;
+	if (!m->pid || !same_file(m, e) ||
+	    (m->mem && (e->map_off > m->size ||
+			e->len > m->size - e->map_off))) { /* it grew */
+		map_drop(m);
+		map_new(m, e);
+	}
+	if (!m->mem || e->map_off > m->size || e->len > m->size - e->map_off)
+		return NULL;
+	m->key = e->key;
+	return (uint8_t *)m->mem + e->map_off;
 }
 
 /* soft_map_sweep -- at every progress pass: once a second (looked at every
  * 64 passes, and at every pass of the progress thread), mappings whose
- * registration went, or whose owner died, go, and with them the memory
- * they kept; those not mappable are tried again.  Context lock held. */
+ * last registration went (a later use maps the file again), or whose
+ * owner died, go, and with them the memory they kept; those not mappable
+ * are tried again.  Context lock held. */
 void soft_map_sweep(struct soft_context *ctx)
 {
 	struct soft_maps *t = ctx->maps;
@@ -318,11 +450,11 @@ void soft_map_sweep(struct soft_context *ctx)
 	t->checked = ns;
 	for (i = 0; i < SOFT_MAPS; i++) {
 		m = &t->m[i];
-		if (!m->e.key)
+		if (!m->pid)
 			continue;
-		now = soft_reg->mr[soft_key_slot(m->e.key)];
-		if (!m->mem || !same_entry(&now, &m->e) ||
-		    !soft_pid_alive(m->e.pid, m->e.start))
+		now = soft_reg->mr[soft_key_slot(m->key)];
+		if (!m->mem || now.key != m->key || !same_file(m, &now) ||
+		    !soft_pid_alive(m->pid, m->start))
 			map_drop(m);
 	}
 }
