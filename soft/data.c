@@ -1989,7 +1989,9 @@ static int pull_mapped(struct soft_qp *qp, const struct soft_msg *m,
 			uintptr_t s0 = mr ? (uintptr_t)mr->mr.addr : 0;
 
 			if (!mr || a < s0 || a - s0 > mr->mr.length ||
-			    l > mr->mr.length - (a - s0))
+			    l > mr->mr.length - (a - s0) ||
+			    iov_overlap(iov, (int)niov, (uint8_t *)(uintptr_t)a,
+					l))
 				return 0;
 			iov_scatter(iov, niov, off, (void *)(uintptr_t)a, l);
 			off += l;

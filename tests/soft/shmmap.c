@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,6 +103,27 @@ static int mapped(uint64_t ino)
 			n++;
 	fclose(f);
 	return n;
+}
+
+/* can_map -- the kernel (or valgrind) offers pidfd_open: peers map */
+static int can_map(void)
+{
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
+/* is_mapped -- count is want, where peers can map at all (else skipped:
+ * softrdma copies with process_vm_* then, which the rest checks) */
+static void is_mapped(int count, int want, const char *name)
+{
+	if (!can_map())
+		ok(1, "%s # SKIP no pidfd_open here (valgrind 3.19?)", name);
+	else if (!ok(count == want, "%s", name))
+		diag("  %d mappings, want %d", count, want);
 }
 
 /* pair -- a new QP here, connected to a new one of the peer ('q') */
@@ -326,7 +348,7 @@ static int forked(int rfd, int wfd, const struct info *in)
 	       in->a + 16384, in->rkey_a, 0, 0) == IBV_WC_SUCCESS &&
 	    check(buf + 4096, 4096, 6, 0) &&
 	    asks(rfd, wfd, 0, 16384, 4096, 6, 0))
-		good = mapped(in->ino) > had ? 0 : 3;
+		good = mapped(in->ino) > had || !can_map() ? 0 : 3;
 	else
 		good = 4;
 	if (qp)
@@ -392,7 +414,7 @@ int main(void)
 		  in.rkey_a, 0, 0),
 	       IBV_WC_SUCCESS, "WRITE 256 KiB into the memfd MR");
 	ok(asks(rfd, wfd, 0, 0, MB / 4, 1, 0), "every byte there");
-	is_int(mapped(in.ino), 1, "by mapping the target's memfd");
+	is_mapped(mapped(in.ino), 1, "by mapping the target's memfd");
 	fill(buf, MB / 4, 2);
 	is_int(op(qp, t.cq, IBV_WR_RDMA_WRITE, buf, MB / 4, mr->lkey, in.b,
 		  in.rkey_b, 0, 0),
@@ -449,7 +471,7 @@ int main(void)
 	/* SENDs: from our memfd the target maps it; from the heap not */
 	ok(sends(&t, qp, rfd, wfd, p, pm->lkey, MB / 2, 9, pino, &r),
 	   "SEND 512 KiB from a memfd: every byte received");
-	is_int(r, 1, "the target mapped our memfd to pull it");
+	is_mapped(r, 1, "the target mapped our memfd to pull it");
 	ok(sends(&t, qp, rfd, wfd, p + 100, pm->lkey, 40000, 13, pino, &r),
 	   "SEND 40,000 B from the memfd at an odd offset");
 	ok(sends(&t, qp, rfd, wfd, buf + 3, mr->lkey, 40000, 10, pino, &r),
@@ -508,7 +530,7 @@ int main(void)
 	/* the target dies while we map its memfd: WRITEs fail (it is found
 	 * dead within 10 ms, as process_vm_* would find it) and the mapping
 	 * goes within a second or so */
-	ok(mapped(in.ino) >= 1, "still mapped");
+	is_mapped(mapped(in.ino) > 0, 1, "still mapped");
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	usleep(20000);
