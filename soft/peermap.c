@@ -74,8 +74,9 @@ struct pub_file {
 static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pub_file *pubs; /* under pub_lock */
 static int npubs, pubs_cap;
-static int maps_fd = -1; /* /proc/<maps_pid>/maps, kept open */
+static int maps_fd = -1; /* /proc/<maps_pid>/maps, open while MRs live */
 static int32_t maps_pid;
+static uint64_t nregs; /* MRs of this process */
 
 /* a file of a peer's, mapped here whole (or found not mappable: mem
  * NULL); key: the registration it was last used for */
@@ -288,8 +289,8 @@ static int pub_take(dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
 /*
  * soft_map_publish -- at registration: when [addr, addr+len) lies in one
  * shared mapping of a sealed memfd, fill e's map fields and return the fd
- * kept for it (give it back with soft_map_unpublish); -1: not shareable,
- * e untouched.  Slow path: a PROCMAP_QUERY, and for a file not seen
+ * kept for it; -1: not shareable, e untouched.  Every registration gives
+ * it back with soft_map_unpublish.  Slow path: a PROCMAP_QUERY, and for a file not seen
  * before a look at our fds.
  */
 int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e)
@@ -298,10 +299,9 @@ int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e)
 	dev_t dev = 0;
 	int fd = -1;
 
-	if (soft_map_off())
-		return -1;
 	pthread_mutex_lock(&pub_lock);
-	if (!vma_of((uintptr_t)addr, len, &off, &dev, &ino))
+	nregs++;
+	if (!soft_map_off() && !vma_of((uintptr_t)addr, len, &off, &dev, &ino))
 		fd = pub_take(dev, ino, off, len);
 	pthread_mutex_unlock(&pub_lock);
 	if (fd < 0)
@@ -313,16 +313,19 @@ int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e)
 	return fd;
 }
 
-/* soft_map_unpublish -- a registration in the file of fd went: the fd goes
- * with the last one */
+/* soft_map_unpublish -- a registration went (fd: the one soft_map_publish
+ * returned for it): the file's fd goes with the file's last one, and
+ * /proc/self/maps with the process's last */
 void soft_map_unpublish(int fd)
 {
 	int i;
 
-	if (fd < 0)
-		return;
 	pthread_mutex_lock(&pub_lock);
-	for (i = 0; i < npubs; i++) {
+	if (nregs && !--nregs && maps_fd >= 0) {
+		close(maps_fd);
+		maps_fd = -1;
+	}
+	for (i = 0; fd >= 0 && i < npubs; i++) {
 		if (pubs[i].fd != fd)
 			continue;
 		if (!--pubs[i].refs) {
