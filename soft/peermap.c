@@ -153,8 +153,16 @@ static int vma_text(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 		  uint64_t *ino)
 {
+	static int text = -1; /* SOFTRDMA_TEST_MAPS_TEXT=1: as before 6.11 */
 	struct soft_procmap_query q;
 
+	if (text < 0) {
+		const char *e = getenv("SOFTRDMA_TEST_MAPS_TEXT");
+
+		text = e && e[0] == '1';
+	}
+	if (text)
+		return vma_text(addr, len, off, dev, ino);
 	if (maps_fd >= 0 && maps_pid != soft_self_pid) {
 		close(maps_fd); /* a forked child's: its parent's maps */
 		maps_fd = -1;
