@@ -8,9 +8,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "dispatch.h"
@@ -47,8 +49,38 @@ int rdmamsg__pool_init(struct rdmamsg_ctx *ctx, size_t limit, int huge)
 	return 0;
 }
 
-/* slab_mem -- anonymous memory for a slab, huge pages when asked */
-static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge)
+/*
+ * shared_mem -- len bytes of a memfd sealed against shrinking, mapped
+ * shared; *fd is the file (the caller closes it once the slab is
+ * registered: a provider that shares registrations between processes of
+ * a host, as softrdma does, finds it then), or NULL.  A peer on the host
+ * may then map the slab (with the access the registration grants) instead
+ * of copying through a system call; on an HCA it is memory as any other.
+ */
+static void *shared_mem(size_t len, unsigned int flags, int *fd)
+{
+	void *p;
+
+	*fd = memfd_create("rdmamsg-pool",
+			   MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
+	if (*fd < 0)
+		return NULL;
+	if (ftruncate(*fd, (off_t)len) ||
+	    fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		goto err_close;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (p != MAP_FAILED)
+		return p;
+err_close:
+	close(*fd);
+	*fd = -1;
+	return NULL;
+}
+
+/* slab_mem -- memory for a slab, huge pages when asked: a sealed memfd
+ * (shared_mem; *fd open), else anonymous memory (*fd -1) */
+static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge,
+		      int *fd)
 {
 	void *p;
 
@@ -56,8 +88,11 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge)
 	if (pool->huge) {
 		size_t hl = (*len + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
 
-		p = mmap(NULL, hl, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		p = shared_mem(hl, MFD_HUGETLB, fd);
+		if (!p)
+			p = mmap(NULL, hl, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1,
+				 0);
 		if (p != MAP_FAILED) {
 			*len = hl;
 			*huge = 1;
@@ -66,6 +101,9 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge)
 		LOG_INFO("no huge pages for a %zu-byte slab; normal pages",
 			 *len);
 	}
+	p = shared_mem(*len, 0, fd);
+	if (p)
+		return p;
 	p = mmap(NULL, *len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
@@ -143,7 +181,7 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 	struct rdmamsg__pool *pool = &ctx->pool;
 	size_t stride = class_stride(c), len, n, i;
 	struct rdmamsg__slab *slab;
-	int ret;
+	int ret, fd;
 
 	n = stride >= SLAB_TARGET ? 1 : SLAB_TARGET / stride;
 	len = n * stride;
@@ -167,7 +205,7 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 	slab->ndescs = n;
 	slab->cls = c;
 	slab->len = len;
-	slab->mem = slab_mem(pool, &slab->len, &slab->huge);
+	slab->mem = slab_mem(pool, &slab->len, &slab->huge, &fd);
 	if (!slab->mem) {
 		ret = -ENOMEM;
 		goto err_free_descs;
@@ -182,6 +220,8 @@ static int pool_grow(struct rdmamsg_ctx *ctx, int c)
 		ctx->pd, slab->mem, slab->len,
 		IBV_ACCESS_LOCAL_WRITE |
 			(rdmamsg__mw_cap(ctx) ? IBV_ACCESS_MW_BIND : 0));
+	if (fd >= 0)
+		close(fd); /* the mapping keeps the file */
 	if (!slab->mr) {
 		ret = rdmamsg__errno(ENOMEM);
 		LOG_ERR("registering a %zu-byte slab failed: %d", slab->len,

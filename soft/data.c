@@ -399,6 +399,19 @@ static inline void iov_scatter(const struct iovec *iov, uint32_t niov,
 	}
 }
 
+/* iov_overlap -- some of the iovec list lies in [p, p+len) */
+static int iov_overlap(const struct iovec *iov, int niov, const uint8_t *p,
+		       uint64_t len)
+{
+	int i;
+
+	for (i = 0; i < niov; i++)
+		if ((uintptr_t)iov[i].iov_base < (uintptr_t)p + len &&
+		    (uintptr_t)p < (uintptr_t)iov[i].iov_base + iov[i].iov_len)
+			return 1;
+	return 0;
+}
+
 /* peer_mr -- the registry entry of rkey when it is the peer's; stripe
  * lock held on success.  A peer in this very process is checked against
  * the local table (the registry is peer-writable). */
@@ -435,18 +448,73 @@ refused:
 	return -1;
 }
 
-/* aw_place -- store 8 bytes at va of pid as one aligned 8-byte copy, under
- * the stripe lock the device's other atomics take; wc status */
-static enum ibv_wc_status aw_place(int32_t pid, uint64_t va, uint64_t v)
+/*
+ * peer_map -- where [va, va+len) of the peer's memory, just checked by
+ * peer_mr against rkey (its stripe lock held), is mapped here: the MR
+ * behind the key (a window's: the MR it is bound to) is a sealed memfd of
+ * the peer's (peermap.c); NULL: process_vm_*.  Everything is decided on
+ * one snapshot of the MR's entry, which the mapping must match.
+ */
+static uint8_t *peer_map(struct soft_qp *qp, uint32_t rkey, uint64_t va,
+			 uint64_t len)
+{
+	const struct soft_reg_mr *w = &soft_reg->mr[soft_key_slot(rkey)];
+	struct soft_reg_mr e;
+	uint64_t now;
+	uint32_t mk;
+	uint8_t *base;
+
+	if (qp->novm || soft_map_off())
+		return NULL;
+	if (qp->peer_pid == soft_self_pid) /* peer_mr checked our MR table */
+		return (uint8_t *)(uintptr_t)va;
+	if (w->kind == SOFT_KEY_MR) {
+		e = *w;
+	} else {
+		mk = w->mr_key;
+		e = soft_reg->mr[soft_key_slot(mk)];
+		if (e.key != mk)
+			return NULL;
+	}
+	if (!e.map_fd || e.kind != SOFT_KEY_MR || e.pid != qp->peer_pid ||
+	    e.start != qp->peer_start || va < e.va || va - e.va > e.len ||
+	    len > e.len - (va - e.va))
+		return NULL;
+	/* a dead peer's memory outlives it in the file: the peer is looked
+	 * for every SOFT_LIVENESS_NS, as process_vm_* would find it gone
+	 * (then so does the copy that replaces this one) */
+	now = soft_now_ns();
+	if (now - qp->map_alive > SOFT_LIVENESS_NS) {
+		if (!soft_pid_alive(qp->peer_pid, qp->peer_start))
+			return NULL;
+		qp->map_alive = now;
+	}
+	base = soft_map_get(qp->ctx, &e);
+	return base ? base + (va - e.va) : NULL;
+}
+
+/* atomic_lock -- the stripe lock every atomic on (pid, va) takes, whoever
+ * carries it out and however it reaches the memory */
+static inline pthread_mutex_t *atomic_lock(int32_t pid, uint64_t va)
+{
+	return &soft_reg->atomic_lock[((uint64_t)pid * 31 + (va >> 3)) %
+				      SOFT_NSTRIPES];
+}
+
+/* aw_place -- store 8 bytes at va of pid (mapped here at p, or NULL) as
+ * one aligned 8-byte copy, under the stripe lock the device's other
+ * atomics take; wc status */
+static enum ibv_wc_status aw_place(int32_t pid, uint64_t va, uint8_t *p,
+				   uint64_t v)
 {
 	struct iovec l = {&v, 8}, r = {(void *)(uintptr_t)va, 8};
-	pthread_mutex_t *al =
-		&soft_reg->atomic_lock[((uint64_t)pid * 31 + (va >> 3)) %
-				       SOFT_NSTRIPES];
+	pthread_mutex_t *al = atomic_lock(pid, va);
 	enum ibv_wc_status ret = IBV_WC_SUCCESS;
 
 	soft_stripe_lock(al);
-	if (pid == soft_self_pid && !(va & 7))
+	if (p)
+		__atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
+	else if (pid == soft_self_pid && !(va & 7))
 		__atomic_store_n((uint64_t *)(uintptr_t)va, v,
 				 __ATOMIC_RELEASE);
 	else if (pid == soft_self_pid)
@@ -492,7 +560,8 @@ static enum ibv_wc_status atomic_write(struct soft_qp *qp,
 		return IBV_WC_SUCCESS;
 	}
 	memcpy(&v, liov[0].iov_base, 8);
-	ret = aw_place(qp->peer_pid, va, v);
+	ret = aw_place(qp->peer_pid, va, peer_map(qp, wr->wr.rdma.rkey, va, 8),
+		       v);
 	if (ret != IBV_WC_SUCCESS && errno == EPERM) {
 		qp->novm = 1;
 		*chunked = 1;
@@ -519,6 +588,7 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	pthread_mutex_t *lk;
 	struct iovec riov;
 	enum ibv_wc_status ret = IBV_WC_SUCCESS;
+	uint8_t *p;
 	ssize_t n;
 
 	*chunked = 0;
@@ -571,7 +641,17 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	}
 	riov.iov_base = (void *)(uintptr_t)va;
 	riov.iov_len = len;
-	if (need == IBV_ACCESS_REMOTE_WRITE) {
+	/* the peer's memfd mapped here: one memcpy, no system call (our
+	 * own memory is reached where it is, but not onto itself) */
+	p = peer_map(qp, rkey, va, len);
+	if (p && qp->peer_pid == soft_self_pid &&
+	    iov_overlap(liov, niov, p, len))
+		p = NULL;
+	if (p && need == IBV_ACCESS_REMOTE_WRITE) {
+		iov_gather(liov, (uint32_t)niov, 0, p, len);
+	} else if (p && need == IBV_ACCESS_REMOTE_READ) {
+		iov_scatter(liov, (uint32_t)niov, 0, p, len);
+	} else if (need == IBV_ACCESS_REMOTE_WRITE) {
 		n = len ? vm_copy(1, qp->peer_pid, liov, (unsigned long)niov,
 				  &riov, 1)
 			: 0;
@@ -586,13 +666,22 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	} else {
 		uint64_t old, nv;
 		struct iovec o = {&old, 8}, w = {&nv, 8};
-		pthread_mutex_t *al =
-			&soft_reg->atomic_lock[((uint64_t)qp->peer_pid * 31 +
-						(va >> 3)) %
-					       SOFT_NSTRIPES];
+		pthread_mutex_t *al = atomic_lock(qp->peer_pid, va);
 
+		/* under the stripe lock, so that peers copying with
+		 * process_vm_* and the owner's own responder see it whole;
+		 * a CPU atomic through the mapping besides */
 		soft_stripe_lock(al);
-		if (vm_copy(0, qp->peer_pid, &o, 1, &riov, 1) != 8) {
+		if (p && wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+			old = wr->wr.atomic.compare_add;
+			__atomic_compare_exchange_n(
+				(uint64_t *)(void *)p, &old, wr->wr.atomic.swap,
+				0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+		} else if (p) {
+			old = __atomic_fetch_add((uint64_t *)(void *)p,
+						 wr->wr.atomic.compare_add,
+						 __ATOMIC_SEQ_CST);
+		} else if (vm_copy(0, qp->peer_pid, &o, 1, &riov, 1) != 8) {
 			ret = IBV_WC_RETRY_EXC_ERR;
 		} else {
 			int write = 1;
@@ -969,7 +1058,10 @@ static inline __attribute__((always_inline)) void post_one(
 		s->raddr = (uint64_t)ring;
 		e->ring_end = qp->ring_head;
 	} else {
+		/* the SGE list, and the lkeys by which the responder may
+		 * find the memory mapped (peermap.c) */
 		struct soft_remote_sge *r = (void *)s->payload;
+		uint32_t *k = (uint32_t *)(void *)(s->payload + SOFT_SLOT_KEYS);
 		int n = 0;
 
 		for (i = 0; i < wr->num_sge; i++) {
@@ -977,9 +1069,11 @@ static inline __attribute__((always_inline)) void post_one(
 				continue;
 			r[n].addr = (uintptr_t)iov[i].iov_base;
 			r[n].len = iov[i].iov_len;
+			k[n] = wr->sg_list[i].lkey;
 			n++;
 		}
 		s->nsge = (uint32_t)n;
+		flags |= SOFT_SF_KEYS;
 	}
 	s->flags = flags;
 	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(idx, SOFT_SLOT_READY),
@@ -1831,16 +1925,14 @@ static uint32_t rx_atomic(struct soft_qp *qp, struct soft_slot *s,
 		if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_WRITE,
 			      &va, &lk))
 			return SOFT_NAK_REM_ACCESS;
-		aw_place(soft_self_pid, (uintptr_t)va, m->cmp);
+		aw_place(soft_self_pid, (uintptr_t)va, NULL, m->cmp);
 		pthread_mutex_unlock(lk);
 		return SOFT_ACK;
 	}
 	if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
 		      &lk))
 		return SOFT_NAK_REM_ACCESS;
-	al = &soft_reg->atomic_lock[((uint64_t)soft_self_pid * 31 +
-				     ((uintptr_t)va >> 3)) %
-				    SOFT_NSTRIPES];
+	al = atomic_lock(soft_self_pid, (uintptr_t)va);
 	soft_stripe_lock(al);
 	memcpy(&old, va, 8);
 	nv = m->opcode == SOFT_OP_CMP_SWP ? (old == m->cmp ? m->swap : old)
@@ -1867,6 +1959,62 @@ static uint32_t rx_copied_write(struct soft_qp *qp, struct soft_slot *s,
 	memcpy(va, s->payload, m->len);
 	pthread_mutex_unlock(lk);
 	return SOFT_ACK;
+}
+
+/*
+ * pull_mapped -- a SEND's data from the sender's memory as mapped here:
+ * every SGE in an MR of the sender (its lkey, as the slot names it) that
+ * is a sealed memfd (peermap.c); 0: not all of it, copy with
+ * process_vm_readv (what was copied is copied again).  Each SGE is
+ * checked against a snapshot of its MR's registry entry, under the key's
+ * stripe lock, which is held across the copy as for RDMA READ.
+ */
+static int pull_mapped(struct soft_qp *qp, const struct soft_msg *m,
+		       const struct iovec *iov, uint32_t niov)
+{
+	struct soft_reg_mr e;
+	pthread_mutex_t *lk;
+	uint64_t off = 0, a, l;
+	uint8_t *base;
+	uint32_t i, slot;
+
+	if (!(m->flags & SOFT_SF_KEYS) || qp->novm || soft_map_off())
+		return 0;
+	for (i = 0; i < m->nsge; i++) {
+		a = m->sge[i].addr;
+		l = m->sge[i].len;
+		if (qp->peer_pid == soft_self_pid) {
+			/* our own memory, where our MR table says it is */
+			struct soft_mr *mr = soft_mr_lookup(m->key[i]);
+			uintptr_t s0 = mr ? (uintptr_t)mr->mr.addr : 0;
+
+			if (!mr || a < s0 || a - s0 > mr->mr.length ||
+			    l > mr->mr.length - (a - s0) ||
+			    iov_overlap(iov, (int)niov, (uint8_t *)(uintptr_t)a,
+					l))
+				return 0;
+			iov_scatter(iov, niov, off, (void *)(uintptr_t)a, l);
+			off += l;
+			continue;
+		}
+		slot = soft_key_slot(m->key[i]);
+		lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+		soft_stripe_lock(lk);
+		e = soft_reg->mr[slot];
+		base = NULL;
+		if (e.key == m->key[i] && e.kind == SOFT_KEY_MR &&
+		    e.pid == qp->peer_pid && e.start == qp->peer_start &&
+		    e.map_fd && a >= e.va && a - e.va <= e.len &&
+		    l <= e.len - (a - e.va))
+			base = soft_map_get(qp->ctx, &e);
+		if (base)
+			iov_scatter(iov, niov, off, base + (a - e.va), l);
+		pthread_mutex_unlock(lk);
+		if (!base)
+			return 0;
+		off += l;
+	}
+	return 1;
 }
 
 /*
@@ -1979,7 +2127,12 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 			riov[k].iov_len = m->sge[k].len;
 		}
 		/* only ever from the pid recorded at connect */
-		got = qp->novm ? -1 : vm_copy(0, qp->peer_pid, iov, n, riov, k);
+		if (pull_mapped(qp, m, iov, n))
+			got = m->len;
+		else
+			got = qp->novm ? -1
+				       : vm_copy(0, qp->peer_pid, iov, n, riov,
+						 k);
 		if (got != (ssize_t)m->len) {
 			if (qp->novm || errno == EPERM) {
 				qp->novm = 1;
@@ -2902,6 +3055,8 @@ void soft_progress(struct soft_context *ctx)
 	struct soft_qp *qp;
 	uint32_t pass;
 
+	if (ctx->maps) /* peers' MRs mapped: those that went go */
+		soft_map_sweep(ctx);
 	if (soft_link_ib) { /* link changes: PORT_ERR / PORT_ACTIVE (apm.c) */
 		soft_port_poll(ctx);
 		sweep(ctx);

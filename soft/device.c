@@ -466,6 +466,7 @@ int ibv_close_device(struct ibv_context *context)
 	pthread_mutex_destroy(&context->mutex);
 	free(ctx->bell_qp);
 	free(ctx->bell_free);
+	soft_map_fini(ctx);
 	free(ctx);
 	return 0;
 }

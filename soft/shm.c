@@ -21,8 +21,9 @@
 
 #include "softrdma.h"
 
-#define SOFT_REG_MAGIC	 0x736f66747265670aull
-#define SOFT_REG_VERSION 3 /* 2: 65,536 QPs and MRs, registry id; 3: bells */
+#define SOFT_REG_MAGIC 0x736f66747265670aull
+/* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c) */
+#define SOFT_REG_VERSION 4
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;

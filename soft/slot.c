@@ -9,9 +9,11 @@
 _Static_assert(sizeof(struct soft_slot) == SOFT_SLOT_SIZE, "slot layout");
 _Static_assert(offsetof(struct soft_slot, payload) == SOFT_SLOT_HDR,
 	       "slot header");
-_Static_assert(SOFT_SLOT_MAX_SGE * sizeof(struct soft_remote_sge) <=
-		       SOFT_SLOT_PAYLOAD,
-	       "SGE list fits the payload");
+_Static_assert(SOFT_SLOT_MAX_SGE * sizeof(struct soft_remote_sge) ==
+			       SOFT_SLOT_KEYS &&
+		       SOFT_SLOT_KEYS + SOFT_SLOT_MAX_SGE * 4 <=
+			       SOFT_SLOT_PAYLOAD,
+	       "SGE list and its keys fit the payload");
 
 /*
  * soft_slot_decode -- the checks an HCA makes on a request packet: known
@@ -95,6 +97,9 @@ send:
 		    !!(m->flags & SOFT_SF_RING) >
 	    1)
 		return SOFT_NAK_INV_REQ;
+	if ((m->flags & SOFT_SF_KEYS) &&
+	    (m->flags & (SOFT_SF_COPIED | SOFT_SF_CHUNKED | SOFT_SF_RING)))
+		return SOFT_NAK_INV_REQ;
 	if (m->flags & SOFT_SF_RING)
 		return 0;
 	if (m->flags & SOFT_SF_COPIED)
@@ -108,6 +113,12 @@ send:
 		return SOFT_NAK_INV_REQ;
 	memcpy(m->sge, (const char *)p + SOFT_SLOT_HDR,
 	       (size_t)m->nsge * sizeof(struct soft_remote_sge));
+	if (m->flags & SOFT_SF_KEYS) {
+		if (SOFT_SLOT_KEYS + (size_t)m->nsge * 4 > size - SOFT_SLOT_HDR)
+			return SOFT_NAK_INV_REQ;
+		memcpy(m->key, (const char *)p + SOFT_SLOT_HDR + SOFT_SLOT_KEYS,
+		       (size_t)m->nsge * 4);
+	}
 	for (i = 0; i < m->nsge; i++) {
 		if (!m->sge[i].len || m->sge[i].len > SOFT_SLOT_MAX_MSG)
 			return SOFT_NAK_INV_REQ;

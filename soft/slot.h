@@ -48,8 +48,12 @@ enum {
 	SOFT_SF_INV = 16,    /* SEND_WITH_INV: imm is the rkey to invalidate */
 	SOFT_SF_RING = 32,   /* SEND: the data is in the sender's copy ring,
 			      * at byte raddr of it */
-	SOFT_SF_ALL = 63,
+	SOFT_SF_KEYS = 64,   /* SEND, SGE list: each SGE's lkey follows the
+			      * list, at SOFT_SLOT_KEYS of the payload */
+	SOFT_SF_ALL = 127,
 };
+/* where an SGE list's lkeys are: after the longest list */
+#define SOFT_SLOT_KEYS (SOFT_SLOT_MAX_SGE * 16)
 /* responder verdicts written back into the slot */
 enum {
 	SOFT_ACK = 0,
@@ -92,6 +96,7 @@ struct soft_msg {
 	uint64_t raddr;
 	uint64_t cmp, swap; /* atomics */
 	struct soft_remote_sge sge[SOFT_SLOT_MAX_SGE];
+	uint32_t key[SOFT_SLOT_MAX_SGE]; /* SOFT_SF_KEYS: the sender's lkeys */
 };
 
 /*

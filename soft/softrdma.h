@@ -134,7 +134,11 @@ struct soft_reg_mr {
 	uint32_t qpn;	 /* a type 2 window: the QP it is bound to */
 	uint32_t kind;	 /* SOFT_KEY_MR, SOFT_KEY_MW1, SOFT_KEY_MW2 */
 	uint32_t mr_key; /* a bound window: its MR's key */
-	uint32_t pad;
+	/* an MR in a shared mapping of a sealed memfd (peermap.c): the
+	 * owner's fd + 1 of the file (0: none), the file offset of va, the
+	 * file's device and inode */
+	uint32_t map_fd;
+	uint64_t map_off, map_ino, map_dev;
 };
 
 /*
@@ -268,7 +272,8 @@ struct soft_list {
 	struct soft_list *next, *prev;
 };
 
-struct soft_evq; /* event queue behind an eventfd */
+struct soft_evq;  /* event queue behind an eventfd */
+struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
 
 /*
  * soft_lock_t -- a context's lock: never taken twice by one thread, held
@@ -367,7 +372,8 @@ struct soft_context {
 	uint32_t bell_cap, bell_hi; /* bell_qp's size; bells handed out */
 	uint32_t *bell_free, nbell_free;
 	uint32_t bell_pass;
-	uint64_t last_sweep; /* ns: the last safety sweep (data.c) */
+	uint64_t last_sweep;	/* ns: the last safety sweep (data.c) */
+	struct soft_maps *maps; /* peers' MRs mapped here (peermap.c) */
 };
 
 struct soft_pd {
@@ -380,6 +386,7 @@ struct soft_mr {
 	struct ibv_mr mr;
 	uint64_t iova;
 	uint32_t access;
+	int map_fd; /* the fd kept for its publication (peermap.c), -1 */
 	struct soft_pd *pd;
 };
 
@@ -564,7 +571,8 @@ struct soft_qp {
 	int novm;     /* process_vm_* refused towards the peer: chunks */
 	int no_serve; /* process_vm_writev refused: the responder serves */
 	uint64_t wait_msgno, wait_since; /* head message untouched since */
-	int drain_bad;	/* the initiator's outbox lied: no more from it */
+	uint64_t map_alive; /* ns: the peer was last found alive (peer_map) */
+	int drain_bad;	    /* the initiator's outbox lied: no more from it */
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
 	struct soft_ud *ud;	 /* UD and UC QPs: their data path (ud.c) */
@@ -831,6 +839,14 @@ int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 extern int soft_novm_forced;
 int soft_novm_env(void);
 uint32_t soft_sweep_max(void);
+
+/* peermap.c: MRs in sealed memfds, published and mapped by peers */
+int soft_map_off(void);
+int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e);
+void soft_map_unpublish(int fd);
+uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e);
+void soft_map_sweep(struct soft_context *ctx);
+void soft_map_fini(struct soft_context *ctx);
 
 /* mw.c: memory windows */
 struct ibv_mw *soft_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);

@@ -387,7 +387,9 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 	e.addr = iova;
 	e.va = (uintptr_t)addr;
 	e.len = length;
+	mr->map_fd = soft_map_publish(addr, length, &e);
 	if (soft_reg_mr_alloc(&e, &key)) {
+		soft_map_unpublish(mr->map_fd);
 		free(mr);
 		return NULL;
 	}
@@ -474,6 +476,11 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 	e = &soft_reg->mr[slot];
 	soft_stripe_lock(lk);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		/* the file behind the new range, if any: peers' mappings of
+		 * the old one no longer match the entry */
+		soft_map_unpublish(m->map_fd);
+		e->map_fd = 0;
+		m->map_fd = soft_map_publish(addr, length, e);
 		e->addr = (uintptr_t)addr;
 		e->va = (uintptr_t)addr;
 		e->len = length;
@@ -508,6 +515,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	if (soft_mw_bound_to(mr->lkey))
 		return EINVAL;
 	soft_reg_mr_free(mr->lkey);
+	soft_map_unpublish(m->map_fd);
 	if (mr_table[mr->lkey & (SOFT_MAX_MR - 1)] == m)
 		mr_table[mr->lkey & (SOFT_MAX_MR - 1)] = NULL;
 	__atomic_sub_fetch(&m->pd->refcnt, 1, __ATOMIC_RELAXED);
