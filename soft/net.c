@@ -164,8 +164,10 @@ static int net_on = -1;
 static int net_debug = -1; /* SOFTRDMA_NET_DEBUG: a line per packet in */
 static int ctl_fd = -1, udp4 = -1, udp6 = -1;
 /* our sockets on UDP 4791 (IPv4, IPv6) the kernel steers our packets to,
- * -1: none (the agent hands them over) */
+ * -1: none (the agent hands them over); our QPs that receive on each (a
+ * UD QP on both) */
 static int rx_fd[2] = {-1, -1};
+static int fam_users[2];
 /* when a poller last took packets in (soft_net_progress): for a
  * millisecond after, our thread leaves the sockets to it */
 static _Atomic uint64_t poll_at;
@@ -1634,6 +1636,19 @@ static struct soft_net_qp *nq_find(uint32_t qpn)
 	return nq;
 }
 
+/* fam_count -- NQ counted in or out (D) of the users of its family's
+ * socket (of both: a UD QP, and in the IB mode a QP whose paths may
+ * change family, soft_net_repath); net_mtx held */
+static void fam_count(const struct soft_net_qp *nq, int d)
+{
+	int both = nq->ud || soft_link_ib;
+
+	if (both || nq->family != AF_INET6)
+		fam_users[0] += d;
+	if (both || nq->family == AF_INET6)
+		fam_users[1] += d;
+}
+
 /* nq_add -- NQ on the network path: found by its QPN, which the host's
  * agent steers to us; -1 when it cannot be (then its packets go
  * nowhere, as to an unreachable path); net_mtx held */
@@ -1644,6 +1659,7 @@ static int nq_add(struct soft_net_qp *nq)
 	if (net_nqp == NET_MAX_QP || net_start())
 		return -1;
 	net_tbl[net_nqp++] = nq;
+	fam_count(nq, 1);
 	nq->hnext = net_hash[nq->qpn % NET_HASH];
 	net_hash[nq->qpn % NET_HASH] = nq;
 	(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
@@ -1658,8 +1674,10 @@ static void nq_remove(struct soft_net_qp *nq)
 	int i;
 
 	for (i = 0; i < net_nqp; i++)
-		if (net_tbl[i] == nq)
+		if (net_tbl[i] == nq) {
 			net_tbl[i] = net_tbl[--net_nqp];
+			fam_count(nq, -1);
+		}
 	while (*pp && *pp != nq)
 		pp = &(*pp)->hnext;
 	if (*pp)
@@ -1915,9 +1933,11 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
  * net_mtx held */
 static void net_rx(int max, struct soft_context *held, int agent)
 {
-	if (rx_fd[0] >= 0)
+	/* a poller reads only the sockets of families in use: a system
+	 * call less per poll where one is not */
+	if (rx_fd[0] >= 0 && (agent || fam_users[0]))
 		rx_fd_in(rx_fd[0], AF_INET, max, held);
-	if (rx_fd[1] >= 0)
+	if (rx_fd[1] >= 0 && (agent || fam_users[1]))
 		rx_fd_in(rx_fd[1], AF_INET6, max, held);
 	if (agent && ctl_fd >= 0)
 		rx_fd_in(ctl_fd, 0, max, held);
@@ -2548,7 +2568,12 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	if (nq->tail < nq->head && (nq->sq[nq->tail % nq->sq_n].status ||
 				    nq->sq[nq->tail % nq->sq_n].done))
 		acked(nq, roce_psn_add(nq->una, ROCE_PSN_MASK));
+	/* an ACK this QP owes its peer (run_end) leaves with the requests,
+	 * by the same system call */
+	batch_begin();
+	ack_flush(nq);
 	tx_push(nq);
+	batch_end();
 	/* our thread sleeping for long would run this send's timer late */
 	if (atomic_load(&thr_asleep) && atomic_exchange(&thr_asleep, 0))
 		net_kick();
