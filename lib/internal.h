@@ -628,7 +628,7 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 /* msg.c: the protocol thresholds (RDMAMSG_RNDV_THRESH, negotiated); the
  * default rendezvous threshold to a peer on this host over shared memory
  * (msg.c RNDV_LOCAL_SHM says why) */
-#define RDMAMSG__RNDV_LOCAL_SHM (256 * 1024)
+#define RDMAMSG__RNDV_LOCAL_SHM (32 * 1024)
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep);
 void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep);
 /* msg.c: hand a whole message in a detached buffer to on_recv (1: kept),

@@ -45,9 +45,11 @@
 
 /* the default to a peer on this host where the fabric carries its sends
  * through shared memory (softrdma: an 8 KiB fragment is two copies
- * through the QP's copy ring, a rendezvous READ a process_vm_readv):
- * fragments win there up to about this size (README "Rendezvous threshold
- * per connection"); retune it when same-host READs get cheaper.  Through
+ * through the QP's copy ring, a rendezvous READ one copy from the peer's
+ * pool, which it maps): fragments win there up to about this size
+ * (README "Rendezvous threshold per connection": 256 KiB while the READ
+ * was a process_vm_readv, 32 KiB since the pool is mapped); retune it
+ * when the copy paths change.  Through
  * an HCA's loopback both protocols cross PCIe and rendezvous saves the
  * receiver's copy as it does between hosts: the default stays.  The
  * value is RDMAMSG__RNDV_LOCAL_SHM (internal.h, for the tests). */

@@ -358,7 +358,7 @@ if [ -x "$perf" ]; then
 
 	# the rendezvous threshold follows the connection: a client on
 	# host 2 keeps the default (32 KiB), one on host 1 itself, through
-	# host 1's fabric address, takes the same-host one (256 KiB)
+	# host 1's fabric address, takes the same-host one (32 KiB)
 	port=7492
 	for h in 2 1; do
 		on 1 timeout -k 10 120 "$perf" -s -b "$a1" -p $port \
@@ -373,7 +373,7 @@ if [ -x "$perf" ]; then
 		src=$?
 		want="32768 B: the connection's default; the peer is on another host"
 		[ $h = 1 ] &&
-			want="262144 B: the connection's default; the peer is on this host"
+			want="32768 B: the connection's default; the peer is on this host"
 		[ $rc -eq 0 ] && [ $src -eq 0 ] &&
 			grep -q "^# rendezvous threshold $want\$" "$tap_tmp/c.info"
 		ok $? "rdmamsg_perf --info host $h -> host 1: $(grep '^# rendezvous' "$tap_tmp/c.info") (exit $rc/$src)"
