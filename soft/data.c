@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "softrdma.h"
 #include "net.h"
@@ -332,6 +333,24 @@ int soft_novm_env(void)
 		soft_novm_forced = e && e[0] == '1';
 	}
 	return soft_novm_forced;
+}
+
+/*
+ * test_stop_busy -- tests only (tests/soft/stall): while the file that
+ * SOFTRDMA_TEST_STOP_BUSY names exists, a responder that has just pulled
+ * a SEND of 1 MiB or more removes it and stops itself (SIGSTOP) before it
+ * commits the message, the sender's slot still BUSY: "stopped while
+ * copying" on demand, where a loaded machine may take minutes of random
+ * stops to catch the moment
+ */
+static void test_stop_busy(uint64_t len)
+{
+	static const char *path = (const char *)-1;
+
+	if (path == (const char *)-1)
+		path = getenv("SOFTRDMA_TEST_STOP_BUSY");
+	if (path && len >= (1u << 20) && !unlink(path))
+		raise(SIGSTOP);
 }
 
 /* vm_copy -- process_vm_readv / writev (-1, EPERM when forced off) */
@@ -2147,6 +2166,7 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 			rx_bad(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_REM_OP);
 			return 0;
 		}
+		test_stop_busy(m->len);
 	}
 	if (!rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_ACK)) {
 		rx_stop(qp); /* flushed while we copied: torn, never delivered */
