@@ -16,6 +16,8 @@
 #                       waiting (30 s at most) until dumpcap says it
 #                       captures; else cap is empty and it returns 1
 #   capture_stop        end that capture (dumpcap flushes FILE and exits)
+#   tap_passed FILE RC  show a peer's TAP (indented); true when it passed:
+#                       no "not ok", an "ok", and the peer's exit RC 0
 # shellcheck shell=sh
 fabric=$top_srcdir/tests/netns/fabric.sh
 why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
@@ -31,6 +33,10 @@ on() {
 	_h=$1
 	shift
 	fab exec "$name" "$_h" env SOFTRDMA_NET=1 "$@"
+}
+tap_passed() {
+	sed 's/^/    /' "$1"
+	! grep -q '^not ok' "$1" && grep -q '^ok' "$1" && [ "$2" -eq 0 ]
 }
 listening() {
 	_i=0

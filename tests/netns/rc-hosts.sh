@@ -39,9 +39,7 @@ pair() {
 	on 2 "$@" timeout -k 10 300 "$peer" client "$a1" $port "$_rounds" \
 		>"$tap_tmp/client.tap" 2>&1
 	_rc=$?
-	sed 's/^/    /' "$tap_tmp/client.tap"
-	! grep -q '^not ok' "$tap_tmp/client.tap" &&
-		grep -q '^ok' "$tap_tmp/client.tap" && [ $_rc -eq 0 ]
+	tap_passed "$tap_tmp/client.tap" $_rc
 	ok $? "$_what: every rc_peer check passed (client exit $_rc)"
 	wait $_spid
 	_rc=$?
@@ -131,9 +129,7 @@ tap_pids="$tap_pids $ag1 $ag2" # killed at exit, also when stopped
 : >"$hold.go"
 wait $_cpid
 _rc=$?
-sed 's/^/    /' "$tap_tmp/client.tap"
-! grep -q '^not ok' "$tap_tmp/client.tap" &&
-	grep -q '^ok' "$tap_tmp/client.tap" && [ $_rc -eq 0 ]
+tap_passed "$tap_tmp/client.tap" $_rc
 ok $? "agents stopped: every rc_peer check passed (client exit $_rc)"
 [ "$(ps -o stat= -p "$ag1" -p "$ag2" 2>/dev/null | grep -c '^T')" = 2 ]
 ok $? "and the agents were still stopped at its end"
@@ -257,9 +253,7 @@ cut() {
 	exec 8>&-
 	wait $_cpid
 	_rc=$?
-	sed 's/^/    /' "$tap_tmp/cut.tap"
-	! grep -q '^not ok' "$tap_tmp/cut.tap" &&
-		grep -q '^ok' "$tap_tmp/cut.tap" && [ $_rc -eq 0 ]
+	tap_passed "$tap_tmp/cut.tap" $_rc
 	_ok=$?
 	ok $_ok "cut ($1): every rc_peer check passed (exit $_rc)"
 	[ $_ok -ne 0 ] && show_log "$tap_tmp/server.log"
