@@ -38,7 +38,8 @@ struct pingpong {
 	ev_signal sigterm;
 	struct rdmamsg_listener *lst;
 	struct rdmamsg_ep *ep;
-	int status; /* exit status */
+	struct rdmamsg_ep_attr *ep_attr; /* --ack-timeout, else NULL */
+	int status;			 /* exit status */
 
 	/* client */
 	unsigned long count; /* messages to send */
@@ -185,7 +186,7 @@ static void srv_on_conn_req(struct rdmamsg_listener *lst,
 		rdmamsg_conn_req_reject(req, 1, "busy", 4);
 		return;
 	}
-	rc = rdmamsg_conn_req_accept(req, NULL, &srv_cbs, pp, &pp->ep);
+	rc = rdmamsg_conn_req_accept(req, pp->ep_attr, &srv_cbs, pp, &pp->ep);
 	if (rc < 0) {
 		fprintf(stderr, "pingpong: accept: %s\n", rdmamsg_strerror(rc));
 		rdmamsg_conn_req_reject(req, 2, NULL, 0);
@@ -320,15 +321,21 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: pingpong -s [-p PORT] [-b ADDR]\n"
-		"       pingpong -c HOST [-p PORT] [-n COUNT] [--size BYTES]\n"
+		"usage: pingpong -s [-p PORT] [-b ADDR] [-t EXP]\n"
+		"       pingpong -c HOST [-p PORT] [-n COUNT] [--size BYTES] "
+		"[-t EXP]\n"
 		"  -s, --server     echo the messages of one client, then "
 		"exit\n"
 		"  -b, --bind ADDR  (server) local address (default 0.0.0.0)\n"
 		"  -c, --client HOST\n"
 		"  -p, --port PORT  (default %u)\n"
 		"  -n, --count N    messages to send (default 1000)\n"
-		"  -S, --size N     bytes per message (default 64)\n",
+		"  -S, --size N     bytes per message (default 64)\n"
+		"  -t, --ack-timeout EXP\n"
+		"                   the QP's ACK timeout, 4.096 us x 2^EXP "
+		"(1-31;\n"
+		"                   default rdma_cm's): lower it on lossy "
+		"links\n",
 		DEFAULT_PORT);
 }
 
@@ -378,8 +385,8 @@ static int start(struct pingpong *pp, const char *host, const char *bind_addr,
 		pp->msg = malloc(pp->size ? pp->size : 1);
 		pp->rtt = calloc(pp->count, sizeof(*pp->rtt));
 		if (pp->msg && pp->rtt)
-			rc = rdmamsg_connect(pp->ctx, addr, NULL, &cli_cbs, pp,
-					     &pp->ep);
+			rc = rdmamsg_connect(pp->ctx, addr, pp->ep_attr,
+					     &cli_cbs, pp, &pp->ep);
 	}
 	if (rc < 0)
 		fprintf(stderr, "pingpong: %s %s: %s\n",
@@ -397,6 +404,7 @@ int main(int argc, char **argv)
 		{"port", required_argument, NULL, 'p'},
 		{"count", required_argument, NULL, 'n'},
 		{"size", required_argument, NULL, 'S'},
+		{"ack-timeout", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -409,8 +417,8 @@ int main(int argc, char **argv)
 	memset(&pp, 0, sizeof(pp));
 	pp.count = 1000;
 	pp.size = 64;
-	while ((ch = getopt_long(argc, argv, "sc:b:p:n:S:h", longopts, NULL)) !=
-	       -1) {
+	while ((ch = getopt_long(argc, argv, "sc:b:p:n:S:t:h", longopts,
+				 NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			server = 1;
@@ -433,6 +441,15 @@ int main(int argc, char **argv)
 			if (parse_num(optarg, 0, MAX_SIZE, &v) < 0)
 				goto usage;
 			pp.size = v;
+			break;
+		case 't':
+			/* a lost tail waits out the ACK timeout (rdma_cm's
+			 * 18: 1.07 s); on a lossy link, ask for less */
+			if (parse_num(optarg, 1, 31, &v) < 0 ||
+			    (!pp.ep_attr && rdmamsg_ep_attr_new(&pp.ep_attr)) ||
+			    rdmamsg_ep_attr_set_ack_timeout(pp.ep_attr,
+							    (unsigned int)v))
+				goto usage;
 			break;
 		case 'h':
 			usage(stdout);
@@ -491,12 +508,15 @@ int main(int argc, char **argv)
 	free(pp.rtt);
 	free(pp.msg);
 	ev_loop_destroy(pp.loop);
+	rdmamsg_ep_attr_delete(&pp.ep_attr);
 	return pp.status;
 
 err_destroy_loop:
 	ev_loop_destroy(pp.loop);
+	rdmamsg_ep_attr_delete(&pp.ep_attr);
 	return 1;
 usage:
 	usage(stderr);
+	rdmamsg_ep_attr_delete(&pp.ep_attr);
 	return 2;
 }

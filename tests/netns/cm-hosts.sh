@@ -294,17 +294,20 @@ fi
 
 # 5% of the RoCE packets either host sends lost (softrdma's seeded fault
 # hook: this kernel may lack sch_netem): every echo of 64 KiB (64 packets
-# at the path MTU) verified by the pingpong sample, nothing lost or doubled
+# at the path MTU) verified by the pingpong sample, nothing lost or doubled;
+# the QPs' ACK timeout 14 (67 ms): with rdma_cm's 18 (1.07 s) two lost
+# tails in the goodbye outlast its 2 s, and the close ends in a reset
 if [ -x "$pingpong" ] && [ "$vg" != 1 ]; then
 	port=7485
 	on 1 env SOFTRDMA_TEST_NETFAULT=seed=7,drop=5 timeout -k 10 300 \
-		"$pingpong" -s -b "$a1" -p $port >"$tap_tmp/s.pp" 2>&1 &
+		"$pingpong" -s -b "$a1" -p $port -t 14 >"$tap_tmp/s.pp" 2>&1 &
 	spid=$!
 	tap_pids="$tap_pids $spid"
 	listening 1 $port
 	ok $? "5% loss: pingpong server listens on host 1"
 	on 2 env SOFTRDMA_TEST_NETFAULT=seed=8,drop=5 timeout -k 10 300 \
-		"$pingpong" -c "$a1" -p $port -n 12 -S 65536 >"$tap_tmp/c.pp" 2>&1
+		"$pingpong" -c "$a1" -p $port -n 12 -S 65536 -t 14 \
+		>"$tap_tmp/c.pp" 2>&1
 	rc=$?
 	[ $rc -eq 0 ] &&
 		grep -q '12 messages of 65536 bytes verified' "$tap_tmp/c.pp"

@@ -32,6 +32,7 @@ run_pair() {
 run_pair "64 B" -n 2000
 run_pair "0 B" -n 200 --size 0
 run_pair "fragmented 100000 B" -n 50 --size 100000
+run_pair "ACK timeout 14" -n 200 --ack-timeout 14
 
 # a client with nothing to talk to fails cleanly
 port=$(free_port)
@@ -46,4 +47,9 @@ show_log "$tap_tmp/cli.log"
 "$pp" --bogus >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error exits 2"
+for t in 0 32 x 14x; do
+	"$pp" -c 127.0.0.1 -t "$t" >/dev/null 2>&1
+	[ $? = 2 ]
+	ok $? "--ack-timeout $t: usage error, exits 2"
+done
 done_testing
