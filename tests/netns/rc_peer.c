@@ -674,13 +674,15 @@ static int client(const char *host, int port, int rounds)
 	 * rxe's do_class_ac_error): if the network drops that NAK, the
 	 * WRITE's retransmissions meet a QP in ERR and the requester ends
 	 * in RETRY_EXC_ERR, on hardware too.  So under a lossy fault hook
+	 * (or a corrupting one: a corrupted NAK is dropped for its ICRC)
 	 * either status is right; without loss only REM_ACCESS_ERR is.
 	 */
 	post(IBV_WR_RDMA_WRITE, tx, 16, mtx->lkey, 10, peer.addr,
 	     peer.rkey ^ 0x5a5a00, 0);
 	{
 		const char *fault = getenv("SOFTRDMA_TEST_NETFAULT");
-		int lossy = fault && strstr(fault, "drop=");
+		int lossy = fault && (strstr(fault, "drop=") ||
+				      strstr(fault, "corrupt="));
 		struct ibv_wc w = wait1();
 		struct ibv_qp_attr qa;
 		struct ibv_qp_init_attr qi;
@@ -689,7 +691,7 @@ static int client(const char *host, int port, int rounds)
 			   (w.status == IBV_WC_REM_ACCESS_ERR ||
 			    (lossy && w.status == IBV_WC_RETRY_EXC_ERR)),
 		   "a WRITE with a bad rkey: %s%s", ibv_wc_status_str(w.status),
-		   lossy ? " (or its NAK was dropped: RETRY_EXC_ERR)" : "");
+		   lossy ? " (or its NAK was lost: RETRY_EXC_ERR)" : "");
 		ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi);
 		is_int(qa.qp_state, IBV_QPS_ERR, "the QP is in ERR");
 	}
