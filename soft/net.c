@@ -169,12 +169,18 @@ static int ctl_fd = -1, udp4 = -1, udp6 = -1;
 static int rx_fd[2] = {-1, -1};
 static int fam_users[2];
 /* when a poller last took packets in (soft_net_progress): for a
- * millisecond after, our thread leaves the sockets to it */
-static _Atomic uint64_t poll_at;
+ * millisecond after, our thread leaves the sockets to it; unless the
+ * process armed a CQ in the last 10 ms (soft_net_sleeping): it polls
+ * only when woken, and sleeps in between */
+static _Atomic uint64_t poll_at, arm_at;
 #define NET_POLLER_NS 1000000ull
+#define NET_ARMED_NS  10000000ull
 /* our thread is about to sleep for long: a post wakes it (net_kick) for
  * the timer of what it sends */
 static _Atomic int thr_asleep;
+/* our thread waits without our sockets (a poller reads them): an
+ * application thread about to sleep wakes it (soft_net_sleeping) */
+static _Atomic int thr_nosock;
 static uint16_t sport4, sport6;
 static int thr_started;
 static pid_t thr_pid; /* the process our thread runs in */
@@ -1623,6 +1629,7 @@ static void nq_run(struct soft_net_qp *nq, int net_locked)
 	nq_timer(nq, soft_now_ns());
 	if (nq->rs_active || nq->df_head)
 		resp_pump(nq);
+	ack_flush(nq);
 }
 
 static int net_start(void);
@@ -1773,11 +1780,13 @@ struct rx_run {
 };
 
 /*
- * run_end -- the QPs run: READ responses under way, ACKs; the lock.  A
- * poller's own context keeps its ACKs owed: its poll returns the
- * completions first, and its next one sends them (soft_net_progress), so
- * an answer the application posts at once leaves before them; our thread
- * sends what stays owed when the poller stops (timers)
+ * run_end -- the QPs run: READ responses under way, their ACKs (one per
+ * QP for the run), the lock.  An HCA acknowledges as the packets come,
+ * whatever the application does next: an ACK left for a poller's next
+ * poll, or sent after the application could answer, made a requester's
+ * send completion come after the answer (perftest -e polls its send CQ
+ * once after the answer's event: the late completion then overflowed
+ * that one-entry CQ and perftest waited forever)
  */
 static void run_end(struct rx_run *run)
 {
@@ -1786,9 +1795,13 @@ static void run_end(struct rx_run *run)
 	for (i = 0; i < run->n; i++) {
 		if (run->nqs[i]->rs_active || run->nqs[i]->df_head)
 			resp_pump(run->nqs[i]);
-		if (run->ours)
-			ack_flush(run->nqs[i]);
+		ack_flush(run->nqs[i]);
 	}
+	/* on the wire before the lock goes: the application it lets in
+	 * must not send an answer ahead of the ACK (perftest -e polls its
+	 * send CQ once after the answer's event) */
+	if (tb && tb->n)
+		batch_flush();
 	if (run->ctx && run->ours)
 		soft_unlock(&run->ctx->lock);
 	run->ctx = NULL;
@@ -1962,7 +1975,6 @@ static int timers(void)
 			continue;
 		if (!soft_trylock(&nq->ctx->lock)) {
 			nq_run(nq, 1);
-			ack_flush(nq);
 			busy |= nq->tail < nq->head || nq->rx_active ||
 				nq->wr_active;
 			if (nq->rs_active)
@@ -2003,10 +2015,8 @@ static void boost(void)
 	for (i = 0; i < net_nqp; i++) {
 		struct soft_net_qp *nq = net_tbl[i];
 
-		if (!nq->ud && nq->ctx == ctx) {
+		if (!nq->ud && nq->ctx == ctx)
 			nq_run(nq, 1);
-			ack_flush(nq);
-		}
 	}
 	pthread_mutex_unlock(&net_mtx);
 	soft_unlock(&ctx->lock);
@@ -2014,6 +2024,15 @@ static void boost(void)
 	boost_ctx = NULL;
 	pthread_cond_broadcast(&boost_cv);
 	pthread_mutex_unlock(&net_mtx);
+}
+
+void soft_net_sleeping(void)
+{
+	if (!thr_started || thr_pid != getpid())
+		return;
+	atomic_store(&arm_at, soft_now_ns());
+	if (atomic_exchange(&thr_nosock, 0))
+		net_kick();
 }
 
 void soft_net_ctx_gone(struct soft_context *ctx)
@@ -2137,6 +2156,7 @@ static void *net_main(void *arg)
 	for (;;) {
 		struct pollfd pf[4];
 		int n, k, np = 2, timeout = (busy & 2) ? 0 : busy ? 1 : 50;
+		uint64_t now;
 
 		pf[0].fd = ctl_fd;
 		pf[0].events = POLLIN;
@@ -2144,13 +2164,17 @@ static void *net_main(void *arg)
 		pf[1].events = POLLIN;
 		/* a poller took packets in a moment ago: it goes on doing
 		 * so, and waking for what it takes would only take its CPU
-		 * (we run SCHED_FIFO); a millisecond after its last, ours */
-		if (soft_now_ns() - atomic_load_explicit(&poll_at,
-							 memory_order_relaxed) <
-		    NET_POLLER_NS) {
+		 * (we run SCHED_FIFO); a millisecond after its last, ours,
+		 * or at once when it arms a CQ to sleep (thr_nosock first:
+		 * soft_net_sleeping sets arm_at, then looks at it) */
+		atomic_store(&thr_nosock, 1);
+		now = soft_now_ns();
+		if (now - atomic_load(&poll_at) < NET_POLLER_NS &&
+		    now - atomic_load(&arm_at) >= NET_ARMED_NS) {
 			if (timeout > 1)
 				timeout = 1;
 		} else {
+			atomic_store(&thr_nosock, 0);
 			for (k = 0; k < 2; k++)
 				if (rx_fd[k] >= 0) {
 					pf[np].fd = rx_fd[k];
@@ -2159,6 +2183,7 @@ static void *net_main(void *arg)
 		}
 		n = poll(pf, (nfds_t)np, timeout);
 		atomic_store(&thr_asleep, 0);
+		atomic_store(&thr_nosock, 0);
 		if (n > 0 && (pf[1].revents & POLLIN)) {
 			char c[64];
 
@@ -2377,7 +2402,6 @@ void soft_net_release(struct soft_qp *qp)
 
 	if (!nq)
 		return;
-	ack_flush(nq); /* what it received is acknowledged, as it came */
 	pthread_mutex_lock(&net_mtx);
 	nq_remove(nq);
 	pthread_mutex_unlock(&net_mtx);
@@ -2568,12 +2592,7 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	if (nq->tail < nq->head && (nq->sq[nq->tail % nq->sq_n].status ||
 				    nq->sq[nq->tail % nq->sq_n].done))
 		acked(nq, roce_psn_add(nq->una, ROCE_PSN_MASK));
-	/* an ACK this QP owes its peer (run_end) leaves with the requests,
-	 * by the same system call */
-	batch_begin();
-	ack_flush(nq);
 	tx_push(nq);
-	batch_end();
 	/* our thread sleeping for long would run this send's timer late */
 	if (atomic_load(&thr_asleep) && atomic_exchange(&thr_asleep, 0))
 		net_kick();
@@ -2584,7 +2603,6 @@ void soft_net_progress(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq = qp->net;
 
-	ack_flush(nq); /* owed since our last poll (run_end) */
 	/* a poller takes its packets in itself: no wait for our thread */
 	if (!pthread_mutex_trylock(&net_mtx)) {
 		atomic_store_explicit(&poll_at, soft_now_ns(),

@@ -73,6 +73,12 @@ void soft_net_mcast_attach(struct soft_qp *qp, const uint8_t *mgid);
 /* soft_net_mcast_detach -- QPN leaves MGID (NULL: every group) */
 void soft_net_mcast_detach(uint32_t qpn, const uint8_t *mgid);
 
+/* soft_net_sleeping -- an application thread armed a CQ to sleep on its
+ * channel: the process polls only when woken, so our receive thread
+ * watches the sockets (a poller's recent poll had left them to it), at
+ * once and for the next 10 ms; no lock held */
+void soft_net_sleeping(void);
+
 /* soft_net_ctx_gone -- ibv_close_device, before CTX is freed: our
  * receive thread is not (or no longer) waiting for its lock; no lock held */
 void soft_net_ctx_gone(struct soft_context *ctx);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "softrdma.h"
+#include "net.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -1042,6 +1043,8 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	 * timers then run every millisecond, thread_main) */
 	if (!direct || (ctx->outstanding && atomic_load(&ctx->thread_nap)))
 		soft_wake_thread((uint32_t)ctx->reg_idx);
+	if (soft_net_enabled())
+		soft_net_sleeping(); /* no poll from us: the network's thread */
 	return 0;
 }
 
