@@ -325,6 +325,13 @@ static void pair(struct test_side *srv, struct test_side *cli,
 	is_int(rdmamsg_connect(cli->ctx, addr, cli_attr, &cli_cbs, cli,
 			       &cli->ep),
 	       0, "connect");
+	{
+		size_t lim = 7;
+
+		ok(rdmamsg_ep_get_pack_limit(cli->ep, &lim) == -ENOTCONN &&
+			   lim == 7,
+		   "pack limit before the handshake: -ENOTCONN, untouched");
+	}
 	test_run2(srv, cli, &cli->up, 60000);
 	is_int(cli->status, 0, "connected");
 	test_run2(srv, cli, &srv->up, 60000);
@@ -610,6 +617,10 @@ int main(void)
 
 		is_int(rdmamsg_ep_get_pack_limit(cli.ep, &lim), 0,
 		       "pack limit");
+		is_int(rdmamsg_ep_get_pack_limit(cli.ep, NULL), -EINVAL,
+		       "pack limit into NULL: -EINVAL");
+		is_int(rdmamsg_ep_get_pack_limit(NULL, &lim), -EINVAL,
+		       "pack limit of NULL: -EINVAL");
 		is_int(lim, RDMAMSG_PACK_MAX,
 		       "messages up to RDMAMSG_PACK_MAX go packed");
 		small_burst(&srv, &cli, &pr, lim, &seq);
