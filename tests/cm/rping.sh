@@ -13,25 +13,49 @@ srv_pids=
 trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
 	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
 
+# exit_race LOG STATUS -- did rping die in rdma-core 44's exit race?  Its
+# CM thread may still be on its way back to rdma_get_cm_event() when main()
+# has destroyed the event channel and freed the state the thread reads: the
+# process then exits 255 ("rdma_get_cm_event: Bad file descriptor") or
+# faults, after its work is done (every rping before rdma-core 59; fixed
+# upstream by f3ae6534a "rping: terminate CM event thread before exiting",
+# 2025, an eventfd that stops the thread first).  Such a run is tried once
+# more; anything else, and the same outcome twice, fails.
+exit_race() {
+	case $2 in
+	255) grep -q 'rdma_get_cm_event: Bad file descriptor' "$1" ;;
+	139) grep -q 'DISCONNECT EVENT' "$1" ;;
+	*) return 1 ;;
+	esac
+}
+
 # run_pair NAME SERVER-ARGS -- CLIENT-ARGS: one rping server, one client
 run_pair() {
 	name=$1
 	sargs=$2
 	cargs=$3
-	port=$(free_port)
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -s -a 127.0.0.1 -p "$port" \
-		$sargs >"$tap_tmp/s.$name" 2>&1 &
-	spid=$!
-	srv_pids="$srv_pids $spid"
-	wait_port "$port" 10
-	ok $? "$name: rping server listens on $port"
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -c -a 127.0.0.1 -p "$port" \
-		$cargs >"$tap_tmp/c.$name" 2>&1
-	crc=$?
+	for try in 1 2; do
+		port=$(free_port)
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -s -a 127.0.0.1 -p "$port" \
+			$sargs >"$tap_tmp/s.$name" 2>&1 &
+		spid=$!
+		srv_pids="$srv_pids $spid"
+		wait_port "$port" 10
+		lrc=$?
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -c -a 127.0.0.1 -p "$port" \
+			$cargs >"$tap_tmp/c.$name" 2>&1
+		crc=$?
+		wait $spid
+		src=$?
+		[ $try -eq 1 ] || break
+		{ [ $crc -eq 0 ] || exit_race "$tap_tmp/c.$name" $crc; } &&
+			{ [ $src -eq 0 ] || exit_race "$tap_tmp/s.$name" $src; } &&
+			[ $((crc + src)) -ne 0 ] || break
+		diag "$name: rping's exit race (client $crc, server $src): once more"
+	done
+	ok $lrc "$name: rping server listens on $port"
 	ok $crc "$name: rping client exits 0"
 	[ $crc -eq 0 ] || show_log "$tap_tmp/c.$name"
-	wait $spid
-	src=$?
 	ok $src "$name: rping server exits 0"
 	[ $src -eq 0 ] || show_log "$tap_tmp/s.$name"
 }
@@ -68,9 +92,14 @@ srv_pids="$srv_pids $ppid_server"
 wait_port "$port" 10
 ok $? "persistent: rping -P listens"
 for i in 1 2 3; do
-	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -c -a 127.0.0.1 -p "$port" \
-		-C 20 -v -V >"$tap_tmp/c.persist$i" 2>&1
-	crc=$?
+	for try in 1 2; do
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -c -a 127.0.0.1 -p "$port" \
+			-C 20 -v -V >"$tap_tmp/c.persist$i" 2>&1
+		crc=$?
+		[ $try -eq 1 ] || break
+		exit_race "$tap_tmp/c.persist$i" $crc || break
+		diag "persistent: client $i: rping's exit race ($crc): once more"
+	done
 	n=$(grep -c '^ping data: rdma-ping-' "$tap_tmp/c.persist$i")
 	[ $crc -eq 0 ] && [ "$n" -eq 20 ]
 	ok $? "persistent: client $i exits 0 after 20 verified pings"
