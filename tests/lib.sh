@@ -49,6 +49,22 @@ show_log() {
 	[ -f "$1" ] && sed 's/^/#   /' "$1" | tail -n 40
 }
 
+# rping_exit_race LOG STATUS -- did rping die in its own exit race?  Its
+# CM thread may still be on its way back to rdma_get_cm_event() when main()
+# has destroyed the event channel and freed the state the thread reads: the
+# process then exits 255 ("rdma_get_cm_event: Bad file descriptor") or
+# faults, after its work is done (every rping before rdma-core 59; fixed
+# upstream by f3ae6534a "rping: terminate CM event thread before exiting",
+# 2025, an eventfd that stops the thread first).  Such a run is tried once
+# more; anything else, and the same outcome twice, fails.
+rping_exit_race() {
+	case $2 in
+	255) grep -q 'rdma_get_cm_event: Bad file descriptor' "$1" ;;
+	139) grep -q 'DISCONNECT EVENT' "$1" ;;
+	*) return 1 ;;
+	esac
+}
+
 # bg CMD... -- start a background process that is killed at exit
 bg() {
 	"$@" &

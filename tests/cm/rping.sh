@@ -13,22 +13,6 @@ srv_pids=
 trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
 	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
 
-# exit_race LOG STATUS -- did rping die in rdma-core 44's exit race?  Its
-# CM thread may still be on its way back to rdma_get_cm_event() when main()
-# has destroyed the event channel and freed the state the thread reads: the
-# process then exits 255 ("rdma_get_cm_event: Bad file descriptor") or
-# faults, after its work is done (every rping before rdma-core 59; fixed
-# upstream by f3ae6534a "rping: terminate CM event thread before exiting",
-# 2025, an eventfd that stops the thread first).  Such a run is tried once
-# more; anything else, and the same outcome twice, fails.
-exit_race() {
-	case $2 in
-	255) grep -q 'rdma_get_cm_event: Bad file descriptor' "$1" ;;
-	139) grep -q 'DISCONNECT EVENT' "$1" ;;
-	*) return 1 ;;
-	esac
-}
-
 # run_pair NAME SERVER-ARGS -- CLIENT-ARGS: one rping server, one client
 run_pair() {
 	name=$1
@@ -48,8 +32,8 @@ run_pair() {
 		wait $spid
 		src=$?
 		[ $try -eq 1 ] || break
-		{ [ $crc -eq 0 ] || exit_race "$tap_tmp/c.$name" $crc; } &&
-			{ [ $src -eq 0 ] || exit_race "$tap_tmp/s.$name" $src; } &&
+		{ [ $crc -eq 0 ] || rping_exit_race "$tap_tmp/c.$name" $crc; } &&
+			{ [ $src -eq 0 ] || rping_exit_race "$tap_tmp/s.$name" $src; } &&
 			[ $((crc + src)) -ne 0 ] || break
 		diag "$name: rping's exit race (client $crc, server $src): once more"
 	done
@@ -97,7 +81,7 @@ for i in 1 2 3; do
 			-C 20 -v -V >"$tap_tmp/c.persist$i" 2>&1
 		crc=$?
 		[ $try -eq 1 ] || break
-		exit_race "$tap_tmp/c.persist$i" $crc || break
+		rping_exit_race "$tap_tmp/c.persist$i" $crc || break
 		diag "persistent: client $i: rping's exit race ($crc): once more"
 	done
 	n=$(grep -c '^ping data: rdma-ping-' "$tap_tmp/c.persist$i")
