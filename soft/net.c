@@ -135,8 +135,9 @@ struct soft_net_qp {
 	int nak_sent;
 	int ack_due; /* an ACK of ack_psn owed, sent once for a run */
 	uint32_t ack_psn;
-	int rx_active; /* a SEND in progress */
-	int srq_held;  /* srq_wqe: taken from the QP's SRQ, not completed */
+	uint64_t ack_held; /* since when ack_due waits for a send (ack_hold) */
+	int rx_active;	   /* a SEND in progress */
+	int srq_held;	   /* srq_wqe: taken from the QP's SRQ, not completed */
 	struct soft_rwqe srq_wqe;
 	uint64_t rx_off;
 	int wr_active; /* a WRITE in progress */
@@ -175,6 +176,10 @@ static int fam_users[2];
 static _Atomic uint64_t poll_at, arm_at;
 #define NET_POLLER_NS 1000000ull
 #define NET_ARMED_NS  10000000ull
+/* an ACK an application's poll owes waits this long for the application
+ * to send (ack_hold) */
+#define NET_ACK_HOLD_NS 5000ull
+static _Atomic int acks_held; /* QPs with ack_held set */
 /* our thread is about to sleep for long: a post wakes it (net_kick) for
  * the timer of what it sends */
 static _Atomic int thr_asleep;
@@ -542,6 +547,10 @@ static void send_ack(struct soft_net_qp *nq, uint8_t syndrome, uint32_t psn)
 	struct roce_pkt p;
 
 	nq->ack_due = 0; /* this one says as much: it is later, or a NAK */
+	if (nq->ack_held) {
+		nq->ack_held = 0;
+		atomic_fetch_sub(&acks_held, 1);
+	}
 	memset(&p, 0, sizeof(p));
 	p.bth.opcode = ROCE_RC | ROCE_ACK;
 	p.bth.psn = psn & ROCE_PSN_MASK;
@@ -567,6 +576,33 @@ static void ack_flush(struct soft_net_qp *nq)
 {
 	if (nq->ack_due)
 		send_ack(nq, ROCE_AETH_ACK | 0x1f, nq->ack_psn);
+}
+
+/*
+ * ack_hold -- the ACK a run of an application's poll owes waits for what
+ * the application sends next on the QP, and leaves with it, first, in
+ * one sendmmsg (soft_net_post_send): in a ping-pong a system call less
+ * per message each way, as an HCA that coalesces ACKs.  It waits at
+ * most until the application's next poll NET_ACK_HOLD_NS later, its
+ * arming a CQ to sleep (soft_net_sleeping), the QP's release, exit()
+ * (net_fini), or our thread's timers (a millisecond at most while a
+ * poller polls).  Not for the progress thread's runs: nobody sends after
+ * them.
+ */
+static void ack_hold(struct soft_net_qp *nq, uint64_t now)
+{
+	if (nq->ack_due && !nq->ack_held) {
+		nq->ack_held = now;
+		atomic_fetch_add(&acks_held, 1);
+	}
+}
+
+/* ack_flush_aged -- ack_flush, unless the ACK is held and young */
+static void ack_flush_aged(struct soft_net_qp *nq, uint64_t now)
+{
+	if (nq->ack_held && now - nq->ack_held < NET_ACK_HOLD_NS)
+		return;
+	ack_flush(nq);
 }
 
 /* ---------------------------------------------------------------- */
@@ -1607,9 +1643,10 @@ static void resp_pump(struct soft_net_qp *nq)
  * progress thread (soft_net_progress) or, when the lock is free, our
  * thread.  So a busy poller is never made to wait for the lock.
  */
-static void nq_run(struct soft_net_qp *nq, int net_locked)
+static void nq_run(struct soft_net_qp *nq, int net_locked, int app)
 {
 	struct net_pkt *l, *n;
+	uint64_t now;
 
 	if (atomic_load_explicit(&nq->pending, memory_order_acquire)) {
 		if (!net_locked)
@@ -1626,10 +1663,14 @@ static void nq_run(struct soft_net_qp *nq, int net_locked)
 			free(l);
 		}
 	}
-	nq_timer(nq, soft_now_ns());
+	now = soft_now_ns();
+	nq_timer(nq, now);
 	if (nq->rs_active || nq->df_head)
 		resp_pump(nq);
-	ack_flush(nq);
+	if (app)
+		ack_flush_aged(nq, now);
+	else
+		ack_flush(nq);
 }
 
 static int net_start(void);
@@ -1781,25 +1822,31 @@ struct rx_run {
 
 /*
  * run_end -- the QPs run: READ responses under way, their ACKs (one per
- * QP for the run), the lock.  An HCA acknowledges as the packets come,
- * whatever the application does next: an ACK left for a poller's next
- * poll, or sent after the application could answer, made a requester's
- * send completion come after the answer (perftest -e polls its send CQ
- * once after the answer's event: the late completion then overflowed
- * that one-entry CQ and perftest waited forever)
+ * QP for the run; held for the application's send when it polled:
+ * ack_hold), the lock.  An HCA acknowledges as the packets come,
+ * whatever the application does next: an ACK sent after the answer the
+ * application could send made a requester's send completion come after
+ * that answer (perftest -e polls its send CQ once after the answer's
+ * event: the late completion then overflowed that one-entry CQ and
+ * perftest waited forever); a held ACK leaves ahead of that answer.
  */
 static void run_end(struct rx_run *run)
 {
+	/* an application's poll holds its ACKs for its sends (ack_hold) */
+	int hold = run->ctx && !run->ours && !run->ctx->in_thread;
+	uint64_t now = hold ? soft_now_ns() : 0;
 	int i;
 
 	for (i = 0; i < run->n; i++) {
 		if (run->nqs[i]->rs_active || run->nqs[i]->df_head)
 			resp_pump(run->nqs[i]);
-		ack_flush(run->nqs[i]);
+		if (hold)
+			ack_hold(run->nqs[i], now);
+		else
+			ack_flush(run->nqs[i]);
 	}
 	/* on the wire before the lock goes: the application it lets in
-	 * must not send an answer ahead of the ACK (perftest -e polls its
-	 * send CQ once after the answer's event) */
+	 * must not send an answer ahead of an ACK not held */
 	if (tb && tb->n)
 		batch_flush();
 	if (run->ctx && run->ours)
@@ -1864,7 +1911,7 @@ static void net_packet(const uint8_t *buf, size_t len,
 	}
 	if (!run_ctx(run, nq->ctx, held)) {
 		if (nq->in_head)
-			nq_run(nq, 1); /* those that came before, first */
+			nq_run(nq, 1, 0); /* those that came before, first */
 		if (nq->qp->state != IBV_QPS_RESET)
 			nq_input(nq, buf, len, 0);
 		run_add(run, nq);
@@ -1974,7 +2021,7 @@ static int timers(void)
 		if (nq->ud)
 			continue;
 		if (!soft_trylock(&nq->ctx->lock)) {
-			nq_run(nq, 1);
+			nq_run(nq, 1, 0);
 			busy |= nq->tail < nq->head || nq->rx_active ||
 				nq->wr_active;
 			if (nq->rs_active)
@@ -2016,7 +2063,7 @@ static void boost(void)
 		struct soft_net_qp *nq = net_tbl[i];
 
 		if (!nq->ud && nq->ctx == ctx)
-			nq_run(nq, 1);
+			nq_run(nq, 1, 0);
 	}
 	pthread_mutex_unlock(&net_mtx);
 	soft_unlock(&ctx->lock);
@@ -2026,11 +2073,38 @@ static void boost(void)
 	pthread_mutex_unlock(&net_mtx);
 }
 
+/* acks_release -- the ACKs our polls held go now (ack_hold); a lock held
+ * elsewhere is our thread's or a poller's, which send them; never blocks */
+static void acks_release(void)
+{
+	int i;
+
+	if (!atomic_load(&acks_held) || pthread_mutex_trylock(&net_mtx))
+		return;
+	for (i = 0; i < net_nqp; i++) {
+		struct soft_net_qp *nq = net_tbl[i];
+
+		if (nq->ud || soft_trylock(&nq->ctx->lock))
+			continue;
+		ack_flush(nq);
+		soft_unlock(&nq->ctx->lock);
+	}
+	pthread_mutex_unlock(&net_mtx);
+}
+
+/* net_fini -- at exit, an HCA would have sent the ACKs we hold */
+__attribute__((destructor)) static void net_fini(void)
+{
+	if (thr_started && thr_pid == getpid())
+		acks_release();
+}
+
 void soft_net_sleeping(void)
 {
 	if (!thr_started || thr_pid != getpid())
 		return;
 	atomic_store(&arm_at, soft_now_ns());
+	acks_release(); /* we will not send soon */
 	if (atomic_exchange(&thr_nosock, 0))
 		net_kick();
 }
@@ -2402,6 +2476,7 @@ void soft_net_release(struct soft_qp *qp)
 
 	if (!nq)
 		return;
+	ack_flush(nq); /* held for a send that will not come */
 	pthread_mutex_lock(&net_mtx);
 	nq_remove(nq);
 	pthread_mutex_unlock(&net_mtx);
@@ -2584,7 +2659,10 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			break;
 		}
 	}
+	batch_begin(); /* an ACK held for this send goes with it, first */
+	ack_flush(nq);
 	if (qp->state == IBV_QPS_ERR) {
+		batch_end();
 		soft_net_progress(qp);
 		return ret;
 	}
@@ -2593,6 +2671,7 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 				    nq->sq[nq->tail % nq->sq_n].done))
 		acked(nq, roce_psn_add(nq->una, ROCE_PSN_MASK));
 	tx_push(nq);
+	batch_end();
 	/* our thread sleeping for long would run this send's timer late */
 	if (atomic_load(&thr_asleep) && atomic_exchange(&thr_asleep, 0))
 		net_kick();
@@ -2612,7 +2691,7 @@ void soft_net_progress(struct soft_qp *qp)
 	}
 	if (nq->ud)
 		return; /* datagrams went into the UD queue: ud.c delivers */
-	nq_run(nq, 0);
+	nq_run(nq, 0, !qp->ctx->in_thread);
 	if (qp->state == IBV_QPS_ERR) {
 		while (nq->tail < nq->head)
 			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);

@@ -281,6 +281,27 @@ cut() {
 cut link
 cut kill
 
+# last HOW -- rc_peer lastserver takes a SEND by polling and exits at once
+# (HOW exit), or destroys its QP first (destroy): the client's SEND
+# completes with success, as the HCA acknowledged it when it came
+last() {
+	port=$((port + 1))
+	on 1 timeout -k 10 60 "$peer" lastserver $port "$1" \
+		>"$tap_tmp/last-s.log" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	ok $? "last word ($1): rc_peer server listens on host 1"
+	on 2 env RC_PEER_TIMEOUT=15 RC_PEER_RETRY=3 timeout -k 10 60 "$peer" \
+		lastclient "$a1" $port >"$tap_tmp/last.tap" 2>&1
+	tap_passed "$tap_tmp/last.tap" $?
+	ok $? "last word ($1): the SEND the server took completes at the client"
+	wait $_spid
+	ok $? "last word ($1): the server exits 0"
+}
+last exit
+last destroy
+
 if command -v ibv_rc_pingpong >/dev/null 2>&1; then
 	# pingpong MODE-FLAG -- one ibv_rc_pingpong run host 2 -> host 1;
 	# sets rc and src (the client's and the server's exit)

@@ -807,6 +807,84 @@ static int cut(const char *host, int port)
 }
 
 /*
+ * The last word (rc_peer lastserver PORT HOW / lastclient SERVER PORT): the
+ * server busy-polls one SEND in and exits at once, its QP left to exit;
+ * the client's SEND completes with success all the same (an HCA
+ * acknowledged it as it came; softrdma holds the ACK of what a poll took
+ * for the application's next send, and sends it at exit).  With HOW
+ * "destroy" the server destroys its QP first.
+ */
+static int last_server(int port, const char *how)
+{
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct info me, peer;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	double t0;
+	int fd, r;
+
+	if (!buf)
+		bail_out("memory");
+	setup();
+	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = tcp_listen(port);
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &peer, sizeof(peer), 0);
+	connect_qp(&me, &peer);
+	post_recv(buf, 4096, mr->lkey, 0);
+	/* polling for a while first: the packets are then ours to take, not
+	 * the receive thread's (it leaves the sockets to a poller) */
+	t0 = now_ms();
+	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0 && now_ms() - t0 < 200)
+		;
+	if (r)
+		return 1;
+	xfer(fd, &me, 1, 1); /* ready */
+	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0)
+		;
+	if (r != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV)
+		return 1;
+	if (!strcmp(how, "destroy") && ibv_destroy_qp(qp))
+		return 1;
+	exit(0);
+}
+
+static int last_client(const char *host, int port)
+{
+	uint8_t *tx = aligned_alloc(4096, 4096);
+	struct info me, peer;
+	struct ibv_mr *mr;
+	struct ibv_wc w;
+	uint32_t dummy;
+	int fd;
+
+	if (!tx)
+		bail_out("memory");
+	setup();
+	mr = ibv_reg_mr(pd, tx, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = tcp_connect(host, port);
+	xfer(fd, &peer, sizeof(peer), 0);
+	xfer(fd, &me, sizeof(me), 1);
+	connect_qp(&me, &peer);
+	xfer(fd, &dummy, 1, 0); /* the server is ready */
+	fill(tx, 64, 0);
+	if (post(IBV_WR_SEND, tx, 64, mr->lkey, 1, 0, 0, 0))
+		bail_out("post");
+	w = wait1();
+	ok(w.status == IBV_WC_SUCCESS && w.wr_id == 1,
+	   "the SEND the server took before it exited completes (%s)",
+	   ibv_wc_status_str(w.status));
+	close(fd);
+	return done_testing();
+}
+
+/*
  * Memory windows between hosts (tests/netns/mw-hosts.sh):
  *
  *   rc_peer mwserver PORT              the windows' owner
@@ -1448,12 +1526,18 @@ int main(int argc, char **argv)
 	if (argc >= 5 && !strcmp(argv[1], "mwclient"))
 		return mw_client(argv[2], atoi(argv[3]),
 				 !strcmp(argv[4], "full"));
+	if (argc >= 4 && !strcmp(argv[1], "lastserver"))
+		return last_server(atoi(argv[2]), argv[3]);
+	if (argc >= 4 && !strcmp(argv[1], "lastclient"))
+		return last_client(argv[2], atoi(argv[3]));
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]),
 			      argc > 4 ? atoi(argv[4]) : 3);
-	fprintf(stderr, "usage: rc_peer server PORT | client ADDR PORT [N] | "
-			"cut ADDR PORT | mwserver PORT | mwclient ADDR PORT "
-			"full|loss | "
-			"rdserver PORT SIZE | rdclient ADDR PORT SIZE COUNT\n");
+	fprintf(stderr,
+		"usage: rc_peer server PORT | client ADDR PORT [N] | "
+		"cut ADDR PORT | mwserver PORT | mwclient ADDR PORT "
+		"full|loss | "
+		"rdserver PORT SIZE | rdclient ADDR PORT SIZE COUNT | "
+		"lastserver PORT exit|destroy | lastclient ADDR PORT\n");
 	return 2;
 }
