@@ -279,7 +279,8 @@ static void comp_events(struct rdmamsg_ctx *ctx)
  * without a session (they keep today's behaviour: the link may be back
  * before their transport gives up) and those with an alternate path
  * loaded (the HCA migrates them) are left alone.  The port is the one
- * rdma_cm bound the connection to (cm_id->port_num), as on hardware. */
+ * rdma_cm bound the connection to (cm_id->port_num), or the one APM
+ * moved it to, as on hardware. */
 static void port_err(struct rdmamsg_ctx *ctx, uint8_t port)
 {
 	struct rdmamsg__list *pos, *tmp;
@@ -288,8 +289,8 @@ static void port_err(struct rdmamsg_ctx *ctx, uint8_t port)
 		struct rdmamsg_ep *ep =
 			container_of(pos, struct rdmamsg_ep, link);
 
-		if (!ep->sid || ep->st != EPS_UP || ep->pstats.apm || !ep->id ||
-		    ep->id->port_num != port)
+		if (!ep->sid || ep->st != EPS_UP || ep->pstats.apm ||
+		    rdmamsg__apm_port(ep) != port)
 			continue;
 		LOG_NOTE("endpoint %p: port %u of %s down", (void *)ep,
 			 (unsigned int)port, ctx->devname);
