@@ -334,9 +334,11 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  *
  * RDMAMSG_FAILOVER_REPLAY: the above, and reconnect-and-replay of an
  * established connection.  When a connection that was up fails while both
- * processes live (a work request's retry exhaustion, a port error, the
- * peer gone silent for the peer timeout, the connection reset without a
- * goodbye), the connecting side reconnects: PATH_DOWN, then
+ * processes live (a work request's retry exhaustion, the device port
+ * the connection uses going down -- IBV_EVENT_PORT_ERR, status
+ * -ENETDOWN, acted on at once --, the peer gone silent for the peer
+ * timeout, the connection reset without a goodbye), the connecting side
+ * reconnects: PATH_DOWN, then
  * FAILOVER_START on the next path of the list (wrapping around to the
  * first, the failed one included), at most `tries` attempts within
  * `timeout_ms` of the failure (rdmamsg_ep_attr_set_reconnect; defaults 16
@@ -347,7 +349,8 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * ACK timeout of 17 (537 ms, rdmamsg_ep_attr_set_ack_timeout) and retry
  * count 7: a cut path with sends in
  * flight fails in about 4.3 s, an idle one at the latest at the peer
- * timeout (rdmamsg_connect.3).  The two sides exchange how
+ * timeout, a pulled cable (the local port down) at once
+ * (rdmamsg_connect.3).  The two sides exchange how
  * many data fragments each received, each sends again what the other did
  * not receive, and no message is lost, delivered twice or reordered; on_connect
  * does not run again.  During the outage rdmamsg_ep_get_state() says

@@ -131,6 +131,7 @@ void rdmamsg__apm_up(struct rdmamsg_ep *ep)
 	int ret;
 
 	ep->pstats.apm = 0;
+	ep->apm.port = 0; /* the id's port (rdmamsg__apm_port) until loaded */
 	if (!qp || !ep->apm.my_alt_lid || !ep->apm.peer_alt_lid)
 		return;
 	if (query(ep, qp, &qa)) {
@@ -178,6 +179,16 @@ static void migrated(struct rdmamsg_ep *ep, struct ibv_qp *qp)
 			 (void *)ep);
 		ep->pstats.apm = 0;
 	}
+}
+
+/* rdmamsg__apm_port -- the device port ep's connection uses now: its
+ * primary path's once APM loaded an alternate (a migration moves it),
+ * else the one rdma_cm bound its id to; 0 if none */
+uint8_t rdmamsg__apm_port(const struct rdmamsg_ep *ep)
+{
+	if (ep->apm.port)
+		return ep->apm.port;
+	return ep->id ? ep->id->port_num : 0;
 }
 
 /* rdmamsg__apm_event -- IBV_EVENT_PATH_MIG or _PATH_MIG_ERR on qp: 1 if

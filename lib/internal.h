@@ -739,6 +739,7 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep);
 /* apm.c: automatic path migration of RC endpoints */
 uint16_t rdmamsg__apm_offer(struct rdmamsg_ep *ep, size_t user_room);
 void rdmamsg__apm_up(struct rdmamsg_ep *ep);
+uint8_t rdmamsg__apm_port(const struct rdmamsg_ep *ep);
 int rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
 		       struct ibv_qp *qp);
 

@@ -272,6 +272,32 @@ static void comp_events(struct rdmamsg_ctx *ctx)
  * followed), which acts on it if the object is its own.
  */
 
+/* port_err -- a port of the device went down (a pulled cable, a dead
+ * switch port): each session on it fails now, as at its retry exhaustion,
+ * and reconnects on another path, instead of waiting for its retries to
+ * run out (seconds) or its peer timeout; endpoints on other ports, those
+ * without a session (they keep today's behaviour: the link may be back
+ * before their transport gives up) and those with an alternate path
+ * loaded (the HCA migrates them) are left alone.  The port is the one
+ * rdma_cm bound the connection to (cm_id->port_num), or the one APM
+ * moved it to, as on hardware. */
+static void port_err(struct rdmamsg_ctx *ctx, uint8_t port)
+{
+	struct rdmamsg__list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &ctx->eps) {
+		struct rdmamsg_ep *ep =
+			container_of(pos, struct rdmamsg_ep, link);
+
+		if (!ep->sid || ep->st != EPS_UP || ep->pstats.apm ||
+		    rdmamsg__apm_port(ep) != port)
+			continue;
+		LOG_NOTE("endpoint %p: port %u of %s down", (void *)ep,
+			 (unsigned int)port, ctx->devname);
+		rdmamsg__ep_down(ep, -ENETDOWN);
+	}
+}
+
 /* async_one -- one device event for this context; 0 if nothing of its
  * own is named (another context's, perhaps) */
 static int async_one(struct rdmamsg_ctx *ctx, enum ibv_event_type t, void *elem)
@@ -280,6 +306,9 @@ static int async_one(struct rdmamsg_ctx *ctx, enum ibv_event_type t, void *elem)
 	int st, found = 0;
 
 	switch (t) {
+	case IBV_EVENT_PORT_ERR: /* every context's: never "found" */
+		port_err(ctx, (uint8_t)(uintptr_t)elem);
+		return 0;
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
@@ -348,8 +377,9 @@ static void async_forward(struct rdmamsg_ctx *ctx, enum ibv_event_type t,
 }
 
 /* async_events -- read the device's events: a fatal QP or CQ error takes
- * its endpoint down at once (instead of at the peer timeout), a path
- * migration goes to apm.c; events of the other contexts are handed on */
+ * its endpoint down at once (instead of at the peer timeout), a port
+ * error the sessions on that port, a path migration goes to apm.c;
+ * events of the other contexts, and port events, are handed on */
 static void async_events(struct rdmamsg_ctx *ctx)
 {
 	struct ibv_async_event ev;
@@ -371,6 +401,9 @@ static void async_events(struct rdmamsg_ctx *ctx)
 			break;
 		case IBV_EVENT_SRQ_LIMIT_REACHED:
 			elem = ev.element.srq;
+			break;
+		case IBV_EVENT_PORT_ERR: /* the number, carried as a pointer */
+			elem = (void *)(uintptr_t)ev.element.port_num;
 			break;
 		default:
 			break;

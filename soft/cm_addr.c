@@ -66,15 +66,15 @@ static int scm_dev_open_locked(void)
 	return 0;
 }
 
-/* scm_dev_mtu -- the port's active MTU now: with SOFTRDMA_NET=1 it
+/* scm_dev_mtu -- a port's active MTU now: with SOFTRDMA_NET=1 it
  * follows the port's interface (soft/port.c), so it is read at each
  * resolution, not once */
-static enum ibv_mtu scm_dev_mtu(void)
+static enum ibv_mtu scm_dev_mtu(uint8_t port)
 {
 	struct ibv_port_attr pattr;
 
 	memset(&pattr, 0, sizeof(pattr));
-	if (!ibv_query_port(scm_dev.ctx, 1, &pattr) && pattr.active_mtu &&
+	if (!ibv_query_port(scm_dev.ctx, port, &pattr) && pattr.active_mtu &&
 	    pattr.active_mtu < IBV_MTU_4096)
 		return pattr.active_mtu;
 	return IBV_MTU_4096;
@@ -138,8 +138,8 @@ static int scm_gid_index(const union ibv_gid *want)
 	union ibv_gid g;
 	int i;
 
-	for (i = 0; i < 256; i++) {
-		if (ibv_query_gid(scm_dev.ctx, 1, i, &g))
+	for (i = 0; i < 256; i++) { /* whichever port it is on */
+		if (soft_gid_get((uint32_t)i, &g))
 			break;
 		if (!memcmp(g.raw, want->raw, 16))
 			return i;
@@ -148,7 +148,7 @@ static int scm_gid_index(const union ibv_gid *want)
 }
 
 /*
- * scm__dev_attach -- give an id the device, the default PD, port 1 and its
+ * scm__dev_attach -- give an id the device, the default PD, the port and
  * source GID (from route.addr.src_addr).
  */
 int scm__dev_attach(struct scm_id *s)
@@ -171,14 +171,18 @@ int scm__dev_attach(struct scm_id *s)
 	s->id.verbs = scm_dev.ctx;
 	if (!s->id.pd)
 		s->id.pd = scm_dev.pd;
-	/* IB mode between hosts: the port of the address's rail */
-	s->id.port_num = soft_ib_sa_port(&s->id.route.addr.src_addr);
 	scm__addr_gid(&s->id.route.addr.src_addr, &sgid);
 	s->id.route.addr.addr.ibaddr.sgid = sgid;
 	s->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 	idx = scm_gid_index(&sgid);
 	s->sgid_index = idx < 0 ? 0 : idx;
-	s->mtu = scm_dev_mtu();
+	/* the port of the address's interface (RoCE between hosts: the
+	 * port its GID is on; IB mode: its rail's), as the kernel's
+	 * cma_acquire_dev_by_src_ip finds the port holding the GID */
+	s->id.port_num = soft_link_ib
+				 ? soft_ib_sa_port(&s->id.route.addr.src_addr)
+				 : (uint8_t)soft_gid_idx_port(s->sgid_index);
+	s->mtu = scm_dev_mtu(s->id.port_num);
 	return 0;
 }
 

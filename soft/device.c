@@ -23,9 +23,14 @@
 /*
  * GID table: index 0 is the link-local fe80::/64 GID made from the node
  * GUID, index 1 is ::ffff:127.0.0.1, then the host's other interface
- * addresses (IPv4-mapped, then global IPv6), all of type RoCE v2.
+ * addresses (IPv4-mapped, then global IPv6), all of type RoCE v2.  Between
+ * hosts (SOFTRDMA_NET=1) each interface has a port of its own (port.c),
+ * and an entry is on its interface's port only: the indices are the same
+ * on every port, an entry of another port's reads as empty (zero), as a
+ * dual-port HCA's GID tables hold each port's netdev's addresses.
  */
 static union ibv_gid gid_tbl[SOFT_GID_TBL_LEN];
+static uint8_t gid_port[SOFT_GID_TBL_LEN]; /* the port entry i is on */
 static int gid_count;
 /*
  * SOFTRDMA_LINK=ib: two InfiniBand ports (apm.c).  Each port's GID 0 is
@@ -57,16 +62,19 @@ static struct soft_device soft_dev = {
 	.not_mlx5 = not_mlx5_marker,
 };
 
-/* gid_add -- append a GID unless present or the table is full */
-static void gid_add(const union ibv_gid *g)
+/* gid_add -- append a GID unless present or the table is full; the new
+ * entry's index, or -1 */
+static int gid_add(const union ibv_gid *g)
 {
 	int i;
 
 	for (i = 0; i < gid_count; i++)
 		if (!memcmp(&gid_tbl[i], g, sizeof(*g)))
-			return;
-	if (gid_count < SOFT_GID_TBL_LEN)
-		gid_tbl[gid_count++] = *g;
+			return -1;
+	if (gid_count == SOFT_GID_TBL_LEN)
+		return -1;
+	gid_tbl[gid_count] = *g;
+	return gid_count++;
 }
 
 static void gid_v4(union ibv_gid *g, uint32_t addr_be)
@@ -118,20 +126,48 @@ static void ib_init(void)
 	(void)soft_ib_net_init(port_lid);
 }
 
-/* soft_gid_of -- GID index of a port: port 1 is the table, port 2 its own
- * GID 0 over the same table */
+/* gid_on -- entry i is on port (IB mode: every entry on both) */
+static int gid_on(uint32_t port, uint32_t i)
+{
+	return i < (uint32_t)gid_count && (soft_link_ib || gid_port[i] == port);
+}
+
+/* gid_of -- GID index of a port: port 1 is the table, port 2 its own
+ * GID 0 over the same table (IB mode); another port's entry is empty */
 static const union ibv_gid *gid_of(uint32_t port, uint32_t i)
 {
+	static const union ibv_gid empty;
+
 	if (soft_link_ib && i == 0)
 		return &port_gid0[port];
-	return &gid_tbl[i];
+	return gid_on(port, i) ? &gid_tbl[i] : &empty;
+}
+
+/* soft_gid_idx_port -- the port GID index idx is on (1 in the IB mode,
+ * where both ports have the table, and for an index out of range) */
+uint32_t soft_gid_idx_port(uint32_t idx)
+{
+	pthread_once(&dev_once, dev_init);
+	return !soft_link_ib && idx < (uint32_t)gid_count ? gid_port[idx] : 1;
+}
+
+/* soft_gid_get -- the table's entry idx, whichever port it is on; 0, or
+ * -1 out of range */
+int soft_gid_get(uint32_t idx, union ibv_gid *g)
+{
+	pthread_once(&dev_once, dev_init);
+	if (idx >= (uint32_t)gid_count)
+		return -1;
+	*g = gid_tbl[idx];
+	return 0;
 }
 
 /* soft_port_ok -- a port number this device has */
 int soft_port_ok(uint32_t port)
 {
 	pthread_once(&dev_once, dev_init);
-	return port >= 1 && port <= (soft_link_ib ? SOFT_IB_PORTS : 1u);
+	return port >= 1 &&
+	       port <= (soft_link_ib ? SOFT_IB_PORTS : soft_port_count());
 }
 
 /* soft_port_lid -- a port's LID (IB mode; 0 otherwise) */
@@ -177,21 +213,25 @@ int soft_ah_local(const struct ibv_ah_attr *ah)
 	return soft_gid_local(&ah->grh.dgid) || soft_gid_port(&ah->grh.dgid);
 }
 
-/* port_if_pick -- the port's interface (SOFTRDMA_NET=1, port.c): that of
- * the host's first address that is not loopback's, i.e. of GID 2 */
-static void port_if_pick(char *name, const struct ifaddrs *i)
+/* gid_add_if -- append an address's GID and note its interface (for
+ * the ports: port.c), unless it is loopback's */
+static void gid_add_if(const union ibv_gid *g, const struct ifaddrs *i,
+		       char (*ifn)[IF_NAMESIZE])
 {
-	if (name[0] || (i->ifa_flags & IFF_LOOPBACK) || !i->ifa_name ||
+	int k = gid_add(g);
+
+	if (k < 0 || (i->ifa_flags & IFF_LOOPBACK) || !i->ifa_name ||
 	    strlen(i->ifa_name) >= IF_NAMESIZE)
 		return;
-	strcpy(name, i->ifa_name);
+	strcpy(ifn[k], i->ifa_name);
 }
 
 /* dev_init -- node GUID and GID table, once per process */
 static void dev_init(void)
 {
+	/* the entries' interfaces */
+	static char ifn[SOFT_GID_TBL_LEN][IF_NAMESIZE];
 	struct ifaddrs *ifa = NULL, *i;
-	char port_if[IF_NAMESIZE] = "";
 	union ibv_gid g;
 	uint64_t guid_be;
 	long hid = gethostid();
@@ -211,8 +251,7 @@ static void dev_init(void)
 				continue;
 			gid_v4(&g, ((struct sockaddr_in *)i->ifa_addr)
 					   ->sin_addr.s_addr);
-			gid_add(&g);
-			port_if_pick(port_if, i);
+			gid_add_if(&g, i, ifn);
 		}
 		for (i = ifa; i; i = i->ifa_next) {
 			struct in6_addr *a;
@@ -223,14 +262,13 @@ static void dev_init(void)
 			if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a))
 				continue;
 			memcpy(g.raw, a, 16);
-			gid_add(&g);
-			port_if_pick(port_if, i);
+			gid_add_if(&g, i, ifn);
 		}
 		freeifaddrs(ifa);
 	}
 	soft_dev.dev.node_type = IBV_NODE_CA;
 	ib_init();
-	soft_port_if_set(port_if[0] ? port_if : NULL); /* port.c */
+	soft_port_bind(ifn, gid_count, gid_port); /* port.c */
 }
 
 /* yama_restricted -- Yama's ptrace_scope is 1 or more */
@@ -510,7 +548,7 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_mcast_qp_attach = SOFT_MCAST_QP_ATT;
 	a->max_total_mcast_qp_attach = SOFT_MCAST_TOTAL;
 	a->local_ca_ack_delay = 15;
-	a->phys_port_cnt = 1;
+	a->phys_port_cnt = (uint8_t)soft_port_count(); /* an interface each */
 	if (soft_link_ib) { /* two IB ports and APM (apm.c) */
 		a->phys_port_cnt = SOFT_IB_PORTS;
 		a->device_cap_flags |= IBV_DEVICE_AUTO_PATH_MIG;
@@ -550,9 +588,9 @@ static int soft_query_device_ex(struct ibv_context *context,
 	return 0;
 }
 
-/* fill_port_attr -- one active RoCE v2 port; with SOFTRDMA_NET=1 its
+/* fill_port_attr -- an active RoCE v2 port; with SOFTRDMA_NET=1 its
  * state and MTU are its interface's (port.c) */
-static void fill_port_attr(struct ibv_port_attr *p)
+static void fill_port_attr(struct ibv_port_attr *p, uint32_t port)
 {
 	memset(p, 0, sizeof(*p));
 	p->state = IBV_PORT_ACTIVE;
@@ -568,7 +606,7 @@ static void fill_port_attr(struct ibv_port_attr *p)
 	p->phys_state = 5;    /* LinkUp */
 	p->link_layer = IBV_LINK_LAYER_ETHERNET;
 	if (!soft_link_ib)
-		(void)soft_port_eth(p);
+		(void)soft_port_eth(port, p);
 }
 
 static int soft_query_port(struct ibv_context *context, uint8_t port_num,
@@ -578,7 +616,7 @@ static int soft_query_port(struct ibv_context *context, uint8_t port_num,
 
 	if (!context || !port_attr || !soft_port_ok(port_num))
 		return EINVAL;
-	fill_port_attr(&a);
+	fill_port_attr(&a, port_num);
 	if (soft_link_ib) { /* an IB port of a subnet of its own (apm.c) */
 		a.link_layer = IBV_LINK_LAYER_INFINIBAND;
 		a.port_cap_flags |= IBV_PORT_SM;
@@ -642,7 +680,7 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	if (!context || !entry || flags || !soft_port_ok(port_num) ||
 	    gid_index >= SOFT_GID_TBL_LEN)
 		return EINVAL;
-	if (gid_index >= (uint32_t)gid_count)
+	if (!gid_on(port_num, gid_index))
 		return ENODATA;
 	fill_gid_entry(&e, port_num, gid_index);
 	memcpy(entry, &e, entry_size < sizeof(e) ? entry_size : sizeof(e));
@@ -659,13 +697,16 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	int i, n = 0;
 
 	pthread_once(&dev_once, dev_init);
-	np = soft_link_ib ? SOFT_IB_PORTS : 1;
+	np = soft_link_ib ? SOFT_IB_PORTS : soft_port_count();
 	if (!context || flags || entry_size < sizeof(e))
 		return -EINVAL;
-	if (max_entries < (size_t)gid_count * np)
+	/* each entry once per port it is on: both in the IB mode, one else */
+	if (max_entries < (size_t)gid_count * (soft_link_ib ? np : 1))
 		return -EINVAL;
 	for (p = 1; p <= np; p++)
 		for (i = 0; i < gid_count; i++) {
+			if (!gid_on(p, (uint32_t)i))
+				continue; /* another port's */
 			fill_gid_entry(&e, p, (uint32_t)i);
 			memcpy((char *)entries + (size_t)n++ * entry_size, &e,
 			       sizeof(e));
@@ -679,7 +720,7 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 {
 	pthread_once(&dev_once, dev_init);
 	if (!context || !type || !soft_port_ok(port_num) ||
-	    index >= (unsigned)gid_count) {
+	    !gid_on(port_num, index)) {
 		errno = EINVAL;
 		return -1;
 	}

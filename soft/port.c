@@ -1,26 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * port.c -- the RoCE port follows its interface (SOFTRDMA_NET=1), as rxe's
- * port follows its netdev (drivers/infiniband/sw/rxe: rxe_query_port,
- * rxe_notify, rxe_set_mtu).
+ * port.c -- the RoCE ports follow their interfaces (SOFTRDMA_NET=1), as
+ * rxe's port follows its netdev (drivers/infiniband/sw/rxe: rxe_query_port,
+ * rxe_notify, rxe_set_mtu) and each port of a dual-port RoCE HCA follows
+ * its own.
  *
- * The port's interface is SOFTRDMA_NETDEV when set, else the interface of
- * the host's first non-loopback address (GID index 2; device.c).  Then:
- *  - ibv_query_port reads the interface at each call: ACTIVE when it is
- *    up and operationally up (IFF_UP and IFF_RUNNING: carrier), else DOWN;
- *    phys_state LINK_UP when ACTIVE, POLLING when the interface is up
- *    without carrier (a pulled cable), DISABLED when it is down (as
- *    rxe_query_port); active_mtu the largest IB MTU that fits the IP MTU
- *    less rxe's 80 bytes of headers (eth_mtu_int_to_enum, at least 256,
- *    at most 4096), max_mtu 4096;
+ * One port per interface that has an address, in the order of the GID
+ * table (port 1 is the interface behind GID index 2, as before), at most
+ * SOFT_ROCE_PORTS; SOFTRDMA_NETDEV=IF1[,IF2...] names them instead.  A
+ * port's GIDs are the addresses of its interface (device.c); the
+ * link-local and loopback GIDs, and the addresses of interfaces beyond
+ * the last port, are port 1's.  Then:
+ *  - ibv_query_port reads the port's interface at each call: ACTIVE when
+ *    it is up and operationally up (IFF_UP and IFF_RUNNING: carrier),
+ *    else DOWN; phys_state LINK_UP when ACTIVE, POLLING when the
+ *    interface is up without carrier (a pulled cable), DISABLED when it
+ *    is down (as rxe_query_port); active_mtu the largest IB MTU that fits
+ *    the IP MTU less rxe's 80 bytes of headers (eth_mtu_int_to_enum, at
+ *    least 256, at most 4096), max_mtu 4096;
  *  - each process with an open context runs one watcher thread on an
- *    rtnetlink socket (RTMGRP_LINK), blocked until the interface changes;
- *    a change of the port's state gives every context of the process
- *    IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE (port 1) once.  The
- *    thread ends with the process's last context.
+ *    rtnetlink socket (RTMGRP_LINK), blocked until an interface changes;
+ *    a change of a port's state gives every context of the process
+ *    IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE with that port's number
+ *    once.  The thread ends with the process's last context.
  * Without SOFTRDMA_NET (one host, no interface), or with no interface
- * address, or in the IB mode (apm.c), the port is what it always was:
- * ACTIVE, 4096, no events.
+ * address, or in the IB mode (apm.c), there is one port, as it always
+ * was: ACTIVE, 4096, no events.
  */
 #include "config.h"
 
@@ -31,6 +36,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -46,13 +52,14 @@
 
 struct watcher {
 	pthread_t thr;
-	int nl;	  /* rtnetlink, RTMGRP_LINK */
-	int stop; /* eventfd: the last context closed */
-	int up;	  /* the state last reported */
+	int nl;			     /* rtnetlink, RTMGRP_LINK */
+	int stop;		     /* eventfd: the last context closed */
+	int up[SOFT_ROCE_PORTS + 1]; /* the states last reported */
 };
 
-static char port_if[IF_NAMESIZE];
-static int port_ifindex; /* 0: the port follows no interface */
+static char port_if[SOFT_ROCE_PORTS + 1][IF_NAMESIZE];
+static int port_ifindex[SOFT_ROCE_PORTS + 1]; /* 0: follows none */
+static uint32_t nports;	 /* ports that follow an interface */
 static int port_fd = -1; /* for SIOCGIF* */
 static pthread_mutex_t pt_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct soft_context **pt_ctx; /* this process's open contexts */
@@ -73,30 +80,82 @@ static void atfork_child(void)
 	pt_n = 0;
 }
 
-/* soft_port_if_set -- dev_init: the interface of the host's first
- * address (NULL: none); SOFTRDMA_NETDEV overrides it.  Once per process. */
-void soft_port_if_set(const char *name)
+/* port_add -- the next port follows interface name; its number, or 0
+ * when there is no room or no such interface */
+static uint32_t port_add(const char *name)
+{
+	int idx;
+
+	if (nports == SOFT_ROCE_PORTS || strlen(name) >= IF_NAMESIZE)
+		return 0;
+	idx = (int)if_nametoindex(name);
+	if (!idx)
+		return 0;
+	nports++;
+	strcpy(port_if[nports], name);
+	port_ifindex[nports] = idx;
+	return nports;
+}
+
+/* port_of -- the port that follows interface name (0: none) */
+static uint32_t port_of(const char *name)
+{
+	uint32_t p;
+
+	for (p = 1; p <= nports; p++)
+		if (!strcmp(port_if[p], name))
+			return p;
+	return 0;
+}
+
+/* soft_port_bind -- dev_init: the ports of the RoCE mode between hosts
+ * from the interfaces of the GID table's n entries (ifn[i], "" for none);
+ * gid_port[i] gets the port each entry lives on.  Once per process. */
+void soft_port_bind(char (*ifn)[IF_NAMESIZE], int n, uint8_t *gid_port)
 {
 	const char *e = getenv("SOFTRDMA_NETDEV");
+	int i;
 
+	for (i = 0; i < n; i++)
+		gid_port[i] = 1;
 	if (!soft_net_enabled() || soft_link_ib)
 		return;
-	if (e && *e)
-		name = e;
-	if (!name || strlen(name) >= sizeof(port_if))
-		return;
-	port_ifindex = (int)if_nametoindex(name);
-	if (!port_ifindex) {
-		SOFT_WARN("softrdma: SOFTRDMA_NETDEV=%s: no such interface; "
-			  "the port follows none\n",
-			  name);
-		return;
+	if (e && *e) { /* the ports named, in order */
+		char list[256], *save = NULL, *t;
+
+		snprintf(list, sizeof(list), "%s", e);
+		for (t = strtok_r(list, ",", &save); t;
+		     t = strtok_r(NULL, ",", &save))
+			if (!port_of(t) && !port_add(t))
+				SOFT_WARN("softrdma: SOFTRDMA_NETDEV: %s: no "
+					  "such interface, or more than %d; "
+					  "no port follows it\n",
+					  t, SOFT_ROCE_PORTS);
 	}
-	strcpy(port_if, name);
+	for (i = 0; i < n; i++) {
+		uint32_t p;
+
+		if (!ifn[i][0])
+			continue;
+		p = port_of(ifn[i]);
+		if (!p && !(e && *e))
+			p = port_add(ifn[i]);
+		if (p)
+			gid_port[i] = (uint8_t)p;
+	}
+	if (!nports)
+		return;
 	port_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (port_fd < 0)
 		port_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* soft_port_count -- the RoCE mode's ports: one per interface followed,
+ * one when none is */
+uint32_t soft_port_count(void)
+{
+	return nports ? nports : 1;
 }
 
 /* soft_port_mtu_of -- rxe's eth_mtu_int_to_enum: the largest IB MTU that
@@ -118,18 +177,18 @@ static int flags_up(unsigned int flags)
 	return (flags & IFF_UP) && (flags & IFF_RUNNING);
 }
 
-/* soft_port_eth -- the port's state, physical state and active MTU from
+/* soft_port_eth -- a port's state, physical state and active MTU from
  * its interface now; 0, or -1 when the port follows no interface (then
  * nothing is changed) */
-int soft_port_eth(struct ibv_port_attr *a)
+int soft_port_eth(uint32_t port, struct ibv_port_attr *a)
 {
 	struct ifreq ifr;
 	unsigned int flags = 0;
 
-	if (!port_ifindex)
+	if (port < 1 || port > nports)
 		return -1;
 	memset(&ifr, 0, sizeof(ifr));
-	memcpy(ifr.ifr_name, port_if, sizeof(port_if));
+	memcpy(ifr.ifr_name, port_if[port], IF_NAMESIZE);
 	if (port_fd >= 0 && !ioctl(port_fd, SIOCGIFFLAGS, &ifr))
 		flags = (unsigned short)ifr.ifr_flags;
 	/* an interface gone (unregistered) is a port down, disabled */
@@ -138,7 +197,7 @@ int soft_port_eth(struct ibv_port_attr *a)
 			: flags & IFF_UP	    ? 2 /* Polling */
 						    : 3 /* Disabled */;
 	memset(&ifr, 0, sizeof(ifr));
-	memcpy(ifr.ifr_name, port_if, sizeof(port_if));
+	memcpy(ifr.ifr_name, port_if[port], IF_NAMESIZE);
 	if (port_fd >= 0 && !ioctl(port_fd, SIOCGIFMTU, &ifr))
 		a->active_mtu = soft_port_mtu_of(ifr.ifr_mtu);
 	a->max_mtu = IBV_MTU_4096;
@@ -146,37 +205,53 @@ int soft_port_eth(struct ibv_port_attr *a)
 }
 
 /* port_up_now -- the port is ACTIVE now */
-static int port_up_now(void)
+static int port_up_now(uint32_t port)
 {
 	struct ibv_port_attr a;
 
 	memset(&a, 0, sizeof(a));
-	return soft_port_eth(&a) || a.state == IBV_PORT_ACTIVE;
+	return soft_port_eth(port, &a) || a.state == IBV_PORT_ACTIVE;
 }
 
-/* deliver -- the port's state changed to UP: an event to every context
- * of this process, once; pt_mtx held */
-static void deliver(struct watcher *w, int up)
+/* deliver -- the ports' states now: each port that changed gives every
+ * context of this process an event, once; pt_mtx held */
+static void deliver(struct watcher *w)
 {
+	uint32_t p;
 	size_t i;
 
-	if (up == w->up)
-		return;
-	w->up = up;
-	for (i = 0; i < pt_n; i++)
-		if (pt_ctx[i]->owner_pid == soft_self_pid)
-			soft_port_event(pt_ctx[i],
-					up ? IBV_EVENT_PORT_ACTIVE
-					   : IBV_EVENT_PORT_ERR,
-					1);
+	for (p = 1; p <= nports; p++) {
+		int up = port_up_now(p);
+
+		if (up == w->up[p])
+			continue;
+		w->up[p] = up;
+		for (i = 0; i < pt_n; i++)
+			if (pt_ctx[i]->owner_pid == soft_self_pid)
+				soft_port_event(pt_ctx[i],
+						up ? IBV_EVENT_PORT_ACTIVE
+						   : IBV_EVENT_PORT_ERR,
+						p);
+	}
 }
 
-/* nl_read -- take what the socket holds; the port's newest state from
- * its link messages (-1: none of them was the port's) */
-static int nl_read(int fd, int *lost)
+/* ours -- an interface index one of the ports follows */
+static int ours(int ifindex)
+{
+	uint32_t p;
+
+	for (p = 1; p <= nports; p++)
+		if (port_ifindex[p] == ifindex)
+			return 1;
+	return 0;
+}
+
+/* nl_read -- take what the socket holds; 1 when a link message was of a
+ * port's interface, or some were lost (overrun): the ports are read */
+static int nl_read(int fd)
 {
 	char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
-	int state = -1;
+	int seen = 0;
 
 	for (;;) {
 		struct sockaddr_nl from;
@@ -189,12 +264,12 @@ static int nl_read(int fd, int *lost)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == ENOBUFS) /* overrun: ask the interface */
-				*lost = 1;
-			return state;
+			if (errno == ENOBUFS) /* overrun: ask the interfaces */
+				seen = 1;
+			return seen;
 		}
 		if (n == 0)
-			return state;
+			return seen;
 		if (fl != sizeof(from) || from.nl_pid != 0)
 			continue; /* only the kernel speaks for interfaces */
 		left = (int)n;
@@ -208,10 +283,7 @@ static int nl_read(int fd, int *lost)
 			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*ifi)))
 				continue;
 			ifi = NLMSG_DATA(h);
-			if (ifi->ifi_index != port_ifindex)
-				continue;
-			state = h->nlmsg_type == RTM_NEWLINK &&
-				flags_up(ifi->ifi_flags);
+			seen |= ours(ifi->ifi_index);
 		}
 	}
 }
@@ -224,8 +296,6 @@ static void *watch(void *arg)
 	for (;;) {
 		struct pollfd pf[2] = {{w->nl, POLLIN, 0},
 				       {w->stop, POLLIN, 0}};
-		int lost = 0, st;
-
 		if (poll(pf, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -235,13 +305,10 @@ static void *watch(void *arg)
 			break;
 		if (!pf[0].revents)
 			continue;
-		st = nl_read(w->nl, &lost);
-		if (lost)
-			st = port_up_now();
-		if (st < 0)
+		if (!nl_read(w->nl))
 			continue;
 		pthread_mutex_lock(&pt_mtx);
-		deliver(w, st);
+		deliver(w);
 		pthread_mutex_unlock(&pt_mtx);
 	}
 	return NULL;
@@ -254,6 +321,7 @@ static struct watcher *watcher_new(void)
 	struct sockaddr_nl sa;
 	struct watcher *w = calloc(1, sizeof(*w));
 	sigset_t all, old;
+	uint32_t p;
 	int err;
 
 	if (!w)
@@ -266,7 +334,8 @@ static struct watcher *watcher_new(void)
 	if (w->nl < 0 || w->stop < 0 ||
 	    bind(w->nl, (struct sockaddr *)&sa, sizeof(sa)))
 		goto fail;
-	w->up = port_up_now();
+	for (p = 1; p <= nports; p++)
+		w->up[p] = port_up_now(p);
 	/* no signal of the application's lands on our thread */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -275,9 +344,8 @@ static struct watcher *watcher_new(void)
 	if (!err)
 		return w;
 fail:
-	SOFT_WARN("softrdma: cannot watch interface %s (%s): no port "
-		  "events\n",
-		  port_if, strerror(errno));
+	SOFT_WARN("softrdma: cannot watch interfaces (%s): no port events\n",
+		  strerror(errno));
 	if (w->nl >= 0)
 		close(w->nl);
 	if (w->stop >= 0)
@@ -289,7 +357,7 @@ fail:
 /* soft_port_ctx_add -- ibv_open_device: the context gets port events */
 void soft_port_ctx_add(struct soft_context *ctx)
 {
-	if (!port_ifindex)
+	if (!nports)
 		return;
 	pthread_mutex_lock(&pt_mtx);
 	if (pt_n == pt_cap) {
@@ -319,7 +387,7 @@ void soft_port_ctx_del(struct soft_context *ctx)
 	uint64_t one = 1;
 	size_t i;
 
-	if (!port_ifindex)
+	if (!nports)
 		return;
 	pthread_mutex_lock(&pt_mtx);
 	for (i = 0; i < pt_n; i++)

@@ -494,14 +494,14 @@ static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
 		return -1;
 	if (soft_link_ib) /* apm.c checked ports and AVs */
 		mask &= ~(IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MIG_STATE);
-	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+	if ((mask & IBV_QP_PORT) && !soft_port_ok(a->port_num))
 		return -1;
 	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
 		return -1;
 	if ((mask & IBV_QP_AV) &&
 	    (!(a->ah_attr.is_global) ||
 	     a->ah_attr.grh.sgid_index >= (unsigned)soft_gid_count() ||
-	     (a->ah_attr.port_num && a->ah_attr.port_num != 1)))
+	     (a->ah_attr.port_num && !soft_port_ok(a->ah_attr.port_num))))
 		return -1; /* RoCE needs a GRH with a valid source GID */
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))

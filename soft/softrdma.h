@@ -33,6 +33,7 @@
 #define SOFT_MAX_MSG_SZ	 (1u << 30)
 #define SOFT_GID_TBL_LEN 16
 #define SOFT_IB_PORTS	 2 /* SOFTRDMA_LINK=ib: ports per device (apm.c) */
+#define SOFT_ROCE_PORTS	 4 /* RoCE between hosts: interfaces with a port */
 /* device_cap_flags_ex bit of RDMA atomic write (the kernel's
  * IB_UVERBS_DEVICE_ATOMIC_WRITE; not in libibverbs 44's headers) */
 #define SOFT_DEVICE_ATOMIC_WRITE (1ull << 40)
@@ -712,6 +713,8 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 /* device.c */
 int soft_gid_count(void);
 int soft_gid_local(const union ibv_gid *g);
+uint32_t soft_gid_idx_port(uint32_t idx);
+int soft_gid_get(uint32_t idx, union ibv_gid *g);
 extern int soft_link_ib /* SOFTRDMA_LINK=ib: InfiniBand ports, APM */
 	__attribute__((visibility("hidden")));
 int soft_port_ok(uint32_t port);
@@ -757,10 +760,12 @@ int soft_ib_path_addr(const struct soft_qp *qp, int alt, int *family,
 int soft_ib_net_in(struct soft_qp *qp, int family, const uint8_t *src,
 		   int migreq, int cur_family, const uint8_t *cur);
 
-/* port.c: the RoCE port follows its interface (SOFTRDMA_NET=1) */
-void soft_port_if_set(const char *name);
+/* port.c: the RoCE ports follow their interfaces (SOFTRDMA_NET=1) */
+void soft_port_bind(char (*ifn)[16 /* IF_NAMESIZE */], int n,
+		    uint8_t *gid_port);
+uint32_t soft_port_count(void);
 enum ibv_mtu soft_port_mtu_of(int ip_mtu);
-int soft_port_eth(struct ibv_port_attr *a);
+int soft_port_eth(uint32_t port, struct ibv_port_attr *a);
 void soft_port_ctx_add(struct soft_context *ctx);
 void soft_port_ctx_del(struct soft_context *ctx);
 

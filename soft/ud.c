@@ -408,10 +408,9 @@ static int gid_index(const uint8_t *g)
 {
 	union ibv_gid t;
 	int i, n = soft_gid_count();
-	static struct ibv_context dummy; /* ibv_query_gid reads no field */
 
-	for (i = 0; i < n; i++)
-		if (!ibv_query_gid(&dummy, 1, i, &t) && !memcmp(t.raw, g, 16))
+	for (i = 0; i < n; i++) /* whichever port it is on */
+		if (!soft_gid_get((uint32_t)i, &t) && !memcmp(t.raw, g, 16))
 			return i;
 	return -1;
 }
@@ -1190,8 +1189,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	h->tclass = ah->attr.grh.traffic_class;
 	h->hop_limit = ah->attr.grh.hop_limit;
 	memcpy(h->dgid, ah->attr.grh.dgid.raw, 16);
-	if (!ibv_query_gid(&qp->ctx->vctx.context, 1, ah->attr.grh.sgid_index,
-			   &sgid))
+	if (!soft_gid_get(ah->attr.grh.sgid_index, &sgid))
 		memcpy(h->sgid, sgid.raw, 16);
 	if (soft_ud_gid_is_mcast(h->dgid)) {
 		if (wr->wr.ud.remote_qpn != UD_MCAST_QPN) {
@@ -1325,7 +1323,8 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct soft_ah *ah;
 
-	if (!pd || !attr || attr->port_num != 1 || !(attr->is_global) ||
+	if (!pd || !attr || !soft_port_ok(attr->port_num) ||
+	    !(attr->is_global) ||
 	    attr->grh.sgid_index >= (unsigned)soft_gid_count()) {
 		errno = EINVAL;
 		return NULL;
@@ -1371,7 +1370,7 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 	uint32_t vtf;
 	int v4, idx;
 
-	if (!context || !wc || !ah_attr || port_num != 1) {
+	if (!context || !wc || !ah_attr || !soft_port_ok(port_num)) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -29,7 +29,9 @@
 #                for replay and rdma_cm's 18, 1.07 s, for apm)
 #
 # For each cut: when the client saw the path fail (replay: its path_down,
-# a retry exhaustion, 8 x the QP's ACK timeout, see rdmamsg_connect(3);
+# a retry exhaustion, 8 x the QP's ACK timeout, see rdmamsg_connect(3),
+# or at once on carrier loss, from the port's IBV_EVENT_PORT_ERR; the
+# cause column is its status: -104 the retries, -100 the port event;
 # apm: its RDMAMSG_PATH_MIGRATED, after the same retries on the primary
 # path, or at once on carrier loss), the reconnect on the
 # other rail (replay only), and the cut to the first message delivered on
@@ -52,7 +54,7 @@ while getopts b:c:m:n:o:t: opt; do
 	n) n=$OPTARG ;;
 	o) only=$OPTARG ;;
 	t) ack=$OPTARG ;;
-	*) sed -n '2,38s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,40s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 case $mode in drop | blackhole | link) ;; *) echo "-m: drop, blackhole or link" >&2; exit 2 ;; esac
@@ -124,7 +126,7 @@ median() { # MS... -- the median, or nothing
 
 # run MECH PORT -- one mechanism's stream through the cuts; sets tot
 run() {
-	local m=$1 port=$2 k=1 r=0 t d p f s ms cpid rc addrs
+	local m=$1 port=$2 k=1 r=0 t d p f s ms cpid rc addrs c
 	tot=
 	addrs="$a1:$port,$b1:$port"
 	[ "$m" = apm ] && addrs="$a1:$port" # one address: the QP migrates
@@ -148,20 +150,27 @@ run() {
 		wait_line "$tmp/s.$m" "^delivered $k " 300 ||
 			{ echo "$m: no delivery after cut $k" >&2; rail $r off; break; }
 		rail $r off
+		# a cable just plugged back: the next cut fails over onto it,
+		# so let it settle first (a reconnect onto a link up for less
+		# than a second took 620 ms, the first packets lost and sent
+		# again after the ACK timeout, against 1-2 ms after 2 s)
+		[ "$mode" = link ] && sleep 2
 		if [ "$m" = apm ]; then
 			d=$(field "$tmp/c.$m" "^migrated $k " 6)
 			p=$(field "$tmp/c.$m" "^migrated $k " 4)
 			f=-
+			c=-
 		else
 			d=$(field "$tmp/c.$m" "^path_down $k " 8)
+			c=$(field "$tmp/c.$m" "^path_down $k " 6)
 			p=$(field "$tmp/c.$m" "^failover_done $k " 4)
 			f=$(field "$tmp/c.$m" "^failover_done $k " 8)
 		fi
 		s=$(field "$tmp/s.$m" "^delivered $k " 4)
 		ms=$(((s - t) / 1000000))
 		tot="$tot $ms"
-		printf '%6s %4d %5s %12d %12s %12d\n' "$m" "$k" "$p" \
-			$(((${d:-$t} - t) / 1000000)) "$f" "$ms"
+		printf '%6s %4d %5s %12d %5s %12s %12d\n' "$m" "$k" "$p" \
+			$(((${d:-$t} - t) / 1000000)) "${c:-?}" "$f" "$ms"
 		k=$((k + 1))
 		r=$((1 - r))
 	done
@@ -183,7 +192,7 @@ acks=$ack
 echo "# ACK timeout exponent $acks (load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "# (path: replay's address index, apm's port; detect: the client's"
 echo "# path_down / migration; reconnect: replay's own figure)"
-printf '%6s %4s %5s %12s %12s %12s\n' mech cut path detect_ms reconnect_ms to_deliv_ms
+printf '%6s %4s %5s %12s %5s %12s %12s\n' mech cut path detect_ms cause reconnect_ms to_deliv_ms
 rc=0
 rtot=
 atot=

@@ -1,11 +1,15 @@
 #!/bin/sh
-# port-hosts.sh -- softrdma's port follows its interface (soft/port.c,
-# SOFTRDMA_NET=1), as rxe's follows its netdev: Debian's ibv_devinfo reads
+# port-hosts.sh -- softrdma's ports follow their interfaces (soft/port.c,
+# SOFTRDMA_NET=1), as rxe's port follows its netdev and each port of a
+# dual-port RoCE HCA its own: hosts on two rails have a device with two
+# ports, port 1 on eth0 and port 2 on eth1, each with its interface's
+# address among its GIDs (and not the other's); Debian's ibv_devinfo reads
 # the port's state, physical state and active MTU from the interface (MTU
 # 1500 and 9000, and the edges of rxe's eth_mtu_int_to_enum); Debian's
-# ibv_asyncwatch gets IBV_EVENT_PORT_ERR and PORT_ACTIVE, once each, when
-# the cable is pulled and plugged and when the interface is set down and
-# up; tests/netns/port_peer streams RC WRITEs at the port's MTU (1024 on a
+# ibv_asyncwatch gets IBV_EVENT_PORT_ERR and PORT_ACTIVE, once each, with
+# the port's number, when the cable is pulled and plugged and when the
+# interface is set down and up, on either rail, and the other port stays
+# active; tests/netns/port_peer streams RC WRITEs at the port's MTU (1024 on a
 # 1500-byte link, every byte read back), the cable is pulled mid-stream:
 # the outstanding WRITEs end in RETRY_EXC_ERR and flushes, PORT_ERR comes,
 # then PORT_ACTIVE when it is plugged back; perftest's ib_write_bw takes
@@ -19,16 +23,20 @@ command -v ibv_devinfo >/dev/null 2>&1 ||
 hosts_stem=poh
 . "$top_srcdir/tests/netns/hosts-lib.sh"
 
-fab up "$name" 2 1 1500
-ok $? "fabric of 2 hosts up, MTU 1500"
+fab up "$name" 2 2 1500
+ok $? "fabric of 2 hosts on 2 rails up, MTU 1500"
 a1=$(fab addr "$name" 1)
+b1=$(fab addr "$name" 1 1)
 
-# devinfo HOST [ENV...] -- "STATE MAX_MTU ACTIVE_MTU PHYS_STATE" of port 1
+# devinfo HOST [-i PORT] [ENV...] -- "STATE MAX_MTU ACTIVE_MTU PHYS_STATE"
+# of the port (1 unless given)
 devinfo() {
 	_h=$1
+	_i=1
 	shift
+	[ "${1:-}" = -i ] && _i=$2 && shift 2
 	on "$_h" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$@" timeout -k 10 60 \
-		ibv_devinfo -v -i 1 2>&1 | awk '
+		ibv_devinfo -v -i "$_i" 2>&1 | awk '
 		$1 == "state:" { s = $2 }
 		$1 == "max_mtu:" { m = $2 }
 		$1 == "active_mtu:" { a = $2 }
@@ -43,6 +51,20 @@ expect() {
 }
 
 expect "MTU 1500" "$(devinfo 1)" "PORT_ACTIVE 4096 1024 LINK_UP"
+expect "MTU 1500, port 2" "$(devinfo 1 -i 2)" "PORT_ACTIVE 4096 1024 LINK_UP"
+# two ports, each with its interface's address among its GIDs: the
+# indices are the device's, an entry of the other port's is empty there
+on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 ibv_devinfo -v \
+	>"$tap_tmp/devinfo.log" 2>&1
+gids() { # gids PORT -- the port's fabric GIDs, one line
+	awk -v p="$1" '$1 == "port:" { in_p = ($2 == p) }
+		in_p && /GID\[/ && /::ffff:10\./ { printf "%s ", $3 }' \
+		"$tap_tmp/devinfo.log" | sed 's/,//g'
+}
+grep -q 'phys_port_cnt:[[:space:]]*2$' "$tap_tmp/devinfo.log" &&
+	[ "$(gids 1)" = "::ffff:$a1 " ] && [ "$(gids 2)" = "::ffff:$b1 " ]
+ok $? "two ports: port 1's GIDs '$(gids 1)' ($a1), port 2's '$(gids 2)' ($b1)"
+[ $? -eq 0 ] || show_log "$tap_tmp/devinfo.log"
 # without SOFTRDMA_NET: one host, no interface; the port as always
 expect "MTU 1500, SOFTRDMA_NET=0" "$(devinfo 1 SOFTRDMA_NET=0)" \
 	"PORT_ACTIVE 4096 4096 LINK_UP"
@@ -89,6 +111,17 @@ if command -v ibv_asyncwatch >/dev/null 2>&1; then
 	fab exec "$name" 1 ip link set eth0 up
 	wait_lines "$aw" 2 'IBV_EVENT_PORT_ACTIVE (9), port 1'
 	ok $? "interface up: IBV_EVENT_PORT_ACTIVE"
+	# the other rail's port: its own events, port 1 untouched
+	fab link "$name" 1 1 down
+	wait_lines "$aw" 1 'IBV_EVENT_PORT_ERR (10), port 2'
+	ok $? "rail 2's cable pulled: IBV_EVENT_PORT_ERR, port 2"
+	expect "rail 2's cable pulled, port 2" "$(devinfo 1 -i 2)" \
+		"PORT_DOWN 4096 1024 POLLING"
+	expect "rail 2's cable pulled, port 1" "$(devinfo 1)" \
+		"PORT_ACTIVE 4096 1024 LINK_UP"
+	fab link "$name" 1 1 up
+	wait_lines "$aw" 1 'IBV_EVENT_PORT_ACTIVE (9), port 2'
+	ok $? "rail 2's cable plugged: IBV_EVENT_PORT_ACTIVE, port 2"
 	# an MTU change is no port event (rxe_set_mtu raises none)
 	fab exec "$name" 1 ip link set eth0 mtu 9000
 	expect "MTU 9000 while watched" "$(devinfo 1)" \
@@ -98,10 +131,11 @@ if command -v ibv_asyncwatch >/dev/null 2>&1; then
 	kill -TERM $awpid 2>/dev/null
 	wait $awpid
 	sed 's/^/#   /' "$aw"
-	grep 'event_type' "$aw" | sed 's/.*IBV_EVENT_\([A-Z_]*\).*/\1/' |
+	grep 'event_type' "$aw" |
+		sed 's/.*IBV_EVENT_\([A-Z_]*\) ([0-9]*), port \([0-9]*\).*/\1:\2/' |
 		tr '\n' ' ' >"$tap_tmp/aw.seq"
 	expect "every change once, in order" "$(cat "$tap_tmp/aw.seq")" \
-		"PORT_ERR PORT_ACTIVE PORT_ERR PORT_ACTIVE "
+		"PORT_ERR:1 PORT_ACTIVE:1 PORT_ERR:1 PORT_ACTIVE:1 PORT_ERR:2 PORT_ACTIVE:2 "
 else
 	skip "ibv_asyncwatch" "not installed (Debian package ibverbs-utils)"
 fi

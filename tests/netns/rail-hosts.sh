@@ -9,7 +9,12 @@
 #   (every packet either host sends on it dropped by tc) mid-stream: the
 #   session fails (a retry exhaustion) and reconnects over rail 2 and
 #   replays; rail 1 is then restored and rail 2 cut (both hosts' cables
-#   pulled: carrier loss): back over rail 1.
+#   pulled: carrier loss): back over rail 1, started by the port event
+#   (softrdma's port 2 follows rail 2's interface: IBV_EVENT_PORT_ERR,
+#   the session's failure -ENETDOWN, not a retry exhaustion).  A second
+#   session, connected over rail 1 only (port 1), streams through that
+#   cut in the same processes' company and is not disturbed: no path
+#   down, every message and request once and in order, a clean close.
 #   Nothing lost, nothing delivered twice, order kept (the server checks
 #   every message's number, size and bytes, and every request's number),
 #   every request answered exactly once (the client: none twice, none
@@ -184,6 +189,13 @@ cut() {
 	_f=$(field "$tap_tmp/c.log" "^failover_done $_k " 8)
 	_s=$(field "$tap_tmp/s.log" "^delivered $_k " 4)
 	_q=$(field "$tap_tmp/c.log" "^path_down $_k " 10)
+	_st=$(field "$tap_tmp/c.log" "^path_down $_k " 6)
+	if [ "$3" = pull ]; then
+		# a pulled cable takes the port down: the port event starts
+		# the replay (-ENETDOWN), not the retries running out
+		[ "$_st" = -100 ]
+		ok $? "cut $_k: the failover started from the port event (status ${_st:-none}, want -100: -ENETDOWN)"
+	fi
 	[ "$_p" = $((1 - _r)) ]
 	ok $? "cut $_k: the client failed over to path $((1 - _r)) (rail $((2 - _r))), got ${_p:-none}"
 	[ "${_q:-0}" -ge $((inflight * 9 / 10)) ]
@@ -200,7 +212,37 @@ cut() {
 cut 0 1 drop
 rail_cut 0 off
 ok $? "rail 1 restored"
+# the bystander: a session over rail 1 only, streaming until cut 2 is over
+on 1 timeout -k 10 $plimit "$peer" server $((port + 50)) "$a1" "$b1" 0 \
+	>"$tap_tmp/bs.log" 2>&1 &
+bspid=$!
+tap_pids="$tap_pids $bspid"
+wait_line "$tap_tmp/bs.log" '^listening'
+on 2 timeout -k 10 $plimit sh -c 'echo $$ >"$0"; exec "$@"' \
+	"$tap_tmp/bc.pid" "$peer" client "$a1:$((port + 50))" 100000000 \
+	100 1000000 $reconnect_ms 0 >"$tap_tmp/bc.log" 2>&1 &
+bcpid=$!
+tap_pids="$tap_pids $bcpid"
+wait_line "$tap_tmp/bc.log" '^streaming' 120
+ok $? "a bystander session streams over rail 1 only"
 cut 1 2 pull
+kill -USR1 "$(cat "$tap_tmp/bc.pid")"
+wait $bcpid
+rc=$?
+wait $bspid
+src=$?
+grep -E '^(client|disconnected|path_down)' "$tap_tmp/bc.log" | sed 's/^/    /'
+bsent=$(field "$tap_tmp/bc.log" '^client: sent' 3)
+bissued=$(field "$tap_tmp/bc.log" '^client: sent' 5)
+grep -q '^client: .* failovers 0 path_downs 0 ' "$tap_tmp/bc.log" &&
+	! grep -q '^path_down' "$tap_tmp/bc.log" && [ $rc -eq 0 ] &&
+	grep -q "^server: sessions 1 messages ${bsent:-none} requests ${bissued:-none} bad 0 dup 0 disc 1 status 0 failovers 0 " \
+		"$tap_tmp/bs.log" && [ $src -eq 0 ]
+ok $? "the bystander on rail 1 was not disturbed by rail 2's port going down: no path down, ${bsent:-?} messages and ${bissued:-?} requests once, in order, a clean close (exits $rc/$src)"
+[ $rc -eq 0 ] && [ $src -eq 0 ] || {
+	show_log "$tap_tmp/bc.log"
+	show_log "$tap_tmp/bs.log"
+}
 wait $cpid
 rc=$?
 grep -E '^(client|disconnected)' "$tap_tmp/c.log" | sed 's/^/    /'

@@ -70,7 +70,10 @@
  * 120,000: past any failover).
  *
  * Deadlines are generous (minutes): the test, not this program, decides
- * what is too slow; SIGTERM ends either role within 20 ms.
+ * what is too slow; SIGTERM ends either role within 20 ms.  SIGUSR1 makes
+ * the client's stream end where it is: what was sent and issued is the
+ * whole (its answers still awaited), then the close as at the end
+ * (rail-hosts.sh's bystander session, run for as long as a cut takes).
  */
 #include "config.h"
 
@@ -99,9 +102,10 @@
 #define CONNECT_MS 10000
 
 static volatile sig_atomic_t term;
-static int apm;			    /* RAIL_PEER_APM=1: APM, not replay */
-static unsigned int ack_exp;	    /* RAIL_PEER_ACK_TIMEOUT: 0, the default */
-static long long drain_ms = 120000; /* RAIL_PEER_DRAIN_MS */
+static volatile sig_atomic_t finish; /* SIGUSR1: end the stream here */
+static int apm;			     /* RAIL_PEER_APM=1: APM, not replay */
+static unsigned int ack_exp;	     /* RAIL_PEER_ACK_TIMEOUT: 0, the default */
+static long long drain_ms = 120000;  /* RAIL_PEER_DRAIN_MS */
 
 /* RAIL_PEER_FAULT: the checks checked (rail-hosts.sh) */
 enum fault { F_NONE, F_SKIP, F_DUP, F_SWAP };
@@ -126,8 +130,10 @@ static uint64_t faulty(enum fault f, uint64_t i, uint64_t mid)
 
 static void on_term(int sig)
 {
-	(void)sig;
-	term = 1;
+	if (sig == SIGUSR1)
+		finish = 1;
+	else
+		term = 1;
 }
 
 /* msg_size -- the size of message seq: 8 B .. 20,000 B */
@@ -662,9 +668,14 @@ static int client(const char *addrs, long long count, long long inflight,
 	end = now_ms() + 1200000;
 	while (!term && !c.ndisc && now_ms() < end &&
 	       (sent < n || c.issued < c.reqs || outstanding(&c))) {
-		uint64_t limit = n;
+		uint64_t limit;
 		int busy = 0, i;
 
+		if (finish && sent < n) { /* the stream is what went */
+			n = sent;
+			c.reqs = c.issued;
+		}
+		limit = n;
 		/* requests: REQS spread over the stream, at most inflight
 		 * outstanding; as many as that from each "ready K" to the
 		 * K-th failover, so that the cut finds them in flight */
@@ -817,6 +828,7 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	apm = getenv("RAIL_PEER_APM") && !strcmp(getenv("RAIL_PEER_APM"), "1");
 	if (getenv("RAIL_PEER_DRAIN_MS")) {
 		drain_ms = number(getenv("RAIL_PEER_DRAIN_MS"));
