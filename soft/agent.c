@@ -504,6 +504,7 @@ static int ag_steer(int fi)
 		n++;
 	}
 	qsort(r, (size_t)n, sizeof(r[0]), route_cmp);
+	memset(&prog, 0, sizeof(prog)); /* its padding goes to the kernel */
 	f[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4);
 	f[1] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K,
 					    ROCE_QPN_MASK);
