@@ -2805,10 +2805,12 @@ static void tx_qp(struct soft_qp *qp)
 			} else if (e->msgno < acked) {
 				status = IBV_WC_SUCCESS;
 			} else if (qp->state == IBV_QPS_ERR) {
+				/* one the responder committed before we could
+				 * withdraw it succeeded, as the ones before it:
+				 * a flush here and a success after it (DONE,
+				 * above) would leave a hole */
 				status = cancel_slot(qp, s, e->msgno,
 						     IBV_WC_WR_FLUSH_ERR);
-				if (status == IBV_WC_SUCCESS)
-					status = IBV_WC_WR_FLUSH_ERR;
 			} else if ((st & 0xff) == SOFT_SLOT_RNR) {
 				uint32_t code = s->rnr_timer & 31;
 
