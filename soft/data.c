@@ -2177,13 +2177,30 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 }
 
 /*
+ * A batch of fast messages (rx_fast): copied into their WQEs' buffers, one
+ * cumulative ACK for all of them (rx_ack), then their completions.  The
+ * initiator reads only that word, once a poll, instead of a verdict
+ * written into each slot: its slot lines stay in its cache, ours are only
+ * read.  Per-slot verdicts remain for everything else (rx_msg: NAKs, RNR,
+ * data pulled or chunked).
+ */
+#define RX_BATCH 64 /* == rx_slots' budget */
+struct rx_batch {
+	uint32_t n;
+	struct {
+		uint32_t len, imm, flags;
+	} m[RX_BATCH];
+};
+
+/*
  * rx_fast -- the usual message: a SEND (or SEND_WITH_IMM) whose bytes are
  * in the slot, into a receive WQE of one SGE on a QP without SRQ.  The
  * checks of soft_slot_decode and wqe_iov and the outcome of rx_msg,
  * without their general cases (tools/soft_pingpong-insns.sh counts it).
- * -1: not such a message, nothing done (the general path takes it, and
- * gives any error); 1: delivered, take the next; 0: flushed by its
- * sender before we committed, stop.  The header is read once, as the decoder does.  rx lock held.
+ * The data goes into the next WQE not yet taken by the batch; nothing is
+ * delivered before rx_ack.  -1: not such a message, nothing done (the
+ * general path takes it, and gives any error); 1: copied, take the next.
+ * The header is read once, as the decoder does.  rx lock held.
  */
 _Static_assert(offsetof(struct soft_slot, imm) ==
 			       offsetof(struct soft_slot, opcode) + 4 &&
@@ -2194,7 +2211,8 @@ _Static_assert(offsetof(struct soft_slot, imm) ==
 	       "rx_fast reads opcode, imm, len and flags in one copy");
 
 static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
-							 struct soft_slot *s)
+							 struct soft_slot *s,
+							 struct rx_batch *b)
 {
 	struct {
 		uint32_t opcode, imm, len, flags; /* as in the slot */
@@ -2202,16 +2220,15 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 	const struct soft_rwqe *r;
 	const struct ibv_sge *sg;
 	struct soft_mr *mr;
-	struct ibv_wc wc, *w;
-	void *dst = NULL;
 
 	memcpy(&h, &s->opcode, sizeof(h));
 	if (h.opcode != SOFT_OP_SEND ||
 	    (h.flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
 		    SOFT_SF_COPIED ||
-	    h.len > SOFT_SLOT_PAYLOAD || qp->srq || qp->rq_head == qp->rq_tail)
+	    h.len > SOFT_SLOT_PAYLOAD || qp->srq || b->n >= RX_BATCH ||
+	    qp->rq_head - qp->rq_tail <= b->n)
 		return -1;
-	r = &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
+	r = &qp->rq[(qp->rq_tail + b->n) & (qp->rq_size - 1)];
 	sg = &r->sge[0];
 	if (r->num_sge != 1 || sg->length < h.len)
 		return -1;
@@ -2223,41 +2240,67 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 		    sg->addr - mr->iova > mr->mr.length ||
 		    sg->length > mr->mr.length - (sg->addr - mr->iova))
 			return -1; /* an indirect mkey, or LOC_PROT_ERR */
-		dst = (char *)mr->mr.addr + (sg->addr - mr->iova);
+		memcpy((char *)mr->mr.addr + (sg->addr - mr->iova), s->payload,
+		       h.len);
 	}
-	/*
-	 * READY -> DONE in one step, no BUSY in between: BUSY guards
-	 * nothing a copied message needs (the initiator cancels READY and
-	 * BUSY alike, and serves us only under the rx lock we hold), and
-	 * each step is a line the initiator reads back.  A cancel while we
-	 * copy fails the commit: nothing is delivered.
-	 */
-	if (h.len)
-		memcpy(dst, s->payload, h.len);
-	if (!rx_commit(qp, s, SOFT_SLOT_READY, SOFT_ACK)) {
-		rx_stop(qp); /* flushed while we copied: torn, never delivered */
+	b->m[b->n].len = h.len;
+	b->m[b->n].imm = h.imm;
+	b->m[b->n].flags = h.flags;
+	b->n++;
+	qp->peer_cons++;
+	return 1;
+}
+
+/*
+ * rx_ack -- commit the batch: the initiator's cumulative ACK moves from
+ * what we found to our count in one compare-and-swap, then the batch's
+ * receive completions.  The initiator sets SOFT_ACKED_CANCEL before it
+ * withdraws any slot, so the swap fails if it flushed what we copied: then
+ * nothing of the batch is delivered (its data sits in posted buffers, as
+ * an HCA may leave it) and nothing after it.  0: stopped.  rx lock held.
+ */
+static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
+							struct rx_batch *b)
+{
+	uint64_t acked =
+		atomic_load_explicit(&qp->peer->acked, memory_order_relaxed);
+	struct ibv_wc wc, *w;
+	uint32_t i, n = b->n;
+
+	if (!n)
+		return 1;
+	b->n = 0;
+	if ((acked & SOFT_ACKED_CANCEL) ||
+	    !atomic_compare_exchange_strong_explicit(
+		    &qp->peer->acked, &acked, qp->peer_cons,
+		    memory_order_acq_rel, memory_order_relaxed)) {
+		rx_stop(qp); /* flushed while we copied: never delivered */
 		return 0;
 	}
-	w = cq_slot(qp->rcq);
-	if (!w)
-		w = &wc;
-	*w = (struct ibv_wc){
-		.wr_id = r->wr_id,
-		.status = IBV_WC_SUCCESS,
-		.opcode = IBV_WC_RECV,
-		.byte_len = h.len,
-		.qp_num = qp->qpx.qp_base.qp_num,
-		.src_qp = qp->dest_qpn,
-	};
-	if (h.flags & SOFT_SF_IMM) {
-		w->imm_data = h.imm;
-		w->wc_flags = IBV_WC_WITH_IMM;
+	for (i = 0; i < n; i++) {
+		w = cq_slot(qp->rcq);
+		if (!w)
+			w = &wc;
+		*w = (struct ibv_wc){
+			.wr_id = qp->rq[qp->rq_tail & (qp->rq_size - 1)].wr_id,
+			.status = IBV_WC_SUCCESS,
+			.opcode = IBV_WC_RECV,
+			.byte_len = b->m[i].len,
+			.qp_num = qp->qpx.qp_base.qp_num,
+			.src_qp = qp->dest_qpn,
+		};
+		if (b->m[i].flags & SOFT_SF_IMM) {
+			w->imm_data = b->m[i].imm;
+			w->wc_flags = IBV_WC_WITH_IMM;
+		}
+		rx_take_wqe(qp);
+		if (w == &wc)
+			soft_cq_push(qp->rcq, &wc,
+				     !!(b->m[i].flags & SOFT_SF_SOLICITED));
+		else
+			cq_slot_done(qp->rcq);
 	}
-	rx_take_wqe(qp);
-	if (w == &wc)
-		soft_cq_push(qp->rcq, &wc, !!(h.flags & SOFT_SF_SOLICITED));
-	else
-		cq_slot_done(qp->rcq);
+	peer_wake(qp);
 	return 1;
 }
 
@@ -2267,8 +2310,9 @@ static void rx_slots(struct soft_qp *qp)
 	struct soft_slot *s;
 	struct soft_rwqe *r = NULL;
 	struct soft_msg m;
+	struct rx_batch b;
 	uint64_t st;
-	int budget = 64, err;
+	int budget = RX_BATCH, err;
 
 	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR ||
 	    qp->rx_stopped ||
@@ -2277,18 +2321,19 @@ static void rx_slots(struct soft_qp *qp)
 		return;
 	if (qp->rx.active && !rx_xfer(qp))
 		return;
+	b.n = 0;
 	while (budget-- && qp->state != IBV_QPS_ERR && !qp->rx_stopped) {
 		s = slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if ((st >> 8) != qp->peer_cons + 1)
+			break;
+		if ((st & 0xff) == SOFT_SLOT_READY && rx_fast(qp, s, &b) > 0)
+			continue;
+		/* in order: what the batch holds is delivered first */
+		if (!rx_ack(qp, &b))
 			return;
 		switch (st & 0xff) {
 		case SOFT_SLOT_READY:
-			err = rx_fast(qp, s);
-			if (err > 0)
-				continue;
-			if (!err)
-				return;
 			break;
 		case SOFT_SLOT_DONE:
 			qp->peer_cons++;
@@ -2327,6 +2372,8 @@ static void rx_slots(struct soft_qp *qp)
 		if (!rx_msg(qp, s, &m, r))
 			return;
 	}
+	if (!rx_ack(qp, &b))
+		return;
 	if (budget < 0)
 		soft_qp_hot(qp); /* more may wait: the next pass goes on */
 }
@@ -2406,17 +2453,25 @@ static enum ibv_wc_status nak_status(uint32_t nak)
  * cancel_slot -- withdraw a published slot; returns its final verdict.
  * Never waits for the responder (a flush does not wait for the remote
  * side): a BUSY slot (the responder is placing the data) is cancelled
- * too.  The responder commits a message only by turning BUSY (or, for a
- * copied SEND, READY: rx_fast) into DONE, so once the slot reads CANCEL
- * whatever it still reads from our buffer
+ * too.  The responder commits a message only by turning BUSY into DONE,
+ * or, for a copied SEND, by moving the cumulative ACK past it (rx_ack),
+ * which we freeze first; so once the slot reads CANCEL whatever it still
+ * reads from our buffer
  * (process_vm_readv, read-only) is dropped, never delivered: the buffer
  * is the caller's again as soon as the WQE completes.
  */
-static enum ibv_wc_status cancel_slot(struct soft_slot *s, uint64_t idx,
-				      enum ibv_wc_status why)
+static enum ibv_wc_status cancel_slot(struct soft_qp *qp, struct soft_slot *s,
+				      uint64_t idx, enum ibv_wc_status why)
 {
-	uint64_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+	uint64_t st, acked;
 
+	/* first the cumulative ACK (rx_ack): frozen, so that what it does
+	 * not cover yet never will be */
+	acked = atomic_fetch_or_explicit(&qp->seg->acked, SOFT_ACKED_CANCEL,
+					 memory_order_acq_rel);
+	if (idx < (acked & ~SOFT_ACKED_CANCEL))
+		return IBV_WC_SUCCESS;
+	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	for (;;) {
 		switch (st & 0xff) {
 		case SOFT_SLOT_DONE:
@@ -2612,9 +2667,14 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		nsge = qp->peer_rq_sge;
 	}
 	stride = 8 + 16 * (uint64_t)nsge;
+	/* under its rx lock the responder acknowledges nothing more: a
+	 * message its cumulative ACK covers is not served twice */
 	if (!peer_listed(qp) ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) !=
-		    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY))
+		    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
+	    e->msgno < (atomic_load_explicit(&qp->seg->acked,
+					     memory_order_acquire) &
+			~SOFT_ACKED_CANCEL))
 		goto unlock;
 	prod = atomic_load_explicit(prodp, memory_order_acquire);
 	cons = atomic_load_explicit(consp, memory_order_relaxed);
@@ -2723,6 +2783,11 @@ static void tx_qp(struct soft_qp *qp)
 	enum ibv_wc_status status;
 	const struct iovec *iov;
 	uint64_t st, now;
+	/* the responder's cumulative ACK (rx_ack), read once a pass: the
+	 * slots it covers were not written back */
+	uint64_t acked =
+		atomic_load_explicit(&qp->seg->acked, memory_order_acquire) &
+		~SOFT_ACKED_CANCEL;
 
 	while (qp->sq_tail != qp->sq_head) {
 		e = &qp->sq[qp->sq_tail & qp->sq_mask];
@@ -2737,11 +2802,15 @@ static void tx_qp(struct soft_qp *qp)
 				    (e->op == SOFT_OP_CMP_SWP ||
 				     e->op == SOFT_OP_FETCH_ADD))
 					iov_scatter(iov, 1, 0, s->payload, 8);
+			} else if (e->msgno < acked) {
+				status = IBV_WC_SUCCESS;
 			} else if (qp->state == IBV_QPS_ERR) {
-				status = cancel_slot(s, e->msgno,
+				/* one the responder committed before we could
+				 * withdraw it succeeded, as the ones before it:
+				 * a flush here and a success after it (DONE,
+				 * above) would leave a hole */
+				status = cancel_slot(qp, s, e->msgno,
 						     IBV_WC_WR_FLUSH_ERR);
-				if (status == IBV_WC_SUCCESS)
-					status = IBV_WC_WR_FLUSH_ERR;
 			} else if ((st & 0xff) == SOFT_SLOT_RNR) {
 				uint32_t code = s->rnr_timer & 31;
 
@@ -2749,7 +2818,7 @@ static void tx_qp(struct soft_qp *qp)
 				if (qp->attr.rnr_retry != 7 &&
 				    qp->rnr_count >= qp->attr.rnr_retry) {
 					status = cancel_slot(
-						s, e->msgno,
+						qp, s, e->msgno,
 						IBV_WC_RNR_RETRY_EXC_ERR);
 				} else {
 					now = soft_now_ns();
@@ -2775,8 +2844,9 @@ static void tx_qp(struct soft_qp *qp)
 				    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_XFER)) {
 					status = tx_chunk(qp, e, s, iov);
 					if (status != IBV_WC_SUCCESS) {
-						status = cancel_slot(
-							s, e->msgno, status);
+						status = cancel_slot(qp, s,
+								     e->msgno,
+								     status);
 						goto finished;
 					}
 				}
@@ -2813,7 +2883,7 @@ static void tx_qp(struct soft_qp *qp)
 					qp->next_check = now + 1000000;
 					return;
 				}
-				status = cancel_slot(s, e->msgno,
+				status = cancel_slot(qp, s, e->msgno,
 						     IBV_WC_RETRY_EXC_ERR);
 			}
 		finished:
@@ -3106,14 +3176,23 @@ void soft_progress(struct soft_context *ctx)
 	}
 }
 
-/* soft_poll_cq -- ibv_poll_cq: progress the context, then drain */
+/*
+ * soft_poll_cq -- ibv_poll_cq: progress the context, then drain.  A CQ
+ * that already holds the n completions asked for is drained without a
+ * pass, as an HCA's poll only reads its CQ: a pass takes up to 64
+ * messages and their receive WQEs, and a receiver that took them faster
+ * than it polls their completions (and posts its receives again) ran out
+ * of WQEs, RNR NAKs that cost the sender min_rnr_timer each
+ * (ib_send_bw -s 8: about 1,000 per million messages).
+ */
 int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct soft_cq *cq = to_scq(ibcq);
 	int i;
 
 	soft_lock(&cq->ctx->lock);
-	soft_progress(cq->ctx);
+	if (n <= 0 || cq->count < (uint32_t)n)
+		soft_progress(cq->ctx);
 	for (i = 0; i < n && cq->count; i++) {
 		wc[i] = cq->q[cq->head].wc;
 		if (++cq->head == cq->size)

@@ -579,6 +579,7 @@ static void qp_reset(struct soft_qp *qp)
 	}
 	atomic_store(&qp->seg->rq_prod, 0);
 	atomic_store(&qp->seg->rq_cons, 0);
+	atomic_store(&qp->seg->acked, 0);
 	atomic_store(&qp->seg->rx_lock, 0);
 	qp->no_serve = 0;
 	qp->wait_msgno = 0;

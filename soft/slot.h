@@ -19,7 +19,10 @@
 #define SOFT_SLOT_MAX_SGE 32	       /* == SOFT_MAX_SGE */
 #define SOFT_SLOT_MAX_MSG (1ull << 30) /* == SOFT_MAX_MSG_SZ */
 
-/* slot states (low byte of state; the message number is above it) */
+/* slot states (low byte of state; the message number is above it); a
+ * copied SEND the responder takes on its fast path stays READY and is
+ * acknowledged by the counter in the segment header instead (data.c,
+ * rx_ack) */
 enum {
 	SOFT_SLOT_READY = 1,
 	SOFT_SLOT_BUSY = 2,

@@ -212,7 +212,13 @@ struct soft_seg_hdr {
 	uint32_t ring_size;
 	uint64_t ring_off;
 	uint8_t pad2[24];
+	/* the responder's cumulative ACK of our copied SENDs (rx_slots):
+	 * every message numbered below it was delivered; SOFT_ACKED_CANCEL,
+	 * set by us before we withdraw a slot, freezes it (data.c) */
+	_Alignas(64) _Atomic uint64_t acked;
+	uint8_t pad3[56];
 };
+#define SOFT_ACKED_CANCEL (1ull << 63)
 
 /*
  * An SRQ's segment: its posted receives and an outbox of the receive
