@@ -10,6 +10,7 @@
 #   -q           quick run: a tenth of the messages
 #   -r ROUNDS    measure everything ROUNDS times, report medians (default 3)
 #   -s N         rdmamsg subscribers (default 3; perftest has one receiver)
+#   -z SIZES     message sizes, comma-separated (default 64,4096)
 #   -c           instead: instructions per message (64 B, 4 KiB) under callgrind
 #                (publisher, subscriber; default and reliable mode; and
 #                ib_send_bw's UD multicast sender), each the difference of
@@ -78,14 +79,16 @@ rounds=3
 nsub=3
 insns=0
 cg_size=64
-while getopts b:cqr:s: opt; do
+sizes='64 4096'
+while getopts b:cqr:s:z: opt; do
 	case $opt in
 	c) insns=1 ;;
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
 	s) nsub=$OPTARG ;;
-	*) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	z) sizes=${OPTARG//,/ } ;;
+	*) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -266,7 +269,7 @@ if [ "$insns" = 1 ]; then
 	echo "# bench-mcast -c: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), callgrind,"
 	echo "# runs of $n and $((2 * n)) messages; per message = difference / $n"
 	printf '%-40s %12s\n' process insn/msg
-	for cg_size in 64 4096; do
+	for cg_size in $sizes; do
 		for mode in default reliable; do
 			o=()
 			[ $mode = reliable ] && o=(--reliable 1024)
@@ -310,7 +313,7 @@ n_lat=$(iters 20000)
 # "latency" is a few hundred nanoseconds
 raw_bw=(-D 5 -f 1 -M "$mgid")
 for r in $(seq "$rounds"); do
-	for sz in 64 4096; do
+	for sz in $sizes; do
 		mc d "$nsub" "$sz" "$n_rate"
 		add "d_rate_$sz" "$d_rate"
 		add "d_recv_$sz" "$d_recv"
@@ -345,7 +348,7 @@ echo "rdmamsg multicast: rdmamsg_perf -P/-L, 1 publisher, $nsub subscriber(s), w
 echo "raw: perftest -c UD --mcg sender rate with 1 receiver, and with $nsub receivers (perftest's"
 echo "and $((nsub - 1)) sinks); on softrdma; medians of $rounds round(s), $n_rate messages per rate run"
 printf '%-38s %11s %11s %6s %11s %6s\n' metric rdmamsg "raw 1 rcv" ratio "raw $nsub rcv" ratio
-for sz in 64 4096; do
+for sz in $sizes; do
 	d=$(med "d_rate_$sz") r=$(med "r_rate_$sz") v=$(med "v_rate_$sz") w=$(med "w_rate_$sz")
 	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, default (msg/s)" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
 	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, reliable (win 1024)" "$r" "$v" "$(ratio2 "$r" "$v")" "$w" "$(ratio2 "$r" "$w")"
@@ -363,7 +366,7 @@ echo "per 1,000 messages, last round (publisher: datagrams sent, status/NAK data
 echo "received, heartbeats, publishes refused for the window; subscriber: datagrams"
 echo "received, status/NAK datagrams sent, duplicates, lost)"
 printf '%-24s %8s %8s %8s %8s | %8s %8s %6s %6s\n' run pub-dg pub-rx hb stalls sub-rx sub-tx dup lost
-for sz in 64 4096; do
+for sz in $sizes; do
 	for k in d rl; do
 		f=$tmp/$k.stats.$sz
 		[ -s "$f" ] || continue
