@@ -43,17 +43,19 @@
 #   group message, blocking in poll() as the rdmamsg subscribers do.
 #   The ratio at the same fan-out is the like-for-like one.
 # - warm-up: the rdmamsg members run -w 4096 first (4,096 untimed
-#   datagrams: every cell of the subscribers' 4,096-deep receive queues
-#   touched once, as in a member that has been up a while; softrdma's
-#   queues are shared memory that faults page by page on first touch,
-#   at some 10 us a fault on these machines).  perftest's 512-deep
+#   datagrams: every cell of the subscribers' receive queues, 4,096 deep
+#   at most, touched once, as in a member that has been up a while;
+#   softrdma's queues are shared memory that faults page by page on first
+#   touch, at some 10 us a fault on these machines).  perftest's 512-deep
 #   queues are touched within its first second, outside its measurement.
 # - rate runs take at least 100,000 messages (-q too).
 # - latency: ib_send_lat is a ping-pong (one message in flight) that
 #   busy-polls on both sides; rdmamsg's is the one-way latency of a
 #   paced stream to subscribers that block in poll() (the library's
 #   default use), a wake-up per message on a loaded machine.
-# - receive depth: the rdmamsg subscribers post 4,096 receives, the raw
+# - receive depth: the rdmamsg subscribers post 4,096 receives in default
+#   mode (rdmamsg_perf's default; in reliable mode its window + 128, all
+#   that flow control lets through), the raw
 #   receivers 512 (perftest's default, and the sinks'); a receiver with
 #   fewer posted takes less of an unpaced stream, and on softrdma every
 #   datagram it does not take costs the sender nothing: the default-mode
