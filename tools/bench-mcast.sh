@@ -66,6 +66,9 @@
 #   subscribers); in default mode what the publisher's rate is worth when
 #   a subscriber cannot keep up (the rest reported lost).  The raw
 #   receivers' take is not measured (perftest does not print it).
+# - "subscribers poll 30 us": rdmamsg_perf -L --poll-us 30, subscribers
+#   that look for the next message (yielding the CPU) for 30 us before
+#   they block; perftest's own receiver busy-polls, the sinks block.
 # - the publisher's and a subscriber's counters (datagrams, status
 #   messages, stalls, duplicates, losses) of the last round are printed
 #   per 1,000 messages.
@@ -302,6 +305,10 @@ ratio2() {
 }
 
 d_rate='' rl_rate='' p_lat='' v='' d_recv='' rl_recv='' d5_rate='' d5_recv=''
+dp_rate='' dp_recv='' rp_rate=''
+poll_us=30
+has_poll=0
+[ -x "$perf" ] && "$perf" --help 2>&1 | grep -q -- --poll-us && has_poll=1
 # rate runs: at least 100,000 messages (past the first milliseconds'
 # start-up), -q or not
 n_rate=$(iters 100000)
@@ -326,6 +333,15 @@ for r in $(seq "$rounds"); do
 		mc rl "$nsub" "$sz" "$n_rate" --reliable 1024
 		add "r_rate_$sz" "$rl_rate"
 		add "r_recv_$sz" "$rl_recv"
+		# subscribers that poll (yielding the CPU) before they block
+		# (n/a where rdmamsg_perf has no --poll-us)
+		if [ "$has_poll" = 1 ]; then
+			mc dp "$nsub" "$sz" "$n_rate" --poll-us "$poll_us"
+			add "dp_rate_$sz" "$dp_rate"
+			add "dp_recv_$sz" "$dp_recv"
+			mc rp "$nsub" "$sz" "$n_rate" --reliable 1024 --poll-us "$poll_us"
+			add "rp_rate_$sz" "$rp_rate"
+		fi
 		mc p "$nsub" "$sz" "$n_lat" --pace 10000
 		add "d_lat_$sz" "$p_lat"
 		raw v ib_send_bw "$sz" 5 0 "${raw_bw[@]}"
@@ -359,6 +375,10 @@ for sz in $sizes; do
 	printf '%-38s %11s %11s %6s %11s %6s\n' "  default, receive depth 512 as raw's" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
 	printf '%-38s %11s\n' "  received per subscriber, depth 512" "$(med "d5_recv_$sz")"
 	printf '%-38s %11s\n' "  received per subscriber, reliable" "$(med "r_recv_$sz")"
+	d=$(med "dp_rate_$sz") r=$(med "rp_rate_$sz")
+	printf '%-38s %11s %11s %6s %11s %6s\n' "  default, subscribers poll ${poll_us} us" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
+	printf '%-38s %11s\n' "  received per subscriber, polling" "$(med "dp_recv_$sz")"
+	printf '%-38s %11s %11s %6s %11s %6s\n' "  reliable, subscribers poll ${poll_us} us" "$r" "$v" "$(ratio2 "$r" "$v")" "$w" "$(ratio2 "$r" "$w")"
 	d=$(med "d_lat_$sz") v=$(med "v_lat_$sz")
 	printf '%-38s %11s %11s %6s\n' "latency $sz B at 10k/s (us)" "$d" "$v" "$(ratio2 "$d" "$v")"
 done

