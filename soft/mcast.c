@@ -48,8 +48,8 @@ struct mc_table {
 	uint32_t total;
 	uint32_t ngroups;
 	/* changes with every change of membership (from a random start):
-	 * a sender's copy of a group's members (mc_cache) stays good
-	 * while it does not */
+	 * a sender's copy of a group's members (struct soft_mc_cache)
+	 * stays good while it does not */
 	_Atomic uint32_t gen;
 	pthread_mutex_t lock;
 	struct mc_group g[SOFT_MCAST_GRP];
@@ -424,8 +424,8 @@ unmap:
  * mc_members -- the members of group mgid, from the sender's copy while
  * the table's generation says nothing changed (no lock shared with other
  * processes, no search on every datagram), else read again under the
- * table's lock; NULL when the group has no member here (or no copy could
- * be made)
+ * table's lock (none when the host has no table); NULL only when there
+ * is no memory for the copy
  */
 static const struct soft_mc_cache *mc_members(struct soft_mc_cache **cache,
 					      const uint8_t *mgid)
