@@ -92,7 +92,14 @@ while getopts b:cqr:s:z: opt; do
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
 	s) nsub=$OPTARG ;;
-	z) sizes=${OPTARG//,/ } ;;
+	z)
+		sizes=${OPTARG//,/ }
+		for s in ${sizes:-none}; do
+			case $s in
+			'' | *[!0-9]*) echo "bench-mcast.sh: -z $OPTARG: sizes are numbers" >&2; exit 2 ;;
+			esac
+		done
+		;;
 	*) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
@@ -351,7 +358,7 @@ for r in $(seq "$rounds"); do
 		add "w_rate_$sz" "$(awk -v v="$v" 'BEGIN { if (v + 0 > 0) printf "%.0f", v * 1e6 }')"
 		raw v ib_send_lat "$sz" 5 0 -n "$n_lat"
 		add "v_lat_$sz" "$v"
-		for k in d rl; do
+		for k in d rl rp; do
 			[ -s "$tmp/$k.stats" ] && cp "$tmp/$k.stats" "$tmp/$k.stats.$sz"
 		done
 		echo "# round $r, $sz B: rates default ${d_rate:-n/a} reliable ${rl_rate:-n/a}" \
@@ -389,13 +396,18 @@ echo "received, heartbeats, publishes refused for the window; subscriber: datagr
 echo "received, status/NAK datagrams sent, duplicates, lost)"
 printf '%-24s %8s %8s %8s %8s | %8s %8s %6s %6s\n' run pub-dg pub-rx hb stalls sub-rx sub-tx dup lost
 for sz in $sizes; do
-	for k in d rl; do
+	for k in d rl rp; do
 		f=$tmp/$k.stats.$sz
 		[ -s "$f" ] || continue
 		# "pub|sub published P received R datagrams sent S received X
 		#  heartbeats H stalls T naks sent A received B repairs Rr
 		#  (unicast U) duplicates D gaps G lost L receivers V"
-		awk -v name="$([ $k = d ] && echo default || echo reliable) $sz B" '
+		case $k in
+		d) name=default ;;
+		rl) name=reliable ;;
+		*) name="reliable, polling" ;;
+		esac
+		awk -v name="$name $sz B" '
 			{ pm[$1] = $3; rc[$1] = $5; ds[$1] = $8; dr[$1] = $10
 			  hb[$1] = $12; st[$1] = $14; du[$1] = $25; lo[$1] = $29 }
 			END {
