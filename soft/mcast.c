@@ -47,9 +47,19 @@ struct mc_table {
 	uint32_t unlinked;
 	uint32_t total;
 	uint32_t ngroups;
-	uint32_t pad;
+	/* changes with every change of membership (from a random start):
+	 * a sender's copy of a group's members (struct soft_mc_cache)
+	 * stays good while it does not */
+	_Atomic uint32_t gen;
 	pthread_mutex_t lock;
 	struct mc_group g[SOFT_MCAST_GRP];
+};
+
+/* a sending QP's copy of the members of the group it sent to last */
+struct soft_mc_cache {
+	uint8_t mgid[16];
+	uint32_t gen, n;
+	struct mc_member m[SOFT_MCAST_QP_ATT];
 };
 
 static struct mc_table *mc_tab;
@@ -89,6 +99,8 @@ static struct mc_table *mc_map_fd(int fd, int fresh)
 		return NULL;
 	if (fresh) {
 		soft_robust_init(&t->lock);
+		atomic_store(&t->gen, (uint32_t)soft_now_ns() ^
+					      (uint32_t)soft_self_pid << 12);
 		__atomic_store_n(&t->magic, MC_MAGIC, __ATOMIC_RELEASE);
 		return t;
 	}
@@ -177,6 +189,7 @@ static void mc_unlock(struct mc_table *t)
 /* mc_remove -- drop member i of group g; empty groups are freed */
 static void mc_remove(struct mc_table *t, struct mc_group *g, uint32_t i)
 {
+	atomic_fetch_add(&t->gen, 1);
 	g->m[i] = g->m[g->n - 1];
 	g->n--;
 	t->total--;
@@ -191,6 +204,7 @@ static void mc_sweep(struct mc_table *t)
 {
 	uint32_t gi, i, total = 0, ng = 0;
 
+	atomic_fetch_add(&t->gen, 1);
 	for (gi = 0; gi < SOFT_MCAST_GRP; gi++) {
 		struct mc_group *g = &t->g[gi];
 
@@ -312,6 +326,7 @@ int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 	g->m[g->n].start = soft_self_start;
 	g->n++;
 	t->total++;
+	atomic_fetch_add(&t->gen, 1);
 unlock:
 	mc_unlock(t);
 	if (!ret)
@@ -406,34 +421,79 @@ unmap:
 }
 
 /*
- * soft_mcast_send -- one datagram to every QP attached to mgid (with
- * block, not to the QPs of this process); returns the members found
+ * mc_members -- the members of group mgid, from the sender's copy while
+ * the table's generation says nothing changed (no lock shared with other
+ * processes, no search on every datagram), else read again under the
+ * table's lock (none when the host has no table); NULL only when there
+ * is no memory for the copy
  */
-uint32_t soft_mcast_send(struct soft_ud *u, const uint8_t *mgid, int block,
-			 struct ud_cell *h, const struct iovec *iov, int niov)
+static const struct soft_mc_cache *mc_members(struct soft_mc_cache **cache,
+					      const uint8_t *mgid)
 {
-	struct mc_member m[SOFT_MCAST_QP_ATT];
+	struct soft_mc_cache *c = *cache;
 	struct mc_table *t;
 	struct mc_group *g;
-	struct ud_peer *p;
-	uint32_t i, n = 0, ctx_idx;
 
-	t = mc_lock(0);
-	if (t) {
-		g = mc_find(t, mgid);
-		if (g) {
-			n = g->n;
-			memcpy(m, g->m, n * sizeof(m[0]));
-		}
-		pthread_mutex_unlock(&t->lock);
+	pthread_mutex_lock(&mc_local);
+	t = mc_tab;
+	if (c && t && !__atomic_load_n(&t->unlinked, __ATOMIC_ACQUIRE) &&
+	    atomic_load_explicit(&t->gen, memory_order_acquire) == c->gen &&
+	    !memcmp(c->mgid, mgid, 16)) {
+		pthread_mutex_unlock(&mc_local);
+		return c;
 	}
 	pthread_mutex_unlock(&mc_local);
+	if (!c) {
+		c = calloc(1, sizeof(*c)); /* a QP's first multicast send */
+		if (!c)
+			return NULL;
+		*cache = c;
+	}
+	c->n = 0;
+	t = mc_lock(0);
+	if (t) {
+		c->gen = atomic_load(&t->gen);
+		memcpy(c->mgid, mgid, 16);
+		g = mc_find(t, mgid);
+		if (g) {
+			c->n = g->n;
+			memcpy(c->m, g->m, c->n * sizeof(c->m[0]));
+		}
+		pthread_mutex_unlock(&t->lock);
+	} else {
+		memset(c->mgid, 0, sizeof(c->mgid)); /* no table: look again */
+		c->gen = 0;
+	}
+	pthread_mutex_unlock(&mc_local);
+	return c;
+}
+
+/* soft_mcast_cache_free -- a destroyed QP's copy of a group's members */
+void soft_mcast_cache_free(struct soft_mc_cache **cache)
+{
+	free(*cache);
+	*cache = NULL;
+}
+
+/*
+ * soft_mcast_send -- one datagram to every QP attached to mgid (with
+ * block, not to the QPs of this process); returns the members found.
+ * cache: the sending QP's copy of the members (its send lock held).
+ */
+uint32_t soft_mcast_send(struct soft_ud *u, struct soft_mc_cache **cache,
+			 const uint8_t *mgid, int block, struct ud_cell *h,
+			 const struct iovec *iov, int niov)
+{
+	const struct soft_mc_cache *c = mc_members(cache, mgid);
+	struct ud_peer *p;
+	uint32_t i, n = c ? c->n : 0, ctx_idx;
+
 	for (i = 0; i < n; i++) {
 		/* "self": the QPs of the sending process */
-		if (block && m[i].pid == soft_self_pid &&
-		    m[i].start == soft_self_start)
+		if (block && c->m[i].pid == soft_self_pid &&
+		    c->m[i].start == soft_self_start)
 			continue;
-		p = soft_ud_peer(u, m[i].qpn, IBV_QPT_UD, &ctx_idx);
+		p = soft_ud_peer(u, c->m[i].qpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
 			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0);
 	}

@@ -143,8 +143,9 @@ struct soft_ud {
 	int srq; /* receives come from an SRQ */
 	struct ud_peer peer[UD_NPEER];
 	unsigned int victim;
-	uint64_t lost;	      /* sent towards no reachable QP */
-	struct ud_pend *pend; /* UC: WRs waiting for queue room */
+	struct soft_mc_cache *mc; /* the members of the group sent to last */
+	uint64_t lost;		  /* sent towards no reachable QP */
+	struct ud_pend *pend;	  /* UC: WRs waiting for queue room */
 	uint32_t pend_size;
 	uint64_t pend_head, pend_tail;
 };
@@ -292,6 +293,7 @@ static void ud_destroy(struct soft_qp *qp)
 	soft_net_release(qp); /* before the queue it feeds goes */
 	for (i = 0; i < UD_NPEER; i++)
 		peer_unmap(&u->peer[i]);
+	soft_mcast_cache_free(&u->mc);
 	pend_drop(qp);
 	free(u->pend);
 	free(u->rq);
@@ -852,7 +854,12 @@ int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		copy_in(c + UD_CELL_HDR, part, iov, niov, &k, &ko);
 		left -= part;
 	}
-	atomic_fetch_add_explicit(&q->accepted, 1, memory_order_relaxed);
+	/* the lock makes us the only writer of accepted: no locked add,
+	 * which would wait for the copy's stores */
+	atomic_store_explicit(
+		&q->accepted,
+		atomic_load_explicit(&q->accepted, memory_order_relaxed) + 1,
+		memory_order_relaxed);
 	atomic_store_explicit(&q->tail, tail + n, memory_order_release);
 out:
 	pthread_mutex_unlock(&q->lock);
@@ -1198,7 +1205,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		}
 		/* this host's members through shm, other hosts' as one
 		 * RoCE v2 packet to the group (SOFTRDMA_NET=1) */
-		n = soft_mcast_send(qp->ud, h->dgid,
+		n = soft_mcast_send(qp->ud, &qp->ud->mc, h->dgid,
 				    !!(qp->ud->create_flags &
 				       IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
 				    h, iov, wr->num_sge);

@@ -35,8 +35,11 @@ struct soft_net_ud;
 void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d);
 
 /* mcast.c: send to a group (the members found), a QP's last leave */
-uint32_t soft_mcast_send(struct soft_ud *u, const uint8_t *mgid, int block,
-			 struct ud_cell *h, const struct iovec *iov, int niov);
+struct soft_mc_cache; /* a sending QP's copy of a group's members */
+uint32_t soft_mcast_send(struct soft_ud *u, struct soft_mc_cache **cache,
+			 const uint8_t *mgid, int block, struct ud_cell *h,
+			 const struct iovec *iov, int niov);
+void soft_mcast_cache_free(struct soft_mc_cache **cache);
 void soft_mcast_forget_qp(uint32_t qpn);
 
 /* soft_ud_seg_extra -- bytes a UD/UC QP adds to its shm segment */

@@ -10,6 +10,7 @@
 #   -q           quick run: a tenth of the messages
 #   -r ROUNDS    measure everything ROUNDS times, report medians (default 3)
 #   -s N         rdmamsg subscribers (default 3; perftest has one receiver)
+#   -z SIZES     message sizes, comma-separated (default 64,4096)
 #   -c           instead: instructions per message (64 B, 4 KiB) under callgrind
 #                (publisher, subscriber; default and reliable mode; and
 #                ib_send_bw's UD multicast sender), each the difference of
@@ -42,17 +43,19 @@
 #   group message, blocking in poll() as the rdmamsg subscribers do.
 #   The ratio at the same fan-out is the like-for-like one.
 # - warm-up: the rdmamsg members run -w 4096 first (4,096 untimed
-#   datagrams: every cell of the subscribers' 4,096-deep receive queues
-#   touched once, as in a member that has been up a while; softrdma's
-#   queues are shared memory that faults page by page on first touch,
-#   at some 10 us a fault on these machines).  perftest's 512-deep
+#   datagrams: every cell of the subscribers' receive queues, 4,096 deep
+#   at most, touched once, as in a member that has been up a while;
+#   softrdma's queues are shared memory that faults page by page on first
+#   touch, at some 10 us a fault on these machines).  perftest's 512-deep
 #   queues are touched within its first second, outside its measurement.
 # - rate runs take at least 100,000 messages (-q too).
 # - latency: ib_send_lat is a ping-pong (one message in flight) that
 #   busy-polls on both sides; rdmamsg's is the one-way latency of a
 #   paced stream to subscribers that block in poll() (the library's
 #   default use), a wake-up per message on a loaded machine.
-# - receive depth: the rdmamsg subscribers post 4,096 receives, the raw
+# - receive depth: the rdmamsg subscribers post 4,096 receives in default
+#   mode (rdmamsg_perf's default; in reliable mode its window + 128, all
+#   that flow control lets through), the raw
 #   receivers 512 (perftest's default, and the sinks'); a receiver with
 #   fewer posted takes less of an unpaced stream, and on softrdma every
 #   datagram it does not take costs the sender nothing: the default-mode
@@ -63,6 +66,9 @@
 #   subscribers); in default mode what the publisher's rate is worth when
 #   a subscriber cannot keep up (the rest reported lost).  The raw
 #   receivers' take is not measured (perftest does not print it).
+# - "subscribers poll 30 us": rdmamsg_perf -L --poll-us 30, subscribers
+#   that look for the next message (yielding the CPU) for 30 us before
+#   they block; perftest's own receiver busy-polls, the sinks block.
 # - the publisher's and a subscriber's counters (datagrams, status
 #   messages, stalls, duplicates, losses) of the last round are printed
 #   per 1,000 messages.
@@ -78,14 +84,23 @@ rounds=3
 nsub=3
 insns=0
 cg_size=64
-while getopts b:cqr:s: opt; do
+sizes='64 4096'
+while getopts b:cqr:s:z: opt; do
 	case $opt in
 	c) insns=1 ;;
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
 	s) nsub=$OPTARG ;;
-	*) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	z)
+		sizes=${OPTARG//,/ }
+		for s in ${sizes:-none}; do
+			case $s in
+			'' | *[!0-9]*) echo "bench-mcast.sh: -z $OPTARG: sizes are numbers" >&2; exit 2 ;;
+			esac
+		done
+		;;
+	*) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -266,7 +281,7 @@ if [ "$insns" = 1 ]; then
 	echo "# bench-mcast -c: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), callgrind,"
 	echo "# runs of $n and $((2 * n)) messages; per message = difference / $n"
 	printf '%-40s %12s\n' process insn/msg
-	for cg_size in 64 4096; do
+	for cg_size in $sizes; do
 		for mode in default reliable; do
 			o=()
 			[ $mode = reliable ] && o=(--reliable 1024)
@@ -297,6 +312,10 @@ ratio2() {
 }
 
 d_rate='' rl_rate='' p_lat='' v='' d_recv='' rl_recv='' d5_rate='' d5_recv=''
+dp_rate='' dp_recv='' rp_rate=''
+poll_us=30
+has_poll=0
+[ -x "$perf" ] && "$perf" --help 2>&1 | grep -q -- --poll-us && has_poll=1
 # rate runs: at least 100,000 messages (past the first milliseconds'
 # start-up), -q or not
 n_rate=$(iters 100000)
@@ -310,7 +329,7 @@ n_lat=$(iters 20000)
 # "latency" is a few hundred nanoseconds
 raw_bw=(-D 5 -f 1 -M "$mgid")
 for r in $(seq "$rounds"); do
-	for sz in 64 4096; do
+	for sz in $sizes; do
 		mc d "$nsub" "$sz" "$n_rate"
 		add "d_rate_$sz" "$d_rate"
 		add "d_recv_$sz" "$d_recv"
@@ -321,6 +340,15 @@ for r in $(seq "$rounds"); do
 		mc rl "$nsub" "$sz" "$n_rate" --reliable 1024
 		add "r_rate_$sz" "$rl_rate"
 		add "r_recv_$sz" "$rl_recv"
+		# subscribers that poll (yielding the CPU) before they block
+		# (n/a where rdmamsg_perf has no --poll-us)
+		if [ "$has_poll" = 1 ]; then
+			mc dp "$nsub" "$sz" "$n_rate" --poll-us "$poll_us"
+			add "dp_rate_$sz" "$dp_rate"
+			add "dp_recv_$sz" "$dp_recv"
+			mc rp "$nsub" "$sz" "$n_rate" --reliable 1024 --poll-us "$poll_us"
+			add "rp_rate_$sz" "$rp_rate"
+		fi
 		mc p "$nsub" "$sz" "$n_lat" --pace 10000
 		add "d_lat_$sz" "$p_lat"
 		raw v ib_send_bw "$sz" 5 0 "${raw_bw[@]}"
@@ -330,7 +358,7 @@ for r in $(seq "$rounds"); do
 		add "w_rate_$sz" "$(awk -v v="$v" 'BEGIN { if (v + 0 > 0) printf "%.0f", v * 1e6 }')"
 		raw v ib_send_lat "$sz" 5 0 -n "$n_lat"
 		add "v_lat_$sz" "$v"
-		for k in d rl; do
+		for k in d rl rp; do
 			[ -s "$tmp/$k.stats" ] && cp "$tmp/$k.stats" "$tmp/$k.stats.$sz"
 		done
 		echo "# round $r, $sz B: rates default ${d_rate:-n/a} reliable ${rl_rate:-n/a}" \
@@ -345,7 +373,7 @@ echo "rdmamsg multicast: rdmamsg_perf -P/-L, 1 publisher, $nsub subscriber(s), w
 echo "raw: perftest -c UD --mcg sender rate with 1 receiver, and with $nsub receivers (perftest's"
 echo "and $((nsub - 1)) sinks); on softrdma; medians of $rounds round(s), $n_rate messages per rate run"
 printf '%-38s %11s %11s %6s %11s %6s\n' metric rdmamsg "raw 1 rcv" ratio "raw $nsub rcv" ratio
-for sz in 64 4096; do
+for sz in $sizes; do
 	d=$(med "d_rate_$sz") r=$(med "r_rate_$sz") v=$(med "v_rate_$sz") w=$(med "w_rate_$sz")
 	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, default (msg/s)" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
 	printf '%-38s %11s %11s %6s %11s %6s\n' "publish rate $sz B, reliable (win 1024)" "$r" "$v" "$(ratio2 "$r" "$v")" "$w" "$(ratio2 "$r" "$w")"
@@ -354,6 +382,10 @@ for sz in 64 4096; do
 	printf '%-38s %11s %11s %6s %11s %6s\n' "  default, receive depth 512 as raw's" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
 	printf '%-38s %11s\n' "  received per subscriber, depth 512" "$(med "d5_recv_$sz")"
 	printf '%-38s %11s\n' "  received per subscriber, reliable" "$(med "r_recv_$sz")"
+	d=$(med "dp_rate_$sz") r=$(med "rp_rate_$sz")
+	printf '%-38s %11s %11s %6s %11s %6s\n' "  default, subscribers poll ${poll_us} us" "$d" "$v" "$(ratio2 "$d" "$v")" "$w" "$(ratio2 "$d" "$w")"
+	printf '%-38s %11s\n' "  received per subscriber, polling" "$(med "dp_recv_$sz")"
+	printf '%-38s %11s %11s %6s %11s %6s\n' "  reliable, subscribers poll ${poll_us} us" "$r" "$v" "$(ratio2 "$r" "$v")" "$w" "$(ratio2 "$r" "$w")"
 	d=$(med "d_lat_$sz") v=$(med "v_lat_$sz")
 	printf '%-38s %11s %11s %6s\n' "latency $sz B at 10k/s (us)" "$d" "$v" "$(ratio2 "$d" "$v")"
 done
@@ -363,14 +395,19 @@ echo "per 1,000 messages, last round (publisher: datagrams sent, status/NAK data
 echo "received, heartbeats, publishes refused for the window; subscriber: datagrams"
 echo "received, status/NAK datagrams sent, duplicates, lost)"
 printf '%-24s %8s %8s %8s %8s | %8s %8s %6s %6s\n' run pub-dg pub-rx hb stalls sub-rx sub-tx dup lost
-for sz in 64 4096; do
-	for k in d rl; do
+for sz in $sizes; do
+	for k in d rl rp; do
 		f=$tmp/$k.stats.$sz
 		[ -s "$f" ] || continue
 		# "pub|sub published P received R datagrams sent S received X
 		#  heartbeats H stalls T naks sent A received B repairs Rr
 		#  (unicast U) duplicates D gaps G lost L receivers V"
-		awk -v name="$([ $k = d ] && echo default || echo reliable) $sz B" '
+		case $k in
+		d) name=default ;;
+		rl) name=reliable ;;
+		*) name="reliable, polling" ;;
+		esac
+		awk -v name="$name $sz B" '
 			{ pm[$1] = $3; rc[$1] = $5; ds[$1] = $8; dr[$1] = $10
 			  hb[$1] = $12; st[$1] = $14; du[$1] = $25; lo[$1] = $29 }
 			END {

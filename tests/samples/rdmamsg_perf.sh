@@ -200,6 +200,13 @@ for i in 1 2; do
 	ok $? "mcast reliable: subscriber $i received every message, lost none"
 done
 
+# --poll-us: subscribers that poll before they block miss nothing either
+mcast --reliable 512 --poll-us 30
+for i in 1 2; do
+	all_timed "$tap_tmp/sub$i"
+	ok $? "mcast reliable, subscribers polling 30 us: subscriber $i received every message, lost none"
+done
+
 # -w: untimed warm-up messages first, counted apart by the subscribers
 mcast --reliable 512 -w 300
 for i in 1 2; do
@@ -231,6 +238,12 @@ ok $? "usage error: --recv-depth without a group exits 2"
 "$perf" -L 239.1.2.3 --recv-depth 8 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: --recv-depth below 16 exits 2"
+"$perf" -c 127.0.0.1 --poll-us 30 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --poll-us without a group exits 2"
+"$perf" -L 239.1.2.3 --poll-us 1000001 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --poll-us above 1000000 exits 2"
 for bad in 0 -1 x 1x 100000001 99999999999999999999 ""; do
 	timeout -k 10 60 "$perf" -c 127.0.0.1 -t bw --window "$bad" >/dev/null 2>"$tap_tmp/err"
 	[ $? = 2 ] && grep -q -- '--window' "$tap_tmp/err"

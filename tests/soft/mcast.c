@@ -387,6 +387,13 @@ static void test_traffic(void)
 	ok(!send_batch(&tx, tx.qp, ah, 64, 0, 1) &&
 		   t_wait(lo.cq, &wc, 1, 50) == 0,
 	   "a detached QP receives nothing");
+	/* the sender keeps a copy of the members while nothing changes:
+	 * a QP that joins after its last send gets the next one */
+	lseq = 0;
+	ok(!ibv_attach_mcast(lo.qp, &mgid, 0) &&
+		   !send_batch(&tx, tx.qp, ah, 64, 0, 1) &&
+		   !lo_drain(&lo, 1, 64, &lseq, tx.qp->qp_num, &mgid),
+	   "a QP attached again after the sender's last send receives");
 	ibv_destroy_ah(ah);
 	ibv_destroy_qp(blk);
 	ud_close(&lo);
