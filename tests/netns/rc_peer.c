@@ -330,6 +330,25 @@ static int tcp_connect(const char *host, int port)
 		 strerror(err), i, strerror(first));
 }
 
+/* peer_connect -- our QP (its memory MR) connected to the server's at
+ * HOST:PORT, whose info lands in PEER; the TCP connection, once the
+ * server says it is ready */
+static int peer_connect(const char *host, int port, struct ibv_mr *mr,
+			struct info *peer)
+{
+	struct info me;
+	uint8_t ready;
+	int fd;
+
+	my_info(&me, mr);
+	fd = tcp_connect(host, port);
+	xfer(fd, peer, sizeof(*peer), 0);
+	xfer(fd, &me, sizeof(me), 1);
+	connect_qp(&me, peer);
+	xfer(fd, &ready, 1, 0);
+	return fd;
+}
+
 static int server(int port)
 {
 	uint8_t *buf = aligned_alloc(4096, (size_t)(NRECV + 1) * BIG + 4096);
@@ -475,7 +494,7 @@ static int client(const char *host, int port, int rounds)
 	uint8_t *rd = aligned_alloc(4096, BIG);
 	uint64_t *at = aligned_alloc(64, 64);
 	struct ibv_mr *mtx, *mrx, *mrd, *mat;
-	struct info me, peer;
+	struct info peer;
 	uint32_t seq = 0, report[4];
 	int fd, r, n, fails = 0, echoed = 0;
 	double t0;
@@ -489,12 +508,7 @@ static int client(const char *host, int port, int rounds)
 	mat = ibv_reg_mr(pd, at, 64, IBV_ACCESS_LOCAL_WRITE);
 	if (!mtx || !mrx || !mrd || !mat)
 		bail_out("reg_mr");
-	my_info(&me, mtx);
-	fd = tcp_connect(host, port);
-	xfer(fd, &peer, sizeof(peer), 0);
-	xfer(fd, &me, sizeof(me), 1);
-	connect_qp(&me, &peer);
-	xfer(fd, report, 1, 0); /* the server is ready */
+	fd = peer_connect(host, port, mtx, &peer);
 	ok(1, "QP %u (GID index %d) connected to QP %u on %s", qp->qp_num,
 	   gid_idx, peer.qpn, host);
 	hold();
@@ -727,11 +741,10 @@ static int cut(const char *host, int port)
 {
 	uint8_t *tx = aligned_alloc(4096, BIG), *rx = aligned_alloc(4096, BIG);
 	struct ibv_mr *mtx, *mrx;
-	struct info me, peer;
+	struct info peer;
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qi;
 	struct ibv_wc w;
-	uint32_t dummy;
 	double t0, el = 0, allow, tmo;
 	int fd, i, k, exc = 0, flushed = 0, other = 0;
 	char line[16];
@@ -743,12 +756,7 @@ static int cut(const char *host, int port)
 	mrx = ibv_reg_mr(pd, rx, BIG, IBV_ACCESS_LOCAL_WRITE);
 	if (!mtx || !mrx)
 		bail_out("reg_mr");
-	my_info(&me, mtx);
-	fd = tcp_connect(host, port);
-	xfer(fd, &peer, sizeof(peer), 0);
-	xfer(fd, &me, sizeof(me), 1);
-	connect_qp(&me, &peer);
-	xfer(fd, &dummy, 1, 0); /* the server is ready */
+	fd = peer_connect(host, port, mtx, &peer);
 	fill(tx, 4096, 0);
 	post_recv(rx, BIG, mrx->lkey, 2);
 	post(IBV_WR_SEND, tx, 4096, mtx->lkey, 1, 0, 0, 0);
@@ -855,10 +863,9 @@ static int last_server(int port, const char *how)
 static int last_client(const char *host, int port)
 {
 	uint8_t *tx = aligned_alloc(4096, 4096);
-	struct info me, peer;
+	struct info peer;
 	struct ibv_mr *mr;
 	struct ibv_wc w;
-	uint32_t dummy;
 	int fd;
 
 	if (!tx)
@@ -867,12 +874,7 @@ static int last_client(const char *host, int port)
 	mr = ibv_reg_mr(pd, tx, 4096, IBV_ACCESS_LOCAL_WRITE);
 	if (!mr)
 		bail_out("reg_mr");
-	my_info(&me, mr);
-	fd = tcp_connect(host, port);
-	xfer(fd, &peer, sizeof(peer), 0);
-	xfer(fd, &me, sizeof(me), 1);
-	connect_qp(&me, &peer);
-	xfer(fd, &dummy, 1, 0); /* the server is ready */
+	fd = peer_connect(host, port, mr, &peer);
 	fill(tx, 64, 0);
 	if (post(IBV_WR_SEND, tx, 64, mr->lkey, 1, 0, 0, 0))
 		bail_out("post");
@@ -1461,12 +1463,7 @@ static int rd_client(const char *host, int port, uint32_t size, int count)
 	mr = ibv_reg_mr(pd, mem, size, IBV_ACCESS_LOCAL_WRITE);
 	if (!mr)
 		bail_out("reg_mr");
-	my_info(&me, mr);
-	fd = tcp_connect(host, port);
-	xfer(fd, &peer, sizeof(peer), 0);
-	xfer(fd, &me, sizeof(me), 1);
-	connect_qp(&me, &peer);
-	xfer(fd, &me, 1, 0); /* the server is ready */
+	fd = peer_connect(host, port, mr, &peer);
 	for (i = 0; i < count; i++) {
 		struct ibv_wc wc;
 		double t;
