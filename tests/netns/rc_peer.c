@@ -330,6 +330,18 @@ static int tcp_connect(const char *host, int port)
 		 strerror(err), i, strerror(first));
 }
 
+/* peer_accept -- the client of PORT connected to our QP (ME, its info),
+ * PEER the client's; the TCP connection */
+static int peer_accept(int port, struct info *me, struct info *peer)
+{
+	int fd = tcp_listen(port);
+
+	xfer(fd, me, sizeof(*me), 1);
+	xfer(fd, peer, sizeof(*peer), 0);
+	connect_qp(me, peer);
+	return fd;
+}
+
 /* peer_connect -- our QP (its memory MR) connected to the server's at
  * HOST:PORT, whose info lands in PEER; the TCP connection, once the
  * server says it is ready */
@@ -372,10 +384,7 @@ static int server(int port)
 		bail_out("reg_mr");
 	my_info(&me, mr);
 	me.addr = (uintptr_t)win;
-	fd = tcp_listen(port);
-	xfer(fd, &me, sizeof(me), 1);
-	xfer(fd, &peer, sizeof(peer), 0);
-	connect_qp(&me, &peer);
+	fd = peer_accept(port, &me, &peer);
 	for (i = 0; i < NRECV; i++)
 		post_recv(buf + (size_t)i * BIG, BIG, mr->lkey, (uint64_t)i);
 	xfer(fd, &me, 1, 1); /* ready */
@@ -838,10 +847,7 @@ static int last_server(int port, const char *how)
 	if (!mr)
 		bail_out("reg_mr");
 	my_info(&me, mr);
-	fd = tcp_listen(port);
-	xfer(fd, &me, sizeof(me), 1);
-	xfer(fd, &peer, sizeof(peer), 0);
-	connect_qp(&me, &peer);
+	fd = peer_accept(port, &me, &peer);
 	post_recv(buf, 4096, mr->lkey, 0);
 	/* polling for a while first: the packets are then ours to take, not
 	 * the receive thread's (it leaves the sockets to a poller) */
@@ -1434,10 +1440,7 @@ static int rd_server(int port, uint32_t size)
 	if (!mr)
 		bail_out("reg_mr");
 	my_info(&me, mr);
-	fd = tcp_listen(port);
-	xfer(fd, &me, sizeof(me), 1);
-	xfer(fd, &peer, sizeof(peer), 0);
-	connect_qp(&me, &peer);
+	fd = peer_accept(port, &me, &peer);
 	xfer(fd, &me, 1, 1); /* ready */
 	xfer(fd, &c, 1, 0);  /* the client is done with our memory */
 	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) ||
