@@ -21,7 +21,8 @@
  * rkeys of MRs and memory windows checked as on one host (mw.c), RNR NAK
  * when no receive is posted).  It sends its packets itself, from
  * unconnected UDP sockets with IP_PMTUDISC_DO (the ICRC covers the IPv4
- * id, which Linux leaves 0 for such packets), and takes its packets in
+ * id, which Linux leaves 0 for such packets, and numbers 0, 1, 2 ... in
+ * the segments of a GSO send: batch_commit), and takes its packets in
  * whichever thread polls: an application thread busy-polling a CQ reads
  * its socket itself (soft_net_progress), and while none has for a
  * millisecond, a receive thread of the process (net_main) waits on it.
@@ -367,8 +368,10 @@ static void batch_flush(void)
 			i += (unsigned int)r;
 			continue;
 		}
+		/* not EINVAL: a QP's path MTU above the link's (lost, as
+		 * a switch drops such packets) must not end GSO for all */
 		if (tb->mm[i].msg_hdr.msg_iovlen > 1 &&
-		    (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT ||
+		    (errno == EIO || errno == ENOPROTOOPT ||
 		     errno == EOPNOTSUPP))
 			gso_refused(i);
 		i++; /* refused: that one lost */
