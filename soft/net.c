@@ -284,7 +284,8 @@ static void raw_send(int fd, const void *buf, size_t len,
  * datagram with UDP_SEGMENT, which crosses the stack, veth and bridge
  * whole; the kernel (or a NIC) cuts it into the packets again, packet k
  * with IPv4 identification k, so its ICRC is made for k (roce.h).  A
- * message's first packet is longer (RETH) and leaves alone.  Where the
+ * message's first packet is longer (RETH): the next ends its datagram,
+ * the rest share another.  Where the
  * kernel refuses it (UDP_SEGMENT unknown, a device that cannot checksum),
  * or with SOFTRDMA_NET_GSO=0, each packet is a datagram.
  */
