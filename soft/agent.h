@@ -98,7 +98,6 @@ void soft_ag_gro(int fd);
  * check are written over the last AG_HEAD bytes before it.  Returns the
  * packets given to FN.
  */
-struct ag_fwd;
 typedef void ag_seg_fn(void *arg, uint8_t *pkt, size_t n,
 		       const struct ag_fwd *fw);
 int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
