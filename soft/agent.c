@@ -622,6 +622,7 @@ static void ag_give_socket(int cfd, uint32_t family)
 	int fi, k;
 
 	memset(&m, 0, sizeof(m));
+	memset(&u, 0, sizeof(u)); /* the padding after the descriptor too */
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
 	if (family != AF_INET && family != AF_INET6)
