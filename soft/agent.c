@@ -40,6 +40,7 @@
 #include <linux/filter.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -73,7 +74,6 @@
 #define AG_STEER_MAX   1024 /* QPNs the kernel steers; the rest: the agent */
 #define AG_MAX_MC      4096
 #define AG_BATCH       16
-#define AG_BUF	       (ROCE_MAX_HDR_LEN + ROCE_ATMETH_LEN + ROCE_MAX_PMTU + 72)
 
 struct ag_qp {
 	uint32_t qpn;
@@ -174,9 +174,11 @@ static int ag_udp(int family, int slot)
 		goto fail;
 	if (bind(fd, (struct sockaddr *)&ss, sl))
 		goto fail;
-	if (!slot)
+	if (!slot) {
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one,
 				 sizeof(one));
+		soft_ag_gro(fd);
+	}
 	return fd;
 fail:
 	close(fd);
@@ -311,20 +313,43 @@ static void ag_fwd_to(int fd, const struct ag_fwd *fw, const uint8_t *pkt,
 	(void)!sendmsg(fd, &om, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
-		     struct ag_fwd *fw)
+int soft_gso_enabled(void)
 {
-	size_t hl = roce_ip_udp_len(family);
+	static int on = -1;
+
+	if (on < 0) {
+		const char *e = getenv("SOFTRDMA_NET_GSO");
+
+		on = !e || strcmp(e, "0");
+	}
+	return on;
+}
+
+void soft_ag_gro(int fd)
+{
+	int on = soft_gso_enabled();
+
+	/* refused (ENOPROTOOPT before Linux 5.0): the kernel cuts a GSO
+	 * datagram for us, which soft_ag_datagram takes as well */
+	(void)setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on));
+}
+
+int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
+		     ag_seg_fn *fn, void *arg)
+{
+	size_t hl = roce_ip_udp_len(family), gso = 0, off, len;
 	const struct sockaddr_storage *from = m->msg_name;
 	struct cmsghdr *c;
 	struct roce_ip ip;
-	int have_dst = 0;
+	struct ag_fwd fw;
+	int have_dst = 0, got = 0;
+	unsigned int k;
 
 	if (n < ROCE_BTH_LEN + ROCE_ICRC_LEN || (m->msg_flags & MSG_TRUNC) ||
 	    !hl || hl > AG_HEAD)
-		return -1;
+		return 0;
 	memset(&ip, 0, sizeof(ip));
-	memset(fw, 0, sizeof(*fw));
+	memset(&fw, 0, sizeof(fw));
 	ip.family = family;
 	ip.dport = ROCE_UDP_PORT;
 	for (c = CMSG_FIRSTHDR((struct msghdr *)(uintptr_t)m); c;
@@ -344,10 +369,16 @@ int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
 			memcpy(ip.dst, &pi.ipi6_addr, 16);
 			have_dst = 1;
+		} else if (c->cmsg_level == IPPROTO_UDP &&
+			   c->cmsg_type == UDP_GRO) {
+			int g;
+
+			memcpy(&g, CMSG_DATA(c), sizeof(g));
+			gso = g > 0 ? (size_t)g : 0;
 		}
 	}
 	if (!have_dst || !from)
-		return -1;
+		return 0;
 	if (family == AF_INET) {
 		const struct sockaddr_in *s = (const struct sockaddr_in *)from;
 
@@ -360,16 +391,30 @@ int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
 		memcpy(ip.src, &s->sin6_addr, 16);
 		ip.sport = ntohs(s->sin6_port);
 	}
-	fw->family = (uint8_t)family;
-	fw->sport = ip.sport;
-	memcpy(fw->src, ip.src, 16);
-	memcpy(fw->dst, ip.dst, 16);
-	/* the headers the ICRC covers, just before the packet; a bad ICRC
-	 * is dropped, as an HCA drops it */
-	if (roce_ip_udp_hdr(&ip, pkt - hl, hl + n, n) != (ssize_t)hl ||
-	    roce_icrc_check(pkt - hl, hl + n))
-		return -1;
-	return 0;
+	fw.family = (uint8_t)family;
+	fw.sport = ip.sport;
+	memcpy(fw.src, ip.src, 16);
+	memcpy(fw.dst, ip.dst, 16);
+	/* a datagram taken whole (UDP_GRO) is segments of GSO bytes, the
+	 * last maybe shorter, each a packet of its own as on the wire */
+	if (!gso || gso > n)
+		gso = n;
+	for (k = 0, off = 0; off < n; k++, off += len) {
+		uint8_t *p = pkt + off;
+
+		len = n - off < gso ? n - off : gso;
+		/* the headers the ICRC covers, just before the segment
+		 * (over the tail of the one before, done with); a bad ICRC
+		 * is dropped, as an HCA drops it */
+		if (len < ROCE_BTH_LEN + ROCE_ICRC_LEN ||
+		    roce_ip_udp_hdr(&ip, p - hl, hl + len, len) !=
+			    (ssize_t)hl ||
+		    roce_icrc_check_seg(p - hl, hl + len, k))
+			continue;
+		fn(arg, p, len, &fw);
+		got++;
+	}
+	return got;
 }
 
 void soft_ag_recv_init(struct mmsghdr *mm, struct ag_rxbuf *rb, uint8_t *buf,
@@ -382,39 +427,49 @@ void soft_ag_recv_init(struct mmsghdr *mm, struct ag_rxbuf *rb, uint8_t *buf,
 		rb[j].iov.iov_len = size - AG_HEAD;
 		memset(&mm[j], 0, sizeof(mm[j]));
 		mm[j].msg_hdr.msg_name = &rb[j].from;
-		mm[j].msg_hdr.msg_namelen = sizeof(rb[j].from);
 		mm[j].msg_hdr.msg_iov = &rb[j].iov;
 		mm[j].msg_hdr.msg_iovlen = 1;
 		mm[j].msg_hdr.msg_control = rb[j].ctl;
-		mm[j].msg_hdr.msg_controllen = sizeof(rb[j].ctl);
+	}
+	soft_ag_recv_reset(mm, count);
+}
+
+void soft_ag_recv_reset(struct mmsghdr *mm, unsigned int count)
+{
+	unsigned int j;
+
+	for (j = 0; j < count; j++) {
+		mm[j].msg_hdr.msg_namelen =
+			mm[j].msg_hdr.msg_name ? sizeof(struct sockaddr_storage)
+					       : 0;
+		mm[j].msg_hdr.msg_controllen =
+			mm[j].msg_hdr.msg_control ? AG_CTL_LEN : 0;
 	}
 }
 
-/* ag_rx_one -- a datagram that came to the agent: checked, handed to the
+/* ag_rx_one -- a packet that came to the agent, checked: handed to the
  * process of its QPN, or to every member of its group */
-static void ag_rx_one(int family, uint8_t *pkt, size_t n,
-		      const struct msghdr *m)
+static void ag_rx_one(void *arg, uint8_t *pkt, size_t n,
+		      const struct ag_fwd *fw)
 {
-	struct ag_fwd fw;
 	uint32_t qpn;
 	int i;
 
-	if (soft_ag_datagram(family, pkt, n, m, &fw))
-		return;
+	(void)arg;
 	qpn = (uint32_t)pkt[5] << 16 | (uint32_t)pkt[6] << 8 | pkt[7];
-	if (soft_addr_is_mcast(family, fw.dst)) {
+	if (soft_addr_is_mcast(fw->family, fw->dst)) {
 		/* to a group: QPN 0xFFFFFF only, once to each member */
 		if (qpn != ROCE_QPN_MASK)
 			return;
 		for (i = 0; i < ag_nmc; i++)
-			if (ag_mcs[i].family == family &&
-			    !memcmp(ag_mcs[i].addr, fw.dst, 16))
-				ag_fwd_to(ag_mcs[i].fd, &fw, pkt, n);
+			if (ag_mcs[i].family == fw->family &&
+			    !memcmp(ag_mcs[i].addr, fw->dst, 16))
+				ag_fwd_to(ag_mcs[i].fd, fw, pkt, n);
 		return;
 	}
 	for (i = 0; i < ag_nqps; i++)
 		if (ag_qps[i].qpn == qpn) {
-			ag_fwd_to(ag_qps[i].fd, &fw, pkt, n);
+			ag_fwd_to(ag_qps[i].fd, fw, pkt, n);
 			return;
 		}
 }
@@ -423,16 +478,22 @@ static void ag_rx_one(int family, uint8_t *pkt, size_t n,
  * recvmmsg; how many came (the agent is one thread: static buffers) */
 static int ag_rx(int family)
 {
-	static uint8_t buf[AG_BATCH][AG_HEAD + AG_BUF];
+	static uint8_t buf[AG_BATCH][AG_HEAD + AG_DGRAM_MAX];
 	static struct ag_rxbuf rb[AG_BATCH];
 	static struct mmsghdr mm[AG_BATCH];
+	static int ready;
 	int j, r;
 
-	soft_ag_recv_init(mm, rb, &buf[0][0], sizeof(buf[0]), AG_BATCH);
+	if (!ready) {
+		soft_ag_recv_init(mm, rb, &buf[0][0], sizeof(buf[0]), AG_BATCH);
+		ready = 1;
+	}
 	r = recvmmsg(ag_u[fam_idx(family)], mm, AG_BATCH, MSG_DONTWAIT, NULL);
 	for (j = 0; j < r; j++)
-		ag_rx_one(family, buf[j] + AG_HEAD, mm[j].msg_len,
-			  &mm[j].msg_hdr);
+		(void)soft_ag_datagram(family, buf[j] + AG_HEAD, mm[j].msg_len,
+				       &mm[j].msg_hdr, ag_rx_one, NULL);
+	if (r > 0) /* what recvmmsg changed, for the next call */
+		soft_ag_recv_reset(mm, (unsigned int)r);
 	return r;
 }
 
@@ -561,6 +622,7 @@ static void ag_give_socket(int cfd, uint32_t family)
 	int fi, k;
 
 	memset(&m, 0, sizeof(m));
+	memset(&u, 0, sizeof(u)); /* the padding after the descriptor too */
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
 	if (family != AF_INET && family != AF_INET6)
@@ -903,5 +965,7 @@ int soft_ag_socket(int ctl, int family)
 			close(fd);
 		return -1;
 	}
+	/* ours to set: a socket another process had keeps what it set */
+	soft_ag_gro(fd);
 	return fd;
 }

@@ -76,26 +76,48 @@ int soft_ag_connect(void);
  * the agent gives none (then it hands our packets over) */
 int soft_ag_socket(int ctl, int family);
 
+/* the largest UDP payload: a datagram received whole (UDP_GRO) */
+#define AG_DGRAM_MAX 65536
+
+/* soft_gso_enabled -- UDP GSO sends and GRO receives (SOFTRDMA_NET_GSO=0:
+ * neither, for measurements and tests) */
+int soft_gso_enabled(void);
+
+/* soft_ag_gro -- FD takes a GSO datagram whole (UDP_GRO), unless GSO is
+ * off; else the kernel cuts it, which is taken as well */
+void soft_ag_gro(int fd);
+
 /*
  * soft_ag_datagram -- a datagram of N bytes at PKT, received on a socket
- * of FAMILY on UDP 4791 as M says (the sender's address, IP_PKTINFO),
- * with AG_HEAD bytes free before PKT: 0 and FW filled when it is a RoCE v2
- * packet with a good ICRC, -1 when it is to be dropped (as an HCA drops a
- * packet with a bad ICRC)
+ * of FAMILY on UDP 4791 as M says (the sender's address, IP_PKTINFO, the
+ * segment size of one taken whole with UDP_GRO), with AG_HEAD bytes free
+ * before PKT: FN(ARG, packet, length, what it came with) for each RoCE v2
+ * packet of it (a GRO datagram's segments, in order) with a good ICRC;
+ * those with a bad one are dropped, as an HCA drops them.  FN must be done
+ * with a packet when it returns: the next one's headers for its ICRC
+ * check are written over the last AG_HEAD bytes before it.  Returns the
+ * packets given to FN.
  */
+typedef void ag_seg_fn(void *arg, uint8_t *pkt, size_t n,
+		       const struct ag_fwd *fw);
 int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
-		     struct ag_fwd *fw);
+		     ag_seg_fn *fn, void *arg);
 
 /* soft_ag_recv_init -- the recvmmsg entries for up to COUNT datagrams of
  * SIZE bytes each (AG_HEAD free before each), their names and control
- * data, in the arrays given */
+ * data, in the arrays given; soft_ag_recv_reset -- what a recvmmsg
+ * changed in the first COUNT (the name's and the control data's lengths:
+ * a call that took nothing changed nothing); entries whose name or
+ * control data were set to NULL keep none */
+#define AG_CTL_LEN 128
 struct ag_rxbuf {
 	struct sockaddr_storage from;
-	char ctl[128];
+	char ctl[AG_CTL_LEN];
 	struct iovec iov;
 };
 void soft_ag_recv_init(struct mmsghdr *mm, struct ag_rxbuf *rb, uint8_t *buf,
 		       size_t size, unsigned int count);
+void soft_ag_recv_reset(struct mmsghdr *mm, unsigned int count);
 
 /* soft_hca_priority -- the calling thread is part of the host's "HCA" */
 void soft_hca_priority(void);

@@ -21,7 +21,8 @@
  * rkeys of MRs and memory windows checked as on one host (mw.c), RNR NAK
  * when no receive is posted).  It sends its packets itself, from
  * unconnected UDP sockets with IP_PMTUDISC_DO (the ICRC covers the IPv4
- * id, which Linux leaves 0 for such packets), and takes its packets in
+ * id, which Linux leaves 0 for such packets, and numbers 0, 1, 2 ... in
+ * the segments of a GSO send: batch_commit), and takes its packets in
  * whichever thread polls: an application thread busy-polling a CQ reads
  * its socket itself (soft_net_progress), and while none has for a
  * millisecond, a receive thread of the process (net_main) waits on it.
@@ -42,6 +43,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -276,18 +278,39 @@ static void raw_send(int fd, const void *buf, size_t len,
  * batch_begin and batch_end, in a buffer of the calling thread and sent
  * by one sendmmsg per NET_BATCH (fault injection sends one by one).  A
  * packet the kernel refuses is lost, as with sendto.
+ *
+ * UDP segmentation (GSO): consecutive packets of the batch to one QP of
+ * one host whose lengths are equal (the last may be shorter) leave as one
+ * datagram with UDP_SEGMENT, which crosses the stack, veth and bridge
+ * whole; the kernel (or a NIC) cuts it into the packets again, packet k
+ * with IPv4 identification k, so its ICRC is made for k (roce.h).  A
+ * message's first packet is longer (RETH): the next ends its datagram,
+ * the rest share another.  Where the
+ * kernel refuses it (UDP_SEGMENT unknown, a device that cannot checksum),
+ * or with SOFTRDMA_NET_GSO=0, each packet is a datagram.
  */
 #define NET_BATCH 16
 
 struct net_batch {
-	int depth; /* batch_begin nesting */
-	unsigned int n;
-	int fd; /* every packet of the batch leaves by this socket */
-	struct mmsghdr mm[NET_BATCH];
-	struct iovec iov[NET_BATCH];
-	struct sockaddr_storage to[NET_BATCH];
-	uint8_t buf[NET_BATCH][NET_BUF];
+	int depth;	 /* batch_begin nesting */
+	unsigned int n;	 /* packets */
+	unsigned int nm; /* datagrams: a packet, or a GSO run of them */
+	int fd;		 /* every packet of the batch leaves by this socket */
+	struct mmsghdr mm[NET_BATCH];	       /* per datagram */
+	struct sockaddr_storage to[NET_BATCH]; /* per datagram */
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(uint16_t))];
+	} ctl[NET_BATCH];		 /* per datagram: UDP_SEGMENT */
+	uint16_t seg[NET_BATCH];	 /* per datagram: its packets' length */
+	uint16_t hl[NET_BATCH];		 /* per datagram: IP and UDP header */
+	size_t bytes[NET_BATCH];	 /* per datagram */
+	struct iovec iov[NET_BATCH];	 /* per packet */
+	uint8_t buf[NET_BATCH][NET_BUF]; /* per packet */
 };
+
+/* 1: GSO sends; 0: off (SOFTRDMA_NET_GSO=0, or the kernel refused it) */
+static _Atomic int net_gso = -1;
 
 static __thread struct net_batch *tb;
 static pthread_key_t tb_key;
@@ -304,16 +327,58 @@ static void tb_key_make(void)
 	tb_key_ok = !pthread_key_create(&tb_key, tb_free);
 }
 
+/* gso_renumber -- the ICRCs of datagram M's packets switched between
+ * their segments' IPv4 identifications and 0 (XOR both ways) */
+static void gso_renumber(unsigned int m)
+{
+	struct msghdr *h = &tb->mm[m].msg_hdr;
+	size_t j;
+
+	if (tb->hl[m] != roce_ip_udp_len(AF_INET))
+		return;
+	for (j = 1; j < h->msg_iovlen; j++) {
+		size_t len = tb->hl[m] + h->msg_iov[j].iov_len;
+
+		roce_icrc_xor((uint8_t *)h->msg_iov[j].iov_base - tb->hl[m],
+			      len, roce_icrc_id_delta(len, (unsigned int)j));
+	}
+}
+
+/* gso_refused -- datagram M was refused for its GSO: no more of them; its
+ * packets leave one by one, each with its ICRC for identification 0 */
+static void gso_refused(unsigned int m)
+{
+	struct msghdr *h = &tb->mm[m].msg_hdr;
+	size_t j;
+
+	atomic_store(&net_gso, 0);
+	gso_renumber(m);
+	for (j = 0; j < h->msg_iovlen; j++)
+		raw_send(tb->fd, h->msg_iov[j].iov_base, h->msg_iov[j].iov_len,
+			 h->msg_name, h->msg_namelen);
+}
+
 static void batch_flush(void)
 {
 	unsigned int i = 0;
 
-	while (i < tb->n) {
-		int r = sendmmsg(tb->fd, tb->mm + i, tb->n - i, MSG_DONTWAIT);
+	while (i < tb->nm) {
+		int r = sendmmsg(tb->fd, tb->mm + i, tb->nm - i, MSG_DONTWAIT);
 
-		i += r > 0 ? (unsigned int)r : 1; /* refused: that one lost */
+		if (r > 0) {
+			i += (unsigned int)r;
+			continue;
+		}
+		/* not EINVAL: a QP's path MTU above the link's (lost, as
+		 * a switch drops such packets) must not end GSO for all */
+		if (tb->mm[i].msg_hdr.msg_iovlen > 1 &&
+		    (errno == EIO || errno == ENOPROTOOPT ||
+		     errno == EOPNOTSUPP))
+			gso_refused(i);
+		i++; /* refused: that one lost */
 	}
 	tb->n = 0;
+	tb->nm = 0;
 }
 
 static void batch_begin(void)
@@ -353,18 +418,66 @@ static uint8_t *batch_slot(int fd)
 	return tb->buf[tb->n];
 }
 
-static void batch_commit(size_t len, const struct sockaddr *to, socklen_t tolen)
+/* gso_joins -- the packet of LEN bytes in slot K (HL bytes of headers
+ * before it) can be the next segment of datagram M */
+static int gso_joins(unsigned int m, unsigned int k, size_t len, size_t hl,
+		     const struct sockaddr *to, socklen_t tolen)
 {
-	unsigned int k = tb->n++;
+	const struct msghdr *h = &tb->mm[m].msg_hdr;
+	const uint8_t *first = h->msg_iov[0].iov_base;
+	size_t last = h->msg_iov[h->msg_iovlen - 1].iov_len;
 
-	memcpy(&tb->to[k], to, tolen);
+	/* the same QP (the kernel steers the datagram whole by its first
+	 * packet's DestQP) of the same host, as long as the packets before
+	 * are all of the segment size and all fit one datagram */
+	return net_gso > 0 && tb->hl[m] == hl && len <= tb->seg[m] &&
+	       last == tb->seg[m] && h->msg_iovlen < ROCE_GSO_MAX_SEGS &&
+	       tb->bytes[m] + len <= 65535 - hl && h->msg_namelen == tolen &&
+	       !memcmp(h->msg_name, to, tolen) &&
+	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3);
+}
+
+/* batch_commit -- the packet of LEN bytes in the slot batch_slot gave
+ * (its IP and UDP headers, HL bytes, before it) leaves with the batch */
+static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
+			 socklen_t tolen)
+{
+	unsigned int k = tb->n++, m = tb->nm - 1;
+	struct msghdr *h;
+
 	tb->iov[k].iov_base = tb->buf[k] + NET_HEAD;
 	tb->iov[k].iov_len = len;
-	memset(&tb->mm[k], 0, sizeof(tb->mm[k]));
-	tb->mm[k].msg_hdr.msg_name = &tb->to[k];
-	tb->mm[k].msg_hdr.msg_namelen = tolen;
-	tb->mm[k].msg_hdr.msg_iov = &tb->iov[k];
-	tb->mm[k].msg_hdr.msg_iovlen = 1;
+	if (tb->nm && gso_joins(m, k, len, hl, to, tolen)) {
+		unsigned int j; /* its segment's IPv4 identification */
+
+		h = &tb->mm[m].msg_hdr;
+		j = (unsigned int)h->msg_iovlen;
+		if (hl == roce_ip_udp_len(AF_INET))
+			roce_icrc_xor(tb->buf[k] + NET_HEAD - hl, hl + len,
+				      roce_icrc_id_delta(hl + len, j));
+		if (h->msg_iovlen++ == 1) {
+			h->msg_control = tb->ctl[m].b;
+			h->msg_controllen = sizeof(tb->ctl[m].b);
+			tb->ctl[m].h.cmsg_level = IPPROTO_UDP;
+			tb->ctl[m].h.cmsg_type = UDP_SEGMENT;
+			tb->ctl[m].h.cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			memcpy(CMSG_DATA(&tb->ctl[m].h), &tb->seg[m],
+			       sizeof(uint16_t));
+		}
+		tb->bytes[m] += len;
+	} else {
+		m = tb->nm++;
+		memcpy(&tb->to[m], to, tolen);
+		memset(&tb->mm[m], 0, sizeof(tb->mm[m]));
+		h = &tb->mm[m].msg_hdr;
+		h->msg_name = &tb->to[m];
+		h->msg_namelen = tolen;
+		h->msg_iov = &tb->iov[k];
+		h->msg_iovlen = 1;
+		tb->seg[m] = (uint16_t)len;
+		tb->hl[m] = (uint16_t)hl;
+		tb->bytes[m] = len;
+	}
 	if (tb->n == NET_BATCH)
 		batch_flush();
 }
@@ -460,6 +573,11 @@ static int udp_open(int family, uint16_t *port)
 	if (fd < 0)
 		return -1;
 	soft_big_buffers(fd);
+	/* GSO sends (batch_commit) where the kernel knows them (Linux 4.18) */
+	if (setsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &off, sizeof(off)))
+		atomic_store(&net_gso, 0);
+	else if (atomic_load(&net_gso) < 0)
+		atomic_store(&net_gso, soft_gso_enabled());
 	if (family == AF_INET) {
 		(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v,
 				 sizeof(v));
@@ -536,7 +654,7 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 	    roce_icrc_set(buf + NET_HEAD - hl, hl + (size_t)n))
 		return;
 	if (buf != own)
-		batch_commit((size_t)n, (struct sockaddr *)&to, tolen);
+		batch_commit((size_t)n, hl, (struct sockaddr *)&to, tolen);
 	else
 		wire_send(fd, buf + NET_HEAD, (size_t)n, (struct sockaddr *)&to,
 			  tolen);
@@ -1881,7 +1999,7 @@ static void run_add(struct rx_run *run, struct soft_net_qp *nq)
 	if (run->n < NET_BATCH)
 		run->nqs[run->n++] = nq;
 	else
-		ack_flush(nq); /* cannot happen: a packet adds one at most */
+		ack_flush(nq); /* more QPs than datagrams: GRO coalesced */
 }
 
 /* net_packet -- a packet for its QP: run now if the run can hold its
@@ -1934,31 +2052,54 @@ static void net_packet(const uint8_t *buf, size_t len,
 	soft_wake_ctx((uint32_t)nq->ctx->reg_idx);
 }
 
-/* rx_fd_in -- up to MAX packets from FD (our socket of FAMILY on UDP
+/* what a packet of a datagram (soft_ag_datagram) needs for net_packet */
+struct rx_arg {
+	struct soft_context *held;
+	struct rx_run *run;
+};
+
+/* rx_seg -- a checked packet from our socket: its ag_fwd just before it
+ * (over the headers its check used), then its QP's; net_mtx held */
+static void rx_seg(void *arg, uint8_t *pkt, size_t n, const struct ag_fwd *fw)
+{
+	struct rx_arg *a = arg;
+
+	memcpy(pkt - sizeof(*fw), fw, sizeof(*fw));
+	net_packet(pkt - sizeof(*fw), sizeof(*fw) + n, a->held, a->run);
+}
+
+/* rx_fd_in -- up to MAX datagrams from FD (our socket of FAMILY on UDP
  * 4791, or, FAMILY 0, our connection to the agent) into their QPs'
  * queues; how many came; HELD as net_packet's; net_mtx held */
 static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 {
-	/* net_mtx held while they are used: one set per process */
-	static uint8_t buf[NET_BATCH][AG_HEAD + NET_BUF];
+	/* net_mtx held while they are used: one set per process, a
+	 * datagram taken whole (UDP_GRO) in each buffer; the agent's
+	 * connection has no name nor control data */
+	static uint8_t buf[NET_BATCH][AG_HEAD + AG_DGRAM_MAX];
 	static struct ag_rxbuf rb[NET_BATCH];
-	static struct mmsghdr mm[NET_BATCH];
+	static struct mmsghdr mm_udp[NET_BATCH], mm_ctl[NET_BATCH];
+	static int ready;
 	struct rx_run run = {0};
+	struct rx_arg arg = {held, &run};
+	struct mmsghdr *mm = family ? mm_udp : mm_ctl;
 	int i = 0, j, r, want;
-	struct ag_fwd fw;
 	uint8_t *p;
 
+	if (!ready) {
+		soft_ag_recv_init(mm_udp, rb, &buf[0][0], sizeof(buf[0]),
+				  NET_BATCH);
+		soft_ag_recv_init(mm_ctl, rb, &buf[0][0], sizeof(buf[0]),
+				  NET_BATCH);
+		for (j = 0; j < NET_BATCH; j++) {
+			mm_ctl[j].msg_hdr.msg_name = NULL;
+			mm_ctl[j].msg_hdr.msg_control = NULL;
+		}
+		soft_ag_recv_reset(mm_ctl, NET_BATCH);
+		ready = 1;
+	}
 	while (i < max) {
 		want = max - i < NET_BATCH ? max - i : NET_BATCH;
-		soft_ag_recv_init(mm, rb, &buf[0][0], sizeof(buf[0]),
-				  (unsigned int)want);
-		if (!family) /* ag_fwd and packet as the agent sent them */
-			for (j = 0; j < want; j++) {
-				mm[j].msg_hdr.msg_name = NULL;
-				mm[j].msg_hdr.msg_namelen = 0;
-				mm[j].msg_hdr.msg_control = NULL;
-				mm[j].msg_hdr.msg_controllen = 0;
-			}
 		r = recvmmsg(fd, mm, (unsigned int)want, MSG_DONTWAIT, NULL);
 		if (r <= 0)
 			break;
@@ -1966,21 +2107,18 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 		for (j = 0; j < r; j++) {
 			p = buf[j] + AG_HEAD;
 			if (!family) {
+				/* ag_fwd and packet as the agent sent them */
 				if (mm[j].msg_len)
 					net_packet(p, mm[j].msg_len, held,
 						   &run);
 				continue;
 			}
-			/* checked, then its ag_fwd just before it */
-			if (soft_ag_datagram(family, p, mm[j].msg_len,
-					     &mm[j].msg_hdr, &fw))
-				continue;
-			memcpy(p - sizeof(fw), &fw, sizeof(fw));
-			net_packet(p - sizeof(fw), sizeof(fw) + mm[j].msg_len,
-				   held, &run);
+			(void)soft_ag_datagram(family, p, mm[j].msg_len,
+					       &mm[j].msg_hdr, rx_seg, &arg);
 		}
 		run_end(&run);
 		batch_end();
+		soft_ag_recv_reset(mm, (unsigned int)r);
 		i += r;
 		if (r < want)
 			break;

@@ -700,6 +700,105 @@ int roce_icrc_check(const uint8_t *pkt, size_t len)
 	return 0;
 }
 
+/* multmodp -- A times B modulo the CRC's polynomial (bit-reflected, as
+ * zlib's crc32_combine) */
+static uint32_t multmodp(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+
+	for (; m; m >>= 1) {
+		if (a & m)
+			p ^= b;
+		b = b & 1 ? (b >> 1) ^ 0xedb88320u : b >> 1;
+	}
+	return p;
+}
+
+/* x8nmodp -- x^(8 N) modulo the polynomial: what N zero bytes after a
+ * CRC's state multiply it by */
+static uint32_t x8nmodp(size_t n)
+{
+	uint32_t p = 1u << 31, sq = 1u << 23; /* 1, x^8 */
+
+	for (; n; n >>= 1) {
+		if (n & 1)
+			p = multmodp(sq, p);
+		sq = multmodp(sq, sq);
+	}
+	return p;
+}
+
+/*
+ * The identification sits at bytes 4-5 of the IPv4 header; LEN - 10 bytes
+ * of the CRC's input follow it (the rest of the packet but the ICRC).  A
+ * change of the field changes the CRC by the field's change run through
+ * the CRC from a zero state and shifted by those bytes: one delta per bit
+ * of the field, kept for the last length asked (a sender's and a
+ * receiver's packets are mostly of one length).
+ */
+static __thread size_t dl_len;
+static __thread uint32_t dl_bit[16];
+
+uint32_t roce_icrc_id_delta(size_t len, unsigned int id_xor)
+{
+	uint32_t d = 0;
+	unsigned int b;
+
+	if (!id_xor || len < IP4_HLEN + UDP_HLEN + ROCE_BTH_LEN + ROCE_ICRC_LEN)
+		return 0;
+	if (dl_len != len) {
+		uint32_t shift = x8nmodp(len - 10);
+
+		for (b = 0; b < 16; b++) {
+			uint8_t f[2] = {(uint8_t)((1u << b) >> 8),
+					(uint8_t)(1u << b)};
+
+			dl_bit[b] = multmodp(shift, roce_crc32(0, f, 2));
+		}
+		dl_len = len;
+	}
+	for (b = 0; b < 16; b++)
+		if (id_xor & (1u << b))
+			d ^= dl_bit[b];
+	return d;
+}
+
+void roce_icrc_xor(uint8_t *pkt, size_t len, uint32_t delta)
+{
+	uint8_t *q = pkt + len - ROCE_ICRC_LEN;
+
+	q[0] ^= (uint8_t)delta;
+	q[1] ^= (uint8_t)(delta >> 8);
+	q[2] ^= (uint8_t)(delta >> 16);
+	q[3] ^= (uint8_t)(delta >> 24);
+}
+
+int roce_icrc_check_seg(const uint8_t *pkt, size_t len, unsigned int seg)
+{
+	const uint8_t *q;
+	uint32_t icrc, x;
+	unsigned int k;
+	int rc = roce_icrc_calc(pkt, len, &icrc);
+
+	if (rc)
+		return rc;
+	q = pkt + len - ROCE_ICRC_LEN;
+	x = icrc ^ ((uint32_t)q[0] | (uint32_t)q[1] << 8 |
+		    (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
+	if (!x)
+		return 0;
+	if ((pkt[0] >> 4) != 4)
+		return -EBADMSG;
+	/* the identification is taken as 0 in ICRC: X is the delta of the
+	 * one the packet was sent with, if any is one of a GSO send's */
+	if (seg && seg < ROCE_GSO_MAX_SEGS && x == roce_icrc_id_delta(len, seg))
+		return 0;
+	for (k = 1; k < ROCE_GSO_MAX_SEGS; k++)
+		if (k != seg && x == roce_icrc_id_delta(len, k))
+			return 0;
+	return -EBADMSG;
+}
+
 size_t roce_ip_udp_len(int family)
 {
 	if (family == AF_INET)

@@ -260,6 +260,29 @@ int roce_icrc_calc(const uint8_t *pkt, size_t len, uint32_t *icrc);
 int roce_icrc_set(uint8_t *pkt, size_t len);
 int roce_icrc_check(const uint8_t *pkt, size_t len);
 
+/*
+ * UDP segmentation offload (GSO) and the ICRC.  The kernel (or a NIC) cuts
+ * a GSO send from an unconnected socket with DF set into datagrams whose
+ * IPv4 identifications are 0, 1, 2 ... (segment k: k), and the ICRC covers
+ * that field; a receiver cannot read it.  The CRC is linear, so the ICRCs
+ * of one packet under two identifications differ by a term that depends
+ * only on the packet's length and the two identifications' XOR.
+ *
+ * roce_icrc_id_delta is that term for an IPv4 packet of LEN bytes (IP
+ * header to ICRC inclusive) and identifications differing by ID_XOR: a
+ * sender XORs it into an ICRC computed with identification 0 for segment
+ * k (roce_icrc_xor); 0 for ID_XOR 0.  roce_icrc_check_seg checks a packet
+ * whose headers were rebuilt with identification 0 as if it carried
+ * SEG, then any of 0 to ROCE_GSO_MAX_SEGS - 1 (a datagram the kernel cut
+ * before it reached the socket, or one of a GRO-coalesced run of
+ * separate sends, all 0); IPv6 has no identification: a plain check.
+ */
+#define ROCE_GSO_MAX_SEGS 64 /* the kernel's UDP_MAX_SEGMENTS until 6.9 */
+
+uint32_t roce_icrc_id_delta(size_t len, unsigned int id_xor);
+void roce_icrc_xor(uint8_t *pkt, size_t len, uint32_t delta);
+int roce_icrc_check_seg(const uint8_t *pkt, size_t len, unsigned int seg);
+
 /* crc32 as Ethernet's (reflected 0xedb88320), running state in and out */
 uint32_t roce_crc32(uint32_t crc, const void *buf, size_t len);
 

@@ -3,9 +3,13 @@
 # UDP) next to UCX over TCP, libfabric's tcp provider and plain TCP, all
 # between the same two network namespaces of this machine, in one run.
 #
-# Usage: tools/bench-hosts.sh [-b BUILDDIR] [-m MTU] [-q] [-r ROUNDS]
+# Usage: tools/bench-hosts.sh [-b BUILDDIR] [-c LIB] [-m MTU] [-q] [-r ROUNDS] [-W]
 #   -b BUILDDIR  build tree holding soft/.libs/libsoftrdma.so (default: the
 #                current directory if it has it, else the source tree)
+#   -c LIB       compare: each perftest row also with the softrdma library
+#                LIB ("before"), the two alternating in each round (the
+#                first in odd rounds, the other in even ones)
+#   -W           only the 64 KiB and 1 MiB bandwidth rows
 #   -m MTU       the links' MTU (default 9000: jumbo frames, where the port's
 #                MTU is 4096; 1500 gives 1024)
 #   -q           quick run: a tenth of the iterations
@@ -32,13 +36,17 @@ builddir=
 scale=${BENCH_SCALE:-1}
 rounds=3
 mtu=9000
-while getopts b:m:qr: opt; do
+clib=
+bwonly=0
+while getopts b:c:m:qr:W opt; do
 	case $opt in
 	b) builddir=$OPTARG ;;
+	c) clib=$OPTARG ;;
+	W) bwonly=1 ;;
 	m) mtu=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
-	*) sed -n '2,27s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,31s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 
@@ -116,6 +124,8 @@ pmtu=$(on 1 env SOFTRDMA_NET=1 LD_PRELOAD="$lib" timeout 20 ibv_devinfo -v 2>/de
 
 hport=30000
 # hperf RESULTVAR PROG SIZE COL ARGS... -- one perftest run host 2 -> host 1
+# with the softrdma library $plib
+plib=$lib
 hperf() {
 	local var=$1 prog=$2 size=$3 col=$4 v=n/a
 	shift 4
@@ -126,8 +136,8 @@ hperf() {
 		hport=$((hport + 1))
 		if [ -n "$sgid" ] && have "$prog" &&
 			hpair "$prog-$size" "$hport" \
-				env SOFTRDMA_NET=1 LD_PRELOAD="$lib" "$prog" -d softrdma0 -x "$sgid" -F -p "$hport" -s "$size" "$@" -- \
-				env SOFTRDMA_NET=1 LD_PRELOAD="$lib" "$prog" -d softrdma0 -x "$sgid" -F -p "$hport" -s "$size" "$@" "$a1"; then
+				env SOFTRDMA_NET=1 LD_PRELOAD="$plib" "$prog" -d softrdma0 -x "$sgid" -F -p "$hport" -s "$size" "$@" -- \
+				env SOFTRDMA_NET=1 LD_PRELOAD="$plib" "$prog" -d softrdma0 -x "$sgid" -F -p "$hport" -s "$size" "$@" "$a1"; then
 			v=$(pt_col "$tmp/$prog-$size.c" "$size" "$col") || v=n/a
 		fi
 		grep -q 'Correlation coefficient' "$tmp/$prog-$size.c" "$tmp/$prog-$size.s" 2>/dev/null || break
@@ -189,24 +199,46 @@ hq() {
 
 echo "# bench-hosts: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# two namespace hosts, MTU $mtu (softrdma's port: active_mtu ${pmtu:-n/a}), softrdma: $lib"
+[ -n "$clib" ] && echo "# compared with (before): $clib"
+
+# sacc ARRAY ARGS... -- acc ARRAY hperf ARGS... with our library, and with
+# -c's into ARRAY_c, the two alternating by round
+sacc() {
+	local arr=$1 l
+	shift
+	for l in $order; do
+		if [ "$l" = c ]; then
+			plib=$clib acc "${arr}_c" hperf "$@"
+		else
+			plib=$lib acc "$arr" hperf "$@"
+		fi
+	done
+	plib=$lib
+}
 
 for round in $(seq "$rounds"); do
 	echo "# round $round/$rounds" >&2
-	acc S_lat hperf ib_send_lat 8 5 -n "$(iters 5000)"
-	acc U_lat hucx tag_lat 8 3 "$(iters 50000)"
-	acc F_lat hfi
-	acc Q_lat hq tcp_lat 8
-	acc S_wbw64 hperf ib_write_bw 65536 4 -n "$(iters 2000)"
-	acc S_sbw64 hperf ib_send_bw 65536 4 -n "$(iters 2000)"
+	order=s
+	[ -n "$clib" ] && { order="c s"; [ $((round % 2)) = 0 ] && order="s c"; }
+	if [ $bwonly = 0 ]; then
+		sacc S_lat ib_send_lat 8 5 -n "$(iters 5000)"
+		acc U_lat hucx tag_lat 8 3 "$(iters 50000)"
+		acc F_lat hfi
+		acc Q_lat hq tcp_lat 8
+	fi
+	sacc S_wbw64 ib_write_bw 65536 4 -n "$(iters 2000)"
+	sacc S_sbw64 ib_send_bw 65536 4 -n "$(iters 2000)"
 	acc U_bw64 hucx tag_bw 65536 6 "$(iters 10000)"
 	acc Q_bw64 hq tcp_bw 65536
-	acc S_wbw1m hperf ib_write_bw 1048576 4 -n "$(iters 300)"
-	acc S_sbw1m hperf ib_send_bw 1048576 4 -n "$(iters 300)"
+	sacc S_wbw1m ib_write_bw 1048576 4 -n "$(iters 300)"
+	sacc S_sbw1m ib_send_bw 1048576 4 -n "$(iters 300)"
 	acc U_bw1m hucx tag_bw 1048576 6 "$(iters 1000)"
 	acc Q_bw1m hq tcp_bw 1048576
-	acc S_mr hperf ib_send_bw 8 5 -n "$(iters 50000)"
-	acc U_mr hucx tag_bw 8 8 "$(iters 200000)"
-	acc Q_bw8 hq tcp_bw 8
+	if [ $bwonly = 0 ]; then
+		sacc S_mr ib_send_bw 8 5 -n "$(iters 50000)"
+		acc U_mr hucx tag_bw 8 8 "$(iters 200000)"
+		acc Q_bw8 hq tcp_bw 8
+	fi
 done
 
 s_lat=$(med "${S_lat[@]}") u_lat=$(med "${U_lat[@]}")
@@ -219,6 +251,15 @@ s_mr=$(med "${S_mr[@]}")
 u_mr=$(awk -v v="$(med "${U_mr[@]}")" 'BEGIN { if (v ~ /^[0-9.]+$/) printf "%.4f", v / 1e6; else print "n/a" }')
 q_mr=$(awk -v v="$(med "${Q_bw8[@]}")" 'BEGIN { if (v ~ /^[0-9.]+$/) printf "%.4f", v * 1048576 / 8 / 1e6; else print "n/a" }')
 best_lat=$(best lower "$u_lat" "$f_lat" "$q_lat")
+if [ -n "$clib" ]; then
+	# the rows of -c's library: every round's value, then the median
+	printf '\n%-34s %-24s %-24s %8s %8s\n' "before / now, per round" before now "med bef" "med now"
+	for r in wbw64:"64 KiB WRITE bw (MiB/s)" sbw64:"64 KiB SEND bw (MiB/s)" \
+		wbw1m:"1 MiB WRITE bw (MiB/s)" sbw1m:"1 MiB SEND bw (MiB/s)"; do
+		eval "b=(\"\${S_${r%%:*}_c[@]}\"); a=(\"\${S_${r%%:*}[@]}\")"
+		printf '%-34s %-24s %-24s %8s %8s\n' "${r#*:}" "${b[*]}" "${a[*]}" "$(med "${b[@]}")" "$(med "${a[@]}")"
+	done
+fi
 
 printf '\n%-34s %10s %10s %10s %10s %10s %10s\n' metric softrdma "UCX tcp" "fi tcp" "qperf tcp" "/UCX" "/TCP"
 printf '%-34s %10s %10s %10s %10s %10s %10s\n' "8 B latency (us, one way)" "$s_lat" "$u_lat" "$f_lat" "$q_lat" "$(ratio "$s_lat" "$u_lat")" "$(ratio "$s_lat" "$q_lat")"

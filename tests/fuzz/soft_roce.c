@@ -3,7 +3,8 @@
  * soft_roce.c -- fuzz target: the RoCE v2 decoder and ICRC check, fed
  * what the wire can carry.  The first input byte picks the entry point:
  * even, the UDP payload decoder (roce_decode); odd, the ICRC over an
- * IP/UDP packet (roce_icrc_check).  Link with soft/roce.c (-I soft).
+ * IP/UDP packet (roce_icrc_check, and roce_icrc_check_seg as a GSO
+ * segment: the second byte its index).  Link with soft/roce.c (-I soft).
  */
 #include "config.h"
 
@@ -30,6 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(copy, data + 1, size - 1);
 	if (data[0] & 1) {
 		(void)roce_icrc_check(copy, size - 1);
+		(void)roce_icrc_check_seg(copy, size - 1,
+					  size > 1 ? data[1] : 0);
 	} else if (roce_decode(copy, size - 1, &p) == 0) {
 		/* what a receiver relies on once a packet is accepted */
 		if (p.payload_len > ROCE_MAX_PMTU || p.bth.pad > 3)

@@ -4,7 +4,10 @@
 # (every size class of SEND echoed back and checked, RDMA WRITE/READ,
 # WRITE_WITH_IMM, atomics, a bad rkey), also under 1% and 10% loss, under
 # duplication and reordering and with corrupted packets (dropped for their
-# ICRC), large READs (4 MiB) under 5% loss
+# ICRC), large READs (4 MiB) under 5% loss, with UDP GSO/GRO and without
+# (SOFTRDMA_NET_GSO=0), a receiver without GRO, and lost parts of GSO
+# datagrams; every packet on the wire has a good ICRC for its own IPv4
+# identification
 # (softrdma's seeded fault hook,
 # SOFTRDMA_TEST_NETFAULT, and tc netem where the kernel has it); a cable
 # pulled and a server SIGKILLed under outstanding SENDs (RETRY_EXC_ERR,
@@ -31,7 +34,8 @@ pair() {
 	_rounds=$2
 	shift 2
 	port=$((port + 1))
-	on 1 "$@" timeout -k 10 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
+	on 1 ${senv:-} "$@" timeout -k 10 300 "$peer" server $port \
+		>"$tap_tmp/server.log" 2>&1 &
 	_spid=$!
 	tap_pids="$tap_pids $_spid"
 	listening 1 $port
@@ -47,10 +51,28 @@ pair() {
 	[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
 }
 
+# gso_cut HOST on|off -- the host's interface cuts GSO datagrams before
+# they leave it (gso_max_segs 1: the kernel segments them ahead of the
+# capture taps and of the bridge), as a NIC's segmentation puts them on a
+# wire; the receiving host's sockets then get them one by one, with their
+# segments' IPv4 identifications, as a receiver without UDP_GRO (or an
+# rxe peer) does
+gso_cut() {
+	_segs=65535
+	[ "$2" = on ] && _segs=1
+	fab exec "$name" "$1" ip link set dev eth0 gso_max_segs $_segs
+}
+
 # the no-loss run is captured on host 1's interface (where dumpcap and
-# tshark are installed) and decoded by tshark, a decoder nobody here wrote
+# tshark are installed) and decoded by tshark, a decoder nobody here
+# wrote; both hosts' GSO datagrams are cut on their interface, so that the
+# capture holds what a wire carries
+gso_cut 1 on && gso_cut 2 on
+ok $? "both hosts cut GSO datagrams on their interface"
 capture_start "$tap_tmp/rc.pcap"
-pair "no loss" $rounds
+pair "no loss, GSO cut on the wire" $rounds
+gso_cut 1 off
+gso_cut 2 off
 if [ -n "$cap" ]; then
 	capture_stop
 	tsh() {
@@ -90,9 +112,62 @@ if [ -n "$cap" ]; then
 	done
 	[ -z "$miss" ]
 	ok $? "every opcode the run uses is on the wire${miss:+ (missing:$miss)}"
+	# the ICRC of every captured packet by an independent CRC-32
+	# (Python's zlib) over its own header, IPv4 identification included:
+	# GSO segment k carries k (those past the first of their datagram),
+	# and its ICRC must hold for k, as a receiver that reads the field
+	# (rxe, an HCA) checks it
+	tsh -F pcap -w "$tap_tmp/rc-classic.pcap"
+	python3 - "$tap_tmp/rc-classic.pcap" >"$tap_tmp/icrc.log" 2>&1 <<'PY'
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+off, n, bad, ids = 24, 0, 0, 0
+while off + 16 <= len(data):
+    _, _, incl, _ = struct.unpack_from("<IIII", data, off)
+    frame = data[off + 16: off + 16 + incl]
+    off += 16 + incl
+    if frame[12:14] != b"\x08\x00":
+        continue
+    ip = bytearray(frame[14:14 + struct.unpack(">H", frame[16:18])[0]])
+    if ip[9] != 17 or struct.unpack(">H", ip[22:24])[0] != 4791:
+        continue
+    n += 1
+    ids += struct.unpack(">H", ip[4:6])[0] != 0
+    ip[1] = 0xff; ip[8] = 0xff; ip[10] = ip[11] = 0xff
+    ip[26] = ip[27] = 0xff
+    ip[32] = 0xff
+    crc = zlib.crc32(b"\xff" * 8 + bytes(ip[:-4]))
+    if crc != struct.unpack("<I", bytes(ip[-4:]))[0]:
+        bad += 1
+print(n, bad, ids)
+PY
+	read -r nic nbad nid <"$tap_tmp/icrc.log"
+	[ "${nic:-0}" -gt 1000 ] && [ "${nbad:-1}" -eq 0 ] && [ "${nid:-0}" -gt 0 ]
+	ok $? "ICRC by zlib: ${nic:-?} packets, ${nbad:-?} bad, ${nid:-?} GSO segments with their IPv4 identification"
+	[ "${nbad:-1}" -eq 0 ] || show_log "$tap_tmp/icrc.log"
 else
 	skip "tshark decodes the capture" "dumpcap or tshark not installed"
 fi
+# GSO datagrams whole across veth and bridge: taken whole by UDP_GRO
+# sockets, which cut them themselves
+pair "GSO datagrams whole" 1
+# neither (each packet a datagram, as before GSO)
+pair "GSO and GRO off" 1 SOFTRDMA_NET_GSO=0
+# a receiver without UDP_GRO: the kernel cuts host 2's GSO datagrams at
+# host 1's socket (identifications 0, 1, 2 ...)
+senv="env SOFTRDMA_NET_GSO=0"
+pair "GSO sender, receiver without GRO" 1
+senv=
+# lost parts of GSO datagrams: host 2 cuts its datagrams on its interface,
+# and host 1's cable loses 3% of what crosses it either way: single
+# segments of host 2's datagrams, whole GSO datagrams of host 1's; go-back-N
+# from a lost segment resends the rest of its datagram, in new ones
+gso_cut 2 on
+fab loss "$name" 1 0 3 >"$tap_tmp/loss.log"
+ok $? "host 1's cable loses 3% ($(cat "$tap_tmp/loss.log")), host 2 cuts its GSO datagrams"
+pair "3% loss of GSO segments and datagrams" 1 RC_PEER_TIMEOUT=15
+fab loss "$name" 1 0 off
+gso_cut 2 off
 # the kernel steers each packet to the process that registered its QPN
 # (soft/agent.c: a socket per process in the port's reuseport group, a BPF
 # program on the BTH's DestQP), as an HCA places it with no software in

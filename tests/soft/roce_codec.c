@@ -610,6 +610,78 @@ static void test_crc(void)
 	ok(!bad, "CRC-32 of 4 KiB to 9 KB: as bit by bit (%u differ)", bad);
 }
 
+/* test_icrc_gso -- the ICRC of a packet sent as GSO segment k (IPv4
+ * identification k): the delta turns one for identification 0 into it,
+ * and a receiver that rebuilds the headers with 0 accepts it for any k a
+ * GSO send makes, none past them, no corrupted one; IPv6 as before */
+static void test_icrc_gso(void)
+{
+	static const uint32_t lens[] = {4, 1000, 1024, 4096};
+	unsigned int li, k, bad = 0, wrong = 0, corrupt = 0, far = 0;
+	uint8_t ref[20 + 8 + ROCE_BTH_LEN + ROCE_MAX_PMTU + 4];
+	uint8_t pkt[sizeof(ref)];
+	struct roce_ip ip;
+
+	for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+		size_t ib = ROCE_BTH_LEN + lens[li] + ROCE_ICRC_LEN;
+		size_t len = 28 + ib;
+
+		memset(&ip, 0, sizeof(ip));
+		ip.family = AF_INET;
+		ip.src[0] = 10, ip.src[1] = 231, ip.src[3] = 1;
+		ip.dst[0] = 10, ip.dst[1] = 231, ip.dst[3] = 2;
+		ip.sport = 49152;
+		ip.dport = ROCE_UDP_PORT;
+		ip.ttl = 64;
+		memset(ref + 28, 0, ib);
+		ref[28] = ROCE_RC | ROCE_WRITE_MIDDLE;
+		memcpy(ref + 28 + ROCE_BTH_LEN, payload, lens[li]);
+		for (k = 0; k < 70; k++) {
+			uint32_t want;
+
+			/* what the wire carries for segment k */
+			ip.id = (uint16_t)k;
+			memcpy(pkt, ref, len);
+			roce_ip_udp_hdr(&ip, pkt, len, ib);
+			roce_icrc_set(pkt, len);
+			roce_icrc_calc(pkt, len, &want);
+			/* made with identification 0, then the delta */
+			ip.id = 0;
+			roce_ip_udp_hdr(&ip, pkt, len, ib);
+			roce_icrc_set(pkt, len);
+			roce_icrc_xor(pkt, len, roce_icrc_id_delta(len, k));
+			bad += memcmp(pkt + len - 4,
+				      (uint8_t[]){(uint8_t)want,
+						  (uint8_t)(want >> 8),
+						  (uint8_t)(want >> 16),
+						  (uint8_t)(want >> 24)},
+				      4) != 0;
+			/* the receiver's view: identification 0 */
+			if (k < ROCE_GSO_MAX_SEGS) {
+				wrong += roce_icrc_check_seg(pkt, len, k) != 0;
+				wrong += roce_icrc_check_seg(pkt, len, 0) != 0;
+				wrong += roce_icrc_check_seg(pkt, len, 7) != 0;
+			} else {
+				far += roce_icrc_check_seg(pkt, len, k) !=
+				       -EBADMSG;
+			}
+			pkt[28 + ROCE_BTH_LEN] ^= 4;
+			corrupt += roce_icrc_check_seg(pkt, len, k) != -EBADMSG;
+		}
+	}
+	ok(!bad,
+	   "ICRC for IPv4 id k = ICRC for 0 ^ delta(k), 70 ids, 4 sizes "
+	   "(%u differ)",
+	   bad);
+	ok(!wrong, "segments 0-63 accepted with their id rebuilt as 0 (%u not)",
+	   wrong);
+	ok(!far, "ids past a GSO send's refused (%u accepted)", far);
+	ok(!corrupt,
+	   "a corrupted segment refused whatever its id (%u accepted)",
+	   corrupt);
+	ok(roce_icrc_id_delta(100, 0) == 0, "no change, no delta");
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int i;
@@ -620,6 +692,7 @@ int main(int argc, char **argv)
 		return write_pcap(argv[2]);
 	test_known_bytes();
 	test_icrc_known();
+	test_icrc_gso();
 	test_roundtrip();
 	test_hostile();
 	test_seg();
