@@ -64,6 +64,7 @@ struct rdmamsg_mr {
 	size_t len;
 	unsigned int access;
 	unsigned int busy; /* operations in flight */
+	int bindable;	   /* registered with IBV_ACCESS_MW_BIND (rndv.c) */
 	struct rdmamsg__list link;
 	struct rdmamsg__mr_iov
 		*iov; /* rdmamsg_mr_reg_iov/_strided (mr_iov.c) */
