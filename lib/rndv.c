@@ -21,8 +21,9 @@
  * transfer so that none blocks another, and with SQ_RESERVE send slots
  * always left to messages.  When the last chunk is in, X_FIN tells the
  * sender (its on_send fires) and the message is delivered.  Receive memory
- * is bounded: transfers start only while the bytes being pulled stay under
- * the large maximum (one always may start).
+ * is bounded: transfers start (take their destination) only while fewer
+ * than MAX_READS are reading and the bytes being pulled stay under the
+ * large maximum (one always may start).
  *
  * Order: an RTS flagged XF_ORDER (rdmamsg_send() above the rendezvous
  * threshold, requests, responses) takes its place in xf->order; messages,
@@ -100,6 +101,7 @@ struct rdmamsg__pull {
 	int failed;
 	int in_alloc; /* inside the allocation callback */
 	int ordered, complete;
+	int reading; /* counted in xf->reading */
 };
 
 /* large_max -- the most bytes a pull may have, and pulls together: the
@@ -585,6 +587,25 @@ void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status)
 		send_end(ep, id, s, status);
 }
 
+/* pull_start -- p has its destination and reads */
+static void pull_start(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
+{
+	p->active = 1;
+	p->reading = 1;
+	xf->active_pulls++;
+	xf->active_bytes += p->x.len;
+	xf->reading++;
+}
+
+/* pull_read -- p reads no more (all in, or it ends) */
+static void pull_read(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
+{
+	if (!p->reading)
+		return;
+	p->reading = 0;
+	xf->reading--;
+}
+
 /* pull_free -- release a receive's destination (unless the caller's or
  * delivered) */
 static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
@@ -594,6 +615,7 @@ static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	list_del(&p->link);
 	if (p->ordered)
 		list_del(&p->o.olink);
+	pull_read(xf, p);
 	if (p->active) {
 		xf->active_pulls--;
 		xf->active_bytes -= p->x.len;
@@ -900,6 +922,13 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 
 		if (p->active)
 			continue;
+		/* a receive takes its destination when a read can fill
+		 * it: the few buffers the pool then hands out (last freed
+		 * first) stay in the cache, where a destination for every
+		 * announcement (a window of 128 at 64 KiB: 8 MiB) did not;
+		 * a large one reading leaves room to MAX_READS - 1 others */
+		if (xf->reading >= MAX_READS)
+			break; /* later, in order */
 		if (xf->active_pulls &&
 		    xf->active_bytes + p->x.len > large_max(ep))
 			break; /* memory bound: later, in order */
@@ -908,11 +937,8 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		p->in_alloc = 0;
 		if (xf->down) {
 			/* the callback closed the endpoint */
-			if (!ret) {
-				p->active = 1;
-				xf->active_pulls++;
-				xf->active_bytes += p->x.len;
-			}
+			if (!ret)
+				pull_start(xf, p);
 			pull_free(ep, p);
 			return;
 		}
@@ -924,9 +950,7 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 			pull_free(ep, p);
 			continue;
 		}
-		p->active = 1;
-		xf->active_pulls++;
-		xf->active_bytes += p->x.len;
+		pull_start(xf, p);
 	}
 	/* round robin over the active receives, one chunk each per turn */
 	while (progress && xf->reads_inflight < MAX_READS &&
@@ -985,6 +1009,7 @@ static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	/* unlinked first: a callback (or a failed FIN) that takes the
 	 * endpoint down must not free it under us */
 	list_del(&p->link);
+	pull_read(ep->xf, p);
 	send_fin(ep, p->x.id, 0);
 	if (ep->xf->down) {
 		pull_free(ep, p);

@@ -50,6 +50,7 @@ struct rdmamsg__xfer {
 	int draining;
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
+	uint32_t reading; /* active pulls with bytes still to come */
 	struct rdmamsg__list req_due; /* our requests by deadline */
 	struct rdmamsg__list sreqs;   /* peer's requests not answered */
 	struct rdmamsg__timer req_timer;
