@@ -940,11 +940,36 @@ int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data, size_t len,
 /*
  * rdmamsg_send_mr -- zero-copy rendezvous of len bytes at offset off of mr
  * (registered with RDMAMSG_ACCESS_REMOTE_READ): the bytes must stay
- * unchanged and mr registered until on_send.  -ERANGE outside mr, -EACCES
- * without remote read access, otherwise as rdmamsg_send().
+ * unchanged and mr registered until on_send.  Where the device has type 2
+ * memory windows the peer reads through one bound over just those bytes,
+ * invalidated before on_send (mr may be deregistered inside it), never
+ * with mr's own key.  -ERANGE outside mr, -EACCES without remote read
+ * access, otherwise as rdmamsg_send().
  */
 int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr, size_t off,
 		    size_t len, void *op_ctx);
+
+/*
+ * rdmamsg_send_nocopy -- rdmamsg_send() without its copy where it can: the
+ * len bytes at data must stay unchanged until on_send (as with
+ * rdmamsg_send_mr()).  Above the rendezvous threshold, when the bytes lie
+ * inside one region of this context registered with rdmamsg_mr_reg() and
+ * RDMAMSG_ACCESS_REMOTE_READ, the receiver reads them where they are, through
+ * a memory window bound over just those bytes for the transfer (where the
+ * device has type 2 windows; else with the region's key), and on_send comes
+ * once the peer can reach them no more: the caller's registrations are the
+ * registration cache, nothing is registered per message, and the region
+ * cannot be deregistered while it is read (-EBUSY).  Otherwise the bytes
+ * are copied, as rdmamsg_send() copies them.  The receiver cannot tell:
+ * same callback, bytes, flags and order as rdmamsg_send().  Errors as
+ * rdmamsg_send().
+ */
+int rdmamsg_send_nocopy(struct rdmamsg_ep *ep, const void *data, size_t len,
+			void *op_ctx);
+
+/* rdmamsg_send_nocopy_imm -- rdmamsg_send_nocopy() with an immediate value */
+int rdmamsg_send_nocopy_imm(struct rdmamsg_ep *ep, const void *data, size_t len,
+			    uint32_t imm, void *op_ctx);
 
 /* ------------------------------------------------------------------------
  * Request/response.  The library correlates responses with requests (a

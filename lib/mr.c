@@ -53,9 +53,14 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
+	/* a rendezvous from it (rdmamsg_send_mr, rdmamsg_send_nocopy)
+	 * gives the peer a window over just the bytes sent (rndv.c) */
+	mr->bindable = rdmamsg__mw_cap(ctx);
 	errno = 0;
-	mr->mr = ctx->ops->reg_mr(ctx->pd, addr, len,
-				  rdmamsg__verbs_access(access));
+	mr->mr = ctx->ops->reg_mr(
+		ctx->pd, addr, len,
+		rdmamsg__verbs_access(access) |
+			(mr->bindable ? IBV_ACCESS_MW_BIND : 0));
 	if (!mr->mr) {
 		ret = rdmamsg__errno(ENOMEM);
 		LOG_ERR("registering %zu bytes failed: %d", len, ret);

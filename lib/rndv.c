@@ -21,8 +21,9 @@
  * transfer so that none blocks another, and with SQ_RESERVE send slots
  * always left to messages.  When the last chunk is in, X_FIN tells the
  * sender (its on_send fires) and the message is delivered.  Receive memory
- * is bounded: transfers start only while the bytes being pulled stay under
- * the large maximum (one always may start).
+ * is bounded: transfers start (take their destination) only while fewer
+ * than MAX_READS are reading and the bytes being pulled stay under the
+ * large maximum (one always may start).
  *
  * Order: an RTS flagged XF_ORDER (rdmamsg_send() above the rendezvous
  * threshold, requests, responses) takes its place in xf->order; messages,
@@ -64,6 +65,8 @@ struct rndv_send {
 	struct rdmamsg_mr *umr;	   /* the caller's (rdmamsg_send_mr) */
 	void *op_ctx;
 	int report;
+	int late;   /* on_send waits for the window's invalidation */
+	int status; /* the FIN's, for a late on_send */
 };
 
 /* an entry of xf->order: an ordered pull, or a message held behind one */
@@ -98,6 +101,7 @@ struct rdmamsg__pull {
 	int failed;
 	int in_alloc; /* inside the allocation callback */
 	int ordered, complete;
+	int reading; /* counted in xf->reading */
 };
 
 /* large_max -- the most bytes a pull may have, and pulls together: the
@@ -166,10 +170,10 @@ static void mw_drop(struct rdmamsg__mw *m)
 	free(m);
 }
 
-/* mw_bind -- bind m over len bytes of b for remote reads: 0, or -EAGAIN
- * (no send slot) / -ENOTCONN */
+/* mw_bind -- bind m over len bytes at addr of mr for remote reads: 0, or
+ * -EAGAIN (no send slot) / -ENOTCONN */
 static int mw_bind(struct rdmamsg_ep *ep, struct rdmamsg__mw *m,
-		   const struct rdmamsg_buf *b, size_t len)
+		   struct ibv_mr *mr, const void *addr, size_t len)
 {
 	struct rdmamsg__xop op;
 	struct ibv_send_wr wr;
@@ -181,8 +185,8 @@ static int mw_bind(struct rdmamsg_ep *ep, struct rdmamsg__mw *m,
 	wr.opcode = IBV_WR_BIND_MW;
 	wr.bind_mw.mw = m->mw;
 	wr.bind_mw.rkey = rkey;
-	wr.bind_mw.bind_info.mr = b->slab->mr;
-	wr.bind_mw.bind_info.addr = (uintptr_t)b->data;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)addr;
 	wr.bind_mw.bind_info.length = len;
 	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
 	op.kind = OP_MW;
@@ -210,6 +214,34 @@ static void send_free(struct rdmamsg_ep *ep, struct rndv_send *s)
 	free(s);
 }
 
+/* send_report -- on_send for transfer s; the caller's region is the
+ * caller's again first (it may deregister it in the callback) */
+static void send_report(struct rdmamsg_ep *ep, struct rndv_send *s, int status)
+{
+	if (s->umr && !s->mw) {
+		s->umr->busy--;
+		s->umr = NULL;
+	}
+	s->late = 0;
+	if (s->report && ep->cbs.on_send)
+		ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
+}
+
+/* send_finish -- free s without an invalidation: a window over the
+ * caller's memory is deallocated (so invalidated) first, then on_send
+ * when report */
+static void send_finish(struct rdmamsg_ep *ep, struct rndv_send *s, int report,
+			int status)
+{
+	if (s->umr && s->mw) {
+		mw_drop(s->mw);
+		s->mw = NULL;
+	}
+	if (report)
+		send_report(ep, s, status);
+	send_free(ep, s);
+}
+
 /* send_release -- the transfer is over: its window is invalidated before
  * the buffer can serve anything else; -EAGAIN: no send slot yet */
 static int send_release(struct rdmamsg_ep *ep, struct rndv_send *s)
@@ -218,12 +250,8 @@ static int send_release(struct rdmamsg_ep *ep, struct rndv_send *s)
 	struct ibv_send_wr wr;
 	int ret;
 
-	if (!s->mw) {
-		send_free(ep, s);
-		return 0;
-	}
-	if (ep->xf->down || rdmamsg__ep_can_send(ep)) {
-		send_free(ep, s);
+	if (!s->mw || ep->xf->down || rdmamsg__ep_can_send(ep)) {
+		send_finish(ep, s, s->late, s->status);
 		return 0;
 	}
 	memset(&wr, 0, sizeof(wr));
@@ -236,17 +264,31 @@ static int send_release(struct rdmamsg_ep *ep, struct rndv_send *s)
 	if (ret == -EAGAIN)
 		return ret;
 	if (ret)
-		send_free(ep, s);
+		send_finish(ep, s, s->late, s->status);
 	return 0;
 }
 
 /* rdmamsg__rndv_inv_done -- a window's invalidation completed: the window
- * and the buffer are free again (after an error the window is dropped) */
+ * and the buffer are free again (after an error the window is dropped);
+ * a window over the caller's memory: its on_send now, the peer's reach
+ * into that memory is over */
 void rdmamsg__rndv_inv_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 			    int status)
 {
 	struct rndv_send *s = op->send;
 
+	if (s->late) {
+		if (!status) {
+			s->mw->next = ep->xf->mw_free;
+			ep->xf->mw_free = s->mw;
+		} else {
+			mw_drop(s->mw);
+		}
+		s->mw = NULL;
+		send_report(ep, s, s->status);
+		send_free(ep, s);
+		return;
+	}
 	if (!status) {
 		s->mw->next = ep->xf->mw_free;
 		ep->xf->mw_free = s->mw;
@@ -272,25 +314,36 @@ void rdmamsg__rndv_inv_retry(struct rdmamsg_ep *ep)
 	}
 }
 
+/* window -- bind a window of ep's over len bytes at addr of mr (which
+ * allows binding) for this transfer: 0 (s->mw, *rkey), or -1 when none
+ * can be bound now (no windows on this lane, no send slot, no memory) */
+static int window(struct rdmamsg_ep *ep, struct rndv_send *s, struct ibv_mr *mr,
+		  const void *addr, size_t len, uint32_t *rkey)
+{
+	struct rdmamsg__mw *m;
+
+	if (!use_mw(ep) || fp_sq_free(ep) <= 0)
+		return -1;
+	m = mw_get(ep);
+	if (!m)
+		return -1;
+	if (mw_bind(ep, m, mr, addr, len)) {
+		m->next = ep->xf->mw_free;
+		ep->xf->mw_free = m;
+		return -1;
+	}
+	s->mw = m;
+	*rkey = m->rkey;
+	return 0;
+}
+
 /* expose -- make len bytes of pool buffer b readable by the peer for this
  * transfer: a window when the lane can bind one, else a registration */
 static int expose(struct rdmamsg_ep *ep, struct rndv_send *s,
 		  struct rdmamsg_buf *b, size_t len, uint32_t *rkey)
 {
-	struct rdmamsg__mw *m;
-
-	if (b->slab && use_mw(ep) && fp_sq_free(ep) > 0) {
-		m = mw_get(ep);
-		if (m && !mw_bind(ep, m, b, len)) {
-			s->mw = m;
-			*rkey = m->rkey;
-			return 0;
-		}
-		if (m) {
-			m->next = ep->xf->mw_free;
-			ep->xf->mw_free = m;
-		}
-	}
+	if (b->slab && !window(ep, s, b->slab->mr, b->data, len, rkey))
+		return 0;
 	/* its own registration, remote read only, for this one transfer:
 	 * the peer reaches these bytes and nothing else */
 	errno = 0;
@@ -341,8 +394,12 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		goto err_free_send;
 	}
 	if (mr) {
+		/* the caller's registration: a window over just these bytes
+		 * when it allows binding (the peer never learns the
+		 * region's own key), else the region's key */
 		s->umr = mr;
-		x.rkey = mr->mr->rkey;
+		if (!mr->bindable || window(ep, s, mr->mr, data, len, &x.rkey))
+			x.rkey = mr->mr->rkey;
 	} else if (zb || !ret) {
 		/* pool memory, registered once: the peer gets a window
 		 * over these bytes (or their own registration) */
@@ -493,8 +550,14 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		return;
 	}
 	rdmamsg__idt_del(&xf->sends, x->id);
-	if (s->report && ep->cbs.on_send)
-		ep->cbs.on_send(ep, x->status, s->op_ctx, ep->arg);
+	if (s->umr && s->mw && !xf->down) {
+		/* on_send once the window is invalidated: until then the
+		 * peer could still read the caller's memory */
+		s->late = 1;
+		s->status = x->status;
+	} else {
+		send_report(ep, s, x->status);
+	}
 	if (xf->down) {
 		send_free(ep, s); /* the callback took the connection down */
 		return;
@@ -511,9 +574,7 @@ static void send_end(struct rdmamsg_ep *ep, uint64_t id, struct rndv_send *s,
 		     int status)
 {
 	rdmamsg__idt_del(&ep->xf->sends, id);
-	if (s->report && ep->cbs.on_send)
-		ep->cbs.on_send(ep, status, s->op_ctx, ep->arg);
-	send_free(ep, s);
+	send_finish(ep, s, 1, status);
 }
 
 /* rdmamsg__rndv_unsent -- the announcement of transfer id left the
@@ -526,6 +587,25 @@ void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status)
 		send_end(ep, id, s, status);
 }
 
+/* pull_start -- p has its destination and reads */
+static void pull_start(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
+{
+	p->active = 1;
+	p->reading = 1;
+	xf->active_pulls++;
+	xf->active_bytes += p->x.len;
+	xf->reading++;
+}
+
+/* pull_read -- p reads no more (all in, or it ends) */
+static void pull_read(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
+{
+	if (!p->reading)
+		return;
+	p->reading = 0;
+	xf->reading--;
+}
+
 /* pull_free -- release a receive's destination (unless the caller's or
  * delivered) */
 static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
@@ -535,6 +615,7 @@ static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	list_del(&p->link);
 	if (p->ordered)
 		list_del(&p->o.olink);
+	pull_read(xf, p);
 	if (p->active) {
 		xf->active_pulls--;
 		xf->active_bytes -= p->x.len;
@@ -841,6 +922,13 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 
 		if (p->active)
 			continue;
+		/* a receive takes its destination when a read can fill
+		 * it: the few buffers the pool then hands out (last freed
+		 * first) stay in the cache, where a destination for every
+		 * announcement (a window of 128 at 64 KiB: 8 MiB) did not;
+		 * a large one reading leaves room to MAX_READS - 1 others */
+		if (xf->reading >= MAX_READS)
+			break; /* later, in order */
 		if (xf->active_pulls &&
 		    xf->active_bytes + p->x.len > large_max(ep))
 			break; /* memory bound: later, in order */
@@ -849,11 +937,8 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		p->in_alloc = 0;
 		if (xf->down) {
 			/* the callback closed the endpoint */
-			if (!ret) {
-				p->active = 1;
-				xf->active_pulls++;
-				xf->active_bytes += p->x.len;
-			}
+			if (!ret)
+				pull_start(xf, p);
 			pull_free(ep, p);
 			return;
 		}
@@ -865,9 +950,7 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 			pull_free(ep, p);
 			continue;
 		}
-		p->active = 1;
-		xf->active_pulls++;
-		xf->active_bytes += p->x.len;
+		pull_start(xf, p);
 	}
 	/* round robin over the active receives, one chunk each per turn */
 	while (progress && xf->reads_inflight < MAX_READS &&
@@ -926,6 +1009,7 @@ static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	/* unlinked first: a callback (or a failed FIN) that takes the
 	 * endpoint down must not free it under us */
 	list_del(&p->link);
+	pull_read(ep->xf, p);
 	send_fin(ep, p->x.id, 0);
 	if (ep->xf->down) {
 		pull_free(ep, p);
@@ -973,8 +1057,10 @@ static void drop_waiting(struct rdmamsg_ep *ep)
 	struct rdmamsg__list *pos, *tmp;
 
 	list_for_each_safe (pos, tmp, &xf->invs) {
+		struct rndv_send *s = container_of(pos, struct rndv_send, link);
+
 		list_del(pos);
-		send_free(ep, container_of(pos, struct rndv_send, link));
+		send_finish(ep, s, s->late, s->status);
 	}
 	list_for_each_safe (pos, tmp, &xf->order) {
 		if (container_of(pos, struct ord_ent, olink)->ord == ORD_HELD)
@@ -1075,6 +1161,68 @@ RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
 	return rdmamsg__rndv_send(
 		ep, X_MSG, 0, mr->iov ? (char *)(uintptr_t)off : mr->addr + off,
 		len, mr, NULL, 0, 0, op_ctx, 1);
+}
+
+/* region_of -- a region of ctx's that holds the len bytes at data and
+ * that peers may read, or NULL: the caller's registrations are the
+ * registration cache of rdmamsg_send_nocopy() (nothing is registered per
+ * message, and a region a transfer reads cannot go: rdmamsg_mr_dereg()
+ * says -EBUSY, so no stale registration is ever used) */
+static struct rdmamsg_mr *region_of(struct rdmamsg_ctx *ctx, const void *data,
+				    size_t len)
+{
+	uintptr_t a = (uintptr_t)data, lo;
+	struct rdmamsg__list *pos;
+
+	for (pos = ctx->mrs.next; pos != &ctx->mrs; pos = pos->next) {
+		struct rdmamsg_mr *mr =
+			container_of(pos, struct rdmamsg_mr, link);
+
+		if (mr->iov || !(mr->access & RDMAMSG_ACCESS_REMOTE_READ))
+			continue;
+		lo = (uintptr_t)mr->addr;
+		if (a >= lo && a - lo <= mr->len && len <= mr->len - (a - lo))
+			return mr;
+	}
+	return NULL;
+}
+
+/* send_nocopy -- rdmamsg_send() of bytes that stay put until on_send:
+ * above the rendezvous threshold and inside a readable region of the
+ * caller's, the receiver reads them where they are (in order, as
+ * rdmamsg_send()'s own rendezvous: it cannot tell); else copied */
+static int send_nocopy(struct rdmamsg_ep *ep, const void *data, size_t len,
+		       int has_imm, uint32_t imm, void *op_ctx)
+{
+	struct rdmamsg_mr *mr;
+	int ret;
+
+	if (!ep || (len && !data))
+		return -EINVAL;
+	if (len > ep->rndv && len <= ep->p.max_large &&
+	    !rdmamsg__ep_can_send(ep) && (mr = region_of(ep->ctx, data, len))) {
+		ret = rdmamsg__rndv_send(ep, X_MSG, 0, data, len, mr, NULL,
+					 XF_ORDER | (has_imm ? XF_IMM : 0), imm,
+					 op_ctx, ep->cbs.on_send != NULL);
+		return rdmamsg__ep_no_pool_memory(ep, ret);
+	}
+	return has_imm ? rdmamsg_send_imm(ep, data, len, imm, op_ctx)
+		       : rdmamsg_send(ep, data, len, op_ctx);
+}
+
+/* rdmamsg_send_nocopy -- rdmamsg_send() without the copy where it can */
+RDMAMSG_EXPORT int rdmamsg_send_nocopy(struct rdmamsg_ep *ep, const void *data,
+				       size_t len, void *op_ctx)
+{
+	return send_nocopy(ep, data, len, 0, 0, op_ctx);
+}
+
+/* rdmamsg_send_nocopy_imm -- rdmamsg_send_nocopy() with an immediate */
+RDMAMSG_EXPORT int rdmamsg_send_nocopy_imm(struct rdmamsg_ep *ep,
+					   const void *data, size_t len,
+					   uint32_t imm, void *op_ctx)
+{
+	return send_nocopy(ep, data, len, 1, imm, op_ctx);
 }
 
 /* rdmamsg_ep_attr_set_max_large_size -- the rendezvous maximum */

@@ -50,6 +50,7 @@ struct rdmamsg__xfer {
 	int draining;
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
+	uint32_t reading; /* active pulls with bytes still to come */
 	struct rdmamsg__list req_due; /* our requests by deadline */
 	struct rdmamsg__list sreqs;   /* peer's requests not answered */
 	struct rdmamsg__timer req_timer;
@@ -64,6 +65,7 @@ struct rdmamsg_mr {
 	size_t len;
 	unsigned int access;
 	unsigned int busy; /* operations in flight */
+	int bindable;	   /* registered with IBV_ACCESS_MW_BIND (rndv.c) */
 	struct rdmamsg__list link;
 	struct rdmamsg__mr_iov
 		*iov; /* rdmamsg_mr_reg_iov/_strided (mr_iov.c) */

@@ -189,6 +189,10 @@ for round in $(seq "$rounds"); do
 		# (rdmamsg_send_buf), as UCX sends from the caller's memory
 		[ "$sz" -gt 8 ] &&
 			acc "Z_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --zcopy
+		# no copy: the client sends from one registered buffer
+		# (rdmamsg_send_nocopy), the server echoes with rdmamsg_send
+		[ "$sz" -gt 4096 ] &&
+			acc "N_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --nocopy
 	done
 	# blocking: sleep in poll()/ibv_get_cq_event between messages
 	acc R_ev rmp lat 8 3 "$(iters 2000)" --fd
@@ -196,8 +200,14 @@ for round in $(seq "$rounds"); do
 	# bandwidth 64 KiB (rdmamsg_perf prints MB/s = 10^6 B/s; converted below)
 	acc R_bw rmp bw 65536 3 "$(iters 5000)"
 	acc Z_bw rmp bw 65536 3 "$(iters 5000)" "${rmp_opts[@]}" --zcopy
+	acc N_bw rmp bw 65536 3 "$(iters 5000)" "${rmp_opts[@]}" --nocopy
 	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)" "${pt_win[@]}"
 	acc U_bw ucx posix,cma tag_bw 65536 6 "$(iters 10000)"
+	# bandwidth 1 MiB, copied and from one registered buffer
+	acc R_bw1m rmp bw 1048576 3 "$(iters 1000)"
+	acc N_bw1m rmp bw 1048576 3 "$(iters 1000)" "${rmp_opts[@]}" --nocopy
+	acc S_bw1m perftest ib_send_bw 1048576 4 -n "$(iters 1000)" "${pt_win[@]}"
+	acc U_bw1m ucx posix,cma tag_bw 1048576 6 "$(iters 2000)"
 	# message rate 8 B (UCX prints msg/s)
 	acc R_mr rmp rate 8 4 "$(iters 100000)"
 	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 100000)" "${pt_win[@]}"
@@ -208,15 +218,20 @@ for sz in 8 4096 65536; do
 done
 r_bw=$(scale_v "$(med "${R_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 z_bw=$(scale_v "$(med "${Z_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+n_bw=$(scale_v "$(med "${N_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+r_bw1m=$(scale_v "$(med "${R_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+n_bw1m=$(scale_v "$(med "${N_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 z_lat_4096=$(med "${Z_lat_4096[@]}") z_lat_65536=$(med "${Z_lat_65536[@]}")
+n_lat_65536=$(med "${N_lat_65536[@]}")
 s_bw=$(med "${S_bw[@]}") u_bw=$(med "${U_bw[@]}")
+s_bw1m=$(med "${S_bw1m[@]}") u_bw1m=$(med "${U_bw1m[@]}")
 r_ev=$(med "${R_ev[@]}") s_ev=$(med "${S_ev[@]}")
 r_mr=$(med "${R_mr[@]}") s_mr=$(med "${S_mr[@]}") u_mr=$(med "${U_mr[@]}")
 [ "$s_mr" != n/a ] && s_mr=$(awk -v v="$s_mr" 'BEGIN { printf "%.3f", v }')
 [ "$u_mr" != n/a ] && u_mr=$(awk -v v="$u_mr" 'BEGIN { printf "%.3f", v / 1e6 }')
 for a in R_lat_8 S_lat_8 U_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 R_lat_65536 \
-	S_lat_65536 U_lat_65536 Z_lat_4096 Z_lat_65536 R_ev S_ev R_bw Z_bw S_bw \
-	U_bw R_mr S_mr U_mr; do
+	S_lat_65536 U_lat_65536 Z_lat_4096 Z_lat_65536 N_lat_65536 R_ev S_ev R_bw \
+	Z_bw N_bw S_bw U_bw R_bw1m N_bw1m S_bw1m U_bw1m R_mr S_mr U_mr; do
 	eval "echo \"# rounds $a: \${$a[*]}\""
 done
 
@@ -234,6 +249,10 @@ row "message rate 8 B, Mmsg/s" "$r_mr" "$s_mr" "$u_mr"
 row "zero-copy latency 4096 B, us" "$z_lat_4096" "$s_lat_4096" "$u_lat_4096"
 row "zero-copy latency 65536 B, us" "$z_lat_65536" "$s_lat_65536" "$u_lat_65536"
 row "zero-copy bandwidth 64 KiB, MiB/s" "$z_bw" "$s_bw" "$u_bw"
+row "nocopy latency 65536 B, us" "$n_lat_65536" "$s_lat_65536" "$u_lat_65536"
+row "nocopy bandwidth 64 KiB, MiB/s" "$n_bw" "$s_bw" "$u_bw"
+row "bandwidth 1 MiB, MiB/s" "$r_bw1m" "$s_bw1m" "$u_bw1m"
+row "nocopy bandwidth 1 MiB, MiB/s" "$n_bw1m" "$s_bw1m" "$u_bw1m"
 if [ "$rounds" -gt 1 ]; then
 	# The least disturbed round (see bench-softrdma.sh)
 	echo
@@ -253,11 +272,20 @@ if [ "$rounds" -gt 1 ]; then
 	done
 	b_z=$(scale_v "$(best higher "${Z_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 	row "zero-copy bandwidth 64 KiB, MiB/s" "$b_z" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
+	row "nocopy latency 65536 B, us" "$(best lower "${N_lat_65536[@]}")" "$(best lower "${S_lat_65536[@]}")" "$(best lower "${U_lat_65536[@]}")"
+	b_n=$(scale_v "$(best higher "${N_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+	row "nocopy bandwidth 64 KiB, MiB/s" "$b_n" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
+	b_r=$(scale_v "$(best higher "${R_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+	row "bandwidth 1 MiB, MiB/s" "$b_r" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
+	b_n=$(scale_v "$(best higher "${N_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+	row "nocopy bandwidth 1 MiB, MiB/s" "$b_n" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
 fi
 echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma (zero-copy rows: --zcopy, rdmamsg_send_buf()"
-echo "of a pool buffer the caller filled, instead of rdmamsg_send() copying); verbs: perftest on softrdma (LD_PRELOAD),"
+echo "of a pool buffer the caller filled, instead of rdmamsg_send() copying; nocopy rows: --nocopy,"
+echo "rdmamsg_send_nocopy() from one registered buffer, read in place above the rendezvous threshold,"
+echo "as UCX sends from one buffer); verbs: perftest on softrdma (LD_PRELOAD),"
 echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
 echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest tag_lat"
 echo "UCX_TLS=posix (50%ile), tag_bw UCX_TLS=posix,cma (average)."

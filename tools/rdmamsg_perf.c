@@ -73,9 +73,10 @@ struct perf_opts {
 	long cpu;		   /* --cpu; -1: not pinned */
 	enum perf_drive drive;
 	int verbose;
-	int zcopy; /* the client sends with rdmamsg_send_buf() */
-	int srq;   /* endpoints receive through a shared receive queue */
-	int dc;	   /* the client's endpoint is DC (implies srq) */
+	int zcopy;  /* the client sends with rdmamsg_send_buf() */
+	int nocopy; /* it sends its one registered buffer, not copied */
+	int srq;    /* endpoints receive through a shared receive queue */
+	int dc;	    /* the client's endpoint is DC (implies srq) */
 	size_t rndv_thresh; /* --rndv-thresh; 0: the library's */
 	int info;	    /* --info: print the protocols, measure nothing */
 	/* multicast (-P/-L): the group, the role, reliable window, pace */
@@ -654,7 +655,11 @@ static int cli_send(struct perf *p, const void *buf, size_t len, int ack)
 	if (p->o.zcopy)
 		return cli_send_zcopy(p, len, ack);
 	for (;;) {
-		if (ack)
+		if (p->o.nocopy)
+			rc = ack ? rdmamsg_send_nocopy_imm(p->ep, buf, len,
+							   PERF_IMM_ACK, NULL)
+				 : rdmamsg_send_nocopy(p->ep, buf, len, NULL);
+		else if (ack)
 			rc = rdmamsg_send_imm(p->ep, buf, len, PERF_IMM_ACK,
 					      NULL);
 		else
@@ -808,6 +813,7 @@ static int run_client(struct perf *p)
 	static const size_t bw_sizes[] = {1024, 4096, 65536};
 	static const size_t rate_sizes[] = {8};
 	struct rdmamsg_ep_attr *attr = NULL;
+	struct rdmamsg_mr *mr = NULL;
 	struct perf_hello h;
 	unsigned long iters, warmup;
 	uint64_t *rtt = NULL;
@@ -873,6 +879,15 @@ static int run_client(struct perf *p)
 	print_protocols(p);
 	if (p->o.info)
 		goto err_delete_attr; /* rc is 0: done */
+	/* --nocopy: every message comes from this one buffer, registered
+	 * once, as UCX's perftest sends from one buffer */
+	if (p->o.nocopy &&
+	    (rc = rdmamsg_mr_reg(p->ctx, buf, max_size ? max_size : 1,
+				 RDMAMSG_ACCESS_REMOTE_READ, &mr)) < 0) {
+		fprintf(stderr, "rdmamsg_perf: registering %zu bytes: %s\n",
+			max_size, rdmamsg_strerror(rc));
+		goto err_delete_attr;
+	}
 
 	rdmamsg_ctx_get_device_name(p->ctx, &dev);
 	printf("# rdmamsg_perf %s: %s:%u over %s, %s%s\n",
@@ -880,7 +895,9 @@ static int run_client(struct perf *p)
 	       p->o.drive == DRIVE_FD	? "blocking on the fd"
 	       : p->o.drive == DRIVE_EV ? "libev loop"
 					: "busy polling",
-	       p->o.zcopy ? ", zero-copy sends" : "");
+	       p->o.zcopy    ? ", zero-copy sends"
+	       : p->o.nocopy ? ", sends from a registered buffer"
+			     : "");
 	if (p->o.test == PERF_LAT)
 		printf("# one-way latency = round trip / 2, in microseconds\n"
 		       "%8s %8s %10s %10s %10s\n",
@@ -903,6 +920,8 @@ static int run_client(struct perf *p)
 err_delete_attr:
 	rdmamsg_ep_attr_delete(&attr);
 	cli_close(p);
+	if (mr && rdmamsg_mr_dereg(&mr) < 0 && rc == 0)
+		rc = -EBUSY;
 err_free_rtt:
 	free(rtt);
 err_free_buf:
@@ -1400,7 +1419,8 @@ static void usage(FILE *f)
 		"                    [--fd|--busy|--ev] [--cpu N]\n"
 		"       rdmamsg_perf -c HOST [-p PORT] [-t lat|bw|rate]\n"
 		"                    [--size N[,N...]] [-n ITERS] [-w WARMUP]\n"
-		"                    [--fd|--busy|--ev] [--zcopy] [--srq] "
+		"                    [--fd|--busy|--ev] [--zcopy|--nocopy] "
+		"[--srq] "
 		"[--dc]\n"
 		"                    [--window N] [--cpu N] [--rndv-thresh N]\n"
 		"                    [--info]\n"
@@ -1445,6 +1465,8 @@ static void usage(FILE *f)
 		"      --ev          drive the context from a libev loop\n"
 		"      --zcopy       send pool buffers with\n"
 		"                    rdmamsg_send_buf() instead of copying\n"
+		"      --nocopy      (client) send from one registered\n"
+		"                    buffer with rdmamsg_send_nocopy()\n"
 		"      --srq         endpoints receive through a shared\n"
 		"                    receive queue (rdmamsg_srq_create)\n"
 		"      --dc          (client) the endpoint is DC\n"
@@ -1527,6 +1549,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"fd", no_argument, NULL, 'F'},
 		{"busy", no_argument, NULL, 'B'},
 		{"zcopy", no_argument, NULL, 'Z'},
+		{"nocopy", no_argument, NULL, 'O'},
 		{"srq", no_argument, NULL, 'Q'},
 		{"dc", no_argument, NULL, 'D'},
 		{"ev", no_argument, NULL, 'E'},
@@ -1604,6 +1627,9 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			break;
 		case 'Z':
 			o->zcopy = 1;
+			break;
+		case 'O':
+			o->nocopy = 1;
 			break;
 		case 'Q':
 			o->srq = 1;
@@ -1696,6 +1722,11 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	if (o->server == !!o->host || o->window || o->pace ||
 	    o->linger != ULONG_MAX || o->rdepth || o->poll_us)
 		return -1;
+	if (o->zcopy && o->nocopy) {
+		fprintf(stderr,
+			"rdmamsg_perf: --zcopy or --nocopy, not both\n");
+		return -1;
+	}
 	if (o->outstanding && (o->server || o->test == PERF_LAT)) {
 		fprintf(stderr, "rdmamsg_perf: --window is for a bw or "
 				"rate client\n");

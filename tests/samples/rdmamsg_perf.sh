@@ -80,6 +80,19 @@ sizes=$(rows 4 | tr '\n' ' ')
 [ $? = 0 ] && [ "$sizes" = "100 65536 " ]
 ok $? "bw zero-copy: rows (got: $sizes)"
 
+# --nocopy: from one registered buffer (below and above the rendezvous
+# threshold), in a window, and the round trips of lat
+run "bw nocopy" -- -t bw --nocopy -n 1000 --size 100,65536,1048576 --window 64
+grep -q "sends from a registered buffer" "$tap_tmp/out"
+ok $? "bw nocopy: announced"
+sizes=$(rows 4 | tr '\n' ' ')
+[ $? = 0 ] && [ "$sizes" = "100 65536 1048576 " ]
+ok $? "bw nocopy: rows (got: $sizes)"
+run "lat nocopy" -- -t lat --nocopy -n 200 --size 65536
+sizes=$(rows 5 | tr '\n' ' ')
+[ $? = 0 ] && [ "$sizes" = "65536 " ]
+ok $? "lat nocopy: row (got: $sizes)"
+
 # --window N: at most N messages unacknowledged; the client reports the
 # most it saw, which must be at least 1 and at most N
 for w in 1 3 64; do
@@ -220,6 +233,9 @@ ok $? "mcast warm-up: said by the publisher, its counters from after it"
 "$perf" -c 127.0.0.1 -t nope >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error exits 2"
+"$perf" -c 127.0.0.1 --zcopy --nocopy >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --zcopy with --nocopy exits 2"
 "$perf" -s -P 239.1.2.3 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: -P with -s exits 2"

@@ -27,6 +27,19 @@
  * arrive whole, in fragments up to it (no READ) and pulled above it (one
  * READ); the environment and the attribute override it (above).  The
  * default between hosts: tests/netns/cm-hosts.sh.
+ *
+ * rdmamsg_send_nocopy() from a registered region: the same burst arrives
+ * exactly as rdmamsg_send()'s does (order, bytes, flags, lengths at every
+ * threshold +-1), the messages above the threshold read where the caller
+ * put them (their READs address the region) and the rest copied, as is a
+ * message from memory no region holds (overwritten at once, it still
+ * arrives as sent).  The region cannot be deregistered while a transfer
+ * reads it (-EBUSY); on_send comes once the transfer's window is
+ * invalidated: the region can be deregistered inside on_send, and the
+ * provider lets it go (it refuses while a window is bound to it).  A 64
+ * KiB nocopy round trip registers nothing and binds and invalidates one
+ * window each way; without windows (RDMAMSG_NO_MW=1) the READ goes with
+ * the region's key.
  */
 #include "config.h"
 
@@ -43,6 +56,7 @@
 #define SMALL  24
 #define NSIZES 13
 #define MAXLEN (1024 * 1024)
+#define ZC_LEN (4 * 1024 * 1024)
 
 static const size_t sizes[NSIZES] = {
 	0,	    1,	   EAGER - 1,  EAGER,  EAGER + 1,  THRESH - 1, THRESH,
@@ -66,11 +80,20 @@ static unsigned int nseen, kept, keep_bad, resp_ok, resp_done, acked;
 static uint32_t req_seq;
 static unsigned char *pat;
 
+/* rdmamsg_send_nocopy: the client's region, where send_k puts messages
+ * while nocopy is set (each its own place: they must stay until
+ * on_send), and cli_sent deregistering it when dereg_in_send is set */
+static unsigned char *zc;
+static struct rdmamsg_mr *zc_mr;
+static size_t zc_off;
+static int nocopy, dereg_in_send, dereg_ret = 1;
+
 /* counters behind the contexts' reg_mr and the provider's post_send */
 static struct ibv_mr *(*real_reg)(struct ibv_pd *, void *, size_t, int);
 static int (*real_post)(struct ibv_qp *, struct ibv_send_wr *,
 			struct ibv_send_wr **);
-static unsigned int nreg, nsend, nread, nbind, ninv;
+static int (*real_dereg)(struct ibv_mr *);
+static unsigned int nreg, nsend, nread, nbind, ninv, nread_zc, ndereg_bad;
 static unsigned int all_binds, all_invs; /* never reset */
 
 static struct ibv_mr *count_reg(struct ibv_pd *pd, void *addr, size_t len,
@@ -93,6 +116,10 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			break;
 		case IBV_WR_RDMA_READ:
 			nread++;
+			/* from the caller's region, where it sent from */
+			if (zc && w->wr.rdma.remote_addr >= (uintptr_t)zc &&
+			    w->wr.rdma.remote_addr < (uintptr_t)zc + ZC_LEN)
+				nread_zc++;
 			break;
 		case IBV_WR_BIND_MW:
 			nbind++;
@@ -109,6 +136,15 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	return real_post(qp, wr, bad);
 }
 
+static int count_dereg(struct ibv_mr *mr)
+{
+	int ret = real_dereg(mr);
+
+	if (ret)
+		ndereg_bad++; /* e.g. EBUSY: a window still bound to it */
+	return ret;
+}
+
 /* counted -- route ctx's registrations and its device's sends through
  * the counters (the table is copied: it is shared and read-only) */
 static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
@@ -116,6 +152,8 @@ static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
 	*copy = *ctx->ops;
 	real_reg = copy->reg_mr;
 	copy->reg_mr = count_reg;
+	real_dereg = copy->dereg_mr;
+	copy->dereg_mr = count_dereg;
 	ctx->ops = copy;
 	if (ctx->verbs->ops.post_send != count_post) {
 		real_post = ctx->verbs->ops.post_send;
@@ -221,6 +259,12 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
 	(void)arg;
 	if (status)
 		cli_side->bad++;
+	if (dereg_in_send) {
+		/* the region is the caller's again, the peer's window
+		 * over it gone */
+		dereg_ret = rdmamsg_mr_dereg(&zc_mr);
+		dereg_in_send = 0;
+	}
 	acked++;
 }
 
@@ -279,11 +323,20 @@ static void on_lclose(struct rdmamsg_listener *l, void *arg)
 static int send_k(struct test_side *cli, struct test_side *srv, size_t len,
 		  uint32_t seq)
 {
+	unsigned char *p = pat;
 	int ret;
 
-	fill(pat, len, seq);
+	if (nocopy) {
+		if (zc_off + len > ZC_LEN)
+			bail_out("the nocopy region is full");
+		p = zc + zc_off;
+		zc_off += (len + 63) & ~(size_t)63;
+	}
+	fill(p, len, seq);
 	do {
-		ret = rdmamsg_send_imm(cli->ep, pat, len, seq, NULL);
+		ret = nocopy ? rdmamsg_send_nocopy_imm(cli->ep, p, len, seq,
+						       NULL)
+			     : rdmamsg_send_imm(cli->ep, p, len, seq, NULL);
 		if (ret == -EAGAIN) {
 			rdmamsg_ctx_progress(cli->ctx);
 			rdmamsg_ctx_progress(srv->ctx);
@@ -472,6 +525,115 @@ static void round_trip(struct test_side *srv, struct test_side *cli, int window)
 	   nsend);
 }
 
+/* zc_reg -- the client's nocopy region, registered for remote reads */
+static void zc_reg(struct test_side *cli)
+{
+	is_int(rdmamsg_mr_reg(cli->ctx, zc, ZC_LEN, RDMAMSG_ACCESS_REMOTE_READ,
+			      &zc_mr),
+	       0, "the client registers a region to send from");
+}
+
+/* nocopy_burst -- the burst of every threshold +-1 byte again, through
+ * rdmamsg_send_nocopy() from the region, and a 64 KiB message from pat
+ * (no region): each arrives as rdmamsg_send()'s did; those above the
+ * threshold are read in the region */
+static void nocopy_burst(struct test_side *srv, struct test_side *cli,
+			 uint32_t *seq)
+{
+	size_t want[NSIZES * 4 + 1];
+	unsigned int first = nseen, n = 0, bad = 0, above = 0, i, j;
+	uint32_t seq0 = *seq;
+
+	is_int(rdmamsg_send_nocopy(NULL, zc, 1, NULL), -EINVAL,
+	       "nocopy on NULL: -EINVAL");
+	is_int(rdmamsg_send_nocopy(cli->ep, NULL, 1, NULL), -EINVAL,
+	       "nocopy of NULL data: -EINVAL");
+	zc_off = 0;
+	acked = 0;
+	nread = nread_zc = 0;
+	nocopy = 1;
+	for (i = 0; i < NSIZES; i++) {
+		for (j = 0; j < 4; j++) {
+			size_t len = j < 3 ? SMALL : sizes[i];
+
+			if (send_k(cli, srv, len, (*seq)++))
+				break;
+			want[n++] = len;
+			above += len > THRESH;
+		}
+	}
+	nocopy = 0;
+	is_int(n, NSIZES * 4, "every nocopy message accepted");
+	is_int(rdmamsg_mr_dereg(&zc_mr), -EBUSY,
+	       "the region cannot be deregistered while it is read");
+	/* memory no region holds: copied, the caller's again at return */
+	fill(pat, 65536, *seq);
+	if (!rdmamsg_send_nocopy_imm(cli->ep, pat, 65536, (*seq)++, NULL))
+		want[n++] = 65536;
+	memset(pat, 0, 65536);
+	run_for(srv, cli, &nseen, first + n);
+	is_int(nseen - first, n, "all arrived, each once");
+	run_for(srv, cli, &acked, n);
+	is_int(acked, n, "on_send for each");
+	for (i = 0; i < n && first + i < nseen; i++) {
+		const struct seen *x = &seen[first + i];
+
+		if (x->imm != seq0 + i || !x->ok || x->len != want[i] ||
+		    x->kind ||
+		    x->flags != (RDMAMSG_RECV_IMM |
+				 (x->len > MAXMSG ? RDMAMSG_RECV_LARGE : 0))) {
+			diag("message %u (%zu bytes): flags %#x, ok %d", i,
+			     x->len, x->flags, x->ok);
+			bad++;
+		}
+	}
+	ok(bad == 0,
+	   "in order, byte for byte, with the same lengths and flags as "
+	   "rdmamsg_send()'s (%u wrong)",
+	   bad);
+	ok(above == 6 && nread_zc == above,
+	   "the %u messages above the threshold read in the region (%u)", above,
+	   nread_zc);
+	is_int(nread, nread_zc + 1,
+	       "and one READ more, of the copy of the message from no region");
+}
+
+/* nocopy_round_trip -- 64 KiB by rdmamsg_send_nocopy() from the region
+ * and back; cli_sent deregisters the region */
+static void nocopy_round_trip(struct test_side *srv, struct test_side *cli,
+			      int window)
+{
+	unsigned int before = echo_got;
+
+	run_for(srv, cli, &all_invs, all_binds);
+	is_int(all_invs, all_binds, "every window bound so far invalidated");
+	nreg = nsend = nread = nread_zc = nbind = ninv = ndereg_bad = 0;
+	acked = 0;
+	fill(zc, 65536, 0xEC40);
+	is_int(rdmamsg_send_nocopy_imm(cli->ep, zc, 65536, 0xEC40, NULL), 0,
+	       "64 KiB nocopy send");
+	is_int(rdmamsg_mr_dereg(&zc_mr), -EBUSY,
+	       "its region cannot be deregistered before on_send");
+	dereg_ret = 1;
+	dereg_in_send = 1;
+	run_for(srv, cli, &echo_got, before + 1);
+	is_int(echo_got, before + 1, "its echo came back whole");
+	run_for(srv, cli, &acked, 1);
+	is_int(acked, 1, "on_send once");
+	ok(dereg_ret == 0 && zc_mr == NULL,
+	   "the region deregistered inside on_send (%d)", dereg_ret);
+	is_int(ndereg_bad, 0,
+	       "the provider let it go: no window bound to it any more");
+	run_for(srv, cli, &ninv, window ? 2 : 0);
+	/* without windows the echo (copied) has a registration */
+	is_int(nreg, window ? 0 : 1, "the nocopy send registered no memory");
+	is_int(nbind, window ? 2 : 0,
+	       window ? "a window bound each way" : "no window");
+	is_int(ninv, nbind, "each invalidated");
+	is_int(nread, 2, "one READ each way: no fragments");
+	is_int(nread_zc, 1, "the request's READ in the caller's region");
+}
+
 int main(void)
 {
 	static struct test_side srv, cli;
@@ -488,7 +650,8 @@ int main(void)
 
 	test_setup("thresh");
 	pat = malloc(MAXLEN);
-	if (!pat)
+	zc = malloc(ZC_LEN);
+	if (!pat || !zc)
 		bail_out("no memory");
 	cli_side = &cli;
 
@@ -630,6 +793,11 @@ int main(void)
 	round_trip(&srv, &cli, pr.rndv_window);
 	round_trip(&srv, &cli, pr.rndv_window);
 	ok(pr.rndv_window, "softrdma offers type 2 windows");
+
+	/* rdmamsg_send_nocopy: the burst again, then the round trip */
+	zc_reg(&cli);
+	nocopy_burst(&srv, &cli, &seq);
+	nocopy_round_trip(&srv, &cli, pr.rndv_window);
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 
@@ -656,6 +824,8 @@ int main(void)
 	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
 	is_int(pr.rndv_window, 0, "RDMAMSG_NO_MW=1: no windows");
 	round_trip(&srv, &cli, 0);
+	zc_reg(&cli);
+	nocopy_round_trip(&srv, &cli, 0);
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 	unsetenv("RDMAMSG_NO_MW");
@@ -687,6 +857,7 @@ int main(void)
 
 	rdmamsg_ep_attr_delete(&a);
 	rdmamsg_ep_attr_delete(&b);
+	free(zc);
 	free(pat);
 	return done_testing();
 }
