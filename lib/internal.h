@@ -14,6 +14,7 @@
 
 #include "idtab.h"
 #include "lane.h"
+#include "proto.h"
 #include "rdmamsg.h"
 
 /* Every public entry point carries this mark (built -fvisibility=hidden). */
@@ -548,7 +549,7 @@ struct rdmamsg_ep {
 
 	/* session: reconnect-and-replay (ep.c, lane.h); sid 0: none */
 	uint64_t sid;
-	struct rdmamsg__kept *kept;	/* copies of data fragments, a ring */
+	struct rdmamsg__kept **kept;	/* copies of data fragments, a ring */
 	uint32_t kept_mask;		/* its size - 1 (>= the peer's depth) */
 	uint32_t kept_depth, kept_frag; /* what it was sized for */
 	uint64_t tx_frags;	    /* data fragments posted on the session */
@@ -564,15 +565,20 @@ struct rdmamsg_ep {
 	uint64_t reconn_due_ns;	 /* the reconnect's deadline */
 };
 
-/* a data fragment kept until the peer has it (ep.c) */
+/* a data fragment kept until the peer has it (ep.c), allocated on the
+ * slot's first use: its header and bytes as they were posted, contiguous,
+ * so that an inline post takes both from here (msg.c post_frag_sig) and
+ * the copy is the only one the send makes; posted again, the header's
+ * credits are those of the new post */
 struct rdmamsg__kept {
-	char *data; /* frag bytes, allocated on first use */
-	uint32_t len, imm, total;
-	uint8_t flags;
-	uint8_t type; /* W_DATA or W_PACK */
+	uint32_t len;
+	uint32_t pad;		/* the bytes start 8-byte aligned */
+	struct rdmamsg__wire h; /* type (W_DATA or W_PACK), flags, imm, total */
+	char data[];		/* kept_frag bytes */
 };
 
-int rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep, struct rdmamsg__kept *k);
+struct rdmamsg__kept *rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep,
+					     struct rdmamsg__kept **kp);
 int rdmamsg__ep_session_init(struct rdmamsg_ep *ep);
 int rdmamsg__ep_replay_from(struct rdmamsg_ep *ep, uint64_t delivered);
 void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep);
