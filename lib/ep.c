@@ -704,7 +704,7 @@ static void path_event(struct rdmamsg_ep *ep, enum rdmamsg_path_event ev,
 static int path_fault(int status, int reason)
 {
 	return status == -EHOSTUNREACH || status == -ETIMEDOUT ||
-	       status == -ECONNRESET ||
+	       status == -ECONNRESET || status == -ENETDOWN ||
 	       (status == -ECONNREFUSED &&
 		reason == RDMAMSG_REJECT_NO_LISTENER);
 }
