@@ -17,6 +17,9 @@
 #include "proto.h"
 #include "rdmamsg.h"
 
+/* the device ports DC lanes may use (lane_dc.c: a DCT and DCIs each) */
+#define RDMAMSG__DC_PORTS 4
+
 /* Every public entry point carries this mark (built -fvisibility=hidden). */
 #define RDMAMSG_EXPORT __attribute__((visibility("default")))
 
@@ -318,8 +321,10 @@ struct rdmamsg_ctx {
 	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
 	void *umr;    /* UMR machinery, probed on first use (mr_iov.c) */
 	int dc_state; /* RDMAMSG_CAP_DC: 0 not probed, 1 there, -1 absent */
-	struct rdmamsg__dc *dc;	   /* DC lanes' DCIs and DCT (lane_dc.c) */
-	uint32_t dc_dctn;	   /* its DCT's number (0: none) */
+	struct rdmamsg__dc *dc; /* DC lanes' DCIs and DCT (lane_dc.c) */
+	/* its DCTs' numbers, one per port with DC lanes (0: none) */
+	uint32_t dc_dctn[RDMAMSG__DC_PORTS];
+	uint32_t dc_ndct;	   /* how many */
 	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
 
@@ -767,7 +772,14 @@ int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
 static inline int rdmamsg__dc_is_dct(const struct rdmamsg_ctx *ctx,
 				     uint32_t qpn)
 {
-	return RDMAMSG_UNLIKELY(ctx->dc_dctn != 0) && qpn == ctx->dc_dctn;
+	uint32_t i;
+
+	if (RDMAMSG_LIKELY(!ctx->dc_ndct))
+		return 0;
+	for (i = 0; i < RDMAMSG__DC_PORTS; i++)
+		if (ctx->dc_dctn[i] && qpn == ctx->dc_dctn[i])
+			return 1;
+	return 0;
 }
 
 /* cm/conn.c */
