@@ -321,8 +321,10 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * because of the path -- nobody listens there (-ECONNREFUSED with
  * RDMAMSG_REJECT_NO_LISTENER), the address or route does not resolve or
  * the peer is unreachable (-EHOSTUNREACH), the attempt timed out
- * (-ETIMEDOUT: each path gets the whole connect timeout), or the
- * connection was reset before it was up (-ECONNRESET) -- is tried again
+ * (-ETIMEDOUT: each path gets the whole connect timeout), the
+ * connection was reset before it was up (-ECONNRESET), or the device
+ * port it was bound to went down (-ENETDOWN; a session's reconnect
+ * attempt or handshake is abandoned at the port event) -- is tried again
  * on the next path, in list order; on_connect reports only the outcome
  * of the last attempt.  A path whose address cannot be resolved at the
  * call itself is skipped there (counted in path_downs; no event, since
@@ -873,8 +875,9 @@ int rdmamsg_ep_attr_set_transport(struct rdmamsg_ep_attr *attr,
 
 /* A context's DC resources and counters (rdmamsg_ctx_dc_stats). */
 struct rdmamsg_dc_stats {
-	uint32_t dcis;		 /* DC initiators made (shared, per context) */
-	uint32_t dcts;		 /* DC targets made (0 or 1) */
+	uint32_t dcis;		 /* DC initiators made (shared, per context
+				  * and port) */
+	uint32_t dcts;		 /* DC targets made (one per port in use) */
 	uint32_t endpoints;	 /* DC endpoints (lanes) open */
 	uint32_t qps;		 /* QPs of the context's DC machinery */
 	uint64_t tag_drops;	 /* DC messages for no (or a stale) endpoint */

@@ -299,7 +299,7 @@ static void free_bufs(struct rdmamsg_ep *ep)
 	}
 	if (ep->kept) {
 		for (i = 0; i <= ep->kept_mask; i++)
-			free(ep->kept[i].data);
+			free(ep->kept[i]);
 		free(ep->kept);
 		ep->kept = NULL;
 	}
@@ -704,7 +704,7 @@ static void path_event(struct rdmamsg_ep *ep, enum rdmamsg_path_event ev,
 static int path_fault(int status, int reason)
 {
 	return status == -EHOSTUNREACH || status == -ETIMEDOUT ||
-	       status == -ECONNRESET ||
+	       status == -ECONNRESET || status == -ENETDOWN ||
 	       (status == -ECONNREFUSED &&
 		reason == RDMAMSG_REJECT_NO_LISTENER);
 }
@@ -1230,12 +1230,13 @@ int rdmamsg__ep_session_init(struct rdmamsg_ep *ep)
 	return 0;
 }
 
-/* rdmamsg__ep_kept_alloc -- the bytes of a slot of the ring of kept
- * fragments, on its first use (msg.c keep()); -ENOMEM */
-int rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep, struct rdmamsg__kept *k)
+/* rdmamsg__ep_kept_alloc -- a slot of the ring of kept fragments, on its
+ * first use (msg.c keep()); NULL: no memory */
+struct rdmamsg__kept *rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep,
+					     struct rdmamsg__kept **kp)
 {
-	k->data = malloc(ep->kept_frag ? ep->kept_frag : 1);
-	return k->data ? 0 : -ENOMEM;
+	*kp = malloc(sizeof(**kp) + ep->kept_frag);
+	return *kp;
 }
 
 /* rdmamsg__ep_replay_from -- the peer received delivered fragments of the

@@ -14,7 +14,11 @@
 
 #include "idtab.h"
 #include "lane.h"
+#include "proto.h"
 #include "rdmamsg.h"
+
+/* the device ports DC lanes may use (lane_dc.c: a DCT and DCIs each) */
+#define RDMAMSG__DC_PORTS 4
 
 /* Every public entry point carries this mark (built -fvisibility=hidden). */
 #define RDMAMSG_EXPORT __attribute__((visibility("default")))
@@ -317,8 +321,10 @@ struct rdmamsg_ctx {
 	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */
 	void *umr;    /* UMR machinery, probed on first use (mr_iov.c) */
 	int dc_state; /* RDMAMSG_CAP_DC: 0 not probed, 1 there, -1 absent */
-	struct rdmamsg__dc *dc;	   /* DC lanes' DCIs and DCT (lane_dc.c) */
-	uint32_t dc_dctn;	   /* its DCT's number (0: none) */
+	struct rdmamsg__dc *dc; /* DC lanes' DCIs and DCT (lane_dc.c) */
+	/* its DCTs' numbers, one per port with DC lanes (0: none) */
+	uint32_t dc_dctn[RDMAMSG__DC_PORTS];
+	uint32_t dc_ndct;	   /* how many */
 	struct rdmamsg__list srqs; /* open SRQs (srq.c) */
 };
 
@@ -548,7 +554,7 @@ struct rdmamsg_ep {
 
 	/* session: reconnect-and-replay (ep.c, lane.h); sid 0: none */
 	uint64_t sid;
-	struct rdmamsg__kept *kept;	/* copies of data fragments, a ring */
+	struct rdmamsg__kept **kept;	/* copies of data fragments, a ring */
 	uint32_t kept_mask;		/* its size - 1 (>= the peer's depth) */
 	uint32_t kept_depth, kept_frag; /* what it was sized for */
 	uint64_t tx_frags;	    /* data fragments posted on the session */
@@ -564,15 +570,20 @@ struct rdmamsg_ep {
 	uint64_t reconn_due_ns;	 /* the reconnect's deadline */
 };
 
-/* a data fragment kept until the peer has it (ep.c) */
+/* a data fragment kept until the peer has it (ep.c), allocated on the
+ * slot's first use: its header and bytes as they were posted, contiguous,
+ * so that an inline post takes both from here (msg.c post_frag_sig) and
+ * the copy is the only one the send makes; posted again, the header's
+ * credits are those of the new post */
 struct rdmamsg__kept {
-	char *data; /* frag bytes, allocated on first use */
-	uint32_t len, imm, total;
-	uint8_t flags;
-	uint8_t type; /* W_DATA or W_PACK */
+	uint32_t len;
+	uint32_t pad;		/* the bytes start 8-byte aligned */
+	struct rdmamsg__wire h; /* type (W_DATA or W_PACK), flags, imm, total */
+	char data[];		/* kept_frag bytes */
 };
 
-int rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep, struct rdmamsg__kept *k);
+struct rdmamsg__kept *rdmamsg__ep_kept_alloc(struct rdmamsg_ep *ep,
+					     struct rdmamsg__kept **kp);
 int rdmamsg__ep_session_init(struct rdmamsg_ep *ep);
 int rdmamsg__ep_replay_from(struct rdmamsg_ep *ep, uint64_t delivered);
 void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep);
@@ -761,7 +772,14 @@ int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
 static inline int rdmamsg__dc_is_dct(const struct rdmamsg_ctx *ctx,
 				     uint32_t qpn)
 {
-	return RDMAMSG_UNLIKELY(ctx->dc_dctn != 0) && qpn == ctx->dc_dctn;
+	uint32_t i;
+
+	if (RDMAMSG_LIKELY(!ctx->dc_ndct))
+		return 0;
+	for (i = 0; i < RDMAMSG__DC_PORTS; i++)
+		if (ctx->dc_dctn[i] && qpn == ctx->dc_dctn[i])
+			return 1;
+	return 0;
 }
 
 /* cm/conn.c */

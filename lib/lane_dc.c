@@ -4,11 +4,16 @@
  * context's few shared DC initiators (DCIs) to the peer context's DC
  * target (DCT), instead of an RC QP of its own (issue 16).
  *
- * Per context (struct rdmamsg__dc, made with the first DC lane, its QPs
- * destroyed with the last): one DCT on the DC endpoints' SRQ (one SRQ per
- * context for DC) with a random 64-bit access key, and RDMAMSG_DC_DCIS
- * (default 4, 1..16) DCIs, all on one CQ of the interface (an anchor lane
- * reserves its room: every DCI's depth plus the SRQ's buffers).
+ * Per context (struct rdmamsg__dc, made with the first DC lane) and per
+ * device port (struct dc_port, its QPs made with the first DC lane whose
+ * connection rdma_cm bound to that port and destroyed with the last, as
+ * mlx5 binds a DCT or DCI to the port of its INIT transition): one DCT on
+ * the DC endpoints' SRQ (one SRQ per context for DC, every port's DCT on
+ * it) with the context's random 64-bit access key, and RDMAMSG_DC_DCIS
+ * (default 4, 1..16) DCIs, all on one CQ of the interface (the port's
+ * anchor lane reserves its room: every DCI's depth plus the SRQ's
+ * buffers).  A lane sends on its port's DCIs, to the DCT the peer named
+ * for the port of its side of the connection.
  *
  * Sending: a lane holds one DCI while it has sends on it and gives it back
  * when they have all completed (UCX's "dcs" policy).  So a DCI's sends go
@@ -84,6 +89,21 @@ struct dc_dci {
 	int err;	       /* failed or moved to ERR: reset before reuse */
 };
 
+/* a port's DC QPs, made with its first lane and destroyed with its last:
+ * a DCT and DCIs are bound to one port, as mlx5's are (the port of their
+ * INIT transition), so the lanes of a connection on port N use port N's */
+struct dc_port {
+	struct rdmamsg__dc *dc;
+	uint8_t num;		     /* the port number */
+	struct rdmamsg__lane anchor; /* reserves the CQ room */
+	struct ibv_qp *dct;
+	uint8_t sgid_index;
+	struct dc_dci dci[DC_MAX_DCIS];
+	uint32_t ndci;
+	struct rdmamsg__list waiters; /* lanes waiting for a DCI */
+	uint32_t nlanes;
+};
+
 struct rdmamsg__dc {
 	struct rdmamsg_ctx *ctx;
 	void *mlx5;
@@ -93,22 +113,19 @@ struct rdmamsg__dc {
 	struct mlx5dv_qp_ex *(*qp_ex_from)(struct ibv_qp_ex *q);
 	struct ibv_qp_ex *(*to_qp_ex)(struct ibv_qp *qp);
 	uint32_t (*key_viol)(struct ibv_qp *dct);
-	struct rdmamsg__lane anchor; /* reserves the CQ room */
-	struct rdmamsg_srq *srq;
-	struct ibv_qp *dct;
-	uint64_t key;
-	uint8_t sgid_index;
-	struct dc_dci dci[DC_MAX_DCIS];
-	uint32_t ndci, want_dci;
-	struct rdmamsg__list waiters; /* lanes waiting for a DCI */
-	uint32_t nlanes;
+	struct rdmamsg_srq *srq;		/* every port's DCT's */
+	uint64_t key;				/* every port's DCT's */
+	struct dc_port port[RDMAMSG__DC_PORTS]; /* port[i]: port i + 1 */
+	uint32_t want_dci;
+	uint32_t nlanes; /* on every port */
 	uint64_t tag_drops, dci_waits, dci_resets, key_viol_base;
 };
 
 struct lane_dc {
 	struct rdmamsg__lane l;
 	struct rdmamsg__dc *dc;
-	struct dc_dci *dci; /* held, or NULL */
+	struct dc_port *p;  /* its connection's port */
+	struct dc_dci *dci; /* held, or NULL (one of p's) */
 	uint32_t posted;    /* sends on dci not yet completed */
 	struct dc_wr *q;    /* sends waiting for a DCI (ring) */
 	uint32_t qcap, qhead, qn;
@@ -125,7 +142,7 @@ struct lane_dc {
 
 #define DC(lane) ((struct lane_dc *)(void *)(lane))
 
-static void dc_down_qps(struct rdmamsg__dc *dc);
+static void dc_down_qps(struct dc_port *p);
 
 /* wc_status -- the errno a work completion stands for (lane_rc.c's) */
 static int wc_status(enum ibv_wc_status st)
@@ -159,6 +176,7 @@ static struct rdmamsg__dc *dc_get(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__dc *dc = ctx->dc;
 	const char *e;
+	uint32_t i;
 
 	if (dc)
 		return dc;
@@ -166,7 +184,13 @@ static struct rdmamsg__dc *dc_get(struct rdmamsg_ctx *ctx)
 	if (!dc)
 		return NULL;
 	dc->ctx = ctx;
-	list_init(&dc->waiters);
+	for (i = 0; i < RDMAMSG__DC_PORTS; i++) {
+		dc->port[i].dc = dc;
+		dc->port[i].num = (uint8_t)(i + 1);
+		list_init(&dc->port[i].waiters);
+	}
+	if (getrandom(&dc->key, sizeof(dc->key), 0) != sizeof(dc->key))
+		dc->key = rdmamsg__now_ns() * 0x9e3779b97f4a7c15ull;
 	dc->want_dci = DC_DEF_DCIS;
 	e = getenv("RDMAMSG_DC_DCIS");
 	if (e && atoi(e) >= 1 && atoi(e) <= DC_MAX_DCIS)
@@ -218,14 +242,15 @@ int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
 	return 0;
 }
 
-/* gid_index -- the index of gid in port 1's table (0 if not found) */
-static uint8_t gid_index(struct rdmamsg_ctx *ctx, const union ibv_gid *gid)
+/* gid_index -- the index of gid in port's table (0 if not found) */
+static uint8_t gid_index(struct rdmamsg_ctx *ctx, uint8_t port,
+			 const union ibv_gid *gid)
 {
 	union ibv_gid g;
 	int i;
 
 	for (i = 0; i < 256; i++) {
-		if (ctx->ops->query_gid(ctx->verbs, 1, i, &g))
+		if (ctx->ops->query_gid(ctx->verbs, port, i, &g))
 			break;
 		if (!memcmp(&g, gid, sizeof(g)))
 			return (uint8_t)i;
@@ -233,14 +258,15 @@ static uint8_t gid_index(struct rdmamsg_ctx *ctx, const union ibv_gid *gid)
 	return 0;
 }
 
-/* dci_ready -- a DCI from RESET to RTS (mlx5's modify_dci_qp_is_ok) */
-static int dci_ready(struct rdmamsg_ctx *ctx, struct ibv_qp *qp)
+/* dci_ready -- a DCI from RESET to RTS on port (mlx5's
+ * modify_dci_qp_is_ok) */
+static int dci_ready(struct rdmamsg_ctx *ctx, struct ibv_qp *qp, uint8_t port)
 {
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
+	a.port_num = port;
 	if (ctx->ops->modify_qp(qp, &a,
 				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT))
 		return -1;
@@ -265,15 +291,17 @@ static int dci_ready(struct rdmamsg_ctx *ctx, struct ibv_qp *qp)
 		       : 0;
 }
 
-/* dci_reset -- a DCI that failed (or was stopped) to RTS again */
-static int dci_reset(struct rdmamsg__dc *dc, struct dc_dci *c)
+/* dci_reset -- a DCI of port p that failed (or was stopped) to RTS
+ * again */
+static int dci_reset(struct dc_port *p, struct dc_dci *c)
 {
+	struct rdmamsg__dc *dc = p->dc;
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
 	if (dc->ctx->ops->modify_qp(c->qp, &a, IBV_QP_STATE) ||
-	    dci_ready(dc->ctx, c->qp)) {
+	    dci_ready(dc->ctx, c->qp, p->num)) {
 		LOG_ERR("DCI %u: reset failed", c->qp->qp_num);
 		return -1;
 	}
@@ -282,18 +310,18 @@ static int dci_reset(struct rdmamsg__dc *dc, struct dc_dci *c)
 	return 0;
 }
 
-/* dct_ready -- the DCT from RESET to RTR */
-static int dct_ready(struct rdmamsg__dc *dc)
+/* dct_ready -- port p's DCT from RESET to RTR */
+static int dct_ready(struct dc_port *p)
 {
-	struct rdmamsg_ctx *ctx = dc->ctx;
+	struct rdmamsg_ctx *ctx = p->dc->ctx;
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
+	a.port_num = p->num;
 	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	if (ctx->ops->modify_qp(dc->dct, &a,
+	if (ctx->ops->modify_qp(p->dct, &a,
 				IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 					IBV_QP_ACCESS_FLAGS))
 		return -1;
@@ -302,58 +330,58 @@ static int dct_ready(struct rdmamsg__dc *dc)
 	a.path_mtu = IBV_MTU_1024;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.sgid_index = dc->sgid_index;
+	a.ah_attr.grh.sgid_index = p->sgid_index;
 	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	ctx->ops->query_gid(ctx->verbs, 1, dc->sgid_index, &a.ah_attr.grh.dgid);
-	return ctx->ops->modify_qp(dc->dct, &a,
+	a.ah_attr.port_num = p->num;
+	ctx->ops->query_gid(ctx->verbs, p->num, p->sgid_index,
+			    &a.ah_attr.grh.dgid);
+	return ctx->ops->modify_qp(p->dct, &a,
 				   IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
 					   IBV_QP_AV | IBV_QP_PATH_MTU)
 		       ? -1
 		       : 0;
 }
 
-/* dc_up_qps -- the DCT on srq and the DCIs, on one CQ whose room the
- * anchor lane holds; 0 or a negative errno, nothing left on failure */
-static int dc_up_qps(struct rdmamsg__dc *dc, struct rdmamsg_srq *srq,
+/* dc_up_qps -- port p's DCT on srq and its DCIs, on one CQ whose room
+ * p's anchor lane holds; 0 or a negative errno, nothing left on failure */
+static int dc_up_qps(struct dc_port *p, struct rdmamsg_srq *srq,
 		     const union ibv_gid *sgid)
 {
+	struct rdmamsg__dc *dc = p->dc;
 	struct rdmamsg_ctx *ctx = dc->ctx;
 	struct ibv_qp_init_attr_ex qa;
 	struct mlx5dv_qp_init_attr da;
 	uint32_t i;
 	int ret;
 
-	memset(&dc->anchor, 0, sizeof(dc->anchor));
-	dc->anchor.ctx = ctx;
-	list_init(&dc->anchor.ready_link);
-	ret = rdmamsg__iface_attach(&dc->anchor, dc->want_dci * DC_DCI_DEPTH +
-							 srq->max_bufs);
+	memset(&p->anchor, 0, sizeof(p->anchor));
+	p->anchor.ctx = ctx;
+	list_init(&p->anchor.ready_link);
+	ret = rdmamsg__iface_attach(&p->anchor, dc->want_dci * DC_DCI_DEPTH +
+							srq->max_bufs);
 	if (ret)
 		return ret;
-	if (getrandom(&dc->key, sizeof(dc->key), 0) != sizeof(dc->key))
-		dc->key = rdmamsg__now_ns() * 0x9e3779b97f4a7c15ull;
-	dc->sgid_index = gid_index(ctx, sgid);
+	p->sgid_index = gid_index(ctx, p->num, sgid);
 	memset(&qa, 0, sizeof(qa));
 	memset(&da, 0, sizeof(da));
 	qa.qp_type = IBV_QPT_DRIVER;
-	qa.send_cq = qa.recv_cq = dc->anchor.icq->cq;
+	qa.send_cq = qa.recv_cq = p->anchor.icq->cq;
 	qa.srq = srq->srq;
 	qa.pd = ctx->pd;
 	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
 	da.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
 	da.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
 	da.dc_init_attr.dct_access_key = dc->key;
-	dc->dct = dc->create_qp(ctx->verbs, &qa, &da);
-	if (!dc->dct || dct_ready(dc))
+	p->dct = dc->create_qp(ctx->verbs, &qa, &da);
+	if (!p->dct || dct_ready(p))
 		goto fail;
 	for (i = 0; i < dc->want_dci; i++) {
-		struct dc_dci *c = &dc->dci[i];
+		struct dc_dci *c = &p->dci[i];
 
 		memset(&qa, 0, sizeof(qa));
 		memset(&da, 0, sizeof(da));
 		qa.qp_type = IBV_QPT_DRIVER;
-		qa.send_cq = qa.recv_cq = dc->anchor.icq->cq;
+		qa.send_cq = qa.recv_cq = p->anchor.icq->cq;
 		qa.pd = ctx->pd;
 		qa.comp_mask =
 			IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -370,71 +398,76 @@ static int dc_up_qps(struct rdmamsg__dc *dc, struct rdmamsg_srq *srq,
 		c->qp = dc->create_qp(ctx->verbs, &qa, &da);
 		if (!c->qp)
 			goto fail;
-		dc->ndci++;
+		p->ndci++;
 		c->x = dc->to_qp_ex(c->qp);
 		c->mx = c->x ? dc->qp_ex_from(c->x) : NULL;
 		c->owner = NULL;
 		c->err = 0;
-		if (!c->mx || dci_ready(ctx, c->qp))
+		if (!c->mx || dci_ready(ctx, c->qp, p->num))
 			goto fail;
 	}
-	dc->srq = srq;
-	ctx->dc_dctn = dc->dct->qp_num;
-	dc->key_viol_base = 0;
-	LOG_INFO("DC: DCT %u on SRQ %p, %u DCIs", dc->dct->qp_num, (void *)srq,
-		 dc->ndci);
+	ctx->dc_dctn[p->num - 1] = p->dct->qp_num;
+	ctx->dc_ndct++;
+	LOG_INFO("DC: port %u: DCT %u on SRQ %p, %u DCIs", p->num,
+		 p->dct->qp_num, (void *)srq, p->ndci);
 	return 0;
 fail:
 	ret = rdmamsg__errno(ENOMEM);
-	LOG_ERR("DC: making the DCT and DCIs failed: %d", ret);
-	dc_down_qps(dc);
+	LOG_ERR("DC: making port %u's DCT and DCIs failed: %d", p->num, ret);
+	dc_down_qps(p);
 	return ret;
 }
 
-/* dc_down_qps -- the DCT and DCIs go (no DC lane is left) */
-static void dc_down_qps(struct rdmamsg__dc *dc)
+/* dc_down_qps -- port p's DCT and DCIs go (no DC lane is left on it) */
+static void dc_down_qps(struct dc_port *p)
 {
+	struct rdmamsg__dc *dc = p->dc;
 	struct rdmamsg_ctx *ctx = dc->ctx;
 	uint32_t i;
 
-	for (i = 0; i < dc->ndci; i++) {
-		if (dc->dci[i].qp)
-			ctx->ops->destroy_qp(dc->dci[i].qp);
-		memset(&dc->dci[i], 0, sizeof(dc->dci[i]));
+	for (i = 0; i < p->ndci; i++) {
+		if (p->dci[i].qp)
+			ctx->ops->destroy_qp(p->dci[i].qp);
+		memset(&p->dci[i], 0, sizeof(p->dci[i]));
 	}
-	dc->ndci = 0;
-	if (dc->dct) {
+	p->ndci = 0;
+	if (p->dct) {
 		if (dc->key_viol)
-			dc->key_viol_base += dc->key_viol(dc->dct);
-		ctx->ops->destroy_qp(dc->dct);
+			dc->key_viol_base += dc->key_viol(p->dct);
+		ctx->ops->destroy_qp(p->dct);
 	}
-	dc->dct = NULL;
-	ctx->dc_dctn = 0;
-	dc->srq = NULL;
-	rdmamsg__iface_detach(&dc->anchor);
+	if (ctx->dc_dctn[p->num - 1]) {
+		ctx->dc_dctn[p->num - 1] = 0;
+		ctx->dc_ndct--;
+	}
+	p->dct = NULL;
+	rdmamsg__iface_detach(&p->anchor);
 }
 
 /* rdmamsg__dc_fini -- at context destruction (every lane is gone) */
 void rdmamsg__dc_fini(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__dc *dc = ctx->dc;
+	uint32_t i;
 
 	if (!dc)
 		return;
-	if (dc->dct || dc->ndci)
-		dc_down_qps(dc);
+	for (i = 0; i < RDMAMSG__DC_PORTS; i++)
+		if (dc->port[i].dct || dc->port[i].ndci)
+			dc_down_qps(&dc->port[i]);
 	if (dc->mlx5)
 		dlclose(dc->mlx5);
 	free(dc);
 	ctx->dc = NULL;
 }
 
-/* rdmamsg_ctx_dc_stats -- the context's DC counters */
+/* rdmamsg_ctx_dc_stats -- the context's DC counters (every port's) */
 RDMAMSG_EXPORT int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
 					struct rdmamsg_dc_stats *st)
 {
 	uint64_t v;
 	const struct rdmamsg__dc *dc;
+	uint32_t i;
 
 	if (!ctx || !st)
 		return -EINVAL;
@@ -444,16 +477,22 @@ RDMAMSG_EXPORT int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
 	dc = ctx->dc;
 	if (!dc)
 		return 0;
-	st->dcis = dc->ndci;
-	st->dcts = dc->dct ? 1 : 0;
+	st->key_violations = dc->key_viol_base;
+	for (i = 0; i < RDMAMSG__DC_PORTS; i++) {
+		const struct dc_port *p = &dc->port[i];
+
+		st->dcis += p->ndci;
+		if (!p->dct)
+			continue;
+		st->dcts++;
+		if (dc->key_viol)
+			st->key_violations += dc->key_viol(p->dct);
+	}
 	st->endpoints = dc->nlanes;
 	st->qps = st->dcis + st->dcts;
 	st->tag_drops = dc->tag_drops;
 	st->dci_waits = dc->dci_waits;
 	st->dci_resets = dc->dci_resets;
-	st->key_violations = dc->key_viol_base;
-	if (dc->dct && dc->key_viol)
-		st->key_violations += dc->key_viol(dc->dct);
 	return 0;
 }
 
@@ -522,17 +561,18 @@ static void synth(struct lane_dc *d, uint64_t seq, enum ibv_wc_status st)
 	rdmamsg__iface_ready(&d->l);
 }
 
-/* take_dci -- a free DCI for lane d (reset first if it failed), or NULL */
-static struct dc_dci *take_dci(struct rdmamsg__dc *dc, struct lane_dc *d)
+/* take_dci -- a free DCI of port p for lane d (reset first if it
+ * failed), or NULL */
+static struct dc_dci *take_dci(struct dc_port *p, struct lane_dc *d)
 {
 	uint32_t i;
 
-	for (i = 0; i < dc->ndci; i++) {
-		struct dc_dci *c = &dc->dci[i];
+	for (i = 0; i < p->ndci; i++) {
+		struct dc_dci *c = &p->dci[i];
 
 		if (c->owner)
 			continue;
-		if (c->err && dci_reset(dc, c))
+		if (c->err && dci_reset(p, c))
 			continue;
 		c->owner = d;
 		d->dci = c;
@@ -569,14 +609,15 @@ static void drain_queue(struct lane_dc *d)
 	}
 }
 
-/* hand_on -- give free DCIs to waiting lanes, first come first served */
-static void hand_on(struct rdmamsg__dc *dc)
+/* hand_on -- give port p's free DCIs to its waiting lanes, first come
+ * first served */
+static void hand_on(struct dc_port *p)
 {
-	while (!list_empty(&dc->waiters)) {
-		struct lane_dc *w = container_of(dc->waiters.next,
+	while (!list_empty(&p->waiters)) {
+		struct lane_dc *w = container_of(p->waiters.next,
 						 struct lane_dc, wait_link);
 
-		if (!take_dci(dc, w))
+		if (!take_dci(p, w))
 			return;
 		list_del(&w->wait_link);
 		drain_queue(w);
@@ -587,7 +628,7 @@ static void hand_on(struct rdmamsg__dc *dc)
  * next waiting lane (d waits again at the tail if it queued more) */
 static void release(struct lane_dc *d)
 {
-	struct rdmamsg__dc *dc = d->dc;
+	struct dc_port *p = d->p;
 	struct dc_dci *c = d->dci;
 
 	if (!c || d->posted)
@@ -595,8 +636,8 @@ static void release(struct lane_dc *d)
 	c->owner = NULL;
 	d->dci = NULL;
 	if (d->qn && !d->l.down && list_empty(&d->wait_link))
-		list_add_tail(&dc->waiters, &d->wait_link);
-	hand_on(dc);
+		list_add_tail(&p->waiters, &d->wait_link);
+	hand_on(p);
 }
 
 /* enqueue -- keep one send until lane d holds a DCI; inline data copied */
@@ -638,20 +679,20 @@ static int enqueue(struct lane_dc *d, const struct dc_wr *w)
 /* submit -- post w now if lane d may, else queue it */
 static int submit(struct lane_dc *d, const struct dc_wr *w)
 {
-	struct rdmamsg__dc *dc = d->dc;
+	struct dc_port *p = d->p;
 	int ret;
 
 	if (d->l.down || !d->has_peer)
 		return ENOTCONN;
-	if (!d->dci && !d->qn && list_empty(&dc->waiters))
-		take_dci(dc, d);
+	if (!d->dci && !d->qn && list_empty(&p->waiters))
+		take_dci(p, d);
 	/* in order behind its queue; give the DCI back when others wait */
-	if (!d->dci || d->qn || !list_empty(&dc->waiters)) {
+	if (!d->dci || d->qn || !list_empty(&p->waiters)) {
 		ret = enqueue(d, w);
 		if (ret)
 			return ret;
 		if (!d->dci && list_empty(&d->wait_link))
-			list_add_tail(&dc->waiters, &d->wait_link);
+			list_add_tail(&p->waiters, &d->wait_link);
 		return 0;
 	}
 	return dci_post(d, w);
@@ -832,6 +873,7 @@ static void dc_destroy(struct rdmamsg__lane *lane)
 {
 	struct lane_dc *d = DC(lane);
 	struct rdmamsg__dc *dc = d->dc;
+	struct dc_port *p = d->p;
 	struct rdmamsg_ctx *ctx = lane->ctx;
 
 	list_del(&d->wait_link);
@@ -853,21 +895,28 @@ static void dc_destroy(struct rdmamsg__lane *lane)
 	list_del(&lane->ready_link);
 	free(d->q);
 	free(d);
-	if (dc && !--dc->nlanes)
-		dc_down_qps(dc);
-	else if (dc)
-		hand_on(dc);
+	if (!p)
+		return;
+	if (!--dc->nlanes)
+		dc->srq = NULL;
+	if (!--p->nlanes)
+		dc_down_qps(p);
+	else
+		hand_on(p);
 }
 
-/* dc_open -- a DC lane: the context's DC QPs made with the first, a tag,
- * the window on the SRQ; the peer comes with the handshake */
+/* dc_open -- a DC lane: the DC QPs of its connection's port (the one
+ * rdma_cm bound the id to) made with the port's first, a tag, the window
+ * on the SRQ; the peer comes with the handshake */
 static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 		   const struct rdmamsg__lane_cbs *cbs, void *owner,
 		   struct rdmamsg__lane **lanep)
 {
 	struct rdmamsg__dc *dc = dc_get(ctx);
+	uint8_t port = a->id && a->id->port_num ? a->id->port_num : 1;
 	struct lane_dc *d;
 	struct rdmamsg__lane *lane;
+	struct dc_port *p;
 	uint32_t w;
 	int ret;
 
@@ -880,6 +929,12 @@ static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 			a->id->verbs->device->name, ctx->devname);
 		return -ENODEV;
 	}
+	if (port > RDMAMSG__DC_PORTS) {
+		LOG_ERR("DC: connection on port %u: DC lanes use ports 1 to %u",
+			port, RDMAMSG__DC_PORTS);
+		return -ENOTSUP;
+	}
+	p = &dc->port[port - 1];
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
@@ -894,16 +949,18 @@ static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	list_init(&lane->ready_link);
 	list_init(&d->wait_link);
 	d->srq = a->srq;
-	if (!dc->nlanes) {
-		ret = dc_up_qps(dc, a->srq,
-				&a->id->route.addr.addr.ibaddr.sgid);
+	if (!p->nlanes) {
+		ret = dc_up_qps(p, a->srq, &a->id->route.addr.addr.ibaddr.sgid);
 		if (ret) {
 			free(d);
 			return ret;
 		}
 	}
+	p->nlanes++;
 	dc->nlanes++;
+	dc->srq = a->srq;
 	d->dc = dc;
+	d->p = p;
 	/* its tag only: the DCIs' and DCT's room is the anchor's */
 	ret = rdmamsg__iface_attach(lane, 0);
 	if (ret)
@@ -929,7 +986,7 @@ void rdmamsg__lane_dc_local(const struct rdmamsg__lane *lane, uint32_t *dctn,
 {
 	const struct lane_dc *d = (const struct lane_dc *)(const void *)lane;
 
-	*dctn = d->dc->dct ? d->dc->dct->qp_num : 0;
+	*dctn = d->p->dct ? d->p->dct->qp_num : 0;
 	*key = d->dc->key;
 	*tag = (uint32_t)(lane->wrid_tag >> RDMAMSG__WRID_TAG_SHIFT);
 }
@@ -953,9 +1010,10 @@ int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
 	memset(&ah, 0, sizeof(ah));
 	ah.is_global = 1;
 	ah.grh.dgid = id->route.addr.addr.ibaddr.dgid;
-	ah.grh.sgid_index = gid_index(ctx, &id->route.addr.addr.ibaddr.sgid);
+	ah.grh.sgid_index =
+		gid_index(ctx, d->p->num, &id->route.addr.addr.ibaddr.sgid);
 	ah.grh.hop_limit = 64;
-	ah.port_num = 1;
+	ah.port_num = d->p->num;
 	d->ah = ctx->ops->create_ah(ctx->pd, &ah);
 	if (!d->ah)
 		return rdmamsg__errno(ENOMEM);

@@ -275,12 +275,15 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 /* port_err -- a port of the device went down (a pulled cable, a dead
  * switch port): each session on it fails now, as at its retry exhaustion,
  * and reconnects on another path, instead of waiting for its retries to
- * run out (seconds) or its peer timeout; endpoints on other ports, those
- * without a session (they keep today's behaviour: the link may be back
- * before their transport gives up) and those with an alternate path
- * loaded (the HCA migrates them) are left alone.  The port is the one
- * rdma_cm bound the connection to (cm_id->port_num), or the one APM
- * moved it to, as on hardware. */
+ * run out (seconds) or its peer timeout; a session's reconnect attempt
+ * (or its handshake) on it is abandoned, as a failed attempt, and the
+ * next path tried, instead of waiting for the connect timeout.
+ * Endpoints on other ports, those without a session (they keep today's
+ * behaviour: the link may be back before their transport gives up) and
+ * those with an alternate path loaded (the HCA migrates them) are left
+ * alone.  The port is the one rdma_cm bound the connection to
+ * (cm_id->port_num: an attempt still resolving its address has none
+ * yet), or the one APM moved it to, as on hardware. */
 static void port_err(struct rdmamsg_ctx *ctx, uint8_t port)
 {
 	struct rdmamsg__list *pos, *tmp;
@@ -289,12 +292,22 @@ static void port_err(struct rdmamsg_ctx *ctx, uint8_t port)
 		struct rdmamsg_ep *ep =
 			container_of(pos, struct rdmamsg_ep, link);
 
-		if (!ep->sid || ep->st != EPS_UP || ep->pstats.apm ||
-		    rdmamsg__apm_port(ep) != port)
+		if (!ep->sid)
 			continue;
-		LOG_NOTE("endpoint %p: port %u of %s down", (void *)ep,
-			 (unsigned int)port, ctx->devname);
-		rdmamsg__ep_down(ep, -ENETDOWN);
+		if (ep->st == EPS_UP && !ep->pstats.apm &&
+		    rdmamsg__apm_port(ep) == port) {
+			LOG_NOTE("endpoint %p: port %u of %s down", (void *)ep,
+				 (unsigned int)port, ctx->devname);
+			rdmamsg__ep_down(ep, -ENETDOWN);
+		} else if (ep->reconn && !ep->reconn_due && ep->id &&
+			   ep->id->port_num == port &&
+			   (ep->st == EPS_RESOLVING ||
+			    ep->st == EPS_CONNECTING)) {
+			LOG_NOTE("endpoint %p: port %u of %s down: the "
+				 "reconnect on it abandoned",
+				 (void *)ep, (unsigned int)port, ctx->devname);
+			rdmamsg__ep_connect_failed(ep, -ENETDOWN, 0, NULL, 0);
+		}
 	}
 }
 

@@ -75,44 +75,44 @@ static inline struct rdmamsg_buf *copy_slot(struct rdmamsg_ep *ep)
 	return copy_slot_at(ep, ep->sq_head);
 }
 
-/* keep -- a session's copy of the data fragment about to be posted as
- * number tx_frags (posted again, its data is the copy itself): inline, as
- * the fragments of small messages are small; -ENOMEM */
-static inline __attribute__((always_inline)) int keep(
-	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags, uint32_t imm,
-	uint32_t total, const void *data, uint32_t len)
+/* copy_frag -- len bytes of a fragment to d (d may be s itself): 8 to 16
+ * bytes, the common small message, as two overlapping words (the bytes
+ * read are all within s) */
+static inline __attribute__((always_inline)) void copy_frag(char *d,
+							    const char *s,
+							    uint32_t len)
 {
-	struct rdmamsg__kept *k = &ep->kept[ep->tx_frags & ep->kept_mask];
-	char *d = k->data;
+	uint64_t a, b;
 
-	if (RDMAMSG_UNLIKELY(len > ep->kept_frag))
-		return -EMSGSIZE; /* not possible: fragments fit frag */
-	if (RDMAMSG_UNLIKELY(!d)) {
-		if (rdmamsg__ep_kept_alloc(ep, k))
-			return -ENOMEM;
-		d = k->data;
+	if (len >= 8 && len <= 16) {
+		memcpy(&a, s, 8);
+		memcpy(&b, s + len - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + len - 8, &b, 8);
+	} else if (len) {
+		memmove(d, s, len);
 	}
-	if (d != data) {
-		const char *s = data;
-		uint64_t a, b;
+}
 
-		/* 8 to 16 bytes as two overlapping words (the bytes read
-		 * are all within data) */
-		if (len >= 8 && len <= 16) {
-			memcpy(&a, s, 8);
-			memcpy(&b, s + len - 8, 8);
-			memcpy(d, &a, 8);
-			memcpy(d + len - 8, &b, 8);
-		} else if (len) {
-			memcpy(d, s, len);
-		}
-	}
+/* keep -- the session's slot for the data fragment about to be posted as
+ * number tx_frags, its bytes copied in (posted again, data is the slot's
+ * own: moved onto itself) and its length set, tx_frags counted (the
+ * caller takes it back if the post fails): the header is the caller's
+ * to fill; NULL when there is no memory.  A slot holds kept_frag bytes:
+ * every data fragment and pack is at most ep->frag, which a reconnect
+ * may not change (rdmamsg__ep_session_init) */
+static inline __attribute__((always_inline)) struct rdmamsg__kept *keep(
+	struct rdmamsg_ep *ep, const void *data, uint32_t len)
+{
+	struct rdmamsg__kept **kp = &ep->kept[ep->tx_frags & ep->kept_mask];
+	struct rdmamsg__kept *k = *kp;
+
+	if (RDMAMSG_UNLIKELY(!k) && !(k = rdmamsg__ep_kept_alloc(ep, kp)))
+		return NULL;
+	copy_frag(k->data, data, len);
 	k->len = len;
-	k->imm = imm;
-	k->total = total;
-	k->flags = flags;
-	k->type = type;
-	return 0;
+	ep->tx_frags++;
+	return k;
 }
 
 /* how post_frag_sig() signals a send (every sig_every-th is anyway):
@@ -124,6 +124,94 @@ static inline __attribute__((always_inline)) int keep(
 #define SIG_ALWAYS 1
 #define SIG_LATER  2
 
+/* an inline send's header, and its bytes when they are few: the provider
+ * then gathers one piece, not two (softrdma: 41 instructions and a
+ * memcpy call fewer an 8-byte message) */
+struct inl_hdr {
+	struct rdmamsg__wire h;
+	char data[48];
+};
+
+/* buf_sges -- the gather list of a send that does not go inline: the
+ * header in the copy buffer at the send ring's head, the payload after
+ * it (copied) or in src (zero copy); the header's place, NULL when the
+ * pool has no memory */
+static inline __attribute__((always_inline)) struct rdmamsg__wire *buf_sges(
+	struct rdmamsg_ep *ep, const void *data, uint32_t len,
+	const struct rdmamsg_buf *src, struct ibv_sge *sge, int *nsge)
+{
+	/* at most nsbuf sends are outstanding, so no copy buffer is reused
+	 * before its send completed */
+	struct rdmamsg_buf *sb = copy_slot(ep);
+
+	if (RDMAMSG_UNLIKELY(!sb))
+		return NULL;
+	sge[0].addr = (uintptr_t)(sb->data - RDMAMSG_HDR);
+	sge[0].lkey = sb->lkey;
+	if (src) {
+		sge[0].length = RDMAMSG_HDR;
+		sge[1].addr = (uintptr_t)data;
+		sge[1].length = len;
+		sge[1].lkey = src->lkey;
+		*nsge = 2;
+	} else {
+		memcpy(sb->data, data, len);
+		sge[0].length = RDMAMSG_HDR + len;
+	}
+	return (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
+}
+
+/* frag_sges -- the gather list of a fragment's send, its header's place
+ * (on the stack at hs when the send goes inline); NULL when the pool has
+ * no memory for its copy buffer */
+static inline __attribute__((always_inline)) struct rdmamsg__wire *frag_sges(
+	struct rdmamsg_ep *ep, struct inl_hdr *hs, const void *data,
+	uint32_t len, const struct rdmamsg_buf *src, struct ibv_sge *sge,
+	int *nsge, int *inl)
+{
+	if (RDMAMSG_HDR + len > ep->max_inline)
+		return buf_sges(ep, data, len, src, sge, nsge);
+	/* the provider copies at post time: nothing to register */
+	*inl = 1;
+	sge[0].addr = (uintptr_t)hs;
+	sge[0].lkey = 0;
+	if (len <= sizeof(hs->data)) {
+		copy_frag(hs->data, data, len);
+		sge[0].length = RDMAMSG_HDR + len;
+	} else {
+		sge[0].length = RDMAMSG_HDR;
+		sge[1].addr = (uintptr_t)data;
+		sge[1].length = len;
+		sge[1].lkey = 0;
+		*nsge = 2;
+	}
+	return &hs->h;
+}
+
+/* kept_sges -- frag_sges for a data fragment of a session, kept in k
+ * (filled, header and bytes): inline straight from k (the copy into it
+ * is then the send's only one), otherwise as any fragment, its header
+ * k's; NULL when the pool has no memory */
+static inline __attribute__((always_inline)) struct rdmamsg__wire *kept_sges(
+	struct rdmamsg_ep *ep, struct rdmamsg__kept *k,
+	const struct rdmamsg_buf *src, const void *data, struct ibv_sge *sge,
+	int *nsge, int *inl)
+{
+	struct rdmamsg__wire *h;
+
+	if (RDMAMSG_HDR + k->len <= ep->max_inline) {
+		*inl = 1;
+		sge[0].addr = (uintptr_t)&k->h;
+		sge[0].length = RDMAMSG_HDR + k->len;
+		sge[0].lkey = 0;
+		return &k->h;
+	}
+	h = buf_sges(ep, src ? data : k->data, k->len, src, sge, nsge);
+	if (h)
+		*h = k->h;
+	return h;
+}
+
 /* post_frag -- one message or fragment; own is freed when it completes;
  * signalled as sig says (SIG_*) */
 static inline __attribute__((always_inline)) int post_frag_sig(
@@ -133,57 +221,32 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	int report, int sig)
 {
 	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
-	struct rdmamsg__wire hs, *h;
-	struct rdmamsg_buf *sb;
+	struct rdmamsg__wire *h;
+	struct rdmamsg__kept *k;
+	struct inl_hdr hs;
 	struct ibv_sge sge[2];
 	int nsge = 1, inl = 0, ret;
 
-	if (RDMAMSG_HDR + len <= ep->max_inline) {
-		/* the provider copies at post time: nothing to register */
-		h = &hs;
-		inl = 1;
-		sge[0].addr = (uintptr_t)h;
-		sge[0].length = RDMAMSG_HDR;
-		sge[0].lkey = 0;
-		if (len) {
-			sge[1].addr = (uintptr_t)data;
-			sge[1].length = len;
-			sge[1].lkey = 0;
-			nsge = 2;
-		}
-	} else if (src) {
-		/* zero copy: header from the slot, payload from the buffer;
-		 * at most nsbuf sends are outstanding, so no copy buffer is
-		 * reused before its send completed */
-		sb = copy_slot(ep);
-		if (RDMAMSG_UNLIKELY(!sb))
-			return -ENOMEM;
-		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
-		sge[0].addr = (uintptr_t)h;
-		sge[0].length = RDMAMSG_HDR;
-		sge[0].lkey = sb->lkey;
-		sge[1].addr = (uintptr_t)data;
-		sge[1].length = len;
-		sge[1].lkey = src->lkey;
-		nsge = 2;
-	} else {
-		sb = copy_slot(ep);
-		if (RDMAMSG_UNLIKELY(!sb))
-			return -ENOMEM;
-		h = (struct rdmamsg__wire *)(sb->data - RDMAMSG_HDR);
-		memcpy(sb->data, data, len);
-		sge[0].addr = (uintptr_t)h;
-		sge[0].length = RDMAMSG_HDR + len;
-		sge[0].lkey = sb->lkey;
-	}
 	/* a session keeps a copy of each data fragment (a packed send is
 	 * one) until the peer has it (ep.c); type is a constant at every
 	 * call */
 	if (RDMAMSG_UNLIKELY(ep->kept != NULL) &&
-	    (type == W_DATA || type == W_PACK) &&
-	    keep(ep, type, flags, imm, total, data, len))
-		return -ENOMEM; /* counted in tx_frags once posted */
-	fp_fill_hdr(ep, h, type, flags, imm, total);
+	    (type == W_DATA || type == W_PACK)) {
+		k = keep(ep, data, len);
+		if (RDMAMSG_UNLIKELY(!k))
+			return -ENOMEM;
+		fp_fill_hdr(ep, &k->h, type, flags, imm, total);
+		h = kept_sges(ep, k, src, data, sge, &nsge, &inl);
+		if (RDMAMSG_UNLIKELY(!h)) {
+			ep->tx_frags--; /* not posted */
+			return -ENOMEM;
+		}
+	} else {
+		h = frag_sges(ep, &hs, data, len, src, sge, &nsge, &inl);
+		if (RDMAMSG_UNLIKELY(!h))
+			return -ENOMEM;
+		fp_fill_hdr(ep, h, type, flags, imm, total);
+	}
 	/* own is pool memory: signal its send, so that the buffer comes back
 	 * when the send completes, not at some later signalled send that may
 	 * never be posted (a sender waiting for pool memory would starve);
@@ -191,12 +254,12 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	ret = fp_post_send(ep, sge, nsge, inl,
 			   sig == SIG_ALWAYS ||
 				   (sig == SIG_NEED && (report || own)));
-	if (RDMAMSG_UNLIKELY(ret))
+	if (RDMAMSG_UNLIKELY(ret)) {
+		if (ep->kept && (type == W_DATA || type == W_PACK))
+			ep->tx_frags--; /* not posted */
 		return -ret;
+	}
 	fp_commit_hdr(ep, h);
-	if (RDMAMSG_UNLIKELY(ep->kept != NULL) &&
-	    (type == W_DATA || type == W_PACK))
-		ep->tx_frags++;
 	slot->op_ctx = op_ctx;
 	slot->buf = own;
 	slot->report = (uint8_t)report;
@@ -1319,9 +1382,10 @@ int rdmamsg__ep_replay_pump(struct rdmamsg_ep *ep)
 	const struct rdmamsg__kept *k;
 
 	if (ep->rp_next < ep->rp_end) {
-		k = &ep->kept[ep->rp_next & ep->kept_mask];
-		if (post_frag(ep, k->type, k->flags, k->imm, k->total, k->data,
-			      k->len, NULL, NULL, NULL, 0, SIG_NEED))
+		k = ep->kept[ep->rp_next & ep->kept_mask];
+		if (post_frag(ep, k->h.type, k->h.flags, le32toh(k->h.imm),
+			      le32toh(k->h.total), k->data, k->len, NULL, NULL,
+			      NULL, 0, SIG_NEED))
 			return 1;
 		ep->credits--;
 		ep->rp_next++;

@@ -20,7 +20,9 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
  * A DCT (mlx5dv_create_qp, MLX5DV_DCTYPE_DCT) is an IBV_QPT_DRIVER QP of
  * the host registry whose entry carries its type and access key; it is
  * attached to an SRQ (whose segment initiators reach, soft/srq.c) and a
- * receive CQ, and goes RESET -> INIT -> RTR only.  A DCI (MLX5DV_DCTYPE_DCI)
+ * receive CQ, and goes RESET -> INIT -> RTR only.  A DCI or DCT takes any
+ * port of the device in INIT (and in its RTR address vector), as mlx5's
+ * do; another number is EINVAL.  A DCI (MLX5DV_DCTYPE_DCI)
  * goes RESET -> INIT -> RTR -> RTS as mlx5's modify_dci_qp_is_ok says, and
  * posts through ibv_qp_ex with mlx5dv_wr_set_dc_addr naming each WR's
  * target (AH, DCT number, access key).
@@ -351,7 +353,9 @@ static int dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	ok = cur == qp->state &&
 	     (dc->dct ? dct_ok(cur, next, mask) : dci_ok(cur, next, mask)) &&
-	     (!(mask & IBV_QP_PORT) || attr->port_num == 1) &&
+	     (!(mask & IBV_QP_PORT) || soft_port_ok(attr->port_num)) &&
+	     (!(mask & IBV_QP_AV) || !attr->ah_attr.port_num ||
+	      soft_port_ok(attr->ah_attr.port_num)) &&
 	     (!(mask & IBV_QP_PKEY_INDEX) || attr->pkey_index == 0) &&
 	     (!(mask & IBV_QP_PATH_MTU) || (attr->path_mtu >= IBV_MTU_256 &&
 					    attr->path_mtu <= IBV_MTU_4096)) &&

@@ -12,7 +12,8 @@
 # run it).
 #
 # Usage: tools/bench-failover.sh [-b BUILDDIR] [-c CUTS] [-m MODE]
-#                                [-n MESSAGES] [-o replay|apm] [-t EXP]
+#                                [-n MESSAGES] [-o replay|apm] [-s SEC]
+#                                [-t EXP] [-a MS]
 #   -b BUILDDIR  build tree holding tests/netns/rail_peer (make check, or
 #                make tests/netns/rail_peer) and soft/.libs/libsoftrdma.so
 #                (default: the current directory)
@@ -23,6 +24,13 @@
 #                on the rail pulled (carrier loss) (default drop)
 #   -n MESSAGES  messages streamed in all, per mechanism (default 200,000)
 #   -o MECH      only that mechanism (default: both, replay first)
+#   -s SEC       -m link: how long a cable plugged back settles before
+#                the next cut (default 2; 0: the next cut at once)
+#   -a MS        the hosts' ARP retransmit interval on both rails
+#                (net.ipv4.neigh.ethR.retrans_time_ms; default the
+#                kernel's, 1,000): a cut at once onto a cable just plugged
+#                back waits for the next ARP request (README, "Failover
+#                time")
 #   -t EXP       the QPs' local ACK timeout exponent, both mechanisms
 #                (rdmamsg_ep_attr_set_ack_timeout; default 17, 537 ms,
 #                replay's own default; 0: each mechanism's default, 17
@@ -46,15 +54,19 @@ mode=drop
 n=200000
 only=
 ack=17
-while getopts b:c:m:n:o:t: opt; do
+settle=2
+arp=
+while getopts a:b:c:m:n:o:s:t: opt; do
 	case $opt in
+	a) arp=$OPTARG ;;
 	b) builddir=$OPTARG ;;
 	c) cuts=$OPTARG ;;
 	m) mode=$OPTARG ;;
 	n) n=$OPTARG ;;
 	o) only=$OPTARG ;;
+	s) settle=$OPTARG ;;
 	t) ack=$OPTARG ;;
-	*) sed -n '2,40s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,48s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 case $mode in drop | blackhole | link) ;; *) echo "-m: drop, blackhole or link" >&2; exit 2 ;; esac
@@ -151,10 +163,10 @@ run() {
 			{ echo "$m: no delivery after cut $k" >&2; rail $r off; break; }
 		rail $r off
 		# a cable just plugged back: the next cut fails over onto it,
-		# so let it settle first (a reconnect onto a link up for less
-		# than a second took 620 ms, the first packets lost and sent
-		# again after the ACK timeout, against 1-2 ms after 2 s)
-		[ "$mode" = link ] && sleep 2
+		# so let it settle first (within a second of the cut, the
+		# reconnect's first packet waits for the ARP request the cut
+		# lost to be sent again: up to 1 s, -a; README)
+		[ "$mode" = link ] && sleep "$settle"
 		if [ "$m" = apm ]; then
 			d=$(field "$tmp/c.$m" "^migrated $k " 6)
 			p=$(field "$tmp/c.$m" "^migrated $k " 4)
@@ -182,6 +194,13 @@ run() {
 }
 
 fab up "$name" 2 2 >/dev/null || exit 1
+if [ -n "$arp" ]; then
+	for h in 1 2; do
+		fab exec "$name" $h sysctl -qw \
+			net.ipv4.neigh.eth0.retrans_time_ms="$arp" \
+			net.ipv4.neigh.eth1.retrans_time_ms="$arp" || exit 1
+	done
+fi
 a1=$(fab addr "$name" 1 0)
 b1=$(fab addr "$name" 1 1)
 
@@ -189,7 +208,7 @@ echo "# rdmamsg failover between namespace hosts, 2 rails, cut by $mode;"
 echo "# $n messages (8 B .. 20,000 B) a mechanism, 1,000 requests in flight;"
 acks=$ack
 [ "$ack" = 0 ] && acks="each mechanism's default"
-echo "# ACK timeout exponent $acks (load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "# ACK timeout exponent $acks (load $(cut -d' ' -f1-3 /proc/loadavg))${arp:+, ARP retransmit $arp ms}"
 echo "# (path: replay's address index, apm's port; detect: the client's"
 echo "# path_down / migration; reconnect: replay's own figure)"
 printf '%6s %4s %5s %12s %5s %12s %12s\n' mech cut path detect_ms cause reconnect_ms to_deliv_ms

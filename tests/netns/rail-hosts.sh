@@ -15,6 +15,12 @@
 #   session, connected over rail 1 only (port 1), streams through that
 #   cut in the same processes' company and is not disturbed: no path
 #   down, every message and request once and in order, a clean close.
+#   Then a port goes down under a reconnect: rail 2 back behind a dead
+#   switch, rail 1's cables pulled (the reconnect goes to rail 2 and its
+#   request is lost), rail 1 plugged back and rail 2's cables pulled
+#   while that attempt waits: the attempt is abandoned on port 2's event
+#   (-ENETDOWN, not the connect timeout's -ETIMEDOUT) and the session
+#   resumes on rail 1.
 #   Nothing lost, nothing delivered twice, order kept (the server checks
 #   every message's number, size and bytes, and every request's number),
 #   every request answered exactly once (the client: none twice, none
@@ -150,7 +156,7 @@ if [ "$full" != 1 ]; then
 	fault no-answer server "bad 0 dup 0" "a request never answered caught"
 fi
 
-# ---- the stream through two cuts ----------------------------------------
+# ---- the stream through three cuts --------------------------------------
 port=7600
 on 1 timeout -k 10 $plimit "$peer" server $port "$a1" "$b1" $n \
 	>"$tap_tmp/s.log" 2>&1 &
@@ -159,7 +165,7 @@ tap_pids="$tap_pids $spid"
 wait_line "$tap_tmp/s.log" '^listening'
 ok $? "server on host 1 listens on $a1:$port and $b1:$port"
 on 2 timeout -k 10 $plimit "$peer" client "$a1:$port,$b1:$port" $n \
-	$inflight $reqs $reconnect_ms >"$tap_tmp/c.log" 2>&1 &
+	$inflight $reqs $reconnect_ms 3 >"$tap_tmp/c.log" 2>&1 &
 cpid=$!
 tap_pids="$tap_pids $cpid"
 wait_line "$tap_tmp/c.log" '^connected'
@@ -243,6 +249,58 @@ ok $? "the bystander on rail 1 was not disturbed by rail 2's port going down: no
 	show_log "$tap_tmp/bc.log"
 	show_log "$tap_tmp/bs.log"
 }
+# cut 3, a port going down under a reconnect: rail 2 plugged back behind
+# a dead switch (tc drop), rail 1's cables pulled: the session fails on
+# port 1's event and its reconnect goes to rail 2, where the CM's request
+# is lost; rail 1 is plugged back and rail 2's cables pulled while that
+# attempt waits: port 2's event abandons it (path_down on path 1 with
+# -ENETDOWN, where the connect timeout would give -ETIMEDOUT after 10 s)
+# and the next attempt, on rail 1, resumes the session
+# each host knows the other's rail-2 address (a permanent ARP entry, which
+# a pulled cable does not flush): without it the attempt sent to rail 2
+# would fail on its own when ARP gives up (-EHOSTUNREACH, 3 s), which a
+# loaded machine may reach before the second pull
+mac1=$(fab exec "$name" 1 cat /sys/class/net/eth1/address) &&
+	mac2=$(fab exec "$name" 2 cat /sys/class/net/eth1/address) &&
+	fab exec "$name" 2 ip neigh replace "$b1" lladdr "$mac1" nud permanent dev eth1 &&
+	fab exec "$name" 1 ip neigh replace "$(fab addr "$name" 2 1)" lladdr "$mac2" nud permanent dev eth1 &&
+	rail_cut 1 on && rail_pull 1 up
+ok $? "cut 3: rail 2 plugged back behind a dead switch (its ARP entries permanent)"
+wait_line "$tap_tmp/c.log" "^ready 3 " 300
+ok $? "cut 3: the client is mid-stream ($(field "$tap_tmp/c.log" "^ready 3 " 4) messages sent)"
+rail_pull 0 down
+ok $? "cut 3: rail 1's cables pulled"
+wait_line "$tap_tmp/c.log" "^path_down 3 path 0 status -100 " 30
+ok $? "cut 3: the session failed on port 1's event"
+# the attempt on rail 2 is under way (its request lost) and has not
+# failed on its own
+sleep 0.5
+! grep -q "^path_down 3 path 1 " "$tap_tmp/c.log" &&
+	sed -n '/^path_down 3 path 0 /,$p' "$tap_tmp/c.log" |
+	grep -q "^failover_start path 1 "
+ok $? "cut 3: the reconnect on rail 2 waits for its connect"
+rail_pull 0 up
+t3=$(date +%s%N)
+rail_pull 1 down
+ok $? "cut 3: rail 1 plugged back, rail 2's cables pulled under the attempt"
+wait_line "$tap_tmp/s.log" "^delivered 3 " 60
+ok $? "cut 3: the session resumed (a message delivered after the failover)"
+st=$(field "$tap_tmp/c.log" "^path_down 3 path 1 " 6)
+[ "$st" = -100 ]
+ok $? "cut 3: the attempt on rail 2 abandoned on port 2's event (status ${st:-none}, want -100: -ENETDOWN)"
+p3=$(field "$tap_tmp/c.log" "^failover_done 3 " 4)
+[ "$p3" = 0 ]
+ok $? "cut 3: the client failed over to path 0 (rail 1), got ${p3:-none}"
+s3=$(field "$tap_tmp/s.log" "^delivered 3 " 4)
+if [ -n "$s3" ]; then
+	ms3=$(((s3 - t3) / 1000000))
+	diag "cut 3: first message delivered on rail 1 $ms3 ms after rail 2's cables were pulled"
+	# the abandoned attempt would have waited its connect timeout
+	[ "$ms3" -ge 0 ] && [ "$ms3" -lt 10000 ]
+	ok $? "cut 3: resumed $ms3 ms after port 2 went down, within the connect timeout the attempt had left (10,000 ms)"
+else
+	ok 1 "cut 3: no time stamp (delivered '$s3')"
+fi
 wait $cpid
 rc=$?
 grep -E '^(client|disconnected)' "$tap_tmp/c.log" | sed 's/^/    /'
@@ -257,9 +315,9 @@ echo "$sline" | grep -q "sessions 1 messages $n requests ${issued:-none} bad 0 d
 ok $? "server: all $n messages and ${issued:-?} requests once, in order, checked; one session; a clean close: $sline (exit $rc)"
 [ $rc -eq 0 ] || show_log "$tap_tmp/s.log"
 f=$(field "$tap_tmp/c.log" '^client:' 13)
-[ "${f:-0}" -ge 2 ]
-ok $? "the client failed over ${f:-0} times (2 cuts)"
-rail_pull 1 up
+[ "${f:-0}" -ge 3 ]
+ok $? "the client failed over ${f:-0} times (3 cuts)"
+rail_pull 1 up && rail_cut 1 off
 
 # ---- the server killed: no path failure, no replay into a new process ---
 # killed RECONNECT_MS killed|restarted: stream, SIGKILL the server,

@@ -53,7 +53,7 @@
  * A migration waits for the primary path's retries to run out (about
  * 8.6 s with rdma_cm's ACK timeout): the peer timeout is 60 s in this
  * mode.  The library's notices go to stderr with a CLOCK_REALTIME stamp
- * (RAIL_PEER_LOG=N: up to level N instead, 4 for debug).
+ * (RAIL_PEER_LOG=N: up to level N instead, 4 for debug; in either mode).
  *
  * RAIL_PEER_ACK_TIMEOUT=EXP (both roles, either mode): the QP's local ACK
  * timeout exponent (rdmamsg_ep_attr_set_ack_timeout; 0 or unset: the
@@ -845,7 +845,7 @@ int main(int argc, char **argv)
 			return usage();
 		ack_exp = (unsigned int)e;
 	}
-	if (apm) {
+	if (apm || getenv("RAIL_PEER_LOG")) {
 		rdmamsg_log_set_function(log_fn, NULL);
 		rdmamsg_log_set_level(getenv("RAIL_PEER_LOG")
 					      ? atoi(getenv("RAIL_PEER_LOG"))

@@ -445,6 +445,21 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 		bail_out("dct");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
+	a.qp_access_flags = RW;
+	/* one port without SOFTRDMA_NET: 2 is none of the device's (a port
+	 * of the device is taken, tests/netns/dc-rails.sh) */
+	a.port_num = 2;
+	is_int(ibv_modify_qp(q, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS),
+	       EINVAL, "DCT to INIT on a port the device lacks -> EINVAL");
+	a.port_num = 0;
+	is_int(ibv_modify_qp(q, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS),
+	       EINVAL, "DCT to INIT on port 0 -> EINVAL");
+	is_int(t_qp_state(q), IBV_QPS_RESET, "it stays in RESET");
+	a.qp_access_flags = 0;
 	a.port_num = 1;
 	is_int(ibv_modify_qp(q, &a,
 			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT),
