@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,27 @@ enum { MAPPED, COPIED, MIXED, KILLED, NMODES };
 static const char *const mode_name[] = {"mapped", "copied", "mixed", "killed"};
 static const uint32_t sizes[] = {4, 100, 1024, MTU, 0, 4000};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/* is_placed -- count is want where peers can map at all (valgrind 3.19
+ * has no pidfd_open: softrdma copies through the queue, which the rest
+ * checks) */
+static void is_placed(uint64_t count, uint64_t want, const char *name)
+{
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+
+	if (fd < 0) {
+		ok(1, "%s # SKIP no pidfd_open here", name);
+		return;
+	}
+	close(fd);
+	if (!ok(count == want, "%s", name))
+		diag("  %llu placed, want %llu", (unsigned long long)count,
+		     (unsigned long long)want);
+}
 
 static uint32_t size_of(uint32_t seq)
 {
@@ -330,12 +352,12 @@ static void test_fanout(void)
 		   mode_name[m], n, st, (unsigned long long)res[m][1],
 		   (unsigned long long)res[m][2]);
 	}
-	is_int(res[MAPPED][0], n,
-	       "shareable buffers: every datagram placed, no queue copy");
+	is_placed(res[MAPPED][0], n,
+		  "shareable buffers: every datagram placed, no queue copy");
 	is_int(res[COPIED][0], 0, "private buffers: every one copied");
-	is_int(res[MIXED][0], (n + 1) / 2,
-	       "mixed: the receives in shareable buffers placed, the "
-	       "others copied, in one order");
+	is_placed(res[MIXED][0], (n + 1) / 2,
+		  "mixed: the receives in shareable buffers placed, the "
+		  "others copied, in one order");
 	for (m = 0; m < NMODES; m++) {
 		close(rfd[m]);
 		close(wfd[m]);
@@ -438,7 +460,7 @@ static void test_edges(void)
 	is_int(res[3], 1,
 	       "a wrong Q_Key: dropped, counted, its receive left for the "
 	       "next (which is intact)");
-	is_int(res[4], 5, "those 5 were placed");
+	is_placed(res[4], 5, "those 5 were placed");
 	ok(res[5], "a good datagram before a too small receive: intact");
 	ok(res[6] == ((uint64_t)IBV_WC_LOC_LEN_ERR << 32 | 2),
 	   "100 bytes + GRH into 99: IBV_WC_LOC_LEN_ERR on that receive "
