@@ -29,8 +29,13 @@
  * while accepted < posted, so "no receive posted" is decided when the
  * message arrives, as on hardware, and a queue never holds more than the
  * owner can take.  A message that is not accepted is dropped and counted
- * (softrdma_qp_drops).  A UC SEND that holds a credit but finds no room
- * (it spans many cells) waits in the sender, in order, for at most 1 s.
+ * (softrdma_qp_drops).  A UD datagram whose receive is shareable memory
+ * is placed by its sender straight into that receive's buffer and its
+ * cell holds only the header (struct ud_rdesc): one copy, not two; the
+ * Q_Key is checked by the sender, on arrival, so that every message in
+ * a queue takes the next receive.  A UC SEND that holds a credit but
+ * finds no room (it spans many cells) waits in the sender, in order, for
+ * at most 1 s.
  * Everything the owner reads from its queue was written by peers and is
  * checked before use.
  *
