@@ -478,11 +478,13 @@ void soft_mcast_cache_free(struct soft_mc_cache **cache)
 /*
  * soft_mcast_send -- one datagram to every QP attached to mgid (with
  * block, not to the QPs of this process); returns the members found.
- * cache: the sending QP's copy of the members (its send lock held).
+ * cache: the sending QP's copy of the members; ctx: the sending QP's
+ * context, locked (members' posted receives are placed into from it).
  */
-uint32_t soft_mcast_send(struct soft_ud *u, struct soft_mc_cache **cache,
-			 const uint8_t *mgid, int block, struct ud_cell *h,
-			 const struct iovec *iov, int niov)
+uint32_t soft_mcast_send(struct soft_ud *u, struct soft_context *ctx,
+			 struct soft_mc_cache **cache, const uint8_t *mgid,
+			 int block, struct ud_cell *h, const struct iovec *iov,
+			 int niov)
 {
 	const struct soft_mc_cache *c = mc_members(cache, mgid);
 	struct ud_peer *p;
@@ -495,7 +497,7 @@ uint32_t soft_mcast_send(struct soft_ud *u, struct soft_mc_cache **cache,
 			continue;
 		p = soft_ud_peer(u, c->m[i].qpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
-			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0);
+			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, ctx);
 	}
 	return n;
 }

@@ -90,8 +90,13 @@ struct soft_map {
 	uint64_t size;
 };
 
-/* a context's mappings, direct-mapped by (owner, file) */
-#define SOFT_MAPS 256
+/* a context's mappings, by (owner, file) in sets of SOFT_MAP_WAYS: a
+ * peer's pool has a file per 1 MiB slab, and files that shared one entry
+ * were mapped again on every other use (a publisher placing into 3
+ * subscribers' 4,096 receives each: 99 files, 373 mappings in 30,000
+ * messages, each mapping then faulted in page by page) */
+#define SOFT_MAPS     1024
+#define SOFT_MAP_WAYS 4
 struct soft_maps {
 	struct soft_map m[SOFT_MAPS];
 	uint32_t pass;	  /* progress passes */
@@ -417,7 +422,8 @@ static void map_new(struct soft_map *m, const struct soft_reg_mr *e)
  */
 uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e)
 {
-	struct soft_map *m;
+	struct soft_map *m = NULL, *set;
+	uint32_t h, w;
 
 	if (!e->map_fd || e->pid == soft_self_pid || soft_map_off())
 		return NULL; /* our own memory is reached where it is */
@@ -426,8 +432,18 @@ uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e)
 		if (!ctx->maps)
 			return NULL;
 	}
-	m = &ctx->maps->m[((uint32_t)e->pid * 31u + (uint32_t)e->map_ino) %
-			  SOFT_MAPS];
+	h = ((uint32_t)e->pid * 0x9e3779b1u ^ (uint32_t)e->map_ino) *
+	    0x85ebca6bu;
+	set = &ctx->maps->m[(h >> 16) % (SOFT_MAPS / SOFT_MAP_WAYS) *
+			    SOFT_MAP_WAYS];
+	for (w = 0; w < SOFT_MAP_WAYS && !m; w++)
+		if (set[w].pid && same_file(&set[w], e))
+			m = &set[w];
+	for (w = 0; w < SOFT_MAP_WAYS && !m; w++)
+		if (!set[w].pid)
+			m = &set[w];
+	if (!m) /* all taken by other files: one goes, in turn */
+		m = &set[ctx->maps->pass % SOFT_MAP_WAYS];
 	if (!m->pid || !same_file(m, e) ||
 	    (m->mem && (e->map_off > m->size ||
 			e->len > m->size - e->map_off))) { /* it grew */

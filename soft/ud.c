@@ -29,8 +29,13 @@
  * while accepted < posted, so "no receive posted" is decided when the
  * message arrives, as on hardware, and a queue never holds more than the
  * owner can take.  A message that is not accepted is dropped and counted
- * (softrdma_qp_drops).  A UC SEND that holds a credit but finds no room
- * (it spans many cells) waits in the sender, in order, for at most 1 s.
+ * (softrdma_qp_drops).  A UD datagram whose receive is shareable memory
+ * is placed by its sender straight into that receive's buffer and its
+ * cell holds only the header (struct ud_rdesc): one copy, not two; the
+ * Q_Key is checked by the sender, on arrival, so that every message in
+ * a queue takes the next receive.  A UC SEND that holds a credit but
+ * finds no room (it spans many cells) waits in the sender, in order, for
+ * at most 1 s.
  * Everything the owner reads from its queue was written by peers and is
  * checked before use.
  *
@@ -39,7 +44,7 @@
  * the responder is dropped silently: UC has no ACK and no NAK.
  */
 
-#define UD_QMAGIC	0x736f667475647131ull
+#define UD_QMAGIC	0x736f667475647132ull
 #define UD_TMAGIC	0x736f667475647454ull
 #define UD_CELL_HDR	128
 #define UD_CELL		(UD_CELL_HDR + SOFT_UD_MTU)
@@ -58,6 +63,8 @@ enum {
 	UDF_IMM = 1,
 	UDF_SOLICITED = 2,
 	UDF_WRITE_IMM = 4, /* UC RDMA WRITE with immediate: no data placed */
+	UDF_PLACED = 8,	   /* UD: GRH and data already in the receive's
+			    * buffer, the one posted with credit "credit" */
 };
 
 enum {
@@ -80,20 +87,42 @@ struct ud_cell {
 	uint8_t tclass, hop_limit, pad[2];
 	uint8_t sgid[16], dgid[16];
 	uint32_t write_len; /* UC RDMA WRITE with immediate */
-	uint8_t pad2[UD_CELL_HDR - 72];
+	uint32_t pad3;
+	uint64_t credit; /* UDF_PLACED */
+	uint8_t pad2[UD_CELL_HDR - 80];
 };
+_Static_assert(sizeof(struct ud_cell) == UD_CELL_HDR, "ud_cell");
 
 struct ud_qhdr {
 	uint64_t magic;
 	uint32_t qpn, nslots;
-	uint32_t srq; /* receives come from an SRQ: no credit check */
-	uint32_t pad;
+	uint32_t srq;  /* receives come from an SRQ: no credit check */
+	uint32_t rd_n; /* receive descriptors after the cells (0: none) */
 	pthread_mutex_t lock;	   /* producers */
 	_Atomic uint64_t tail;	   /* cells published */
 	_Atomic uint64_t accepted; /* messages holding a receive credit */
 	_Atomic uint64_t head;	   /* cells consumed by the owner */
 	_Atomic uint64_t posted;   /* receives posted + credits returned */
 	_Atomic uint64_t drops[UD_NDROP];
+	_Atomic uint32_t qkey; /* UD: checked by the sender, on arrival */
+};
+
+/*
+ * A posted receive of a UD QP with one SGE, published for its senders:
+ * the receive that credit c stands for is at c & (rd_n - 1), its tag
+ * c + 1.  The sender holding credit c (queue lock) places GRH and data
+ * straight into its buffer when the lkey's registry entry allows it and
+ * the buffer is mapped here (peermap.c), as an HCA DMAs into the posted
+ * WQE; the owner completes it without a copy.  Anything else takes the
+ * queue.  The owner clears the tags (queue lock held) before a receive
+ * they describe is flushed or forgotten, so no sender writes into a
+ * buffer that went back to the application.
+ */
+struct ud_rdesc {
+	_Atomic uint64_t tag;
+	uint64_t addr;
+	uint32_t length, lkey;
+	uint64_t pad;
 };
 
 struct ud_trailer {
@@ -110,6 +139,9 @@ struct ud_peer {
 	struct ud_qhdr *q;
 	uint8_t *cells;
 	uint32_t nslots;
+	uint32_t type, pd_id;
+	uint32_t rd_n; /* checked against the mapping */
+	struct ud_rdesc *rd;
 };
 
 /* a UC WR waiting for room in the peer's queue */
@@ -134,8 +166,12 @@ struct soft_ud {
 	struct ud_qhdr *q;
 	uint8_t *cells;
 	uint32_t nslots;
-	uint64_t head;	 /* private copy of q->head */
-	uint64_t posted; /* private copy of q->posted */
+	struct soft_context *ctx; /* its mappings of peers' memory */
+	struct ud_rdesc *rd;	  /* published receives (UD, no SRQ) */
+	uint32_t rd_n;
+	uint64_t *rq_credit; /* the credit each posted receive stands for */
+	uint64_t head;	     /* private copy of q->head */
+	uint64_t posted;     /* private copy of q->posted */
 	struct soft_rwqe *rq;
 	uint32_t rq_size;
 	uint64_t rq_head, rq_tail;
@@ -145,6 +181,7 @@ struct soft_ud {
 	unsigned int victim;
 	struct soft_mc_cache *mc; /* the members of the group sent to last */
 	uint64_t lost;		  /* sent towards no reachable QP */
+	uint64_t placed;	  /* received without the queue's copy */
 	struct ud_pend *pend;	  /* UC: WRs waiting for queue room */
 	uint32_t pend_size;
 	uint64_t pend_head, pend_tail;
@@ -167,6 +204,7 @@ SOFT_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd,
 						 struct ibv_grh *grh,
 						 uint8_t port_num);
 SOFT_EXPORT uint64_t softrdma_qp_drops(struct ibv_qp *qp, int why);
+SOFT_EXPORT uint64_t softrdma_qp_placed(struct ibv_qp *qp);
 
 static uint32_t pow2_at_least(uint32_t v)
 {
@@ -192,12 +230,22 @@ static uint32_t ud_nslots(const struct ibv_qp_init_attr_ex *attr)
 	return n > UD_MAX_SLOTS ? UD_MAX_SLOTS : n;
 }
 
+/* ud_rd_n -- receive descriptors a QP created with attr publishes: one
+ * per receive it may hold (UD with its own RQ) */
+static uint32_t ud_rd_n(const struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr->qp_type != IBV_QPT_UD || attr->srq)
+		return 0;
+	return pow2_at_least(attr->cap.max_recv_wr + 1);
+}
+
 /* soft_ud_seg_extra -- bytes a UD/UC QP adds to its shm segment */
 size_t soft_ud_seg_extra(const struct ibv_qp_init_attr_ex *attr)
 {
 	if (attr->qp_type != IBV_QPT_UD && attr->qp_type != IBV_QPT_UC)
 		return 0;
-	return UD_QHDR + (size_t)ud_nslots(attr) * UD_CELL + UD_TRAILER;
+	return UD_QHDR + (size_t)ud_nslots(attr) * UD_CELL +
+	       (size_t)ud_rd_n(attr) * sizeof(struct ud_rdesc) + UD_TRAILER;
 }
 
 /* soft_robust_init -- a process-shared robust mutex */
@@ -230,8 +278,9 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 	if (!attr->srq) {
 		u->rq_size = pow2_at_least(qp->cap.max_recv_wr + 1);
 		u->rq = calloc(u->rq_size, sizeof(*u->rq));
-		if (!u->rq)
-			goto free_ud;
+		u->rq_credit = calloc(u->rq_size, sizeof(*u->rq_credit));
+		if (!u->rq || !u->rq_credit)
+			goto free_rq;
 	}
 	/* WRs posted in SQD wait here */
 	u->pend_size = pow2_at_least(qp->cap.max_send_wr);
@@ -244,10 +293,16 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 	u->nslots = ud_nslots(attr);
 	u->q = (struct ud_qhdr *)((char *)qp->seg + off);
 	u->cells = (uint8_t *)u->q + UD_QHDR;
+	u->rd_n = ud_rd_n(attr);
+	if (u->rd_n)
+		u->rd = (struct ud_rdesc *)(u->cells +
+					    (size_t)u->nslots * UD_CELL);
+	u->ctx = qp->ctx;
 	if (soft_robust_init(&u->q->lock))
 		goto free_rq;
 	u->q->qpn = qp->qpx.qp_base.qp_num;
 	u->q->nslots = u->nslots;
+	u->q->rd_n = u->rd_n;
 	u->q->srq = !!attr->srq;
 	u->srq = !!attr->srq;
 	t = (struct ud_trailer *)((char *)qp->seg + qp->seg_len - UD_TRAILER);
@@ -259,8 +314,8 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 
 free_rq:
 	free(u->pend);
+	free(u->rq_credit);
 	free(u->rq);
-free_ud:
 	free(u);
 nomem:
 	errno = ENOMEM;
@@ -275,6 +330,8 @@ static void peer_unmap(struct ud_peer *p)
 	memset(p, 0, sizeof(*p));
 }
 
+static int q_lock(struct ud_qhdr *q, long ms);
+static void rd_withdraw(struct soft_ud *u);
 static void pend_run(struct soft_qp *qp);
 static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		    struct ud_cell *h, const struct iovec *iov);
@@ -291,11 +348,14 @@ static void ud_destroy(struct soft_qp *qp)
 	if (qp->type == IBV_QPT_UD)
 		soft_mcast_forget_qp(qp->qpx.qp_base.qp_num);
 	soft_net_release(qp); /* before the queue it feeds goes */
+	/* the buffers go back to the application */
+	rd_withdraw(u);
 	for (i = 0; i < UD_NPEER; i++)
 		peer_unmap(&u->peer[i]);
 	soft_mcast_cache_free(&u->mc);
 	pend_drop(qp);
 	free(u->pend);
+	free(u->rq_credit);
 	free(u->rq);
 	free(u);
 	qp->ud = NULL;
@@ -328,6 +388,30 @@ static int q_lock(struct ud_qhdr *q, long ms)
 	return r;
 }
 
+/* rd_clear -- no published receive is placed into any more; queue lock
+ * held (a sender places under it) */
+static void rd_clear(struct soft_ud *u)
+{
+	uint32_t i;
+
+	for (i = 0; i < u->rd_n; i++)
+		atomic_store_explicit(&u->rd[i].tag, 0, memory_order_relaxed);
+}
+
+/* rd_withdraw -- rd_clear once no sender is placing (a stopped one that
+ * holds the lock past 1 s is not waited for) */
+static void rd_withdraw(struct soft_ud *u)
+{
+	int locked;
+
+	if (!u->rd_n)
+		return;
+	locked = !q_lock(u->q, 1000);
+	rd_clear(u);
+	if (locked)
+		pthread_mutex_unlock(&u->q->lock);
+}
+
 /* ud_reset -- back to RESET: queues emptied without completions */
 static void ud_reset(struct soft_qp *qp)
 {
@@ -342,6 +426,7 @@ static void ud_reset(struct soft_qp *qp)
 	atomic_store(&q->head, u->head);
 	u->posted = atomic_load(&q->accepted);
 	atomic_store(&q->posted, u->posted);
+	rd_clear(u);
 	if (locked)
 		pthread_mutex_unlock(&q->lock);
 	u->rq_head = u->rq_tail = 0;
@@ -368,6 +453,7 @@ static void flush_rq(struct soft_qp *qp)
 	struct soft_ud *u = qp->ud;
 	struct ibv_wc wc;
 
+	rd_withdraw(u); /* before the application has the buffers back */
 	while (u->rq_tail != u->rq_head) {
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = u->rq[u->rq_tail & (u->rq_size - 1)].wr_id;
@@ -579,14 +665,20 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 		return_credit(u);
 		return;
 	}
-	if (ud && h->qkey != qp->attr.qkey) {
-		count_drop(u->q, UD_DROP_QKEY);
-		return_credit(u);
-		return;
-	}
+	/* the Q_Key was checked on arrival (soft_ud_enqueue), as an HCA
+	 * does: every message in the queue takes the next receive */
 	r = take_rwqe(qp);
 	if (!r) {
 		count_drop(u->q, UD_DROP_NORECV);
+		return_credit(u);
+		return;
+	}
+	/* placed: only into the very receive its credit stands for (the
+	 * cell is peer-written; our own record decides) */
+	if ((h->flags & UDF_PLACED) &&
+	    (!ud || qp->srq ||
+	     u->rq_credit[u->rq_tail & (u->rq_size - 1)] != h->credit)) {
+		count_drop(u->q, UD_DROP_OTHER);
 		return_credit(u);
 		return;
 	}
@@ -600,7 +692,8 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 		wc.imm_data = h->imm;
 	}
 	if (ud) {
-		build_grh(grh, h);
+		if (!(h->flags & UDF_PLACED)) /* else in the buffer */
+			build_grh(grh, h);
 		wc.src_qp = h->src_qpn & 0xffffff;
 		wc.wc_flags |= IBV_WC_GRH;
 		wc.pkey_index = 0;
@@ -609,7 +702,12 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 		wc.byte_len =
 			(h->flags & UDF_WRITE_IMM) ? h->write_len : h->msg_len;
 	}
-	wc.status = scatter(qp, r, ud ? grh : NULL, h, first);
+	if (h->flags & UDF_PLACED) {
+		wc.status = IBV_WC_SUCCESS;
+		u->placed++;
+	} else {
+		wc.status = scatter(qp, r, ud ? grh : NULL, h, first);
+	}
 	consume_rwqe(qp);
 	soft_cq_push(qp->rcq, &wc, !!(h->flags & UDF_SOLICITED));
 	if (wc.status != IBV_WC_SUCCESS)
@@ -665,6 +763,18 @@ static void ud_progress(struct soft_qp *qp)
 		flush_rq(qp);
 }
 
+/* rd_publish -- the receive that credit c stands for, for its senders
+ * (released before the credit is: q->posted) */
+static void rd_publish(struct soft_ud *u, uint64_t c, const struct ibv_sge *sge)
+{
+	struct ud_rdesc *d = &u->rd[c & (u->rd_n - 1)];
+
+	d->addr = sge->addr;
+	d->length = sge->length;
+	d->lkey = sge->lkey;
+	atomic_store_explicit(&d->tag, c + 1, memory_order_release);
+}
+
 /* ud_post_recv -- ibv_post_recv for UD and UC QPs */
 static int ud_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 			struct ibv_recv_wr **bad)
@@ -697,6 +807,9 @@ static int ud_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 		r->num_sge = (uint32_t)wr->num_sge;
 		memcpy(r->sge, wr->sg_list,
 		       (size_t)wr->num_sge * sizeof(*wr->sg_list));
+		u->rq_credit[u->rq_head & (u->rq_size - 1)] = u->posted;
+		if (u->rd_n && wr->num_sge == 1)
+			rd_publish(u, u->posted, wr->sg_list);
 		u->rq_head++;
 		u->posted++;
 	}
@@ -722,8 +835,8 @@ struct ud_peer *soft_ud_peer(struct soft_ud *u, uint32_t qpn, uint32_t type,
 	struct ud_peer *p;
 	void *map;
 	size_t len;
-	uint64_t off;
-	uint32_t ns;
+	uint64_t off, room;
+	uint32_t ns, rd_n;
 	int i;
 
 	if (!qpn || qpn > 0xffffff || e->qpn != qpn || e->qp_type != type ||
@@ -748,9 +861,14 @@ struct ud_peer *soft_ud_peer(struct soft_ud *u, uint32_t qpn, uint32_t type,
 		goto bad;
 	q = (struct ud_qhdr *)((char *)map + off);
 	ns = q->nslots;
+	rd_n = q->rd_n;
+	room = len - UD_TRAILER - UD_QHDR - off;
 	if (q->magic != UD_QMAGIC || q->qpn != qpn || !ns ||
 	    ns > UD_MAX_SLOTS || (ns & (ns - 1)) ||
-	    (uint64_t)ns * UD_CELL > len - UD_TRAILER - UD_QHDR - off)
+	    (uint64_t)ns * UD_CELL > room || (rd_n & (rd_n - 1)) ||
+	    rd_n > 2 * SOFT_MAX_QP_WR ||
+	    (uint64_t)rd_n * sizeof(struct ud_rdesc) >
+		    room - (uint64_t)ns * UD_CELL)
 		goto bad;
 	p = &u->peer[u->victim++ % UD_NPEER];
 	peer_unmap(p);
@@ -762,6 +880,11 @@ struct ud_peer *soft_ud_peer(struct soft_ud *u, uint32_t qpn, uint32_t type,
 	p->q = q;
 	p->cells = (uint8_t *)q + UD_QHDR;
 	p->nslots = ns;
+	p->type = type;
+	p->pd_id = e->pd_id;
+	p->rd_n = rd_n;
+	p->rd = rd_n ? (struct ud_rdesc *)(p->cells + (size_t)ns * UD_CELL)
+		     : NULL;
 	return p;
 bad:
 	munmap(map, len);
@@ -800,19 +923,72 @@ static void wake(uint32_t ctx_idx)
 }
 
 /*
- * soft_ud_enqueue -- append one message to a peer's queue; dropped (and counted
- * there) when it needs a receive and none is free, or does not fit.  With
- * may_wait, a message that holds a receive credit but finds the queue full
- * is not dropped: EAGAIN, the sender keeps it and tries again (the
- * receiver is draining; a NIC would be placing it).
+ * place -- GRH and datagram straight into the buffer of the receive that
+ * credit c of UD peer p stands for (its queue lock held): when its
+ * descriptor is current, the lkey's registry entry (checked under its
+ * stripe lock, held through the copy) is a plain MR of the QP's process
+ * and PD with local write covering the buffer, which is large enough,
+ * and its file is mapped here.  1 when placed; 0: the queue's copy (the
+ * receiver then reports whatever is wrong, as it does today).
+ */
+static int place(struct soft_context *ctx, struct ud_peer *p,
+		 const struct ud_cell *h, const struct iovec *iov, int niov,
+		 uint64_t c)
+{
+	const struct ud_rdesc *d = &p->rd[c & (p->rd_n - 1)];
+	uint64_t need = UD_GRH + (uint64_t)h->msg_len, addr;
+	uint32_t lkey, slot;
+	pthread_mutex_t *lk;
+	struct soft_reg_mr e;
+	size_t ko = 0;
+	uint8_t *dst;
+	int k = 0;
+
+	if (atomic_load_explicit(&d->tag, memory_order_acquire) != c + 1)
+		return 0;
+	addr = d->addr;
+	lkey = d->lkey;
+	if (d->length < need || !lkey)
+		return 0;
+	slot = soft_key_slot(lkey);
+	lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	soft_stripe_lock(lk);
+	e = soft_reg->mr[slot];
+	if (e.key != lkey || e.kind != SOFT_KEY_MR || e.pid != p->pid ||
+	    e.start != p->start || e.pd_id != p->pd_id ||
+	    !(e.access & IBV_ACCESS_LOCAL_WRITE) || addr < e.addr ||
+	    addr - e.addr > e.len || need > e.len - (addr - e.addr))
+		goto no;
+	dst = soft_map_get(ctx, &e);
+	if (!dst)
+		goto no;
+	dst += addr - e.addr;
+	build_grh(dst, h);
+	copy_in(dst + UD_GRH, h->msg_len, iov, niov, &k, &ko);
+	pthread_mutex_unlock(lk);
+	return 1;
+no:
+	pthread_mutex_unlock(lk);
+	return 0;
+}
+
+/*
+ * soft_ud_enqueue -- append one message to a peer's queue; dropped (and
+ * counted there) when its Q_Key is not the receiver's (UD), it needs a
+ * receive and none is free, or does not fit.  With ctx (the sender's, its
+ * lock held), a datagram goes straight into the receive's buffer where
+ * place() can, its cell carrying only the header.  With may_wait, a
+ * message that holds a receive credit but finds the queue full is not
+ * dropped: EAGAIN, the sender keeps it and tries again (the receiver is
+ * draining; a NIC would be placing it).
  */
 int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		    const struct iovec *iov, int niov, uint32_t ctx_idx,
-		    int may_wait)
+		    int may_wait, struct soft_context *ctx)
 {
 	struct ud_qhdr *q = p->q;
 	uint32_t n = h->msg_len ? (h->msg_len - 1) / SOFT_UD_MTU + 1 : 1, i;
-	uint64_t tail, head;
+	uint64_t tail, head, acc;
 	size_t ko = 0, left = h->msg_len;
 	int k = 0, r, ret = 0;
 
@@ -827,14 +1003,19 @@ int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 	}
 	tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
 	head = atomic_load_explicit(&q->head, memory_order_acquire);
+	acc = atomic_load_explicit(&q->accepted, memory_order_relaxed);
+	if (p->type == IBV_QPT_UD &&
+	    h->qkey != atomic_load_explicit(&q->qkey, memory_order_relaxed)) {
+		count_drop(q, UD_DROP_QKEY);
+		goto out;
+	}
 	if (tail - head > p->nslots || n > p->nslots) {
 		count_drop(q, UD_DROP_FULL);
 		goto out;
 	}
 	if (!q->srq &&
 	    (int64_t)(atomic_load_explicit(&q->posted, memory_order_acquire) -
-		      atomic_load_explicit(&q->accepted,
-					   memory_order_relaxed)) <= 0) {
+		      acc) <= 0) {
 		count_drop(q, UD_DROP_NORECV);
 		goto out;
 	}
@@ -845,6 +1026,13 @@ int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 			count_drop(q, UD_DROP_FULL);
 		goto out;
 	}
+	if (ctx && p->rd_n && !q->srq && place(ctx, p, h, iov, niov, acc)) {
+		h->flags |= UDF_PLACED;
+		h->credit = acc;
+		memcpy(cell_at(p->cells, p->nslots, tail), h, sizeof(*h));
+		h->flags &= ~(uint32_t)UDF_PLACED; /* the next member's own */
+		goto publish;
+	}
 	for (i = 0; i < n; i++) {
 		uint8_t *c = cell_at(p->cells, p->nslots, tail + i);
 		size_t part = left > SOFT_UD_MTU ? SOFT_UD_MTU : left;
@@ -854,12 +1042,10 @@ int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		copy_in(c + UD_CELL_HDR, part, iov, niov, &k, &ko);
 		left -= part;
 	}
+publish:
 	/* the lock makes us the only writer of accepted: no locked add,
 	 * which would wait for the copy's stores */
-	atomic_store_explicit(
-		&q->accepted,
-		atomic_load_explicit(&q->accepted, memory_order_relaxed) + 1,
-		memory_order_relaxed);
+	atomic_store_explicit(&q->accepted, acc + 1, memory_order_relaxed);
 	atomic_store_explicit(&q->tail, tail + n, memory_order_release);
 out:
 	pthread_mutex_unlock(&q->lock);
@@ -895,10 +1081,11 @@ void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d)
 	self.q = u->q;
 	self.cells = u->cells;
 	self.nslots = u->nslots;
+	self.type = IBV_QPT_UD;
 	iov.iov_base = (void *)(uintptr_t)d->data;
 	iov.iov_len = d->len;
-	(void)soft_ud_enqueue(&self, &h, &iov, 1, (uint32_t)qp->ctx->reg_idx,
-			      0);
+	(void)soft_ud_enqueue(&self, &h, &iov, 1, (uint32_t)qp->ctx->reg_idx, 0,
+			      NULL);
 }
 
 /* uc_write -- UC RDMA WRITE into the target's memory; 0 when done */
@@ -961,10 +1148,10 @@ static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		h->flags |= UDF_WRITE_IMM;
 		h->write_len = (uint32_t)len;
 		h->msg_len = 0;
-		soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0);
+		soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0, NULL);
 		return;
 	}
-	soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0);
+	soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, NULL);
 }
 
 /* pend_free -- release a pending WR's inline copy */
@@ -1205,7 +1392,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		}
 		/* this host's members through shm, other hosts' as one
 		 * RoCE v2 packet to the group (SOFTRDMA_NET=1) */
-		n = soft_mcast_send(qp->ud, &qp->ud->mc, h->dgid,
+		n = soft_mcast_send(qp->ud, qp->ctx, &qp->ud->mc, h->dgid,
 				    !!(qp->ud->create_flags &
 				       IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
 				    h, iov, wr->num_sge);
@@ -1215,7 +1402,8 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		p = soft_ud_peer(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
 				 &ctx_idx);
 		if (p)
-			soft_ud_enqueue(p, h, iov, wr->num_sge, ctx_idx, 0);
+			soft_ud_enqueue(p, h, iov, wr->num_sge, ctx_idx, 0,
+					qp->ctx);
 		else
 			qp->ud->lost++;
 	} else {
@@ -1323,6 +1511,15 @@ uint64_t softrdma_qp_drops(struct ibv_qp *ibqp, int why)
 		if (why < 0 || why == i)
 			n += atomic_load(&qp->ud->q->drops[i]);
 	return n;
+}
+
+/* softrdma_qp_placed -- datagrams a UD QP received straight into its
+ * buffers (their senders placed them: no copy out of its queue) */
+uint64_t softrdma_qp_placed(struct ibv_qp *ibqp)
+{
+	struct soft_qp *qp = ibqp ? to_sqp(ibqp) : NULL;
+
+	return qp && qp->ud ? qp->ud->placed : 0;
 }
 
 /* ibv_create_ah -- an address handle (RoCE: a GRH with a valid sgid) */
@@ -1478,10 +1675,32 @@ static void ud_ops_flush(struct soft_qp *qp)
 	ud_flush(qp);
 }
 
-/* ud_to_rtr -- INIT->RTR of a UD QP: it also receives from other hosts */
+/* ud_qkey_publish -- the Q_Key senders check datagrams against */
+static void ud_qkey_publish(struct soft_qp *qp)
+{
+	if (qp->ud)
+		atomic_store(&qp->ud->q->qkey, qp->attr.qkey);
+}
+
+/* ud_to_rtr -- INIT->RTR of a UD QP: it also receives from other hosts;
+ * its Q_Key is known before it receives */
 static void ud_to_rtr(struct soft_qp *qp)
 {
+	ud_qkey_publish(qp);
 	soft_net_ud_attach(qp); /* issue 12: from other hosts */
+}
+
+/* ud_modify -- soft_qp_modify, then the Q_Key it may have changed */
+static int ud_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	int ret = soft_qp_modify(qp, attr, mask);
+
+	if (!ret && (mask & IBV_QP_QKEY)) {
+		soft_lock(&qp->ctx->lock);
+		ud_qkey_publish(qp);
+		soft_unlock(&qp->ctx->lock);
+	}
+	return ret;
 }
 
 /* uc_to_rtr -- INIT->RTR of a UC QP: addressed by (GID, QPN), a GID that
@@ -1503,7 +1722,7 @@ const struct soft_qp_ops soft_ud_ops = {
 	.progress = ud_progress,
 	.flush = ud_ops_flush,
 	.sq_release = ud_flush,
-	.modify = soft_qp_modify,
+	.modify = ud_modify,
 	.to_rtr = ud_to_rtr,
 	.reset = ud_reset,
 	.destroy = ud_destroy,

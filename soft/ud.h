@@ -24,10 +24,12 @@ int soft_ud_gid_is_mcast(const uint8_t *g);
 /* soft_ud_peer -- the queue of a receiving QP of this type, or NULL */
 struct ud_peer *soft_ud_peer(struct soft_ud *u, uint32_t qpn, uint32_t type,
 			     uint32_t *ctx_idx);
-/* soft_ud_enqueue -- append a message to a peer queue (or drop it) */
+/* soft_ud_enqueue -- append a message to a peer queue (or drop it); with
+ * ctx (the sender's, locked), a UD datagram goes straight into the posted
+ * receive's buffer where it can */
 int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		    const struct iovec *iov, int niov, uint32_t ctx_idx,
-		    int may_wait);
+		    int may_wait, struct soft_context *ctx);
 
 /* soft_ud_net_input -- a datagram from another host (net.c) into the QP's
  * own queue; the receive checks are those of a local datagram */
@@ -36,9 +38,10 @@ void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d);
 
 /* mcast.c: send to a group (the members found), a QP's last leave */
 struct soft_mc_cache; /* a sending QP's copy of a group's members */
-uint32_t soft_mcast_send(struct soft_ud *u, struct soft_mc_cache **cache,
-			 const uint8_t *mgid, int block, struct ud_cell *h,
-			 const struct iovec *iov, int niov);
+uint32_t soft_mcast_send(struct soft_ud *u, struct soft_context *ctx,
+			 struct soft_mc_cache **cache, const uint8_t *mgid,
+			 int block, struct ud_cell *h, const struct iovec *iov,
+			 int niov);
 void soft_mcast_cache_free(struct soft_mc_cache **cache);
 void soft_mcast_forget_qp(uint32_t qpn);
 

@@ -34,9 +34,11 @@
 #   nothing (one that it takes costs a copy into that receiver's queue).
 #   So the raw sender is held back by nothing, while rdmamsg's reliable
 #   mode delivers every message to every subscriber.
-# - fan-out: softrdma copies a multicast datagram into every attached
-#   QP's queue in the sender's post (a switch would replicate it), so a
-#   sender's rate falls with its receivers: "raw 1 rcv" is perftest as it
+# - fan-out: softrdma copies a multicast datagram for every attached
+#   QP in the sender's post (a switch would replicate it): straight into
+#   its posted receive where that is shareable memory (rdmamsg's pool,
+#   the sinks' too), else into its queue; so a sender's rate falls with
+#   its receivers: "raw 1 rcv" is perftest as it
 #   is (the issue's floor), "raw N rcv" adds N - 1 receivers to its group
 #   (the MGID given with -M): rdmamsg_perf -L sinks with perftest's
 #   receive depth (512) that take each datagram and drop it as not a
