@@ -50,7 +50,8 @@ struct rdmamsg__xfer {
 	int draining;
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
-	uint32_t reading; /* active pulls with bytes still to come */
+	uint32_t reading;	/* active pulls with bytes still to come */
+	uint64_t reading_bytes; /* their lengths */
 	struct rdmamsg__list req_due; /* our requests by deadline */
 	struct rdmamsg__list sreqs;   /* peer's requests not answered */
 	struct rdmamsg__timer req_timer;
