@@ -54,6 +54,8 @@
 #define CHUNK	   ((uint64_t)8 << 20)
 #define MAX_READS  4
 #define READ_BYTES ((uint64_t)1 << 20)
+/* freed transfer states an endpoint keeps for reuse, of each kind */
+#define STATE_CACHE 256
 
 /* a memory window of the endpoint's, bound per transfer */
 struct rdmamsg__mw {
@@ -115,6 +117,44 @@ struct rdmamsg__pull {
 static uint64_t large_max(const struct rdmamsg_ep *ep)
 {
 	return ep->p.max_large > ep->max_msg ? ep->p.max_large : ep->max_msg;
+}
+
+/* state_get -- a zeroed transfer state of size bytes: a freed one from
+ * c (no allocation per message), else a new one */
+static void *state_get(struct rdmamsg__scache *c, size_t size)
+{
+	void *o = c->head;
+
+	if (!o)
+		return calloc(1, size);
+	c->head = *(void **)o;
+	c->n--;
+	memset(o, 0, size);
+	return o;
+}
+
+/* state_put -- a freed state into c, or to the heap when c is full */
+static void state_put(struct rdmamsg__scache *c, void *o)
+{
+	if (c->n >= STATE_CACHE) {
+		free(o);
+		return;
+	}
+	*(void **)o = c->head;
+	c->head = o;
+	c->n++;
+}
+
+/* state_drain -- the endpoint goes: c's states too */
+static void state_drain(struct rdmamsg__scache *c)
+{
+	while (c->head) {
+		void *o = c->head;
+
+		c->head = *(void **)o;
+		free(o);
+	}
+	c->n = 0;
 }
 
 /* sq_reserve -- send slots the pulls leave to messages */
@@ -217,7 +257,7 @@ static void send_free(struct rdmamsg_ep *ep, struct rndv_send *s)
 	if (s->umr)
 		s->umr->busy--;
 	ep->xf->nsends--;
-	free(s);
+	state_put(&ep->xf->sfree, s);
 }
 
 /* send_report -- on_send for transfer s; the caller's region is the
@@ -381,7 +421,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	ret = rdmamsg__xfer_get(ep, &xf);
 	if (ret)
 		return ret;
-	s = calloc(1, sizeof(*s));
+	s = state_get(&xf->sfree, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	xf->nsends++;
@@ -634,7 +674,7 @@ static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 		rdmamsg__buf_put(p->buf);
 	if (p->umr)
 		p->umr->busy--;
-	free(p);
+	state_put(&xf->pfree, p);
 }
 
 /* held_free -- a held message goes undelivered */
@@ -810,7 +850,7 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		send_fin(ep, x->id, -EMSGSIZE);
 		return;
 	}
-	p = calloc(1, sizeof(*p));
+	p = state_get(&ep->xf->pfree, sizeof(*p));
 	if (!p) {
 		send_fin(ep, x->id, -ENOMEM);
 		return;
@@ -962,7 +1002,10 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		}
 		pull_start(xf, p);
 	}
-	/* round robin over the active receives, one chunk each per turn */
+	/* round robin over the active receives, one chunk each per turn;
+	 * they lead the list (taken in order, finished ones leave it), so
+	 * the first waiting one ends a turn: the window's other waiting
+	 * announcements (up to 128) are not walked per message */
 	while (progress && xf->reads_inflight < MAX_READS &&
 	       fp_sq_free(ep) > sq_reserve(ep)) {
 		progress = 0;
@@ -970,7 +1013,9 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 			struct rdmamsg__pull *p =
 				container_of(pos, struct rdmamsg__pull, link);
 
-			if (!p->active || p->posted == p->x.len)
+			if (!p->active)
+				break;
+			if (p->posted == p->x.len)
 				continue;
 			if (xf->reads_inflight >= MAX_READS ||
 			    fp_sq_free(ep) <= sq_reserve(ep))
@@ -1140,6 +1185,8 @@ void rdmamsg__rndv_free(struct rdmamsg_ep *ep)
 		xf->mw_free = m->next;
 		mw_drop(m);
 	}
+	state_drain(&xf->sfree);
+	state_drain(&xf->pfree);
 }
 
 /* rdmamsg_send_large -- rdmamsg_send(), which takes any size up to the

@@ -33,6 +33,13 @@ struct rdmamsg__xop {
 	int atomic;
 };
 
+/* freed states of one kind kept for reuse (rndv.c): each's first bytes
+ * link to the next */
+struct rdmamsg__scache {
+	void *head;
+	uint32_t n;
+};
+
 /* per-endpoint state of this layer, made on first use */
 struct rdmamsg__xfer {
 	struct rdmamsg_ep *ep;
@@ -57,6 +64,10 @@ struct rdmamsg__xfer {
 	struct rdmamsg__timer req_timer;
 	uint64_t late;
 	int down;
+
+	/* freed rendezvous states (rndv.c), reused: no allocation per
+	 * message */
+	struct rdmamsg__scache sfree, pfree;
 };
 
 struct rdmamsg_mr {
