@@ -22,13 +22,14 @@
  * always left to messages.  When the last chunk is in, X_FIN tells the
  * sender (its on_send fires) and the message is delivered.  Receive memory
  * is bounded: transfers start (take their destination) only while fewer
- * than MAX_READS are reading, their lengths stay within READ_BYTES, and
- * the bytes being pulled stay under the large maximum (one always may
- * start).  READ_BYTES keeps the destinations few and in the cache: two
- * 1 MiB messages read at once into two buffers cost 30% more each than
- * one after the other into one (process_vm_readv, 2 MiB L2: 58 against
- * 44 us), and a READ of 1 MiB keeps a link busy long enough that the one
- * completion between two of them is a small gap on hardware.
+ * than MAX_READS are reading, and the bytes being pulled stay under the
+ * large maximum (one always may start).  Where a READ is a copy by the
+ * CPU (a peer on this host on the soft fabric), also only while the
+ * lengths of those reading stay within READ_BYTES: a read there gains
+ * nothing from another in flight, and one destination at a time stays in
+ * the cache (process_vm_readv of 1 MiB, 2 MiB L2: 44 us into one buffer,
+ * 58 into two or more in turn).  An HCA keeps them all, so that its link
+ * never waits for the completion between two.
  *
  * Order: an RTS flagged XF_ORDER (rdmamsg_send() above the rendezvous
  * threshold, requests, responses) takes its place in xf->order; messages,
@@ -53,7 +54,7 @@
 
 #define CHUNK	   ((uint64_t)8 << 20)
 #define MAX_READS  4
-#define READ_BYTES ((uint64_t)1 << 20)
+#define READ_BYTES ((uint64_t)1 << 20) /* read_bytes() */
 /* freed transfer states an endpoint keeps for reuse, of each kind */
 #define STATE_CACHE 256
 
@@ -155,6 +156,14 @@ static void state_drain(struct rdmamsg__scache *c)
 		free(o);
 	}
 	c->n = 0;
+}
+
+/* read_bytes -- the most bytes of transfers reading at once (see above) */
+static uint64_t read_bytes(const struct rdmamsg_ep *ep)
+{
+	if (ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT)
+		return READ_BYTES;
+	return UINT64_MAX;
 }
 
 /* sq_reserve -- send slots the pulls leave to messages */
@@ -975,9 +984,10 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		 * first) stay in the cache, where a destination for every
 		 * announcement (a window of 128 at 64 KiB: 8 MiB) did not;
 		 * a large one reading leaves room to MAX_READS - 1 others,
-		 * as long as their lengths stay within READ_BYTES */
+		 * within read_bytes() */
 		if (xf->reading >= MAX_READS ||
-		    (xf->reading && xf->reading_bytes + p->x.len > READ_BYTES))
+		    (xf->reading &&
+		     xf->reading_bytes + p->x.len > read_bytes(ep)))
 			break; /* later, in order */
 		if (xf->active_pulls &&
 		    xf->active_bytes + p->x.len > large_max(ep))
