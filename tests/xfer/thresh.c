@@ -655,7 +655,7 @@ static void big_burst(struct test_side *srv, struct test_side *cli,
 		       "before");
 	else
 		ok(ndest >= 1 && ndest <= 4,
-		   "an HCA reads them at once, each into its own buffer (%u)",
+		   "an HCA's reads overlap: at most four destinations (%u)",
 		   ndest);
 }
 
