@@ -22,8 +22,14 @@
  * always left to messages.  When the last chunk is in, X_FIN tells the
  * sender (its on_send fires) and the message is delivered.  Receive memory
  * is bounded: transfers start (take their destination) only while fewer
- * than MAX_READS are reading and the bytes being pulled stay under the
- * large maximum (one always may start).
+ * than MAX_READS are reading, and the bytes being pulled stay under the
+ * large maximum (one always may start).  Where a READ is a copy by the
+ * CPU (a peer on this host on the soft fabric), also only while the
+ * lengths of those reading stay within READ_BYTES: a read there gains
+ * nothing from another in flight, and one destination at a time stays in
+ * the cache (process_vm_readv of 1 MiB, 2 MiB L2: 44 us into one buffer,
+ * 58 into two or more in turn).  An HCA keeps them all, so that its link
+ * never waits for the completion between two.
  *
  * Order: an RTS flagged XF_ORDER (rdmamsg_send() above the rendezvous
  * threshold, requests, responses) takes its place in xf->order; messages,
@@ -46,8 +52,22 @@
 #define MIN_LARGE ((size_t)4096)
 #define MAX_LARGE ((size_t)1 << 40)
 
-#define CHUNK	  ((uint64_t)8 << 20)
-#define MAX_READS 4
+#define CHUNK	   ((uint64_t)8 << 20)
+#define MAX_READS  4
+#define READ_BYTES ((uint64_t)1 << 20) /* read_bytes() */
+/* freed transfer states an endpoint keeps for reuse, of each kind; none
+ * under AddressSanitizer, which then still sees a state used after it
+ * was freed */
+#if defined(__SANITIZE_ADDRESS__)
+#define STATE_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STATE_CACHE 0
+#endif
+#endif
+#ifndef STATE_CACHE
+#define STATE_CACHE 256
+#endif
 
 /* a memory window of the endpoint's, bound per transfer */
 struct rdmamsg__mw {
@@ -109,6 +129,52 @@ struct rdmamsg__pull {
 static uint64_t large_max(const struct rdmamsg_ep *ep)
 {
 	return ep->p.max_large > ep->max_msg ? ep->p.max_large : ep->max_msg;
+}
+
+/* state_get -- a zeroed transfer state of size bytes: a freed one from
+ * c (no allocation per message), else a new one */
+static void *state_get(struct rdmamsg__scache *c, size_t size)
+{
+	void *o = c->head;
+
+	if (!o)
+		return calloc(1, size);
+	c->head = *(void **)o;
+	c->n--;
+	memset(o, 0, size);
+	return o;
+}
+
+/* state_put -- a freed state into c, or to the heap when c is full */
+static void state_put(struct rdmamsg__scache *c, void *o)
+{
+	if (c->n == STATE_CACHE) {
+		free(o);
+		return;
+	}
+	*(void **)o = c->head;
+	c->head = o;
+	c->n++;
+}
+
+/* state_drain -- the endpoint goes: c's states too */
+static void state_drain(struct rdmamsg__scache *c)
+{
+	while (c->head) {
+		void *o = c->head;
+
+		c->head = *(void **)o;
+		free(o);
+	}
+	c->n = 0;
+}
+
+/* read_bytes -- the most bytes of transfers reading at once (see above) */
+static uint64_t read_bytes(const struct rdmamsg_ep *ep)
+{
+	if (ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT)
+		return READ_BYTES;
+	return UINT64_MAX;
 }
 
 /* sq_reserve -- send slots the pulls leave to messages */
@@ -211,7 +277,7 @@ static void send_free(struct rdmamsg_ep *ep, struct rndv_send *s)
 	if (s->umr)
 		s->umr->busy--;
 	ep->xf->nsends--;
-	free(s);
+	state_put(&ep->xf->sfree, s);
 }
 
 /* send_report -- on_send for transfer s; the caller's region is the
@@ -375,7 +441,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	ret = rdmamsg__xfer_get(ep, &xf);
 	if (ret)
 		return ret;
-	s = calloc(1, sizeof(*s));
+	s = state_get(&xf->sfree, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	xf->nsends++;
@@ -595,6 +661,7 @@ static void pull_start(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
 	xf->active_pulls++;
 	xf->active_bytes += p->x.len;
 	xf->reading++;
+	xf->reading_bytes += p->x.len;
 }
 
 /* pull_read -- p reads no more (all in, or it ends) */
@@ -604,6 +671,7 @@ static void pull_read(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
 		return;
 	p->reading = 0;
 	xf->reading--;
+	xf->reading_bytes -= p->x.len;
 }
 
 /* pull_free -- release a receive's destination (unless the caller's or
@@ -626,7 +694,7 @@ static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 		rdmamsg__buf_put(p->buf);
 	if (p->umr)
 		p->umr->busy--;
-	free(p);
+	state_put(&xf->pfree, p);
 }
 
 /* held_free -- a held message goes undelivered */
@@ -802,7 +870,7 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		send_fin(ep, x->id, -EMSGSIZE);
 		return;
 	}
-	p = calloc(1, sizeof(*p));
+	p = state_get(&ep->xf->pfree, sizeof(*p));
 	if (!p) {
 		send_fin(ep, x->id, -ENOMEM);
 		return;
@@ -926,8 +994,11 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		 * it: the few buffers the pool then hands out (last freed
 		 * first) stay in the cache, where a destination for every
 		 * announcement (a window of 128 at 64 KiB: 8 MiB) did not;
-		 * a large one reading leaves room to MAX_READS - 1 others */
-		if (xf->reading >= MAX_READS)
+		 * a large one reading leaves room to MAX_READS - 1 others,
+		 * within read_bytes() */
+		if (xf->reading >= MAX_READS ||
+		    (xf->reading &&
+		     xf->reading_bytes + p->x.len > read_bytes(ep)))
 			break; /* later, in order */
 		if (xf->active_pulls &&
 		    xf->active_bytes + p->x.len > large_max(ep))
@@ -952,7 +1023,10 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		}
 		pull_start(xf, p);
 	}
-	/* round robin over the active receives, one chunk each per turn */
+	/* round robin over the active receives, one chunk each per turn;
+	 * they lead the list (taken in order, finished ones leave it), so
+	 * the first waiting one ends a turn: the window's other waiting
+	 * announcements (up to 128) are not walked per message */
 	while (progress && xf->reads_inflight < MAX_READS &&
 	       fp_sq_free(ep) > sq_reserve(ep)) {
 		progress = 0;
@@ -960,7 +1034,9 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 			struct rdmamsg__pull *p =
 				container_of(pos, struct rdmamsg__pull, link);
 
-			if (!p->active || p->posted == p->x.len)
+			if (!p->active)
+				break;
+			if (p->posted == p->x.len)
 				continue;
 			if (xf->reads_inflight >= MAX_READS ||
 			    fp_sq_free(ep) <= sq_reserve(ep))
@@ -1130,6 +1206,8 @@ void rdmamsg__rndv_free(struct rdmamsg_ep *ep)
 		xf->mw_free = m->next;
 		mw_drop(m);
 	}
+	state_drain(&xf->sfree);
+	state_drain(&xf->pfree);
 }
 
 /* rdmamsg_send_large -- rdmamsg_send(), which takes any size up to the

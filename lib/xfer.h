@@ -33,6 +33,13 @@ struct rdmamsg__xop {
 	int atomic;
 };
 
+/* freed states of one kind kept for reuse (rndv.c): each's first bytes
+ * link to the next */
+struct rdmamsg__scache {
+	void *head;
+	uint32_t n;
+};
+
 /* per-endpoint state of this layer, made on first use */
 struct rdmamsg__xfer {
 	struct rdmamsg_ep *ep;
@@ -50,12 +57,17 @@ struct rdmamsg__xfer {
 	int draining;
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;
-	uint32_t reading; /* active pulls with bytes still to come */
+	uint32_t reading;	/* active pulls with bytes still to come */
+	uint64_t reading_bytes; /* their lengths */
 	struct rdmamsg__list req_due; /* our requests by deadline */
 	struct rdmamsg__list sreqs;   /* peer's requests not answered */
 	struct rdmamsg__timer req_timer;
 	uint64_t late;
 	int down;
+
+	/* freed rendezvous states (rndv.c), reused: no allocation per
+	 * message */
+	struct rdmamsg__scache sfree, pfree;
 };
 
 struct rdmamsg_mr {

@@ -36,10 +36,13 @@
  * arrives as sent).  The region cannot be deregistered while a transfer
  * reads it (-EBUSY); on_send comes once the transfer's window is
  * invalidated: the region can be deregistered inside on_send, and the
- * provider lets it go (it refuses while a window is bound to it).  A 64
- * KiB nocopy round trip registers nothing and binds and invalidates one
- * window each way; without windows (RDMAMSG_NO_MW=1) the READ goes with
- * the region's key.
+ * provider lets it go (it refuses while a window is bound to it).  Four
+ * 1 MiB nocopy messages sent at once arrive whole, once and in order,
+ * on the soft fabric read one after the other into one destination (the
+ * receiver starts a read while the reads under way stay within 1 MiB).
+ * A 64 KiB nocopy round trip registers nothing and binds and invalidates
+ * one window each way; without windows (RDMAMSG_NO_MW=1) the READ goes
+ * with the region's key.
  */
 #include "config.h"
 
@@ -95,12 +98,28 @@ static int (*real_post)(struct ibv_qp *, struct ibv_send_wr *,
 static int (*real_dereg)(struct ibv_mr *);
 static unsigned int nreg, nsend, nread, nbind, ninv, nread_zc, ndereg_bad;
 static unsigned int all_binds, all_invs; /* never reset */
+/* the destinations of READs (big_burst) */
+#define MAXDEST 8
+static uintptr_t dest[MAXDEST];
+static unsigned int ndest;
 
 static struct ibv_mr *count_reg(struct ibv_pd *pd, void *addr, size_t len,
 				int access)
 {
 	nreg++;
 	return real_reg(pd, addr, len, access);
+}
+
+/* note_dest -- a READ into addr: a destination not seen before counts */
+static void note_dest(uintptr_t addr)
+{
+	unsigned int i;
+
+	for (i = 0; i < ndest; i++)
+		if (dest[i] == addr)
+			return;
+	if (ndest < MAXDEST)
+		dest[ndest++] = addr;
 }
 
 static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
@@ -116,6 +135,7 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			break;
 		case IBV_WR_RDMA_READ:
 			nread++;
+			note_dest(w->sg_list[0].addr);
 			/* from the caller's region, where it sent from */
 			if (zc && w->wr.rdma.remote_addr >= (uintptr_t)zc &&
 			    w->wr.rdma.remote_addr < (uintptr_t)zc + ZC_LEN)
@@ -598,6 +618,47 @@ static void nocopy_burst(struct test_side *srv, struct test_side *cli,
 	       "and one READ more, of the copy of the message from no region");
 }
 
+/* big_burst -- four 1 MiB messages by rdmamsg_send_nocopy() at once:
+ * they arrive whole, once, in order; on the soft fabric (a READ is a copy
+ * by the CPU) read one after the other (at most 1 MiB of READs at a time)
+ * into the one destination each freed */
+static void big_burst(struct test_side *srv, struct test_side *cli,
+		      uint32_t *seq)
+{
+	unsigned int first = nseen, n = 0, bad = 0, i;
+	enum rdmamsg_fabric fab = RDMAMSG_FABRIC_VERBS;
+	uint32_t seq0 = *seq;
+
+	rdmamsg_ctx_get_fabric(srv->ctx, &fab);
+	zc_off = 0;
+	acked = 0;
+	nread = ndest = 0;
+	nocopy = 1;
+	for (i = 0; i < 4; i++)
+		if (!send_k(cli, srv, MAXLEN, (*seq)++))
+			n++;
+	nocopy = 0;
+	is_int(n, 4, "four 1 MiB nocopy messages accepted");
+	run_for(srv, cli, &nseen, first + n);
+	is_int(nseen - first, n, "all arrived, each once");
+	run_for(srv, cli, &acked, n);
+	is_int(acked, n, "on_send for each");
+	for (i = 0; i < n && first + i < nseen; i++)
+		if (seen[first + i].imm != seq0 + i || !seen[first + i].ok ||
+		    seen[first + i].len != MAXLEN)
+			bad++;
+	is_int(bad, 0, "in order, byte for byte");
+	is_int(nread, 4, "one READ each");
+	if (fab == RDMAMSG_FABRIC_SOFT)
+		is_int(ndest, 1,
+		       "one after the other, into the one buffer freed "
+		       "before");
+	else
+		ok(ndest >= 1 && ndest <= 4,
+		   "an HCA's reads overlap: at most four destinations (%u)",
+		   ndest);
+}
+
 /* nocopy_round_trip -- 64 KiB by rdmamsg_send_nocopy() from the region
  * and back; cli_sent deregisters the region */
 static void nocopy_round_trip(struct test_side *srv, struct test_side *cli,
@@ -797,6 +858,7 @@ int main(void)
 	/* rdmamsg_send_nocopy: the burst again, then the round trip */
 	zc_reg(&cli);
 	nocopy_burst(&srv, &cli, &seq);
+	big_burst(&srv, &cli, &seq);
 	nocopy_round_trip(&srv, &cli, pr.rndv_window);
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
