@@ -1464,8 +1464,8 @@ static void usage(FILE *f)
 		"      --poll-us US  (subscriber) after a message, poll for\n"
 		"                    US microseconds (yielding the CPU) "
 		"before\n"
-		"                    blocking (rdmamsg_group_attr_set_poll_us;\n"
-		"                    default the library's, 30)\n"
+		"                    blocking (default the library's, 30\n"
+		"                    us: rdmamsg_group_attr_set_poll_us)\n"
 		"                    (multicast: -w N on both sides: N "
 		"untimed\n"
 		"                    messages of one datagram each first)\n"
@@ -1697,8 +1697,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	if (o->group) /* multicast: no server, no client, no TCP-ish test */
 		return o->server || o->host || o->outstanding ? -1 : 0;
 	if (o->server == !!o->host || o->window || o->pace ||
-	    o->linger != ULONG_MAX || o->rdepth ||
-	    o->poll_us != ULONG_MAX)
+	    o->linger != ULONG_MAX || o->rdepth || o->poll_us != ULONG_MAX)
 		return -1;
 	if (o->zcopy && o->nocopy) {
 		fprintf(stderr,
