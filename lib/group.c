@@ -193,6 +193,7 @@ struct rdmamsg_group {
 	uint32_t rdepth, sdepth;
 	unsigned int hb_ms;
 	uint64_t poll_ns; /* after a receive, poll this long before blocking */
+	uint64_t rx_ns;	  /* the pass that last received (ctx->now) */
 	struct rdmamsg_group_cbs cbs;
 	void *arg;
 	uint64_t pub_id;
@@ -1995,6 +1996,26 @@ static void sm_fn(struct rdmamsg__timer *t)
 	rdmamsg__timer_start(g->ctx, &g->sm_timer, g->hb_ms);
 }
 
+/*
+ * poll_after_rx -- a subscriber that received within poll_ns of its last
+ * receive is likely to again as soon: its context polls that long before
+ * it blocks (rdmamsg_ctx_arm), instead of being woken for every datagram
+ * of a stream.  One whose datagrams come further apart (a paced stream)
+ * blocks at once: its poll would find nothing, and on a busy machine the
+ * CPU it spins (yielding) is the sender's.
+ */
+static void poll_after_rx(struct rdmamsg_group *g)
+{
+	struct rdmamsg_ctx *ctx = g->ctx;
+	uint64_t last = g->rx_ns;
+
+	g->rx_ns = ctx->now;
+	if (!g->poll_ns || ctx->now - last > g->poll_ns)
+		return;
+	if (ctx->now + g->poll_ns > ctx->poll_until)
+		ctx->poll_until = ctx->now + g->poll_ns;
+}
+
 /* group_wcs -- the lane's wcs(): completions of g's QP at wc (n of them,
  * the first routed to g); the run of them that is g's is handled; how
  * many */
@@ -2062,11 +2083,8 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 		if (g->nrpend >= G_REPOST)
 			post_recvs(g);
 	}
-	/* a subscriber that just received is likely to again soon: its
-	 * context polls until then before it blocks (rdmamsg_ctx_arm),
-	 * instead of being woken for every datagram */
-	if (rx && g->poll_ns && g->ctx->now + g->poll_ns > g->ctx->poll_until)
-		g->ctx->poll_until = g->ctx->now + g->poll_ns;
+	if (rx)
+		poll_after_rx(g);
 	return i;
 }
 
