@@ -42,7 +42,8 @@
 #   is (the issue's floor), "raw N rcv" adds N - 1 receivers to its group
 #   (the MGID given with -M): rdmamsg_perf -L sinks with perftest's
 #   receive depth (512) that take each datagram and drop it as not a
-#   group message, blocking in poll() as the rdmamsg subscribers do.
+#   group message, blocking in poll() at once (--poll-us 0; rdmamsg
+#   subscribers poll 30 us first by default, below).
 #   The ratio at the same fan-out is the like-for-like one.
 # - warm-up: the rdmamsg members run -w 4096 first (4,096 untimed
 #   datagrams: every cell of the subscribers' receive queues, 4,096 deep
