@@ -1267,6 +1267,12 @@ int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);
  * 60000): subscribers learn of publishers and of lost tails from it */
 int rdmamsg_group_attr_set_heartbeat(struct rdmamsg_group_attr *attr,
 				     unsigned int ms);
+/* a subscriber that received within us microseconds of its previous
+ * receive polls up to us more before its context blocks (default 30,
+ * RDMAMSG_GROUP_POLL_US overrides the default; 0 .. 100000, 0: block at
+ * once): rdmamsg_ctx_arm() says -EBUSY, yielding the CPU, until then */
+int rdmamsg_group_attr_set_poll_us(struct rdmamsg_group_attr *attr,
+				   unsigned int us);
 
 /*
  * reliable mode (0: off, the default): a publisher keeps its last window

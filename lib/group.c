@@ -67,6 +67,8 @@
 #define G_MIN_DEPTH	 16
 #define G_MAX_DEPTH	 16384
 #define G_DEF_HB_MS	 100
+#define G_DEF_POLL_US	 30 /* README, "Multicast groups": the default */
+#define G_MAX_POLL_US	 100000
 #define G_RESOLVE_MS	 5000
 #define G_CLOSE_MS	 2000 /* sends still in flight after: cancelled */
 #define G_MAX_PUBLISHERS 1024
@@ -96,6 +98,7 @@ struct rdmamsg_group_attr {
 	uint32_t fc_tag; /* TAGGED: the subscribers' tag waited for */
 	uint32_t tag;	 /* ours, in our status messages */
 	int batch;	 /* small messages packed while others are in flight */
+	unsigned int poll_us; /* a subscriber's poll before it blocks */
 	char *bind;
 };
 
@@ -189,6 +192,8 @@ struct rdmamsg_group {
 	size_t max_msg;
 	uint32_t rdepth, sdepth;
 	unsigned int hb_ms;
+	uint64_t poll_ns; /* after a receive, poll this long before blocking */
+	uint64_t rx_ns;	  /* the pass that last received (ctx->now) */
 	struct rdmamsg_group_cbs cbs;
 	void *arg;
 	uint64_t pub_id;
@@ -254,6 +259,26 @@ struct rdmamsg_group {
 
 /* ---- attributes ---------------------------------------------------- */
 
+/* def_poll_us -- the default poll before blocking: RDMAMSG_GROUP_POLL_US
+ * (0 .. G_MAX_POLL_US) if set, else G_DEF_POLL_US */
+static unsigned int def_poll_us(void)
+{
+	const char *e = getenv("RDMAMSG_GROUP_POLL_US");
+	unsigned long v;
+	char *end;
+
+	if (!e || !*e)
+		return G_DEF_POLL_US;
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (errno || *end || v > G_MAX_POLL_US || e[0] == '-') {
+		LOG_WARN("RDMAMSG_GROUP_POLL_US=%s ignored (0 .. %u)", e,
+			 G_MAX_POLL_US);
+		return G_DEF_POLL_US;
+	}
+	return (unsigned int)v;
+}
+
 RDMAMSG_EXPORT int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr)
 {
 	struct rdmamsg_group_attr *a;
@@ -269,6 +294,7 @@ RDMAMSG_EXPORT int rdmamsg_group_attr_new(struct rdmamsg_group_attr **attr)
 	a->sdepth = G_DEF_SDEPTH;
 	a->hb_ms = G_DEF_HB_MS;
 	a->batch = 1;
+	a->poll_us = def_poll_us();
 	*attr = a;
 	return 0;
 }
@@ -396,6 +422,15 @@ RDMAMSG_EXPORT int rdmamsg_group_attr_set_heartbeat(
 	if (!attr || !ms || ms > 60000)
 		return -EINVAL;
 	attr->hb_ms = ms;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_poll_us(
+	struct rdmamsg_group_attr *attr, unsigned int us)
+{
+	if (!attr || us > G_MAX_POLL_US)
+		return -EINVAL;
+	attr->poll_us = us;
 	return 0;
 }
 
@@ -1961,6 +1996,26 @@ static void sm_fn(struct rdmamsg__timer *t)
 	rdmamsg__timer_start(g->ctx, &g->sm_timer, g->hb_ms);
 }
 
+/*
+ * poll_after_rx -- a subscriber that received within poll_ns of its last
+ * receive is likely to again as soon: its context polls that long before
+ * it blocks (rdmamsg_ctx_arm), instead of being woken for every datagram
+ * of a stream.  One whose datagrams come further apart (a paced stream)
+ * blocks at once: its poll would find nothing, and on a busy machine the
+ * CPU it spins (yielding) is the sender's.
+ */
+static void poll_after_rx(struct rdmamsg_group *g)
+{
+	struct rdmamsg_ctx *ctx = g->ctx;
+	uint64_t last = g->rx_ns;
+
+	g->rx_ns = ctx->now;
+	if (!g->poll_ns || ctx->now - last > g->poll_ns)
+		return;
+	if (ctx->now + g->poll_ns > ctx->poll_until)
+		ctx->poll_until = ctx->now + g->poll_ns;
+}
+
 /* group_wcs -- the lane's wcs(): completions of g's QP at wc (n of them,
  * the first routed to g); the run of them that is g's is handled; how
  * many */
@@ -1970,7 +2025,7 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 	struct rdmamsg_group *g =
 		container_of(lane, struct rdmamsg_group, lane);
 	uint64_t tag = wc[0].wr_id & RDMAMSG_WRID_TAG_BITS;
-	uint32_t i;
+	uint32_t i, rx = 0;
 
 	for (i = 0; i < n && (wc[i].wr_id & RDMAMSG_WRID_TAG_BITS) == tag;
 	     i++) {
@@ -2023,10 +2078,13 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 		else
 			on_datagram(g, w, g->rxb[own]->data + G_RX_PAD,
 				    w->byte_len - GRH_BYTES);
+		rx = 1;
 		g->rpend[g->nrpend++] = (uint32_t)own;
 		if (g->nrpend >= G_REPOST)
 			post_recvs(g);
 	}
+	if (rx)
+		poll_after_rx(g);
 	return i;
 }
 
@@ -2298,6 +2356,7 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	g->fc_tag = attr ? attr->fc_tag : 0;
 	g->tag = attr ? attr->tag : 0;
 	g->batch = attr ? attr->batch : 1;
+	g->poll_ns = (uint64_t)(attr ? attr->poll_us : def_poll_us()) * 1000;
 	if (cbs)
 		g->cbs = *cbs;
 	g->arg = arg;

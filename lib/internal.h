@@ -296,6 +296,9 @@ struct rdmamsg_ctx {
 	uint64_t now; /* cached at the start of a progress pass */
 	uint64_t last_epoll;
 	int force_epoll;
+	/* until then a receiver polls before it blocks: rdmamsg_ctx_arm()
+	 * says -EBUSY (rdmamsg_group_attr_set_poll_us; 0: blocks at once) */
+	uint64_t poll_until;
 	int kicked; /* the eventfd was written (any thread): look now */
 	/* device events another context on the same device read for us
 	 * (loop.c: they share its async fd), under the process's lock */

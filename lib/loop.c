@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -571,6 +572,20 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	return 0;
 }
 
+/* polling -- a receiver's poll before it blocks (ctx->poll_until, set by
+ * a group's receives): 1 while it lasts, after giving the CPU to whoever
+ * else can run (a receiver that spins alone on a shared CPU delays the
+ * sender it waits for) */
+static __attribute__((noinline)) int polling(struct rdmamsg_ctx *ctx)
+{
+	if (rdmamsg__now_ns() >= ctx->poll_until) {
+		ctx->poll_until = 0;
+		return 0;
+	}
+	sched_yield();
+	return 1;
+}
+
 /* rdmamsg_ctx_arm -- 0 when blocking on the fd is safe, -EBUSY otherwise */
 RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 {
@@ -580,6 +595,9 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 		return -EINVAL;
 	if (ctx->in_progress || ctx->pending || !list_empty(&ctx->polls) ||
 	    !list_empty(&ctx->deferred) || !list_empty(&ctx->ldeferred))
+		return -EBUSY;
+	/* no CQ armed while it polls: no sender's wake-up to pay for */
+	if (RDMAMSG_UNLIKELY(ctx->poll_until) && polling(ctx))
 		return -EBUSY;
 	/* CQs are armed only here, when the caller is about to block (a
 	 * busy-polling caller never arms them: no provider wakes a waiter

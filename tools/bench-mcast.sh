@@ -42,7 +42,8 @@
 #   is (the issue's floor), "raw N rcv" adds N - 1 receivers to its group
 #   (the MGID given with -M): rdmamsg_perf -L sinks with perftest's
 #   receive depth (512) that take each datagram and drop it as not a
-#   group message, blocking in poll() as the rdmamsg subscribers do.
+#   group message, blocking in poll() at once (--poll-us 0; rdmamsg
+#   subscribers poll 30 us first by default, below).
 #   The ratio at the same fan-out is the like-for-like one.
 # - warm-up: the rdmamsg members run -w 4096 first (4,096 untimed
 #   datagrams: every cell of the subscribers' receive queues, 4,096 deep
@@ -70,7 +71,11 @@
 #   receivers' take is not measured (perftest does not print it).
 # - "subscribers poll 30 us": rdmamsg_perf -L --poll-us 30, subscribers
 #   that look for the next message (yielding the CPU) for 30 us before
-#   they block; perftest's own receiver busy-polls, the sinks block.
+#   they block; perftest's own receiver busy-polls, the sinks block at
+#   once (--poll-us 0).  Since rdmamsg_group_attr_set_poll_us the
+#   library's default is that poll (30 us), so the other rows poll too
+#   unless RDMAMSG_GROUP_POLL_US=0 is set (subscribers that block at
+#   once: the library before it, from the same build).
 # - the publisher's and a subscriber's counters (datagrams, status
 #   messages, stalls, duplicates, losses) of the last round are printed
 #   per 1,000 messages.
@@ -188,7 +193,7 @@ raw() {
 	if [ -e "$lib" ] && have "$prog"; then
 		if [ "$ns" -gt 0 ] && [ -x "$perf" ]; then
 			start_subs sink "$ns" "[$mgid6]" -n "$n" --size "$size" \
-				--recv-depth 512
+				--recv-depth 512 "${sink_block[@]}"
 			sk=("${started[@]}")
 		fi
 		port=$(free_port)
@@ -318,6 +323,10 @@ dp_rate='' dp_recv='' rp_rate=''
 poll_us=30
 has_poll=0
 [ -x "$perf" ] && "$perf" --help 2>&1 | grep -q -- --poll-us && has_poll=1
+# the sinks block at once, as before the library's poll (a sink that
+# polls takes more of the raw sender's datagrams and slows it down)
+sink_block=()
+[ "$has_poll" = 1 ] && sink_block=(--poll-us 0)
 # rate runs: at least 100,000 messages (past the first milliseconds'
 # start-up), -q or not
 n_rate=$(iters 100000)

@@ -87,7 +87,8 @@ struct perf_opts {
 	unsigned long linger;  /* ms in the group after the last message;
 			       * ULONG_MAX: 1000 */
 	unsigned long rdepth;  /* (subscriber) receive depth; 0: mc_depth */
-	unsigned long poll_us; /* (subscriber) poll this long before waiting */
+	unsigned long poll_us; /* (subscriber) rdmamsg_group_attr_set_poll_us;
+				* ULONG_MAX: the library's default */
 };
 
 struct perf {
@@ -1215,33 +1216,6 @@ static int mc_linger(struct perf_mcast *m)
 	return mc_idle(m, m->p->o.linger == ULONG_MAX ? 1000 : m->p->o.linger);
 }
 
-/*
- * mc_poll -- --poll-us: after a message, look for the next by progress
- * passes for up to poll_us, giving the CPU to whoever else can run between
- * them (sched_yield), before perf_wait blocks: a subscriber asleep in
- * poll() costs a wake-up per burst, in the publisher (a system call per
- * subscriber) and in itself (a context switch and the event loop's
- * calls), where one that polls costs a yield; with 4 KiB messages in
- * reliable mode, 1 publisher and 3 subscribers on 2 CPUs, 30 us made the
- * publisher 1.55x faster and every process cheaper per message.  1 when
- * something came, 0 when nothing did, negative errno.
- */
-static int mc_poll(struct perf_mcast *m)
-{
-	uint64_t t0 = now_ns(), last = m->last_ns;
-	int rc;
-
-	while (now_ns() - t0 < m->p->o.poll_us * 1000) {
-		rc = rdmamsg_ctx_progress(m->p->ctx);
-		if (rc < 0)
-			return rc;
-		if (m->last_ns != last)
-			return 1;
-		sched_yield();
-	}
-	return 0;
-}
-
 /* mc_subscribe -- receive until every message is accounted for; one line
  * per size */
 static int mc_subscribe(struct perf_mcast *m)
@@ -1264,9 +1238,7 @@ static int mc_subscribe(struct perf_mcast *m)
 		if (got >= want ||
 		    (m->last_ns && now_ns() - m->last_ns > PERF_MC_IDLE_NS))
 			break;
-		rc = m->last_ns && m->p->o.poll_us ? mc_poll(m) : 0;
-		if (rc == 0)
-			rc = perf_wait(m->p);
+		rc = perf_wait(m->p);
 		if (rc < 0)
 			return rc;
 	}
@@ -1370,6 +1342,9 @@ static int run_mcast(struct perf *p)
 	if (rc == 0 && !p->o.publisher)
 		rc = rdmamsg_group_attr_set_recv_depth(
 			attr, mc_depth(&p->o, max_size));
+	if (rc == 0 && p->o.poll_us != ULONG_MAX)
+		rc = rdmamsg_group_attr_set_poll_us(attr,
+						    (unsigned int)p->o.poll_us);
 	if (rc == 0)
 		rc = rdmamsg_group_attr_set_reliable(attr,
 						     (uint32_t)p->o.window);
@@ -1489,7 +1464,8 @@ static void usage(FILE *f)
 		"      --poll-us US  (subscriber) after a message, poll for\n"
 		"                    US microseconds (yielding the CPU) "
 		"before\n"
-		"                    blocking (default 0)\n"
+		"                    blocking (default the library's, 30\n"
+		"                    us: rdmamsg_group_attr_set_poll_us)\n"
 		"                    (multicast: -w N on both sides: N "
 		"untimed\n"
 		"                    messages of one datagram each first)\n"
@@ -1576,6 +1552,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	o->bind = "0.0.0.0";
 	o->warmup = ULONG_MAX;
 	o->linger = ULONG_MAX;
+	o->poll_us = ULONG_MAX;
 	o->cpu = -1;
 	while ((ch = getopt_long(argc, argv, "slb:c:p:t:S:n:w:P:L:vh", longopts,
 				 NULL)) != -1) {
@@ -1667,7 +1644,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 				return -1;
 			break;
 		case 'y':
-			if (parse_ulong(optarg, 0, 1000000, &o->poll_us) < 0)
+			if (parse_ulong(optarg, 0, 100000, &o->poll_us) < 0)
 				return -1;
 			break;
 		case 'T':
@@ -1720,7 +1697,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	if (o->group) /* multicast: no server, no client, no TCP-ish test */
 		return o->server || o->host || o->outstanding ? -1 : 0;
 	if (o->server == !!o->host || o->window || o->pace ||
-	    o->linger != ULONG_MAX || o->rdepth || o->poll_us)
+	    o->linger != ULONG_MAX || o->rdepth || o->poll_us != ULONG_MAX)
 		return -1;
 	if (o->zcopy && o->nocopy) {
 		fprintf(stderr,

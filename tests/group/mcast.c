@@ -20,6 +20,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -1026,6 +1027,121 @@ static void late_joiner(void)
 	   "both contexts destroyed");
 }
 
+/* ---- a subscriber's poll before it blocks ---------------------------- */
+
+/* arms_until_block -- rdmamsg_ctx_arm() calls on b (with a progress pass
+ * after each refusal) until one says blocking is safe; -1 if none did */
+static long arms_until_block(struct rdmamsg_ctx *b)
+{
+	long n;
+
+	for (n = 1; n <= 10000000; n++) {
+		if (rdmamsg_ctx_arm(b) == 0)
+			return n;
+		rdmamsg_ctx_progress(b);
+	}
+	return -1;
+}
+
+/* recv_one -- drive a and b until l has n messages; 0, or -ETIMEDOUT */
+static int recv_one(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
+		    const struct late *l, uint64_t n)
+{
+	long long end = test_now_ms() + 10000;
+
+	while (l->received < n && test_now_ms() < end) {
+		rdmamsg_ctx_progress(a);
+		rdmamsg_ctx_progress(b);
+	}
+	return l->received == n && !l->bad ? 0 : -ETIMEDOUT;
+}
+
+/* poll_one -- a subscriber on b with poll_us (UINT_MAX: the attribute's
+ * default) gets two messages from a publisher on a, gap_ms apart; the
+ * arms it takes to block right after (1: at once), -1 if it never did */
+static long poll_one(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
+		     const char *addr, unsigned int poll_us, int gap_ms,
+		     int *bad_attr)
+{
+	struct rdmamsg_group_cbs pc = {.on_join = late_join};
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_group *pg, *sg;
+	struct rdmamsg_group_attr *at;
+	struct late pl, sl;
+	long arms = -1;
+
+	memset(&pl, 0, sizeof(pl));
+	memset(&sl, 0, sizeof(sl));
+	rdmamsg_group_attr_new(&at);
+	*bad_attr = rdmamsg_group_attr_set_poll_us(at, 100001) != -EINVAL ||
+		    rdmamsg_group_attr_set_poll_us(NULL, 0) != -EINVAL;
+	rdmamsg_group_attr_set_heartbeat(at, 60000); /* nothing else comes */
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
+	if (rdmamsg_group_join(a, addr, at, &pc, &pl, &pg))
+		goto out_attr;
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
+	if (poll_us != UINT_MAX)
+		rdmamsg_group_attr_set_poll_us(at, poll_us);
+	if (rdmamsg_group_join(b, addr, at, &sc, &sl, &sg))
+		goto out_pub;
+	if (test_run_until(a, &pl.joined, 60000) != 1 ||
+	    test_run_until(b, &sl.joined, 60000) != 1 ||
+	    publish8(pg, a, b, 0, 1) || recv_one(a, b, &sl, 1))
+		goto out_sub;
+	if (gap_ms)
+		usleep((useconds_t)gap_ms * 1000);
+	if (!publish8(pg, a, b, 1, 2) && !recv_one(a, b, &sl, 2))
+		arms = arms_until_block(b);
+out_sub:
+	rdmamsg_group_close(sg, late_closed);
+	test_run_until(b, (volatile int *)&sl.closed, 60000);
+out_pub:
+	rdmamsg_group_close(pg, late_closed);
+	test_run_until(a, (volatile int *)&pl.closed, 60000);
+out_attr:
+	rdmamsg_group_attr_delete(&at);
+	return arms;
+}
+
+/*
+ * poll_before_block -- a subscriber that has just received, soon after
+ * its previous receive, is refused the arm (rdmamsg_ctx_arm -EBUSY) while
+ * its poll lasts, then may block; it blocks at once with 0 (the
+ * attribute, or RDMAMSG_GROUP_POLL_US=0 for the default) and when its
+ * messages come further apart than its poll
+ */
+static void poll_before_block(void)
+{
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx();
+	long arms;
+	int bad;
+
+	arms = poll_one(a, b, "239.1.2.24", 100000, 0, &bad);
+	ok(!bad, "poll_us above 100000, or no attributes: -EINVAL");
+	/* 100 ms of arms refused (each after a sched_yield) */
+	ok(arms > 3, "poll 100 ms: %ld arms to block after a message", arms);
+	arms = poll_one(a, b, "239.1.2.24", 0, 0, &bad);
+	ok(arms >= 1 && arms <= 3, "poll 0: %ld arms to block (at once)", arms);
+	arms = poll_one(a, b, "239.1.2.24", 1000, 20, &bad);
+	ok(arms >= 1 && arms <= 3,
+	   "poll 1 ms, messages 20 ms apart: %ld arms to block (at once)",
+	   arms);
+	setenv("RDMAMSG_GROUP_POLL_US", "0", 1);
+	arms = poll_one(a, b, "239.1.2.24", UINT_MAX, 0, &bad);
+	ok(arms >= 1 && arms <= 3,
+	   "RDMAMSG_GROUP_POLL_US=0 as the default: %ld arms to block", arms);
+	setenv("RDMAMSG_GROUP_POLL_US", "100000", 1);
+	arms = poll_one(a, b, "239.1.2.24", UINT_MAX, 0, &bad);
+	ok(arms > 3, "RDMAMSG_GROUP_POLL_US=100000: %ld arms to block", arms);
+	unsetenv("RDMAMSG_GROUP_POLL_US");
+	test_idle(a, 20);
+	test_idle(b, 20);
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
+	   "both contexts destroyed");
+}
+
 /* ---- bare datagrams: 4 KiB messages in one datagram each ------------- */
 
 /*
@@ -1503,6 +1619,7 @@ int main(void)
 	flows();
 	late_joiner();
 	bare();
+	poll_before_block();
 	batches();
 	repair_room();
 	gone();
