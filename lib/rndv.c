@@ -343,23 +343,15 @@ void rdmamsg__rndv_inv_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 {
 	struct rndv_send *s = op->send;
 
-	if (s->late) {
-		if (!status) {
-			s->mw->next = ep->xf->mw_free;
-			ep->xf->mw_free = s->mw;
-		} else {
-			mw_drop(s->mw);
-		}
-		s->mw = NULL;
-		send_report(ep, s, s->status);
-		send_free(ep, s);
-		return;
-	}
 	if (!status) {
 		s->mw->next = ep->xf->mw_free;
 		ep->xf->mw_free = s->mw;
-		s->mw = NULL;
+	} else {
+		mw_drop(s->mw);
 	}
+	s->mw = NULL;
+	if (s->late)
+		send_report(ep, s, s->status);
 	send_free(ep, s);
 }
 
