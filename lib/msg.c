@@ -222,7 +222,7 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 {
 	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
 	struct rdmamsg__wire *h;
-	struct rdmamsg__kept *k;
+	struct rdmamsg__kept *k = NULL; /* the session's copy, counted */
 	struct inl_hdr hs;
 	struct ibv_sge sge[2];
 	int nsge = 1, inl = 0, ret;
@@ -255,7 +255,7 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 			   sig == SIG_ALWAYS ||
 				   (sig == SIG_NEED && (report || own)));
 	if (RDMAMSG_UNLIKELY(ret)) {
-		if (ep->kept && (type == W_DATA || type == W_PACK))
+		if (k)
 			ep->tx_frags--; /* not posted */
 		return -ret;
 	}
