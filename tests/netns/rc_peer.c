@@ -831,32 +831,48 @@ static int cut(const char *host, int port)
  * for the application's next send, and sends it at exit).  With HOW
  * "destroy" the server destroys its QP first.
  */
-static int last_server(int port, const char *how)
+/* polled_server -- a server of PORT whose 4 KiB at *BUF (*MR) take the
+ * receives POST_N posts (each N bytes); once connected it polls for a
+ * while before it tells the client it is ready, so that the packets are
+ * then ours to take, not the receive thread's (it leaves the sockets to
+ * a poller); the TCP connection, or -1 when a completion came early */
+static int polled_server(int port, uint8_t **buf, struct ibv_mr **mr,
+			 int post_n, uint32_t n)
 {
-	uint8_t *buf = aligned_alloc(4096, 4096);
 	struct info me, peer;
-	struct ibv_mr *mr;
 	struct ibv_wc wc;
 	double t0;
-	int fd, r;
+	int fd, r, i;
 
-	if (!buf)
+	*buf = aligned_alloc(4096, 4096);
+	if (!*buf)
 		bail_out("memory");
 	setup();
-	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr)
+	*mr = ibv_reg_mr(pd, *buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!*mr)
 		bail_out("reg_mr");
-	my_info(&me, mr);
+	my_info(&me, *mr);
 	fd = peer_accept(port, &me, &peer);
-	post_recv(buf, 4096, mr->lkey, 0);
-	/* polling for a while first: the packets are then ours to take, not
-	 * the receive thread's (it leaves the sockets to a poller) */
+	for (i = 0; i < post_n; i++)
+		post_recv(*buf + i * n, n, (*mr)->lkey, (uint64_t)i);
 	t0 = now_ms();
 	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0 && now_ms() - t0 < 200)
 		;
 	if (r)
-		return 1;
+		return -1;
 	xfer(fd, &me, 1, 1); /* ready */
+	return fd;
+}
+
+static int last_server(int port, const char *how)
+{
+	uint8_t *buf;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	int r;
+
+	if (polled_server(port, &buf, &mr, 1, 4096) < 0)
+		return 1;
 	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0)
 		;
 	if (r != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV)
@@ -866,21 +882,30 @@ static int last_server(int port, const char *how)
 	exit(0);
 }
 
-static int last_client(const char *host, int port)
+/* polled_client -- a client of the polled_server at HOST:PORT, its 4 KiB
+ * at *TX (*MR); the TCP connection, once the server is ready */
+static int polled_client(const char *host, int port, uint8_t **tx,
+			 struct ibv_mr **mr)
 {
-	uint8_t *tx = aligned_alloc(4096, 4096);
 	struct info peer;
-	struct ibv_mr *mr;
-	struct ibv_wc w;
-	int fd;
 
-	if (!tx)
+	*tx = aligned_alloc(4096, 4096);
+	if (!*tx)
 		bail_out("memory");
 	setup();
-	mr = ibv_reg_mr(pd, tx, 4096, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr)
+	*mr = ibv_reg_mr(pd, *tx, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!*mr)
 		bail_out("reg_mr");
-	fd = peer_connect(host, port, mr, &peer);
+	return peer_connect(host, port, *mr, &peer);
+}
+
+static int last_client(const char *host, int port)
+{
+	uint8_t *tx;
+	struct ibv_mr *mr;
+	struct ibv_wc w;
+	int fd = polled_client(host, port, &tx, &mr);
+
 	fill(tx, 64, 0);
 	if (post(IBV_WR_SEND, tx, 64, mr->lkey, 1, 0, 0, 0))
 		bail_out("post");
@@ -906,30 +931,15 @@ static int last_client(const char *host, int port)
 
 static int stall_server(int port)
 {
-	uint8_t *buf = aligned_alloc(4096, 4096), verdict = 1, done = 1;
-	struct info me, peer;
+	uint8_t *buf, verdict = 1, done = 1;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
 	double t0;
 	int fd, r, i;
 
-	if (!buf)
-		bail_out("memory");
-	setup();
-	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr)
-		bail_out("reg_mr");
-	my_info(&me, mr);
-	fd = peer_accept(port, &me, &peer);
-	for (i = 0; i < 2 * STALL_ROUNDS; i++)
-		post_recv(buf + i * 64, 64, mr->lkey, (uint64_t)i);
-	/* polling first, as lastserver: the packets are the poller's */
-	t0 = now_ms();
-	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0 && now_ms() - t0 < 200)
-		;
-	if (r)
+	fd = polled_server(port, &buf, &mr, 2 * STALL_ROUNDS, 64);
+	if (fd < 0)
 		return 1;
-	xfer(fd, &me, 1, 1); /* ready */
 	for (i = 0; i < STALL_ROUNDS && verdict && done == 1; i++) {
 		while ((r = ibv_poll_cq(cq, 1, &wc)) == 0)
 			;
@@ -955,19 +965,11 @@ static int stall_server(int port)
 
 static int stall_client(const char *host, int port)
 {
-	uint8_t *tx = aligned_alloc(4096, 4096), verdict = 0;
-	struct info peer;
+	uint8_t *tx, verdict = 0;
 	struct ibv_mr *mr;
 	struct ibv_wc w[2];
-	int fd, i, k, good = 1;
+	int fd = polled_client(host, port, &tx, &mr), i, k, good = 1;
 
-	if (!tx)
-		bail_out("memory");
-	setup();
-	mr = ibv_reg_mr(pd, tx, 4096, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr)
-		bail_out("reg_mr");
-	fd = peer_connect(host, port, mr, &peer);
 	for (i = 0; i < 2 * STALL_ROUNDS; i++)
 		fill(tx + i * 64, 64, (uint32_t)i);
 	for (i = 0; i < STALL_ROUNDS && good; i++) {
