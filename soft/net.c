@@ -2461,6 +2461,10 @@ static void *net_main(void *arg)
 				}
 		}
 		atomic_store(&thr_long, timeout > 1);
+		/* an ACK held before thr_long was seen set (ack_hold counts
+		 * it in acks_held first, both seq_cst): no long sleep */
+		if (timeout > 1 && atomic_load(&acks_held))
+			timeout = 1;
 		n = poll(pf, (nfds_t)np, timeout);
 		atomic_store(&thr_long, 0);
 		atomic_store(&thr_asleep, 0);
