@@ -11,8 +11,9 @@
 # (softrdma's seeded fault hook,
 # SOFTRDMA_TEST_NETFAULT, and tc netem where the kernel has it); a cable
 # pulled and a server SIGKILLed under outstanding SENDs (RETRY_EXC_ERR,
-# the QP in ERR); Debian's ibv_rc_pingpong, polling and events; then the
-# hosts' agents are gone.
+# the QP in ERR); a server that stops polling still acknowledges before a
+# retry_cnt 0 requester's timer fires (stall); Debian's ibv_rc_pingpong,
+# polling and events; then the hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/rc_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
