@@ -137,9 +137,11 @@ struct soft_net_qp {
 	int nak_sent;
 	int ack_due; /* an ACK of ack_psn owed, sent once for a run */
 	uint32_t ack_psn;
-	uint64_t ack_held; /* since when ack_due waits for a send (ack_hold) */
-	int rx_active;	   /* a SEND in progress */
-	int srq_held;	   /* srq_wqe: taken from the QP's SRQ, not completed */
+	/* since when ack_due waits for a send (ack_hold); atomic: the held
+	 * list (held_nq) is read under net_mtx, not this QP's lock */
+	_Atomic uint64_t ack_held;
+	int rx_active; /* a SEND in progress */
+	int srq_held;  /* srq_wqe: taken from the QP's SRQ, not completed */
 	struct soft_rwqe srq_wqe;
 	uint64_t rx_off;
 	int wr_active; /* a WRITE in progress */
@@ -182,9 +184,18 @@ static _Atomic uint64_t poll_at, arm_at;
  * to send (ack_hold) */
 #define NET_ACK_HOLD_NS 5000ull
 static _Atomic int acks_held; /* QPs with ack_held set */
+/* the QPs whose ACKs our polls hold, for acks_aged; net_mtx.  An entry
+ * whose ack_held went to 0 (sent with a send) is stale and skipped */
+#define NET_HELD 16
+static struct soft_net_qp *held_nq[NET_HELD];
+static int held_n;
 /* our thread is about to sleep for long: a post wakes it (net_kick) for
  * the timer of what it sends */
 static _Atomic int thr_asleep;
+/* our thread sleeps longer than a millisecond (no poller a moment ago):
+ * an ACK a poll holds wakes it (ack_hold), or it would not release the
+ * ACK for up to 50 ms once the poller stops polling */
+static _Atomic int thr_long;
 /* our thread waits without our sockets (a poller reads them): an
  * application thread about to sleep wakes it (soft_net_sleeping) */
 static _Atomic int thr_nosock;
@@ -666,7 +677,7 @@ static void send_ack(struct soft_net_qp *nq, uint8_t syndrome, uint32_t psn)
 
 	nq->ack_due = 0; /* this one says as much: it is later, or a NAK */
 	if (nq->ack_held) {
-		nq->ack_held = 0;
+		atomic_store_explicit(&nq->ack_held, 0, memory_order_relaxed);
 		atomic_fetch_sub(&acks_held, 1);
 	}
 	memset(&p, 0, sizeof(p));
@@ -696,6 +707,8 @@ static void ack_flush(struct soft_net_qp *nq)
 		send_ack(nq, ROCE_AETH_ACK | 0x1f, nq->ack_psn);
 }
 
+static void net_kick(void);
+
 /*
  * ack_hold -- the ACK a run of an application's poll owes waits for what
  * the application sends next on the QP, and leaves with it, first, in
@@ -709,10 +722,63 @@ static void ack_flush(struct soft_net_qp *nq)
  */
 static void ack_hold(struct soft_net_qp *nq, uint64_t now)
 {
-	if (nq->ack_due && !nq->ack_held) {
-		nq->ack_held = now;
-		atomic_fetch_add(&acks_held, 1);
+	int i, n = 0;
+
+	if (!nq->ack_due || nq->ack_held)
+		return;
+	/* listed once (stale entries dropped), or not held at all when the
+	 * list is full: flushed with the run's batch */
+	for (i = 0; i < held_n; i++)
+		if (held_nq[i] != nq && held_nq[i]->ack_held)
+			held_nq[n++] = held_nq[i];
+	held_n = n;
+	if (held_n == NET_HELD) {
+		ack_flush(nq);
+		return;
 	}
+	held_nq[held_n++] = nq;
+	atomic_store_explicit(&nq->ack_held, now, memory_order_relaxed);
+	atomic_fetch_add(&acks_held, 1);
+	if (atomic_load(&thr_long) && atomic_exchange(&thr_long, 0))
+		net_kick(); /* once per poll gap: a steady poller's thread
+			     * naps a millisecond at most */
+}
+
+/* held_for -- NQ's ACK has been held NS by NOW (held after NOW: no) */
+static int held_for(const struct soft_net_qp *nq, uint64_t now, uint64_t ns)
+{
+	uint64_t h = atomic_load_explicit(&nq->ack_held, memory_order_relaxed);
+
+	return h && h + ns <= now;
+}
+
+/*
+ * acks_aged -- once one of the ACKs our polls hold for CTX's QPs has
+ * waited NET_ACK_HOLD_NS, it leaves with all those held half as long, in
+ * one sendmmsg: a passive receiver of several QPs (nothing of theirs to
+ * send) made a sendto per QP and hold, from each QP's nq_run.  Sent a
+ * little early, an ACK only loses its ride with a send.  CTX's lock and
+ * net_mtx held.
+ */
+static void acks_aged(struct soft_context *ctx, uint64_t now)
+{
+	int i, n = 0, due = 0;
+
+	for (i = 0; i < held_n; i++)
+		due |= held_nq[i]->ctx == ctx &&
+		       held_for(held_nq[i], now, NET_ACK_HOLD_NS);
+	if (!due)
+		return;
+	batch_begin();
+	for (i = 0; i < held_n; i++) {
+		if (held_nq[i]->ctx == ctx &&
+		    held_for(held_nq[i], now, NET_ACK_HOLD_NS / 2))
+			ack_flush(held_nq[i]);
+		if (held_nq[i]->ack_held)
+			held_nq[n++] = held_nq[i];
+	}
+	held_n = n;
+	batch_end();
 }
 
 /* ack_flush_aged -- ack_flush, unless the ACK is held and young */
@@ -791,8 +857,6 @@ static uint64_t qp_timeout_ns(struct soft_qp *qp)
 
 	return t ? t : UINT64_MAX / 4; /* 0: wait forever */
 }
-
-static void net_kick(void);
 
 /* ---------------------------------------------------------------- */
 /* requester */
@@ -1844,6 +1908,9 @@ static void nq_remove(struct soft_net_qp *nq)
 			net_tbl[i] = net_tbl[--net_nqp];
 			fam_count(nq, -1);
 		}
+	for (i = 0; i < held_n; i++)
+		if (held_nq[i] == nq)
+			held_nq[i--] = held_nq[--held_n];
 	while (*pp && *pp != nq)
 		pp = &(*pp)->hnext;
 	if (*pp)
@@ -2393,7 +2460,13 @@ static void *net_main(void *arg)
 					pf[np++].events = POLLIN;
 				}
 		}
+		atomic_store(&thr_long, timeout > 1);
+		/* an ACK held before thr_long was seen set (ack_hold counts
+		 * it in acks_held first, both seq_cst): no long sleep */
+		if (timeout > 1 && atomic_load(&acks_held))
+			timeout = 1;
 		n = poll(pf, (nfds_t)np, timeout);
+		atomic_store(&thr_long, 0);
 		atomic_store(&thr_asleep, 0);
 		atomic_store(&thr_nosock, 0);
 		if (n > 0 && (pf[1].revents & POLLIN)) {
@@ -2822,9 +2895,12 @@ void soft_net_progress(struct soft_qp *qp)
 
 	/* a poller takes its packets in itself: no wait for our thread */
 	if (!pthread_mutex_trylock(&net_mtx)) {
-		atomic_store_explicit(&poll_at, soft_now_ns(),
-				      memory_order_relaxed);
+		uint64_t now = soft_now_ns();
+
+		atomic_store_explicit(&poll_at, now, memory_order_relaxed);
 		net_rx(64, qp->ctx, 0);
+		if (held_n)
+			acks_aged(qp->ctx, now);
 		pthread_mutex_unlock(&net_mtx);
 	}
 	if (nq->ud)

@@ -11,8 +11,9 @@
 # (softrdma's seeded fault hook,
 # SOFTRDMA_TEST_NETFAULT, and tc netem where the kernel has it); a cable
 # pulled and a server SIGKILLed under outstanding SENDs (RETRY_EXC_ERR,
-# the QP in ERR); Debian's ibv_rc_pingpong, polling and events; then the
-# hosts' agents are gone.
+# the QP in ERR); a server that stops polling still acknowledges before a
+# retry_cnt 0 requester's timer fires (stall); Debian's ibv_rc_pingpong,
+# polling and events; then the hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/rc_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
@@ -376,6 +377,26 @@ last() {
 }
 last exit
 last destroy
+
+# stall -- rc_peer stallserver takes a SEND by polling, then polls no
+# more while more SENDs come; the client's QP has retry_cnt 0 and a
+# timeout of 16.8 ms (12): every SEND must be acknowledged before its
+# timer fires, the held ACK and those of the receive thread's, as an
+# HCA acknowledges whatever the application does
+port=$((port + 1))
+on 1 timeout -k 10 60 "$peer" stallserver $port >"$tap_tmp/stall-s.log" 2>&1 &
+_spid=$!
+tap_pids="$tap_pids $_spid"
+listening 1 $port
+ok $? "stall: rc_peer server listens on host 1"
+st=12
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && st=17
+on 2 env RC_PEER_TIMEOUT=$st RC_PEER_RETRY=0 timeout -k 10 60 "$peer" \
+	stallclient "$a1" $port >"$tap_tmp/stall.tap" 2>&1
+tap_passed "$tap_tmp/stall.tap" $?
+ok $? "stall: a server that stops polling still acknowledges in time"
+wait $_spid
+ok $? "stall: the server exits 0"
 
 if command -v ibv_rc_pingpong >/dev/null 2>&1; then
 	# pingpong MODE-FLAG -- one ibv_rc_pingpong run host 2 -> host 1;

@@ -831,32 +831,48 @@ static int cut(const char *host, int port)
  * for the application's next send, and sends it at exit).  With HOW
  * "destroy" the server destroys its QP first.
  */
-static int last_server(int port, const char *how)
+/* polled_server -- a server of PORT whose 4 KiB at *BUF (*MR) take the
+ * receives POST_N posts (each N bytes); once connected it polls for a
+ * while before it tells the client it is ready, so that the packets are
+ * then ours to take, not the receive thread's (it leaves the sockets to
+ * a poller); the TCP connection, or -1 when a completion came early */
+static int polled_server(int port, uint8_t **buf, struct ibv_mr **mr,
+			 int post_n, uint32_t n)
 {
-	uint8_t *buf = aligned_alloc(4096, 4096);
 	struct info me, peer;
-	struct ibv_mr *mr;
 	struct ibv_wc wc;
 	double t0;
-	int fd, r;
+	int fd, r, i;
 
-	if (!buf)
+	*buf = aligned_alloc(4096, 4096);
+	if (!*buf)
 		bail_out("memory");
 	setup();
-	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr)
+	*mr = ibv_reg_mr(pd, *buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!*mr)
 		bail_out("reg_mr");
-	my_info(&me, mr);
+	my_info(&me, *mr);
 	fd = peer_accept(port, &me, &peer);
-	post_recv(buf, 4096, mr->lkey, 0);
-	/* polling for a while first: the packets are then ours to take, not
-	 * the receive thread's (it leaves the sockets to a poller) */
+	for (i = 0; i < post_n; i++)
+		post_recv(*buf + i * n, n, (*mr)->lkey, (uint64_t)i);
 	t0 = now_ms();
 	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0 && now_ms() - t0 < 200)
 		;
 	if (r)
-		return 1;
+		return -1;
 	xfer(fd, &me, 1, 1); /* ready */
+	return fd;
+}
+
+static int last_server(int port, const char *how)
+{
+	uint8_t *buf;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	int r;
+
+	if (polled_server(port, &buf, &mr, 1, 4096) < 0)
+		return 1;
 	while ((r = ibv_poll_cq(cq, 1, &wc)) == 0)
 		;
 	if (r != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV)
@@ -866,21 +882,30 @@ static int last_server(int port, const char *how)
 	exit(0);
 }
 
-static int last_client(const char *host, int port)
+/* polled_client -- a client of the polled_server at HOST:PORT, its 4 KiB
+ * at *TX (*MR); the TCP connection, once the server is ready */
+static int polled_client(const char *host, int port, uint8_t **tx,
+			 struct ibv_mr **mr)
 {
-	uint8_t *tx = aligned_alloc(4096, 4096);
 	struct info peer;
-	struct ibv_mr *mr;
-	struct ibv_wc w;
-	int fd;
 
-	if (!tx)
+	*tx = aligned_alloc(4096, 4096);
+	if (!*tx)
 		bail_out("memory");
 	setup();
-	mr = ibv_reg_mr(pd, tx, 4096, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr)
+	*mr = ibv_reg_mr(pd, *tx, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!*mr)
 		bail_out("reg_mr");
-	fd = peer_connect(host, port, mr, &peer);
+	return peer_connect(host, port, *mr, &peer);
+}
+
+static int last_client(const char *host, int port)
+{
+	uint8_t *tx;
+	struct ibv_mr *mr;
+	struct ibv_wc w;
+	int fd = polled_client(host, port, &tx, &mr);
+
 	fill(tx, 64, 0);
 	if (post(IBV_WR_SEND, tx, 64, mr->lkey, 1, 0, 0, 0))
 		bail_out("post");
@@ -888,6 +913,91 @@ static int last_client(const char *host, int port)
 	ok(w.status == IBV_WC_SUCCESS && w.wr_id == 1,
 	   "the SEND the server took before it exited completes (%s)",
 	   ibv_wc_status_str(w.status));
+	close(fd);
+	return done_testing();
+}
+
+/*
+ * A receiver that stops polling (rc-hosts.sh "stall"), STALL_ROUNDS
+ * times: the server takes a SEND by polling (its ACK is then held for a
+ * send of its own, soft/net.c ack_hold) and touches no verb until the
+ * client says the round is done; meanwhile the client's SEND must
+ * complete, and a second one, which comes to a process nobody polls in.
+ * The client runs with retry_cnt 0: a requester's timer that fires (an
+ * ACK held or owed and not sent, as an HCA sends it whatever the
+ * application does) ends its QP in RETRY_EXC_ERR.
+ */
+#define STALL_ROUNDS 4
+
+static int stall_server(int port)
+{
+	uint8_t *buf, verdict = 1, done = 1;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	double t0;
+	int fd, r, i;
+
+	fd = polled_server(port, &buf, &mr, 2 * STALL_ROUNDS, 64);
+	if (fd < 0)
+		return 1;
+	for (i = 0; i < STALL_ROUNDS && verdict && done == 1; i++) {
+		while ((r = ibv_poll_cq(cq, 1, &wc)) == 0)
+			;
+		verdict = r == 1 && wc.status == IBV_WC_SUCCESS &&
+			  wc.wr_id == (uint64_t)(2 * i);
+		xfer(fd, &done, 1, 0); /* 1: the client's SENDs completed */
+		/* polling (no CQ armed: our receive thread would then read
+		 * the socket for 10 ms, and take the next round's SEND) */
+		t0 = now_ms();
+		while ((r = ibv_poll_cq(cq, 1, &wc)) == 0 &&
+		       now_ms() - t0 < TMO_MS)
+			;
+		verdict &= r == 1 && wc.status == IBV_WC_SUCCESS &&
+			   wc.wr_id == (uint64_t)(2 * i + 1);
+	}
+	verdict &= done == 1;
+	for (i = 0; i < 2 * STALL_ROUNDS && verdict; i++)
+		verdict = check(buf + i * 64, 64, (uint32_t)i) < 0;
+	xfer(fd, &verdict, 1, 1);
+	close(fd);
+	return !verdict;
+}
+
+static int stall_client(const char *host, int port)
+{
+	uint8_t *tx, verdict = 0;
+	struct ibv_mr *mr;
+	struct ibv_wc w[2];
+	int fd = polled_client(host, port, &tx, &mr), i, k, good = 1;
+
+	for (i = 0; i < 2 * STALL_ROUNDS; i++)
+		fill(tx + i * 64, 64, (uint32_t)i);
+	for (i = 0; i < STALL_ROUNDS && good; i++) {
+		/* 60 ms for the server's receive thread to see it poll and
+		 * leave the socket to it (it waits 50 ms at most) */
+		usleep(60000);
+		for (k = 0; k < 2; k++) {
+			/* the second after the server took the first: it
+			 * polls no more until this round is done */
+			if (post(IBV_WR_SEND, tx + (2 * i + k) * 64, 64,
+				 mr->lkey, (uint64_t)(2 * i + k), 0, 0, 0))
+				bail_out("post");
+			w[k] = wait1();
+			good &= w[k].status == IBV_WC_SUCCESS &&
+				w[k].wr_id == (uint64_t)(2 * i + k);
+		}
+		ok(good,
+		   "round %d: the SEND a polling server took and one sent "
+		   "after it stopped polling are acknowledged before a "
+		   "timeout of %d (%s, %s)",
+		   i, qp_timeout, ibv_wc_status_str(w[0].status),
+		   ibv_wc_status_str(w[1].status));
+		verdict = (uint8_t)good;
+		xfer(fd, &verdict, 1, 1); /* the round is done */
+	}
+	xfer(fd, &verdict, 1, 0);
+	ok(verdict == 1, "the server received the %d SENDs intact, in order",
+	   2 * i);
 	close(fd);
 	return done_testing();
 }
@@ -1530,14 +1640,18 @@ int main(int argc, char **argv)
 		return last_server(atoi(argv[2]), argv[3]);
 	if (argc >= 4 && !strcmp(argv[1], "lastclient"))
 		return last_client(argv[2], atoi(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "stallserver"))
+		return stall_server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "stallclient"))
+		return stall_client(argv[2], atoi(argv[3]));
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]),
 			      argc > 4 ? atoi(argv[4]) : 3);
-	fprintf(stderr,
-		"usage: rc_peer server PORT | client ADDR PORT [N] | "
-		"cut ADDR PORT | mwserver PORT | mwclient ADDR PORT "
-		"full|loss | "
-		"rdserver PORT SIZE | rdclient ADDR PORT SIZE COUNT | "
-		"lastserver PORT exit|destroy | lastclient ADDR PORT\n");
+	fprintf(stderr, "usage: rc_peer server PORT | client ADDR PORT [N] | "
+			"cut ADDR PORT | mwserver PORT | mwclient ADDR PORT "
+			"full|loss | "
+			"rdserver PORT SIZE | rdclient ADDR PORT SIZE COUNT | "
+			"lastserver PORT exit|destroy | lastclient ADDR PORT | "
+			"stallserver PORT | stallclient ADDR PORT\n");
 	return 2;
 }
