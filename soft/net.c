@@ -166,6 +166,10 @@ static struct soft_net_qp *net_tbl[NET_MAX_QP];
 static int net_nqp;
 static struct soft_net_qp *net_hash[NET_HASH];
 static int net_on = -1;
+/* the receive thread's longest sleep with nothing to do, ms
+ * (SOFTRDMA_NET_IDLE_MS, 1 to 10,000: tests lengthen it so that an ACK
+ * left to this sleep would be seconds late, never a scheduling delay) */
+static int net_idle_ms = 50;
 static int net_debug = -1; /* SOFTRDMA_NET_DEBUG: a line per packet in */
 static int ctl_fd = -1, udp4 = -1, udp6 = -1;
 /* our sockets on UDP 4791 (IPv4, IPv6) the kernel steers our packets to,
@@ -2434,7 +2438,8 @@ static void *net_main(void *arg)
 	soft_hca_priority(); /* the receive side of our "HCA" */
 	for (;;) {
 		struct pollfd pf[4];
-		int n, k, np = 2, timeout = (busy & 2) ? 0 : busy ? 1 : 50;
+		int n, k, np = 2;
+		int timeout = (busy & 2) ? 0 : busy ? 1 : net_idle_ms;
 		uint64_t now;
 
 		pf[0].fd = ctl_fd;
@@ -2518,8 +2523,13 @@ static int net_start(void)
 	}
 	if (ctl_fd < 0 || (udp4 < 0 && udp6 < 0))
 		return -1;
-	if (net_debug < 0)
+	if (net_debug < 0) {
+		const char *e = getenv("SOFTRDMA_NET_IDLE_MS");
+
 		net_debug = getenv("SOFTRDMA_NET_DEBUG") != NULL;
+		if (e && atoi(e) >= 1 && atoi(e) <= 10000)
+			net_idle_ms = atoi(e);
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (!pthread_create(&net_thr, NULL, net_main, NULL)) {

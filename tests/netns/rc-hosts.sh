@@ -380,19 +380,25 @@ last destroy
 
 # stall -- rc_peer stallserver takes a SEND by polling, then polls no
 # more while more SENDs come; the client's QP has retry_cnt 0 and a
-# timeout of 16.8 ms (12): every SEND must be acknowledged before its
-# timer fires, the held ACK and those of the receive thread's, as an
-# HCA acknowledges whatever the application does
+# timeout of 134 ms (15): every SEND must be acknowledged before its timer
+# fires, the held ACK and those of the receive thread's, as an HCA
+# acknowledges whatever the application does. The server's receive thread
+# sleeps up to 500 ms when idle (SOFTRDMA_NET_IDLE_MS; 50 by default): an
+# ACK left to that sleep is late by up to 500 ms, which the timer catches
+# in most rounds, while a loaded machine's scheduling delay stays well
+# under 134 ms
 port=$((port + 1))
-on 1 timeout -k 10 60 "$peer" stallserver $port >"$tap_tmp/stall-s.log" 2>&1 &
+on 1 env SOFTRDMA_NET_IDLE_MS=500 timeout -k 10 60 "$peer" stallserver \
+	$port >"$tap_tmp/stall-s.log" 2>&1 &
 _spid=$!
 tap_pids="$tap_pids $_spid"
 listening 1 $port
 ok $? "stall: rc_peer server listens on host 1"
-st=12
+st=15
 [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && st=17
-on 2 env RC_PEER_TIMEOUT=$st RC_PEER_RETRY=0 timeout -k 10 60 "$peer" \
-	stallclient "$a1" $port >"$tap_tmp/stall.tap" 2>&1
+on 2 env RC_PEER_TIMEOUT=$st RC_PEER_RETRY=0 STALL_WAIT_MS=520 \
+	timeout -k 10 60 "$peer" stallclient "$a1" $port \
+	>"$tap_tmp/stall.tap" 2>&1
 tap_passed "$tap_tmp/stall.tap" $?
 ok $? "stall: a server that stops polling still acknowledges in time"
 wait $_spid

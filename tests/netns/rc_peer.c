@@ -927,7 +927,7 @@ static int last_client(const char *host, int port)
  * ACK held or owed and not sent, as an HCA sends it whatever the
  * application does) ends its QP in RETRY_EXC_ERR.
  */
-#define STALL_ROUNDS 4
+#define STALL_ROUNDS 8
 
 static int stall_server(int port)
 {
@@ -969,13 +969,18 @@ static int stall_client(const char *host, int port)
 	struct ibv_mr *mr;
 	struct ibv_wc w[2];
 	int fd = polled_client(host, port, &tx, &mr), i, k, good = 1;
+	const char *e = getenv("STALL_WAIT_MS");
+	int wait_ms = e ? atoi(e) : 60;
 
+	if (wait_ms < 1 || wait_ms > 10000)
+		bail_out("STALL_WAIT_MS 1..10000");
 	for (i = 0; i < 2 * STALL_ROUNDS; i++)
 		fill(tx + i * 64, 64, (uint32_t)i);
 	for (i = 0; i < STALL_ROUNDS && good; i++) {
-		/* 60 ms for the server's receive thread to see it poll and
-		 * leave the socket to it (it waits 50 ms at most) */
-		usleep(60000);
+		/* for the server's receive thread to see it poll and leave
+		 * the socket to it: longer than that thread's longest sleep
+		 * (50 ms, or the server's SOFTRDMA_NET_IDLE_MS) */
+		usleep((useconds_t)wait_ms * 1000);
 		for (k = 0; k < 2; k++) {
 			/* the second after the server took the first: it
 			 * polls no more until this round is done */
