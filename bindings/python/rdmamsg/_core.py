@@ -1115,6 +1115,19 @@ class Context:
         ``rdmamsg.join()``."""
         return await join(addr, ctx=self, **options)
 
+    def _region_of(self, p: Any, n: int) -> Optional["MemoryRegion"]:
+        """The open region registered with ACCESS_REMOTE_READ that holds
+        the n bytes at p (where rdmamsg_send_nocopy reads them in place),
+        or None."""
+        a = int(ffi.cast("uintptr_t", p))
+        for mr in self._mrs:
+            if mr._closing or not mr.access & ACCESS_REMOTE_READ:
+                continue
+            lo = int(ffi.cast("uintptr_t", mr._p))
+            if lo <= a and a - lo + n <= mr.size:
+                return mr
+        return None
+
     def _buf_gone(self) -> None:
         self._bufs -= 1
         if self._closing and self._bufs == 0:
@@ -1870,6 +1883,15 @@ class Endpoint:
                          int(pr.max_large), bool(pr.rndv_window))
 
     @property
+    def pack_limit(self) -> int:
+        """The longest message this connection packs with others into one
+        send when it queues them (rdmamsg_ep_get_pack_limit; 0: it does not
+        pack).  NotConnected before the handshake completed."""
+        n = ffi.new("size_t *")
+        check(lib.rdmamsg_ep_get_pack_limit(self._core.c(), n), "pack_limit")
+        return int(n[0])
+
+    @property
     def late_responses(self) -> int:
         n = ffi.new("uint64_t *")
         check(lib.rdmamsg_ep_get_late_responses(self._core.c(), n))
@@ -1992,6 +2014,60 @@ class Endpoint:
         if isinstance(keep, _TmpMr):  # deregistered at the completion
             _ops[opid] = (None, keep)
         core.ctx._kick()
+
+    def _post_nocopy(self, data: Any, imm: Optional[int],
+                     opid: int) -> Tuple[int, Any]:
+        """rdmamsg_send_nocopy[_imm] of data (a PoolBuffer: send_buf, as
+        _post); on success what must stay referenced until on_send."""
+        if isinstance(data, PoolBuffer):
+            return self._post(data, imm, opid)
+        core = self._core
+        ep = core.c()
+        p, n = _buf_ptr(data)
+        opc = ffi.cast("void *", opid)
+        if imm is None:
+            rc = lib.rdmamsg_send_nocopy(ep, p, n, opc)
+        else:
+            rc = lib.rdmamsg_send_nocopy_imm(ep, p, n, imm, opc)
+        if rc < 0:
+            return rc, None
+        return rc, _Pinned(p, core.ctx._region_of(p, n))
+
+    async def send_nocopy(self, data: Union[BufferLike, "PoolBuffer"], *,
+                          imm: Optional[int] = None) -> None:
+        """Send ``data`` without copying it where the library can
+        (rdmamsg_send_nocopy): above the connection's rendezvous threshold
+        (``protocols.rndv_threshold``), when the bytes lie inside one
+        region of this context registered with ACCESS_REMOTE_READ
+        (``ctx.register(buf, rdmamsg.ACCESS_REMOTE_READ)``, e.g. a slice of
+        its ``view``), the peer reads them where they are; otherwise they
+        are copied as send() copies them (a PoolBuffer goes as send() sends
+        it, without a copy).  The peer cannot tell the difference.
+
+        Returns when the peer has the message (on_send).  The bytes must
+        stay unchanged until then: changing them earlier is the caller's
+        error, as in C (the peer may get either bytes).  The binding holds
+        ``data`` (and keeps its region from deregistering: ``mr.close()``
+        waits, ``mr.dereg()`` raises Busy) until the library is done with
+        it, also when the await is cancelled, which does not unsend the
+        message.  Waits for room when out of credits with a full backlog;
+        raises the send's error as send() does.  On an endpoint made with
+        ``track_sends=False`` (no completions) it is send()."""
+        core = self._core
+        if not core.tracked:
+            await self.send(data, imm=imm)
+            return
+        opid = next(_op_ids)
+        while True:
+            rc, keep = self._post_nocopy(data, imm, opid)
+            if rc != _EAGAIN:
+                break
+            await core.wait_writable()
+        check(rc, "send_nocopy")
+        fut = _Waiter(core.ctx)
+        _ops[opid] = (fut, keep)
+        core.ctx._kick()
+        await fut
 
     def _postv(self, pieces: Any, opid: int) -> int:
         """rdmamsg_sendv of the pieces (the library gathers them)."""
@@ -2375,6 +2451,25 @@ class Endpoint:
 def _check_span(off: int, length: int) -> None:
     if off < 0 or length < 0:
         raise ValueError("offsets and lengths cannot be negative")
+
+
+class _Pinned:
+    """What a send_nocopy holds until its on_send: the caller's bytes (p,
+    from ffi.from_buffer, references them) and the MemoryRegion they lie
+    in, if any, which stays registered meanwhile."""
+    __slots__ = ("p", "mr")
+
+    def __init__(self, p: Any, mr: Optional["MemoryRegion"]) -> None:
+        self.p = p
+        self.mr = mr
+        if mr is not None:
+            mr._op_start()
+
+    def _op_done(self) -> None:
+        if self.mr is not None:
+            self.mr._op_done()
+            self.mr = None
+        self.p = None
 
 
 class _TmpMr:
@@ -2873,6 +2968,7 @@ class MemoryRegion:
     def __init__(self, ctx: Context, buffer: BufferLike, access: int) -> None:
         mv = memoryview(buffer)
         self.readonly: bool = mv.readonly
+        self.access: int = access
         self._p = ffi.from_buffer("char[]", buffer,
                                   require_writable=not mv.readonly)
         self.size: int = mv.nbytes
@@ -2910,9 +3006,25 @@ class MemoryRegion:
                 # an operation's callback is still unwinding: next pass
                 self._ctx._loop.call_soon(self._dereg)
                 return
+        self._gone()
+
+    def _gone(self) -> None:
         self._ctx._mrs.discard(self)
         if self._ctx._closing:
             self._ctx._loop.call_soon(self._ctx._try_destroy)
+
+    def dereg(self) -> None:
+        """Deregister now (rdmamsg_mr_dereg), unlike close(), which waits
+        for the operations using the region.  Raises rdmamsg.Busy (a
+        BlockingIOError, EBUSY) while the library still uses it (a
+        one-sided operation, a send_nocopy that the peer reads from it):
+        the region then stays registered and usable.  Nothing once
+        closed."""
+        if self._closing:
+            return
+        check(lib.rdmamsg_mr_dereg(self._mrp), "rdmamsg_mr_dereg")
+        self._closing = True
+        self._gone()
 
     def close(self) -> None:
         """Deregister (once operations using it have completed)."""
@@ -3327,7 +3439,8 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
                 bind_addr: Optional[str], recv_depth: Optional[int],
                 send_depth: Optional[int], heartbeat: Optional[float],
                 reliable: int, flow: str, flow_tag: int,
-                tag: Optional[int], batch: bool) -> None:
+                tag: Optional[int], batch: bool,
+                poll_us: Optional[int]) -> None:
     attr = attrp[0]
     check(lib.rdmamsg_group_attr_set_role(attr, _ROLES[role]), "role")
     if max_msg_size is not None:
@@ -3364,6 +3477,9 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
     if not isinstance(batch, bool):
         raise TypeError("batch must be a bool")
     check(lib.rdmamsg_group_attr_set_batch(attr, int(batch)), "batch")
+    if poll_us is not None:
+        check(lib.rdmamsg_group_attr_set_poll_us(
+            attr, _uint(poll_us, "poll_us")), "poll_us")
 
 
 async def join(addr: str, *, ctx: Optional[Context] = None,
@@ -3374,7 +3490,7 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
                heartbeat: Optional[float] = None, reliable: int = 0,
                flow: str = "min", flow_tag: int = 0,
                tag: Optional[int] = None, batch: bool = True,
-               loss_items: bool = False,
+               poll_us: Optional[int] = None, loss_items: bool = False,
                on_loss: Optional[Callable[[GroupLoss], Any]] = None,
                max_queue: Optional[int] = None) -> "Group":
     """Join the multicast group at ``addr`` (a numeric IPv4 or IPv6
@@ -3394,7 +3510,12 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     ``tag`` is ``flow_tag``, not 0); ``tag`` is this subscriber's tag.
     ``batch`` (default True) packs small messages published while earlier
     datagrams are in flight into one datagram; False sends each in its
-    own, for subscribers of an rdmamsg without batches.
+    own, for subscribers of an rdmamsg without batches.  ``poll_us``
+    (microseconds, 0..100000; default 30, or RDMAMSG_GROUP_POLL_US from
+    the environment): a subscriber that received within that long of its
+    previous receive keeps the context polling (yielding the CPU) that
+    much longer before the loop blocks on its fd, so a stream's datagrams
+    do not each wake the process; 0 blocks at once.
 
     Losses: every gap the library reports counts in ``Group.lost`` (its
     messages) and ``Group.gaps``, goes to ``on_loss(GroupLoss)`` (called
@@ -3431,7 +3552,7 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     try:
         _group_attr(attrp, role, max_msg_size, bind_addr, recv_depth,
                     send_depth, heartbeat, reliable, flow, flow_tag, tag,
-                    batch)
+                    batch, poll_us)
         gp = ffi.new("struct rdmamsg_group **")
         check(lib.rdmamsg_group_join(c, addr.encode(), attrp[0], _group_cbs,
                                      core.handle, gp), "rdmamsg_group_join")
