@@ -140,13 +140,13 @@ async def test_cancel_in_flight(ctxs):
     view[:] = pattern(size, 9)
     ends = []
 
-    async def sender():
+    async def sender(v):
         try:
-            await ep.send_nocopy(view)
+            await ep.send_nocopy(v)
         finally:
             ends.append(1)
 
-    task = await _posted(sender())
+    task = await _posted(sender(view))
     held = weakref.ref(view)
     del view
     task.cancel()
