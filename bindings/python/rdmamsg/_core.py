@@ -1954,12 +1954,22 @@ class Endpoint:
             _ops[opid] = (fut, None)
             await fut
             return
+        await self._send_posted(self._post, data, imm, opid, "send")
+
+    async def _send_posted(self, post: Callable[[Any, Optional[int], int],
+                                                Tuple[int, Any]],
+                           data: Any, imm: Optional[int], opid: int,
+                           what: str) -> None:
+        """post(data, imm, opid) (_post or _post_nocopy) until it finds
+        room, then (opid not 0) wait for the completion, holding what the
+        post returned to keep until then."""
+        core = self._core
         while True:
-            rc, keep = self._post(data, imm, opid)
+            rc, keep = post(data, imm, opid)
             if rc != _EAGAIN:
                 break
             await core.wait_writable()
-        check(rc, "send")
+        check(rc, what)
         if not opid:  # track_sends=False: accepted is all there is to know
             core.ctx._kick()
             return
@@ -2053,21 +2063,11 @@ class Endpoint:
         message.  Waits for room when out of credits with a full backlog;
         raises the send's error as send() does.  On an endpoint made with
         ``track_sends=False`` (no completions) it is send()."""
-        core = self._core
-        if not core.tracked:
+        if not self._core.tracked:
             await self.send(data, imm=imm)
             return
-        opid = next(_op_ids)
-        while True:
-            rc, keep = self._post_nocopy(data, imm, opid)
-            if rc != _EAGAIN:
-                break
-            await core.wait_writable()
-        check(rc, "send_nocopy")
-        fut = _Waiter(core.ctx)
-        _ops[opid] = (fut, keep)
-        core.ctx._kick()
-        await fut
+        await self._send_posted(self._post_nocopy, data, imm, next(_op_ids),
+                                "send_nocopy")
 
     def _postv(self, pieces: Any, opid: int) -> int:
         """rdmamsg_sendv of the pieces (the library gathers them)."""
