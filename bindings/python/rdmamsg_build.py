@@ -295,6 +295,18 @@ int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep, uint64_t *n);
 int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr, size_t len,
 		   unsigned int access, struct rdmamsg_mr **mr);
 int rdmamsg_mr_dereg(struct rdmamsg_mr **mr);
+int rdmamsg_mr_reg_iov(struct rdmamsg_ctx *ctx, const struct iovec *iov,
+		       int iovcnt, unsigned int access, struct rdmamsg_mr **mr);
+int rdmamsg_mr_reg_strided(struct rdmamsg_ctx *ctx, void *addr, size_t block,
+			   size_t stride, size_t count, unsigned int access,
+			   struct rdmamsg_mr **mr);
+enum rdmamsg_mr_layout {
+	RDMAMSG_MR_LAYOUT_CONTIG = 0,
+	RDMAMSG_MR_LAYOUT_UMR = 1,
+	RDMAMSG_MR_LAYOUT_SGE = 2,
+};
+int rdmamsg_mr_get_layout(const struct rdmamsg_mr *mr,
+			  enum rdmamsg_mr_layout *layout);
 int rdmamsg_mr_export(const struct rdmamsg_mr *mr, void *buf, size_t len);
 int rdmamsg_rmr_import(const void *buf, size_t len, struct rdmamsg_rmr **rmr);
 int rdmamsg_rmr_free(struct rdmamsg_rmr **rmr);

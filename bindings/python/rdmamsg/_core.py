@@ -1110,6 +1110,29 @@ class Context:
         for one-sided operations; ``access`` ORs ACCESS_REMOTE_*."""
         return MemoryRegion(self, buffer, access)
 
+    def register_iov(self, buffers: Any, access: int = 0) -> "MemoryRegion":
+        """Register ``buffers`` (a list or tuple of 1 to 1024 non-empty
+        bytes-like objects) as one region whose offsets run through them
+        in order (rdmamsg_mr_reg_iov).  With UMR (``query_cap("umr")``)
+        it has one key and its export addresses all of it: a peer writes
+        or reads the pieces in one operation.  Without UMR it is an SGE
+        list: the local region of write()/read() of ranges of at most 2
+        pieces (OSError ENOTSUP beyond), and export() raises ENOTSUP.
+        ``mr.layout`` says which; ``mr.view`` is None.  Raises
+        InvalidArgument for no, too many or empty pieces."""
+        return MemoryRegion._pieces(self, buffers, access)
+
+    def register_strided(self, buffer: BufferLike, block: int, stride: int,
+                         count: int, access: int = 0) -> "MemoryRegion":
+        """Register ``count`` (1 to 65536) blocks of ``block`` bytes,
+        ``stride`` bytes apart from the start of ``buffer``, as one region
+        whose offsets run through the blocks only (rdmamsg_mr_reg_strided;
+        UMR or not as register_iov()).  ValueError when the blocks reach
+        past the buffer; InvalidArgument for zero sizes or stride <
+        block."""
+        return MemoryRegion._strided(self, buffer, block, stride, count,
+                                     access)
+
     async def join(self, addr: str, **options: Any) -> "Group":
         """Join the multicast group at ``addr`` through this context: see
         ``rdmamsg.join()``."""
@@ -1121,7 +1144,8 @@ class Context:
         or None."""
         a = int(ffi.cast("uintptr_t", p))
         for mr in self._mrs:
-            if mr._closing or not mr.access & ACCESS_REMOTE_READ:
+            if mr._closing or mr.view is None or \
+                    not mr.access & ACCESS_REMOTE_READ:
                 continue
             lo = int(ffi.cast("uintptr_t", mr._p))
             if lo <= a and a - lo + n <= mr.size:
@@ -1485,6 +1509,8 @@ class _EpCore:
                                 "MemoryRegion or (MemoryRegion, offset)")
             if mr.readonly:
                 raise TypeError("recv_alloc: the region is read-only")
+            if mr.view is None:
+                raise TypeError("recv_alloc: the region is not contiguous")
             if mr._ctx is not self.ctx:
                 raise ValueError("recv_alloc: the region belongs to "
                                  "another context")
@@ -2967,19 +2993,90 @@ class MemoryRegion:
 
     def __init__(self, ctx: Context, buffer: BufferLike, access: int) -> None:
         mv = memoryview(buffer)
-        self.readonly: bool = mv.readonly
+        p = ffi.from_buffer("char[]", buffer, require_writable=not mv.readonly)
+        self._init(ctx, access, mv.readonly, p, mv.nbytes, mv)
+        self._reg(lib.rdmamsg_mr_reg(ctx._c(), p, self.size, access,
+                                     self._mrp), "rdmamsg_mr_reg")
+
+    def _init(self, ctx: Context, access: int, readonly: bool, p: Any,
+              size: int, view: Optional[memoryview]) -> None:
+        self.readonly: bool = readonly
         self.access: int = access
-        self._p = ffi.from_buffer("char[]", buffer,
-                                  require_writable=not mv.readonly)
-        self.size: int = mv.nbytes
-        self.view: memoryview = mv
+        self._p = p  # the memory (a list of pieces for register_iov)
+        self.size: int = size
+        #: the memory; None for a region of pieces (register_iov/_strided)
+        self.view: Optional[memoryview] = view
         self._mrp = ffi.new("struct rdmamsg_mr **")
         self._inflight = 0
-        self._closing = False
+        self._closing = True  # nothing to close until registered
         self._ctx = ctx
-        check(lib.rdmamsg_mr_reg(ctx._c(), self._p, self.size, access,
-                                 self._mrp), "rdmamsg_mr_reg")
-        ctx._mrs.add(self)
+
+    def _reg(self, rc: int, what: str) -> None:
+        check(rc, what)
+        self._closing = False
+        self._ctx._mrs.add(self)
+
+    @classmethod
+    def _pieces(cls, ctx: Context, buffers: Any,
+                access: int) -> "MemoryRegion":
+        """ctx.register_iov()"""
+        if isinstance(buffers, (bytes, bytearray, memoryview, str)) or \
+                not hasattr(buffers, "__len__"):
+            raise TypeError("register_iov takes a list (or tuple) of "
+                            "bytes-like objects")
+        n = len(buffers)
+        iov = ffi.new("struct iovec[]", n)
+        keep = []
+        readonly = False
+        for i, b in enumerate(buffers):
+            mv = memoryview(b)
+            readonly = readonly or mv.readonly
+            p = ffi.from_buffer("char[]", b, require_writable=not mv.readonly)
+            keep.append(p)
+            iov[i].iov_base = p
+            iov[i].iov_len = mv.nbytes
+        mr = cls.__new__(cls)
+        mr._init(ctx, access, readonly, keep,
+                 sum(int(iov[i].iov_len) for i in range(n)), None)
+        mr._reg(lib.rdmamsg_mr_reg_iov(ctx._c(), iov, n, access, mr._mrp),
+                "rdmamsg_mr_reg_iov")
+        return mr
+
+    @classmethod
+    def _strided(cls, ctx: Context, buffer: BufferLike, block: int,
+                 stride: int, count: int, access: int) -> "MemoryRegion":
+        """ctx.register_strided()"""
+        for v, name in ((block, "block"), (stride, "stride"),
+                        (count, "count")):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("%s must be an int" % name)
+            if v < 0:
+                raise ValueError("%s cannot be negative" % name)
+        mv = memoryview(buffer)
+        if count and block and stride * (count - 1) + block > mv.nbytes:
+            raise ValueError("%d blocks of %d bytes %d apart reach past the "
+                             "%d-byte buffer" % (count, block, stride,
+                                                 mv.nbytes))
+        p = ffi.from_buffer("char[]", buffer, require_writable=not mv.readonly)
+        mr = cls.__new__(cls)
+        mr._init(ctx, access, mv.readonly, [p], block * count, None)
+        mr._reg(lib.rdmamsg_mr_reg_strided(ctx._c(), p, block, stride, count,
+                                           access, mr._mrp),
+                "rdmamsg_mr_reg_strided")
+        return mr
+
+    @property
+    def layout(self) -> str:
+        """How the library serves the region (rdmamsg_mr_get_layout):
+        "contig" (register()), "umr" (pieces under one key: a peer
+        reaches all of them in one operation) or "sge" (pieces as an SGE
+        list, on a device without UMR: local use of ranges of at most 2
+        pieces, no export)."""
+        lay = ffi.new("enum rdmamsg_mr_layout *")
+        check(lib.rdmamsg_mr_get_layout(self._c(), lay), "layout")
+        return {lib.RDMAMSG_MR_LAYOUT_CONTIG: "contig",
+                lib.RDMAMSG_MR_LAYOUT_UMR: "umr",
+                lib.RDMAMSG_MR_LAYOUT_SGE: "sge"}[lay[0]]
 
     def _c(self) -> Any:
         if self._closing or self._mrp[0] == ffi.NULL:
