@@ -223,6 +223,7 @@ int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
 			 struct rdmamsg_dc_stats *stats);
 int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 			     struct rdmamsg_protocols *pr);
+int rdmamsg_ep_get_pack_limit(const struct rdmamsg_ep *ep, size_t *max);
 int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
 		  void *op_ctx);
 int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,
@@ -260,6 +261,10 @@ int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data, size_t len,
 		       void *op_ctx);
 int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr, size_t off,
 		    size_t len, void *op_ctx);
+int rdmamsg_send_nocopy(struct rdmamsg_ep *ep, const void *data, size_t len,
+			void *op_ctx);
+int rdmamsg_send_nocopy_imm(struct rdmamsg_ep *ep, const void *data, size_t len,
+			    uint32_t imm, void *op_ctx);
 
 int rdmamsg_listen(struct rdmamsg_ctx *ctx, const char *addr,
 	void (*on_conn_req)(struct rdmamsg_listener *,
@@ -290,6 +295,18 @@ int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep, uint64_t *n);
 int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr, size_t len,
 		   unsigned int access, struct rdmamsg_mr **mr);
 int rdmamsg_mr_dereg(struct rdmamsg_mr **mr);
+int rdmamsg_mr_reg_iov(struct rdmamsg_ctx *ctx, const struct iovec *iov,
+		       int iovcnt, unsigned int access, struct rdmamsg_mr **mr);
+int rdmamsg_mr_reg_strided(struct rdmamsg_ctx *ctx, void *addr, size_t block,
+			   size_t stride, size_t count, unsigned int access,
+			   struct rdmamsg_mr **mr);
+enum rdmamsg_mr_layout {
+	RDMAMSG_MR_LAYOUT_CONTIG = 0,
+	RDMAMSG_MR_LAYOUT_UMR = 1,
+	RDMAMSG_MR_LAYOUT_SGE = 2,
+};
+int rdmamsg_mr_get_layout(const struct rdmamsg_mr *mr,
+			  enum rdmamsg_mr_layout *layout);
 int rdmamsg_mr_export(const struct rdmamsg_mr *mr, void *buf, size_t len);
 int rdmamsg_rmr_import(const void *buf, size_t len, struct rdmamsg_rmr **rmr);
 int rdmamsg_rmr_free(struct rdmamsg_rmr **rmr);
@@ -378,6 +395,8 @@ int rdmamsg_group_attr_set_flow_control(struct rdmamsg_group_attr *attr,
 					uint32_t tag);
 int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
 int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);
+int rdmamsg_group_attr_set_poll_us(struct rdmamsg_group_attr *attr,
+				   unsigned int us);
 int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 		       const struct rdmamsg_group_attr *attr,
 		       const struct rdmamsg_group_cbs *cbs, void *arg,

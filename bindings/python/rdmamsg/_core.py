@@ -1110,10 +1110,47 @@ class Context:
         for one-sided operations; ``access`` ORs ACCESS_REMOTE_*."""
         return MemoryRegion(self, buffer, access)
 
+    def register_iov(self, buffers: Any, access: int = 0) -> "MemoryRegion":
+        """Register ``buffers`` (a list or tuple of 1 to 1024 non-empty
+        bytes-like objects) as one region whose offsets run through them
+        in order (rdmamsg_mr_reg_iov).  With UMR (``query_cap("umr")``)
+        it has one key and its export addresses all of it: a peer writes
+        or reads the pieces in one operation.  Without UMR it is an SGE
+        list: the local region of write()/read() of ranges of at most 2
+        pieces (OSError ENOTSUP beyond), and export() raises ENOTSUP.
+        ``mr.layout`` says which; ``mr.view`` is None.  Raises
+        InvalidArgument for no, too many or empty pieces."""
+        return MemoryRegion._pieces(self, buffers, access)
+
+    def register_strided(self, buffer: BufferLike, block: int, stride: int,
+                         count: int, access: int = 0) -> "MemoryRegion":
+        """Register ``count`` (1 to 65536) blocks of ``block`` bytes,
+        ``stride`` bytes apart from the start of ``buffer``, as one region
+        whose offsets run through the blocks only (rdmamsg_mr_reg_strided;
+        UMR or not as register_iov()).  ValueError when the blocks reach
+        past the buffer; InvalidArgument for zero sizes or stride <
+        block."""
+        return MemoryRegion._strided(self, buffer, block, stride, count,
+                                     access)
+
     async def join(self, addr: str, **options: Any) -> "Group":
         """Join the multicast group at ``addr`` through this context: see
         ``rdmamsg.join()``."""
         return await join(addr, ctx=self, **options)
+
+    def _region_of(self, p: Any, n: int) -> Optional["MemoryRegion"]:
+        """The open region registered with ACCESS_REMOTE_READ that holds
+        the n bytes at p (where rdmamsg_send_nocopy reads them in place),
+        or None."""
+        a = int(ffi.cast("uintptr_t", p))
+        for mr in self._mrs:
+            if mr._closing or mr.view is None or \
+                    not mr.access & ACCESS_REMOTE_READ:
+                continue
+            lo = int(ffi.cast("uintptr_t", mr._p))
+            if lo <= a and a - lo + n <= mr.size:
+                return mr
+        return None
 
     def _buf_gone(self) -> None:
         self._bufs -= 1
@@ -1472,6 +1509,8 @@ class _EpCore:
                                 "MemoryRegion or (MemoryRegion, offset)")
             if mr.readonly:
                 raise TypeError("recv_alloc: the region is read-only")
+            if mr.view is None:
+                raise TypeError("recv_alloc: the region is not contiguous")
             if mr._ctx is not self.ctx:
                 raise ValueError("recv_alloc: the region belongs to "
                                  "another context")
@@ -1870,6 +1909,15 @@ class Endpoint:
                          int(pr.max_large), bool(pr.rndv_window))
 
     @property
+    def pack_limit(self) -> int:
+        """The longest message this connection packs with others into one
+        send when it queues them (rdmamsg_ep_get_pack_limit; 0: it does not
+        pack).  NotConnected before the handshake completed."""
+        n = ffi.new("size_t *")
+        check(lib.rdmamsg_ep_get_pack_limit(self._core.c(), n), "pack_limit")
+        return int(n[0])
+
+    @property
     def late_responses(self) -> int:
         n = ffi.new("uint64_t *")
         check(lib.rdmamsg_ep_get_late_responses(self._core.c(), n))
@@ -1932,12 +1980,22 @@ class Endpoint:
             _ops[opid] = (fut, None)
             await fut
             return
+        await self._send_posted(self._post, data, imm, opid, "send")
+
+    async def _send_posted(self, post: Callable[[Any, Optional[int], int],
+                                                Tuple[int, Any]],
+                           data: Any, imm: Optional[int], opid: int,
+                           what: str) -> None:
+        """post(data, imm, opid) (_post or _post_nocopy) until it finds
+        room, then (opid not 0) wait for the completion, holding what the
+        post returned to keep until then."""
+        core = self._core
         while True:
-            rc, keep = self._post(data, imm, opid)
+            rc, keep = post(data, imm, opid)
             if rc != _EAGAIN:
                 break
             await core.wait_writable()
-        check(rc, "send")
+        check(rc, what)
         if not opid:  # track_sends=False: accepted is all there is to know
             core.ctx._kick()
             return
@@ -1992,6 +2050,50 @@ class Endpoint:
         if isinstance(keep, _TmpMr):  # deregistered at the completion
             _ops[opid] = (None, keep)
         core.ctx._kick()
+
+    def _post_nocopy(self, data: Any, imm: Optional[int],
+                     opid: int) -> Tuple[int, Any]:
+        """rdmamsg_send_nocopy[_imm] of data (a PoolBuffer: send_buf, as
+        _post); on success what must stay referenced until on_send."""
+        if isinstance(data, PoolBuffer):
+            return self._post(data, imm, opid)
+        core = self._core
+        ep = core.c()
+        p, n = _buf_ptr(data)
+        opc = ffi.cast("void *", opid)
+        if imm is None:
+            rc = lib.rdmamsg_send_nocopy(ep, p, n, opc)
+        else:
+            rc = lib.rdmamsg_send_nocopy_imm(ep, p, n, imm, opc)
+        if rc < 0:
+            return rc, None
+        return rc, _Pinned(p, core.ctx._region_of(p, n))
+
+    async def send_nocopy(self, data: Union[BufferLike, "PoolBuffer"], *,
+                          imm: Optional[int] = None) -> None:
+        """Send ``data`` without copying it where the library can
+        (rdmamsg_send_nocopy): above the connection's rendezvous threshold
+        (``protocols.rndv_threshold``), when the bytes lie inside one
+        region of this context registered with ACCESS_REMOTE_READ
+        (``ctx.register(buf, rdmamsg.ACCESS_REMOTE_READ)``, e.g. a slice of
+        its ``view``), the peer reads them where they are; otherwise they
+        are copied as send() copies them (a PoolBuffer goes as send() sends
+        it, without a copy).  The peer cannot tell the difference.
+
+        Returns when the peer has the message (on_send).  The bytes must
+        stay unchanged until then: changing them earlier is the caller's
+        error, as in C (the peer may get either bytes).  The binding holds
+        ``data`` (and keeps its region from deregistering: ``mr.close()``
+        waits, ``mr.dereg()`` raises Busy) until the library is done with
+        it, also when the await is cancelled, which does not unsend the
+        message.  Waits for room when out of credits with a full backlog;
+        raises the send's error as send() does.  On an endpoint made with
+        ``track_sends=False`` (no completions) it is send()."""
+        if not self._core.tracked:
+            await self.send(data, imm=imm)
+            return
+        await self._send_posted(self._post_nocopy, data, imm, next(_op_ids),
+                                "send_nocopy")
 
     def _postv(self, pieces: Any, opid: int) -> int:
         """rdmamsg_sendv of the pieces (the library gathers them)."""
@@ -2375,6 +2477,25 @@ class Endpoint:
 def _check_span(off: int, length: int) -> None:
     if off < 0 or length < 0:
         raise ValueError("offsets and lengths cannot be negative")
+
+
+class _Pinned:
+    """What a send_nocopy holds until its on_send: the caller's bytes (p,
+    from ffi.from_buffer, references them) and the MemoryRegion they lie
+    in, if any, which stays registered meanwhile."""
+    __slots__ = ("p", "mr")
+
+    def __init__(self, p: Any, mr: Optional["MemoryRegion"]) -> None:
+        self.p = p
+        self.mr = mr
+        if mr is not None:
+            mr._op_start()
+
+    def _op_done(self) -> None:
+        if self.mr is not None:
+            self.mr._op_done()
+            self.mr = None
+        self.p = None
 
 
 class _TmpMr:
@@ -2872,18 +2993,90 @@ class MemoryRegion:
 
     def __init__(self, ctx: Context, buffer: BufferLike, access: int) -> None:
         mv = memoryview(buffer)
-        self.readonly: bool = mv.readonly
-        self._p = ffi.from_buffer("char[]", buffer,
-                                  require_writable=not mv.readonly)
-        self.size: int = mv.nbytes
-        self.view: memoryview = mv
+        p = ffi.from_buffer("char[]", buffer, require_writable=not mv.readonly)
+        self._init(ctx, access, mv.readonly, p, mv.nbytes, mv)
+        self._reg(lib.rdmamsg_mr_reg(ctx._c(), p, self.size, access,
+                                     self._mrp), "rdmamsg_mr_reg")
+
+    def _init(self, ctx: Context, access: int, readonly: bool, p: Any,
+              size: int, view: Optional[memoryview]) -> None:
+        self.readonly: bool = readonly
+        self.access: int = access
+        self._p = p  # the memory (a list of pieces for register_iov)
+        self.size: int = size
+        #: the memory; None for a region of pieces (register_iov/_strided)
+        self.view: Optional[memoryview] = view
         self._mrp = ffi.new("struct rdmamsg_mr **")
         self._inflight = 0
-        self._closing = False
+        self._closing = True  # nothing to close until registered
         self._ctx = ctx
-        check(lib.rdmamsg_mr_reg(ctx._c(), self._p, self.size, access,
-                                 self._mrp), "rdmamsg_mr_reg")
-        ctx._mrs.add(self)
+
+    def _reg(self, rc: int, what: str) -> None:
+        check(rc, what)
+        self._closing = False
+        self._ctx._mrs.add(self)
+
+    @classmethod
+    def _pieces(cls, ctx: Context, buffers: Any,
+                access: int) -> "MemoryRegion":
+        """ctx.register_iov()"""
+        if isinstance(buffers, (bytes, bytearray, memoryview, str)) or \
+                not hasattr(buffers, "__len__"):
+            raise TypeError("register_iov takes a list (or tuple) of "
+                            "bytes-like objects")
+        n = len(buffers)
+        iov = ffi.new("struct iovec[]", n)
+        keep = []
+        readonly = False
+        for i, b in enumerate(buffers):
+            mv = memoryview(b)
+            readonly = readonly or mv.readonly
+            p = ffi.from_buffer("char[]", b, require_writable=not mv.readonly)
+            keep.append(p)
+            iov[i].iov_base = p
+            iov[i].iov_len = mv.nbytes
+        mr = cls.__new__(cls)
+        mr._init(ctx, access, readonly, keep,
+                 sum(int(iov[i].iov_len) for i in range(n)), None)
+        mr._reg(lib.rdmamsg_mr_reg_iov(ctx._c(), iov, n, access, mr._mrp),
+                "rdmamsg_mr_reg_iov")
+        return mr
+
+    @classmethod
+    def _strided(cls, ctx: Context, buffer: BufferLike, block: int,
+                 stride: int, count: int, access: int) -> "MemoryRegion":
+        """ctx.register_strided()"""
+        for v, name in ((block, "block"), (stride, "stride"),
+                        (count, "count")):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("%s must be an int" % name)
+            if v < 0:
+                raise ValueError("%s cannot be negative" % name)
+        mv = memoryview(buffer)
+        if count and block and stride * (count - 1) + block > mv.nbytes:
+            raise ValueError("%d blocks of %d bytes %d apart reach past the "
+                             "%d-byte buffer" % (count, block, stride,
+                                                 mv.nbytes))
+        p = ffi.from_buffer("char[]", buffer, require_writable=not mv.readonly)
+        mr = cls.__new__(cls)
+        mr._init(ctx, access, mv.readonly, [p], block * count, None)
+        mr._reg(lib.rdmamsg_mr_reg_strided(ctx._c(), p, block, stride, count,
+                                           access, mr._mrp),
+                "rdmamsg_mr_reg_strided")
+        return mr
+
+    @property
+    def layout(self) -> str:
+        """How the library serves the region (rdmamsg_mr_get_layout):
+        "contig" (register()), "umr" (pieces under one key: a peer
+        reaches all of them in one operation) or "sge" (pieces as an SGE
+        list, on a device without UMR: local use of ranges of at most 2
+        pieces, no export)."""
+        lay = ffi.new("enum rdmamsg_mr_layout *")
+        check(lib.rdmamsg_mr_get_layout(self._c(), lay), "layout")
+        return {lib.RDMAMSG_MR_LAYOUT_CONTIG: "contig",
+                lib.RDMAMSG_MR_LAYOUT_UMR: "umr",
+                lib.RDMAMSG_MR_LAYOUT_SGE: "sge"}[lay[0]]
 
     def _c(self) -> Any:
         if self._closing or self._mrp[0] == ffi.NULL:
@@ -2910,9 +3103,25 @@ class MemoryRegion:
                 # an operation's callback is still unwinding: next pass
                 self._ctx._loop.call_soon(self._dereg)
                 return
+        self._gone()
+
+    def _gone(self) -> None:
         self._ctx._mrs.discard(self)
         if self._ctx._closing:
             self._ctx._loop.call_soon(self._ctx._try_destroy)
+
+    def dereg(self) -> None:
+        """Deregister now (rdmamsg_mr_dereg), unlike close(), which waits
+        for the operations using the region.  Raises rdmamsg.Busy (a
+        BlockingIOError, EBUSY) while the library still uses it (a
+        one-sided operation, a send_nocopy that the peer reads from it):
+        the region then stays registered and usable.  Nothing once
+        closed."""
+        if self._closing:
+            return
+        check(lib.rdmamsg_mr_dereg(self._mrp), "rdmamsg_mr_dereg")
+        self._closing = True
+        self._gone()
 
     def close(self) -> None:
         """Deregister (once operations using it have completed)."""
@@ -3327,7 +3536,8 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
                 bind_addr: Optional[str], recv_depth: Optional[int],
                 send_depth: Optional[int], heartbeat: Optional[float],
                 reliable: int, flow: str, flow_tag: int,
-                tag: Optional[int], batch: bool) -> None:
+                tag: Optional[int], batch: bool,
+                poll_us: Optional[int]) -> None:
     attr = attrp[0]
     check(lib.rdmamsg_group_attr_set_role(attr, _ROLES[role]), "role")
     if max_msg_size is not None:
@@ -3364,6 +3574,9 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
     if not isinstance(batch, bool):
         raise TypeError("batch must be a bool")
     check(lib.rdmamsg_group_attr_set_batch(attr, int(batch)), "batch")
+    if poll_us is not None:
+        check(lib.rdmamsg_group_attr_set_poll_us(
+            attr, _uint(poll_us, "poll_us")), "poll_us")
 
 
 async def join(addr: str, *, ctx: Optional[Context] = None,
@@ -3374,7 +3587,7 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
                heartbeat: Optional[float] = None, reliable: int = 0,
                flow: str = "min", flow_tag: int = 0,
                tag: Optional[int] = None, batch: bool = True,
-               loss_items: bool = False,
+               poll_us: Optional[int] = None, loss_items: bool = False,
                on_loss: Optional[Callable[[GroupLoss], Any]] = None,
                max_queue: Optional[int] = None) -> "Group":
     """Join the multicast group at ``addr`` (a numeric IPv4 or IPv6
@@ -3394,7 +3607,12 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     ``tag`` is ``flow_tag``, not 0); ``tag`` is this subscriber's tag.
     ``batch`` (default True) packs small messages published while earlier
     datagrams are in flight into one datagram; False sends each in its
-    own, for subscribers of an rdmamsg without batches.
+    own, for subscribers of an rdmamsg without batches.  ``poll_us``
+    (microseconds, 0..100000; default 30, or RDMAMSG_GROUP_POLL_US from
+    the environment): a subscriber that received within that long of its
+    previous receive keeps the context polling (yielding the CPU) that
+    much longer before the loop blocks on its fd, so a stream's datagrams
+    do not each wake the process; 0 blocks at once.
 
     Losses: every gap the library reports counts in ``Group.lost`` (its
     messages) and ``Group.gaps``, goes to ``on_loss(GroupLoss)`` (called
@@ -3431,7 +3649,7 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     try:
         _group_attr(attrp, role, max_msg_size, bind_addr, recv_depth,
                     send_depth, heartbeat, reliable, flow, flow_tag, tag,
-                    batch)
+                    batch, poll_us)
         gp = ffi.new("struct rdmamsg_group **")
         check(lib.rdmamsg_group_join(c, addr.encode(), attrp[0], _group_cbs,
                                      core.handle, gp), "rdmamsg_group_join")

@@ -1,6 +1,6 @@
 """C API the binding exposes beyond the basics: the rendezvous threshold
 and ep.protocols (rdmamsg_ep_attr_set_rndv_threshold,
-rdmamsg_ep_get_protocols), gather sends (rdmamsg_sendv), the DC transport
+rdmamsg_ep_get_protocols, rdmamsg_ep_get_pack_limit), gather sends (rdmamsg_sendv), the DC transport
 and its counters (rdmamsg_ep_attr_set_transport, rdmamsg_ctx_dc_stats),
 the ACK timeout (rdmamsg_ep_attr_set_ack_timeout); each with its bad
 input."""
@@ -32,9 +32,15 @@ async def test_protocols_and_rndv_threshold(ctxs):
         for i, sz in enumerate(sizes):
             await ep.send(pattern(sz, i))
             assert await ep.recv_bytes() == pattern(sz, i)
+        # packing (rdmamsg_ep_get_pack_limit): peers of this version pack
+        # messages up to RDMAMSG_PACK_MAX (1024) with an eager size of
+        # 4 KiB or more
+        assert ep.pack_limit == 1024
         await ep.close()
         with pytest.raises(rdmamsg.NotConnected):
             ep.protocols
+        with pytest.raises(rdmamsg.NotConnected):
+            ep.pack_limit
         # the default threshold
         ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b,
                                    connect_timeout=60)

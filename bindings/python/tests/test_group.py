@@ -9,6 +9,7 @@ receives everything.  Losses are made with the library's test hook
 RDMAMSG_TEST_MC_DROP (a member drops one datagram in n it receives).
 """
 import asyncio
+import errno
 import gc
 import os
 import re
@@ -566,6 +567,11 @@ async def test_join_cancelled_leaves_nothing():
     ("239.1.9.10", {"bind_addr": "10.231.254.253"}, OSError),  # not here
     ("239.1.9.10", {"max_queue": 0}, ValueError),
     ("239.1.9.10", {"on_loss": 5}, TypeError),
+    ("239.1.9.10", {"poll_us": 100001}, rdmamsg.InvalidArgument),
+    ("239.1.9.10", {"poll_us": -1}, ValueError),
+    ("239.1.9.10", {"poll_us": 1 << 32}, ValueError),
+    ("239.1.9.10", {"poll_us": 1.5}, TypeError),
+    ("239.1.9.10", {"poll_us": "30"}, TypeError),
 ])
 async def test_join_bad_input(addr, kw, exc):
     async with rdmamsg.Context() as a:
@@ -803,3 +809,82 @@ async def test_stalled_publisher_waits_without_spinning(tmp_path):
             proc.send_signal(signal.SIGCONT)
             proc.kill()
             await proc.wait()
+
+
+async def _arm_after_stream(poll_us, n=20):
+    """What rdmamsg_ctx_arm() says of a subscriber's context right after
+    it received a stream of n messages (within poll_us of each other),
+    and every 10 ms after until 150 ms passed: (just after, [(status,
+    seconds since the last receive), ...]).  The first check
+    runs from the loop (call_soon), outside the context's pass; a round
+    in which the machine held this process for more than 90 ms between
+    the last receive and the check is done again."""
+    kw = {} if poll_us is None else {"poll_us": poll_us}
+    async with rdmamsg.Context() as a, rdmamsg.Context() as b:
+        sub = await b.join("239.1.9.20", role="subscriber", **kw)
+        pub = await a.join("239.1.9.20", role="publisher", heartbeat=60)
+        loop = asyncio.get_running_loop()
+        for _ in range(5):
+            done = loop.create_future()
+            got = []
+
+            def check(t_last):
+                rc = rdmamsg._core.lib.rdmamsg_ctx_arm(b._ctx)
+                done.set_result((rc, time.monotonic() - t_last))
+
+            def on_msg(m):
+                got.append(m.seq)
+                if len(got) == n:
+                    loop.call_soon(check, time.monotonic())
+
+            sub.set_receiver(on_msg)
+            for i in range(n):
+                await pub.publish(b"tick %d" % i)
+            first, elapsed = await asyncio.wait_for(done, 30)
+            if elapsed < 0.09:
+                break
+        assert elapsed < 0.09, "held for %.3f s in 5 rounds" % elapsed
+        assert got == list(range(got[0], got[0] + n))
+        later = []
+        t_last = time.monotonic() - elapsed
+        while not later or later[-1][1] < 0.15:
+            await asyncio.sleep(0.01)
+            later.append((rdmamsg._core.lib.rdmamsg_ctx_arm(b._ctx),
+                          time.monotonic() - t_last))
+        await pub.close()
+        await sub.close()
+    return first, later
+
+
+EBUSY = -errno.EBUSY
+
+
+def _polled(first, later):
+    """arm() said EBUSY right after the stream and for the 100 ms after
+    its last receive, then 0 (the poll ended; nothing else was pending)."""
+    assert first == EBUSY
+    assert all(rc == EBUSY for rc, t in later if t < 0.09), later
+    assert any(rc == 0 for rc, t in later if t > 0.1), later
+
+
+def _blocked(first, later):
+    """arm() let the loop block at once (0 within the first 50 ms)."""
+    assert 0 in [first] + [rc for rc, t in later if t < 0.05], later
+
+
+async def test_poll_us_takes_effect(monkeypatch):
+    """poll_us=100000: after a stream the subscriber's context keeps
+    polling, rdmamsg_ctx_arm() says EBUSY (the loop does not block) for
+    100 ms; poll_us=0: arm() lets the loop block."""
+    monkeypatch.delenv("RDMAMSG_GROUP_POLL_US", raising=False)
+    _polled(*await _arm_after_stream(100000))
+    _blocked(*await _arm_after_stream(0))
+
+
+async def test_poll_us_env_default(monkeypatch):
+    """RDMAMSG_GROUP_POLL_US is the default; the keyword overrides it."""
+    monkeypatch.setenv("RDMAMSG_GROUP_POLL_US", "100000")
+    _polled(*await _arm_after_stream(None))
+    _blocked(*await _arm_after_stream(0))
+    monkeypatch.setenv("RDMAMSG_GROUP_POLL_US", "0")
+    _blocked(*await _arm_after_stream(None))

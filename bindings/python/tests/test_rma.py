@@ -1,5 +1,6 @@
 """One-sided write/read/atomics on registered memoryviews."""
 import asyncio
+import errno
 import struct
 
 import pytest
@@ -67,3 +68,98 @@ async def test_write_read_atomics(ctxs):
     wr.close()
     await ep.close()
     await srv.close()
+
+
+@pytest.mark.parametrize("umr", [True, False])
+async def test_regions_of_pieces(umr, monkeypatch):
+    """ctx.register_iov / register_strided (rdmamsg_mr_reg_iov/_strided):
+    with UMR a peer writes and reads all the pieces in one operation
+    through the export; without (RDMAMSG_NO_UMR=1) there is no export,
+    and locally a range of at most 2 pieces is the source of a write."""
+    if umr:
+        monkeypatch.delenv("RDMAMSG_NO_UMR", raising=False)
+    else:
+        monkeypatch.setenv("RDMAMSG_NO_UMR", "1")
+    acc = rdmamsg.ACCESS_REMOTE_READ | rdmamsg.ACCESS_REMOTE_WRITE
+    async with rdmamsg.Context() as a, rdmamsg.Context() as b:
+        if umr and a.query_cap("umr") is None:
+            pytest.skip("the device has no UMR")
+        srv, ep = await _pair(a, b)
+        pieces = [bytearray(100), bytearray(300), bytearray(57)]
+        mr = a.register_iov(pieces, acc)
+        assert mr.size == 457 and mr.view is None
+        assert mr.layout == ("umr" if umr else "sge")
+        spread = bytearray(64 * 10)
+        smr = a.register_strided(spread, 16, 64, 10, acc)
+        assert smr.size == 160 and smr.layout == mr.layout
+        src = bytearray(pattern(1000, 3))
+        lmr = b.register(src, acc)
+        assert lmr.layout == "contig"
+        if umr:
+            rmr = rdmamsg.RemoteRegion(mr.export())
+            assert rmr.size == 457
+            await ep.write(lmr, rmr, length=457)
+            assert b"".join(pieces) == src[:457]
+            rs = rdmamsg.RemoteRegion(smr.export())
+            await ep.write(lmr, rs, offset=500, length=160)
+            for i in range(10):
+                assert spread[i * 64:i * 64 + 16] == \
+                    src[500 + i * 16:516 + i * 16]
+                assert spread[i * 64 + 16:(i + 1) * 64] == bytes(48)
+            dst = bytearray(457)
+            with b.register(dst) as dmr:
+                await ep.read(dmr, rmr)
+            assert dst == b"".join(pieces)
+            rmr.close()
+            rs.close()
+        else:
+            for r in (mr, smr):
+                with pytest.raises(OSError) as ei:
+                    r.export()
+                assert ei.value.errno == errno.ENOTSUP
+        # locally, both layouts: 2 pieces (50 bytes of the first, 150 of
+        # the second) as the source of a write
+        for i, p in enumerate(pieces):
+            p[:] = pattern(len(p), 10 + i)
+        target = bytearray(1000)
+        tmr = b.register(target, acc)
+        trmr = rdmamsg.RemoteRegion(tmr.export())
+        await srv.write(mr, trmr, offset=50, length=200, remote_offset=8)
+        assert target[8:208] == pieces[0][50:] + pieces[1][:150]
+        if not umr:  # 3 pieces: not as an SGE list of 2
+            with pytest.raises(OSError) as ei:
+                await srv.write(mr, trmr, length=457)
+            assert ei.value.errno == errno.ENOTSUP
+        for r in (mr, smr, lmr, tmr):
+            r.close()
+        trmr.close()
+        await ep.close()
+        await srv.close()
+        assert not a._mrs and not b._mrs
+
+
+@pytest.mark.parametrize("call,exc", [
+    (lambda c: c.register_iov([]), rdmamsg.InvalidArgument),
+    (lambda c: c.register_iov([b"", b"x"]), rdmamsg.InvalidArgument),
+    (lambda c: c.register_iov([bytearray(1)] * 1025),
+     rdmamsg.InvalidArgument),
+    (lambda c: c.register_iov(b"abc"), TypeError),
+    (lambda c: c.register_iov([None]), TypeError),
+    (lambda c: c.register_iov(5), TypeError),
+    (lambda c: c.register_strided(bytearray(64), 16, 8, 2),
+     rdmamsg.InvalidArgument),                      # stride < block
+    (lambda c: c.register_strided(bytearray(64), 16, 64, 0),
+     rdmamsg.InvalidArgument),
+    (lambda c: c.register_strided(bytearray(64), 0, 64, 1),
+     rdmamsg.InvalidArgument),
+    (lambda c: c.register_strided(bytearray(64), 16, 64, 2), ValueError),
+    (lambda c: c.register_strided(bytearray(64), 16, 1 << 62, 3),
+     ValueError),                                   # past the buffer
+    (lambda c: c.register_strided(bytearray(64), -1, 64, 1), ValueError),
+    (lambda c: c.register_strided(bytearray(64), 16, 64, "1"), TypeError),
+])
+async def test_regions_of_pieces_bad_input(call, exc):
+    async with rdmamsg.Context() as a:
+        with pytest.raises(exc):
+            call(a)
+        assert not a._mrs  # nothing half registered
