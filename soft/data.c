@@ -2304,6 +2304,20 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 	return 1;
 }
 
+/* served_ahead -- how many messages past ours the initiator served for
+ * us while we did not run (serve_remote), 0 if none or another
+ * incarnation's */
+static uint64_t served_ahead(const struct soft_qp *qp)
+{
+	uint64_t sv =
+		atomic_load_explicit(&qp->seg->served, memory_order_relaxed);
+	uint64_t d = (sv - qp->peer_cons) & SOFT_SERVED_MASK;
+
+	if (sv >> SOFT_SERVED_BITS != ((uint64_t)qp->peer_epoch & 0xffffff))
+		return 0;
+	return d < SOFT_SERVED_MASK / 2 ? d : 0;
+}
+
 /* rx_slots -- consume the peer's slots in order; rx lock held */
 static void rx_slots(struct soft_qp *qp)
 {
@@ -2319,6 +2333,10 @@ static void rx_slots(struct soft_qp *qp)
 	    atomic_load_explicit(&qp->peer->dest_qpn, memory_order_relaxed) !=
 		    qp->qpx.qp_base.qp_num)
 		return;
+	/* the slots it served are DONE, or already reused for later
+	 * messages: skip them, as an HCA that acknowledged them would */
+	if (!qp->rx.active)
+		qp->peer_cons += served_ahead(qp);
 	if (qp->rx.active && !rx_xfer(qp))
 		return;
 	b.n = 0;
@@ -2393,6 +2411,7 @@ static void rx_qp(struct soft_qp *qp)
 	if (!qp->rx.active && epoch == qp->peer_epoch &&
 	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
 		    qp->peer_cons + 1 &&
+	    !served_ahead(qp) &&
 	    (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
 						     memory_order_relaxed) ==
 					srq->tail
@@ -2744,6 +2763,12 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		c->opcode = e->op;
 	}
 	atomic_store_explicit(consp, cons + 1, memory_order_release);
+	atomic_store_explicit(
+		&h->served,
+		SOFT_SERVED(atomic_load_explicit(&qp->seg->epoch,
+						 memory_order_relaxed),
+			    e->msgno + 1),
+		memory_order_relaxed);
 	s->status = nak;
 	atomic_store_explicit(&s->state,
 			      SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_DONE),

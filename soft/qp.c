@@ -591,6 +591,7 @@ static void qp_reset(struct soft_qp *qp)
 	/* a responder that connected to our previous incarnation (it
 	 * reached RTR before we were reset) starts counting anew */
 	atomic_fetch_add_explicit(&qp->seg->epoch, 1, memory_order_release);
+	atomic_store_explicit(&qp->seg->served, 0, memory_order_relaxed);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 	qp->alt_valid = 0;
 	qp->path_down = 0;

@@ -211,7 +211,12 @@ struct soft_seg_hdr {
 	 * bytes are copied into it at post), ring_size bytes at ring_off */
 	uint32_t ring_size;
 	uint64_t ring_off;
-	uint8_t pad2[24];
+	/* the initiator's serve_remote, under rx_lock: SOFT_SERVED(its
+	 * epoch, its messages delivered so far), so that a responder that
+	 * did not run meanwhile skips the slots served for it, which the
+	 * initiator may have reused since (data.c rx_catch_up) */
+	_Atomic uint64_t served;
+	uint8_t pad2[16];
 	/* the responder's cumulative ACK of our copied SENDs (rx_slots):
 	 * every message numbered below it was delivered; SOFT_ACKED_CANCEL,
 	 * set by us before we withdraw a slot, freezes it (data.c) */
@@ -219,6 +224,10 @@ struct soft_seg_hdr {
 	uint8_t pad3[56];
 };
 #define SOFT_ACKED_CANCEL (1ull << 63)
+#define SOFT_SERVED_BITS  40 /* messages, modulo; the epoch's low 24 above */
+#define SOFT_SERVED_MASK  ((1ull << SOFT_SERVED_BITS) - 1)
+#define SOFT_SERVED(epoch, n) \
+	((uint64_t)(epoch) << SOFT_SERVED_BITS | ((n)&SOFT_SERVED_MASK))
 
 /*
  * An SRQ's segment: its posted receives and an outbox of the receive

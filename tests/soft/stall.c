@@ -44,6 +44,7 @@ struct shared {
 	volatile int received;
 	volatile int corrupt;
 	volatile int rx_status; /* the receiver's failed completion + 1 */
+	volatile int ready;	/* the receiver's receives are posted */
 };
 
 static pid_t stalled_child, stopped_holder;
@@ -94,7 +95,7 @@ static int sampled(const char *p, size_t n)
 /* open_side -- context, one MR over buf, an RC QP connected after the
  * QPN exchange over the pipes */
 static struct ibv_qp *open_side(struct tctx *t, char *buf, size_t len,
-				struct ibv_mr **mr, int rfd, int wfd)
+				struct ibv_mr **mr, int rfd, int wfd, int depth)
 {
 	struct info me, peer;
 	struct ibv_qp *qp;
@@ -102,7 +103,7 @@ static struct ibv_qp *open_side(struct tctx *t, char *buf, size_t len,
 	if (t_open(t, 64))
 		return NULL;
 	*mr = ibv_reg_mr(t->pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
-	qp = t_rc_qp(t, DEPTH, NULL);
+	qp = t_rc_qp(t, depth, NULL);
 	if (!*mr || !qp)
 		return NULL;
 	me.qpn = qp->qp_num;
@@ -126,7 +127,7 @@ static int stalled_responder(struct shared *sh, int rfd, int wfd)
 
 	if (!buf)
 		return 1;
-	qp = open_side(&t, buf, (size_t)NRECV * MSG, &mr, rfd, wfd);
+	qp = open_side(&t, buf, (size_t)NRECV * MSG, &mr, rfd, wfd, DEPTH);
 	if (!qp)
 		return 1;
 	for (i = 0; i < NRECV; i++)
@@ -204,7 +205,7 @@ static void test_stopped_responder(void)
 	}
 	close(p2c[0]);
 	close(c2p[1]);
-	qp = open_side(&t, buf, MSG, &mr, c2p[0], p2c[1]);
+	qp = open_side(&t, buf, MSG, &mr, c2p[0], p2c[1], DEPTH);
 	ok(qp != NULL, "sender connected");
 	if (!qp)
 		bail_out("setup");
@@ -323,6 +324,154 @@ static void test_stopped_responder(void)
 	close(c2p[0]);
 	munmap(sh, sizeof(*sh));
 	free(buf);
+}
+
+#define SRV_MSG	  512
+#define SRV_RECV  32
+#define SRV_WAVES 3
+
+/* served_responder -- SRV_RECV receives, reposted as they complete; each
+ * message must carry its number (in order) and the pattern after it */
+static int served_responder(struct shared *sh, int rfd, int wfd)
+{
+	static char buf[SRV_RECV * SRV_MSG];
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	uint32_t no;
+	char *m;
+	int i;
+
+	qp = open_side(&t, buf, sizeof(buf), &mr, rfd, wfd, SRV_RECV);
+	if (!qp)
+		return 1;
+	for (i = 0; i < SRV_RECV; i++)
+		t_post_recv(qp, buf + i * SRV_MSG, SRV_MSG, mr->lkey,
+			    (uint64_t)i);
+	sh->ready = 1;
+	while (!sh->stop) {
+		if (ibv_poll_cq(t.cq, 1, &wc) != 1)
+			continue;
+		if (wc.status != IBV_WC_SUCCESS) {
+			sh->rx_status = (int)wc.status + 1;
+			break;
+		}
+		m = buf + wc.wr_id * SRV_MSG;
+		memcpy(&no, m, sizeof(no));
+		if (wc.byte_len != SRV_MSG || no != (uint32_t)sh->received ||
+		    !sampled(m + 64, SRV_MSG - 64))
+			sh->corrupt++;
+		sh->received++;
+		t_post_recv(qp, m, SRV_MSG, mr->lkey, wc.wr_id);
+	}
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	return 0;
+}
+
+/* wait_received -- until the responder counted n (10 s at most), without
+ * polling: no completion of ours makes us serve it */
+static int wait_received(struct shared *sh, int n)
+{
+	double t0 = now_ms();
+
+	while (sh->received < n && now_ms() - t0 < 10000)
+		usleep(1000);
+	return sh->received;
+}
+
+/*
+ * test_served_while_stopped -- the responder is stopped while we send
+ * two send queues' worth: each message is served by us as its HCA would
+ * (serve_remote), and our slots are reused for the second.  Continued, it
+ * must take what we send next by itself, though the slots it had not
+ * walked hold later messages (it used to wait for its first message's
+ * number there forever, served again only by our polls, one a liveness
+ * period)
+ */
+static void test_served_while_stopped(void)
+{
+	static char buf[DEPTH * SRV_MSG];
+	struct shared *sh;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc[DEPTH];
+	int p2c[2], c2p[2], st = 0, i, w, n, good = 1;
+	uint32_t no = 0;
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || pipe(p2c) || pipe(c2p))
+		bail_out("setup");
+	memset(sh, 0, sizeof(*sh));
+	for (i = 0; i < DEPTH; i++)
+		fill(buf + i * SRV_MSG + 64, SRV_MSG - 64);
+	stalled_child = fork();
+	if (!stalled_child) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(served_responder(sh, p2c[0], c2p[1]));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	qp = open_side(&t, buf, sizeof(buf), &mr, c2p[0], p2c[1], DEPTH);
+	if (!qp)
+		bail_out("setup");
+	alarm(60);
+	while (!sh->ready)
+		usleep(1000);
+	kill(stalled_child, SIGSTOP);
+	waitpid(stalled_child, &st, WUNTRACED);
+	for (w = 0; w < SRV_WAVES; w++) {
+		if (w == SRV_WAVES - 1) {
+			/* the last wave: the responder runs, we do not poll */
+			kill(stalled_child, SIGCONT);
+			n = wait_received(sh, w * DEPTH);
+			ok(n == w * DEPTH,
+			   "continued, the responder takes the %d completions "
+			   "made for it (%d)",
+			   w * DEPTH, n);
+		}
+		for (i = 0; i < DEPTH; i++, no++) {
+			memcpy(buf + i * SRV_MSG, &no, sizeof(no));
+			if (t_post(qp, IBV_WR_SEND, buf + i * SRV_MSG, SRV_MSG,
+				   mr->lkey, no, IBV_SEND_SIGNALED, 0, 0))
+				bail_out("post");
+		}
+		if (w == SRV_WAVES - 1) {
+			n = wait_received(sh, (w + 1) * DEPTH);
+			ok(n == (w + 1) * DEPTH,
+			   "then it takes our next %d SENDs by itself, though "
+			   "our slots were reused while it was stopped (%d)",
+			   DEPTH, n);
+		}
+		n = t_wait(t.cq, wc, DEPTH, 10000);
+		for (i = 0; i < n; i++)
+			good &= wc[i].status == IBV_WC_SUCCESS;
+		good &= n == DEPTH;
+		if (w < SRV_WAVES - 1)
+			good &= sh->received == 0; /* served, not taken */
+	}
+	ok(good,
+	   "every SEND completed, the first %d served while the "
+	   "responder was stopped",
+	   (SRV_WAVES - 1) * DEPTH);
+	is_int(sh->corrupt, 0, "each message intact and in order");
+	is_int(sh->rx_status, 0, "no failed receive");
+	sh->stop = 1;
+	waitpid(stalled_child, &st, 0);
+	alarm(0);
+	stalled_child = 0;
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "responder exits cleanly");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	close(p2c[1]);
+	close(c2p[0]);
+	munmap(sh, sizeof(*sh));
 }
 
 /* test_thread_signals -- the progress thread takes none of our signals */
@@ -692,6 +841,7 @@ int main(void)
 	test_thread_signals();
 	test_event_latency();
 	test_stopped_responder();
+	test_served_while_stopped();
 	test_exit_lock_held();
 	/* what the two dead processes left, the next user sweeps */
 	{
