@@ -433,23 +433,79 @@ static uint8_t *batch_slot(int fd)
 	return tb->buf[tb->n];
 }
 
+/* gso_peer -- the packet in slot K (HL bytes of headers before it) may
+ * share datagram M: GSO on, and the same QP (the kernel steers the
+ * datagram whole by its first packet's DestQP) of the same host */
+static int gso_peer(unsigned int m, unsigned int k, size_t hl,
+		    const struct sockaddr *to, socklen_t tolen)
+{
+	const struct msghdr *h = &tb->mm[m].msg_hdr;
+	const uint8_t *first = h->msg_iov[0].iov_base;
+
+	return net_gso > 0 && tb->hl[m] == hl && h->msg_namelen == tolen &&
+	       !memcmp(h->msg_name, to, tolen) &&
+	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3);
+}
+
 /* gso_joins -- the packet of LEN bytes in slot K (HL bytes of headers
  * before it) can be the next segment of datagram M */
 static int gso_joins(unsigned int m, unsigned int k, size_t len, size_t hl,
 		     const struct sockaddr *to, socklen_t tolen)
 {
 	const struct msghdr *h = &tb->mm[m].msg_hdr;
-	const uint8_t *first = h->msg_iov[0].iov_base;
 	size_t last = h->msg_iov[h->msg_iovlen - 1].iov_len;
 
-	/* the same QP (the kernel steers the datagram whole by its first
-	 * packet's DestQP) of the same host, as long as the packets before
-	 * are all of the segment size and all fit one datagram */
-	return net_gso > 0 && tb->hl[m] == hl && len <= tb->seg[m] &&
-	       last == tb->seg[m] && h->msg_iovlen < ROCE_GSO_MAX_SEGS &&
-	       tb->bytes[m] + len <= 65535 - hl && h->msg_namelen == tolen &&
-	       !memcmp(h->msg_name, to, tolen) &&
-	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3);
+	/* as long as the packets before are all of the segment size and
+	 * all fit one datagram */
+	return len <= tb->seg[m] && last == tb->seg[m] &&
+	       h->msg_iovlen < ROCE_GSO_MAX_SEGS &&
+	       tb->bytes[m] + len <= 65535 - hl &&
+	       gso_peer(m, k, hl, to, tolen);
+}
+
+/*
+ * gso_ahead -- the request of LEN bytes in slot K goes to the QP whose
+ * ACK, alone, is datagram M (an ACK held for the application's send:
+ * soft_net_post_send): the request goes first and the ACK rides behind
+ * it as the datagram's last, shorter segment, so the two cross the stack
+ * in one datagram and reach a receiver taking it whole (UDP_GRO) in one
+ * run: one datagram each way of a ping-pong, not two.  A responder may
+ * send its ACKs later than its own requests (ACKs coalesce; an ACK only
+ * has to come before the requester's timer, and the two PSN spaces are
+ * apart); rxe posts the receive's CQE before it sends its ACK.  A
+ * request shorter than the ACK (a SEND of 0 to 3 bytes) keeps the ACK
+ * ahead in a datagram of its own.
+ */
+static int gso_ahead(unsigned int m, unsigned int k, size_t len, size_t hl,
+		     const struct sockaddr *to, socklen_t tolen)
+{
+	const struct msghdr *h = &tb->mm[m].msg_hdr;
+	const uint8_t *ack = h->msg_iov[0].iov_base;
+
+	return h->msg_iovlen == 1 &&
+	       tb->seg[m] == ROCE_BTH_LEN + ROCE_AETH_LEN + ROCE_ICRC_LEN &&
+	       ack[0] == (ROCE_RC | ROCE_ACK) &&
+	       (ack[ROCE_BTH_LEN] & ROCE_AETH_TYPE_MASK) == ROCE_AETH_ACK &&
+	       (roce_op_flags(tb->buf[k][NET_HEAD]) & ROCE_F_REQ) &&
+	       len > tb->seg[m] && gso_peer(m, k, hl, to, tolen);
+}
+
+/* gso_swap -- datagram M, an ACK in slot K - 1, becomes the request of
+ * LEN bytes in slot K, then the ACK (gso_ahead) */
+static void gso_swap(unsigned int m, unsigned int k, size_t len, size_t hl)
+{
+	struct msghdr *h = &tb->mm[m].msg_hdr;
+	struct iovec ack = tb->iov[k - 1];
+
+	/* the ACK is segment 1 now: its ICRC for IPv4 identification 1 */
+	if (hl == roce_ip_udp_len(AF_INET))
+		roce_icrc_xor((uint8_t *)ack.iov_base - hl, hl + ack.iov_len,
+			      roce_icrc_id_delta(hl + ack.iov_len, 1));
+	tb->iov[k - 1] = tb->iov[k];
+	tb->iov[k] = ack;
+	h->msg_iovlen = 2;
+	tb->seg[m] = (uint16_t)len;
+	tb->bytes[m] += len;
 }
 
 /* batch_commit -- the packet of LEN bytes in the slot batch_slot gave
@@ -462,15 +518,23 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 
 	tb->iov[k].iov_base = tb->buf[k] + NET_HEAD;
 	tb->iov[k].iov_len = len;
-	if (tb->nm && gso_joins(m, k, len, hl, to, tolen)) {
+	if (tb->nm && (gso_joins(m, k, len, hl, to, tolen) ||
+		       gso_ahead(m, k, len, hl, to, tolen))) {
 		unsigned int j; /* its segment's IPv4 identification */
 
 		h = &tb->mm[m].msg_hdr;
 		j = (unsigned int)h->msg_iovlen;
-		if (hl == roce_ip_udp_len(AF_INET))
-			roce_icrc_xor(tb->buf[k] + NET_HEAD - hl, hl + len,
-				      roce_icrc_id_delta(hl + len, j));
-		if (h->msg_iovlen++ == 1) {
+		if (tb->seg[m] < len) {
+			gso_swap(m, k, len, hl);
+		} else {
+			if (hl == roce_ip_udp_len(AF_INET))
+				roce_icrc_xor(tb->buf[k] + NET_HEAD - hl,
+					      hl + len,
+					      roce_icrc_id_delta(hl + len, j));
+			h->msg_iovlen++;
+			tb->bytes[m] += len;
+		}
+		if (j == 1) {
 			h->msg_control = tb->ctl[m].b;
 			h->msg_controllen = sizeof(tb->ctl[m].b);
 			tb->ctl[m].h.cmsg_level = IPPROTO_UDP;
@@ -479,7 +543,6 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 			memcpy(CMSG_DATA(&tb->ctl[m].h), &tb->seg[m],
 			       sizeof(uint16_t));
 		}
-		tb->bytes[m] += len;
 	} else {
 		m = tb->nm++;
 		memcpy(&tb->to[m], to, tolen);
@@ -2017,7 +2080,9 @@ struct rx_run {
  * application could send made a requester's send completion come after
  * that answer (perftest -e polls its send CQ once after the answer's
  * event: the late completion then overflowed that one-entry CQ and
- * perftest waited forever); a held ACK leaves ahead of that answer.
+ * perftest waited forever); a held ACK leaves with that answer, in the
+ * same datagram, so that a receiver runs both at once (gso_ahead), or
+ * else ahead of it.
  */
 static void run_end(struct rx_run *run)
 {
@@ -2880,7 +2945,9 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			break;
 		}
 	}
-	batch_begin(); /* an ACK held for this send goes with it, first */
+	/* an ACK held for this send goes with it: in one datagram behind
+	 * its first packet (gso_ahead), else ahead of it */
+	batch_begin();
 	ack_flush(nq);
 	if (qp->state == IBV_QPS_ERR) {
 		batch_end();
