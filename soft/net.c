@@ -184,6 +184,9 @@ static int fam_users[2];
 static _Atomic uint64_t poll_at, arm_at;
 #define NET_POLLER_NS 1000000ull
 #define NET_ARMED_NS  10000000ull
+/* polls to go before a poller reads the clock again (poll_clock); net_mtx */
+#define NET_CLOCK_POLLS 4
+static unsigned int poll_stale;
 /* an ACK an application's poll owes waits this long for the application
  * to send (ack_hold) */
 #define NET_ACK_HOLD_NS 5000ull
@@ -848,10 +851,11 @@ static void acks_aged(struct soft_context *ctx, uint64_t now)
 	batch_end();
 }
 
-/* ack_flush_aged -- ack_flush, unless the ACK is held and young */
+/* ack_flush_aged -- ack_flush, unless the ACK is held and young (held
+ * after NOW, as by a run after the poll read its clock: young) */
 static void ack_flush_aged(struct soft_net_qp *nq, uint64_t now)
 {
-	if (nq->ack_held && now - nq->ack_held < NET_ACK_HOLD_NS)
+	if (nq->ack_held && !held_for(nq, now, NET_ACK_HOLD_NS))
 		return;
 	ack_flush(nq);
 }
@@ -1890,12 +1894,13 @@ static void resp_pump(struct soft_net_qp *nq)
  * nq_run -- the packets queued for the QP, then its timers; ctx lock
  * held.  Whoever holds the context lock runs it: the owner's poll or
  * progress thread (soft_net_progress) or, when the lock is free, our
- * thread.  So a busy poller is never made to wait for the lock.
+ * thread.  So a busy poller is never made to wait for the lock.  NOW:
+ * the poll's clock (soft_net_progress), or 0: read it here.
  */
-static void nq_run(struct soft_net_qp *nq, int net_locked, int app)
+static void nq_run(struct soft_net_qp *nq, int net_locked, int app,
+		   uint64_t now)
 {
 	struct net_pkt *l, *n;
-	uint64_t now;
 
 	if (atomic_load_explicit(&nq->pending, memory_order_acquire)) {
 		if (!net_locked)
@@ -1912,7 +1917,8 @@ static void nq_run(struct soft_net_qp *nq, int net_locked, int app)
 			free(l);
 		}
 	}
-	now = soft_now_ns();
+	if (!now)
+		now = soft_now_ns();
 	nq_timer(nq, now);
 	if (nq->rs_active || nq->df_head)
 		resp_pump(nq);
@@ -2165,7 +2171,7 @@ static void net_packet(const uint8_t *buf, size_t len,
 	}
 	if (!run_ctx(run, nq->ctx, held)) {
 		if (nq->in_head)
-			nq_run(nq, 1, 0); /* those that came before, first */
+			nq_run(nq, 1, 0, 0); /* those that came before, first */
 		if (nq->qp->state != IBV_QPS_RESET)
 			nq_input(nq, buf, len, 0);
 		run_add(run, nq);
@@ -2263,18 +2269,21 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 }
 
 /* net_rx -- up to MAX packets of each source in: our sockets and, with
- * AGENT (our thread), what the agent hands over; HELD as net_packet's;
- * net_mtx held */
-static void net_rx(int max, struct soft_context *held, int agent)
+ * AGENT (our thread), what the agent hands over; how many datagrams came;
+ * HELD as net_packet's; net_mtx held */
+static int net_rx(int max, struct soft_context *held, int agent)
 {
+	int n = 0;
+
 	/* a poller reads only the sockets of families in use: a system
 	 * call less per poll where one is not */
 	if (rx_fd[0] >= 0 && (agent || fam_users[0]))
-		rx_fd_in(rx_fd[0], AF_INET, max, held);
+		n += rx_fd_in(rx_fd[0], AF_INET, max, held);
 	if (rx_fd[1] >= 0 && (agent || fam_users[1]))
-		rx_fd_in(rx_fd[1], AF_INET6, max, held);
+		n += rx_fd_in(rx_fd[1], AF_INET6, max, held);
 	if (agent && ctl_fd >= 0)
-		rx_fd_in(ctl_fd, 0, max, held);
+		n += rx_fd_in(ctl_fd, 0, max, held);
+	return n;
 }
 
 /* a QP whose packets waited this long behind its context's lock is run
@@ -2295,7 +2304,7 @@ static int timers(void)
 		if (nq->ud)
 			continue;
 		if (!soft_trylock(&nq->ctx->lock)) {
-			nq_run(nq, 1, 0);
+			nq_run(nq, 1, 0, 0);
 			busy |= nq->tail < nq->head || nq->rx_active ||
 				nq->wr_active;
 			if (nq->rs_active)
@@ -2337,7 +2346,7 @@ static void boost(void)
 		struct soft_net_qp *nq = net_tbl[i];
 
 		if (!nq->ud && nq->ctx == ctx)
-			nq_run(nq, 1, 0);
+			nq_run(nq, 1, 0, 0);
 	}
 	pthread_mutex_unlock(&net_mtx);
 	soft_unlock(&ctx->lock);
@@ -2966,23 +2975,43 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/*
+ * poll_clock -- the time for a poller's poll, read at every
+ * NET_CLOCK_POLLS-th poll, at the one after a poll that took packets in,
+ * and at each while an ACK is held (its 5 us count): an empty poll read
+ * the clock twice here (its timers run late by a few polls at most,
+ * never early, and a QP's shortest timeout is 8 us); net_mtx held
+ */
+static uint64_t poll_clock(void)
+{
+	static uint64_t at;
+
+	if (!poll_stale-- ||
+	    atomic_load_explicit(&acks_held, memory_order_relaxed)) {
+		at = soft_now_ns();
+		poll_stale = NET_CLOCK_POLLS - 1;
+	}
+	return at;
+}
+
 void soft_net_progress(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq = qp->net;
+	uint64_t now = 0;
 
 	/* a poller takes its packets in itself: no wait for our thread */
 	if (!pthread_mutex_trylock(&net_mtx)) {
-		uint64_t now = soft_now_ns();
-
+		now = poll_clock();
 		atomic_store_explicit(&poll_at, now, memory_order_relaxed);
-		net_rx(64, qp->ctx, 0);
+		if (net_rx(64, qp->ctx, 0))
+			poll_stale = 0; /* the next poll reads the clock */
 		if (held_n)
 			acks_aged(qp->ctx, now);
 		pthread_mutex_unlock(&net_mtx);
 	}
 	if (nq->ud)
 		return; /* datagrams went into the UD queue: ud.c delivers */
-	nq_run(nq, 0, !qp->ctx->in_thread);
+	nq_run(nq, 0, !qp->ctx->in_thread, now);
 	if (qp->state == IBV_QPS_ERR) {
 		while (nq->tail < nq->head)
 			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);
