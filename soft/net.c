@@ -184,6 +184,9 @@ static int fam_users[2];
 static _Atomic uint64_t poll_at, arm_at;
 #define NET_POLLER_NS 1000000ull
 #define NET_ARMED_NS  10000000ull
+/* polls to go before a poller reads the clock again (poll_clock); net_mtx */
+#define NET_CLOCK_POLLS 4
+static unsigned int poll_stale;
 /* an ACK an application's poll owes waits this long for the application
  * to send (ack_hold) */
 #define NET_ACK_HOLD_NS 5000ull
@@ -433,23 +436,79 @@ static uint8_t *batch_slot(int fd)
 	return tb->buf[tb->n];
 }
 
+/* gso_peer -- the packet in slot K (HL bytes of headers before it) may
+ * share datagram M: GSO on, and the same QP (the kernel steers the
+ * datagram whole by its first packet's DestQP) of the same host */
+static int gso_peer(unsigned int m, unsigned int k, size_t hl,
+		    const struct sockaddr *to, socklen_t tolen)
+{
+	const struct msghdr *h = &tb->mm[m].msg_hdr;
+	const uint8_t *first = h->msg_iov[0].iov_base;
+
+	return net_gso > 0 && tb->hl[m] == hl && h->msg_namelen == tolen &&
+	       !memcmp(h->msg_name, to, tolen) &&
+	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3);
+}
+
 /* gso_joins -- the packet of LEN bytes in slot K (HL bytes of headers
  * before it) can be the next segment of datagram M */
 static int gso_joins(unsigned int m, unsigned int k, size_t len, size_t hl,
 		     const struct sockaddr *to, socklen_t tolen)
 {
 	const struct msghdr *h = &tb->mm[m].msg_hdr;
-	const uint8_t *first = h->msg_iov[0].iov_base;
 	size_t last = h->msg_iov[h->msg_iovlen - 1].iov_len;
 
-	/* the same QP (the kernel steers the datagram whole by its first
-	 * packet's DestQP) of the same host, as long as the packets before
-	 * are all of the segment size and all fit one datagram */
-	return net_gso > 0 && tb->hl[m] == hl && len <= tb->seg[m] &&
-	       last == tb->seg[m] && h->msg_iovlen < ROCE_GSO_MAX_SEGS &&
-	       tb->bytes[m] + len <= 65535 - hl && h->msg_namelen == tolen &&
-	       !memcmp(h->msg_name, to, tolen) &&
-	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3);
+	/* as long as the packets before are all of the segment size and
+	 * all fit one datagram */
+	return len <= tb->seg[m] && last == tb->seg[m] &&
+	       h->msg_iovlen < ROCE_GSO_MAX_SEGS &&
+	       tb->bytes[m] + len <= 65535 - hl &&
+	       gso_peer(m, k, hl, to, tolen);
+}
+
+/*
+ * gso_ahead -- the request of LEN bytes in slot K goes to the QP whose
+ * ACK, alone, is datagram M (an ACK held for the application's send:
+ * soft_net_post_send): the request goes first and the ACK rides behind
+ * it as the datagram's last, shorter segment, so the two cross the stack
+ * in one datagram and reach a receiver taking it whole (UDP_GRO) in one
+ * run: one datagram each way of a ping-pong, not two.  A responder may
+ * send its ACKs later than its own requests (ACKs coalesce; an ACK only
+ * has to come before the requester's timer, and the two PSN spaces are
+ * apart); rxe posts the receive's CQE before it sends its ACK.  A
+ * request shorter than the ACK (a SEND of 0 to 3 bytes) keeps the ACK
+ * ahead in a datagram of its own.
+ */
+static int gso_ahead(unsigned int m, unsigned int k, size_t len, size_t hl,
+		     const struct sockaddr *to, socklen_t tolen)
+{
+	const struct msghdr *h = &tb->mm[m].msg_hdr;
+	const uint8_t *ack = h->msg_iov[0].iov_base;
+
+	return h->msg_iovlen == 1 &&
+	       tb->seg[m] == ROCE_BTH_LEN + ROCE_AETH_LEN + ROCE_ICRC_LEN &&
+	       ack[0] == (ROCE_RC | ROCE_ACK) &&
+	       (ack[ROCE_BTH_LEN] & ROCE_AETH_TYPE_MASK) == ROCE_AETH_ACK &&
+	       (roce_op_flags(tb->buf[k][NET_HEAD]) & ROCE_F_REQ) &&
+	       len > tb->seg[m] && gso_peer(m, k, hl, to, tolen);
+}
+
+/* gso_swap -- datagram M, an ACK in slot K - 1, becomes the request of
+ * LEN bytes in slot K, then the ACK (gso_ahead) */
+static void gso_swap(unsigned int m, unsigned int k, size_t len, size_t hl)
+{
+	struct msghdr *h = &tb->mm[m].msg_hdr;
+	struct iovec ack = tb->iov[k - 1];
+
+	/* the ACK is segment 1 now: its ICRC for IPv4 identification 1 */
+	if (hl == roce_ip_udp_len(AF_INET))
+		roce_icrc_xor((uint8_t *)ack.iov_base - hl, hl + ack.iov_len,
+			      roce_icrc_id_delta(hl + ack.iov_len, 1));
+	tb->iov[k - 1] = tb->iov[k];
+	tb->iov[k] = ack;
+	h->msg_iovlen = 2;
+	tb->seg[m] = (uint16_t)len;
+	tb->bytes[m] += len;
 }
 
 /* batch_commit -- the packet of LEN bytes in the slot batch_slot gave
@@ -462,15 +521,23 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 
 	tb->iov[k].iov_base = tb->buf[k] + NET_HEAD;
 	tb->iov[k].iov_len = len;
-	if (tb->nm && gso_joins(m, k, len, hl, to, tolen)) {
+	if (tb->nm && (gso_joins(m, k, len, hl, to, tolen) ||
+		       gso_ahead(m, k, len, hl, to, tolen))) {
 		unsigned int j; /* its segment's IPv4 identification */
 
 		h = &tb->mm[m].msg_hdr;
 		j = (unsigned int)h->msg_iovlen;
-		if (hl == roce_ip_udp_len(AF_INET))
-			roce_icrc_xor(tb->buf[k] + NET_HEAD - hl, hl + len,
-				      roce_icrc_id_delta(hl + len, j));
-		if (h->msg_iovlen++ == 1) {
+		if (tb->seg[m] < len) {
+			gso_swap(m, k, len, hl);
+		} else {
+			if (hl == roce_ip_udp_len(AF_INET))
+				roce_icrc_xor(tb->buf[k] + NET_HEAD - hl,
+					      hl + len,
+					      roce_icrc_id_delta(hl + len, j));
+			h->msg_iovlen++;
+			tb->bytes[m] += len;
+		}
+		if (j == 1) {
 			h->msg_control = tb->ctl[m].b;
 			h->msg_controllen = sizeof(tb->ctl[m].b);
 			tb->ctl[m].h.cmsg_level = IPPROTO_UDP;
@@ -479,7 +546,6 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 			memcpy(CMSG_DATA(&tb->ctl[m].h), &tb->seg[m],
 			       sizeof(uint16_t));
 		}
-		tb->bytes[m] += len;
 	} else {
 		m = tb->nm++;
 		memcpy(&tb->to[m], to, tolen);
@@ -785,10 +851,11 @@ static void acks_aged(struct soft_context *ctx, uint64_t now)
 	batch_end();
 }
 
-/* ack_flush_aged -- ack_flush, unless the ACK is held and young */
+/* ack_flush_aged -- ack_flush, unless the ACK is held and young (held
+ * after NOW, as by a run after the poll read its clock: young) */
 static void ack_flush_aged(struct soft_net_qp *nq, uint64_t now)
 {
-	if (nq->ack_held && now - nq->ack_held < NET_ACK_HOLD_NS)
+	if (nq->ack_held && !held_for(nq, now, NET_ACK_HOLD_NS))
 		return;
 	ack_flush(nq);
 }
@@ -1827,12 +1894,13 @@ static void resp_pump(struct soft_net_qp *nq)
  * nq_run -- the packets queued for the QP, then its timers; ctx lock
  * held.  Whoever holds the context lock runs it: the owner's poll or
  * progress thread (soft_net_progress) or, when the lock is free, our
- * thread.  So a busy poller is never made to wait for the lock.
+ * thread.  So a busy poller is never made to wait for the lock.  NOW:
+ * the poll's clock (soft_net_progress), or 0: read it here.
  */
-static void nq_run(struct soft_net_qp *nq, int net_locked, int app)
+static void nq_run(struct soft_net_qp *nq, int net_locked, int app,
+		   uint64_t now)
 {
 	struct net_pkt *l, *n;
-	uint64_t now;
 
 	if (atomic_load_explicit(&nq->pending, memory_order_acquire)) {
 		if (!net_locked)
@@ -1849,7 +1917,8 @@ static void nq_run(struct soft_net_qp *nq, int net_locked, int app)
 			free(l);
 		}
 	}
-	now = soft_now_ns();
+	if (!now)
+		now = soft_now_ns();
 	nq_timer(nq, now);
 	if (nq->rs_active || nq->df_head)
 		resp_pump(nq);
@@ -2017,7 +2086,9 @@ struct rx_run {
  * application could send made a requester's send completion come after
  * that answer (perftest -e polls its send CQ once after the answer's
  * event: the late completion then overflowed that one-entry CQ and
- * perftest waited forever); a held ACK leaves ahead of that answer.
+ * perftest waited forever); a held ACK leaves with that answer, in the
+ * same datagram, so that a receiver runs both at once (gso_ahead), or
+ * else ahead of it.
  */
 static void run_end(struct rx_run *run)
 {
@@ -2100,7 +2171,7 @@ static void net_packet(const uint8_t *buf, size_t len,
 	}
 	if (!run_ctx(run, nq->ctx, held)) {
 		if (nq->in_head)
-			nq_run(nq, 1, 0); /* those that came before, first */
+			nq_run(nq, 1, 0, 0); /* those that came before, first */
 		if (nq->qp->state != IBV_QPS_RESET)
 			nq_input(nq, buf, len, 0);
 		run_add(run, nq);
@@ -2198,18 +2269,21 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 }
 
 /* net_rx -- up to MAX packets of each source in: our sockets and, with
- * AGENT (our thread), what the agent hands over; HELD as net_packet's;
- * net_mtx held */
-static void net_rx(int max, struct soft_context *held, int agent)
+ * AGENT (our thread), what the agent hands over; how many datagrams came;
+ * HELD as net_packet's; net_mtx held */
+static int net_rx(int max, struct soft_context *held, int agent)
 {
+	int n = 0;
+
 	/* a poller reads only the sockets of families in use: a system
 	 * call less per poll where one is not */
 	if (rx_fd[0] >= 0 && (agent || fam_users[0]))
-		rx_fd_in(rx_fd[0], AF_INET, max, held);
+		n += rx_fd_in(rx_fd[0], AF_INET, max, held);
 	if (rx_fd[1] >= 0 && (agent || fam_users[1]))
-		rx_fd_in(rx_fd[1], AF_INET6, max, held);
+		n += rx_fd_in(rx_fd[1], AF_INET6, max, held);
 	if (agent && ctl_fd >= 0)
-		rx_fd_in(ctl_fd, 0, max, held);
+		n += rx_fd_in(ctl_fd, 0, max, held);
+	return n;
 }
 
 /* a QP whose packets waited this long behind its context's lock is run
@@ -2230,7 +2304,7 @@ static int timers(void)
 		if (nq->ud)
 			continue;
 		if (!soft_trylock(&nq->ctx->lock)) {
-			nq_run(nq, 1, 0);
+			nq_run(nq, 1, 0, 0);
 			busy |= nq->tail < nq->head || nq->rx_active ||
 				nq->wr_active;
 			if (nq->rs_active)
@@ -2272,7 +2346,7 @@ static void boost(void)
 		struct soft_net_qp *nq = net_tbl[i];
 
 		if (!nq->ud && nq->ctx == ctx)
-			nq_run(nq, 1, 0);
+			nq_run(nq, 1, 0, 0);
 	}
 	pthread_mutex_unlock(&net_mtx);
 	soft_unlock(&ctx->lock);
@@ -2880,7 +2954,9 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			break;
 		}
 	}
-	batch_begin(); /* an ACK held for this send goes with it, first */
+	/* an ACK held for this send goes with it: in one datagram behind
+	 * its first packet (gso_ahead), else ahead of it */
+	batch_begin();
 	ack_flush(nq);
 	if (qp->state == IBV_QPS_ERR) {
 		batch_end();
@@ -2899,23 +2975,43 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/*
+ * poll_clock -- the time for a poller's poll, read at every
+ * NET_CLOCK_POLLS-th poll, at the one after a poll that took packets in,
+ * and at each while an ACK is held (its 5 us count): an empty poll read
+ * the clock twice here (its timers run late by a few polls at most,
+ * never early, and a QP's shortest timeout is 8 us); net_mtx held
+ */
+static uint64_t poll_clock(void)
+{
+	static uint64_t at;
+
+	if (!poll_stale-- ||
+	    atomic_load_explicit(&acks_held, memory_order_relaxed)) {
+		at = soft_now_ns();
+		poll_stale = NET_CLOCK_POLLS - 1;
+	}
+	return at;
+}
+
 void soft_net_progress(struct soft_qp *qp)
 {
 	struct soft_net_qp *nq = qp->net;
+	uint64_t now = 0;
 
 	/* a poller takes its packets in itself: no wait for our thread */
 	if (!pthread_mutex_trylock(&net_mtx)) {
-		uint64_t now = soft_now_ns();
-
+		now = poll_clock();
 		atomic_store_explicit(&poll_at, now, memory_order_relaxed);
-		net_rx(64, qp->ctx, 0);
+		if (net_rx(64, qp->ctx, 0))
+			poll_stale = 0; /* the next poll reads the clock */
 		if (held_n)
 			acks_aged(qp->ctx, now);
 		pthread_mutex_unlock(&net_mtx);
 	}
 	if (nq->ud)
 		return; /* datagrams went into the UD queue: ud.c delivers */
-	nq_run(nq, 0, !qp->ctx->in_thread);
+	nq_run(nq, 0, !qp->ctx->in_thread, now);
 	if (qp->state == IBV_QPS_ERR) {
 		while (nq->tail < nq->head)
 			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);

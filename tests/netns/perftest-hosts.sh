@@ -6,7 +6,10 @@
 # out-of-band TCP exchange (GID index 2: the host's IPv4 address) and with
 # -R (rdma_cm).  Both sides must exit 0, and each side that prints a result
 # line (the passive side of read_lat and atomic_lat prints none) a line for
-# the iterations asked with a non-zero latency or message rate.
+# the iterations asked with a non-zero latency or message rate.  ACK
+# timing: an 8-byte ping-pong brings a host one datagram a message (the
+# answer with the ACK of its request), a stream of 8-byte SENDs fewer ACKs
+# than half its messages (counted in the client host's /proc/net/snmp).
 #
 # The links run at MTU 9000: perftest takes its path MTU from the port
 # (4096), which a 1500-byte link cannot carry.
@@ -98,17 +101,49 @@ for t in send write read atomic; do
 	done
 done
 
-# completions by event (-e): the send completion (its ACK) comes before
-# the answer's, as on an HCA, which acknowledges as the request arrives:
-# perftest polls its send CQ once after the answer's event, and a later
-# completion overflows that one-entry CQ and leaves it waiting (2 or 3
-# runs in 10 of 3000 iterations did, when an ACK could follow the answer)
+# completions by event (-e): the send completion (its ACK) comes no later
+# than the answer's, as on an HCA, which acknowledges as the request
+# arrives: perftest (one completion channel for both CQs) polls its send
+# CQ once after the answer's event, and a later completion overflows that
+# one-entry CQ and leaves it waiting (2 or 3 runs in 10 of 3000 iterations
+# did, when an ACK could follow the answer in a datagram of its own; one
+# datagram of answer and ACK is run whole, both before the poll)
 iters=3000
 [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && iters=500
 for i in 1 2 3; do
 	perf ib_send_lat "" -e
 done
 
+# udp_in HOST -- the UDP datagrams HOST's sockets took so far (a GSO
+# datagram taken whole, UDP_GRO, counts once)
+udp_in() {
+	fab exec "$name" "$1" cat /proc/net/snmp |
+		awk '/^Udp: [0-9]/ { print $2; exit }'
+}
+# acks WHAT MAX TOOL ARG... -- TOOL between the hosts (perf) brings host 2
+# fewer than MAX datagrams: ACKs and answers as they leave the other side
+acks() {
+	_w=$1
+	_max=$2
+	shift 2
+	_in=$(udp_in 2)
+	perf "$@"
+	_in=$(($(udp_in 2) - _in))
+	[ "$_in" -lt "$_max" ]
+	ok $? "$_w: host 2 took $_in datagrams for $iters messages (< $_max)"
+}
+# a ping-pong's answer carries the ACK of its request in one datagram (a
+# GSO datagram, the ACK as its last segment; held for the answer, the ACK
+# went ahead of it in a datagram of its own: 2 a message)
+iters=2000
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && iters=300
+acks "ib_send_lat 8 B, an ACK with each answer" $((iters * 3 / 2)) \
+	ib_send_lat "" "-s 8"
+# a stream is acknowledged once for several messages (coalesced ACKs; the
+# receiver's poll holds them up to 5 us: about one in 8 at 8 bytes)
+iters=20000
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && iters=3000
+acks "ib_send_bw 8 B, ACKs coalesced" $((iters / 2)) ib_send_bw "" "-s 8"
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exit after their last client"
 done_testing

@@ -697,15 +697,17 @@ static int client(const char *host, int port, int rounds)
 	 * rxe's do_class_ac_error): if the network drops that NAK, the
 	 * WRITE's retransmissions meet a QP in ERR and the requester ends
 	 * in RETRY_EXC_ERR, on hardware too.  So under a lossy fault hook
-	 * (or a corrupting one: a corrupted NAK is dropped for its ICRC)
+	 * (or a corrupting one: a corrupted NAK is dropped for its ICRC),
+	 * or a lossy path (RC_PEER_LOSSY=1: tc drops on a host's link),
 	 * either status is right; without loss only REM_ACCESS_ERR is.
 	 */
 	post(IBV_WR_RDMA_WRITE, tx, 16, mtx->lkey, 10, peer.addr,
 	     peer.rkey ^ 0x5a5a00, 0);
 	{
 		const char *fault = getenv("SOFTRDMA_TEST_NETFAULT");
-		int lossy = fault && (strstr(fault, "drop=") ||
-				      strstr(fault, "corrupt="));
+		int lossy = (fault && (strstr(fault, "drop=") ||
+				       strstr(fault, "corrupt="))) ||
+			    getenv("RC_PEER_LOSSY");
 		struct ibv_wc w = wait1();
 		struct ibv_qp_attr qa;
 		struct ibv_qp_init_attr qi;
