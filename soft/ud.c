@@ -1052,9 +1052,12 @@ publish:
 	 * which would wait for the copy's stores */
 	atomic_store_explicit(&q->accepted, acc + 1, memory_order_relaxed);
 	atomic_store_explicit(&q->tail, tail + n, memory_order_release);
-out:
 	pthread_mutex_unlock(&q->lock);
 	wake(ctx_idx);
+	return 0;
+out:
+	/* nothing for the receiver to complete: no event, as on an HCA */
+	pthread_mutex_unlock(&q->lock);
 	return ret;
 }
 
