@@ -202,7 +202,7 @@ raw() {
 	fi
 	if [ -e "$lib" ] && have "$prog"; then
 		if [ "$ns" -gt 0 ]; then
-			start_subs sink "$ns" "$sink" -M "$mgid6" -r 512
+			start_subs sink "$ns" env LD_PRELOAD="$lib" "$sink" -M "$mgid6" -r 512
 			sk=("${started[@]}")
 		fi
 		port=$(free_port)
