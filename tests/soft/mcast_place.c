@@ -427,21 +427,32 @@ static int edges(int rfd, int wfd)
 	return ibv_detach_mcast(r.qp, &mgid, 0) ? 104 : 0;
 }
 
+/* tx_spawn -- a sender to group and a receiver process running fn,
+ * their QP numbers exchanged */
+static pid_t tx_spawn(struct tx *x, uint8_t group, int (*fn)(int, int),
+		      int *rfd, int *wfd)
+{
+	uint32_t qpn;
+	pid_t pid;
+
+	if (tx_open(x, group))
+		bail_out("sender");
+	pid = t_spawn(fn, rfd, wfd);
+	if (pid < 0)
+		bail_out("fork");
+	t_xrecv(*rfd, &qpn, 4);
+	t_xsend(*wfd, &x->qp->qp_num, 4);
+	return pid;
+}
+
 static void test_edges(void)
 {
 	uint64_t res[8];
-	uint32_t qpn, seq;
 	int rfd, wfd, st, fail = 0;
+	uint32_t seq;
 	struct tx x;
-	pid_t pid;
+	pid_t pid = tx_spawn(&x, 2, edges, &rfd, &wfd);
 
-	if (tx_open(&x, 2))
-		bail_out("sender");
-	pid = t_spawn(edges, &rfd, &wfd);
-	if (pid < 0)
-		bail_out("fork");
-	t_xrecv(rfd, &qpn, 4);
-	t_xsend(wfd, &x.qp->qp_num, 4);
 	for (seq = 0; seq < 10; seq++)
 		fail |= send_seq(&x, seq, QKEY);
 	t_xsend(wfd, &seq, 4);
@@ -532,17 +543,10 @@ static void test_quiet(void)
 {
 	uint64_t res[4] = {0};
 	int rfd, wfd, st, fail = 0;
-	uint32_t qpn, seq = 0;
+	uint32_t seq = 0;
 	struct tx x;
-	pid_t pid;
+	pid_t pid = tx_spawn(&x, 3, quiet, &rfd, &wfd);
 
-	if (tx_open(&x, 3))
-		bail_out("sender");
-	pid = t_spawn(quiet, &rfd, &wfd);
-	if (pid < 0)
-		bail_out("fork");
-	t_xrecv(rfd, &qpn, 4);
-	t_xsend(wfd, &x.qp->qp_num, 4);
 	fail |= send_seq(&x, 0, QKEY + 1);
 	fail |= send_seq(&x, 0, QKEY);
 	t_xsend(wfd, &seq, 4);
