@@ -982,10 +982,11 @@ no:
  * counted there) when its Q_Key is not the receiver's (UD), it needs a
  * receive and none is free, or does not fit.  With src (the sender's
  * context, its lock held), a datagram goes straight into the receive's
- * buffer where place() can, its cell carrying only the header.  With may_wait, a
- * message that holds a receive credit but finds the queue full is not
- * dropped: EAGAIN, the sender keeps it and tries again (the receiver is
- * draining; a NIC would be placing it).
+ * buffer where place() can, its cell carrying only the header.  With
+ * may_wait, a message that holds a receive credit but finds the queue
+ * full is not dropped: EAGAIN, the sender keeps it and tries again (the
+ * receiver is draining; a NIC would be placing it).  Only a message
+ * accepted wakes the receiver.
  */
 int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		    const struct iovec *iov, int niov, uint32_t ctx_idx,
