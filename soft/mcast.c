@@ -487,6 +487,7 @@ uint32_t soft_mcast_send(struct soft_ud *u, struct soft_context *ctx,
 			 int niov)
 {
 	const struct soft_mc_cache *c = mc_members(cache, mgid);
+	struct soft_ud_src src = {.ctx = ctx};
 	struct ud_peer *p;
 	uint32_t i, n = c ? c->n : 0, ctx_idx;
 
@@ -497,7 +498,7 @@ uint32_t soft_mcast_send(struct soft_ud *u, struct soft_context *ctx,
 			continue;
 		p = soft_ud_peer(u, c->m[i].qpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
-			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, ctx);
+			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, &src);
 	}
 	return n;
 }

@@ -92,6 +92,7 @@ struct ud_cell {
 	uint8_t pad2[UD_CELL_HDR - 80];
 };
 _Static_assert(sizeof(struct ud_cell) == UD_CELL_HDR, "ud_cell");
+_Static_assert(sizeof(((struct soft_ud_src *)0)->grh) == UD_GRH, "grh");
 
 struct ud_qhdr {
 	uint64_t magic;
@@ -931,7 +932,7 @@ static void wake(uint32_t ctx_idx)
  * and its file is mapped here.  1 when placed; 0: the queue's copy (the
  * receiver then reports whatever is wrong, as it does today).
  */
-static int place(struct soft_context *ctx, struct ud_peer *p,
+static int place(struct soft_ud_src *src, struct ud_peer *p,
 		 const struct ud_cell *h, const struct iovec *iov, int niov,
 		 uint64_t c)
 {
@@ -959,11 +960,15 @@ static int place(struct soft_context *ctx, struct ud_peer *p,
 	    !(e.access & IBV_ACCESS_LOCAL_WRITE) || addr < e.addr ||
 	    addr - e.addr > e.len || need > e.len - (addr - e.addr))
 		goto no;
-	dst = soft_map_get(ctx, &e);
+	dst = soft_map_get(src->ctx, &e);
 	if (!dst)
 		goto no;
 	dst += addr - e.addr;
-	build_grh(dst, h);
+	if (!src->grh_built) { /* the same for every member of a group */
+		build_grh(src->grh, h);
+		src->grh_built = 1;
+	}
+	memcpy(dst, src->grh, UD_GRH);
 	copy_in(dst + UD_GRH, h->msg_len, iov, niov, &k, &ko);
 	pthread_mutex_unlock(lk);
 	return 1;
@@ -975,16 +980,17 @@ no:
 /*
  * soft_ud_enqueue -- append one message to a peer's queue; dropped (and
  * counted there) when its Q_Key is not the receiver's (UD), it needs a
- * receive and none is free, or does not fit.  With ctx (the sender's, its
- * lock held), a datagram goes straight into the receive's buffer where
- * place() can, its cell carrying only the header.  With may_wait, a
- * message that holds a receive credit but finds the queue full is not
- * dropped: EAGAIN, the sender keeps it and tries again (the receiver is
- * draining; a NIC would be placing it).
+ * receive and none is free, or does not fit.  With src (the sender's
+ * context, its lock held), a datagram goes straight into the receive's
+ * buffer where place() can, its cell carrying only the header.  With
+ * may_wait, a message that holds a receive credit but finds the queue
+ * full is not dropped: EAGAIN, the sender keeps it and tries again (the
+ * receiver is draining; a NIC would be placing it).  Only a message
+ * accepted wakes the receiver.
  */
 int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		    const struct iovec *iov, int niov, uint32_t ctx_idx,
-		    int may_wait, struct soft_context *ctx)
+		    int may_wait, struct soft_ud_src *src)
 {
 	struct ud_qhdr *q = p->q;
 	uint32_t n = h->msg_len ? (h->msg_len - 1) / SOFT_UD_MTU + 1 : 1, i;
@@ -1026,7 +1032,7 @@ int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 			count_drop(q, UD_DROP_FULL);
 		goto out;
 	}
-	if (ctx && p->rd_n && !q->srq && place(ctx, p, h, iov, niov, acc)) {
+	if (src && p->rd_n && !q->srq && place(src, p, h, iov, niov, acc)) {
 		h->flags |= UDF_PLACED;
 		h->credit = acc;
 		memcpy(cell_at(p->cells, p->nslots, tail), h, sizeof(*h));
@@ -1047,9 +1053,12 @@ publish:
 	 * which would wait for the copy's stores */
 	atomic_store_explicit(&q->accepted, acc + 1, memory_order_relaxed);
 	atomic_store_explicit(&q->tail, tail + n, memory_order_release);
-out:
 	pthread_mutex_unlock(&q->lock);
 	wake(ctx_idx);
+	return 0;
+out:
+	/* nothing for the receiver to complete: no event, as on an HCA */
+	pthread_mutex_unlock(&q->lock);
 	return ret;
 }
 
@@ -1373,6 +1382,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 {
 	struct soft_ah *ah =
 		soft_container_of(wr->wr.ud.ah, struct soft_ah, ah);
+	struct soft_ud_src src = {.ctx = qp->ctx};
 	union ibv_gid sgid;
 	struct ud_peer *p;
 	uint32_t ctx_idx, n;
@@ -1403,7 +1413,7 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 				 &ctx_idx);
 		if (p)
 			soft_ud_enqueue(p, h, iov, wr->num_sge, ctx_idx, 0,
-					qp->ctx);
+					&src);
 		else
 			qp->ud->lost++;
 	} else {

@@ -24,12 +24,21 @@ int soft_ud_gid_is_mcast(const uint8_t *g);
 /* soft_ud_peer -- the queue of a receiving QP of this type, or NULL */
 struct ud_peer *soft_ud_peer(struct soft_ud *u, uint32_t qpn, uint32_t type,
 			     uint32_t *ctx_idx);
+/* a sender's UD datagram as placed into posted receives: the sender's
+ * context (locked, its mappings of peers' memory) and the GRH, built at
+ * the first receive it is placed into and copied into the others */
+struct soft_ud_src {
+	struct soft_context *ctx;
+	int grh_built;
+	uint8_t grh[40];
+};
+
 /* soft_ud_enqueue -- append a message to a peer queue (or drop it); with
- * ctx (the sender's, locked), a UD datagram goes straight into the posted
- * receive's buffer where it can */
+ * src, a UD datagram goes straight into the posted receive's buffer where
+ * it can */
 int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 		    const struct iovec *iov, int niov, uint32_t ctx_idx,
-		    int may_wait, struct soft_context *ctx);
+		    int may_wait, struct soft_ud_src *src);
 
 /* soft_ud_net_input -- a datagram from another host (net.c) into the QP's
  * own queue; the receive checks are those of a local datagram */

@@ -40,10 +40,13 @@
 #   the sinks' too), else into its queue; so a sender's rate falls with
 #   its receivers: "raw 1 rcv" is perftest as it
 #   is (the issue's floor), "raw N rcv" adds N - 1 receivers to its group
-#   (the MGID given with -M): rdmamsg_perf -L sinks with perftest's
-#   receive depth (512) that take each datagram and drop it as not a
-#   group message, blocking in poll() at once (--poll-us 0; rdmamsg
-#   subscribers poll 30 us first by default, below).
+#   (the MGID given with -M): tools/mcast_sink, raw UD receivers with
+#   perftest's Q_Key and receive depth (512) that take each datagram and
+#   post its receive again, blocking on their CQ's channel at once
+#   (rdmamsg subscribers poll 30 us first by default, below).  Before
+#   them the sinks were rdmamsg_perf -L, whose Q_Key (rdma_cm's) is not
+#   perftest's: they dropped every datagram at the Q_Key check, and
+#   "raw N rcv" was one receiver's copy and N - 1 lock rounds.
 #   The ratio at the same fan-out is the like-for-like one.
 # - warm-up: the rdmamsg members run -w 4096 first (4,096 untimed
 #   datagrams: every cell of the subscribers' receive queues, 4,096 deep
@@ -117,6 +120,8 @@ bench_name=mcast
 
 perf=$builddir/tools/rdmamsg_perf
 [ -x "$perf" ] || echo "# $perf not built: rdmamsg columns are n/a" >&2
+sink=$builddir/tools/mcast_sink
+[ -x "$sink" ] || echo "# $sink not built: raw N rcv is n/a" >&2
 export RDMAMSG_FABRIC=soft RDMAMSG_SOFTRDMA_PATH=$lib
 group=239.1.77.1
 # perftest's group (-M, its notation: 16 decimal bytes) and the same as
@@ -125,15 +130,16 @@ mgid=255:14:0:0:0:0:0:0:0:0:0:0:0:1:0:119
 mgid6=ff0e::1:77
 warm=4096
 
-# start_subs FILE NS ARGS... -- NS subscribers (rdmamsg_perf -L ARGS)
-# writing $tmp/FILE1..NS, each waited for until it says it subscribed;
-# their pids in started (and in pids, for the cleanup)
+# start_subs FILE NS CMD... -- NS receivers (CMD: rdmamsg_perf -L ...
+# or mcast_sink ...) writing $tmp/FILE1..NS, each waited for until it
+# says it subscribed; their pids in started (and in pids, for the
+# cleanup)
 start_subs() {
 	local file=$1 ns=$2 i
 	shift 2
 	started=()
 	for i in $(seq "$ns"); do
-		timeout -k 5 "$limit" "$perf" -L "$@" >"$tmp/$file$i" 2>&1 &
+		timeout -k 5 "$limit" "$@" >"$tmp/$file$i" 2>&1 &
 		started+=($!)
 		pids="$pids $!"
 	done
@@ -155,7 +161,7 @@ mc() {
 	local var=$1 ns=$2 size=$3 n=$4 i p rate=n/a lat=n/a recv=n/a ok=1
 	local -a o=("${@:5}" -w "$warm") subs=()
 	if [ -x "$perf" ] && [ -e "$lib" ]; then
-		start_subs sub "$ns" "$group" -n "$n" --size "$size" "${o[@]}"
+		start_subs sub "$ns" "$perf" -L "$group" -n "$n" --size "$size" "${o[@]}"
 		subs=("${started[@]}")
 		timeout -k 5 "$limit" "$perf" -P "$group" -n "$n" --size "$size" "${o[@]}" \
 			>"$tmp/pub" 2>&1 || ok=0
@@ -184,16 +190,19 @@ mc() {
 
 # raw VAR PROG SIZE COL SINKS PERFTEST-ARGS... -- perftest UD multicast
 # on softrdma (GID 0), the sender's figure; SINKS more receivers in its
-# group (rdmamsg_perf -L on its MGID, receive depth 512).  The receivers
+# group (tools/mcast_sink on its MGID, receive depth 512).  The receivers
 # may never count what was sent (UD drops what finds no receive posted),
 # so they are killed once the sender is done.
 raw() {
-	local var=$1 prog=$2 size=$3 col=$4 ns=$5 port spid res=n/a i n=100
+	local var=$1 prog=$2 size=$3 col=$4 ns=$5 port spid res=n/a
 	local -a sk=() pa=("${@:6}")
+	if [ "$ns" -gt 0 ] && [ ! -x "$sink" ]; then
+		printf -v "$var" n/a
+		return
+	fi
 	if [ -e "$lib" ] && have "$prog"; then
-		if [ "$ns" -gt 0 ] && [ -x "$perf" ]; then
-			start_subs sink "$ns" "[$mgid6]" -n "$n" --size "$size" \
-				--recv-depth 512 "${sink_block[@]}"
+		if [ "$ns" -gt 0 ]; then
+			start_subs sink "$ns" env LD_PRELOAD="$lib" "$sink" -M "$mgid6" -r 512
 			sk=("${started[@]}")
 		fi
 		port=$(free_port)
@@ -323,10 +332,6 @@ dp_rate='' dp_recv='' rp_rate=''
 poll_us=30
 has_poll=0
 [ -x "$perf" ] && "$perf" --help 2>&1 | grep -q -- --poll-us && has_poll=1
-# the sinks block at once, as before the library's poll (a sink that
-# polls takes more of the raw sender's datagrams and slows it down)
-sink_block=()
-[ "$has_poll" = 1 ] && sink_block=(--poll-us 0)
 # rate runs: at least 100,000 messages (past the first milliseconds'
 # start-up), -q or not
 n_rate=$(iters 100000)

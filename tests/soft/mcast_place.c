@@ -6,13 +6,14 @@
  * receive queue; every datagram intact, once, in order.  Also: no receive
  * posted (dropped, counted), a wrong Q_Key, a receive too small
  * (IBV_WC_LOC_LEN_ERR), a receiver killed mid-stream (the sender and the
- * others go on).
+ * others go on), a dropped datagram wakes no armed CQ's channel.
  */
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,7 @@ static void pattern(unsigned char *p, uint32_t len, uint32_t seq)
 struct rx {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch; /* quiet() only */
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr[2]; /* shareable, private */
@@ -112,8 +114,8 @@ static unsigned char *shared_buf(size_t len, int *fd)
 }
 
 /* rx_open -- device, UD QP (depth WIN) and both kinds of buffer, WIN
- * slots each */
-static int rx_open(struct rx *r)
+ * slots each; with chan, its CQ on a non-blocking completion channel */
+static int rx_open(struct rx *r, int chan)
 {
 	struct ibv_device **l = ibv_get_device_list(NULL);
 	struct ibv_qp_init_attr a;
@@ -127,7 +129,12 @@ static int rx_open(struct rx *r)
 	if (!r->ctx)
 		return -1;
 	r->pd = ibv_alloc_pd(r->ctx);
-	r->cq = ibv_create_cq(r->ctx, 2 * WIN + 16, NULL, NULL, 0);
+	if (chan) {
+		r->ch = ibv_create_comp_channel(r->ctx);
+		if (!r->ch || fcntl(r->ch->fd, F_SETFL, O_NONBLOCK))
+			return -1;
+	}
+	r->cq = ibv_create_cq(r->ctx, 2 * WIN + 16, NULL, r->ch, 0);
 	r->len = (size_t)WIN * RBUF;
 	r->buf[0] = shared_buf(r->len, &fd);
 	r->buf[1] = calloc(1, r->len);
@@ -200,7 +207,7 @@ static int receiver(int rfd, int wfd)
 	t_xrecv(rfd, &m, 4);
 	t_xrecv(rfd, &n, 4);
 	mgid_of(&mgid, 1);
-	if (rx_open(&r) || ibv_attach_mcast(r.qp, &mgid, 0))
+	if (rx_open(&r, 0) || ibv_attach_mcast(r.qp, &mgid, 0))
 		return 100;
 	for (s = 0; s < WIN; s++)
 		if (post(&r, (int)m, s, RBUF))
@@ -380,7 +387,7 @@ static int edges(int rfd, int wfd)
 	struct rx r;
 
 	mgid_of(&mgid, 2);
-	if (rx_open(&r) || ibv_attach_mcast(r.qp, &mgid, 0))
+	if (rx_open(&r, 0) || ibv_attach_mcast(r.qp, &mgid, 0))
 		return 100;
 	for (s = 0; s < 4; s++)
 		if (post(&r, MAPPED, s, RBUF))
@@ -420,21 +427,32 @@ static int edges(int rfd, int wfd)
 	return ibv_detach_mcast(r.qp, &mgid, 0) ? 104 : 0;
 }
 
+/* tx_spawn -- a sender to group and a receiver process running fn,
+ * their QP numbers exchanged */
+static pid_t tx_spawn(struct tx *x, uint8_t group, int (*fn)(int, int),
+		      int *rfd, int *wfd)
+{
+	uint32_t qpn;
+	pid_t pid;
+
+	if (tx_open(x, group))
+		bail_out("sender");
+	pid = t_spawn(fn, rfd, wfd);
+	if (pid < 0)
+		bail_out("fork");
+	t_xrecv(*rfd, &qpn, 4);
+	t_xsend(*wfd, &x->qp->qp_num, 4);
+	return pid;
+}
+
 static void test_edges(void)
 {
 	uint64_t res[8];
-	uint32_t qpn, seq;
 	int rfd, wfd, st, fail = 0;
+	uint32_t seq;
 	struct tx x;
-	pid_t pid;
+	pid_t pid = tx_spawn(&x, 2, edges, &rfd, &wfd);
 
-	if (tx_open(&x, 2))
-		bail_out("sender");
-	pid = t_spawn(edges, &rfd, &wfd);
-	if (pid < 0)
-		bail_out("fork");
-	t_xrecv(rfd, &qpn, 4);
-	t_xsend(wfd, &x.qp->qp_num, 4);
 	for (seq = 0; seq < 10; seq++)
 		fail |= send_seq(&x, seq, QKEY);
 	t_xsend(wfd, &seq, 4);
@@ -474,12 +492,90 @@ static void test_edges(void)
 	tx_close(&x);
 }
 
+/* readable -- the channel's fd said readable within ms */
+static int readable(struct rx *r, int ms)
+{
+	struct pollfd p = {.fd = r->ch->fd, .events = POLLIN};
+
+	return poll(&p, 1, ms) == 1;
+}
+
+/*
+ * quiet -- a receiver asleep on its CQ's channel: a datagram with a
+ * wrong Q_Key and one that finds no receive are dropped without an
+ * event (an HCA completes nothing for them); the next one, taken, wakes
+ * it and is intact
+ */
+static int quiet(int rfd, int wfd)
+{
+	uint64_t res[4] = {0};
+	struct ibv_cq *ev_cq;
+	union ibv_gid mgid;
+	struct ibv_wc wc;
+	uint32_t src, n;
+	void *ev_ctx;
+	struct rx r;
+
+	mgid_of(&mgid, 3);
+	if (rx_open(&r, 1) || ibv_attach_mcast(r.qp, &mgid, 0) ||
+	    ibv_req_notify_cq(r.cq, 0))
+		return 100;
+	t_xsend(wfd, &r.qp->qp_num, 4);
+	t_xrecv(rfd, &src, 4);
+	t_xrecv(rfd, &n, 4); /* the two dropped ones were sent */
+	res[0] = readable(&r, 300);
+	res[1] = softrdma_qp_drops(r.qp, -1);
+	if (post(&r, MAPPED, 0, RBUF))
+		return 101;
+	t_xsend(wfd, &n, 4);
+	t_xrecv(rfd, &n, 4);
+	res[2] = readable(&r, 5000);
+	if (res[2] && !ibv_get_cq_event(r.ch, &ev_cq, &ev_ctx)) {
+		ibv_ack_cq_events(ev_cq, 1);
+		res[3] = t_wait(r.cq, &wc, 1, 2000) == 1 &&
+			 !check(&r, MAPPED, &wc, 1, src, &mgid);
+	}
+	t_xsend(wfd, res, sizeof(res));
+	return ibv_detach_mcast(r.qp, &mgid, 0) ? 102 : 0;
+}
+
+static void test_quiet(void)
+{
+	uint64_t res[4] = {0};
+	int rfd, wfd, st, fail = 0;
+	uint32_t seq = 0;
+	struct tx x;
+	pid_t pid = tx_spawn(&x, 3, quiet, &rfd, &wfd);
+
+	fail |= send_seq(&x, 0, QKEY + 1);
+	fail |= send_seq(&x, 0, QKEY);
+	t_xsend(wfd, &seq, 4);
+	t_xrecv(rfd, &seq, 4);
+	fail |= send_seq(&x, 1, QKEY);
+	t_xsend(wfd, &seq, 4);
+	t_xrecv(rfd, res, sizeof(res));
+	waitpid(pid, &st, 0);
+	ok(!fail && WIFEXITED(st) && !WEXITSTATUS(st),
+	   "quiet: every send completed successfully (receiver status %d)", st);
+	ok(!res[0] && res[1] == 2,
+	   "a wrong Q_Key and no receive posted: both dropped (%llu), the "
+	   "armed channel not woken (%llu)",
+	   (unsigned long long)res[1], (unsigned long long)res[0]);
+	ok(res[2] && res[3],
+	   "the next datagram, taken, wakes it and is intact (%llu, %llu)",
+	   (unsigned long long)res[2], (unsigned long long)res[3]);
+	close(rfd);
+	close(wfd);
+	tx_close(&x);
+}
+
 int main(void)
 {
 	t_isolate("mcast_place");
 	signal(SIGPIPE, SIG_IGN);
 	test_fanout();
 	test_edges();
+	test_quiet();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
