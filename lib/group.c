@@ -2002,15 +2002,16 @@ static void sm_fn(struct rdmamsg__timer *t)
  * it blocks (rdmamsg_ctx_arm), instead of being woken for every datagram
  * of a stream.  One whose datagrams come further apart (a paced stream)
  * blocks at once: its poll would find nothing, and on a busy machine the
- * CPU it spins (yielding) is the sender's.
+ * CPU it spins (yielding) is the sender's.  N datagrams came in this
+ * poll: more than one is a stream too (they came faster than we polled).
  */
-static void poll_after_rx(struct rdmamsg_group *g)
+static void poll_after_rx(struct rdmamsg_group *g, uint32_t n)
 {
 	struct rdmamsg_ctx *ctx = g->ctx;
 	uint64_t last = g->rx_ns;
 
 	g->rx_ns = ctx->now;
-	if (!g->poll_ns || ctx->now - last > g->poll_ns)
+	if (!g->poll_ns || (n < 2 && ctx->now - last > g->poll_ns))
 		return;
 	if (ctx->now + g->poll_ns > ctx->poll_until)
 		ctx->poll_until = ctx->now + g->poll_ns;
@@ -2078,13 +2079,13 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 		else
 			on_datagram(g, w, g->rxb[own]->data + G_RX_PAD,
 				    w->byte_len - GRH_BYTES);
-		rx = 1;
+		rx++;
 		g->rpend[g->nrpend++] = (uint32_t)own;
 		if (g->nrpend >= G_REPOST)
 			post_recvs(g);
 	}
 	if (rx)
-		poll_after_rx(g);
+		poll_after_rx(g, rx);
 	return i;
 }
 

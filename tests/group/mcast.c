@@ -1057,11 +1057,12 @@ static int recv_one(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
 }
 
 /* poll_one -- a subscriber on b with poll_us (UINT_MAX: the attribute's
- * default) gets two messages from a publisher on a, gap_ms apart; the
- * arms it takes to block right after (1: at once), -1 if it never did */
+ * default) gets a message from a publisher on a, then gap_ms later BURST
+ * more, published before it polls; the arms it takes to block right after
+ * (1: at once), -1 if it never did */
 static long poll_one(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
 		     const char *addr, unsigned int poll_us, int gap_ms,
-		     int *bad_attr)
+		     int burst, int *bad_attr)
 {
 	struct rdmamsg_group_cbs pc = {.on_join = late_join};
 	struct rdmamsg_group_cbs sc = {.on_join = late_join,
@@ -1092,7 +1093,8 @@ static long poll_one(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
 		goto out_sub;
 	if (gap_ms)
 		usleep((useconds_t)gap_ms * 1000);
-	if (!publish8(pg, a, b, 1, 2) && !recv_one(a, b, &sl, 2))
+	if (!publish8(pg, a, b, 1, 1 + (uint64_t)burst) &&
+	    !recv_one(a, b, &sl, 1 + (uint64_t)burst))
 		arms = arms_until_block(b);
 out_sub:
 	rdmamsg_group_close(sg, late_closed);
@@ -1118,22 +1120,30 @@ static void poll_before_block(void)
 	long arms;
 	int bad;
 
-	arms = poll_one(a, b, "239.1.2.24", 100000, 0, &bad);
+	arms = poll_one(a, b, "239.1.2.24", 100000, 0, 1, &bad);
 	ok(!bad, "poll_us above 100000, or no attributes: -EINVAL");
 	/* 100 ms of arms refused (each after a sched_yield) */
 	ok(arms > 3, "poll 100 ms: %ld arms to block after a message", arms);
-	arms = poll_one(a, b, "239.1.2.24", 0, 0, &bad);
+	arms = poll_one(a, b, "239.1.2.24", 0, 0, 1, &bad);
 	ok(arms >= 1 && arms <= 3, "poll 0: %ld arms to block (at once)", arms);
-	arms = poll_one(a, b, "239.1.2.24", 1000, 20, &bad);
+	arms = poll_one(a, b, "239.1.2.24", 1000, 20, 1, &bad);
 	ok(arms >= 1 && arms <= 3,
 	   "poll 1 ms, messages 20 ms apart: %ld arms to block (at once)",
 	   arms);
+	/* two that came before it polled, however long after the one
+	 * before: a stream (it counted only one receive per poll, so a
+	 * subscriber that took a stream's datagrams in one poll blocked) */
+	arms = poll_one(a, b, "239.1.2.24", 100000, 150, 2, &bad);
+	ok(arms > 3,
+	   "poll 100 ms, two messages in one poll 150 ms after the last: "
+	   "%ld arms to block",
+	   arms);
 	setenv("RDMAMSG_GROUP_POLL_US", "0", 1);
-	arms = poll_one(a, b, "239.1.2.24", UINT_MAX, 0, &bad);
+	arms = poll_one(a, b, "239.1.2.24", UINT_MAX, 0, 1, &bad);
 	ok(arms >= 1 && arms <= 3,
 	   "RDMAMSG_GROUP_POLL_US=0 as the default: %ld arms to block", arms);
 	setenv("RDMAMSG_GROUP_POLL_US", "100000", 1);
-	arms = poll_one(a, b, "239.1.2.24", UINT_MAX, 0, &bad);
+	arms = poll_one(a, b, "239.1.2.24", UINT_MAX, 0, 1, &bad);
 	ok(arms > 3, "RDMAMSG_GROUP_POLL_US=100000: %ld arms to block", arms);
 	unsetenv("RDMAMSG_GROUP_POLL_US");
 	test_idle(a, 20);
