@@ -363,9 +363,6 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	 * anything is made, the request stays the caller's */
 	if (attr && attr->p.failover != RDMAMSG_FAILOVER_OFF)
 		return -EINVAL;
-	/* a session keeps its own receive ring (rdmamsg.h) */
-	if (req->sid && attr && attr->p.srq)
-		return -EINVAL;
 	ctx = req->lst->ctx;
 	/* the connecting side chose the transport (rdmamsg.h) */
 	if (attr)

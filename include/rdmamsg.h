@@ -388,11 +388,11 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * (-EPROTO) and local resource errors are never reconnected.  A reconnect
  * attempt refused for another reason than RDMAMSG_REJECT_SESSION or a
  * protocol mismatch (RDMAMSG_REJECT_VERSION, _HANDSHAKE: the session ends
- * with -ECONNREFUSED) is tried again within the bounds.  Limits: the
- * policy needs an endpoint with its own receive ring (an attribute with
- * an SRQ is -EINVAL at rdmamsg_connect; an accept with an SRQ of a
- * request naming a session is -EINVAL, the request stays pending) and
- * at most RDMAMSG_HS_SESSION_USER (24) bytes of private data (-EINVAL at
+ * with -ECONNREFUSED) is tried again within the bounds.  Either side may
+ * receive through an SRQ (rdmamsg_ep_attr_set_srq): a reconnect takes the
+ * endpoint's window on it again (an SRQ full by then fails that attempt,
+ * tried again within the bounds).  Limit: at most
+ * RDMAMSG_HS_SESSION_USER (24) bytes of private data (-EINVAL at
  * rdmamsg_connect).  rdmamsg_ep_get_path_stats' last_failover_ns is the
  * time from the failure to the reconnect that resumed traffic.
  */

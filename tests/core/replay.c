@@ -20,6 +20,9 @@
  * 4. Bad input: policies, bounds, private data, the test hook.
  * 5. Sends during an outage: the backlog fills, then -EAGAIN, and
  *    on_writable once the session is back; nothing lost or doubled.
+ * 6. Part 1 again with both endpoints receiving through one shared
+ *    receive queue (the connector's and the acceptor's windows on it):
+ *    the same guarantees, and every window goes back to the SRQ.
  */
 #include "config.h"
 
@@ -32,7 +35,8 @@
 #define WR_LEN	(4u << 20) /* the writes at the cuts */
 
 static volatile sig_atomic_t stop;
-static struct cli *the_cli; /* the stream's connector */
+static struct cli *the_cli;	    /* the stream's connector */
+static struct rdmamsg_srq *the_srq; /* both sides receive through it */
 
 /* msg_len -- the length of message seq: 8 .. 3.5 eager buffers, so that
  * about one in eight is fragmented */
@@ -148,6 +152,7 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	rdmamsg_ep_attr_set_on_request(a, srv_request);
 	rdmamsg_ep_attr_set_path_cb(a, srv_path);
 	rdmamsg_ep_attr_set_session_linger(a, s->linger ? s->linger : 60000);
+	rdmamsg_ep_attr_set_srq(a, the_srq);
 	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, s, &s->ep))
 		s->bad++;
 	rdmamsg_ep_attr_delete(&a);
@@ -297,6 +302,7 @@ static struct rdmamsg_ep_attr *replay_attr(void)
 	rdmamsg_ep_attr_set_failover(a, RDMAMSG_FAILOVER_REPLAY);
 	rdmamsg_ep_attr_set_path_cb(a, cli_path);
 	rdmamsg_ep_attr_set_reconnect(a, 60000, 16);
+	rdmamsg_ep_attr_set_srq(a, the_srq);
 	return a;
 }
 
@@ -316,9 +322,11 @@ static int wait_state(struct rdmamsg_ctx *ctx, struct rdmamsg_ep *ep,
 	return 0;
 }
 
-/* stream -- part 1 */
-static void stream(void)
+/* stream -- part 1; with an SRQ, part 6 */
+static void stream(int srq)
 {
+	struct rdmamsg_srq_attr sa = {1024, EAGER};
+	struct rdmamsg_srq_stats ss;
 	struct rdmamsg_ctx *ctx = test_ctx();
 	struct rdmamsg_listener *l1, *l2;
 	struct rdmamsg_path_stats ps, sps;
@@ -340,6 +348,8 @@ static void stream(void)
 	memset(&s, 0, sizeof(s));
 	memset(&c, 0, sizeof(c));
 	the_cli = &c;
+	if (srq && rdmamsg_srq_create(ctx, &sa, &the_srq))
+		bail_out("srq");
 	/* the third reconnect is cut again as it comes up: before the
 	 * acceptor's grant, with what the peer lacks still to go */
 	c.nest_on = 3;
@@ -509,6 +519,19 @@ static void stream(void)
 	rdmamsg_listener_close(l1, NULL);
 	rdmamsg_listener_close(l2, NULL);
 	test_idle(ctx, 50);
+	if (the_srq) {
+		/* each reconnect took its window again, each lane gone gave
+		 * its back; every buffer is posted again */
+		rdmamsg_srq_query(the_srq, &ss);
+		ok(ss.endpoints == 0 && ss.reserved == 0 &&
+			   ss.posted == ss.bufs,
+		   "the SRQ: no endpoint, nothing reserved, all %u buffers "
+		   "posted (%u)",
+		   ss.bufs, ss.posted);
+		rdmamsg_srq_close(the_srq, NULL, NULL);
+		the_srq = NULL;
+		test_idle(ctx, 20);
+	}
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }
 
@@ -865,29 +888,6 @@ static void peers(int mode, int backoff)
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }
 
-static struct rdmamsg_srq *bad_srq;
-static int srq_accept_ret = 1;
-
-/* srq_req -- an accept with an SRQ of a request naming a session is
- * refused and leaves the request pending; then accept without */
-static void srq_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
-		    const void *pdata, size_t len, void *arg)
-{
-	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
-	struct srv *sv = arg;
-
-	(void)lst;
-	(void)pdata;
-	(void)len;
-	rdmamsg_ep_attr_set_srq(a, bad_srq);
-	srq_accept_ret =
-		rdmamsg_conn_req_accept(req, a, &srv_cbs, arg, &sv->ep);
-	rdmamsg_ep_attr_set_srq(a, NULL);
-	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, arg, &sv->ep))
-		srq_accept_ret = 1;
-	rdmamsg_ep_attr_delete(&a);
-}
-
 /* bad_input -- part 4 */
 static void bad_input(void)
 {
@@ -930,41 +930,6 @@ static void bad_input(void)
 	rdmamsg_ep_attr_set_private_data(a, pd, RDMAMSG_HS_SESSION_USER);
 	is_int(rdmamsg_connect(ctx, "127.0.0.1:1,nohost", a, &cli_cbs, &c, &ep),
 	       -EINVAL, "REPLAY with a bad address list: -EINVAL");
-	{
-		struct rdmamsg_srq_attr sa = {64, EAGER};
-		struct rdmamsg_listener *l;
-		static struct srv s;
-		uint16_t p;
-		char a2[64];
-
-		memset(&s, 0, sizeof(s));
-		if (rdmamsg_srq_create(ctx, &sa, &bad_srq))
-			bail_out("srq");
-		rdmamsg_ep_attr_set_srq(a, bad_srq);
-		is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep),
-		       -EINVAL, "REPLAY with an SRQ: -EINVAL");
-		rdmamsg_ep_attr_set_srq(a, NULL);
-		if (rdmamsg_listen(ctx, "127.0.0.1:0", srq_req, &s, &l) ||
-		    rdmamsg_listener_get_port(l, &p))
-			bail_out("listen");
-		snprintf(a2, sizeof(a2), "127.0.0.1:%u", p);
-		memset(&c, 0, sizeof(c));
-		is_int(rdmamsg_connect(ctx, a2, a, &cli_cbs, &c, &ep), 0,
-		       "connect a session");
-		ok(test_run_until(ctx, &c.connected, 60000) && c.status == 0,
-		   "connected");
-		is_int(srq_accept_ret, -EINVAL,
-		       "its accept with an SRQ: -EINVAL, the request pending");
-		rdmamsg_ep_close(ep, cli_close_cb);
-		ok(test_run_until(ctx, &c.closed, 60000), "closed");
-		if (s.ep)
-			rdmamsg_ep_close(s.ep, NULL);
-		test_idle(ctx, 20);
-		rdmamsg_listener_close(l, NULL);
-		rdmamsg_srq_close(bad_srq, NULL, NULL);
-		test_idle(ctx, 20);
-		memset(&c, 0, sizeof(c));
-	}
 	/* a connector that never got up: test_break refuses, close works */
 	rdmamsg_ep_attr_set_connect_timeout(a, 60000);
 	is_int(rdmamsg_connect(ctx, addr, a, &cli_cbs, &c, &ep), 0,
@@ -985,7 +950,8 @@ int main(void)
 {
 	test_setup("replay");
 	bad_input();
-	stream();
+	stream(0);
+	stream(1);
 	outage_close();
 	outage_backlog();
 	peers(P_GONE, 0);
