@@ -156,6 +156,29 @@ cut() {
 	fi
 }
 
+# stream_end N CUTS [WHAT] -- the stream's client ($cpid, $clog) and
+# server ($spid, $slog) exit: every request answered once, all N messages
+# and the requests once, in order, one session, a clean close, at least
+# CUTS failovers (WHAT prefixes the results)
+stream_end() {
+	wait $cpid
+	rc=$?
+	grep -E '^(client|disconnected)' "$clog" | sed 's/^/    /'
+	ok $rc "${3:-}client: every request answered once and right, none late, the stream sent (exit $rc)"
+	[ $rc -eq 0 ] || show_log "$clog"
+	wait $spid
+	rc=$?
+	sline=$(grep '^server:' "$slog")
+	issued=$(field "$clog" '^client: sent' 5)
+	echo "$sline" | grep -q "sessions 1 messages $1 requests ${issued:-none} bad 0 dup 0 disc 1 status 0 " &&
+		[ $rc -eq 0 ]
+	ok $? "${3:-}server: all $1 messages and ${issued:-?} requests once, in order, checked; one session; a clean close: $sline (exit $rc)"
+	[ $rc -eq 0 ] || show_log "$slog"
+	f=$(field "$clog" '^client:' 13)
+	[ "${f:-0}" -ge "$2" ]
+	ok $? "${3:-}the client failed over ${f:-0} times ($2 cuts)"
+}
+
 # ---- a DC session through two cuts (rail-hosts-dc.sh) -------------------
 # RAIL_PEER_DC=1: the same stream (smaller: DC runs one work request at a
 # time per DCI on softrdma) over DC endpoints on an SRQ each side, both
@@ -188,22 +211,7 @@ dc_stream() {
 	rail_pull 0 up
 	ok $? "DC: rail 1 plugged back"
 	cut 1 2 pull
-	wait $cpid
-	rc=$?
-	grep -E '^(client|disconnected)' "$clog" | sed 's/^/    /'
-	ok $rc "DC: client: every request answered once and right, none late, the stream sent (exit $rc)"
-	[ $rc -eq 0 ] || show_log "$clog"
-	wait $spid
-	rc=$?
-	sline=$(grep '^server:' "$slog")
-	issued=$(field "$clog" '^client: sent' 5)
-	echo "$sline" | grep -q "sessions 1 messages $ndc requests ${issued:-none} bad 0 dup 0 disc 1 status 0 " &&
-		[ $rc -eq 0 ]
-	ok $? "DC: server: all $ndc messages and ${issued:-?} requests once, in order, checked; one session; a clean close: $sline (exit $rc)"
-	[ $rc -eq 0 ] || show_log "$slog"
-	f=$(field "$clog" '^client:' 13)
-	[ "${f:-0}" -ge 2 ]
-	ok $? "DC: the client failed over ${f:-0} times (2 cuts)"
+	stream_end $ndc 2 "DC: "
 	rail_pull 1 up
 }
 # finish: softrdma left nothing in either host's /dev/shm, the agents
@@ -384,22 +392,7 @@ if [ -n "$s3" ]; then
 else
 	ok 1 "cut 3: no time stamp (delivered '$s3')"
 fi
-wait $cpid
-rc=$?
-grep -E '^(client|disconnected)' "$tap_tmp/c.log" | sed 's/^/    /'
-ok $rc "client: every request answered once and right, none late, the stream sent (exit $rc)"
-[ $rc -eq 0 ] || show_log "$tap_tmp/c.log"
-wait $spid
-rc=$?
-sline=$(grep '^server:' "$tap_tmp/s.log")
-issued=$(field "$tap_tmp/c.log" '^client: sent' 5)
-echo "$sline" | grep -q "sessions 1 messages $n requests ${issued:-none} bad 0 dup 0 disc 1 status 0 " &&
-	[ $rc -eq 0 ]
-ok $? "server: all $n messages and ${issued:-?} requests once, in order, checked; one session; a clean close: $sline (exit $rc)"
-[ $rc -eq 0 ] || show_log "$tap_tmp/s.log"
-f=$(field "$tap_tmp/c.log" '^client:' 13)
-[ "${f:-0}" -ge 3 ]
-ok $? "the client failed over ${f:-0} times (3 cuts)"
+stream_end $n 3
 rail_pull 1 up && rail_cut 1 off
 
 
