@@ -374,6 +374,11 @@ static void stream(int srq, int dc)
 	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED), "up");
 	if (!s.ep)
 		bail_out("no accepted endpoint");
+	if (the_srq) {
+		ret = rdmamsg_srq_query(the_srq, &ss);
+		ok(!ret && ss.endpoints == 2 && ss.bufs > 0,
+		   "both endpoints on the SRQ (%u buffers)", ss.bufs);
+	}
 
 	/* a region of the server's for the write in flight at a cut */
 	if (rdmamsg_mr_reg(ctx, lbuf, sizeof(lbuf), 0, &lmr) ||
@@ -899,7 +904,16 @@ static void peers(int mode, int backoff)
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }
 
-static int has_dc(void);
+/* has_dc -- whether this fabric has DC (RDMAMSG_CAP_DC) */
+static int has_dc(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	uint64_t v;
+	int ret = rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v) == 0;
+
+	rdmamsg_ctx_destroy(&ctx);
+	return ret;
+}
 
 /* bad_input -- part 4 */
 static void bad_input(void)
@@ -977,17 +991,6 @@ static void bad_input(void)
 	close(hfd);
 	test_idle(ctx, 20);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
-}
-
-/* has_dc -- whether this fabric has DC (RDMAMSG_CAP_DC) */
-static int has_dc(void)
-{
-	struct rdmamsg_ctx *ctx = test_ctx();
-	uint64_t v;
-	int ret = rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v) == 0;
-
-	rdmamsg_ctx_destroy(&ctx);
-	return ret;
 }
 
 int main(void)
