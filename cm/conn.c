@@ -251,8 +251,9 @@ static void active_dc_response(struct rdmamsg_ep *ep, const struct cm_ev *e)
 	int ret;
 
 	if (rdmamsg__hs_decode(e->pdata, e->pdata_len, &hs) ||
-	    hs.kind != HS_ACC || !hs.dc || !rdmamsg__cm_dc_hs_ok(&hs) ||
-	    !ep->ln || ep->ln->ops != &rdmamsg__lane_dc_ops) {
+	    hs.kind != (ep->reconn ? HS_RACC : HS_ACC) || !hs.dc ||
+	    !rdmamsg__cm_dc_hs_ok(&hs) || !ep->ln ||
+	    ep->ln->ops != &rdmamsg__lane_dc_ops) {
 		LOG_ERR("endpoint %p: the peer's DC accept is malformed",
 			(void *)ep);
 		ep->ctx->ops->disconnect(ep->id);

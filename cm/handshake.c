@@ -71,7 +71,8 @@ static uint8_t user_max(uint8_t kind, uint8_t dc, uint16_t alt_lid)
 	if (kind == HS_RREQ || kind == HS_RACC)
 		return 0;
 	if (kind == HS_SREQ)
-		return (uint8_t)(RDMAMSG_HS_SESSION_USER - alt);
+		return (uint8_t)(RDMAMSG_HS_SESSION_USER -
+				 (dc ? RDMAMSG_HS_DC_LEN : 0) - alt);
 	return (uint8_t)((dc ? RDMAMSG_HS_DC_USER : RDMAMSG_HS_USER) - alt);
 }
 
@@ -141,8 +142,8 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 		hs->caps = get32(p + 16);
 	if (hs->kind < HS_REQ || hs->kind > HS_RACC)
 		return RDMAMSG_REJECT_HANDSHAKE;
-	/* a DC block only in a plain request or accept */
-	if (hs->dc && hs->kind != HS_REQ && hs->kind != HS_ACC)
+	/* a DC block in a request or accept of any kind, never a reject */
+	if (hs->dc && hs->kind == HS_REJ)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	/* an APM offer in anything but a reject, never with DC */
 	if (alt && (hs->kind == HS_REJ || hs->dc))

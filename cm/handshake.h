@@ -48,7 +48,10 @@ enum {
  * block after the fixed part, before the application bytes: the sender's
  * DCT number (4), DC access key (8), endpoint tag (4), big-endian.  Its
  * application bytes are then at most RDMAMSG_HS_DC_USER, so that the REQ
- * stays within 56 bytes. */
+ * stays within 56 bytes.  The session kinds carry it after their session
+ * fields (a DC session's new lanes have new tags): HS_SREQ then has at
+ * most RDMAMSG_DC_SESSION_USER application bytes, HS_RREQ is 52 bytes,
+ * HS_RACC 44. */
 #define RDMAMSG_HS_F_DC	   0x80
 #define RDMAMSG_HS_DC_LEN  16
 #define RDMAMSG_HS_DC_USER (RDMAMSG_HS_USER - RDMAMSG_HS_DC_LEN)

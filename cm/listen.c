@@ -93,7 +93,14 @@ static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
 	rdmamsg__timer_stop(ctx, &ep->conn_timer);
 	rdmamsg__ep_reconn_reset(ep);
 	ep->id = e->id;
-	ret = rdmamsg__ep_setup_qp(ep);
+	/* the session's transport, and a DC peer's block plausible */
+	ret = hs->dc != (ep->p.transport == RDMAMSG_TRANSPORT_DC) ||
+			      (hs->dc && !rdmamsg__cm_dc_hs_ok(hs))
+		      ? -EPROTO
+		      : rdmamsg__ep_setup_qp(ep);
+	if (!ret && hs->dc)
+		ret = rdmamsg__lane_dc_peer(ep->ln, e->id, hs->dc_dctn,
+					    hs->dc_key, hs->dc_tag);
 	if (!ret) {
 		ep->apm.peer_alt_lid = hs->alt_lid;
 		ep->peer_ctl = hs->ctl;
@@ -107,6 +114,7 @@ static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
 		e->id->context = ep;
 		rdmamsg__cm_conn_param(&cp, ctx, pdata,
 				       rdmamsg__cm_our_hs(ep, HS_RACC, pdata));
+		rdmamsg__cm_dc_param(ep, &cp);
 		rdmamsg__cm_qp_opts(ep);
 		if (ctx->ops->accept(e->id, &cp)) {
 			e->id->context = NULL;
@@ -362,9 +370,6 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	/* only the connecting side fails over (rdmamsg.h): refused before
 	 * anything is made, the request stays the caller's */
 	if (attr && attr->p.failover != RDMAMSG_FAILOVER_OFF)
-		return -EINVAL;
-	/* a session keeps its own receive ring (rdmamsg.h) */
-	if (req->sid && attr && attr->p.srq)
 		return -EINVAL;
 	ctx = req->lst->ctx;
 	/* the connecting side chose the transport (rdmamsg.h) */

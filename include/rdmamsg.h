@@ -388,11 +388,11 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * (-EPROTO) and local resource errors are never reconnected.  A reconnect
  * attempt refused for another reason than RDMAMSG_REJECT_SESSION or a
  * protocol mismatch (RDMAMSG_REJECT_VERSION, _HANDSHAKE: the session ends
- * with -ECONNREFUSED) is tried again within the bounds.  Limits: the
- * policy needs an endpoint with its own receive ring (an attribute with
- * an SRQ is -EINVAL at rdmamsg_connect; an accept with an SRQ of a
- * request naming a session is -EINVAL, the request stays pending) and
- * at most RDMAMSG_HS_SESSION_USER (24) bytes of private data (-EINVAL at
+ * with -ECONNREFUSED) is tried again within the bounds.  Either side may
+ * receive through an SRQ (rdmamsg_ep_attr_set_srq): a reconnect takes the
+ * endpoint's window on it again (an SRQ full by then fails that attempt,
+ * tried again within the bounds).  Limit: at most
+ * RDMAMSG_HS_SESSION_USER (24) bytes of private data (-EINVAL at
  * rdmamsg_connect).  rdmamsg_ep_get_path_stats' last_failover_ns is the
  * time from the failure to the reconnect that resumed traffic.
  */
@@ -405,6 +405,7 @@ enum rdmamsg_failover {
 };
 
 #define RDMAMSG_HS_SESSION_USER 24 /* private data bytes with REPLAY */
+#define RDMAMSG_DC_SESSION_USER 8  /* ... and over DC (the DC block's 16) */
 
 /* rdmamsg_ep_attr_set_reconnect -- with RDMAMSG_FAILOVER_REPLAY: how long
  * (1 .. 3,600,000 ms) and in how many connect attempts (1 .. 1,000) an
@@ -853,9 +854,12 @@ int rdmamsg_ep_attr_set_srq(struct rdmamsg_ep_attr *attr,
  * is not available (-ENOTCONN).  A DC endpoint needs an SRQ
  * (rdmamsg_ep_attr_set_srq; all DC endpoints of a context share one) and
  * at most RDMAMSG_DC_PRIVATE_DATA_MAX bytes of private data (the
- * handshake carries the DCT number, access key and endpoint tag).  The
- * connecting side chooses: a server accepts a DC request as DC whatever
- * its accept attributes say.
+ * handshake carries the DCT number, access key and endpoint tag; with
+ * RDMAMSG_FAILOVER_REPLAY RDMAMSG_DC_SESSION_USER).  A DC session
+ * reconnects as an RC one does, each reconnect on new DC lanes of the
+ * new path's port (new tags: what the old ones still carry is dropped).
+ * The connecting side chooses: a server accepts a DC request as DC
+ * whatever its accept attributes say.
  */
 enum rdmamsg_transport {
 	RDMAMSG_TRANSPORT_RC = 0,
@@ -869,7 +873,8 @@ enum rdmamsg_transport {
  * context has no DC (rdmamsg_ctx_query_caps RDMAMSG_CAP_DC, or
  * RDMAMSG_NO_DC=1), -EINVAL without an SRQ, with another SRQ than the
  * context's DC endpoints use, or with private data above
- * RDMAMSG_DC_PRIVATE_DATA_MAX; nothing is made. */
+ * RDMAMSG_DC_PRIVATE_DATA_MAX (RDMAMSG_DC_SESSION_USER with
+ * RDMAMSG_FAILOVER_REPLAY); nothing is made. */
 int rdmamsg_ep_attr_set_transport(struct rdmamsg_ep_attr *attr,
 				  enum rdmamsg_transport transport);
 

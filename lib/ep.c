@@ -1135,10 +1135,10 @@ RDMAMSG_EXPORT int rdmamsg_connect(struct rdmamsg_ctx *ctx, const char *addr,
 
 	if (!ctx || !addr || !cbs || !epp)
 		return -EINVAL;
-	/* a session keeps its own receive ring and names itself in the
-	 * request's private data (rdmamsg.h) */
+	/* a session names itself in the request's private data
+	 * (rdmamsg.h) */
 	if (attr && attr->p.failover == RDMAMSG_FAILOVER_REPLAY &&
-	    (attr->p.srq || attr->p.pdata_len > RDMAMSG_HS_SESSION_USER))
+	    attr->p.pdata_len > RDMAMSG_HS_SESSION_USER)
 		return -EINVAL;
 	/* DC lanes have no QP of their own to migrate (rdmamsg.h) */
 	if (attr && attr->p.apm != RDMAMSG_APM_OFF &&

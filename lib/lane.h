@@ -209,9 +209,15 @@
  *   receive depth).  A credit comes back only after its fragment was
  *   delivered, so at most peer_depth fragments are unacknowledged and a
  *   slot is never reused before the peer had its fragment: no explicit
- *   acknowledgement and no free per message.  This needs credits that
- *   count fragments one for one: a session has its own receive ring (an
- *   SRQ lends credits, srq.c: refused with -EINVAL).  Cost when the
+ *   acknowledgement and no free per message.  Over an SRQ (srq.c) the
+ *   receiver may lend credits beyond its guaranteed one and withhold
+ *   them again, but never has more than its receive depth out (the
+ *   guaranteed credit plus at most depth - 1 lent), and each comes back
+ *   only once its fragment was delivered: the bound holds.  A reconnect
+ *   opens a lane that reserves the window again (the old one's went back
+ *   with it, its receives stay posted on the SRQ, and the old QP's late
+ *   completions find no lane and are reposted); the replay waits for the
+ *   new connection's credits, never the old count.  Cost when the
  *   policy is off: one predicted branch per send (ep->kept) and one
  *   increment per send and per receive.
  * - The old lane and rdma_cm id go from the progress pass after the

@@ -235,7 +235,9 @@ int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
 		return -ENOTSUP;
 	/* the context's DCIs are shared: no per-endpoint ACK timeout */
 	if (!p->srq || p->pdata_len > RDMAMSG_DC_PRIVATE_DATA_MAX ||
-	    p->ack_timeout)
+	    p->ack_timeout ||
+	    (p->failover == RDMAMSG_FAILOVER_REPLAY &&
+	     p->pdata_len > RDMAMSG_DC_SESSION_USER))
 		return -EINVAL;
 	if (ctx->dc && ctx->dc->nlanes && ctx->dc->srq != p->srq)
 		return -EINVAL;

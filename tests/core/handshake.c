@@ -187,6 +187,45 @@ int main(void)
 	ok(buf[3] == HS_REQ && len == RDMAMSG_HS_LEN + 32,
 	   "no offer: no flag, no block, 32 application bytes");
 
+	/* a DC session: the DC block after the session fields (new lanes,
+	 * new tags at each reconnect), all within 56 bytes */
+	in.kind = HS_SREQ;
+	in.sid = 7;
+	in.dc = 1;
+	in.dc_dctn = 0x123456;
+	in.dc_key = 0x0102030405060708ull;
+	in.dc_tag = 0x1234;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_LEN + 8 + RDMAMSG_HS_DC_LEN + 8,
+	       "DC session request: application bytes cut to 8");
+	ok(len <= 56 && !rdmamsg__hs_decode(buf, len, &out) && out.sid == 7 &&
+		   out.dc && out.dc_tag == 0x1234 && out.user_len == 8 &&
+		   !memcmp(out.user, in.user, 8),
+	   "fits and decodes");
+	buf[7] = 9;
+	is_int(rdmamsg__hs_decode(buf, sizeof(buf), &out),
+	       RDMAMSG_REJECT_HANDSHAKE, "more than 8 application bytes");
+	in.kind = HS_RREQ;
+	in.delivered = 99;
+	len = rdmamsg__hs_encode(&in, buf);
+	ok(len == RDMAMSG_HS_LEN + 16 + RDMAMSG_HS_DC_LEN && len <= 56 &&
+		   !rdmamsg__hs_decode(buf, len, &out) && out.sid == 7 &&
+		   out.delivered == 99 && out.dc_dctn == 0x123456 &&
+		   out.dc_key == in.dc_key && out.dc_tag == 0x1234,
+	   "DC reconnect: id, count and DC block (52 bytes)");
+	is_int(rdmamsg__hs_decode(buf, len - 1, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "DC block cut short");
+	in.kind = HS_RACC;
+	len = rdmamsg__hs_encode(&in, buf);
+	ok(len == RDMAMSG_HS_LEN + 8 + RDMAMSG_HS_DC_LEN &&
+		   !rdmamsg__hs_decode(buf, len, &out) && out.kind == HS_RACC &&
+		   out.delivered == 99 && out.dc_tag == 0x1234,
+	   "its accept: count and DC block");
+	buf[3] = HS_REJ | RDMAMSG_HS_F_DC;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "no DC block in a reject");
+	in.dc = 0;
+
 	setenv("RDMAMSG_TEST_PROTO_VERSION", "7", 1);
 	in.kind = HS_REQ;
 	len = rdmamsg__hs_encode(&in, buf);

@@ -49,10 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	     hs.user_len > (hs.kind == HS_SREQ ? RDMAMSG_HS_SESSION_USER : 32) -
 				   RDMAMSG_HS_ALT_LEN))
 		abort();
-	/* DC: a block of its own, in a plain request or accept only, and
-	 * at most RDMAMSG_HS_DC_USER application bytes */
-	if (hs.dc && ((hs.kind != HS_REQ && hs.kind != HS_ACC) ||
-		      hs.user_len > RDMAMSG_HS_DC_USER))
+	/* DC: a block of its own, in any kind but a reject, and at most
+	 * RDMAMSG_HS_DC_USER application bytes (a session's request
+	 * RDMAMSG_DC_SESSION_USER; a reconnect and its accept none, below) */
+	if (hs.dc &&
+	    (hs.kind == HS_REJ || hs.user_len > RDMAMSG_HS_DC_USER ||
+	     (hs.kind == HS_SREQ && hs.user_len > RDMAMSG_DC_SESSION_USER)))
 		abort();
 	if (hs.kind < HS_REQ || hs.kind > HS_RACC || hs.user_len > 32 ||
 	    (hs.user_len == 0) != (hs.user == NULL))

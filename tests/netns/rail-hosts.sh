@@ -37,6 +37,13 @@
 #   says -ECONNREFUSED; killed and restarted on the same addresses: the
 #   new process refuses the session (on_disconnect -ECONNRESET) and never
 #   sees a message or a request of it.
+#   With RDMAMSG_RAIL_DC=1 (rail-hosts-dc.sh) only this instead: a DC
+#   session (RAIL_PEER_DC=1: DC endpoints on an SRQ each side; both on
+#   host 1, softrdma's DC being host-local) over host 1's two rails,
+#   through two cuts (rail 1's cables pulled, then rail 2's): each
+#   reconnect on new DC lanes of the other port, nothing lost or
+#   delivered twice, every request answered once, each cut's time to
+#   resumed traffic within the same bound.
 #   The checks checked first: runs without a cut in which the client
 #   numbers a message or a request wrongly (one skipped, one twice, two
 #   swapped: rail_peer's RAIL_PEER_FAULT) or the server leaves a request
@@ -100,10 +107,137 @@ field() {
 	grep -m 1 "$2" "$1" | awk -v n="$3" '{ print $n }'
 }
 
+# cut RAIL K HOW: wait for the client's "ready K" (in $clog), cut the
+# rail (HOW: drop or pull), wait for the K-th failover and the first
+# message delivered after it (in $slog)
+clog=$tap_tmp/c.log
+slog=$tap_tmp/s.log
+cut() {
+	_r=$1
+	_k=$2
+	wait_line "$clog" "^ready $_k " 300
+	ok $? "cut $_k: the client is mid-stream ($(field "$clog" "^ready $_k " 4) messages sent)"
+	_t=$(date +%s%N)
+	if [ "$3" = drop ]; then
+		rail_cut "$_r" on
+		ok $? "cut $_k: rail $((_r + 1)) cut (tc drop on both hosts)"
+	else
+		rail_pull "$_r" down
+		ok $? "cut $_k: rail $((_r + 1)) cut (both cables pulled)"
+	fi
+	wait_line "$slog" "^delivered $_k " 180
+	ok $? "cut $_k: the session resumed (a message delivered after the failover)"
+	_p=$(field "$clog" "^failover_done $_k " 4)
+	_d=$(field "$clog" "^path_down $_k " 8)
+	_f=$(field "$clog" "^failover_done $_k " 8)
+	_s=$(field "$slog" "^delivered $_k " 4)
+	_q=$(field "$clog" "^path_down $_k " 10)
+	_st=$(field "$clog" "^path_down $_k " 6)
+	if [ "$3" = pull ]; then
+		# a pulled cable takes the port down: the port event starts
+		# the replay (-ENETDOWN), not the retries running out; with
+		# both peers on the host (DC) the server's event may come
+		# first, and its disconnect (-ECONNRESET) tells the client
+		[ "$_st" = -100 ] ||
+			{ [ "${RDMAMSG_RAIL_DC:-0}" = 1 ] && [ "$_st" = -104 ]; }
+		ok $? "cut $_k: the failover started from the port event (status ${_st:-none}, want -100: -ENETDOWN${RDMAMSG_RAIL_DC:+, or -104: from the peer})"
+	fi
+	[ "$_p" = $((1 - _r)) ]
+	ok $? "cut $_k: the client failed over to path $((1 - _r)) (rail $((2 - _r))), got ${_p:-none}"
+	[ "${_q:-0}" -ge $((inflight * 9 / 10)) ]
+	ok $? "cut $_k: ${_q:-no} requests in flight when the path was found down ($inflight kept)"
+	if [ -n "$_d" ] && [ -n "$_s" ]; then
+		_ms=$(((_s - _t) / 1000000))
+		diag "cut $_k: detected after $(((_d - _t) / 1000000)) ms, reconnected in ${_f:-?} ms; first message delivered on the new path $_ms ms after the cut"
+		[ "$_ms" -ge 0 ] && [ "$_ms" -le $bound_ms ]
+		ok $? "cut $_k: cut to resumed traffic $_ms ms, within the documented bound ($bound_ms ms)"
+	else
+		ok 1 "cut $_k: no time stamps (path_down '$_d', delivered '$_s')"
+	fi
+}
+
+# stream_end N CUTS [WHAT] -- the stream's client ($cpid, $clog) and
+# server ($spid, $slog) exit: every request answered once, all N messages
+# and the requests once, in order, one session, a clean close, at least
+# CUTS failovers (WHAT prefixes the results)
+stream_end() {
+	wait $cpid
+	rc=$?
+	grep -E '^(client|disconnected)' "$clog" | sed 's/^/    /'
+	ok $rc "${3:-}client: every request answered once and right, none late, the stream sent (exit $rc)"
+	[ $rc -eq 0 ] || show_log "$clog"
+	wait $spid
+	rc=$?
+	sline=$(grep '^server:' "$slog")
+	issued=$(field "$clog" '^client: sent' 5)
+	echo "$sline" | grep -q "sessions 1 messages $1 requests ${issued:-none} bad 0 dup 0 disc 1 status 0 " &&
+		[ $rc -eq 0 ]
+	ok $? "${3:-}server: all $1 messages and ${issued:-?} requests once, in order, checked; one session; a clean close: $sline (exit $rc)"
+	[ $rc -eq 0 ] || show_log "$slog"
+	f=$(field "$clog" '^client:' 13)
+	[ "${f:-0}" -ge "$2" ]
+	ok $? "${3:-}the client failed over ${f:-0} times ($2 cuts)"
+}
+
+# ---- a DC session through two cuts (rail-hosts-dc.sh) -------------------
+# RAIL_PEER_DC=1: the same stream (smaller: DC runs one work request at a
+# time per DCI on softrdma) over DC endpoints on an SRQ each side, both
+# peers on host 1 (softrdma's DC reaches DCTs of its own host only,
+# soft/README.md), connected over the host's own addresses on the two
+# rails; rail 1's cables pulled, then plugged back and rail 2's pulled:
+# each failover starts from the port event and reconnects on new DC lanes
+# of the other port (its DCIs, the DCT there), nothing lost or delivered
+# twice, every request once
+dc_stream() {
+	port=7700
+	ndc=$((n / 5))
+	inflight=$((inflight / 10))
+	clog=$tap_tmp/dc-c.log
+	slog=$tap_tmp/dc-s.log
+	on 1 env RAIL_PEER_DC=1 timeout -k 10 $plimit "$peer" server $port "$a1" \
+		"$b1" $ndc >"$slog" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	wait_line "$slog" '^listening'
+	ok $? "DC: server on host 1 listens on $a1:$port and $b1:$port"
+	on 1 env RAIL_PEER_DC=1 timeout -k 10 $plimit "$peer" client \
+		"$a1:$port,$b1:$port" $ndc $inflight $((reqs / 5)) $reconnect_ms 2 \
+		>"$clog" 2>&1 &
+	cpid=$!
+	tap_pids="$tap_pids $cpid"
+	wait_line "$clog" '^connected'
+	ok $? "DC: client on host 1 connected over rail 1 (DC, FAILOVER_REPLAY, 2 paths)"
+	cut 0 1 pull
+	rail_pull 0 up
+	ok $? "DC: rail 1 plugged back"
+	cut 1 2 pull
+	stream_end $ndc 2 "DC: "
+	rail_pull 1 up
+}
+# finish: softrdma left nothing in either host's /dev/shm, the agents
+# exit, the fabric goes
+finish() {
+	left=$(ls -A /dev/shm/fabric-"$name"/h1/shm /dev/shm/fabric-"$name"/h2/shm 2>&1 |
+		grep -v -e '^/dev/shm' -e '^$')
+	[ -z "$left" ]
+	ok $? "nothing left in the hosts' /dev/shm${left:+: $left}"
+	agent_gone 1 && agent_gone 2
+	ok $? "the hosts' agents exit after their last client"
+	fab down "$name"
+	ok $? "fabric down"
+	done_testing
+}
+
 fab up "$name" 2 2
 ok $? "fabric of 2 hosts on 2 rails up"
 a1=$(fab addr "$name" 1 0)
 b1=$(fab addr "$name" 1 1)
+# rail-hosts-dc.sh: the DC session alone
+if [ "${RDMAMSG_RAIL_DC:-0}" = 1 ]; then
+	dc_stream
+	finish
+	exit
+fi
 
 # ---- the checks checked: each fault caught ------------------------------
 # fault KIND ROLE WANT WHAT [CLIENT]: 2,000 messages and 300 requests (50
@@ -172,49 +306,6 @@ wait_line "$tap_tmp/c.log" '^connected'
 ok $? "client on host 2 connected over rail 1 (FAILOVER_REPLAY, 2 paths)"
 diag "streaming $n messages, $inflight requests in flight ($reqs at least)"
 
-# cut RAIL K HOW: wait for the client's "ready K", cut the rail (HOW:
-# drop or pull), wait for the K-th failover and the first message
-# delivered after it
-cut() {
-	_r=$1
-	_k=$2
-	wait_line "$tap_tmp/c.log" "^ready $_k " 300
-	ok $? "cut $_k: the client is mid-stream ($(field "$tap_tmp/c.log" "^ready $_k " 4) messages sent)"
-	_t=$(date +%s%N)
-	if [ "$3" = drop ]; then
-		rail_cut "$_r" on
-		ok $? "cut $_k: rail $((_r + 1)) cut (tc drop on both hosts)"
-	else
-		rail_pull "$_r" down
-		ok $? "cut $_k: rail $((_r + 1)) cut (both cables pulled)"
-	fi
-	wait_line "$tap_tmp/s.log" "^delivered $_k " 180
-	ok $? "cut $_k: the session resumed (a message delivered after the failover)"
-	_p=$(field "$tap_tmp/c.log" "^failover_done $_k " 4)
-	_d=$(field "$tap_tmp/c.log" "^path_down $_k " 8)
-	_f=$(field "$tap_tmp/c.log" "^failover_done $_k " 8)
-	_s=$(field "$tap_tmp/s.log" "^delivered $_k " 4)
-	_q=$(field "$tap_tmp/c.log" "^path_down $_k " 10)
-	_st=$(field "$tap_tmp/c.log" "^path_down $_k " 6)
-	if [ "$3" = pull ]; then
-		# a pulled cable takes the port down: the port event starts
-		# the replay (-ENETDOWN), not the retries running out
-		[ "$_st" = -100 ]
-		ok $? "cut $_k: the failover started from the port event (status ${_st:-none}, want -100: -ENETDOWN)"
-	fi
-	[ "$_p" = $((1 - _r)) ]
-	ok $? "cut $_k: the client failed over to path $((1 - _r)) (rail $((2 - _r))), got ${_p:-none}"
-	[ "${_q:-0}" -ge $((inflight * 9 / 10)) ]
-	ok $? "cut $_k: ${_q:-no} requests in flight when the path was found down ($inflight kept)"
-	if [ -n "$_d" ] && [ -n "$_s" ]; then
-		_ms=$(((_s - _t) / 1000000))
-		diag "cut $_k: detected after $(((_d - _t) / 1000000)) ms, reconnected in ${_f:-?} ms; first message delivered on the new path $_ms ms after the cut"
-		[ "$_ms" -ge 0 ] && [ "$_ms" -le $bound_ms ]
-		ok $? "cut $_k: cut to resumed traffic $_ms ms, within the documented bound ($bound_ms ms)"
-	else
-		ok 1 "cut $_k: no time stamps (path_down '$_d', delivered '$_s')"
-	fi
-}
 cut 0 1 drop
 rail_cut 0 off
 ok $? "rail 1 restored"
@@ -301,23 +392,9 @@ if [ -n "$s3" ]; then
 else
 	ok 1 "cut 3: no time stamp (delivered '$s3')"
 fi
-wait $cpid
-rc=$?
-grep -E '^(client|disconnected)' "$tap_tmp/c.log" | sed 's/^/    /'
-ok $rc "client: every request answered once and right, none late, the stream sent (exit $rc)"
-[ $rc -eq 0 ] || show_log "$tap_tmp/c.log"
-wait $spid
-rc=$?
-sline=$(grep '^server:' "$tap_tmp/s.log")
-issued=$(field "$tap_tmp/c.log" '^client: sent' 5)
-echo "$sline" | grep -q "sessions 1 messages $n requests ${issued:-none} bad 0 dup 0 disc 1 status 0 " &&
-	[ $rc -eq 0 ]
-ok $? "server: all $n messages and ${issued:-?} requests once, in order, checked; one session; a clean close: $sline (exit $rc)"
-[ $rc -eq 0 ] || show_log "$tap_tmp/s.log"
-f=$(field "$tap_tmp/c.log" '^client:' 13)
-[ "${f:-0}" -ge 3 ]
-ok $? "the client failed over ${f:-0} times (3 cuts)"
+stream_end $n 3
 rail_pull 1 up && rail_cut 1 off
+
 
 # ---- the server killed: no path failure, no replay into a new process ---
 # killed RECONNECT_MS killed|restarted: stream, SIGKILL the server,
@@ -385,13 +462,4 @@ if [ "$full" != 1 ]; then
 	killed 60000 restarted
 fi
 
-# softrdma left nothing in either host's /dev/shm
-left=$(ls -A /dev/shm/fabric-"$name"/h1/shm /dev/shm/fabric-"$name"/h2/shm 2>&1 |
-	grep -v -e '^/dev/shm' -e '^$')
-[ -z "$left" ]
-ok $? "nothing left in the hosts' /dev/shm${left:+: $left}"
-agent_gone 1 && agent_gone 2
-ok $? "the hosts' agents exit after their last client"
-fab down "$name"
-ok $? "fabric down"
-done_testing
+finish

@@ -55,6 +55,11 @@
  * mode.  The library's notices go to stderr with a CLOCK_REALTIME stamp
  * (RAIL_PEER_LOG=N: up to level N instead, 4 for debug; in either mode).
  *
+ * RAIL_PEER_DC=1 (both roles, replay mode): the session is DC
+ * (RDMAMSG_TRANSPORT_DC, chosen by the client), both sides receiving
+ * through an SRQ of their context (a DC endpoint needs one); each
+ * reconnect then opens new DC lanes on the new path's port.
+ *
  * RAIL_PEER_ACK_TIMEOUT=EXP (both roles, either mode): the QP's local ACK
  * timeout exponent (rdmamsg_ep_attr_set_ack_timeout; 0 or unset: the
  * default), so that tools/bench-failover.sh compares the two mechanisms
@@ -104,6 +109,8 @@
 static volatile sig_atomic_t term;
 static volatile sig_atomic_t finish; /* SIGUSR1: end the stream here */
 static int apm;			     /* RAIL_PEER_APM=1: APM, not replay */
+static int dc;			     /* RAIL_PEER_DC=1: a DC session */
+static struct rdmamsg_srq *srq;	     /* with dc: both roles receive on it */
 static unsigned int ack_exp;	     /* RAIL_PEER_ACK_TIMEOUT: 0, the default */
 static long long drain_ms = 120000;  /* RAIL_PEER_DRAIN_MS */
 
@@ -375,6 +382,7 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 		     rdmamsg_ep_attr_set_peer_timeout(a, APM_PEER_MS))) ||
 	    (!apm && rdmamsg_ep_attr_set_session_linger(a, 120000)) ||
 	    rdmamsg_ep_attr_set_ack_timeout(a, ack_exp) ||
+	    rdmamsg_ep_attr_set_srq(a, srq) ||
 	    rdmamsg_conn_req_accept(req, a, &srv_cbs, s, &s->ep)) {
 		fprintf(stderr, "rail_peer: a second session, or no accept\n");
 		s->bad++;
@@ -385,6 +393,21 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 		fflush(stdout);
 	}
 	rdmamsg_ep_attr_delete(&a);
+}
+
+/* dc_srq -- with RAIL_PEER_DC=1 the context's SRQ; 0, or 1 on failure */
+static int dc_srq(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg_srq_attr sa = {1024, EAGER};
+	int rc;
+
+	if (!dc)
+		return 0;
+	rc = rdmamsg_srq_create(ctx, &sa, &srq);
+	if (rc)
+		fprintf(stderr, "rail_peer: no SRQ: %s\n",
+			rdmamsg_strerror(rc));
+	return rc != 0;
 }
 
 static int server(const char *port, const char *a1, const char *a2,
@@ -408,6 +431,8 @@ static int server(const char *port, const char *a1, const char *a2,
 			rdmamsg_strerror(rc));
 		return 1;
 	}
+	if (dc_srq(ctx))
+		return 1;
 	snprintf(addr, sizeof(addr), "%s:%s", a1, port);
 	rc = rdmamsg_listen(ctx, addr, srv_req, &s, &l1);
 	if (!rc) {
@@ -445,6 +470,8 @@ static int server(const char *port, const char *a1, const char *a2,
 		wait_fd(ctx, 5);
 	free(s.pend);
 	free(s.want);
+	if (srq)
+		rdmamsg_srq_close(srq, NULL, NULL);
 	rdmamsg_ctx_destroy(&ctx);
 	return rc;
 }
@@ -645,7 +672,9 @@ static int client(const char *addrs, long long count, long long inflight,
 		 : rdmamsg_ep_attr_set_failover(a, RDMAMSG_FAILOVER_REPLAY) ||
 			     rdmamsg_ep_attr_set_reconnect(
 				     a, (unsigned int)reconnect_ms, 1000)) ||
-	    rdmamsg_ep_attr_set_ack_timeout(a, ack_exp) ||
+	    rdmamsg_ep_attr_set_ack_timeout(a, ack_exp) || dc_srq(ctx) ||
+	    rdmamsg_ep_attr_set_srq(a, srq) ||
+	    (dc && rdmamsg_ep_attr_set_transport(a, RDMAMSG_TRANSPORT_DC)) ||
 	    rdmamsg_ep_attr_set_path_cb(a, cli_path)) {
 		fprintf(stderr, "rail_peer: bad endpoint attributes\n");
 		return 1;
@@ -774,6 +803,8 @@ out:
 	       c.closed, c.twice, c.late);
 	if (!rc && (!c.closed || c.twice || c.late))
 		rc = 1;
+	if (srq)
+		rdmamsg_srq_close(srq, NULL, NULL);
 	rdmamsg_ctx_destroy(&ctx);
 	free(c.seen);
 	free(buf);
@@ -830,6 +861,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 	apm = getenv("RAIL_PEER_APM") && !strcmp(getenv("RAIL_PEER_APM"), "1");
+	dc = getenv("RAIL_PEER_DC") && !strcmp(getenv("RAIL_PEER_DC"), "1");
 	if (getenv("RAIL_PEER_DRAIN_MS")) {
 		drain_ms = number(getenv("RAIL_PEER_DRAIN_MS"));
 		if (drain_ms <= 0)
