@@ -75,7 +75,10 @@ int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 	rdmamsg__xhdr_encode(x, b->data);
 	if (len)
 		memcpy(b->data + RDMAMSG_XHDR, data, len);
-	ret = rdmamsg__ep_send_x(ep, b, RDMAMSG_XHDR + len);
+	if (x->kind == X_FIN && (x->flags & XF_INV))
+		ret = rdmamsg__ep_send_x_inv(ep, b, RDMAMSG_XHDR, x->rkey);
+	else
+		ret = rdmamsg__ep_send_x(ep, b, RDMAMSG_XHDR + len);
 	if (ret)
 		rdmamsg__buf_put(b);
 	return ret;
@@ -136,7 +139,7 @@ void rdmamsg__xfer_unsent(struct rdmamsg_ep *ep, const void *data, size_t len,
 	if (x.kind == X_RTS)
 		rdmamsg__rndv_unsent(ep, x.id, status);
 	else if (x.kind == X_FIN && !ep->xf->down)
-		rdmamsg__rndv_fin_later(ep, x.id, x.status);
+		rdmamsg__rndv_fin_later(ep, &x);
 }
 
 /* ---- hooks --------------------------------------------------------- */
