@@ -14,10 +14,11 @@
  * HCA invalidates it before the FIN's receive completes, which then
  * carries IBV_WC_WITH_INV and that rkey), else by IBV_WR_LOCAL_INV (the
  * buffer goes back to the pool only once that completed): no
- * registration per message, and the peer never reaches anything else.  Without type 2 windows (device
- * cap, RDMAMSG_NO_MW=1, DC lanes, replay sessions) the bytes get a
- * registration of their own for the transfer, as before.  An X_RTS
- * control message announces address, length and rkey.
+ * registration per message, and the peer never reaches anything else.
+ * Without type 2 windows (device cap, RDMAMSG_NO_MW=1, DC lanes, replay
+ * sessions) the bytes get a registration of their own for the transfer,
+ * as before.  An X_RTS control message announces address, length and
+ * rkey.
  *
  * Receiver: the bytes land in a pool buffer (the allocation callback
  * chooses for large messages), pulled by RDMA READs of CHUNK bytes, at

@@ -43,6 +43,16 @@
  * A 64 KiB nocopy round trip registers nothing and binds and invalidates
  * one window each way; without windows (RDMAMSG_NO_MW=1) the READ goes
  * with the region's key.
+ *
+ * Both ends offer SEND_WITH_INV (softrdma has it), so every window above
+ * is invalidated by the receiver's FIN (the burst's bytes, order and
+ * counts all come through that path); a round trip posts one
+ * SEND_WITH_INV each way and no LOCAL_INV.  To a server that does not
+ * offer it (RDMAMSG_NO_SEND_INV=1, as a peer from before it) the client
+ * invalidates with LOCAL_INV instead.  Either way the window is gone
+ * before on_send: the server's READ through its rkey afterwards (the
+ * pool memory under it still registered) fails with a remote access
+ * error.
  */
 #include "config.h"
 
