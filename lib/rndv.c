@@ -603,15 +603,18 @@ void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep)
 	}
 }
 
-/* fin_inv_bad -- a FIN whose invalidation is not the one transfer s
- * asked for (none asked, none made, another rkey) */
+/* fin_inv_bad -- a FIN whose invalidation is not one transfer s allows:
+ * one where none was asked, one the FIN does not announce (or announced
+ * and not made), another rkey.  A plain FIN to a transfer that asked is
+ * the receiver's choice (it had no credit for a SEND_WITH_INV then): the
+ * sender invalidates the window itself. */
 static int fin_inv_bad(const struct rdmamsg__xfer *xf,
 		       const struct rndv_send *s, const struct rdmamsg__xhdr *x)
 {
-	if (!s->inv)
+	if (!s->inv || !(x->flags & XF_INV))
 		return xf->rx_inv_set || (x->flags & XF_INV);
-	return !xf->rx_inv_set || !(x->flags & XF_INV) ||
-	       xf->rx_inv != s->mw->rkey || x->rkey != s->mw->rkey;
+	return !xf->rx_inv_set || xf->rx_inv != s->mw->rkey ||
+	       x->rkey != s->mw->rkey;
 }
 
 /* fin_recv -- our transfer is over */
@@ -639,7 +642,7 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		return;
 	}
 	rdmamsg__idt_del(&xf->sends, x->id);
-	if (s->inv) {
+	if (x->flags & XF_INV) {
 		/* the peer's FIN invalidated the window before its receive
 		 * completed: it is free again, and on_send follows at once */
 		xf->rx_inv_set = 0;

@@ -49,7 +49,10 @@
  * counts all come through that path); a round trip posts one
  * SEND_WITH_INV each way and no LOCAL_INV.  To a server that does not
  * offer it (RDMAMSG_NO_SEND_INV=1, as a peer from before it) the client
- * invalidates with LOCAL_INV instead.  Either way the window is gone
+ * invalidates with LOCAL_INV instead, as it does when the server's FIN
+ * finds no credit (the server's small messages filling its backlog while
+ * the client does not progress): that FIN goes plain, behind them, and
+ * everything arrives once.  Either way the window is gone
  * before on_send: the server's READ through its rkey afterwards (the
  * pool memory under it still registered) fails with a remote access
  * error.
@@ -108,7 +111,8 @@ static int (*real_post)(struct ibv_qp *, struct ibv_send_wr *,
 			struct ibv_send_wr **);
 static int (*real_dereg)(struct ibv_mr *);
 static unsigned int nreg, nsend, nread, nbind, ninv, nread_zc, ndereg_bad;
-static unsigned int nsinv; /* the invalidations of ninv by a FIN */
+static unsigned int nsinv;    /* the invalidations of ninv by a FIN */
+static unsigned int cli_linv; /* LOCAL_INVs on the client's QP */
 static unsigned int all_binds, all_invs; /* never reset */
 /* the last window bound on the client's QP: its rkey and address */
 static struct ibv_qp *cli_qp;
@@ -175,6 +179,7 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		case IBV_WR_LOCAL_INV:
 			ninv++;
 			all_invs++;
+			cli_linv += qp == cli_qp;
 			break;
 		default:
 			break;
@@ -286,6 +291,7 @@ static void srv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
 
 static struct test_side *cli_side;
 static uint32_t echo_got;
+static unsigned int fillers; /* the server's small messages (fin_no_credit) */
 
 static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
@@ -295,6 +301,8 @@ static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	(void)flags;
 	if (imm == 0xEC41 && len == 65536 && same(data, len, 0xEC40))
 		echo_got++;
+	else if (imm == 0xF1F1 && len == SMALL && same(data, len, 0xF1F1))
+		fillers++;
 	else
 		cli_side->bad++;
 }
@@ -734,6 +742,44 @@ static void nocopy_round_trip(struct test_side *srv, struct test_side *cli,
 		is_int(nsinv, 2, "each by its FIN (SEND_WITH_INV)");
 }
 
+/* fin_no_credit -- the server has no credit left (its small messages
+ * wait in its backlog, the client not progressing) when it has read the
+ * client's 64 KiB message: its FIN goes plain, behind them, and the
+ * client invalidates its window with LOCAL_INV; everything arrives */
+static void fin_no_credit(struct test_side *srv, struct test_side *cli)
+{
+	static unsigned char small[SMALL];
+	unsigned int nfill = 0, before = nseen, i;
+	int ret = 0;
+
+	fill(small, SMALL, 0xF1F1);
+	fill(pat, 65536, 0xEC43);
+	cli_qp = cli->ep->ln->qp;
+	nread = nsinv = cli_linv = fillers = acked = 0;
+	while (nfill < 100000 && (ret = rdmamsg_send_imm(srv->ep, small, SMALL,
+							 0xF1F1, NULL)) == 0)
+		nfill++;
+	ok(ret == -EAGAIN && nfill > 0,
+	   "the server's credits run out (%u queued, then %d)", nfill, ret);
+	is_int(rdmamsg_send_imm(cli->ep, pat, 65536, 0xEC43, NULL), 0,
+	       "the client sends 64 KiB");
+	/* the server alone: it reads the message, its FIN finds no credit */
+	for (i = 0; i < 200000 && nread < 1; i++)
+		rdmamsg_ctx_progress(srv->ctx);
+	is_int(nread, 1, "the server read it");
+	for (i = 0; i < 1000; i++)
+		rdmamsg_ctx_progress(srv->ctx);
+	run_for(srv, cli, &acked, 1);
+	run_for(srv, cli, &fillers, nfill);
+	is_int(acked, 1, "on_send once");
+	is_int(fillers, nfill, "the server's messages all arrived");
+	ok(nseen == before + 1 && seen[before].len == 65536 &&
+		   seen[before].imm == 0xEC43 && seen[before].ok,
+	   "the 64 KiB message arrived whole, once");
+	is_int(nsinv, 0, "no SEND_WITH_INV: the FIN went plain");
+	is_int(cli_linv, 1, "the client invalidated its window (LOCAL_INV)");
+}
+
 static int stale_status, stale_got;
 
 static void stale_done(struct rdmamsg_ep *ep, int status, uint64_t value,
@@ -991,6 +1037,8 @@ int main(void)
 		run_for(&srv, &cli, &echo_got, echo_got + 1);
 		run_for(&srv, &cli, &acked, 1);
 		round_trip(&srv, &cli, 1);
+		if (!srv_no_inv)
+			fin_no_credit(&srv, &cli);
 		is_int(srv.bad + cli.bad, 0, "no failure on either side");
 		stale_read(&srv, &cli);
 		unpair(&srv, &cli);
