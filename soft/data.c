@@ -1175,9 +1175,9 @@ static inline __attribute__((always_inline)) int fast_sge(
  * post_send_fast -- the usual ibv_post_send on a connected local RC QP:
  * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN) whose SGEs
  * (at least one) add up to what fits a slot, in RTS, with nothing held or
- * failed before it.  The checks of
- * check_wr and gather and the slot of post_one, without their general
- * cases (tools/soft_pingpong-insns.sh counts it).  0: not such a WR, or
+ * failed before it.  The checks of check_wr and gather and the slot of
+ * post_one, without their general cases (tools/soft_pingpong-insns.sh
+ * counts it).  0: not such a WR, or
  * one that fails a check: nothing done but bytes copied into the free
  * slot that the general path then fills again (and gives the error).
  * Lock held.
