@@ -69,6 +69,7 @@ enum {
  * a peer from before them sends 0 there and reads nothing, so a feature
  * is used only when both sides offered it.  Unknown bits are ignored. */
 #define RDMAMSG_HS_CAP_PACK 0x1 /* W_PACK sends (lib/proto.h) */
+#define RDMAMSG_HS_CAP_INV  0x2 /* FIN as SEND_WITH_INV (XF_INV, lib/rndv.c) */
 
 struct rdmamsg__hs {
 	uint8_t version;

@@ -397,6 +397,9 @@ static inline uint64_t rdmamsg__wrid_own(uint64_t wr_id)
 /* rx()'s status for a one-sided write with immediate: no buffer was
  * used, imm is the immediate (host order), len the bytes written */
 #define RDMAMSG__RX_WRITE_IMM 1
+/* rx()'s status for a message whose receive invalidated an rkey of ours
+ * (IBV_WC_WITH_INV): imm is the invalidated rkey */
+#define RDMAMSG__RX_INV 2
 
 /* what rx() returns: repost the buffer and, once it is posted again, give
  * its credit back (reposted()); 0: nothing to give back */

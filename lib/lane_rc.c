@@ -140,11 +140,23 @@ static int rc_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
 /* rx_status -- rx()'s status of a receive completion */
 static inline int rx_status(const struct ibv_wc *wc)
 {
-	if (RDMAMSG_LIKELY(wc->status == IBV_WC_SUCCESS))
-		return RDMAMSG_UNLIKELY(wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-			       ? RDMAMSG__RX_WRITE_IMM
+	if (RDMAMSG_LIKELY(wc->status == IBV_WC_SUCCESS)) {
+		if (RDMAMSG_UNLIKELY(wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM))
+			return RDMAMSG__RX_WRITE_IMM;
+		return RDMAMSG_UNLIKELY(wc->wc_flags & IBV_WC_WITH_INV)
+			       ? RDMAMSG__RX_INV
 			       : 0;
+	}
 	return wc_status(wc->status);
+}
+
+/* rx_imm -- rx()'s imm of a receive completion: the immediate, or the
+ * rkey it invalidated (the same union of the work completion) */
+static inline uint32_t rx_imm(const struct ibv_wc *wc)
+{
+	if (RDMAMSG_UNLIKELY(wc->wc_flags & IBV_WC_WITH_INV))
+		return wc->invalidated_rkey;
+	return be32toh(wc->imm_data);
 }
 
 /* rc_wcs -- the run of this lane's completions at the head of wc[0..n)
@@ -181,8 +193,7 @@ static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 			uint32_t idx =
 				(uint32_t)wc[i].wr_id & RDMAMSG_RX_IDX_MASK;
 			int r = cbs->rx(owner, &rc->rxb[idx], wc[i].byte_len,
-					rx_status(&wc[i]),
-					be32toh(wc[i].imm_data));
+					rx_status(&wc[i]), rx_imm(&wc[i]));
 			if (r) {
 				rep[nrep++] = idx;
 				if (r == RDMAMSG__RX_DATA)
@@ -447,7 +458,7 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 			r = lane->cbs->rx(lane->owner, &srq->bufs[idx],
 					  wc[i].byte_len,
 					  dct ? 0 : rx_status(&wc[i]),
-					  dct ? 0 : be32toh(wc[i].imm_data));
+					  dct ? 0 : rx_imm(&wc[i]));
 			if (r && !lane->down) {
 				cr[ncr].lane = lane;
 				cr[ncr++].r = r;

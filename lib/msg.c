@@ -747,17 +747,63 @@ RDMAMSG_EXPORT int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep,
 	return send_msg(ep, NULL, len, buf, F_IMM, imm, op_ctx);
 }
 
-/* send_x_closing -- a closing endpoint's transfer-layer answer (a FIN):
- * posted at once, past a backlog that is cancelled or lingers (a FIN
- * waits on nothing in it), or -EAGAIN for want of a credit or a slot */
-static int send_x_closing(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
-			  size_t len)
+/* post_x_inv -- a transfer-layer message as IBV_WR_SEND_WITH_INV of
+ * rkey (the FIN of a window the peer bound: its HCA invalidates it before
+ * the receive completes), signalled for its buffer */
+static int post_x_inv(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
+		      uint32_t len, uint32_t rkey)
 {
+	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
+	struct rdmamsg__wire *h;
+	struct ibv_send_wr wr;
+	struct inl_hdr hs;
+	struct ibv_sge sge[2];
+	int nsge = 1, inl = 0;
+
+	h = frag_sges(ep, &hs, buf->data, len, buf, sge, &nsge, &inl);
+	if (!h)
+		return -ENOMEM;
+	fp_fill_hdr(ep, h, W_DATA, F_FIRST | F_LAST | F_XFER, 0, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = sge;
+	wr.num_sge = nsge;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.send_flags = inl ? IBV_SEND_INLINE : 0;
+	wr.invalidate_rkey = rkey;
+	if (ep->ln->ops->post(ep->ln, &wr, ep->sq_head))
+		return -ENOTCONN;
+	fp_commit_hdr(ep, h);
+	slot->op_ctx = NULL;
+	slot->buf = buf;
+	slot->report = 0;
+	ep->sq_head++;
+	ep->sig_next = ep->sq_head;
+	ep->unsignaled = 0;
+	ep->last_tx = ep->ctx->now;
+	return 0;
+}
+
+/* send_x_now -- a transfer-layer answer (a FIN) posted at once, past a
+ * backlog (a FIN waits on nothing in it; a closing endpoint's is
+ * cancelled or lingers), as SEND_WITH_INV of *inv when inv, or -EAGAIN
+ * for want of a credit or a slot */
+static int send_x_now(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
+		      size_t len, const uint32_t *inv)
+{
+	int ret;
+
 	if (ep->credits <= 0 || fp_sq_free(ep) == 0)
 		return -EAGAIN;
-	if (post_frag(ep, W_DATA, F_FIRST | F_LAST | F_XFER, 0, (uint32_t)len,
-		      buf->data, (uint32_t)len, buf, buf, NULL, 0, SIG_NEED))
-		return -ENOTCONN;
+	if (inv)
+		ret = post_x_inv(ep, buf, (uint32_t)len, *inv);
+	else
+		ret = post_frag(ep, W_DATA, F_FIRST | F_LAST | F_XFER, 0,
+				(uint32_t)len, buf->data, (uint32_t)len, buf,
+				buf, NULL, 0, SIG_NEED)
+			      ? -ENOTCONN
+			      : 0;
+	if (ret)
+		return ret;
 	ep->credits--;
 	buf->state = BUF_LIB;
 	return 0;
@@ -772,12 +818,23 @@ int rdmamsg__ep_send_x(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 
 	buf->state = BUF_USER;
 	if (RDMAMSG_UNLIKELY(ep->st == EPS_DRAINING))
-		ret = send_x_closing(ep, buf, len);
+		ret = send_x_now(ep, buf, len, NULL);
 	else
 		ret = send_msg(ep, NULL, len, buf, F_XFER, 0, NULL);
 	if (ret)
 		buf->state = BUF_LIB;
 	return ret;
+}
+
+/* rdmamsg__ep_send_x_inv -- rdmamsg__ep_send_x as SEND_WITH_INV of rkey:
+ * never through the backlog (which knows no invalidation), -EAGAIN while
+ * it cannot go at once (the caller tries again after completions) */
+int rdmamsg__ep_send_x_inv(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
+			   size_t len, uint32_t rkey)
+{
+	if (ep->st != EPS_DRAINING && rdmamsg__ep_can_send(ep))
+		return -ENOTCONN;
+	return send_x_now(ep, buf, len, &rkey);
 }
 
 /* rdmamsg_recv_keep -- take the current message's buffer (in on_recv) */
@@ -1023,6 +1080,9 @@ static __attribute__((noinline)) int rx_pack(struct rdmamsg_ep *ep,
 	return RDMAMSG__RX_DATA;
 }
 
+static int rx_inv(struct rdmamsg_ep *ep, struct rdmamsg_buf **slot,
+		  uint32_t rlen, uint32_t rkey);
+
 /* ep_rx -- the lane's up call for one receive: RDMAMSG__RX_DATA when a
  * data buffer is to be reposted (its credit returned once it is),
  * RDMAMSG__RX_CTL for a control buffer, 0 when nothing is */
@@ -1038,6 +1098,8 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	int ret;
 
 	if (RDMAMSG_UNLIKELY(status)) {
+		if (status == RDMAMSG__RX_INV)
+			return rx_inv(ep, slot, rlen, wimm);
 		if (status != RDMAMSG__RX_WRITE_IMM) {
 			if (status != -ECANCELED)
 				rdmamsg__ep_down(ep, status);
@@ -1175,6 +1237,38 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 		}
 	}
 	return 1;
+}
+
+/* rx_inv -- a message whose receive invalidated rkey (IBV_WC_WITH_INV):
+ * only the FIN of a transfer that asked for it may be one (rndv.c takes
+ * the key); anything else is a broken peer */
+static __attribute__((noinline)) int rx_inv(struct rdmamsg_ep *ep,
+					    struct rdmamsg_buf **slot,
+					    uint32_t rlen, uint32_t rkey)
+{
+	int r;
+
+	if (!ep->xf) {
+		LOG_ERR("endpoint %p: peer invalidated rkey %#x, no transfer "
+			"asked it to: closing",
+			(void *)ep, rkey);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 0;
+	}
+	ep->xf->rx_inv = rkey;
+	ep->xf->rx_inv_set = 1;
+	r = ep_rx(ep, slot, rlen, 0, 0);
+	if (ep->xf && ep->xf->rx_inv_set) {
+		ep->xf->rx_inv_set = 0;
+		if (!ep->xf->down &&
+		    (ep->st == EPS_UP || ep->st == EPS_DRAINING)) {
+			LOG_ERR("endpoint %p: peer invalidated rkey %#x "
+				"outside a FIN that asked for it: closing",
+				(void *)ep, rkey);
+			rdmamsg__ep_down(ep, -EPROTO);
+		}
+	}
+	return r;
 }
 
 /* return_credits -- a credit update once enough is due: half the window,
@@ -1440,6 +1534,21 @@ static int rndv_parse(const char *e, size_t *out)
 	return 0;
 }
 
+/* rndv_caps -- the handshake capabilities of the rendezvous (rndv.c) ep
+ * offers: RDMAMSG_HS_CAP_INV (it announces its windows XF_INV and
+ * answers such an announcement with a FIN as SEND_WITH_INV) where it
+ * binds windows and the device posts SEND_WITH_INV (the memory
+ * management extensions), unless RDMAMSG_NO_SEND_INV=1 */
+static uint32_t rndv_caps(const struct rdmamsg_ep *ep)
+{
+	const char *e = getenv("RDMAMSG_NO_SEND_INV");
+
+	if ((e && *e && strcmp(e, "0")) || !rdmamsg__rndv_ep_mw(ep) ||
+	    !(ep->ctx->dattr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS))
+		return 0;
+	return RDMAMSG_HS_CAP_INV;
+}
+
 /* rdmamsg__ep_proto_params -- the rendezvous threshold: the attribute's,
  * else RDMAMSG_RNDV_THRESH's, else 0 (the connection's default, chosen
  * with the peer: rdmamsg__ep_proto_set); -EINVAL for a bad environment
@@ -1452,6 +1561,7 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 	ep->eager_max = 0;
 	e = getenv("RDMAMSG_NO_PACK");
 	ep->caps = e && *e && strcmp(e, "0") ? 0 : RDMAMSG_HS_CAP_PACK;
+	ep->caps |= rndv_caps(ep);
 	if (ep->p.rndv_thresh)
 		return 0;
 	e = getenv("RDMAMSG_RNDV_THRESH");

@@ -189,7 +189,7 @@ static inline int rdmamsg__frag_check(uint32_t total, uint32_t len,
 struct rdmamsg__xhdr {
 	uint8_t kind;  /* X_* */
 	uint8_t inner; /* X_RTS: what the pulled bytes are (X_MSG ...) */
-	uint8_t flags; /* X_RTS: XF_IMM */
+	uint8_t flags; /* X_RTS: XF_*; X_FIN: XF_INV or 0 */
 	uint8_t pad;
 	int32_t status; /* X_FIN: 0 or the receiver's refusal */
 	uint64_t id;	/* X_RTS/X_FIN: sender's transfer id */
@@ -207,8 +207,11 @@ _Static_assert(sizeof(struct rdmamsg__xhdr) == 48, "transfer header size");
 enum { X_MSG = 0, X_RTS = 1, X_FIN = 2, X_REQ = 3, X_RESP = 4 };
 /* XF_ORDER: an X_RTS of rdmamsg_send() and friends (or of a request or
  * response): delivered in order with the messages around it, and, up to
- * the negotiated maximum message size, as an eager message would be */
-enum { XF_IMM = 1, XF_ORDER = 2 };
+ * the negotiated maximum message size, as an eager message would be.
+ * XF_INV (only to a peer that offered RDMAMSG_HS_CAP_INV): on an X_RTS,
+ * rkey is a type 2 window the FIN is to invalidate; on that X_FIN, it
+ * came as IBV_WR_SEND_WITH_INV of rkey (repeated in the FIN's rkey) */
+enum { XF_IMM = 1, XF_ORDER = 2, XF_INV = 4 };
 
 /* rdmamsg__xhdr_encode -- x in wire order into out (RDMAMSG_XHDR bytes) */
 static inline void rdmamsg__xhdr_encode(const struct rdmamsg__xhdr *x,
@@ -247,18 +250,19 @@ static inline int rdmamsg__xhdr_decode(const void *in, size_t len,
 	switch (x->kind) {
 	case X_RTS:
 		if (len != RDMAMSG_XHDR || x->status || !x->len ||
-		    (x->flags & ~(XF_IMM | XF_ORDER)) ||
+		    (x->flags & ~(XF_IMM | XF_ORDER | XF_INV)) ||
 		    x->addr + x->len < x->addr)
 			return -EPROTO;
 		if (x->inner == X_MSG)
 			return x->req ? -EPROTO : 0;
 		if (x->inner == X_REQ || x->inner == X_RESP)
-			return x->flags & ~XF_ORDER ? -EPROTO : 0;
+			return x->flags & ~(XF_ORDER | XF_INV) ? -EPROTO : 0;
 		return -EPROTO;
 	case X_FIN:
 		/* a refusal is a negative errno */
-		if (len != RDMAMSG_XHDR || x->inner || x->flags ||
-		    x->status > 0 || x->status < -4095)
+		if (len != RDMAMSG_XHDR || x->inner || (x->flags & ~XF_INV) ||
+		    (!(x->flags & XF_INV) && x->rkey) || x->status > 0 ||
+		    x->status < -4095)
 			return -EPROTO;
 		return 0;
 	case X_REQ:

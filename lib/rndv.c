@@ -8,12 +8,17 @@
  * A pool slab is registered for local access only, so the peer gets a
  * type 2 memory window bound over exactly the bytes of the transfer
  * (IBV_WR_BIND_MW, posted before the RTS) and invalidated when the
- * receiver's X_FIN says it is done (IBV_WR_LOCAL_INV; the buffer goes back
- * to the pool only once that completed): no registration per message, and
- * the peer never reaches anything else.  Without type 2 windows (device
- * cap, RDMAMSG_NO_MW=1, DC lanes, replay sessions) the bytes get a
- * registration of their own for the transfer, as before.  An X_RTS
- * control message announces address, length and rkey.
+ * receiver's X_FIN says it is done: by the FIN itself where both peers
+ * offered RDMAMSG_HS_CAP_INV (the RTS flagged XF_INV; the receiver sends
+ * the FIN as IBV_WR_SEND_WITH_INV of the window's rkey, so the sender's
+ * HCA invalidates it before the FIN's receive completes, which then
+ * carries IBV_WC_WITH_INV and that rkey), else by IBV_WR_LOCAL_INV (the
+ * buffer goes back to the pool only once that completed): no
+ * registration per message, and the peer never reaches anything else.
+ * Without type 2 windows (device cap, RDMAMSG_NO_MW=1, DC lanes, replay
+ * sessions) the bytes get a registration of their own for the transfer,
+ * as before.  An X_RTS control message announces address, length and
+ * rkey.
  *
  * Receiver: the bytes land in a pool buffer (the allocation callback
  * chooses for large messages), pulled by RDMA READs of CHUNK bytes, at
@@ -47,6 +52,7 @@
 #include "internal.h"
 #include "dispatch.h"
 #include "fastpath.h"
+#include "handshake.h"
 #include "xfer.h"
 
 #define MIN_LARGE ((size_t)4096)
@@ -86,6 +92,7 @@ struct rndv_send {
 	void *op_ctx;
 	int report;
 	int late;   /* on_send waits for the window's invalidation */
+	int inv;    /* the FIN invalidates the window (XF_INV) */
 	int status; /* the FIN's, for a late on_send */
 };
 
@@ -496,12 +503,14 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	}
 	s->op_ctx = op_ctx;
 	s->report = report;
+	/* the FIN invalidates our window where the peer can send it so */
+	s->inv = s->mw && (ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_INV);
 	ret = rdmamsg__idt_add(&xf->sends, s, &id);
 	if (ret)
 		goto err_free_send;
 	x.kind = X_RTS;
 	x.inner = (uint8_t)inner;
-	x.flags = (uint8_t)xflags;
+	x.flags = (uint8_t)(xflags | (s->inv ? XF_INV : 0));
 	x.id = id;
 	x.req = req;
 	x.addr = (uint64_t)(uintptr_t)data;
@@ -525,45 +534,45 @@ err_free_send:
 	return ret;
 }
 
-/* a FIN that found no pool memory: sent again after later completions */
+/* a FIN that found no pool memory (or, as SEND_WITH_INV, no credit or
+ * send slot): sent again after later completions */
 struct fin_wait {
 	struct rdmamsg__list link;
-	uint64_t id;
-	int status;
+	struct rdmamsg__xhdr x;
 };
 
-/* fin_post -- one FIN on the wire: 0, or xfer_send's error */
-static int fin_post(struct rdmamsg_ep *ep, uint64_t id, int status)
+/* send_fin -- tell the sender of rts its transfer is over (status 0 or
+ * refusal), invalidating its window when it asked; a full pool delays it
+ * (the sender waits), never ends the connection */
+static void send_fin(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *rts,
+		     int status)
 {
 	struct rdmamsg__xhdr x;
+	int ret;
 
 	memset(&x, 0, sizeof(x));
 	x.kind = X_FIN;
-	x.id = id;
-	x.status = status;
-	return rdmamsg__xfer_send(ep, &x, NULL, 0);
-}
-
-/* send_fin -- tell the sender its transfer is over (status 0 or refusal);
- * a full pool delays it (the sender waits), never ends the connection */
-static void send_fin(struct rdmamsg_ep *ep, uint64_t id, int status)
-{
-	int ret;
-
+	x.id = rts->id;
 	/* the wire carries an errno: an allocation callback's odd value is
 	 * still a refusal */
-	status = status < 0 && status >= -4095 ? status
-		 : status		       ? -EREMOTEIO
-					       : 0;
-	ret = list_empty(&ep->xf->fins) ? fin_post(ep, id, status) : -EAGAIN;
+	x.status = status < 0 && status >= -4095 ? status
+		   : status			 ? -EREMOTEIO
+						 : 0;
+	if (rts->flags & XF_INV) {
+		x.flags = XF_INV;
+		x.rkey = rts->rkey;
+	}
+	ret = list_empty(&ep->xf->fins) ? rdmamsg__xfer_send(ep, &x, NULL, 0)
+					: -EAGAIN;
 	if (ret != -EAGAIN && ret != -ENOMEM)
 		return; /* sent, or the connection is going down anyway */
-	rdmamsg__rndv_fin_later(ep, id, status);
+	rdmamsg__rndv_fin_later(ep, &x);
 }
 
-/* rdmamsg__rndv_fin_later -- a FIN for the next flush (behind those that
- * wait already) */
-void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep, uint64_t id, int status)
+/* rdmamsg__rndv_fin_later -- FIN fin for the next flush (behind those
+ * that wait already) */
+void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep,
+			     const struct rdmamsg__xhdr *fin)
 {
 	struct fin_wait *w;
 
@@ -573,8 +582,7 @@ void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep, uint64_t id, int status)
 		rdmamsg__ep_down(ep, -ENOBUFS);
 		return;
 	}
-	w->id = id;
-	w->status = status;
+	w->x = *fin;
 	/* the next completion's flush sends it (rdmamsg__xfer_flush) */
 	list_add_tail(&ep->xf->fins, &w->link);
 	rdmamsg__ep_xwait(ep);
@@ -588,11 +596,25 @@ void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep)
 	list_for_each_safe (pos, tmp, &ep->xf->fins) {
 		struct fin_wait *w = container_of(pos, struct fin_wait, link);
 
-		if (fin_post(ep, w->id, w->status))
+		if (rdmamsg__xfer_send(ep, &w->x, NULL, 0))
 			return;
 		list_del(pos);
 		free(w);
 	}
+}
+
+/* fin_inv_bad -- a FIN whose invalidation is not one transfer s allows:
+ * one where none was asked, one the FIN does not announce (or announced
+ * and not made), another rkey.  A plain FIN to a transfer that asked is
+ * the receiver's choice (it had no credit for a SEND_WITH_INV then): the
+ * sender invalidates the window itself. */
+static int fin_inv_bad(const struct rdmamsg__xfer *xf,
+		       const struct rndv_send *s, const struct rdmamsg__xhdr *x)
+{
+	if (!s->inv || !(x->flags & XF_INV))
+		return xf->rx_inv_set || (x->flags & XF_INV);
+	return !xf->rx_inv_set || xf->rx_inv != s->mw->rkey ||
+	       x->rkey != s->mw->rkey;
 }
 
 /* fin_recv -- our transfer is over */
@@ -607,7 +629,30 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		rdmamsg__ep_down(ep, -EPROTO);
 		return;
 	}
+	if (RDMAMSG_UNLIKELY(fin_inv_bad(xf, s, x))) {
+		/* the transfer ends with the connection (on_send, its
+		 * window deallocated): nothing is lost */
+		LOG_ERR("rendezvous FIN for transfer %llx invalidated %#x "
+			"(%s), its window is %#x: closing",
+			(unsigned long long)x->id,
+			xf->rx_inv_set ? xf->rx_inv : 0,
+			xf->rx_inv_set ? "as SEND_WITH_INV" : "none",
+			s->inv ? s->mw->rkey : 0);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return;
+	}
 	rdmamsg__idt_del(&xf->sends, x->id);
+	if (x->flags & XF_INV) {
+		/* the peer's FIN invalidated the window before its receive
+		 * completed: it is free again, and on_send follows at once */
+		xf->rx_inv_set = 0;
+		s->mw->next = xf->mw_free;
+		xf->mw_free = s->mw;
+		s->mw = NULL;
+		send_report(ep, s, x->status);
+		send_free(ep, s);
+		return;
+	}
 	if (s->umr && s->mw && !xf->down) {
 		/* on_send once the window is invalidated: until then the
 		 * peer could still read the caller's memory */
@@ -850,21 +895,29 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		fin_recv(ep, x);
 		return;
 	}
+	if (RDMAMSG_UNLIKELY((x->flags & XF_INV) &&
+			     !(ep->caps & RDMAMSG_HS_CAP_INV))) {
+		LOG_ERR("rendezvous announcement %llx asks for a FIN as "
+			"SEND_WITH_INV, which we did not offer: closing",
+			(unsigned long long)x->id);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return;
+	}
 	if (RDMAMSG_UNLIKELY(ep->st != EPS_UP)) {
 		/* closed: refused at once, so the peer's close (which
 		 * waits for it) need not wait for ours */
-		send_fin(ep, x->id, -ECONNRESET);
+		send_fin(ep, x, -ECONNRESET);
 		return;
 	}
 	/* what an eager message could be is never refused: the large
 	 * maximum bounds only what is above the message maximum */
 	if (x->len > large_max(ep) || !x->len) {
-		send_fin(ep, x->id, -EMSGSIZE);
+		send_fin(ep, x, -EMSGSIZE);
 		return;
 	}
 	p = state_get(&ep->xf->pfree, sizeof(*p));
 	if (!p) {
-		send_fin(ep, x->id, -ENOMEM);
+		send_fin(ep, x, -ENOMEM);
 		return;
 	}
 	p->x = *x;
@@ -1006,7 +1059,7 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 			return;
 		}
 		if (ret) {
-			send_fin(ep, p->x.id, ret);
+			send_fin(ep, &p->x, ret);
 			if (xf->down)
 				return; /* rdmamsg__rndv_down freed p */
 			*refused |= p->ordered;
@@ -1063,7 +1116,7 @@ void rdmamsg__rndv_refuse_idle(struct rdmamsg_ep *ep)
 
 		if (p->inflight || p->in_alloc)
 			continue;
-		send_fin(ep, p->x.id, -ECONNRESET);
+		send_fin(ep, &p->x, -ECONNRESET);
 		if (ep->xf->down)
 			return; /* it took the connection down: p is gone */
 		pull_free(ep, p);
@@ -1078,7 +1131,7 @@ static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	 * endpoint down must not free it under us */
 	list_del(&p->link);
 	pull_read(ep->xf, p);
-	send_fin(ep, p->x.id, 0);
+	send_fin(ep, &p->x, 0);
 	if (ep->xf->down) {
 		pull_free(ep, p);
 		return;

@@ -75,7 +75,22 @@ int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 	rdmamsg__xhdr_encode(x, b->data);
 	if (len)
 		memcpy(b->data + RDMAMSG_XHDR, data, len);
+	if (x->kind == X_FIN && (x->flags & XF_INV)) {
+		struct rdmamsg__xhdr plain = *x;
+
+		ret = rdmamsg__ep_send_x_inv(ep, b, RDMAMSG_XHDR, x->rkey);
+		if (ret != -EAGAIN)
+			goto out;
+		/* no credit or send slot now: a plain FIN, which waits its
+		 * turn in the backlog (one as SEND_WITH_INV would wait
+		 * beside it, and could starve), and the sender invalidates
+		 * its window itself (LOCAL_INV) */
+		plain.flags = 0;
+		plain.rkey = 0;
+		rdmamsg__xhdr_encode(&plain, b->data);
+	}
 	ret = rdmamsg__ep_send_x(ep, b, RDMAMSG_XHDR + len);
+out:
 	if (ret)
 		rdmamsg__buf_put(b);
 	return ret;
@@ -136,7 +151,7 @@ void rdmamsg__xfer_unsent(struct rdmamsg_ep *ep, const void *data, size_t len,
 	if (x.kind == X_RTS)
 		rdmamsg__rndv_unsent(ep, x.id, status);
 	else if (x.kind == X_FIN && !ep->xf->down)
-		rdmamsg__rndv_fin_later(ep, x.id, x.status);
+		rdmamsg__rndv_fin_later(ep, &x);
 }
 
 /* ---- hooks --------------------------------------------------------- */

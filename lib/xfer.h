@@ -64,6 +64,10 @@ struct rdmamsg__xfer {
 	struct rdmamsg__timer req_timer;
 	uint64_t late;
 	int down;
+	/* the message being received invalidated rx_inv (msg.c's rx_inv,
+	 * taken by its FIN) */
+	uint32_t rx_inv;
+	int rx_inv_set;
 
 	/* freed rendezvous states (rndv.c), reused: no allocation per
 	 * message */
@@ -96,6 +100,10 @@ struct rdmamsg_rmr {
 	unsigned int access;
 };
 
+/* msg.c: a FIN as SEND_WITH_INV of rkey */
+int rdmamsg__ep_send_x_inv(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
+			   size_t len, uint32_t rkey);
+
 /* xfer.c */
 int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xf);
 int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
@@ -123,7 +131,8 @@ void rdmamsg__rndv_pump(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_refuse_idle(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status);
-void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep, uint64_t id, int status);
+void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep,
+			     const struct rdmamsg__xhdr *fin);
 void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__rndv_free(struct rdmamsg_ep *ep);
 

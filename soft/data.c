@@ -1173,10 +1173,11 @@ static inline __attribute__((always_inline)) int fast_sge(
 
 /*
  * post_send_fast -- the usual ibv_post_send on a connected local RC QP:
- * one SEND or SEND_WITH_IMM whose SGEs (at least one) add up to what fits
- * a slot, in RTS, with nothing held or failed before it.  The checks of
- * check_wr and gather and the slot of post_one, without their general
- * cases (tools/soft_pingpong-insns.sh counts it).  0: not such a WR, or
+ * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN) whose SGEs
+ * (at least one) add up to what fits a slot, in RTS, with nothing held or
+ * failed before it.  The checks of check_wr and gather and the slot of
+ * post_one, without their general cases (tools/soft_pingpong-insns.sh
+ * counts it).  0: not such a WR, or
  * one that fails a check: nothing done but bytes copied into the free
  * slot that the general path then fills again (and gives the error).
  * Lock held.
@@ -1193,7 +1194,8 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	int i, n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
 
 	if (wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
-	    (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+	    (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	     wr->opcode != IBV_WR_SEND_WITH_INV) ||
 	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
 	    qp->nheld || idx - qp->sq_tail >= qp->cap.max_send_wr)
 		return 0;
@@ -1243,6 +1245,8 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	s->chunk_len = 0;
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM)
 		flags |= SOFT_SF_IMM;
+	else if (wr->opcode == IBV_WR_SEND_WITH_INV)
+		flags |= SOFT_SF_INV; /* s->imm: invalidate_rkey */
 	if (wr->send_flags & IBV_SEND_SOLICITED)
 		flags |= SOFT_SF_SOLICITED;
 	s->flags = flags;

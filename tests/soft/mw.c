@@ -426,6 +426,32 @@ static void test_type2(void)
 	       "requester: REM_INV_REQ_ERR");
 	unpair(a, b);
 
+	/* SEND_WITH_INV of a type 2 window bound to another QP of the
+	 * responder's (o10-37.2.26: the QP it arrives on must be the
+	 * window's): refused, and the window stays valid on its QP */
+	pair(&a, &b);
+	pair(&c, &d);
+	rk = ibv_inc_rkey(rk);
+	is_int(bind2(d, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
+	       "bind on another QP");
+	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "bind completes");
+	t_post_recv(b, bbuf, 64, bmr->lkey, 0x79);
+	is_int(post_inv(a, IBV_WR_SEND_WITH_INV, rk), 0,
+	       "post SEND_WITH_INV of a window bound to another QP");
+	wc = one_wc(bcq);
+	is_int(wc.status, IBV_WC_REM_INV_REQ_ERR, "responder: REM_INV_REQ_ERR");
+	ok(!(wc.wc_flags & IBV_WC_WITH_INV), "no IBV_WC_WITH_INV");
+	is_int(one_wc(acq).status, IBV_WC_REM_INV_REQ_ERR,
+	       "requester: REM_INV_REQ_ERR");
+	memset(abuf, 0x5a, 8);
+	is_int(write_status(c, base, rk, 8), IBV_WC_SUCCESS,
+	       "the window still works on its own QP");
+	ok(bbuf[2048] == 0x5a, "its write landed");
+	is_int(post_inv(d, IBV_WR_LOCAL_INV, rk), 0, "LOCAL_INV on its QP");
+	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "LOCAL_INV completes");
+	unpair(c, d);
+	unpair(a, b);
+
 	/* type 2 binding errors */
 	pair(&a, &b);
 	is_int(bind2(b, mw, rk, NULL, 0, 0, IBV_ACCESS_REMOTE_WRITE), 0,

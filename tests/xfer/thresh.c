@@ -43,6 +43,19 @@
  * A 64 KiB nocopy round trip registers nothing and binds and invalidates
  * one window each way; without windows (RDMAMSG_NO_MW=1) the READ goes
  * with the region's key.
+ *
+ * Both ends offer SEND_WITH_INV (softrdma has it), so every window above
+ * is invalidated by the receiver's FIN (the burst's bytes, order and
+ * counts all come through that path); a round trip posts one
+ * SEND_WITH_INV each way and no LOCAL_INV.  To a server that does not
+ * offer it (RDMAMSG_NO_SEND_INV=1, as a peer from before it) the client
+ * invalidates with LOCAL_INV instead, as it does when the server's FIN
+ * finds no credit (the server's small messages filling its backlog while
+ * the client does not progress): that FIN goes plain, behind them, and
+ * everything arrives once.  Either way the window is gone
+ * before on_send: the server's READ through its rkey afterwards (the
+ * pool memory under it still registered) fails with a remote access
+ * error.
  */
 #include "config.h"
 
@@ -52,6 +65,7 @@
 #include "../core/util.h"
 #include "internal.h"
 #include "dispatch.h"
+#include "xfer.h"
 
 #define EAGER  8192
 #define THRESH 32768
@@ -97,7 +111,13 @@ static int (*real_post)(struct ibv_qp *, struct ibv_send_wr *,
 			struct ibv_send_wr **);
 static int (*real_dereg)(struct ibv_mr *);
 static unsigned int nreg, nsend, nread, nbind, ninv, nread_zc, ndereg_bad;
+static unsigned int nsinv;    /* the invalidations of ninv by a FIN */
+static unsigned int cli_linv; /* LOCAL_INVs on the client's QP */
 static unsigned int all_binds, all_invs; /* never reset */
+/* the last window bound on the client's QP: its rkey and address */
+static struct ibv_qp *cli_qp;
+static uint32_t cli_rkey;
+static uint64_t cli_addr;
 /* the destinations of READs (big_burst) */
 #define MAXDEST 8
 static uintptr_t dest[MAXDEST];
@@ -144,10 +164,22 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		case IBV_WR_BIND_MW:
 			nbind++;
 			all_binds++;
+			if (qp == cli_qp) {
+				cli_rkey = w->bind_mw.rkey;
+				cli_addr = w->bind_mw.bind_info.addr;
+			}
+			break;
+		case IBV_WR_SEND_WITH_INV:
+			/* a FIN that invalidates the peer's window */
+			nsend++;
+			nsinv++;
+			ninv++;
+			all_invs++;
 			break;
 		case IBV_WR_LOCAL_INV:
 			ninv++;
 			all_invs++;
+			cli_linv += qp == cli_qp;
 			break;
 		default:
 			break;
@@ -259,6 +291,7 @@ static void srv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
 
 static struct test_side *cli_side;
 static uint32_t echo_got;
+static unsigned int fillers; /* the server's small messages (fin_no_credit) */
 
 static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
@@ -268,6 +301,8 @@ static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	(void)flags;
 	if (imm == 0xEC41 && len == 65536 && same(data, len, 0xEC40))
 		echo_got++;
+	else if (imm == 0xF1F1 && len == SMALL && same(data, len, 0xF1F1))
+		fillers++;
 	else
 		cli_side->bad++;
 }
@@ -314,6 +349,7 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 static struct rdmamsg_ep_attr *srv_attr;
 
 static int srv_no_pack; /* the server's endpoint refuses packing */
+static int srv_no_inv;	/* the server's endpoint offers no SEND_WITH_INV */
 
 static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 		   const void *pdata, size_t len, void *arg)
@@ -326,9 +362,12 @@ static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 	/* read when the endpoint is made: the client's was made before */
 	if (srv_no_pack)
 		setenv("RDMAMSG_NO_PACK", "1", 1);
+	if (srv_no_inv)
+		setenv("RDMAMSG_NO_SEND_INV", "1", 1);
 	if (rdmamsg_conn_req_accept(req, srv_attr, &srv_cbs, s, &s->ep))
 		s->bad++;
 	unsetenv("RDMAMSG_NO_PACK");
+	unsetenv("RDMAMSG_NO_SEND_INV");
 }
 
 static void on_lclose(struct rdmamsg_listener *l, void *arg)
@@ -519,8 +558,9 @@ static void round_trip(struct test_side *srv, struct test_side *cli, int window)
 	 * transfer's FIN, which may come after its data was delivered */
 	run_for(srv, cli, &all_invs, all_binds);
 	is_int(all_invs, all_binds, "every window bound so far invalidated");
-	nreg = nsend = nread = nbind = ninv = 0;
+	nreg = nsend = nread = nbind = ninv = nsinv = 0;
 	acked = 0;
+	cli_qp = cli->ep->ln->qp;
 	fill(pat, 65536, 0xEC40);
 	is_int(rdmamsg_send_imm(cli->ep, pat, 65536, 0xEC40, NULL), 0,
 	       "64 KiB send");
@@ -534,6 +574,10 @@ static void round_trip(struct test_side *srv, struct test_side *cli, int window)
 		is_int(nreg, 0, "the round trip registered no memory");
 		is_int(nbind, 2, "a window bound for each direction");
 		is_int(ninv, 2, "and invalidated after it");
+		is_int(nsinv, srv_no_inv ? 0 : 2,
+		       srv_no_inv ? "by LOCAL_INV: the server offered no "
+				    "SEND_WITH_INV"
+				  : "by the FIN, a SEND_WITH_INV each way");
 	} else {
 		ok(nreg >= 2,
 		   "without windows, a registration per transfer "
@@ -669,6 +713,7 @@ static void nocopy_round_trip(struct test_side *srv, struct test_side *cli,
 	run_for(srv, cli, &all_invs, all_binds);
 	is_int(all_invs, all_binds, "every window bound so far invalidated");
 	nreg = nsend = nread = nread_zc = nbind = ninv = ndereg_bad = 0;
+	nsinv = 0;
 	acked = 0;
 	fill(zc, 65536, 0xEC40);
 	is_int(rdmamsg_send_nocopy_imm(cli->ep, zc, 65536, 0xEC40, NULL), 0,
@@ -693,6 +738,92 @@ static void nocopy_round_trip(struct test_side *srv, struct test_side *cli,
 	is_int(ninv, nbind, "each invalidated");
 	is_int(nread, 2, "one READ each way: no fragments");
 	is_int(nread_zc, 1, "the request's READ in the caller's region");
+	if (window)
+		is_int(nsinv, 2, "each by its FIN (SEND_WITH_INV)");
+}
+
+/* fin_no_credit -- the server has no credit left (its small messages
+ * wait in its backlog, the client not progressing) when it has read the
+ * client's 64 KiB message: its FIN goes plain, behind them, and the
+ * client invalidates its window with LOCAL_INV; everything arrives */
+static void fin_no_credit(struct test_side *srv, struct test_side *cli)
+{
+	static unsigned char small[SMALL];
+	unsigned int nfill = 0, before = nseen, i;
+	int ret = 0;
+
+	fill(small, SMALL, 0xF1F1);
+	fill(pat, 65536, 0xEC43);
+	cli_qp = cli->ep->ln->qp;
+	nread = nsinv = cli_linv = fillers = acked = 0;
+	while (nfill < 100000 && (ret = rdmamsg_send_imm(srv->ep, small, SMALL,
+							 0xF1F1, NULL)) == 0)
+		nfill++;
+	ok(ret == -EAGAIN && nfill > 0,
+	   "the server's credits run out (%u queued, then %d)", nfill, ret);
+	is_int(rdmamsg_send_imm(cli->ep, pat, 65536, 0xEC43, NULL), 0,
+	       "the client sends 64 KiB");
+	/* the server alone: it reads the message, its FIN finds no credit */
+	for (i = 0; i < 200000 && nread < 1; i++)
+		rdmamsg_ctx_progress(srv->ctx);
+	is_int(nread, 1, "the server read it");
+	for (i = 0; i < 1000; i++)
+		rdmamsg_ctx_progress(srv->ctx);
+	run_for(srv, cli, &acked, 1);
+	run_for(srv, cli, &fillers, nfill);
+	is_int(acked, 1, "on_send once");
+	is_int(fillers, nfill, "the server's messages all arrived");
+	ok(nseen == before + 1 && seen[before].len == 65536 &&
+		   seen[before].imm == 0xEC43 && seen[before].ok,
+	   "the 64 KiB message arrived whole, once");
+	is_int(nsinv, 0, "no SEND_WITH_INV: the FIN went plain");
+	is_int(cli_linv, 1, "the client invalidated its window (LOCAL_INV)");
+}
+
+static int stale_status, stale_got;
+
+static void stale_done(struct rdmamsg_ep *ep, int status, uint64_t value,
+		       void *op_ctx)
+{
+	(void)ep;
+	(void)value;
+	(void)op_ctx;
+	stale_status = status;
+	stale_got = 1;
+}
+
+/* stale_read -- after a round trip's on_send, the server READs through
+ * the window the client bound for it (over pool memory, still
+ * registered): the window is already invalid, the client's HCA refuses
+ * (remote access error).  The connection ends with it. */
+static void stale_read(struct test_side *srv, struct test_side *cli)
+{
+	static unsigned char dst[4096];
+	static int never;
+	struct rdmamsg_rmr rmr;
+	struct rdmamsg_mr *lmr = NULL;
+	int i, ret = -EBUSY;
+
+	ok(cli_rkey != 0, "the client bound a window (%#x)", cli_rkey);
+	memset(&rmr, 0, sizeof(rmr));
+	rmr.addr = cli_addr;
+	rmr.len = sizeof(dst);
+	rmr.rkey = cli_rkey;
+	rmr.access = RDMAMSG_ACCESS_REMOTE_READ;
+	is_int(rdmamsg_mr_reg(srv->ctx, dst, sizeof(dst), 0, &lmr), 0,
+	       "the server registers a destination");
+	is_int(rdmamsg_read(srv->ep, lmr, 0, &rmr, 0, sizeof(dst), stale_done,
+			    NULL),
+	       0, "a READ through the old window's rkey");
+	test_run2(srv, cli, &stale_got, 30000);
+	is_int(stale_status, -EACCES,
+	       "refused after on_send: remote access error");
+	/* the failed READ takes the connection down: its slot is done
+	 * (the destination free) once the server's side has flushed */
+	test_run2(srv, cli, &srv->disc, 30000);
+	for (i = 0; i < 1000 && (ret = rdmamsg_mr_dereg(&lmr)) == -EBUSY; i++)
+		test_run2(srv, cli, &never, 1);
+	is_int(ret, 0, "destination deregistered");
 }
 
 int main(void)
@@ -891,6 +1022,28 @@ int main(void)
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 	unsetenv("RDMAMSG_NO_MW");
+
+	/* the windows end before on_send, whether invalidated by the FIN
+	 * (SEND_WITH_INV) or, to a server that does not offer that
+	 * (RDMAMSG_NO_SEND_INV=1, as a peer from before it), by LOCAL_INV:
+	 * a READ through one after on_send is refused */
+	for (srv_no_inv = 0; srv_no_inv < 2; srv_no_inv++) {
+		pair(&srv, &cli, ops, b);
+		/* the first 64 KiB each way takes its pool memory */
+		fill(pat, 65536, 0xEC40);
+		acked = 0;
+		is_int(rdmamsg_send_imm(cli.ep, pat, 65536, 0xEC40, NULL), 0,
+		       "64 KiB send");
+		run_for(&srv, &cli, &echo_got, echo_got + 1);
+		run_for(&srv, &cli, &acked, 1);
+		round_trip(&srv, &cli, 1);
+		if (!srv_no_inv)
+			fin_no_credit(&srv, &cli);
+		is_int(srv.bad + cli.bad, 0, "no failure on either side");
+		stale_read(&srv, &cli);
+		unpair(&srv, &cli);
+	}
+	srv_no_inv = 0;
 
 	/* nobody sets a threshold: the connection's default, on both ends */
 	srv_attr = NULL;
