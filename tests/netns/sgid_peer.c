@@ -20,18 +20,16 @@
  * refused the other port's fabric GID, then connects with its own and
  * WRITEs and READs back 64 KiB blocks, every byte checked.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../tap.h"
+#include "tcp_exch.h"
 
 #define BLK    65536u
 #define ROUNDS 16
@@ -46,23 +44,6 @@ struct info {
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
-
-static void xfer(int fd, void *p, size_t n, int out)
-{
-	size_t d = 0;
-
-	while (d < n) {
-		ssize_t r = out ? write(fd, (char *)p + d, n - d)
-				: read(fd, (char *)p + d, n - d);
-
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			bail_out("tcp exchange");
-		}
-		d += (size_t)r;
-	}
-}
 
 /* open_dev -- the device (two ports), a PD and a CQ */
 static void open_dev(void)
@@ -333,11 +314,10 @@ static int port_gid(uint8_t port)
 static int server(int tport, uint8_t port)
 {
 	uint8_t *buf = aligned_alloc(4096, BLK);
-	struct sockaddr_in a;
 	struct info me, peer;
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
-	int lfd, fd, one = 1, idx;
+	int fd, one = 1, idx;
 	char c;
 
 	if (!buf)
@@ -352,17 +332,7 @@ static int server(int tport, uint8_t port)
 	if (!mr)
 		bail_out("reg_mr");
 	my_info(&me, qp, mr, port, idx);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)tport);
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 1))
-		bail_out("listen");
-	fd = accept(lfd, NULL, NULL);
-	close(lfd);
-	if (fd < 0)
-		bail_out("accept");
+	fd = tcp_accept(tport);
 	xfer(fd, &me, sizeof(me), 1);
 	xfer(fd, &peer, sizeof(peer), 0);
 	connect_qp(qp, port, idx, &me, &peer);
@@ -377,27 +347,6 @@ static int server(int tport, uint8_t port)
 	ibv_close_device(ctx);
 	free(buf);
 	return 0;
-}
-
-static int tcp_connect(const char *host, int port)
-{
-	struct sockaddr_in a;
-	int i, fd, err = 0;
-
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
-		bail_out("address %s", host);
-	for (i = 0; i < 600; i++) { /* 30 s */
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
-			return fd;
-		err = errno;
-		close(fd);
-		usleep(50000);
-	}
-	bail_out("connect %s:%d: %s", host, port, strerror(err));
 }
 
 /* rw -- one signaled WRITE or READ of buf, waited for; its status */
