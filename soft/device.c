@@ -151,6 +151,19 @@ uint32_t soft_gid_idx_port(uint32_t idx)
 	return !soft_link_ib && idx < (uint32_t)gid_count ? gid_port[idx] : 1;
 }
 
+/*
+ * soft_gid_check -- an AV's sgid_index is a GID of its port, as the
+ * kernel's rdma_get_gid_attr(device, port, index) resolves it for
+ * ib_create_ah and ib_modify_qp: 0, -EINVAL for no such port or an index
+ * past the port's table, -ENODATA for an empty entry (another port's)
+ */
+int soft_gid_check(uint32_t port, uint32_t idx)
+{
+	if (!soft_port_ok(port) || idx >= SOFT_GID_TBL_LEN)
+		return -EINVAL;
+	return gid_on(port, idx) ? 0 : -ENODATA;
+}
+
 /* soft_gid_get -- the table's entry idx, whichever port it is on; 0, or
  * -1 out of range */
 int soft_gid_get(uint32_t idx, union ibv_gid *g)

@@ -485,54 +485,73 @@ static int modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
 	return 1;
 }
 
-/* check_values -- attribute values the device accepts */
+/* av_port -- the port of a modify's AV, as the kernel's modify_qp takes
+ * it: the QP's when the AV names none; else the AV's, which INIT->RTR
+ * wants equal to the QP's and SQD->SQD to a port given with it (0 when
+ * not: refused) */
+static uint32_t av_port(const struct soft_qp *qp, const struct ibv_qp_attr *a,
+			int mask, enum ibv_qp_state cur)
+{
+	uint32_t p = a->ah_attr.port_num;
+	uint32_t qport = (mask & IBV_QP_PORT) ? a->port_num : qp->attr.port_num;
+
+	if (p && p != qport && ((mask & IBV_QP_PORT) || cur == IBV_QPS_INIT))
+		return 0;
+	return p ? p : qport;
+}
+
+/* check_values -- attribute values the device accepts: 0, or -EINVAL,
+ * or -ENODATA for an AV whose sgid_index is an empty entry of its port */
 static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
 			enum ibv_qp_state cur, enum ibv_qp_state next)
 {
+	int err;
+
 	/* ports, AVs and APM (apm.c): IB mode, or ALT_PATH refused */
 	if (soft_apm_check_values(qp, a, mask, cur, next))
-		return -1;
+		return -EINVAL;
 	if (soft_link_ib) /* apm.c checked ports and AVs */
 		mask &= ~(IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MIG_STATE);
 	if ((mask & IBV_QP_PORT) && !soft_port_ok(a->port_num))
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
-		return -1;
+		return -EINVAL;
+	if ((mask & IBV_QP_AV) && !a->ah_attr.is_global)
+		return -EINVAL; /* RoCE needs a GRH */
 	if ((mask & IBV_QP_AV) &&
-	    (!(a->ah_attr.is_global) ||
-	     a->ah_attr.grh.sgid_index >= (unsigned)soft_gid_count() ||
-	     (a->ah_attr.port_num && !soft_port_ok(a->ah_attr.port_num))))
-		return -1; /* RoCE needs a GRH with a valid source GID */
+	    (err = soft_gid_check(av_port(qp, a, mask, cur),
+				  a->ah_attr.grh.sgid_index)))
+		return err;
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
 	    a->max_rd_atomic > SOFT_MAX_RD_ATOM)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
 	    a->max_dest_rd_atomic > SOFT_MAX_RD_ATOM)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_RQ_PSN) && a->rq_psn > 0xffffff)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_SQ_PSN) && a->sq_psn > 0xffffff)
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (a->qp_access_flags &
 	     ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
-		return -1;
+		return -EINVAL;
 	if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
-		return -1;
+		return -EINVAL;
 	return 0;
 }
 
@@ -621,15 +640,18 @@ void soft_qp_op_nop(struct soft_qp *qp)
 int soft_qp_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	enum ibv_qp_state cur, next;
+	int err;
 
 	soft_lock(&qp->ctx->lock);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
 	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
-	if (!modify_is_ok(cur, next, qp->type, mask) ||
-	    check_values(qp, attr, mask, cur, next)) {
+	err = modify_is_ok(cur, next, qp->type, mask)
+		      ? -check_values(qp, attr, mask, cur, next)
+		      : EINVAL;
+	if (err) {
 		soft_unlock(&qp->ctx->lock);
-		errno = EINVAL;
-		return EINVAL;
+		errno = err;
+		return err;
 	}
 	if (mask & IBV_QP_PKEY_INDEX)
 		qp->attr.pkey_index = attr->pkey_index;

@@ -730,6 +730,7 @@ int soft_gid_count(void);
 int soft_gid_local(const union ibv_gid *g);
 uint32_t soft_gid_idx_port(uint32_t idx);
 int soft_gid_get(uint32_t idx, union ibv_gid *g);
+int soft_gid_check(uint32_t port, uint32_t idx);
 extern int soft_link_ib /* SOFTRDMA_LINK=ib: InfiniBand ports, APM */
 	__attribute__((visibility("hidden")));
 int soft_port_ok(uint32_t port);

@@ -1532,15 +1532,21 @@ uint64_t softrdma_qp_placed(struct ibv_qp *ibqp)
 	return qp && qp->ud ? qp->ud->placed : 0;
 }
 
-/* ibv_create_ah -- an address handle (RoCE: a GRH with a valid sgid) */
+/* ibv_create_ah -- an address handle (RoCE: a GRH whose sgid_index is a
+ * GID of the AH's port: else EINVAL, or ENODATA for an empty entry) */
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct soft_ah *ah;
+	int err;
 
 	if (!pd || !attr || !soft_port_ok(attr->port_num) ||
-	    !(attr->is_global) ||
-	    attr->grh.sgid_index >= (unsigned)soft_gid_count()) {
+	    !(attr->is_global)) {
 		errno = EINVAL;
+		return NULL;
+	}
+	err = soft_gid_check(attr->port_num, attr->grh.sgid_index);
+	if (err) {
+		errno = -err;
 		return NULL;
 	}
 	ah = calloc(1, sizeof(*ah));

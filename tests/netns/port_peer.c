@@ -20,21 +20,19 @@
  * plugs the cable back, and IBV_EVENT_PORT_ACTIVE must come, the port
  * ACTIVE again.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../tap.h"
+#include "tcp_exch.h"
 
 #define BLK	  65536u
 #define NBLK	  16u
@@ -64,23 +62,6 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void xfer(int fd, void *p, size_t n, int out)
-{
-	size_t d = 0;
-
-	while (d < n) {
-		ssize_t r = out ? write(fd, (char *)p + d, n - d)
-				: read(fd, (char *)p + d, n - d);
-
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			bail_out("tcp exchange");
-		}
-		d += (size_t)r;
-	}
 }
 
 static const char *port_state_str(enum ibv_port_state s)
@@ -266,11 +247,10 @@ static void fill(uint8_t *p, uint32_t seed)
 static int server(int port)
 {
 	uint8_t *buf = aligned_alloc(4096, (size_t)NBLK * BLK);
-	struct sockaddr_in a;
 	struct ibv_port_attr pa;
 	struct info me, peer;
 	struct ibv_mr *mr;
-	int lfd, fd, one = 1;
+	int fd, one = 1;
 	char c;
 
 	if (!buf)
@@ -285,17 +265,7 @@ static int server(int port)
 	if (!mr)
 		bail_out("reg_mr");
 	my_info(&me, mr, pa.active_mtu);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 1))
-		bail_out("listen");
-	fd = accept(lfd, NULL, NULL);
-	close(lfd);
-	if (fd < 0)
-		bail_out("accept");
+	fd = tcp_accept(port);
 	xfer(fd, &me, sizeof(me), 1);
 	xfer(fd, &peer, sizeof(peer), 0);
 	if (peer.mtu < IBV_MTU_256 || peer.mtu > IBV_MTU_4096)
@@ -317,27 +287,6 @@ static int server(int port)
 	ibv_close_device(ctx);
 	free(buf);
 	return 0;
-}
-
-static int tcp_connect(const char *host, int port)
-{
-	struct sockaddr_in a;
-	int i, fd, err = 0;
-
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
-		bail_out("address %s", host);
-	for (i = 0; i < 1200; i++) { /* 60 s */
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
-			return fd;
-		err = errno;
-		close(fd);
-		usleep(50000);
-	}
-	bail_out("connect %s:%d: %s", host, port, strerror(err));
 }
 
 static int stream(const char *host, int port, int want_mtu)
