@@ -375,6 +375,20 @@ static int dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 		errno = EINVAL;
 		return EINVAL;
 	}
+	/* a GRH's source GID on the AV's port (the DC's own without one),
+	 * as for an RC QP (qp.c check_values) */
+	if ((mask & IBV_QP_AV) && attr->ah_attr.is_global && !soft_link_ib) {
+		uint32_t port = attr->ah_attr.port_num ? attr->ah_attr.port_num
+				: (mask & IBV_QP_PORT) ? attr->port_num
+						       : qp->attr.port_num;
+		int err = soft_gid_check(port, attr->ah_attr.grh.sgid_index);
+
+		if (err) {
+			soft_unlock(&qp->ctx->lock);
+			errno = -err;
+			return -err;
+		}
+	}
 	if (mask & IBV_QP_PKEY_INDEX)
 		qp->attr.pkey_index = attr->pkey_index;
 	if (mask & IBV_QP_PORT)

@@ -464,7 +464,33 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 	is_int(ibv_modify_qp(q, &a,
 			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT),
 	       EINVAL, "DCT to INIT without IBV_QP_ACCESS_FLAGS -> EINVAL");
-	ok(!dct_up(q, RW, 1), "DCT to INIT and RTR");
+	a.qp_access_flags = RW;
+	ok(!ibv_modify_qp(q, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS),
+	   "DCT to INIT");
+	/* the AV's source GID: an index past the port's table, as the
+	 * kernel's rdma_get_gid_attr refuses it */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 16;
+	a.ah_attr.port_num = 1;
+	gid(q->context, &a.ah_attr.grh.dgid);
+	is_int(ibv_modify_qp(q, &a,
+			     IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+				     IBV_QP_PATH_MTU),
+	       EINVAL,
+	       "DCT to RTR with sgid_index 16 (past the table) -> "
+	       "EINVAL");
+	is_int(t_qp_state(q), IBV_QPS_INIT, "it stays in INIT");
+	a.ah_attr.grh.sgid_index = 1;
+	ok(!ibv_modify_qp(q, &a,
+			  IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+				  IBV_QP_PATH_MTU),
+	   "DCT to RTR from its port's GID 1");
 	a.qp_state = IBV_QPS_RTS;
 	is_int(ibv_modify_qp(q, &a, IBV_QP_STATE), EINVAL,
 	       "DCT to RTS -> EINVAL");
