@@ -103,12 +103,12 @@ struct rdmamsg_group_attr {
 	char *bind;
 };
 
-/* a send queued (sq_post .. sq_head - 1) or posted (sq_tail ..) */
+/* a send queued (sq_post .. sq_head - 1) or posted (sq_tail ..): its
+ * work request, built as it is queued, chained to the next as it goes */
 struct gtx {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
 	struct rdmamsg_buf *buf;
-	struct ibv_ah *ah;
-	uint32_t qpn, imm;
-	int has_imm;
 };
 
 /* a message published: on_publish once datagram dg (its last) is done */
@@ -671,8 +671,7 @@ static void fail(struct rdmamsg_group *g, int status)
  * 0, or ibv_post_send's negative errno (what it refused stays queued) */
 static int tx_post(struct rdmamsg_group *g)
 {
-	struct ibv_send_wr wr[G_CHAIN], *bad = NULL;
-	struct ibv_sge sge[G_CHAIN];
+	struct ibv_send_wr *bad = NULL, *w;
 	uint32_t i, k;
 	int ret;
 
@@ -680,35 +679,21 @@ static int tx_post(struct rdmamsg_group *g)
 		k = g->sq_head - g->sq_post > G_CHAIN
 			    ? G_CHAIN
 			    : (uint32_t)(g->sq_head - g->sq_post);
-		for (i = 0; i < k; i++) {
-			uint64_t s = g->sq_post + i;
-			const struct gtx *t = &g->tx[s & g->sq_mask];
-
-			sge[i].addr = (uintptr_t)t->buf->data;
-			sge[i].length = (uint32_t)t->buf->len;
-			sge[i].lkey = t->buf->lkey;
-			memset(&wr[i], 0, sizeof(wr[i]));
-			wr[i].wr_id = RDMAMSG__WRID_SEND | g->lane.wrid_tag |
-				      (s & RDMAMSG__WRID_OWN_MASK);
-			wr[i].sg_list = &sge[i];
-			wr[i].num_sge = 1;
-			wr[i].opcode = IBV_WR_SEND;
-			if (t->has_imm) {
-				wr[i].opcode = IBV_WR_SEND_WITH_IMM;
-				wr[i].imm_data = t->imm;
-			}
-			wr[i].wr.ud.ah = t->ah;
-			wr[i].wr.ud.remote_qpn = t->qpn;
-			wr[i].wr.ud.remote_qkey = g->rqkey;
-			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+		for (i = 0; i + 1 < k; i++) {
+			w = &g->tx[(g->sq_post + i) & g->sq_mask].wr;
+			w->next = &g->tx[(g->sq_post + i + 1) & g->sq_mask].wr;
+			w->send_flags = 0;
 		}
-		wr[k - 1].send_flags = IBV_SEND_SIGNALED;
-		ret = ibv_post_send(g->qp, wr, &bad);
+		w = &g->tx[(g->sq_post + k - 1) & g->sq_mask].wr;
+		w->next = NULL;
+		w->send_flags = IBV_SEND_SIGNALED;
+		w = &g->tx[g->sq_post & g->sq_mask].wr;
+		ret = ibv_post_send(g->qp, w, &bad);
 		if (ret) {
 			/* the ones before bad were posted (ibv_post_send(3)),
 			 * unsignalled: the retry's signalled send covers them */
-			for (i = 0; i < k && &wr[i] != bad; i++)
-				;
+			for (i = 0; bad && w && w != bad; i++)
+				w = w->next;
 			g->sq_post += i;
 			return -ret;
 		}
@@ -751,13 +736,20 @@ static void post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 	uint32_t i;
 
 	for (i = 0; i < n; i++) {
-		struct gtx *t = &g->tx[(g->sq_head + i) & g->sq_mask];
+		uint64_t s = g->sq_head + i;
+		struct gtx *t = &g->tx[s & g->sq_mask];
 
 		t->buf = bufs[i];
-		t->ah = ah;
-		t->qpn = qpn;
-		t->has_imm = imm != NULL;
-		t->imm = imm ? *imm : 0;
+		t->sge.addr = (uintptr_t)bufs[i]->data;
+		t->sge.length = (uint32_t)bufs[i]->len;
+		t->sge.lkey = bufs[i]->lkey;
+		t->wr.wr_id = RDMAMSG__WRID_SEND | g->lane.wrid_tag |
+			      (s & RDMAMSG__WRID_OWN_MASK);
+		t->wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+		t->wr.imm_data = imm ? *imm : 0;
+		t->wr.wr.ud.ah = ah;
+		t->wr.wr.ud.remote_qpn = qpn;
+		t->wr.wr.ud.remote_qkey = g->rqkey;
 	}
 	g->sq_head += n;
 	g->st.datagrams_sent += n;
@@ -2224,6 +2216,11 @@ static int setup(struct rdmamsg_group *g)
 	if (!g->tx)
 		return -ENOMEM;
 	g->sq_mask = sd - 1;
+	for (i = 0; i < sd; i++) {
+		/* what every send has in common, once */
+		g->tx[i].wr.sg_list = &g->tx[i].sge;
+		g->tx[i].wr.num_sge = 1;
+	}
 	if (g->role & RDMAMSG_GROUP_PUBLISHER) {
 		uint32_t nr = sd * G_PACK_MAX < G_MAX_RECS ? sd * G_PACK_MAX
 							   : G_MAX_RECS;
