@@ -82,6 +82,7 @@
 #define G_NAK_PLAIN	 4	    /* every 4th NAK plain, until one worked, */
 #define G_NAK_PLAIN_MS	 500	    /* once selective ones failed this long */
 #define G_PACK_MAX	 64	    /* messages a batch carries, at most */
+#define G_CHAIN		 32	    /* sends a post chains, one signalled */
 #define G_MAX_RECS	 65536	    /* publishes in flight, at most */
 #define G_REPOST	 32	    /* receives posted again at once */
 #define G_SM_PASS	 16 /* a pass's end: status if window / this more */
@@ -102,7 +103,11 @@ struct rdmamsg_group_attr {
 	char *bind;
 };
 
+/* a send queued (sq_post .. sq_head - 1) or posted (sq_tail ..): its
+ * work request, built as it is queued, chained to the next as it goes */
 struct gtx {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
 	struct rdmamsg_buf *buf;
 };
 
@@ -206,7 +211,9 @@ struct rdmamsg_group {
 	/* send side */
 	struct gtx *tx;
 	uint32_t sq_mask;
-	uint64_t sq_head, sq_tail;
+	/* sends sq_tail .. sq_post - 1 are posted, sq_post .. sq_head - 1
+	 * queued for the pass's end (post_to) */
+	uint64_t sq_head, sq_post, sq_tail;
 	uint64_t next_seq;
 	int sent_since_hb;
 	int bare_since_hb; /* a bare datagram: the next heartbeat goes */
@@ -484,6 +491,7 @@ static void sm_fn(struct rdmamsg__timer *t);
 static int heartbeat(struct rdmamsg_group *g, uint16_t flags, uint64_t seq);
 static uint32_t room(const struct rdmamsg_group *g);
 static int flush(struct rdmamsg_group *g);
+static void tx_flush(struct rdmamsg_group *g);
 static int rcv_behind(struct rdmamsg_group *g);
 static void hb_fn(struct rdmamsg__timer *t);
 static void close_fn(struct rdmamsg__timer *t);
@@ -609,6 +617,7 @@ static void step_fn(struct rdmamsg__timer *t)
 
 	if (g->pk_n)
 		flush(g); /* without room: a completion flushes it */
+	tx_flush(g);
 	if (!g->closing)
 		return;
 	if (g->state == G_UP && g->qp && !g->close_timed_out) {
@@ -656,66 +665,103 @@ static void fail(struct rdmamsg_group *g, int status)
 
 /* ---- sending ------------------------------------------------------- */
 
-/* post_to -- post n datagrams (bufs, their len) to ah/qpn in chains, each
- * chain's last signalled (imm: the one datagram's immediate data, or
- * NULL): 0, or a negative errno and nothing taken */
-static int post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
-		   struct rdmamsg_buf **bufs, uint32_t n, const uint32_t *imm)
+/* tx_post -- post the sends queued (sq_post .. sq_head - 1) in chains of
+ * up to G_CHAIN, each chain's last signalled: a signalled completion
+ * completes the unsignalled ones before it, as on an HCA's send queue.
+ * 0, or ibv_post_send's negative errno (what it refused stays queued) */
+static int tx_post(struct rdmamsg_group *g)
 {
-	struct ibv_send_wr wr[32], *bad;
-	struct ibv_sge sge[32];
-	uint32_t i, k, done = 0;
+	struct ibv_send_wr *bad = NULL, *w;
+	uint32_t i, k;
 	int ret;
 
-	while (done < n) {
-		k = n - done > 32 ? 32 : n - done;
-		for (i = 0; i < k; i++) {
-			uint64_t s = g->sq_head + done + i;
-			struct gtx *t = &g->tx[s & g->sq_mask];
-
-			sge[i].addr = (uintptr_t)bufs[done + i]->data;
-			sge[i].length = (uint32_t)bufs[done + i]->len;
-			sge[i].lkey = bufs[done + i]->lkey;
-			memset(&wr[i], 0, sizeof(wr[i]));
-			wr[i].wr_id = RDMAMSG__WRID_SEND | g->lane.wrid_tag |
-				      (s & RDMAMSG__WRID_OWN_MASK);
-			wr[i].sg_list = &sge[i];
-			wr[i].num_sge = 1;
-			wr[i].opcode = IBV_WR_SEND;
-			wr[i].wr.ud.ah = ah;
-			wr[i].wr.ud.remote_qpn = qpn;
-			wr[i].wr.ud.remote_qkey = g->rqkey;
-			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
-			t->buf = bufs[done + i];
+	while (g->sq_post < g->sq_head) {
+		k = g->sq_head - g->sq_post > G_CHAIN
+			    ? G_CHAIN
+			    : (uint32_t)(g->sq_head - g->sq_post);
+		for (i = 0; i + 1 < k; i++) {
+			w = &g->tx[(g->sq_post + i) & g->sq_mask].wr;
+			w->next = &g->tx[(g->sq_post + i + 1) & g->sq_mask].wr;
+			w->send_flags = 0;
 		}
-		if (imm) {
-			wr[0].opcode = IBV_WR_SEND_WITH_IMM;
-			wr[0].imm_data = *imm;
-		}
-		wr[k - 1].send_flags = IBV_SEND_SIGNALED;
-		ret = ibv_post_send(g->qp, wr, &bad);
+		w = &g->tx[(g->sq_post + k - 1) & g->sq_mask].wr;
+		w->next = NULL;
+		w->send_flags = IBV_SEND_SIGNALED;
+		w = &g->tx[g->sq_post & g->sq_mask].wr;
+		ret = ibv_post_send(g->qp, w, &bad);
 		if (ret) {
-			/* only the first chain can fail as a whole here */
-			for (i = 0; i < k; i++)
-				g->tx[(g->sq_head + done + i) & g->sq_mask]
-					.buf = NULL;
-			if (done) {
-				/* a partial message: its fragments go, the
-				 * subscribers see a loss */
-				g->sq_head += done;
-				LOG_ERR("ibv_post_send failed mid-message: %d",
-					ret);
-				for (i = done; i < n; i++)
-					rdmamsg__buf_put(bufs[i]);
-				return 0;
-			}
+			/* the ones before bad were posted (ibv_post_send(3)),
+			 * unsignalled: the retry's signalled send covers them */
+			for (i = 0; bad && w && w != bad; i++)
+				w = w->next;
+			g->sq_post += i;
 			return -ret;
 		}
-		done += k;
+		g->sq_post += k;
+	}
+	return 0;
+}
+
+/* tx_flush -- post what is queued, from the pass's end or a completion;
+ * what the send queue refuses with nothing of ours in flight to retry
+ * after completes with the error (a loss the subscribers see) */
+static void tx_flush(struct rdmamsg_group *g)
+{
+	int ret;
+
+	if (g->sq_post == g->sq_head || !g->qp)
+		return;
+	ret = tx_post(g);
+	if (!ret)
+		return;
+	LOG_ERR("multicast: ibv_post_send failed: %d", ret);
+	if (g->sq_post != g->sq_tail)
+		return; /* retried on its completion */
+	g->st.datagrams_sent -= g->sq_head - g->sq_post;
+	g->sq_post = g->sq_head;
+	complete_tx(g, g->sq_head, ret);
+}
+
+/* post_to -- n datagrams (bufs, their len) to ah/qpn (imm: the one
+ * datagram's immediate data, or NULL) queued, the send queue's room
+ * checked by the caller; posted now when nothing of ours is in flight
+ * (a paced publisher's message goes at once, signalled) or without
+ * batching (each message posted at once), else with the ones queued
+ * after it within the pass (the pass's end, a completion or a full
+ * chain posts them): one signalled send, and one completion to handle,
+ * a chain, as perftest's selective signalling */
+static void post_to(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
+		    struct rdmamsg_buf **bufs, uint32_t n, const uint32_t *imm)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t s = g->sq_head + i;
+		struct gtx *t = &g->tx[s & g->sq_mask];
+
+		t->buf = bufs[i];
+		t->sge.addr = (uintptr_t)bufs[i]->data;
+		t->sge.length = (uint32_t)bufs[i]->len;
+		t->sge.lkey = bufs[i]->lkey;
+		t->wr.wr_id = RDMAMSG__WRID_SEND | g->lane.wrid_tag |
+			      (s & RDMAMSG__WRID_OWN_MASK);
+		t->wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+		t->wr.imm_data = imm ? *imm : 0;
+		t->wr.wr.ud.ah = ah;
+		t->wr.wr.ud.remote_qpn = qpn;
+		t->wr.wr.ud.remote_qkey = g->rqkey;
 	}
 	g->sq_head += n;
 	g->st.datagrams_sent += n;
-	return 0;
+	if (!g->batch || g->sq_post == g->sq_tail ||
+	    g->sq_head - g->sq_post >= G_CHAIN) {
+		if (tx_post(g)) {
+			LOG_WARN("multicast: ibv_post_send failed, retried");
+			kick(g);
+		}
+	} else {
+		kick(g); /* at the latest, the pass's end posts it */
+	}
 }
 
 /* room -- datagrams the send queue takes now */
@@ -743,7 +789,6 @@ static int flush(struct rdmamsg_group *g)
 {
 	struct rdmamsg__mc_wire h;
 	uint64_t r;
-	int ret;
 
 	if (!g->pk_n)
 		return 0;
@@ -755,11 +800,7 @@ static int flush(struct rdmamsg_group *g)
 	h.seq = g->pk_seq;
 	h.total = g->pk_n;
 	rdmamsg__mc_encode(&h, g->pk->data);
-	ret = post_to(g, g->ah, g->rqpn, &g->pk, 1, NULL);
-	if (ret) {
-		LOG_WARN("multicast: batch not posted: %d", ret);
-		return ret;
-	}
+	post_to(g, g->ah, g->rqpn, &g->pk, 1, NULL);
 	for (r = g->rec_post; r < g->rec_head; r++)
 		g->recs[r & g->rec_mask].dg = g->sq_head - 1;
 	g->rec_post = g->rec_head;
@@ -828,10 +869,8 @@ static int control_n(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 	if (plen)
 		memcpy(b->data + RDMAMSG_MC_HDR, pl, plen);
 	b->len = RDMAMSG_MC_HDR + plen;
-	ret = post_to(g, ah, qpn, &b, 1, NULL);
-	if (ret)
-		rdmamsg__buf_put(b);
-	return ret;
+	post_to(g, ah, qpn, &b, 1, NULL);
+	return 0;
 }
 
 static int control(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
@@ -948,13 +987,10 @@ static int send_msg(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 			       part);
 		bv[i]->len = hl + part;
 	}
-	ret = post_to(g, ah, qpn, bv, n, b ? &imm : NULL);
-	if (ret)
-		for (i = 0; i < n; i++)
-			rdmamsg__buf_put(bv[i]);
-	else if (report)
+	post_to(g, ah, qpn, bv, n, b ? &imm : NULL);
+	if (report)
 		add_rec(g, op_ctx, 1);
-	if (!ret && b)
+	if (b)
 		g->bare_since_hb = 1;
 out:
 	if (bv != bufs)
@@ -2040,7 +2076,7 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 				g->sq_tail + ((own - (uint32_t)g->sq_tail) &
 					      RDMAMSG__WRID_OWN_MASK);
 
-			if (s >= g->sq_head)
+			if (s >= g->sq_post)
 				continue;
 			if (w->status != IBV_WC_SUCCESS) {
 				LOG_WARN("multicast send: %s",
@@ -2056,6 +2092,7 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 				pump(g);
 			if (g->pk_n)
 				flush(g);
+			tx_flush(g);
 			if (g->closing && g->sq_head == g->sq_tail)
 				kick(g);
 			continue;
@@ -2179,6 +2216,11 @@ static int setup(struct rdmamsg_group *g)
 	if (!g->tx)
 		return -ENOMEM;
 	g->sq_mask = sd - 1;
+	for (i = 0; i < sd; i++) {
+		/* what every send has in common, once */
+		g->tx[i].wr.sg_list = &g->tx[i].sge;
+		g->tx[i].wr.num_sge = 1;
+	}
 	if (g->role & RDMAMSG_GROUP_PUBLISHER) {
 		uint32_t nr = sd * G_PACK_MAX < G_MAX_RECS ? sd * G_PACK_MAX
 							   : G_MAX_RECS;

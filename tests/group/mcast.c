@@ -1492,6 +1492,131 @@ static void repair_room(void)
 	   "both contexts destroyed");
 }
 
+/* ---- on_publish: once a message, in order, without waiting for more --- */
+
+struct cpub {
+	struct pub p;	   /* first: pub_done's argument */
+	uint64_t at_close; /* publishes completed when close_cb came */
+};
+
+static void cpub_closed(struct rdmamsg_group *g, void *arg)
+{
+	struct cpub *c = arg;
+
+	(void)g;
+	c->at_close = c->p.completed;
+	c->p.closed++;
+}
+
+/* pub_until -- drive the publisher's context alone (nothing published
+ * meanwhile) until want publishes completed, for at most 1 s (less than
+ * the heartbeat period: no heartbeat posts what waits) */
+static void pub_until(struct rdmamsg_ctx *a, const struct pub *p, uint64_t want)
+{
+	long long end = test_now_ms() + 1000;
+
+	while (p->completed < want && test_now_ms() < end)
+		test_idle(a, 1);
+}
+
+/* publish_burst -- messages [from, to) of len bytes, no progress between
+ * them: 0, or the first refusal */
+static int publish_burst(struct rdmamsg_group *g, uint64_t from, uint64_t to,
+			 size_t len)
+{
+	static unsigned char buf[8192];
+	uint64_t i;
+	int ret;
+
+	for (i = from; i < to; i++) {
+		fill(i, buf, len);
+		ret = rdmamsg_group_publish(g, buf, len, (void *)(uintptr_t)i);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * completions -- sends are signalled one in a chain: each publish still
+ * completes once, in order, and a paced publisher's last message (one
+ * alone, or the tail after a signalled one) completes without another
+ * publish after it; a close with sends queued and posted completes each
+ * before close_cb
+ */
+static void completions(void)
+{
+	struct rdmamsg_group_cbs pc = {.on_join = pub_join,
+				       .on_publish = pub_done};
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx();
+	static const uint64_t burst[] = {1, 2, 33, 200};
+	struct rdmamsg_group *pg, *sg;
+	struct rdmamsg_group_attr *at;
+	const size_t len = 4096;
+	struct late sl;
+	struct cpub c;
+	uint64_t n = 0;
+	long long end;
+	unsigned int i;
+
+	memset(&c, 0, sizeof(c));
+	memset(&sl, 0, sizeof(sl));
+	sl.len = len;
+	rdmamsg_group_attr_new(&at);
+	rdmamsg_group_attr_set_heartbeat(at, 5000);
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER);
+	ok(!rdmamsg_group_join(b, "239.1.2.25", at, &sc, &sl, &sg) &&
+		   test_run_until(b, &sl.joined, 60000) == 1,
+	   "completions: a subscriber joined");
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
+	ok(!rdmamsg_group_join(a, "239.1.2.25", at, &pc, &c.p, &pg) &&
+		   test_run_until(a, &c.p.joined, 60000) == 1,
+	   "completions: the publisher joined");
+	rdmamsg_group_attr_delete(&at);
+	both(a, b, 50); /* its first heartbeat (the join's) heard */
+	/* bursts of 1, 2, 33 (a chain and one) and 200, then nothing */
+	for (i = 0; i < sizeof(burst) / sizeof(burst[0]); i++) {
+		int ret = publish_burst(pg, n, n + burst[i], len);
+
+		n += burst[i];
+		pub_until(a, &c.p, n);
+		ok(!ret && c.p.completed == n && !c.p.failed && !c.p.order,
+		   "%llu message(s), then nothing: each completed once, in "
+		   "order, without another publish (%llu of %llu, %llu failed)",
+		   (unsigned long long)burst[i],
+		   (unsigned long long)c.p.completed, (unsigned long long)n,
+		   (unsigned long long)c.p.failed);
+	}
+	end = test_now_ms() + 10000;
+	while (sl.received < n && test_now_ms() < end)
+		both(a, b, 5);
+	ok(sl.received == n && !sl.first && !sl.lost && !sl.bad,
+	   "the subscriber got 0 .. %llu in order, contents checked (%llu, "
+	   "%llu lost, %llu bad)",
+	   (unsigned long long)n - 1, (unsigned long long)sl.received,
+	   (unsigned long long)sl.lost, (unsigned long long)sl.bad);
+	/* a close right after a burst: some posted, some queued */
+	ok(!publish_burst(pg, n, n + 100, len) &&
+		   !rdmamsg_group_close(pg, cpub_closed) &&
+		   test_run_until(a, (volatile int *)&c.p.closed, 60000) == 1,
+	   "a close with 100 sends in flight");
+	n += 100;
+	ok(c.p.closed == 1 && c.at_close == n && c.p.completed == n &&
+		   !c.p.order,
+	   "each completed once, in order, before close_cb (%llu of %llu; "
+	   "%llu failed)",
+	   (unsigned long long)c.at_close, (unsigned long long)n,
+	   (unsigned long long)c.p.failed);
+	ok(!rdmamsg_group_close(sg, late_closed) &&
+		   test_run_until(b, (volatile int *)&sl.closed, 60000) == 1,
+	   "completions: the subscriber leaves");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
+	   "completions: both contexts destroyed");
+}
+
 /* ---- a reliable publisher gone without a word ------------------------- */
 
 /* gone_pub -- a child: a reliable publisher that sends 40 messages and
@@ -1632,6 +1757,7 @@ int main(void)
 	poll_before_block();
 	batches();
 	repair_room();
+	completions();
 	gone();
 	bad_input();
 	return done_testing();
