@@ -810,6 +810,7 @@ static int _rdmamsg_py_spin(struct rdmamsg_ctx *ctx,
 static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
 			    struct _rdmamsg_py_batch *b, int spin_ok)
 {
+	unsigned int idle = 0;
 	int rc;
 
 	if (rounds) {
@@ -838,6 +839,12 @@ static int _rdmamsg_py_pump(struct rdmamsg_ctx *ctx, unsigned int rounds,
 		rc = _rdmamsg_py_progress(ctx, b);
 		if (rc)
 			return rc;
+		/* arm() busy and progress finding nothing, twice: the context
+		 * polls before it blocks (a group subscriber's poll_us, each
+		 * arm a sched_yield): the next pass comes after the loop's
+		 * other callbacks, not 64 yields later */
+		if (++idle == 2)
+			return -EBUSY;
 	}
 }
 

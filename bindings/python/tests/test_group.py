@@ -817,8 +817,11 @@ async def _arm_after_stream(poll_us, n=20):
     and every 10 ms after until 150 ms passed: (just after, [(status,
     seconds since the last receive), ...]).  The first check
     runs from the loop (call_soon), outside the context's pass; a round
-    in which the machine held this process for more than 90 ms between
-    the last receive and the check is done again."""
+    in which the machine held this process for more than 50 ms between
+    the last receive and the check is done again.  The library's clock for
+    the poll is that of its pass, which a loaded machine may hold tens of
+    milliseconds before Python sees the messages: 50 ms of the 100 are
+    left for that."""
     kw = {} if poll_us is None else {"poll_us": poll_us}
     async with rdmamsg.Context() as a, rdmamsg.Context() as b:
         sub = await b.join("239.1.9.20", role="subscriber", **kw)
@@ -841,9 +844,9 @@ async def _arm_after_stream(poll_us, n=20):
             for i in range(n):
                 await pub.publish(b"tick %d" % i)
             first, elapsed = await asyncio.wait_for(done, 30)
-            if elapsed < 0.09:
+            if elapsed < 0.05:
                 break
-        assert elapsed < 0.09, "held for %.3f s in 5 rounds" % elapsed
+        assert elapsed < 0.05, "held for %.3f s in 5 rounds" % elapsed
         assert got == list(range(got[0], got[0] + n))
         later = []
         t_last = time.monotonic() - elapsed
@@ -860,10 +863,11 @@ EBUSY = -errno.EBUSY
 
 
 def _polled(first, later):
-    """arm() said EBUSY right after the stream and for the 100 ms after
-    its last receive, then 0 (the poll ended; nothing else was pending)."""
+    """arm() said EBUSY right after the stream and through the first 50
+    ms of the 100 after its last receive, then 0 (the poll ended; nothing
+    else was pending)."""
     assert first == EBUSY
-    assert all(rc == EBUSY for rc, t in later if t < 0.09), later
+    assert all(rc == EBUSY for rc, t in later if t < 0.05), later
     assert any(rc == 0 for rc, t in later if t > 0.1), later
 
 
