@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
+#include "tcp_exch.h"
 
 #define BIG	(1u << 20)
 #define NRECV	4
@@ -57,23 +58,6 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void xfer(int fd, void *p, size_t n, int out)
-{
-	size_t d = 0;
-
-	while (d < n) {
-		ssize_t r = out ? write(fd, (char *)p + d, n - d)
-				: read(fd, (char *)p + d, n - d);
-
-		if (r <= 0) {
-			if (r < 0 && errno == EINTR)
-				continue;
-			bail_out("tcp exchange");
-		}
-		d += (size_t)r;
-	}
 }
 
 static void new_qp(void);
@@ -288,53 +272,11 @@ static long check(const uint8_t *b, uint32_t len, uint32_t seq)
 	return -1;
 }
 
-static int tcp_listen(int port)
-{
-	struct sockaddr_in a;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1, c;
-
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 1))
-		bail_out("listen");
-	c = accept(fd, NULL, NULL);
-	close(fd);
-	return c;
-}
-
-static int tcp_connect(const char *host, int port)
-{
-	struct sockaddr_in a;
-	int i, fd, err = 0, first = 0;
-
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)port);
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
-		bail_out("address %s", host);
-	/* 60 s: a link just brought back up, on a loaded machine, may take
-	 * a while to carry (ARP of a neighbour marked failed) */
-	for (i = 0; i < 1200; i++) {
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
-			return fd;
-		if (!first)
-			first = errno;
-		err = errno;
-		close(fd);
-		usleep(50000);
-	}
-	bail_out("connect %s:%d: %s (the first of %d tries: %s)", host, port,
-		 strerror(err), i, strerror(first));
-}
-
 /* peer_accept -- the client of PORT connected to our QP (ME, its info),
  * PEER the client's; the TCP connection */
 static int peer_accept(int port, struct info *me, struct info *peer)
 {
-	int fd = tcp_listen(port);
+	int fd = tcp_accept(port);
 
 	xfer(fd, me, sizeof(*me), 1);
 	xfer(fd, peer, sizeof(*peer), 0);
@@ -1140,7 +1082,7 @@ static int mw_server(int port)
 		bail_out("reg_mr, alloc_mw: %s", strerror(errno));
 	k2 = w2->rkey;
 	kr = wr->rkey;
-	fd = tcp_listen(port);
+	fd = tcp_accept(port);
 	for (;;) {
 		struct mw_ask q;
 		int i;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tcp_exch.h -- the TCP side channel on which the namespace peers
- * (port_peer, sgid_peer) swap their QP numbers, keys and GIDs */
+ * (rc_peer, port_peer, sgid_peer) swap their QP numbers, keys and GIDs */
 #ifndef RDMAMSG_TCP_EXCH_H
 #define RDMAMSG_TCP_EXCH_H
 
@@ -52,11 +52,12 @@ static int tcp_accept(int port)
 }
 
 /* tcp_connect -- a connection to host:port, tried for 60 s (the server
- * may not listen yet) */
+ * may not listen yet; a link just brought back up, on a loaded machine,
+ * may take a while to carry: ARP of a neighbour marked failed) */
 static int tcp_connect(const char *host, int port)
 {
 	struct sockaddr_in a;
-	int i, fd, err = 0;
+	int i, fd, err = 0, first = 0;
 
 	memset(&a, 0, sizeof(a));
 	a.sin_family = AF_INET;
@@ -67,11 +68,14 @@ static int tcp_connect(const char *host, int port)
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (!connect(fd, (struct sockaddr *)&a, sizeof(a)))
 			return fd;
+		if (!first)
+			first = errno;
 		err = errno;
 		close(fd);
 		usleep(50000);
 	}
-	bail_out("connect %s:%d: %s", host, port, strerror(err));
+	bail_out("connect %s:%d: %s (the first of %d tries: %s)", host, port,
+		 strerror(err), i, strerror(first));
 }
 
 #endif /* RDMAMSG_TCP_EXCH_H */
