@@ -882,7 +882,8 @@ int rdmamsg_ep_attr_set_transport(struct rdmamsg_ep_attr *attr,
 struct rdmamsg_dc_stats {
 	uint32_t dcis;		 /* DC initiators made (shared, per context
 				  * and port) */
-	uint32_t dcts;		 /* DC targets made (one per port in use) */
+	uint32_t dcts;		 /* DC targets made (one per port used;
+				  * they go with the SRQ) */
 	uint32_t endpoints;	 /* DC endpoints (lanes) open */
 	uint32_t qps;		 /* QPs of the context's DC machinery */
 	uint64_t tag_drops;	 /* DC messages for no (or a stale) endpoint */

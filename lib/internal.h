@@ -762,6 +762,7 @@ struct rdmamsg__dc;
 int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
 		      const struct rdmamsg__ep_params *p);
 void rdmamsg__dc_fini(struct rdmamsg_ctx *ctx);
+void rdmamsg__dc_srq_free(struct rdmamsg_ctx *ctx, struct rdmamsg_srq *srq);
 struct rdmamsg__lane *rdmamsg__dc_srq_lane(struct rdmamsg_ctx *ctx,
 					   const struct rdmamsg_srq *srq,
 					   const struct ibv_wc *wc);

@@ -6,8 +6,8 @@
  *
  * Per context (struct rdmamsg__dc, made with the first DC lane) and per
  * device port (struct dc_port, its QPs made with the first DC lane whose
- * connection rdma_cm bound to that port and destroyed with the last, as
- * mlx5 binds a DCT or DCI to the port of its INIT transition): one DCT on
+ * connection rdma_cm bound to that port, as mlx5 binds a DCT or DCI to
+ * the port of its INIT transition, and kept until the SRQ goes): one DCT on
  * the DC endpoints' SRQ (one SRQ per context for DC, every port's DCT on
  * it) with the context's random 64-bit access key, and RDMAMSG_DC_DCIS
  * (default 4, 1..16) DCIs, all on one CQ of the interface (the port's
@@ -36,6 +36,15 @@
  * is not DC on this SRQ is dropped, its buffer reposted, and counted
  * (rdmamsg_dc_stats.tag_drops): never delivered to another endpoint.
  * The tag is no secret: the DCT's access key is what keeps strangers out.
+ * A port's DCT outlives its lanes (UCX keeps its DCT for the interface's
+ * life too): destroying a DCT removes its unpolled receive completions
+ * from the CQ and gives their WQEs back to the SRQ unreported (mlx5's
+ * destroy_qp cleans the CQ so), and messages still arriving for a lane
+ * that failed are exactly those; each lost WQE is a buffer the SRQ's
+ * count still holds posted, until senders meet an empty SRQ and RNR
+ * forever.  Kept, the DCT completes them, the tag finds no lane, the
+ * buffer goes back.  So the ports' QPs go when the SRQ does
+ * (rdmamsg__dc_srq_free), or with the context.
  *
  * Handshake (cm/handshake.h, HS_F_DC): each side sends its DCT number,
  * access key and its endpoint's tag; no QP is on the rdma_cm id (the REQ
@@ -239,7 +248,7 @@ int rdmamsg__dc_check(struct rdmamsg_ctx *ctx,
 	    (p->failover == RDMAMSG_FAILOVER_REPLAY &&
 	     p->pdata_len > RDMAMSG_DC_SESSION_USER))
 		return -EINVAL;
-	if (ctx->dc && ctx->dc->nlanes && ctx->dc->srq != p->srq)
+	if (ctx->dc && ctx->dc->srq && ctx->dc->srq != p->srq)
 		return -EINVAL;
 	return 0;
 }
@@ -444,6 +453,21 @@ static void dc_down_qps(struct dc_port *p)
 	}
 	p->dct = NULL;
 	rdmamsg__iface_detach(&p->anchor);
+}
+
+/* rdmamsg__dc_srq_free -- srq goes (no endpoint is left on it): the
+ * ports' DC QPs on it go first */
+void rdmamsg__dc_srq_free(struct rdmamsg_ctx *ctx, struct rdmamsg_srq *srq)
+{
+	struct rdmamsg__dc *dc = ctx->dc;
+	uint32_t i;
+
+	if (!dc || dc->srq != srq)
+		return;
+	for (i = 0; i < RDMAMSG__DC_PORTS; i++)
+		if (dc->port[i].dct || dc->port[i].ndci)
+			dc_down_qps(&dc->port[i]);
+	dc->srq = NULL;
 }
 
 /* rdmamsg__dc_fini -- at context destruction (every lane is gone) */
@@ -899,12 +923,9 @@ static void dc_destroy(struct rdmamsg__lane *lane)
 	free(d);
 	if (!p)
 		return;
-	if (!--dc->nlanes)
-		dc->srq = NULL;
-	if (!--p->nlanes)
-		dc_down_qps(p);
-	else
-		hand_on(p);
+	dc->nlanes--;
+	p->nlanes--;
+	hand_on(p); /* its QPs stay: see the top of the file */
 }
 
 /* dc_open -- a DC lane: the DC QPs of its connection's port (the one
@@ -924,7 +945,7 @@ static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 
 	if (!dc)
 		return -ENOTSUP;
-	if (!a->srq || (dc->nlanes && dc->srq != a->srq))
+	if (!a->srq || (dc->srq && dc->srq != a->srq))
 		return -EINVAL;
 	if (a->id && a->id->verbs && a->id->verbs != ctx->verbs) {
 		LOG_ERR("connection is on device %s, context on %s",
@@ -951,7 +972,7 @@ static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	list_init(&lane->ready_link);
 	list_init(&d->wait_link);
 	d->srq = a->srq;
-	if (!p->nlanes) {
+	if (!p->dct) {
 		ret = dc_up_qps(p, a->srq, &a->id->route.addr.addr.ibaddr.sgid);
 		if (ret) {
 			free(d);

@@ -241,6 +241,7 @@ static void srq_free(struct rdmamsg_srq *srq)
 	struct rdmamsg_ctx *ctx = srq->ctx;
 	uint32_t i;
 
+	rdmamsg__dc_srq_free(ctx, srq); /* its DCTs, kept till now */
 	if (srq->srq)
 		ctx->ops->destroy_srq(srq->srq);
 	for (i = 0; i < srq->nbufs; i++)

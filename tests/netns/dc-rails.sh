@@ -7,8 +7,9 @@
 # and the other to port 2, as a DCT and DCIs are bound to one port on
 # mlx5.  Each context then has a DCT and its DCIs on each port (2 DCTs,
 # 8 DCIs), every message is echoed intact and in order on both, and when
-# the endpoint on port 2 closes, that port's DC QPs go with it (1 DCT,
-# 4 DCIs) while the endpoint on port 1 goes on.
+# the endpoint on port 2 closes, that port's DC QPs stay (a DCT destroyed
+# under receives in flight would lose SRQ buffers: lib/lane_dc.c) while
+# the endpoint on port 1 goes on; they go with the SRQ.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/dc_rails
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
@@ -36,8 +37,11 @@ ok $? "DC endpoints connected over rail 1 ($a1) and rail 2 ($b1)"
 grep -q '^stats client dcts 2 dcis 8 endpoints 2$' "$out" &&
 	grep -q '^stats server dcts 2 dcis 8 endpoints 2$' "$out"
 ok $? "a DCT and 4 DCIs on each port, in each context"
-sed -n '/^closed 1$/,$p' "$out" | grep -q '^stats client dcts 1 dcis 4 endpoints 1$'
-ok $? "port 2's DC QPs went with its last endpoint"
+sed -n '/^closed 1$/,$p' "$out" | grep -q '^stats client dcts 2 dcis 8 endpoints 1$'
+ok $? "port 2's DC QPs stay after its last endpoint"
+sed -n '/^srq closed$/,$p' "$out" | grep -q '^stats client dcts 0 dcis 0 endpoints 0$' &&
+	sed -n '/^srq closed$/,$p' "$out" | grep -q '^stats server dcts 0 dcis 0 endpoints 0$'
+ok $? "every port's DC QPs go with the SRQ"
 grep -q '^streamed 0 again$' "$out" &&
 	grep -q '^done bad 0 echoed 600 300$' "$out" && [ $rc -eq 0 ]
 ok $? "every message echoed intact and in order on both ports, then on port 1 alone (exit $rc)"

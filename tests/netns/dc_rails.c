@@ -13,8 +13,10 @@
  *	client checks (number, size, bytes, order).  It prints each
  *	context's DC counters ("stats WHO dcts N dcis N endpoints N") with
  *	both endpoints open, closes the one on ADDR2 and prints them again,
- *	sends COUNT more on the one left, and says "done bad B"; exit 0 when
- *	every step worked and nothing was bad.
+ *	sends COUNT more on the one left, and says "done bad B"; once both
+ *	contexts' SRQs are closed, it says "srq closed" and prints the
+ *	counters a third time; exit 0 when every step worked and nothing was
+ *	bad.
  */
 #include "config.h"
 
@@ -327,6 +329,9 @@ out:
 	rdmamsg_srq_close(csrq, NULL, NULL);
 	for (i = 0; i < 100; i++)
 		progress();
+	printf("srq closed\n");
+	stats("client", cctx);
+	stats("server", sctx);
 	rdmamsg_ep_attr_delete(&sattr);
 	rdmamsg_ep_attr_delete(&cattr);
 	if (rdmamsg_ctx_destroy(&cctx) || rdmamsg_ctx_destroy(&sctx)) {

@@ -251,7 +251,7 @@ class DcStats(NamedTuple):
     """A context's DC resources and counters (``Context.dc_stats()``,
     rdmamsg_ctx_dc_stats)."""
     dcis: int            # DC initiators made (shared, per context)
-    dcts: int            # DC targets made (0 or 1)
+    dcts: int            # DC targets made (one per port used)
     endpoints: int       # DC endpoints open
     qps: int             # QPs of the context's DC machinery
     tag_drops: int       # DC messages for no (or a stale) endpoint
