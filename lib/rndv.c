@@ -92,7 +92,7 @@ struct rndv_send {
 	struct rdmamsg_buf *buf;   /* the pool buffer exposed, or NULL */
 	struct rdmamsg__mw *mw;	   /* the window bound over it */
 	struct rdmamsg_mr *umr;	   /* the caller's (rdmamsg_send_mr) */
-	size_t copied;		   /* bytes copied from rdmamsg_send()'s data */
+	size_t copied;		   /* bytes copy_in() took from the caller */
 	void *op_ctx;
 	int report;
 	int late;   /* on_send waits for the window's invalidation */
@@ -507,11 +507,10 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	} else if (zb || !ret) {
 		/* pool memory, registered once: the peer gets a window
 		 * over these bytes (or their own registration) */
-		if (zb) {
+		if (zb)
 			s->buf = zb;
-		} else {
+		else
 			copy_in(xf, s, s->buf->data, data, len);
-		}
 		data = s->buf->data;
 		ret = expose(ep, s, s->buf, len, &x.rkey);
 		if (ret) {

@@ -677,6 +677,25 @@ static void nocopy_burst(struct test_side *srv, struct test_side *cli,
 	       "and one READ more, of the copy of the message from no region");
 }
 
+/* arrived_1m -- the n 1 MiB messages from immediate seq0 on reach the
+ * server (its seen[] from first) whole, once, in order, and on_send
+ * comes for each */
+static void arrived_1m(struct test_side *srv, struct test_side *cli,
+		       unsigned int first, unsigned int n, uint32_t seq0)
+{
+	unsigned int bad = 0, i;
+
+	run_for(srv, cli, &nseen, first + n);
+	is_int(nseen - first, n, "all arrived, each once");
+	run_for(srv, cli, &acked, n);
+	is_int(acked, n, "on_send for each");
+	for (i = 0; i < n && first + i < nseen; i++)
+		if (seen[first + i].imm != seq0 + i || !seen[first + i].ok ||
+		    seen[first + i].len != MAXLEN)
+			bad++;
+	is_int(bad, 0, "in order, byte for byte");
+}
+
 /* big_burst -- four 1 MiB messages by rdmamsg_send_nocopy() at once:
  * they arrive whole, once, in order; on the soft fabric (a READ is a copy
  * by the CPU) read one after the other (at most 1 MiB of READs at a time)
@@ -684,7 +703,7 @@ static void nocopy_burst(struct test_side *srv, struct test_side *cli,
 static void big_burst(struct test_side *srv, struct test_side *cli,
 		      uint32_t *seq)
 {
-	unsigned int first = nseen, n = 0, bad = 0, i;
+	unsigned int first = nseen, n = 0, i;
 	enum rdmamsg_fabric fab = RDMAMSG_FABRIC_VERBS;
 	uint32_t seq0 = *seq;
 
@@ -698,15 +717,7 @@ static void big_burst(struct test_side *srv, struct test_side *cli,
 			n++;
 	nocopy = 0;
 	is_int(n, 4, "four 1 MiB nocopy messages accepted");
-	run_for(srv, cli, &nseen, first + n);
-	is_int(nseen - first, n, "all arrived, each once");
-	run_for(srv, cli, &acked, n);
-	is_int(acked, n, "on_send for each");
-	for (i = 0; i < n && first + i < nseen; i++)
-		if (seen[first + i].imm != seq0 + i || !seen[first + i].ok ||
-		    seen[first + i].len != MAXLEN)
-			bad++;
-	is_int(bad, 0, "in order, byte for byte");
+	arrived_1m(srv, cli, first, n, seq0);
 	is_int(nread, 4, "one READ each");
 	if (fab == RDMAMSG_FABRIC_SOFT)
 		is_int(ndest, 1,
@@ -739,7 +750,7 @@ static void copy_bound(struct test_side *srv, struct test_side *cli,
 		       uint32_t *seq, int bounded)
 {
 	unsigned int big0 = big_slabs(cli->ctx);
-	unsigned int first = nseen, n = 0, bad = 0, i;
+	unsigned int first = nseen, n = 0, i;
 	uint32_t seq0 = *seq;
 	int ret = 0;
 
@@ -772,15 +783,7 @@ static void copy_bound(struct test_side *srv, struct test_side *cli,
 		n++;
 	}
 	is_int(n, 16, "sixteen taken in all");
-	run_for(srv, cli, &nseen, first + n);
-	is_int(nseen - first, n, "all arrived, each once");
-	run_for(srv, cli, &acked, n);
-	is_int(acked, n, "on_send for each");
-	for (i = 0; i < n && first + i < nseen; i++)
-		if (seen[first + i].imm != seq0 + i || !seen[first + i].ok ||
-		    seen[first + i].len != MAXLEN)
-			bad++;
-	is_int(bad, 0, "in order, byte for byte");
+	arrived_1m(srv, cli, first, n, seq0);
 	if (bounded)
 		ok(big_slabs(cli->ctx) - big0 <= 4,
 		   "the client's pool grew by %u 1 MiB buffers: four at most",
