@@ -470,6 +470,8 @@ struct rdmamsg_ep {
 	size_t max_msg;
 	uint32_t eager_max;  /* rdmamsg_send's eager limit: frag, or lower */
 	size_t rndv;	     /* rdmamsg_send's rendezvous above this (msg.c) */
+	size_t copy_ahead;   /* its copies not yet read: at most this many
+			      * bytes (RDMAMSG_COPY_AHEAD); 0: the pool's */
 	uint32_t max_inline; /* the lane's, cached at bind */
 	uint32_t peer_depth;
 	uint32_t peer_ctl;  /* control credits the peer grants (handshake) */

@@ -1551,8 +1551,10 @@ static uint32_t rndv_caps(const struct rdmamsg_ep *ep)
 
 /* rdmamsg__ep_proto_params -- the rendezvous threshold: the attribute's,
  * else RDMAMSG_RNDV_THRESH's, else 0 (the connection's default, chosen
- * with the peer: rdmamsg__ep_proto_set); -EINVAL for a bad environment
- * value (the endpoint is not made) */
+ * with the peer: rdmamsg__ep_proto_set); the bound on rdmamsg_send()'s
+ * rendezvous copies not yet read, RDMAMSG_COPY_AHEAD (rndv.c's
+ * copy_full), else none; -EINVAL for a bad environment value (the
+ * endpoint is not made) */
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 {
 	const char *e;
@@ -1562,6 +1564,14 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 	e = getenv("RDMAMSG_NO_PACK");
 	ep->caps = e && *e && strcmp(e, "0") ? 0 : RDMAMSG_HS_CAP_PACK;
 	ep->caps |= rndv_caps(ep);
+	ep->copy_ahead = 0;
+	e = getenv("RDMAMSG_COPY_AHEAD");
+	if (e && *e && rndv_parse(e, &ep->copy_ahead)) {
+		LOG_ERR("RDMAMSG_COPY_AHEAD=%s: expected %zu to %zu bytes "
+			"(suffix k, m or g allowed)",
+			e, RNDV_MIN, RNDV_MAX);
+		return -EINVAL;
+	}
 	if (ep->p.rndv_thresh)
 		return 0;
 	e = getenv("RDMAMSG_RNDV_THRESH");

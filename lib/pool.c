@@ -23,14 +23,17 @@
  * back to the system when an endpoint closes */
 #define POOL_IDLE ((size_t)8 << 20)
 
-/* class_of -- the smallest class holding size bytes, or -1 */
+/* class_of -- the smallest class holding size bytes, or -1: the bit
+ * length of size - 1 (one instruction, where walking the classes took
+ * some 50 at 64 KiB on every buffer taken) */
 static int class_of(size_t size)
 {
-	int c = 0;
+	int c;
 
-	while (c < RDMAMSG_NCLASSES &&
-	       ((size_t)1 << (c + RDMAMSG_MIN_CLASS_SHIFT)) < size)
-		c++;
+	if (size <= ((size_t)1 << RDMAMSG_MIN_CLASS_SHIFT))
+		return 0;
+	c = 64 - __builtin_clzll((unsigned long long)(size - 1)) -
+	    RDMAMSG_MIN_CLASS_SHIFT;
 	return c < RDMAMSG_NCLASSES ? c : -1;
 }
 

@@ -61,6 +61,9 @@
 #define CHUNK	   ((uint64_t)8 << 20)
 #define MAX_READS  4
 #define READ_BYTES ((uint64_t)1 << 20) /* read_bytes() */
+/* rdmamsg_send()'s copies of an endpoint waiting to be read: beyond
+ * RDMAMSG_COPY_AHEAD bytes (and COPY_MIN sends) -EAGAIN (copy_full()) */
+#define COPY_MIN 2
 /* freed transfer states an endpoint keeps for reuse, of each kind; none
  * under AddressSanitizer, which then still sees a state used after it
  * was freed */
@@ -89,6 +92,7 @@ struct rndv_send {
 	struct rdmamsg_buf *buf;   /* the pool buffer exposed, or NULL */
 	struct rdmamsg__mw *mw;	   /* the window bound over it */
 	struct rdmamsg_mr *umr;	   /* the caller's (rdmamsg_send_mr) */
+	size_t copied;		   /* bytes copy_in() took from the caller */
 	void *op_ctx;
 	int report;
 	int late;   /* on_send waits for the window's invalidation */
@@ -182,6 +186,34 @@ static uint64_t read_bytes(const struct rdmamsg_ep *ep)
 	if (ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT)
 		return READ_BYTES;
 	return UINT64_MAX;
+}
+
+/* copy_full -- a copy of len more bytes of a caller's message would
+ * wait for its read behind ep->copy_ahead bytes (COPY_MIN sends at
+ * least) already waiting: the receiver reads a few at a time
+ * (MAX_READS, read_bytes()), so copying further ahead gains nothing, and
+ * the pool buffers it would take (a window of 128 at 1 MiB: 64 MiB, the
+ * pool's limit) are cold when reused; within a few MiB the buffers a FIN
+ * frees (last freed first) stay in the cache.  The caller gets -EAGAIN
+ * and on_writable after the next completion.  No bound by default: a
+ * burst of sends is accepted up to the pool's limit, as callers expect */
+static int copy_full(const struct rdmamsg_ep *ep, size_t len)
+{
+	const struct rdmamsg__xfer *xf = ep->xf;
+
+	return ep->copy_ahead && xf->ncopied >= COPY_MIN &&
+	       xf->copied_bytes + len > ep->copy_ahead;
+}
+
+/* copy_in -- the caller's len bytes at data into s's source dst, counted
+ * for copy_full() until send_free() */
+static void copy_in(struct rdmamsg__xfer *xf, struct rndv_send *s, void *dst,
+		    const void *data, size_t len)
+{
+	memcpy(dst, data, len);
+	s->copied = len;
+	xf->copied_bytes += len;
+	xf->ncopied++;
 }
 
 /* sq_reserve -- send slots the pulls leave to messages */
@@ -283,6 +315,8 @@ static void send_free(struct rdmamsg_ep *ep, struct rndv_send *s)
 	free(s->mem);
 	if (s->umr)
 		s->umr->busy--;
+	ep->xf->copied_bytes -= s->copied;
+	ep->xf->ncopied -= !!s->copied;
 	ep->xf->nsends--;
 	state_put(&ep->xf->sfree, s);
 }
@@ -445,6 +479,11 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		return -ENOMEM;
 	xf->nsends++;
 	memset(&x, 0, sizeof(x));
+	if (!mr && !zb && inner == X_MSG && copy_full(ep, len)) {
+		ep->want_writable = 1; /* a FIN to come: on_writable */
+		ret = -EAGAIN;
+		goto err_free_send;
+	}
 	ret = mr || zb ? 0 : rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &s->buf);
 	if (ret == -ENOMEM) {
 		/* the pool is full: sender memory stays within its limit.
@@ -471,7 +510,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		if (zb)
 			s->buf = zb;
 		else
-			memcpy(s->buf->data, data, len);
+			copy_in(xf, s, s->buf->data, data, len);
 		data = s->buf->data;
 		ret = expose(ep, s, s->buf, len, &x.rkey);
 		if (ret) {
@@ -488,7 +527,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 			ret = -ENOMEM;
 			goto err_free_send;
 		}
-		memcpy(s->mem, data, len);
+		copy_in(xf, s, s->mem, data, len);
 		data = s->mem;
 		errno = 0;
 		s->tmr = ep->ctx->ops->reg_mr(ep->ctx->pd, s->mem, len,

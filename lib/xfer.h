@@ -54,6 +54,8 @@ struct rdmamsg__xfer {
 	struct rdmamsg__mw *mw_free; /* windows ready to bind (rndv.c) */
 	int mw_state;		     /* 1: bind windows, -1: register */
 	uint32_t nsends;	     /* rendezvous sources alive */
+	uint32_t ncopied;	     /* of them copies of a caller's message */
+	uint64_t copied_bytes;	     /* their lengths (rndv.c's copy_full) */
 	int draining;
 	uint32_t active_pulls, reads_inflight;
 	uint64_t active_bytes;

@@ -206,6 +206,10 @@ for round in $(seq "$rounds"); do
 	# bandwidth 1 MiB, copied and from one registered buffer
 	acc R_bw1m rmp bw 1048576 3 "$(iters 1000)"
 	acc N_bw1m rmp bw 1048576 3 "$(iters 1000)" "${rmp_opts[@]}" --nocopy
+	# copied, at most 4 MiB of copies waiting to be read (the pool's
+	# buffers stay in the cache)
+	RDMAMSG_COPY_AHEAD=4m acc C_bw rmp bw 65536 3 "$(iters 5000)"
+	RDMAMSG_COPY_AHEAD=4m acc C_bw1m rmp bw 1048576 3 "$(iters 1000)"
 	acc S_bw1m perftest ib_send_bw 1048576 4 -n "$(iters 1000)" "${pt_win[@]}"
 	acc U_bw1m ucx posix,cma tag_bw 1048576 6 "$(iters 2000)"
 	# message rate 8 B (UCX prints msg/s)
@@ -221,6 +225,8 @@ z_bw=$(scale_v "$(med "${Z_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 n_bw=$(scale_v "$(med "${N_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 r_bw1m=$(scale_v "$(med "${R_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 n_bw1m=$(scale_v "$(med "${N_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+c_bw=$(scale_v "$(med "${C_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+c_bw1m=$(scale_v "$(med "${C_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 z_lat_4096=$(med "${Z_lat_4096[@]}") z_lat_65536=$(med "${Z_lat_65536[@]}")
 n_lat_65536=$(med "${N_lat_65536[@]}")
 s_bw=$(med "${S_bw[@]}") u_bw=$(med "${U_bw[@]}")
@@ -231,7 +237,7 @@ r_mr=$(med "${R_mr[@]}") s_mr=$(med "${S_mr[@]}") u_mr=$(med "${U_mr[@]}")
 [ "$u_mr" != n/a ] && u_mr=$(awk -v v="$u_mr" 'BEGIN { printf "%.3f", v / 1e6 }')
 for a in R_lat_8 S_lat_8 U_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 R_lat_65536 \
 	S_lat_65536 U_lat_65536 Z_lat_4096 Z_lat_65536 N_lat_65536 R_ev S_ev R_bw \
-	Z_bw N_bw S_bw U_bw R_bw1m N_bw1m S_bw1m U_bw1m R_mr S_mr U_mr; do
+	Z_bw N_bw S_bw U_bw R_bw1m N_bw1m S_bw1m U_bw1m C_bw C_bw1m R_mr S_mr U_mr; do
 	eval "echo \"# rounds $a: \${$a[*]}\""
 done
 
@@ -253,6 +259,8 @@ row "nocopy latency 65536 B, us" "$n_lat_65536" "$s_lat_65536" "$u_lat_65536"
 row "nocopy bandwidth 64 KiB, MiB/s" "$n_bw" "$s_bw" "$u_bw"
 row "bandwidth 1 MiB, MiB/s" "$r_bw1m" "$s_bw1m" "$u_bw1m"
 row "nocopy bandwidth 1 MiB, MiB/s" "$n_bw1m" "$s_bw1m" "$u_bw1m"
+row "bandwidth 64 KiB, copies ahead 4m" "$c_bw" "$s_bw" "$u_bw"
+row "bandwidth 1 MiB, copies ahead 4m" "$c_bw1m" "$s_bw1m" "$u_bw1m"
 if [ "$rounds" -gt 1 ]; then
 	# The least disturbed round (see bench-softrdma.sh)
 	echo
@@ -279,13 +287,18 @@ if [ "$rounds" -gt 1 ]; then
 	row "bandwidth 1 MiB, MiB/s" "$b_r" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
 	b_n=$(scale_v "$(best higher "${N_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
 	row "nocopy bandwidth 1 MiB, MiB/s" "$b_n" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
+	b_c=$(scale_v "$(best higher "${C_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+	row "bandwidth 64 KiB, copies ahead 4m" "$b_c" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
+	b_c=$(scale_v "$(best higher "${C_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+	row "bandwidth 1 MiB, copies ahead 4m" "$b_c" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
 fi
 echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma (zero-copy rows: --zcopy, rdmamsg_send_buf()"
 echo "of a pool buffer the caller filled, instead of rdmamsg_send() copying; nocopy rows: --nocopy,"
 echo "rdmamsg_send_nocopy() from one registered buffer, read in place above the rendezvous threshold,"
-echo "as UCX sends from one buffer); verbs: perftest on softrdma (LD_PRELOAD),"
+echo "as UCX sends from one buffer; copies ahead 4m: rdmamsg_send() with RDMAMSG_COPY_AHEAD=4m,"
+echo "at most 4 MiB of copies waiting to be read); verbs: perftest on softrdma (LD_PRELOAD),"
 echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
 echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest tag_lat"
 echo "UCX_TLS=posix (50%ile), tag_bw UCX_TLS=posix,cma (average)."

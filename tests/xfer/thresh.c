@@ -40,6 +40,11 @@
  * 1 MiB nocopy messages sent at once arrive whole, once and in order,
  * on the soft fabric read one after the other into one destination (the
  * receiver starts a read while the reads under way stay within 1 MiB).
+ * Five 1 MiB rdmamsg_send()s while the server does not run are all
+ * taken by default; with RDMAMSG_COPY_AHEAD=4m (a bad value: connect
+ * -EINVAL) the copies not yet read stay within 4 MiB: the fifth gets
+ * -EAGAIN, then on_writable, and the client's pool grows by four buffers
+ * at most; sixteen arrive whole, once, in order either way.
  * A 64 KiB nocopy round trip registers nothing and binds and invalidates
  * one window each way; without windows (RDMAMSG_NO_MW=1) the READ goes
  * with the region's key.
@@ -323,6 +328,15 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
 	acked++;
 }
 
+static unsigned int writable; /* the client's on_writable calls */
+
+static void cli_writable(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	writable++;
+}
+
 static void on_response(struct rdmamsg_ep *ep, int status, void *data,
 			size_t len, void *arg)
 {
@@ -343,6 +357,7 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = test_side_on_connect,
 	.on_recv = cli_recv,
 	.on_send = cli_sent,
+	.on_writable = cli_writable,
 	.on_disconnect = test_side_on_disconnect,
 };
 
@@ -662,6 +677,25 @@ static void nocopy_burst(struct test_side *srv, struct test_side *cli,
 	       "and one READ more, of the copy of the message from no region");
 }
 
+/* arrived_1m -- the n 1 MiB messages from immediate seq0 on reach the
+ * server (its seen[] from first) whole, once, in order, and on_send
+ * comes for each */
+static void arrived_1m(struct test_side *srv, struct test_side *cli,
+		       unsigned int first, unsigned int n, uint32_t seq0)
+{
+	unsigned int bad = 0, i;
+
+	run_for(srv, cli, &nseen, first + n);
+	is_int(nseen - first, n, "all arrived, each once");
+	run_for(srv, cli, &acked, n);
+	is_int(acked, n, "on_send for each");
+	for (i = 0; i < n && first + i < nseen; i++)
+		if (seen[first + i].imm != seq0 + i || !seen[first + i].ok ||
+		    seen[first + i].len != MAXLEN)
+			bad++;
+	is_int(bad, 0, "in order, byte for byte");
+}
+
 /* big_burst -- four 1 MiB messages by rdmamsg_send_nocopy() at once:
  * they arrive whole, once, in order; on the soft fabric (a READ is a copy
  * by the CPU) read one after the other (at most 1 MiB of READs at a time)
@@ -669,7 +703,7 @@ static void nocopy_burst(struct test_side *srv, struct test_side *cli,
 static void big_burst(struct test_side *srv, struct test_side *cli,
 		      uint32_t *seq)
 {
-	unsigned int first = nseen, n = 0, bad = 0, i;
+	unsigned int first = nseen, n = 0, i;
 	enum rdmamsg_fabric fab = RDMAMSG_FABRIC_VERBS;
 	uint32_t seq0 = *seq;
 
@@ -683,15 +717,7 @@ static void big_burst(struct test_side *srv, struct test_side *cli,
 			n++;
 	nocopy = 0;
 	is_int(n, 4, "four 1 MiB nocopy messages accepted");
-	run_for(srv, cli, &nseen, first + n);
-	is_int(nseen - first, n, "all arrived, each once");
-	run_for(srv, cli, &acked, n);
-	is_int(acked, n, "on_send for each");
-	for (i = 0; i < n && first + i < nseen; i++)
-		if (seen[first + i].imm != seq0 + i || !seen[first + i].ok ||
-		    seen[first + i].len != MAXLEN)
-			bad++;
-	is_int(bad, 0, "in order, byte for byte");
+	arrived_1m(srv, cli, first, n, seq0);
 	is_int(nread, 4, "one READ each");
 	if (fab == RDMAMSG_FABRIC_SOFT)
 		is_int(ndest, 1,
@@ -701,6 +727,67 @@ static void big_burst(struct test_side *srv, struct test_side *cli,
 		ok(ndest >= 1 && ndest <= 4,
 		   "an HCA's reads overlap: at most four destinations (%u)",
 		   ndest);
+}
+
+/* big_slabs -- ctx's pool slabs holding a 1 MiB buffer (the smaller
+ * classes share slabs of 1 MiB at most) */
+static unsigned int big_slabs(struct rdmamsg_ctx *ctx)
+{
+	const struct rdmamsg__slab *sl;
+	unsigned int n = 0;
+
+	for (sl = ctx->pool.slabs; sl; sl = sl->next)
+		n += sl->len > MAXLEN;
+	return n;
+}
+
+/* copy_bound -- five 1 MiB messages by rdmamsg_send() while the server
+ * does not run: with RDMAMSG_COPY_AHEAD=4m (bounded) four are taken, the
+ * fifth gets -EAGAIN and on_writable follows the reads, and the client's
+ * pool grows by four 1 MiB buffers at most; without (the default) all
+ * five are taken.  Sixteen in all arrive whole, once, in order */
+static void copy_bound(struct test_side *srv, struct test_side *cli,
+		       uint32_t *seq, int bounded)
+{
+	unsigned int big0 = big_slabs(cli->ctx);
+	unsigned int first = nseen, n = 0, i;
+	uint32_t seq0 = *seq;
+	int ret = 0;
+
+	acked = 0;
+	writable = 0;
+	for (i = 0; i < 5 && !ret; i++) {
+		fill(pat, MAXLEN, *seq);
+		ret = rdmamsg_send_imm(cli->ep, pat, MAXLEN, *seq, NULL);
+		if (!ret) {
+			n++;
+			(*seq)++;
+		}
+	}
+	memset(pat, 0, MAXLEN); /* the copies are the library's */
+	if (bounded) {
+		is_int(n, 4,
+		       "four 1 MiB copies taken while the server does "
+		       "not run");
+		is_int(ret, -EAGAIN, "the fifth: -EAGAIN");
+		run_for(srv, cli, &writable, 1);
+		ok(writable >= 1, "on_writable once the server read (%u)",
+		   writable);
+	} else {
+		is_int(n, 5,
+		       "no bound by default: all five 1 MiB copies "
+		       "taken");
+	}
+	while (n < 16 && !send_k(cli, srv, MAXLEN, *seq)) {
+		(*seq)++;
+		n++;
+	}
+	is_int(n, 16, "sixteen taken in all");
+	arrived_1m(srv, cli, first, n, seq0);
+	if (bounded)
+		ok(big_slabs(cli->ctx) - big0 <= 4,
+		   "the client's pool grew by %u 1 MiB buffers: four at most",
+		   big_slabs(cli->ctx) - big0);
 }
 
 /* nocopy_round_trip -- 64 KiB by rdmamsg_send_nocopy() from the region
@@ -990,7 +1077,25 @@ int main(void)
 	zc_reg(&cli);
 	nocopy_burst(&srv, &cli, &seq);
 	big_burst(&srv, &cli, &seq);
+	copy_bound(&srv, &cli, &seq, 0);
 	nocopy_round_trip(&srv, &cli, pr.rndv_window);
+	is_int(srv.bad + cli.bad, 0, "no failure on either side");
+	unpair(&srv, &cli);
+
+	/* rdmamsg_send()'s copies not yet read bounded: a bad value is
+	 * refused, 4m applies */
+	srv.ctx = test_ctx();
+	setenv("RDMAMSG_COPY_AHEAD", "4x", 1);
+	ep = NULL;
+	ok(rdmamsg_connect(srv.ctx, "127.0.0.1:9", NULL, &cli_cbs, &cli, &ep) ==
+			   -EINVAL &&
+		   ep == NULL,
+	   "RDMAMSG_COPY_AHEAD=4x: connect -EINVAL, no endpoint");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "context destroyed");
+	setenv("RDMAMSG_COPY_AHEAD", "4m", 1);
+	pair(&srv, &cli, ops, b);
+	unsetenv("RDMAMSG_COPY_AHEAD");
+	copy_bound(&srv, &cli, &seq, 1);
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 
