@@ -259,7 +259,8 @@ if [ "$full" != 1 ]; then
 
 	# ---- both rails cut: PATH_MIG_ERR, then retry exhaustion ------------
 	port=$((port + 1))
-	ib 1 timeout -k 10 300 "$peer" server $port "$a1" "$b1" 0 \
+	ib 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/bs.pid" "$peer" server $port "$a1" "$b1" 0 \
 		>"$tap_tmp/bs.log" 2>&1 &
 	bspid=$!
 	tap_pids="$tap_pids $bspid"
@@ -276,12 +277,21 @@ if [ "$full" != 1 ]; then
 	wait $bcpid
 	rc=$?
 	grep -E '^(client|disconnected|mig_failed|migrated|rail_peer)' "$tap_tmp/bc.log" | sed 's/^/    /'
-	grep -E '^(server|rail_peer)' "$tap_tmp/bs.log" | sed 's/^/    /'
 	# the side whose sends time out first migrates, then finds the alternate
 	# dead too (PATH_MIG_FAILED) and its QP fails; the other may have had
-	# nothing in flight (credits) and hears of it as a disconnect
-	kill -TERM $bspid 2>/dev/null
+	# nothing in flight (credits) and hears of it only at its peer timeout
+	# (60 s): SIGTERM ends it, sent to the program itself ($bspid is the
+	# shell that started it, whose death would leave the server running
+	# with its QP, channel and the registry in host 1's /dev/shm)
+	grep -q '^server:' "$tap_tmp/bs.log" && sgone=ended || sgone=running
+	kill -TERM "$(cat "$tap_tmp/bs.pid")" 2>/dev/null
 	wait $bspid
+	src=$?
+	grep -E '^(server|rail_peer)' "$tap_tmp/bs.log" | sed 's/^/    /'
+	# (exit 1: answers the failure left unsent; killed: 143)
+	grep -q '^server: sessions 1 messages [0-9]* requests [0-9]* bad 0 dup 0 disc ' \
+		"$tap_tmp/bs.log" && [ $src -le 1 ]
+	ok $? "both: the server ($sgone when the client exited) closed and exited (exit $src)"
 	{ grep -q '^mig_failed ' "$tap_tmp/bc.log" ||
 		grep -q '^server path event 6 ' "$tap_tmp/bs.log"; } &&
 		[ $rc -eq 3 ] && grep -q '^disconnected ' "$tap_tmp/bc.log"
