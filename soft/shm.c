@@ -401,10 +401,23 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 	return live;
 }
 
+/* reg_last_out -- sweep the dead; with no live user left, remove the
+ * registry's name (an attach that finds it unlinked starts a new one);
+ * registry lock held */
+static void reg_last_out(struct soft_reg *r, int at_exit)
+{
+	char name[128];
+
+	if (!reg_sweep(r, at_exit)) {
+		soft_name(name, sizeof(name), "registry", 0);
+		r->unlinked = 1;
+		shm_unlink(name);
+	}
+}
+
 /* soft_reg_detach -- drop one user; the host's last user unlinks all */
 void soft_reg_detach(void)
 {
-	char name[128];
 	struct soft_reg *r;
 
 	pthread_mutex_lock(&reg_local_lock);
@@ -416,14 +429,42 @@ void soft_reg_detach(void)
 	soft_reg = NULL;
 	chan_cache_clear(); /* keys start again with the next registry */
 	soft_stripe_lock(&r->lock);
-	if (!reg_sweep(r, 0)) {
-		soft_name(name, sizeof(name), "registry", 0);
-		r->unlinked = 1;
-		shm_unlink(name);
-	}
+	reg_last_out(r, 0);
 	pthread_mutex_unlock(&r->lock);
 	munmap(r, sizeof(*r));
 	pthread_mutex_unlock(&reg_local_lock);
+}
+
+/*
+ * soft_reg_reap -- free what dead processes left in the host registry
+ * and remove it when nobody uses it: the agent's last act, a second
+ * after its last client went (a killed one too), as an HCA's resources
+ * go with the process that held them.  Else a process killed outright
+ * (SIGKILL, timeout -k) left its QPs' segments, channels and the
+ * registry in /dev/shm until the next process of the host.  Only the
+ * registry of our prefix (the names a sweep removes are ours); never
+ * blocks on a lock held by a stopped process.
+ */
+void soft_reg_reap(void)
+{
+	char name[128];
+	struct soft_reg *r;
+	int fd;
+
+	soft_name(name, sizeof(name), "registry", 0);
+	fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return;
+	r = reg_trusted(fd, name) ? reg_open(fd) : NULL;
+	close(fd);
+	if (!r)
+		return;
+	if (!soft_exit_lock(&r->lock)) {
+		if (!r->unlinked)
+			reg_last_out(r, 1);
+		pthread_mutex_unlock(&r->lock);
+	}
+	munmap(r, sizeof(*r));
 }
 
 /* soft_reg_ctx_alloc -- a registry slot for one device context */
@@ -984,7 +1025,6 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
  */
 __attribute__((destructor)) static void soft_fini(void)
 {
-	char name[128];
 	struct soft_reg *r = soft_reg;
 	int i;
 
@@ -1006,10 +1046,6 @@ __attribute__((destructor)) static void soft_fini(void)
 			atomic_store(&r->ctx[i].pid, 0);
 		}
 	}
-	if (!reg_sweep(r, 1)) {
-		soft_name(name, sizeof(name), "registry", 0);
-		r->unlinked = 1;
-		shm_unlink(name);
-	}
+	reg_last_out(r, 1);
 	pthread_mutex_unlock(&r->lock);
 }

@@ -28,7 +28,9 @@
 #     hosts each time, every message once and in order;
 #   - both rails cut: PATH_MIG_FAILED (IBV_EVENT_PATH_MIG_ERR) where sends
 #     time out, then the connection fails (retry exhaustion) as on
-#     hardware.
+#     hardware;
+#   - a server killed outright (SIGKILL) mid-stream: what it had in its
+#     host's /dev/shm is gone once the host's agent exits.
 # The time from each cut to the first message delivered on the new path
 # is printed (no bound asserted beyond a generous one: the primary's
 # retries, (7 + 1) x 1.07 s, plus slack).
@@ -299,15 +301,46 @@ if [ "$full" != 1 ]; then
 	[ $rc -eq 3 ] || show_log "$tap_tmp/bc.log"
 	rail_cut 0 off
 	rail_cut 1 off
+
+	# ---- a server killed outright mid-stream ----------------------------
+	# what it had in host 1's /dev/shm (its QP's segment, its channel, the
+	# registry) is freed as an HCA frees a dead process's resources: by
+	# the host's agent as it exits, a second after its last client (no
+	# later process of host 1 comes to sweep it here)
+	port=$((port + 1))
+	ib 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/ks.pid" "$peer" server $port "$a1" "$b1" 0 \
+		>"$tap_tmp/ks.log" 2>&1 &
+	kspid=$!
+	tap_pids="$tap_pids $kspid"
+	wait_line "$tap_tmp/ks.log" '^listening'
+	ok $? "killed: server listens"
+	ib 2 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+		"$tap_tmp/kc.pid" "$peer" client "$a1:$port" 100000000 100 \
+		1000000 60000 0 >"$tap_tmp/kc.log" 2>&1 &
+	kcpid=$!
+	tap_pids="$tap_pids $kcpid"
+	wait_line "$tap_tmp/kc.log" '^streaming' 120
+	ok $? "killed: the client streams"
+	kill -KILL "$(cat "$tap_tmp/ks.pid")"
+	wait $kspid
+	src=$?
+	kill -TERM "$(cat "$tap_tmp/kc.pid")"
+	wait $kcpid
+	rc=$?
+	[ $src -eq 137 ] && [ $rc -le 3 ]
+	ok $? "killed: the server killed (exit $src), the client ended by SIGTERM (exit $rc)"
 fi
 
-# softrdma left nothing in either host's /dev/shm
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exit after their last client"
+# softrdma left nothing in either host's /dev/shm: the last process of a
+# host removes what it has there as it exits, the agent what killed
+# ones had as it exits (waited for above)
 left=$(ls -A /dev/shm/fabric-"$name"/h1/shm /dev/shm/fabric-"$name"/h2/shm 2>&1 |
 	grep -v -e '^/dev/shm' -e '^$')
 [ -z "$left" ]
 ok $? "nothing left in the hosts' /dev/shm${left:+: $left}"
-agent_gone 1 && agent_gone 2
-ok $? "the hosts' agents exit after their last client"
 fab down "$name"
 ok $? "fabric down"
 done_testing
