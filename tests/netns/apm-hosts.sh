@@ -259,35 +259,44 @@ if [ "$full" != 1 ]; then
 	ok $rc "verbs: apm_peer server exits 0: $(grep '^server:' "$tap_tmp/vs.log")"
 	[ $rc -ne 0 ] && show_log "$tap_tmp/vs.log"
 
+	# pair X WHAT -- a server on host 1 and a client on host 2 that
+	# streams to it: logs $tap_tmp/Xs.log and Xc.log, the programs' pids
+	# in Xs.pid and Xc.pid (for signals: $xspid and $xcpid are the shells
+	# that started them, whose death leaves them running)
+	pair() {
+		port=$((port + 1))
+		ib 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+			"$tap_tmp/$1s.pid" "$peer" server $port "$a1" "$b1" 0 \
+			>"$tap_tmp/$1s.log" 2>&1 &
+		xspid=$!
+		tap_pids="$tap_pids $xspid"
+		wait_line "$tap_tmp/$1s.log" '^listening'
+		ok $? "$2: server listens"
+		ib 2 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+			"$tap_tmp/$1c.pid" "$peer" client "$a1:$port" 100000000 \
+			100 1000000 60000 0 >"$tap_tmp/$1c.log" 2>&1 &
+		xcpid=$!
+		tap_pids="$tap_pids $xcpid"
+		wait_line "$tap_tmp/$1c.log" '^streaming' 120
+		ok $? "$2: the client streams"
+	}
+
 	# ---- both rails cut: PATH_MIG_ERR, then retry exhaustion ------------
-	port=$((port + 1))
-	ib 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
-		"$tap_tmp/bs.pid" "$peer" server $port "$a1" "$b1" 0 \
-		>"$tap_tmp/bs.log" 2>&1 &
-	bspid=$!
-	tap_pids="$tap_pids $bspid"
-	wait_line "$tap_tmp/bs.log" '^listening'
-	ok $? "both: server listens"
-	ib 2 timeout -k 10 300 "$peer" client "$a1:$port" 100000000 100 1000000 \
-		60000 0 >"$tap_tmp/bc.log" 2>&1 &
-	bcpid=$!
-	tap_pids="$tap_pids $bcpid"
-	wait_line "$tap_tmp/bc.log" '^streaming' 120
-	ok $? "both: the client streams"
+	pair b both
 	rail_cut 0 on && rail_cut 1 on
 	ok $? "both: both rails cut"
-	wait $bcpid
+	wait $xcpid
 	rc=$?
 	grep -E '^(client|disconnected|mig_failed|migrated|rail_peer)' "$tap_tmp/bc.log" | sed 's/^/    /'
 	# the side whose sends time out first migrates, then finds the alternate
 	# dead too (PATH_MIG_FAILED) and its QP fails; the other may have had
 	# nothing in flight (credits) and hears of it only at its peer timeout
-	# (60 s): SIGTERM ends it, sent to the program itself ($bspid is the
-	# shell that started it, whose death would leave the server running
-	# with its QP, channel and the registry in host 1's /dev/shm)
+	# (60 s): SIGTERM ends it, sent to the program itself (the shell's
+	# death would leave it running with its QP, channel and the registry
+	# in host 1's /dev/shm)
 	grep -q '^server:' "$tap_tmp/bs.log" && sgone=ended || sgone=running
 	kill -TERM "$(cat "$tap_tmp/bs.pid")" 2>/dev/null
-	wait $bspid
+	wait $xspid
 	src=$?
 	grep -E '^(server|rail_peer)' "$tap_tmp/bs.log" | sed 's/^/    /'
 	# (exit 1: answers the failure left unsent; killed: 143)
@@ -307,26 +316,12 @@ if [ "$full" != 1 ]; then
 	# registry) is freed as an HCA frees a dead process's resources: by
 	# the host's agent as it exits, a second after its last client (no
 	# later process of host 1 comes to sweep it here)
-	port=$((port + 1))
-	ib 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
-		"$tap_tmp/ks.pid" "$peer" server $port "$a1" "$b1" 0 \
-		>"$tap_tmp/ks.log" 2>&1 &
-	kspid=$!
-	tap_pids="$tap_pids $kspid"
-	wait_line "$tap_tmp/ks.log" '^listening'
-	ok $? "killed: server listens"
-	ib 2 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
-		"$tap_tmp/kc.pid" "$peer" client "$a1:$port" 100000000 100 \
-		1000000 60000 0 >"$tap_tmp/kc.log" 2>&1 &
-	kcpid=$!
-	tap_pids="$tap_pids $kcpid"
-	wait_line "$tap_tmp/kc.log" '^streaming' 120
-	ok $? "killed: the client streams"
+	pair k killed
 	kill -KILL "$(cat "$tap_tmp/ks.pid")"
-	wait $kspid
+	wait $xspid
 	src=$?
 	kill -TERM "$(cat "$tap_tmp/kc.pid")"
-	wait $kcpid
+	wait $xcpid
 	rc=$?
 	[ $src -eq 137 ] && [ $rc -le 3 ]
 	ok $? "killed: the server killed (exit $src), the client ended by SIGTERM (exit $rc)"
