@@ -31,6 +31,8 @@ int32_t soft_self_pid;
 uint64_t soft_self_start;
 static int reg_users;
 static pthread_mutex_t reg_local_lock = PTHREAD_MUTEX_INITIALIZER;
+/* the context slot the first attach took, for its soft_reg_ctx_alloc */
+static int reg_claimed = -1;
 
 /* soft_warn -- one line on stderr, prefixed like libibverbs' warnings */
 void soft_warn(const char *fmt, ...)
@@ -226,7 +228,16 @@ static void atfork_once(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-/* soft_reg_attach -- map the host registry (once per process) */
+static int reg_ctx_take(struct soft_reg *r);
+
+/*
+ * soft_reg_attach -- map the host registry (once per process).  Its
+ * first context's slot is taken in the same hold of the lock that finds
+ * the registry live: a process counts as a user from there on, so that
+ * another's last detach (or the agent's reap) cannot remove the registry
+ * between our attach and our slot, leaving us alone in a nameless one
+ * whose QPNs and keys the host's next registry hands out again.
+ */
 int soft_reg_attach(void)
 {
 	char name[128];
@@ -280,6 +291,7 @@ int soft_reg_attach(void)
 			r = NULL;
 			continue;
 		}
+		reg_claimed = reg_ctx_take(r);
 		pthread_mutex_unlock(&r->lock);
 	}
 	if (!r) {
@@ -291,6 +303,9 @@ int soft_reg_attach(void)
 	}
 	soft_reg = r;
 	pthread_mutex_unlock(&reg_local_lock);
+	/* tests/soft/regrace: stopped between the attach and the slot's use */
+	if (getenv("SOFTRDMA_TEST_ATTACH_STOP"))
+		raise(SIGSTOP);
 	return 0;
 }
 
@@ -467,13 +482,12 @@ void soft_reg_reap(void)
 	munmap(r, sizeof(*r));
 }
 
-/* soft_reg_ctx_alloc -- a registry slot for one device context */
-int soft_reg_ctx_alloc(void)
+/* reg_ctx_take -- a free context slot, ours from now on; -1 if none;
+ * registry lock held */
+static int reg_ctx_take(struct soft_reg *r)
 {
-	struct soft_reg *r = soft_reg;
 	int i, idx = -1;
 
-	soft_stripe_lock(&r->lock);
 	reg_sweep(r, 0);
 	for (i = 0; i < SOFT_MAX_CTX; i++) {
 		if (!atomic_load(&r->ctx[i].pid)) {
@@ -490,7 +504,21 @@ int soft_reg_ctx_alloc(void)
 			atomic_store(&r->bells[idx].w[i], 0);
 		atomic_store(&r->ctx[idx].pid, soft_self_pid);
 	}
-	pthread_mutex_unlock(&r->lock);
+	return idx;
+}
+
+/* soft_reg_ctx_alloc -- a registry slot for one device context: the one
+ * the attach took, or another */
+int soft_reg_ctx_alloc(void)
+{
+	struct soft_reg *r = soft_reg;
+	int idx = __atomic_exchange_n(&reg_claimed, -1, __ATOMIC_ACQ_REL);
+
+	if (idx < 0) {
+		soft_stripe_lock(&r->lock);
+		idx = reg_ctx_take(r);
+		pthread_mutex_unlock(&r->lock);
+	}
 	if (idx < 0)
 		errno = ENOMEM;
 	return idx;
