@@ -278,7 +278,9 @@ if [ "$full" != 1 ]; then
 		xcpid=$!
 		tap_pids="$tap_pids $xcpid"
 		wait_line "$tap_tmp/$1c.log" '^streaming' 120
-		ok $? "$2: the client streams"
+		_rc=$?
+		ok $_rc "$2: the client streams"
+		[ $_rc -eq 0 ] || show_log "$tap_tmp/$1c.log"
 	}
 
 	# ---- both rails cut: PATH_MIG_ERR, then retry exhaustion ------------
