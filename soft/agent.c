@@ -849,6 +849,10 @@ int soft_net_agent_main(void)
 	close(lfd);
 	for (i = 0; i < ncl; i++)
 		close(pf[3 + i].fd);
+	/* as an HCA when its processes are gone: what the killed ones left
+	 * goes now, not with the host's next process (a new agent may start
+	 * meanwhile: the registry's lock orders us with its users) */
+	soft_reg_reap();
 	return 0;
 }
 

@@ -31,6 +31,8 @@ int32_t soft_self_pid;
 uint64_t soft_self_start;
 static int reg_users;
 static pthread_mutex_t reg_local_lock = PTHREAD_MUTEX_INITIALIZER;
+/* the context slot the first attach took, for its soft_reg_ctx_alloc */
+static int reg_claimed = -1;
 
 /* soft_warn -- one line on stderr, prefixed like libibverbs' warnings */
 void soft_warn(const char *fmt, ...)
@@ -226,7 +228,16 @@ static void atfork_once(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-/* soft_reg_attach -- map the host registry (once per process) */
+static int reg_ctx_take(struct soft_reg *r);
+
+/*
+ * soft_reg_attach -- map the host registry (once per process).  Its
+ * first context's slot is taken in the same hold of the lock that finds
+ * the registry live: a process counts as a user from there on, so that
+ * another's last detach (or the agent's reap) cannot remove the registry
+ * between our attach and our slot, leaving us alone in a nameless one
+ * whose QPNs and keys the host's next registry hands out again.
+ */
 int soft_reg_attach(void)
 {
 	char name[128];
@@ -280,6 +291,7 @@ int soft_reg_attach(void)
 			r = NULL;
 			continue;
 		}
+		reg_claimed = reg_ctx_take(r);
 		pthread_mutex_unlock(&r->lock);
 	}
 	if (!r) {
@@ -291,6 +303,9 @@ int soft_reg_attach(void)
 	}
 	soft_reg = r;
 	pthread_mutex_unlock(&reg_local_lock);
+	/* tests/soft/regrace: stopped between the attach and the slot's use */
+	if (getenv("SOFTRDMA_TEST_ATTACH_STOP"))
+		raise(SIGSTOP);
 	return 0;
 }
 
@@ -401,10 +416,23 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 	return live;
 }
 
+/* reg_last_out -- sweep the dead; with no live user left, remove the
+ * registry's name (an attach that finds it unlinked starts a new one);
+ * registry lock held */
+static void reg_last_out(struct soft_reg *r, int at_exit)
+{
+	char name[128];
+
+	if (!reg_sweep(r, at_exit)) {
+		soft_name(name, sizeof(name), "registry", 0);
+		r->unlinked = 1;
+		shm_unlink(name);
+	}
+}
+
 /* soft_reg_detach -- drop one user; the host's last user unlinks all */
 void soft_reg_detach(void)
 {
-	char name[128];
 	struct soft_reg *r;
 
 	pthread_mutex_lock(&reg_local_lock);
@@ -416,23 +444,50 @@ void soft_reg_detach(void)
 	soft_reg = NULL;
 	chan_cache_clear(); /* keys start again with the next registry */
 	soft_stripe_lock(&r->lock);
-	if (!reg_sweep(r, 0)) {
-		soft_name(name, sizeof(name), "registry", 0);
-		r->unlinked = 1;
-		shm_unlink(name);
-	}
+	reg_last_out(r, 0);
 	pthread_mutex_unlock(&r->lock);
 	munmap(r, sizeof(*r));
 	pthread_mutex_unlock(&reg_local_lock);
 }
 
-/* soft_reg_ctx_alloc -- a registry slot for one device context */
-int soft_reg_ctx_alloc(void)
+/*
+ * soft_reg_reap -- free what dead processes left in the host registry
+ * and remove it when nobody uses it: the agent's last act, a second
+ * after its last client went (a killed one too), as an HCA's resources
+ * go with the process that held them.  Else a process killed outright
+ * (SIGKILL, timeout -k) left its QPs' segments, channels and the
+ * registry in /dev/shm until the next process of the host.  Only the
+ * registry of our prefix (the names a sweep removes are ours); never
+ * blocks on a lock held by a stopped process.
+ */
+void soft_reg_reap(void)
 {
-	struct soft_reg *r = soft_reg;
+	char name[128];
+	struct soft_reg *r;
+	int fd;
+
+	soft_name(name, sizeof(name), "registry", 0);
+	fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return;
+	r = reg_trusted(fd, name) ? reg_open(fd) : NULL;
+	close(fd);
+	if (!r)
+		return;
+	if (!soft_exit_lock(&r->lock)) {
+		if (!r->unlinked)
+			reg_last_out(r, 1);
+		pthread_mutex_unlock(&r->lock);
+	}
+	munmap(r, sizeof(*r));
+}
+
+/* reg_ctx_take -- a free context slot, ours from now on; -1 if none;
+ * registry lock held */
+static int reg_ctx_take(struct soft_reg *r)
+{
 	int i, idx = -1;
 
-	soft_stripe_lock(&r->lock);
 	reg_sweep(r, 0);
 	for (i = 0; i < SOFT_MAX_CTX; i++) {
 		if (!atomic_load(&r->ctx[i].pid)) {
@@ -449,7 +504,21 @@ int soft_reg_ctx_alloc(void)
 			atomic_store(&r->bells[idx].w[i], 0);
 		atomic_store(&r->ctx[idx].pid, soft_self_pid);
 	}
-	pthread_mutex_unlock(&r->lock);
+	return idx;
+}
+
+/* soft_reg_ctx_alloc -- a registry slot for one device context: the one
+ * the attach took, or another */
+int soft_reg_ctx_alloc(void)
+{
+	struct soft_reg *r = soft_reg;
+	int idx = __atomic_exchange_n(&reg_claimed, -1, __ATOMIC_ACQ_REL);
+
+	if (idx < 0) {
+		soft_stripe_lock(&r->lock);
+		idx = reg_ctx_take(r);
+		pthread_mutex_unlock(&r->lock);
+	}
 	if (idx < 0)
 		errno = ENOMEM;
 	return idx;
@@ -984,7 +1053,6 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
  */
 __attribute__((destructor)) static void soft_fini(void)
 {
-	char name[128];
 	struct soft_reg *r = soft_reg;
 	int i;
 
@@ -1006,10 +1074,6 @@ __attribute__((destructor)) static void soft_fini(void)
 			atomic_store(&r->ctx[i].pid, 0);
 		}
 	}
-	if (!reg_sweep(r, 1)) {
-		soft_name(name, sizeof(name), "registry", 0);
-		r->unlinked = 1;
-		shm_unlink(name);
-	}
+	reg_last_out(r, 1);
 	pthread_mutex_unlock(&r->lock);
 }

@@ -685,6 +685,7 @@ static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t bit,
 extern uint64_t soft_self_start;
 int soft_reg_attach(void);
 void soft_reg_detach(void);
+void soft_reg_reap(void);
 void soft_reg_id(uint8_t id[16]);
 void soft_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -28,7 +28,9 @@
 #     hosts each time, every message once and in order;
 #   - both rails cut: PATH_MIG_FAILED (IBV_EVENT_PATH_MIG_ERR) where sends
 #     time out, then the connection fails (retry exhaustion) as on
-#     hardware.
+#     hardware;
+#   - a server killed outright (SIGKILL) mid-stream: what it had in its
+#     host's /dev/shm is gone once the host's agent exits.
 # The time from each cut to the first message delivered on the new path
 # is printed (no bound asserted beyond a generous one: the primary's
 # retries, (7 + 1) x 1.07 s, plus slack).
@@ -257,31 +259,52 @@ if [ "$full" != 1 ]; then
 	ok $rc "verbs: apm_peer server exits 0: $(grep '^server:' "$tap_tmp/vs.log")"
 	[ $rc -ne 0 ] && show_log "$tap_tmp/vs.log"
 
+	# pair X WHAT -- a server on host 1 and a client on host 2 that
+	# streams to it: logs $tap_tmp/Xs.log and Xc.log, the programs' pids
+	# in Xs.pid and Xc.pid (for signals: $xspid and $xcpid are the shells
+	# that started them, whose death leaves them running)
+	pair() {
+		port=$((port + 1))
+		ib 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+			"$tap_tmp/$1s.pid" "$peer" server $port "$a1" "$b1" 0 \
+			>"$tap_tmp/$1s.log" 2>&1 &
+		xspid=$!
+		tap_pids="$tap_pids $xspid"
+		wait_line "$tap_tmp/$1s.log" '^listening'
+		ok $? "$2: server listens"
+		ib 2 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$@"' \
+			"$tap_tmp/$1c.pid" "$peer" client "$a1:$port" 100000000 \
+			100 1000000 60000 0 >"$tap_tmp/$1c.log" 2>&1 &
+		xcpid=$!
+		tap_pids="$tap_pids $xcpid"
+		wait_line "$tap_tmp/$1c.log" '^streaming' 120
+		_rc=$?
+		ok $_rc "$2: the client streams"
+		[ $_rc -eq 0 ] || show_log "$tap_tmp/$1c.log"
+	}
+
 	# ---- both rails cut: PATH_MIG_ERR, then retry exhaustion ------------
-	port=$((port + 1))
-	ib 1 timeout -k 10 300 "$peer" server $port "$a1" "$b1" 0 \
-		>"$tap_tmp/bs.log" 2>&1 &
-	bspid=$!
-	tap_pids="$tap_pids $bspid"
-	wait_line "$tap_tmp/bs.log" '^listening'
-	ok $? "both: server listens"
-	ib 2 timeout -k 10 300 "$peer" client "$a1:$port" 100000000 100 1000000 \
-		60000 0 >"$tap_tmp/bc.log" 2>&1 &
-	bcpid=$!
-	tap_pids="$tap_pids $bcpid"
-	wait_line "$tap_tmp/bc.log" '^streaming' 120
-	ok $? "both: the client streams"
+	pair b both
 	rail_cut 0 on && rail_cut 1 on
 	ok $? "both: both rails cut"
-	wait $bcpid
+	wait $xcpid
 	rc=$?
 	grep -E '^(client|disconnected|mig_failed|migrated|rail_peer)' "$tap_tmp/bc.log" | sed 's/^/    /'
-	grep -E '^(server|rail_peer)' "$tap_tmp/bs.log" | sed 's/^/    /'
 	# the side whose sends time out first migrates, then finds the alternate
 	# dead too (PATH_MIG_FAILED) and its QP fails; the other may have had
-	# nothing in flight (credits) and hears of it as a disconnect
-	kill -TERM $bspid 2>/dev/null
-	wait $bspid
+	# nothing in flight (credits) and hears of it only at its peer timeout
+	# (60 s): SIGTERM ends it, sent to the program itself (the shell's
+	# death would leave it running with its QP, channel and the registry
+	# in host 1's /dev/shm)
+	grep -q '^server:' "$tap_tmp/bs.log" && sgone=ended || sgone=running
+	kill -TERM "$(cat "$tap_tmp/bs.pid")" 2>/dev/null
+	wait $xspid
+	src=$?
+	grep -E '^(server|rail_peer)' "$tap_tmp/bs.log" | sed 's/^/    /'
+	# (exit 1: answers the failure left unsent; killed: 143)
+	grep -q '^server: sessions 1 messages [0-9]* requests [0-9]* bad 0 dup 0 disc ' \
+		"$tap_tmp/bs.log" && [ $src -le 1 ]
+	ok $? "both: the server ($sgone when the client exited) closed and exited (exit $src)"
 	{ grep -q '^mig_failed ' "$tap_tmp/bc.log" ||
 		grep -q '^server path event 6 ' "$tap_tmp/bs.log"; } &&
 		[ $rc -eq 3 ] && grep -q '^disconnected ' "$tap_tmp/bc.log"
@@ -289,15 +312,32 @@ if [ "$full" != 1 ]; then
 	[ $rc -eq 3 ] || show_log "$tap_tmp/bc.log"
 	rail_cut 0 off
 	rail_cut 1 off
+
+	# ---- a server killed outright mid-stream ----------------------------
+	# what it had in host 1's /dev/shm (its QP's segment, its channel, the
+	# registry) is freed as an HCA frees a dead process's resources: by
+	# the host's agent as it exits, a second after its last client (no
+	# later process of host 1 comes to sweep it here)
+	pair k killed
+	kill -KILL "$(cat "$tap_tmp/ks.pid")"
+	wait $xspid
+	src=$?
+	kill -TERM "$(cat "$tap_tmp/kc.pid")"
+	wait $xcpid
+	rc=$?
+	[ $src -eq 137 ] && [ $rc -le 3 ]
+	ok $? "killed: the server killed (exit $src), the client ended by SIGTERM (exit $rc)"
 fi
 
-# softrdma left nothing in either host's /dev/shm
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exit after their last client"
+# softrdma left nothing in either host's /dev/shm: the last process of a
+# host removes what it has there as it exits, the agent what killed
+# ones had as it exits (waited for above)
 left=$(ls -A /dev/shm/fabric-"$name"/h1/shm /dev/shm/fabric-"$name"/h2/shm 2>&1 |
 	grep -v -e '^/dev/shm' -e '^$')
 [ -z "$left" ]
 ok $? "nothing left in the hosts' /dev/shm${left:+: $left}"
-agent_gone 1 && agent_gone 2
-ok $? "the hosts' agents exit after their last client"
 fab down "$name"
 ok $? "fabric down"
 done_testing
