@@ -90,7 +90,10 @@ wait_lines() {
 }
 if command -v ibv_asyncwatch >/dev/null 2>&1; then
 	aw=$tap_tmp/asyncwatch.log
+	# its pid in a file: SIGTERM to $awpid (the shell that started it)
+	# would leave it running until fabric down
 	on 1 env LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 300 \
+		sh -c 'echo $$ >"$0"; exec "$@"' "$tap_tmp/aw.pid" \
 		ibv_asyncwatch >"$aw" 2>&1 &
 	awpid=$!
 	tap_pids="$tap_pids $awpid"
@@ -128,8 +131,13 @@ if command -v ibv_asyncwatch >/dev/null 2>&1; then
 		"PORT_ACTIVE 4096 4096 LINK_UP"
 	fab exec "$name" 1 ip link set eth0 mtu 1500
 	# the admin down took host 1's IPv6 address; only IPv4 follows
-	kill -TERM $awpid 2>/dev/null
+	kill -TERM "$(cat "$tap_tmp/aw.pid")" 2>/dev/null
 	wait $awpid
+	_rc=$?
+	[ $_rc -eq 143 ]
+	ok $? "ibv_asyncwatch ends at SIGTERM (exit $_rc, want 143)"
+	! fab exec "$name" 1 pgrep -x ibv_asyncwatch >/dev/null
+	ok $? "ibv_asyncwatch is gone"
 	sed 's/^/#   /' "$aw"
 	grep 'event_type' "$aw" |
 		sed 's/.*IBV_EVENT_\([A-Z_]*\) ([0-9]*), port \([0-9]*\).*/\1:\2/' |
