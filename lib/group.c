@@ -233,8 +233,8 @@ struct rdmamsg_group {
 	 * the path MTU) and their pad, packed into nrxc pool buffers */
 	struct rdmamsg_buf **rxc;
 	uint32_t nrxc;
-	char **rxa;	 /* slot i's start */
-	uint32_t *rxk;	 /* its lkey */
+	char **rxa;    /* slot i's start */
+	uint32_t *rxk; /* its lkey */
 	uint32_t rx_len;
 	uint32_t nrx;
 	uint32_t *rpend; /* receive buffers to post again, nrpend of them */
