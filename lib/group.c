@@ -61,6 +61,7 @@
 
 #define GRH_BYTES	 40
 #define G_RX_PAD	 24 /* before the GRH: the payload 64-byte aligned */
+#define G_RX_CHUNK	 (4u << 20) /* receive slots share pool buffers this big */
 #define G_DEF_MAX_MSG	 (64u << 10)
 #define G_DEF_RDEPTH	 512
 #define G_DEF_SDEPTH	 256
@@ -228,8 +229,13 @@ struct rdmamsg_group {
 	uint32_t pk_n;
 	uint64_t pk_seq;
 
-	/* receive side */
-	struct rdmamsg_buf **rxb;
+	/* receive side: nrx slots of rx_len bytes (a GRH and a datagram of
+	 * the path MTU) and their pad, packed into nrxc pool buffers */
+	struct rdmamsg_buf **rxc;
+	uint32_t nrxc;
+	char **rxa;    /* slot i's start */
+	uint32_t *rxk; /* its lkey */
+	uint32_t rx_len;
 	uint32_t nrx;
 	uint32_t *rpend; /* receive buffers to post again, nrpend of them */
 	uint32_t nrpend;
@@ -573,9 +579,8 @@ static void group_free(struct rdmamsg_group *g)
 	 * ready() for the next one */
 	if (!list_empty(&g->lane.ready_link))
 		list_del(&g->lane.ready_link);
-	for (i = 0; i < g->nrx; i++)
-		if (g->rxb[i])
-			rdmamsg__buf_put(g->rxb[i]);
+	for (i = 0; i < g->nrxc; i++)
+		rdmamsg__buf_put(g->rxc[i]);
 	for (i = 0; i < g->npub; i++) {
 		uint32_t j;
 
@@ -599,7 +604,9 @@ static void group_free(struct rdmamsg_group *g)
 	g->nrcv = 0;
 	if (g->hold)
 		rdmamsg__buf_put(g->hold);
-	free(g->rxb);
+	free(g->rxc);
+	free(g->rxa);
+	free(g->rxk);
 	free(g->rpend);
 	free(g->tx);
 	free(g->recs);
@@ -1368,11 +1375,10 @@ static int post_recvs(struct rdmamsg_group *g)
 		k = g->nrpend - done > G_REPOST ? G_REPOST : g->nrpend - done;
 		for (i = 0; i < k; i++) {
 			uint32_t idx = g->rpend[done + i];
-			struct rdmamsg_buf *b = g->rxb[idx];
 
-			sge[i].addr = (uintptr_t)b->data + G_RX_PAD;
-			sge[i].length = (uint32_t)(b->cap - G_RX_PAD);
-			sge[i].lkey = b->lkey;
+			sge[i].addr = (uintptr_t)g->rxa[idx] + G_RX_PAD;
+			sge[i].length = g->rx_len;
+			sge[i].lkey = g->rxk[idx];
 			wr[i].wr_id = g->lane.wrid_tag | idx;
 			wr[i].sg_list = &sge[i];
 			wr[i].num_sge = 1;
@@ -2097,7 +2103,7 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 				kick(g);
 			continue;
 		}
-		if (own >= g->nrx || !g->rxb[own])
+		if (own >= g->nrx || !g->rxa[own])
 			continue;
 		if (w->status != IBV_WC_SUCCESS) {
 			if (w->status != IBV_WC_WR_FLUSH_ERR)
@@ -2105,16 +2111,15 @@ static uint32_t group_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 					 ibv_wc_status_str(w->status));
 			continue; /* the buffer stays ours until the end */
 		}
-		if (w->byte_len < GRH_BYTES ||
-		    w->byte_len > g->rxb[own]->cap - G_RX_PAD)
+		if (w->byte_len < GRH_BYTES || w->byte_len > g->rx_len)
 			g->st.malformed++;
 		else if (drop(g))
 			; /* test hook */
 		else if (w->wc_flags & IBV_WC_WITH_IMM)
-			on_bare(g, w, g->rxb[own]->data + G_RX_PAD,
+			on_bare(g, w, g->rxa[own] + G_RX_PAD,
 				w->byte_len - GRH_BYTES);
 		else
-			on_datagram(g, w, g->rxb[own]->data + G_RX_PAD,
+			on_datagram(g, w, g->rxa[own] + G_RX_PAD,
 				    w->byte_len - GRH_BYTES);
 		rx++;
 		g->rpend[g->nrpend++] = (uint32_t)own;
@@ -2172,6 +2177,52 @@ static uint32_t port_mtu(struct rdmamsg_group *g)
 	    pa.active_mtu > IBV_MTU_4096)
 		return 4096;
 	return 128u << pa.active_mtu;
+}
+
+/*
+ * rx_slots -- the nrx receive slots, packed G_RX_CHUNK bytes to a pool
+ * buffer: a slot is its pad, the GRH and a datagram of the path MTU
+ * (4,160 bytes at 4,096), rounded to a cache line, where a pool buffer of
+ * its own would be twice that (the next power of two), and the slots lie
+ * in a handful of registrations instead of one pool slab per 127 of
+ * them (a sender that places into them looks each one up).  A slot's
+ * payload starts on a cache line: the copy into it and its reader's
+ * loads are fastest there (the pool's buffers are 64-byte aligned).  All
+ * queued to be posted; 0 or a negative errno (what was got is put back
+ * by group_free)
+ */
+static int rx_slots(struct rdmamsg_group *g)
+{
+	size_t stride = (G_RX_PAD + GRH_BYTES + g->mtu + 63) & ~(size_t)63;
+	uint32_t per = (uint32_t)(G_RX_CHUNK / stride), i, j, n;
+	int ret;
+
+	g->rx_len = GRH_BYTES + g->mtu;
+	g->rxc = calloc((g->nrx - 1) / per + 1, sizeof(*g->rxc));
+	g->rxa = calloc(g->nrx, sizeof(*g->rxa));
+	g->rxk = calloc(g->nrx, sizeof(*g->rxk));
+	g->rpend = calloc(g->nrx, sizeof(*g->rpend));
+	if (!g->rxc || !g->rxa || !g->rxk || !g->rpend)
+		return -ENOMEM;
+	for (i = 0; i < g->nrx; i += n) {
+		struct rdmamsg_buf *b;
+
+		n = g->nrx - i < per ? g->nrx - i : per;
+		ret = rdmamsg__buf_get(g->ctx, n * stride, BUF_LIB, &b);
+		if (ret)
+			return ret;
+		g->rxc[g->nrxc++] = b;
+		/* touched now, at the join, rather than by the first
+		 * datagram each takes (softrdma does not fault pages in at
+		 * registration, as pinning them does) */
+		memset(b->data, 0, n * stride);
+		for (j = 0; j < n; j++) {
+			g->rxa[i + j] = b->data + j * stride;
+			g->rxk[i + j] = b->lkey;
+			g->rpend[g->nrpend++] = i + j;
+		}
+	}
+	return 0;
 }
 
 /* setup -- the address is resolved: QP, receives, join */
@@ -2256,25 +2307,9 @@ static int setup(struct rdmamsg_group *g)
 	}
 	g->qp = g->id->qp;
 	if (g->nrx) {
-		g->rxb = calloc(g->nrx, sizeof(*g->rxb));
-		g->rpend = calloc(g->nrx, sizeof(*g->rpend));
-		if (!g->rxb || !g->rpend)
-			return -ENOMEM;
-		for (i = 0; i < g->nrx; i++) {
-			/* the payload where the copy into it and its
-			 * reader's loads are fastest: on a cache line's
-			 * start (the pool's buffers are 64-byte aligned) */
-			ret = rdmamsg__buf_get(ctx,
-					       G_RX_PAD + GRH_BYTES + g->mtu,
-					       BUF_LIB, &g->rxb[i]);
-			if (ret)
-				return ret;
-			/* touched now, at the join, rather than by the first
-			 * datagram each takes (softrdma does not fault pages
-			 * in at registration, as pinning them does) */
-			memset(g->rxb[i]->data, 0, g->rxb[i]->cap);
-			g->rpend[g->nrpend++] = i;
-		}
+		ret = rx_slots(g);
+		if (ret)
+			return ret;
 		ret = post_recvs(g);
 		if (ret)
 			return -ret;

@@ -1262,6 +1262,193 @@ static void bare(void)
 	   "both contexts destroyed");
 }
 
+/* ---- the receive depth: what a subscriber that does not poll takes --- */
+
+#define DEPTH_N	   2100 /* three of the packed pool buffers at a 4 KiB MTU */
+#define DEPTH_OVER 50
+#define DEPTH_MORE 10
+
+struct depth_result {
+	uint64_t received, first, bad, dgrams; /* while it did not poll */
+	uint64_t received_all, lost, gaps, msgs_lost, malformed;
+};
+
+static int depth_go[2]; /* the parent's word to the subscriber */
+
+/* depth_wait -- a byte from fd within ms: 0, or -1 */
+static int depth_wait(int fd, int ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	char c;
+
+	if (poll(&pfd, 1, ms) != 1 || read(fd, &c, 1) != 1)
+		return -1;
+	return 0;
+}
+
+/* depth_sub -- the subscriber: once it knows the publisher, it stops
+ * polling until told, then takes what its receives held, then the rest */
+static int depth_sub(int wfd, void *arg)
+{
+	struct rdmamsg_group_cbs sc = {.on_join = late_join,
+				       .on_message = late_msg,
+				       .on_loss = late_loss};
+	struct rdmamsg_ctx *b = test_ctx();
+	struct rdmamsg_group *sg;
+	struct rdmamsg_group_attr *at;
+	struct rdmamsg_group_stats st, s0;
+	struct depth_result r;
+	struct late l;
+	long long end;
+
+	(void)arg;
+	memset(&l, 0, sizeof(l));
+	memset(&r, 0, sizeof(r));
+	l.len = 4096;
+	if (rdmamsg_group_attr_new(&at) ||
+	    rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_SUBSCRIBER) ||
+	    rdmamsg_group_attr_set_recv_depth(at, DEPTH_N) ||
+	    rdmamsg_group_join(b, "239.1.2.27", at, &sc, &l, &sg))
+		return 80;
+	rdmamsg_group_attr_delete(&at);
+	if (test_run_until(b, &l.joined, 60000) != 1)
+		return 81;
+	if (write(wfd, "j", 1) != 1)
+		return 82;
+	end = test_now_ms() + 60000;
+	do { /* the publisher's join heartbeat */
+		test_idle(b, 5);
+		rdmamsg_group_query(sg, &s0);
+	} while (!s0.publishers && test_now_ms() < end);
+	if (write(wfd, "p", 1) != 1 || depth_wait(depth_go[0], 120000))
+		return 83;
+	end = test_now_ms() + 10000;
+	while (l.received < DEPTH_N && test_now_ms() < end)
+		test_idle(b, 5);
+	test_idle(b, 20);
+	rdmamsg_group_query(sg, &st);
+	r.received = l.received;
+	r.first = l.first;
+	r.bad = l.bad;
+	r.dgrams = st.datagrams_received - s0.datagrams_received;
+	if (write(wfd, "d", 1) != 1)
+		return 84;
+	end = test_now_ms() + 10000;
+	while (l.received < DEPTH_N + DEPTH_MORE && test_now_ms() < end)
+		test_idle(b, 5);
+	test_idle(b, 20);
+	rdmamsg_group_query(sg, &st);
+	r.received_all = l.received;
+	r.lost = l.lost;
+	r.bad += l.bad;
+	r.gaps = st.gaps;
+	r.msgs_lost = st.msgs_lost;
+	r.malformed = st.malformed;
+	if (rdmamsg_group_close(sg, late_closed) ||
+	    test_run_until(b, (volatile int *)&l.closed, 60000) != 1 ||
+	    rdmamsg_ctx_destroy(&b))
+		return 85;
+	if (write(wfd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		return 86;
+	return 0;
+}
+
+/*
+ * depth_exact -- a subscriber process with 2,100 receives (three of the
+ * packed pool buffers they lie in at a 4 KiB MTU) that does not poll
+ * while 2,150 messages of 4 KiB go out (a datagram each, filling its
+ * slot) takes exactly 2,100 of them, in order and intact, and every one
+ * of the 50 the fabric dropped for want of a receive is reported, once,
+ * when the next messages show the gap (one receive fewer posted fails
+ * both)
+ */
+static void depth_exact(void)
+{
+	struct rdmamsg_group_cbs pc = {.on_join = pub_join,
+				       .on_publish = pub_done};
+	struct rdmamsg_ctx *a = test_ctx();
+	struct rdmamsg_group *pg;
+	struct rdmamsg_group_attr *at;
+	struct rdmamsg_group_stats st;
+	struct depth_result r;
+	struct pub pl;
+	static unsigned char buf[4096];
+	uint64_t i, total = DEPTH_N + DEPTH_OVER;
+	long long end;
+	int rfd, ret = 0, status = -1;
+	pid_t pid;
+
+	memset(&pl, 0, sizeof(pl));
+	memset(&r, 0, sizeof(r));
+	if (pipe(depth_go))
+		bail_out("pipe: %s", strerror(errno));
+	pid = test_fork(depth_sub, NULL, &rfd);
+	close(depth_go[0]);
+	ok(!depth_wait(rfd, 60000), "depth: a subscriber with %u receives",
+	   DEPTH_N);
+	rdmamsg_group_attr_new(&at);
+	/* no heartbeat but the join's: none takes a receive meanwhile */
+	rdmamsg_group_attr_set_heartbeat(at, 60000);
+	rdmamsg_group_attr_set_role(at, RDMAMSG_GROUP_PUBLISHER);
+	ok(!rdmamsg_group_join(a, "239.1.2.27", at, &pc, &pl, &pg) &&
+		   test_run_until(a, &pl.joined, 60000) == 1 &&
+		   !depth_wait(rfd, 60000),
+	   "the publisher joined, the subscriber heard of it");
+	rdmamsg_group_attr_delete(&at);
+	end = test_now_ms() + 60000;
+	for (i = 0; i < total && test_now_ms() < end;) {
+		fill(i, buf, sizeof(buf));
+		ret = rdmamsg_group_publish(pg, buf, sizeof(buf),
+					    (void *)(uintptr_t)i);
+		if (ret == -EAGAIN) {
+			test_idle(a, 1);
+			continue;
+		}
+		if (ret)
+			break;
+		i++;
+	}
+	while (pl.completed < total && test_now_ms() < end)
+		test_idle(a, 1); /* every send complete: placed or dropped */
+	rdmamsg_group_query(pg, &st);
+	ok(!ret && pl.completed == total && !pl.failed && !pl.order &&
+		   st.datagrams_sent - st.heartbeats_sent == total,
+	   "%llu messages of 4 KiB while it does not poll, a datagram each "
+	   "(%llu)",
+	   (unsigned long long)pl.completed,
+	   (unsigned long long)(st.datagrams_sent - st.heartbeats_sent));
+	if (write(depth_go[1], "g", 1) != 1)
+		bail_out("write: %s", strerror(errno));
+	ok(!depth_wait(rfd, 60000), "it took what it had");
+	for (i = total; i < total + DEPTH_MORE && !ret; i++) {
+		fill(i, buf, sizeof(buf));
+		ret = rdmamsg_group_publish(pg, buf, sizeof(buf),
+					    (void *)(uintptr_t)i);
+		test_idle(a, 5);
+	}
+	ok(!ret, "%u more, the subscriber polling", DEPTH_MORE);
+	ok(read(rfd, &r, sizeof(r)) == (ssize_t)sizeof(r) &&
+		   (status = test_wait_child(pid)) == 0,
+	   "the subscriber left");
+	ok(r.received == DEPTH_N && !r.first && !r.bad && r.dgrams == DEPTH_N,
+	   "it took exactly its depth, 0 .. %u in order, contents checked "
+	   "(%llu, %llu datagrams, %llu bad)",
+	   DEPTH_N - 1, (unsigned long long)r.received,
+	   (unsigned long long)r.dgrams, (unsigned long long)r.bad);
+	ok(r.received_all == DEPTH_N + DEPTH_MORE && r.lost == DEPTH_OVER &&
+		   r.gaps == 1 && r.msgs_lost == DEPTH_OVER && !r.malformed,
+	   "the %u dropped reported in one gap, the rest taken (%llu "
+	   "received, %llu lost in %llu gaps)",
+	   DEPTH_OVER, (unsigned long long)r.received_all,
+	   (unsigned long long)r.lost, (unsigned long long)r.gaps);
+	close(rfd);
+	close(depth_go[1]);
+	ok(!rdmamsg_group_close(pg, pub_closed) &&
+		   test_run_until(a, (volatile int *)&pl.closed, 60000) == 1,
+	   "the publisher left");
+	ok(!rdmamsg_ctx_destroy(&a), "context destroyed");
+}
+
 /* ---- batches: small messages published while others are in flight --- */
 
 static void batches(void)
@@ -1754,6 +1941,7 @@ int main(void)
 	flows();
 	late_joiner();
 	bare();
+	depth_exact();
 	poll_before_block();
 	batches();
 	repair_room();
