@@ -738,6 +738,8 @@ static void pull_start(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
 	xf->active_bytes += p->x.len;
 	xf->reading++;
 	xf->reading_bytes += p->x.len;
+	if (p->posted < p->x.len)
+		xf->unposted++;
 }
 
 /* pull_read -- p reads no more (all in, or it ends) */
@@ -763,6 +765,8 @@ static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	if (p->active) {
 		xf->active_pulls--;
 		xf->active_bytes -= p->x.len;
+		if (p->posted < p->x.len)
+			xf->unposted--;
 	}
 	if (p->own_mr)
 		ep->ctx->ops->dereg_mr(p->own_mr);
@@ -1053,6 +1057,8 @@ static int post_chunk(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	if (ret)
 		return ret;
 	p->posted += n;
+	if (p->posted == p->x.len)
+		ep->xf->unposted--;
 	p->inflight++;
 	ep->xf->reads_inflight++;
 	return 0;
@@ -1072,6 +1078,11 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		struct rdmamsg__pull *p =
 			container_of(pos, struct rdmamsg__pull, link);
 
+		/* the active receives lead the list: with MAX_READS of
+		 * them reading none waiting can start, and they are not
+		 * walked */
+		if (xf->reading >= MAX_READS)
+			break;
 		if (p->active)
 			continue;
 		/* a receive takes its destination when a read can fill
@@ -1080,9 +1091,8 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		 * announcement (a window of 128 at 64 KiB: 8 MiB) did not;
 		 * a large one reading leaves room to MAX_READS - 1 others,
 		 * within read_bytes() */
-		if (xf->reading >= MAX_READS ||
-		    (xf->reading &&
-		     xf->reading_bytes + p->x.len > read_bytes(ep)))
+		if (xf->reading &&
+		    xf->reading_bytes + p->x.len > read_bytes(ep))
 			break; /* later, in order */
 		if (xf->active_pulls &&
 		    xf->active_bytes + p->x.len > large_max(ep))
@@ -1110,15 +1120,16 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 	/* round robin over the active receives, one chunk each per turn;
 	 * they lead the list (taken in order, finished ones leave it), so
 	 * the first waiting one ends a turn: the window's other waiting
-	 * announcements (up to 128) are not walked per message */
-	while (progress && xf->reads_inflight < MAX_READS &&
+	 * announcements (up to 128) are not walked per message, nor the
+	 * active ones once every byte of theirs is asked for */
+	while (progress && xf->unposted && xf->reads_inflight < MAX_READS &&
 	       fp_sq_free(ep) > sq_reserve(ep)) {
 		progress = 0;
 		list_for_each_safe (pos, tmp, &xf->pulls) {
 			struct rdmamsg__pull *p =
 				container_of(pos, struct rdmamsg__pull, link);
 
-			if (!p->active)
+			if (!p->active || !xf->unposted)
 				break;
 			if (p->posted == p->x.len)
 				continue;
