@@ -487,6 +487,12 @@ static uint8_t *peer_map(struct soft_qp *qp, uint32_t rkey, uint64_t va,
 		return NULL;
 	if (qp->peer_pid == soft_self_pid) /* peer_mr checked our MR table */
 		return (uint8_t *)(uintptr_t)va;
+	/* memory no file backs (a malloc'ed region): process_vm_*, told
+	 * before the entry is copied (checked again in the copy) */
+	if (w->kind == SOFT_KEY_MR
+		    ? !w->map_fd
+		    : !soft_reg->mr[soft_key_slot(w->mr_key)].map_fd)
+		return NULL;
 	if (w->kind == SOFT_KEY_MR) {
 		e = *w;
 	} else {
@@ -1193,9 +1199,10 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	uint32_t len = 0, l, flags = SOFT_SF_COPIED;
 	int i, n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
 
-	if (wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
-	    (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	/* the opcode first: a READ, WRITE or bind is told in one test */
+	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
 	     wr->opcode != IBV_WR_SEND_WITH_INV) ||
+	    wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
 	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
 	    qp->nheld || idx - qp->sq_tail >= qp->cap.max_send_wr)
 		return 0;
