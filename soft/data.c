@@ -432,8 +432,9 @@ static int iov_overlap(const struct iovec *iov, int niov, const uint8_t *p,
 }
 
 /* peer_mr -- the registry entry of rkey when it is the peer's; stripe
- * lock held on success.  A peer in this very process is checked against
- * the local table (the registry is peer-writable). */
+ * lock held on success (0).  A peer in this very process is checked
+ * against the local table (the registry is peer-writable).  1: rkey is an
+ * indirect mkey (umr.c's), -1: refused; nothing held either way. */
 static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 		   uint64_t len, uint32_t need, uint64_t *va,
 		   pthread_mutex_t **lk)
@@ -444,8 +445,14 @@ static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 
 	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	soft_stripe_lock(*lk);
-	if (!rkey || m->key != rkey || m->kind == SOFT_KEY_UMR ||
-	    m->pid != qp->peer_pid || m->pd_id != qp->peer_pd_id ||
+	if (!rkey || m->key != rkey)
+		goto refused;
+	if (m->kind == SOFT_KEY_UMR) {
+		/* told here rather than by a lookup of its own per WR */
+		pthread_mutex_unlock(*lk);
+		return rkey & SOFT_KEY_MW_BIT ? 1 : -1;
+	}
+	if (m->pid != qp->peer_pid || m->pd_id != qp->peer_pd_id ||
 	    !(m->access & need) || (m->qpn && m->qpn != qp->dest_qpn) ||
 	    raddr < m->addr || raddr - m->addr > m->len ||
 	    len > m->len - (raddr - m->addr))
@@ -656,10 +663,14 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		return IBV_WC_SUCCESS;
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
-	if (soft_umr_is_key(rkey)) /* an indirect mkey (umr.c) */
+	switch (peer_mr(qp, rkey, raddr, len, need, &va, &lk)) {
+	case 0:
+		break;
+	case 1: /* an indirect mkey (umr.c) */
 		return soft_umr_remote(qp, need, rkey, raddr, liov, niov, len);
-	if (peer_mr(qp, rkey, raddr, len, need, &va, &lk))
+	default:
 		return IBV_WC_REM_ACCESS_ERR;
+	}
 	if (qp->novm) {
 		*chunked = 1;
 		goto out;
