@@ -750,6 +750,7 @@ static void pull_read(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
 	p->reading = 0;
 	xf->reading--;
 	xf->reading_bytes -= p->x.len;
+	xf->held_back = 0;
 }
 
 /* pull_free -- release a receive's destination (unless the caller's or
@@ -762,6 +763,7 @@ static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	if (p->ordered)
 		list_del(&p->o.olink);
 	pull_read(xf, p);
+	xf->held_back = 0; /* fewer active bytes, or the held one gone */
 	if (p->active) {
 		xf->active_pulls--;
 		xf->active_bytes -= p->x.len;
@@ -1079,9 +1081,10 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 			container_of(pos, struct rdmamsg__pull, link);
 
 		/* the active receives lead the list: with MAX_READS of
-		 * them reading none waiting can start, and they are not
-		 * walked */
-		if (xf->reading >= MAX_READS)
+		 * them reading, or the first waiting one held back by a
+		 * bound that no receive has loosened since, none waiting
+		 * can start, and they are not walked */
+		if (xf->reading >= MAX_READS || xf->held_back)
 			break;
 		if (p->active)
 			continue;
@@ -1091,12 +1094,14 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		 * announcement (a window of 128 at 64 KiB: 8 MiB) did not;
 		 * a large one reading leaves room to MAX_READS - 1 others,
 		 * within read_bytes() */
-		if (xf->reading &&
-		    xf->reading_bytes + p->x.len > read_bytes(ep))
-			break; /* later, in order */
-		if (xf->active_pulls &&
-		    xf->active_bytes + p->x.len > large_max(ep))
-			break; /* memory bound: later, in order */
+		if ((xf->reading &&
+		     xf->reading_bytes + p->x.len > read_bytes(ep)) ||
+		    (xf->active_pulls &&
+		     xf->active_bytes + p->x.len > large_max(ep))) {
+			/* later, in order: bytes or memory bound */
+			xf->held_back = 1;
+			break;
+		}
 		p->in_alloc = 1;
 		ret = activate(ep, p);
 		p->in_alloc = 0;
