@@ -738,6 +738,8 @@ static void pull_start(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
 	xf->active_bytes += p->x.len;
 	xf->reading++;
 	xf->reading_bytes += p->x.len;
+	if (p->posted < p->x.len)
+		xf->unposted++;
 }
 
 /* pull_read -- p reads no more (all in, or it ends) */
@@ -748,6 +750,7 @@ static void pull_read(struct rdmamsg__xfer *xf, struct rdmamsg__pull *p)
 	p->reading = 0;
 	xf->reading--;
 	xf->reading_bytes -= p->x.len;
+	xf->held_back = 0;
 }
 
 /* pull_free -- release a receive's destination (unless the caller's or
@@ -760,9 +763,12 @@ static void pull_free(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	if (p->ordered)
 		list_del(&p->o.olink);
 	pull_read(xf, p);
+	xf->held_back = 0; /* fewer active bytes, or the held one gone */
 	if (p->active) {
 		xf->active_pulls--;
 		xf->active_bytes -= p->x.len;
+		if (p->posted < p->x.len)
+			xf->unposted--;
 	}
 	if (p->own_mr)
 		ep->ctx->ops->dereg_mr(p->own_mr);
@@ -1053,6 +1059,8 @@ static int post_chunk(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	if (ret)
 		return ret;
 	p->posted += n;
+	if (p->posted == p->x.len)
+		ep->xf->unposted--;
 	p->inflight++;
 	ep->xf->reads_inflight++;
 	return 0;
@@ -1072,6 +1080,12 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		struct rdmamsg__pull *p =
 			container_of(pos, struct rdmamsg__pull, link);
 
+		/* the active receives lead the list: with MAX_READS of
+		 * them reading, or the first waiting one held back by a
+		 * bound that no receive has loosened since, none waiting
+		 * can start, and they are not walked */
+		if (xf->reading >= MAX_READS || xf->held_back)
+			break;
 		if (p->active)
 			continue;
 		/* a receive takes its destination when a read can fill
@@ -1080,13 +1094,14 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 		 * announcement (a window of 128 at 64 KiB: 8 MiB) did not;
 		 * a large one reading leaves room to MAX_READS - 1 others,
 		 * within read_bytes() */
-		if (xf->reading >= MAX_READS ||
-		    (xf->reading &&
-		     xf->reading_bytes + p->x.len > read_bytes(ep)))
-			break; /* later, in order */
-		if (xf->active_pulls &&
-		    xf->active_bytes + p->x.len > large_max(ep))
-			break; /* memory bound: later, in order */
+		if ((xf->reading &&
+		     xf->reading_bytes + p->x.len > read_bytes(ep)) ||
+		    (xf->active_pulls &&
+		     xf->active_bytes + p->x.len > large_max(ep))) {
+			/* later, in order: bytes or memory bound */
+			xf->held_back = 1;
+			break;
+		}
 		p->in_alloc = 1;
 		ret = activate(ep, p);
 		p->in_alloc = 0;
@@ -1110,15 +1125,16 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 	/* round robin over the active receives, one chunk each per turn;
 	 * they lead the list (taken in order, finished ones leave it), so
 	 * the first waiting one ends a turn: the window's other waiting
-	 * announcements (up to 128) are not walked per message */
-	while (progress && xf->reads_inflight < MAX_READS &&
+	 * announcements (up to 128) are not walked per message, nor the
+	 * active ones once every byte of theirs is asked for */
+	while (progress && xf->unposted && xf->reads_inflight < MAX_READS &&
 	       fp_sq_free(ep) > sq_reserve(ep)) {
 		progress = 0;
 		list_for_each_safe (pos, tmp, &xf->pulls) {
 			struct rdmamsg__pull *p =
 				container_of(pos, struct rdmamsg__pull, link);
 
-			if (!p->active)
+			if (!p->active || !xf->unposted)
 				break;
 			if (p->posted == p->x.len)
 				continue;

@@ -61,6 +61,9 @@ struct rdmamsg__xfer {
 	uint64_t active_bytes;
 	uint32_t reading;	/* active pulls with bytes still to come */
 	uint64_t reading_bytes; /* their lengths */
+	uint32_t unposted;	/* active pulls with bytes no READ asked for */
+	int held_back;		/* the first waiting pull met a bound that
+				 * nothing has loosened since (rndv.c) */
 	struct rdmamsg__list req_due; /* our requests by deadline */
 	struct rdmamsg__list sreqs;   /* peer's requests not answered */
 	struct rdmamsg__timer req_timer;

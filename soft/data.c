@@ -432,8 +432,9 @@ static int iov_overlap(const struct iovec *iov, int niov, const uint8_t *p,
 }
 
 /* peer_mr -- the registry entry of rkey when it is the peer's; stripe
- * lock held on success.  A peer in this very process is checked against
- * the local table (the registry is peer-writable). */
+ * lock held on success (0).  A peer in this very process is checked
+ * against the local table (the registry is peer-writable).  1: rkey is an
+ * indirect mkey (umr.c's), -1: refused; nothing held either way. */
 static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 		   uint64_t len, uint32_t need, uint64_t *va,
 		   pthread_mutex_t **lk)
@@ -444,8 +445,14 @@ static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 
 	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	soft_stripe_lock(*lk);
-	if (!rkey || m->key != rkey || m->kind == SOFT_KEY_UMR ||
-	    m->pid != qp->peer_pid || m->pd_id != qp->peer_pd_id ||
+	if (!rkey || m->key != rkey)
+		goto refused;
+	if (m->kind == SOFT_KEY_UMR) {
+		/* told here rather than by a lookup of its own per WR */
+		pthread_mutex_unlock(*lk);
+		return rkey & SOFT_KEY_MW_BIT ? 1 : -1;
+	}
+	if (m->pid != qp->peer_pid || m->pd_id != qp->peer_pd_id ||
 	    !(m->access & need) || (m->qpn && m->qpn != qp->dest_qpn) ||
 	    raddr < m->addr || raddr - m->addr > m->len ||
 	    len > m->len - (raddr - m->addr))
@@ -487,6 +494,12 @@ static uint8_t *peer_map(struct soft_qp *qp, uint32_t rkey, uint64_t va,
 		return NULL;
 	if (qp->peer_pid == soft_self_pid) /* peer_mr checked our MR table */
 		return (uint8_t *)(uintptr_t)va;
+	/* memory no file backs (a malloc'ed region): process_vm_*, told
+	 * before the entry is copied (checked again in the copy) */
+	if (w->kind == SOFT_KEY_MR
+		    ? !w->map_fd
+		    : !soft_reg->mr[soft_key_slot(w->mr_key)].map_fd)
+		return NULL;
 	if (w->kind == SOFT_KEY_MR) {
 		e = *w;
 	} else {
@@ -650,10 +663,14 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		return IBV_WC_SUCCESS;
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
-	if (soft_umr_is_key(rkey)) /* an indirect mkey (umr.c) */
+	switch (peer_mr(qp, rkey, raddr, len, need, &va, &lk)) {
+	case 0:
+		break;
+	case 1: /* an indirect mkey (umr.c) */
 		return soft_umr_remote(qp, need, rkey, raddr, liov, niov, len);
-	if (peer_mr(qp, rkey, raddr, len, need, &va, &lk))
+	default:
 		return IBV_WC_REM_ACCESS_ERR;
+	}
 	if (qp->novm) {
 		*chunked = 1;
 		goto out;
@@ -1193,9 +1210,10 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	uint32_t len = 0, l, flags = SOFT_SF_COPIED;
 	int i, n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
 
-	if (wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
-	    (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	/* the opcode first: a READ, WRITE or bind is told in one test */
+	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
 	     wr->opcode != IBV_WR_SEND_WITH_INV) ||
+	    wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
 	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
 	    qp->nheld || idx - qp->sq_tail >= qp->cap.max_send_wr)
 		return 0;

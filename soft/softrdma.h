@@ -885,7 +885,6 @@ int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 		     pthread_mutex_t **lk);
 
 /* umr.c: mlx5dv indirect mkeys */
-int soft_umr_is_key(uint32_t key);
 enum ibv_wc_status soft_umr_remote(struct soft_qp *qp, uint32_t need,
 				   uint32_t rkey, uint64_t raddr,
 				   const struct iovec *liov, int niov,

@@ -442,14 +442,6 @@ static struct soft_umr_tab *read_tab(const struct soft_reg_mr *m)
 	return t;
 }
 
-int soft_umr_is_key(uint32_t key)
-{
-	const struct soft_reg_mr *m = &soft_reg->mr[soft_key_slot(key)];
-
-	return key && (key & SOFT_KEY_MW_BIT) && m->key == key &&
-	       m->kind == SOFT_KEY_UMR;
-}
-
 /*
  * soft_umr_remote -- RDMA WRITE or READ of len bytes at raddr of the
  * peer's indirect key rkey (the QP's access already checked): every piece
