@@ -98,7 +98,7 @@ struct dc_dci {
 	int err;	       /* failed or moved to ERR: reset before reuse */
 };
 
-/* a port's DC QPs, made with its first lane and destroyed with its last:
+/* a port's DC QPs, made with its first lane and destroyed with the SRQ:
  * a DCT and DCIs are bound to one port, as mlx5's are (the port of their
  * INIT transition), so the lanes of a connection on port N use port N's */
 struct dc_port {
