@@ -41,12 +41,6 @@
 #define DEADLINE  120000.0 /* ms: a wait that must end */
 #define WR_STREAM 1000
 
-struct info {
-	uint32_t qpn, psn, rkey, mtu;
-	uint64_t addr;
-	uint8_t gid[16];
-};
-
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;

@@ -35,12 +35,6 @@
 #define ROUNDS 16
 #define NPORTS 2
 
-struct info {
-	uint32_t qpn, psn, rkey, pad;
-	uint64_t addr;
-	uint8_t gid[16];
-};
-
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;

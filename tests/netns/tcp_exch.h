@@ -1,17 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /* tcp_exch.h -- the TCP side channel on which the namespace peers
- * (rc_peer, port_peer, sgid_peer) swap their QP numbers, keys and GIDs */
+ * (rc_peer, port_peer, sgid_peer) swap their QP numbers, keys and GIDs
+ * (struct info) */
 #ifndef RDMAMSG_TCP_EXCH_H
 #define RDMAMSG_TCP_EXCH_H
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "../tap.h"
+
+/* what a peer tells the other of its QP, in the same layout in every
+ * peer (mtu: port_peer's active path MTU; the others leave it alone) */
+struct info {
+	uint32_t qpn, psn, rkey, mtu;
+	uint64_t addr;
+	uint8_t gid[16];
+};
 
 /* xfer -- write (out) or read all n bytes at p, or bail out */
 static void xfer(int fd, void *p, size_t n, int out)
