@@ -27,9 +27,12 @@
 # the script exits 0 anyway.
 #
 # Environment: SOFTRDMA_LIB, BENCH_TIMEOUT (seconds per run, default 120),
-# BENCH_SCALE (iteration multiplier).
+# BENCH_SCALE (iteration multiplier), BENCH_UCX_TLS (UCX_TLS of every UCX
+# row, default posix,cma: shared memory plus cross-memory attach, UCX's
+# best on one host).
 set -u
 
+utls=${BENCH_UCX_TLS:-posix,cma}
 builddir=
 scale=${BENCH_SCALE:-1}
 rounds=3
@@ -113,36 +116,38 @@ scale_v() {
 
 echo "# bench-rdmamsg: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# rdmamsg_perf: $perf ${rmp_opts[*]:-(busy polling)}; softrdma: $lib (GID index ${gid:-n/a})"
-echo "# bw/rate window: ${rmp_win[*]:-none} | ib_send_bw ${pt_win[*]:-(default)} | ucx_perftest ${ucx_win[*]:-(default)}"
+echo "# bw/rate window: ${rmp_win[*]:-none} | ib_send_bw ${pt_win[*]:-(default)} | ucx_perftest ${ucx_win[*]:-(default)}; UCX_TLS=$utls"
 
 # plot_sweep -- --plot: latency and bandwidth from 8 B to 4 MiB, the median
 # of the rounds at each size, into $plot.dat and $plot
 plot_sweep() {
 	local dat=$plot.dat sz n nb when
-	local -a RL SL UL RB SB UB
+	local -a RL SL UL AL RB SB UB AB
 	when="$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 	{
 		echo "# bench-rdmamsg.sh --plot: $when; medians of $rounds rounds"
-		echo "# size lat_rdmamsg lat_verbs lat_ucx (us, one-way) bw_rdmamsg bw_verbs bw_ucx (MiB/s)"
+		echo "# size lat_rdmamsg lat_verbs lat_ucx_tag (us, one-way) bw_rdmamsg bw_verbs bw_ucx_tag (MiB/s) lat_ucx_am bw_ucx_am; UCX_TLS=$utls"
 	} >"$dat"
 	for sz in 8 64 512 4096 32768 262144 1048576 4194304; do
 		# fewer iterations as messages grow: about the same time each
 		n=2000 nb=20000
 		[ "$sz" -gt 4096 ] && n=500 nb=5000
 		[ "$sz" -gt 262144 ] && n=100 nb=500
-		RL=() SL=() UL=() RB=() SB=() UB=()
+		RL=() SL=() UL=() AL=() RB=() SB=() UB=() AB=()
 		for round in $(seq "$rounds"); do
 			echo "# $sz B, round $round/$rounds" >&2
 			acc RL rmp lat "$sz" 3 "$(iters $n)"
 			acc SL perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
-			acc UL ucx posix tag_lat "$sz" 3 "$(iters $((n * 5)))"
+			acc UL ucx "$utls" tag_lat "$sz" 3 "$(iters $((n * 5)))"
+			acc AL ucx "$utls" ucp_am_lat "$sz" 3 "$(iters $((n * 5)))"
 			acc RB rmp bw "$sz" 3 "$(iters $nb)"
 			acc SB perftest ib_send_bw "$sz" 4 -n "$(iters $nb)" "${pt_win[@]}"
-			acc UB ucx posix,cma tag_bw "$sz" 6 "$(iters $nb)"
+			acc UB ucx "$utls" tag_bw "$sz" 6 "$(iters $nb)"
+			acc AB ucx "$utls" ucp_am_bw "$sz" 6 "$(iters $nb)"
 		done
 		echo "$sz $(med "${RL[@]}") $(med "${SL[@]}") $(med "${UL[@]}")" \
 			"$(scale_v "$(med "${RB[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")" \
-			"$(med "${SB[@]}") $(med "${UB[@]}")" >>"$dat"
+			"$(med "${SB[@]}") $(med "${UB[@]}") $(med "${AL[@]}") $(med "${AB[@]}")" >>"$dat"
 	done
 	cat "$dat"
 	gnuplot <<-EOF
@@ -158,12 +163,14 @@ plot_sweep() {
 		set ylabel 'one-way latency (us), lower is better'
 		plot '$dat' using 1:2 with linespoints lw 2 title 'rdmamsg (softrdma)', \
 		     '' using 1:3 with linespoints title 'raw verbs (softrdma, perftest)', \
-		     '' using 1:4 with linespoints title 'UCX (ucx\_perftest, posix)'
+		     '' using 1:4 with linespoints title 'UCX tag (ucx\_perftest tag\_lat, $utls)', \
+		     '' using 1:8 with linespoints title 'UCX am (ucp\_am\_lat, $utls)'
 		set ylabel 'bandwidth (MiB/s), higher is better'
 		set key bottom right
 		plot '$dat' using 1:5 with linespoints lw 2 title 'rdmamsg (softrdma)', \
 		     '' using 1:6 with linespoints title 'raw verbs (softrdma, perftest)', \
-		     '' using 1:7 with linespoints title 'UCX (ucx\_perftest, posix,cma)'
+		     '' using 1:7 with linespoints title 'UCX tag (ucx\_perftest tag\_bw, $utls)', \
+		     '' using 1:9 with linespoints title 'UCX am (ucp\_am\_bw, $utls)'
 		unset multiplot
 	EOF
 	echo "# plot: $plot (data: $dat)"
@@ -175,16 +182,26 @@ fi
 
 # One round measures every metric once, rdmamsg, verbs and UCX back to back
 # so that drift on this shared machine hits all three; the table shows the
-# median of the rounds.
+# median of the rounds.  Every UCX row uses the same transports ($utls);
+# UCX is measured twice: tag matching (tag_lat/tag_bw, the receive copies
+# into the posted buffer) and active messages (ucp_am_lat/ucp_am_bw, a
+# callback that may read the data in place, as rdmamsg's on_recv does).
+cl=$builddir/tools/cacheline_pingpong
 for round in $(seq "$rounds"); do
 	echo "# round $round/$rounds" >&2
+	LOAD+=("$(cut -d' ' -f1 /proc/loadavg)")
+	# the two-process cache-line ping-pong: the floor of any latency here
+	v=n/a
+	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
+	FLOOR+=("${v:-n/a}")
 	# one-way latency (half round trip), median, us
 	for sz in 8 4096 65536; do
 		n=10000
 		[ "$sz" -gt 4096 ] && n=2000
 		acc "R_lat_$sz" rmp lat "$sz" 3 "$(iters $n)"
 		acc "S_lat_$sz" perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
-		acc "U_lat_$sz" ucx posix tag_lat "$sz" 3 "$(iters $((n * 5)))"
+		acc "U_lat_$sz" ucx "$utls" tag_lat "$sz" 3 "$(iters $((n * 5)))"
+		acc "A_lat_$sz" ucx "$utls" ucp_am_lat "$sz" 3 "$(iters $((n * 5)))"
 		# zero-copy: the caller fills a pool buffer and hands it over
 		# (rdmamsg_send_buf), as UCX sends from the caller's memory
 		[ "$sz" -gt 8 ] &&
@@ -202,7 +219,8 @@ for round in $(seq "$rounds"); do
 	acc Z_bw rmp bw 65536 3 "$(iters 5000)" "${rmp_opts[@]}" --zcopy
 	acc N_bw rmp bw 65536 3 "$(iters 5000)" "${rmp_opts[@]}" --nocopy
 	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)" "${pt_win[@]}"
-	acc U_bw ucx posix,cma tag_bw 65536 6 "$(iters 10000)"
+	acc U_bw ucx "$utls" tag_bw 65536 6 "$(iters 10000)"
+	acc A_bw ucx "$utls" ucp_am_bw 65536 6 "$(iters 10000)"
 	# bandwidth 1 MiB, copied and from one registered buffer
 	acc R_bw1m rmp bw 1048576 3 "$(iters 1000)"
 	acc N_bw1m rmp bw 1048576 3 "$(iters 1000)" "${rmp_opts[@]}" --nocopy
@@ -211,86 +229,86 @@ for round in $(seq "$rounds"); do
 	RDMAMSG_COPY_AHEAD=4m acc C_bw rmp bw 65536 3 "$(iters 5000)"
 	RDMAMSG_COPY_AHEAD=4m acc C_bw1m rmp bw 1048576 3 "$(iters 1000)"
 	acc S_bw1m perftest ib_send_bw 1048576 4 -n "$(iters 1000)" "${pt_win[@]}"
-	acc U_bw1m ucx posix,cma tag_bw 1048576 6 "$(iters 2000)"
+	acc U_bw1m ucx "$utls" tag_bw 1048576 6 "$(iters 2000)"
+	acc A_bw1m ucx "$utls" ucp_am_bw 1048576 6 "$(iters 2000)"
 	# message rate 8 B (UCX prints msg/s)
 	acc R_mr rmp rate 8 4 "$(iters 100000)"
 	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 100000)" "${pt_win[@]}"
-	acc U_mr ucx posix,cma tag_bw 8 8 "$(iters 500000)"
-done
-for sz in 8 4096 65536; do
-	eval "r_lat_$sz=\$(med \"\${R_lat_$sz[@]}\") s_lat_$sz=\$(med \"\${S_lat_$sz[@]}\") u_lat_$sz=\$(med \"\${U_lat_$sz[@]}\")"
-done
-r_bw=$(scale_v "$(med "${R_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-z_bw=$(scale_v "$(med "${Z_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-n_bw=$(scale_v "$(med "${N_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-r_bw1m=$(scale_v "$(med "${R_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-n_bw1m=$(scale_v "$(med "${N_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-c_bw=$(scale_v "$(med "${C_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-c_bw1m=$(scale_v "$(med "${C_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-z_lat_4096=$(med "${Z_lat_4096[@]}") z_lat_65536=$(med "${Z_lat_65536[@]}")
-n_lat_65536=$(med "${N_lat_65536[@]}")
-s_bw=$(med "${S_bw[@]}") u_bw=$(med "${U_bw[@]}")
-s_bw1m=$(med "${S_bw1m[@]}") u_bw1m=$(med "${U_bw1m[@]}")
-r_ev=$(med "${R_ev[@]}") s_ev=$(med "${S_ev[@]}")
-r_mr=$(med "${R_mr[@]}") s_mr=$(med "${S_mr[@]}") u_mr=$(med "${U_mr[@]}")
-[ "$s_mr" != n/a ] && s_mr=$(awk -v v="$s_mr" 'BEGIN { printf "%.3f", v }')
-[ "$u_mr" != n/a ] && u_mr=$(awk -v v="$u_mr" 'BEGIN { printf "%.3f", v / 1e6 }')
-for a in R_lat_8 S_lat_8 U_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 R_lat_65536 \
-	S_lat_65536 U_lat_65536 Z_lat_4096 Z_lat_65536 N_lat_65536 R_ev S_ev R_bw \
-	Z_bw N_bw S_bw U_bw R_bw1m N_bw1m S_bw1m U_bw1m C_bw C_bw1m R_mr S_mr U_mr; do
-	eval "echo \"# rounds $a: \${$a[*]}\""
+	acc U_mr ucx "$utls" tag_bw 8 8 "$(iters 500000)"
+	acc A_mr ucx "$utls" ucp_am_bw 8 8 "$(iters 500000)"
 done
 
-row() {
-	printf '%-34s %10s %10s %10s %11s %11s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$3")" "$(ratio "$2" "$4")"
+# scale_all FACTOR ARRAY... -- multiply every numeric value of the arrays
+scale_all() {
+	local f=$1 i
+	shift
+	while [ $# -gt 0 ]; do
+		local -n arr=$1
+		for i in "${!arr[@]}"; do arr[i]=$(scale_v "${arr[i]}" "$f"); done
+		unset -n arr
+		shift
+	done
+}
+# rdmamsg_perf prints MB/s (10^6 B/s), UCX msg/s: to MiB/s and M msg/s
+scale_all "$(awk 'BEGIN { print 1e6 / 1048576 }')" R_bw Z_bw N_bw R_bw1m N_bw1m C_bw C_bw1m
+scale_all 0.000001 U_mr A_mr
+echo "# rounds load: ${LOAD[*]}"
+echo "# rounds cache-line floor, us: ${FLOOR[*]}"
+for a in R_lat_8 S_lat_8 U_lat_8 A_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 \
+	A_lat_4096 R_lat_65536 S_lat_65536 U_lat_65536 A_lat_65536 Z_lat_4096 \
+	Z_lat_65536 N_lat_65536 R_ev S_ev R_bw Z_bw N_bw S_bw U_bw A_bw R_bw1m \
+	N_bw1m S_bw1m U_bw1m A_bw1m C_bw C_bw1m R_mr S_mr U_mr A_mr; do
+	declare -n vals=$a
+	echo "# rounds $a: ${vals[*]}"
+	unset -n vals
+done
+
+# pick WHICH DIR ARRAY -- the median of ARRAY (WHICH med) or its best round
+# (WHICH best, DIR lower|higher); "-" is n/a
+pick() {
+	[ "$3" = - ] && { echo n/a; return; }
+	local -n vals=$3
+	if [ "$1" = med ]; then med "${vals[@]}"; else best "$2" "${vals[@]}"; fi
+}
+
+# METRICS: "label|lower or higher|rdmamsg|verbs|UCX tag|UCX am" (arrays)
+METRICS=(
+	"latency 8 B, us|lower|R_lat_8|S_lat_8|U_lat_8|A_lat_8"
+	"latency 4096 B, us|lower|R_lat_4096|S_lat_4096|U_lat_4096|A_lat_4096"
+	"latency 65536 B, us|lower|R_lat_65536|S_lat_65536|U_lat_65536|A_lat_65536"
+	"latency 8 B, blocking, us|lower|R_ev|S_ev|-|-"
+	"bandwidth 64 KiB, MiB/s|higher|R_bw|S_bw|U_bw|A_bw"
+	"message rate 8 B, Mmsg/s|higher|R_mr|S_mr|U_mr|A_mr"
+	"zero-copy latency 4096 B, us|lower|Z_lat_4096|S_lat_4096|U_lat_4096|A_lat_4096"
+	"zero-copy latency 65536 B, us|lower|Z_lat_65536|S_lat_65536|U_lat_65536|A_lat_65536"
+	"zero-copy bandwidth 64 KiB, MiB/s|higher|Z_bw|S_bw|U_bw|A_bw"
+	"nocopy latency 65536 B, us|lower|N_lat_65536|S_lat_65536|U_lat_65536|A_lat_65536"
+	"nocopy bandwidth 64 KiB, MiB/s|higher|N_bw|S_bw|U_bw|A_bw"
+	"bandwidth 1 MiB, MiB/s|higher|R_bw1m|S_bw1m|U_bw1m|A_bw1m"
+	"nocopy bandwidth 1 MiB, MiB/s|higher|N_bw1m|S_bw1m|U_bw1m|A_bw1m"
+	"bandwidth 64 KiB, copies ahead 4m|higher|C_bw|S_bw|U_bw|A_bw"
+	"bandwidth 1 MiB, copies ahead 4m|higher|C_bw1m|S_bw1m|U_bw1m|A_bw1m"
+)
+
+# table med|best -- every metric's row
+table() {
+	local m label dir r s u a vr vs vu va
+	printf '%-34s %9s %9s %9s %9s %8s %8s %8s\n' metric rdmamsg verbs "UCX tag" "UCX am" "/verbs" "/UCXtag" "/UCXam"
+	for m in "${METRICS[@]}"; do
+		IFS='|' read -r label dir r s u a <<<"$m"
+		vr=$(pick "$1" "$dir" "$r") vs=$(pick "$1" "$dir" "$s")
+		vu=$(pick "$1" "$dir" "$u") va=$(pick "$1" "$dir" "$a")
+		printf '%-34s %9s %9s %9s %9s %8s %8s %8s\n' "$label" "$vr" "$vs" "$vu" "$va" \
+			"$(ratio "$vr" "$vs")" "$(ratio "$vr" "$vu")" "$(ratio "$vr" "$va")"
+	done
 }
 echo
-printf '%-34s %10s %10s %10s %11s %11s\n' metric rdmamsg verbs UCX rdmamsg/vrb rdmamsg/UCX
-for sz in 8 4096 65536; do
-	eval "row \"latency $sz B, median us\" \"\$r_lat_$sz\" \"\$s_lat_$sz\" \"\$u_lat_$sz\""
-done
-row "latency 8 B, blocking, median us" "$r_ev" "$s_ev" n/a
-row "bandwidth 64 KiB, MiB/s" "$r_bw" "$s_bw" "$u_bw"
-row "message rate 8 B, Mmsg/s" "$r_mr" "$s_mr" "$u_mr"
-row "zero-copy latency 4096 B, us" "$z_lat_4096" "$s_lat_4096" "$u_lat_4096"
-row "zero-copy latency 65536 B, us" "$z_lat_65536" "$s_lat_65536" "$u_lat_65536"
-row "zero-copy bandwidth 64 KiB, MiB/s" "$z_bw" "$s_bw" "$u_bw"
-row "nocopy latency 65536 B, us" "$n_lat_65536" "$s_lat_65536" "$u_lat_65536"
-row "nocopy bandwidth 64 KiB, MiB/s" "$n_bw" "$s_bw" "$u_bw"
-row "bandwidth 1 MiB, MiB/s" "$r_bw1m" "$s_bw1m" "$u_bw1m"
-row "nocopy bandwidth 1 MiB, MiB/s" "$n_bw1m" "$s_bw1m" "$u_bw1m"
-row "bandwidth 64 KiB, copies ahead 4m" "$c_bw" "$s_bw" "$u_bw"
-row "bandwidth 1 MiB, copies ahead 4m" "$c_bw1m" "$s_bw1m" "$u_bw1m"
+table med
 if [ "$rounds" -gt 1 ]; then
 	# The least disturbed round (see bench-softrdma.sh)
 	echo
 	echo "best of $rounds rounds:"
-	for sz in 8 4096 65536; do
-		eval "row \"latency $sz B, median us\" \"\$(best lower \"\${R_lat_$sz[@]}\")\" \"\$(best lower \"\${S_lat_$sz[@]}\")\" \"\$(best lower \"\${U_lat_$sz[@]}\")\""
-	done
-	row "latency 8 B, blocking, median us" "$(best lower "${R_ev[@]}")" "$(best lower "${S_ev[@]}")" n/a
-	b_r=$(scale_v "$(best higher "${R_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-	row "bandwidth 64 KiB, MiB/s" "$b_r" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
-	b_s=$(best higher "${S_mr[@]}") b_u=$(best higher "${U_mr[@]}")
-	[ "$b_s" != n/a ] && b_s=$(awk -v v="$b_s" 'BEGIN { printf "%.3f", v }')
-	[ "$b_u" != n/a ] && b_u=$(awk -v v="$b_u" 'BEGIN { printf "%.3f", v / 1e6 }')
-	row "message rate 8 B, Mmsg/s" "$(best higher "${R_mr[@]}")" "$b_s" "$b_u"
-	for sz in 4096 65536; do
-		eval "row \"zero-copy latency $sz B, us\" \"\$(best lower \"\${Z_lat_$sz[@]}\")\" \"\$(best lower \"\${S_lat_$sz[@]}\")\" \"\$(best lower \"\${U_lat_$sz[@]}\")\""
-	done
-	b_z=$(scale_v "$(best higher "${Z_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-	row "zero-copy bandwidth 64 KiB, MiB/s" "$b_z" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
-	row "nocopy latency 65536 B, us" "$(best lower "${N_lat_65536[@]}")" "$(best lower "${S_lat_65536[@]}")" "$(best lower "${U_lat_65536[@]}")"
-	b_n=$(scale_v "$(best higher "${N_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-	row "nocopy bandwidth 64 KiB, MiB/s" "$b_n" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
-	b_r=$(scale_v "$(best higher "${R_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-	row "bandwidth 1 MiB, MiB/s" "$b_r" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
-	b_n=$(scale_v "$(best higher "${N_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-	row "nocopy bandwidth 1 MiB, MiB/s" "$b_n" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
-	b_c=$(scale_v "$(best higher "${C_bw[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-	row "bandwidth 64 KiB, copies ahead 4m" "$b_c" "$(best higher "${S_bw[@]}")" "$(best higher "${U_bw[@]}")"
-	b_c=$(scale_v "$(best higher "${C_bw1m[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
-	row "bandwidth 1 MiB, copies ahead 4m" "$b_c" "$(best higher "${S_bw1m[@]}")" "$(best higher "${U_bw1m[@]}")"
+	table best
 fi
 echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
@@ -300,7 +318,8 @@ echo "rdmamsg_send_nocopy() from one registered buffer, read in place above the 
 echo "as UCX sends from one buffer; copies ahead 4m: rdmamsg_send() with RDMAMSG_COPY_AHEAD=4m,"
 echo "at most 4 MiB of copies waiting to be read); verbs: perftest on softrdma (LD_PRELOAD),"
 echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
-echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest tag_lat"
-echo "UCX_TLS=posix (50%ile), tag_bw UCX_TLS=posix,cma (average)."
-echo "Each value: median over $rounds rounds (the \"# rounds\" lines above list them)."
+echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest with UCX_TLS=$utls on every row,"
+echo "tag_lat/ucp_am_lat 50%ile, tag_bw/ucp_am_bw average."
+echo "Each value: median over $rounds rounds (the \"# rounds\" lines above list them, with each"
+echo "round's load and two-process cache-line ping-pong floor)."
 exit 0
