@@ -265,6 +265,7 @@ struct rdmamsg__iface {
 	 * never calls a lane) */
 	struct ibv_wc stash[RDMAMSG_POLL_BATCH];
 	uint32_t nstash;
+	int events; /* some CQ's event came in (icq.event): spend them */
 };
 
 /* ---- context ------------------------------------------------------- */

@@ -261,6 +261,7 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 		(void)cq;
 		q->unacked++;
 		q->event = 1;
+		ctx->ifc.events = 1;
 	}
 }
 
