@@ -50,17 +50,7 @@ static int wc_status(enum ibv_wc_status st)
 static int rc_send(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
 		   uint64_t seq, unsigned int flags)
 {
-	struct ibv_send_wr wr, *bad;
-
-	wr.wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
-	wr.next = NULL;
-	wr.sg_list = sge;
-	wr.num_sge = nsge;
-	wr.opcode = IBV_WR_SEND;
-	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE/SIGNALED */
-	wr.send_flags = flags;
-	wr.imm_data = 0;
-	return ibv_post_send(lane->qp, &wr, &bad);
+	return rdmamsg__lane_plain_send(lane, sge, nsge, seq, flags);
 }
 
 /* rc_post -- a one-sided work request (signalled) */
@@ -292,6 +282,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	lane->owner = owner;
 	lane->ctx = ctx;
 	lane->send_depth = a->send_depth;
+	lane->plain_send = 1;
 	lane->hold = a->hold;
 	list_init(&lane->ready_link);
 	rc->id = a->id;
