@@ -28,6 +28,10 @@ struct lane_rc {
 
 #define RC(lane) ((struct lane_rc *)(void *)(lane))
 
+/* the inline size a QP that fails with the context's is retried down to
+ * (the largest probe_inline asked for before it went past 256) */
+#define RC_INLINE_FLOOR 256u
+
 /* wc_status -- the errno a work completion stands for */
 static int wc_status(enum ibv_wc_status st)
 {
@@ -308,10 +312,16 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	qa.cap.max_send_sge = 2;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = ctx->max_inline;
-	if (ctx->ops->create_cm_qp(a->id, ctx->pd, &qa)) {
-		ret = rdmamsg__errno(ENOMEM);
-		LOG_ERR("rdma_create_qp failed: %d", ret);
-		goto err;
+	/* the context's probe made a QP two WRs deep: a deeper send queue
+	 * of WQEs that large may be more than the device gives one QP, so
+	 * the inline size halves down to RC_INLINE_FLOOR before giving up */
+	while (ctx->ops->create_cm_qp(a->id, ctx->pd, &qa)) {
+		if (qa.cap.max_inline_data <= RC_INLINE_FLOOR) {
+			ret = rdmamsg__errno(ENOMEM);
+			LOG_ERR("rdma_create_qp failed: %d", ret);
+			goto err;
+		}
+		qa.cap.max_inline_data /= 2;
 	}
 	lane->qp = a->id->qp;
 	lane->qpn = lane->qp->qp_num;

@@ -147,6 +147,25 @@ static void note_dest(uintptr_t addr)
 		dest[ndest++] = addr;
 }
 
+/* the client's SENDs of watch_len bytes (header and payload), and how
+ * many of them went inline (inline_direct) */
+static size_t watch_len;
+static unsigned int nwatch, nwatch_inl;
+
+/* note_inline -- a SEND of the client's: counted if watch_len long */
+static void note_inline(const struct ibv_send_wr *w)
+{
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < w->num_sge; i++)
+		len += w->sg_list[i].length;
+	if (!watch_len || len != watch_len)
+		return;
+	nwatch++;
+	nwatch_inl += !!(w->send_flags & IBV_SEND_INLINE);
+}
+
 static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad)
 {
@@ -157,6 +176,8 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM:
 			nsend++;
+			if (qp == cli_qp)
+				note_inline(w);
 			break;
 		case IBV_WR_RDMA_READ:
 			nread++;
@@ -478,6 +499,59 @@ static void unpair(struct test_side *srv, struct test_side *cli)
 	ok(cli->closed && srv->closed && lclosed, "everything closed");
 	is_int(rdmamsg_ctx_destroy(&cli->ctx), 0, "client context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv->ctx), 0, "server context destroyed");
+}
+
+/* inline_direct -- the inline maximum +-1 byte, one message at a time
+ * with credits in hand (the direct path, not the backlog's): each
+ * arrives once, byte for byte, with its immediate; it went out inline
+ * (IBV_SEND_INLINE, its payload gathered from the caller's buffer) when
+ * its header and payload fit the QP's inline size, not when they do not */
+static void inline_direct(struct test_side *srv, struct test_side *cli,
+			  const struct rdmamsg_protocols *pr, uint32_t *seq)
+{
+	size_t th[3] = {pr->max_inline - 1, pr->max_inline, pr->max_inline + 1};
+	unsigned int i, bad = 0, inl_bad = 0;
+
+	cli_qp = cli->ep->ln->qp;
+	for (i = 0; i < 3; i++) {
+		unsigned int first = nseen;
+		const struct seen *x;
+		volatile int never = 0;
+		long long end = test_now_ms() + 60000;
+
+		/* the burst before may have left the client without a
+		 * credit: the server's update brings them */
+		while ((cli->ep->credits <= 0 || cli->ep->bl_head) &&
+		       test_now_ms() < end)
+			test_run2(srv, cli, &never, 5);
+		if (cli->ep->credits <= 0 || cli->ep->bl_head) {
+			bad++;
+			continue;
+		}
+		watch_len = th[i] + RDMAMSG_HDR;
+		nwatch = nwatch_inl = 0;
+		if (send_k(cli, srv, th[i], *seq)) {
+			bad++;
+			continue;
+		}
+		run_for(srv, cli, &nseen, first + 1);
+		x = &seen[first];
+		if (nseen != first + 1 || x->imm != *seq || !x->ok ||
+		    x->len != th[i] || x->flags != RDMAMSG_RECV_IMM || x->kind)
+			bad++;
+		/* above the eager size it goes in fragments: not watched */
+		if (th[i] <= pr->eager &&
+		    (nwatch != 1 || nwatch_inl != (th[i] <= pr->max_inline)))
+			inl_bad++;
+		(*seq)++;
+	}
+	watch_len = 0;
+	ok(bad == 0,
+	   "inline maximum %zu +-1, sent with credits in hand: each arrives "
+	   "once, byte for byte, with its immediate (%u wrong)",
+	   pr->max_inline, bad);
+	ok(inl_bad == 0, "...inline up to %zu bytes, not above (%u wrong)",
+	   pr->max_inline, inl_bad);
 }
 
 /* small_burst -- the small messages' thresholds +-1 byte (the inline
@@ -1066,6 +1140,7 @@ int main(void)
 		is_int(lim, RDMAMSG_PACK_MAX,
 		       "messages up to RDMAMSG_PACK_MAX go packed");
 		small_burst(&srv, &cli, &pr, lim, &seq);
+		inline_direct(&srv, &cli, &pr, &seq);
 	}
 
 	/* 64 KiB round trips: the second has windows and buffers in hand */
