@@ -268,7 +268,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	struct ibv_qp_init_attr qa;
 	struct lane_rc *rc;
 	struct rdmamsg__lane *lane;
-	uint32_t w;
+	uint32_t w, inl;
 	int ret;
 
 	if (a->id->verbs != ctx->verbs) {
@@ -311,17 +311,18 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	qa.srq = a->srq ? a->srq->srq : NULL;
 	qa.cap.max_send_sge = 2;
 	qa.cap.max_recv_sge = 1;
-	qa.cap.max_inline_data = ctx->max_inline;
 	/* the context's probe made a QP two WRs deep: a deeper send queue
 	 * of WQEs that large may be more than the device gives one QP, so
 	 * the inline size halves down to RC_INLINE_FLOOR before giving up */
-	while (ctx->ops->create_cm_qp(a->id, ctx->pd, &qa)) {
-		if (qa.cap.max_inline_data <= RC_INLINE_FLOOR) {
+	for (inl = ctx->max_inline;; inl /= 2) {
+		qa.cap.max_inline_data = inl;
+		if (!ctx->ops->create_cm_qp(a->id, ctx->pd, &qa))
+			break;
+		if (inl <= RC_INLINE_FLOOR) {
 			ret = rdmamsg__errno(ENOMEM);
 			LOG_ERR("rdma_create_qp failed: %d", ret);
 			goto err;
 		}
-		qa.cap.max_inline_data /= 2;
 	}
 	lane->qp = a->id->qp;
 	lane->qpn = lane->qp->qp_num;

@@ -223,6 +223,26 @@ static int count_dereg(struct ibv_mr *mr)
 	return ret;
 }
 
+/* picky: the contexts' RC QPs fail above PICKY_INLINE bytes inline, as
+ * on a device whose deep send queues cannot hold WQEs that large while
+ * the inline probe's shallow QP could (npicky: the refusals) */
+#define PICKY_INLINE 300u
+static int (*real_cm_qp)(struct rdma_cm_id *, struct ibv_pd *,
+			 struct ibv_qp_init_attr *);
+static int picky;
+static unsigned int npicky;
+
+static int picky_cm_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
+		       struct ibv_qp_init_attr *qa)
+{
+	if (picky && qa->cap.max_inline_data > PICKY_INLINE) {
+		npicky++;
+		errno = EINVAL;
+		return -1;
+	}
+	return real_cm_qp(id, pd, qa);
+}
+
 /* counted -- route ctx's registrations and its device's sends through
  * the counters (the table is copied: it is shared and read-only) */
 static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
@@ -232,6 +252,8 @@ static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
 	copy->reg_mr = count_reg;
 	real_dereg = copy->dereg_mr;
 	copy->dereg_mr = count_dereg;
+	real_cm_qp = copy->create_cm_qp;
+	copy->create_cm_qp = picky_cm_qp;
 	ctx->ops = copy;
 	if (ctx->verbs->ops.post_send != count_post) {
 		real_post = ctx->verbs->ops.post_send;
@@ -1188,6 +1210,23 @@ int main(void)
 		   "nothing");
 		small_burst(&srv, &cli, &pr, 0, &seq);
 	}
+	is_int(srv.bad + cli.bad, 0, "no failure on either side");
+	unpair(&srv, &cli);
+
+	/* QPs refused above PICKY_INLINE bytes inline (the probe's was
+	 * not): each side's is made with the inline size halved until it
+	 * fits, and the threshold moves with it */
+	picky = 1;
+	npicky = 0;
+	pair(&srv, &cli, ops, b);
+	picky = 0;
+	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+	ok(npicky >= 2 && pr.max_inline > 0 &&
+		   pr.max_inline + RDMAMSG_HDR <= PICKY_INLINE,
+	   "QPs refused %u times above %u bytes inline: made with %zu "
+	   "payload bytes inline",
+	   npicky, PICKY_INLINE, pr.max_inline);
+	inline_direct(&srv, &cli, &pr, &seq);
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 
