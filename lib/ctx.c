@@ -222,8 +222,8 @@ static int pick_device(struct rdmamsg_ctx *ctx, const char *want)
 }
 
 /* probe_inline -- the largest inline size an RC QP accepts (0 if none):
- * largest first, so that a device that carries a whole 4 or 8 KiB
- * message inline (softrdma) is asked for it; a device asked for more
+ * largest first, so that a device that can carry a whole 4 or 8 KiB
+ * message and its header inline is asked for it; a device asked for more
  * than it has fails create_qp without harm (mlx5) and the next step is
  * tried.  Once per context: at most eight QPs made and destroyed. */
 static uint32_t probe_inline(struct rdmamsg_ctx *ctx)

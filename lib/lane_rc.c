@@ -28,8 +28,9 @@ struct lane_rc {
 
 #define RC(lane) ((struct lane_rc *)(void *)(lane))
 
-/* the inline size a QP that fails with the context's is retried down to
- * (the largest probe_inline asked for before it went past 256) */
+/* the inline size a QP that fails with the context's is retried down to:
+ * the most the probe asked for before its ladder went past 256, so that
+ * a device that made these QPs then still makes them */
 #define RC_INLINE_FLOOR 256u
 
 /* wc_status -- the errno a work completion stands for */
