@@ -1379,25 +1379,38 @@ static void ep_tx_done(void *owner, uint32_t seq32, int status)
 	rdmamsg__ep_complete_slots(ep, seq, status);
 }
 
-/* ep_reposted -- the lane's up call: receives are posted again, their
- * credits go back to the peer with the next message */
-static void ep_reposted(void *owner, uint32_t data, uint32_t ctl)
+/* reposted_held -- ep_reposted() where messages are held in order (their
+ * credits are withheld, rndv.c) or the buffers are an SRQ's (out of
+ * line: the busy path keeps its registers) */
+static __attribute__((noinline)) void reposted_held(struct rdmamsg_ep *ep,
+						    uint32_t data, uint32_t ctl)
 {
-	struct rdmamsg_ep *ep = owner;
-
-	if (RDMAMSG_UNLIKELY(ep->rx_hold_due != 0)) {
-		/* messages held in order keep their credits (rndv.c) */
+	if (ep->rx_hold_due != 0) {
 		uint32_t k = data < ep->rx_hold_due ? data : ep->rx_hold_due;
 
 		ep->rx_hold_due -= k;
 		ep->rx_withheld += k;
 		data -= k;
 	}
-	if (RDMAMSG_UNLIKELY(ep->srq))
+	if (ep->srq)
 		while (data--)
 			ep->to_return += rdmamsg__srq_credit(ep);
 	else
 		ep->to_return += data;
+	ep->ctl_to_return += ctl;
+}
+
+/* ep_reposted -- the lane's up call: receives are posted again, their
+ * credits go back to the peer with the next message */
+static void ep_reposted(void *owner, uint32_t data, uint32_t ctl)
+{
+	struct rdmamsg_ep *ep = owner;
+
+	if (RDMAMSG_UNLIKELY(ep->rx_hold_due != 0 || ep->srq)) {
+		reposted_held(ep, data, ctl);
+		return;
+	}
+	ep->to_return += data;
 	ep->ctl_to_return += ctl;
 }
 
