@@ -221,10 +221,21 @@ static int pick_device(struct rdmamsg_ctx *ctx, const char *want)
 	return 0;
 }
 
-/* probe_inline -- the largest inline size an RC QP accepts (0 if none) */
+/* probe_inline -- the largest inline size an RC QP accepts (0 if none):
+ * largest first, so that a device that can carry a whole 4 or 8 KiB
+ * message and its header inline is asked for it; a device asked for more
+ * than it has fails create_qp without harm (mlx5) and the next step is
+ * tried.  Once per context: at most eight QPs made and destroyed. */
 static uint32_t probe_inline(struct rdmamsg_ctx *ctx)
 {
-	static const uint32_t tries[] = {256, 128, 64, 32};
+	static const uint32_t tries[] = {8192 + RDMAMSG_HDR,
+					 4096 + RDMAMSG_HDR,
+					 1024,
+					 512,
+					 256,
+					 128,
+					 64,
+					 32};
 	struct ibv_qp_init_attr qa;
 	struct ibv_cq *cq;
 	uint32_t best = 0;

@@ -31,6 +31,7 @@ void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 	ifc->cqs = NULL;
 	ifc->ncq = 0;
 	ifc->nstash = 0;
+	ifc->events = 0;
 	ifc->polling = 0;
 	ifc->stale_wcs = 0;
 	ifc->max_cqe = 0;
@@ -356,19 +357,16 @@ static inline __attribute__((always_inline)) int drain(struct rdmamsg_ctx *ctx)
 	for (c = 0; c < ifc->ncq; c++) {
 		struct rdmamsg__icq *q = ifc->cqs[c];
 
-		n = 0;
-		for (budget = POLL_BUDGET; budget > 0; budget--) {
+		budget = POLL_BUDGET;
+		do {
 			n = ibv_poll_cq(q->cq, RDMAMSG_POLL_BATCH, wc);
-			if (n <= 0)
-				break;
-			route(ctx, wc, (uint32_t)n);
-			if (n < RDMAMSG_POLL_BATCH)
-				break;
-		}
-		if (n >= 0 && n < RDMAMSG_POLL_BATCH)
+			if (n > 0)
+				route(ctx, wc, (uint32_t)n);
+		} while (n == RDMAMSG_POLL_BATCH && --budget);
+		if (n == RDMAMSG_POLL_BATCH)
+			more = 1; /* the budget ran out */
+		else if (n >= 0)
 			q->stale = 0; /* seen empty: freed lanes' gone */
-		if (!budget)
-			more = 1;
 	}
 	ifc->polling = 0;
 	if (more) {
@@ -386,6 +384,29 @@ int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx)
 	return drain(ctx);
 }
 
+/* spend_events -- the arms that CQ events spent (one per request), their
+ * events acknowledged in batches; out of line: a busy-polling caller's
+ * CQs are never armed */
+static __attribute__((noinline)) void spend_events(struct rdmamsg_ctx *ctx)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+	uint32_t c;
+
+	ifc->events = 0;
+	for (c = 0; c < ifc->ncq; c++) {
+		struct rdmamsg__icq *q = ifc->cqs[c];
+
+		if (!q->event)
+			continue;
+		q->event = 0;
+		q->armed = 0;
+		if (q->unacked >= 16) {
+			ctx->ops->ack_cq_events(q->cq, q->unacked);
+			q->unacked = 0;
+		}
+	}
+}
+
 /* rdmamsg__iface_progress -- a progress pass's completion work: note the
  * arms that events spent, drain, then the ready() up call of each lane
  * that had completions, once.  Nothing is re-armed here: a caller that
@@ -396,35 +417,32 @@ void rdmamsg__iface_progress(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
 	struct rdmamsg__list *pos, *tmp, polls;
+	struct rdmamsg__lane *lane;
 
-	uint32_t c;
-
-	if (!ifc->ncq)
-		return;
-	for (c = 0; c < ifc->ncq; c++) {
-		struct rdmamsg__icq *q = ifc->cqs[c];
-
-		if (!q->event)
-			continue;
-		q->event = 0;
-		q->armed = 0; /* an event spends the arm (one per request) */
-		if (q->unacked >= 16) {
-			ctx->ops->ack_cq_events(q->cq, q->unacked);
-			q->unacked = 0;
-		}
-	}
+	if (RDMAMSG_UNLIKELY(ifc->events))
+		spend_events(ctx);
 	drain(ctx);
-	list_init(&polls);
-	if (!list_empty(&ctx->polls)) {
-		polls = ctx->polls;
-		polls.next->prev = &polls;
-		polls.prev->next = &polls;
+	if (list_empty(&ctx->polls))
+		return;
+	if (RDMAMSG_LIKELY(ctx->polls.next == ctx->polls.prev)) {
+		/* one lane (a ping-pong): no list to move */
+		pos = ctx->polls.next;
 		list_init(&ctx->polls);
+		list_init(pos);
+		lane = container_of(pos, struct rdmamsg__lane, ready_link);
+		if (RDMAMSG_UNLIKELY(lane->nearly))
+			rdmamsg__iface_replay(lane);
+		lane->cbs->ready(lane->owner);
+		return;
 	}
+	/* lanes that a ready() puts back on ctx->polls wait for the next
+	 * pass */
+	polls = ctx->polls;
+	polls.next->prev = &polls;
+	polls.prev->next = &polls;
+	list_init(&ctx->polls);
 	list_for_each_safe (pos, tmp, &polls) {
-		struct rdmamsg__lane *lane =
-			container_of(pos, struct rdmamsg__lane, ready_link);
-
+		lane = container_of(pos, struct rdmamsg__lane, ready_link);
 		list_del(pos);
 		if (RDMAMSG_UNLIKELY(lane->nearly))
 			rdmamsg__iface_replay(lane);

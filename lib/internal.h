@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -109,7 +110,23 @@ struct rdmamsg__timers {
 	uint64_t seq;
 };
 
-uint64_t rdmamsg__now_ns(void);
+/* rdmamsg__now_ns -- CLOCK_MONOTONIC in nanoseconds (inline: every
+ * progress pass reads it) */
+static inline uint64_t rdmamsg__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* rdmamsg__timers_due -- due time of h's earliest timer, 0 if none
+ * (inline: every progress pass looks) */
+static inline uint64_t rdmamsg__timers_due(const struct rdmamsg__timers *h)
+{
+	return h->min ? h->min->due_ns : 0;
+}
+
 void rdmamsg__timers_init(struct rdmamsg__timers *h);
 void rdmamsg__timer_init(struct rdmamsg__timer *t,
 			 void (*fn)(struct rdmamsg__timer *t));
@@ -248,6 +265,7 @@ struct rdmamsg__iface {
 	 * never calls a lane) */
 	struct ibv_wc stash[RDMAMSG_POLL_BATCH];
 	uint32_t nstash;
+	int events; /* some CQ's event came in (icq.event): spend them */
 };
 
 /* ---- context ------------------------------------------------------- */

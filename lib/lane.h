@@ -459,7 +459,8 @@ struct rdmamsg__lane {
 	uint32_t qpn;
 	uint32_t max_inline; /* bytes a send may carry inline */
 	uint32_t send_depth;
-	int down; /* error() was called: nothing is reposted */
+	int down;	/* error() was called: nothing is reposted */
+	int plain_send; /* send() is one IBV_WR_SEND on qp (RC) */
 	/* ---- the interface's (iface.c) ---- */
 	uint64_t wrid_tag; /* the tag's bits of every wr_id */
 	uint64_t handle;   /* in ctx->ifc.eps */
@@ -517,11 +518,33 @@ struct rdmamsg__lane_ops {
 extern const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops;
 extern const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops;
 
-/* rdmamsg__lane_send -- the down call of the fast path */
+/* rdmamsg__lane_plain_send -- send() of a lane whose sends are plain
+ * IBV_WR_SEND work requests on its QP (plain_send: the RC lane's) */
+static inline int rdmamsg__lane_plain_send(struct rdmamsg__lane *lane,
+					   struct ibv_sge *sge, int nsge,
+					   uint64_t seq, unsigned int flags)
+{
+	struct ibv_send_wr wr, *bad;
+
+	wr.wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
+	wr.next = NULL;
+	wr.sg_list = sge;
+	wr.num_sge = nsge;
+	wr.opcode = IBV_WR_SEND;
+	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE/SIGNALED */
+	wr.send_flags = flags;
+	wr.imm_data = 0;
+	return ibv_post_send(lane->qp, &wr, &bad);
+}
+
+/* rdmamsg__lane_send -- the down call of the fast path: a plain lane's
+ * send inline, without the ops table's indirect call */
 static inline int rdmamsg__lane_send(struct rdmamsg__lane *lane,
 				     struct ibv_sge *sge, int nsge,
 				     uint64_t seq, unsigned int flags)
 {
+	if (__builtin_expect(lane->plain_send, 1))
+		return rdmamsg__lane_plain_send(lane, sge, nsge, seq, flags);
 	return lane->ops->send(lane, sge, nsge, seq, flags);
 }
 

@@ -28,6 +28,11 @@ struct lane_rc {
 
 #define RC(lane) ((struct lane_rc *)(void *)(lane))
 
+/* the inline size a QP that fails with the context's is retried down to:
+ * the most the probe asked for before its ladder went past 256, so that
+ * a device that made these QPs then still makes them */
+#define RC_INLINE_FLOOR 256u
+
 /* wc_status -- the errno a work completion stands for */
 static int wc_status(enum ibv_wc_status st)
 {
@@ -50,17 +55,7 @@ static int wc_status(enum ibv_wc_status st)
 static int rc_send(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
 		   uint64_t seq, unsigned int flags)
 {
-	struct ibv_send_wr wr, *bad;
-
-	wr.wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
-	wr.next = NULL;
-	wr.sg_list = sge;
-	wr.num_sge = nsge;
-	wr.opcode = IBV_WR_SEND;
-	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE/SIGNALED */
-	wr.send_flags = flags;
-	wr.imm_data = 0;
-	return ibv_post_send(lane->qp, &wr, &bad);
+	return rdmamsg__lane_plain_send(lane, sge, nsge, seq, flags);
 }
 
 /* rc_post -- a one-sided work request (signalled) */
@@ -274,7 +269,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	struct ibv_qp_init_attr qa;
 	struct lane_rc *rc;
 	struct rdmamsg__lane *lane;
-	uint32_t w;
+	uint32_t w, inl;
 	int ret;
 
 	if (a->id->verbs != ctx->verbs) {
@@ -292,6 +287,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	lane->owner = owner;
 	lane->ctx = ctx;
 	lane->send_depth = a->send_depth;
+	lane->plain_send = 1;
 	lane->hold = a->hold;
 	list_init(&lane->ready_link);
 	rc->id = a->id;
@@ -316,11 +312,18 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	qa.srq = a->srq ? a->srq->srq : NULL;
 	qa.cap.max_send_sge = 2;
 	qa.cap.max_recv_sge = 1;
-	qa.cap.max_inline_data = ctx->max_inline;
-	if (ctx->ops->create_cm_qp(a->id, ctx->pd, &qa)) {
-		ret = rdmamsg__errno(ENOMEM);
-		LOG_ERR("rdma_create_qp failed: %d", ret);
-		goto err;
+	/* the context's probe made a QP two WRs deep: a deeper send queue
+	 * of WQEs that large may be more than the device gives one QP, so
+	 * the inline size halves down to RC_INLINE_FLOOR before giving up */
+	for (inl = ctx->max_inline;; inl /= 2) {
+		qa.cap.max_inline_data = inl;
+		if (!ctx->ops->create_cm_qp(a->id, ctx->pd, &qa))
+			break;
+		if (inl <= RC_INLINE_FLOOR) {
+			ret = rdmamsg__errno(ENOMEM);
+			LOG_ERR("rdma_create_qp failed: %d", ret);
+			goto err;
+		}
 	}
 	lane->qp = a->id->qp;
 	lane->qpn = lane->qp->qp_num;

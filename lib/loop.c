@@ -261,6 +261,7 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 		(void)cq;
 		q->unacked++;
 		q->event = 1;
+		ctx->ifc.events = 1;
 	}
 }
 
@@ -547,7 +548,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	 * the heap, a kick from the flag it sets; CM and async events may
 	 * wait EPOLL_EVERY_NS.  One that woke from the fd (libev, or arm()
 	 * saw it readable) always looks. */
-	due = rdmamsg__timer_next_due(ctx);
+	due = rdmamsg__timers_due(&ctx->timers);
 	if (RDMAMSG_UNLIKELY(due && due <= ctx->now))
 		timers = 1; /* the timerfd may lag: its slack */
 	if (RDMAMSG_UNLIKELY(__atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE))) {

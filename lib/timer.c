@@ -15,15 +15,6 @@
 
 #include "internal.h"
 
-/* rdmamsg__now_ns -- CLOCK_MONOTONIC in nanoseconds */
-uint64_t rdmamsg__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* rdmamsg__timers_init -- an empty heap (all zero is one too) */
 void rdmamsg__timers_init(struct rdmamsg__timers *h)
 {
@@ -176,7 +167,7 @@ static void rearm(struct rdmamsg_ctx *ctx, uint64_t was)
 /* rdmamsg__timer_next_due -- due time of the earliest timer, 0 if none */
 uint64_t rdmamsg__timer_next_due(const struct rdmamsg_ctx *ctx)
 {
-	return ctx->timers.min ? ctx->timers.min->due_ns : 0;
+	return rdmamsg__timers_due(&ctx->timers);
 }
 
 /* rdmamsg__timer_start_at -- (re)start t to fire at due_ns (monotonic) */

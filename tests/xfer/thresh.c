@@ -147,6 +147,25 @@ static void note_dest(uintptr_t addr)
 		dest[ndest++] = addr;
 }
 
+/* the client's SENDs of watch_len bytes (header and payload), and how
+ * many of them went inline (inline_direct) */
+static size_t watch_len;
+static unsigned int nwatch, nwatch_inl;
+
+/* note_inline -- a SEND of the client's: counted if watch_len long */
+static void note_inline(const struct ibv_send_wr *w)
+{
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < w->num_sge; i++)
+		len += w->sg_list[i].length;
+	if (!watch_len || len != watch_len)
+		return;
+	nwatch++;
+	nwatch_inl += !!(w->send_flags & IBV_SEND_INLINE);
+}
+
 static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad)
 {
@@ -157,6 +176,8 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM:
 			nsend++;
+			if (qp == cli_qp)
+				note_inline(w);
 			break;
 		case IBV_WR_RDMA_READ:
 			nread++;
@@ -202,6 +223,26 @@ static int count_dereg(struct ibv_mr *mr)
 	return ret;
 }
 
+/* picky: the contexts' RC QPs fail above PICKY_INLINE bytes inline, as
+ * on a device whose deep send queues cannot hold WQEs that large while
+ * the inline probe's shallow QP could (npicky: the refusals) */
+#define PICKY_INLINE 300u
+static int (*real_cm_qp)(struct rdma_cm_id *, struct ibv_pd *,
+			 struct ibv_qp_init_attr *);
+static int picky;
+static unsigned int npicky;
+
+static int picky_cm_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
+		       struct ibv_qp_init_attr *qa)
+{
+	if (picky && qa->cap.max_inline_data > PICKY_INLINE) {
+		npicky++;
+		errno = EINVAL;
+		return -1;
+	}
+	return real_cm_qp(id, pd, qa);
+}
+
 /* counted -- route ctx's registrations and its device's sends through
  * the counters (the table is copied: it is shared and read-only) */
 static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
@@ -211,6 +252,8 @@ static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
 	copy->reg_mr = count_reg;
 	real_dereg = copy->dereg_mr;
 	copy->dereg_mr = count_dereg;
+	real_cm_qp = copy->create_cm_qp;
+	copy->create_cm_qp = picky_cm_qp;
 	ctx->ops = copy;
 	if (ctx->verbs->ops.post_send != count_post) {
 		real_post = ctx->verbs->ops.post_send;
@@ -478,6 +521,59 @@ static void unpair(struct test_side *srv, struct test_side *cli)
 	ok(cli->closed && srv->closed && lclosed, "everything closed");
 	is_int(rdmamsg_ctx_destroy(&cli->ctx), 0, "client context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv->ctx), 0, "server context destroyed");
+}
+
+/* inline_direct -- the inline maximum +-1 byte, one message at a time
+ * with credits in hand (the direct path, not the backlog's): each
+ * arrives once, byte for byte, with its immediate; it went out inline
+ * (IBV_SEND_INLINE, its payload gathered from the caller's buffer) when
+ * its header and payload fit the QP's inline size, not when they do not */
+static void inline_direct(struct test_side *srv, struct test_side *cli,
+			  const struct rdmamsg_protocols *pr, uint32_t *seq)
+{
+	size_t th[3] = {pr->max_inline - 1, pr->max_inline, pr->max_inline + 1};
+	unsigned int i, bad = 0, inl_bad = 0;
+
+	cli_qp = cli->ep->ln->qp;
+	for (i = 0; i < 3; i++) {
+		unsigned int first = nseen;
+		const struct seen *x;
+		volatile int never = 0;
+		long long end = test_now_ms() + 60000;
+
+		/* the burst before may have left the client without a
+		 * credit: the server's update brings them */
+		while ((cli->ep->credits <= 0 || cli->ep->bl_head) &&
+		       test_now_ms() < end)
+			test_run2(srv, cli, &never, 5);
+		if (cli->ep->credits <= 0 || cli->ep->bl_head) {
+			bad++;
+			continue;
+		}
+		watch_len = th[i] + RDMAMSG_HDR;
+		nwatch = nwatch_inl = 0;
+		if (send_k(cli, srv, th[i], *seq)) {
+			bad++;
+			continue;
+		}
+		run_for(srv, cli, &nseen, first + 1);
+		x = &seen[first];
+		if (nseen != first + 1 || x->imm != *seq || !x->ok ||
+		    x->len != th[i] || x->flags != RDMAMSG_RECV_IMM || x->kind)
+			bad++;
+		/* above the eager size it goes in fragments: not watched */
+		if (th[i] <= pr->eager &&
+		    (nwatch != 1 || nwatch_inl != (th[i] <= pr->max_inline)))
+			inl_bad++;
+		(*seq)++;
+	}
+	watch_len = 0;
+	ok(bad == 0,
+	   "inline maximum %zu +-1, sent with credits in hand: each arrives "
+	   "once, byte for byte, with its immediate (%u wrong)",
+	   pr->max_inline, bad);
+	ok(inl_bad == 0, "...inline up to %zu bytes, not above (%u wrong)",
+	   pr->max_inline, inl_bad);
 }
 
 /* small_burst -- the small messages' thresholds +-1 byte (the inline
@@ -1066,6 +1162,7 @@ int main(void)
 		is_int(lim, RDMAMSG_PACK_MAX,
 		       "messages up to RDMAMSG_PACK_MAX go packed");
 		small_burst(&srv, &cli, &pr, lim, &seq);
+		inline_direct(&srv, &cli, &pr, &seq);
 	}
 
 	/* 64 KiB round trips: the second has windows and buffers in hand */
@@ -1113,6 +1210,23 @@ int main(void)
 		   "nothing");
 		small_burst(&srv, &cli, &pr, 0, &seq);
 	}
+	is_int(srv.bad + cli.bad, 0, "no failure on either side");
+	unpair(&srv, &cli);
+
+	/* QPs refused above PICKY_INLINE bytes inline (the probe's was
+	 * not): each side's is made with the inline size halved until it
+	 * fits, and the threshold moves with it */
+	picky = 1;
+	npicky = 0;
+	pair(&srv, &cli, ops, b);
+	picky = 0;
+	is_int(rdmamsg_ep_get_protocols(cli.ep, &pr), 0, "protocols");
+	ok(npicky >= 2 && pr.max_inline > 0 &&
+		   pr.max_inline + RDMAMSG_HDR <= PICKY_INLINE,
+	   "QPs refused %u times above %u bytes inline: made with %zu "
+	   "payload bytes inline",
+	   npicky, PICKY_INLINE, pr.max_inline);
+	inline_direct(&srv, &cli, &pr, &seq);
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);
 
