@@ -139,9 +139,11 @@ void soft_qp_connect(struct soft_qp *qp)
 	qp->peer_slots = (struct soft_slot *)((char *)h + SOFT_SEG_HDR);
 	qp->peer_mask = nslots - 1;
 	qp->peer_cons = 0;
+	qp->served_seen = SOFT_SERVED_NONE;
 	qp->peer_pid = e.pid;
 	qp->peer_start = e.start;
 	qp->peer_ctx_idx = e.ctx_idx;
+	qp->peer_rc = &soft_reg->ctx[e.ctx_idx];
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
 	qp->peer_bell = h->bell; /* a wrong one only rings the wrong QP */
@@ -218,7 +220,7 @@ void soft_qp_to_error(struct soft_qp *qp)
 static inline void peer_wake(struct soft_qp *qp)
 {
 	struct soft_context *ctx = qp->ctx;
-	uint32_t ctx_idx = qp->peer_ctx_idx;
+	struct soft_reg_ctx *rc = qp->peer_rc;
 
 	if (qp->peer_same_ctx) {
 		/* ours, on this context (whose lock we hold): no atomics; a
@@ -237,11 +239,9 @@ static inline void peer_wake(struct soft_qp *qp)
 		      qp->peer_bm))
 			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
 	}
-	if (atomic_load_explicit(&soft_reg->ctx[ctx_idx].armed,
-				 memory_order_relaxed) ||
-	    atomic_load_explicit(&soft_reg->ctx[ctx_idx].always_wake,
-				 memory_order_relaxed))
-		soft_wake_ctx(ctx_idx);
+	if (atomic_load_explicit(&rc->armed, memory_order_relaxed) ||
+	    atomic_load_explicit(&rc->always_wake, memory_order_relaxed))
+		soft_wake_ctx(qp->peer_ctx_idx);
 }
 
 /* soft_local_sge -- check an SGE against the local MR table (every QP
@@ -2328,13 +2328,17 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 
 /* served_ahead -- how many messages past ours the initiator served for
  * us while we did not run (serve_remote), 0 if none or another
- * incarnation's */
-static uint64_t served_ahead(const struct soft_qp *qp)
+ * incarnation's; at once 0 when the word is the one rx_slots last took
+ * (served_seen: our count has only grown since, every poll saw it) */
+static inline uint64_t served_ahead(const struct soft_qp *qp)
 {
 	uint64_t sv =
 		atomic_load_explicit(&qp->seg->served, memory_order_relaxed);
-	uint64_t d = (sv - qp->peer_cons) & SOFT_SERVED_MASK;
+	uint64_t d;
 
+	if (sv == qp->served_seen)
+		return 0;
+	d = (sv - qp->peer_cons) & SOFT_SERVED_MASK;
 	if (sv >> SOFT_SERVED_BITS != ((uint64_t)qp->peer_epoch & 0xffffff))
 		return 0;
 	return d < SOFT_SERVED_MASK / 2 ? d : 0;
@@ -2357,8 +2361,12 @@ static void rx_slots(struct soft_qp *qp)
 		return;
 	/* the slots it served are DONE, or already reused for later
 	 * messages: skip them, as an HCA that acknowledged them would */
-	if (!qp->rx.active)
+	if (!qp->rx.active) {
 		qp->peer_cons += served_ahead(qp);
+		/* unchanged while we hold the rx lock (serve_remote) */
+		qp->served_seen = atomic_load_explicit(&qp->seg->served,
+						       memory_order_relaxed);
+	}
 	if (qp->rx.active && !rx_xfer(qp))
 		return;
 	b.n = 0;
@@ -2465,6 +2473,7 @@ static void rx_qp(struct soft_qp *qp)
 		qp->rx.active = 0;
 		qp->rx_stopped = 0;
 		qp->peer_cons = 0;
+		qp->served_seen = SOFT_SERVED_NONE;
 		qp->peer_epoch = epoch;
 	}
 	if (!srq && qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
@@ -2838,8 +2847,11 @@ static void tx_qp(struct soft_qp *qp)
 
 	while (qp->sq_tail != qp->sq_head) {
 		e = &qp->sq[qp->sq_tail & qp->sq_mask];
-		iov = qp->sq_iov + (qp->sq_tail & qp->sq_mask) * qp->sq_iov_n;
 		if (e->kind == SOFT_WQE_RING) {
+			/* its local iovecs: only the rare cases below read
+			 * them (not worth a multiply on every pass) */
+			iov = qp->sq_iov +
+			      (qp->sq_tail & qp->sq_mask) * qp->sq_iov_n;
 			s = slot_at(qp->slots, e->msgno, qp->sq_mask);
 			st = atomic_load_explicit(&s->state,
 						  memory_order_acquire);

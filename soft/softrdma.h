@@ -226,6 +226,7 @@ struct soft_seg_hdr {
 #define SOFT_ACKED_CANCEL (1ull << 63)
 #define SOFT_SERVED_BITS  40 /* messages, modulo; the epoch's low 24 above */
 #define SOFT_SERVED_MASK  ((1ull << SOFT_SERVED_BITS) - 1)
+#define SOFT_SERVED_NONE  UINT64_MAX /* no word taken yet (served_seen) */
 #define SOFT_SERVED(epoch, n) \
 	((uint64_t)(epoch) << SOFT_SERVED_BITS | ((n)&SOFT_SERVED_MASK))
 
@@ -551,9 +552,13 @@ struct soft_qp {
 	struct soft_slot *peer_slots;
 	uint32_t peer_mask;
 	uint64_t peer_cons;
+	uint64_t served_seen; /* seg->served as rx_slots last took it */
 	int32_t peer_pid;
 	uint64_t peer_start;
 	uint32_t peer_ctx_idx;
+	/* its context's registry entry, &soft_reg->ctx[peer_ctx_idx] (set
+	 * at connect: peer_wake reads it on every post and ACK) */
+	struct soft_reg_ctx *peer_rc;
 	uint32_t peer_pd_id;
 	int peer_reg_slot;
 	int peer_same_ctx; /* the peer QP is ours, on this context */
