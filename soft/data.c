@@ -65,6 +65,36 @@ static inline struct soft_slot *slot_at(struct soft_slot *base, uint64_t i,
 				    (size_t)(i & mask) * SOFT_SLOT_SIZE);
 }
 
+/*
+ * copy_small -- memcpy of a message's bytes, the small ones that the
+ * slot fast paths carry (8 to 32 bytes: a header and a word) as two
+ * overlapping loads and stores each way, no call (a call into libc's
+ * memcpy costs about 20 instructions for 8 bytes, twice a message).
+ * Every byte read is within src[0, n).
+ */
+static inline __attribute__((always_inline)) void copy_small(void *dst,
+							     const void *src,
+							     size_t n)
+{
+	const char *s = src;
+	char *d = dst;
+	uint64_t a[2], b[2];
+
+	if (n >= 16 && n <= 32) {
+		memcpy(a, s, 16);
+		memcpy(b, s + n - 16, 16);
+		memcpy(d, a, 16);
+		memcpy(d + n - 16, b, 16);
+	} else if (n >= 8 && n < 16) {
+		memcpy(a, s, 8);
+		memcpy(b, s + n - 8, 8);
+		memcpy(d, a, 8);
+		memcpy(d + n - 8, b, 8);
+	} else if (n) {
+		memcpy(d, s, n);
+	}
+}
+
 /* peer_srq_map -- the responder QP is on an SRQ: map the SRQ's segment
  * when it is that process's and fits its mapping; else not served */
 static inline void peer_wake(struct soft_qp *qp);
@@ -1223,8 +1253,7 @@ static inline __attribute__((always_inline)) int post_send_fast(
 		len = sg->length;
 		if (len > SOFT_SLOT_PAYLOAD || fast_sge(qp, sg, inl, &iov[0]))
 			return 0;
-		if (len)
-			memcpy(s->payload, iov[0].iov_base, len);
+		copy_small(s->payload, iov[0].iov_base, len);
 	} else {
 		for (i = 0; i < n; i++) {
 			l = sg[i].length;
@@ -2262,8 +2291,8 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 		    sg->addr - mr->iova > mr->mr.length ||
 		    sg->length > mr->mr.length - (sg->addr - mr->iova))
 			return -1; /* an indirect mkey, or LOC_PROT_ERR */
-		memcpy((char *)mr->mr.addr + (sg->addr - mr->iova), s->payload,
-		       h.len);
+		copy_small((char *)mr->mr.addr + (sg->addr - mr->iova),
+			   s->payload, h.len);
 	}
 	b->m[b->n].len = h.len;
 	b->m[b->n].imm = h.imm;
