@@ -937,6 +937,19 @@ void soft_sq_drop_held(struct soft_qp *qp)
 	qp->sqd_notify = 0;
 }
 
+/* soft_sq_drop -- RESET or destroy: the posted send WQEs go without
+ * completions, their inline copies with them */
+void soft_sq_drop(struct soft_qp *qp)
+{
+	struct soft_swqe *e;
+
+	for (; qp->sq_tail != qp->sq_head; qp->sq_tail++) {
+		e = &qp->sq[qp->sq_tail & qp->sq_mask];
+		free(e->spill);
+		e->spill = NULL;
+	}
+}
+
 /* soft_sqd_check -- SQ_DRAINED when the last send in flight finished */
 void soft_sqd_check(struct soft_qp *qp)
 {
@@ -1028,6 +1041,7 @@ static inline __attribute__((always_inline)) void post_one(
 	e->op = slot_op(wr->opcode);
 	e->niov = (uint32_t)wr->num_sge;
 	e->ring_end = 0;
+	e->spill = NULL;
 	qp->sq_head++;
 	soft_qp_hot(qp); /* progress follows it until it completes */
 	if (qp->state == IBV_QPS_ERR || qp->sq_err_pending) {
@@ -1065,6 +1079,20 @@ static inline __attribute__((always_inline)) void post_one(
 		if (st != IBV_WC_SUCCESS) {
 			e->status = st;
 			goto failed;
+		}
+		if (chunked && (wr->send_flags & IBV_SEND_INLINE) && len) {
+			/* the target pulls the data later, chunk by chunk:
+			 * inline bytes are the WQE's from the post on */
+			e->spill = malloc(len);
+			if (!e->spill) {
+				e->status = IBV_WC_LOC_QP_OP_ERR;
+				goto failed;
+			}
+			iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
+				   len);
+			iov[0].iov_base = e->spill;
+			iov[0].iov_len = len;
+			e->niov = 1;
 		}
 		if (!chunked && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
 			e->status = IBV_WC_SUCCESS;
@@ -1123,6 +1151,13 @@ static inline __attribute__((always_inline)) void post_one(
 		iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
 		s->raddr = (uint64_t)ring;
 		e->ring_end = qp->ring_head;
+	} else if ((wr->send_flags & IBV_SEND_INLINE) &&
+		   !(e->spill = malloc(len))) {
+		/* inline bytes belong to the WQE from the post on: with no
+		 * room to copy them, the WR fails as an HCA's would that
+		 * could not fetch them */
+		e->status = IBV_WC_LOC_QP_OP_ERR;
+		goto failed;
 	} else {
 		/* the SGE list, and the lkeys by which the responder may
 		 * find the memory mapped (peermap.c) */
@@ -1130,7 +1165,21 @@ static inline __attribute__((always_inline)) void post_one(
 		uint32_t *k = (uint32_t *)(void *)(s->payload + SOFT_SLOT_KEYS);
 		int n = 0;
 
-		for (i = 0; i < wr->num_sge; i++) {
+		if (e->spill) {
+			/* the ring full: an inline SEND's bytes, captured now
+			 * all the same; no lkey names them (the responder
+			 * copies them with process_vm_readv or in chunks) */
+			iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
+				   len);
+			iov[0].iov_base = e->spill;
+			iov[0].iov_len = len;
+			e->niov = 1;
+			r[0].addr = (uintptr_t)e->spill;
+			r[0].len = len;
+			k[0] = 0;
+			n = 1;
+		}
+		for (i = 0; !e->spill && i < wr->num_sge; i++) {
 			if (!iov[i].iov_len)
 				continue;
 			r[n].addr = (uintptr_t)iov[i].iov_base;
@@ -1277,6 +1326,7 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	e->niov = (uint32_t)n;
 	e->msgno = msgno;
 	e->ring_end = 0;
+	e->spill = NULL;
 	qp->sq_head = idx + 1;
 	qp->tx_msgno = msgno + 1;
 	soft_qp_hot(qp); /* progress follows it until it completes */
@@ -2985,6 +3035,10 @@ static void tx_qp(struct soft_qp *qp)
 		}
 		if (e->ring_end)
 			qp->ring_tail = e->ring_end; /* its room is free */
+		if (e->spill) {
+			free(e->spill);
+			e->spill = NULL;
+		}
 		qp->sq_tail++;
 		if (status != IBV_WC_SUCCESS || e->signaled) {
 			struct ibv_wc *w = cq_slot(qp->scq);

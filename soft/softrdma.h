@@ -24,8 +24,11 @@
  * Device limits.  They are what query_device reports and what the verbs
  * enforce.
  */
-#define SOFT_MAX_SGE	 32
-#define SOFT_MAX_INLINE	 512
+#define SOFT_MAX_SGE 32
+/* inline data: what rdmamsg's eager sends (8 KiB and a header) take,
+ * and up to what the copy ring carries in one piece (SOFT_RING_MAX); a
+ * QP reserves nothing per WQE for it (data.c ring_take, net.c inl_take) */
+#define SOFT_MAX_INLINE	 16384
 #define SOFT_MAX_QP_WR	 16384
 #define SOFT_MAX_CQE	 ((1 << 18) - 1)
 #define SOFT_MAX_SRQ_WR	 32767 /* as mlx5 reports; the segment holds it */
@@ -493,6 +496,9 @@ struct soft_swqe {
 	uint32_t op;	   /* SOFT_OP_* of the slot */
 	uint32_t niov;	   /* its local iovecs, in qp->sq_iov */
 	uint64_t ring_end; /* its data in the copy ring: ring_head after it */
+	/* an inline SEND that found the copy ring full: its bytes, copied at
+	 * post into memory of its own, freed when it completes */
+	void *spill;
 };
 
 /* the responder's side of a message moving in chunks (process_vm refused) */
@@ -848,6 +854,9 @@ void soft_qp_flush(struct soft_qp *qp);
 void soft_sq_release(struct soft_qp *qp);
 /* soft_sq_drop_held -- RESET or destroy: forget them, no completions */
 void soft_sq_drop_held(struct soft_qp *qp);
+/* soft_sq_drop -- RESET or destroy: the posted send WQEs go, no
+ * completions (their inline copies freed) */
+void soft_sq_drop(struct soft_qp *qp);
 /* soft_sqd_check -- in SQD with nothing left in flight: SQ_DRAINED once */
 void soft_sqd_check(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
