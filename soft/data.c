@@ -2505,30 +2505,37 @@ static void rx_slots(struct soft_qp *qp)
 		soft_qp_hot(qp); /* more may wait: the next pass goes on */
 }
 
-/* rx_qp -- what arrived for qp: the initiator's completions, then the
- * slots; context lock held */
-static void rx_qp(struct soft_qp *qp)
+/* rx_idle -- the idle poll of qp's receive side: nothing published,
+ * nothing served for us, no reset of the peer (EPOCH, as read); inlined
+ * into the visit, so an idle QP costs no call */
+static inline __attribute__((always_inline)) int rx_idle(struct soft_qp *qp,
+							 uint32_t epoch)
 {
 	struct soft_slot *s =
 		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
-
 	struct soft_srq *srq = qp->srq;
-	uint32_t z = 0, epoch = atomic_load_explicit(&qp->peer->epoch,
-						     memory_order_acquire);
 
-	/* the idle poll: nothing published, nothing served for us */
-	if (!qp->rx.active && epoch == qp->peer_epoch &&
-	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
-		    qp->peer_cons + 1 &&
-	    !served_ahead(qp) &&
-	    (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
+	return !qp->rx.active && epoch == qp->peer_epoch &&
+	       (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
+		       qp->peer_cons + 1 &&
+	       !served_ahead(qp) &&
+	       (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
+							memory_order_relaxed) ==
+					   srq->tail
+		    : !qp->seg->rq_entries ||
+				atomic_load_explicit(&qp->seg->rq_cons,
 						     memory_order_relaxed) ==
-					srq->tail
-		 : !qp->seg->rq_entries ||
-			     atomic_load_explicit(&qp->seg->rq_cons,
-						  memory_order_relaxed) ==
-				     qp->rq_tail))
-		return;
+					qp->rq_tail);
+}
+
+/* rx_qp -- what arrived for qp (not idle: rx_idle, with the peer's EPOCH
+ * it read): the initiator's completions, then the slots; context lock
+ * held */
+static void rx_qp(struct soft_qp *qp, uint32_t epoch)
+{
+	struct soft_srq *srq = qp->srq;
+	uint32_t z = 0;
+
 	if (!rx_trylock(qp)) {
 		soft_qp_hot(qp); /* the initiator is serving us right now */
 		return;
@@ -2681,8 +2688,13 @@ static int serve_local(struct soft_qp *qp)
 	if (!peer)
 		return 0;
 	if (peer->ctx != qp->ctx && peer->peer &&
-	    peer->dest_qpn == qp->qpx.qp_base.qp_num)
-		rx_qp(peer);
+	    peer->dest_qpn == qp->qpx.qp_base.qp_num) {
+		uint32_t epoch = atomic_load_explicit(&peer->peer->epoch,
+						      memory_order_acquire);
+
+		if (!rx_idle(peer, epoch))
+			rx_qp(peer, epoch);
+	}
 	soft_unlock(&peer->ctx->lock);
 	return 1;
 }
@@ -3100,8 +3112,11 @@ static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
 	if (net)
 		soft_net_progress(qp); /* the network path */
 	if (qp->peer) {
-		if (!down)
-			rx_qp(qp);
+		uint32_t epoch = atomic_load_explicit(&qp->peer->epoch,
+						      memory_order_acquire);
+
+		if (!down && !rx_idle(qp, epoch))
+			rx_qp(qp, epoch);
 	} else if (qp->dest_qpn && qp->state >= IBV_QPS_RTR &&
 		   qp->state != IBV_QPS_ERR) {
 		uint64_t now = soft_now_ns();
