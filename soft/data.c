@@ -3101,6 +3101,69 @@ static void flush_rq(struct soft_qp *qp)
 	}
 }
 
+/*
+ * tx_fast -- tx_qp's usual cases, inlined into the visit: the WQEs the
+ * responder's cumulative ACK covers (slots it never wrote back, no copy
+ * ring room or inline copy to give back) complete in order; then, the
+ * head still in flight untouched (READY, nobody to serve for it), only
+ * tx_qp's count towards the next liveness check.  1: done, 0: tx_qp
+ * must look at what is left (anything else, the same way as before).
+ * Lock held.
+ */
+static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
+{
+	uint64_t acked =
+		atomic_load_explicit(&qp->seg->acked, memory_order_acquire) &
+		~SOFT_ACKED_CANCEL;
+	struct soft_swqe *e;
+	struct ibv_wc *w;
+	uint64_t st;
+
+	do {
+		e = &qp->sq[qp->sq_tail & qp->sq_mask];
+		if (e->kind != SOFT_WQE_RING || e->ring_end || e->spill)
+			return 0;
+		st = atomic_load_explicit(
+			&slot_at(qp->slots, e->msgno, qp->sq_mask)->state,
+			memory_order_acquire);
+		if (e->msgno >= acked) {
+			/* in flight (tx_qp: not DONE, RNR, XFER or ERR; no
+			 * serve_local; the clock not due) */
+			if (st != SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
+			    qp->state == IBV_QPS_ERR || qp->ctx->in_thread ||
+			    qp->unchecked + 1 >= SOFT_CHECK_POLLS ||
+			    (!qp->path_down && qp->peer &&
+			     qp->peer_pid == soft_self_pid &&
+			     !qp->peer_same_ctx))
+				return 0;
+			qp->unchecked++;
+			return 1;
+		}
+		if ((st & 0xff) == SOFT_SLOT_DONE)
+			return 0; /* a verdict of its own */
+		if (e->signaled) {
+			w = cq_slot(qp->scq);
+			if (!w)
+				return 0;
+			*w = (struct ibv_wc){
+				.wr_id = e->wr_id,
+				.status = IBV_WC_SUCCESS,
+				.opcode = (enum ibv_wc_opcode)e->wc_opcode,
+				.byte_len = e->byte_len,
+				.qp_num = qp->qpx.qp_base.qp_num,
+			};
+			cq_slot_done(qp->scq);
+		}
+		qp->ctx->outstanding--;
+		qp->rnr_count = 0;
+		qp->rnr_since = 0;
+		qp->dead_since = 0;
+		qp->sq_tail++;
+	} while (qp->sq_tail != qp->sq_head);
+	/* tx_qp's ending: nothing of it due in the usual case */
+	return !qp->sq_err_pending && !qp->sqd_notify;
+}
+
 /* rc_visit -- one RC QP's share of a progress sweep, NET: the QP's sends
  * go to another host (net.c); lock held */
 static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
@@ -3126,7 +3189,7 @@ static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
 			soft_qp_connect(qp);
 		}
 	}
-	if (qp->sq_tail != qp->sq_head)
+	if (qp->sq_tail != qp->sq_head && !tx_fast(qp))
 		tx_qp(qp);
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
 		flush_rq(qp);
