@@ -1284,7 +1284,7 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	const struct ibv_sge *sg = wr->sg_list;
 	uint64_t idx = qp->sq_head, msgno = qp->tx_msgno;
 	struct soft_swqe *e;
-	struct iovec *iov;
+	struct iovec v; /* an SGE's bytes: the WQE keeps no iovecs (niov 0) */
 	struct soft_slot *s;
 	uint32_t len = 0, l, flags = SOFT_SF_COPIED;
 	int i, n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
@@ -1296,21 +1296,20 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
 	    qp->nheld || idx - qp->sq_tail >= qp->cap.max_send_wr)
 		return 0;
-	iov = qp->sq_iov + (idx & qp->sq_mask) * qp->sq_iov_n;
 	s = slot_at(qp->slots, msgno, qp->sq_mask);
 	if (n == 1) { /* the loop below, straight */
 		len = sg->length;
-		if (len > SOFT_SLOT_PAYLOAD || fast_sge(qp, sg, inl, &iov[0]))
+		if (len > SOFT_SLOT_PAYLOAD || fast_sge(qp, sg, inl, &v))
 			return 0;
-		copy_small(s->payload, iov[0].iov_base, len);
+		copy_small(s->payload, v.iov_base, len);
 	} else {
 		for (i = 0; i < n; i++) {
 			l = sg[i].length;
 			if (l > SOFT_SLOT_PAYLOAD - len ||
-			    fast_sge(qp, &sg[i], inl, &iov[i]))
+			    fast_sge(qp, &sg[i], inl, &v))
 				return 0;
 			if (l)
-				memcpy(s->payload + len, iov[i].iov_base, l);
+				memcpy(s->payload + len, v.iov_base, l);
 			len += l;
 		}
 	}
@@ -1323,7 +1322,10 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	e->kind = SOFT_WQE_RING;
 	e->op = SOFT_OP_SEND;
-	e->niov = (uint32_t)n;
+	/* its bytes are in the slot: whatever reads iovecs of a copied SEND
+	 * (serve_remote takes the payload; tx_chunk, asked by a peer that
+	 * lies, copies nothing) has none to read */
+	e->niov = 0;
 	e->msgno = msgno;
 	e->ring_end = 0;
 	e->spill = NULL;
