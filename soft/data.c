@@ -1650,7 +1650,7 @@ static struct soft_rwqe *rx_wqe(struct soft_qp *qp)
 }
 
 /* rx_take_wqe -- consume the WQE rx_wqe returned */
-static void rx_take_wqe(struct soft_qp *qp)
+static inline void rx_take_wqe(struct soft_qp *qp)
 {
 	if (qp->srq) {
 		qp->srq->tail++;

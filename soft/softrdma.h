@@ -864,7 +864,15 @@ void soft_qp_disconnect(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);
 void soft_thread_start_locked(struct soft_context *ctx);
 void soft_thread_stop(struct soft_context *ctx);
-struct soft_mr *soft_mr_lookup(uint32_t key);
+/* the process's MRs by key slot (verbs.c); soft_mr_lookup is inline:
+ * every post and every message received asks it */
+extern struct soft_mr *soft_mr_tab[SOFT_MAX_MR];
+static inline struct soft_mr *soft_mr_lookup(uint32_t key)
+{
+	struct soft_mr *mr = soft_mr_tab[key & (SOFT_MAX_MR - 1)];
+
+	return mr && mr->mr.lkey == key ? mr : NULL;
+}
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
 /* data.c: an SGE checked against the local MR table; 0 or -1 */
