@@ -65,6 +65,36 @@ static inline struct soft_slot *slot_at(struct soft_slot *base, uint64_t i,
 				    (size_t)(i & mask) * SOFT_SLOT_SIZE);
 }
 
+/*
+ * copy_small -- memcpy of a message's bytes, the small ones that the
+ * slot fast paths carry (8 to 32 bytes: a header and a word) as two
+ * overlapping loads and stores each way, no call (a call into libc's
+ * memcpy costs about 20 instructions for 8 bytes, twice a message).
+ * Every byte read is within src[0, n).
+ */
+static inline __attribute__((always_inline)) void copy_small(void *dst,
+							     const void *src,
+							     size_t n)
+{
+	const char *s = src;
+	char *d = dst;
+	uint64_t a[2], b[2];
+
+	if (n >= 16 && n <= 32) {
+		memcpy(a, s, 16);
+		memcpy(b, s + n - 16, 16);
+		memcpy(d, a, 16);
+		memcpy(d + n - 16, b, 16);
+	} else if (n >= 8 && n < 16) {
+		memcpy(a, s, 8);
+		memcpy(b, s + n - 8, 8);
+		memcpy(d, a, 8);
+		memcpy(d + n - 8, b, 8);
+	} else if (n) {
+		memcpy(d, s, n);
+	}
+}
+
 /* peer_srq_map -- the responder QP is on an SRQ: map the SRQ's segment
  * when it is that process's and fits its mapping; else not served */
 static inline void peer_wake(struct soft_qp *qp);
@@ -139,9 +169,11 @@ void soft_qp_connect(struct soft_qp *qp)
 	qp->peer_slots = (struct soft_slot *)((char *)h + SOFT_SEG_HDR);
 	qp->peer_mask = nslots - 1;
 	qp->peer_cons = 0;
+	qp->served_seen = SOFT_SERVED_NONE;
 	qp->peer_pid = e.pid;
 	qp->peer_start = e.start;
 	qp->peer_ctx_idx = e.ctx_idx;
+	qp->peer_rc = &soft_reg->ctx[e.ctx_idx];
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
 	qp->peer_bell = h->bell; /* a wrong one only rings the wrong QP */
@@ -218,7 +250,7 @@ void soft_qp_to_error(struct soft_qp *qp)
 static inline void peer_wake(struct soft_qp *qp)
 {
 	struct soft_context *ctx = qp->ctx;
-	uint32_t ctx_idx = qp->peer_ctx_idx;
+	struct soft_reg_ctx *rc = qp->peer_rc;
 
 	if (qp->peer_same_ctx) {
 		/* ours, on this context (whose lock we hold): no atomics; a
@@ -237,11 +269,9 @@ static inline void peer_wake(struct soft_qp *qp)
 		      qp->peer_bm))
 			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
 	}
-	if (atomic_load_explicit(&soft_reg->ctx[ctx_idx].armed,
-				 memory_order_relaxed) ||
-	    atomic_load_explicit(&soft_reg->ctx[ctx_idx].always_wake,
-				 memory_order_relaxed))
-		soft_wake_ctx(ctx_idx);
+	if (atomic_load_explicit(&rc->armed, memory_order_relaxed) ||
+	    atomic_load_explicit(&rc->always_wake, memory_order_relaxed))
+		soft_wake_ctx(qp->peer_ctx_idx);
 }
 
 /* soft_local_sge -- check an SGE against the local MR table (every QP
@@ -907,6 +937,19 @@ void soft_sq_drop_held(struct soft_qp *qp)
 	qp->sqd_notify = 0;
 }
 
+/* soft_sq_drop -- RESET or destroy: the posted send WQEs go without
+ * completions, their inline copies with them */
+void soft_sq_drop(struct soft_qp *qp)
+{
+	struct soft_swqe *e;
+
+	for (; qp->sq_tail != qp->sq_head; qp->sq_tail++) {
+		e = &qp->sq[qp->sq_tail & qp->sq_mask];
+		free(e->spill);
+		e->spill = NULL;
+	}
+}
+
 /* soft_sqd_check -- SQ_DRAINED when the last send in flight finished */
 void soft_sqd_check(struct soft_qp *qp)
 {
@@ -998,6 +1041,7 @@ static inline __attribute__((always_inline)) void post_one(
 	e->op = slot_op(wr->opcode);
 	e->niov = (uint32_t)wr->num_sge;
 	e->ring_end = 0;
+	e->spill = NULL;
 	qp->sq_head++;
 	soft_qp_hot(qp); /* progress follows it until it completes */
 	if (qp->state == IBV_QPS_ERR || qp->sq_err_pending) {
@@ -1035,6 +1079,20 @@ static inline __attribute__((always_inline)) void post_one(
 		if (st != IBV_WC_SUCCESS) {
 			e->status = st;
 			goto failed;
+		}
+		if (chunked && (wr->send_flags & IBV_SEND_INLINE) && len) {
+			/* the target pulls the data later, chunk by chunk:
+			 * inline bytes are the WQE's from the post on */
+			e->spill = malloc(len);
+			if (!e->spill) {
+				e->status = IBV_WC_LOC_QP_OP_ERR;
+				goto failed;
+			}
+			iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
+				   len);
+			iov[0].iov_base = e->spill;
+			iov[0].iov_len = len;
+			e->niov = 1;
 		}
 		if (!chunked && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
 			e->status = IBV_WC_SUCCESS;
@@ -1093,6 +1151,13 @@ static inline __attribute__((always_inline)) void post_one(
 		iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
 		s->raddr = (uint64_t)ring;
 		e->ring_end = qp->ring_head;
+	} else if ((wr->send_flags & IBV_SEND_INLINE) &&
+		   !(e->spill = malloc(len))) {
+		/* inline bytes belong to the WQE from the post on: with no
+		 * room to copy them, the WR fails as an HCA's would that
+		 * could not fetch them */
+		e->status = IBV_WC_LOC_QP_OP_ERR;
+		goto failed;
 	} else {
 		/* the SGE list, and the lkeys by which the responder may
 		 * find the memory mapped (peermap.c) */
@@ -1100,7 +1165,21 @@ static inline __attribute__((always_inline)) void post_one(
 		uint32_t *k = (uint32_t *)(void *)(s->payload + SOFT_SLOT_KEYS);
 		int n = 0;
 
-		for (i = 0; i < wr->num_sge; i++) {
+		if (e->spill) {
+			/* the ring full: an inline SEND's bytes, captured now
+			 * all the same; no lkey names them (the responder
+			 * copies them with process_vm_readv or in chunks) */
+			iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
+				   len);
+			iov[0].iov_base = e->spill;
+			iov[0].iov_len = len;
+			e->niov = 1;
+			r[0].addr = (uintptr_t)e->spill;
+			r[0].len = len;
+			k[0] = 0;
+			n = 1;
+		}
+		for (i = 0; !e->spill && i < wr->num_sge; i++) {
 			if (!iov[i].iov_len)
 				continue;
 			r[n].addr = (uintptr_t)iov[i].iov_base;
@@ -1205,7 +1284,7 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	const struct ibv_sge *sg = wr->sg_list;
 	uint64_t idx = qp->sq_head, msgno = qp->tx_msgno;
 	struct soft_swqe *e;
-	struct iovec *iov;
+	struct iovec v; /* an SGE's bytes: the WQE keeps no iovecs (niov 0) */
 	struct soft_slot *s;
 	uint32_t len = 0, l, flags = SOFT_SF_COPIED;
 	int i, n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
@@ -1217,22 +1296,20 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
 	    qp->nheld || idx - qp->sq_tail >= qp->cap.max_send_wr)
 		return 0;
-	iov = qp->sq_iov + (idx & qp->sq_mask) * qp->sq_iov_n;
 	s = slot_at(qp->slots, msgno, qp->sq_mask);
 	if (n == 1) { /* the loop below, straight */
 		len = sg->length;
-		if (len > SOFT_SLOT_PAYLOAD || fast_sge(qp, sg, inl, &iov[0]))
+		if (len > SOFT_SLOT_PAYLOAD || fast_sge(qp, sg, inl, &v))
 			return 0;
-		if (len)
-			memcpy(s->payload, iov[0].iov_base, len);
+		copy_small(s->payload, v.iov_base, len);
 	} else {
 		for (i = 0; i < n; i++) {
 			l = sg[i].length;
 			if (l > SOFT_SLOT_PAYLOAD - len ||
-			    fast_sge(qp, &sg[i], inl, &iov[i]))
+			    fast_sge(qp, &sg[i], inl, &v))
 				return 0;
 			if (l)
-				memcpy(s->payload + len, iov[i].iov_base, l);
+				memcpy(s->payload + len, v.iov_base, l);
 			len += l;
 		}
 	}
@@ -1245,9 +1322,13 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	e->kind = SOFT_WQE_RING;
 	e->op = SOFT_OP_SEND;
-	e->niov = (uint32_t)n;
+	/* its bytes are in the slot: whatever reads iovecs of a copied SEND
+	 * (serve_remote takes the payload; tx_chunk, asked by a peer that
+	 * lies, copies nothing) has none to read */
+	e->niov = 0;
 	e->msgno = msgno;
 	e->ring_end = 0;
+	e->spill = NULL;
 	qp->sq_head = idx + 1;
 	qp->tx_msgno = msgno + 1;
 	soft_qp_hot(qp); /* progress follows it until it completes */
@@ -1569,7 +1650,7 @@ static struct soft_rwqe *rx_wqe(struct soft_qp *qp)
 }
 
 /* rx_take_wqe -- consume the WQE rx_wqe returned */
-static void rx_take_wqe(struct soft_qp *qp)
+static inline void rx_take_wqe(struct soft_qp *qp)
 {
 	if (qp->srq) {
 		qp->srq->tail++;
@@ -2262,8 +2343,8 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 		    sg->addr - mr->iova > mr->mr.length ||
 		    sg->length > mr->mr.length - (sg->addr - mr->iova))
 			return -1; /* an indirect mkey, or LOC_PROT_ERR */
-		memcpy((char *)mr->mr.addr + (sg->addr - mr->iova), s->payload,
-		       h.len);
+		copy_small((char *)mr->mr.addr + (sg->addr - mr->iova),
+			   s->payload, h.len);
 	}
 	b->m[b->n].len = h.len;
 	b->m[b->n].imm = h.imm;
@@ -2328,13 +2409,17 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 
 /* served_ahead -- how many messages past ours the initiator served for
  * us while we did not run (serve_remote), 0 if none or another
- * incarnation's */
-static uint64_t served_ahead(const struct soft_qp *qp)
+ * incarnation's; at once 0 when the word is the one rx_slots last took
+ * (served_seen: our count has only grown since, every poll saw it) */
+static inline uint64_t served_ahead(const struct soft_qp *qp)
 {
 	uint64_t sv =
 		atomic_load_explicit(&qp->seg->served, memory_order_relaxed);
-	uint64_t d = (sv - qp->peer_cons) & SOFT_SERVED_MASK;
+	uint64_t d;
 
+	if (sv == qp->served_seen)
+		return 0;
+	d = (sv - qp->peer_cons) & SOFT_SERVED_MASK;
 	if (sv >> SOFT_SERVED_BITS != ((uint64_t)qp->peer_epoch & 0xffffff))
 		return 0;
 	return d < SOFT_SERVED_MASK / 2 ? d : 0;
@@ -2357,8 +2442,12 @@ static void rx_slots(struct soft_qp *qp)
 		return;
 	/* the slots it served are DONE, or already reused for later
 	 * messages: skip them, as an HCA that acknowledged them would */
-	if (!qp->rx.active)
+	if (!qp->rx.active) {
 		qp->peer_cons += served_ahead(qp);
+		/* unchanged while we hold the rx lock (serve_remote) */
+		qp->served_seen = atomic_load_explicit(&qp->seg->served,
+						       memory_order_relaxed);
+	}
 	if (qp->rx.active && !rx_xfer(qp))
 		return;
 	b.n = 0;
@@ -2418,30 +2507,37 @@ static void rx_slots(struct soft_qp *qp)
 		soft_qp_hot(qp); /* more may wait: the next pass goes on */
 }
 
-/* rx_qp -- what arrived for qp: the initiator's completions, then the
- * slots; context lock held */
-static void rx_qp(struct soft_qp *qp)
+/* rx_idle -- the idle poll of qp's receive side: nothing published,
+ * nothing served for us, no reset of the peer (EPOCH, as read); inlined
+ * into the visit, so an idle QP costs no call */
+static inline __attribute__((always_inline)) int rx_idle(struct soft_qp *qp,
+							 uint32_t epoch)
 {
 	struct soft_slot *s =
 		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
-
 	struct soft_srq *srq = qp->srq;
-	uint32_t z = 0, epoch = atomic_load_explicit(&qp->peer->epoch,
-						     memory_order_acquire);
 
-	/* the idle poll: nothing published, nothing served for us */
-	if (!qp->rx.active && epoch == qp->peer_epoch &&
-	    (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
-		    qp->peer_cons + 1 &&
-	    !served_ahead(qp) &&
-	    (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
+	return !qp->rx.active && epoch == qp->peer_epoch &&
+	       (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
+		       qp->peer_cons + 1 &&
+	       !served_ahead(qp) &&
+	       (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
+							memory_order_relaxed) ==
+					   srq->tail
+		    : !qp->seg->rq_entries ||
+				atomic_load_explicit(&qp->seg->rq_cons,
 						     memory_order_relaxed) ==
-					srq->tail
-		 : !qp->seg->rq_entries ||
-			     atomic_load_explicit(&qp->seg->rq_cons,
-						  memory_order_relaxed) ==
-				     qp->rq_tail))
-		return;
+					qp->rq_tail);
+}
+
+/* rx_qp -- what arrived for qp (not idle: rx_idle, with the peer's EPOCH
+ * it read): the initiator's completions, then the slots; context lock
+ * held */
+static void rx_qp(struct soft_qp *qp, uint32_t epoch)
+{
+	struct soft_srq *srq = qp->srq;
+	uint32_t z = 0;
+
 	if (!rx_trylock(qp)) {
 		soft_qp_hot(qp); /* the initiator is serving us right now */
 		return;
@@ -2465,6 +2561,7 @@ static void rx_qp(struct soft_qp *qp)
 		qp->rx.active = 0;
 		qp->rx_stopped = 0;
 		qp->peer_cons = 0;
+		qp->served_seen = SOFT_SERVED_NONE;
 		qp->peer_epoch = epoch;
 	}
 	if (!srq && qp->rq_tail != atomic_load_explicit(&qp->seg->rq_cons,
@@ -2593,8 +2690,13 @@ static int serve_local(struct soft_qp *qp)
 	if (!peer)
 		return 0;
 	if (peer->ctx != qp->ctx && peer->peer &&
-	    peer->dest_qpn == qp->qpx.qp_base.qp_num)
-		rx_qp(peer);
+	    peer->dest_qpn == qp->qpx.qp_base.qp_num) {
+		uint32_t epoch = atomic_load_explicit(&peer->peer->epoch,
+						      memory_order_acquire);
+
+		if (!rx_idle(peer, epoch))
+			rx_qp(peer, epoch);
+	}
 	soft_unlock(&peer->ctx->lock);
 	return 1;
 }
@@ -2838,8 +2940,11 @@ static void tx_qp(struct soft_qp *qp)
 
 	while (qp->sq_tail != qp->sq_head) {
 		e = &qp->sq[qp->sq_tail & qp->sq_mask];
-		iov = qp->sq_iov + (qp->sq_tail & qp->sq_mask) * qp->sq_iov_n;
 		if (e->kind == SOFT_WQE_RING) {
+			/* its local iovecs: only the rare cases below read
+			 * them (not worth a multiply on every pass) */
+			iov = qp->sq_iov +
+			      (qp->sq_tail & qp->sq_mask) * qp->sq_iov_n;
 			s = slot_at(qp->slots, e->msgno, qp->sq_mask);
 			st = atomic_load_explicit(&s->state,
 						  memory_order_acquire);
@@ -2944,6 +3049,10 @@ static void tx_qp(struct soft_qp *qp)
 		}
 		if (e->ring_end)
 			qp->ring_tail = e->ring_end; /* its room is free */
+		if (e->spill) {
+			free(e->spill);
+			e->spill = NULL;
+		}
 		qp->sq_tail++;
 		if (status != IBV_WC_SUCCESS || e->signaled) {
 			struct ibv_wc *w = cq_slot(qp->scq);
@@ -2994,6 +3103,69 @@ static void flush_rq(struct soft_qp *qp)
 	}
 }
 
+/*
+ * tx_fast -- tx_qp's usual cases, inlined into the visit: the WQEs the
+ * responder's cumulative ACK covers (slots it never wrote back, no copy
+ * ring room or inline copy to give back) complete in order; then, the
+ * head still in flight untouched (READY, nobody to serve for it), only
+ * tx_qp's count towards the next liveness check.  1: done, 0: tx_qp
+ * must look at what is left (anything else, the same way as before).
+ * Lock held.
+ */
+static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
+{
+	uint64_t acked =
+		atomic_load_explicit(&qp->seg->acked, memory_order_acquire) &
+		~SOFT_ACKED_CANCEL;
+	struct soft_swqe *e;
+	struct ibv_wc *w;
+	uint64_t st;
+
+	do {
+		e = &qp->sq[qp->sq_tail & qp->sq_mask];
+		if (e->kind != SOFT_WQE_RING || e->ring_end || e->spill)
+			return 0;
+		st = atomic_load_explicit(
+			&slot_at(qp->slots, e->msgno, qp->sq_mask)->state,
+			memory_order_acquire);
+		if (e->msgno >= acked) {
+			/* in flight (tx_qp: not DONE, RNR, XFER or ERR; no
+			 * serve_local; the clock not due) */
+			if (st != SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
+			    qp->state == IBV_QPS_ERR || qp->ctx->in_thread ||
+			    qp->unchecked + 1 >= SOFT_CHECK_POLLS ||
+			    (!qp->path_down && qp->peer &&
+			     qp->peer_pid == soft_self_pid &&
+			     !qp->peer_same_ctx))
+				return 0;
+			qp->unchecked++;
+			return 1;
+		}
+		if ((st & 0xff) == SOFT_SLOT_DONE)
+			return 0; /* a verdict of its own */
+		if (e->signaled) {
+			w = cq_slot(qp->scq);
+			if (!w)
+				return 0;
+			*w = (struct ibv_wc){
+				.wr_id = e->wr_id,
+				.status = IBV_WC_SUCCESS,
+				.opcode = (enum ibv_wc_opcode)e->wc_opcode,
+				.byte_len = e->byte_len,
+				.qp_num = qp->qpx.qp_base.qp_num,
+			};
+			cq_slot_done(qp->scq);
+		}
+		qp->ctx->outstanding--;
+		qp->rnr_count = 0;
+		qp->rnr_since = 0;
+		qp->dead_since = 0;
+		qp->sq_tail++;
+	} while (qp->sq_tail != qp->sq_head);
+	/* tx_qp's ending: nothing of it due in the usual case */
+	return !qp->sq_err_pending && !qp->sqd_notify;
+}
+
 /* rc_visit -- one RC QP's share of a progress sweep, NET: the QP's sends
  * go to another host (net.c); lock held */
 static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
@@ -3005,8 +3177,11 @@ static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
 	if (net)
 		soft_net_progress(qp); /* the network path */
 	if (qp->peer) {
-		if (!down)
-			rx_qp(qp);
+		uint32_t epoch = atomic_load_explicit(&qp->peer->epoch,
+						      memory_order_acquire);
+
+		if (!down && !rx_idle(qp, epoch))
+			rx_qp(qp, epoch);
 	} else if (qp->dest_qpn && qp->state >= IBV_QPS_RTR &&
 		   qp->state != IBV_QPS_ERR) {
 		uint64_t now = soft_now_ns();
@@ -3016,7 +3191,7 @@ static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
 			soft_qp_connect(qp);
 		}
 	}
-	if (qp->sq_tail != qp->sq_head)
+	if (qp->sq_tail != qp->sq_head && !tx_fast(qp))
 		tx_qp(qp);
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
 		flush_rq(qp);

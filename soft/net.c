@@ -79,6 +79,9 @@
 #define NET_OOO_MIN 256
 #define NET_OOO_MAX (1u << 20)
 #define NET_DF_MAX  1024 /* requests held behind a READ response */
+/* the inline ring's bytes at most: a deeper queue of large inline sends
+ * than it holds copies the excess into memory of their own (inl_take) */
+#define NET_INL_RING (256u << 10)
 
 struct net_swqe {
 	uint64_t wr_id;
@@ -89,7 +92,9 @@ struct net_swqe {
 	uint32_t len;
 	uint32_t niov;
 	struct iovec *iov;
-	uint8_t *inl;
+	uint8_t *inl;	  /* its inline bytes: in inls, or its own (inl_own) */
+	uint64_t inl_end; /* in inls: inl_head after it (0: not there) */
+	int inl_own;	  /* inl was malloc()ed: inls had no room */
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t imm; /* host order of the wire value */
@@ -124,7 +129,10 @@ struct soft_net_qp {
 	/* requester */
 	struct net_swqe *sq;
 	struct iovec *iovs;
+	/* inline data, copied at post: a byte ring taken in order and given
+	 * back as the WQEs complete (a WQE does not reserve max_inl) */
 	uint8_t *inls;
+	uint64_t inl_size, inl_head, inl_tail;
 	uint32_t sq_n, max_sge, max_inl;
 	uint64_t head, tail, txw;
 	uint32_t txp;
@@ -1064,6 +1072,12 @@ static void complete_wqe(struct soft_net_qp *nq, enum ibv_wc_status status)
 	struct ibv_wc wc;
 
 	nq->tail++;
+	if (w->inl_own)
+		free(w->inl);
+	else if (w->inl_end)
+		nq->inl_tail = w->inl_end; /* its room is free */
+	w->inl = NULL;
+	w->inl_own = 0;
 	if (nq->txw < nq->tail) {
 		nq->txw = nq->tail;
 		nq->txp = 0;
@@ -2724,7 +2738,10 @@ void soft_net_connect(struct soft_qp *qp)
 	nq->max_inl = qp->cap.max_inline_data;
 	nq->sq = calloc(n, sizeof(*nq->sq));
 	nq->iovs = calloc((size_t)n * nq->max_sge, sizeof(*nq->iovs));
-	nq->inls = nq->max_inl ? malloc((size_t)n * nq->max_inl) : NULL;
+	nq->inl_size = (uint64_t)n * nq->max_inl;
+	if (nq->inl_size > NET_INL_RING)
+		nq->inl_size = NET_INL_RING; /* >= SOFT_MAX_INLINE */
+	nq->inls = nq->inl_size ? malloc(nq->inl_size) : NULL;
 	nq->epsn = qp->attr.rq_psn & ROCE_PSN_MASK;
 	if (!nq->sq || !nq->iovs || (nq->max_inl && !nq->inls) ||
 	    src_for(nq->family, nq->dst, nq->src))
@@ -2777,6 +2794,9 @@ void soft_net_release(struct soft_qp *qp)
 	pthread_mutex_unlock(&net_mtx);
 	qp->net = NULL;
 	df_free(nq);
+	for (; nq->tail < nq->head; nq->tail++)
+		if (nq->sq[nq->tail % nq->sq_n].inl_own)
+			free(nq->sq[nq->tail % nq->sq_n].inl);
 	while (nq->in_head) {
 		struct net_pkt *k = nq->in_head;
 
@@ -2787,6 +2807,35 @@ void soft_net_release(struct soft_qp *qp)
 	free(nq->iovs);
 	free(nq->inls);
 	free(nq);
+}
+
+/*
+ * inl_take -- room for w's len inline bytes: the inline ring's next piece
+ * (the ring's tail end skipped when too short), else, the ring full of
+ * WQEs not yet acknowledged, memory of w's own.  0 or ENOMEM.
+ */
+static int inl_take(struct soft_net_qp *nq, struct net_swqe *w, uint64_t len)
+{
+	uint64_t pos, skip = 0;
+
+	if (!len) {
+		w->inl = nq->inls; /* nothing to copy (NULL when max_inl 0) */
+		return 0;
+	}
+	pos = nq->inl_head % nq->inl_size;
+	if (pos + len > nq->inl_size)
+		skip = nq->inl_size - pos;
+	if (nq->inl_head + skip + len - nq->inl_tail <= nq->inl_size) {
+		w->inl = nq->inls + (pos + skip) % nq->inl_size;
+		nq->inl_head += skip + len;
+		w->inl_end = nq->inl_head;
+		return 0;
+	}
+	w->inl = malloc(len);
+	if (!w->inl)
+		return ENOMEM;
+	w->inl_own = 1;
+	return 0;
 }
 
 /* sq_take -- the next send queue entry for wr, zeroed but for its
@@ -2885,7 +2934,8 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		uint64_t off = 0;
 
-		w->inl = nq->inls + (nq->head % nq->sq_n) * nq->max_inl;
+		if (inl_take(nq, w, len))
+			return ENOMEM;
 		for (i = 0; i < wr->num_sge; i++) {
 			memcpy(w->inl + off,
 			       (void *)(uintptr_t)wr->sg_list[i].addr,

@@ -195,6 +195,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	if (qp->cap.max_inline_data < qp->cap.max_send_sge * 16u)
 		qp->cap.max_inline_data = qp->cap.max_send_sge * 16u;
 	qp->cap.max_send_sge = qp->cap.max_inline_data / 16u;
+	if (qp->cap.max_send_sge > SOFT_MAX_SGE) /* a large inline WQE */
+		qp->cap.max_send_sge = SOFT_MAX_SGE;
 	qp->scq = to_scq(attr->send_cq);
 	qp->rcq = to_scq(attr->recv_cq);
 	qp->srq = attr->srq ? to_ssrq(attr->srq) : NULL;
@@ -208,7 +210,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
 	if (!qp->sq)
 		goto free_qp;
-	qp->sq_iov_n = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
+	/* the SGEs granted, not asked: a WR may carry all of them */
+	qp->sq_iov_n = qp->cap.max_send_sge ? qp->cap.max_send_sge : 1;
 	qp->sq_iov =
 		calloc((size_t)qp->sq_size * qp->sq_iov_n, sizeof(*qp->sq_iov));
 	if (!qp->sq_iov)
@@ -575,6 +578,7 @@ static void qp_reset(struct soft_qp *qp)
 	soft_sq_drop_held(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
+	soft_sq_drop(qp);
 	qp->sq_head = qp->sq_tail = 0;
 	qp->ring_head = qp->ring_tail = 0;
 	qp->tx_msgno = 0;

@@ -24,8 +24,11 @@
  * Device limits.  They are what query_device reports and what the verbs
  * enforce.
  */
-#define SOFT_MAX_SGE	 32
-#define SOFT_MAX_INLINE	 512
+#define SOFT_MAX_SGE 32
+/* inline data: what rdmamsg's eager sends (8 KiB and a header) take,
+ * and up to what the copy ring carries in one piece (SOFT_RING_MAX); a
+ * QP reserves nothing per WQE for it (data.c ring_take, net.c inl_take) */
+#define SOFT_MAX_INLINE	 16384
 #define SOFT_MAX_QP_WR	 16384
 #define SOFT_MAX_CQE	 ((1 << 18) - 1)
 #define SOFT_MAX_SRQ_WR	 32767 /* as mlx5 reports; the segment holds it */
@@ -226,6 +229,7 @@ struct soft_seg_hdr {
 #define SOFT_ACKED_CANCEL (1ull << 63)
 #define SOFT_SERVED_BITS  40 /* messages, modulo; the epoch's low 24 above */
 #define SOFT_SERVED_MASK  ((1ull << SOFT_SERVED_BITS) - 1)
+#define SOFT_SERVED_NONE  UINT64_MAX /* no word taken yet (served_seen) */
 #define SOFT_SERVED(epoch, n) \
 	((uint64_t)(epoch) << SOFT_SERVED_BITS | ((n)&SOFT_SERVED_MASK))
 
@@ -492,6 +496,9 @@ struct soft_swqe {
 	uint32_t op;	   /* SOFT_OP_* of the slot */
 	uint32_t niov;	   /* its local iovecs, in qp->sq_iov */
 	uint64_t ring_end; /* its data in the copy ring: ring_head after it */
+	/* an inline SEND that found the copy ring full: its bytes, copied at
+	 * post into memory of its own, freed when it completes */
+	void *spill;
 };
 
 /* the responder's side of a message moving in chunks (process_vm refused) */
@@ -551,9 +558,13 @@ struct soft_qp {
 	struct soft_slot *peer_slots;
 	uint32_t peer_mask;
 	uint64_t peer_cons;
+	uint64_t served_seen; /* seg->served as rx_slots last took it */
 	int32_t peer_pid;
 	uint64_t peer_start;
 	uint32_t peer_ctx_idx;
+	/* its context's registry entry, &soft_reg->ctx[peer_ctx_idx] (set
+	 * at connect: peer_wake reads it on every post and ACK) */
+	struct soft_reg_ctx *peer_rc;
 	uint32_t peer_pd_id;
 	int peer_reg_slot;
 	int peer_same_ctx; /* the peer QP is ours, on this context */
@@ -843,6 +854,9 @@ void soft_qp_flush(struct soft_qp *qp);
 void soft_sq_release(struct soft_qp *qp);
 /* soft_sq_drop_held -- RESET or destroy: forget them, no completions */
 void soft_sq_drop_held(struct soft_qp *qp);
+/* soft_sq_drop -- RESET or destroy: the posted send WQEs go, no
+ * completions (their inline copies freed) */
+void soft_sq_drop(struct soft_qp *qp);
 /* soft_sqd_check -- in SQD with nothing left in flight: SQ_DRAINED once */
 void soft_sqd_check(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
@@ -850,7 +864,15 @@ void soft_qp_disconnect(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);
 void soft_thread_start_locked(struct soft_context *ctx);
 void soft_thread_stop(struct soft_context *ctx);
-struct soft_mr *soft_mr_lookup(uint32_t key);
+/* the process's MRs by key slot (verbs.c); soft_mr_lookup is inline:
+ * every post and every message received asks it */
+extern struct soft_mr *soft_mr_tab[SOFT_MAX_MR];
+static inline struct soft_mr *soft_mr_lookup(uint32_t key)
+{
+	struct soft_mr *mr = soft_mr_tab[key & (SOFT_MAX_MR - 1)];
+
+	return mr && mr->mr.lkey == key ? mr : NULL;
+}
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
 /* data.c: an SGE checked against the local MR table; 0 or -1 */

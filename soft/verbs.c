@@ -343,14 +343,7 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 }
 
 /* Process-local lkey table, indexed like the registry */
-static struct soft_mr *mr_table[SOFT_MAX_MR];
-
-struct soft_mr *soft_mr_lookup(uint32_t key)
-{
-	struct soft_mr *mr = mr_table[key & (SOFT_MAX_MR - 1)];
-
-	return mr && mr->mr.lkey == key ? mr : NULL;
-}
+struct soft_mr *soft_mr_tab[SOFT_MAX_MR];
 
 #define SOFT_ACCESS_ALL                                                      \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                  \
@@ -405,7 +398,7 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 	mr->access = access;
 	mr->pd = to_spd(pd);
 	__atomic_add_fetch(&mr->pd->refcnt, 1, __ATOMIC_RELAXED);
-	mr_table[key & (SOFT_MAX_MR - 1)] = mr;
+	soft_mr_tab[key & (SOFT_MAX_MR - 1)] = mr;
 	return &mr->mr;
 }
 
@@ -517,8 +510,8 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 		return EINVAL;
 	soft_reg_mr_free(mr->lkey);
 	soft_map_unpublish(m->map_fd);
-	if (mr_table[mr->lkey & (SOFT_MAX_MR - 1)] == m)
-		mr_table[mr->lkey & (SOFT_MAX_MR - 1)] = NULL;
+	if (soft_mr_tab[mr->lkey & (SOFT_MAX_MR - 1)] == m)
+		soft_mr_tab[mr->lkey & (SOFT_MAX_MR - 1)] = NULL;
 	__atomic_sub_fetch(&m->pd->refcnt, 1, __ATOMIC_RELAXED);
 	free(m);
 	return 0;

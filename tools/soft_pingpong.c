@@ -5,8 +5,10 @@
  * counts softrdma's instructions per message on.
  *
  *   valgrind --tool=callgrind tools/soft_pingpong [-n ITERS] [-s SIZE] [-1]
+ *	[-I INLINE]
  *
- * -1 puts both QPs on one context.  Prints the message count; a message
+ * -1 puts both QPs on one context.  -I sends messages of up to INLINE
+ * bytes inline (default 64; the QPs are created with that much).  Prints the message count; a message
  * is one SEND (a round trip is two).  Exits 1 on any verbs error.
  */
 #include "config.h"
@@ -26,6 +28,8 @@ struct side {
 	struct ibv_mr *mr;
 	char buf[2][4096];
 };
+
+static uint32_t inl = 64; /* -I: SENDs up to this long go inline */
 
 static int die(const char *what)
 {
@@ -53,7 +57,7 @@ static void setup(struct side *s, struct ibv_context *ctx)
 	qa.cap.max_recv_wr = 16;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
-	qa.cap.max_inline_data = 64;
+	qa.cap.max_inline_data = inl;
 	s->qp = ibv_create_qp(s->pd, &qa);
 	if (!s->qp)
 		die("ibv_create_qp");
@@ -123,7 +127,7 @@ static void post_send(struct side *s, uint32_t len)
 				 .opcode = IBV_WR_SEND,
 				 .send_flags =
 					 IBV_SEND_SIGNALED |
-					 (len <= 64 ? IBV_SEND_INLINE : 0)};
+					 (len <= inl ? IBV_SEND_INLINE : 0)};
 	struct ibv_send_wr *bad;
 
 	if (ibv_post_send(s->qp, &wr, &bad))
@@ -160,7 +164,7 @@ int main(int argc, char **argv)
 	uint32_t size = 8;
 	int one = 0, opt, sa = 0, sb = 0;
 
-	while ((opt = getopt(argc, argv, "n:s:1")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:1I:")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -171,10 +175,13 @@ int main(int argc, char **argv)
 		case '1':
 			one = 1;
 			break;
+		case 'I':
+			inl = (uint32_t)atoi(optarg);
+			break;
 		default:
 			fprintf(stderr,
 				"usage: soft_pingpong [-n ITERS] [-s SIZE] "
-				"[-1]\n");
+				"[-1] [-I INLINE]\n");
 			return 2;
 		}
 	}

@@ -114,8 +114,8 @@ static void test_state_machine(void)
 	errno = 0;
 	ok(!ibv_create_qp(t.pd, &ca) && errno == EINVAL, "max_send_sge 33");
 	ca.cap.max_send_sge = 1;
-	ca.cap.max_inline_data = 4096;
-	ok(!ibv_create_qp(t.pd, &ca) && errno == EINVAL, "inline 4096");
+	ca.cap.max_inline_data = 16385; /* SOFT_MAX_INLINE + 1 */
+	ok(!ibv_create_qp(t.pd, &ca) && errno == EINVAL, "inline 16385");
 	qp = t_rc_qp(&t, 8, NULL);
 	ok(qp && qp->qp_num > 1, "create_qp qpn %u", qp ? qp->qp_num : 0);
 	is_int(t_qp_state(qp), IBV_QPS_RESET, "RESET");

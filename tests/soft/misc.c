@@ -331,7 +331,7 @@ static void test_qp_caps(void)
 	       "inline above the grant: EINVAL");
 	ibv_destroy_qp(qp);
 	ibv_destroy_qp(b);
-	qp = create_qp(1, 513, 0, 0, NULL);
+	qp = create_qp(1, 16385, 0, 0, NULL); /* SOFT_MAX_INLINE + 1 */
 	ok(!qp && errno == EINVAL, "inline above max: EINVAL");
 }
 
