@@ -24,8 +24,9 @@
  * chooses for large messages), pulled by RDMA READs of CHUNK bytes, at
  * most MAX_READS in flight per endpoint, taken in turn from every active
  * transfer so that none blocks another, and with SQ_RESERVE send slots
- * always left to messages.  When the last chunk is in, X_FIN tells the
- * sender (its on_send fires) and the message is delivered.  Receive memory
+ * always left to messages.  When the last chunk is in, the message is
+ * delivered, then X_FIN tells the sender (its on_send fires): what the
+ * receive callback sends leaves ahead of the FIN (finish()).  Receive memory
  * is bounded: transfers start (take their destination) only while fewer
  * than MAX_READS are reading, and the bytes being pulled stay under the
  * large maximum (one always may start).  Where a READ is a copy by the
@@ -1178,26 +1179,48 @@ void rdmamsg__rndv_refuse_idle(struct rdmamsg_ep *ep)
 	}
 }
 
-/* finish -- the whole message is in place: FIN, then deliver (an ordered
- * one when everything in front of it is delivered) */
+/* finish -- the whole message is in place: delivered, then FIN, when it
+ * is its turn (an ordered one that waits behind another gets its FIN now
+ * and is delivered by drain()).  The FIN goes after the delivery so that
+ * what the callback sends (the answer of a request or a ping) leaves
+ * ahead of it: the peer then takes that first, and neither side handles
+ * the FIN on the way (64 KiB one-way latency 7.7 -> 7.2 us).  A callback
+ * that takes the connection down leaves the sender to learn the end from
+ * that, as of any transfer in flight when a connection goes. */
 static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 {
+	struct rdmamsg__xfer *xf = ep->xf;
+	int ordered = p->ordered;
+
 	/* unlinked first: a callback (or a failed FIN) that takes the
 	 * endpoint down must not free it under us */
 	list_del(&p->link);
-	pull_read(ep->xf, p);
-	send_fin(ep, &p->x, 0);
-	if (ep->xf->down) {
-		pull_free(ep, p);
-		return;
-	}
-	if (p->ordered) {
+	pull_read(xf, p);
+	if (ordered && (xf->draining || xf->order.next != &p->o.olink)) {
+		send_fin(ep, &p->x, 0);
+		if (xf->down) {
+			pull_free(ep, p);
+			return;
+		}
 		p->complete = 1;
 		drain(ep);
 		return;
 	}
-	deliver_pull(ep, p);
+	if (!ordered) {
+		deliver_pull(ep, p);
+	} else {
+		/* its turn: what a callback's progress completes meanwhile
+		 * waits behind it (drain() below) */
+		list_del(&p->o.olink);
+		xf->draining = 1;
+		deliver_pull(ep, p);
+		xf->draining = 0;
+	}
+	if (!xf->down)
+		send_fin(ep, &p->x, 0);
 	pull_free(ep, p);
+	if (ordered && !xf->down)
+		drain(ep);
 }
 
 /* rdmamsg__rndv_pull_done -- one READ chunk completed */

@@ -123,6 +123,10 @@ static unsigned int all_binds, all_invs; /* never reset */
 static struct ibv_qp *cli_qp;
 static uint32_t cli_rkey;
 static uint64_t cli_addr;
+/* the server's QP, and where on it (posts counted from round_trip's
+ * start) its first window was bound and its first FIN invalidated */
+static struct ibv_qp *srv_qp;
+static unsigned int nposts, srv_bind_at, srv_fin_at;
 /* the destinations of READs (big_burst) */
 #define MAXDEST 8
 static uintptr_t dest[MAXDEST];
@@ -153,6 +157,12 @@ static int count_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	const struct ibv_send_wr *w;
 
 	for (w = wr; w; w = w->next) {
+		nposts++;
+		if (qp == srv_qp && w->opcode == IBV_WR_BIND_MW && !srv_bind_at)
+			srv_bind_at = nposts;
+		if (qp == srv_qp && w->opcode == IBV_WR_SEND_WITH_INV &&
+		    !srv_fin_at)
+			srv_fin_at = nposts;
 		switch (w->opcode) {
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM:
@@ -576,6 +586,8 @@ static void round_trip(struct test_side *srv, struct test_side *cli, int window)
 	nreg = nsend = nread = nbind = ninv = nsinv = 0;
 	acked = 0;
 	cli_qp = cli->ep->ln->qp;
+	srv_qp = srv->ep->ln->qp;
+	nposts = srv_bind_at = srv_fin_at = 0;
 	fill(pat, 65536, 0xEC40);
 	is_int(rdmamsg_send_imm(cli->ep, pat, 65536, 0xEC40, NULL), 0,
 	       "64 KiB send");
@@ -593,6 +605,14 @@ static void round_trip(struct test_side *srv, struct test_side *cli, int window)
 		       srv_no_inv ? "by LOCAL_INV: the server offered no "
 				    "SEND_WITH_INV"
 				  : "by the FIN, a SEND_WITH_INV each way");
+		/* the server echoes inside its receive callback, which runs
+		 * before the FIN goes: the client takes the echo's RTS
+		 * first */
+		if (!srv_no_inv)
+			ok(srv_bind_at && srv_fin_at > srv_bind_at,
+			   "the server's echo went out ahead of its FIN "
+			   "(window bound at post %u, FIN at %u)",
+			   srv_bind_at, srv_fin_at);
 	} else {
 		ok(nreg >= 2,
 		   "without windows, a registration per transfer "
