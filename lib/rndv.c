@@ -193,11 +193,12 @@ static uint64_t read_bytes(const struct rdmamsg_ep *ep)
  * wait for its read behind ep->copy_ahead bytes (COPY_MIN sends at
  * least) already waiting: the receiver reads a few at a time
  * (MAX_READS, read_bytes()), so copying further ahead gains nothing, and
- * the pool buffers it would take (a window of 128 at 1 MiB: 64 MiB, the
- * pool's limit) are cold when reused; within a few MiB the buffers a FIN
- * frees (last freed first) stay in the cache.  The caller gets -EAGAIN
- * and on_writable after the next completion.  No bound by default: a
- * burst of sends is accepted up to the pool's limit, as callers expect */
+ * the pool buffers it would take (a window of 128 at 1 MiB: 128 MiB) are
+ * cold when reused; within a few MiB the buffers a FIN frees (last freed
+ * first) stay in the cache.  The caller gets -EAGAIN and on_writable
+ * after the next completion.  The default bound (msg.c's
+ * COPY_AHEAD_DEFAULT, 64 MiB) takes the bursts callers make whole; a few
+ * MiB would be faster still, but turn them into -EAGAIN (README) */
 static int copy_full(const struct rdmamsg_ep *ep, size_t len)
 {
 	const struct rdmamsg__xfer *xf = ep->xf;
