@@ -42,6 +42,11 @@
 #define RNDV_DEFAULT ((size_t)RDMAMSG_RNDV_THRESH_DEFAULT)
 #define RNDV_MIN     ((size_t)RDMAMSG_RNDV_THRESH_MIN)
 #define RNDV_MAX     ((size_t)1 << 40)
+/* rdmamsg_send()'s rendezvous copies of an endpoint not yet read, by
+ * default (RDMAMSG_COPY_AHEAD, rndv.c's copy_full): a window of 128
+ * 1 MiB copies held 128 MiB of cold pool memory, at half the rate (README
+ * "copies ahead"); a burst below it is taken whole as before */
+#define COPY_AHEAD_DEFAULT ((size_t)64 << 20)
 
 /* the default to a peer on this host where the fabric carries its sends
  * through shared memory (softrdma: an 8 KiB fragment is two copies
@@ -1584,8 +1589,8 @@ static uint32_t rndv_caps(const struct rdmamsg_ep *ep)
  * else RDMAMSG_RNDV_THRESH's, else 0 (the connection's default, chosen
  * with the peer: rdmamsg__ep_proto_set); the bound on rdmamsg_send()'s
  * rendezvous copies not yet read, RDMAMSG_COPY_AHEAD (rndv.c's
- * copy_full), else none; -EINVAL for a bad environment value (the
- * endpoint is not made) */
+ * copy_full; "0": none), else COPY_AHEAD_DEFAULT; -EINVAL for a bad
+ * environment value (the endpoint is not made) */
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 {
 	const char *e;
@@ -1595,11 +1600,13 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 	e = getenv("RDMAMSG_NO_PACK");
 	ep->caps = e && *e && strcmp(e, "0") ? 0 : RDMAMSG_HS_CAP_PACK;
 	ep->caps |= rndv_caps(ep);
-	ep->copy_ahead = 0;
+	ep->copy_ahead = COPY_AHEAD_DEFAULT;
 	e = getenv("RDMAMSG_COPY_AHEAD");
-	if (e && *e && rndv_parse(e, &ep->copy_ahead)) {
-		LOG_ERR("RDMAMSG_COPY_AHEAD=%s: expected %zu to %zu bytes "
-			"(suffix k, m or g allowed)",
+	if (e && !strcmp(e, "0")) {
+		ep->copy_ahead = 0;
+	} else if (e && *e && rndv_parse(e, &ep->copy_ahead)) {
+		LOG_ERR("RDMAMSG_COPY_AHEAD=%s: expected 0 (no bound) or "
+			"%zu to %zu bytes (suffix k, m or g allowed)",
 			e, RNDV_MIN, RNDV_MAX);
 		return -EINVAL;
 	}

@@ -24,8 +24,9 @@
  * chooses for large messages), pulled by RDMA READs of CHUNK bytes, at
  * most MAX_READS in flight per endpoint, taken in turn from every active
  * transfer so that none blocks another, and with SQ_RESERVE send slots
- * always left to messages.  When the last chunk is in, X_FIN tells the
- * sender (its on_send fires) and the message is delivered.  Receive memory
+ * always left to messages.  When the last chunk is in, the message is
+ * delivered, then X_FIN tells the sender (its on_send fires): what the
+ * receive callback sends leaves ahead of the FIN (finish()).  Receive memory
  * is bounded: transfers start (take their destination) only while fewer
  * than MAX_READS are reading, and the bytes being pulled stay under the
  * large maximum (one always may start).  Where a READ is a copy by the
@@ -192,11 +193,12 @@ static uint64_t read_bytes(const struct rdmamsg_ep *ep)
  * wait for its read behind ep->copy_ahead bytes (COPY_MIN sends at
  * least) already waiting: the receiver reads a few at a time
  * (MAX_READS, read_bytes()), so copying further ahead gains nothing, and
- * the pool buffers it would take (a window of 128 at 1 MiB: 64 MiB, the
- * pool's limit) are cold when reused; within a few MiB the buffers a FIN
- * frees (last freed first) stay in the cache.  The caller gets -EAGAIN
- * and on_writable after the next completion.  No bound by default: a
- * burst of sends is accepted up to the pool's limit, as callers expect */
+ * the pool buffers it would take (a window of 128 at 1 MiB: 128 MiB) are
+ * cold when reused; within a few MiB the buffers a FIN frees (last freed
+ * first) stay in the cache.  The caller gets -EAGAIN and on_writable
+ * after the next completion.  The default bound (msg.c's
+ * COPY_AHEAD_DEFAULT, 64 MiB) takes the bursts callers make whole; a few
+ * MiB would be faster still, but turn them into -EAGAIN (README) */
 static int copy_full(const struct rdmamsg_ep *ep, size_t len)
 {
 	const struct rdmamsg__xfer *xf = ep->xf;
@@ -1178,26 +1180,48 @@ void rdmamsg__rndv_refuse_idle(struct rdmamsg_ep *ep)
 	}
 }
 
-/* finish -- the whole message is in place: FIN, then deliver (an ordered
- * one when everything in front of it is delivered) */
+/* finish -- the whole message is in place: delivered, then FIN, when it
+ * is its turn (an ordered one that waits behind another gets its FIN now
+ * and is delivered by drain()).  The FIN goes after the delivery so that
+ * what the callback sends (the answer of a request or a ping) leaves
+ * ahead of it: the peer then takes that first, and neither side handles
+ * the FIN on the way (64 KiB one-way latency 7.78 -> 7.32 us).  A callback
+ * that takes the connection down leaves the sender to learn the end from
+ * that, as of any transfer in flight when a connection goes. */
 static void finish(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 {
+	struct rdmamsg__xfer *xf = ep->xf;
+	int ordered = p->ordered;
+
 	/* unlinked first: a callback (or a failed FIN) that takes the
 	 * endpoint down must not free it under us */
 	list_del(&p->link);
-	pull_read(ep->xf, p);
-	send_fin(ep, &p->x, 0);
-	if (ep->xf->down) {
-		pull_free(ep, p);
-		return;
-	}
-	if (p->ordered) {
+	pull_read(xf, p);
+	if (ordered && (xf->draining || xf->order.next != &p->o.olink)) {
+		send_fin(ep, &p->x, 0);
+		if (xf->down) {
+			pull_free(ep, p);
+			return;
+		}
 		p->complete = 1;
 		drain(ep);
 		return;
 	}
-	deliver_pull(ep, p);
+	if (!ordered) {
+		deliver_pull(ep, p);
+	} else {
+		/* its turn: what a callback's progress completes meanwhile
+		 * waits behind it (drain() below) */
+		list_del(&p->o.olink);
+		xf->draining = 1;
+		deliver_pull(ep, p);
+		xf->draining = 0;
+	}
+	if (!xf->down)
+		send_fin(ep, &p->x, 0);
 	pull_free(ep, p);
+	if (ordered && !xf->down)
+		drain(ep);
 }
 
 /* rdmamsg__rndv_pull_done -- one READ chunk completed */
