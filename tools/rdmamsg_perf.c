@@ -105,6 +105,8 @@ struct perf {
 	struct rdmamsg_listener *lst;
 	unsigned int nconns;
 	unsigned int served;
+	char *reply;		     /* --nocopy: lat replies from here */
+	struct rdmamsg_mr *reply_mr; /* ... registered once */
 
 	/* client */
 	struct rdmamsg_ep *ep;
@@ -215,7 +217,12 @@ static void srv_on_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	c->msgs++;
 	c->bytes += len;
 	if (c->test == PERF_LAT) {
-		if (rdmamsg_send(ep, data, len, NULL) < 0)
+		/* --nocopy: a reply as long, from our one registered
+		 * buffer, as ucx_perftest's and perftest's responders
+		 * send theirs; otherwise the message itself, copied */
+		if ((c->p->reply_mr && len <= PERF_DEFAULT_MSG
+			     ? rdmamsg_send_nocopy(ep, c->p->reply, len, NULL)
+			     : rdmamsg_send(ep, data, len, NULL)) < 0)
 			c->errors++;
 	} else if ((flags & RDMAMSG_RECV_IMM) && imm == PERF_IMM_ACK) {
 		c->acks_owed++;
@@ -450,6 +457,16 @@ static int run_server(struct perf *p)
 	uint16_t port = 0;
 	int rc;
 
+	if (p->o.nocopy &&
+	    (!(p->reply = calloc(1, PERF_DEFAULT_MSG)) ||
+	     (rc = rdmamsg_mr_reg(p->ctx, p->reply, PERF_DEFAULT_MSG,
+				  RDMAMSG_ACCESS_REMOTE_READ, &p->reply_mr)) <
+		     0)) {
+		fprintf(stderr, "rdmamsg_perf: the reply buffer: %s\n",
+			p->reply ? rdmamsg_strerror(rc) : "out of memory");
+		free(p->reply);
+		return 1;
+	}
 	snprintf(addr, sizeof(addr),
 		 strchr(p->o.bind, ':') ? "[%s]:%u" : "%s:%u", p->o.bind,
 		 p->o.port);
@@ -457,6 +474,9 @@ static int run_server(struct perf *p)
 	if (rc < 0) {
 		fprintf(stderr, "rdmamsg_perf: listen on %s: %s\n", addr,
 			rdmamsg_strerror(rc));
+		if (p->reply_mr)
+			rdmamsg_mr_dereg(&p->reply_mr);
+		free(p->reply);
 		return 1;
 	}
 	rdmamsg_listener_get_port(p->lst, &port);
@@ -470,6 +490,9 @@ static int run_server(struct perf *p)
 	printf("# rdmamsg_perf: listening on port %u\n", port);
 	fflush(stdout);
 	rc = srv_drive(p);
+	if (p->reply_mr && rdmamsg_mr_dereg(&p->reply_mr) < 0)
+		rc = rc < 0 ? rc : -EBUSY;
+	free(p->reply);
 	if (rc < 0) {
 		fprintf(stderr, "rdmamsg_perf: %s\n", rdmamsg_strerror(rc));
 		return 1;
@@ -1440,8 +1463,9 @@ static void usage(FILE *f)
 		"      --ev          drive the context from a libev loop\n"
 		"      --zcopy       send pool buffers with\n"
 		"                    rdmamsg_send_buf() instead of copying\n"
-		"      --nocopy      (client) send from one registered\n"
-		"                    buffer with rdmamsg_send_nocopy()\n"
+		"      --nocopy      send from one registered buffer with\n"
+		"                    rdmamsg_send_nocopy() (the server's\n"
+		"                    lat replies too, instead of echoing)\n"
 		"      --srq         endpoints receive through a shared\n"
 		"                    receive queue (rdmamsg_srq_create)\n"
 		"      --dc          (client) the endpoint is DC\n"
