@@ -1151,6 +1151,12 @@ static inline __attribute__((always_inline)) void post_one(
 		iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
 		s->raddr = (uint64_t)ring;
 		e->ring_end = qp->ring_head;
+		/* whatever serves it from here on (serve_remote, for a
+		 * responder that does not run) takes the captured bytes:
+		 * an inline SEND's own buffers are the caller's again */
+		iov[0].iov_base = qp->ring + ring;
+		iov[0].iov_len = len;
+		e->niov = 1;
 	} else if ((wr->send_flags & IBV_SEND_INLINE) &&
 		   !(e->spill = malloc(len))) {
 		/* inline bytes belong to the WQE from the post on: with no

@@ -5,7 +5,12 @@
  * limits, one and two SGEs, the ring full (the SGE list goes instead:
  * the first DEPTH are posted while the receiver is stopped) and
  * wrapping; every message arrives once, in order, intact, to a receiver
- * in another process.
+ * in another process.  Then the same posted inline (IBV_SEND_INLINE, up
+ * to SOFT_MAX_INLINE), the source scribbled over as each post returns:
+ * the first DEPTH, posted while the receiver is stopped, are served by
+ * the sender itself (serve_remote) once the receiver has been still for
+ * a liveness period, and must take the bytes captured at the post, not
+ * the caller's buffers.
  */
 #include "config.h"
 
@@ -40,12 +45,24 @@ static const uint32_t sizes[] = {
 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
+/* this pass: inline or not, how many messages (set before the fork) */
+static int inl;
+static uint32_t nmsg = NMSG;
+
+/* msg_len -- message msg's length (inline: at most SOFT_MAX_INLINE) */
+static uint32_t msg_len(uint32_t msg)
+{
+	uint32_t len = sizes[msg % NSIZES];
+
+	return inl && len > SOFT_MAX_INLINE ? SOFT_MAX_INLINE : len;
+}
+
 static uint8_t pattern(uint32_t msg, uint32_t j)
 {
 	return (uint8_t)(msg * 131u + j * 7u + (j >> 9));
 }
 
-/* receiver -- take NMSG messages in order; report how many were right */
+/* receiver -- take nmsg messages in order; report how many were right */
 static int receiver(int rfd, int wfd)
 {
 	struct tctx t;
@@ -73,11 +90,11 @@ static int receiver(int rfd, int wfd)
 				(uint64_t)i))
 			return 1;
 	t_xsend(wfd, &qpn, sizeof(qpn));
-	for (msg = 0; msg < NMSG;) {
+	for (msg = 0; msg < nmsg;) {
 		n = t_wait(t.cq, &wc, 1, 20000);
 		if (n != 1 || wc.status != IBV_WC_SUCCESS)
 			break;
-		len = sizes[msg % NSIZES];
+		len = msg_len(msg);
 		if (wc.byte_len != len) {
 			bad_len++;
 		} else {
@@ -108,9 +125,10 @@ static int receiver(int rfd, int wfd)
 /* post_msg -- message msg from buffer slot b, in one SGE or two */
 static int post_msg(struct ibv_qp *qp, uint8_t *b, uint32_t lkey, uint32_t msg)
 {
-	uint32_t len = sizes[msg % NSIZES], j, cut = len / 3;
+	uint32_t len = msg_len(msg), j, cut = len / 3;
 	struct ibv_sge sge[2];
 	struct ibv_send_wr wr, *bad = NULL;
+	int ret;
 
 	for (j = 0; j < len; j++)
 		b[j] = pattern(msg, j);
@@ -128,10 +146,16 @@ static int post_msg(struct ibv_qp *qp, uint8_t *b, uint32_t lkey, uint32_t msg)
 					  lkey};
 		wr.num_sge = 2;
 	}
-	return ibv_post_send(qp, &wr, &bad);
+	if (inl)
+		wr.send_flags |= IBV_SEND_INLINE;
+	ret = ibv_post_send(qp, &wr, &bad);
+	if (inl) /* the bytes are the WQE's now */
+		memset(b, 0xee, SLOT);
+	return ret;
 }
 
-int main(void)
+/* pass -- one sender/receiver pair through every size; inl says how */
+static void pass(const char *what)
 {
 	struct tctx t;
 	struct ibv_mr *mr;
@@ -141,15 +165,24 @@ int main(void)
 	uint32_t qpn, peer, posted = 0, completed = 0, msg, len;
 	uint8_t *buf = malloc((size_t)DEPTH * SLOT);
 	int rfd, wfd, st = 0, n, i, good = -1, bad_len = -1, bad_data = -1;
-	int errs = 0, ring_ok = 1, ringed = 0, fits = 0;
+	int errs = 0, ring_ok = 1, ringed = 0, fits = 0, stopped = 1;
+	uint32_t served = 0; /* completed while the receiver was stopped */
 	pid_t child;
+	struct ibv_qp_init_attr qa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = {.max_send_wr = DEPTH,
+			.max_recv_wr = DEPTH,
+			.max_send_sge = 4,
+			.max_recv_sge = 4,
+			.max_inline_data = inl ? SOFT_MAX_INLINE : 64},
+	};
 
-	t_isolate("copyring");
 	if (!buf || t_open(&t, 2 * DEPTH))
 		bail_out("open");
 	mr = ibv_reg_mr(t.pd, buf, (size_t)DEPTH * SLOT,
 			IBV_ACCESS_LOCAL_WRITE);
-	qp = t_rc_qp(&t, DEPTH, NULL);
+	qa.send_cq = qa.recv_cq = t.cq;
+	qp = ibv_create_qp(t.pd, &qa);
 	if (!mr || !qp)
 		bail_out("setup");
 	child = t_spawn(receiver, &rfd, &wfd);
@@ -158,20 +191,20 @@ int main(void)
 	t_xrecv(rfd, &peer, sizeof(peer));
 	qpn = qp->qp_num;
 	t_xsend(wfd, &qpn, sizeof(qpn));
-	ok(!t_connect(qp, peer, 0, 1, 7, 14, 7), "connected");
+	ok(!t_connect(qp, peer, 0, 1, 7, 14, 7), "%s: connected", what);
 	t_xrecv(rfd, &peer, sizeof(peer));
 	/* our own segment: the slot of each message says how it went */
 	slots = (struct soft_slot *)((char *)to_sqp(qp)->seg + SOFT_SEG_HDR);
 	kill(child, SIGSTOP); /* nothing is taken while the first go out */
 	waitpid(child, &st, WUNTRACED);
-	while (completed < NMSG) {
-		while (posted < NMSG && posted - completed < DEPTH) {
+	while (completed < nmsg) {
+		while (posted < nmsg && posted - completed < DEPTH) {
 			if (post_msg(qp, buf + (size_t)(posted % DEPTH) * SLOT,
 				     mr->lkey, posted))
 				bail_out("post");
 			/* the slot is ours until the WQE completes */
 			msg = posted++;
-			len = sizes[msg % NSIZES];
+			len = msg_len(msg);
 			fits += len > SOFT_SLOT_PAYLOAD && len <= SOFT_RING_MAX;
 			if (slots[msg & (DEPTH - 1)].flags & SOFT_SF_RING) {
 				ringed++;
@@ -180,8 +213,11 @@ int main(void)
 					ring_ok = 0;
 			}
 		}
-		if (posted == DEPTH)
+		/* inline: still stopped until the first are served */
+		if (stopped && posted >= DEPTH && (!inl || completed)) {
 			kill(child, SIGCONT);
+			stopped = 0;
+		}
 		n = t_wait(t.cq, wc, DEPTH, 20000);
 		if (n <= 0) {
 			for (i = 0; i < DEPTH; i++)
@@ -196,29 +232,47 @@ int main(void)
 				errs++;
 			completed++;
 		}
+		if (stopped)
+			served += (uint32_t)n;
 	}
-	is_int(completed, NMSG, "every send completed");
-	is_int(errs, 0, "in order, successfully");
-	ok(ring_ok, "only sizes from %u to %u bytes went through the ring",
-	   SOFT_SLOT_PAYLOAD + 1, SOFT_RING_MAX);
+	ok(completed == nmsg, "%s: every send completed (%u)", what, completed);
+	ok(!errs, "%s: in order, successfully (%d errors)", what, errs);
+	if (inl)
+		ok(served > 0,
+		   "%s: %u served by the sender while the receiver "
+		   "was stopped",
+		   what, served);
+	ok(ring_ok, "%s: only sizes from %u to %u bytes went through the ring",
+	   what, SOFT_SLOT_PAYLOAD + 1, SOFT_RING_MAX);
 	/* the first DEPTH need twice the ring (SOFT_RING_SIZE) */
 	ok(ringed > 0 && ringed < fits,
-	   "the ring carried %d of the %d messages it may (the others found "
-	   "it full)",
-	   ringed, fits);
+	   "%s: the ring carried %d of the %d messages it may (the others "
+	   "found it full)",
+	   what, ringed, fits);
 	t_xrecv(rfd, &good, sizeof(good));
 	t_xrecv(rfd, &bad_len, sizeof(bad_len));
 	t_xrecv(rfd, &bad_data, sizeof(bad_data));
-	is_int(good, NMSG, "every message received intact, in order");
-	is_int(bad_len, 0, "no wrong length");
-	is_int(bad_data, 0, "no wrong byte");
+	ok(good == (int)nmsg,
+	   "%s: every message received intact, in order (%d)", what, good);
+	ok(!bad_len, "%s: no wrong length (%d)", what, bad_len);
+	ok(!bad_data, "%s: no wrong byte (%d)", what, bad_data);
 	t_xsend(wfd, &good, sizeof(good));
 	waitpid(child, &st, 0);
-	ok(WIFEXITED(st) && !WEXITSTATUS(st), "receiver exits cleanly");
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "%s: receiver exits cleanly",
+	   what);
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	t_close(&t);
 	free(buf);
+}
+
+int main(void)
+{
+	t_isolate("copyring");
+	pass("registered");
+	inl = 1;
+	nmsg = 4 * DEPTH; /* the served ones, the ring wrapped */
+	pass("inline");
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
