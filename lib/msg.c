@@ -1694,8 +1694,11 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 	if (!ep->max_msg)
 		return -ENOTCONN; /* nothing negotiated yet */
 	memset(pr, 0, sizeof(*pr));
+	/* what goes inline is a whole message: at most the eager size */
 	pr->max_inline =
 		ep->max_inline > RDMAMSG_HDR ? ep->max_inline - RDMAMSG_HDR : 0;
+	if (pr->max_inline > ep->eager_max)
+		pr->max_inline = ep->eager_max;
 	pr->eager = ep->eager_max;
 	pr->rndv_threshold = ep->rndv;
 	pr->max_msg = ep->max_msg;
