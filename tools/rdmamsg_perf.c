@@ -457,15 +457,19 @@ static int run_server(struct perf *p)
 	uint16_t port = 0;
 	int rc;
 
-	if (p->o.nocopy &&
-	    (!(p->reply = calloc(1, PERF_DEFAULT_MSG)) ||
-	     (rc = rdmamsg_mr_reg(p->ctx, p->reply, PERF_DEFAULT_MSG,
-				  RDMAMSG_ACCESS_REMOTE_READ, &p->reply_mr)) <
-		     0)) {
-		fprintf(stderr, "rdmamsg_perf: the reply buffer: %s\n",
-			p->reply ? rdmamsg_strerror(rc) : "out of memory");
-		free(p->reply);
-		return 1;
+	if (p->o.nocopy) {
+		p->reply = calloc(1, PERF_DEFAULT_MSG);
+		rc = p->reply ? rdmamsg_mr_reg(p->ctx, p->reply,
+					       PERF_DEFAULT_MSG,
+					       RDMAMSG_ACCESS_REMOTE_READ,
+					       &p->reply_mr)
+			      : -ENOMEM;
+		if (rc < 0) {
+			fprintf(stderr, "rdmamsg_perf: the reply buffer: %s\n",
+				rdmamsg_strerror(rc));
+			free(p->reply);
+			return 1;
+		}
 	}
 	snprintf(addr, sizeof(addr),
 		 strchr(p->o.bind, ':') ? "[%s]:%u" : "%s:%u", p->o.bind,
