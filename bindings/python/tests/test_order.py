@@ -4,6 +4,7 @@ the copies ahead of the reader at RDMAMSG_COPY_AHEAD): a send that finds
 room does not overtake one that waits for on_writable; a waiting send
 that is cancelled is not sent and the others keep their order."""
 import asyncio
+import contextlib
 
 import pytest
 
@@ -46,6 +47,25 @@ async def _collect(a, opts, want_n, got, done):
                                       max_msg_size=1 << 20, **opts)
 
 
+@contextlib.asynccontextmanager
+async def _stream(ctxs, monkeypatch, room: str, n: int, extra: int = 0):
+    """n planned messages (plan_of) and a connection with ROOM[room]'s
+    limits to a _collect server that stops after n + extra: yields the
+    client endpoint, the plan, the list the server fills and its done."""
+    env, opts = ROOM[room]
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    a, b = ctxs
+    got: list = []
+    done = asyncio.get_running_loop().create_future()
+    async with await _collect(a, opts, n + extra, got, done) as srv:
+        ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b,
+                                   max_msg_size=1 << 20, connect_timeout=60,
+                                   **opts)
+        yield ep, plan_of(n), got, done
+        await ep.close()
+
+
 def _send(ep, i: int, data: bytes):
     """One of the sending awaits, by i: send(), send() with an immediate
     value, sendv() and send_nocopy() (of unregistered bytes: copied)."""
@@ -64,38 +84,22 @@ async def test_concurrent_sends_keep_their_order(ctxs, monkeypatch, room):
     """200 send tasks of 1 B .. 195 KiB started at once, with so little
     room that most meet -EAGAIN: the peer gets all 200, whole, in the
     order the tasks were started, and every await returns."""
-    env, opts = ROOM[room]
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    a, b = ctxs
-    plan = plan_of(200)
-    got: list = []
-    done = asyncio.get_running_loop().create_future()
-    async with await _collect(a, opts, len(plan), got, done) as srv:
-        ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b,
-                                   max_msg_size=1 << 20, connect_timeout=60,
-                                   **opts)
+    async with _stream(ctxs, monkeypatch, room, 200) as (ep, plan, got,
+                                                         done):
         sends = [asyncio.ensure_future(_send(ep, i, d))
                  for i, d in enumerate(plan)]
         await asyncio.wait_for(asyncio.gather(*sends), WAIT)
         await asyncio.wait_for(done, WAIT)
         assert [len(g) for g in got] == [len(p) for p in plan]
         assert got == plan
-        await ep.close()
 
 
 async def test_send_nowait_waits_behind_queued_sends(ctxs, monkeypatch):
     """While sends wait for room, send_nowait() raises BlockingIOError
     rather than overtake them, and wait_writable() returns once they went
     (or room came): what send_nowait() then sends follows them."""
-    monkeypatch.setenv("RDMAMSG_COPY_AHEAD", "256k")
-    a, b = ctxs
-    plan = plan_of(60)
-    got: list = []
-    done = asyncio.get_running_loop().create_future()
-    async with await _collect(a, {}, len(plan) + 1, got, done) as srv:
-        ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b,
-                                   max_msg_size=1 << 20, connect_timeout=60)
+    async with _stream(ctxs, monkeypatch, "copy_ahead", 60, 1) as (
+            ep, plan, got, done):
         sends = [asyncio.ensure_future(ep.send(d)) for d in plan]
         await asyncio.sleep(0)  # each task posted or queued
         last = b"after the queued ones"
@@ -111,7 +115,6 @@ async def test_send_nowait_waits_behind_queued_sends(ctxs, monkeypatch):
         await asyncio.wait_for(asyncio.gather(*sends), WAIT)
         await asyncio.wait_for(done, WAIT)
         assert got == plan + [last]
-        await ep.close()
 
 
 def _indices_in_order(plan, got):
@@ -135,17 +138,8 @@ async def test_cancelled_waiting_sends_are_not_sent(ctxs, monkeypatch, room):
     those still waiting for room are not sent, those already posted are
     (cancelling does not unsend); the peer gets every other message, each
     once, in the order started, and nothing waits forever."""
-    env, opts = ROOM[room]
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    a, b = ctxs
-    plan = plan_of(150)
-    got: list = []
-    done = asyncio.get_running_loop().create_future()
-    async with await _collect(a, opts, len(plan), got, done) as srv:
-        ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b,
-                                   max_msg_size=1 << 20, connect_timeout=60,
-                                   **opts)
+    async with _stream(ctxs, monkeypatch, room, 150) as (ep, plan, got,
+                                                         done):
         sends = [asyncio.ensure_future(_send(ep, i, d))
                  for i, d in enumerate(plan)]
         await asyncio.sleep(0)
@@ -163,4 +157,3 @@ async def test_cancelled_waiting_sends_are_not_sent(ctxs, monkeypatch, room):
         assert idx is not None, "a message out of order, twice or unknown"
         assert set(kept) <= set(idx)
         assert len(idx) < len(plan)  # some cancelled ones never went
-        await ep.close()
