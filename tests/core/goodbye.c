@@ -166,6 +166,7 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 		c->other++;
 }
 
+/* cli_writable -- on_writable: room again for what -EAGAIN refused */
 static void cli_writable(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;
