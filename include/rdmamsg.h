@@ -618,8 +618,10 @@ int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep, size_t *size);
  * -ENOTCONN unless connected, -EMSGSIZE above the large maximum, -EAGAIN
  * when out of credits and the backlog (or the pool) is full, or when its
  * rendezvous copies not yet read would exceed RDMAMSG_COPY_AHEAD bytes
- * (unset: no bound) (on_writable follows).  op_ctx comes back in on_send
- * (for a rendezvous, once the receiver has the bytes).
+ * (unset: 1 MiB, two copies at least; "0": no bound but the pool's)
+ * (on_writable follows: a burst of large messages meets it early).
+ * op_ctx comes back in on_send (for a rendezvous, once the receiver has
+ * the bytes).
  */
 int rdmamsg_send(struct rdmamsg_ep *ep, const void *data, size_t len,
 		 void *op_ctx);

@@ -44,9 +44,11 @@
 #define RNDV_MAX     ((size_t)1 << 40)
 /* rdmamsg_send()'s rendezvous copies of an endpoint not yet read, by
  * default (RDMAMSG_COPY_AHEAD, rndv.c's copy_full): a window of 128
- * 1 MiB copies held 128 MiB of cold pool memory, at half the rate (README
- * "copies ahead"); a burst below it is taken whole as before */
-#define COPY_AHEAD_DEFAULT ((size_t)64 << 20)
+ * 1 MiB copies held 128 MiB of cold pool memory, at half the rate; 1 MiB
+ * stays within the L2 (16 copies of 64 KiB, the two copies COPY_MIN
+ * grants at 1 MiB), and callers retry at on_writable (README "copies
+ * ahead", "A default of 1m") */
+#define COPY_AHEAD_DEFAULT ((size_t)1 << 20)
 
 /* the default to a peer on this host where the fabric carries its sends
  * through shared memory (softrdma: an 8 KiB fragment is two copies

@@ -197,8 +197,8 @@ static uint64_t read_bytes(const struct rdmamsg_ep *ep)
  * cold when reused; within a few MiB the buffers a FIN frees (last freed
  * first) stay in the cache.  The caller gets -EAGAIN and on_writable
  * after the next completion.  The default bound (msg.c's
- * COPY_AHEAD_DEFAULT, 64 MiB) takes the bursts callers make whole; a few
- * MiB would be faster still, but turn them into -EAGAIN (README) */
+ * COPY_AHEAD_DEFAULT) is 1 MiB: a burst beyond it meets -EAGAIN, which
+ * callers take as for credits (README "A default of 1m") */
 static int copy_full(const struct rdmamsg_ep *ep, size_t len)
 {
 	const struct rdmamsg__xfer *xf = ep->xf;

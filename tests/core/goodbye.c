@@ -6,7 +6,10 @@
  * without it, the queued ones are cancelled (-ECANCELED) and every message
  * is either received or cancelled, never both, never lost.  The same with
  * messages that go by rendezvous: the close waits for the FINs of those
- * the peer was told of (it pulls them before it reads the goodbye).
+ * the peer was told of (it pulls them before it reads the goodbye).  A
+ * send refused with -EAGAIN (the copies ahead of the reader,
+ * RDMAMSG_COPY_AHEAD, or the pool) is sent again at on_writable, as a
+ * caller must.
  */
 #include "config.h"
 
@@ -27,6 +30,7 @@ static int srv_wfd = -1;
 struct srv {
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_listener *lst;
+	struct rdmamsg_ep_attr *attr;
 	int wfd, failures;
 };
 
@@ -76,7 +80,7 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	(void)lst;
 	(void)pdata;
 	(void)len;
-	if (!c || rdmamsg_conn_req_accept(req, NULL, &srv_cbs, c, &ep)) {
+	if (!c || rdmamsg_conn_req_accept(req, s->attr, &srv_cbs, c, &ep)) {
 		free(c);
 		s->failures++;
 	}
@@ -96,6 +100,12 @@ static int server(int wfd, void *arg)
 	srv_wfd = wfd;
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
+	/* 4 credits, fewer than the rendezvous copies a bound of 1 MiB or
+	 * more (RDMAMSG_COPY_AHEAD) lets a client make ahead (26 of
+	 * 40,000 B): a close finds some of them queued, not yet announced */
+	if (rdmamsg_ep_attr_new(&s.attr) ||
+	    rdmamsg_ep_attr_set_recv_depth(s.attr, 4))
+		return 12;
 	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
 	    rdmamsg_listener_get_port(s.lst, &port))
 		return 11;
@@ -105,6 +115,7 @@ static int server(int wfd, void *arg)
 	while (poll(&p, 1, 0) == 0)
 		test_idle(s.ctx, 20);
 	rdmamsg_listener_close(s.lst, NULL);
+	rdmamsg_ep_attr_delete(&s.attr);
 	test_idle(s.ctx, 200);
 	if (rdmamsg_ctx_destroy(&s.ctx))
 		return 13;
@@ -114,8 +125,8 @@ static int server(int wfd, void *arg)
 /* ---- clients (children) -------------------------------------------- */
 
 struct cli {
-	int up, status, pong, closed;
-	uint64_t sent_ok, cancelled, other;
+	int up, status, pong, closed, writable;
+	uint64_t sent_ok, cancelled, other, eagain;
 };
 
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
@@ -155,6 +166,13 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 		c->other++;
 }
 
+/* cli_writable -- on_writable: room again for what -EAGAIN refused */
+static void cli_writable(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct cli *)arg)->writable = 1;
+}
+
 static void cli_closed(struct rdmamsg_ep *ep, void *arg)
 {
 	(void)ep;
@@ -165,6 +183,7 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = cli_connect,
 	.on_recv = cli_recv,
 	.on_send = cli_sent,
+	.on_writable = cli_writable,
 };
 
 static char addr[64];
@@ -184,8 +203,8 @@ static int client(int wfd, void *arg)
 	char m[100];
 	/* above the rendezvous threshold (RDMAMSG_RNDV_THRESH_DEFAULT) */
 	static char big[40000];
-	uint64_t r[3];
-	int i;
+	uint64_t r[4];
+	int i, rc;
 
 	close(ctl[0]);
 	close(ctl[1]);
@@ -216,12 +235,21 @@ static int client(int wfd, void *arg)
 		/* far more than the credits: most wait in the backlog */
 		int rndv = mode == M_LINGER_RNDV || mode == M_PLAIN_RNDV;
 
-		for (i = 0; i < NMSG; i++) {
+		for (i = 0; i < NMSG;) {
 			memset(rndv ? big : m, i,
 			       rndv ? sizeof(big) : sizeof(m));
-			if (rdmamsg_send(ep, rndv ? big : m,
-					 rndv ? sizeof(big) : sizeof(m), NULL))
+			rc = rdmamsg_send(ep, rndv ? big : m,
+					  rndv ? sizeof(big) : sizeof(m), NULL);
+			if (rc == -EAGAIN) { /* again once there is room */
+				c.eagain++;
+				c.writable = 0;
+				if (!test_run_until(ctx, &c.writable, 60000))
+					return 31;
+				continue;
+			}
+			if (rc)
 				return 26;
+			i++;
 		}
 	}
 	if (rdmamsg_ep_close(ep, cli_closed))
@@ -231,6 +259,7 @@ static int client(int wfd, void *arg)
 	r[0] = c.sent_ok;
 	r[1] = c.cancelled;
 	r[2] = c.other;
+	r[3] = c.eagain;
 	if (write(wfd, r, sizeof(r)) != sizeof(r))
 		return 29;
 	if (rdmamsg_ctx_destroy(&ctx))
@@ -253,14 +282,14 @@ static void srv_report(int64_t r[2])
 }
 
 /* run_close -- one client of mode that closes; its {ok, cancelled,
- * other} in r, the server's report in s */
-static int run_close(int mode, uint64_t r[3], int64_t s[2])
+ * other, -EAGAIN met} in r, the server's report in s */
+static int run_close(int mode, uint64_t r[4], int64_t s[2])
 {
 	int rfd, st;
 	pid_t pid = test_fork(client, (void *)(intptr_t)mode, &rfd);
 
-	memset(r, 0, 3 * sizeof(*r));
-	st = read(rfd, r, 3 * sizeof(*r)) == 3 * sizeof(*r);
+	memset(r, 0, 4 * sizeof(*r));
+	st = read(rfd, r, 4 * sizeof(*r)) == 4 * sizeof(*r);
 	close(rfd);
 	srv_report(s);
 	return test_wait_child(pid) == 0 && st;
@@ -270,15 +299,15 @@ static int run_close(int mode, uint64_t r[3], int64_t s[2])
  * message is sent, and the server received them all, then the goodbye */
 static void check_linger(int mode, const char *name)
 {
-	uint64_t r[3];
+	uint64_t r[4];
 	int64_t s[2];
 
 	ok(run_close(mode, r, s), "%s: client closed", name);
 	ok(r[0] == NMSG && r[1] == 0 && r[2] == 0,
 	   "%s: every queued message sent (%llu ok, %llu cancelled, %llu "
-	   "other)",
+	   "other; -EAGAIN %llu times)",
 	   name, (unsigned long long)r[0], (unsigned long long)r[1],
-	   (unsigned long long)r[2]);
+	   (unsigned long long)r[2], (unsigned long long)r[3]);
 	ok(s[0] == 0 && s[1] == NMSG + 1,
 	   "%s: the server received them all, then the goodbye (%lld, %lld)",
 	   name, (long long)s[0], (long long)s[1]);
@@ -289,15 +318,15 @@ static void check_linger(int mode, const char *name)
  * server got exactly the ones not cancelled */
 static void check_plain(int mode, const char *name)
 {
-	uint64_t r[3];
+	uint64_t r[4];
 	int64_t s[2];
 
 	ok(run_close(mode, r, s), "%s: client closed", name);
 	ok(r[1] > 0 && r[2] == 0 && r[0] + r[1] == NMSG,
 	   "%s: queued messages cancelled (%llu ok, %llu cancelled, %llu "
-	   "other)",
+	   "other; -EAGAIN %llu times)",
 	   name, (unsigned long long)r[0], (unsigned long long)r[1],
-	   (unsigned long long)r[2]);
+	   (unsigned long long)r[2], (unsigned long long)r[3]);
 	ok(s[0] == 0 && (uint64_t)s[1] == r[0] + 1,
 	   "%s: the server got exactly the ones not cancelled (%lld, %lld)",
 	   name, (long long)s[0], (long long)s[1]);
@@ -306,7 +335,7 @@ static void check_plain(int mode, const char *name)
 int main(void)
 {
 	int i, rfd, nreset = 0, nclean = 0, st;
-	uint64_t r[3];
+	uint64_t r[4];
 	int64_t s[2];
 	pid_t spid;
 

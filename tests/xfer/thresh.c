@@ -40,9 +40,9 @@
  * 1 MiB nocopy messages sent at once arrive whole, once and in order,
  * on the soft fabric read one after the other into one destination (the
  * receiver starts a read while the reads under way stay within 1 MiB).
- * 1 MiB rdmamsg_send()s while the server does not run: by default the
- * copies not yet read stay within 64 MiB (the 65th gets -EAGAIN), with
- * RDMAMSG_COPY_AHEAD=4m (a bad value: connect -EINVAL) within 4 MiB (the
+ * 1 MiB rdmamsg_send()s while the server does not run: by default (1 MiB,
+ * two copies at least) two copies wait to be read (the third gets
+ * -EAGAIN), with RDMAMSG_COPY_AHEAD=4m (a bad value: connect -EINVAL) within 4 MiB (the
  * fifth), then on_writable, and the client's pool grows by the bound at
  * most; with RDMAMSG_COPY_AHEAD=0 all five are taken; all arrive whole,
  * once, in order each way.
@@ -859,8 +859,9 @@ static unsigned int big_slabs(struct rdmamsg_ctx *ctx)
 }
 
 /* copy_bound -- 1 MiB messages by rdmamsg_send() while the server does
- * not run: with a bound of bound MiB (RDMAMSG_COPY_AHEAD=4m, or the
- * default 64 MiB) bound are taken, the next gets -EAGAIN and on_writable
+ * not run: with a bound that holds bound of them (RDMAMSG_COPY_AHEAD=4m:
+ * 4; the default 1 MiB: 2, two copies at least) bound are taken, the
+ * next gets -EAGAIN and on_writable
  * follows the reads, and the client's pool grows by bound 1 MiB buffers
  * at most; without one (bound 0: RDMAMSG_COPY_AHEAD=0) five of five are
  * taken.  Sixteen (or the bound) in all arrive whole, once, in order */
@@ -886,7 +887,7 @@ static void copy_bound(struct test_side *srv, struct test_side *cli,
 	memset(pat, 0, MAXLEN); /* the copies are the library's */
 	if (bound) {
 		ok(n == bound && ret == -EAGAIN,
-		   "a %u MiB bound: %u 1 MiB copies taken while the server "
+		   "a bound of %u copies: %u of 1 MiB taken while the server "
 		   "does not run (%u), the next -EAGAIN (%d)",
 		   bound, bound, n, ret);
 		run_for(srv, cli, &writable, 1);
@@ -1195,7 +1196,7 @@ int main(void)
 	zc_reg(&cli);
 	nocopy_burst(&srv, &cli, &seq);
 	big_burst(&srv, &cli, &seq);
-	copy_bound(&srv, &cli, &seq, 64);
+	copy_bound(&srv, &cli, &seq, 2);
 	nocopy_round_trip(&srv, &cli, pr.rndv_window);
 	is_int(srv.bad + cli.bad, 0, "no failure on either side");
 	unpair(&srv, &cli);

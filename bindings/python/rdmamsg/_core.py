@@ -71,6 +71,7 @@ _c_request = lib._rdmamsg_py_request
 _c_respond = lib._rdmamsg_py_respond
 _NULL = ffi.NULL
 _EAGAIN = -_errno.EAGAIN
+_REFUSED = (_EAGAIN, None)  # a post not tried: earlier sends wait for room
 #: Most progress calls of one pass of the pump (see Context._pump).
 PUMP_ROUNDS = 64
 
@@ -646,7 +647,7 @@ def _py_on_send(ep, status, op_ctx, arg):  # type: ignore
 
 @ffi.def_extern(onerror=_cb_error)
 def _py_on_writable(ep, arg):  # type: ignore
-    ffi.from_handle(arg)._wake_writers()
+    ffi.from_handle(arg)._on_writable()
 
 
 @ffi.def_extern(onerror=_cb_error)
@@ -1463,6 +1464,9 @@ class _EpCore:
                                          Any]] = None
         self.recv_waiters: Deque[asyncio.Future] = deque()
         self.writers: Deque[asyncio.Future] = deque()
+        # the sending awaits waiting for room, in the order they started
+        # (post_in_turn): the head retries, the others wait their turn
+        self.sendq: Deque[_Waiter] = deque()
         self.write_imms: Deque[Tuple[int, int]] = deque()
         self.write_imm_waiters: Deque[asyncio.Future] = deque()
         self._requests: Set[Request] = set()
@@ -1609,7 +1613,22 @@ class _EpCore:
         self.queue.append(payload if not flags else (payload, imm, flags))
         _wake_one(self.recv_waiters)
 
+    def _on_writable(self) -> None:
+        """on_writable: the oldest waiting send retries (the others follow
+        it in turn); wait_writable() returns once none waits."""
+        q = self.sendq
+        if q:
+            if not q[0].done():
+                q[0].set_result(None)
+        else:
+            _wake_all(self.writers)
+
     def _wake_writers(self) -> None:
+        """Wake every waiting send (the endpoint ends: each raises and
+        leaves self.sendq)."""
+        for w in self.sendq:
+            if not w.done():
+                w.set_result(None)
         _wake_all(self.writers)
 
     def _on_disconnect(self, status: int) -> None:
@@ -1733,6 +1752,38 @@ class _EpCore:
         fut = _Waiter(self.ctx)
         self.writers.append(fut)
         await fut
+
+    async def post_in_turn(self, post: Callable[[], Tuple[int, Any]]
+                           ) -> Tuple[int, Any]:
+        """post() -- one sending call, returning (status, what to keep) --
+        for a sending await that may not post now: post() was refused
+        (-EAGAIN: credits and backlog, pool or copies ahead used up) or
+        others wait already.  It waits at the tail of self.sendq, so the
+        awaits post in the order they started (an RC stream's order); the
+        head retries at on_writable, and when it leaves (posted, failed or
+        cancelled) the next one tries at once.  A cancelled one leaves
+        without posting."""
+        q = self.sendq
+        w = _Waiter(self.ctx)
+        q.append(w)
+        try:
+            while True:
+                await w
+                r = post()
+                if r[0] != _EAGAIN:
+                    return r
+                nw = _Waiter(self.ctx)  # refused again: keep the place
+                q[q.index(w)] = nw
+                w = nw
+        finally:
+            head = q[0] is w
+            q.remove(w)
+            if head:
+                if q:
+                    if not q[0].done():
+                        q[0].set_result(None)
+                else:  # none waits: what send_nowait() refused may go
+                    _wake_all(self.writers)
 
 
 def _item(entry: Any) -> Tuple[Any, int, int]:
@@ -1963,18 +2014,24 @@ class Endpoint:
         PoolBuffer, sent without any copy) and wait until the peer has it.
 
         Messages above ``max_msg_size`` go by rendezvous (RDMA READ by the
-        peer).  Out of credits with a full backlog, it waits for the
-        endpoint to become writable (back-pressure).  Cancelling the await
-        does not unsend the message."""
+        peer).  Out of credits with a full backlog (or the pool, or the
+        copies ahead of the peer, full), it waits for the endpoint to
+        become writable (back-pressure).  Concurrent sending awaits of an
+        endpoint (send, send_nocopy, sendv, request) go in the order they
+        were started: once one waits for room the later ones wait behind
+        it.  Cancelling the await does not unsend a message that went;
+        one cancelled while it waits for room is not sent (and the others
+        keep their order)."""
         core = self._core
         opid = next(_op_ids) if core.tracked else 0
         if imm is None and opid and type(data) is bytes and \
                 len(data) <= core.max_msg:
-            while True:
-                rc = self._send_eager(core, data, len(data), opid)
-                if rc != _EAGAIN:
-                    break
-                await core.wait_writable()
+            n = len(data)
+            rc = _EAGAIN if core.sendq else \
+                self._send_eager(core, data, n, opid)
+            if rc == _EAGAIN:
+                rc = (await core.post_in_turn(
+                    lambda: (self._send_eager(core, data, n, opid), None)))[0]
             check(rc, "send")
             fut = _Waiter(core.ctx)
             _ops[opid] = (fut, None)
@@ -1990,11 +2047,9 @@ class Endpoint:
         room, then (opid not 0) wait for the completion, holding what the
         post returned to keep until then."""
         core = self._core
-        while True:
-            rc, keep = post(data, imm, opid)
-            if rc != _EAGAIN:
-                break
-            await core.wait_writable()
+        rc, keep = _REFUSED if core.sendq else post(data, imm, opid)
+        if rc == _EAGAIN:
+            rc, keep = await core.post_in_turn(lambda: post(data, imm, opid))
         check(rc, what)
         if not opid:  # track_sends=False: accepted is all there is to know
             core.ctx._kick()
@@ -2008,8 +2063,11 @@ class Endpoint:
                     imm: Optional[int] = None) -> None:
         """Send without waiting for the completion; raises BlockingIOError
         (rdmamsg.WouldBlock) when out of credits with a full backlog: then
-        ``await ep.wait_writable()``."""
+        ``await ep.wait_writable()``; also while sending awaits (send())
+        wait for room, which it would overtake."""
         core = self._core
+        if core.sendq:
+            check(_EAGAIN, "send")
         t = type(data)
         if imm is None and (t is bytes or t is memoryview or
                             not isinstance(data, PoolBuffer)):
@@ -2120,14 +2178,14 @@ class Endpoint:
         IOV_MAX bytes-like objects) as one message and wait until the peer
         has it, as send() does: the library gathers them with one copy
         (rdmamsg_sendv); the pieces may be reused once the call returns.
-        Waits for room when out of credits with a full backlog."""
+        Waits for room when out of credits with a full backlog, in turn
+        with the other sending awaits (send())."""
         core = self._core
         opid = next(_op_ids) if core.tracked else 0
-        while True:
-            rc = self._postv(pieces, opid)
-            if rc != _EAGAIN:
-                break
-            await core.wait_writable()
+        rc = _EAGAIN if core.sendq else self._postv(pieces, opid)
+        if rc == _EAGAIN:
+            rc = (await core.post_in_turn(
+                lambda: (self._postv(pieces, opid), None)))[0]
         check(rc, "sendv")
         if not opid:
             core.ctx._kick()
@@ -2139,8 +2197,10 @@ class Endpoint:
 
     def sendv_nowait(self, pieces: Any) -> None:
         """sendv() without waiting for the completion; raises
-        BlockingIOError when out of credits with a full backlog."""
-        check(self._postv(pieces, 0), "sendv")
+        BlockingIOError when out of credits with a full backlog, or while
+        sending awaits wait for room (as send_nowait())."""
+        rc = _EAGAIN if self._core.sendq else self._postv(pieces, 0)
+        check(rc, "sendv")
         self._core.ctx._kick()
 
     @staticmethod
@@ -2165,7 +2225,8 @@ class Endpoint:
         return rc
 
     async def wait_writable(self) -> None:
-        """Wait until a send that failed with BlockingIOError may succeed."""
+        """Wait until a send that failed with BlockingIOError may succeed
+        (room came, and no sending await waits for it before)."""
         core = self._core
         core.c()
         await core.wait_writable()
@@ -2271,7 +2332,8 @@ class Endpoint:
         else:
             p, n = _buf_ptr(data)
         opid = next(_op_ids)
-        while True:
+
+        def post() -> Tuple[int, Any]:
             # rdmamsg_request, and arm() from outside a pass, in one C
             # call (as _send_eager)
             ep = core.ep
@@ -2288,9 +2350,10 @@ class Endpoint:
                 if rc > 0:
                     ctx._schedule()
                     rc = 0
-            if rc != _EAGAIN:
-                break
-            await core.wait_writable()
+            return rc, None
+        rc = _EAGAIN if core.sendq else post()[0]
+        if rc == _EAGAIN:
+            rc = (await core.post_in_turn(post))[0]
         if rc < 0:
             check(rc, "request")
         reqid = int(core.idp[0])
