@@ -550,11 +550,13 @@ static void publish(struct soft_mkey *k, struct soft_umr_tab *t)
 
 	if (m->key != k->dv.lkey || m->pid != soft_self_pid)
 		return;
+	soft_key_write_begin(m);
 	m->access = t ? t->access : 0;
 	m->addr = 0;
 	m->va = (uintptr_t)t;
 	m->len = t ? t->total : 0;
 	m->mr_key = t ? t->n : 0;
+	soft_key_write_end(m);
 }
 
 /* soft_umr_exec -- a staged UMR WR in send queue order; wc status */
