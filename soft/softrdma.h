@@ -732,6 +732,7 @@ static inline int soft_key_read(uint32_t slot, struct soft_reg_mr *out)
 	for (n = 0; n < SOFT_KEY_TRIES; n++) {
 		s = atomic_load_explicit(&e->seq, memory_order_acquire);
 		if (!(s & 1)) {
+#pragma GCC unroll 16
 			for (i = 0; i < sizeof(*e) / sizeof(*src); i++)
 				dst[i] = __atomic_load_n(&src[i],
 							 __ATOMIC_RELAXED);
