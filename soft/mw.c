@@ -14,9 +14,11 @@
  * MW2), so a remote RDMA operation finds and checks its rkey exactly as
  * an MR's: the entry holds the window's access, range and, for a type 2
  * window, the QP it is bound to.  All of a window's state lives in that
- * entry, changed under its key stripe lock (which remote operations hold
- * across their copy), so an unbind or invalidation waits for operations
- * in flight, and any process may invalidate (SEND_WITH_INV).  Semantics
+ * entry, changed under its key stripe lock with its sequence count odd
+ * (soft_key_read: another process's initiator checks it with no lock, and
+ * a request checked before an invalidation may finish its copy after it,
+ * as past an HCA's check; data.c remote_op), and any process may
+ * invalidate (SEND_WITH_INV).  Semantics
  * and errors follow rxe (rxe_mw.c): bind errors complete with
  * IBV_WC_MW_BIND_ERR, local invalidation errors with IBV_WC_LOC_QP_OP_ERR.
  */

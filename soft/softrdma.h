@@ -717,9 +717,10 @@ int soft_key_stuck(uint32_t slot, struct soft_reg_mr *out);
 /*
  * soft_key_read -- a consistent copy of key entry slot, no lock taken:
  * 0, or -1 when a writer holds it too long (the key is being changed: an
- * access through it fails as an HCA fails one).  The copy is word by word
- * with relaxed atomic loads (racing a writer is expected, not undefined);
- * the acquire fence orders them before the second read of seq.
+ * access through it fails as an HCA fails one).  The copy (all but seq)
+ * is word by word with relaxed atomic loads (racing a writer is expected,
+ * not undefined); the acquire fence orders them before the second read of
+ * seq.
  */
 static inline int soft_key_read(uint32_t slot, struct soft_reg_mr *out)
 {
@@ -733,7 +734,9 @@ static inline int soft_key_read(uint32_t slot, struct soft_reg_mr *out)
 		s = atomic_load_explicit(&e->seq, memory_order_acquire);
 		if (!(s & 1)) {
 #pragma GCC unroll 16
-			for (i = 0; i < sizeof(*e) / sizeof(*src); i++)
+			for (i = 0; i < offsetof(struct soft_reg_mr, seq) /
+						sizeof(*src);
+			     i++)
 				dst[i] = __atomic_load_n(&src[i],
 							 __ATOMIC_RELAXED);
 			atomic_thread_fence(memory_order_acquire);
