@@ -22,7 +22,8 @@
 #include "softrdma.h"
 
 #define SOFT_REG_MAGIC 0x736f66747265670aull
-/* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c) */
+/* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c);
+ * 5: key entries' sequence counts (soft_key_read) */
 #define SOFT_REG_VERSION 5
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
@@ -120,6 +121,19 @@ int soft_pid_alive(int32_t pid, uint64_t start)
 	return s && (!start || s == start);
 }
 
+/* entry_repair -- a key entry left odd (stripe lock held): key_repair */
+static void entry_repair(struct soft_reg_mr *e)
+{
+	if (!(atomic_load_explicit(&e->seq, memory_order_relaxed) & 1))
+		return;
+	e->access = 0;
+	e->addr = e->va = e->len = 0;
+	e->qpn = 0;
+	e->mr_key = 0;
+	e->map_fd = 0;
+	soft_key_write_end(e);
+}
+
 /*
  * key_repair -- m's holder died: if m is a key stripe, an entry of it the
  * holder was writing (odd seq) is torn.  It is made whole as one that
@@ -136,18 +150,8 @@ static void key_repair(pthread_mutex_t *m)
 	if (!r || m < &r->key_lock[0] || m >= &r->key_lock[SOFT_NSTRIPES])
 		return;
 	for (i = (uint32_t)(m - &r->key_lock[0]); i < SOFT_MAX_MR;
-	     i += SOFT_NSTRIPES) {
-		struct soft_reg_mr *e = &r->mr[i];
-
-		if (!(atomic_load_explicit(&e->seq, memory_order_relaxed) & 1))
-			continue;
-		e->access = 0;
-		e->addr = e->va = e->len = 0;
-		e->qpn = 0;
-		e->mr_key = 0;
-		e->map_fd = 0;
-		soft_key_write_end(e);
-	}
+	     i += SOFT_NSTRIPES)
+		entry_repair(&r->mr[i]);
 }
 
 /* soft_stripe_lock -- lock a robust process-shared mutex (a key stripe's
@@ -180,12 +184,7 @@ int soft_key_stuck(uint32_t slot, struct soft_reg_mr *out)
 	}
 	/* an odd seq with the lock free: no writer of ours left it (the
 	 * registry is peer-writable); the entry is repaired the same way */
-	if (atomic_load_explicit(&e->seq, memory_order_relaxed) & 1) {
-		soft_key_write_begin(e);
-		e->access = 0;
-		e->len = 0;
-		soft_key_write_end(e);
-	}
+	entry_repair(e);
 	*out = *e;
 	pthread_mutex_unlock(m);
 	return 0;
