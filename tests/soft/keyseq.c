@@ -207,14 +207,34 @@ static int read_once(struct tctx *p, struct ibv_qp *qp, struct ibv_mr *mr,
 	return (int)wc.status;
 }
 
+/* reader_qp -- a QP of p connected to the child's (pipe exchange), whose
+ * QPN goes in *dqpn */
+static struct ibv_qp *reader_qp(struct tctx *p, int rfd, int wfd,
+				uint32_t *dqpn)
+{
+	struct xinfo me, peer;
+	struct ibv_qp *qp = t_rc_qp(p, 8, NULL);
+
+	if (!qp)
+		bail_out("qp");
+	memset(&me, 0, sizeof(me));
+	me.qpn = qp->qp_num;
+	t_xrecv(rfd, &peer, sizeof(peer));
+	t_xsend(wfd, &me, sizeof(me));
+	if (t_connect(qp, peer.qpn, 0, 12, 7, 14, 7))
+		bail_out("connect");
+	*dqpn = peer.qpn;
+	return qp;
+}
+
 /* test_hammer -- READs against binds and invalidations in a loop */
 static void test_hammer(int memfd)
 {
 	struct tctx p;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
-	struct xinfo me, peer;
 	uint8_t buf[PIECE];
+	uint32_t dqpn;
 	unsigned passed = 0, refused = 0, stale = 0, late = 0, early = 0,
 		 torn = 0, other = 0, n = 0, last = 0, per = 0;
 	int rfd, wfd, st = -1;
@@ -226,15 +246,9 @@ static void test_hammer(int memfd)
 	if (pid < 0 || t_open(&p, 16))
 		bail_out("setup");
 	mr = ibv_reg_mr(p.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	qp = t_rc_qp(&p, 8, NULL);
-	if (!mr || !qp)
+	if (!mr)
 		bail_out("reader setup");
-	memset(&me, 0, sizeof(me));
-	me.qpn = qp->qp_num;
-	t_xrecv(rfd, &peer, sizeof(peer));
-	t_xsend(wfd, &me, sizeof(me));
-	if (t_connect(qp, peer.qpn, 0, 12, 7, 14, 7))
-		bail_out("connect");
+	qp = reader_qp(&p, rfd, wfd, &dqpn);
 	/* at most 4 READs per generation (the second through the one
 	 * before), however the two processes are scheduled */
 	while (!atomic_load(&bd->done)) {
@@ -266,11 +280,11 @@ static void test_hammer(int memfd)
 			stale += before;
 			/* refused while its invalidation had not begun */
 			early += !atomic_load(&bd->inv_start[g]);
-			if (reconnect(qp, peer.qpn))
+			if (reconnect(qp, dqpn))
 				bail_out("reconnect");
 		} else {
 			other++;
-			if (reconnect(qp, peer.qpn))
+			if (reconnect(qp, dqpn))
 				bail_out("reconnect");
 		}
 	}
@@ -302,22 +316,25 @@ static void test_hammer(int memfd)
 	t_close(&p);
 }
 
-/* reg_map -- the host registry */
-static struct soft_reg *reg_map(void)
+/* offer -- bind mw over 4096 bytes of buf filled with byte, tell the
+ * parent (rkey, address), wait for its go; 0 or -1 */
+static int offer(struct tctx *c, struct ibv_qp *qp, struct ibv_mw *mw,
+		 struct ibv_mr *mr, uint8_t *buf, int byte, int rfd, int wfd,
+		 uint32_t *rkey)
 {
-	char name[160];
-	void *p;
-	int fd;
+	struct xinfo me;
+	char go;
 
-	snprintf(name, sizeof(name), "/%s-registry",
-		 getenv("SOFTRDMA_SHM_PREFIX"));
-	fd = shm_open(name, O_RDWR, 0);
-	if (fd < 0)
-		return NULL;
-	p = mmap(NULL, sizeof(struct soft_reg), PROT_READ | PROT_WRITE,
-		 MAP_SHARED, fd, 0);
-	close(fd);
-	return p == MAP_FAILED ? NULL : p;
+	memset(buf, byte, 4096);
+	me.qpn = qp->qp_num;
+	me.rkey = ibv_inc_rkey(mw->rkey);
+	me.addr = (uintptr_t)buf;
+	if (bind2(c, qp, mw, me.rkey, mr, me.addr, 4096))
+		return -1;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &go, 1);
+	*rkey = me.rkey;
+	return 0;
 }
 
 /* dying_owner -- bind a window, let the parent READ through it, then
@@ -328,24 +345,17 @@ static int dying_owner(int rfd, int wfd)
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	struct ibv_mw *mw;
-	struct xinfo me;
+	uint32_t rkey;
 	uint8_t *buf;
-	char go;
 	int ret;
 
 	setenv("SOFTRDMA_TEST_KEY_STOP", "2", 1);
 	ret = owner_setup(&c, 4096, &buf, &mr, &mw, &qp, rfd, wfd);
 	if (ret)
 		return ret;
-	memset(buf, 0x3c, 4096);
-	me.qpn = qp->qp_num;
-	me.rkey = ibv_inc_rkey(mw->rkey);
-	me.addr = (uintptr_t)buf;
-	if (bind2(&c, qp, mw, me.rkey, mr, me.addr, 4096))
+	if (offer(&c, qp, mw, mr, buf, 0x3c, rfd, wfd, &rkey))
 		return 13;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &go, 1);
-	local_inv(&c, qp, me.rkey); /* stops inside */
+	local_inv(&c, qp, rkey); /* stops inside */
 	return 14;
 }
 
@@ -357,10 +367,9 @@ static int stripe_owner(int rfd, int wfd)
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	struct ibv_mw *mw, *spare[4 * SOFT_NSTRIPES];
-	struct xinfo me;
+	uint32_t rkey;
 	uint32_t want;
 	uint8_t *buf;
-	char go;
 	int ret, i;
 
 	t_xrecv(rfd, &want, sizeof(want));
@@ -377,14 +386,8 @@ static int stripe_owner(int rfd, int wfd)
 	}
 	if (soft_key_slot(mw->rkey) % SOFT_NSTRIPES != want)
 		return 16;
-	memset(buf, 0x7e, 4096);
-	me.qpn = qp->qp_num;
-	me.rkey = ibv_inc_rkey(mw->rkey);
-	me.addr = (uintptr_t)buf;
-	if (bind2(&c, qp, mw, me.rkey, mr, me.addr, 4096))
+	if (offer(&c, qp, mw, mr, buf, 0x7e, rfd, wfd, &rkey))
 		return 13;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &go, 1);
 	while (i--)
 		ibv_dealloc_mw(spare[i]);
 	ibv_dealloc_mw(mw);
@@ -392,23 +395,6 @@ static int stripe_owner(int rfd, int wfd)
 	ibv_dereg_mr(mr);
 	t_close(&c);
 	return 0;
-}
-
-/* reader_qp -- a QP of p connected to the child's (pipe exchange) */
-static struct ibv_qp *reader_qp(struct tctx *p, int rfd, int wfd)
-{
-	struct xinfo me, peer;
-	struct ibv_qp *qp = t_rc_qp(p, 8, NULL);
-
-	if (!qp)
-		bail_out("qp");
-	memset(&me, 0, sizeof(me));
-	me.qpn = qp->qp_num;
-	t_xrecv(rfd, &peer, sizeof(peer));
-	t_xsend(wfd, &me, sizeof(me));
-	if (t_connect(qp, peer.qpn, 0, 12, 7, 14, 7))
-		bail_out("connect");
-	return qp;
 }
 
 /* test_dying -- a writer killed half-way through an entry */
@@ -422,19 +408,20 @@ static void test_dying(void)
 	struct xinfo peer;
 	struct timespec t0, t1;
 	uint8_t buf[64];
-	uint32_t slot, want;
+	uint32_t slot, want, dqpn;
 	int rfd, wfd, st = -1, s, k, bad = 0;
 	pid_t pid;
 
 	use_memfd = 1;
 	if (t_open(&p, 16))
 		bail_out("open");
-	r = reg_map(); /* while our context keeps the registry */
+	r = t_reg_map(sizeof(
+		struct soft_reg)); /* while our context keeps the registry */
 	pid = t_spawn(dying_owner, &rfd, &wfd);
 	if (!r || pid < 0)
 		bail_out("setup");
 	mr = ibv_reg_mr(p.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	qp = reader_qp(&p, rfd, wfd);
+	qp = reader_qp(&p, rfd, wfd, &dqpn);
 	t_xrecv(rfd, &peer, sizeof(peer));
 	slot = soft_key_slot(peer.rkey);
 	e = &r->mr[slot];
@@ -464,7 +451,7 @@ static void test_dying(void)
 	if (pid < 0)
 		bail_out("fork");
 	t_xsend(wfd, &want, sizeof(want));
-	qp = reader_qp(&p, rfd, wfd);
+	qp = reader_qp(&p, rfd, wfd, &dqpn);
 	t_xrecv(rfd, &peer, sizeof(peer));
 	ok(!(atomic_load(&e->seq) & 1) && !e->len && !e->access,
 	   "the torn entry is whole again (even seq) and grants nothing");
