@@ -461,25 +461,40 @@ static int iov_overlap(const struct iovec *iov, int niov, const uint8_t *p,
 	return 0;
 }
 
-/* peer_mr -- the registry entry of rkey when it is the peer's; stripe
- * lock held on success (0).  A peer in this very process is checked
- * against the local table (the registry is peer-writable).  1: rkey is an
- * indirect mkey (umr.c's), -1: refused; nothing held either way. */
+/*
+ * peer_mr -- rkey's registry entry when it is the peer's and grants need
+ * on [raddr, raddr+len): 0, *va and the entry as checked in *m; 1: rkey
+ * is an indirect mkey (umr.c's); -1: refused, nothing held.  Another
+ * process's key is read with no lock (soft_key_read: one consistent copy,
+ * all of it checked; *lk NULL); a key being changed too long is refused,
+ * as an HCA refuses one (remote access error).  A peer in this very
+ * process is checked under the key's stripe lock (*lk, held on success)
+ * and against the local table (the registry is peer-writable).
+ */
 static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 		   uint64_t len, uint32_t need, uint64_t *va,
-		   pthread_mutex_t **lk)
+		   struct soft_reg_mr *m, pthread_mutex_t **lk)
 {
 	uint32_t slot = soft_key_slot(rkey);
-	struct soft_reg_mr *m = &soft_reg->mr[slot];
 	struct soft_mr *mr;
 
-	*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
-	soft_stripe_lock(*lk);
-	if (!rkey || m->key != rkey)
+	*lk = NULL;
+	if (!rkey)
+		return -1;
+	if (qp->peer_pid == soft_self_pid) {
+		*lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+		soft_stripe_lock(*lk);
+		*m = soft_reg->mr[slot];
+	} else if (soft_key_read(slot, m)) {
+		return -1;
+	}
+	if (m->key != rkey)
 		goto refused;
 	if (m->kind == SOFT_KEY_UMR) {
 		/* told here rather than by a lookup of its own per WR */
-		pthread_mutex_unlock(*lk);
+		if (*lk)
+			pthread_mutex_unlock(*lk);
+		*lk = NULL;
 		return rkey & SOFT_KEY_MW_BIT ? 1 : -1;
 	}
 	if (m->pid != qp->peer_pid || m->pd_id != qp->peer_pd_id ||
@@ -500,44 +515,36 @@ static int peer_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 	}
 	return 0;
 refused:
-	pthread_mutex_unlock(*lk);
+	if (*lk)
+		pthread_mutex_unlock(*lk);
+	*lk = NULL;
 	return -1;
 }
 
 /*
  * peer_map -- where [va, va+len) of the peer's memory, just checked by
- * peer_mr against rkey (its stripe lock held), is mapped here: the MR
- * behind the key (a window's: the MR it is bound to) is a sealed memfd of
- * the peer's (peermap.c); NULL: process_vm_*.  Everything is decided on
- * one snapshot of the MR's entry, which the mapping must match.
+ * peer_mr as entry w, is mapped here: the MR behind the key (a window's:
+ * the MR it is bound to, read as one consistent copy too) is a sealed
+ * memfd of the peer's (peermap.c); NULL: process_vm_*.  Everything is
+ * decided on one copy of the MR's entry, which the mapping must match.
  */
-static uint8_t *peer_map(struct soft_qp *qp, uint32_t rkey, uint64_t va,
-			 uint64_t len)
+static uint8_t *peer_map(struct soft_qp *qp, const struct soft_reg_mr *w,
+			 uint64_t va, uint64_t len)
 {
-	const struct soft_reg_mr *w = &soft_reg->mr[soft_key_slot(rkey)];
 	struct soft_reg_mr e;
 	uint64_t now;
-	uint32_t mk;
 	uint8_t *base;
 
 	if (qp->novm || soft_map_off())
 		return NULL;
 	if (qp->peer_pid == soft_self_pid) /* peer_mr checked our MR table */
 		return (uint8_t *)(uintptr_t)va;
-	/* memory no file backs (a malloc'ed region): process_vm_*, told
-	 * before the entry is copied (checked again in the copy) */
-	if (w->kind == SOFT_KEY_MR
-		    ? !w->map_fd
-		    : !soft_reg->mr[soft_key_slot(w->mr_key)].map_fd)
-		return NULL;
-	if (w->kind == SOFT_KEY_MR) {
+	if (w->kind == SOFT_KEY_MR)
 		e = *w;
-	} else {
-		mk = w->mr_key;
-		e = soft_reg->mr[soft_key_slot(mk)];
-		if (e.key != mk)
-			return NULL;
-	}
+	else if (soft_key_read(soft_key_slot(w->mr_key), &e) ||
+		 e.key != w->mr_key)
+		return NULL;
+	/* memory no file backs (a malloc'ed region): process_vm_* */
 	if (!e.map_fd || e.kind != SOFT_KEY_MR || e.pid != qp->peer_pid ||
 	    e.start != qp->peer_start || va < e.va || va - e.va > e.len ||
 	    len > e.len - (va - e.va))
@@ -600,6 +607,7 @@ static enum ibv_wc_status atomic_write(struct soft_qp *qp,
 {
 	uint64_t raddr = wr->wr.rdma.remote_addr, va = 0, v;
 	struct soft_reg_qp *t;
+	struct soft_reg_mr m;
 	pthread_mutex_t *lk;
 	enum ibv_wc_status ret;
 
@@ -614,31 +622,47 @@ static enum ibv_wc_status atomic_write(struct soft_qp *qp,
 	if (raddr & 7)
 		return IBV_WC_REM_INV_REQ_ERR;
 	if (peer_mr(qp, wr->wr.rdma.rkey, raddr, 8, IBV_ACCESS_REMOTE_WRITE,
-		    &va, &lk))
+		    &va, &m, &lk))
 		return IBV_WC_REM_ACCESS_ERR;
 	if (qp->novm) {
 		*chunked = 1;
-		pthread_mutex_unlock(lk);
+		if (lk)
+			pthread_mutex_unlock(lk);
 		return IBV_WC_SUCCESS;
 	}
 	memcpy(&v, liov[0].iov_base, 8);
-	ret = aw_place(qp->peer_pid, va, peer_map(qp, wr->wr.rdma.rkey, va, 8),
-		       v);
+	ret = aw_place(qp->peer_pid, va, peer_map(qp, &m, va, 8), v);
 	if (ret != IBV_WC_SUCCESS && errno == EPERM) {
 		qp->novm = 1;
 		*chunked = 1;
 		ret = IBV_WC_SUCCESS;
 	}
-	pthread_mutex_unlock(lk);
+	if (lk)
+		pthread_mutex_unlock(lk);
 	return ret;
 }
 
 /*
  * remote_op -- RDMA WRITE / READ / atomic against the peer's memory.
- * Returns a wc status.  The rkey's stripe lock is held across the copy so
- * that ibv_dereg_mr on the target waits for it.  Where process_vm_* is
- * refused (*chunked set), the operation goes through the ring instead and
- * the target process carries it out itself.
+ * Returns a wc status.  Where process_vm_* is refused (*chunked set), the
+ * operation goes through the ring instead and the target process carries
+ * it out itself.
+ *
+ * Another process's rkey is checked without its stripe lock (peer_mr,
+ * soft_key_read), so a dereg, unbind or invalidation no longer waits for
+ * a copy in flight.  That is an HCA's behaviour: its responder checks the
+ * rkey when the request arrives, then moves the data, and an invalidation
+ * completing meanwhile does not stop a request already past its check
+ * (rxe's responder keeps the MR it checked for the whole request).  What
+ * must hold is that no request checked after the invalidation completed
+ * passes, and it does: the writer's even seq is stored (release) before
+ * it reports the completion, whoever then issues a request learnt of that
+ * completion first (acquire, through the CQ and whatever message told it),
+ * so the check reads the new entry.  The copy needs no lock to be safe:
+ * process_vm_* fails on memory unmapped meanwhile, and a mapping of the
+ * peer's memfd (peer_map) is ours.  Our own memory is copied with memcpy,
+ * which an unmap after ibv_dereg_mr would fault: its stripe lock is held
+ * across the copy (*lk), so that the dereg waits for it, as before.
  */
 static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 				    const struct iovec *liov, int niov,
@@ -647,6 +671,7 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	uint32_t rkey, need;
 	uint64_t raddr, va = 0;
 	struct soft_reg_qp *t;
+	struct soft_reg_mr m;
 	pthread_mutex_t *lk;
 	struct iovec riov;
 	enum ibv_wc_status ret = IBV_WC_SUCCESS;
@@ -693,7 +718,7 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		return IBV_WC_SUCCESS;
 	if (need == IBV_ACCESS_REMOTE_ATOMIC && (raddr & 7))
 		return IBV_WC_REM_INV_REQ_ERR;
-	switch (peer_mr(qp, rkey, raddr, len, need, &va, &lk)) {
+	switch (peer_mr(qp, rkey, raddr, len, need, &va, &m, &lk)) {
 	case 0:
 		break;
 	case 1: /* an indirect mkey (umr.c) */
@@ -709,7 +734,7 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	riov.iov_len = len;
 	/* the peer's memfd mapped here: one memcpy, no system call (our
 	 * own memory is reached where it is, but not onto itself) */
-	p = peer_map(qp, rkey, va, len);
+	p = peer_map(qp, &m, va, len);
 	if (p && qp->peer_pid == soft_self_pid &&
 	    iov_overlap(liov, niov, p, len))
 		p = NULL;
@@ -773,7 +798,8 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 		ret = IBV_WC_SUCCESS;
 	}
 out:
-	pthread_mutex_unlock(lk);
+	if (lk)
+		pthread_mutex_unlock(lk);
 	return ret;
 }
 

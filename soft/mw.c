@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +14,11 @@
  * MW2), so a remote RDMA operation finds and checks its rkey exactly as
  * an MR's: the entry holds the window's access, range and, for a type 2
  * window, the QP it is bound to.  All of a window's state lives in that
- * entry, changed under its key stripe lock (which remote operations hold
- * across their copy), so an unbind or invalidation waits for operations
- * in flight, and any process may invalidate (SEND_WITH_INV).  Semantics
+ * entry, changed under its key stripe lock with its sequence count odd
+ * (soft_key_read: another process's initiator checks it with no lock, and
+ * a request checked before an invalidation may finish its copy after it,
+ * as past an HCA's check; data.c remote_op), and any process may
+ * invalidate (SEND_WITH_INV).  Semantics
  * and errors follow rxe (rxe_mw.c): bind errors complete with
  * IBV_WC_MW_BIND_ERR, local invalidation errors with IBV_WC_LOC_QP_OP_ERR.
  */
@@ -37,6 +40,27 @@ static inline struct soft_mw *to_smw(struct ibv_mw *mw)
 static inline pthread_mutex_t *slot_lock(uint32_t slot)
 {
 	return &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+}
+
+/* tests/soft/keyseq: SOFTRDMA_TEST_KEY_STOP=n stops the process (SIGSTOP)
+ * in its n-th window bind or invalidation, the entry half-written */
+static int key_stop = -1;
+
+/* write_begin -- soft_key_write_begin for a bind or an invalidation */
+static void write_begin(struct soft_reg_mr *e)
+{
+	soft_key_write_begin(e);
+	if (__builtin_expect(key_stop != 0, 0)) {
+		if (key_stop < 0) {
+			const char *v = getenv("SOFTRDMA_TEST_KEY_STOP");
+
+			key_stop = v ? atoi(v) : 0;
+		}
+		if (key_stop > 0 && --key_stop == 0) {
+			e->len = 0; /* torn: the old range is half gone */
+			raise(SIGSTOP);
+		}
+	}
 }
 
 /* soft_alloc_mw -- a window of type 1 or 2 (the alloc_mw context op) */
@@ -88,8 +112,11 @@ int soft_dealloc_mw(struct ibv_mw *ibmw)
 	e = &soft_reg->mr[mw->slot];
 	soft_stripe_lock(&soft_reg->lock);
 	soft_stripe_lock(slot_lock(mw->slot));
-	if (e->pid == soft_self_pid && e->kind != SOFT_KEY_MR)
+	if (e->pid == soft_self_pid && e->kind != SOFT_KEY_MR) {
+		soft_key_write_begin(e);
 		e->key = 0;
+		soft_key_write_end(e);
+	}
 	pthread_mutex_unlock(slot_lock(mw->slot));
 	pthread_mutex_unlock(&soft_reg->lock);
 	pthread_mutex_lock(&mw_lock);
@@ -203,6 +230,7 @@ static enum ibv_wc_status mw_bind(struct soft_qp *qp, struct ibv_send_wr *wr)
 	if (e->pid != soft_self_pid || e->kind == SOFT_KEY_MR ||
 	    bind_check(qp, mw, e, mr, bi))
 		goto out;
+	write_begin(e);
 	e->key = (e->key & ~0xffu) | (wr->bind_mw.rkey & 0xffu);
 	if (mr) {
 		e->access = bi->mw_access_flags;
@@ -220,6 +248,7 @@ static enum ibv_wc_status mw_bind(struct soft_qp *qp, struct ibv_send_wr *wr)
 		e->addr = e->va = e->len = 0;
 		e->mr_key = 0;
 	}
+	soft_key_write_end(e);
 	st = IBV_WC_SUCCESS;
 out:
 	pthread_mutex_unlock(slot_lock(mw->slot));
@@ -244,10 +273,12 @@ static int invalidate(uint32_t rkey, int32_t pid, uint32_t pd_id, uint32_t qpn)
 	/* o10-37.2.26: never a type 1 window */
 	if (e->key == rkey && e->kind == SOFT_KEY_MW2 && e->pid == pid &&
 	    e->pd_id == pd_id && (!qpn || !e->qpn || e->qpn == qpn)) {
+		write_begin(e);
 		e->access = 0;
 		e->addr = e->va = e->len = 0;
 		e->mr_key = 0;
 		e->qpn = 0;
+		soft_key_write_end(e);
 		ret = 0;
 	}
 	pthread_mutex_unlock(slot_lock(slot));

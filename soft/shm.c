@@ -22,8 +22,9 @@
 #include "softrdma.h"
 
 #define SOFT_REG_MAGIC 0x736f66747265670aull
-/* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c) */
-#define SOFT_REG_VERSION 4
+/* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c);
+ * 5: key entries' sequence counts (soft_key_read) */
+#define SOFT_REG_VERSION 5
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;
@@ -120,11 +121,73 @@ int soft_pid_alive(int32_t pid, uint64_t start)
 	return s && (!start || s == start);
 }
 
-/* soft_stripe_lock -- lock a robust process-shared mutex */
+/* entry_repair -- a key entry left odd (stripe lock held): key_repair */
+static void entry_repair(struct soft_reg_mr *e)
+{
+	if (!(atomic_load_explicit(&e->seq, memory_order_relaxed) & 1))
+		return;
+	e->access = 0;
+	e->addr = e->va = e->len = 0;
+	e->qpn = 0;
+	e->mr_key = 0;
+	e->map_fd = 0;
+	soft_key_write_end(e);
+}
+
+/*
+ * key_repair -- m's holder died: if m is a key stripe, an entry of it the
+ * holder was writing (odd seq) is torn.  It is made whole as one that
+ * grants nothing: identity (key, kind, owner, PD) kept, so its owner can
+ * still invalidate, bind again or free it; range, access, binding and
+ * mapping cleared, as an invalidated window's.  Then seq is even again
+ * and its readers (soft_key_read) go on.
+ */
+static void key_repair(pthread_mutex_t *m)
+{
+	struct soft_reg *r = soft_reg;
+	uint32_t i;
+
+	if (!r || m < &r->key_lock[0] || m >= &r->key_lock[SOFT_NSTRIPES])
+		return;
+	for (i = (uint32_t)(m - &r->key_lock[0]); i < SOFT_MAX_MR;
+	     i += SOFT_NSTRIPES)
+		entry_repair(&r->mr[i]);
+}
+
+/* soft_stripe_lock -- lock a robust process-shared mutex (a key stripe's
+ * entries repaired when its holder died) */
 void soft_stripe_lock(pthread_mutex_t *m)
 {
-	if (pthread_mutex_lock(m) == EOWNERDEAD)
+	if (pthread_mutex_lock(m) == EOWNERDEAD) {
+		key_repair(m);
 		pthread_mutex_consistent(m);
+	}
+}
+
+/*
+ * soft_key_stuck -- soft_key_read found entry slot being written for all
+ * its tries.  A writer that is alive (the stripe taken): -1, the key is
+ * being changed.  One that died: its stripe recovered here (key_repair),
+ * and the entry read under the lock.  Never blocks.
+ */
+int soft_key_stuck(uint32_t slot, struct soft_reg_mr *out)
+{
+	pthread_mutex_t *m = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
+	struct soft_reg_mr *e = &soft_reg->mr[slot];
+	int r = pthread_mutex_trylock(m);
+
+	if (r == EOWNERDEAD) {
+		key_repair(m);
+		pthread_mutex_consistent(m);
+	} else if (r) {
+		return -1;
+	}
+	/* an odd seq with the lock free: no writer of ours left it (the
+	 * registry is peer-writable); the entry is repaired the same way */
+	entry_repair(e);
+	*out = *e;
+	pthread_mutex_unlock(m);
+	return 0;
 }
 
 static int reg_init_mutex(pthread_mutex_t *m)
@@ -331,8 +394,10 @@ int soft_exit_lock(pthread_mutex_t *m)
 
 	for (i = 0; i < 100; i++) {
 		r = pthread_mutex_trylock(m);
-		if (r == EOWNERDEAD)
+		if (r == EOWNERDEAD) {
+			key_repair(m);
 			pthread_mutex_consistent(m);
+		}
 		if (!r || r == EOWNERDEAD)
 			return 0;
 		if (r != EBUSY)
@@ -410,7 +475,9 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 			soft_stripe_lock(&r->key_lock[i % SOFT_NSTRIPES]);
 		else if (soft_exit_lock(&r->key_lock[i % SOFT_NSTRIPES]))
 			continue;
+		soft_key_write_begin(&r->mr[i]);
 		r->mr[i].key = 0;
+		soft_key_write_end(&r->mr[i]);
 		pthread_mutex_unlock(&r->key_lock[i % SOFT_NSTRIPES]);
 	}
 	return live;
@@ -657,7 +724,8 @@ int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
 	}
 	m = &r->key_lock[slot % SOFT_NSTRIPES];
 	soft_stripe_lock(m);
-	r->mr[slot] = *mr;
+	soft_key_write_begin(&r->mr[slot]);
+	memcpy(&r->mr[slot], mr, offsetof(struct soft_reg_mr, seq));
 	if (mr->kind == SOFT_KEY_MR) {
 		gen = r->mr_gen++ % SOFT_MR_GENS + 1;
 		r->mr[slot].key = gen << SOFT_MR_SLOT_BITS | (uint32_t)slot;
@@ -670,6 +738,7 @@ int soft_reg_mr_alloc(const struct soft_reg_mr *mr, uint32_t *key)
 	r->mr[slot].pid = soft_self_pid;
 	r->mr[slot].start = soft_self_start;
 	*key = r->mr[slot].key;
+	soft_key_write_end(&r->mr[slot]);
 	pthread_mutex_unlock(m);
 	pthread_mutex_unlock(&r->lock);
 	return 0;
@@ -684,8 +753,11 @@ void soft_reg_mr_free(uint32_t key)
 	soft_stripe_lock(&soft_reg->lock);
 	soft_stripe_lock(m);
 	if (soft_reg->mr[slot].key == key &&
-	    soft_reg->mr[slot].pid == soft_self_pid)
+	    soft_reg->mr[slot].pid == soft_self_pid) {
+		soft_key_write_begin(&soft_reg->mr[slot]);
 		soft_reg->mr[slot].key = 0;
+		soft_key_write_end(&soft_reg->mr[slot]);
+	}
 	pthread_mutex_unlock(m);
 	pthread_mutex_unlock(&soft_reg->lock);
 }

@@ -143,6 +143,9 @@ struct soft_reg_mr {
 	 * file's device and inode */
 	uint32_t map_fd;
 	uint64_t map_off, map_ino, map_dev;
+	/* the entry's sequence count (soft_key_read): odd while written */
+	_Atomic uint32_t seq;
+	uint32_t pad;
 };
 
 /*
@@ -680,6 +683,73 @@ static inline struct soft_pd *to_spd(struct ibv_pd *pd)
 /* shm.c: registry, segments, liveness */
 extern struct soft_reg *soft_reg;
 extern int32_t soft_self_pid;
+
+/*
+ * Key entries are written under their stripe lock (key_lock[slot %
+ * SOFT_NSTRIPES], robust: a writer may die holding it) and read without
+ * it, as a sequence count (the kernel's seqlock): the writer makes seq
+ * odd, writes, makes it even; a reader copies the entry between two reads
+ * of an even seq that agree.  A writer that died mid-write leaves seq odd:
+ * readers give up after SOFT_KEY_TRIES tries (soft_key_stuck), and the
+ * next locker of the stripe (EOWNERDEAD) repairs the entry (shm.c).
+ */
+#define SOFT_KEY_TRIES 256
+
+/* soft_key_write_begin -- under the stripe lock: readers now retry */
+static inline void soft_key_write_begin(struct soft_reg_mr *e)
+{
+	uint32_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&e->seq, s | 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+/* soft_key_write_end -- the entry is whole again (even seq, released) */
+static inline void soft_key_write_end(struct soft_reg_mr *e)
+{
+	uint32_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&e->seq, (s | 1) + 1, memory_order_release);
+}
+
+int soft_key_stuck(uint32_t slot, struct soft_reg_mr *out);
+
+/*
+ * soft_key_read -- a consistent copy of key entry slot, no lock taken:
+ * 0, or -1 when a writer holds it too long (the key is being changed: an
+ * access through it fails as an HCA fails one).  The copy (all but seq)
+ * is word by word with relaxed atomic loads (racing a writer is expected,
+ * not undefined); the acquire fence orders them before the second read of
+ * seq.
+ */
+static inline int soft_key_read(uint32_t slot, struct soft_reg_mr *out)
+{
+	typedef uint64_t __attribute__((may_alias)) soft_word;
+	const struct soft_reg_mr *e = &soft_reg->mr[slot];
+	const soft_word *src = (const soft_word *)e;
+	soft_word *dst = (soft_word *)out;
+	uint32_t s, n, i;
+
+	for (n = 0; n < SOFT_KEY_TRIES; n++) {
+		s = atomic_load_explicit(&e->seq, memory_order_acquire);
+		if (!(s & 1)) {
+#pragma GCC unroll 16
+			for (i = 0; i < offsetof(struct soft_reg_mr, seq) /
+						sizeof(*src);
+			     i++)
+				dst[i] = __atomic_load_n(&src[i],
+							 __ATOMIC_RELAXED);
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&e->seq,
+						 memory_order_relaxed) == s)
+				return 0;
+		}
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+	return soft_key_stuck(slot, out);
+}
 
 /* soft_ctx_armed -- publish whether ctx waits on events; a forked child
  * never writes the flag of a context its parent opened */

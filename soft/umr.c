@@ -240,19 +240,20 @@ static int piece_local(struct soft_pd *pd, uint32_t key, uint64_t addr,
 	return 0;
 }
 
-/* piece_remote -- a piece of owner pid checked against the registry */
+/* piece_remote -- a piece of owner pid checked against the registry (one
+ * consistent copy of its entry, soft_key_read) */
 static int piece_remote(int32_t pid, uint32_t pd_id, uint32_t key,
 			uint64_t addr, uint64_t len, uint32_t need,
 			uint8_t **va)
 {
-	const struct soft_reg_mr *m = &soft_reg->mr[soft_key_slot(key)];
-	uint64_t maddr = m->addr, mlen = m->len;
+	struct soft_reg_mr m;
 
-	if (!key || m->key != key || m->kind != SOFT_KEY_MR || m->pid != pid ||
-	    m->pd_id != pd_id || !(m->access & need) || addr < maddr ||
-	    addr - maddr > mlen || len > mlen - (addr - maddr))
+	if (!key || soft_key_read(soft_key_slot(key), &m) || m.key != key ||
+	    m.kind != SOFT_KEY_MR || m.pid != pid || m.pd_id != pd_id ||
+	    !(m.access & need) || addr < m.addr || addr - m.addr > m.len ||
+	    len > m.len - (addr - m.addr))
 		return -1;
-	*va = (uint8_t *)(uintptr_t)(m->va + (addr - maddr));
+	*va = (uint8_t *)(uintptr_t)(m.va + (addr - m.addr));
 	return 0;
 }
 
@@ -550,11 +551,13 @@ static void publish(struct soft_mkey *k, struct soft_umr_tab *t)
 
 	if (m->key != k->dv.lkey || m->pid != soft_self_pid)
 		return;
+	soft_key_write_begin(m);
 	m->access = t ? t->access : 0;
 	m->addr = 0;
 	m->va = (uintptr_t)t;
 	m->len = t ? t->total : 0;
 	m->mr_key = t ? t->n : 0;
+	soft_key_write_end(m);
 }
 
 /* soft_umr_exec -- a staged UMR WR in send queue order; wc status */

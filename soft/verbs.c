@@ -469,6 +469,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 	lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	e = &soft_reg->mr[slot];
 	soft_stripe_lock(lk);
+	soft_key_write_begin(e);
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		/* the file behind the new range, if any: peers' mappings of
 		 * the old one no longer match the entry */
@@ -487,6 +488,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		m->access = (uint32_t)access;
 	}
 	e->pd_id = npd->pd_id;
+	soft_key_write_end(e);
 	pthread_mutex_unlock(lk);
 	if (npd != m->pd) {
 		__atomic_add_fetch(&npd->refcnt, 1, __ATOMIC_RELAXED);

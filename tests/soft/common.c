@@ -4,9 +4,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -316,4 +318,22 @@ pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd)
 	*rfd = c2p[0];
 	*wfd = p2c[1];
 	return pid;
+}
+
+/* t_reg_map -- the host registry of this run, len bytes mapped (NULL: none
+ * yet, or no mapping) */
+void *t_reg_map(size_t len)
+{
+	char name[160];
+	void *p;
+	int fd;
+
+	snprintf(name, sizeof(name), "/%s-registry",
+		 getenv("SOFTRDMA_SHM_PREFIX"));
+	fd = shm_open(name, O_RDWR, 0);
+	if (fd < 0)
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
 }

@@ -52,5 +52,7 @@ void t_xrecv(int fd, void *p, size_t n);
 /* t_spawn -- fork a child running fn(rfd, wfd) on two pipes; the parent's
  * ends in *rfd (what the child writes) and *wfd; -1 on failure */
 pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd);
+/* t_reg_map -- the host registry of this run (len: its size), mapped */
+void *t_reg_map(size_t len);
 
 #endif

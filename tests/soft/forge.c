@@ -121,24 +121,6 @@ static void *seg_map(uint32_t qpn, size_t *len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* reg_map -- the host registry */
-static struct soft_reg *reg_map(void)
-{
-	char name[160];
-	void *p;
-	int fd;
-
-	snprintf(name, sizeof(name), "/%s-registry",
-		 getenv("SOFTRDMA_SHM_PREFIX"));
-	fd = shm_open(name, O_RDWR, 0);
-	if (fd < 0)
-		return NULL;
-	p = mmap(NULL, sizeof(struct soft_reg), PROT_READ | PROT_WRITE,
-		 MAP_SHARED, fd, 0);
-	close(fd);
-	return p == MAP_FAILED ? NULL : p;
-}
-
 /* forge_slot -- write the hostile message into slot 0 of our ring */
 static void forge_slot(struct soft_slot *s, int k, const struct cmd *c)
 {
@@ -247,7 +229,8 @@ static int forger(int rfd, int wfd)
 	memset(secret, 'F', SECRET_LEN); /* our copy of the address */
 	if (t_open(&t, 64))
 		return 1;
-	reg = reg_map(); /* exists once a context is open */
+	reg = t_reg_map(
+		sizeof(struct soft_reg)); /* exists once a context is open */
 	if (!reg)
 		return 1;
 	for (;;) {
