@@ -206,8 +206,8 @@ for round in $(seq "$rounds"); do
 		# (rdmamsg_send_buf), as UCX sends from the caller's memory
 		[ "$sz" -gt 8 ] &&
 			acc "Z_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --zcopy
-		# no copy: the client sends from one registered buffer
-		# (rdmamsg_send_nocopy), the server echoes with rdmamsg_send
+		# no copy: both sides send from one registered buffer of their
+		# own (rdmamsg_send_nocopy), as ucx_perftest's two sides do
 		[ "$sz" -gt 4096 ] &&
 			acc "N_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --nocopy
 	done
@@ -224,10 +224,6 @@ for round in $(seq "$rounds"); do
 	# bandwidth 1 MiB, copied and from one registered buffer
 	acc R_bw1m rmp bw 1048576 3 "$(iters 1000)"
 	acc N_bw1m rmp bw 1048576 3 "$(iters 1000)" "${rmp_opts[@]}" --nocopy
-	# copied, at most 4 MiB of copies waiting to be read (the pool's
-	# buffers stay in the cache)
-	RDMAMSG_COPY_AHEAD=4m acc C_bw rmp bw 65536 3 "$(iters 5000)"
-	RDMAMSG_COPY_AHEAD=4m acc C_bw1m rmp bw 1048576 3 "$(iters 1000)"
 	acc S_bw1m perftest ib_send_bw 1048576 4 -n "$(iters 1000)" "${pt_win[@]}"
 	acc U_bw1m ucx "$utls" tag_bw 1048576 6 "$(iters 2000)"
 	acc A_bw1m ucx "$utls" ucp_am_bw 1048576 6 "$(iters 2000)"
@@ -250,14 +246,14 @@ scale_all() {
 	done
 }
 # rdmamsg_perf prints MB/s (10^6 B/s), UCX msg/s: to MiB/s and M msg/s
-scale_all "$(awk 'BEGIN { print 1e6 / 1048576 }')" R_bw Z_bw N_bw R_bw1m N_bw1m C_bw C_bw1m
+scale_all "$(awk 'BEGIN { print 1e6 / 1048576 }')" R_bw Z_bw N_bw R_bw1m N_bw1m
 scale_all 0.000001 U_mr A_mr
 echo "# rounds load: ${LOAD[*]}"
 echo "# rounds cache-line floor, us: ${FLOOR[*]}"
 for a in R_lat_8 S_lat_8 U_lat_8 A_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 \
 	A_lat_4096 R_lat_65536 S_lat_65536 U_lat_65536 A_lat_65536 Z_lat_4096 \
 	Z_lat_65536 N_lat_65536 R_ev S_ev R_bw Z_bw N_bw S_bw U_bw A_bw R_bw1m \
-	N_bw1m S_bw1m U_bw1m A_bw1m C_bw C_bw1m R_mr S_mr U_mr A_mr; do
+	N_bw1m S_bw1m U_bw1m A_bw1m R_mr S_mr U_mr A_mr; do
 	declare -n vals=$a
 	echo "# rounds $a: ${vals[*]}"
 	unset -n vals
@@ -286,8 +282,6 @@ METRICS=(
 	"nocopy bandwidth 64 KiB, MiB/s|higher|N_bw|S_bw|U_bw|A_bw"
 	"bandwidth 1 MiB, MiB/s|higher|R_bw1m|S_bw1m|U_bw1m|A_bw1m"
 	"nocopy bandwidth 1 MiB, MiB/s|higher|N_bw1m|S_bw1m|U_bw1m|A_bw1m"
-	"bandwidth 64 KiB, copies ahead 4m|higher|C_bw|S_bw|U_bw|A_bw"
-	"bandwidth 1 MiB, copies ahead 4m|higher|C_bw1m|S_bw1m|U_bw1m|A_bw1m"
 )
 
 # table med|best -- every metric's row
@@ -315,8 +309,8 @@ echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is 
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma (zero-copy rows: --zcopy, rdmamsg_send_buf()"
 echo "of a pool buffer the caller filled, instead of rdmamsg_send() copying; nocopy rows: --nocopy,"
 echo "rdmamsg_send_nocopy() from one registered buffer, read in place above the rendezvous threshold,"
-echo "as UCX sends from one buffer; copies ahead 4m: rdmamsg_send() with RDMAMSG_COPY_AHEAD=4m,"
-echo "at most 4 MiB of copies waiting to be read); verbs: perftest on softrdma (LD_PRELOAD),"
+echo "as UCX sends from one buffer, and the server's lat replies too); copied rows: at most"
+echo "RDMAMSG_COPY_AHEAD (default 1 MiB) copied and not yet read; verbs: perftest on softrdma (LD_PRELOAD),"
 echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
 echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest with UCX_TLS=$utls on every row,"
 echo "tag_lat/ucp_am_lat 50%ile, tag_bw/ucp_am_bw average."
