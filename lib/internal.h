@@ -301,8 +301,8 @@ struct rdmamsg_ctx {
 	struct ibv_device_attr dattr;
 	uint32_t max_inline;
 	struct ibv_pd *pd;
-	/* the context's RC and UD QPs are made on qp_pd: a parent domain of
-	 * pd with thread domain td (ctx_qp_domain), or pd itself (td NULL) */
+	/* the context's QPs (RC, UD, DC) are made on qp_pd: a parent domain of
+	 * pd with thread domain td (ctx.c qp_domain), or pd itself (td NULL) */
 	struct ibv_pd *qp_pd;
 	struct ibv_td *td;
 	struct ibv_comp_channel *cc;
