@@ -221,6 +221,48 @@ static int pick_device(struct rdmamsg_ctx *ctx, const char *want)
 	return 0;
 }
 
+/* qp_domain -- the PD the context's QPs are made on: a parent domain of
+ * its PD with a thread domain (ibv_alloc_td(3): a context belongs to the
+ * one thread that drives its loop, rdmamsg.h, so the provider need not
+ * lock its QPs' send queues and doorbells), or the PD itself where the
+ * device has no thread or parent domains (or RDMAMSG_TEST_NO_TD) */
+static struct ibv_pd *qp_domain(struct rdmamsg_ctx *ctx)
+{
+	struct ibv_parent_domain_init_attr pa;
+	struct ibv_td_init_attr ta;
+	const char *e = getenv("RDMAMSG_TEST_NO_TD");
+	struct ibv_pd *pd;
+
+	if (e && atoi(e))
+		return ctx->pd;
+	memset(&ta, 0, sizeof(ta));
+	ctx->td = ibv_alloc_td(ctx->verbs, &ta);
+	if (!ctx->td)
+		return ctx->pd;
+	memset(&pa, 0, sizeof(pa));
+	pa.pd = ctx->pd;
+	pa.td = ctx->td;
+	pd = ibv_alloc_parent_domain(ctx->verbs, &pa);
+	if (!pd) {
+		ibv_dealloc_td(ctx->td);
+		ctx->td = NULL;
+		return ctx->pd;
+	}
+	return pd;
+}
+
+/* qp_domain_free -- the parent domain and thread domain go (every QP on
+ * them is gone) */
+static void qp_domain_free(struct rdmamsg_ctx *ctx)
+{
+	if (!ctx->td)
+		return;
+	ctx->ops->dealloc_pd(ctx->qp_pd);
+	ibv_dealloc_td(ctx->td);
+	ctx->td = NULL;
+	ctx->qp_pd = ctx->pd;
+}
+
 /* probe_inline -- the largest inline size an RC QP accepts (0 if none):
  * largest first, so that a device that can carry a whole 4 or 8 KiB
  * message and its header inline is asked for it; a device asked for more
@@ -254,7 +296,7 @@ static uint32_t probe_inline(struct rdmamsg_ctx *ctx)
 		qa.cap.max_send_sge = 2;
 		qa.cap.max_recv_sge = 1;
 		qa.cap.max_inline_data = tries[i];
-		qp = ctx->ops->create_qp(ctx->pd, &qa);
+		qp = ctx->ops->create_qp(ctx->qp_pd, &qa);
 		if (qp) {
 			best = qa.cap.max_inline_data;
 			ctx->ops->destroy_qp(qp);
@@ -321,6 +363,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 		LOG_ERR("ibv_create_comp_channel failed: %d", ret);
 		goto err_dealloc_pd;
 	}
+	ctx->qp_pd = qp_domain(ctx);
 	ctx->max_inline = probe_inline(ctx);
 	ctx->listen_backlog =
 		(int)(attr ? attr->listen_backlog : DEFAULT_LISTEN_BACKLOG);
@@ -330,12 +373,14 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 	ret = rdmamsg__loop_init(ctx, attr ? attr->loop : NULL);
 	if (ret)
 		goto err_destroy_cc;
-	LOG_INFO("context on %s (%s fabric), inline %u", ctx->devname,
-		 ctx->ops->name, ctx->max_inline);
+	LOG_INFO("context on %s (%s fabric), inline %u, QPs on %s",
+		 ctx->devname, ctx->ops->name, ctx->max_inline,
+		 ctx->td ? "a thread domain" : "the PD");
 	*ctxp = ctx;
 	return 0;
 
 err_destroy_cc:
+	qp_domain_free(ctx);
 	ctx->ops->destroy_comp_channel(ctx->cc);
 err_dealloc_pd:
 	ctx->ops->dealloc_pd(ctx->pd);
@@ -367,6 +412,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 	rdmamsg__iface_fini(ctx);
 	rdmamsg__umr_fini(ctx);
 	rdmamsg__pool_fini(ctx);
+	qp_domain_free(ctx);
 	ctx->ops->destroy_comp_channel(ctx->cc);
 	ctx->ops->dealloc_pd(ctx->pd);
 	ctx->ops->free_devices(ctx->devs);

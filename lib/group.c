@@ -2300,7 +2300,7 @@ static int setup(struct rdmamsg_group *g)
 	qa.cap.max_send_wr = sd;
 	qa.cap.max_recv_wr = g->nrx ? g->nrx : 1;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-	if (ctx->ops->create_cm_qp(g->id, ctx->pd, &qa)) {
+	if (ctx->ops->create_cm_qp(g->id, ctx->qp_pd, &qa)) {
 		ret = rdmamsg__errno(ENOMEM);
 		LOG_ERR("rdma_create_qp (UD) failed: %d", ret);
 		return ret;

@@ -39,6 +39,9 @@ void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 	 * endpoints over several CQs */
 	if (getenv("RDMAMSG_TEST_MAX_CQE"))
 		ifc->max_cqe = (uint32_t)atoi(getenv("RDMAMSG_TEST_MAX_CQE"));
+	/* test hook: the path of a device without ibv_create_cq_ex */
+	ifc->no_cqx = getenv("RDMAMSG_TEST_NO_CQ_EX") &&
+		      atoi(getenv("RDMAMSG_TEST_NO_CQ_EX"));
 	rdmamsg__idt_init(&ifc->eps, RDMAMSG__WRID_TAG_INDEX);
 	rdmamsg__idt_init(&ifc->srqs, RDMAMSG_SRQ_MAX);
 	ifc->qps.keys = NULL;
@@ -87,6 +90,46 @@ struct rdmamsg__icq *rdmamsg__iface_cq(struct rdmamsg_ctx *ctx, const void *cq)
 	return NULL;
 }
 
+/* cq_create -- a CQ of size entries on the completion channel for q:
+ * extended and single-threaded where the device can (a context belongs to
+ * the one thread that drives its loop, rdmamsg.h: the provider need not
+ * lock it), else ibv_create_cq */
+static struct ibv_cq *cq_create(struct rdmamsg_ctx *ctx, int size,
+				struct rdmamsg__icq *q)
+{
+	struct ibv_cq_init_attr_ex a;
+	struct ibv_cq_ex *x;
+
+	if (!ctx->ifc.no_cqx) {
+		memset(&a, 0, sizeof(a));
+		a.cqe = (uint32_t)size;
+		a.cq_context = q;
+		a.channel = ctx->cc;
+		/* what the lanes read: SRQ receives route by qp_num,
+		 * multicast by the source QP, DC by the immediate */
+		a.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
+			     IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP;
+		a.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+		a.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+		x = ibv_create_cq_ex(ctx->verbs, &a);
+		if (!x && errno == EOPNOTSUPP) {
+			/* a device with extended CQs but not the hint */
+			a.comp_mask = 0;
+			a.flags = 0;
+			x = ibv_create_cq_ex(ctx->verbs, &a);
+		}
+		if (x) {
+			q->cqx = x;
+			return ibv_cq_ex_to_cq(x);
+		}
+		if (errno != EOPNOTSUPP && errno != ENOSYS)
+			return NULL;
+		/* no ibv_create_cq_ex on this device: not asked again */
+		ctx->ifc.no_cqx = 1;
+	}
+	return ctx->ops->create_cq(ctx->verbs, size, q, ctx->cc, 0);
+}
+
 /* cq_new -- one more CQ of size entries on the completion channel */
 static int cq_new(struct rdmamsg_ctx *ctx, uint64_t size)
 {
@@ -101,14 +144,16 @@ static int cq_new(struct rdmamsg_ctx *ctx, uint64_t size)
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return -ENOMEM;
-	q->cq = ctx->ops->create_cq(ctx->verbs, (int)size, q, ctx->cc, 0);
+	q->cq = cq_create(ctx, (int)size, q);
 	if (!q->cq) {
 		ret = rdmamsg__errno(ENOMEM);
-		LOG_ERR("ibv_create_cq(%llu) failed: %d",
+		LOG_ERR("creating a CQ of %llu entries failed: %d",
 			(unsigned long long)size, ret);
 		free(q);
 		return ret;
 	}
+	LOG_INFO("CQ %u: %u entries, %s", ctx->ifc.ncq, q->cq->cqe,
+		 q->cqx ? "ibv_create_cq_ex" : "ibv_create_cq");
 	/* not armed: rdmamsg__iface_arm() arms it when the caller is about
 	 * to block, a busy-polling caller never does */
 	q->size = q->cq->cqe > 0 && (uint64_t)q->cq->cqe >= size

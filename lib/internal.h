@@ -208,6 +208,8 @@ int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
  */
 struct rdmamsg__icq {
 	struct ibv_cq *cq;
+	/* cq made by ibv_create_cq_ex (cq is ibv_cq_ex_to_cq of it), or NULL */
+	struct ibv_cq_ex *cqx;
 	uint32_t size;	      /* capacity */
 	uint32_t reserved;    /* live lanes' work requests */
 	uint32_t stale;	      /* freed lanes', until seen empty */
@@ -247,6 +249,8 @@ struct rdmamsg__iface {
 	struct rdmamsg__icq **cqs; /* one; more only past max_cqe entries */
 	uint32_t ncq;
 	uint32_t max_cqe; /* 0: the device's (RDMAMSG_TEST_MAX_CQE caps it) */
+	int no_cqx;	  /* CQs by ibv_create_cq: the device has no
+			   * create_cq_ex (or RDMAMSG_TEST_NO_CQ_EX) */
 	int polling;
 	uint64_t seq;	    /* stamps: drains, progress passes (iface.c) */
 	uint64_t drained;   /* the stamp of the last drain that emptied it */
@@ -297,6 +301,10 @@ struct rdmamsg_ctx {
 	struct ibv_device_attr dattr;
 	uint32_t max_inline;
 	struct ibv_pd *pd;
+	/* the context's QPs (RC, UD, DC) are made on qp_pd: a parent domain of
+	 * pd with thread domain td (ctx.c qp_domain), or pd itself (td NULL) */
+	struct ibv_pd *qp_pd;
+	struct ibv_td *td;
 	struct ibv_comp_channel *cc;
 	struct rdma_event_channel *ech;
 	struct rdmamsg__pool pool;

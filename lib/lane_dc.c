@@ -378,7 +378,7 @@ static int dc_up_qps(struct dc_port *p, struct rdmamsg_srq *srq,
 	qa.qp_type = IBV_QPT_DRIVER;
 	qa.send_cq = qa.recv_cq = p->anchor.icq->cq;
 	qa.srq = srq->srq;
-	qa.pd = ctx->pd;
+	qa.pd = ctx->qp_pd;
 	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
 	da.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
 	da.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
@@ -393,7 +393,7 @@ static int dc_up_qps(struct dc_port *p, struct rdmamsg_srq *srq,
 		memset(&da, 0, sizeof(da));
 		qa.qp_type = IBV_QPT_DRIVER;
 		qa.send_cq = qa.recv_cq = p->anchor.icq->cq;
-		qa.pd = ctx->pd;
+		qa.pd = ctx->qp_pd;
 		qa.comp_mask =
 			IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 		qa.send_ops_flags =

@@ -317,7 +317,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	 * the inline size halves down to RC_INLINE_FLOOR before giving up */
 	for (inl = ctx->max_inline;; inl /= 2) {
 		qa.cap.max_inline_data = inl;
-		if (!ctx->ops->create_cm_qp(a->id, ctx->pd, &qa))
+		if (!ctx->ops->create_cm_qp(a->id, ctx->qp_pd, &qa))
 			break;
 		if (inl <= RC_INLINE_FLOOR) {
 			ret = rdmamsg__errno(ENOMEM);
