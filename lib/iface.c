@@ -112,8 +112,9 @@ static struct ibv_cq *cq_create(struct rdmamsg_ctx *ctx, int size,
 		a.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
 		a.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
 		x = ibv_create_cq_ex(ctx->verbs, &a);
-		if (!x && errno == EOPNOTSUPP) {
-			/* a device with extended CQs but not the hint */
+		if (!x) {
+			/* a device with extended CQs but not the hint (providers
+			 * answer EOPNOTSUPP or EINVAL to a flag they lack) */
 			a.comp_mask = 0;
 			a.flags = 0;
 			x = ibv_create_cq_ex(ctx->verbs, &a);
@@ -122,10 +123,11 @@ static struct ibv_cq *cq_create(struct rdmamsg_ctx *ctx, int size,
 			q->cqx = x;
 			return ibv_cq_ex_to_cq(x);
 		}
-		if (errno != EOPNOTSUPP && errno != ENOSYS)
-			return NULL;
-		/* no ibv_create_cq_ex on this device: not asked again */
-		ctx->ifc.no_cqx = 1;
+		/* no ibv_create_cq_ex on this device, or not with these
+		 * wc_flags: ibv_create_cq, which the lanes' ibv_poll_cq needs
+		 * anyway; a device without it is not asked again */
+		if (errno == EOPNOTSUPP || errno == ENOSYS)
+			ctx->ifc.no_cqx = 1;
 	}
 	return ctx->ops->create_cq(ctx->verbs, size, q, ctx->cc, 0);
 }
