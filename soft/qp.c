@@ -180,6 +180,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	}
 	qp->ctx = ctx;
 	qp->pd = pd;
+	qp->single = soft_pd_td(attr->pd);
 	qp->type = attr->qp_type;
 	/* the kind's data path (qpops.h): DC takes its own (dc.c), an RC QP
 	 * aimed at another host switches at RTR (data.c) */
