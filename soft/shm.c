@@ -1091,20 +1091,25 @@ void soft_lock_slow(soft_lock_t *l)
 		}
 		if (!syscall(SYS_futex, (uint32_t *)&l->v,
 			     FUTEX_LOCK_PI_PRIVATE, 0, NULL, NULL, 0))
-			return;
+			goto taken;
 		if (errno == EINTR || errno == EAGAIN)
 			continue;
-		/* ESRCH: the word rests biased (no thread has it), the
-		 * loop's top takes it */
-		/* no PI futexes here: take it when free */
+		/* ESRCH: the word rests biased (no thread has it): the
+		 * loop's top takes it.  ENOSYS: no PI futexes here, take it
+		 * when free */
 		z = 0;
 		if (errno == ENOSYS &&
 		    atomic_compare_exchange_strong_explicit(
 			    &l->v, &z, soft_tid(), memory_order_acquire,
 			    memory_order_relaxed))
-			return;
+			goto taken;
 		sched_yield();
 	}
+taken:
+	/* handed over by a trylock that backed off from a bias owner in
+	 * its section (bias_revoke): wait for that section too */
+	if (soft_lock_biased(l))
+		bias_revoke(l, 0);
 }
 
 /* bias_barrier -- membarrier(2): every thread of the process has passed
@@ -1141,6 +1146,7 @@ static int bias_keep(void)
 static int bias_revoke(soft_lock_t *l, int try)
 {
 	struct timespec ts = {0, 20000};
+	uint32_t t;
 	int n = 0;
 
 	if (atomic_load_explicit(&l->bias, memory_order_relaxed) == soft_tid())
@@ -1158,7 +1164,14 @@ static int bias_revoke(soft_lock_t *l, int try)
 		abort(); /* registered in soft_bias_lock: cannot fail */
 	while (atomic_load_explicit(&l->bias_in, memory_order_acquire)) {
 		if (try) {
-			soft_unlock(l);
+			/* the word rests biased again; a thread that queued
+			 * on it meanwhile gets it and revokes in its turn
+			 * (soft_lock_slow) */
+			t = soft_tid();
+			if (!atomic_compare_exchange_strong_explicit(
+				    &l->v, &t, SOFT_LOCK_BIASED,
+				    memory_order_release, memory_order_relaxed))
+				soft_unlock_wake(l);
 			return 1;
 		}
 		if (++n < 200)

@@ -318,10 +318,11 @@ struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
  * rests there (soft_bias_enter), with no atomic read-modify-write and no
  * fence.  Everyone else finds the word not 0 and goes the slow way
  * (soft_lock_slow, soft_trylock_slow): it swaps the word for its tid and
- * revokes (soft_lock_revoke): a membarrier(2) makes the owner's mark
+ * revokes (bias_revoke, shm.c): a membarrier(2) makes the owner's mark
  * visible, or makes the owner's next look see the word taken, and it waits
- * for the mark to go; its unlock leaves the word 0, and the owner's next
- * hinted call biases it again.  Rare lockers (the progress thread serving
+ * for the mark to go (a trylock puts the word back and fails instead);
+ * its unlock leaves the word 0, and the owner's next hinted call biases
+ * it again.  Rare lockers (the progress thread serving
  * an armed CQ, a modify, the network receive thread) pay that system call;
  * frequent ones turn the bias off for good (SOFT_BIAS_REVOKES).  The hints
  * only choose which calls try it: the tid check keeps it right whatever
@@ -359,6 +360,14 @@ static inline uint32_t soft_tid(void)
 	uint32_t t = soft_tid_cached;
 
 	return t ? t : soft_tid_slow();
+}
+
+/* soft_lock_biased -- another live thread holds l's bias (word held) */
+static inline int soft_lock_biased(soft_lock_t *l)
+{
+	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
+
+	return b && b != SOFT_BIAS_OFF && b != soft_tid_cached;
 }
 
 static inline void soft_lock_init(soft_lock_t *l)
