@@ -500,7 +500,8 @@ struct soft_td {
 struct soft_pd {
 	struct ibv_pd pd;
 	uint32_t pd_id;
-	int refcnt;	      /* MRs, QPs, SRQs, parent domains */
+	int refcnt; /* MRs, QPs, SRQs, parent domains; a parent domain's:
+		     * its QPs and CQs */
 	struct soft_pd *prot; /* a parent domain's protection domain */
 	struct soft_td *td;   /* a parent domain's thread domain, or NULL */
 };
@@ -562,7 +563,8 @@ struct soft_cq {
 	uint32_t comp_reported, async_reported;
 	uint64_t wc_flags; /* cq_ex */
 	int cqx_polling;
-	int cqx_biased; /* start_poll's soft_bias_enter, for end_poll */
+	int cqx_biased;	      /* start_poll's soft_bias_enter, for end_poll */
+	struct soft_pd *pdom; /* IBV_CQ_INIT_ATTR_MASK_PD's, or NULL */
 	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED, or a parent domain's TD: its
 	 * polls take the context lock biased (soft_bias_enter) */
 	int single;
@@ -637,7 +639,8 @@ struct soft_qp {
 	struct soft_srq *srq;
 	enum ibv_qp_type type;
 	int sq_sig_all;
-	int single; /* on a parent domain with a TD: posts biased */
+	int single;	      /* on a parent domain with a TD: posts biased */
+	struct soft_pd *pdom; /* the parent domain it was made on, or NULL */
 	struct ibv_qp_cap cap;
 	struct ibv_qp_attr attr; /* last values set by modify_qp */
 	enum ibv_qp_state state;
@@ -794,6 +797,25 @@ static inline struct soft_pd *to_spd(struct ibv_pd *pd)
 static inline int soft_pd_td(struct ibv_pd *pd)
 {
 	return soft_container_of(pd, struct soft_pd, pd)->td != NULL;
+}
+
+/* soft_pdom_get -- pd if it is a parent domain, counted (its QPs and CQs
+ * make its ibv_dealloc_pd EBUSY, as mlx5's), else NULL */
+static inline struct soft_pd *soft_pdom_get(struct ibv_pd *pd)
+{
+	struct soft_pd *p = soft_container_of(pd, struct soft_pd, pd);
+
+	if (!p->prot)
+		return NULL;
+	__atomic_add_fetch(&p->refcnt, 1, __ATOMIC_RELAXED);
+	return p;
+}
+
+/* soft_pdom_put -- what soft_pdom_get counted goes */
+static inline void soft_pdom_put(struct soft_pd *p)
+{
+	if (p)
+		__atomic_sub_fetch(&p->refcnt, 1, __ATOMIC_RELAXED);
 }
 
 /* shm.c: registry, segments, liveness */

@@ -329,8 +329,8 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 }
 
 /* ibv_dealloc_pd -- EBUSY while objects (parent domains among them) use
- * it; a parent domain lets go of its PD and TD (as mlx5: its objects count
- * on the PD) */
+ * it, a parent domain while its QPs and CQs do (its MRs and SRQs count on
+ * its PD); a parent domain lets go of its PD and TD */
 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
 	struct soft_pd *p;
@@ -338,12 +338,12 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 	if (!pd)
 		return EINVAL;
 	p = soft_container_of(pd, struct soft_pd, pd);
+	if (__atomic_load_n(&p->refcnt, __ATOMIC_RELAXED))
+		return EBUSY;
 	if (p->prot) {
 		__atomic_sub_fetch(&p->prot->refcnt, 1, __ATOMIC_RELAXED);
 		if (p->td)
 			__atomic_sub_fetch(&p->td->refcnt, 1, __ATOMIC_RELAXED);
-	} else if (__atomic_load_n(&p->refcnt, __ATOMIC_RELAXED)) {
-		return EBUSY;
 	}
 	free(p);
 	return 0;
@@ -1016,6 +1016,8 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 	if (!cq)
 		return NULL;
 	cq->wc_flags = attr->wc_flags;
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
+		cq->pdom = soft_pdom_get(attr->parent_domain);
 	cq->single = ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 		      (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) ||
 		     ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
@@ -1087,6 +1089,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	pthread_mutex_unlock(&cq->mutex);
 	if (cq->channel)
 		__atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_RELAXED);
+	soft_pdom_put(c->pdom);
 	free(c->q);
 	free(c);
 	return 0;
@@ -1331,7 +1334,6 @@ static void cqx_unlock(struct soft_cq *cq, int biased)
 static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
-
 	int biased = 0;
 
 	if (attr && attr->comp_mask)

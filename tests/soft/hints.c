@@ -9,7 +9,8 @@
  *   (EINVAL), custom allocators (EOPNOTSUPP), CQ flags softrdma lacks
  *   (EOPNOTSUPP, as rdma-core's test_cqex expects),
  *   a CQ on a plain PD as its parent domain (EINVAL); a TD or PD that a
- *   parent domain holds is EBUSY to deallocate, free after it goes;
+ *   parent domain holds, and a parent domain that a QP or CQ was made on,
+ *   is EBUSY to deallocate, free after it goes;
  * - data: an RC pair on parent domains with TDs and single-threaded CQs
  *   (and an MR of the PD and one of the parent domain), 2,000 8-byte and
  *   200 4 KiB messages each way, every payload checked;
@@ -279,6 +280,8 @@ static void test_bad_input(struct tctx *t, struct tctx *u)
 	   "create_cq_ex: another context's parent domain is EINVAL");
 	cq = ibv_create_cq_ex(t->ctx, &ca);
 	ok(cq != NULL, "create_cq_ex on the parent domain (its TD)");
+	is_int(ibv_dealloc_pd(pdom), EBUSY,
+	       "dealloc of the parent domain while a CQ has it: EBUSY");
 	if (cq)
 		is_int(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0, "destroy it");
 	is_int(ibv_dealloc_pd(pdom2), 0, "dealloc the second parent domain");
@@ -304,6 +307,8 @@ static void test_data(struct tctx *t, struct tctx *u)
 	is_int(pingpong(&a, &b, 2000, 200, BUFSZ), 0,
 	       "200 4 KiB messages each way");
 	is_int(ibv_dealloc_pd(pd_a), EBUSY, "PD under a parent domain: EBUSY");
+	is_int(ibv_dealloc_pd(a.qp_pd), EBUSY,
+	       "parent domain while its QP lives: EBUSY");
 	is_int(side_close(&a), 0, "closed in order");
 	is_int(side_close(&b), 0, "closed in order (other side)");
 }
