@@ -19,6 +19,10 @@
  *   every message of each stream arrives once, in order, intact; again in
  *   a child with SOFTRDMA_TEST_BIAS_KEEP=1, where the bias never goes off
  *   and every lock of another thread revokes it;
+ * - a hinted pair across the two contexts, a thread on each side polling
+ *   only its own CQ: a pass on one context serves the peer on the other
+ *   (a trylock), which backs off from the other owner's section: every
+ *   echo comes back;
  * - a hinted CQ on a completion channel while a peer process posts paced
  *   SENDs: the events come (direct wake-up, and SOFTRDMA_NO_DIRECT_WAKE=1,
  *   where the progress thread serves the channel and must get past the
@@ -359,6 +363,51 @@ static int threads(struct tctx *t, struct tctx *u)
 	return r;
 }
 
+/* echo_run -- the echoing side of cross(): takes message i, sends it
+ * back */
+static void *echo_run(void *arg)
+{
+	struct stream *s = arg;
+	uint64_t i;
+
+	for (i = 0; i < 3000 && !s->ret; i++) {
+		s->ret = take(&s->b, i, 8);
+		if (!s->ret && send_one(&s->b, i, 8))
+			s->ret = -11;
+	}
+	return NULL;
+}
+
+/*
+ * cross -- a hinted pair across t and u, each side driven by a thread of
+ * its own that polls only its own CQ: each context's bias is its thread's,
+ * and a pass on one context serves the peer QP on the other (serve_local,
+ * a trylock), which must back off while that context's owner is in its
+ * section (or the two wait for each other); 0 when every echo came back
+ */
+static int cross(struct tctx *t, struct tctx *u)
+{
+	struct stream s;
+	pthread_t th;
+	uint64_t i;
+	int r = 0;
+
+	if (side_open(&s.a, t, 1, 0, NULL) || side_open(&s.b, u, 1, 0, NULL) ||
+	    pair_up(&s.a, &s.b))
+		return 1;
+	s.ret = 0;
+	pthread_create(&th, NULL, echo_run, &s);
+	for (i = 0; i < 3000 && !r; i++) {
+		r = send_one(&s.a, i, 8) ? -10 : take(&s.a, i, 8);
+	}
+	pthread_join(th, NULL);
+	if (r || s.ret)
+		r = 2;
+	if (side_close(&s.a) || side_close(&s.b))
+		r = 3;
+	return r;
+}
+
 /* test_threads -- threads(), as it is (the bias goes off after many
  * revocations) and, in a child, with SOFTRDMA_TEST_BIAS_KEEP=1 (every
  * lock of another thread revokes: the exclusion is tested throughout) */
@@ -371,12 +420,17 @@ static void test_threads(struct tctx *t, struct tctx *u)
 	is_int(threads(t, u), 0,
 	       "three streams on the same two contexts, two hinted: all "
 	       "delivered in order");
+	is_int(cross(t, u), 0,
+	       "a hinted pair across two contexts, a thread each: every "
+	       "echo back, in order");
 	pid = fork();
 	if (pid == 0) {
 		setenv("SOFTRDMA_TEST_BIAS_KEEP", "1", 1);
 		if (t_open(&t2, 4) || t_open(&u2, 4))
 			_exit(9);
 		st = threads(&t2, &u2);
+		if (!st)
+			st = cross(&t2, &u2) ? 6 : 0;
 		t_close(&t2);
 		t_close(&u2);
 		_exit(st);
