@@ -247,7 +247,7 @@ void soft_qp_to_error(struct soft_qp *qp)
 
 /* peer_wake -- the peer QP has work: ring its bell, and poke its context
  * if a CQ there is armed (event mode) */
-static inline void peer_wake(struct soft_qp *qp)
+static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
 {
 	struct soft_context *ctx = qp->ctx;
 	struct soft_reg_ctx *rc = qp->peer_rc;
@@ -1476,27 +1476,61 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 }
 
 /*
- * rc_ops_post_send -- ibv_post_send on an RC QP.  qp->ops was read
- * without the lock: a QP whose path changed meanwhile (a modify to RTR or
- * RESET on another thread) is posted to through its new operations.
+ * ctx_enter, ctx_exit -- the context lock around a verbs call: SINGLE (a
+ * thread domain's QP, a single-threaded CQ) takes it biased (softrdma.h,
+ * soft_bias_enter); callers pass a constant, so each call site is
+ * compiled twice and the unhinted one is as before
  */
-static int rc_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-			    struct ibv_send_wr **bad)
+static inline __attribute__((always_inline)) int ctx_enter(
+	struct soft_context *ctx, int single)
 {
-	int ret;
+	if (single)
+		return soft_bias_enter(&ctx->lock);
+	soft_lock(&ctx->lock);
+	return 0;
+}
 
-	soft_lock(&qp->ctx->lock);
+static inline __attribute__((always_inline)) void ctx_exit(
+	struct soft_context *ctx, int single, int biased)
+{
+	if (single)
+		soft_bias_exit(&ctx->lock, biased);
+	else
+		soft_unlock(&ctx->lock);
+}
+
+/*
+ * rc_post_send_in -- ibv_post_send on an RC QP, SINGLE as ctx_enter.
+ * qp->ops was read without the lock: a QP whose path changed meanwhile (a
+ * modify to RTR or RESET on another thread) is posted to through its new
+ * operations.
+ */
+static inline __attribute__((always_inline)) int rc_post_send_in(
+	struct soft_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad,
+	int single)
+{
+	int ret, biased = ctx_enter(qp->ctx, single);
+
 	if (__builtin_expect(qp->ops != &soft_rc_ops, 0)) {
-		soft_unlock(&qp->ctx->lock);
+		ctx_exit(qp->ctx, single, biased);
 		return qp->ops->post_send(qp, wr, bad);
 	}
 	if (post_send_fast(qp, wr)) {
-		soft_unlock(&qp->ctx->lock);
+		ctx_exit(qp->ctx, single, biased);
 		return 0;
 	}
 	ret = rc_post_send(qp, wr, bad);
-	soft_unlock(&qp->ctx->lock);
+	ctx_exit(qp->ctx, single, biased);
 	return ret;
+}
+
+/* rc_ops_post_send -- ibv_post_send on an RC QP */
+static int rc_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			    struct ibv_send_wr **bad)
+{
+	if (qp->single)
+		return rc_post_send_in(qp, wr, bad, 1);
+	return rc_post_send_in(qp, wr, bad, 0);
 }
 
 /* rc_net_post_send -- ibv_post_send on an RC QP to another host (net.c);
@@ -1526,7 +1560,8 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 }
 
 /* rq_mirror -- publish a receive WQE where the initiator can take it */
-static void rq_mirror(struct soft_qp *qp, const struct soft_rwqe *r)
+static inline __attribute__((always_inline)) void rq_mirror(
+	struct soft_qp *qp, const struct soft_rwqe *r)
 {
 	size_t stride = 8 + 16 * (size_t)qp->seg->rq_sge;
 	struct soft_shm_rwqe *w =
@@ -1541,8 +1576,8 @@ static void rq_mirror(struct soft_qp *qp, const struct soft_rwqe *r)
 }
 
 /* rc_post_recv -- ibv_post_recv on an RC QP; lock held */
-static int rc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
-			struct ibv_recv_wr **bad)
+static inline __attribute__((always_inline)) int rc_post_recv(
+	struct soft_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct soft_rwqe *r;
 	int ret = 0;
@@ -1588,8 +1623,14 @@ static int rc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 static int rc_ops_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 			    struct ibv_recv_wr **bad)
 {
-	int ret;
+	int ret, biased;
 
+	if (qp->single) { /* a thread domain's QP */
+		biased = ctx_enter(qp->ctx, 1);
+		ret = rc_post_recv(qp, wr, bad);
+		ctx_exit(qp->ctx, 1, biased);
+		return ret;
+	}
 	soft_lock(&qp->ctx->lock);
 	ret = rc_post_recv(qp, wr, bad);
 	soft_unlock(&qp->ctx->lock);
@@ -2729,7 +2770,8 @@ static int serve_local(struct soft_qp *qp)
 		if (!rx_idle(peer, epoch))
 			rx_qp(peer, epoch);
 	}
-	soft_unlock(&peer->ctx->lock);
+	/* the bias owner (one thread on both contexts) leaves it biased */
+	soft_bias_exit(&peer->ctx->lock, 0);
 	return 1;
 }
 
@@ -3431,20 +3473,22 @@ void soft_progress(struct soft_context *ctx)
 }
 
 /*
- * soft_poll_cq -- ibv_poll_cq: progress the context, then drain.  A CQ
- * that already holds the n completions asked for is drained without a
- * pass, as an HCA's poll only reads its CQ: a pass takes up to 64
- * messages and their receive WQEs, and a receiver that took them faster
- * than it polls their completions (and posts its receives again) ran out
- * of WQEs, RNR NAKs that cost the sender min_rnr_timer each
- * (ib_send_bw -s 8: about 1,000 per million messages).
+ * poll_cq_in -- ibv_poll_cq (SINGLE as ctx_enter): progress the context,
+ * then drain.  A CQ that already holds the n completions asked for is
+ * drained without a pass, as an HCA's poll only reads its CQ: a pass
+ * takes up to 64 messages and their receive WQEs, and a receiver that
+ * took them faster than it polls their completions (and posts its
+ * receives again) ran out of WQEs, RNR NAKs that cost the sender
+ * min_rnr_timer each (ib_send_bw -s 8: about 1,000 per million
+ * messages).
  */
-int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
+							    int n,
+							    struct ibv_wc *wc,
+							    int single)
 {
-	struct soft_cq *cq = to_scq(ibcq);
-	int i;
+	int i, biased = ctx_enter(cq->ctx, single);
 
-	soft_lock(&cq->ctx->lock);
 	if (n <= 0 || cq->count < (uint32_t)n)
 		soft_progress(cq->ctx);
 	for (i = 0; i < n && cq->count; i++) {
@@ -3453,8 +3497,19 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			cq->head = 0;
 		cq->count--;
 	}
-	soft_unlock(&cq->ctx->lock);
+	ctx_exit(cq->ctx, single, biased);
 	return i;
+}
+
+/* soft_poll_cq -- ibv_poll_cq: poll_cq_in, biased for a single-threaded
+ * CQ (IBV_CREATE_CQ_ATTR_SINGLE_THREADED, a parent domain's TD) */
+int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct soft_cq *cq = to_scq(ibcq);
+
+	if (cq->single)
+		return poll_cq_in(cq, n, wc, 1);
+	return poll_cq_in(cq, n, wc, 0);
 }
 
 /* thread_main -- progress for contexts that wait on events */

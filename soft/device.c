@@ -399,6 +399,11 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 				 struct ibv_qp_init_attr_ex *attr);
 struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 				    struct ibv_cq_init_attr_ex *attr);
+struct ibv_td *soft_alloc_td(struct ibv_context *context,
+			     struct ibv_td_init_attr *attr);
+int soft_dealloc_td(struct ibv_td *td);
+struct ibv_pd *soft_alloc_parent_domain(
+	struct ibv_context *context, struct ibv_parent_domain_init_attr *attr);
 struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 				   struct ibv_srq_init_attr_ex *attr);
 int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only);
@@ -481,6 +486,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.create_qp_ex = soft_create_qp_ex;
 	ctx->vctx.create_cq_ex = soft_create_cq_ex;
 	ctx->vctx.create_srq_ex = soft_create_srq_ex;
+	ctx->vctx.alloc_td = soft_alloc_td;
+	ctx->vctx.dealloc_td = soft_dealloc_td;
+	ctx->vctx.alloc_parent_domain = soft_alloc_parent_domain;
 	soft_port_ctx_add(ctx); /* port events (SOFTRDMA_NET=1, port.c) */
 	return c;
 

@@ -180,6 +180,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	}
 	qp->ctx = ctx;
 	qp->pd = pd;
+	qp->single = soft_pd_td(attr->pd);
 	qp->type = attr->qp_type;
 	/* the kind's data path (qpops.h): DC takes its own (dc.c), an RC QP
 	 * aimed at another host switches at RTR (data.c) */
@@ -291,6 +292,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 
 	soft_lock(&ctx->lock);
 	__atomic_add_fetch(&pd->refcnt, 1, __ATOMIC_RELAXED);
+	qp->pdom = soft_pdom_get(attr->pd);
 	qp->scq->refcnt++;
 	qp->rcq->refcnt++;
 	if (qp->srq)
@@ -789,6 +791,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->srq)
 		qp->srq->refcnt--;
 	__atomic_sub_fetch(&qp->pd->refcnt, 1, __ATOMIC_RELAXED);
+	soft_pdom_put(qp->pdom);
 	soft_unlock(&ctx->lock);
 	soft_evq_purge(ctx->async, qp_event_match, ibqp);
 	pthread_mutex_lock(&ibqp->mutex);

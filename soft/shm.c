@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1074,6 +1075,9 @@ uint32_t soft_tid_slow(void)
 	return soft_tid_cached;
 }
 
+static int bias_take(soft_lock_t *l);
+static int bias_revoke(soft_lock_t *l, int try);
+
 /* soft_lock_slow -- the context lock is held: sleep in the kernel, which
  * lends our priority to its owner (FUTEX_LOCK_PI) */
 void soft_lock_slow(soft_lock_t *l)
@@ -1081,20 +1085,157 @@ void soft_lock_slow(soft_lock_t *l)
 	uint32_t z;
 
 	for (;;) {
+		if (bias_take(l)) {
+			bias_revoke(l, 0);
+			return;
+		}
 		if (!syscall(SYS_futex, (uint32_t *)&l->v,
 			     FUTEX_LOCK_PI_PRIVATE, 0, NULL, NULL, 0))
-			return;
+			goto taken;
 		if (errno == EINTR || errno == EAGAIN)
 			continue;
-		/* no PI futexes here: take it when free */
+		/* ESRCH: the word rests biased (no thread has it): the
+		 * loop's top takes it.  ENOSYS: no PI futexes here, take it
+		 * when free */
 		z = 0;
 		if (errno == ENOSYS &&
 		    atomic_compare_exchange_strong_explicit(
 			    &l->v, &z, soft_tid(), memory_order_acquire,
 			    memory_order_relaxed))
-			return;
+			goto taken;
 		sched_yield();
 	}
+taken:
+	/* handed over by a trylock that backed off from a bias owner in
+	 * its section (bias_revoke): wait for that section too */
+	if (soft_lock_biased(l))
+		bias_revoke(l, 0);
+}
+
+/* bias_barrier -- membarrier(2): every thread of the process has passed
+ * a full fence (what the bias owner's sections leave out); 0 when done */
+static int bias_barrier(void)
+{
+	return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0,
+			    0);
+}
+
+/* bias_keep -- SOFTRDMA_TEST_BIAS_KEEP=1 (tests): a bias never goes off,
+ * so that every lock of another thread revokes it (tests/soft/hints) */
+static int bias_keep(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("SOFTRDMA_TEST_BIAS_KEEP");
+
+		v = e && e[0] == '1';
+	}
+	return v;
+}
+
+/*
+ * bias_revoke -- we swapped the biased word for our tid: make the owner's
+ * mark visible and wait until it has left its section (spin, then sleep,
+ * so that a waiter of SCHED_FIFO lets a preempted owner run).  TRY: back
+ * off instead of waiting (a trylock: two owners each in a section and
+ * trying the other's context would wait for each other): the word
+ * released, 1.  A bias given in the process we forked from, or taken from
+ * its owner too often, goes off.  0: the lock is ours.
+ */
+static int bias_revoke(soft_lock_t *l, int try)
+{
+	struct timespec ts = {0, 20000};
+	uint32_t t;
+	int n = 0;
+
+	if (atomic_load_explicit(&l->bias, memory_order_relaxed) == soft_tid())
+		return 0; /* the owner itself, unhinted: not in a section */
+	if (l->bias_pid != soft_self_pid) {
+		/* a fork: the owner's sections ended with it */
+		atomic_store_explicit(&l->bias, SOFT_BIAS_OFF,
+				      memory_order_relaxed);
+		return 0;
+	}
+	if (++l->revokes >= SOFT_BIAS_REVOKES && !bias_keep())
+		atomic_store_explicit(&l->bias, SOFT_BIAS_OFF,
+				      memory_order_relaxed);
+	if (bias_barrier())
+		abort(); /* registered in soft_bias_lock: cannot fail */
+	while (atomic_load_explicit(&l->bias_in, memory_order_acquire)) {
+		if (try) {
+			/* the word rests biased again; a thread that queued
+			 * on it meanwhile gets it and revokes in its turn
+			 * (soft_lock_slow) */
+			t = soft_tid();
+			if (!atomic_compare_exchange_strong_explicit(
+				    &l->v, &t, SOFT_LOCK_BIASED,
+				    memory_order_release, memory_order_relaxed))
+				soft_unlock_wake(l);
+			return 1;
+		}
+		if (++n < 200)
+			sched_yield();
+		else
+			nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+/* bias_take -- the word rests biased (a failed FUTEX_LOCK_PI may have
+ * added FUTEX_WAITERS): take it as ours; 1 when swapped */
+static int bias_take(soft_lock_t *l)
+{
+	uint32_t v = atomic_load_explicit(&l->v, memory_order_relaxed);
+
+	return (v & FUTEX_TID_MASK) == SOFT_LOCK_BIASED &&
+	       atomic_compare_exchange_strong_explicit(&l->v, &v, soft_tid(),
+						       memory_order_acquire,
+						       memory_order_relaxed);
+}
+
+/* soft_trylock_slow -- soft_trylock found the word not 0: biased, revoke
+ * without waiting; held, 1 */
+int soft_trylock_slow(soft_lock_t *l)
+{
+	return bias_take(l) ? bias_revoke(l, 1) : 1;
+}
+
+/*
+ * soft_bias_lock -- soft_bias_enter without the bias: take the word (which
+ * revokes another owner's bias), and the bias becomes ours: the thread that
+ * makes hinted calls now (set-up may have been another), when
+ * membarrier(2) is there for its revokers (registered once per process).
+ * Two hinted threads on one context take it from each other, a revocation
+ * each time, until it goes off (SOFT_BIAS_REVOKES).
+ */
+void soft_bias_lock(soft_lock_t *l)
+{
+	static int32_t registered;
+	uint32_t b;
+
+	soft_lock(l);
+	b = atomic_load_explicit(&l->bias, memory_order_relaxed);
+	if (b == SOFT_BIAS_OFF || b == soft_tid())
+		return;
+	if (b && l->bias_pid == soft_self_pid) {
+		/* the word is ours: the owner is in no section */
+		atomic_store_explicit(&l->bias, soft_tid(),
+				      memory_order_relaxed);
+		return;
+	}
+	if (__atomic_load_n(&registered, __ATOMIC_RELAXED) != soft_self_pid) {
+		if (syscall(SYS_membarrier,
+			    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0)) {
+			atomic_store_explicit(&l->bias, SOFT_BIAS_OFF,
+					      memory_order_relaxed);
+			return;
+		}
+		__atomic_store_n(&registered, soft_self_pid, __ATOMIC_RELAXED);
+	}
+	l->bias_pid = soft_self_pid;
+	l->revokes = 0;
+	atomic_store_explicit(&l->bias, soft_tid(), memory_order_relaxed);
 }
 
 /* soft_unlock_wake -- a thread sleeps on the context lock: the kernel

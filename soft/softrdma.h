@@ -309,12 +309,44 @@ struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
  * scheduler had taken off the CPU, and ACKs never wait for the
  * application's poller to be run again.
  */
+/*
+ * Biased mode (the thread-domain and single-threaded hints, issue 13): a
+ * context whose hinted QPs and CQs one thread uses is biased towards that
+ * thread (bias: its tid).  Between its hinted posts and polls the word
+ * rests at SOFT_LOCK_BIASED instead of 0, and those calls take no lock:
+ * they mark bias_in with a plain store and check that the word still
+ * rests there (soft_bias_enter), with no atomic read-modify-write and no
+ * fence.  Everyone else finds the word not 0 and goes the slow way
+ * (soft_lock_slow, soft_trylock_slow): it swaps the word for its tid and
+ * revokes (bias_revoke, shm.c): a membarrier(2) makes the owner's mark
+ * visible, or makes the owner's next look see the word taken, and it waits
+ * for the mark to go (a trylock puts the word back and fails instead);
+ * its unlock leaves the word 0, and the owner's next hinted call biases
+ * it again.  Rare lockers (the progress thread serving
+ * an armed CQ, a modify, the network receive thread) pay that system call;
+ * frequent ones turn the bias off for good (SOFT_BIAS_REVOKES).  The hints
+ * only choose which calls try it: the tid check keeps it right whatever
+ * the caller does, and unhinted lockers of an unbiased word pay nothing.
+ * SOFT_LOCK_BIASED names no thread: the kernel's FUTEX_LOCK_PI finds no
+ * owner for it (ESRCH) and never sleeps on it.
+ */
+#define SOFT_LOCK_BIASED  0x20000000u /* the word: free, for the owner */
+#define SOFT_BIAS_OFF	  UINT32_MAX  /* bias: none any more */
+#define SOFT_BIAS_REVOKES 4096	      /* others' takes before it goes off */
+
 typedef struct {
-	_Atomic uint32_t v; /* 0 free, else the owner's tid (| FUTEX_WAITERS) */
+	_Atomic uint32_t v;	  /* 0 free, SOFT_LOCK_BIASED, else the holder's
+			     * tid (| FUTEX_WAITERS) */
+	_Atomic uint32_t bias;	  /* 0: none yet, SOFT_BIAS_OFF, a tid */
+	_Atomic uint32_t bias_in; /* the bias owner is in a biased section */
+	int32_t bias_pid;	  /* the process the bias was given in */
+	uint32_t revokes;	  /* others' takes since (word held) */
 } soft_lock_t;
 
 void soft_lock_slow(soft_lock_t *l);
+int soft_trylock_slow(soft_lock_t *l);
 void soft_unlock_wake(soft_lock_t *l);
+void soft_bias_lock(soft_lock_t *l);
 
 /* this thread's id (0 until first asked; reset in a forked child);
  * static TLS (initial-exec): the dynamic TLS of a dlopen()ed library
@@ -330,9 +362,21 @@ static inline uint32_t soft_tid(void)
 	return t ? t : soft_tid_slow();
 }
 
+/* soft_lock_biased -- another live thread holds l's bias (word held) */
+static inline int soft_lock_biased(soft_lock_t *l)
+{
+	uint32_t b = atomic_load_explicit(&l->bias, memory_order_relaxed);
+
+	return b && b != SOFT_BIAS_OFF && b != soft_tid_cached;
+}
+
 static inline void soft_lock_init(soft_lock_t *l)
 {
 	atomic_init(&l->v, 0);
+	atomic_init(&l->bias, 0);
+	atomic_init(&l->bias_in, 0);
+	l->bias_pid = 0;
+	l->revokes = 0;
 }
 
 static inline void soft_lock(soft_lock_t *l)
@@ -345,14 +389,17 @@ static inline void soft_lock(soft_lock_t *l)
 		soft_lock_slow(l);
 }
 
-/* soft_trylock -- 0 when taken (as pthread_mutex_trylock) */
+/* soft_trylock -- 0 when taken (as pthread_mutex_trylock); a bias owner in
+ * its section makes it back off */
 static inline int soft_trylock(soft_lock_t *l)
 {
 	uint32_t z = 0;
 
-	return !atomic_compare_exchange_strong_explicit(&l->v, &z, soft_tid(),
-							memory_order_acquire,
-							memory_order_relaxed);
+	if (atomic_compare_exchange_strong_explicit(&l->v, &z, soft_tid(),
+						    memory_order_acquire,
+						    memory_order_relaxed))
+		return 0;
+	return soft_trylock_slow(l);
 }
 
 static inline void soft_unlock(soft_lock_t *l)
@@ -362,6 +409,48 @@ static inline void soft_unlock(soft_lock_t *l)
 	if (!atomic_compare_exchange_strong_explicit(
 		    &l->v, &t, 0, memory_order_release, memory_order_relaxed))
 		soft_unlock_wake(l); /* waiters: the kernel hands it over */
+}
+
+/*
+ * soft_bias_enter -- the lock for a hinted post or poll: 1 when this
+ * thread holds the bias and the word rests biased (no lock taken), else 0
+ * with the word taken (soft_bias_lock: the first such caller gets the
+ * bias).  End with soft_bias_exit(l, what this returned).
+ */
+static inline int soft_bias_enter(soft_lock_t *l)
+{
+	/* the tid as cached, 0 before this thread's first lock: bias is
+	 * never 0 while the word rests biased, so 0 fails below */
+	if (atomic_load_explicit(&l->bias, memory_order_relaxed) ==
+	    soft_tid_cached) {
+		atomic_store_explicit(&l->bias_in, 1, memory_order_relaxed);
+		/* the hardware fence is the revoker's membarrier */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&l->v, memory_order_acquire) ==
+		    SOFT_LOCK_BIASED)
+			return 1;
+		atomic_store_explicit(&l->bias_in, 0, memory_order_release);
+	}
+	soft_bias_lock(l);
+	return 0;
+}
+
+/* soft_bias_exit -- the end of what soft_bias_enter began: the owner
+ * leaves the word biased again */
+static inline void soft_bias_exit(soft_lock_t *l, int biased)
+{
+	uint32_t t;
+
+	if (biased) {
+		atomic_store_explicit(&l->bias_in, 0, memory_order_release);
+		return;
+	}
+	t = soft_tid();
+	if (atomic_load_explicit(&l->bias, memory_order_relaxed) != t ||
+	    !atomic_compare_exchange_strong_explicit(
+		    &l->v, &t, SOFT_LOCK_BIASED, memory_order_release,
+		    memory_order_relaxed))
+		soft_unlock(l);
 }
 
 struct soft_context {
@@ -399,10 +488,22 @@ struct soft_context {
 	struct soft_maps *maps; /* peers' MRs mapped here (peermap.c) */
 };
 
+/* a thread domain (ibv_alloc_td): objects of it are used by one thread at
+ * a time, the caller's promise */
+struct soft_td {
+	struct ibv_td td;
+	int refcnt; /* parent domains on it */
+};
+
+/* a protection domain, or a parent domain (ibv_alloc_parent_domain): a PD
+ * for everything created on it, whose objects count on prot */
 struct soft_pd {
 	struct ibv_pd pd;
 	uint32_t pd_id;
-	int refcnt; /* MRs, QPs, SRQs */
+	int refcnt; /* MRs, QPs, SRQs, parent domains; a parent domain's:
+		     * its QPs and CQs */
+	struct soft_pd *prot; /* a parent domain's protection domain */
+	struct soft_td *td;   /* a parent domain's thread domain, or NULL */
 };
 
 struct soft_mr {
@@ -462,6 +563,11 @@ struct soft_cq {
 	uint32_t comp_reported, async_reported;
 	uint64_t wc_flags; /* cq_ex */
 	int cqx_polling;
+	int cqx_biased;	      /* start_poll's soft_bias_enter, for end_poll */
+	struct soft_pd *pdom; /* IBV_CQ_INIT_ATTR_MASK_PD's, or NULL */
+	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED, or a parent domain's TD: its
+	 * polls take the context lock biased (soft_bias_enter) */
+	int single;
 };
 
 struct soft_rwqe {
@@ -533,6 +639,8 @@ struct soft_qp {
 	struct soft_srq *srq;
 	enum ibv_qp_type type;
 	int sq_sig_all;
+	int single;	      /* on a parent domain with a TD: posts biased */
+	struct soft_pd *pdom; /* the parent domain it was made on, or NULL */
 	struct ibv_qp_cap cap;
 	struct ibv_qp_attr attr; /* last values set by modify_qp */
 	enum ibv_qp_state state;
@@ -675,9 +783,39 @@ static inline struct soft_srq *to_ssrq(struct ibv_srq *srq)
 	return soft_container_of(srq, struct soft_srq, srq);
 }
 
+/* to_spd -- the protection domain of pd (a parent domain's is its
+ * protection domain, as in mlx5's to_mpd) */
 static inline struct soft_pd *to_spd(struct ibv_pd *pd)
 {
-	return soft_container_of(pd, struct soft_pd, pd);
+	struct soft_pd *p = soft_container_of(pd, struct soft_pd, pd);
+
+	return p->prot ? p->prot : p;
+}
+
+/* soft_pd_td -- pd is a parent domain with a thread domain: what is made
+ * on it is used by one thread at a time */
+static inline int soft_pd_td(struct ibv_pd *pd)
+{
+	return soft_container_of(pd, struct soft_pd, pd)->td != NULL;
+}
+
+/* soft_pdom_get -- pd if it is a parent domain, counted (its QPs and CQs
+ * make its ibv_dealloc_pd EBUSY, as mlx5's), else NULL */
+static inline struct soft_pd *soft_pdom_get(struct ibv_pd *pd)
+{
+	struct soft_pd *p = soft_container_of(pd, struct soft_pd, pd);
+
+	if (!p->prot)
+		return NULL;
+	__atomic_add_fetch(&p->refcnt, 1, __ATOMIC_RELAXED);
+	return p;
+}
+
+/* soft_pdom_put -- what soft_pdom_get counted goes */
+static inline void soft_pdom_put(struct soft_pd *p)
+{
+	if (p)
+		__atomic_sub_fetch(&p->refcnt, 1, __ATOMIC_RELAXED);
 }
 
 /* shm.c: registry, segments, liveness */

@@ -328,18 +328,105 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	return &pd->pd;
 }
 
-/* ibv_dealloc_pd -- EBUSY while objects use it */
+/* ibv_dealloc_pd -- EBUSY while objects (parent domains among them) use
+ * it, a parent domain while its QPs and CQs do (its MRs and SRQs count on
+ * its PD); a parent domain lets go of its PD and TD */
 int ibv_dealloc_pd(struct ibv_pd *pd)
 {
 	struct soft_pd *p;
 
 	if (!pd)
 		return EINVAL;
-	p = to_spd(pd);
-	if (p->refcnt)
+	p = soft_container_of(pd, struct soft_pd, pd);
+	if (__atomic_load_n(&p->refcnt, __ATOMIC_RELAXED))
 		return EBUSY;
+	if (p->prot) {
+		__atomic_sub_fetch(&p->prot->refcnt, 1, __ATOMIC_RELAXED);
+		if (p->td)
+			__atomic_sub_fetch(&p->td->refcnt, 1, __ATOMIC_RELAXED);
+	}
 	free(p);
 	return 0;
+}
+
+struct ibv_td *soft_alloc_td(struct ibv_context *context,
+			     struct ibv_td_init_attr *attr);
+int soft_dealloc_td(struct ibv_td *td);
+struct ibv_pd *soft_alloc_parent_domain(
+	struct ibv_context *context, struct ibv_parent_domain_init_attr *attr);
+
+/* soft_alloc_td -- ibv_alloc_td: a thread domain (no comp_mask bits are
+ * defined: any is EINVAL) */
+struct ibv_td *soft_alloc_td(struct ibv_context *context,
+			     struct ibv_td_init_attr *attr)
+{
+	struct soft_td *td;
+
+	if (!attr || attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	td = calloc(1, sizeof(*td));
+	if (!td) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	td->td.context = context;
+	return &td->td;
+}
+
+/* soft_dealloc_td -- ibv_dealloc_td: EBUSY while a parent domain has it */
+int soft_dealloc_td(struct ibv_td *td)
+{
+	struct soft_td *t = soft_container_of(td, struct soft_td, td);
+
+	if (__atomic_load_n(&t->refcnt, __ATOMIC_RELAXED))
+		return EBUSY;
+	free(t);
+	return 0;
+}
+
+/*
+ * soft_alloc_parent_domain -- ibv_alloc_parent_domain: a PD (attr->pd, a
+ * parent domain's being its protection domain) with, optionally, a thread
+ * domain.  Objects made on it belong to the PD; with a TD, a QP's posts and
+ * a CQ's polls take softrdma's context lock in biased mode (softrdma.h,
+ * soft_bias_enter).  Custom allocators are not supported (EOPNOTSUPP:
+ * softrdma's queues live in shared memory of its own).
+ */
+struct ibv_pd *soft_alloc_parent_domain(
+	struct ibv_context *context, struct ibv_parent_domain_init_attr *attr)
+{
+	struct soft_pd *p, *prot;
+
+	if (!attr || !attr->pd || attr->pd->context != context ||
+	    (attr->td && attr->td->context != context) ||
+	    (attr->comp_mask &
+	     ~(uint32_t)(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+			 IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	prot = to_spd(attr->pd);
+	p->prot = prot;
+	p->pd_id = prot->pd_id;
+	p->pd.context = context;
+	p->pd.handle = prot->pd.handle;
+	__atomic_add_fetch(&prot->refcnt, 1, __ATOMIC_RELAXED);
+	if (attr->td) {
+		p->td = soft_container_of(attr->td, struct soft_td, td);
+		__atomic_add_fetch(&p->td->refcnt, 1, __ATOMIC_RELAXED);
+	}
+	return &p->pd;
 }
 
 /* Process-local lkey table, indexed like the registry */
@@ -908,12 +995,19 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	/* EOPNOTSUPP, as rdma-core's tests/test_cqex.py asks of a flag
+	 * (IGNORE_OVERRUN) a provider does not have */
 	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	    (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (attr->cqe > (uint32_t)SOFT_MAX_CQE) {
+	/* a parent domain of this context (mlx5: EINVAL for a plain PD) */
+	if (attr->cqe > (uint32_t)SOFT_MAX_CQE ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	     (!attr->parent_domain || attr->parent_domain->context != context ||
+	      !soft_container_of(attr->parent_domain, struct soft_pd, pd)
+		       ->prot))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -922,6 +1016,12 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 	if (!cq)
 		return NULL;
 	cq->wc_flags = attr->wc_flags;
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
+		cq->pdom = soft_pdom_get(attr->parent_domain);
+	cq->single = ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+		      (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) ||
+		     ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+		      soft_pd_td(attr->parent_domain));
 	return &cq->cqx;
 }
 
@@ -989,6 +1089,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	pthread_mutex_unlock(&cq->mutex);
 	if (cq->channel)
 		__atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_RELAXED);
+	soft_pdom_put(c->pdom);
 	free(c->q);
 	free(c);
 	return 0;
@@ -1220,18 +1321,33 @@ static void cqx_load(struct soft_cq *cq)
 	cq->cqx.wr_id = wc->wr_id;
 }
 
+/* cqx_unlock -- the end of start_poll's lock (a single-threaded CQ's is
+ * biased: softrdma.h) */
+static void cqx_unlock(struct soft_cq *cq, int biased)
+{
+	if (cq->single)
+		soft_bias_exit(&cq->ctx->lock, biased);
+	else
+		soft_unlock(&cq->ctx->lock);
+}
+
 static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
+	int biased = 0;
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	soft_lock(&cq->ctx->lock);
+	if (cq->single)
+		biased = soft_bias_enter(&cq->ctx->lock);
+	else
+		soft_lock(&cq->ctx->lock);
 	soft_progress(cq->ctx);
 	if (!cq->count) {
-		soft_unlock(&cq->ctx->lock);
+		cqx_unlock(cq, biased);
 		return ENOENT;
 	}
+	cq->cqx_biased = biased;
 	cq->cqx_polling = 1;
 	cqx_load(cq);
 	return 0;
@@ -1263,5 +1379,5 @@ static void cq_end_poll(struct ibv_cq_ex *cqx)
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
 
 	cqx_consume(cq);
-	soft_unlock(&cq->ctx->lock);
+	cqx_unlock(cq, cq->cqx_biased);
 }

@@ -5,9 +5,11 @@
  * counts softrdma's instructions per message on.
  *
  *   valgrind --tool=callgrind tools/soft_pingpong [-n ITERS] [-s SIZE] [-1]
- *	[-I INLINE]
+ *	[-I INLINE] [-T]
  *
- * -1 puts both QPs on one context.  -I sends messages of up to INLINE
+ * -1 puts both QPs on one context.  -T uses the single-thread hints: each
+ * QP on a parent domain with a thread domain, each CQ created
+ * IBV_CREATE_CQ_ATTR_SINGLE_THREADED.  -I sends messages of up to INLINE
  * bytes inline (default 64; the QPs are created with that much).  Prints the message count; a message
  * is one SEND (a round trip is two).  Exits 1 on any verbs error.
  */
@@ -23,6 +25,8 @@
 struct side {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
+	struct ibv_td *td;    /* -T: the QP's thread domain */
+	struct ibv_pd *qp_pd; /* -T: a parent domain of pd with td, or pd */
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
@@ -30,6 +34,40 @@ struct side {
 };
 
 static uint32_t inl = 64; /* -I: SENDs up to this long go inline */
+static int hints;	  /* -T: the single-thread hints */
+
+/* make_cq -- s's CQ: -T single-threaded (ibv_create_cq_ex) */
+static struct ibv_cq *make_cq(struct side *s)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 64,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
+	};
+	struct ibv_cq_ex *cq;
+
+	if (!hints)
+		return ibv_create_cq(s->ctx, 64, NULL, NULL, 0);
+	cq = ibv_create_cq_ex(s->ctx, &ca);
+	return cq ? ibv_cq_ex_to_cq(cq) : NULL;
+}
+
+/* make_qp_pd -- -T: a parent domain of s->pd with a thread domain */
+static struct ibv_pd *make_qp_pd(struct side *s)
+{
+	struct ibv_td_init_attr ta = {0};
+	struct ibv_parent_domain_init_attr pa = {0};
+
+	if (!hints)
+		return s->pd;
+	s->td = ibv_alloc_td(s->ctx, &ta);
+	if (!s->td)
+		return NULL;
+	pa.pd = s->pd;
+	pa.td = s->td;
+	return ibv_alloc_parent_domain(s->ctx, &pa);
+}
 
 static int die(const char *what)
 {
@@ -43,11 +81,12 @@ static void setup(struct side *s, struct ibv_context *ctx)
 
 	s->ctx = ctx;
 	s->pd = ibv_alloc_pd(ctx);
-	s->cq = s->pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
+	s->cq = s->pd ? make_cq(s) : NULL;
 	s->mr = s->cq ? ibv_reg_mr(s->pd, s->buf, sizeof(s->buf),
 				   IBV_ACCESS_LOCAL_WRITE)
 		      : NULL;
-	if (!s->mr)
+	s->qp_pd = s->mr ? make_qp_pd(s) : NULL;
+	if (!s->qp_pd)
 		die("setup");
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = s->cq;
@@ -58,7 +97,7 @@ static void setup(struct side *s, struct ibv_context *ctx)
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = inl;
-	s->qp = ibv_create_qp(s->pd, &qa);
+	s->qp = ibv_create_qp(s->qp_pd, &qa);
 	if (!s->qp)
 		die("ibv_create_qp");
 }
@@ -164,7 +203,7 @@ int main(int argc, char **argv)
 	uint32_t size = 8;
 	int one = 0, opt, sa = 0, sb = 0;
 
-	while ((opt = getopt(argc, argv, "n:s:1I:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:1I:T")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -178,10 +217,13 @@ int main(int argc, char **argv)
 		case 'I':
 			inl = (uint32_t)atoi(optarg);
 			break;
+		case 'T':
+			hints = 1;
+			break;
 		default:
 			fprintf(stderr,
 				"usage: soft_pingpong [-n ITERS] [-s SIZE] "
-				"[-1] [-I INLINE]\n");
+				"[-1] [-I INLINE] [-T]\n");
 			return 2;
 		}
 	}
@@ -217,6 +259,12 @@ int main(int argc, char **argv)
 	ibv_dereg_mr(b.mr);
 	ibv_destroy_cq(a.cq);
 	ibv_destroy_cq(b.cq);
+	if (hints) { /* the parent domains first: they hold pd and td */
+		ibv_dealloc_pd(a.qp_pd);
+		ibv_dealloc_pd(b.qp_pd);
+		ibv_dealloc_td(a.td);
+		ibv_dealloc_td(b.td);
+	}
 	ibv_dealloc_pd(a.pd);
 	ibv_dealloc_pd(b.pd);
 	ibv_close_device(c1);

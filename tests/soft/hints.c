@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hints.c -- the single-thread hints of verbs: thread domains
+ * (ibv_alloc_td), parent domains (ibv_alloc_parent_domain) used wherever a
+ * PD is, and IBV_CREATE_CQ_ATTR_SINGLE_THREADED CQs, which softrdma honours
+ * with a context lock biased towards the thread that uses them.
+ *
+ * - bad input: an unknown comp_mask (EINVAL), no PD, another context's TD
+ *   (EINVAL), custom allocators (EOPNOTSUPP), CQ flags softrdma lacks
+ *   (EOPNOTSUPP, as rdma-core's test_cqex expects),
+ *   a CQ on a plain PD as its parent domain (EINVAL); a TD or PD that a
+ *   parent domain holds, and a parent domain that a QP or CQ was made on,
+ *   is EBUSY to deallocate, free after it goes;
+ * - data: an RC pair on parent domains with TDs and single-threaded CQs
+ *   (and an MR of the PD and one of the parent domain), 2,000 8-byte and
+ *   200 4 KiB messages each way, every payload checked;
+ * - three threads on the same two contexts, each its own QP pair: two with
+ *   hints of their own (two owners contend for one bias), one without:
+ *   every message of each stream arrives once, in order, intact; again in
+ *   a child with SOFTRDMA_TEST_BIAS_KEEP=1, where the bias never goes off
+ *   and every lock of another thread revokes it;
+ * - a hinted pair across the two contexts, a thread on each side polling
+ *   only its own CQ: a pass on one context serves the peer on the other
+ *   (a trylock), which backs off from the other owner's section: every
+ *   echo comes back;
+ * - a hinted CQ on a completion channel while a peer process posts paced
+ *   SENDs: the events come (direct wake-up, and SOFTRDMA_NO_DIRECT_WAKE=1,
+ *   where the progress thread serves the channel and must get past the
+ *   owner's bias), all messages arrive in order.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define DEPTH	16
+#define BUFSZ	4096
+#define WAIT_MS 30000
+#define NPACED	200
+
+/* one side of an RC pair: its QP on a parent domain (hinted) or the PD */
+struct side {
+	struct tctx *t;
+	struct ibv_td *td;
+	struct ibv_pd *qp_pd; /* the parent domain, or t->pd */
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf; /* [0, BUFSZ): sends; then DEPTH receive buffers */
+};
+
+/* single_cq -- a CQ of ctx with IBV_CREATE_CQ_ATTR_SINGLE_THREADED */
+static struct ibv_cq *single_cq(struct ibv_context *ctx,
+				struct ibv_comp_channel *ch)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 4 * DEPTH,
+		.channel = ch,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
+	};
+	struct ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &ca);
+
+	return cq ? ibv_cq_ex_to_cq(cq) : NULL;
+}
+
+/* side_open -- s on t: hinted (a TD, a parent domain, a single-threaded
+ * CQ; the MR on the parent domain when MR_ON_PARENT) or plain */
+static int side_open(struct side *s, struct tctx *t, int hinted,
+		     int mr_on_parent, struct ibv_comp_channel *ch)
+{
+	struct ibv_td_init_attr ta = {0};
+	struct ibv_parent_domain_init_attr pa = {0};
+	struct ibv_qp_init_attr qa;
+
+	memset(s, 0, sizeof(*s));
+	s->t = t;
+	s->qp_pd = t->pd;
+	if (hinted) {
+		s->td = ibv_alloc_td(t->ctx, &ta);
+		pa.pd = t->pd;
+		pa.td = s->td;
+		s->qp_pd = s->td ? ibv_alloc_parent_domain(t->ctx, &pa) : NULL;
+		s->cq = single_cq(t->ctx, ch);
+	} else {
+		s->cq = ibv_create_cq(t->ctx, 4 * DEPTH, NULL, ch, 0);
+	}
+	s->buf = calloc(DEPTH + 1, BUFSZ);
+	if (!s->qp_pd || !s->cq || !s->buf)
+		return -1;
+	s->mr = ibv_reg_mr(mr_on_parent ? s->qp_pd : t->pd, s->buf,
+			   (size_t)(DEPTH + 1) * BUFSZ, IBV_ACCESS_LOCAL_WRITE);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = s->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = DEPTH;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = 64;
+	s->qp = s->mr ? ibv_create_qp(s->qp_pd, &qa) : NULL;
+	return s->qp ? 0 : -1;
+}
+
+/* side_close -- in the order verbs wants: QP, MR, CQ, parent domain, TD;
+ * 0 when every call succeeded */
+static int side_close(struct side *s)
+{
+	int r = 0;
+
+	r |= ibv_destroy_qp(s->qp);
+	r |= ibv_dereg_mr(s->mr);
+	r |= ibv_destroy_cq(s->cq);
+	if (s->td) {
+		r |= ibv_dealloc_pd(s->qp_pd);
+		r |= ibv_dealloc_td(s->td);
+	}
+	free(s->buf);
+	return r;
+}
+
+static int recv_one(struct side *s, uint64_t i)
+{
+	return t_post_recv(s->qp, s->buf + BUFSZ * (1 + i % DEPTH), BUFSZ,
+			   s->mr->lkey, 1000000 + i);
+}
+
+/* take -- poll s's CQ until the receive numbered i completes (and count
+ * send completions); its payload must be LEN bytes of the pattern of i */
+static int take(struct side *s, uint64_t i, uint32_t len)
+{
+	struct ibv_wc wc[4];
+	const unsigned char *p;
+	uint32_t k;
+	int n, j, got = 0, spins = 0;
+
+	while (!got) {
+		n = ibv_poll_cq(s->cq, 4, wc);
+		if (n < 0)
+			return -1;
+		if (!n && ++spins > 50000000)
+			return -2; /* stuck */
+		for (j = 0; j < n; j++) {
+			if (wc[j].status != IBV_WC_SUCCESS)
+				return -3;
+			if (wc[j].opcode != IBV_WC_RECV)
+				continue;
+			if (wc[j].wr_id != 1000000 + i || wc[j].byte_len != len)
+				return -4; /* lost, repeated or out of order */
+			got = 1;
+		}
+	}
+	p = (const unsigned char *)s->buf + BUFSZ * (1 + i % DEPTH);
+	for (k = 0; k < len; k++)
+		if (p[k] != (unsigned char)(i * 7 + k))
+			return -5;
+	return recv_one(s, i + DEPTH);
+}
+
+static int send_one(struct side *s, uint64_t i, uint32_t len)
+{
+	uint32_t k;
+
+	for (k = 0; k < len; k++)
+		s->buf[k] = (char)(i * 7 + k);
+	return t_post(s->qp, IBV_WR_SEND, s->buf, len, s->mr->lkey, i,
+		      IBV_SEND_SIGNALED, 0, 0);
+}
+
+/* pingpong -- N messages of LEN bytes each way between a and b (both
+ * connected, DEPTH receives posted from FIRST); 0 when all arrived */
+static int pingpong(struct side *a, struct side *b, uint64_t first, uint64_t n,
+		    uint32_t len)
+{
+	uint64_t i;
+	int r;
+
+	for (i = first; i < first + n; i++) {
+		if (send_one(a, i, len))
+			return -10;
+		r = take(b, i, len);
+		if (r)
+			return r;
+		if (send_one(b, i, len))
+			return -11;
+		r = take(a, i, len);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* pair_up -- connect a and b and post their first DEPTH receives */
+static int pair_up(struct side *a, struct side *b)
+{
+	uint64_t i;
+
+	if (t_connect(a->qp, b->qp->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(b->qp, a->qp->qp_num, 0, 1, 7, 14, 7))
+		return -1;
+	for (i = 0; i < DEPTH; i++)
+		if (recv_one(a, i) || recv_one(b, i))
+			return -1;
+	return 0;
+}
+
+static void test_bad_input(struct tctx *t, struct tctx *u)
+{
+	struct ibv_td_init_attr ta = {0};
+	struct ibv_parent_domain_init_attr pa = {0};
+	struct ibv_cq_init_attr_ex ca = {.cqe = 8};
+	struct ibv_td *td, *tdu;
+	struct ibv_pd *pdom, *pdom2;
+	struct ibv_cq_ex *cq;
+
+	ta.comp_mask = 1;
+	errno = 0;
+	ok(!ibv_alloc_td(t->ctx, &ta) && errno == EINVAL,
+	   "alloc_td: unknown comp_mask is EINVAL");
+	ta.comp_mask = 0;
+	td = ibv_alloc_td(t->ctx, &ta);
+	tdu = ibv_alloc_td(u->ctx, &ta);
+	ok(td && tdu && td->context == t->ctx, "alloc_td");
+	errno = 0;
+	ok(!ibv_alloc_parent_domain(t->ctx, &pa) && errno == EINVAL,
+	   "parent domain without a PD is EINVAL");
+	pa.pd = t->pd;
+	pa.td = tdu;
+	errno = 0;
+	ok(!ibv_alloc_parent_domain(t->ctx, &pa) && errno == EINVAL,
+	   "parent domain with another context's TD is EINVAL");
+	pa.td = td;
+	pa.comp_mask = 1u << 7;
+	errno = 0;
+	ok(!ibv_alloc_parent_domain(t->ctx, &pa) && errno == EINVAL,
+	   "parent domain: unknown comp_mask is EINVAL");
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+	errno = 0;
+	ok(!ibv_alloc_parent_domain(t->ctx, &pa) && errno == EOPNOTSUPP,
+	   "parent domain: custom allocators are EOPNOTSUPP");
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+	pa.pd_context = (void *)0x1234;
+	pdom = ibv_alloc_parent_domain(t->ctx, &pa);
+	ok(pdom && pdom->context == t->ctx && pdom->handle == t->pd->handle,
+	   "parent domain of the PD with the TD");
+	pa.comp_mask = 0;
+	pa.td = NULL;
+	pa.pd = pdom; /* its protection domain is the PD's */
+	pdom2 = ibv_alloc_parent_domain(t->ctx, &pa);
+	ok(pdom2 && pdom2->handle == t->pd->handle,
+	   "parent domain of a parent domain, no TD");
+	is_int(ibv_dealloc_td(td), EBUSY,
+	       "dealloc_td while a parent domain "
+	       "has it: EBUSY");
+	is_int(ibv_dealloc_pd(t->pd), EBUSY,
+	       "dealloc_pd while parent domains have it: EBUSY");
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	ca.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	errno = 0;
+	ok(!ibv_create_cq_ex(t->ctx, &ca) && errno == EOPNOTSUPP,
+	   "create_cq_ex: a flag softrdma lacks is EOPNOTSUPP (rdma-core's "
+	   "test_cqex)");
+	ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED | (1u << 6);
+	errno = 0;
+	ok(!ibv_create_cq_ex(t->ctx, &ca) && errno == EOPNOTSUPP,
+	   "create_cq_ex: an unknown flag beside SINGLE_THREADED too");
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+	ca.flags = 0;
+	ca.parent_domain = t->pd;
+	errno = 0;
+	ok(!ibv_create_cq_ex(t->ctx, &ca) && errno == EINVAL,
+	   "create_cq_ex: a plain PD as parent domain is EINVAL");
+	ca.parent_domain = pdom;
+	cq = ibv_create_cq_ex(u->ctx, &ca);
+	ok(!cq && errno == EINVAL,
+	   "create_cq_ex: another context's parent domain is EINVAL");
+	cq = ibv_create_cq_ex(t->ctx, &ca);
+	ok(cq != NULL, "create_cq_ex on the parent domain (its TD)");
+	is_int(ibv_dealloc_pd(pdom), EBUSY,
+	       "dealloc of the parent domain while a CQ has it: EBUSY");
+	if (cq)
+		is_int(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0, "destroy it");
+	is_int(ibv_dealloc_pd(pdom2), 0, "dealloc the second parent domain");
+	is_int(ibv_dealloc_pd(pdom), 0, "dealloc the parent domain");
+	is_int(ibv_dealloc_td(td), 0, "then the TD");
+	is_int(ibv_dealloc_td(tdu), 0, "and the other context's");
+	is_int(ibv_dealloc_pd(t->pd), 0,
+	       "the PD goes once its parent domains have gone");
+	t->pd = ibv_alloc_pd(t->ctx); /* for what follows */
+	ok(t->pd != NULL, "a new PD");
+}
+
+static void test_data(struct tctx *t, struct tctx *u)
+{
+	struct side a, b;
+	struct ibv_pd *pd_a = t->pd;
+
+	ok(!side_open(&a, t, 1, 0, NULL) && !side_open(&b, u, 1, 1, NULL),
+	   "hinted sides (MR of the PD, MR of the parent domain)");
+	ok(a.qp->pd == a.qp_pd && b.mr->pd == b.qp_pd,
+	   "objects name the parent domain they were made on");
+	is_int(pair_up(&a, &b), 0, "connected");
+	is_int(pingpong(&a, &b, 0, 2000, 8), 0,
+	       "2,000 8-byte messages each way");
+	is_int(pingpong(&a, &b, 2000, 200, BUFSZ), 0,
+	       "200 4 KiB messages each way");
+	is_int(ibv_dealloc_pd(pd_a), EBUSY, "PD under a parent domain: EBUSY");
+	is_int(ibv_dealloc_pd(a.qp_pd), EBUSY,
+	       "parent domain while its QP lives: EBUSY");
+	is_int(side_close(&a), 0, "closed in order");
+	is_int(side_close(&b), 0, "closed in order (other side)");
+}
+
+struct stream {
+	struct side a, b;
+	int hinted;
+	int ret;
+};
+
+static void *stream_run(void *arg)
+{
+	struct stream *s = arg;
+
+	s->ret = pingpong(&s->a, &s->b, 0, 3000, 8);
+	if (!s->ret)
+		s->ret = pingpong(&s->a, &s->b, 3000, 100, 1500);
+	return NULL;
+}
+
+/* threads -- three streams at once on t and u, two hinted; 0 when each
+ * delivered all its messages in order and closed */
+static int threads(struct tctx *t, struct tctx *u)
+{
+	struct stream s[3];
+	pthread_t th[3];
+	int i, r = 0;
+
+	for (i = 0; i < 3; i++) {
+		s[i].hinted = i < 2;
+		if (side_open(&s[i].a, t, s[i].hinted, 0, NULL) ||
+		    side_open(&s[i].b, u, s[i].hinted, 0, NULL) ||
+		    pair_up(&s[i].a, &s[i].b))
+			return 1;
+	}
+	for (i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, stream_run, &s[i]);
+	for (i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < 3; i++) {
+		if (s[i].ret)
+			r = 2 + i;
+		if (side_close(&s[i].a) || side_close(&s[i].b))
+			r = 5;
+	}
+	return r;
+}
+
+/* echo_run -- the echoing side of cross(): takes message i, sends it
+ * back */
+static void *echo_run(void *arg)
+{
+	struct stream *s = arg;
+	uint64_t i;
+
+	for (i = 0; i < 3000 && !s->ret; i++) {
+		s->ret = take(&s->b, i, 8);
+		if (!s->ret && send_one(&s->b, i, 8))
+			s->ret = -11;
+	}
+	return NULL;
+}
+
+/*
+ * cross -- a hinted pair across t and u, each side driven by a thread of
+ * its own that polls only its own CQ: each context's bias is its thread's,
+ * and a pass on one context serves the peer QP on the other (serve_local,
+ * a trylock), which must back off while that context's owner is in its
+ * section (or the two wait for each other); 0 when every echo came back
+ */
+static int cross(struct tctx *t, struct tctx *u)
+{
+	struct stream s;
+	pthread_t th;
+	uint64_t i;
+	int r = 0;
+
+	if (side_open(&s.a, t, 1, 0, NULL) || side_open(&s.b, u, 1, 0, NULL) ||
+	    pair_up(&s.a, &s.b))
+		return 1;
+	s.ret = 0;
+	pthread_create(&th, NULL, echo_run, &s);
+	for (i = 0; i < 3000 && !r; i++) {
+		r = send_one(&s.a, i, 8) ? -10 : take(&s.a, i, 8);
+	}
+	pthread_join(th, NULL);
+	if (r || s.ret)
+		r = 2;
+	if (side_close(&s.a) || side_close(&s.b))
+		r = 3;
+	return r;
+}
+
+/* test_threads -- threads(), as it is (the bias goes off after many
+ * revocations) and, in a child, with SOFTRDMA_TEST_BIAS_KEEP=1 (every
+ * lock of another thread revokes: the exclusion is tested throughout) */
+static void test_threads(struct tctx *t, struct tctx *u)
+{
+	struct tctx t2, u2;
+	int st = 0;
+	pid_t pid;
+
+	is_int(threads(t, u), 0,
+	       "three streams on the same two contexts, two hinted: all "
+	       "delivered in order");
+	is_int(cross(t, u), 0,
+	       "a hinted pair across two contexts, a thread each: every "
+	       "echo back, in order");
+	pid = fork();
+	if (pid == 0) {
+		setenv("SOFTRDMA_TEST_BIAS_KEEP", "1", 1);
+		if (t_open(&t2, 4) || t_open(&u2, 4))
+			_exit(9);
+		st = threads(&t2, &u2);
+		if (!st)
+			st = cross(&t2, &u2) ? 6 : 0;
+		t_close(&t2);
+		t_close(&u2);
+		_exit(st);
+	}
+	waitpid(pid, &st, 0);
+	is_int(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st), 0,
+	       "the same with the bias kept (every other lock revokes it)");
+}
+
+/* paced_sender -- the peer process: NPACED SENDs, 300 us apart */
+static int paced_sender(int rfd, int wfd)
+{
+	struct tctx t;
+	struct side s;
+	uint32_t qpn;
+	uint64_t i;
+	struct ibv_wc wc;
+	char c;
+
+	if (t_open(&t, 4) || side_open(&s, &t, 0, 0, NULL))
+		return 1;
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	t_xrecv(rfd, &qpn, 4);
+	if (t_connect(s.qp, qpn, 0, 1, 7, 14, 7))
+		return 2;
+	t_xrecv(rfd, &c, 1);
+	for (i = 0; i < NPACED; i++) {
+		if (send_one(&s, i, 8) || t_wait(s.cq, &wc, 1, WAIT_MS) != 1 ||
+		    wc.status != IBV_WC_SUCCESS)
+			return 3;
+		usleep(300);
+	}
+	t_xrecv(rfd, &c, 1);
+	if (side_close(&s))
+		return 4;
+	t_close(&t);
+	return 0;
+}
+
+/* event_receiver -- a process whose hinted CQ waits on its channel while
+ * paced_sender posts; NODIRECT: the progress thread serves it.  Exit 0
+ * when every message came, in order, through events. */
+static int event_receiver(int nodirect)
+{
+	struct ibv_comp_channel *ch;
+	struct pollfd p;
+	struct ibv_cq *ecq;
+	struct ibv_wc wc[8];
+	struct tctx t;
+	struct side s;
+	int rfd, wfd, st = 0, n, j, events = 0;
+	uint64_t got = 0;
+	uint32_t qpn;
+	void *ectx;
+	pid_t pid;
+
+	if (nodirect)
+		setenv("SOFTRDMA_NO_DIRECT_WAKE", "1", 1);
+	pid = t_spawn(paced_sender, &rfd, &wfd);
+	if (pid < 0 || t_open(&t, 4))
+		return 10;
+	ch = ibv_create_comp_channel(t.ctx);
+	if (!ch || side_open(&s, &t, 1, 0, ch))
+		return 11;
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	t_xrecv(rfd, &qpn, 4);
+	if (t_connect(s.qp, qpn, 0, 1, 7, 14, 7))
+		return 12;
+	for (j = 0; j < DEPTH; j++)
+		recv_one(&s, (uint64_t)j);
+	t_xsend(wfd, "g", 1);
+	while (got < NPACED) {
+		if (ibv_req_notify_cq(s.cq, 0))
+			return 13;
+		/* poll after arming: what came before raises no event */
+		n = ibv_poll_cq(s.cq, 8, wc);
+		if (!n) {
+			p.fd = ch->fd;
+			p.events = POLLIN;
+			if (poll(&p, 1, 5000) != 1)
+				return 14; /* no event within 5 s */
+			if (ibv_get_cq_event(ch, &ecq, &ectx)) {
+				if (errno == EAGAIN)
+					continue; /* a hint for nothing */
+				return 15;
+			}
+			if (ecq != s.cq)
+				return 16;
+			ibv_ack_cq_events(ecq, 1);
+			events++;
+			n = ibv_poll_cq(s.cq, 8, wc);
+		}
+		for (j = 0; j < n; j++) {
+			if (wc[j].status != IBV_WC_SUCCESS ||
+			    wc[j].wr_id != 1000000 + got ||
+			    s.buf[BUFSZ * (1 + got % DEPTH)] != (char)(got * 7))
+				return 17;
+			if (recv_one(&s, got + DEPTH))
+				return 18;
+			got++;
+		}
+	}
+	t_xsend(wfd, "e", 1);
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		return 19;
+	if (!events)
+		return 20;
+	if (side_close(&s) || ibv_destroy_comp_channel(ch))
+		return 21;
+	t_close(&t);
+	close(rfd);
+	close(wfd);
+	return 0;
+}
+
+static void test_events(int nodirect)
+{
+	int st = 0;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(event_receiver(nodirect));
+	waitpid(pid, &st, 0);
+	is_int(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st), 0,
+	       nodirect ? "hinted CQ on a channel, the progress thread serving "
+			  "it: every message through events, in order"
+			: "hinted CQ on a channel, direct wake-up: every "
+			  "message through events, in order");
+}
+
+int main(void)
+{
+	struct tctx t, u;
+
+	t_isolate("hints");
+	if (t_open(&t, 4) || t_open(&u, 4))
+		bail_out("open");
+	test_bad_input(&t, &u);
+	test_data(&t, &u);
+	test_threads(&t, &u);
+	t_close(&t);
+	t_close(&u);
+	test_events(0);
+	test_events(1);
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
