@@ -82,6 +82,81 @@ void t_close(struct tctx *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* t_side_open -- share's context or a new one, a CQ, len bytes and MR */
+int t_side_open(struct tside *s, const struct tctx *share, int cqe, size_t len)
+{
+	memset(s, 0, sizeof(*s));
+	if (share)
+		s->t = *share;
+	else if (t_open(&s->t, 16))
+		return -1;
+	s->own = !share;
+	s->cq = ibv_create_cq(s->t.ctx, cqe, NULL, NULL, 0);
+	s->buf = calloc(1, len);
+	if (!s->cq || !s->buf)
+		return -1;
+	s->mr = ibv_reg_mr(s->t.pd, s->buf, len, IBV_ACCESS_LOCAL_WRITE);
+	return s->mr ? 0 : -1;
+}
+
+/* t_side_close -- what t_side_open made (the context if its own) */
+void t_side_close(struct tside *s)
+{
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	if (s->cq)
+		ibv_destroy_cq(s->cq);
+	if (s->own)
+		t_close(&s->t);
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+}
+
+/* t_side_qp -- an RC QP on s's CQ for both queues, with cap */
+struct ibv_qp *t_side_qp(struct tside *s, struct ibv_qp_cap *cap)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap = *cap;
+	ia.send_cq = ia.recv_cq = s->cq;
+	errno = 0;
+	qp = ibv_create_qp(s->t.pd, &ia);
+	*cap = ia.cap;
+	return qp;
+}
+
+/* t_side_connect -- each side's QP towards the other's */
+int t_side_connect(struct tside *a, struct tside *b)
+{
+	if (t_connect(a->qp, b->qp->qp_num, 0, 12, 7, 14, 7) ||
+	    t_connect(b->qp, a->qp->qp_num, 0, 12, 7, 14, 7))
+		return -1;
+	return 0;
+}
+
+/* t_fill -- byte i of seed's pattern at p[i] */
+void t_fill(char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (char)(seed * 31 + i * 7 + 1);
+}
+
+/* t_filled -- 1 if p holds n bytes of seed's pattern */
+int t_filled(const char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != (char)(seed * 31 + i * 7 + 1))
+			return 0;
+	return 1;
+}
+
 /* t_rc_qp -- an RC QP on t's CQ */
 struct ibv_qp *t_rc_qp(struct tctx *t, int depth, struct ibv_srq *srq)
 {
