@@ -395,6 +395,25 @@ pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd)
 	return pid;
 }
 
+/* t_bind2 -- post a signalled type 2 bind of mw on qp (wr_id 0xb2) */
+int t_bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
+	    struct ibv_mr *mr, uint64_t addr, uint64_t len, int access)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0xb2;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = addr;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = (unsigned)access;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
 /* t_reg_map -- the host registry of this run, len bytes mapped (NULL: none
  * yet, or no mapping) */
 void *t_reg_map(size_t len)

@@ -75,6 +75,10 @@ int t_side_connect(struct tside *a, struct tside *b);
 /* t_fill -- n bytes of seed's pattern; t_filled -- p holds them */
 void t_fill(char *p, size_t n, unsigned seed);
 int t_filled(const char *p, size_t n, unsigned seed);
+/* t_bind2 -- post a signalled type 2 bind of mw over [addr, addr+len) of mr
+ * with access (wr_id 0xb2); ibv_post_send's result */
+int t_bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
+	    struct ibv_mr *mr, uint64_t addr, uint64_t len, int access);
 /* t_reg_map -- the host registry of this run (len: its size), mapped */
 void *t_reg_map(size_t len);
 
