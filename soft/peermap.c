@@ -460,7 +460,9 @@ uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e)
  * 64 passes, and at every pass of the progress thread), mappings whose
  * last registration went (a later use maps the file again), or whose
  * owner died, go, and with them the memory they kept; those not mappable
- * are tried again.  Context lock held. */
+ * are tried again.  Each registration is read whole (soft_key_read: its
+ * owner may be rewriting it); one being changed for too long drops its
+ * mapping too.  Context lock held. */
 void soft_map_sweep(struct soft_context *ctx)
 {
 	struct soft_maps *t = ctx->maps;
@@ -479,8 +481,8 @@ void soft_map_sweep(struct soft_context *ctx)
 		m = &t->m[i];
 		if (!m->pid)
 			continue;
-		now = soft_reg->mr[soft_key_slot(m->key)];
-		if (!m->mem || now.key != m->key || !same_file(m, &now) ||
+		if (!m->mem || soft_key_read(soft_key_slot(m->key), &now) ||
+		    now.key != m->key || !same_file(m, &now) ||
 		    !soft_pid_alive(m->pid, m->start))
 			map_drop(m);
 	}

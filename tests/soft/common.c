@@ -82,6 +82,81 @@ void t_close(struct tctx *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* t_side_open -- share's context or a new one, a CQ, len bytes and MR */
+int t_side_open(struct tside *s, const struct tctx *share, int cqe, size_t len)
+{
+	memset(s, 0, sizeof(*s));
+	if (share)
+		s->t = *share;
+	else if (t_open(&s->t, 16))
+		return -1;
+	s->own = !share;
+	s->cq = ibv_create_cq(s->t.ctx, cqe, NULL, NULL, 0);
+	s->buf = calloc(1, len);
+	if (!s->cq || !s->buf)
+		return -1;
+	s->mr = ibv_reg_mr(s->t.pd, s->buf, len, IBV_ACCESS_LOCAL_WRITE);
+	return s->mr ? 0 : -1;
+}
+
+/* t_side_close -- what t_side_open made (the context if its own) */
+void t_side_close(struct tside *s)
+{
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	if (s->cq)
+		ibv_destroy_cq(s->cq);
+	if (s->own)
+		t_close(&s->t);
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+}
+
+/* t_side_qp -- an RC QP on s's CQ for both queues, with cap */
+struct ibv_qp *t_side_qp(struct tside *s, struct ibv_qp_cap *cap)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap = *cap;
+	ia.send_cq = ia.recv_cq = s->cq;
+	errno = 0;
+	qp = ibv_create_qp(s->t.pd, &ia);
+	*cap = ia.cap;
+	return qp;
+}
+
+/* t_side_connect -- each side's QP towards the other's */
+int t_side_connect(struct tside *a, struct tside *b)
+{
+	if (t_connect(a->qp, b->qp->qp_num, 0, 12, 7, 14, 7) ||
+	    t_connect(b->qp, a->qp->qp_num, 0, 12, 7, 14, 7))
+		return -1;
+	return 0;
+}
+
+/* t_fill -- byte i of seed's pattern at p[i] */
+void t_fill(char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (char)(seed * 31 + i * 7 + 1);
+}
+
+/* t_filled -- 1 if p holds n bytes of seed's pattern */
+int t_filled(const char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != (char)(seed * 31 + i * 7 + 1))
+			return 0;
+	return 1;
+}
+
 /* t_rc_qp -- an RC QP on t's CQ */
 struct ibv_qp *t_rc_qp(struct tctx *t, int depth, struct ibv_srq *srq)
 {
@@ -318,6 +393,25 @@ pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd)
 	*rfd = c2p[0];
 	*wfd = p2c[1];
 	return pid;
+}
+
+/* t_bind2 -- post a signalled type 2 bind of mw on qp (wr_id 0xb2) */
+int t_bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
+	    struct ibv_mr *mr, uint64_t addr, uint64_t len, int access)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0xb2;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = addr;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = (unsigned)access;
+	return ibv_post_send(qp, &wr, &bad);
 }
 
 /* t_reg_map -- the host registry of this run, len bytes mapped (NULL: none

@@ -14,6 +14,17 @@ struct tctx {
 	struct ibv_cq *cq;
 };
 
+/* one side of a two-QP test: a context (its own, or another side's), a
+ * CQ, one buffer under one MR, an RC QP */
+struct tside {
+	struct tctx t;
+	int own; /* t opened by t_side_open */
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
 /* t_isolate -- private shm names for this test run */
 void t_isolate(const char *name);
 /* t_shm_count -- /dev/shm entries of this run (leak check) */
@@ -52,6 +63,22 @@ void t_xrecv(int fd, void *p, size_t n);
 /* t_spawn -- fork a child running fn(rfd, wfd) on two pipes; the parent's
  * ends in *rfd (what the child writes) and *wfd; -1 on failure */
 pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd);
+/* t_side_open -- share's context (NULL: one of its own), a CQ of cqe
+ * entries and len zeroed bytes registered for local write; 0 or -1 */
+int t_side_open(struct tside *s, const struct tctx *share, int cqe, size_t len);
+void t_side_close(struct tside *s);
+/* t_side_qp -- an RC QP on s's CQ with cap (what was granted written
+ * back); NULL with errno set (0 before the call) */
+struct ibv_qp *t_side_qp(struct tside *s, struct ibv_qp_cap *cap);
+/* t_side_connect -- a's and b's QPs connected to each other; 0 or -1 */
+int t_side_connect(struct tside *a, struct tside *b);
+/* t_fill -- n bytes of seed's pattern; t_filled -- p holds them */
+void t_fill(char *p, size_t n, unsigned seed);
+int t_filled(const char *p, size_t n, unsigned seed);
+/* t_bind2 -- post a signalled type 2 bind of mw over [addr, addr+len) of mr
+ * with access (wr_id 0xb2); ibv_post_send's result */
+int t_bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
+	    struct ibv_mr *mr, uint64_t addr, uint64_t len, int access);
 /* t_reg_map -- the host registry of this run (len: its size), mapped */
 void *t_reg_map(size_t len);
 

@@ -24,64 +24,29 @@
 #define SLOT_PAYLOAD 960 /* SOFT_SLOT_PAYLOAD: bytes a slot carries */
 #define WAIT_MS	     30000
 
-struct side {
-	struct tctx t;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	struct ibv_mr *mr;
-	char *buf;
-};
+static struct tside a, b;
 
-static struct side a, b;
-
-static void side_open(struct side *s, struct tctx *share)
+/* side_open -- a side of BUFSZ bytes (on share's context, or its own) */
+static void side_open(struct tside *s, const struct tctx *share)
 {
-	if (share) {
-		s->t = *share;
-	} else if (t_open(&s->t, 16)) {
-		bail_out("open");
-	}
-	s->cq = ibv_create_cq(s->t.ctx, 64, NULL, NULL, 0);
-	s->buf = calloc(1, BUFSZ);
-	if (!s->cq || !s->buf)
+	if (t_side_open(s, share, 64, BUFSZ))
 		bail_out("setup");
-	s->mr = ibv_reg_mr(s->t.pd, s->buf, BUFSZ, IBV_ACCESS_LOCAL_WRITE);
-	if (!s->mr)
-		bail_out("reg_mr");
-}
-
-static void side_close(struct side *s, int own)
-{
-	ibv_dereg_mr(s->mr);
-	ibv_destroy_cq(s->cq);
-	if (own)
-		t_close(&s->t);
-	free(s->buf);
-}
-
-static struct ibv_qp *mkqp(struct side *s)
-{
-	struct ibv_qp_init_attr ia;
-
-	memset(&ia, 0, sizeof(ia));
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 8;
-	ia.cap.max_recv_wr = 8;
-	ia.cap.max_send_sge = 4;
-	ia.cap.max_recv_sge = 2;
-	ia.cap.max_inline_data = 64;
-	ia.send_cq = ia.recv_cq = s->cq;
-	return ibv_create_qp(s->t.pd, &ia);
 }
 
 static void pair(void)
 {
-	a.qp = mkqp(&a);
-	b.qp = mkqp(&b);
+	struct ibv_qp_cap cap = {.max_send_wr = 8,
+				 .max_recv_wr = 8,
+				 .max_send_sge = 4,
+				 .max_recv_sge = 2,
+				 .max_inline_data = 64};
+	struct ibv_qp_cap cap_b = cap;
+
+	a.qp = t_side_qp(&a, &cap);
+	b.qp = t_side_qp(&b, &cap_b);
 	if (!a.qp || !b.qp)
 		bail_out("create_qp");
-	if (t_connect(a.qp, b.qp->qp_num, 0, 12, 7, 14, 7) ||
-	    t_connect(b.qp, a.qp->qp_num, 0, 12, 7, 14, 7))
+	if (t_side_connect(&a, &b))
 		bail_out("connect");
 }
 
@@ -95,14 +60,6 @@ static void unpair(void)
 		;
 	while (ibv_poll_cq(b.cq, 16, wc) > 0)
 		;
-}
-
-static void fill(char *p, size_t n, unsigned seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (char)(seed * 31 + i * 7 + 1);
 }
 
 /* send -- one SEND-type WR of n SGEs from a's buffer (sg[i] = {off, len}
@@ -173,7 +130,7 @@ static void run(const char *where)
 	pair();
 
 	/* three SGEs, one empty, not inline */
-	fill(a.buf, BUFSZ, 1);
+	t_fill(a.buf, BUFSZ, 1);
 	memset(b.buf, 0, BUFSZ);
 	recv_at(0, 64, 0, 0, 0);
 	is_int(send_sges(IBV_WR_SEND, 0, 0, three, 3, 0), 0, "post 3 SGEs");
@@ -192,7 +149,7 @@ static void run(const char *where)
 	   "3 SGEs: the bytes gathered in order, nothing past them");
 
 	/* SEND_WITH_IMM, inline, two SGEs; the source changed after post */
-	fill(a.buf, BUFSZ, 2);
+	t_fill(a.buf, BUFSZ, 2);
 	memset(b.buf, 0, BUFSZ);
 	recv_at(8, 64, 0, 0, 0);
 	memcpy(want, a.buf + 300, 4);
@@ -220,7 +177,7 @@ static void run(const char *where)
 
 	/* a slot's worth, then one byte more (the general path) */
 	for (i = 0; i < 2; i++) {
-		fill(a.buf, BUFSZ, 3 + (unsigned)i);
+		t_fill(a.buf, BUFSZ, 3 + (unsigned)i);
 		memset(b.buf, 0, BUFSZ);
 		recv_at(0, 2048, 0, 0, 0);
 		is_int(send_sges(IBV_WR_SEND, 0, 0, i ? slot1 : slot, 1, 0), 0,
@@ -236,7 +193,7 @@ static void run(const char *where)
 	}
 
 	/* a receive WQE of two SGEs (the general path) scatters */
-	fill(a.buf, BUFSZ, 5);
+	t_fill(a.buf, BUFSZ, 5);
 	memset(b.buf, 0, BUFSZ);
 	recv_at(0, 10, 1000, 64, 0);
 	is_int(send_sges(IBV_WR_SEND, 0, 0, sixteen, 1, 0), 0, "post 16");
@@ -249,7 +206,7 @@ static void run(const char *where)
 	   "scatter: 10 bytes, then 6 in the second SGE");
 
 	/* inline over max_inline_data: refused at post, nothing sent */
-	fill(a.buf, BUFSZ, 6);
+	t_fill(a.buf, BUFSZ, 6);
 	memset(b.buf, 0, BUFSZ);
 	recv_at(0, 128, 0, 0, 0);
 	is_int(send_sges(IBV_WR_SEND, IBV_SEND_INLINE, 0, big_inl, 1, 0),
@@ -329,11 +286,11 @@ int main(void)
 	side_open(&a, NULL);
 	side_open(&b, NULL);
 	run("two contexts");
-	side_close(&b, 1);
+	t_side_close(&b);
 	side_open(&b, &a.t);
 	run("one context");
-	side_close(&b, 0);
-	side_close(&a, 1);
+	t_side_close(&b);
+	t_side_close(&a);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }

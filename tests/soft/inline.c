@@ -27,79 +27,30 @@
 #define BURST	   48 /* x ASK bytes: more than the copy ring's 256 KiB */
 #define WAIT_MS	   30000
 
-struct side {
-	struct tctx t;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	struct ibv_mr *mr;
-	char *buf; /* DEPTH receive buffers of ASK bytes */
-};
-
-static struct side a, b;
+/* each side's buf: DEPTH receive buffers of ASK bytes */
+static struct tside a, b;
 static uint32_t granted;
 
-static void side_open(struct side *s, struct tctx *share)
+/* side_open -- a side (on share's context, or its own) */
+static void side_open(struct tside *s, const struct tctx *share)
 {
-	if (share) {
-		s->t = *share;
-	} else if (t_open(&s->t, 16)) {
-		bail_out("open");
-	}
-	s->cq = ibv_create_cq(s->t.ctx, 4 * DEPTH, NULL, NULL, 0);
-	s->buf = calloc(DEPTH, ASK);
-	if (!s->cq || !s->buf)
+	if (t_side_open(s, share, 4 * DEPTH, (size_t)DEPTH * ASK))
 		bail_out("setup");
-	s->mr = ibv_reg_mr(s->t.pd, s->buf, (size_t)DEPTH * ASK,
-			   IBV_ACCESS_LOCAL_WRITE);
-	if (!s->mr)
-		bail_out("reg_mr");
 }
 
-static void side_close(struct side *s, int own)
+/* mkqp -- an RC QP of s asking for inl bytes inline; *got: the grant */
+static struct ibv_qp *mkqp(struct tside *s, uint32_t inl, uint32_t *got)
 {
-	ibv_dereg_mr(s->mr);
-	ibv_destroy_cq(s->cq);
-	if (own)
-		t_close(&s->t);
-	free(s->buf);
-}
+	struct ibv_qp_cap cap = {.max_send_wr = DEPTH,
+				 .max_recv_wr = DEPTH,
+				 .max_send_sge = 2,
+				 .max_recv_sge = 1,
+				 .max_inline_data = inl};
+	struct ibv_qp *qp = t_side_qp(s, &cap);
 
-static struct ibv_qp *mkqp(struct side *s, uint32_t inl, uint32_t *got)
-{
-	struct ibv_qp_init_attr ia;
-	struct ibv_qp *qp;
-
-	memset(&ia, 0, sizeof(ia));
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = DEPTH;
-	ia.cap.max_recv_wr = DEPTH;
-	ia.cap.max_send_sge = 2;
-	ia.cap.max_recv_sge = 1;
-	ia.cap.max_inline_data = inl;
-	ia.send_cq = ia.recv_cq = s->cq;
-	errno = 0;
-	qp = ibv_create_qp(s->t.pd, &ia);
 	if (got)
-		*got = ia.cap.max_inline_data;
+		*got = cap.max_inline_data;
 	return qp;
-}
-
-static void fill(char *p, size_t n, unsigned seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (char)(seed * 31 + i * 7 + 1);
-}
-
-static int check(const char *p, size_t n, unsigned seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i] != (char)(seed * 31 + i * 7 + 1))
-			return 0;
-	return 1;
 }
 
 /* post_inline -- one signalled inline SEND of n bytes from a heap buffer
@@ -113,7 +64,7 @@ static int post_inline(uint32_t n, unsigned seed, uint64_t wr_id)
 
 	if (!p)
 		bail_out("malloc");
-	fill(p, n, seed);
+	t_fill(p, n, seed);
 	sge.addr = (uintptr_t)p;
 	sge.length = n;
 	sge.lkey = 0; /* inline: no key needed */
@@ -145,7 +96,7 @@ static void one_size(uint32_t n, const char *what)
 	recv_slot(0);
 	ok(post_inline(n, n, 1000 + n) == 0, "%s: post %u inline", what, n);
 	ok(t_wait(b.cq, &wc, 1, WAIT_MS) == 1 && wc.status == IBV_WC_SUCCESS &&
-		   wc.byte_len == n && wc.wr_id == 0 && check(b.buf, n, n),
+		   wc.byte_len == n && wc.wr_id == 0 && t_filled(b.buf, n, n),
 	   "%s: %u bytes delivered intact", what, n);
 	ok(t_wait(a.cq, &wc, 1, WAIT_MS) == 1 && wc.status == IBV_WC_SUCCESS &&
 		   wc.wr_id == 1000 + n,
@@ -163,8 +114,7 @@ static void run(const char *what)
 		bail_out("create_qp");
 	ok(granted >= ASK, "%s: inline %u asked, %u granted", what, ASK,
 	   granted);
-	if (t_connect(a.qp, b.qp->qp_num, 0, 12, 7, 14, 7) ||
-	    t_connect(b.qp, a.qp->qp_num, 0, 12, 7, 14, 7))
+	if (t_side_connect(&a, &b))
 		bail_out("connect");
 	one_size(1, what);
 	one_size(512, what);
@@ -202,7 +152,8 @@ static void run(const char *what)
 	for (i = 0, good = 0; i < got; i++)
 		good += wc[i].status == IBV_WC_SUCCESS &&
 			wc[i].wr_id == (uint64_t)i && wc[i].byte_len == ASK &&
-			check(b.buf + (size_t)i * ASK, ASK, 100u + (unsigned)i);
+			t_filled(b.buf + (size_t)i * ASK, ASK,
+				 100u + (unsigned)i);
 	ok(good == BURST, "%s: %d of %d delivered intact, in order", what, good,
 	   BURST);
 	for (i = 0, good = 0; i < nsent; i++)
@@ -238,11 +189,11 @@ int main(void)
 	side_open(&b, NULL);
 	caps();
 	run("two contexts");
-	side_close(&b, 1);
+	t_side_close(&b);
 	side_open(&b, &a.t);
 	run("one context");
-	side_close(&b, 0);
-	side_close(&a, 1);
+	t_side_close(&b);
+	t_side_close(&a);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }

@@ -73,32 +73,30 @@ static uint8_t *region(size_t len)
 	return p == MAP_FAILED ? NULL : p; /* fd stays open (peermap.c) */
 }
 
-/* bind2 -- a type 2 bind of mw over [addr, addr+len) for remote READ,
- * completed; 0 or -1 */
-static int bind2(struct tctx *c, struct ibv_qp *qp, struct ibv_mw *mw,
-		 uint32_t rkey, struct ibv_mr *mr, uint64_t addr, uint64_t len)
+/* an owner child's objects: context, region (MW_BIND), window, QP */
+struct owner {
+	struct tctx c;
+	uint8_t *buf;
+	struct ibv_mr *mr;
+	struct ibv_mw *mw;
+	struct ibv_qp *qp;
+};
+
+/* bind2 -- a type 2 bind of o's window over [addr, addr+len) for remote
+ * READ, completed; 0 or -1 */
+static int bind2(struct owner *o, uint32_t rkey, uint64_t addr, uint64_t len)
 {
-	struct ibv_send_wr wr, *bad = NULL;
 	struct ibv_wc wc;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 0xb2;
-	wr.opcode = IBV_WR_BIND_MW;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.bind_mw.mw = mw;
-	wr.bind_mw.rkey = rkey;
-	wr.bind_mw.bind_info.mr = mr;
-	wr.bind_mw.bind_info.addr = addr;
-	wr.bind_mw.bind_info.length = len;
-	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
-	if (ibv_post_send(qp, &wr, &bad) || t_wait(c->cq, &wc, 1, 30000) != 1 ||
-	    wc.status != IBV_WC_SUCCESS)
+	if (t_bind2(o->qp, o->mw, rkey, o->mr, addr, len,
+		    IBV_ACCESS_REMOTE_READ) ||
+	    t_wait(o->c.cq, &wc, 1, 30000) != 1 || wc.status != IBV_WC_SUCCESS)
 		return -1;
 	return 0;
 }
 
-/* local_inv -- LOCAL_INV of rkey on qp, completed; 0 or -1 */
-static int local_inv(struct tctx *c, struct ibv_qp *qp, uint32_t rkey)
+/* local_inv -- LOCAL_INV of rkey on o's QP, completed; 0 or -1 */
+static int local_inv(struct owner *o, uint32_t rkey)
 {
 	struct ibv_send_wr wr, *bad = NULL;
 	struct ibv_wc wc;
@@ -108,78 +106,77 @@ static int local_inv(struct tctx *c, struct ibv_qp *qp, uint32_t rkey)
 	wr.opcode = IBV_WR_LOCAL_INV;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.invalidate_rkey = rkey;
-	if (ibv_post_send(qp, &wr, &bad) || t_wait(c->cq, &wc, 1, 30000) != 1 ||
-	    wc.status != IBV_WC_SUCCESS)
+	if (ibv_post_send(o->qp, &wr, &bad) ||
+	    t_wait(o->c.cq, &wc, 1, 30000) != 1 || wc.status != IBV_WC_SUCCESS)
 		return -1;
 	return 0;
 }
 
 /* owner_setup -- context, MR of len bytes (MW_BIND), window, QP connected
  * to the peer's (pipe exchange); 0 or an exit code */
-static int owner_setup(struct tctx *c, size_t len, uint8_t **buf,
-		       struct ibv_mr **mr, struct ibv_mw **mw,
-		       struct ibv_qp **qp, int rfd, int wfd)
+static int owner_setup(struct owner *o, size_t len, int rfd, int wfd)
 {
 	struct xinfo me, peer;
 
-	*buf = region(len);
-	if (!*buf || t_open(c, 16))
+	o->buf = region(len);
+	if (!o->buf || t_open(&o->c, 16))
 		return 10;
-	*mr = ibv_reg_mr(c->pd, *buf, len,
-			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
-	*qp = t_rc_qp(c, 8, NULL);
-	*mw = ibv_alloc_mw(c->pd, IBV_MW_TYPE_2);
-	if (!*mr || !*qp || !*mw)
+	o->mr = ibv_reg_mr(o->c.pd, o->buf, len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	o->qp = t_rc_qp(&o->c, 8, NULL);
+	o->mw = ibv_alloc_mw(o->c.pd, IBV_MW_TYPE_2);
+	if (!o->mr || !o->qp || !o->mw)
 		return 11;
 	memset(&me, 0, sizeof(me));
-	me.qpn = (*qp)->qp_num;
+	me.qpn = o->qp->qp_num;
 	t_xsend(wfd, &me, sizeof(me));
 	t_xrecv(rfd, &peer, sizeof(peer));
-	if (t_connect(*qp, peer.qpn, IBV_ACCESS_REMOTE_READ, 12, 7, 14, 7))
+	if (t_connect(o->qp, peer.qpn, IBV_ACCESS_REMOTE_READ, 12, 7, 14, 7))
 		return 12;
 	return 0;
+}
+
+/* owner_close -- what owner_setup made but the region */
+static void owner_close(struct owner *o)
+{
+	ibv_dealloc_mw(o->mw);
+	ibv_destroy_qp(o->qp);
+	ibv_dereg_mr(o->mr);
+	t_close(&o->c);
 }
 
 /* hammer_owner -- bind generation g over its own piece (filled with g's
  * byte), let it live a few microseconds, invalidate it; GENS times */
 static int hammer_owner(int rfd, int wfd)
 {
-	struct tctx c;
-	struct ibv_qp *qp;
-	struct ibv_mr *mr;
-	struct ibv_mw *mw;
-	uint8_t *buf;
+	struct owner o;
 	uint32_t g, rkey;
 	int ret;
 
-	ret = owner_setup(&c, (size_t)(GENS + 1) * PIECE, &buf, &mr, &mw, &qp,
-			  rfd, wfd);
+	ret = owner_setup(&o, (size_t)(GENS + 1) * PIECE, rfd, wfd);
 	if (ret)
 		return ret;
-	bd->base = (uintptr_t)buf;
-	rkey = mw->rkey;
+	bd->base = (uintptr_t)o.buf;
+	rkey = o.mw->rkey;
 	for (g = 1; g <= GENS; g++) {
-		uint8_t *p = buf + (size_t)g * PIECE;
+		uint8_t *p = o.buf + (size_t)g * PIECE;
 		struct timespec ts = {0, (long)(g % 7) * 2000};
 
 		memset(p, (int)(g & 0xff), PIECE);
 		rkey = ibv_inc_rkey(rkey);
-		if (bind2(&c, qp, mw, rkey, mr, (uintptr_t)p, PIECE))
+		if (bind2(&o, rkey, (uintptr_t)p, PIECE))
 			return 13;
 		atomic_store(&bd->rkey[g], rkey);
 		atomic_store(&bd->cur, g);
 		if (g % 7)
 			nanosleep(&ts, NULL);
 		atomic_store(&bd->inv_start[g], 1);
-		if (local_inv(&c, qp, rkey))
+		if (local_inv(&o, rkey))
 			return 14;
 		atomic_store(&bd->inv_done[g], 1);
 	}
 	atomic_store(&bd->done, 1);
-	ibv_dealloc_mw(mw);
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(mr);
-	t_close(&c);
+	owner_close(&o);
 	return 0;
 }
 
@@ -316,20 +313,18 @@ static void test_hammer(int memfd)
 	t_close(&p);
 }
 
-/* offer -- bind mw over 4096 bytes of buf filled with byte, tell the
+/* offer -- bind o's window over 4096 bytes of its region filled with byte, tell the
  * parent (rkey, address), wait for its go; 0 or -1 */
-static int offer(struct tctx *c, struct ibv_qp *qp, struct ibv_mw *mw,
-		 struct ibv_mr *mr, uint8_t *buf, int byte, int rfd, int wfd,
-		 uint32_t *rkey)
+static int offer(struct owner *o, int byte, int rfd, int wfd, uint32_t *rkey)
 {
 	struct xinfo me;
 	char go;
 
-	memset(buf, byte, 4096);
-	me.qpn = qp->qp_num;
-	me.rkey = ibv_inc_rkey(mw->rkey);
-	me.addr = (uintptr_t)buf;
-	if (bind2(c, qp, mw, me.rkey, mr, me.addr, 4096))
+	memset(o->buf, byte, 4096);
+	me.qpn = o->qp->qp_num;
+	me.rkey = ibv_inc_rkey(o->mw->rkey);
+	me.addr = (uintptr_t)o->buf;
+	if (bind2(o, me.rkey, me.addr, 4096))
 		return -1;
 	t_xsend(wfd, &me, sizeof(me));
 	t_xrecv(rfd, &go, 1);
@@ -341,21 +336,17 @@ static int offer(struct tctx *c, struct ibv_qp *qp, struct ibv_mw *mw,
  * invalidate it with SOFTRDMA_TEST_KEY_STOP=2: stopped half-way */
 static int dying_owner(int rfd, int wfd)
 {
-	struct tctx c;
-	struct ibv_qp *qp;
-	struct ibv_mr *mr;
-	struct ibv_mw *mw;
+	struct owner o;
 	uint32_t rkey;
-	uint8_t *buf;
 	int ret;
 
 	setenv("SOFTRDMA_TEST_KEY_STOP", "2", 1);
-	ret = owner_setup(&c, 4096, &buf, &mr, &mw, &qp, rfd, wfd);
+	ret = owner_setup(&o, 4096, rfd, wfd);
 	if (ret)
 		return ret;
-	if (offer(&c, qp, mw, mr, buf, 0x3c, rfd, wfd, &rkey))
+	if (offer(&o, 0x3c, rfd, wfd, &rkey))
 		return 13;
-	local_inv(&c, qp, rkey); /* stops inside */
+	local_inv(&o, rkey); /* stops inside */
 	return 14;
 }
 
@@ -363,37 +354,31 @@ static int dying_owner(int rfd, int wfd)
  * bytes of 0x7e: its bind takes the stripe's lock */
 static int stripe_owner(int rfd, int wfd)
 {
-	struct tctx c;
-	struct ibv_qp *qp;
-	struct ibv_mr *mr;
-	struct ibv_mw *mw, *spare[4 * SOFT_NSTRIPES];
+	struct owner o;
+	struct ibv_mw *spare[4 * SOFT_NSTRIPES];
 	uint32_t rkey;
 	uint32_t want;
-	uint8_t *buf;
 	int ret, i;
 
 	t_xrecv(rfd, &want, sizeof(want));
-	ret = owner_setup(&c, 4096, &buf, &mr, &mw, &qp, rfd, wfd);
+	ret = owner_setup(&o, 4096, rfd, wfd);
 	if (ret)
 		return ret;
 	for (i = 0; i < 4 * SOFT_NSTRIPES &&
-		    soft_key_slot(mw->rkey) % SOFT_NSTRIPES != want;
+		    soft_key_slot(o.mw->rkey) % SOFT_NSTRIPES != want;
 	     i++) {
-		spare[i] = mw;
-		mw = ibv_alloc_mw(c.pd, IBV_MW_TYPE_2);
-		if (!mw)
+		spare[i] = o.mw;
+		o.mw = ibv_alloc_mw(o.c.pd, IBV_MW_TYPE_2);
+		if (!o.mw)
 			return 15;
 	}
-	if (soft_key_slot(mw->rkey) % SOFT_NSTRIPES != want)
+	if (soft_key_slot(o.mw->rkey) % SOFT_NSTRIPES != want)
 		return 16;
-	if (offer(&c, qp, mw, mr, buf, 0x7e, rfd, wfd, &rkey))
+	if (offer(&o, 0x7e, rfd, wfd, &rkey))
 		return 13;
 	while (i--)
 		ibv_dealloc_mw(spare[i]);
-	ibv_dealloc_mw(mw);
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(mr);
-	t_close(&c);
+	owner_close(&o);
 	return 0;
 }
 

@@ -77,25 +77,6 @@ static int write_status(struct ibv_qp *a, uint64_t raddr, uint32_t rkey,
 	return one_wc(acq).status;
 }
 
-/* bind2 -- post a type 2 bind of mw on qp; returns the post's result */
-static int bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
-		 struct ibv_mr *mr, uint64_t addr, uint64_t len, int access)
-{
-	struct ibv_send_wr wr, *bad = NULL;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 0xb2;
-	wr.opcode = IBV_WR_BIND_MW;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.bind_mw.mw = mw;
-	wr.bind_mw.rkey = rkey;
-	wr.bind_mw.bind_info.mr = mr;
-	wr.bind_mw.bind_info.addr = addr;
-	wr.bind_mw.bind_info.length = len;
-	wr.bind_mw.bind_info.mw_access_flags = (unsigned)access;
-	return ibv_post_send(qp, &wr, &bad);
-}
-
 /* post_inv -- LOCAL_INV or SEND_WITH_INV of rkey on qp */
 static int post_inv(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t rkey)
 {
@@ -323,7 +304,7 @@ static void test_type2(void)
 	if (!mw)
 		bail_out("alloc_mw");
 	rk = ibv_inc_rkey(mw->rkey);
-	is_int(bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
+	is_int(t_bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
 	       "post type 2 bind");
 	wc = one_wc(bcq);
 	is_int(wc.status, IBV_WC_SUCCESS, "type 2 bind completes");
@@ -336,8 +317,8 @@ static void test_type2(void)
 	   "data at the window");
 	is_int(write_status(a, base, mw->rkey, 8), IBV_WC_REM_ACCESS_ERR,
 	       "the pre-bind rkey does not work");
-	is_int(bind2(b, mw, ibv_inc_rkey(rk), bmr, base, 256,
-		     IBV_ACCESS_REMOTE_WRITE),
+	is_int(t_bind2(b, mw, ibv_inc_rkey(rk), bmr, base, 256,
+		       IBV_ACCESS_REMOTE_WRITE),
 	       0, "post bind of a bound type 2 window");
 	is_int(one_wc(bcq).status, IBV_WC_MW_BIND_ERR,
 	       "binding a bound type 2 window: BIND_ERR");
@@ -351,7 +332,7 @@ static void test_type2(void)
 	pair(&a, &b);
 	pair(&c, &d);
 	rk = ibv_inc_rkey(rk);
-	is_int(bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
+	is_int(t_bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
 	       "bind to QP b");
 	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "bind completes");
 	is_int(write_status(a, base, rk, 8), IBV_WC_SUCCESS, "a -> b works");
@@ -379,8 +360,8 @@ static void test_type2(void)
 	/* zero based: remote addresses are offsets into the window */
 	pair(&a, &b);
 	rk = ibv_inc_rkey(rk);
-	is_int(bind2(b, mw, rk, bmr, base, 256,
-		     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ZERO_BASED),
+	is_int(t_bind2(b, mw, rk, bmr, base, 256,
+		       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ZERO_BASED),
 	       0, "zero-based bind");
 	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "zero-based bind completes");
 	memset(abuf, 0x24, 8);
@@ -396,7 +377,7 @@ static void test_type2(void)
 	/* SEND_WITH_INV: the responder invalidates */
 	pair(&a, &b);
 	rk = ibv_inc_rkey(rk);
-	is_int(bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
+	is_int(t_bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
 	       "bind for SEND_WITH_INV");
 	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "bind completes");
 	t_post_recv(b, bbuf, 64, bmr->lkey, 0x77);
@@ -432,7 +413,7 @@ static void test_type2(void)
 	pair(&a, &b);
 	pair(&c, &d);
 	rk = ibv_inc_rkey(rk);
-	is_int(bind2(d, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
+	is_int(t_bind2(d, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
 	       "bind on another QP");
 	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "bind completes");
 	t_post_recv(b, bbuf, 64, bmr->lkey, 0x79);
@@ -454,21 +435,21 @@ static void test_type2(void)
 
 	/* type 2 binding errors */
 	pair(&a, &b);
-	is_int(bind2(b, mw, rk, NULL, 0, 0, IBV_ACCESS_REMOTE_WRITE), 0,
+	is_int(t_bind2(b, mw, rk, NULL, 0, 0, IBV_ACCESS_REMOTE_WRITE), 0,
 	       "post type 2 bind without an MR");
 	is_int(one_wc(bcq).status, IBV_WC_MW_BIND_ERR,
 	       "type 2 without an MR: BIND_ERR");
 	unpair(a, b);
 	pair(&a, &b);
-	is_int(bind2(b, NULL, rk, bmr, base, 8, 0), EINVAL,
+	is_int(t_bind2(b, NULL, rk, bmr, base, 8, 0), EINVAL,
 	       "BIND_MW without a window: EINVAL");
-	is_int(bind2(b, mw, rk, NULL, base, 8, 0), EINVAL,
+	is_int(t_bind2(b, mw, rk, NULL, base, 8, 0), EINVAL,
 	       "no MR but a range: EINVAL");
 	is_int(one_wc(bcq).status, NO_WC, "refused posts complete nothing");
 
 	/* dealloc of a bound window revokes it */
 	rk = ibv_inc_rkey(rk);
-	is_int(bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
+	is_int(t_bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
 	       "bind before dealloc");
 	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "bind completes");
 	is_int(write_status(a, base, rk, 8), IBV_WC_SUCCESS, "write works");
