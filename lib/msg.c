@@ -49,6 +49,9 @@
  * grants at 1 MiB), and callers retry at on_writable (README "copies
  * ahead", "A default of 1m") */
 #define COPY_AHEAD_DEFAULT ((size_t)1 << 20)
+/* the least piece of a copied rendezvous message (RDMAMSG_RNDV_PIECE,
+ * rndv.c's pieces()): placeholder, tuned below by measurement */
+#define RNDV_PIECE_DEFAULT ((size_t)64 << 10)
 
 /* the default to a peer on this host where the fabric carries its sends
  * through shared memory (softrdma: an 8 KiB fragment is two copies
@@ -1573,18 +1576,19 @@ static int rndv_parse(const char *e, size_t *out)
 }
 
 /* rndv_caps -- the handshake capabilities of the rendezvous (rndv.c) ep
- * offers: RDMAMSG_HS_CAP_INV (it announces its windows XF_INV and
- * answers such an announcement with a FIN as SEND_WITH_INV) where it
- * binds windows and the device posts SEND_WITH_INV (the memory
- * management extensions), unless RDMAMSG_NO_SEND_INV=1 */
+ * offers: RDMAMSG_HS_CAP_PIECE (it reads announcements in pieces) always,
+ * RDMAMSG_HS_CAP_INV (it announces its windows XF_INV and answers such an
+ * announcement with a FIN as SEND_WITH_INV) where it binds windows and
+ * the device posts SEND_WITH_INV (the memory management extensions),
+ * unless RDMAMSG_NO_SEND_INV=1 */
 static uint32_t rndv_caps(const struct rdmamsg_ep *ep)
 {
 	const char *e = getenv("RDMAMSG_NO_SEND_INV");
 
 	if ((e && *e && strcmp(e, "0")) || !rdmamsg__rndv_ep_mw(ep) ||
 	    !(ep->ctx->dattr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS))
-		return 0;
-	return RDMAMSG_HS_CAP_INV;
+		return RDMAMSG_HS_CAP_PIECE;
+	return RDMAMSG_HS_CAP_INV | RDMAMSG_HS_CAP_PIECE;
 }
 
 /* rdmamsg__ep_proto_params -- the rendezvous threshold: the attribute's,
@@ -1608,6 +1612,16 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 		ep->copy_ahead = 0;
 	} else if (e && *e && rndv_parse(e, &ep->copy_ahead)) {
 		LOG_ERR("RDMAMSG_COPY_AHEAD=%s: expected 0 (no bound) or "
+			"%zu to %zu bytes (suffix k, m or g allowed)",
+			e, RNDV_MIN, RNDV_MAX);
+		return -EINVAL;
+	}
+	ep->rndv_piece = RNDV_PIECE_DEFAULT;
+	e = getenv("RDMAMSG_RNDV_PIECE");
+	if (e && !strcmp(e, "0")) {
+		ep->rndv_piece = 0;
+	} else if (e && *e && rndv_parse(e, &ep->rndv_piece)) {
+		LOG_ERR("RDMAMSG_RNDV_PIECE=%s: expected 0 (whole copies) or "
 			"%zu to %zu bytes (suffix k, m or g allowed)",
 			e, RNDV_MIN, RNDV_MAX);
 		return -EINVAL;
