@@ -50,7 +50,11 @@
  * ahead", "A default of 1m") */
 #define COPY_AHEAD_DEFAULT ((size_t)1 << 20)
 /* the least piece of a copied rendezvous message (RDMAMSG_RNDV_PIECE,
- * rndv.c's pieces()): placeholder, tuned below by measurement */
+ * rndv.c's pieces_take()): a piece costs a bind, an announcement, a READ
+ * and an invalidation, which 16 KiB pieces do not earn back (one-way
+ * 64 KiB 7.34 us whole, 7.9-8.0 in 16 or 32 KiB pieces) and 64 KiB do
+ * from 256 KiB (21.3 us against 22.1 with 32 KiB pieces, 22.5 with 128,
+ * 24.4 whole; 1 MiB 87-90 and 4 MiB 358 with any, 107 and 561 whole) */
 #define RNDV_PIECE_DEFAULT ((size_t)64 << 10)
 
 /* the default to a peer on this host where the fabric carries its sends
