@@ -1579,6 +1579,26 @@ static int rndv_parse(const char *e, size_t *out)
 	return 0;
 }
 
+/* env_bytes -- *out from environment variable name: bytes as
+ * rndv_parse() takes them, or 0 (which means what zero says), def where
+ * it is unset; -EINVAL (logged) for a bad value */
+static int env_bytes(const char *name, size_t def, const char *zero,
+		     size_t *out)
+{
+	const char *e = getenv(name);
+
+	*out = def;
+	if (e && !strcmp(e, "0")) {
+		*out = 0;
+	} else if (e && *e && rndv_parse(e, out)) {
+		LOG_ERR("%s=%s: expected 0 (%s) or %zu to %zu bytes (suffix k, "
+			"m or g allowed)",
+			name, e, zero, RNDV_MIN, RNDV_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* rndv_caps -- the handshake capabilities of the rendezvous (rndv.c) ep
  * offers: RDMAMSG_HS_CAP_PIECE (it reads announcements in pieces) always,
  * RDMAMSG_HS_CAP_INV (it announces its windows XF_INV and answers such an
@@ -1610,26 +1630,11 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 	e = getenv("RDMAMSG_NO_PACK");
 	ep->caps = e && *e && strcmp(e, "0") ? 0 : RDMAMSG_HS_CAP_PACK;
 	ep->caps |= rndv_caps(ep);
-	ep->copy_ahead = COPY_AHEAD_DEFAULT;
-	e = getenv("RDMAMSG_COPY_AHEAD");
-	if (e && !strcmp(e, "0")) {
-		ep->copy_ahead = 0;
-	} else if (e && *e && rndv_parse(e, &ep->copy_ahead)) {
-		LOG_ERR("RDMAMSG_COPY_AHEAD=%s: expected 0 (no bound) or "
-			"%zu to %zu bytes (suffix k, m or g allowed)",
-			e, RNDV_MIN, RNDV_MAX);
+	if (env_bytes("RDMAMSG_COPY_AHEAD", COPY_AHEAD_DEFAULT, "no bound",
+		      &ep->copy_ahead) ||
+	    env_bytes("RDMAMSG_RNDV_PIECE", RNDV_PIECE_DEFAULT, "whole copies",
+		      &ep->rndv_piece))
 		return -EINVAL;
-	}
-	ep->rndv_piece = RNDV_PIECE_DEFAULT;
-	e = getenv("RDMAMSG_RNDV_PIECE");
-	if (e && !strcmp(e, "0")) {
-		ep->rndv_piece = 0;
-	} else if (e && *e && rndv_parse(e, &ep->rndv_piece)) {
-		LOG_ERR("RDMAMSG_RNDV_PIECE=%s: expected 0 (whole copies) or "
-			"%zu to %zu bytes (suffix k, m or g allowed)",
-			e, RNDV_MIN, RNDV_MAX);
-		return -EINVAL;
-	}
 	if (ep->p.rndv_thresh)
 		return 0;
 	e = getenv("RDMAMSG_RNDV_THRESH");
