@@ -539,10 +539,10 @@ static void pieces_put(struct rdmamsg_ep *ep, struct pieces *pc)
  * pieces of at least ep->rndv_piece bytes (at most MAX_PIECES, sizes a
  * multiple of 64) where the peer reads pieces, windows bind, the send
  * queue has room for a bind and an announcement per piece besides
- * sq_reserve(), there is a credit for each announcement and no copy of
- * this endpoint waits to be read; else whole (pc->n 1).  The receiver reads each piece
- * while the next is copied, so a message costs about one copy, not a
- * copy and then a read */
+ * sq_reserve(), there is a credit for each announcement and no transfer
+ * of this endpoint waits to be read; else whole (pc->n 1).  The receiver
+ * reads each piece while the next is copied, so a message costs about
+ * one copy, not a copy and then a read */
 static void pieces_take(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
 			size_t len, struct pieces *pc)
 {
@@ -552,10 +552,10 @@ static void pieces_take(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
 	if (!ep->rndv_piece || len / 2 < ep->rndv_piece || !b->slab ||
 	    !(ep->peer_caps & RDMAMSG_HS_CAP_PIECE) || !use_mw(ep))
 		return;
-	/* a copy behind others still to be read goes whole: the receiver
-	 * reads those while this one is copied, pieces would only add
-	 * their cost */
-	if (ep->xf->ncopied)
+	/* a copy behind transfers still to be read (no FIN yet) goes
+	 * whole: the receiver reads those while this one is copied, pieces
+	 * would only add their cost */
+	if (ep->xf->sends.used)
 		return;
 	n = len / ep->rndv_piece;
 	if (n > MAX_PIECES)
