@@ -68,8 +68,9 @@ enum {
  * at offset 16 (a reject's reason) holds the features its sender takes;
  * a peer from before them sends 0 there and reads nothing, so a feature
  * is used only when both sides offered it.  Unknown bits are ignored. */
-#define RDMAMSG_HS_CAP_PACK 0x1 /* W_PACK sends (lib/proto.h) */
-#define RDMAMSG_HS_CAP_INV  0x2 /* FIN as SEND_WITH_INV (XF_INV, lib/rndv.c) */
+#define RDMAMSG_HS_CAP_PACK  0x1 /* W_PACK sends (lib/proto.h) */
+#define RDMAMSG_HS_CAP_INV   0x2 /* FIN as SEND_WITH_INV (XF_INV, lib/rndv.c) */
+#define RDMAMSG_HS_CAP_PIECE 0x4 /* X_PIECE (XF_PIECE, lib/rndv.c) */
 
 struct rdmamsg__hs {
 	uint8_t version;

@@ -498,6 +498,8 @@ struct rdmamsg_ep {
 	size_t rndv;	     /* rdmamsg_send's rendezvous above this (msg.c) */
 	size_t copy_ahead;   /* its copies not yet read: at most this many
 			      * bytes (RDMAMSG_COPY_AHEAD); 0: the pool's */
+	size_t rndv_piece;   /* ... copied in pieces of at least this many
+			      * (RDMAMSG_RNDV_PIECE, rndv.c); 0: whole */
 	uint32_t max_inline; /* the lane's, cached at bind */
 	uint32_t peer_depth;
 	uint32_t peer_ctl;  /* control credits the peer grants (handshake) */

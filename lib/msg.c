@@ -49,6 +49,13 @@
  * grants at 1 MiB), and callers retry at on_writable (README "copies
  * ahead", "A default of 1m") */
 #define COPY_AHEAD_DEFAULT ((size_t)1 << 20)
+/* the least piece of a copied rendezvous message (RDMAMSG_RNDV_PIECE,
+ * rndv.c's pieces_take()): a piece costs a bind, an announcement, a READ
+ * and an invalidation, which 16 KiB pieces do not earn back (one-way
+ * 64 KiB 7.34 us whole, 7.9-8.0 in 16 or 32 KiB pieces) and 64 KiB do
+ * from 256 KiB (21.3 us against 22.1 with 32 KiB pieces, 22.5 with 128,
+ * 24.4 whole; 1 MiB 87-90 and 4 MiB 358 with any, 107 and 561 whole) */
+#define RNDV_PIECE_DEFAULT ((size_t)64 << 10)
 
 /* the default to a peer on this host where the fabric carries its sends
  * through shared memory (softrdma: an 8 KiB fragment is two copies
@@ -1572,19 +1579,40 @@ static int rndv_parse(const char *e, size_t *out)
 	return 0;
 }
 
+/* env_bytes -- *out from environment variable name: bytes as
+ * rndv_parse() takes them, or 0 (which means what zero says), def where
+ * it is unset; -EINVAL (logged) for a bad value */
+static int env_bytes(const char *name, size_t def, const char *zero,
+		     size_t *out)
+{
+	const char *e = getenv(name);
+
+	*out = def;
+	if (e && !strcmp(e, "0")) {
+		*out = 0;
+	} else if (e && *e && rndv_parse(e, out)) {
+		LOG_ERR("%s=%s: expected 0 (%s) or %zu to %zu bytes (suffix k, "
+			"m or g allowed)",
+			name, e, zero, RNDV_MIN, RNDV_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* rndv_caps -- the handshake capabilities of the rendezvous (rndv.c) ep
- * offers: RDMAMSG_HS_CAP_INV (it announces its windows XF_INV and
- * answers such an announcement with a FIN as SEND_WITH_INV) where it
- * binds windows and the device posts SEND_WITH_INV (the memory
- * management extensions), unless RDMAMSG_NO_SEND_INV=1 */
+ * offers: RDMAMSG_HS_CAP_PIECE (it reads announcements in pieces) always,
+ * RDMAMSG_HS_CAP_INV (it announces its windows XF_INV and answers such an
+ * announcement with a FIN as SEND_WITH_INV) where it binds windows and
+ * the device posts SEND_WITH_INV (the memory management extensions),
+ * unless RDMAMSG_NO_SEND_INV=1 */
 static uint32_t rndv_caps(const struct rdmamsg_ep *ep)
 {
 	const char *e = getenv("RDMAMSG_NO_SEND_INV");
 
 	if ((e && *e && strcmp(e, "0")) || !rdmamsg__rndv_ep_mw(ep) ||
 	    !(ep->ctx->dattr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS))
-		return 0;
-	return RDMAMSG_HS_CAP_INV;
+		return RDMAMSG_HS_CAP_PIECE;
+	return RDMAMSG_HS_CAP_INV | RDMAMSG_HS_CAP_PIECE;
 }
 
 /* rdmamsg__ep_proto_params -- the rendezvous threshold: the attribute's,
@@ -1602,16 +1630,11 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
 	e = getenv("RDMAMSG_NO_PACK");
 	ep->caps = e && *e && strcmp(e, "0") ? 0 : RDMAMSG_HS_CAP_PACK;
 	ep->caps |= rndv_caps(ep);
-	ep->copy_ahead = COPY_AHEAD_DEFAULT;
-	e = getenv("RDMAMSG_COPY_AHEAD");
-	if (e && !strcmp(e, "0")) {
-		ep->copy_ahead = 0;
-	} else if (e && *e && rndv_parse(e, &ep->copy_ahead)) {
-		LOG_ERR("RDMAMSG_COPY_AHEAD=%s: expected 0 (no bound) or "
-			"%zu to %zu bytes (suffix k, m or g allowed)",
-			e, RNDV_MIN, RNDV_MAX);
+	if (env_bytes("RDMAMSG_COPY_AHEAD", COPY_AHEAD_DEFAULT, "no bound",
+		      &ep->copy_ahead) ||
+	    env_bytes("RDMAMSG_RNDV_PIECE", RNDV_PIECE_DEFAULT, "whole copies",
+		      &ep->rndv_piece))
 		return -EINVAL;
-	}
 	if (ep->p.rndv_thresh)
 		return 0;
 	e = getenv("RDMAMSG_RNDV_THRESH");

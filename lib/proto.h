@@ -191,10 +191,11 @@ struct rdmamsg__xhdr {
 	uint8_t inner; /* X_RTS: what the pulled bytes are (X_MSG ...) */
 	uint8_t flags; /* X_RTS: XF_*; X_FIN: XF_INV or 0 */
 	uint8_t pad;
-	int32_t status; /* X_FIN: 0 or the receiver's refusal */
-	uint64_t id;	/* X_RTS/X_FIN: sender's transfer id */
+	int32_t status; /* X_FIN: 0 or the receiver's refusal; X_RTS with
+			 * XF_PIECE: the first piece's length */
+	uint64_t id;	/* X_RTS/X_FIN/X_PIECE: sender's transfer id */
 	uint64_t req;	/* X_REQ/X_RESP, inner X_REQ/X_RESP: request id */
-	uint64_t addr;	/* X_RTS: source */
+	uint64_t addr;	/* X_RTS, X_PIECE: source */
 	uint64_t len;
 	uint32_t rkey;
 	uint32_t imm;
@@ -204,14 +205,22 @@ _Static_assert(sizeof(struct rdmamsg__xhdr) == 48, "transfer header size");
 
 #define RDMAMSG_XHDR ((uint32_t)sizeof(struct rdmamsg__xhdr))
 
-enum { X_MSG = 0, X_RTS = 1, X_FIN = 2, X_REQ = 3, X_RESP = 4 };
+enum { X_MSG = 0, X_RTS = 1, X_FIN = 2, X_REQ = 3, X_RESP = 4, X_PIECE = 5 };
 /* XF_ORDER: an X_RTS of rdmamsg_send() and friends (or of a request or
  * response): delivered in order with the messages around it, and, up to
  * the negotiated maximum message size, as an eager message would be.
  * XF_INV (only to a peer that offered RDMAMSG_HS_CAP_INV): on an X_RTS,
  * rkey is a type 2 window the FIN is to invalidate; on that X_FIN, it
- * came as IBV_WR_SEND_WITH_INV of rkey (repeated in the FIN's rkey) */
-enum { XF_IMM = 1, XF_ORDER = 2, XF_INV = 4 };
+ * came as IBV_WR_SEND_WITH_INV of rkey (repeated in the FIN's rkey).
+ * XF_PIECE (still version 3, only to a peer that offered
+ * RDMAMSG_HS_CAP_PIECE): the X_RTS announces len bytes of which only the
+ * first status (1 .. len - 1) are readable now, through rkey; each X_PIECE
+ * that follows makes the next len bytes readable, at addr (where the one
+ * before ended), through a window of its own (rkey), until len is
+ * reached.  The sender copies a message in pieces and the receiver reads
+ * each while the next is copied (lib/rndv.c).  The FIN invalidates the
+ * first window only. */
+enum { XF_IMM = 1, XF_ORDER = 2, XF_INV = 4, XF_PIECE = 8 };
 
 /* rdmamsg__xhdr_encode -- x in wire order into out (RDMAMSG_XHDR bytes) */
 static inline void rdmamsg__xhdr_encode(const struct rdmamsg__xhdr *x,
@@ -249,15 +258,28 @@ static inline int rdmamsg__xhdr_decode(const void *in, size_t len,
 		return -EPROTO;
 	switch (x->kind) {
 	case X_RTS:
-		if (len != RDMAMSG_XHDR || x->status || !x->len ||
-		    (x->flags & ~(XF_IMM | XF_ORDER | XF_INV)) ||
+		if (len != RDMAMSG_XHDR || !x->len ||
+		    (x->flags & ~(XF_IMM | XF_ORDER | XF_INV | XF_PIECE)) ||
 		    x->addr + x->len < x->addr)
+			return -EPROTO;
+		/* a first piece is a part: 1 .. len - 1 bytes */
+		if ((x->flags & XF_PIECE)
+			    ? x->status <= 0 || (uint64_t)x->status >= x->len
+			    : x->status != 0)
 			return -EPROTO;
 		if (x->inner == X_MSG)
 			return x->req ? -EPROTO : 0;
 		if (x->inner == X_REQ || x->inner == X_RESP)
-			return x->flags & ~(XF_ORDER | XF_INV) ? -EPROTO : 0;
+			return x->flags & ~(XF_ORDER | XF_INV | XF_PIECE)
+				       ? -EPROTO
+				       : 0;
 		return -EPROTO;
+	case X_PIECE:
+		/* where it lies in its transfer is the receiver's check */
+		if (len != RDMAMSG_XHDR || x->inner || x->flags || x->status ||
+		    x->req || x->imm || !x->len || x->addr + x->len < x->addr)
+			return -EPROTO;
+		return 0;
 	case X_FIN:
 		/* a refusal is a negative errno */
 		if (len != RDMAMSG_XHDR || x->inner || (x->flags & ~XF_INV) ||

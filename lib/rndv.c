@@ -18,7 +18,15 @@
  * Without type 2 windows (device cap, RDMAMSG_NO_MW=1, DC lanes, replay
  * sessions) the bytes get a registration of their own for the transfer,
  * as before.  An X_RTS control message announces address, length and
- * rkey.
+ * rkey.  A copy of RDMAMSG_RNDV_PIECE bytes or more goes in pieces
+ * (pieces_take(), to a peer that offered RDMAMSG_HS_CAP_PIECE): the RTS
+ * goes out once the first piece is copied, with a window over that piece
+ * only, and each later piece, once copied, gets a window of its own and
+ * an X_PIECE that announces it; the receiver reads a piece while the next
+ * is copied, so the message costs about one copy instead of a copy and
+ * then a read, and the peer never reaches bytes not yet this transfer's
+ * (the pool buffer's earlier contents).  The FIN invalidates the first
+ * window, LOCAL_INV the others.
  *
  * Receiver: the bytes land in a pool buffer (the allocation callback
  * chooses for large messages), pulled by RDMA READs of CHUNK bytes, at
@@ -62,6 +70,8 @@
 #define CHUNK	   ((uint64_t)8 << 20)
 #define MAX_READS  4
 #define READ_BYTES ((uint64_t)1 << 20) /* read_bytes() */
+/* the most pieces a copied message is announced in (pieces_take()) */
+#define MAX_PIECES 8
 /* rdmamsg_send()'s copies of an endpoint waiting to be read: beyond
  * RDMAMSG_COPY_AHEAD bytes (and COPY_MIN sends) -EAGAIN (copy_full()) */
 #define COPY_MIN 2
@@ -91,9 +101,13 @@ struct rndv_send {
 	void *mem;		   /* our heap copy (no pool memory), or NULL */
 	struct ibv_mr *tmr;	   /* its registration for this transfer */
 	struct rdmamsg_buf *buf;   /* the pool buffer exposed, or NULL */
-	struct rdmamsg__mw *mw;	   /* the window bound over it */
-	struct rdmamsg_mr *umr;	   /* the caller's (rdmamsg_send_mr) */
-	size_t copied;		   /* bytes copy_in() took from the caller */
+	struct rdmamsg__mw *mw;	   /* the window bound over it (the first
+				    * piece's) */
+	struct rdmamsg__mw *pw[MAX_PIECES - 1]; /* the later pieces' */
+	uint8_t npw;				/* of them bound */
+	uint8_t ninv;		/* invalidations of its windows in flight */
+	struct rdmamsg_mr *umr; /* the caller's (rdmamsg_send_mr) */
+	size_t copied;		/* bytes copy_in() took from the caller */
 	void *op_ctx;
 	int report;
 	int late;   /* on_send waits for the window's invalidation */
@@ -128,6 +142,10 @@ struct rdmamsg__pull {
 	struct ibv_mr *own_mr;	 /* its registration (a heap buffer) */
 	struct rdmamsg_mr *umr;	 /* the allocation callback's region */
 	uint64_t posted, done;
+	uint64_t ready;		   /* bytes announced readable (XF_PIECE) */
+	uint64_t pend[MAX_PIECES]; /* where each announced piece ends */
+	uint32_t pkey[MAX_PIECES]; /* and the window it is read through */
+	uint8_t np, pi;		   /* pieces announced; the one read next */
 	uint32_t inflight;
 	int active;
 	int failed;
@@ -207,12 +225,13 @@ static int copy_full(const struct rdmamsg_ep *ep, size_t len)
 	       xf->copied_bytes + len > ep->copy_ahead;
 }
 
-/* copy_in -- the caller's len bytes at data into s's source dst, counted
- * for copy_full() until send_free() */
+/* copy_in -- the first n of the caller's len bytes at data into s's
+ * source dst (the rest follow in pieces), counted for copy_full() until
+ * send_free() */
 static void copy_in(struct rdmamsg__xfer *xf, struct rndv_send *s, void *dst,
-		    const void *data, size_t len)
+		    const void *data, size_t n, size_t len)
 {
-	memcpy(dst, data, len);
+	memcpy(dst, data, n);
 	s->copied = len;
 	xf->copied_bytes += len;
 	xf->ncopied++;
@@ -304,12 +323,21 @@ static int mw_bind(struct rdmamsg_ep *ep, struct rdmamsg__mw *m,
 	return 0;
 }
 
+/* send_unbind -- s's windows still bound go (deallocated: invalidated) */
+static void send_unbind(struct rndv_send *s)
+{
+	if (s->mw)
+		mw_drop(s->mw);
+	s->mw = NULL;
+	while (s->npw)
+		mw_drop(s->pw[--s->npw]);
+}
+
 /* send_free -- release a sender's source (its window deallocated: the
  * connection is gone, or nothing was announced) */
 static void send_free(struct rdmamsg_ep *ep, struct rndv_send *s)
 {
-	if (s->mw)
-		mw_drop(s->mw);
+	send_unbind(s);
 	if (s->tmr)
 		ep->ctx->ops->dereg_mr(s->tmr);
 	if (s->buf)
@@ -351,48 +379,70 @@ static void send_finish(struct rdmamsg_ep *ep, struct rndv_send *s, int report,
 	send_free(ep, s);
 }
 
-/* send_release -- the transfer is over: its window is invalidated before
- * the buffer can serve anything else; -EAGAIN: no send slot yet */
+/* send_end_bound -- s's windows not being invalidated are deallocated;
+ * s ends now unless an invalidation is in flight (its completion ends it,
+ * rdmamsg__rndv_inv_done) */
+static void send_end_bound(struct rdmamsg_ep *ep, struct rndv_send *s)
+{
+	send_unbind(s);
+	if (!s->ninv)
+		send_finish(ep, s, s->late, s->status);
+}
+
+/* send_release -- the transfer is over: its windows still bound are
+ * invalidated before the buffer can serve anything else (it is freed when
+ * the last invalidation completes); -EAGAIN: no send slot yet for one */
 static int send_release(struct rdmamsg_ep *ep, struct rndv_send *s)
 {
 	struct rdmamsg__xop op;
 	struct ibv_send_wr wr;
 	int ret;
 
-	if (!s->mw || ep->xf->down || rdmamsg__ep_can_send(ep)) {
-		send_finish(ep, s, s->late, s->status);
+	if (ep->xf->down || rdmamsg__ep_can_send(ep)) {
+		send_end_bound(ep, s);
 		return 0;
 	}
-	memset(&wr, 0, sizeof(wr));
-	memset(&op, 0, sizeof(op));
-	wr.opcode = IBV_WR_LOCAL_INV;
-	wr.invalidate_rkey = s->mw->rkey;
-	op.kind = OP_INV;
-	op.send = s;
-	ret = rdmamsg__xop_post(ep, &wr, &op);
-	if (ret == -EAGAIN)
-		return ret;
-	if (ret)
-		send_finish(ep, s, s->late, s->status);
+	while (s->mw || s->npw) {
+		memset(&wr, 0, sizeof(wr));
+		memset(&op, 0, sizeof(op));
+		op.kind = OP_INV;
+		op.send = s;
+		op.mw = s->npw ? s->pw[s->npw - 1] : s->mw;
+		wr.opcode = IBV_WR_LOCAL_INV;
+		wr.invalidate_rkey = op.mw->rkey;
+		ret = rdmamsg__xop_post(ep, &wr, &op);
+		if (ret == -EAGAIN)
+			return ret;
+		if (ret)
+			break; /* the connection is going */
+		if (s->npw)
+			s->npw--;
+		else
+			s->mw = NULL;
+		s->ninv++;
+	}
+	send_end_bound(ep, s);
 	return 0;
 }
 
 /* rdmamsg__rndv_inv_done -- a window's invalidation completed: the window
- * and the buffer are free again (after an error the window is dropped);
- * a window over the caller's memory: its on_send now, the peer's reach
- * into that memory is over */
+ * is free again (after an error it is dropped); with the last of its
+ * transfer's, the buffer is too, and where the window was over the
+ * caller's memory its on_send follows now: the peer's reach into that
+ * memory is over */
 void rdmamsg__rndv_inv_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 			    int status)
 {
 	struct rndv_send *s = op->send;
 
 	if (!status) {
-		s->mw->next = ep->xf->mw_free;
-		ep->xf->mw_free = s->mw;
+		op->mw->next = ep->xf->mw_free;
+		ep->xf->mw_free = op->mw;
 	} else {
-		mw_drop(s->mw);
+		mw_drop(op->mw);
 	}
-	s->mw = NULL;
+	if (--s->ninv || s->mw || s->npw)
+		return; /* more to invalidate, some waiting for a slot */
 	if (s->late)
 		send_report(ep, s, s->status);
 	send_free(ep, s);
@@ -456,6 +506,121 @@ static int expose(struct rdmamsg_ep *ep, struct rndv_send *s,
 	return 0;
 }
 
+/* the later pieces of a copied message: the windows and announcement
+ * buffers they take before the first is announced, so that announcing
+ * them cannot fail for want of memory or send slots */
+struct pieces {
+	int n;		    /* pieces (1: the message whole) */
+	size_t first, size; /* the first's length, and each other's but the
+			     * last (which takes the rest) */
+	struct rdmamsg__mw *mw[MAX_PIECES - 1];
+	struct rdmamsg_buf *ann[MAX_PIECES - 1];
+};
+
+/* pieces_put -- what pc took and did not use goes back */
+static void pieces_put(struct rdmamsg_ep *ep, struct pieces *pc)
+{
+	int i;
+
+	for (i = 0; i < MAX_PIECES - 1; i++) {
+		if (pc->mw[i]) {
+			pc->mw[i]->next = ep->xf->mw_free;
+			ep->xf->mw_free = pc->mw[i];
+			pc->mw[i] = NULL;
+		}
+		if (pc->ann[i]) {
+			rdmamsg__buf_put(pc->ann[i]);
+			pc->ann[i] = NULL;
+		}
+	}
+}
+
+/* pieces_take -- how a copy of len bytes into pool buffer b goes: in
+ * pieces of at least ep->rndv_piece bytes (at most MAX_PIECES, sizes a
+ * multiple of 64) where the peer reads pieces, windows bind, the send
+ * queue has room for a bind and an announcement per piece besides
+ * sq_reserve(), there is a credit for each announcement and no transfer
+ * of this endpoint waits to be read; else whole (pc->n 1).  The receiver
+ * reads each piece while the next is copied, so a message costs about
+ * one copy, not a copy and then a read */
+static void pieces_take(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
+			size_t len, struct pieces *pc)
+{
+	size_t n;
+	int i;
+
+	if (!ep->rndv_piece || len / 2 < ep->rndv_piece || !b->slab ||
+	    !(ep->peer_caps & RDMAMSG_HS_CAP_PIECE) || !use_mw(ep))
+		return;
+	/* a copy behind transfers still to be read (no FIN yet) goes
+	 * whole: the receiver reads those while this one is copied, pieces
+	 * would only add their cost */
+	if (ep->xf->sends.used)
+		return;
+	n = len / ep->rndv_piece;
+	if (n > MAX_PIECES)
+		n = MAX_PIECES;
+	/* every announcement goes at once, none into the backlog: a close
+	 * that cancels the backlog would leave the receiver waiting for a
+	 * piece (and the close for its FIN) */
+	if (fp_sq_free(ep) < 2 * n + sq_reserve(ep) || ep->bl_head ||
+	    ep->credits < (int)n)
+		return;
+	pc->size = ((len + n - 1) / n + 63) & ~(size_t)63;
+	if (pc->size > INT32_MAX)
+		return; /* the announcement's field (proto.h) */
+	n = (len + pc->size - 1) / pc->size;
+	for (i = 0; i < (int)n - 1; i++) {
+		pc->mw[i] = mw_get(ep);
+		if (!pc->mw[i] || rdmamsg__buf_get(ep->ctx, RDMAMSG_XHDR,
+						   BUF_LIB, &pc->ann[i])) {
+			pieces_put(ep, pc);
+			return;
+		}
+	}
+	pc->n = (int)n;
+	pc->first = pc->size;
+}
+
+/* pieces_send -- copy and announce the pieces after the first of
+ * transfer id (source s, len bytes at data): each gets its own window,
+ * bound once its bytes are in, then an X_PIECE.  A failure (the
+ * connection is going: nothing else can fail here) leaves the rest
+ * unannounced, and the transfer ends with the connection */
+static void pieces_send(struct rdmamsg_ep *ep, struct rndv_send *s, uint64_t id,
+			const char *data, size_t len, struct pieces *pc)
+{
+	char *dst = s->buf->data;
+	struct rdmamsg__xhdr x;
+	size_t off = pc->first, n;
+	int i, ret = 0;
+
+	memset(&x, 0, sizeof(x));
+	x.kind = X_PIECE;
+	x.id = id;
+	for (i = 0; i < pc->n - 1; i++, off += n) {
+		n = len - off < pc->size ? len - off : pc->size;
+		memcpy(dst + off, data + off, n);
+		ret = mw_bind(ep, pc->mw[i], s->buf->slab->mr, dst + off, n);
+		if (ret)
+			break;
+		s->pw[s->npw++] = pc->mw[i];
+		pc->mw[i] = NULL;
+		x.addr = (uint64_t)(uintptr_t)(dst + off);
+		x.len = n;
+		x.rkey = s->pw[s->npw - 1]->rkey;
+		rdmamsg__xhdr_encode(&x, pc->ann[i]->data);
+		ret = rdmamsg__ep_send_x(ep, pc->ann[i], RDMAMSG_XHDR);
+		if (ret)
+			break;
+		pc->ann[i] = NULL;
+	}
+	pieces_put(ep, pc);
+	if (ret)
+		LOG_ERR("announcing piece %d of transfer %llx failed: %d",
+			i + 1, (unsigned long long)id, ret);
+}
+
 /* rdmamsg__rndv_send -- announce len bytes: in mr (the caller's
  * registration), in zb (the caller's pool buffer, now the library's), or
  * at data (copied once into pool memory); xflags: XF_IMM, XF_ORDER */
@@ -464,6 +629,8 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		       struct rdmamsg_buf *zb, int xflags, uint32_t imm,
 		       void *op_ctx, int report)
 {
+	struct pieces pc = {.n = 1, .first = len};
+	const void *src = data;
 	struct rdmamsg__xfer *xf;
 	struct rndv_send *s;
 	struct rdmamsg__xhdr x;
@@ -509,12 +676,14 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	} else if (zb || !ret) {
 		/* pool memory, registered once: the peer gets a window
 		 * over these bytes (or their own registration) */
-		if (zb)
+		if (zb) {
 			s->buf = zb;
-		else
-			copy_in(xf, s, s->buf->data, data, len);
+		} else {
+			pieces_take(ep, s->buf, len, &pc);
+			copy_in(xf, s, s->buf->data, data, pc.first, len);
+		}
 		data = s->buf->data;
-		ret = expose(ep, s, s->buf, len, &x.rkey);
+		ret = expose(ep, s, s->buf, pc.first, &x.rkey);
 		if (ret) {
 			LOG_ERR("exposing %zu bytes to send failed: %d", len,
 				ret);
@@ -529,7 +698,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 			ret = -ENOMEM;
 			goto err_free_send;
 		}
-		copy_in(xf, s, s->mem, data, len);
+		copy_in(xf, s, s->mem, data, len, len);
 		data = s->mem;
 		errno = 0;
 		s->tmr = ep->ctx->ops->reg_mr(ep->ctx->pd, s->mem, len,
@@ -557,17 +726,24 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	x.addr = (uint64_t)(uintptr_t)data;
 	x.len = len;
 	x.imm = imm;
+	if (pc.n > 1) {
+		x.flags |= XF_PIECE;
+		x.status = (int32_t)pc.first;
+	}
 	ret = rdmamsg__xfer_send(ep, &x, NULL, 0);
 	if (ret)
 		goto err_del_id;
 	if (mr)
 		mr->busy++;
 	s->umr = mr;
+	if (pc.n > 1)
+		pieces_send(ep, s, id, src, len, &pc);
 	return 0;
 
 err_del_id:
 	rdmamsg__idt_del(&xf->sends, id);
 err_free_send:
+	pieces_put(ep, &pc);
 	s->umr = NULL;
 	if (zb)
 		s->buf = NULL; /* still the caller's */
@@ -684,15 +860,14 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	}
 	rdmamsg__idt_del(&xf->sends, x->id);
 	if (x->flags & XF_INV) {
-		/* the peer's FIN invalidated the window before its receive
-		 * completed: it is free again, and on_send follows at once */
+		/* the peer's FIN invalidated the (first) window before its
+		 * receive completed: it is free again, and on_send follows
+		 * at once; the later pieces' windows are ours to
+		 * invalidate */
 		xf->rx_inv_set = 0;
 		s->mw->next = xf->mw_free;
 		xf->mw_free = s->mw;
 		s->mw = NULL;
-		send_report(ep, s, x->status);
-		send_free(ep, s);
-		return;
 	}
 	if (s->umr && s->mw && !xf->down) {
 		/* on_send once the window is invalidated: until then the
@@ -933,13 +1108,56 @@ static void drain(struct rdmamsg_ep *ep)
 	xf->draining = 0;
 }
 
-/* rdmamsg__rndv_recv -- X_RTS or X_FIN arrived */
+/* piece_recv -- the next piece of the last transfer announced is
+ * readable: where the one before ended, within the announced length, a
+ * transfer announced in pieces, at most MAX_PIECES; anything else is a
+ * broken peer and ends the connection (the message is not delivered).
+ * A piece of no transfer here belongs to one refused already (the
+ * sender sent its pieces before it could learn of that). */
+static void piece_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+	struct rdmamsg__pull *p;
+
+	/* a sender announces all pieces of a message before the next
+	 * message: its transfer is the last one announced */
+	if (list_empty(&xf->pulls))
+		return;
+	p = container_of(xf->pulls.prev, struct rdmamsg__pull, link);
+	if (p->x.id != x->id)
+		return;
+	if (RDMAMSG_UNLIKELY(!(p->x.flags & XF_PIECE) || p->np == MAX_PIECES ||
+			     x->addr != p->x.addr + p->ready ||
+			     x->len > p->x.len - p->ready)) {
+		LOG_ERR("rendezvous piece of transfer %llx: %llu bytes at "
+			"%llu, after %llu of %llu in %u pieces: closing",
+			(unsigned long long)x->id, (unsigned long long)x->len,
+			(unsigned long long)(x->addr - p->x.addr),
+			(unsigned long long)p->ready,
+			(unsigned long long)p->x.len, p->np);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return;
+	}
+	p->ready += x->len;
+	p->pend[p->np] = p->ready;
+	p->pkey[p->np++] = x->rkey;
+	if (p->active) {
+		rdmamsg__rndv_pump(ep);
+		rdmamsg__ep_xwait(ep);
+	}
+}
+
+/* rdmamsg__rndv_recv -- X_RTS, X_PIECE or X_FIN arrived */
 void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 {
 	struct rdmamsg__pull *p;
 
 	if (x->kind == X_FIN) {
 		fin_recv(ep, x);
+		return;
+	}
+	if (x->kind == X_PIECE) {
+		piece_recv(ep, x);
 		return;
 	}
 	if (RDMAMSG_UNLIKELY((x->flags & XF_INV) &&
@@ -968,6 +1186,10 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		return;
 	}
 	p->x = *x;
+	p->ready = x->flags & XF_PIECE ? (uint64_t)x->status : x->len;
+	p->pend[0] = p->ready;
+	p->pkey[0] = x->rkey;
+	p->np = 1;
 	p->o.ord = ORD_PULL;
 	list_init(&p->o.olink);
 	list_add_tail(&ep->xf->pulls, &p->link);
@@ -1034,12 +1256,16 @@ static int activate(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 /* post_chunk -- one RDMA READ of the next chunk of p */
 static int post_chunk(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 {
-	uint64_t n = p->x.len - p->posted;
+	uint64_t n;
 	struct rdmamsg__xop op;
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
 	int ret;
 
+	/* a read stays within one piece: each has its own window */
+	while (p->posted >= p->pend[p->pi])
+		p->pi++;
+	n = p->pend[p->pi] - p->posted;
 	if (n > CHUNK)
 		n = CHUNK;
 	memset(&wr, 0, sizeof(wr));
@@ -1053,7 +1279,7 @@ static int post_chunk(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_READ;
 	wr.wr.rdma.remote_addr = p->x.addr + p->posted;
-	wr.wr.rdma.rkey = p->x.rkey;
+	wr.wr.rdma.rkey = p->pkey[p->pi];
 	op.kind = OP_PULL;
 	op.pull = p;
 	op.len = (uint32_t)n;
@@ -1138,8 +1364,8 @@ static void pump(struct rdmamsg_ep *ep, int *refused)
 
 			if (!p->active || !xf->unposted)
 				break;
-			if (p->posted == p->x.len)
-				continue;
+			if (p->posted == p->ready)
+				continue; /* all of it, or all announced */
 			if (xf->reads_inflight >= MAX_READS ||
 			    fp_sq_free(ep) <= sq_reserve(ep))
 				break;
@@ -1260,7 +1486,7 @@ static void drop_waiting(struct rdmamsg_ep *ep)
 		struct rndv_send *s = container_of(pos, struct rndv_send, link);
 
 		list_del(pos);
-		send_finish(ep, s, s->late, s->status);
+		send_end_bound(ep, s);
 	}
 	list_for_each_safe (pos, tmp, &xf->order) {
 		if (container_of(pos, struct ord_ent, olink)->ord == ORD_HELD)

@@ -116,6 +116,7 @@ void rdmamsg__xfer_recv(struct rdmamsg_ep *ep, const void *data, size_t len)
 	switch (x.kind) {
 	case X_RTS:
 	case X_FIN:
+	case X_PIECE:
 		rdmamsg__rndv_recv(ep, &x);
 		break;
 	case X_REQ:

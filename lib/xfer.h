@@ -28,7 +28,8 @@ struct rdmamsg__xop {
 	void *op_ctx;
 	struct rdmamsg_mr *mr; /* kept busy until the completion */
 	struct rdmamsg__pull *pull;
-	struct rndv_send *send; /* OP_INV: its window is invalidated */
+	struct rndv_send *send; /* OP_INV: one of its windows ... */
+	struct rdmamsg__mw *mw; /* ... this one, is invalidated */
 	uint32_t len;
 	int atomic;
 };

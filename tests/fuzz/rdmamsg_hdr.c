@@ -104,12 +104,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t out[RDMAMSG_XHDR];
 
 		if (rdmamsg__xhdr_decode(data + 1, size - 1, &x) == 0) {
-			must(x.kind >= X_RTS && x.kind <= X_RESP);
+			must(x.kind >= X_RTS && x.kind <= X_PIECE);
 			if (x.kind == X_RTS) {
 				must(x.len > 0 && x.addr + x.len >= x.addr);
 				must(x.inner == X_MSG || x.inner == X_REQ ||
 				     x.inner == X_RESP);
+				/* a first piece is less than the whole */
+				must(x.flags & XF_PIECE
+					     ? x.status > 0 &&
+						       (uint64_t)x.status <
+							       x.len
+					     : x.status == 0);
 			}
+			if (x.kind == X_PIECE)
+				must(x.len > 0 && x.addr + x.len >= x.addr);
 			if (x.kind == X_FIN)
 				must(x.status <= 0 && x.status >= -4095);
 			/* what we accept we would encode the same way */

@@ -69,6 +69,7 @@
 
 #include "../tap.h"
 #include "../core/util.h"
+#include "pattern.h"
 #include "internal.h"
 #include "dispatch.h"
 #include "xfer.h"
@@ -272,22 +273,6 @@ static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
 	}
 }
 
-/* fill -- message seq's bytes */
-static void fill(unsigned char *p, size_t len, uint32_t seq)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (unsigned char)(seq * 131 + i * 7 + (i >> 9));
-}
-
-/* same -- p holds message seq's bytes */
-static int same(const unsigned char *p, size_t len, uint32_t seq)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != (unsigned char)(seq * 131 + i * 7 + (i >> 9)))
-			return 0;
-	return 1;
-}
-
 static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 		     uint32_t imm, unsigned int flags, void *arg)
 {
@@ -471,17 +456,6 @@ static int send_k(struct test_side *cli, struct test_side *srv, size_t len,
 		}
 	} while (ret == -EAGAIN);
 	return ret;
-}
-
-/* run_for -- drive both until *n reaches want or 60 s pass */
-static void run_for(struct test_side *a, struct test_side *b,
-		    volatile unsigned int *n, unsigned int want)
-{
-	volatile int never = 0;
-	long long end = test_now_ms() + 60000;
-
-	while (*n < want && test_now_ms() < end)
-		test_run2(a, b, &never, 5);
 }
 
 /* pair -- contexts (counted), listener, connection; cli_attr for the
