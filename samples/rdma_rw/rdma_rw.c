@@ -12,7 +12,8 @@
  * it writes a pattern, reads it back and compares, bumps a counter with
  * fetch-and-add, then tells the server with a write-with-immediate, which
  * is the only operation the server sees (on_write_imm).  The server checks
- * the region and answers with a message, and the client closes.
+ * the region and answers with a message, and the client closes once that
+ * answer has come and every operation of its own has completed.
  * Driven by a plain poll() loop over rdmamsg_ctx_get_fd/arm/progress.
  */
 #include "config.h"
@@ -192,6 +193,7 @@ static int server(const char *local, int port)
 static struct rdmamsg_ep *cep;
 static struct rdmamsg_rmr *rmr;
 static int connected, cstatus, have_export, ops_done, verdict_good, verdict_got;
+static int cdown; /* the connection went down before the close */
 static uint64_t fadd_old;
 
 static void cli_connect(struct rdmamsg_ep *ep, int status, int reason,
@@ -222,6 +224,13 @@ static void cli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	verdict_good = len >= 5 && !memcmp(data, "good", 5);
 }
 
+/* run_up -- progress until *flag, or until the connection is down */
+static void run_up(volatile int *flag)
+{
+	while (!*flag && !cdown)
+		step();
+}
+
 /* op_done -- every one-sided completion */
 static void op_done(struct rdmamsg_ep *ep, int status, uint64_t value,
 		    void *op_ctx)
@@ -244,8 +253,20 @@ static void cli_closed(struct rdmamsg_ep *ep, void *arg)
 	done = 1;
 }
 
+/* cli_disconnect -- the server went away: stop waiting for it */
+static void cli_disconnect(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	fprintf(stderr, "rdma_rw: disconnected: %s\n",
+		rdmamsg_strerror(status));
+	failures++;
+	cdown = 1;
+}
+
 static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = cli_connect,
+	.on_disconnect = cli_disconnect,
 	.on_recv = cli_recv,
 };
 
@@ -260,22 +281,24 @@ static int client(const char *host, int port)
 	if (rdmamsg_connect(ctx, addr, NULL, &cli_cbs, NULL, &cep))
 		return 1;
 	run(&connected);
-	if (cstatus) {
+	if (cstatus)
 		fprintf(stderr, "rdma_rw: connect: %s\n",
 			rdmamsg_strerror(cstatus));
+	else
+		run_up(&have_export);
+	if (!have_export) {
 		rdmamsg_ep_close(cep, cli_closed);
 		run(&done);
 		return 1;
 	}
-	run(&have_export);
 	rdmamsg_rmr_get_size(rmr, &len);
 	n = len - DATA_OFF;
 	/* local memory: what we write, then what we read back */
 	buf = malloc(2 * n);
-	for (i = 0; i < n; i++)
-		buf[i] = pattern(i);
 	if (!buf || rdmamsg_mr_reg(ctx, buf, 2 * n, 0, &lmr))
 		return 1;
+	for (i = 0; i < n; i++)
+		buf[i] = pattern(i);
 	/* RC keeps order: the read sees the write, the imm comes last */
 	if (rdmamsg_write(cep, lmr, 0, rmr, DATA_OFF, n, op_done, "write") ||
 	    rdmamsg_read(cep, lmr, n, rmr, DATA_OFF, n, op_done, "read") ||
@@ -293,7 +316,15 @@ static int client(const char *host, int port)
 			      (uint32_t)(fadd_old + 5), op_done,
 			      "write with immediate"))
 		failures++;
-	run(&verdict_got);
+	else
+		want++;
+	/* the verdict, and our own completions: the server may close as
+	 * soon as our goodbye arrives, and a close with the write with
+	 * immediate still waiting for its acknowledgement (lost on the
+	 * wire, its retransmission not yet answered) flushes it with
+	 * -ECANCELED, though the server has it */
+	while ((!verdict_got || ops_done < want) && !cdown)
+		step();
 	printf("rdma_rw: wrote and read back %zu bytes, counter %llu -> %llu, "
 	       "server says %s\n",
 	       n, (unsigned long long)fadd_old,
