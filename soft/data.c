@@ -1619,22 +1619,26 @@ static inline __attribute__((always_inline)) int rc_post_recv(
 	return ret;
 }
 
+/* rc_post_recv_in -- rc_post_recv under the context lock, SINGLE as
+ * ctx_enter */
+static inline __attribute__((always_inline)) int rc_post_recv_in(
+	struct soft_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad,
+	int single)
+{
+	int ret, biased = ctx_enter(qp->ctx, single);
+
+	ret = rc_post_recv(qp, wr, bad);
+	ctx_exit(qp->ctx, single, biased);
+	return ret;
+}
+
 /* rc_ops_post_recv -- ibv_post_recv on an RC QP (either path) */
 static int rc_ops_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 			    struct ibv_recv_wr **bad)
 {
-	int ret, biased;
-
-	if (qp->single) { /* a thread domain's QP */
-		biased = ctx_enter(qp->ctx, 1);
-		ret = rc_post_recv(qp, wr, bad);
-		ctx_exit(qp->ctx, 1, biased);
-		return ret;
-	}
-	soft_lock(&qp->ctx->lock);
-	ret = rc_post_recv(qp, wr, bad);
-	soft_unlock(&qp->ctx->lock);
-	return ret;
+	if (qp->single) /* a thread domain's QP */
+		return rc_post_recv_in(qp, wr, bad, 1);
+	return rc_post_recv_in(qp, wr, bad, 0);
 }
 
 /* soft_post_recv -- ibv_post_recv: the QP's kind (qpops.h) */
