@@ -342,6 +342,25 @@ static inline void test_write_port(int wfd, unsigned int port)
 		_exit(90);
 }
 
+/* test_listen_report -- a forked server's listener (*lst) of ctx on
+ * 127.0.0.1, any port, whose requests on_req gets with arg; its port
+ * written to wfd (test_fork_server reads it).  0, else what failed. */
+static inline int test_listen_report(
+	struct rdmamsg_ctx *ctx,
+	void (*on_req)(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
+		       const void *pdata, size_t len, void *arg),
+	void *arg, struct rdmamsg_listener **lst, int wfd)
+{
+	uint16_t port;
+	int ret = rdmamsg_listen(ctx, "127.0.0.1:0", on_req, arg, lst);
+
+	if (!ret)
+		ret = rdmamsg_listener_get_port(*lst, &port);
+	if (!ret)
+		test_write_port(wfd, port);
+	return ret;
+}
+
 /* test_fork_server -- test_fork a server that writes its port; its
  * address ("127.0.0.1:port") in addr */
 static inline pid_t test_fork_server(int (*fn)(int wfd, void *arg), void *arg,
