@@ -23,33 +23,10 @@
 #include "internal.h"
 #include "dispatch.h"
 
-static struct rdmamsg_ep_attr *srv_attr;
-static struct rdmamsg_listener *lst;
-static int lclosed;
-
 static const struct rdmamsg_ep_cbs cbs = {
 	.on_connect = test_side_on_connect,
 	.on_disconnect = test_side_on_disconnect,
 };
-
-static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
-		   const void *pdata, size_t len, void *arg)
-{
-	struct test_side *s = arg;
-
-	(void)l;
-	(void)pdata;
-	(void)len;
-	if (rdmamsg_conn_req_accept(req, srv_attr, &cbs, s, &s->ep))
-		s->bad++;
-}
-
-static void on_lclose(struct rdmamsg_listener *l, void *arg)
-{
-	(void)l;
-	(void)arg;
-	lclosed = 1;
-}
 
 /* qp_timeout -- the local ACK timeout of ep's QP; -1 if it cannot say */
 static int qp_timeout(struct rdmamsg_ep *ep)
@@ -72,7 +49,6 @@ static void check(const char *what, int cli_exp, int srv_exp,
 {
 	struct test_side srv, cli;
 	struct rdmamsg_ep_attr *ca = NULL;
-	uint16_t port;
 	char addr[64];
 	int got;
 
@@ -80,17 +56,16 @@ static void check(const char *what, int cli_exp, int srv_exp,
 	memset(&cli, 0, sizeof(cli));
 	srv.ctx = test_ctx();
 	cli.ctx = test_ctx();
-	if (rdmamsg_ep_attr_new(&srv_attr) || rdmamsg_ep_attr_new(&ca) ||
+	srv.cbs = &cbs;
+	if (rdmamsg_ep_attr_new(&srv.attr) || rdmamsg_ep_attr_new(&ca) ||
 	    (srv_exp >= 0 &&
-	     rdmamsg_ep_attr_set_ack_timeout(srv_attr, (unsigned)srv_exp)) ||
+	     rdmamsg_ep_attr_set_ack_timeout(srv.attr, (unsigned)srv_exp)) ||
 	    (cli_exp >= 0 &&
 	     rdmamsg_ep_attr_set_ack_timeout(ca, (unsigned)cli_exp)) ||
 	    rdmamsg_ep_attr_set_failover(ca, policy))
 		bail_out("attributes");
-	if (rdmamsg_listen(srv.ctx, "127.0.0.1:0", on_req, &srv, &lst))
+	if (test_side_listen(&srv, NULL, addr, sizeof(addr)))
 		bail_out("listen");
-	rdmamsg_listener_get_port(lst, &port);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	ok(rdmamsg_connect(cli.ctx, addr, ca, &cbs, &cli, &cli.ep) == 0,
 	   "%s: connect", what);
 	test_run2(&srv, &cli, &cli.up, 60000);
@@ -103,19 +78,11 @@ static void check(const char *what, int cli_exp, int srv_exp,
 	got = qp_timeout(srv.ep);
 	ok(got == want_srv, "%s: the accepting side's QP: %d (want %d)", what,
 	   got, want_srv);
-	rdmamsg_ep_close(cli.ep, test_side_on_close);
-	test_run2(&srv, &cli, &srv.disc, 60000);
-	rdmamsg_ep_close(srv.ep, test_side_on_close);
-	lclosed = 0;
-	rdmamsg_listener_close(lst, on_lclose);
-	test_run2(&srv, &cli, &cli.closed, 60000);
-	test_run2(&srv, &cli, &srv.closed, 60000);
-	test_run2(&srv, &cli, &lclosed, 60000);
-	ok(cli.closed && srv.closed && lclosed, "%s: everything closed", what);
+	ok(test_side_close2(&srv, &cli, 60000), "%s: everything closed", what);
 	ok(!rdmamsg_ctx_destroy(&cli.ctx) && !rdmamsg_ctx_destroy(&srv.ctx),
 	   "%s: contexts destroyed", what);
 	rdmamsg_ep_attr_delete(&ca);
-	rdmamsg_ep_attr_delete(&srv_attr);
+	rdmamsg_ep_attr_delete(&srv.attr);
 }
 
 /* bad_values -- refused, and a DC endpoint with an exponent makes nothing */

@@ -34,8 +34,6 @@ static long long cut_ms, mig_ms; /* the first cut, and its migration */
 #define MAX_REQS 1000
 static uint8_t answered[MAX_REQS];
 static unsigned int nreq, answers, bad_answers;
-static struct rdmamsg_listener *lst;
-static int lclosed;
 static int (*port_set)(struct ibv_context *ctx, uint8_t port, int up);
 static struct ibv_context *hook_ctx;
 static struct ibv_device **hook_list;
@@ -128,7 +126,7 @@ static struct rdmamsg_ep_attr *apm_attr(int apm)
 	return a;
 }
 
-/* on_req -- accept with APM on */
+/* on_req -- accept with APM on (arg: &srv.t, which is &srv) */
 static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 		   const void *pdata, size_t len, void *arg)
 {
@@ -142,14 +140,6 @@ static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 	rdmamsg_ep_attr_delete(&a);
 }
 
-/* on_lclose -- the listener is closed */
-static void on_lclose(struct rdmamsg_listener *l, void *arg)
-{
-	(void)l;
-	(void)arg;
-	lclosed = 1;
-}
-
 /* run -- drive both contexts until *flag (30 s at most) */
 static void run(volatile int *flag)
 {
@@ -159,14 +149,7 @@ static void run(volatile int *flag)
 /* close_all -- close both endpoints and the listener: 1 once all are */
 static int close_all(void)
 {
-	rdmamsg_ep_close(cli.t.ep, test_side_on_close);
-	run(&srv.t.disc);
-	rdmamsg_ep_close(srv.t.ep, test_side_on_close);
-	rdmamsg_listener_close(lst, on_lclose);
-	run(&cli.t.closed);
-	run(&srv.t.closed);
-	run(&lclosed);
-	return cli.t.closed && srv.t.closed && lclosed;
+	return test_side_close2(&srv.t, &cli.t, 30000);
 }
 
 /* send_some -- n more numbered messages from the client; the ports named
@@ -203,21 +186,13 @@ static void send_some(uint64_t n, uint64_t at, const uint8_t *down)
 /* drain -- until the server has everything sent (30 s at most) */
 static void drain(void)
 {
-	long long end = test_now_ms() + 30000;
-	volatile int never = 0;
-
-	while (srv.t.got < next_seq && test_now_ms() < end)
-		test_run2(&srv.t, &cli.t, &never, 10);
+	TEST_RUN2_WHILE(&srv.t, &cli.t, srv.t.got < next_seq, 30000);
 }
 
 /* wait_both -- until *a and *b reach want (30 s at most) */
 static void wait_both(const int *a, const int *b, int want)
 {
-	long long end = test_now_ms() + 30000;
-	volatile int never = 0;
-
-	while ((*a < want || *b < want) && test_now_ms() < end)
-		test_run2(&srv.t, &cli.t, &never, 10);
+	TEST_RUN2_WHILE(&srv.t, &cli.t, *a < want || *b < want, 30000);
 }
 
 /* hook -- softrdma's cable puller, from the library the context loaded */
@@ -257,17 +232,14 @@ static int roce_child(int wfd, void *arg)
 	struct rdmamsg_path_stats ps;
 	struct rdmamsg_ep_attr *a;
 	char addr[64];
-	uint16_t port;
 	int ok = 0;
 
 	(void)arg;
 	unsetenv("SOFTRDMA_LINK");
 	srv.t.ctx = test_ctx();
 	if (rdmamsg_ctx_create(NULL, &cli.t.ctx) ||
-	    rdmamsg_listen(srv.t.ctx, "127.0.0.1:0", on_req, &srv, &lst))
+	    test_side_listen(&srv.t, on_req, addr, sizeof(addr)))
 		return 1;
-	rdmamsg_listener_get_port(lst, &port);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	a = apm_attr(1);
 	if (rdmamsg_connect(cli.t.ctx, addr, a, &cbs, &cli, &cli.t.ep))
 		return 2;
@@ -337,7 +309,6 @@ int main(void)
 	struct rdmamsg_path_stats cs, ss;
 	struct rdmamsg_ep_attr *a;
 	char addr[64];
-	uint16_t port;
 	int rfd, rok = 0, status;
 	pid_t pid;
 	/* RDMAMSG_TEST_APM_MESSAGES: a longer stream per cut (1000000) */
@@ -362,10 +333,8 @@ int main(void)
 	srv.t.ctx = test_ctx();
 	is_int(rdmamsg_ctx_create(NULL, &cli.t.ctx), 0, "second context");
 	hook();
-	is_int(rdmamsg_listen(srv.t.ctx, "127.0.0.1:0", on_req, &srv, &lst), 0,
+	is_int(test_side_listen(&srv.t, on_req, addr, sizeof(addr)), 0,
 	       "listen");
-	rdmamsg_listener_get_port(lst, &port);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	a = apm_attr(1);
 	is_int(rdmamsg_connect(cli.t.ctx, addr, a, &cbs, &cli, &cli.t.ep), 0,
 	       "connect with APM on");
@@ -397,13 +366,7 @@ int main(void)
 	send_some(n, n / 3, (const uint8_t[]){1, 0});
 	wait_both(&cli.migrated, &srv.migrated, 1);
 	drain();
-	{
-		long long end = test_now_ms() + 30000;
-		volatile int never = 0;
-
-		while (answers < nreq && test_now_ms() < end)
-			test_run2(&srv.t, &cli.t, &never, 10);
-	}
+	TEST_RUN2_WHILE(&srv.t, &cli.t, answers < nreq, 30000);
 	ok(answers == nreq && !bad_answers,
 	   "%u requests in flight across the cut: each answered once, "
 	   "intact (%u answers, %u bad)",

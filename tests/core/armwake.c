@@ -132,16 +132,13 @@ static int server(int wfd, void *arg)
 {
 	static struct test_side s;
 	struct rdmamsg_listener *lst;
-	uint16_t port;
 	uint64_t sent = 0;
 
 	(void)arg;
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", on_req, &s, &lst) ||
-	    rdmamsg_listener_get_port(lst, &port))
+	if (test_listen_report(s.ctx, on_req, &s, &lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	for (;;) {
 		if (wait_fd(&s, &s.got, sent + 1))
 			break;

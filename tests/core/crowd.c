@@ -106,7 +106,6 @@ static int server(int wfd, void *arg)
 {
 	struct srv s;
 	struct pollfd p;
-	uint16_t port;
 	char cmd;
 
 	(void)arg;
@@ -117,10 +116,8 @@ static int server(int wfd, void *arg)
 	if (rdmamsg_ctx_create(NULL, &s.ctx) || rdmamsg_ep_attr_new(&s.attr) ||
 	    rdmamsg_ep_attr_set_connect_timeout(s.attr, 60000))
 		return 10;
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	p.fd = ctl[0];
 	p.events = POLLIN;
 	for (;;) {

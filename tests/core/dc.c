@@ -185,7 +185,6 @@ static int server(int wfd, void *arg)
 {
 	struct srv s;
 	struct pollfd p;
-	uint16_t port;
 	char cmd;
 
 	(void)arg;
@@ -203,10 +202,8 @@ static int server(int wfd, void *arg)
 	rdmamsg_ep_attr_set_peer_timeout(s.attr, 0);
 	rdmamsg_ep_attr_set_srq(s.attr, s.srq);
 	rdmamsg_ep_attr_set_on_request(s.attr, srv_request);
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	p.fd = ctl[0];
 	p.events = POLLIN;
 	for (;;) {

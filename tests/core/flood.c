@@ -88,7 +88,6 @@ static int server(int wfd, void *arg)
 	struct rdmamsg_ctx_attr *ca;
 	struct srv s;
 	struct pollfd p;
-	uint16_t port;
 	char cmd;
 
 	(void)arg;
@@ -101,10 +100,8 @@ static int server(int wfd, void *arg)
 	if (rdmamsg_ctx_create(ca, &s.ctx))
 		return 10;
 	rdmamsg_ctx_attr_delete(&ca);
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	p.fd = ctl[0];
 	p.events = POLLIN;
 	for (;;) {

@@ -158,7 +158,6 @@ static int readable(int fd)
 static int server(int wfd, void *arg)
 {
 	struct srv s;
-	uint16_t port;
 
 	(void)arg;
 	close(ctl_pipe[1]);
@@ -168,10 +167,8 @@ static int server(int wfd, void *arg)
 	s.wfd = wfd;
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	while (!readable(ctl_pipe[0]))
 		test_idle(s.ctx, 20);
 	rdmamsg_listener_close(s.lst, NULL);

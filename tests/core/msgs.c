@@ -176,16 +176,13 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 static int server(int wfd, void *arg)
 {
 	struct srv s;
-	uint16_t port;
 
 	(void)arg;
 	memset(&s, 0, sizeof(s));
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	test_run_until(s.ctx, &s.done, 120000);
 	rdmamsg_listener_close(s.lst, lst_close_cb);
 	test_run_until(s.ctx, &s.closed, 60000);

@@ -114,15 +114,12 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 static int server(int wfd, void *arg)
 {
 	struct srv s;
-	uint16_t port;
 
 	(void)arg;
 	memset(&s, 0, sizeof(s));
 	if (rdmamsg_ctx_create(NULL, &s.ctx) ||
-	    rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	    test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 10;
-	test_write_port(wfd, port);
 	/* returns when the listener and every endpoint are closed */
 	if (rdmamsg_ctx_run(s.ctx))
 		return 11;

@@ -96,16 +96,13 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 static int srv_main(int wfd, void *arg)
 {
 	struct srv_state s;
-	uint16_t port;
 
 	memset(&s, 0, sizeof(s));
 	s.cfg = arg;
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	if (s.cfg->stall_ms) {
 		/* accept, then stop progressing for a while */
 		test_idle(s.ctx, 300);

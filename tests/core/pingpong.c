@@ -92,15 +92,12 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 static int server(int wfd, void *arg)
 {
 	struct pp p;
-	uint16_t port;
 
 	(void)arg;
 	memset(&p, 0, sizeof(p));
 	if (rdmamsg_ctx_create(NULL, &p.ctx) ||
-	    rdmamsg_listen(p.ctx, "127.0.0.1:0", srv_req, &p, &p.lst) ||
-	    rdmamsg_listener_get_port(p.lst, &port))
+	    test_listen_report(p.ctx, srv_req, &p, &p.lst, wfd))
 		return 10;
-	test_write_port(wfd, port);
 	wait_flag(&p, &p.done, 120000);
 	rdmamsg_listener_close(p.lst, lst_close_cb);
 	wait_flag(&p, &p.closed, 5000);

@@ -129,16 +129,13 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 static int server(int wfd, void *arg)
 {
 	struct peer p;
-	uint16_t port;
 
 	(void)arg;
 	memset(&p, 0, sizeof(p));
 	if (make_ctx(&p, !STREAM_CLIENT_EV))
 		return 10;
-	if (rdmamsg_listen(p.ctx, "127.0.0.1:0", srv_req, &p, &p.lst) ||
-	    rdmamsg_listener_get_port(p.lst, &port))
+	if (test_listen_report(p.ctx, srv_req, &p, &p.lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	drive(&p, &p.done, 120000);
 	if (!p.done)
 		return 12;

@@ -139,6 +139,13 @@ struct test_side {
 	uint64_t got, bad; /* messages received; wrong ones among them */
 	int up, status;	   /* on_connect ran, with this status */
 	int disc, closed;  /* on_disconnect ran; the close callback ran */
+	/* test_side_listen: test_side_on_req accepts into ep with these
+	 * callbacks and attributes (NULL: the defaults), the endpoint's
+	 * argument this side */
+	const struct rdmamsg_ep_cbs *cbs;
+	struct rdmamsg_ep_attr *attr;
+	struct rdmamsg_listener *lst;
+	int lclosed; /* the listener's close callback ran */
 };
 
 /* test_side_on_connect -- on_connect for a struct test_side argument */
@@ -193,6 +200,79 @@ static inline void test_run2(struct test_side *a, struct test_side *b,
 		rdmamsg_ctx_progress(a->ctx);
 		rdmamsg_ctx_progress(b->ctx);
 	}
+}
+
+/* TEST_RUN2_WHILE -- drive sides a and b (test_run2 in 10 ms slices)
+ * while cond holds, ms at most */
+#define TEST_RUN2_WHILE(a, b, cond, ms)                   \
+	do {                                              \
+		volatile int never_ = 0;                  \
+		long long end_ = test_now_ms() + (ms);    \
+                                                          \
+		while ((cond) && test_now_ms() < end_)    \
+			test_run2((a), (b), &never_, 10); \
+	} while (0)
+
+/* test_side_on_req -- on_conn_req of a listener whose argument is a
+ * struct test_side: accept into s->ep with s->cbs and s->attr, the
+ * endpoint's argument s; a failed accept counts in s->bad */
+static inline void test_side_on_req(struct rdmamsg_listener *l,
+				    struct rdmamsg_conn_req *req,
+				    const void *pdata, size_t len, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)l;
+	(void)pdata;
+	(void)len;
+	if (rdmamsg_conn_req_accept(req, s->attr, s->cbs, s, &s->ep))
+		s->bad++;
+}
+
+/* test_side_on_lclose -- close callback of a test_side_listen listener */
+static inline void test_side_on_lclose(struct rdmamsg_listener *l, void *arg)
+{
+	(void)l;
+	((struct test_side *)arg)->lclosed = 1;
+}
+
+/* test_side_listen -- s->lst: a listener of s->ctx on 127.0.0.1, any
+ * port, whose requests on_req gets with s (NULL: test_side_on_req); its
+ * address ("127.0.0.1:port") in addr.  rdmamsg_listen's result. */
+static inline int test_side_listen(struct test_side *s,
+				   void (*on_req)(struct rdmamsg_listener *l,
+						  struct rdmamsg_conn_req *req,
+						  const void *pdata, size_t len,
+						  void *arg),
+				   char *addr, size_t len)
+{
+	uint16_t port = 0;
+	int ret;
+
+	s->lclosed = 0;
+	ret = rdmamsg_listen(s->ctx, "127.0.0.1:0",
+			     on_req ? on_req : test_side_on_req, s, &s->lst);
+	if (!ret)
+		rdmamsg_listener_get_port(s->lst, &port);
+	snprintf(addr, len, "127.0.0.1:%u", port);
+	return ret;
+}
+
+/* test_side_close2 -- close cli's endpoint (unless closed already),
+ * srv's once it saw the disconnect, and srv's listener, driving both
+ * sides up to ms for each: 1 once all three are closed */
+static inline int test_side_close2(struct test_side *srv, struct test_side *cli,
+				   int ms)
+{
+	if (!cli->closed)
+		rdmamsg_ep_close(cli->ep, test_side_on_close);
+	test_run2(srv, cli, &srv->disc, ms);
+	rdmamsg_ep_close(srv->ep, test_side_on_close);
+	rdmamsg_listener_close(srv->lst, test_side_on_lclose);
+	test_run2(srv, cli, &cli->closed, ms);
+	test_run2(srv, cli, &srv->closed, ms);
+	test_run2(srv, cli, &srv->lclosed, ms);
+	return cli->closed && srv->closed && srv->lclosed;
 }
 
 /* test_idle -- drive ctx for ms with nothing to wait for */
@@ -260,6 +340,25 @@ static inline void test_write_port(int wfd, unsigned int port)
 
 	if (write(wfd, &p, sizeof(p)) != (ssize_t)sizeof(p))
 		_exit(90);
+}
+
+/* test_listen_report -- a forked server's listener (*lst) of ctx on
+ * 127.0.0.1, any port, whose requests on_req gets with arg; its port
+ * written to wfd (test_fork_server reads it).  0, else what failed. */
+static inline int test_listen_report(
+	struct rdmamsg_ctx *ctx,
+	void (*on_req)(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
+		       const void *pdata, size_t len, void *arg),
+	void *arg, struct rdmamsg_listener **lst, int wfd)
+{
+	uint16_t port;
+	int ret = rdmamsg_listen(ctx, "127.0.0.1:0", on_req, arg, lst);
+
+	if (!ret)
+		ret = rdmamsg_listener_get_port(*lst, &port);
+	if (!ret)
+		test_write_port(wfd, port);
+	return ret;
 }
 
 /* test_fork_server -- test_fork a server that writes its port; its

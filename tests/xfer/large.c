@@ -243,7 +243,6 @@ static void lst_closed(struct rdmamsg_listener *lst, void *arg)
 
 static int server(int wfd, void *arg)
 {
-	uint16_t port;
 	int done = 0;
 
 	(void)arg;
@@ -259,10 +258,8 @@ static int server(int wfd, void *arg)
 	    rdmamsg_ep_attr_set_max_large_size(S.attr_c, cmax) ||
 	    rdmamsg_ep_attr_set_recv_alloc(S.attr_c, srv_alloc_c))
 		return 11;
-	if (rdmamsg_listen(S.ctx, "127.0.0.1:0", srv_req, NULL, &S.lst) ||
-	    rdmamsg_listener_get_port(S.lst, &port))
+	if (test_listen_report(S.ctx, srv_req, NULL, &S.lst, wfd))
 		return 12;
-	test_write_port(wfd, port);
 	while (!done) {
 		test_run_until(S.ctx, &done, 100);
 		done = S.nconn == 3 && S.nclosed == 3;

@@ -146,7 +146,6 @@ static int server(int wfd, void *arg)
 	struct iovec iov[NPIECE];
 	enum rdmamsg_mr_layout lay = RDMAMSG_MR_LAYOUT_CONTIG;
 	struct srv s;
-	uint16_t port;
 	int done = 0, i;
 
 	(void)arg;
@@ -173,10 +172,8 @@ static int server(int wfd, void *arg)
 		return 12;
 	if (rdmamsg_mr_get_layout(s.list, &lay) || lay != RDMAMSG_MR_LAYOUT_UMR)
 		return 13;
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 14;
-	test_write_port(wfd, port);
 	while (!done) {
 		test_run_until(s.ctx, &done, 100);
 		done = s.nconn == 2 && s.nclosed == 2;

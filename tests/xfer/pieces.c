@@ -51,9 +51,6 @@ static const size_t sizes[NSIZES] = {
 };
 
 static unsigned char *pat;
-static struct rdmamsg_listener *lst;
-static int lclosed;
-static struct rdmamsg_ep_attr *srv_attr;
 
 /* what the server saw */
 static uint32_t next_seq; /* the immediate it expects next */
@@ -164,51 +161,28 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_disconnect = test_side_on_disconnect,
 };
 
-static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
-		   const void *pdata, size_t len, void *arg)
-{
-	struct test_side *s = arg;
-
-	(void)l;
-	(void)pdata;
-	(void)len;
-	if (rdmamsg_conn_req_accept(req, srv_attr, &srv_cbs, s, &s->ep))
-		s->bad++;
-}
-
-static void on_lclose(struct rdmamsg_listener *l, void *arg)
-{
-	(void)l;
-	(void)arg;
-	lclosed = 1;
-}
-
 /* pair -- contexts, listener and a connection (the server's endpoint
  * with receive depth depth), posts on the client's QP counted */
 static void pair(struct test_side *srv, struct test_side *cli,
 		 unsigned int depth)
 {
 	struct rdmamsg_ep_attr *a = test_ep_attr(8192, MAXMSG);
-	uint16_t port;
 	char addr[64];
 
 	memset(srv, 0, sizeof(*srv));
 	memset(cli, 0, sizeof(*cli));
-	srv_attr = test_ep_attr(8192, MAXMSG);
-	rdmamsg_ep_attr_set_recv_depth(srv_attr, depth);
+	srv->cbs = &srv_cbs;
+	srv->attr = test_ep_attr(8192, MAXMSG);
+	rdmamsg_ep_attr_set_recv_depth(srv->attr, depth);
 	rdmamsg_ep_attr_set_rndv_threshold(a, 4096);
-	rdmamsg_ep_attr_set_rndv_threshold(srv_attr, 4096);
+	rdmamsg_ep_attr_set_rndv_threshold(srv->attr, 4096);
 	srv->ctx = test_ctx();
 	is_int(rdmamsg_ctx_create(NULL, &cli->ctx), 0, "second context");
 	if (cli->ctx->verbs->ops.post_send != count_post) {
 		real_post = cli->ctx->verbs->ops.post_send;
 		cli->ctx->verbs->ops.post_send = count_post;
 	}
-	is_int(rdmamsg_listen(srv->ctx, "127.0.0.1:0", on_req, srv, &lst), 0,
-	       "listen");
-	rdmamsg_listener_get_port(lst, &port);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	lclosed = 0;
+	is_int(test_side_listen(srv, NULL, addr, sizeof(addr)), 0, "listen");
 	is_int(rdmamsg_connect(cli->ctx, addr, a, &cli_cbs, cli, &cli->ep), 0,
 	       "connect");
 	test_run2(srv, cli, &cli->up, 60000);
@@ -217,7 +191,7 @@ static void pair(struct test_side *srv, struct test_side *cli,
 	ok(srv->ep != NULL, "accepted");
 	cli_qp = cli->ep->ln->qp;
 	rdmamsg_ep_attr_delete(&a);
-	rdmamsg_ep_attr_delete(&srv_attr);
+	rdmamsg_ep_attr_delete(&srv->attr);
 	next_seq = 1;
 	nrecv = order_bad = data_bad = flags_bad = acked = ack_err = 0;
 	nbind = nlinv = nsend = garbled = 0;
@@ -227,16 +201,7 @@ static void pair(struct test_side *srv, struct test_side *cli,
 /* unpair -- close what is open, destroy both contexts */
 static void unpair(struct test_side *srv, struct test_side *cli)
 {
-	if (!cli->closed) {
-		rdmamsg_ep_close(cli->ep, test_side_on_close);
-		test_run2(srv, cli, &cli->closed, 60000);
-	}
-	test_run2(srv, cli, &srv->disc, 60000);
-	rdmamsg_ep_close(srv->ep, test_side_on_close);
-	rdmamsg_listener_close(lst, on_lclose);
-	test_run2(srv, cli, &srv->closed, 60000);
-	test_run2(srv, cli, &lclosed, 60000);
-	ok(cli->closed && srv->closed && lclosed, "everything closed");
+	ok(test_side_close2(srv, cli, 60000), "everything closed");
 	is_int(rdmamsg_ctx_destroy(&cli->ctx), 0, "client context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv->ctx), 0, "server context destroyed");
 }

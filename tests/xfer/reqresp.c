@@ -139,17 +139,14 @@ static int server(int wfd, void *arg)
 {
 	struct rdmamsg_listener *lst;
 	struct rdmamsg_ctx *sctx;
-	uint16_t port;
 
 	(void)arg;
 	if (rdmamsg_ctx_create(NULL, &sctx))
 		return 10;
 	rdmamsg_ep_attr_new(&srv_attr);
 	rdmamsg_ep_attr_set_on_request(srv_attr, srv_request);
-	if (rdmamsg_listen(sctx, "127.0.0.1:0", srv_req, NULL, &lst) ||
-	    rdmamsg_listener_get_port(lst, &port))
+	if (test_listen_report(sctx, srv_req, NULL, &lst, wfd))
 		return 11;
-	test_write_port(wfd, port);
 	test_run_until(sctx, &srv_done, 300000);
 	if (!srv_done)
 		return 12;

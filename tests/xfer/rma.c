@@ -137,7 +137,6 @@ static void lst_closed(struct rdmamsg_listener *lst, void *arg)
 static int server(int wfd, void *arg)
 {
 	struct srv s;
-	uint16_t port;
 	int done = 0;
 	size_t i;
 
@@ -162,10 +161,8 @@ static int server(int wfd, void *arg)
 		return 11;
 	rdmamsg_ep_attr_new(&s.attr);
 	rdmamsg_ep_attr_set_on_write_imm(s.attr, srv_write_imm);
-	if (rdmamsg_listen(s.ctx, "127.0.0.1:0", srv_req, &s, &s.lst) ||
-	    rdmamsg_listener_get_port(s.lst, &port))
+	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 12;
-	test_write_port(wfd, port);
 	while (!done) {
 		test_run_until(s.ctx, &done, 100);
 		done = s.nconn == NEP && s.nclosed == NEP;

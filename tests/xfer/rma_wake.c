@@ -16,8 +16,7 @@
 
 #define LEN 4096
 
-static struct rdmamsg_listener *lst;
-static int lclosed, kicks, done, op_status, srv_got;
+static int kicks, done, op_status, srv_got;
 static uint64_t op_value;
 
 static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
@@ -36,24 +35,6 @@ static const struct rdmamsg_ep_cbs cbs = {
 	.on_recv = on_recv_cb,
 	.on_disconnect = test_side_on_disconnect,
 };
-
-static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
-		   const void *pdata, size_t len, void *arg)
-{
-	struct test_side *s = arg;
-
-	(void)l;
-	(void)pdata;
-	(void)len;
-	rdmamsg_conn_req_accept(req, NULL, &cbs, s, &s->ep);
-}
-
-static void on_lclose(struct rdmamsg_listener *l, void *arg)
-{
-	(void)l;
-	(void)arg;
-	lclosed = 1;
-}
 
 /* on_kick -- the client context's eventfd was read */
 static void on_kick(struct rdmamsg_ctx *ctx, void *arg)
@@ -137,7 +118,6 @@ int main(void)
 	struct rdmamsg_mr *smr = NULL, *cmr = NULL;
 	struct rdmamsg_rmr *rmr = NULL;
 	uint64_t counter = 40;
-	uint16_t port;
 	char addr[64];
 	int ret;
 
@@ -165,10 +145,8 @@ int main(void)
 	    rdmamsg_rmr_import(ex, sizeof(ex), &rmr))
 		bail_out("export/import");
 
-	is_int(rdmamsg_listen(srv.ctx, "127.0.0.1:0", on_req, &srv, &lst), 0,
-	       "listen");
-	rdmamsg_listener_get_port(lst, &port);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	srv.cbs = &cbs;
+	is_int(test_side_listen(&srv, NULL, addr, sizeof(addr)), 0, "listen");
 	is_int(rdmamsg_connect(cli.ctx, addr, NULL, &cbs, &cli, &cli.ep), 0,
 	       "connect");
 	test_run2(&srv, &cli, &cli.up, 10000);
@@ -237,14 +215,7 @@ int main(void)
 	quiesce(cli.ctx);
 	is_int(kicks, 1, "rdmamsg_ctx_wakeup() runs the wakeup callback");
 
-	rdmamsg_ep_close(cli.ep, test_side_on_close);
-	test_run2(&srv, &cli, &srv.disc, 10000);
-	rdmamsg_ep_close(srv.ep, test_side_on_close);
-	rdmamsg_listener_close(lst, on_lclose);
-	test_run2(&srv, &cli, &cli.closed, 10000);
-	test_run2(&srv, &cli, &srv.closed, 10000);
-	test_run2(&srv, &cli, &lclosed, 10000);
-	ok(cli.closed && srv.closed && lclosed, "everything closed");
+	ok(test_side_close2(&srv, &cli, 10000), "everything closed");
 	is_int(rdmamsg_rmr_free(&rmr), 0, "import freed");
 	is_int(rdmamsg_mr_dereg(&cmr), 0, "client region deregistered");
 	is_int(rdmamsg_mr_dereg(&smr), 0, "server region deregistered");

@@ -16,8 +16,7 @@
 #define BIG   70000 /* above the eager size: several fragments */
 #define NMSGS 40
 
-static struct rdmamsg_listener *lst;
-static int lclosed, bad_sends;
+static int bad_sends;
 static uint64_t sent_ok, got, bad, acked;
 static unsigned char want[NMSGS][BIG], scratch[BIG];
 static size_t want_len[NMSGS];
@@ -61,24 +60,6 @@ static const struct rdmamsg_ep_cbs cbs = {
 	.on_disconnect = test_side_on_disconnect,
 };
 
-static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
-		   const void *pdata, size_t len, void *arg)
-{
-	struct test_side *s = arg;
-
-	(void)l;
-	(void)pdata;
-	(void)len;
-	rdmamsg_conn_req_accept(req, NULL, &cbs, s, &s->ep);
-}
-
-static void on_lclose(struct rdmamsg_listener *l, void *arg)
-{
-	(void)l;
-	(void)arg;
-	lclosed = 1;
-}
-
 /* sendv_k -- message k of len bytes cut into n pieces (every third piece
  * empty with a NULL base), sent and waited for */
 static int sendv_k(struct test_side *cli, struct test_side *srv, unsigned int k,
@@ -113,13 +94,7 @@ static int sendv_k(struct test_side *cli, struct test_side *srv, unsigned int k,
 	sent_ok++;
 	/* the pieces may be reused at once */
 	memset(scratch, 0xee, len);
-	{
-		volatile int never = 0;
-		long long end = test_now_ms() + 60000;
-
-		while (got <= k && test_now_ms() < end)
-			test_run2(cli, srv, &never, 10);
-	}
+	TEST_RUN2_WHILE(cli, srv, got <= k, 60000);
 	return got > k ? 0 : -ETIMEDOUT;
 }
 
@@ -128,21 +103,19 @@ int main(void)
 	static struct test_side srv, cli;
 	static unsigned char tiny[4];
 	struct iovec iov[2];
-	uint16_t port;
 	char addr[64];
 	size_t max = 0;
 	struct rdmamsg_protocols pr;
 	unsigned int k = 0;
 	int n[] = {2, 3, 17, 64, RDMAMSG_IOV_MAX};
 	size_t lens[] = {0, 1, 100, 4096, BIG};
+	int closed;
 
 	test_setup("sendv");
 	srv.ctx = test_ctx();
 	is_int(rdmamsg_ctx_create(NULL, &cli.ctx), 0, "second context");
-	is_int(rdmamsg_listen(srv.ctx, "127.0.0.1:0", on_req, &srv, &lst), 0,
-	       "listen");
-	rdmamsg_listener_get_port(lst, &port);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	srv.cbs = &cbs;
+	is_int(test_side_listen(&srv, NULL, addr, sizeof(addr)), 0, "listen");
 	iov[0].iov_base = tiny;
 	iov[0].iov_len = sizeof(tiny);
 	iov[1] = iov[0];
@@ -202,25 +175,13 @@ int main(void)
 	   k);
 	is_int(got, k, "each arrived as one message");
 	is_int(bad, 0, "whole, in order, byte for byte");
-	{
-		volatile int never = 0;
-		long long end = test_now_ms() + 60000;
-
-		while (acked < sent_ok && test_now_ms() < end)
-			test_run2(&cli, &srv, &never, 10);
-	}
+	TEST_RUN2_WHILE(&cli, &srv, acked < sent_ok, 60000);
 	is_int(acked, sent_ok, "on_send once for every accepted send");
 	is_int(bad_sends, 0, "with status 0 and its op_ctx, in order");
 
-	rdmamsg_ep_close(cli.ep, test_side_on_close);
-	test_run2(&srv, &cli, &srv.disc, 60000);
+	closed = test_side_close2(&srv, &cli, 60000);
 	ok(srv.disc, "the server side saw the close");
-	rdmamsg_ep_close(srv.ep, test_side_on_close);
-	rdmamsg_listener_close(lst, on_lclose);
-	test_run2(&srv, &cli, &cli.closed, 60000);
-	test_run2(&srv, &cli, &srv.closed, 60000);
-	test_run2(&srv, &cli, &lclosed, 60000);
-	ok(cli.closed && srv.closed && lclosed, "everything closed");
+	ok(closed, "everything closed");
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "second context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "first context destroyed");
 	return done_testing();

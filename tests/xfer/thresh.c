@@ -97,8 +97,6 @@ struct seen {
 };
 #define MAXSEEN 1024
 
-static struct rdmamsg_listener *lst;
-static int lclosed;
 static struct seen seen[MAXSEEN];
 static unsigned int nseen, kept, keep_bad, resp_ok, resp_done, acked;
 static uint32_t req_seq;
@@ -405,30 +403,19 @@ static struct rdmamsg_ep_attr *srv_attr;
 static int srv_no_pack; /* the server's endpoint refuses packing */
 static int srv_no_inv;	/* the server's endpoint offers no SEND_WITH_INV */
 
+/* on_req -- test_side_on_req with the server's refusals in the
+ * environment (read when the endpoint is made: the client's was made
+ * before) */
 static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
 		   const void *pdata, size_t len, void *arg)
 {
-	struct test_side *s = arg;
-
-	(void)l;
-	(void)pdata;
-	(void)len;
-	/* read when the endpoint is made: the client's was made before */
 	if (srv_no_pack)
 		setenv("RDMAMSG_NO_PACK", "1", 1);
 	if (srv_no_inv)
 		setenv("RDMAMSG_NO_SEND_INV", "1", 1);
-	if (rdmamsg_conn_req_accept(req, srv_attr, &srv_cbs, s, &s->ep))
-		s->bad++;
+	test_side_on_req(l, req, pdata, len, arg);
 	unsetenv("RDMAMSG_NO_PACK");
 	unsetenv("RDMAMSG_NO_SEND_INV");
-}
-
-static void on_lclose(struct rdmamsg_listener *l, void *arg)
-{
-	(void)l;
-	(void)arg;
-	lclosed = 1;
 }
 
 /* send_k -- message seq of len bytes (or a small one), retried while the
@@ -463,20 +450,17 @@ static int send_k(struct test_side *cli, struct test_side *srv, size_t len,
 static void pair(struct test_side *srv, struct test_side *cli,
 		 struct rdmamsg__ops *ops, struct rdmamsg_ep_attr *cli_attr)
 {
-	uint16_t port;
 	char addr[64];
 
 	memset(srv, 0, sizeof(*srv));
 	memset(cli, 0, sizeof(*cli));
+	srv->cbs = &srv_cbs;
+	srv->attr = srv_attr;
 	srv->ctx = test_ctx();
 	is_int(rdmamsg_ctx_create(NULL, &cli->ctx), 0, "second context");
 	counted(srv->ctx, &ops[0]);
 	counted(cli->ctx, &ops[1]);
-	is_int(rdmamsg_listen(srv->ctx, "127.0.0.1:0", on_req, srv, &lst), 0,
-	       "listen");
-	rdmamsg_listener_get_port(lst, &port);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	lclosed = 0;
+	is_int(test_side_listen(srv, on_req, addr, sizeof(addr)), 0, "listen");
 	is_int(rdmamsg_connect(cli->ctx, addr, cli_attr, &cli_cbs, cli,
 			       &cli->ep),
 	       0, "connect");
@@ -496,14 +480,7 @@ static void pair(struct test_side *srv, struct test_side *cli,
 /* unpair -- close everything, destroy both contexts */
 static void unpair(struct test_side *srv, struct test_side *cli)
 {
-	rdmamsg_ep_close(cli->ep, test_side_on_close);
-	test_run2(srv, cli, &srv->disc, 60000);
-	rdmamsg_ep_close(srv->ep, test_side_on_close);
-	rdmamsg_listener_close(lst, on_lclose);
-	test_run2(srv, cli, &cli->closed, 60000);
-	test_run2(srv, cli, &srv->closed, 60000);
-	test_run2(srv, cli, &lclosed, 60000);
-	ok(cli->closed && srv->closed && lclosed, "everything closed");
+	ok(test_side_close2(srv, cli, 60000), "everything closed");
 	is_int(rdmamsg_ctx_destroy(&cli->ctx), 0, "client context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv->ctx), 0, "server context destroyed");
 }
