@@ -799,6 +799,8 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 	rdmamsg__ep_set_state(ep, ep->closing ? EPS_FLUSHING : EPS_DOWN);
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
+	if (!ep->closing) /* PEER_CLOSED's bound: no longer waited for */
+		rdmamsg__timer_stop(ep->ctx, &ep->close_timer);
 	/* DREQ to the peer; the QP goes to error and flushes its WRs */
 	ep->ctx->ops->disconnect(ep->id);
 	qp_error(ep);
@@ -869,11 +871,19 @@ static void ka_timer_fire(struct rdmamsg__timer *t)
 	rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
 }
 
-/* close_timer_fire -- stop waiting for the peer and the flush */
+/* close_timer_fire -- stop waiting for the peer and the flush; in
+ * PEER_CLOSED, for the disconnect of a peer that said goodbye */
 static void close_timer_fire(struct rdmamsg__timer *t)
 {
 	struct rdmamsg_ep *ep = container_of(t, struct rdmamsg_ep, close_timer);
 
+	if (ep->st == EPS_PEER_CLOSED) {
+		LOG_NOTE("endpoint %p: the peer said goodbye but did not "
+			 "disconnect in %u ms: disconnecting",
+			 (void *)ep, ep->p.close_ms);
+		rdmamsg__ep_down(ep, 0);
+		return;
+	}
 	ep->close_timed_out = 1;
 	rdmamsg__ep_defer(ep);
 }
@@ -905,13 +915,29 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	rdmamsg__pool_shrink(ctx);
 }
 
-/* rdmamsg__ep_bye_recv -- the peer said goodbye: a clean close */
+/* rdmamsg__ep_bye_recv -- the peer said goodbye: a clean close.  The
+ * application hears of it now, but the connection stays up (PEER_CLOSED,
+ * lane.h) until the peer disconnects, which it does once its goodbye has
+ * completed: disconnecting here could overtake the acknowledgement of
+ * its last operations (a lossy link) and flush them at the peer, with
+ * their data here.  The close timeout bounds the wait. */
 void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep)
 {
 	ep->bye_seen = 1;
-	if (ep->st == EPS_UP) {
-		LOG_INFO("endpoint %p: the peer closed", (void *)ep);
-		rdmamsg__ep_down(ep, 0);
+	if (ep->st != EPS_UP)
+		return; /* closing too: close_up() sees bye_seen */
+	LOG_INFO("endpoint %p: the peer closed", (void *)ep);
+	rdmamsg__ep_set_state(ep, EPS_PEER_CLOSED);
+	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
+	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
+	rdmamsg__timer_start(ep->ctx, &ep->close_timer, ep->p.close_ms);
+	if (ep->xf)
+		rdmamsg__xfer_down(ep, 0);
+	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
+	if (!ep->down_reported) {
+		ep->down_reported = 1;
+		if (ep->cbs.on_disconnect)
+			ep->cbs.on_disconnect(ep, 0, ep->arg);
 	}
 }
 
@@ -952,9 +978,14 @@ static int close_up(struct rdmamsg_ep *ep)
 		ep->lingering = 0;
 	}
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
-	/* the rendezvous the peer knows of end first; a peer that said
-	 * goodbye answers nothing more */
-	if (!ep->bye_posted && !ep->bye_seen && rdmamsg__xfer_unsettled(ep))
+	/* the peer said goodbye first (or both closed at once and ours is
+	 * not out yet): it disconnects once its goodbye has completed, and
+	 * a disconnect of ours could overtake the acknowledgement of its
+	 * last operations (PEER_CLOSED, lane.h): wait for it, or the timer */
+	if (ep->bye_seen && !ep->bye_posted)
+		return 1; /* rdmamsg__ep_peer_disconnected() comes back */
+	/* the rendezvous the peer knows of end first */
+	if (!ep->bye_posted && rdmamsg__xfer_unsettled(ep))
 		return 1; /* its FIN, or our reads, come back here */
 	if (!ep->bye_posted) {
 		if (rdmamsg__ep_send_bye(ep)) {
@@ -1002,7 +1033,11 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 	if (ep->st == EPS_DRAINING) {
 		if (ep->ln) {
 			rdmamsg__ep_poll(ep);
-			rdmamsg__ep_flush(ep); /* lingering: the backlog */
+			/* lingering: the backlog; nothing once the peer said
+			 * goodbye (it delivers nothing more) */
+			if (ep->st == EPS_DRAINING &&
+			    !(ep->bye_seen && !ep->bye_posted))
+				rdmamsg__ep_flush(ep);
 		}
 		if (ep->st == EPS_DRAINING && close_up(ep))
 			return;
@@ -1038,6 +1073,15 @@ RDMAMSG_EXPORT int rdmamsg_ep_close(struct rdmamsg_ep *ep,
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
+	if (ep->st == EPS_PEER_CLOSED) {
+		/* the peer said goodbye: no goodbye of ours; the close waits
+		 * for its disconnect, bounded by the timer started at its
+		 * goodbye (close_up) */
+		rdmamsg__ep_set_state(ep, EPS_DRAINING);
+		ep->lingering = 0;
+		rdmamsg__ep_defer(ep);
+		return 0;
+	}
 	if (ep->st == EPS_UP) {
 		/* goodbye first (rdmamsg__ep_step); with linger, after what
 		 * is queued */

@@ -158,29 +158,48 @@
  *   CONNECTING --established--> UP
  *   CONNECTING --path failed, reconnect policy: next path--> RESOLVING
  *   RESOLVING, CONNECTING, UP --failure, rejected, peer gone--> DOWN
- *   UP --rdmamsg_ep_close()--> DRAINING
+ *   UP --the peer's goodbye--> PEER_CLOSED
+ *   PEER_CLOSED --the peer's disconnect, failure, close timeout--> DOWN
+ *   UP, PEER_CLOSED --rdmamsg_ep_close()--> DRAINING
  *   IDLE, RESOLVING, CONNECTING, DOWN --rdmamsg_ep_close()--> FLUSHING
- *   DRAINING --goodbye done, failure, close timeout--> FLUSHING
+ *   DRAINING --goodbye done (or, after the peer's goodbye, its
+ *             disconnect), failure, close timeout--> FLUSHING
  *   FLUSHING --posted work flushed, DISCONNECTED or timeout--> CLOSED
  *
  * - IDLE: made, nothing on the wire.  RESOLVING: active side, address and
  *   route.  CONNECTING: lane bound, handshake in flight (passive:
  *   accepted, ESTABLISHED not yet seen).  UP: sends allowed
  *   (ep_can_send()).
+ * - PEER_CLOSED: the peer's goodbye was read (on_disconnect(0) reported
+ *   at once) and the user has not closed: nothing can be sent, what is
+ *   queued is cancelled, but the connection stays up -- the QP is not
+ *   moved to error and its receives are polled -- until the peer's own
+ *   disconnect, which it sends once its goodbye has completed: were the
+ *   receiver to disconnect on the goodbye, its DREQ could overtake the
+ *   acknowledgement of the closer's last operations on a lossy link, and
+ *   the closer's QP would flush them (-ECANCELED for data the receiver
+ *   has).  The close timeout (close_ms, from the goodbye) bounds the
+ *   wait for a peer that never disconnects; then it disconnects itself.
+ *   A close in this state (DRAINING) sends no goodbye of its own and
+ *   waits for the same disconnect or bound.
  * - DOWN: the connection failed or ended and the user has not closed:
  *   posted work completes with errors; nothing can be sent.
  * - DRAINING: closed by the user while the connection is up: no new
  *   sends, nothing delivered; with linger the backlog goes out; the
  *   rendezvous the peer was told of end (credits and FINs still flow,
  *   the peer's announcements are refused), then the goodbye; the
- *   connection still counts as up (rdmamsg__ep_st_lane_up()).
+ *   connection still counts as up (rdmamsg__ep_st_lane_up()).  Once the
+ *   peer's goodbye has been read (bye_seen: it closed first, or both
+ *   closed at once and ours is not posted yet) nothing more is sent: the
+ *   close waits for the peer's disconnect, which follows the completion
+ *   of its goodbye, as above (or the close timeout).
  * - FLUSHING: closed and the connection down: posted work flushes, the
  *   backlog is cancelled, the close waits for the drain WR and the CM.
  * - CLOSED: the close callback ran; the memory goes.  Terminal.
  * Leaving CONNECTING (up, failed or closed) releases the completions an
  * active lane held.  Public view (rdmamsg_ep_get_state): IDLE, RESOLVING,
- * CONNECTING -> RDMAMSG_EP_CONNECTING; UP -> CONNECTED; DOWN ->
- * DISCONNECTED; DRAINING, FLUSHING, CLOSED -> CLOSING.
+ * CONNECTING -> RDMAMSG_EP_CONNECTING; UP -> CONNECTED; PEER_CLOSED,
+ * DOWN -> DISCONNECTED; DRAINING, FLUSHING, CLOSED -> CLOSING.
  * Path failover at connect (RDMAMSG_FAILOVER_RECONNECT, ep.c next_path):
  * a connect attempt that fails for its path unbinds its lane, destroys
  * its rdma_cm id and starts again on the next address (CONNECTING ->
@@ -269,6 +288,9 @@ enum rdmamsg__ep_st {
 	EPS_RECONNECTING, /* passive side of a session: waits for the
 			   * connector's reconnect (after CLOSED so that the
 			   * connect/down paths leave it alone) */
+	EPS_PEER_CLOSED,  /* the peer said goodbye, its disconnect has not
+			   * come yet (after CONNECTING, as the connect
+			   * paths need) */
 	EPS_COUNT
 };
 
@@ -287,13 +309,15 @@ static inline int rdmamsg__ep_st_legal(enum rdmamsg__ep_st from,
 				   1u << EPS_DOWN | 1u << EPS_FLUSHING |
 				   1u << EPS_RECONNECTING,
 		[EPS_UP] = 1u << EPS_DOWN | 1u << EPS_DRAINING |
-			   1u << EPS_RESOLVING | 1u << EPS_RECONNECTING,
+			   1u << EPS_RESOLVING | 1u << EPS_RECONNECTING |
+			   1u << EPS_PEER_CLOSED,
 		[EPS_DOWN] = 1u << EPS_FLUSHING,
 		[EPS_DRAINING] = 1u << EPS_FLUSHING,
 		[EPS_FLUSHING] = 1u << EPS_CLOSED,
 		[EPS_CLOSED] = 0,
 		[EPS_RECONNECTING] = 1u << EPS_CONNECTING | 1u << EPS_DOWN |
 				     1u << EPS_FLUSHING,
+		[EPS_PEER_CLOSED] = 1u << EPS_DOWN | 1u << EPS_DRAINING,
 	};
 
 	if ((unsigned int)from >= EPS_COUNT || (unsigned int)to >= EPS_COUNT)
@@ -307,11 +331,12 @@ static inline int rdmamsg__ep_st_can_send(enum rdmamsg__ep_st st)
 	return st == EPS_UP;
 }
 
-/* rdmamsg__ep_st_lane_up -- the connection is up (UP, or DRAINING: closed
- * by the user, its goodbye still to go) */
+/* rdmamsg__ep_st_lane_up -- the connection is up (UP; DRAINING: closed
+ * by the user, its goodbye still to go; PEER_CLOSED: the peer's goodbye
+ * read, its disconnect still to come) */
 static inline int rdmamsg__ep_st_lane_up(enum rdmamsg__ep_st st)
 {
-	return st == EPS_UP || st == EPS_DRAINING;
+	return st == EPS_UP || st == EPS_DRAINING || st == EPS_PEER_CLOSED;
 }
 
 /* rdmamsg__ep_st_public -- what rdmamsg_ep_get_state() reports */
@@ -322,6 +347,7 @@ static inline enum rdmamsg_ep_state rdmamsg__ep_st_public(
 	case EPS_UP:
 		return RDMAMSG_EP_CONNECTED;
 	case EPS_DOWN:
+	case EPS_PEER_CLOSED:
 		return RDMAMSG_EP_DISCONNECTED;
 	case EPS_DRAINING:
 	case EPS_FLUSHING:

@@ -3,7 +3,8 @@
  * lane.c -- unit test of lib/lane.h: the endpoint state machine's
  * properties (every state reachable, close possible from every live state
  * and always ending CLOSED, CLOSED terminal, sends only when UP, the
- * connection up only in UP and DRAINING, no way back from DOWN, the
+ * connection up only in UP, DRAINING and PEER_CLOSED, no way back from
+ * DOWN, the
  * public view), the wr_id layout (round trip, the
  * fields never overlap) and routing by wr_id through the id table (a
  * freed owner's completions find nothing)
@@ -67,12 +68,23 @@ static void test_states(void)
 		 "state");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
-		if ((s != EPS_UP) !=
+		if ((s != EPS_UP && s != EPS_PEER_CLOSED) !=
 		    !rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s, EPS_DRAINING))
 			good = 0;
-	ok(good && !rdmamsg__ep_st_legal(EPS_UP, EPS_FLUSHING),
-	   "DRAINING (goodbye on a live connection) only from UP, and UP "
-	   "closes only through it");
+	ok(good && !rdmamsg__ep_st_legal(EPS_UP, EPS_FLUSHING) &&
+		   !rdmamsg__ep_st_legal(EPS_PEER_CLOSED, EPS_FLUSHING),
+	   "DRAINING (a close on a live connection) only from UP and "
+	   "PEER_CLOSED, and they close only through it");
+	good = 1;
+	for (s = 0; s < EPS_COUNT; s++)
+		if ((s == EPS_UP) !=
+		    rdmamsg__ep_st_legal((enum rdmamsg__ep_st)s,
+					 EPS_PEER_CLOSED))
+			good = 0;
+	ok(good && rdmamsg__ep_st_legal(EPS_PEER_CLOSED, EPS_DOWN) &&
+		   !(reach(EPS_PEER_CLOSED) >> EPS_UP & 1),
+	   "PEER_CLOSED (the peer's goodbye read) only from UP, on to DOWN, "
+	   "never back to UP");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
 		if (s != EPS_FLUSHING &&
@@ -82,9 +94,10 @@ static void test_states(void)
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
 		if (rdmamsg__ep_st_lane_up((enum rdmamsg__ep_st)s) !=
-		    (s == EPS_UP || s == EPS_DRAINING))
+		    (s == EPS_UP || s == EPS_DRAINING || s == EPS_PEER_CLOSED))
 			good = 0;
-	ok(good, "the connection counts as up exactly in UP and DRAINING");
+	ok(good, "the connection counts as up exactly in UP, DRAINING and "
+		 "PEER_CLOSED");
 	good = 1;
 	for (s = 0; s < EPS_COUNT; s++)
 		if (s != EPS_CONNECTING &&
@@ -113,6 +126,8 @@ static void test_states(void)
 		   rdmamsg__ep_st_public(EPS_CONNECTING) ==
 			   RDMAMSG_EP_CONNECTING &&
 		   rdmamsg__ep_st_public(EPS_DOWN) == RDMAMSG_EP_DISCONNECTED &&
+		   rdmamsg__ep_st_public(EPS_PEER_CLOSED) ==
+			   RDMAMSG_EP_DISCONNECTED &&
 		   rdmamsg__ep_st_public(EPS_DRAINING) == RDMAMSG_EP_CLOSING &&
 		   rdmamsg__ep_st_public(EPS_FLUSHING) == RDMAMSG_EP_CLOSING &&
 		   rdmamsg__ep_st_public(EPS_CLOSED) == RDMAMSG_EP_CLOSING,
