@@ -263,7 +263,9 @@ int rdmamsg_ep_attr_set_connect_timeout(struct rdmamsg_ep_attr *attr,
 
 /* rdmamsg_ep_attr_set_close_timeout -- the longest rdmamsg_ep_close() takes:
  * past it, the goodbye, the linger and the flush of posted operations are
- * given up and what is left is cancelled (close itself never blocks) */
+ * given up and what is left is cancelled (close itself never blocks); also
+ * how long an endpoint whose peer said goodbye keeps the connection up for
+ * the peer's own disconnect before it disconnects itself */
 int rdmamsg_ep_attr_set_close_timeout(struct rdmamsg_ep_attr *attr,
 				      unsigned int ms);
 
