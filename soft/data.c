@@ -1030,20 +1030,25 @@ static uint32_t slot_op(enum ibv_wr_opcode op)
  * ring_take -- room for len bytes in our copy ring, in one piece (the
  * tail of the ring is skipped when it is too short); the byte offset,
  * or -1: no ring, too long, or full (the SGE list goes instead).  The
- * room comes back when the WQE completes, in order (tx_qp).
+ * room comes back when the WQE completes, in order (tx_qp).  An empty
+ * ring starts again at its beginning: one message at a time keeps to
+ * its first lines, which stay in cache, and touches no more of it.
  */
 static int64_t ring_take(struct soft_qp *qp, uint64_t len)
 {
-	uint64_t pos = qp->ring_head & (SOFT_RING_SIZE - 1), skip = 0;
+	uint64_t size = qp->ring_size, pos, skip = 0;
 
 	if (!qp->ring || len > SOFT_RING_MAX)
 		return -1;
-	if (pos + len > SOFT_RING_SIZE)
-		skip = SOFT_RING_SIZE - pos;
-	if (qp->ring_head + skip + len - qp->ring_tail > SOFT_RING_SIZE)
+	if (qp->ring_head == qp->ring_tail) /* nothing in it holds room */
+		qp->ring_head = qp->ring_tail = 0;
+	pos = qp->ring_head & (size - 1);
+	if (pos + len > size)
+		skip = size - pos;
+	if (qp->ring_head + skip + len - qp->ring_tail > size)
 		return -1;
 	qp->ring_head += skip + len;
-	return (int64_t)((pos + skip) & (SOFT_RING_SIZE - 1));
+	return (int64_t)((pos + skip) & (size - 1));
 }
 
 /* post_one -- execute or publish one send WR; lock held */

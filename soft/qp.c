@@ -239,7 +239,14 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->seg_len += soft_ud_seg_extra(attr);
 	if (attr->qp_type == IBV_QPT_RC) { /* the copy ring, page-aligned */
 		ring_off = (qp->seg_len + 4095) & ~(size_t)4095;
-		qp->seg_len = ring_off + SOFT_RING_SIZE;
+		/* a send queue of SENDs of SOFT_RING_MAX fits (a window of
+		 * 64 KiB SENDs streams through it), within the bounds */
+		qp->ring_size = qp->sq_size >= SOFT_RING_SIZE / SOFT_RING_MAX
+					? SOFT_RING_SIZE
+					: qp->sq_size * SOFT_RING_MAX;
+		if (qp->ring_size < SOFT_RING_MIN)
+			qp->ring_size = SOFT_RING_MIN;
+		qp->seg_len = ring_off + qp->ring_size;
 	}
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
@@ -252,7 +259,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	}
 	if (ring_off) {
 		qp->seg->ring_off = ring_off;
-		qp->seg->ring_size = SOFT_RING_SIZE;
+		qp->seg->ring_size = qp->ring_size;
 		qp->ring = (uint8_t *)qp->seg + ring_off;
 	}
 	qp->seg->qpn = qpn;

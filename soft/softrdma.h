@@ -60,12 +60,15 @@
 #define SOFT_NSTRIPES	 64
 #define SOFT_LIVENESS_NS 10000000ull /* peer pid check period: 10 ms */
 /* an RC QP's copy ring: a SEND too long for its slot, up to
- * SOFT_RING_MAX bytes, crosses through it with no system call.  Above
- * that, two copies through lines that move between the cores cost more
- * than process_vm_readv's one (ib_send_lat: 16 KiB 2.4-2.8 us against
- * 2.9, 32 KiB 4.6-5.1 against 4.0) */
-#define SOFT_RING_SIZE	    (256u << 10)
-#define SOFT_RING_MAX	    (16u << 10)
+ * SOFT_RING_MAX bytes, crosses through it with no system call: the
+ * sender copies it in at post, the responder out, each on its own core,
+ * in place of process_vm_readv's page pinning (64 KiB: ib_send_lat 1.62
+ * against 4.94 us, ib_send_bw -t 128 30.5 against 13.5 GB/s).  Its size
+ * is the QP's send queue of such SENDs, SOFT_RING_MIN to SOFT_RING_SIZE
+ * (qp.c); the peer's is read from its segment, at most SOFT_RING_SIZE */
+#define SOFT_RING_SIZE	    (8u << 20)
+#define SOFT_RING_MIN	    (256u << 10)
+#define SOFT_RING_MAX	    (64u << 10)
 #define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
 
@@ -654,8 +657,9 @@ struct soft_qp {
 	struct soft_swqe *sq;
 	uint32_t sq_size, sq_mask;
 	uint64_t sq_head, sq_tail;
-	uint64_t tx_msgno; /* two-sided messages published so far */
-	uint8_t *ring;	   /* RC: the copy ring in seg (SOFT_RING_SIZE) */
+	uint64_t tx_msgno;  /* two-sided messages published so far */
+	uint8_t *ring;	    /* RC: the copy ring in seg, ring_size bytes */
+	uint32_t ring_size; /* a power of 2, set at create */
 	uint64_t ring_head, ring_tail; /* bytes taken, bytes given back */
 	uint32_t rnr_count;
 	uint64_t rnr_since;  /* ns */

@@ -5,12 +5,17 @@
  * limits, one and two SGEs, the ring full (the SGE list goes instead:
  * the first DEPTH are posted while the receiver is stopped) and
  * wrapping; every message arrives once, in order, intact, to a receiver
- * in another process.  Then the same posted inline (IBV_SEND_INLINE, up
- * to SOFT_MAX_INLINE), the source scribbled over as each post returns:
+ * in another process.  Then the same with those up to SOFT_MAX_INLINE
+ * posted inline (IBV_SEND_INLINE), the source scribbled over as each
+ * post returns (the longer ones fill the ring: some inline ones find it
+ * full, and their bytes are copied aside):
  * the first DEPTH, posted while the receiver is stopped, are served by
  * the sender itself (serve_remote) once the receiver has been still for
  * a liveness period, and must take the bytes captured at the post, not
- * the caller's buffers.
+ * the caller's buffers.  The ring is sized by the send queue (DEPTH
+ * SENDs of SOFT_RING_MAX); a deep window goes past SOFT_RING_MIN, and
+ * wraps; one message at a time always finds room, at the ring's start
+ * (an empty ring starts again there).
  */
 #include "config.h"
 
@@ -24,7 +29,9 @@
 #include "../tap.h"
 #include "common.h"
 
-#define DEPTH 64
+/* a send queue past SOFT_RING_SIZE's SENDs of SOFT_RING_MAX: the ring,
+ * at its largest, can be full */
+#define DEPTH 256
 #define SLOT  (128u << 10) /* per WQE, in both buffers */
 #define NMSG  1200
 
@@ -45,16 +52,24 @@ static const uint32_t sizes[] = {
 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
-/* this pass: inline or not, how many messages (set before the fork) */
+/* this pass: inline or not, how many messages, how many outstanding at
+ * most (set before the fork) */
 static int inl;
 static uint32_t nmsg = NMSG;
+static uint32_t window = DEPTH;
 
-/* msg_len -- message msg's length (inline: at most SOFT_MAX_INLINE) */
+/* msg_len -- message msg's length (the inline pass: every third one of
+ * SOFT_MAX_INLINE, so that some come when the ring is full) */
 static uint32_t msg_len(uint32_t msg)
 {
-	uint32_t len = sizes[msg % NSIZES];
+	return inl && msg % 3 == 0 ? SOFT_MAX_INLINE : sizes[msg % NSIZES];
+}
 
-	return inl && len > SOFT_MAX_INLINE ? SOFT_MAX_INLINE : len;
+/* msg_inline -- is message msg posted inline (in the inline pass, those
+ * up to SOFT_MAX_INLINE) */
+static int msg_inline(uint32_t msg)
+{
+	return inl && msg_len(msg) <= SOFT_MAX_INLINE;
 }
 
 static uint8_t pattern(uint32_t msg, uint32_t j)
@@ -148,10 +163,10 @@ static int post_msg(struct ibv_qp *qp, uint8_t *b, uint32_t lkey, uint32_t msg)
 					  lkey};
 		wr.num_sge = 2;
 	}
-	if (inl)
+	if (msg_inline(msg))
 		wr.send_flags |= IBV_SEND_INLINE;
 	ret = ibv_post_send(qp, &wr, &bad);
-	if (inl) /* the bytes are the WQE's now */
+	if (msg_inline(msg)) /* the bytes are the WQE's now */
 		memset(b, 0xee, SLOT);
 	return ret;
 }
@@ -168,6 +183,9 @@ static void pass(const char *what)
 	uint8_t *buf = malloc((size_t)DEPTH * SLOT);
 	int rfd, wfd, st = 0, n, i, good = -1, bad_len = -1, bad_data = -1;
 	int errs = 0, ring_ok = 1, ringed = 0, fits = 0, stopped = 1;
+	uint64_t off, last_off = 0, ring_hi = 0; /* ring offsets seen */
+	/* inl_full: inline SENDs that found the ring full */
+	uint32_t wraps = 0, inl_full = 0;
 	uint32_t served = 0; /* completed while the receiver was stopped */
 	pid_t child;
 	struct ibv_qp_init_attr qa = {
@@ -197,10 +215,14 @@ static void pass(const char *what)
 	t_xrecv(rfd, &peer, sizeof(peer));
 	/* our own segment: the slot of each message says how it went */
 	slots = (struct soft_slot *)((char *)to_sqp(qp)->seg + SOFT_SEG_HDR);
+	ok(to_sqp(qp)->ring_size == SOFT_RING_SIZE,
+	   "%s: a ring of %u bytes, at most the send queue's SENDs of "
+	   "SOFT_RING_MAX",
+	   what, to_sqp(qp)->ring_size);
 	kill(child, SIGSTOP); /* nothing is taken while the first go out */
 	waitpid(child, &st, WUNTRACED);
 	while (completed < nmsg) {
-		while (posted < nmsg && posted - completed < DEPTH) {
+		while (posted < nmsg && posted - completed < window) {
 			if (post_msg(qp, buf + (size_t)(posted % DEPTH) * SLOT,
 				     mr->lkey, posted))
 				bail_out("post");
@@ -213,14 +235,21 @@ static void pass(const char *what)
 				if (len <= SOFT_SLOT_PAYLOAD ||
 				    len > SOFT_RING_MAX)
 					ring_ok = 0;
+				off = slots[msg & (DEPTH - 1)].raddr;
+				wraps += off < last_off;
+				last_off = off;
+				if (off + len > ring_hi)
+					ring_hi = off + len;
+			} else if (msg_inline(msg) && len > SOFT_SLOT_PAYLOAD) {
+				inl_full++;
 			}
 		}
 		/* inline: still stopped until the first are served */
-		if (stopped && posted >= DEPTH && (!inl || completed)) {
+		if (stopped && posted >= window && (!inl || completed)) {
 			kill(child, SIGCONT);
 			stopped = 0;
 		}
-		n = t_wait(t.cq, wc, DEPTH, 20000);
+		n = t_wait(t.cq, wc, (int)(posted - completed), 20000);
 		if (n <= 0) {
 			for (i = 0; i < DEPTH; i++)
 				diag("slot %d: state %#llx flags %#x len %u", i,
@@ -246,11 +275,27 @@ static void pass(const char *what)
 		   what, served);
 	ok(ring_ok, "%s: only sizes from %u to %u bytes went through the ring",
 	   what, SOFT_SLOT_PAYLOAD + 1, SOFT_RING_MAX);
-	/* the first DEPTH need twice the ring (SOFT_RING_SIZE) */
-	ok(ringed > 0 && ringed < fits,
-	   "%s: the ring carried %d of the %d messages it may (the others "
-	   "found it full)",
-	   what, ringed, fits);
+	if (window == 1) {
+		ok(ringed == fits,
+		   "%s: the ring carried all %d of the %d messages it may",
+		   what, ringed, fits);
+		ok(ring_hi <= SOFT_RING_MAX,
+		   "%s: each at the ring's start (used to %llu bytes)", what,
+		   (unsigned long long)ring_hi);
+	} else {
+		/* the first DEPTH, and some later, need more than the ring */
+		ok(ringed > 0 && ringed < fits,
+		   "%s: the ring carried %d of the %d messages it may (the "
+		   "others found it full)",
+		   what, ringed, fits);
+		ok(wraps > 0 && ring_hi > SOFT_RING_MIN,
+		   "%s: it wrapped %u times, used to %llu bytes", what, wraps,
+		   (unsigned long long)ring_hi);
+	}
+	if (inl)
+		ok(inl_full > 0,
+		   "%s: %u inline SENDs found the ring full (copied aside)",
+		   what, inl_full);
 	t_xrecv(rfd, &good, sizeof(good));
 	t_xrecv(rfd, &bad_len, sizeof(bad_len));
 	t_xrecv(rfd, &bad_data, sizeof(bad_data));
@@ -272,6 +317,9 @@ int main(void)
 {
 	t_isolate("copyring");
 	pass("registered");
+	window = 1;
+	pass("one at a time");
+	window = DEPTH;
 	inl = 1;
 	nmsg = 4 * DEPTH; /* the served ones, the ring wrapped */
 	pass("inline");

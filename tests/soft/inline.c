@@ -6,9 +6,10 @@
  * posted inline from a buffer scribbled over as soon as the post returns
  * arrive intact (the bytes are the WQE's at post time); max_inline_data + 1
  * is refused at post (EINVAL) and nothing arrives; a burst of inline sends
- * larger than the copy ring (256 KiB) posted while the receiver does not
- * poll arrives intact and in order (the ones past the ring are copied
- * aside, and freed: valgrind).  On two contexts and on one.
+ * posted while the receiver does not poll arrives intact and in order
+ * (the QP's copy ring holds its send queue of them; copyring.c fills the
+ * ring, and the inline ones past it are copied aside and freed).  On two
+ * contexts and on one.
  */
 #include "config.h"
 
@@ -24,7 +25,7 @@
 #define MAX_INLINE 16384       /* SOFT_MAX_INLINE */
 #define ASK	   (8192 + 64) /* rdmamsg's eager size and its header */
 #define DEPTH	   64
-#define BURST	   48 /* x ASK bytes: more than the copy ring's 256 KiB */
+#define BURST	   48 /* x ASK bytes, posted at once */
 #define WAIT_MS	   30000
 
 /* each side's buf: DEPTH receive buffers of ASK bytes */
@@ -129,7 +130,7 @@ static void run(const char *what)
 	ok(t_wait(b.cq, wc, 1, 200) == 0 && t_wait(a.cq, wc, 1, 200) == 0,
 	   "%s: nothing delivered, no completion", what);
 
-	/* a burst past the copy ring, the receiver not polling: the first
+	/* a burst, the receiver not polling: the first
 	 * receive is still posted (wr_id 0), BURST - 1 more */
 	for (i = 1; i < BURST; i++)
 		recv_slot(i);
