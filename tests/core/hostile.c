@@ -26,15 +26,16 @@
 #include "internal.h"
 #include "proto.h"
 #include "handshake.h"
+#include "rawpeer.h"
 
 #define SECRET	 "SECRET-of-the-honest-client:"
 #define MSG_LEN	 1000 /* copied through the server's pool, not inline */
-#define EAGER	 8192
-#define A_DEPTH	 8
-#define A_NRX	 (A_DEPTH + RDMAMSG_CTL_CREDITS)
-#define A_RXLEN	 (RDMAMSG_HDR + EAGER)
+#define EAGER	 RAWPEER_EAGER
+#define A_DEPTH	 RAWPEER_DEPTH
+#define A_NRX	 RAWPEER_NRX
+#define A_RXLEN	 RAWPEER_RXLEN
 #define MAX_SLAB 4
-#define ATK_SEND (1ull << 63) /* wr_id of the attacker's sends */
+#define ATK_SEND RAWPEER_SEND /* wr_id of the attacker's sends */
 
 static uint64_t total_leaked; /* secret bytes any attack saw */
 
@@ -302,22 +303,12 @@ static int honest(int wfd, void *arg)
 /* ---- the attacker (this process) ----------------------------------- */
 
 struct atk {
-	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_mr *mr;
-	char *mem; /* receive buffers, then a send area, then a read area */
-	uint32_t credits, ctl;
-	uint64_t leaked; /* secret bytes seen */
-	/* the handshake to send: HS_REQ (0), HS_SREQ or HS_RREQ with the
-	 * session id and count; a refusal's reason comes back */
-	uint8_t kind;
-	uint64_t sid, delivered;
-	uint32_t reason;
+	struct rawpeer r; /* receive buffers, then a send area, then a read
+			   * area */
+	uint64_t leaked;  /* secret bytes seen */
 };
 
-#define A_SEND_OFF ((size_t)A_NRX * A_RXLEN)
+#define A_SEND_OFF RAWPEER_SEND_OFF
 #define A_READ_OFF (A_SEND_OFF + 65536)
 #define A_MEM	   (A_READ_OFF + ((size_t)1 << 20))
 
@@ -332,206 +323,53 @@ static int has_secret(const char *p, size_t len)
 	return 0;
 }
 
-/* atk_event -- the next CM event of the attacker's id (type), or -1 */
-static int atk_event(struct atk *a, enum rdma_cm_event_type type, int ms,
-		     uint8_t *pdata, size_t *plen)
-{
-	struct pollfd p = {.fd = a->ch->fd, .events = POLLIN};
-	struct rdma_cm_event *ev;
-	int got;
-
-	if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(a->ch, &ev))
-		return -1;
-	got = ev->event;
-	if (pdata && plen && ev->param.conn.private_data) {
-		*plen = ev->param.conn.private_data_len;
-		memcpy(pdata, ev->param.conn.private_data, *plen);
-	}
-	rdma_ack_cm_event(ev);
-	return got == (int)type ? 0 : got;
-}
-
-/* atk_post_rx -- receive buffer i */
-static int atk_post_rx(struct atk *a, uint32_t i)
-{
-	struct ibv_sge sge = {.addr = (uintptr_t)(a->mem + (size_t)i * A_RXLEN),
-			      .length = A_RXLEN,
-			      .lkey = a->mr->lkey};
-	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1},
-			   *bad;
-
-	return ibv_post_recv(a->id->qp, &wr, &bad);
-}
-
 /* atk_poll -- one completion within ms: its status, or -1 */
 static int atk_poll(struct atk *a, int ms, struct ibv_wc *wc)
 {
-	long long end = test_now_ms() + ms;
+	int st = rawpeer_poll(&a->r, ms, wc);
 
-	while (test_now_ms() < end) {
-		int n = ibv_poll_cq(a->cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1) {
-			if (!(wc->wr_id & ATK_SEND) &&
-			    wc->status == IBV_WC_SUCCESS) {
-				char *b = a->mem + wc->wr_id * A_RXLEN;
-
-				if (has_secret(b, wc->byte_len))
-					a->leaked++;
-			}
-			return wc->status;
-		}
-		usleep(200);
-	}
-	return -1;
+	if (st == IBV_WC_SUCCESS && !(wc->wr_id & ATK_SEND) &&
+	    has_secret(a->r.mem + wc->wr_id * A_RXLEN, wc->byte_len))
+		a->leaked++;
+	return st;
 }
 
-/* atk_connect -- a raw client with a valid handshake; 0 once the server's
- * credit grant arrived */
+/* atk_connect -- a raw client with a valid handshake (rawpeer_connect:
+ * HS_REQ; HS_SREQ names session sid; HS_RREQ reconnects it and expects
+ * a refusal: 1, its reason in a->r.reason) */
 static int atk_connect2(struct atk *a, unsigned int port, uint8_t kind,
-			uint64_t sid, uint64_t delivered);
+			uint64_t sid, uint64_t delivered)
+{
+	memset(a, 0, sizeof(*a));
+	return rawpeer_connect(&a->r, port, A_MEM, kind, sid, delivered);
+}
 
 static int atk_connect(struct atk *a, unsigned int port)
 {
 	return atk_connect2(a, port, HS_REQ, 0, 0);
 }
 
-/* atk_connect2 -- atk_connect with a session's handshake: HS_SREQ names
- * session sid; HS_RREQ reconnects it (expects a refusal: 1, its reason
- * in a->reason) */
-static int atk_connect2(struct atk *a, unsigned int port, uint8_t kind,
-			uint64_t sid, uint64_t delivered)
-{
-	struct sockaddr_in dst;
-	struct ibv_qp_init_attr qa;
-	struct rdma_conn_param cp;
-	struct rdmamsg__hs hs;
-	uint8_t pdata[RDMAMSG_HS_MAX], acc[256];
-	size_t alen = 0;
-	struct ibv_wc wc;
-	uint32_t i;
-
-	memset(a, 0, sizeof(*a));
-	a->ch = rdma_create_event_channel();
-	if (!a->ch || rdma_create_id(a->ch, &a->id, NULL, RDMA_PS_TCP))
-		return -1;
-	memset(&dst, 0, sizeof(dst));
-	dst.sin_family = AF_INET;
-	dst.sin_port = htons((uint16_t)port);
-	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (rdma_resolve_addr(a->id, NULL, (struct sockaddr *)&dst, 2000) ||
-	    atk_event(a, RDMA_CM_EVENT_ADDR_RESOLVED, 5000, NULL, NULL) ||
-	    rdma_resolve_route(a->id, 2000) ||
-	    atk_event(a, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000, NULL, NULL))
-		return -2;
-	a->pd = ibv_alloc_pd(a->id->verbs);
-	a->cq = ibv_create_cq(a->id->verbs, 64, NULL, NULL, 0);
-	a->mem = calloc(1, A_MEM);
-	if (!a->pd || !a->cq || !a->mem)
-		return -3;
-	a->mr = ibv_reg_mr(a->pd, a->mem, A_MEM,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ);
-	memset(&qa, 0, sizeof(qa));
-	qa.send_cq = qa.recv_cq = a->cq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = 16;
-	qa.cap.max_recv_wr = A_NRX;
-	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-	qa.cap.max_inline_data = 64;
-	if (!a->mr || rdma_create_qp(a->id, a->pd, &qa))
-		return -4;
-	for (i = 0; i < A_NRX; i++)
-		if (atk_post_rx(a, i))
-			return -5;
-	memset(&hs, 0, sizeof(hs));
-	hs.kind = kind;
-	hs.sid = sid;
-	hs.delivered = delivered;
-	hs.depth = A_DEPTH;
-	hs.ctl = RDMAMSG_CTL_CREDITS;
-	hs.eager = EAGER;
-	hs.max_msg = 1 << 20;
-	memset(&cp, 0, sizeof(cp));
-	cp.private_data = pdata;
-	cp.private_data_len = (uint8_t)rdmamsg__hs_encode(&hs, pdata);
-	cp.responder_resources = cp.initiator_depth = 1;
-	cp.retry_count = 7;
-	if (kind == HS_RREQ) {
-		if (rdma_connect(a->id, &cp) ||
-		    atk_event(a, RDMA_CM_EVENT_REJECTED, 10000, acc, &alen) ||
-		    rdmamsg__hs_decode(acc, alen, &hs) || hs.kind != HS_REJ)
-			return -11;
-		a->reason = hs.reason;
-		return 1;
-	}
-	if (rdma_connect(a->id, &cp) ||
-	    atk_event(a, RDMA_CM_EVENT_ESTABLISHED, 5000, acc, &alen))
-		return -6;
-	if (rdmamsg__hs_decode(acc, alen, &hs) || hs.kind != HS_ACC)
-		return -7;
-	/* the passive side grants its credits in-band once established */
-	if (atk_poll(a, 10000, &wc) != IBV_WC_SUCCESS ||
-	    wc.byte_len != RDMAMSG_HDR)
-		return -8;
-	{
-		const struct rdmamsg__wire *h =
-			(const void *)(a->mem + wc.wr_id * A_RXLEN);
-
-		if (h->type != W_CREDIT)
-			return -9;
-		a->credits = le16toh(h->credits);
-		a->ctl = h->ctl;
-	}
-	return atk_post_rx(a, (uint32_t)wc.wr_id) ? -10 : 0;
-}
-
 /* atk_free -- tear the raw client down */
 static void atk_free(struct atk *a)
 {
-	if (a->id && a->id->qp)
-		rdma_destroy_qp(a->id);
-	if (a->mr)
-		ibv_dereg_mr(a->mr);
-	if (a->cq)
-		ibv_destroy_cq(a->cq);
-	if (a->pd)
-		ibv_dealloc_pd(a->pd);
-	if (a->id)
-		rdma_destroy_id(a->id);
-	if (a->ch)
-		rdma_destroy_event_channel(a->ch);
-	free(a->mem);
+	rawpeer_free(&a->r);
 	total_leaked += a->leaked;
-	memset(a, 0, sizeof(*a));
+	a->leaked = 0;
 }
 
 /* atk_send -- len bytes from the send area as one message */
 static int atk_send(struct atk *a, size_t len)
 {
-	struct ibv_sge sge = {.addr = (uintptr_t)(a->mem + A_SEND_OFF),
-			      .length = (uint32_t)len,
-			      .lkey = a->mr->lkey};
-	struct ibv_send_wr wr, *bad;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = ATK_SEND;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	return ibv_post_send(a->id->qp, &wr, &bad);
+	return rawpeer_send(&a->r, len);
 }
 
 /* atk_rdma -- one RDMA READ or WRITE of len bytes at a remote address */
 static int atk_rdma(struct atk *a, enum ibv_wr_opcode op, uint64_t raddr,
 		    uint32_t rkey, uint32_t len)
 {
-	struct ibv_sge sge = {.addr = (uintptr_t)(a->mem + A_READ_OFF),
+	struct ibv_sge sge = {.addr = (uintptr_t)(a->r.mem + A_READ_OFF),
 			      .length = len,
-			      .lkey = a->mr->lkey};
+			      .lkey = a->r.mr->lkey};
 	struct ibv_send_wr wr, *bad;
 
 	memset(&wr, 0, sizeof(wr));
@@ -542,14 +380,14 @@ static int atk_rdma(struct atk *a, enum ibv_wr_opcode op, uint64_t raddr,
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
-	return ibv_post_send(a->id->qp, &wr, &bad);
+	return ibv_post_send(a->r.id->qp, &wr, &bad);
 }
 
 /* hdr -- a message header at the start of the send area */
 static struct rdmamsg__wire *hdr(struct atk *a, uint8_t type, uint8_t flags,
 				 uint16_t credits, uint8_t ctl, uint32_t total)
 {
-	struct rdmamsg__wire *h = (void *)(a->mem + A_SEND_OFF);
+	struct rdmamsg__wire *h = (void *)(a->r.mem + A_SEND_OFF);
 
 	memset(h, 0, sizeof(*h));
 	h->type = type;
@@ -564,7 +402,7 @@ static struct rdmamsg__wire *hdr(struct atk *a, uint8_t type, uint8_t flags,
 static size_t xmsg(struct atk *a, const struct rdmamsg__xhdr *x, size_t extra)
 {
 	hdr(a, W_DATA, F_FIRST | F_LAST | F_XFER, 0, 0, 0);
-	memcpy(a->mem + A_SEND_OFF + RDMAMSG_HDR, x, RDMAMSG_XHDR);
+	memcpy(a->r.mem + A_SEND_OFF + RDMAMSG_HDR, x, RDMAMSG_XHDR);
 	return RDMAMSG_HDR + RDMAMSG_XHDR + extra;
 }
 
@@ -602,7 +440,8 @@ static void proto_attack(unsigned int port, const char *what,
 	st = srv_status(15000);
 	ok(st == -EPROTO, "%s: the server closed the endpoint (%d, -EPROTO)",
 	   what, st);
-	ok(atk_event(&a, RDMA_CM_EVENT_DISCONNECTED, 10000, NULL, NULL) == 0,
+	ok(rawpeer_event(&a.r, RDMA_CM_EVENT_DISCONNECTED, 10000, NULL, NULL) ==
+		   0,
 	   "%s: the attacker is disconnected", what);
 	while (atk_poll(&a, 10, &wc) >= 0)
 		;
@@ -621,10 +460,10 @@ static void session_attacks(unsigned int port)
 	int ret;
 
 	ret = atk_connect2(&b, port, HS_RREQ, 0x1234, 0);
-	ok(ret == 1 && b.reason == RDMAMSG_REJECT_SESSION,
+	ok(ret == 1 && b.r.reason == RDMAMSG_REJECT_SESSION,
 	   "reconnect of no session: refused, RDMAMSG_REJECT_SESSION (%d, "
 	   "%#x)",
-	   ret, b.reason);
+	   ret, b.r.reason);
 	atk_free(&b);
 	ret = atk_connect2(&a, port, HS_SREQ, sid, 0);
 	ok(ret == 0, "session request accepted (%d)", ret);
@@ -634,12 +473,12 @@ static void session_attacks(unsigned int port)
 	}
 	/* the connection drops without a goodbye: the server waits for the
 	 * reconnect; it comes with a count it never sent */
-	rdma_disconnect(a.id);
+	rdma_disconnect(a.r.id);
 	ret = atk_connect2(&b, port, HS_RREQ, sid, 1000000);
-	ok(ret == 1 && b.reason == RDMAMSG_REJECT_HANDSHAKE,
+	ok(ret == 1 && b.r.reason == RDMAMSG_REJECT_HANDSHAKE,
 	   "reconnect with 1,000,000 fragments never sent: refused as "
 	   "malformed (%d, %#x)",
-	   ret, b.reason);
+	   ret, b.r.reason);
 	is_int(srv_status(15000), -EPROTO, "the session ended with -EPROTO");
 	atk_free(&b);
 	atk_free(&a);
@@ -812,7 +651,7 @@ static void pool_attack(unsigned int port, const struct slab_info *si,
 		return;
 	}
 	if (op == IBV_WR_RDMA_WRITE)
-		memset(a.mem + A_READ_OFF, 'X', 4096);
+		memset(a.r.mem + A_READ_OFF, 'X', 4096);
 	ret = atk_rdma(&a, op, si->addr, key,
 		       op == IBV_WR_RDMA_WRITE	     ? 4096
 		       : si->len < ((size_t)1 << 20) ? (uint32_t)si->len
@@ -828,12 +667,12 @@ static void pool_attack(unsigned int port, const struct slab_info *si,
 		size_t i, nz = 0;
 
 		for (i = 0; i < ((size_t)1 << 20); i++)
-			nz += a.mem[A_READ_OFF + i] != 0;
+			nz += a.r.mem[A_READ_OFF + i] != 0;
 		ok(nz == 0, "%s: not one byte read (%zu)", what, nz);
-		a.leaked += has_secret(a.mem + A_READ_OFF, (size_t)1 << 20);
+		a.leaked += has_secret(a.r.mem + A_READ_OFF, (size_t)1 << 20);
 	}
 	/* our QP is in error now; leaving ends the server's endpoint */
-	rdma_disconnect(a.id);
+	rdma_disconnect(a.r.id);
 	st = srv_status(15000);
 	ok(st != 1, "%s: the server closed the endpoint (%d)", what, st);
 	atk_free(&a);

@@ -31,13 +31,10 @@
 #include "internal.h"
 #include "proto.h"
 #include "handshake.h"
+#include "rawpeer.h"
 
 #define CLOSE_MS 1500
-#define EAGER	 8192
-#define P_DEPTH	 8
-#define P_NRX	 (P_DEPTH + RDMAMSG_CTL_CREDITS)
-#define P_RXLEN	 (RDMAMSG_HDR + EAGER)
-#define P_SEND	 (1ull << 63) /* wr_id of the peer's sends */
+#define EAGER	 RAWPEER_EAGER
 #define NDATA	 3
 
 /* ---- the rdmamsg server (child) ------------------------------------ */
@@ -198,186 +195,34 @@ static int server(int wfd, void *arg)
 
 /* ---- the raw peer (this process) ----------------------------------- */
 
-struct peer {
-	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_mr *mr;
-	char *mem; /* receive buffers, then a send area */
-	uint32_t credits, ctl;
-};
-
-#define P_SEND_OFF ((size_t)P_NRX * P_RXLEN)
-#define P_MEM	   (P_SEND_OFF + 4096)
-
-/* p_event -- the next CM event: 0 when it is type, else its type, or -1
- * when none came within ms */
-static int p_event(struct peer *p, enum rdma_cm_event_type type, int ms,
-		   uint8_t *pdata, size_t *plen)
-{
-	struct pollfd f = {.fd = p->ch->fd, .events = POLLIN};
-	struct rdma_cm_event *ev;
-	int got;
-
-	if (poll(&f, 1, ms) != 1 || rdma_get_cm_event(p->ch, &ev))
-		return -1;
-	got = ev->event;
-	if (pdata && plen && ev->param.conn.private_data) {
-		*plen = ev->param.conn.private_data_len;
-		memcpy(pdata, ev->param.conn.private_data, *plen);
-	}
-	rdma_ack_cm_event(ev);
-	return got == (int)type ? 0 : got;
-}
-
-static int p_post_rx(struct peer *p, uint32_t i)
-{
-	struct ibv_sge sge = {.addr = (uintptr_t)(p->mem + (size_t)i * P_RXLEN),
-			      .length = P_RXLEN,
-			      .lkey = p->mr->lkey};
-	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1},
-			   *bad;
-
-	return ibv_post_recv(p->id->qp, &wr, &bad);
-}
-
 /* p_poll -- the next completion within ms: its status, or -1; receives
  * (a credit update of the server's) are posted again */
-static int p_poll(struct peer *p, int ms, struct ibv_wc *wc)
+static int p_poll(struct rawpeer *p, int ms, struct ibv_wc *wc)
 {
-	long long end = test_now_ms() + ms;
+	int st = rawpeer_poll(p, ms, wc);
 
-	while (test_now_ms() < end) {
-		int n = ibv_poll_cq(p->cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1) {
-			if (!(wc->wr_id & P_SEND) &&
-			    wc->status == IBV_WC_SUCCESS)
-				p_post_rx(p, (uint32_t)wc->wr_id);
-			return wc->status;
-		}
-		usleep(200);
-	}
-	return -1;
+	if (st == IBV_WC_SUCCESS && !(wc->wr_id & RAWPEER_SEND))
+		rawpeer_post_rx(p, (uint32_t)wc->wr_id);
+	return st;
 }
 
 /* p_send_done -- the status of the next send completion within ms */
-static int p_send_done(struct peer *p, int ms)
+static int p_send_done(struct rawpeer *p, int ms)
 {
 	struct ibv_wc wc;
 	int st;
 
 	do {
 		st = p_poll(p, ms, &wc);
-	} while (st == IBV_WC_SUCCESS && !(wc.wr_id & P_SEND));
+	} while (st == IBV_WC_SUCCESS && !(wc.wr_id & RAWPEER_SEND));
 	return st;
 }
 
-/* p_connect -- a raw client with a valid handshake; 0 once the server's
- * credit grant arrived */
-static int p_connect(struct peer *p, unsigned int port)
-{
-	struct sockaddr_in dst;
-	struct ibv_qp_init_attr qa;
-	struct rdma_conn_param cp;
-	struct rdmamsg__hs hs;
-	uint8_t pdata[RDMAMSG_HS_MAX], acc[256];
-	size_t alen = 0;
-	struct ibv_wc wc;
-	uint32_t i;
-
-	memset(p, 0, sizeof(*p));
-	p->ch = rdma_create_event_channel();
-	if (!p->ch || rdma_create_id(p->ch, &p->id, NULL, RDMA_PS_TCP))
-		return -1;
-	memset(&dst, 0, sizeof(dst));
-	dst.sin_family = AF_INET;
-	dst.sin_port = htons((uint16_t)port);
-	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (rdma_resolve_addr(p->id, NULL, (struct sockaddr *)&dst, 2000) ||
-	    p_event(p, RDMA_CM_EVENT_ADDR_RESOLVED, 5000, NULL, NULL) ||
-	    rdma_resolve_route(p->id, 2000) ||
-	    p_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000, NULL, NULL))
-		return -2;
-	p->pd = ibv_alloc_pd(p->id->verbs);
-	p->cq = ibv_create_cq(p->id->verbs, 64, NULL, NULL, 0);
-	p->mem = calloc(1, P_MEM);
-	if (!p->pd || !p->cq || !p->mem)
-		return -3;
-	p->mr = ibv_reg_mr(p->pd, p->mem, P_MEM, IBV_ACCESS_LOCAL_WRITE);
-	memset(&qa, 0, sizeof(qa));
-	qa.send_cq = qa.recv_cq = p->cq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = 16;
-	qa.cap.max_recv_wr = P_NRX;
-	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-	if (!p->mr || rdma_create_qp(p->id, p->pd, &qa))
-		return -4;
-	for (i = 0; i < P_NRX; i++)
-		if (p_post_rx(p, i))
-			return -5;
-	memset(&hs, 0, sizeof(hs));
-	hs.kind = HS_REQ;
-	hs.depth = P_DEPTH;
-	hs.ctl = RDMAMSG_CTL_CREDITS;
-	hs.eager = EAGER;
-	hs.max_msg = 1 << 20;
-	memset(&cp, 0, sizeof(cp));
-	cp.private_data = pdata;
-	cp.private_data_len = (uint8_t)rdmamsg__hs_encode(&hs, pdata);
-	cp.responder_resources = cp.initiator_depth = 1;
-	cp.retry_count = 7;
-	if (rdma_connect(p->id, &cp) ||
-	    p_event(p, RDMA_CM_EVENT_ESTABLISHED, 5000, acc, &alen))
-		return -6;
-	if (rdmamsg__hs_decode(acc, alen, &hs) || hs.kind != HS_ACC)
-		return -7;
-	/* the passive side grants its credits in-band once established */
-	if (p_poll(p, 10000, &wc) != IBV_WC_SUCCESS ||
-	    wc.byte_len != RDMAMSG_HDR)
-		return -8;
-	{
-		const struct rdmamsg__wire *h =
-			(const void *)(p->mem + wc.wr_id * P_RXLEN);
-
-		if (h->type != W_CREDIT)
-			return -9;
-		p->credits = le16toh(h->credits);
-		p->ctl = h->ctl;
-	}
-	return 0;
-}
-
-static void p_free(struct peer *p)
-{
-	if (p->id && p->id->qp)
-		rdma_destroy_qp(p->id);
-	if (p->mr)
-		ibv_dereg_mr(p->mr);
-	if (p->cq)
-		ibv_destroy_cq(p->cq);
-	if (p->pd)
-		ibv_dealloc_pd(p->pd);
-	if (p->id)
-		rdma_destroy_id(p->id);
-	if (p->ch)
-		rdma_destroy_event_channel(p->ch);
-	free(p->mem);
-	memset(p, 0, sizeof(*p));
-}
-
 /* p_send -- a header of type (and a payload of len bytes after it) */
-static int p_send(struct peer *p, uint8_t type, const void *payload,
+static int p_send(struct rawpeer *p, uint8_t type, const void *payload,
 		  uint32_t len)
 {
-	struct rdmamsg__wire *h = (void *)(p->mem + P_SEND_OFF);
-	struct ibv_sge sge = {.addr = (uintptr_t)h,
-			      .length = RDMAMSG_HDR + len,
-			      .lkey = p->mr->lkey};
-	struct ibv_send_wr wr, *bad;
+	struct rdmamsg__wire *h = (void *)(p->mem + RAWPEER_SEND_OFF);
 
 	memset(h, 0, sizeof(*h));
 	h->type = type;
@@ -385,13 +230,7 @@ static int p_send(struct peer *p, uint8_t type, const void *payload,
 		h->flags = F_FIRST | F_LAST;
 	if (len)
 		memcpy(h + 1, payload, len);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = P_SEND;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	return ibv_post_send(p->id->qp, &wr, &bad);
+	return rawpeer_send(p, RDMAMSG_HDR + len);
 }
 
 static int srv_rfd;
@@ -412,18 +251,18 @@ enum { P_SILENT, P_SILENT_CLOSE, P_DISC_CLOSE };
  * it; then silence, or a disconnect 100 ms later */
 static void scenario(unsigned int port, int kind, const char *name)
 {
-	struct peer p;
+	struct rawpeer p;
 	long long t0, t_disc = -1;
 	int64_t r[10];
 	uint64_t seq;
 	int ret, st, ev;
 
-	ret = p_connect(&p, port);
+	ret = rawpeer_connect(&p, port, RAWPEER_SEND_OFF + 4096, HS_REQ, 0, 0);
 	ok(ret == 0 && p.credits >= NDATA && p.ctl >= 2,
 	   "%s: raw peer connected (%d; %u credits, %u control)", name, ret,
 	   p.credits, p.ctl);
 	if (ret) {
-		p_free(&p);
+		rawpeer_free(&p);
 		return;
 	}
 	for (seq = 0, st = 0; seq < NDATA && !st; seq++)
@@ -434,7 +273,7 @@ static void scenario(unsigned int port, int kind, const char *name)
 	t0 = test_now_ms();
 	ok(st == IBV_WC_SUCCESS, "%s: goodbye sent (status %d)", name, st);
 	/* 100 ms for the server to read it; its disconnect must not come */
-	ev = p_event(&p, RDMA_CM_EVENT_DISCONNECTED, 100, NULL, NULL);
+	ev = rawpeer_event(&p, RDMA_CM_EVENT_DISCONNECTED, 100, NULL, NULL);
 	if (ev == 0)
 		t_disc = test_now_ms() - t0;
 	st = p_send(&p, W_CREDIT, NULL, 0) ? -2 : p_send_done(&p, 5000);
@@ -444,12 +283,13 @@ static void scenario(unsigned int port, int kind, const char *name)
 	   name, ev, st);
 	if (kind == P_DISC_CLOSE && t_disc < 0) {
 		rdma_disconnect(p.id);
-		ev = p_event(&p, RDMA_CM_EVENT_DISCONNECTED, 10000, NULL, NULL);
+		ev = rawpeer_event(&p, RDMA_CM_EVENT_DISCONNECTED, 10000, NULL,
+				   NULL);
 		ok(ev == 0, "%s: we disconnect after 100 ms (%d)", name, ev);
 	} else {
 		if (t_disc < 0) {
-			ev = p_event(&p, RDMA_CM_EVENT_DISCONNECTED,
-				     CLOSE_MS + 10000, NULL, NULL);
+			ev = rawpeer_event(&p, RDMA_CM_EVENT_DISCONNECTED,
+					   CLOSE_MS + 10000, NULL, NULL);
 			if (ev == 0)
 				t_disc = test_now_ms() - t0;
 		}
@@ -488,7 +328,7 @@ static void scenario(unsigned int port, int kind, const char *name)
 		   name, (long long)r[7]);
 	while (p_poll(&p, 10, &(struct ibv_wc){0}) >= 0)
 		;
-	p_free(&p);
+	rawpeer_free(&p);
 }
 
 int main(void)
