@@ -33,7 +33,10 @@
  * path, as before).  SOFTRDMA_TEST_NETFAULT (tests only) injects faults
  * into every packet this process sends:
  * "seed=N,drop=P,dup=P,reorder=P,corrupt=P" with P in percent (corrupt:
- * one bit flipped past the BTH, which the receiver's ICRC check drops).
+ * one bit flipped past the BTH, which the receiver's ICRC check drops),
+ * and "rdlast=N": of the packets that end a READ response (LAST or
+ * ONLY) the first of every N is lost (N = 2: a READ's response loses its
+ * last packet, and that packet sent again arrives).
  */
 #include "config.h"
 
@@ -241,6 +244,7 @@ static int net_nmc;
 static pthread_mutex_t flt_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int flt_on = -1;
 static double flt_drop, flt_dup, flt_reorder, flt_corrupt;
+static unsigned long flt_rdlast, flt_rdlast_n; /* rdlast=N, seen so far */
 static uint64_t flt_rng;
 static uint8_t flt_held[NET_BUF];
 static size_t flt_held_len;
@@ -274,12 +278,26 @@ static void flt_init(void)
 			flt_reorder = strtod(tok + 8, NULL) / 100;
 		else if (!strncmp(tok, "corrupt=", 8))
 			flt_corrupt = strtod(tok + 8, NULL) / 100;
+		else if (!strncmp(tok, "rdlast=", 7))
+			flt_rdlast = strtoul(tok + 7, NULL, 0);
 	}
 	free(s);
 	if (!flt_rng)
 		flt_rng = 1;
 	flt_on = flt_drop > 0 || flt_dup > 0 || flt_reorder > 0 ||
-		 flt_corrupt > 0;
+		 flt_corrupt > 0 || flt_rdlast > 0;
+}
+
+/* flt_rdlast_hit -- the packet of LEN bytes at BUF (its BTH first) ends
+ * a READ response and is the first of N such (rdlast=N): lost; flt_mtx
+ * held */
+static int flt_rdlast_hit(const uint8_t *buf, size_t len)
+{
+	if (!flt_rdlast || len < ROCE_BTH_LEN ||
+	    (buf[0] != (ROCE_RC | ROCE_READ_RESP_LAST) &&
+	     buf[0] != (ROCE_RC | ROCE_READ_RESP_ONLY)))
+		return 0;
+	return flt_rdlast_n++ % flt_rdlast == 0;
 }
 
 static double flt_rand(void)
@@ -588,7 +606,7 @@ static void wire_send(int fd, const void *buf, size_t len,
 		return;
 	}
 	pthread_mutex_lock(&flt_mtx);
-	if (flt_rand() < flt_drop)
+	if (flt_rdlast_hit(buf, len) || flt_rand() < flt_drop)
 		goto out;
 	if (len > ROCE_BTH_LEN && len <= sizeof(bad) &&
 	    flt_rand() < flt_corrupt) {
@@ -1141,7 +1159,11 @@ static void acked(struct soft_net_qp *nq, uint32_t psn)
 			return;
 		}
 		if (op_is_read_like(w->op) && !w->done) {
-			if (roce_psn_cmp(last, psn) < 0 && nq->txw > nq->tail) {
+			/* its last PSN acknowledged (a response to a later
+			 * request, or an ACK of it or past it: rxe's
+			 * check_psn, a response PSN past the WQE's last) */
+			if (roce_psn_cmp(last, psn) <= 0 &&
+			    nq->txw > nq->tail) {
 				/* later requests were answered, this one's
 				 * response was lost: ask again */
 				nq->txw = nq->tail;
@@ -1157,7 +1179,11 @@ static void acked(struct soft_net_qp *nq, uint32_t psn)
 		nq->una = roce_psn_add(psn, 1);
 }
 
-/* rewind -- go back to PSN (go-back-N) */
+/* rewind -- go back to PSN (go-back-N), or to an older READ or atomic
+ * whose response is still missing: una passes it once a later request is
+ * acknowledged (acked), and a timeout or a NAK resuming at una or past it
+ * must ask for that response again, not skip it (the WQE would never
+ * complete and the retries run out) */
 static void rewind_to(struct soft_net_qp *nq, uint32_t psn)
 {
 	uint64_t i;
@@ -1168,7 +1194,8 @@ static void rewind_to(struct soft_net_qp *nq, uint32_t psn)
 
 		if (w->status)
 			continue;
-		if (d >= 0 && (uint32_t)d < w->npkts) {
+		if ((d >= 0 && (uint32_t)d < w->npkts) ||
+		    (d > 0 && op_is_read_like(w->op) && !w->done)) {
 			nq->txw = i;
 			nq->txp = op_is_read_like(w->op) ? 0 : (uint32_t)d;
 			return;

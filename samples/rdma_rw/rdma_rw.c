@@ -2,8 +2,8 @@
 /*
  * rdma_rw.c -- one-sided RDMA read and write with exported keys
  *
- *   rdma_rw -s [-b ADDR] [-p PORT] [-S BYTES]   expose a region, then exit
- *   rdma_rw -c HOST [-p PORT]                    write, read, add, notify
+ *   rdma_rw -s [-b ADDR] [-p PORT] [-S BYTES] [-t EXP]  expose a region
+ *   rdma_rw -c HOST [-p PORT] [-t EXP]           write, read, add, notify
  *
  * The server registers a region (remote read, write and atomics), exports
  * it (rdmamsg_mr_export: opaque bytes with address, length and key) and
@@ -33,6 +33,8 @@
 
 static struct rdmamsg_ctx *ctx;
 static int done, failures;
+/* both sides' endpoint attributes: the ACK timeout (-t), else defaults */
+static struct rdmamsg_ep_attr *ep_attr;
 
 /* step -- block on the fd unless work is pending, then progress */
 static void step(void)
@@ -112,10 +114,14 @@ static void srv_closed(struct rdmamsg_ep *ep, void *arg)
 	done = 1;
 }
 
+/* srv_disconnect -- the client said goodbye (0), or the connection
+ * failed: say why, then close */
 static void srv_disconnect(struct rdmamsg_ep *ep, int status, void *arg)
 {
-	(void)status;
 	(void)arg;
+	if (status)
+		fprintf(stderr, "rdma_rw: connection down: %s\n",
+			rdmamsg_strerror(status));
 	rdmamsg_ep_close(ep, srv_closed);
 }
 
@@ -123,8 +129,6 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 	.on_connect = srv_connect,
 	.on_disconnect = srv_disconnect,
 };
-
-static struct rdmamsg_ep_attr *srv_attr;
 
 static void on_conn_req(struct rdmamsg_listener *lst,
 			struct rdmamsg_conn_req *req, const void *pdata,
@@ -136,7 +140,7 @@ static void on_conn_req(struct rdmamsg_listener *lst,
 	(void)pdata;
 	(void)len;
 	(void)arg;
-	if (rdmamsg_conn_req_accept(req, srv_attr, &srv_cbs, NULL, &ep))
+	if (rdmamsg_conn_req_accept(req, ep_attr, &srv_cbs, NULL, &ep))
 		failures++;
 }
 
@@ -168,8 +172,7 @@ static int server(const char *local, int port)
 			rdmamsg_strerror(ret));
 		return 1;
 	}
-	rdmamsg_ep_attr_new(&srv_attr);
-	rdmamsg_ep_attr_set_on_write_imm(srv_attr, srv_write_imm);
+	rdmamsg_ep_attr_set_on_write_imm(ep_attr, srv_write_imm);
 	snprintf(addr, sizeof(addr), "%s:%d", local, port);
 	ret = rdmamsg_listen(ctx, addr, on_conn_req, NULL, &lst);
 	if (ret) {
@@ -182,7 +185,6 @@ static int server(const char *local, int port)
 	run(&done);
 	rdmamsg_listener_close(lst, lst_closed);
 	run(&lclosed);
-	rdmamsg_ep_attr_delete(&srv_attr);
 	rdmamsg_mr_dereg(&region_mr);
 	free(region);
 	return failures ? 1 : 0;
@@ -278,7 +280,7 @@ static int client(const char *host, int port)
 	int want;
 
 	snprintf(addr, sizeof(addr), "%s:%d", host, port);
-	if (rdmamsg_connect(ctx, addr, NULL, &cli_cbs, NULL, &cep))
+	if (rdmamsg_connect(ctx, addr, ep_attr, &cli_cbs, NULL, &cep))
 		return 1;
 	run(&connected);
 	if (cstatus)
@@ -346,13 +348,22 @@ int main(int argc, char **argv)
 		{"client", required_argument, NULL, 'c'},
 		{"port", required_argument, NULL, 'p'},
 		{"size", required_argument, NULL, 'S'},
+		{"ack-timeout", required_argument, NULL, 't'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *bind_addr = "0.0.0.0", *host = NULL;
 	int server_mode = 0, port = DEFAULT_PORT, c, ret;
+	unsigned long t;
+	char *end;
 
 	region_len = (size_t)16 << 20;
-	while ((c = getopt_long(argc, argv, "sb:c:p:S:", opts, NULL)) != -1) {
+	ret = rdmamsg_ep_attr_new(&ep_attr);
+	if (ret) {
+		fprintf(stderr, "rdma_rw: attributes: %s\n",
+			rdmamsg_strerror(ret));
+		return 1;
+	}
+	while ((c = getopt_long(argc, argv, "sb:c:p:S:t:", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			server_mode = 1;
@@ -369,25 +380,43 @@ int main(int argc, char **argv)
 		case 'S':
 			region_len = (size_t)strtoull(optarg, NULL, 0);
 			break;
+		case 't':
+			/* a lost tail, a lost NAK or a retransmission lost
+			 * again waits out the ACK timeout (rdma_cm's 18:
+			 * 1.07 s); on a lossy link, ask for less */
+			errno = 0;
+			t = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || *optarg == '-' ||
+			    t < 1 || t > 31 ||
+			    rdmamsg_ep_attr_set_ack_timeout(ep_attr,
+							    (unsigned int)t))
+				goto usage;
+			break;
 		default:
-			fprintf(stderr, "usage: rdma_rw -s [-b ADDR] [-p PORT] "
-					"[-S BYTES] | rdma_rw -c HOST "
-					"[-p PORT]\n");
-			return 2;
+			goto usage;
 		}
 	}
 	if (server_mode == !!host || region_len <= DATA_OFF) {
 		fprintf(stderr, "rdma_rw: give -s or -c HOST\n");
+		rdmamsg_ep_attr_delete(&ep_attr);
 		return 2;
 	}
 	ret = rdmamsg_ctx_create(NULL, &ctx);
 	if (ret) {
 		fprintf(stderr, "rdma_rw: no context: %s\n",
 			rdmamsg_strerror(ret));
+		rdmamsg_ep_attr_delete(&ep_attr);
 		return 1;
 	}
 	ret = host ? client(host, port) : server(bind_addr, port);
 	if (rdmamsg_ctx_destroy(&ctx))
 		ret = 1;
+	rdmamsg_ep_attr_delete(&ep_attr);
 	return ret;
+
+usage:
+	fprintf(stderr, "usage: rdma_rw -s [-b ADDR] [-p PORT] [-S BYTES] "
+			"[-t EXP] | rdma_rw -c HOST [-p PORT] [-t EXP]\n");
+	rdmamsg_ep_attr_delete(&ep_attr);
+	return 2;
 }

@@ -40,4 +40,10 @@ show_log "$tap_tmp/rwc.log"
 wait $srv
 ok $? "rdma_rw server exits 0"
 show_log "$tap_tmp/rws.log"
+
+for t in 0 32 x 14x; do
+	"$rw" -c 127.0.0.1 -t "$t" >/dev/null 2>&1
+	[ $? = 2 ]
+	ok $? "rdma_rw --ack-timeout $t: usage error, exits 2"
+done
 done_testing
