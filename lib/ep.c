@@ -783,6 +783,18 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 		ep->cbs.on_connect(ep, status, reason, pdata, len, ep->arg);
 }
 
+/* tell_down -- the user's side of going down (rdmamsg__ep_down, or the
+ * peer's goodbye): what is queued is cancelled, on_disconnect once */
+static void tell_down(struct rdmamsg_ep *ep, int status)
+{
+	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
+	if (!ep->down_reported) {
+		ep->down_reported = 1;
+		if (ep->cbs.on_disconnect)
+			ep->cbs.on_disconnect(ep, status, ep->arg);
+	}
+}
+
 /* rdmamsg__ep_down -- an established connection is gone: flush, report */
 void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 {
@@ -810,13 +822,8 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 		rdmamsg__ep_defer(ep);
 		return;
 	}
-	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
 	LOG_INFO("endpoint %p down: %s", (void *)ep, rdmamsg_strerror(status));
-	if (!ep->down_reported) {
-		ep->down_reported = 1;
-		if (ep->cbs.on_disconnect)
-			ep->cbs.on_disconnect(ep, status, ep->arg);
-	}
+	tell_down(ep, status);
 }
 
 /* conn_timer_fire -- the connect attempt took too long */
@@ -933,12 +940,7 @@ void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep)
 	rdmamsg__timer_start(ep->ctx, &ep->close_timer, ep->p.close_ms);
 	if (ep->xf)
 		rdmamsg__xfer_down(ep, 0);
-	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
-	if (!ep->down_reported) {
-		ep->down_reported = 1;
-		if (ep->cbs.on_disconnect)
-			ep->cbs.on_disconnect(ep, 0, ep->arg);
-	}
+	tell_down(ep, 0);
 }
 
 /* rdmamsg__ep_peer_disconnected -- the fabric says the connection is gone:
