@@ -2478,13 +2478,18 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 			w->imm_data = b->m[i].imm;
 			w->wc_flags = IBV_WC_WITH_IMM;
 		}
-		rx_take_wqe(qp);
+		qp->rq_tail++; /* rx_take_wqe without SRQ (rx_fast) */
 		if (w == &wc)
 			soft_cq_push(qp->rcq, &wc,
 				     !!(b->m[i].flags & SOFT_SF_SOLICITED));
 		else
 			cq_slot_done(qp->rcq);
 	}
+	/* rx_take_wqe's published count, once for the batch: only an
+	 * initiator holding our rx lock (not now) or our own rx_idle read it */
+	if (qp->seg->rq_entries)
+		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
+				      memory_order_release);
 	peer_wake(qp);
 	return 1;
 }
