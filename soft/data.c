@@ -1369,16 +1369,12 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	qp->sq_head = idx + 1;
 	qp->tx_msgno = msgno + 1;
 	soft_qp_hot(qp); /* progress follows it until it completes */
+	/* the slot's first line only (slot.h): nothing of its tail is read
+	 * for a copied SEND (no SGE list, key, address or chunk; status and
+	 * rnr_timer are written by whoever sets DONE or RNR) */
 	s->opcode = SOFT_OP_SEND;
 	s->len = len;
-	s->status = SOFT_ACK;
 	s->imm = wr->imm_data;
-	s->nsge = 0;
-	s->pid = soft_self_pid;
-	s->rkey = 0;
-	s->raddr = 0;
-	atomic_store_explicit(&s->chunk_seq, 0, memory_order_relaxed);
-	s->chunk_len = 0;
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM)
 		flags |= SOFT_SF_IMM;
 	else if (wr->opcode == IBV_WR_SEND_WITH_INV)
