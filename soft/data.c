@@ -2494,10 +2494,8 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
  * us while we did not run (serve_remote), 0 if none or another
  * incarnation's; at once 0 when the word is the one rx_slots last took
  * (served_seen: our count has only grown since, every poll saw it) */
-static inline uint64_t served_ahead(const struct soft_qp *qp)
+static inline uint64_t served_ahead_of(const struct soft_qp *qp, uint64_t sv)
 {
-	uint64_t sv =
-		atomic_load_explicit(&qp->seg->served, memory_order_relaxed);
 	uint64_t d;
 
 	if (sv == qp->served_seen)
@@ -2508,6 +2506,12 @@ static inline uint64_t served_ahead(const struct soft_qp *qp)
 	return d < SOFT_SERVED_MASK / 2 ? d : 0;
 }
 
+static inline uint64_t served_ahead(const struct soft_qp *qp)
+{
+	return served_ahead_of(qp, atomic_load_explicit(&qp->seg->served,
+							memory_order_relaxed));
+}
+
 /* rx_slots -- consume the peer's slots in order; rx lock held */
 static void rx_slots(struct soft_qp *qp)
 {
@@ -2515,7 +2519,7 @@ static void rx_slots(struct soft_qp *qp)
 	struct soft_rwqe *r = NULL;
 	struct soft_msg m;
 	struct rx_batch b;
-	uint64_t st;
+	uint64_t st, sv;
 	int budget = RX_BATCH, err;
 
 	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR ||
@@ -2526,15 +2530,20 @@ static void rx_slots(struct soft_qp *qp)
 	/* the slots it served are DONE, or already reused for later
 	 * messages: skip them, as an HCA that acknowledged them would */
 	if (!qp->rx.active) {
-		qp->peer_cons += served_ahead(qp);
 		/* unchanged while we hold the rx lock (serve_remote) */
-		qp->served_seen = atomic_load_explicit(&qp->seg->served,
-						       memory_order_relaxed);
+		sv = atomic_load_explicit(&qp->seg->served,
+					  memory_order_relaxed);
+		if (sv != qp->served_seen) {
+			qp->peer_cons += served_ahead_of(qp, sv);
+			qp->served_seen = sv;
+		}
 	}
 	if (qp->rx.active && !rx_xfer(qp))
 		return;
 	b.n = 0;
-	while (budget-- && qp->state != IBV_QPS_ERR && !qp->rx_stopped) {
+	/* the QP's state and rx_stopped change only in rx_msg (checked
+	 * after it) and where this returns: the fast path tests neither */
+	while (budget--) {
 		s = slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if ((st >> 8) != qp->peer_cons + 1)
@@ -2583,6 +2592,8 @@ static void rx_slots(struct soft_qp *qp)
 		}
 		if (!rx_msg(qp, s, &m, r))
 			return;
+		if (qp->state == IBV_QPS_ERR || qp->rx_stopped)
+			break;
 	}
 	if (!rx_ack(qp, &b))
 		return;
