@@ -2627,7 +2627,8 @@ static inline __attribute__((always_inline)) int rx_idle(struct soft_qp *qp,
 /* rx_qp -- what arrived for qp (not idle: rx_idle, with the peer's EPOCH
  * it read): the initiator's completions, then the slots; context lock
  * held */
-static void rx_qp(struct soft_qp *qp, uint32_t epoch)
+static inline __attribute__((always_inline)) void rx_qp(struct soft_qp *qp,
+							uint32_t epoch)
 {
 	struct soft_srq *srq = qp->srq;
 	uint32_t z = 0;
