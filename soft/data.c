@@ -1620,15 +1620,56 @@ static inline __attribute__((always_inline)) int rc_post_recv(
 	return ret;
 }
 
+/* rc_post_recv_slow -- rc_post_recv out of line: the general case; lock
+ * held */
+static __attribute__((noinline)) int rc_post_recv_slow(struct soft_qp *qp,
+						       struct ibv_recv_wr *wr,
+						       struct ibv_recv_wr **bad)
+{
+	return rc_post_recv(qp, wr, bad);
+}
+
+/*
+ * rc_post_recv_fast -- the usual ibv_post_recv: one WR of one SGE on a
+ * QP without SRQ, in INIT to RTS, with room: what rc_post_recv does for
+ * it, without its loop and general cases.  0: not such a WR (nothing
+ * done).  Lock held.
+ */
+static inline __attribute__((always_inline)) int rc_post_recv_fast(
+	struct soft_qp *qp, struct ibv_recv_wr *wr)
+{
+	struct soft_rwqe *r;
+
+	if (wr->next || wr->num_sge != 1 || !wr->sg_list || qp->srq ||
+	    qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_ERR ||
+	    !qp->cap.max_recv_sge ||
+	    qp->rq_head - qp->rq_tail >= qp->cap.max_recv_wr)
+		return 0;
+	r = &qp->rq[qp->rq_head & (qp->rq_size - 1)];
+	r->wr_id = wr->wr_id;
+	r->num_sge = 1;
+	r->sge[0] = wr->sg_list[0];
+	if (qp->seg->rq_entries) {
+		rq_mirror(qp, r);
+		qp->rq_head++;
+		atomic_store_explicit(&qp->seg->rq_prod, qp->rq_head,
+				      memory_order_release);
+	} else {
+		qp->rq_head++;
+	}
+	return 1;
+}
+
 /* rc_post_recv_in -- rc_post_recv under the context lock, SINGLE as
  * ctx_enter */
 static inline __attribute__((always_inline)) int rc_post_recv_in(
 	struct soft_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad,
 	int single)
 {
-	int ret, biased = ctx_enter(qp->ctx, single);
+	int ret = 0, biased = ctx_enter(qp->ctx, single);
 
-	ret = rc_post_recv(qp, wr, bad);
+	if (!rc_post_recv_fast(qp, wr))
+		ret = rc_post_recv_slow(qp, wr, bad);
 	ctx_exit(qp->ctx, single, biased);
 	return ret;
 }
