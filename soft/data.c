@@ -3492,13 +3492,15 @@ static void sweep(struct soft_context *ctx)
 }
 
 /*
- * soft_progress -- one pass; lock held.  It visits the QPs rung in the
- * context's doorbell and those on the hot list (work in flight and its
- * timers, see qp_needs_pass), each once, not every QP: an idle QP costs
- * nothing.  A QP that this pass gives work to (a peer on this context) joins
- * the list's tail and is visited in the same pass, as a sweep would.
+ * progress -- one pass (soft_progress; inlined into ibv_poll_cq); lock
+ * held.  It visits the QPs rung in the context's doorbell and those on
+ * the hot list (work in flight and its timers, see qp_needs_pass), each
+ * once, not every QP: an idle QP costs nothing.  A QP that this pass gives
+ * work to (a peer on this context) joins the list's tail and is visited in
+ * the same pass, as a sweep would.
  */
-void soft_progress(struct soft_context *ctx)
+static inline __attribute__((always_inline)) void progress(
+	struct soft_context *ctx)
 {
 	struct soft_list *l, *next;
 	struct soft_qp *qp;
@@ -3535,6 +3537,12 @@ void soft_progress(struct soft_context *ctx)
 	}
 }
 
+/* soft_progress -- progress out of line: every caller but the poll */
+void soft_progress(struct soft_context *ctx)
+{
+	progress(ctx);
+}
+
 /*
  * poll_cq_in -- ibv_poll_cq (SINGLE as ctx_enter): progress the context,
  * then drain.  A CQ that already holds the n completions asked for is
@@ -3553,7 +3561,7 @@ static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
 	int i, biased = ctx_enter(cq->ctx, single);
 
 	if (n <= 0 || cq->count < (uint32_t)n)
-		soft_progress(cq->ctx);
+		progress(cq->ctx); /* soft_progress, inlined */
 	for (i = 0; i < n && cq->count; i++) {
 		wc[i] = cq->q[cq->head].wc;
 		if (++cq->head == cq->size)
