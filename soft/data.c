@@ -1369,16 +1369,12 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	qp->sq_head = idx + 1;
 	qp->tx_msgno = msgno + 1;
 	soft_qp_hot(qp); /* progress follows it until it completes */
+	/* the slot's first line only (slot.h): nothing of its tail is read
+	 * for a copied SEND (no SGE list, key, address or chunk; status and
+	 * rnr_timer are written by whoever sets DONE or RNR) */
 	s->opcode = SOFT_OP_SEND;
 	s->len = len;
-	s->status = SOFT_ACK;
 	s->imm = wr->imm_data;
-	s->nsge = 0;
-	s->pid = soft_self_pid;
-	s->rkey = 0;
-	s->raddr = 0;
-	atomic_store_explicit(&s->chunk_seq, 0, memory_order_relaxed);
-	s->chunk_len = 0;
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM)
 		flags |= SOFT_SF_IMM;
 	else if (wr->opcode == IBV_WR_SEND_WITH_INV)
@@ -1624,15 +1620,56 @@ static inline __attribute__((always_inline)) int rc_post_recv(
 	return ret;
 }
 
+/* rc_post_recv_slow -- rc_post_recv out of line: the general case; lock
+ * held */
+static __attribute__((noinline)) int rc_post_recv_slow(struct soft_qp *qp,
+						       struct ibv_recv_wr *wr,
+						       struct ibv_recv_wr **bad)
+{
+	return rc_post_recv(qp, wr, bad);
+}
+
+/*
+ * rc_post_recv_fast -- the usual ibv_post_recv: one WR of one SGE on a
+ * QP without SRQ, in INIT to RTS, with room: what rc_post_recv does for
+ * it, without its loop and general cases.  0: not such a WR (nothing
+ * done).  Lock held.
+ */
+static inline __attribute__((always_inline)) int rc_post_recv_fast(
+	struct soft_qp *qp, struct ibv_recv_wr *wr)
+{
+	struct soft_rwqe *r;
+
+	if (wr->next || wr->num_sge != 1 || !wr->sg_list || qp->srq ||
+	    qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_ERR ||
+	    !qp->cap.max_recv_sge ||
+	    qp->rq_head - qp->rq_tail >= qp->cap.max_recv_wr)
+		return 0;
+	r = &qp->rq[qp->rq_head & (qp->rq_size - 1)];
+	r->wr_id = wr->wr_id;
+	r->num_sge = 1;
+	r->sge[0] = wr->sg_list[0];
+	if (qp->seg->rq_entries) {
+		rq_mirror(qp, r);
+		qp->rq_head++;
+		atomic_store_explicit(&qp->seg->rq_prod, qp->rq_head,
+				      memory_order_release);
+	} else {
+		qp->rq_head++;
+	}
+	return 1;
+}
+
 /* rc_post_recv_in -- rc_post_recv under the context lock, SINGLE as
  * ctx_enter */
 static inline __attribute__((always_inline)) int rc_post_recv_in(
 	struct soft_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad,
 	int single)
 {
-	int ret, biased = ctx_enter(qp->ctx, single);
+	int ret = 0, biased = ctx_enter(qp->ctx, single);
 
-	ret = rc_post_recv(qp, wr, bad);
+	if (!rc_post_recv_fast(qp, wr))
+		ret = rc_post_recv_slow(qp, wr, bad);
 	ctx_exit(qp->ctx, single, biased);
 	return ret;
 }
@@ -2478,13 +2515,18 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 			w->imm_data = b->m[i].imm;
 			w->wc_flags = IBV_WC_WITH_IMM;
 		}
-		rx_take_wqe(qp);
+		qp->rq_tail++; /* rx_take_wqe without SRQ (rx_fast) */
 		if (w == &wc)
 			soft_cq_push(qp->rcq, &wc,
 				     !!(b->m[i].flags & SOFT_SF_SOLICITED));
 		else
 			cq_slot_done(qp->rcq);
 	}
+	/* rx_take_wqe's published count, once for the batch: only an
+	 * initiator holding our rx lock (not now) or our own rx_idle read it */
+	if (qp->seg->rq_entries)
+		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
+				      memory_order_release);
 	peer_wake(qp);
 	return 1;
 }
@@ -2493,10 +2535,8 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
  * us while we did not run (serve_remote), 0 if none or another
  * incarnation's; at once 0 when the word is the one rx_slots last took
  * (served_seen: our count has only grown since, every poll saw it) */
-static inline uint64_t served_ahead(const struct soft_qp *qp)
+static inline uint64_t served_ahead_of(const struct soft_qp *qp, uint64_t sv)
 {
-	uint64_t sv =
-		atomic_load_explicit(&qp->seg->served, memory_order_relaxed);
 	uint64_t d;
 
 	if (sv == qp->served_seen)
@@ -2507,6 +2547,12 @@ static inline uint64_t served_ahead(const struct soft_qp *qp)
 	return d < SOFT_SERVED_MASK / 2 ? d : 0;
 }
 
+static inline uint64_t served_ahead(const struct soft_qp *qp)
+{
+	return served_ahead_of(qp, atomic_load_explicit(&qp->seg->served,
+							memory_order_relaxed));
+}
+
 /* rx_slots -- consume the peer's slots in order; rx lock held */
 static void rx_slots(struct soft_qp *qp)
 {
@@ -2514,7 +2560,7 @@ static void rx_slots(struct soft_qp *qp)
 	struct soft_rwqe *r = NULL;
 	struct soft_msg m;
 	struct rx_batch b;
-	uint64_t st;
+	uint64_t st, sv;
 	int budget = RX_BATCH, err;
 
 	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR ||
@@ -2525,15 +2571,20 @@ static void rx_slots(struct soft_qp *qp)
 	/* the slots it served are DONE, or already reused for later
 	 * messages: skip them, as an HCA that acknowledged them would */
 	if (!qp->rx.active) {
-		qp->peer_cons += served_ahead(qp);
 		/* unchanged while we hold the rx lock (serve_remote) */
-		qp->served_seen = atomic_load_explicit(&qp->seg->served,
-						       memory_order_relaxed);
+		sv = atomic_load_explicit(&qp->seg->served,
+					  memory_order_relaxed);
+		if (sv != qp->served_seen) {
+			qp->peer_cons += served_ahead_of(qp, sv);
+			qp->served_seen = sv;
+		}
 	}
 	if (qp->rx.active && !rx_xfer(qp))
 		return;
 	b.n = 0;
-	while (budget-- && qp->state != IBV_QPS_ERR && !qp->rx_stopped) {
+	/* the QP's state and rx_stopped change only in rx_msg (checked
+	 * after it) and where this returns: the fast path tests neither */
+	while (budget--) {
 		s = slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if ((st >> 8) != qp->peer_cons + 1)
@@ -2582,6 +2633,8 @@ static void rx_slots(struct soft_qp *qp)
 		}
 		if (!rx_msg(qp, s, &m, r))
 			return;
+		if (qp->state == IBV_QPS_ERR || qp->rx_stopped)
+			break;
 	}
 	if (!rx_ack(qp, &b))
 		return;
@@ -2615,7 +2668,8 @@ static inline __attribute__((always_inline)) int rx_idle(struct soft_qp *qp,
 /* rx_qp -- what arrived for qp (not idle: rx_idle, with the peer's EPOCH
  * it read): the initiator's completions, then the slots; context lock
  * held */
-static void rx_qp(struct soft_qp *qp, uint32_t epoch)
+static inline __attribute__((always_inline)) void rx_qp(struct soft_qp *qp,
+							uint32_t epoch)
 {
 	struct soft_srq *srq = qp->srq;
 	uint32_t z = 0;
@@ -3438,13 +3492,15 @@ static void sweep(struct soft_context *ctx)
 }
 
 /*
- * soft_progress -- one pass; lock held.  It visits the QPs rung in the
- * context's doorbell and those on the hot list (work in flight and its
- * timers, see qp_needs_pass), each once, not every QP: an idle QP costs
- * nothing.  A QP that this pass gives work to (a peer on this context) joins
- * the list's tail and is visited in the same pass, as a sweep would.
+ * progress -- one pass (soft_progress; inlined into ibv_poll_cq); lock
+ * held.  It visits the QPs rung in the context's doorbell and those on
+ * the hot list (work in flight and its timers, see qp_needs_pass), each
+ * once, not every QP: an idle QP costs nothing.  A QP that this pass gives
+ * work to (a peer on this context) joins the list's tail and is visited in
+ * the same pass, as a sweep would.
  */
-void soft_progress(struct soft_context *ctx)
+static inline __attribute__((always_inline)) void progress(
+	struct soft_context *ctx)
 {
 	struct soft_list *l, *next;
 	struct soft_qp *qp;
@@ -3481,6 +3537,12 @@ void soft_progress(struct soft_context *ctx)
 	}
 }
 
+/* soft_progress -- progress out of line: every caller but the poll */
+void soft_progress(struct soft_context *ctx)
+{
+	progress(ctx);
+}
+
 /*
  * poll_cq_in -- ibv_poll_cq (SINGLE as ctx_enter): progress the context,
  * then drain.  A CQ that already holds the n completions asked for is
@@ -3499,7 +3561,7 @@ static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
 	int i, biased = ctx_enter(cq->ctx, single);
 
 	if (n <= 0 || cq->count < (uint32_t)n)
-		soft_progress(cq->ctx);
+		progress(cq->ctx); /* soft_progress, inlined */
 	for (i = 0; i < n && cq->count; i++) {
 		wc[i] = cq->q[cq->head].wc;
 		if (++cq->head == cq->size)

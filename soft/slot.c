@@ -7,8 +7,11 @@
 #include "slot.h"
 
 _Static_assert(sizeof(struct soft_slot) == SOFT_SLOT_SIZE, "slot layout");
-_Static_assert(offsetof(struct soft_slot, payload) == SOFT_SLOT_HDR,
-	       "slot header");
+_Static_assert(offsetof(struct soft_slot, payload) == SOFT_SLOT_HDR &&
+		       offsetof(struct soft_slot, nsge) ==
+			       SOFT_SLOT_SIZE - SOFT_SLOT_TAIL &&
+		       SOFT_SLOT_HDR % 8 == 0,
+	       "slot header: the payload 8-aligned, the tail last");
 _Static_assert(SOFT_SLOT_MAX_SGE * sizeof(struct soft_remote_sge) ==
 			       SOFT_SLOT_KEYS &&
 		       SOFT_SLOT_KEYS + SOFT_SLOT_MAX_SGE * 4 <=
@@ -26,6 +29,7 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 {
 	struct soft_slot h;
 	uint64_t total = 0;
+	size_t room; /* the payload's bytes within size */
 	uint32_t i;
 
 	/* no memset of the whole snapshot: the SGE array is written only
@@ -36,8 +40,17 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 	if (!p || size < SOFT_SLOT_HDR)
 		return SOFT_NAK_INV_REQ;
 	memcpy(&h, p, SOFT_SLOT_HDR);
-	if (size > SOFT_SLOT_SIZE)
+	if (size >= SOFT_SLOT_SIZE) {
 		size = SOFT_SLOT_SIZE;
+		memcpy((char *)&h + SOFT_SLOT_SIZE - SOFT_SLOT_TAIL,
+		       (const char *)p + SOFT_SLOT_SIZE - SOFT_SLOT_TAIL,
+		       SOFT_SLOT_TAIL);
+	} else {
+		memset((char *)&h + SOFT_SLOT_SIZE - SOFT_SLOT_TAIL, 0,
+		       SOFT_SLOT_TAIL);
+	}
+	room = size - SOFT_SLOT_HDR < SOFT_SLOT_PAYLOAD ? size - SOFT_SLOT_HDR
+							: SOFT_SLOT_PAYLOAD;
 	m->opcode = h.opcode;
 	m->flags = h.flags;
 	m->len = h.len;
@@ -60,25 +73,20 @@ int soft_slot_decode(const void *p, size_t size, struct soft_msg *m)
 		    (m->flags & SOFT_SF_COPIED && m->flags & SOFT_SF_CHUNKED))
 			break;
 		if (m->flags & SOFT_SF_COPIED)
-			return m->len <= size - SOFT_SLOT_HDR
-				       ? 0
-				       : SOFT_NAK_INV_REQ;
+			return m->len <= room ? 0 : SOFT_NAK_INV_REQ;
 		return 0;
 	case SOFT_OP_WRITE:
 		if (m->flags == SOFT_SF_CHUNKED)
 			return 0;
 		if (m->flags == SOFT_SF_COPIED)
-			return m->len <= size - SOFT_SLOT_HDR
-				       ? 0
-				       : SOFT_NAK_INV_REQ;
+			return m->len <= room ? 0 : SOFT_NAK_INV_REQ;
 		break;
 	case SOFT_OP_READ:
 		return m->flags == SOFT_SF_CHUNKED ? 0 : SOFT_NAK_INV_REQ;
 	case SOFT_OP_CMP_SWP:
 	case SOFT_OP_FETCH_ADD:
 	case SOFT_OP_ATOMIC_WRITE:
-		if (m->flags || m->len != 8 || (m->raddr & 7) ||
-		    size < SOFT_SLOT_HDR + 16)
+		if (m->flags || m->len != 8 || (m->raddr & 7) || room < 16)
 			return SOFT_NAK_INV_REQ;
 		memcpy(&m->cmp, (const char *)p + SOFT_SLOT_HDR, 8);
 		memcpy(&m->swap, (const char *)p + SOFT_SLOT_HDR + 8, 8);
@@ -103,18 +111,17 @@ send:
 	if (m->flags & SOFT_SF_RING)
 		return 0;
 	if (m->flags & SOFT_SF_COPIED)
-		return m->len <= size - SOFT_SLOT_HDR ? 0 : SOFT_NAK_INV_REQ;
+		return m->len <= room ? 0 : SOFT_NAK_INV_REQ;
 	if (m->flags & SOFT_SF_CHUNKED)
 		return 0;
 	m->nsge = h.nsge;
 	if (m->nsge > SOFT_SLOT_MAX_SGE || (m->len && !m->nsge) ||
-	    (size_t)m->nsge * sizeof(struct soft_remote_sge) >
-		    size - SOFT_SLOT_HDR)
+	    (size_t)m->nsge * sizeof(struct soft_remote_sge) > room)
 		return SOFT_NAK_INV_REQ;
 	memcpy(m->sge, (const char *)p + SOFT_SLOT_HDR,
 	       (size_t)m->nsge * sizeof(struct soft_remote_sge));
 	if (m->flags & SOFT_SF_KEYS) {
-		if (SOFT_SLOT_KEYS + (size_t)m->nsge * 4 > size - SOFT_SLOT_HDR)
+		if (SOFT_SLOT_KEYS + (size_t)m->nsge * 4 > room)
 			return SOFT_NAK_INV_REQ;
 		memcpy(m->key, (const char *)p + SOFT_SLOT_HDR + SOFT_SLOT_KEYS,
 		       (size_t)m->nsge * 4);

@@ -14,8 +14,9 @@
  * copied message, read once, bounded by the checked length).
  */
 #define SOFT_SLOT_SIZE	  1024
-#define SOFT_SLOT_HDR	  64
-#define SOFT_SLOT_PAYLOAD (SOFT_SLOT_SIZE - SOFT_SLOT_HDR)
+#define SOFT_SLOT_HDR	  24 /* state to flags: where the payload starts */
+#define SOFT_SLOT_TAIL	  40 /* the header's rest, after the payload */
+#define SOFT_SLOT_PAYLOAD (SOFT_SLOT_SIZE - SOFT_SLOT_HDR - SOFT_SLOT_TAIL)
 #define SOFT_SLOT_MAX_SGE 32	       /* == SOFT_MAX_SGE */
 #define SOFT_SLOT_MAX_MSG (1ull << 30) /* == SOFT_MAX_MSG_SZ */
 
@@ -65,12 +66,22 @@ enum {
 	SOFT_NAK_REM_ACCESS = 3,
 };
 
+/*
+ * The first cache line holds what a copied SEND needs (state, opcode,
+ * imm, len, flags) and the first 40 bytes of its payload: a small SEND
+ * is one line for the sender to write and the responder to read, not
+ * two.  The rest of the header is the slot's last 40 bytes, which such
+ * a SEND leaves as they were (data.c, post_send_fast: none of it is read
+ * for a copied SEND; a verdict's status and an RNR's timer are the
+ * responder's to write before its state).
+ */
 struct soft_slot {
 	_Atomic uint64_t state;
 	uint32_t opcode;
 	uint32_t imm; /* network order, as posted */
 	uint32_t len;
 	uint32_t flags;
+	uint8_t payload[SOFT_SLOT_PAYLOAD];
 	uint32_t nsge;
 	uint32_t status; /* SOFT_ACK / SOFT_NAK_*, written by the responder */
 	int32_t pid;	 /* informational only: never used to copy */
@@ -80,7 +91,6 @@ struct soft_slot {
 	uint32_t rkey; /* WRITE / READ / atomics / atomic write */
 	uint32_t pad;
 	uint64_t raddr;
-	uint8_t payload[SOFT_SLOT_PAYLOAD];
 };
 
 struct soft_remote_sge {
@@ -104,7 +114,8 @@ struct soft_msg {
 
 /*
  * soft_slot_decode -- snapshot and check the slot image at p (size bytes
- * of it readable); 0, or the SOFT_NAK_* verdict for a malformed slot.
+ * of it readable: the header's tail only in a whole slot, else taken as
+ * zeros); 0, or the SOFT_NAK_* verdict for a malformed slot.
  * Pure: no system call, no global state.
  */
 int soft_slot_decode(const void *p, size_t size, struct soft_msg *m);

@@ -5,9 +5,13 @@
  * counts softrdma's instructions per message on.
  *
  *   valgrind --tool=callgrind tools/soft_pingpong [-n ITERS] [-s SIZE] [-1]
- *	[-I INLINE] [-T]
+ *	[-I INLINE] [-T] [-w WINDOW]
  *
- * -1 puts both QPs on one context.  -T uses the single-thread hints: each
+ * -1 puts both QPs on one context.  -w streams 2 x ITERS messages one
+ * way instead, as ib_send_bw does: up to WINDOW SENDs in flight (at most
+ * 16, the queue depth), the receiver taking what a poll of up to 16
+ * completions gives and posting a receive again for each (the last
+ * message of each poll is checked: its first byte is its number).  -T uses the single-thread hints: each
  * QP on a parent domain with a thread domain, each CQ created
  * IBV_CREATE_CQ_ATTR_SINGLE_THREADED.  -I sends messages of up to INLINE
  * bytes inline (default 64; the QPs are created with that much).  Prints the message count; a message
@@ -33,6 +37,8 @@ struct side {
 	char buf[2][4096];
 };
 
+#define DEPTH 16 /* each queue's depth; -w at most this */
+
 static uint32_t inl = 64; /* -I: SENDs up to this long go inline */
 static int hints;	  /* -T: the single-thread hints */
 
@@ -40,7 +46,7 @@ static int hints;	  /* -T: the single-thread hints */
 static struct ibv_cq *make_cq(struct side *s)
 {
 	struct ibv_cq_init_attr_ex ca = {
-		.cqe = 64,
+		.cqe = 4 * DEPTH,
 		.wc_flags = IBV_WC_STANDARD_FLAGS,
 		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
 		.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
@@ -48,7 +54,7 @@ static struct ibv_cq *make_cq(struct side *s)
 	struct ibv_cq_ex *cq;
 
 	if (!hints)
-		return ibv_create_cq(s->ctx, 64, NULL, NULL, 0);
+		return ibv_create_cq(s->ctx, 4 * DEPTH, NULL, NULL, 0);
 	cq = ibv_create_cq_ex(s->ctx, &ca);
 	return cq ? ibv_cq_ex_to_cq(cq) : NULL;
 }
@@ -92,8 +98,8 @@ static void setup(struct side *s, struct ibv_context *ctx)
 	qa.send_cq = s->cq;
 	qa.recv_cq = s->cq;
 	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = 16;
-	qa.cap.max_recv_wr = 16;
+	qa.cap.max_send_wr = DEPTH;
+	qa.cap.max_recv_wr = DEPTH;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = inl;
@@ -194,6 +200,57 @@ static void wait_recv(struct side *s, int *sends)
 	}
 }
 
+/*
+ * stream -- -w: a sends 2 x ITERS messages to b with up to WINDOW in
+ * flight; b checks each receive (in order: its byte 0 is the message's
+ * number) and posts it again.  Polls alternate, one thread.
+ */
+static void stream(struct side *a, struct side *b, long msgs, uint32_t size,
+		   int window)
+{
+	struct ibv_wc wc[DEPTH];
+	long sent = 0, got = 0;
+	int inflight = 0, n, i;
+
+	for (i = 1; i < DEPTH; i++)
+		post_recv(b); /* main posted the first */
+	while (got < msgs) {
+		while (sent < msgs && inflight < window) {
+			a->buf[0][0] = (char)sent;
+			post_send(a, size);
+			sent++;
+			inflight++;
+		}
+		n = ibv_poll_cq(b->cq, DEPTH, wc);
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS ||
+			    wc[i].wr_id != 2 || wc[i].byte_len != size)
+				die("stream receive");
+			got++;
+			post_recv(b);
+		}
+		/* one buffer: the batch's last message is what it holds */
+		if (n > 0 && b->buf[1][0] != (char)(got - 1))
+			die("stream order");
+		if (n < 0)
+			die("ibv_poll_cq");
+		n = ibv_poll_cq(a->cq, DEPTH, wc);
+		if (n < 0)
+			die("ibv_poll_cq");
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != 1)
+				die("stream send");
+			inflight--;
+		}
+	}
+	while (inflight > 0) {
+		n = ibv_poll_cq(a->cq, DEPTH, wc);
+		if (n < 0)
+			die("ibv_poll_cq");
+		inflight -= n;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static struct side a, b;
@@ -201,9 +258,9 @@ int main(int argc, char **argv)
 	struct ibv_context *c1, *c2;
 	long iters = 100000, i;
 	uint32_t size = 8;
-	int one = 0, opt, sa = 0, sb = 0;
+	int one = 0, opt, sa = 0, sb = 0, window = 0;
 
-	while ((opt = getopt(argc, argv, "n:s:1I:T")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:1I:Tw:")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -220,14 +277,18 @@ int main(int argc, char **argv)
 		case 'T':
 			hints = 1;
 			break;
+		case 'w':
+			window = atoi(optarg);
+			break;
 		default:
 			fprintf(stderr,
 				"usage: soft_pingpong [-n ITERS] [-s SIZE] "
-				"[-1] [-I INLINE] [-T]\n");
+				"[-1] [-I INLINE] [-T] [-w WINDOW]\n");
 			return 2;
 		}
 	}
-	if (size > 4096 || iters < 1)
+	if (size > 4096 || iters < 1 || window < 0 || window > DEPTH ||
+	    (window && size < 1))
 		return 2;
 	list = ibv_get_device_list(NULL);
 	if (!list || !list[0])
@@ -242,7 +303,9 @@ int main(int argc, char **argv)
 	connect_qp(&b, a.qp->qp_num);
 	post_recv(&a);
 	post_recv(&b);
-	for (i = 0; i < iters; i++) {
+	if (window)
+		stream(&a, &b, 2 * iters, size, window);
+	for (i = 0; i < iters && !window; i++) {
 		post_send(&a, size);
 		sa++;
 		wait_recv(&b, &sb);

@@ -6,7 +6,10 @@
  * more, a receive WQE of two SGEs, and the errors the fast path leaves to
  * the general one (inline over max_inline_data, a bad lkey in a later SGE,
  * a receive too small, a receive lkey that is not valid), each with the
- * right status on both sides and nothing delivered that should not be.
+ * right status on both sides and nothing delivered that should not be;
+ * and the one-WR receive fast path (rc_post_recv_fast) leaves a full
+ * queue (ENOMEM), an SGE with no list (EINVAL) and a QP in ERR (flushed)
+ * to the general one.
  * On two contexts (the cross-context ring) and on one.
  */
 #include "config.h"
@@ -105,6 +108,23 @@ static void recv_at(uint32_t off, uint32_t len, uint32_t off2, uint32_t len2,
 	wr.num_sge = len2 ? 2 : 1;
 	if (ibv_post_recv(b.qp, &wr, &bad))
 		bail_out("post_recv");
+}
+
+/* recv_id -- one receive WR of b of nsge SGEs (1 or 0) at off, 8 bytes,
+ * sg_list NULL when !list; ibv_post_recv's result, *was_bad: bad == &wr */
+static int recv_id(uint64_t id, uint32_t off, int nsge, int list, int *was_bad)
+{
+	struct ibv_sge sge = {(uintptr_t)(b.buf + off), 8, b.mr->lkey};
+	struct ibv_recv_wr wr, *bad = NULL;
+	int ret;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = list ? &sge : NULL;
+	wr.num_sge = nsge;
+	ret = ibv_post_recv(b.qp, &wr, &bad);
+	*was_bad = bad == &wr;
+	return ret;
 }
 
 /* one -- wait for one completion on cq */
@@ -276,6 +296,50 @@ static void run(const char *where)
 		ok(!bad, "%d messages in order, each once (stopped at %d)", n,
 		   i);
 		is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing more delivered");
+	}
+	unpair();
+
+	/* the one-WR receive fast path leaves its refusals to the general
+	 * path: a full queue, an SGE with no list, a QP in ERR */
+	pair();
+	{
+		static const uint32_t eight[1][2] = {{0, 8}};
+		int was_bad = 0, bad = 0, n = 0;
+		uint64_t k;
+
+		for (k = 0; k < 8; k++)
+			bad |= recv_id(1000 + k, 8 * (uint32_t)k, 1, 1,
+				       &was_bad);
+		ok(!bad, "8 receives posted (max_recv_wr 8)");
+		ok(recv_id(2000, 512, 1, 1, &was_bad) == ENOMEM && was_bad,
+		   "the 9th: ENOMEM, *bad the WR");
+		ok(recv_id(2001, 512, 1, 0, &was_bad) == EINVAL && was_bad,
+		   "num_sge 1, sg_list NULL: EINVAL, *bad the WR");
+		for (k = 0; k < 8 && !bad; k++) {
+			memcpy(a.buf, &k, 8);
+			if (send_sges(IBV_WR_SEND, 0, 0, eight, 1, 0) ||
+			    one(b.cq, &wc) != 1 ||
+			    wc.status != IBV_WC_SUCCESS ||
+			    wc.wr_id != 1000 + k || wc.byte_len != 8 ||
+			    memcmp(b.buf + 8 * k, &k, 8) ||
+			    one(a.cq, &wc) != 1 || wc.status != IBV_WC_SUCCESS)
+				bad = 1;
+			n += !bad;
+		}
+		is_int(n, 8, "the 8 posted receive the 8 SENDs, in order");
+		is_int(ibv_poll_cq(b.cq, 1, &wc), 0,
+		       "nothing of the refused WRs delivered");
+		{
+			struct ibv_qp_attr at = {.qp_state = IBV_QPS_ERR};
+
+			ok(!ibv_modify_qp(b.qp, &at, IBV_QP_STATE),
+			   "receiver to ERR");
+		}
+		ok(!recv_id(3000, 0, 1, 1, &was_bad),
+		   "a receive posted in ERR: accepted");
+		ok(one(b.cq, &wc) == 1 && wc.wr_id == 3000 &&
+			   wc.status == IBV_WC_WR_FLUSH_ERR,
+		   "and flushed (IBV_WC_WR_FLUSH_ERR)");
 	}
 	unpair();
 }
