@@ -442,6 +442,7 @@ int rdmamsg__ep_bind(struct rdmamsg_ep *ep, const struct rdmamsg__lane_ops *ops)
 	la.rx_len = RDMAMSG_HDR + ep->p.eager;
 	la.rx_off = RDMAMSG_HDR;
 	la.rxb = ep->rxb;
+	la.rx_batch = rdmamsg__ep_rx_batch(ep);
 	la.srq = ep->srq;
 	/* on an SRQ the passive side reserves one data credit and its
 	 * control ones; the rest of recv_depth is lent (srq.c) */

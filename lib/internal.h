@@ -196,7 +196,8 @@ int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
 
 /* ---- the per-context interface (iface.c) ---------------------------- */
 
-#define RDMAMSG_POLL_BATCH 32 /* completions polled at once */
+#define RDMAMSG_POLL_BATCH   32 /* completions polled at once */
+#define RDMAMSG_RX_BATCH_MAX 16 /* data receives reposted together */
 
 /*
  * One completion queue per context, shared by every lane: the wr_id of
@@ -674,6 +675,7 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
  * (msg.c RNDV_LOCAL_SHM says why) */
 #define RDMAMSG__RNDV_LOCAL_SHM (32 * 1024)
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep);
+uint32_t rdmamsg__ep_rx_batch(const struct rdmamsg_ep *ep);
 void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep);
 /* msg.c: hand a whole message in a detached buffer to on_recv (1: kept),
  * and give back the data credit of a message held in order (rndv.c) */

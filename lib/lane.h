@@ -467,6 +467,10 @@ struct rdmamsg__lane_attr {
 	struct rdmamsg_srq *srq;  /* receives through it; NULL: own */
 	uint32_t srq_win;	  /* of nrx, reserved on srq (0: all); the
 				    * session lends the rest (srq.c) */
+	uint32_t rx_batch;	  /* data receives reposted together: up to
+				    * rx_batch - 1 wait for more (0, 1: each
+				    * at once; the session keeps it below
+				    * half its credit window, msg.c) */
 	int post_rx;		  /* post the ring at open */
 	int hold;		  /* hold completions (set_hold) */
 };

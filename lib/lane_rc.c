@@ -24,6 +24,11 @@ struct lane_rc {
 	uint32_t srq_win; /* buffers reserved on srq (0: none) */
 	int srq_mapped;
 	int drain_posted;
+	/* receive buffers to repost: rc_wcs's, after the data ones kept
+	 * for the next batch (lane.h rx_batch, fewer than it): one
+	 * ibv_post_recv per batch, not per message */
+	uint32_t rx_batch, nkept;
+	uint32_t rep[RDMAMSG_RX_BATCH_MAX + RDMAMSG_POLL_BATCH];
 };
 
 #define RC(lane) ((struct lane_rc *)(void *)(lane))
@@ -156,7 +161,8 @@ static inline uint32_t rx_imm(const struct ibv_wc *wc)
 
 /* rc_wcs -- the run of this lane's completions at the head of wc[0..n)
  * (n at most RDMAMSG_POLL_BATCH), in CQ order: each reported up, the
- * receive buffers reposted as one batch.  Returns how many it took: it
+ * receive buffers reposted as one batch (data ones once rx_batch are
+ * waiting, with their credits: lane.h).  Returns how many it took: it
  * stops at the first of another lane; 0 when wc[0] is not of its QP (a
  * freed lane's whose tag the slot's generation matches). */
 static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
@@ -165,7 +171,7 @@ static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 	struct lane_rc *rc = RC(lane);
 	const struct rdmamsg__lane_cbs *cbs = lane->cbs;
 	void *owner = lane->owner;
-	uint32_t rep[RDMAMSG_POLL_BATCH];
+	uint32_t *rep = rc->rep + rc->nkept;
 	const uint64_t tag = lane->wrid_tag;
 	uint32_t nrep = 0, ndata = 0, nctl = 0, i;
 	int st;
@@ -207,7 +213,17 @@ static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 		if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
 			cbs->down(owner, st);
 	}
-	if (nrep && !lane->down && post_recvs(lane, rep, nrep) == 0)
+	if (!nrep || lane->down)
+		return i;
+	/* data buffers wait for a batch; a control one takes them along */
+	if (RDMAMSG_LIKELY(!nctl && rc->nkept + nrep < rc->rx_batch)) {
+		rc->nkept += nrep;
+		return i;
+	}
+	ndata += rc->nkept;
+	nrep += rc->nkept;
+	rc->nkept = 0;
+	if (post_recvs(lane, rc->rep, nrep) == 0)
 		cbs->reposted(owner, ndata, nctl);
 	return i;
 }
@@ -296,6 +312,8 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	rc->rx_len = a->rx_len;
 	rc->rx_off = a->rx_off;
 	rc->srq = a->srq;
+	rc->rx_batch = a->rx_batch > RDMAMSG_RX_BATCH_MAX ? RDMAMSG_RX_BATCH_MAX
+							  : a->rx_batch;
 	/* every work request may complete (flushed ones too): the send ring
 	 * with its drain WR, the receives */
 	ret = rdmamsg__iface_attach(lane, a->send_depth + 1 + a->nrx);

@@ -1322,6 +1322,26 @@ static inline __attribute__((always_inline)) void return_credits(
 		rdmamsg__ep_send_ctl(ep, W_CREDIT);
 }
 
+/* rdmamsg__ep_rx_batch -- the lane's rx_batch (lane.h): data receives
+ * reposted a quarter of the window less one at a time (at most
+ * RDMAMSG_RX_BATCH_MAX; none below a depth of 12), one ibv_post_recv for
+ * them.  The ones kept back are fewer than a quarter of the window, so
+ * when the peer's view falls to half some reposted buffer is owed and
+ * return_credits sends it: the peer never waits on buffers kept back.  A
+ * batch is below credit_due (a quarter at least), so that in a ping-pong
+ * the replies carry it and no credit update of its own goes.  An SRQ's go
+ * back at once (srq.c). */
+uint32_t rdmamsg__ep_rx_batch(const struct rdmamsg_ep *ep)
+{
+	uint32_t b = ep->p.recv_depth / 4;
+
+	/* b - 1 below: a depth under 12 (down to 2) batches nothing */
+	if (ep->srq || b < 3)
+		return 1;
+	b--;
+	return b > RDMAMSG_RX_BATCH_MAX ? RDMAMSG_RX_BATCH_MAX : b;
+}
+
 /* flush_closing -- flush() of a closing endpoint whose connection is up:
  * with linger the backlog; always the credits and the transfer layer's
  * answers, which the peer's FINs and ours need (the goodbye waits for the

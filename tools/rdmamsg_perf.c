@@ -759,8 +759,9 @@ static int cli_lat(struct perf *p, const char *buf, size_t size,
 		sum += (double)rtt[i];
 	median = iters % 2 ? (double)rtt[iters / 2]
 			   : ((double)rtt[iters / 2 - 1] + rtt[iters / 2]) / 2;
-	/* one-way = RTT / 2; ns -> us */
-	printf("%8zu %8lu %10.2f %10.2f %10.2f\n", size, iters, median / 2000,
+	/* one-way = RTT / 2; ns -> us, to the ns (the 8 B rows differ in
+	 * tens of ns) */
+	printf("%8zu %8lu %10.3f %10.3f %10.3f\n", size, iters, median / 2000,
 	       sum / (double)iters / 2000,
 	       (double)rtt[(iters * 99 + 99) / 100 - 1] / 2000);
 	fflush(stdout);
