@@ -1203,11 +1203,13 @@ int soft_trylock_slow(soft_lock_t *l)
 
 /*
  * soft_bias_lock -- soft_bias_enter without the bias: take the word (which
- * revokes another owner's bias), and the bias becomes ours: the thread that
- * makes hinted calls now (set-up may have been another), when
- * membarrier(2) is there for its revokers (registered once per process).
- * Two hinted threads on one context take it from each other, a revocation
- * each time, until it goes off (SOFT_BIAS_REVOKES).
+ * revokes another owner's bias), and the bias becomes ours when the
+ * context has none yet (the first thread to make hinted calls on it) or
+ * its owner has exited, and membarrier(2) is there for its revokers
+ * (registered once per process).  A live owner keeps it: a second hinted
+ * thread on the context locks the word as any other locker, a revocation
+ * each time the owner left it biased, until it goes off
+ * (SOFT_BIAS_REVOKES).
  */
 void soft_bias_lock(soft_lock_t *l)
 {
@@ -1219,9 +1221,21 @@ void soft_bias_lock(soft_lock_t *l)
 	if (b == SOFT_BIAS_OFF || b == soft_tid())
 		return;
 	if (b && l->bias_pid == soft_self_pid) {
-		/* the word is ours: the owner is in no section */
-		atomic_store_explicit(&l->bias, soft_tid(),
-				      memory_order_relaxed);
+		/* The owner is in no section (the word is ours), but it may
+		 * be between its look at bias and its mark (soft_bias_enter),
+		 * where it would mark bias_in after our revocation and find
+		 * the word biased for us: two in the context, and its mark's
+		 * removal would hide ours from a revoker.  So the bias moves
+		 * only from a thread that has exited; a live owner keeps it,
+		 * and we lock as others do (until SOFT_BIAS_REVOKES). */
+		int e = errno, alive;
+
+		alive = syscall(SYS_tgkill, soft_self_pid, (pid_t)b, 0) == 0 ||
+			errno != ESRCH;
+		errno = e;
+		if (!alive)
+			atomic_store_explicit(&l->bias, soft_tid(),
+					      memory_order_relaxed);
 		return;
 	}
 	if (__atomic_load_n(&registered, __ATOMIC_RELAXED) != soft_self_pid) {
