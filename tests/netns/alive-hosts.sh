@@ -49,6 +49,10 @@ round() {
 	_r=$1
 	port=$((port + 1))
 	limit >/dev/null
+	# emptied here: a background job's own redirection may come after
+	# the waits below have read the last round's "done"
+	: >"$tap_tmp/s.alive"
+	: >"$tap_tmp/c.alive"
 	on 1 timeout -k 10 120 "$peer" server "$a1" $port "$peer_ms" "$size" \
 		>"$tap_tmp/s.alive" 2>&1 &
 	spid=$!
@@ -67,6 +71,9 @@ round() {
 		sleep 0.1
 		_i=$((_i + 1))
 	done
+	_alive=no
+	kill -0 $cpid 2>/dev/null && _alive=yes
+	diag "$_r: waited $_i x 0.1 s, the client running: $_alive, qdisc: $(fab exec "$name" 2 tc qdisc show dev eth0 | head -n 1)"
 	grep -q "^client: done" "$tap_tmp/c.alive"
 	ok $? "$_r: the client's writes completed: $(grep '^client: [0-9]' "$tap_tmp/c.alive")"
 	grep -q "^server: region intact" "$tap_tmp/s.alive" &&

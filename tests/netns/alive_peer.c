@@ -19,9 +19,9 @@
  *	writes the server's region in CHUNK-byte RDMA writes, all posted at
  *	once (as many as the send queue takes, the rest as completions make
  *	room), then the write with immediate; prints "client: N writes ok
- *	in T ms" once each completed, then "client: done" and waits (the
- *	test cuts the link, then kills it).  Exit 1 when an operation fails
- *	or the connection drops before "done".
+ *	in T ms" once each completed, then "client: done" and waits for
+ *	the disconnect (the test cuts the link).  Exit 1 when an operation
+ *	fails or the connection drops before "done".
  */
 #include "config.h"
 
@@ -273,6 +273,15 @@ static void cli_disconnect(struct rdmamsg_ep *ep, int status, void *arg)
 	c_disc = 1;
 }
 
+static int c_closed;
+
+static void cli_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	c_closed = 1;
+}
+
 static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = cli_connect,
 	.on_recv = cli_recv,
@@ -340,8 +349,16 @@ static int client(const char *host, const char *port, unsigned int peer_ms,
 		return 1;
 	printf("client: done\n");
 	fflush(stdout);
-	for (;;)
+	while (!c_disc) /* until the cut ends it (its own timeout) */
 		step();
+	if (rdmamsg_ep_close(ep, cli_closed))
+		return 1;
+	while (!c_closed)
+		step();
+	rdmamsg_rmr_free(&rmr);
+	rdmamsg_mr_dereg(&lmr);
+	free(buf);
+	return 0;
 }
 
 int main(int argc, char **argv)
