@@ -71,6 +71,7 @@ enum {
 #define RDMAMSG_HS_CAP_PACK  0x1 /* W_PACK sends (lib/proto.h) */
 #define RDMAMSG_HS_CAP_INV   0x2 /* FIN as SEND_WITH_INV (XF_INV, lib/rndv.c) */
 #define RDMAMSG_HS_CAP_PIECE 0x4 /* X_PIECE (XF_PIECE, lib/rndv.c) */
+#define RDMAMSG_HS_CAP_ALIVE 0x8 /* a W_KEEPALIVE names a clock (lib/proto.h) */
 
 struct rdmamsg__hs {
 	uint8_t version;

@@ -269,9 +269,17 @@ int rdmamsg_ep_attr_set_connect_timeout(struct rdmamsg_ep_attr *attr,
 int rdmamsg_ep_attr_set_close_timeout(struct rdmamsg_ep_attr *attr,
 				      unsigned int ms);
 
-/* rdmamsg_ep_attr_set_peer_timeout -- a peer silent for this many ms (at
- * least 30) is dead (on_disconnect gets -ETIMEDOUT); keep-alives go out at
- * a third of it; 0 turns detection off */
+/* rdmamsg_ep_attr_set_peer_timeout -- a peer without a sign of life for
+ * this many ms (at least 30) is dead (on_disconnect gets -ETIMEDOUT);
+ * keep-alives go out at a third of it; 0 turns detection off.  Signs of
+ * life: anything received; between peers of this version also the peer's
+ * event-loop clock changing (read with RDMA READ while nothing is heard,
+ * so the target of long one-sided work keeps a busy initiator whose
+ * keep-alives wait behind its writes), and our own RDMA operations
+ * completing while such a read waits behind them, unless the last read
+ * found the clock standing still.  A hung, dead or cut-off peer is found
+ * within the timeout, a third of it and a read's round trip after its
+ * last sign (rdmamsg_connect(3)) */
 int rdmamsg_ep_attr_set_peer_timeout(struct rdmamsg_ep_attr *attr,
 				     unsigned int ms);
 

@@ -12,6 +12,8 @@
 #include "dispatch.h"
 #include "fastpath.h"
 #include "lane.h"
+#include "handshake.h"
+#include "proto.h"
 
 #define MAX_EAGER   ((size_t)1 << 20)
 #define MAX_MSG_MAX ((size_t)1 << RDMAMSG_MAX_CLASS_SHIFT)
@@ -166,6 +168,8 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_private_data(
 
 static void conn_timer_fire(struct rdmamsg__timer *t);
 static void ka_timer_fire(struct rdmamsg__timer *t);
+static void alive_name(struct rdmamsg_ep *ep);
+static unsigned int ka_interval(const struct rdmamsg_ep *ep);
 static void close_timer_fire(struct rdmamsg__timer *t);
 static void ring_timer_fire(struct rdmamsg__timer *t);
 static void path_event(struct rdmamsg_ep *ep, enum rdmamsg_path_event ev,
@@ -335,6 +339,7 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	else
 		rdmamsg__ep_params_default(&ep->p);
 	ret = rdmamsg__ep_proto_params(ep); /* a bad RDMAMSG_RNDV_THRESH */
+	ep->caps |= RDMAMSG_HS_CAP_ALIVE;
 	if (ret) {
 		free(ep);
 		return ret;
@@ -650,8 +655,11 @@ void rdmamsg__ep_connected(struct rdmamsg_ep *ep, const void *pdata, size_t len)
 		if (ep->st != EPS_UP)
 			return;
 	}
-	if (ep->p.peer_ms)
-		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
+	alive_name(ep);
+	if (ep->st != EPS_UP)
+		return;
+	if (ka_interval(ep))
+		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ka_interval(ep));
 	LOG_INFO("endpoint %p connected (frag %u, max %zu, credits %d)",
 		 (void *)ep, ep->frag, ep->max_msg, ep->credits);
 	if (ep->path_down_ns) {
@@ -855,6 +863,135 @@ static void conn_timer_fire(struct rdmamsg__timer *t)
 	rdmamsg__ep_connect_failed(ep, -ETIMEDOUT, 0, NULL, 0);
 }
 
+/*
+ * The peer's clock (RDMAMSG_HS_CAP_ALIVE).  The target of one-sided work
+ * hears nothing from it, and the initiator's keep-alives and credit
+ * returns wait on its send queue behind its own work requests: on a slow
+ * or lossy link longer than any peer timeout, though the initiator is
+ * alive (and the target's keep-alives stop too once the initiator owes it
+ * its control credits).  So each side names, in one keep-alive, where its
+ * context's clock is (ctx->now, rewritten on every pass of its event
+ * loop, registered for remote read) and how often it will read the
+ * peer's; each then ticks (a loop pass) at least that often.  A side
+ * that has heard nothing for a third of its peer timeout reads the
+ * peer's clock (RDMA READ: the peer's HCA answers it, outside the peer's
+ * send queue), one read at a time, at each tick.  Signs of life:
+ *   - anything received from the peer, as before;
+ *   - the clock changed between two reads: the peer's process ran after
+ *     the earlier read sampled it, and that read's completion counts;
+ *   - a one-sided work request of ours completing (the peer's HCA took
+ *     it) while our read waits behind our own work, unless the last read
+ *     found the clock standing still.
+ * A hung process's clock stands still, a dead host's or a cut link's
+ * read never completes (the QP's retries end in an error): either is
+ * still declared dead, within the timeout, a tick and one read's round
+ * trip after its last sign (the read in flight behind our own work: after
+ * that work drains).
+ */
+
+/* ka_interval -- ms between keep-alive ticks: a third of our timeout, or
+ * less where the peer reads our clock more often (each tick is a pass of
+ * our loop, which rewrites the clock); 0: no ticks */
+static unsigned int ka_interval(const struct rdmamsg_ep *ep)
+{
+	unsigned int t = ep->p.peer_ms / 3;
+
+	if (ep->alive_tick && (!t || ep->alive_tick < t))
+		t = ep->alive_tick;
+	return t;
+}
+
+/* alive_name -- tell the peer where our clock is, once per connection */
+static void alive_name(struct rdmamsg_ep *ep)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+	struct rdmamsg__alive_wire w;
+	uint32_t tick;
+
+	if (ep->alive_named ||
+	    !(ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_ALIVE))
+		return;
+	if (!ep->alive_mr) {
+		errno = 0;
+		ep->alive_mr =
+			ctx->ops->reg_mr(ctx->pd, &ctx->now, sizeof(ctx->now),
+					 IBV_ACCESS_REMOTE_READ);
+		if (!ep->alive_mr) {
+			/* the peer then goes by what it hears, as before */
+			LOG_NOTE("endpoint %p: registering the clock failed "
+				 "(%d): the peer hears keep-alives only",
+				 (void *)ep, errno);
+			ep->alive_named = 1;
+			return;
+		}
+	}
+	w.addr = htole64((uint64_t)(uintptr_t)&ctx->now);
+	w.rkey = htole32(ep->alive_mr->rkey);
+	/* twice per read: a clock that moves once per read may be missed by
+	 * a late tick */
+	tick = ep->p.peer_ms / 6;
+	if (ep->p.peer_ms && tick < RDMAMSG_ALIVE_TICK_MIN)
+		tick = RDMAMSG_ALIVE_TICK_MIN;
+	w.tick_ms = htole32(tick);
+	if (rdmamsg__ep_send_alive(ep, &w, sizeof(w)) == 0)
+		ep->alive_named = 1;
+}
+
+/* rdmamsg__ep_alive_rx -- the peer named its clock (a keep-alive's
+ * payload of len bytes): read it from now on; name ours in turn */
+void rdmamsg__ep_alive_rx(struct rdmamsg_ep *ep, const void *payload,
+			  uint32_t len)
+{
+	uint64_t addr;
+	uint32_t rkey, tick;
+
+	if (!(ep->caps & RDMAMSG_HS_CAP_ALIVE) ||
+	    rdmamsg__alive_check(payload, len, &addr, &rkey, &tick)) {
+		LOG_ERR("endpoint %p: malformed clock in a keep-alive "
+			"(%u bytes): closing",
+			(void *)ep, len);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return;
+	}
+	ep->alive_raddr = addr;
+	ep->alive_rkey = rkey;
+	ep->alive_peer = 1;
+	ep->alive_have = 0;
+	ep->alive_tick = tick;
+	if (ep->st != EPS_UP)
+		return; /* rdmamsg__ep_connected names ours, starts the ticks */
+	alive_name(ep);
+	if (ep->st == EPS_UP && ka_interval(ep))
+		rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ka_interval(ep));
+}
+
+/* rdmamsg__ep_alive_ack -- a one-sided work request of ours completed
+ * while a read of the peer's clock waits behind our work: the peer's HCA
+ * took it, and the read will tell whether its process runs.  A sign of
+ * life unless the last read found the clock standing still (a hung peer:
+ * then only the clock moving again, or a message, counts) */
+void rdmamsg__ep_alive_ack(struct rdmamsg_ep *ep)
+{
+	if ((!ep->alive_have || ep->alive_moved) && ep->ctx->now > ep->last_rx)
+		ep->last_rx = ep->ctx->now;
+}
+
+/* alive_read_done -- a read of the peer's clock completed */
+static void alive_read_done(struct rdmamsg_ep *ep, int status, uint64_t value,
+			    void *op_ctx)
+{
+	(void)op_ctx;
+	ep->alive_rd = 0;
+	if (status || ep->st != EPS_UP)
+		return; /* the connection's own error, if any, says more */
+	ep->alive_moved = ep->alive_have && value != ep->alive_val;
+	if (ep->alive_moved && ep->alive_val_ns > ep->last_rx)
+		ep->last_rx = ep->alive_val_ns;
+	ep->alive_have = 1;
+	ep->alive_val = value;
+	ep->alive_val_ns = ep->ctx->now;
+}
+
 /* ka_timer_fire -- keep-alive tick: detect a silent peer, stay audible */
 static void ka_timer_fire(struct rdmamsg__timer *t)
 {
@@ -864,6 +1001,14 @@ static void ka_timer_fire(struct rdmamsg__timer *t)
 
 	if (ep->st != EPS_UP)
 		return;
+	if (!limit) {
+		/* no timeout of ours: a tick for the peer's reads */
+		alive_name(ep);
+		if (ep->st == EPS_UP)
+			rdmamsg__timer_start(ep->ctx, &ep->ka_timer,
+					     ka_interval(ep));
+		return;
+	}
 	/* completions not yet polled count as signs of life */
 	rdmamsg__ep_poll(ep);
 	if (ep->st != EPS_UP)
@@ -874,9 +1019,14 @@ static void ka_timer_fire(struct rdmamsg__timer *t)
 		rdmamsg__ep_down(ep, -ETIMEDOUT);
 		return;
 	}
+	alive_name(ep);
+	if (ep->alive_peer && !ep->alive_rd && now - ep->last_rx >= limit / 3 &&
+	    rdmamsg__alive_read(ep, ep->alive_raddr, ep->alive_rkey,
+				alive_read_done) == 0)
+		ep->alive_rd = 1;
 	if (now - ep->last_tx >= limit / 3)
 		rdmamsg__ep_send_ctl(ep, W_KEEPALIVE);
-	rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ep->p.peer_ms / 3);
+	rdmamsg__timer_start(ep->ctx, &ep->ka_timer, ka_interval(ep));
 }
 
 /* close_timer_fire -- stop waiting for the peer and the flush; in
@@ -911,6 +1061,8 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 		ctx->ops->destroy_id(ep->id);
 	if (ep->xf)
 		rdmamsg__xfer_free(ep);
+	if (ep->alive_mr)
+		ctx->ops->dereg_mr(ep->alive_mr);
 	free_bufs(ep);
 	if (ep->srq)
 		rdmamsg__srq_put(ep->srq);
@@ -1328,6 +1480,9 @@ void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep)
 	ep->unsignaled = 0;
 	ep->disc_seen = 0;
 	ep->last_rx = ep->last_tx = rdmamsg__now_ns();
+	/* a new connection: the peer names its clock again */
+	ep->alive_named = ep->alive_peer = ep->alive_have = ep->alive_rd = 0;
+	ep->alive_tick = 0;
 }
 
 /* rdmamsg__ep_detach -- the failed connection's lane and id go (never

@@ -550,6 +550,13 @@ struct rdmamsg_ep {
 
 	/* liveness */
 	uint64_t last_rx, last_tx;
+	/* the peer's clock (RDMAMSG_HS_CAP_ALIVE, ep.c): ours as the peer
+	 * may read it, where the peer's is, the last value read of it and
+	 * when that read completed */
+	struct ibv_mr *alive_mr;
+	uint64_t alive_raddr, alive_val, alive_val_ns;
+	uint32_t alive_rkey, alive_tick; /* the peer's tick_ms (proto.h) */
+	uint8_t alive_named, alive_peer, alive_rd, alive_have, alive_moved;
 	struct rdmamsg__timer conn_timer, ka_timer, close_timer, ring_timer;
 	int granted;	/* passive: receive buffers posted and granted */
 	int hs_pending; /* counts in ctx->pending_hs */
@@ -760,6 +767,13 @@ void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
 void rdmamsg__ep_xwait_all(struct rdmamsg_ctx *ctx);
 void rdmamsg__ep_flush(struct rdmamsg_ep *ep);
 int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type);
+int rdmamsg__ep_send_alive(struct rdmamsg_ep *ep, const void *w, uint32_t len);
+void rdmamsg__ep_alive_rx(struct rdmamsg_ep *ep, const void *payload,
+			  uint32_t len);
+void rdmamsg__ep_alive_ack(struct rdmamsg_ep *ep);
+int rdmamsg__alive_read(struct rdmamsg_ep *ep, uint64_t raddr, uint32_t rkey,
+			void (*cb)(struct rdmamsg_ep *ep, int status,
+				   uint64_t value, void *op_ctx));
 int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep);
 int rdmamsg__ep_send_grant(struct rdmamsg_ep *ep);
 int rdmamsg__ep_no_pool_memory(struct rdmamsg_ep *ep, int ret);

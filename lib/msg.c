@@ -919,6 +919,22 @@ int rdmamsg__ep_send_ctl(struct rdmamsg_ep *ep, int type)
 	return 0;
 }
 
+/* rdmamsg__ep_send_alive -- a keep-alive naming our clock (w, len bytes:
+ * struct rdmamsg__alive_wire), under a keep-alive's credit rule */
+int rdmamsg__ep_send_alive(struct rdmamsg_ep *ep, const void *w, uint32_t len)
+{
+	int ret;
+
+	if (ep->ctl_credits <= 1u || fp_sq_free(ep) == 0)
+		return -EAGAIN;
+	ret = post_frag(ep, W_KEEPALIVE, 0, 0, 0, w, len, NULL, NULL, NULL, 0,
+			SIG_NEED);
+	if (ret)
+		return ret;
+	ep->ctl_credits--;
+	return 0;
+}
+
 /* rdmamsg__ep_send_bye -- the goodbye of a clean close, signalled so that
  * the close waits for it; it may take the control credit kept for it */
 int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep)
@@ -1174,6 +1190,9 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	if (h->type != W_DATA && h->type != W_PACK) {
 		if (RDMAMSG_UNLIKELY(h->type == W_BYE))
 			rdmamsg__ep_bye_recv(ep);
+		else if (RDMAMSG_UNLIKELY(h->type == W_KEEPALIVE &&
+					  rlen > RDMAMSG_HDR))
+			rdmamsg__ep_alive_rx(ep, b->data, rlen - RDMAMSG_HDR);
 		return RDMAMSG__RX_CTL;
 	}
 	ep->received_total++;

@@ -63,6 +63,30 @@ enum {
 	W_BYE = 5,
 	W_PACK = 6
 };
+/*
+ * A W_KEEPALIVE may carry this, and only this (still version 3, sent only
+ * to a peer whose handshake offered RDMAMSG_HS_CAP_ALIVE): where its
+ * sender's clock is, 8 bytes (8-byte aligned) its event loop rewrites on
+ * every pass, readable with rkey, and how often (tick_ms, 0 for never)
+ * the sender reads the peer's clock, so that the peer's loop passes at
+ * least that often.  The peer reads it (RDMA READ) while it hears
+ * nothing: a changed value proves the sender's process alive even when
+ * its own sends wait behind long one-sided work (lib/ep.c).
+ */
+struct rdmamsg__alive_wire {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t tick_ms;
+};
+
+/* the shortest tick a peer may ask for (a third of the shortest peer
+ * timeout, rdmamsg_ep_attr_set_peer_timeout; lib/ep.c asks for a sixth) */
+#define RDMAMSG_ALIVE_TICK_MIN 10u
+
+_Static_assert(sizeof(struct rdmamsg__alive_wire) == 16, "alive size");
+
+#define RDMAMSG_ALIVE_LEN ((uint32_t)sizeof(struct rdmamsg__alive_wire))
+
 /* F_XFER: a control message of the rendezvous/request layer */
 enum { F_FIRST = 1, F_LAST = 2, F_IMM = 4, F_XFER = 8 };
 
@@ -147,8 +171,14 @@ static inline int rdmamsg__wire_check(const struct rdmamsg__wire *h,
 		    byte_len - RDMAMSG_HDR < RDMAMSG_PREC)
 			return -EPROTO;
 		return 0;
-	case W_CREDIT:
 	case W_KEEPALIVE:
+		/* header only, or naming a clock: rdmamsg__alive_check */
+		if ((byte_len != RDMAMSG_HDR &&
+		     byte_len != RDMAMSG_HDR + RDMAMSG_ALIVE_LEN) ||
+		    h->flags || h->imm || h->total)
+			return -EPROTO;
+		return 0;
+	case W_CREDIT:
 	case W_BYE:
 		/* header only: nothing else is defined */
 		if (byte_len != RDMAMSG_HDR || h->flags || h->imm || h->total)
@@ -157,6 +187,25 @@ static inline int rdmamsg__wire_check(const struct rdmamsg__wire *h,
 	default:
 		return -EPROTO;
 	}
+}
+
+/* rdmamsg__alive_check -- a clock named in a W_KEEPALIVE's payload (len
+ * bytes), in host order into addr/rkey/tick_ms: 0, or -EPROTO */
+static inline int rdmamsg__alive_check(const void *payload, uint32_t len,
+				       uint64_t *addr, uint32_t *rkey,
+				       uint32_t *tick_ms)
+{
+	struct rdmamsg__alive_wire w;
+
+	if (len != RDMAMSG_ALIVE_LEN)
+		return -EPROTO;
+	memcpy(&w, payload, sizeof(w));
+	*addr = le64toh(w.addr);
+	*rkey = le32toh(w.rkey);
+	*tick_ms = le32toh(w.tick_ms);
+	if ((*addr & 7) || (*tick_ms && *tick_ms < RDMAMSG_ALIVE_TICK_MIN))
+		return -EPROTO;
+	return 0;
 }
 
 /* rdmamsg__credit_check -- may add credits come on top of have without

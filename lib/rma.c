@@ -43,7 +43,10 @@ int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
 	ep->sq_head++;
 	ep->sig_next = ep->sq_head;
 	ep->unsignaled = 0;
-	ep->last_tx = ep->ctx->now;
+	/* only a write with immediate is heard by the peer: after others
+	 * the keep-alives still go (ka_timer_fire in ep.c) */
+	if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		ep->last_tx = ep->ctx->now;
 	return 0;
 }
 
@@ -56,6 +59,8 @@ void rdmamsg__xfer_slot_done(struct rdmamsg_ep *ep, uint32_t idx, int status)
 	memset(&ep->xf->ops[idx], 0, sizeof(op));
 	if (op.mr)
 		op.mr->busy--;
+	if (!status && ep->alive_rd)
+		rdmamsg__ep_alive_ack(ep);
 	switch (op.kind) {
 	case OP_RMA:
 		if (op.atomic && !status)
@@ -257,6 +262,45 @@ static int atomic(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 	if (ret == -EAGAIN)
 		ep->want_writable = 1;
 	return ret;
+}
+
+/* rdmamsg__alive_read -- read the 8 bytes of the peer's clock at raddr
+ * (rkey: named in its keep-alive, ep.c) into the atomics' slot; cb gets
+ * the value as an atomic's result */
+int rdmamsg__alive_read(struct rdmamsg_ep *ep, uint64_t raddr, uint32_t rkey,
+			void (*cb)(struct rdmamsg_ep *ep, int status,
+				   uint64_t value, void *op_ctx))
+{
+	struct rdmamsg__xfer *xf;
+	struct rdmamsg__xop op;
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	int ret;
+
+	ret = rdmamsg__xfer_get(ep, &xf);
+	if (ret)
+		return ret;
+	if (!xf->atom) {
+		ret = rdmamsg__buf_get(ep->ctx, (size_t)(ep->sq_mask + 1) * 8,
+				       BUF_LIB, &xf->atom);
+		if (ret)
+			return ret == -EMSGSIZE ? -ENOMEM : ret;
+	}
+	memset(&wr, 0, sizeof(wr));
+	memset(&op, 0, sizeof(op));
+	sge.addr = (uintptr_t)(xf->atom->data +
+			       (size_t)(ep->sq_head & ep->sq_mask) * 8);
+	sge.length = 8;
+	sge.lkey = xf->atom->lkey;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	op.kind = OP_RMA;
+	op.cb = cb;
+	op.atomic = 1; /* the value comes back in the slot */
+	return rdmamsg__xop_post(ep, &wr, &op);
 }
 
 /* rdmamsg_atomic_cas -- compare-and-swap */

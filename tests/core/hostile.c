@@ -521,6 +521,38 @@ static size_t m_ctl_overflow(struct atk *a)
 	return RDMAMSG_HDR;
 }
 
+/* m_alive -- a keep-alive naming a clock (lib/proto.h) at addr with
+ * tick_ms, payload_len bytes long */
+static size_t m_alive(struct atk *a, uint64_t addr, uint32_t tick,
+		      size_t payload_len)
+{
+	struct rdmamsg__alive_wire w;
+
+	hdr(a, W_KEEPALIVE, 0, 0, 0, 0);
+	memset(&w, 0, sizeof(w));
+	w.addr = htole64(addr);
+	w.rkey = htole32(0x1234);
+	w.tick_ms = htole32(tick);
+	memcpy(a->r.mem + A_SEND_OFF + RDMAMSG_HDR, &w, sizeof(w));
+	return RDMAMSG_HDR + payload_len;
+}
+
+static size_t m_alive_long(struct atk *a)
+{
+	return m_alive(a, 0x10000, 100, sizeof(struct rdmamsg__alive_wire) + 8);
+}
+
+static size_t m_alive_unaligned(struct atk *a)
+{
+	return m_alive(a, 0x10003, 100, sizeof(struct rdmamsg__alive_wire));
+}
+
+static size_t m_alive_tick(struct atk *a)
+{
+	/* a tick of 1 ms would wake the server 1000 times a second */
+	return m_alive(a, 0x10000, 1, sizeof(struct rdmamsg__alive_wire));
+}
+
 static size_t m_frag_total(struct atk *a)
 {
 	/* a first fragment announcing 4 GiB */
@@ -724,6 +756,10 @@ int main(void)
 	proto_attack(port, "credit update with a payload", m_credit_payload);
 	proto_attack(port, "65535 credits never granted", m_credit_overflow);
 	proto_attack(port, "255 control credits", m_ctl_overflow);
+	proto_attack(port, "keep-alive with a long clock", m_alive_long);
+	proto_attack(port, "keep-alive naming an unaligned clock",
+		     m_alive_unaligned);
+	proto_attack(port, "keep-alive asking for 1 ms ticks", m_alive_tick);
 	proto_attack(port, "first fragment of 4 GiB", m_frag_total);
 	proto_attack(port, "fragment without a first", m_frag_orphan);
 	proto_attack(port, "fragment longer than its total", m_frag_short);

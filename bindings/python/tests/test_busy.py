@@ -61,6 +61,10 @@ async def test_busy_poll_backs_off(ctxs):
     the chances 1, 3, 7, 15, 31, 63 of 100."""
     a, b = ctxs
     srv, ep, got = await _pair(a, b)
+    # the connection's control messages (credits, the clocks the two
+    # sides name for their keep-alives) settle first: each would be a
+    # chance of its own
+    await asyncio.sleep(0.05)
     b.busy_poll = 1e-3
     for i in range(100):
         ep.send_nowait(b"%d" % i)
