@@ -412,6 +412,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 	rdmamsg__iface_fini(ctx);
 	rdmamsg__umr_fini(ctx);
 	rdmamsg__pool_fini(ctx);
+	if (ctx->alive_mr)
+		ctx->ops->dereg_mr(ctx->alive_mr);
 	qp_domain_free(ctx);
 	ctx->ops->destroy_comp_channel(ctx->cc);
 	ctx->ops->dealloc_pd(ctx->pd);

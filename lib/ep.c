@@ -911,12 +911,12 @@ static void alive_name(struct rdmamsg_ep *ep)
 	if (ep->alive_named ||
 	    !(ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_ALIVE))
 		return;
-	if (!ep->alive_mr) {
+	if (!ctx->alive_mr) {
 		errno = 0;
-		ep->alive_mr =
+		ctx->alive_mr =
 			ctx->ops->reg_mr(ctx->pd, &ctx->now, sizeof(ctx->now),
 					 IBV_ACCESS_REMOTE_READ);
-		if (!ep->alive_mr) {
+		if (!ctx->alive_mr) {
 			/* the peer then goes by what it hears, as before */
 			LOG_NOTE("endpoint %p: registering the clock failed "
 				 "(%d): the peer hears keep-alives only",
@@ -926,7 +926,7 @@ static void alive_name(struct rdmamsg_ep *ep)
 		}
 	}
 	w.addr = htole64((uint64_t)(uintptr_t)&ctx->now);
-	w.rkey = htole32(ep->alive_mr->rkey);
+	w.rkey = htole32(ctx->alive_mr->rkey);
 	/* twice per read: a clock that moves once per read may be missed by
 	 * a late tick */
 	tick = ep->p.peer_ms / 6;
@@ -1061,8 +1061,6 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 		ctx->ops->destroy_id(ep->id);
 	if (ep->xf)
 		rdmamsg__xfer_free(ep);
-	if (ep->alive_mr)
-		ctx->ops->dereg_mr(ep->alive_mr);
 	free_bufs(ep);
 	if (ep->srq)
 		rdmamsg__srq_put(ep->srq);

@@ -321,6 +321,9 @@ struct rdmamsg_ctx {
 	int stop;
 	int pending;  /* work left for the next progress pass */
 	uint64_t now; /* cached at the start of a progress pass */
+	/* now, registered for remote read once the first endpoint names it
+	 * to a peer that reads it (RDMAMSG_HS_CAP_ALIVE, ep.c) */
+	struct ibv_mr *alive_mr;
 	uint64_t last_epoll;
 	int force_epoll;
 	/* until then a receiver polls before it blocks: rdmamsg_ctx_arm()
@@ -550,10 +553,9 @@ struct rdmamsg_ep {
 
 	/* liveness */
 	uint64_t last_rx, last_tx;
-	/* the peer's clock (RDMAMSG_HS_CAP_ALIVE, ep.c): ours as the peer
-	 * may read it, where the peer's is, the last value read of it and
-	 * when that read completed */
-	struct ibv_mr *alive_mr;
+	/* the peer's clock (RDMAMSG_HS_CAP_ALIVE, ep.c): where it is, the
+	 * last value read of it and when that read completed (ours: the
+	 * context's alive_mr) */
 	uint64_t alive_raddr, alive_val, alive_val_ns;
 	uint32_t alive_rkey, alive_tick; /* the peer's tick_ms (proto.h) */
 	uint8_t alive_named, alive_peer, alive_rd, alive_have, alive_moved;
