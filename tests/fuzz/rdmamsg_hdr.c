@@ -3,7 +3,8 @@
  * rdmamsg_hdr.c -- fuzz target: every check rdmamsg runs on a header a
  * peer sent (lib/proto.h): the message header against the received length,
  * returned credits against the grant, first fragments, the rendezvous and
- * request/response header, and the region export blob.  The first input
+ * request/response header, the region export blob, and the clock a
+ * keep-alive names (rdmamsg__alive_check).  The first input
  * byte picks the decoder; the rest is the peer's bytes.  The checks are
  * pure (no verbs, no sockets); an accepted input must satisfy what the
  * library relies on afterwards.  A packed send's records (W_PACK) are
@@ -55,11 +56,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			must(byte_len - RDMAMSG_HDR <= eager);
 			must(h.type >= W_DATA && h.type <= W_PACK &&
 			     h.type != W_RTS);
-			if (h.type != W_DATA && h.type != W_PACK)
+			if (h.type == W_KEEPALIVE)
+				must(byte_len == RDMAMSG_HDR ||
+				     byte_len ==
+					     RDMAMSG_HDR + RDMAMSG_ALIVE_LEN);
+			else if (h.type != W_DATA && h.type != W_PACK)
 				must(byte_len == RDMAMSG_HDR);
 			if (h.type == W_PACK)
 				must(pack && le32toh(h.total) >= 1 &&
 				     le32toh(h.total) <= RDMAMSG_PACK_RECS);
+		}
+		if (h.type == W_KEEPALIVE) {
+			/* the clock a keep-alive names: its payload is the
+			 * input after the header */
+			uint64_t addr;
+			uint32_t rkey, tick;
+
+			if (rdmamsg__alive_check(
+				    data + 9 + sizeof(h),
+				    (uint32_t)(size - 9 - sizeof(h)), &addr,
+				    &rkey, &tick) == 0)
+				must(size - 9 - sizeof(h) ==
+					     RDMAMSG_ALIVE_LEN &&
+				     !(addr & 7) &&
+				     (!tick || tick >= RDMAMSG_ALIVE_TICK_MIN));
+			break;
 		}
 		if (h.type == W_PACK) {
 			const uint8_t *p = data + 9 + sizeof(h);
