@@ -227,11 +227,13 @@ for round in $(seq "$rounds"); do
 	acc S_bw1m perftest ib_send_bw 1048576 4 -n "$(iters 1000)" "${pt_win[@]}"
 	acc U_bw1m ucx "$utls" tag_bw 1048576 6 "$(iters 2000)"
 	acc A_bw1m ucx "$utls" ucp_am_bw 1048576 6 "$(iters 2000)"
-	# message rate 8 B (UCX prints msg/s)
-	acc R_mr rmp rate 8 4 "$(iters 100000)"
-	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 100000)" "${pt_win[@]}"
-	acc U_mr ucx "$utls" tag_bw 8 8 "$(iters 500000)"
-	acc A_mr ucx "$utls" ucp_am_bw 8 8 "$(iters 500000)"
+	# message rate 8 B (UCX prints msg/s): the same count for every peer,
+	# and enough that a start-up of some ms (perftest's first posts: 3-24
+	# ms seen here) does not weigh on a run of 100,000 (4 ms at 24 M/s)
+	acc R_mr rmp rate 8 4 "$(iters 1000000)"
+	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 1000000)" "${pt_win[@]}"
+	acc U_mr ucx "$utls" tag_bw 8 8 "$(iters 1000000)"
+	acc A_mr ucx "$utls" ucp_am_bw 8 8 "$(iters 1000000)"
 done
 
 # scale_all FACTOR ARRAY... -- multiply every numeric value of the arrays
