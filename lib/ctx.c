@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "dispatch.h"
@@ -306,6 +307,24 @@ static uint32_t probe_inline(struct rdmamsg_ctx *ctx)
 	return best;
 }
 
+/* ctx_alloc -- a zeroed context in pages of its own: its clock (now) may
+ * be registered for the peers' reads (ep.c), and where the provider
+ * marks a registration's pages don't-fork (ibv_fork_init(3) on kernels
+ * without copy-on-fork of pinned pages) that must take no one else's
+ * data along */
+static struct rdmamsg_ctx *ctx_alloc(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t a = pg > 0 ? (size_t)pg : 4096;
+	size_t len = (sizeof(struct rdmamsg_ctx) + a - 1) / a * a;
+	void *p;
+
+	if (posix_memalign(&p, a, len))
+		return NULL;
+	memset(p, 0, len);
+	return p;
+}
+
 /* rdmamsg_ctx_create -- open fabric and device, make PD and channels */
 RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 				      struct rdmamsg_ctx **ctxp)
@@ -315,7 +334,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 
 	if (!ctxp)
 		return -EINVAL;
-	ctx = calloc(1, sizeof(*ctx));
+	ctx = ctx_alloc();
 	if (!ctx)
 		return -ENOMEM;
 	rdmamsg__timers_init(&ctx->timers);
