@@ -172,10 +172,17 @@ mcast() {
 	done
 	for i in 1 2; do # the subscribers have joined
 		n=0
-		while ! grep -q '^# subscribed' "$tap_tmp/sub$i" && [ $n -lt 300 ]; do
+		while ! grep -qs '^# subscribed' "$tap_tmp/sub$i" && [ $n -lt 300 ]; do
 			sleep 0.1
 			n=$((n + 1))
 		done
+		[ $n -lt 300 ] && continue
+		# not joined in 30 s (CI once saw no sub1 file at all, while
+		# the subscriber later exited 0): what there is to see
+		diag "subscriber $i has not joined in 30 s; $tap_tmp holds:" \
+			"$(ls -la "$tap_tmp" | tr '\n' ';')"
+		# shellcheck disable=SC2086
+		diag "processes: $(ps -o pid=,stat=,args= -p "$(echo $subs | tr ' ' ,)" | tr '\n' ';')"
 	done
 	# --linger 3000: a subscriber starved on a loaded machine drops the
 	# tail and the last heartbeat with it; the idle heartbeats of the
