@@ -207,6 +207,30 @@ RDMAMSG_EXPORT int rdmamsg_read(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr,
 		  op_ctx);
 }
 
+/* atom_sge -- sge names the 8-byte slot of the next send WQE in the
+ * endpoint's result buffer (made at the first use), where an atomic's or
+ * a clock read's value comes back (op.atomic) */
+static int atom_sge(struct rdmamsg_ep *ep, struct ibv_sge *sge)
+{
+	struct rdmamsg__xfer *xf;
+	int ret;
+
+	ret = rdmamsg__xfer_get(ep, &xf);
+	if (ret)
+		return ret;
+	if (!xf->atom) {
+		ret = rdmamsg__buf_get(ep->ctx, (size_t)(ep->sq_mask + 1) * 8,
+				       BUF_LIB, &xf->atom);
+		if (ret)
+			return ret == -EMSGSIZE ? -ENOMEM : ret;
+	}
+	sge->addr = (uintptr_t)(xf->atom->data +
+				(size_t)(ep->sq_head & ep->sq_mask) * 8);
+	sge->length = 8;
+	sge->lkey = xf->atom->lkey;
+	return 0;
+}
+
 /* atomic -- the common part of the two atomics */
 static int atomic(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 		  size_t roff, enum ibv_wr_opcode opc, uint64_t cmp_add,
@@ -215,7 +239,6 @@ static int atomic(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 			     void *op_ctx),
 		  void *op_ctx)
 {
-	struct rdmamsg__xfer *xf;
 	struct rdmamsg__xop op;
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
@@ -232,21 +255,11 @@ static int atomic(struct rdmamsg_ep *ep, const struct rdmamsg_rmr *rmr,
 		return -ERANGE;
 	if (!(rmr->access & RDMAMSG_ACCESS_REMOTE_ATOMIC))
 		return -EACCES;
-	ret = rdmamsg__xfer_get(ep, &xf);
+	ret = atom_sge(ep, &sge);
 	if (ret)
 		return ret;
-	if (!xf->atom) {
-		ret = rdmamsg__buf_get(ep->ctx, (size_t)(ep->sq_mask + 1) * 8,
-				       BUF_LIB, &xf->atom);
-		if (ret)
-			return ret == -EMSGSIZE ? -ENOMEM : ret;
-	}
 	memset(&wr, 0, sizeof(wr));
 	memset(&op, 0, sizeof(op));
-	sge.addr = (uintptr_t)(xf->atom->data +
-			       (size_t)(ep->sq_head & ep->sq_mask) * 8);
-	sge.length = 8;
-	sge.lkey = xf->atom->lkey;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = opc;
@@ -271,27 +284,16 @@ int rdmamsg__alive_read(struct rdmamsg_ep *ep, uint64_t raddr, uint32_t rkey,
 			void (*cb)(struct rdmamsg_ep *ep, int status,
 				   uint64_t value, void *op_ctx))
 {
-	struct rdmamsg__xfer *xf;
 	struct rdmamsg__xop op;
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
 	int ret;
 
-	ret = rdmamsg__xfer_get(ep, &xf);
+	ret = atom_sge(ep, &sge);
 	if (ret)
 		return ret;
-	if (!xf->atom) {
-		ret = rdmamsg__buf_get(ep->ctx, (size_t)(ep->sq_mask + 1) * 8,
-				       BUF_LIB, &xf->atom);
-		if (ret)
-			return ret == -EMSGSIZE ? -ENOMEM : ret;
-	}
 	memset(&wr, 0, sizeof(wr));
 	memset(&op, 0, sizeof(op));
-	sge.addr = (uintptr_t)(xf->atom->data +
-			       (size_t)(ep->sq_head & ep->sq_mask) * 8);
-	sge.length = 8;
-	sge.lkey = xf->atom->lkey;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_READ;
