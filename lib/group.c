@@ -68,7 +68,7 @@
 #define G_MIN_DEPTH	 16
 #define G_MAX_DEPTH	 16384
 #define G_DEF_HB_MS	 100
-#define G_DEF_POLL_US	 30 /* README, "Multicast groups": the default */
+#define G_DEF_POLL_US	 30 /* doc/performance.md, "Multicast groups" */
 #define G_MAX_POLL_US	 100000
 #define G_RESOLVE_MS	 5000
 #define G_CLOSE_MS	 2000 /* sends still in flight after: cancelled */

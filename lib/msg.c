@@ -46,8 +46,8 @@
  * default (RDMAMSG_COPY_AHEAD, rndv.c's copy_full): a window of 128
  * 1 MiB copies held 128 MiB of cold pool memory, at half the rate; 1 MiB
  * stays within the L2 (16 copies of 64 KiB, the two copies COPY_MIN
- * grants at 1 MiB), and callers retry at on_writable (README "copies
- * ahead", "A default of 1m") */
+ * grants at 1 MiB), and callers retry at on_writable
+ * (doc/performance.md "copies ahead", "A default of 1m") */
 #define COPY_AHEAD_DEFAULT ((size_t)1 << 20)
 /* the least piece of a copied rendezvous message (RDMAMSG_RNDV_PIECE,
  * rndv.c's pieces_take()): a piece costs a bind, an announcement, a READ
@@ -61,9 +61,9 @@
  * through shared memory (softrdma: an 8 KiB fragment is two copies
  * through the QP's copy ring, a rendezvous READ one copy from the peer's
  * pool, which it maps): fragments win there up to about this size
- * (README "Rendezvous threshold per connection": 256 KiB while the READ
- * was a process_vm_readv, 32 KiB since the pool is mapped); retune it
- * when the copy paths change.  Through
+ * (doc/performance.md "Rendezvous threshold per connection": 256 KiB
+ * while the READ was a process_vm_readv, 32 KiB since the pool is
+ * mapped); retune it when the copy paths change.  Through
  * an HCA's loopback both protocols cross PCIe and rendezvous saves the
  * receiver's copy as it does between hosts: the default stays.  The
  * value is RDMAMSG__RNDV_LOCAL_SHM (internal.h, for the tests). */

@@ -216,7 +216,7 @@ static uint64_t read_bytes(const struct rdmamsg_ep *ep)
  * first) stay in the cache.  The caller gets -EAGAIN and on_writable
  * after the next completion.  The default bound (msg.c's
  * COPY_AHEAD_DEFAULT) is 1 MiB: a burst beyond it meets -EAGAIN, which
- * callers take as for credits (README "A default of 1m") */
+ * callers take as for credits (doc/performance.md "A default of 1m") */
 static int copy_full(const struct rdmamsg_ep *ep, size_t len)
 {
 	const struct rdmamsg__xfer *xf = ep->xf;

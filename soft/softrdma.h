@@ -460,7 +460,7 @@ struct soft_context {
 	struct verbs_context vctx; /* ibv_context is its last member */
 	soft_lock_t lock; /* everything below and all objects' queues */
 	int reg_idx;
-	int32_t owner_pid; /* the process that opened it (fork: see README) */
+	int32_t owner_pid; /* the process that opened it (fork: see soft/README.md) */
 	uint32_t srq_next; /* SRQ segment ids handed out */
 	struct soft_list qps, cqs, srqs;
 	struct soft_evq *async;

@@ -29,8 +29,8 @@
 #   -a MS        the hosts' ARP retransmit interval on both rails
 #                (net.ipv4.neigh.ethR.retrans_time_ms; default the
 #                kernel's, 1,000): a cut at once onto a cable just plugged
-#                back waits for the next ARP request (README, "Failover
-#                time")
+#                back waits for the next ARP request
+#                (doc/performance.md, "Failover time")
 #   -t EXP       the QPs' local ACK timeout exponent, both mechanisms
 #                (rdmamsg_ep_attr_set_ack_timeout; default 17, 537 ms,
 #                replay's own default; 0: each mechanism's default, 17
@@ -165,7 +165,7 @@ run() {
 		# a cable just plugged back: the next cut fails over onto it,
 		# so let it settle first (within a second of the cut, the
 		# reconnect's first packet waits for the ARP request the cut
-		# lost to be sent again: up to 1 s, -a; README)
+		# lost to be sent again: up to 1 s, -a; doc/performance.md)
 		[ "$mode" = link ] && sleep "$settle"
 		if [ "$m" = apm ]; then
 			d=$(field "$tmp/c.$m" "^migrated $k " 6)
