@@ -1630,17 +1630,17 @@ static __attribute__((noinline)) int rc_post_recv_slow(struct soft_qp *qp,
 }
 
 /*
- * rc_post_recv_fast -- the usual ibv_post_recv: one WR of one SGE on a
- * QP without SRQ, in INIT to RTS, with room: what rc_post_recv does for
- * it, without its loop and general cases.  0: not such a WR (nothing
- * done).  Lock held.
+ * rc_post_recv_one -- the usual ibv_post_recv: one WR of one SGE on a QP
+ * without SRQ, in INIT to RTS, with room: what rc_post_recv does for it,
+ * without its loop and general cases.  0: not such a WR (nothing done).
+ * Lock held.
  */
-static inline __attribute__((always_inline)) int rc_post_recv_fast(
+static inline __attribute__((always_inline)) int rc_post_recv_one(
 	struct soft_qp *qp, struct ibv_recv_wr *wr)
 {
 	struct soft_rwqe *r;
 
-	if (wr->next || wr->num_sge != 1 || !wr->sg_list || qp->srq ||
+	if (wr->num_sge != 1 || !wr->sg_list || qp->srq ||
 	    qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_ERR ||
 	    !qp->cap.max_recv_sge ||
 	    qp->rq_head - qp->rq_tail >= qp->cap.max_recv_wr)
@@ -1660,6 +1660,67 @@ static inline __attribute__((always_inline)) int rc_post_recv_fast(
 	return 1;
 }
 
+/*
+ * rc_post_recv_chain -- ibv_post_recv of a chain of WRs of one SGE each
+ * (librdmamsg's batches) on a QP without SRQ, in INIT to RTS, with room:
+ * what rc_post_recv does for them, with the queue's fields in registers
+ * and the producer index published once a chain.  Returns the first WR
+ * it did not post (NULL: all), from which rc_post_recv goes on with its
+ * checks (its error and bad_wr then name that WR; the ones before are
+ * posted, as rc_post_recv would have posted them).  Lock held.
+ */
+static inline __attribute__((always_inline)) struct ibv_recv_wr *
+rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr)
+{
+	uint64_t head = qp->rq_head, end;
+	uint32_t i = (uint32_t)head & (qp->rq_size - 1);
+	struct soft_rwqe *r = &qp->rq[i];
+	struct soft_seg_hdr *h = qp->seg;
+	struct soft_shm_rwqe *w = NULL;
+	struct ibv_recv_wr *next;
+	size_t stride = 0;
+	struct ibv_sge sge;
+
+	if (qp->srq || qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_ERR ||
+	    !qp->cap.max_recv_sge)
+		return wr;
+	end = qp->rq_tail + qp->cap.max_recv_wr; /* head past it: full */
+	if (h->rq_entries) {
+		stride = 8 + 16 * (size_t)h->rq_sge;
+		w = (void *)((char *)h + h->rq_off + i * stride);
+	}
+	while (head < end && wr->num_sge == 1 && wr->sg_list) {
+		next = wr->next;
+		sge = wr->sg_list[0];
+		r->wr_id = wr->wr_id;
+		r->num_sge = 1;
+		r->sge[0] = sge;
+		if (w) {
+			w->num_sge = 1;
+			w->sge[0] = sge;
+			w = (void *)((char *)w + stride);
+		}
+		head++;
+		r++;
+		if (++i == qp->rq_size) { /* the ring wraps */
+			i = 0;
+			r = qp->rq;
+			if (w)
+				w = (void *)((char *)h + h->rq_off);
+		}
+		wr = next;
+		if (!wr)
+			break;
+	}
+	if (head != qp->rq_head) {
+		qp->rq_head = head;
+		if (w)
+			atomic_store_explicit(&h->rq_prod, head,
+					      memory_order_release);
+	}
+	return wr;
+}
+
 /* rc_post_recv_in -- rc_post_recv under the context lock, SINGLE as
  * ctx_enter */
 static inline __attribute__((always_inline)) int rc_post_recv_in(
@@ -1668,8 +1729,14 @@ static inline __attribute__((always_inline)) int rc_post_recv_in(
 {
 	int ret = 0, biased = ctx_enter(qp->ctx, single);
 
-	if (!rc_post_recv_fast(qp, wr))
-		ret = rc_post_recv_slow(qp, wr, bad);
+	if (!wr->next) {
+		if (!rc_post_recv_one(qp, wr))
+			ret = rc_post_recv_slow(qp, wr, bad);
+	} else {
+		wr = rc_post_recv_chain(qp, wr);
+		if (__builtin_expect(wr != NULL, 0))
+			ret = rc_post_recv_slow(qp, wr, bad);
+	}
 	ctx_exit(qp->ctx, single, biased);
 	return ret;
 }
