@@ -3625,18 +3625,35 @@ static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
 							    struct ibv_wc *wc,
 							    int single)
 {
-	int i, biased = ctx_enter(cq->ctx, single);
+	int biased = ctx_enter(cq->ctx, single);
+	const struct soft_cqe *q;
+	uint32_t h, size, i, m = cq->count;
 
-	if (n <= 0 || cq->count < (uint32_t)n)
+	if (n <= 0 || m < (uint32_t)n) {
 		progress(cq->ctx); /* soft_progress, inlined */
-	for (i = 0; i < n && cq->count; i++) {
-		wc[i] = cq->q[cq->head].wc;
-		if (++cq->head == cq->size)
-			cq->head = 0;
-		cq->count--;
+		m = n <= 0		      ? 0
+		    : cq->count < (uint32_t)n ? cq->count
+					      : (uint32_t)n;
+	} else {
+		m = (uint32_t)n;
+	}
+	/* the copy with the CQ's fields in registers (a store to wc[] may
+	 * alias them) */
+	if (m) {
+		q = cq->q;
+		h = cq->head;
+		size = cq->size;
+		i = 0;
+		do {
+			wc[i] = q[h].wc;
+			if (++h == size)
+				h = 0;
+		} while (++i < m);
+		cq->head = h;
+		cq->count -= m;
 	}
 	ctx_exit(cq->ctx, single, biased);
-	return i;
+	return (int)m;
 }
 
 /* soft_poll_cq -- ibv_poll_cq: poll_cq_in, biased for a single-threaded
