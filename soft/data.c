@@ -1244,7 +1244,10 @@ failed:
 /*
  * cq_slot -- where the next completion of cq goes, to be written in
  * place (then cq_slot_done), in the usual case: room, and the CQ not
- * armed (no event to raise); NULL otherwise: soft_cq_push.  Lock held.
+ * armed (no event to raise); NULL otherwise: soft_cq_push.  While the
+ * pass of a poll that found the CQ empty runs, and the ring is still
+ * empty, that is the poll's own array (poll_cq_in): nothing is ahead of
+ * it, and what the ring takes later comes after it.  Lock held.
  */
 static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
 	struct soft_cq *cq)
@@ -1253,6 +1256,8 @@ static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
 
 	if (__builtin_expect(cq->count >= cq->size || cq->armed, 0))
 		return NULL;
+	if (cq->direct_left && !cq->count)
+		return cq->direct;
 	i = cq->head + cq->count;
 	if (i >= cq->size)
 		i -= cq->size;
@@ -1262,7 +1267,12 @@ static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
 static inline __attribute__((always_inline)) void cq_slot_done(
 	struct soft_cq *cq)
 {
-	cq->count++;
+	if (cq->direct_left && !cq->count) {
+		cq->direct++;
+		cq->direct_left--;
+	} else {
+		cq->count++;
+	}
 }
 
 /* cq_put -- soft_cq_push, inlined in the usual case; lock held */
@@ -3627,10 +3637,20 @@ static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
 {
 	int biased = ctx_enter(cq->ctx, single);
 	const struct soft_cqe *q;
-	uint32_t h, size, i, m = cq->count;
+	uint32_t h, size, i, d = 0, m = cq->count;
 
-	if (n <= 0 || m < (uint32_t)n) {
+	if (n > 0 && !m) {
+		/* empty: the pass's completions go straight into wc[]
+		 * (cq_slot), then what the ring took after them */
+		cq->direct = wc;
+		cq->direct_left = (uint32_t)n;
 		progress(cq->ctx); /* soft_progress, inlined */
+		d = (uint32_t)n - cq->direct_left;
+		cq->direct_left = 0;
+		wc += d;
+		m = cq->count < (uint32_t)n - d ? cq->count : (uint32_t)n - d;
+	} else if (n <= 0 || m < (uint32_t)n) {
+		progress(cq->ctx);
 		m = n <= 0		      ? 0
 		    : cq->count < (uint32_t)n ? cq->count
 					      : (uint32_t)n;
@@ -3653,7 +3673,7 @@ static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
 		cq->count -= m;
 	}
 	ctx_exit(cq->ctx, single, biased);
-	return (int)m;
+	return (int)(d + m);
 }
 
 /* soft_poll_cq -- ibv_poll_cq: poll_cq_in, biased for a single-threaded

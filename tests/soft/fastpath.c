@@ -227,6 +227,43 @@ static int deliver(uint64_t base, int n)
  * ring, an odd WR in the middle (num_sge 0 and 2 posted, 3 refused at
  * it), RESET and ERR
  */
+/*
+ * split -- a poll that finds the CQ empty takes its pass's completions
+ * straight into its array (soft/data.c cq_slot), the rest into the CQ:
+ * 8 SENDs waiting, a poll of 3 gets the first 3, in order, and the next
+ * poll the other 5; then the same with completions already in the CQ
+ */
+static void split(void)
+{
+	static const uint32_t eight[1][2] = {{0, 8}};
+	struct ibv_wc wc[16];
+	int bad_at, k, n, bad = 0;
+
+	pair();
+	ok(!recv_chain(100, 8, -1, 1, &bad_at), "8 receives");
+	for (k = 0; k < 8; k++)
+		bad |= send_sges(IBV_WR_SEND, 0, 0, eight, 1, 0);
+	ok(!bad, "8 SENDs posted, none polled");
+	n = ibv_poll_cq(b.cq, 3, wc);
+	ok(n == 3 && wc[0].wr_id == 100 && wc[1].wr_id == 101 &&
+		   wc[2].wr_id == 102,
+	   "a poll of 3: the first 3 (%d)", n);
+	for (k = 0; k < n; k++)
+		bad |= wc[k].status != IBV_WC_SUCCESS || wc[k].byte_len != 8 ||
+		       wc[k].opcode != IBV_WC_RECV ||
+		       wc[k].qp_num != b.qp->qp_num;
+	ok(!bad, "each a successful RECV of 8 bytes on b's QP");
+	n = t_wait(b.cq, wc, 5, WAIT_MS);
+	bad = n != 5;
+	for (k = 0; k < n; k++)
+		bad |= wc[k].wr_id != 103 + (uint64_t)k ||
+		       wc[k].status != IBV_WC_SUCCESS;
+	ok(!bad, "then the other 5, in order (%d)", n);
+	is_int(t_wait(a.cq, wc, 16, WAIT_MS), 8, "the 8 send completions");
+	is_int(ibv_poll_cq(b.cq, 16, wc), 0, "nothing more");
+	unpair();
+}
+
 static void chains(void)
 {
 	uint64_t ids[32];
@@ -516,6 +553,7 @@ static void run(const char *where)
 	}
 	unpair();
 	chains();
+	split();
 }
 
 int main(void)
