@@ -1315,6 +1315,47 @@ static inline __attribute__((always_inline)) int fast_sge(
 }
 
 /*
+ * fast_gather -- post_send_fast's SGEs (more than one) into the slot's
+ * payload P, out of line (the copies' calls would cost the one-SGE path
+ * registers); their length, UINT32_MAX when they are not for the fast
+ * path.  Two (rdmamsg's header and data) straight.
+ */
+static __attribute__((noinline)) uint32_t fast_gather(struct soft_qp *qp,
+						      const struct ibv_sge *sg,
+						      int n, int inl,
+						      uint8_t *p)
+{
+	uint32_t len = 0, l;
+	struct iovec v, v1;
+	int i;
+
+	if (sg[n - 1].length > SOFT_SLOT_PAYLOAD)
+		return UINT32_MAX; /* past the slot alone: a header and data */
+	if (n == 2) {
+		len = sg[0].length;
+		l = sg[1].length;
+		if (len > SOFT_SLOT_PAYLOAD - l || fast_sge(qp, sg, inl, &v) ||
+		    fast_sge(qp, sg + 1, inl, &v1))
+			return UINT32_MAX;
+		if (len)
+			memcpy(p, v.iov_base, len);
+		if (l)
+			memcpy(p + len, v1.iov_base, l);
+		return len + l;
+	}
+	for (i = 0; i < n; i++) {
+		l = sg[i].length;
+		if (l > SOFT_SLOT_PAYLOAD - len ||
+		    fast_sge(qp, &sg[i], inl, &v))
+			return UINT32_MAX;
+		if (l)
+			memcpy(p + len, v.iov_base, l);
+		len += l;
+	}
+	return len;
+}
+
+/*
  * post_send_fast -- the usual ibv_post_send on a connected local RC QP:
  * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN) whose SGEs
  * (at least one) add up to what fits a slot, in RTS, with nothing held or
@@ -1333,8 +1374,8 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	struct soft_swqe *e;
 	struct iovec v; /* an SGE's bytes: the WQE keeps no iovecs (niov 0) */
 	struct soft_slot *s;
-	uint32_t len = 0, l, flags = SOFT_SF_COPIED;
-	int i, n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
+	uint32_t len = 0, flags = SOFT_SF_COPIED;
+	int n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
 
 	/* the opcode first: a READ, WRITE or bind is told in one test */
 	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
@@ -1350,15 +1391,9 @@ static inline __attribute__((always_inline)) int post_send_fast(
 			return 0;
 		copy_small(s->payload, v.iov_base, len);
 	} else {
-		for (i = 0; i < n; i++) {
-			l = sg[i].length;
-			if (l > SOFT_SLOT_PAYLOAD - len ||
-			    fast_sge(qp, &sg[i], inl, &v))
-				return 0;
-			if (l)
-				memcpy(s->payload + len, v.iov_base, l);
-			len += l;
-		}
+		len = fast_gather(qp, sg, n, inl, s->payload);
+		if (len == UINT32_MAX)
+			return 0;
 	}
 	if (inl && len > qp->cap.max_inline_data)
 		return 0;

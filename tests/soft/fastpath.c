@@ -422,6 +422,26 @@ static void run(const char *where)
 		   "slot: the bytes");
 	}
 
+	/* two SGEs (a header and its data): a slot's worth, one byte more,
+	 * and a second SGE past the slot alone (the general path) */
+	for (i = 0; i < 3; i++) {
+		uint32_t want_len = SLOT_PAYLOAD + (i == 1) + (i == 2) * 100;
+		const uint32_t two_sl[2][2] = {{0, 16}, {16, want_len - 16}};
+
+		t_fill(a.buf, BUFSZ, 7 + (unsigned)i);
+		memset(b.buf, 0, BUFSZ);
+		recv_at(0, 2048, 0, 0, 0);
+		ok(!send_sges(IBV_WR_SEND, 0, 0, two_sl, 2, 0),
+		   "post 16 + %u bytes in 2 SGEs", want_len - 16);
+		ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+		   "2 SGEs: send completion");
+		ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			   wc.byte_len == want_len,
+		   "2 SGEs: receive length");
+		ok(!memcmp(b.buf, a.buf, want_len) && b.buf[want_len] == 0,
+		   "2 SGEs: the bytes");
+	}
+
 	/* a receive WQE of two SGEs (the general path) scatters */
 	t_fill(a.buf, BUFSZ, 5);
 	memset(b.buf, 0, BUFSZ);
@@ -477,6 +497,18 @@ static void run(const char *where)
 	recv_at(0, 64, 0, 0, 0);
 	is_int(send_sges(IBV_WR_SEND, 0, 0, three, 3, 3), 0,
 	       "post 3 SGEs, the third with a bad lkey");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
+		   wc.wr_id == 77,
+	   "sender: IBV_WC_LOC_PROT_ERR");
+	is_int(t_qp_state(a.qp), IBV_QPS_ERR, "the sender's QP in ERR");
+	is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing delivered");
+	unpair();
+
+	/* a bad lkey in the second of two SGEs */
+	pair();
+	recv_at(0, 64, 0, 0, 0);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, two, 2, 2), 0,
+	       "post 2 SGEs, the second with a bad lkey");
 	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
 		   wc.wr_id == 77,
 	   "sender: IBV_WC_LOC_PROT_ERR");
