@@ -999,9 +999,21 @@ void rdmamsg__ep_complete_slots(struct rdmamsg_ep *ep, uint64_t seq, int status)
 		struct rdmamsg__slot *s;
 		int st;
 
-		while (t < end && !slots[t & mask].buf &&
-		       !slots[t & mask].report)
-			t++;
+		/* the slots that hold nothing (inline, unreported), a run
+		 * up to the ring's end at a time */
+		while (t < end) {
+			const struct rdmamsg__slot *p = &slots[t & mask],
+						   *p0 = p;
+			uint64_t run = mask + 1 - (t & mask);
+			const struct rdmamsg__slot *q =
+				p + (end - t < run ? end - t : run);
+
+			while (p < q && !((uintptr_t)p->buf | p->report))
+				p++;
+			t += (uint64_t)(p - p0);
+			if (p < q)
+				break;
+		}
 		ep->sq_tail = t;
 		if (t == end)
 			break;

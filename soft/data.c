@@ -1244,7 +1244,10 @@ failed:
 /*
  * cq_slot -- where the next completion of cq goes, to be written in
  * place (then cq_slot_done), in the usual case: room, and the CQ not
- * armed (no event to raise); NULL otherwise: soft_cq_push.  Lock held.
+ * armed (no event to raise); NULL otherwise: soft_cq_push.  While the
+ * pass of a poll that found the CQ empty runs, and the ring is still
+ * empty, that is the poll's own array (poll_cq_in): nothing is ahead of
+ * it, and what the ring takes later comes after it.  Lock held.
  */
 static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
 	struct soft_cq *cq)
@@ -1253,6 +1256,8 @@ static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
 
 	if (__builtin_expect(cq->count >= cq->size || cq->armed, 0))
 		return NULL;
+	if (cq->direct_left && !cq->count)
+		return cq->direct;
 	i = cq->head + cq->count;
 	if (i >= cq->size)
 		i -= cq->size;
@@ -1262,7 +1267,12 @@ static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
 static inline __attribute__((always_inline)) void cq_slot_done(
 	struct soft_cq *cq)
 {
-	cq->count++;
+	if (cq->direct_left && !cq->count) {
+		cq->direct++;
+		cq->direct_left--;
+	} else {
+		cq->count++;
+	}
 }
 
 /* cq_put -- soft_cq_push, inlined in the usual case; lock held */
@@ -1305,6 +1315,47 @@ static inline __attribute__((always_inline)) int fast_sge(
 }
 
 /*
+ * fast_gather -- post_send_fast's SGEs (more than one) into the slot's
+ * payload P, out of line (the copies' calls would cost the one-SGE path
+ * registers); their length, UINT32_MAX when they are not for the fast
+ * path.  Two (rdmamsg's header and data) straight.
+ */
+static __attribute__((noinline)) uint32_t fast_gather(struct soft_qp *qp,
+						      const struct ibv_sge *sg,
+						      int n, int inl,
+						      uint8_t *p)
+{
+	uint32_t len = 0, l;
+	struct iovec v, v1;
+	int i;
+
+	if (sg[n - 1].length > SOFT_SLOT_PAYLOAD)
+		return UINT32_MAX; /* past the slot alone: a header and data */
+	if (n == 2) {
+		len = sg[0].length;
+		l = sg[1].length;
+		if (len > SOFT_SLOT_PAYLOAD - l || fast_sge(qp, sg, inl, &v) ||
+		    fast_sge(qp, sg + 1, inl, &v1))
+			return UINT32_MAX;
+		if (len)
+			memcpy(p, v.iov_base, len);
+		if (l)
+			memcpy(p + len, v1.iov_base, l);
+		return len + l;
+	}
+	for (i = 0; i < n; i++) {
+		l = sg[i].length;
+		if (l > SOFT_SLOT_PAYLOAD - len ||
+		    fast_sge(qp, &sg[i], inl, &v))
+			return UINT32_MAX;
+		if (l)
+			memcpy(p + len, v.iov_base, l);
+		len += l;
+	}
+	return len;
+}
+
+/*
  * post_send_fast -- the usual ibv_post_send on a connected local RC QP:
  * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN) whose SGEs
  * (at least one) add up to what fits a slot, in RTS, with nothing held or
@@ -1323,8 +1374,8 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	struct soft_swqe *e;
 	struct iovec v; /* an SGE's bytes: the WQE keeps no iovecs (niov 0) */
 	struct soft_slot *s;
-	uint32_t len = 0, l, flags = SOFT_SF_COPIED;
-	int i, n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
+	uint32_t len = 0, flags = SOFT_SF_COPIED;
+	int n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
 
 	/* the opcode first: a READ, WRITE or bind is told in one test */
 	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
@@ -1340,15 +1391,9 @@ static inline __attribute__((always_inline)) int post_send_fast(
 			return 0;
 		copy_small(s->payload, v.iov_base, len);
 	} else {
-		for (i = 0; i < n; i++) {
-			l = sg[i].length;
-			if (l > SOFT_SLOT_PAYLOAD - len ||
-			    fast_sge(qp, &sg[i], inl, &v))
-				return 0;
-			if (l)
-				memcpy(s->payload + len, v.iov_base, l);
-			len += l;
-		}
+		len = fast_gather(qp, sg, n, inl, s->payload);
+		if (len == UINT32_MAX)
+			return 0;
 	}
 	if (inl && len > qp->cap.max_inline_data)
 		return 0;
@@ -1630,17 +1675,17 @@ static __attribute__((noinline)) int rc_post_recv_slow(struct soft_qp *qp,
 }
 
 /*
- * rc_post_recv_fast -- the usual ibv_post_recv: one WR of one SGE on a
- * QP without SRQ, in INIT to RTS, with room: what rc_post_recv does for
- * it, without its loop and general cases.  0: not such a WR (nothing
- * done).  Lock held.
+ * rc_post_recv_one -- the usual ibv_post_recv: one WR of one SGE on a QP
+ * without SRQ, in INIT to RTS, with room: what rc_post_recv does for it,
+ * without its loop and general cases.  0: not such a WR (nothing done).
+ * Lock held.
  */
-static inline __attribute__((always_inline)) int rc_post_recv_fast(
+static inline __attribute__((always_inline)) int rc_post_recv_one(
 	struct soft_qp *qp, struct ibv_recv_wr *wr)
 {
 	struct soft_rwqe *r;
 
-	if (wr->next || wr->num_sge != 1 || !wr->sg_list || qp->srq ||
+	if (wr->num_sge != 1 || !wr->sg_list || qp->srq ||
 	    qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_ERR ||
 	    !qp->cap.max_recv_sge ||
 	    qp->rq_head - qp->rq_tail >= qp->cap.max_recv_wr)
@@ -1660,6 +1705,67 @@ static inline __attribute__((always_inline)) int rc_post_recv_fast(
 	return 1;
 }
 
+/*
+ * rc_post_recv_chain -- ibv_post_recv of a chain of WRs of one SGE each
+ * (librdmamsg's batches) on a QP without SRQ, in INIT to RTS, with room:
+ * what rc_post_recv does for them, with the queue's fields in registers
+ * and the producer index published once a chain.  Returns the first WR
+ * it did not post (NULL: all), from which rc_post_recv goes on with its
+ * checks (its error and bad_wr then name that WR; the ones before are
+ * posted, as rc_post_recv would have posted them).  Lock held.
+ */
+static inline __attribute__((always_inline)) struct ibv_recv_wr *
+rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr)
+{
+	uint64_t head = qp->rq_head, end;
+	uint32_t i = (uint32_t)head & (qp->rq_size - 1);
+	struct soft_rwqe *r = &qp->rq[i];
+	struct soft_seg_hdr *h = qp->seg;
+	struct soft_shm_rwqe *w = NULL;
+	struct ibv_recv_wr *next;
+	size_t stride = 0;
+	struct ibv_sge sge;
+
+	if (qp->srq || qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_ERR ||
+	    !qp->cap.max_recv_sge)
+		return wr;
+	end = qp->rq_tail + qp->cap.max_recv_wr; /* head past it: full */
+	if (h->rq_entries) {
+		stride = 8 + 16 * (size_t)h->rq_sge;
+		w = (void *)((char *)h + h->rq_off + i * stride);
+	}
+	while (head < end && wr->num_sge == 1 && wr->sg_list) {
+		next = wr->next;
+		sge = wr->sg_list[0];
+		r->wr_id = wr->wr_id;
+		r->num_sge = 1;
+		r->sge[0] = sge;
+		if (w) {
+			w->num_sge = 1;
+			w->sge[0] = sge;
+			w = (void *)((char *)w + stride);
+		}
+		head++;
+		r++;
+		if (++i == qp->rq_size) { /* the ring wraps */
+			i = 0;
+			r = qp->rq;
+			if (w)
+				w = (void *)((char *)h + h->rq_off);
+		}
+		wr = next;
+		if (!wr)
+			break;
+	}
+	if (head != qp->rq_head) {
+		qp->rq_head = head;
+		if (w)
+			atomic_store_explicit(&h->rq_prod, head,
+					      memory_order_release);
+	}
+	return wr;
+}
+
 /* rc_post_recv_in -- rc_post_recv under the context lock, SINGLE as
  * ctx_enter */
 static inline __attribute__((always_inline)) int rc_post_recv_in(
@@ -1668,8 +1774,14 @@ static inline __attribute__((always_inline)) int rc_post_recv_in(
 {
 	int ret = 0, biased = ctx_enter(qp->ctx, single);
 
-	if (!rc_post_recv_fast(qp, wr))
-		ret = rc_post_recv_slow(qp, wr, bad);
+	if (!wr->next) {
+		if (!rc_post_recv_one(qp, wr))
+			ret = rc_post_recv_slow(qp, wr, bad);
+	} else {
+		wr = rc_post_recv_chain(qp, wr);
+		if (__builtin_expect(wr != NULL, 0))
+			ret = rc_post_recv_slow(qp, wr, bad);
+	}
 	ctx_exit(qp->ctx, single, biased);
 	return ret;
 }
@@ -3558,18 +3670,45 @@ static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
 							    struct ibv_wc *wc,
 							    int single)
 {
-	int i, biased = ctx_enter(cq->ctx, single);
+	int biased = ctx_enter(cq->ctx, single);
+	const struct soft_cqe *q;
+	uint32_t h, size, i, d = 0, m = cq->count;
 
-	if (n <= 0 || cq->count < (uint32_t)n)
+	if (n > 0 && !m) {
+		/* empty: the pass's completions go straight into wc[]
+		 * (cq_slot), then what the ring took after them */
+		cq->direct = wc;
+		cq->direct_left = (uint32_t)n;
 		progress(cq->ctx); /* soft_progress, inlined */
-	for (i = 0; i < n && cq->count; i++) {
-		wc[i] = cq->q[cq->head].wc;
-		if (++cq->head == cq->size)
-			cq->head = 0;
-		cq->count--;
+		d = (uint32_t)n - cq->direct_left;
+		cq->direct_left = 0;
+		wc += d;
+		m = cq->count < (uint32_t)n - d ? cq->count : (uint32_t)n - d;
+	} else if (n <= 0 || m < (uint32_t)n) {
+		progress(cq->ctx);
+		m = n <= 0		      ? 0
+		    : cq->count < (uint32_t)n ? cq->count
+					      : (uint32_t)n;
+	} else {
+		m = (uint32_t)n;
+	}
+	/* the copy with the CQ's fields in registers (a store to wc[] may
+	 * alias them) */
+	if (m) {
+		q = cq->q;
+		h = cq->head;
+		size = cq->size;
+		i = 0;
+		do {
+			wc[i] = q[h].wc;
+			if (++h == size)
+				h = 0;
+		} while (++i < m);
+		cq->head = h;
+		cq->count -= m;
 	}
 	ctx_exit(cq->ctx, single, biased);
-	return i;
+	return (int)(d + m);
 }
 
 /* soft_poll_cq -- ibv_poll_cq: poll_cq_in, biased for a single-threaded

@@ -559,6 +559,11 @@ struct soft_cq {
 	struct soft_cqe *q;
 	uint32_t size; /* slots = cqe + 1 */
 	uint32_t head, count;
+	/* the caller's array of a poll that found the CQ empty, while its
+	 * pass runs (data.c poll_cq_in): completions go straight into it
+	 * while the ring stays empty (cq_slot); direct_left 0: none */
+	struct ibv_wc *direct;
+	uint32_t direct_left;
 	int armed;	/* 0, 1: next, 2: solicited */
 	int arm_direct; /* armed through its channel's cell (verbs.c) */
 	int overflowed;

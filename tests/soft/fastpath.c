@@ -7,9 +7,10 @@
  * the general one (inline over max_inline_data, a bad lkey in a later SGE,
  * a receive too small, a receive lkey that is not valid), each with the
  * right status on both sides and nothing delivered that should not be;
- * and the one-WR receive fast path (rc_post_recv_fast) leaves a full
- * queue (ENOMEM), an SGE with no list (EINVAL) and a QP in ERR (flushed)
- * to the general one.
+ * and the receive fast paths (rc_post_recv_one; rc_post_recv_chain, a
+ * chain of one-SGE WRs) leave a full queue (ENOMEM), an SGE with no list
+ * (EINVAL) and a QP in ERR (flushed) to the general one, at the right WR
+ * of a chain, with the WRs before it posted and none after.
  * On two contexts (the cross-context ring) and on one.
  */
 #include "config.h"
@@ -133,6 +134,215 @@ static int one(struct ibv_cq *cq, struct ibv_wc *wc)
 	return t_wait(cq, wc, 1, WAIT_MS);
 }
 
+/*
+ * recv_chain -- one ibv_post_recv of a chain of n receive WRs of b (n at
+ * most 16): WR k has wr_id base + k and one SGE of 8 bytes at 8 * k of b's
+ * buffer, except WR odd_at, which has odd_nsge SGEs (0: sg_list NULL; 2 or
+ * 3: 8 bytes at 512 + 64 * k, 4 at 1024 + 64 * k, 4 at 1536 + 64 * k);
+ * its result, *bad_at the index of *bad (-1: not set, -2: not in the chain)
+ */
+static int recv_chain(uint64_t base, int n, int odd_at, int odd_nsge,
+		      int *bad_at)
+{
+	struct ibv_sge sge[16][3];
+	struct ibv_recv_wr wr[16], *bad = NULL;
+	int k, j, ret;
+
+	memset(wr, 0, sizeof(wr));
+	for (k = 0; k < n; k++) {
+		sge[k][0] = (struct ibv_sge){(uintptr_t)(b.buf + 8 * k), 8,
+					     b.mr->lkey};
+		wr[k].wr_id = base + (uint64_t)k;
+		wr[k].sg_list = sge[k];
+		wr[k].num_sge = 1;
+		wr[k].next = k + 1 < n ? &wr[k + 1] : NULL;
+		if (k != odd_at)
+			continue;
+		wr[k].num_sge = odd_nsge;
+		wr[k].sg_list = odd_nsge ? sge[k] : NULL;
+		for (j = 0; j < odd_nsge; j++)
+			sge[k][j] = (struct ibv_sge){
+				(uintptr_t)(b.buf + 512 * (j + 1) + 64 * k),
+				j ? 4 : 8, b.mr->lkey};
+	}
+	ret = ibv_post_recv(b.qp, wr, &bad);
+	*bad_at = !bad ? -1 : bad >= wr && bad < wr + n ? (int)(bad - wr) : -2;
+	return ret;
+}
+
+/* flushed -- b to ERR, then the wr_ids of its flushed receives in order
+ * (at most max), each checked to be a flush; their count, -1 when one was
+ * not a flush */
+static int flushed(uint64_t *ids, int max)
+{
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_ERR};
+	struct ibv_wc wc;
+	int n = 0;
+
+	if (ibv_modify_qp(b.qp, &at, IBV_QP_STATE))
+		return -1;
+	while (n < max && t_wait(b.cq, &wc, 1, 200) == 1) {
+		if (wc.status != IBV_WC_WR_FLUSH_ERR)
+			return -1;
+		ids[n++] = wc.wr_id;
+	}
+	return n;
+}
+
+/* ids_are -- ids[0..n) are base + 0 .. n - 1 */
+static int ids_are(const uint64_t *ids, int n, uint64_t base)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		if (ids[k] != base + (uint64_t)k)
+			return 0;
+	return 1;
+}
+
+/* deliver -- n 8-byte SENDs from a, each to be received by b's WR
+ * base + k into 8 * k of its buffer; how many were, in order */
+static int deliver(uint64_t base, int n)
+{
+	static const uint32_t eight[1][2] = {{0, 8}};
+	struct ibv_wc wc;
+	uint64_t k;
+
+	for (k = 0; k < (uint64_t)n; k++) {
+		memcpy(a.buf, &k, 8);
+		if (send_sges(IBV_WR_SEND, 0, 0, eight, 1, 0) ||
+		    one(b.cq, &wc) != 1 || wc.status != IBV_WC_SUCCESS ||
+		    wc.wr_id != base + k || wc.byte_len != 8 ||
+		    memcmp(b.buf + 8 * k, &k, 8) || one(a.cq, &wc) != 1 ||
+		    wc.status != IBV_WC_SUCCESS)
+			break;
+	}
+	return (int)k;
+}
+
+/*
+ * chains -- receive chains (rc_post_recv_chain takes a chain of one-SGE
+ * WRs): one that fills the queue exactly and is delivered in order, one
+ * WR too many (ENOMEM at it, the ones before posted), one that wraps the
+ * ring, an odd WR in the middle (num_sge 0 and 2 posted, 3 refused at
+ * it), RESET and ERR
+ */
+/*
+ * split -- a poll that finds the CQ empty takes its pass's completions
+ * straight into its array (soft/data.c cq_slot), the rest into the CQ:
+ * 8 SENDs waiting, a poll of 3 gets the first 3, in order, and the next
+ * poll the other 5; then the same with completions already in the CQ
+ */
+static void split(void)
+{
+	static const uint32_t eight[1][2] = {{0, 8}};
+	struct ibv_wc wc[16];
+	int bad_at, k, n, bad = 0;
+
+	pair();
+	ok(!recv_chain(100, 8, -1, 1, &bad_at), "8 receives");
+	for (k = 0; k < 8; k++)
+		bad |= send_sges(IBV_WR_SEND, 0, 0, eight, 1, 0);
+	ok(!bad, "8 SENDs posted, none polled");
+	n = ibv_poll_cq(b.cq, 3, wc);
+	ok(n == 3 && wc[0].wr_id == 100 && wc[1].wr_id == 101 &&
+		   wc[2].wr_id == 102,
+	   "a poll of 3: the first 3 (%d)", n);
+	for (k = 0; k < n; k++)
+		bad |= wc[k].status != IBV_WC_SUCCESS || wc[k].byte_len != 8 ||
+		       wc[k].opcode != IBV_WC_RECV ||
+		       wc[k].qp_num != b.qp->qp_num;
+	ok(!bad, "each a successful RECV of 8 bytes on b's QP");
+	n = t_wait(b.cq, wc, 5, WAIT_MS);
+	bad = n != 5;
+	for (k = 0; k < n; k++)
+		bad |= wc[k].wr_id != 103 + (uint64_t)k ||
+		       wc[k].status != IBV_WC_SUCCESS;
+	ok(!bad, "then the other 5, in order (%d)", n);
+	is_int(t_wait(a.cq, wc, 16, WAIT_MS), 8, "the 8 send completions");
+	is_int(ibv_poll_cq(b.cq, 16, wc), 0, "nothing more");
+	unpair();
+}
+
+static void chains(void)
+{
+	uint64_t ids[32];
+	struct ibv_wc wc;
+	int bad_at, n;
+
+	pair();
+	ok(!recv_chain(100, 8, -1, 1, &bad_at) && bad_at == -1,
+	   "a chain of 8 fills max_recv_wr 8: posted, *bad untouched");
+	ok(recv_id(200, 512, 1, 1, &n) == ENOMEM && n, "then one more: ENOMEM");
+	is_int(deliver(100, 8), 8, "the chain's 8 receive 8 SENDs in order");
+	ok(!recv_chain(210, 3, -1, 1, &bad_at), "a chain of 3");
+	is_int(deliver(210, 3), 3, "its 3 receive 3 SENDs");
+	ok(!recv_chain(220, 8, -1, 1, &bad_at),
+	   "a chain of 8 that wraps the ring (16) in its middle");
+	is_int(deliver(220, 8), 8, "its 8 receive 8 SENDs in order");
+	ok(!recv_chain(300, 5, -1, 1, &bad_at),
+	   "after they completed, a chain of 5");
+	ok(recv_chain(400, 4, -1, 1, &bad_at) == ENOMEM && bad_at == 3,
+	   "a chain of 4 with room for 3: ENOMEM, *bad the 4th WR");
+	n = flushed(ids, 32);
+	ok(n == 8 && ids_are(ids, 5, 300) && ids_are(ids + 5, 3, 400),
+	   "the 5 and the 3 before the refused WR posted, in order (%d)", n);
+	unpair();
+
+	pair();
+	ok(recv_chain(500, 12, -1, 1, &bad_at) == ENOMEM && bad_at == 8,
+	   "a chain of 12 on an empty queue of 8: ENOMEM at the 9th");
+	n = flushed(ids, 32);
+	ok(n == 8 && ids_are(ids, n, 500),
+	   "its first 8 posted, none after (%d)", n);
+	unpair();
+
+	pair();
+	ok(!recv_chain(600, 4, 1, 0, &bad_at) && bad_at == -1,
+	   "num_sge 0 (no list) second of 4: posted");
+	ok(!recv_chain(700, 4, 2, 2, &bad_at) && bad_at == -1,
+	   "num_sge 2 third of 4: posted");
+	n = flushed(ids, 32);
+	ok(n == 8 && ids_are(ids, 4, 600) && ids_are(ids + 4, 4, 700),
+	   "all 8 posted, in order (%d)", n);
+	unpair();
+
+	pair();
+	ok(recv_chain(800, 4, 2, 3, &bad_at) == EINVAL && bad_at == 2,
+	   "num_sge 3 (max_recv_sge 2) third of 4: EINVAL at it");
+	ok(recv_chain(900, 3, 1, 1, &bad_at) == 0, "then a chain of 3");
+	{
+		struct ibv_sge sge = {(uintptr_t)b.buf, 8, b.mr->lkey};
+		struct ibv_recv_wr w[2] = {
+			{.wr_id = 950,
+			 .sg_list = &sge,
+			 .num_sge = 1,
+			 .next = &w[1]},
+			{.wr_id = 951, .sg_list = NULL, .num_sge = 1}};
+		struct ibv_recv_wr *badp = NULL;
+
+		ok(ibv_post_recv(b.qp, w, &badp) == EINVAL && badp == &w[1],
+		   "num_sge 1 with no list second of 2: EINVAL at it");
+	}
+	n = flushed(ids, 32);
+	ok(n == 6 && ids_are(ids, 2, 800) && ids_are(ids + 2, 3, 900) &&
+		   ids[5] == 950,
+	   "the WRs before each refused one posted, none after (%d)", n);
+	ok(!recv_chain(1000, 6, -1, 1, &bad_at) && bad_at == -1,
+	   "a chain of 6 in ERR: accepted");
+	n = flushed(ids, 32);
+	ok(n == 6 && ids_are(ids, n, 1000), "and flushed, in order (%d)", n);
+	{
+		struct ibv_qp_attr at = {.qp_state = IBV_QPS_RESET};
+
+		ok(!ibv_modify_qp(b.qp, &at, IBV_QP_STATE), "b to RESET");
+	}
+	ok(recv_chain(1100, 3, -1, 1, &bad_at) == EINVAL && bad_at == 0,
+	   "a chain in RESET: EINVAL at its first WR");
+	ok(t_wait(b.cq, &wc, 1, 100) == 0, "nothing of it completed");
+	unpair();
+}
+
 static void run(const char *where)
 {
 	static const uint32_t three[3][2] = {{0, 5}, {100, 0}, {200, 11}};
@@ -212,6 +422,26 @@ static void run(const char *where)
 		   "slot: the bytes");
 	}
 
+	/* two SGEs (a header and its data): a slot's worth, one byte more,
+	 * and a second SGE past the slot alone (the general path) */
+	for (i = 0; i < 3; i++) {
+		uint32_t want_len = SLOT_PAYLOAD + (i == 1) + (i == 2) * 100;
+		const uint32_t two_sl[2][2] = {{0, 16}, {16, want_len - 16}};
+
+		t_fill(a.buf, BUFSZ, 7 + (unsigned)i);
+		memset(b.buf, 0, BUFSZ);
+		recv_at(0, 2048, 0, 0, 0);
+		ok(!send_sges(IBV_WR_SEND, 0, 0, two_sl, 2, 0),
+		   "post 16 + %u bytes in 2 SGEs", want_len - 16);
+		ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+		   "2 SGEs: send completion");
+		ok(one(b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			   wc.byte_len == want_len,
+		   "2 SGEs: receive length");
+		ok(!memcmp(b.buf, a.buf, want_len) && b.buf[want_len] == 0,
+		   "2 SGEs: the bytes");
+	}
+
 	/* a receive WQE of two SGEs (the general path) scatters */
 	t_fill(a.buf, BUFSZ, 5);
 	memset(b.buf, 0, BUFSZ);
@@ -267,6 +497,18 @@ static void run(const char *where)
 	recv_at(0, 64, 0, 0, 0);
 	is_int(send_sges(IBV_WR_SEND, 0, 0, three, 3, 3), 0,
 	       "post 3 SGEs, the third with a bad lkey");
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
+		   wc.wr_id == 77,
+	   "sender: IBV_WC_LOC_PROT_ERR");
+	is_int(t_qp_state(a.qp), IBV_QPS_ERR, "the sender's QP in ERR");
+	is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing delivered");
+	unpair();
+
+	/* a bad lkey in the second of two SGEs */
+	pair();
+	recv_at(0, 64, 0, 0, 0);
+	is_int(send_sges(IBV_WR_SEND, 0, 0, two, 2, 2), 0,
+	       "post 2 SGEs, the second with a bad lkey");
 	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
 		   wc.wr_id == 77,
 	   "sender: IBV_WC_LOC_PROT_ERR");
@@ -342,6 +584,8 @@ static void run(const char *where)
 		   "and flushed (IBV_WC_WR_FLUSH_ERR)");
 	}
 	unpair();
+	chains();
+	split();
 }
 
 int main(void)
