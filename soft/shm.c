@@ -1228,9 +1228,16 @@ void soft_bias_lock(soft_lock_t *l)
 		 * the word biased for us: two in the context, and its mark's
 		 * removal would hide ours from a revoker.  So the bias moves
 		 * only from a thread that has exited; a live owner keeps it,
-		 * and we lock as others do (until SOFT_BIAS_REVOKES). */
-		int e = errno, alive;
+		 * and we lock as others do (until SOFT_BIAS_REVOKES).
+		 * Whether it has exited is a system call (tgkill), asked at
+		 * the first such lock and then once every SOFT_BIAS_LOOKS:
+		 * not on each post and poll of a second hinted thread, with
+		 * the word held across it (a peer's serve_local kept out) */
+		int e, alive;
 
+		if (l->looks++ % SOFT_BIAS_LOOKS)
+			return;
+		e = errno;
 		alive = syscall(SYS_tgkill, soft_self_pid, (pid_t)b, 0) == 0 ||
 			errno != ESRCH;
 		errno = e;
@@ -1250,6 +1257,7 @@ void soft_bias_lock(soft_lock_t *l)
 	}
 	l->bias_pid = soft_self_pid;
 	l->revokes = 0;
+	l->looks = 0;
 	atomic_store_explicit(&l->bias, soft_tid(), memory_order_relaxed);
 }
 

@@ -336,6 +336,7 @@ struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
 #define SOFT_LOCK_BIASED  0x20000000u /* the word: free, for the owner */
 #define SOFT_BIAS_OFF	  UINT32_MAX  /* bias: none any more */
 #define SOFT_BIAS_REVOKES 4096	      /* others' takes before it goes off */
+#define SOFT_BIAS_LOOKS	  256 /* others' locks between looks at its owner */
 
 typedef struct {
 	_Atomic uint32_t v;	  /* 0 free, SOFT_LOCK_BIASED, else the holder's
@@ -344,6 +345,7 @@ typedef struct {
 	_Atomic uint32_t bias_in; /* the bias owner is in a biased section */
 	int32_t bias_pid;	  /* the process the bias was given in */
 	uint32_t revokes;	  /* others' takes since (word held) */
+	uint32_t looks;		  /* others' locks since (word held) */
 } soft_lock_t;
 
 void soft_lock_slow(soft_lock_t *l);
@@ -380,6 +382,7 @@ static inline void soft_lock_init(soft_lock_t *l)
 	atomic_init(&l->bias_in, 0);
 	l->bias_pid = 0;
 	l->revokes = 0;
+	l->looks = 0;
 }
 
 static inline void soft_lock(soft_lock_t *l)

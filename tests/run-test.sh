@@ -14,7 +14,12 @@
 #                         whole pytest suite and an install)
 #   RDMAMSG_TEST_VALGRIND 1: run compiled tests under valgrind memcheck;
 #                         tests see RDMAMSG_TEST_SCALE=small and shrink
-#                         their loops.
+#                         their loops.  --fair-sched=yes: valgrind runs
+#                         one thread at a time, and its default lock lets
+#                         a thread that spins without a system call keep
+#                         the CPU for good from one that made a call (a
+#                         poller waiting for a thread that cannot run);
+#                         the kernel's scheduler never does that.
 # The probe mounts too: some containers allow the namespace, not the mount.
 if [ "${RDMAMSG_TEST_SHM:-}" != private ] && [ "$(id -u)" = 0 ] &&
 	unshare --mount --propagation private \
@@ -41,7 +46,7 @@ case $test_prog in
 		RDMAMSG_TEST_SCALE=small
 		export RDMAMSG_TEST_SCALE
 		set -- timeout --kill-after=10 "$((limit * 4))" "$VALGRIND" -q \
-			--error-exitcode=99 --leak-check=full \
+			--fair-sched=yes --error-exitcode=99 --leak-check=full \
 			--errors-for-leak-kinds=definite --track-fds=no \
 			--trace-children=no "$test_prog"
 	fi ;;

@@ -435,35 +435,19 @@ static void test_threads(struct tctx *t, struct tctx *u)
 	int st = 0;
 	pid_t pid;
 
-	/* A known bug, not yet found: under valgrind (its serialised
-	 * threads) cross() loses a message in 2 to 4 of 6 runs, hinted or
-	 * with the bias kept, also at 02b6050 before 2026-11-25 -- both
-	 * sides then wait, the echo of one of the last messages never
-	 * delivered -- and never in native runs.  Still there after
-	 * f37cdfc's bias fix (CI's valgrind stage, 2026-11-25 12:49: stuck
-	 * at message 2365, the sender's WQE READY in its slot and waited on
-	 * for seconds, the echo thread locking b's context as a non-owner
-	 * each poll).  Skipped under valgrind (tap_small) until it is found,
-	 * so that it is not taken for a flake of something else. */
-	int vg = tap_small();
-
 	is_int(threads(t, u), 0,
 	       "three streams on the same two contexts, two hinted: all "
 	       "delivered in order");
-	if (vg)
-		skip_one("a hinted pair across two contexts: under valgrind "
-			 "a message is lost (a known bug, not yet found)");
-	else
-		is_int(cross(t, u), 0,
-		       "a hinted pair across two contexts, a thread each: "
-		       "every echo back, in order");
+	is_int(cross(t, u), 0,
+	       "a hinted pair across two contexts, a thread each: every echo "
+	       "back, in order");
 	pid = fork();
 	if (pid == 0) {
 		setenv("SOFTRDMA_TEST_BIAS_KEEP", "1", 1);
 		if (t_open(&t2, 4) || t_open(&u2, 4))
 			_exit(9);
 		st = threads(&t2, &u2);
-		if (!st && !vg)
+		if (!st)
 			st = cross(&t2, &u2) ? 6 : 0;
 		t_close(&t2);
 		t_close(&u2);
