@@ -343,6 +343,25 @@ static void chains(void)
 	unpair();
 }
 
+/* bad_last_lkey -- a SEND of the n SGEs sg whose last has a bad lkey: the
+ * sender's IBV_WC_LOC_PROT_ERR, its QP in ERR, nothing delivered */
+static void bad_last_lkey(const uint32_t (*sg)[2], int n)
+{
+	struct ibv_wc wc;
+
+	pair();
+	memset(b.buf, 0, BUFSZ);
+	recv_at(0, 64, 0, 0, 0);
+	ok(send_sges(IBV_WR_SEND, 0, 0, sg, n, (uint32_t)n) == 0,
+	   "post %d SGEs, the last with a bad lkey", n);
+	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
+		   wc.wr_id == 77,
+	   "sender: IBV_WC_LOC_PROT_ERR");
+	is_int(t_qp_state(a.qp), IBV_QPS_ERR, "the sender's QP in ERR");
+	is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing delivered");
+	unpair();
+}
+
 static void run(const char *where)
 {
 	static const uint32_t three[3][2] = {{0, 5}, {100, 0}, {200, 11}};
@@ -491,30 +510,10 @@ static void run(const char *where)
 	   "sender: IBV_WC_REM_OP_ERR");
 	unpair();
 
-	/* a bad lkey in the third SGE, after two good ones */
-	pair();
-	memset(b.buf, 0, BUFSZ);
-	recv_at(0, 64, 0, 0, 0);
-	is_int(send_sges(IBV_WR_SEND, 0, 0, three, 3, 3), 0,
-	       "post 3 SGEs, the third with a bad lkey");
-	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
-		   wc.wr_id == 77,
-	   "sender: IBV_WC_LOC_PROT_ERR");
-	is_int(t_qp_state(a.qp), IBV_QPS_ERR, "the sender's QP in ERR");
-	is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing delivered");
-	unpair();
-
-	/* a bad lkey in the second of two SGEs */
-	pair();
-	recv_at(0, 64, 0, 0, 0);
-	is_int(send_sges(IBV_WR_SEND, 0, 0, two, 2, 2), 0,
-	       "post 2 SGEs, the second with a bad lkey");
-	ok(one(a.cq, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR &&
-		   wc.wr_id == 77,
-	   "sender: IBV_WC_LOC_PROT_ERR");
-	is_int(t_qp_state(a.qp), IBV_QPS_ERR, "the sender's QP in ERR");
-	is_int(ibv_poll_cq(b.cq, 1, &wc), 0, "nothing delivered");
-	unpair();
+	/* a bad lkey in the last SGE: the third after two good ones, and
+	 * the second of two (fast_gather's own case) */
+	bad_last_lkey(three, 3);
+	bad_last_lkey(two, 2);
 
 	/* a ping-pong of sequence-numbered messages: none lost, none twice */
 	pair();
