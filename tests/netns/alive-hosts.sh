@@ -73,6 +73,17 @@ round() {
 	done
 	_alive=no
 	kill -0 $cpid 2>/dev/null && _alive=yes
+	# the client's write with immediate completes on the server's
+	# acknowledgement, before the server's software has seen it: wait
+	# for its verdict too (under valgrind tens of ms later)
+	_j=0
+	while [ $_j -lt 300 ] &&
+		! grep -q "^server: \(region\|[0-9]* bad\|disconnected\)" \
+			"$tap_tmp/s.alive" &&
+		kill -0 $spid 2>/dev/null; do
+		sleep 0.1
+		_j=$((_j + 1))
+	done
 	diag "$_r: waited $_i x 0.1 s, the client running: $_alive, qdisc: $(fab exec "$name" 2 tc qdisc show dev eth0 | head -n 1)"
 	grep -q "^client: done" "$tap_tmp/c.alive"
 	ok $? "$_r: the client's writes completed: $(grep '^client: [0-9]' "$tap_tmp/c.alive")"
