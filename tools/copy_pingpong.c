@@ -1,0 +1,192 @@
+/*
+ * copy_pingpong -- what moving SIZE bytes between two cores costs, the
+ * ways a shared-memory transport can move them
+ *
+ * A sender thread and a responder thread on two CPUs take turns through
+ * one shared cache line: the sender hands over SIZE bytes of its source
+ * buffer, the responder copies them into its own buffer and answers.
+ * How the bytes go:
+ *   ring    the sender copies them into a ring, the responder out of it
+ *           (softrdma's copy ring); the ring's offset moves on by SIZE
+ *           each time and starts again at 0 past WINDOW bytes (-w 0:
+ *           always at offset 0)
+ *   direct  the responder copies out of the source itself (a mapped
+ *           registration: softrdma's peermap.c)
+ *   pvr     the responder reads the source with process_vm_readv (a
+ *           registration of private memory; UCX's cma)
+ * With -f the sender writes its source before each hand-off, as an
+ * application producing each message does; without, the source never
+ * changes (perftest's and ucx_perftest's buffers), and the responder may
+ * find the lines it read last time still valid in its own cache.
+ *
+ * Usage: copy_pingpong [-m ring|direct|pvr] [-s SIZE] [-w WINDOW] [-f]
+ *                      [-n ROUNDTRIPS] [-c CPU0,CPU1]
+ * Prints: "copy MODE SIZE WINDOW FRESH US" (one hand-off and its answer,
+ * microseconds, the average after a warm-up of a tenth)
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+enum mode { M_RING, M_DIRECT, M_PVR };
+
+static struct {
+	enum mode mode;
+	size_t size, window;
+	long rounds;
+	int cpu[2];
+	uint8_t *ring, *src, *dst;
+	pid_t pid;
+	_Alignas(64) _Atomic long go;
+	_Alignas(64) _Atomic long back;
+} g = {.mode = M_RING,
+       .size = 65536,
+       .window = 256 << 10,
+       .rounds = 20000,
+       .cpu = {0, 1}};
+
+/* now_ns -- monotonic clock in nanoseconds */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* pin -- bind the calling thread to one CPU; ignore failure */
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* ring_off -- where hand-off i lies in the ring */
+static size_t ring_off(long i)
+{
+	return g.window ? ((size_t)i * g.size) % g.window : 0;
+}
+
+/* responder -- copy each hand-off out, answer it */
+static void *responder(void *arg)
+{
+	long i;
+
+	(void)arg;
+	pin(g.cpu[1]);
+	for (i = 1; i <= g.rounds; i++) {
+		while (atomic_load_explicit(&g.go, memory_order_acquire) != i)
+			;
+		if (g.mode == M_RING) {
+			memcpy(g.dst, g.ring + ring_off(i), g.size);
+		} else if (g.mode == M_DIRECT) {
+			memcpy(g.dst, g.src, g.size);
+		} else {
+			struct iovec l = {g.dst, g.size}, r = {g.src, g.size};
+
+			if (process_vm_readv(g.pid, &l, 1, &r, 1, 0) !=
+			    (ssize_t)g.size) {
+				perror("copy_pingpong: process_vm_readv");
+				exit(1);
+			}
+		}
+		atomic_store_explicit(&g.back, i, memory_order_release);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const char *names[] = {"ring", "direct", "pvr"};
+	int fresh = 0, opt;
+	long i, warm;
+	uint64_t t0 = 0;
+	pthread_t t;
+
+	while ((opt = getopt(argc, argv, "m:s:w:fn:c:")) != -1) {
+		switch (opt) {
+		case 'm':
+			for (i = 0; i < 3 && strcmp(optarg, names[i]); i++)
+				;
+			if (i == 3)
+				goto usage;
+			g.mode = (enum mode)i;
+			break;
+		case 's':
+			g.size = strtoul(optarg, NULL, 0);
+			break;
+		case 'w':
+			g.window = strtoul(optarg, NULL, 0);
+			break;
+		case 'f':
+			fresh = 1;
+			break;
+		case 'n':
+			g.rounds = strtol(optarg, NULL, 0);
+			break;
+		case 'c':
+			if (sscanf(optarg, "%d,%d", &g.cpu[0], &g.cpu[1]) != 2)
+				goto usage;
+			break;
+		default:
+			goto usage;
+		}
+	}
+	if (g.size < 1 || g.size > (64u << 20) || g.window > (1u << 30) ||
+	    (g.window && g.window < g.size) || g.rounds < 10)
+		goto usage;
+	g.window -= g.window % g.size; /* whole hand-offs */
+	g.pid = getpid();
+	g.ring = aligned_alloc(4096, g.window ? g.window : g.size);
+	g.src = aligned_alloc(4096, g.size);
+	g.dst = aligned_alloc(4096, g.size);
+	if (!g.ring || !g.src || !g.dst) {
+		perror("copy_pingpong: memory");
+		return 1;
+	}
+	memset(g.ring, 1, g.window ? g.window : g.size);
+	memset(g.src, 2, g.size);
+	memset(g.dst, 3, g.size);
+	if (pthread_create(&t, NULL, responder, NULL)) {
+		perror("copy_pingpong: thread");
+		return 1;
+	}
+	pin(g.cpu[0]);
+	warm = g.rounds / 10;
+	for (i = 1; i <= g.rounds; i++) {
+		if (i == warm + 1)
+			t0 = now_ns();
+		if (fresh)
+			memset(g.src, (int)i, g.size);
+		if (g.mode == M_RING)
+			memcpy(g.ring + ring_off(i), g.src, g.size);
+		atomic_store_explicit(&g.go, i, memory_order_release);
+		while (atomic_load_explicit(&g.back, memory_order_acquire) != i)
+			;
+	}
+	printf("copy %s %zu %zu %d %.3f\n", names[g.mode], g.size, g.window,
+	       fresh,
+	       (double)(now_ns() - t0) / 1000.0 / (double)(g.rounds - warm));
+	pthread_join(t, NULL);
+	free(g.ring);
+	free(g.src);
+	free(g.dst);
+	return 0;
+usage:
+	fprintf(stderr,
+		"usage: %s [-m ring|direct|pvr] [-s SIZE] [-w WINDOW] [-f] "
+		"[-n ROUNDTRIPS >= 10] [-c CPU0,CPU1]\n",
+		argv[0]);
+	return 2;
+}
