@@ -187,6 +187,7 @@ fi
 # into the posted buffer) and active messages (ucp_am_lat/ucp_am_bw, a
 # callback that may read the data in place, as rdmamsg's on_recv does).
 cl=$builddir/tools/cacheline_pingpong
+cp=$builddir/tools/copy_pingpong
 for round in $(seq "$rounds"); do
 	echo "# round $round/$rounds" >&2
 	LOAD+=("$(cut -d' ' -f1 /proc/loadavg)")
@@ -194,6 +195,16 @@ for round in $(seq "$rounds"); do
 	v=n/a
 	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
 	FLOOR+=("${v:-n/a}")
+	# 64 KiB between the two cores: written by the sender each time,
+	# through a ring (what moving fresh bytes costs), and never written,
+	# read with process_vm_readv (what perftest's and UCX's unchanged
+	# buffers cost: the reader's cached lines stay valid)
+	v=n/a w=n/a
+	if [ -x "$cp" ]; then
+		v=$("$cp" -m ring -s 65536 -f -n "$(iters 20000)" 2>/dev/null | awk '$1 == "copy" { print $6 }')
+		w=$("$cp" -m pvr -s 65536 -n "$(iters 20000)" 2>/dev/null | awk '$1 == "copy" { print $6 }')
+	fi
+	MOVED+=("${v:-n/a}/${w:-n/a}")
 	# one-way latency (half round trip), median, us
 	for sz in 8 4096 65536; do
 		n=10000
@@ -252,6 +263,7 @@ scale_all "$(awk 'BEGIN { print 1e6 / 1048576 }')" R_bw Z_bw N_bw R_bw1m N_bw1m
 scale_all 0.000001 U_mr A_mr
 echo "# rounds load: ${LOAD[*]}"
 echo "# rounds cache-line floor, us: ${FLOOR[*]}"
+echo "# rounds 64 KiB between the cores, us, written each time / unchanged: ${MOVED[*]}"
 for a in R_lat_8 S_lat_8 U_lat_8 A_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 \
 	A_lat_4096 R_lat_65536 S_lat_65536 U_lat_65536 A_lat_65536 Z_lat_4096 \
 	Z_lat_65536 N_lat_65536 R_ev S_ev R_bw Z_bw N_bw S_bw U_bw A_bw R_bw1m \
@@ -309,7 +321,7 @@ fi
 echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma (zero-copy rows: --zcopy, rdmamsg_send_buf()"
-echo "of a pool buffer the caller filled, instead of rdmamsg_send() copying; nocopy rows: --nocopy,"
+echo "of a pool buffer, instead of rdmamsg_send() copying; nocopy rows: --nocopy,"
 echo "rdmamsg_send_nocopy() from one registered buffer, read in place above the rendezvous threshold,"
 echo "as UCX sends from one buffer, and the server's lat replies too); copied rows: at most"
 echo "RDMAMSG_COPY_AHEAD (default 1 MiB) copied and not yet read; verbs: perftest on softrdma (LD_PRELOAD),"
@@ -318,4 +330,9 @@ echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest with UCX_TLS=$ut
 echo "tag_lat/ucp_am_lat 50%ile, tag_bw/ucp_am_bw average."
 echo "Each value: median over $rounds rounds (the \"# rounds\" lines above list them, with each"
 echo "round's load and two-process cache-line ping-pong floor)."
+echo "No side writes its send buffer between messages.  Bytes copied on the way (rdmamsg_send()'s"
+echo "copy, softrdma's copy ring for SENDs up to 64 KiB, UCX's eager copies) cross the cores freshly"
+echo "written; a receiver reading the sender's buffer in place (rdmamsg's zero-copy and nocopy"
+echo "rendezvous, UCX's cma) may find the lines it read last time still valid in its own cache."
+echo "The \"64 KiB between the cores\" line gives both costs on this machine (tools/copy_pingpong)."
 exit 0
