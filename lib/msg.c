@@ -63,7 +63,9 @@
  * pool, which it maps): fragments win there up to about this size
  * (doc/performance.md "Rendezvous threshold per connection": 256 KiB
  * while the READ was a process_vm_readv, 32 KiB since the pool is
- * mapped); retune it when the copy paths change.  Through
+ * mapped, 16 KiB since the copy ring moves on: from 20 KiB a READ is as
+ * fast one-way and 1.3-2x the bandwidth); retune it when the copy paths
+ * change.  Through
  * an HCA's loopback both protocols cross PCIe and rendezvous saves the
  * receiver's copy as it does between hosts: the default stays.  The
  * value is RDMAMSG__RNDV_LOCAL_SHM (internal.h, for the tests). */
