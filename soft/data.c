@@ -2526,6 +2526,7 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 struct rx_batch {
 	uint32_t n;
 	struct {
+		uint64_t wr_id; /* its WQE's, read as rx_fast takes it */
 		uint32_t len, imm, flags;
 	} m[RX_BATCH];
 };
@@ -2581,6 +2582,7 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 		copy_small((char *)mr->mr.addr + (sg->addr - mr->iova),
 			   s->payload, h.len);
 	}
+	b->m[b->n].wr_id = r->wr_id;
 	b->m[b->n].len = h.len;
 	b->m[b->n].imm = h.imm;
 	b->m[b->n].flags = h.flags;
@@ -2620,7 +2622,7 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 		if (!w)
 			w = &wc;
 		*w = (struct ibv_wc){
-			.wr_id = qp->rq[qp->rq_tail & (qp->rq_size - 1)].wr_id,
+			.wr_id = b->m[i].wr_id,
 			.status = IBV_WC_SUCCESS,
 			.opcode = IBV_WC_RECV,
 			.byte_len = b->m[i].len,
