@@ -398,9 +398,9 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	}
 	ep->peer_ctl = req->peer_ctl;
 	ep->peer_caps = req->peer_caps;
+	ep->sid = req->sid; /* before the protocols: a session's (msg.c) */
 	rdmamsg__ep_negotiate(ep, req->peer_depth, req->peer_eager,
 			      req->peer_max_msg);
-	ep->sid = req->sid;
 	ep->apm.peer_alt_lid = req->alt_lid;
 	ret = rdmamsg__ep_session_init(ep);
 	if (ret)

@@ -678,14 +678,16 @@ int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
  * variable RDMAMSG_RNDV_THRESH, bytes with an optional k, m or g suffix,
  * says otherwise; the attribute wins over it).  Without either the
  * connection chooses: RDMAMSG_RNDV_THRESH_DEFAULT, or on softrdma a
- * higher one (256 KiB) to a peer on this host, where fragments cost less
- * than a READ (rdmamsg_protocols.peer_local tells).
+ * lower one (16 KiB) to a peer on this host, where a READ from the
+ * mapped pool costs fewer copies than fragments through the copy ring
+ * (rdmamsg_protocols.peer_local tells).
  * Below it, and never above the negotiated maximum message size, messages
  * go eager or in fragments.  -EINVAL outside RDMAMSG_RNDV_THRESH_MIN ..
  * 2^40 (a bad RDMAMSG_RNDV_THRESH makes rdmamsg_connect() and
  * rdmamsg_conn_req_accept() fail with -EINVAL).  Endpoints with
- * RDMAMSG_FAILOVER_REPLAY use fragments up to the maximum message size
- * whatever the threshold: a pull in flight does not survive a reconnect.
+ * RDMAMSG_FAILOVER_REPLAY, and the endpoints that accept their sessions,
+ * use fragments up to the maximum message size whatever the threshold: a
+ * pull in flight does not survive a reconnect.
  */
 #define RDMAMSG_RNDV_THRESH_DEFAULT 32768
 #define RDMAMSG_RNDV_THRESH_MIN	    64

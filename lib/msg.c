@@ -1715,7 +1715,9 @@ static size_t rndv_default(const struct rdmamsg_ep *ep)
  * fragments can carry a message), eager sends up to the smaller of the
  * eager size and the threshold.  A replay session re-sends what the peer
  * lacks fragment by fragment, while a pull in flight is lost with the
- * connection: it takes fragments up to the message maximum. */
+ * connection: it takes fragments up to the message maximum, on both
+ * sides (sid: the connector's, and the accepted endpoint's, which has no
+ * failover policy of its own). */
 void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 {
 	size_t r = ep->p.rndv_thresh ? ep->p.rndv_thresh : rndv_default(ep);
@@ -1723,7 +1725,7 @@ void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 	if (r > ep->max_msg)
 		r = ep->max_msg;
 
-	if (ep->p.failover == RDMAMSG_FAILOVER_REPLAY)
+	if (ep->sid)
 		r = ep->max_msg;
 	ep->rndv = r;
 	ep->eager_max = ep->frag < r ? ep->frag : (uint32_t)r;

@@ -245,15 +245,14 @@ static uint32_t sq_reserve(const struct rdmamsg_ep *ep)
 
 /* rdmamsg__rndv_ep_mw -- windows for ep's rendezvous sources: the device
  * has them, on an RC lane (a DCI's window would be bound to a shared
- * initiator), and not in a replay session (its QP changes under a bound
- * window) */
+ * initiator), and not in a replay session, on either side (its QP
+ * changes under a bound window) */
 int rdmamsg__rndv_ep_mw(const struct rdmamsg_ep *ep)
 {
 	if (ep->xf && ep->xf->mw_state)
 		return ep->xf->mw_state > 0;
 	return rdmamsg__mw_cap(ep->ctx) &&
-	       ep->p.transport != RDMAMSG_TRANSPORT_DC &&
-	       ep->p.failover != RDMAMSG_FAILOVER_REPLAY;
+	       ep->p.transport != RDMAMSG_TRANSPORT_DC && !ep->sid;
 }
 
 /* use_mw -- rdmamsg__rndv_ep_mw, found once per endpoint */

@@ -353,10 +353,13 @@ async def test_replay_across_breaks(ctxs, breaker, srq):
                                failover="replay", on_path=events.append,
                                reconnect_timeout=WAIT, reconnect_tries=1000,
                                connect_timeout=WAIT, srq=sb)
-    # eager messages (rendezvous pulls in flight are not replayed), of one
-    # to several fragments, some above KEEP_THRESHOLD
-    mx = min(ep.max_msg_size, 24000)
-    assert mx > rdmamsg.KEEP_THRESHOLD
+    # messages of one to several fragments, some above KEEP_THRESHOLD and
+    # above the rendezvous threshold (16 KiB on one host, 32 KiB between
+    # hosts): both ends of a session send fragments up to the message
+    # maximum, the accepting end too, since a rendezvous pull in flight
+    # would not be replayed (the server echoes each message)
+    mx = min(ep.max_msg_size, 48000)
+    assert mx > rdmamsg.KEEP_THRESHOLD and mx > 32768
     echoed = []
 
     async def reader():
