@@ -7,9 +7,13 @@ import pytest
 import rdmamsg
 from conftest import pattern
 
-# small (copied), kept in the pool (>= keep_threshold, 16 KiB by default)
-# and rendezvous (above the eager maximum of 1 MiB)
-SIZES = [0, 8, 300, 4096, 20000, 1 << 20, (1 << 20) + 1]
+# small (copied), kept in the pool (>= keep_threshold, 16 KiB by default;
+# still in fragments: the same-host rendezvous threshold is 16 KiB) and
+# rendezvous.  Sent back to back with send_nowait, on both sides: a third
+# rendezvous copy not yet read would meet the copy-ahead bound (the two
+# 1 MiB ones are what it always grants), and send_nowait would raise
+# WouldBlock, inside the echo callback too
+SIZES = [0, 8, 300, 4096, 16384, 1 << 20, (1 << 20) + 1]
 
 
 async def test_receiver_echo_every_size(ctxs):
