@@ -156,6 +156,8 @@ static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	rdmamsg_ep_attr_set_path_cb(a, srv_path);
 	rdmamsg_ep_attr_set_session_linger(a, s->linger ? s->linger : 60000);
 	rdmamsg_ep_attr_set_srq(a, the_srq);
+	/* below MAX_MSG: a session's ends ignore it (stream()) */
+	rdmamsg_ep_attr_set_rndv_threshold(a, 2 * EAGER);
 	if (rdmamsg_conn_req_accept(req, a, &srv_cbs, s, &s->ep))
 		s->bad++;
 	rdmamsg_ep_attr_delete(&a);
@@ -306,6 +308,7 @@ static struct rdmamsg_ep_attr *replay_attr(void)
 	rdmamsg_ep_attr_set_path_cb(a, cli_path);
 	rdmamsg_ep_attr_set_reconnect(a, 60000, 16);
 	rdmamsg_ep_attr_set_srq(a, the_srq);
+	rdmamsg_ep_attr_set_rndv_threshold(a, 2 * EAGER); /* ignored */
 	if (the_dc)
 		rdmamsg_ep_attr_set_transport(a, RDMAMSG_TRANSPORT_DC);
 	return a;
@@ -374,6 +377,23 @@ static void stream(int srq, int dc)
 	ok(wait_state(ctx, ep, RDMAMSG_EP_CONNECTED), "up");
 	if (!s.ep)
 		bail_out("no accepted endpoint");
+	{
+		/* both ends of the session send in fragments up to the
+		 * message maximum, whatever their threshold (2 * EAGER),
+		 * through no window: a pull in flight would not be
+		 * replayed (msg.c rdmamsg__ep_proto_set) */
+		struct rdmamsg_protocols pc = {0}, psv = {0};
+		int got = !rdmamsg_ep_get_protocols(ep, &pc) &&
+			  !rdmamsg_ep_get_protocols(s.ep, &psv);
+
+		ok(got && pc.rndv_threshold == pc.max_msg &&
+			   psv.rndv_threshold == psv.max_msg &&
+			   !pc.rndv_window && !psv.rndv_window,
+		   "fragments up to the maximum on both ends (connector "
+		   "%zu of %zu, acceptor %zu of %zu), windows %d/%d",
+		   pc.rndv_threshold, pc.max_msg, psv.rndv_threshold,
+		   psv.max_msg, pc.rndv_window, psv.rndv_window);
+	}
 	if (the_srq) {
 		ret = rdmamsg_srq_query(the_srq, &ss);
 		ok(!ret && ss.endpoints == 2 && ss.bufs > 0,
