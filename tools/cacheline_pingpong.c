@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 struct shared {
 	_Alignas(64) volatile uint64_t line;
 	char pad[64 - sizeof(uint64_t)];
@@ -32,25 +34,12 @@ struct shared {
 #define cpu_relax() __asm__ __volatile__("" ::: "memory")
 #endif
 
-/* now_ns -- monotonic clock in nanoseconds */
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* pin -- bind the calling process to one CPU; ignore failure */
+/* pin -- bind the calling process to CPU cpu (-1: anywhere); a failure
+ * leaves it where it was */
 static void pin(int cpu)
 {
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	(void)sched_setaffinity(0, sizeof(set), &set);
+	if (cpu >= 0)
+		(void)pin_cpu(cpu);
 }
 
 /* cmp_u64 -- qsort order for uint64_t */
@@ -96,8 +85,12 @@ int main(int argc, char **argv)
 			batch = strtol(optarg, NULL, 0);
 			break;
 		case 'c':
-			if (sscanf(optarg, "%d,%d", &cpu0, &cpu1) != 2) {
-				fprintf(stderr, "-c wants CPU0,CPU1\n");
+			if (sscanf(optarg, "%d,%d", &cpu0, &cpu1) != 2 ||
+			    cpu0 < 0 || cpu0 >= CPU_SETSIZE || cpu1 < 0 ||
+			    cpu1 >= CPU_SETSIZE) {
+				fprintf(stderr,
+					"-c wants CPU0,CPU1, each 0 to %d\n",
+					CPU_SETSIZE - 1);
 				return 2;
 			}
 			break;

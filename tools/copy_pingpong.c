@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 enum mode { M_RING, M_DIRECT, M_PVR };
 
 static struct {
@@ -53,25 +55,6 @@ static struct {
        .rounds = 20000,
        .cpu = {0, 1}};
 
-/* now_ns -- monotonic clock in nanoseconds */
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* pin -- bind the calling thread to one CPU; ignore failure */
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 /* ring_off -- where hand-off i lies in the ring */
 static size_t ring_off(long i)
 {
@@ -84,7 +67,7 @@ static void *responder(void *arg)
 	long i;
 
 	(void)arg;
-	pin(g.cpu[1]);
+	(void)pin_cpu(g.cpu[1]); /* a failure: anywhere */
 	for (i = 1; i <= g.rounds; i++) {
 		while (atomic_load_explicit(&g.go, memory_order_acquire) != i)
 			;
@@ -136,7 +119,10 @@ int main(int argc, char **argv)
 			g.rounds = strtol(optarg, NULL, 0);
 			break;
 		case 'c':
-			if (sscanf(optarg, "%d,%d", &g.cpu[0], &g.cpu[1]) != 2)
+			if (sscanf(optarg, "%d,%d", &g.cpu[0], &g.cpu[1]) !=
+				    2 ||
+			    g.cpu[0] < 0 || g.cpu[0] >= CPU_SETSIZE ||
+			    g.cpu[1] < 0 || g.cpu[1] >= CPU_SETSIZE)
 				goto usage;
 			break;
 		default:
@@ -162,7 +148,7 @@ int main(int argc, char **argv)
 		perror("copy_pingpong: thread");
 		return 1;
 	}
-	pin(g.cpu[0]);
+	(void)pin_cpu(g.cpu[0]);
 	warm = g.rounds / 10;
 	for (i = 1; i <= g.rounds; i++) {
 		if (i == warm + 1)

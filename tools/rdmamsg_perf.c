@@ -35,6 +35,8 @@
 
 #include "rdmamsg.h"
 
+#include "bench.h"
+
 #define PERF_MAGIC	  0x52504631u /* "RPF1" */
 #define PERF_DEFAULT_PORT 18600
 #define PERF_IMM_ACK	  1 /* "acknowledge this round" */
@@ -132,15 +134,6 @@ struct perf_conn {
 };
 
 static const char *const test_names[] = {"lat", "bw", "rate", "mcast"};
-
-/* now_ns -- monotonic time in nanoseconds */
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* perf_log -- the library's log messages go to stderr */
 static void perf_log(int level, const char *func, const char *msg, void *arg)
@@ -1752,18 +1745,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (p.o.cpu >= 0) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET((size_t)p.o.cpu, &set);
-		if (sched_setaffinity(0, sizeof(set), &set) < 0) {
-			fprintf(stderr,
-				"rdmamsg_perf: --cpu %ld: cannot run there: "
-				"%s\n",
-				p.o.cpu, strerror(errno));
-			return 2;
-		}
+	if (p.o.cpu >= 0 && pin_cpu(p.o.cpu) < 0) {
+		fprintf(stderr,
+			"rdmamsg_perf: --cpu %ld: cannot run there: %s\n",
+			p.o.cpu, strerror(errno));
+		return 2;
 	}
 	rdmamsg_log_set_function(perf_log, NULL);
 	rdmamsg_log_set_level(p.o.verbose == 0	 ? RDMAMSG_LOG_WARNING
