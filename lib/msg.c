@@ -1722,10 +1722,7 @@ void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 {
 	size_t r = ep->p.rndv_thresh ? ep->p.rndv_thresh : rndv_default(ep);
 
-	if (r > ep->max_msg)
-		r = ep->max_msg;
-
-	if (ep->sid)
+	if (r > ep->max_msg || ep->sid)
 		r = ep->max_msg;
 	ep->rndv = r;
 	ep->eager_max = ep->frag < r ? ep->frag : (uint32_t)r;
