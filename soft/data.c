@@ -1182,9 +1182,11 @@ static inline __attribute__((always_inline)) void post_one(
 	} else if ((ring = ring_take(qp, len)) >= 0) {
 		/* captured now, as an HCA may; the peer copies it out with
 		 * no system call */
+		uint64_t off = (uint64_t)ring;
+
 		flags |= SOFT_SF_RING;
 		iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
-		s->raddr = (uint64_t)ring;
+		memcpy(s->payload + SOFT_SLOT_RING_OFF, &off, 8);
 		e->ring_end = qp->ring_head;
 		/* whatever serves it from here on (serve_remote, for a
 		 * responder that does not run) takes the captured bytes:
@@ -1360,67 +1362,37 @@ static __attribute__((noinline)) uint32_t fast_gather(struct soft_qp *qp,
 }
 
 /*
- * post_send_fast -- the usual ibv_post_send on a connected local RC QP:
- * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN) whose SGEs
- * (at least one) add up to what fits a slot, in RTS, with nothing held or
- * failed before it.  The checks of check_wr and gather and the slot of
- * post_one, without their general cases (tools/soft_pingpong-insns.sh
- * counts it).  0: not such a WR, or
- * one that fails a check: nothing done but bytes copied into the free
- * slot that the general path then fills again (and gives the error).
- * Lock held.
+ * fast_publish -- post_send_fast's WQE for len bytes already in its slot
+ * s (FLAGS SOFT_SF_COPIED) or in the copy ring up to RING_END (SOFT_SF_RING,
+ * the offset in the slot), and the slot published.  Only the slot's first
+ * line is written (slot.h): nothing of its tail is read for such a SEND
+ * (no SGE list, key, address or chunk; status and rnr_timer are written by
+ * whoever sets DONE or RNR).  Lock held.
  */
-static inline __attribute__((always_inline)) int post_send_fast(
-	struct soft_qp *qp, struct ibv_send_wr *wr)
+static inline __attribute__((always_inline)) void fast_publish(
+	struct soft_qp *qp, struct ibv_send_wr *wr, struct soft_slot *s,
+	uint32_t len, uint32_t flags, uint64_t ring_end)
 {
-	const struct ibv_sge *sg = wr->sg_list;
 	uint64_t idx = qp->sq_head, msgno = qp->tx_msgno;
-	struct soft_swqe *e;
-	struct iovec v; /* an SGE's bytes: the WQE keeps no iovecs (niov 0) */
-	struct soft_slot *s;
-	uint32_t len = 0, flags = SOFT_SF_COPIED;
-	int n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
+	struct soft_swqe *e = &qp->sq[idx & qp->sq_mask];
 
-	/* the opcode first: a READ, WRITE or bind is told in one test */
-	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
-	     wr->opcode != IBV_WR_SEND_WITH_INV) ||
-	    wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
-	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
-	    qp->nheld || idx - qp->sq_tail >= qp->cap.max_send_wr)
-		return 0;
-	s = slot_at(qp->slots, msgno, qp->sq_mask);
-	if (n == 1) { /* the loop below, straight */
-		len = sg->length;
-		if (len > SOFT_SLOT_PAYLOAD || fast_sge(qp, sg, inl, &v))
-			return 0;
-		copy_small(s->payload, v.iov_base, len);
-	} else {
-		len = fast_gather(qp, sg, n, inl, s->payload);
-		if (len == UINT32_MAX)
-			return 0;
-	}
-	if (inl && len > qp->cap.max_inline_data)
-		return 0;
-	e = &qp->sq[idx & qp->sq_mask];
 	e->wr_id = wr->wr_id;
 	e->wc_opcode = IBV_WC_SEND;
 	e->byte_len = len;
 	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	e->kind = SOFT_WQE_RING;
 	e->op = SOFT_OP_SEND;
-	/* its bytes are in the slot: whatever reads iovecs of a copied SEND
+	/* a copied SEND's bytes are in the slot: whatever reads iovecs
 	 * (serve_remote takes the payload; tx_chunk, asked by a peer that
-	 * lies, copies nothing) has none to read */
-	e->niov = 0;
+	 * lies, copies nothing) has none to read; a ring SEND has one,
+	 * the captured bytes (fast_ring) */
+	e->niov = ring_end != 0;
 	e->msgno = msgno;
-	e->ring_end = 0;
+	e->ring_end = ring_end;
 	e->spill = NULL;
 	qp->sq_head = idx + 1;
 	qp->tx_msgno = msgno + 1;
 	soft_qp_hot(qp); /* progress follows it until it completes */
-	/* the slot's first line only (slot.h): nothing of its tail is read
-	 * for a copied SEND (no SGE list, key, address or chunk; status and
-	 * rnr_timer are written by whoever sets DONE or RNR) */
 	s->opcode = SOFT_OP_SEND;
 	s->len = len;
 	s->imm = wr->imm_data;
@@ -1436,6 +1408,85 @@ static inline __attribute__((always_inline)) int post_send_fast(
 			      memory_order_release);
 	qp->ctx->outstanding++;
 	peer_wake(qp);
+}
+
+/*
+ * fast_ring -- post_send_fast's SEND past the slot (post_one's ring case),
+ * out of line: its SGEs gathered into the copy ring, captured now as an
+ * HCA may, the offset into the slot's first line, the captured bytes the
+ * WQE's one iovec for whatever serves it later (serve_remote, for a
+ * responder that does not run).  1: posted; 0: not for the fast path (an
+ * SGE it cannot check, inline bytes past max_inline_data, no room in the
+ * ring), nothing taken.  Lock held.
+ */
+static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
+					       struct ibv_send_wr *wr,
+					       struct soft_slot *s, int inl)
+{
+	struct iovec *iov =
+		qp->sq_iov + (qp->sq_head & qp->sq_mask) * qp->sq_iov_n;
+	uint64_t len = 0, off;
+	int64_t ring;
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		if (fast_sge(qp, &wr->sg_list[i], inl, &iov[i]))
+			return 0;
+		len += wr->sg_list[i].length;
+	}
+	if ((inl && len > qp->cap.max_inline_data) ||
+	    (ring = ring_take(qp, len)) < 0)
+		return 0;
+	iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
+	off = (uint64_t)ring;
+	memcpy(s->payload + SOFT_SLOT_RING_OFF, &off, 8);
+	iov[0].iov_base = qp->ring + ring;
+	iov[0].iov_len = len;
+	fast_publish(qp, wr, s, (uint32_t)len, SOFT_SF_RING, qp->ring_head);
+	return 1;
+}
+
+/*
+ * post_send_fast -- the usual ibv_post_send on a connected local RC QP:
+ * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN) whose SGEs
+ * (at least one) add up to what fits a slot or the copy ring (fast_ring),
+ * in RTS, with nothing held or failed before it.  The checks of check_wr
+ * and gather and the slot of post_one, without their general cases
+ * (tools/soft_pingpong-insns.sh counts it).  0: not such a WR, or one
+ * that fails a check: nothing done but bytes copied into the free slot
+ * that the general path then fills again (and gives the error).  Lock
+ * held.
+ */
+static inline __attribute__((always_inline)) int post_send_fast(
+	struct soft_qp *qp, struct ibv_send_wr *wr)
+{
+	const struct ibv_sge *sg = wr->sg_list;
+	struct iovec v; /* an SGE's bytes: the WQE keeps no iovecs (niov 0) */
+	struct soft_slot *s;
+	uint32_t len;
+	int n = wr->num_sge, inl = !!(wr->send_flags & IBV_SEND_INLINE);
+
+	/* the opcode first: a READ, WRITE or bind is told in one test */
+	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	     wr->opcode != IBV_WR_SEND_WITH_INV) ||
+	    wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
+	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
+	    qp->nheld || qp->sq_head - qp->sq_tail >= qp->cap.max_send_wr)
+		return 0;
+	s = slot_at(qp->slots, qp->tx_msgno, qp->sq_mask);
+	if (n == 1 && sg->length <= SOFT_SLOT_PAYLOAD) { /* straight */
+		len = sg->length;
+		if (fast_sge(qp, sg, inl, &v))
+			return 0;
+		copy_small(s->payload, v.iov_base, len);
+	} else {
+		len = fast_gather(qp, sg, n, inl, s->payload);
+		if (__builtin_expect(len == UINT32_MAX, 0))
+			return fast_ring(qp, wr, s, inl); /* past the slot */
+	}
+	if (inl && len > qp->cap.max_inline_data)
+		return 0;
+	fast_publish(qp, wr, s, len, SOFT_SF_COPIED, 0);
 	return 1;
 }
 
@@ -2533,7 +2584,8 @@ struct rx_batch {
 
 /*
  * rx_fast -- the usual message: a SEND (or SEND_WITH_IMM) whose bytes are
- * in the slot, into a receive WQE of one SGE on a QP without SRQ.  The
+ * in the slot or the sender's copy ring, into a receive WQE of one SGE on
+ * a QP without SRQ.  The
  * checks of soft_slot_decode and wqe_iov and the outcome of rx_msg,
  * without their general cases (tools/soft_pingpong-insns.sh counts it).
  * The data goes into the next WQE not yet taken by the batch; nothing is
@@ -2549,6 +2601,24 @@ _Static_assert(offsetof(struct soft_slot, imm) ==
 			       offsetof(struct soft_slot, opcode) + 12,
 	       "rx_fast reads opcode, imm, len and flags in one copy");
 
+/* rx_ring_src -- rx_fast's SEND in the sender's copy ring: where its bytes
+ * are, within the ring; NULL: none such (rx_msg takes it, and NAKs an
+ * offset out of range).  Out of line: a copied SEND pays nothing for it */
+static __attribute__((noinline)) const uint8_t *rx_ring_src(
+	const struct soft_qp *qp, const struct soft_slot *s, uint32_t flags,
+	uint32_t len)
+{
+	uint64_t off;
+
+	memcpy(&off, s->payload + SOFT_SLOT_RING_OFF, 8);
+	if ((flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
+		    SOFT_SF_RING ||
+	    !qp->peer_ring || off > qp->peer_ring_size ||
+	    len > qp->peer_ring_size - off)
+		return NULL;
+	return qp->peer_ring + off;
+}
+
 static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 							 struct soft_slot *s,
 							 struct rx_batch *b)
@@ -2558,15 +2628,20 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 	} h;
 	const struct soft_rwqe *r;
 	const struct ibv_sge *sg;
+	const uint8_t *src = s->payload;
 	struct soft_mr *mr;
 
 	memcpy(&h, &s->opcode, sizeof(h));
-	if (h.opcode != SOFT_OP_SEND ||
-	    (h.flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
-		    SOFT_SF_COPIED ||
-	    h.len > SOFT_SLOT_PAYLOAD || qp->srq || b->n >= RX_BATCH ||
+	if (h.opcode != SOFT_OP_SEND || qp->srq || b->n >= RX_BATCH ||
 	    qp->rq_head - qp->rq_tail <= b->n)
 		return -1;
+	if ((h.flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
+		    SOFT_SF_COPIED ||
+	    h.len > SOFT_SLOT_PAYLOAD) {
+		src = rx_ring_src(qp, s, h.flags, h.len);
+		if (!src)
+			return -1;
+	}
 	r = &qp->rq[(qp->rq_tail + b->n) & (qp->rq_size - 1)];
 	sg = &r->sge[0];
 	if (r->num_sge != 1 || sg->length < h.len)
@@ -2579,8 +2654,8 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 		    sg->addr - mr->iova > mr->mr.length ||
 		    sg->length > mr->mr.length - (sg->addr - mr->iova))
 			return -1; /* an indirect mkey, or LOC_PROT_ERR */
-		copy_small((char *)mr->mr.addr + (sg->addr - mr->iova),
-			   s->payload, h.len);
+		copy_small((char *)mr->mr.addr + (sg->addr - mr->iova), src,
+			   h.len);
 	}
 	b->m[b->n].wr_id = r->wr_id;
 	b->m[b->n].len = h.len;
@@ -3360,8 +3435,9 @@ static void flush_rq(struct soft_qp *qp)
 
 /*
  * tx_fast -- tx_qp's usual cases, inlined into the visit: the WQEs the
- * responder's cumulative ACK covers (slots it never wrote back, no copy
- * ring room or inline copy to give back) complete in order; then, the
+ * responder's cumulative ACK covers (slots it never wrote back, no
+ * inline copy to give back; copy ring room goes back) complete in order;
+ * then, the
  * head still in flight untouched (READY, nobody to serve for it), only
  * tx_qp's count towards the next liveness check.  1: done, 0: tx_qp
  * must look at what is left (anything else, the same way as before).
@@ -3378,7 +3454,7 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 
 	do {
 		e = &qp->sq[qp->sq_tail & qp->sq_mask];
-		if (e->kind != SOFT_WQE_RING || e->ring_end || e->spill)
+		if (e->kind != SOFT_WQE_RING || e->spill)
 			return 0;
 		st = atomic_load_explicit(
 			&slot_at(qp->slots, e->msgno, qp->sq_mask)->state,
@@ -3415,6 +3491,8 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 		qp->rnr_count = 0;
 		qp->rnr_since = 0;
 		qp->dead_since = 0;
+		if (e->ring_end)
+			qp->ring_tail = e->ring_end; /* its room is free */
 		qp->sq_tail++;
 	} while (qp->sq_tail != qp->sq_head);
 	/* tx_qp's ending: nothing of it due in the usual case */

@@ -25,8 +25,9 @@
 #define SOFT_REG_MAGIC 0x736f66747265670aull
 /* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c);
  * 5: key entries' sequence counts (soft_key_read); 6: a slot's header
- * split, its first part before the payload (soft/slot.h) */
-#define SOFT_REG_VERSION 6
+ * split, its first part before the payload (soft/slot.h); 7: a ring
+ * SEND's offset in the slot's first line (SOFT_SLOT_RING_OFF) */
+#define SOFT_REG_VERSION 7
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;

@@ -108,8 +108,14 @@ send:
 	if ((m->flags & SOFT_SF_KEYS) &&
 	    (m->flags & (SOFT_SF_COPIED | SOFT_SF_CHUNKED | SOFT_SF_RING)))
 		return SOFT_NAK_INV_REQ;
-	if (m->flags & SOFT_SF_RING)
+	if (m->flags & SOFT_SF_RING) {
+		/* its offset: the responder checks it against the ring */
+		if (room < SOFT_SLOT_RING_OFF + 8)
+			return SOFT_NAK_INV_REQ;
+		memcpy(&m->raddr,
+		       (const char *)p + SOFT_SLOT_HDR + SOFT_SLOT_RING_OFF, 8);
 		return 0;
+	}
 	if (m->flags & SOFT_SF_COPIED)
 		return m->len <= room ? 0 : SOFT_NAK_INV_REQ;
 	if (m->flags & SOFT_SF_CHUNKED)

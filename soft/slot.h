@@ -51,11 +51,15 @@ enum {
 	SOFT_SF_CHUNKED = 8, /* the data crosses in payload-sized chunks */
 	SOFT_SF_INV = 16,    /* SEND_WITH_INV: imm is the rkey to invalidate */
 	SOFT_SF_RING = 32,   /* SEND: the data is in the sender's copy ring,
-			      * at byte raddr of it */
+			      * at the byte offset in the payload's first 8
+			      * bytes (the first line: SOFT_SLOT_RING_OFF) */
 	SOFT_SF_KEYS = 64,   /* SEND, SGE list: each SGE's lkey follows the
 			      * list, at SOFT_SLOT_KEYS of the payload */
 	SOFT_SF_ALL = 127,
 };
+/* where a ring SEND's offset is: the payload's start, so that such a SEND
+ * is one slot line too (its bytes are in the ring, read once) */
+#define SOFT_SLOT_RING_OFF 0
 /* where an SGE list's lkeys are: after the longest list */
 #define SOFT_SLOT_KEYS (SOFT_SLOT_MAX_SGE * 16)
 /* responder verdicts written back into the slot */
@@ -70,7 +74,7 @@ enum {
  * The first cache line holds what a copied SEND needs (state, opcode,
  * imm, len, flags) and the first 40 bytes of its payload: a small SEND
  * is one line for the sender to write and the responder to read, not
- * two.  The rest of the header is the slot's last 40 bytes, which such
+ * two; so is a SEND through the copy ring, whose offset is there too.  The rest of the header is the slot's last 40 bytes, which such
  * a SEND leaves as they were (data.c, post_send_fast: none of it is read
  * for a copied SEND; a verdict's status and an RNR's timer are the
  * responder's to write before its state).

@@ -178,7 +178,11 @@ static void forge_slot(struct soft_slot *s, int k, const struct cmd *c)
 	case K_RING_RANGE:
 		s->len = 4096;
 		s->flags = SOFT_SF_RING;
-		s->raddr = SOFT_RING_SIZE - 100;
+		{
+			uint64_t off = SOFT_RING_SIZE - 100;
+
+			memcpy(s->payload + SOFT_SLOT_RING_OFF, &off, 8);
+		}
 		break;
 	case K_RING_HDR: /* a sane offset into a ring the victim refused */
 		s->len = 4096;
