@@ -163,6 +163,7 @@ struct rdmamsg__slab {
 
 struct rdmamsg_buf {
 	struct rdmamsg_buf *next; /* free list, backlog */
+	struct rdmamsg_buf *prev; /* free list (pool.c) */
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg__slab *slab;
 	char *data;
@@ -179,7 +180,9 @@ struct rdmamsg_buf {
 };
 
 struct rdmamsg__pool {
+	/* each class's free buffers, last freed first, and its other end */
 	struct rdmamsg_buf *free[RDMAMSG_NCLASSES];
+	struct rdmamsg_buf *free_tail[RDMAMSG_NCLASSES];
 	struct rdmamsg__slab *slabs;
 	size_t limit, registered, in_use;
 	int huge;
@@ -189,6 +192,8 @@ int rdmamsg__pool_init(struct rdmamsg_ctx *ctx, size_t limit, int huge);
 void rdmamsg__pool_fini(struct rdmamsg_ctx *ctx);
 int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 		     struct rdmamsg_buf **buf);
+int rdmamsg__buf_get_for_peer(struct rdmamsg_ctx *ctx, size_t size,
+			      struct rdmamsg_buf **buf);
 void rdmamsg__buf_put(struct rdmamsg_buf *buf);
 void rdmamsg__pool_shrink(struct rdmamsg_ctx *ctx);
 int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,

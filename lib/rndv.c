@@ -652,7 +652,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		ret = -EAGAIN;
 		goto err_free_send;
 	}
-	ret = mr || zb ? 0 : rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &s->buf);
+	ret = mr || zb ? 0 : rdmamsg__buf_get_for_peer(ep->ctx, len, &s->buf);
 	if (ret == -ENOMEM) {
 		/* the pool is full: sender memory stays within its limit.
 		 * -EAGAIN (then on_writable) while something of this

@@ -5,8 +5,9 @@
  * size classes, buffers inside their registration with its lkey and not
  * overlapping, get/put reuse, the limit (-ENOMEM, nothing leaked or
  * counted), sizes above the largest class (-EMSGSIZE), a failed
- * registration, idle slabs of another class given back at the limit, and
- * fini deregistering everything.
+ * registration, idle slabs of another class given back at the limit,
+ * which end of a free list each kind of get takes, and fini deregistering
+ * everything.
  */
 #include "config.h"
 
@@ -247,10 +248,61 @@ static void test_limit(void)
 	ok(nlive == 0, "fini deregisters every slab");
 }
 
+/* test_order -- rdmamsg__buf_get hands out the buffer freed last (its
+ * lines in this core's cache), rdmamsg__buf_get_for_peer the one freed
+ * longest ago (a rendezvous source: not the lines a peer has just read);
+ * a slab given back takes its buffers off both ends */
+static void test_order(void)
+{
+	struct rdmamsg_buf *b[64], *x = NULL, *y = NULL, *big = NULL;
+	int i, n, inorder = 1;
+
+	setup((size_t)1 << 20); /* one slab of 64 KiB buffers */
+	for (n = 0; n < 64; n++)
+		if (rdmamsg__buf_get(&ctx, 65536, BUF_LIB, &b[n]))
+			break;
+	ok(n > 2 && n < 64, "%d buffers of 64 KiB within 1 MiB", n);
+	for (i = 0; i < n; i++)
+		rdmamsg__buf_put(b[i]);
+	for (i = 0; i < n; i++)
+		if (rdmamsg__buf_get_for_peer(&ctx, 65536, &x) || x != b[i])
+			inorder = 0;
+	ok(inorder, "for a peer: the buffer freed longest ago first, then "
+		    "in the order they were freed");
+	is_int(rdmamsg__buf_get_for_peer(&ctx, 65536, &x), -ENOMEM,
+	       "every one taken: -ENOMEM at the limit");
+	for (i = 0; i < n; i++)
+		rdmamsg__buf_put(b[i]);
+	ok(!rdmamsg__buf_get(&ctx, 65536, BUF_LIB, &x) && x == b[n - 1],
+	   "otherwise the one freed last");
+	ok(!rdmamsg__buf_get_for_peer(&ctx, 65536, &y) && y == b[0],
+	   "and for a peer still the oldest");
+	rdmamsg__buf_put(y);
+	ok(!rdmamsg__buf_get_for_peer(&ctx, 65536, &y) && y == b[1],
+	   "one put back is the newest: the next oldest instead");
+	rdmamsg__buf_put(y);
+	rdmamsg__buf_put(x);
+	is_int(ctx.pool.in_use, 0, "nothing in use");
+	/* the idle 64 KiB slab makes room for a 512 KiB buffer, then that
+	 * one's for a 64 KiB buffer again: both ends of each list let go */
+	ok(!rdmamsg__buf_get(&ctx, (size_t)512 << 10, BUF_LIB, &big) &&
+		   inside(big),
+	   "an idle slab given back for another class");
+	ok(!ctx.pool.free[b[0]->cls] && !ctx.pool.free_tail[b[0]->cls],
+	   "its buffers are off both ends of their list");
+	rdmamsg__buf_put(big);
+	ok(!rdmamsg__buf_get_for_peer(&ctx, 65536, &x) && inside(x),
+	   "and back: a buffer for a peer in a live registration");
+	rdmamsg__buf_put(x);
+	rdmamsg__pool_fini(&ctx);
+	ok(nlive == 0, "fini deregisters every slab");
+}
+
 int main(void)
 {
 	test_classes();
 	test_distinct();
 	test_limit();
+	test_order();
 	return done_testing();
 }
