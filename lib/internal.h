@@ -720,6 +720,15 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep);
 void rdmamsg__ep_free(struct rdmamsg_ep *ep);
 int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to);
 
+/* rdmamsg__ep_shm_peer -- the peer is a process on this host that the
+ * fabric reaches through shared memory (softrdma): its reads and ours are
+ * copies between the two cores, where an HCA's would be DMA (msg.c's
+ * rendezvous threshold, rndv.c's read bound and source buffers) */
+static inline int rdmamsg__ep_shm_peer(const struct rdmamsg_ep *ep)
+{
+	return ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT;
+}
+
 /* rdmamsg__ep_can_send -- the one test before any send, request,
  * rendezvous or one-sided operation: -ENOTCONN unless UP */
 static inline int rdmamsg__ep_can_send(const struct rdmamsg_ep *ep)

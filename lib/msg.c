@@ -1705,7 +1705,7 @@ int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep)
  * are shared memory, else RDMAMSG_RNDV_THRESH_DEFAULT */
 static size_t rndv_default(const struct rdmamsg_ep *ep)
 {
-	if (ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT)
+	if (rdmamsg__ep_shm_peer(ep))
 		return RNDV_LOCAL_SHM;
 	return RNDV_DEFAULT;
 }

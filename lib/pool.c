@@ -333,8 +333,8 @@ int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 
 /*
  * rdmamsg__buf_get_for_peer -- a library buffer of at least size bytes
- * that we fill and a peer on this host reads in place (a rendezvous
- * source): the one freed longest ago.  The one freed last was, for a
+ * that we fill and a process on this host then reads in place (a
+ * rendezvous source to a peer on softrdma): the one freed longest ago.  The one freed last was, for a
  * source, just read by the peer, and rewriting lines the other core has
  * just read takes them back from it one by one; older ones have left its
  * cache (softrdma's copy ring moves on for the same reason, soft/data.c

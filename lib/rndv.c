@@ -202,7 +202,7 @@ static void state_drain(struct rdmamsg__scache *c)
 /* read_bytes -- the most bytes of transfers reading at once (see above) */
 static uint64_t read_bytes(const struct rdmamsg_ep *ep)
 {
-	if (ep->peer_local && ep->ctx->fabric == RDMAMSG_FABRIC_SOFT)
+	if (rdmamsg__ep_shm_peer(ep))
 		return READ_BYTES;
 	return UINT64_MAX;
 }
@@ -652,7 +652,12 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 		ret = -EAGAIN;
 		goto err_free_send;
 	}
-	ret = mr || zb ? 0 : rdmamsg__buf_get_for_peer(ep->ctx, len, &s->buf);
+	/* to be read by a process of this host: the buffer it read longest
+	 * ago (pool.c); by an HCA's DMA, the one we wrote last */
+	ret = mr || zb ? 0
+	      : rdmamsg__ep_shm_peer(ep)
+		      ? rdmamsg__buf_get_for_peer(ep->ctx, len, &s->buf)
+		      : rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &s->buf);
 	if (ret == -ENOMEM) {
 		/* the pool is full: sender memory stays within its limit.
 		 * -EAGAIN (then on_writable) while something of this
