@@ -334,11 +334,11 @@ int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 /*
  * rdmamsg__buf_get_for_peer -- a library buffer of at least size bytes
  * that we fill and a process on this host then reads in place (a
- * rendezvous source to a peer on softrdma): the one freed longest ago.  The one freed last was, for a
- * source, just read by the peer, and rewriting lines the other core has
- * just read takes them back from it one by one; older ones have left its
- * cache (softrdma's copy ring moves on for the same reason, soft/data.c
- * ring_take).  rdmamsg_perf -t bw --size 65536 --window 128 --busy, the
+ * rendezvous source to a peer on softrdma): the one freed longest ago.
+ * The one freed last was, for a source, just read by the peer, and
+ * rewriting lines the other core has just read takes them back from it
+ * one by one; older ones have left its cache (softrdma's copy ring moves
+ * on for the same reason, soft/data.c ring_take).  rdmamsg_perf -t bw --size 65536 --window 128 --busy, the
  * two sides pinned to the two cores of a VM that passes a line between
  * them in 0.06 us, medians of 8 alternated rounds: 11,070 -> 14,845 MB/s.
  */
