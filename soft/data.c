@@ -3724,9 +3724,12 @@ static inline __attribute__((always_inline)) void progress(
 			continue;
 		}
 		qp->visited = pass;
+		qp->again = 0;
 		qp_visit(qp);
 		next = l->next; /* what the visit added is behind us */
-		if (!qp_needs_pass(qp)) {
+		/* a retry its visit asked for (soft_qp_hot) stays: its bell
+		 * was taken, nothing else would bring it back */
+		if (!qp->again && !qp_needs_pass(qp)) {
 			soft_list_del(l);
 			qp->hot = 0;
 		}

@@ -740,7 +740,8 @@ struct soft_qp {
 	_Atomic uint64_t *peer_bw; /* its word in the registry (NULL: none) */
 	uint64_t peer_bm;	   /* and its bit there */
 	struct soft_list hot_link;
-	int hot;	  /* on ctx->hot (always 1 while the context sweeps) */
+	int hot;   /* on ctx->hot (always 1 while the context sweeps) */
+	int again; /* asked for while hot: the pass keeps it (progress) */
 	uint32_t visited; /* the ctx->bell_pass that last visited it */
 };
 
@@ -766,11 +767,15 @@ static inline void soft_list_del(struct soft_list *n)
 }
 
 /* soft_qp_hot -- visit qp at the next progress (local work or state);
- * lock held */
+ * lock held.  Asked while it is on the list, during its own visit too (a
+ * lock its receive side could not take, a budget spent): the pass that
+ * visits it keeps it there for the next (data.c, progress) */
 static inline void soft_qp_hot(struct soft_qp *qp)
 {
-	if (qp->hot)
+	if (qp->hot) {
+		qp->again = 1;
 		return;
+	}
 	qp->hot = 1;
 	soft_list_add(&qp->ctx->hot, &qp->hot_link);
 }
