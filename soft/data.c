@@ -1055,6 +1055,31 @@ static int64_t ring_take(struct soft_qp *qp, uint64_t len)
 	return (int64_t)((pos + skip) & (size - 1));
 }
 
+/*
+ * ring_capture -- a SEND's len bytes (its niov SGEs at iov) into our copy
+ * ring, captured now as an HCA may, and the offset into its slot s's
+ * first line (SOFT_SLOT_RING_OFF): the peer copies them out with no
+ * system call.  iov[0] then names the captured bytes: whatever serves the
+ * WQE from here on (serve_remote, for a responder that does not run)
+ * takes them, and an inline SEND's own buffers are the caller's again.
+ * The ring's offset, or -1 (ring_take), nothing taken.
+ */
+static int64_t ring_capture(struct soft_qp *qp, struct soft_slot *s,
+			    struct iovec *iov, uint32_t niov, uint64_t len)
+{
+	int64_t ring = ring_take(qp, len);
+	uint64_t off;
+
+	if (ring < 0)
+		return -1;
+	off = (uint64_t)ring;
+	iov_gather(iov, niov, 0, qp->ring + ring, len);
+	memcpy(s->payload + SOFT_SLOT_RING_OFF, &off, 8);
+	iov[0].iov_base = qp->ring + ring;
+	iov[0].iov_len = len;
+	return ring;
+}
+
 /* post_one -- execute or publish one send WR; lock held */
 static inline __attribute__((always_inline)) void post_one(
 	struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
@@ -1065,7 +1090,6 @@ static inline __attribute__((always_inline)) void post_one(
 	struct soft_slot *s;
 	enum ibv_wc_status st;
 	uint32_t flags = 0;
-	int64_t ring;
 	int i, chunked = 0;
 
 	e->wr_id = wr->wr_id;
@@ -1179,20 +1203,9 @@ static inline __attribute__((always_inline)) void post_one(
 		iov_gather(iov, (uint32_t)wr->num_sge, 0, s->payload, len);
 	} else if (e->op != SOFT_OP_SEND) {
 		flags |= SOFT_SF_CHUNKED;
-	} else if ((ring = ring_take(qp, len)) >= 0) {
-		/* captured now, as an HCA may; the peer copies it out with
-		 * no system call */
-		uint64_t off = (uint64_t)ring;
-
+	} else if (ring_capture(qp, s, iov, (uint32_t)wr->num_sge, len) >= 0) {
 		flags |= SOFT_SF_RING;
-		iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
-		memcpy(s->payload + SOFT_SLOT_RING_OFF, &off, 8);
 		e->ring_end = qp->ring_head;
-		/* whatever serves it from here on (serve_remote, for a
-		 * responder that does not run) takes the captured bytes:
-		 * an inline SEND's own buffers are the caller's again */
-		iov[0].iov_base = qp->ring + ring;
-		iov[0].iov_len = len;
 		e->niov = 1;
 	} else if ((wr->send_flags & IBV_SEND_INLINE) &&
 		   !(e->spill = malloc(len))) {
@@ -1411,13 +1424,11 @@ static inline __attribute__((always_inline)) void fast_publish(
 }
 
 /*
- * fast_ring -- post_send_fast's SEND past the slot (post_one's ring case),
- * out of line: its SGEs gathered into the copy ring, captured now as an
- * HCA may, the offset into the slot's first line, the captured bytes the
- * WQE's one iovec for whatever serves it later (serve_remote, for a
- * responder that does not run).  1: posted; 0: not for the fast path (an
- * SGE it cannot check, inline bytes past max_inline_data, no room in the
- * ring), nothing taken.  Lock held.
+ * fast_ring -- post_send_fast's SEND past the slot (post_one's ring case,
+ * ring_capture), out of line; the captured bytes are the WQE's one iovec.
+ * 1: posted; 0: not for the fast path (an SGE it cannot check, inline
+ * bytes past max_inline_data, no room in the ring), nothing taken.  Lock
+ * held.
  */
 static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
 					       struct ibv_send_wr *wr,
@@ -1425,8 +1436,7 @@ static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
 {
 	struct iovec *iov =
 		qp->sq_iov + (qp->sq_head & qp->sq_mask) * qp->sq_iov_n;
-	uint64_t len = 0, off;
-	int64_t ring;
+	uint64_t len = 0;
 	int i;
 
 	for (i = 0; i < wr->num_sge; i++) {
@@ -1435,13 +1445,8 @@ static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
 		len += wr->sg_list[i].length;
 	}
 	if ((inl && len > qp->cap.max_inline_data) ||
-	    (ring = ring_take(qp, len)) < 0)
+	    ring_capture(qp, s, iov, (uint32_t)wr->num_sge, len) < 0)
 		return 0;
-	iov_gather(iov, (uint32_t)wr->num_sge, 0, qp->ring + ring, len);
-	off = (uint64_t)ring;
-	memcpy(s->payload + SOFT_SLOT_RING_OFF, &off, 8);
-	iov[0].iov_base = qp->ring + ring;
-	iov[0].iov_len = len;
 	fast_publish(qp, wr, s, (uint32_t)len, SOFT_SF_RING, qp->ring_head);
 	return 1;
 }
@@ -2425,6 +2430,17 @@ static int pull_mapped(struct soft_qp *qp, const struct soft_msg *m,
 	return 1;
 }
 
+/* peer_ring_at -- the len bytes at offset off of the sender's copy ring,
+ * both from its slot (peer-writable): NULL unless they lie within it */
+static inline const uint8_t *peer_ring_at(const struct soft_qp *qp,
+					  uint64_t off, uint64_t len)
+{
+	if (!qp->peer_ring || off > qp->peer_ring_size ||
+	    len > qp->peer_ring_size - off)
+		return NULL;
+	return qp->peer_ring + off;
+}
+
 /*
  * rx_msg -- carry out one decoded message whose slot we hold (BUSY);
  * 1: finished, take the next one; 0: stop for now
@@ -2521,12 +2537,13 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 		iov_scatter(iov, n, 0, s->payload, m->len);
 	} else if (m->flags & SOFT_SF_RING) {
 		/* from its copy ring: within it, or a malformed request */
-		if (!qp->peer_ring || m->raddr > qp->peer_ring_size ||
-		    m->len > qp->peer_ring_size - m->raddr) {
+		const uint8_t *src = peer_ring_at(qp, m->raddr, m->len);
+
+		if (!src) {
 			rx_bad(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_INV_REQ);
 			return 0;
 		}
-		iov_scatter(iov, n, 0, qp->peer_ring + m->raddr, m->len);
+		iov_scatter(iov, n, 0, src, m->len);
 	} else if (m->flags & SOFT_SF_CHUNKED) {
 		return rx_start_xfer(qp, s, m, r, &wc);
 	} else if (m->len) {
@@ -2585,13 +2602,13 @@ struct rx_batch {
 /*
  * rx_fast -- the usual message: a SEND (or SEND_WITH_IMM) whose bytes are
  * in the slot or the sender's copy ring, into a receive WQE of one SGE on
- * a QP without SRQ.  The
- * checks of soft_slot_decode and wqe_iov and the outcome of rx_msg,
- * without their general cases (tools/soft_pingpong-insns.sh counts it).
- * The data goes into the next WQE not yet taken by the batch; nothing is
- * delivered before rx_ack.  -1: not such a message, nothing done (the
- * general path takes it, and gives any error); 1: copied, take the next.
- * The header is read once, as the decoder does.  rx lock held.
+ * a QP without SRQ.  The checks of soft_slot_decode and wqe_iov and the
+ * outcome of rx_msg, without their general cases
+ * (tools/soft_pingpong-insns.sh counts it).  The data goes into the next
+ * WQE not yet taken by the batch; nothing is delivered before rx_ack.
+ * -1: not such a message, nothing done (the general path takes it, and
+ * gives any error); 1: copied, take the next.  The header is read once,
+ * as the decoder does.  rx lock held.
  */
 _Static_assert(offsetof(struct soft_slot, imm) ==
 			       offsetof(struct soft_slot, opcode) + 4 &&
@@ -2602,21 +2619,20 @@ _Static_assert(offsetof(struct soft_slot, imm) ==
 	       "rx_fast reads opcode, imm, len and flags in one copy");
 
 /* rx_ring_src -- rx_fast's SEND in the sender's copy ring: where its bytes
- * are, within the ring; NULL: none such (rx_msg takes it, and NAKs an
- * offset out of range).  Out of line: a copied SEND pays nothing for it */
+ * are, within the ring (peer_ring_at); NULL: none such (rx_msg takes it,
+ * and NAKs an offset out of range).  Out of line: a copied SEND pays
+ * nothing for it */
 static __attribute__((noinline)) const uint8_t *rx_ring_src(
 	const struct soft_qp *qp, const struct soft_slot *s, uint32_t flags,
 	uint32_t len)
 {
 	uint64_t off;
 
-	memcpy(&off, s->payload + SOFT_SLOT_RING_OFF, 8);
 	if ((flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
-		    SOFT_SF_RING ||
-	    !qp->peer_ring || off > qp->peer_ring_size ||
-	    len > qp->peer_ring_size - off)
+	    SOFT_SF_RING)
 		return NULL;
-	return qp->peer_ring + off;
+	memcpy(&off, s->payload + SOFT_SLOT_RING_OFF, 8);
+	return peer_ring_at(qp, off, len);
 }
 
 static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
@@ -3437,9 +3453,8 @@ static void flush_rq(struct soft_qp *qp)
  * tx_fast -- tx_qp's usual cases, inlined into the visit: the WQEs the
  * responder's cumulative ACK covers (slots it never wrote back, no
  * inline copy to give back; copy ring room goes back) complete in order;
- * then, the
- * head still in flight untouched (READY, nobody to serve for it), only
- * tx_qp's count towards the next liveness check.  1: done, 0: tx_qp
+ * then, the head still in flight untouched (READY, nobody to serve for
+ * it), only tx_qp's count towards the next liveness check.  1: done, 0: tx_qp
  * must look at what is left (anything else, the same way as before).
  * Lock held.
  */

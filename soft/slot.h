@@ -74,9 +74,10 @@ enum {
  * The first cache line holds what a copied SEND needs (state, opcode,
  * imm, len, flags) and the first 40 bytes of its payload: a small SEND
  * is one line for the sender to write and the responder to read, not
- * two; so is a SEND through the copy ring, whose offset is there too.  The rest of the header is the slot's last 40 bytes, which such
- * a SEND leaves as they were (data.c, post_send_fast: none of it is read
- * for a copied SEND; a verdict's status and an RNR's timer are the
+ * two; so is a SEND through the copy ring, whose offset is there too.
+ * The rest of the header is the slot's last 40 bytes, which such a SEND
+ * leaves as they were (data.c, post_send_fast: none of it is read for a
+ * copied or ring SEND; a verdict's status and an RNR's timer are the
  * responder's to write before its state).
  */
 struct soft_slot {
