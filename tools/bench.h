@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 /* now_ns -- monotonic time in nanoseconds */
@@ -30,6 +31,17 @@ static inline int pin_cpu(long cpu)
 	CPU_ZERO(&set);
 	CPU_SET((size_t)cpu, &set);
 	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* cpu_pair -- "CPU0,CPU1" (a -c option) into *a and *b; 0, or -1 when
+ * it is not two CPUs pin_cpu takes */
+static inline int cpu_pair(const char *s, int *a, int *b)
+{
+	if (sscanf(s, "%d,%d", a, b) != 2)
+		return -1;
+	if (*a < 0 || *a >= CPU_SETSIZE || *b < 0 || *b >= CPU_SETSIZE)
+		return -1;
+	return 0;
 }
 
 #endif

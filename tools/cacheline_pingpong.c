@@ -85,9 +85,7 @@ int main(int argc, char **argv)
 			batch = strtol(optarg, NULL, 0);
 			break;
 		case 'c':
-			if (sscanf(optarg, "%d,%d", &cpu0, &cpu1) != 2 ||
-			    cpu0 < 0 || cpu0 >= CPU_SETSIZE || cpu1 < 0 ||
-			    cpu1 >= CPU_SETSIZE) {
+			if (cpu_pair(optarg, &cpu0, &cpu1)) {
 				fprintf(stderr,
 					"-c wants CPU0,CPU1, each 0 to %d\n",
 					CPU_SETSIZE - 1);

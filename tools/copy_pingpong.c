@@ -119,10 +119,7 @@ int main(int argc, char **argv)
 			g.rounds = strtol(optarg, NULL, 0);
 			break;
 		case 'c':
-			if (sscanf(optarg, "%d,%d", &g.cpu[0], &g.cpu[1]) !=
-				    2 ||
-			    g.cpu[0] < 0 || g.cpu[0] >= CPU_SETSIZE ||
-			    g.cpu[1] < 0 || g.cpu[1] >= CPU_SETSIZE)
+			if (cpu_pair(optarg, &g.cpu[0], &g.cpu[1]))
 				goto usage;
 			break;
 		default:
