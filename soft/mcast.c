@@ -113,6 +113,11 @@ static struct mc_table *mc_map_fd(int fd, int fresh)
 	return NULL;
 }
 
+static void *mc_make(int fd)
+{
+	return mc_map_fd(fd, 1);
+}
+
 /*
  * mc_lock -- the host table, locked and live; NULL when there is none and
  * create is 0, or it cannot be had.  mc_local is held on return (also on
@@ -131,6 +136,12 @@ static struct mc_table *mc_lock(int create)
 			mc_name(name, sizeof(name)); /* not on every send */
 			fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
 			if (fd < 0 && errno == ENOENT && create) {
+				/* made whole, then named (soft_shm_make) */
+				mc_tab =
+					soft_shm_make(name, "mcast",
+						      sizeof(*mc_tab), mc_make);
+				if (mc_tab || errno == EEXIST)
+					continue; /* lock it, or join it */
 				fd = shm_open(name,
 					      O_RDWR | O_CREAT | O_EXCL |
 						      O_CLOEXEC,

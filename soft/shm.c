@@ -206,7 +206,7 @@ static int reg_init_mutex(pthread_mutex_t *m)
 }
 
 /* reg_create -- create and initialise a fresh registry; fd is open */
-static struct soft_reg *reg_create(int fd)
+static void *reg_create(int fd)
 {
 	struct soft_reg *r;
 	int i;
@@ -297,6 +297,52 @@ static void atfork_once(void)
 static int reg_ctx_take(struct soft_reg *r);
 
 /*
+ * soft_shm_make -- a shared-memory object made whole under no name and
+ * named in one step (O_TMPFILE, then linkat): whoever opens the name
+ * finds it finished, and a maker that stops or dies half-way leaves
+ * nothing that bears it.  Made under its name instead, an opener that
+ * found it unfinished waited a second, took it for a dead maker's,
+ * removed the name and made another: two processes went on in two
+ * registries handing out the same QPNs (tests/soft/regrace).
+ */
+void *soft_shm_make(const char *name, const char *what, size_t len,
+		    void *(*make)(int fd))
+{
+	char path[160], fdpath[40];
+	const char *stop = getenv("SOFTRDMA_TEST_MAKE_STOP");
+	void *p;
+	int fd, e;
+
+	fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return NULL;
+	p = make(fd);
+	if (!p) {
+		e = errno == EEXIST ? ENOMEM : errno;
+		close(fd);
+		errno = e;
+		return NULL;
+	}
+	/* tests: stopped between making it and naming it */
+	if (stop && !strcmp(stop, what))
+		raise(SIGSTOP);
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc's link does not */
+	if (linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH) < 0 &&
+	    (errno == EEXIST ||
+	     linkat(AT_FDCWD, fdpath, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0)) {
+		e = errno;
+		munmap(p, len);
+		close(fd);
+		errno = e;
+		return NULL;
+	}
+	close(fd);
+	return p;
+}
+
+/*
  * soft_reg_attach -- map the host registry (once per process).  Its
  * first context's slot is taken in the same hold of the lock that finds
  * the registry live: a process counts as a user from there on, so that
@@ -323,14 +369,25 @@ int soft_reg_attach(void)
 	soft_self_start = soft_pid_start(soft_self_pid);
 	soft_name(name, sizeof(name), "registry", 0);
 	for (tries = 0; tries < 100 && !r; tries++) {
-		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-			      0600);
-		if (fd >= 0) {
-			r = reg_create(fd);
-			close(fd);
-			if (!r)
-				shm_unlink(name);
-		} else if (errno == EEXIST) {
+		r = soft_shm_make(name, "registry", sizeof(*r), reg_create);
+		if (!r && errno != EEXIST) {
+			/* no O_TMPFILE: made under its name, which an open
+			 * meanwhile finds unfinished (reg_open waits) */
+			fd = shm_open(name,
+				      O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+				      0600);
+			if (fd >= 0) {
+				r = reg_create(fd);
+				close(fd);
+				if (!r) {
+					shm_unlink(name);
+					continue;
+				}
+			} else if (errno != EEXIST) {
+				break;
+			}
+		}
+		if (!r) { /* another's, named: join it */
 			fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW,
 				      0600);
 			if (fd < 0)
@@ -347,8 +404,6 @@ int soft_reg_attach(void)
 				shm_unlink(name);
 				continue;
 			}
-		} else {
-			break;
 		}
 		soft_stripe_lock(&r->lock);
 		if (r->unlinked) {
@@ -488,11 +543,15 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 
 /* reg_last_out -- sweep the dead; with no live user left, remove the
  * registry's name (an attach that finds it unlinked starts a new one);
- * registry lock held */
+ * registry lock held.  Once only: a second last user (one whose context
+ * went before the first one's detach, its own detach after) would remove
+ * the name of the next registry, and whoever came then made a third */
 static void reg_last_out(struct soft_reg *r, int at_exit)
 {
 	char name[128];
 
+	if (r->unlinked)
+		return;
 	if (!reg_sweep(r, at_exit)) {
 		soft_name(name, sizeof(name), "registry", 0);
 		r->unlinked = 1;
@@ -513,6 +572,9 @@ void soft_reg_detach(void)
 	r = soft_reg;
 	soft_reg = NULL;
 	chan_cache_clear(); /* keys start again with the next registry */
+	/* tests/soft/regrace: stopped after its context went, before this */
+	if (getenv("SOFTRDMA_TEST_DETACH_STOP"))
+		raise(SIGSTOP);
 	soft_stripe_lock(&r->lock);
 	reg_last_out(r, 0);
 	pthread_mutex_unlock(&r->lock);
@@ -545,8 +607,7 @@ void soft_reg_reap(void)
 	if (!r)
 		return;
 	if (!soft_exit_lock(&r->lock)) {
-		if (!r->unlinked)
-			reg_last_out(r, 1);
+		reg_last_out(r, 1);
 		pthread_mutex_unlock(&r->lock);
 	}
 	munmap(r, sizeof(*r));

@@ -949,6 +949,13 @@ int soft_pid_alive(int32_t pid, uint64_t start);
 int soft_exit_lock(pthread_mutex_t *m);
 uint64_t soft_pid_start(int32_t pid);
 uint64_t soft_now_ns(void);
+/* soft_shm_make -- make(fd) maps and fills a new object of len bytes,
+ * which then gets the shm name `name` at once, whole (shm.c); NULL with
+ * errno EEXIST: another has the name (open that); another errno: none
+ * made (no O_TMPFILE here: make it under its name).  `what` names it for
+ * SOFTRDMA_TEST_MAKE_STOP. */
+void *soft_shm_make(const char *name, const char *what, size_t len,
+		    void *(*make)(int fd));
 void *soft_seg_create(uint32_t qpn, size_t len);
 void *soft_seg_map(uint32_t qpn, size_t *len);
 void soft_seg_unlink(uint32_t qpn);
