@@ -26,8 +26,9 @@
 /* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c);
  * 5: key entries' sequence counts (soft_key_read); 6: a slot's header
  * split, its first part before the payload (soft/slot.h); 7: a ring
- * SEND's offset in the slot's first line (SOFT_SLOT_RING_OFF) */
-#define SOFT_REG_VERSION 7
+ * SEND's offset in the slot's first line (SOFT_SLOT_RING_OFF); 8: and its
+ * fill count, the slot published before all of it is in */
+#define SOFT_REG_VERSION 8
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;

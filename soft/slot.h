@@ -60,6 +60,10 @@ enum {
 /* where a ring SEND's offset is: the payload's start, so that such a SEND
  * is one slot line too (its bytes are in the ring, read once) */
 #define SOFT_SLOT_RING_OFF 0
+/* and its fill count: how many of its bytes are in the ring so far.  A
+ * long one is published before they all are (SOFT_RING_PIPE), and the
+ * responder copies each piece while the sender writes the next */
+#define SOFT_SLOT_RING_FILL 8
 /* where an SGE list's lkeys are: after the longest list */
 #define SOFT_SLOT_KEYS (SOFT_SLOT_MAX_SGE * 16)
 /* responder verdicts written back into the slot */

@@ -71,6 +71,13 @@
 #define SOFT_RING_MAX	    (64u << 10)
 #define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
+/* a ring SEND of SOFT_RING_PIPE bytes or more goes in in pieces, its
+ * slot published after the first (data.c fast_ring, slot.h
+ * SOFT_SLOT_RING_FILL); a responder waits SOFT_RING_SPINS pauses for the
+ * next piece before it leaves the SEND to a later pass (its sender
+ * preempted, or gone) */
+#define SOFT_RING_PIPE	(16u << 10)
+#define SOFT_RING_SPINS 256
 
 /* Ring slots (slot.h): 64-byte header then payload */
 #define SOFT_SEG_HDR 4096
@@ -682,6 +689,8 @@ struct soft_qp {
 	uint32_t peer_mask;
 	uint64_t peer_cons;
 	uint64_t served_seen; /* seg->served as rx_slots last took it */
+	uint64_t ring_stall;  /* 1 + the msgno of a ring SEND whose pieces
+			       * stopped coming: not waited for again */
 	int32_t peer_pid;
 	uint64_t peer_start;
 	uint32_t peer_ctx_idx;

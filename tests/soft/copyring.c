@@ -19,6 +19,11 @@
  * through the ring is one slot line (its offset there, the tail not
  * written), and one at a time the receiver takes it as a slot's copied
  * bytes: acknowledged by its cumulative count, no verdict in the slot.
+ * A long one goes in in pieces after its slot is published (data.c
+ * fast_ring): all of it is in before the post returns, and a receiver
+ * takes none that is not all in (one whose count says half, the rest
+ * scribbled over, as if its sender were still writing it), nor trusts a
+ * count past the SEND's length.
  */
 #include "config.h"
 
@@ -56,6 +61,14 @@ static const uint32_t sizes[] = {
 	4096,
 	SOFT_RING_MAX,
 };
+
+/* fill_pass's: the first two forged, the others one at a time around
+ * the size that goes in pieces (SOFT_RING_PIPE) */
+static const uint32_t fill_sizes[] = {
+	SOFT_RING_MAX,	SOFT_RING_MAX,	    SOFT_RING_PIPE - 1,
+	SOFT_RING_PIPE, SOFT_RING_PIPE + 1, 3 * SOFT_RING_PIPE + 7,
+};
+#define NFILL  (sizeof(fill_sizes) / sizeof(fill_sizes[0]))
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /* this pass: inline or not, how many messages, how many outstanding at
@@ -63,11 +76,14 @@ static const uint32_t sizes[] = {
 static int inl;
 static uint32_t nmsg = NMSG;
 static uint32_t window = DEPTH;
+static int filling; /* fill_pass: fill_sizes */
 
 /* msg_len -- message msg's length (the inline pass: every third one of
  * SOFT_MAX_INLINE, so that some come when the ring is full) */
 static uint32_t msg_len(uint32_t msg)
 {
+	if (filling)
+		return fill_sizes[msg];
 	return inl && msg % 3 == 0 ? SOFT_MAX_INLINE : sizes[msg % NSIZES];
 }
 
@@ -352,6 +368,122 @@ static void pass(const char *what)
 	free(buf);
 }
 
+/* fill -- a ring SEND's fill count in its slot (SOFT_SLOT_RING_FILL) */
+static _Atomic uint64_t *fill(struct soft_slot *s)
+{
+	return (_Atomic uint64_t *)(void *)(s->payload + SOFT_SLOT_RING_FILL);
+}
+
+/* stop -- the receiver stopped, for certain */
+static void stop(pid_t child)
+{
+	int st;
+
+	kill(child, SIGSTOP);
+	waitpid(child, &st, WUNTRACED);
+}
+
+/*
+ * fill_pass -- two SENDs of SOFT_RING_MAX into an empty ring (pieces),
+ * each posted while the receiver is stopped.  The first is made to look
+ * half in (its count set back, its second half scribbled over): the
+ * receiver runs 200 ms and must not take it; put back whole, it arrives
+ * intact.  The second's count is set past its length: taken as whole.
+ * Nothing of ours runs meanwhile (no verbs call: no serve_remote).  Then
+ * sizes around SOFT_RING_PIPE, in two SGEs or one, each into an empty
+ * ring.
+ */
+static void fill_pass(void)
+{
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	struct soft_slot *slots;
+	uint32_t qpn, peer, msg, len = SOFT_RING_MAX, half = SOFT_RING_MAX / 2;
+	uint64_t off, acked;
+	uint8_t *buf = malloc((size_t)DEPTH * SLOT), *save = malloc(half), *r;
+	int rfd, wfd, st = 0, good = -1, bad_len = -1, bad_data = -1;
+	pid_t child;
+
+	filling = 1;
+	inl = 0;
+	nmsg = NFILL;
+	if (!buf || !save || t_open(&t, 2 * DEPTH))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, (size_t)DEPTH * SLOT,
+			IBV_ACCESS_LOCAL_WRITE);
+	qp = t_rc_qp(&t, DEPTH, NULL);
+	if (!mr || !qp)
+		bail_out("setup");
+	child = t_spawn(receiver, &rfd, &wfd);
+	if (child < 0)
+		bail_out("fork");
+	t_xrecv(rfd, &peer, sizeof(peer));
+	qpn = qp->qp_num;
+	t_xsend(wfd, &qpn, sizeof(qpn));
+	ok(!t_connect(qp, peer, 0, 1, 7, 14, 7), "fill: connected");
+	t_xrecv(rfd, &peer, sizeof(peer));
+	slots = (struct soft_slot *)((char *)to_sqp(qp)->seg + SOFT_SEG_HDR);
+
+	stop(child);
+	if (post_msg(qp, buf, mr->lkey, 0))
+		bail_out("post");
+	ok((slots[0].flags & SOFT_SF_RING) &&
+		   atomic_load(fill(&slots[0])) == len,
+	   "fill: a SEND of %u bytes through the ring, all in when the post "
+	   "returns (%llu)",
+	   len, (unsigned long long)atomic_load(fill(&slots[0])));
+	memcpy(&off, slots[0].payload + SOFT_SLOT_RING_OFF, 8);
+	r = to_sqp(qp)->ring + off;
+	memcpy(save, r + half, half);
+	memset(r + half, 0xee, half);
+	atomic_store(fill(&slots[0]), half);
+	acked = atomic_load(&to_sqp(qp)->seg->acked);
+	kill(child, SIGCONT);
+	usleep(200000);
+	ok(atomic_load(&to_sqp(qp)->seg->acked) == acked,
+	   "fill: one that is half in is not taken (200 ms)");
+	memcpy(r + half, save, half);
+	atomic_store(fill(&slots[0]), len);
+	ok(t_wait(t.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.wr_id == 0,
+	   "fill: all in, it is taken");
+
+	stop(child);
+	if (post_msg(qp, buf + SLOT, mr->lkey, 1))
+		bail_out("post");
+	atomic_store(fill(&slots[1]), (uint64_t)len + 4096);
+	kill(child, SIGCONT);
+	ok(t_wait(t.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.wr_id == 1,
+	   "fill: a count past the length is taken as the whole");
+	for (msg = 2; msg < NFILL; msg++)
+		if (post_msg(qp, buf + (size_t)msg * SLOT, mr->lkey, msg) ||
+		    t_wait(t.cq, &wc, 1, 20000) != 1 ||
+		    wc.status != IBV_WC_SUCCESS)
+			break;
+	ok(msg == NFILL, "fill: %u more, around %u bytes, completed", msg - 2,
+	   SOFT_RING_PIPE);
+
+	t_xrecv(rfd, &good, sizeof(good));
+	t_xrecv(rfd, &bad_len, sizeof(bad_len));
+	t_xrecv(rfd, &bad_data, sizeof(bad_data));
+	ok(good == (int)NFILL && !bad_len && !bad_data,
+	   "fill: all arrived once, intact (%d good, %d wrong lengths, %d "
+	   "wrong bytes)",
+	   good, bad_len, bad_data);
+	t_xsend(wfd, &good, sizeof(good));
+	waitpid(child, &st, 0);
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "fill: receiver exits cleanly");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(save);
+	free(buf);
+	filling = 0;
+}
+
 int main(void)
 {
 	t_isolate("copyring");
@@ -362,6 +494,7 @@ int main(void)
 	inl = 1;
 	nmsg = 4 * DEPTH; /* the served ones, the ring wrapped */
 	pass("inline");
+	fill_pass();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
