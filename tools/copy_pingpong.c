@@ -9,7 +9,10 @@
  *   ring    the sender copies them into a ring, the responder out of it
  *           (softrdma's copy ring); the ring's offset moves on by SIZE
  *           each time and starts again at 0 past WINDOW bytes (-w 0:
- *           always at offset 0)
+ *           always at offset 0); with -p PIECE the sender hands over
+ *           first and copies in PIECE bytes at a time, counting them in
+ *           a line of their own, and the responder copies each piece
+ *           out as the count covers it (softrdma's SENDs in pieces)
  *   direct  the responder copies out of the source itself (a mapped
  *           registration: softrdma's peermap.c)
  *   pvr     the responder reads the source with process_vm_readv (a
@@ -20,9 +23,10 @@
  * find the lines it read last time still valid in its own cache.
  *
  * Usage: copy_pingpong [-m ring|direct|pvr] [-s SIZE] [-w WINDOW] [-f]
- *                      [-n ROUNDTRIPS] [-c CPU0,CPU1]
- * Prints: "copy MODE SIZE WINDOW FRESH US" (one hand-off and its answer,
- * microseconds, the average after a warm-up of a tenth)
+ *                      [-p PIECE] [-n ROUNDTRIPS] [-c CPU0,CPU1]
+ * Prints: "copy MODE SIZE WINDOW FRESH US PIECE" (one hand-off and its
+ * answer, microseconds, the average after a warm-up of a tenth; PIECE 0:
+ * whole)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -42,13 +46,14 @@ enum mode { M_RING, M_DIRECT, M_PVR };
 
 static struct {
 	enum mode mode;
-	size_t size, window;
+	size_t size, window, piece;
 	long rounds;
 	int cpu[2];
 	uint8_t *ring, *src, *dst;
 	pid_t pid;
 	_Alignas(64) _Atomic long go;
 	_Alignas(64) _Atomic long back;
+	_Alignas(64) _Atomic size_t filled; /* -p: bytes in the ring so far */
 } g = {.mode = M_RING,
        .size = 65536,
        .window = 256 << 10,
@@ -71,7 +76,20 @@ static void *responder(void *arg)
 	for (i = 1; i <= g.rounds; i++) {
 		while (atomic_load_explicit(&g.go, memory_order_acquire) != i)
 			;
-		if (g.mode == M_RING) {
+		if (g.mode == M_RING && g.piece) {
+			const uint8_t *r = g.ring + ring_off(i);
+			size_t done = 0, f;
+
+			while (done < g.size) {
+				f = atomic_load_explicit(&g.filled,
+							 memory_order_acquire);
+				if (f > done) {
+					memcpy(g.dst + done, r + done,
+					       f - done);
+					done = f;
+				}
+			}
+		} else if (g.mode == M_RING) {
 			memcpy(g.dst, g.ring + ring_off(i), g.size);
 		} else if (g.mode == M_DIRECT) {
 			memcpy(g.dst, g.src, g.size);
@@ -89,6 +107,23 @@ static void *responder(void *arg)
 	return NULL;
 }
 
+/* piecewise -- hand-off i first, then its bytes into the ring piece by
+ * piece, each counted once it is in */
+static void piecewise(long i)
+{
+	uint8_t *r = g.ring + ring_off(i);
+	size_t done, n;
+
+	atomic_store_explicit(&g.filled, 0, memory_order_relaxed);
+	atomic_store_explicit(&g.go, i, memory_order_release);
+	for (done = 0; done < g.size; done += n) {
+		n = g.size - done < g.piece ? g.size - done : g.piece;
+		memcpy(r + done, g.src + done, n);
+		atomic_store_explicit(&g.filled, done + n,
+				      memory_order_release);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *names[] = {"ring", "direct", "pvr"};
@@ -97,7 +132,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = 0;
 	pthread_t t;
 
-	while ((opt = getopt(argc, argv, "m:s:w:fn:c:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:fn:c:p:")) != -1) {
 		switch (opt) {
 		case 'm':
 			for (i = 0; i < 3 && strcmp(optarg, names[i]); i++)
@@ -114,6 +149,11 @@ int main(int argc, char **argv)
 			break;
 		case 'f':
 			fresh = 1;
+			break;
+		case 'p':
+			g.piece = strtoul(optarg, NULL, 0);
+			if (!g.piece)
+				goto usage;
 			break;
 		case 'n':
 			g.rounds = strtol(optarg, NULL, 0);
@@ -152,15 +192,20 @@ int main(int argc, char **argv)
 			t0 = now_ns();
 		if (fresh)
 			memset(g.src, (int)i, g.size);
-		if (g.mode == M_RING)
-			memcpy(g.ring + ring_off(i), g.src, g.size);
-		atomic_store_explicit(&g.go, i, memory_order_release);
+		if (g.mode == M_RING && g.piece) {
+			piecewise(i); /* hands over first */
+		} else {
+			if (g.mode == M_RING)
+				memcpy(g.ring + ring_off(i), g.src, g.size);
+			atomic_store_explicit(&g.go, i, memory_order_release);
+		}
 		while (atomic_load_explicit(&g.back, memory_order_acquire) != i)
 			;
 	}
-	printf("copy %s %zu %zu %d %.3f\n", names[g.mode], g.size, g.window,
+	printf("copy %s %zu %zu %d %.3f %zu\n", names[g.mode], g.size, g.window,
 	       fresh,
-	       (double)(now_ns() - t0) / 1000.0 / (double)(g.rounds - warm));
+	       (double)(now_ns() - t0) / 1000.0 / (double)(g.rounds - warm),
+	       g.piece);
 	pthread_join(t, NULL);
 	free(g.ring);
 	free(g.src);
@@ -169,7 +214,7 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr,
 		"usage: %s [-m ring|direct|pvr] [-s SIZE] [-w WINDOW] [-f] "
-		"[-n ROUNDTRIPS >= 10] [-c CPU0,CPU1]\n",
+		"[-p PIECE] [-n ROUNDTRIPS >= 10] [-c CPU0,CPU1]\n",
 		argv[0]);
 	return 2;
 }
