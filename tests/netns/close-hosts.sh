@@ -4,13 +4,18 @@
 # SOFTRDMA_NET=1): tests/netns/close_peer's client on host 2 opens NCONN
 # connections at once and on each sends NMSG messages, writes a 4 KiB slot
 # of the server's region (one RDMA write) and closes without waiting for
-# any completion; the server on host 1 loses 30% of the packets it sends
+# any completion; the server on host 1 loses 20% of the packets it sends
 # (SOFTRDMA_TEST_NETFAULT: its acknowledgements among them; the CM's TCP
 # is untouched).  Every completion must be a success and the server must
 # have every message once, in order, and every slot's bytes.  The side
 # that reads the goodbye leaves the disconnect to the closer (PEER_CLOSED,
 # lib/lane.h): before, its disconnect overtook a lost acknowledgement and
 # the client's QP flushed operations the server had (-ECANCELED).
+# Not more loss: a client whose last acknowledgement is lost eight times
+# in a row (the first try and seven retries, the most retry_cnt allows)
+# fails its QP with RETRY_EXC_ERR (-ECONNRESET), as an HCA's would; at 30%
+# that is about 80 * 0.3^8 a run (80 connections), one in 200 (seen once:
+# "9 failed on 1: send: connection reset by peer"), at 20% one in 5,000.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/close_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
@@ -26,7 +31,7 @@ nconn=${CLOSE_HOSTS_NCONN:-40}
 nmsg=8
 rounds=${CLOSE_HOSTS_ROUNDS:-2}
 [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && nconn=8 && rounds=1
-loss=${CLOSE_HOSTS_LOSS:-30}
+loss=${CLOSE_HOSTS_LOSS:-20}
 port=7600
 r=1
 while [ $r -le $rounds ]; do

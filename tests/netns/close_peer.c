@@ -26,7 +26,7 @@
  * acknowledgement of a client's last operations, which the client's QP
  * then flushed (-ECANCELED) though the server had them.
  *
- * Both roles set a close timeout of CLOSE_MS: with 30% loss on the
+ * Both roles set a close timeout of CLOSE_MS: with 20% loss on the
  * server's packets an acknowledgement can be lost several times in a row,
  * each costing the client's ack timeout (about 1 s) before it sends
  * again; the server's bound for the client's disconnect is its own close
