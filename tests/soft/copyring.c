@@ -193,27 +193,22 @@ static int post_msg(struct ibv_qp *qp, uint8_t *b, uint32_t lkey, uint32_t msg)
 	return ret;
 }
 
-/* pass -- one sender/receiver pair through every size; inl says how */
-static void pass(const char *what)
-{
+/* a sender with its receiver in a child process */
+struct sender {
 	struct tctx t;
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
-	struct ibv_wc wc[DEPTH];
-	struct soft_slot *slots;
-	uint32_t qpn, peer, posted = 0, completed = 0, msg, len;
-	uint8_t *buf = malloc((size_t)DEPTH * SLOT);
-	int rfd, wfd, st = 0, n, i, good = -1, bad_len = -1, bad_data = -1;
-	int errs = 0, ring_ok = 1, ringed = 0, fits = 0, stopped = 1;
-	uint64_t off, last_off = 0, ring_hi = 0; /* ring offsets seen */
-	/* inl_full: inline SENDs that found the ring full */
-	uint32_t wraps = 0, inl_full = 0;
-	uint32_t served = 0; /* completed while the receiver was stopped */
-	/* ring SENDs that left the slot's tail as it was (one line written)
-	 * and, one at a time, those the receiver acknowledged by its
-	 * cumulative count, the slot never written back */
-	uint32_t one_line = 0, acked = 0;
+	struct soft_slot *slots; /* our own segment's: how each message went */
+	uint8_t *buf;
 	pid_t child;
+	int rfd, wfd;
+};
+
+/* sender_up -- QP, buffers and the receiver, connected (inl: the inline
+ * pass's max_inline_data) */
+static void sender_up(struct sender *x, const char *what)
+{
+	uint32_t qpn, peer;
 	struct ibv_qp_init_attr qa = {
 		.qp_type = IBV_QPT_RC,
 		.cap = {.max_send_wr = DEPTH,
@@ -223,36 +218,89 @@ static void pass(const char *what)
 			.max_inline_data = inl ? SOFT_MAX_INLINE : 64},
 	};
 
-	if (!buf || t_open(&t, 2 * DEPTH))
+	x->buf = malloc((size_t)DEPTH * SLOT);
+	if (!x->buf || t_open(&x->t, 2 * DEPTH))
 		bail_out("open");
-	mr = ibv_reg_mr(t.pd, buf, (size_t)DEPTH * SLOT,
-			IBV_ACCESS_LOCAL_WRITE);
-	qa.send_cq = qa.recv_cq = t.cq;
-	qp = ibv_create_qp(t.pd, &qa);
-	if (!mr || !qp)
+	x->mr = ibv_reg_mr(x->t.pd, x->buf, (size_t)DEPTH * SLOT,
+			   IBV_ACCESS_LOCAL_WRITE);
+	qa.send_cq = qa.recv_cq = x->t.cq;
+	x->qp = ibv_create_qp(x->t.pd, &qa);
+	if (!x->mr || !x->qp)
 		bail_out("setup");
-	child = t_spawn(receiver, &rfd, &wfd);
-	if (child < 0)
+	x->child = t_spawn(receiver, &x->rfd, &x->wfd);
+	if (x->child < 0)
 		bail_out("fork");
-	t_xrecv(rfd, &peer, sizeof(peer));
-	qpn = qp->qp_num;
-	t_xsend(wfd, &qpn, sizeof(qpn));
-	ok(!t_connect(qp, peer, 0, 1, 7, 14, 7), "%s: connected", what);
-	t_xrecv(rfd, &peer, sizeof(peer));
-	/* our own segment: the slot of each message says how it went */
-	slots = (struct soft_slot *)((char *)to_sqp(qp)->seg + SOFT_SEG_HDR);
-	ok(to_sqp(qp)->ring_size == SOFT_RING_SIZE,
+	t_xrecv(x->rfd, &peer, sizeof(peer));
+	qpn = x->qp->qp_num;
+	t_xsend(x->wfd, &qpn, sizeof(qpn));
+	ok(!t_connect(x->qp, peer, 0, 1, 7, 14, 7), "%s: connected", what);
+	t_xrecv(x->rfd, &peer, sizeof(peer));
+	x->slots =
+		(struct soft_slot *)((char *)to_sqp(x->qp)->seg + SOFT_SEG_HDR);
+}
+
+/* sender_down -- the receiver's counts (good, wrong lengths, wrong
+ * bytes), its exit, and all of ours gone */
+static void sender_down(struct sender *x, const char *what, int counts[3])
+{
+	int st = 0;
+
+	t_xrecv(x->rfd, &counts[0], sizeof(counts[0]));
+	t_xrecv(x->rfd, &counts[1], sizeof(counts[1]));
+	t_xrecv(x->rfd, &counts[2], sizeof(counts[2]));
+	t_xsend(x->wfd, &counts[0], sizeof(counts[0]));
+	waitpid(x->child, &st, 0);
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "%s: receiver exits cleanly",
+	   what);
+	close(x->rfd);
+	close(x->wfd);
+	ibv_destroy_qp(x->qp);
+	ibv_dereg_mr(x->mr);
+	t_close(&x->t);
+	free(x->buf);
+}
+
+/* stop -- the receiver stopped, for certain */
+static void stop(pid_t child)
+{
+	int st;
+
+	kill(child, SIGSTOP);
+	waitpid(child, &st, WUNTRACED);
+}
+
+/* pass -- one sender/receiver pair through every size; inl says how */
+static void pass(const char *what)
+{
+	struct sender x;
+	struct ibv_wc wc[DEPTH];
+	struct soft_slot *slots;
+	uint32_t posted = 0, completed = 0, msg, len;
+	int n, i, counts[3];
+	int errs = 0, ring_ok = 1, ringed = 0, fits = 0, stopped = 1;
+	uint64_t off, last_off = 0, ring_hi = 0; /* ring offsets seen */
+	/* inl_full: inline SENDs that found the ring full */
+	uint32_t wraps = 0, inl_full = 0;
+	uint32_t served = 0; /* completed while the receiver was stopped */
+	/* ring SENDs that left the slot's tail as it was (one line written)
+	 * and, one at a time, those the receiver acknowledged by its
+	 * cumulative count, the slot never written back */
+	uint32_t one_line = 0, acked = 0;
+
+	sender_up(&x, what);
+	slots = x.slots;
+	ok(to_sqp(x.qp)->ring_size == SOFT_RING_SIZE,
 	   "%s: a ring of %u bytes, at most the send queue's SENDs of "
 	   "SOFT_RING_MAX",
-	   what, to_sqp(qp)->ring_size);
-	kill(child, SIGSTOP); /* nothing is taken while the first go out */
-	waitpid(child, &st, WUNTRACED);
+	   what, to_sqp(x.qp)->ring_size);
+	stop(x.child); /* nothing is taken while the first go out */
 	while (completed < nmsg) {
 		while (posted < nmsg && posted - completed < window) {
 			/* the slot is free: a mark in its tail */
 			slots[posted & (DEPTH - 1)].raddr = TAIL_MARK;
-			if (post_msg(qp, buf + (size_t)(posted % DEPTH) * SLOT,
-				     mr->lkey, posted))
+			if (post_msg(x.qp,
+				     x.buf + (size_t)(posted % DEPTH) * SLOT,
+				     x.mr->lkey, posted))
 				bail_out("post");
 			/* the slot is ours until the WQE completes */
 			msg = posted++;
@@ -279,10 +327,10 @@ static void pass(const char *what)
 		}
 		/* inline: still stopped until the first are served */
 		if (stopped && posted >= window && (!inl || completed)) {
-			kill(child, SIGCONT);
+			kill(x.child, SIGCONT);
 			stopped = 0;
 		}
-		n = t_wait(t.cq, wc, (int)(posted - completed), 20000);
+		n = t_wait(x.t.cq, wc, (int)(posted - completed), 20000);
 		if (n <= 0) {
 			for (i = 0; i < DEPTH; i++)
 				diag("slot %d: state %#llx flags %#x len %u", i,
@@ -351,36 +399,17 @@ static void pass(const char *what)
 		ok(inl_full > 0,
 		   "%s: %u inline SENDs found the ring full (copied aside)",
 		   what, inl_full);
-	t_xrecv(rfd, &good, sizeof(good));
-	t_xrecv(rfd, &bad_len, sizeof(bad_len));
-	t_xrecv(rfd, &bad_data, sizeof(bad_data));
-	ok(good == (int)nmsg,
-	   "%s: every message received intact, in order (%d)", what, good);
-	ok(!bad_len, "%s: no wrong length (%d)", what, bad_len);
-	ok(!bad_data, "%s: no wrong byte (%d)", what, bad_data);
-	t_xsend(wfd, &good, sizeof(good));
-	waitpid(child, &st, 0);
-	ok(WIFEXITED(st) && !WEXITSTATUS(st), "%s: receiver exits cleanly",
-	   what);
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(mr);
-	t_close(&t);
-	free(buf);
+	sender_down(&x, what, counts);
+	ok(counts[0] == (int)nmsg,
+	   "%s: every message received intact, in order (%d)", what, counts[0]);
+	ok(!counts[1], "%s: no wrong length (%d)", what, counts[1]);
+	ok(!counts[2], "%s: no wrong byte (%d)", what, counts[2]);
 }
 
 /* fill -- a ring SEND's fill count in its slot (SOFT_SLOT_RING_FILL) */
 static _Atomic uint64_t *fill(struct soft_slot *s)
 {
 	return (_Atomic uint64_t *)(void *)(s->payload + SOFT_SLOT_RING_FILL);
-}
-
-/* stop -- the receiver stopped, for certain */
-static void stop(pid_t child)
-{
-	int st;
-
-	kill(child, SIGSTOP);
-	waitpid(child, &st, WUNTRACED);
 }
 
 /*
@@ -395,39 +424,24 @@ static void stop(pid_t child)
  */
 static void fill_pass(void)
 {
-	struct tctx t;
-	struct ibv_mr *mr;
-	struct ibv_qp *qp;
+	struct sender x;
 	struct ibv_wc wc;
 	struct soft_slot *slots;
-	uint32_t qpn, peer, msg, len = SOFT_RING_MAX, half = SOFT_RING_MAX / 2;
+	uint32_t msg, len = SOFT_RING_MAX, half = SOFT_RING_MAX / 2;
 	uint64_t off, acked;
-	uint8_t *buf = malloc((size_t)DEPTH * SLOT), *save = malloc(half), *r;
-	int rfd, wfd, st = 0, good = -1, bad_len = -1, bad_data = -1;
-	pid_t child;
+	uint8_t *save = malloc(half), *r;
+	int counts[3];
 
 	filling = 1;
 	inl = 0;
 	nmsg = NFILL;
-	if (!buf || !save || t_open(&t, 2 * DEPTH))
-		bail_out("open");
-	mr = ibv_reg_mr(t.pd, buf, (size_t)DEPTH * SLOT,
-			IBV_ACCESS_LOCAL_WRITE);
-	qp = t_rc_qp(&t, DEPTH, NULL);
-	if (!mr || !qp)
-		bail_out("setup");
-	child = t_spawn(receiver, &rfd, &wfd);
-	if (child < 0)
-		bail_out("fork");
-	t_xrecv(rfd, &peer, sizeof(peer));
-	qpn = qp->qp_num;
-	t_xsend(wfd, &qpn, sizeof(qpn));
-	ok(!t_connect(qp, peer, 0, 1, 7, 14, 7), "fill: connected");
-	t_xrecv(rfd, &peer, sizeof(peer));
-	slots = (struct soft_slot *)((char *)to_sqp(qp)->seg + SOFT_SEG_HDR);
+	if (!save)
+		bail_out("memory");
+	sender_up(&x, "fill");
+	slots = x.slots;
 
-	stop(child);
-	if (post_msg(qp, buf, mr->lkey, 0))
+	stop(x.child);
+	if (post_msg(x.qp, x.buf, x.mr->lkey, 0))
 		bail_out("post");
 	ok((slots[0].flags & SOFT_SF_RING) &&
 		   atomic_load(fill(&slots[0])) == len,
@@ -435,52 +449,44 @@ static void fill_pass(void)
 	   "returns (%llu)",
 	   len, (unsigned long long)atomic_load(fill(&slots[0])));
 	memcpy(&off, slots[0].payload + SOFT_SLOT_RING_OFF, 8);
-	r = to_sqp(qp)->ring + off;
+	r = to_sqp(x.qp)->ring + off;
 	memcpy(save, r + half, half);
 	memset(r + half, 0xee, half);
 	atomic_store(fill(&slots[0]), half);
-	acked = atomic_load(&to_sqp(qp)->seg->acked);
-	kill(child, SIGCONT);
+	acked = atomic_load(&to_sqp(x.qp)->seg->acked);
+	kill(x.child, SIGCONT);
 	usleep(200000);
-	ok(atomic_load(&to_sqp(qp)->seg->acked) == acked,
+	ok(atomic_load(&to_sqp(x.qp)->seg->acked) == acked,
 	   "fill: one that is half in is not taken (200 ms)");
 	memcpy(r + half, save, half);
 	atomic_store(fill(&slots[0]), len);
-	ok(t_wait(t.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
+	ok(t_wait(x.t.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
 		   wc.wr_id == 0,
 	   "fill: all in, it is taken");
 
-	stop(child);
-	if (post_msg(qp, buf + SLOT, mr->lkey, 1))
+	stop(x.child);
+	if (post_msg(x.qp, x.buf + SLOT, x.mr->lkey, 1))
 		bail_out("post");
 	atomic_store(fill(&slots[1]), (uint64_t)len + 4096);
-	kill(child, SIGCONT);
-	ok(t_wait(t.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
+	kill(x.child, SIGCONT);
+	ok(t_wait(x.t.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
 		   wc.wr_id == 1,
 	   "fill: a count past the length is taken as the whole");
 	for (msg = 2; msg < NFILL; msg++)
-		if (post_msg(qp, buf + (size_t)msg * SLOT, mr->lkey, msg) ||
-		    t_wait(t.cq, &wc, 1, 20000) != 1 ||
+		if (post_msg(x.qp, x.buf + (size_t)msg * SLOT, x.mr->lkey,
+			     msg) ||
+		    t_wait(x.t.cq, &wc, 1, 20000) != 1 ||
 		    wc.status != IBV_WC_SUCCESS)
 			break;
 	ok(msg == NFILL, "fill: %u more, around %u bytes, completed", msg - 2,
 	   SOFT_RING_PIPE);
 
-	t_xrecv(rfd, &good, sizeof(good));
-	t_xrecv(rfd, &bad_len, sizeof(bad_len));
-	t_xrecv(rfd, &bad_data, sizeof(bad_data));
-	ok(good == (int)NFILL && !bad_len && !bad_data,
+	sender_down(&x, "fill", counts);
+	ok(counts[0] == (int)NFILL && !counts[1] && !counts[2],
 	   "fill: all arrived once, intact (%d good, %d wrong lengths, %d "
 	   "wrong bytes)",
-	   good, bad_len, bad_data);
-	t_xsend(wfd, &good, sizeof(good));
-	waitpid(child, &st, 0);
-	ok(WIFEXITED(st) && !WEXITSTATUS(st), "fill: receiver exits cleanly");
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(mr);
-	t_close(&t);
+	   counts[0], counts[1], counts[2]);
 	free(save);
-	free(buf);
 	filling = 0;
 }
 

@@ -35,6 +35,18 @@
 #include "../tap.h"
 #include "common.h"
 
+/* open_first -- a context on the first device (softrdma's), or NULL */
+static struct ibv_context *open_first(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx =
+		list && list[0] ? ibv_open_device(list[0]) : NULL;
+
+	if (list)
+		ibv_free_device_list(list);
+	return ctx;
+}
+
 /* registry_named -- does this run's registry have its name in /dev/shm? */
 static int registry_named(void)
 {
@@ -72,20 +84,17 @@ static int registry_mapped_named(void)
  * made; exit 0 when, once it runs again, it is in the named registry */
 static int maker(int rfd, int wfd)
 {
-	struct ibv_device **list;
 	struct ibv_context *ctx;
 	int named;
 
 	(void)rfd;
 	(void)wfd;
 	setenv("SOFTRDMA_TEST_MAKE_STOP", "registry", 1);
-	list = ibv_get_device_list(NULL);
-	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	ctx = open_first();
 	if (!ctx)
 		return 2;
 	named = registry_mapped_named();
 	ibv_close_device(ctx);
-	ibv_free_device_list(list);
 	return named ? 0 : 1;
 }
 
@@ -93,19 +102,16 @@ static int maker(int rfd, int wfd)
  * context's end and the detach from the registry */
 static int leaver(int rfd, int wfd)
 {
-	struct ibv_device **list;
 	struct ibv_context *ctx;
 	char go;
 
-	list = ibv_get_device_list(NULL);
-	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	ctx = open_first();
 	t_xsend(wfd, ctx ? "y" : "n", 1);
 	if (!ctx)
 		return 2;
 	t_xrecv(rfd, &go, 1);
 	setenv("SOFTRDMA_TEST_DETACH_STOP", "1", 1);
 	ibv_close_device(ctx);
-	ibv_free_device_list(list);
 	return 0;
 }
 
@@ -113,7 +119,6 @@ static int leaver(int rfd, int wfd)
  * exit 0 when the registry it joined still has its name once it runs */
 static int joiner(int rfd, int wfd)
 {
-	struct ibv_device **list;
 	struct ibv_context *ctx;
 	char go;
 	int named;
@@ -121,19 +126,16 @@ static int joiner(int rfd, int wfd)
 	(void)wfd;
 	t_xrecv(rfd, &go, 1);
 	setenv("SOFTRDMA_TEST_ATTACH_STOP", "1", 1);
-	list = ibv_get_device_list(NULL);
-	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	ctx = open_first();
 	if (!ctx)
 		return 2;
 	named = registry_named();
 	ibv_close_device(ctx);
-	ibv_free_device_list(list);
 	return named ? 0 : 1;
 }
 
 int main(void)
 {
-	struct ibv_device **list;
 	struct ibv_context *ctx;
 	int rfd, wfd, st;
 	char go;
@@ -145,8 +147,7 @@ int main(void)
 	pid = t_spawn(joiner, &rfd, &wfd);
 	if (pid < 0)
 		bail_out("pipe or fork");
-	list = ibv_get_device_list(NULL);
-	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	ctx = open_first();
 	ok(ctx != NULL, "parent: a context (the registry made)");
 	if (!ctx)
 		bail_out("no device");
@@ -173,7 +174,7 @@ int main(void)
 		bail_out("pipe or fork");
 	ok(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st),
 	   "maker stopped while it makes the registry");
-	ctx = ibv_open_device(list[0]);
+	ctx = open_first();
 	ok(ctx != NULL && registry_mapped_named(),
 	   "another process opens a context meanwhile, in the named registry");
 	kill(pid, SIGCONT);
@@ -194,14 +195,14 @@ int main(void)
 	if (pid < 0)
 		bail_out("pipe or fork");
 	t_xrecv(rfd, &go, 1);
-	ctx = ibv_open_device(list[0]);
+	ctx = open_first();
 	ok(go == 'y' && ctx != NULL, "leaver and we have a context each");
 	t_xsend(wfd, "g", 1);
 	ok(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st),
 	   "leaver's context closed, its detach not yet run");
 	ibv_close_device(ctx);
 	ok(!registry_named(), "our close, the last context: the name goes");
-	ctx = ibv_open_device(list[0]);
+	ctx = open_first();
 	ok(ctx != NULL && registry_mapped_named(),
 	   "a new context: in a new registry, named");
 	kill(pid, SIGCONT);
@@ -213,7 +214,6 @@ int main(void)
 	if (ctx)
 		ibv_close_device(ctx);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
-	ibv_free_device_list(list);
 	close(rfd);
 	close(wfd);
 	return done_testing();
