@@ -1485,7 +1485,9 @@ static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
 		return 0;
 	piece = len;
 	if (len >= SOFT_RING_PIPE && qp->ring_head == qp->ring_tail) {
-		piece = len / 4 < 8192 ? 8192 : (len / 4 + 63) & ~(uint64_t)63;
+		piece = len / 4 < SOFT_RING_PIECE_MIN
+				? SOFT_RING_PIECE_MIN
+				: (len / 4 + 63) & ~(uint64_t)63;
 		memcpy(src, iov, niov * sizeof(*iov)); /* iov[0] changes */
 	}
 	ring = ring_capture(qp, s, iov, niov, len, piece);

@@ -71,13 +71,14 @@
 #define SOFT_RING_MAX	    (64u << 10)
 #define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
-/* a ring SEND of SOFT_RING_PIPE bytes or more goes in in pieces, its
- * slot published after the first (data.c fast_ring, slot.h
- * SOFT_SLOT_RING_FILL); a responder waits SOFT_RING_SPINS pauses for the
- * next piece before it leaves the SEND to a later pass (its sender
- * preempted, or gone) */
-#define SOFT_RING_PIPE	(16u << 10)
-#define SOFT_RING_SPINS 256
+/* a ring SEND of SOFT_RING_PIPE bytes or more goes in in pieces of a
+ * quarter, at least SOFT_RING_PIECE_MIN, its slot published after the
+ * first (data.c fast_ring, slot.h SOFT_SLOT_RING_FILL); a responder waits
+ * SOFT_RING_SPINS pauses for the next piece before it leaves the SEND to
+ * a later pass (its sender preempted, or gone) */
+#define SOFT_RING_PIPE	    (16u << 10)
+#define SOFT_RING_PIECE_MIN (8u << 10)
+#define SOFT_RING_SPINS	    256
 
 /* Ring slots (slot.h): 64-byte header then payload */
 #define SOFT_SEG_HDR 4096
