@@ -80,22 +80,39 @@ static int registry_mapped_named(void)
 	return found;
 }
 
+/* resume -- let a stopped child go on to its end: its exit code, or -1 */
+static int resume(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGCONT);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* open_check -- a child's exit code: open a context, and once it is
+ * open, 0 when check() holds, 1 when not, 2 when there is no context */
+static int open_check(int (*check)(void))
+{
+	struct ibv_context *ctx = open_first();
+	int held;
+
+	if (!ctx)
+		return 2;
+	held = check();
+	ibv_close_device(ctx);
+	return held ? 0 : 1;
+}
+
 /* maker -- open the host's first context, stopping while the registry is
  * made; exit 0 when, once it runs again, it is in the named registry */
 static int maker(int rfd, int wfd)
 {
-	struct ibv_context *ctx;
-	int named;
-
 	(void)rfd;
 	(void)wfd;
 	setenv("SOFTRDMA_TEST_MAKE_STOP", "registry", 1);
-	ctx = open_first();
-	if (!ctx)
-		return 2;
-	named = registry_mapped_named();
-	ibv_close_device(ctx);
-	return named ? 0 : 1;
+	return open_check(registry_mapped_named);
 }
 
 /* leaver -- open a context; once told, close it, stopping between the
@@ -119,19 +136,12 @@ static int leaver(int rfd, int wfd)
  * exit 0 when the registry it joined still has its name once it runs */
 static int joiner(int rfd, int wfd)
 {
-	struct ibv_context *ctx;
 	char go;
-	int named;
 
 	(void)wfd;
 	t_xrecv(rfd, &go, 1);
 	setenv("SOFTRDMA_TEST_ATTACH_STOP", "1", 1);
-	ctx = open_first();
-	if (!ctx)
-		return 2;
-	named = registry_named();
-	ibv_close_device(ctx);
-	return named ? 0 : 1;
+	return open_check(registry_named);
 }
 
 int main(void)
@@ -158,12 +168,10 @@ int main(void)
 	ok(registry_named(),
 	   "parent's close, the only context: the registry stays (the child "
 	   "is a user)");
-	kill(pid, SIGCONT);
-	if (waitpid(pid, &st, 0) != pid)
-		st = -1;
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	st = resume(pid);
+	ok(st == 0,
 	   "child: its context in the registry that has the name (exit %d)",
-	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	   st);
 	close(rfd);
 	close(wfd);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
@@ -177,12 +185,10 @@ int main(void)
 	ctx = open_first();
 	ok(ctx != NULL && registry_mapped_named(),
 	   "another process opens a context meanwhile, in the named registry");
-	kill(pid, SIGCONT);
-	if (waitpid(pid, &st, 0) != pid)
-		st = -1;
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	st = resume(pid);
+	ok(st == 0,
 	   "maker, running again: its context in the same registry (exit %d)",
-	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	   st);
 	if (ctx)
 		ibv_close_device(ctx);
 	close(rfd);
@@ -205,10 +211,8 @@ int main(void)
 	ctx = open_first();
 	ok(ctx != NULL && registry_mapped_named(),
 	   "a new context: in a new registry, named");
-	kill(pid, SIGCONT);
-	if (waitpid(pid, &st, 0) != pid)
-		st = -1;
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "leaver exits 0 (%d)", st);
+	st = resume(pid);
+	ok(st == 0, "leaver exits 0 (%d)", st);
 	ok(registry_mapped_named(),
 	   "the leaver's detach left the new registry its name");
 	if (ctx)
