@@ -301,7 +301,8 @@ int rdmamsg_ep_attr_set_send_depth(struct rdmamsg_ep_attr *attr,
 				   unsigned int depth);
 
 /* rdmamsg_ep_attr_set_send_backlog -- messages queued while out of credits
- * before sends return -EAGAIN; 0 .. 1048576 */
+ * before sends return -EAGAIN (copied ones also only up to
+ * RDMAMSG_COPY_AHEAD bytes: rdmamsg_send); 0 .. 1048576 */
 int rdmamsg_ep_attr_set_send_backlog(struct rdmamsg_ep_attr *attr,
 				     unsigned int msgs);
 
@@ -627,8 +628,9 @@ int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep, size_t *size);
  * same callback, same bytes, same flags, the order of sending kept.
  * -ENOTCONN unless connected, -EMSGSIZE above the large maximum, -EAGAIN
  * when out of credits and the backlog (or the pool) is full, or when its
- * rendezvous copies not yet read would exceed RDMAMSG_COPY_AHEAD bytes
- * (unset: 1 MiB, two copies at least; "0": no bound but the pool's)
+ * copies queued in the backlog, or its rendezvous copies not yet read,
+ * would exceed RDMAMSG_COPY_AHEAD bytes (unset: 1 MiB, two copies at
+ * least; "0": no bound but the backlog's messages and the pool)
  * (on_writable follows: a burst of large messages meets it early).
  * op_ctx comes back in on_send (for a rendezvous, once the receiver has
  * the bytes).

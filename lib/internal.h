@@ -532,6 +532,7 @@ struct rdmamsg_ep {
 	uint64_t returned_total, received_total;
 	struct rdmamsg_buf *bl_head, *bl_tail;
 	uint32_t bl_count;
+	size_t bl_bytes; /* of its messages (not packs): msg.c bl_full() */
 	int want_writable;
 
 	/* receive side */

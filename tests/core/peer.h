@@ -11,6 +11,7 @@ struct srv_cfg {
 	unsigned int slow_every; /* sleep in every Nth on_recv ... */
 	unsigned int slow_us;	 /* ... for this long */
 	unsigned int stall_ms;	 /* do not progress at first */
+	unsigned int first_ms;	 /* sleep this long in the first on_recv */
 	unsigned int recv_depth;
 	int report; /* write the received count to the pipe */
 };
@@ -42,6 +43,8 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 	}
 	if (s->cfg->slow_every && s->n % s->cfg->slow_every == 0)
 		usleep(s->cfg->slow_us);
+	if (s->n == 1 && s->cfg->first_ms)
+		usleep(s->cfg->first_ms * 1000);
 }
 
 /* srv_close_cb -- close callback: note it */
