@@ -50,11 +50,16 @@
  * (doc/performance.md "copies ahead", "A default of 1m") */
 #define COPY_AHEAD_DEFAULT ((size_t)1 << 20)
 /* the least piece of a copied rendezvous message (RDMAMSG_RNDV_PIECE,
- * rndv.c's pieces_take()): a piece costs a bind, an announcement, a READ
- * and an invalidation, which 16 KiB pieces do not earn back (one-way
- * 64 KiB 7.34 us whole, 7.9-8.0 in 16 or 32 KiB pieces) and 64 KiB do
- * from 256 KiB (21.3 us against 22.1 with 32 KiB pieces, 22.5 with 128,
- * 24.4 whole; 1 MiB 87-90 and 4 MiB 358 with any, 107 and 561 whole) */
+ * rndv.c's pieces_take(); from it up to twice it, two halves): a piece
+ * costs a bind, an announcement, a READ and an invalidation, which
+ * 16 KiB pieces do not earn back (one-way 64 KiB 7.34 us whole, 7.9-8.0
+ * in 16 or 32 KiB pieces) and 64 KiB do from 256 KiB (21.3 us against
+ * 22.1 with 32 KiB pieces, 22.5 with 128, 24.4 whole; 1 MiB 87-90 and
+ * 4 MiB 358 with any, 107 and 561 whole).  Since softrdma's copy ring
+ * moves on, two halves earn it back from 64 KiB (rdmamsg_perf -t lat
+ * --busy, 2026-11-26: 64 KiB 7.8-8.2 -> 7.4-7.9 us, 96 KiB 10.7-11.1 ->
+ * 9.5-9.9; 48 KiB 6.2-6.5 either way; 128 KiB in two 64 KiB pieces
+ * 12.8-12.9, in four of 32 KiB 12.9-13.1) */
 #define RNDV_PIECE_DEFAULT ((size_t)64 << 10)
 
 /* the default to a peer on this host where the fabric carries its sends

@@ -534,7 +534,8 @@ static void pieces_put(struct rdmamsg_ep *ep, struct pieces *pc)
 	}
 }
 
-/* pieces_take -- how a copy of len bytes into pool buffer b goes: in
+/* pieces_take -- how a copy of len bytes into pool buffer b goes: from
+ * ep->rndv_piece bytes in pieces, two halves below twice that, else
  * pieces of at least ep->rndv_piece bytes (at most MAX_PIECES, sizes a
  * multiple of 64) where the peer reads pieces, windows bind, the send
  * queue has room for a bind and an announcement per piece besides
@@ -548,7 +549,7 @@ static void pieces_take(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
 	size_t n;
 	int i;
 
-	if (!ep->rndv_piece || len / 2 < ep->rndv_piece || !b->slab ||
+	if (!ep->rndv_piece || len < ep->rndv_piece || !b->slab ||
 	    !(ep->peer_caps & RDMAMSG_HS_CAP_PIECE) || !use_mw(ep))
 		return;
 	/* a copy behind transfers still to be read (no FIN yet) goes
@@ -557,6 +558,8 @@ static void pieces_take(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
 	if (ep->xf->sends.used)
 		return;
 	n = len / ep->rndv_piece;
+	if (n < 2)
+		n = 2;
 	if (n > MAX_PIECES)
 		n = MAX_PIECES;
 	/* every announcement goes at once, none into the backlog: a close

@@ -5,8 +5,9 @@
  *
  * Two contexts of this process, rendezvous above 4 KiB, pieces of at
  * least 16 KiB (RDMAMSG_RNDV_PIECE=16k; a bad value: connect -EINVAL).
- * Messages at every boundary of the piece count +-1 byte (two pieces
- * from 32 KiB, the most, eight, from 128 KiB, up to 4 MiB), each after a
+ * Messages at every boundary of the piece count +-1 byte (two halves
+ * from 16 KiB, two pieces of 16 KiB at 32 KiB, the most, eight, from
+ * 128 KiB, up to 4 MiB), each after a
  * small one: the server sees them all through on_recv, once, in order,
  * byte for byte, with the flags of an eager message; the client bound
  * one window per piece (counted on its QP) and invalidated all but the
@@ -42,12 +43,13 @@
 #define PIECE  16384
 #define MAXMSG (4 * 1024 * 1024)
 #define SMALL  40
-#define NSIZES 11
+#define NSIZES 14
 
 static const size_t sizes[NSIZES] = {
-	2 * PIECE - 1,	2 * PIECE,   2 * PIECE + 1, 3 * PIECE + 7,
-	8 * PIECE - 1,	8 * PIECE,   8 * PIECE + 1, 9 * PIECE - 1,
-	16 * PIECE + 1, 1024 * 1024, MAXMSG,
+	PIECE - 1,   PIECE,	    PIECE + 1,	   2 * PIECE - 1,
+	2 * PIECE,   2 * PIECE + 1, 3 * PIECE + 7, 8 * PIECE - 1,
+	8 * PIECE,   8 * PIECE + 1, 9 * PIECE - 1, 16 * PIECE + 1,
+	1024 * 1024, MAXMSG,
 };
 
 static unsigned char *pat;
@@ -75,9 +77,9 @@ static unsigned int pieces(size_t len, size_t piece)
 {
 	size_t n, size;
 
-	if (!piece || len / 2 < piece)
+	if (!piece || len < piece)
 		return 1;
-	n = len / piece < 8 ? len / piece : 8;
+	n = len / piece < 2 ? 2 : len / piece < 8 ? len / piece : 8;
 	size = ((len + n - 1) / n + 63) & ~(size_t)63;
 	return (unsigned int)((len + size - 1) / size);
 }

@@ -12,7 +12,8 @@
  * the same flags (RDMAMSG_RECV_LARGE only above the maximum message),
  * and can keep any of them (rdmamsg_recv_keep).  A request above the
  * threshold keeps its place between messages, and so does its response.
- * A 64 KiB round trip makes no memory registration (the context's reg_mr
+ * A 64 KiB round trip (copied whole: RDMAMSG_RNDV_PIECE=0, pieces are
+ * pieces.c's) makes no memory registration (the context's reg_mr
  * is counted) and is no fragments: one send each way plus the FIN (the
  * provider's post_send is counted by opcode), one READ each way, and its
  * memory window is bound and invalidated once each way.  With
@@ -997,6 +998,9 @@ int main(void)
 			   flags_bad = 0;
 
 	test_setup("thresh");
+	/* whole copies: the counts below are of one window and one READ
+	 * per message each way (pieces, from 64 KiB: pieces.c) */
+	setenv("RDMAMSG_RNDV_PIECE", "0", 1);
 	pat = malloc(MAXLEN);
 	zc = malloc(ZC_LEN);
 	if (!pat || !zc)
