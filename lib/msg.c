@@ -315,8 +315,9 @@ static inline uint32_t backlog_limit(const struct rdmamsg_ep *ep)
  * (RDMAMSG_COPY_AHEAD, as for rendezvous copies; BL_COPY_MIN at least).
  * Copies far ahead of the credits gain nothing and are cold when they
  * go: 1,024 queued 8 KiB copies are 8 MiB of pool memory, four times the
- * L2 (rdmamsg_perf -t bw --busy on softrdma, 8 and 16 KiB: 7.9-8.4 ->
- * 10.9-11.4 GB/s, 4 KiB 7.4-7.9 -> 9.6-9.9 with this bound)
+ * L2 (rdmamsg_perf -t bw --busy, no --window, on softrdma: 4 KiB
+ * 6.7-7.6 -> 10.1-10.7 GB/s, 8 KiB 7.1-8.4 -> 11.4-12.3, 16 KiB 7.5-7.8
+ * -> 11.9-12.5 with this bound)
  */
 static inline int bl_full(const struct rdmamsg_ep *ep, size_t len, int copy)
 {
