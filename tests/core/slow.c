@@ -3,17 +3,29 @@
  * slow.c -- a slow receiver: the server sleeps in its receive callback; the
  * sender runs out of credits, fills its bounded backlog, gets -EAGAIN and
  * on_writable, and nothing is lost or duplicated; its pool stays bounded.
+ *
+ * The backlog's byte bound: it holds at most RDMAMSG_COPY_AHEAD bytes of
+ * copied messages (unset: 1 MiB; "0": only its message limit), at least
+ * two.  The server sleeps in its first on_recv, so that nothing it
+ * receives returns a credit while the client fills the backlog: the 4 KiB
+ * sends taken before the first -EAGAIN are the client's credits (at most
+ * the server's receive depth) plus the backlog's 16 (64k), 256 (unset)
+ * or 1,024 (0); then on_writable, and every message arrives once, in
+ * order.
  */
 #include "config.h"
 
 #include "../tap.h"
 #include "peer.h"
 
+#define DEPTH 16   /* the server's receive buffers: our credits at most */
+#define MSG   4096 /* the byte bound's sends: copied into the backlog */
+
 struct cli {
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_ep *ep;
-	uint64_t sent, n, done_ok, done_err, eagain, writable;
-	size_t max_reg;
+	uint64_t sent, n, taken, done_ok, done_err, eagain, writable;
+	size_t max_reg, size; /* size 0: 64 B, every 16th 20,000 B */
 	int connected, status, closed, finished, failures;
 };
 
@@ -46,7 +58,8 @@ static void cli_sent(struct rdmamsg_ep *ep, int status, void *op, void *arg)
 		c->finished = 1;
 }
 
-/* pump -- send until pushed back, watching the pool */
+/* pump -- send until pushed back, watching the pool; the first
+ * push-back's count of sends is taken */
 static void pump(struct cli *c)
 {
 	static char msg[20000];
@@ -58,10 +71,14 @@ static void pump(struct cli *c)
 
 		memcpy(msg, &c->sent, 8);
 		/* every 16th message is fragmented (8 KiB eager size) */
-		ret = rdmamsg_send(c->ep, msg, c->sent % 16 ? 64 : sizeof(msg),
+		ret = rdmamsg_send(c->ep, msg,
+				   c->size	  ? c->size
+				   : c->sent % 16 ? 64
+						  : sizeof(msg),
 				   (void *)(uintptr_t)c->sent);
 		if (ret == -EAGAIN) {
-			c->eagain++;
+			if (!c->eagain++)
+				c->taken = c->sent;
 			break;
 		}
 		if (ret) {
@@ -97,6 +114,54 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_send = cli_sent,
 	.on_writable = cli_writable,
 };
+
+/* copy_bound -- with RDMAMSG_COPY_AHEAD=env (NULL: unset), the MSG-byte
+ * sends taken before the first -EAGAIN lie in [lo, hi]; all arrive */
+static void copy_bound(const char *env, uint64_t lo, uint64_t hi)
+{
+	struct srv_cfg cfg = {
+		.first_ms = 1500, .recv_depth = DEPTH, .report = 1};
+	const char *name = env ? env : "unset";
+	uint64_t r[2] = {0, 0};
+	struct cli c;
+	char addr[64];
+	int rfd;
+	pid_t pid;
+
+	if (env)
+		setenv("RDMAMSG_COPY_AHEAD", env, 1);
+	else
+		unsetenv("RDMAMSG_COPY_AHEAD");
+	memset(&c, 0, sizeof(c));
+	c.ctx = test_ctx();
+	c.n = tap_small() ? 1500 : 4000;
+	c.size = MSG;
+	pid = test_fork_server(srv_main, &cfg, &rfd, addr, sizeof(addr));
+	ok(rdmamsg_connect(c.ctx, addr, NULL, &cli_cbs, &c, &c.ep) == 0,
+	   "%s: connect", name);
+	test_run_until(c.ctx, &c.connected, 60000);
+	ok(c.status == 0, "%s: connected", name);
+	pump(&c);
+	ok(c.eagain && c.taken >= lo && c.taken <= hi,
+	   "%s: %llu sends of %d B taken before the first -EAGAIN (%llu .. "
+	   "%llu)",
+	   name, (unsigned long long)c.taken, MSG, (unsigned long long)lo,
+	   (unsigned long long)hi);
+	test_run_until(c.ctx, &c.finished, 60000);
+	ok(c.sent == c.n && c.done_ok == c.n && !c.failures,
+	   "%s: all sent, all completed successfully", name);
+	ok(c.writable > 0 && c.writable <= c.eagain,
+	   "%s: on_writable after -EAGAIN (%llu of %llu)", name,
+	   (unsigned long long)c.writable, (unsigned long long)c.eagain);
+	ok(rdmamsg_ep_close(c.ep, cli_close_cb) == 0, "%s: close", name);
+	test_run_until(c.ctx, &c.closed, 60000);
+	ok(read(rfd, r, sizeof(r)) == (ssize_t)sizeof(r) && r[0] == c.n &&
+		   r[1] == 0,
+	   "%s: the server received every message, in order, once", name);
+	ok(test_wait_child(pid) == 0, "%s: server exits cleanly", name);
+	ok(rdmamsg_ctx_destroy(&c.ctx) == 0, "%s: context destroyed", name);
+	close(rfd);
+}
 
 int main(void)
 {
@@ -145,5 +210,11 @@ int main(void)
 	is_int(test_wait_child(pid), 0, "server exits cleanly");
 	is_int(rdmamsg_ctx_destroy(&c.ctx), 0, "context destroyed");
 	close(rfd);
+
+	/* the byte bound: 16 copies of 4 KiB in 64 KiB, 256 in the
+	 * default 1 MiB, none but the 1,024-message limit with 0 */
+	copy_bound("64k", 16, 16 + DEPTH);
+	copy_bound(NULL, 256, 256 + DEPTH);
+	copy_bound("0", 1024, 1024 + DEPTH);
 	return done_testing();
 }
