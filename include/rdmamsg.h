@@ -680,7 +680,7 @@ int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
  * variable RDMAMSG_RNDV_THRESH, bytes with an optional k, m or g suffix,
  * says otherwise; the attribute wins over it).  Without either the
  * connection chooses: RDMAMSG_RNDV_THRESH_DEFAULT, or on softrdma a
- * lower one (16 KiB) to a peer on this host, where a READ from the
+ * lower one (20 KiB) to a peer on this host, where a READ from the
  * mapped pool costs fewer copies than fragments through the copy ring
  * (rdmamsg_protocols.peer_local tells).
  * Below it, and never above the negotiated maximum message size, messages

@@ -688,7 +688,7 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 /* msg.c: the protocol thresholds (RDMAMSG_RNDV_THRESH, negotiated); the
  * default rendezvous threshold to a peer on this host over shared memory
  * (msg.c RNDV_LOCAL_SHM says why) */
-#define RDMAMSG__RNDV_LOCAL_SHM (16 * 1024)
+#define RDMAMSG__RNDV_LOCAL_SHM (20 * 1024)
 int rdmamsg__ep_proto_params(struct rdmamsg_ep *ep);
 uint32_t rdmamsg__ep_rx_batch(const struct rdmamsg_ep *ep);
 void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep);

@@ -69,8 +69,13 @@
  * (doc/performance.md "Rendezvous threshold per connection": 256 KiB
  * while the READ was a process_vm_readv, 32 KiB since the pool is
  * mapped, 16 KiB since the copy ring moves on: from 20 KiB a READ is as
- * fast one-way and 1.3-2x the bandwidth); retune it when the copy paths
- * change.  Through
+ * fast one-way and 1.3-2x the bandwidth; 20 KiB since a long SEND goes
+ * into the ring in pieces and the backlog's copies stay few: rdmamsg_perf
+ * --busy, 16 KiB + 64 B 3.23-3.35 -> 2.84-2.97 us one-way and 10.5-11.1
+ * -> 10.8-11.5 GB/s, 20 KiB 3.72-4.01 -> 3.45-3.61 us and 9.1-9.2 ->
+ * 10.8-11.2 GB/s by fragments; at 24 KiB 4.2 -> 4.0-4.1 us but 12.3-13.3
+ * -> 11.6-11.8 GB/s, at 32 KiB 4.9-5.3 -> 5.2-5.4 us); retune it when the
+ * copy paths change.  Through
  * an HCA's loopback both protocols cross PCIe and rendezvous saves the
  * receiver's copy as it does between hosts: the default stays.  The
  * value is RDMAMSG__RNDV_LOCAL_SHM (internal.h, for the tests). */

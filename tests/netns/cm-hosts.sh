@@ -404,7 +404,7 @@ if [ -x "$perf" ]; then
 		src=$?
 		want="32768 B: the connection's default; the peer is on another host"
 		[ $h = 1 ] &&
-			want="16384 B: the connection's default; the peer is on this host"
+			want="20480 B: the connection's default; the peer is on this host"
 		[ $rc -eq 0 ] && [ $src -eq 0 ] &&
 			grep -q "^# rendezvous threshold $want\$" "$tap_tmp/c.info"
 		ok $? "rdmamsg_perf --info host $h -> host 1: $(grep '^# rendezvous' "$tap_tmp/c.info") (exit $rc/$src)"

@@ -354,7 +354,7 @@ async def test_replay_across_breaks(ctxs, breaker, srq):
                                reconnect_timeout=WAIT, reconnect_tries=1000,
                                connect_timeout=WAIT, srq=sb)
     # messages of one to several fragments, some above KEEP_THRESHOLD and
-    # above the rendezvous threshold (16 KiB on one host, 32 KiB between
+    # above the rendezvous threshold (20 KiB on one host, 32 KiB between
     # hosts): both ends of a session send fragments up to the message
     # maximum, the accepting end too, since a rendezvous pull in flight
     # would not be replayed (the server echoes each message)

@@ -8,7 +8,7 @@ import rdmamsg
 from conftest import pattern
 
 # small (copied), kept in the pool (>= keep_threshold, 16 KiB by default;
-# still in fragments: the same-host rendezvous threshold is 16 KiB) and
+# still in fragments: the same-host rendezvous threshold is 20 KiB) and
 # rendezvous.  Sent back to back with send_nowait, on both sides: a third
 # rendezvous copy not yet read would meet the copy-ahead bound (the two
 # 1 MiB ones are what it always grants), and send_nowait would raise
