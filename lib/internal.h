@@ -721,6 +721,20 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep);
 void rdmamsg__ep_free(struct rdmamsg_ep *ep);
 int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to);
 
+/* the copies ahead of the peer that RDMAMSG_COPY_AHEAD (ep->copy_ahead)
+ * always lets wait, whatever their bytes */
+#define RDMAMSG__COPY_MIN 2
+
+/* rdmamsg__copies_full -- with n copies of bytes waiting, one of len more
+ * would pass ep->copy_ahead: msg.c's send backlog and rndv.c's rendezvous
+ * copies not yet read, each counted on its own */
+static inline int rdmamsg__copies_full(const struct rdmamsg_ep *ep, uint64_t n,
+				       uint64_t bytes, size_t len)
+{
+	return ep->copy_ahead && n >= RDMAMSG__COPY_MIN &&
+	       bytes + len > ep->copy_ahead;
+}
+
 /* rdmamsg__ep_shm_peer -- the peer is a process on this host that the
  * fabric reaches through shared memory (softrdma): its reads and ours are
  * copies between the two cores, where an HCA's would be DMA (msg.c's

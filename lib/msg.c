@@ -45,7 +45,7 @@
 /* rdmamsg_send()'s rendezvous copies of an endpoint not yet read, by
  * default (RDMAMSG_COPY_AHEAD, rndv.c's copy_full): a window of 128
  * 1 MiB copies held 128 MiB of cold pool memory, at half the rate; 1 MiB
- * stays within the L2 (16 copies of 64 KiB, the two copies COPY_MIN
+ * stays within the L2 (16 copies of 64 KiB, the two copies RDMAMSG__COPY_MIN
  * grants at 1 MiB), and callers retry at on_writable
  * (doc/performance.md "copies ahead", "A default of 1m") */
 #define COPY_AHEAD_DEFAULT ((size_t)1 << 20)
@@ -311,13 +311,10 @@ static inline uint32_t backlog_limit(const struct rdmamsg_ep *ep)
 	return ep->p.backlog;
 }
 
-/* the least messages the backlog takes whatever their bytes (bl_full) */
-#define BL_COPY_MIN 2
-
 /*
  * bl_full -- a message of len more bytes would not fit the backlog: its
  * message limit, or, for a copy, ep->copy_ahead bytes of messages
- * (RDMAMSG_COPY_AHEAD, as for rendezvous copies; BL_COPY_MIN at least).
+ * (RDMAMSG_COPY_AHEAD, as for rendezvous copies; two at least).
  * Copies far ahead of the credits gain nothing and are cold when they
  * go: 1,024 queued 8 KiB copies are 8 MiB of pool memory, four times the
  * L2 (rdmamsg_perf -t bw --busy, no --window, on softrdma: 4 KiB
@@ -327,8 +324,8 @@ static inline uint32_t backlog_limit(const struct rdmamsg_ep *ep)
 static inline int bl_full(const struct rdmamsg_ep *ep, size_t len, int copy)
 {
 	return ep->bl_count >= backlog_limit(ep) ||
-	       (copy && ep->copy_ahead && ep->bl_count >= BL_COPY_MIN &&
-		ep->bl_bytes + len > ep->copy_ahead);
+	       (copy &&
+		rdmamsg__copies_full(ep, ep->bl_count, ep->bl_bytes, len));
 }
 
 /* a backlog entry that is a pack (has_imm): the W_PACK payload in data,

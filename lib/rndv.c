@@ -72,9 +72,6 @@
 #define READ_BYTES ((uint64_t)1 << 20) /* read_bytes() */
 /* the most pieces a copied message is announced in (pieces_take()) */
 #define MAX_PIECES 8
-/* rdmamsg_send()'s copies of an endpoint waiting to be read: beyond
- * RDMAMSG_COPY_AHEAD bytes (and COPY_MIN sends) -EAGAIN (copy_full()) */
-#define COPY_MIN 2
 /* freed transfer states an endpoint keeps for reuse, of each kind; none
  * under AddressSanitizer, which then still sees a state used after it
  * was freed */
@@ -208,7 +205,7 @@ static uint64_t read_bytes(const struct rdmamsg_ep *ep)
 }
 
 /* copy_full -- a copy of len more bytes of a caller's message would
- * wait for its read behind ep->copy_ahead bytes (COPY_MIN sends at
+ * wait for its read behind ep->copy_ahead bytes (RDMAMSG__COPY_MIN sends at
  * least) already waiting: the receiver reads a few at a time
  * (MAX_READS, read_bytes()), so copying further ahead gains nothing, and
  * the pool buffers it would take (a window of 128 at 1 MiB: 128 MiB) are
@@ -221,8 +218,7 @@ static int copy_full(const struct rdmamsg_ep *ep, size_t len)
 {
 	const struct rdmamsg__xfer *xf = ep->xf;
 
-	return ep->copy_ahead && xf->ncopied >= COPY_MIN &&
-	       xf->copied_bytes + len > ep->copy_ahead;
+	return rdmamsg__copies_full(ep, xf->ncopied, xf->copied_bytes, len);
 }
 
 /* copy_in -- the first n of the caller's len bytes at data into s's
