@@ -1078,6 +1078,16 @@ int rdmamsg_ep_get_late_responses(const struct rdmamsg_ep *ep, uint64_t *n);
 int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr, size_t len,
 		   unsigned int access, struct rdmamsg_mr **mr);
 
+/* rdmamsg_mr_alloc -- len bytes of new memory, zeroed and page-aligned,
+ * registered as rdmamsg_mr_reg() registers (rdmamsg_mr_get_data() says
+ * where): made the way the fabric moves it cheapest (shared memory a peer
+ * on the same host may map: one-sided operations and rendezvous reads of
+ * it, rdmamsg_send_nocopy() included, need no system call on softrdma);
+ * rdmamsg_mr_dereg() frees it.  -EINVAL for len 0 or unknown flags,
+ * -ENOMEM, or the device's error. */
+int rdmamsg_mr_alloc(struct rdmamsg_ctx *ctx, size_t len, unsigned int access,
+		     struct rdmamsg_mr **mr);
+
 /*
  * rdmamsg_mr_reg_iov -- register iovcnt (1 to 1024) pieces of the
  * caller's memory, each 1 byte to 4 GiB - 1, as one region whose offsets
@@ -1109,9 +1119,10 @@ enum rdmamsg_mr_layout {
 int rdmamsg_mr_get_layout(const struct rdmamsg_mr *mr,
 			  enum rdmamsg_mr_layout *layout);
 
-/* rdmamsg_mr_dereg -- deregister, free *mr and set it to NULL; -EBUSY
- * while operations using it are in flight.  Peers holding its export
- * get remote access errors from then on. */
+/* rdmamsg_mr_dereg -- deregister, free *mr (and rdmamsg_mr_alloc()'s
+ * memory) and set it to NULL; -EBUSY while operations using it are in
+ * flight.  Peers holding its export get remote access errors from then
+ * on. */
 int rdmamsg_mr_dereg(struct rdmamsg_mr **mr);
 
 /* rdmamsg_mr_get_data -- where the region starts, and its length */

@@ -189,6 +189,8 @@ struct rdmamsg__pool {
 };
 
 int rdmamsg__pool_init(struct rdmamsg_ctx *ctx, size_t limit, int huge);
+void *rdmamsg__shared_mem(const char *name, size_t len, unsigned int flags,
+			  int *fd);
 void rdmamsg__pool_fini(struct rdmamsg_ctx *ctx);
 int rdmamsg__buf_get(struct rdmamsg_ctx *ctx, size_t size, int owner,
 		     struct rdmamsg_buf **buf);

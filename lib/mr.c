@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mr.c -- memory registrations of the caller's memory, their export to
+ * mr.c -- memory registrations of the caller's memory (or of memory made
+ * for them, rdmamsg_mr_alloc), their export to
  * peers and the import of a peer's export.
  *
  * Export format (RDMAMSG_MR_EXPORT_SIZE bytes, little-endian): magic
@@ -13,6 +14,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "dispatch.h"
@@ -39,17 +42,15 @@ int rdmamsg__verbs_access(unsigned int access)
 	return a;
 }
 
-/* rdmamsg_mr_reg -- register the caller's memory */
-RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
-				  size_t len, unsigned int access,
-				  struct rdmamsg_mr **mrp)
+/* mr_reg -- a registration of len bytes at addr; owned: the length of
+ * the mapping there that rdmamsg_mr_dereg unmaps (rdmamsg_mr_alloc), 0
+ * for the caller's memory */
+static int mr_reg(struct rdmamsg_ctx *ctx, void *addr, size_t len,
+		  unsigned int access, size_t owned, struct rdmamsg_mr **mrp)
 {
 	struct rdmamsg_mr *mr;
 	int ret;
 
-	if (!ctx || !addr || !len || !mrp || (access & ~ACCESS_ALL) ||
-	    len > UINTPTR_MAX - (uintptr_t)addr)
-		return -EINVAL;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
@@ -69,6 +70,7 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
 	mr->ctx = ctx;
 	mr->addr = addr;
 	mr->len = len;
+	mr->owned = owned;
 	mr->access = access;
 	list_add_tail(&ctx->mrs, &mr->link);
 	*mrp = mr;
@@ -76,6 +78,53 @@ RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
 
 err_free_mr:
 	free(mr);
+	return ret;
+}
+
+/* rdmamsg_mr_reg -- register the caller's memory */
+RDMAMSG_EXPORT int rdmamsg_mr_reg(struct rdmamsg_ctx *ctx, void *addr,
+				  size_t len, unsigned int access,
+				  struct rdmamsg_mr **mrp)
+{
+	if (!ctx || !addr || !len || !mrp || (access & ~ACCESS_ALL) ||
+	    len > UINTPTR_MAX - (uintptr_t)addr)
+		return -EINVAL;
+	return mr_reg(ctx, addr, len, access, 0, mrp);
+}
+
+/* rdmamsg_mr_alloc -- new memory, zeroed and registered: a sealed memfd
+ * mapped shared (rdmamsg__shared_mem), which a provider sharing
+ * registrations between processes of a host lets a peer there map, so
+ * that one-sided operations and rendezvous reads of it are one memcpy
+ * (softrdma: no process_vm_* call); anonymous memory where there is no
+ * memfd.  rdmamsg_mr_dereg unmaps it. */
+RDMAMSG_EXPORT int rdmamsg_mr_alloc(struct rdmamsg_ctx *ctx, size_t len,
+				    unsigned int access,
+				    struct rdmamsg_mr **mrp)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), mlen;
+	void *p;
+	int fd, ret;
+
+	if (!ctx || !len || !mrp || (access & ~ACCESS_ALL))
+		return -EINVAL;
+	if (len > SIZE_MAX - (page - 1))
+		return -ENOMEM;
+	mlen = (len + page - 1) & ~(page - 1);
+	p = rdmamsg__shared_mem("rdmamsg-mr", mlen, 0, &fd);
+	if (!p) {
+		p = mmap(NULL, mlen, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			LOG_ERR("no memory for a %zu-byte region", len);
+			return -ENOMEM;
+		}
+	}
+	ret = mr_reg(ctx, p, len, access, mlen, mrp);
+	if (fd >= 0)
+		close(fd); /* the mapping keeps the file */
+	if (ret < 0)
+		munmap(p, mlen);
 	return ret;
 }
 
@@ -93,6 +142,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_dereg(struct rdmamsg_mr **mrp)
 		rdmamsg__mr_iov_dereg(mr); /* its pieces and mkey */
 	else
 		mr->ctx->ops->dereg_mr(mr->mr);
+	if (mr->owned)
+		munmap(mr->addr, mr->owned); /* rdmamsg_mr_alloc's */
 	list_del(&mr->link);
 	free(mr);
 	*mrp = NULL;

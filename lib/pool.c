@@ -53,19 +53,20 @@ int rdmamsg__pool_init(struct rdmamsg_ctx *ctx, size_t limit, int huge)
 }
 
 /*
- * shared_mem -- len bytes of a memfd sealed against shrinking, mapped
- * shared; *fd is the file (the caller closes it once the slab is
- * registered: a provider that shares registrations between processes of
- * a host, as softrdma does, finds it then), or NULL.  A peer on the host
- * may then map the slab (with the access the registration grants) instead
- * of copying through a system call; on an HCA it is memory as any other.
+ * rdmamsg__shared_mem -- len bytes of a memfd called name, sealed against
+ * shrinking, mapped shared; *fd is the file (the caller closes it once
+ * the memory is registered: a provider that shares registrations between
+ * processes of a host, as softrdma does, finds it then), or NULL (*fd -1).
+ * A peer on the host may then map the memory (with the access the
+ * registration grants) instead of copying through a system call; on an
+ * HCA it is memory as any other.
  */
-static void *shared_mem(size_t len, unsigned int flags, int *fd)
+void *rdmamsg__shared_mem(const char *name, size_t len, unsigned int flags,
+			  int *fd)
 {
 	void *p;
 
-	*fd = memfd_create("rdmamsg-pool",
-			   MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
+	*fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
 	if (*fd < 0)
 		return NULL;
 	if (ftruncate(*fd, (off_t)len) ||
@@ -81,7 +82,7 @@ err_close:
 }
 
 /* slab_mem -- memory for a slab, huge pages when asked: a sealed memfd
- * (shared_mem; *fd open), else anonymous memory (*fd -1) */
+ * (rdmamsg__shared_mem; *fd open), else anonymous memory (*fd -1) */
 static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge,
 		      int *fd)
 {
@@ -91,7 +92,7 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge,
 	if (pool->huge) {
 		size_t hl = (*len + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
 
-		p = shared_mem(hl, MFD_HUGETLB, fd);
+		p = rdmamsg__shared_mem("rdmamsg-pool", hl, MFD_HUGETLB, fd);
 		if (!p)
 			p = mmap(NULL, hl, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1,
@@ -104,7 +105,7 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge,
 		LOG_INFO("no huge pages for a %zu-byte slab; normal pages",
 			 *len);
 	}
-	p = shared_mem(*len, 0, fd);
+	p = rdmamsg__shared_mem("rdmamsg-pool", *len, 0, fd);
 	if (p)
 		return p;
 	p = mmap(NULL, *len, PROT_READ | PROT_WRITE,

@@ -85,6 +85,7 @@ struct rdmamsg_mr {
 	struct ibv_mr *mr;
 	char *addr;
 	size_t len;
+	size_t owned; /* the mapping rdmamsg_mr_alloc made at addr, or 0 */
 	unsigned int access;
 	unsigned int busy; /* operations in flight */
 	int bindable;	   /* registered with IBV_ACCESS_MW_BIND (rndv.c) */

@@ -6,11 +6,16 @@
  * data must come out exact); bad input and access violations refused
  * locally; a forged export and a revoked registration reported as remote
  * access errors that take the endpoint down, every pending operation
- * completing exactly once.
+ * completing exactly once.  rdmamsg_mr_alloc() makes zeroed,
+ * page-aligned, registered memory in a memfd of its own, refuses bad
+ * input, and rdmamsg_mr_dereg() frees it; the server's read-only region
+ * is such memory, and on softrdma the client's READs of it map its file.
  */
 #include "config.h"
 
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "../core/util.h"
@@ -145,20 +150,22 @@ static int server(int wfd, void *arg)
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
 	s.rw_mem = calloc(1, RW_LEN);
-	s.ro_mem = malloc(RO_LEN);
 	s.rev_mem = calloc(1, REV_LEN);
-	for (i = 0; i < RO_LEN; i++)
-		s.ro_mem[i] = (char)(i * 7);
+	/* the read-only region is memory the library made: on softrdma the
+	 * client's READs map it (main checks) */
 	if (rdmamsg_mr_reg(s.ctx, s.rw_mem, RW_LEN,
 			   RDMAMSG_ACCESS_REMOTE_READ |
 				   RDMAMSG_ACCESS_REMOTE_WRITE |
 				   RDMAMSG_ACCESS_REMOTE_ATOMIC,
 			   &s.rw) ||
-	    rdmamsg_mr_reg(s.ctx, s.ro_mem, RO_LEN, RDMAMSG_ACCESS_REMOTE_READ,
-			   &s.ro) ||
+	    rdmamsg_mr_alloc(s.ctx, RO_LEN, RDMAMSG_ACCESS_REMOTE_READ,
+			     &s.ro) ||
+	    rdmamsg_mr_get_data(s.ro, (void **)&s.ro_mem, NULL) ||
 	    rdmamsg_mr_reg(s.ctx, s.rev_mem, REV_LEN,
 			   RDMAMSG_ACCESS_REMOTE_WRITE, &s.rev))
 		return 11;
+	for (i = 0; i < RO_LEN; i++)
+		s.ro_mem[i] = (char)(i * 7);
 	rdmamsg_ep_attr_new(&s.attr);
 	rdmamsg_ep_attr_set_on_write_imm(s.attr, srv_write_imm);
 	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
@@ -176,7 +183,6 @@ static int server(int wfd, void *arg)
 	if (rdmamsg_ctx_destroy(&s.ctx))
 		return 14;
 	free(s.rw_mem);
-	free(s.ro_mem);
 	free(s.rev_mem);
 	if (s.imms != NEP) {
 		printf("# server: %d writes with immediate, want %d\n", s.imms,
@@ -376,6 +382,55 @@ static void vio_cb(struct rdmamsg_ep *ep, int status, uint64_t value,
 }
 
 /* bad_input -- local refusals: nothing posted, no callback */
+/* mr_maps -- this process's mappings of rdmamsg_mr_alloc()'s files (its
+ * own, or a peer's that softrdma mapped) */
+static int mr_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "/memfd:rdmamsg-mr") != NULL;
+	fclose(f);
+	return n;
+}
+
+/* alloc_regions -- rdmamsg_mr_alloc(): zeroed, page-aligned memory of
+ * the length asked, registered, in a memfd of its own, and gone with
+ * rdmamsg_mr_dereg() */
+static void alloc_regions(void)
+{
+	struct rdmamsg_mr *m = NULL;
+	int before = mr_maps(), zero = 1;
+	unsigned char *p = NULL;
+	size_t len = 0, i;
+
+	is_int(rdmamsg_mr_alloc(ctx, 5000,
+				RDMAMSG_ACCESS_REMOTE_READ |
+					RDMAMSG_ACCESS_REMOTE_WRITE,
+				&m),
+	       0, "mr_alloc of 5000 bytes");
+	if (!m) {
+		bail_out("no region");
+		return;
+	}
+	is_int(rdmamsg_mr_get_data(m, (void **)&p, &len), 0, "its data");
+	is_int(len, 5000, "its length is the one asked");
+	ok(p && (uintptr_t)p % (uintptr_t)sysconf(_SC_PAGESIZE) == 0,
+	   "page-aligned");
+	for (i = 0; i < len; i++)
+		zero &= p[i] == 0;
+	ok(zero, "zeroed");
+	memset(p, 0x3c, len);
+	is_int(mr_maps(), before + 1, "one mapping of a memfd of its own");
+	is_int(rdmamsg_mr_dereg(&m), 0, "mr_dereg frees it");
+	ok(m == NULL, "and clears the pointer");
+	is_int(mr_maps(), before, "its mapping is gone");
+}
+
 static void bad_input(struct cep *c)
 {
 	struct rdmamsg_rmr *r = NULL;
@@ -411,6 +466,18 @@ static void bad_input(struct cep *c)
 	       "mr_reg of 0 bytes: -EINVAL");
 	is_int(rdmamsg_mr_reg(ctx, lmem, 8, 0x100, &m), -EINVAL,
 	       "mr_reg with an unknown flag: -EINVAL");
+	is_int(rdmamsg_mr_alloc(ctx, 0, 0, &m), -EINVAL,
+	       "mr_alloc of 0 bytes: -EINVAL");
+	is_int(rdmamsg_mr_alloc(ctx, 8, 0x100, &m), -EINVAL,
+	       "mr_alloc with an unknown flag: -EINVAL");
+	is_int(rdmamsg_mr_alloc(NULL, 8, 0, &m), -EINVAL,
+	       "mr_alloc without a context: -EINVAL");
+	is_int(rdmamsg_mr_alloc(ctx, 8, 0, NULL), -EINVAL,
+	       "mr_alloc without a result: -EINVAL");
+	is_int(rdmamsg_mr_alloc(ctx, SIZE_MAX, 0, &m), -ENOMEM,
+	       "mr_alloc of SIZE_MAX bytes: -ENOMEM");
+	is_int(rdmamsg_mr_alloc(ctx, SIZE_MAX / 2, 0, &m), -ENOMEM,
+	       "mr_alloc of SIZE_MAX / 2 bytes: -ENOMEM");
 	ok(m == NULL, "output untouched on failure");
 	is_int(rdmamsg_mr_export(lmr, ex, 8), -ENOSPC, "short export: -ENOSPC");
 	memset(ex, 0x5a, sizeof(ex));
@@ -478,6 +545,7 @@ int main(void)
 			bail_out("import failed");
 	}
 	bad_input(&ceps[0]);
+	alloc_regions();
 
 	/* concurrency: atomics, writes, write_imm and reads on every ep */
 	t0 = test_now_ms();
@@ -544,6 +612,24 @@ int main(void)
 			if (lmem[j] != (char)((j + 100) * 7))
 				rd_ok = 0;
 		ok(rd_ok, "read-only data as the peer wrote it");
+	}
+	/* the server made that region (rdmamsg_mr_alloc): on softrdma the
+	 * READ mapped its file instead of calling process_vm_readv */
+	{
+		const char *dev = "";
+		long pfd = syscall(SYS_pidfd_open, getpid(), 0);
+
+		rdmamsg_ctx_get_device_name(ctx, &dev);
+		if (pfd < 0 || strncmp(dev, "softrdma", 8) ||
+		    getenv("SOFTRDMA_NO_MAP"))
+			ok(1, "the READ mapped the server's region # SKIP "
+			      "not softrdma, SOFTRDMA_NO_MAP, or no pidfd_open "
+			      "here");
+		else
+			ok(mr_maps() >= 1,
+			   "the READ mapped the server's region");
+		if (pfd >= 0)
+			close((int)pfd);
 	}
 	diag("%u fetch-and-add + %u cas chains x %d endpoints in %lld ms "
 	     "(%u cas attempts on ep 0)",
