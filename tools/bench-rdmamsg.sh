@@ -218,7 +218,9 @@ for round in $(seq "$rounds"); do
 		[ "$sz" -gt 8 ] &&
 			acc "Z_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --zcopy
 		# no copy: both sides send from one registered buffer of their
-		# own (rdmamsg_send_nocopy), as ucx_perftest's two sides do
+		# own that the library made (rdmamsg_mr_alloc,
+		# rdmamsg_send_nocopy), as ucx_perftest's two sides send from
+		# one that ucp_mem_map(UCP_MEM_MAP_ALLOCATE) made
 		[ "$sz" -gt 4096 ] &&
 			acc "N_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --nocopy
 	done
@@ -322,8 +324,8 @@ echo
 echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is better."
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma (zero-copy rows: --zcopy, rdmamsg_send_buf()"
 echo "of a pool buffer, instead of rdmamsg_send() copying; nocopy rows: --nocopy,"
-echo "rdmamsg_send_nocopy() from one registered buffer, read in place above the rendezvous threshold,"
-echo "as UCX sends from one buffer, and the server's lat replies too); copied rows: at most"
+echo "rdmamsg_send_nocopy() from one buffer of rdmamsg_mr_alloc(), read in place above the rendezvous"
+echo "threshold, as UCX sends from one buffer of ucp_mem_map(), and the server's lat replies too); copied rows: at most"
 echo "RDMAMSG_COPY_AHEAD (default 1 MiB) copied and not yet read; verbs: perftest on softrdma (LD_PRELOAD),"
 echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
 echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest with UCX_TLS=$utls on every row,"

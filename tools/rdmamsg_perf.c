@@ -107,7 +107,7 @@ struct perf {
 	struct rdmamsg_listener *lst;
 	unsigned int nconns;
 	unsigned int served;
-	char *reply;		     /* --nocopy: lat replies from here */
+	void *reply;		     /* --nocopy: lat replies from here */
 	struct rdmamsg_mr *reply_mr; /* ... registered once */
 
 	/* client */
@@ -451,18 +451,14 @@ static int run_server(struct perf *p)
 	int rc;
 
 	if (p->o.nocopy) {
-		p->reply = calloc(1, PERF_DEFAULT_MSG);
-		rc = p->reply ? rdmamsg_mr_reg(p->ctx, p->reply,
-					       PERF_DEFAULT_MSG,
-					       RDMAMSG_ACCESS_REMOTE_READ,
-					       &p->reply_mr)
-			      : -ENOMEM;
+		rc = rdmamsg_mr_alloc(p->ctx, PERF_DEFAULT_MSG,
+				      RDMAMSG_ACCESS_REMOTE_READ, &p->reply_mr);
 		if (rc < 0) {
 			fprintf(stderr, "rdmamsg_perf: the reply buffer: %s\n",
 				rdmamsg_strerror(rc));
-			free(p->reply);
 			return 1;
 		}
+		rdmamsg_mr_get_data(p->reply_mr, &p->reply, NULL);
 	}
 	snprintf(addr, sizeof(addr),
 		 strchr(p->o.bind, ':') ? "[%s]:%u" : "%s:%u", p->o.bind,
@@ -473,7 +469,6 @@ static int run_server(struct perf *p)
 			rdmamsg_strerror(rc));
 		if (p->reply_mr)
 			rdmamsg_mr_dereg(&p->reply_mr);
-		free(p->reply);
 		return 1;
 	}
 	rdmamsg_listener_get_port(p->lst, &port);
@@ -489,7 +484,6 @@ static int run_server(struct perf *p)
 	rc = srv_drive(p);
 	if (p->reply_mr && rdmamsg_mr_dereg(&p->reply_mr) < 0)
 		rc = rc < 0 ? rc : -EBUSY;
-	free(p->reply);
 	if (rc < 0) {
 		fprintf(stderr, "rdmamsg_perf: %s\n", rdmamsg_strerror(rc));
 		return 1;
@@ -842,6 +836,7 @@ static int run_client(struct perf *p)
 	const char *dev = "?";
 	size_t max_size = 0;
 	char *buf = NULL;
+	void *src; /* what it sends: buf, or --nocopy's region */
 	unsigned int i;
 	int rc;
 
@@ -872,6 +867,7 @@ static int run_client(struct perf *p)
 	if (!buf)
 		goto err;
 	memset(buf, 0xa5, max_size);
+	src = buf;
 	if (p->o.test == PERF_LAT) {
 		rtt = calloc(iters, sizeof(*rtt));
 		if (!rtt)
@@ -901,14 +897,20 @@ static int run_client(struct perf *p)
 	print_protocols(p);
 	if (p->o.info)
 		goto err_delete_attr; /* rc is 0: done */
-	/* --nocopy: every message comes from this one buffer, registered
-	 * once, as UCX's perftest sends from one buffer */
-	if (p->o.nocopy &&
-	    (rc = rdmamsg_mr_reg(p->ctx, buf, max_size ? max_size : 1,
-				 RDMAMSG_ACCESS_REMOTE_READ, &mr)) < 0) {
-		fprintf(stderr, "rdmamsg_perf: registering %zu bytes: %s\n",
-			max_size, rdmamsg_strerror(rc));
-		goto err_delete_attr;
+	/* --nocopy: every message comes from one registered buffer that
+	 * the library made (rdmamsg_mr_alloc), as UCX's perftest sends from
+	 * one buffer that ucp_mem_map() allocated */
+	if (p->o.nocopy) {
+		rc = rdmamsg_mr_alloc(p->ctx, max_size ? max_size : 1,
+				      RDMAMSG_ACCESS_REMOTE_READ, &mr);
+		if (rc < 0) {
+			fprintf(stderr,
+				"rdmamsg_perf: registering %zu bytes: %s\n",
+				max_size, rdmamsg_strerror(rc));
+			goto err_delete_attr;
+		}
+		rdmamsg_mr_get_data(mr, &src, NULL);
+		memcpy(src, buf, max_size);
 	}
 
 	rdmamsg_ctx_get_device_name(p->ctx, &dev);
@@ -932,9 +934,9 @@ static int run_client(struct perf *p)
 	fflush(stdout);
 	for (i = 0; i < p->o.nsizes && rc == 0; i++) {
 		if (p->o.test == PERF_LAT)
-			rc = cli_lat(p, buf, p->o.sizes[i], iters, warmup, rtt);
+			rc = cli_lat(p, src, p->o.sizes[i], iters, warmup, rtt);
 		else
-			rc = cli_stream(p, buf, p->o.sizes[i], iters, warmup);
+			rc = cli_stream(p, src, p->o.sizes[i], iters, warmup);
 	}
 	if (rc < 0)
 		fprintf(stderr, "rdmamsg_perf: %s test: %s\n",
@@ -1461,8 +1463,8 @@ static void usage(FILE *f)
 		"      --ev          drive the context from a libev loop\n"
 		"      --zcopy       send pool buffers with\n"
 		"                    rdmamsg_send_buf() instead of copying\n"
-		"      --nocopy      send from one registered buffer with\n"
-		"                    rdmamsg_send_nocopy() (the server's\n"
+		"      --nocopy      send from one buffer of rdmamsg_mr_alloc()\n"
+		"                    with rdmamsg_send_nocopy() (the server's\n"
 		"                    lat replies too, instead of echoing)\n"
 		"      --srq         endpoints receive through a shared\n"
 		"                    receive queue (rdmamsg_srq_create)\n"
