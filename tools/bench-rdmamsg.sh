@@ -122,18 +122,18 @@ echo "# bw/rate window: ${rmp_win[*]:-none} | ib_send_bw ${pt_win[*]:-(default)}
 # of the rounds at each size, into $plot.dat and $plot
 plot_sweep() {
 	local dat=$plot.dat sz n nb when
-	local -a RL SL UL AL RB SB UB AB
+	local -a RL SL UL AL RB SB UB AB NL NB
 	when="$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 	{
 		echo "# bench-rdmamsg.sh --plot: $when; medians of $rounds rounds"
-		echo "# size lat_rdmamsg lat_verbs lat_ucx_tag (us, one-way) bw_rdmamsg bw_verbs bw_ucx_tag (MiB/s) lat_ucx_am bw_ucx_am; UCX_TLS=$utls"
+		echo "# size lat_rdmamsg lat_verbs lat_ucx_tag (us, one-way) bw_rdmamsg bw_verbs bw_ucx_tag (MiB/s) lat_ucx_am bw_ucx_am lat_rdmamsg_nocopy bw_rdmamsg_nocopy; UCX_TLS=$utls"
 	} >"$dat"
 	for sz in 8 64 512 4096 32768 262144 1048576 4194304; do
 		# fewer iterations as messages grow: about the same time each
 		n=2000 nb=20000
 		[ "$sz" -gt 4096 ] && n=500 nb=5000
 		[ "$sz" -gt 262144 ] && n=100 nb=500
-		RL=() SL=() UL=() AL=() RB=() SB=() UB=() AB=()
+		RL=() SL=() UL=() AL=() RB=() SB=() UB=() AB=() NL=() NB=()
 		for round in $(seq "$rounds"); do
 			echo "# $sz B, round $round/$rounds" >&2
 			acc RL rmp lat "$sz" 3 "$(iters $n)"
@@ -144,10 +144,18 @@ plot_sweep() {
 			acc SB perftest ib_send_bw "$sz" 4 -n "$(iters $nb)" "${pt_win[@]}"
 			acc UB ucx "$utls" tag_bw "$sz" 6 "$(iters $nb)"
 			acc AB ucx "$utls" ucp_am_bw "$sz" 6 "$(iters $nb)"
+			# rdmamsg_send_nocopy() from rdmamsg_mr_alloc()'s
+			# memory, UCX's contract: above the rendezvous
+			# threshold only (below it, it copies as the above)
+			[ "$sz" -ge 32768 ] || continue
+			acc NL rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --nocopy
+			acc NB rmp bw "$sz" 3 "$(iters $nb)" "${rmp_opts[@]}" --nocopy
 		done
 		echo "$sz $(med "${RL[@]}") $(med "${SL[@]}") $(med "${UL[@]}")" \
 			"$(scale_v "$(med "${RB[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")" \
-			"$(med "${SB[@]}") $(med "${UB[@]}") $(med "${AL[@]}") $(med "${AB[@]}")" >>"$dat"
+			"$(med "${SB[@]}") $(med "${UB[@]}") $(med "${AL[@]}") $(med "${AB[@]}")" \
+			"$(med "${NL[@]}")" \
+			"$(scale_v "$(med "${NB[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")" >>"$dat"
 	done
 	cat "$dat"
 	gnuplot <<-EOF
@@ -162,12 +170,14 @@ plot_sweep() {
 		set multiplot layout 1,2 title "rdmamsg vs raw verbs vs UCX, two processes on one host ($when)" font ',10'
 		set ylabel 'one-way latency (us), lower is better'
 		plot '$dat' using 1:2 with linespoints lw 2 title 'rdmamsg (softrdma)', \
+		     '' using 1:10 with linespoints lw 2 title 'rdmamsg nocopy (rdmamsg\_mr\_alloc)', \
 		     '' using 1:3 with linespoints title 'raw verbs (softrdma, perftest)', \
 		     '' using 1:4 with linespoints title 'UCX tag (ucx\_perftest tag\_lat, $utls)', \
 		     '' using 1:8 with linespoints title 'UCX am (ucp\_am\_lat, $utls)'
 		set ylabel 'bandwidth (MiB/s), higher is better'
 		set key bottom right
 		plot '$dat' using 1:5 with linespoints lw 2 title 'rdmamsg (softrdma)', \
+		     '' using 1:11 with linespoints lw 2 title 'rdmamsg nocopy (rdmamsg\_mr\_alloc)', \
 		     '' using 1:6 with linespoints title 'raw verbs (softrdma, perftest)', \
 		     '' using 1:7 with linespoints title 'UCX tag (ucx\_perftest tag\_bw, $utls)', \
 		     '' using 1:9 with linespoints title 'UCX am (ucp\_am\_bw, $utls)'
