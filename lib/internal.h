@@ -110,8 +110,8 @@ struct rdmamsg__timers {
 	uint64_t seq;
 };
 
-/* rdmamsg__now_ns -- CLOCK_MONOTONIC in nanoseconds (inline: every
- * progress pass reads it) */
+/* rdmamsg__now_ns -- CLOCK_MONOTONIC in nanoseconds (inline: progress
+ * passes read it, loop.c pass_clock) */
 static inline uint64_t rdmamsg__now_ns(void)
 {
 	struct timespec ts;
@@ -326,8 +326,10 @@ struct rdmamsg_ctx {
 	struct rdmamsg__loop *lp;
 	int handles; /* endpoints + listeners: keep the loop alive */
 	int stop;
-	int pending;  /* work left for the next progress pass */
-	uint64_t now; /* cached at the start of a progress pass */
+	int pending; /* work left for the next progress pass */
+	/* cached at the start of a progress pass (loop.c pass_clock: a
+	 * microsecond old at most), and the time stamp counter then */
+	uint64_t now, now_tsc;
 	/* now, registered for remote read once the first endpoint names it
 	 * to a peer that reads it (RDMAMSG_HS_CAP_ALIVE, ep.c) */
 	struct ibv_mr *alive_mr;
