@@ -23,7 +23,10 @@ import atexit
 import enum
 import itertools
 import logging
+import fcntl
 import math
+import mmap
+import os
 import struct
 import threading
 import traceback
@@ -1110,6 +1113,31 @@ class Context:
         """Register ``buffer`` (any writable or read-only bytes-like object)
         for one-sided operations; ``access`` ORs ACCESS_REMOTE_*."""
         return MemoryRegion(self, buffer, access)
+
+    def alloc_region(self, size: int, access: int = 0) -> "MemoryRegion":
+        """``size`` bytes of new zeroed memory, registered for one-sided
+        operations and send_nocopy() (``access`` ORs ACCESS_REMOTE_*);
+        ``mr.view`` is a memoryview of it.  Made as rdmamsg_mr_alloc(3)
+        makes it, shared memory a peer on the same host may map (on
+        softrdma the cheapest to read in place), here as a Python mmap:
+        the memory lives while Python references it, after close() too.
+        Raises InvalidArgument for a size below 1."""
+        if size < 1:
+            raise make_error(-_errno.EINVAL, "alloc_region")
+        try:
+            fd = os.memfd_create("rdmamsg-mr", os.MFD_CLOEXEC |
+                                 os.MFD_ALLOW_SEALING)
+        except (AttributeError, OSError):
+            return MemoryRegion(self, mmap.mmap(-1, size), access)
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK |
+                        fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            # registered while the fd is open: a provider that shares
+            # registrations (softrdma) finds the file then
+            return MemoryRegion(self, mmap.mmap(fd, size), access)
+        finally:
+            os.close(fd)
 
     def register_iov(self, buffers: Any, access: int = 0) -> "MemoryRegion":
         """Register ``buffers`` (a list or tuple of 1 to 1024 non-empty

@@ -258,3 +258,40 @@ async def test_bad_input(ctxs):
     with pytest.raises(rdmamsg.NotConnected):
         await ep.send_nocopy(b"late")
     await srv.close()
+
+
+def _memfd_maps():
+    with open("/proc/self/maps") as f:
+        return sum("/memfd:rdmamsg-mr" in line for line in f)
+
+
+async def test_alloc_region(ctxs):
+    """ctx.alloc_region(): zeroed memory of the size asked, in a memfd
+    mapping of its own, registered: send_nocopy() from it is read in
+    place above the threshold; its view outlives close(); a size below 1
+    is refused."""
+    a, b = ctxs
+    for bad in (0, -1):
+        with pytest.raises(rdmamsg.InvalidArgument):
+            b.alloc_region(bad)
+    srv, ep = await _pair(a, b)
+    size = 3 * THRESH + 5
+    before = _memfd_maps()
+    mr = b.alloc_region(size, rdmamsg.ACCESS_REMOTE_READ)
+    assert len(mr.view) == size and not mr.view.readonly
+    assert bytes(mr.view) == bytes(size)
+    assert _memfd_maps() == before + 1
+    mr.view[:] = pattern(size, 12)
+    task = await _posted(ep.send_nocopy(mr.view))
+    mr.view[:] = pattern(size, 13)  # the caller's error: read in place
+    got = await srv.recv_msg()
+    await task
+    assert got.data == pattern(size, 13)
+    got.release()
+    view = mr.view
+    mr.close()
+    assert mr._mrp[0] == rdmamsg._core.ffi.NULL and mr not in b._mrs
+    view[:4] = b"live"  # the memory is Python's: still there
+    assert bytes(view[:4]) == b"live"
+    await ep.close()
+    await srv.close()
