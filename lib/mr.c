@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mr.c -- memory registrations of the caller's memory (or of memory made
- * for them, rdmamsg_mr_alloc), their export to
- * peers and the import of a peer's export.
+ * for them, rdmamsg_mr_alloc), their export to peers and the import of a
+ * peer's export.
  *
  * Export format (RDMAMSG_MR_EXPORT_SIZE bytes, little-endian): magic
  * "RMX1", access flags, rkey, reserved, address, length.  The bytes carry
@@ -102,7 +102,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_alloc(struct rdmamsg_ctx *ctx, size_t len,
 				    unsigned int access,
 				    struct rdmamsg_mr **mrp)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), mlen;
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t page = pg > 0 ? (size_t)pg : 4096, mlen;
 	void *p;
 	int fd, ret;
 
