@@ -381,7 +381,6 @@ static void vio_cb(struct rdmamsg_ep *ep, int status, uint64_t value,
 	(void)op_ctx;
 }
 
-/* bad_input -- local refusals: nothing posted, no callback */
 /* mr_maps -- this process's mappings of rdmamsg_mr_alloc()'s files (its
  * own, or a peer's that softrdma mapped) */
 static int mr_maps(void)
@@ -431,6 +430,7 @@ static void alloc_regions(void)
 	is_int(mr_maps(), before, "its mapping is gone");
 }
 
+/* bad_input -- local refusals: nothing posted, no callback */
 static void bad_input(struct cep *c)
 {
 	struct rdmamsg_rmr *r = NULL;
