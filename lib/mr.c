@@ -114,12 +114,8 @@ RDMAMSG_EXPORT int rdmamsg_mr_alloc(struct rdmamsg_ctx *ctx, size_t len,
 	mlen = (len + page - 1) & ~(page - 1);
 	p = rdmamsg__shared_mem("rdmamsg-mr", mlen, 0, &fd);
 	if (!p) {
-		p = mmap(NULL, mlen, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED) {
-			LOG_ERR("no memory for a %zu-byte region", len);
-			return -ENOMEM;
-		}
+		LOG_ERR("no memory for a %zu-byte region", len);
+		return -ENOMEM;
 	}
 	ret = mr_reg(ctx, p, len, access, mlen, mrp);
 	if (fd >= 0)

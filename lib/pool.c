@@ -56,10 +56,11 @@ int rdmamsg__pool_init(struct rdmamsg_ctx *ctx, size_t limit, int huge)
  * rdmamsg__shared_mem -- len bytes of a memfd called name, sealed against
  * shrinking, mapped shared; *fd is the file (the caller closes it once
  * the memory is registered: a provider that shares registrations between
- * processes of a host, as softrdma does, finds it then), or NULL (*fd -1).
- * A peer on the host may then map the memory (with the access the
- * registration grants) instead of copying through a system call; on an
- * HCA it is memory as any other.
+ * processes of a host, as softrdma does, finds it then).  A peer on the
+ * host may then map the memory (with the access the registration grants)
+ * instead of copying through a system call; on an HCA it is memory as
+ * any other.  Where there is no such file, anonymous memory of the same
+ * pages (huge with MFD_HUGETLB) and *fd -1; NULL when neither can be had.
  */
 void *rdmamsg__shared_mem(const char *name, size_t len, unsigned int flags,
 			  int *fd)
@@ -67,22 +68,27 @@ void *rdmamsg__shared_mem(const char *name, size_t len, unsigned int flags,
 	void *p;
 
 	*fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
-	if (*fd < 0)
-		return NULL;
-	if (ftruncate(*fd, (off_t)len) ||
-	    fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
-		goto err_close;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
-	if (p != MAP_FAILED)
-		return p;
-err_close:
-	close(*fd);
-	*fd = -1;
-	return NULL;
+	if (*fd >= 0) {
+		if (!ftruncate(*fd, (off_t)len) &&
+		    !fcntl(*fd, F_ADD_SEALS,
+			   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+			p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+				 *fd, 0);
+			if (p != MAP_FAILED)
+				return p;
+		}
+		close(*fd);
+		*fd = -1;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS |
+			 (flags & MFD_HUGETLB ? MAP_HUGETLB : 0),
+		 -1, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
-/* slab_mem -- memory for a slab, huge pages when asked: a sealed memfd
- * (rdmamsg__shared_mem; *fd open), else anonymous memory (*fd -1) */
+/* slab_mem -- memory for a slab (rdmamsg__shared_mem: *fd open for a
+ * memfd, else -1), of huge pages when asked and to be had */
 static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge,
 		      int *fd)
 {
@@ -93,11 +99,7 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge,
 		size_t hl = (*len + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
 
 		p = rdmamsg__shared_mem("rdmamsg-pool", hl, MFD_HUGETLB, fd);
-		if (!p)
-			p = mmap(NULL, hl, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1,
-				 0);
-		if (p != MAP_FAILED) {
+		if (p) {
 			*len = hl;
 			*huge = 1;
 			return p;
@@ -105,12 +107,7 @@ static void *slab_mem(struct rdmamsg__pool *pool, size_t *len, int *huge,
 		LOG_INFO("no huge pages for a %zu-byte slab; normal pages",
 			 *len);
 	}
-	p = rdmamsg__shared_mem("rdmamsg-pool", *len, 0, fd);
-	if (p)
-		return p;
-	p = mmap(NULL, *len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	return rdmamsg__shared_mem("rdmamsg-pool", *len, 0, fd);
 }
 
 /* slab_idle -- whether no buffer of the slab is handed out */
