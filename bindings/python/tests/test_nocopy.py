@@ -269,11 +269,14 @@ async def test_alloc_region(ctxs):
     """ctx.alloc_region(): zeroed memory of the size asked, in a memfd
     mapping of its own, registered: send_nocopy() from it is read in
     place above the threshold; its view outlives close(); a size below 1
-    is refused."""
+    or an unknown access flag is refused, leaving no region."""
     a, b = ctxs
     for bad in (0, -1):
         with pytest.raises(rdmamsg.InvalidArgument):
             b.alloc_region(bad)
+    with pytest.raises(rdmamsg.InvalidArgument):  # an unknown access flag
+        b.alloc_region(8, 0x100)
+    assert not b._mrs
     srv, ep = await _pair(a, b)
     size = 3 * THRESH + 5
     before = _memfd_maps()
