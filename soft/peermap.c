@@ -117,6 +117,21 @@ int soft_map_off(void)
 	return off;
 }
 
+/* soft_push_off -- SOFTRDMA_NO_PUSH=1: SENDs never placed by their sender
+ * (data.c fast_push), always through the copy ring; or where nothing is
+ * mapped */
+int soft_push_off(void)
+{
+	static int off = -1;
+
+	if (off < 0) {
+		const char *e = getenv("SOFTRDMA_NO_PUSH");
+
+		off = (e && e[0] == '1') || soft_map_off();
+	}
+	return off;
+}
+
 /* vma_text -- vma_of from the text of /proc/self/maps (before 6.11) */
 static int vma_text(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 		    uint64_t *ino)

@@ -611,10 +611,13 @@ static void qp_reset(struct soft_qp *qp)
 	}
 	atomic_store(&qp->seg->rq_prod, 0);
 	atomic_store(&qp->seg->rq_cons, 0);
+	atomic_store(&qp->seg->rq_drained, 0);
 	atomic_store(&qp->seg->acked, 0);
 	atomic_store(&qp->seg->rx_lock, 0);
 	qp->no_serve = 0;
 	qp->wait_msgno = 0;
+	qp->push_next = 0;
+	qp->push_skip = 0;
 	qp->drain_bad = 0;
 	memset(qp->slots, 0, (size_t)qp->sq_size * SOFT_SLOT_SIZE);
 	soft_cq_clean(qp->scq, qp->qpx.qp_base.qp_num);

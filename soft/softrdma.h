@@ -79,6 +79,13 @@
 #define SOFT_RING_PIPE	    (16u << 10)
 #define SOFT_RING_PIECE_MIN (8u << 10)
 #define SOFT_RING_SPINS	    256
+/* SENDs of SOFT_PUSH_MIN to SOFT_PUSH_MAX bytes are placed by their sender
+ * straight into the responder's receive buffer where it can (data.c
+ * fast_push); after a receive buffer it cannot reach, the next
+ * SOFT_PUSH_BACKOFF go through the ring without trying */
+#define SOFT_PUSH_MIN	  (4u << 10)
+#define SOFT_PUSH_MAX	  ((8u << 10) + 256)
+#define SOFT_PUSH_BACKOFF 1024
 
 /* Ring slots (slot.h): 64-byte header then payload */
 #define SOFT_SEG_HDR 4096
@@ -233,7 +240,11 @@ struct soft_seg_hdr {
 	 * did not run meanwhile skips the slots served for it, which the
 	 * initiator may have reused since (data.c rx_catch_up) */
 	_Atomic uint64_t served;
-	uint8_t pad2[16];
+	/* rq_cons as the responder last drained the outbox (data.c
+	 * rx_drain): an initiator places a SEND after one it placed only
+	 * once the responder took that one (fast_push) */
+	_Atomic uint64_t rq_drained;
+	uint8_t pad2[8];
 	/* the responder's cumulative ACK of our copied SENDs (rx_slots):
 	 * every message numbered below it was delivered; SOFT_ACKED_CANCEL,
 	 * set by us before we withdraw a slot, freezes it (data.c) */
@@ -732,7 +743,12 @@ struct soft_qp {
 	int no_serve; /* process_vm_writev refused: the responder serves */
 	uint64_t wait_msgno, wait_since; /* head message untouched since */
 	uint64_t map_alive; /* ns: the peer was last found alive (peer_map) */
-	int drain_bad;	    /* the initiator's outbox lied: no more from it */
+	/* fast_push: the message after the last one it placed; SENDs left
+	 * to the ring before it tries again; SENDs it placed (ever) */
+	uint64_t push_next;
+	uint32_t push_skip;
+	uint64_t pushed;
+	int drain_bad;	/* the initiator's outbox lied: no more from it */
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
 	struct soft_ud *ud;	 /* UD and UC QPs: their data path (ud.c) */
@@ -1128,6 +1144,7 @@ uint32_t soft_sweep_max(void);
 
 /* peermap.c: MRs in sealed memfds, published and mapped by peers */
 int soft_map_off(void);
+int soft_push_off(void);
 int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e);
 void soft_map_unpublish(int fd);
 uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e);

@@ -1524,12 +1524,15 @@ uint64_t softrdma_qp_drops(struct ibv_qp *ibqp, int why)
 }
 
 /* softrdma_qp_placed -- datagrams a UD QP received straight into its
- * buffers (their senders placed them: no copy out of its queue) */
+ * buffers (their senders placed them: no copy out of its queue); SENDs an
+ * RC QP placed straight into its responder's buffers (data.c fast_push) */
 uint64_t softrdma_qp_placed(struct ibv_qp *ibqp)
 {
 	struct soft_qp *qp = ibqp ? to_sqp(ibqp) : NULL;
 
-	return qp && qp->ud ? qp->ud->placed : 0;
+	if (!qp)
+		return 0;
+	return qp->ud ? qp->ud->placed : qp->pushed;
 }
 
 /* ibv_create_ah -- an address handle (RoCE: a GRH whose sgid_index is a

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/* push.c -- SENDs of 4 to 8 KiB placed by their sender straight into the
+ * responder's receive buffer when it lies in a sealed memfd (data.c
+ * fast_push), also while the responder does not poll: each completes at
+ * once, arrives once, in order, byte for byte, with its immediate; sizes
+ * outside the window, a receive in private memory and SOFTRDMA_NO_PUSH=1
+ * go through the copy ring, with the same results */
+#include "config.h"
+
+#include <endian.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+uint64_t softrdma_qp_placed(struct ibv_qp *qp);
+
+#define NBUF  8
+#define BUFSZ (12u << 10) /* each receive: the largest SEND fits */
+#define IMM   0x5eed1234u
+
+/* one message: its length, whether it carries IMM, the receive it goes
+ * into (its memory: 1 the memfd, 0 private), placed when pushes can */
+struct msg {
+	uint32_t len;
+	int imm, shared, placed;
+};
+
+static const struct msg msgs[] = {
+	{5000, 0, 1, 1}, /* responder asleep: placed */
+	{8192, 1, 1, 1}, /* placed, with its immediate */
+	{3000, 0, 1, 0}, /* below the window: the ring */
+	{8448, 0, 1, 1}, /* the window's top (8 KiB + 256) */
+	{8449, 0, 1, 0}, /* past it: the ring */
+	{4096, 0, 1, 1}, /* the window's bottom */
+	{6000, 0, 0, 0}, /* private memory: the ring, and a back-off */
+	{6000, 0, 1, 0}, /* the back-off: the ring */
+};
+#define NMSG (sizeof(msgs) / sizeof(msgs[0]))
+
+/* can_map -- pidfd_open exists (not under valgrind 3.19): peers map */
+static int can_map(void)
+{
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
+/* memfd_buf -- len bytes of a memfd sealed against shrinking, mapped
+ * shared; its fd stays open so that the registration publishes it */
+static char *memfd_buf(size_t len)
+{
+	int fd = memfd_create("push", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *p = MAP_FAILED;
+
+	if (fd < 0)
+		return NULL;
+	if (!ftruncate(fd, (off_t)len) &&
+	    !fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK))
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* pair -- our RC QP connected to the peer's over the pipes */
+static struct ibv_qp *pair(struct tctx *t, int rfd, int wfd)
+{
+	struct ibv_qp *qp = t_rc_qp(t, 64, NULL);
+	uint32_t me, peer;
+
+	if (!qp)
+		return NULL;
+	me = qp->qp_num;
+	t_xsend(wfd, &me, 4);
+	t_xrecv(rfd, &peer, 4);
+	if (t_connect(qp, peer, 0, 1, 7, 14, 7))
+		return NULL;
+	return qp;
+}
+
+/* responder -- posts a receive per message, then for each message: says
+ * ready, waits (not polling) until the sender has sent, and only then
+ * polls its completion and checks it; reports 1 per message that
+ * arrived right, then whether anything more arrived */
+static int responder(int rfd, int wfd)
+{
+	struct tctx t;
+	struct ibv_mr *ms, *mp;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	char *sh = memfd_buf(NBUF * BUFSZ), *pv = calloc(NBUF, BUFSZ), k;
+	uint32_t i;
+	int good, extra;
+
+	if (!sh || !pv || t_open(&t, 64))
+		return 1;
+	ms = ibv_reg_mr(t.pd, sh, NBUF * BUFSZ, IBV_ACCESS_LOCAL_WRITE);
+	mp = ibv_reg_mr(t.pd, pv, NBUF * BUFSZ, IBV_ACCESS_LOCAL_WRITE);
+	qp = ms && mp ? pair(&t, rfd, wfd) : NULL;
+	if (!qp)
+		return 1;
+	for (i = 0; i < NMSG; i++) {
+		char *b = (msgs[i].shared ? sh : pv) + (i % NBUF) * BUFSZ;
+
+		if (t_post_recv(qp, b, BUFSZ,
+				msgs[i].shared ? ms->lkey : mp->lkey, 100 + i))
+			return 1;
+	}
+	for (i = 0; i < NMSG; i++) {
+		char *b = (msgs[i].shared ? sh : pv) + (i % NBUF) * BUFSZ;
+
+		t_xsend(wfd, "r", 1);
+		t_xrecv(rfd, &k, 1); /* sent (and, if placed, completed) */
+		good = t_wait(t.cq, &wc, 1, 10000) == 1 &&
+		       wc.status == IBV_WC_SUCCESS &&
+		       wc.opcode == IBV_WC_RECV && wc.wr_id == 100 + i &&
+		       wc.byte_len == msgs[i].len &&
+		       !!(wc.wc_flags & IBV_WC_WITH_IMM) == msgs[i].imm &&
+		       (!msgs[i].imm || wc.imm_data == htobe32(IMM)) &&
+		       t_filled(b, msgs[i].len, 7 + i);
+		if (!good)
+			fprintf(stderr,
+				"push: message %u: status %d wr_id %llu len "
+				"%u\n",
+				i, wc.status, (unsigned long long)wc.wr_id,
+				wc.byte_len);
+		t_xsend(wfd, &good, sizeof(good));
+	}
+	extra = t_wait(t.cq, &wc, 1, 50);
+	t_xsend(wfd, &extra, sizeof(extra));
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(ms);
+	ibv_dereg_mr(mp);
+	t_close(&t);
+	return 0;
+}
+
+int main(void)
+{
+	struct tctx t;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char *buf, k;
+	int rfd, wfd, st, good, extra, off = 0, maps = can_map(), nosend = 0;
+	uint64_t placed;
+	const char *e = getenv("SOFTRDMA_NO_PUSH"),
+		   *nm = getenv("SOFTRDMA_NO_MAP");
+	uint32_t i;
+	pid_t pid;
+
+	off = (e && e[0] == '1') || (nm && nm[0] == '1') || !maps;
+	t_isolate("push");
+	pid = t_spawn(responder, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("pipe or fork");
+	buf = malloc(BUFSZ);
+	if (!buf || t_open(&t, 64))
+		bail_out("setup");
+	mr = ibv_reg_mr(t.pd, buf, BUFSZ, IBV_ACCESS_LOCAL_WRITE);
+	qp = mr ? pair(&t, rfd, wfd) : NULL;
+	if (!qp)
+		bail_out("QP pair");
+	for (i = 0; i < NMSG; i++) {
+		const struct msg *m = &msgs[i];
+		struct ibv_send_wr wr, *bad;
+		struct ibv_sge sge = {(uintptr_t)buf, m->len, mr->lkey};
+
+		t_xrecv(rfd, &k, 1); /* its receive is posted; it sleeps */
+		t_fill(buf, m->len, 7 + i);
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = m->imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+		wr.imm_data = htobe32(IMM);
+		wr.send_flags = IBV_SEND_SIGNALED;
+		placed = softrdma_qp_placed(qp);
+		if (ibv_post_send(qp, &wr, &bad))
+			nosend++;
+		memset(buf, 0xee, m->len); /* captured at post either way */
+		if (m->placed && !off) {
+			/* complete now, though the responder does not poll */
+			ok(t_wait(t.cq, &wc, 1, 5000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS && wc.wr_id == i,
+			   "%u B: placed and complete while the responder "
+			   "sleeps",
+			   m->len);
+			ok(softrdma_qp_placed(qp) - placed == 1,
+			   "%u B: counted as placed", m->len);
+		} else {
+			ok(softrdma_qp_placed(qp) == placed,
+			   "%u B: not placed%s", m->len,
+			   off && m->placed ? " (pushes off here)" : "");
+		}
+		t_xsend(wfd, "s", 1);
+		t_xrecv(rfd, &good, sizeof(good));
+		ok(good, "%u B: received once, intact, in order", m->len);
+		if (!m->placed || off)
+			ok(t_wait(t.cq, &wc, 1, 10000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS && wc.wr_id == i,
+			   "%u B: the send completes", m->len);
+	}
+	is_int(nosend, 0, "every post taken");
+	t_xrecv(rfd, &extra, sizeof(extra));
+	is_int(extra, 0, "nothing more arrived");
+	is_int(t_wait(t.cq, &wc, 1, 50), 0, "no send completed twice");
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "responder exited cleanly");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	is_int(t_shm_count(), 0, "no shared memory left");
+	return done_testing();
+}
