@@ -17,16 +17,23 @@
  *           registration: softrdma's peermap.c)
  *   pvr     the responder reads the source with process_vm_readv (a
  *           registration of private memory; UCX's cma)
+ *   push    the sender copies them straight into the responder's buffer
+ *           (softrdma's fast_push into a mapped receive), which moves on
+ *           as the ring does: receives posted in turn over WINDOW bytes
+ *           (-w 0: one buffer, reposted each time)
  * With -f the sender writes its source before each hand-off, as an
  * application producing each message does; without, the source never
  * changes (perftest's and ucx_perftest's buffers), and the responder may
- * find the lines it read last time still valid in its own cache.
+ * find the lines it read last time still valid in its own cache.  With
+ * -r the responder reads each message where it landed (its buffer; push:
+ * the receive it was placed in), as an application that consumes its
+ * messages does; without, only what moving them takes is timed.
  *
- * Usage: copy_pingpong [-m ring|direct|pvr] [-s SIZE] [-w WINDOW] [-f]
- *                      [-p PIECE] [-n ROUNDTRIPS] [-c CPU0,CPU1]
- * Prints: "copy MODE SIZE WINDOW FRESH US PIECE" (one hand-off and its
- * answer, microseconds, the average after a warm-up of a tenth; PIECE 0:
- * whole)
+ * Usage: copy_pingpong [-m ring|direct|pvr|push] [-s SIZE] [-w WINDOW]
+ *                      [-f] [-r] [-p PIECE] [-n ROUNDTRIPS] [-c CPU0,CPU1]
+ * Prints: "copy MODE SIZE WINDOW FRESH US PIECE READS" (one hand-off and
+ * its answer, microseconds, the average after a warm-up of a tenth;
+ * PIECE 0: whole; READS 1 with -r)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -42,12 +49,14 @@
 
 #include "bench.h"
 
-enum mode { M_RING, M_DIRECT, M_PVR };
+enum mode { M_RING, M_DIRECT, M_PVR, M_PUSH };
 
 static struct {
 	enum mode mode;
 	size_t size, window, piece;
 	long rounds;
+	int reads;	       /* -r */
+	volatile uint64_t sum; /* what -r read */
 	int cpu[2];
 	uint8_t *ring, *src, *dst;
 	pid_t pid;
@@ -64,6 +73,19 @@ static struct {
 static size_t ring_off(long i)
 {
 	return g.window ? ((size_t)i * g.size) % g.window : 0;
+}
+
+/* consume -- read n bytes as an application reading its message does */
+static void consume(const uint8_t *p, size_t n)
+{
+	uint64_t sum = 0, w;
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		memcpy(&w, p + i, 8);
+		sum += w;
+	}
+	g.sum = sum; /* read: not optimised away */
 }
 
 /* responder -- copy each hand-off out, answer it */
@@ -93,6 +115,8 @@ static void *responder(void *arg)
 			memcpy(g.dst, g.ring + ring_off(i), g.size);
 		} else if (g.mode == M_DIRECT) {
 			memcpy(g.dst, g.src, g.size);
+		} else if (g.mode == M_PUSH) {
+			; /* in place already */
 		} else {
 			struct iovec l = {g.dst, g.size}, r = {g.src, g.size};
 
@@ -102,6 +126,9 @@ static void *responder(void *arg)
 				exit(1);
 			}
 		}
+		if (g.reads)
+			consume(g.dst + (g.mode == M_PUSH ? ring_off(i) : 0),
+				g.size);
 		atomic_store_explicit(&g.back, i, memory_order_release);
 	}
 	return NULL;
@@ -126,18 +153,18 @@ static void piecewise(long i)
 
 int main(int argc, char **argv)
 {
-	const char *names[] = {"ring", "direct", "pvr"};
+	const char *names[] = {"ring", "direct", "pvr", "push"};
 	int fresh = 0, opt;
 	long i, warm;
 	uint64_t t0 = 0;
 	pthread_t t;
 
-	while ((opt = getopt(argc, argv, "m:s:w:fn:c:p:")) != -1) {
+	while ((opt = getopt(argc, argv, "m:s:w:frn:c:p:")) != -1) {
 		switch (opt) {
 		case 'm':
-			for (i = 0; i < 3 && strcmp(optarg, names[i]); i++)
+			for (i = 0; i < 4 && strcmp(optarg, names[i]); i++)
 				;
-			if (i == 3)
+			if (i == 4)
 				goto usage;
 			g.mode = (enum mode)i;
 			break;
@@ -149,6 +176,9 @@ int main(int argc, char **argv)
 			break;
 		case 'f':
 			fresh = 1;
+			break;
+		case 'r':
+			g.reads = 1;
 			break;
 		case 'p':
 			g.piece = strtoul(optarg, NULL, 0);
@@ -173,14 +203,16 @@ int main(int argc, char **argv)
 	g.pid = getpid();
 	g.ring = aligned_alloc(4096, g.window ? g.window : g.size);
 	g.src = aligned_alloc(4096, g.size);
-	g.dst = aligned_alloc(4096, g.size);
+	/* push: the responder's receives, WINDOW bytes of them */
+	g.dst = aligned_alloc(4096,
+			      g.mode == M_PUSH && g.window ? g.window : g.size);
 	if (!g.ring || !g.src || !g.dst) {
 		perror("copy_pingpong: memory");
 		return 1;
 	}
 	memset(g.ring, 1, g.window ? g.window : g.size);
 	memset(g.src, 2, g.size);
-	memset(g.dst, 3, g.size);
+	memset(g.dst, 3, g.mode == M_PUSH && g.window ? g.window : g.size);
 	if (pthread_create(&t, NULL, responder, NULL)) {
 		perror("copy_pingpong: thread");
 		return 1;
@@ -197,15 +229,17 @@ int main(int argc, char **argv)
 		} else {
 			if (g.mode == M_RING)
 				memcpy(g.ring + ring_off(i), g.src, g.size);
+			else if (g.mode == M_PUSH)
+				memcpy(g.dst + ring_off(i), g.src, g.size);
 			atomic_store_explicit(&g.go, i, memory_order_release);
 		}
 		while (atomic_load_explicit(&g.back, memory_order_acquire) != i)
 			;
 	}
-	printf("copy %s %zu %zu %d %.3f %zu\n", names[g.mode], g.size, g.window,
-	       fresh,
+	printf("copy %s %zu %zu %d %.3f %zu %d\n", names[g.mode], g.size,
+	       g.window, fresh,
 	       (double)(now_ns() - t0) / 1000.0 / (double)(g.rounds - warm),
-	       g.piece);
+	       g.piece, g.reads);
 	pthread_join(t, NULL);
 	free(g.ring);
 	free(g.src);
@@ -213,8 +247,9 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr,
-		"usage: %s [-m ring|direct|pvr] [-s SIZE] [-w WINDOW] [-f] "
-		"[-p PIECE] [-n ROUNDTRIPS >= 10] [-c CPU0,CPU1]\n",
+		"usage: %s [-m ring|direct|pvr|push] [-s SIZE] [-w WINDOW] "
+		"[-f] "
+		"[-r] [-p PIECE] [-n ROUNDTRIPS >= 10] [-c CPU0,CPU1]\n",
 		argv[0]);
 	return 2;
 }
