@@ -84,7 +84,7 @@
  * fast_push); after a receive buffer it cannot reach, the next
  * SOFT_PUSH_BACKOFF go through the ring without trying */
 #define SOFT_PUSH_MIN	  (4u << 10)
-#define SOFT_PUSH_MAX	  ((8u << 10) + 256)
+#define SOFT_PUSH_MAX	  (8u << 10)
 #define SOFT_PUSH_BACKOFF 1024
 
 /* Ring slots (slot.h): 64-byte header then payload */

@@ -35,10 +35,10 @@ struct msg {
 
 static const struct msg msgs[] = {
 	{5000, 0, 1, 1}, /* responder asleep: placed */
-	{8192, 1, 1, 1}, /* placed, with its immediate */
+	{7000, 1, 1, 1}, /* placed, with its immediate */
 	{3000, 0, 1, 0}, /* below the window: the ring */
-	{8448, 0, 1, 1}, /* the window's top (8 KiB + 256) */
-	{8449, 0, 1, 0}, /* past it: the ring */
+	{8192, 0, 1, 1}, /* the window's top */
+	{8193, 0, 1, 0}, /* past it: the ring */
 	{4096, 0, 1, 1}, /* the window's bottom */
 	{6000, 0, 0, 0}, /* private memory: the ring, and a back-off */
 	{6000, 0, 1, 0}, /* the back-off: the ring */
