@@ -11,7 +11,7 @@ SOFTRDMA_TEST_NOVM=1
 export SOFTRDMA_TEST_NOVM
 
 # the verbs tests, unchanged: every assertion must hold without process_vm
-for t in mproc errors deadsend qpex events atomic_write umr inline; do
+for t in mproc errors deadsend qpex events atomic_write umr inline push; do
 	"$top_builddir/tests/soft/$t" >"$tap_tmp/$t.log" 2>&1
 	rc=$?
 	fails=$(grep -c '^not ok' "$tap_tmp/$t.log")

@@ -3,8 +3,9 @@
  * responder's receive buffer when it lies in a sealed memfd (data.c
  * fast_push), also while the responder does not poll: each completes at
  * once, arrives once, in order, byte for byte, with its immediate; sizes
- * outside the window, a receive in private memory and SOFTRDMA_NO_PUSH=1
- * go through the copy ring, with the same results */
+ * outside the window and a receive in private memory go through the copy
+ * ring, with the same results; so does everything with SOFTRDMA_NO_PUSH=1
+ * (push-off.sh), SOFTRDMA_TEST_NOVM=1 (novm.sh) or under valgrind */
 #include "config.h"
 
 #include <endian.h>
@@ -154,11 +155,14 @@ int main(void)
 	int rfd, wfd, st, good, extra, off = 0, maps = can_map(), nosend = 0;
 	uint64_t placed;
 	const char *e = getenv("SOFTRDMA_NO_PUSH"),
-		   *nm = getenv("SOFTRDMA_NO_MAP");
+		   *nm = getenv("SOFTRDMA_NO_MAP"),
+		   *nv = getenv("SOFTRDMA_TEST_NOVM");
 	uint32_t i;
 	pid_t pid;
 
-	off = (e && e[0] == '1') || (nm && nm[0] == '1') || !maps;
+	/* what turns placing off: asked, nothing mapped, no pidfd_open */
+	off = (e && e[0] == '1') || (nm && nm[0] == '1') ||
+	      (nv && nv[0] == '1') || !maps;
 	t_isolate("push");
 	pid = t_spawn(responder, &rfd, &wfd);
 	if (pid < 0)
