@@ -9,10 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 static char prefix[96];
 
@@ -430,4 +435,17 @@ void *t_reg_map(size_t len)
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* t_can_map -- the kernel (or valgrind) offers pidfd_open(2), which a
+ * peer needs to map a shareable registration (valgrind 3.19 has none:
+ * softrdma then copies with process_vm_* or its queues) */
+int t_can_map(void)
+{
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
 }

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,17 +44,6 @@ static const struct msg msgs[] = {
 	{6000, 0, 1, 0}, /* the back-off: the ring */
 };
 #define NMSG (sizeof(msgs) / sizeof(msgs[0]))
-
-/* can_map -- pidfd_open exists (not under valgrind 3.19): peers map */
-static int can_map(void)
-{
-	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-
-	if (fd < 0)
-		return 0;
-	close(fd);
-	return 1;
-}
 
 /* memfd_buf -- len bytes of a memfd sealed against shrinking, mapped
  * shared; its fd stays open so that the registration publishes it */
@@ -152,7 +140,7 @@ int main(void)
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
 	char *buf, k;
-	int rfd, wfd, st, good, extra, off = 0, maps = can_map(), nosend = 0;
+	int rfd, wfd, st, good, extra, off = 0, maps = t_can_map(), nosend = 0;
 	uint64_t placed;
 	const char *e = getenv("SOFTRDMA_NO_PUSH"),
 		   *nm = getenv("SOFTRDMA_NO_MAP"),

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,22 +104,11 @@ static int mapped(uint64_t ino)
 	return n;
 }
 
-/* can_map -- the kernel (or valgrind) offers pidfd_open: peers map */
-static int can_map(void)
-{
-	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-
-	if (fd < 0)
-		return 0;
-	close(fd);
-	return 1;
-}
-
 /* is_mapped -- count is want, where peers can map at all (else skipped:
  * softrdma copies with process_vm_* then, which the rest checks) */
 static void is_mapped(int count, int want, const char *name)
 {
-	if (!can_map())
+	if (!t_can_map())
 		ok(1, "%s # SKIP no pidfd_open here (valgrind 3.19?)", name);
 	else if (!ok(count == want, "%s", name))
 		diag("  %d mappings, want %d", count, want);
@@ -348,7 +336,7 @@ static int forked(int rfd, int wfd, const struct info *in)
 	       in->a + 16384, in->rkey_a, 0, 0) == IBV_WC_SUCCESS &&
 	    check(buf + 4096, 4096, 6, 0) &&
 	    asks(rfd, wfd, 0, 16384, 4096, 6, 0))
-		good = mapped(in->ino) > had || !can_map() ? 0 : 3;
+		good = mapped(in->ino) > had || !t_can_map() ? 0 : 3;
 	else
 		good = 4;
 	if (qp)
