@@ -1486,21 +1486,22 @@ static int push_sge(struct soft_qp *qp, const struct ibv_sge *sge, uint64_t n,
  * outbox, the message counted as served for it and our slot DONE.  One
  * copy instead of two (into the ring, out of it), made by the sender into
  * the buffer the receiver reads: rdmamsg_perf -t lat --busy (the server
- * echoes each message) 4 KiB 1.03 -> 0.99 us, 6,000 B 1.27 -> 1.10,
- * 8,100 B 1.53-1.55 -> 1.23-1.25.  Only SOFT_PUSH_MIN to SOFT_PUSH_MAX bytes:
- * smaller ones cost more in the outbox's lines than the copy saves (1 KiB
- * 0.66 -> 0.76); a larger one is most likely a fragment with another
- * behind it (rdmamsg's are 8 KiB and a header), and a message whose first
- * SEND was placed and the next went through the ring came slower (12 KiB
- * in two SENDs 2.2 -> 2.7 us, 16,000 B 2.6 -> 3.2; the same with the
- * second placed too).  Only in order:
- * every message before this one taken by the responder (its cumulative
- * ACK reached our number, or all of ours completed), or the one before
- * placed by us and drained from its outbox.  Anything unusual (no
- * receive posted, one too short, memory not mapped here, the lock taken,
- * SOFTRDMA_NO_PUSH=1) leaves the SEND to the ring, where the responder
- * finds and reports it as before.
- * 1: posted; 0: nothing taken.  Lock held.
+ * echoes each message) 4 KiB 1.01-1.03 -> 0.92-0.99 us, 6,000 B 1.27 ->
+ * 1.07-1.11, 8,100 B 1.53-1.55 -> 1.20-1.25.
+ *
+ * Only SOFT_PUSH_MIN to SOFT_PUSH_MAX bytes: smaller ones cost more in the
+ * outbox's lines than the copy saves (1 KiB 0.66 -> 0.76); a larger one
+ * is most likely a fragment with another behind it (rdmamsg's are 8 KiB
+ * and a header), and a message whose first SEND was placed and whose next
+ * went through the ring came slower (12 KiB in two SENDs 2.2 -> 2.7 us,
+ * 16,000 B 2.6 -> 3.2; the same with the second placed too).  Only in
+ * order: every message before this one taken by the responder (its
+ * cumulative ACK reached our number, or all of ours completed), or the
+ * one before placed by us and drained from its outbox.  Anything unusual
+ * (no receive posted, one too short, memory not mapped here, the lock
+ * taken, SOFTRDMA_NO_PUSH=1) leaves the SEND to the ring, where the
+ * responder finds and reports it as before.  1: posted; 0: nothing
+ * taken.  Lock held.
  */
 static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 		     struct soft_slot *s, const struct iovec *src,
