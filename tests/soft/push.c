@@ -130,6 +130,8 @@ static int responder(int rfd, int wfd)
 	ibv_dereg_mr(ms);
 	ibv_dereg_mr(mp);
 	t_close(&t);
+	munmap(sh, NBUF * BUFSZ);
+	free(pv);
 	return 0;
 }
 
