@@ -1447,6 +1447,58 @@ static inline __attribute__((always_inline)) void fast_publish(
 }
 
 /*
+ * mirror_sges -- the SGEs of receive WQE number cons in a responder's
+ * mirror at rq (nent entries of nsge SGEs, sizes checked at connect), into
+ * sge: their count, or -1 when the peer-written count is past nsge
+ */
+static int mirror_sges(const char *rq, uint64_t cons, uint32_t nent,
+		       uint32_t nsge, struct ibv_sge *sge)
+{
+	const struct soft_shm_rwqe *w =
+		(const void *)(rq +
+			       (cons & (nent - 1)) * (8 + 16 * (uint64_t)nsge));
+	uint32_t num = w->num_sge;
+
+	if (num > nsge)
+		return -1;
+	memcpy(sge, w->sge, (size_t)num * sizeof(*sge));
+	return (int)num;
+}
+
+/* outbox_cqe -- the completion of receive WQE cons in the responder's
+ * outbox (segment h, no SRQ), as its drain reads it (rx_drain) */
+static void outbox_cqe(const struct soft_qp *qp, struct soft_seg_hdr *h,
+		       uint64_t cons, uint32_t len, uint32_t imm,
+		       uint32_t flags, uint32_t op)
+{
+	struct soft_shm_cqe *c =
+		(void *)((char *)h + qp->peer_cq_off +
+			 (cons & (qp->peer_rq_n - 1)) * sizeof(*c));
+
+	c->byte_len = len;
+	c->imm = imm;
+	c->flags = flags;
+	c->opcode = op;
+}
+
+/* served_done -- our message msgno, served for the responder (segment h,
+ * its rx lock held): counted in its served word under our epoch, so that
+ * it skips the slot, and the slot s DONE with status for our tx_qp */
+static void served_done(struct soft_qp *qp, struct soft_seg_hdr *h,
+			struct soft_slot *s, uint64_t msgno, uint32_t status)
+{
+	atomic_store_explicit(
+		&h->served,
+		SOFT_SERVED(atomic_load_explicit(&qp->seg->epoch,
+						 memory_order_relaxed),
+			    msgno + 1),
+		memory_order_relaxed);
+	s->status = status;
+	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(msgno, SOFT_SLOT_DONE),
+			      memory_order_release);
+}
+
+/*
  * push_sge -- n bytes of the SEND at off into the responder's receive SGE
  * sge, where its HCA would place them: its MR is checked as an rkey is
  * (peer_mr: this very key, the responder's PD, local write, within the
@@ -1509,14 +1561,11 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 {
 	struct soft_seg_hdr *h = qp->peer;
 	uint64_t msgno = qp->tx_msgno, idx = qp->sq_head, prod, cons, off = 0;
-	uint64_t n, stride = 8 + 16 * (uint64_t)qp->peer_rq_sge;
-	const struct soft_shm_rwqe *w;
+	uint64_t n, acked;
 	struct ibv_sge sge[SOFT_MAX_SGE];
-	struct soft_shm_cqe *c;
 	struct soft_swqe *e;
-	uint32_t i, num, z = 0, flags = 0;
-	uint64_t acked;
-	int ok = 0;
+	uint32_t z = 0, flags = 0;
+	int i, num, ok = 0;
 
 	if (len < SOFT_PUSH_MIN || len > SOFT_PUSH_MAX || qp->push_skip) {
 		qp->push_skip -= !!qp->push_skip;
@@ -1541,12 +1590,8 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 	cons = atomic_load_explicit(&h->rq_cons, memory_order_relaxed);
 	if (cons >= prod || prod - cons > qp->peer_rq_n)
 		goto unlock; /* none posted (an RNR NAK), or a lie */
-	w = (const void *)((const char *)h + qp->peer_rq_off +
-			   (cons & (qp->peer_rq_n - 1)) * stride);
-	num = w->num_sge;
-	if (num > qp->peer_rq_sge)
-		goto unlock;
-	memcpy(sge, w->sge, (size_t)num * sizeof(sge[0]));
+	num = mirror_sges((const char *)h + qp->peer_rq_off, cons,
+			  qp->peer_rq_n, qp->peer_rq_sge, sge);
 	for (i = 0; i < num && off < len; i++) {
 		n = len - off < sge[i].length ? len - off : sge[i].length;
 		if (n && !push_sge(qp, &sge[i], n, src, nsrc, off)) {
@@ -1562,19 +1607,10 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 		flags |= SOFT_SF_IMM;
 	if (wr->send_flags & IBV_SEND_SOLICITED)
 		flags |= SOFT_SF_SOLICITED;
-	c = (void *)((char *)h + qp->peer_cq_off +
-		     (cons & (qp->peer_rq_n - 1)) * sizeof(*c));
-	c->byte_len = (uint32_t)len;
-	c->imm = wr->imm_data;
-	c->flags = flags;
-	c->opcode = SOFT_OP_SEND;
+	outbox_cqe(qp, h, cons, (uint32_t)len, wr->imm_data, flags,
+		   SOFT_OP_SEND);
 	atomic_store_explicit(&h->rq_cons, cons + 1, memory_order_release);
-	atomic_store_explicit(
-		&h->served,
-		SOFT_SERVED(atomic_load_explicit(&qp->seg->epoch,
-						 memory_order_relaxed),
-			    msgno + 1),
-		memory_order_relaxed);
+	served_done(qp, h, s, msgno, SOFT_ACK);
 	e = &qp->sq[idx & qp->sq_mask];
 	e->wr_id = wr->wr_id;
 	e->wc_opcode = IBV_WC_SEND;
@@ -1592,9 +1628,6 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 	qp->pushed++;
 	qp->ctx->outstanding++;
 	soft_qp_hot(qp); /* its completion: the next pass */
-	s->status = SOFT_ACK;
-	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(msgno, SOFT_SLOT_DONE),
-			      memory_order_release);
 	ok = 1;
 unlock:
 	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
@@ -3408,11 +3441,11 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	struct soft_srq_hdr *sh = qp->peer_srq;
 	struct ibv_sge sge[SOFT_MAX_SGE];
 	struct iovec pay;
-	const struct soft_shm_rwqe *w;
 	_Atomic uint64_t *prodp, *consp;
 	const char *rq;
-	uint64_t prod, cons, room = 0, off = 0, n, stride;
-	uint32_t i, num, flags = s->flags, z = 0, nak = SOFT_ACK, nent, nsge;
+	uint64_t prod, cons, room = 0, off = 0, n;
+	uint32_t flags = s->flags, z = 0, nak = SOFT_ACK, nent, nsge;
+	int i, num;
 	uint64_t st = SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY);
 	int ok = 0, r;
 
@@ -3449,7 +3482,6 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		nent = qp->peer_rq_n;
 		nsge = qp->peer_rq_sge;
 	}
-	stride = 8 + 16 * (uint64_t)nsge;
 	/* under its rx lock the responder acknowledges nothing more: a
 	 * message its cumulative ACK covers is not served twice */
 	if (!peer_listed(qp) ||
@@ -3472,11 +3504,9 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	}
 	if (cons > prod || prod - cons > nent)
 		goto unlock;
-	w = (const void *)(rq + (cons & (nent - 1)) * stride);
-	num = w->num_sge;
-	if (num > nsge)
+	num = mirror_sges(rq, cons, nent, nsge, sge);
+	if (num < 0)
 		goto unlock;
-	memcpy(sge, w->sge, (size_t)num * sizeof(sge[0]));
 	if (e->op == SOFT_OP_SEND) {
 		for (i = 0; i < num; i++)
 			room += sge[i].length;
@@ -3517,26 +3547,10 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		c->opcode = e->op;
 		c->qpn = qp->dest_qpn;
 	} else {
-		struct soft_shm_cqe *c =
-			(void *)((char *)h + qp->peer_cq_off +
-				 (cons & (nent - 1)) * sizeof(*c));
-
-		c->byte_len = e->byte_len;
-		c->imm = s->imm;
-		c->flags = flags;
-		c->opcode = e->op;
+		outbox_cqe(qp, h, cons, e->byte_len, s->imm, flags, e->op);
 	}
 	atomic_store_explicit(consp, cons + 1, memory_order_release);
-	atomic_store_explicit(
-		&h->served,
-		SOFT_SERVED(atomic_load_explicit(&qp->seg->epoch,
-						 memory_order_relaxed),
-			    e->msgno + 1),
-		memory_order_relaxed);
-	s->status = nak;
-	atomic_store_explicit(&s->state,
-			      SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_DONE),
-			      memory_order_release);
+	served_done(qp, h, s, e->msgno, nak);
 	ok = 1;
 unlock:
 	if (sh)
