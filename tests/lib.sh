@@ -49,6 +49,20 @@ show_log() {
 	[ -f "$1" ] && sed 's/^/#   /' "$1" | tail -n 40
 }
 
+# run_tap PROG NAME -- run the compiled TAP test PROG (a path under
+# tests/ of the build tree) with this environment, its output in
+# $tap_tmp/<PROG's file name>.log: one assertion, NAME, that it exited 0
+# with no "not ok"; its log copied in when not
+run_tap() {
+	_log=$tap_tmp/${1##*/}.log
+	"$top_builddir/tests/$1" >"$_log" 2>&1
+	_rc=$?
+	_fails=$(grep -c '^not ok' "$_log")
+	test "$_rc" -eq 0 && test "$_fails" -eq 0
+	ok $? "$2: exit $_rc, $_fails failed"
+	[ "$_rc" -eq 0 ] && [ "$_fails" -eq 0 ] || show_log "$_log"
+}
+
 # rping_exit_race LOG STATUS -- did rping die in its own exit race?  Its
 # CM thread may still be on its way back to rdma_get_cm_event() when main()
 # has destroyed the event channel and freed the state the thread reads: the
