@@ -3,7 +3,8 @@
 #
 # Expects: builddir (may be empty), scale, bench_name.  Provides: lib (the
 # libsoftrdma path), soft_ok/gid (softrdma usable, GID index of 127.0.0.1),
-# tmp, pair, perftest, ucx, fi_pp, ratio, iters, have.
+# tmp, pair (and its counters: count_on, count_init, pair_counts), perftest,
+# ucx, fi_pp, ratio, iters, have.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ -z "$builddir" ]; then
 	if [ -e soft/.libs/libsoftrdma.so ]; then builddir=$PWD; else builddir=$here; fi
@@ -43,17 +44,71 @@ wait_port() {
 	return 1
 }
 
+# System calls and context switches: with count_on=1 (after count_init),
+# pair runs each side under a counter (perf stat; strace -f -c where perf
+# cannot count tracepoints, and then no context switches), into
+# $tmp/NAME.s.cnt and $tmp/NAME.c.cnt; pair_counts NAME adds them up.
+count_on=0
+counter=
+last_pair=
+
+# count_init -- pick the counter; fails when there is none
+count_init() {
+	if have perf && perf stat -x, -e raw_syscalls:sys_enter,context-switches true >/dev/null 2>&1; then
+		counter=perf
+	elif have strace; then
+		counter=strace
+	else
+		return 1
+	fi
+}
+
+# count_prefix ARRAY OUT -- the words that run a command under the counter
+count_prefix() {
+	local -n __p=$1
+	case $counter in
+	perf) __p=(perf stat "-x," -o "$2" -e "raw_syscalls:sys_enter,context-switches") ;;
+	strace) __p=(strace -f -c -o "$2") ;;
+	*) __p=() ;;
+	esac
+}
+
+# count_file FILE -- "syscalls ctxsw" of one side's counter output
+count_file() {
+	[ -s "$1" ] || return 1
+	if [ "$counter" = perf ]; then
+		awk -F, '$3 == "raw_syscalls:sys_enter" { s = $1 } $3 == "context-switches" { c = $1 } END { print s + 0, c + 0 }' "$1"
+	else
+		awk '$NF == "total" { print $(NF - 2) + 0, 0 }' "$1"
+	fi
+}
+
+# pair_counts NAME -- "syscalls ctxsw" of pair NAME's two sides added up
+pair_counts() {
+	local s1 c1 s2 c2
+	read -r s1 c1 < <(count_file "$tmp/$1.s.cnt") || return 1
+	read -r s2 c2 < <(count_file "$tmp/$1.c.cnt") || return 1
+	echo $((s1 + s2)) $((c1 + c2))
+}
+
 # pair NAME PORT SERVER-CMD -- CLIENT-CMD
 #   Runs the server in the background, waits for PORT, runs the client.
-#   Client output in $tmp/NAME.c, server output in $tmp/NAME.s.
-#   Succeeds when both sides exit 0.
+#   Client output in $tmp/NAME.c, server output in $tmp/NAME.s; NAME also
+#   in last_pair.  Succeeds when both sides exit 0.
 pair() {
 	local name=$1 port=$2 spid rc src
 	shift 2
-	local -a srv=()
+	local -a srv=() spre=() cpre=()
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
-	timeout -k 5 "$limit" "${srv[@]}" >"$tmp/$name.s" 2>&1 &
+	# shellcheck disable=SC2034 # read by pair_counts' callers
+	last_pair=$name
+	if [ "$count_on" = 1 ]; then
+		rm -f "$tmp/$name.s.cnt" "$tmp/$name.c.cnt"
+		count_prefix spre "$tmp/$name.s.cnt"
+		count_prefix cpre "$tmp/$name.c.cnt"
+	fi
+	timeout -k 5 "$limit" "${spre[@]}" "${srv[@]}" >"$tmp/$name.s" 2>&1 &
 	spid=$!
 	pids="$pids $spid"
 	if ! wait_port "$port" 15; then
@@ -63,7 +118,7 @@ pair() {
 		sed 's/^/#   /' "$tmp/$name.s" | tail -5 >&2
 		return 1
 	fi
-	timeout -k 5 "$limit" "$@" >"$tmp/$name.c" 2>&1
+	timeout -k 5 "$limit" "${cpre[@]}" "$@" >"$tmp/$name.c" 2>&1
 	rc=$?
 	wait "$spid"
 	src=$?

@@ -2,7 +2,7 @@
 # bench-rdmamsg.sh -- rdmamsg (tools/rdmamsg_perf) side by side with raw
 # verbs on the same fabric (perftest on softrdma, LD_PRELOADed) and UCX.
 #
-# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-W WINDOW] [--plot FILE] [-- RDMAMSG_PERF_OPTS...]
+# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-W WINDOW] [-C] [--plot FILE] [-- RDMAMSG_PERF_OPTS...]
 #   --plot FILE  instead of the table: sweep message sizes 8 B to 4 MiB and
 #                draw latency and bandwidth against size for rdmamsg, raw
 #                verbs and UCX into FILE (.svg or .png) with gnuplot (Debian
@@ -16,6 +16,12 @@
 #                messages outstanding (rdmamsg_perf --window, ib_send_bw -t,
 #                ucx_perftest -O); default 128, perftest's tx depth;
 #                0: each side's own default
+#   -C           no counts: without it, after the timed rounds every peer's
+#                runs of the main rows go once more at N and 2N under perf
+#                stat (strace -f -c without perf's tracepoints), and a table
+#                next to the times gives system calls and context switches
+#                per message, both sides added up (tools/bench-syscalls.sh
+#                gives rdmamsg's alone for any test and size)
 #   RDMAMSG_PERF_OPTS  options for both rdmamsg_perf sides (default --busy,
 #                like perftest); a separate row always compares blocking
 #                modes: rdmamsg_perf --fd with ib_send_lat -e
@@ -37,6 +43,7 @@ builddir=
 scale=${BENCH_SCALE:-1}
 rounds=3
 win=128
+counts=1
 plot=
 # --plot FILE (getopts knows no long options): taken out before it runs
 args=()
@@ -61,13 +68,14 @@ if [ -n "$plot" ]; then
 		exit 2
 	fi
 fi
-while getopts b:qr:W: opt; do
+while getopts b:qr:W:C opt; do
 	case $opt in
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
 	W) win=$OPTARG ;;
-	*) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	C) counts=0 ;;
+	*) sed -n '2,34s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -259,6 +267,62 @@ for round in $(seq "$rounds"); do
 	acc A_mr ucx "$utls" ucp_am_bw 8 8 "$(iters 1000000)"
 done
 
+# per_msg VAR N FUNC ARGS... -- system calls and context switches per
+# message of one peer (FUNC: rmp, perftest, ucx; the word @N@ in ARGS is
+# the iteration count, a latency test's round trip counting as one):
+# FUNC at N and 2N iterations under the counter, (count(2N) - count(N)) /
+# N each, "SYSCALLS/CTXSW" into VAR; n/a when a run fails (its locals
+# start with __: VAR is the caller's)
+per_msg() {
+	local __var=$1 __n=$2 __fn=$3 __w __v __a __b
+	shift 3
+	local -a __one=() __two=()
+	for __w in "$@"; do __one+=("${__w//@N@/$__n}") __two+=("${__w//@N@/$((2 * __n))}"); done
+	printf -v "$__var" n/a
+	last_pair=
+	"$__fn" __v "${__one[@]}"
+	[ "$__v" != n/a ] && [ -n "$last_pair" ] && __a=$(pair_counts "$last_pair") || return 0
+	last_pair=
+	"$__fn" __v "${__two[@]}"
+	[ "$__v" != n/a ] && [ -n "$last_pair" ] && __b=$(pair_counts "$last_pair") || return 0
+	printf -v "$__var" %s "$(awk -v a="$__a" -v b="$__b" -v d="$__n" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		printf "%.3f/%.3f", (y[1] - x[1]) / d, (y[2] - x[2]) / d }')"
+}
+
+# The counts: the main rows once more at N and 2N, rdmamsg_perf with a
+# fixed warm-up (its default grows with N)
+COUNTS=()
+if [ "$counts" = 1 ]; then
+	if count_init; then
+		echo "# counts: $counter" >&2
+		count_on=1
+		copts=("${rmp_opts[@]}" -w 100)
+		# "label|rdmamsg|verbs|UCX" as per_msg arguments after VAR
+		for c in \
+			"latency 8 B|$(iters 4000) rmp lat 8 3 @N@ ${copts[*]}|$(iters 4000) perftest ib_send_lat 8 5 -n @N@|$(iters 4000) ucx $utls tag_lat 8 3 @N@" \
+			"latency 4096 B|$(iters 4000) rmp lat 4096 3 @N@ ${copts[*]}|$(iters 4000) perftest ib_send_lat 4096 5 -n @N@|$(iters 4000) ucx $utls tag_lat 4096 3 @N@" \
+			"latency 65536 B|$(iters 1000) rmp lat 65536 3 @N@ ${copts[*]}|$(iters 1000) perftest ib_send_lat 65536 5 -n @N@|$(iters 1000) ucx $utls tag_lat 65536 3 @N@" \
+			"latency 8 B, blocking|$(iters 2000) rmp lat 8 3 @N@ --fd -w 100|$(iters 2000) perftest ib_send_lat 8 5 -n @N@ -e|-" \
+			"bandwidth 64 KiB|$(iters 2000) rmp bw 65536 3 @N@ ${copts[*]}|$(iters 2000) perftest ib_send_bw 65536 4 -n @N@ ${pt_win[*]}|$(iters 2000) ucx $utls tag_bw 65536 6 @N@" \
+			"message rate 8 B|$(iters 200000) rmp rate 8 4 @N@ ${copts[*]}|$(iters 200000) perftest ib_send_bw 8 5 -n @N@ ${pt_win[*]}|$(iters 200000) ucx $utls tag_bw 8 8 @N@" \
+			"bandwidth 1 MiB|$(iters 300) rmp bw 1048576 3 @N@ ${copts[*]}|$(iters 300) perftest ib_send_bw 1048576 4 -n @N@ ${pt_win[*]}|$(iters 300) ucx $utls tag_bw 1048576 6 @N@"; do
+			IFS='|' read -r label cr cv cu <<<"$c"
+			row=$label
+			for p in "$cr" "$cv" "$cu"; do
+				x=n/a
+				# shellcheck disable=SC2086 # the words of one run
+				[ "$p" != - ] && per_msg x $p
+				row+="|$x"
+			done
+			COUNTS+=("$row")
+		done
+		count_on=0
+	else
+		echo "# counts: neither perf (with tracepoints) nor strace; not counted" >&2
+	fi
+fi
+
 # scale_all FACTOR ARRAY... -- multiply every numeric value of the arrays
 scale_all() {
 	local f=$1 i
@@ -324,6 +388,15 @@ table() {
 }
 echo
 table med
+if [ ${#COUNTS[@]} -gt 0 ]; then
+	echo
+	echo "system calls/context switches per message (both sides; latency: per round trip):"
+	printf '%-34s %13s %13s %13s\n' metric rdmamsg verbs "UCX tag"
+	for c in "${COUNTS[@]}"; do
+		IFS='|' read -r label cr cv cu <<<"$c"
+		printf '%-34s %13s %13s %13s\n' "$label" "$cr" "$cv" "$cu"
+	done
+fi
 if [ "$rounds" -gt 1 ]; then
 	# The least disturbed round (see bench-softrdma.sh)
 	echo
@@ -347,4 +420,9 @@ echo "copy, softrdma's copy ring for SENDs up to 64 KiB, UCX's eager copies) cro
 echo "written; a receiver reading the sender's buffer in place (rdmamsg's zero-copy and nocopy"
 echo "rendezvous, UCX's cma) may find the lines it read last time still valid in its own cache."
 echo "The \"64 KiB between the cores\" line gives both costs on this machine (tools/copy_pingpong)."
+if [ ${#COUNTS[@]} -gt 0 ]; then
+	echo "System calls/context switches: each peer's run once more at N and 2N iterations under $counter,"
+	echo "server and client added up, (count(2N) - count(N)) / N: set-up and teardown cancel out; busy"
+	echo "loops' timers (rdmamsg's loop looks at its fds once a millisecond) count per message as time goes."
+fi
 exit 0

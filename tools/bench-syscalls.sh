@@ -44,44 +44,19 @@ perf=${RDMAMSG_PERF:-$builddir/tools/rdmamsg_perf}
 [ -x "$perf" ] || { echo "# $perf not built" >&2; exit 1; }
 export RDMAMSG_FABRIC=soft RDMAMSG_SOFTRDMA_PATH=$lib
 
-counter=perf
-if ! have perf || ! perf stat -x, -e raw_syscalls:sys_enter,context-switches true >/dev/null 2>&1; then
-	counter=strace
-	have strace || { echo "# neither perf (with tracepoints) nor strace: install linux-perf or strace" >&2; exit 1; }
-	echo "# perf cannot count system calls here: strace -f -c (no context switches)" >&2
-fi
+count_init || { echo "# neither perf (with tracepoints) nor strace: install linux-perf or strace" >&2; exit 1; }
+[ "$counter" = perf ] || echo "# perf cannot count system calls here: strace -f -c (no context switches)" >&2
+count_on=1
 
-# wrap OUT CMD... -- CMD under the counter, its counts into OUT
-wrap() {
-	local out=$1
-	shift
-	if [ $counter = perf ]; then
-		echo perf stat -x, -o "$out" -e raw_syscalls:sys_enter,context-switches "$@"
-	else
-		echo strace -f -c -o "$out" "$@"
-	fi
-}
-
-# counts FILE -- "syscalls ctxsw" of one side
-counts() {
-	if [ $counter = perf ]; then
-		awk -F, '$3 == "raw_syscalls:sys_enter" { s = $1 } $3 == "context-switches" { c = $1 } END { print s + 0, c + 0 }' "$1"
-	else
-		awk '$NF == "total" { print $(NF - 2) + 0, 0 }' "$1"
-	fi
-}
-
-# one TEST SIZE ITERS -- "syscalls ctxsw" of server plus client
+# one TEST SIZE ITERS -- "syscalls ctxsw" of server plus client (the same
+# 100 untimed iterations first at N and 2N: they cancel out)
 one() {
-	local port s c
+	local port
 	port=$(free_port)
-	# shellcheck disable=SC2046
 	pair "sc-$1-$2-$3" "$port" \
-		$(wrap "$tmp/s.cnt" "$perf" -s -p "$port" "${rmp_opts[@]}") -- \
-		$(wrap "$tmp/c.cnt" "$perf" -c 127.0.0.1 -p "$port" -t "$1" --size "$2" -n "$3" "${rmp_opts[@]}") || return 1
-	read -r s1 c1 < <(counts "$tmp/s.cnt")
-	read -r s2 c2 < <(counts "$tmp/c.cnt")
-	echo $((s1 + s2)) $((c1 + c2))
+		"$perf" -s -p "$port" "${rmp_opts[@]}" -- \
+		"$perf" -c 127.0.0.1 -p "$port" -t "$1" --size "$2" -n "$3" -w 100 "${rmp_opts[@]}" || return 1
+	pair_counts "sc-$1-$2-$3"
 }
 
 echo "# bench-syscalls: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
