@@ -277,20 +277,28 @@ int rdmamsg__loop_timerfd_set(struct rdmamsg_ctx *ctx, uint64_t due_ns)
 	return 0;
 }
 
-/* comp_events -- read CQ events until EAGAIN; queue their endpoints */
+/* comp_events -- read the CQ events the arms can still raise: an arm
+ * raises one, so once every armed CQ has raised its own there is nothing
+ * left to read, and no read to fail with EAGAIN (an event for a CQ whose
+ * arm rdmamsg__iface_arm did not note would be read by a later pass: the
+ * fd stays readable) */
 static void comp_events(struct rdmamsg_ctx *ctx)
 {
+	struct rdmamsg__iface *ifc = &ctx->ifc;
 	struct ibv_cq *cq;
 	void *cq_ctx;
+	uint32_t c, left = 0;
 
-	/* one CQ per context (iface.c): re-armed and polled in this pass */
-	while (ctx->ops->get_cq_event(ctx->cc, &cq, &cq_ctx) == 0) {
+	for (c = 0; c < ifc->ncq; c++)
+		left += ifc->cqs[c]->armed && !ifc->cqs[c]->event;
+	while (left && ctx->ops->get_cq_event(ctx->cc, &cq, &cq_ctx) == 0) {
 		struct rdmamsg__icq *q = cq_ctx;
 
 		(void)cq;
 		q->unacked++;
+		left -= q->armed && !q->event;
 		q->event = 1;
-		ctx->ifc.events = 1;
+		ifc->events = 1;
 	}
 }
 
@@ -493,6 +501,7 @@ static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
 	int n, i;
 
 	ctx->force_epoll = 0;
+	ctx->looked = 1;
 	ctx->last_epoll = ctx->now;
 	n = epoll_wait(ctx->epfd, evs, 8, 0);
 	for (i = 0; i < n; i++) {
@@ -584,6 +593,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		__atomic_store_n(&ctx->kicked, 0, __ATOMIC_RELAXED);
 		ctx->force_epoll = 1;
 	}
+	ctx->looked = 0;
 	if (ctx->force_epoll || ctx->now - ctx->last_epoll >= EPOLL_EVERY_NS)
 		channels(ctx, &timers);
 
@@ -619,8 +629,6 @@ static __attribute__((noinline)) int polling(struct rdmamsg_ctx *ctx)
 /* rdmamsg_ctx_arm -- 0 when blocking on the fd is safe, -EBUSY otherwise */
 RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 {
-	struct epoll_event ev;
-
 	if (!ctx)
 		return -EINVAL;
 	if (ctx->in_progress || ctx->pending || !list_empty(&ctx->polls) ||
@@ -634,15 +642,23 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 	 * that is not there); arm, then poll: what came in between */
 	if (rdmamsg__iface_arm(ctx))
 		return -EBUSY;
-	/* a progress pass may have skipped the channels (busy polling):
-	 * readable ones are work, and the next pass must look at them */
-	if (epoll_wait(ctx->epfd, &ev, 1, 0) > 0) {
-		ctx->force_epoll = 1;
-		return -EBUSY;
+	/* a pass may have skipped the channels (busy polling): readable ones
+	 * are work, and the next pass must look at them.  Not again when the
+	 * last pass looked and no kick came since: what became readable after
+	 * that look came as if after this call, and ends the caller's wait */
+	if (!ctx->looked || __atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE)) {
+		struct epoll_event ev;
+
+		if (epoll_wait(ctx->epfd, &ev, 1, 0) > 0) {
+			ctx->force_epoll = 1;
+			return -EBUSY;
+		}
 	}
 	/* every CQ is armed (a completion from here on makes the channel
 	 * readable) and channel fds are level triggered in the epoll set, so
-	 * nothing can be lost from here on */
+	 * nothing can be lost from here on; whatever ends the caller's wait,
+	 * the next pass looks at the channels (it does not know it waited) */
+	ctx->force_epoll = 1;
 	return 0;
 }
 
