@@ -335,7 +335,8 @@ struct rdmamsg_ctx {
 	struct ibv_mr *alive_mr;
 	uint64_t last_epoll;
 	int force_epoll;
-	int looked; /* the last pass looked at the channels (loop.c) */
+	/* ifc.pass of the last pass that looked at the channels (0: none) */
+	uint64_t looked;
 	/* until then a receiver polls before it blocks: rdmamsg_ctx_arm()
 	 * says -EBUSY (rdmamsg_group_attr_set_poll_us; 0: blocks at once) */
 	uint64_t poll_until;

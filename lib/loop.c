@@ -501,7 +501,7 @@ static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
 	int n, i;
 
 	ctx->force_epoll = 0;
-	ctx->looked = 1;
+	ctx->looked = ctx->ifc.pass;
 	ctx->last_epoll = ctx->now;
 	n = epoll_wait(ctx->epfd, evs, 8, 0);
 	for (i = 0; i < n; i++) {
@@ -593,7 +593,6 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		__atomic_store_n(&ctx->kicked, 0, __ATOMIC_RELAXED);
 		ctx->force_epoll = 1;
 	}
-	ctx->looked = 0;
 	if (ctx->force_epoll || ctx->now - ctx->last_epoll >= EPOLL_EVERY_NS)
 		channels(ctx, &timers);
 
@@ -646,7 +645,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 	 * are work, and the next pass must look at them.  Not again when the
 	 * last pass looked and no kick came since: what became readable after
 	 * that look came as if after this call, and ends the caller's wait */
-	if (!ctx->looked || __atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE)) {
+	if (!ctx->looked || ctx->looked != ctx->ifc.pass ||
+	    __atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE)) {
 		struct epoll_event ev;
 
 		if (epoll_wait(ctx->epfd, &ev, 1, 0) > 0) {
