@@ -261,13 +261,15 @@ int rdmamsg__iface_attach(struct rdmamsg__lane *lane, uint32_t need)
 
 /* rdmamsg__iface_detach -- the lane leaves (its QP is destroyed):
  * completions of it still in the CQ find nothing; its room stays counted
- * until the CQ has been seen empty */
+ * until the CQ has been seen empty.  A lane never attached (a group
+ * closed before its join came back) has no context yet: nothing to do */
 void rdmamsg__iface_detach(struct rdmamsg__lane *lane)
 {
-	struct rdmamsg__iface *ifc = &lane->ctx->ifc;
+	struct rdmamsg__iface *ifc;
 
 	if (!lane->handle)
 		return;
+	ifc = &lane->ctx->ifc;
 	rdmamsg__idt_del(&ifc->eps, lane->handle);
 	lane->icq->reserved -= lane->cq_need;
 	lane->icq->stale += lane->cq_need;

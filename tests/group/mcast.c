@@ -512,14 +512,15 @@ static void bad_input(void)
 	struct rdmamsg_group_cbs cbs = {.on_join = pub_join};
 	struct rdmamsg_group_attr *a;
 	struct rdmamsg_ctx *ctx = test_ctx();
-	struct rdmamsg_group *g = NULL, *s = NULL;
-	struct pub p, q;
+	struct rdmamsg_group *g = NULL, *s = NULL, *e = NULL;
+	struct pub p, q, r;
 	char big[64];
 	uint64_t id = 0;
 	int ret;
 
 	memset(&p, 0, sizeof(p));
 	memset(&q, 0, sizeof(q));
+	memset(&r, 0, sizeof(r));
 	memset(big, 0, sizeof(big));
 	ok(rdmamsg_group_join(ctx, "10.231.0.1", NULL, &cbs, &p, &g) == -EINVAL,
 	   "join a unicast address: -EINVAL");
@@ -578,10 +579,20 @@ static void bad_input(void)
 		   rdmamsg_group_close(g, pub_closed) == -EALREADY,
 	   "close twice: -EALREADY");
 	ok(!rdmamsg_group_close(s, NULL), "close without a callback");
+	/* closed before its join came back (no progress in between): it
+	 * has no QP nor lane yet, and goes as cleanly */
+	ok(!rdmamsg_group_join(ctx, "239.1.2.19", NULL, &cbs, &r, &e) &&
+		   !rdmamsg_group_close(e, pub_closed),
+	   "a group closed before its join came back");
 	ok(rdmamsg_ctx_destroy(&ctx) == -EBUSY, "a context with groups: busy");
 	test_run_until(ctx, &p.closed, 60000);
+	test_run_until(ctx, &r.closed, 60000);
 	test_idle(ctx, 50);
 	ok(p.closed == 1, "close callback once");
+	ok(r.closed == 1 && r.joined != 1,
+	   "closed before joining: close callback once, never joined "
+	   "(closed %d, joined %d)",
+	   r.closed, r.joined);
 	ok(rdmamsg_ctx_destroy(&ctx) == 0, "context destroyed");
 }
 
