@@ -138,8 +138,12 @@ done_testing() {
 # remove $tap_tmp under tests/samples/rdmamsg_perf.sh's next checks)
 tap_shell=$(exec sh -c 'echo $PPID')
 
+# tap_cleanup -- at exit, in the test's own shell only: the test's
+# tap_exit_hook if it defines one (its servers, /dev/shm, a fabric), then
+# the background processes and $tap_tmp
 tap_cleanup() {
 	[ "$(exec sh -c 'echo $PPID')" = "$tap_shell" ] || return 0
+	if command -v tap_exit_hook >/dev/null 2>&1; then tap_exit_hook; fi
 	for _p in $tap_pids; do kill -9 "$_p" 2>/dev/null; done
 	rm -rf "$tap_tmp"
 }

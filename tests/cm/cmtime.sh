@@ -9,8 +9,10 @@ command -v cmtime >/dev/null 2>&1 ||
 SOFTRDMA_SHM_PREFIX=cm-cmtime-$$
 export SOFTRDMA_SHM_PREFIX
 srv_pids=
-trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+tap_exit_hook() {
+	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
+	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
+}
 
 n=1000
 [ "${RDMAMSG_TEST_SCALE:-}" = small ] && n=100

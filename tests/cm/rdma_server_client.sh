@@ -11,8 +11,10 @@ export SOFTRDMA_SHM_PREFIX
 # servers run under timeout(1): SIGTERM reaches them through it, SIGKILL
 # (tap_cleanup) would leave them behind
 srv_pids=
-trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+tap_exit_hook() {
+	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
+	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
+}
 
 for round in 1 2; do
 	port=$(free_port)

@@ -9,8 +9,10 @@ command -v rstream >/dev/null 2>&1 ||
 SOFTRDMA_SHM_PREFIX=cm-rspend-$$
 export SOFTRDMA_SHM_PREFIX
 srv_pids=
-trap 'for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+tap_exit_hook() {
+	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
+	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
+}
 
 # run NAME SERVER-PROG CLIENT-PROG ARGS -- server, then client -s 127.0.0.1
 run() {

@@ -22,8 +22,10 @@
 fabric=$top_srcdir/tests/netns/fabric.sh
 why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
 name=${RDMAMSG_FABRIC_STEM:-rdmamsg}-$hosts_stem$$
-trap 'for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
-	sh "$fabric" cleanup "$name"; tap_cleanup' EXIT
+tap_exit_hook() {
+	for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
+	sh "$fabric" cleanup "$name"
+}
 trap 'exit 1' INT TERM
 
 fab() {
