@@ -1592,6 +1592,8 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 		goto unlock; /* none posted (an RNR NAK), or a lie */
 	num = mirror_sges((const char *)h + qp->peer_rq_off, cons,
 			  qp->peer_rq_n, qp->peer_rq_sge, sge);
+	if (num < 0)
+		goto unlock; /* a count past its SGEs: the responder's to find */
 	for (i = 0; i < num && off < len; i++) {
 		n = len - off < sge[i].length ? len - off : sge[i].length;
 		if (n && !push_sge(qp, &sge[i], n, src, nsrc, off)) {
