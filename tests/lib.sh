@@ -138,12 +138,35 @@ done_testing() {
 # remove $tap_tmp under tests/samples/rdmamsg_perf.sh's next checks)
 tap_shell=$(exec sh -c 'echo $PPID')
 
-# tap_cleanup -- at exit, in the test's own shell only: the test's
-# tap_exit_hook if it defines one (its servers, /dev/shm, a fabric), then
-# the background processes and $tap_tmp
+# tap_shm PREFIX [always] -- the test's softrdma objects: exports
+# SOFTRDMA_SHM_PREFIX=PREFIX; at exit what is left of /dev/shm/PREFIX-*
+# goes, outside run-test.sh's private /dev/shm (inside it leftovers are
+# run-test.sh's to report: softrdma must remove its objects) or, with
+# "always", everywhere (a server stopped by SIGTERM leaves its objects)
+tap_shm_rm=
+tap_shm() {
+	SOFTRDMA_SHM_PREFIX=$1
+	export SOFTRDMA_SHM_PREFIX
+	tap_shm_rm=${2:-outside}
+}
+
+# tap_srv_pids -- servers that get SIGTERM at exit, before their objects
+# go: under timeout(1) the signal reaches them through it (tap_cleanup's
+# SIGKILL of $tap_pids would leave them behind)
+tap_srv_pids=
+
+# tap_cleanup -- at exit, in the test's own shell only: SIGTERM to
+# $tap_srv_pids, the test's tap_exit_hook if it defines one (a fabric), its
+# softrdma objects (tap_shm), then the background processes and $tap_tmp
 tap_cleanup() {
 	[ "$(exec sh -c 'echo $PPID')" = "$tap_shell" ] || return 0
+	for _p in $tap_srv_pids; do kill -TERM "$_p" 2>/dev/null; done
 	if command -v tap_exit_hook >/dev/null 2>&1; then tap_exit_hook; fi
+	case $tap_shm_rm in
+	always) rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* ;;
+	outside) [ "${RDMAMSG_TEST_SHM:-}" = private ] ||
+		rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* ;;
+	esac
 	for _p in $tap_pids; do kill -9 "$_p" 2>/dev/null; done
 	rm -rf "$tap_tmp"
 }

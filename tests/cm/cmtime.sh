@@ -6,13 +6,7 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v cmtime >/dev/null 2>&1 ||
 	skip_all "cmtime not installed (Debian package rdmacm-utils)"
-SOFTRDMA_SHM_PREFIX=cm-cmtime-$$
-export SOFTRDMA_SHM_PREFIX
-srv_pids=
-tap_exit_hook() {
-	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
-}
+tap_shm cm-cmtime-$$ always
 
 n=1000
 [ "${RDMAMSG_TEST_SCALE:-}" = small ] && n=100
@@ -21,7 +15,7 @@ port=$(free_port)
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 120 cmtime -p "$port" \
 	>"$tap_tmp/s" 2>&1 &
 spid=$!
-srv_pids="$srv_pids $spid"
+tap_srv_pids="$tap_srv_pids $spid"
 wait_port "$port" 10
 ok $? "cmtime server listens"
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 100 cmtime -s 127.0.0.1 -p "$port" \

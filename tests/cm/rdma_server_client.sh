@@ -6,22 +6,14 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v rdma_server >/dev/null 2>&1 ||
 	skip_all "rdma_server not installed (Debian package rdmacm-utils)"
-SOFTRDMA_SHM_PREFIX=cm-rsc-$$
-export SOFTRDMA_SHM_PREFIX
-# servers run under timeout(1): SIGTERM reaches them through it, SIGKILL
-# (tap_cleanup) would leave them behind
-srv_pids=
-tap_exit_hook() {
-	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
-}
+tap_shm cm-rsc-$$ always
 
 for round in 1 2; do
 	port=$(free_port)
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 rdma_server -p "$port" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
-	srv_pids="$srv_pids $spid"
+	tap_srv_pids="$tap_srv_pids $spid"
 	wait_port "$port" 10
 	ok $? "round $round: rdma_server listens"
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 rdma_client -s 127.0.0.1 \

@@ -5,15 +5,7 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v rping >/dev/null 2>&1 ||
 	skip_all "rping not installed (Debian package rdmacm-utils)"
-SOFTRDMA_SHM_PREFIX=cm-rping-$$
-export SOFTRDMA_SHM_PREFIX
-# servers run under timeout(1): SIGTERM reaches them through it, SIGKILL
-# (tap_cleanup) would leave them behind
-srv_pids=
-tap_exit_hook() {
-	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
-}
+tap_shm cm-rping-$$ always
 
 # run_pair NAME SERVER-ARGS -- CLIENT-ARGS: one rping server, one client
 run_pair() {
@@ -25,7 +17,7 @@ run_pair() {
 		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -s -a 127.0.0.1 -p "$port" \
 			$sargs >"$tap_tmp/s.$name" 2>&1 &
 		spid=$!
-		srv_pids="$srv_pids $spid"
+		tap_srv_pids="$tap_srv_pids $spid"
 		wait_port "$port" 10
 		lrc=$?
 		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -c -a 127.0.0.1 -p "$port" \
@@ -74,7 +66,7 @@ port=$(free_port)
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rping -s -P -a 127.0.0.1 -p "$port" -V \
 	>"$tap_tmp/s.persist" 2>&1 &
 ppid_server=$!
-srv_pids="$srv_pids $ppid_server"
+tap_srv_pids="$tap_srv_pids $ppid_server"
 wait_port "$port" 10
 ok $? "persistent: rping -P listens"
 for i in 1 2 3; do

@@ -6,13 +6,7 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v rstream >/dev/null 2>&1 ||
 	skip_all "rstream not installed (Debian package rdmacm-utils)"
-SOFTRDMA_SHM_PREFIX=cm-rspend-$$
-export SOFTRDMA_SHM_PREFIX
-srv_pids=
-tap_exit_hook() {
-	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
-}
+tap_shm cm-rspend-$$ always
 
 # run NAME SERVER-PROG CLIENT-PROG ARGS -- server, then client -s 127.0.0.1
 run() {
@@ -24,7 +18,7 @@ run() {
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 "$sprog" -p "$port" "$@" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
-	srv_pids="$srv_pids $spid"
+	tap_srv_pids="$tap_srv_pids $spid"
 	wait_port "$port" 10
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 30 "$cprog" -s 127.0.0.1 \
 		-p "$port" "$@" >"$tap_tmp/c" 2>&1

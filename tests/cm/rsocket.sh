@@ -8,13 +8,7 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v rstream >/dev/null 2>&1 ||
 	skip_all "rstream not installed (Debian package rdmacm-utils)"
-SOFTRDMA_SHM_PREFIX=cm-rsocket-$$
-export SOFTRDMA_SHM_PREFIX
-srv_pids=
-tap_exit_hook() {
-	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
-}
+tap_shm cm-rsocket-$$ always
 
 # run NAME PROG ARGS -- PROG as server and client (-s 127.0.0.1), both 0
 run() {
@@ -25,7 +19,7 @@ run() {
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -p "$port" "$@" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
-	srv_pids="$srv_pids $spid"
+	tap_srv_pids="$tap_srv_pids $spid"
 	wait_port "$port" 10
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -s 127.0.0.1 \
 		-p "$port" "$@" >"$tap_tmp/c" 2>&1
@@ -67,7 +61,7 @@ port=$(free_port)
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rdma_xserver -p "$port" \
 	>"$tap_tmp/s" 2>&1 &
 spid=$!
-srv_pids="$srv_pids $spid"
+tap_srv_pids="$tap_srv_pids $spid"
 wait_port "$port" 10
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rdma_xclient -s 127.0.0.1 \
 	-p "$port" >"$tap_tmp/c" 2>&1
@@ -82,7 +76,7 @@ port=$(free_port)
 head -c 3000000 /dev/urandom >"$tap_tmp/src"
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rcopy -p "$port" >"$tap_tmp/s" 2>&1 &
 spid=$!
-srv_pids="$srv_pids $spid"
+tap_srv_pids="$tap_srv_pids $spid"
 wait_port "$port" 10
 # rcopy's options follow its operands
 LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 rcopy "$tap_tmp/src" \

@@ -6,15 +6,7 @@
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v ucmatose >/dev/null 2>&1 ||
 	skip_all "ucmatose not installed (Debian package rdmacm-utils)"
-SOFTRDMA_SHM_PREFIX=cm-ucmatose-$$
-export SOFTRDMA_SHM_PREFIX
-# servers run under timeout(1): SIGTERM reaches them through it, SIGKILL
-# (tap_cleanup) would leave them behind
-srv_pids=
-tap_exit_hook() {
-	for p in $srv_pids; do kill -TERM "$p" 2>/dev/null; done
-	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
-}
+tap_shm cm-ucmatose-$$ always
 
 # run NAME ARGS -- one ucmatose server and client with the same ARGS
 run() {
@@ -24,7 +16,7 @@ run() {
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 ucmatose -p "$port" "$@" \
 		>"$tap_tmp/s" 2>&1 &
 	spid=$!
-	srv_pids="$srv_pids $spid"
+	tap_srv_pids="$tap_srv_pids $spid"
 	wait_port "$port" 10
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 ucmatose -s 127.0.0.1 -p "$port" \
 		"$@" >"$tap_tmp/c" 2>&1

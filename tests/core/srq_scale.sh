@@ -28,8 +28,7 @@ if [ ! -x "$probe" ]; then
 	exit 1
 fi
 export RDMAMSG_SOFTRDMA_PATH=${RDMAMSG_SOFTRDMA_PATH:-$top_builddir/soft/.libs/libsoftrdma.so}
-export SOFTRDMA_SHM_PREFIX=rmt-srqscale-$$
-trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"* 2>/dev/null; tap_cleanup' EXIT
+tap_shm rmt-srqscale-$$ always
 "$probe" -s -n "$n" -c "$clients" -t 60000 -l $((64 + n / 8)) \
 	>"$tap_tmp/probe.log" 2>&1
 ok $? "$n endpoints on one SRQ connected and echoed: exits 0"

@@ -13,8 +13,9 @@ command -v ping >/dev/null 2>&1 ||
 
 stem=${RDMAMSG_FABRIC_STEM:-rdmamsg}-fst$$
 name=$stem-a
-trap 'sh "$fabric" cleanup "$stem"; tap_cleanup' EXIT
-trap 'exit 1' INT TERM
+tap_exit_hook() {
+	sh "$fabric" cleanup "$stem"
+}
 fab() {
 	sh "$fabric" "$@"
 }

@@ -20,7 +20,6 @@ command -v tshark >/dev/null 2>&1 ||
 command -v python3 >/dev/null 2>&1 || skip_all "python3 not installed"
 codec=$top_builddir/tests/soft/roce_codec
 [ -x "$codec" ] || skip_all "tests/soft/roce_codec not built"
-trap 'tap_cleanup' EXIT
 
 pcap=$tap_tmp/roce.pcap
 "$codec" --pcap "$pcap" >"$tap_tmp/want"

@@ -3,11 +3,7 @@
 # one active RoCE port with a link-local GID and a GID for 127.0.0.1.
 . "$top_srcdir/tests/lib.sh"
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
-SOFTRDMA_SHM_PREFIX=3p-devinfo-$$
-export SOFTRDMA_SHM_PREFIX
-# Outside run-test.sh's private /dev/shm, tidy up; inside it, leave any
-# leftover for run-test.sh to report (softrdma must remove its objects).
-trap '[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+tap_shm 3p-devinfo-$$
 out=$tap_tmp/devinfo
 
 if ! command -v ibv_devinfo >/dev/null 2>&1; then

@@ -15,25 +15,12 @@
 
 pt_limit=${PT_TIMEOUT:-60}
 pt_run=0
-pt_kill=
-
-# pt_cleanup -- SIGTERM the timeout wrappers (they pass it on to perftest),
-# then remove what softrdma left in /dev/shm under this test's prefix
-pt_cleanup() {
-	for _p in $pt_kill; do kill -TERM "$_p" 2>/dev/null; done
-	# inside run-test.sh's private /dev/shm, leftovers are its to report
-	[ "${RDMAMSG_TEST_SHM:-}" = private ] ||
-		case ${SOFTRDMA_SHM_PREFIX:-} in 3p-*) rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* ;; esac
-	tap_cleanup
-}
-trap pt_cleanup EXIT
 
 [ -n "${SOFTRDMA_LIB:-}" ] && [ -e "$SOFTRDMA_LIB" ] ||
 	skip_all "libsoftrdma.so not built (${SOFTRDMA_LIB:-SOFTRDMA_LIB unset})"
 
 # Each test gets its own shm namespace in softrdma.
-SOFTRDMA_SHM_PREFIX=3p-${pt_name:-perftest}-$$
-export SOFTRDMA_SHM_PREFIX
+tap_shm 3p-${pt_name:-perftest}-$$
 
 # pt_gid -- GID index of ::ffff:127.0.0.1 on softrdma0 (as `-x` wants it)
 pt_gid() {
@@ -63,7 +50,7 @@ pt_pair_once() {
 	timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$_prog" \
 		-d softrdma0 -x "$pt_gidx" -F -p "$_port" "$@" >"$pt_s" 2>&1 &
 	_spid=$!
-	pt_kill="$pt_kill $_spid"
+	tap_srv_pids="$tap_srv_pids $_spid"
 	if wait_port "$_port" 20; then
 		timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$_prog" \
 			-d softrdma0 -x "$pt_gidx" -F -p "$_port" "$@" 127.0.0.1 \

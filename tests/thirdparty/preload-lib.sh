@@ -22,11 +22,7 @@ export LC_ALL
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v objdump >/dev/null 2>&1 && command -v nm >/dev/null 2>&1 ||
 	skip_all "objdump/nm not installed (Debian package binutils)"
-SOFTRDMA_SHM_PREFIX=3p-syms-${ps_scope}-$$
-export SOFTRDMA_SHM_PREFIX
-# Outside run-test.sh's private /dev/shm, tidy up; inside it, leave any
-# leftover for run-test.sh to report (softrdma must remove its objects).
-trap '[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+tap_shm 3p-syms-${ps_scope}-$$
 
 t=$tap_tmp
 # softrdma's definitions: NAME and NAME VERSION (empty when unversioned)

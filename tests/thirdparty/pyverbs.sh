@@ -27,9 +27,7 @@ src=/usr/share/doc/rdma-core/tests
 py=/usr/bin/python3
 [ -f "$src/run_tests.py" ] && "$py" -c 'import pyverbs' 2>/dev/null ||
 	skip_all "pyverbs tests not installed (Debian package python3-pyverbs)"
-SOFTRDMA_SHM_PREFIX=3p-pyverbs-$$
-export SOFTRDMA_SHM_PREFIX
-trap '[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*; tap_cleanup' EXIT
+tap_shm 3p-pyverbs-$$
 
 # Known failures: TEST_ID OWNER WHAT-IS-WRONG.  Owners: softrc (RC data
 # path: progress without the responder's poll), softud (UD/UC/multicast),

@@ -15,23 +15,14 @@ command -v qperf >/dev/null 2>&1 || skip_all "qperf not installed (Debian packag
 [ -n "${SOFTRDMA_LIB:-}" ] && [ -e "$SOFTRDMA_LIB" ] ||
 	skip_all "libsoftrdma.so not built (${SOFTRDMA_LIB:-SOFTRDMA_LIB unset})"
 
-SOFTRDMA_SHM_PREFIX=3p-${qp_name:-qperf}-$$
-export SOFTRDMA_SHM_PREFIX
-qp_srv_pid=
-# qp_cleanup -- stop the server (SIGTERM reaches qperf through timeout)
-qp_cleanup() {
-	[ -n "$qp_srv_pid" ] && kill -TERM "$qp_srv_pid" 2>/dev/null
-	# inside run-test.sh's private /dev/shm, leftovers are its to report
-	[ "${RDMAMSG_TEST_SHM:-}" = private ] || rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-*
-	tap_cleanup
-}
-trap qp_cleanup EXIT
+tap_shm 3p-${qp_name:-qperf}-$$
 
 qp_port=$(free_port)
 qp_slog=$tap_tmp/qperf.server
 timeout -k 5 "${QP_TIMEOUT:-120}" env LD_PRELOAD="$SOFTRDMA_PRELOAD" qperf \
 	-lp "$qp_port" >"$qp_slog" 2>&1 &
 qp_srv_pid=$!
+tap_srv_pids=$qp_srv_pid
 wait_port "$qp_port" 20
 ok $? "qperf server listens on TCP port $qp_port"
 qp_n=0
@@ -97,7 +88,7 @@ qp_finish() {
 		_alive=$?
 		kill -TERM "$qp_srv_pid" 2>/dev/null
 		wait "$qp_srv_pid"
-		qp_srv_pid=
+		qp_srv_pid= tap_srv_pids=
 		ok $_alive "qperf server still serving after the tests"
 		[ $_alive -eq 0 ] || show_log "$qp_slog"
 		return
@@ -106,7 +97,7 @@ qp_finish() {
 		-lp "$qp_port" quit >/dev/null 2>&1
 	wait "$qp_srv_pid"
 	_rc=$?
-	qp_srv_pid=
+	qp_srv_pid= tap_srv_pids=
 	ok $_rc "qperf server exits 0 after quit (status $_rc)"
 	[ $_rc -eq 0 ] || show_log "$qp_slog"
 }
