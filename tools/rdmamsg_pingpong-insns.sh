@@ -6,7 +6,10 @@
 # cost per message is the difference of the two instruction counts divided
 # by the 2N extra messages (set-up cancels out; connection and teardown,
 # whose spinning depends on time, are not counted: --toggle-collect).
-# Instruction counts do not depend on the machine's load.
+# Instruction counts do not depend on the machine's load.  Each row also
+# splits the cost by object: librdmamsg, softrdma and the rest (the
+# pingpong program's own loop and callbacks, libc), from callgrind's self
+# cost per object.
 #
 # Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [-r] [-w] [LIBSOFTRDMA.so...]
 #   -n N        the smaller run's iterations (default 5000; 2N messages)
@@ -44,15 +47,45 @@ bin=$builddir/tools/rdmamsg_pingpong
 [ $# -ge 1 ] || set -- "$builddir/soft/.libs/libsoftrdma.so"
 export RDMAMSG_FABRIC=soft
 export SOFTRDMA_SHM_PREFIX="rpi$$"
-trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null' EXIT
+tmp=$(mktemp -d)
+trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null; rm -rf "$tmp"' EXIT
 
 # insns LIB ITERS [-r] -- instructions callgrind collected for one run (of
-# the real binary behind libtool's wrapper)
+# the real binary behind libtool's wrapper), then those of librdmamsg and
+# of softrdma (self cost per object: the out file names each object once,
+# "ob=(id) path", then "(id)"; the cost line after a "calls=" line is the
+# callee's, not this object's)
 insns() {
 	RDMAMSG_SOFTRDMA_PATH=$1 timeout -k 10 600 \
 		"$builddir/libtool" --mode=execute valgrind --tool=callgrind \
-		--toggle-collect=pingpong --callgrind-out-file=/dev/null "$bin" -n "$2" -s "$size" $stream ${3:-} 2>&1 >/dev/null |
-		sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+		--toggle-collect=pingpong --callgrind-out-file="$tmp/out" "$bin" -n "$2" -s "$size" $stream ${3:-} 2>&1 >/dev/null |
+		sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tr '\n' ' '
+	awk '
+	function obj(v, id) {
+		if (!match(v, /^\([0-9]+\)/))
+			return v
+		id = substr(v, 1, RLENGTH)
+		v = substr(v, RLENGTH + 1)
+		sub(/^ /, "", v)
+		if (v != "")
+			name[id] = v
+		return name[id]
+	}
+	/^c?ob=/ { v = obj(substr($0, index($0, "=") + 1)); if (/^ob=/) ob = v; next }
+	/^calls=/ { callee = 1; next }
+	/^[0-9+*-]/ { if (!callee) cost[ob] += $2; callee = 0 }
+	END {
+		for (o in cost) {
+			if (o ~ /\/librdmamsg[^/]*$/) l += cost[o]
+			else if (o ~ /\/libsoftrdma[^/]*$/) s += cost[o]
+		}
+		printf "%d %d\n", l, s
+	}' "$tmp/out"
+}
+
+# per A B -- (B - A) per extra message, one decimal
+per() {
+	awk -v a="$1" -v b="$2" -v m="$extra" 'BEGIN { printf "%.1f", (b - a) / m }'
 }
 
 echo "# rdmamsg_pingpong-insns: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -60,20 +93,25 @@ echo "# rdmamsg_pingpong-insns: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load $(cut 
 extra=$((2 * n))
 [ -z "$stream" ] || extra=$n
 echo "# $size-byte messages${stream:+ streamed}, -n $n and -n $((2 * n)); per message = difference / $extra messages"
-printf '%-60s %14s %14s %10s\n' library "I(n=$n)" "I(n=$((2 * n)))" insn/msg
+printf '%-60s %14s %14s %10s %10s %10s %8s\n' library "I(n=$n)" "I(n=$((2 * n)))" insn/msg librdmamsg softrdma rest
+# row NAME LIB ITERS [-r] -- one row: the totals at ITERS and 2 ITERS, per
+# message in all and by object; sets row_per to the total per message
+row() {
+	# shellcheck disable=SC2046,SC2086 # insns prints three numbers
+	set -- "$1" $(insns "$2" "$3" ${4:-}) $(insns "$2" $((2 * $3)) ${4:-})
+	row_per=$(per "$2" "$5")
+	printf '%-60s %14s %14s %10s %10s %10s %8s\n' "$1" "$2" "$5" "$row_per" \
+		"$(per "$3" "$6")" "$(per "$4" "$7")" \
+		"$(per $(($2 - $3 - $4)) $(($5 - $6 - $7)))"
+}
 for lib in "$@"; do
 	dir=$(cd "$(dirname "$lib")" && pwd)
 	lib=$dir/$(basename "$lib")
-	a=$(insns "$lib" "$n")
-	b=$(insns "$lib" $((2 * n)))
-	printf '%-60s %14s %14s %10s\n' "$lib" "$a" "$b" \
-		"$(awk -v a="$a" -v b="$b" -v m=$extra 'BEGIN { printf "%.1f", (b - a) / m }')"
+	row "$lib" "$lib" "$n"
+	x=$row_per
 	[ -n "$replay" ] || continue
-	c=$(insns "$lib" "$n" -r)
-	d=$(insns "$lib" $((2 * n)) -r)
-	printf '%-60s %14s %14s %10s\n' "  with RDMAMSG_FAILOVER_REPLAY" "$c" "$d" \
-		"$(awk -v a="$c" -v b="$d" -v m=$extra 'BEGIN { printf "%.1f", (b - a) / m }')"
-	awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v m=$extra 'BEGIN {
-		x = (b - a) / m; y = (d - c) / m
+	row "  with RDMAMSG_FAILOVER_REPLAY" "$lib" "$n" -r
+	y=$row_per
+	awk -v x="$x" -v y="$y" 'BEGIN {
 		printf "# replay bookkeeping: %+.1f instructions per message (%+.2f%%)\n", y - x, 100 * (y - x) / x }'
 done
