@@ -95,10 +95,6 @@ rail_cut() {
 # cut failed once with "peer address or route cannot be resolved" (1 run
 # of about 25, under a parallel make check)
 rails_reach() {
-	command -v ping >/dev/null 2>&1 || {
-		sleep 1
-		return 0
-	}
 	for _r in 0 1; do
 		on 2 ping -q -c 1 -w 10 "$(fab addr "$name" 1 $_r)" >/dev/null 2>&1 &&
 			on 1 ping -q -c 1 -w 10 "$(fab addr "$name" 2 $_r)" >/dev/null 2>&1 ||
@@ -336,10 +332,15 @@ if [ "$full" != 1 ]; then
 	[ $rc -eq 3 ] || show_log "$tap_tmp/bc.log"
 	rail_cut 0 off
 	rail_cut 1 off
-	rails_reach
-	_rc=$?
-	ok $_rc "both: the rails carry again (each host answers the other's ping on both)"
-	[ $_rc -eq 0 ] || neigh_diag
+	if command -v ping >/dev/null 2>&1; then
+		rails_reach
+		_rc=$?
+		ok $_rc "both: the rails carry again (each host answers the other's ping on both)"
+		[ $_rc -eq 0 ] || neigh_diag
+	else
+		skip "both: the rails carry again" "ping not installed (Debian package iputils-ping)"
+		sleep 1
+	fi
 
 	# ---- a server killed outright mid-stream ----------------------------
 	# what it had in host 1's /dev/shm (its QP's segment, its channel, the
