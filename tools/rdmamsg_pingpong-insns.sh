@@ -99,6 +99,10 @@ printf '%-60s %14s %14s %10s %10s %10s %8s\n' library "I(n=$n)" "I(n=$((2 * n)))
 row() {
 	# shellcheck disable=SC2046,SC2086 # insns prints three numbers
 	set -- "$1" $(insns "$2" "$3" ${4:-}) $(insns "$2" $((2 * $3)) ${4:-})
+	[ $# -eq 7 ] && [ "$2" -gt 0 ] && [ "$5" -gt 0 ] || {
+		echo "$1: callgrind counted nothing (run it by hand to see why)" >&2
+		exit 1
+	}
 	row_per=$(per "$2" "$5")
 	printf '%-60s %14s %14s %10s %10s %10s %8s\n' "$1" "$2" "$5" "$row_per" \
 		"$(per "$3" "$6")" "$(per "$4" "$7")" \
