@@ -26,7 +26,6 @@ tap_exit_hook() {
 	for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
 	sh "$fabric" cleanup "$name"
 }
-trap 'exit 1' INT TERM
 
 fab() {
 	sh "$fabric" "$@"
