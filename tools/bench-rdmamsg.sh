@@ -198,6 +198,56 @@ if [ -n "$plot" ]; then
 	exit 0
 fi
 
+# RUNS: a round's runs of the table, in order, "ARRAY|ITERS|FUNC ARGS...":
+# acc ARRAY FUNC ARGS with @N@ the iteration count (ITERS, scaled by -q and
+# BENCH_SCALE); the counts below run the same FUNC ARGS again (COUNTED)
+RUNS=()
+# one-way latency (half round trip), median, us
+for sz in 8 4096 65536; do
+	n=10000
+	[ "$sz" -gt 4096 ] && n=2000
+	RUNS+=("R_lat_$sz|$n|rmp lat $sz 3 @N@ ${rmp_opts[*]}"
+		"S_lat_$sz|$n|perftest ib_send_lat $sz 5 -n @N@"
+		"U_lat_$sz|$((n * 5))|ucx $utls tag_lat $sz 3 @N@"
+		"A_lat_$sz|$((n * 5))|ucx $utls ucp_am_lat $sz 3 @N@")
+	# zero-copy: the caller fills a pool buffer and hands it over
+	# (rdmamsg_send_buf), as UCX sends from the caller's memory
+	[ "$sz" -gt 8 ] &&
+		RUNS+=("Z_lat_$sz|$n|rmp lat $sz 3 @N@ ${rmp_opts[*]} --zcopy")
+	# no copy: both sides send from one registered buffer of their own
+	# that the library made (rdmamsg_mr_alloc, rdmamsg_send_nocopy), as
+	# ucx_perftest's two sides send from one that
+	# ucp_mem_map(UCP_MEM_MAP_ALLOCATE) made
+	[ "$sz" -gt 4096 ] &&
+		RUNS+=("N_lat_$sz|$n|rmp lat $sz 3 @N@ ${rmp_opts[*]} --nocopy")
+done
+RUNS+=(
+	# blocking: sleep in poll()/ibv_get_cq_event between messages
+	"R_ev|2000|rmp lat 8 3 @N@ --fd"
+	"S_ev|2000|perftest ib_send_lat 8 5 -n @N@ -e"
+	# bandwidth 64 KiB (rdmamsg_perf prints MB/s = 10^6 B/s; converted
+	# below)
+	"R_bw|5000|rmp bw 65536 3 @N@ ${rmp_opts[*]}"
+	"Z_bw|5000|rmp bw 65536 3 @N@ ${rmp_opts[*]} --zcopy"
+	"N_bw|5000|rmp bw 65536 3 @N@ ${rmp_opts[*]} --nocopy"
+	"S_bw|5000|perftest ib_send_bw 65536 4 -n @N@ ${pt_win[*]}"
+	"U_bw|10000|ucx $utls tag_bw 65536 6 @N@"
+	"A_bw|10000|ucx $utls ucp_am_bw 65536 6 @N@"
+	# bandwidth 1 MiB, copied and from one registered buffer
+	"R_bw1m|1000|rmp bw 1048576 3 @N@ ${rmp_opts[*]}"
+	"N_bw1m|1000|rmp bw 1048576 3 @N@ ${rmp_opts[*]} --nocopy"
+	"S_bw1m|1000|perftest ib_send_bw 1048576 4 -n @N@ ${pt_win[*]}"
+	"U_bw1m|2000|ucx $utls tag_bw 1048576 6 @N@"
+	"A_bw1m|2000|ucx $utls ucp_am_bw 1048576 6 @N@"
+	# message rate 8 B (UCX prints msg/s): the same count for every peer,
+	# and enough that a start-up of some ms (perftest's first posts: 3-24
+	# ms seen here) does not weigh on a run of 100,000 (4 ms at 24 M/s)
+	"R_mr|1000000|rmp rate 8 4 @N@ ${rmp_opts[*]}"
+	"S_mr|1000000|perftest ib_send_bw 8 5 -n @N@ ${pt_win[*]}"
+	"U_mr|1000000|ucx $utls tag_bw 8 8 @N@"
+	"A_mr|1000000|ucx $utls ucp_am_bw 8 8 @N@"
+)
+
 # One round measures every metric once, rdmamsg, verbs and UCX back to back
 # so that drift on this shared machine hits all three; the table shows the
 # median of the rounds.  Every UCX row uses the same transports ($utls);
@@ -223,48 +273,11 @@ for round in $(seq "$rounds"); do
 		w=$("$cp" -m pvr -s 65536 -n "$(iters 20000)" 2>/dev/null | awk '$1 == "copy" { print $6 }')
 	fi
 	MOVED+=("${v:-n/a}/${w:-n/a}")
-	# one-way latency (half round trip), median, us
-	for sz in 8 4096 65536; do
-		n=10000
-		[ "$sz" -gt 4096 ] && n=2000
-		acc "R_lat_$sz" rmp lat "$sz" 3 "$(iters $n)"
-		acc "S_lat_$sz" perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
-		acc "U_lat_$sz" ucx "$utls" tag_lat "$sz" 3 "$(iters $((n * 5)))"
-		acc "A_lat_$sz" ucx "$utls" ucp_am_lat "$sz" 3 "$(iters $((n * 5)))"
-		# zero-copy: the caller fills a pool buffer and hands it over
-		# (rdmamsg_send_buf), as UCX sends from the caller's memory
-		[ "$sz" -gt 8 ] &&
-			acc "Z_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --zcopy
-		# no copy: both sides send from one registered buffer of their
-		# own that the library made (rdmamsg_mr_alloc,
-		# rdmamsg_send_nocopy), as ucx_perftest's two sides send from
-		# one that ucp_mem_map(UCP_MEM_MAP_ALLOCATE) made
-		[ "$sz" -gt 4096 ] &&
-			acc "N_lat_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --nocopy
+	for r in "${RUNS[@]}"; do
+		IFS='|' read -r a n spec <<<"$r"
+		# shellcheck disable=SC2086 # the words of one run
+		acc "$a" ${spec//@N@/$(iters "$n")}
 	done
-	# blocking: sleep in poll()/ibv_get_cq_event between messages
-	acc R_ev rmp lat 8 3 "$(iters 2000)" --fd
-	acc S_ev perftest ib_send_lat 8 5 -n "$(iters 2000)" -e
-	# bandwidth 64 KiB (rdmamsg_perf prints MB/s = 10^6 B/s; converted below)
-	acc R_bw rmp bw 65536 3 "$(iters 5000)"
-	acc Z_bw rmp bw 65536 3 "$(iters 5000)" "${rmp_opts[@]}" --zcopy
-	acc N_bw rmp bw 65536 3 "$(iters 5000)" "${rmp_opts[@]}" --nocopy
-	acc S_bw perftest ib_send_bw 65536 4 -n "$(iters 5000)" "${pt_win[@]}"
-	acc U_bw ucx "$utls" tag_bw 65536 6 "$(iters 10000)"
-	acc A_bw ucx "$utls" ucp_am_bw 65536 6 "$(iters 10000)"
-	# bandwidth 1 MiB, copied and from one registered buffer
-	acc R_bw1m rmp bw 1048576 3 "$(iters 1000)"
-	acc N_bw1m rmp bw 1048576 3 "$(iters 1000)" "${rmp_opts[@]}" --nocopy
-	acc S_bw1m perftest ib_send_bw 1048576 4 -n "$(iters 1000)" "${pt_win[@]}"
-	acc U_bw1m ucx "$utls" tag_bw 1048576 6 "$(iters 2000)"
-	acc A_bw1m ucx "$utls" ucp_am_bw 1048576 6 "$(iters 2000)"
-	# message rate 8 B (UCX prints msg/s): the same count for every peer,
-	# and enough that a start-up of some ms (perftest's first posts: 3-24
-	# ms seen here) does not weigh on a run of 100,000 (4 ms at 24 M/s)
-	acc R_mr rmp rate 8 4 "$(iters 1000000)"
-	acc S_mr perftest ib_send_bw 8 5 -n "$(iters 1000000)" "${pt_win[@]}"
-	acc U_mr ucx "$utls" tag_bw 8 8 "$(iters 1000000)"
-	acc A_mr ucx "$utls" ucp_am_bw 8 8 "$(iters 1000000)"
 done
 
 # per_msg VAR N FUNC ARGS... -- system calls and context switches per
@@ -290,29 +303,42 @@ per_msg() {
 		printf "%.3f/%.3f", (y[1] - x[1]) / d, (y[2] - x[2]) / d }')"
 }
 
-# The counts: the main rows once more at N and 2N, rdmamsg_perf with a
-# fixed warm-up (its default grows with N)
+# run_of ARRAY -- the FUNC ARGS of ARRAY's run in RUNS
+run_of() {
+	local r
+	for r in "${RUNS[@]}"; do
+		[ "${r%%|*}" = "$1" ] && { echo "${r#*|*|}"; return; }
+	done
+}
+
+# The counts: the main rows' runs (RUNS) once more at N and 2N,
+# rdmamsg_perf with a fixed warm-up (its default grows with N).  COUNTED:
+# "label|N|rdmamsg verbs UCX", the arrays whose runs count (- none)
+COUNTED=(
+	"latency 8 B|4000|R_lat_8 S_lat_8 U_lat_8"
+	"latency 4096 B|4000|R_lat_4096 S_lat_4096 U_lat_4096"
+	"latency 65536 B|1000|R_lat_65536 S_lat_65536 U_lat_65536"
+	"latency 8 B, blocking|2000|R_ev S_ev -"
+	"bandwidth 64 KiB|2000|R_bw S_bw U_bw"
+	"message rate 8 B|200000|R_mr S_mr U_mr"
+	"bandwidth 1 MiB|300|R_bw1m S_bw1m U_bw1m"
+)
 COUNTS=()
 if [ "$counts" = 1 ]; then
 	if count_init; then
 		echo "# counts: $counter" >&2
 		count_on=1
-		copts=("${rmp_opts[@]}" -w 100)
-		# "label|rdmamsg|verbs|UCX" as per_msg arguments after VAR
-		for c in \
-			"latency 8 B|$(iters 4000) rmp lat 8 3 @N@ ${copts[*]}|$(iters 4000) perftest ib_send_lat 8 5 -n @N@|$(iters 4000) ucx $utls tag_lat 8 3 @N@" \
-			"latency 4096 B|$(iters 4000) rmp lat 4096 3 @N@ ${copts[*]}|$(iters 4000) perftest ib_send_lat 4096 5 -n @N@|$(iters 4000) ucx $utls tag_lat 4096 3 @N@" \
-			"latency 65536 B|$(iters 1000) rmp lat 65536 3 @N@ ${copts[*]}|$(iters 1000) perftest ib_send_lat 65536 5 -n @N@|$(iters 1000) ucx $utls tag_lat 65536 3 @N@" \
-			"latency 8 B, blocking|$(iters 2000) rmp lat 8 3 @N@ --fd -w 100|$(iters 2000) perftest ib_send_lat 8 5 -n @N@ -e|-" \
-			"bandwidth 64 KiB|$(iters 2000) rmp bw 65536 3 @N@ ${copts[*]}|$(iters 2000) perftest ib_send_bw 65536 4 -n @N@ ${pt_win[*]}|$(iters 2000) ucx $utls tag_bw 65536 6 @N@" \
-			"message rate 8 B|$(iters 200000) rmp rate 8 4 @N@ ${copts[*]}|$(iters 200000) perftest ib_send_bw 8 5 -n @N@ ${pt_win[*]}|$(iters 200000) ucx $utls tag_bw 8 8 @N@" \
-			"bandwidth 1 MiB|$(iters 300) rmp bw 1048576 3 @N@ ${copts[*]}|$(iters 300) perftest ib_send_bw 1048576 4 -n @N@ ${pt_win[*]}|$(iters 300) ucx $utls tag_bw 1048576 6 @N@"; do
-			IFS='|' read -r label cr cv cu <<<"$c"
+		for c in "${COUNTED[@]}"; do
+			IFS='|' read -r label n arrs <<<"$c"
 			row=$label
-			for p in "$cr" "$cv" "$cu"; do
+			for a in $arrs; do
 				x=n/a
-				# shellcheck disable=SC2086 # the words of one run
-				[ "$p" != - ] && per_msg x $p
+				if [ "$a" != - ]; then
+					spec=$(run_of "$a")
+					[ "${spec%% *}" = rmp ] && spec+=" -w 100"
+					# shellcheck disable=SC2086 # the words of one run
+					per_msg x "$(iters "$n")" $spec
+				fi
 				row+="|$x"
 			done
 			COUNTS+=("$row")
