@@ -259,7 +259,7 @@ static int nl_read(int fd)
 		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
 				     (struct sockaddr *)&from, &fl);
 		struct nlmsghdr *h;
-		int left; /* signed: NLMSG_NEXT past the end stops NLMSG_OK */
+		int left; /* signed: NLMSG_NEXT past the end stops the loop */
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -273,7 +273,12 @@ static int nl_read(int fd)
 		if (fl != sizeof(from) || from.nl_pid != 0)
 			continue; /* only the kernel speaks for interfaces */
 		left = (int)n;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, left);
+		/* NLMSG_OK's test, its length compared unsigned only once
+		 * left is known to be positive (the macro compares an int
+		 * with the u32 length: -Wsign-compare under clang) */
+		for (h = (struct nlmsghdr *)buf;
+		     left >= (int)sizeof(*h) && h->nlmsg_len >= sizeof(*h) &&
+		     h->nlmsg_len <= (unsigned int)left;
 		     h = NLMSG_NEXT(h, left)) {
 			const struct ifinfomsg *ifi;
 
