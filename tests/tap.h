@@ -12,8 +12,8 @@ static int tap_n;
 static int tap_failed;
 
 /* tap_ok -- report one assertion; returns cond so callers can bail out */
-static inline int tap_ok(int cond, const char *file, int line, const char *fmt,
-			 ...)
+static inline __attribute__((format(printf, 4, 5))) int tap_ok(
+	int cond, const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -825,8 +825,9 @@ static void flow(enum rdmamsg_group_flow strategy, const char *name)
 		rdmamsg_group_query(g, &st);
 		ok(sent == nmsgs && st.receivers == 2,
 		   "%s: all %u published, the stopped one still counted "
-		   "(%llu published, %u subscribers)",
-		   name, nmsgs, (unsigned long long)sent, st.receivers);
+		   "(%llu published, %llu subscribers)",
+		   name, nmsgs, (unsigned long long)sent,
+		   (unsigned long long)st.receivers);
 		kill(pid[1], SIGCONT);
 	}
 	all = wait_subs(ctx, rfd, pid, 2);
