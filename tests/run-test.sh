@@ -36,6 +36,7 @@ limit=${RDMAMSG_TEST_TIMEOUT:-300}
 case $test_prog in
 *-long.sh) limit=$((limit * 4)) ;; # the long runs (1,000,000 messages)
 */python.sh) limit=$((limit * 3)) ;; # 151 pytest tests (316 s under ASan at load 14)
+*/clang-build.sh) limit=$((limit * 2)) ;; # the whole tree built once more
 esac
 set -- timeout --kill-after=10 "$limit" "$@"
 case $test_prog in
