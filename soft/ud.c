@@ -1119,8 +1119,8 @@ static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 	    len <= m->len - (raddr - m->addr)) {
 		riov.iov_base = (void *)(uintptr_t)(m->va + (raddr - m->addr));
 		riov.iov_len = len;
-		if (!len || process_vm_writev(t->pid, liov, (unsigned long)niov,
-					      &riov, 1, 0) == (ssize_t)len)
+		if (process_vm_writev(t->pid, liov, (unsigned long)niov, &riov,
+				      1, 0) == (ssize_t)len)
 			ret = 0;
 	}
 	pthread_mutex_unlock(lk);
