@@ -567,7 +567,8 @@ static __attribute__((noinline)) int queue_msg(struct rdmamsg_ep *ep,
 		ret = rdmamsg__buf_get(ep->ctx, len, BUF_LIB, &n);
 		if (ret)
 			return rdmamsg__ep_no_pool_memory(ep, ret);
-		memcpy(n->data, data, len);
+		if (len) /* an empty message may come with data NULL */
+			memcpy(n->data, data, len);
 	}
 	bl_append(ep, n, len, (uint8_t)xflags, imm, op_ctx);
 	ep->bl_count++;

@@ -283,10 +283,11 @@ static int send_one(struct cli *c, uint32_t seq)
 
 	if (seq % 4 < 2) {
 		fill(tmp, len, seq);
+		/* an empty message may come without data (NULL) */
 		if (has_imm(seq))
-			return rdmamsg_send_imm(c->ep, tmp, len,
+			return rdmamsg_send_imm(c->ep, len ? tmp : NULL, len,
 						seq * 2654435761u, NULL);
-		return rdmamsg_send(c->ep, tmp, len, NULL);
+		return rdmamsg_send(c->ep, len ? tmp : NULL, len, NULL);
 	}
 	ret = rdmamsg_buf_alloc(c->ctx, len ? len : 1, &b);
 	if (ret)
