@@ -50,6 +50,8 @@ void rdmamsg__cm_conn_param(struct rdma_conn_param *cp,
 			    const struct rdmamsg_ctx *ctx, const uint8_t *pdata,
 			    size_t len)
 {
+	const char *e;
+
 	memset(cp, 0, sizeof(*cp));
 	cp->private_data = pdata;
 	cp->private_data_len = (uint8_t)len;
@@ -59,9 +61,9 @@ void rdmamsg__cm_conn_param(struct rdma_conn_param *cp,
 	/* credits make RNR impossible; this is only a safety net (tests turn
 	 * it off to prove that no RNR NAK ever happens) */
 	cp->rnr_retry_count = 7;
-	if (getenv("RDMAMSG_TEST_RNR_RETRY"))
-		cp->rnr_retry_count =
-			(uint8_t)atoi(getenv("RDMAMSG_TEST_RNR_RETRY"));
+	e = getenv("RDMAMSG_TEST_RNR_RETRY");
+	if (e)
+		cp->rnr_retry_count = (uint8_t)atoi(e);
 }
 
 /* rdmamsg__cm_qp_opts -- the QP's local ACK timeout (before rdma_connect

@@ -26,6 +26,7 @@
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
+	const char *e;
 	uint32_t i;
 
 	ifc->cqs = NULL;
@@ -37,11 +38,12 @@ void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
 	ifc->max_cqe = 0;
 	/* test hook: a small device limit, so that tests spread a context's
 	 * endpoints over several CQs */
-	if (getenv("RDMAMSG_TEST_MAX_CQE"))
-		ifc->max_cqe = (uint32_t)atoi(getenv("RDMAMSG_TEST_MAX_CQE"));
+	e = getenv("RDMAMSG_TEST_MAX_CQE");
+	if (e)
+		ifc->max_cqe = (uint32_t)atoi(e);
 	/* test hook: the path of a device without ibv_create_cq_ex */
-	ifc->no_cqx = getenv("RDMAMSG_TEST_NO_CQ_EX") &&
-		      atoi(getenv("RDMAMSG_TEST_NO_CQ_EX"));
+	e = getenv("RDMAMSG_TEST_NO_CQ_EX");
+	ifc->no_cqx = e && atoi(e);
 	rdmamsg__idt_init(&ifc->eps, RDMAMSG__WRID_TAG_INDEX);
 	rdmamsg__idt_init(&ifc->srqs, RDMAMSG_SRQ_MAX);
 	ifc->qps.keys = NULL;
