@@ -955,7 +955,7 @@ static int send_msg(struct rdmamsg_group *g, struct ibv_ah *ah, uint32_t qpn,
 	struct rdmamsg_buf *bufs[64], **bv = bufs;
 	struct rdmamsg__mc_wire h;
 	uint32_t n, i, hl = RDMAMSG_MC_HDR, fr = g->frag, imm = 0;
-	int ret, b = bare(g, len);
+	int ret = 0, b = bare(g, len);
 
 	if (b) {
 		hl = 0;
