@@ -35,7 +35,7 @@
 
 #include "../tap.h"
 
-#define NMSG	   100
+#define NMSG	   100u
 #define SRQ_WR	   64
 #define SRQ_LIMIT  16
 #define BUF	   65536
