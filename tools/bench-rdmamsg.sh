@@ -256,13 +256,17 @@ RUNS+=(
 # callback that may read the data in place, as rdmamsg's on_recv does).
 cl=$builddir/tools/cacheline_pingpong
 cp=$builddir/tools/copy_pingpong
+# floor -- the two-process cache-line ping-pong, us: the floor of any
+# latency here (n/a without the tool)
+floor() {
+	local v=n/a
+	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
+	echo "${v:-n/a}"
+}
 for round in $(seq "$rounds"); do
 	echo "# round $round/$rounds" >&2
 	LOAD+=("$(cut -d' ' -f1 /proc/loadavg)")
-	# the two-process cache-line ping-pong: the floor of any latency here
-	v=n/a
-	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
-	FLOOR+=("${v:-n/a}")
+	FLOOR+=("$(floor)")
 	# 64 KiB between the two cores: written by the sender each time,
 	# through a ring (what moving fresh bytes costs), and never written,
 	# read with process_vm_readv (what perftest's and UCX's unchanged
@@ -278,6 +282,9 @@ for round in $(seq "$rounds"); do
 		# shellcheck disable=SC2086 # the words of one run
 		acc "$a" ${spec//@N@/$(iters "$n")}
 	done
+	# again at the round's end: a VM may move its CPUs apart (or
+	# together) under a round, and every copy between them with them
+	FLOOR_END+=("$(floor)")
 done
 
 # per_msg VAR N FUNC ARGS... -- system calls and context switches per
@@ -365,6 +372,7 @@ scale_all "$(awk 'BEGIN { print 1e6 / 1048576 }')" R_bw Z_bw N_bw R_bw1m N_bw1m
 scale_all 0.000001 U_mr A_mr
 echo "# rounds load: ${LOAD[*]}"
 echo "# rounds cache-line floor, us: ${FLOOR[*]}"
+echo "# rounds cache-line floor at their end, us: ${FLOOR_END[*]}"
 echo "# rounds 64 KiB between the cores, us, written each time / unchanged: ${MOVED[*]}"
 for a in R_lat_8 S_lat_8 U_lat_8 A_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 \
 	A_lat_4096 R_lat_65536 S_lat_65536 U_lat_65536 A_lat_65536 Z_lat_4096 \
@@ -440,7 +448,7 @@ echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdma
 echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest with UCX_TLS=$utls on every row,"
 echo "tag_lat/ucp_am_lat 50%ile, tag_bw/ucp_am_bw average."
 echo "Each value: median over $rounds rounds (the \"# rounds\" lines above list them, with each"
-echo "round's load and two-process cache-line ping-pong floor)."
+echo "round's load and two-process cache-line ping-pong floor, at its start and its end)."
 echo "No side writes its send buffer between messages.  Bytes copied on the way (rdmamsg_send()'s"
 echo "copy, softrdma's copy ring for SENDs up to 64 KiB, UCX's eager copies) cross the cores freshly"
 echo "written; a receiver reading the sender's buffer in place (rdmamsg's zero-copy and nocopy"
