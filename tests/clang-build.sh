@@ -30,16 +30,20 @@ ok $rc "configure CC=clang --enable-picky"
 [ $rc -eq 0 ] || show_log "$tap_tmp/configure.log"
 
 jobs=$(nproc 2>/dev/null || echo 2)
-make -C "$b" -j"$jobs" >"$tap_tmp/make.log" 2>&1
-rc=$?
-ok $rc "the libraries and tools build with clang, no warning"
-[ $rc -eq 0 ] || grep -E -A4 ': (error|warning):' "$tap_tmp/make.log" |
-	head -n 40 | sed 's/^/#   /'
-
+# built NAME LOG MAKE-ARGS... -- make in the scratch tree: one assertion,
+# with clang's diagnostics when it fails
+built() {
+	_name=$1 _log=$2
+	shift 2
+	make -C "$b" -j"$jobs" "$@" >"$_log" 2>&1
+	_rc=$?
+	ok $_rc "$_name"
+	[ $_rc -eq 0 ] || grep -E -A4 ': (error|warning):' "$_log" |
+		head -n 40 | sed 's/^/#   /'
+}
+built "the libraries and tools build with clang, no warning" \
+	"$tap_tmp/make.log"
 # the test programs, none run (TESTS empty)
-make -C "$b" -j"$jobs" check TESTS= >"$tap_tmp/check.log" 2>&1
-rc=$?
-ok $rc "the test programs build with clang, no warning"
-[ $rc -eq 0 ] || grep -E -A4 ': (error|warning):' "$tap_tmp/check.log" |
-	head -n 40 | sed 's/^/#   /'
+built "the test programs build with clang, no warning" \
+	"$tap_tmp/check.log" check TESTS=
 done_testing
