@@ -85,10 +85,35 @@ bg() {
 	tap_pids="$tap_pids $!"
 }
 
-# free_port -- a TCP port that nothing listens on now
+# free_port -- a port for a server of this test, reserved for it until it
+# exits: below the kernel's ephemeral range (no connect(2) takes it
+# meanwhile), no TCP or UDP socket on it now, and a directory of its own in
+# $tap_ports, which the tests running beside this one share (a port that
+# bind(0) handed out and that was freed again goes to the next test that
+# asks as well: 16 tests at once met twice on one port)
+tap_ports=${TMPDIR:-/tmp}/rdmamsg-test-ports
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-		echo $((20000 + $$ % 20000))
+	mkdir -p "$tap_ports" || return 1
+	# reservations of tests killed before their cleanup
+	find "$tap_ports" -mindepth 1 -maxdepth 1 -mmin +60 -exec rm -rf {} + 2>/dev/null
+	_lo=10000
+	_hi=$(($(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768) - 1))
+	[ "$_hi" -gt $((_lo + 1000)) ] || _hi=32767
+	_p=$((_lo + $(od -An -N2 -tu2 /dev/urandom) % (_hi - _lo + 1)))
+	_i=0
+	while [ $_i -lt 500 ]; do
+		if ! grep -Eq "^ *[0-9]+: [0-9A-F]+:$(printf %04X "$_p") " \
+			/proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 2>/dev/null &&
+			mkdir "$tap_ports/$_p" 2>/dev/null; then
+			: >"$tap_ports/$_p/$$"
+			echo "$_p"
+			return 0
+		fi
+		_p=$((_p < _hi ? _p + 1 : _lo))
+		_i=$((_i + 1))
+	done
+	echo "free_port: no free port in $_lo-$_hi" >&2
+	return 1
 }
 
 # wait_port PORT [SECONDS] -- wait until something listens on PORT (TCP)
@@ -168,6 +193,7 @@ tap_cleanup() {
 		rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* ;;
 	esac
 	for _p in $tap_pids; do kill -9 "$_p" 2>/dev/null; done
+	for _p in "$tap_ports"/*/"$$"; do [ -e "$_p" ] && rm -rf "${_p%/*}"; done
 	rm -rf "$tap_tmp"
 }
 trap tap_cleanup EXIT
