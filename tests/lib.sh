@@ -90,12 +90,14 @@ bg() {
 # meanwhile), no TCP or UDP socket on it now, and a directory of its own in
 # $tap_ports, which the tests running beside this one share (a port that
 # bind(0) handed out and that was freed again goes to the next test that
-# asks as well: 16 tests at once met twice on one port)
+# asks as well: 16 tests at once met twice on one port); sticky and open to
+# all like /tmp, for the tests of every user on the machine
 tap_ports=${TMPDIR:-/tmp}/rdmamsg-test-ports
 free_port() {
-	mkdir -p "$tap_ports" || return 1
+	[ -d "$tap_ports" ] || mkdir -m 1777 "$tap_ports" 2>/dev/null ||
+		[ -d "$tap_ports" ] || return 1
 	# reservations of tests killed before their cleanup
-	find "$tap_ports" -mindepth 1 -maxdepth 1 -mmin +60 -exec rm -rf {} + 2>/dev/null
+	find "$tap_ports" -mindepth 1 -maxdepth 1 -mmin +60 -exec rm -rf {} + 2>/dev/null || :
 	_lo=10000
 	_hi=$(($(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768) - 1))
 	[ "$_hi" -gt $((_lo + 1000)) ] || _hi=32767
