@@ -6,8 +6,10 @@
 # sends, CQ events, riomap/riowrite).
 . "$top_srcdir/tests/lib.sh"
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
-command -v rstream >/dev/null 2>&1 ||
-	skip_all "rstream not installed (Debian package rdmacm-utils)"
+for p in rstream riostream rdma_xserver rdma_xclient rcopy; do
+	command -v "$p" >/dev/null 2>&1 ||
+		skip_all "$p not installed (Debian package rdmacm-utils)"
+done
 tap_shm cm-rsocket-$$ always
 
 # run NAME PROG ARGS -- PROG as server and client (-s 127.0.0.1), both 0
