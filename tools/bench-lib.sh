@@ -4,7 +4,12 @@
 # Expects: builddir (may be empty), scale, bench_name.  Provides: lib (the
 # libsoftrdma path), soft_ok/gid (softrdma usable, GID index of 127.0.0.1),
 # tmp, pair (and its counters: count_on, count_init, pair_counts), perftest,
-# ucx, fi_pp, ratio, iters, have.
+# ucx, fi_pp, ratio, iters, have, pin.
+#
+# BENCH_CPUS=CPU0,CPU1 pins every server to CPU0 and every client to CPU1
+# (taskset, threads included), so that on a machine of many CPUs each run
+# crosses the same two cores (unset: the scheduler's choice, as on a
+# 2-CPU machine, where either way each side has a core of its own).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ -z "$builddir" ]; then
 	if [ -e soft/.libs/libsoftrdma.so ]; then builddir=$PWD; else builddir=$here; fi
@@ -21,6 +26,15 @@ cleanup() {
 	rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null
 }
 trap cleanup EXIT
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+pin=${BENCH_CPUS:-}
+if [ -n "$pin" ] && { ! [[ $pin =~ ^[0-9]+,[0-9]+$ ]] || ! have taskset ||
+	! taskset -c "${pin%,*}" true 2>/dev/null || ! taskset -c "${pin#*,}" true 2>/dev/null; }; then
+	echo "bench-$bench_name: BENCH_CPUS (-P) must be CPU0,CPU1, two CPUs this process may run on (taskset): '$pin'" >&2
+	exit 2
+fi
 
 # iters N -- N scaled by BENCH_SCALE / -q (at least 100)
 iters() {
@@ -98,15 +112,18 @@ pair_counts() {
 pair() {
 	local name=$1 port=$2 spid rc src
 	shift 2
-	local -a srv=() spre=() cpre=()
+	local -a srv=() spre=() cpre=() cnt=()
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	# shellcheck disable=SC2034 # read by pair_counts' callers
 	last_pair=$name
+	[ -z "$pin" ] || spre=(taskset -c "${pin%,*}") cpre=(taskset -c "${pin#*,}")
 	if [ "$count_on" = 1 ]; then
 		rm -f "$tmp/$name.s.cnt" "$tmp/$name.c.cnt"
-		count_prefix spre "$tmp/$name.s.cnt"
-		count_prefix cpre "$tmp/$name.c.cnt"
+		count_prefix cnt "$tmp/$name.s.cnt"
+		spre+=("${cnt[@]}")
+		count_prefix cnt "$tmp/$name.c.cnt"
+		cpre+=("${cnt[@]}")
 	fi
 	timeout -k 5 "$limit" "${spre[@]}" "${srv[@]}" >"$tmp/$name.s" 2>&1 &
 	spid=$!
@@ -129,8 +146,6 @@ pair() {
 	fi
 	return 0
 }
-
-have() { command -v "$1" >/dev/null 2>&1; }
 
 # perftest lines: "#bytes #iterations t_min t_max t_typical t_avg ..." and
 # "#bytes #iterations BW_peak BW_average MsgRate"; pick column COL of the row

@@ -2,7 +2,7 @@
 # bench-rdmamsg.sh -- rdmamsg (tools/rdmamsg_perf) side by side with raw
 # verbs on the same fabric (perftest on softrdma, LD_PRELOADed) and UCX.
 #
-# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-W WINDOW] [-C] [--plot FILE] [-- RDMAMSG_PERF_OPTS...]
+# Usage: tools/bench-rdmamsg.sh [-b BUILDDIR] [-q] [-r ROUNDS] [-W WINDOW] [-C] [-P CPU0,CPU1] [--plot FILE] [-- RDMAMSG_PERF_OPTS...]
 #   --plot FILE  instead of the table: sweep message sizes 8 B to 4 MiB and
 #                draw latency and bandwidth against size for rdmamsg, raw
 #                verbs and UCX into FILE (.svg or .png) with gnuplot (Debian
@@ -22,6 +22,10 @@
 #                next to the times gives system calls and context switches
 #                per message, both sides added up (tools/bench-syscalls.sh
 #                gives rdmamsg's alone for any test and size)
+#   -P CPU0,CPU1 every server on CPU0, every client on CPU1 (taskset), the
+#                cache-line and 64 KiB floors between the same two: on a
+#                machine of many CPUs, each run crosses the same cores
+#                (default: the scheduler's choice; BENCH_CPUS as -P)
 #   RDMAMSG_PERF_OPTS  options for both rdmamsg_perf sides (default --busy,
 #                like perftest); a separate row always compares blocking
 #                modes: rdmamsg_perf --fd with ib_send_lat -e
@@ -33,9 +37,9 @@
 # the script exits 0 anyway.
 #
 # Environment: SOFTRDMA_LIB, BENCH_TIMEOUT (seconds per run, default 120),
-# BENCH_SCALE (iteration multiplier), BENCH_UCX_TLS (UCX_TLS of every UCX
-# row, default posix,cma: shared memory plus cross-memory attach, UCX's
-# best on one host).
+# BENCH_CPUS (as -P), BENCH_SCALE (iteration multiplier), BENCH_UCX_TLS
+# (UCX_TLS of every UCX row, default posix,cma: shared memory plus
+# cross-memory attach, UCX's best on one host).
 set -u
 
 utls=${BENCH_UCX_TLS:-posix,cma}
@@ -68,14 +72,15 @@ if [ -n "$plot" ]; then
 		exit 2
 	fi
 fi
-while getopts b:qr:W:C opt; do
+while getopts b:qr:W:CP: opt; do
 	case $opt in
 	b) builddir=$OPTARG ;;
 	q) scale=0.1 ;;
 	r) rounds=$OPTARG ;;
 	W) win=$OPTARG ;;
 	C) counts=0 ;;
-	*) sed -n '2,34s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	P) export BENCH_CPUS=$OPTARG ;;
+	*) sed -n '2,38s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -125,6 +130,11 @@ scale_v() {
 echo "# bench-rdmamsg: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# rdmamsg_perf: $perf ${rmp_opts[*]:-(busy polling)}; softrdma: $lib (GID index ${gid:-n/a})"
 echo "# bw/rate window: ${rmp_win[*]:-none} | ib_send_bw ${pt_win[*]:-(default)} | ucx_perftest ${ucx_win[*]:-(default)}; UCX_TLS=$utls"
+if [ -n "$pin" ]; then
+	echo "# CPUs: servers on ${pin%,*}, clients on ${pin#*,} (taskset), the floors between the two"
+else
+	echo "# CPUs: the scheduler's choice"
+fi
 
 # plot_sweep -- --plot: latency and bandwidth from 8 B to 4 MiB, the median
 # of the rounds at each size, into $plot.dat and $plot
@@ -260,7 +270,7 @@ cp=$builddir/tools/copy_pingpong
 # latency here (n/a without the tool)
 floor() {
 	local v=n/a
-	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
+	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 ${pin:+-c "$pin"} 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
 	echo "${v:-n/a}"
 }
 for round in $(seq "$rounds"); do
@@ -273,8 +283,8 @@ for round in $(seq "$rounds"); do
 	# buffers cost: the reader's cached lines stay valid)
 	v=n/a w=n/a
 	if [ -x "$cp" ]; then
-		v=$("$cp" -m ring -s 65536 -f -n "$(iters 20000)" 2>/dev/null | awk '$1 == "copy" { print $6 }')
-		w=$("$cp" -m pvr -s 65536 -n "$(iters 20000)" 2>/dev/null | awk '$1 == "copy" { print $6 }')
+		v=$("$cp" -m ring -s 65536 -f -n "$(iters 20000)" ${pin:+-c "$pin"} 2>/dev/null | awk '$1 == "copy" { print $6 }')
+		w=$("$cp" -m pvr -s 65536 -n "$(iters 20000)" ${pin:+-c "$pin"} 2>/dev/null | awk '$1 == "copy" { print $6 }')
 	fi
 	MOVED+=("${v:-n/a}/${w:-n/a}")
 	for r in "${RUNS[@]}"; do
