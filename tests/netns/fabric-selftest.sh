@@ -13,8 +13,10 @@ command -v ping >/dev/null 2>&1 ||
 
 stem=${RDMAMSG_FABRIC_STEM:-rdmamsg}-fst$$
 name=$stem-a
+# (the stem with its dash: rdmamsg-fst1234 alone would take in another
+# run's rdmamsg-fst12345-a)
 tap_exit_hook() {
-	sh "$fabric" cleanup "$stem"
+	sh "$fabric" cleanup "$stem-"
 }
 fab() {
 	sh "$fabric" "$@"
@@ -186,8 +188,8 @@ kill -KILL "$kpid" 2>/dev/null
 wait "$kpid" 2>/dev/null
 [ -n "$(leftovers "$kname")" ]
 ok $? "after SIGKILL its namespaces are still there (cleanup has work)"
-fab cleanup "$stem"
-ok $? "cleanup $stem"
+fab cleanup "$stem-"
+ok $? "cleanup $stem-"
 [ -z "$(leftovers "$kname")" ] && [ -z "$(ip netns list | grep "^$stem")" ]
 ok $? "cleanup leaves no namespace, veth, bridge or state behind"
 leftovers "$kname" | sed 's/^/#   /'

@@ -22,9 +22,11 @@
 fabric=$top_srcdir/tests/netns/fabric.sh
 why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
 name=${RDMAMSG_FABRIC_STEM:-rdmamsg}-$hosts_stem$$
+# (down, not cleanup: cleanup takes a stem, and this run's name, say
+# rdmamsg-aph1234, is one of rdmamsg-aph12345's, another run's)
 tap_exit_hook() {
 	for p in $tap_pids; do kill -TERM "$p" 2>/dev/null; done
-	sh "$fabric" cleanup "$name"
+	sh "$fabric" down "$name"
 }
 
 fab() {
