@@ -266,11 +266,14 @@ RUNS+=(
 # callback that may read the data in place, as rdmamsg's on_recv does).
 cl=$builddir/tools/cacheline_pingpong
 cp=$builddir/tools/copy_pingpong
+# the floors between -P's two CPUs (both tools' -c CPU0,CPU1)
+floor_cpus=()
+[ -z "$pin" ] || floor_cpus=(-c "$pin")
 # floor -- the two-process cache-line ping-pong, us: the floor of any
 # latency here (n/a without the tool)
 floor() {
 	local v=n/a
-	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 ${pin:+-c "$pin"} 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
+	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 "${floor_cpus[@]}" 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
 	echo "${v:-n/a}"
 }
 for round in $(seq "$rounds"); do
@@ -283,8 +286,8 @@ for round in $(seq "$rounds"); do
 	# buffers cost: the reader's cached lines stay valid)
 	v=n/a w=n/a
 	if [ -x "$cp" ]; then
-		v=$("$cp" -m ring -s 65536 -f -n "$(iters 20000)" ${pin:+-c "$pin"} 2>/dev/null | awk '$1 == "copy" { print $6 }')
-		w=$("$cp" -m pvr -s 65536 -n "$(iters 20000)" ${pin:+-c "$pin"} 2>/dev/null | awk '$1 == "copy" { print $6 }')
+		v=$("$cp" -m ring -s 65536 -f -n "$(iters 20000)" "${floor_cpus[@]}" 2>/dev/null | awk '$1 == "copy" { print $6 }')
+		w=$("$cp" -m pvr -s 65536 -n "$(iters 20000)" "${floor_cpus[@]}" 2>/dev/null | awk '$1 == "copy" { print $6 }')
 	fi
 	MOVED+=("${v:-n/a}/${w:-n/a}")
 	for r in "${RUNS[@]}"; do
