@@ -79,6 +79,16 @@ rping_exit_race() {
 	esac
 }
 
+# perftest_clock_failed LOG... -- did perftest fail to measure the CPU
+# clock?  It times busy loops against gettimeofday() and fits a line; on a
+# loaded machine the fit can miss (r^2 < 0.9) and the clock reads 0 MHz:
+# a latency test then prints inf for every time and exits 0, a bandwidth
+# test prints "Can't produce a report" and exits 1, whatever the device
+# did.  Such a run measured nothing and is run again.
+perftest_clock_failed() {
+	grep -q 'Correlation coefficient r^2: .* < 0.9' "$@"
+}
+
 # bg CMD... -- start a background process that is killed at exit
 bg() {
 	"$@" &

@@ -191,15 +191,14 @@ if command -v ib_write_bw >/dev/null 2>&1; then
 		wait $spid
 		src=$?
 	}
-	# perftest's cycle-to-time calibration (a linear fit over busy
-	# loops) fails now and then on a loaded machine, whatever softrdma
-	# does ("Correlation coefficient r^2 < 0.9": no report, exit 1);
-	# that failure, and only that one, is run again (5 times at most)
+	# perftest's clock calibration fails now and then on a loaded
+	# machine (perftest_clock_failed): that failure, and only that one,
+	# is run again (5 times at most)
 	_try=1
 	while :; do
 		bw_once
-		[ $_try -lt 6 ] && grep -q 'Correlation coefficient r^2: .* < 0.9' \
-			"$tap_tmp/bw-c.log" "$tap_tmp/bw-s.log" || break
+		[ $_try -lt 6 ] && perftest_clock_failed "$tap_tmp/bw-c.log" \
+			"$tap_tmp/bw-s.log" || break
 		diag "ib_write_bw attempt $_try: perftest could not measure the CPU clock; again"
 		_try=$((_try + 1))
 	done

@@ -94,21 +94,13 @@ pt_pair() {
 		pt_pair_once "$@"
 		if [ $pt_crc -ne 0 ] && [ $_try -lt 6 ] && pt_race; then
 			diag "$1 attempt $_try: client REQ beat the server's rdma_listen (perftest race); again"
-		elif [ $_try -lt 6 ] && pt_cpufreq_failed; then
-			diag "$1 attempt $_try: perftest could not measure the CPU clock (loaded machine: rates print as 0); again"
+		elif [ $_try -lt 6 ] && perftest_clock_failed "$pt_c" "$pt_s"; then
+			diag "$1 attempt $_try: perftest could not measure the CPU clock (loaded machine); again"
 		else
 			break
 		fi
 		_try=$((_try + 1))
 	done
-}
-
-# pt_cpufreq_failed -- perftest's cycle-to-time calibration failed (its
-# linear fit over busy loops, r^2 < 0.9, on a loaded machine): it then
-# divides by a clock of 0 MHz and prints 0 for every rate and time, so
-# the run measured nothing, whatever softrdma did
-pt_cpufreq_failed() {
-	grep -q 'Correlation coefficient r^2: .* < 0.9' "$pt_c" "$pt_s"
 }
 
 # pt_check_status DESC -- the exit-status assertions of one run
