@@ -227,8 +227,12 @@ for sz in 8 4096 65536; do
 	# no copy: both sides send from one registered buffer of their own
 	# that the library made (rdmamsg_mr_alloc, rdmamsg_send_nocopy), as
 	# ucx_perftest's two sides send from one that
-	# ucp_mem_map(UCP_MEM_MAP_ALLOCATE) made
-	[ "$sz" -gt 4096 ] &&
+	# ucp_mem_map(UCP_MEM_MAP_ALLOCATE) made; at 4 KiB, below the
+	# rendezvous threshold, rdmamsg_send_nocopy() copies as
+	# rdmamsg_send() does, and the row differs from the copied one only
+	# in the server's reply: from its buffer, as ucx_perftest's, not the
+	# message it got (which it then reads, as ucp_am_lat's never does)
+	[ "$sz" -gt 8 ] &&
 		RUNS+=("N_lat_$sz|$n|rmp lat $sz 3 @N@ ${rmp_opts[*]} --nocopy")
 done
 RUNS+=(
@@ -389,7 +393,7 @@ echo "# rounds cache-line floor at their end, us: ${FLOOR_END[*]}"
 echo "# rounds 64 KiB between the cores, us, written each time / unchanged: ${MOVED[*]}"
 for a in R_lat_8 S_lat_8 U_lat_8 A_lat_8 R_lat_4096 S_lat_4096 U_lat_4096 \
 	A_lat_4096 R_lat_65536 S_lat_65536 U_lat_65536 A_lat_65536 Z_lat_4096 \
-	Z_lat_65536 N_lat_65536 R_ev S_ev R_bw Z_bw N_bw S_bw U_bw A_bw R_bw1m \
+	Z_lat_65536 N_lat_4096 N_lat_65536 R_ev S_ev R_bw Z_bw N_bw S_bw U_bw A_bw R_bw1m \
 	N_bw1m S_bw1m U_bw1m A_bw1m R_mr S_mr U_mr A_mr; do
 	declare -n vals=$a
 	echo "# rounds $a: ${vals[*]}"
@@ -415,6 +419,7 @@ METRICS=(
 	"zero-copy latency 4096 B, us|lower|Z_lat_4096|S_lat_4096|U_lat_4096|A_lat_4096"
 	"zero-copy latency 65536 B, us|lower|Z_lat_65536|S_lat_65536|U_lat_65536|A_lat_65536"
 	"zero-copy bandwidth 64 KiB, MiB/s|higher|Z_bw|S_bw|U_bw|A_bw"
+	"nocopy latency 4096 B, us|lower|N_lat_4096|S_lat_4096|U_lat_4096|A_lat_4096"
 	"nocopy latency 65536 B, us|lower|N_lat_65536|S_lat_65536|U_lat_65536|A_lat_65536"
 	"nocopy bandwidth 64 KiB, MiB/s|higher|N_bw|S_bw|U_bw|A_bw"
 	"bandwidth 1 MiB, MiB/s|higher|R_bw1m|S_bw1m|U_bw1m|A_bw1m"
@@ -455,7 +460,8 @@ echo "latency: lower is better (ratio > 1 = slower); bandwidth, rate: higher is 
 echo "rdmamsg: rdmamsg_perf -t lat|bw|rate on softrdma (zero-copy rows: --zcopy, rdmamsg_send_buf()"
 echo "of a pool buffer, instead of rdmamsg_send() copying; nocopy rows: --nocopy,"
 echo "rdmamsg_send_nocopy() from one buffer of rdmamsg_mr_alloc(), read in place above the rendezvous"
-echo "threshold, as UCX sends from one buffer of ucp_mem_map(), and the server's lat replies too); copied rows: at most"
+echo "threshold (copied below it), as UCX sends from one buffer of ucp_mem_map(), and the server's lat"
+echo "replies too, not the message it got: ucp_am_lat never reads that payload either); copied rows: at most"
 echo "RDMAMSG_COPY_AHEAD (default 1 MiB) copied and not yet read; verbs: perftest on softrdma (LD_PRELOAD),"
 echo "ib_send_lat t_typical, ib_send_bw BW average / MsgRate; blocking row: rdmamsg_perf --fd"
 echo "vs ib_send_lat -e (completion channel); UCX: ucx_perftest with UCX_TLS=$utls on every row,"
