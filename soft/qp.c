@@ -390,11 +390,14 @@ struct trans {
 #define P_MIG	IBV_QP_PATH_MIG_STATE
 #define P_SQD	IBV_QP_EN_SQD_ASYNC_NOTIFY
 
+/* get_trans -- qp_state_table[cur][next] into *t: 0, or -1 if invalid */
 static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 		     struct trans *t)
 {
 	memset(t, 0, sizeof(*t));
-	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
+	/* the table has no RESET->ERR: a QP never set up is not in error */
+	if (next == IBV_QPS_RESET ||
+	    (next == IBV_QPS_ERR && cur != IBV_QPS_RESET)) {
 		t->valid = 1;
 		return 0;
 	}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * verbs_api.c -- argument checks and error returns that follow rdma-core
+ * over a kernel HCA (rxe, mlx5):
+ *  - RESET->ERR is no transition of the kernel's qp_state_table
+ *    (ib_modify_qp_is_ok): EINVAL, the QP stays in RESET.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../tap.h"
+#include "common.h"
+
+/* mk_qp -- a QP of type on t's CQ */
+static struct ibv_qp *mk_qp(struct tctx *t, enum ibv_qp_type type)
+{
+	struct ibv_qp_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.send_cq = a.recv_cq = t->cq;
+	a.qp_type = type;
+	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	return ibv_create_qp(t->pd, &a);
+}
+
+/* to_init -- RESET->INIT with the attributes type requires */
+static int to_init(struct ibv_qp *qp, enum ibv_qp_type type)
+{
+	struct ibv_qp_attr a;
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = 0x11111111;
+	mask |= type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS;
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+/* test_reset_to_err -- RESET->ERR refused for each type, INIT->ERR not */
+static void test_reset_to_err(void)
+{
+	static const enum ibv_qp_type types[] = {IBV_QPT_RC, IBV_QPT_UC,
+						 IBV_QPT_UD};
+	static const char *const names[] = {"RC", "UC", "UD"};
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+	struct tctx t;
+	size_t i;
+
+	ok(t_open(&t, 16) == 0, "open");
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		qp = mk_qp(&t, types[i]);
+		ok(qp != NULL, "%s: create_qp", names[i]);
+		if (!qp)
+			continue;
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_ERR;
+		is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL,
+		       "RESET->ERR: EINVAL");
+		is_int(t_qp_state(qp), IBV_QPS_RESET, "still RESET");
+		is_int(qp->state, IBV_QPS_RESET, "ibv_qp's state RESET");
+		is_int(to_init(qp, types[i]), 0, "RESET->INIT");
+		is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "INIT->ERR");
+		is_int(t_qp_state(qp), IBV_QPS_ERR, "ERR");
+		is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "ERR->ERR");
+		a.qp_state = IBV_QPS_RESET;
+		is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "ERR->RESET");
+		is_int(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0, "RESET->RESET");
+		is_int(ibv_destroy_qp(qp), 0, "destroy_qp");
+	}
+	t_close(&t);
+}
+
+int main(void)
+{
+	int fds;
+
+	t_isolate("verbs_api");
+	fds = t_fd_count();
+	test_reset_to_err();
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	is_int(t_fd_count(), fds, "no fd left open");
+	return done_testing();
+}
