@@ -191,6 +191,7 @@ struct soft_ud {
 struct soft_ah {
 	struct ibv_ah ah;
 	struct ibv_ah_attr attr;
+	struct soft_pd *pd; /* held: EBUSY to ibv_dealloc_pd while we live */
 };
 
 SOFT_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd,
@@ -1560,6 +1561,9 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	ah->ah.context = pd->context;
 	ah->ah.pd = pd;
 	ah->attr = *attr;
+	/* as the kernel's _rdma_create_ah, which takes pd->usecnt */
+	ah->pd = to_spd(pd);
+	__atomic_add_fetch(&ah->pd->refcnt, 1, __ATOMIC_RELAXED);
 	return &ah->ah;
 }
 
@@ -1572,9 +1576,13 @@ const struct ibv_ah_attr *soft_ah_attr(struct ibv_ah *ah)
 /* ibv_destroy_ah -- free an address handle */
 int ibv_destroy_ah(struct ibv_ah *ah)
 {
+	struct soft_ah *a;
+
 	if (!ah)
 		return EINVAL;
-	free(soft_container_of(ah, struct soft_ah, ah));
+	a = soft_container_of(ah, struct soft_ah, ah);
+	__atomic_sub_fetch(&a->pd->refcnt, 1, __ATOMIC_RELAXED);
+	free(a);
 	return 0;
 }
 

@@ -3,7 +3,9 @@
  * verbs_api.c -- argument checks and error returns that follow rdma-core
  * over a kernel HCA (rxe, mlx5):
  *  - RESET->ERR is no transition of the kernel's qp_state_table
- *    (ib_modify_qp_is_ok): EINVAL, the QP stays in RESET.
+ *    (ib_modify_qp_is_ok): EINVAL, the QP stays in RESET;
+ *  - an address handle holds its PD (_rdma_create_ah takes pd->usecnt):
+ *    ibv_dealloc_pd is EBUSY while one lives.
  */
 #include "config.h"
 
@@ -75,6 +77,31 @@ static void test_reset_to_err(void)
 	t_close(&t);
 }
 
+/* test_pd_busy_ah -- an AH keeps its PD from being deallocated */
+static void test_pd_busy_ah(void)
+{
+	struct ibv_ah_attr aa;
+	struct ibv_pd *pd;
+	struct ibv_ah *ah;
+	struct tctx t;
+
+	ok(t_open(&t, 16) == 0, "open");
+	pd = ibv_alloc_pd(t.ctx);
+	ok(pd != NULL, "alloc_pd");
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.sgid_index = 1;
+	aa.grh.hop_limit = 1;
+	ibv_query_gid(t.ctx, 1, 1, &aa.grh.dgid);
+	ah = ibv_create_ah(pd, &aa);
+	ok(ah != NULL, "create_ah");
+	is_int(ibv_dealloc_pd(pd), EBUSY, "dealloc_pd with an AH: EBUSY");
+	is_int(ibv_destroy_ah(ah), 0, "destroy_ah");
+	is_int(ibv_dealloc_pd(pd), 0, "dealloc_pd once the AH is gone");
+	t_close(&t);
+}
+
 int main(void)
 {
 	int fds;
@@ -82,6 +109,7 @@ int main(void)
 	t_isolate("verbs_api");
 	fds = t_fd_count();
 	test_reset_to_err();
+	test_pd_busy_ah();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	is_int(t_fd_count(), fds, "no fd left open");
 	return done_testing();
