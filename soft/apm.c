@@ -159,7 +159,11 @@ int soft_apm_check_values(struct soft_qp *qp, const struct ibv_qp_attr *a,
 		return (mask & IBV_QP_ALT_PATH) ? -1 : 0;
 	if ((mask & IBV_QP_PORT) && !soft_port_ok(a->port_num))
 		return -1;
-	if ((mask & IBV_QP_AV) && check_ah(&a->ah_attr))
+	/* the primary AV names its port (the kernel's modify_qp refuses
+	 * port 0); the alternate AV's is not held to alt_port_num as there,
+	 * since the seeds' load_alt_path keeps the primary's in it */
+	if ((mask & IBV_QP_AV) &&
+	    (!soft_port_ok(a->ah_attr.port_num) || check_ah(&a->ah_attr)))
 		return -1;
 	if (mask & IBV_QP_ALT_PATH) {
 		if (!soft_port_ok(a->alt_port_num) || a->alt_pkey_index != 0 ||

@@ -501,18 +501,18 @@ static int modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
 }
 
 /* av_port -- the port of a modify's AV, as the kernel's modify_qp takes
- * it: the QP's when the AV names none; else the AV's, which INIT->RTR
- * wants equal to the QP's and SQD->SQD to a port given with it (0 when
- * not: refused) */
+ * it: the AV's own, which must be a port of the device (0 is none: since
+ * Linux 3.14 the QP's port is not put in its place), INIT->RTR wants equal
+ * to the QP's and SQD->SQD to a port given with it (0 when not: refused) */
 static uint32_t av_port(const struct soft_qp *qp, const struct ibv_qp_attr *a,
 			int mask, enum ibv_qp_state cur)
 {
 	uint32_t p = a->ah_attr.port_num;
 	uint32_t qport = (mask & IBV_QP_PORT) ? a->port_num : qp->attr.port_num;
 
-	if (p && p != qport && ((mask & IBV_QP_PORT) || cur == IBV_QPS_INIT))
+	if (p != qport && ((mask & IBV_QP_PORT) || cur == IBV_QPS_INIT))
 		return 0;
-	return p ? p : qport;
+	return p;
 }
 
 /* check_values -- attribute values the device accepts: 0, or -EINVAL,

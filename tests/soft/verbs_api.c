@@ -5,7 +5,10 @@
  *  - RESET->ERR is no transition of the kernel's qp_state_table
  *    (ib_modify_qp_is_ok): EINVAL, the QP stays in RESET;
  *  - an address handle holds its PD (_rdma_create_ah takes pd->usecnt):
- *    ibv_dealloc_pd is EBUSY while one lives.
+ *    ibv_dealloc_pd is EBUSY while one lives;
+ *  - an AV names a port of the device: the kernel's modify_qp refuses
+ *    IBV_QP_AV with ah_attr.port_num 0 (rdma_is_port_valid), and at
+ *    INIT->RTR one not the QP's.
  */
 #include "config.h"
 
@@ -102,6 +105,47 @@ static void test_pd_busy_ah(void)
 	t_close(&t);
 }
 
+/* rtr -- INIT->RTR towards qp itself with the AV on port */
+static int rtr(struct ibv_qp *qp, uint8_t port)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	ibv_query_gid(qp->context, 1, 1, &a.ah_attr.grh.dgid);
+	a.ah_attr.port_num = port;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER);
+}
+
+/* test_av_port -- an AV without a port is refused */
+static void test_av_port(void)
+{
+	struct ibv_qp *qp;
+	struct tctx t;
+
+	ok(t_open(&t, 16) == 0, "open");
+	qp = mk_qp(&t, IBV_QPT_RC);
+	ok(qp != NULL, "create_qp");
+	is_int(to_init(qp, IBV_QPT_RC), 0, "RESET->INIT on port 1");
+	is_int(rtr(qp, 0), EINVAL, "INIT->RTR with AV port 0: EINVAL");
+	is_int(t_qp_state(qp), IBV_QPS_INIT, "still INIT");
+	is_int(rtr(qp, 2), EINVAL, "INIT->RTR with AV port 2: EINVAL");
+	is_int(rtr(qp, 1), 0, "INIT->RTR with AV port 1");
+	is_int(ibv_destroy_qp(qp), 0, "destroy_qp");
+	t_close(&t);
+}
+
 int main(void)
 {
 	int fds;
@@ -110,6 +154,7 @@ int main(void)
 	fds = t_fd_count();
 	test_reset_to_err();
 	test_pd_busy_ah();
+	test_av_port();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	is_int(t_fd_count(), fds, "no fd left open");
 	return done_testing();
