@@ -439,7 +439,7 @@ struct soft_mr *soft_mr_tab[SOFT_MAX_MR];
 	 IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |                  \
 	 IBV_ACCESS_OPTIONAL_RANGE)
 
-static int mr_access_ok(unsigned int access);
+static int mr_access_check(unsigned int access);
 
 /* ibv_reg_mr_iova2 -- register memory and publish its key */
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
@@ -448,9 +448,10 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 	struct soft_reg_mr e;
 	struct soft_mr *mr;
 	uint32_t key;
+	int err = mr_access_check(access);
 
-	if (!pd || !length || !mr_access_ok(access)) {
-		errno = EINVAL;
+	if (!pd || !length || err) {
+		errno = err ? err : EINVAL;
 		return NULL;
 	}
 	if (!addr) {
@@ -504,14 +505,18 @@ struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned)access);
 }
 
-/* mr_access_ok -- what ib_check_mr_access lets through */
-static int mr_access_ok(unsigned int access)
+/* mr_access_check -- ib_check_mr_access: 0, EINVAL, or EOPNOTSUPP for
+ * ON_DEMAND, as the device offers no ODP (odp_caps 0) */
+static int mr_access_check(unsigned int access)
 {
-	return !(access & ~(unsigned)SOFT_ACCESS_ALL) &&
-	       !((access &
-		  (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-		 !(access & IBV_ACCESS_LOCAL_WRITE)) &&
-	       !(access & IBV_ACCESS_ZERO_BASED);
+	if ((access & ~(unsigned)SOFT_ACCESS_ALL) ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	     !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+	    (access & IBV_ACCESS_ZERO_BASED))
+		return EINVAL;
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return EOPNOTSUPP;
+	return 0;
 }
 
 /*
@@ -530,6 +535,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 	struct soft_reg_mr *e;
 	pthread_mutex_t *lk;
 	uint32_t slot;
+	int err;
 
 	if (!mr || (flags & ~(IBV_REREG_MR_FLAGS_SUPPORTED)) ||
 	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
@@ -539,11 +545,15 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 		return IBV_REREG_MR_ERR_INPUT;
 	}
 	m = soft_container_of(mr, struct soft_mr, mr);
-	if (!flags || soft_mr_lookup(mr->lkey) != m ||
-	    ((flags & IBV_REREG_MR_CHANGE_ACCESS) &&
-	     !mr_access_ok((unsigned)access)) ||
-	    ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != mr->context)) {
-		errno = EINVAL;
+	/* in the order of the kernel's ib_uverbs_rereg_mr */
+	err = !flags || soft_mr_lookup(mr->lkey) != m ? EINVAL : 0;
+	if (!err && (flags & IBV_REREG_MR_CHANGE_ACCESS))
+		err = mr_access_check((unsigned)access);
+	if (!err && (flags & IBV_REREG_MR_CHANGE_PD) &&
+	    pd->context != mr->context)
+		err = EINVAL;
+	if (err) {
+		errno = err;
 		return IBV_REREG_MR_ERR_CMD;
 	}
 	/* windows bound to it keep the old translation: not while bound */

@@ -8,7 +8,9 @@
  *    ibv_dealloc_pd is EBUSY while one lives;
  *  - an AV names a port of the device: the kernel's modify_qp refuses
  *    IBV_QP_AV with ah_attr.port_num 0 (rdma_is_port_valid), and at
- *    INIT->RTR one not the QP's.
+ *    INIT->RTR one not the QP's;
+ *  - a device without ODP (odp_caps 0) refuses IBV_ACCESS_ON_DEMAND with
+ *    EOPNOTSUPP (ib_check_mr_access), at ibv_reg_mr and ibv_rereg_mr.
  */
 #include "config.h"
 
@@ -146,6 +148,43 @@ static void test_av_port(void)
 	t_close(&t);
 }
 
+/* test_odp -- ON_DEMAND on a device that does not offer ODP */
+static void test_odp(void)
+{
+	struct ibv_device_attr_ex dax;
+	static char buf[4096];
+	struct ibv_mr *mr;
+	struct tctx t;
+
+	ok(t_open(&t, 16) == 0, "open");
+	memset(&dax, 0, sizeof(dax));
+	is_int(ibv_query_device_ex(t.ctx, NULL, &dax), 0, "query_device_ex");
+	ok(!(dax.odp_caps.general_caps & IBV_ODP_SUPPORT), "no ODP offered");
+	errno = 0;
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf),
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	ok(!mr && errno == EOPNOTSUPP, "reg_mr ON_DEMAND: EOPNOTSUPP (%d)",
+	   errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	errno = 0;
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf),
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND);
+	ok(!mr && errno == EINVAL,
+	   "REMOTE_WRITE without LOCAL_WRITE comes first: EINVAL (%d)", errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	ok(mr != NULL, "reg_mr");
+	errno = 0;
+	is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND),
+	       IBV_REREG_MR_ERR_CMD, "rereg_mr to ON_DEMAND: ERR_CMD");
+	is_int(errno, EOPNOTSUPP, "errno EOPNOTSUPP");
+	is_int(ibv_dereg_mr(mr), 0, "dereg_mr");
+	t_close(&t);
+}
+
 int main(void)
 {
 	int fds;
@@ -155,6 +194,7 @@ int main(void)
 	test_reset_to_err();
 	test_pd_busy_ah();
 	test_av_port();
+	test_odp();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	is_int(t_fd_count(), fds, "no fd left open");
 	return done_testing();
