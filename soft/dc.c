@@ -403,8 +403,8 @@ static int dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.retry_cnt = attr->retry_cnt;
 	if (mask & IBV_QP_RNR_RETRY)
 		qp->attr.rnr_retry = attr->rnr_retry;
-	if (mask & IBV_QP_SQ_PSN)
-		qp->attr.sq_psn = attr->sq_psn;
+	if (mask & IBV_QP_SQ_PSN) /* 24 bits, as mlx5's MLX5_SET keeps */
+		qp->attr.sq_psn = attr->sq_psn & 0xffffff;
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
 	if (mask & IBV_QP_MIN_RNR_TIMER) {

@@ -556,10 +556,6 @@ static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
 		return -EINVAL;
 	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > 0xffffff)
 		return -EINVAL;
-	if ((mask & IBV_QP_RQ_PSN) && a->rq_psn > 0xffffff)
-		return -EINVAL;
-	if ((mask & IBV_QP_SQ_PSN) && a->sq_psn > 0xffffff)
-		return -EINVAL;
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (a->qp_access_flags &
 	     ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
@@ -696,10 +692,11 @@ int soft_qp_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.path_mtu = attr->path_mtu;
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qp_num = attr->dest_qp_num;
+	/* a PSN is 24 bits: rxe_qp_from_attr masks, mlx5's MLX5_SET cuts */
 	if (mask & IBV_QP_RQ_PSN)
-		qp->attr.rq_psn = attr->rq_psn;
+		qp->attr.rq_psn = attr->rq_psn & 0xffffff;
 	if (mask & IBV_QP_SQ_PSN)
-		qp->attr.sq_psn = attr->sq_psn;
+		qp->attr.sq_psn = attr->sq_psn & 0xffffff;
 	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
 		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)

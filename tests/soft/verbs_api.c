@@ -10,7 +10,9 @@
  *    IBV_QP_AV with ah_attr.port_num 0 (rdma_is_port_valid), and at
  *    INIT->RTR one not the QP's;
  *  - a device without ODP (odp_caps 0) refuses IBV_ACCESS_ON_DEMAND with
- *    EOPNOTSUPP (ib_check_mr_access), at ibv_reg_mr and ibv_rereg_mr.
+ *    EOPNOTSUPP (ib_check_mr_access), at ibv_reg_mr and ibv_rereg_mr;
+ *  - a PSN is 24 bits: rxe (rxe_qp_from_attr) and mlx5 (MLX5_SET) keep
+ *    the low 24 bits of rq_psn and sq_psn, they do not refuse the rest.
  */
 #include "config.h"
 
@@ -185,6 +187,57 @@ static void test_odp(void)
 	t_close(&t);
 }
 
+/* test_psn_bits -- 32-bit PSNs (lrand48() unmasked) are cut to 24 bits */
+static void test_psn_bits(void)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+	struct tctx t;
+
+	ok(t_open(&t, 16) == 0, "open");
+	qp = mk_qp(&t, IBV_QPT_RC);
+	ok(qp != NULL, "create_qp");
+	is_int(to_init(qp, IBV_QPT_RC), 0, "RESET->INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.rq_psn = 0x7b123456;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	ibv_query_gid(qp->context, 1, 1, &a.ah_attr.grh.dgid);
+	a.ah_attr.port_num = 1;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				     IBV_QP_MAX_DEST_RD_ATOMIC |
+				     IBV_QP_MIN_RNR_TIMER),
+	       0, "INIT->RTR with a 32-bit rq_psn");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 0xffabcdef;
+	a.max_rd_atomic = 1;
+	is_int(ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC),
+	       0, "RTR->RTS with a 32-bit sq_psn");
+	memset(&a, 0, sizeof(a));
+	is_int(ibv_query_qp(qp, &a, IBV_QP_RQ_PSN | IBV_QP_SQ_PSN, &ia), 0,
+	       "query_qp");
+	is_int(a.rq_psn, 0x123456, "rq_psn kept to 24 bits");
+	is_int(a.sq_psn, 0xabcdef, "sq_psn kept to 24 bits");
+	is_int(ibv_destroy_qp(qp), 0, "destroy_qp");
+	t_close(&t);
+}
+
 int main(void)
 {
 	int fds;
@@ -195,6 +248,7 @@ int main(void)
 	test_pd_busy_ah();
 	test_av_port();
 	test_odp();
+	test_psn_bits();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	is_int(t_fd_count(), fds, "no fd left open");
 	return done_testing();
