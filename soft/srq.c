@@ -212,6 +212,24 @@ int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out)
 	return 0;
 }
 
+/*
+ * srq_attr_ok -- every attribute of a modify checked before anything
+ * changes, as rxe_srq_chk_attr: a size not below what is posted nor below
+ * the armed limit, a limit within the size (the new one if given); lock
+ * held
+ */
+static int srq_attr_ok(const struct soft_srq *srq,
+		       const struct ibv_srq_attr *attr, int mask)
+{
+	uint32_t max_wr = (mask & IBV_SRQ_MAX_WR) ? attr->max_wr : srq->max_wr;
+	uint32_t limit = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->limit;
+
+	if ((mask & IBV_SRQ_MAX_WR) && (!max_wr || max_wr > SOFT_MAX_SRQ_WR ||
+					max_wr < srq->head - srq->tail))
+		return 0;
+	return limit <= max_wr;
+}
+
 /* ibv_modify_srq -- resize (IBV_SRQ_MAX_WR) and/or arm the limit */
 int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		   int attr_mask)
@@ -223,15 +241,14 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		return EINVAL;
 	srq = to_ssrq(ibsrq);
 	soft_lock(&srq->ctx->lock);
+	if (!srq_attr_ok(srq, attr, attr_mask)) {
+		ret = EINVAL;
+		goto out;
+	}
 	if (attr_mask & IBV_SRQ_MAX_WR) {
 		uint32_t n = 1, i;
 		struct soft_rwqe *nq;
 
-		if (!attr->max_wr || attr->max_wr > SOFT_MAX_SRQ_WR ||
-		    attr->max_wr < srq->head - srq->tail) {
-			ret = EINVAL;
-			goto out;
-		}
 		while (n < attr->max_wr + 1)
 			n <<= 1;
 		nq = calloc(n, sizeof(*nq));
@@ -248,13 +265,8 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		srq->size = n;
 		srq->max_wr = attr->max_wr;
 	}
-	if (attr_mask & IBV_SRQ_LIMIT) {
-		if (attr->srq_limit > srq->max_wr) {
-			ret = EINVAL;
-			goto out;
-		}
+	if (attr_mask & IBV_SRQ_LIMIT)
 		srq->limit = attr->srq_limit;
-	}
 out:
 	soft_unlock(&srq->ctx->lock);
 	return ret;

@@ -12,7 +12,9 @@
  *  - a device without ODP (odp_caps 0) refuses IBV_ACCESS_ON_DEMAND with
  *    EOPNOTSUPP (ib_check_mr_access), at ibv_reg_mr and ibv_rereg_mr;
  *  - a PSN is 24 bits: rxe (rxe_qp_from_attr) and mlx5 (MLX5_SET) keep
- *    the low 24 bits of rq_psn and sq_psn, they do not refuse the rest.
+ *    the low 24 bits of rq_psn and sq_psn, they do not refuse the rest;
+ *  - ibv_modify_srq changes nothing when it fails (rxe_srq_chk_attr checks
+ *    every attribute first), and does not resize below an armed limit.
  */
 #include "config.h"
 
@@ -238,6 +240,47 @@ static void test_psn_bits(void)
 	t_close(&t);
 }
 
+/* test_srq_modify -- a refused modify leaves the SRQ as it was */
+static void test_srq_modify(void)
+{
+	struct ibv_srq_init_attr si;
+	struct ibv_srq_attr sa;
+	struct ibv_srq *srq;
+	struct tctx t;
+
+	ok(t_open(&t, 16) == 0, "open");
+	memset(&si, 0, sizeof(si));
+	si.attr.max_wr = 16;
+	si.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &si);
+	ok(srq != NULL, "create_srq");
+	if (!srq)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.max_wr = 32;
+	sa.srq_limit = 64;
+	is_int(ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT), EINVAL,
+	       "resize to 32 with limit 64: EINVAL");
+	memset(&sa, 0, sizeof(sa));
+	is_int(ibv_query_srq(srq, &sa), 0, "query_srq");
+	ok(sa.max_wr == 16 && sa.srq_limit == 0,
+	   "not resized, not armed (max_wr %u, limit %u)", sa.max_wr,
+	   sa.srq_limit);
+	sa.srq_limit = 10;
+	is_int(ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT), 0, "arm limit 10");
+	sa.max_wr = 8;
+	is_int(ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR), EINVAL,
+	       "resize to 8 under limit 10: EINVAL");
+	memset(&sa, 0, sizeof(sa));
+	is_int(ibv_query_srq(srq, &sa), 0, "query_srq");
+	ok(sa.max_wr == 16 && sa.srq_limit == 10,
+	   "still 16, limit 10 (max_wr %u, limit %u)", sa.max_wr, sa.srq_limit);
+	sa.max_wr = 32;
+	is_int(ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR), 0, "resize to 32");
+	is_int(ibv_destroy_srq(srq), 0, "destroy_srq");
+	t_close(&t);
+}
+
 int main(void)
 {
 	int fds;
@@ -249,6 +292,7 @@ int main(void)
 	test_av_port();
 	test_odp();
 	test_psn_bits();
+	test_srq_modify();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	is_int(t_fd_count(), fds, "no fd left open");
 	return done_testing();
