@@ -1901,6 +1901,13 @@ static int rc_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* rc_sq_room -- send WRs the queue takes now, those held in SQD
+ * counted; lock held */
+static uint32_t rc_sq_room(struct soft_qp *qp)
+{
+	return soft_sq_room(qp, qp->sq_head - qp->sq_tail + qp->nheld);
+}
+
 /* soft_post_send -- ibv_post_send: the QP's kind (qpops.h) */
 int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad)
@@ -4230,6 +4237,7 @@ const struct soft_qp_ops soft_rc_ops = {
 	.name = "rc",
 	.post_send = rc_ops_post_send,
 	.post_recv = rc_ops_post_recv,
+	.sq_room = rc_sq_room,
 	.progress = rc_progress,
 	.flush = rc_flush,
 	.sq_release = rc_sq_release,
@@ -4245,6 +4253,7 @@ const struct soft_qp_ops soft_rc_net_ops = {
 	.name = "rc-net",
 	.post_send = rc_net_post_send,
 	.post_recv = rc_ops_post_recv,
+	.sq_room = soft_net_sq_room,
 	.progress = rc_net_progress,
 	.flush = rc_net_flush,
 	.sq_release = rc_sq_release,

@@ -1143,12 +1143,26 @@ static int dc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 	return EOPNOTSUPP;
 }
 
+/* dci_sq_room -- send WRs the DCI's queue takes now; lock held */
+static uint32_t dci_sq_room(struct soft_qp *qp)
+{
+	const struct soft_dc *dc = qp->dc;
+	uint64_t used = dc->head - dc->tail;
+	uint32_t room = soft_sq_room(qp, used);
+
+	/* dc_post_send refuses past its ring too */
+	if (used >= dc->size)
+		return 0;
+	return room < dc->size - used ? room : (uint32_t)(dc->size - used);
+}
+
 /* DC runs its own state machine (dc_modify), which needs none of the
  * kernel table's hooks (flush, sq_release, to_rtr, reset: nothing) */
 const struct soft_qp_ops soft_dci_ops = {
 	.name = "dci",
 	.post_send = dc_post_send,
 	.post_recv = dc_post_recv,
+	.sq_room = dci_sq_room,
 	.progress = dc_progress,
 	.flush = soft_qp_op_nop,
 	.sq_release = soft_qp_op_nop,

@@ -3014,6 +3014,12 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	return 0;
 }
 
+/* soft_net_sq_room -- send WRs sq_take still gives out; ctx lock held */
+uint32_t soft_net_sq_room(struct soft_qp *qp)
+{
+	return soft_sq_room(qp, qp->net->head - qp->net->tail);
+}
+
 int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad)
 {

@@ -24,6 +24,10 @@ void soft_net_repath(struct soft_qp *qp);
  * ctx lock held */
 void soft_net_release(struct soft_qp *qp);
 
+/* soft_net_sq_room -- send WRs the network path's queue takes now; ctx
+ * lock held */
+uint32_t soft_net_sq_room(struct soft_qp *qp);
+
 /* soft_net_post_send -- ibv_post_send on a QP of the network path; ctx
  * lock held */
 int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,

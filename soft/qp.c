@@ -837,6 +837,10 @@ struct soft_wr_stage {
 	struct stage_ent *e; /* first two members freed by destroy_qp */
 	char *inl;
 	size_t n, cap, inl_len, inl_cap;
+	/* wr_start to wr_complete/wr_abort is the QP's critical section
+	 * (ibv_wr_post(3): the provider locks, unless the QP has a TD) */
+	pthread_mutex_t lock;
+	int locked;
 };
 
 static struct soft_qp *xqp(struct ibv_qp_ex *q)
@@ -895,15 +899,49 @@ struct ibv_send_wr *soft_stage_wr(struct ibv_qp_ex *q, enum ibv_wr_opcode op)
 	return e ? &e->wr : NULL;
 }
 
+/* wr_start -- enter the QP's critical section, an empty batch */
 static void wr_start(struct ibv_qp_ex *q)
 {
 	struct soft_qp *qp = xqp(q);
 
+	if (!qp->single) {
+		pthread_mutex_lock(&qp->stage->lock);
+		qp->stage->locked = 1;
+	}
 	qp->stage->n = 0;
 	qp->stage->inl_len = 0;
 	qp->stage_err = 0;
 }
 
+/* wr_end -- the batch is gone: leave the critical section */
+static void wr_end(struct soft_wr_stage *s)
+{
+	s->n = 0;
+	if (s->locked) {
+		s->locked = 0;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+/* sq_fits -- does the send queue take all n WRs now?  ibv_wr_complete
+ * posts the batch whole or not at all ("no work is executed until
+ * ibv_wr_complete() returns success", as mlx5 and rxe drop the batch when
+ * the queue is short); a send posted by another thread between this look
+ * and the post may still take the room */
+static int sq_fits(struct soft_qp *qp, size_t n)
+{
+	uint32_t room;
+
+	if (!qp->ops->sq_room)
+		return 1; /* the post refuses it whole */
+	soft_lock(&qp->ctx->lock);
+	room = qp->ops->sq_room(qp);
+	soft_unlock(&qp->ctx->lock);
+	return n <= room;
+}
+
+/* wr_complete -- post the batch (all of it, or none: ENOMEM when the
+ * queue is short), leave the critical section */
 static int wr_complete(struct ibv_qp_ex *q)
 {
 	struct soft_qp *qp = xqp(q);
@@ -912,13 +950,11 @@ static int wr_complete(struct ibv_qp_ex *q)
 	size_t i;
 	int j, ret;
 
-	if (qp->stage_err) {
-		ret = qp->stage_err;
-		s->n = 0;
+	if (qp->stage_err || !s->n || !sq_fits(qp, s->n)) {
+		ret = qp->stage_err ? qp->stage_err : s->n ? ENOMEM : 0;
+		wr_end(s);
 		return ret;
 	}
-	if (!s->n)
-		return 0;
 	for (i = 0; i < s->n; i++) {
 		struct stage_ent *e = &s->e[i];
 
@@ -930,13 +966,14 @@ static int wr_complete(struct ibv_qp_ex *q)
 					(uintptr_t)(s->inl + e->inl_off[j]);
 	}
 	ret = soft_post_send(&q->qp_base, &s->e[0].wr, &bad);
-	s->n = 0;
+	wr_end(s);
 	return ret;
 }
 
+/* wr_abort -- drop the batch, leave the critical section */
 static void wr_abort(struct ibv_qp_ex *q)
 {
-	xqp(q)->stage->n = 0;
+	wr_end(xqp(q)->stage);
 }
 
 static void wr_send(struct ibv_qp_ex *q)
@@ -1181,6 +1218,7 @@ static void soft_qp_ex_free(struct soft_qp *qp)
 		return;
 	free(qp->stage->e);
 	free(qp->stage->inl);
+	pthread_mutex_destroy(&qp->stage->lock);
 	free(qp->stage);
 }
 
@@ -1190,6 +1228,8 @@ void soft_qp_ex_init(struct soft_qp *qp)
 	struct ibv_qp_ex *q = &qp->qpx;
 
 	qp->stage = calloc(1, sizeof(*qp->stage));
+	if (qp->stage)
+		pthread_mutex_init(&qp->stage->lock, NULL);
 	q->wr_atomic_cmp_swp = wr_cmp_swp;
 	q->wr_atomic_fetch_add = wr_fetch_add;
 	q->wr_bind_mw = wr_bind_mw;

@@ -24,6 +24,10 @@ struct soft_qp_ops {
 			 struct ibv_send_wr **bad);
 	int (*post_recv)(struct soft_qp *qp, struct ibv_recv_wr *wr,
 			 struct ibv_recv_wr **bad);
+	/* how many more send WRs the queue takes now (ibv_wr_complete
+	 * posts a batch whole or not at all); lock held.  NULL: the kind
+	 * refuses every send anyway */
+	uint32_t (*sq_room)(struct soft_qp *qp);
 	/* the QP's share of a progress pass; lock held */
 	void (*progress)(struct soft_qp *qp);
 	/* completions due now (soft_qp_flush: post time, modify); lock held */

@@ -806,6 +806,14 @@ static inline void soft_qp_hot(struct soft_qp *qp)
 	soft_list_add(&qp->ctx->hot, &qp->hot_link);
 }
 
+/* soft_sq_room -- send WRs max_send_wr leaves beside USED queued (the
+ * kinds' sq_room, qpops.h) */
+static inline uint32_t soft_sq_room(const struct soft_qp *qp, uint64_t used)
+{
+	return used < qp->cap.max_send_wr ? qp->cap.max_send_wr - (uint32_t)used
+					  : 0;
+}
+
 static inline struct soft_context *to_sctx(struct ibv_context *c)
 {
 	return soft_container_of(c, struct soft_context, vctx.context);

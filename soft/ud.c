@@ -1742,10 +1742,17 @@ static void uc_to_rtr(struct soft_qp *qp)
 		soft_thread_start_locked(qp->ctx);
 }
 
+/* ud_sq_room -- send WRs check_wr still takes; lock held */
+static uint32_t ud_sq_room(struct soft_qp *qp)
+{
+	return soft_sq_room(qp, qp->ud->pend_tail - qp->ud->pend_head);
+}
+
 const struct soft_qp_ops soft_ud_ops = {
 	.name = "ud",
 	.post_send = ud_post_send,
 	.post_recv = ud_post_recv,
+	.sq_room = ud_sq_room,
 	.progress = ud_progress,
 	.flush = ud_ops_flush,
 	.sq_release = ud_flush,
@@ -1760,6 +1767,7 @@ const struct soft_qp_ops soft_uc_ops = {
 	.name = "uc",
 	.post_send = ud_post_send,
 	.post_recv = ud_post_recv,
+	.sq_room = ud_sq_room,
 	.progress = ud_progress,
 	.flush = ud_ops_flush,
 	.sq_release = ud_flush,

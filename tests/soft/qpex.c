@@ -1,11 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* qpex.c -- ibv_qp_ex wr_* posting, ibv_cq_ex polling, bad input */
+/*
+ * qpex.c -- ibv_qp_ex wr_* posting, ibv_cq_ex polling, bad input; a batch
+ * that does not fit the send queue is posted not at all (ibv_wr_post(3):
+ * "no work is executed to the queue until ibv_wr_complete() returns
+ * success"), and wr_start to wr_complete/wr_abort is the QP's critical
+ * section (the provider locks)
+ */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "common.h"
@@ -126,6 +134,119 @@ static void test_qpex(void)
 	free(buf);
 }
 
+/* batch -- n signalled RDMA WRITEs of 8 bytes from buf to peer's
+ * buf + 4096 + 8 * i through x, values base + i; ibv_wr_complete's result */
+static int batch(struct ibv_qp_ex *x, struct ibv_mr *mr, uint64_t *buf, int n,
+		 uint64_t base)
+{
+	int i;
+
+	ibv_wr_start(x);
+	for (i = 0; i < n; i++) {
+		buf[i] = base + (uint64_t)i;
+		x->wr_id = base + (uint64_t)i;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(x, mr->rkey, (uintptr_t)(buf + 512 + i));
+		ibv_wr_set_sge(x, mr->lkey, (uintptr_t)(buf + i), 8);
+	}
+	return ibv_wr_complete(x);
+}
+
+/* starter -- a second thread's ibv_wr_start on the QP: it gets in only
+ * once the first thread's batch is done */
+struct starter {
+	struct ibv_qp_ex *x;
+	volatile int in;
+};
+
+static void *starter_run(void *arg)
+{
+	struct starter *st = arg;
+
+	ibv_wr_start(st->x);
+	st->in = 1;
+	ibv_wr_abort(st->x);
+	return NULL;
+}
+
+/* test_whole -- on an RC and a UC QP of send depth 4: a batch of 6 is
+ * ENOMEM with nothing sent, one of 4 goes whole; another thread's
+ * wr_start waits for the batch in progress */
+static void test_whole(enum ibv_qp_type type, const char *name)
+{
+	struct tctx t;
+	struct ibv_qp_init_attr_ex qa;
+	struct ibv_qp *a, *b;
+	struct ibv_qp_ex *x;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[8];
+	struct starter st;
+	pthread_t th;
+	uint64_t *buf = calloc(1, 8192);
+	int i, n, good = 1;
+
+	if (!buf || t_open(&t, 64))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 8192,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = type;
+	qa.send_cq = qa.recv_cq = t.cq;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.pd = t.pd;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+	a = ibv_create_qp_ex(t.ctx, &qa);
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+	b = ibv_create_qp_ex(t.ctx, &qa);
+	x = a ? ibv_qp_to_qp_ex(a) : NULL;
+	if (!mr || !a || !b || !x)
+		bail_out("%s: QPs", name);
+	if (type == IBV_QPT_RC) {
+		t_connect(a, b->qp_num, 0, 1, 7, 14, 7);
+		t_connect(b, a->qp_num, IBV_ACCESS_REMOTE_WRITE, 1, 7, 14, 7);
+	} else if (t_uc_up(a, b->qp_num, 0) ||
+		   t_uc_up(b, a->qp_num, IBV_ACCESS_REMOTE_WRITE)) {
+		bail_out("%s: up", name);
+	}
+	ok(batch(x, mr, buf, 6, 100) == ENOMEM,
+	   "%s: a batch of 6 on a send queue of 4: ENOMEM", name);
+	n = t_wait(t.cq, wc, 8, 200);
+	ok(n == 0, "%s: none of it completes", name);
+	for (i = 0; i < 6; i++)
+		good &= buf[512 + i] == 0;
+	ok(good, "%s: none of it was written", name);
+	ok(batch(x, mr, buf, 4, 200) == 0, "%s: a batch of 4: posted", name);
+	n = t_wait(t.cq, wc, 4, 5000);
+	ok(n == 4, "%s: four completions", name);
+	for (i = 0; i < n; i++)
+		good &= wc[i].status == IBV_WC_SUCCESS &&
+			wc[i].wr_id == 200 + (uint64_t)i;
+	for (i = 0; i < 4; i++)
+		good &= buf[512 + i] == 200 + (uint64_t)i;
+	ok(good, "%s: in order, each written once", name);
+
+	ibv_wr_start(x);
+	st.x = x;
+	st.in = 0;
+	if (pthread_create(&th, NULL, starter_run, &st))
+		bail_out("pthread_create");
+	usleep(50000);
+	ok(!st.in, "%s: another thread's wr_start waits for the batch", name);
+	ibv_wr_abort(x);
+	pthread_join(th, NULL);
+	ok(st.in, "%s: ... and gets in after wr_abort", name);
+	ok(batch(x, mr, buf, 1, 300) == 0, "%s: the QP posts again", name);
+	ok(t_wait(t.cq, wc, 1, 5000) == 1, "%s: its completion", name);
+
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
 static void test_bad_input(void)
 {
 	struct tctx t;
@@ -190,6 +311,8 @@ int main(void)
 {
 	t_isolate("qpex");
 	test_qpex();
+	test_whole(IBV_QPT_RC, "RC");
+	test_whole(IBV_QPT_UC, "UC");
 	test_bad_input();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
