@@ -194,6 +194,10 @@ struct rdmamsg_group {
 	uint32_t rqpn, rqkey;
 	struct sockaddr_storage maddr;
 	int state, status;
+	/* a join went out: the id holds a membership, which may have
+	 * attached the QP, until rdma_leave_multicast (the kernel refuses
+	 * to destroy an attached QP: rdma_destroy_qp would leak it) */
+	int joined;
 	unsigned int role;
 	size_t max_msg;
 	uint32_t rdepth, sdepth;
@@ -562,7 +566,7 @@ static void group_free(struct rdmamsg_group *g)
 	rdmamsg__timer_stop(ctx, &g->step_timer);
 	rdmamsg__timer_stop(ctx, &g->close_timer);
 	rdmamsg__timer_stop(ctx, &g->sm_timer);
-	if (g->id && g->state == G_UP)
+	if (g->id && g->joined)
 		ctx->ops->leave_multicast(g->id, (struct sockaddr *)&g->maddr);
 	if (g->qp)
 		ctx->ops->destroy_cm_qp(g->id);
@@ -2327,6 +2331,7 @@ static int setup(struct rdmamsg_group *g)
 		if (ctx->ops->join_multicast_ex(g->id, &jx, g))
 			return rdmamsg__errno(EINVAL);
 	}
+	g->joined = 1;
 	g->state = G_JOINING;
 	return 0;
 }
