@@ -338,6 +338,7 @@ int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 	g->n++;
 	t->total++;
 	atomic_fetch_add(&t->gen, 1);
+	__atomic_add_fetch(&to_sqp(qp)->nmcast, 1, __ATOMIC_RELAXED);
 unlock:
 	mc_unlock(t);
 	if (!ret)
@@ -369,6 +370,8 @@ int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 			if (g->m[i].qpn == qp->qp_num &&
 			    g->m[i].pid == soft_self_pid) {
 				mc_remove(t, g, i);
+				__atomic_sub_fetch(&to_sqp(qp)->nmcast, 1,
+						   __ATOMIC_RELAXED);
 				ret = 0;
 				break;
 			}

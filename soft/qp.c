@@ -780,7 +780,9 @@ static int qp_event_match(const void *e, void *arg)
 	return ((const struct ibv_async_event *)e)->element.qp == arg;
 }
 
-/* ibv_destroy_qp -- waits for the acks of its async events */
+/* ibv_destroy_qp -- waits for the acks of its async events; EBUSY while
+ * it is attached to a multicast group, as the kernel's uverbs_free_qp
+ * refuses a user's destroy until every attachment is gone */
 int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct soft_qp *qp;
@@ -789,6 +791,8 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (!ibqp)
 		return EINVAL;
 	qp = to_sqp(ibqp);
+	if (__atomic_load_n(&qp->nmcast, __ATOMIC_RELAXED))
+		return EBUSY;
 	ctx = qp->ctx;
 	soft_lock(&ctx->lock);
 	soft_list_del(&qp->link);

@@ -676,6 +676,9 @@ struct soft_qp {
 	enum ibv_qp_state state;
 	int reg_slot;
 	uint32_t async_reported;
+	/* multicast groups it is attached to: ibv_destroy_qp is EBUSY
+	 * meanwhile (mcast.c) */
+	uint32_t nmcast;
 	uint64_t send_ops_flags;
 	/* send side: own outbound segment, slot i = SQ entry i */
 	struct soft_seg_hdr *seg;

@@ -157,6 +157,10 @@ int main(void)
 	/* an unacked join event: destroy waits for it; here it is queued */
 	ok(!rdma_join_multicast(id, (struct sockaddr *)&g1, &ctx2),
 	   "join again, event left queued");
+	/* as with the kernel's verbs, an attached QP cannot be destroyed
+	 * (EBUSY: rdma_destroy_qp would leak it): leave first */
+	ok(!rdma_leave_multicast(id, (struct sockaddr *)&g1),
+	   "leave (detaches the QP)");
 	rdma_destroy_qp(id);
 	ok(!rdma_destroy_id(id), "destroy leaves every group");
 	ok(!rdma_destroy_id(tcp), "destroy");

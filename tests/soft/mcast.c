@@ -396,8 +396,23 @@ static void test_traffic(void)
 	   "a QP attached again after the sender's last send receives");
 	ibv_destroy_ah(ah);
 	ibv_destroy_qp(blk);
+	ok(!ibv_detach_mcast(lo.qp, &mgid, 0), "detach before destroy");
 	ud_close(&lo);
 	ud_close(&tx);
+}
+
+/* detach_range -- qp out of the groups mgid_of(0) with byte 14 0..n-1 */
+static int detach_range(struct ibv_qp *qp, int n)
+{
+	union ibv_gid g;
+	int i, bad = 0;
+
+	for (i = 0; i < n; i++) {
+		mgid_of(&g, 0);
+		g.raw[14] = (uint8_t)i;
+		bad |= ibv_detach_mcast(qp, &g, 0);
+	}
+	return bad;
 }
 
 /* holder -- attach one QP, report, wait to be killed */
@@ -476,11 +491,7 @@ static void test_limits(void)
 	g.raw[13] = 7;
 	is_int(ibv_attach_mcast(u.qp, &g, 0), ENOMEM, "a 257th group: ENOMEM");
 	ok(errno == ENOMEM, "errno ENOMEM");
-	for (i = 0; i < 256; i++) {
-		mgid_of(&g, 0);
-		g.raw[14] = (uint8_t)i;
-		ibv_detach_mcast(u.qp, &g, 0);
-	}
+	ok(!detach_range(u.qp, 256), "out of the 256 groups");
 	/* max_mcast_qp_attach and max_total_mcast_qp_attach */
 	for (i = 0; i < 64; i++)
 		qps[i] = ud_qp(u.pd, u.cq, 1, 0);
@@ -499,13 +510,21 @@ static void test_limits(void)
 	g.raw[14] = 200;
 	is_int(ibv_attach_mcast(u.qp, &g, 0), ENOMEM,
 	       "a 4097th attachment: ENOMEM");
-	ibv_destroy_qp(qps[0]); /* leaves its 64 groups */
+	/* the kernel's uverbs_free_qp: not while attached */
+	is_int(ibv_destroy_qp(qps[0]), EBUSY,
+	       "destroying a QP still attached: EBUSY");
 	mgid_of(&g, 0);
+	is_int(ibv_attach_mcast(u.qp, &g, 0), ENOMEM,
+	       "... and it keeps its places");
+	ok(!detach_range(qps[0], 64), "detached from its 64 groups");
+	is_int(ibv_destroy_qp(qps[0]), 0, "then destroyed");
 	is_int(ibv_attach_mcast(u.qp, &g, 0), 0,
-	       "destroying a member QP frees its places");
+	       "a detached QP's places are free");
 	ibv_detach_mcast(u.qp, &g, 0);
+	ok_all = 1;
 	for (i = 1; i < 64; i++)
-		ibv_destroy_qp(qps[i]);
+		ok_all &= !detach_range(qps[i], 64) && !ibv_destroy_qp(qps[i]);
+	ok(ok_all, "the other 63 detached and destroyed");
 	/* a dead process's attachment is reclaimed */
 	mgid_of(&g, 9);
 	for (i = 0; i < 63; i++) {
@@ -524,8 +543,11 @@ static void test_limits(void)
 	close(wfd);
 	is_int(ibv_attach_mcast(u.qp, &g, 0), 0,
 	       "once it is killed its place is reclaimed");
+	ok_all = 1;
 	for (i = 0; i < 63; i++)
-		ibv_destroy_qp(qps[i]);
+		ok_all &= !ibv_detach_mcast(qps[i], &g, 0) &&
+			  !ibv_destroy_qp(qps[i]);
+	ok(ok_all, "the group's 63 detached and destroyed");
 	ibv_detach_mcast(u.qp, &g, 0);
 	ud_close(&u);
 }
