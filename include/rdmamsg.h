@@ -173,7 +173,8 @@ int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx);
 
 /* rdmamsg_ctx_run -- drive the context until no endpoint or listener is left
  * or rdmamsg_ctx_stop() is called: ev_run() of the caller's loop in libev
- * mode, a private poll() loop in fd mode */
+ * mode, a private poll() loop in fd mode; -EBUSY from a callback of the
+ * context */
 int rdmamsg_ctx_run(struct rdmamsg_ctx *ctx);
 
 /* rdmamsg_ctx_stop -- make rdmamsg_ctx_run() return after the current pass */

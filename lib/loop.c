@@ -698,6 +698,12 @@ RDMAMSG_EXPORT int rdmamsg_ctx_run(struct rdmamsg_ctx *ctx)
 
 	if (!ctx)
 		return -EINVAL;
+	/* from a callback the outer pass holds the context: progress would
+	 * do nothing and arm say -EBUSY, so the loop below would spin */
+	if (ctx->in_progress) {
+		LOG_ERR("rdmamsg_ctx_run() from a callback of its context");
+		return -EBUSY;
+	}
 	ctx->stop = 0;
 	if (ctx->lp) {
 		ev_run(ctx->loop, 0);

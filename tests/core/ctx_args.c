@@ -18,6 +18,27 @@ static void on_wakeup(struct rdmamsg_ctx *ctx, void *arg)
 	wakeups++;
 }
 
+static int inner_run = 1;
+
+/* run_inside -- a wakeup callback that tries to run its own context */
+static void run_inside(struct rdmamsg_ctx *ctx, void *arg)
+{
+	(void)arg;
+	inner_run = rdmamsg_ctx_run(ctx);
+}
+
+/* on_lst_req -- a listener that is never connected to */
+static void on_lst_req(struct rdmamsg_listener *lst,
+		       struct rdmamsg_conn_req *req, const void *pdata,
+		       size_t len, void *arg)
+{
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	(void)arg;
+	rdmamsg_conn_req_reject(req, 0, NULL, 0);
+}
+
 /* waker -- a foreign thread pokes the context */
 static void *waker(void *arg)
 {
@@ -230,6 +251,28 @@ int main(void)
 	}
 	is_int(rdmamsg_ctx_run(ctx), 0, "run returns at once: nothing open");
 	is_int(rdmamsg_ctx_run(NULL), -EINVAL, "run(NULL)");
+	{
+		/* from a callback the outer pass holds the context: a run
+		 * there could never progress and would spin for good */
+		struct rdmamsg_ctx_attr *ra;
+		struct rdmamsg_listener *lst;
+		struct rdmamsg_ctx *rc;
+
+		rdmamsg_ctx_attr_new(&ra);
+		rdmamsg_ctx_attr_set_wakeup_cb(ra, run_inside, NULL);
+		if (rdmamsg_ctx_create(ra, &rc) ||
+		    rdmamsg_listen(rc, "127.0.0.1:0", on_lst_req, NULL, &lst))
+			bail_out("no context with a listener");
+		rdmamsg_ctx_wakeup(rc);
+		alarm(20); /* a spinning run fails the test, not the suite */
+		rdmamsg_ctx_progress(rc);
+		alarm(0);
+		is_int(inner_run, -EBUSY, "run from a callback: -EBUSY");
+		rdmamsg_listener_close(lst, NULL);
+		rdmamsg_ctx_progress(rc);
+		is_int(rdmamsg_ctx_destroy(&rc), 0, "its context destroyed");
+		rdmamsg_ctx_attr_delete(&ra);
+	}
 	is_int(rdmamsg_ctx_stop(NULL), -EINVAL, "stop(NULL)");
 	is_int(rdmamsg_ctx_query_pool(NULL, &reg, &used), -EINVAL,
 	       "query_pool(NULL)");
