@@ -78,6 +78,8 @@ RDMAMSG_EXPORT const char *rdmamsg_strerror(int err)
 		return "too many open files";
 	case -EIO:
 		return "the device failed the operation";
+	case -ENETDOWN:
+		return "the device port went down";
 	}
 	return "unknown error";
 }

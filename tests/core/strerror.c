@@ -16,7 +16,7 @@ int main(void)
 		ECONNRESET, EACCES,	  EREMOTEIO,  ENODEV,	 EPROTO,
 		EALREADY,   EHOSTUNREACH, EADDRINUSE, ENOENT,	 ENOBUFS,
 		ERANGE,	    ENOSPC,	  EPIPE,      EPERM,	 EADDRNOTAVAIL,
-		EMFILE,	    EIO};
+		EMFILE,	    EIO,	  ENETDOWN};
 	size_t i;
 
 	ok(!strcmp(rdmamsg_strerror(0), "success"), "0 is success");
