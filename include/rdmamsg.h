@@ -948,7 +948,8 @@ int rdmamsg_ep_attr_set_max_large_size(struct rdmamsg_ep_attr *attr,
 /*
  * rdmamsg_ep_attr_set_recv_alloc -- choose where a large message lands:
  * alloc(ep, len, &data, &mr, arg) returns 0 and sets data (len bytes inside
- * mr, which must stay registered until on_recv) to receive there, the
+ * mr, a region of the endpoint's context, which must stay registered until
+ * on_recv; else the message is refused with -EINVAL) to receive there, the
  * caller then owning the bytes; returns 0 leaving *mr NULL for the
  * library's own memory (valid until on_recv returns); returns a negative
  * errno to refuse the message (the sender's on_send gets it).

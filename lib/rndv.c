@@ -1221,7 +1221,15 @@ static int activate(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 			return ret;
 		if (mr) {
 			/* a region over pieces (mr_iov.c) has no one
-			 * address to deliver: not a receive target */
+			 * address to deliver: not a receive target; one of
+			 * another context has a key of another PD, which
+			 * the READ would fail on, taking the connection
+			 * down */
+			if (mr->ctx != ep->ctx) {
+				LOG_ERR("allocation callback's region is of "
+					"another context");
+				return -EINVAL;
+			}
 			if (mr->iov || !data || (char *)data < mr->addr ||
 			    (size_t)((char *)data - mr->addr) > mr->len ||
 			    len > mr->len - (size_t)((char *)data - mr->addr)) {
