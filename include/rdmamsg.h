@@ -971,8 +971,8 @@ int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data, size_t len,
  * unchanged and mr registered until on_send.  Where the device has type 2
  * memory windows the peer reads through one bound over just those bytes,
  * invalidated before on_send (mr may be deregistered inside it), never
- * with mr's own key.  -ERANGE outside mr, -EACCES without remote read
- * access, otherwise as rdmamsg_send().
+ * with mr's own key.  -EINVAL for len 0, -ERANGE outside mr, -EACCES
+ * without remote read access, otherwise as rdmamsg_send().
  */
 int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr, size_t off,
 		    size_t len, void *op_ctx);

@@ -1583,7 +1583,9 @@ RDMAMSG_EXPORT int rdmamsg_send_large(struct rdmamsg_ep *ep, const void *data,
 RDMAMSG_EXPORT int rdmamsg_send_mr(struct rdmamsg_ep *ep, struct rdmamsg_mr *mr,
 				   size_t off, size_t len, void *op_ctx)
 {
-	if (!ep || !mr || mr->ctx != ep->ctx)
+	/* 0 bytes: nothing for the peer to read, and its read of them
+	 * fails the connection (softrdma: -EREMOTEIO) */
+	if (!ep || !mr || mr->ctx != ep->ctx || !len)
 		return -EINVAL;
 	if (rdmamsg__ep_can_send(ep))
 		return -ENOTCONN;

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * alloc_args.c -- what the allocation callback (rdmamsg_ep_attr_set_
- * recv_alloc) hands back is checked before a large message is pulled
- * there: a destination outside its region, or a region of another
- * context (whose key the endpoint's device refuses), refuses that message
- * (the sender's on_send gets -EINVAL) and the connection stays up; a good
- * one receives the message.  Two contexts of this process, a third for
- * the foreign region.
+ * large_args.c -- bad input around large messages.  What the allocation
+ * callback (rdmamsg_ep_attr_set_recv_alloc) hands back is checked before
+ * a large message is pulled there: a destination outside its region, or
+ * a region of another context (whose key the endpoint's device refuses),
+ * refuses that message (the sender's on_send gets -EINVAL) and the
+ * connection stays up; a good one receives the message.
+ * rdmamsg_send_mr() of 0 bytes (nothing for the peer to read) is -EINVAL
+ * and sends nothing; the connection stays up and carries a send_mr after
+ * it.  Two contexts of this process, a third for the foreign region.
  */
 #include "config.h"
 
@@ -60,8 +62,7 @@ static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
 }
 
 /* cli_send -- the large send's outcome */
-static void cli_send(struct rdmamsg_ep *ep, int status, void *op_ctx,
-		     void *arg)
+static void cli_send(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
 {
 	(void)ep;
 	(void)op_ctx;
@@ -96,11 +97,13 @@ int main(void)
 		.on_send = cli_send,
 	};
 	struct test_side srv = {0}, cli = {0};
+	struct rdmamsg_mr *src_mr;
 	struct rdmamsg_ctx *other;
+	int before;
 	enum rdmamsg_ep_state st;
 	char addr[64];
 
-	test_setup("alloc_args");
+	test_setup("large_args");
 	srv.ctx = test_ctx();
 	cli.ctx = test_ctx();
 	other = test_ctx();
@@ -113,8 +116,8 @@ int main(void)
 		bail_out("attributes");
 	srv.cbs = &srv_cbs;
 	is_int(test_side_listen(&srv, NULL, addr, sizeof(addr)), 0, "listen");
-	is_int(rdmamsg_connect(cli.ctx, addr, NULL, &cli_cbs, &cli, &cli.ep),
-	       0, "connect");
+	is_int(rdmamsg_connect(cli.ctx, addr, NULL, &cli_cbs, &cli, &cli.ep), 0,
+	       "connect");
 	test_run2(&srv, &cli, &cli.up, 10000);
 	is_int(cli.status, 0, "connected");
 	memset(src, 0x5a, sizeof(src));
@@ -132,7 +135,28 @@ int main(void)
 		   dest[BIG - 1] == 0x5a,
 	   "and received there");
 
+	is_int(rdmamsg_mr_reg(cli.ctx, src, BIG, RDMAMSG_ACCESS_REMOTE_READ,
+			      &src_mr),
+	       0, "the client's source region");
+	is_int(rdmamsg_send_mr(cli.ep, src_mr, 0, 0, NULL), -EINVAL,
+	       "send_mr of 0 bytes: -EINVAL");
+	is_int(rdmamsg_send_mr(cli.ep, src_mr, BIG, 0, NULL), -EINVAL,
+	       "send_mr of 0 bytes at the region's end: -EINVAL");
+	TEST_RUN2_WHILE(&srv, &cli, !cli.disc && !srv.disc, 500);
+	ok(!cli.disc && !srv.disc, "the connection stayed up");
+	is_int(sends, 3, "no on_send for them");
+	before = sends;
+	mode = DEST_GOOD;
+	send_status = 1;
+	dest[0] = 0;
+	is_int(rdmamsg_send_mr(cli.ep, src_mr, 0, BIG, NULL), 0,
+	       "send_mr of the whole region");
+	TEST_RUN2_WHILE(&srv, &cli, sends == before, 10000);
+	is_int(send_status, 0, "sent");
+	ok(recvs == 2 && recv_len == BIG && dest[0] == 0x5a, "and received");
+
 	ok(test_side_close2(&srv, &cli, 30000), "everything closed");
+	is_int(rdmamsg_mr_dereg(&src_mr), 0, "source deregistered");
 	is_int(rdmamsg_mr_dereg(&own_mr), 0, "region deregistered");
 	is_int(rdmamsg_mr_dereg(&foreign_mr), 0, "foreign region deregistered");
 	rdmamsg_ep_attr_delete(&srv.attr);
