@@ -1346,7 +1346,8 @@ int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
 /*
  * rdmamsg_group_join -- join the multicast group at addr ("239.1.2.3",
  * "ff0e::1" or "[ff0e::1]") through ctx; on_join reports the end of the
- * join.  -EINVAL: addr is not a multicast address, or bad attributes.
+ * join.  -EINVAL: a NULL ctx, addr, cbs or g, addr is not a multicast
+ * address, or bad attributes.
  */
 int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 		       const struct rdmamsg_group_attr *attr,

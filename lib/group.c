@@ -2408,7 +2408,8 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	const char *env;
 	int ret;
 
-	if (!ctx || !addr || !gp)
+	/* without a table nothing would report the join's end (rdmamsg.h) */
+	if (!ctx || !addr || !cbs || !gp)
 		return -EINVAL;
 	if (parse_ip(addr, &maddr) || !is_mcast(&maddr))
 		return -EINVAL;
@@ -2440,8 +2441,7 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	g->tag = attr ? attr->tag : 0;
 	g->batch = attr ? attr->batch : 1;
 	g->poll_ns = (uint64_t)(attr ? attr->poll_us : def_poll_us()) * 1000;
-	if (cbs)
-		g->cbs = *cbs;
+	g->cbs = *cbs;
 	g->arg = arg;
 	while (!g->pub_id)
 		if (getrandom(&g->pub_id, sizeof(g->pub_id), 0) !=

@@ -534,6 +534,11 @@ static void bad_input(void)
 		   rdmamsg_group_join(ctx, "239.1.2.3", NULL, &cbs, &p, NULL) ==
 			   -EINVAL,
 	   "NULL arguments: -EINVAL");
+	g = NULL;
+	ok(rdmamsg_group_join(ctx, "239.1.2.3", NULL, NULL, &p, &g) ==
+			   -EINVAL &&
+		   !g,
+	   "NULL callbacks: -EINVAL, no group");
 	ok(!rdmamsg_group_attr_new(&a), "attr");
 	ok(rdmamsg_group_attr_set_role(a, 0) == -EINVAL &&
 		   rdmamsg_group_attr_set_role(a, 4) == -EINVAL &&
