@@ -579,6 +579,24 @@ static void bad_input(void)
 	ok(test_run_until(ctx, &q.joined, 60000) == 1, "joined");
 	ok(rdmamsg_group_publish(s, big, 8, NULL) == -EPERM,
 	   "publish on a subscriber-only group: -EPERM");
+	{
+		/* a largest message of more datagrams than the send depth:
+		 * known once the path MTU is, so on_join says it */
+		struct rdmamsg_group *tg = NULL;
+		struct pub t;
+
+		memset(&t, 0, sizeof(t));
+		rdmamsg_group_attr_set_role(a, RDMAMSG_GROUP_PUBLISHER);
+		rdmamsg_group_attr_set_max_msg_size(a, 16u << 20);
+		rdmamsg_group_attr_set_send_depth(a, 16);
+		ok(!rdmamsg_group_join(ctx, "239.1.2.20", a, &cbs, &t, &tg),
+		   "a publisher whose send depth is too small");
+		test_run_until(ctx, &t.joined, 60000);
+		ok(t.joined == -1, "its join fails in on_join");
+		rdmamsg_group_close(tg, pub_closed);
+		test_run_until(ctx, &t.closed, 60000);
+		ok(t.closed == 1, "and it closes");
+	}
 	rdmamsg_group_attr_delete(&a);
 	ok(!rdmamsg_group_close(g, pub_closed) &&
 		   rdmamsg_group_close(g, pub_closed) == -EALREADY,
