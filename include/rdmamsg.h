@@ -667,8 +667,9 @@ int rdmamsg_send_buf_imm(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
  * once goes without a copy through rdmamsg_mr_reg_iov() and
  * rdmamsg_send_mr()).  -EINVAL for NULL ep or iov, iovcnt out of range or
  * a NULL base with a length; -EMSGSIZE when the total overflows or is
- * above the large maximum; -ENOMEM when the pool has no buffer for the
- * gather (a total above the pool's largest buffer is gathered on the heap);
+ * above the large maximum; when the pool has no buffer for the gather
+ * (a total above the pool's largest buffer is gathered on the heap),
+ * -EAGAIN (on_writable follows) or -ENOMEM as for rdmamsg_send()'s copy;
  * otherwise as rdmamsg_send().
  */
 #define RDMAMSG_IOV_MAX 1024

@@ -758,8 +758,16 @@ RDMAMSG_EXPORT int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov,
 		free(p);
 		return ret;
 	}
-	if (ret)
-		return ret;
+	if (ret) {
+		/* a short pool as rdmamsg_send() answers it: -EAGAIN and
+		 * on_writable while this endpoint's sends will free some
+		 * (its state's error first, as there) */
+		int st = rdmamsg__ep_can_send(ep);
+
+		if (st && !(ep->reconn && !ep->closing))
+			return st;
+		return rdmamsg__ep_no_pool_memory(ep, ret);
+	}
 	rdmamsg_buf_get_data(buf, &data);
 	p = data;
 	for (i = 0; i < iovcnt; i++) {

@@ -357,6 +357,14 @@ int main(void)
 	ok(nhold > 0 && nhold < NHOLD, "pool exhausted with %u buffers", nhold);
 	c.writable = 0;
 	c.resp = 0;
+	{
+		/* several pieces are gathered into a pool buffer first: a
+		 * short pool is -EAGAIN there too, as for rdmamsg_send() */
+		struct iovec iov[2] = {{buf, 50}, {buf + 50, 50}};
+
+		is_int(rdmamsg_sendv(ep, iov, 2, NULL), -EAGAIN,
+		       "sendv on an exhausted pool: -EAGAIN");
+	}
 	ret = rdmamsg_request(ep, buf, 100, 10000, cli_response, &c, &id);
 	is_int(ret, -EAGAIN, "request on an exhausted pool: -EAGAIN");
 	for (i = 0; i < nhold; i++)
