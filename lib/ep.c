@@ -367,11 +367,14 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	ep->peer_ctl = RDMAMSG_CTL_CREDITS; /* the handshake says */
 	if (ep->p.srq) {
 		struct rdmamsg_srq *srq = ep->p.srq;
+		/* looked up before it is read: an SRQ closed and freed since
+		 * the attribute named it is no longer in the table */
+		int gone = rdmamsg__idt_find(&ctx->ifc.srqs,
+					     ep->p.srq_handle) != srq;
 
-		if (srq->ctx != ctx || srq->closing ||
-		    ep->p.eager > srq->buf_size) {
+		if (gone || srq->closing || ep->p.eager > srq->buf_size) {
 			LOG_ERR("SRQ %p: %s", (void *)srq,
-				srq->ctx != ctx ? "of another context"
+				gone ? "closed, or of another context"
 				: srq->closing
 					? "closing"
 					: "buffers below the eager size");

@@ -458,6 +458,8 @@ struct rdmamsg__ep_params {
 	size_t max_msg;
 	int linger;		 /* close sends the backlog first */
 	struct rdmamsg_srq *srq; /* receives through it; NULL: own ring */
+	uint64_t srq_handle;	 /* srq's id in its context's ifc.srqs: a
+				  * freed one no longer matches it */
 	uint8_t pdata_len;
 	uint8_t pdata[RDMAMSG_PRIVATE_DATA_MAX];
 	/* large messages, requests, one-sided (xfer.c) */

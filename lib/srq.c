@@ -419,6 +419,8 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_srq(struct rdmamsg_ep_attr *attr,
 	if (!attr || (srq && srq->closing))
 		return -EINVAL;
 	attr->p.srq = srq;
+	/* the SRQ may be closed and freed before attr is used */
+	attr->p.srq_handle = srq ? srq->handle : 0;
 	return 0;
 }
 

@@ -425,6 +425,11 @@ int main(void)
 	rdmamsg_ep_close(cc[0].ep, cli_close_cb);
 	pump(closed_ep, 1, 1);
 	is_int(srq_freed, 1, "freed (close callback) with its last endpoint");
+	/* bad still names it: refused, never read (valgrind, ASan) */
+	ep = NULL;
+	is_int(rdmamsg_connect(cctx, addr, bad, &cli_cbs, &cc[1], &ep), -EINVAL,
+	       "connect with an SRQ closed and freed");
+	ok(ep == NULL, "no endpoint made");
 	rdmamsg_ep_attr_delete(&bad);
 	test_idle(sctx, 50);
 
