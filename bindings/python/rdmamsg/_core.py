@@ -2763,13 +2763,23 @@ class _ListenerCore:
             _report(make_error(rc), "rdmamsg_conn_req_accept")
             decision = 0xFFFF
         reason, rpdata = 0, b""
-        if isinstance(decision, tuple):
-            reason, rpdata = decision
-        elif decision is not False:
-            reason = int(decision)
-        p, n = _buf_ptr(rpdata)
-        rc = lib.rdmamsg_conn_req_reject(req, reason, p, n)
-        if rc < 0:
+        try:
+            if isinstance(decision, tuple):
+                reason, rpdata = decision
+            elif decision is not False:
+                reason = decision
+            if isinstance(reason, bool) or not isinstance(reason, int):
+                raise TypeError("an accept filter returns None, True, "
+                                "False, a reason (int) or (reason, bytes), "
+                                "not %r" % (decision,))
+            p, n = _buf_ptr(rpdata)
+            rc = lib.rdmamsg_conn_req_reject(req, reason, p, n)
+            if rc < 0:  # a reason outside 0..65535, too much data
+                raise make_error(rc, "accept filter's reject")
+        except Exception as exc:
+            # the request must be decided all the same: rejected with
+            # reason 0, as when the filter raises
+            _report(exc, "bad result of an rdmamsg accept filter")
             lib.rdmamsg_conn_req_reject(req, 0, ffi.NULL, 0)
 
     def _connected(self, core: _EpCore, status: int) -> None:

@@ -68,6 +68,30 @@ async def test_reject_with_reason(ctxs):
             await rdmamsg.connect(("127.0.0.1", lst.port), ctx=b)
 
 
+
+@pytest.mark.parametrize("decision", ["yes", 1.5, (1, 2, 3), (5, "text"),
+                                      -1, 70000, (3, b"x" * 64)])
+async def test_accept_filter_bad_result_rejects(ctxs, decision):
+    """An accept filter's result that is none of None/True/False/int/
+    (int, bytes), or that the library refuses, rejects the request with
+    reason 0 at once (the client does not wait for its connect timeout)
+    and goes to the loop's exception handler."""
+    a, b = ctxs
+    loop = asyncio.get_running_loop()
+    reported = []
+    loop.set_exception_handler(lambda lp, c: reported.append(c))
+    try:
+        async with await rdmamsg.listen("127.0.0.1:0", ctx=a,
+                                        accept=lambda p: decision) as lst:
+            with pytest.raises(ConnectionRefusedError) as ei:
+                await asyncio.wait_for(rdmamsg.connect(
+                    ("127.0.0.1", lst.port), ctx=b, connect_timeout=20), 10)
+            assert ei.value.reason == 0
+    finally:
+        loop.set_exception_handler(None)
+    assert len(reported) == 1
+    assert isinstance(reported[0]["exception"], (TypeError, ValueError))
+
 async def test_nobody_listens(ctxs):
     _, b = ctxs
     # a socket bound to the port, not listening, held for the test: no
