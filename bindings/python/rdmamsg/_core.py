@@ -3575,7 +3575,10 @@ class _GroupCore:
         if not merge:
             self.gaps += 1
         if self.on_loss is not None:
-            self.on_loss(loss)
+            try:
+                self.on_loss(loss)
+            except Exception as exc:  # the loss is queued all the same
+                _report(exc, "exception in an rdmamsg on_loss callback")
         if not self.loss_items:
             return
         q = self.queue

@@ -165,6 +165,47 @@ async def test_losses_reported_exactly(monkeypatch):
             (t.received, t.lost, len(seen))
 
 
+
+async def test_raising_on_loss_loses_no_report(monkeypatch):
+    """An on_loss callback that raises: the exception goes to the loop's
+    exception handler and the loss is still counted and queued (with
+    loss_items), so received + lost == published in the stream too."""
+    n = 300
+    loop = asyncio.get_running_loop()
+    reported = []
+    loop.set_exception_handler(lambda lp, c: reported.append(c))
+    seen = []
+
+    def on_loss(loss):
+        seen.append(loss)
+        raise RuntimeError("on_loss fails")
+    try:
+        async with rdmamsg.Context() as a, rdmamsg.Context() as b:
+            monkeypatch.setenv("RDMAMSG_TEST_MC_DROP", "7")
+            sub = await b.join("239.1.9.13", role="subscriber",
+                               recv_depth=4096, loss_items=True,
+                               on_loss=on_loss)
+            monkeypatch.delenv("RDMAMSG_TEST_MC_DROP")
+            pub = await a.join("239.1.9.13", role="publisher",
+                               heartbeat=HB)
+            t = Tally(body=body1)
+            reader = asyncio.ensure_future(drain(sub, t, n))
+            for seq in range(n):
+                while t.accounted + 64 < seq:
+                    await asyncio.sleep(0.001)
+                await pub.publish(body1(seq))
+            await pub.close()
+            await asyncio.wait_for(reader, 60)
+            assert not t.bad, t.bad[:5]
+            assert t.lost > 0 and t.received + t.lost == n
+            assert seen == t.losses
+            assert sub.lost == t.lost and sub.gaps == len(seen)
+            await sub.close()
+    finally:
+        loop.set_exception_handler(None)
+    assert len(reported) == len(seen)
+    assert all(isinstance(c["exception"], RuntimeError) for c in reported)
+
 async def test_reliable_receives_all(monkeypatch):
     """Reliable mode (window 64) with the same drops: every message comes,
     in order, none lost; the subscriber asked (NAK) and the publisher
