@@ -1849,9 +1849,13 @@ def _answer(r: Request, res: Any) -> None:
         return
     try:
         r.respond(res)
-    except Exception as exc:  # the connection went down meanwhile
-        if not isinstance(exc, NotConnected):
-            _report(exc, "rdmamsg_respond")
+    except Exception as exc:
+        if isinstance(exc, NotConnected):  # the connection went down
+            return
+        # a result that is not bytes-like, too large, no pool memory: the
+        # request is dropped (the requester times out), not left pending
+        r.drop()
+        _report(exc, "rdmamsg_respond")
 
 
 async def _respond_later(r: Request, aw: Awaitable[Any]) -> None:
@@ -2426,7 +2430,10 @@ class Endpoint:
             self, handler: Optional[Callable[[bytes], Any]]) -> None:
         """Answer the peer's requests with ``handler(data)`` (a function or
         a coroutine function returning bytes-like; None drops the
-        request).  Requests that arrived before are handed over now."""
+        request).  An exception it raises, or a result that cannot be
+        sent, goes to the loop's exception handler and drops the request
+        (the requester times out).  Requests that arrived before are
+        handed over now."""
         core = self._core
         core.request_handler = handler
         if handler is not None:

@@ -205,6 +205,42 @@ async def test_batch_completions_and_responses(ctxs):
         await ep.close()
 
 
+
+@pytest.mark.parametrize("size", [10, 3000])
+async def test_request_handler_bad_result_drops(ctxs, size):
+    """A request handler whose result cannot be sent (not bytes-like,
+    from the batch or not, at once or from a coroutine): reported, and
+    the request dropped (the requester times out), not left pending on
+    the answering endpoint."""
+    a, b = ctxs
+    loop = asyncio.get_running_loop()
+    reported = []
+    loop.set_exception_handler(lambda lp, c: reported.append(c))
+
+    async def later(data):
+        return 42
+
+    def answer(data):
+        return later(data) if data[0] else "a str"
+
+    async def idle(ep):
+        async for _ in ep:
+            pass
+
+    try:
+        async with await rdmamsg.start_server(
+                idle, "127.0.0.1:0", ctx=a, request_handler=answer) as srv:
+            ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+            for first in (0, 1):
+                with pytest.raises(TimeoutError):
+                    await ep.request(bytes([first]) * size, timeout=0.3)
+            (core,) = srv._eps
+            assert not core._requests
+            await ep.close()
+    finally:
+        loop.set_exception_handler(None)
+    assert [type(c["exception"]) for c in reported] == [TypeError] * 2
+
 async def test_batch_requests_every_answer(ctxs):
     """Requests of 0 B to 5,000 B (batched up to COPY_MAX, the rest one by
     one) answered by a handler that returns bytes (answered from the
