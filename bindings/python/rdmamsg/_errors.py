@@ -79,6 +79,8 @@ OutOfRange = _sub("OutOfRange", ValueError)
 NoSpace = _sub("NoSpace", OSError)
 BrokenPipe = _sub("BrokenPipe", BrokenPipeError)
 AddressNotAvailable = _sub("AddressNotAvailable", OSError)
+#: ENETDOWN: the device port a connection (or its attempt) used went down
+NetworkDown = _sub("NetworkDown", ConnectionError)
 
 # errno -> class; anything else becomes a plain Error.
 ERRNO_CLASSES: Dict[int, Type[Error]] = {
@@ -108,6 +110,7 @@ ERRNO_CLASSES: Dict[int, Type[Error]] = {
     _errno.ENOSPC: NoSpace,
     _errno.EPIPE: BrokenPipe,
     _errno.EADDRNOTAVAIL: AddressNotAvailable,
+    _errno.ENETDOWN: NetworkDown,
 }
 
 

@@ -273,7 +273,9 @@ def test_errno_mapping():
              errno.ETIMEDOUT: TimeoutError, errno.EAGAIN: BlockingIOError,
              errno.ECONNRESET: ConnectionResetError,
              errno.EACCES: PermissionError, errno.EINVAL: ValueError,
-             errno.ENOMEM: MemoryError, errno.ENOTCONN: ConnectionError}
+             errno.ENOMEM: MemoryError, errno.ENOTCONN: ConnectionError,
+             # a port that went down (connect, failover, disconnect)
+             errno.ENETDOWN: ConnectionError}
     for err, cls in cases.items():
         exc = rdmamsg.make_error(-err)
         assert isinstance(exc, cls) and isinstance(exc, rdmamsg.Error)
