@@ -555,6 +555,16 @@ def _uint(v: Any, name: str) -> int:
     return v
 
 
+def _cstr(s: Any, name: str) -> bytes:
+    """A str argument as the C string the library takes: TypeError for
+    another type, ValueError for a NUL in it (C would stop there)."""
+    if not isinstance(s, str):
+        raise TypeError("%s must be a str" % name)
+    if "\0" in s:
+        raise ValueError("%s: embedded null character" % name)
+    return s.encode()
+
+
 def _one_addr(addr: Any) -> str:
     if isinstance(addr, tuple):
         host, port = addr
@@ -575,8 +585,8 @@ def _encode_addr(addr: Union[str, Tuple[str, int], list]) -> bytes:
             if "," in p:
                 raise ValueError("an entry of an address list has a comma: "
                                  "%r" % p)
-        return ",".join(parts).encode()
-    return _one_addr(addr).encode()
+        return _cstr(",".join(parts), "address")
+    return _cstr(_one_addr(addr), "address")
 
 
 # ---------------------------------------------------------------------------
@@ -867,8 +877,8 @@ class Context:
             check(lib.rdmamsg_ctx_attr_set_fabric(attr, _FABRICS[fabric]),
                   "fabric")
             if device is not None:
-                check(lib.rdmamsg_ctx_attr_set_device(attr, device.encode()),
-                      "device")
+                check(lib.rdmamsg_ctx_attr_set_device(
+                    attr, _cstr(device, "device")), "device")
             if pool_limit is not None:
                 check(lib.rdmamsg_ctx_attr_set_pool_limit(attr, pool_limit),
                       "pool_limit")
@@ -3660,10 +3670,8 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
         check(lib.rdmamsg_group_attr_set_max_msg_size(attr, max_msg_size),
               "max_msg_size")
     if bind_addr is not None:
-        if not isinstance(bind_addr, str):
-            raise TypeError("bind_addr must be a str")
-        check(lib.rdmamsg_group_attr_set_bind_addr(attr, bind_addr.encode()),
-              "bind_addr")
+        check(lib.rdmamsg_group_attr_set_bind_addr(
+            attr, _cstr(bind_addr, "bind_addr")), "bind_addr")
     if recv_depth is not None:
         check(lib.rdmamsg_group_attr_set_recv_depth(
             attr, _uint(recv_depth, "recv_depth")), "recv_depth")
@@ -3762,7 +3770,7 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
                     send_depth, heartbeat, reliable, flow, flow_tag, tag,
                     batch, poll_us)
         gp = ffi.new("struct rdmamsg_group **")
-        check(lib.rdmamsg_group_join(c, addr.encode(), attrp[0], _group_cbs,
+        check(lib.rdmamsg_group_join(c, _cstr(addr, "addr"), attrp[0], _group_cbs,
                                      core.handle, gp), "rdmamsg_group_join")
     finally:
         lib.rdmamsg_group_attr_delete(attrp)

@@ -245,6 +245,15 @@ async def test_bad_input(ctxs, echo):
         await rdmamsg.connect("127.0.0.1:1", ctx=b, connect_timeout=-1)
     with pytest.raises(ValueError):
         rdmamsg.Context(fabric="carrier-pigeon")
+    # a NUL would end the C string early: not a shorter address
+    with pytest.raises(ValueError, match="null"):
+        await rdmamsg.connect("127.0.0.1:%d\0junk" % echo[0].port, ctx=b)
+    with pytest.raises(ValueError, match="null"):
+        await rdmamsg.listen("127.0.0.1:0\0junk", ctx=a)
+    with pytest.raises(ValueError, match="null"):
+        rdmamsg.Context(device="127.0.0.1\0junk")
+    with pytest.raises(TypeError):
+        rdmamsg.Context(device=1)
     with pytest.raises(ValueError):
         a.query_cap("teleport")
     with pytest.raises(rdmamsg.InvalidArgument):

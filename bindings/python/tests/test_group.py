@@ -584,6 +584,8 @@ async def test_join_cancelled_leaves_nothing():
     ("239.1.9.10:5000", {}, rdmamsg.InvalidArgument),
     (239, {}, TypeError),
     (None, {}, TypeError),
+    ("239.1.9.10\0junk", {}, ValueError),     # C would stop at the NUL
+    ("239.1.9.10", {"bind_addr": "127.0.0.1\0x"}, ValueError),
     ("239.1.9.10", {"role": "listener"}, ValueError),
     ("239.1.9.10", {"role": 1}, ValueError),
     ("239.1.9.10", {"reliable": -1}, ValueError),
