@@ -1308,7 +1308,8 @@ def _pump_weak(ref: "weakref.ref[Context]") -> None:
 
 
 class _BufRelease:
-    """ffi.gc destructor of a kept receive buffer."""
+    """ffi.gc destructor of a kept receive buffer, or of the memory of a
+    PoolBuffer (buf None once sent: the library frees it)."""
     __slots__ = ("ctx", "buf")
 
     def __init__(self, ctx: Context, buf: Any) -> None:
@@ -1324,7 +1325,8 @@ class _BufRelease:
         self._free()
 
     def _free(self) -> None:
-        lib.rdmamsg_buf_free(self.buf)
+        if self.buf is not None:  # None: a PoolBuffer sent meanwhile
+            lib.rdmamsg_buf_free(self.buf)
         self.ctx._buf_gone()
 
 
@@ -3045,7 +3047,8 @@ class PoolBuffer:
     Fill ``view`` and send it with ``ep.send(buf)`` (all of it) or after
     ``buf.nbytes = n``: the send takes it without a copy, and the buffer
     then belongs to the library (``view`` is released).  Unsent buffers go
-    back with ``close()`` or when collected."""
+    back with ``close()`` or when collected, once no view over them (a
+    slice of ``view`` included) is left."""
 
     def __init__(self, ctx: Context, buf: Any) -> None:
         self._ctx = ctx
@@ -3057,7 +3060,12 @@ class PoolBuffer:
         lib.rdmamsg_buf_get_size(buf, sp)
         self.size: int = int(sp[0])
         self._nbytes = self.size
-        self.view: memoryview = memoryview(ffi.buffer(dp[0], self.size))
+        # the views (slices of view too) hold p; the buffer goes back to
+        # the pool (unless sent) and the context's count drops when the
+        # last of them goes, never under a view still in use
+        self._rel = _BufRelease(ctx, buf)
+        p = ffi.gc(ffi.cast("char *", dp[0]), self._rel, self.size)
+        self.view: memoryview = memoryview(ffi.buffer(p, self.size))
 
     @property
     def nbytes(self) -> int:
@@ -3078,24 +3086,22 @@ class PoolBuffer:
     def _untake(self) -> None:
         pass
 
-    def _sent(self) -> None:
+    def _let_go(self) -> None:
         self._buf = None
         try:
             self.view.release()
-        except BufferError:
+        except BufferError:  # exported: freed when that goes
             pass
-        self._ctx._buf_gone()
+
+    def _sent(self) -> None:
+        self._rel.buf = None  # the library's now: only the count drops
+        self._let_go()
 
     def close(self) -> None:
-        """Give the buffer back to the pool (no-op once sent)."""
+        """Give the buffer back to the pool (no-op once sent); views over
+        it that are still referenced keep it until they go."""
         if self._buf is not None:
-            lib.rdmamsg_buf_free(self._buf)
-            self._buf = None
-            try:
-                self.view.release()
-            except BufferError:
-                pass
-            self._ctx._buf_gone()
+            self._let_go()
 
     def __del__(self) -> None:
         if getattr(self, "_buf", None) is not None:

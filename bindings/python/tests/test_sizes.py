@@ -105,6 +105,33 @@ async def test_pool_buffer_send(echo, ctxs):
 
 
 
+async def test_pool_buffer_slice_outlives_close():
+    """A slice of a PoolBuffer's view taken before close() (or before the
+    buffer is collected) keeps the memory: the pool buffer goes back only
+    when the last view over it goes, so writing through the slice never
+    lands in another buffer, and the context's close() waits for it."""
+    b = rdmamsg.Context()
+    buf = b.alloc(100)
+    s = buf.view[:8]
+    buf.close()
+    with pytest.raises(ValueError):  # the buffer's own view is released
+        buf.view[0]
+    other = b.alloc(100)
+    other.view[:8] = b"BBBBBBBB"
+    s[:] = b"AAAAAAAA"
+    assert bytes(other.view[:8]) == b"BBBBBBBB"
+    other.close()
+    gone = b.alloc(100)
+    s2 = gone.view[2:6]
+    del gone  # collected unsent: the same
+    s2[:] = b"CCCC"
+    closing = asyncio.ensure_future(b.close())
+    await asyncio.sleep(0.2)
+    assert not closing.done()  # the slices still hold pool memory
+    del s, s2
+    await asyncio.wait_for(closing, 30)
+
+
 async def test_untracked_sends(ctxs):
     """track_sends=False (selectively signalled sends): every size class
     still arrives whole, in order; back-pressure still applies."""
