@@ -95,6 +95,8 @@ SEND_MR_THRESHOLD = 4 << 20
 def _ms(seconds: float) -> int:
     if seconds < 0:
         raise ValueError("a timeout cannot be negative")
+    if seconds != seconds or seconds == math.inf:  # NaN, infinity
+        raise make_error(-_errno.EINVAL, "timeout of %r seconds" % seconds)
     return int(math.ceil(seconds * 1000))
 
 
@@ -2370,6 +2372,8 @@ class Endpoint:
         and leaves the endpoint usable."""
         core = self._core
         ms = 0 if timeout is None else max(1, _ms(timeout))
+        if ms > _UINT_MAX:
+            raise make_error(-_errno.EINVAL, "request timeout")
         if type(data) is bytes:
             p = data
             n = len(data)

@@ -1,6 +1,7 @@
 """Connect, accept, reject; requests; cancellation; back-pressure; errors."""
 import asyncio
 import errno
+import math
 import socket
 
 import pytest
@@ -269,6 +270,14 @@ async def test_bad_input(ctxs, echo):
                                 max_large_size=1 << 20)
     with pytest.raises(rdmamsg.MessageTooLarge):
         await big.send(bytes((1 << 20) + 1))
+    for timeout, exc in ((math.inf, rdmamsg.InvalidArgument),
+                         (1e12, rdmamsg.InvalidArgument),
+                         (math.nan, ValueError), (-1, ValueError),
+                         ("1", TypeError)):
+        with pytest.raises(exc):  # not OverflowError, nothing sent
+            await big.request(b"x", timeout=timeout)
+    with pytest.raises(rdmamsg.InvalidArgument):
+        await rdmamsg.connect("127.0.0.1:1", ctx=b, connect_timeout=math.nan)
     await big.close()
     with pytest.raises(rdmamsg.NotConnected) as ei:
         await big.send(b"after close")

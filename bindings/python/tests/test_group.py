@@ -11,6 +11,7 @@ RDMAMSG_TEST_MC_DROP (a member drops one datagram in n it receives).
 import asyncio
 import errno
 import gc
+import math
 import os
 import re
 import signal
@@ -600,6 +601,7 @@ async def test_join_cancelled_leaves_nothing():
     ("239.1.9.10", {"heartbeat": 0}, rdmamsg.InvalidArgument),
     ("239.1.9.10", {"heartbeat": 61}, rdmamsg.InvalidArgument),
     ("239.1.9.10", {"heartbeat": -1}, ValueError),
+    ("239.1.9.10", {"heartbeat": math.inf}, rdmamsg.InvalidArgument),
     ("239.1.9.10", {"flow": "fast"}, ValueError),
     ("239.1.9.10", {"flow": "tagged"}, rdmamsg.InvalidArgument),
     ("239.1.9.10", {"flow": "min", "flow_tag": 3}, rdmamsg.InvalidArgument),
