@@ -12,11 +12,12 @@
  *                                  on another: TAP on stdout
  *
  * check: for each port, every index ibv_query_gid_ex lists on it is
- * taken by ibv_create_ah and by an RC QP's INIT->RTR (AV port given, and
- * left 0 for the QP's); every index of another port's is refused with
- * ENODATA, an index past the port's table (gid_tbl_len) with EINVAL, and
- * the refused QP is still in INIT; an AV on another port than the QP's
- * is refused at INIT->RTR (EINVAL).  client: an RC QP on IBPORT is first
+ * taken by ibv_create_ah and by an RC QP's INIT->RTR; every index of
+ * another port's is refused with ENODATA, an index past the port's table
+ * (gid_tbl_len) with EINVAL, and the refused QP is still in INIT; an AV
+ * on another port than the QP's, or on none (port 0: the kernel's
+ * modify_qp wants a valid port in the AV since Linux 3.14), is refused at
+ * INIT->RTR (EINVAL).  client: an RC QP on IBPORT is first
  * refused the other port's fabric GID, then connects with its own and
  * WRITEs and READs back 64 KiB blocks, every byte checked.
  */
@@ -215,9 +216,10 @@ static int check(void)
 			if (r0 != want && bad_ah++ < 3)
 				diag("port %d index %d: create_ah %d, want %d",
 				     p, i, r0, want);
-			if ((r1 != want || r2 != want) && bad_qp++ < 3)
-				diag("port %d index %d: modify %d/%d, want %d",
-				     p, i, r1, r2, want);
+			if ((r1 != want || r2 != EINVAL) && bad_qp++ < 3)
+				diag("port %d index %d: modify %d/%d, want "
+				     "%d/%d",
+				     p, i, r1, r2, want, EINVAL);
 		}
 		ok(own >= 2 && other >= 1,
 		   "port %d: %d GIDs of its own, %d of the other port's", p,
@@ -226,9 +228,9 @@ static int check(void)
 		       "ibv_create_ah: each own index taken, the "
 		       "other port's refused (ENODATA)");
 		is_int(bad_qp, 0,
-		       "INIT->RTR, AV port given and 0: each own "
-		       "index taken, the other port's refused "
-		       "(ENODATA), the QP left in INIT");
+		       "INIT->RTR: each own index taken, the other "
+		       "port's refused (ENODATA), an AV of port 0 "
+		       "refused (EINVAL), the QP left in INIT");
 		is_int(ah_errno((uint8_t)p, len[p]), EINVAL,
 		       "ibv_create_ah past the port's table: EINVAL");
 		to_init(qp, (uint8_t)p);
@@ -244,8 +246,8 @@ static int check(void)
 	is_int(to_rtr(qp, 2, fabric_gid(2, len[2]), dgid, 1, 0), EINVAL,
 	       "QP on port 1, AV on port 2 with port 2's index: EINVAL");
 	to_init(qp, 2);
-	is_int(to_rtr(qp, 0, fabric_gid(1, len[1]), dgid, 1, 0), ENODATA,
-	       "QP on port 2, AV without a port, port 1's index: ENODATA");
+	is_int(to_rtr(qp, 0, fabric_gid(2, len[2]), dgid, 1, 0), EINVAL,
+	       "QP on port 2, AV without a port, its own index: EINVAL");
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
