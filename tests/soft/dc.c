@@ -241,6 +241,27 @@ static int atomic(struct ibv_qp *dci, struct ibv_ah *ah, uint32_t dctn,
 	return ibv_wr_complete(x);
 }
 
+/* batch_writes -- n signalled zero-length RDMA WRITEs to one DCT in one
+ * ibv_wr batch (a zero-length WRITE names no memory: IBA C9-88);
+ * wr_complete's result */
+static int batch_writes(struct ibv_qp *dci, struct ibv_ah *ah,
+			const struct info *in, int n, uint32_t lkey, void *buf)
+{
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(dci);
+	struct mlx5dv_qp_ex *mx = mlx5dv_qp_ex_from_ibv_qp_ex(x);
+	int i;
+
+	ibv_wr_start(x);
+	for (i = 0; i < n; i++) {
+		x->wr_id = 100 + (uint64_t)i;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(x, in->rkey, in->raddr);
+		mlx5dv_wr_set_dc_addr(mx, ah, in->dctn, in->key);
+		ibv_wr_set_sge(x, lkey, (uintptr_t)buf, 0);
+	}
+	return ibv_wr_complete(x);
+}
+
 /* target -- a DCT process: child_idx picks its data */
 static int target(int rfd, int wfd)
 {
@@ -693,6 +714,13 @@ int main(void)
 		ibv_dereg_mr(rmr);
 		free(wb);
 	}
+	/* ibv_wr_complete posts a batch whole or not at all */
+	is_int(batch_writes(dci, ah, &in[0], 65, mr->lkey, src), ENOMEM,
+	       "a batch of 65 on a DCI of 64: ENOMEM");
+	is_int(t_wait(t.cq, &wc, 1, 200), 0, "none of it completes");
+	is_int(batch_writes(dci, ah, &in[0], 64, mr->lkey, src), 0,
+	       "a batch of 64: posted");
+	is_int(drain(t.cq, 64), 64, "all 64 complete");
 	is_int(post(dci, ah, in[0].dctn, in[0].key, IBV_WR_RDMA_WRITE, src, 8,
 		    mr->lkey, 3, IBV_SEND_SIGNALED, in[0].rkey,
 		    in[0].raddr + REGION - 4, 1),
