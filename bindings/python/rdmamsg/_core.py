@@ -3780,8 +3780,9 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
                     send_depth, heartbeat, reliable, flow, flow_tag, tag,
                     batch, poll_us)
         gp = ffi.new("struct rdmamsg_group **")
-        check(lib.rdmamsg_group_join(c, _cstr(addr, "addr"), attrp[0], _group_cbs,
-                                     core.handle, gp), "rdmamsg_group_join")
+        check(lib.rdmamsg_group_join(c, _cstr(addr, "addr"), attrp[0],
+                                     _group_cbs, core.handle, gp),
+              "rdmamsg_group_join")
     finally:
         lib.rdmamsg_group_attr_delete(attrp)
     core.g = gp[0]
