@@ -111,8 +111,8 @@ static void test_pd_busy_ah(void)
 	t_close(&t);
 }
 
-/* rtr -- INIT->RTR towards qp itself with the AV on port */
-static int rtr(struct ibv_qp *qp, uint8_t port)
+/* rtr -- INIT->RTR towards qp itself with the AV on port, from rq_psn */
+static int rtr(struct ibv_qp *qp, uint8_t port, uint32_t rq_psn)
 {
 	struct ibv_qp_attr a;
 
@@ -120,6 +120,7 @@ static int rtr(struct ibv_qp *qp, uint8_t port)
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_1024;
 	a.dest_qp_num = qp->qp_num;
+	a.rq_psn = rq_psn;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
@@ -144,10 +145,10 @@ static void test_av_port(void)
 	qp = mk_qp(&t, IBV_QPT_RC);
 	ok(qp != NULL, "create_qp");
 	is_int(to_init(qp, IBV_QPT_RC), 0, "RESET->INIT on port 1");
-	is_int(rtr(qp, 0), EINVAL, "INIT->RTR with AV port 0: EINVAL");
+	is_int(rtr(qp, 0, 0), EINVAL, "INIT->RTR with AV port 0: EINVAL");
 	is_int(t_qp_state(qp), IBV_QPS_INIT, "still INIT");
-	is_int(rtr(qp, 2), EINVAL, "INIT->RTR with AV port 2: EINVAL");
-	is_int(rtr(qp, 1), 0, "INIT->RTR with AV port 1");
+	is_int(rtr(qp, 2, 0), EINVAL, "INIT->RTR with AV port 2: EINVAL");
+	is_int(rtr(qp, 1, 0), 0, "INIT->RTR with AV port 1");
 	is_int(ibv_destroy_qp(qp), 0, "destroy_qp");
 	t_close(&t);
 }
@@ -201,24 +202,7 @@ static void test_psn_bits(void)
 	qp = mk_qp(&t, IBV_QPT_RC);
 	ok(qp != NULL, "create_qp");
 	is_int(to_init(qp, IBV_QPT_RC), 0, "RESET->INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = qp->qp_num;
-	a.rq_psn = 0x7b123456;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.grh.hop_limit = 1;
-	ibv_query_gid(qp->context, 1, 1, &a.ah_attr.grh.dgid);
-	a.ah_attr.port_num = 1;
-	is_int(ibv_modify_qp(qp, &a,
-			     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				     IBV_QP_MAX_DEST_RD_ATOMIC |
-				     IBV_QP_MIN_RNR_TIMER),
-	       0, "INIT->RTR with a 32-bit rq_psn");
+	is_int(rtr(qp, 1, 0x7b123456), 0, "INIT->RTR with a 32-bit rq_psn");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
