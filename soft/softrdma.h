@@ -676,9 +676,6 @@ struct soft_qp {
 	enum ibv_qp_state state;
 	int reg_slot;
 	uint32_t async_reported;
-	/* multicast groups it is attached to: ibv_destroy_qp is EBUSY
-	 * meanwhile (mcast.c) */
-	uint32_t nmcast;
 	uint64_t send_ops_flags;
 	/* send side: own outbound segment, slot i = SQ entry i */
 	struct soft_seg_hdr *seg;
@@ -772,6 +769,10 @@ struct soft_qp {
 	int hot;   /* on ctx->hot (always 1 while the context sweeps) */
 	int again; /* asked for while hot: the pass keeps it (progress) */
 	uint32_t visited; /* the ctx->bell_pass that last visited it */
+	/* multicast groups it is attached to: ibv_destroy_qp is EBUSY
+	 * meanwhile (mcast.c; here, the hot fields above keep their
+	 * places) */
+	uint32_t nmcast;
 };
 
 /* list helpers */
