@@ -53,7 +53,10 @@ class BlockingEndpoint:
         self._run(self._e().send(data, imm=imm))
 
     def recv(self) -> memoryview:
-        """The next message (see Endpoint.recv)."""
+        """The next message (see Endpoint.recv).  A view of one of at
+        least keep_threshold bytes holds a pool buffer until it is
+        released (view.release(), or its last reference dropped):
+        close() waits for that, as Context.close() does."""
         return self._run(self._e().recv())
 
     def recv_bytes(self) -> bytes:
