@@ -776,22 +776,30 @@ static int scm_queued_for(struct scm_id *s)
 	return 0;
 }
 
-/* rdma_disconnect -- flush the QP and send a DREQ */
+/*
+ * rdma_disconnect -- flush the QP and send a DREQ.  librdmacm's
+ * ucma_shutdown moves the QP to ERR before it asks the kernel, in any
+ * state of an id with a device; the kernel's rdma_disconnect fails with
+ * EINVAL only where the id has no IB CM id (not connecting, not a request,
+ * not a listener), and where no DREQ or DREP can be sent it returns 0.
+ */
 int rdma_disconnect(struct rdma_cm_id *id)
 {
 	struct scm_id *s = scm_id_of(id);
 	int err = 0, wait = 0;
 
-	if (!id)
+	if (!id || !id->verbs)
 		return scm_err(EINVAL);
 	pthread_mutex_lock(&scm__lock);
+	err = scm__modify_qp_err(s);
+	if (err) {
+		pthread_mutex_unlock(&scm__lock);
+		return scm_err(err);
+	}
 	switch (s->state) {
 	case SCM_CONNECTED:
 	case SCM_REP_SENT:
 	case SCM_REP_RCVD:
-		err = scm__modify_qp_err(s);
-		if (err)
-			break;
 		if (s->peer_gone || scm_send_simple(s, SCM_MSG_DREQ)) {
 			scm_disconnected(s, 0);
 		} else {
@@ -805,9 +813,9 @@ int rdma_disconnect(struct rdma_cm_id *id)
 		wait = 1;
 		break;
 	case SCM_DISCONNECTED:
-		err = scm__modify_qp_err(s);
 		wait = scm_queued_for(s);
 		break;
+	case SCM_LISTEN:
 	case SCM_CONNECTING:
 	case SCM_REQ_SENT:
 	case SCM_REQ_RCVD:

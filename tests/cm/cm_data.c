@@ -503,6 +503,113 @@ static void run_kill(pid_t victim, uint16_t port)
 	free(buf);
 }
 
+/* flushed -- how many receive completions with FLUSH_ERR come at once */
+static int flushed(struct rdma_cm_id *id)
+{
+	struct ibv_wc wc;
+	int n = 0;
+
+	while (ibv_poll_cq(id->recv_cq, 1, &wc) == 1 &&
+	       wc.status == IBV_WC_WR_FLUSH_ERR)
+		n++;
+	return n;
+}
+
+/* post_recvs -- DEPTH receives on the id's QP */
+static void post_recvs(struct rdma_cm_id *id, uint8_t *buf, struct ibv_mr *mr)
+{
+	int i;
+
+	for (i = 0; i < DEPTH; i++)
+		rdma_post_recv(id, NULL, buf + i * 64, 64, mr);
+}
+
+/*
+ * run_early_disconnect -- rdma_disconnect before the connection is up.
+ * librdmacm's rdma_disconnect first moves the QP to ERR (ucma_shutdown)
+ * whatever the state; the kernel's rdma_disconnect then fails with EINVAL
+ * when the id has no IB CM id yet (no connect, not a request), else
+ * modifies the QP to ERR again and tries a DREQ, then a DREP, ignoring
+ * their failure: 0.  So the posted receives flush.
+ */
+static void run_early_disconnect(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *a, *c = NULL;
+	struct ibv_mr *mr, *cmr = NULL;
+	struct ibv_qp_attr qa;
+	uint8_t *buf, *cbuf;
+	int hold;
+
+	buf = calloc(DEPTH, 64);
+	cbuf = calloc(DEPTH, 64);
+	a = qp_id(ch, cmt_free_port(&hold));
+	close(hold);
+	mr = rdma_reg_msgs(a, buf, (size_t)DEPTH * 64);
+	post_recvs(a, buf, mr);
+	errno = 0;
+	ok(rdma_disconnect(a) == -1 && errno == EINVAL,
+	   "disconnect before connect: EINVAL");
+	is_int(qp_state(a->qp, &qa), IBV_QPS_ERR,
+	       "... but librdmacm moved the QP to ERR first");
+	is_int(flushed(a), DEPTH, "its receives flushed");
+	rdma_dereg_mr(mr);
+	rdma_destroy_qp(a);
+	rdma_destroy_id(a);
+
+	if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 1))
+		bail_out("listener");
+	ok(!rdma_disconnect(l),
+	   "disconnect on a listener bound to a device: 0");
+	a = qp_id(ch, ntohs(rdma_get_src_port(l)));
+	mr = rdma_reg_msgs(a, buf, (size_t)DEPTH * 64);
+	post_recvs(a, buf, mr);
+	memset(&cp, 0, sizeof(cp));
+	ok(!rdma_connect(a, &cp), "connect");
+	ok(!rdma_disconnect(a), "disconnect while connecting: 0");
+	is_int(qp_state(a->qp, &qa), IBV_QPS_ERR, "the active QP is in ERR");
+	is_int(flushed(a), DEPTH, "its receives flushed");
+
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	ok(ev != NULL, "the request still comes");
+	if (ev) {
+		c = ev->id;
+		rdma_ack_cm_event(ev);
+		init_attr(&ia);
+		if (rdma_create_qp(c, NULL, &ia))
+			bail_out("create_qp");
+		cmr = rdma_reg_msgs(c, cbuf, (size_t)DEPTH * 64);
+		post_recvs(c, cbuf, cmr);
+		ok(!rdma_disconnect(c), "disconnect a request: 0");
+		is_int(qp_state(c->qp, &qa), IBV_QPS_ERR,
+		       "the passive QP is in ERR");
+		is_int(flushed(c), DEPTH, "its receives flushed");
+		ok(!rdma_reject(c, NULL, 0), "it can still be rejected");
+	}
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->id == a,
+	   "the active side gets REJECTED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	if (c) {
+		rdma_dereg_mr(cmr);
+		rdma_destroy_qp(c);
+		rdma_destroy_id(c);
+	}
+	rdma_dereg_mr(mr);
+	rdma_destroy_qp(a);
+	ok(!rdma_destroy_id(a), "destroy");
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch);
+	free(buf);
+	free(cbuf);
+}
+
 int main(void)
 {
 	uint16_t port, vport;
@@ -522,5 +629,6 @@ int main(void)
 	run_client(port);
 	cmt_reap(pid, "server");
 	run_kill(vpid, vport);
+	run_early_disconnect();
 	return done_testing();
 }
