@@ -1077,6 +1077,63 @@ static __be16 scm_port(const struct sockaddr *sa)
 	}
 }
 
+/* scm_afonly -- the kernel's id_priv->afonly: AF_INET ids are, by default */
+static int scm_afonly(const struct scm_id *s, sa_family_t family)
+{
+	/* AF_INET6: net.ipv6.bindv6only, 0 unless the host changed it */
+	return s->afonly_set ? s->afonly : family == AF_INET;
+}
+
+/* scm_same_addr -- the kernel's cma_addr_cmp == 0, ports aside */
+static int scm_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return 0;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr,
+		       sizeof(struct in6_addr));
+}
+
+/*
+ * scm__port_check -- may s take sa's port?  The kernel's cma_check_port
+ * over the ids of this process that own a port in s's port space: both
+ * REUSEADDR (reuse) and the holder not listening, or both AF-only of two
+ * families, share it; else a wildcard on either side is EADDRNOTAVAIL and
+ * the same address EADDRINUSE.  The TCP socket under the id stands for
+ * other processes (bind(2) there says EADDRINUSE).  Called locked.
+ */
+int scm__port_check(const struct scm_id *s, const struct sockaddr *sa,
+		    int reuse)
+{
+	const struct sockaddr *ca;
+	struct soft_list *l;
+	struct scm_id *c;
+
+	if (!scm_port(sa))
+		return 0;
+	for (l = scm_ids.next; l != &scm_ids; l = l->next) {
+		c = soft_container_of(l, struct scm_id, link);
+		ca = &c->id.route.addr.src_addr;
+		if (c == s || !c->bound || c->id.ps != s->id.ps ||
+		    scm_port(ca) != scm_port(sa))
+			continue;
+		if (reuse && c->reuseaddr && c->state != SCM_LISTEN)
+			continue;
+		if (scm_afonly(s, sa->sa_family) &&
+		    scm_afonly(c, ca->sa_family) &&
+		    sa->sa_family != ca->sa_family)
+			continue;
+		if (scm__addr_is_any(sa) || scm__addr_is_any(ca))
+			return EADDRNOTAVAIL;
+		if (scm_same_addr(sa, ca))
+			return EADDRINUSE;
+	}
+	return 0;
+}
+
 /* rdma_get_src_port -- local port of the id */
 __be16 rdma_get_src_port(struct rdma_cm_id *id)
 {

@@ -204,6 +204,9 @@ int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa)
 	socklen_t len = scm__addr_len(sa);
 	int one = 1, fd, err;
 
+	err = scm__port_check(s, sa, s->reuseaddr);
+	if (err)
+		return err;
 	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
 	if (fd < 0)
@@ -219,11 +222,16 @@ int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa)
 	if (bind(fd, sa, len)) {
 		err = errno;
 		close(fd);
+		/* another process's id: the kernel refuses a wildcard with
+		 * EADDRNOTAVAIL (cma_check_port) */
+		if (err == EADDRINUSE && scm__addr_is_any(sa))
+			err = EADDRNOTAVAIL;
 		return err;
 	}
 	len = sizeof(s->id.route.addr.src_storage);
 	getsockname(fd, &s->id.route.addr.src_addr, &len);
 	s->fd = fd;
+	s->bound = 1;
 	return 0;
 }
 
@@ -261,6 +269,7 @@ int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		err = scm__dev_attach(s);
 		if (err) {
 			scm__close_fd(s);
+			s->bound = 0;
 			goto unlock;
 		}
 	}

@@ -365,6 +365,16 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 		err = EINVAL;
 		goto unlock;
 	}
+	/*
+	 * A listener shares its port with nobody: the kernel's rdma_listen
+	 * checks a REUSEADDR id's port again without it, then clears it
+	 * (listen(2) lets SO_REUSEADDR sockets share the port).
+	 */
+	if (s->reuseaddr) {
+		err = scm__port_check(s, &s->id.route.addr.src_addr, 0);
+		if (err)
+			goto unlock;
+	}
 	/* the backlog counts requests (scm_backlog), not TCP connections */
 	if (listen(s->fd, SOMAXCONN)) {
 		err = errno;
@@ -375,6 +385,7 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 		goto unlock;
 	s->backlog = backlog;
 	s->listened = 1;
+	s->reuseaddr = 0;
 	s->state = SCM_LISTEN;
 unlock:
 	pthread_mutex_unlock(&scm__lock);

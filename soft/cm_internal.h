@@ -211,6 +211,7 @@ struct scm_id {
 	int deferred;	   /* child: REQ beyond the backlog, held in req */
 	uint64_t born_ms;  /* child: accepted at (oldest evicted first) */
 	int dev_ref;	   /* holds a reference on the shared device */
+	int bound;	   /* owns its port (the kernel's bind list) */
 
 	/* connection parameters (local view) */
 	uint8_t init_depth, resp_res;
@@ -302,6 +303,8 @@ void scm__addr_gid(const struct sockaddr *sa, union ibv_gid *gid);
 socklen_t scm__addr_len(const struct sockaddr *sa);
 int scm__addr_is_any(const struct sockaddr *sa);
 int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa);
+int scm__port_check(const struct scm_id *s, const struct sockaddr *sa,
+		    int reuse);
 void scm__fill_path(struct scm_id *s);
 enum ibv_mtu scm__path_mtu(const struct sockaddr *dst, enum ibv_mtu dev_mtu);
 

@@ -427,6 +427,93 @@ static void test_api_errors(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* bind_id -- a new id on ch bound to ip:port; -1 with errno on failure */
+static int bind_id(struct rdma_event_channel *ch, struct rdma_cm_id **id,
+		   uint32_t ip, uint16_t port, int reuse)
+{
+	struct sockaddr_in sin = cmt_sin(port);
+
+	sin.sin_addr.s_addr = htonl(ip);
+	if (rdma_create_id(ch, id, NULL, RDMA_PS_TCP))
+		bail_out("create_id");
+	if (reuse &&
+	    rdma_set_option(*id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR,
+			    &reuse, sizeof(reuse)))
+		bail_out("REUSEADDR");
+	errno = 0;
+	return rdma_bind_addr(*id, (struct sockaddr *)&sin);
+}
+
+/*
+ * test_bind_conflicts -- the kernel's cma_check_port: an id may not take
+ * an address and port another id holds (EADDRINUSE), nor share a port
+ * where either address is a wildcard (EADDRNOTAVAIL), listening or not,
+ * unless both set REUSEADDR and the holder does not listen.  vport: a
+ * wildcard listener of another process.
+ */
+static void test_bind_conflicts(uint16_t vport)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *a, *b, *w;
+	uint16_t p, q;
+
+	if (bind_id(ch, &a, INADDR_LOOPBACK, 0, 0))
+		bail_out("bind");
+	p = ntohs(rdma_get_src_port(a));
+	ok(bind_id(ch, &b, INADDR_LOOPBACK, p, 0) == -1 && errno == EADDRINUSE,
+	   "bind the address:port a bound id holds: EADDRINUSE");
+	rdma_destroy_id(b);
+	ok(bind_id(ch, &b, INADDR_ANY, p, 0) == -1 && errno == EADDRNOTAVAIL,
+	   "bind the wildcard on its port: EADDRNOTAVAIL");
+	rdma_destroy_id(b);
+	if (rdma_listen(a, 1))
+		bail_out("listen");
+	ok(bind_id(ch, &b, INADDR_LOOPBACK, p, 0) == -1 && errno == EADDRINUSE,
+	   "bind the address:port a listener holds: EADDRINUSE");
+	rdma_destroy_id(b);
+	ok(bind_id(ch, &b, INADDR_ANY, p, 0) == -1 && errno == EADDRNOTAVAIL,
+	   "bind the wildcard on a listener's port: EADDRNOTAVAIL");
+	rdma_destroy_id(b);
+	rdma_destroy_id(a);
+	ok(!bind_id(ch, &a, INADDR_LOOPBACK, p, 0),
+	   "the port is free once its id is destroyed");
+	rdma_destroy_id(a);
+
+	if (bind_id(ch, &w, INADDR_ANY, 0, 0) || rdma_listen(w, 1))
+		bail_out("wildcard listener");
+	q = ntohs(rdma_get_src_port(w));
+	ok(bind_id(ch, &b, INADDR_LOOPBACK, q, 0) == -1 &&
+		   errno == EADDRNOTAVAIL,
+	   "bind an address on a wildcard listener's port: EADDRNOTAVAIL");
+	rdma_destroy_id(b);
+	ok(bind_id(ch, &b, INADDR_ANY, q, 0) == -1 && errno == EADDRNOTAVAIL,
+	   "a second wildcard listener: EADDRNOTAVAIL");
+	rdma_destroy_id(b);
+	rdma_destroy_id(w);
+
+	if (bind_id(ch, &a, INADDR_LOOPBACK, 0, 1))
+		bail_out("bind");
+	p = ntohs(rdma_get_src_port(a));
+	ok(!bind_id(ch, &b, INADDR_LOOPBACK, p, 1),
+	   "both REUSEADDR: the same address:port");
+	errno = 0;
+	ok(rdma_listen(b, 1) == -1 && errno == EADDRINUSE,
+	   "but listening on it: EADDRINUSE");
+	rdma_destroy_id(b);
+	ok(!rdma_listen(a, 1), "alone again: listen");
+	ok(bind_id(ch, &b, INADDR_LOOPBACK, p, 1) == -1 && errno == EADDRINUSE,
+	   "REUSEADDR on a listener's address:port: EADDRINUSE");
+	rdma_destroy_id(b);
+	rdma_destroy_id(a);
+
+	/* the victim process listens on the wildcard of vport */
+	ok(bind_id(ch, &b, INADDR_ANY, vport, 0) == -1 &&
+		   errno == EADDRNOTAVAIL,
+	   "another process's wildcard listener: EADDRNOTAVAIL");
+	rdma_destroy_id(b);
+	rdma_destroy_event_channel(ch);
+}
+
 /* test_getaddrinfo -- rdma_getaddrinfo flavours */
 static void test_getaddrinfo(void)
 {
@@ -1099,6 +1186,7 @@ int main(void)
 		thr0 = count_dir("/proc/self/task");
 	}
 	test_getaddrinfo();
+	test_bind_conflicts(vport);
 	client_accept_scenario(port1);
 	client_reject_scenario(port1);
 	port3 = cmt_read_u16(sfd);
