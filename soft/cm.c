@@ -1117,8 +1117,10 @@ int scm__port_check(const struct scm_id *s, const struct sockaddr *sa,
 	for (l = scm_ids.next; l != &scm_ids; l = l->next) {
 		c = soft_container_of(l, struct scm_id, link);
 		ca = &c->id.route.addr.src_addr;
-		if (c == s || !c->bound || c->id.ps != s->id.ps ||
-		    scm_port(ca) != scm_port(sa))
+		/* a destroyed id's port is free at once (librdmacm waits
+		 * for its events after the kernel destroyed it) */
+		if (c == s || !c->bound || c->destroying ||
+		    c->id.ps != s->id.ps || scm_port(ca) != scm_port(sa))
 			continue;
 		if (reuse && c->reuseaddr && c->state != SCM_LISTEN)
 			continue;
