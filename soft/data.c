@@ -829,6 +829,13 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
 	}
 }
 
+/* rc_sq_room -- send WRs the queue takes now, those held in SQD
+ * counted; lock held */
+static inline uint32_t rc_sq_room(struct soft_qp *qp)
+{
+	return soft_sq_room(qp, qp->sq_head - qp->sq_tail + qp->nheld);
+}
+
 /* check_wr -- what makes ibv_post_send fail immediately (inlined into
  * the post path though the SQD path calls it too: one call per message
  * less, as post_one; tools/soft_pingpong-insns.sh counts it) */
@@ -881,7 +888,7 @@ static inline __attribute__((always_inline)) int check_wr(
 		    total > qp->cap.max_inline_data)
 			return EINVAL;
 	}
-	if (qp->sq_head - qp->sq_tail + qp->nheld >= qp->cap.max_send_wr)
+	if (!rc_sq_room(qp))
 		return ENOMEM;
 	*len = total;
 	return 0;
@@ -1899,13 +1906,6 @@ static int rc_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	ret = soft_net_post_send(qp, wr, bad);
 	soft_unlock(&qp->ctx->lock);
 	return ret;
-}
-
-/* rc_sq_room -- send WRs the queue takes now, those held in SQD
- * counted; lock held */
-static uint32_t rc_sq_room(struct soft_qp *qp)
-{
-	return soft_sq_room(qp, qp->sq_head - qp->sq_tail + qp->nheld);
 }
 
 /* soft_post_send -- ibv_post_send: the QP's kind (qpops.h) */

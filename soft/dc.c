@@ -994,6 +994,19 @@ static void dc_progress(struct soft_qp *qp)
 		dc_sweep(qp);
 }
 
+/* dci_sq_room -- send WRs the DCI's queue takes now; lock held */
+static uint32_t dci_sq_room(struct soft_qp *qp)
+{
+	const struct soft_dc *dc = qp->dc;
+	uint64_t used = dc->head - dc->tail;
+	uint32_t room = soft_sq_room(qp, used);
+
+	/* and the ring: no more than its size queued */
+	if (used >= dc->size)
+		return 0;
+	return room < dc->size - used ? room : (uint32_t)(dc->size - used);
+}
+
 /* dc_take -- check one WR and queue it; 0 or an errno */
 static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 {
@@ -1042,8 +1055,7 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 	}
 	if ((wr->send_flags & IBV_SEND_INLINE) && len > qp->cap.max_inline_data)
 		return EINVAL;
-	if (dc->head - dc->tail >= qp->cap.max_send_wr ||
-	    dc->head - dc->tail >= dc->size)
+	if (!dci_sq_room(qp))
 		return ENOMEM;
 	w = &dc->q[dc->head & (dc->size - 1)];
 	memset(w, 0, sizeof(*w));
@@ -1141,19 +1153,6 @@ static int dc_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 	(void)qp;
 	*bad = wr;
 	return EOPNOTSUPP;
-}
-
-/* dci_sq_room -- send WRs the DCI's queue takes now; lock held */
-static uint32_t dci_sq_room(struct soft_qp *qp)
-{
-	const struct soft_dc *dc = qp->dc;
-	uint64_t used = dc->head - dc->tail;
-	uint32_t room = soft_sq_room(qp, used);
-
-	/* dc_post_send refuses past its ring too */
-	if (used >= dc->size)
-		return 0;
-	return room < dc->size - used ? room : (uint32_t)(dc->size - used);
 }
 
 /* DC runs its own state machine (dc_modify), which needs none of the

@@ -2865,6 +2865,12 @@ static int inl_take(struct soft_net_qp *nq, struct net_swqe *w, uint64_t len)
 	return 0;
 }
 
+/* soft_net_sq_room -- send WRs the queue takes now; ctx lock held */
+uint32_t soft_net_sq_room(struct soft_qp *qp)
+{
+	return soft_sq_room(qp, qp->net->head - qp->net->tail);
+}
+
 /* sq_take -- the next send queue entry for wr, zeroed but for its
  * wr_id, opcode, signalling and PSN (the queue's first WR sets the
  * starting PSN); NULL when the queue is full */
@@ -2874,7 +2880,7 @@ static struct net_swqe *sq_take(struct soft_net_qp *nq,
 	struct soft_qp *qp = nq->qp;
 	struct net_swqe *w;
 
-	if (nq->head - nq->tail >= qp->cap.max_send_wr)
+	if (!soft_net_sq_room(qp))
 		return NULL;
 	w = &nq->sq[nq->head % nq->sq_n];
 	memset(w, 0, sizeof(*w));
@@ -3012,12 +3018,6 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	nq->sq_psn = roce_psn_add(nq->sq_psn, w->npkts);
 	nq->head++;
 	return 0;
-}
-
-/* soft_net_sq_room -- send WRs sq_take still gives out; ctx lock held */
-uint32_t soft_net_sq_room(struct soft_qp *qp)
-{
-	return soft_sq_room(qp, qp->net->head - qp->net->tail);
 }
 
 int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,

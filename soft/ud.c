@@ -1283,6 +1283,12 @@ static void pend_drop(struct soft_qp *qp)
 	}
 }
 
+/* ud_sq_room -- send WRs the queue takes now; lock held */
+static inline uint32_t ud_sq_room(struct soft_qp *qp)
+{
+	return soft_sq_room(qp, qp->ud->pend_tail - qp->ud->pend_head);
+}
+
 /* check_wr -- what makes ibv_post_send fail at once (n: WRs before) */
 static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint32_t n,
 		    uint64_t *len)
@@ -1293,7 +1299,7 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint32_t n,
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return EINVAL;
-	if (n + (qp->ud->pend_tail - qp->ud->pend_head) >= qp->cap.max_send_wr)
+	if (ud_sq_room(qp) <= n)
 		return ENOMEM;
 	for (i = 0; i < wr->num_sge; i++)
 		total += wr->sg_list[i].length;
@@ -1740,12 +1746,6 @@ static void uc_to_rtr(struct soft_qp *qp)
 	soft_qp_connect(qp);
 	if (qp->ctx->serve_rings)
 		soft_thread_start_locked(qp->ctx);
-}
-
-/* ud_sq_room -- send WRs check_wr still takes; lock held */
-static uint32_t ud_sq_room(struct soft_qp *qp)
-{
-	return soft_sq_room(qp, qp->ud->pend_tail - qp->ud->pend_head);
 }
 
 const struct soft_qp_ops soft_ud_ops = {
