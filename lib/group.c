@@ -1656,15 +1656,23 @@ static void fill_gap(struct rdmamsg_group *g, struct gpub *p)
 }
 
 /* skip -- nothing before upto will be repaired: what the reorder slots
- * hold is delivered, the rest reported lost, in order */
+ * hold is delivered, the rest reported lost, in order.  upto comes from a
+ * peer (a heartbeat, the highest sequence number heard of): only the
+ * slots' span next .. next + nooo - 1 can hold a message (ooo_put), so
+ * that is all that is looked at, and what lies beyond it is one loss
+ * report however far upto is */
 static void skip(struct rdmamsg_group *g, struct gpub *p, uint64_t upto)
 {
 	p->assembling = 0;
 	while (p->next < upto) {
-		uint64_t e = p->next;
+		uint64_t e = p->next, lim = upto;
 
-		while (e < upto && !ooo_ready(p, e))
+		if (upto - p->next > p->nooo)
+			lim = p->next + p->nooo;
+		while (e < lim && !ooo_ready(p, e))
 			e++;
+		if (e == lim)
+			e = upto; /* none held before upto */
 		lose(g, p, e);
 		drain(g, p);
 	}
