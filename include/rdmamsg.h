@@ -806,8 +806,9 @@ int rdmamsg_conn_req_reject(struct rdmamsg_conn_req *req, int reason,
  * the sender, and the endpoint's window returns to the SRQ when the
  * endpoint is freed.  Lossless: a sender
  * never finds the SRQ empty (no RNR), memory stays at most max_bufs
- * buffers whatever the number of endpoints or reconnects.  See
- * rdmamsg_srq_create(3).
+ * buffers whatever the number of endpoints or reconnects; a peer that
+ * sends past its credits is closed (-EPROTO) at its first such message.
+ * See rdmamsg_srq_create(3).
  * --------------------------------------------------------------------- */
 
 struct rdmamsg_srq; /* a shared receive queue of a context */

@@ -460,7 +460,10 @@ int rdmamsg__ep_bind(struct rdmamsg_ep *ep, const struct rdmamsg__lane_ops *ops)
 	/* the active side reads its completions only after the handshake
 	 * (ESTABLISHED): the lane holds them until then */
 	la.hold = !ep->passive;
-	ret = ops->open(ep->ctx, &la, &rdmamsg__ep_lane_cbs, ep, &ep->ln);
+	ret = ops->open(ep->ctx, &la,
+			ep->srq ? &rdmamsg__ep_lane_cbs_shared
+				: &rdmamsg__ep_lane_cbs,
+			ep, &ep->ln);
 	if (ret)
 		return ret;
 	ep->max_inline = ep->ln->max_inline;
@@ -1472,7 +1475,7 @@ int rdmamsg__ep_replay_from(struct rdmamsg_ep *ep, uint64_t delivered)
  * receive ring is posted whole again, nothing owed, no credits yet */
 void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep)
 {
-	ep->to_return = ep->ctl_to_return = 0;
+	ep->to_return = ep->ctl_to_return = ep->ctl_pending = 0;
 	ep->rx_hold_due = ep->rx_withheld = 0; /* the ring is granted whole */
 	ep->returned_total = ep->received_total;
 	ep->credits = 0;

@@ -537,6 +537,9 @@ struct rdmamsg_ep {
 	int32_t credits;
 	uint32_t ctl_credits;
 	uint32_t to_return, ctl_to_return;
+	/* on a shared receive queue: control buffers taken, not reposted
+	 * (msg.c's ep_rx_shared) */
+	uint32_t ctl_pending;
 	uint64_t returned_total, received_total;
 	struct rdmamsg_buf *bl_head, *bl_tail;
 	uint32_t bl_count;
@@ -801,6 +804,7 @@ uint32_t rdmamsg__lane_srq_wcs(struct rdmamsg_ctx *ctx, const struct ibv_wc *wc,
 
 /* msg.c */
 extern const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs;
+extern const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs_shared;
 void rdmamsg__ep_poll(struct rdmamsg_ep *ep);
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep);
 void rdmamsg__ep_xwait_all(struct rdmamsg_ctx *ctx);

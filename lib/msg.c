@@ -1374,6 +1374,44 @@ static __attribute__((noinline)) int rx_inv(struct rdmamsg_ep *ep,
 	return r;
 }
 
+/* ep_rx_shared -- ep_rx() of an endpoint whose receives come from a
+ * shared queue (an SRQ, a DC target: srq.c): a peer that sends past its
+ * credits takes buffers other endpoints' windows reserved there (where
+ * an own ring meets it with RNR), so a data receive or a control one
+ * beyond what the peer holds ends the connection (-EPROTO) before
+ * anything of it is used.  The peer holds recv_depth + returned_total -
+ * received_total data credits and own_ctl - ctl_pending - ctl_to_return
+ * control ones: both count a credit as returned once its header is
+ * posted, before the peer can have it, so a peer that keeps to its
+ * credits never meets this. */
+static int ep_rx_shared(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
+			int status, uint32_t wimm)
+{
+	struct rdmamsg_ep *ep = owner;
+	const struct rdmamsg__wire *h =
+		(const struct rdmamsg__wire *)((*slot)->data - RDMAMSG_HDR);
+	int data = status == RDMAMSG__RX_WRITE_IMM, ctl = 0, r;
+
+	if ((!status || status == RDMAMSG__RX_INV) && rlen >= RDMAMSG_HDR) {
+		data = h->type == W_DATA || h->type == W_PACK;
+		ctl = h->type == W_CREDIT || h->type == W_KEEPALIVE ||
+		      h->type == W_BYE;
+	}
+	if ((data &&
+	     ep->received_total - ep->returned_total >= ep->p.recv_depth) ||
+	    (ctl && (uint64_t)ep->ctl_pending + ep->ctl_to_return >=
+			    rdmamsg__ep_own_ctl(ep))) {
+		LOG_ERR("endpoint %p: peer sent past its %s credits: closing",
+			(void *)ep, data ? "data" : "control");
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 0;
+	}
+	r = ep_rx(owner, slot, rlen, status, wimm);
+	if (r == RDMAMSG__RX_CTL)
+		ep->ctl_pending++;
+	return r;
+}
+
 /* return_credits -- a credit update once enough is due: half the window,
  * a quarter where the peer packs (a credit then carries up to
  * RDMAMSG_PACK_RECS of its queued messages: back early, its queue keeps
@@ -1497,11 +1535,15 @@ static __attribute__((noinline)) void reposted_held(struct rdmamsg_ep *ep,
 		ep->rx_withheld += k;
 		data -= k;
 	}
-	if (ep->srq)
+	if (ep->srq) {
 		while (data--)
 			ep->to_return += rdmamsg__srq_credit(ep);
-	else
+		/* ep_rx_shared counted them taken */
+		ep->ctl_pending -=
+			ctl < ep->ctl_pending ? ctl : ep->ctl_pending;
+	} else {
 		ep->to_return += data;
+	}
 	ep->ctl_to_return += ctl;
 }
 
@@ -1553,6 +1595,15 @@ static void ep_ready(void *owner)
 /* the session's up calls, registered with every lane it opens */
 const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs = {
 	.rx = ep_rx,
+	.reposted = ep_reposted,
+	.tx_done = ep_tx_done,
+	.down = ep_lane_down,
+	.ready = ep_ready,
+};
+
+/* the same for a lane whose receives come from a shared queue */
+const struct rdmamsg__lane_cbs rdmamsg__ep_lane_cbs_shared = {
+	.rx = ep_rx_shared,
 	.reposted = ep_reposted,
 	.tx_done = ep_tx_done,
 	.down = ep_lane_down,

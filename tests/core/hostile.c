@@ -7,8 +7,10 @@
  * internals: on hardware keys are small integers, easy to guess), returns
  * more credits than it was granted, and sends malformed or oversized
  * headers of every kind (message, fragment, credit update, rendezvous,
- * request/response) and a response to a request never made.  Meanwhile an
- * honest rdmamsg client exchanges verified messages with the same server.
+ * request/response) and a response to a request never made; on an
+ * endpoint of the server's SRQ it sends data and control messages past
+ * the credits it holds.  Meanwhile an honest rdmamsg client exchanges
+ * verified messages with the same server.
  *
  * Asserted: every pool access fails with a remote access error and reads
  * nothing; every protocol violation closes the attacker's endpoint with
@@ -28,14 +30,15 @@
 #include "handshake.h"
 #include "rawpeer.h"
 
-#define SECRET	 "SECRET-of-the-honest-client:"
-#define MSG_LEN	 1000 /* copied through the server's pool, not inline */
-#define EAGER	 RAWPEER_EAGER
-#define A_DEPTH	 RAWPEER_DEPTH
-#define A_NRX	 RAWPEER_NRX
-#define A_RXLEN	 RAWPEER_RXLEN
-#define MAX_SLAB 4
-#define ATK_SEND RAWPEER_SEND /* wr_id of the attacker's sends */
+#define SECRET	  "SECRET-of-the-honest-client:"
+#define MSG_LEN	  1000 /* copied through the server's pool, not inline */
+#define EAGER	  RAWPEER_EAGER
+#define A_DEPTH	  RAWPEER_DEPTH
+#define A_NRX	  RAWPEER_NRX
+#define A_RXLEN	  RAWPEER_RXLEN
+#define MAX_SLAB  4
+#define ATK_SEND  RAWPEER_SEND /* wr_id of the attacker's sends */
+#define SRQ_DEPTH 16	       /* receive depth of the SRQ endpoints */
 
 static uint64_t total_leaked; /* secret bytes any attack saw */
 
@@ -49,6 +52,8 @@ struct slab_info {
 struct srv {
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_listener *lst;
+	struct rdmamsg_srq *srq;	  /* of the endpoints asking "srq" */
+	struct rdmamsg_ep_attr *srq_attr; /* receive through it */
 	int wfd, nopen, dumped, failures;
 	uint64_t nrecv;
 };
@@ -128,17 +133,37 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 	.on_disconnect = srv_disc,
 };
 
-/* srv_req -- accept everybody (requests and responses enabled) */
+/* srv_recv_quiet -- an SRQ endpoint's message: counted, not echoed (its
+ * attacker returns no credit) */
+static void srv_recv_quiet(struct rdmamsg_ep *ep, void *data, size_t len,
+			   uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)data;
+	(void)len;
+	(void)imm;
+	(void)flags;
+	((struct srv *)arg)->nrecv++;
+}
+
+static const struct rdmamsg_ep_cbs srv_cbs_srq = {
+	.on_connect = srv_conn,
+	.on_recv = srv_recv_quiet,
+	.on_disconnect = srv_disc,
+};
+
+/* srv_req -- accept everybody (requests and responses enabled); one
+ * whose request says "srq" receives through the server's SRQ */
 static void srv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 		    const void *pdata, size_t len, void *arg)
 {
 	struct srv *s = arg;
 	struct rdmamsg_ep *ep;
+	int srq = len == 3 && !memcmp(pdata, "srq", 3);
 
 	(void)lst;
-	(void)pdata;
-	(void)len;
-	if (rdmamsg_conn_req_accept(req, NULL, &srv_cbs, s, &ep) == 0)
+	if (rdmamsg_conn_req_accept(req, srq ? s->srq_attr : NULL,
+				    srq ? &srv_cbs_srq : &srv_cbs, s, &ep) == 0)
 		s->nopen++;
 	else
 		s->failures++;
@@ -168,6 +193,16 @@ static int server(int wfd, void *arg)
 	s.wfd = wfd;
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
+	{
+		struct rdmamsg_srq_attr qa = {.max_bufs = 1024,
+					      .buf_size = EAGER};
+
+		if (rdmamsg_srq_create(s.ctx, &qa, &s.srq) ||
+		    rdmamsg_ep_attr_new(&s.srq_attr) ||
+		    rdmamsg_ep_attr_set_srq(s.srq_attr, s.srq) ||
+		    rdmamsg_ep_attr_set_recv_depth(s.srq_attr, SRQ_DEPTH))
+			return 15;
+	}
 	if (test_listen_report(s.ctx, srv_req, &s, &s.lst, wfd))
 		return 11;
 	while (!readable(ctl_pipe[0]))
@@ -186,6 +221,10 @@ static int server(int wfd, void *arg)
 	test_idle(s.ctx, 50);
 	if (s.nopen)
 		return 12;
+	rdmamsg_ep_attr_delete(&s.srq_attr);
+	if (rdmamsg_srq_close(s.srq, NULL, NULL))
+		return 16;
+	test_idle(s.ctx, 50);
 	if (rdmamsg_ctx_destroy(&s.ctx))
 		return 13;
 	return s.failures ? 14 : 0;
@@ -710,6 +749,56 @@ static void pool_attack(unsigned int port, const struct slab_info *si,
 	atk_free(&a);
 }
 
+/* srq_attack -- an endpoint on the server's SRQ gets n messages (W_DATA
+ * of 1 byte, or header-only type), sent back to back without regard to
+ * the credits it was granted or given back: what goes past them takes
+ * buffers of the SRQ that other endpoints' windows hold, so the server
+ * closes it with -EPROTO (an own ring would meet it with RNR) */
+static void srq_attack(unsigned int port, const char *what, uint8_t type,
+		       unsigned int n)
+{
+	struct atk a;
+	struct ibv_wc wc;
+	unsigned int sent = 0, done = 0;
+	int ret, st;
+
+	memset(&a, 0, sizeof(a));
+	ret = rawpeer_connect_user(&a.r, port, A_MEM, HS_REQ, 0, 0, "srq");
+	if (ret) {
+		ok(0, "%s: attacker connects (%d)", what, ret);
+		atk_free(&a);
+		return;
+	}
+	if (type == W_DATA)
+		hdr(&a, W_DATA, F_FIRST | F_LAST, 0, 0, 0);
+	else
+		hdr(&a, type, 0, 0, 0, 0);
+	/* at most 8 in flight (the QP's 16), the next posted as each
+	 * completes; a send failed once the server closed us */
+	ret = 0;
+	while (done < n && ret >= 0) {
+		while (sent < n && sent - done < 8 &&
+		       atk_send(&a, RDMAMSG_HDR + (type == W_DATA)) == 0)
+			sent++;
+		ret = atk_poll(&a, 5000, &wc);
+		if (ret < 0)
+			break;
+		if (wc.wr_id & ATK_SEND) {
+			done++;
+			if (ret != IBV_WC_SUCCESS)
+				break;
+		}
+	}
+	diag("%s: %u sent, %u completed", what, sent, done);
+	st = srv_status(15000);
+	ok(st == -EPROTO, "%s: the server closed the endpoint (%d, -EPROTO)",
+	   what, st);
+	rdma_disconnect(a.r.id);
+	while (atk_poll(&a, 10, &wc) >= 0)
+		;
+	atk_free(&a);
+}
+
 int main(void)
 {
 	struct slab_info si[MAX_SLAB];
@@ -772,6 +861,12 @@ int main(void)
 	proto_attack(port, "FIN with a positive status", m_fin_status);
 	proto_attack(port, "response to a request never made", m_resp_unknown);
 	proto_attack(port, "request with junk fields", m_req_junk);
+	srq_attack(port, "SRQ endpoint: 200 messages past its credits", W_DATA,
+		   200);
+	srq_attack(port,
+		   "SRQ endpoint: 200 credit updates past its control "
+		   "credits",
+		   W_CREDIT, 200);
 
 	is_int(total_leaked, 0,
 	       "no byte of the honest client's data reached the attacker");

@@ -98,17 +98,18 @@ static inline int rawpeer_send(struct rawpeer *p, size_t len)
 }
 
 /*
- * rawpeer_connect -- connect to 127.0.0.1:port with memory of mem bytes
+ * rawpeer_connect_user -- connect to 127.0.0.1:port with memory of mem bytes
  * (at least RAWPEER_SEND_OFF; local, remote read and write access) and
  * the handshake kind: HS_REQ, or HS_SREQ naming session sid; 0 once the
  * server's credit grant arrived (in p->credits, p->ctl) and its buffer is
  * posted again.  HS_RREQ reconnects session sid having delivered that
  * many, and expects a refusal: 1, its reason in p->reason.  Negative: the
- * step that failed.  Whatever was made is p's to rawpeer_free.
+ * step that failed.  Whatever was made is p's to rawpeer_free.  user (a
+ * string, or NULL): the application bytes of the request.
  */
-static inline int rawpeer_connect(struct rawpeer *p, unsigned int port,
-				  size_t mem, uint8_t kind, uint64_t sid,
-				  uint64_t delivered)
+static inline int rawpeer_connect_user(struct rawpeer *p, unsigned int port,
+				       size_t mem, uint8_t kind, uint64_t sid,
+				       uint64_t delivered, const char *user)
 {
 	struct sockaddr_in dst;
 	struct ibv_qp_init_attr qa;
@@ -162,6 +163,8 @@ static inline int rawpeer_connect(struct rawpeer *p, unsigned int port,
 	hs.ctl = RDMAMSG_CTL_CREDITS;
 	hs.eager = RAWPEER_EAGER;
 	hs.max_msg = 1 << 20;
+	hs.user = (const uint8_t *)user;
+	hs.user_len = user ? (uint8_t)strlen(user) : 0;
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = pdata;
 	cp.private_data_len = (uint8_t)rdmamsg__hs_encode(&hs, pdata);
@@ -195,6 +198,14 @@ static inline int rawpeer_connect(struct rawpeer *p, unsigned int port,
 		p->ctl = h->ctl;
 	}
 	return rawpeer_post_rx(p, (uint32_t)wc.wr_id) ? -10 : 0;
+}
+
+/* rawpeer_connect -- rawpeer_connect_user without application bytes */
+static inline int rawpeer_connect(struct rawpeer *p, unsigned int port,
+				  size_t mem, uint8_t kind, uint64_t sid,
+				  uint64_t delivered)
+{
+	return rawpeer_connect_user(p, port, mem, kind, sid, delivered, NULL);
 }
 
 /* rawpeer_free -- tear the client down (any part made) */
