@@ -505,6 +505,7 @@ static void tx_flush(struct rdmamsg_group *g);
 static int rcv_behind(struct rdmamsg_group *g);
 static void hb_fn(struct rdmamsg__timer *t);
 static void close_fn(struct rdmamsg__timer *t);
+static void pub_free(struct rdmamsg_group *g, struct gpub *p);
 
 /* kick -- run the group's step from the next timer pass */
 static void kick(struct rdmamsg_group *g)
@@ -585,16 +586,8 @@ static void group_free(struct rdmamsg_group *g)
 		list_del(&g->lane.ready_link);
 	for (i = 0; i < g->nrxc; i++)
 		rdmamsg__buf_put(g->rxc[i]);
-	for (i = 0; i < g->npub; i++) {
-		uint32_t j;
-
-		for (j = 0; j < g->pubs[i].nooo; j++)
-			free(g->pubs[i].ooo[j].data);
-		free(g->pubs[i].ooo);
-		free(g->pubs[i].asm_buf);
-		if (g->pubs[i].ah)
-			ctx->ops->destroy_ah(g->pubs[i].ah);
-	}
+	for (i = 0; i < g->npub; i++)
+		pub_free(g, &g->pubs[i]);
 	free(g->pubs);
 	for (i = 0; g->keep && i < g->window; i++)
 		free(g->keep[i].data);
@@ -1493,18 +1486,63 @@ static void nak(struct rdmamsg_group *g, struct gpub *p, int force)
 		p->nak_ms *= 2;
 }
 
+/* pub_free -- what publisher p's slot holds */
+static void pub_free(struct rdmamsg_group *g, struct gpub *p)
+{
+	uint32_t j;
+
+	for (j = 0; j < p->nooo; j++)
+		free(p->ooo[j].data);
+	free(p->ooo);
+	free(p->asm_buf);
+	if (p->ah)
+		g->ctx->ops->destroy_ah(p->ah);
+}
+
+/* pub_gone -- the slot of a publisher that is gone (silent for as long
+ * as a subscriber that stops being waited for: its heartbeats would have
+ * come; left or not), the one silent longest, whose address handle no
+ * send in flight uses; NULL if none */
+static struct gpub *pub_gone(struct rdmamsg_group *g)
+{
+	uint64_t now = g->ctx->now;
+	struct gpub *o = NULL;
+	uint32_t i;
+
+	if (g->sq_head != g->sq_tail)
+		return NULL; /* a NAK or status may use its address handle */
+	for (i = 0; i < g->npub; i++) {
+		struct gpub *p = &g->pubs[i];
+
+		if (now > p->last_ns && now - p->last_ns > rcv_expire_ns(g) &&
+		    (!o || p->last_ns < o->last_ns))
+			o = p;
+	}
+	return o;
+}
+
 /* new_pub -- a publisher heard of for the first time, expecting next */
 static struct gpub *new_pub(struct rdmamsg_group *g, uint64_t id, uint64_t next)
 {
 	struct gpub *v, *p;
 
-	if (g->npub >= G_MAX_PUBLISHERS)
-		return NULL;
-	v = realloc(g->pubs, (g->npub + 1) * sizeof(*v));
-	if (!v)
-		return NULL;
-	g->pubs = v;
-	p = &v[g->npub++];
+	if (g->npub >= G_MAX_PUBLISHERS) {
+		/* publishers come and go (each join has an id of its own):
+		 * one gone makes room */
+		p = pub_gone(g);
+		if (!p)
+			return NULL;
+		LOG_INFO("multicast: publisher %016llx silent, forgotten for "
+			 "%016llx",
+			 (unsigned long long)p->id, (unsigned long long)id);
+		pub_free(g, p);
+	} else {
+		v = realloc(g->pubs, (g->npub + 1) * sizeof(*v));
+		if (!v)
+			return NULL;
+		g->pubs = v;
+		p = &v[g->npub++];
+	}
 	memset(p, 0, sizeof(*p));
 	p->id = id;
 	p->next = next;

@@ -8,6 +8,10 @@
  * and costs the subscriber no more than any heartbeat: its loop goes on
  * and the next datagram is taken at once.  (lib/group.c's skip() used to
  * walk every sequence number up to it, one at a time: the process hung.)
+ * Publishers come and go, each join with an id of its own: once more
+ * than the subscriber's table holds (1024) were heard of, one silent for
+ * longer than a gone one (5 s) makes room for the next (it used to be
+ * ignored for the rest of the group's life).
  */
 #include "config.h"
 
@@ -22,11 +26,14 @@
 #include "../core/util.h"
 #include "proto.h"
 
-#define GROUP "239.1.2.93"
-#define PUB_A 0xa11ce0000000000aull
-#define PUB_B 0xb0b000000000000bull
-#define FAR   ((uint64_t)1 << 62)
-#define NLOSS 2
+#define GROUP	 "239.1.2.93"
+#define PUB_A	 0xa11ce0000000000aull
+#define PUB_B	 0xb0b000000000000bull
+#define FAR	 ((uint64_t)1 << 62)
+#define PUB_C	 0xc0c000000000000cull
+#define PUB_FILL 0xf111000000000000ull
+#define NFILL	 1100 /* publishers heard of: more than a table holds (1024) */
+#define NLOSS	 3
 
 /* ---- the subscriber (a child process) ------------------------------ */
 
@@ -239,7 +246,7 @@ int main(void)
 	struct raw r;
 	uint64_t loss[3];
 	int32_t st = 1;
-	int rfd, status = -1;
+	int rfd, status = -1, i, n;
 	pid_t pid;
 
 	test_setup("hostile_mc");
@@ -267,6 +274,22 @@ int main(void)
 	ok(!read_loss(rfd, loss) && loss[0] == PUB_B && loss[1] == 0 &&
 		   loss[2] == UINT64_MAX,
 	   "one loss report: 2^64 - 1 messages from 0, at once");
+	/* publishers come and go: more of them than the subscriber's table
+	 * holds, each heard of once (paced: no receive queue overflows) */
+	for (i = 0, n = 0; i < NFILL; i++) {
+		n += !raw_heartbeat(&r, PUB_FILL + i, 0, 0);
+		if (i % 32 == 31)
+			usleep(2000);
+	}
+	is_int(n, NFILL, "heartbeats of 1100 publishers, one each");
+	/* silent for longer than one that is gone (5 s), they make room */
+	usleep(5500 * 1000);
+	ok(!raw_heartbeat(&r, PUB_C, 0, 0) &&
+		   !raw_heartbeat(&r, PUB_C, 7, MCF_FIN),
+	   "then another publisher: heard of at 0, its last at 7");
+	ok(!read_loss(rfd, loss) && loss[0] == PUB_C && loss[1] == 0 &&
+		   loss[2] == 7,
+	   "it is heard: its 7 messages reported lost");
 	raw_close(&r);
 	p.events = POLLIN;
 	if (poll(&p, 1, 15000) != 1) {
