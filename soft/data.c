@@ -864,7 +864,9 @@ static inline __attribute__((always_inline)) int check_wr(
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		if (wr->num_sge != 1 || wr->sg_list[0].length < 8 ||
+		/* the old value lands in one SGE of at least 8 bytes */
+		if (wr->num_sge != 1 || !wr->sg_list ||
+		    wr->sg_list[0].length < 8 ||
 		    (wr->send_flags & IBV_SEND_INLINE))
 			return EINVAL;
 		break;

@@ -124,6 +124,23 @@ static void test_local(void)
 	wr.num_sge = 0;
 	is_int(ibv_post_send(a, &wr, &bad), EINVAL, "no SGE -> EINVAL");
 	wr.num_sge = 1;
+	/* one SGE announced but no list: refused, never read */
+	wr.sg_list = NULL;
+	is_int(ibv_post_send(a, &wr, &bad), EINVAL,
+	       "ATOMIC_WRITE, num_sge 1 and no sg_list -> EINVAL");
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.wr.atomic.rkey = mr->rkey;
+	wr.wr.atomic.remote_addr = (uintptr_t)&buf[5];
+	wr.wr.atomic.compare_add = 1;
+	is_int(ibv_post_send(a, &wr, &bad), EINVAL,
+	       "FETCH_AND_ADD, num_sge 1 and no sg_list -> EINVAL");
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	is_int(ibv_post_send(a, &wr, &bad), EINVAL,
+	       "CMP_AND_SWP, num_sge 1 and no sg_list -> EINVAL");
+	ok(bad == &wr && buf[5] == 42, "bad_wr is the WR, nothing changed");
+	wr.opcode = IBV_WR_ATOMIC_WRITE;
+	wr.sg_list = &sge;
 
 	/* 100 in batches of 10, in order: the last value of each stays */
 	for (i = 0; i < 100; i++) {
