@@ -33,6 +33,13 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 #define SOFT_SEND_OPS_MW                                     \
 	(IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
 	 IBV_QP_EX_WITH_SEND_WITH_INV)
+/* what a UD or UC QP posts (ud.c): as rxe's and mlx5's
+ * SUP_UD/UC_QP_SEND_OPS_FLAGS, less the windows, which softrdma's UC does
+ * not carry; anything else is EOPNOTSUPP at create, not EINVAL at post */
+#define SOFT_SEND_OPS_UD (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define SOFT_SEND_OPS_UC                                \
+	(SOFT_SEND_OPS_UD | IBV_QP_EX_WITH_RDMA_WRITE | \
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
 /* create flags granted (rxe: none) */
 #define SOFT_QP_CREATE_FLAGS SOFT_UD_CREATE_FLAGS
 #define SOFT_QP_CREATE_KNOWN                                             \
@@ -148,9 +155,12 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	}
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    ((attr->send_ops_flags & ~(uint64_t)SOFT_SEND_OPS) ||
-	     /* rxe: RDMA atomic write is an RC operation */
-	     ((attr->send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE) &&
-	      attr->qp_type != IBV_QPT_RC))) {
+	     /* READ and atomics (RDMA atomic write too) are RC's (rxe,
+	      * mlx5); windows on UC are not emulated */
+	     (attr->qp_type == IBV_QPT_UD &&
+	      (attr->send_ops_flags & ~(uint64_t)SOFT_SEND_OPS_UD)) ||
+	     (attr->qp_type == IBV_QPT_UC &&
+	      (attr->send_ops_flags & ~(uint64_t)SOFT_SEND_OPS_UC)))) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -80,6 +80,32 @@ static void test_local(void)
 	ok(!aw_qp(&t, IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_WRITE) &&
 		   errno == EOPNOTSUPP,
 	   "UC QP with WITH_ATOMIC_WRITE -> EOPNOTSUPP");
+	/* READ and the other atomics are RC operations too (rxe's and
+	 * mlx5's supported send ops per QP type) */
+	errno = 0;
+	ok(!aw_qp(&t, IBV_QPT_UD,
+		  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) &&
+		   errno == EOPNOTSUPP,
+	   "UD QP with WITH_ATOMIC_CMP_AND_SWP -> EOPNOTSUPP");
+	errno = 0;
+	ok(!aw_qp(&t, IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) &&
+		   errno == EOPNOTSUPP,
+	   "UC QP with WITH_ATOMIC_FETCH_AND_ADD -> EOPNOTSUPP");
+	errno = 0;
+	ok(!aw_qp(&t, IBV_QPT_UC, IBV_QP_EX_WITH_RDMA_READ) &&
+		   errno == EOPNOTSUPP,
+	   "UC QP with WITH_RDMA_READ -> EOPNOTSUPP");
+	errno = 0;
+	ok(!aw_qp(&t, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE) &&
+		   errno == EOPNOTSUPP,
+	   "UD QP with WITH_RDMA_WRITE -> EOPNOTSUPP");
+	c = aw_qp(&t, IBV_QPT_UC,
+		  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+			  IBV_QP_EX_WITH_RDMA_WRITE |
+			  IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM);
+	ok(c != NULL, "UC QP with its sends and writes");
+	if (c)
+		ibv_destroy_qp(c);
 	a = aw_qp(&t, IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE);
 	b = aw_qp(&t, IBV_QPT_RC, IBV_QP_EX_WITH_SEND);
 	ok(a && b, "RC QPs with WITH_ATOMIC_WRITE");

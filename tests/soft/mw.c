@@ -496,6 +496,16 @@ static void test_qp_ex(void)
 	ok(a && b, "create QPs with the window send ops");
 	if (!a || !b)
 		return;
+	/* a UD QP posts no window WRs (rxe, mlx5), nor does softrdma's UC */
+	ia.qp_type = IBV_QPT_UD;
+	errno = 0;
+	ok(!ibv_create_qp_ex(t.ctx, &ia) && errno == EOPNOTSUPP,
+	   "UD QP with the window send ops: EOPNOTSUPP");
+	ia.qp_type = IBV_QPT_UC;
+	errno = 0;
+	ok(!ibv_create_qp_ex(t.ctx, &ia) && errno == EOPNOTSUPP,
+	   "UC QP with the window send ops: EOPNOTSUPP");
+	ia.qp_type = IBV_QPT_RC;
 	if (t_connect(a, b->qp_num, acc, 12, 7, 14, 7) ||
 	    t_connect(b, a->qp_num, acc, 12, 7, 14, 7))
 		bail_out("connect");
