@@ -2768,6 +2768,16 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	default: /* SEND */
 		break;
 	}
+	wc.status = wqe_iov(qp, r, m->len, iov, &n, &nak);
+	if (wc.status != IBV_WC_SUCCESS) {
+		if (rx_commit(qp, s, SOFT_SLOT_BUSY, nak))
+			rx_deliver(qp, &wc, solicited, 0);
+		else
+			rx_stop(qp);
+		return 0;
+	}
+	/* only a message its receive takes invalidates (rxe's do_complete):
+	 * a receive too short or with a bad lkey leaves the window bound */
 	if (m->flags & SOFT_SF_INV) {
 		wc.status = soft_mw_remote_inv(m->imm, soft_self_pid,
 					       qp->pd->pd_id, wc.qp_num);
@@ -2780,14 +2790,6 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 		}
 		wc.invalidated_rkey = m->imm;
 		wc.wc_flags = IBV_WC_WITH_INV;
-	}
-	wc.status = wqe_iov(qp, r, m->len, iov, &n, &nak);
-	if (wc.status != IBV_WC_SUCCESS) {
-		if (rx_commit(qp, s, SOFT_SLOT_BUSY, nak))
-			rx_deliver(qp, &wc, solicited, 0);
-		else
-			rx_stop(qp);
-		return 0;
 	}
 	if (m->flags & SOFT_SF_COPIED) {
 		iov_scatter(iov, n, 0, s->payload, m->len);

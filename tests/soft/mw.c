@@ -433,6 +433,35 @@ static void test_type2(void)
 	unpair(c, d);
 	unpair(a, b);
 
+	/* SEND_WITH_INV whose receive fails (too short): the message is
+	 * not received, so the window is not invalidated (rxe invalidates
+	 * in do_complete, on a successful receive only) */
+	pair(&a, &b);
+	pair(&c, &d);
+	rk = ibv_inc_rkey(rk);
+	is_int(t_bind2(b, mw, rk, bmr, base, 256, IBV_ACCESS_REMOTE_WRITE), 0,
+	       "bind for a failing SEND_WITH_INV");
+	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "bind completes");
+	t_post_recv(b, bbuf, 8, bmr->lkey, 0x7a);
+	is_int(post_inv(a, IBV_WR_SEND_WITH_INV, rk), 0,
+	       "post SEND_WITH_INV of 16 bytes into 8");
+	wc = one_wc(bcq);
+	is_int(wc.status, IBV_WC_LOC_LEN_ERR, "responder: LOC_LEN_ERR");
+	ok(!(wc.wc_flags & IBV_WC_WITH_INV), "no IBV_WC_WITH_INV");
+	is_int(one_wc(acq).status, IBV_WC_REM_INV_REQ_ERR,
+	       "requester: REM_INV_REQ_ERR");
+	is_int(t_bind2(d, mw, ibv_inc_rkey(rk), bmr, base, 256,
+		       IBV_ACCESS_REMOTE_WRITE),
+	       0, "post a bind of the window elsewhere");
+	is_int(one_wc(bcq).status, IBV_WC_MW_BIND_ERR,
+	       "still bound to its QP: BIND_ERR (not invalidated)");
+	unpair(c, d);
+	pair(&c, &d);
+	is_int(post_inv(d, IBV_WR_LOCAL_INV, rk), 0, "LOCAL_INV it");
+	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "LOCAL_INV completes");
+	unpair(c, d);
+	unpair(a, b);
+
 	/* type 2 binding errors */
 	pair(&a, &b);
 	is_int(t_bind2(b, mw, rk, NULL, 0, 0, IBV_ACCESS_REMOTE_WRITE), 0,
