@@ -55,6 +55,10 @@ SOFT_EXPORT unsigned int softrdma_umr_max_entries(void);
 #define SOFT_UMR_MAX_ENTRIES 1024u
 #define SOFT_UMR_MAX_TOTAL   (1ull << 62)
 #define SOFT_UMR_IOV_BATCH   256u
+/* staged UMRs of one mkey not executed yet: as many batches of as many
+ * QPs may hold one each; past that the oldest (most likely abandoned by
+ * an ibv_wr_abort or a refused batch) gives way */
+#define SOFT_UMR_MAX_PENDING 64u
 #define SOFT_UMR_ACCESS                                     \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
@@ -79,14 +83,22 @@ struct soft_umr_tab {
 	struct soft_umr_ent e[];
 };
 
+/* a layout staged by mlx5dv_wr_mr_*, not yet executed; its WR names it
+ * by seq */
+struct soft_umr_pend {
+	struct soft_umr_pend *next;
+	uint64_t seq;
+	struct soft_umr_tab *tab;
+};
+
 struct soft_mkey {
 	struct mlx5dv_mkey dv;
 	struct soft_pd *pd;
 	uint32_t slot;
 	uint16_t num_desc;
-	struct soft_umr_tab *tab;     /* the layout in force (stripe lock) */
-	struct soft_umr_tab *pending; /* staged, not yet executed */
-	uint64_t pending_seq;
+	struct soft_umr_tab *tab;      /* the layout in force (stripe lock) */
+	struct soft_umr_pend *pending; /* staged, oldest first (stripe lock) */
+	uint32_t npending;
 };
 
 /* the dv side of a QP created by mlx5dv_create_qp */
@@ -220,7 +232,13 @@ int mlx5dv_destroy_mkey(struct mlx5dv_mkey *dv)
 	soft_reg_mr_free(dv->lkey);
 	__atomic_sub_fetch(&k->pd->refcnt, 1, __ATOMIC_RELAXED);
 	free(k->tab);
-	free(k->pending);
+	while (k->pending) {
+		struct soft_umr_pend *p = k->pending;
+
+		k->pending = p->next;
+		free(p->tab);
+		free(p);
+	}
 	free(k);
 	return 0;
 }
@@ -565,24 +583,35 @@ enum ibv_wc_status soft_umr_exec(struct soft_qp *qp, struct ibv_send_wr *wr)
 {
 	uint32_t key = wr->wr.rdma.rkey, slot = soft_key_slot(key), i;
 	enum ibv_wc_status st = IBV_WC_LOC_PROT_ERR;
-	struct soft_umr_tab *t, *old = NULL;
+	struct soft_umr_tab *t = NULL, *old = NULL;
+	struct soft_umr_pend **pp, *p = NULL;
 	struct soft_mkey *k;
 
 	soft_stripe_lock(slot_lock(slot));
 	k = mkey_of(key);
-	if (!k || k->pd != qp->pd || !k->pending ||
-	    k->pending_seq != wr->wr.rdma.remote_addr)
+	if (!k || k->pd != qp->pd)
 		goto out;
-	t = k->pending;
+	/* its own staged layout, whatever was staged since (another UMR
+	 * of this mkey in the batch or on another QP) */
+	for (pp = &k->pending; *pp; pp = &(*pp)->next)
+		if ((*pp)->seq == wr->wr.rdma.remote_addr)
+			break;
+	p = *pp;
+	if (!p)
+		goto out;
+	*pp = p->next;
+	k->npending--;
+	t = p->tab;
 	for (i = 0; i < t->n; i++) {
 		const struct soft_umr_ent *e = &t->e[i];
 
 		if (piece_local(k->pd, e->key, e->addr,
 				(uint64_t)(t->repeat - 1) * e->stride + e->len,
-				0, NULL))
+				0, NULL)) {
+			old = t; /* refused: it goes */
 			goto out;
+		}
 	}
-	k->pending = NULL;
 	old = k->tab;
 	k->tab = t;
 	publish(k, t);
@@ -590,6 +619,7 @@ enum ibv_wc_status soft_umr_exec(struct soft_qp *qp, struct ibv_send_wr *wr)
 out:
 	pthread_mutex_unlock(slot_lock(slot));
 	free(old);
+	free(p);
 	return st;
 }
 
@@ -640,6 +670,7 @@ static void stage(struct mlx5dv_qp_ex *mq, struct mlx5dv_mkey *dv,
 	struct soft_qp *qp = d->qp;
 	struct ibv_qp_ex *q = &qp->qpx;
 	struct soft_umr_tab *t;
+	struct soft_umr_pend *p, **pp, *drop = NULL;
 	struct soft_mkey *k;
 	struct ibv_send_wr *wr;
 	uint32_t max, i;
@@ -709,17 +740,34 @@ static void stage(struct mlx5dv_qp_ex *mq, struct mlx5dv_mkey *dv,
 	}
 	t->round = round;
 	t->total = round * repeat;
-	wr = soft_stage_wr(q, IBV_WR_DRIVER1);
+	p = malloc(sizeof(*p));
+	wr = p ? soft_stage_wr(q, IBV_WR_DRIVER1) : NULL;
 	if (!wr) {
+		if (!p)
+			qp->stage_err = ENOMEM;
+		free(p);
 		free(t);
 		return;
 	}
+	p->next = NULL;
+	p->tab = t;
+	p->seq = __atomic_add_fetch(&umr_seq, 1, __ATOMIC_RELAXED);
 	soft_stripe_lock(slot_lock(k->slot));
-	free(k->pending);
-	k->pending = t;
-	k->pending_seq = ++umr_seq;
-	wr->wr.rdma.remote_addr = k->pending_seq;
+	if (k->npending == SOFT_UMR_MAX_PENDING) {
+		drop = k->pending;
+		k->pending = drop->next;
+		k->npending--;
+	}
+	for (pp = &k->pending; *pp; pp = &(*pp)->next)
+		;
+	*pp = p;
+	k->npending++;
+	wr->wr.rdma.remote_addr = p->seq;
 	pthread_mutex_unlock(slot_lock(k->slot));
+	if (drop) {
+		free(drop->tab);
+		free(drop);
+	}
 	wr->wr.rdma.rkey = k->dv.lkey;
 	wr->send_flags &= ~(unsigned int)IBV_SEND_INLINE;
 }

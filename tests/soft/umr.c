@@ -561,6 +561,62 @@ static void test_local(void)
 	       IBV_WC_REM_ACCESS_ERR, "the invalidated mkey is refused");
 	ibv_destroy_qp(b);
 	ibv_destroy_qp(a);
+	/* two UMRs of one mkey in one batch, and batches of two QPs staged
+	 * at once: each runs in its queue's order, the last one executed
+	 * gives the layout (a later stage used to fail the earlier UMR with
+	 * LOC_PROT_ERR) */
+	a = umr_qp(&t, MLX5DV_QP_EX_WITH_MR_LIST, 1);
+	b = umr_qp(&t, MLX5DV_QP_EX_WITH_MR_LIST, 1);
+	t_connect(a, b->qp_num, RW, 1, 7, 14, 7);
+	t_connect(b, a->qp_num, RW, 1, 7, 14, 7);
+	{
+		struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a),
+				 *y = ibv_qp_to_qp_ex(b);
+
+		ibv_wr_start(x);
+		x->wr_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+		x->wr_id = 81;
+		mlx5dv_wr_mr_list(mlx5dv_qp_ex_from_ibv_qp_ex(x), k, RW,
+				  NPIECE / 2, l.sge);
+		x->wr_id = 82;
+		mlx5dv_wr_mr_list(mlx5dv_qp_ex_from_ibv_qp_ex(x), k, RW, NPIECE,
+				  l.sge);
+		is_int(ibv_wr_complete(x), 0, "two UMRs of one mkey posted");
+		n = t_wait(t.cq, &wc, 1, 10000);
+		ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 81,
+		   "the first completes (status %d)", wc.status);
+		n = t_wait(t.cq, &wc, 1, 10000);
+		ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 82,
+		   "the second completes (status %d)", wc.status);
+		is_int(rdma(&t, b, IBV_WR_RDMA_WRITE, src, NPIECE * PIECE,
+			    mr->lkey, 0, k->rkey),
+		       IBV_WC_SUCCESS, "the second's layout is in force");
+		ibv_wr_start(x);
+		x->wr_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+		x->wr_id = 83;
+		mlx5dv_wr_mr_list(mlx5dv_qp_ex_from_ibv_qp_ex(x), k, RW,
+				  NPIECE / 2, l.sge);
+		ibv_wr_start(y);
+		y->wr_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+		y->wr_id = 84;
+		mlx5dv_wr_mr_list(mlx5dv_qp_ex_from_ibv_qp_ex(y), k, RW, NPIECE,
+				  l.sge);
+		is_int(ibv_wr_complete(y), 0, "a UMR of QP b staged second");
+		is_int(ibv_wr_complete(x), 0, "a UMR of QP a staged first");
+		n = t_wait(t.cq, &wc, 1, 10000);
+		ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 84,
+		   "b's completes (status %d)", wc.status);
+		n = t_wait(t.cq, &wc, 1, 10000);
+		ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 83,
+		   "a's completes (status %d)", wc.status);
+		is_int(rdma(&t, b, IBV_WR_RDMA_WRITE, src,
+			    NPIECE / 2 * PIECE + 1, mr->lkey, 0, k->rkey),
+		       IBV_WC_REM_ACCESS_ERR,
+		       "a's layout (half the pieces), executed last, is in "
+		       "force");
+	}
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
 	/* every access checks the pieces as they are now */
 	a = umr_qp(&t, MLX5DV_QP_EX_WITH_MR_LIST, 1);
 	b = t_rc_qp(&t, 32, NULL);
