@@ -720,9 +720,12 @@ static void stage(struct mlx5dv_qp_ex *mq, struct mlx5dv_mkey *dv,
 		e->stride =
 			il ? (uint64_t)il[i].bytes_count + il[i].bytes_skip : 0;
 		round += e->len;
-		/* the whole piece (all repetitions) inside its MR: the
-		 * arithmetic cannot wrap (repeat < 2^32, stride < 2^33) */
+		/* the whole piece (all repetitions) inside its MR; (repeat -
+		 * 1) * stride reaches 2^65 and is checked before it is used:
+		 * wrapped, it named a small span inside the MR */
 		if (!e->len ||
+		    (repeat > 1 &&
+		     e->stride > (UINT64_MAX - e->len) / (repeat - 1)) ||
 		    e->addr > UINT64_MAX - (uint64_t)(repeat - 1) * e->stride -
 				      e->len ||
 		    piece_local(k->pd, e->key, e->addr,

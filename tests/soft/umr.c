@@ -473,6 +473,40 @@ static void test_local(void)
 	       "a pattern whose stride * repeat overflows -> EINVAL");
 	is_int(umr_il(a, k, RW, 1, 1, &il), EINVAL,
 	       "interleaved on a QP created with MR_LIST only -> EINVAL");
+	{
+		/* on a QP that takes patterns: a stride * (repeat - 1) past
+		 * 2^64 that wraps to a span inside the MR (65536 + 65537
+		 * bytes) is refused, not taken as that span */
+		struct ibv_qp *c =
+			umr_qp(&t,
+			       MLX5DV_QP_EX_WITH_MR_LIST |
+				       MLX5DV_QP_EX_WITH_MR_INTERLEAVED,
+			       1);
+		size_t big = 3 * 65536;
+		uint8_t *bb = calloc(1, big);
+		struct ibv_mr *bm = bb ? ibv_reg_mr(t.pd, bb, big, RW) : NULL;
+		struct mlx5dv_mr_interleaved w;
+
+		struct ibv_qp *d = t_rc_qp(&t, 32, NULL);
+
+		if (!c || !d || !bm)
+			bail_out("interleaved QP");
+		t_connect(c, d->qp_num, RW, 1, 7, 14, 7);
+		t_connect(d, c->qp_num, RW, 1, 7, 14, 7);
+		is_int(umr_il(c, k, RW, 0xffffffffu, 1, &il), EINVAL,
+		       "a pattern whose stride * repeat overflows -> EINVAL");
+		w.addr = (uintptr_t)bb;
+		w.bytes_count = 65537;
+		w.bytes_skip = 0xffffffffu;
+		w.lkey = bm->lkey;
+		is_int(umr_il(c, k, RW, 0xffffffffu - 65533, 1, &w), EINVAL,
+		       "one whose stride * (repeat - 1) wraps into the MR -> "
+		       "EINVAL");
+		ibv_destroy_qp(d);
+		ibv_destroy_qp(c);
+		ibv_dereg_mr(bm);
+		free(bb);
+	}
 	n = t_wait(t.cq, &wc, 1, 50);
 	is_int(n, 0, "no completion from any refused UMR");
 	is_int(rdma(&t, b, IBV_WR_RDMA_WRITE, src, 8, mr->lkey, 0, k->rkey),
