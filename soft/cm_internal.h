@@ -148,7 +148,6 @@ struct scm_mc {
 	void *context;
 	uint32_t join_flags;
 	uint32_t reported, completed; /* its events handed out / acked */
-	int attached;		      /* the id's QP is attached to mgid */
 };
 
 struct scm_event {

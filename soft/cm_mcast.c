@@ -37,14 +37,28 @@ static int scm_is_mcast(const struct sockaddr *sa)
 	return 0;
 }
 
-/* scm_mc_find -- the group of s joined at addr */
+/* scm_mc_same -- the same group address: family and address only, as
+ * librdmacm's rdma_addr_cmp (a port or sin_zero left unset is no other
+ * group) */
+static int scm_mc_same(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return 0;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr,
+		       sizeof(struct in6_addr));
+}
+
+/* scm_mc_find -- the group of s joined at addr (the latest join first) */
 static struct scm_mc **scm_mc_find(struct scm_id *s, const struct sockaddr *a)
 {
 	struct scm_mc **pp;
-	socklen_t len = scm__addr_len(a);
 
 	for (pp = &s->mcs; *pp; pp = &(*pp)->next)
-		if (!memcmp(&(*pp)->addr, a, len))
+		if (scm_mc_same((const struct sockaddr *)&(*pp)->addr, a))
 			return pp;
 	return pp;
 }
@@ -142,9 +156,7 @@ void scm__mc_process_locked(struct scm_event *e)
 	if (err) {
 		e->ev.event = RDMA_CM_EVENT_MULTICAST_ERROR;
 		e->ev.status = -err;
-		return;
 	}
-	e->mc->attached = 1;
 }
 
 /* scm_mc_drop_locked -- detach, forget queued events, wait for acks */
@@ -163,7 +175,11 @@ static void scm_mc_drop_locked(struct scm_id *s, struct scm_mc *mc, int detach)
 		ch->tail = e;
 		pp = &e->next;
 	}
-	if (detach && mc->attached && s->id.qp)
+	/* as librdmacm's rdma_leave_multicast: the QP leaves the group
+	 * whichever of its joins to it is left (an attach is one per QP and
+	 * group, and another join's event may have made it) */
+	if (detach && s->id.qp &&
+	    mc->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
 		ibv_detach_mcast(s->id.qp, &mc->mgid, 0);
 	while (mc->completed < mc->reported)
 		pthread_cond_wait(&s->cond, &scm__lock);

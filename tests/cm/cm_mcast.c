@@ -63,7 +63,7 @@ int main(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_in any = cmt_sin(0), g1 = group("239.1.2.3"),
-			   g2 = group("239.1.2.4"), uni = cmt_sin(0);
+			   g2 = group("239.1.2.4"), uni = cmt_sin(0), g1x;
 	struct rdma_cm_join_mc_attr_ex ax;
 	struct ibv_qp_init_attr ia;
 	struct rdma_cm_event *ev;
@@ -132,7 +132,13 @@ int main(void)
 	ok(rdma_leave_multicast(id, (struct sockaddr *)&uni) == -1 &&
 		   errno == EADDRNOTAVAIL,
 	   "leave a group never joined: EADDRNOTAVAIL");
-	ok(!rdma_leave_multicast(id, (struct sockaddr *)&g1), "leave");
+	/* librdmacm compares family and address (rdma_addr_cmp): another
+	 * port and an uncleared sin_zero name the same group */
+	g1x = g1;
+	g1x.sin_port = htons(4791);
+	memset(g1x.sin_zero, 0xaa, sizeof(g1x.sin_zero));
+	ok(!rdma_leave_multicast(id, (struct sockaddr *)&g1x),
+	   "leave, the address given with a port and sin_zero set");
 	errno = 0;
 	ok(rdma_leave_multicast(id, (struct sockaddr *)&g1) == -1 &&
 		   errno == EADDRNOTAVAIL,
@@ -161,6 +167,12 @@ int main(void)
 	 * (EBUSY: rdma_destroy_qp would leak it): leave first */
 	ok(!rdma_leave_multicast(id, (struct sockaddr *)&g1),
 	   "leave (detaches the QP)");
+	/* the join left was the second, whose event was never taken: the
+	 * QP is detached all the same, as librdmacm detaches at every leave */
+	ok(!ibv_destroy_qp(id->qp),
+	   "the QP is no group's member: ibv_destroy_qp succeeds");
+	id->qp = NULL;
+	rdma_leave_multicast(id, (struct sockaddr *)&g1);
 	rdma_destroy_qp(id);
 	ok(!rdma_destroy_id(id), "destroy leaves every group");
 	ok(!rdma_destroy_id(tcp), "destroy");
