@@ -155,7 +155,9 @@ struct ud_pend {
 	uint32_t rkey;
 	uint32_t imm;
 	uint64_t raddr;
-	struct ibv_ah *ah; /* UD */
+	/* UD: the AH's address, copied at posting as an HCA copies the AV
+	 * into the WQE (the AH may be destroyed before the WR runs) */
+	struct ibv_ah_attr av;
 	uint32_t remote_qpn, remote_qkey;
 	int niov;
 	struct iovec iov[SOFT_MAX_SGE];
@@ -335,8 +337,9 @@ static void peer_unmap(struct ud_peer *p)
 static int q_lock(struct ud_qhdr *q, long ms);
 static void rd_withdraw(struct soft_ud *u);
 static void pend_run(struct soft_qp *qp);
-static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-		    struct ud_cell *h, const struct iovec *iov);
+static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
+		    uint32_t rqpn, uint32_t rqkey, int niov, struct ud_cell *h,
+		    const struct iovec *iov);
 static void pend_drop(struct soft_qp *qp);
 
 /* ud_destroy -- detach from every group, unmap, free */
@@ -1192,7 +1195,7 @@ static void pend_add(struct soft_qp *qp, struct ibv_send_wr *wr,
 	e->rkey = wr->wr.rdma.rkey;
 	e->raddr = wr->wr.rdma.remote_addr;
 	if (qp->type == IBV_QPT_UD) {
-		e->ah = wr->wr.ud.ah;
+		e->av = *soft_ah_attr(wr->wr.ud.ah);
 		e->remote_qpn = wr->wr.ud.remote_qpn;
 		e->remote_qkey = wr->wr.ud.remote_qkey;
 	}
@@ -1250,10 +1253,8 @@ static void pend_run(struct soft_qp *qp)
 			wr.imm_data = e->imm;
 			wr.num_sge = e->niov;
 			if (qp->type == IBV_QPT_UD) {
-				wr.wr.ud.ah = e->ah;
-				wr.wr.ud.remote_qpn = e->remote_qpn;
-				wr.wr.ud.remote_qkey = e->remote_qkey;
-				ud_send(qp, &wr, &e->h, e->iov);
+				ud_send(qp, &e->av, e->remote_qpn,
+					e->remote_qkey, e->niov, &e->h, e->iov);
 			} else {
 				wr.wr.rdma.rkey = e->rkey;
 				wr.wr.rdma.remote_addr = e->raddr;
@@ -1383,27 +1384,26 @@ static int ud_net_send(struct soft_qp *qp, const struct ud_cell *h,
 	return soft_net_ud_send(qp, &d, iov, niov);
 }
 
-/* ud_send -- a UD datagram: unicast, multicast, or lost (another host) */
-static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-		    struct ud_cell *h, const struct iovec *iov)
+/* ud_send -- a UD datagram to the address av, QP rqpn with Q_Key rqkey:
+ * unicast, multicast, or lost (another host) */
+static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
+		    uint32_t rqpn, uint32_t rqkey, int niov, struct ud_cell *h,
+		    const struct iovec *iov)
 {
-	struct soft_ah *ah =
-		soft_container_of(wr->wr.ud.ah, struct soft_ah, ah);
 	struct soft_ud_src src = {.ctx = qp->ctx};
 	union ibv_gid sgid;
 	struct ud_peer *p;
 	uint32_t ctx_idx, n;
 
-	h->qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
-							: wr->wr.ud.remote_qkey;
-	h->flow_label = ah->attr.grh.flow_label;
-	h->tclass = ah->attr.grh.traffic_class;
-	h->hop_limit = ah->attr.grh.hop_limit;
-	memcpy(h->dgid, ah->attr.grh.dgid.raw, 16);
-	if (!soft_gid_get(ah->attr.grh.sgid_index, &sgid))
+	h->qkey = (rqkey & 0x80000000u) ? qp->attr.qkey : rqkey;
+	h->flow_label = av->grh.flow_label;
+	h->tclass = av->grh.traffic_class;
+	h->hop_limit = av->grh.hop_limit;
+	memcpy(h->dgid, av->grh.dgid.raw, 16);
+	if (!soft_gid_get(av->grh.sgid_index, &sgid))
 		memcpy(h->sgid, sgid.raw, 16);
 	if (soft_ud_gid_is_mcast(h->dgid)) {
-		if (wr->wr.ud.remote_qpn != UD_MCAST_QPN) {
+		if (rqpn != UD_MCAST_QPN) {
 			qp->ud->lost++;
 			return;
 		}
@@ -1412,20 +1412,18 @@ static void ud_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		n = soft_mcast_send(qp->ud, qp->ctx, &qp->ud->mc, h->dgid,
 				    !!(qp->ud->create_flags &
 				       IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
-				    h, iov, wr->num_sge);
-		if (ud_net_send(qp, h, UD_MCAST_QPN, iov, wr->num_sge) && !n)
+				    h, iov, niov);
+		if (ud_net_send(qp, h, UD_MCAST_QPN, iov, niov) && !n)
 			qp->ud->lost++;
 	} else if (gid_index(h->dgid) >= 0) {
-		p = soft_ud_peer(qp->ud, wr->wr.ud.remote_qpn, IBV_QPT_UD,
-				 &ctx_idx);
+		p = soft_ud_peer(qp->ud, rqpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
-			soft_ud_enqueue(p, h, iov, wr->num_sge, ctx_idx, 0,
-					&src);
+			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, &src);
 		else
 			qp->ud->lost++;
 	} else {
 		/* another host: RoCE v2 through net.c (SOFTRDMA_NET=1) */
-		if (ud_net_send(qp, h, wr->wr.ud.remote_qpn, iov, wr->num_sge))
+		if (ud_net_send(qp, h, rqpn, iov, niov))
 			qp->ud->lost++;
 	}
 }
@@ -1444,6 +1442,14 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		pend_run(qp);
 	if (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_SQE) {
 		st = IBV_WC_WR_FLUSH_ERR;
+		goto complete;
+	}
+	/* an AH of another PD (a parent domain is its PD): rxe_get_av finds
+	 * no AV for the QP, the WR completes with a local QP operation error */
+	if (qp->type == IBV_QPT_UD &&
+	    soft_container_of(wr->wr.ud.ah, struct soft_ah, ah)->pd->pd_id !=
+		    qp->pd->pd_id) {
+		st = IBV_WC_LOC_QP_OP_ERR;
 		goto complete;
 	}
 	for (i = 0; i < wr->num_sge; i++) {
@@ -1467,7 +1473,8 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 		return;
 	}
 	if (qp->type == IBV_QPT_UD)
-		ud_send(qp, wr, &h, iov);
+		ud_send(qp, soft_ah_attr(wr->wr.ud.ah), wr->wr.ud.remote_qpn,
+			wr->wr.ud.remote_qkey, wr->num_sge, &h, iov);
 	else
 		uc_send(qp, wr, &h, iov, wr->num_sge, len);
 complete:

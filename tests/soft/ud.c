@@ -730,6 +730,95 @@ static void test_srq(void)
 	side_close(&s);
 }
 
+/* sqd_to -- move a QP in RTS to SQD (1) or back to RTS (0) */
+static int sqd_to(struct ibv_qp *qp, int sqd)
+{
+	struct ibv_qp_attr qa;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = sqd ? IBV_QPS_SQD : IBV_QPS_RTS;
+	return ibv_modify_qp(qp, &qa, IBV_QP_STATE);
+}
+
+/*
+ * test_ah -- the AH a UD WR names: one of another PD fails the WR with
+ * IBV_WC_LOC_QP_OP_ERR (rxe_get_av, rxe_requester) and the QP goes to
+ * ERR; a parent domain's is its PD's; one destroyed after the post of a
+ * WR held in SQD leaves the WR its address (an HCA copies the AV into
+ * the WQE: under valgrind, no read of the freed AH)
+ */
+static void test_ah(void)
+{
+	struct ibv_parent_domain_init_attr pa;
+	struct side s;
+	struct ibv_pd *pd2, *par;
+	struct ibv_ah *ah, *ah2, *ahp;
+	struct ibv_qp *tx;
+	struct ibv_wc wc[4];
+	int n;
+
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
+		bail_out("setup");
+	tx = mk_qp(&s, IBV_QPT_UD);
+	if (!tx || t_ud_up(tx, QKEY))
+		bail_out("sending QP");
+	pd2 = ibv_alloc_pd(s.t.ctx);
+	memset(&pa, 0, sizeof(pa));
+	pa.pd = s.t.pd;
+	par = ibv_alloc_parent_domain(s.t.ctx, &pa);
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	if (!pd2 || !par || !ah)
+		bail_out("PDs, AH");
+	fill(s.buf + 100000, 64, 5);
+	/* a parent domain's AH: the QP's PD */
+	{
+		struct ibv_pd *keep = s.t.pd;
+
+		s.t.pd = par;
+		ahp = mk_ah(&s, GID_V4, GID_V4);
+		s.t.pd = pd2;
+		ah2 = mk_ah(&s, GID_V4, GID_V4);
+		s.t.pd = keep;
+	}
+	ok(ahp && ah2, "AHs on a parent domain and on another PD");
+	ok(!t_post_recv(s.qp, s.buf, RBUF, s.mr->lkey, 1) &&
+		   !t_post_recv(s.qp, s.buf + RBUF, RBUF, s.mr->lkey, 2),
+	   "two receives posted");
+	ok(!ud_send(&s, tx, ahp, s.qp->qp_num, QKEY, 100000, 64, 10, 0),
+	   "send through the parent domain's AH");
+	n = t_wait(s.t.cq, wc, 2, 10000);
+	ok(n == 2 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS,
+	   "it is the QP's PD: sent and received");
+	/* held in SQD, its AH destroyed, then run */
+	ok(!sqd_to(tx, 1), "sending QP to SQD");
+	ok(!ud_send(&s, tx, ah, s.qp->qp_num, QKEY, 100000, 64, 11, 1),
+	   "post a send in SQD");
+	ok(!ibv_destroy_ah(ah), "destroy its AH before it runs");
+	ok(!sqd_to(tx, 0), "back to RTS: the held send runs");
+	n = t_wait(s.t.cq, wc, 2, 10000);
+	ok(n == 2 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS &&
+		   (wc[0].opcode == IBV_WC_RECV ? wc[0] : wc[1]).byte_len ==
+			   40 + 64 &&
+		   check_fill(s.buf + RBUF + 40, 64, 5),
+	   "sent to the address the AH had at posting, received");
+	/* another PD's AH */
+	ok(!ud_send(&s, tx, ah2, s.qp->qp_num, QKEY, 100000, 64, 12, 0),
+	   "post a send through an AH of another PD");
+	n = t_wait(s.t.cq, wc, 1, 10000);
+	ok(n == 1 && wc[0].wr_id == 12 && wc[0].status == IBV_WC_LOC_QP_OP_ERR,
+	   "it completes with IBV_WC_LOC_QP_OP_ERR");
+	is_int(t_qp_state(tx), IBV_QPS_ERR, "the sending QP is in ERR");
+	is_int(softrdma_qp_drops(s.qp, -1), 0, "nothing reached the receiver");
+	ibv_destroy_ah(ah2);
+	ibv_destroy_ah(ahp);
+	ibv_destroy_qp(tx);
+	ibv_dealloc_pd(par);
+	ibv_dealloc_pd(pd2);
+	side_close(&s);
+}
+
 /* stopped_child -- posts receives, is stopped, then checks what came */
 static int stopped_child(int rfd, int wfd)
 {
@@ -933,6 +1022,7 @@ int main(void)
 	test_uc();
 	test_errors();
 	test_srq();
+	test_ah();
 	test_stopped();
 	test_hostile();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
