@@ -1142,9 +1142,12 @@ static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 {
 	uint32_t dqpn = qp->attr.dest_qp_num, ctx_idx;
 	struct soft_reg_qp e;
-	struct ud_peer *p;
+	struct ud_peer *p = NULL;
 
-	p = soft_ud_peer(qp->ud, dqpn, IBV_QPT_UC, &ctx_idx);
+	/* no UC between hosts: a path to another host's GID reaches no QP
+	 * of this one, whatever its number (its packets leave the host) */
+	if (soft_ah_local(&qp->attr.ah_attr))
+		p = soft_ud_peer(qp->ud, dqpn, IBV_QPT_UC, &ctx_idx);
 	if (!p) {
 		qp->ud->lost++;
 		return;

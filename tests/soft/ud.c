@@ -509,6 +509,62 @@ static void test_uc(void)
 	side_close(&s);
 }
 
+/*
+ * test_uc_remote -- a UC QP whose path names another host's GID (UC does
+ * not go between hosts): what it sends reaches no QP here, not even one
+ * with the destination QPN it was given
+ */
+static void test_uc_remote(void)
+{
+	struct side s;
+	struct ibv_qp_attr a;
+	struct ibv_qp *tx;
+	struct ibv_wc wc[2];
+
+	if (side_open(&s, IBV_QPT_UC))
+		bail_out("setup");
+	tx = mk_qp(&s, IBV_QPT_UC);
+	if (!tx || t_uc_up(s.qp, tx->qp_num, IBV_ACCESS_REMOTE_WRITE))
+		bail_out("UC QPs");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	ok(!ibv_modify_qp(tx, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS),
+	   "UC QP to INIT");
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = s.qp->qp_num; /* a QPN of this host's... */
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.sgid_index = GID_V4;
+	a.ah_attr.grh.hop_limit = 64;
+	/* ...on another host: ::ffff:10.231.250.1 */
+	a.ah_attr.grh.dgid.raw[10] = a.ah_attr.grh.dgid.raw[11] = 0xff;
+	a.ah_attr.grh.dgid.raw[12] = 10;
+	a.ah_attr.grh.dgid.raw[13] = 231;
+	a.ah_attr.grh.dgid.raw[14] = 250;
+	a.ah_attr.grh.dgid.raw[15] = 1;
+	ok(!ibv_modify_qp(tx, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
+	   "to RTR towards another host's GID");
+	a.qp_state = IBV_QPS_RTS;
+	ok(!ibv_modify_qp(tx, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), "to RTS");
+	ok(!t_post_recv(s.qp, s.buf, 4096, s.mr->lkey, 1), "receive posted");
+	fill(s.buf + 100000, 64, 3);
+	ok(!post_wr(tx, IBV_WR_SEND, s.buf + 100000, 64, s.mr->lkey, 0, 0, 0),
+	   "UC SEND");
+	ok(t_wait(s.t.cq, wc, 2, 200) == 1 && wc[0].qp_num == tx->qp_num &&
+		   wc[0].status == IBV_WC_SUCCESS,
+	   "it completes at the sender, and nothing arrives here");
+	is_int(softrdma_qp_drops(s.qp, -1), 0,
+	       "the local QP of that number saw nothing");
+	ibv_destroy_qp(tx);
+	side_close(&s);
+}
+
 /* test_errors -- bad input to the UD/UC entry points */
 static void test_errors(void)
 {
@@ -1020,6 +1076,7 @@ int main(void)
 	t_isolate("ud");
 	test_ud();
 	test_uc();
+	test_uc_remote();
 	test_errors();
 	test_srq();
 	test_ah();
