@@ -541,6 +541,11 @@ static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
 		return -EINVAL;
 	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
 		return -EINVAL;
+	/* a controlled Q_Key (high bit set) is the kernel's to give: uverbs'
+	 * modify_qp refuses it (EPERM) unless rdma's privileged_qkey setting
+	 * allows it, off by default */
+	if ((mask & IBV_QP_QKEY) && (a->qkey & 0x80000000u))
+		return -EPERM;
 	if ((mask & IBV_QP_AV) && !a->ah_attr.is_global)
 		return -EINVAL; /* RoCE needs a GRH */
 	if ((mask & IBV_QP_AV) &&

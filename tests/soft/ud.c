@@ -602,6 +602,17 @@ static void test_errors(void)
 	       "post_send in RESET: EINVAL (state first)");
 	ok(bad == &wr[0], "bad_wr is the first");
 	ok(!t_ud_up(s.qp, QKEY), "UD QP up");
+	/* a controlled Q_Key: uverbs' modify_qp, privileged_qkey off */
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_RTS;
+	qa.qkey = 0x80010000u;
+	is_int(ibv_modify_qp(s.qp, &qa, IBV_QP_STATE | IBV_QP_QKEY), EPERM,
+	       "a Q_Key with the high bit set: EPERM");
+	memset(&qa, 0, sizeof(qa));
+	ok(!ibv_query_qp(s.qp, &qa, IBV_QP_QKEY,
+			 &(struct ibv_qp_init_attr){0}) &&
+		   qa.qkey == QKEY,
+	   "the QP keeps its Q_Key");
 	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
 	       "UD RDMA READ: EINVAL");
 	wr[0].opcode = IBV_WR_RDMA_WRITE;
