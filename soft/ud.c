@@ -179,7 +179,8 @@ struct soft_ud {
 	uint32_t rq_size;
 	uint64_t rq_head, rq_tail;
 	uint32_t create_flags;
-	int srq; /* receives come from an SRQ */
+	int srq;      /* receives come from an SRQ */
+	uint32_t mtu; /* UD: the largest datagram, its port's active MTU */
 	struct ud_peer peer[UD_NPEER];
 	unsigned int victim;
 	struct soft_mc_cache *mc; /* the members of the group sent to last */
@@ -295,6 +296,7 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 		u->create_flags = attr->create_flags;
 	off = qp->seg_len - extra;
 	u->nslots = ud_nslots(attr);
+	u->mtu = SOFT_UD_MTU; /* until INIT->RTR reads the port's */
 	u->q = (struct ud_qhdr *)((char *)qp->seg + off);
 	u->cells = (uint8_t *)u->q + UD_QHDR;
 	u->rd_n = ud_rd_n(attr);
@@ -1465,7 +1467,7 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 			goto complete;
 		}
 	}
-	if (len > (qp->type == IBV_QPT_UD ? SOFT_UD_MTU : SOFT_MAX_MSG_SZ)) {
+	if (len > (qp->type == IBV_QPT_UD ? u->mtu : SOFT_MAX_MSG_SZ)) {
 		st = IBV_WC_LOC_LEN_ERR;
 		goto complete;
 	}
@@ -1725,10 +1727,30 @@ static void ud_qkey_publish(struct soft_qp *qp)
 		atomic_store(&qp->ud->q->qkey, qp->attr.qkey);
 }
 
+/*
+ * ud_port_mtu -- the largest UD payload of the QP's port: its active MTU
+ * (rxe's get_mtu for UD: the port's mtu_cap, which follows the netdev's
+ * MTU; 4096 on one host and in the IB mode, port.c)
+ */
+static uint32_t ud_port_mtu(const struct soft_qp *qp)
+{
+	struct ibv_port_attr pa;
+
+	memset(&pa, 0, sizeof(pa));
+	pa.active_mtu = IBV_MTU_4096;
+	if (!soft_link_ib)
+		(void)soft_port_eth(qp->attr.port_num, &pa);
+	if (pa.active_mtu < IBV_MTU_256 || pa.active_mtu > IBV_MTU_4096)
+		return SOFT_UD_MTU;
+	return 128u << pa.active_mtu;
+}
+
 /* ud_to_rtr -- INIT->RTR of a UD QP: it also receives from other hosts;
- * its Q_Key is known before it receives */
+ * its Q_Key is known before it receives, its port's MTU bounds what it
+ * sends */
 static void ud_to_rtr(struct soft_qp *qp)
 {
+	qp->ud->mtu = ud_port_mtu(qp);
 	ud_qkey_publish(qp);
 	soft_net_ud_attach(qp); /* issue 12: from other hosts */
 }

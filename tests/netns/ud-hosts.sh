@@ -72,6 +72,17 @@ for mode in polling events; do
 done
 [ -z "$cap" ] && skip "tshark decodes the capture" "dumpcap or tshark not installed"
 
+# the largest datagram is the port's active MTU, 1024 on these 1500-byte
+# links (rxe's get_mtu for UD): one byte more is a local length error
+mtu_peer=$top_builddir/tests/netns/ud_mtu_peer
+if [ -x "$mtu_peer" ]; then
+	on 1 timeout -k 10 60 "$mtu_peer" 1024 >"$tap_tmp/mtu.log" 2>&1
+	tap_passed "$tap_tmp/mtu.log" $?
+	ok $? "ud_mtu_peer: MTU bytes sent, MTU + 1 a local length error"
+else
+	skip "ud_mtu_peer: the port's MTU bounds a datagram" "not built"
+fi
+
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exit after their last client"
 done_testing
