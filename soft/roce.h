@@ -190,7 +190,8 @@ ssize_t roce_encode(const struct roce_pkt *p, uint8_t *buf, size_t cap);
  * roce_icrc_check).  Returns 0, -EBADMSG for a truncated packet or a pad
  * count larger than the payload, -EINVAL for an unknown opcode, a
  * transport version other than 0, a payload or pad on an opcode that
- * carries none.
+ * carries none, -EACCES for a P_Key not of the default partition (the
+ * receiver drops it, as rxe's check_keys).
  */
 int roce_decode(const uint8_t *buf, size_t len, struct roce_pkt *p);
 

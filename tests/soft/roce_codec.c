@@ -383,6 +383,19 @@ static void test_hostile(void)
 	   "pad larger than the payload: -EBADMSG");
 	ok(roce_decode(buf, (size_t)n - 1, &d) == -EBADMSG,
 	   "payload not whole words: -EBADMSG");
+	/* P_Key: the default partition only (rxe_recv.c check_keys) */
+	sample(&p, ROCE_UD | ROCE_SEND_ONLY, 0);
+	p.bth.pkey = 0x8001;
+	n = roce_encode(&p, buf, sizeof(buf));
+	ok(n > 0 && roce_decode(buf, (size_t)n, &d) == -EACCES,
+	   "P_Key 0x8001 (another partition): -EACCES");
+	buf[2] = 0x7f; /* a limited member of the default partition */
+	buf[3] = 0xff;
+	ok(roce_decode(buf, (size_t)n, &d) == 0 && d.bth.pkey == 0x7fff,
+	   "P_Key 0x7fff (default partition, limited): accepted");
+	buf[2] = 0;
+	buf[3] = 0;
+	ok(roce_decode(buf, (size_t)n, &d) == -EACCES, "P_Key 0: -EACCES");
 
 	sample(&p, ROCE_RC | ROCE_SEND_FIRST, 0);
 	n = roce_encode(&p, buf, sizeof(buf));
