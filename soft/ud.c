@@ -1103,11 +1103,19 @@ void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d)
 			      NULL);
 }
 
-/* uc_write -- UC RDMA WRITE into the target's memory; 0 when done */
-static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
-		    const struct iovec *liov, int niov, uint64_t len)
+/*
+ * uc_write -- UC RDMA WRITE into the memory of target QP dqpn (entry t);
+ * 0 when done.  The rkey names an MR or a memory window (its slot is
+ * soft_key_slot's: a window's key carries its tag in the low byte); a
+ * type 2 window bound to another QP refuses it (rxe_lookup_mw), and an
+ * indirect mkey is not served on UC (its entry describes a layout, not
+ * memory): refused, the message dropped, as any rkey violation on UC.
+ */
+static int uc_write(struct soft_reg_qp *t, uint32_t dqpn,
+		    struct ibv_send_wr *wr, const struct iovec *liov, int niov,
+		    uint64_t len)
 {
-	uint32_t rkey = wr->wr.rdma.rkey, slot = rkey & (SOFT_MAX_MR - 1);
+	uint32_t rkey = wr->wr.rdma.rkey, slot = soft_key_slot(rkey);
 	uint64_t raddr = wr->wr.rdma.remote_addr;
 	pthread_mutex_t *lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	struct soft_reg_mr *m = &soft_reg->mr[slot];
@@ -1119,7 +1127,8 @@ static int uc_write(struct soft_reg_qp *t, struct ibv_send_wr *wr,
 	if (!len) /* R_Key and VA of a zero-length WRITE: unchecked (C9-88) */
 		return 0;
 	soft_stripe_lock(lk);
-	if (rkey && m->key == rkey && m->pid == t->pid &&
+	if (rkey && m->key == rkey && m->kind != SOFT_KEY_UMR &&
+	    (!m->qpn || m->qpn == dqpn) && m->pid == t->pid &&
 	    m->pd_id == t->pd_id && (m->access & IBV_ACCESS_REMOTE_WRITE) &&
 	    raddr >= m->addr && raddr - m->addr <= m->len &&
 	    len <= m->len - (raddr - m->addr)) {
@@ -1157,7 +1166,7 @@ static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	if (wr->opcode == IBV_WR_RDMA_WRITE ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		if (soft_reg_qp_lookup(dqpn, &e) < 0 ||
-		    uc_write(&e, wr, iov, niov, len)) {
+		    uc_write(&e, dqpn, wr, iov, niov, len)) {
 			count_drop(p->q, UD_DROP_OTHER);
 			return;
 		}

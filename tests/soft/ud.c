@@ -565,6 +565,85 @@ static void test_uc_remote(void)
 	side_close(&s);
 }
 
+/*
+ * test_uc_mw -- UC RDMA WRITE through memory windows (rxe_lookup_mw): a
+ * type 1 window's rkey places the data at the window's address; a type 2
+ * window bound to another QP (an RC QP here) is an rkey violation for the
+ * UC QP: the WRITE is dropped, nothing written
+ */
+static void test_uc_mw(void)
+{
+	struct side s;
+	struct ibv_qp *tx, *rc1, *rc2;
+	struct ibv_mw *mw1, *mw2;
+	struct ibv_mw_bind bind;
+	struct ibv_mr *wmr;
+	struct ibv_wc wc[2];
+	uint64_t base;
+	uint32_t r2;
+	int n;
+
+	if (side_open(&s, IBV_QPT_UC))
+		bail_out("setup");
+	base = (uintptr_t)s.buf + (1u << 20);
+	wmr = ibv_reg_mr(s.t.pd, s.buf + (1u << 20), 1u << 20,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_MW_BIND);
+	tx = mk_qp(&s, IBV_QPT_UC);
+	rc1 = t_rc_qp(&s.t, 4, NULL);
+	rc2 = t_rc_qp(&s.t, 4, NULL);
+	if (!wmr || !tx || !rc1 || !rc2 ||
+	    t_uc_up(s.qp, tx->qp_num, IBV_ACCESS_REMOTE_WRITE) ||
+	    t_uc_up(tx, s.qp->qp_num, IBV_ACCESS_REMOTE_WRITE) ||
+	    t_connect(rc1, rc2->qp_num, IBV_ACCESS_REMOTE_WRITE, 12, 7, 14,
+		      7) ||
+	    t_connect(rc2, rc1->qp_num, IBV_ACCESS_REMOTE_WRITE, 12, 7, 14, 7))
+		bail_out("QPs");
+	mw1 = ibv_alloc_mw(s.t.pd, IBV_MW_TYPE_1);
+	mw2 = ibv_alloc_mw(s.t.pd, IBV_MW_TYPE_2);
+	if (!mw1 || !mw2)
+		bail_out("windows");
+	memset(&bind, 0, sizeof(bind));
+	bind.send_flags = IBV_SEND_SIGNALED;
+	bind.bind_info.mr = wmr;
+	bind.bind_info.addr = base;
+	bind.bind_info.length = 4096;
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	r2 = ibv_inc_rkey(mw2->rkey);
+	ok(!ibv_bind_mw(rc1, mw1, &bind) &&
+		   !t_bind2(rc1, mw2, r2, wmr, base + 8192, 4096,
+			    IBV_ACCESS_REMOTE_WRITE),
+	   "a type 1 window and a type 2 window bound (through an RC QP)");
+	n = t_wait(s.t.cq, wc, 2, 10000);
+	ok(n == 2 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS,
+	   "both binds complete");
+	fill(s.buf, 64, 9);
+	ok(!post_wr(tx, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey, base + 100,
+		    mw1->rkey, 0),
+	   "UC RDMA WRITE through the type 1 window");
+	ok(t_wait(s.t.cq, wc, 1, 10000) == 1 && wc[0].status == IBV_WC_SUCCESS,
+	   "it completes");
+	ok(check_fill(s.buf + (1u << 20) + 100, 64, 9) &&
+		   !s.buf[(1u << 20) + 99] && !s.buf[(1u << 20) + 164],
+	   "the data is at the window's address, nothing around it");
+	ok(!post_wr(tx, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey,
+		    base + 8192 + 100, r2, 0),
+	   "UC RDMA WRITE through the type 2 window bound to the RC QP");
+	ok(t_wait(s.t.cq, wc, 1, 10000) == 1 && wc[0].status == IBV_WC_SUCCESS,
+	   "it completes at the sender (UC: no NAK)");
+	ok(!s.buf[(1u << 20) + 8192 + 100] && !s.buf[(1u << 20) + 8192 + 163],
+	   "nothing written: the window is another QP's");
+	is_int(softrdma_qp_drops(s.qp, -1), 1, "the target counted it dropped");
+	ibv_destroy_qp(rc1);
+	ibv_destroy_qp(rc2);
+	ibv_dealloc_mw(mw1);
+	ibv_dealloc_mw(mw2);
+	ibv_dereg_mr(wmr);
+	ibv_destroy_qp(tx);
+	side_close(&s);
+}
+
 /* test_errors -- bad input to the UD/UC entry points */
 static void test_errors(void)
 {
@@ -1088,6 +1167,7 @@ int main(void)
 	test_ud();
 	test_uc();
 	test_uc_remote();
+	test_uc_mw();
 	test_errors();
 	test_srq();
 	test_ah();

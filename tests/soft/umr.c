@@ -540,6 +540,45 @@ static void test_local(void)
 		clean &= !memcmp(l.buf + piece_off((int)i), src + i * PIECE,
 				 PIECE);
 	ok(clean, "every piece holds its bytes");
+	{
+		/* UC does not serve an indirect mkey: its registry entry
+		 * describes the layout, not memory; the WRITE is dropped
+		 * (an rkey violation on UC), the layout and pieces intact */
+		struct ibv_qp_init_attr ua;
+		struct ibv_qp *u1, *u2;
+		uint8_t junk[64];
+
+		memset(&ua, 0, sizeof(ua));
+		ua.send_cq = ua.recv_cq = t.cq;
+		ua.qp_type = IBV_QPT_UC;
+		ua.cap.max_send_wr = ua.cap.max_recv_wr = 4;
+		ua.cap.max_send_sge = ua.cap.max_recv_sge = 1;
+		u1 = ibv_create_qp(t.pd, &ua);
+		u2 = ibv_create_qp(t.pd, &ua);
+		if (!u1 || !u2 || t_uc_up(u1, u2->qp_num, RW) ||
+		    t_uc_up(u2, u1->qp_num, RW))
+			bail_out("UC QPs");
+		memset(junk, 0x99, sizeof(junk));
+		memcpy(src + 64 * PIECE - 64, junk, sizeof(junk));
+		is_int(rdma(&t, u1, IBV_WR_RDMA_WRITE, src + 64 * PIECE - 64,
+			    64, mr->lkey, 0, k->rkey),
+		       IBV_WC_SUCCESS,
+		       "UC WRITE with an indirect mkey completes (UC: no NAK)");
+		ok(!memcmp(l.buf + piece_off(0), src, PIECE),
+		   "nothing of it landed in the first piece");
+		ibv_destroy_qp(u1);
+		ibv_destroy_qp(u2);
+		is_int(rdma(&t, b, IBV_WR_RDMA_READ, src + 2000, 100, mr->lkey,
+			    5, k->rkey),
+		       IBV_WC_SUCCESS,
+		       "the mkey's layout is intact: a READ through it");
+		clean = 1;
+		for (i = 0; i < 100; i++)
+			clean &= src[2000 + i] == pat(5 + i, 2);
+		ok(clean, "it reads the pieces' bytes");
+		for (i = 0; i < NPIECE * PIECE; i++)
+			src[i] = pat(i, 2);
+	}
 	memset(l.buf, 0, PIECE);
 	is_int(rdma(&t, b, IBV_WR_RDMA_READ, (void *)(uintptr_t)3, PIECE - 3,
 		    k->lkey, (uintptr_t)src + 100, mr->rkey),
