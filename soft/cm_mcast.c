@@ -37,28 +37,16 @@ static int scm_is_mcast(const struct sockaddr *sa)
 	return 0;
 }
 
-/* scm_mc_same -- the same group address: family and address only, as
- * librdmacm's rdma_addr_cmp (a port or sin_zero left unset is no other
- * group) */
-static int scm_mc_same(const struct sockaddr *a, const struct sockaddr *b)
-{
-	if (a->sa_family != b->sa_family)
-		return 0;
-	if (a->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		       &((const struct sockaddr_in6 *)b)->sin6_addr,
-		       sizeof(struct in6_addr));
-}
-
-/* scm_mc_find -- the group of s joined at addr (the latest join first) */
+/* scm_mc_find -- the group of s joined at addr (the latest join first):
+ * the whole socket address, port and padding too, as librdmacm's
+ * rdma_leave_multicast compares it (memcmp of its length) */
 static struct scm_mc **scm_mc_find(struct scm_id *s, const struct sockaddr *a)
 {
 	struct scm_mc **pp;
+	socklen_t len = scm__addr_len(a);
 
 	for (pp = &s->mcs; *pp; pp = &(*pp)->next)
-		if (scm_mc_same((const struct sockaddr *)&(*pp)->addr, a))
+		if (!memcmp(&(*pp)->addr, a, len))
 			return pp;
 	return pp;
 }
