@@ -159,6 +159,9 @@ struct ud_pend {
 	 * into the WQE (the AH may be destroyed before the WR runs) */
 	struct ibv_ah_attr av;
 	uint32_t remote_qpn, remote_qkey;
+	struct ibv_mw *mw; /* UC BIND_MW: the window, its new rkey, where */
+	uint32_t mw_rkey;
+	struct ibv_mw_bind_info bind;
 	int niov;
 	struct iovec iov[SOFT_MAX_SGE];
 	uint8_t *inl;	       /* copy of inline data */
@@ -1213,6 +1216,11 @@ static void pend_add(struct soft_qp *qp, struct ibv_send_wr *wr,
 		e->remote_qpn = wr->wr.ud.remote_qpn;
 		e->remote_qkey = wr->wr.ud.remote_qkey;
 	}
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		e->mw = wr->bind_mw.mw;
+		e->mw_rkey = wr->bind_mw.rkey;
+		e->bind = wr->bind_mw.bind_info;
+	}
 	e->imm = wr->imm_data;
 	e->niov = wr->num_sge;
 	for (i = 0; i < wr->num_sge; i++)
@@ -1266,7 +1274,13 @@ static void pend_run(struct soft_qp *qp)
 			wr.opcode = e->opcode;
 			wr.imm_data = e->imm;
 			wr.num_sge = e->niov;
-			if (qp->type == IBV_QPT_UD) {
+			r = IBV_WC_SUCCESS;
+			if (e->opcode == IBV_WR_BIND_MW) {
+				wr.bind_mw.mw = e->mw;
+				wr.bind_mw.rkey = e->mw_rkey;
+				wr.bind_mw.bind_info = e->bind;
+				r = soft_mw_local_op(qp, &wr);
+			} else if (qp->type == IBV_QPT_UD) {
 				ud_send(qp, &e->av, e->remote_qpn,
 					e->remote_qkey, e->niov, &e->h, e->iov);
 			} else {
@@ -1275,7 +1289,6 @@ static void pend_run(struct soft_qp *qp)
 				uc_send(qp, &wr, &e->h, e->iov, e->niov,
 					e->len);
 			}
-			r = IBV_WC_SUCCESS;
 		}
 		pend_free(e);
 		u->pend_head++;
@@ -1330,6 +1343,13 @@ static int check_wr(struct soft_qp *qp, struct ibv_send_wr *wr, uint32_t n,
 		if (qp->type == IBV_QPT_UC)
 			break;
 		return EINVAL;
+	case IBV_WR_BIND_MW:
+		/* rxe binds a window through an RC or a UC QP (its
+		 * provider: no SGE on a bind) */
+		if (qp->type == IBV_QPT_UC && !wr->num_sge &&
+		    !soft_mw_check_wr(qp, wr))
+			break;
+		return EINVAL;
 	default: /* READ and atomics need a reliable transport */
 		return EINVAL;
 	}
@@ -1365,8 +1385,9 @@ static void complete_send(struct soft_qp *qp, uint64_t wr_id,
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = wr_id;
 		wc.status = st;
-		wc.opcode = (op == IBV_WR_RDMA_WRITE ||
-			     op == IBV_WR_RDMA_WRITE_WITH_IMM)
+		wc.opcode = op == IBV_WR_BIND_MW ? IBV_WC_BIND_MW
+			    : (op == IBV_WR_RDMA_WRITE ||
+			       op == IBV_WR_RDMA_WRITE_WITH_IMM)
 				    ? IBV_WC_RDMA_WRITE
 				    : IBV_WC_SEND;
 		wc.byte_len = (uint32_t)len;
@@ -1457,6 +1478,16 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 	if (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_SQE) {
 		st = IBV_WC_WR_FLUSH_ERR;
 		goto complete;
+	}
+	if (wr->opcode == IBV_WR_BIND_MW) { /* UC: mw.c's bind, in order */
+		if (qp->state == IBV_QPS_SQD || u->pend_head != u->pend_tail) {
+			memset(&h, 0, sizeof(h));
+			pend_add(qp, wr, iov, 0, &h);
+			return;
+		}
+		complete_send(qp, wr->wr_id, wr->opcode, 0, signaled,
+			      soft_mw_local_op(qp, wr));
+		return;
 	}
 	/* an AH of another PD (a parent domain is its PD): rxe_get_av finds
 	 * no AV for the QP, the WR completes with a local QP operation error */

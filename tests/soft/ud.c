@@ -635,6 +635,36 @@ static void test_uc_mw(void)
 	ok(!s.buf[(1u << 20) + 8192 + 100] && !s.buf[(1u << 20) + 8192 + 163],
 	   "nothing written: the window is another QP's");
 	is_int(softrdma_qp_drops(s.qp, -1), 1, "the target counted it dropped");
+	/* a window bound through the UC QP itself (rxe: BIND_MW is valid on
+	 * UC): a type 2 window bound to the target takes its WRITEs */
+	{
+		struct ibv_mw *mw3 = ibv_alloc_mw(s.t.pd, IBV_MW_TYPE_2);
+		uint32_t r3 = mw3 ? ibv_inc_rkey(mw3->rkey) : 0;
+
+		ok(mw3 && !t_bind2(s.qp, mw3, r3, wmr, base + 16384, 4096,
+				   IBV_ACCESS_REMOTE_WRITE),
+		   "BIND_MW of a type 2 window posted on the target UC QP");
+		n = t_wait(s.t.cq, wc, 1, 10000);
+		ok(n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+			   wc[0].opcode == IBV_WC_BIND_MW &&
+			   wc[0].wr_id == 0xb2,
+		   "it completes: IBV_WC_BIND_MW");
+		ok(!post_wr(tx, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey,
+			    base + 16384 + 8, r3, 0) &&
+			   t_wait(s.t.cq, wc, 1, 10000) == 1 &&
+			   wc[0].status == IBV_WC_SUCCESS,
+		   "UC RDMA WRITE through it");
+		ok(check_fill(s.buf + (1u << 20) + 16384 + 8, 64, 9),
+		   "the data landed: the window is the target QP's");
+		ok(t_bind2(tx, mw3, ibv_inc_rkey(r3), wmr, base, 64,
+			   IBV_ACCESS_REMOTE_WRITE) == 0 &&
+			   t_wait(s.t.cq, wc, 1, 10000) == 1 &&
+			   wc[0].status == IBV_WC_MW_BIND_ERR,
+		   "binding it again while bound: IBV_WC_MW_BIND_ERR");
+		is_int(t_qp_state(tx), IBV_QPS_ERR, "that QP is in ERR");
+		if (mw3)
+			ibv_dealloc_mw(mw3);
+	}
 	ibv_destroy_qp(rc1);
 	ibv_destroy_qp(rc2);
 	ibv_dealloc_mw(mw1);
@@ -697,6 +727,11 @@ static void test_errors(void)
 	wr[0].opcode = IBV_WR_RDMA_WRITE;
 	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
 	       "UD RDMA WRITE: EINVAL");
+	wr[0].opcode = IBV_WR_BIND_MW;
+	wr[0].num_sge = 0;
+	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
+	       "UD BIND_MW: EINVAL (rxe: RC and UC only)");
+	wr[0].num_sge = 1;
 	wr[0].opcode = IBV_WR_SEND;
 	/* one above what was granted (rxe grants inline / 16 SGEs) */
 	{
