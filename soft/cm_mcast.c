@@ -142,8 +142,11 @@ void scm__mc_process_locked(struct scm_event *e)
 		return;
 	err = ibv_attach_mcast(id->qp, &e->mc->mgid, 0);
 	if (err) {
+		/* ucma_process_join's rdma_seterrno: status -1, errno the
+		 * attach's error */
 		e->ev.event = RDMA_CM_EVENT_MULTICAST_ERROR;
-		e->ev.status = -err;
+		e->ev.status = -1;
+		errno = err;
 	}
 }
 

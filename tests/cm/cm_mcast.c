@@ -59,9 +59,72 @@ static void test_ipv6(struct rdma_event_channel *ch)
 	ok(!rdma_destroy_id(id), "destroy IPv6 id");
 }
 
+/*
+ * test_attach_error -- a join whose attach fails (the host's 256 groups
+ * taken) comes as MULTICAST_ERROR with status -1 and errno the attach's
+ * error, as librdmacm's ucma_process_join (rdma_seterrno) reports it; run
+ * on a registry and group table of its own (SOFTRDMA_SHM_PREFIX)
+ */
+static void test_attach_error(struct rdma_event_channel *ch)
+{
+	struct sockaddr_in any = cmt_sin(0), g = group("239.9.9.9");
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct ibv_qp *fill;
+	union ibv_gid mgid;
+	int ctx, i, n = 0;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) ||
+	    rdma_bind_addr(id, (struct sockaddr *)&any))
+		bail_out("UD id");
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_UD;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	if (rdma_create_qp(id, NULL, &ia))
+		bail_out("UD QP");
+	ia.send_cq = id->send_cq;
+	ia.recv_cq = id->recv_cq;
+	fill = ibv_create_qp(id->qp->pd, &ia);
+	if (!fill)
+		bail_out("filler QP");
+	memset(&mgid, 0, sizeof(mgid));
+	mgid.raw[0] = 0xff;
+	mgid.raw[1] = 0x0e;
+	for (i = 0; i < 300; i++) {
+		mgid.raw[14] = (uint8_t)(i >> 8);
+		mgid.raw[15] = (uint8_t)i;
+		if (ibv_attach_mcast(fill, &mgid, 0))
+			break;
+		n++;
+	}
+	ok(n > 0 && n < 300, "%d groups attached, then the table is full", n);
+	ok(!rdma_join_multicast(id, (struct sockaddr *)&g, &ctx),
+	   "join one more group");
+	errno = 0;
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_MULTICAST_ERROR &&
+		   ev->status == -1 && errno == ENOMEM &&
+		   ev->param.ud.private_data == &ctx,
+	   "MULTICAST_ERROR, status -1, errno ENOMEM (%s %d, errno %d)",
+	   ev ? rdma_event_str(ev->event) : "none", ev ? ev->status : 0, errno);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_leave_multicast(id, (struct sockaddr *)&g), "leave it");
+	for (i = 0; i < n; i++) {
+		mgid.raw[14] = (uint8_t)(i >> 8);
+		mgid.raw[15] = (uint8_t)i;
+		ibv_detach_mcast(fill, &mgid, 0);
+	}
+	ok(!ibv_destroy_qp(fill), "the filler QP leaves every group");
+	rdma_destroy_qp(id);
+	ok(!rdma_destroy_id(id), "destroy");
+}
+
 int main(void)
 {
-	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_event_channel *ch;
 	struct sockaddr_in any = cmt_sin(0), g1 = group("239.1.2.3"),
 			   g2 = group("239.1.2.4"), uni = cmt_sin(0), g1x;
 	struct rdma_cm_join_mc_attr_ex ax;
@@ -69,7 +132,13 @@ int main(void)
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id, *tcp;
 	int ctx1, ctx2;
+	char prefix[32];
 
+	/* a registry and group table of our own: test_attach_error fills
+	 * the host's group table */
+	snprintf(prefix, sizeof(prefix), "cmmc%d", (int)getpid());
+	setenv("SOFTRDMA_SHM_PREFIX", prefix, 1);
+	ch = rdma_create_event_channel();
 	alarm(60);
 	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) ||
 	    rdma_create_id(ch, &tcp, NULL, RDMA_PS_TCP))
@@ -179,6 +248,7 @@ int main(void)
 	ok(!rdma_destroy_id(id), "destroy leaves every group");
 	ok(!rdma_destroy_id(tcp), "destroy");
 	test_ipv6(ch);
+	test_attach_error(ch);
 	rdma_destroy_event_channel(ch);
 	return done_testing();
 }
