@@ -7,6 +7,9 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
 
 #include "softrdma.h"
 #include "ud.h"
@@ -525,6 +528,19 @@ static uint32_t av_port(const struct soft_qp *qp, const struct ibv_qp_attr *a,
 	return p;
 }
 
+/* cap_net_raw -- whether this thread may set a controlled Q_Key:
+ * uverbs' modify_qp allows it with CAP_NET_RAW in the effective set */
+static int cap_net_raw(void)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d))
+		return 0;
+	return !!(d[CAP_TO_INDEX(CAP_NET_RAW)].effective &
+		  CAP_TO_MASK(CAP_NET_RAW));
+}
+
 /* check_values -- attribute values the device accepts: 0, or -EINVAL,
  * or -ENODATA for an AV whose sgid_index is an empty entry of its port */
 static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
@@ -542,9 +558,9 @@ static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
 	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
 		return -EINVAL;
 	/* a controlled Q_Key (high bit set) is the kernel's to give: uverbs'
-	 * modify_qp refuses it (EPERM) unless rdma's privileged_qkey setting
-	 * allows it, off by default */
-	if ((mask & IBV_QP_QKEY) && (a->qkey & 0x80000000u))
+	 * modify_qp refuses it (EPERM) without CAP_NET_RAW, unless rdma's
+	 * privileged_qkey setting allows it (off by default) */
+	if ((mask & IBV_QP_QKEY) && (a->qkey & 0x80000000u) && !cap_net_raw())
 		return -EPERM;
 	if ((mask & IBV_QP_AV) && !a->ah_attr.is_global)
 		return -EINVAL; /* RoCE needs a GRH */

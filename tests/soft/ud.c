@@ -12,8 +12,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include "../tap.h"
 #include "common.h"
@@ -674,6 +676,27 @@ static void test_uc_mw(void)
 	side_close(&s);
 }
 
+/* net_raw -- CAP_NET_RAW into this thread's effective set (on: 0, -1 if
+ * it cannot be) or out of it (1 if it is permitted, so may come back) */
+static int net_raw(int on)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	uint32_t m = CAP_TO_MASK(CAP_NET_RAW);
+	int i = CAP_TO_INDEX(CAP_NET_RAW), was;
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	was = !!(d[i].permitted & m);
+	if (on)
+		d[i].effective |= m;
+	else
+		d[i].effective &= ~m;
+	if (syscall(SYS_capset, &h, d))
+		return -1;
+	return on ? 0 : was;
+}
+
 /* test_errors -- bad input to the UD/UC entry points */
 static void test_errors(void)
 {
@@ -688,6 +711,7 @@ static void test_errors(void)
 	struct ibv_wc wc;
 	struct ibv_grh grh;
 	struct ibv_qp *qp;
+	int raw;
 	int i;
 
 	if (side_open(&s, IBV_QPT_UD))
@@ -711,17 +735,31 @@ static void test_errors(void)
 	       "post_send in RESET: EINVAL (state first)");
 	ok(bad == &wr[0], "bad_wr is the first");
 	ok(!t_ud_up(s.qp, QKEY), "UD QP up");
-	/* a controlled Q_Key: uverbs' modify_qp, privileged_qkey off */
+	/* a controlled Q_Key: uverbs' modify_qp, privileged_qkey off, needs
+	 * CAP_NET_RAW (dropped from the effective set, then taken back) */
+	raw = net_raw(0);
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_state = IBV_QPS_RTS;
 	qa.qkey = 0x80010000u;
 	is_int(ibv_modify_qp(s.qp, &qa, IBV_QP_STATE | IBV_QP_QKEY), EPERM,
-	       "a Q_Key with the high bit set: EPERM");
+	       "a Q_Key with the high bit set, no CAP_NET_RAW: EPERM");
 	memset(&qa, 0, sizeof(qa));
 	ok(!ibv_query_qp(s.qp, &qa, IBV_QP_QKEY,
 			 &(struct ibv_qp_init_attr){0}) &&
 		   qa.qkey == QKEY,
 	   "the QP keeps its Q_Key");
+	if (raw == 1 && !net_raw(1)) {
+		qa.qp_state = IBV_QPS_RTS;
+		qa.qkey = 0x80010000u;
+		ok(!ibv_modify_qp(s.qp, &qa, IBV_QP_STATE | IBV_QP_QKEY),
+		   "with CAP_NET_RAW it is taken");
+		qa.qkey = QKEY;
+		ok(!ibv_modify_qp(s.qp, &qa, IBV_QP_STATE | IBV_QP_QKEY),
+		   "and the Q_Key set back");
+	} else {
+		skip_one("CAP_NET_RAW not permitted to this test");
+		skip_one("CAP_NET_RAW not permitted to this test");
+	}
 	is_int(ibv_post_send(s.qp, &wr[0], &bad), EINVAL,
 	       "UD RDMA READ: EINVAL");
 	wr[0].opcode = IBV_WR_RDMA_WRITE;
