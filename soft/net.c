@@ -91,6 +91,8 @@ struct net_swqe {
 	enum ibv_wr_opcode op;
 	int signaled;
 	int se;		 /* IBV_SEND_SOLICITED */
+	int fence;	 /* IBV_SEND_FENCE: sent once the READs and atomics
+			  * posted before it have their responses */
 	uint32_t status; /* a local error found at post */
 	uint32_t len;
 	uint32_t niov;
@@ -1037,6 +1039,28 @@ static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
 	pkt_send(nq, &p);
 }
 
+/* fenced -- WQE number I is fenced (IBV_SEND_FENCE) and a READ or an
+ * atomic before it still waits for its response: not sent yet (the IB
+ * spec's fence, so that it may carry or depend on what they fetched);
+ * once they are answered the fence is met for good (responses are not
+ * taken back) */
+static int fenced(struct soft_net_qp *nq, uint64_t i)
+{
+	struct net_swqe *w = &nq->sq[i % nq->sq_n];
+	uint64_t j;
+
+	if (!w->fence)
+		return 0;
+	for (j = nq->tail; j < i; j++) {
+		const struct net_swqe *b = &nq->sq[j % nq->sq_n];
+
+		if (op_is_read_like(b->op) && !b->done && !b->status)
+			return 1;
+	}
+	w->fence = 0;
+	return 0;
+}
+
 /* tx_push -- send what the window and the RNR wait allow; lock held */
 static void tx_push(struct soft_net_qp *nq)
 {
@@ -1063,6 +1087,8 @@ static void tx_push(struct soft_net_qp *nq)
 			nq->txp = 0;
 			continue;
 		}
+		if (fenced(nq, nq->txw))
+			break;
 		if (w->op == IBV_WR_RDMA_READ)
 			k = w->got; /* what is missing of it */
 		/* behind una (a READ answered out of order): inside */
@@ -2961,6 +2987,8 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 		return ENOMEM;
 	if (wr->send_flags & IBV_SEND_SOLICITED)
 		w->se = 1;
+	if (wr->send_flags & IBV_SEND_FENCE)
+		w->fence = 1;
 	w->len = (uint32_t)len;
 	w->iov = nq->iovs + (nq->head % nq->sq_n) * nq->max_sge;
 	w->niov = (uint32_t)wr->num_sge;

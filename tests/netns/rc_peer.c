@@ -189,6 +189,7 @@ static int post(enum ibv_wr_opcode op, void *buf, uint32_t len, uint32_t lkey,
 	    op == IBV_WR_ATOMIC_CMP_AND_SWP) {
 		wr.wr.atomic.remote_addr = raddr;
 		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = imm; /* the addend, or compare */
 	} else {
 		wr.wr.rdma.remote_addr = raddr;
 		wr.wr.rdma.rkey = rkey;
@@ -1636,6 +1637,189 @@ static int rd_client(const char *host, int port, uint32_t size, int count)
 	return done_testing();
 }
 
+/*
+ * The requester's and the responder's rules between hosts
+ * (rc-edge-hosts.sh):
+ *
+ *   rc_peer edgeserver PORT
+ *   rc_peer edgeclient SERVER PORT   TAP on stdout
+ *
+ * IBV_SEND_FENCE: a READ of the server's memory into a buffer, then a
+ * SEND of that buffer with FENCE, posted at once: the SEND waits for the
+ * READ's data, so the server receives what it read (the IB spec's fence;
+ * a SEND built before the READ's response came would carry the old
+ * bytes).  Atomics answered from saved results: two fetch-and-adds in
+ * flight whose first atomic ACK is lost (SOFTRDMA_TEST_NETFAULT=atmack=N
+ * on the server) are asked again and answered from the result saved for
+ * each PSN, never executed twice, the older one too (max_dest_rd_atomic
+ * 4): each returns its own original value and the counter moved by
+ * exactly one per WR.
+ */
+#define EDGE_LEN    65536
+#define EDGE_FENCES 4
+#define EDGE_ATOMIC 6
+
+static int edge_server(int port)
+{
+	uint8_t *mem = aligned_alloc(4096, EDGE_LEN + 4096);
+	uint8_t *rx = aligned_alloc(4096, (size_t)EDGE_FENCES * EDGE_LEN);
+	struct ibv_mr *mr, *rmr;
+	struct info me, peer;
+	uint32_t bad = 0;
+	int fd, i, ret;
+	char c = 0;
+
+	if (!mem || !rx)
+		bail_out("memory");
+	fill(mem, EDGE_LEN, 9);
+	memset(mem + EDGE_LEN, 0, 8); /* the atomics' counter */
+	setup();
+	mr = ibv_reg_mr(pd, mem, EDGE_LEN + 8,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	rmr = ibv_reg_mr(pd, rx, (size_t)EDGE_FENCES * EDGE_LEN,
+			 IBV_ACCESS_LOCAL_WRITE);
+	if (!mr || !rmr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = peer_accept(port, &me, &peer);
+	for (i = 0; i < EDGE_FENCES; i++)
+		if (post_recv(rx + (size_t)i * EDGE_LEN, EDGE_LEN, rmr->lkey,
+			      (uint64_t)i))
+			bail_out("post_recv");
+	xfer(fd, &me, 1, 1); /* ready */
+	for (i = 0; i < EDGE_FENCES; i++) {
+		struct ibv_wc wc = wait1();
+
+		if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
+		    wc.byte_len != EDGE_LEN || wc.wr_id >= EDGE_FENCES ||
+		    check(rx + wc.wr_id * EDGE_LEN, EDGE_LEN, 9) != -1) {
+			fprintf(stderr,
+				"server: fenced SEND %d: %s, %u B, "
+				"bad at %ld\n",
+				i,
+				(int)wc.status == -1
+					? "no completion"
+					: ibv_wc_status_str(wc.status),
+				wc.byte_len,
+				wc.status == IBV_WC_SUCCESS &&
+						wc.wr_id < EDGE_FENCES
+					? check(rx + wc.wr_id * EDGE_LEN,
+						EDGE_LEN, 9)
+					: 0);
+			bad++;
+		}
+	}
+	xfer(fd, &bad, sizeof(bad), 1);
+	xfer(fd, &c, 1, 0); /* the client is done with our memory */
+	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_dereg_mr(rmr) ||
+	      ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch) ||
+	      ibv_dealloc_pd(pd) || ibv_close_device(ctx);
+	close(fd);
+	free(mem);
+	free(rx);
+	return ret;
+}
+
+static int edge_client(const char *host, int port)
+{
+	uint8_t *mem = aligned_alloc(4096, EDGE_LEN + 4096);
+	uint64_t *res;
+	struct ibv_mr *mr;
+	struct info peer;
+	uint32_t bad = ~0u;
+	int fd, i, j;
+
+	if (!mem)
+		bail_out("memory");
+	res = (uint64_t *)(mem + EDGE_LEN);
+	setup();
+	mr = ibv_reg_mr(pd, mem, EDGE_LEN + 64, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	fd = peer_connect(host, port, mr, &peer);
+	for (i = 0; i < EDGE_FENCES; i++) {
+		struct ibv_wc wc[2];
+		int st;
+
+		fill(mem, EDGE_LEN, 100 + (uint32_t)i); /* not the server's */
+		post_flags = 0;
+		st = post(IBV_WR_RDMA_READ, mem, EDGE_LEN, mr->lkey, 1,
+			  peer.addr, peer.rkey, 0);
+		post_flags = IBV_SEND_FENCE;
+		st = st ||
+		     post(IBV_WR_SEND, mem, EDGE_LEN, mr->lkey, 2, 0, 0, 0);
+		post_flags = 0;
+		if (st)
+			bail_out("post READ, fenced SEND");
+		wc[0] = wait1();
+		wc[1] = wait1();
+		ok(wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 1 &&
+			   wc[1].status == IBV_WC_SUCCESS && wc[1].wr_id == 2,
+		   "fence %d: READ of 64 KiB then the fenced SEND of its "
+		   "buffer complete in order (%s, %s)",
+		   i + 1, ibv_wc_status_str(wc[0].status),
+		   ibv_wc_status_str(wc[1].status));
+	}
+	xfer(fd, &bad, sizeof(bad), 0);
+	ok(bad == 0,
+	   "the server received what each READ fetched, not the old buffer "
+	   "(%u of %d bad)",
+	   bad, EDGE_FENCES);
+	for (i = 0; i < EDGE_ATOMIC; i++) {
+		struct ibv_wc wc[2];
+		int st;
+
+		res[0] = res[1] = ~0ull;
+		st = post(IBV_WR_ATOMIC_FETCH_AND_ADD, &res[0], 8, mr->lkey, 10,
+			  peer.addr + EDGE_LEN, peer.rkey, 1);
+		st = st ||
+		     post(IBV_WR_ATOMIC_FETCH_AND_ADD, &res[1], 8, mr->lkey, 11,
+			  peer.addr + EDGE_LEN, peer.rkey, 1);
+		if (st)
+			bail_out("post atomics");
+		for (j = 0; j < 2; j++)
+			wc[j] = wait1();
+		ok(wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 10 &&
+			   wc[1].status == IBV_WC_SUCCESS &&
+			   wc[1].wr_id == 11 && res[0] == (uint64_t)i * 2 &&
+			   res[1] == (uint64_t)i * 2 + 1,
+		   "atomics %d: two fetch-and-adds in flight, %s and %s, "
+		   "original values %llu and %llu (want %d, %d)",
+		   i + 1,
+		   (int)wc[0].status == -1 ? "no completion"
+					   : ibv_wc_status_str(wc[0].status),
+		   (int)wc[1].status == -1 ? "no completion"
+					   : ibv_wc_status_str(wc[1].status),
+		   (unsigned long long)res[0], (unsigned long long)res[1],
+		   i * 2, i * 2 + 1);
+		if (wc[0].status != IBV_WC_SUCCESS ||
+		    wc[1].status != IBV_WC_SUCCESS)
+			break;
+	}
+	if (i == EDGE_ATOMIC) {
+		struct ibv_wc wc;
+
+		res[0] = ~0ull;
+		if (post(IBV_WR_RDMA_READ, &res[0], 8, mr->lkey, 20,
+			 peer.addr + EDGE_LEN, peer.rkey, 0))
+			bail_out("post READ");
+		wc = wait1();
+		ok(wc.status == IBV_WC_SUCCESS &&
+			   res[0] == (uint64_t)EDGE_ATOMIC * 2,
+		   "the counter moved once per fetch-and-add: %llu (want %d)",
+		   (unsigned long long)res[0], EDGE_ATOMIC * 2);
+	}
+	xfer(fd, &bad, 1, 1);
+	close(fd);
+	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
+		   !ibv_destroy_comp_channel(ch) && !ibv_dealloc_pd(pd) &&
+		   !ibv_close_device(ctx),
+	   "the client freed everything");
+	free(mem);
+	return done_testing();
+}
+
 int main(int argc, char **argv)
 {
 	const char *e;
@@ -1669,6 +1853,10 @@ int main(int argc, char **argv)
 		return stall_server(atoi(argv[2]));
 	if (argc >= 4 && !strcmp(argv[1], "stallclient"))
 		return stall_client(argv[2], atoi(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "edgeserver"))
+		return edge_server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "edgeclient"))
+		return edge_client(argv[2], atoi(argv[3]));
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]),
 			      argc > 4 ? atoi(argv[4]) : 3);
@@ -1677,6 +1865,7 @@ int main(int argc, char **argv)
 			"full|loss | "
 			"rdserver PORT SIZE | rdclient ADDR PORT SIZE COUNT | "
 			"lastserver PORT exit|destroy | lastclient ADDR PORT | "
-			"stallserver PORT | stallclient ADDR PORT\n");
+			"stallserver PORT | stallclient ADDR PORT | "
+			"edgeserver PORT | edgeclient ADDR PORT\n");
 	return 2;
 }

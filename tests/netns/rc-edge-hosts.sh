@@ -1,0 +1,51 @@
+#!/bin/sh
+# rc-edge-hosts.sh -- the requester's and the responder's rules of RC
+# between two hosts of the namespace fabric (softrdma's RoCE v2 path,
+# soft/net.c, SOFTRDMA_NET=1), tests/netns/rc_peer's edgeserver/edgeclient:
+# a SEND with IBV_SEND_FENCE behind a READ into its buffer carries what
+# the READ fetched; two fetch-and-adds in flight, each executed once; then
+# the hosts' agents are gone.
+. "$top_srcdir/tests/lib.sh"
+peer=$top_builddir/tests/netns/rc_peer
+[ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
+[ -x "$peer" ] || skip_all "tests/netns/rc_peer not built"
+hosts_stem=reh
+. "$top_srcdir/tests/netns/hosts-lib.sh"
+
+fab up "$name" 2 1
+ok $? "fabric of 2 hosts up"
+a1=$(fab addr "$name" 1)
+
+port=18801
+# edge_pair WHAT [ENV...] -- rc_peer edgeserver on host 1, edgeclient on
+# host 2, both with ENV; every check of the client's TAP must pass
+edge_pair() {
+	_what=$1
+	shift
+	port=$((port + 1))
+	on 1 "$@" timeout -k 10 300 "$peer" edgeserver $port \
+		>"$tap_tmp/server.log" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	ok $? "$_what: rc_peer edgeserver listens on host 1"
+	on 2 "$@" timeout -k 10 300 "$peer" edgeclient "$a1" $port \
+		>"$tap_tmp/client.tap" 2>&1
+	_rc=$?
+	tap_passed "$tap_tmp/client.tap" $_rc
+	ok $? "$_what: every rc_peer check passed (client exit $_rc)"
+	wait $_spid
+	_rc=$?
+	ok $_rc "$_what: rc_peer edgeserver exits 0"
+	[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
+}
+
+# timeout 14 (67 ms): a lost packet asked again after the timer
+# costs little; 17 under valgrind
+lt=RC_PEER_TIMEOUT=14
+[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && lt=RC_PEER_TIMEOUT=17
+edge_pair "no loss" $lt
+
+agent_gone 1 && agent_gone 2
+ok $? "the hosts' agents exited after their last client"
+done_testing
