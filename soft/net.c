@@ -36,7 +36,8 @@
  * one bit flipped past the BTH, which the receiver's ICRC check drops),
  * and "rdlast=N": of the packets that end a READ response (LAST or
  * ONLY) the first of every N is lost (N = 2: a READ's response loses its
- * last packet, and that packet sent again arrives).
+ * last packet, and that packet sent again arrives); "atmack=N": of the
+ * atomic ACKs, the first of every N is lost.
  */
 #include "config.h"
 
@@ -82,6 +83,9 @@
 #define NET_OOO_MIN 256
 #define NET_OOO_MAX (1u << 20)
 #define NET_DF_MAX  1024 /* requests held behind a READ response */
+/* atomic results kept for repeated requests: as many as the requester's
+ * window holds atomics, and SOFT_MAX_RD_ATOM, max_dest_rd_atomic's top */
+#define NET_ATM_SAVED 128
 /* the inline ring's bytes at most: a deeper queue of large inline sends
  * than it holds copies the excess into memory of their own (inl_take) */
 #define NET_INL_RING (256u << 10)
@@ -160,9 +164,14 @@ struct soft_net_qp {
 	int wr_active; /* a WRITE in progress */
 	uint64_t wr_va, wr_len, wr_off;
 	uint32_t wr_rkey;
-	int atm_valid;
-	uint32_t atm_psn;
-	uint64_t atm_orig;
+	/* the results of the last NET_ATM_SAVED atomics executed, by PSN:
+	 * a repeated atomic is answered from its own (atm_find) */
+	struct {
+		uint32_t psn;
+		uint64_t orig;
+	} atm[NET_ATM_SAVED];
+	uint32_t atm_n; /* atomics saved so far (atm[atm_n % NET_ATM_SAVED]
+			 * is the next) */
 	/* the READ response being sent, NET_RD_BURST packets at a time
 	 * (resp_pump): response k has PSN rs_psn + k */
 	int rs_active;
@@ -247,6 +256,7 @@ static pthread_mutex_t flt_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int flt_on = -1;
 static double flt_drop, flt_dup, flt_reorder, flt_corrupt;
 static unsigned long flt_rdlast, flt_rdlast_n; /* rdlast=N, seen so far */
+static unsigned long flt_atmack, flt_atmack_n; /* atmack=N, seen so far */
 static uint64_t flt_rng;
 static uint8_t flt_held[NET_BUF];
 static size_t flt_held_len;
@@ -282,12 +292,14 @@ static void flt_init(void)
 			flt_corrupt = strtod(tok + 8, NULL) / 100;
 		else if (!strncmp(tok, "rdlast=", 7))
 			flt_rdlast = strtoul(tok + 7, NULL, 0);
+		else if (!strncmp(tok, "atmack=", 7))
+			flt_atmack = strtoul(tok + 7, NULL, 0);
 	}
 	free(s);
 	if (!flt_rng)
 		flt_rng = 1;
 	flt_on = flt_drop > 0 || flt_dup > 0 || flt_reorder > 0 ||
-		 flt_corrupt > 0 || flt_rdlast > 0;
+		 flt_corrupt > 0 || flt_rdlast > 0 || flt_atmack > 0;
 }
 
 /* flt_rdlast_hit -- the packet of LEN bytes at BUF (its BTH first) ends
@@ -300,6 +312,16 @@ static int flt_rdlast_hit(const uint8_t *buf, size_t len)
 	     buf[0] != (ROCE_RC | ROCE_READ_RESP_ONLY)))
 		return 0;
 	return flt_rdlast_n++ % flt_rdlast == 0;
+}
+
+/* flt_atmack_hit -- the packet is an atomic ACK and the first of N such
+ * (atmack=N): lost; flt_mtx held */
+static int flt_atmack_hit(const uint8_t *buf, size_t len)
+{
+	if (!flt_atmack || len < ROCE_BTH_LEN ||
+	    buf[0] != (ROCE_RC | ROCE_ATOMIC_ACK))
+		return 0;
+	return flt_atmack_n++ % flt_atmack == 0;
 }
 
 static double flt_rand(void)
@@ -608,7 +630,8 @@ static void wire_send(int fd, const void *buf, size_t len,
 		return;
 	}
 	pthread_mutex_lock(&flt_mtx);
-	if (flt_rdlast_hit(buf, len) || flt_rand() < flt_drop)
+	if (flt_rdlast_hit(buf, len) || flt_atmack_hit(buf, len) ||
+	    flt_rand() < flt_drop)
 		goto out;
 	if (len > ROCE_BTH_LEN && len <= sizeof(bad) &&
 	    flt_rand() < flt_corrupt) {
@@ -1609,6 +1632,24 @@ static int resp_replay(const struct soft_net_qp *nq, const struct roce_pkt *p)
 		       0;
 }
 
+/* atm_find -- the saved result of the atomic at PSN; -1: none (never
+ * executed here, or too long ago: the requester's window is past it) */
+static int atm_find(const struct soft_net_qp *nq, uint32_t psn, uint64_t *orig)
+{
+	uint32_t n = nq->atm_n < NET_ATM_SAVED ? nq->atm_n : NET_ATM_SAVED;
+	uint32_t i;
+
+	for (i = 1; i <= n; i++) {
+		uint32_t at = (nq->atm_n - i) % NET_ATM_SAVED;
+
+		if (nq->atm[at].psn == psn) {
+			*orig = nq->atm[at].orig;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
 	uint8_t op = p->bth.opcode & 0x1f;
@@ -1642,9 +1683,9 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 	}
 	pthread_mutex_unlock(al);
 	pthread_mutex_unlock(lk);
-	nq->atm_valid = 1;
-	nq->atm_psn = p->bth.psn;
-	nq->atm_orig = orig;
+	nq->atm[nq->atm_n % NET_ATM_SAVED].psn = p->bth.psn;
+	nq->atm[nq->atm_n % NET_ATM_SAVED].orig = orig;
+	nq->atm_n++;
 	nq->msn++;
 	memset(&r, 0, sizeof(r));
 	r.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
@@ -1678,17 +1719,22 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 		if (op == ROCE_READ_REQ) {
 			resp_read(nq, p);
 		} else if (op == ROCE_CMP_SWAP || op == ROCE_FETCH_ADD) {
-			if (nq->atm_valid && psn == nq->atm_psn) {
-				struct roce_pkt a;
+			/* answered from its saved result, never executed
+			 * again: of any of the atomics in flight, not only
+			 * the last (rxe's find_resource); none saved: dropped
+			 * (rxe's class D) */
+			struct roce_pkt a;
+			uint64_t orig;
 
-				ack_flush(nq);
-				memset(&a, 0, sizeof(a));
-				a.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
-				a.bth.psn = psn;
-				a.aeth.msn = nq->msn & ROCE_PSN_MASK;
-				a.atmack = nq->atm_orig;
-				pkt_send(nq, &a);
-			}
+			if (atm_find(nq, psn, &orig))
+				return;
+			ack_flush(nq);
+			memset(&a, 0, sizeof(a));
+			a.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
+			a.bth.psn = psn;
+			a.aeth.msn = nq->msn & ROCE_PSN_MASK;
+			a.atmack = orig;
+			pkt_send(nq, &a);
 		} else if (p->bth.ackreq) {
 			ack_later(nq, roce_psn_add(nq->epsn, ROCE_PSN_MASK));
 		}

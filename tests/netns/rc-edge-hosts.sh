@@ -3,8 +3,10 @@
 # between two hosts of the namespace fabric (softrdma's RoCE v2 path,
 # soft/net.c, SOFTRDMA_NET=1), tests/netns/rc_peer's edgeserver/edgeclient:
 # a SEND with IBV_SEND_FENCE behind a READ into its buffer carries what
-# the READ fetched; two fetch-and-adds in flight, each executed once; then
-# the hosts' agents are gone.
+# the READ fetched; two fetch-and-adds in flight whose first atomic ACK is
+# lost (SOFTRDMA_TEST_NETFAULT=atmack=N) are answered again from the
+# results saved for their PSNs, never executed twice; then the hosts'
+# agents are gone.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/rc_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
@@ -40,11 +42,15 @@ edge_pair() {
 	[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
 }
 
-# timeout 14 (67 ms): a lost packet asked again after the timer
+# timeout 14 (67 ms): a lost atomic ACK asked again after the timer
 # costs little; 17 under valgrind
 lt=RC_PEER_TIMEOUT=14
 [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && lt=RC_PEER_TIMEOUT=17
 edge_pair "no loss" $lt
+# (never every second: the first atomic's answer would be lost each time,
+# its repeats with it, on a wire as here)
+edge_pair "every third atomic ACK lost" $lt SOFTRDMA_TEST_NETFAULT=atmack=3
+edge_pair "every fifth atomic ACK lost" $lt SOFTRDMA_TEST_NETFAULT=atmack=5
 
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exited after their last client"
