@@ -1695,6 +1695,41 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 	pkt_send(nq, &r);
 }
 
+/*
+ * resp_malformed -- P, the request at the expected PSN, breaks into the
+ * message under way (a SEND's or a WRITE's packets must follow their
+ * FIRST, each kind its own, up to the LAST), continues none, or has a
+ * length its place in a message cannot have at the path MTU: FIRST and
+ * MIDDLE exactly one MTU, LAST 1 to one MTU, ONLY one MTU at most, a
+ * RETH's length 2^31 at most (rxe_resp.c's check_op_seq and
+ * check_length; a class C error, NAK invalid request)
+ */
+static int resp_malformed(const struct soft_net_qp *nq,
+			  const struct roce_pkt *p)
+{
+	uint8_t op = p->bth.opcode & 0x1f;
+	unsigned int fl = roce_op_flags(p->bth.opcode);
+	int send = op <= ROCE_SEND_ONLY_IMM || op == ROCE_SEND_LAST_INV ||
+		   op == ROCE_SEND_ONLY_INV;
+	int write = op >= ROCE_WRITE_FIRST && op <= ROCE_WRITE_ONLY_IMM;
+
+	if (nq->rx_active ? !send || (fl & ROCE_F_FIRST)
+			  : send && !(fl & ROCE_F_FIRST))
+		return 1;
+	if (nq->wr_active ? !write || (fl & ROCE_F_FIRST)
+			  : write && !(fl & ROCE_F_FIRST))
+		return 1;
+	if ((fl & ROCE_F_RETH) && p->reth.len > (1u << 31))
+		return 1;
+	if (!send && !write)
+		return 0;
+	if ((fl & ROCE_F_FIRST) && (fl & ROCE_F_LAST))
+		return p->payload_len > nq->pmtu;
+	if (!(fl & ROCE_F_LAST))
+		return p->payload_len != nq->pmtu;
+	return !p->payload_len || p->payload_len > nq->pmtu;
+}
+
 /* responder -- a request packet */
 static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
@@ -1741,6 +1776,12 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 		return;
 	}
 	nq->nak_sent = 0;
+	if (resp_malformed(nq, p)) {
+		nq->rx_active = 0;
+		nq->wr_active = 0;
+		resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+		return;
+	}
 	switch (op) {
 	case ROCE_SEND_FIRST:
 	case ROCE_SEND_MIDDLE:

@@ -5,8 +5,10 @@
 # a SEND with IBV_SEND_FENCE behind a READ into its buffer carries what
 # the READ fetched; two fetch-and-adds in flight whose first atomic ACK is
 # lost (SOFTRDMA_TEST_NETFAULT=atmack=N) are answered again from the
-# results saved for their PSNs, never executed twice; then the hosts'
-# agents are gone.
+# results saved for their PSNs, never executed twice; requests forged on
+# the wire with a length their opcode cannot have at the path MTU, or a
+# WRITE inside a SEND, refused as invalid requests (the QP in ERR); then
+# the hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/rc_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
@@ -51,6 +53,24 @@ edge_pair "no loss" $lt
 # its repeats with it, on a wire as here)
 edge_pair "every third atomic ACK lost" $lt SOFTRDMA_TEST_NETFAULT=atmack=3
 edge_pair "every fifth atomic ACK lost" $lt SOFTRDMA_TEST_NETFAULT=atmack=5
+
+# malformed requests forged on the wire (a good ICRC, the expected PSN):
+# a length the opcode cannot have at the path MTU, a WRITE inside a SEND
+port=$((port + 1))
+on 1 timeout -k 10 300 "$peer" forgeserver $port >"$tap_tmp/server.log" 2>&1 &
+_spid=$!
+tap_pids="$tap_pids $_spid"
+listening 1 $port
+ok $? "forged: rc_peer forgeserver listens on host 1"
+on 2 timeout -k 10 300 "$peer" forgeclient "$a1" $port \
+	>"$tap_tmp/client.tap" 2>&1
+_rc=$?
+tap_passed "$tap_tmp/client.tap" $_rc
+ok $? "forged: every malformed request refused, the good one taken (client exit $_rc)"
+wait $_spid
+_rc=$?
+ok $_rc "forged: rc_peer forgeserver exits 0"
+[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
 
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exited after their last client"

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
+#include "roce.h"
 #include "tcp_exch.h"
 
 #define BIG	(1u << 20)
@@ -1820,6 +1821,253 @@ static int edge_client(const char *host, int port)
 	return done_testing();
 }
 
+/*
+ * Malformed requests from the wire (rc-edge-hosts.sh): the client forges
+ * RoCE v2 packets with a good ICRC to the server's QP, from its own
+ * host's address and at the PSN the server expects, on a UDP socket of
+ * its own (soft/roce.c makes them), and the server reports what its QP
+ * made of them:
+ *
+ *   rc_peer forgeserver PORT
+ *   rc_peer forgeclient SERVER PORT   TAP on stdout
+ *
+ * A well-formed SEND_ONLY first (the forging works: received), then
+ * packets whose length their opcode cannot have at the path MTU of 1024
+ * (a SEND_FIRST of 100 bytes; a SEND_ONLY of 1028) and a WRITE_ONLY in
+ * the middle of a SEND: each is an invalid request, as rxe's
+ * check_length and check_op_seq have it (NAK, the QP in ERR, its receives
+ * flushed), never a message received.
+ */
+#define FORGE_CASES 4
+
+static const char *const forge_what[FORGE_CASES] = {
+	"a well-formed SEND_ONLY of 100 B: received",
+	"SEND_FIRST of 100 B and SEND_LAST: an invalid request",
+	"SEND_ONLY of 1028 B at MTU 1024: an invalid request",
+	"WRITE_ONLY between SEND_FIRST and SEND_LAST: an invalid request",
+};
+
+/* what the server saw of a case */
+struct forge_seen {
+	int32_t status; /* its first receive's, -1: none in 2 s */
+	uint32_t byte_len;
+	int32_t state;	  /* its QP's after */
+	uint32_t written; /* its memory's first word: 0 unless written */
+};
+
+static int forge_server(int port)
+{
+	uint8_t *mem = aligned_alloc(4096, 3 * 4096);
+	struct ibv_mr *mr;
+	struct info me, peer;
+	int fd, c, i;
+	char go;
+
+	if (!mem)
+		bail_out("memory");
+	setup();
+	mr = ibv_reg_mr(pd, mem, 3 * 4096,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	fd = tcp_accept(port);
+	for (c = 0; c < FORGE_CASES; c++) {
+		struct forge_seen seen;
+		struct ibv_qp_attr a;
+		struct ibv_qp_init_attr ia;
+		struct ibv_wc wc;
+		double end;
+		int r = 0;
+
+		if (c)
+			new_qp();
+		memset(mem, 0, 3 * 4096);
+		my_info(&me, mr);
+		xfer(fd, &me, sizeof(me), 1);
+		xfer(fd, &peer, sizeof(peer), 0);
+		connect_qp(&me, &peer);
+		for (i = 0; i < 2; i++)
+			if (post_recv(mem + 4096 * (i + 1), 4096, mr->lkey,
+				      (uint64_t)i))
+				bail_out("post_recv");
+		xfer(fd, &me, 1, 1); /* ready */
+		xfer(fd, &go, 1, 0); /* sent */
+		end = now_ms() + 2000;
+		while ((r = ibv_poll_cq(cq, 1, &wc)) == 0 && now_ms() < end)
+			usleep(1000);
+		memset(&seen, 0, sizeof(seen));
+		seen.status = r == 1 ? (int32_t)wc.status : -1;
+		seen.byte_len = r == 1 ? wc.byte_len : 0;
+		while (ibv_poll_cq(cq, 1, &wc) == 1)
+			; /* the other receive's flush */
+		if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
+			bail_out("query_qp");
+		seen.state = (int32_t)a.qp_state;
+		memcpy(&seen.written, mem, 4);
+		xfer(fd, &seen, sizeof(seen), 1);
+	}
+	xfer(fd, &go, 1, 0); /* the client is done */
+	close(fd);
+	c = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) ||
+	    ibv_destroy_comp_channel(ch) || ibv_dealloc_pd(pd) ||
+	    ibv_close_device(ctx);
+	free(mem);
+	return c;
+}
+
+/* forge_send -- P (its PSN and opcode set) to the server's QP PEER from
+ * FD, bound to SPORT on SRC: headers, ICRC, as the wire has them */
+static void forge_send(int fd, uint16_t sport, const uint8_t *src,
+		       const struct info *peer, struct roce_pkt *p)
+{
+	uint8_t buf[64 + 4096 + 64];
+	struct sockaddr_in to;
+	struct roce_ip ip;
+	ssize_t n, hl;
+
+	p->bth.pkey = ROCE_DEFAULT_PKEY;
+	p->bth.dqpn = peer->qpn;
+	p->bth.ackreq = 1;
+	n = roce_encode(p, buf + 28, sizeof(buf) - 28);
+	if (n < 0)
+		bail_out("roce_encode: %zd", n);
+	memset(&ip, 0, sizeof(ip));
+	ip.family = AF_INET;
+	memcpy(ip.src, src, 4);
+	memcpy(ip.dst, peer->gid + 12, 4);
+	ip.sport = sport;
+	ip.dport = ROCE_UDP_PORT;
+	ip.ttl = 64;
+	hl = roce_ip_udp_hdr(&ip, buf, sizeof(buf), (size_t)n);
+	if (hl != 28 || roce_icrc_set(buf, 28 + (size_t)n))
+		bail_out("headers");
+	memset(&to, 0, sizeof(to));
+	to.sin_family = AF_INET;
+	to.sin_port = htons(ROCE_UDP_PORT);
+	memcpy(&to.sin_addr, peer->gid + 12, 4);
+	if (sendto(fd, buf + 28, (size_t)n, 0, (struct sockaddr *)&to,
+		   sizeof(to)) != n)
+		bail_out("sendto: %s", strerror(errno));
+}
+
+static int forge_client(const char *host, int port)
+{
+	static uint8_t data[4096];
+	uint8_t *mem = aligned_alloc(4096, 4096);
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	struct ibv_mr *mr;
+	struct info me, peer;
+	int fd, ufd, c, pmtud = IP_PMTUDISC_DO;
+	uint16_t sport;
+	char go = 0;
+
+	if (!mem)
+		bail_out("memory");
+	memset(data, 0x5a, sizeof(data));
+	setup();
+	mr = ibv_reg_mr(pd, mem, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	/* DF from an unconnected socket: IPv4 identification 0, which the
+	 * receiver's ICRC check takes */
+	ufd = socket(AF_INET, SOCK_DGRAM, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	if (ufd < 0 ||
+	    setsockopt(ufd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtud,
+		       sizeof(pmtud)) ||
+	    bind(ufd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(ufd, (struct sockaddr *)&sa, &sl))
+		bail_out("udp socket");
+	sport = ntohs(sa.sin_port);
+	fd = tcp_connect(host, port);
+	for (c = 0; c < FORGE_CASES; c++) {
+		struct forge_seen seen;
+		struct roce_pkt p;
+		uint32_t psn;
+		int good;
+
+		if (c)
+			new_qp();
+		my_info(&me, mr);
+		xfer(fd, &peer, sizeof(peer), 0);
+		xfer(fd, &me, sizeof(me), 1);
+		connect_qp(&me, &peer);
+		xfer(fd, &go, 1, 0); /* ready */
+		psn = me.psn;	     /* the server's rq_psn */
+		memset(&p, 0, sizeof(p));
+		p.bth.psn = psn;
+		p.payload = data;
+		switch (c) {
+		case 0:
+			p.bth.opcode = ROCE_RC | ROCE_SEND_ONLY;
+			p.payload_len = 100;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			break;
+		case 1:
+			p.bth.opcode = ROCE_RC | ROCE_SEND_FIRST;
+			p.payload_len = 100;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			p.bth.opcode = ROCE_RC | ROCE_SEND_LAST;
+			p.bth.psn = (psn + 1) & ROCE_PSN_MASK;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			break;
+		case 2:
+			p.bth.opcode = ROCE_RC | ROCE_SEND_ONLY;
+			p.payload_len = 1028;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			break;
+		default:
+			p.bth.opcode = ROCE_RC | ROCE_SEND_FIRST;
+			p.payload_len = 1024;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			p.bth.opcode = ROCE_RC | ROCE_WRITE_ONLY;
+			p.bth.psn = (psn + 1) & ROCE_PSN_MASK;
+			p.payload_len = 8;
+			p.reth.va = peer.addr;
+			p.reth.rkey = peer.rkey;
+			p.reth.len = 8;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			memset(&p.reth, 0, sizeof(p.reth));
+			p.bth.opcode = ROCE_RC | ROCE_SEND_LAST;
+			p.bth.psn = (psn + 2) & ROCE_PSN_MASK;
+			p.payload_len = 100;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			break;
+		}
+		xfer(fd, &go, 1, 1); /* sent */
+		xfer(fd, &seen, sizeof(seen), 0);
+		if (c == 0)
+			good = seen.status == IBV_WC_SUCCESS &&
+			       seen.byte_len == 100 &&
+			       seen.state == IBV_QPS_RTS;
+		else
+			good = seen.status != IBV_WC_SUCCESS &&
+			       seen.status != -1 && seen.state == IBV_QPS_ERR &&
+			       seen.written == 0;
+		ok(good, "%s (the server's receive: %s, %u B; its QP: %s%s)",
+		   forge_what[c],
+		   seen.status == -1
+			   ? "none"
+			   : ibv_wc_status_str((enum ibv_wc_status)seen.status),
+		   seen.byte_len,
+		   seen.state == IBV_QPS_ERR   ? "ERR"
+		   : seen.state == IBV_QPS_RTS ? "RTS"
+					       : "other",
+		   seen.written ? "; its memory written" : "");
+	}
+	xfer(fd, &go, 1, 1);
+	close(fd);
+	close(ufd);
+	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
+		   !ibv_destroy_comp_channel(ch) && !ibv_dealloc_pd(pd) &&
+		   !ibv_close_device(ctx),
+	   "the client freed everything");
+	free(mem);
+	return done_testing();
+}
+
 int main(int argc, char **argv)
 {
 	const char *e;
@@ -1857,6 +2105,10 @@ int main(int argc, char **argv)
 		return edge_server(atoi(argv[2]));
 	if (argc >= 4 && !strcmp(argv[1], "edgeclient"))
 		return edge_client(argv[2], atoi(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "forgeserver"))
+		return forge_server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "forgeclient"))
+		return forge_client(argv[2], atoi(argv[3]));
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]),
 			      argc > 4 ? atoi(argv[4]) : 3);
@@ -1866,6 +2118,7 @@ int main(int argc, char **argv)
 			"rdserver PORT SIZE | rdclient ADDR PORT SIZE COUNT | "
 			"lastserver PORT exit|destroy | lastclient ADDR PORT | "
 			"stallserver PORT | stallclient ADDR PORT | "
-			"edgeserver PORT | edgeclient ADDR PORT\n");
+			"edgeserver PORT | edgeclient ADDR PORT | "
+			"forgeserver PORT | forgeclient ADDR PORT\n");
 	return 2;
 }
