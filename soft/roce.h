@@ -158,6 +158,18 @@ struct roce_pkt {
 	uint32_t payload_len; /* without the pad */
 };
 
+/*
+ * roce_pkey_ours -- a packet's BTH P_Key matches our QPs' (the default
+ * partition's 0xFFFF, every QP's pkey_index 0): the same 15-bit key, of
+ * which either side is a full member (rxe_recv.c's pkey_match: ours is);
+ * a packet of another partition is dropped silently, as rxe's check_keys
+ * and an HCA drop it
+ */
+static inline int roce_pkey_ours(uint16_t pkey)
+{
+	return (pkey & 0x7fff) == (ROCE_DEFAULT_PKEY & 0x7fff);
+}
+
 /* roce_op_flags -- ROCE_F_* of OPCODE; 0 for an opcode we do not speak */
 unsigned int roce_op_flags(uint8_t opcode);
 

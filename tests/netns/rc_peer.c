@@ -1836,15 +1836,17 @@ static int edge_client(const char *host, int port)
  * (a SEND_FIRST of 100 bytes; a SEND_ONLY of 1028) and a WRITE_ONLY in
  * the middle of a SEND: each is an invalid request, as rxe's
  * check_length and check_op_seq have it (NAK, the QP in ERR, its receives
- * flushed), never a message received.
+ * flushed), never a message received; a SEND of another partition's P_Key
+ * is dropped silently (rxe's check_keys), the QP unchanged.
  */
-#define FORGE_CASES 4
+#define FORGE_CASES 5
 
 static const char *const forge_what[FORGE_CASES] = {
 	"a well-formed SEND_ONLY of 100 B: received",
 	"SEND_FIRST of 100 B and SEND_LAST: an invalid request",
 	"SEND_ONLY of 1028 B at MTU 1024: an invalid request",
 	"WRITE_ONLY between SEND_FIRST and SEND_LAST: an invalid request",
+	"a SEND_ONLY of 100 B with P_Key 0x1234: dropped (not our partition)",
 };
 
 /* what the server saw of a case */
@@ -1925,7 +1927,8 @@ static void forge_send(int fd, uint16_t sport, const uint8_t *src,
 	struct roce_ip ip;
 	ssize_t n, hl;
 
-	p->bth.pkey = ROCE_DEFAULT_PKEY;
+	if (!p->bth.pkey)
+		p->bth.pkey = ROCE_DEFAULT_PKEY;
 	p->bth.dqpn = peer->qpn;
 	p->bth.ackreq = 1;
 	n = roce_encode(p, buf + 28, sizeof(buf) - 28);
@@ -2018,6 +2021,12 @@ static int forge_client(const char *host, int port)
 			p.payload_len = 1028;
 			forge_send(ufd, sport, me.gid + 12, &peer, &p);
 			break;
+		case 4:
+			p.bth.opcode = ROCE_RC | ROCE_SEND_ONLY;
+			p.bth.pkey = 0x1234;
+			p.payload_len = 100;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			break;
 		default:
 			p.bth.opcode = ROCE_RC | ROCE_SEND_FIRST;
 			p.payload_len = 1024;
@@ -2042,6 +2051,8 @@ static int forge_client(const char *host, int port)
 			good = seen.status == IBV_WC_SUCCESS &&
 			       seen.byte_len == 100 &&
 			       seen.state == IBV_QPS_RTS;
+		else if (c == 4)
+			good = seen.status == -1 && seen.state == IBV_QPS_RTS;
 		else
 			good = seen.status != IBV_WC_SUCCESS &&
 			       seen.status != -1 && seen.state == IBV_QPS_ERR &&

@@ -695,6 +695,18 @@ static void test_icrc_gso(void)
 	ok(roce_icrc_id_delta(100, 0) == 0, "no change, no delta");
 }
 
+/* test_pkey -- the P_Keys our QPs (the default partition, full member)
+ * take: the same 15-bit key, either membership (rxe's pkey_match) */
+static void test_pkey(void)
+{
+	ok(roce_pkey_ours(0xffff) && roce_pkey_ours(0x7fff),
+	   "P_Key 0xFFFF and its limited member 0x7FFF are ours");
+	ok(!roce_pkey_ours(0x0000) && !roce_pkey_ours(0x8000) &&
+		   !roce_pkey_ours(0x1234) && !roce_pkey_ours(0xfffe),
+	   "P_Keys of other partitions (0x0000, 0x8000, 0x1234, 0xFFFE) "
+	   "are not");
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int i;
@@ -710,5 +722,6 @@ int main(int argc, char **argv)
 	test_hostile();
 	test_seg();
 	test_crc();
+	test_pkey();
 	return done_testing();
 }
