@@ -1983,8 +1983,7 @@ static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len,
 		return;
 	memcpy(&fw, buf, sizeof(fw));
 	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
-	    (p.bth.opcode & 0xe0) != ROCE_RC || p.bth.dqpn != nq->qpn ||
-	    !roce_pkey_ours(p.bth.pkey))
+	    (p.bth.opcode & 0xe0) != ROCE_RC || p.bth.dqpn != nq->qpn)
 		return;
 	/* only the peer's address speaks for the peer (IB mode: on the
 	 * QP's primary path, or on its alternate, iblink.c) */
@@ -2162,7 +2161,7 @@ static int ud_decode(const uint8_t *buf, size_t len, struct soft_net_ud *d)
 	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
 	    (p.bth.opcode != (ROCE_UD | ROCE_SEND_ONLY) &&
 	     p.bth.opcode != (ROCE_UD | ROCE_SEND_ONLY_IMM)) ||
-	    p.payload_len > SOFT_UD_MTU || !roce_pkey_ours(p.bth.pkey))
+	    p.payload_len > SOFT_UD_MTU)
 		return -1;
 	memset(d, 0, sizeof(*d));
 	if (fw.family == AF_INET) {

@@ -270,10 +270,7 @@ int roce_decode(const uint8_t *buf, size_t len, struct roce_pkt *p)
 	fl = roce_op_flags(b->opcode);
 	if (!fl || b->tver != 0)
 		return -EINVAL;
-	/* rxe_recv.c check_keys: the port's one P_Key is the default
-	 * partition's full key, which matches a packet's full or limited
-	 * key of that partition (pkey_match): 0xffff or 0x7fff, nothing else */
-	if ((b->pkey & 0x7fff) != (ROCE_DEFAULT_PKEY & 0x7fff))
+	if (!roce_pkey_ours(b->pkey))
 		return -EACCES;
 	hl = flags_hdr_len(fl);
 	if (len < hl + ROCE_ICRC_LEN)

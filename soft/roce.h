@@ -162,8 +162,8 @@ struct roce_pkt {
  * roce_pkey_ours -- a packet's BTH P_Key matches our QPs' (the default
  * partition's 0xFFFF, every QP's pkey_index 0): the same 15-bit key, of
  * which either side is a full member (rxe_recv.c's pkey_match: ours is);
- * a packet of another partition is dropped silently, as rxe's check_keys
- * and an HCA drop it
+ * roce_decode refuses a packet of another partition (-EACCES), which its
+ * receivers drop silently, as rxe's check_keys and an HCA drop it
  */
 static inline int roce_pkey_ours(uint16_t pkey)
 {
