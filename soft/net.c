@@ -1444,11 +1444,18 @@ static void resp_take_wqe(struct soft_net_qp *nq)
 				      memory_order_release);
 }
 
-/* resp_err -- a request we cannot execute: NAK, responder QP to ERR */
+/* resp_err -- a request we cannot execute: NAK, responder QP to ERR, and
+ * the affiliated error the IB spec names for it (11.6.3): an rkey, range
+ * or access violation is a local access violation work queue error
+ * (IBV_EVENT_QP_ACCESS_ERR, mlx5's WQ_ACCESS_ERROR), anything else an
+ * invalid request work queue error (IBV_EVENT_QP_REQ_ERR) */
 static void resp_err(struct soft_net_qp *nq, uint8_t nak, uint32_t psn)
 {
 	send_ack(nq, ROCE_AETH_NAK | nak, psn);
-	soft_async_event(nq->ctx, IBV_EVENT_QP_REQ_ERR, &nq->qp->qpx.qp_base);
+	soft_async_event(nq->ctx,
+			 nak == ROCE_NAK_REMOTE_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
+						       : IBV_EVENT_QP_REQ_ERR,
+			 &nq->qp->qpx.qp_base);
 	soft_qp_to_error(nq->qp);
 }
 

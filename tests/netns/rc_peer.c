@@ -16,6 +16,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1836,10 +1837,13 @@ static int edge_client(const char *host, int port)
  * (a SEND_FIRST of 100 bytes; a SEND_ONLY of 1028) and a WRITE_ONLY in
  * the middle of a SEND: each is an invalid request, as rxe's
  * check_length and check_op_seq have it (NAK, the QP in ERR, its receives
- * flushed), never a message received; a SEND of another partition's P_Key
- * is dropped silently (rxe's check_keys), the QP unchanged.
+ * flushed, IBV_EVENT_QP_REQ_ERR), never a message received; a SEND of
+ * another partition's P_Key is dropped silently (rxe's check_keys), the
+ * QP unchanged; a WRITE with a bad rkey is a remote access error, which
+ * the responder reports as IBV_EVENT_QP_ACCESS_ERR (the IB spec's local
+ * access violation work queue error, mlx5's WQ_ACCESS_ERROR).
  */
-#define FORGE_CASES 5
+#define FORGE_CASES 6
 
 static const char *const forge_what[FORGE_CASES] = {
 	"a well-formed SEND_ONLY of 100 B: received",
@@ -1847,6 +1851,7 @@ static const char *const forge_what[FORGE_CASES] = {
 	"SEND_ONLY of 1028 B at MTU 1024: an invalid request",
 	"WRITE_ONLY between SEND_FIRST and SEND_LAST: an invalid request",
 	"a SEND_ONLY of 100 B with P_Key 0x1234: dropped (not our partition)",
+	"WRITE_ONLY with a bad rkey: a remote access error",
 };
 
 /* what the server saw of a case */
@@ -1855,6 +1860,7 @@ struct forge_seen {
 	uint32_t byte_len;
 	int32_t state;	  /* its QP's after */
 	uint32_t written; /* its memory's first word: 0 unless written */
+	int32_t event;	  /* its QP's last async event, -1: none */
 };
 
 static int forge_server(int port)
@@ -1872,9 +1878,13 @@ static int forge_server(int port)
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!mr)
 		bail_out("reg_mr");
+	i = fcntl(ctx->async_fd, F_GETFL);
+	if (i < 0 || fcntl(ctx->async_fd, F_SETFL, i | O_NONBLOCK))
+		bail_out("async fd");
 	fd = tcp_accept(port);
 	for (c = 0; c < FORGE_CASES; c++) {
 		struct forge_seen seen;
+		struct ibv_async_event ev;
 		struct ibv_qp_attr a;
 		struct ibv_qp_init_attr ia;
 		struct ibv_wc wc;
@@ -1905,6 +1915,12 @@ static int forge_server(int port)
 		if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
 			bail_out("query_qp");
 		seen.state = (int32_t)a.qp_state;
+		seen.event = -1;
+		while (!ibv_get_async_event(ctx, &ev)) {
+			if (ev.element.qp == qp)
+				seen.event = (int32_t)ev.event_type;
+			ibv_ack_async_event(&ev);
+		}
 		memcpy(&seen.written, mem, 4);
 		xfer(fd, &seen, sizeof(seen), 1);
 	}
@@ -2027,6 +2043,14 @@ static int forge_client(const char *host, int port)
 			p.payload_len = 100;
 			forge_send(ufd, sport, me.gid + 12, &peer, &p);
 			break;
+		case 5:
+			p.bth.opcode = ROCE_RC | ROCE_WRITE_ONLY;
+			p.payload_len = 8;
+			p.reth.va = peer.addr;
+			p.reth.rkey = peer.rkey ^ 0x100;
+			p.reth.len = 8;
+			forge_send(ufd, sport, me.gid + 12, &peer, &p);
+			break;
 		default:
 			p.bth.opcode = ROCE_RC | ROCE_SEND_FIRST;
 			p.payload_len = 1024;
@@ -2050,14 +2074,19 @@ static int forge_client(const char *host, int port)
 		if (c == 0)
 			good = seen.status == IBV_WC_SUCCESS &&
 			       seen.byte_len == 100 &&
-			       seen.state == IBV_QPS_RTS;
+			       seen.state == IBV_QPS_RTS && seen.event == -1;
 		else if (c == 4)
-			good = seen.status == -1 && seen.state == IBV_QPS_RTS;
+			good = seen.status == -1 && seen.state == IBV_QPS_RTS &&
+			       seen.event == -1;
 		else
 			good = seen.status != IBV_WC_SUCCESS &&
 			       seen.status != -1 && seen.state == IBV_QPS_ERR &&
-			       seen.written == 0;
-		ok(good, "%s (the server's receive: %s, %u B; its QP: %s%s)",
+			       seen.written == 0 &&
+			       seen.event == (c == 5 ? IBV_EVENT_QP_ACCESS_ERR
+						     : IBV_EVENT_QP_REQ_ERR);
+		ok(good,
+		   "%s (the server's receive: %s, %u B; its QP: %s%s; "
+		   "event: %s)",
 		   forge_what[c],
 		   seen.status == -1
 			   ? "none"
@@ -2066,7 +2095,10 @@ static int forge_client(const char *host, int port)
 		   seen.state == IBV_QPS_ERR   ? "ERR"
 		   : seen.state == IBV_QPS_RTS ? "RTS"
 					       : "other",
-		   seen.written ? "; its memory written" : "");
+		   seen.written ? "; its memory written" : "",
+		   seen.event == -1 ? "none"
+				    : ibv_event_type_str(
+					      (enum ibv_event_type)seen.event));
 	}
 	xfer(fd, &go, 1, 1);
 	close(fd);
