@@ -21,19 +21,26 @@ ok $? "fabric of 2 hosts up"
 a1=$(fab addr "$name" 1)
 
 port=18801
+# under RDMAMSG_TEST_VALGRIND=1 both peers run under memcheck: errors and
+# definite leaks fail them (exit 99)
+vg=
+if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && [ -n "${VALGRIND:-}" ]; then
+	vg="$VALGRIND -q --error-exitcode=99"
+	vg="$vg --leak-check=full --errors-for-leak-kinds=definite"
+fi
 # edge_pair WHAT [ENV...] -- rc_peer edgeserver on host 1, edgeclient on
 # host 2, both with ENV; every check of the client's TAP must pass
 edge_pair() {
 	_what=$1
 	shift
 	port=$((port + 1))
-	on 1 "$@" timeout -k 10 300 "$peer" edgeserver $port \
+	on 1 "$@" timeout -k 10 300 $vg "$peer" edgeserver $port \
 		>"$tap_tmp/server.log" 2>&1 &
 	_spid=$!
 	tap_pids="$tap_pids $_spid"
 	listening 1 $port
 	ok $? "$_what: rc_peer edgeserver listens on host 1"
-	on 2 "$@" timeout -k 10 300 "$peer" edgeclient "$a1" $port \
+	on 2 "$@" timeout -k 10 300 $vg "$peer" edgeclient "$a1" $port \
 		>"$tap_tmp/client.tap" 2>&1
 	_rc=$?
 	tap_passed "$tap_tmp/client.tap" $_rc
@@ -57,12 +64,12 @@ edge_pair "every fifth atomic ACK lost" $lt SOFTRDMA_TEST_NETFAULT=atmack=5
 # malformed requests forged on the wire (a good ICRC, the expected PSN):
 # a length the opcode cannot have at the path MTU, a WRITE inside a SEND
 port=$((port + 1))
-on 1 timeout -k 10 300 "$peer" forgeserver $port >"$tap_tmp/server.log" 2>&1 &
+on 1 timeout -k 10 300 $vg "$peer" forgeserver $port >"$tap_tmp/server.log" 2>&1 &
 _spid=$!
 tap_pids="$tap_pids $_spid"
 listening 1 $port
 ok $? "forged: rc_peer forgeserver listens on host 1"
-on 2 timeout -k 10 300 "$peer" forgeclient "$a1" $port \
+on 2 timeout -k 10 300 $vg "$peer" forgeclient "$a1" $port \
 	>"$tap_tmp/client.tap" 2>&1
 _rc=$?
 tap_passed "$tap_tmp/client.tap" $_rc
