@@ -990,7 +990,7 @@ void soft_sq_drop(struct soft_qp *qp)
 void soft_sqd_check(struct soft_qp *qp)
 {
 	if (qp->sqd_notify && qp->state == IBV_QPS_SQD &&
-	    qp->sq_head == qp->sq_tail) {
+	    qp->sq_head == qp->sq_tail && soft_net_sq_drained(qp)) {
 		qp->sqd_notify = 0;
 		soft_async_event(qp->ctx, IBV_EVENT_SQ_DRAINED,
 				 &qp->qpx.qp_base);
@@ -1800,6 +1800,14 @@ static void rc_sq_release(struct soft_qp *qp)
 	}
 	if (qp->sq_tail != qp->sq_head)
 		tx_qp(qp);
+}
+
+/* rc_net_sq_release -- soft_sq_release of an RC QP to another host: what
+ * its network path held in SQD is sent now; lock held */
+static void rc_net_sq_release(struct soft_qp *qp)
+{
+	rc_sq_release(qp);
+	soft_net_sq_release(qp);
 }
 
 /* rc_post_send -- ibv_post_send on an RC QP; lock held */
@@ -3843,8 +3851,11 @@ static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
 	/* IB mode: a QP whose path is down moves nothing (apm.c) */
 	int down = soft_link_ib && soft_apm_check(qp);
 
-	if (net)
+	if (net) {
 		soft_net_progress(qp); /* the network path */
+		if (qp->sqd_notify)
+			soft_sqd_check(qp);
+	}
 	if (qp->peer) {
 		uint32_t epoch = atomic_load_explicit(&qp->peer->epoch,
 						      memory_order_acquire);
@@ -4260,7 +4271,7 @@ const struct soft_qp_ops soft_rc_net_ops = {
 	.sq_room = soft_net_sq_room,
 	.progress = rc_net_progress,
 	.flush = rc_net_flush,
-	.sq_release = rc_sq_release,
+	.sq_release = rc_net_sq_release,
 	.modify = soft_qp_modify,
 	.to_rtr = rc_to_rtr,
 	.reset = soft_qp_op_nop,

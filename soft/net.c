@@ -144,6 +144,9 @@ struct soft_net_qp {
 	uint64_t inl_size, inl_head, inl_tail;
 	uint32_t sq_n, max_sge, max_inl;
 	uint64_t head, tail, txw;
+	/* the WQEs begun: every one below it has had a packet sent (in SQD
+	 * only those go on, tx_push; drained once all have completed) */
+	uint64_t started;
 	uint32_t txp;
 	uint32_t sq_psn, una;
 	int psn_set;
@@ -1110,6 +1113,9 @@ static void tx_push(struct soft_net_qp *nq)
 			nq->txp = 0;
 			continue;
 		}
+		/* SQD: the messages begun go on, no new one starts */
+		if (nq->txw >= nq->started && nq->qp->state == IBV_QPS_SQD)
+			break;
 		if (fenced(nq, nq->txw))
 			break;
 		if (w->op == IBV_WR_RDMA_READ)
@@ -1119,6 +1125,8 @@ static void tx_push(struct soft_net_qp *nq)
 		    NET_WINDOW)
 			break;
 		tx_one(nq, w, k);
+		if (nq->started <= nq->txw)
+			nq->started = nq->txw + 1;
 		if (!nq->timer_at) {
 			if (!now)
 				now = soft_now_ns();
@@ -1226,6 +1234,10 @@ static void acked(struct soft_net_qp *nq, uint32_t psn)
 	}
 	if (roce_psn_cmp(roce_psn_add(psn, 1), nq->una) > 0)
 		nq->una = roce_psn_add(psn, 1);
+	/* SQD: SQ_DRAINED as the last message begun completes, from
+	 * whichever thread took its ACK in */
+	if (nq->qp->sqd_notify)
+		soft_sqd_check(nq->qp);
 }
 
 /* rewind -- go back to PSN (go-back-N), or to an older READ or atomic
@@ -1947,6 +1959,10 @@ static int nq_timer(struct soft_net_qp *nq, uint64_t now)
 {
 	if (nq->tail == nq->head || nq->qp->state == IBV_QPS_ERR)
 		return 0;
+	if (nq->tail >= nq->started && nq->qp->state == IBV_QPS_SQD) {
+		nq->timer_at = 0; /* SQD: what waits was never sent */
+		return 0;
+	}
 	if (nq->rnr_until) {
 		if (now >= nq->rnr_until)
 			tx_push(nq);
@@ -3197,6 +3213,19 @@ static uint64_t poll_clock(void)
 		poll_stale = NET_CLOCK_POLLS - 1;
 	}
 	return at;
+}
+
+int soft_net_sq_drained(struct soft_qp *qp)
+{
+	struct soft_net_qp *nq = qp->net;
+
+	return !nq || nq->tail >= nq->started || nq->tail == nq->head;
+}
+
+void soft_net_sq_release(struct soft_qp *qp)
+{
+	if (qp->net && qp->net->tail < qp->net->head)
+		tx_push(qp->net);
 }
 
 void soft_net_progress(struct soft_qp *qp)

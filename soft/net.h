@@ -36,6 +36,14 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 /* soft_net_progress -- completions due now (ERR: flushes); ctx lock held */
 void soft_net_progress(struct soft_qp *qp);
 
+/* soft_net_sq_drained -- in SQD: nothing the QP began sending is still
+ * waiting for its acknowledgement (SQ_DRAINED is due); ctx lock held */
+int soft_net_sq_drained(struct soft_qp *qp);
+
+/* soft_net_sq_release -- the QP left SQD: what was posted meanwhile is
+ * sent now; ctx lock held */
+void soft_net_sq_release(struct soft_qp *qp);
+
 /* a UD datagram between hosts: what ud.c and net.c hand each other */
 struct soft_net_ud {
 	uint8_t sgid[16], dgid[16];

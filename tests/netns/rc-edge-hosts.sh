@@ -5,7 +5,9 @@
 # a SEND with IBV_SEND_FENCE behind a READ into its buffer carries what
 # the READ fetched; two fetch-and-adds in flight whose first atomic ACK is
 # lost (SOFTRDMA_TEST_NETFAULT=atmack=N) are answered again from the
-# results saved for their PSNs, never executed twice; requests forged on
+# results saved for their PSNs, never executed twice; SQD: a SEND in
+# flight completes before IBV_EVENT_SQ_DRAINED, SENDs posted in SQD wait
+# for RTS; requests forged on
 # the wire with a length their opcode cannot have at the path MTU, or a
 # WRITE inside a SEND, refused as invalid requests (the QP in ERR); then
 # the hosts' agents are gone.

@@ -1655,16 +1655,18 @@ static int rd_client(const char *host, int port, uint32_t size, int count)
  * on the server) are asked again and answered from the result saved for
  * each PSN, never executed twice, the older one too (max_dest_rd_atomic
  * 4): each returns its own original value and the counter moved by
- * exactly one per WR.
+ * exactly one per WR.  SQD (edge_sqd): what was begun completes before
+ * IBV_EVENT_SQ_DRAINED, what is posted in SQD waits for RTS.
  */
 #define EDGE_LEN    65536
 #define EDGE_FENCES 4
+#define EDGE_RECVS  (EDGE_FENCES + 3) /* and the three SQD SENDs */
 #define EDGE_ATOMIC 6
 
 static int edge_server(int port)
 {
 	uint8_t *mem = aligned_alloc(4096, EDGE_LEN + 4096);
-	uint8_t *rx = aligned_alloc(4096, (size_t)EDGE_FENCES * EDGE_LEN);
+	uint8_t *rx = aligned_alloc(4096, (size_t)EDGE_RECVS * EDGE_LEN);
 	struct ibv_mr *mr, *rmr;
 	struct info me, peer;
 	uint32_t bad = 0;
@@ -1679,13 +1681,13 @@ static int edge_server(int port)
 	mr = ibv_reg_mr(pd, mem, EDGE_LEN + 8,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
 				IBV_ACCESS_REMOTE_ATOMIC);
-	rmr = ibv_reg_mr(pd, rx, (size_t)EDGE_FENCES * EDGE_LEN,
+	rmr = ibv_reg_mr(pd, rx, (size_t)EDGE_RECVS * EDGE_LEN,
 			 IBV_ACCESS_LOCAL_WRITE);
 	if (!mr || !rmr)
 		bail_out("reg_mr");
 	my_info(&me, mr);
 	fd = peer_accept(port, &me, &peer);
-	for (i = 0; i < EDGE_FENCES; i++)
+	for (i = 0; i < EDGE_RECVS; i++)
 		if (post_recv(rx + (size_t)i * EDGE_LEN, EDGE_LEN, rmr->lkey,
 			      (uint64_t)i))
 			bail_out("post_recv");
@@ -1713,6 +1715,24 @@ static int edge_server(int port)
 		}
 	}
 	xfer(fd, &bad, sizeof(bad), 1);
+	/* the SQD SENDs: 64 KiB, then 100 B twice, in order */
+	bad = 0;
+	for (i = EDGE_FENCES; i < EDGE_RECVS; i++) {
+		struct ibv_wc wc = wait1();
+
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)i ||
+		    wc.byte_len != (i == EDGE_FENCES ? EDGE_LEN : 100u)) {
+			fprintf(stderr,
+				"server: SQD SEND %d: %s, %u B, wr %llu\n",
+				i - EDGE_FENCES,
+				(int)wc.status == -1
+					? "no completion"
+					: ibv_wc_status_str(wc.status),
+				wc.byte_len, (unsigned long long)wc.wr_id);
+			bad++;
+		}
+	}
+	xfer(fd, &bad, sizeof(bad), 1);
 	xfer(fd, &c, 1, 0); /* the client is done with our memory */
 	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_dereg_mr(rmr) ||
 	      ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch) ||
@@ -1721,6 +1741,95 @@ static int edge_server(int port)
 	free(mem);
 	free(rx);
 	return ret;
+}
+
+/* edge_poll -- the send completions that come within MS, into WC (at
+ * most N); how many */
+static int edge_poll(struct ibv_wc *wc, int n, double ms)
+{
+	double end = now_ms() + ms;
+	int got = 0, r;
+
+	while (got < n && now_ms() < end) {
+		r = ibv_poll_cq(cq, n - got, wc + got);
+		if (r < 0)
+			bail_out("poll_cq");
+		got += r;
+		if (!r)
+			usleep(1000);
+	}
+	return got;
+}
+
+/*
+ * edge_sqd -- SQD between hosts: a 64 KiB SEND in flight when the QP is
+ * moved to SQD (en_sqd_async_notify) completes, and only then comes
+ * IBV_EVENT_SQ_DRAINED; two SENDs posted in SQD are held (no completion
+ * in 300 ms) and go once the QP is back in RTS; the server receives the
+ * three, in order (its report on FD)
+ */
+static void edge_sqd(int fd, uint8_t *mem, struct ibv_mr *mr)
+{
+	struct ibv_async_event ev;
+	struct ibv_qp_attr a;
+	struct ibv_wc wc[4];
+	uint32_t bad = ~0u;
+	int n, fl, drained = 0, early = -1;
+	double end;
+
+	fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK))
+		bail_out("async fd");
+	fill(mem, EDGE_LEN, 77);
+	if (post(IBV_WR_SEND, mem, EDGE_LEN, mr->lkey, 31, 0, 0, 0))
+		bail_out("post SEND");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_SQD;
+	a.en_sqd_async_notify = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY))
+		bail_out("modify to SQD");
+	n = post(IBV_WR_SEND, mem, 100, mr->lkey, 32, 0, 0, 0) ||
+	    post(IBV_WR_SEND, mem, 100, mr->lkey, 33, 0, 0, 0);
+	ok(n == 0, "SQD: two SENDs posted while the QP drains");
+	/* SQ_DRAINED, with the SEND in flight completed by then */
+	end = now_ms() + 10000;
+	while (!drained && now_ms() < end) {
+		if (ibv_get_async_event(ctx, &ev)) {
+			usleep(1000);
+			continue;
+		}
+		if (ev.event_type == IBV_EVENT_SQ_DRAINED &&
+		    ev.element.qp == qp) {
+			drained = 1;
+			early = edge_poll(wc, 4, 0.1);
+		}
+		ibv_ack_async_event(&ev);
+	}
+	ok(drained && early == 1 && wc[0].wr_id == 31 &&
+		   wc[0].status == IBV_WC_SUCCESS,
+	   "SQD: SQ_DRAINED once the SEND in flight completed (%s; %d "
+	   "completion(s) by then)",
+	   drained ? "raised" : "never raised", early);
+	n = edge_poll(wc, 4, 300);
+	ok(n == 0, "SQD: the SENDs posted in SQD are held (%d completed)", n);
+	for (fl = 0; fl < n; fl++)
+		diag("SQD: completed wr %llu: %s",
+		     (unsigned long long)wc[fl].wr_id,
+		     ibv_wc_status_str(wc[fl].status));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		bail_out("modify to RTS");
+	n = edge_poll(wc, 2, 10000);
+	ok(n == 2 && wc[0].wr_id == 32 && wc[1].wr_id == 33 &&
+		   wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS,
+	   "SQD: back in RTS, the held SENDs go, in order (%d completed)", n);
+	xfer(fd, &bad, sizeof(bad), 0);
+	ok(bad == 0,
+	   "SQD: the server received the three SENDs in order "
+	   "(%u bad)",
+	   bad);
 }
 
 static int edge_client(const char *host, int port)
@@ -1812,6 +1921,7 @@ static int edge_client(const char *host, int port)
 		   "the counter moved once per fetch-and-add: %llu (want %d)",
 		   (unsigned long long)res[0], EDGE_ATOMIC * 2);
 	}
+	edge_sqd(fd, mem, mr);
 	xfer(fd, &bad, 1, 1);
 	close(fd);
 	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
