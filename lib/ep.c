@@ -1207,6 +1207,11 @@ void rdmamsg__ep_step(struct rdmamsg_ep *ep)
 	if (!ep->close_timed_out &&
 	    (ep->sq_tail != ep->sq_head || !ep->disc_seen))
 		return; /* a CQ or CM event, or the timer, comes back */
+	/* a close that no rdmamsg__ep_down ended (a session's outage, whose
+	 * connection went without one): requests and transfers waiting for
+	 * the peer complete now, before the close callback */
+	if (ep->xf)
+		rdmamsg__xfer_down(ep, -ECANCELED);
 	cancel_slots(ep);
 	cb = ep->close_cb;
 	arg = ep->arg;

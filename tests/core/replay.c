@@ -572,7 +572,9 @@ static void stream(int srq, int dc)
 }
 
 /* outage_close -- part 5: a close during the outage ends it; the
- * accepting side waits out its linger, then on_disconnect -ETIMEDOUT */
+ * accepting side waits out its linger, then on_disconnect -ETIMEDOUT;
+ * requests made during the outage complete with -ECANCELED before the
+ * close callback */
 /* one_session -- a listener on ctx and a session to it, up; backlog: the
  * connector's send backlog (0: the default) */
 static struct rdmamsg_ep *one_session(struct rdmamsg_ctx *ctx, struct srv *s,
@@ -600,6 +602,22 @@ static struct rdmamsg_ep *one_session(struct rdmamsg_ctx *ctx, struct srv *s,
 	return ep;
 }
 
+/* out_resp -- a request of the closed outage: once, -ECANCELED, before
+ * the close callback */
+static int out_calls, out_canceled, out_late;
+static void out_resp(struct rdmamsg_ep *ep, int status, void *data, size_t len,
+		     void *req_arg)
+{
+	struct cli *c = req_arg;
+
+	(void)ep;
+	(void)data;
+	(void)len;
+	out_calls++;
+	out_canceled += status == -ECANCELED;
+	out_late += c->closed;
+}
+
 static void outage_close(void)
 {
 	struct rdmamsg_ctx *ctx = test_ctx();
@@ -608,6 +626,7 @@ static void outage_close(void)
 	struct srv s;
 	static struct cli c;
 	uint8_t buf[64];
+	uint64_t id;
 	int i, queued = 0;
 
 	memset(&s, 0, sizeof(s));
@@ -620,8 +639,15 @@ static void outage_close(void)
 		queued += rdmamsg_send(ep, buf, sizeof(buf), NULL) == 0;
 	}
 	is_int(queued, 10, "sends queue during the outage");
+	for (i = 0; i < 3; i++)
+		queued += rdmamsg_request(ep, buf, 8, i ? 60000 : 0, out_resp,
+					  &c, &id) == 0;
+	is_int(queued, 13, "requests queue during the outage");
 	is_int(rdmamsg_ep_close(ep, cli_close_cb), 0, "close during it");
 	ok(test_run_until(ctx, &c.closed, 60000), "closed");
+	is_int(out_calls, 3, "each request's callback ran once");
+	is_int(out_canceled, 3, "with -ECANCELED");
+	is_int(out_late, 0, "before the close callback");
 	is_int(c.ndisc, 0, "no on_disconnect after the close");
 	ok(test_run_until(ctx, &s.ndisc, 60000), "the acceptor gave up");
 	is_int(s.disc_status, -ETIMEDOUT, "-ETIMEDOUT after its linger");
