@@ -803,7 +803,9 @@ void rdmamsg__ep_connect_failed(struct rdmamsg_ep *ep, int status, int reason,
 static void tell_down(struct rdmamsg_ep *ep, int status)
 {
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
-	if (!ep->down_reported) {
+	/* closed from a callback before (an on_send above, a request's
+	 * completion): nothing but on_send and close_cb after a close */
+	if (!ep->down_reported && !ep->closing) {
 		ep->down_reported = 1;
 		if (ep->cbs.on_disconnect)
 			ep->cbs.on_disconnect(ep, status, ep->arg);
@@ -1585,7 +1587,8 @@ void rdmamsg__ep_reconn_failed(struct rdmamsg_ep *ep, int status)
 	if (ep->xf)
 		rdmamsg__xfer_down(ep, status);
 	rdmamsg__ep_cancel_backlog(ep, -ECANCELED);
-	if (!ep->down_reported) {
+	/* as in tell_down: not once a callback above closed it */
+	if (!ep->down_reported && !ep->closing) {
 		ep->down_reported = 1;
 		if (ep->cbs.on_disconnect)
 			ep->cbs.on_disconnect(ep, status, ep->arg);
