@@ -360,6 +360,7 @@ struct rdmamsg_ctx {
 	struct rdmamsg__list deferred; /* endpoints to step */
 	struct rdmamsg__list ldeferred; /* listeners to step */
 	int in_progress;
+	size_t xwait_used; /* pool.in_use when xwait's last found none */
 	struct rdmamsg__list eps;
 	struct rdmamsg__list listeners;
 	struct rdmamsg__list mrs; /* rdmamsg_mr_reg'd regions (mr.c) */

@@ -1632,6 +1632,11 @@ void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
 		list_add_tail(&ep->ctx->xwait, &ep->xwait_link);
 	else if (!wait)
 		list_del(&ep->xwait_link);
+	/* what it waits for: memory returned from here on makes
+	 * rdmamsg_ctx_arm() ask for another pass (nothing else announces
+	 * it) */
+	if (wait)
+		ep->ctx->xwait_used = ep->ctx->pool.in_use;
 }
 
 /* rdmamsg__ep_xwait_all -- a progress pass visits each session whose
