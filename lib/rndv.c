@@ -1476,6 +1476,15 @@ void rdmamsg__rndv_pull_done(struct rdmamsg_ep *ep, struct rdmamsg__xop *op,
 		p->done += op->len;
 	if (p->failed || xf->down) {
 		if (!p->inflight) {
+			if (!xf->down && ep->sid) {
+				/* a session outlives the connection that
+				 * failed the read: its sender learns of the
+				 * end from the FIN, as of a refusal (rdmamsg.h:
+				 * the error its receiver reports) */
+				send_fin(ep, &p->x, p->failed);
+				if (xf->down)
+					return; /* rdmamsg__rndv_down freed p */
+			}
 			pull_free(ep, p);
 			if (!xf->down)
 				drain(ep); /* what waited behind it */

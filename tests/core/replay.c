@@ -25,6 +25,9 @@
  *    the same guarantees, and every window goes back to the SRQ.
  * 7. Part 6 over DC (both endpoints DC, the context's DCT on that SRQ;
  *    each reconnect opens new DC lanes, new tags): the same guarantees.
+ * 8. A rendezvous (rdmamsg_send_mr) whose receiver is reading at a cut:
+ *    its sender's on_send comes once, with the error the receiver
+ *    reports (-ECONNRESET); the messages after it arrive.
  */
 #include "config.h"
 
@@ -1039,6 +1042,197 @@ static void bad_input(void)
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }
 
+/* ---- part 8: a rendezvous at a cut ---------------------------------- */
+
+#define RV_LEN (12u << 10)
+
+struct rv {
+	struct rdmamsg_ep *ep; /* the acceptor's */
+	int pulling;	       /* the allocation callback ran */
+	int cut;	       /* its rdmamsg_ep_test_break() */
+	int large, small, bad, ndisc;
+	int sent[4], sent_status[4], closed;
+};
+
+static struct rv *the_rv;
+
+/* rv_alloc -- the acceptor starts pulling (the library's memory) and
+ * its connection fails */
+static int rv_alloc(struct rdmamsg_ep *ep, size_t len, void **data,
+		    struct rdmamsg_mr **mr, void *arg)
+{
+	(void)len;
+	(void)data;
+	(void)mr;
+	(void)arg;
+	/* the connection fails now: the read this pull posts next is
+	 * flushed, as one in flight at a cut */
+	the_rv->cut = rdmamsg_ep_test_break(ep);
+	the_rv->pulling = 1;
+	return 0;
+}
+
+/* rv_recv -- the large message (its bytes right) or the small ones */
+static void rv_recv(struct rdmamsg_ep *ep, void *data, size_t len, uint32_t imm,
+		    unsigned int flags, void *arg)
+{
+	struct rv *r = arg;
+	const uint8_t *p = data;
+	size_t i;
+
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	if (len == RV_LEN) {
+		for (i = 0; i < len; i += 4093)
+			if (p[i] != (uint8_t)(i * 7))
+				r->bad++;
+		r->large++;
+	} else if (len == 8) {
+		r->small++;
+	} else {
+		r->bad++;
+	}
+}
+
+static void rv_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	(void)status;
+	((struct rv *)arg)->ndisc++;
+}
+
+static const struct rdmamsg_ep_cbs rv_srv_cbs = {
+	.on_recv = rv_recv,
+	.on_disconnect = rv_disc,
+};
+
+/* rv_req -- accept with the allocation callback */
+static void rv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
+		   const void *pdata, size_t len, void *arg)
+{
+	struct rv *r = arg;
+	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	rdmamsg_ep_attr_set_session_linger(a, 60000);
+	rdmamsg_ep_attr_set_recv_alloc(a, rv_alloc);
+	if (rdmamsg_conn_req_accept(req, a, &rv_srv_cbs, r, &r->ep))
+		r->bad++;
+	rdmamsg_ep_attr_delete(&a);
+}
+
+/* rv_sent -- on_send of op 1 (the rendezvous) or 2 (a message) */
+static void rv_sent(struct rdmamsg_ep *ep, int status, void *op_ctx, void *arg)
+{
+	struct rv *r = arg;
+	uintptr_t i = (uintptr_t)op_ctx;
+
+	(void)ep;
+	if (i < 4) {
+		r->sent[i]++;
+		r->sent_status[i] = status;
+	}
+}
+
+static void rv_disc_cli(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	(void)status;
+	((struct rv *)arg)->ndisc += 100;
+}
+
+static void rv_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	((struct rv *)arg)->closed = 1;
+}
+
+static const struct rdmamsg_ep_cbs rv_cli_cbs = {
+	.on_send = rv_sent,
+	.on_disconnect = rv_disc_cli,
+};
+
+/* rndv_cut -- part 8 */
+static void rndv_cut(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	struct rdmamsg_listener *l;
+	struct rdmamsg_ep_attr *a;
+	struct rdmamsg_ep *ep = NULL;
+	struct rdmamsg_mr *mr;
+	static struct rv r;
+	uint8_t *p;
+	void *vp;
+	uint64_t v = 42;
+	char addr[64];
+	uint16_t port;
+	size_t i;
+	int connected = 0;
+	long long end;
+
+	memset(&r, 0, sizeof(r));
+	the_rv = &r;
+	if (rdmamsg_listen(ctx, "127.0.0.1:0", rv_req, &r, &l) ||
+	    rdmamsg_listener_get_port(l, &port))
+		bail_out("listen");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	the_srq = NULL;
+	the_dc = 0;
+	a = replay_attr();
+	rdmamsg_ep_attr_set_path_cb(a, NULL); /* cli_path's argument is a cli */
+	is_int(rdmamsg_connect(ctx, addr, a, &rv_cli_cbs, &r, &ep), 0,
+	       "part 8: connect");
+	rdmamsg_ep_attr_delete(&a);
+	if (!ep)
+		bail_out("no session");
+	for (end = test_now_ms() + 60000; test_now_ms() < end && !connected;) {
+		enum rdmamsg_ep_state st = RDMAMSG_EP_CLOSING;
+
+		rdmamsg_ep_get_state(ep, &st);
+		connected = st == RDMAMSG_EP_CONNECTED && r.ep;
+		test_idle(ctx, 1);
+	}
+	ok(connected, "up");
+	if (rdmamsg_mr_alloc(ctx, RV_LEN, RDMAMSG_ACCESS_REMOTE_READ, &mr))
+		bail_out("region");
+	if (rdmamsg_mr_get_data(mr, &vp, &i))
+		bail_out("region data");
+	p = vp;
+	for (i = 0; i < RV_LEN; i++)
+		p[i] = (uint8_t)(i * 7);
+	is_int(rdmamsg_send_mr(ep, mr, 0, RV_LEN, (void *)(uintptr_t)1), 0,
+	       "a rendezvous of 12 KiB");
+	ok(test_run_until(ctx, &r.pulling, 60000), "the acceptor pulls it");
+	is_int(r.cut, 0,
+	       "cut as it took its destination (its read is "
+	       "posted on the failed connection)");
+	is_int(rdmamsg_send(ep, &v, 8, (void *)(uintptr_t)2), 0,
+	       "a message behind it");
+	for (end = test_now_ms() + 60000;
+	     test_now_ms() < end && (!r.sent[1] || r.small < 1);)
+		test_idle(ctx, 1);
+	is_int(r.sent[1], 1, "the rendezvous' on_send came once");
+	ok((r.sent_status[1] == 0 && r.large == 1) ||
+		   (r.sent_status[1] == -ECONNRESET && r.large == 0),
+	   "with %s, delivered %d times", rdmamsg_strerror(r.sent_status[1]),
+	   r.large);
+	is_int(r.small, 1, "the message behind it delivered once");
+	is_int(r.bad, 0, "bytes right");
+	is_int(r.ndisc, 0, "neither side went down");
+
+	is_int(rdmamsg_ep_close(ep, rv_closed), 0, "close");
+	ok(test_run_until(ctx, &r.closed, 30000), "closed");
+	rdmamsg_mr_dereg(&mr);
+	if (r.ep)
+		rdmamsg_ep_close(r.ep, NULL);
+	rdmamsg_listener_close(l, NULL);
+	test_idle(ctx, 50);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+}
+
 int main(void)
 {
 	test_setup("replay");
@@ -1051,6 +1245,7 @@ int main(void)
 		diag("no DC on this fabric: part 7 skipped");
 	outage_close();
 	outage_backlog();
+	rndv_cut();
 	peers(P_GONE, 0);
 	peers(P_RESTART, 0);
 	peers(P_GONE, 1);
