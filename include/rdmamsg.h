@@ -1026,11 +1026,14 @@ int rdmamsg_ep_attr_set_on_request(struct rdmamsg_ep_attr *attr,
  * req_arg) runs exactly once: 0 with the response (data valid until it
  * returns), -ETIMEDOUT after timeout_ms (0: no timeout), -ECANCELED after
  * rdmamsg_request_cancel() or rdmamsg_ep_close(), -ECONNRESET (or the
- * endpoint's error) when the connection goes down.  *id identifies the
- * request for cancellation.  Errors as rdmamsg_send(): -EMSGSIZE above the
- * large maximum (any len, SIZE_MAX included), -EAGAIN when the pool is
- * short (on_writable follows; nothing was sent, try again), -ENOMEM when
- * it is short and nothing of this endpoint is in flight.
+ * endpoint's error) when the connection goes down, the receiver's
+ * refusal (-EMSGSIZE, -ENOMEM ...) of a request or response that went by
+ * rendezvous (or -ECONNRESET: its read cut in a replay session).  *id
+ * identifies the request for cancellation.  Errors as rdmamsg_send():
+ * -EMSGSIZE above the large maximum (any len, SIZE_MAX included), -EAGAIN
+ * when the pool is short (on_writable follows; nothing was sent, try
+ * again), -ENOMEM when it is short and nothing of this endpoint is in
+ * flight.
  */
 int rdmamsg_request(struct rdmamsg_ep *ep, const void *data, size_t len,
 		    unsigned int timeout_ms,

@@ -233,6 +233,22 @@ void rdmamsg__req_recv(struct rdmamsg_ep *ep, int kind, uint64_t id, void *data,
 	ep->p.on_request(ep, r, data, len, ep->arg);
 }
 
+/* rdmamsg__req_fail -- request id ends with status: its response will
+ * not come (a rendezvous of the request or of its response refused, or
+ * its read failed); one that timed out or was cancelled is left to its
+ * timer */
+void rdmamsg__req_fail(struct rdmamsg_ep *ep, uint64_t id, int status)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+	struct oreq *o = rdmamsg__idt_find(&xf->reqs, id);
+
+	if (!o || o->status)
+		return;
+	complete(ep, o, status, NULL, 0);
+	if (ep->xf == xf && !xf->down)
+		arm(ep);
+}
+
 /* rdmamsg_respond -- answer and free a request */
 RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 				   size_t len)

@@ -107,9 +107,10 @@ struct rndv_send {
 	size_t copied;		/* bytes copy_in() took from the caller */
 	void *op_ctx;
 	int report;
-	int late;   /* on_send waits for the window's invalidation */
-	int inv;    /* the FIN invalidates the window (XF_INV) */
-	int status; /* the FIN's, for a late on_send */
+	int late;     /* on_send waits for the window's invalidation */
+	int inv;      /* the FIN invalidates the window (XF_INV) */
+	int status;   /* the FIN's, for a late on_send */
+	uint64_t req; /* the request it carries (X_REQ), else 0 */
 };
 
 /* an entry of xf->order: an ordered pull, or a message held behind one */
@@ -716,6 +717,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	}
 	s->op_ctx = op_ctx;
 	s->report = report;
+	s->req = inner == X_REQ ? req : 0;
 	/* the FIN invalidates our window where the peer can send it so */
 	s->inv = s->mw && (ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_INV);
 	ret = rdmamsg__idt_add(&xf->sends, s, &id);
@@ -784,9 +786,13 @@ static void send_fin(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *rts,
 	}
 	ret = list_empty(&ep->xf->fins) ? rdmamsg__xfer_send(ep, &x, NULL, 0)
 					: -EAGAIN;
-	if (ret != -EAGAIN && ret != -ENOMEM)
-		return; /* sent, or the connection is going down anyway */
-	rdmamsg__rndv_fin_later(ep, &x);
+	if (ret == -EAGAIN || ret == -ENOMEM)
+		rdmamsg__rndv_fin_later(ep, &x);
+	/* a response not received ends its request here (last: the
+	 * callback may take the endpoint down; a close cancels it) */
+	if (status && rts->kind == X_RTS && rts->inner == X_RESP &&
+	    !ep->closing && !ep->xf->down)
+		rdmamsg__req_fail(ep, rts->req, x.status);
 }
 
 /* rdmamsg__rndv_fin_later -- FIN fin for the next flush (behind those
@@ -862,6 +868,19 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		return;
 	}
 	rdmamsg__idt_del(&xf->sends, x->id);
+	if (s->req && x->status) {
+		/* the receiver refused the request, or its read failed with
+		 * a connection a session outlived: no response will come
+		 * (rdmamsg_request: response_cb exactly once) */
+		rdmamsg__req_fail(ep, s->req,
+				  x->status < 0 && x->status >= -4095
+					  ? x->status
+					  : -EREMOTEIO);
+		if (xf->down) {
+			send_finish(ep, s, 0, 0);
+			return;
+		}
+	}
 	if (x->flags & XF_INV) {
 		/* the peer's FIN invalidated the (first) window before its
 		 * receive completed: it is free again, and on_send follows

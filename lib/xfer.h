@@ -148,6 +148,7 @@ void rdmamsg__req_recv(struct rdmamsg_ep *ep, int kind, uint64_t req,
 		       void *data, size_t len);
 void rdmamsg__req_timeout(struct rdmamsg_ep *ep);
 void rdmamsg__req_down(struct rdmamsg_ep *ep, int status);
+void rdmamsg__req_fail(struct rdmamsg_ep *ep, uint64_t id, int status);
 void rdmamsg__req_free(struct rdmamsg_ep *ep);
 
 #endif /* RDMAMSG_XFER_H */

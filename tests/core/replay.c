@@ -27,7 +27,9 @@
  *    each reconnect opens new DC lanes, new tags): the same guarantees.
  * 8. A rendezvous (rdmamsg_send_mr) whose receiver is reading at a cut:
  *    its sender's on_send comes once, with the error the receiver
- *    reports (-ECONNRESET); the messages after it arrive.
+ *    reports (-ECONNRESET); the messages after it arrive.  A request
+ *    or a response by rendezvous that its receiver refuses (above its
+ *    large maximum): the request's response_cb once, with -EMSGSIZE.
  */
 #include "config.h"
 
@@ -1052,6 +1054,8 @@ struct rv {
 	int cut;	       /* its rdmamsg_ep_test_break() */
 	int large, small, bad, ndisc;
 	int sent[4], sent_status[4], closed;
+	int reqs, resp, resp_status; /* on_request; response_cb */
+	size_t resp_len;	     /* of the response on_request sends */
 };
 
 static struct rv *the_rv;
@@ -1102,6 +1106,34 @@ static void rv_disc(struct rdmamsg_ep *ep, int status, void *arg)
 	((struct rv *)arg)->ndisc++;
 }
 
+/* rv_request -- answer with resp_len bytes */
+static void rv_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+		       void *data, size_t len, void *arg)
+{
+	static uint8_t big[64 << 10];
+	struct rv *r = arg;
+
+	(void)ep;
+	(void)data;
+	(void)len;
+	r->reqs++;
+	if (rdmamsg_respond(req, big, r->resp_len))
+		r->bad++;
+}
+
+/* rv_resp -- the request's one answer */
+static void rv_resp(struct rdmamsg_ep *ep, int status, void *data, size_t len,
+		    void *req_arg)
+{
+	struct rv *r = req_arg;
+
+	(void)ep;
+	(void)data;
+	(void)len;
+	r->resp++;
+	r->resp_status = status;
+}
+
 static const struct rdmamsg_ep_cbs rv_srv_cbs = {
 	.on_recv = rv_recv,
 	.on_disconnect = rv_disc,
@@ -1119,6 +1151,8 @@ static void rv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
 	(void)len;
 	rdmamsg_ep_attr_set_session_linger(a, 60000);
 	rdmamsg_ep_attr_set_recv_alloc(a, rv_alloc);
+	rdmamsg_ep_attr_set_on_request(a, rv_request);
+	rdmamsg_ep_attr_set_max_large_size(a, 16 << 10);
 	if (rdmamsg_conn_req_accept(req, a, &rv_srv_cbs, r, &r->ep))
 		r->bad++;
 	rdmamsg_ep_attr_delete(&a);
@@ -1183,6 +1217,7 @@ static void rndv_cut(void)
 	the_dc = 0;
 	a = replay_attr();
 	rdmamsg_ep_attr_set_path_cb(a, NULL); /* cli_path's argument is a cli */
+	rdmamsg_ep_attr_set_on_request(a, rv_request);
 	is_int(rdmamsg_connect(ctx, addr, a, &rv_cli_cbs, &r, &ep), 0,
 	       "part 8: connect");
 	rdmamsg_ep_attr_delete(&a);
@@ -1223,6 +1258,33 @@ static void rndv_cut(void)
 	is_int(r.bad, 0, "bytes right");
 	is_int(r.ndisc, 0, "neither side went down");
 
+	/* the acceptor takes no message above 16 KiB: it refuses a request
+	 * of 64 KiB, and a response of 64 KiB to its own request */
+	{
+		static uint8_t big[64 << 10];
+		uint64_t id;
+		int k;
+
+		for (k = 0; k < 2; k++) {
+			r.resp = r.reqs = 0;
+			r.resp_status = 1;
+			r.resp_len = sizeof(big);
+			is_int(rdmamsg_request(k ? r.ep : ep, big,
+					       k ? 8 : sizeof(big), 0, rv_resp,
+					       &r, &id),
+			       0,
+			       k ? "a request whose response is 64 KiB"
+				 : "a request of 64 KiB");
+			for (end = test_now_ms() + 60000;
+			     test_now_ms() < end && !r.resp;)
+				test_idle(ctx, 1);
+			test_idle(ctx, 20);
+			is_int(r.resp, 1, "response_cb came once");
+			is_int(r.resp_status, -EMSGSIZE, "with -EMSGSIZE");
+			ok(r.reqs == k, "on_request %d times", r.reqs);
+		}
+		is_int(r.ndisc, 0, "neither side went down");
+	}
 	is_int(rdmamsg_ep_close(ep, rv_closed), 0, "close");
 	ok(test_run_until(ctx, &r.closed, 30000), "closed");
 	rdmamsg_mr_dereg(&mr);
