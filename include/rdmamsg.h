@@ -369,7 +369,8 @@ int rdmamsg_ep_attr_set_private_data(struct rdmamsg_ep_attr *attr,
  * not receive, and no message is lost, delivered twice or reordered; on_connect
  * does not run again.  During the outage rdmamsg_ep_get_state() says
  * RDMAMSG_EP_CONNECTING, sends queue within the send backlog (then
- * -EAGAIN and on_writable, as without credits), outstanding requests stay
+ * -EAGAIN and on_writable, as without credits; one above the message
+ * maximum, a rendezvous, is -ENOTCONN), outstanding requests stay
  * outstanding (the request or its response is sent again: answered once).
  * One-sided operations (write, write with immediate, read, atomics) and
  * rendezvous pulls in flight at the failure complete with -ECONNRESET:

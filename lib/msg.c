@@ -595,8 +595,11 @@ static __attribute__((noinline)) int send_outage(struct rdmamsg_ep *ep,
 {
 	if (!ep->reconn || ep->closing)
 		return ret;
+	/* above the message maximum it would go by rendezvous, which needs
+	 * the connection: not queued (as a request's), yet no -EMSGSIZE
+	 * up to the large maximum (rdmamsg_send(3)) */
 	if (len > ep->max_msg)
-		return -EMSGSIZE;
+		return len > ep->p.max_large ? -EMSGSIZE : ret;
 	if (zb) {
 		if (check_zb(ep, zb, len))
 			return -EINVAL;

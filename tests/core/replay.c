@@ -19,7 +19,10 @@
  *    process saw no request and no message.
  * 4. Bad input: policies, bounds, private data, the test hook.
  * 5. Sends during an outage: the backlog fills, then -EAGAIN, and
- *    on_writable once the session is back; nothing lost or doubled.
+ *    on_writable once the session is back; nothing lost or doubled.  A
+ *    close during an outage: requests made in it get their response_cb
+ *    once, -ECANCELED, before the close callback; a send above the
+ *    message maximum (a rendezvous) is -ENOTCONN in it, not -EMSGSIZE.
  * 6. Part 1 again with both endpoints receiving through one shared
  *    receive queue (the connector's and the acceptor's windows on it):
  *    the same guarantees, and every window goes back to the SRQ.
@@ -631,6 +634,7 @@ static void outage_close(void)
 	struct srv s;
 	static struct cli c;
 	uint8_t buf[64];
+	static uint8_t big[MAX_MSG + 1];
 	uint64_t id;
 	int i, queued = 0;
 
@@ -644,6 +648,10 @@ static void outage_close(void)
 		queued += rdmamsg_send(ep, buf, sizeof(buf), NULL) == 0;
 	}
 	is_int(queued, 10, "sends queue during the outage");
+	is_int(rdmamsg_send(ep, big, sizeof(big), NULL), -ENOTCONN,
+	       "one above the message maximum (a rendezvous): -ENOTCONN");
+	is_int(rdmamsg_send(ep, big, SIZE_MAX, NULL), -EMSGSIZE,
+	       "above the large maximum: -EMSGSIZE");
 	for (i = 0; i < 3; i++)
 		queued += rdmamsg_request(ep, buf, 8, i ? 60000 : 0, out_resp,
 					  &c, &id) == 0;
