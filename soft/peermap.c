@@ -60,6 +60,8 @@ struct soft_procmap_query {
 	uint64_t vma_name_addr, build_id_addr;
 };
 #define SOFT_PROCMAP_QUERY  _IOWR('f', 17, struct soft_procmap_query)
+#define SOFT_PROCMAP_READ   0x01 /* PROCMAP_QUERY_VMA_READABLE */
+#define SOFT_PROCMAP_WRITE  0x02 /* PROCMAP_QUERY_VMA_WRITABLE */
 #define SOFT_PROCMAP_SHARED 0x08 /* PROCMAP_QUERY_VMA_SHARED */
 
 /* a file some of our registrations lie in, and the fd kept for peers */
@@ -168,21 +170,22 @@ static int vma_text(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 	return ret;
 }
 
-/* vma_of -- the MAP_SHARED file mapping holding [addr, addr+len): file
- * offset of addr, device and inode; 0 or -1.  pub_lock held. */
-static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
-		  uint64_t *ino)
+/* maps_text -- SOFTRDMA_TEST_MAPS_TEXT=1: read the text, as before 6.11 */
+static int maps_text(void)
 {
-	static int text = -1; /* SOFTRDMA_TEST_MAPS_TEXT=1: as before 6.11 */
-	struct soft_procmap_query q;
+	static int text = -1;
 
 	if (text < 0) {
 		const char *e = getenv("SOFTRDMA_TEST_MAPS_TEXT");
 
 		text = e && e[0] == '1';
 	}
-	if (text)
-		return vma_text(addr, len, off, dev, ino);
+	return text;
+}
+
+/* maps_open -- maps_fd, ours (not a forked parent's); pub_lock held */
+static void maps_open(void)
+{
 	if (maps_fd >= 0 && maps_pid != soft_self_pid) {
 		close(maps_fd); /* a forked child's: its parent's maps */
 		maps_fd = -1;
@@ -191,6 +194,18 @@ static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 		maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 		maps_pid = soft_self_pid;
 	}
+}
+
+/* vma_of -- the MAP_SHARED file mapping holding [addr, addr+len): file
+ * offset of addr, device and inode; 0 or -1.  pub_lock held. */
+static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
+		  uint64_t *ino)
+{
+	struct soft_procmap_query q;
+
+	if (maps_text())
+		return vma_text(addr, len, off, dev, ino);
+	maps_open();
 	memset(&q, 0, sizeof(q));
 	q.size = sizeof(q);
 	q.query_addr = addr;
@@ -312,6 +327,82 @@ static int pub_take(dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
 		return -1;
 	pubs[npubs++] = (struct pub_file){dev, ino, size, fd, 1};
 	return fd;
+}
+
+/* range_text -- soft_map_range_ok from the text of /proc/self/maps (its
+ * lines in address order): 1, 0, or -1 when it cannot be read */
+static int range_text(uintptr_t addr, uintptr_t end, int write)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+	int ret = 0;
+
+	if (!f)
+		return -1;
+	while (getline(&line, &cap, f) > 0) {
+		uint64_t lo, hi;
+		char perm[8];
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &lo, &hi,
+			   perm) != 3 ||
+		    hi <= addr)
+			continue;
+		if (lo > addr || perm[0] != 'r' || (write && perm[1] != 'w'))
+			break; /* a hole, or not accessible so */
+		addr = (uintptr_t)hi;
+		if (addr >= end) {
+			ret = 1;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+/*
+ * soft_map_range_ok -- [addr, addr+len) is mapped, readable, and writable
+ * if write: what pinning it for an HCA needs (ib_umem_get pins with
+ * FOLL_WRITE for a writable registration, without FOLL_FORCE since Linux
+ * 6.2), so that a registration the kernel refuses with EFAULT is refused
+ * here too rather than crash the process that copies into it later.  1
+ * or 0; 1 when the maps cannot be read at all (nothing to go by).
+ */
+int soft_map_range_ok(const void *addr, size_t len, int write)
+{
+	uintptr_t a = (uintptr_t)addr, end = a + len;
+	struct soft_procmap_query q;
+	int ret = 1;
+
+	if (maps_text())
+		return range_text(a, end, write) != 0;
+	pthread_mutex_lock(&pub_lock);
+	maps_open();
+	while (a < end) {
+		memset(&q, 0, sizeof(q));
+		q.size = sizeof(q);
+		q.query_addr = a;
+		if (maps_fd < 0 || ioctl(maps_fd, SOFT_PROCMAP_QUERY, &q)) {
+			if (maps_fd >= 0 && errno == ENOENT)
+				ret = 0; /* nothing mapped at a */
+			else
+				ret = range_text(a, end, write) != 0;
+			break;
+		}
+		if (q.vma_start > a || !(q.vma_flags & SOFT_PROCMAP_READ) ||
+		    (write && !(q.vma_flags & SOFT_PROCMAP_WRITE))) {
+			ret = 0;
+			break;
+		}
+		a = (uintptr_t)q.vma_end;
+	}
+	if (!nregs && maps_fd >= 0) { /* kept only while MRs live */
+		close(maps_fd);
+		maps_fd = -1;
+	}
+	pthread_mutex_unlock(&pub_lock);
+	return ret;
 }
 
 /*

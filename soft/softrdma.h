@@ -1158,6 +1158,7 @@ uint32_t soft_sweep_max(void);
 int soft_map_off(void);
 int soft_push_off(void);
 int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e);
+int soft_map_range_ok(const void *addr, size_t len, int write);
 void soft_map_unpublish(int fd);
 uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e);
 void soft_map_sweep(struct soft_context *ctx);

@@ -441,6 +441,24 @@ struct soft_mr *soft_mr_tab[SOFT_MAX_MR];
 
 static int mr_access_check(unsigned int access);
 
+/*
+ * mr_range_err -- what ib_umem_get makes of the range: EINVAL past the
+ * end of the address space, EFAULT where it cannot pin the pages (not
+ * mapped, or not writable while the access is: ib_access_writable), 0.
+ * An HCA never sees such a registration; softrdma, which copies into it
+ * later, would crash the process that does.
+ */
+static int mr_range_err(const void *addr, size_t length, unsigned int access)
+{
+	int write =
+		!!(access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND));
+
+	if ((uintptr_t)addr + length < (uintptr_t)addr)
+		return EINVAL;
+	return soft_map_range_ok(addr, length, write) ? 0 : EFAULT;
+}
+
 /* ibv_reg_mr_iova2 -- register memory and publish its key */
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 				uint64_t iova, unsigned int access)
@@ -456,6 +474,11 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 	}
 	if (!addr) {
 		errno = EFAULT;
+		return NULL;
+	}
+	err = mr_range_err(addr, length, access);
+	if (err) {
+		errno = err;
 		return NULL;
 	}
 	mr = calloc(1, sizeof(*mr));
@@ -552,6 +575,12 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 	if (!err && (flags & IBV_REREG_MR_CHANGE_PD) &&
 	    pd->context != mr->context)
 		err = EINVAL;
+	/* the new range is pinned as a registration's */
+	if (!err && (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		err = mr_range_err(addr, length,
+				   flags & IBV_REREG_MR_CHANGE_ACCESS
+					   ? (unsigned)access
+					   : m->access);
 	if (err) {
 		errno = err;
 		return IBV_REREG_MR_ERR_CMD;

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../tap.h"
@@ -93,6 +94,82 @@ static void test_objects(void)
 	is_int(ibv_dereg_mr(mr), 0, "dereg_mr");
 	t_close(&t);
 	free(buf);
+}
+
+/*
+ * test_reg_range -- a registration is pinned (ib_umem_get): memory not
+ * mapped, or not writable for a writable registration, is EFAULT; a range
+ * past the end of the address space EINVAL; the same for the new range
+ * of ibv_rereg_mr.  One accepted would crash the process copying into it.
+ */
+static void test_reg_range(void)
+{
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	long pg = sysconf(_SC_PAGESIZE);
+	struct ibv_mr *mr;
+	struct tctx t;
+	char *p;
+
+	ok(t_open(&t, 4) == 0, "open");
+	p = mmap(NULL, (size_t)pg * 4, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		bail_out("mmap");
+	/* pages: 0 rw, 1 ro, 2 unmapped, 3 rw */
+	mprotect(p + pg, (size_t)pg, PROT_READ);
+	munmap(p + 2 * pg, (size_t)pg);
+	errno = 0;
+	ok(!ibv_reg_mr(t.pd, p + 2 * pg, (size_t)pg, 0) && errno == EFAULT,
+	   "unmapped memory -> EFAULT");
+	errno = 0;
+	ok(!ibv_reg_mr(t.pd, p, (size_t)pg * 4, 0) && errno == EFAULT,
+	   "a range with a hole -> EFAULT");
+	errno = 0;
+	ok(!ibv_reg_mr(t.pd, p + pg, (size_t)pg, IBV_ACCESS_LOCAL_WRITE) &&
+		   errno == EFAULT,
+	   "read-only memory, LOCAL_WRITE -> EFAULT");
+	errno = 0;
+	ok(!ibv_reg_mr(t.pd, p, (size_t)pg * 2, rw) && errno == EFAULT,
+	   "writable then read-only, REMOTE_WRITE -> EFAULT");
+	errno = 0;
+	ok(!ibv_reg_mr(t.pd, (void *)(~(uintptr_t)0 - (uintptr_t)pg + 1),
+		       (size_t)pg * 2, 0) &&
+		   errno == EINVAL,
+	   "past the end of the address space -> EINVAL");
+	mr = ibv_reg_mr(t.pd, p, (size_t)pg * 2, IBV_ACCESS_REMOTE_READ);
+	ok(mr != NULL, "writable then read-only, read access: registered");
+	if (mr)
+		ibv_dereg_mr(mr);
+	mr = ibv_reg_mr(t.pd, p, (size_t)pg, rw);
+	ok(mr != NULL, "writable memory, REMOTE_WRITE: registered");
+	if (mr) {
+		errno = 0;
+		ok(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+				p + 2 * pg, (size_t)pg,
+				0) == IBV_REREG_MR_ERR_CMD &&
+			   errno == EFAULT,
+		   "rereg to unmapped memory -> EFAULT");
+		errno = 0;
+		ok(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+				p + pg, (size_t)pg,
+				0) == IBV_REREG_MR_ERR_CMD &&
+			   errno == EFAULT,
+		   "writable MR rereg to read-only memory -> EFAULT");
+		ok(mr->addr == p, "the MR is unchanged");
+		is_int(ibv_rereg_mr(mr,
+				    IBV_REREG_MR_CHANGE_TRANSLATION |
+					    IBV_REREG_MR_CHANGE_ACCESS,
+				    NULL, p + pg, (size_t)pg,
+				    IBV_ACCESS_REMOTE_READ),
+		       0, "rereg to read-only memory, read access");
+		is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+				    p + 3 * pg, (size_t)pg, 0),
+		       0, "rereg to mapped memory");
+		is_int(ibv_dereg_mr(mr), 0, "dereg_mr");
+	}
+	munmap(p, (size_t)pg * 2);
+	munmap(p + 3 * pg, (size_t)pg);
+	t_close(&t);
 }
 
 static void test_state_machine(void)
@@ -280,6 +357,7 @@ int main(void)
 	fds = t_fd_count();
 	test_device();
 	test_objects();
+	test_reg_range();
 	test_state_machine();
 	test_loopback();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
