@@ -1112,6 +1112,9 @@ static int64_t ring_capture(struct soft_qp *qp, struct soft_slot *s,
 }
 
 /* post_one -- execute or publish one send WR; lock held */
+static void post_denied(struct soft_qp *qp, struct soft_swqe *e,
+			enum ibv_wc_status st);
+
 static inline __attribute__((always_inline)) void post_one(
 	struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 {
@@ -1167,6 +1170,11 @@ static inline __attribute__((always_inline)) void post_one(
 	    wr->opcode != IBV_WR_SEND_WITH_INV) {
 		st = remote_op(qp, wr, iov, wr->num_sge, len, &chunked);
 		if (st != IBV_WC_SUCCESS) {
+			if (qp->peer && (st == IBV_WC_REM_ACCESS_ERR ||
+					 st == IBV_WC_REM_INV_REQ_ERR)) {
+				post_denied(qp, e, st);
+				return;
+			}
 			e->status = st;
 			goto failed;
 		}
@@ -1835,10 +1843,12 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	 * One-sided ops, local errors and flushes are finished at post
 	 * time: their completions (and the event of an armed CQ) are due
 	 * now, not at the next poll or progress-thread sweep.  (A SEND
-	 * in flight at the tail holds back what follows it.)
+	 * in flight at the tail holds back what follows it.)  So is a
+	 * request refused for the responder (its slot DONE at post).
 	 */
 	if (qp->sq_tail != qp->sq_head &&
-	    qp->sq[qp->sq_tail & qp->sq_mask].kind == SOFT_WQE_DONE)
+	    (qp->sq[qp->sq_tail & qp->sq_mask].kind == SOFT_WQE_DONE ||
+	     qp->sq_err_pending))
 		tx_qp(qp);
 	return ret;
 }
@@ -2385,6 +2395,32 @@ static void rx_bad(struct soft_qp *qp, struct soft_slot *s, uint32_t from,
 	soft_qp_to_error(qp);
 }
 
+/*
+ * rx_denied -- a request that broke the access rules was NAKed (by us, or
+ * by its initiator in our place: SOFT_SF_DENIED): the responder's QP goes
+ * to ERR, as rxe's do_class_ac_error and mlx5's; a remote access error
+ * raises the local access violation work queue error, an invalid request
+ * (a misaligned atomic) the invalid request one (IB 11.6.3; net.c's
+ * resp_err between hosts)
+ */
+static void rx_denied(struct soft_qp *qp, uint32_t nak)
+{
+	qp->rx.active = 0;
+	soft_async_event(qp->ctx,
+			 nak == SOFT_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
+						    : IBV_EVENT_QP_REQ_ERR,
+			 &qp->qpx.qp_base);
+	soft_qp_to_error(qp);
+}
+
+/* rx_refused -- rx_denied for a request its initiator refused in our
+ * place (SOFT_SF_DENIED; out of line: rx_slots' loop stays as it was) */
+static __attribute__((noinline, cold)) void rx_refused(
+	struct soft_qp *qp, const struct soft_slot *s)
+{
+	rx_denied(qp, s->status);
+}
+
 /* rx_stop -- the sender's stream broke here: deliver nothing after it */
 static void rx_stop(struct soft_qp *qp)
 {
@@ -2736,8 +2772,16 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	case SOFT_OP_CMP_SWP:
 	case SOFT_OP_FETCH_ADD:
 	case SOFT_OP_ATOMIC_WRITE:
-		return rx_commit(qp, s, SOFT_SLOT_BUSY, rx_atomic(qp, s, m)) ||
-		       (rx_stop(qp), 0);
+		nak = rx_atomic(qp, s, m);
+		if (!rx_commit(qp, s, SOFT_SLOT_BUSY, nak)) {
+			rx_stop(qp);
+			return 0;
+		}
+		if (nak != SOFT_ACK) {
+			rx_denied(qp, nak);
+			return 0;
+		}
+		return 1;
 	case SOFT_OP_READ:
 		if (!m->len) { /* C9-88: nothing to check or move */
 			if (!rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_ACK))
@@ -2750,8 +2794,11 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 			pthread_mutex_unlock(riov[0].iov_base);
 			return rx_start_xfer(qp, s, m, NULL, NULL);
 		}
-		rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_REM_ACCESS);
-		return 1;
+		if (rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_REM_ACCESS))
+			rx_denied(qp, SOFT_NAK_REM_ACCESS);
+		else
+			rx_stop(qp);
+		return 0;
 	case SOFT_OP_WRITE:
 	case SOFT_OP_WRITE_IMM:
 		if (m->flags & SOFT_SF_CHUNKED) {
@@ -2770,7 +2817,11 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 			rx_stop(qp);
 			return 0;
 		}
-		if (r && nak == SOFT_ACK)
+		if (nak != SOFT_ACK) {
+			rx_denied(qp, nak);
+			return 0;
+		}
+		if (r)
 			rx_deliver(qp, &wc, solicited, 0);
 		return qp->state != IBV_QPS_ERR;
 	default: /* SEND */
@@ -3152,6 +3203,11 @@ static void rx_slots(struct soft_qp *qp)
 			break;
 		case SOFT_SLOT_DONE:
 			qp->peer_cons++;
+			if (__builtin_expect(s->flags & SOFT_SF_DENIED, 0)) {
+				rx_refused(qp,
+					   s); /* by its initiator, for us */
+				return;
+			}
 			continue;
 		case SOFT_SLOT_CANCEL:
 			/* flushed by its sender: so is all that follows */
@@ -3373,7 +3429,7 @@ static enum ibv_wc_status tx_chunk(struct soft_qp *qp, struct soft_swqe *e,
  * context: consume our message on its behalf, as its HCA would, so that
  * a thread that polls only our CQ sees its send complete.  1 if served.
  */
-static int serve_local(struct soft_qp *qp)
+static inline __attribute__((always_inline)) int serve_local(struct soft_qp *qp)
 {
 	struct soft_qp *peer;
 
@@ -3393,6 +3449,68 @@ static int serve_local(struct soft_qp *qp)
 	/* the bias owner (one thread on both contexts) leaves it biased */
 	soft_bias_exit(&peer->ctx->lock, 0);
 	return 1;
+}
+
+/*
+ * deny_deliver -- a request just refused for the responder (post_one): a
+ * responder of this process takes the NAK now, so that it is in ERR
+ * before our completion can be seen, as an HCA's responder refuses a
+ * request before its NAK reaches the requester; one of another process
+ * takes it at its next progress
+ */
+static __attribute__((noinline, cold)) void deny_deliver(struct soft_qp *qp)
+{
+	struct soft_qp *peer;
+	uint32_t epoch;
+
+	if (!qp->peer_same_ctx) {
+		serve_local(qp);
+		return;
+	}
+	peer = soft_qp_local_in(qp->ctx, qp->dest_qpn);
+	if (!peer || !peer->peer || peer->dest_qpn != qp->qpx.qp_base.qp_num)
+		return;
+	epoch = atomic_load_explicit(&peer->peer->epoch, memory_order_acquire);
+	if (!rx_idle(peer, epoch))
+		rx_qp(peer, epoch);
+}
+
+/*
+ * post_denied -- e, a WRITE, READ or atomic that the responder's access
+ * rules refuse (remote_op's REM_ACCESS_ERR, REM_INV_REQ_ERR for a
+ * misaligned atomic): its slot goes out DONE at once with the responder's
+ * verdict (SOFT_SF_DENIED), so that our WQE completes in order (tx_qp)
+ * and the responder, coming to it after what was sent before, goes to
+ * ERR (rx_slots); later WRs are not executed.  Out of line: post_one's
+ * usual path stays as it was.
+ */
+static __attribute__((noinline, cold)) void post_denied(struct soft_qp *qp,
+							struct soft_swqe *e,
+							enum ibv_wc_status st)
+{
+	uint64_t idx = qp->tx_msgno++;
+	struct soft_slot *s = slot_at(qp->slots, idx, qp->sq_mask);
+
+	e->msgno = idx;
+	s->opcode = e->op;
+	s->len = 0;
+	s->imm = 0;
+	s->nsge = 0;
+	s->pid = soft_self_pid;
+	s->rkey = 0;
+	s->raddr = 0;
+	atomic_store_explicit(&s->chunk_seq, 0, memory_order_relaxed);
+	s->chunk_len = 0;
+	s->status = st == IBV_WC_REM_ACCESS_ERR ? SOFT_NAK_REM_ACCESS
+						: SOFT_NAK_INV_REQ;
+	s->flags = SOFT_SF_DENIED;
+	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(idx, SOFT_SLOT_DONE),
+			      memory_order_release);
+	e->kind = SOFT_WQE_RING;
+	qp->ctx->outstanding++;
+	qp->sq_err_pending = 1;
+	peer_wake(qp);
+	deny_deliver(qp);
 }
 
 /* serve_write -- n bytes of our message at off into the responder's

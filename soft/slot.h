@@ -56,6 +56,11 @@ enum {
 	SOFT_SF_KEYS = 64,   /* SEND, SGE list: each SGE's lkey follows the
 			      * list, at SOFT_SLOT_KEYS of the payload */
 	SOFT_SF_ALL = 127,
+	/* never in a READY slot: one its initiator made DONE at once, the
+	 * verdict (status) the responder's HCA gives a request that breaks
+	 * its access rules, so that the responder finds the NAK in its
+	 * place in the stream and goes to ERR (data.c rx_slots) */
+	SOFT_SF_DENIED = 128,
 };
 /* where a ring SEND's offset is: the payload's start, so that such a SEND
  * is one slot line too (its bytes are in the ring, read once) */

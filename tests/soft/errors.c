@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -191,6 +192,89 @@ static void test_rem_access(void)
 	is_int(wc[0].status, IBV_WC_WR_FLUSH_ERR, "flushed");
 	ok(bbuf[0] == 0x11, "target memory untouched");
 	unpair(a, b);
+	ibv_dereg_mr(ro);
+}
+
+/* qp_event -- the next async event of qp b, acking any other; -1 if none
+ * in 2 s */
+static int qp_event(struct ibv_qp *b)
+{
+	struct pollfd p = {.fd = t.ctx->async_fd, .events = POLLIN};
+	struct ibv_async_event ev;
+	int type;
+
+	while (poll(&p, 1, 2000) == 1 && !ibv_get_async_event(t.ctx, &ev)) {
+		type = (int)ev.event_type;
+		ibv_ack_async_event(&ev);
+		if (ev.element.qp == b)
+			return type;
+	}
+	return -1;
+}
+
+/*
+ * test_rem_access_responder -- the responder's side of a request that
+ * breaks its access rules (rxe's do_class_ac_error, mlx5; between hosts
+ * net.c): after what was sent before it is delivered, the responder's QP
+ * goes to ERR with IBV_EVENT_QP_ACCESS_ERR (a misaligned atomic, an
+ * invalid request: IBV_EVENT_QP_REQ_ERR), its receives flush
+ */
+static void test_rem_access_responder(void)
+{
+	static const struct {
+		enum ibv_wr_opcode op;
+		int misaligned, status, event;
+		const char *name;
+	} c[] = {
+		{IBV_WR_RDMA_WRITE, 0, IBV_WC_REM_ACCESS_ERR,
+		 IBV_EVENT_QP_ACCESS_ERR, "WRITE"},
+		{IBV_WR_RDMA_WRITE_WITH_IMM, 0, IBV_WC_REM_ACCESS_ERR,
+		 IBV_EVENT_QP_ACCESS_ERR, "WRITE_WITH_IMM"},
+		{IBV_WR_RDMA_READ, 0, IBV_WC_REM_ACCESS_ERR,
+		 IBV_EVENT_QP_ACCESS_ERR, "READ"},
+		{IBV_WR_ATOMIC_FETCH_AND_ADD, 0, IBV_WC_REM_ACCESS_ERR,
+		 IBV_EVENT_QP_ACCESS_ERR, "FETCH_ADD"},
+		{IBV_WR_ATOMIC_CMP_AND_SWP, 1, IBV_WC_REM_INV_REQ_ERR,
+		 IBV_EVENT_QP_REQ_ERR, "misaligned CMP_SWP"},
+	};
+	struct ibv_mr *ro =
+		ibv_reg_mr(t.pd, bbuf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[2];
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		pair(&a, &b,
+		     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			     IBV_ACCESS_REMOTE_ATOMIC,
+		     12, 7, 1);
+		memset(bbuf, 0x11, 64);
+		t_post_recv(b, bbuf, 64, bmr->lkey, 1);
+		t_post_recv(b, bbuf, 64, bmr->lkey, 2);
+		strcpy(abuf, "before");
+		t_post(a, IBV_WR_SEND, abuf, 7, amr->lkey, 10, 0, 0, 0);
+		if (c[i].misaligned)
+			t_post(a, c[i].op, abuf + 64, 8, amr->lkey, 11, 0,
+			       (uintptr_t)bbuf + 1028, bmr->rkey);
+		else
+			t_post(a, c[i].op, abuf + 64, 8, amr->lkey, 11, 0,
+			       (uintptr_t)bbuf + 4096, ro->rkey);
+		ok(t_wait(acq, wc, 2, 30000) == 2 && wc[0].wr_id == 10 &&
+			   !wc[0].status && wc[1].wr_id == 11 &&
+			   (int)wc[1].status == c[i].status,
+		   "%s: the SEND before succeeds, then the refusal", c[i].name);
+		/* the responder refused it before its NAK came back */
+		ok(t_qp_state(b) == IBV_QPS_ERR, "%s: responder QP in ERR",
+		   c[i].name);
+		ok(t_wait(bcq, wc, 2, 30000) == 2 && wc[0].wr_id == 1 &&
+			   !wc[0].status && !strcmp(bbuf, "before") &&
+			   wc[1].wr_id == 2 &&
+			   wc[1].status == IBV_WC_WR_FLUSH_ERR,
+		   "%s: responder received the SEND, then flushed", c[i].name);
+		ok(qp_event(b) == c[i].event, "%s: responder's async event",
+		   c[i].name);
+		unpair(a, b);
+	}
 	ibv_dereg_mr(ro);
 }
 
@@ -486,6 +570,7 @@ int main(void)
 	test_recv_prot();
 	test_send_prot();
 	test_rem_access();
+	test_rem_access_responder();
 	test_zero_len();
 	test_rnr();
 	test_flush();

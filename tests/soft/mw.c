@@ -317,6 +317,11 @@ static void test_type2(void)
 	   "data at the window");
 	is_int(write_status(a, base, mw->rkey, 8), IBV_WC_REM_ACCESS_ERR,
 	       "the pre-bind rkey does not work");
+	is_int(t_qp_state(b), IBV_QPS_ERR,
+	       "the responder's QP in ERR after the access violation");
+	/* the window stays bound to the old b */
+	unpair(a, b);
+	pair(&a, &b);
 	is_int(t_bind2(b, mw, ibv_inc_rkey(rk), bmr, base, 256,
 		       IBV_ACCESS_REMOTE_WRITE),
 	       0, "post bind of a bound type 2 window");
@@ -370,6 +375,8 @@ static void test_type2(void)
 	ok(bbuf[2048 + 16] == 0x24 && bbuf[2048 + 23] == 0x24, "at base + 16");
 	is_int(write_status(a, 256 - 4, rk, 8), IBV_WC_REM_ACCESS_ERR,
 	       "offset past the zero-based window");
+	unpair(a, b); /* both in ERR */
+	pair(&a, &b);
 	is_int(post_inv(b, IBV_WR_LOCAL_INV, rk), 0, "LOCAL_INV on b");
 	is_int(one_wc(bcq).status, IBV_WC_SUCCESS, "LOCAL_INV completes");
 	unpair(a, b);
