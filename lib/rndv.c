@@ -871,11 +871,9 @@ static void fin_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	if (s->req && x->status) {
 		/* the receiver refused the request, or its read failed with
 		 * a connection a session outlived: no response will come
-		 * (rdmamsg_request: response_cb exactly once) */
-		rdmamsg__req_fail(ep, s->req,
-				  x->status < 0 && x->status >= -4095
-					  ? x->status
-					  : -EREMOTEIO);
+		 * (rdmamsg_request: response_cb exactly once); the status
+		 * is an errno (rdmamsg__xhdr_decode checked it) */
+		rdmamsg__req_fail(ep, s->req, x->status);
 		if (xf->down) {
 			send_finish(ep, s, 0, 0);
 			return;
