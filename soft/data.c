@@ -2741,6 +2741,22 @@ static inline const uint8_t *peer_ring_at(const struct soft_qp *qp,
 	return qp->peer_ring + off;
 }
 
+/* rx_verdict -- commit the verdict nak on a one-sided request: 1 when it
+ * was taken (ACK); 0 when the stream broke (rx_stop) or it was refused,
+ * which takes the responder to ERR (rx_denied) */
+static int rx_verdict(struct soft_qp *qp, struct soft_slot *s, uint32_t nak)
+{
+	if (!rx_commit(qp, s, SOFT_SLOT_BUSY, nak)) {
+		rx_stop(qp);
+		return 0;
+	}
+	if (nak != SOFT_ACK) {
+		rx_denied(qp, nak);
+		return 0;
+	}
+	return 1;
+}
+
 /*
  * rx_msg -- carry out one decoded message whose slot we hold (BUSY);
  * 1: finished, take the next one; 0: stop for now
@@ -2772,16 +2788,7 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	case SOFT_OP_CMP_SWP:
 	case SOFT_OP_FETCH_ADD:
 	case SOFT_OP_ATOMIC_WRITE:
-		nak = rx_atomic(qp, s, m);
-		if (!rx_commit(qp, s, SOFT_SLOT_BUSY, nak)) {
-			rx_stop(qp);
-			return 0;
-		}
-		if (nak != SOFT_ACK) {
-			rx_denied(qp, nak);
-			return 0;
-		}
-		return 1;
+		return rx_verdict(qp, s, rx_atomic(qp, s, m));
 	case SOFT_OP_READ:
 		if (!m->len) { /* C9-88: nothing to check or move */
 			if (!rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_ACK))
@@ -2794,11 +2801,7 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 			pthread_mutex_unlock(riov[0].iov_base);
 			return rx_start_xfer(qp, s, m, NULL, NULL);
 		}
-		if (rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_REM_ACCESS))
-			rx_denied(qp, SOFT_NAK_REM_ACCESS);
-		else
-			rx_stop(qp);
-		return 0;
+		return rx_verdict(qp, s, SOFT_NAK_REM_ACCESS);
 	case SOFT_OP_WRITE:
 	case SOFT_OP_WRITE_IMM:
 		if (m->flags & SOFT_SF_CHUNKED) {
@@ -2813,14 +2816,8 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 		} else if (m->flags & SOFT_SF_COPIED) {
 			nak = rx_copied_write(qp, s, m);
 		}
-		if (!rx_commit(qp, s, SOFT_SLOT_BUSY, nak)) {
-			rx_stop(qp);
+		if (!rx_verdict(qp, s, nak))
 			return 0;
-		}
-		if (nak != SOFT_ACK) {
-			rx_denied(qp, nak);
-			return 0;
-		}
 		if (r)
 			rx_deliver(qp, &wc, solicited, 0);
 		return qp->state != IBV_QPS_ERR;
