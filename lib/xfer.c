@@ -58,6 +58,24 @@ static void req_timer_fire(struct rdmamsg__timer *t)
 
 /* ---- control messages ---------------------------------------------- */
 
+/*
+ * fin_heap -- a FIN's buffer when the pool has none: from the heap, where
+ * the FIN goes inline (the provider copies its bytes at posting, so they
+ * need no registration: ibv_post_send(3), IBV_SEND_INLINE), as it does on
+ * every lane whose QP has the 64 inline bytes (RC QPs get them on
+ * softrdma, rxe and mlx5; DC_INLINE is 64).  A FIN ends a transfer the
+ * sender's on_send waits for, and a pool held whole (a receive ring's
+ * class taking a 1 MiB limit, the application's buffers) may never give
+ * one back while the FIN waits: -ENOMEM (it waits, rndv.c) only without
+ * the inline room or heap memory
+ */
+static int fin_heap(struct rdmamsg_ep *ep, struct rdmamsg_buf **b)
+{
+	if (RDMAMSG_HDR + RDMAMSG_XHDR > ep->max_inline)
+		return -ENOMEM;
+	return rdmamsg__buf_heap(ep->ctx, RDMAMSG_XHDR, b);
+}
+
 /* rdmamsg__xfer_send -- header x plus len bytes as one F_XFER message */
 int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 		       const void *data, size_t len)
@@ -69,6 +87,8 @@ int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 	if (len > ep->max_msg || RDMAMSG_XHDR > ep->max_msg - len)
 		return -EMSGSIZE;
 	ret = rdmamsg__buf_get(ep->ctx, RDMAMSG_XHDR + len, BUF_LIB, &b);
+	if (RDMAMSG_UNLIKELY(ret == -ENOMEM) && x->kind == X_FIN && !len)
+		ret = fin_heap(ep, &b);
 	if (ret)
 		return ret == -EMSGSIZE ? -EMSGSIZE
 					: rdmamsg__ep_no_pool_memory(ep, ret);
