@@ -632,7 +632,9 @@ int rdmamsg_ep_get_max_msg_size(const struct rdmamsg_ep *ep, size_t *size);
  * when out of credits and the backlog (or the pool) is full, or when its
  * copies queued in the backlog, or its rendezvous copies not yet read,
  * would exceed RDMAMSG_COPY_AHEAD bytes (unset: 1 MiB, two copies at
- * least; "0": no bound but the backlog's messages and the pool)
+ * least; "0": no bound but the backlog's messages and the pool), or
+ * when the peer's receive depth less one of rendezvous sends await the
+ * receiver's answer (each holds a credit of the peer's window until then)
  * (on_writable follows: a burst of large messages meets it early).
  * op_ctx comes back in on_send (for a rendezvous, once the receiver has
  * the bytes).

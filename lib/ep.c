@@ -1484,6 +1484,8 @@ void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep)
 {
 	ep->to_return = ep->ctl_to_return = ep->ctl_pending = 0;
 	ep->rx_hold_due = ep->rx_withheld = 0; /* the ring is granted whole */
+	if (ep->xf)
+		rdmamsg__xfer_reconn_reset(ep);
 	ep->returned_total = ep->received_total;
 	ep->credits = 0;
 	ep->ctl_credits = 0;

@@ -836,6 +836,7 @@ void rdmamsg__xfer_write_imm(struct rdmamsg_ep *ep, uint32_t imm, size_t len);
 void rdmamsg__xfer_unsent(struct rdmamsg_ep *ep, const void *data, size_t len,
 			  int status);
 void rdmamsg__xfer_flush(struct rdmamsg_ep *ep);
+void rdmamsg__xfer_reconn_reset(struct rdmamsg_ep *ep);
 int rdmamsg__xfer_unsettled(const struct rdmamsg_ep *ep);
 void rdmamsg__xfer_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__xfer_free(struct rdmamsg_ep *ep);

@@ -506,6 +506,8 @@ static void pump(struct rdmamsg_ep *ep)
 			n->next = NULL;
 			ep->bl_count--;
 			ep->bl_bytes -= n->len;
+			if (RDMAMSG_UNLIKELY(n->has_imm & F_XFER))
+				rdmamsg__xfer_posted(ep, n);
 		}
 	}
 	if (ep->want_writable && ep->bl_count < backlog_limit(ep))

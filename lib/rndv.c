@@ -620,6 +620,18 @@ static void pieces_send(struct rdmamsg_ep *ep, struct rndv_send *s, uint64_t id,
 			i + 1, (unsigned long long)id, ret);
 }
 
+/* window_full -- another announcement would leave the peer's receive
+ * window without a credit that no announcement holds.  The peer keeps
+ * each announcement's credit until its FIN goes (rts_hold), and our own
+ * FINs need a credit: were all of them held on both sides, each side's
+ * FINs would wait for the other's.  With one at least not held, the
+ * credits of everything else (messages, pieces, FINs) come back without
+ * us sending anything, so our FINs always go */
+static int window_full(const struct rdmamsg_ep *ep)
+{
+	return ep->xf->sends.used + 1 >= ep->peer_depth;
+}
+
 /* rdmamsg__rndv_send -- announce len bytes: in mr (the caller's
  * registration), in zb (the caller's pool buffer, now the library's), or
  * at data (copied once into pool memory); xflags: XF_IMM, XF_ORDER */
@@ -642,6 +654,10 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 	ret = rdmamsg__xfer_get(ep, &xf);
 	if (ret)
 		return ret;
+	if (RDMAMSG_UNLIKELY(window_full(ep))) {
+		ep->want_writable = 1; /* a FIN to come: on_writable */
+		return -EAGAIN;
+	}
 	s = state_get(&xf->sfree, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -1167,6 +1183,39 @@ static void piece_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 	}
 }
 
+/* rts_hold -- announcement x keeps the credit of the message that
+ * carried it until its FIN is posted (rdmamsg__rndv_fin_posted): a peer
+ * never has more announcements waiting here than the receive window it
+ * was granted, and a receiver that reads slowly holds the peer back
+ * instead of queueing without bound.  One beyond the window is a peer
+ * that sent past its credits (the ring's buffers are posted again
+ * before the credits go back): -EPROTO, 1 */
+static int rts_hold(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	if (xf->rts_held >= ep->p.recv_depth) {
+		LOG_ERR("rendezvous announcement %llx beyond the peer's "
+			"window of %u unanswered: closing",
+			(unsigned long long)x->id, ep->p.recv_depth);
+		rdmamsg__ep_down(ep, -EPROTO);
+		return 1;
+	}
+	xf->rts_held++;
+	ep->rx_hold_due++; /* the credit of the buffer it came in */
+	return 0;
+}
+
+/* rdmamsg__rndv_fin_posted -- a FIN is on the wire: the credit its
+ * announcement held goes back to the peer */
+void rdmamsg__rndv_fin_posted(struct rdmamsg_ep *ep)
+{
+	if (!ep->xf->rts_held)
+		return;
+	ep->xf->rts_held--;
+	rdmamsg__ep_rx_unhold(ep);
+}
+
 /* rdmamsg__rndv_recv -- X_RTS, X_PIECE or X_FIN arrived */
 void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 {
@@ -1180,6 +1229,8 @@ void rdmamsg__rndv_recv(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 		piece_recv(ep, x);
 		return;
 	}
+	if (RDMAMSG_UNLIKELY(rts_hold(ep, x)))
+		return;
 	if (RDMAMSG_UNLIKELY((x->flags & XF_INV) &&
 			     !(ep->caps & RDMAMSG_HS_CAP_INV))) {
 		LOG_ERR("rendezvous announcement %llx asks for a FIN as "

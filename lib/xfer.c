@@ -76,6 +76,18 @@ static int fin_heap(struct rdmamsg_ep *ep, struct rdmamsg_buf **b)
 	return rdmamsg__buf_heap(ep->ctx, RDMAMSG_XHDR, b);
 }
 
+/* fin_sent -- rdmamsg__xfer_send of FIN b ended (ret): posted at once
+ * (not queued, not posted by the backlog's pump, which said so), its
+ * announcement's credit goes back */
+static void fin_sent(struct rdmamsg_ep *ep, struct rdmamsg_buf *b, int ret)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	if (!ret && xf->fin_sending == b && ep->bl_tail != b)
+		rdmamsg__rndv_fin_posted(ep);
+	xf->fin_sending = NULL;
+}
+
 /* rdmamsg__xfer_send -- header x plus len bytes as one F_XFER message */
 int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 		       const void *data, size_t len)
@@ -95,6 +107,8 @@ int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 	rdmamsg__xhdr_encode(x, b->data);
 	if (len)
 		memcpy(b->data + RDMAMSG_XHDR, data, len);
+	if (x->kind == X_FIN)
+		ep->xf->fin_sending = b; /* rdmamsg__xfer_posted */
 	if (x->kind == X_FIN && (x->flags & XF_INV)) {
 		struct rdmamsg__xhdr plain = *x;
 
@@ -111,9 +125,26 @@ int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 	}
 	ret = rdmamsg__ep_send_x(ep, b, RDMAMSG_XHDR + len);
 out:
+	if (x->kind == X_FIN)
+		fin_sent(ep, b, ret);
 	if (ret)
 		rdmamsg__buf_put(b);
 	return ret;
+}
+
+/* rdmamsg__xfer_posted -- pump() posted n, a message of this layer that
+ * waited in the backlog (not one a close cancelled: its FIN is sent
+ * anew): a FIN gives back the credit of its announcement */
+void rdmamsg__xfer_posted(struct rdmamsg_ep *ep, const struct rdmamsg_buf *n)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	if (!xf || n->reported || n->len < RDMAMSG_XHDR ||
+	    (uint8_t)n->data[0] != X_FIN)
+		return;
+	if (xf->fin_sending == n)
+		xf->fin_sending = NULL;
+	rdmamsg__rndv_fin_posted(ep);
 }
 
 /* rdmamsg__xfer_recv -- an F_XFER message arrived (whole) */
@@ -191,6 +222,13 @@ void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
 		else
 			rdmamsg__rndv_refuse_idle(ep);
 	}
+}
+
+/* rdmamsg__xfer_reconn_reset -- a session's fresh connection grants the
+ * receive ring whole: the credits the peer's announcements held too */
+void rdmamsg__xfer_reconn_reset(struct rdmamsg_ep *ep)
+{
+	ep->xf->rts_held = 0;
 }
 
 /* rdmamsg__xfer_unsettled -- rendezvous that a close lets end before its

@@ -69,6 +69,10 @@ struct rdmamsg__xfer {
 	struct rdmamsg__list sreqs;   /* peer's requests not answered */
 	struct rdmamsg__timer req_timer;
 	uint64_t late;
+	/* the peer's announcements whose FIN is not posted yet: each holds
+	 * the credit of the message that carried it (rndv.c) */
+	uint32_t rts_held;
+	struct rdmamsg_buf *fin_sending; /* rdmamsg__xfer_send's FIN */
 	int down;
 	/* the message being received invalidated rx_inv (msg.c's rx_inv,
 	 * taken by its FIN) */
@@ -115,6 +119,7 @@ int rdmamsg__ep_send_x_inv(struct rdmamsg_ep *ep, struct rdmamsg_buf *buf,
 int rdmamsg__xfer_get(struct rdmamsg_ep *ep, struct rdmamsg__xfer **xf);
 int rdmamsg__xfer_send(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x,
 		       const void *data, size_t len);
+void rdmamsg__xfer_posted(struct rdmamsg_ep *ep, const struct rdmamsg_buf *n);
 
 /* rma.c */
 int rdmamsg__xop_post(struct rdmamsg_ep *ep, struct ibv_send_wr *wr,
@@ -140,6 +145,7 @@ void rdmamsg__rndv_fin_retry(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_unsent(struct rdmamsg_ep *ep, uint64_t id, int status);
 void rdmamsg__rndv_fin_later(struct rdmamsg_ep *ep,
 			     const struct rdmamsg__xhdr *fin);
+void rdmamsg__rndv_fin_posted(struct rdmamsg_ep *ep);
 void rdmamsg__rndv_down(struct rdmamsg_ep *ep, int status);
 void rdmamsg__rndv_free(struct rdmamsg_ep *ep);
 

@@ -100,9 +100,10 @@ static int server(int wfd, void *arg)
 	srv_wfd = wfd;
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
-	/* 4 credits, fewer than the rendezvous copies a bound of 1 MiB or
-	 * more (RDMAMSG_COPY_AHEAD) lets a client make ahead (26 of
-	 * 40,000 B): a close finds some of them queued, not yet announced */
+	/* 4 credits: a client announces 3 rendezvous at most (the peer's
+	 * window less one, rndv.c window_full), and the small messages sent
+	 * between them take the fourth, so a close finds announcements
+	 * queued behind them, not yet announced */
 	if (rdmamsg_ep_attr_new(&s.attr) ||
 	    rdmamsg_ep_attr_set_recv_depth(s.attr, 4))
 		return 12;
@@ -191,8 +192,8 @@ static char addr[64];
 enum { M_KILL, M_CLOSE, M_LINGER, M_PLAIN, M_LINGER_RNDV, M_PLAIN_RNDV };
 
 /* client -- connect, ping; then per mode: wait to be killed, close, or
- * queue NMSG messages (100 B, or 40,000 B by rendezvous) and close (with or
- * without linger) */
+ * queue NMSG messages (100 B, or 40,000 B by rendezvous alternating with
+ * 100 B) and close (with or without linger) */
 static int client(int wfd, void *arg)
 {
 	int mode = (int)(intptr_t)arg;
@@ -236,10 +237,15 @@ static int client(int wfd, void *arg)
 		int rndv = mode == M_LINGER_RNDV || mode == M_PLAIN_RNDV;
 
 		for (i = 0; i < NMSG;) {
-			memset(rndv ? big : m, i,
-			       rndv ? sizeof(big) : sizeof(m));
-			rc = rdmamsg_send(ep, rndv ? big : m,
-					  rndv ? sizeof(big) : sizeof(m), NULL);
+			/* by rendezvous every other one: the announcements
+			 * alone would never wait for credits */
+			int large = rndv && !(i & 1);
+
+			memset(large ? big : m, i,
+			       large ? sizeof(big) : sizeof(m));
+			rc = rdmamsg_send(ep, large ? big : m,
+					  large ? sizeof(big) : sizeof(m),
+					  NULL);
 			if (rc == -EAGAIN) { /* again once there is room */
 				c.eagain++;
 				c.writable = 0;

@@ -222,6 +222,17 @@ void rdmamsg__xfer_flush(struct rdmamsg_ep *ep)
 	(void)ep;
 }
 
+void rdmamsg__xfer_reconn_reset(struct rdmamsg_ep *ep)
+{
+	(void)ep;
+}
+
+void rdmamsg__xfer_posted(struct rdmamsg_ep *ep, const struct rdmamsg_buf *n)
+{
+	(void)ep;
+	(void)n;
+}
+
 void rdmamsg__xfer_unsent(struct rdmamsg_ep *ep, const void *data, size_t len,
 			  int status)
 {
