@@ -218,6 +218,20 @@ void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e)
 	lst->on_conn_req(lst, req, hs.user, hs.user_len, lst->arg);
 }
 
+/* listener_step -- a closing listener (ctx->closes): callback, then free */
+static void listener_step(struct rdmamsg__closing *c)
+{
+	struct rdmamsg_listener *lst =
+		container_of(c, struct rdmamsg_listener, close_step);
+	struct rdmamsg_ctx *ctx = lst->ctx;
+
+	if (lst->close_cb)
+		lst->close_cb(lst, lst->arg);
+	list_del(&lst->link);
+	free(lst);
+	rdmamsg__loop_unref(ctx);
+}
+
 /* rdmamsg_listen -- accept connection requests on addr */
 RDMAMSG_EXPORT int rdmamsg_listen(
 	struct rdmamsg_ctx *ctx, const char *addr,
@@ -243,7 +257,8 @@ RDMAMSG_EXPORT int rdmamsg_listen(
 	lst->on_conn_req = on_conn_req;
 	lst->arg = arg;
 	list_init(&lst->reqs);
-	list_init(&lst->defer_link);
+	list_init(&lst->close_step.link);
+	lst->close_step.step = listener_step;
 	if (ctx->ops->create_id(ctx->ech, &lst->id, lst, RDMA_PS_TCP)) {
 		ret = rdmamsg__errno(ENOMEM);
 		goto err_free_lst;
@@ -335,21 +350,9 @@ RDMAMSG_EXPORT int rdmamsg_listener_close(
 	}
 	lst->ctx->ops->destroy_id(lst->id);
 	lst->id = NULL;
-	list_add_tail(&lst->ctx->ldeferred, &lst->defer_link);
+	list_add_tail(&lst->ctx->closes, &lst->close_step.link);
 	rdmamsg__loop_kick(lst->ctx);
 	return 0;
-}
-
-/* rdmamsg__listener_step -- a closing listener: callback, then free */
-void rdmamsg__listener_step(struct rdmamsg_listener *lst)
-{
-	struct rdmamsg_ctx *ctx = lst->ctx;
-
-	if (lst->close_cb)
-		lst->close_cb(lst, lst->arg);
-	list_del(&lst->link);
-	free(lst);
-	rdmamsg__loop_unref(ctx);
 }
 
 /* rdmamsg_conn_req_accept -- accept: make the endpoint and answer */

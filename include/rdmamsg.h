@@ -845,9 +845,10 @@ int rdmamsg_srq_create(struct rdmamsg_ctx *ctx,
  * rdmamsg_srq_close -- no new endpoint may use srq (-EINVAL from
  * rdmamsg_connect/rdmamsg_conn_req_accept with an attribute naming it,
  * also once it is freed); once the last endpoint using it is freed, its
- * buffers go back to the pool, close_cb (may be NULL) runs -- inside this
- * call when no endpoint uses it, else from the context's progress -- and
- * srq is freed.  -EALREADY when already closing.
+ * buffers go back to the pool, close_cb (may be NULL) runs from the
+ * context's loop -- never inside this call, even when no endpoint uses
+ * it -- and srq is freed after it.  Until then rdmamsg_ctx_destroy says
+ * -EBUSY.  -EALREADY when already closing.
  */
 int rdmamsg_srq_close(struct rdmamsg_srq *srq,
 		      void (*close_cb)(struct rdmamsg_srq *srq, void *arg),

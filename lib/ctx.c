@@ -348,7 +348,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 	list_init(&ctx->xwait);
 	rdmamsg__iface_init(ctx);
 	list_init(&ctx->deferred);
-	list_init(&ctx->ldeferred);
+	list_init(&ctx->closes);
 	list_init(&ctx->eps);
 	list_init(&ctx->listeners);
 	list_init(&ctx->mrs);

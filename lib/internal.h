@@ -288,6 +288,13 @@ struct rdmamsg__cmobj {
 	int type;
 };
 
+/* an object whose close ends from the next progress pass (a listener, an
+ * SRQ): on ctx->closes, step runs its callback, then frees it (loop.c) */
+struct rdmamsg__closing {
+	struct rdmamsg__list link;
+	void (*step)(struct rdmamsg__closing *c);
+};
+
 struct rdmamsg_ctx_attr {
 	struct ev_loop *loop;
 	enum rdmamsg_fabric fabric;
@@ -358,7 +365,7 @@ struct rdmamsg_ctx {
 	struct rdmamsg__list polls;    /* endpoints with completions to flush */
 	struct rdmamsg__list xwait;    /* endpoints whose xfer layer waits */
 	struct rdmamsg__list deferred; /* endpoints to step */
-	struct rdmamsg__list ldeferred; /* listeners to step */
+	struct rdmamsg__list closes; /* listeners, SRQs: close callbacks due */
 	int in_progress;
 	size_t xwait_used; /* pool.in_use when xwait's last found none */
 	struct rdmamsg__list eps;
@@ -403,6 +410,7 @@ struct rdmamsg_srq {
 	int closing;
 	void (*close_cb)(struct rdmamsg_srq *srq, void *arg);
 	void *close_arg;
+	struct rdmamsg__closing close_step;
 	struct rdmamsg__list link;
 };
 
@@ -663,7 +671,7 @@ struct rdmamsg_listener {
 	int closing;
 	void (*close_cb)(struct rdmamsg_listener *lst, void *arg);
 	struct rdmamsg__list reqs;
-	struct rdmamsg__list defer_link;
+	struct rdmamsg__closing close_step;
 	struct rdmamsg__list link;
 };
 
@@ -881,7 +889,6 @@ static inline int rdmamsg__dc_is_dct(const struct rdmamsg_ctx *ctx,
 void rdmamsg__cm_process(struct rdmamsg_ctx *ctx);
 int rdmamsg__cm_start_connect(struct rdmamsg_ep *ep,
 			      const struct sockaddr *dst);
-void rdmamsg__listener_step(struct rdmamsg_listener *lst);
 
 /* cm/addr.c */
 int rdmamsg__addr_parse(const char *addr, struct sockaddr_storage *ss);

@@ -532,7 +532,8 @@ static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
 }
 
 /* after -- a pass's work once the completions are in: due timers, the
- * listeners' and endpoints' deferred steps (out of line: rare) */
+ * close callbacks due (listeners, SRQs) and the endpoints' deferred
+ * steps (out of line: rare) */
 static __attribute__((noinline)) void after(struct rdmamsg_ctx *ctx, int timers)
 {
 	struct rdmamsg__list *pos, *tmp, deferred;
@@ -547,10 +548,12 @@ static __attribute__((noinline)) void after(struct rdmamsg_ctx *ctx, int timers)
 	}
 
 	/* state machines that asked for a step (closes, callbacks) */
-	list_for_each_safe (pos, tmp, &ctx->ldeferred) {
+	list_for_each_safe (pos, tmp, &ctx->closes) {
+		struct rdmamsg__closing *c =
+			container_of(pos, struct rdmamsg__closing, link);
+
 		list_del(pos);
-		rdmamsg__listener_step(
-			container_of(pos, struct rdmamsg_listener, defer_link));
+		c->step(c);
 	}
 	list_init(&deferred);
 	if (!list_empty(&ctx->deferred)) {
@@ -600,7 +603,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	rdmamsg__iface_progress(ctx);
 	if (RDMAMSG_UNLIKELY(!list_empty(&ctx->xwait)))
 		rdmamsg__ep_xwait_all(ctx); /* sessions waiting for memory */
-	if (RDMAMSG_UNLIKELY(timers || !list_empty(&ctx->ldeferred) ||
+	if (RDMAMSG_UNLIKELY(timers || !list_empty(&ctx->closes) ||
 			     !list_empty(&ctx->deferred)))
 		after(ctx, timers);
 
@@ -631,7 +634,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 	if (!ctx)
 		return -EINVAL;
 	if (ctx->in_progress || ctx->pending || !list_empty(&ctx->polls) ||
-	    !list_empty(&ctx->deferred) || !list_empty(&ctx->ldeferred))
+	    !list_empty(&ctx->deferred) || !list_empty(&ctx->closes))
 		return -EBUSY;
 	/* transfers that wait for pool memory (a FIN, a pull): memory came
 	 * back since they last tried (rdmamsg_buf_free(), a buffer freed

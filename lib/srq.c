@@ -256,19 +256,32 @@ static void srq_free(struct rdmamsg_srq *srq)
 	rdmamsg__pool_shrink(ctx);
 }
 
-/* rdmamsg__srq_put -- an endpoint made with srq is freed */
+/* srq_close_step -- a closed SRQ no endpoint uses (ctx->closes): its
+ * callback from the loop, never inside the call that closed it
+ * (rdmamsg(7)), then its memory */
+static void srq_close_step(struct rdmamsg__closing *c)
+{
+	struct rdmamsg_srq *srq =
+		container_of(c, struct rdmamsg_srq, close_step);
+	struct rdmamsg_ctx *ctx = srq->ctx;
+
+	if (srq->close_cb)
+		srq->close_cb(srq, srq->close_arg);
+	srq_free(srq);
+	rdmamsg__loop_unref(ctx);
+}
+
+/* rdmamsg__srq_put -- an endpoint made with srq is freed: a closed SRQ's
+ * close ends in the next pass once the last one is (held in the loop
+ * like an endpoint's close: rdmamsg_ctx_destroy says -EBUSY till then) */
 void rdmamsg__srq_put(struct rdmamsg_srq *srq)
 {
-	void (*cb)(struct rdmamsg_srq * srq, void *arg);
-	void *arg;
-
 	if (--srq->refs || !srq->closing)
 		return;
-	cb = srq->close_cb;
-	arg = srq->close_arg;
-	srq_free(srq);
-	if (cb)
-		cb(srq, arg); /* the pointer only identifies it */
+	srq->close_step.step = srq_close_step;
+	list_add_tail(&srq->ctx->closes, &srq->close_step.link);
+	rdmamsg__loop_ref(srq->ctx);
+	rdmamsg__loop_kick(srq->ctx);
 }
 
 /* rdmamsg__srq_of_wrid -- the SRQ an SRQ receive's wr_id names, or NULL
@@ -371,7 +384,8 @@ err:
 	return ret;
 }
 
-/* rdmamsg_srq_close -- no new endpoints; freed with the last one */
+/* rdmamsg_srq_close -- no new endpoints; close_cb from the loop once the
+ * last one is freed, then the SRQ */
 RDMAMSG_EXPORT int rdmamsg_srq_close(struct rdmamsg_srq *srq,
 				     void (*close_cb)(struct rdmamsg_srq *srq,
 						      void *arg),

@@ -179,6 +179,13 @@ static int perf_wait(struct perf *p)
 	}
 }
 
+/* perf_srq_closed -- the SRQ's close callback: it ran */
+static void perf_srq_closed(struct rdmamsg_srq *srq, void *arg)
+{
+	(void)srq;
+	*(int *)arg = 1;
+}
+
 /* ------------------------------------------------------------------------
  * Server
  * --------------------------------------------------------------------- */
@@ -1741,7 +1748,7 @@ int main(int argc, char **argv)
 {
 	struct rdmamsg_ctx_attr *attr = NULL;
 	struct perf p;
-	int rc, ret = 1;
+	int rc, ret = 1, srq_closed = 0;
 
 	memset(&p, 0, sizeof(p));
 	if (parse_args(&p.o, argc, argv) < 0) {
@@ -1794,8 +1801,10 @@ int main(int argc, char **argv)
 			   : run_client(&p);
 
 	rc = 0;
-	if (p.srq)
-		rdmamsg_srq_close(p.srq, NULL, NULL);
+	if (p.srq &&
+	    rdmamsg_srq_close(p.srq, perf_srq_closed, &srq_closed) == 0)
+		while (!srq_closed && perf_wait(&p) >= 0)
+			; /* the close callback comes from the loop */
 err_destroy_ctx:
 	if (rdmamsg_ctx_destroy(&p.ctx) < 0)
 		ret = 1;

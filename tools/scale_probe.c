@@ -289,6 +289,7 @@ static int server(int n, int wfd, int rfd)
 		rdmamsg_srq_close(srq[i], NULL, NULL);
 		rdmamsg_ep_attr_delete(&srq_attrs[i]);
 	}
+	drive(ctx, 10); /* the SRQs' close callbacks, from the loop */
 	rdmamsg_ctx_destroy(&ctx);
 	return s_errors ? 1 : 0;
 }

@@ -117,7 +117,7 @@ static void bad_values(void)
 				   -EINVAL &&
 			   !ep,
 		   "a DC endpoint with an exponent: -EINVAL, no endpoint");
-		rdmamsg_srq_close(srq, NULL, NULL);
+		test_srq_close(ctx, srq, 10000);
 	}
 	rdmamsg_ep_attr_delete(&a);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");

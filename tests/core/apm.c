@@ -232,7 +232,7 @@ static int roce_child(int wfd, void *arg)
 	struct rdmamsg_path_stats ps;
 	struct rdmamsg_ep_attr *a;
 	char addr[64];
-	int ok = 0;
+	int ok = 0, srq_closed = 0;
 
 	(void)arg;
 	unsetenv("SOFTRDMA_LINK");
@@ -278,14 +278,17 @@ static int roce_child(int wfd, void *arg)
 			rdmamsg_ep_close(dep, NULL);
 		rdmamsg_ep_attr_delete(&a);
 		if (srq)
-			rdmamsg_srq_close(srq, NULL, NULL);
+			rdmamsg_srq_close(srq, test_srq_closed, &srq_closed);
+		else
+			srq_closed = 1;
 		if (hfd >= 0)
 			close(hfd);
 	}
 	if (write(wfd, &ok, sizeof(ok)) != (ssize_t)sizeof(ok))
 		return 4;
-	if (!close_all() || rdmamsg_ctx_destroy(&cli.t.ctx) ||
-	    rdmamsg_ctx_destroy(&srv.t.ctx))
+	/* the SRQ's close callback comes once dep is freed */
+	if (!close_all() || !test_run_until(cli.t.ctx, &srq_closed, 30000) ||
+	    rdmamsg_ctx_destroy(&cli.t.ctx) || rdmamsg_ctx_destroy(&srv.t.ctx))
 		return 5;
 	return 0;
 }

@@ -233,8 +233,8 @@ static int server(int wfd, void *arg)
 		test_idle(s.ctx, 10);
 	if (s.open)
 		return 13;
-	rdmamsg_srq_close(s.srq, NULL, NULL);
-	test_idle(s.ctx, 10);
+	if (test_srq_close(s.ctx, s.srq, 10000))
+		return 15;
 	rdmamsg_ep_attr_delete(&s.attr);
 	if (rdmamsg_ctx_destroy(&s.ctx))
 		return 14;
@@ -438,7 +438,7 @@ static int client(int wfd, void *arg)
 		test_idle(ctx, 10);
 	if (count(e, nep, 1) < nep)
 		return 23;
-	rdmamsg_srq_close(srq, NULL, NULL);
+	test_srq_close(ctx, srq, 10000);
 	rdmamsg_ep_attr_delete(&a);
 	if (rdmamsg_ctx_destroy(&ctx))
 		return 25;
@@ -487,7 +487,7 @@ static int bad_key(int wfd, void *arg)
 	rdmamsg_ep_close(e.ep, c_closed);
 	for (i = 0; i < 3000 && !e.closed; i++)
 		test_idle(ctx, 10);
-	rdmamsg_srq_close(srq, NULL, NULL);
+	test_srq_close(ctx, srq, 10000);
 	rdmamsg_ep_attr_delete(&a);
 	return rdmamsg_ctx_destroy(&ctx) ? 34 : 0;
 }
@@ -541,7 +541,7 @@ static void no_dc(void)
 	for (i = 0; i < 3000 && !e.closed; i++)
 		test_idle(ctx, 10);
 	ok(e.closed, "RC endpoint closed");
-	rdmamsg_srq_close(srq, NULL, NULL);
+	test_srq_close(ctx, srq, 10000);
 	rdmamsg_ep_attr_delete(&a);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	unsetenv("RDMAMSG_NO_DC");
@@ -576,7 +576,7 @@ static void bad_args(void)
 	is_int(rdmamsg_connect(ctx, addr, a, &c_cbs, &e, &ep), -EINVAL,
 	       "DC with 17 bytes of private data is -EINVAL");
 	ok(ep == NULL, "nothing made");
-	rdmamsg_srq_close(srq, NULL, NULL);
+	test_srq_close(ctx, srq, 10000);
 	rdmamsg_ep_attr_delete(&a);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }

@@ -222,9 +222,8 @@ static int server(int wfd, void *arg)
 	if (s.nopen)
 		return 12;
 	rdmamsg_ep_attr_delete(&s.srq_attr);
-	if (rdmamsg_srq_close(s.srq, NULL, NULL))
+	if (test_srq_close(s.ctx, s.srq, 10000))
 		return 16;
-	test_idle(s.ctx, 50);
 	if (rdmamsg_ctx_destroy(&s.ctx))
 		return 13;
 	return s.failures ? 14 : 0;

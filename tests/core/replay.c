@@ -571,10 +571,10 @@ static void stream(int srq, int dc)
 		   "the SRQ: no endpoint, nothing reserved, all %u buffers "
 		   "posted (%u)",
 		   ss.bufs, ss.posted);
-		rdmamsg_srq_close(the_srq, NULL, NULL);
+		is_int(test_srq_close(ctx, the_srq, 10000), 0,
+		       "the SRQ closed");
 		the_srq = NULL;
 		the_dc = 0;
-		test_idle(ctx, 20);
 	}
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 }
@@ -1034,7 +1034,7 @@ static void bad_input(void)
 		rdmamsg_ep_attr_set_srq(a, NULL);
 		rdmamsg_ep_attr_set_private_data(a, pd,
 						 RDMAMSG_HS_SESSION_USER);
-		rdmamsg_srq_close(srq, NULL, NULL);
+		test_srq_close(ctx, srq, 10000);
 	}
 	/* a connector that never got up: test_break refuses, close works */
 	rdmamsg_ep_attr_set_connect_timeout(a, 60000);

@@ -335,6 +335,11 @@ static void srq_close_cb(struct rdmamsg_srq *srq, void *arg)
 	(*(int *)arg)++;
 }
 
+static int srq_closed(int n)
+{
+	return srq_freed >= n;
+}
+
 static int closed_ep(int n)
 {
 	(void)n;
@@ -424,7 +429,10 @@ int main(void)
 	pump(all_connected, 1, 1);
 	rdmamsg_ep_close(cc[0].ep, cli_close_cb);
 	pump(closed_ep, 1, 1);
-	is_int(srq_freed, 1, "freed (close callback) with its last endpoint");
+	ok(pump(srq_closed, 1, 1),
+	   "freed (close callback) after its last endpoint");
+	rdmamsg_ctx_progress(cctx);
+	is_int(srq_freed, 1, "its close callback ran once");
 	/* bad still names it: refused, never read (valgrind, ASan) */
 	ep = NULL;
 	is_int(rdmamsg_connect(cctx, addr, bad, &cli_cbs, &cc[1], &ep), -EINVAL,
@@ -541,7 +549,23 @@ int main(void)
 	       "close the server SRQ");
 	rdmamsg_srq_close(csrq, srq_close_cb, &srq_freed);
 	rdmamsg_srq_close(tiny, srq_close_cb, &srq_freed);
-	is_int(srq_freed, 3, "unused SRQs freed at once");
+	/* no endpoint uses them, yet the callbacks come from the loop,
+	 * never inside the call (rdmamsg(7)); till then the SRQs are the
+	 * context's, as a closing endpoint is */
+	is_int(srq_freed, 0, "unused SRQs: no callback inside the close");
+	is_int(rdmamsg_ctx_arm(sctx), -EBUSY,
+	       "a close callback due: rdmamsg_ctx_arm says -EBUSY");
+	is_int(rdmamsg_ctx_destroy(&sctx), -EBUSY,
+	       "close callback due: rdmamsg_ctx_destroy says -EBUSY");
+	rdmamsg_srq_query(ssrq, &st);
+	is_int(st.endpoints, 0, "the closing SRQ is still there to query");
+	rdmamsg_ctx_progress(sctx);
+	is_int(srq_freed, 2, "the server's two callbacks after one pass");
+	rdmamsg_ctx_progress(cctx);
+	is_int(srq_freed, 3, "the client's after one pass");
+	rdmamsg_ctx_progress(sctx);
+	rdmamsg_ctx_progress(cctx);
+	is_int(srq_freed, 3, "each callback ran once");
 	is_int(rdmamsg_ctx_destroy(&sctx), 0, "server context destroyed");
 	is_int(rdmamsg_ctx_destroy(&cctx), 0, "client context destroyed");
 	return done_testing();

@@ -283,6 +283,27 @@ static inline void test_idle(struct rdmamsg_ctx *ctx, int ms)
 	test_run_until(ctx, &never, ms);
 }
 
+/* test_srq_closed -- a close callback that counts into *arg */
+static inline void test_srq_closed(struct rdmamsg_srq *srq, void *arg)
+{
+	(void)srq;
+	(*(int *)arg)++;
+}
+
+/* test_srq_close -- close srq and drive ctx until its close callback ran
+ * (from the loop, once its endpoints are freed), up to ms: 0 or what
+ * rdmamsg_srq_close said, -ETIMEDOUT when the callback did not come */
+static inline int test_srq_close(struct rdmamsg_ctx *ctx,
+				 struct rdmamsg_srq *srq, int ms)
+{
+	int closed = 0;
+	int ret = rdmamsg_srq_close(srq, test_srq_closed, &closed);
+
+	if (ret)
+		return ret;
+	return test_run_until(ctx, &closed, ms) ? 0 : -ETIMEDOUT;
+}
+
 /* test_wait_child -- the child's exit status (or 128+signal) */
 static inline int test_wait_child(pid_t pid)
 {

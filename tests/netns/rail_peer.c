@@ -194,6 +194,26 @@ static void wait_fd(struct rdmamsg_ctx *ctx, int ms)
 	rdmamsg_ctx_progress(ctx);
 }
 
+/* srq_closed -- the SRQ's close callback: it ran */
+static void srq_closed(struct rdmamsg_srq *q, void *arg)
+{
+	(void)q;
+	*(int *)arg = 1;
+}
+
+/* srq_close -- close the SRQ, driving ctx until its callback (from the
+ * loop) ran, 10 s at most: the context can then be destroyed */
+static void srq_close(struct rdmamsg_ctx *ctx)
+{
+	long long end = now_ms() + 10000;
+	int closed = 0;
+
+	if (rdmamsg_srq_close(srq, srq_closed, &closed))
+		return;
+	while (!closed && now_ms() < end)
+		wait_fd(ctx, 5);
+}
+
 static long long number(const char *s)
 {
 	char *end;
@@ -471,7 +491,7 @@ static int server(const char *port, const char *a1, const char *a2,
 	free(s.pend);
 	free(s.want);
 	if (srq)
-		rdmamsg_srq_close(srq, NULL, NULL);
+		srq_close(ctx);
 	rdmamsg_ctx_destroy(&ctx);
 	return rc;
 }
@@ -804,7 +824,7 @@ out:
 	if (!rc && (!c.closed || c.twice || c.late))
 		rc = 1;
 	if (srq)
-		rdmamsg_srq_close(srq, NULL, NULL);
+		srq_close(ctx);
 	rdmamsg_ctx_destroy(&ctx);
 	free(c.seen);
 	free(buf);
