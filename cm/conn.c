@@ -110,6 +110,14 @@ size_t rdmamsg__cm_our_hs(struct rdmamsg_ep *ep, int kind, uint8_t *out)
 		hs.dc = 1;
 		rdmamsg__lane_dc_local(ep->ln, &hs.dc_dctn, &hs.dc_key,
 				       &hs.dc_tag);
+		/* an accept names our DCIs; the lane then waits for the
+		 * peer's hello, if the peer will send one */
+		if ((hs.kind == HS_ACC || hs.kind == HS_RACC) &&
+		    (hs.caps & RDMAMSG_HS_CAP_DCSRC))
+			hs.dc_ndci = (uint8_t)rdmamsg__lane_dc_src_local(
+				ep->ln,
+				!!(ep->peer_caps & RDMAMSG_HS_CAP_DCSRC),
+				&hs.dc_nonce, hs.dc_dci);
 	} else if (hs.kind == HS_RREQ || hs.kind == HS_RACC) {
 		/* these carry no application bytes: the offer always fits */
 		hs.alt_lid = rdmamsg__apm_offer(ep, SIZE_MAX);
@@ -265,6 +273,10 @@ static void active_dc_response(struct rdmamsg_ep *ep, const struct cm_ev *e)
 	}
 	ret = rdmamsg__lane_dc_peer(ep->ln, ep->id, hs.dc_dctn, hs.dc_key,
 				    hs.dc_tag);
+	/* the acceptor named its DCIs: prove ours (the lane's hello) */
+	if (!ret && hs.dc_ndci && (ep->caps & RDMAMSG_HS_CAP_DCSRC))
+		ret = rdmamsg__lane_dc_src_peer(ep->ln, hs.dc_nonce, hs.dc_dci,
+						hs.dc_ndci);
 	if (!ret && ep->ctx->ops->establish(ep->id))
 		ret = rdmamsg__errno(ECONNRESET);
 	if (ret) {

@@ -76,6 +76,14 @@ static uint8_t user_max(uint8_t kind, uint8_t dc, uint16_t alt_lid)
 	return (uint8_t)((dc ? RDMAMSG_HS_DC_USER : RDMAMSG_HS_USER) - alt);
 }
 
+/* has_dcsrc -- hs is an accept of a DC connection whose sender offers
+ * RDMAMSG_HS_CAP_DCSRC: it carries the DC sender block */
+static int has_dcsrc(const struct rdmamsg__hs *hs)
+{
+	return hs->dc && (hs->kind == HS_ACC || hs->kind == HS_RACC) &&
+	       (hs->caps & RDMAMSG_HS_CAP_DCSRC);
+}
+
 /* rdmamsg__hs_encode -- serialize hs into out */
 size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 {
@@ -114,7 +122,21 @@ size_t rdmamsg__hs_encode(const struct rdmamsg__hs *hs, uint8_t *out)
 	}
 	if (ulen)
 		memcpy(out + off, hs->user, ulen);
-	return off + ulen;
+	off += ulen;
+	if (has_dcsrc(hs)) {
+		uint8_t i, n = hs->dc_ndci > RDMAMSG_HS_DCSRC_DCIS
+				       ? RDMAMSG_HS_DCSRC_DCIS
+				       : hs->dc_ndci;
+
+		put64(out + off, hs->dc_nonce);
+		out[off + 8] = n;
+		off += 9;
+		for (i = 0; i < n; i++, off += 3) {
+			out[off] = (uint8_t)(hs->dc_dci[i] >> 16);
+			put16(out + off + 1, (uint16_t)hs->dc_dci[i]);
+		}
+	}
+	return off;
 }
 
 /* rdmamsg__hs_decode -- parse and check a peer's private data */
@@ -186,6 +208,26 @@ int rdmamsg__hs_decode(const void *in, size_t len, struct rdmamsg__hs *hs)
 	    off + (size_t)hs->user_len > len)
 		return RDMAMSG_REJECT_HANDSHAKE;
 	hs->user = hs->user_len ? p + off : NULL;
+	off += hs->user_len;
+	/* the DC sender block: 1 to 16 DCIs of 24 bits, none 0 */
+	if (has_dcsrc(hs)) {
+		uint8_t i;
+
+		if (len < off + 9)
+			return RDMAMSG_REJECT_HANDSHAKE;
+		hs->dc_nonce = get64(p + off);
+		hs->dc_ndci = p[off + 8];
+		off += 9;
+		if (!hs->dc_ndci || hs->dc_ndci > RDMAMSG_HS_DCSRC_DCIS ||
+		    len < off + 3 * (size_t)hs->dc_ndci)
+			return RDMAMSG_REJECT_HANDSHAKE;
+		for (i = 0; i < hs->dc_ndci; i++, off += 3) {
+			hs->dc_dci[i] =
+				(uint32_t)p[off] << 16 | get16(p + off + 1);
+			if (!hs->dc_dci[i])
+				return RDMAMSG_REJECT_HANDSHAKE;
+		}
+	}
 	/* a reject must be understood whatever its version */
 	if (hs->kind != HS_REJ && hs->version != RDMAMSG_HS_VERSION)
 		return RDMAMSG_REJECT_VERSION;

@@ -18,7 +18,10 @@
 #define RDMAMSG_HS_MAX_DEPTH 4096
 #define RDMAMSG_HS_LEN	     20 /* fixed part; application bytes follow */
 #define RDMAMSG_HS_USER	     32 /* application bytes of a REQ, ACC, REJ */
-#define RDMAMSG_HS_MAX	     (RDMAMSG_HS_LEN + RDMAMSG_HS_USER)
+/* the longest handshake: an accept with a DC sender block (below) */
+#define RDMAMSG_HS_MAX                                             \
+	(RDMAMSG_HS_LEN + RDMAMSG_HS_DC_LEN + RDMAMSG_HS_DC_USER + \
+	 RDMAMSG_HS_DCSRC_MAX)
 
 /*
  * Sessions (issue 15, reconnect-and-replay; version 3, new kinds, which a
@@ -56,6 +59,22 @@ enum {
 #define RDMAMSG_HS_DC_LEN  16
 #define RDMAMSG_HS_DC_USER (RDMAMSG_HS_USER - RDMAMSG_HS_DC_LEN)
 
+/* DC senders proved (RDMAMSG_HS_CAP_DCSRC, lib/lane_dc.c): every peer of
+ * a context learns its DCT's one access key, and an endpoint's tag is no
+ * secret, so the receiver checks that a DC message tagged for an
+ * endpoint came from one of the DCIs of that endpoint's peer (wc.src_qp,
+ * the sending DCI's number, as mlx5 reports it for a DCT's receive).  The
+ * accepting side tells its DCIs in its HS_ACC or HS_RACC, and a random
+ * 64-bit nonce for the connection: the DC sender block, after the
+ * application bytes (a peer from before it reads nothing there, IB pads
+ * private data): the nonce (8), the count of the DCIs of its port (1,
+ * 1..16), their numbers (3 each), big-endian.  The connecting side,
+ * whose request has no room for its DCIs (56 bytes), sends them with
+ * the nonce as its lane's first DC message (lane_dc.c: the hello).  Both
+ * only where both sides offered the capability. */
+#define RDMAMSG_HS_DCSRC_DCIS 16
+#define RDMAMSG_HS_DCSRC_MAX  (8 + 1 + 3 * RDMAMSG_HS_DCSRC_DCIS)
+
 /* An APM offer (lib/apm.c): bit 6 of the kind byte, and a 4-byte block
  * after the fixed part and the session fields: the LID of the sender's
  * alternate port (2, big-endian, a unicast LID) and 2 zero bytes.  In any
@@ -72,6 +91,7 @@ enum {
 #define RDMAMSG_HS_CAP_INV   0x2 /* FIN as SEND_WITH_INV (XF_INV, lib/rndv.c) */
 #define RDMAMSG_HS_CAP_PIECE 0x4 /* X_PIECE (XF_PIECE, lib/rndv.c) */
 #define RDMAMSG_HS_CAP_ALIVE 0x8 /* a W_KEEPALIVE names a clock (lib/proto.h) */
+#define RDMAMSG_HS_CAP_DCSRC 0x10 /* DC senders proved (above) */
 
 struct rdmamsg__hs {
 	uint8_t version;
@@ -90,6 +110,11 @@ struct rdmamsg__hs {
 	uint8_t dc;
 	uint32_t dc_dctn, dc_tag;
 	uint64_t dc_key;
+	/* HS_ACC/HS_RACC of a DC connection with RDMAMSG_HS_CAP_DCSRC: the
+	 * sender block (dc_ndci 0: none) */
+	uint64_t dc_nonce;
+	uint8_t dc_ndci;
+	uint32_t dc_dci[RDMAMSG_HS_DCSRC_DCIS];
 	/* an APM offer (RDMAMSG_HS_F_ALT): the alternate port's LID */
 	uint16_t alt_lid;
 };

@@ -911,7 +911,8 @@ struct rdmamsg_dc_stats {
 				  * they go with the SRQ) */
 	uint32_t endpoints;	 /* DC endpoints (lanes) open */
 	uint32_t qps;		 /* QPs of the context's DC machinery */
-	uint64_t tag_drops;	 /* DC messages for no (or a stale) endpoint */
+	uint64_t tag_drops;	 /* DC messages for no (or a stale) endpoint,
+				  * or not from its peer's DCIs */
 	uint64_t dci_waits;	 /* sends that waited for a free DCI */
 	uint64_t dci_resets;	 /* DCIs reset after an error */
 	uint64_t key_violations; /* wrong-key requests the DCT dropped (where

@@ -339,7 +339,7 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	else
 		rdmamsg__ep_params_default(&ep->p);
 	ret = rdmamsg__ep_proto_params(ep); /* a bad RDMAMSG_RNDV_THRESH */
-	ep->caps |= RDMAMSG_HS_CAP_ALIVE;
+	ep->caps |= RDMAMSG_HS_CAP_ALIVE | RDMAMSG_HS_CAP_DCSRC;
 	if (ret) {
 		free(ep);
 		return ret;

@@ -869,6 +869,10 @@ void rdmamsg__lane_dc_local(const struct rdmamsg__lane *lane, uint32_t *dctn,
 			    uint64_t *key, uint32_t *tag);
 int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
 			  uint32_t dctn, uint64_t key, uint32_t tag);
+uint32_t rdmamsg__lane_dc_src_local(struct rdmamsg__lane *lane, int hello,
+				    uint64_t *nonce, uint32_t *dci);
+int rdmamsg__lane_dc_src_peer(struct rdmamsg__lane *lane, uint64_t nonce,
+			      const uint32_t *dci, uint32_t n);
 
 /* rdmamsg__dc_is_dct -- a receive of the context's DCT (routed by its
  * immediate, lane_dc.c, not by its QP) */

@@ -144,9 +144,10 @@
  * from the message's immediate: the receiving lane's wr_id tag (bits
  * 30..0 as above, bit 31 clear), sent to the peer in the handshake
  * (HS_F_DC: DCT number, access key, tag).  An immediate of no DC lane on
- * that SRQ, or of a freed one (generation bits), is dropped and counted
- * (rdmamsg_dc_stats.tag_drops), its buffer reposted: never delivered to
- * another endpoint.  Write with immediate is refused (EOPNOTSUPP): the
+ * that SRQ, or of a freed one (generation bits), or a message that none
+ * of the lane's peer's DCIs sent (HS_CAP_DCSRC, lane_dc.c), is dropped
+ * and counted (rdmamsg_dc_stats.tag_drops), its buffer reposted: never
+ * delivered to another endpoint.  Write with immediate is refused (EOPNOTSUPP): the
  * immediate routes.  error() moves a held DCI to ERR; queued sends and
  * the drain WR complete as flushed after the DCI's, as synthetic
  * completions (qp_num 0) through the lane's early list.

@@ -35,7 +35,24 @@
  * bit 31 set, of no lane, of a freed lane (generation), or of a lane that
  * is not DC on this SRQ is dropped, its buffer reposted, and counted
  * (rdmamsg_dc_stats.tag_drops): never delivered to another endpoint.
- * The tag is no secret: the DCT's access key is what keeps strangers out.
+ * The tag is no secret and the DCT's access key keeps only strangers
+ * out: every peer of the context learns it.  So the sender is checked
+ * too (RDMAMSG_HS_CAP_DCSRC, cm/handshake.h): a DCT's receive completion
+ * names the DCI that sent it (wc.src_qp; mlx5 reports the CQE's
+ * flags_rqpn there, softrdma the DCI's number), and a lane takes only
+ * messages of its peer's DCIs.  The accepting side names its DCIs in its
+ * accept, with a random nonce; the connecting side, whose request has no
+ * room left, names its DCIs in its lane's first send, the hello (the
+ * nonce, their count and numbers, inline; its completion is the lane's,
+ * no session's), which the accepting lane waits for before it takes
+ * anything.  A peer on the same device cannot use another's DCI.
+ * Between hosts QP numbers may repeat, and on RoCE (the lanes address
+ * their peer by GID) nothing in a verbs completion tells hosts apart
+ * (mlx5 reports the source GID only in a 128-byte CQE read directly, as
+ * UCX does; wc.slid is 0): a peer on another host that gets a DCI
+ * numbered as one of the victim's could still pass.  The check is as
+ * strong as QP numbers are unique.  A peer without the capability is
+ * not checked (its messages are taken as before).
  * A port's DCT outlives its lanes (UCX keeps its DCT for the interface's
  * life too): destroying a DCT removes its unpolled receive completions
  * from the CQ and gives their WQEs back to the SRQ unreported (mlx5's
@@ -67,6 +84,7 @@
 #include <infiniband/mlx5dv.h>
 
 #include "dispatch.h"
+#include "handshake.h"
 #include "internal.h"
 
 #define DC_MAX_DCIS  16
@@ -74,6 +92,17 @@
 #define DC_DCI_DEPTH 4100 /* a lane's sends (<= 4096) + its drain WR */
 #define DC_INLINE    64	  /* inline bytes of a queued send */
 #define DC_SYNTH_QPN 0	  /* qp_num of a lane's synthetic completion */
+#define DC_OP_HELLO  0xff /* dc_wr.op of the hello (rdmamsg__lane_dc_src) */
+
+_Static_assert(DC_MAX_DCIS == RDMAMSG_HS_DCSRC_DCIS, "a port's DCIs");
+_Static_assert(RDMAMSG_HS_DCSRC_MAX <= DC_INLINE, "the hello is inline");
+
+/* whose DC messages a lane takes (RDMAMSG_HS_CAP_DCSRC) */
+enum {
+	SRC_OFF,   /* any (a peer without the capability) */
+	SRC_HELLO, /* the peer's hello only: it names the peer's DCIs */
+	SRC_ON	   /* those of the peer's DCIs (wc.src_qp) */
+};
 
 /* one send waiting for a DCI */
 struct dc_wr {
@@ -147,6 +176,12 @@ struct lane_dc {
 	uint32_t srq_win;
 	int drain_posted, flush_due;
 	uint64_t drain_seq;
+	/* DC senders proved (cm/handshake.h): the peer's DCIs */
+	int src;	  /* SRC_* */
+	int hello_posted; /* our hello is on the DCI: its completion next */
+	uint32_t nsrc;
+	uint32_t src_dci[DC_MAX_DCIS];
+	uint64_t nonce; /* accepting side: what the peer's hello carries */
 };
 
 #define DC(lane) ((struct lane_dc *)(void *)(lane))
@@ -566,8 +601,11 @@ static int dci_post(struct lane_dc *d, const struct dc_wr *w)
 		ibv_wr_set_sge_list(x, (size_t)w->nsge, w->sge);
 	}
 	i = ibv_wr_complete(x);
-	if (!i)
+	if (!i) {
 		d->posted++;
+		if (RDMAMSG_UNLIKELY(w->op == DC_OP_HELLO))
+			d->hello_posted = 1;
+	}
 	return i;
 }
 
@@ -585,6 +623,24 @@ static void synth(struct lane_dc *d, uint64_t seq, enum ibv_wc_status st)
 	wc.qp_num = DC_SYNTH_QPN;
 	rdmamsg__iface_hold(&d->l, &wc, 1);
 	rdmamsg__iface_ready(&d->l);
+}
+
+/* flush_queued -- the send at the head of lane d's queue never goes out:
+ * it completes as st, synthetic (in the next pass), or as -ECANCELED now
+ * (direct, from wcs); the hello has no completion of the session's */
+static void flush_queued(struct lane_dc *d, enum ibv_wc_status st, int direct)
+{
+	const struct dc_wr *w = &d->q[d->qhead];
+
+	if (w->op != DC_OP_HELLO) {
+		if (direct)
+			d->l.cbs->tx_done(d->l.owner, (uint32_t)w->seq,
+					  -ECANCELED);
+		else
+			synth(d, w->seq, st);
+	}
+	d->qhead = (d->qhead + 1) % d->qcap;
+	d->qn--;
 }
 
 /* take_dci -- a free DCI of port p for lane d (reset first if it
@@ -618,15 +674,9 @@ static void drain_queue(struct lane_dc *d)
 			LOG_ERR("DC lane %p: posting on DCI %u failed",
 				(void *)d, d->dci->qp->qp_num);
 			/* it fails, the rest flush behind it */
-			synth(d, w->seq, IBV_WC_GENERAL_ERR);
-			d->qhead = (d->qhead + 1) % d->qcap;
-			d->qn--;
-			while (d->qn) {
-				synth(d, d->q[d->qhead].seq,
-				      IBV_WC_WR_FLUSH_ERR);
-				d->qhead = (d->qhead + 1) % d->qcap;
-				d->qn--;
-			}
+			flush_queued(d, IBV_WC_GENERAL_ERR, 0);
+			while (d->qn)
+				flush_queued(d, IBV_WC_WR_FLUSH_ERR, 0);
 			d->dci->err = 1;
 			return;
 		}
@@ -792,12 +842,8 @@ static void flush_rest(struct lane_dc *d)
 {
 	const struct rdmamsg__lane_cbs *cbs = d->l.cbs;
 
-	while (d->qn) {
-		cbs->tx_done(d->l.owner, (uint32_t)d->q[d->qhead].seq,
-			     -ECANCELED);
-		d->qhead = (d->qhead + 1) % d->qcap;
-		d->qn--;
-	}
+	while (d->qn)
+		flush_queued(d, IBV_WC_WR_FLUSH_ERR, 1);
 	if (d->flush_due) {
 		d->flush_due = 0;
 		cbs->tx_done(d->l.owner, (uint32_t)d->drain_seq, -ECANCELED);
@@ -837,7 +883,12 @@ static uint32_t dc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 		if (!synthetic && d->posted)
 			d->posted--;
 		st = wc_status(wc[i].status);
-		cbs->tx_done(lane->owner, (uint32_t)wc[i].wr_id, st);
+		/* the lane's first WR, the hello, is no send of the
+		 * session's: its completion comes first of the DCI's */
+		if (RDMAMSG_UNLIKELY(!synthetic && d->hello_posted))
+			d->hello_posted = 0;
+		else
+			cbs->tx_done(lane->owner, (uint32_t)wc[i].wr_id, st);
 		if (st && d->dci)
 			d->dci->err = 1;
 		if (st && st != -ECANCELED && !lane->down) {
@@ -879,11 +930,8 @@ static int dc_error(struct rdmamsg__lane *lane, uint64_t seq, int drain)
 		return drain;
 	}
 	/* nothing on a DCI: flushed in the next pass */
-	while (d->qn) {
-		synth(d, d->q[d->qhead].seq, IBV_WC_WR_FLUSH_ERR);
-		d->qhead = (d->qhead + 1) % d->qcap;
-		d->qn--;
-	}
+	while (d->qn)
+		flush_queued(d, IBV_WC_WR_FLUSH_ERR, 0);
 	if (d->flush_due) {
 		d->flush_due = 0;
 		synth(d, seq, IBV_WC_WR_FLUSH_ERR);
@@ -972,6 +1020,9 @@ static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	list_init(&lane->ready_link);
 	list_init(&d->wait_link);
 	d->srq = a->srq;
+	if (getrandom(&d->nonce, sizeof(d->nonce), 0) != sizeof(d->nonce))
+		d->nonce = rdmamsg__now_ns() * 0x9e3779b97f4a7c15ull ^
+			   (uintptr_t)d;
 	if (!p->dct) {
 		ret = dc_up_qps(p, a->srq, &a->id->route.addr.addr.ibaddr.sgid);
 		if (ret) {
@@ -1044,8 +1095,75 @@ int rdmamsg__lane_dc_peer(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
 	/* test hook: a wrong key, which the peer's DCT must refuse */
 	d->peer_key = bad && bad[0] == '1' ? key ^ 1 : key;
 	d->peer_tag = tag;
+	/* test hook: a peer that tags its messages with another endpoint
+	 * of the same context (slot index + delta), which the receiver must
+	 * refuse (RDMAMSG_HS_CAP_DCSRC) */
+	bad = getenv("RDMAMSG_TEST_DC_TAG_DELTA");
+	if (bad)
+		d->peer_tag =
+			(tag & ~RDMAMSG__WRID_TAG_INDEX) |
+			((tag + (uint32_t)atoi(bad)) & RDMAMSG__WRID_TAG_INDEX);
 	d->has_peer = 1;
 	return 0;
+}
+
+/* port_dcis -- the numbers of port p's DCIs into dci; how many */
+static uint32_t port_dcis(const struct dc_port *p, uint32_t *dci)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->ndci; i++)
+		dci[i] = p->dci[i].qp->qp_num & 0xffffff;
+	return p->ndci;
+}
+
+/* rdmamsg__lane_dc_src_local -- the accepting side's DC sender block
+ * (cm/handshake.h): the lane's nonce and its port's DCIs (how many they
+ * are); hello: the peer offered RDMAMSG_HS_CAP_DCSRC, so the lane takes
+ * its hello only, then messages of the DCIs the hello names */
+uint32_t rdmamsg__lane_dc_src_local(struct rdmamsg__lane *lane, int hello,
+				    uint64_t *nonce, uint32_t *dci)
+{
+	struct lane_dc *d = DC(lane);
+
+	if (hello && d->src == SRC_OFF)
+		d->src = SRC_HELLO;
+	*nonce = d->nonce;
+	return port_dcis(d->p, dci);
+}
+
+/* rdmamsg__lane_dc_src_peer -- the connecting side learnt the acceptor's
+ * DCIs and nonce (its accept's sender block, after
+ * rdmamsg__lane_dc_peer): messages from other DCIs are refused from now
+ * on, and the lane's first send is the hello -- the nonce, the count
+ * and the numbers of its port's DCIs, inline -- which proves to the
+ * acceptor which DCIs are ours.  0 or a negative errno */
+int rdmamsg__lane_dc_src_peer(struct rdmamsg__lane *lane, uint64_t nonce,
+			      const uint32_t *dci, uint32_t n)
+{
+	struct lane_dc *d = DC(lane);
+	uint32_t mine[DC_MAX_DCIS], k, i;
+	struct dc_wr w;
+
+	if (!n || n > DC_MAX_DCIS || !d->has_peer || d->src != SRC_OFF)
+		return -EINVAL;
+	memcpy(d->src_dci, dci, n * sizeof(*dci));
+	d->nsrc = n;
+	d->src = SRC_ON;
+	memset(&w, 0, sizeof(w));
+	w.op = DC_OP_HELLO;
+	w.flags = IBV_SEND_INLINE;
+	k = port_dcis(d->p, mine);
+	for (i = 0; i < 8; i++)
+		w.inl[i] = (uint8_t)(nonce >> (56 - 8 * i));
+	w.inl[8] = (uint8_t)k;
+	for (i = 0; i < k; i++) {
+		w.inl[9 + 3 * i] = (uint8_t)(mine[i] >> 16);
+		w.inl[10 + 3 * i] = (uint8_t)(mine[i] >> 8);
+		w.inl[11 + 3 * i] = (uint8_t)mine[i];
+	}
+	w.inl_len = 9 + 3 * k;
+	return -submit(d, &w);
 }
 
 const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops = {
@@ -1061,8 +1179,62 @@ const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops = {
 
 /* ---- receiving ----------------------------------------------------- */
 
+/* hello_recv -- the message wc brought to lane d (on srq), which waits
+ * for its peer's hello: if it is that hello (our nonce, 1 to 16 DCIs,
+ * the one it came from among them), the lane takes messages of those
+ * DCIs from now on.  1 if it was, else 0 (a stranger's message) */
+static __attribute__((noinline)) int hello_recv(struct lane_dc *d,
+						const struct rdmamsg_srq *srq,
+						const struct ibv_wc *wc)
+{
+	uint32_t idx = (uint32_t)wc->wr_id & RDMAMSG_RX_IDX_MASK, n, i;
+	const uint8_t *m;
+	uint64_t nonce = 0;
+	int from = 0;
+
+	if (idx >= srq->nbufs || wc->byte_len < 9)
+		return 0;
+	m = (const uint8_t *)srq->bufs[idx]->data - RDMAMSG_HDR;
+	for (i = 0; i < 8; i++)
+		nonce = nonce << 8 | m[i];
+	n = m[8];
+	if (nonce != d->nonce || !n || n > DC_MAX_DCIS ||
+	    wc->byte_len != 9 + 3 * n)
+		return 0;
+	for (i = 0; i < n; i++) {
+		d->src_dci[i] = (uint32_t)m[9 + 3 * i] << 16 |
+				(uint32_t)m[10 + 3 * i] << 8 | m[11 + 3 * i];
+		if (d->src_dci[i] == (wc->src_qp & 0xffffff))
+			from = 1;
+	}
+	if (!from)
+		return 0;
+	d->nsrc = n;
+	d->src = SRC_ON;
+	return 1;
+}
+
+/* src_check -- whether lane d takes the message wc brought: 1 if one of
+ * its peer's DCIs sent it (wc.src_qp, the sending DCI's number, as mlx5
+ * reports it for a DCT's receive), 0 if not (another peer of this
+ * context forged the tag), -1 if it was the peer's hello (taken here,
+ * never delivered) */
+static int src_check(struct lane_dc *d, const struct rdmamsg_srq *srq,
+		     const struct ibv_wc *wc)
+{
+	uint32_t qpn = wc->src_qp & 0xffffff, i;
+
+	if (RDMAMSG_UNLIKELY(d->src == SRC_HELLO))
+		return hello_recv(d, srq, wc) ? -1 : 0;
+	for (i = 0; i < d->nsrc; i++)
+		if (d->src_dci[i] == qpn)
+			return 1;
+	return 0;
+}
+
 /* rdmamsg__dc_srq_lane -- the DC lane a receive of the DCT is for: the
- * one its immediate names, if that is a DC lane on this SRQ; else NULL,
+ * one its immediate names, if that is a DC lane on this SRQ and, where
+ * the lane knows its peer's DCIs, one of them sent it; else NULL,
  * counted (the caller reposts the buffer) */
 struct rdmamsg__lane *rdmamsg__dc_srq_lane(struct rdmamsg_ctx *ctx,
 					   const struct rdmamsg_srq *srq,
@@ -1079,6 +1251,14 @@ struct rdmamsg__lane *rdmamsg__dc_srq_lane(struct rdmamsg_ctx *ctx,
 	if (lane &&
 	    (lane->ops != &rdmamsg__lane_dc_ops || DC(lane)->srq != srq))
 		lane = NULL;
+	if (lane && DC(lane)->src != SRC_OFF) {
+		int r = src_check(DC(lane), srq, wc);
+
+		if (r < 0)
+			return NULL; /* the hello: no message, no drop */
+		if (!r)
+			lane = NULL;
+	}
 	if (!lane && ctx->dc)
 		ctx->dc->tag_drops++;
 	return lane;

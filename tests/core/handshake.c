@@ -224,6 +224,60 @@ int main(void)
 	buf[3] = HS_REJ | RDMAMSG_HS_F_DC;
 	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
 	       "no DC block in a reject");
+
+	/* the DC sender block (RDMAMSG_HS_CAP_DCSRC): an accept's DCIs and
+	 * nonce after its application bytes, within the 196 bytes of a REP */
+	in.kind = HS_ACC;
+	in.caps = RDMAMSG_HS_CAP_DCSRC;
+	in.user_len = RDMAMSG_HS_DC_USER;
+	in.dc_nonce = 0x1122334455667788ull;
+	in.dc_ndci = RDMAMSG_HS_DCSRC_DCIS;
+	for (int i = 0; i < RDMAMSG_HS_DCSRC_DCIS; i++)
+		in.dc_dci[i] = 0xabcd00u + (uint32_t)i * 0x10101u;
+	len = rdmamsg__hs_encode(&in, buf);
+	is_int(len, RDMAMSG_HS_MAX, "DC accept with 16 DCIs: the longest");
+	ok(len <= 196, "fits the 196 bytes IB allows in a connect reply");
+	ok(!rdmamsg__hs_decode(buf, len, &out) && out.dc &&
+		   out.dc_nonce == in.dc_nonce &&
+		   out.dc_ndci == RDMAMSG_HS_DCSRC_DCIS &&
+		   !memcmp(out.dc_dci, in.dc_dci, sizeof(in.dc_dci)) &&
+		   out.user_len == RDMAMSG_HS_DC_USER &&
+		   !memcmp(out.user, in.user, RDMAMSG_HS_DC_USER),
+	   "decodes: nonce, DCIs, application bytes before them");
+	is_int(rdmamsg__hs_decode(buf, len - 1, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "sender block cut short");
+	buf[len - 49] = 17;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "17 DCIs refused");
+	buf[len - 49] = 0;
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "no DCI refused");
+	buf[len - 49] = RDMAMSG_HS_DCSRC_DCIS;
+	memset(buf + len - 3, 0, 3);
+	is_int(rdmamsg__hs_decode(buf, len, &out), RDMAMSG_REJECT_HANDSHAKE,
+	       "DCI number 0 refused");
+	/* a peer without the capability sends none and reads none: the
+	 * same bytes without the capability bit decode as before */
+	len = rdmamsg__hs_encode(&in, buf);
+	buf[19] &= (uint8_t)~RDMAMSG_HS_CAP_DCSRC;
+	ok(!rdmamsg__hs_decode(buf, len, &out) && !out.dc_ndci &&
+		   out.user_len == RDMAMSG_HS_DC_USER,
+	   "without the capability the block is padding");
+	in.kind = HS_RACC;
+	in.user_len = 0;
+	in.dc_ndci = 4;
+	len = rdmamsg__hs_encode(&in, buf);
+	ok(len == RDMAMSG_HS_LEN + 8 + RDMAMSG_HS_DC_LEN + 9 + 12 &&
+		   !rdmamsg__hs_decode(buf, len, &out) && out.dc_ndci == 4 &&
+		   out.dc_dci[3] == in.dc_dci[3] && out.delivered == 99,
+	   "a reconnect's accept carries it too");
+	in.kind = HS_REQ;
+	len = rdmamsg__hs_encode(&in, buf);
+	ok(len == RDMAMSG_HS_LEN + RDMAMSG_HS_DC_LEN &&
+		   !rdmamsg__hs_decode(buf, len, &out) && !out.dc_ndci,
+	   "a request has none (no room in 56 bytes: the hello)");
+	in.caps = 0;
+	in.dc_ndci = 0;
 	in.dc = 0;
 
 	setenv("RDMAMSG_TEST_PROTO_VERSION", "7", 1);

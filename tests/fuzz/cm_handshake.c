@@ -67,8 +67,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (hs.user_len && (hs.user < data + RDMAMSG_HS_LEN + extra ||
 			    hs.user + hs.user_len > data + size))
 		abort();
+	/* the DC sender block: only in a DC accept offering it, after the
+	 * application bytes, 1 to 16 DCIs, none 0 */
+	if (hs.dc_ndci &&
+	    (!hs.dc || (hs.kind != HS_ACC && hs.kind != HS_RACC) ||
+	     !(hs.caps & RDMAMSG_HS_CAP_DCSRC) ||
+	     hs.dc_ndci > RDMAMSG_HS_DCSRC_DCIS))
+		abort();
+	for (size_t i = 0; i < hs.dc_ndci; i++)
+		if (!hs.dc_dci[i] || hs.dc_dci[i] > 0xffffff)
+			abort();
 	len = rdmamsg__hs_encode(&hs, out);
-	if (len != (size_t)RDMAMSG_HS_LEN + extra + hs.user_len || len > size)
+	if (len != (size_t)RDMAMSG_HS_LEN + extra + hs.user_len +
+			    (hs.dc_ndci ? 9 + 3 * (size_t)hs.dc_ndci : 0) ||
+	    len > size || len > RDMAMSG_HS_MAX)
 		abort();
 	if (memcmp(out, data, 2) || memcmp(out + 3, data + 3, len - 3))
 		abort();

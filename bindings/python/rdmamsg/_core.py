@@ -260,7 +260,8 @@ class DcStats(NamedTuple):
     dcts: int            # DC targets made (one per port used)
     endpoints: int       # DC endpoints open
     qps: int             # QPs of the context's DC machinery
-    tag_drops: int       # DC messages for no (or a stale) endpoint
+    tag_drops: int       # DC messages for no (or a stale) endpoint,
+    #                      or not from its peer's DCIs
     dci_waits: int       # sends that waited for a free DCI
     dci_resets: int      # DCIs reset after an error
     key_violations: int  # wrong-key requests the DCT dropped
