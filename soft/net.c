@@ -19,10 +19,13 @@
  * acknowledged without a second delivery, READ responses sent a burst at
  * a time, a repeated READ restarting the response under way at its PSN,
  * rkeys of MRs and memory windows checked as on one host (mw.c), RNR NAK
- * when no receive is posted).  It sends its packets itself, from
- * unconnected UDP sockets with IP_PMTUDISC_DO (the ICRC covers the IPv4
- * id, which Linux leaves 0 for such packets, and numbers 0, 1, 2 ... in
- * the segments of a GSO send: batch_commit), and takes its packets in
+ * when no receive is posted; an atomic write, IBA 1.5's ATOMIC_WRITE,
+ * placed in one 8-byte store and answered by a zero-length READ response,
+ * a repeat answered again without placing it twice, as rxe does).  It
+ * sends its packets itself, from unconnected UDP sockets with
+ * IP_PMTUDISC_DO (the ICRC covers the IPv4 id, which Linux leaves 0 for
+ * such packets, and numbers 0, 1, 2 ... in the segments of a GSO send:
+ * batch_commit), and takes its packets in
  * whichever thread polls: an application thread busy-polling a CQ reads
  * its socket itself (soft_net_progress), and while none has for a
  * millisecond, a receive thread of the process (net_main) waits on it.
@@ -35,9 +38,10 @@
  * "seed=N,drop=P,dup=P,reorder=P,corrupt=P" with P in percent (corrupt:
  * one bit flipped past the BTH, which the receiver's ICRC check drops),
  * and "rdlast=N": of the packets that end a READ response (LAST or
- * ONLY) the first of every N is lost (N = 2: a READ's response loses its
- * last packet, and that packet sent again arrives); "atmack=N": of the
- * atomic ACKs, the first of every N is lost.
+ * ONLY, so also an atomic write's answer) the first of every N is lost
+ * (N = 2: a READ's response loses its last packet, and that packet sent
+ * again arrives); "atmack=N": of the atomic ACKs, the first of every N is
+ * lost.
  */
 #include "config.h"
 
@@ -986,10 +990,13 @@ static uint64_t qp_timeout_ns(struct soft_qp *qp)
 /* ---------------------------------------------------------------- */
 /* requester */
 
+/* op_is_read_like -- a READ or an atomic (an atomic write too): answered
+ * by a response of its own (rxe's WR_ATOMIC_OR_READ_MASK and
+ * WR_ATOMIC_WRITE_MASK) */
 static int op_is_read_like(enum ibv_wr_opcode op)
 {
 	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE;
 }
 
 static uint8_t req_op_only(const struct net_swqe *w)
@@ -1041,6 +1048,18 @@ static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
 		p.atmeth.rkey = w->rkey;
 		p.atmeth.swap_add = w->swap;
 		p.atmeth.compare = w->cmp;
+		pkt_send(nq, &p);
+		return;
+	}
+	if (w->op == IBV_WR_ATOMIC_WRITE) {
+		/* RETH and the 8 bytes taken at post (w->swap) */
+		p.bth.opcode = ROCE_RC | ROCE_ATOMIC_WRITE;
+		p.bth.ackreq = 1;
+		p.reth.va = w->raddr;
+		p.reth.rkey = w->rkey;
+		p.reth.len = 8;
+		p.payload = (const uint8_t *)&w->swap;
+		p.payload_len = 8;
 		pkt_send(nq, &p);
 		return;
 	}
@@ -1176,6 +1195,9 @@ static void complete_wqe(struct soft_net_qp *nq, enum ibv_wc_status status)
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		wc.opcode = IBV_WC_FETCH_ADD;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+		wc.opcode = IBV_WC_ATOMIC_WRITE;
+		break;
 	case IBV_WR_BIND_MW:
 		wc.opcode = IBV_WC_BIND_MW;
 		break;
@@ -1215,7 +1237,11 @@ static void acked(struct soft_net_qp *nq, uint32_t psn)
 			fail(nq, (enum ibv_wc_status)w->status);
 			return;
 		}
-		if (op_is_read_like(w->op) && !w->done) {
+		/* an atomic write returns no data: an ACK of a later PSN
+		 * completes it, as rxe's check_psn completes a WQE that is
+		 * not a READ or an atomic */
+		if (op_is_read_like(w->op) && w->op != IBV_WR_ATOMIC_WRITE &&
+		    !w->done) {
 			/* its last PSN acknowledged (a response to a later
 			 * request, or an ACK of it or past it: rxe's
 			 * check_psn, a response PSN past the WQE's last) */
@@ -1347,6 +1373,18 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 			uint64_t v = p->atmack;
 
 			iov_copy_in(w->iov, w->niov, 0, (uint8_t *)&v, 8);
+		}
+		w->done = 1;
+	} else if ((fl & ROCE_F_PAYLOAD) && w->op == IBV_WR_ATOMIC_WRITE) {
+		/* its answer: a zero-length READ_RESP_ONLY at its PSN
+		 * (rxe_resp.c's send_read_response_ack, rxe_comp.c's
+		 * check_ack) */
+		if (w->done || psn != w->psn)
+			return;
+		if (op != ROCE_READ_RESP_ONLY || p->payload_len ||
+		    roce_aeth_type(p->aeth.syndrome) != ROCE_AETH_ACK) {
+			fail(nq, IBV_WC_BAD_RESP_ERR);
+			return;
 		}
 		w->done = 1;
 	} else if (fl & ROCE_F_PAYLOAD) { /* READ_RESP_* */
@@ -1714,6 +1752,70 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 	pkt_send(nq, &r);
 }
 
+/* resp_aw_ack -- an atomic write's answer: a zero-length READ_RESP_ONLY at
+ * its PSN (rxe_resp.c's send_read_response_ack) */
+static void resp_aw_ack(struct soft_net_qp *nq, uint32_t psn)
+{
+	struct roce_pkt r;
+
+	memset(&r, 0, sizeof(r));
+	r.bth.opcode = ROCE_RC | ROCE_READ_RESP_ONLY;
+	r.bth.psn = psn;
+	r.aeth.syndrome = ROCE_AETH_ACK | 0x1f;
+	r.aeth.msn = nq->msn & ROCE_PSN_MASK;
+	pkt_send(nq, &r);
+}
+
+/*
+ * resp_atomic_write -- ATOMIC_WRITE p (rxe_resp.c's atomic_write_reply and
+ * rxe_mr_do_atomic_write): remote write access on the QP and on the MR or
+ * window, as on one host (data.c's atomic_write); a RETH length or a
+ * payload other than 8 bytes, or an address not 8-byte aligned, is an
+ * invalid request.  The 8 bytes are placed in one aligned store, under the
+ * stripe lock the other atomics take, and the PSN is kept with the atomics'
+ * results, so that a repeat is answered without placing them again (rxe's
+ * responder resource, res->replay).
+ */
+static void resp_atomic_write(struct soft_net_qp *nq, const struct roce_pkt *p)
+{
+	pthread_mutex_t *lk, *al;
+	uint64_t *v, val;
+
+	ack_flush(nq); /* what came before, acknowledged first */
+	if (!(nq->qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE)) {
+		resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
+		return;
+	}
+	if (p->reth.len != 8 || p->payload_len != 8 || (p->reth.va & 7)) {
+		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
+		return;
+	}
+	v = (uint64_t *)rkey_va(nq, p->reth.rkey, p->reth.va, 8,
+				IBV_ACCESS_REMOTE_WRITE, &lk);
+	if (!v) {
+		resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
+		return;
+	}
+	if ((uintptr_t)v & 7) { /* a window naming it at another address */
+		pthread_mutex_unlock(lk);
+		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
+		return;
+	}
+	memcpy(&val, p->payload, 8);
+	al = &soft_reg->atomic_lock[((uint64_t)soft_self_pid * 31 +
+				     ((uintptr_t)v >> 3)) %
+				    SOFT_NSTRIPES];
+	soft_stripe_lock(al);
+	__atomic_store_n(v, val, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(al);
+	pthread_mutex_unlock(lk);
+	nq->atm[nq->atm_n % NET_ATM_SAVED].psn = p->bth.psn;
+	nq->atm[nq->atm_n % NET_ATM_SAVED].orig = 0;
+	nq->atm_n++;
+	nq->msn++;
+	resp_aw_ack(nq, p->bth.psn);
+}
+
 /*
  * resp_malformed -- P, the request at the expected PSN, breaks into the
  * message under way (a SEND's or a WRITE's packets must follow their
@@ -1789,6 +1891,16 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			a.aeth.msn = nq->msn & ROCE_PSN_MASK;
 			a.atmack = orig;
 			pkt_send(nq, &a);
+		} else if (op == ROCE_ATOMIC_WRITE) {
+			/* acknowledged again, never placed again (rxe's
+			 * duplicate_request: res->replay); none saved:
+			 * dropped */
+			uint64_t orig;
+
+			if (atm_find(nq, psn, &orig))
+				return;
+			ack_flush(nq);
+			resp_aw_ack(nq, psn);
 		} else if (p->bth.ackreq) {
 			ack_later(nq, roce_psn_add(nq->epsn, ROCE_PSN_MASK));
 		}
@@ -1939,6 +2051,11 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 	case ROCE_CMP_SWAP:
 	case ROCE_FETCH_ADD:
 		resp_atomic(nq, p);
+		if (qp->state != IBV_QPS_ERR)
+			nq->epsn = roce_psn_add(nq->epsn, 1);
+		return;
+	case ROCE_ATOMIC_WRITE:
+		resp_atomic_write(nq, p);
 		if (qp->state != IBV_QPS_ERR)
 			nq->epsn = roce_psn_add(nq->epsn, 1);
 		return;
@@ -3053,6 +3170,24 @@ static int post_local(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	return 0;
 }
 
+/* aw_take -- an atomic write's 8 bytes into w->swap at post, as rxe
+ * keeps them in the WQE: inline, or from its SGE under its lkey (a
+ * local source, no access flag needed); -1: the lkey does not cover it */
+static int aw_take(struct soft_qp *qp, struct net_swqe *w,
+		   struct ibv_send_wr *wr)
+{
+	struct iovec iov;
+
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		memcpy(&w->swap, (void *)(uintptr_t)wr->sg_list[0].addr, 8);
+		return 0;
+	}
+	if (soft_local_sge(qp, &wr->sg_list[0], 0, &iov) || iov.iov_len < 8)
+		return -1;
+	memcpy(&w->swap, iov.iov_base, 8);
+	return 0;
+}
+
 /* post_one -- one checked WR into the send queue */
 static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 {
@@ -3076,6 +3211,12 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 		    (wr->send_flags & IBV_SEND_INLINE))
 			return EINVAL;
 		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* exactly 8 bytes, from one SGE or inline (data.c's rule) */
+		if (wr->num_sge != 1 || !wr->sg_list ||
+		    wr->sg_list[0].length != 8)
+			return EINVAL;
+		break;
 	case IBV_WR_BIND_MW:
 	case IBV_WR_LOCAL_INV:
 		return post_local(nq, wr);
@@ -3090,6 +3231,7 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	if (len > SOFT_MAX_MSG_SZ)
 		return EINVAL;
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
+	    wr->opcode != IBV_WR_ATOMIC_WRITE &&
 	    (wr->opcode == IBV_WR_RDMA_READ || len > nq->max_inl))
 		return EINVAL;
 	w = sq_take(nq, wr);
@@ -3102,7 +3244,10 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	w->len = (uint32_t)len;
 	w->iov = nq->iovs + (nq->head % nq->sq_n) * nq->max_sge;
 	w->niov = (uint32_t)wr->num_sge;
-	if (wr->send_flags & IBV_SEND_INLINE) {
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE) {
+		if (aw_take(qp, w, wr))
+			w->status = IBV_WC_LOC_PROT_ERR;
+	} else if (wr->send_flags & IBV_SEND_INLINE) {
 		uint64_t off = 0;
 
 		if (inl_take(nq, w, len))
@@ -3127,6 +3272,7 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_WRITE:
 		w->raddr = wr->wr.rdma.remote_addr;
 		w->rkey = wr->wr.rdma.rkey;
 		break;
@@ -3150,7 +3296,8 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 		w->inv = wr->invalidate_rkey;
 	w->npkts = w->status ? 0
 		   : (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+		      wr->opcode == IBV_WR_ATOMIC_WRITE)
 			   ? 1
 			   : roce_npkts(w->len, nq->pmtu);
 	nq->sq_psn = roce_psn_add(nq->sq_psn, w->npkts);

@@ -45,6 +45,8 @@ static const uint16_t op_flags[32] = {
 	[ROCE_SEND_LAST_INV] = F(IETH) | F(PAYLOAD) | F(LAST) | F(REQ),
 	[ROCE_SEND_ONLY_INV] =
 		F(IETH) | F(PAYLOAD) | F(FIRST) | F(LAST) | F(REQ),
+	[ROCE_ATOMIC_WRITE] =
+		F(RETH) | F(PAYLOAD) | F(FIRST) | F(LAST) | F(REQ),
 };
 
 static const char *const op_names[32] = {
@@ -71,6 +73,7 @@ static const char *const op_names[32] = {
 	[ROCE_FETCH_ADD] = "FETCH_ADD",
 	[ROCE_SEND_LAST_INV] = "SEND_LAST_INV",
 	[ROCE_SEND_ONLY_INV] = "SEND_ONLY_INV",
+	[ROCE_ATOMIC_WRITE] = "ATOMIC_WRITE",
 };
 
 unsigned int roce_op_flags(uint8_t opcode)

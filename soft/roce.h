@@ -69,6 +69,9 @@ enum {
 	ROCE_FETCH_ADD = 0x14,
 	ROCE_SEND_LAST_INV = 0x16,
 	ROCE_SEND_ONLY_INV = 0x17,
+	/* IBA 1.5 (rxe's IB_OPCODE_RC_ATOMIC_WRITE): RETH and 8 bytes of
+	 * payload; answered by a zero-length READ_RESP_ONLY */
+	ROCE_ATOMIC_WRITE = 0x1d,
 };
 
 /* what an opcode carries and where it sits in a message (roce_op_flags) */

@@ -1933,6 +1933,274 @@ static int edge_client(const char *host, int port)
 }
 
 /*
+ * Atomic write between hosts (rc-atomic-hosts.sh), IBV_WR_ATOMIC_WRITE on
+ * the wire as rxe sends it (ATOMIC_WRITE, 0x1d: RETH and 8 bytes):
+ *
+ *   rc_peer awserver PORT
+ *   rc_peer awclient SERVER PORT none|lost   TAP on stdout
+ *
+ * The server's memory: AW_LEN bytes registered with remote write (and
+ * read), then AW_LEN more with remote read and atomic but no remote
+ * write, both filled with a pattern.  The client places 8 bytes with an
+ * SGE, waits until the server has seen them and overwritten them itself,
+ * and finds the server's value there afterwards: with "lost" (the server
+ * runs with SOFTRDMA_TEST_NETFAULT=rdlast=1000, its first READ response,
+ * the atomic write's answer, lost) the atomic write is sent again after
+ * the timer and completes once, and its repeat, answered from the PSN the
+ * responder saved, did not place the 8 bytes a second time.  Then two
+ * more back to back (one inline), read back with the words around them;
+ * a misaligned address is an invalid request (IBV_WC_REM_INV_REQ_ERR,
+ * rxe's RESPST_ERR_MISALIGNED_ATOMIC), an rkey without remote write a
+ * remote access error (rxe checks IB_ACCESS_REMOTE_WRITE for it): each
+ * ends the QPs, which are made again.  The server reports at the end that
+ * only the three words written changed.
+ */
+#define AW_LEN 4096
+#define AW_V1  0x0123456789abcdefull
+#define AW_V1X 0xfedcba9876543210ull /* the server's, over AW_V1 */
+#define AW_V2  0x1111222233334444ull
+#define AW_V3  0x5555666677778888ull
+
+/* aw_server_again -- a fresh QP to the client's fresh one (aw_again) */
+static void aw_server_again(int fd, struct ibv_mr *mr)
+{
+	struct info me, peer;
+	uint8_t c;
+
+	xfer(fd, &c, 1, 0);
+	new_qp();
+	my_info(&me, mr);
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &peer, sizeof(peer), 0);
+	connect_qp(&me, &peer);
+	xfer(fd, &c, 1, 1);
+}
+
+static int aw_server(int port)
+{
+	uint8_t *mem = aligned_alloc(4096, 2 * AW_LEN);
+	uint8_t *want = malloc(2 * AW_LEN);
+	uint64_t v = AW_V1X;
+	struct ibv_mr *mr, *ro;
+	struct info me, peer;
+	uint32_t bad = 0;
+	uint8_t seen = 0;
+	double end;
+	int fd, ret;
+	char c = 0;
+
+	if (!mem || !want)
+		bail_out("memory");
+	fill(mem, 2 * AW_LEN, 21);
+	setup();
+	mr = ibv_reg_mr(pd, mem, AW_LEN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ);
+	ro = ibv_reg_mr(pd, mem + AW_LEN, AW_LEN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	if (!mr || !ro)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = peer_accept(port, &me, &peer);
+	xfer(fd, &me, 1, 1); /* ready */
+	xfer(fd, &ro->rkey, sizeof(ro->rkey), 1);
+	/* the first atomic write lands: overwritten here at once */
+	end = now_ms() + TMO_MS;
+	while (!seen && now_ms() < end) {
+		if (__atomic_load_n((uint64_t *)(void *)(mem + 64),
+				    __ATOMIC_ACQUIRE) == AW_V1) {
+			__atomic_store_n((uint64_t *)(void *)(mem + 64), v,
+					 __ATOMIC_RELEASE);
+			seen = 1;
+		} else {
+			usleep(100);
+		}
+	}
+	xfer(fd, &seen, 1, 1);
+	aw_server_again(fd, mr); /* after the misaligned one */
+	aw_server_again(fd, mr); /* after the one without remote write */
+	xfer(fd, &c, 1, 0);	 /* the client is done with our memory */
+	fill(want, 2 * AW_LEN, 21);
+	memcpy(want + 64, &v, 8);
+	v = AW_V2;
+	memcpy(want + 72, &v, 8);
+	v = AW_V3;
+	memcpy(want + 80, &v, 8);
+	for (ret = 0; ret < 2 * AW_LEN; ret++)
+		if (mem[ret] != want[ret]) {
+			if (!bad)
+				fprintf(stderr, "server: byte %d changed\n",
+					ret);
+			bad++;
+		}
+	xfer(fd, &bad, sizeof(bad), 1);
+	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_dereg_mr(ro) ||
+	      ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch) ||
+	      ibv_dealloc_pd(pd) || ibv_close_device(ctx);
+	close(fd);
+	free(mem);
+	free(want);
+	return ret;
+}
+
+/* aw_post -- an atomic write of V at RADDR under RKEY: from an SGE at SRC
+ * (its 8 bytes; lkey LKEY), or inline */
+static int aw_post(uint64_t id, uint64_t *src, uint32_t lkey, uint64_t v,
+		   uint64_t raddr, uint32_t rkey, int inl)
+{
+	struct ibv_sge sge = {(uintptr_t)src, 8, lkey};
+	struct ibv_send_wr wr, *bad;
+
+	*src = v;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* aw_again -- after an error: a fresh QP to the server's fresh one */
+static void aw_again(int fd, struct ibv_mr *mr, struct info *peer)
+{
+	struct info me;
+	uint8_t c = 1;
+
+	xfer(fd, &c, 1, 1);
+	new_qp();
+	my_info(&me, mr);
+	xfer(fd, peer, sizeof(*peer), 0);
+	xfer(fd, &me, sizeof(me), 1);
+	connect_qp(&me, peer);
+	xfer(fd, &c, 1, 0);
+}
+
+static const char *aw_st(struct ibv_wc wc)
+{
+	return (int)wc.status == -1 ? "no completion"
+				    : ibv_wc_status_str(wc.status);
+}
+
+static int aw_client(const char *host, int port, int lost)
+{
+	uint8_t *mem = aligned_alloc(4096, 4096);
+	uint8_t *want = malloc(2 * AW_LEN);
+	double tmo = 4.096e-3 * (double)(1u << qp_timeout), t0, dt;
+	uint64_t *src, v;
+	struct ibv_wc wc, w2[2];
+	struct ibv_mr *mr;
+	struct info peer;
+	uint32_t ro_rkey, bad = ~0u;
+	uint8_t seen = 0;
+	int fd, n;
+
+	if (!mem || !want)
+		bail_out("memory");
+	fill(want, 2 * AW_LEN, 21);
+	src = (uint64_t *)(void *)(mem + 1024);
+	setup();
+	mr = ibv_reg_mr(pd, mem, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	fd = peer_connect(host, port, mr, &peer);
+	xfer(fd, &ro_rkey, sizeof(ro_rkey), 0);
+
+	{
+		struct ibv_sge sge = {(uintptr_t)src, 4, mr->lkey};
+		struct ibv_send_wr wr, *badwr;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_ATOMIC_WRITE;
+		wr.wr.rdma.remote_addr = peer.addr + 64;
+		wr.wr.rdma.rkey = peer.rkey;
+		is_int(ibv_post_send(qp, &wr, &badwr), EINVAL,
+		       "atomic write of a 4-byte SGE: EINVAL at post");
+	}
+
+	t0 = now_ms();
+	if (aw_post(1, src, mr->lkey, AW_V1, peer.addr + 64, peer.rkey, 0))
+		bail_out("post ATOMIC_WRITE");
+	wc = wait1();
+	dt = now_ms() - t0;
+	ok(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_ATOMIC_WRITE &&
+		   wc.wr_id == 1,
+	   "atomic write between hosts: %s, opcode %d (want %d)", aw_st(wc),
+	   wc.opcode, IBV_WC_ATOMIC_WRITE);
+	if (lost)
+		ok(dt >= tmo * 0.9,
+		   "its answer lost: completed after the timer, %.1f ms "
+		   "(timeout %.1f ms)",
+		   dt, tmo);
+	else
+		diag("completed in %.1f ms", dt);
+	xfer(fd, &seen, 1, 0);
+	ok(seen, "the server saw the 8 bytes and wrote over them");
+	n = edge_poll(w2, 2, 3 * tmo);
+	ok(n == 0, "it completed once (%d more completions)", n);
+
+	if (aw_post(2, src, mr->lkey, AW_V2, peer.addr + 72, peer.rkey, 1) ||
+	    aw_post(3, src + 1, mr->lkey, AW_V3, peer.addr + 80, peer.rkey, 0))
+		bail_out("post ATOMIC_WRITEs");
+	w2[0] = wait1();
+	w2[1] = wait1();
+	ok(w2[0].status == IBV_WC_SUCCESS && w2[0].wr_id == 2 &&
+		   w2[1].status == IBV_WC_SUCCESS && w2[1].wr_id == 3 &&
+		   w2[1].opcode == IBV_WC_ATOMIC_WRITE,
+	   "two back to back, one inline: %s, %s, in order", aw_st(w2[0]),
+	   aw_st(w2[1]));
+	memset(mem, 0, 64);
+	if (post(IBV_WR_RDMA_READ, mem, 40, mr->lkey, 4, peer.addr + 48,
+		 peer.rkey, 0))
+		bail_out("post READ");
+	wc = wait1();
+	v = AW_V1X;
+	memcpy(want + 64, &v, 8);
+	v = AW_V2;
+	memcpy(want + 72, &v, 8);
+	v = AW_V3;
+	memcpy(want + 80, &v, 8);
+	ok(wc.status == IBV_WC_SUCCESS && !memcmp(mem, want + 48, 40),
+	   "read back: the server's word where the first was (never placed "
+	   "again), the two others, the words around untouched");
+
+	if (aw_post(5, src, mr->lkey, AW_V1, peer.addr + 92, peer.rkey, 0))
+		bail_out("post ATOMIC_WRITE");
+	wc = wait1();
+	ok(wc.status == IBV_WC_REM_INV_REQ_ERR && wc.wr_id == 5,
+	   "misaligned remote address: %s (want %s)", aw_st(wc),
+	   ibv_wc_status_str(IBV_WC_REM_INV_REQ_ERR));
+	aw_again(fd, mr, &peer);
+
+	if (aw_post(6, src, mr->lkey, AW_V1, peer.addr + AW_LEN + 64, ro_rkey,
+		    0))
+		bail_out("post ATOMIC_WRITE");
+	wc = wait1();
+	ok(wc.status == IBV_WC_REM_ACCESS_ERR && wc.wr_id == 6,
+	   "rkey with remote read and atomic, no remote write: %s (want %s)",
+	   aw_st(wc), ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR));
+	aw_again(fd, mr, &peer);
+
+	xfer(fd, &seen, 1, 1);
+	xfer(fd, &bad, sizeof(bad), 0);
+	ok(bad == 0,
+	   "server: only the three words written changed (%u bytes else)", bad);
+	close(fd);
+	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
+		   !ibv_destroy_comp_channel(ch) && !ibv_dealloc_pd(pd) &&
+		   !ibv_close_device(ctx),
+	   "the client freed everything");
+	free(mem);
+	free(want);
+	return done_testing();
+}
+
+/*
  * Malformed requests from the wire (rc-edge-hosts.sh): the client forges
  * RoCE v2 packets with a good ICRC to the server's QP, from its own
  * host's address and at the PSN the server expects, on a UDP socket of
@@ -2258,6 +2526,11 @@ int main(int argc, char **argv)
 		return edge_server(atoi(argv[2]));
 	if (argc >= 4 && !strcmp(argv[1], "edgeclient"))
 		return edge_client(argv[2], atoi(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "awserver"))
+		return aw_server(atoi(argv[2]));
+	if (argc >= 5 && !strcmp(argv[1], "awclient"))
+		return aw_client(argv[2], atoi(argv[3]),
+				 !strcmp(argv[4], "lost"));
 	if (argc >= 3 && !strcmp(argv[1], "forgeserver"))
 		return forge_server(atoi(argv[2]));
 	if (argc >= 4 && !strcmp(argv[1], "forgeclient"))
@@ -2272,6 +2545,7 @@ int main(int argc, char **argv)
 			"lastserver PORT exit|destroy | lastclient ADDR PORT | "
 			"stallserver PORT | stallclient ADDR PORT | "
 			"edgeserver PORT | edgeclient ADDR PORT | "
-			"forgeserver PORT | forgeclient ADDR PORT\n");
+			"forgeserver PORT | forgeclient ADDR PORT | "
+			"awserver PORT | awclient ADDR PORT none|lost\n");
 	return 2;
 }

@@ -38,14 +38,14 @@ static const uint8_t all_ops[] = {
 	ROCE_RC | ROCE_READ_RESP_MIDDLE, ROCE_RC | ROCE_READ_RESP_LAST,
 	ROCE_RC | ROCE_READ_RESP_ONLY,	 ROCE_RC | ROCE_ACK,
 	ROCE_RC | ROCE_ATOMIC_ACK,	 ROCE_RC | ROCE_CMP_SWAP,
-	ROCE_RC | ROCE_FETCH_ADD,	 ROCE_UC | ROCE_SEND_FIRST,
-	ROCE_UC | ROCE_SEND_MIDDLE,	 ROCE_UC | ROCE_SEND_LAST,
-	ROCE_UC | ROCE_SEND_LAST_IMM,	 ROCE_UC | ROCE_SEND_ONLY,
-	ROCE_UC | ROCE_SEND_ONLY_IMM,	 ROCE_UC | ROCE_WRITE_FIRST,
-	ROCE_UC | ROCE_WRITE_MIDDLE,	 ROCE_UC | ROCE_WRITE_LAST,
-	ROCE_UC | ROCE_WRITE_LAST_IMM,	 ROCE_UC | ROCE_WRITE_ONLY,
-	ROCE_UC | ROCE_WRITE_ONLY_IMM,	 ROCE_UD | ROCE_SEND_ONLY,
-	ROCE_UD | ROCE_SEND_ONLY_IMM,
+	ROCE_RC | ROCE_FETCH_ADD,	 ROCE_RC | ROCE_ATOMIC_WRITE,
+	ROCE_UC | ROCE_SEND_FIRST,	 ROCE_UC | ROCE_SEND_MIDDLE,
+	ROCE_UC | ROCE_SEND_LAST,	 ROCE_UC | ROCE_SEND_LAST_IMM,
+	ROCE_UC | ROCE_SEND_ONLY,	 ROCE_UC | ROCE_SEND_ONLY_IMM,
+	ROCE_UC | ROCE_WRITE_FIRST,	 ROCE_UC | ROCE_WRITE_MIDDLE,
+	ROCE_UC | ROCE_WRITE_LAST,	 ROCE_UC | ROCE_WRITE_LAST_IMM,
+	ROCE_UC | ROCE_WRITE_ONLY,	 ROCE_UC | ROCE_WRITE_ONLY_IMM,
+	ROCE_UD | ROCE_SEND_ONLY,	 ROCE_UD | ROCE_SEND_ONLY_IMM,
 };
 #define NOPS (sizeof(all_ops) / sizeof(all_ops[0]))
 
@@ -79,6 +79,10 @@ static void sample(struct roce_pkt *p, uint8_t opcode, uint32_t n)
 		/* first and middle packets are full: use a 256-byte MTU */
 		p->payload = payload;
 		p->payload_len = (fl & ROCE_F_LAST) ? 1 + n % 7 : 256;
+		if (opcode == (ROCE_RC | ROCE_ATOMIC_WRITE)) {
+			p->payload_len = 8; /* its one size */
+			p->reth.len = 8;
+		}
 	}
 }
 
@@ -141,6 +145,14 @@ static void test_known_bytes(void)
 		0x64, 0x20, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
 		0x00, 0x00, 0x11, 0x11, 0x11, 0x11, 0x00, 0x00, 0x00, 0x22,
 		'u',  'd',  0x00, 0x00, 0,    0,    0,	  0,
+	};
+	/* RC ATOMIC_WRITE (0x1d, rxe's IB_OPCODE_RC_ATOMIC_WRITE), AckReq:
+	 * RETH va, rkey, len 8, then the 8 bytes, no pad */
+	static const uint8_t want_aw[] = {
+		0x1d, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x14, 0x80, 0x00,
+		0x00, 0x0b, 0x00, 0x00, 0x7f, 0x00, 0x12, 0x34, 0x56, 0x78,
+		0x00, 0x00, 0xab, 0xcd, 0x00, 0x00, 0x00, 0x08, 1,    2,
+		3,    4,    5,	  6,	7,    8,    0,	  0,	0,    0,
 	};
 	struct roce_pkt p, d;
 	uint8_t buf[128];
@@ -206,6 +218,29 @@ static void test_known_bytes(void)
 	ok(n == sizeof(want_ud) && !memcmp(buf, want_ud, sizeof(want_ud)),
 	   "UD SEND_ONLY: DETH bytes, pad 2 %s",
 	   n > 1 && buf[1] == 0x20 ? "in BTH" : "MISSING");
+
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = ROCE_RC | ROCE_ATOMIC_WRITE;
+	p.bth.pkey = 0xffff;
+	p.bth.dqpn = 0x14;
+	p.bth.ackreq = 1;
+	p.bth.psn = 11;
+	p.reth.va = 0x00007f0012345678ull;
+	p.reth.rkey = 0xabcd;
+	p.reth.len = 8;
+	p.payload = (const uint8_t *)"\1\2\3\4\5\6\7\10";
+	p.payload_len = 8;
+	n = roce_encode(&p, buf, sizeof(buf));
+	ok(n == sizeof(want_aw) && !memcmp(buf, want_aw, sizeof(want_aw)),
+	   "ATOMIC_WRITE: opcode 0x1d, RETH and 8 bytes (%zd)", n);
+	ok(roce_decode(want_aw, sizeof(want_aw), &d) == 0 &&
+		   d.reth.va == 0x00007f0012345678ull &&
+		   d.reth.rkey == 0xabcd && d.reth.len == 8 &&
+		   d.payload_len == 8 &&
+		   !memcmp(d.payload, "\1\2\3\4\5\6\7\10", 8) &&
+		   !strcmp(roce_op_name(d.bth.opcode), "ATOMIC_WRITE") &&
+		   (roce_op_flags(ROCE_UC | ROCE_ATOMIC_WRITE) == 0),
+	   "ATOMIC_WRITE: decoded back; RC only");
 }
 
 /*
@@ -335,9 +370,10 @@ static void test_roundtrip(void)
 		   roce_hdr_len(ROCE_RC | ROCE_CMP_SWAP) == 40 &&
 		   roce_hdr_len(ROCE_RC | ROCE_ATOMIC_ACK) == 24 &&
 		   roce_hdr_len(ROCE_UD | ROCE_SEND_ONLY_IMM) == 24 &&
-		   roce_hdr_len(ROCE_RC | ROCE_SEND_ONLY_INV) == 16,
+		   roce_hdr_len(ROCE_RC | ROCE_SEND_ONLY_INV) == 16 &&
+		   roce_hdr_len(ROCE_RC | ROCE_ATOMIC_WRITE) == 28,
 	   "header lengths of RETH+ImmDt, AtomicETH, AETH+AtomicAckETH, "
-	   "DETH+ImmDt, IETH");
+	   "DETH+ImmDt, IETH, ATOMIC_WRITE's RETH");
 }
 
 static void test_hostile(void)

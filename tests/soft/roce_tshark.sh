@@ -9,7 +9,10 @@
 # preference, no expert info), so the ICRC is checked here by an
 # independent CRC-32 (Python's zlib) over the masked fields of the IBA
 # annex A17, on the bytes tshark reads; the last frame carries a corrupted
-# ICRC, which that check must flag.
+# ICRC, which that check must flag.  tshark 4.0 names no ATOMIC_WRITE
+# (0x1d, IBA 1.5): it shows that opcode and the PSN, and the rest of the
+# packet as "unknown" data without an ICRC field; its ICRC is still
+# checked by zlib.
 #
 # The payload dissector rpcordma claims arbitrary payload bytes as
 # RPC-over-RDMA and then calls them malformed: it is turned off, the
@@ -25,8 +28,8 @@ pcap=$tap_tmp/roce.pcap
 "$codec" --pcap "$pcap" >"$tap_tmp/want"
 ok $? "roce_codec wrote the capture"
 nwant=$(wc -l <"$tap_tmp/want")
-[ "$nwant" -ge 70 ]
-ok $? "it holds $nwant frames (37 opcodes over IPv4 and IPv6, one bad)"
+[ "$nwant" -ge 77 ]
+ok $? "it holds $nwant frames (38 opcodes over IPv4 and IPv6, one bad)"
 
 tsh() {
 	HOME=$tap_tmp tshark -n --disable-protocol rpcordma \
@@ -96,7 +99,9 @@ while off < len(data):
     # significant byte first on the wire, so its value is the
     # big-endian reading of the four bytes
     t = shown.get(n)
-    if t != struct.unpack(">I", bytes(ip[-4:]))[0]:
+    if t is None and int(want[n - 1][1], 16) == 0x1d:
+        pass  # ATOMIC_WRITE: tshark 4.0 does not parse past the BTH
+    elif t != struct.unpack(">I", bytes(ip[-4:]))[0]:
         print("frame %d: tshark shows ICRC %r" % (n, t)); fails += 1
     if good != (want[n - 1][3] == "GOOD"):
         print("frame %d: ICRC %08x, computed %08x, want %s" %
