@@ -119,6 +119,7 @@ struct net_swqe {
 	uint32_t ooo, ooo_max; /* READ: packets past the gap since, limit */
 	uint32_t ooo_last;     /* READ: the last one's place, 0: none */
 	int done;
+	int rd_held; /* READ or atomic: holds one of max_rd_atomic (rd_take) */
 };
 
 struct net_pkt {
@@ -153,6 +154,7 @@ struct soft_net_qp {
 	uint64_t started;
 	uint32_t txp;
 	uint32_t sq_psn, una;
+	uint32_t rd_out; /* READs and atomics begun, not completed (rd_take) */
 	int psn_set;
 	uint64_t timer_at, rnr_until;
 	uint32_t retries, rnrs, late;
@@ -1106,6 +1108,25 @@ static int fenced(struct soft_net_qp *nq, uint64_t i)
 	return 0;
 }
 
+/*
+ * rd_take -- W, a READ or an atomic (an atomic write too) about to be sent
+ * for the first time, takes one of the QP's max_rd_atomic until it
+ * completes (complete_wqe); -1 when that many are outstanding: it waits,
+ * and the send queue behind it (rxe_req.c's check_init_depth: the WQE is
+ * not begun, and the requester stops at it).  max_rd_atomic 0 lets none
+ * go, as in rxe (rxe_qp.c sets req.rd_atomic to 0, which check_init_depth
+ * never passes): it waits until the QP is given more (SQD, then RTS).
+ */
+static int __attribute__((noinline))
+rd_take(struct soft_net_qp *nq, struct net_swqe *w)
+{
+	if (nq->rd_out >= nq->qp->attr.max_rd_atomic)
+		return -1;
+	nq->rd_out++;
+	w->rd_held = 1;
+	return 0;
+}
+
 /* tx_push -- send what the window and the RNR wait allow; lock held */
 static void tx_push(struct soft_net_qp *nq)
 {
@@ -1137,6 +1158,8 @@ static void tx_push(struct soft_net_qp *nq)
 			break;
 		if (fenced(nq, nq->txw))
 			break;
+		if (op_is_read_like(w->op) && !w->rd_held && rd_take(nq, w))
+			break;
 		if (w->op == IBV_WR_RDMA_READ)
 			k = w->got; /* what is missing of it */
 		/* behind una (a READ answered out of order): inside */
@@ -1166,6 +1189,10 @@ static void complete_wqe(struct soft_net_qp *nq, enum ibv_wc_status status)
 	struct ibv_wc wc;
 
 	nq->tail++;
+	if (w->rd_held) { /* one more READ or atomic may go (tx_push) */
+		w->rd_held = 0;
+		nq->rd_out--;
+	}
 	if (w->inl_own)
 		free(w->inl);
 	else if (w->inl_end)

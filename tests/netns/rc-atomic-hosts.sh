@@ -7,7 +7,10 @@
 # rkey without remote write a remote access error; with the atomic
 # write's answer lost (SOFTRDMA_TEST_NETFAULT=rdlast=1000: the server's
 # first READ response) it is sent again after the timer, completes once,
-# and its repeat is not placed a second time.
+# and its repeat is not placed a second time.  Then the requester's
+# max_rd_atomic: with 1, two READs and a fetch-and-add posted back to back
+# are sent one at a time (seen on a capture of host 1's interface), with
+# 0 a READ waits until the QP is given 1 (rxe's rd_atomic counter).
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/rc_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
@@ -60,6 +63,46 @@ lt=RC_PEER_TIMEOUT=14
 pair "atomic write" awserver "awclient none" $lt
 pair "atomic write, its answer lost" awserver "awclient lost" $lt \
 	SOFTRDMA_TEST_NETFAULT=rdlast=1000
+
+# max_rd_atomic 1: two READs of 16 KiB (16 packets each at MTU 1024) and a
+# fetch-and-add posted back to back, the first READ's last response packet
+# lost (rdlast=1000) so that it is asked for again after the timer; on the
+# wire at host 1, no request leaves before the response of the one before
+# it has ended (rxe_req.c's check_init_depth); then a READ with
+# max_rd_atomic 0 waits until the QP is given 1.  A capture needs dumpcap
+# and tshark; without them the client's checks alone run.
+capture_start "$tap_tmp/rda.pcap" || diag "dumpcap or tshark missing: no capture"
+pair "max_rd_atomic" rdaserver "rdaclient" $lt RC_PEER_RD_ATOMIC=1 \
+	SOFTRDMA_TEST_NETFAULT=rdlast=1000
+if [ -n "$cap" ]; then
+	capture_stop
+	p0=$(sed -n 's/^ *# rda psn \([0-9]*\)$/\1/p' "$tap_tmp/client.tap")
+	HOME=$tap_tmp tshark -n -r "$cap" -T fields -e infiniband.bth.opcode \
+		-e infiniband.bth.psn >"$tap_tmp/rda.txt" 2>"$tap_tmp/tshark.err"
+	# the first request of each of the three (READ 12, FETCH_ADD 20) at
+	# P, P+16, P+32 must come after the first response ending the one
+	# before, at P+15, P+31 (READ_RESP_LAST 15, or READ_RESP_ONLY 16 to
+	# the request asking again for the last packet); a request before
+	# that response had two in flight
+	awk -v p0="${p0:-x}" '
+	function at(k) { return (p0 + k) % 16777216 }
+	p0 == "x" { exit 2 }
+	{ n++ }
+	$1 == 12 && $2 == at(0) && !r1 { r1 = n }
+	($1 == 15 || $1 == 16) && $2 == at(15) && !e1 { e1 = n }
+	$1 == 12 && $2 == at(16) && !r2 { r2 = n }
+	($1 == 15 || $1 == 16) && $2 == at(31) && !e2 { e2 = n }
+	$1 == 20 && $2 == at(32) && !r3 { r3 = n }
+	END {
+		printf "# frames %d: READ 1 at %d, its end at %d; READ 2 at %d, its end at %d; fetch-and-add at %d\n", n, r1, e1, r2, e2, r3
+		exit !(r1 && e1 && r2 && e2 && r3 && r1 < e1 && e1 < r2 && r2 < e2 && e2 < r3)
+	}' "$tap_tmp/rda.txt" >"$tap_tmp/rda.awk"
+	_rc=$?
+	cat "$tap_tmp/rda.awk"
+	[ $_rc -eq 0 ]
+	ok $? "max_rd_atomic 1 on the wire: each request after the response before it"
+	[ $_rc -ne 0 ] && show_log "$tap_tmp/tshark.err"
+fi
 
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exited after their last client"

@@ -50,6 +50,8 @@ static int gid_idx = -1;
  * and RC_PEER_RETRY, by default 0.54 s x 7 retries, room for a loaded
  * machine where a process may not run for a tenth of a second */
 static int qp_timeout = 17, qp_retry = 7;
+/* the requester's max_rd_atomic: RC_PEER_RD_ATOMIC, by default 4 */
+static int qp_rd_atomic = 4;
 
 static double now_ms(void)
 {
@@ -150,7 +152,7 @@ static void connect_qp(const struct info *me, const struct info *peer)
 	a.timeout = (uint8_t)qp_timeout;
 	a.retry_cnt = (uint8_t)qp_retry;
 	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
+	a.max_rd_atomic = (uint8_t)qp_rd_atomic;
 	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
 				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -2201,6 +2203,139 @@ static int aw_client(const char *host, int port, int lost)
 }
 
 /*
+ * max_rd_atomic between hosts (rc-atomic-hosts.sh):
+ *
+ *   rc_peer rdaserver PORT
+ *   rc_peer rdaclient SERVER PORT   TAP on stdout (RC_PEER_RD_ATOMIC=1)
+ *
+ * Two READs of RDA_LEN and a fetch-and-add, posted back to back: each
+ * completes in order with the server's bytes and the counter's value;
+ * the client prints its first PSN ("# rda psn P"), and the script checks
+ * on a capture of the server's interface that no request went out before
+ * the response of the one before it had ended (max_rd_atomic 1: one READ
+ * or atomic in flight).  Then, on a fresh QP with max_rd_atomic 0, a READ
+ * waits (nothing completes in 300 ms) until the QP is given 1 in SQD,
+ * and then completes with the server's bytes (rxe: none may go while the
+ * limit is 0).
+ */
+#define RDA_LEN 16384
+
+static int rda_server(int port)
+{
+	uint8_t *mem = aligned_alloc(4096, 2 * RDA_LEN + 4096);
+	struct info me, peer;
+	struct ibv_mr *mr;
+	int fd, ret;
+	char c = 0;
+
+	if (!mem)
+		bail_out("memory");
+	fill(mem, 2 * RDA_LEN + 8, 5);
+	setup();
+	mr = ibv_reg_mr(pd, mem, 2 * RDA_LEN + 8,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC);
+	if (!mr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = peer_accept(port, &me, &peer);
+	xfer(fd, &me, 1, 1); /* ready */
+	aw_server_again(fd, mr);
+	xfer(fd, &c, 1, 0); /* the client is done with our memory */
+	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) ||
+	      ibv_destroy_comp_channel(ch) || ibv_dealloc_pd(pd) ||
+	      ibv_close_device(ctx);
+	close(fd);
+	free(mem);
+	return ret;
+}
+
+/* rda_modify -- the QP to STATE, with max_rd_atomic RD when RD >= 0 */
+static int rda_modify(enum ibv_qp_state state, int rd)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = state;
+	a.max_rd_atomic = (uint8_t)(rd < 0 ? 0 : rd);
+	return ibv_modify_qp(
+		qp, &a, IBV_QP_STATE | (rd >= 0 ? IBV_QP_MAX_QP_RD_ATOMIC : 0));
+}
+
+static int rda_client(const char *host, int port)
+{
+	uint8_t *mem = aligned_alloc(4096, 2 * RDA_LEN + 4096);
+	uint8_t *want = malloc(2 * RDA_LEN + 8);
+	uint64_t *res, orig;
+	struct ibv_wc wc[3];
+	struct ibv_mr *mr;
+	struct info peer;
+	int fd, i, n;
+
+	if (!mem || !want)
+		bail_out("memory");
+	fill(want, 2 * RDA_LEN + 8, 5);
+	memcpy(&orig, want + 2 * RDA_LEN, 8);
+	res = (uint64_t *)(void *)(mem + 2 * RDA_LEN);
+	setup();
+	mr = ibv_reg_mr(pd, mem, 2 * RDA_LEN + 8, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	fd = peer_connect(host, port, mr, &peer);
+	diag("rda psn %u", (uint32_t)(getpid() * 7919) & 0xffffff);
+	memset(mem, 0, 2 * RDA_LEN + 8);
+	if (post(IBV_WR_RDMA_READ, mem, RDA_LEN, mr->lkey, 1, peer.addr,
+		 peer.rkey, 0) ||
+	    post(IBV_WR_RDMA_READ, mem + RDA_LEN, RDA_LEN, mr->lkey, 2,
+		 peer.addr + RDA_LEN, peer.rkey, 0) ||
+	    post(IBV_WR_ATOMIC_FETCH_AND_ADD, res, 8, mr->lkey, 3,
+		 peer.addr + 2 * RDA_LEN, peer.rkey, 1))
+		bail_out("post READs, fetch-and-add");
+	for (i = 0; i < 3; i++)
+		wc[i] = wait1();
+	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 1 &&
+		   wc[1].status == IBV_WC_SUCCESS && wc[1].wr_id == 2 &&
+		   wc[2].status == IBV_WC_SUCCESS && wc[2].wr_id == 3,
+	   "max_rd_atomic 1: two READs and a fetch-and-add posted back to "
+	   "back complete in order (%s, %s, %s)",
+	   aw_st(wc[0]), aw_st(wc[1]), aw_st(wc[2]));
+	ok(!memcmp(mem, want, 2 * RDA_LEN) && *res == orig,
+	   "the READs brought the server's bytes, the fetch-and-add its "
+	   "counter");
+
+	/* max_rd_atomic 0: a READ waits until the QP is given one */
+	aw_again(fd, mr, &peer);
+	memset(mem, 0, RDA_LEN);
+	if (rda_modify(IBV_QPS_SQD, -1) || rda_modify(IBV_QPS_SQD, 0) ||
+	    rda_modify(IBV_QPS_RTS, -1))
+		bail_out("max_rd_atomic 0");
+	if (post(IBV_WR_RDMA_READ, mem, RDA_LEN, mr->lkey, 4, peer.addr,
+		 peer.rkey, 0))
+		bail_out("post READ");
+	n = edge_poll(wc, 1, 300);
+	ok(n == 0, "max_rd_atomic 0: the READ waits (%d completed in 300 ms)",
+	   n);
+	if (rda_modify(IBV_QPS_SQD, -1) || rda_modify(IBV_QPS_SQD, 1) ||
+	    rda_modify(IBV_QPS_RTS, -1))
+		bail_out("max_rd_atomic 1");
+	wc[0] = n ? wc[0] : wait1();
+	ok(wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 4 &&
+		   !memcmp(mem, want, RDA_LEN),
+	   "given max_rd_atomic 1 (SQD, then RTS), it completes with the "
+	   "server's bytes (%s)",
+	   aw_st(wc[0]));
+	xfer(fd, &n, 1, 1);
+	close(fd);
+	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
+		   !ibv_destroy_comp_channel(ch) && !ibv_dealloc_pd(pd) &&
+		   !ibv_close_device(ctx),
+	   "the client freed everything");
+	free(mem);
+	free(want);
+	return done_testing();
+}
+
+/*
  * Malformed requests from the wire (rc-edge-hosts.sh): the client forges
  * RoCE v2 packets with a good ICRC to the server's QP, from its own
  * host's address and at the PSN the server expects, on a UDP socket of
@@ -2498,8 +2633,12 @@ int main(int argc, char **argv)
 		qp_timeout = atoi(e);
 	if ((e = getenv("RC_PEER_RETRY")))
 		qp_retry = atoi(e);
-	if (qp_timeout < 1 || qp_timeout > 31 || qp_retry < 0 || qp_retry > 7)
-		bail_out("RC_PEER_TIMEOUT 1..31, RC_PEER_RETRY 0..7");
+	if ((e = getenv("RC_PEER_RD_ATOMIC")))
+		qp_rd_atomic = atoi(e);
+	if (qp_timeout < 1 || qp_timeout > 31 || qp_retry < 0 || qp_retry > 7 ||
+	    qp_rd_atomic < 0 || qp_rd_atomic > 16)
+		bail_out("RC_PEER_TIMEOUT 1..31, RC_PEER_RETRY 0..7, "
+			 "RC_PEER_RD_ATOMIC 0..16");
 	if (argc >= 4 && !strcmp(argv[1], "cut"))
 		return cut(argv[2], atoi(argv[3]));
 	if (argc >= 3 && !strcmp(argv[1], "server"))
@@ -2526,6 +2665,10 @@ int main(int argc, char **argv)
 		return edge_server(atoi(argv[2]));
 	if (argc >= 4 && !strcmp(argv[1], "edgeclient"))
 		return edge_client(argv[2], atoi(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "rdaserver"))
+		return rda_server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "rdaclient"))
+		return rda_client(argv[2], atoi(argv[3]));
 	if (argc >= 3 && !strcmp(argv[1], "awserver"))
 		return aw_server(atoi(argv[2]));
 	if (argc >= 5 && !strcmp(argv[1], "awclient"))
@@ -2546,6 +2689,7 @@ int main(int argc, char **argv)
 			"stallserver PORT | stallclient ADDR PORT | "
 			"edgeserver PORT | edgeclient ADDR PORT | "
 			"forgeserver PORT | forgeclient ADDR PORT | "
-			"awserver PORT | awclient ADDR PORT none|lost\n");
+			"awserver PORT | awclient ADDR PORT none|lost | "
+			"rdaserver PORT | rdaclient ADDR PORT\n");
 	return 2;
 }
