@@ -1771,11 +1771,15 @@ void soft_qp_flush(struct soft_qp *qp)
 	qp->ops->flush(qp);
 }
 
+static void rc_sq_release(struct soft_qp *qp);
+
 /* rc_flush -- soft_qp_flush of an RC QP; lock held */
 static void rc_flush(struct soft_qp *qp)
 {
 	if (qp->sq_tail != qp->sq_head)
 		tx_qp(qp);
+	if (qp->state == IBV_QPS_ERR && qp->nheld)
+		rc_sq_release(qp); /* held behind max_rd_atomic 0: flushed */
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
 		flush_rq(qp);
 }
@@ -1795,12 +1799,35 @@ void soft_sq_release(struct soft_qp *qp)
 	qp->ops->sq_release(qp);
 }
 
-/* rc_sq_release -- soft_sq_release of an RC QP; lock held */
+/*
+ * rd_none -- WR is a READ or an atomic (an atomic write too) and the QP's
+ * max_rd_atomic is 0: it may not begin, as in rxe (rxe_qp.c sets the
+ * requester's rd_atomic count to 0, which rxe_req.c's check_init_depth
+ * never passes), and the send queue stops at it.  On one host these are
+ * carried out at post, one at a time, so any larger limit is met; 0 holds
+ * the WR, and all posted behind it, as in SQD (sq_hold) until the QP is
+ * given a limit (SQD, then RTS: rc_sq_release) or goes to ERR (flushed).
+ */
+static int __attribute__((noinline))
+rd_none(const struct soft_qp *qp, const struct ibv_send_wr *wr)
+{
+	return !qp->attr.max_rd_atomic &&
+	       (wr->opcode == IBV_WR_RDMA_READ ||
+		wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+		wr->opcode == IBV_WR_ATOMIC_WRITE);
+}
+
+/* rc_sq_release -- soft_sq_release of an RC QP: the held WRs in order, up
+ * to one that max_rd_atomic 0 still holds (rd_none; in ERR all go,
+ * flushed); lock held */
 static void rc_sq_release(struct soft_qp *qp)
 {
 	struct soft_held *h;
 
 	while ((h = qp->held)) {
+		if (qp->state != IBV_QPS_ERR && rd_none(qp, &h->wr))
+			break;
 		qp->held = h->next;
 		qp->nheld--;
 		post_one(qp, &h->wr, h->len);
@@ -1833,11 +1860,14 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		return sq_hold_all(qp, wr, bad);
 	for (; wr; wr = wr->next) {
 		ret = check_wr(qp, wr, &len);
+		if (!ret && (qp->nheld || rd_none(qp, wr)))
+			ret = sq_hold(qp, wr, len); /* behind max_rd_atomic 0 */
+		else if (!ret)
+			post_one(qp, wr, len);
 		if (ret) {
 			*bad = wr;
 			break;
 		}
-		post_one(qp, wr, len);
 	}
 	/*
 	 * One-sided ops, local errors and flushes are finished at post

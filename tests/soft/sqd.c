@@ -7,7 +7,9 @@
  *  - IBV_EVENT_SQ_DRAINED comes when nothing posted before SQD is in
  *    flight: at once, or when the last such send completes;
  *  - a UC SEND that finds the receiver's queue full is dropped and
- *    counted, and completes at once (no ACK, no waiting in the sender).
+ *    counted, and completes at once (no ACK, no waiting in the sender);
+ *  - with max_rd_atomic 0 a READ is held, and what is posted behind it,
+ *    until the QP is given a limit in SQD (rxe's rd_atomic count).
  */
 #include "config.h"
 
@@ -16,6 +18,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "common.h"
@@ -338,12 +341,98 @@ static void test_uc_full(void)
 	free(bb);
 }
 
+/* rd_atomic -- max_rd_atomic of qp set to rd in SQD, back to RTS */
+static int rd_atomic(struct ibv_qp *qp, int rd)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_SQD;
+	a.max_rd_atomic = (uint8_t)rd;
+	if (to_state(qp, IBV_QPS_SQD, 0) ||
+	    ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_MAX_QP_RD_ATOMIC))
+		return -1;
+	return to_state(qp, IBV_QPS_RTS, 0);
+}
+
+/*
+ * test_rd_none -- max_rd_atomic 0 on one host, as rxe (its rd_atomic count
+ * at 0 never lets a READ or atomic begin): a READ waits, and the SEND
+ * posted behind it with it; given max_rd_atomic 1 (in SQD) and back in
+ * RTS both run, in order; a READ held so when the QP goes to ERR is
+ * flushed, not executed.
+ */
+static void test_rd_none(void)
+{
+	struct tctx a, b;
+	struct ibv_qp *qa, *qb;
+	struct ibv_mr *ma, *mb;
+	struct ibv_wc wc[2];
+	char *ab = calloc(1, 8192), *bb = calloc(1, 8192);
+	int n;
+
+	if (!ab || !bb || t_open(&a, 64) || t_open(&b, 64))
+		bail_out("open");
+	qa = mk_qp(&a, IBV_QPT_RC, 4);
+	qb = mk_qp(&b, IBV_QPT_RC, 4);
+	ma = ibv_reg_mr(a.pd, ab, 8192, IBV_ACCESS_LOCAL_WRITE);
+	mb = ibv_reg_mr(b.pd, bb, 8192,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!qa || !qb || !ma || !mb ||
+	    t_connect(qa, qb->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(qb, qa->qp_num, IBV_ACCESS_REMOTE_READ, 1, 7, 14, 7))
+		bail_out("rc setup");
+	t_fill(bb, 4096, 7);
+	is_int(rd_atomic(qa, 0), 0, "max_rd_atomic 0 (SQD, RTS)");
+	t_post_recv(qb, bb + 4096, 1024, mb->lkey, 60);
+	is_int(t_post(qa, IBV_WR_RDMA_READ, ab, 4096, ma->lkey, 1,
+		      IBV_SEND_SIGNALED, (uintptr_t)bb, mb->rkey),
+	       0, "READ posted with max_rd_atomic 0");
+	is_int(t_post(qa, IBV_WR_SEND, ab + 4096, 100, ma->lkey, 2,
+		      IBV_SEND_SIGNALED, 0, 0),
+	       0, "SEND posted behind it");
+	usleep(100000);
+	n = quiet(a.cq, b.cq, 1000);
+	ok(n == 0 && !t_filled(ab, 4096, 7),
+	   "the READ waits, the SEND with it (%d completions)", n);
+	is_int(rd_atomic(qa, 1), 0, "given max_rd_atomic 1 (SQD, RTS)");
+	n = t_wait(a.cq, wc, 2, 5000);
+	ok(n == 2 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].wr_id == 2 && wc[1].status == IBV_WC_SUCCESS &&
+		   t_filled(ab, 4096, 7),
+	   "then the READ brings the bytes and the SEND follows, in order");
+	n = t_wait(b.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 60 && wc[0].byte_len == 100,
+	   "the responder received the SEND");
+
+	/* held when the QP goes to ERR: flushed */
+	is_int(rd_atomic(qa, 0), 0, "max_rd_atomic 0 again");
+	memset(ab, 0, 4096);
+	is_int(t_post(qa, IBV_WR_RDMA_READ, ab, 4096, ma->lkey, 3,
+		      IBV_SEND_SIGNALED, (uintptr_t)bb, mb->rkey),
+	       0, "READ posted");
+	is_int(to_state(qa, IBV_QPS_ERR, 0), 0, "QP to ERR");
+	n = t_wait(a.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_WR_FLUSH_ERR &&
+		   !ab[0] && quiet(a.cq, b.cq, 100) == 0,
+	   "the held READ is flushed, never executed");
+	ibv_destroy_qp(qa);
+	ibv_destroy_qp(qb);
+	ibv_dereg_mr(ma);
+	ibv_dereg_mr(mb);
+	t_close(&a);
+	t_close(&b);
+	free(ab);
+	free(bb);
+}
+
 int main(void)
 {
 	t_isolate("sqd");
 	test_rc();
 	test_ud();
 	test_uc_full();
+	test_rd_none();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
