@@ -1189,7 +1189,6 @@ int soft_cq_room(struct soft_cq *cq)
 	return cq->count < cq->size;
 }
 
-/* soft_cq_push -- add a completion; ctx lock held */
 /*
  * soft_cq_clean -- drop the completions of QP qpn still in cq, keeping the
  * others in order: a QP moved to RESET takes its CQEs with it, as mlx5's
@@ -1223,16 +1222,39 @@ __attribute__((noinline, cold)) static void cq_event(struct soft_cq *cq)
 		chan_push(cq_chan(cq), ibv_cq_ex_to_cq(&cq->cqx));
 }
 
-void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
+/*
+ * cq_overrun -- wc did not fit: the CQ's error event (once per CQ), and
+ * the QP whose completion it was goes to ERR with a local work queue
+ * catastrophic error, as an HCA's: rxe's responder takes a failed
+ * rxe_cq_post to RESPST_ERR_CQ_OVERFLOW (class G) and rxe_qp_error, mlx5
+ * raises the CQ error and puts each QP that posts to the overrun CQ in
+ * ERR with IB_EVENT_QP_FATAL (IBA 11.6.3.1).  A QP already in ERR (its
+ * flushes overflowing too) raises nothing more.  Out of line: the full
+ * CQ is the unlikely branch of cq_slot and soft_cq_push.
+ */
+static __attribute__((noinline, cold)) void cq_overrun(struct soft_cq *cq,
+						       const struct ibv_wc *wc)
 {
 	struct soft_context *ctx = cq->ctx;
+	struct soft_qp *qp;
 
+	if (!cq->overflowed) {
+		cq->overflowed = 1;
+		soft_async_event(ctx, IBV_EVENT_CQ_ERR,
+				 ibv_cq_ex_to_cq(&cq->cqx));
+	}
+	qp = soft_qp_local_in(ctx, wc->qp_num);
+	if (!qp || qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_RESET)
+		return;
+	soft_async_event(ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
+	soft_qp_to_error(qp);
+}
+
+/* soft_cq_push -- add a completion; ctx lock held */
+void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
+{
 	if (cq->count == cq->size) {
-		if (!cq->overflowed) {
-			cq->overflowed = 1;
-			soft_async_event(ctx, IBV_EVENT_CQ_ERR,
-					 ibv_cq_ex_to_cq(&cq->cqx));
-		}
+		cq_overrun(cq, wc);
 		return;
 	}
 	cq->q[(cq->head + cq->count) % cq->size].wc = *wc;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* events.c -- completion channels across processes, solicited events,
- * async events (SRQ limit, CQ overflow), SRQ receive */
+ * async events (SRQ limit, CQ overrun of each QP type), SRQ receive */
 #include "config.h"
 
 #include <errno.h>
@@ -187,8 +187,6 @@ static void test_srq_and_async(void)
 	struct ibv_mr *mr;
 	struct ibv_wc wc[16];
 	struct ibv_async_event ev;
-	struct ibv_cq *tiny;
-	struct ibv_qp_init_attr ia;
 	char *buf = calloc(1, 65536);
 	int i, n;
 
@@ -244,33 +242,206 @@ static void test_srq_and_async(void)
 	while (ibv_poll_cq(t.cq, 16, wc) > 0)
 		;
 
-	/* CQ overflow: a 1-entry CQ gets 3 completions */
-	tiny = ibv_create_cq(t.ctx, 1, NULL, NULL, 0);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
+/* what overrun saw on the async fd, acked */
+struct seen {
+	int cq_err;   /* IBV_EVENT_CQ_ERR of the small CQ */
+	int qp_fatal; /* IBV_EVENT_QP_FATAL of the QP that lost a completion */
+	int last_wqe; /* its IBV_EVENT_QP_LAST_WQE_REACHED (an SRQ's QP) */
+	int other;
+};
+
+/* async_seen -- the async events that come within 300 ms of each other */
+static void async_seen(struct ibv_context *ctx, struct ibv_cq *cq,
+		       struct ibv_qp *qp, struct seen *s)
+{
+	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
+	struct ibv_async_event ev;
+
+	memset(s, 0, sizeof(*s));
+	while (poll(&p, 1, 300) == 1 && !ibv_get_async_event(ctx, &ev)) {
+		if (ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == cq)
+			s->cq_err++;
+		else if (ev.event_type == IBV_EVENT_QP_FATAL &&
+			 ev.element.qp == qp)
+			s->qp_fatal++;
+		else if (ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED &&
+			 ev.element.qp == qp)
+			s->last_wqe++;
+		else
+			s->other++;
+		ibv_ack_async_event(&ev);
+	}
+}
+
+/* ov_qp -- a QP of type on scq/rcq (and srq), up towards dqpn (UD: qkey) */
+static struct ibv_qp *ov_qp(struct tctx *t, enum ibv_qp_type type,
+			    struct ibv_cq *scq, struct ibv_cq *rcq,
+			    struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr ia;
+
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = tiny;
-	ia.recv_cq = t.cq;
-	ia.qp_type = IBV_QPT_RC;
+	ia.send_cq = scq;
+	ia.recv_cq = rcq;
+	ia.srq = srq;
+	ia.qp_type = type;
 	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	a = ibv_create_qp(t.pd, &ia);
-	b = t_rc_qp(&t, 8, NULL);
-	t_connect(a, b->qp_num, 0, 1, 7, 14, 7);
-	t_connect(b, a->qp_num, 0, 1, 7, 14, 7);
-	for (i = 0; i < 3; i++) {
-		t_post_recv(b, buf, 256, mr->lkey, 1);
-		t_post(a, IBV_WR_SEND, buf, 8, mr->lkey, 1, IBV_SEND_SIGNALED,
-		       0, 0);
+	return ibv_create_qp(t->pd, &ia);
+}
+
+static int ov_up(struct ibv_qp *qp, uint32_t dqpn)
+{
+	switch (qp->qp_type) {
+	case IBV_QPT_UD:
+		return t_ud_up(qp, 0x1111);
+	case IBV_QPT_UC:
+		return t_uc_up(qp, dqpn, 0);
+	default:
+		return t_connect(qp, dqpn, 0, 1, 7, 14, 7);
 	}
-	t_wait(t.cq, wc, 3, 1000);
-	/* the sender's completions are made by a poll of its context */
-	ibv_poll_cq(t.cq, 16, wc);
-	is_int(get_async(t.ctx, &ev), 0, "async event on overflow");
-	is_int(ev.event_type, IBV_EVENT_CQ_ERR, "IBV_EVENT_CQ_ERR");
-	ok(ev.element.cq == tiny, "for the small CQ");
-	ibv_ack_async_event(&ev);
-	ibv_destroy_qp(a);
-	ibv_destroy_qp(b);
-	is_int(ibv_destroy_cq(tiny), 0, "destroy overflowed CQ");
+}
+
+/* ov_send -- one signalled SEND of 8 bytes from qp to dqpn (UD: by ah) */
+static int ov_send(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t dqpn,
+		   char *buf, uint32_t lkey, uint64_t wr_id)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, 8, lkey};
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = dqpn;
+	wr.wr.ud.remote_qkey = 0x1111;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/*
+ * test_overrun -- a CQ of one entry gets 3 completions of one QP (its
+ * sends': send; else its receives', on an SRQ with srq): the CQ's error
+ * event, and the QP whose completion was lost goes to ERR with
+ * IBV_EVENT_QP_FATAL, as rxe's responder (RESPST_ERR_CQ_OVERFLOW) and
+ * mlx5 do; what did fit stays, what it posts then is flushed
+ */
+static void test_overrun(enum ibv_qp_type type, int send, int use_srq)
+{
+	const char *what = type == IBV_QPT_UD	? "UD"
+			   : type == IBV_QPT_UC ? "UC"
+						: "RC";
+	struct tctx t;
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq *srq = NULL;
+	struct ibv_cq *tiny;
+	struct ibv_qp *x, *y, *v;
+	struct ibv_ah *ah = NULL;
+	struct ibv_ah_attr aa;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[16];
+	struct seen s;
+	char *buf = calloc(1, 65536);
+	int i, n, bad;
+
+	if (!buf || t_open(&t, 64))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 65536, IBV_ACCESS_LOCAL_WRITE);
+	tiny = ibv_create_cq(t.ctx, 1, NULL, NULL, 0);
+	if (use_srq) {
+		memset(&sa, 0, sizeof(sa));
+		sa.attr.max_wr = 8;
+		sa.attr.max_sge = 1;
+		srq = ibv_create_srq(t.pd, &sa);
+	}
+	/* x sends to y; v is the one whose completions go to tiny */
+	x = ov_qp(&t, type, send ? tiny : t.cq, t.cq, NULL);
+	y = ov_qp(&t, type, t.cq, send ? t.cq : tiny, srq);
+	if (!mr || !tiny || (use_srq && !srq) || !x || !y ||
+	    ov_up(x, y->qp_num) || ov_up(y, x->qp_num))
+		bail_out("%s overrun setup", what);
+	v = send ? x : y;
+	if (type == IBV_QPT_UD) {
+		memset(&aa, 0, sizeof(aa));
+		aa.is_global = 1;
+		aa.port_num = 1;
+		aa.grh.sgid_index = 1;
+		aa.grh.hop_limit = 64;
+		ibv_query_gid(t.ctx, 1, 1, &aa.grh.dgid);
+		ah = ibv_create_ah(t.pd, &aa);
+		if (!ah)
+			bail_out("create_ah");
+	}
+	for (i = 0; i < 4; i++) {
+		struct ibv_sge sge = {(uintptr_t)buf + 4096 + (size_t)i * 256,
+				      256, mr->lkey};
+		struct ibv_recv_wr wr = {.wr_id = 100 + (uint64_t)i,
+					 .sg_list = &sge,
+					 .num_sge = 1},
+				   *rbad;
+
+		if (srq ? ibv_post_srq_recv(srq, &wr, &rbad)
+			: ibv_post_recv(y, &wr, &rbad))
+			bail_out("post_recv");
+	}
+	for (i = 0; i < 3; i++)
+		ov_send(x, ah, y->qp_num, buf, mr->lkey, (uint64_t)i);
+	/* the big CQ's polls make the progress that completes */
+	t_wait(t.cq, wc, 16, 300);
+	while (ibv_poll_cq(t.cq, 16, wc) > 0)
+		;
+	async_seen(t.ctx, tiny, v, &s);
+	ok(s.cq_err == 1, "%s %s CQ overrun: IBV_EVENT_CQ_ERR once (%d)", what,
+	   send	     ? "send"
+	   : use_srq ? "SRQ receive"
+		     : "receive",
+	   s.cq_err);
+	ok(s.qp_fatal == 1, "%s: IBV_EVENT_QP_FATAL for the QP (%d)", what,
+	   s.qp_fatal);
+	ok(s.last_wqe == use_srq, "%s: LAST_WQE_REACHED %s (%d)", what,
+	   use_srq ? "once (SRQ)" : "none", s.last_wqe);
+	ok(s.other == 0, "%s: no other event (%d)", what, s.other);
+	i = t_qp_state(v);
+	ok(i == IBV_QPS_ERR, "%s: the QP is in ERR (state %d)", what, i);
+	/* what fit stays: the first completion; all after it are flushes */
+	n = t_wait(tiny, wc, 1, 1000);
+	ok(n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[0].wr_id == (send ? 0u : 100u),
+	   "%s: the completion that fit (%d, %s, wr_id %llu)", what, n,
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "-",
+	   n == 1 ? (unsigned long long)wc[0].wr_id : 0ull);
+	bad = 0;
+	while (t_wait(tiny, wc, 1, 100) == 1)
+		if (wc[0].status != IBV_WC_WR_FLUSH_ERR)
+			bad++;
+	ok(!bad, "%s: after it only flushes (%d others)", what, bad);
+	/* the QP no longer executes: a SEND posted now is flushed */
+	ov_send(v, ah, send ? y->qp_num : x->qp_num, buf, mr->lkey, 9);
+	do /* the big CQ has x's completions too */
+		n = t_wait(send ? tiny : t.cq, wc, 1, 1000);
+	while (n == 1 && wc[0].qp_num != v->qp_num);
+	ok(n == 1 && wc[0].wr_id == 9 && wc[0].status == IBV_WC_WR_FLUSH_ERR,
+	   "%s: a SEND posted in ERR is flushed (%s)", what,
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
+	ibv_destroy_qp(x);
+	ibv_destroy_qp(y);
+	while (ibv_poll_cq(t.cq, 16, wc) > 0)
+		;
+	while (ibv_poll_cq(tiny, 16, wc) > 0)
+		;
+	async_seen(t.ctx, tiny, v, &s); /* nothing left unacked */
+	if (ah)
+		ibv_destroy_ah(ah);
+	if (srq)
+		ok(!ibv_destroy_srq(srq), "%s: destroy SRQ", what);
+	ok(!ibv_destroy_cq(tiny), "%s: destroy overrun CQ", what);
 	ibv_dereg_mr(mr);
 	t_close(&t);
 	free(buf);
@@ -281,6 +452,14 @@ int main(void)
 	t_isolate("events");
 	test_channel();
 	test_srq_and_async();
+	test_overrun(IBV_QPT_RC, 1, 0);
+	test_overrun(IBV_QPT_RC, 0, 0);
+	test_overrun(IBV_QPT_RC, 0, 1);
+	test_overrun(IBV_QPT_UC, 1, 0);
+	test_overrun(IBV_QPT_UC, 0, 0);
+	test_overrun(IBV_QPT_UD, 1, 0);
+	test_overrun(IBV_QPT_UD, 0, 0);
+	test_overrun(IBV_QPT_UD, 0, 1);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
