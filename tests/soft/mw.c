@@ -729,6 +729,110 @@ static void test_mproc(void)
 	t_close(&p);
 }
 
+/*
+ * test_pdom -- a QP on a parent domain binds the windows of its PD, type 1
+ * and type 2, and a window of the parent domain is one of the PD's
+ * (ibv_alloc_parent_domain(3): it "can be used instead of a PD"); a window
+ * of another PD is still refused
+ */
+static void test_pdom(void)
+{
+	struct ibv_parent_domain_init_attr pa;
+	struct ibv_qp_init_attr ia;
+	struct ibv_mw_bind bind;
+	struct ibv_qp *a, *b;
+	struct ibv_pd *pdom, *pd2;
+	struct ibv_mw *w1, *w2, *w3, *w4;
+	struct ibv_wc wc;
+	uint32_t rk;
+	uint64_t base = (uintptr_t)bbuf + 4096;
+	int acc = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+	memset(&pa, 0, sizeof(pa));
+	pa.pd = t.pd;
+	pdom = ibv_alloc_parent_domain(t.ctx, &pa);
+	ok(pdom != NULL, "parent domain of the PD");
+	if (!pdom)
+		return;
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 2;
+	ia.sq_sig_all = 1;
+	ia.send_cq = ia.recv_cq = acq;
+	a = ibv_create_qp(t.pd, &ia);
+	ia.send_cq = ia.recv_cq = bcq;
+	b = ibv_create_qp(pdom, &ia); /* the binder, on the parent domain */
+	if (!a || !b || t_connect(a, b->qp_num, acc, 12, 7, 14, 7) ||
+	    t_connect(b, a->qp_num, acc, 12, 7, 14, 7))
+		bail_out("parent domain pair");
+	w1 = ibv_alloc_mw(t.pd, IBV_MW_TYPE_1);
+	w2 = ibv_alloc_mw(t.pd, IBV_MW_TYPE_2);
+	w3 = ibv_alloc_mw(pdom, IBV_MW_TYPE_2);
+	if (!w1 || !w2 || !w3)
+		bail_out("alloc_mw");
+
+	memset(&bind, 0, sizeof(bind));
+	bind.wr_id = 0x61;
+	bind.send_flags = IBV_SEND_SIGNALED;
+	bind.bind_info.mr = bmr;
+	bind.bind_info.addr = base;
+	bind.bind_info.length = 256;
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	is_int(ibv_bind_mw(b, w1, &bind), 0,
+	       "type 1 bind by a QP on the parent domain");
+	wc = one_wc(bcq);
+	is_int(wc.status, IBV_WC_SUCCESS, "type 1 bind completes");
+	memset(abuf, 0x61, 16);
+	memset(bbuf, 0, BUFSZ);
+	is_int(write_status(a, base, w1->rkey, 16), IBV_WC_SUCCESS,
+	       "write through the type 1 window");
+	ok(bbuf[4096] == 0x61 && bbuf[4111] == 0x61 && !bbuf[4112],
+	   "data at the type 1 window");
+
+	rk = ibv_inc_rkey(w2->rkey);
+	is_int(t_bind2(b, w2, rk, bmr, base + 256, 256,
+		       IBV_ACCESS_REMOTE_WRITE),
+	       0, "post type 2 bind on the parent domain's QP");
+	wc = one_wc(bcq);
+	is_int(wc.status, IBV_WC_SUCCESS, "type 2 bind completes");
+	memset(abuf, 0x62, 16);
+	is_int(write_status(a, base + 256, rk, 16), IBV_WC_SUCCESS,
+	       "write through the type 2 window");
+	ok(bbuf[4352] == 0x62 && bbuf[4367] == 0x62 && !bbuf[4368],
+	   "data at the type 2 window");
+
+	/* a window allocated on the parent domain, the MR on the PD */
+	rk = ibv_inc_rkey(w3->rkey);
+	is_int(t_bind2(b, w3, rk, bmr, base + 512, 256,
+		       IBV_ACCESS_REMOTE_WRITE),
+	       0, "post bind of the parent domain's window");
+	is_int(one_wc(bcq).status, IBV_WC_SUCCESS,
+	       "the parent domain's window binds an MR of its PD");
+	memset(abuf, 0x63, 16);
+	is_int(write_status(a, base + 512, rk, 16), IBV_WC_SUCCESS,
+	       "write through it");
+	ok(bbuf[4608] == 0x63 && !bbuf[4624], "data at that window");
+
+	/* a window of another PD: C10-72 */
+	pd2 = ibv_alloc_pd(t.ctx);
+	w4 = pd2 ? ibv_alloc_mw(pd2, IBV_MW_TYPE_2) : NULL;
+	if (!w4)
+		bail_out("second PD");
+	is_int(t_bind2(b, w4, ibv_inc_rkey(w4->rkey), bmr, base, 256,
+		       IBV_ACCESS_REMOTE_WRITE),
+	       0, "post bind of another PD's window");
+	is_int(one_wc(bcq).status, IBV_WC_MW_BIND_ERR,
+	       "another PD's window: MW_BIND_ERR");
+	unpair(a, b);
+	is_int(ibv_dealloc_mw(w1), 0, "dealloc type 1");
+	is_int(ibv_dealloc_mw(w2), 0, "dealloc type 2");
+	is_int(ibv_dealloc_mw(w3), 0, "dealloc the parent domain's window");
+	is_int(ibv_dealloc_mw(w4), 0, "dealloc the other PD's window");
+	is_int(ibv_dealloc_pd(pd2), 0, "dealloc the other PD");
+	is_int(ibv_dealloc_pd(pdom), 0, "dealloc the parent domain");
+}
+
 int main(void)
 {
 	t_isolate("mw");
@@ -751,6 +855,7 @@ int main(void)
 	test_type1();
 	test_type2();
 	test_qp_ex();
+	test_pdom();
 	ibv_dereg_mr(amr);
 	ibv_dereg_mr(bmr);
 	ibv_dereg_mr(bmr_nobind);
