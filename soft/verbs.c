@@ -441,6 +441,14 @@ struct soft_mr *soft_mr_tab[SOFT_MAX_MR];
 
 static int mr_access_check(unsigned int access);
 
+/* mr_writable -- the access writes the memory: ib_umem_get pins it with
+ * FOLL_WRITE (ib_access_writable) */
+static int mr_writable(unsigned int access)
+{
+	return !!(access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND));
+}
+
 /*
  * mr_range_err -- what ib_umem_get makes of the range: EINVAL past the
  * end of the address space, EFAULT where it cannot pin the pages (not
@@ -450,13 +458,10 @@ static int mr_access_check(unsigned int access);
  */
 static int mr_range_err(const void *addr, size_t length, unsigned int access)
 {
-	int write =
-		!!(access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND));
-
 	if ((uintptr_t)addr + length < (uintptr_t)addr)
 		return EINVAL;
-	return soft_map_range_ok(addr, length, write) ? 0 : EFAULT;
+	return soft_map_range_ok(addr, length, mr_writable(access)) ? 0
+								    : EFAULT;
 }
 
 /* ibv_reg_mr_iova2 -- register memory and publish its key */
@@ -546,7 +551,9 @@ static int mr_access_check(unsigned int access)
  * ibv_rereg_mr -- change an MR's translation, PD and/or access in place;
  * its keys stay.  Input that libibverbs itself rejects gives
  * IBV_REREG_MR_ERR_INPUT, what the kernel would reject
- * IBV_REREG_MR_ERR_CMD; errno says why.  The registry entry changes
+ * IBV_REREG_MR_ERR_CMD; errno says why, and the MR is as it was (the
+ * man page's "MR shouldn't be used" allows no more: the program's next
+ * call is ibv_dereg_mr, which works).  The registry entry changes
  * under its key stripe lock: remote operations in flight finish against
  * the old registration first.
  */
@@ -581,6 +588,14 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 				   flags & IBV_REREG_MR_CHANGE_ACCESS
 					   ? (unsigned)access
 					   : m->access);
+	/* the old range, pinned read-only, pinned again for writing: a
+	 * read-only mapping cannot become writable (mlx5 replaces the
+	 * umem, ib_umem_get with the new access, on a rereg that is not a
+	 * PD change alone; the copy into it would crash us) */
+	if (!err && !(flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
+	    (flags & IBV_REREG_MR_CHANGE_ACCESS) &&
+	    mr_writable((unsigned)access) && !mr_writable(m->access))
+		err = mr_range_err(mr->addr, mr->length, (unsigned)access);
 	if (err) {
 		errno = err;
 		return IBV_REREG_MR_ERR_CMD;

@@ -97,6 +97,62 @@ static void test_objects(void)
 }
 
 /*
+ * test_rereg_access -- ibv_rereg_mr's access change alone pins the MR's
+ * range again when the new access writes and the old did not: read-only
+ * memory (ro, one page) refuses it with EFAULT, as at registration, and
+ * the MR stays as it was (access, PD); made writable, the change is taken
+ */
+static void test_rereg_access(struct tctx *t, char *ro, size_t len)
+{
+	static const int writes[] = {
+		IBV_ACCESS_LOCAL_WRITE,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
+		IBV_ACCESS_MW_BIND,
+	};
+	struct ibv_pd *pd2 = ibv_alloc_pd(t->ctx);
+	struct ibv_mr *mr;
+	size_t i;
+	int r;
+
+	mr = ibv_reg_mr(t->pd, ro, len, IBV_ACCESS_REMOTE_READ);
+	ok(mr != NULL && pd2 != NULL,
+	   "read-only memory, read access: registered");
+	if (!mr || !pd2)
+		return;
+	for (i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
+		errno = 0;
+		r = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				 writes[i]);
+		ok(r == IBV_REREG_MR_ERR_CMD && errno == EFAULT,
+		   "rereg of read-only memory to access %#x -> EFAULT (%d, %s)",
+		   writes[i], r, strerror(errno));
+	}
+	errno = 0;
+	r = ibv_rereg_mr(mr,
+			 IBV_REREG_MR_CHANGE_ACCESS | IBV_REREG_MR_CHANGE_PD,
+			 pd2, NULL, 0, IBV_ACCESS_LOCAL_WRITE);
+	ok(r == IBV_REREG_MR_ERR_CMD && errno == EFAULT,
+	   "with a PD change too -> EFAULT, (%d, %s)", r, strerror(errno));
+	ok(mr->pd == t->pd && mr->addr == ro && mr->length == len,
+	   "the failed rereg changed nothing");
+	is_int(ibv_dealloc_pd(pd2), 0, "the other PD was not taken");
+	is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			    IBV_ACCESS_REMOTE_READ),
+	       0, "rereg of read-only memory, read access only");
+	mprotect(ro, len, PROT_READ | PROT_WRITE);
+	is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+	       0, "made writable: rereg to write access");
+	/* writable already: the range was pinned for writing */
+	mprotect(ro, len, PROT_READ);
+	is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			    IBV_ACCESS_LOCAL_WRITE),
+	       0, "from write access to write access: no new pin");
+	is_int(ibv_dereg_mr(mr), 0, "dereg_mr");
+}
+
+/*
  * test_reg_range -- a registration is pinned (ib_umem_get): memory not
  * mapped, or not writable for a writable registration, is EFAULT; a range
  * past the end of the address space EINVAL; the same for the new range
@@ -167,6 +223,7 @@ static void test_reg_range(void)
 		       0, "rereg to mapped memory");
 		is_int(ibv_dereg_mr(mr), 0, "dereg_mr");
 	}
+	test_rereg_access(&t, p + pg, (size_t)pg);
 	munmap(p, (size_t)pg * 2);
 	munmap(p + 3 * pg, (size_t)pg);
 	t_close(&t);
