@@ -9,8 +9,9 @@
 # flight completes before IBV_EVENT_SQ_DRAINED, SENDs posted in SQD wait
 # for RTS; requests forged on
 # the wire with a length their opcode cannot have at the path MTU, or a
-# WRITE inside a SEND, refused as invalid requests (the QP in ERR); then
-# the hosts' agents are gone.
+# WRITE inside a SEND, refused as invalid requests (the QP in ERR); a CQ
+# overrun on each side puts that side's QP in ERR with IBV_EVENT_QP_FATAL
+# (rc_peer overrunserver/overrunclient); then the hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/rc_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
@@ -79,6 +80,26 @@ ok $? "forged: every malformed request refused, the good one taken (client exit 
 wait $_spid
 _rc=$?
 ok $_rc "forged: rc_peer forgeserver exits 0"
+[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
+
+# a CQ overrun on both sides: three SENDs into one-entry CQs (the
+# server's receive CQ, the client's send CQ); each QP goes to ERR with
+# IBV_EVENT_QP_FATAL beside the CQ's IBV_EVENT_CQ_ERR
+port=$((port + 1))
+on 1 $lt timeout -k 10 300 $vg "$peer" overrunserver $port \
+	>"$tap_tmp/server.log" 2>&1 &
+_spid=$!
+tap_pids="$tap_pids $_spid"
+listening 1 $port
+ok $? "overrun: rc_peer overrunserver listens on host 1"
+on 2 $lt timeout -k 10 300 $vg "$peer" overrunclient "$a1" $port \
+	>"$tap_tmp/client.tap" 2>&1
+_rc=$?
+tap_passed "$tap_tmp/client.tap" $_rc
+ok $? "overrun: both QPs in ERR with QP_FATAL, the CQs' CQ_ERR (client exit $_rc)"
+wait $_spid
+_rc=$?
+ok $_rc "overrun: rc_peer overrunserver exits 0"
 [ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
 
 agent_gone 1 && agent_gone 2

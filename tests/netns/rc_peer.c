@@ -2624,6 +2624,170 @@ static int forge_client(const char *host, int port)
 	return done_testing();
 }
 
+/*
+ * A CQ overrun between hosts (rc-edge-hosts.sh):
+ *
+ *   rc_peer overrunserver PORT
+ *   rc_peer overrunclient SERVER PORT   TAP on stdout
+ *
+ * The server's QP takes its receive completions on a CQ of one entry, the
+ * client's its send completions on one; the client sends three SENDs,
+ * which overrun both.  On each side the CQ gets IBV_EVENT_CQ_ERR and the
+ * QP goes to ERR with IBV_EVENT_QP_FATAL, as rxe's responder
+ * (RESPST_ERR_CQ_OVERFLOW) and mlx5 do; the completion that fit is kept.
+ * The server reports what it saw over TCP.
+ */
+#define OV_LEN 64
+
+/* overrun_qp -- a fresh RC QP on pd whose send and receive CQs are these */
+static void overrun_qp(struct ibv_cq *scq, struct ibv_cq *rcq)
+{
+	struct ibv_qp_init_attr ia;
+
+	if (qp && ibv_destroy_qp(qp))
+		bail_out("destroy_qp");
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = scq;
+	ia.recv_cq = rcq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	if (!(qp = ibv_create_qp(pd, &ia)))
+		bail_out("QP");
+}
+
+/* overrun_seen -- the async events within MS: rep[0] the CQ errors of
+ * tiny, rep[1] our QP's fatal errors (once both came, 300 ms more for
+ * any repeat); rep[2] the QP's state then; rep[3] 1 when tiny holds the
+ * completion of wr_id with status success (polled only now) */
+static void overrun_seen(struct ibv_cq *tiny, uint64_t wr_id, double ms,
+			 uint32_t rep[4])
+{
+	struct ibv_async_event ev;
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	struct ibv_wc wc;
+	double end = now_ms() + ms;
+	int fl;
+
+	fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK))
+		bail_out("async fd");
+	memset(rep, 0, 4 * sizeof(*rep));
+	while (now_ms() < end) {
+		/* the big CQ (empty) for the progress, never tiny */
+		ibv_poll_cq(cq, 1, &wc);
+		if (ibv_get_async_event(ctx, &ev)) {
+			usleep(1000);
+			continue;
+		}
+		if (ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == tiny)
+			rep[0]++;
+		else if (ev.event_type == IBV_EVENT_QP_FATAL &&
+			 ev.element.qp == qp)
+			rep[1]++;
+		else
+			diag("async event %s",
+			     ibv_event_type_str(ev.event_type));
+		ibv_ack_async_event(&ev);
+		if (rep[0] && rep[1] && end > now_ms() + 300)
+			end = now_ms() + 300;
+	}
+	rep[2] = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) ? ~0u : a.qp_state;
+	rep[3] = ibv_poll_cq(tiny, 1, &wc) == 1 && wc.wr_id == wr_id &&
+		 wc.status == IBV_WC_SUCCESS;
+}
+
+static int overrun_server(int port)
+{
+	uint8_t *rx = aligned_alloc(4096, 4096);
+	struct ibv_cq *tiny;
+	struct ibv_mr *mr;
+	struct info me, peer;
+	uint32_t rep[4];
+	int fd, i, ret;
+	char c = 0;
+
+	if (!rx)
+		bail_out("memory");
+	memset(rx, 0, 4096);
+	setup();
+	tiny = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	if (!tiny)
+		bail_out("CQ");
+	overrun_qp(cq, tiny);
+	mr = ibv_reg_mr(pd, rx, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	my_info(&me, mr);
+	fd = peer_accept(port, &me, &peer);
+	for (i = 0; i < 4; i++)
+		if (post_recv(rx + i * OV_LEN, OV_LEN, mr->lkey,
+			      100 + (uint64_t)i))
+			bail_out("post_recv");
+	xfer(fd, &me, 1, 1); /* ready */
+	overrun_seen(tiny, 100, 20000, rep);
+	if (rep[3] && check(rx, OV_LEN, 0) != -1)
+		rep[3] = 0; /* not the first message's data */
+	xfer(fd, rep, sizeof(rep), 1);
+	xfer(fd, &c, 1, 0); /* the client is done */
+	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(tiny) ||
+	      ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch) ||
+	      ibv_dealloc_pd(pd) || ibv_close_device(ctx);
+	close(fd);
+	free(rx);
+	return ret;
+}
+
+static int overrun_client(const char *host, int port)
+{
+	uint8_t *mem = aligned_alloc(4096, 4096);
+	struct ibv_cq *tiny;
+	struct ibv_mr *mr;
+	struct info peer;
+	uint32_t rep[4], srv[4];
+	int fd, i;
+	char c = 0;
+
+	if (!mem)
+		bail_out("memory");
+	setup();
+	tiny = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	if (!tiny)
+		bail_out("CQ");
+	overrun_qp(tiny, cq);
+	mr = ibv_reg_mr(pd, mem, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("reg_mr");
+	fd = peer_connect(host, port, mr, &peer);
+	for (i = 0; i < 3; i++) {
+		fill(mem + i * OV_LEN, OV_LEN, (uint32_t)i);
+		if (post(IBV_WR_SEND, mem + i * OV_LEN, OV_LEN, mr->lkey,
+			 (uint64_t)i, 0, 0, 0))
+			bail_out("post SEND");
+	}
+	overrun_seen(tiny, 0, 20000, rep);
+	ok(rep[0] == 1, "send CQ overrun: IBV_EVENT_CQ_ERR once (%u)", rep[0]);
+	ok(rep[1] == 1, "the sender's QP: IBV_EVENT_QP_FATAL (%u)", rep[1]);
+	ok(rep[2] == IBV_QPS_ERR, "the sender's QP in ERR (state %u)", rep[2]);
+	ok(rep[3], "the send completion that fit is kept");
+	xfer(fd, srv, sizeof(srv), 0);
+	ok(srv[0] == 1, "receive CQ overrun: IBV_EVENT_CQ_ERR once (%u)",
+	   srv[0]);
+	ok(srv[1] == 1, "the receiver's QP: IBV_EVENT_QP_FATAL (%u)", srv[1]);
+	ok(srv[2] == IBV_QPS_ERR, "the receiver's QP in ERR (state %u)",
+	   srv[2]);
+	ok(srv[3], "the receive that fit is kept, with its data");
+	xfer(fd, &c, 1, 1);
+	close(fd);
+	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(tiny) &&
+		   !ibv_destroy_cq(cq) && !ibv_destroy_comp_channel(ch) &&
+		   !ibv_dealloc_pd(pd) && !ibv_close_device(ctx),
+	   "the client freed everything");
+	free(mem);
+	return done_testing();
+}
+
 int main(int argc, char **argv)
 {
 	const char *e;
@@ -2678,6 +2842,10 @@ int main(int argc, char **argv)
 		return forge_server(atoi(argv[2]));
 	if (argc >= 4 && !strcmp(argv[1], "forgeclient"))
 		return forge_client(argv[2], atoi(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "overrunserver"))
+		return overrun_server(atoi(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "overrunclient"))
+		return overrun_client(argv[2], atoi(argv[3]));
 	if (argc >= 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]),
 			      argc > 4 ? atoi(argv[4]) : 3);
@@ -2690,6 +2858,7 @@ int main(int argc, char **argv)
 			"edgeserver PORT | edgeclient ADDR PORT | "
 			"forgeserver PORT | forgeclient ADDR PORT | "
 			"awserver PORT | awclient ADDR PORT none|lost | "
-			"rdaserver PORT | rdaclient ADDR PORT\n");
+			"rdaserver PORT | rdaclient ADDR PORT | "
+			"overrunserver PORT | overrunclient ADDR PORT\n");
 	return 2;
 }
