@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -968,6 +969,46 @@ int main(void)
 			       "destroy the atomic DCT");
 			ibv_dereg_mr(am);
 			ibv_dereg_mr(rm);
+		}
+		/* a CQ overrun: a DCI whose send CQ has one entry posts three
+		 * signalled zero-length WRITEs; the CQ's error, and the DCI
+		 * goes to ERR with IBV_EVENT_QP_FATAL, as an RC requester */
+		{
+			struct tctx t1 = t;
+			struct pollfd pf = {.fd = t.ctx->async_fd,
+					    .events = POLLIN};
+			struct ibv_async_event ev;
+			struct ibv_qp *d3;
+			int cqerr = 0, fatal = 0;
+
+			t1.cq = ibv_create_cq(t.ctx, 1, NULL, NULL, 0);
+			d3 = t1.cq ? dci_qp(&t1) : NULL;
+			if (!d3 || dci_up(d3, 7, 10, 1))
+				bail_out("overrun DCI");
+			for (i = 0; i < 3; i++)
+				post(d3, ah, dct->qp_num, 7, IBV_WR_RDMA_WRITE,
+				     src, 0, mr->lkey, 30 + (uint64_t)i,
+				     IBV_SEND_SIGNALED, 0, 0, 1);
+			t_wait(t.cq, &wc, 1, 300); /* the progress */
+			while (poll(&pf, 1, 300) == 1 &&
+			       !ibv_get_async_event(t.ctx, &ev)) {
+				cqerr += ev.event_type == IBV_EVENT_CQ_ERR &&
+					 ev.element.cq == t1.cq;
+				fatal += ev.event_type == IBV_EVENT_QP_FATAL &&
+					 ev.element.qp == d3;
+				ibv_ack_async_event(&ev);
+			}
+			ok(cqerr == 1 && fatal == 1,
+			   "DCI send CQ overrun: IBV_EVENT_CQ_ERR (%d), "
+			   "IBV_EVENT_QP_FATAL (%d)",
+			   cqerr, fatal);
+			is_int(t_qp_state(d3), IBV_QPS_ERR,
+			       "the overrun DCI is in ERR");
+			ok(t_wait(t1.cq, &wc, 1, 1000) == 1 && wc.wr_id == 30 &&
+				   wc.status == IBV_WC_SUCCESS,
+			   "the completion that fit is kept");
+			ok(!ibv_destroy_qp(d3) && !ibv_destroy_cq(t1.cq),
+			   "destroy the overrun DCI and its CQ");
 		}
 		is_int(ibv_destroy_qp(dct), 0, "destroy the local DCT");
 		is_int(ibv_destroy_qp(d2), 0, "destroy the second DCI");
