@@ -589,9 +589,9 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
 					   ? (unsigned)access
 					   : m->access);
 	/* the old range, pinned read-only, pinned again for writing: a
-	 * read-only mapping cannot become writable (mlx5 replaces the
-	 * umem, ib_umem_get with the new access, on a rereg that is not a
-	 * PD change alone; the copy into it would crash us) */
+	 * read-only mapping cannot become writable (mlx5 up to 5.11
+	 * replaced the umem, ib_umem_get with the new access, on a rereg
+	 * that is not a PD change alone; our copy into it would crash) */
 	if (!err && !(flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
 	    (flags & IBV_REREG_MR_CHANGE_ACCESS) &&
 	    mr_writable((unsigned)access) && !mr_writable(m->access))
@@ -1243,7 +1243,7 @@ __attribute__((noinline, cold)) static void cq_event(struct soft_cq *cq)
  * catastrophic error, as an HCA's: rxe's responder takes a failed
  * rxe_cq_post to RESPST_ERR_CQ_OVERFLOW (class G) and rxe_qp_error, mlx5
  * raises the CQ error and puts each QP that posts to the overrun CQ in
- * ERR with IB_EVENT_QP_FATAL (IBA 11.6.3.1).  A QP already in ERR (its
+ * ERR with IB_EVENT_QP_FATAL (IB 11.6.3).  A QP already in ERR (its
  * flushes overflowing too) raises nothing more.  Out of line: the full
  * CQ is the unlikely branch of cq_slot and soft_cq_push.
  */
