@@ -2415,6 +2415,15 @@ static int forge_server(int port)
 			if (post_recv(mem + 4096 * (i + 1), 4096, mr->lkey,
 				      (uint64_t)i))
 				bail_out("post_recv");
+		/* the host's agent steers the new QPN to this process's
+		 * socket a moment after the QP is up (AG_REG, soft/agent.c);
+		 * a packet before that is handed over by the agent and may
+		 * come after those behind it, which a requester's go-back-N
+		 * repairs but the forged, never repeated packets of a case
+		 * cannot (seen: case 3's SEND_FIRST behind its WRITE_ONLY, a
+		 * PSN sequence NAK, the QP in RTS): let it steer first (the
+		 * agent runs SCHED_FIFO, so 100 ms is ample) */
+		usleep(100000);
 		xfer(fd, &me, 1, 1); /* ready */
 		xfer(fd, &go, 1, 0); /* sent */
 		end = now_ms() + 2000;
