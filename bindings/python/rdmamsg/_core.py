@@ -842,7 +842,8 @@ def _ep_cbs(tracked: bool, keep_threshold: int) -> Any:
 
 class Context:
     """A device, its memory pool and the loop adapter, driven by one asyncio
-    event loop (the running one unless ``loop`` is given).
+    event loop (the running one unless ``loop`` is given; a closed loop
+    raises ValueError, and nothing is made).
 
     ``fabric`` is ``"auto"`` (the default; the environment variable
     ``RDMAMSG_FABRIC`` applies), ``"verbs"`` or ``"soft"``; ``device`` a
@@ -870,6 +871,12 @@ class Context:
         global _live_contexts
         self._ctx = None
         self._loop = loop if loop is not None else asyncio.get_running_loop()
+        # refused before the C context exists (add_reader() on a closed
+        # loop would fail after it: a context nobody can close)
+        if not isinstance(self._loop, asyncio.AbstractEventLoop):
+            raise TypeError("loop must be an asyncio event loop")
+        if self._loop.is_closed():
+            raise ValueError("Context: the event loop is closed")
         if fabric not in _FABRICS:
             raise ValueError("fabric must be one of %s" % sorted(_FABRICS))
         spin_ns = _spin_ns(BUSY_POLL if busy_poll is None else busy_poll)
@@ -938,7 +945,14 @@ class Context:
         # The loop holds the context only weakly while it is open, so that
         # an unreferenced context is collected (and closed, with a warning).
         self._ref = weakref.ref(self)
-        self._loop.add_reader(self._fd, _pump_weak, self._ref)
+        try:
+            self._loop.add_reader(self._fd, _pump_weak, self._ref)
+        except BaseException:  # a loop without add_reader(): nothing kept
+            lib.rdmamsg_ctx_destroy(ffi.new("struct rdmamsg_ctx **",
+                                            self._ctx))
+            self._ctx = None
+            _live_contexts -= 1
+            raise
 
     # -- the arm/progress protocol -------------------------------------
     def _pump(self) -> None:

@@ -80,3 +80,17 @@ async def test_close_waits_for_kept_buffers(ctxs):
     await asyncio.wait_for(closing, 30)
     srv.close()
     await srv.wait_closed()
+
+
+def test_context_of_a_closed_loop_makes_nothing():
+    """Context(loop=) of a closed loop (or of no loop) raises before it
+    makes the C context: none is left behind, nothing to collect."""
+    before = rdmamsg.live_contexts()
+    loop = asyncio.new_event_loop()
+    loop.close()
+    with pytest.raises(ValueError, match="closed"):
+        rdmamsg.Context(loop=loop)
+    with pytest.raises(TypeError, match="event loop"):
+        rdmamsg.Context(loop="not a loop")
+    gc.collect()
+    assert rdmamsg.live_contexts() == before
