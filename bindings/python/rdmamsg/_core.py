@@ -1138,7 +1138,10 @@ class Context:
     def register(self, buffer: BufferLike,
                  access: int = 0) -> "MemoryRegion":
         """Register ``buffer`` (any writable or read-only bytes-like object)
-        for one-sided operations; ``access`` ORs ACCESS_REMOTE_*."""
+        for one-sided operations; ``access`` ORs ACCESS_REMOTE_*.  Read-only
+        memory (``bytes``, a read-only view) takes ACCESS_REMOTE_READ only:
+        TypeError with ACCESS_REMOTE_WRITE or ACCESS_REMOTE_ATOMIC, which
+        would let a peer change an immutable object."""
         return MemoryRegion(self, buffer, access)
 
     def alloc_region(self, size: int, access: int = 0) -> "MemoryRegion":
@@ -1175,7 +1178,8 @@ class Context:
         list: the local region of write()/read() of ranges of at most 2
         pieces (OSError ENOTSUP beyond), and export() raises ENOTSUP.
         ``mr.layout`` says which; ``mr.view`` is None.  Raises
-        InvalidArgument for no, too many or empty pieces."""
+        InvalidArgument for no, too many or empty pieces; TypeError for a
+        read-only piece with remote write or atomic access (register())."""
         return MemoryRegion._pieces(self, buffers, access)
 
     def register_strided(self, buffer: BufferLike, block: int, stride: int,
@@ -1185,7 +1189,8 @@ class Context:
         whose offsets run through the blocks only (rdmamsg_mr_reg_strided;
         UMR or not as register_iov()).  ValueError when the blocks reach
         past the buffer; InvalidArgument for zero sizes or stride <
-        block."""
+        block; TypeError for read-only memory with remote write or atomic
+        access (register())."""
         return MemoryRegion._strided(self, buffer, block, stride, count,
                                      access)
 
@@ -3127,6 +3132,18 @@ class PoolBuffer:
             self.close()
 
 
+#: access that lets a peer change the memory
+_REMOTE_CHANGE = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC
+
+
+def _check_access(readonly: bool, access: int) -> None:
+    """Read-only memory (bytes, a read-only view) is not registered for
+    a peer to write to: it would change an immutable object."""
+    if readonly and access & _REMOTE_CHANGE:
+        raise TypeError("read-only memory cannot be registered with "
+                        "ACCESS_REMOTE_WRITE or ACCESS_REMOTE_ATOMIC")
+
+
 class MemoryRegion:
     """Memory of a bytes-like object registered for one-sided operations.
 
@@ -3136,6 +3153,7 @@ class MemoryRegion:
 
     def __init__(self, ctx: Context, buffer: BufferLike, access: int) -> None:
         mv = memoryview(buffer)
+        _check_access(mv.readonly, access)
         p = ffi.from_buffer("char[]", buffer, require_writable=not mv.readonly)
         self._init(ctx, access, mv.readonly, p, mv.nbytes, mv)
         self._reg(lib.rdmamsg_mr_reg(ctx._c(), p, self.size, access,
@@ -3174,6 +3192,7 @@ class MemoryRegion:
         for i, b in enumerate(buffers):
             mv = memoryview(b)
             readonly = readonly or mv.readonly
+            _check_access(readonly, access)
             p = ffi.from_buffer("char[]", b, require_writable=not mv.readonly)
             keep.append(p)
             iov[i].iov_base = p
@@ -3196,6 +3215,7 @@ class MemoryRegion:
             if v < 0:
                 raise ValueError("%s cannot be negative" % name)
         mv = memoryview(buffer)
+        _check_access(mv.readonly, access)
         if count and block and stride * (count - 1) + block > mv.nbytes:
             raise ValueError("%d blocks of %d bytes %d apart reach past the "
                              "%d-byte buffer" % (count, block, stride,

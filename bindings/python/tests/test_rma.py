@@ -163,3 +163,35 @@ async def test_regions_of_pieces_bad_input(call, exc):
         with pytest.raises(exc):
             call(a)
         assert not a._mrs  # nothing half registered
+
+
+async def test_read_only_memory_refuses_remote_write(ctxs):
+    """Read-only memory (bytes, a read-only view) registered with remote
+    write or atomic access would let a peer change an immutable object:
+    refused with TypeError, nothing registered; remote read is fine."""
+    a, b = ctxs
+    frozen = bytes(64)
+    for acc in (rdmamsg.ACCESS_REMOTE_WRITE, rdmamsg.ACCESS_REMOTE_ATOMIC,
+                rdmamsg.ACCESS_REMOTE_READ | rdmamsg.ACCESS_REMOTE_WRITE):
+        with pytest.raises(TypeError, match="read-only"):
+            a.register(frozen, acc)
+        with pytest.raises(TypeError, match="read-only"):
+            a.register(memoryview(bytearray(64)).toreadonly(), acc)
+        with pytest.raises(TypeError, match="read-only"):
+            a.register_iov([bytearray(64), frozen], acc)
+        with pytest.raises(TypeError, match="read-only"):
+            a.register_strided(frozen, 8, 16, 4, acc)
+    assert not a._mrs  # nothing half registered
+    srv, ep = await _pair(a, b)
+    # what the peer could do with such an export: change the bytes object
+    with a.register(frozen, rdmamsg.ACCESS_REMOTE_READ) as mr:
+        await srv.send(mr.export())
+        rmr = rdmamsg.RemoteRegion(await ep.recv_bytes())
+        with b.register(bytearray(b"x" * 64)) as lmr:
+            with pytest.raises(PermissionError):
+                await ep.write(lmr, rmr)
+            await ep.read(lmr, rmr)  # reading it is what it is for
+            assert lmr.view == bytes(64)
+    assert frozen == bytes(64)
+    await ep.close()
+    await srv.close()
