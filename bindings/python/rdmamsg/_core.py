@@ -1471,7 +1471,9 @@ class Request:
         self._core = core
 
     def respond(self, data: BufferLike) -> None:
-        """Answer with ``data`` (copied)."""
+        """Answer with ``data`` (copied).  ``rdmamsg.WouldBlock`` (a
+        BlockingIOError) when the pool is short: the request stays valid,
+        respond again after ``await ep.wait_writable()`` (or drop it)."""
         if self._req is None:
             raise NotConnected(_errno.ENOTCONN, "request already answered "
                                "or its endpoint closed")
@@ -1533,6 +1535,10 @@ class _EpCore:
         self.write_imm_waiters: Deque[asyncio.Future] = deque()
         self._requests: Set[Request] = set()
         self.pending_requests: Deque[Request] = deque()
+        # answers of request handlers that rdmamsg_respond() refused with
+        # -EAGAIN (the pool is short; the request stays valid): answered
+        # again at on_writable, which follows
+        self.responses: Deque[Tuple[Request, Any]] = deque()
         self.request_handler = request_handler
         self.on_connected: Optional[Callable[["_EpCore"], None]] = None
         self.idp = ffi.new("uint64_t *")
@@ -1676,14 +1682,35 @@ class _EpCore:
         _wake_one(self.recv_waiters)
 
     def _on_writable(self) -> None:
-        """on_writable: the oldest waiting send retries (the others follow
-        it in turn); wait_writable() returns once none waits."""
+        """on_writable: responses that found no room go first, then the
+        oldest waiting send retries (the others follow it in turn);
+        wait_writable() returns once none waits."""
+        if self.responses:
+            self._respond_again()
         q = self.sendq
         if q:
             if not q[0].done():
                 q[0].set_result(None)
         else:
             _wake_all(self.writers)
+
+    def _respond_again(self) -> None:
+        """Answer the requests whose responses found no room (see
+        _answer), in order, until one finds none again (the next
+        on_writable goes on)."""
+        rs = self.responses
+        while rs:
+            r, res = rs[0]
+            if r._req is not None:
+                try:
+                    r.respond(res)
+                except BlockingIOError:
+                    return
+                except Exception as exc:
+                    rs.popleft()
+                    _answer_failed(r, exc)
+                    continue
+            rs.popleft()
 
     def _wake_writers(self) -> None:
         """Wake every waiting send (the endpoint ends: each raises and
@@ -1710,6 +1737,7 @@ class _EpCore:
             r._req = None
         self._requests.clear()
         self.pending_requests.clear()
+        self.responses.clear()
         if self.end is None:
             self.end = -_errno.ECANCELED
         _wake_all(self.recv_waiters)
@@ -1883,13 +1911,22 @@ def _answer(r: Request, res: Any) -> None:
         return
     try:
         r.respond(res)
+    except BlockingIOError:
+        # -EAGAIN: the pool is short while others of the endpoint's sends
+        # are in flight; the request stays valid and on_writable follows,
+        # which answers it (_EpCore._respond_again)
+        r._core.responses.append((r, res))
     except Exception as exc:
-        if isinstance(exc, NotConnected):  # the connection went down
-            return
-        # a result that is not bytes-like, too large, no pool memory: the
-        # request is dropped (the requester times out), not left pending
-        r.drop()
-        _report(exc, "rdmamsg_respond")
+        _answer_failed(r, exc)
+
+
+def _answer_failed(r: Request, exc: Exception) -> None:
+    if isinstance(exc, NotConnected):  # the connection went down
+        return
+    # a result that is not bytes-like, too large, no pool memory at all:
+    # the request is dropped (the requester times out), not left pending
+    r.drop()
+    _report(exc, "rdmamsg_respond")
 
 
 async def _respond_later(r: Request, aw: Awaitable[Any]) -> None:
@@ -2468,8 +2505,10 @@ class Endpoint:
         a coroutine function returning bytes-like; None drops the
         request).  An exception it raises, or a result that cannot be
         sent, goes to the loop's exception handler and drops the request
-        (the requester times out).  Requests that arrived before are
-        handed over now."""
+        (the requester times out).  A response that finds no room (the
+        pool short while the endpoint's other sends are in flight:
+        rdmamsg_respond's -EAGAIN) goes at the next on_writable, in
+        order.  Requests that arrived before are handed over now."""
         core = self._core
         core.request_handler = handler
         if handler is not None:

@@ -137,6 +137,47 @@ async def test_request_queue_and_timeout(ctxs):
         await srv.close()
 
 
+@pytest.mark.parametrize("later", [False, True])
+async def test_response_waits_for_pool_room(later):
+    """Responses of 1 MiB to 4 requests at once, from a context whose pool
+    holds about one: rdmamsg_respond() says -EAGAIN while another of the
+    endpoint's responses is in flight (the request stays valid and
+    on_writable follows).  Each response goes once there is room, from a
+    handler that answers at once or from a coroutine; none is dropped
+    (the requesters would time out), nothing is reported."""
+    big = 1 << 20
+    loop = asyncio.get_running_loop()
+    reported = []
+    loop.set_exception_handler(lambda lp, c: reported.append(c))
+
+    async def answer_later(data):
+        return pattern(big, int(data))
+
+    def answer(data):
+        return answer_later(data) if later else pattern(big, int(data))
+
+    async def idle(ep):
+        async for _ in ep:
+            pass
+
+    try:
+        async with rdmamsg.Context(pool_limit=4_000_000) as a, \
+                rdmamsg.Context() as b:
+            async with await rdmamsg.start_server(
+                    idle, "127.0.0.1:0", ctx=a,
+                    request_handler=answer) as srv:
+                ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b)
+                got = await asyncio.gather(*(ep.request(b"%d" % i,
+                                                        timeout=30)
+                                             for i in range(4)))
+                assert [g == pattern(big, i) for i, g in enumerate(got)] \
+                    == [True] * 4
+                await ep.close()
+    finally:
+        loop.set_exception_handler(None)
+    assert reported == []
+
+
 async def test_cancel_request_endpoint_stays_usable(ctxs):
     a, b = ctxs
     gate = asyncio.Event()
