@@ -11,7 +11,10 @@ announce; only then it schedules one such pass with ``loop.call_soon()``
 (one per task step, however many calls), which runs before the loop next
 blocks.  No thread, no busy loop, no lost wake-up.
 
-The C objects belong to the loop's thread; so do these Python objects.
+The C objects belong to the loop's thread; so do these Python objects: a
+call from another loop or thread raises RuntimeError before it reaches the
+library (_check_own), and an object collected in another thread is closed
+from the loop's.
 """
 from __future__ import annotations
 
@@ -372,6 +375,46 @@ def _report(exc: BaseException, what: str) -> None:
 
 def _cb_error(exc_type: Any, exc: BaseException, tb: Any) -> None:
     _report(exc, "exception in an rdmamsg callback")
+
+
+_running_loop = asyncio.events._get_running_loop
+
+
+def _check_own(ctx: "Context") -> None:
+    """Refuse (RuntimeError) a call from another event loop than ctx's, or
+    from another thread than ctx's while no loop runs there: the C objects
+    belong to the thread that drives the context, and the binding's
+    futures to its loop.  Called before anything reaches the library."""
+    loop = _running_loop()
+    if loop is ctx._loop:
+        return
+    if loop is None and threading.get_ident() == ctx._thread:
+        return
+    raise RuntimeError("rdmamsg: the objects of a context belong to the "
+                       "event loop it was made in (%r%s); called from "
+                       "another loop or thread"
+                       % (ctx._loop, ", closed since" if ctx._loop.is_closed()
+                          else ""))
+
+
+def _own_thread(ctx: "Context") -> bool:
+    """Whether a __del__ running now may call into C for ctx's objects
+    (else it hands the close to the loop's thread)."""
+    loop = _running_loop()
+    return loop is ctx._loop or (loop is None and
+                                 threading.get_ident() == ctx._thread)
+
+
+def _close_later(ctx: "Context", fn: Callable[..., Any], *args: Any) -> None:
+    """fn(*args) -- the close of a collected object -- now in ctx's thread,
+    else from its loop (call_soon_threadsafe); nothing once it is closed."""
+    if _own_thread(ctx):
+        fn(*args)
+    elif not ctx._loop.is_closed():
+        try:
+            ctx._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # closed meanwhile
+            pass
 
 
 #: Busy polling of contexts made without busy_poll=, in seconds (0: off).
@@ -1063,6 +1106,7 @@ class Context:
     def _c(self) -> Any:
         if self._ctx is None or self._closing:
             raise NotConnected(_errno.ENOTCONN, "the context is closed")
+        _check_own(self)
         return self._ctx
 
     @property
@@ -1230,6 +1274,7 @@ class Context:
         """Start closing (see close())."""
         if self._closing:
             return
+        _check_own(self)
         self._closing = True
         self._hold()
         for core in list(self._listeners):
@@ -1288,7 +1333,7 @@ class Context:
             warnings.warn("unclosed rdmamsg context %r" % self,
                           ResourceWarning, source=self)
         if not self._loop.is_closed():
-            self.close_nowait()
+            _close_later(self, self.close_nowait)
 
     def __repr__(self) -> str:
         return "<rdmamsg.Context fd=%d%s>" % (
@@ -1477,6 +1522,7 @@ class Request:
         if self._req is None:
             raise NotConnected(_errno.ENOTCONN, "request already answered "
                                "or its endpoint closed")
+        _check_own(self._core.ctx)
         p, n = _buf_ptr(data)
         rc = lib.rdmamsg_respond(self._req, p, n)
         if rc == -_errno.ENOTCONN:
@@ -1487,6 +1533,7 @@ class Request:
     def drop(self) -> None:
         """Free the request without answering (the peer times out)."""
         if self._req is not None:
+            _check_own(self._core.ctx)
             lib.rdmamsg_req_drop(self._req)
             self._forget()
 
@@ -2126,6 +2173,8 @@ class Endpoint:
         one cancelled while it waits for room is not sent (and the others
         keep their order)."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         opid = next(_op_ids) if core.tracked else 0
         if imm is None and opid and type(data) is bytes and \
                 len(data) <= core.max_msg:
@@ -2169,6 +2218,8 @@ class Endpoint:
         ``await ep.wait_writable()``; also while sending awaits (send())
         wait for room, which it would overtake."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         if core.sendq:
             check(_EAGAIN, "send")
         t = type(data)
@@ -2250,6 +2301,7 @@ class Endpoint:
         message.  Waits for room when out of credits with a full backlog;
         raises the send's error as send() does.  On an endpoint made with
         ``track_sends=False`` (no completions) it is send()."""
+        _check_own(self._core.ctx)
         if not self._core.tracked:
             await self.send(data, imm=imm)
             return
@@ -2284,6 +2336,7 @@ class Endpoint:
         Waits for room when out of credits with a full backlog, in turn
         with the other sending awaits (send())."""
         core = self._core
+        _check_own(core.ctx)
         opid = next(_op_ids) if core.tracked else 0
         rc = _EAGAIN if core.sendq else self._postv(pieces, opid)
         if rc == _EAGAIN:
@@ -2302,6 +2355,7 @@ class Endpoint:
         """sendv() without waiting for the completion; raises
         BlockingIOError when out of credits with a full backlog, or while
         sending awaits wait for room (as send_nowait())."""
+        _check_own(self._core.ctx)
         rc = _EAGAIN if self._core.sendq else self._postv(pieces, 0)
         check(rc, "sendv")
         self._core.ctx._kick()
@@ -2428,6 +2482,8 @@ class Endpoint:
         cancelling the await cancels the request (rdmamsg_request_cancel)
         and leaves the endpoint usable."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         ms = 0 if timeout is None else max(1, _ms(timeout))
         if ms > _UINT_MAX:
             raise make_error(-_errno.EINVAL, "request timeout")
@@ -2526,6 +2582,7 @@ class Endpoint:
     # -- one-sided ----------------------------------------------------------
     async def _rma(self, post: Callable[[int], int], keep: Any) -> int:
         core = self._core
+        _check_own(core.ctx)
         opid = next(_op_ids)
         while True:
             core.c()
@@ -2610,10 +2667,12 @@ class Endpoint:
     def close_nowait(self) -> None:
         """Start closing; pending sends and requests fail with
         OperationCanceled (each exactly once)."""
+        _check_own(self._core.ctx)
         self._core.close_nowait(user=True)
 
     async def close(self) -> None:
         """Close and wait until the library freed the endpoint."""
+        _check_own(self._core.ctx)
         self._core.close_nowait(user=True)
         await asyncio.shield(self._core.closed_fut)
 
@@ -2638,7 +2697,7 @@ class Endpoint:
         warnings.warn("unclosed rdmamsg endpoint %r" % self, ResourceWarning,
                       source=self)
         if not core.loop.is_closed():
-            core.close_nowait(user=True)
+            _close_later(core.ctx, core.close_nowait, True)
 
     def __repr__(self) -> str:
         c = self._core
@@ -2756,6 +2815,7 @@ async def connect(addr: Union[str, Tuple[str, int], list], *,
     """
     if ctx is None:
         ctx = get_context()
+    _check_own(ctx)
     caddr = _encode_addr(addr)
     for key in _LISTEN_ONLY:
         if options.get(key) is not None:
@@ -2926,10 +2986,12 @@ class Listener:
         return Endpoint(core.accepted.popleft())
 
     def close_nowait(self) -> None:
+        _check_own(self._core.ctx)
         self._core.close_nowait()
 
     async def close(self) -> None:
         """Stop listening (undecided requests are rejected) and wait."""
+        _check_own(self._core.ctx)
         self._core.close_nowait()
         await asyncio.shield(self._core.closed_fut)
 
@@ -2946,7 +3008,7 @@ class Listener:
         warnings.warn("unclosed rdmamsg listener %r" % self, ResourceWarning,
                       source=self)
         if not core.loop.is_closed():
-            core.close_nowait()
+            _close_later(core.ctx, core.close_nowait)
 
     def __repr__(self) -> str:
         return "<rdmamsg.Listener port=%d>" % self.port
@@ -2961,6 +3023,7 @@ def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
                  options: Dict[str, Any]) -> _ListenerCore:
     if ctx is None:
         ctx = get_context()
+    _check_own(ctx)
     caddr = _encode_addr(addr)
     for key in options:
         if key not in _EP_ATTRS and key not in _EP_OBJS:
@@ -3052,6 +3115,7 @@ class Server:
 
     def close(self) -> None:
         """Stop listening and close every open connection."""
+        _check_own(self._core.ctx)
         self._core.close_nowait()
         for core in list(self._eps):
             core.close_nowait(user=True)
@@ -3079,7 +3143,7 @@ class Server:
         warnings.warn("unclosed rdmamsg server %r" % self, ResourceWarning,
                       source=self)
         if not core.loop.is_closed():
-            self.close()
+            _close_later(core.ctx, self.close)
 
 
 async def start_server(handler: Callable[[Endpoint], Awaitable[Any]],
@@ -3321,6 +3385,7 @@ class MemoryRegion:
         closed."""
         if self._closing:
             return
+        _check_own(self._ctx)
         check(lib.rdmamsg_mr_dereg(self._mrp), "rdmamsg_mr_dereg")
         self._closing = True
         self._gone()
@@ -3329,6 +3394,7 @@ class MemoryRegion:
         """Deregister (once operations using it have completed)."""
         if self._closing:
             return
+        _check_own(self._ctx)
         self._closing = True
         if self._inflight == 0:
             self._dereg()
@@ -3344,7 +3410,7 @@ class MemoryRegion:
             return
         warnings.warn("unclosed rdmamsg memory region", ResourceWarning,
                       source=self)
-        self.close()
+        _close_later(self._ctx, self.close)
 
 
 class RemoteRegion:
@@ -3471,11 +3537,13 @@ class SharedReceiveQueue:
 
     def close_nowait(self) -> None:
         """Start closing (see close())."""
+        _check_own(self._core.ctx)
         self._core.close_nowait()
 
     async def close(self) -> None:
         """Close, and wait until the last endpoint using the queue is
         freed and the queue with it (close the endpoints to get there)."""
+        _check_own(self._core.ctx)
         self._core.close_nowait()
         await asyncio.shield(self._core.closed_fut)
 
@@ -3495,7 +3563,7 @@ class SharedReceiveQueue:
         warnings.warn("unclosed rdmamsg shared receive queue %r" % self,
                       ResourceWarning, source=self)
         if not core.ctx._loop.is_closed():
-            core.close_nowait()
+            _close_later(core.ctx, core.close_nowait)
 
     def __repr__(self) -> str:
         return "<rdmamsg.SharedReceiveQueue max_bufs=%d buf_size=%d%s>" % (
@@ -3831,6 +3899,7 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     """
     if ctx is None:
         ctx = get_context()
+    _check_own(ctx)
     if not isinstance(addr, str):
         raise TypeError("addr must be a str (a multicast address)")
     if not isinstance(role, str) or role not in _ROLES:
@@ -3975,6 +4044,8 @@ class Group:
 
     # -- publishing -----------------------------------------------------
     def _publish(self, data: BufferLike, opid: int) -> int:
+        if _running_loop() is not self._core.loop:
+            _check_own(self._core.ctx)
         g = self._c()
         p, n = _buf_ptr(data)
         return lib.rdmamsg_group_publish(g, p, n, ffi.cast("void *", opid))
@@ -4090,6 +4161,7 @@ class Group:
     # -- closing ----------------------------------------------------------
     def close_nowait(self) -> None:
         """Start leaving the group (see close())."""
+        _check_own(self._core.ctx)
         self._core.close_nowait(user=True)
 
     async def close(self) -> None:
@@ -4098,6 +4170,7 @@ class Group:
         publishes already accepted complete (sent, or OperationCanceled);
         returns once the library freed the group.  Closing again is a
         no-op."""
+        _check_own(self._core.ctx)
         self._core.close_nowait(user=True)
         await asyncio.shield(self._core.closed_fut)
 
@@ -4123,7 +4196,7 @@ class Group:
         warnings.warn("unclosed rdmamsg group %r" % self, ResourceWarning,
                       source=self)
         if not core.loop.is_closed():
-            core.close_nowait(user=True)
+            _close_later(core.ctx, core.close_nowait, True)
 
     def __repr__(self) -> str:
         c = self._core
