@@ -10,7 +10,11 @@
         msg = g.recv(timeout=5.0)      # GroupMessage(publisher, seq, data)
 
 Each call runs the asyncio API on the connection's own loop until it is
-done; use the asyncio API for anything concurrent.
+done; use the asyncio API for anything concurrent.  A call interrupted
+(KeyboardInterrupt, SystemExit) is cancelled before the exception goes on,
+as an asyncio task would be: an interrupted recv() leaves nothing behind
+to take the next message, an interrupted request() is cancelled
+(rdmamsg_request_cancel); a send that went is not unsent.
 """
 from __future__ import annotations
 
@@ -20,6 +24,25 @@ from typing import Any, Optional, Tuple, Union
 from . import _core
 
 __all__ = ["BlockingEndpoint", "BlockingGroup", "connect", "join"]
+
+
+def _run(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
+    """coro run on loop until it is done.  Interrupted (an exception out of
+    the loop, not of coro: a KeyboardInterrupt while it waits), its task
+    is cancelled and unwound before the exception goes on: left pending,
+    it would run at the next call and take what that call waits for (a
+    recv() interrupted would swallow the next message)."""
+    task = loop.create_task(coro)
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            try:
+                loop.run_until_complete(task)
+            except BaseException:  # its CancelledError, or what it raised
+                pass
+        raise
 
 
 class BlockingEndpoint:
@@ -41,7 +64,7 @@ class BlockingEndpoint:
         return _core.Context()
 
     def _run(self, coro: Any) -> Any:
-        return self._loop.run_until_complete(coro)
+        return _run(self._loop, coro)
 
     def _e(self) -> _core.Endpoint:
         if self._ep is None:
@@ -110,7 +133,7 @@ class BlockingGroup:
         return _core.Context()
 
     def _run(self, coro: Any) -> Any:
-        return self._loop.run_until_complete(coro)
+        return _run(self._loop, coro)
 
     @property
     def group(self) -> _core.Group:

@@ -367,10 +367,23 @@ def test_blocking_layer():
             ep.send(b"sync")
             assert ep.recv_bytes() == b"sync"
             assert ep.request(b"q", timeout=30) == b"q!"
+            # a call interrupted (Ctrl-C while it waits) leaves nothing
+            # behind on the private loop to take the next message
+            ep._loop.call_later(0.2, _interrupt)
+            with pytest.raises(KeyboardInterrupt):
+                ep.recv_bytes()  # nothing comes
+            assert not ep._e()._core.recv_waiters
+            ep.send(b"after")
+            assert ep._run(asyncio.wait_for(ep._e().recv_bytes(), 10)) \
+                == b"after"
     finally:
         loop.call_soon_threadsafe(stop.set)
         th.join()
         loop.close()
+
+
+def _interrupt():
+    raise KeyboardInterrupt
 
 
 async def test_idle_loop_sleeps(echo, ctxs):
