@@ -374,6 +374,12 @@ def _report(exc: BaseException, what: str) -> None:
 
 
 def _cb_error(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    """onerror of the callbacks from C: an exception goes to the loop's
+    exception handler; a KeyboardInterrupt or SystemExit leaves the pass
+    once the progress call is done (_late_exc), as from _deliver."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        _late_exc.append(exc)
+        return
     _report(exc, "exception in an rdmamsg callback")
 
 
@@ -2538,7 +2544,9 @@ class Endpoint:
         callback runs inside the context's progress pass: it must not
         block; it may send (``send_nowait``), close, or start tasks; an
         exception it raises goes to the loop's exception handler and the
-        message counts as delivered.  Messages queued before are handed
+        message counts as delivered (a KeyboardInterrupt or SystemExit
+        leaves the loop's run once the pass is done).  Messages queued
+        before are handed
         to it now, in order.  ``None`` restores the queue; recv() raises
         RuntimeError while a callback is set."""
         if callback is not None and not callable(callback):
