@@ -2137,6 +2137,9 @@ class Endpoint:
         ep = core.c()
         opc = ffi.cast("void *", opid)
         if isinstance(data, PoolBuffer):
+            if data._ctx is not core.ctx:
+                raise ValueError("the PoolBuffer belongs to another context "
+                                 "than the endpoint's")
             buf = data._take()
             n = data._nbytes
             if imm is None:
@@ -2573,6 +2576,8 @@ class Endpoint:
         pool short while the endpoint's other sends are in flight:
         rdmamsg_respond's -EAGAIN) goes at the next on_writable, in
         order.  Requests that arrived before are handed over now."""
+        if handler is not None and not callable(handler):
+            raise TypeError("request_handler must be callable or None")
         core = self._core
         core.request_handler = handler
         if handler is not None:
@@ -2588,6 +2593,21 @@ class Endpoint:
         return core.pending_requests.popleft()
 
     # -- one-sided ----------------------------------------------------------
+    def _check_regions(self, mr: Any, rmr: Any) -> None:
+        """The regions of a one-sided call: a MemoryRegion of this
+        endpoint's context (mr None: an atomic, none) and a
+        RemoteRegion."""
+        if mr is not None:
+            if not isinstance(mr, MemoryRegion):
+                raise TypeError("mr must be a MemoryRegion (ctx.register()), "
+                                "not %s" % type(mr).__name__)
+            if mr._ctx is not self._core.ctx:
+                raise ValueError("the MemoryRegion belongs to another context "
+                                 "than the endpoint's")
+        if not isinstance(rmr, RemoteRegion):
+            raise TypeError("rmr must be a RemoteRegion (of the peer's "
+                            "export), not %s" % type(rmr).__name__)
+
     async def _rma(self, post: Callable[[int], int], keep: Any) -> int:
         core = self._core
         _check_own(core.ctx)
@@ -2615,6 +2635,7 @@ class Endpoint:
         """RDMA write ``length`` bytes (default: the rest of ``mr``) from
         ``mr`` at ``offset`` to ``rmr`` at ``remote_offset``; with ``imm``
         the peer's ``wait_write_imm()`` sees it."""
+        self._check_regions(mr, rmr)
         if length is None:
             length = mr.size - offset
         _check_span(offset, length)
@@ -2634,6 +2655,7 @@ class Endpoint:
                    length: Optional[int] = None) -> None:
         """RDMA read ``length`` bytes from ``rmr`` into ``mr`` (which must
         wrap writable memory)."""
+        self._check_regions(mr, rmr)
         if mr.readonly:
             raise TypeError("RDMA read into read-only memory")
         if length is None:
@@ -2648,6 +2670,7 @@ class Endpoint:
     async def atomic_cas(self, rmr: "RemoteRegion", offset: int,
                          compare: int, swap: int) -> int:
         """8-byte compare-and-swap at ``rmr``+``offset``; the old value."""
+        self._check_regions(None, rmr)
         _check_span(offset, 0)
         ep = self._core.c()
         return await self._rma(lambda i: lib.rdmamsg_atomic_cas(
@@ -2657,6 +2680,7 @@ class Endpoint:
     async def atomic_fadd(self, rmr: "RemoteRegion", offset: int,
                           add: int) -> int:
         """8-byte fetch-and-add at ``rmr``+``offset``; the old value."""
+        self._check_regions(None, rmr)
         _check_span(offset, 0)
         ep = self._core.c()
         return await self._rma(lambda i: lib.rdmamsg_atomic_fadd(
@@ -2754,6 +2778,19 @@ class _TmpMr:
             asyncio.get_running_loop().call_soon(self._op_done)
 
 
+def _check_ep_args(keep_threshold: Any,
+                   request_handler: Any) -> None:
+    """The endpoint arguments that are not attributes, checked where they
+    are given (a listener uses them at each request, inside a callback)."""
+    if isinstance(keep_threshold, bool) or \
+            not isinstance(keep_threshold, int):
+        raise TypeError("keep_threshold must be an int (bytes)")
+    if keep_threshold < 0:
+        raise ValueError("keep_threshold cannot be negative")
+    if request_handler is not None and not callable(request_handler):
+        raise TypeError("request_handler must be callable or None")
+
+
 async def connect(addr: Union[str, Tuple[str, int], list], *,
                   ctx: Optional[Context] = None,
                   private_data: Optional[BufferLike] = None,
@@ -2824,6 +2861,7 @@ async def connect(addr: Union[str, Tuple[str, int], list], *,
     if ctx is None:
         ctx = get_context()
     _check_own(ctx)
+    _check_ep_args(keep_threshold, request_handler)
     caddr = _encode_addr(addr)
     for key in _LISTEN_ONLY:
         if options.get(key) is not None:
@@ -3032,6 +3070,9 @@ def _listen_core(addr: Union[str, Tuple[str, int]], ctx: Optional[Context],
     if ctx is None:
         ctx = get_context()
     _check_own(ctx)
+    _check_ep_args(keep_threshold, request_handler)
+    if accept is not None and not callable(accept):
+        raise TypeError("accept must be callable or None")
     caddr = _encode_addr(addr)
     for key in options:
         if key not in _EP_ATTRS and key not in _EP_OBJS:
@@ -3167,6 +3208,8 @@ async def start_server(handler: Callable[[Endpoint], Awaitable[Any]],
     accepted connection; the endpoint is closed when it returns.
     ``request_handler(data) -> bytes`` answers requests on every
     connection.  Other arguments as for ``listen()``."""
+    if not callable(handler):
+        raise TypeError("handler must be callable (a coroutine function)")
     core = _listen_core(addr, ctx, accept, accept_private_data,
                         keep_threshold, request_handler, track_sends, options)
     return Server(core, handler)

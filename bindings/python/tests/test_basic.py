@@ -327,6 +327,65 @@ async def test_bad_input(ctxs, echo):
         await big.request(b"after close")
 
 
+async def test_bad_arguments_refused_up_front(ctxs):
+    """Arguments of the wrong type or value are refused by the call that
+    takes them (TypeError, ValueError), with a message that names them,
+    not later at each request, nor as AttributeError, nor as the C
+    library's bare EINVAL."""
+    a, b = ctxs
+    for kw, exc in (({"keep_threshold": "16k"}, TypeError),
+                    ({"keep_threshold": True}, TypeError),
+                    ({"keep_threshold": -1}, ValueError),
+                    ({"request_handler": 42}, TypeError),
+                    ({"accept": b"yes"}, TypeError)):
+        with pytest.raises(exc, match=list(kw)[0]):
+            await rdmamsg.listen("127.0.0.1:0", ctx=a, **kw)
+        if "accept" not in kw:
+            with pytest.raises(exc, match=list(kw)[0]):
+                await rdmamsg.connect("127.0.0.1:1", ctx=b, **kw)
+    with pytest.raises(TypeError, match="handler"):
+        await rdmamsg.start_server(None, "127.0.0.1:0", ctx=a)
+    assert not a._listeners and not b._eps
+    async with await rdmamsg.listen("127.0.0.1:0", ctx=a) as lst:
+        cli = asyncio.ensure_future(rdmamsg.connect(("127.0.0.1", lst.port),
+                                                    ctx=b))
+        srv = await lst.accept()
+        ep = await cli
+    with pytest.raises(TypeError, match="request_handler"):
+        srv.set_request_handler("not callable")
+    theirs = a.register(bytearray(64), rdmamsg.ACCESS_REMOTE_WRITE)
+    rmr = rdmamsg.RemoteRegion(theirs.export())
+    mine = b.register(bytearray(64))
+    for call in (lambda: ep.write(bytearray(64), rmr),
+                 lambda: ep.write(mine, theirs.export()),
+                 lambda: ep.read(b"x" * 64, rmr),
+                 lambda: ep.read(mine, None),
+                 lambda: ep.atomic_cas(theirs, 0, 1, 2),
+                 lambda: ep.atomic_fadd(b"x", 0, 1)):
+        with pytest.raises(TypeError, match="Region"):
+            await call()
+    with pytest.raises(ValueError, match="another context"):
+        await ep.write(theirs, rmr)  # a region of the peer's context
+    buf = a.alloc(100)
+    for call in (lambda: ep.send(buf), lambda: ep.send_nocopy(buf),
+                 lambda: _now(ep.send_nowait, buf)):
+        with pytest.raises(ValueError, match="another context"):
+            await call()
+    buf.close()
+    # nothing of it went: the endpoint works, its first message is this
+    await ep.send(b"after")
+    assert await srv.recv_bytes() == b"after"
+    rmr.close()
+    theirs.close()
+    mine.close()
+    await ep.close()
+    await srv.close()
+
+
+async def _now(fn, *args):
+    fn(*args)
+
+
 def test_errno_mapping():
     cases = {errno.ECONNREFUSED: ConnectionRefusedError,
              errno.ETIMEDOUT: TimeoutError, errno.EAGAIN: BlockingIOError,
