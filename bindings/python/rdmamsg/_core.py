@@ -1580,6 +1580,9 @@ class _EpCore:
         self.receiver: Optional[Callable[[memoryview, Optional[int]],
                                          Any]] = None
         self.recv_waiters: Deque[asyncio.Future] = deque()
+        # recv_request(): apart, so that a message never wakes it in the
+        # place of a recv() (nor a request a recv())
+        self.request_waiters: Deque[asyncio.Future] = deque()
         self.writers: Deque[asyncio.Future] = deque()
         # the sending awaits waiting for room, in the order they started
         # (post_in_turn): the head retries, the others wait their turn
@@ -1776,6 +1779,7 @@ class _EpCore:
     def _on_disconnect(self, status: int) -> None:
         self.end = status
         _wake_all(self.recv_waiters)
+        _wake_all(self.request_waiters)
         _wake_all(self.write_imm_waiters)
         self._wake_writers()
         self.close_nowait(user=False)
@@ -1794,6 +1798,7 @@ class _EpCore:
         if self.end is None:
             self.end = -_errno.ECANCELED
         _wake_all(self.recv_waiters)
+        _wake_all(self.request_waiters)
         _wake_all(self.write_imm_waiters)
         self._wake_writers()
         fut = self.connect_fut
@@ -1840,7 +1845,7 @@ class _EpCore:
             self._dispatch_request(r)
         else:
             self.pending_requests.append(r)
-            _wake_one(self.recv_waiters)
+            _wake_one(self.request_waiters)
 
     def _dispatch_request(self, r: Request) -> None:
         try:
@@ -1880,6 +1885,7 @@ class _EpCore:
         if rc < 0 and rc != -_errno.EALREADY:
             _report(make_error(rc), "rdmamsg_ep_close")
         _wake_all(self.recv_waiters)
+        _wake_all(self.request_waiters)
         self._wake_writers()
         self.ctx._kick()
 
@@ -2588,7 +2594,7 @@ class Endpoint:
         """The peer's next request (when no handler is set)."""
         core = self._core
         if not core.pending_requests:
-            await _wait_item(core, core.recv_waiters,
+            await _wait_item(core, core.request_waiters,
                              lambda: bool(core.pending_requests))
         return core.pending_requests.popleft()
 

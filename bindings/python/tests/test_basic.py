@@ -469,3 +469,42 @@ async def test_idle_loop_sleeps(echo, ctxs):
         assert passes  # the fd's reader ran the pump for the answer
     finally:
         rdmamsg._core._c_pump = orig
+
+
+async def test_recv_and_recv_request_wait_apart(ctxs):
+    """recv() and recv_request() waiting at once on one endpoint: a
+    message wakes the recv(), a request the recv_request(), whichever
+    began to wait first; and a receiver callback for the messages
+    (set_receiver) leaves recv_request() working."""
+    a, b = ctxs
+    async with await rdmamsg.listen("127.0.0.1:0", ctx=a) as lst:
+        cli = asyncio.ensure_future(rdmamsg.connect(("127.0.0.1", lst.port),
+                                                    ctx=b))
+        srv = await lst.accept()
+        ep = await cli
+    for first in ("request", "message"):
+        treq = asyncio.ensure_future(srv.recv_request())
+        tmsg = asyncio.ensure_future(srv.recv_bytes())
+        if first == "request":
+            await asyncio.sleep(0.05)
+            await ep.send(b"message")
+            assert await asyncio.wait_for(tmsg, 10) == b"message"
+        r = asyncio.ensure_future(ep.request(b"question", timeout=30))
+        req = await asyncio.wait_for(treq, 10)
+        assert req.data == b"question"
+        req.respond(b"answer")
+        assert await r == b"answer"
+        if first == "message":
+            await ep.send(b"message")
+            assert await asyncio.wait_for(tmsg, 10) == b"message"
+    got = []
+    srv.set_receiver(lambda view, imm: got.append(bytes(view)))
+    treq = asyncio.ensure_future(srv.recv_request())
+    await ep.send(b"to the receiver")
+    r = asyncio.ensure_future(ep.request(b"again", timeout=30))
+    req = await asyncio.wait_for(treq, 10)
+    req.respond(b"ok")
+    assert await r == b"ok"
+    assert got == [b"to the receiver"]
+    await ep.close()
+    await srv.close()
