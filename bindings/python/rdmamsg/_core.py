@@ -2555,9 +2555,9 @@ class Endpoint:
         exception it raises goes to the loop's exception handler and the
         message counts as delivered (a KeyboardInterrupt or SystemExit
         leaves the loop's run once the pass is done).  Messages queued
-        before are handed
-        to it now, in order.  ``None`` restores the queue; recv() raises
-        RuntimeError while a callback is set."""
+        before are handed to it now, in order.  ``None`` restores the
+        queue; recv() (and async for) raises RuntimeError while a
+        callback is set, one waiting already included."""
         if callback is not None and not callable(callback):
             raise TypeError("callback must be callable or None")
         core = self._core
@@ -2571,6 +2571,8 @@ class Endpoint:
             except Exception as exc:
                 _report(exc, "exception in an rdmamsg receiver")
             callback = core.receiver  # the callback may have changed it
+        if core.receiver is not None:
+            _wake_all(core.recv_waiters)  # recv() now raises
 
     def set_request_handler(
             self, handler: Optional[Callable[[bytes], Any]]) -> None:

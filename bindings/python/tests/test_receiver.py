@@ -91,6 +91,35 @@ async def test_receiver_queue_handover_and_restore(echo, ctxs):
         ep.set_receiver(42)
 
 
+async def test_receiver_set_while_recv_waits(echo):
+    """A recv() (or async for) already waiting when a receiver callback is
+    set raises RuntimeError then, as a recv() after it does, instead of
+    waiting for messages that all go to the callback; None restores the
+    queue."""
+    _, ep = echo
+    got = []
+
+    async def iterate():
+        async for m in ep:
+            return m
+
+    waiting = [asyncio.ensure_future(ep.recv()),
+               asyncio.ensure_future(ep.recv_bytes()),
+               asyncio.ensure_future(iterate())]
+    await asyncio.sleep(0.05)
+    ep.set_receiver(lambda data, imm: got.append(bytes(data)))
+    for t in waiting:
+        with pytest.raises(RuntimeError, match="receiver"):
+            await asyncio.wait_for(t, 10)
+    await ep.send(b"to the callback")
+    while not got:
+        await asyncio.sleep(0.001)
+    assert got == [b"to the callback"]
+    ep.set_receiver(None)
+    await ep.send(b"queued")
+    assert await ep.recv_bytes() == b"queued"
+
+
 async def test_receiver_ping_pong_callbacks_only(ctxs):
     """Both sides on callbacks: a ping-pong of 2,000 round trips driven by
     the receivers alone (the pattern of the benchmark's fast path), every
