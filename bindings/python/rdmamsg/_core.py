@@ -31,6 +31,7 @@ import math
 import mmap
 import os
 import struct
+import sys
 import threading
 import traceback
 import warnings
@@ -2147,6 +2148,7 @@ class Endpoint:
                 raise ValueError("the PoolBuffer belongs to another context "
                                  "than the endpoint's")
             buf = data._take()
+            data._only_view()
             n = data._nbytes
             if imm is None:
                 rc = lib.rdmamsg_send_buf(ep, buf, n, opc)
@@ -3232,9 +3234,11 @@ class PoolBuffer:
 
     Fill ``view`` and send it with ``ep.send(buf)`` (all of it) or after
     ``buf.nbytes = n``: the send takes it without a copy, and the buffer
-    then belongs to the library (``view`` is released).  Unsent buffers go
-    back with ``close()`` or when collected, once no view over them (a
-    slice of ``view`` included) is left."""
+    then belongs to the library (``view`` is released).  A send while
+    another view of the memory (a slice of ``view``, an export of it) is
+    referenced raises ValueError: the library reuses the memory.  Unsent
+    buffers go back with ``close()`` or when collected, once no view over
+    them (a slice of ``view`` included) is left."""
 
     def __init__(self, ctx: Context, buf: Any) -> None:
         self._ctx = ctx
@@ -3251,7 +3255,9 @@ class PoolBuffer:
         # last of them goes, never under a view still in use
         self._rel = _BufRelease(ctx, buf)
         p = ffi.gc(ffi.cast("char *", dp[0]), self._rel, self.size)
-        self.view: memoryview = memoryview(ffi.buffer(p, self.size))
+        # the exporter of view: counted at a send (_only_view)
+        self._fb: Any = ffi.buffer(p, self.size)
+        self.view: memoryview = memoryview(self._fb)
 
     @property
     def nbytes(self) -> int:
@@ -3272,8 +3278,31 @@ class PoolBuffer:
     def _untake(self) -> None:
         pass
 
+    def _only_view(self) -> None:
+        """Refuse (ValueError) a send while a view over the memory other
+        than ``view`` -- a slice, a view of it, an export of it -- is
+        referenced: sent, the memory is the library's, which reuses it
+        once the send completed, and such a view would read and write
+        another buffer's bytes.  ``view`` is made anew (it stays the
+        caller's until the send succeeds)."""
+        try:
+            self.view.release()  # BufferError: exported (from_buffer ...)
+        except BufferError:
+            alone = False
+        else:
+            # _fb: ours and the argument's, and a slice's (or another
+            # view's) managed buffer, which outlives view's release (no
+            # local of it here: the traceback of the error would hold it)
+            alone = sys.getrefcount(self._fb) <= 2
+            self.view = memoryview(self._fb)
+        if not alone:
+            raise ValueError("the PoolBuffer cannot be sent while a view "
+                             "of its memory other than buf.view (a slice, "
+                             "an export) is referenced: release it first")
+
     def _let_go(self) -> None:
         self._buf = None
+        self._fb = None
         try:
             self.view.release()
         except BufferError:  # exported: freed when that goes

@@ -132,6 +132,42 @@ async def test_pool_buffer_slice_outlives_close():
     await asyncio.wait_for(closing, 30)
 
 
+async def test_pool_buffer_send_refused_while_viewed(echo, ctxs):
+    """A sent PoolBuffer is the library's, which gives it back to the pool
+    once the send completed and hands it out again: a slice of buf.view
+    (or another view or export of it) still referenced would then read
+    and write another buffer's bytes.  A send while one is referenced
+    raises ValueError, sends nothing and leaves the buffer the caller's
+    (buf.view usable); without them it goes."""
+    _, ep = echo
+    _, b = ctxs
+    buf = b.alloc(100)
+    s = buf.view[:5]
+    s[:] = b"hello"
+    buf.nbytes = 5
+    m = memoryview(buf.view)
+    for holder in ("slice", "view of the view", "export"):
+        if holder == "view of the view":
+            del s
+        elif holder == "export":
+            del m
+            x = b.register(buf.view)  # holds an export of buf.view
+        with pytest.raises(ValueError, match="view"):
+            await ep.send(buf)
+        with pytest.raises(ValueError, match="view"):
+            ep.send_nowait(buf)
+        with pytest.raises(ValueError, match="view"):
+            await ep.send_nocopy(buf)
+        assert bytes(buf.view[:5]) == b"hello"  # still the caller's
+    x.close()
+    del x
+    await ep.send(buf)
+    assert await ep.recv_bytes() == b"hello"
+    # nothing went before it
+    await ep.send(b"next")
+    assert await ep.recv_bytes() == b"next"
+
+
 async def test_untracked_sends(ctxs):
     """track_sends=False (selectively signalled sends): every size class
     still arrives whole, in order; back-pressure still applies."""
