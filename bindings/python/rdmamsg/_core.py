@@ -503,7 +503,18 @@ class _Waiter:
         if st == 1:
             return self._value
         if st == 3:
-            raise self._value
+            # handed over once (the waiting task's wake-up asks, and throws
+            # it into the coroutine): kept here, it would close a cycle --
+            # the awaiting frame holds this waiter, whose exception's
+            # traceback holds that frame -- with the caller's buffer and
+            # the binding's export of it in it, which the collector
+            # cannot clear safely (a memoryview with an export)
+            exc = self._value
+            self._value = None
+            try:
+                raise exc
+            finally:
+                exc = None
         if st == 2:
             raise asyncio.CancelledError()
         raise asyncio.InvalidStateError("result is not set")
@@ -514,7 +525,7 @@ class _Waiter:
             raise asyncio.CancelledError()
         if st == 0:
             raise asyncio.InvalidStateError("exception is not set")
-        return self._value if st == 3 else None
+        return self._value if st == 3 else None  # None once result() raised
 
     def add_done_callback(self, fn: Callable[[Any], Any], *,
                           context: Any = None) -> None:
@@ -2225,6 +2236,9 @@ class Endpoint:
             return
         fut = _Waiter(core.ctx)
         _ops[opid] = (fut, keep)
+        # held by _ops until the completion, not by this frame (see
+        # _Waiter.result: an export of data in a cycle is not collectable)
+        keep = None
         core.ctx._kick()
         await fut
 
@@ -2536,7 +2550,10 @@ class Endpoint:
             check(rc, "request")
         reqid = int(core.idp[0])
         fut = _Waiter(core.ctx)
-        _ops[opid] = (fut, None)
+        # the export of data (bytes need none) is held until the response
+        # by _ops, not by this frame (see _Waiter.result)
+        _ops[opid] = (fut, None if p is data else p)
+        p = None
         try:
             return await fut
         except asyncio.CancelledError:

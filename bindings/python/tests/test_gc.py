@@ -94,3 +94,64 @@ def test_context_of_a_closed_loop_makes_nothing():
         rdmamsg.Context(loop="not a loop")
     gc.collect()
     assert rdmamsg.live_contexts() == before
+
+
+async def test_failed_operations_leave_no_cycles(ctxs):
+    """An awaited operation that fails (a request timing out, a send the
+    receiver refuses, a write the peer's HCA refuses) leaves no reference
+    cycle holding the caller's buffer and the binding's export of it
+    (ffi.from_buffer): once the exception is dropped both go at once.
+    Such a cycle, left to the collector, crashed the interpreter (a
+    memoryview cleared with an export: its tp_clear raises BufferError,
+    lets its buffer go all the same, and the export's release then
+    touches freed memory)."""
+    import errno
+    import weakref
+    a, b = ctxs
+
+    def refuse(nbytes):
+        raise OSError(errno.ENOSPC, "no room")
+
+    lst = await rdmamsg.listen("127.0.0.1:0", ctx=a, max_msg_size=1 << 16,
+                               recv_alloc=refuse)
+    cli = asyncio.ensure_future(rdmamsg.connect(("127.0.0.1", lst.port),
+                                                ctx=b))
+    srv = await lst.accept()
+    ep = await cli
+    await lst.close()
+    theirs = a.register(bytearray(64), rdmamsg.ACCESS_REMOTE_WRITE)
+    rmr = rdmamsg.RemoteRegion(theirs.export())
+    theirs.close()  # the export names a region that is gone
+
+    async def failing(kind, view):
+        if kind == "request":  # nobody answers
+            await ep.request(view, timeout=0.05)
+        elif kind == "send":  # by rendezvous, refused by recv_alloc
+            await ep.send(view)
+        else:  # the peer's HCA refuses it (the connection goes down)
+            mr = b.register(view)
+            try:
+                await ep.write(mr, rmr)
+            finally:
+                mr.close()
+
+    gc.collect()
+    gc.disable()
+    try:
+        for kind, size, exc in (("request", 64, TimeoutError),
+                                ("send", 100000, OSError),
+                                ("write", 64, PermissionError)):
+            view = memoryview(bytearray(size))
+            ref = weakref.ref(view)
+            with pytest.raises(exc):
+                await failing(kind, view)
+            del view
+            # once the step that caught the exception is over (its C
+            # code holds the exception until then): no cycle holds them
+            await asyncio.sleep(0)
+            assert ref() is None, kind
+    finally:
+        gc.enable()
+    rmr.close()
+    await ep.close()
+    await srv.close()
