@@ -1220,14 +1220,18 @@ class Context:
             fd = os.memfd_create("rdmamsg-mr", os.MFD_CLOEXEC |
                                  os.MFD_ALLOW_SEALING)
         except (AttributeError, OSError):
-            return MemoryRegion(self, mmap.mmap(-1, size), access)
+            mr = MemoryRegion(self, mmap.mmap(-1, size), access)
+            mr._own = True
+            return mr
         try:
             os.ftruncate(fd, size)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK |
                         fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             # registered while the fd is open: a provider that shares
             # registrations (softrdma) finds the file then
-            return MemoryRegion(self, mmap.mmap(fd, size), access)
+            mr = MemoryRegion(self, mmap.mmap(fd, size), access)
+            mr._own = True  # its view outlives close()
+            return mr
         finally:
             os.close(fd)
 
@@ -1682,8 +1686,9 @@ class _EpCore:
         view = mr.view
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
+        view = view[off:off + length]  # before a close lets mr.view go
         mr._op_done()
-        return view[off:off + length]
+        return view
 
     # -- callbacks ----------------------------------------------------------
     def _on_connect(self, status: int, reason: int, pdata: bytes) -> None:
@@ -3357,7 +3362,10 @@ class MemoryRegion:
 
     ``export()`` gives the bytes a peer imports with ``RemoteRegion``;
     ``view`` is a memoryview of the memory.  The object stays referenced
-    (and a bytearray cannot be resized) until ``close()``."""
+    (and a bytearray cannot be resized) until the region is deregistered
+    (``close()`` once unused, ``dereg()``), which releases ``view`` and
+    gives the object back (slices of ``view`` taken before keep it);
+    ``alloc_region()``'s ``view``, memory of its own, stays usable."""
 
     def __init__(self, ctx: Context, buffer: BufferLike, access: int) -> None:
         mv = memoryview(buffer)
@@ -3379,6 +3387,7 @@ class MemoryRegion:
         self._inflight = 0
         self._closing = True  # nothing to close until registered
         self._ctx = ctx
+        self._own = False  # alloc_region(): the memory is the region's
 
     def _reg(self, rc: int, what: str) -> None:
         check(rc, what)
@@ -3477,6 +3486,16 @@ class MemoryRegion:
         self._gone()
 
     def _gone(self) -> None:
+        """Deregistered: the caller's buffer is the caller's again (a
+        bytearray may be resized, a memoryview released); the memory of
+        alloc_region() stays in view."""
+        if not self._own:
+            self._p = None  # the exports of ffi.from_buffer
+            if self.view is not None:
+                try:
+                    self.view.release()  # slices of it keep what they need
+                except BufferError:  # exported (another region ...)
+                    pass
         self._ctx._mrs.discard(self)
         if self._ctx._closing:
             self._ctx._loop.call_soon(self._ctx._try_destroy)

@@ -195,3 +195,30 @@ async def test_read_only_memory_refuses_remote_write(ctxs):
     assert frozen == bytes(64)
     await ep.close()
     await srv.close()
+
+
+async def test_closed_region_lets_its_buffer_go(ctxs):
+    """A registered buffer is held (a bytearray cannot be resized, a
+    memoryview not released) until the region is deregistered, not until
+    the MemoryRegion object is collected: close() (or dereg()) gives it
+    back to the caller.  (alloc_region()'s view, memory of the region's
+    own, outlives close(): test_nocopy.py::test_alloc_region.)"""
+    a, _ = ctxs
+    ba = bytearray(64)
+    mr = a.register(ba, rdmamsg.ACCESS_REMOTE_READ)
+    with pytest.raises(BufferError):
+        ba.extend(b"x")  # registered: the library may use it
+    mr.close()
+    ba.extend(b"x")  # deregistered: the caller's again
+    mv = memoryview(bytearray(64))
+    mr = a.register(mv)
+    mr.dereg()
+    mv.release()
+    pieces = [bytearray(16), bytearray(16)]
+    a.register_iov(pieces).close()
+    for p in pieces:
+        p.extend(b"x")
+    strided = bytearray(64)
+    a.register_strided(strided, 8, 16, 4).close()
+    strided.extend(b"x")
+    assert not a._mrs
