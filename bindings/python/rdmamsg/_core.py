@@ -2963,24 +2963,17 @@ class _ListenerCore:
                 _report(exc, "exception in an rdmamsg accept filter")
                 decision = False
         if decision is None or decision is True:
-            core = _EpCore(self.ctx, self.keep_threshold, self.request_handler,
-                           self.track_sends)
-            core.connect_fut = None
-            core.on_connected = self._connected
-            core.set_objs(self.options)
-            attrp = _make_ep_attr(self.options, self.accept_private_data)
-            # an accepted endpoint of a REPLAY session reports its outages
-            # too (ep.path_events); cannot fail on a made attribute
-            lib.rdmamsg_ep_attr_set_path_cb(attrp[0], lib._py_on_path)
-            epp = ffi.new("struct rdmamsg_ep **")
-            rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _ep_cbs(
-                self.track_sends, self.keep_threshold), core.handle, epp)
-            lib.rdmamsg_ep_attr_delete(attrp)
-            if rc == 0:
-                core.ep = epp[0]
-                core.add_to_ctx()
-                return
-            _report(make_error(rc), "rdmamsg_conn_req_accept")
+            try:
+                rc = self._accept(req)
+            except Exception as exc:
+                # the options cannot make an endpoint now (its SRQ was
+                # closed ...): the request is rejected, not left undecided
+                # for the client to time out
+                _report(exc, "rdmamsg: accepting a connection request")
+            else:
+                if rc == 0:
+                    return
+                _report(make_error(rc), "rdmamsg_conn_req_accept")
             decision = 0xFFFF
         reason, rpdata = 0, b""
         try:
@@ -3001,6 +2994,29 @@ class _ListenerCore:
             # reason 0, as when the filter raises
             _report(exc, "bad result of an rdmamsg accept filter")
             lib.rdmamsg_conn_req_reject(req, 0, ffi.NULL, 0)
+
+    def _accept(self, req: Any) -> int:
+        """rdmamsg_conn_req_accept of req with the listener's options: 0
+        (the endpoint is the context's), or the call's error."""
+        core = _EpCore(self.ctx, self.keep_threshold, self.request_handler,
+                       self.track_sends)
+        core.connect_fut = None
+        core.on_connected = self._connected
+        core.set_objs(self.options)
+        attrp = _make_ep_attr(self.options, self.accept_private_data)
+        try:
+            # an accepted endpoint of a REPLAY session reports its outages
+            # too (ep.path_events); cannot fail on a made attribute
+            lib.rdmamsg_ep_attr_set_path_cb(attrp[0], lib._py_on_path)
+            epp = ffi.new("struct rdmamsg_ep **")
+            rc = lib.rdmamsg_conn_req_accept(req, attrp[0], _ep_cbs(
+                self.track_sends, self.keep_threshold), core.handle, epp)
+        finally:
+            lib.rdmamsg_ep_attr_delete(attrp)
+        if rc == 0:
+            core.ep = epp[0]
+            core.add_to_ctx()
+        return rc
 
     def _connected(self, core: _EpCore, status: int) -> None:
         if status != 0:

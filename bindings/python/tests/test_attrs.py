@@ -219,6 +219,29 @@ async def test_srq_closed_with_its_context():
     await asyncio.wait_for(a.close(), 30)
 
 
+async def test_listener_whose_srq_closed_rejects(ctxs):
+    """A listener whose SRQ was closed cannot make endpoints any more: a
+    connection request is rejected at once (ConnectionRefusedError; the
+    error to the loop's exception handler), not left undecided for the
+    client to time out."""
+    a, b = ctxs
+    loop = asyncio.get_running_loop()
+    reported = []
+    loop.set_exception_handler(lambda lp, c: reported.append(c))
+    q = a.create_srq(max_bufs=64)
+    try:
+        async with await rdmamsg.listen("127.0.0.1:0", ctx=a,
+                                        srq=q) as lst:
+            q.close_nowait()
+            with pytest.raises(ConnectionRefusedError):
+                await rdmamsg.connect(("127.0.0.1", lst.port), ctx=b,
+                                      connect_timeout=20)
+    finally:
+        loop.set_exception_handler(None)
+    assert [type(c["exception"]) for c in reported] == [ValueError]
+    await q.wait_closed()
+
+
 # -- recv_alloc ---------------------------------------------------------------
 
 RNDV = dict(eager_size=8192, max_msg_size=65536)  # above 64 KiB: rendezvous
