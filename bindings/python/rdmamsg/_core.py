@@ -1349,6 +1349,7 @@ class Context:
         await self.close()
 
     def __del__(self) -> None:
+        global _live_contexts
         if getattr(self, "_ctx", None) is None or self._closing:
             return
         if not self._default:
@@ -1356,6 +1357,16 @@ class Context:
                           ResourceWarning, source=self)
         if not self._loop.is_closed():
             _close_later(self, self.close_nowait)
+        elif not (self._eps or self._listeners or self._srqs or
+                  self._groups or self._bufs or len(self._mrs)):
+            # its loop is closed (asyncio.run() ended: the default
+            # context's usual end), so nothing will close it, and nothing
+            # of it is open: freed now, not left for the process's life
+            self._closing = True
+            p = ffi.new("struct rdmamsg_ctx **", self._ctx)
+            if lib.rdmamsg_ctx_destroy(p) == 0:
+                self._ctx = None
+                _live_contexts -= 1
 
     def __repr__(self) -> str:
         return "<rdmamsg.Context fd=%d%s>" % (
@@ -1423,13 +1434,26 @@ _default_contexts: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Context
     weakref.WeakKeyDictionary()
 
 
+_DEFAULT_ATTR = "_rdmamsg_default_context"
+
+
 def get_context() -> Context:
-    """The running loop's default context (made on first use)."""
+    """The running loop's default context (made on first use).  The loop
+    holds it: once the loop is closed and gone (asyncio.run() ended) the
+    context is freed with it, provided nothing of it is left open."""
     loop = asyncio.get_running_loop()
-    ctx = _default_contexts.get(loop)
+    d = getattr(loop, "__dict__", None)
+    ctx = d.get(_DEFAULT_ATTR) if d is not None else \
+        _default_contexts.get(loop)
     if ctx is None or ctx.closed:
         ctx = Context(loop=loop, _default=True)
-        _default_contexts[loop] = ctx
+        if d is not None:
+            # a loop and its context make one cycle, which the collector
+            # frees (Context.__del__ frees the C context then); a weak
+            # key whose value holds the key would keep both for ever
+            d[_DEFAULT_ATTR] = ctx
+        else:  # a loop without a __dict__
+            _default_contexts[loop] = ctx
     return ctx
 
 

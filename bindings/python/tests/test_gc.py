@@ -155,3 +155,25 @@ async def test_failed_operations_leave_no_cycles(ctxs):
     rmr.close()
     await ep.close()
     await srv.close()
+
+
+def test_default_context_freed_after_asyncio_run():
+    """The default context (get_context(), what connect/listen/join use
+    without ctx=) of a loop that asyncio.run() ended: nobody can close it
+    any more, and with everything of it closed it is freed once the loop
+    is gone, instead of staying (its device, pools and fds) for the life
+    of the process, one per asyncio.run()."""
+    before = rdmamsg.live_contexts()
+
+    async def once():
+        async with await rdmamsg.start_server(echo_handler,
+                                              "127.0.0.1:0") as srv:
+            async with await rdmamsg.connect(("127.0.0.1", srv.port)) as ep:
+                await ep.send(b"x")
+                assert await ep.recv_bytes() == b"x"
+        assert rdmamsg.live_contexts() == before + 1
+
+    for _ in range(3):
+        asyncio.run(once())
+        gc.collect()
+        assert rdmamsg.live_contexts() == before
