@@ -2178,8 +2178,11 @@ class Endpoint:
         return int(n[0])
 
     # -- sending --------------------------------------------------------
-    def _post(self, data: Any, imm: Optional[int], opid: int) -> Tuple[int,
-                                                                       Any]:
+    def _post(self, data: Any, imm: Optional[int], opid: int,
+              nowait: bool = False) -> Tuple[int, Any]:
+        """Post data (a send()'s, or with nowait a send_nowait()'s, whose
+        caller may reuse a mutable buffer at once: not sent from in place
+        then); (status, what to hold until the completion)."""
         core = self._core
         ep = core.c()
         opc = ffi.cast("void *", opid)
@@ -2204,7 +2207,8 @@ class Endpoint:
             if imm is None:
                 return lib.rdmamsg_send(ep, p, n, opc), p
             return lib.rdmamsg_send_imm(ep, p, n, imm, opc), p
-        if n >= SEND_MR_THRESHOLD and core.tracked:
+        if n >= SEND_MR_THRESHOLD and core.tracked and \
+                (not nowait or _immutable(data)):
             mrp = ffi.new("struct rdmamsg_mr **")
             if lib.rdmamsg_mr_reg(core.ctx._ctx, p, n,
                                   ACCESS_REMOTE_READ, mrp) == 0:
@@ -2221,9 +2225,12 @@ class Endpoint:
         PoolBuffer, sent without any copy) and wait until the peer has it.
 
         Messages above ``max_msg_size`` go by rendezvous (RDMA READ by the
-        peer).  Out of credits with a full backlog (or the pool, or the
-        copies ahead of the peer, full), it waits for the endpoint to
-        become writable (back-pressure).  Concurrent sending awaits of an
+        peer); from SEND_MR_THRESHOLD (4 MiB) the peer reads them from
+        ``data`` itself, which must stay unchanged until the send returns,
+        also when the await is cancelled (the read goes on).  Out of
+        credits with a full backlog (or the pool, or the copies ahead of
+        the peer, full), it waits for the endpoint to become writable
+        (back-pressure).  Concurrent sending awaits of an
         endpoint (send, send_nocopy, sendv, request) go in the order they
         were started: once one waits for room the later ones wait behind
         it.  Cancelling the await does not unsend a message that went;
@@ -2276,7 +2283,9 @@ class Endpoint:
         """Send without waiting for the completion; raises BlockingIOError
         (rdmamsg.WouldBlock) when out of credits with a full backlog: then
         ``await ep.wait_writable()``; also while sending awaits (send())
-        wait for room, which it would overtake."""
+        wait for room, which it would overtake.  The caller may reuse its
+        buffer at once, whatever the size (a mutable one is copied; send()
+        of 4 MiB or more reads it in place until it returns)."""
         core = self._core
         if _running_loop() is not core.loop:
             _check_own(core.ctx)
@@ -2317,7 +2326,7 @@ class Endpoint:
                 check(self._send_eager(core, p, n, 0), "send")
                 return
         opid = next(_op_ids) if core.tracked else 0
-        rc, keep = self._post(data, imm, opid)
+        rc, keep = self._post(data, imm, opid, nowait=True)
         check(rc, "send")
         if isinstance(keep, _TmpMr):  # deregistered at the completion
             _ops[opid] = (None, keep)
@@ -2792,6 +2801,13 @@ class Endpoint:
         st = "connected" if self.connected else (
             "closed" if c.ep is None else "closing")
         return "<rdmamsg.Endpoint %s>" % st
+
+
+def _immutable(data: Any) -> bool:
+    """data's bytes cannot change (bytes, or a view of all or part of
+    bytes): safe to send from in place with nobody waiting."""
+    return type(data) is bytes or (type(data) is memoryview and
+                                   type(data.obj) is bytes)
 
 
 def _check_span(off: int, length: int) -> None:

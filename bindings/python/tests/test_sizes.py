@@ -168,6 +168,25 @@ async def test_pool_buffer_send_refused_while_viewed(echo, ctxs):
     assert await ep.recv_bytes() == b"next"
 
 
+async def test_send_nowait_large_buffer_reusable_at_once(echo):
+    """send_nowait() returns with nothing to wait for: the caller may
+    reuse its buffer at once, as after rdmamsg_send(), whatever the size:
+    from SEND_MR_THRESHOLD (4 MiB) up a mutable buffer is not read in
+    place by the peer later (send() does that, and returns once the peer
+    has it), so what the peer gets is what was there at the call.  bytes,
+    which cannot change, still go without a copy."""
+    _, ep = echo
+    size = rdmamsg._core.SEND_MR_THRESHOLD + 1000
+    for make in (bytearray, lambda b: memoryview(bytearray(b))):
+        buf = make(pattern(size, 1))
+        ep.send_nowait(buf)
+        buf[:] = pattern(size, 2)  # reused at once
+        assert await ep.recv_bytes() == pattern(size, 1)
+    frozen = pattern(size, 3)
+    ep.send_nowait(frozen)
+    assert await ep.recv_bytes() == frozen
+
+
 async def test_untracked_sends(ctxs):
     """track_sends=False (selectively signalled sends): every size class
     still arrives whole, in order; back-pressure still applies."""
