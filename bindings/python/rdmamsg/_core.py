@@ -2454,6 +2454,8 @@ class Endpoint:
         """Wait until a send that failed with BlockingIOError may succeed
         (room came, and no sending await waits for it before)."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         core.c()
         await core.wait_writable()
 
@@ -2461,6 +2463,8 @@ class Endpoint:
     async def recv_msg(self) -> Message:
         """The next message with its immediate value and flags."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         if not core.queue:
             await _wait_item(core, core.recv_waiters, core.queue.__len__)
         payload, imm, flags = _item(core.queue.popleft())
@@ -2475,6 +2479,8 @@ class Endpoint:
         the view is released or collected), over a copy otherwise.  Raises
         EndOfStream once the peer closed and every message was read."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         q = core.queue
         while not q:  # _wait_item, inlined
             if core.end is None and not core.closing and \
@@ -2501,6 +2507,8 @@ class Endpoint:
     async def recv_bytes(self) -> bytes:
         """The next message copied to bytes (a kept buffer is released)."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         if not core.queue:
             await _wait_item(core, core.recv_waiters, core.queue.__len__)
         payload = _item(core.queue.popleft())[0]
@@ -2517,6 +2525,8 @@ class Endpoint:
         """recv() (inlined), ending at EndOfStream or the endpoint's
         close."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         q = core.queue
         while not q:  # _wait_item, inlined
             if core.end is None and not core.closing and \
@@ -2652,6 +2662,8 @@ class Endpoint:
     async def recv_request(self) -> Request:
         """The peer's next request (when no handler is set)."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         if not core.pending_requests:
             await _wait_item(core, core.request_waiters,
                              lambda: bool(core.pending_requests))
@@ -2755,6 +2767,8 @@ class Endpoint:
     async def wait_write_imm(self) -> Tuple[int, int]:
         """The next write-with-immediate of the peer: (imm, length)."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         if not core.write_imms:
             await _wait_item(core, core.write_imm_waiters,
                              lambda: bool(core.write_imms))
@@ -3104,6 +3118,8 @@ class Listener:
 
     async def accept(self) -> Endpoint:
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         while not core.accepted:
             if core.closing:
                 raise OperationCanceled(_errno.ECANCELED,
@@ -4279,6 +4295,7 @@ class Group:
         """Wait for the next chance that a publish refused with
         BlockingIOError succeeds (a completion, or the context's next
         pass)."""
+        _check_own(self._core.ctx)
         self._c()
         await self._wait_room()
 
@@ -4298,6 +4315,8 @@ class Group:
         ``loss_items=True``).  Raises OperationCanceled once the group is
         closed, AccessDenied on a publisher-only group."""
         core = self._core
+        if _running_loop() is not core.loop:
+            _check_own(core.ctx)
         q = core.queue
         while not q:
             self._recv_check()

@@ -101,6 +101,48 @@ async def test_endpoint_refuses_other_loops_and_threads(ctxs):
     await srv.close()
 
 
+async def test_receiving_refuses_other_loops(ctxs):
+    """Receiving from another loop is refused too, also when a message is
+    queued already (it would be taken from under the endpoint's own
+    loop): the message stays for the loop the endpoint belongs to."""
+    a, b = ctxs
+    srv, ep = await _pair(a, b)
+    await srv.send(b"queued")
+    t = asyncio.ensure_future(srv.request(b"q", timeout=30))
+    while not ep._core.queue or not ep._core.pending_requests:
+        await asyncio.sleep(0.01)
+
+    def other_loop():
+        async def calls():
+            out = {}
+            for name, call in (("recv", ep.recv),
+                               ("recv_bytes", ep.recv_bytes),
+                               ("recv_msg", ep.recv_msg),
+                               ("async for", lambda: ep.__anext__()),
+                               ("recv_request", ep.recv_request),
+                               ("wait_write_imm", ep.wait_write_imm),
+                               ("wait_writable", ep.wait_writable)):
+                try:
+                    await asyncio.wait_for(call(), 5)
+                    out[name] = "done"
+                except RuntimeError as exc:
+                    out[name] = str(exc)
+                except BaseException as exc:
+                    out[name] = repr(exc)
+            return out
+        return asyncio.run(calls())
+
+    out = await _in_thread(other_loop)
+    bad = {k: v for k, v in out.items() if "another" not in v}
+    assert not bad, bad
+    assert await asyncio.wait_for(ep.recv_bytes(), 30) == b"queued"
+    req = await asyncio.wait_for(ep.recv_request(), 30)
+    req.respond(b"a")
+    assert await t == b"a"
+    await ep.close()
+    await srv.close()
+
+
 async def test_group_refuses_other_loops_and_threads():
     async with rdmamsg.Context() as a, rdmamsg.Context() as b:
         sub = await b.join("239.1.9.12", role="subscriber")
@@ -110,6 +152,8 @@ async def test_group_refuses_other_loops_and_threads():
             async def calls():
                 out = {}
                 for name, call in (("publish", lambda: pub.publish(b"p")),
+                                   ("wait_writable", pub.wait_writable),
+                                   ("recv", sub.recv),
                                    ("close", pub.close)):
                     try:
                         await call()
