@@ -981,7 +981,9 @@ void soft_seg_unlink(uint32_t qpn)
 
 /*
  * Channel FIFOs a producer writes to: open ones kept, by key (a key is
- * never reused while the registry lives; the cache empties with it).
+ * never reused while the registry lives; the cache empties with it, and
+ * a key's entry goes when its channel is destroyed in this process or
+ * its context slot is swept: soft_chan_forget).
  * A FIFO is opened read-write, so that a write never raises SIGPIPE
  * once its channel has gone; and non-blocking: a full FIFO is readable
  * already.  A thread that finds the cache taken (or a forked child whose
@@ -1035,6 +1037,21 @@ static void chan_cache_clear(void)
 	pthread_mutex_unlock(&chan_cache_lock);
 }
 
+/* soft_chan_forget -- channel key is destroyed: the FIFO this process
+ * kept open to kick it goes too (else the cache holds the deleted FIFO's
+ * fd until its slot is taken by another key or the registry goes) */
+void soft_chan_forget(uint32_t key)
+{
+	unsigned int i = key % CHAN_CACHE;
+
+	pthread_mutex_lock(&chan_cache_lock);
+	if (key && chan_cache[i].key == key) {
+		close(chan_cache[i].fd);
+		chan_cache[i].key = 0;
+	}
+	pthread_mutex_unlock(&chan_cache_lock);
+}
+
 /* chan_kick -- make channel key's fd readable: one byte into its FIFO */
 static void chan_kick(uint32_t key)
 {
@@ -1080,6 +1097,7 @@ static void chan_unlink_all(struct soft_reg *r, uint32_t idx)
 		if (key) {
 			soft_chan_path(path, sizeof(path), key);
 			unlink(path);
+			soft_chan_forget(key);
 		}
 	}
 }

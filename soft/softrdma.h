@@ -1005,6 +1005,7 @@ void soft_reg_srq_id(uint32_t ctx_idx, uint32_t id);
 void soft_wake_ctx(uint32_t ctx_idx);
 void soft_wake_thread(uint32_t ctx_idx);
 void soft_chan_path(char *buf, size_t len, uint32_t key);
+void soft_chan_forget(uint32_t key);
 void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 
 /* device.c */

@@ -887,6 +887,7 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 			unlink(path);
 		}
 	}
+	soft_chan_forget(ch->key); /* a kick of ours kept its FIFO open */
 	close(ch->wfd);
 	close(channel->fd);
 	pthread_mutex_destroy(&ch->m);

@@ -447,10 +447,90 @@ static void test_overrun(enum ibv_qp_type type, int send, int use_srq)
 	free(buf);
 }
 
+/* chan_fds -- this process's fds on a channel FIFO (/dev/shm/...-ch-N) */
+static int chan_fds(void)
+{
+	char link[64], path[256];
+	int fd, n = 0;
+	ssize_t r;
+
+	for (fd = 0; fd < 1024; fd++) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		r = readlink(link, path, sizeof(path) - 1);
+		if (r <= 0)
+			continue;
+		path[r] = 0;
+		if (strstr(path, "-ch-"))
+			n++;
+	}
+	return n;
+}
+
+/*
+ * test_chan_fd -- a SEND from another context of this process wakes a
+ * CQ armed on a channel through the channel's FIFO, which the sender's
+ * side keeps open for the next kick; once the channel is destroyed no fd
+ * of the process is left on it (before: the deleted FIFO stayed open
+ * until another channel's key took its cache slot)
+ */
+static void test_chan_fd(void)
+{
+	struct tctx a, b;
+	struct ibv_comp_channel *ch;
+	struct ibv_qp_init_attr ia;
+	struct ibv_cq *rcq;
+	struct ibv_qp *qa, *qb;
+	struct ibv_mr *ma, *mb;
+	struct ibv_wc wc;
+	char *buf = calloc(1, 8192);
+	int before;
+
+	if (!buf || t_open(&a, 16) || t_open(&b, 16))
+		bail_out("open");
+	before = chan_fds();
+	ch = ibv_create_comp_channel(b.ctx);
+	rcq = ch ? ibv_create_cq(b.ctx, 16, NULL, ch, 0) : NULL;
+	ma = ibv_reg_mr(a.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	mb = ibv_reg_mr(b.pd, buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = b.cq;
+	ia.recv_cq = rcq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	qb = rcq ? ibv_create_qp(b.pd, &ia) : NULL;
+	qa = t_rc_qp(&a, 4, NULL);
+	if (!rcq || !ma || !mb || !qa || !qb ||
+	    t_connect(qa, qb->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(qb, qa->qp_num, 0, 1, 7, 14, 7) ||
+	    t_post_recv(qb, buf + 4096, 64, mb->lkey, 1) ||
+	    ibv_req_notify_cq(rcq, 0))
+		bail_out("channel test setup");
+	is_int(t_post(qa, IBV_WR_SEND, buf, 8, ma->lkey, 2, IBV_SEND_SIGNALED,
+		      0, 0),
+	       0, "chan fd: SEND to a QP of another context, its CQ armed");
+	is_int(wait_event(ch, rcq, 5000), 0,
+	       "chan fd: the channel's event came");
+	is_int(t_wait(rcq, &wc, 1, 2000), 1, "chan fd: the receive completed");
+	ok(chan_fds() > before, "chan fd: the wake-up opened the FIFO (%d)",
+	   chan_fds() - before);
+	ibv_destroy_qp(qa);
+	ibv_destroy_qp(qb);
+	ibv_destroy_cq(rcq);
+	is_int(ibv_destroy_comp_channel(ch), 0, "chan fd: channel destroyed");
+	is_int(chan_fds(), before, "chan fd: no fd left on its FIFO");
+	ibv_dereg_mr(ma);
+	ibv_dereg_mr(mb);
+	t_close(&a);
+	t_close(&b);
+	free(buf);
+}
+
 int main(void)
 {
 	t_isolate("events");
 	test_channel();
+	test_chan_fd();
 	test_srq_and_async();
 	test_overrun(IBV_QPT_RC, 1, 0);
 	test_overrun(IBV_QPT_RC, 0, 0);
