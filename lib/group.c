@@ -169,10 +169,12 @@ struct gooo {
 	char *data;
 	size_t cap;
 	uint32_t total, off;
-	int state; /* OOO_EMPTY, OOO_PART (off bytes so far), OOO_FULL */
+	/* OOO_EMPTY, OOO_PART (off bytes so far), OOO_FULL, OOO_LOST (above
+	 * our maximum size: reported lost in its turn) */
+	int state;
 };
 
-enum { OOO_EMPTY = 0, OOO_PART, OOO_FULL };
+enum { OOO_EMPTY = 0, OOO_PART, OOO_FULL, OOO_LOST };
 
 /* a subscriber a reliable publisher heard from */
 struct grcv {
@@ -1661,7 +1663,8 @@ static void deliver(struct rdmamsg_group *g, struct gpub *p, const void *data,
 		g->cbs.on_message(g, &m, g->arg);
 }
 
-/* ooo_ready -- message seq of p is whole in its reorder slot */
+/* ooo_ready -- message seq of p is whole in its reorder slot (or known to
+ * be above our maximum size: its turn reports it) */
 static int ooo_ready(const struct gpub *p, uint64_t seq)
 {
 	const struct gooo *o;
@@ -1669,7 +1672,7 @@ static int ooo_ready(const struct gpub *p, uint64_t seq)
 	if (!p->nooo)
 		return 0;
 	o = &p->ooo[seq & (p->nooo - 1)];
-	return o->seq == seq && o->state == OOO_FULL;
+	return o->seq == seq && (o->state == OOO_FULL || o->state == OOO_LOST);
 }
 
 /* drain -- deliver what the reorder slots hold from next on, in order */
@@ -1677,9 +1680,13 @@ static void drain(struct rdmamsg_group *g, struct gpub *p)
 {
 	while (!p->assembling && ooo_ready(p, p->next)) {
 		struct gooo *o = &p->ooo[p->next & (p->nooo - 1)];
+		int lost = o->state == OOO_LOST;
 
 		o->state = OOO_EMPTY;
-		deliver(g, p, o->data, o->total);
+		if (lost)
+			lose(g, p, p->next + 1);
+		else
+			deliver(g, p, o->data, o->total);
 	}
 }
 
@@ -1837,6 +1844,42 @@ static void on_data(struct rdmamsg_group *g, struct gpub *p,
 	}
 }
 
+/* too_big -- a datagram of message h->seq of p, above our maximum size:
+ * the message is lost (rdmamsg_group_join(3)), reported in its turn, not
+ * asked for again (a reliable publisher waiting for us would stall) */
+static void too_big(struct rdmamsg_group *g, struct gpub *p,
+		    const struct rdmamsg__mc_wire *h)
+{
+	struct gooo *o;
+
+	if (h->seq < p->next) {
+		if (h->seq >= p->lost_first && h->seq < p->lost_end)
+			g->st.lost_fragments++;
+		else
+			g->st.duplicates++;
+		return;
+	}
+	if (h->seq > p->next && p->nooo && !p->unreliable) {
+		/* reliable, ahead of a missing one: it waits for its turn
+		 * (beyond the slots: asked for again later) */
+		o = &p->ooo[h->seq & (p->nooo - 1)];
+		if (h->seq - p->next < p->nooo) {
+			if (o->seq == h->seq && o->state == OOO_LOST)
+				g->st.lost_fragments++;
+			o->seq = h->seq;
+			o->state = OOO_LOST;
+		}
+		p->assembling = 0; /* the rest of next is lost */
+		fill_gap(g, p);
+		return;
+	}
+	/* the ones before it missing: asked for (reliable mode), or lost */
+	if (h->seq > p->next && miss(g, p, h->seq))
+		return;
+	lose(g, p, h->seq + 1);
+	fill_gap(g, p);
+}
+
 /* on_batch -- the h->total whole messages of a BATCH at r (checked by
  * rdmamsg__mc_decode), each as a DATA datagram of its own */
 static void on_batch(struct rdmamsg_group *g, struct gpub *p,
@@ -1854,7 +1897,10 @@ static void on_batch(struct rdmamsg_group *g, struct gpub *p,
 		/* the ones after it are not missing: they come next */
 		if (m.seq + 1 > p->seen)
 			p->seen = m.seq + 1;
-		on_data(g, p, &m, (const char *)r + RDMAMSG_MC_REC, n);
+		if (n > g->max_msg)
+			too_big(g, p, &m);
+		else
+			on_data(g, p, &m, (const char *)r + RDMAMSG_MC_REC, n);
 		r += RDMAMSG_MC_REC + n;
 	}
 }
@@ -1918,8 +1964,8 @@ static void on_bare(struct rdmamsg_group *g, const struct ibv_wc *w,
 	if (!p)
 		return;
 	memset(&h, 0, sizeof(h));
-	if (len > g->max_msg ||
-	    rdmamsg__mc_seq(p->next, be32toh(w->imm_data), &h.seq)) {
+	/* (one above our maximum size: too_big) */
+	if (rdmamsg__mc_seq(p->next, be32toh(w->imm_data), &h.seq)) {
 		g->st.malformed++;
 		return;
 	}
@@ -1940,7 +1986,8 @@ static void on_datagram(struct rdmamsg_group *g, const struct ibv_wc *w,
 	uint8_t src[16];
 	uint64_t to;
 
-	if (rdmamsg__mc_decode(d, len, (uint32_t)g->max_msg, &h)) {
+	/* the wire's limit: a message above ours is lost, not malformed */
+	if (rdmamsg__mc_decode(d, len, RDMAMSG_MC_MAX_MSG, &h)) {
 		g->st.malformed++;
 		return;
 	}
@@ -2034,7 +2081,10 @@ static void pub_datagram(struct rdmamsg_group *g, struct gpub *p,
 		on_batch(g, p, h, (const uint8_t *)pay);
 		return;
 	}
-	on_data(g, p, h, pay, n);
+	if (h->total > g->max_msg)
+		too_big(g, p, h);
+	else
+		on_data(g, p, h, pay, n);
 }
 
 /* drop -- the test hook RDMAMSG_TEST_MC_DROP: one datagram in drop_every

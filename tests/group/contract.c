@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * contract.c -- what a multicast group promises its users (rdmamsg_group_
+ * join(3)), one context, a publisher and a subscriber group at one
+ * address: messages of 0 bytes and of exactly the maximum size delivered,
+ * one byte more refused with -EMSGSIZE; and, in reliable mode, a message
+ * larger than the subscriber's maximum size reported lost to it (not asked
+ * for again forever: the publisher, which waits for it, would stall at its
+ * window), the messages after it delivered in order.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tap.h"
+#include "../core/util.h"
+
+#define WINDOW 64
+#define NMSG   400
+
+struct member {
+	struct rdmamsg_group *g;
+	int joined, status, closed;
+	uint64_t received, lost, loss_calls, bad, next, published, pub_err;
+	size_t last_len;
+};
+
+static void m_join(struct rdmamsg_group *g, int st, void *arg)
+{
+	struct member *m = arg;
+
+	(void)g;
+	m->status = st;
+	m->joined = 1;
+}
+
+static void m_msg(struct rdmamsg_group *g, const struct rdmamsg_group_msg *msg,
+		  void *arg)
+{
+	struct member *m = arg;
+	const unsigned char *d = msg->data;
+	size_t i;
+
+	(void)g;
+	if (msg->seq != m->next)
+		m->bad++;
+	for (i = 0; i < msg->len; i++)
+		if (d[i] != (unsigned char)(msg->seq + i))
+			m->bad++;
+	m->next = msg->seq + 1;
+	m->last_len = msg->len;
+	m->received++;
+}
+
+static void m_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
+		   uint64_t count, void *arg)
+{
+	struct member *m = arg;
+
+	(void)g;
+	(void)pub;
+	if (first != m->next)
+		m->bad++;
+	m->next = first + count;
+	m->lost += count;
+	m->loss_calls++;
+}
+
+static void m_pub(struct rdmamsg_group *g, void *op_ctx, int st, void *arg)
+{
+	struct member *m = arg;
+
+	(void)g;
+	(void)op_ctx;
+	if (st)
+		m->pub_err++;
+	m->published++;
+}
+
+static void m_closed(struct rdmamsg_group *g, void *arg)
+{
+	(void)g;
+	((struct member *)arg)->closed = 1;
+}
+
+static const struct rdmamsg_group_cbs cbs = {
+	.on_join = m_join,
+	.on_message = m_msg,
+	.on_loss = m_loss,
+	.on_publish = m_pub,
+};
+
+/* join -- m joins addr as role (reliable with window if not 0), with
+ * the largest message max */
+static void join(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
+		 unsigned int role, uint32_t window, size_t max)
+{
+	struct rdmamsg_group_attr *a = NULL;
+
+	memset(m, 0, sizeof(*m));
+	ok(!rdmamsg_group_attr_new(&a) &&
+		   !rdmamsg_group_attr_set_role(a, role) &&
+		   !rdmamsg_group_attr_set_reliable(a, window) &&
+		   !rdmamsg_group_attr_set_max_msg_size(a, max) &&
+		   !rdmamsg_group_join(ctx, addr, a, &cbs, m, &m->g),
+	   "join %s (role %u, window %u, max %zu)", addr, role, window, max);
+	rdmamsg_group_attr_delete(&a);
+	test_run_until(ctx, &m->joined, 10000);
+	is_int(m->status, 0, "joined");
+}
+
+/* publish -- message seq of len bytes, retried after progress while the
+ * group says -EAGAIN (up to 20 s): 0 or the error */
+static int publish(struct rdmamsg_ctx *ctx, struct member *p, uint64_t seq,
+		   size_t len)
+{
+	static unsigned char buf[64 << 10];
+	long long end = test_now_ms() + 20000;
+	size_t i;
+	int ret;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (unsigned char)(seq + i);
+	while ((ret = rdmamsg_group_publish(p->g, buf, len, NULL)) == -EAGAIN &&
+	       test_now_ms() < end)
+		test_idle(ctx, 1);
+	return ret;
+}
+
+/* closing -- both close; until both close callbacks ran */
+static void closing(struct rdmamsg_ctx *ctx, struct member *p, struct member *s)
+{
+	ok(!rdmamsg_group_close(p->g, m_closed) &&
+		   !rdmamsg_group_close(s->g, m_closed),
+	   "close both");
+	test_run_until(ctx, &p->closed, 10000);
+	test_run_until(ctx, &s->closed, 10000);
+	ok(p->closed && s->closed, "both closed");
+}
+
+/* sizes -- 0 bytes and exactly the maximum go, one more is -EMSGSIZE */
+static void sizes(struct rdmamsg_ctx *ctx, uint32_t window)
+{
+	struct member p, s;
+	long long end;
+	int ret;
+
+	diag("sizes, window %u", window);
+	join(ctx, &s, "239.1.2.90", RDMAMSG_GROUP_SUBSCRIBER, window, 20000);
+	join(ctx, &p, "239.1.2.90", RDMAMSG_GROUP_PUBLISHER, window, 20000);
+	test_idle(ctx, 300); /* the subscriber hears of the publisher */
+	is_int(publish(ctx, &p, 0, 0), 0, "0 bytes published");
+	is_int(publish(ctx, &p, 1, 20000), 0, "exactly the maximum published");
+	ret = publish(ctx, &p, 2, 20001);
+	is_int(ret, -EMSGSIZE, "the maximum + 1: -EMSGSIZE");
+	is_int(publish(ctx, &p, 2, 7), 0, "then 7 bytes");
+	end = test_now_ms() + 10000;
+	while (s.received + s.lost < 3 && test_now_ms() < end)
+		test_idle(ctx, 10);
+	is_int(s.received, 3, "all three received");
+	is_int(s.lost, 0, "none lost");
+	is_int(s.bad, 0, "in order, contents right");
+	is_int(p.published, 3, "three on_publish");
+	is_int(p.pub_err, 0, "all sent");
+	closing(ctx, &p, &s);
+}
+
+/* too_big -- a reliable subscriber whose maximum is below a message's
+ * size: reported lost, the rest delivered, the publisher not held */
+static void too_big(struct rdmamsg_ctx *ctx)
+{
+	struct member p, s;
+	struct rdmamsg_group_stats st;
+	long long end;
+	uint64_t i, sent = 0;
+
+	diag("a message above the subscriber's maximum, reliable");
+	join(ctx, &s, "239.1.2.91", RDMAMSG_GROUP_SUBSCRIBER, WINDOW, 1000);
+	join(ctx, &p, "239.1.2.91", RDMAMSG_GROUP_PUBLISHER, WINDOW, 9000);
+	test_idle(ctx, 300);
+	for (i = 0; i < NMSG; i++) {
+		/* 2000 bytes: in a batch or a headed datagram; 9000:
+		 * fragments; 4090: a bare datagram (lib/proto.h) */
+		size_t len = i == 5	? 2000
+			     : i == 9	? 9000
+			     : i == 200 ? 4090
+					: 100;
+
+		if (publish(ctx, &p, i, len))
+			break;
+		sent++;
+	}
+	is_int(sent, NMSG, "the publisher is not held by it");
+	end = test_now_ms() + 20000;
+	while (s.received + s.lost < sent && test_now_ms() < end)
+		test_idle(ctx, 10);
+	is_int(s.lost, 3, "the three reported lost");
+	is_int(s.received, sent - 3, "the others received");
+	is_int(s.bad, 0, "in order, contents right");
+	rdmamsg_group_query(s.g, &st);
+	is_int(st.msgs_lost, 3, "msgs_lost counts them");
+	is_int(st.msgs_received, sent - 3, "msgs_received the others");
+	closing(ctx, &p, &s);
+}
+
+int main(void)
+{
+	struct rdmamsg_ctx *ctx;
+
+	test_setup("group-contract");
+	ctx = test_ctx();
+	sizes(ctx, 0);
+	sizes(ctx, WINDOW);
+	too_big(ctx);
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
+	return done_testing();
+}
