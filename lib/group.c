@@ -919,7 +919,9 @@ static void hb_fn(struct rdmamsg__timer *t)
 	struct rdmamsg_group *g =
 		container_of(t, struct rdmamsg_group, hb_timer);
 
-	if (g->closing || g->state != G_UP)
+	/* a closing reliable publisher lingers for its subscribers: they
+	 * learn of a tail they missed from its heartbeats, until its FIN */
+	if (g->state != G_UP || (g->closing && (!g->window || g->fin_sent)))
 		return;
 	/* reliable: always (the address); else while idle, or after bare
 	 * datagrams (a subscriber knows their sender by a headed one) */
@@ -2584,7 +2586,8 @@ RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
 		return -EALREADY;
 	g->closing = 1;
 	g->close_cb = close_cb;
-	rdmamsg__timer_stop(g->ctx, &g->hb_timer);
+	if (!g->window)
+		rdmamsg__timer_stop(g->ctx, &g->hb_timer); /* (hb_fn) */
 	rdmamsg__timer_stop(g->ctx, &g->sm_timer);
 	rdmamsg__timer_start(g->ctx, &g->close_timer, G_CLOSE_MS);
 	kick(g);

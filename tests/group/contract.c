@@ -6,7 +6,10 @@
  * one byte more refused with -EMSGSIZE; and, in reliable mode, a message
  * larger than the subscriber's maximum size reported lost to it (not asked
  * for again forever: the publisher, which waits for it, would stall at its
- * window), the messages after it delivered in order.
+ * window), the messages after it delivered in order; a reliable publisher
+ * that closes right after a burst whose tail a subscriber missed (its
+ * receive queue full) still gets the tail to it, or reported lost: it
+ * heartbeats while it lingers.
  */
 #include "config.h"
 
@@ -92,10 +95,12 @@ static const struct rdmamsg_group_cbs cbs = {
 	.on_publish = m_pub,
 };
 
-/* join -- m joins addr as role (reliable with window if not 0), with
- * the largest message max */
-static void join(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
-		 unsigned int role, uint32_t window, size_t max)
+/* join_ex -- m joins addr as role (reliable with window if not 0), with
+ * the largest message max, rdepth receives (0: the default), batching
+ * on or off */
+static void join_ex(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
+		    unsigned int role, uint32_t window, size_t max,
+		    uint32_t rdepth, int batch)
 {
 	struct rdmamsg_group_attr *a = NULL;
 
@@ -104,11 +109,19 @@ static void join(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
 		   !rdmamsg_group_attr_set_role(a, role) &&
 		   !rdmamsg_group_attr_set_reliable(a, window) &&
 		   !rdmamsg_group_attr_set_max_msg_size(a, max) &&
+		   (!rdepth || !rdmamsg_group_attr_set_recv_depth(a, rdepth)) &&
+		   !rdmamsg_group_attr_set_batch(a, batch) &&
 		   !rdmamsg_group_join(ctx, addr, a, &cbs, m, &m->g),
 	   "join %s (role %u, window %u, max %zu)", addr, role, window, max);
 	rdmamsg_group_attr_delete(&a);
 	test_run_until(ctx, &m->joined, 10000);
 	is_int(m->status, 0, "joined");
+}
+
+static void join(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
+		 unsigned int role, uint32_t window, size_t max)
+{
+	join_ex(ctx, m, addr, role, window, max, 0, 1);
 }
 
 /* publish -- message seq of len bytes, retried after progress while the
@@ -205,6 +218,59 @@ static void too_big(struct rdmamsg_ctx *ctx)
 	closing(ctx, &p, &s);
 }
 
+/* close_tail -- a reliable publisher closes at once after a burst whose
+ * tail the subscriber's receive queue (16) had no room for: the
+ * subscriber learns of the tail (heartbeats while the publisher
+ * lingers) and gets it repaired, or reported lost: never silently
+ * missing */
+static void close_tail(struct rdmamsg_ctx *ctx)
+{
+	struct member p, s;
+	struct rdmamsg_group_stats st;
+	long long end;
+	uint64_t i, sent = 0;
+	static unsigned char buf[100];
+
+	diag("a reliable publisher closes after a burst the subscriber "
+	     "missed the tail of");
+	join_ex(ctx, &s, "239.1.2.92", RDMAMSG_GROUP_SUBSCRIBER, 1024, 1000, 16,
+		1);
+	join_ex(ctx, &p, "239.1.2.92", RDMAMSG_GROUP_PUBLISHER, 1024, 1000, 0,
+		0);
+	test_idle(ctx, 300);
+	/* no progress in between: the subscriber reposts no receive */
+	for (i = 0; i < 200; i++) {
+		size_t k;
+
+		for (k = 0; k < sizeof(buf); k++)
+			buf[k] = (unsigned char)(i + k);
+		if (rdmamsg_group_publish(p.g, buf, sizeof(buf), NULL))
+			break;
+		sent++;
+	}
+	is_int(sent, 200, "200 published in a burst");
+	ok(!rdmamsg_group_close(p.g, m_closed), "the publisher closes");
+	/* a publisher gone silent is given up after 5 s: 12 s is plenty */
+	end = test_now_ms() + 12000;
+	while ((s.received + s.lost < sent || !p.closed) && test_now_ms() < end)
+		test_idle(ctx, 10);
+	ok(p.closed, "the publisher closed");
+	rdmamsg_group_query(s.g, &st);
+	diag("received %llu, lost %llu, naks %llu",
+	     (unsigned long long)s.received, (unsigned long long)s.lost,
+	     (unsigned long long)st.naks_sent);
+	ok(st.naks_sent || s.lost,
+	   "the subscriber had missed some: asked for, or reported lost");
+	is_int(s.received + s.lost, sent,
+	       "received + reported lost == published");
+	is_int(s.bad, 0, "in order, contents right");
+	is_int(p.published, sent, "every on_publish once");
+	s.closed = 0;
+	ok(!rdmamsg_group_close(s.g, m_closed), "the subscriber closes");
+	test_run_until(ctx, &s.closed, 10000);
+	ok(s.closed, "closed");
+}
+
 int main(void)
 {
 	struct rdmamsg_ctx *ctx;
@@ -214,6 +280,7 @@ int main(void)
 	sizes(ctx, 0);
 	sizes(ctx, WINDOW);
 	too_big(ctx);
+	close_tail(ctx);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	return done_testing();
 }
