@@ -218,12 +218,12 @@ static void too_big(struct rdmamsg_ctx *ctx)
 	closing(ctx, &p, &s);
 }
 
-/* close_tail -- a reliable publisher closes at once after a burst whose
- * tail the subscriber's receive queue (16) had no room for: the
- * subscriber learns of the tail (heartbeats while the publisher
- * lingers) and gets it repaired, or reported lost: never silently
- * missing */
-static void close_tail(struct rdmamsg_ctx *ctx)
+/* close_tail -- a publisher (reliable with window, or not: 0) closes at
+ * once after a burst whose tail the subscriber's receive queue (16) had
+ * no room for: the subscriber learns of the tail (a reliable publisher's
+ * heartbeats while it lingers, the last heartbeat) and gets it repaired,
+ * or reported lost: never silently missing */
+static void close_tail(struct rdmamsg_ctx *ctx, uint32_t window)
 {
 	struct member p, s;
 	struct rdmamsg_group_stats st;
@@ -231,11 +231,12 @@ static void close_tail(struct rdmamsg_ctx *ctx)
 	uint64_t i, sent = 0;
 	static unsigned char buf[100];
 
-	diag("a reliable publisher closes after a burst the subscriber "
-	     "missed the tail of");
-	join_ex(ctx, &s, "239.1.2.92", RDMAMSG_GROUP_SUBSCRIBER, 1024, 1000, 16,
-		1);
-	join_ex(ctx, &p, "239.1.2.92", RDMAMSG_GROUP_PUBLISHER, 1024, 1000, 0,
+	diag("a publisher (window %u) closes after a burst the subscriber "
+	     "missed the tail of",
+	     window);
+	join_ex(ctx, &s, "239.1.2.92", RDMAMSG_GROUP_SUBSCRIBER, window, 1000,
+		16, 1);
+	join_ex(ctx, &p, "239.1.2.92", RDMAMSG_GROUP_PUBLISHER, window, 1000, 0,
 		0);
 	test_idle(ctx, 300);
 	/* no progress in between: the subscriber reposts no receive */
@@ -280,7 +281,8 @@ int main(void)
 	sizes(ctx, 0);
 	sizes(ctx, WINDOW);
 	too_big(ctx);
-	close_tail(ctx);
+	close_tail(ctx, 1024);
+	close_tail(ctx, 0);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	return done_testing();
 }
