@@ -88,7 +88,7 @@ enum rdmamsg_fabric {
 
 /* rdmamsg_ctx_attr_new -- attributes with defaults: no loop (fd mode), AUTO
  * fabric (the environment variable RDMAMSG_FABRIC=auto|verbs|soft applies),
- * first device, 64 MiB pool limit, no huge pages */
+ * first device, 256 MiB pool limit, no huge pages */
 int rdmamsg_ctx_attr_new(struct rdmamsg_ctx_attr **attr);
 
 /* rdmamsg_ctx_attr_delete -- free *attr and set it to NULL */
@@ -153,7 +153,8 @@ int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 		       struct rdmamsg_ctx **ctx);
 
 /* rdmamsg_ctx_destroy -- free the context and set *ctx to NULL; -EBUSY while
- * endpoints, listeners, buffers or close callbacks are outstanding */
+ * endpoints, listeners, SRQs, groups, registered regions, buffers or close
+ * callbacks are outstanding, and from a callback of the context */
 int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctx);
 
 /* rdmamsg_ctx_get_fd -- one pollable fd (fd mode and libev mode alike):
@@ -740,7 +741,8 @@ int rdmamsg_ep_get_pack_limit(const struct rdmamsg_ep *ep, size_t *max);
 /*
  * rdmamsg_recv_keep -- from inside on_recv only: take the buffer holding the
  * current message (rdmamsg_buf_get_data() == the callback's data); free it
- * with rdmamsg_buf_free().  -EINVAL outside on_recv, -ENOMEM when no
+ * with rdmamsg_buf_free().  -EINVAL outside on_recv (or a second time for
+ * one message), -ENOMEM when no
  * replacement receive buffer can be had (the data is then valid only until
  * the callback returns).  A fragmented message that was reassembled outside
  * the pool (the pool was full), and a message that came packed with others
@@ -835,7 +837,9 @@ struct rdmamsg_srq_stats {
 
 /*
  * rdmamsg_srq_create -- a shared receive queue on ctx; -ENOTSUP when the
- * device has none (RDMAMSG_CAP_SRQ), -EINVAL for bad attributes.
+ * device has none (RDMAMSG_CAP_SRQ), -EINVAL for bad attributes (or
+ * max_bufs above the device's SRQ size), -ENOBUFS when the context has
+ * 255 SRQs, -ENOMEM.
  */
 int rdmamsg_srq_create(struct rdmamsg_ctx *ctx,
 		       const struct rdmamsg_srq_attr *attr,
