@@ -42,11 +42,17 @@ static const struct uset ctx_usets[] = {
 	USET(rdmamsg_ctx_attr_set_listen_backlog, 65537, -EINVAL),
 	USET(rdmamsg_ctx_attr_set_max_pending, 0, -EINVAL),
 	USET(rdmamsg_ctx_attr_set_max_pending, 65537, -EINVAL),
+	/* the ends of the documented ranges are taken */
+	USET(rdmamsg_ctx_attr_set_listen_backlog, 1, 0),
+	USET(rdmamsg_ctx_attr_set_listen_backlog, 65536, 0),
+	USET(rdmamsg_ctx_attr_set_max_pending, 1, 0),
+	USET(rdmamsg_ctx_attr_set_max_pending, 65536, 0),
 };
 
 static const struct zset ctx_zsets[] = {
 	ZSET(rdmamsg_ctx_attr_set_pool_limit, 0, -EINVAL),
 	ZSET(rdmamsg_ctx_attr_set_pool_limit, (1u << 20) - 1, -EINVAL),
+	ZSET(rdmamsg_ctx_attr_set_pool_limit, 1u << 20, 0),
 };
 
 static const struct uset ep_usets[] = {
@@ -64,6 +70,19 @@ static const struct uset ep_usets[] = {
 	USET(rdmamsg_ep_attr_set_failover, 3, -EINVAL),
 	USET(rdmamsg_ep_attr_set_apm, 2, -EINVAL),
 	USET(rdmamsg_ep_attr_set_transport, 2, -EINVAL),
+	USET(rdmamsg_ep_attr_set_connect_timeout, 1, 0),
+	USET(rdmamsg_ep_attr_set_peer_timeout, 0, 0),
+	USET(rdmamsg_ep_attr_set_peer_timeout, 30, 0),
+	USET(rdmamsg_ep_attr_set_recv_depth, 2, 0),
+	USET(rdmamsg_ep_attr_set_recv_depth, 4096, 0),
+	USET(rdmamsg_ep_attr_set_send_depth, 4, 0),
+	USET(rdmamsg_ep_attr_set_send_depth, 4096, 0),
+	USET(rdmamsg_ep_attr_set_send_backlog, 0, 0),
+	USET(rdmamsg_ep_attr_set_send_backlog, 1048576, 0),
+	USET(rdmamsg_ep_attr_set_session_linger, 1, 0),
+	USET(rdmamsg_ep_attr_set_session_linger, 3600000, 0),
+	USET(rdmamsg_ep_attr_set_ack_timeout, 0, 0),
+	USET(rdmamsg_ep_attr_set_ack_timeout, 31, 0),
 };
 
 static const struct zset ep_zsets[] = {
@@ -78,6 +97,13 @@ static const struct zset ep_zsets[] = {
 	     -EINVAL),
 	ZSET(rdmamsg_ep_attr_set_rndv_threshold, ((size_t)1 << 40) + 1,
 	     -EINVAL),
+	ZSET(rdmamsg_ep_attr_set_eager_size, 64, 0),
+	ZSET(rdmamsg_ep_attr_set_max_msg_size, 64u << 20, 0),
+	ZSET(rdmamsg_ep_attr_set_eager_size, 1u << 20, 0),
+	ZSET(rdmamsg_ep_attr_set_max_large_size, 4096, 0),
+	ZSET(rdmamsg_ep_attr_set_max_large_size, (size_t)1 << 40, 0),
+	ZSET(rdmamsg_ep_attr_set_rndv_threshold, RDMAMSG_RNDV_THRESH_MIN, 0),
+	ZSET(rdmamsg_ep_attr_set_rndv_threshold, (size_t)1 << 40, 0),
 };
 
 static const struct uset group_usets[] = {
@@ -92,11 +118,26 @@ static const struct uset group_usets[] = {
 	USET(rdmamsg_group_attr_set_heartbeat, 60001, -EINVAL),
 	USET(rdmamsg_group_attr_set_poll_us, 100001, -EINVAL),
 	USET(rdmamsg_group_attr_set_reliable, 65537, -EINVAL),
+	USET(rdmamsg_group_attr_set_role, 1, 0),
+	USET(rdmamsg_group_attr_set_role, 3, 0),
+	USET(rdmamsg_group_attr_set_recv_depth, 16, 0),
+	USET(rdmamsg_group_attr_set_recv_depth, 16384, 0),
+	USET(rdmamsg_group_attr_set_send_depth, 16, 0),
+	USET(rdmamsg_group_attr_set_send_depth, 16384, 0),
+	USET(rdmamsg_group_attr_set_batch, 0, 0),
+	USET(rdmamsg_group_attr_set_heartbeat, 1, 0),
+	USET(rdmamsg_group_attr_set_heartbeat, 60000, 0),
+	USET(rdmamsg_group_attr_set_poll_us, 0, 0),
+	USET(rdmamsg_group_attr_set_poll_us, 100000, 0),
+	USET(rdmamsg_group_attr_set_reliable, 0, 0),
+	USET(rdmamsg_group_attr_set_reliable, 65536, 0),
 };
 
 static const struct zset group_zsets[] = {
 	ZSET(rdmamsg_group_attr_set_max_msg_size, 0, -EINVAL),
 	ZSET(rdmamsg_group_attr_set_max_msg_size, (16u << 20) + 1, -EINVAL),
+	ZSET(rdmamsg_group_attr_set_max_msg_size, 1, 0),
+	ZSET(rdmamsg_group_attr_set_max_msg_size, 16u << 20, 0),
 };
 
 /* run_usets -- each setter with NULL and with its bad value on attr */
@@ -125,6 +166,7 @@ static void run_zsets(const struct zset *t, size_t n, void *attr)
 
 /* on_recv_cb -- counts messages; tries the calls an on_recv may make */
 static int in_cb_destroy = 1, in_cb_progress = 1, in_cb_keep2 = 1;
+static int in_cb_arm = 1, in_cb_run = 1;
 static struct rdmamsg_ctx *recv_ctx;
 
 static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
@@ -138,9 +180,11 @@ static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 	(void)imm;
 	(void)flags;
 	s->got++;
-	if (s->got == 1) {
+	if (s->got == 2) {
 		in_cb_destroy = rdmamsg_ctx_destroy(&recv_ctx);
 		in_cb_progress = rdmamsg_ctx_progress(recv_ctx);
+		in_cb_arm = rdmamsg_ctx_arm(recv_ctx);
+		in_cb_run = rdmamsg_ctx_run(recv_ctx);
 		if (!rdmamsg_recv_keep(ep, &b)) {
 			in_cb_keep2 = rdmamsg_recv_keep(ep, &b2);
 			rdmamsg_buf_free(b);
@@ -246,6 +290,10 @@ static void attrs(void)
 	       "set_close_timeout(NULL)");
 	is_int(rdmamsg_ep_attr_set_linger(NULL, 1), -EINVAL,
 	       "set_linger(NULL)");
+	is_int(rdmamsg_ep_attr_set_reconnect(ea, 1, 1), 0,
+	       "set_reconnect(1, 1)");
+	is_int(rdmamsg_ep_attr_set_reconnect(ea, 3600000, 1000), 0,
+	       "set_reconnect(3600000, 1000)");
 	is_int(rdmamsg_ep_attr_set_reconnect(ea, 0, 1), -EINVAL,
 	       "set_reconnect(0 ms)");
 	is_int(rdmamsg_ep_attr_set_reconnect(ea, 3600001, 1), -EINVAL,
@@ -681,6 +729,20 @@ static void connected(struct test_side *srv, struct test_side *cli)
 	       "send SIZE_MAX");
 	is_int(rdmamsg_send(cli->ep, "x", pr.max_large + 1, NULL), -EMSGSIZE,
 	       "send above the large maximum");
+	{
+		/* -EMSGSIZE only above the large maximum: a message above the
+		 * negotiated maximum goes by rendezvous (rdmamsg_send(3)) */
+		size_t big = pr.max_msg + 1;
+		char *p = calloc(1, big);
+
+		ok(p && pr.max_large > pr.max_msg,
+		   "large maximum above max_msg");
+		is_int(rdmamsg_send(cli->ep, p, big, NULL), 0,
+		       "send of max_msg + 1 bytes");
+		TEST_RUN2_WHILE(srv, cli, srv->got < 1, 5000);
+		is_int(srv->got, 1, "received");
+		free(p);
+	}
 	is_int(rdmamsg_send_imm(cli->ep, NULL, 1, 0, NULL), -EINVAL,
 	       "send_imm NULL data");
 	is_int(rdmamsg_send_nocopy(cli->ep, NULL, 1, NULL), -EINVAL,
@@ -793,12 +855,54 @@ static void connected(struct test_side *srv, struct test_side *cli)
 	/* calls from inside on_recv */
 	recv_ctx = srv->ctx;
 	is_int(rdmamsg_send(cli->ep, "hello", 5, NULL), 0, "send");
-	TEST_RUN2_WHILE(srv, cli, srv->got < 2, 5000);
-	is_int(srv->got, 2, "both received");
+	TEST_RUN2_WHILE(srv, cli, srv->got < 3, 5000);
+	is_int(srv->got, 3, "all three received");
 	is_int(in_cb_destroy, -EBUSY, "ctx_destroy from a callback");
 	ok(recv_ctx == srv->ctx, "the context pointer untouched");
 	is_int(in_cb_progress, 0, "ctx_progress from a callback does nothing");
 	is_int(in_cb_keep2, -EINVAL, "recv_keep twice for one message");
+	is_int(in_cb_arm, -EBUSY, "ctx_arm from a callback");
+	is_int(in_cb_run, -EBUSY, "ctx_run from a callback");
+
+	/* a region an operation in flight uses */
+	is_int(rdmamsg_mr_export(lmr, exp, sizeof(exp)), 0, "export lmr");
+	{
+		struct rdmamsg_rmr *self;
+		int done = 0;
+
+		rdmamsg_mr_export(omr, exp, sizeof(exp));
+		if (rdmamsg_rmr_import(exp, sizeof(exp), &self))
+			bail_out("rmr_import");
+		is_int(rdmamsg_write(cli->ep, lmr, 0, self, 0, 64, NULL, NULL),
+		       0, "write");
+		is_int(rdmamsg_mr_dereg(&lmr), -EBUSY,
+		       "mr_dereg while a write uses it");
+		ok(lmr != NULL, "region pointer kept");
+		TEST_RUN2_WHILE(srv, cli, !done++, 200);
+		rdmamsg_rmr_free(&self);
+	}
+
+	/* an endpoint that is closing */
+	is_int(rdmamsg_ep_close(cli->ep, test_side_on_close), 0,
+	       "close the client");
+	iov[0].iov_base = mem;
+	iov[0].iov_len = 8;
+	iov[1].iov_base = mem;
+	iov[1].iov_len = 8;
+	is_int(rdmamsg_send(cli->ep, "x", 1, NULL), -ENOTCONN,
+	       "send while closing");
+	is_int(rdmamsg_sendv(cli->ep, iov, 2, NULL), -ENOTCONN,
+	       "sendv while closing");
+	is_int(rdmamsg_request(cli->ep, "x", 1, 0, on_resp, NULL, &id),
+	       -ENOTCONN, "request while closing");
+	is_int(rdmamsg_write(cli->ep, lmr, 0, rmr, 0, 8, NULL, NULL), -ENOTCONN,
+	       "write while closing");
+	is_int(rdmamsg_send_mr(cli->ep, lmr, 0, 8, NULL), -ENOTCONN,
+	       "send_mr while closing");
+	is_int(rdmamsg_ep_test_break(cli->ep), -ENOTCONN,
+	       "test_break while closing");
+	is_int(rdmamsg_ep_close(cli->ep, test_side_on_close), -EALREADY,
+	       "close twice");
 
 	rdmamsg_rmr_free(&rmr);
 	rdmamsg_mr_dereg(&ro);
