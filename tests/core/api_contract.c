@@ -209,6 +209,25 @@ static void on_resp(struct rdmamsg_ep *ep, int status, void *data, size_t len,
 	(void)arg;
 }
 
+/* the server's requests: what bad responses gave, and the one held */
+static int resp_null = 1, resp_big = 1;
+static struct rdmamsg_req *held;
+
+/* on_request -- bad responses to a live request, then hold it */
+static void on_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
+		       void *data, size_t len, void *arg)
+{
+	(void)ep;
+	(void)data;
+	(void)len;
+	(void)arg;
+	resp_null = rdmamsg_respond(req, NULL, 1);
+	resp_big = rdmamsg_respond(req, "x", SIZE_MAX);
+	if (held)
+		rdmamsg_req_drop(held);
+	held = req;
+}
+
 /* on_group -- group callbacks: count closes */
 static int gclosed;
 static void on_gclose(struct rdmamsg_group *g, void *arg)
@@ -577,6 +596,37 @@ static void objects(struct rdmamsg_ctx *ctx, struct rdmamsg_ctx *other)
 	       -EINVAL, "join without callbacks");
 	is_int(rdmamsg_group_join(NULL, "239.1.2.3", NULL, &gcbs, NULL, &g),
 	       -EINVAL, "join NULL ctx");
+	{
+		struct rdmamsg_group_attr *ga;
+
+		rdmamsg_group_attr_new(&ga);
+		rdmamsg_group_attr_set_bind_addr(ga, "239.1.1.1");
+		is_int(rdmamsg_group_join(ctx, "239.1.2.3", ga, &gcbs, NULL,
+					  &g),
+		       -EINVAL, "join bound to a multicast address");
+		rdmamsg_group_attr_set_bind_addr(ga, "::1");
+		is_int(rdmamsg_group_join(ctx, "239.1.2.3", ga, &gcbs, NULL,
+					  &g),
+		       -EINVAL, "join bound to another family");
+		rdmamsg_group_attr_set_bind_addr(ga, "1.2.3");
+		is_int(rdmamsg_group_join(ctx, "239.1.2.3", ga, &gcbs, NULL,
+					  &g),
+		       -EINVAL, "join bound to a malformed address");
+		rdmamsg_group_attr_set_bind_addr(ga, NULL);
+		rdmamsg_group_attr_set_role(ga, RDMAMSG_GROUP_SUBSCRIBER);
+		if (rdmamsg_group_join(ctx, "239.1.2.4", ga, &gcbs, NULL, &g) ==
+		    0) {
+			is_int(rdmamsg_group_publish(g, "x", 1, NULL), -EPERM,
+			       "publish on a subscriber-only group");
+			rdmamsg_group_close(g, on_gclose);
+			test_run_until(ctx, &gclosed, 5000);
+			gclosed = 0;
+		}
+		g = NULL;
+		rdmamsg_group_attr_delete(&ga);
+	}
+	is_int(rdmamsg_group_join(ctx, "not-an-address", NULL, &gcbs, NULL, &g),
+	       -EINVAL, "join a malformed address");
 	ok(g == NULL, "no group from failed joins");
 	is_int(rdmamsg_group_publish(NULL, "x", 1, NULL), -EINVAL,
 	       "publish(NULL)");
@@ -941,6 +991,32 @@ static void pool_limit(void)
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "pool context destroyed");
 }
 
+/* srq_limit -- the 256th SRQ of a context is -ENOBUFS (rdmamsg.h) */
+static void srq_limit(void)
+{
+	struct rdmamsg_srq_attr sa = {.max_bufs = 8, .buf_size = 64};
+	static struct rdmamsg_srq *q[300];
+	struct rdmamsg_ctx *ctx = test_ctx();
+	int i, n = 0, closed = 0, ret = 0;
+
+	for (i = 0; i < 300; i++) {
+		ret = rdmamsg_srq_create(ctx, &sa, &q[n]);
+		if (ret)
+			break;
+		n++;
+	}
+	diag("%d SRQs, then %d", n, ret);
+	ok(n == 255 ? ret == -ENOBUFS : ret == -ENOMEM,
+	   "the SRQ after the last: -ENOBUFS at 255, else -ENOMEM (%d, %d)", n,
+	   ret);
+	for (i = 0; i < n; i++)
+		rdmamsg_srq_close(q[i], test_srq_closed, &closed);
+	for (i = 0; i < 200 && closed < n; i++)
+		test_idle(ctx, 10);
+	is_int(closed, n, "all SRQs closed");
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "SRQ context destroyed");
+}
+
 int main(void)
 {
 	static struct test_side srv, cli;
@@ -949,12 +1025,15 @@ int main(void)
 	test_setup("api_contract");
 	attrs();
 	pool_limit();
+	srq_limit();
 
 	srv.ctx = test_ctx();
 	cli.ctx = test_ctx();
 	objects(cli.ctx, srv.ctx);
 
 	srv.cbs = &cbs;
+	rdmamsg_ep_attr_new(&srv.attr);
+	rdmamsg_ep_attr_set_on_request(srv.attr, on_request);
 	if (test_side_listen(&srv, on_req_checks, addr, sizeof(addr)))
 		bail_out("listen");
 	is_int(rdmamsg_connect(cli.ctx, addr, NULL, &cbs, &cli, &cli.ep), 0,
@@ -969,7 +1048,17 @@ int main(void)
 	is_int(bad_dec[5], -EINVAL, "accept without callbacks");
 	if (cli.status == 0 && cli.up)
 		connected(&srv, &cli);
+	test_run2(&srv, &cli, &srv.disc, 5000);
+	ok(held != NULL, "the server got a request");
+	is_int(resp_null, -EINVAL, "respond NULL data with a length");
+	is_int(resp_big, -EMSGSIZE, "respond SIZE_MAX");
+	if (held) {
+		is_int(rdmamsg_respond(held, "x", 1), -ENOTCONN,
+		       "respond once the connection is down");
+		is_int(rdmamsg_req_drop(held), 0, "the request stays: drop it");
+	}
 	ok(test_side_close2(&srv, &cli, 5000), "everything closed");
+	rdmamsg_ep_attr_delete(&srv.attr);
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
 	return done_testing();
