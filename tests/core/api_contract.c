@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <ev.h>
 #include <stdint.h>
 
 #include "../tap.h"
@@ -584,6 +585,21 @@ static void objects(struct rdmamsg_ctx *ctx, struct rdmamsg_ctx *other)
 	       "listener_close twice");
 	test_run_until(ctx, &lclosed, 2000);
 	is_int(lclosed, 1, "listener close callback once");
+	{
+		struct rdmamsg_listener *l1, *l2 = NULL;
+		char taken[64];
+
+		if (rdmamsg_listen(ctx, "127.0.0.1:0", on_lreq, NULL, &l1) ||
+		    rdmamsg_listener_get_port(l1, &port))
+			bail_out("listen");
+		snprintf(taken, sizeof(taken), "127.0.0.1:%u", port);
+		is_int(rdmamsg_listen(ctx, taken, on_lreq, NULL, &l2),
+		       -EADDRINUSE, "listen on a port taken");
+		ok(l2 == NULL, "no listener from it");
+		lclosed = 0;
+		rdmamsg_listener_close(l1, on_lclose);
+		test_run_until(ctx, &lclosed, 2000);
+	}
 	lst = NULL;
 	is_int(rdmamsg_listen(ctx, "8.8.8.8:0", on_lreq, NULL, &lst), -ENODEV,
 	       "listen on an address not on the device");
@@ -991,6 +1007,43 @@ static void pool_limit(void)
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "pool context destroyed");
 }
 
+/* libev_destroy -- in libev mode too, a wakeup callback that destroys its
+ * own context is refused (the pass running it holds the context) */
+static struct rdmamsg_ctx *ev_ctx;
+static int ev_destroy = 1, ev_calls;
+
+static void on_ev_wakeup(struct rdmamsg_ctx *ctx, void *arg)
+{
+	(void)ctx;
+	(void)arg;
+	ev_calls++;
+	ev_destroy = rdmamsg_ctx_destroy(&ev_ctx);
+}
+
+static void libev_destroy(void)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	struct rdmamsg_ctx_attr *ca;
+	int i;
+
+	rdmamsg_ctx_attr_new(&ca);
+	rdmamsg_ctx_attr_set_loop(ca, loop);
+	rdmamsg_ctx_attr_set_wakeup_cb(ca, on_ev_wakeup, NULL);
+	if (rdmamsg_ctx_create(ca, &ev_ctx))
+		bail_out("libev context");
+	rdmamsg_ctx_attr_delete(&ca);
+	rdmamsg_ctx_wakeup(ev_ctx);
+	for (i = 0; i < 200 && !ev_calls; i++) {
+		ev_run(loop, EVRUN_NOWAIT);
+		usleep(1000);
+	}
+	is_int(ev_calls, 1, "libev: the wakeup callback ran");
+	is_int(ev_destroy, -EBUSY, "libev: ctx_destroy from a callback");
+	ok(ev_ctx != NULL, "libev: the context survives it");
+	is_int(rdmamsg_ctx_destroy(&ev_ctx), 0, "libev: destroyed outside");
+	ev_loop_destroy(loop);
+}
+
 /* srq_limit -- the 256th SRQ of a context is -ENOBUFS (rdmamsg.h) */
 static void srq_limit(void)
 {
@@ -1026,6 +1079,7 @@ int main(void)
 	attrs();
 	pool_limit();
 	srq_limit();
+	libev_destroy();
 
 	srv.ctx = test_ctx();
 	cli.ctx = test_ctx();
