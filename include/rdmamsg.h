@@ -448,8 +448,10 @@ int rdmamsg_ep_attr_set_ack_timeout(struct rdmamsg_ep_attr *attr,
 /* rdmamsg_ep_test_break -- for tests (fault injection): the endpoint's
  * connection fails as after a transport retry exhaustion (its QP goes to
  * the error state and the endpoint handles the failure as it would a
- * RETRY_EXC_ERR completion); 0, -EINVAL for NULL, -ENOTCONN unless
- * connected */
+ * RETRY_EXC_ERR completion) at once: the callbacks it brings
+ * (on_disconnect, on_send(-ECANCELED) of queued sends, responses of
+ * outstanding requests, a session's path events) run inside this call;
+ * 0, -EINVAL for NULL, -ENOTCONN unless connected */
 int rdmamsg_ep_test_break(struct rdmamsg_ep *ep);
 
 /* What a path callback reports; path is the index in the address list. */

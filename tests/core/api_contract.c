@@ -948,6 +948,13 @@ static void connected(struct test_side *srv, struct test_side *cli)
 		rdmamsg_rmr_free(&self);
 	}
 
+	/* a cut: handled at once, inside the call (rdmamsg.h) */
+	is_int(cli->disc, 0, "no disconnect yet");
+	is_int(rdmamsg_ep_test_break(cli->ep), 0, "test_break");
+	is_int(cli->disc, 1, "on_disconnect ran inside test_break");
+	is_int(rdmamsg_ep_test_break(cli->ep), -ENOTCONN,
+	       "test_break once down");
+
 	/* an endpoint that is closing */
 	is_int(rdmamsg_ep_close(cli->ep, test_side_on_close), 0,
 	       "close the client");
