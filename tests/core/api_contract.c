@@ -762,6 +762,8 @@ static void objects(struct rdmamsg_ctx *ctx, struct rdmamsg_ctx *other)
 	is_int(rdmamsg_recv_keep(ep, &buf), -EINVAL,
 	       "recv_keep outside on_recv");
 	is_int(rdmamsg_ep_close(ep, test_side_on_close), 0, "ep_close");
+	ok(!side.up && !side.disc && !side.closed,
+	   "no callback inside ep_close");
 	is_int(rdmamsg_ep_close(ep, test_side_on_close), -EALREADY,
 	       "ep_close twice");
 	is_int(rdmamsg_send(ep, "x", 1, NULL), -ENOTCONN, "send after close");
