@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "roce.h"
 #include "ud.h"
 
 /*
@@ -1113,10 +1114,12 @@ void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d)
  * type 2 window bound to another QP refuses it (rxe_lookup_mw), and an
  * indirect mkey is not served on UC (its entry describes a layout, not
  * memory): refused, the message dropped, as any rkey violation on UC.
+ * The whole len is checked, as the FIRST packet's RETH is; only the
+ * first put bytes are placed (a message whose LAST packet is dropped).
  */
 static int uc_write(struct soft_reg_qp *t, uint32_t dqpn,
 		    struct ibv_send_wr *wr, const struct iovec *liov, int niov,
-		    uint64_t len)
+		    uint64_t len, uint64_t put)
 {
 	uint32_t rkey = wr->wr.rdma.rkey, slot = soft_key_slot(rkey);
 	uint64_t raddr = wr->wr.rdma.remote_addr;
@@ -1136,13 +1139,44 @@ static int uc_write(struct soft_reg_qp *t, uint32_t dqpn,
 	    raddr >= m->addr && raddr - m->addr <= m->len &&
 	    len <= m->len - (raddr - m->addr)) {
 		riov.iov_base = (void *)(uintptr_t)(m->va + (raddr - m->addr));
-		riov.iov_len = len;
-		if (process_vm_writev(t->pid, liov, (unsigned long)niov, &riov,
-				      1, 0) == (ssize_t)len)
+		riov.iov_len = put;
+		if (!put || process_vm_writev(t->pid, liov, (unsigned long)niov,
+					      &riov, 1, 0) == (ssize_t)put)
 			ret = 0;
 	}
 	pthread_mutex_unlock(lk);
 	return ret;
+}
+
+/*
+ * uc_no_recv -- a UC WRITE_WITH_IMM towards p finds no receive posted.
+ * rxe's check_resource wants a receive WQE for the packet that carries
+ * the immediate (RXE_RWR_MASK: the ONLY or LAST one); without one the
+ * UC message is dropped (RESPST_ERR_RNR, class D): that packet's data
+ * is not placed, nothing completes, the QP stays in RTS.  The FIRST and
+ * MIDDLE packets before it need none and were placed.  Decided, as an
+ * SRQ's receive is, by the receiver when an SRQ feeds it.
+ */
+static int uc_no_recv(const struct ud_peer *p)
+{
+	struct ud_qhdr *q = p->q;
+
+	return !q->srq &&
+	       (int64_t)(atomic_load_explicit(&q->posted,
+					      memory_order_acquire) -
+			 atomic_load_explicit(&q->accepted,
+					      memory_order_relaxed)) <= 0;
+}
+
+/* uc_first_bytes -- what the packets before the LAST of a len-byte
+ * WRITE carry at qp's path MTU (0: one packet) */
+static uint64_t uc_first_bytes(const struct soft_qp *qp, uint64_t len)
+{
+	uint32_t mtu = roce_mtu_bytes(qp->attr.path_mtu);
+
+	if (!mtu || len <= mtu)
+		return 0;
+	return (len - 1) / mtu * mtu;
 }
 
 /*
@@ -1168,9 +1202,21 @@ static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	}
 	if (wr->opcode == IBV_WR_RDMA_WRITE ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-		if (soft_reg_qp_lookup(dqpn, &e) < 0 ||
-		    uc_write(&e, dqpn, wr, iov, niov, len)) {
+		uint64_t put = len;
+		int norecv = wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
+			     uc_no_recv(p);
+
+		if (norecv)
+			put = uc_first_bytes(qp, len);
+		/* one packet: no receive is found before its rkey is read */
+		if ((!norecv || put) &&
+		    (soft_reg_qp_lookup(dqpn, &e) < 0 ||
+		     uc_write(&e, dqpn, wr, iov, niov, len, put))) {
 			count_drop(p->q, UD_DROP_OTHER);
+			return;
+		}
+		if (norecv) {
+			count_drop(p->q, UD_DROP_NORECV);
 			return;
 		}
 		if (wr->opcode == IBV_WR_RDMA_WRITE)

@@ -512,6 +512,112 @@ static void test_uc(void)
 }
 
 /*
+ * uc_norecv_child -- UC responder with no receive posted: a WRITE with
+ * immediate is dropped as rxe drops it (its ONLY or LAST packet finds
+ * no receive WQE): a one-packet one places nothing, a three-packet one
+ * only what its FIRST and MIDDLE packets carried; nothing completes,
+ * the QP stays in RTS; with a receive posted the next one lands
+ */
+static int uc_norecv_child(int rfd, int wfd)
+{
+	struct side s;
+	struct info me, peer;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	struct ibv_wc wc[2];
+	uint32_t step = 0;
+	int fails = 0, i, z;
+
+	if (side_open(&s, IBV_QPT_UC))
+		return 100;
+	me.qpn = s.qp->qp_num;
+	me.rkey = s.mr->rkey;
+	me.addr = (uintptr_t)s.buf;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_uc_up(s.qp, peer.qpn, IBV_ACCESS_REMOTE_WRITE))
+		return 101;
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4); /* both WRITE_WITH_IMM went out */
+	CHK(t_wait(s.t.cq, wc, 1, 50) == 0);
+	for (i = 0, z = 0; i < 1000; i++)
+		z |= s.buf[i];
+	CHK(z == 0);
+	/* path MTU 1024: FIRST and MIDDLE placed, LAST (952 B) not */
+	CHK(check_fill(s.buf + 10000, 2048, 21));
+	for (i = 10000 + 2048, z = 0; i < 13000; i++)
+		z |= s.buf[i];
+	CHK(z == 0);
+	CHK(softrdma_qp_drops(s.qp, 0) == 2);
+	CHK(!ibv_query_qp(s.qp, &qa, IBV_QP_STATE, &qi) &&
+	    qa.qp_state == IBV_QPS_RTS);
+	CHK(!t_post_recv(s.qp, s.buf + 50000, 0, s.mr->lkey, 7));
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4); /* the third went out */
+	CHK(t_wait(s.t.cq, wc, 1, 10000) == 1);
+	CHK(wc[0].wr_id == 7 && wc[0].status == IBV_WC_SUCCESS &&
+	    wc[0].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+	    wc[0].byte_len == 1000 && (wc[0].wc_flags & IBV_WC_WITH_IMM) &&
+	    wc[0].imm_data == htonl(0x2222));
+	CHK(check_fill(s.buf, 1000, 22));
+	CHK(t_wait(s.t.cq, wc, 1, 50) == 0);
+	side_close(&s);
+	return fails;
+}
+
+static void test_uc_norecv(void)
+{
+	struct side s;
+	struct info me, peer;
+	struct ibv_wc wc[4];
+	uint32_t step = 0;
+	int rfd, wfd, status = -1;
+	pid_t pid;
+
+	pid = t_spawn(uc_norecv_child, &rfd, &wfd);
+	if (pid < 0 || side_open(&s, IBV_QPT_UC))
+		bail_out("UC setup");
+	me.qpn = s.qp->qp_num;
+	me.rkey = s.mr->rkey;
+	me.addr = (uintptr_t)s.buf;
+	t_xrecv(rfd, &peer, sizeof(peer));
+	t_xsend(wfd, &me, sizeof(me));
+	if (t_uc_up(s.qp, peer.qpn, IBV_ACCESS_REMOTE_WRITE))
+		bail_out("UC up");
+	t_xrecv(rfd, &step, 4);
+	fill(s.buf, 1000, 20);
+	fill(s.buf + 10000, 3000, 21);
+	fill(s.buf + 20000, 1000, 22);
+	ok(!post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf, 1000, s.mr->lkey,
+		    peer.addr, peer.rkey, 0x1111) &&
+		   !post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf + 10000,
+			    3000, s.mr->lkey, peer.addr + 10000, peer.rkey,
+			    0x1112) &&
+		   t_wait(s.t.cq, wc, 2, 10000) == 2 &&
+		   wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS,
+	   "UC WRITE_WITH_IMM of 1 and 3 packets, no receive posted: "
+	   "sent and completed");
+	t_xsend(wfd, &step, 4);
+	t_xrecv(rfd, &step, 4);
+	ok(!post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf + 20000, 1000,
+		    s.mr->lkey, peer.addr, peer.rkey, 0x2222) &&
+		   t_wait(s.t.cq, wc, 1, 10000) == 1 &&
+		   wc[0].status == IBV_WC_SUCCESS,
+	   "then one with a receive posted");
+	t_xsend(wfd, &step, 4);
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "UC responder without a receive: the immediate's packet dropped "
+	   "(nothing of a 1-packet write placed, no completion, RTS), the "
+	   "next lands (status %d)",
+	   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	close(rfd);
+	close(wfd);
+	side_close(&s);
+}
+
+/*
  * test_uc_remote -- a UC QP whose path names another host's GID (UC does
  * not go between hosts): what it sends reaches no QP here, not even one
  * with the destination QPN it was given
@@ -1239,6 +1345,7 @@ int main(void)
 	t_isolate("ud");
 	test_ud();
 	test_uc();
+	test_uc_norecv();
 	test_uc_remote();
 	test_uc_mw();
 	test_errors();
