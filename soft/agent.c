@@ -153,6 +153,9 @@ static int ag_udp(int family, int slot)
 		a->sin_port = htons(ROCE_UDP_PORT);
 		sl = sizeof(*a);
 		(void)setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+		/* the GRH of a UD receive shows TTL and TOS as they came */
+		(void)setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
+		(void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
 		if (slot)
 			(void)setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &off,
 					 sizeof(off));
@@ -165,6 +168,10 @@ static int ag_udp(int family, int slot)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
 				 sizeof(one));
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one,
+				 sizeof(one));
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one,
+				 sizeof(one));
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one,
 				 sizeof(one));
 		if (slot)
 			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL,
@@ -350,6 +357,7 @@ int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
 		return 0;
 	memset(&ip, 0, sizeof(ip));
 	memset(&fw, 0, sizeof(fw));
+	fw.hop_limit = 64; /* a kernel that gives no TTL: the default */
 	ip.family = family;
 	ip.dport = ROCE_UDP_PORT;
 	for (c = CMSG_FIRSTHDR((struct msghdr *)(uintptr_t)m); c;
@@ -369,6 +377,28 @@ int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
 			memcpy(ip.dst, &pi.ipi6_addr, 16);
 			have_dst = 1;
+		} else if (c->cmsg_level == IPPROTO_IP &&
+			   c->cmsg_type == IP_TTL &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			fw.hop_limit = (uint8_t)v;
+		} else if (c->cmsg_level == IPPROTO_IP &&
+			   c->cmsg_type == IP_TOS &&
+			   c->cmsg_len >= CMSG_LEN(1)) {
+			fw.tclass = *(const uint8_t *)CMSG_DATA(c);
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   (c->cmsg_type == IPV6_HOPLIMIT ||
+			    c->cmsg_type == IPV6_TCLASS) &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			if (c->cmsg_type == IPV6_HOPLIMIT)
+				fw.hop_limit = (uint8_t)v;
+			else
+				fw.tclass = (uint8_t)v;
 		} else if (c->cmsg_level == IPPROTO_UDP &&
 			   c->cmsg_type == UDP_GRO) {
 			int g;

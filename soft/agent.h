@@ -50,10 +50,12 @@ struct ag_sock {
  * puts it before each packet it hands over */
 struct ag_fwd {
 	uint8_t family;
-	uint8_t pad;
+	uint8_t tclass; /* IPv4 TOS or IPv6 traffic class, as received */
 	uint16_t sport;
 	uint8_t src[16];
-	uint8_t dst[16]; /* the address it came to: the GRH's DGID */
+	uint8_t dst[16];   /* the address it came to: the GRH's DGID */
+	uint8_t hop_limit; /* IPv4 TTL or IPv6 hop limit, as received */
+	uint8_t pad[3];
 };
 
 /* room left before a datagram received: its IP and UDP headers for the
@@ -109,7 +111,7 @@ int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
  * changed in the first COUNT (the name's and the control data's lengths:
  * a call that took nothing changed nothing); entries whose name or
  * control data were set to NULL keep none */
-#define AG_CTL_LEN 128
+#define AG_CTL_LEN 192
 struct ag_rxbuf {
 	struct sockaddr_storage from;
 	char ctl[AG_CTL_LEN];

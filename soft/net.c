@@ -128,6 +128,12 @@ struct net_pkt {
 	uint8_t data[];
 };
 
+/* the IP header fields a packet asks for (a UD datagram: its AH's hop
+ * limit and traffic class); all 0: the socket's own */
+struct ip_opt {
+	uint8_t ttl, tos;
+};
+
 struct soft_net_qp {
 	struct soft_qp *qp;
 	struct soft_net_qp *hnext;	   /* net_hash's chain */
@@ -139,7 +145,8 @@ struct soft_net_qp {
 	int family;
 	uint8_t src[16], dst[16]; /* 4 bytes used for AF_INET */
 	uint32_t pmtu;
-	int ud; /* a UD QP: datagrams only, none of what follows */
+	int ud;		  /* a UD QP: datagrams only, none of what follows */
+	struct ip_opt ip; /* a UD datagram's AH's (soft_net_ud_send) */
 	/* requester */
 	struct net_swqe *sq;
 	struct iovec *iovs;
@@ -272,6 +279,7 @@ static size_t flt_held_len;
 static int flt_held_fd;
 static struct sockaddr_storage flt_held_to;
 static socklen_t flt_held_tolen;
+static struct ip_opt flt_held_o;
 static uint64_t flt_held_gen; /* packets held so far */
 
 static void flt_init(void)
@@ -341,12 +349,69 @@ static double flt_rand(void)
 	return (double)(flt_rng >> 11) / (double)(1ull << 53);
 }
 
-static void raw_send(int fd, const void *buf, size_t len,
-		     const struct sockaddr *to, socklen_t tolen)
+/*
+ * ip_opt_send -- a packet with its TTL / hop limit and TOS / traffic
+ * class as control messages (rxe's prepare_ipv4_hdr and
+ * prepare_ipv6_hdr take them from the AV): per packet, since the socket
+ * is every QP's.  A TTL of 0, which the kernel refuses, leaves the
+ * socket's (the host's default).
+ */
+static void ip_opt_send(int fd, const void *buf, size_t len,
+			const struct sockaddr *to, socklen_t tolen,
+			const struct ip_opt *o)
+{
+	union {
+		struct cmsghdr h;
+		char b[2 * CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = {(void *)(uintptr_t)buf, len};
+	struct msghdr m;
+	struct cmsghdr *c;
+	int v6 = to->sa_family == AF_INET6, v;
+
+	memset(&ctl, 0, sizeof(ctl));
+	memset(&m, 0, sizeof(m));
+	m.msg_name = (void *)(uintptr_t)to;
+	m.msg_namelen = tolen;
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl.b;
+	m.msg_controllen = sizeof(ctl.b);
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+	c->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	v = o->tos;
+	memcpy(CMSG_DATA(c), &v, sizeof(v));
+	if (o->ttl) {
+		c = CMSG_NXTHDR(&m, c);
+		c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+		c->cmsg_type = v6 ? IPV6_HOPLIMIT : IP_TTL;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		v = o->ttl;
+		memcpy(CMSG_DATA(c), &v, sizeof(v));
+	} else {
+		m.msg_controllen = CMSG_SPACE(sizeof(int));
+	}
+	(void)!sendmsg(fd, &m, MSG_DONTWAIT);
+}
+
+static void raw_send_ip(int fd, const void *buf, size_t len,
+			const struct sockaddr *to, socklen_t tolen,
+			const struct ip_opt *o)
 {
 	/* a full socket buffer or an unreachable network is a lost packet:
 	 * the retransmission timer covers it, as on a wire */
-	(void)!sendto(fd, buf, len, MSG_DONTWAIT, to, tolen);
+	if (o && (o->ttl || o->tos))
+		ip_opt_send(fd, buf, len, to, tolen, o);
+	else
+		(void)!sendto(fd, buf, len, MSG_DONTWAIT, to, tolen);
+}
+
+static void raw_send(int fd, const void *buf, size_t len,
+		     const struct sockaddr *to, socklen_t tolen)
+{
+	raw_send_ip(fd, buf, len, to, tolen, NULL);
 }
 
 /*
@@ -623,7 +688,8 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 }
 
 static void wire_send(int fd, const void *buf, size_t len,
-		      const struct sockaddr *to, socklen_t tolen)
+		      const struct sockaddr *to, socklen_t tolen,
+		      const struct ip_opt *o)
 {
 	static uint8_t bad[NET_BUF]; /* flt_mtx */
 	int dup = 0, hold = 0;
@@ -635,7 +701,7 @@ static void wire_send(int fd, const void *buf, size_t len,
 		pthread_mutex_unlock(&flt_mtx);
 	}
 	if (!flt_on) {
-		raw_send(fd, buf, len, to, tolen);
+		raw_send_ip(fd, buf, len, to, tolen, o);
 		return;
 	}
 	pthread_mutex_lock(&flt_mtx);
@@ -651,7 +717,7 @@ static void wire_send(int fd, const void *buf, size_t len,
 
 		memcpy(bad, buf, len);
 		bad[at < len ? at : len - 1] ^= (uint8_t)(1u << (at % 8));
-		raw_send(fd, bad, len, to, tolen);
+		raw_send_ip(fd, bad, len, to, tolen, o);
 		goto out;
 	}
 	dup = flt_rand() < flt_dup;
@@ -663,15 +729,19 @@ static void wire_send(int fd, const void *buf, size_t len,
 		flt_held_fd = fd;
 		memcpy(&flt_held_to, to, tolen);
 		flt_held_tolen = tolen;
+		memset(&flt_held_o, 0, sizeof(flt_held_o));
+		if (o)
+			flt_held_o = *o;
 		flt_held_gen++;
 		goto out;
 	}
-	raw_send(fd, buf, len, to, tolen);
+	raw_send_ip(fd, buf, len, to, tolen, o);
 	if (dup)
-		raw_send(fd, buf, len, to, tolen);
+		raw_send_ip(fd, buf, len, to, tolen, o);
 	if (flt_held_len) { /* the held one now comes after this one */
-		raw_send(flt_held_fd, flt_held, flt_held_len,
-			 (struct sockaddr *)&flt_held_to, flt_held_tolen);
+		raw_send_ip(flt_held_fd, flt_held, flt_held_len,
+			    (struct sockaddr *)&flt_held_to, flt_held_tolen,
+			    &flt_held_o);
 		flt_held_len = 0;
 	}
 out:
@@ -693,8 +763,9 @@ static void flt_release(void)
 		return;
 	pthread_mutex_lock(&flt_mtx);
 	if (flt_held_len && flt_held_gen == seen) {
-		raw_send(flt_held_fd, flt_held, flt_held_len,
-			 (struct sockaddr *)&flt_held_to, flt_held_tolen);
+		raw_send_ip(flt_held_fd, flt_held, flt_held_len,
+			    (struct sockaddr *)&flt_held_to, flt_held_tolen,
+			    &flt_held_o);
 		flt_held_len = 0;
 	}
 	seen = flt_held_gen;
@@ -776,8 +847,9 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 	p->bth.dqpn = nq->dqpn;
 	/* IB mode: MigReq says "migrated" (apm.c) */
 	p->bth.migreq = soft_link_ib && soft_apm_migreq(nq->qp);
-	/* made where it is sent from: the batch's next slot, or here */
-	buf = batch_slot(fd);
+	/* made where it is sent from: the batch's next slot, or here (a UD
+	 * datagram with its AH's IP fields: one sendmsg of its own) */
+	buf = nq->ip.ttl || nq->ip.tos ? NULL : batch_slot(fd);
 	if (!buf)
 		buf = own;
 	n = roce_encode(p, buf + NET_HEAD, NET_BUF - NET_HEAD);
@@ -798,7 +870,7 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 		batch_commit((size_t)n, hl, (struct sockaddr *)&to, tolen);
 	else
 		wire_send(fd, buf + NET_HEAD, (size_t)n, (struct sockaddr *)&to,
-			  tolen);
+			  tolen, &nq->ip);
 }
 
 static void send_ack(struct soft_net_qp *nq, uint8_t syndrome, uint32_t psn)
@@ -2345,7 +2417,10 @@ static int ud_decode(const uint8_t *buf, size_t len, struct soft_net_ud *d)
 	d->has_imm = p.bth.opcode == (ROCE_UD | ROCE_SEND_ONLY_IMM);
 	d->imm = htonl(p.imm);
 	d->solicited = p.bth.se;
-	d->hop_limit = 64;
+	/* as the IP header came (IP_RECVTTL, IP_RECVTOS; IPv6's hop limit
+	 * and traffic class), as rxe copies it into the GRH */
+	d->hop_limit = fw.hop_limit;
+	d->tclass = fw.tclass;
 	d->data = p.payload;
 	d->len = p.payload_len;
 	return 0;
@@ -3626,6 +3701,8 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	p.imm = ntohl(d->imm);
 	p.payload = data;
 	p.payload_len = d->len;
+	nq.ip.ttl = d->hop_limit;
+	nq.ip.tos = d->tclass;
 	pthread_mutex_lock(&net_mtx);
 	if (net_start())
 		goto out;

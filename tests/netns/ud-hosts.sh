@@ -83,6 +83,28 @@ else
 	skip "ud_mtu_peer: the port's MTU bounds a datagram" "not built"
 fi
 
+# the GRH of a datagram from the other host is the IP header it came
+# with: the AH's hop limit and traffic class on the wire (rxe's
+# prepare_ipv4_hdr), the TTL and TOS as received in the GRH
+grh_peer=$top_builddir/tests/netns/ud_grh_peer
+if [ -x "$grh_peer" ]; then
+	port=$((port + 1))
+	on 1 timeout -k 10 60 "$grh_peer" server $port \
+		>"$tap_tmp/grh-s.log" 2>&1 &
+	spid=$!
+	tap_pids="$tap_pids $spid"
+	listening 1 $port
+	on 2 timeout -k 10 60 "$grh_peer" client "$a1" $port \
+		>"$tap_tmp/grh-c.log" 2>&1
+	rc=$?
+	wait $spid
+	src=$?
+	tap_passed "$tap_tmp/grh-c.log" $rc && tap_passed "$tap_tmp/grh-s.log" $src
+	ok $? "ud_grh_peer: hop limit and traffic class of the AH on the wire and in the receiver's GRH"
+else
+	skip "ud_grh_peer: the GRH says what the wire carried" "not built"
+fi
+
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exit after their last client"
 done_testing
