@@ -1950,6 +1950,23 @@ static int resp_malformed(const struct soft_net_qp *nq,
 	return !p->payload_len || p->payload_len > nq->pmtu;
 }
 
+/*
+ * rd_atomic_refused -- a READ, atomic or atomic write to a responder
+ * whose max_dest_rd_atomic is 0: rxe's check_resource answers
+ * RESPST_ERR_TOO_MANY_RDMA_ATM_REQ, a class C error (NAK invalid request,
+ * the QP to ERR).  Any other limit takes the request: rxe recycles its
+ * responder resources ("it is the requesters job to not send too many"),
+ * so 1 or more is never enforced here either.
+ */
+static int rd_atomic_refused(struct soft_net_qp *nq, uint32_t psn)
+{
+	if (nq->qp->attr.max_dest_rd_atomic)
+		return 0;
+	ack_flush(nq); /* what came before, acknowledged first */
+	resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
+	return 1;
+}
+
 /* responder -- a request packet */
 static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
@@ -2141,6 +2158,8 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
 			return;
 		}
+		if (rd_atomic_refused(nq, psn))
+			return;
 		nq->msn++;
 		resp_read(nq, p);
 		if (qp->state != IBV_QPS_ERR)
@@ -2149,11 +2168,15 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 		return;
 	case ROCE_CMP_SWAP:
 	case ROCE_FETCH_ADD:
+		if (rd_atomic_refused(nq, psn))
+			return;
 		resp_atomic(nq, p);
 		if (qp->state != IBV_QPS_ERR)
 			nq->epsn = roce_psn_add(nq->epsn, 1);
 		return;
 	case ROCE_ATOMIC_WRITE:
+		if (rd_atomic_refused(nq, psn))
+			return;
 		resp_atomic_write(nq, p);
 		if (qp->state != IBV_QPS_ERR)
 			nq->epsn = roce_psn_add(nq->epsn, 1);

@@ -52,6 +52,9 @@ static int gid_idx = -1;
 static int qp_timeout = 17, qp_retry = 7;
 /* the requester's max_rd_atomic: RC_PEER_RD_ATOMIC, by default 4 */
 static int qp_rd_atomic = 4;
+/* the responder's max_dest_rd_atomic (rdaserver sets 0 for its last
+ * rounds) */
+static int qp_dest_rd_atomic = 4;
 
 static double now_ms(void)
 {
@@ -133,7 +136,7 @@ static void connect_qp(const struct info *me, const struct info *peer)
 	a.path_mtu = IBV_MTU_1024;
 	a.dest_qp_num = peer->qpn;
 	a.rq_psn = peer->psn;
-	a.max_dest_rd_atomic = 4;
+	a.max_dest_rd_atomic = (uint8_t)qp_dest_rd_atomic;
 	a.min_rnr_timer = 1; /* 0.01 ms */
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.sgid_index = (uint8_t)gid_idx;
@@ -2216,9 +2219,54 @@ static int aw_client(const char *host, int port, int lost)
  * or atomic in flight).  Then, on a fresh QP with max_rd_atomic 0, a READ
  * waits (nothing completes in 300 ms) until the QP is given 1 in SQD,
  * and then completes with the server's bytes (rxe: none may go while the
- * limit is 0).
+ * limit is 0).  Last, on fresh QPs whose server side has
+ * max_dest_rd_atomic 0, a READ and then a fetch-and-add (the client's
+ * max_rd_atomic is 1): each fails with IBV_WC_REM_INV_REQ_ERR, as rxe's
+ * check_resource NAKs them (invalid request), the counter is untouched,
+ * and the server's QP is in ERR with IBV_EVENT_QP_REQ_ERR.
  */
 #define RDA_LEN 16384
+
+/* rda_server_zero -- a round on a fresh QP with max_dest_rd_atomic 0:
+ * the client's READ or atomic is refused; 0 when our QP went to ERR with
+ * IBV_EVENT_QP_REQ_ERR and the counter (at COUNTER) did not move */
+static int rda_server_zero(int fd, struct ibv_mr *mr, const uint64_t *counter)
+{
+	struct ibv_async_event ev;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	uint64_t before = *counter;
+	int fl, err = 0;
+	uint8_t c;
+
+	qp_dest_rd_atomic = 0;
+	aw_server_again(fd, mr);
+	xfer(fd, &c, 1, 0); /* the client saw its WR fail */
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) ||
+	    a.qp_state != IBV_QPS_ERR) {
+		diag("server: QP state %d, not ERR", (int)a.qp_state);
+		err = 1;
+	}
+	fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK))
+		bail_out("async fd");
+	c = 0;
+	while (!ibv_get_async_event(ctx, &ev)) {
+		if (ev.event_type == IBV_EVENT_QP_REQ_ERR &&
+		    ev.element.qp == qp)
+			c = 1;
+		ibv_ack_async_event(&ev);
+	}
+	if (!c) {
+		diag("server: no IBV_EVENT_QP_REQ_ERR");
+		err = 1;
+	}
+	if (*counter != before) {
+		diag("server: the counter moved");
+		err = 1;
+	}
+	return err;
+}
 
 static int rda_server(int port)
 {
@@ -2241,10 +2289,12 @@ static int rda_server(int port)
 	fd = peer_accept(port, &me, &peer);
 	xfer(fd, &me, 1, 1); /* ready */
 	aw_server_again(fd, mr);
+	ret = rda_server_zero(fd, mr, (uint64_t *)(void *)(mem + 2 * RDA_LEN));
+	ret |= rda_server_zero(fd, mr, (uint64_t *)(void *)(mem + 2 * RDA_LEN));
 	xfer(fd, &c, 1, 0); /* the client is done with our memory */
-	ret = ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) ||
-	      ibv_destroy_comp_channel(ch) || ibv_dealloc_pd(pd) ||
-	      ibv_close_device(ctx);
+	ret |= ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) ||
+	       ibv_destroy_comp_channel(ch) || ibv_dealloc_pd(pd) ||
+	       ibv_close_device(ctx);
 	close(fd);
 	free(mem);
 	return ret;
@@ -2324,6 +2374,23 @@ static int rda_client(const char *host, int port)
 	   "given max_rd_atomic 1 (SQD, then RTS), it completes with the "
 	   "server's bytes (%s)",
 	   aw_st(wc[0]));
+
+	/* the server's max_dest_rd_atomic 0: refused as an invalid request */
+	for (i = 0; i < 2; i++) {
+		aw_again(fd, mr, &peer);
+		if (i ? post(IBV_WR_ATOMIC_FETCH_AND_ADD, res, 8, mr->lkey, 6,
+			     peer.addr + 2 * RDA_LEN, peer.rkey, 1)
+		      : post(IBV_WR_RDMA_READ, mem, RDA_LEN, mr->lkey, 5,
+			     peer.addr, peer.rkey, 0))
+			bail_out("post to max_dest_rd_atomic 0");
+		wc[0] = wait1();
+		ok(wc[0].wr_id == 5u + (unsigned)i &&
+			   wc[0].status == IBV_WC_REM_INV_REQ_ERR,
+		   "responder's max_dest_rd_atomic 0: the %s fails with "
+		   "IBV_WC_REM_INV_REQ_ERR (%s)",
+		   i ? "fetch-and-add" : "READ", aw_st(wc[0]));
+		xfer(fd, &n, 1, 1);
+	}
 	xfer(fd, &n, 1, 1);
 	close(fd);
 	ok(!ibv_destroy_qp(qp) && !ibv_dereg_mr(mr) && !ibv_destroy_cq(cq) &&
