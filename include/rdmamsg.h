@@ -744,7 +744,8 @@ int rdmamsg_ep_get_pack_limit(const struct rdmamsg_ep *ep, size_t *max);
  * rdmamsg_recv_keep -- from inside on_recv only: take the buffer holding the
  * current message (rdmamsg_buf_get_data() == the callback's data); free it
  * with rdmamsg_buf_free().  -EINVAL outside on_recv (or a second time for
- * one message), -ENOMEM when no
+ * one message, or for a large message outside the pool: in memory
+ * registered for it, or recv_alloc's), -ENOMEM when no
  * replacement receive buffer can be had (the data is then valid only until
  * the callback returns).  A fragmented message that was reassembled outside
  * the pool (the pool was full), and a message that came packed with others
