@@ -1811,11 +1811,7 @@ void soft_sq_release(struct soft_qp *qp)
 static int __attribute__((noinline))
 rd_none(const struct soft_qp *qp, const struct ibv_send_wr *wr)
 {
-	return !qp->attr.max_rd_atomic &&
-	       (wr->opcode == IBV_WR_RDMA_READ ||
-		wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
-		wr->opcode == IBV_WR_ATOMIC_WRITE);
+	return !qp->attr.max_rd_atomic && soft_op_rd_atomic(wr->opcode);
 }
 
 /* rc_sq_release -- soft_sq_release of an RC QP: the held WRs in order, up

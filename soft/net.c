@@ -1064,15 +1064,6 @@ static uint64_t qp_timeout_ns(struct soft_qp *qp)
 /* ---------------------------------------------------------------- */
 /* requester */
 
-/* op_is_read_like -- a READ or an atomic (an atomic write too): answered
- * by a response of its own (rxe's WR_ATOMIC_OR_READ_MASK and
- * WR_ATOMIC_WRITE_MASK) */
-static int op_is_read_like(enum ibv_wr_opcode op)
-{
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE;
-}
-
 static uint8_t req_op_only(const struct net_swqe *w)
 {
 	switch (w->op) {
@@ -1173,7 +1164,7 @@ static int fenced(struct soft_net_qp *nq, uint64_t i)
 	for (j = nq->tail; j < i; j++) {
 		const struct net_swqe *b = &nq->sq[j % nq->sq_n];
 
-		if (op_is_read_like(b->op) && !b->done && !b->status)
+		if (soft_op_rd_atomic(b->op) && !b->done && !b->status)
 			return 1;
 	}
 	w->fence = 0;
@@ -1215,7 +1206,7 @@ static void tx_push(struct soft_net_qp *nq)
 	batch_begin();
 	while (nq->txw < nq->head) {
 		struct net_swqe *w = &nq->sq[nq->txw % nq->sq_n];
-		uint32_t count = op_is_read_like(w->op) ? 1 : w->npkts;
+		uint32_t count = soft_op_rd_atomic(w->op) ? 1 : w->npkts;
 		uint32_t k = nq->txp;
 
 		if (w->status)
@@ -1230,7 +1221,7 @@ static void tx_push(struct soft_net_qp *nq)
 			break;
 		if (fenced(nq, nq->txw))
 			break;
-		if (op_is_read_like(w->op) && !w->rd_held && rd_take(nq, w))
+		if (soft_op_rd_atomic(w->op) && !w->rd_held && rd_take(nq, w))
 			break;
 		if (w->op == IBV_WR_RDMA_READ)
 			k = w->got; /* what is missing of it */
@@ -1339,7 +1330,7 @@ static void acked(struct soft_net_qp *nq, uint32_t psn)
 		/* an atomic write returns no data: an ACK of a later PSN
 		 * completes it, as rxe's check_psn completes a WQE that is
 		 * not a READ or an atomic */
-		if (op_is_read_like(w->op) && w->op != IBV_WR_ATOMIC_WRITE &&
+		if (soft_op_rd_atomic(w->op) && w->op != IBV_WR_ATOMIC_WRITE &&
 		    !w->done) {
 			/* its last PSN acknowledged (a response to a later
 			 * request, or an ACK of it or past it: rxe's
@@ -1381,9 +1372,9 @@ static void rewind_to(struct soft_net_qp *nq, uint32_t psn)
 		if (w->status)
 			continue;
 		if ((d >= 0 && (uint32_t)d < w->npkts) ||
-		    (d > 0 && op_is_read_like(w->op) && !w->done)) {
+		    (d > 0 && soft_op_rd_atomic(w->op) && !w->done)) {
 			nq->txw = i;
-			nq->txp = op_is_read_like(w->op) ? 0 : (uint32_t)d;
+			nq->txp = soft_op_rd_atomic(w->op) ? 0 : (uint32_t)d;
 			return;
 		}
 	}
@@ -3384,7 +3375,7 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 			off += wr->sg_list[i].length;
 		}
 	} else {
-		uint32_t need = op_is_read_like(wr->opcode)
+		uint32_t need = soft_op_rd_atomic(wr->opcode)
 					? IBV_ACCESS_LOCAL_WRITE
 					: 0;
 

@@ -166,6 +166,15 @@ struct soft_reg_mr {
 	uint32_t pad;
 };
 
+/* soft_op_rd_atomic -- a READ or an atomic (an atomic write too): answered
+ * by a response of its own and counted against max_rd_atomic (rxe's
+ * WR_ATOMIC_OR_READ_MASK and WR_ATOMIC_WRITE_MASK) */
+static inline int soft_op_rd_atomic(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE;
+}
+
 /*
  * Keys.  An MR's key is gen << 16 | slot (bit 31 clear).  A window's rkey
  * keeps its slot above the 8-bit tag that ibv_inc_rkey() turns:
