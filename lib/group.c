@@ -181,6 +181,7 @@ struct grcv {
 	uint64_t id, pos, last_ns;
 	uint32_t tag; /* the one its status messages carry */
 	int silent;   /* not heard from lately: not waited for */
+	int left;     /* its LEAVE came: its status messages are stale */
 	/* the way to it for unicast repairs (its NAKs' address) */
 	struct ibv_ah *ah;
 	uint32_t qpn;
@@ -1235,6 +1236,8 @@ static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos,
 	if (!g->window)
 		return;
 	r = find_rcv(g, id);
+	if (r && r->left)
+		return; /* sent before its LEAVE, come after it */
 	if (r && r->silent) {
 		r->silent = 0; /* back: waited for from where it is */
 		r->pos = pos;
@@ -1270,6 +1273,24 @@ static void on_status(struct rdmamsg_group *g, uint64_t id, uint64_t pos,
 	if (r->pos > g->next_seq)
 		r->pos = g->next_seq; /* a position we never reached: lies */
 	r->last_ns = g->ctx->now;
+}
+
+/* on_leave -- subscriber id closes (its LEAVE): no longer waited for (nor
+ * counted), at once rather than once its silence ages it out; its slot
+ * stays, as a silent one's, until one is needed (its address handle may
+ * be in flight) */
+static void on_leave(struct rdmamsg_group *g, uint64_t id)
+{
+	struct grcv *r;
+
+	if (!g->window)
+		return;
+	r = find_rcv(g, id);
+	if (!r || r->left)
+		return;
+	LOG_INFO("multicast: subscriber %016llx left", (unsigned long long)id);
+	r->silent = 1;
+	r->left = 1;
 }
 
 /* keep_msg -- a reliable publisher keeps message seq for repair */
@@ -1412,6 +1433,8 @@ static void status(struct rdmamsg_group *g, struct gpub *p)
 {
 	uint64_t to = htole64(p->id);
 
+	if (g->closing)
+		return; /* we said LEAVE (goodbye): nothing more */
 	if (p->ah && !control(g, p->ah, p->qpn, MC_STATUS, 0, p->next, &to, 8))
 		p->sm_sent = p->next;
 }
@@ -1443,7 +1466,7 @@ static void nak(struct rdmamsg_group *g, struct gpub *p, int force)
 	uint16_t flags = 0;
 	int plain;
 
-	if (!p->ah ||
+	if (!p->ah || g->closing ||
 	    (!force && now - p->nak_ns < (uint64_t)p->nak_ms * 1000000ull))
 		return;
 	plain = !p->nooo || (!p->sel_ok && p->sel_ns &&
@@ -1996,7 +2019,7 @@ static void on_datagram(struct rdmamsg_group *g, const struct ibv_wc *w,
 	if (h.pub == g->pub_id)
 		return; /* our own, looped back */
 	g->st.datagrams_received++;
-	if (h.type == MC_NAK || h.type == MC_STATUS) {
+	if (h.type == MC_NAK || h.type == MC_STATUS || h.type == MC_LEAVE) {
 		/* to a publisher, from a subscriber (h.pub) */
 		memcpy(&to, d + RDMAMSG_MC_HDR, 8);
 		if (le64toh(to) != g->pub_id ||
@@ -2009,8 +2032,11 @@ static void on_datagram(struct rdmamsg_group *g, const struct ibv_wc *w,
 			on_nak(g, h.pub, h.seq, a ? pl + 8 : NULL,
 			       (h.flags & MCF_SEL) ? pl + 8 + a : NULL,
 			       h.total);
-		} else
+		} else if (h.type == MC_LEAVE) {
+			on_leave(g, h.pub);
+		} else {
 			on_status(g, h.pub, h.seq, h.total);
+		}
 		return;
 	}
 	if (!(g->role & RDMAMSG_GROUP_SUBSCRIBER))
@@ -2576,6 +2602,23 @@ err_free:
 	return ret;
 }
 
+/* goodbye -- a closing reliable subscriber tells each publisher it has
+ * the way to that it leaves (LEAVE): they stop waiting for it now, not
+ * after its silence (5 s); one the send queue has no room for, or that
+ * is lost, ages out as before */
+static void goodbye(struct rdmamsg_group *g)
+{
+	uint32_t i;
+
+	for (i = 0; i < g->npub; i++) {
+		struct gpub *p = &g->pubs[i];
+		uint64_t to = htole64(p->id);
+
+		if (p->ah)
+			control(g, p->ah, p->qpn, MC_LEAVE, 0, p->next, &to, 8);
+	}
+}
+
 RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
 				       void (*close_cb)(struct rdmamsg_group *g,
 							void *arg))
@@ -2586,6 +2629,8 @@ RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
 		return -EALREADY;
 	g->closing = 1;
 	g->close_cb = close_cb;
+	if (g->window)
+		goodbye(g);
 	if (!g->window)
 		rdmamsg__timer_stop(g->ctx, &g->hb_timer); /* (hb_fn) */
 	rdmamsg__timer_stop(g->ctx, &g->sm_timer);

@@ -397,6 +397,12 @@ static inline int rdmamsg__export_decode(const void *buf, size_t len,
  * follows the 8 bytes, as in a heartbeat: the repair may come unicast);
  * STATUS says that the subscriber has everything before seq (flow
  * control), total its tag (0: none) for a publisher's tagged flow control.
+ * LEAVE (still version 1; flags, total, off 0, seq its position) says
+ * that the subscriber closes: the publisher no longer waits for it, at
+ * once rather than after the silence that ages a subscriber out (a lost
+ * LEAVE still ages out).  Old peers: a publisher from before LEAVE counts
+ * one as malformed and drops it (an unknown type), then ages the
+ * subscriber out as before.
  * Selective NAK (MCF_SEL, still version 1): total is a count of bits,
  * 1 .. RDMAMSG_MC_NAK_BITS, and a bitmap of (total + 7) / 8 bytes ends the
  * payload (after the id and, with MCF_ADDR, the address): bit i (byte
@@ -449,7 +455,14 @@ _Static_assert(sizeof(struct rdmamsg__mc_wire) == 32, "mc header size");
 #define RDMAMSG_MC_VERSION 1
 #define RDMAMSG_MC_MAX_MSG (16u << 20)
 
-enum { MC_DATA = 1, MC_HEARTBEAT = 2, MC_NAK = 3, MC_STATUS = 4, MC_BATCH = 5 };
+enum {
+	MC_DATA = 1,
+	MC_HEARTBEAT = 2,
+	MC_NAK = 3,
+	MC_STATUS = 4,
+	MC_BATCH = 5,
+	MC_LEAVE = 6,
+};
 enum { MCF_FIN = 1, MCF_LOW = 2, MCF_ADDR = 4, MCF_SEL = 8 };
 #define RDMAMSG_MC_ADDR	     20	  /* an MCF_ADDR address: GID, QP number */
 #define RDMAMSG_MC_NAK_BITS  4096 /* the most a selective NAK's bitmap has */
@@ -591,6 +604,10 @@ static inline int rdmamsg__mc_decode(const void *buf, size_t len,
 		return 0;
 	case MC_STATUS: /* a status message's total is its sender's tag */
 		if (h->off || h->flags || pay != 8)
+			return -EPROTO;
+		return 0;
+	case MC_LEAVE:
+		if (h->off || h->flags || h->total || pay != 8)
 			return -EPROTO;
 		return 0;
 	case MC_BATCH: {

@@ -7,7 +7,8 @@
  * Beyond not crashing or reading past the input: an accepted DATA
  * fragment lies inside its message (off + payload <= total <= the
  * maximum), a heartbeat carries no payload (or exactly its address),
- * NAKs and status messages exactly an 8-byte id (a NAK with MCF_ADDR:
+ * NAKs, status messages and LEAVEs exactly an 8-byte id (a LEAVE with
+ * no flag and no count; a NAK with MCF_ADDR:
  * and an address after it; with MCF_SEL: and a bitmap of total bits,
  * 1 .. RDMAMSG_MC_NAK_BITS, its first bit set, its spare bits clear, seq
  * + total not wrapping); a BATCH carries 1 .. RDMAMSG_MC_BATCH_MAX
@@ -79,6 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case MC_STATUS: /* a status message's total is its sender's tag */
 		if (pay != 8 || h.off || h.flags)
+			abort();
+		break;
+	case MC_LEAVE:
+		if (pay != 8 || h.off || h.flags || h.total)
 			abort();
 		break;
 	case MC_BATCH:

@@ -9,7 +9,9 @@
  * window), the messages after it delivered in order; a reliable publisher
  * that closes right after a burst whose tail a subscriber missed (its
  * receive queue full) still gets the tail to it, or reported lost: it
- * heartbeats while it lingers.
+ * heartbeats while it lingers.  A reliable subscriber that closes says
+ * so: the publisher no longer waits for it (nor counts it) at once, not
+ * 5 s later.
  */
 #include "config.h"
 
@@ -272,6 +274,128 @@ static void close_tail(struct rdmamsg_ctx *ctx, uint32_t window)
 	ok(s.closed, "closed");
 }
 
+/* run3 -- drive the contexts of a (not NULL ones) for ms */
+static void run3(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
+		 struct rdmamsg_ctx *c, int ms)
+{
+	long long end = test_now_ms() + ms;
+
+	do {
+		rdmamsg_ctx_progress(a);
+		if (b)
+			rdmamsg_ctx_progress(b);
+		if (c)
+			rdmamsg_ctx_progress(c);
+		usleep(200);
+	} while (test_now_ms() < end);
+}
+
+/* receivers -- what the publisher's group_query says of its receivers */
+static uint64_t receivers(const struct member *p)
+{
+	struct rdmamsg_group_stats st;
+
+	memset(&st, 0xff, sizeof(st));
+	if (rdmamsg_group_query(p->g, &st))
+		return UINT64_MAX;
+	return st.receivers;
+}
+
+/* publish_run -- message seq of len bytes, retried after a pass of a and
+ * b (b may be NULL) while the group says -EAGAIN, for up to ms: 0 or the
+ * error */
+static int publish_run(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
+		       struct member *p, uint64_t seq, size_t len, int ms)
+{
+	static unsigned char buf[1000];
+	long long end = test_now_ms() + ms;
+	size_t i;
+	int ret;
+
+	for (i = 0; i < len && i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(seq + i);
+	while ((ret = rdmamsg_group_publish(p->g, buf, len, NULL)) == -EAGAIN &&
+	       test_now_ms() < end)
+		run3(a, b, NULL, 0);
+	return ret;
+}
+
+/* wait_receivers -- run a, b and c until the reliable publisher p counts
+ * n receivers (up to ms): what it counts then */
+static uint64_t wait_receivers(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
+			       struct rdmamsg_ctx *c, const struct member *p,
+			       uint64_t n, int ms)
+{
+	long long end = test_now_ms() + ms;
+
+	while (receivers(p) != n && test_now_ms() < end)
+		run3(a, b, c, 5);
+	return receivers(p);
+}
+
+/*
+ * leave_fast -- a reliable publisher (flow control: the slowest) and two
+ * subscribers, each on a context of its own; one stops (its context not
+ * run) and holds the publisher at its window, then closes: its goodbye
+ * drops it from the publisher's receivers at once, far sooner than the
+ * 5 s after which a silent one is no longer waited for, and the
+ * publisher goes on at full rate with the other.
+ */
+static void leave_fast(void)
+{
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx(), *c = test_ctx();
+	struct member p, s1, s2;
+	uint64_t sent = 0, i, n;
+	long long t0, took;
+
+	diag("a reliable subscriber that closes is no longer waited for");
+	join(b, &s1, "239.1.2.95", RDMAMSG_GROUP_SUBSCRIBER, WINDOW, 1000);
+	join(c, &s2, "239.1.2.95", RDMAMSG_GROUP_SUBSCRIBER, WINDOW, 1000);
+	join(a, &p, "239.1.2.95", RDMAMSG_GROUP_PUBLISHER, WINDOW, 1000);
+	is_int(wait_receivers(a, b, c, &p, 2, 5000), 2,
+	       "the publisher waits for both subscribers");
+	/* c no longer runs: s2 stays where it is */
+	while (!publish_run(a, b, &p, sent, 100, 500))
+		sent++;
+	is_int(sent, WINDOW, "held at its window by the stopped subscriber");
+	ok(!rdmamsg_group_close(s2.g, m_closed), "the stopped one closes");
+	t0 = test_now_ms();
+	while (!s2.closed && test_now_ms() < t0 + 3000)
+		run3(a, b, c, 1);
+	ok(s2.closed, "it closed");
+	n = wait_receivers(a, b, NULL, &p, 1, 1000);
+	took = test_now_ms() - t0;
+	ok(n == 1 && took < 1500,
+	   "the publisher counts one receiver %lld ms after the close (a "
+	   "silent one: 5 s)",
+	   took);
+	t0 = test_now_ms();
+	for (i = 0; i < 200; i++, sent++)
+		if (publish_run(a, b, &p, sent, 100, 20000))
+			break;
+	took = test_now_ms() - t0;
+	ok(i == 200 && took < 2500,
+	   "200 more published in %lld ms, not held for the one that left",
+	   took);
+	t0 = test_now_ms();
+	while (s1.received + s1.lost < sent && test_now_ms() < t0 + 10000)
+		run3(a, b, NULL, 5);
+	ok(s1.received == sent && !s1.lost && !s1.bad,
+	   "the other got all %llu, in order (%llu received, %llu lost)",
+	   (unsigned long long)sent, (unsigned long long)s1.received,
+	   (unsigned long long)s1.lost);
+	ok(!rdmamsg_group_close(p.g, m_closed) &&
+		   !rdmamsg_group_close(s1.g, m_closed),
+	   "close the others");
+	t0 = test_now_ms();
+	while ((!p.closed || !s1.closed) && test_now_ms() < t0 + 10000)
+		run3(a, b, NULL, 5);
+	ok(p.closed && s1.closed, "closed");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b) &&
+		   !rdmamsg_ctx_destroy(&c),
+	   "contexts destroyed");
+}
+
 int main(void)
 {
 	struct rdmamsg_ctx *ctx;
@@ -283,6 +407,7 @@ int main(void)
 	too_big(ctx);
 	close_tail(ctx, 1024);
 	close_tail(ctx, 0);
+	leave_fast();
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	return done_testing();
 }

@@ -15,6 +15,8 @@
  * IPv6 (or InfiniBand) GRH and of RoCE v2's IPv4 header, none from 40
  * bytes that are neither; the sequence number nearest the expected one,
  * across a 2^32 boundary either way, none before 0 or at UINT64_MAX.
+ * A subscriber's LEAVE: accepted with exactly the id, refused with a
+ * flag, a count or another length; a type unknown yet refused.
  */
 #include "config.h"
 
@@ -248,6 +250,20 @@ int main(void)
 	   "an address-carrying NAK: accepted");
 	len = nak(MC_STATUS, 0, 100, 3, NULL, 0);
 	ok(!dec(len, &h) && h.total == 3, "a status message (tag 3): accepted");
+
+	/* a subscriber's goodbye */
+	len = nak(MC_LEAVE, 0, 100, 0, NULL, 0);
+	ok(!dec(len, &h) && h.type == MC_LEAVE && h.seq == 100 && h.pub == 7,
+	   "a LEAVE: accepted");
+	len = nak(MC_LEAVE, MCF_ADDR, 100, 0, NULL, 0);
+	ok(dec(len, &h) == -EPROTO, "a LEAVE with a flag: -EPROTO");
+	len = nak(MC_LEAVE, 0, 100, 3, NULL, 0);
+	ok(dec(len, &h) == -EPROTO, "a LEAVE with a count: -EPROTO");
+	len = nak(MC_LEAVE, 0, 100, 0, NULL, 0);
+	ok(dec(len - 1, &h) == -EPROTO && dec(len + 1, &h) == -EPROTO,
+	   "a LEAVE without exactly the id as payload: -EPROTO");
+	len = nak(MC_LEAVE + 1, 0, 100, 0, NULL, 0);
+	ok(dec(len, &h) == -EPROTO, "a type after LEAVE: -EPROTO (unknown)");
 	batches();
 	bare();
 	return done_testing();
