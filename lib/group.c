@@ -928,6 +928,10 @@ static void hb_fn(struct rdmamsg__timer *t)
 	 * datagrams (a subscriber knows their sender by a headed one) */
 	if (!g->sent_since_hb || g->window || g->bare_since_hb)
 		heartbeat(g, 0, g->next_seq);
+	/* reliable: the subscribers silent too long go now, not at the
+	 * next publish (an idle publisher's stay counted otherwise) */
+	if (g->window && g->nrcv)
+		rcv_behind(g);
 	g->sent_since_hb = 0;
 	g->bare_since_hb = 0;
 	rdmamsg__timer_start(g->ctx, &g->hb_timer, g->hb_ms);
@@ -1024,6 +1028,14 @@ static uint64_t rcv_expire_ns(const struct rdmamsg_group *g)
 	return (ms > G_RCV_EXPIRE_MS ? ms : G_RCV_EXPIRE_MS) * 1000000ull;
 }
 
+/* rcv_expired -- subscriber r has been silent too long at now: no longer
+ * waited for (nor counted as a receiver) */
+static int rcv_expired(const struct rdmamsg_group *g, const struct grcv *r,
+		       uint64_t now)
+{
+	return now > r->last_ns && now - r->last_ns > rcv_expire_ns(g);
+}
+
 /* rcv_limit -- the position of the subscriber the flow-control strategy
  * waits for, among those still heard from (the ones silent too long are
  * forgotten): min the slowest, max the fastest, tagged the slowest with
@@ -1039,7 +1051,7 @@ static int rcv_limit(struct rdmamsg_group *g, uint64_t now, uint64_t *lim)
 		i++;
 		if (r->silent)
 			continue;
-		if (now > r->last_ns && now - r->last_ns > rcv_expire_ns(g)) {
+		if (rcv_expired(g, r, now)) {
 			/* kept (its address may be in use) until its slot
 			 * is needed */
 			LOG_INFO("multicast: subscriber %016llx silent, no "
@@ -2642,15 +2654,20 @@ RDMAMSG_EXPORT int rdmamsg_group_close(struct rdmamsg_group *g,
 RDMAMSG_EXPORT int rdmamsg_group_query(const struct rdmamsg_group *g,
 				       struct rdmamsg_group_stats *st)
 {
+	uint64_t now;
 	uint32_t i;
 
 	if (!g || !st)
 		return -EINVAL;
 	*st = g->st;
 	st->mtu = g->frag;
+	/* as of now: the ones silent too long are not counted, whether or
+	 * not a publish (or a heartbeat period) looked at them since */
 	st->receivers = 0;
+	now = rdmamsg__now_ns();
 	for (i = 0; i < g->nrcv; i++)
-		st->receivers += !g->rcv[i].silent;
+		st->receivers +=
+			!g->rcv[i].silent && !rcv_expired(g, &g->rcv[i], now);
 	return 0;
 }
 

@@ -11,7 +11,7 @@
  * receive queue full) still gets the tail to it, or reported lost: it
  * heartbeats while it lingers.  A reliable subscriber that closes says
  * so: the publisher no longer waits for it (nor counts it) at once, not
- * 5 s later.
+ * 5 s later.  An idle publisher's count of receivers is current.
  */
 #include "config.h"
 
@@ -396,6 +396,48 @@ static void leave_fast(void)
 	   "contexts destroyed");
 }
 
+/*
+ * receivers_idle -- a reliable publisher that publishes nothing still
+ * counts only the subscribers it heard from lately: one whose context
+ * stops running is no longer counted after 5 s (it used to be counted
+ * until the publisher published again), and counted again once heard.
+ */
+static void receivers_idle(void)
+{
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx();
+	struct member p, s;
+	uint64_t i;
+	long long end;
+
+	diag("an idle publisher's receivers count is current");
+	join(b, &s, "239.1.2.96", RDMAMSG_GROUP_SUBSCRIBER, WINDOW, 1000);
+	join(a, &p, "239.1.2.96", RDMAMSG_GROUP_PUBLISHER, WINDOW, 1000);
+	is_int(wait_receivers(a, b, NULL, &p, 1, 5000), 1,
+	       "the publisher counts the subscriber");
+	for (i = 0; i < 10; i++)
+		if (publish_run(a, b, &p, i, 100, 5000))
+			break;
+	end = test_now_ms() + 5000;
+	while (s.received < 10 && test_now_ms() < end)
+		run3(a, b, NULL, 5);
+	is_int(s.received, 10, "10 messages received");
+	/* the subscriber's context stops: silent, without a goodbye */
+	run3(a, NULL, NULL, 6000);
+	is_int(receivers(&p), 0,
+	       "6 s later the idle publisher counts none (silent for > 5 s)");
+	is_int(wait_receivers(a, b, NULL, &p, 1, 3000), 1,
+	       "counted again once it runs again");
+	ok(!rdmamsg_group_close(p.g, m_closed) &&
+		   !rdmamsg_group_close(s.g, m_closed),
+	   "close both");
+	end = test_now_ms() + 10000;
+	while ((!p.closed || !s.closed) && test_now_ms() < end)
+		run3(a, b, NULL, 5);
+	ok(p.closed && s.closed, "both closed");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
+	   "contexts destroyed");
+}
+
 int main(void)
 {
 	struct rdmamsg_ctx *ctx;
@@ -408,6 +450,7 @@ int main(void)
 	close_tail(ctx, 1024);
 	close_tail(ctx, 0);
 	leave_fast();
+	receivers_idle();
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	return done_testing();
 }
