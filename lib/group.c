@@ -87,6 +87,8 @@
 #define G_MAX_RECS	 65536	    /* publishes in flight, at most */
 #define G_REPOST	 32	    /* receives posted again at once */
 #define G_SM_PASS	 16 /* a pass's end: status if window / this more */
+#define G_FINS		 3  /* a leaving publisher's last heartbeats */
+#define G_FIN_GAP_MS	 50 /* apart (or a heartbeat period, if shorter) */
 
 enum { G_RESOLVING = 0, G_JOINING, G_UP, G_FAILED };
 
@@ -267,7 +269,9 @@ struct rdmamsg_group {
 	uint64_t rep_to;       /* to subscriber: unicast; 0: multicast */
 	struct ibv_ah *rep_ah; /* where it goes */
 	uint32_t rep_qpn;
-	int repairing, fin_sent;
+	int repairing;
+	uint32_t fins;	  /* last heartbeats (MCF_FIN) sent as we leave */
+	uint64_t fin_ns;  /* when the last of them went */
 	uint64_t sm_last; /* when sm_fn last ran */
 
 	struct rdmamsg_buf *hold; /* the context is busy while we live */
@@ -616,6 +620,29 @@ static void group_free(struct rdmamsg_group *g)
 	free(g);
 }
 
+/* fin_gap_ms -- a leaving publisher's last heartbeats go this far apart */
+static unsigned int fin_gap_ms(const struct rdmamsg_group *g)
+{
+	return g->hb_ms < G_FIN_GAP_MS ? g->hb_ms : G_FIN_GAP_MS;
+}
+
+/* fin_wait -- a leaving publisher sends its last heartbeat G_FINS times,
+ * fin_gap_ms apart: one lost (the wire, or a subscriber's receive queue
+ * still full of the burst before it, whose tail it missed too) would
+ * leave that subscriber unaware of the tail, neither received nor
+ * reported lost (rdmamsg_group_join(3)).  1 while the next is not due
+ * yet (the step timer runs again when it is) */
+static int fin_wait(struct rdmamsg_group *g)
+{
+	uint64_t gap = (uint64_t)fin_gap_ms(g) * 1000000ull;
+
+	if (!g->fins || g->fins >= G_FINS ||
+	    rdmamsg__now_ns() - g->fin_ns >= gap)
+		return 0;
+	rdmamsg__timer_start_at(g->ctx, &g->step_timer, g->fin_ns + gap);
+	return 1;
+}
+
 /* step_fn -- deferred work: the close, once the sends are done */
 static void step_fn(struct rdmamsg__timer *t)
 {
@@ -628,17 +655,23 @@ static void step_fn(struct rdmamsg__timer *t)
 	if (!g->closing)
 		return;
 	if (g->state == G_UP && g->qp && !g->close_timed_out) {
-		if ((g->role & RDMAMSG_GROUP_PUBLISHER) && !g->fin_sent) {
+		if ((g->role & RDMAMSG_GROUP_PUBLISHER) && g->fins < G_FINS) {
 			/* reliable: linger while subscribers miss messages */
-			if (g->window && (g->repairing || rcv_behind(g))) {
+			if (!g->fins && g->window &&
+			    (g->repairing || rcv_behind(g))) {
 				rdmamsg__timer_start(g->ctx, &g->step_timer, 1);
 				return;
 			}
+			if (fin_wait(g))
+				return;
 			/* the last heartbeat: our final sequence number */
 			if (heartbeat(g, MCF_FIN, g->next_seq) == -EAGAIN &&
 			    !room(g))
 				return; /* a completion kicks again */
-			g->fin_sent = 1;
+			g->fins++;
+			g->fin_ns = rdmamsg__now_ns();
+			if (fin_wait(g))
+				return;
 		}
 		if (g->sq_head != g->sq_tail)
 			return; /* the last completion kicks again */
@@ -922,7 +955,7 @@ static void hb_fn(struct rdmamsg__timer *t)
 
 	/* a closing reliable publisher lingers for its subscribers: they
 	 * learn of a tail they missed from its heartbeats, until its FIN */
-	if (g->state != G_UP || (g->closing && (!g->window || g->fin_sent)))
+	if (g->state != G_UP || (g->closing && (!g->window || g->fins)))
 		return;
 	/* reliable: always (the address); else while idle, or after bare
 	 * datagrams (a subscriber knows their sender by a headed one) */

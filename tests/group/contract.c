@@ -11,7 +11,9 @@
  * receive queue full) still gets the tail to it, or reported lost: it
  * heartbeats while it lingers.  A reliable subscriber that closes says
  * so: the publisher no longer waits for it (nor counts it) at once, not
- * 5 s later.  An idle publisher's count of receivers is current.
+ * 5 s later.  An idle publisher's count of receivers is current.  A
+ * default-mode publisher's last heartbeat, lost with the tail of a burst,
+ * goes again: the subscriber reports the tail lost.
  */
 #include "config.h"
 
@@ -438,6 +440,67 @@ static void receivers_idle(void)
 	   "contexts destroyed");
 }
 
+/*
+ * fin_lost -- default mode: a publisher closes at once after a burst
+ * whose tail the subscriber's receive queue (16) had no room for, and
+ * the subscriber's context does not run until the publisher's last
+ * heartbeat went (lost too: the queue is still full).  The last
+ * heartbeat goes again while the publisher lingers: the subscriber
+ * learns of the tail and reports it lost (it used to hear of nothing
+ * after the 16 its queue held: messages neither received nor reported).
+ */
+static void fin_lost(void)
+{
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx();
+	struct rdmamsg_group_stats st;
+	struct member p, s;
+	static unsigned char buf[100];
+	uint64_t i, sent = 0, hb;
+	long long end;
+
+	diag("default mode: the last heartbeat after a lost tail, lost too");
+	join_ex(b, &s, "239.1.2.97", RDMAMSG_GROUP_SUBSCRIBER, 0, 1000, 16, 1);
+	join_ex(a, &p, "239.1.2.97", RDMAMSG_GROUP_PUBLISHER, 0, 1000, 0, 0);
+	run3(a, b, NULL, 300); /* the subscriber hears of the publisher */
+	for (i = 0; i < 200; i++) {
+		size_t k;
+
+		for (k = 0; k < sizeof(buf); k++)
+			buf[k] = (unsigned char)(i + k);
+		if (rdmamsg_group_publish(p.g, buf, sizeof(buf), NULL))
+			break;
+		sent++;
+	}
+	is_int(sent, 200, "200 published in a burst");
+	rdmamsg_group_query(p.g, &st);
+	hb = st.heartbeats_sent;
+	ok(!rdmamsg_group_close(p.g, m_closed), "the publisher closes");
+	/* only the publisher runs until its last heartbeat went */
+	end = test_now_ms() + 3000;
+	do {
+		run3(a, NULL, NULL, 0);
+		if (p.closed)
+			break; /* (freed) */
+		rdmamsg_group_query(p.g, &st);
+	} while (st.heartbeats_sent == hb && test_now_ms() < end);
+	ok(p.closed || st.heartbeats_sent > hb, "its last heartbeat went");
+	end = test_now_ms() + 5000;
+	while ((s.received + s.lost < sent || !p.closed) && test_now_ms() < end)
+		run3(a, b, NULL, 5);
+	ok(p.closed, "the publisher closed");
+	diag("received %llu, lost %llu", (unsigned long long)s.received,
+	     (unsigned long long)s.lost);
+	ok(s.received < sent, "the subscriber's queue held only some");
+	is_int(s.received + s.lost, sent,
+	       "received + reported lost == published");
+	is_int(s.bad, 0, "in order, contents right");
+	ok(!rdmamsg_group_close(s.g, m_closed), "the subscriber closes");
+	test_run_until(b, &s.closed, 10000);
+	ok(s.closed, "closed");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b),
+	   "contexts destroyed");
+}
+
 int main(void)
 {
 	struct rdmamsg_ctx *ctx;
@@ -451,6 +514,7 @@ int main(void)
 	close_tail(ctx, 0);
 	leave_fast();
 	receivers_idle();
+	fin_lost();
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	return done_testing();
 }
