@@ -2090,8 +2090,16 @@ static void on_datagram(struct rdmamsg_group *g, const struct ibv_wc *w,
 	if (!p) {
 		uint64_t start = h.seq;
 
-		if (h.type == MC_HEARTBEAT && (h.flags & MCF_FIN))
-			return; /* it leaves before we knew it */
+		/* it leaves before we knew it; or names the oldest message
+		 * it keeps, not its next */
+		if (h.type == MC_HEARTBEAT && (h.flags & (MCF_FIN | MCF_LOW)))
+			return;
+		/* reliable: DATA may be a repair, sent again by multicast
+		 * for another subscriber, of a message from long before we
+		 * joined; we start at its heartbeat (one every period) or
+		 * batch (never a repair) */
+		if (h.type == MC_DATA && g->window)
+			return;
 		/* a late joiner starts at the next whole message (a
 		 * batch's messages are whole) */
 		if (h.type == MC_DATA && h.off)

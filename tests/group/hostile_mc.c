@@ -11,7 +11,10 @@
  * Publishers come and go, each join with an id of its own: once more
  * than the subscriber's table holds (1024) were heard of, one silent for
  * longer than a gone one (5 s) makes room for the next (it used to be
- * ignored for the rest of the group's life).
+ * ignored for the rest of the group's life).  A reliable late joiner
+ * whose first datagram of a publisher is an old repair (DATA sent again
+ * for another subscriber) or a MCF_LOW heartbeat does not start there
+ * but at the publisher's next heartbeat (late_repair).
  */
 #include "config.h"
 
@@ -34,6 +37,9 @@
 #define PUB_FILL 0xf111000000000000ull
 #define NFILL	 1100 /* publishers heard of: more than a table holds (1024) */
 #define NLOSS	 3
+#define GROUP2	 "239.1.2.98" /* late_repair's */
+#define PUB_R	 0x4e9a140000000001ull
+#define PUB_L	 0x10e0000000000001ull
 
 /* ---- the subscriber (a child process) ------------------------------ */
 
@@ -72,24 +78,39 @@ static void sub_close(struct rdmamsg_group *g, void *arg)
 	sub_closed = 1;
 }
 
-/* subscriber -- join in default mode, report the join and each loss,
- * leave after NLOSS of them */
+/* what a subscriber child joins: the group, reliable mode's window (0:
+ * default mode), the loss reports it leaves after */
+struct sub_cfg {
+	const char *group;
+	uint32_t window;
+	int nloss;
+};
+
+/* subscriber -- join as cfg (arg) says, report the join and each loss,
+ * leave after cfg->nloss of them */
 static int subscriber(int wfd, void *arg)
 {
+	const struct sub_cfg *cfg = arg;
 	struct rdmamsg_group_cbs cbs = {.on_join = sub_join,
 					.on_loss = sub_loss};
+	struct rdmamsg_group_attr *a = NULL;
 	struct rdmamsg_group *g = NULL;
 	struct rdmamsg_ctx *ctx = test_ctx();
 	volatile int done = 0;
 	long long end;
+	int ret;
 
-	(void)arg;
 	sub_wfd = wfd;
-	if (rdmamsg_group_join(ctx, GROUP, NULL, &cbs, NULL, &g))
+	if (rdmamsg_group_attr_new(&a) ||
+	    rdmamsg_group_attr_set_reliable(a, cfg->window))
+		return 1;
+	ret = rdmamsg_group_join(ctx, cfg->group, a, &cbs, NULL, &g);
+	rdmamsg_group_attr_delete(&a);
+	if (ret)
 		return 1;
 	test_run_until(ctx, &sub_joined, 10000);
 	end = test_now_ms() + 60000;
-	while (sub_losses < NLOSS && test_now_ms() < end)
+	while (sub_losses < cfg->nloss && test_now_ms() < end)
 		test_run_until(ctx, &done, 100);
 	if (rdmamsg_group_close(g, sub_close))
 		return 2;
@@ -127,8 +148,8 @@ static int raw_event(struct raw *r, enum rdma_cm_event_type type,
 	return ret;
 }
 
-/* raw_open -- a UD QP that may send to the group (a send-only join) */
-static int raw_open(struct raw *r)
+/* raw_open -- a UD QP that may send to group (a send-only join) */
+static int raw_open(struct raw *r, const char *group)
 {
 	struct sockaddr_in sin;
 	struct rdma_cm_join_mc_attr_ex jx;
@@ -138,7 +159,7 @@ static int raw_open(struct raw *r)
 	memset(r, 0, sizeof(*r));
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
-	inet_pton(AF_INET, GROUP, &sin.sin_addr);
+	inet_pton(AF_INET, group, &sin.sin_addr);
 	r->ch = rdma_create_event_channel();
 	if (!r->ch || rdma_create_id(r->ch, &r->id, NULL, RDMA_PS_UDP) ||
 	    rdma_resolve_addr(r->id, NULL, (struct sockaddr *)&sin, 2000) ||
@@ -172,9 +193,10 @@ static int raw_open(struct raw *r)
 	return r->ah ? 0 : -1;
 }
 
-/* raw_heartbeat -- a heartbeat of publisher pub saying seq, with flags */
-static int raw_heartbeat(struct raw *r, uint64_t pub, uint64_t seq,
-			 uint16_t flags)
+/* raw_send -- a datagram of type from publisher pub: seq, flags, and
+ * (DATA) a whole message of len bytes of value v */
+static int raw_send(struct raw *r, int type, uint64_t pub, uint64_t seq,
+		    uint16_t flags, uint32_t len, uint8_t v)
 {
 	struct rdmamsg__mc_wire h;
 	struct ibv_sge sge;
@@ -183,14 +205,18 @@ static int raw_heartbeat(struct raw *r, uint64_t pub, uint64_t seq,
 	long long end = test_now_ms() + 5000;
 	int n;
 
+	if (len > sizeof(r->buf) - RDMAMSG_MC_HDR)
+		return -1;
 	memset(&h, 0, sizeof(h));
-	h.type = MC_HEARTBEAT;
+	h.type = (uint8_t)type;
 	h.flags = flags;
 	h.pub = pub;
 	h.seq = seq;
+	h.total = len;
 	rdmamsg__mc_encode(&h, r->buf);
+	memset(r->buf + RDMAMSG_MC_HDR, v, len);
 	sge.addr = (uintptr_t)r->buf;
-	sge.length = RDMAMSG_MC_HDR;
+	sge.length = RDMAMSG_MC_HDR + len;
 	sge.lkey = r->mr->lkey;
 	memset(&wr, 0, sizeof(wr));
 	wr.sg_list = &sge;
@@ -205,6 +231,13 @@ static int raw_heartbeat(struct raw *r, uint64_t pub, uint64_t seq,
 	while ((n = ibv_poll_cq(r->cq, 1, &wc)) == 0 && test_now_ms() < end)
 		usleep(200);
 	return n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : -1;
+}
+
+/* raw_heartbeat -- a heartbeat of publisher pub saying seq, with flags */
+static int raw_heartbeat(struct raw *r, uint64_t pub, uint64_t seq,
+			 uint16_t flags)
+{
+	return raw_send(r, MC_HEARTBEAT, pub, seq, flags, 0, 0);
 }
 
 /* raw_close -- leave and tear down what raw_open made */
@@ -240,24 +273,96 @@ static int read_loss(int rfd, uint64_t *r)
 	return 0;
 }
 
+/* wait_sub -- the subscriber child pid exits cleanly (within 15 s,
+ * reading rfd's end; else killed) */
+static void wait_sub(pid_t pid, int rfd)
+{
+	struct pollfd p = {.fd = rfd, .events = POLLIN};
+	int status;
+
+	if (poll(&p, 1, 15000) != 1) {
+		/* hung (or far behind): do not wait for it forever */
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		ok(0, "the subscriber exits (it hangs: killed)");
+	} else {
+		is_int(test_wait_child(pid), 0, "the subscriber exits cleanly");
+	}
+	close(rfd);
+}
+
+/*
+ * late_repair -- a reliable subscriber (a late joiner) whose first
+ * datagram of a publisher is DATA: a repair sent by multicast for
+ * another subscriber may be one, of a message long before the join, so
+ * the publisher starts at its next heartbeat, not there (it used to
+ * start at the old message and report everything from it to the
+ * heartbeat lost); nor at a heartbeat with MCF_LOW (the oldest message
+ * the publisher keeps, not its next).
+ */
+static void late_repair(void)
+{
+	static const struct sub_cfg cfg = {GROUP2, 64, 2};
+	struct pollfd p;
+	struct raw r;
+	uint64_t loss[3] = {0, 0, 0};
+	int32_t st = 1;
+	int rfd, ret;
+	pid_t pid;
+
+	pid = test_fork(subscriber, (void *)&cfg, &rfd);
+	p.fd = rfd;
+	p.events = POLLIN;
+	if (poll(&p, 1, 15000) != 1 || read(rfd, &st, sizeof(st)) != sizeof(st))
+		st = 1;
+	is_int(st, 0, "a reliable subscriber joined");
+	ok(raw_open(&r, GROUP2) == 0, "the attacker's QP sends to its group");
+	ok(!raw_send(&r, MC_DATA, PUB_R, 3, 0, 8, 3) &&
+		   !raw_heartbeat(&r, PUB_R, 10, 0) &&
+		   !raw_send(&r, MC_DATA, PUB_R, 12, 0, 8, 12),
+	   "a publisher's message 3 (a repair), its heartbeat at 10, then "
+	   "message 12");
+	/* (read before ok(): its arguments show what was read) */
+	ret = read_loss(rfd, loss);
+	ok(!ret && loss[0] == PUB_R && loss[1] == 10 && loss[2] == 2,
+	   "it starts at the heartbeat: 10 and 11 reported lost, nothing "
+	   "before (%llx %llu %llu)",
+	   (unsigned long long)loss[0], (unsigned long long)loss[1],
+	   (unsigned long long)loss[2]);
+	ok(!raw_heartbeat(&r, PUB_L, 1, MCF_LOW) &&
+		   !raw_heartbeat(&r, PUB_L, 20, 0) &&
+		   !raw_heartbeat(&r, PUB_L, 25, MCF_FIN),
+	   "another's heartbeats: oldest kept 1 (MCF_LOW), next 20, last 25");
+	ret = read_loss(rfd, loss);
+	ok(!ret && loss[0] == PUB_L && loss[1] == 20 && loss[2] == 5,
+	   "it starts at 20: 20 .. 24 reported lost, nothing before (%llx "
+	   "%llu %llu)",
+	   (unsigned long long)loss[0], (unsigned long long)loss[1],
+	   (unsigned long long)loss[2]);
+	raw_close(&r);
+	wait_sub(pid, rfd);
+}
+
 int main(void)
 {
+	static const struct sub_cfg cfg = {GROUP, 0, NLOSS};
 	struct pollfd p;
 	struct raw r;
 	uint64_t loss[3];
 	int32_t st = 1;
-	int rfd, status = -1, i, n;
+	int rfd, i, n;
 	pid_t pid;
 
 	test_setup("hostile_mc");
 	signal(SIGPIPE, SIG_IGN);
-	pid = test_fork(subscriber, NULL, &rfd);
+	pid = test_fork(subscriber, (void *)&cfg, &rfd);
 	p.fd = rfd;
 	p.events = POLLIN;
 	if (poll(&p, 1, 15000) != 1 || read(rfd, &st, sizeof(st)) != sizeof(st))
 		st = 1;
 	is_int(st, 0, "the subscriber joined");
-	ok(raw_open(&r) == 0, "the attacker's UD QP may send to the group");
+	ok(raw_open(&r, GROUP) == 0,
+	   "the attacker's UD QP may send to the group");
 
 	/* a publisher heard of at 5, then gone at 2^62 */
 	ok(!raw_heartbeat(&r, PUB_A, 5, 0) &&
@@ -291,15 +396,7 @@ int main(void)
 		   loss[2] == 7,
 	   "it is heard: its 7 messages reported lost");
 	raw_close(&r);
-	p.events = POLLIN;
-	if (poll(&p, 1, 15000) != 1) {
-		/* hung (or far behind): do not wait for it forever */
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
-		ok(0, "the subscriber exits (it hangs: killed)");
-	} else {
-		is_int(test_wait_child(pid), 0, "the subscriber exits cleanly");
-	}
-	close(rfd);
+	wait_sub(pid, rfd);
+	late_repair();
 	return done_testing();
 }
