@@ -200,6 +200,12 @@ void rdmamsg__buf_put(struct rdmamsg_buf *buf);
 void rdmamsg__pool_shrink(struct rdmamsg_ctx *ctx);
 int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
 		      struct rdmamsg_buf **buf);
+/* a registered control buffer (pool.c): cls of its descriptor */
+#define RDMAMSG__CLS_CTL 0xff
+int rdmamsg__buf_ctl_new(struct rdmamsg_ctx *ctx, size_t size,
+			 struct rdmamsg_buf **buf);
+int rdmamsg__buf_ctl_take(struct rdmamsg_buf *b);
+void rdmamsg__buf_ctl_drop(struct rdmamsg_buf *b);
 
 /* ---- the per-context interface (iface.c) ---------------------------- */
 
@@ -315,6 +321,8 @@ struct rdmamsg_ctx {
 	char devname[64];
 	struct ibv_device_attr dattr;
 	uint32_t max_inline;
+	/* test hook: control buffers are not registered (pool.c) */
+	int test_no_ctl;
 	struct ibv_pd *pd;
 	/* the context's QPs (RC, UD, DC) are made on qp_pd: a parent domain of
 	 * pd with thread domain td (ctx.c qp_domain), or pd itself (td NULL) */

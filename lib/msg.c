@@ -158,6 +158,25 @@ struct inl_hdr {
 	char data[48];
 };
 
+/* ctl_sges -- buf_sges without a copy buffer (the pool has none): a
+ * control buffer sent whole (pool.c, a FIN's: xfer.c) carries the header
+ * in its own registered headroom, one piece; anything else waits for pool
+ * memory (NULL) */
+static __attribute__((noinline, cold)) struct rdmamsg__wire *ctl_sges(
+	const void *data, uint32_t len, const struct rdmamsg_buf *src,
+	struct ibv_sge *sge)
+{
+	char *h;
+
+	if (!src || src->cls != RDMAMSG__CLS_CTL || data != src->data)
+		return NULL;
+	h = src->data - RDMAMSG_HDR; /* lent to this send: ours to write */
+	sge[0].addr = (uintptr_t)h;
+	sge[0].length = RDMAMSG_HDR + len;
+	sge[0].lkey = src->lkey;
+	return (struct rdmamsg__wire *)(void *)h;
+}
+
 /* buf_sges -- the gather list of a send that does not go inline: the
  * header in the copy buffer at the send ring's head, the payload after
  * it (copied) or in src (zero copy); the header's place, NULL when the
@@ -171,7 +190,7 @@ static inline __attribute__((always_inline)) struct rdmamsg__wire *buf_sges(
 	struct rdmamsg_buf *sb = copy_slot(ep);
 
 	if (RDMAMSG_UNLIKELY(!sb))
-		return NULL;
+		return ctl_sges(data, len, src, sge);
 	sge[0].addr = (uintptr_t)(sb->data - RDMAMSG_HDR);
 	sge[0].lkey = sb->lkey;
 	if (src) {

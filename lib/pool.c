@@ -369,13 +369,130 @@ int rdmamsg__buf_heap(struct rdmamsg_ctx *ctx, size_t size,
 	return 0;
 }
 
+/*
+ * A control buffer: outside the pool and its limit, registered once for
+ * the life of its owner and lent again and again, for what must go out
+ * when the pool has nothing and the QP has no inline room for it (a
+ * rendezvous FIN, xfer.c).  Its page is its own (a provider may mark a
+ * registration's pages don't-fork: ctx.c's ctx_alloc), and a send takes
+ * the wire header from its headroom (msg.c's buf_sges), so it needs no
+ * pool memory at all.  Lent: its bytes are a posted send's until that
+ * completes (rdmamsg__buf_put).
+ */
+struct ctl_buf {
+	struct rdmamsg_buf b; /* first: a buffer's address is the ctl_buf's */
+	struct ibv_mr *mr;
+	void *mem; /* the page */
+	uint8_t lent;
+	uint8_t orphan; /* the owner dropped it while lent */
+};
+
+/* ctl_free -- a control buffer goes: registration, page, descriptor */
+static void ctl_free(struct ctl_buf *c)
+{
+	c->b.ctx->ops->dereg_mr(c->mr);
+	free(c->mem);
+	free(c);
+}
+
+/* rdmamsg__buf_ctl_new -- a control buffer of size bytes (after the
+ * headroom), registered for local access: 0 or a negative errno */
+int rdmamsg__buf_ctl_new(struct rdmamsg_ctx *ctx, size_t size,
+			 struct rdmamsg_buf **buf)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t a = pg > 0 ? (size_t)pg : 4096;
+	size_t len;
+	struct ctl_buf *c;
+	int ret;
+
+	if (size > a - RDMAMSG_HEADROOM)
+		return -EINVAL; /* a few bytes of control, never more */
+	if (ctx->test_no_ctl)
+		return -ENOMEM;
+	len = RDMAMSG_HEADROOM + size;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (posix_memalign(&c->mem, a, a)) {
+		ret = -ENOMEM;
+		goto err_free_desc;
+	}
+	memset(c->mem, 0, len);
+	errno = 0;
+	c->mr = ctx->ops->reg_mr(ctx->pd, c->mem, len, 0);
+	if (!c->mr) {
+		ret = rdmamsg__errno(ENOMEM);
+		goto err_free_mem;
+	}
+	c->b.ctx = ctx;
+	c->b.slab = NULL;
+	c->b.cls = RDMAMSG__CLS_CTL;
+	c->b.data = (char *)c->mem + RDMAMSG_HEADROOM;
+	c->b.cap = size;
+	c->b.lkey = c->mr->lkey;
+	c->b.state = BUF_LIB;
+	*buf = &c->b;
+	return 0;
+
+err_free_mem:
+	free(c->mem);
+err_free_desc:
+	free(c);
+	return ret;
+}
+
+/* rdmamsg__buf_ctl_take -- lend control buffer b: 0, or -ENOMEM while
+ * its last send has not completed */
+int rdmamsg__buf_ctl_take(struct rdmamsg_buf *b)
+{
+	struct ctl_buf *c = (struct ctl_buf *)b;
+
+	if (c->lent)
+		return -ENOMEM;
+	c->lent = 1;
+	b->state = BUF_LIB;
+	b->next = NULL;
+	b->len = b->off = 0;
+	return 0;
+}
+
+/* rdmamsg__buf_ctl_drop -- its owner lets b go: now, or when its send
+ * completes (an endpoint's transfer state goes before its send slots
+ * and backlog are emptied: ep.c's rdmamsg__ep_free) */
+void rdmamsg__buf_ctl_drop(struct rdmamsg_buf *b)
+{
+	struct ctl_buf *c = (struct ctl_buf *)b;
+
+	if (c->lent)
+		c->orphan = 1;
+	else
+		ctl_free(c);
+}
+
+/* buf_put_other -- rdmamsg__buf_put of a buffer outside the pool: a
+ * control buffer is free to lend again (or goes, dropped), a heap
+ * buffer (rdmamsg__buf_heap's) is freed */
+static __attribute__((noinline)) void buf_put_other(struct rdmamsg_buf *b)
+{
+	struct ctl_buf *c = (struct ctl_buf *)b;
+
+	if (b->cls != RDMAMSG__CLS_CTL) {
+		free(b);
+		return;
+	}
+	c->lent = 0;
+	if (c->orphan)
+		ctl_free(c);
+}
+
 /* rdmamsg__buf_put -- return a buffer to its class's free list */
 void rdmamsg__buf_put(struct rdmamsg_buf *b)
 {
 	struct rdmamsg__pool *pool = &b->ctx->pool;
 
 	if (RDMAMSG_UNLIKELY(!b->slab)) {
-		free(b); /* rdmamsg__buf_heap's */
+		buf_put_other(b);
 		return;
 	}
 

@@ -58,21 +58,53 @@ static void req_timer_fire(struct rdmamsg__timer *t)
 
 /* ---- control messages ---------------------------------------------- */
 
+/* fin_ctl -- the endpoint's control buffer for a FIN (pool.c): registered
+ * the first time a FIN finds neither pool memory nor inline room, once
+ * per endpoint (never per message; an endpoint whose FINs go inline never
+ * makes one), kept until the endpoint goes.  One FIN at a time: -ENOMEM
+ * until the last one's send completed (those behind wait in xf->fins,
+ * and that completion's flush sends them) */
+static int fin_ctl(struct rdmamsg_ep *ep, struct rdmamsg_buf **b)
+{
+	struct rdmamsg__xfer *xf = ep->xf;
+	int ret;
+
+	if (!xf->fin_ctl) {
+		ret = rdmamsg__buf_ctl_new(ep->ctx, RDMAMSG_XHDR, &xf->fin_ctl);
+		if (ret) {
+			xf->fin_ctl = NULL;
+			if (!xf->fin_ctl_err)
+				LOG_ERR("endpoint %p: registering a FIN "
+					"buffer failed (%d): FINs wait for "
+					"pool memory",
+					(void *)ep, ret);
+			xf->fin_ctl_err = 1;
+			return -ENOMEM;
+		}
+	}
+	ret = rdmamsg__buf_ctl_take(xf->fin_ctl);
+	if (!ret)
+		*b = xf->fin_ctl;
+	return ret;
+}
+
 /*
- * fin_heap -- a FIN's buffer when the pool has none: from the heap, where
- * the FIN goes inline (the provider copies its bytes at posting, so they
- * need no registration: ibv_post_send(3), IBV_SEND_INLINE), as it does on
- * every lane whose QP has the 64 inline bytes (RC QPs get them on
- * softrdma, rxe and mlx5; DC_INLINE is 64).  A FIN ends a transfer the
- * sender's on_send waits for, and a pool held whole (a receive ring's
- * class taking a 1 MiB limit, the application's buffers) may never give
- * one back while the FIN waits: -ENOMEM (it waits, rndv.c) only without
- * the inline room or heap memory
+ * fin_heap -- a FIN's buffer when the pool has none.  Where the QP has
+ * the 64 inline bytes (RC QPs get them on softrdma, rxe and mlx5;
+ * DC_INLINE is 64), from the heap: the FIN goes inline, the provider
+ * copies its bytes at posting, so they need no registration
+ * (ibv_post_send(3), IBV_SEND_INLINE).  Elsewhere (a device or setting
+ * with less or no max_inline_data) the endpoint's control buffer
+ * (fin_ctl).  A FIN ends a transfer the sender's on_send waits for, and a
+ * pool held whole (a receive ring's class taking a 1 MiB limit, the
+ * application's buffers) may never give one back while the FIN waits:
+ * -ENOMEM (it waits, rndv.c) only while the control buffer carries the
+ * FIN before it, or without heap memory or a registration for it
  */
 static int fin_heap(struct rdmamsg_ep *ep, struct rdmamsg_buf **b)
 {
 	if (RDMAMSG_HDR + RDMAMSG_XHDR > ep->max_inline)
-		return -ENOMEM;
+		return fin_ctl(ep, b);
 	return rdmamsg__buf_heap(ep->ctx, RDMAMSG_XHDR, b);
 }
 
@@ -266,6 +298,8 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep)
 	rdmamsg__req_free(ep);
 	if (xf->atom)
 		rdmamsg__buf_put(xf->atom);
+	if (xf->fin_ctl)
+		rdmamsg__buf_ctl_drop(xf->fin_ctl);
 	rdmamsg__idt_fini(&xf->sends);
 	rdmamsg__idt_fini(&xf->reqs);
 	free(xf->ops);

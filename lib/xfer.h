@@ -73,6 +73,10 @@ struct rdmamsg__xfer {
 	 * the credit of the message that carried it (rndv.c) */
 	uint32_t rts_held;
 	struct rdmamsg_buf *fin_sending; /* rdmamsg__xfer_send's FIN */
+	/* the FIN's registered buffer where the pool has none and the QP
+	 * no inline room (xfer.c's fin_ctl), made on first need */
+	struct rdmamsg_buf *fin_ctl;
+	int fin_ctl_err; /* registering it failed (logged once) */
 	int down;
 	/* the message being received invalidated rx_inv (msg.c's rx_inv,
 	 * taken by its FIN) */

@@ -5,12 +5,19 @@
  * whole by the receive ring's size class: no slab of a small class fits
  * beside it) pulls 3 MiB messages into the heap, and each sender's
  * on_send comes, with 0, while the receiver keeps the connection; then
- * the receiver's application holds every pool buffer too, and the next
- * FIN still goes.  Every message arrives intact and in order.
+ * the receiver's application holds every pool buffer of every class too
+ * (no copy buffer for a send's header either), and the next FIN still
+ * goes.  Every message arrives intact and in order.  Twice: with the
+ * QPs' inline bytes (the FIN goes inline from the heap), and with none
+ * (RDMAMSG_TEST_MAX_INLINE=0, a device without max_inline_data: it goes
+ * from the endpoint's registered control buffer, its header in that
+ * buffer's headroom).
  */
 #include "config.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../tap.h"
 #include "../core/util.h"
@@ -60,20 +67,28 @@ static const struct rdmamsg_ep_cbs srv_cbs = {
 	.on_recv = on_recv,
 };
 
-int main(void)
+/* run -- the scenario, the receiver's QPs with inl inline bytes (NULL:
+ * the device's) */
+static void run(const char *inl)
 {
 	static unsigned char big[LARGE];
 	struct rdmamsg_ctx_attr *ca;
-	size_t reg = 0, used = 0;
+	size_t reg = 0, used = 0, sz;
 	char addr[64];
 	int i, n = 0;
 
-	test_setup("finmem");
+	diag("receiver's inline bytes: %s", inl ? inl : "the device's");
+	memset(&srv, 0, sizeof(srv));
+	memset(&cli, 0, sizeof(cli));
+	sent = sent_bad = recvd = recv_bad = 0;
 	if (rdmamsg_ctx_attr_new(&ca))
 		bail_out("rdmamsg_ctx_attr_new");
 	is_int(rdmamsg_ctx_attr_set_pool_limit(ca, POOL), 0,
 	       "the smallest pool limit");
+	if (inl)
+		setenv("RDMAMSG_TEST_MAX_INLINE", inl, 1);
 	is_int(rdmamsg_ctx_create(ca, &srv.ctx), 0, "receiver: a 1 MiB pool");
+	unsetenv("RDMAMSG_TEST_MAX_INLINE");
 	rdmamsg_ctx_attr_delete(&ca);
 	cli.ctx = test_ctx();
 	srv.cbs = &srv_cbs;
@@ -85,10 +100,13 @@ int main(void)
 
 	for (i = 0; i < NMSG; i++) {
 		if (i == NMSG - 1) {
-			/* the application takes what the pool has left */
-			while (n < MAXB &&
-			       rdmamsg_buf_alloc(srv.ctx, 1, &bufs[n]) == 0)
-				n++;
+			/* the application takes what the pool has left,
+			 * of every class */
+			for (sz = 1; sz <= POOL; sz <<= 1)
+				while (n < MAXB &&
+				       rdmamsg_buf_alloc(srv.ctx, sz,
+							 &bufs[n]) == 0)
+					n++;
 			ok(n < MAXB,
 			   "the receiver's pool held whole (%d "
 			   "buffers)",
@@ -119,5 +137,12 @@ int main(void)
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "sender's context destroyed");
 	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0,
 	       "receiver's context destroyed");
+}
+
+int main(void)
+{
+	test_setup("finmem");
+	run(NULL);
+	run("0");
 	return done_testing();
 }

@@ -9,9 +9,12 @@
  * let the loop block with the FIN still waiting: the sender's on_send
  * follows at once, not at some unrelated later wake-up.  Two contexts of
  * this process, driven in fd mode (arm, poll, progress).  A FIN goes
- * inline from the heap when the pool is short (tests/xfer/finmem), so
- * the receiver's QPs get 32 inline bytes here (RDMAMSG_TEST_MAX_INLINE):
- * a device with fewer than a FIN's 64, where it does wait.
+ * inline from the heap when the pool is short, or from a control buffer
+ * the endpoint registers once where the QP has too few inline bytes
+ * (tests/xfer/finmem), so the receiver's QPs get 32 inline bytes here
+ * (RDMAMSG_TEST_MAX_INLINE, fewer than a FIN's 64) and registering that
+ * buffer fails (RDMAMSG_TEST_NO_CTL_BUF): the one case where it does
+ * wait.
  */
 #include "config.h"
 
@@ -76,8 +79,10 @@ int main(void)
 		bail_out("rdmamsg_ctx_attr_new");
 	rdmamsg_ctx_attr_set_pool_limit(ca, POOL);
 	setenv("RDMAMSG_TEST_MAX_INLINE", "32", 1);
+	setenv("RDMAMSG_TEST_NO_CTL_BUF", "1", 1);
 	is_int(rdmamsg_ctx_create(ca, &srv.ctx), 0, "receiver: a 4 MiB pool");
 	unsetenv("RDMAMSG_TEST_MAX_INLINE");
+	unsetenv("RDMAMSG_TEST_NO_CTL_BUF");
 	rdmamsg_ctx_attr_delete(&ca);
 	cli.ctx = test_ctx();
 	srv.cbs = &srv_cbs;
