@@ -230,7 +230,17 @@ void rdmamsg__xfer_unsent(struct rdmamsg_ep *ep, const void *data, size_t len,
 {
 	struct rdmamsg__xhdr x;
 
-	if (!ep->xf || rdmamsg__xhdr_decode(data, len, &x))
+	if (!ep->xf)
+		return;
+	if (ep->xf->fin_ctl && data == ep->xf->fin_ctl->data) {
+		/* a FIN in the control buffer, cancelled in the backlog:
+		 * the buffer stays there, never posted, until the endpoint
+		 * is freed (msg.c), and goes then; another carries the FIN
+		 * sent anew */
+		rdmamsg__buf_ctl_drop(ep->xf->fin_ctl);
+		ep->xf->fin_ctl = NULL;
+	}
+	if (rdmamsg__xhdr_decode(data, len, &x))
 		return;
 	if (x.kind == X_RTS)
 		rdmamsg__rndv_unsent(ep, x.id, status);
