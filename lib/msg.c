@@ -158,19 +158,22 @@ struct inl_hdr {
 	char data[48];
 };
 
-/* ctl_sges -- buf_sges without a copy buffer (the pool has none): a
- * control buffer sent whole (pool.c, a FIN's: xfer.c) carries the header
- * in its own registered headroom, one piece; anything else waits for pool
- * memory (NULL) */
-static __attribute__((noinline, cold)) struct rdmamsg__wire *ctl_sges(
+/* own_sges -- buf_sges without a copy buffer (the pool has none): a
+ * registered buffer sent from its start (a pool buffer, queued or the
+ * caller's; a control buffer, a FIN's: xfer.c) carries the header in
+ * its own headroom, one piece, as pool.c lays its buffers out for; a
+ * later fragment (the bytes before it are the message's) and an
+ * unregistered buffer wait for pool memory (NULL) */
+static __attribute__((noinline, cold)) struct rdmamsg__wire *own_sges(
 	const void *data, uint32_t len, const struct rdmamsg_buf *src,
 	struct ibv_sge *sge)
 {
 	char *h;
 
-	if (!src || src->cls != RDMAMSG__CLS_CTL || data != src->data)
+	if (!src || data != src->data ||
+	    (!src->slab && src->cls != RDMAMSG__CLS_CTL))
 		return NULL;
-	h = src->data - RDMAMSG_HDR; /* lent to this send: ours to write */
+	h = src->data - RDMAMSG_HDR; /* the library's until completion */
 	sge[0].addr = (uintptr_t)h;
 	sge[0].length = RDMAMSG_HDR + len;
 	sge[0].lkey = src->lkey;
@@ -179,8 +182,8 @@ static __attribute__((noinline, cold)) struct rdmamsg__wire *ctl_sges(
 
 /* buf_sges -- the gather list of a send that does not go inline: the
  * header in the copy buffer at the send ring's head, the payload after
- * it (copied) or in src (zero copy); the header's place, NULL when the
- * pool has no memory */
+ * it (copied) or in src (zero copy); the header's place.  Without a copy
+ * buffer (the pool has no memory for it) own_sges, else NULL */
 static inline __attribute__((always_inline)) struct rdmamsg__wire *buf_sges(
 	struct rdmamsg_ep *ep, const void *data, uint32_t len,
 	const struct rdmamsg_buf *src, struct ibv_sge *sge, int *nsge)
@@ -190,7 +193,7 @@ static inline __attribute__((always_inline)) struct rdmamsg__wire *buf_sges(
 	struct rdmamsg_buf *sb = copy_slot(ep);
 
 	if (RDMAMSG_UNLIKELY(!sb))
-		return ctl_sges(data, len, src, sge);
+		return own_sges(data, len, src, sge);
 	sge[0].addr = (uintptr_t)(sb->data - RDMAMSG_HDR);
 	sge[0].lkey = sb->lkey;
 	if (src) {
