@@ -561,6 +561,7 @@ struct rdmamsg_ep {
 	struct rdmamsg_buf *bl_head, *bl_tail;
 	uint32_t bl_count;
 	size_t bl_bytes; /* of its messages (not packs): msg.c bl_full() */
+	int bl_stuck;	 /* pump() could not post (msg.c pump_stuck) */
 	int want_writable;
 
 	/* receive side */

@@ -636,9 +636,10 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 	if (ctx->in_progress || ctx->pending || !list_empty(&ctx->polls) ||
 	    !list_empty(&ctx->deferred) || !list_empty(&ctx->closes))
 		return -EBUSY;
-	/* transfers that wait for pool memory (a FIN, a pull): memory came
-	 * back since they last tried (rdmamsg_buf_free(), a buffer freed
-	 * after that pass), and no completion or event would say so */
+	/* what waits for pool memory (a FIN, a pull, a queued fragment's
+	 * header: msg.c pump_stuck): memory came back since they last tried
+	 * (rdmamsg_buf_free(), a buffer freed after that pass), and no
+	 * completion or event would say so */
 	if (RDMAMSG_UNLIKELY(!list_empty(&ctx->xwait)) &&
 	    ctx->pool.in_use < ctx->xwait_used)
 		return -EBUSY;

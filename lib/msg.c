@@ -480,6 +480,17 @@ static inline int batch_goes_on(struct rdmamsg_ep *ep,
 	       copy_slot_at(ep, ep->sq_head + 1);
 }
 
+/* pump_stuck -- pump() could not post: a QP in error (the CQ reports
+ * it), or no pool memory for a header's copy buffer (own_sges cannot
+ * serve a later fragment), which nothing of this endpoint's announces
+ * when it comes back (a buffer the application frees): each pass visits
+ * the endpoint (ctx->xwait, rdmamsg_ctx_arm()) until it posts */
+static __attribute__((noinline, cold)) void pump_stuck(struct rdmamsg_ep *ep)
+{
+	ep->bl_stuck = 1;
+	rdmamsg__ep_xwait(ep);
+}
+
 /* pump -- post queued messages (fragment by fragment) while credits
  * last; only the batch's last send is signalled for the buffers and
  * reports of those before it (selective signalling: RC completes in
@@ -504,8 +515,10 @@ static void pump(struct rdmamsg_ep *ep)
 		}
 		if (n->has_imm == BL_PACK) {
 			sig = batch_goes_on(ep, n, 1) ? SIG_LATER : SIG_NEED;
-			if (post_pack(ep, n, report, sig))
-				break; /* QP in error: the CQ reports it */
+			if (post_pack(ep, n, report, sig)) {
+				pump_stuck(ep);
+				break;
+			}
 			continue;
 		}
 		rest = n->len - n->off;
@@ -517,8 +530,10 @@ static void pump(struct rdmamsg_ep *ep)
 		if (post_frag(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
 			      n->data + n->off, flen, n, last ? n : NULL,
 			      n->op_ctx,
-			      last && report && !(n->has_imm & F_XFER), sig))
-			break; /* QP in error: the CQ reports it */
+			      last && report && !(n->has_imm & F_XFER), sig)) {
+			pump_stuck(ep);
+			break;
+		}
 		ep->credits--;
 		n->off += flen;
 		if (last) {
@@ -1646,14 +1661,15 @@ void rdmamsg__ep_poll(struct rdmamsg_ep *ep)
 		rdmamsg__iface_replay(ep->ln);
 }
 
-/* rdmamsg__ep_xwait -- keep visiting ep each pass while its transfer
- * layer waits for what no completion of its own announces (pool memory
- * for a FIN or a pull) */
+/* rdmamsg__ep_xwait -- keep visiting ep each pass while its backlog
+ * (pump_stuck) or its transfer layer waits for what no completion of its
+ * own announces (pool memory for a header, a FIN or a pull) */
 void rdmamsg__ep_xwait(struct rdmamsg_ep *ep)
 {
-	int wait = ep->xf && ep->st == EPS_UP &&
-		   (!list_empty(&ep->xf->fins) || !list_empty(&ep->xf->pulls) ||
-		    !list_empty(&ep->xf->invs));
+	int wait = ep->st == EPS_UP &&
+		   (ep->bl_stuck || (ep->xf && (!list_empty(&ep->xf->fins) ||
+						!list_empty(&ep->xf->pulls) ||
+						!list_empty(&ep->xf->invs))));
 
 	if (wait && list_empty(&ep->xwait_link))
 		list_add_tail(&ep->ctx->xwait, &ep->xwait_link);
@@ -1676,6 +1692,7 @@ void rdmamsg__ep_xwait_all(struct rdmamsg_ctx *ctx)
 		struct rdmamsg_ep *ep =
 			container_of(pos, struct rdmamsg_ep, xwait_link);
 
+		ep->bl_stuck = 0; /* pump() says again if it still is */
 		flush(ep);
 		rdmamsg__ep_xwait(ep);
 	}
