@@ -504,6 +504,22 @@ static size_t scm_req_limit(const struct scm_id *s)
 	return s->id.ps == RDMA_PS_IB ? field : field - SCM_CMA_HDR;
 }
 
+/*
+ * scm_retry3 -- a retry count as the REQ and REP carry it: 3 bits; the
+ * kernel's cma_connect_ib and cma_accept_ib send min_t(u8, 7, value), so
+ * a program asking for 255 connects with 7 (and its QP is moved with 7)
+ */
+static uint8_t scm_retry3(uint8_t v)
+{
+	return v > 7 ? 7 : v;
+}
+
+/* scm_qpn24 -- a qp_num given without a QP: the 24 bits a QPN has */
+static uint32_t scm_qpn24(uint32_t qpn)
+{
+	return qpn & 0xffffff;
+}
+
 /* scm_connect_timeout_ms -- REQ to REP, then UNREACHABLE (-ETIMEDOUT) */
 static uint64_t scm_connect_timeout_ms(void)
 {
@@ -534,9 +550,11 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 	s->resp_res = p && p->responder_resources != RDMA_MAX_RESP_RES
 			      ? p->responder_resources
 			      : mr;
-	s->retry_count = p ? p->retry_count : SCM_DEFAULT_RETRY;
-	s->rnr_retry_count = p ? p->rnr_retry_count : SCM_DEFAULT_RETRY;
-	s->flow_control = p ? p->flow_control : 0;
+	s->retry_count = p ? scm_retry3(p->retry_count) : SCM_DEFAULT_RETRY;
+	s->rnr_retry_count =
+		p ? scm_retry3(p->rnr_retry_count) : SCM_DEFAULT_RETRY;
+	/* a 1-bit field (the kernel's IBA_SET keeps the low bit) */
+	s->flow_control = p ? p->flow_control & 1 : 0;
 	s->psn = scm_random_psn();
 
 	memset(w, 0, sizeof(*w));
@@ -547,8 +565,8 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 		w->qpn = htonl(s->id.qp->qp_num);
 		w->srq = !!s->id.qp->srq;
 	} else {
-		w->qpn = htonl(p ? p->qp_num : 0);
-		w->srq = p ? p->srq : 0;
+		w->qpn = htonl(scm_qpn24(p ? p->qp_num : 0));
+		w->srq = p && p->srq; /* id_priv->srq ? 1 : 0 */
 	}
 	w->psn = htonl(s->psn);
 	w->resp_res = s->resp_res;
@@ -625,7 +643,8 @@ static int scm_sidr_accept(struct scm_id *s, struct rdma_conn_param *p)
 	w.type = SCM_MSG_REP;
 	w.ps = htons((uint16_t)s->id.ps);
 	w.qp_type = (uint8_t)s->id.qp_type;
-	w.qpn = htonl(s->id.qp ? s->id.qp->qp_num : p ? p->qp_num : 0);
+	w.qpn = htonl(s->id.qp ? s->id.qp->qp_num
+			       : scm_qpn24(p ? p->qp_num : 0));
 	w.qkey = htonl(RDMA_UDP_QKEY);
 	memcpy(w.gid, s->id.route.addr.addr.ibaddr.sgid.raw, 16);
 	if (ulen)
@@ -681,14 +700,15 @@ static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 		w.qpn = htonl(s->id.qp->qp_num);
 		w.srq = !!s->id.qp->srq;
 	} else {
-		w.qpn = htonl(p ? p->qp_num : 0);
-		w.srq = p ? p->srq : 0;
+		w.qpn = htonl(scm_qpn24(p ? p->qp_num : 0));
+		w.srq = p && p->srq;
 	}
 	w.psn = htonl(s->psn);
 	w.resp_res = s->resp_res;
 	w.init_depth = s->init_depth;
-	w.flow_control = p ? p->flow_control : 0;
-	w.rnr_retry_count = p ? p->rnr_retry_count : SCM_DEFAULT_RETRY;
+	w.flow_control = p ? p->flow_control & 1 : 0;
+	w.rnr_retry_count =
+		p ? scm_retry3(p->rnr_retry_count) : SCM_DEFAULT_RETRY;
 	w.mtu = s->mtu;
 	memcpy(w.gid, s->id.route.addr.addr.ibaddr.sgid.raw, 16);
 	if (ulen)
