@@ -185,11 +185,17 @@ static int scm_init_qp_attr_locked(struct scm_id *s, struct ibv_qp_attr *a,
 		a->path_mtu = (enum ibv_mtu)s->mtu;
 		a->dest_qp_num = s->remote_qpn;
 		a->rq_psn = s->remote_psn;
-		a->max_dest_rd_atomic = s->resp_res;
-		a->min_rnr_timer = 0;
 		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+			IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		/* UC has no responder resources nor RNR NAKs: the kernel's
+		 * cm_init_qp_rtr_attr gives these to RC only (UC's RTR
+		 * refuses them) */
+		if (s->id.qp_type == IBV_QPT_RC) {
+			a->max_dest_rd_atomic = s->resp_res;
+			a->min_rnr_timer = 0;
+			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC |
+				 IBV_QP_MIN_RNR_TIMER;
+		}
 		return 0;
 	case IBV_QPS_RTS:
 		a->sq_psn = ud ? 0 : s->psn;
@@ -198,6 +204,10 @@ static int scm_init_qp_attr_locked(struct scm_id *s, struct ibv_qp_attr *a,
 			return 0;
 		if (!s->has_remote)
 			return EINVAL;
+		/* UC: no ACKs, so no timeout, retries nor reads
+		 * (cm_init_qp_rts_attr) */
+		if (s->id.qp_type != IBV_QPT_RC)
+			return 0;
 		a->timeout = s->ack_timeout_set ? s->ack_timeout
 						: SCM_DEFAULT_ACK_TIMEOUT;
 		a->retry_cnt = s->retry_count;

@@ -223,10 +223,119 @@ out:
 	rdma_destroy_event_channel(sch);
 }
 
+/* ep -- rdma_create_ep from 127.0.0.1:port, UC, passive or active */
+static struct rdma_cm_id *ep(int passive, uint16_t port,
+			     struct ibv_qp_init_attr *ia)
+{
+	struct rdma_addrinfo hints, *res;
+	struct rdma_cm_id *id = NULL;
+	char svc[8];
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_NUMERICHOST | (passive ? RAI_PASSIVE : 0);
+	hints.ai_port_space = RDMA_PS_TCP;
+	hints.ai_qp_type = IBV_QPT_UC;
+	snprintf(svc, sizeof(svc), "%u", port);
+	if (rdma_getaddrinfo("127.0.0.1", svc, &hints, &res))
+		bail_out("getaddrinfo");
+	if (rdma_create_ep(&id, res, NULL, ia))
+		id = NULL;
+	rdma_freeaddrinfo(res);
+	return id;
+}
+
+/*
+ * test_uc -- UC ids: rdma_accept and the active side's ESTABLISHED move
+ * the UC QPs (RTR without RC's read and RNR attributes, RTS with the SQ
+ * PSN only), and a SEND arrives
+ */
+static void test_uc(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	static const char msg[] = "a SEND over UC through rdma_cm";
+	struct rdma_cm_id *l, *c = NULL, *a = NULL;
+	struct ibv_mr *smr = NULL, *rmr = NULL;
+	char sbuf[64], rbuf[64];
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+
+	if (!sch || !cch)
+		bail_out("channels");
+	l = ep(1, 0, NULL);
+	if (!l || rdma_migrate_id(l, sch) || rdma_listen(l, 4))
+		bail_out("UC listener");
+	ok(l->qp_type == IBV_QPT_UC, "UC listener from rdma_create_ep");
+	rc_attr(&ia, IBV_QPT_UC);
+	c = ep(0, ntohs(rdma_get_src_port(l)), &ia);
+	ok(c && c->qp && c->qp->qp_type == IBV_QPT_UC,
+	   "UC active id with its QP");
+	if (!c || !c->qp || rdma_migrate_id(c, cch))
+		goto out;
+	ok(!rdma_connect(c, NULL), "UC: connect (the defaults)");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	ok(ev != NULL, "UC: the listener gets the request");
+	if (ev) {
+		a = ev->id;
+		rdma_ack_cm_event(ev);
+	}
+	if (!a)
+		goto out;
+	rc_attr(&ia, IBV_QPT_UC);
+	ok(!rdma_create_qp(a, NULL, &ia), "UC: passive QP");
+	rmr = rdma_reg_msgs(a, rbuf, sizeof(rbuf));
+	memset(rbuf, 0, sizeof(rbuf));
+	ok(rmr && !rdma_post_recv(a, NULL, rbuf, sizeof(rbuf), rmr),
+	   "UC: a receive posted");
+	memset(&cp, 0, sizeof(cp));
+	ok(!rdma_accept(a, &cp), "UC: accept moves the QP");
+	ok(!qp_query(a->qp, &qa) && qa.qp_state == IBV_QPS_RTS &&
+		   qa.dest_qp_num == c->qp->qp_num,
+	   "UC: passive QP at RTS, connected to the client's");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev != NULL, "UC: active side established");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!qp_query(c->qp, &qa) && qa.qp_state == IBV_QPS_RTS,
+	   "UC: active QP at RTS");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev != NULL, "UC: passive side established");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	memcpy(sbuf, msg, sizeof(msg));
+	smr = rdma_reg_msgs(c, sbuf, sizeof(sbuf));
+	ok(smr && !rdma_post_send(c, NULL, sbuf, sizeof(msg), smr, 0) &&
+		   rdma_get_send_comp(c, &wc) > 0 && !wc.status,
+	   "UC: SEND completes");
+	ok(rdma_get_recv_comp(a, &wc) > 0 && !wc.status &&
+		   wc.byte_len == sizeof(msg) &&
+		   !memcmp(rbuf, msg, sizeof(msg)),
+	   "UC: the message arrived");
+	rdma_disconnect(c);
+out:
+	if (smr)
+		rdma_dereg_mr(smr);
+	if (rmr)
+		rdma_dereg_mr(rmr);
+	if (a) {
+		rdma_destroy_qp(a);
+		rdma_destroy_id(a);
+	}
+	if (c)
+		rdma_destroy_ep(c);
+	ok(!rdma_destroy_id(l), "UC: destroy listener");
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+
 int main(void)
 {
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-params", 0);
 	test_clamp_no_qp();
 	test_clamp_qp();
+	test_uc();
 	return done_testing();
 }
