@@ -395,12 +395,16 @@ static int scm_resolve_locked(struct scm_id *s, struct sockaddr *src,
 		return EINVAL;
 	memcpy(&s->id.route.addr.dst_storage, dst, scm__addr_len(dst));
 	if (scm__addr_is_any(&s->id.route.addr.src_addr)) {
+		/*
+		 * No route: the kernel's rdma_resolve_ip fails at once with
+		 * what the routing table says (ENETUNREACH, EHOSTUNREACH...),
+		 * and rdma_resolve_addr returns it with no event; the id
+		 * stays bound, to be resolved again.  ADDR_ERROR is for what
+		 * fails later (the neighbour, the device).
+		 */
 		err = scm_route_src(dst, &rsrc);
-		if (err) {
-			scm__post(s, s, RDMA_CM_EVENT_ADDR_ERROR, -err, NULL, 0,
-				  0);
-			return 0;
-		}
+		if (err)
+			return err;
 		port = scm_get_port(&s->id.route.addr.src_addr);
 		memcpy(&s->id.route.addr.src_storage, &rsrc,
 		       scm__addr_len((struct sockaddr *)&rsrc));

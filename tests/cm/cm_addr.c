@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cm_addr.c -- softrdma CM: address resolution's errors, as librdmacm
+ * over the kernel gives them.
+ *
+ * - rdma_resolve_addr towards a destination no route reaches fails at
+ *   once: the kernel's rdma_resolve_ip returns the routing table's error
+ *   (here ENETUNREACH: a network namespace of our own, with no route at
+ *   all), rdma_resolve_addr returns -1 with it in errno and reports no
+ *   event, and the id, still bound, may be resolved again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <rdma/rdma_cma.h>
+
+#include "../tap.h"
+#include "cm_util.h"
+
+/* unrouted -- an address of the test range that no route reaches here */
+static struct sockaddr_in unrouted(void)
+{
+	struct sockaddr_in sin;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(0x0ae70001); /* 10.231.0.1 */
+	sin.sin_port = htons(7471);
+	return sin;
+}
+
+/* no_route_main -- in a network namespace with no route: the checks */
+static int no_route_main(int pfd)
+{
+	struct rdma_event_channel *ch;
+	struct sockaddr_in dst = unrouted();
+	struct rdma_cm_id *id, *sid;
+	struct pollfd p;
+	int r, e;
+
+	(void)pfd;
+	ch = rdma_create_event_channel();
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		return 1;
+	errno = 0;
+	r = rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000);
+	e = errno;
+	SCHECK(r == -1 && e == ENETUNREACH,
+	       "no route: resolve_addr -1, ENETUNREACH (got %d, errno %d)", r,
+	       e);
+	p.fd = ch->fd;
+	p.events = POLLIN;
+	SCHECK(poll(&p, 1, 300) == 0, "no route: no event is reported");
+	errno = 0;
+	r = rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000);
+	e = errno;
+	SCHECK(r == -1 && e == ENETUNREACH,
+	       "no route: the id stays bound, a second resolve_addr gives "
+	       "ENETUNREACH again (got %d, errno %d)",
+	       r, e);
+	SCHECK(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+
+	/* a synchronous id: the same from the call */
+	if (rdma_create_id(NULL, &sid, NULL, RDMA_PS_TCP))
+		return 1;
+	errno = 0;
+	r = rdma_resolve_addr(sid, NULL, (struct sockaddr *)&dst, 2000);
+	e = errno;
+	SCHECK(r == -1 && e == ENETUNREACH,
+	       "no route, synchronous id: -1, ENETUNREACH (got %d, errno %d)",
+	       r, e);
+	SCHECK(!rdma_destroy_id(sid), "destroy the synchronous id");
+	return srv_fails ? 1 : 0;
+}
+
+/* in_new_netns -- the forked child: a network namespace of its own */
+static int in_new_netns(int pfd)
+{
+	if (unshare(CLONE_NEWNET) && unshare(CLONE_NEWUSER | CLONE_NEWNET))
+		return 77;
+	return no_route_main(pfd);
+}
+
+/* test_no_route -- resolve_addr where no route reaches the destination */
+static void test_no_route(void)
+{
+	int rfd, st = 0;
+	pid_t pid = cmt_spawn(in_new_netns, &rfd);
+
+	waitpid(pid, &st, 0);
+	close(rfd);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		skip_one("no route: cannot make a network namespace");
+		return;
+	}
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "no route: rdma_resolve_addr fails at once, ENETUNREACH, no "
+	   "event (a network namespace without routes)");
+}
+
+int main(void)
+{
+	setenv("SOFTRDMA_SHM_PREFIX", "cm-addr", 0);
+	test_no_route();
+	return done_testing();
+}
