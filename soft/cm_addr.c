@@ -579,8 +579,10 @@ static int scm_to_rai(struct rdma_addrinfo *rai,
 }
 
 /*
- * rdma_getaddrinfo -- getaddrinfo(3) for RDMA; as librdmacm, a resolver
- * failure returns -1 with errno set to the EAI_* code.
+ * rdma_getaddrinfo -- getaddrinfo(3) for RDMA.  As librdmacm's (its
+ * ucma_getaddrinfo returns getaddrinfo's result as it is), a resolver
+ * failure returns the EAI_* code itself, for gai_strerror (rdma_client
+ * and rdma_server print it so); other failures return -1 with errno.
  */
 int rdma_getaddrinfo(const char *node, const char *service,
 		     const struct rdma_addrinfo *hints,
@@ -605,10 +607,12 @@ int rdma_getaddrinfo(const char *node, const char *service,
 		} else {
 			ret = getaddrinfo(node, service, NULL, &ai);
 		}
-		if (!ret) {
-			ret = scm_to_rai(rai, hints, ai);
-			freeaddrinfo(ai);
+		if (ret) {
+			rdma_freeaddrinfo(rai);
+			return ret;
 		}
+		ret = scm_to_rai(rai, hints, ai);
+		freeaddrinfo(ai);
 	} else {
 		rai->ai_flags = hints->ai_flags;
 		rai->ai_family = hints->ai_family;
