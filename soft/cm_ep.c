@@ -280,6 +280,12 @@ int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
 			goto err;
 		goto out;
 	}
+	/* the address first in any case: a path given in ai_route (as
+	 * ib_acm fills it) replaces only the route resolution */
+	ret = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr,
+				2000);
+	if (ret)
+		goto err;
 	if (res->ai_route_len) {
 		ret = rdma_set_option(cm_id, RDMA_OPTION_IB,
 				      RDMA_OPTION_IB_PATH, res->ai_route,
@@ -287,10 +293,7 @@ int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
 		if (!ret)
 			ret = scm__complete(s);
 	} else {
-		ret = rdma_resolve_addr(cm_id, res->ai_src_addr,
-					res->ai_dst_addr, 2000);
-		if (!ret)
-			ret = rdma_resolve_route(cm_id, 2000);
+		ret = rdma_resolve_route(cm_id, 2000);
 	}
 	if (ret)
 		goto err;

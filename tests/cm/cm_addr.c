@@ -8,6 +8,9 @@
  *   (here ENETUNREACH: a network namespace of our own, with no route at
  *   all), rdma_resolve_addr returns -1 with it in errno and reports no
  *   event, and the id, still bound, may be resolved again.
+ * - rdma_create_ep given a path record (ai_route, as ib_acm fills it)
+ *   resolves the address, then sets the path (RDMA_OPTION_IB_PATH needs
+ *   a resolved address), as librdmacm's rdma_create_ep does.
  */
 #include "config.h"
 
@@ -106,9 +109,39 @@ static void test_no_route(void)
 	   "event (a network namespace without routes)");
 }
 
+/* test_ep_route -- rdma_create_ep with a path record in ai_route */
+static void test_ep_route(void)
+{
+	struct rdma_addrinfo hints, *res;
+	struct ibv_path_data *path;
+	struct rdma_cm_id *id = NULL;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_NUMERICHOST;
+	hints.ai_port_space = RDMA_PS_TCP;
+	if (rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res))
+		bail_out("getaddrinfo");
+	path = calloc(1, sizeof(*path)); /* rdma_freeaddrinfo frees it */
+	if (!path)
+		bail_out("calloc");
+	path->flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+		      IBV_PATH_FLAG_BIDIRECTIONAL;
+	res->ai_route = path;
+	res->ai_route_len = sizeof(*path);
+	ok(!rdma_create_ep(&id, res, NULL, NULL),
+	   "create_ep with ai_route: the address is resolved, the path set");
+	ok(id && id->route.num_paths == 1 &&
+		   rdma_get_dst_port(id) == htons(7471) && id->verbs,
+	   "create_ep with ai_route: a route to 127.0.0.1:7471");
+	if (id)
+		rdma_destroy_ep(id);
+	rdma_freeaddrinfo(res);
+}
+
 int main(void)
 {
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-addr", 0);
 	test_no_route();
+	test_ep_route();
 	return done_testing();
 }
