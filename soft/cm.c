@@ -192,11 +192,22 @@ void scm__ack_locked(struct scm_event *evt)
 	free(evt);
 }
 
+/* scm_swallowed -- an event librdmacm takes and acks itself: REJECTED
+ * or DISCONNECTED of an id that reported CONNECT_ERROR */
+static int scm_swallowed(const struct scm_event *e)
+{
+	return !e->mc && scm_id_of(e->ev.id)->connect_error &&
+	       (e->ev.event == RDMA_CM_EVENT_REJECTED ||
+		e->ev.event == RDMA_CM_EVENT_DISCONNECTED);
+}
+
 /* scm__get_event_locked -- pop the next event, finishing connect replies */
 int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out)
 {
-	struct scm_event *e = ch->head;
+	struct scm_event *e;
 
+again:
+	e = ch->head;
 	if (!e)
 		return -1;
 	ch->head = e->next;
@@ -210,6 +221,10 @@ int scm__get_event_locked(struct scm_channel *ch, struct scm_event **out)
 		scm__mc_process_locked(e);
 	} else {
 		e->owner->reported++;
+	}
+	if (scm_swallowed(e)) {
+		scm__ack_locked(e);
+		goto again;
 	}
 	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST &&
 	    e->owner->state == SCM_LISTEN)

@@ -900,6 +900,22 @@ int rdma_establish(struct rdma_cm_id *id)
 }
 
 /*
+ * scm_connect_error -- the user took a REP it cannot complete.  As
+ * librdmacm: the status is ucma_process_conn_resp's return, -1, with the
+ * cause in errno (a synchronous rdma_connect then fails with EPERM, as
+ * there), the QP is flushed, and the id's later REJECTED or DISCONNECTED
+ * is never reported (its connect_error).
+ */
+static void scm_connect_error(struct scm_id *s, struct scm_event *evt, int err)
+{
+	scm__modify_qp_err(s);
+	s->connect_error = 1;
+	evt->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
+	evt->ev.status = -1;
+	errno = err;
+}
+
+/*
  * scm__process_conn_resp -- librdmacm's work when the user takes a
  * CONNECT_RESPONSE: with a QP on the id, move it to RTS, send the RTU and
  * report ESTABLISHED (or CONNECT_ERROR) instead.
@@ -911,17 +927,15 @@ int scm__process_conn_resp(struct scm_id *s, struct scm_event *evt)
 	if (!s->id.qp)
 		return 0;
 	if (s->state != SCM_REP_RCVD) {
-		evt->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
-		evt->ev.status = -ECONNRESET;
+		/* rejected meanwhile: the kernel refuses the RTU (EINVAL) */
+		scm_connect_error(s, evt, EINVAL);
 		return 0;
 	}
 	err = scm_modify_qp_rtr_rts(s);
 	if (err) {
-		scm__modify_qp_err(s);
 		scm_send_rej(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
 		scm_finish(s);
-		evt->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
-		evt->ev.status = -err;
+		scm_connect_error(s, evt, err);
 		return 0;
 	}
 	evt->ev.event = RDMA_CM_EVENT_ESTABLISHED;

@@ -14,11 +14,18 @@
  *   and cm_init_qp_rts_attr give RC's read/atomic, retry and timeout
  *   attributes to RC only), so that rdma_accept and the ESTABLISHED of
  *   the active side can move the QPs; data then flows over UC.
+ * - CONNECT_ERROR (the active side takes a REP it cannot complete: its QP
+ *   will not move, or the peer rejected meanwhile) has status -1, as
+ *   librdmacm's rdma_get_cm_event gives ucma_process_conn_resp's return,
+ *   and the id's REJECTED that may follow is never reported (librdmacm's
+ *   connect_error); the QP is left in ERR.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <rdma/rdma_cma.h>
@@ -331,11 +338,138 @@ out:
 	rdma_destroy_event_channel(sch);
 }
 
+/* connected_pair -- a listener, a client with a QP that sent its REQ,
+ * and the accepted id (with a QP): the REP is on its way */
+static void connected_pair(struct rdma_event_channel *sch,
+			   struct rdma_event_channel *cch,
+			   struct rdma_cm_id **l, struct rdma_cm_id **c,
+			   struct rdma_cm_id **a)
+{
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+
+	*l = listener(sch);
+	rc_attr(&ia, IBV_QPT_RC);
+	if (rdma_create_id(cch, c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(*c, cch, ntohs(rdma_get_src_port(*l))) ||
+	    rdma_create_qp(*c, NULL, &ia))
+		bail_out("client");
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	cp.retry_count = 7;
+	cp.rnr_retry_count = 7;
+	if (rdma_connect(*c, &cp))
+		bail_out("connect");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	if (!ev)
+		bail_out("no request");
+	*a = ev->id;
+	rdma_ack_cm_event(ev);
+	rc_attr(&ia, IBV_QPT_RC);
+	if (rdma_create_qp(*a, NULL, &ia) || rdma_accept(*a, &cp))
+		bail_out("accept");
+}
+
+/* teardown_pair -- destroy what connected_pair made */
+static void teardown_pair(struct rdma_cm_id *l, struct rdma_cm_id *c,
+			  struct rdma_cm_id *a)
+{
+	rdma_destroy_qp(a);
+	rdma_destroy_id(a);
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
+}
+
+/*
+ * test_connect_error -- the REP cannot be completed: the client's QP was
+ * moved to ERR before the CONNECT_RESPONSE was taken, or the server
+ * rejected after its REP
+ */
+static void test_connect_error(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct epoll_event ee = {.events = EPOLLIN | EPOLLET};
+	struct rdma_cm_id *l, *c, *a;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	int r, e, ep;
+
+	if (!sch || !cch)
+		bail_out("channels");
+
+	/* 1: the client's QP cannot move (ERR cannot go to INIT) */
+	connected_pair(sch, cch, &l, &c, &a);
+	struct pollfd p = {.fd = cch->fd, .events = POLLIN};
+	ok(poll(&p, 1, 10000) == 1, "bad QP: the REP came");
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_ERR;
+	ok(!ibv_modify_qp(c->qp, &qa, IBV_QP_STATE), "client QP to ERR");
+	errno = 0;
+	r = rdma_get_cm_event(cch, &ev);
+	e = errno;
+	ok(!r && ev->event == RDMA_CM_EVENT_CONNECT_ERROR && ev->status == -1,
+	   "bad QP: CONNECT_ERROR, status -1 as librdmacm (%s, %d)",
+	   r ? "none" : rdma_event_str(ev->event), r ? 0 : ev->status);
+	ok(e == EINVAL, "bad QP: errno tells why (EINVAL: got %d)", e);
+	if (!r)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+	ev = cmt_expect(sch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev && ev->status == 28, "bad QP: the server is rejected (28)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_qp(a);
+	rdma_destroy_id(a);
+	rdma_destroy_id(l);
+
+	/* 2: the server rejects after its REP; the client takes the REP
+	 * after the REJ came (each event is an edge of the channel's fd) */
+	connected_pair(sch, cch, &l, &c, &a);
+	ep = epoll_create1(0);
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, cch->fd, &ee))
+		bail_out("epoll");
+	ok(epoll_wait(ep, &ee, 1, 10000) == 1, "rejected: the REP came");
+	ok(!rdma_reject(a, NULL, 0), "rejected: the server rejects");
+	ok(epoll_wait(ep, &ee, 1, 10000) == 1,
+	   "rejected: the REJ came behind it");
+	close(ep);
+	r = rdma_get_cm_event(cch, &ev);
+	ok(!r && ev->event == RDMA_CM_EVENT_CONNECT_ERROR && ev->status == -1,
+	   "rejected: CONNECT_ERROR, status -1 (%s, %d)",
+	   r ? "none" : rdma_event_str(ev->event), r ? 0 : ev->status);
+	if (!r)
+		rdma_ack_cm_event(ev);
+	/* swallowed inside rdma_get_cm_event: a blocking call would wait
+	 * for the next event, as librdmacm's would in the kernel */
+	fcntl(cch->fd, F_SETFL, fcntl(cch->fd, F_GETFL) | O_NONBLOCK);
+	usleep(300000);
+	errno = 0;
+	r = rdma_get_cm_event(cch, &ev);
+	e = errno;
+	ok(r == -1 && e == EAGAIN,
+	   "rejected: the REJECTED after CONNECT_ERROR is not reported "
+	   "(%s)",
+	   r ? "EAGAIN" : rdma_event_str(ev->event));
+	if (!r)
+		rdma_ack_cm_event(ev);
+	ok(!qp_query(c->qp, &qa) && qa.qp_state == IBV_QPS_ERR,
+	   "rejected: the client's QP is in ERR (%d)", qa.qp_state);
+	teardown_pair(l, c, a);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+
 int main(void)
 {
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-params", 0);
 	test_clamp_no_qp();
 	test_clamp_qp();
 	test_uc();
+	test_connect_error();
 	return done_testing();
 }
