@@ -84,6 +84,7 @@ static void test_clamp_no_qp(void)
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
+	int qq;
 
 	if (!sch || !cch)
 		bail_out("channels");
@@ -127,9 +128,9 @@ static void test_clamp_no_qp(void)
 	cp.initiator_depth = 1;
 	ok(!rdma_accept(a, &cp), "accept, rnr_retry_count 100, "
 				 "flow_control 2");
-	ok(!qp_query(a->qp, &qa) && qa.qp_state == IBV_QPS_RTS &&
-		   qa.retry_cnt == 7 && qa.rnr_retry == 7 &&
-		   qa.dest_qp_num == 0xabcdef,
+	qq = qp_query(a->qp, &qa);
+	ok(!qq && qa.qp_state == IBV_QPS_RTS && qa.retry_cnt == 7 &&
+		   qa.rnr_retry == 7 && qa.dest_qp_num == 0xabcdef,
 	   "passive QP at RTS with the REQ's retry counts (7, 7) and QPN "
 	   "(state %d, retry_cnt %u, rnr_retry %u, dest 0x%x)",
 	   qa.qp_state, qa.retry_cnt, qa.rnr_retry, qa.dest_qp_num);
@@ -172,6 +173,7 @@ static void test_clamp_qp(void)
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
+	int qq;
 
 	if (!sch || !cch)
 		bail_out("channels");
@@ -207,12 +209,14 @@ static void test_clamp_qp(void)
 	ok(ev != NULL, "QP: established");
 	if (ev)
 		rdma_ack_cm_event(ev);
-	ok(!qp_query(c->qp, &qa) && qa.qp_state == IBV_QPS_RTS &&
-		   qa.retry_cnt == 7 && qa.rnr_retry == 7,
+	qq = qp_query(c->qp, &qa);
+	ok(!qq && qa.qp_state == IBV_QPS_RTS && qa.retry_cnt == 7 &&
+		   qa.rnr_retry == 7,
 	   "active QP at RTS, retry_cnt 7, rnr_retry 7 "
 	   "(state %d, retry_cnt %u, rnr_retry %u)",
 	   qa.qp_state, qa.retry_cnt, qa.rnr_retry);
-	ok(!qp_query(a->qp, &qa) && qa.retry_cnt == 7 && qa.rnr_retry == 7,
+	qq = qp_query(a->qp, &qa);
+	ok(!qq && qa.retry_cnt == 7 && qa.rnr_retry == 7,
 	   "passive QP retry_cnt 7, rnr_retry 7 (%u, %u)", qa.retry_cnt,
 	   qa.rnr_retry);
 	ev = cmt_expect(sch, RDMA_CM_EVENT_ESTABLISHED, 10000);
@@ -268,6 +272,7 @@ static void test_uc(void)
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
+	int qq;
 	struct ibv_wc wc;
 
 	if (!sch || !cch)
@@ -299,15 +304,15 @@ static void test_uc(void)
 	   "UC: a receive posted");
 	memset(&cp, 0, sizeof(cp));
 	ok(!rdma_accept(a, &cp), "UC: accept moves the QP");
-	ok(!qp_query(a->qp, &qa) && qa.qp_state == IBV_QPS_RTS &&
-		   qa.dest_qp_num == c->qp->qp_num,
+	qq = qp_query(a->qp, &qa);
+	ok(!qq && qa.qp_state == IBV_QPS_RTS && qa.dest_qp_num == c->qp->qp_num,
 	   "UC: passive QP at RTS, connected to the client's");
 	ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
 	ok(ev != NULL, "UC: active side established");
 	if (ev)
 		rdma_ack_cm_event(ev);
-	ok(!qp_query(c->qp, &qa) && qa.qp_state == IBV_QPS_RTS,
-	   "UC: active QP at RTS");
+	qq = qp_query(c->qp, &qa);
+	ok(!qq && qa.qp_state == IBV_QPS_RTS, "UC: active QP at RTS");
 	ev = cmt_expect(sch, RDMA_CM_EVENT_ESTABLISHED, 10000);
 	ok(ev != NULL, "UC: passive side established");
 	if (ev)
@@ -396,6 +401,7 @@ static void test_connect_error(void)
 	struct rdma_cm_id *l, *c, *a;
 	struct rdma_cm_event *ev;
 	struct ibv_qp_attr qa;
+	int qq;
 	int r, e, ep;
 
 	if (!sch || !cch)
@@ -457,7 +463,8 @@ static void test_connect_error(void)
 	   r ? "EAGAIN" : rdma_event_str(ev->event));
 	if (!r)
 		rdma_ack_cm_event(ev);
-	ok(!qp_query(c->qp, &qa) && qa.qp_state == IBV_QPS_ERR,
+	qq = qp_query(c->qp, &qa);
+	ok(!qq && qa.qp_state == IBV_QPS_ERR,
 	   "rejected: the client's QP is in ERR (%d)", qa.qp_state);
 	teardown_pair(l, c, a);
 	rdma_destroy_event_channel(cch);
