@@ -1046,10 +1046,27 @@ static int scm_opt_id(struct scm_id *s, int optname, void *optval,
 	}
 }
 
+/* scm_has_primary_path -- does the array hold the record the kernel's
+ * ucma_set_ib_path takes: flags exactly GMP | PRIMARY | BIDIRECTIONAL */
+static int scm_has_primary_path(const struct ibv_path_data *p, size_t n)
+{
+	const uint32_t want = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+			      IBV_PATH_FLAG_BIDIRECTIONAL;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i].flags == want)
+			return 1;
+	return 0;
+}
+
 /* scm_opt_ib_path -- a path given by the user resolves the route */
 static int scm_opt_ib_path(struct scm_id *s, void *optval, size_t optlen)
 {
 	if (!optlen || optlen % sizeof(struct ibv_path_data))
+		return EINVAL;
+	if (!scm_has_primary_path(optval,
+				  optlen / sizeof(struct ibv_path_data)))
 		return EINVAL;
 	if (s->state != SCM_ADDR_RESOLVED)
 		return EINVAL;

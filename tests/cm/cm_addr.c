@@ -11,6 +11,8 @@
  * - rdma_create_ep given a path record (ai_route, as ib_acm fills it)
  *   resolves the address, then sets the path (RDMA_OPTION_IB_PATH needs
  *   a resolved address), as librdmacm's rdma_create_ep does.
+ * - RDMA_OPTION_IB_PATH takes a record flagged GMP | PRIMARY |
+ *   BIDIRECTIONAL, else EINVAL (the kernel's ucma_set_ib_path).
  */
 #include "config.h"
 
@@ -138,10 +140,51 @@ static void test_ep_route(void)
 	rdma_freeaddrinfo(res);
 }
 
+/* test_ib_path_flags -- RDMA_OPTION_IB_PATH wants a primary path */
+static void test_ib_path_flags(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = cmt_sin(7471);
+	struct ibv_path_data path[2];
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int r, e;
+
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000))
+		bail_out("resolve");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
+	if (!ev)
+		bail_out("no ADDR_RESOLVED");
+	rdma_ack_cm_event(ev);
+	memset(path, 0, sizeof(path));
+	path[0].flags = IBV_PATH_FLAG_PRIMARY; /* not a GMP path */
+	errno = 0;
+	r = rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, path,
+			    sizeof(path[0]));
+	e = errno;
+	ok(r == -1 && e == EINVAL,
+	   "IB_PATH without a GMP | PRIMARY | BIDIRECTIONAL record: EINVAL "
+	   "(got %d, errno %d)",
+	   r, e);
+	path[1].flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY |
+			IBV_PATH_FLAG_BIDIRECTIONAL;
+	ok(!rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, path,
+			    sizeof(path)),
+	   "IB_PATH with one among two records: taken");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000);
+	ok(ev != NULL, "IB_PATH: ROUTE_RESOLVED");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+}
+
 int main(void)
 {
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-addr", 0);
 	test_no_route();
 	test_ep_route();
+	test_ib_path_flags();
 	return done_testing();
 }
