@@ -279,11 +279,32 @@ unlock:
 	return err ? scm_err(err) : 0;
 }
 
-/* scm_route_src -- the source address the host would use to reach dst */
+/* scm_set_port -- set the port of an IP socket address */
+static void scm_set_port(struct sockaddr *sa, in_port_t port)
+{
+	if (sa->sa_family == AF_INET)
+		((struct sockaddr_in *)sa)->sin_port = port;
+	else if (sa->sa_family == AF_INET6)
+		((struct sockaddr_in6 *)sa)->sin6_port = port;
+}
+
+/* scm_get_port -- port of an IP socket address */
+static in_port_t scm_get_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_port;
+	if (sa->sa_family == AF_INET6)
+		return ((const struct sockaddr_in6 *)sa)->sin6_port;
+	return 0;
+}
+
+/* scm_route_src -- the source address the host would use to reach dst
+ * (from the address from, if given): the routing table's error if none */
 static int scm_route_src(const struct sockaddr *dst,
+			 const struct sockaddr *from,
 			 struct sockaddr_storage *src)
 {
-	struct sockaddr_storage d;
+	struct sockaddr_storage d, f;
 	socklen_t len = scm__addr_len(dst);
 	int fd, err = 0;
 
@@ -296,6 +317,14 @@ static int scm_route_src(const struct sockaddr *dst,
 	fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return errno;
+	if (from) { /* the route from that source (the kernel's saddr) */
+		memcpy(&f, from, scm__addr_len(from));
+		scm_set_port((struct sockaddr *)&f, 0);
+		if (bind(fd, (struct sockaddr *)&f, scm__addr_len(from))) {
+			err = errno;
+			goto out;
+		}
+	}
 	if (connect(fd, (struct sockaddr *)&d, len)) {
 		err = errno;
 		goto out;
@@ -348,32 +377,13 @@ enum ibv_mtu scm__path_mtu(const struct sockaddr *dst, enum ibv_mtu dev_mtu)
 	return m < dev_mtu ? m : dev_mtu;
 }
 
-/* scm_set_port -- set the port of an IP socket address */
-static void scm_set_port(struct sockaddr *sa, in_port_t port)
-{
-	if (sa->sa_family == AF_INET)
-		((struct sockaddr_in *)sa)->sin_port = port;
-	else if (sa->sa_family == AF_INET6)
-		((struct sockaddr_in6 *)sa)->sin6_port = port;
-}
-
-/* scm_get_port -- port of an IP socket address */
-static in_port_t scm_get_port(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)sa)->sin_port;
-	if (sa->sa_family == AF_INET6)
-		return ((const struct sockaddr_in6 *)sa)->sin6_port;
-	return 0;
-}
-
 /* scm_resolve_locked -- the body of rdma_resolve_addr */
 static int scm_resolve_locked(struct scm_id *s, struct sockaddr *src,
 			      struct sockaddr *dst)
 {
 	struct sockaddr_storage rsrc, any;
 	in_port_t port;
-	int err;
+	int err, wild;
 
 	if (s->state == SCM_IDLE) {
 		if (src) {
@@ -394,17 +404,19 @@ static int scm_resolve_locked(struct scm_id *s, struct sockaddr *src,
 	if (s->id.route.addr.src_addr.sa_family != dst->sa_family)
 		return EINVAL;
 	memcpy(&s->id.route.addr.dst_storage, dst, scm__addr_len(dst));
-	if (scm__addr_is_any(&s->id.route.addr.src_addr)) {
-		/*
-		 * No route: the kernel's rdma_resolve_ip fails at once with
-		 * what the routing table says (ENETUNREACH, EHOSTUNREACH...),
-		 * and rdma_resolve_addr returns it with no event; the id
-		 * stays bound, to be resolved again.  ADDR_ERROR is for what
-		 * fails later (the neighbour, the device).
-		 */
-		err = scm_route_src(dst, &rsrc);
-		if (err)
-			return err;
+	/*
+	 * No route (from the bound source, if any): the kernel's
+	 * rdma_resolve_ip fails at once with what the routing table says
+	 * (ENETUNREACH, EHOSTUNREACH...), and rdma_resolve_addr returns it
+	 * with no event; the id stays bound, to be resolved again.
+	 * ADDR_ERROR is for what fails later (the neighbour, the device).
+	 */
+	wild = scm__addr_is_any(&s->id.route.addr.src_addr);
+	err = scm_route_src(dst, wild ? NULL : &s->id.route.addr.src_addr,
+			    &rsrc);
+	if (err)
+		return err;
+	if (wild) {
 		port = scm_get_port(&s->id.route.addr.src_addr);
 		memcpy(&s->id.route.addr.src_storage, &rsrc,
 		       scm__addr_len((struct sockaddr *)&rsrc));

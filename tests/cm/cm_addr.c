@@ -7,7 +7,9 @@
  *   once: the kernel's rdma_resolve_ip returns the routing table's error
  *   (here ENETUNREACH: a network namespace of our own, with no route at
  *   all), rdma_resolve_addr returns -1 with it in errno and reports no
- *   event, and the id, still bound, may be resolved again.
+ *   event, and the id, still bound, may be resolved again.  The same from
+ *   an id bound to an address (the route from it: the kernel's saddr),
+ *   while an address it does reach resolves.
  * - rdma_create_ep given a path record (ai_route, as ib_acm fills it)
  *   resolves the address, then sets the path (RDMA_OPTION_IB_PATH needs
  *   a resolved address), as librdmacm's rdma_create_ep does.
@@ -22,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <net/if.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 
@@ -39,6 +44,55 @@ static struct sockaddr_in unrouted(void)
 	sin.sin_addr.s_addr = htonl(0x0ae70001); /* 10.231.0.1 */
 	sin.sin_port = htons(7471);
 	return sin;
+}
+
+/* lo_up -- bring the namespace's loopback up (127.0.0.1 and its route) */
+static int lo_up(void)
+{
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), r = -1;
+
+	if (fd < 0)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, "lo");
+	if (!ioctl(fd, SIOCGIFFLAGS, &ifr)) {
+		ifr.ifr_flags |= IFF_UP;
+		r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	close(fd);
+	return r;
+}
+
+/* bound_main -- an id bound to 127.0.0.1: no route from it to dst */
+static void bound_main(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = unrouted(), src = cmt_sin(0),
+			   lo = cmt_sin(7471);
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int r, e;
+
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(id, (struct sockaddr *)&src)) {
+		SCHECK(0, "bound: id bound to 127.0.0.1");
+		return;
+	}
+	errno = 0;
+	r = rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000);
+	e = errno;
+	SCHECK(r == -1 && e == ENETUNREACH,
+	       "bound to 127.0.0.1: resolve_addr -1, ENETUNREACH (got %d, "
+	       "errno %d)",
+	       r, e);
+	r = rdma_resolve_addr(id, NULL, (struct sockaddr *)&lo, 2000);
+	ev = r ? NULL : cmt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
+	SCHECK(ev != NULL, "bound to 127.0.0.1: 127.0.0.1 itself resolves");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	SCHECK(!rdma_destroy_id(id), "destroy the bound id");
+	rdma_destroy_event_channel(ch);
 }
 
 /* no_route_main -- in a network namespace with no route: the checks */
@@ -83,6 +137,8 @@ static int no_route_main(int pfd)
 	       "no route, synchronous id: -1, ENETUNREACH (got %d, errno %d)",
 	       r, e);
 	SCHECK(!rdma_destroy_id(sid), "destroy the synchronous id");
+	SCHECK(!lo_up(), "loopback up");
+	bound_main();
 	return srv_fails ? 1 : 0;
 }
 
