@@ -1027,11 +1027,10 @@ static int scm_opt_id(struct scm_id *s, int optname, void *optval,
 	case RDMA_OPTION_ID_AFONLY:
 		if (optlen != sizeof(int))
 			return EINVAL;
-		if (s->state != SCM_IDLE)
+		/* the kernel's rdma_set_afonly: until the id listens */
+		if (s->state != SCM_IDLE && s->state != SCM_ADDR_BOUND)
 			return EINVAL;
-		s->afonly = !!*(int *)optval;
-		s->afonly_set = 1;
-		return 0;
+		return scm__set_afonly(s, !!*(int *)optval);
 	case RDMA_OPTION_ID_ACK_TIMEOUT:
 		if (optlen != sizeof(uint8_t))
 			return EINVAL;

@@ -235,6 +235,41 @@ int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa)
 	return 0;
 }
 
+/*
+ * scm__set_afonly -- RDMA_OPTION_ID_AFONLY, also on a bound id (the
+ * kernel takes it until the id listens).  An IPv6 socket's IPV6_V6ONLY
+ * is fixed at bind, so a bound one is replaced by a socket bound to the
+ * same address and port with the new setting (neither listens: the
+ * port may be held twice for that moment).
+ */
+int scm__set_afonly(struct scm_id *s, int afonly)
+{
+	const struct sockaddr *sa = &s->id.route.addr.src_addr;
+	int one = 1, fd;
+
+	if (s->fd >= 0 && sa->sa_family == AF_INET6 &&
+	    (!s->afonly_set || s->afonly != afonly)) {
+		fd = socket(AF_INET6,
+			    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return errno;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &afonly,
+			       sizeof(afonly)) ||
+		    bind(fd, sa, sizeof(struct sockaddr_in6))) {
+			int err = errno;
+
+			close(fd);
+			return err;
+		}
+		scm__close_fd(s);
+		s->fd = fd;
+	}
+	s->afonly = afonly;
+	s->afonly_set = 1;
+	return 0;
+}
+
 SOFT_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr);
 SOFT_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id,
 				  struct sockaddr *src_addr,

@@ -302,6 +302,7 @@ void scm__addr_gid(const struct sockaddr *sa, union ibv_gid *gid);
 socklen_t scm__addr_len(const struct sockaddr *sa);
 int scm__addr_is_any(const struct sockaddr *sa);
 int scm__bind_socket(struct scm_id *s, const struct sockaddr *sa);
+int scm__set_afonly(struct scm_id *s, int afonly);
 int scm__port_check(const struct scm_id *s, const struct sockaddr *sa,
 		    int reuse);
 void scm__fill_path(struct scm_id *s);

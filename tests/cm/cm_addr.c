@@ -13,6 +13,9 @@
  * - rdma_create_ep given a path record (ai_route, as ib_acm fills it)
  *   resolves the address, then sets the path (RDMA_OPTION_IB_PATH needs
  *   a resolved address), as librdmacm's rdma_create_ep does.
+ * - RDMA_OPTION_ID_AFONLY is taken on a bound id too (the kernel's
+ *   rdma_set_afonly: IDLE or ADDR_BOUND): an IPv6 wildcard listener made
+ *   AF-only after its bind takes IPv6 requests and no IPv4 one.
  * - RDMA_OPTION_IB_PATH takes a record flagged GMP | PRIMARY |
  *   BIDIRECTIONAL, else EINVAL (the kernel's ucma_set_ib_path).
  */
@@ -236,11 +239,104 @@ static void test_ib_path_flags(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* connect_to -- an id on ch connecting (no QP) to addr */
+static struct rdma_cm_id *connect_to(struct rdma_event_channel *ch,
+				     struct sockaddr *addr)
+{
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, addr, 2000))
+		bail_out("client");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
+	if (!ev)
+		bail_out("no ADDR_RESOLVED");
+	rdma_ack_cm_event(ev);
+	if (rdma_resolve_route(id, 2000))
+		bail_out("route");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000);
+	if (!ev)
+		bail_out("no ROUTE_RESOLVED");
+	rdma_ack_cm_event(ev);
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x123;
+	if (rdma_connect(id, &cp))
+		bail_out("connect");
+	return id;
+}
+
+/* test_afonly_bound -- AF-only set on a bound IPv6 wildcard listener */
+static void test_afonly_bound(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct sockaddr_in6 any6, lo6;
+	struct sockaddr_in lo4;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *c;
+	int one = 1, r;
+	uint16_t port;
+
+	memset(&any6, 0, sizeof(any6));
+	any6.sin6_family = AF_INET6;
+	if (!sch || !cch || rdma_create_id(sch, &l, NULL, RDMA_PS_TCP))
+		bail_out("listener");
+	if (rdma_bind_addr(l, (struct sockaddr *)&any6)) {
+		skip_one("AF-only: no IPv6 here");
+		rdma_destroy_id(l);
+		goto out;
+	}
+	r = rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one,
+			    sizeof(one));
+	ok(!r, "AF-only set after bind: taken (errno %d)", r ? errno : 0);
+	if (rdma_listen(l, 4))
+		bail_out("listen");
+	port = rdma_get_src_port(l);
+
+	lo4 = cmt_sin(ntohs(port));
+	c = connect_to(cch, (struct sockaddr *)&lo4);
+	ev = cmt_wait(cch, 10000);
+	ok(ev && ev->event == RDMA_CM_EVENT_REJECTED,
+	   "AF-only: an IPv4 connect is rejected (%s)",
+	   ev ? rdma_event_str(ev->event) : "nothing");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = cmt_wait(sch, 200);
+	ok(!ev, "AF-only: the listener got no IPv4 request (%s)",
+	   ev ? rdma_event_str(ev->event) : "none");
+	if (ev) {
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			rdma_reject(ev->id, NULL, 0);
+		rdma_ack_cm_event(ev);
+	}
+	rdma_destroy_id(c);
+
+	memset(&lo6, 0, sizeof(lo6));
+	lo6.sin6_family = AF_INET6;
+	lo6.sin6_addr = in6addr_loopback;
+	lo6.sin6_port = port;
+	c = connect_to(cch, (struct sockaddr *)&lo6);
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	ok(ev != NULL, "AF-only: an IPv6 connect reaches the listener");
+	if (ev) {
+		rdma_reject(ev->id, NULL, 0);
+		rdma_ack_cm_event(ev);
+	}
+	rdma_destroy_id(c);
+	ok(!rdma_destroy_id(l), "AF-only: destroy the listener");
+out:
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+
 int main(void)
 {
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-addr", 0);
 	test_no_route();
 	test_ep_route();
 	test_ib_path_flags();
+	test_afonly_bound();
 	return done_testing();
 }

@@ -342,12 +342,16 @@ static void test_api_errors(void)
 	errno = 0;
 	ok(rdma_bind_addr(id, (struct sockaddr *)&sin) == -1 && errno == EINVAL,
 	   "bind twice: EINVAL");
+	ok(!rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one,
+			    sizeof(one)),
+	   "set_option(AFONLY) after bind: taken, as rdma_set_afonly does "
+	   "until the id listens");
+	ok(!rdma_listen(id, 0), "listen");
 	errno = 0;
 	ok(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one,
 			   sizeof(one)) == -1 &&
 		   errno == EINVAL,
-	   "set_option(AFONLY) after bind: EINVAL");
-	ok(!rdma_listen(id, 0), "listen");
+	   "set_option(AFONLY) on a listener: EINVAL");
 	errno = 0;
 	ok(rdma_listen(id, 0) == -1 && errno == EINVAL, "listen twice: EINVAL");
 	errno = 0;
