@@ -128,8 +128,10 @@ struct net_pkt {
 	uint8_t data[];
 };
 
-/* the IP header fields a packet asks for (a UD datagram: its AH's hop
- * limit and traffic class); all 0: the socket's own */
+/* the IP header fields a packet asks for: a UD datagram its AH's hop
+ * limit and traffic class, an RC QP's packets its path's (ah_attr.grh,
+ * as rxe's prepare_ipv4_hdr / prepare_ipv6_hdr take them from the QP's
+ * AV); all 0: the socket's own */
 struct ip_opt {
 	uint8_t ttl, tos;
 };
@@ -146,7 +148,8 @@ struct soft_net_qp {
 	uint8_t src[16], dst[16]; /* 4 bytes used for AF_INET */
 	uint32_t pmtu;
 	int ud;		  /* a UD QP: datagrams only, none of what follows */
-	struct ip_opt ip; /* a UD datagram's AH's (soft_net_ud_send) */
+	struct ip_opt ip; /* a UD datagram's AH's (soft_net_ud_send), an RC
+			   * QP's path's (soft_net_connect) */
 	/* requester */
 	struct net_swqe *sq;
 	struct iovec *iovs;
@@ -349,69 +352,75 @@ static double flt_rand(void)
 	return (double)(flt_rng >> 11) / (double)(1ull << 53);
 }
 
-/*
- * ip_opt_send -- a packet with its TTL / hop limit and TOS / traffic
- * class as control messages (rxe's prepare_ipv4_hdr and
- * prepare_ipv6_hdr take them from the AV): per packet, since the socket
- * is every QP's.  A TTL of 0, which the kernel refuses, leaves the
- * socket's (the host's default).
- */
-static void ip_opt_send(int fd, const void *buf, size_t len,
-			const struct sockaddr *to, socklen_t tolen,
-			const struct ip_opt *o)
-{
-	union {
-		struct cmsghdr h;
-		char b[2 * CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = {(void *)(uintptr_t)buf, len};
-	struct msghdr m;
-	struct cmsghdr *c;
-	int v6 = to->sa_family == AF_INET6, v;
+/* the control messages of a packet at most: UDP_SEGMENT, then the
+ * TOS / traffic class and TTL / hop limit of an ip_opt */
+#define NET_CTL (CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int)))
 
-	memset(&ctl, 0, sizeof(ctl));
-	memset(&m, 0, sizeof(m));
-	m.msg_name = (void *)(uintptr_t)to;
-	m.msg_namelen = tolen;
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	m.msg_control = ctl.b;
-	m.msg_controllen = sizeof(ctl.b);
-	c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
-	c->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
+/* ctl_put -- a control message of LEVEL, TYPE and the LEN bytes at V at
+ * offset AT of the (cmsghdr-aligned) buffer B; the offset after it */
+static size_t ctl_put(char *b, size_t at, int level, int type, const void *v,
+		      size_t len)
+{
+	struct cmsghdr c;
+
+	memset(&c, 0, sizeof(c));
+	c.cmsg_level = level;
+	c.cmsg_type = type;
+	c.cmsg_len = CMSG_LEN(len);
+	memcpy(b + at, &c, sizeof(c));
+	memcpy(b + at + CMSG_LEN(0), v, len);
+	return at + CMSG_SPACE(len);
+}
+
+/*
+ * ip_opt_ctl -- the control messages of O for a packet of FAMILY into B
+ * (room for NET_CTL): the TOS / traffic class, and the TTL / hop limit
+ * unless 0, which the kernel refuses (the socket's, the host's default,
+ * stays); their length, 0 for none.  Per packet, since the socket is
+ * every QP's.
+ */
+static size_t ip_opt_ctl(char *b, int family, const struct ip_opt *o)
+{
+	int v6 = family == AF_INET6, lv = v6 ? IPPROTO_IPV6 : IPPROTO_IP, v;
+	size_t at = 0;
+
+	if (!o || (!o->ttl && !o->tos))
+		return 0;
 	v = o->tos;
-	memcpy(CMSG_DATA(c), &v, sizeof(v));
+	at = ctl_put(b, at, lv, v6 ? IPV6_TCLASS : IP_TOS, &v, sizeof(v));
 	if (o->ttl) {
-		c = CMSG_NXTHDR(&m, c);
-		c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
-		c->cmsg_type = v6 ? IPV6_HOPLIMIT : IP_TTL;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
 		v = o->ttl;
-		memcpy(CMSG_DATA(c), &v, sizeof(v));
-	} else {
-		m.msg_controllen = CMSG_SPACE(sizeof(int));
+		at = ctl_put(b, at, lv, v6 ? IPV6_HOPLIMIT : IP_TTL, &v,
+			     sizeof(v));
 	}
-	(void)!sendmsg(fd, &m, MSG_DONTWAIT);
+	return at;
 }
 
 static void raw_send_ip(int fd, const void *buf, size_t len,
 			const struct sockaddr *to, socklen_t tolen,
 			const struct ip_opt *o)
 {
+	union {
+		struct cmsghdr h;
+		char b[NET_CTL];
+	} ctl;
+	struct iovec iov = {(void *)(uintptr_t)buf, len};
+	struct msghdr m;
+
 	/* a full socket buffer or an unreachable network is a lost packet:
 	 * the retransmission timer covers it, as on a wire */
-	if (o && (o->ttl || o->tos))
-		ip_opt_send(fd, buf, len, to, tolen, o);
-	else
+	memset(&m, 0, sizeof(m));
+	m.msg_controllen = ip_opt_ctl(ctl.b, to->sa_family, o);
+	if (!m.msg_controllen) {
 		(void)!sendto(fd, buf, len, MSG_DONTWAIT, to, tolen);
-}
-
-static void raw_send(int fd, const void *buf, size_t len,
-		     const struct sockaddr *to, socklen_t tolen)
-{
-	raw_send_ip(fd, buf, len, to, tolen, NULL);
+		return;
+	}
+	m.msg_name = (void *)(uintptr_t)to;
+	m.msg_namelen = tolen;
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl.b;
+	(void)!sendmsg(fd, &m, MSG_DONTWAIT);
 }
 
 /*
@@ -440,13 +449,14 @@ struct net_batch {
 	int fd;		 /* every packet of the batch leaves by this socket */
 	struct mmsghdr mm[NET_BATCH];	       /* per datagram */
 	struct sockaddr_storage to[NET_BATCH]; /* per datagram */
+	struct ip_opt o[NET_BATCH];	       /* per datagram */
 	union {
 		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(uint16_t))];
-	} ctl[NET_BATCH];		 /* per datagram: UDP_SEGMENT */
-	uint16_t seg[NET_BATCH];	 /* per datagram: its packets' length */
-	uint16_t hl[NET_BATCH];		 /* per datagram: IP and UDP header */
-	size_t bytes[NET_BATCH];	 /* per datagram */
+		char b[NET_CTL];
+	} ctl[NET_BATCH];	 /* per datagram: its ip_opt's, UDP_SEGMENT */
+	uint16_t seg[NET_BATCH]; /* per datagram: its packets' length */
+	uint16_t hl[NET_BATCH];	 /* per datagram: IP and UDP header */
+	size_t bytes[NET_BATCH]; /* per datagram */
 	struct iovec iov[NET_BATCH];	 /* per packet */
 	uint8_t buf[NET_BATCH][NET_BUF]; /* per packet */
 };
@@ -496,8 +506,9 @@ static void gso_refused(unsigned int m)
 	atomic_store(&net_gso, 0);
 	gso_renumber(m);
 	for (j = 0; j < h->msg_iovlen; j++)
-		raw_send(tb->fd, h->msg_iov[j].iov_base, h->msg_iov[j].iov_len,
-			 h->msg_name, h->msg_namelen);
+		raw_send_ip(tb->fd, h->msg_iov[j].iov_base,
+			    h->msg_iov[j].iov_len, h->msg_name, h->msg_namelen,
+			    &tb->o[m]);
 }
 
 static void batch_flush(void)
@@ -560,24 +571,28 @@ static uint8_t *batch_slot(int fd)
 	return tb->buf[tb->n];
 }
 
-/* gso_peer -- the packet in slot K (HL bytes of headers before it) may
- * share datagram M: GSO on, and the same QP (the kernel steers the
- * datagram whole by its first packet's DestQP) of the same host */
+/* gso_peer -- the packet in slot K (HL bytes of headers before it, IP
+ * fields O) may share datagram M: GSO on, the same QP (the kernel steers
+ * the datagram whole by its first packet's DestQP) of the same host, the
+ * same IP header */
 static int gso_peer(unsigned int m, unsigned int k, size_t hl,
-		    const struct sockaddr *to, socklen_t tolen)
+		    const struct sockaddr *to, socklen_t tolen,
+		    const struct ip_opt *o)
 {
 	const struct msghdr *h = &tb->mm[m].msg_hdr;
 	const uint8_t *first = h->msg_iov[0].iov_base;
 
 	return net_gso > 0 && tb->hl[m] == hl && h->msg_namelen == tolen &&
 	       !memcmp(h->msg_name, to, tolen) &&
-	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3);
+	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3) &&
+	       !memcmp(&tb->o[m], o, sizeof(*o));
 }
 
 /* gso_joins -- the packet of LEN bytes in slot K (HL bytes of headers
  * before it) can be the next segment of datagram M */
 static int gso_joins(unsigned int m, unsigned int k, size_t len, size_t hl,
-		     const struct sockaddr *to, socklen_t tolen)
+		     const struct sockaddr *to, socklen_t tolen,
+		     const struct ip_opt *o)
 {
 	const struct msghdr *h = &tb->mm[m].msg_hdr;
 	size_t last = h->msg_iov[h->msg_iovlen - 1].iov_len;
@@ -587,7 +602,7 @@ static int gso_joins(unsigned int m, unsigned int k, size_t len, size_t hl,
 	return len <= tb->seg[m] && last == tb->seg[m] &&
 	       h->msg_iovlen < ROCE_GSO_MAX_SEGS &&
 	       tb->bytes[m] + len <= 65535 - hl &&
-	       gso_peer(m, k, hl, to, tolen);
+	       gso_peer(m, k, hl, to, tolen, o);
 }
 
 /*
@@ -604,7 +619,8 @@ static int gso_joins(unsigned int m, unsigned int k, size_t len, size_t hl,
  * ahead in a datagram of its own.
  */
 static int gso_ahead(unsigned int m, unsigned int k, size_t len, size_t hl,
-		     const struct sockaddr *to, socklen_t tolen)
+		     const struct sockaddr *to, socklen_t tolen,
+		     const struct ip_opt *o)
 {
 	const struct msghdr *h = &tb->mm[m].msg_hdr;
 	const uint8_t *ack = h->msg_iov[0].iov_base;
@@ -614,7 +630,7 @@ static int gso_ahead(unsigned int m, unsigned int k, size_t len, size_t hl,
 	       ack[0] == (ROCE_RC | ROCE_ACK) &&
 	       (ack[ROCE_BTH_LEN] & ROCE_AETH_TYPE_MASK) == ROCE_AETH_ACK &&
 	       (roce_op_flags(tb->buf[k][NET_HEAD]) & ROCE_F_REQ) &&
-	       len > tb->seg[m] && gso_peer(m, k, hl, to, tolen);
+	       len > tb->seg[m] && gso_peer(m, k, hl, to, tolen, o);
 }
 
 /* gso_swap -- datagram M, an ACK in slot K - 1, becomes the request of
@@ -636,17 +652,18 @@ static void gso_swap(unsigned int m, unsigned int k, size_t len, size_t hl)
 }
 
 /* batch_commit -- the packet of LEN bytes in the slot batch_slot gave
- * (its IP and UDP headers, HL bytes, before it) leaves with the batch */
+ * (its IP and UDP headers, HL bytes, before it; its IP fields O) leaves
+ * with the batch */
 static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
-			 socklen_t tolen)
+			 socklen_t tolen, const struct ip_opt *o)
 {
 	unsigned int k = tb->n++, m = tb->nm - 1;
 	struct msghdr *h;
 
 	tb->iov[k].iov_base = tb->buf[k] + NET_HEAD;
 	tb->iov[k].iov_len = len;
-	if (tb->nm && (gso_joins(m, k, len, hl, to, tolen) ||
-		       gso_ahead(m, k, len, hl, to, tolen))) {
+	if (tb->nm && (gso_joins(m, k, len, hl, to, tolen, o) ||
+		       gso_ahead(m, k, len, hl, to, tolen, o))) {
 		unsigned int j; /* its segment's IPv4 identification */
 
 		h = &tb->mm[m].msg_hdr;
@@ -661,14 +678,11 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 			h->msg_iovlen++;
 			tb->bytes[m] += len;
 		}
-		if (j == 1) {
+		if (j == 1) { /* after the ip_opt's */
 			h->msg_control = tb->ctl[m].b;
-			h->msg_controllen = sizeof(tb->ctl[m].b);
-			tb->ctl[m].h.cmsg_level = IPPROTO_UDP;
-			tb->ctl[m].h.cmsg_type = UDP_SEGMENT;
-			tb->ctl[m].h.cmsg_len = CMSG_LEN(sizeof(uint16_t));
-			memcpy(CMSG_DATA(&tb->ctl[m].h), &tb->seg[m],
-			       sizeof(uint16_t));
+			h->msg_controllen = ctl_put(
+				tb->ctl[m].b, h->msg_controllen, IPPROTO_UDP,
+				UDP_SEGMENT, &tb->seg[m], sizeof(uint16_t));
 		}
 	} else {
 		m = tb->nm++;
@@ -679,6 +693,10 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 		h->msg_namelen = tolen;
 		h->msg_iov = &tb->iov[k];
 		h->msg_iovlen = 1;
+		tb->o[m] = *o;
+		h->msg_controllen = ip_opt_ctl(tb->ctl[m].b, to->sa_family, o);
+		if (h->msg_controllen)
+			h->msg_control = tb->ctl[m].b;
 		tb->seg[m] = (uint16_t)len;
 		tb->hl[m] = (uint16_t)hl;
 		tb->bytes[m] = len;
@@ -847,9 +865,8 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 	p->bth.dqpn = nq->dqpn;
 	/* IB mode: MigReq says "migrated" (apm.c) */
 	p->bth.migreq = soft_link_ib && soft_apm_migreq(nq->qp);
-	/* made where it is sent from: the batch's next slot, or here (a UD
-	 * datagram with its AH's IP fields: one sendmsg of its own) */
-	buf = nq->ip.ttl || nq->ip.tos ? NULL : batch_slot(fd);
+	/* made where it is sent from: the batch's next slot, or here */
+	buf = batch_slot(fd);
 	if (!buf)
 		buf = own;
 	n = roce_encode(p, buf + NET_HEAD, NET_BUF - NET_HEAD);
@@ -867,7 +884,8 @@ static void pkt_send(struct soft_net_qp *nq, struct roce_pkt *p)
 	    roce_icrc_set(buf + NET_HEAD - hl, hl + (size_t)n))
 		return;
 	if (buf != own)
-		batch_commit((size_t)n, hl, (struct sockaddr *)&to, tolen);
+		batch_commit((size_t)n, hl, (struct sockaddr *)&to, tolen,
+			     &nq->ip);
 	else
 		wire_send(fd, buf + NET_HEAD, (size_t)n, (struct sockaddr *)&to,
 			  tolen, &nq->ip);
@@ -3095,6 +3113,22 @@ int soft_net_start(void)
 	return r;
 }
 
+/*
+ * path_ip -- the IP header fields of the QP's packets, its ACKs and READ
+ * responses too, from its path AH: RoCE's GRH hop limit and traffic class
+ * are the IP header's TTL and TOS (rxe's prepare_ipv4_hdr and
+ * prepare_ipv6_hdr take them from the QP's AV; mlx5 the same from the
+ * QP context's path); an InfiniBand link has no IP header to show them
+ */
+static void path_ip(struct soft_net_qp *nq, const struct ibv_ah_attr *ah)
+{
+	memset(&nq->ip, 0, sizeof(nq->ip));
+	if (soft_link_ib)
+		return;
+	nq->ip.ttl = ah->grh.hop_limit;
+	nq->ip.tos = ah->grh.traffic_class;
+}
+
 void soft_net_connect(struct soft_qp *qp)
 {
 	const uint8_t *g = qp->attr.ah_attr.grh.dgid.raw;
@@ -3116,6 +3150,7 @@ void soft_net_connect(struct soft_qp *qp)
 	nq->pmtu = roce_mtu_bytes(qp->attr.path_mtu);
 	if (!nq->pmtu)
 		nq->pmtu = 1024;
+	path_ip(nq, &qp->attr.ah_attr);
 	if (soft_link_ib) { /* by DLID or GID, on the port's rail */
 		if (soft_ib_path_addr(qp, 0, &nq->family, nq->dst)) {
 			free(nq);
@@ -3168,6 +3203,7 @@ void soft_net_repath(struct soft_qp *qp)
 	nq->family = family;
 	memcpy(nq->dst, dst, 16);
 	memcpy(nq->src, src, 16);
+	path_ip(nq, &qp->attr.ah_attr);
 	/* a new path: retries afresh, what is unacknowledged sent again */
 	nq->retries = 0;
 	nq->late = 0;
