@@ -173,6 +173,9 @@ static int ag_udp(int family, int slot)
 				 sizeof(one));
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one,
 				 sizeof(one));
+		/* and its flow label (the kernel gives a non-zero one) */
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_FLOWINFO, &one,
+				 sizeof(one));
 		if (slot)
 			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL,
 					 &off, sizeof(off));
@@ -399,6 +402,13 @@ int soft_ag_datagram(int family, uint8_t *pkt, size_t n, const struct msghdr *m,
 				fw.hop_limit = (uint8_t)v;
 			else
 				fw.tclass = (uint8_t)v;
+		} else if (c->cmsg_level == IPPROTO_IPV6 &&
+			   c->cmsg_type == IPV6_FLOWINFO &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(uint32_t))) {
+			uint32_t v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			fw.flow_label = ntohl(v) & 0xfffff;
 		} else if (c->cmsg_level == IPPROTO_UDP &&
 			   c->cmsg_type == UDP_GRO) {
 			int g;

@@ -37,6 +37,16 @@ struct ag_mmsg {
 	uint8_t addr[16];
 };
 
+/* linux/in6.h's, which glibc's netinet/in.h leaves out: a socket option
+ * and control message of an IPv6 packet's flow label, and (Linux 4.10)
+ * the option that turns the kernel's own labels off for a socket */
+#ifndef IPV6_FLOWINFO
+#define IPV6_FLOWINFO 11
+#endif
+#ifndef IPV6_AUTOFLOWLABEL
+#define IPV6_AUTOFLOWLABEL 70
+#endif
+
 /* the agent's answer to AG_SOCK: slot 0 and no descriptor when it has
  * none to give, else the socket as SCM_RIGHTS */
 struct ag_sock {
@@ -56,6 +66,7 @@ struct ag_fwd {
 	uint8_t dst[16];   /* the address it came to: the GRH's DGID */
 	uint8_t hop_limit; /* IPv4 TTL or IPv6 hop limit, as received */
 	uint8_t pad[3];
+	uint32_t flow_label; /* IPv6's, as received (IPV6_FLOWINFO) */
 };
 
 /* room left before a datagram received: its IP and UDP headers for the

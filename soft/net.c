@@ -129,11 +129,13 @@ struct net_pkt {
 };
 
 /* the IP header fields a packet asks for: a UD datagram its AH's hop
- * limit and traffic class, an RC QP's packets its path's (ah_attr.grh,
- * as rxe's prepare_ipv4_hdr / prepare_ipv6_hdr take them from the QP's
- * AV); all 0: the socket's own */
+ * limit, traffic class and flow label, an RC QP's packets its path's
+ * (ah_attr.grh, as rxe's prepare_ipv4_hdr / prepare_ipv6_hdr take TTL and
+ * TOS from the QP's AV, and mlx5 the flow label too); all 0: the
+ * socket's own (and flow label 0) */
 struct ip_opt {
 	uint8_t ttl, tos;
+	uint32_t flow; /* IPv6 only */
 };
 
 struct soft_net_qp {
@@ -352,9 +354,15 @@ static double flt_rand(void)
 	return (double)(flt_rng >> 11) / (double)(1ull << 53);
 }
 
-/* the control messages of a packet at most: UDP_SEGMENT, then the
- * TOS / traffic class and TTL / hop limit of an ip_opt */
-#define NET_CTL (CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int)))
+/* the control messages of a packet at most: the TOS / traffic class,
+ * TTL / hop limit and flow label of an ip_opt, then UDP_SEGMENT */
+#define NET_CTL                                                       \
+	(CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int)) + \
+	 CMSG_SPACE(sizeof(uint32_t)))
+
+/* 1: the kernel refused a flow label (a network namespace with exclusive
+ * flow labels wants each acquired first): none is sent any more */
+static _Atomic int net_fl_off;
 
 /* ctl_put -- a control message of LEVEL, TYPE and the LEN bytes at V at
  * offset AT of the (cmsghdr-aligned) buffer B; the offset after it */
@@ -374,17 +382,23 @@ static size_t ctl_put(char *b, size_t at, int level, int type, const void *v,
 
 /*
  * ip_opt_ctl -- the control messages of O for a packet of FAMILY into B
- * (room for NET_CTL): the TOS / traffic class, and the TTL / hop limit
+ * (room for NET_CTL): the TOS / traffic class, the TTL / hop limit
  * unless 0, which the kernel refuses (the socket's, the host's default,
- * stays); their length, 0 for none.  Per packet, since the socket is
- * every QP's.
+ * stays), and IPv6's flow label unless 0 (the socket's kernel labels are
+ * off: 0 on the wire, as mlx5 sends the AV's 0); their length, 0 for
+ * none.  Per packet, since the socket is every QP's.
  */
 static size_t ip_opt_ctl(char *b, int family, const struct ip_opt *o)
 {
 	int v6 = family == AF_INET6, lv = v6 ? IPPROTO_IPV6 : IPPROTO_IP, v;
+	uint32_t fl = o && v6 &&
+				      !atomic_load_explicit(
+					      &net_fl_off, memory_order_relaxed)
+			      ? o->flow & 0xfffff
+			      : 0;
 	size_t at = 0;
 
-	if (!o || (!o->ttl && !o->tos))
+	if (!o || (!o->ttl && !o->tos && !fl))
 		return 0;
 	v = o->tos;
 	at = ctl_put(b, at, lv, v6 ? IPV6_TCLASS : IP_TOS, &v, sizeof(v));
@@ -393,7 +407,25 @@ static size_t ip_opt_ctl(char *b, int family, const struct ip_opt *o)
 		at = ctl_put(b, at, lv, v6 ? IPV6_HOPLIMIT : IP_TTL, &v,
 			     sizeof(v));
 	}
+	if (fl) {
+		fl = htonl(fl);
+		at = ctl_put(b, at, lv, IPV6_FLOWINFO, &fl, sizeof(fl));
+	}
 	return at;
+}
+
+/* fl_refused -- a send with O's flow label failed with ERR: the kernel
+ * wants its labels acquired (exclusive labels in the namespace); 1 when
+ * that was it, and no label is sent from now on (the packet goes again
+ * without) */
+static int __attribute__((noinline))
+fl_refused(const struct sockaddr *to, const struct ip_opt *o, int err)
+{
+	if (err != EINVAL || to->sa_family != AF_INET6 || !o ||
+	    !(o->flow & 0xfffff) ||
+	    atomic_exchange_explicit(&net_fl_off, 1, memory_order_relaxed))
+		return 0;
+	return 1;
 }
 
 static void raw_send_ip(int fd, const void *buf, size_t len,
@@ -420,7 +452,11 @@ static void raw_send_ip(int fd, const void *buf, size_t len,
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
 	m.msg_control = ctl.b;
-	(void)!sendmsg(fd, &m, MSG_DONTWAIT);
+	if (sendmsg(fd, &m, MSG_DONTWAIT) < 0 && fl_refused(to, o, errno)) {
+		m.msg_controllen = ip_opt_ctl(ctl.b, to->sa_family, o);
+		m.msg_control = m.msg_controllen ? ctl.b : NULL;
+		(void)!sendmsg(fd, &m, MSG_DONTWAIT);
+	}
 }
 
 /*
@@ -511,15 +547,35 @@ static void gso_refused(unsigned int m)
 			    &tb->o[m]);
 }
 
+/* batch_ctl -- datagram M's control messages: its ip_opt's, then
+ * UDP_SEGMENT when it is a GSO run of packets */
+static void batch_ctl(unsigned int m)
+{
+	struct msghdr *h = &tb->mm[m].msg_hdr;
+	size_t at = ip_opt_ctl(tb->ctl[m].b, tb->to[m].ss_family, &tb->o[m]);
+
+	if (h->msg_iovlen > 1)
+		at = ctl_put(tb->ctl[m].b, at, IPPROTO_UDP, UDP_SEGMENT,
+			     &tb->seg[m], sizeof(uint16_t));
+	h->msg_control = at ? tb->ctl[m].b : NULL;
+	h->msg_controllen = at;
+}
+
 static void batch_flush(void)
 {
-	unsigned int i = 0;
+	unsigned int i = 0, j;
 
 	while (i < tb->nm) {
 		int r = sendmmsg(tb->fd, tb->mm + i, tb->nm - i, MSG_DONTWAIT);
 
 		if (r > 0) {
 			i += (unsigned int)r;
+			continue;
+		}
+		if (fl_refused((struct sockaddr *)&tb->to[i], &tb->o[i],
+			       errno)) {
+			for (j = i; j < tb->nm; j++)
+				batch_ctl(j); /* no more labels */
 			continue;
 		}
 		/* not EINVAL: a QP's path MTU above the link's (lost, as
@@ -585,7 +641,8 @@ static int gso_peer(unsigned int m, unsigned int k, size_t hl,
 	return net_gso > 0 && tb->hl[m] == hl && h->msg_namelen == tolen &&
 	       !memcmp(h->msg_name, to, tolen) &&
 	       !memcmp(first + 5, tb->buf[k] + NET_HEAD + 5, 3) &&
-	       !memcmp(&tb->o[m], o, sizeof(*o));
+	       tb->o[m].ttl == o->ttl && tb->o[m].tos == o->tos &&
+	       tb->o[m].flow == o->flow;
 }
 
 /* gso_joins -- the packet of LEN bytes in slot K (HL bytes of headers
@@ -678,12 +735,8 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 			h->msg_iovlen++;
 			tb->bytes[m] += len;
 		}
-		if (j == 1) { /* after the ip_opt's */
-			h->msg_control = tb->ctl[m].b;
-			h->msg_controllen = ctl_put(
-				tb->ctl[m].b, h->msg_controllen, IPPROTO_UDP,
-				UDP_SEGMENT, &tb->seg[m], sizeof(uint16_t));
-		}
+		if (j == 1) /* a GSO run now: UDP_SEGMENT too */
+			batch_ctl(m);
 	} else {
 		m = tb->nm++;
 		memcpy(&tb->to[m], to, tolen);
@@ -694,9 +747,7 @@ static void batch_commit(size_t len, size_t hl, const struct sockaddr *to,
 		h->msg_iov = &tb->iov[k];
 		h->msg_iovlen = 1;
 		tb->o[m] = *o;
-		h->msg_controllen = ip_opt_ctl(tb->ctl[m].b, to->sa_family, o);
-		if (h->msg_controllen)
-			h->msg_control = tb->ctl[m].b;
+		batch_ctl(m);
 		tb->seg[m] = (uint16_t)len;
 		tb->hl[m] = (uint16_t)hl;
 		tb->bytes[m] = len;
@@ -818,6 +869,10 @@ static int udp_open(int family, uint16_t *port)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v,
 				 sizeof(v));
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &off,
+				 sizeof(off));
+		/* the flow label is the QP's or AH's, 0 included (mlx5), not
+		 * one the kernel hashes from the addresses and ports */
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, &off,
 				 sizeof(off));
 	}
 	memset(&ss, 0, sizeof(ss));
@@ -2453,6 +2508,7 @@ static int ud_decode(const uint8_t *buf, size_t len, struct soft_net_ud *d)
 	 * and traffic class), as rxe copies it into the GRH */
 	d->hop_limit = fw.hop_limit;
 	d->tclass = fw.tclass;
+	d->flow_label = fw.flow_label;
 	d->data = p.payload;
 	d->len = p.payload_len;
 	return 0;
@@ -3127,6 +3183,7 @@ static void path_ip(struct soft_net_qp *nq, const struct ibv_ah_attr *ah)
 		return;
 	nq->ip.ttl = ah->grh.hop_limit;
 	nq->ip.tos = ah->grh.traffic_class;
+	nq->ip.flow = ah->grh.flow_label & 0xfffff;
 }
 
 void soft_net_connect(struct soft_qp *qp)
@@ -3753,6 +3810,7 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	p.payload_len = d->len;
 	nq.ip.ttl = d->hop_limit;
 	nq.ip.tos = d->tclass;
+	nq.ip.flow = d->flow_label & 0xfffff;
 	pthread_mutex_lock(&net_mtx);
 	if (net_start())
 		goto out;

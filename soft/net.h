@@ -52,7 +52,8 @@ struct soft_net_ud {
 	uint32_t imm;  /* as in ibv_send_wr/ibv_wc: network order */
 	int has_imm, solicited;
 	uint8_t tclass, hop_limit;
-	const void *data; /* receive: the payload */
+	uint32_t flow_label; /* IPv6's */
+	const void *data;    /* receive: the payload */
 	uint32_t len;
 };
 

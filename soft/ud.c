@@ -1093,6 +1093,7 @@ void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d)
 		h.flags |= UDF_SOLICITED;
 	h.tclass = d->tclass;
 	h.hop_limit = d->hop_limit;
+	h.flow_label = d->flow_label;
 	memcpy(h.sgid, d->sgid, 16);
 	memcpy(h.dgid, d->dgid, 16);
 	memset(&self, 0, sizeof(self));
@@ -1461,6 +1462,7 @@ static int ud_net_send(struct soft_qp *qp, const struct ud_cell *h,
 	d.solicited = !!(h->flags & UDF_SOLICITED);
 	d.tclass = h->tclass;
 	d.hop_limit = h->hop_limit;
+	d.flow_label = h->flow_label;
 	d.len = h->msg_len;
 	return soft_net_ud_send(qp, &d, iov, niov);
 }

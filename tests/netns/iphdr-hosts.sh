@@ -1,9 +1,10 @@
 #!/bin/sh
 # iphdr-hosts.sh -- the IP header of softrdma's RoCE v2 packets between two
 # hosts of the namespace fabric (soft/net.c, SOFTRDMA_NET=1) says what the
-# QP's path says: rc_ip_peer's RC QPs, each with its own hop limit and
-# traffic class, over IPv4 and IPv6, captured on host 1 (a packet socket
-# of the peer, both directions: requests, ACKs, READ responses).
+# QP's path says: rc_ip_peer's RC QPs, each with its own hop limit,
+# traffic class and (IPv6) flow label, over IPv4 and IPv6, captured on
+# host 1 (a packet socket of the peer, both directions: requests, ACKs,
+# READ responses).
 . "$top_srcdir/tests/lib.sh"
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 peer=$top_builddir/tests/netns/rc_ip_peer
@@ -26,7 +27,7 @@ rc=$?
 wait $spid
 src=$?
 tap_passed "$tap_tmp/c.log" $rc && tap_passed "$tap_tmp/s.log" $src
-ok $? "rc_ip_peer: each RC QP's packets carry its path's TTL and TOS"
+ok $? "rc_ip_peer: each RC QP's packets carry its path's TTL, TOS and flow label"
 
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exit after their last client"

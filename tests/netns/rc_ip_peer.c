@@ -10,13 +10,14 @@
  * For IPv4 and, where both hosts have a GID of their fd00:e7 address,
  * IPv6, the two connect an RC QP each whose path (ah_attr.grh) has a hop
  * limit and traffic class other than the defaults, the client's other
- * than the server's.  The client sends a SEND, an RDMA WRITE and an RDMA
+ * than the server's, and over IPv6 the client's a flow label, the
+ * server's flow label 0.  The client sends a SEND, an RDMA WRITE and an RDMA
  * READ of several packets each; the server captures its eth0 (a packet
  * socket, both directions) meanwhile and finds in every RoCE v2 packet
- * it received the client's TTL / hop limit and TOS / traffic class, and
- * in every one it sent (ACKs, READ responses) its own QP's: as rxe's
- * prepare_ipv4_hdr / prepare_ipv6_hdr take them from the QP's AV, and an
- * HCA from the QP's path.  The hosts share a bridge: no router
+ * it received the client's TTL / hop limit and TOS / traffic class (and
+ * flow label), and in every one it sent (ACKs, READ responses) its own
+ * QP's: as rxe's prepare_ipv4_hdr / prepare_ipv6_hdr take TTL and TOS
+ * from the QP's AV, and mlx5 all three from the QP's path.  The hosts share a bridge: no router
  * decrements the TTL.
  */
 #include <arpa/inet.h>
@@ -43,10 +44,12 @@
 #define ROCE  4791
 #define NSIDE 2
 
-/* each side's path: [0] the client's, [1] the server's */
+/* each side's path: [0] the client's, [1] the server's (the flow label
+ * only over IPv6; the server's 0: 0 on the wire, not a kernel's hash) */
 static const struct {
 	uint8_t hop, tclass;
-} path[NSIDE] = {{17, 0x28}, {33, 0xb8}};
+	uint32_t flow;
+} path[NSIDE] = {{17, 0x28, 0x1e2d3}, {33, 0xb8, 0}};
 
 struct peer {
 	struct ibv_context *ctx;
@@ -65,6 +68,7 @@ struct seen {
 	int rd_resp; /* READ responses sent */
 	int acks;    /* ACKs sent */
 	uint8_t bad_hop, bad_tclass;
+	uint32_t bad_flow;
 };
 
 /* find_gid -- the index of the first GID that starts with pfx, or -1 */
@@ -167,6 +171,7 @@ static void qp_connect(struct peer *p, int v6, int side,
 	a.ah_attr.grh.sgid_index = (uint8_t)p->gid[v6];
 	a.ah_attr.grh.hop_limit = path[side].hop;
 	a.ah_attr.grh.traffic_class = path[side].tclass;
+	a.ah_attr.grh.flow_label = path[side].flow;
 	memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
 	if (ibv_modify_qp(p->qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
@@ -234,6 +239,7 @@ static void cap_take(const uint8_t *b, size_t n, int out, struct seen *s)
 {
 	size_t ihl;
 	uint8_t hop, tclass, op;
+	uint32_t flow = 0;
 	uint16_t dport;
 	int v6 = b[0] >> 4 == 6;
 	struct seen *f = &s[v6];
@@ -255,6 +261,7 @@ static void cap_take(const uint8_t *b, size_t n, int out, struct seen *s)
 		memcpy(&vtf, b, 4);
 		vtf = ntohl(vtf);
 		tclass = (uint8_t)(vtf >> 20);
+		flow = vtf & 0xfffff;
 		hop = b[7];
 	} else {
 		return;
@@ -264,10 +271,12 @@ static void cap_take(const uint8_t *b, size_t n, int out, struct seen *s)
 		return;
 	op = b[ihl + 8];
 	f->n[out]++;
-	if (hop != path[out].hop || tclass != path[out].tclass) {
+	if (hop != path[out].hop || tclass != path[out].tclass ||
+	    (v6 && flow != path[out].flow)) {
 		f->bad[out]++;
 		f->bad_hop = hop;
 		f->bad_tclass = tclass;
+		f->bad_flow = flow;
 	}
 	if (out && op >= 0x0d && op <= 0x10)
 		f->rd_resp++;
@@ -336,17 +345,20 @@ static void server(int port)
 		cap_drain(cap, s);
 		ok(s[v6].n[0] >= 3 && !s[v6].bad[0],
 		   "%s: the %d packets received carry the client QP's path: "
-		   "TTL %u TOS 0x%02x (%d other, last TTL %u TOS 0x%02x)",
+		   "TTL %u TOS 0x%02x flow label 0x%05x (%d other, last TTL "
+		   "%u TOS 0x%02x flow label 0x%05x)",
 		   fam[v6], s[v6].n[0], path[0].hop, path[0].tclass,
-		   s[v6].bad[0], s[v6].bad_hop, s[v6].bad_tclass);
+		   v6 ? path[0].flow : 0, s[v6].bad[0], s[v6].bad_hop,
+		   s[v6].bad_tclass, s[v6].bad_flow);
 		ok(s[v6].n[1] >= 2 && !s[v6].bad[1] && s[v6].rd_resp >= 1 &&
 			   s[v6].acks >= 1,
 		   "%s: the %d packets sent (%d READ responses, %d ACKs) "
-		   "carry the server QP's: TTL %u TOS 0x%02x (%d other, "
-		   "last TTL %u TOS 0x%02x)",
+		   "carry the server QP's: TTL %u TOS 0x%02x flow label "
+		   "0x%05x (%d other, last TTL %u TOS 0x%02x flow label "
+		   "0x%05x)",
 		   fam[v6], s[v6].n[1], s[v6].rd_resp, s[v6].acks, path[1].hop,
-		   path[1].tclass, s[v6].bad[1], s[v6].bad_hop,
-		   s[v6].bad_tclass);
+		   path[1].tclass, v6 ? path[1].flow : 0, s[v6].bad[1],
+		   s[v6].bad_hop, s[v6].bad_tclass, s[v6].bad_flow);
 		xfer(fd, &done, sizeof(done), 1);
 		ibv_destroy_qp(p.qp);
 	}

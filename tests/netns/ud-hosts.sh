@@ -100,7 +100,7 @@ if [ -x "$grh_peer" ]; then
 	wait $spid
 	src=$?
 	tap_passed "$tap_tmp/grh-c.log" $rc && tap_passed "$tap_tmp/grh-s.log" $src
-	ok $? "ud_grh_peer: hop limit and traffic class of the AH on the wire and in the receiver's GRH"
+	ok $? "ud_grh_peer: hop limit, traffic class and flow label of the AH on the wire and in the receiver's GRH"
 else
 	skip "ud_grh_peer: the GRH says what the wire carried" "not built"
 fi

@@ -10,11 +10,12 @@
  * The server posts receives and tells the client (TCP) its QPN and GIDs;
  * the client sends through AHs whose hop limit and traffic class differ
  * from the defaults: IPv4 17 and 0x28, then 200 and 0xb8, and, where
- * both hosts have a GID of their fd00:e7 address, IPv6 17 and 0x28.  The
- * server finds them in the GRHs as an HCA writes them from the received
- * IP header (IPv4: TOS and TTL of the header in the GRH's last 20 bytes;
- * IPv6: traffic class and hop limit): the hosts share a bridge, so no
- * router decremented the TTL.
+ * both hosts have a GID of their fd00:e7 address, IPv6 17 and 0x28 with
+ * flow label 0x2b2b2.  The server finds them in the GRHs as an HCA
+ * writes them from the received IP header (IPv4: TOS and TTL of the
+ * header in the GRH's last 20 bytes; IPv6: traffic class, flow label and
+ * hop limit): the hosts share a bridge, so no router decremented the
+ * TTL.
  */
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -33,7 +34,8 @@
 static const struct {
 	uint8_t hop, tclass;
 	int v6;
-} dg[NDG] = {{17, 0x28, 0}, {200, 0xb8, 0}, {17, 0x28, 1}};
+	uint32_t flow;
+} dg[NDG] = {{17, 0x28, 0, 0}, {200, 0xb8, 0, 0}, {17, 0x28, 1, 0x2b2b2}};
 
 struct peer {
 	struct ibv_context *ctx;
@@ -199,11 +201,13 @@ static void server(int port)
 			vtf = ntohl(vtf);
 			ok(vtf >> 28 == 6 &&
 				   ((vtf >> 20) & 0xff) == dg[i].tclass &&
+				   (vtf & 0xfffff) == dg[i].flow &&
 				   grh[7] == dg[i].hop,
-			   "IPv6 datagram %d: GRH traffic class 0x%02x hop "
-			   "limit %u (sent 0x%02x, %u)",
-			   i, (vtf >> 20) & 0xff, grh[7], dg[i].tclass,
-			   dg[i].hop);
+			   "IPv6 datagram %d: GRH traffic class 0x%02x flow "
+			   "label 0x%05x hop limit %u (sent 0x%02x, 0x%05x, "
+			   "%u)",
+			   i, (vtf >> 20) & 0xff, vtf & 0xfffff, grh[7],
+			   dg[i].tclass, dg[i].flow, dg[i].hop);
 		}
 	}
 	xfer(fd, &want, sizeof(want), 1); /* the client may go */
@@ -239,6 +243,7 @@ static void client(const char *addr, int port)
 		aa.grh.sgid_index = (uint8_t)(dg[i].v6 ? p.gid6 : p.gid4);
 		aa.grh.hop_limit = dg[i].hop;
 		aa.grh.traffic_class = dg[i].tclass;
+		aa.grh.flow_label = dg[i].flow;
 		memcpy(aa.grh.dgid.raw, peer[dg[i].v6].gid, 16);
 		ah[i] = ibv_create_ah(p.pd, &aa);
 		if (!ah[i])
