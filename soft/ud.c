@@ -63,9 +63,13 @@
 enum {
 	UDF_IMM = 1,
 	UDF_SOLICITED = 2,
-	UDF_WRITE_IMM = 4, /* UC RDMA WRITE with immediate: no data placed */
-	UDF_PLACED = 8,	   /* UD: GRH and data already in the receive's
+	UDF_WRITE_IMM = 4,   /* UC RDMA WRITE with immediate: no data placed */
+	UDF_PLACED = 8,	     /* UD: GRH and data already in the receive's
 			    * buffer, the one posted with credit "credit" */
+	UDF_WRITE_TAIL = 16, /* UC WRITE_WITH_IMM to an SRQ-fed QP: the
+			      * cells hold its LAST packet's bytes, for
+			      * raddr + write_off, placed by the receiver
+			      * once its SRQ gives a receive */
 };
 
 enum {
@@ -88,9 +92,12 @@ struct ud_cell {
 	uint8_t tclass, hop_limit, pad[2];
 	uint8_t sgid[16], dgid[16];
 	uint32_t write_len; /* UC RDMA WRITE with immediate */
+	uint32_t write_off; /* UDF_WRITE_TAIL: where the cells' bytes go */
+	uint64_t credit;    /* UDF_PLACED */
+	uint64_t raddr;	    /* UDF_WRITE_TAIL: the WRITE's RETH */
+	uint32_t rkey;
 	uint32_t pad3;
-	uint64_t credit; /* UDF_PLACED */
-	uint8_t pad2[UD_CELL_HDR - 80];
+	uint8_t pad2[UD_CELL_HDR - 96];
 };
 _Static_assert(sizeof(struct ud_cell) == UD_CELL_HDR, "ud_cell");
 _Static_assert(sizeof(((struct soft_ud_src *)0)->grh) == UD_GRH, "grh");
@@ -662,6 +669,8 @@ static int qp_receives(enum ibv_qp_state s)
 	return s >= IBV_QPS_RTR && s != IBV_QPS_ERR;
 }
 
+static int uc_tail(struct soft_qp *qp, const struct ud_cell *h, uint64_t first);
+
 /* deliver -- one validated message of the inbound queue */
 static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 {
@@ -689,6 +698,13 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 	if ((h->flags & UDF_PLACED) &&
 	    (!ud || qp->srq ||
 	     u->rq_credit[u->rq_tail & (u->rq_size - 1)] != h->credit)) {
+		count_drop(u->q, UD_DROP_OTHER);
+		return_credit(u);
+		return;
+	}
+	/* a UC write's LAST packet, its receive found: placed now */
+	if ((h->flags & UDF_WRITE_TAIL) &&
+	    (ud || !(h->flags & UDF_WRITE_IMM) || uc_tail(qp, h, first))) {
 		count_drop(u->q, UD_DROP_OTHER);
 		return_credit(u);
 		return;
@@ -1115,15 +1131,15 @@ void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d)
  * type 2 window bound to another QP refuses it (rxe_lookup_mw), and an
  * indirect mkey is not served on UC (its entry describes a layout, not
  * memory): refused, the message dropped, as any rkey violation on UC.
- * The whole len is checked, as the FIRST packet's RETH is; only the
- * first put bytes are placed (a message whose LAST packet is dropped).
+ * The whole len is checked, as the FIRST packet's RETH is; only put
+ * bytes at offset at are placed (a message whose LAST packet is dropped
+ * places the bytes before it; its LAST packet, the bytes after them).
  */
-static int uc_write(struct soft_reg_qp *t, uint32_t dqpn,
-		    struct ibv_send_wr *wr, const struct iovec *liov, int niov,
-		    uint64_t len, uint64_t put)
+static int uc_write(struct soft_reg_qp *t, uint32_t dqpn, uint32_t rkey,
+		    uint64_t raddr, const struct iovec *liov, int niov,
+		    uint64_t len, uint64_t at, uint64_t put)
 {
-	uint32_t rkey = wr->wr.rdma.rkey, slot = soft_key_slot(rkey);
-	uint64_t raddr = wr->wr.rdma.remote_addr;
+	uint32_t slot = soft_key_slot(rkey);
 	pthread_mutex_t *lk = &soft_reg->key_lock[slot % SOFT_NSTRIPES];
 	struct soft_reg_mr *m = &soft_reg->mr[slot];
 	struct iovec riov;
@@ -1139,7 +1155,8 @@ static int uc_write(struct soft_reg_qp *t, uint32_t dqpn,
 	    m->pd_id == t->pd_id && (m->access & IBV_ACCESS_REMOTE_WRITE) &&
 	    raddr >= m->addr && raddr - m->addr <= m->len &&
 	    len <= m->len - (raddr - m->addr)) {
-		riov.iov_base = (void *)(uintptr_t)(m->va + (raddr - m->addr));
+		riov.iov_base =
+			(void *)(uintptr_t)(m->va + (raddr - m->addr) + at);
 		riov.iov_len = put;
 		if (!put || process_vm_writev(t->pid, liov, (unsigned long)niov,
 					      &riov, 1, 0) == (ssize_t)put)
@@ -1150,13 +1167,37 @@ static int uc_write(struct soft_reg_qp *t, uint32_t dqpn,
 }
 
 /*
+ * uc_tail -- the LAST packet's bytes of a UC WRITE_WITH_IMM to qp, which
+ * is on an SRQ (uc_send_tail), placed now that its receive is found: at
+ * raddr + write_off, the rkey checked over the whole write again, as
+ * the sender checked it (the region may have gone since); 0, or -1 when
+ * refused (the message is dropped, its receive not taken)
+ */
+static int uc_tail(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
+{
+	struct soft_ud *u = qp->ud;
+	uint32_t qpn = qp->qpx.qp_base.qp_num;
+	struct soft_reg_qp e;
+	struct iovec src;
+
+	if (h->msg_len > SOFT_UD_MTU || h->write_off > h->write_len ||
+	    h->msg_len != h->write_len - h->write_off ||
+	    soft_reg_qp_lookup(qpn, &e) < 0)
+		return -1;
+	src.iov_base = cell_at(u->cells, u->nslots, first) + UD_CELL_HDR;
+	src.iov_len = h->msg_len;
+	return uc_write(&e, qpn, h->rkey, h->raddr, &src, 1, h->write_len,
+			h->write_off, h->msg_len);
+}
+
+/*
  * uc_no_recv -- a UC WRITE_WITH_IMM towards p finds no receive posted.
  * rxe's check_resource wants a receive WQE for the packet that carries
  * the immediate (RXE_RWR_MASK: the ONLY or LAST one); without one the
  * UC message is dropped (RESPST_ERR_RNR, class D): that packet's data
  * is not placed, nothing completes, the QP stays in RTS.  The FIRST and
- * MIDDLE packets before it need none and were placed.  Decided, as an
- * SRQ's receive is, by the receiver when an SRQ feeds it.
+ * MIDDLE packets before it need none and were placed.  Decided by the
+ * receiver when an SRQ feeds it (uc_tail), before that packet is placed.
  */
 static int uc_no_recv(const struct ud_peer *p)
 {
@@ -1178,6 +1219,39 @@ static uint64_t uc_first_bytes(const struct soft_qp *qp, uint64_t len)
 	if (!mtu || len <= mtu)
 		return 0;
 	return (len - 1) / mtu * mtu;
+}
+
+/*
+ * uc_send_tail -- a WRITE_WITH_IMM of len (h->write_len) bytes to a QP
+ * on an SRQ, its first put bytes placed: the rest, its LAST packet's,
+ * goes in the queue for the receiver to place when it takes the SRQ's
+ * receive (uc_tail), so a message that finds none places nothing of that
+ * packet, as rxe's check_resource looks for the receive before the
+ * packet's data is written
+ */
+static void __attribute__((noinline))
+uc_send_tail(struct ud_peer *p, struct ud_cell *h, struct ibv_send_wr *wr,
+	     const struct iovec *iov, int niov, uint64_t put, uint32_t ctx_idx)
+{
+	struct iovec rest[SOFT_MAX_SGE];
+	uint64_t skip = put;
+	int i, n = 0;
+
+	for (i = 0; i < niov && n < SOFT_MAX_SGE; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		rest[n].iov_base = (char *)iov[i].iov_base + skip;
+		rest[n++].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+	}
+	h->flags |= UDF_WRITE_TAIL;
+	h->msg_len = h->write_len - (uint32_t)put;
+	h->write_off = (uint32_t)put;
+	h->raddr = wr->wr.rdma.remote_addr;
+	h->rkey = wr->wr.rdma.rkey;
+	soft_ud_enqueue(p, h, rest, n, ctx_idx, 0, NULL);
 }
 
 /*
@@ -1204,15 +1278,22 @@ static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	if (wr->opcode == IBV_WR_RDMA_WRITE ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		uint64_t put = len;
-		int norecv = wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
-			     uc_no_recv(p);
+		int imm = wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+		int norecv = imm && uc_no_recv(p);
+		/* an SRQ's receive is the receiver's to find: the LAST
+		 * packet's bytes go with the message (uc_tail) */
+		int tail = imm && !norecv && p->q->srq;
 
-		if (norecv)
+		if (norecv || tail)
 			put = uc_first_bytes(qp, len);
+		if (tail && len - put > SOFT_UD_MTU)
+			tail = 0, put = len; /* no path MTU: placed now */
 		/* one packet: no receive is found before its rkey is read */
-		if ((!norecv || put) &&
+		if ((!(norecv || tail) || put) &&
 		    (soft_reg_qp_lookup(dqpn, &e) < 0 ||
-		     uc_write(&e, dqpn, wr, iov, niov, len, put))) {
+		     uc_write(&e, dqpn, wr->wr.rdma.rkey,
+			      wr->wr.rdma.remote_addr, iov, niov, len, 0,
+			      put))) {
 			count_drop(p->q, UD_DROP_OTHER);
 			return;
 		}
@@ -1225,7 +1306,10 @@ static void uc_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		h->flags |= UDF_WRITE_IMM;
 		h->write_len = (uint32_t)len;
 		h->msg_len = 0;
-		soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0, NULL);
+		if (tail)
+			uc_send_tail(p, h, wr, iov, niov, put, ctx_idx);
+		else
+			soft_ud_enqueue(p, h, iov, 0, ctx_idx, 0, NULL);
 		return;
 	}
 	soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, NULL);

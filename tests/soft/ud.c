@@ -618,6 +618,110 @@ static void test_uc_norecv(void)
 }
 
 /*
+ * test_uc_srq_norecv -- a UC QP on an SRQ, the SRQ empty: a SEND and a
+ * WRITE_WITH_IMM are dropped as rxe drops them (check_resource wants
+ * the SRQ's WQE for the ONLY or LAST packet, before that packet is
+ * placed): a one-packet write places nothing, a three-packet one only
+ * what its FIRST and MIDDLE packets carried, nothing completes, the QP
+ * stays in RTS; with a receive posted the next ones land whole
+ */
+static void test_uc_srq_norecv(void)
+{
+	struct side s;
+	struct ibv_srq_init_attr sa;
+	struct ibv_qp_init_attr a;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_srq *srq;
+	struct ibv_qp *rx;
+	struct ibv_wc wc[4];
+	unsigned char *dst;
+	int i, z, n, sends, recvs;
+
+	if (side_open(&s, IBV_QPT_UC))
+		bail_out("setup");
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(s.t.pd, &sa);
+	memset(&a, 0, sizeof(a));
+	a.send_cq = a.recv_cq = s.t.cq;
+	a.srq = srq;
+	a.qp_type = IBV_QPT_UC;
+	a.cap.max_send_wr = 4;
+	a.cap.max_send_sge = 1;
+	rx = srq ? ibv_create_qp(s.t.pd, &a) : NULL;
+	if (!rx || t_uc_up(rx, s.qp->qp_num, IBV_ACCESS_REMOTE_WRITE) ||
+	    t_uc_up(s.qp, rx->qp_num, IBV_ACCESS_REMOTE_WRITE))
+		bail_out("UC QP on an SRQ");
+	dst = s.buf + 200000;
+	fill(s.buf + 100000, 1000, 30);
+	fill(s.buf + 110000, 3000, 31);
+	fill(s.buf + 120000, 64, 32);
+	fill(s.buf + 130000, 1000, 33);
+	fill(s.buf + 140000, 3000, 34);
+	ok(!post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf + 100000, 1000,
+		    s.mr->lkey, (uintptr_t)dst, s.mr->rkey, 0x1111) &&
+		   !post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf + 110000,
+			    3000, s.mr->lkey, (uintptr_t)dst + 10000,
+			    s.mr->rkey, 0x1112) &&
+		   !post_wr(s.qp, IBV_WR_SEND, s.buf + 120000, 64, s.mr->lkey,
+			    0, 0, 0) &&
+		   t_wait(s.t.cq, wc, 3, 10000) == 3 &&
+		   wc[0].status == IBV_WC_SUCCESS &&
+		   wc[1].status == IBV_WC_SUCCESS &&
+		   wc[2].status == IBV_WC_SUCCESS,
+	   "UC WRITE_WITH_IMM of 1 and 3 packets and a SEND towards a QP on "
+	   "an empty SRQ: sent and completed");
+	is_int(t_wait(s.t.cq, wc, 1, 100), 0, "nothing received");
+	for (i = 0, z = 0; i < 1000; i++)
+		z |= dst[i];
+	ok(z == 0, "the 1-packet write placed nothing");
+	/* path MTU 1024: FIRST and MIDDLE placed, LAST (952 B) not */
+	for (i = 10000 + 2048, z = 0; i < 13000; i++)
+		z |= dst[i];
+	ok(check_fill(dst + 10000, 2048, 31) && z == 0,
+	   "the 3-packet write placed its FIRST and MIDDLE packets only");
+	is_int(softrdma_qp_drops(rx, 0), 3, "three dropped for no receive");
+	ok(!ibv_query_qp(rx, &qa, IBV_QP_STATE, &qi) &&
+		   qa.qp_state == IBV_QPS_RTS,
+	   "the QP stays in RTS");
+	memset(&rwr, 0, sizeof(rwr));
+	for (i = 0; i < 2; i++) {
+		rwr.wr_id = 7 + (uint64_t)i;
+		if (ibv_post_srq_recv(srq, &rwr, &rbad))
+			bail_out("post_srq_recv");
+	}
+	ok(!post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf + 130000, 1000,
+		    s.mr->lkey, (uintptr_t)dst, s.mr->rkey, 0x2222) &&
+		   !post_wr(s.qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf + 140000,
+			    3000, s.mr->lkey, (uintptr_t)dst + 10000,
+			    s.mr->rkey, 0x2223),
+	   "two more with two SRQ receives posted");
+	n = t_wait(s.t.cq, wc, 4, 10000);
+	for (i = 0, sends = 0, recvs = 0; i < n; i++) {
+		if (wc[i].qp_num == s.qp->qp_num) {
+			sends += wc[i].status == IBV_WC_SUCCESS;
+			continue;
+		}
+		recvs += wc[i].status == IBV_WC_SUCCESS &&
+			 wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+			 wc[i].wr_id == 7 + (uint64_t)recvs &&
+			 wc[i].byte_len == (recvs ? 3000u : 1000u) &&
+			 (wc[i].wc_flags & IBV_WC_WITH_IMM) &&
+			 wc[i].imm_data == htonl(0x2222u + (uint32_t)recvs);
+	}
+	ok(n == 4 && sends == 2 && recvs == 2,
+	   "both complete, in order, with their immediates and lengths");
+	ok(check_fill(dst, 1000, 33) && check_fill(dst + 10000, 3000, 34),
+	   "both writes placed whole");
+	ibv_destroy_qp(rx);
+	ibv_destroy_srq(srq);
+	side_close(&s);
+}
+
+/*
  * test_uc_remote -- a UC QP whose path names another host's GID (UC does
  * not go between hosts): what it sends reaches no QP here, not even one
  * with the destination QPN it was given
@@ -1346,6 +1450,7 @@ int main(void)
 	test_ud();
 	test_uc();
 	test_uc_norecv();
+	test_uc_srq_norecv();
 	test_uc_remote();
 	test_uc_mw();
 	test_errors();
