@@ -235,13 +235,15 @@ void soft_qp_disconnect(struct soft_qp *qp)
 	qp->dest_qpn = 0;
 }
 
-/* soft_qp_to_error -- QP to ERR; queues flush from the next progress */
+/* soft_qp_to_error -- QP to ERR; queues flush from the next progress.  A
+ * QP on an SRQ gets IBV_EVENT_QP_LAST_WQE_REACHED, but a DCT (any_src)
+ * none: mlx5_core hands a DCT only DCT_DRAINED (is_event_type_allowed) */
 void soft_qp_to_error(struct soft_qp *qp)
 {
 	if (qp->state == IBV_QPS_ERR)
 		return;
 	soft_qp_set_state(qp, IBV_QPS_ERR);
-	if (qp->srq)
+	if (qp->srq && !qp->ops->any_src)
 		soft_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED,
 				 &qp->qpx.qp_base);
 }

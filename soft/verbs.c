@@ -1245,8 +1245,11 @@ __attribute__((noinline, cold)) static void cq_event(struct soft_cq *cq)
  * rxe_cq_post to RESPST_ERR_CQ_OVERFLOW (class G) and rxe_qp_error, mlx5
  * raises the CQ error and puts each QP that posts to the overrun CQ in
  * ERR with IB_EVENT_QP_FATAL (IB 11.6.3).  A QP already in ERR (its
- * flushes overflowing too) raises nothing more.  Out of line: the full
- * CQ is the unlikely branch of cq_slot and soft_cq_push.
+ * flushes overflowing too) raises nothing more.  A DCT (any_src) goes to
+ * ERR silently: mlx5_core hands a DCT no event but DCT_DRAINED
+ * (is_event_type_allowed), so its WQ catastrophic error reaches no one;
+ * it answers nothing from then on.  Out of line: the full CQ is the
+ * unlikely branch of cq_slot and soft_cq_push.
  */
 static __attribute__((noinline, cold)) void cq_overrun(struct soft_cq *cq,
 						       const struct ibv_wc *wc)
@@ -1262,7 +1265,8 @@ static __attribute__((noinline, cold)) void cq_overrun(struct soft_cq *cq,
 	qp = soft_qp_local_in(ctx, wc->qp_num);
 	if (!qp || qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_RESET)
 		return;
-	soft_async_event(ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
+	if (!qp->ops->any_src)
+		soft_async_event(ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
 	soft_qp_to_error(qp);
 }
 

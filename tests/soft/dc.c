@@ -1010,6 +1010,137 @@ int main(void)
 			ok(!ibv_destroy_qp(d3) && !ibv_destroy_cq(t1.cq),
 			   "destroy the overrun DCI and its CQ");
 		}
+		/* a DCT's receive overrun, as mlx5's DCT responder: more
+		 * messages than its SRQ holds receives wait (RNR NAKs to the
+		 * DCI, rnr_retry 7) until one is posted, the DCT unharmed;
+		 * more than its CQ holds overrun the CQ: IBV_EVENT_CQ_ERR
+		 * and nothing else (the DCT's catastrophic error is not an
+		 * event mlx5_core hands a DCT: is_event_type_allowed), its
+		 * later requests unanswered */
+		{
+			struct tctx t2 = t;
+			struct pollfd pf = {.fd = t.ctx->async_fd,
+					    .events = POLLIN};
+			struct ibv_srq_init_attr sa2;
+			struct ibv_async_event ev;
+			struct ibv_srq *srq2;
+			struct ibv_qp *odct, *d4;
+			struct ibv_wc ow[8];
+			uint8_t ob[4 * 64];
+			struct ibv_mr *obm = ibv_reg_mr(t.pd, ob, sizeof(ob),
+							IBV_ACCESS_LOCAL_WRITE);
+			struct ibv_sge os = {0, 64, 0};
+			struct ibv_recv_wr orw = {.sg_list = &os, .num_sge = 1},
+					   *ob_bad;
+			int cqerr = 0, fatal = 0, other = 0, n, k, cqe;
+
+			memset(&sa2, 0, sizeof(sa2));
+			sa2.attr.max_wr = 8;
+			sa2.attr.max_sge = 1;
+			srq2 = ibv_create_srq(t.pd, &sa2);
+			t2.cq = ibv_create_cq(t.ctx, 2, NULL, NULL, 0);
+			odct = srq2 && t2.cq ? dct_qp(&t2, srq2, 9) : NULL;
+			d4 = dci_qp(&t);
+			if (!obm || !odct || !d4 || dct_up(odct, RW, 1) ||
+			    dci_up(d4, 7, 10, 1))
+				bail_out("overrun DCT");
+			os.lkey = obm->lkey;
+			for (k = 0; k < 2; k++) {
+				orw.wr_id = 40 + (uint64_t)k;
+				os.addr = (uintptr_t)(ob + k * 64);
+				if (ibv_post_srq_recv(srq2, &orw, &ob_bad))
+					bail_out("post_srq_recv");
+			}
+			for (k = 0; k < 3; k++)
+				post(d4, ah, odct->qp_num, 9,
+				     IBV_WR_SEND_WITH_IMM, src, 8, 0,
+				     50 + (uint64_t)k,
+				     IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0, 0,
+				     1);
+			n = t_wait(t.cq, ow, 3, 300);
+			ok(n == 2 && ow[0].wr_id == 50 && ow[1].wr_id == 51 &&
+				   ow[0].status == IBV_WC_SUCCESS &&
+				   ow[1].status == IBV_WC_SUCCESS,
+			   "SRQ overrun: two SENDs of three complete, the "
+			   "third "
+			   "waits for a receive (%d)",
+			   n);
+			n = t_wait(t2.cq, ow, 2, 1000);
+			ok(n == 2 && ow[0].wr_id == 40 && ow[1].wr_id == 41 &&
+				   ow[0].status == IBV_WC_SUCCESS &&
+				   ow[0].src_qp == d4->qp_num &&
+				   ow[1].status == IBV_WC_SUCCESS,
+			   "the DCT received two (%d)", n);
+			is_int(t_qp_state(odct), IBV_QPS_RTR,
+			       "the DCT stays in RTR");
+			orw.wr_id = 42;
+			os.addr = (uintptr_t)(ob + 2 * 64);
+			ok(!ibv_post_srq_recv(srq2, &orw, &ob_bad) &&
+				   t_wait(t.cq, ow, 1, 20000) == 1 &&
+				   ow[0].wr_id == 52 &&
+				   ow[0].status == IBV_WC_SUCCESS &&
+				   t_wait(t2.cq, ow, 1, 1000) == 1 &&
+				   ow[0].wr_id == 42 &&
+				   ow[0].status == IBV_WC_SUCCESS,
+			   "a receive posted: the third arrives");
+			/* the DCT's CQ (2 asked for, 3 given, as mlx5 rounds
+			 * up): one receive completion more overruns it */
+			cqe = t2.cq->cqe;
+			if (cqe < 2 || cqe > 7)
+				bail_out("CQ of %d", cqe);
+			for (k = 0; k <= cqe; k++) {
+				orw.wr_id = 43 + (uint64_t)k;
+				os.addr = (uintptr_t)(ob + (k % 4) * 64);
+				if (ibv_post_srq_recv(srq2, &orw, &ob_bad))
+					bail_out("post_srq_recv");
+			}
+			for (k = 0; k <= cqe; k++)
+				post(d4, ah, odct->qp_num, 9,
+				     IBV_WR_SEND_WITH_IMM, src, 8, 0,
+				     60 + (uint64_t)k,
+				     IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0, 0,
+				     1);
+			n = t_wait(t.cq, ow, cqe + 1, 20000);
+			ok(n == cqe + 1 &&
+				   ow[cqe].wr_id == 60 + (uint64_t)cqe &&
+				   ow[cqe].status == IBV_WC_SUCCESS,
+			   "CQ overrun: the DCI's %d SENDs are acknowledged "
+			   "(%d)",
+			   cqe + 1, n);
+			/* the DCT's process polls: those that fit, the last
+			 * overruns its CQ */
+			n = t_wait(t2.cq, ow, 8, 1000);
+			for (k = 0, good = n == cqe; k < n; k++)
+				good = good &&
+				       ow[k].wr_id == 43 + (uint64_t)k &&
+				       ow[k].status == IBV_WC_SUCCESS;
+			ok(good, "the %d completions that fit are kept (%d)",
+			   cqe, n);
+			while (poll(&pf, 1, 300) == 1 &&
+			       !ibv_get_async_event(t.ctx, &ev)) {
+				cqerr += ev.event_type == IBV_EVENT_CQ_ERR &&
+					 ev.element.cq == t2.cq;
+				fatal += ev.event_type == IBV_EVENT_QP_FATAL &&
+					 ev.element.qp == odct;
+				other += ev.event_type != IBV_EVENT_CQ_ERR &&
+					 ev.event_type != IBV_EVENT_QP_FATAL;
+				ibv_ack_async_event(&ev);
+			}
+			ok(cqerr == 1 && !fatal && !other,
+			   "DCT receive CQ overrun: IBV_EVENT_CQ_ERR (%d), "
+			   "no IBV_EVENT_QP_FATAL (%d) nor other (%d)",
+			   cqerr, fatal, other);
+			post(d4, ah, odct->qp_num, 9, IBV_WR_SEND, src, 8, 0,
+			     70, IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0, 0, 1);
+			ok(t_wait(t.cq, ow, 1, 20000) == 1 &&
+				   ow[0].wr_id == 70 &&
+				   ow[0].status == IBV_WC_RETRY_EXC_ERR,
+			   "the overrun DCT answers nothing: RETRY_EXC_ERR");
+			ok(!ibv_destroy_qp(d4) && !ibv_destroy_qp(odct) &&
+				   !ibv_destroy_cq(t2.cq) &&
+				   !ibv_destroy_srq(srq2) && !ibv_dereg_mr(obm),
+			   "destroy the overrun DCT, its CQ and SRQ");
+		}
 		is_int(ibv_destroy_qp(dct), 0, "destroy the local DCT");
 		is_int(ibv_destroy_qp(d2), 0, "destroy the second DCI");
 		ibv_dereg_mr(rbm);
