@@ -622,8 +622,8 @@ static enum ibv_wc_status atomic_write(struct soft_qp *qp,
 	t = &soft_reg->qp[qp->peer_reg_slot];
 	if (!(atomic_load(&t->access) & IBV_ACCESS_REMOTE_WRITE))
 		return IBV_WC_REM_ACCESS_ERR;
-	if (raddr & 7)
-		return IBV_WC_REM_INV_REQ_ERR;
+	if (!atomic_load(&t->dest_rd_atom) || (raddr & 7))
+		return IBV_WC_REM_INV_REQ_ERR; /* as remote_op */
 	if (peer_mr(qp, wr->wr.rdma.rkey, raddr, 8, IBV_ACCESS_REMOTE_WRITE,
 		    &va, &m, &lk))
 		return IBV_WC_REM_ACCESS_ERR;
@@ -714,6 +714,13 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	t = &soft_reg->qp[qp->peer_reg_slot];
 	if (!(atomic_load(&t->access) & need))
 		return IBV_WC_REM_ACCESS_ERR;
+	/* a responder of max_dest_rd_atomic 0 has no resources for a READ
+	 * or atomic, zero-length too: an invalid request, the responder to
+	 * ERR (rxe's check_resource, RESPST_ERR_TOO_MANY_RDMA_ATM_REQ; net.c
+	 * between hosts); 1 or more is no count it checks (rxe recycles) */
+	if (need != IBV_ACCESS_REMOTE_WRITE &&
+	    !atomic_load_explicit(&t->dest_rd_atom, memory_order_relaxed))
+		return IBV_WC_REM_INV_REQ_ERR;
 	/* a zero-length WRITE or READ names no memory: its R_Key and VA are
 	 * not checked (IBA C9-88, as rxe; rsocket's credit updates are
 	 * zero-length WRITE_WITH_IMMs with whatever rkey the stack held) */
@@ -2785,6 +2792,15 @@ static int rx_verdict(struct soft_qp *qp, struct soft_slot *s, uint32_t nak)
 	return 1;
 }
 
+/* rx_no_rd_res -- a READ or atomic, carried through the ring, to a
+ * responder of max_dest_rd_atomic 0: refused as remote_op refuses it (out
+ * of line: rx_msg's SEND path stays as it was) */
+static __attribute__((noinline, cold)) int rx_no_rd_res(struct soft_qp *qp,
+							struct soft_slot *s)
+{
+	return rx_verdict(qp, s, SOFT_NAK_INV_REQ);
+}
+
 /*
  * rx_msg -- carry out one decoded message whose slot we hold (BUSY);
  * 1: finished, take the next one; 0: stop for now
@@ -2816,8 +2832,12 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 	case SOFT_OP_CMP_SWP:
 	case SOFT_OP_FETCH_ADD:
 	case SOFT_OP_ATOMIC_WRITE:
+		if (__builtin_expect(!qp->attr.max_dest_rd_atomic, 0))
+			return rx_no_rd_res(qp, s);
 		return rx_verdict(qp, s, rx_atomic(qp, s, m));
 	case SOFT_OP_READ:
+		if (__builtin_expect(!qp->attr.max_dest_rd_atomic, 0))
+			return rx_no_rd_res(qp, s);
 		if (!m->len) { /* C9-88: nothing to check or move */
 			if (!rx_commit(qp, s, SOFT_SLOT_BUSY, SOFT_ACK))
 				rx_stop(qp);

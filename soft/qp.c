@@ -728,8 +728,11 @@ int soft_qp_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.rq_psn = attr->rq_psn & 0xffffff;
 	if (mask & IBV_QP_SQ_PSN)
 		qp->attr.sq_psn = attr->sq_psn & 0xffffff;
-	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
 		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+		atomic_store(&soft_reg->qp[qp->reg_slot].dest_rd_atom,
+			     attr->max_dest_rd_atomic);
+	}
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
 		qp->attr.max_rd_atomic = attr->max_rd_atomic;
 	if (mask & IBV_QP_MIN_RNR_TIMER) {
@@ -754,6 +757,7 @@ int soft_qp_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp_reset(qp);
 		soft_qp_set_state(qp, IBV_QPS_RESET);
 		atomic_store(&soft_reg->qp[qp->reg_slot].access, 0);
+		atomic_store(&soft_reg->qp[qp->reg_slot].dest_rd_atom, 0);
 	} else if (next == IBV_QPS_ERR) {
 		soft_qp_to_error(qp);
 		if (cur == IBV_QPS_SQD)

@@ -739,6 +739,7 @@ int soft_reg_qp_alloc(uint32_t pd_id, int ctx_idx, uint32_t type, uint32_t *qpn)
 	r->qp[slot].qp_type = type;
 	atomic_store(&r->qp[slot].state, IBV_QPS_RESET);
 	atomic_store(&r->qp[slot].access, 0);
+	atomic_store(&r->qp[slot].dest_rd_atom, 0);
 	*qpn = r->qp[slot].qpn;
 	pthread_mutex_unlock(&r->lock);
 	return slot;

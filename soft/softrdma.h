@@ -141,7 +141,10 @@ struct soft_reg_qp {
 	uint32_t dc_type;
 	_Atomic uint32_t dc_viol;
 	uint32_t dc_key_lo, dc_key_hi;
-	uint32_t pad[3];
+	/* an RC responder's max_dest_rd_atomic: 0 refuses READs and atomics
+	 * (initiators check it, data.c remote_op) */
+	_Atomic uint32_t dest_rd_atom;
+	uint32_t pad[2];
 };
 
 struct soft_reg_mr {

@@ -278,6 +278,176 @@ static void test_rem_access_responder(void)
 	ibv_dereg_mr(ro);
 }
 
+/* rd_connect -- qp in RTS towards dest on this host, with the given
+ * max_dest_rd_atomic (responder) and max_rd_atomic (requester) */
+static int rd_connect(struct ibv_qp *qp, uint32_t dest, int dest_rd, int rd)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.max_dest_rd_atomic = (uint8_t)dest_rd;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_query_gid(qp->context, 1, 1, &a.ah_attr.grh.dgid) ||
+	    ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = (uint8_t)rd;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* rd_pair -- a -> b with b's max_dest_rd_atomic dest_rd and a's
+ * max_rd_atomic rd, room for 32 WRs each */
+static void rd_pair(struct ibv_qp **a, struct ibv_qp **b, int dest_rd, int rd)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 32;
+	ia.cap.max_recv_wr = 32;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	ia.sq_sig_all = 1;
+	ia.send_cq = ia.recv_cq = acq;
+	*a = ibv_create_qp(t.pd, &ia);
+	ia.send_cq = ia.recv_cq = bcq;
+	*b = ibv_create_qp(t.pd, &ia);
+	if (!*a || !*b || rd_connect(*a, (*b)->qp_num, 1, rd) ||
+	    rd_connect(*b, (*a)->qp_num, dest_rd, 1))
+		bail_out("rd pair");
+}
+
+/* rd_post -- one READ (len bytes at bbuf + off into abuf + off) or
+ * atomic (op, 8 bytes at bbuf + off, the original into abuf + off) */
+static int rd_post(struct ibv_qp *a, enum ibv_wr_opcode op, uint32_t off,
+		   uint32_t len, uint64_t wr_id)
+{
+	struct ibv_sge sge = {(uintptr_t)abuf + off, len, amr->lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	if (op == IBV_WR_RDMA_READ) {
+		wr.wr.rdma.remote_addr = (uintptr_t)bbuf + off;
+		wr.wr.rdma.rkey = bmr->rkey;
+	} else {
+		wr.wr.atomic.remote_addr = (uintptr_t)bbuf + off;
+		wr.wr.atomic.rkey = bmr->rkey;
+		wr.wr.atomic.compare_add = 1;
+		wr.wr.atomic.swap = 2;
+	}
+	return ibv_post_send(a, &wr, &bad);
+}
+
+/*
+ * test_dest_rd_atomic -- the responder's max_dest_rd_atomic, as rxe's
+ * check_resource reads it (and softrdma between hosts, net.c): 0 leaves
+ * it no resources, so every READ (zero-length too) and atomic is an
+ * invalid request (IBV_WC_REM_INV_REQ_ERR, the responder to ERR with
+ * IBV_EVENT_QP_REQ_ERR, nothing read or changed); 1 or more is not a
+ * count it checks (rxe recycles its resources: "it is the requesters job
+ * to not send too many read/atomic ops"), so a requester of
+ * max_rd_atomic 16 has 16 READs and 4 atomics in flight against a
+ * responder of 1 and all of them succeed
+ */
+static void test_dest_rd_atomic(void)
+{
+	static const struct {
+		enum ibv_wr_opcode op;
+		uint32_t len;
+		const char *name;
+	} c[] = {
+		{IBV_WR_RDMA_READ, 64, "READ"},
+		{IBV_WR_RDMA_READ, 0, "zero-length READ"},
+		{IBV_WR_ATOMIC_FETCH_AND_ADD, 8, "FETCH_ADD"},
+		{IBV_WR_ATOMIC_CMP_AND_SWP, 8, "CMP_SWP"},
+	};
+	struct ibv_qp *a, *b;
+	struct ibv_wc wc[24];
+	uint64_t v;
+	size_t i;
+	int n, good;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		rd_pair(&a, &b, 0, 4);
+		memset(abuf, 0x22, 64);
+		memset(bbuf, 0x33, 64);
+		v = 0; /* CMP_SWP would swap it, FETCH_ADD add to it */
+		memcpy(bbuf, &v, 8);
+		ok(!rd_post(a, c[i].op, 0, c[i].len, 11) &&
+			   t_wait(acq, wc, 1, 30000) == 1 &&
+			   wc[0].wr_id == 11 &&
+			   wc[0].status == IBV_WC_REM_INV_REQ_ERR,
+		   "max_dest_rd_atomic 0: %s fails with REM_INV_REQ_ERR",
+		   c[i].name);
+		memcpy(&v, bbuf, 8);
+		ok(v == 0 && abuf[8] == 0x22 && abuf[63] == 0x22,
+		   "%s: nothing read or changed", c[i].name);
+		ok(t_qp_state(b) == IBV_QPS_ERR, "%s: responder QP in ERR",
+		   c[i].name);
+		ok(qp_event(b) == IBV_EVENT_QP_REQ_ERR,
+		   "%s: responder's IBV_EVENT_QP_REQ_ERR", c[i].name);
+		unpair(a, b);
+	}
+
+	rd_pair(&a, &b, 1, 16);
+	for (i = 0; i < 16; i++)
+		t_fill(bbuf + 1024 + i * 64, 64, (unsigned)i);
+	memset(abuf, 0, 4096);
+	v = 100;
+	memcpy(bbuf + 64, &v, 8);
+	for (i = 0, n = 0; i < 16; i++)
+		n += !rd_post(a, IBV_WR_RDMA_READ, 1024 + (uint32_t)i * 64, 64,
+			      i);
+	for (i = 0; i < 4; i++)
+		n += !rd_post(a, IBV_WR_ATOMIC_FETCH_AND_ADD, 64, 8, 16 + i);
+	is_int(n, 20,
+	       "max_rd_atomic 16 against max_dest_rd_atomic 1: 16 "
+	       "READs and 4 FETCH_ADDs posted at once");
+	n = t_wait(acq, wc, 20, 30000);
+	for (i = 0, good = 0; i < (size_t)n; i++)
+		good += wc[i].wr_id == i && wc[i].status == IBV_WC_SUCCESS;
+	for (i = 0; i < 16; i++)
+		good += t_filled(abuf + 1024 + i * 64, 64, (unsigned)i);
+	memcpy(&v, bbuf + 64, 8);
+	ok(n == 20 && good == 36 && v == 104,
+	   "all succeed in order, the READs bring their bytes, the counter "
+	   "went 100 -> %llu (%d of 20)",
+	   (unsigned long long)v, n);
+	is_int(t_qp_state(b), IBV_QPS_RTS, "the responder stays in RTS");
+	unpair(a, b);
+}
+
 /* test_zero_len -- a zero-length WRITE, WRITE_WITH_IMM or READ names no
  * memory: its R_Key and VA are not checked (IBA C9-88, rxe; rsocket's
  * credit updates rely on it); the immediate is delivered */
@@ -571,6 +741,7 @@ int main(void)
 	test_send_prot();
 	test_rem_access();
 	test_rem_access_responder();
+	test_dest_rd_atomic();
 	test_zero_len();
 	test_rnr();
 	test_flush();
