@@ -367,6 +367,10 @@ struct rdmamsg_ctx {
 	uint64_t inbox_drops;
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
+	/* rdmamsg_ctx_wakeup() was called (any thread) since the wakeup
+	 * callback last ran: the library's own kicks run no callback */
+	int woken;
+	uint64_t kicks; /* the library's own eventfd writes (for the tests) */
 
 	struct rdmamsg__iface ifc;
 	struct rdmamsg__timers timers;

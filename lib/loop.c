@@ -248,8 +248,8 @@ void rdmamsg__loop_unref(struct rdmamsg_ctx *ctx)
 		ev_unref(ctx->loop);
 }
 
-/* rdmamsg__loop_kick -- make the fd readable so the next pass comes soon */
-void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx)
+/* kick -- make the fd readable so the next pass comes soon (any thread) */
+static void kick(struct rdmamsg_ctx *ctx)
 {
 	uint64_t one = 1;
 
@@ -258,6 +258,14 @@ void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx)
 	if (write(ctx->efd, &one, sizeof(one)) < 0) {
 		/* counter saturated: already readable */
 	}
+}
+
+/* rdmamsg__loop_kick -- the library wants a pass soon (another context's
+ * thread may hand it a device event: async_forward) */
+void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx)
+{
+	__atomic_fetch_add(&ctx->kicks, 1, __ATOMIC_RELAXED);
+	kick(ctx);
 }
 
 /* rdmamsg__loop_timerfd_set -- fire at due_ns (CLOCK_MONOTONIC); 0 disarms */
@@ -524,7 +532,11 @@ static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
 			if (RDMAMSG_UNLIKELY(__atomic_load_n(&ctx->ninbox,
 							     __ATOMIC_RELAXED)))
 				async_inbox(ctx);
-			if (ctx->wakeup_cb)
+			/* after the drain: a wake-up whose write it missed
+			 * has its flag seen now or its fd readable next */
+			if (ctx->wakeup_cb &&
+			    __atomic_exchange_n(&ctx->woken, 0,
+						__ATOMIC_ACQ_REL))
 				ctx->wakeup_cb(ctx, ctx->wakeup_arg);
 			break;
 		}
@@ -686,7 +698,10 @@ RDMAMSG_EXPORT int rdmamsg_ctx_wakeup(struct rdmamsg_ctx *ctx)
 {
 	if (!ctx)
 		return -EINVAL;
-	rdmamsg__loop_kick(ctx);
+	/* before the write that makes the fd readable: the pass that reads
+	 * it sees the flag */
+	__atomic_store_n(&ctx->woken, 1, __ATOMIC_RELEASE);
+	kick(ctx);
 	return 0;
 }
 

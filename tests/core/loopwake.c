@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * loopwake.c -- the loop adapter's promises to the loop that drives it
+ * (rdmamsg_ctx_create(3), "Driving the context"; rdmamsg(7), Threading):
+ * the wakeup callback runs in the loop thread after rdmamsg_ctx_wakeup()
+ * and only then, also while another thread calls it without pause;
+ * rdmamsg_ctx_stop() from a callback ends rdmamsg_ctx_run(); in libev mode the context neither spins an idle loop nor
+ * keeps ev_run() alive once its last object has closed.
+ */
+#include "config.h"
+
+#include <ev.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../tap.h"
+#include "util.h"
+
+static int wakeups;	      /* wakeup callbacks run */
+static pthread_t loop_thread; /* the thread that drives the contexts */
+static int off_thread;	      /* wakeup callbacks run by another thread */
+static uint64_t woke_seq;  /* the waker's count as the last callback saw it */
+static uint64_t waker_seq; /* the waker's calls so far (atomic) */
+static int stop_in_wakeup; /* on_wakeup calls rdmamsg_ctx_stop() */
+
+/* on_wakeup -- count wakeup callbacks, note the thread and the waker's
+ * progress */
+static void on_wakeup(struct rdmamsg_ctx *ctx, void *arg)
+{
+	(void)ctx;
+	(void)arg;
+	wakeups++;
+	if (!pthread_equal(pthread_self(), loop_thread))
+		off_thread++;
+	woke_seq = __atomic_load_n(&waker_seq, __ATOMIC_ACQUIRE);
+	if (stop_in_wakeup)
+		rdmamsg_ctx_stop(ctx);
+}
+
+/* on_recv_cb -- count the messages */
+static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
+		       uint32_t imm, unsigned int flags, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)data;
+	(void)flags;
+	if (len != 8 || imm != (uint32_t)s->got)
+		s->bad++;
+	s->got++;
+	if (!s->ep)
+		s->ep = ep;
+}
+
+static const struct rdmamsg_ep_cbs cbs = {
+	.on_connect = test_side_on_connect,
+	.on_recv = on_recv_cb,
+	.on_disconnect = test_side_on_disconnect,
+};
+
+/* make_ctx -- a context with the counting wakeup callback, in libev mode
+ * when loop is given */
+static struct rdmamsg_ctx *make_ctx(struct ev_loop *loop)
+{
+	struct rdmamsg_ctx_attr *a;
+	struct rdmamsg_ctx *ctx = NULL;
+
+	rdmamsg_ctx_attr_new(&a);
+	rdmamsg_ctx_attr_set_wakeup_cb(a, on_wakeup, NULL);
+	rdmamsg_ctx_attr_set_loop(a, loop);
+	if (rdmamsg_ctx_create(a, &ctx))
+		bail_out("no context");
+	rdmamsg_ctx_attr_delete(&a);
+	return ctx;
+}
+
+/* pair -- srv listens, cli connects; both driven in fd mode */
+static void pair(struct test_side *srv, struct test_side *cli)
+{
+	char addr[64];
+
+	srv->cbs = &cbs;
+	if (test_side_listen(srv, NULL, addr, sizeof(addr)) ||
+	    rdmamsg_connect(cli->ctx, addr, NULL, &cbs, cli, &cli->ep))
+		bail_out("no connection");
+	test_run2(srv, cli, &cli->up, 5000);
+	TEST_RUN2_WHILE(srv, cli, !srv->ep, 5000);
+	if (cli->status || !srv->ep)
+		bail_out("not connected");
+}
+
+/* send_n -- n messages from s to peer, numbered on from *next */
+static void send_n(struct test_side *s, struct test_side *peer, uint64_t *next,
+		   uint64_t n)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t v = (*next)++;
+
+		while (rdmamsg_send_imm(s->ep, &v, 8, (uint32_t)v, NULL) ==
+		       -EAGAIN) {
+			rdmamsg_ctx_progress(s->ctx);
+			rdmamsg_ctx_progress(peer->ctx);
+		}
+	}
+}
+
+/* only_after_wakeup -- connecting, messages and closing endpoints and a
+ * listener (steps the library defers to the next pass) run no wakeup
+ * callback; rdmamsg_ctx_wakeup() calls do, once per batch */
+static void only_after_wakeup(void)
+{
+	static struct test_side srv, cli;
+	uint64_t sent = 0;
+	struct pollfd p;
+	int w0;
+
+	srv.ctx = make_ctx(NULL);
+	cli.ctx = make_ctx(NULL);
+	pair(&srv, &cli);
+	send_n(&cli, &srv, &sent, 10);
+	TEST_RUN2_WHILE(&srv, &cli, srv.got < 10, 5000);
+	is_int(srv.got, 10, "messages delivered");
+	ok(test_side_close2(&srv, &cli, 5000), "endpoints and listener closed");
+	test_idle(srv.ctx, 20);
+	test_idle(cli.ctx, 20);
+	is_int(wakeups, 0, "no wakeup callback without rdmamsg_ctx_wakeup()");
+
+	w0 = wakeups;
+	rdmamsg_ctx_wakeup(srv.ctx);
+	rdmamsg_ctx_wakeup(srv.ctx);
+	rdmamsg_ctx_get_fd(srv.ctx, &p.fd);
+	p.events = POLLIN;
+	is_int(rdmamsg_ctx_arm(srv.ctx), -EBUSY, "arm after a wakeup: -EBUSY");
+	is_int(poll(&p, 1, 0), 1, "the fd is readable");
+	rdmamsg_ctx_progress(srv.ctx);
+	is_int(wakeups - w0, 1, "two wake-ups, one batch: one callback");
+	is_int(rdmamsg_ctx_arm(srv.ctx), 0, "armed again");
+	is_int(poll(&p, 1, 0), 0, "the fd is quiet again");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+}
+
+#define WAKES 20000
+
+/* waker -- call rdmamsg_ctx_wakeup() WAKES times without pause */
+static void *waker(void *arg)
+{
+	uint64_t i;
+
+	for (i = 1; i <= WAKES; i++) {
+		__atomic_store_n(&waker_seq, i, __ATOMIC_RELEASE);
+		rdmamsg_ctx_wakeup(arg);
+		if (i % 1000 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+/* cross_thread -- another thread calls rdmamsg_ctx_wakeup() while this one
+ * blocks and progresses as documented and messages flow: every callback
+ * runs here, and one runs after the last call (no wake-up lost) */
+static void cross_thread(void)
+{
+	static struct test_side srv, cli;
+	uint64_t sent = 0;
+	long long end;
+	pthread_t th;
+	struct pollfd p[2];
+
+	wakeups = 0;
+	srv.ctx = make_ctx(NULL);
+	cli.ctx = make_ctx(NULL);
+	pair(&srv, &cli);
+	rdmamsg_ctx_get_fd(srv.ctx, &p[0].fd);
+	rdmamsg_ctx_get_fd(cli.ctx, &p[1].fd);
+	p[0].events = p[1].events = POLLIN;
+	if (pthread_create(&th, NULL, waker, srv.ctx))
+		bail_out("no thread");
+	end = test_now_ms() + 20000;
+	while (woke_seq < WAKES && test_now_ms() < end) {
+		if (sent < 2000)
+			send_n(&cli, &srv, &sent, 1);
+		/* block only when both say so: a lost wake-up sleeps 20 s */
+		if (rdmamsg_ctx_arm(srv.ctx) == 0 &&
+		    rdmamsg_ctx_arm(cli.ctx) == 0)
+			poll(p, 2, (int)(end - test_now_ms()));
+		rdmamsg_ctx_progress(srv.ctx);
+		rdmamsg_ctx_progress(cli.ctx);
+	}
+	pthread_join(th, NULL);
+	is_int(woke_seq, WAKES, "a callback ran after the last wake-up");
+	ok(wakeups >= 1 && wakeups <= WAKES, "%d callbacks for %d wake-ups",
+	   wakeups, WAKES);
+	is_int(off_thread, 0, "every callback ran in the loop thread");
+	is_int(srv.bad, 0, "messages intact meanwhile");
+	ok(test_side_close2(&srv, &cli, 5000), "closed");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+}
+
+/* stop_in_callback -- rdmamsg_ctx_stop() from a callback (the wakeup
+ * callback) makes rdmamsg_ctx_run() return with the endpoint still open;
+ * a later run is not stopped by it */
+static void stop_in_callback(void)
+{
+	static struct test_side srv, cli;
+
+	srv.ctx = make_ctx(NULL);
+	cli.ctx = make_ctx(NULL);
+	pair(&srv, &cli);
+	rdmamsg_ctx_wakeup(srv.ctx);
+	stop_in_wakeup = 1;
+	alarm(20); /* a run that never returns fails the test */
+	is_int(rdmamsg_ctx_run(srv.ctx), 0, "run returns 0 after stop");
+	alarm(0);
+	stop_in_wakeup = 0;
+	ok(!srv.disc && !cli.disc, "the connection is still up");
+	ok(test_side_close2(&srv, &cli, 5000), "closed");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+}
+
+static int iterations; /* libev loop iterations (a check watcher) */
+static int timer_fired;
+
+/* on_check -- count the loop's iterations */
+static void on_check(struct ev_loop *loop, ev_check *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+	iterations++;
+}
+
+/* on_timer -- the program's own watcher: note that it ran, end the run
+ * (the open endpoints keep it alive) */
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)revents;
+	timer_fired = 1;
+	ev_timer_stop(loop, w);
+	ev_break(loop, EVBREAK_ONE);
+}
+
+/* ev_run_for -- run loop until a timer of ms ends it: 1 if ev_run()
+ * lasted until that timer (was not ended by the library) */
+static int ev_run_for(struct ev_loop *loop, int ms)
+{
+	ev_timer t;
+
+	timer_fired = 0;
+	ev_timer_init(&t, on_timer, ms / 1000.0, 0.);
+	ev_timer_start(loop, &t);
+	ev_run(loop, 0);
+	ev_timer_stop(loop, &t);
+	return timer_fired;
+}
+
+/* libev_mode -- two contexts in one libev loop that the program drives
+ * with ev_run() itself */
+static void libev_mode(void)
+{
+	static struct test_side srv, cli;
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	char addr[64];
+	ev_check chk;
+	long long t0;
+
+	srv.ctx = make_ctx(loop);
+	cli.ctx = make_ctx(loop);
+	ev_check_init(&chk, on_check);
+	ev_check_start(loop, &chk);
+	ev_unref(loop); /* counts, keeps nothing alive */
+	srv.cbs = &cbs;
+	if (test_side_listen(&srv, NULL, addr, sizeof(addr)) ||
+	    rdmamsg_connect(cli.ctx, addr, NULL, &cbs, &cli, &cli.ep))
+		bail_out("no connection");
+	while (!cli.up || !srv.ep)
+		ev_run(loop, EVRUN_ONCE);
+	is_int(cli.status, 0, "libev: connected");
+
+	/* idle, connected: the loop blocks */
+	iterations = 0;
+	ok(ev_run_for(loop, 200), "libev: ev_run() lasts while idle");
+	ok(iterations < 20, "libev: %d iterations in 200 ms idle", iterations);
+
+	/* everything closed: ev_run() returns without ev_break() */
+	rdmamsg_ep_close(cli.ep, test_side_on_close);
+	rdmamsg_ep_close(srv.ep, test_side_on_close);
+	rdmamsg_listener_close(srv.lst, test_side_on_lclose);
+	t0 = test_now_ms();
+	alarm(20);
+	ev_run(loop, 0);
+	alarm(0);
+	ok(cli.closed && srv.closed && srv.lclosed,
+	   "libev: ev_run() returned once all closed");
+	ok(test_now_ms() - t0 < 5000, "libev: in %lld ms", test_now_ms() - t0);
+	is_int(wakeups, 0, "libev: no wakeup callback");
+	ev_ref(loop);
+	ev_check_stop(loop, &chk);
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "libev: server destroyed");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "libev: client destroyed");
+	ev_loop_destroy(loop);
+}
+
+int main(void)
+{
+	test_setup("loopwake");
+	loop_thread = pthread_self();
+	only_after_wakeup();
+	cross_thread();
+	stop_in_callback();
+	wakeups = 0;
+	libev_mode();
+	return done_testing();
+}
