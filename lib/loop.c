@@ -104,8 +104,6 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	(void)revents;
 	lp->ctx->force_epoll = 1;
 	rdmamsg_ctx_progress(lp->ctx);
-	if (lp->ctx->stop)
-		ev_break(loop, EVBREAK_ONE);
 }
 
 /* idle_cb -- libev: the pass that arm() asked for, without blocking */
@@ -117,8 +115,6 @@ static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 	ev_ref(loop); /* it was started unreferenced */
 	ev_idle_stop(loop, w);
 	rdmamsg_ctx_progress(lp->ctx);
-	if (lp->ctx->stop)
-		ev_break(loop, EVBREAK_ONE);
 }
 
 /* prepare_cb -- libev is about to block: arm the CQs (poll, arm, poll);
@@ -711,6 +707,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_stop(struct rdmamsg_ctx *ctx)
 	if (!ctx)
 		return -EINVAL;
 	ctx->stop = 1;
+	/* the ev_run() running now ends (rdmamsg_ctx_run's or the caller's
+	 * own); nothing of it stays to end a later one */
 	if (ctx->lp)
 		ev_break(ctx->loop, EVBREAK_ONE);
 	return 0;

@@ -4,7 +4,8 @@
  * (rdmamsg_ctx_create(3), "Driving the context"; rdmamsg(7), Threading):
  * the wakeup callback runs in the loop thread after rdmamsg_ctx_wakeup()
  * and only then, also while another thread calls it without pause;
- * rdmamsg_ctx_stop() from a callback ends rdmamsg_ctx_run(); in libev mode the context neither spins an idle loop nor
+ * rdmamsg_ctx_stop() from a callback ends rdmamsg_ctx_run() and nothing
+ * after it; in libev mode the context neither spins an idle loop nor
  * keeps ev_run() alive once its last object has closed.
  */
 #include "config.h"
@@ -21,6 +22,7 @@ static pthread_t loop_thread; /* the thread that drives the contexts */
 static int off_thread;	      /* wakeup callbacks run by another thread */
 static uint64_t woke_seq;  /* the waker's count as the last callback saw it */
 static uint64_t waker_seq; /* the waker's calls so far (atomic) */
+static int stop_in_recv;   /* on_recv_cb calls rdmamsg_ctx_stop() */
 static int stop_in_wakeup; /* on_wakeup calls rdmamsg_ctx_stop() */
 
 /* on_wakeup -- count wakeup callbacks, note the thread and the waker's
@@ -37,7 +39,7 @@ static void on_wakeup(struct rdmamsg_ctx *ctx, void *arg)
 		rdmamsg_ctx_stop(ctx);
 }
 
-/* on_recv_cb -- count the messages */
+/* on_recv_cb -- count the messages; stop the run if asked to */
 static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 		       uint32_t imm, unsigned int flags, void *arg)
 {
@@ -50,6 +52,8 @@ static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
 	s->got++;
 	if (!s->ep)
 		s->ep = ep;
+	if (stop_in_recv)
+		rdmamsg_ctx_stop(s->ctx);
 }
 
 static const struct rdmamsg_ep_cbs cbs = {
@@ -264,6 +268,7 @@ static void libev_mode(void)
 {
 	static struct test_side srv, cli;
 	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	uint64_t sent = 0;
 	char addr[64];
 	ev_check chk;
 	long long t0;
@@ -285,6 +290,19 @@ static void libev_mode(void)
 	iterations = 0;
 	ok(ev_run_for(loop, 200), "libev: ev_run() lasts while idle");
 	ok(iterations < 20, "libev: %d iterations in 200 ms idle", iterations);
+
+	/* a callback stops the run: this ev_run() returns, and the next one
+	 * is not ended again by the library */
+	send_n(&cli, &srv, &sent, 1);
+	stop_in_recv = 1;
+	alarm(20);
+	ev_run(loop, 0);
+	alarm(0);
+	stop_in_recv = 0;
+	is_int(srv.got, 1, "libev: stopped by the receive callback");
+	send_n(&cli, &srv, &sent, 5);
+	ok(ev_run_for(loop, 200), "libev: a later ev_run() is not stopped");
+	is_int(srv.got, 6, "libev: the later messages arrived");
 
 	/* everything closed: ev_run() returns without ev_break() */
 	rdmamsg_ep_close(cli.ep, test_side_on_close);
