@@ -21,6 +21,10 @@
 #define POLL_BUDGET   64 /* batches per call: the rest next pass */
 #define CQ_MIN	      1024
 #define IFACE_MAX_CQS 256 /* CQs of max_cqe entries each */
+/* messages of packs per call, the rest next pass too (checked after each
+ * full batch): a budget of completions alone lets a flood of packed small
+ * messages run up to 128 callbacks a completion, 262,144 a pass */
+#define PACK_BUDGET (POLL_BUDGET * RDMAMSG_POLL_BATCH)
 
 /* rdmamsg__iface_init -- no CQ yet: the first lane makes one */
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx)
@@ -392,11 +396,13 @@ static inline __attribute__((always_inline)) int drain(struct rdmamsg_ctx *ctx)
 	struct rdmamsg__iface *ifc = &ctx->ifc;
 	struct ibv_wc wc[RDMAMSG_POLL_BATCH];
 	int more = 0, n, budget;
-	uint64_t start = ++ifc->seq;
+	uint64_t start;
 	uint32_t c;
 
 	if (ifc->polling)
 		return 0;
+	/* stamped once in: rdmamsg__iface_packed counts for this drain */
+	start = ++ifc->seq;
 	ifc->polling = 1;
 	if (RDMAMSG_UNLIKELY(ifc->nstash)) {
 		/* polled by arm(): older than anything in the CQs now */
@@ -413,9 +419,11 @@ static inline __attribute__((always_inline)) int drain(struct rdmamsg_ctx *ctx)
 			n = ibv_poll_cq(q->cq, RDMAMSG_POLL_BATCH, wc);
 			if (n > 0)
 				route(ctx, wc, (uint32_t)n);
-		} while (n == RDMAMSG_POLL_BATCH && --budget);
+		} while (n == RDMAMSG_POLL_BATCH && --budget &&
+			 (ifc->packed_seq != start ||
+			  ifc->packed < PACK_BUDGET));
 		if (n == RDMAMSG_POLL_BATCH)
-			more = 1; /* the budget ran out */
+			more = 1; /* a budget ran out */
 		else if (n >= 0)
 			q->stale = 0; /* seen empty: freed lanes' gone */
 	}

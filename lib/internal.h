@@ -284,6 +284,11 @@ struct rdmamsg__iface {
 	struct ibv_wc stash[RDMAMSG_POLL_BATCH];
 	uint32_t nstash;
 	int events; /* some CQ's event came in (icq.event): spend them */
+	/* messages that packs delivered in the drain stamped packed_seq: a
+	 * drain's budget counts them too (a pack is one completion, up to
+	 * 128 messages) */
+	uint64_t packed_seq;
+	uint32_t packed;
 };
 
 /* ---- context ------------------------------------------------------- */
@@ -795,6 +800,21 @@ void rdmamsg__iface_hold(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 void rdmamsg__iface_release(struct rdmamsg__lane *lane);
 void rdmamsg__iface_replay(struct rdmamsg__lane *lane);
 int rdmamsg__iface_poll(struct rdmamsg_ctx *ctx);
+
+/* rdmamsg__iface_packed -- a pack's count messages were delivered: the
+ * drain running counts them against its budget (no cost to a drain that
+ * delivers none: the count is reset here, by the drain's stamp) */
+static inline void rdmamsg__iface_packed(struct rdmamsg_ctx *ctx,
+					 uint32_t count)
+{
+	struct rdmamsg__iface *ifc = &ctx->ifc;
+
+	if (ifc->packed_seq != ifc->seq) {
+		ifc->packed_seq = ifc->seq;
+		ifc->packed = 0;
+	}
+	ifc->packed += count;
+}
 
 /* rdmamsg__iface_stamp -- a point in time for rdmamsg__iface_poll_after */
 static inline uint64_t rdmamsg__iface_stamp(struct rdmamsg_ctx *ctx)

@@ -1206,6 +1206,7 @@ static __attribute__((noinline)) int rx_pack(struct rdmamsg_ep *ep,
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 0;
 	}
+	rdmamsg__iface_packed(ep->ctx, count); /* the drain's budget */
 	for (i = 0; i < count && ep->st == EPS_UP; i++) {
 		rdmamsg__prec_get(p, &r);
 		flags = (r.flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
