@@ -7,7 +7,8 @@
  * rdmamsg_ctx_stop() from a callback ends rdmamsg_ctx_run() and nothing
  * after it; in libev mode the context neither spins an idle loop nor
  * keeps ev_run() alive once its last object has closed; a peer's flood
- * keeps no rdmamsg_ctx_progress() call long (flood_fair).
+ * keeps no rdmamsg_ctx_progress() call long (flood_fair); the protocol
+ * holds with an edge-triggered epoll too (edge_triggered).
  */
 #include "config.h"
 
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/timerfd.h>
 
 #include "../tap.h"
@@ -225,6 +227,79 @@ static void stop_in_callback(void)
 	stop_in_wakeup = 0;
 	ok(!srv.disc && !cli.disc, "the connection is still up");
 	ok(test_side_close2(&srv, &cli, 5000), "closed");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+}
+
+/* et_wait -- drive a and b from an edge-triggered epoll set over their
+ * fds (as mio and other edge-triggered loops do) until *n reaches want:
+ * block only once both arms said 0; 1 when a wait slept 5 s through work
+ * (a lost wake-up) */
+static int et_wait(int epfd, struct test_side *a, struct test_side *b,
+		   volatile uint64_t *n, uint64_t want)
+{
+	struct epoll_event ev[2];
+
+	while (*n < want) {
+		if (rdmamsg_ctx_arm(a->ctx) == 0 &&
+		    rdmamsg_ctx_arm(b->ctx) == 0 &&
+		    epoll_wait(epfd, ev, 2, 5000) == 0)
+			return 1;
+		rdmamsg_ctx_progress(a->ctx);
+		rdmamsg_ctx_progress(b->ctx);
+	}
+	return 0;
+}
+
+/* edge_triggered -- the arm/wait/progress protocol loses no wake-up when
+ * the caller's epoll watches the fds edge-triggered: messages each way,
+ * one at a time and in bursts, and a cross-thread wake-up */
+static void edge_triggered(void)
+{
+	static struct test_side srv, cli;
+	struct epoll_event e = {.events = EPOLLIN | EPOLLET};
+	uint64_t to_srv = 0, to_cli = 0, i;
+	int epfd, fd, stalls = 0, w0;
+	pthread_t th;
+
+	srv.ctx = make_ctx(NULL);
+	cli.ctx = make_ctx(NULL);
+	pair(&srv, &cli);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	rdmamsg_ctx_get_fd(srv.ctx, &fd);
+	e.data.fd = fd;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e);
+	rdmamsg_ctx_get_fd(cli.ctx, &fd);
+	e.data.fd = fd;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e);
+	for (i = 0; i < 600 && !stalls; i++) {
+		uint64_t k = 1 + (i % 5 == 0 ? 40 : 0);
+
+		send_n(&cli, &srv, &to_srv, k);
+		stalls += et_wait(epfd, &srv, &cli, &srv.got, to_srv);
+		send_n(&srv, &cli, &to_cli, 1);
+		stalls += et_wait(epfd, &srv, &cli, &cli.got, to_cli);
+	}
+	is_int(stalls, 0, "edge-triggered: no wait slept through a message");
+	is_int(srv.got, to_srv, "edge-triggered: every message to the server");
+	is_int(cli.got, to_cli, "edge-triggered: every message to the client");
+	is_int(srv.bad + cli.bad, 0, "edge-triggered: in order");
+
+	w0 = wakeups;
+	woke_seq = 0;
+	__atomic_store_n(&waker_seq, 0, __ATOMIC_RELAXED);
+	pthread_create(&th, NULL, waker, srv.ctx);
+	{
+		/* woke_seq is what the callback saw: wait for the last */
+		volatile uint64_t *seen = &woke_seq;
+
+		stalls += et_wait(epfd, &srv, &cli, seen, WAKES);
+	}
+	pthread_join(th, NULL);
+	is_int(stalls, 0, "edge-triggered: a callback after the last wake-up");
+	ok(wakeups > w0, "edge-triggered: %d callbacks", wakeups - w0);
+	close(epfd);
+	ok(test_side_close2(&srv, &cli, 5000), "edge-triggered: closed");
 	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
 }
@@ -561,6 +636,7 @@ int main(void)
 	only_after_wakeup();
 	cross_thread();
 	stop_in_callback();
+	edge_triggered();
 	wakeups = 0;
 	libev_mode();
 	return done_testing();
