@@ -167,6 +167,15 @@ static void *waker(void *arg)
 	return NULL;
 }
 
+/* late_waker -- one rdmamsg_ctx_wakeup() from another thread, once the
+ * loop sleeps */
+static void *late_waker(void *arg)
+{
+	usleep(100000);
+	rdmamsg_ctx_wakeup(arg);
+	return NULL;
+}
+
 /* cross_thread -- another thread calls rdmamsg_ctx_wakeup() while this one
  * blocks and progresses as documented and messages flow: every callback
  * runs here, and one runs after the last call (no wake-up lost) */
@@ -592,6 +601,23 @@ static void libev_mode(void)
 	iterations = 0;
 	ok(ev_run_for(loop, 200), "libev: ev_run() lasts while idle");
 	ok(iterations < 20, "libev: %d iterations in 200 ms idle", iterations);
+
+	/* another thread's wake-up while ev_run() sleeps: the callback runs
+	 * in this thread and stops the run */
+	{
+		pthread_t th;
+		int w0 = wakeups;
+
+		stop_in_wakeup = 1;
+		pthread_create(&th, NULL, late_waker, srv.ctx);
+		ok(!ev_run_for(loop, 10000),
+		   "libev: a wake-up from another thread ended the sleep");
+		pthread_join(th, NULL);
+		stop_in_wakeup = 0;
+		is_int(wakeups - w0, 1, "libev: its callback ran once");
+		is_int(off_thread, 0, "libev: in the loop thread");
+		wakeups = w0;
+	}
 
 	/* a callback stops the run: this ev_run() returns, and the next one
 	 * is not ended again by the library */
