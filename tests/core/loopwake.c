@@ -537,6 +537,49 @@ static void flood_fair(void)
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
 }
 
+static int group_closed; /* group_run's group closed */
+
+/* on_group_closed -- group_run's close callback */
+static void on_group_closed(struct rdmamsg_group *g, void *arg)
+{
+	(void)g;
+	(void)arg;
+	group_closed = 1;
+}
+
+/* group_run -- a multicast group alone keeps rdmamsg_ctx_run() going
+ * (until stopped), and run returns once its close callback ran */
+static void group_run(void)
+{
+	static const struct rdmamsg_group_cbs gcbs;
+	struct rdmamsg_group *g;
+	struct rdmamsg_ctx *ctx = make_ctx(NULL);
+	long long t0;
+	pthread_t th;
+	int w0 = wakeups;
+
+	is_int(rdmamsg_group_join(ctx, "239.1.2.91", NULL, &gcbs, NULL, &g), 0,
+	       "group: joined");
+	stop_in_wakeup = 1;
+	pthread_create(&th, NULL, late_waker, ctx);
+	t0 = test_now_ms();
+	alarm(20);
+	is_int(rdmamsg_ctx_run(ctx), 0, "group: run returns 0 when stopped");
+	alarm(0);
+	pthread_join(th, NULL);
+	stop_in_wakeup = 0;
+	ok(test_now_ms() - t0 >= 90 && wakeups - w0 == 1,
+	   "group: run lasted until the wake-up stopped it (%lld ms)",
+	   test_now_ms() - t0);
+	is_int(rdmamsg_group_close(g, on_group_closed), 0, "group: close");
+	alarm(20);
+	is_int(rdmamsg_ctx_run(ctx), 0, "group: run returns by itself");
+	alarm(0);
+	ok(group_closed, "group: once its close callback ran");
+	is_int(rdmamsg_ctx_destroy(&ctx), 0, "group: context destroyed");
+	wakeups = w0;
+}
+
 static int iterations; /* libev loop iterations (a check watcher) */
 static int timer_fired;
 
@@ -663,6 +706,7 @@ int main(void)
 	cross_thread();
 	stop_in_callback();
 	edge_triggered();
+	group_run();
 	wakeups = 0;
 	libev_mode();
 	return done_testing();
