@@ -380,13 +380,22 @@ static void ep_event(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		rdmamsg__ep_defer(ep);
 }
 
-/* rdmamsg__cm_process -- get CM events until EAGAIN and handle them */
+/* CM events a pass takes: a storm of connection requests (each an accept,
+ * a QP made) must not hold one progress call, and the caller's loop, for
+ * long; the rest wait for the next pass */
+#define CM_BUDGET 64
+
+/* rdmamsg__cm_process -- get CM events until EAGAIN, or the pass's
+ * budget, and handle them */
 void rdmamsg__cm_process(struct rdmamsg_ctx *ctx)
 {
 	struct rdma_cm_event *ev;
 	struct cm_ev e;
+	int budget = CM_BUDGET;
 
-	while (ctx->ops->get_cm_event(ctx->ech, &ev) == 0) {
+	while (budget-- > 0) {
+		if (ctx->ops->get_cm_event(ctx->ech, &ev))
+			return;
 		if (ev->id && ev->id->context &&
 		    ((struct rdmamsg__cmobj *)ev->id->context)->type ==
 			    OBJ_GROUP) {
@@ -419,4 +428,9 @@ void rdmamsg__cm_process(struct rdmamsg_ctx *ctx)
 			 * accept fails and reports */
 		}
 	}
+	/* the budget ran out: rdmamsg_ctx_arm() says -EBUSY and the next
+	 * pass looks at the channel again (an edge-triggered caller would
+	 * get no new event for what is already queued) */
+	ctx->pending = 1;
+	ctx->force_epoll = 1;
 }

@@ -7,8 +7,9 @@
  * rdmamsg_ctx_stop() from a callback ends rdmamsg_ctx_run() and nothing
  * after it; in libev mode the context neither spins an idle loop nor
  * keeps ev_run() alive once its last object has closed; a peer's flood
- * keeps no rdmamsg_ctx_progress() call long (flood_fair); the protocol
- * holds with an edge-triggered epoll too (edge_triggered).
+ * keeps no rdmamsg_ctx_progress() call long (flood_fair), nor does a storm
+ * of connection requests (connect_storm); the protocol holds with an
+ * edge-triggered epoll too (edge_triggered).
  */
 #include "config.h"
 
@@ -580,6 +581,102 @@ static void group_run(void)
 	wakeups = w0;
 }
 
+#define STORM 200 /* connection requests at once */
+
+static int reqs, reqs_in_pass; /* requests taken; in the current pass */
+static struct test_side storm_srv[STORM]; /* the accepted endpoints' */
+
+/* on_storm_req -- accept every request, counting them */
+static void on_storm_req(struct rdmamsg_listener *l,
+			 struct rdmamsg_conn_req *req, const void *pdata,
+			 size_t len, void *arg)
+{
+	struct rdmamsg_ep **eps = arg;
+
+	(void)l;
+	(void)pdata;
+	(void)len;
+	if (reqs >= STORM ||
+	    rdmamsg_conn_req_accept(req, NULL, &cbs, &storm_srv[reqs],
+				    &eps[reqs]))
+		rdmamsg_conn_req_reject(req, 0, NULL, 0);
+	reqs++;
+	reqs_in_pass++;
+}
+
+static int storm_closed;
+
+/* on_storm_close -- count the closed endpoints */
+static void on_storm_close(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	storm_closed++;
+}
+
+/* connect_storm -- STORM connection requests queued at once are taken a
+ * bounded number per rdmamsg_ctx_progress() call, the rest in the passes
+ * after it (arm says -EBUSY meanwhile), and every one gets in */
+static void connect_storm(void)
+{
+	static struct rdmamsg_ep *sep[STORM], *cep[STORM];
+	static struct test_side cs[STORM];
+	struct test_side srv = {0}, cli = {0};
+	int i, up = 0, most = 0, busy = 1;
+	uint16_t port = 0;
+	char addr[64];
+	long long end;
+
+	srv.ctx = make_ctx(NULL);
+	cli.ctx = make_ctx(NULL);
+	if (rdmamsg_listen(srv.ctx, "127.0.0.1:0", on_storm_req, sep,
+			   &srv.lst) ||
+	    rdmamsg_listener_get_port(srv.lst, &port))
+		bail_out("no listener");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	for (i = 0; i < STORM; i++) {
+		cs[i].ctx = cli.ctx;
+		if (rdmamsg_connect(cli.ctx, addr, NULL, &cbs, &cs[i], &cep[i]))
+			bail_out("connect %d", i);
+	}
+	/* only the clients run: their requests queue at the listener */
+	end = test_now_ms() + 1000;
+	while (test_now_ms() < end)
+		rdmamsg_ctx_progress(cli.ctx);
+	end = test_now_ms() + 20000;
+	while (test_now_ms() < end) {
+		reqs_in_pass = 0;
+		rdmamsg_ctx_progress(srv.ctx);
+		if (reqs_in_pass > most)
+			most = reqs_in_pass;
+		if (reqs_in_pass && reqs < STORM &&
+		    rdmamsg_ctx_arm(srv.ctx) != -EBUSY)
+			busy = 0;
+		rdmamsg_ctx_progress(cli.ctx);
+		for (up = 0, i = 0; i < STORM; i++)
+			up += cs[i].up && !cs[i].status;
+		if (up == STORM)
+			break;
+	}
+	diag("%d requests, at most %d in a pass", reqs, most);
+	is_int(up, STORM, "storm: every connection up");
+	ok(most <= 64, "storm: at most 64 requests in a pass (%d)", most);
+	ok(busy, "storm: arm says -EBUSY while requests wait");
+	for (i = 0; i < STORM; i++) {
+		rdmamsg_ep_close(cep[i], on_storm_close);
+		if (sep[i])
+			rdmamsg_ep_close(sep[i], on_storm_close);
+	}
+	rdmamsg_listener_close(srv.lst, test_side_on_lclose);
+	end = test_now_ms() + 20000;
+	while ((storm_closed < 2 * STORM || !srv.lclosed) &&
+	       test_now_ms() < end)
+		test_run2(&srv, &cli, &srv.lclosed, 10);
+	is_int(storm_closed, 2 * STORM, "storm: every endpoint closed");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+}
+
 static int iterations; /* libev loop iterations (a check watcher) */
 static int timer_fired;
 
@@ -707,6 +804,7 @@ int main(void)
 	stop_in_callback();
 	edge_triggered();
 	group_run();
+	connect_storm();
 	wakeups = 0;
 	libev_mode();
 	return done_testing();
