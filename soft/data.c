@@ -2403,6 +2403,46 @@ void soft_srq_drain(struct soft_srq *srq)
 	atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);
 }
 
+/*
+ * soft_srq_hold -- the right to take the SRQ's WQEs, for a QP that takes
+ * them outside rx_qp (UD, UC: ud.c): its lock, as rx_qp holds it, and
+ * what initiators consumed drained first, so the WQE at our tail is
+ * the next one nobody took; -1 while an initiator holds the lock (the
+ * caller takes nothing now and tries again at its next pass); ctx lock
+ * held
+ */
+int soft_srq_hold(struct soft_srq *srq)
+{
+	uint32_t z = 0;
+
+	if (!srq->shm)
+		return 0;
+	if (!atomic_compare_exchange_strong_explicit(&srq->shm->lock, &z, 1,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return -1;
+	srq_drain(srq->ctx, srq);
+	return 0;
+}
+
+/* soft_srq_release -- give back what soft_srq_hold took */
+void soft_srq_release(struct soft_srq *srq)
+{
+	if (srq->shm)
+		atomic_store_explicit(&srq->shm->lock, 0, memory_order_release);
+}
+
+/* soft_srq_consume -- the WQE at the tail taken, for the initiators too
+ * (the segment's consumed count, as rx_take_wqe); soft_srq_hold held */
+void soft_srq_consume(struct soft_srq *srq)
+{
+	srq->tail++;
+	if (srq->shm)
+		atomic_store_explicit(&srq->shm->cons, srq->tail,
+				      memory_order_release);
+	soft_srq_check_limit(srq);
+}
+
 /* rx_commit -- write the verdict, BUSY/XFER -> DONE; 0: the sender had
  * cancelled the message (then it is not delivered) */
 static int rx_commit(struct soft_qp *qp, struct soft_slot *s, uint32_t from,

@@ -1211,6 +1211,10 @@ void soft_dc_set_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t dctn,
 		      uint64_t key);
 /* data.c: a DCT's SRQ: the receive completions initiators produced */
 void soft_srq_drain(struct soft_srq *srq);
+/* data.c: a UD/UC QP's SRQ WQEs: its lock (-1 busy), release, consume */
+int soft_srq_hold(struct soft_srq *srq);
+void soft_srq_release(struct soft_srq *srq);
+void soft_srq_consume(struct soft_srq *srq);
 /* ud.c: what an address handle was created with */
 const struct ibv_ah_attr *soft_ah_attr(struct ibv_ah *ah);
 

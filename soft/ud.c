@@ -639,7 +639,8 @@ static enum ibv_wc_status scatter(struct soft_qp *qp, struct soft_rwqe *r,
 	return IBV_WC_SUCCESS;
 }
 
-/* take_rwqe -- the next receive WQE (own RQ or SRQ), NULL if none */
+/* take_rwqe -- the next receive WQE (own RQ, or SRQ: drain holds its
+ * lock), NULL if none */
 static struct soft_rwqe *take_rwqe(struct soft_qp *qp)
 {
 	struct soft_ud *u = qp->ud;
@@ -654,14 +655,14 @@ static struct soft_rwqe *take_rwqe(struct soft_qp *qp)
 	return &u->rq[u->rq_tail & (u->rq_size - 1)];
 }
 
+/* consume_rwqe -- take_rwqe's WQE consumed (an SRQ's: for the
+ * initiators serving its other QPs too, soft_srq_consume) */
 static void consume_rwqe(struct soft_qp *qp)
 {
-	if (qp->srq) {
-		qp->srq->tail++;
-		soft_srq_check_limit(qp->srq);
-	} else {
+	if (qp->srq)
+		soft_srq_consume(qp->srq);
+	else
 		qp->ud->rq_tail++;
-	}
 }
 
 static int qp_receives(enum ibv_qp_state s)
@@ -741,8 +742,9 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 		soft_qp_to_error(qp);
 }
 
-/* drain -- take what peers appended to our queue; lock held */
-static void drain(struct soft_qp *qp)
+/* drain_queue -- take what peers appended to our queue; lock held (and
+ * the SRQ's, if any) */
+static void drain_queue(struct soft_qp *qp)
 {
 	struct soft_ud *u = qp->ud;
 	struct ud_qhdr *q = u->q;
@@ -775,6 +777,21 @@ static void drain(struct soft_qp *qp)
 		u->head += n;
 		atomic_store_explicit(&q->head, u->head, memory_order_release);
 	}
+}
+
+/*
+ * drain -- drain_queue; lock held.  On an SRQ, with the SRQ's lock, as
+ * an RC QP's responder (rx_qp) and an initiator serving one take its
+ * WQEs: each WQE goes to one message.  While an initiator holds it the
+ * queue waits for the next pass (UD/UC QPs are visited at every pass).
+ */
+static void drain(struct soft_qp *qp)
+{
+	if (qp->srq && soft_srq_hold(qp->srq))
+		return;
+	drain_queue(qp);
+	if (qp->srq)
+		soft_srq_release(qp->srq);
 }
 
 /* ud_progress -- drain the inbound queue, flush in ERR; lock held */

@@ -6,7 +6,9 @@
  * initiator serves the responder QP of its own process); and a SIGSTOPped
  * responder process: SENDs to its posted receives, WRITE_WITH_IMM, RDMA
  * WRITE, READ and atomics all complete at the initiator without it, and
- * the responder, continued, finds its completions and data.
+ * the responder, continued, finds its completions and data; one SRQ
+ * feeding a UD and an RC QP of a stopped process gives each receive to
+ * one message.
  */
 #include "config.h"
 
@@ -19,7 +21,11 @@
 #include "../tap.h"
 #include "common.h"
 
-#define LEN 65536
+#define LEN  65536
+#define QKEY 0x11111111u
+
+/* softrdma's drop counters (why: 0 no receive, 1 qkey, 2 full, -1 all) */
+uint64_t softrdma_qp_drops(struct ibv_qp *qp, int why);
 
 /* one_thread -- the sender's thread polls only the sender's CQ */
 static void one_thread(int same_ctx)
@@ -530,6 +536,241 @@ static void srq_stopped(void)
 	free(buf);
 }
 
+/* mixed_recv -- one receive of wr_id ID into buf, 4096 bytes */
+static int mixed_recv(struct ibv_srq *srq, char *buf, uint32_t lkey,
+		      uint64_t id)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, 4096, lkey};
+	struct ibv_recv_wr rwr, *rbad;
+
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.wr_id = id;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	return ibv_post_srq_recv(srq, &rwr, &rbad);
+}
+
+/* holds -- buf holds n bytes of c and nothing after them */
+static int holds(const char *buf, size_t n, char c)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (buf[i] != c)
+			return 0;
+	return !buf[n];
+}
+
+/*
+ * srq_mixed_resp -- a UD QP and an RC QP on one SRQ of four receives
+ * (40..43): takes one datagram itself, stops while the RC initiator is
+ * served, then checks each receive completed once, in order, with its
+ * one message, the two late datagrams dropped, the RNR-waited SEND in
+ * the receive it posts last
+ */
+static int srq_mixed_resp(int rfd, int wfd)
+{
+	struct ibv_srq_init_attr sa;
+	struct ibv_qp_init_attr qa;
+	struct tctx t;
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	struct ibv_qp *rc, *ud;
+	struct info me[2], peer;
+	char *buf = calloc(1, 5 * 4096 + 1);
+	struct ibv_wc wc[5];
+	int i;
+
+	if (!buf || t_open(&t, 16))
+		return 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 8;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	mr = ibv_reg_mr(t.pd, buf, 5 * 4096 + 1, IBV_ACCESS_LOCAL_WRITE);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = t.cq;
+	qa.srq = srq;
+	qa.qp_type = IBV_QPT_UD;
+	qa.cap.max_send_wr = 4;
+	qa.cap.max_send_sge = 1;
+	rc = srq ? t_rc_qp(&t, 16, srq) : NULL;
+	ud = srq ? ibv_create_qp(t.pd, &qa) : NULL;
+	if (!mr || !rc || !ud || t_ud_up(ud, QKEY))
+		return 1;
+	memset(me, 0, sizeof(me));
+	me[0].qpn = rc->qp_num;
+	me[1].qpn = ud->qp_num;
+	t_xsend(wfd, me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(rc, peer.qpn, 0, 1, 7, 14, 7))
+		return 1;
+	for (i = 0; i < 4; i++)
+		if (mixed_recv(srq, buf + (size_t)i * 4096, mr->lkey,
+			       40 + (uint64_t)i))
+			return 1;
+	t_xsend(wfd, me, 1);
+	/* the first datagram: taken by the UD QP itself */
+	if (t_wait(t.cq, wc, 1, 10000) != 1 || wc[0].status ||
+	    wc[0].wr_id != 40 || wc[0].qp_num != ud->qp_num ||
+	    wc[0].byte_len != 40 + 100)
+		return 2;
+	raise(SIGSTOP); /* no softrdma call from here until continued */
+	/* the three SENDs served meanwhile, in order, on 41..43 */
+	if (t_wait(t.cq, wc, 3, 10000) != 3)
+		return 3;
+	for (i = 0; i < 3; i++)
+		if (wc[i].status || wc[i].wr_id != 41 + (uint64_t)i ||
+		    wc[i].qp_num != rc->qp_num ||
+		    wc[i].byte_len != 200 + 100 * (uint32_t)i)
+			return 4;
+	/* the two datagrams after them find the SRQ empty: dropped */
+	for (i = 0; i < 500 && softrdma_qp_drops(ud, 0) < 2; i++)
+		if (t_wait(t.cq, wc, 1, 10) != 0)
+			return 5;
+	if (softrdma_qp_drops(ud, 0) != 2)
+		return 5;
+	/* the fourth SEND waited on RNR NAKs: it takes this one */
+	if (mixed_recv(srq, buf + 4 * 4096, mr->lkey, 44) ||
+	    t_wait(t.cq, wc, 1, 10000) != 1 || wc[0].status ||
+	    wc[0].wr_id != 44 || wc[0].qp_num != rc->qp_num ||
+	    wc[0].byte_len != 700)
+		return 6;
+	if (t_wait(t.cq, wc, 1, 200) != 0)
+		return 7; /* no receive completes twice */
+	/* each buffer holds its one message (a datagram after its GRH) */
+	if (!holds(buf + 40, 100, 'a') || !holds(buf + 4096, 200, 'b') ||
+	    !holds(buf + 2 * 4096, 300, 'c') ||
+	    !holds(buf + 3 * 4096, 400, 'e') ||
+	    !holds(buf + 4 * 4096, 700, 'g'))
+		return 8;
+	ibv_destroy_qp(rc);
+	ibv_destroy_qp(ud);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+	return 0;
+}
+
+/* mixed_send -- len bytes of c: a SEND on rc, or a datagram on ud */
+static void mixed_send(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t dqpn,
+		       char *buf, uint32_t lkey, uint32_t len, char c)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_send_wr wr, *bad;
+
+	memset(buf, c, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uint64_t)c;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (ah) {
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = dqpn;
+		wr.wr.ud.remote_qkey = QKEY;
+	}
+	if (ibv_post_send(qp, &wr, &bad))
+		bail_out("post_send");
+}
+
+/*
+ * srq_mixed -- one SRQ of a process feeding its UD QP and its RC QP: the
+ * datagram the UD QP took is not taken again by the initiator that
+ * serves the RC QP while the process is stopped, each receive completes
+ * once with its one message; more messages than receives: the late
+ * datagrams are dropped (UD has no RNR), the RC SEND waits on RNR NAKs
+ */
+static void srq_mixed(void)
+{
+	struct tctx t;
+	struct ibv_qp_init_attr qa;
+	struct ibv_ah_attr aa;
+	struct ibv_mr *mr;
+	struct ibv_qp *rc, *ud;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[4];
+	struct info me, peer[2];
+	char *buf = calloc(1, 4096), c;
+	int rfd, wfd, st = 0, n;
+	pid_t child;
+
+	if (!buf || t_open(&t, 16))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = t.cq;
+	qa.qp_type = IBV_QPT_UD;
+	qa.cap.max_send_wr = 4;
+	qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	rc = t_rc_qp(&t, 16, NULL);
+	ud = ibv_create_qp(t.pd, &qa);
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.port_num = 1;
+	aa.grh.sgid_index = 1;
+	aa.grh.hop_limit = 64;
+	ibv_query_gid(t.ctx, 1, 1, &aa.grh.dgid);
+	ah = ibv_create_ah(t.pd, &aa);
+	if (!mr || !rc || !ud || !ah || t_ud_up(ud, QKEY))
+		bail_out("setup");
+	memset(&me, 0, sizeof(me));
+	me.qpn = rc->qp_num;
+	child = t_spawn(srq_mixed_resp, &rfd, &wfd);
+	if (child < 0)
+		bail_out("spawn");
+	t_xrecv(rfd, peer, sizeof(peer));
+	t_xsend(wfd, &me, sizeof(me));
+	if (t_connect(rc, peer[0].qpn, 0, 1, 7, 14, 7))
+		bail_out("connect");
+	t_xrecv(rfd, &c, 1); /* its four receives are posted */
+	mixed_send(ud, ah, peer[1].qpn, buf, mr->lkey, 100, 'a');
+	n = t_wait(t.cq, wc, 1, 10000);
+	waitpid(child, &st, WUNTRACED);
+	ok(n == 1 && !wc[0].status && WIFSTOPPED(st),
+	   "mixed SRQ: the responder took a datagram, then stopped");
+	mixed_send(rc, NULL, 0, buf, mr->lkey, 200, 'b');
+	n = t_wait(t.cq, wc, 1, 10000);
+	mixed_send(rc, NULL, 0, buf, mr->lkey, 300, 'c');
+	n += t_wait(t.cq, wc + 1, 1, 10000);
+	mixed_send(ud, ah, peer[1].qpn, buf, mr->lkey, 400, 'd');
+	n += t_wait(t.cq, wc + 2, 1, 10000);
+	mixed_send(rc, NULL, 0, buf, mr->lkey, 400, 'e');
+	n += t_wait(t.cq, wc + 3, 1, 10000);
+	ok(n == 4 && wc[0].wr_id == 'b' && !wc[0].status &&
+		   wc[1].wr_id == 'c' && !wc[1].status && wc[3].wr_id == 'e' &&
+		   !wc[3].status,
+	   "mixed SRQ: three SENDs served against the stopped responder");
+	mixed_send(ud, ah, peer[1].qpn, buf, mr->lkey, 600, 'f');
+	n = t_wait(t.cq, wc, 1, 10000);
+	mixed_send(rc, NULL, 0, buf, mr->lkey, 700, 'g');
+	n += t_wait(t.cq, wc + 1, 1, 300);
+	ok(n == 1 && wc[0].wr_id == 'f',
+	   "mixed SRQ: its receives all taken, the next SEND waits on RNR "
+	   "NAKs (%d completions)",
+	   n);
+	kill(child, SIGCONT);
+	n = t_wait(t.cq, wc, 1, 20000);
+	ok(n == 1 && wc[0].wr_id == 'g' && !wc[0].status,
+	   "mixed SRQ: that SEND completes once the responder posts a "
+	   "receive");
+	waitpid(child, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "mixed SRQ: each receive completed once, in order, holding its "
+	   "one message; the late datagrams dropped (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(rc);
+	ibv_destroy_qp(ud);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	free(buf);
+}
+
 int main(void)
 {
 	t_isolate("progress");
@@ -538,6 +779,7 @@ int main(void)
 	one_sided_stopped();
 	errors_stopped();
 	srq_stopped();
+	srq_mixed();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
