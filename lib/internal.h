@@ -325,6 +325,9 @@ struct rdmamsg_ctx {
 	struct ibv_context *verbs;
 	char devname[64];
 	struct ibv_device_attr dattr;
+	/* the ports' least max_msg_sz, at the first one-sided operation
+	 * (rma.c msg_max; 0: not asked yet) */
+	uint32_t max_msg;
 	uint32_t max_inline;
 	/* test hook: control buffers are not registered (pool.c) */
 	int test_no_ctl;

@@ -92,6 +92,27 @@ static int in_bounds(uint64_t off, uint64_t len, uint64_t size)
 	return off <= size && len <= size - off;
 }
 
+/* msg_max -- the largest message the device takes: the least max_msg_sz
+ * of its ports (ibv_query_port(3); mlx5 and softrdma say 1 GiB, rxe
+ * 2 GiB), asked once; IB's 2 GiB where a port does not answer */
+static uint64_t msg_max(struct rdmamsg_ctx *ctx)
+{
+	struct ibv_port_attr pa;
+	uint32_t m = (uint32_t)1 << 31; /* IB's message limit */
+	unsigned int p;
+
+	if (ctx->max_msg)
+		return ctx->max_msg;
+	for (p = 1; p <= ctx->dattr.phys_port_cnt && p <= 255; p++) {
+		memset(&pa, 0, sizeof(pa));
+		if (!ibv_query_port(ctx->verbs, (uint8_t)p, &pa) &&
+		    pa.max_msg_sz && pa.max_msg_sz < m)
+			m = pa.max_msg_sz;
+	}
+	ctx->max_msg = m;
+	return m;
+}
+
 /* check_ep -- the endpoint can take a one-sided operation */
 static int check_ep(struct rdmamsg_ep *ep)
 {
@@ -124,8 +145,7 @@ static int rw(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
 		return -ERANGE;
 	if (!(rmr->access & need))
 		return -EACCES;
-	if (len > ep->ctx->dattr.max_mr_size ||
-	    len > ((uint64_t)1 << 31)) /* IB's message limit */
+	if (len > ep->ctx->dattr.max_mr_size || len > msg_max(ep->ctx))
 		return -EMSGSIZE;
 	if (lmr->iov) {
 		/* non-contiguous (mr_iov.c): its pieces as an SGE list */

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rma_edge.c -- one-sided operations at their edges, in one process
+ * (two contexts): every imported export, however malformed, is either
+ * refused with -EINVAL or usable without a crash; an export whose access
+ * flags were forged to grant a write is refused by the owner's device
+ * (-EACCES, memory unchanged, the endpoint down with -EACCES); operations
+ * in flight when the endpoint is closed complete exactly once, before the
+ * close callback; every write with immediate is seen exactly once with
+ * its immediate and length, also of length 0.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "../tap.h"
+#include "../core/util.h"
+
+#define LEN 4096
+
+static int ncb, opdone, last_status, close_seen, cb_after_close;
+static int nimm, imm_bad;
+static uint32_t imm_next;
+
+static void on_op(struct rdmamsg_ep *ep, int status, uint64_t value,
+		  void *op_ctx)
+{
+	(void)ep;
+	(void)value;
+	(void)op_ctx;
+	ncb++;
+	opdone = 1;
+	last_status = status;
+	if (close_seen)
+		cb_after_close++;
+}
+
+static void on_wimm(struct rdmamsg_ep *ep, uint32_t imm, size_t len, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	if (imm != imm_next || len != imm_next % 7)
+		imm_bad++;
+	imm_next++;
+	nimm++;
+}
+
+static void on_closed(struct rdmamsg_ep *ep, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)ep;
+	close_seen = 1;
+	s->closed = 1;
+}
+
+static int disc_status;
+
+static void cli_disc(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	disc_status = status;
+	test_side_on_disconnect(ep, status, arg);
+}
+
+static const struct rdmamsg_ep_cbs cbs = {
+	.on_connect = test_side_on_connect,
+	.on_disconnect = test_side_on_disconnect,
+};
+
+static const struct rdmamsg_ep_cbs cli_cbs = {
+	.on_connect = test_side_on_connect,
+	.on_disconnect = cli_disc,
+};
+
+/* up -- connect cli to srv (listening at addr) */
+static void up(struct test_side *srv, struct test_side *cli, const char *addr)
+{
+	cli->up = cli->status = cli->disc = cli->closed = 0;
+	srv->up = srv->status = srv->disc = srv->closed = 0;
+	srv->ep = cli->ep = NULL;
+	if (rdmamsg_connect(cli->ctx, addr, NULL, &cli_cbs, cli, &cli->ep))
+		bail_out("connect");
+	test_run2(srv, cli, &cli->up, 10000);
+	test_run2(srv, cli, &srv->up, 10000);
+	if (cli->status || !cli->ep || !srv->ep)
+		bail_out("no connection");
+}
+
+/* fuzz_import -- random and bit-flipped exports: -EINVAL or a region
+ * whose bounds hold (addr + len does not wrap, len not 0) */
+static void fuzz_import(const uint8_t *good)
+{
+	uint8_t ex[RDMAMSG_MR_EXPORT_SIZE + 8];
+	unsigned int i, bad = 0, taken = 0;
+	struct rdmamsg_rmr *r;
+	size_t sz;
+
+	srand(7);
+	for (i = 0; i < 50000; i++) {
+		size_t len = (size_t)rand() % (sizeof(ex) + 1), j;
+
+		memcpy(ex, good, RDMAMSG_MR_EXPORT_SIZE);
+		if (i & 1)
+			for (j = 0; j < sizeof(ex); j++)
+				ex[j] = (uint8_t)rand();
+		else
+			for (j = 0; j < 1 + (size_t)rand() % 4; j++)
+				ex[(size_t)rand() % RDMAMSG_MR_EXPORT_SIZE] ^=
+					(uint8_t)(1u << (rand() % 8));
+		r = NULL;
+		if (rdmamsg_rmr_import(ex, len, &r) == 0) {
+			taken++;
+			if (!r || rdmamsg_rmr_get_size(r, &sz) || !sz)
+				bad++;
+			rdmamsg_rmr_free(&r);
+		} else if (r) {
+			bad++;
+		}
+	}
+	diag("%u of 50000 fuzzed exports imported", taken);
+	is_int(bad, 0, "fuzzed imports: -EINVAL or a sane region");
+}
+
+int main(void)
+{
+	static struct test_side srv, cli;
+	static char smem[LEN], cmem[LEN], want[LEN];
+	uint8_t ex[RDMAMSG_MR_EXPORT_SIZE];
+	struct rdmamsg_mr *smr = NULL, *cmr = NULL;
+	struct rdmamsg_rmr *rmr = NULL;
+	struct rdmamsg_ep_attr *sa;
+	uint32_t acc;
+	char addr[64];
+	int i, zero = 0;
+
+	test_setup("rma_edge");
+	srv.ctx = test_ctx();
+	cli.ctx = test_ctx();
+	memset(smem, 's', sizeof(smem));
+	memset(cmem, 'c', sizeof(cmem));
+	is_int(rdmamsg_mr_reg(srv.ctx, smem, LEN,
+			      RDMAMSG_ACCESS_REMOTE_READ |
+				      RDMAMSG_ACCESS_REMOTE_WRITE,
+			      &smr),
+	       0, "server region registered");
+	is_int(rdmamsg_mr_reg(cli.ctx, cmem, LEN, 0, &cmr), 0,
+	       "client region registered");
+	if (!smr || !cmr || rdmamsg_mr_export(smr, ex, sizeof(ex)))
+		bail_out("export");
+	fuzz_import(ex);
+
+	if (rdmamsg_ep_attr_new(&sa) ||
+	    rdmamsg_ep_attr_set_on_write_imm(sa, on_wimm))
+		bail_out("attributes");
+	srv.cbs = &cbs;
+	srv.attr = sa;
+	is_int(test_side_listen(&srv, NULL, addr, sizeof(addr)), 0, "listen");
+
+	/* writes with immediate, lengths 0 to 6: each seen exactly once */
+	up(&srv, &cli, addr);
+	if (rdmamsg_rmr_import(ex, sizeof(ex), &rmr))
+		bail_out("import");
+	for (i = 0; i < 64; i++) {
+		opdone = 0;
+		if (rdmamsg_write_imm(cli.ep, cmr, 0, rmr, 0, (size_t)i % 7,
+				      (uint32_t)i, on_op, NULL))
+			bail_out("write_imm %d", i);
+		test_run2(&srv, &cli, &opdone, 5000);
+		if (!opdone || last_status)
+			break;
+	}
+	test_run2(&srv, &cli, &zero, 200);
+	is_int(nimm, 64, "64 writes with immediate seen");
+	is_int(imm_bad, 0, "each with its immediate and length");
+
+	/* above the device's largest message (ibv_query_port's max_msg_sz:
+	 * 1 GiB on softrdma, as on mlx5) but within both regions: refused
+	 * locally, nothing posted, the endpoint still up */
+	{
+		size_t big = ((size_t)1 << 30) + 4096;
+		uint8_t fx[RDMAMSG_MR_EXPORT_SIZE];
+		struct rdmamsg_rmr *frmr = NULL;
+		struct rdmamsg_mr *bmr = NULL;
+		uint64_t flen = (uint64_t)1 << 31;
+		void *p = mmap(NULL, big, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+			       0);
+
+		if (p == MAP_FAILED || rdmamsg_mr_reg(cli.ctx, p, big, 0, &bmr))
+			bail_out("a region of 1 GiB + 4 KiB");
+		memcpy(fx, ex, sizeof(fx));
+		memcpy(fx + 24, &flen, 8); /* claims 2 GiB */
+		if (rdmamsg_rmr_import(fx, sizeof(fx), &frmr))
+			bail_out("import");
+		ncb = 0;
+		is_int(rdmamsg_write(cli.ep, bmr, 0, frmr, 0,
+				     ((size_t)1 << 30) + 1, on_op, NULL),
+		       -EMSGSIZE, "write of 1 GiB + 1: -EMSGSIZE");
+		is_int(rdmamsg_read(cli.ep, bmr, 0, frmr, 0, big, on_op, NULL),
+		       -EMSGSIZE, "read of 1 GiB + 4 KiB: -EMSGSIZE");
+		test_run2(&srv, &cli, &zero, 100);
+		is_int(ncb, 0, "no callback");
+		opdone = 0;
+		is_int(rdmamsg_write(cli.ep, cmr, 0, rmr, 0, 8, on_op, NULL), 0,
+		       "the endpoint still takes a write");
+		test_run2(&srv, &cli, &opdone, 5000);
+		ok(opdone && last_status == 0 && !cli.disc,
+		   "which completes; the endpoint is up");
+		rdmamsg_rmr_free(&frmr);
+		rdmamsg_mr_dereg(&bmr);
+		munmap(p, big);
+	}
+
+	/* ops in flight at close: each completes once, before on_close */
+	ncb = 0;
+	for (i = 0; i < 8; i++)
+		if (rdmamsg_write(cli.ep, cmr, 0, rmr, 0, LEN, on_op, NULL) ||
+		    rdmamsg_read(cli.ep, cmr, 0, rmr, 0, LEN, on_op, NULL))
+			bail_out("post");
+	is_int(rdmamsg_ep_close(cli.ep, on_closed), 0, "close with 16 ops");
+	test_run2(&srv, &cli, &cli.closed, 10000);
+	test_run2(&srv, &cli, &zero, 200);
+	is_int(ncb, 16, "every operation completed once");
+	is_int(cb_after_close, 0, "none after the close callback");
+	test_run2(&srv, &cli, &srv.disc, 10000);
+	rdmamsg_ep_close(srv.ep, test_side_on_close);
+	test_run2(&srv, &cli, &srv.closed, 10000);
+
+	/* a forged export: read-only made read-write */
+	up(&srv, &cli, addr);
+	rdmamsg_rmr_free(&rmr);
+	rdmamsg_mr_dereg(&smr);
+	is_int(rdmamsg_mr_reg(srv.ctx, smem, LEN, RDMAMSG_ACCESS_REMOTE_READ,
+			      &smr),
+	       0, "read-only region");
+	if (rdmamsg_mr_export(smr, ex, sizeof(ex)))
+		bail_out("export");
+	memcpy(&acc, ex + 4, 4);
+	acc |= RDMAMSG_ACCESS_REMOTE_WRITE | RDMAMSG_ACCESS_REMOTE_ATOMIC;
+	memcpy(ex + 4, &acc, 4);
+	is_int(rdmamsg_rmr_import(ex, sizeof(ex), &rmr), 0,
+	       "import the forged export");
+	memcpy(want, smem, LEN);
+	ncb = 0;
+	opdone = 0;
+	is_int(rdmamsg_write(cli.ep, cmr, 0, rmr, 0, 64, on_op, NULL), 0,
+	       "forged write accepted locally");
+	test_run2(&srv, &cli, &opdone, 5000);
+	test_run2(&srv, &cli, &cli.disc, 5000);
+	is_int(last_status, -EACCES, "the device refused it: -EACCES");
+	ok(!memcmp(smem, want, LEN), "the region is unchanged");
+	is_int(disc_status, -EACCES, "endpoint down with -EACCES");
+	rdmamsg_ep_close(cli.ep, test_side_on_close);
+	test_run2(&srv, &cli, &srv.disc, 10000);
+	rdmamsg_ep_close(srv.ep, test_side_on_close);
+	test_run2(&srv, &cli, &cli.closed, 10000);
+	test_run2(&srv, &cli, &srv.closed, 10000);
+
+	rdmamsg_listener_close(srv.lst, test_side_on_lclose);
+	test_run2(&srv, &cli, &srv.lclosed, 5000);
+	rdmamsg_ep_attr_delete(&sa);
+	is_int(rdmamsg_rmr_free(&rmr), 0, "import freed");
+	is_int(rdmamsg_mr_dereg(&cmr), 0, "client region deregistered");
+	is_int(rdmamsg_mr_dereg(&smr), 0, "server region deregistered");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
+	return done_testing();
+}
