@@ -9,7 +9,8 @@
  * completing exactly once.  rdmamsg_mr_alloc() makes zeroed,
  * page-aligned, registered memory in a memfd of its own, refuses bad
  * input, and rdmamsg_mr_dereg() frees it; the server's read-only region
- * is such memory, and on softrdma the client's READs of it map its file.
+ * is such memory, and on softrdma the client's READs of it map its file;
+ * so is the revoked one, written (mapped) before the revocation.
  */
 #include "config.h"
 
@@ -36,7 +37,7 @@ struct srv {
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_listener *lst;
 	struct rdmamsg_mr *rw, *ro, *rev;
-	char *rw_mem, *ro_mem, *rev_mem;
+	char *rw_mem, *ro_mem;
 	int nconn, nclosed, lclosed, failures, imms;
 	struct rdmamsg_ep_attr *attr;
 };
@@ -150,7 +151,6 @@ static int server(int wfd, void *arg)
 	if (rdmamsg_ctx_create(NULL, &s.ctx))
 		return 10;
 	s.rw_mem = calloc(1, RW_LEN);
-	s.rev_mem = calloc(1, REV_LEN);
 	/* the read-only region is memory the library made: on softrdma the
 	 * client's READs map it (main checks) */
 	if (rdmamsg_mr_reg(s.ctx, s.rw_mem, RW_LEN,
@@ -161,8 +161,8 @@ static int server(int wfd, void *arg)
 	    rdmamsg_mr_alloc(s.ctx, RO_LEN, RDMAMSG_ACCESS_REMOTE_READ,
 			     &s.ro) ||
 	    rdmamsg_mr_get_data(s.ro, (void **)&s.ro_mem, NULL) ||
-	    rdmamsg_mr_reg(s.ctx, s.rev_mem, REV_LEN,
-			   RDMAMSG_ACCESS_REMOTE_WRITE, &s.rev))
+	    rdmamsg_mr_alloc(s.ctx, REV_LEN, RDMAMSG_ACCESS_REMOTE_WRITE,
+			     &s.rev))
 		return 11;
 	for (i = 0; i < RO_LEN; i++)
 		s.ro_mem[i] = (char)(i * 7);
@@ -183,7 +183,6 @@ static int server(int wfd, void *arg)
 	if (rdmamsg_ctx_destroy(&s.ctx))
 		return 14;
 	free(s.rw_mem);
-	free(s.rev_mem);
 	if (s.imms != NEP) {
 		printf("# server: %d writes with immediate, want %d\n", s.imms,
 		       NEP);
@@ -676,6 +675,15 @@ int main(void)
 	{
 		struct cep *x = &ceps[3];
 
+		/* the region is rdmamsg_mr_alloc()'s: on softrdma this
+		 * write maps its file, which must not outlive the
+		 * registration for the peer */
+		vio_calls = 0;
+		is_int(rdmamsg_write(x->ep, lmr, 0, x->rev, 0, 64, vio_cb,
+				     NULL),
+		       0, "write to the region before it is revoked");
+		RUN_ALL(vio_calls || c->idx != 3, 5000);
+		is_int(vio_status[0], 0, "which completes");
 		is_int(rdmamsg_send(x->ep, "revoke", 6, NULL), 0,
 		       "ask the peer to deregister");
 		RUN_ALL(ceps[3].revoked || c->idx != 3, 5000);

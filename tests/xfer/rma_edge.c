@@ -7,7 +7,9 @@
  * (-EACCES, memory unchanged, the endpoint down with -EACCES); operations
  * in flight when the endpoint is closed complete exactly once, before the
  * close callback; every write with immediate is seen exactly once with
- * its immediate and length, also of length 0.
+ * its immediate and length, also of length 0; a message sent after a
+ * write finds the write's data in place; a write or read above the
+ * device's largest message is refused with -EMSGSIZE.
  */
 #include "config.h"
 
@@ -63,8 +65,26 @@ static void cli_disc(struct rdmamsg_ep *ep, int status, void *arg)
 	test_side_on_disconnect(ep, status, arg);
 }
 
+static char *srv_mem;
+static int nrecv, recv_stale;
+
+/* srv_recv -- a message sent after a write: the write's bytes are there */
+static void srv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		     uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)data;
+	(void)len;
+	(void)flags;
+	(void)arg;
+	if (srv_mem[LEN - 1] != (char)imm || srv_mem[0] != (char)imm)
+		recv_stale++;
+	nrecv++;
+}
+
 static const struct rdmamsg_ep_cbs cbs = {
 	.on_connect = test_side_on_connect,
+	.on_recv = srv_recv,
 	.on_disconnect = test_side_on_disconnect,
 };
 
@@ -132,7 +152,7 @@ int main(void)
 	struct rdmamsg_ep_attr *sa;
 	uint32_t acc;
 	char addr[64];
-	int i, zero = 0;
+	int i, j, zero = 0;
 
 	test_setup("rma_edge");
 	srv.ctx = test_ctx();
@@ -211,6 +231,21 @@ int main(void)
 		rdmamsg_mr_dereg(&bmr);
 		munmap(p, big);
 	}
+
+	/* a message sent after a write is received after its data */
+	srv_mem = smem;
+	for (i = 0; i < 32; i++) {
+		memset(cmem, 'A' + i, LEN);
+		opdone = 0;
+		if (rdmamsg_write(cli.ep, cmr, 0, rmr, 0, LEN, on_op, NULL) ||
+		    rdmamsg_send_imm(cli.ep, "m", 1, (uint32_t)('A' + i), NULL))
+			bail_out("write + send");
+		test_run2(&srv, &cli, &opdone, 5000);
+		for (j = 0; j < 5000 && nrecv < i + 1; j++)
+			test_run2(&srv, &cli, &zero, 1);
+	}
+	is_int(nrecv, 32, "32 messages after writes");
+	is_int(recv_stale, 0, "each saw its write's data");
 
 	/* ops in flight at close: each completes once, before on_close */
 	ncb = 0;
