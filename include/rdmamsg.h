@@ -1116,11 +1116,11 @@ int rdmamsg_mr_alloc(struct rdmamsg_ctx *ctx, size_t len, unsigned int access,
  * whole span is registered; offsets run through the blocks only).  With
  * UMR (RDMAMSG_CAP_UMR) the region has one key and its export addresses
  * all of it: a peer writes or reads the pieces in one operation.  Without
- * UMR (or with RDMAMSG_NO_UMR=1 in the environment) it is an SGE list: it
- * serves as the local region of rdmamsg_write() / rdmamsg_read() for
- * ranges of at most 2 pieces (-ENOTSUP beyond), and rdmamsg_mr_export() /
- * rdmamsg_send_mr() of it give -ENOTSUP.  Either way rdmamsg_mr_get_data()
- * reports a NULL address.  -EINVAL for bad arguments (zero lengths,
+ * UMR (or with RDMAMSG_NO_UMR=1 in the environment) it is an SGE list:
+ * rdmamsg_mr_export() / rdmamsg_send_mr() of it give -ENOTSUP.  Either
+ * way it serves as the local region of rdmamsg_write() / rdmamsg_read()
+ * for ranges of at most 2 pieces (-ENOTSUP beyond), and
+ * rdmamsg_mr_get_data() reports a NULL address.  -EINVAL for bad arguments (zero lengths,
  * stride < block, wrapping ranges), -ENOMEM, or the device's error.
  */
 int rdmamsg_mr_reg_iov(struct rdmamsg_ctx *ctx, const struct iovec *iov,
