@@ -1179,6 +1179,7 @@ int rdmamsg_write(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
  * rdmamsg_write_imm -- rdmamsg_write() whose arrival the peer sees:
  * its on_write_imm(ep, imm, len, arg) runs after the data is in place.
  * Uses a receive credit of the peer: -EAGAIN when none is left.
+ * -ENOTSUP on a DC endpoint (rdmamsg_ep_attr_set_transport()).
  */
 int rdmamsg_write_imm(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr,
 		      size_t loff, const struct rdmamsg_rmr *rmr, size_t roff,

@@ -141,6 +141,11 @@ static int rw(struct rdmamsg_ep *ep, struct rdmamsg_mr *lmr, size_t loff,
 	ret = check_ep(ep);
 	if (ret)
 		return ret;
+	/* a DC message's immediate names its endpoint: none for the caller
+	 * (rdmamsg_ep_attr_set_transport(3); lane_dc.c takes no such WR) */
+	if (opc == IBV_WR_RDMA_WRITE_WITH_IMM &&
+	    ep->p.transport == RDMAMSG_TRANSPORT_DC)
+		return -ENOTSUP;
 	if (!in_bounds(loff, len, lmr->len) || !in_bounds(roff, len, rmr->len))
 		return -ERANGE;
 	if (!(rmr->access & need))

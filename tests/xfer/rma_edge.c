@@ -9,7 +9,8 @@
  * close callback; every write with immediate is seen exactly once with
  * its immediate and length, also of length 0; a message sent after a
  * write finds the write's data in place; a write or read above the
- * device's largest message is refused with -EMSGSIZE.
+ * device's largest message is refused with -EMSGSIZE; on a DC endpoint
+ * a write with immediate is -ENOTSUP (and a write goes).
  */
 #include "config.h"
 
@@ -292,8 +293,65 @@ int main(void)
 	test_run2(&srv, &cli, &cli.closed, 10000);
 	test_run2(&srv, &cli, &srv.closed, 10000);
 
-	rdmamsg_listener_close(srv.lst, test_side_on_lclose);
-	test_run2(&srv, &cli, &srv.lclosed, 5000);
+	/* a DC endpoint: no write with immediate (-ENOTSUP), writes go */
+	{
+		struct rdmamsg_srq_attr qa = {.max_bufs = 64, .buf_size = 8192};
+		struct rdmamsg_srq *ssrq = NULL, *csrq = NULL;
+		struct rdmamsg_ep_attr *ca = NULL;
+		uint64_t v;
+
+		if (rdmamsg_ctx_query_caps(cli.ctx, RDMAMSG_CAP_DC, &v)) {
+			skip_one("no DC here");
+			skip_one("no DC here");
+			skip_one("no DC here");
+			rdmamsg_listener_close(srv.lst, test_side_on_lclose);
+			test_run2(&srv, &cli, &srv.lclosed, 5000);
+			goto no_dc;
+		}
+		if (rdmamsg_srq_create(srv.ctx, &qa, &ssrq) ||
+		    rdmamsg_srq_create(cli.ctx, &qa, &csrq) ||
+		    rdmamsg_ep_attr_set_srq(sa, ssrq) ||
+		    rdmamsg_ep_attr_new(&ca) ||
+		    rdmamsg_ep_attr_set_transport(ca, RDMAMSG_TRANSPORT_DC) ||
+		    rdmamsg_ep_attr_set_srq(ca, csrq))
+			bail_out("DC setup");
+		cli.up = cli.status = cli.disc = cli.closed = 0;
+		srv.up = srv.status = srv.disc = srv.closed = 0;
+		srv.ep = cli.ep = NULL;
+		if (rdmamsg_connect(cli.ctx, addr, ca, &cli_cbs, &cli, &cli.ep))
+			bail_out("DC connect");
+		test_run2(&srv, &cli, &cli.up, 10000);
+		test_run2(&srv, &cli, &srv.up, 10000);
+		if (cli.status || !srv.ep)
+			bail_out("no DC connection");
+		rdmamsg_rmr_free(&rmr);
+		rdmamsg_mr_dereg(&smr);
+		if (rdmamsg_mr_reg(srv.ctx, smem, LEN,
+				   RDMAMSG_ACCESS_REMOTE_WRITE, &smr) ||
+		    rdmamsg_mr_export(smr, ex, sizeof(ex)) ||
+		    rdmamsg_rmr_import(ex, sizeof(ex), &rmr))
+			bail_out("region");
+		test_run2(&srv, &cli, &zero, 100); /* credits come */
+		ncb = nimm = 0;
+		is_int(rdmamsg_write_imm(cli.ep, cmr, 0, rmr, 0, 8, 1, on_op,
+					 NULL),
+		       -ENOTSUP, "DC: write with immediate is -ENOTSUP");
+		opdone = 0;
+		memset(cmem, 'D', 8);
+		if (rdmamsg_write(cli.ep, cmr, 0, rmr, 0, 8, on_op, NULL))
+			bail_out("DC write");
+		test_run2(&srv, &cli, &opdone, 5000);
+		test_run2(&srv, &cli, &zero, 100);
+		ok(ncb == 1 && last_status == 0 && nimm == 0 &&
+			   !memcmp(smem, "DDDDDDDD", 8),
+		   "DC: a write goes, one callback, nothing else heard");
+		ok(test_side_close2(&srv, &cli, 10000), "DC endpoints closed");
+		rdmamsg_ep_attr_delete(&ca);
+		if (test_srq_close(srv.ctx, ssrq, 5000) ||
+		    test_srq_close(cli.ctx, csrq, 5000))
+			bail_out("srq close");
+	}
+no_dc:
 	rdmamsg_ep_attr_delete(&sa);
 	is_int(rdmamsg_rmr_free(&rmr), 0, "import freed");
 	is_int(rdmamsg_mr_dereg(&cmr), 0, "client region deregistered");
