@@ -1149,7 +1149,8 @@ int rdmamsg_mr_dereg(struct rdmamsg_mr **mr);
 int rdmamsg_mr_get_data(const struct rdmamsg_mr *mr, void **addr, size_t *len);
 
 /* rdmamsg_mr_export -- RDMAMSG_MR_EXPORT_SIZE opaque bytes (address,
- * length, key, access) for a peer to import; -ENOSPC when len is short */
+ * length, key, access) for a peer to import; -ENOSPC when len is short,
+ * -ENOTSUP for a region of pieces without UMR (RDMAMSG_MR_LAYOUT_SGE) */
 int rdmamsg_mr_export(const struct rdmamsg_mr *mr, void *buf, size_t len);
 
 /* rdmamsg_rmr_import -- a peer's region from its export; -EINVAL for
