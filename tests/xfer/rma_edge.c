@@ -7,10 +7,11 @@
  * (-EACCES, memory unchanged, the endpoint down with -EACCES); operations
  * in flight when the endpoint is closed complete exactly once, before the
  * close callback; every write with immediate is seen exactly once with
- * its immediate and length, also of length 0; a message sent after a
- * write finds the write's data in place; a write or read above the
- * device's largest message is refused with -EMSGSIZE; on a DC endpoint
- * a write with immediate is -ENOTSUP (and a write goes).
+ * its immediate and length, also of length 0; zero-length writes and
+ * reads at the regions' ends complete, past them they are -ERANGE; a
+ * message sent after a write finds the write's data in place; a write or
+ * read above the device's largest message is refused with -EMSGSIZE; on
+ * a DC endpoint a write with immediate is -ENOTSUP (and a write goes).
  */
 #include "config.h"
 
@@ -194,6 +195,21 @@ int main(void)
 	test_run2(&srv, &cli, &zero, 200);
 	is_int(nimm, 64, "64 writes with immediate seen");
 	is_int(imm_bad, 0, "each with its immediate and length");
+
+	/* zero-length write and read at the regions' very ends */
+	ncb = 0;
+	is_int(rdmamsg_write(cli.ep, cmr, LEN, rmr, LEN, 0, on_op, NULL), 0,
+	       "zero-length write at the end");
+	is_int(rdmamsg_read(cli.ep, cmr, LEN, rmr, LEN, 0, on_op, NULL), 0,
+	       "zero-length read at the end");
+	is_int(rdmamsg_write(cli.ep, cmr, LEN + 1, rmr, 0, 0, on_op, NULL),
+	       -ERANGE, "zero length past the local end: -ERANGE");
+	is_int(rdmamsg_read(cli.ep, cmr, 0, rmr, LEN + 1, 0, on_op, NULL),
+	       -ERANGE, "zero length past the remote end: -ERANGE");
+	for (j = 0; j < 50 && ncb < 2; j++)
+		test_run2(&srv, &cli, &zero, 10);
+	ok(ncb == 2 && last_status == 0 && !cli.disc,
+	   "both complete with 0, the endpoint up");
 
 	/* above the device's largest message (ibv_query_port's max_msg_sz:
 	 * 1 GiB on softrdma, as on mlx5) but within both regions: refused
