@@ -11,7 +11,9 @@
  * reads at the regions' ends complete, past them they are -ERANGE; a
  * message sent after a write finds the write's data in place; a write or
  * read above the device's largest message is refused with -EMSGSIZE; on
- * a DC endpoint a write with immediate is -ENOTSUP (and a write goes).
+ * a DC endpoint a write with immediate is -ENOTSUP (and a write goes);
+ * writes, reads and atomics posted to a peer that died each complete once
+ * with an error, the endpoint going down once.
  */
 #include "config.h"
 
@@ -94,6 +96,180 @@ static const struct rdmamsg_ep_cbs cli_cbs = {
 	.on_connect = test_side_on_connect,
 	.on_disconnect = cli_disc,
 };
+
+/* ---- a peer that dies (forked) ------------------------------------ */
+
+static struct rdmamsg_mr *dmr;
+static int dead_done;
+
+/* dsrv_connect -- send the client our export */
+static void dsrv_connect(struct rdmamsg_ep *ep, int status, int reason,
+			 const void *pdata, size_t len, void *arg)
+{
+	uint8_t ex[RDMAMSG_MR_EXPORT_SIZE];
+
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	(void)arg;
+	if (status || rdmamsg_mr_export(dmr, ex, sizeof(ex)) ||
+	    rdmamsg_send(ep, ex, sizeof(ex), NULL))
+		_exit(20);
+}
+
+/* dsrv_recv -- "die": leave at once, closing nothing */
+static void dsrv_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		      uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	(void)arg;
+	if (len == 3 && !memcmp(data, "die", 3))
+		_exit(0);
+}
+
+static const struct rdmamsg_ep_cbs dsrv_cbs = {
+	.on_connect = dsrv_connect,
+	.on_recv = dsrv_recv,
+};
+
+static void dsrv_req(struct rdmamsg_listener *lst, struct rdmamsg_conn_req *req,
+		     const void *pdata, size_t len, void *arg)
+{
+	struct rdmamsg_ep *ep;
+
+	(void)lst;
+	(void)pdata;
+	(void)len;
+	(void)arg;
+	if (rdmamsg_conn_req_accept(req, NULL, &dsrv_cbs, NULL, &ep))
+		_exit(21);
+}
+
+/* dying_server -- a target that exits without closing when told */
+static int dying_server(int wfd, void *arg)
+{
+	struct rdmamsg_listener *lst;
+	struct rdmamsg_ctx *ctx;
+	int never = 0;
+
+	(void)arg;
+	if (rdmamsg_ctx_create(NULL, &ctx) ||
+	    rdmamsg_mr_alloc(ctx, LEN,
+			     RDMAMSG_ACCESS_REMOTE_READ |
+				     RDMAMSG_ACCESS_REMOTE_WRITE |
+				     RDMAMSG_ACCESS_REMOTE_ATOMIC,
+			     &dmr) ||
+	    test_listen_report(ctx, dsrv_req, NULL, &lst, wfd))
+		return 22;
+	test_run_until(ctx, &never, 30000);
+	return 23;
+}
+
+static struct rdmamsg_rmr *drmr;
+static int dcli_up, dcli_disc, dcli_disc_status, dcli_closed;
+
+static void dcli_connect(struct rdmamsg_ep *ep, int status, int reason,
+			 const void *pdata, size_t len, void *arg)
+{
+	(void)ep;
+	(void)reason;
+	(void)pdata;
+	(void)len;
+	(void)arg;
+	dcli_up = status ? -1 : 1;
+}
+
+static void dcli_recv(struct rdmamsg_ep *ep, void *data, size_t len,
+		      uint32_t imm, unsigned int flags, void *arg)
+{
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	(void)arg;
+	if (!drmr && rdmamsg_rmr_import(data, len, &drmr))
+		drmr = NULL;
+}
+
+static void dcli_disc_cb(struct rdmamsg_ep *ep, int status, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	dcli_disc++;
+	dcli_disc_status = status;
+}
+
+static void dcli_closed_cb(struct rdmamsg_ep *ep, void *arg)
+{
+	(void)ep;
+	(void)arg;
+	dcli_closed = 1;
+}
+
+static const struct rdmamsg_ep_cbs dcli_cbs = {
+	.on_connect = dcli_connect,
+	.on_recv = dcli_recv,
+	.on_disconnect = dcli_disc_cb,
+};
+
+static int nbad;
+
+static void dead_op(struct rdmamsg_ep *ep, int status, uint64_t value,
+		    void *op_ctx)
+{
+	(void)ep;
+	(void)value;
+	(void)op_ctx;
+	dead_done++;
+	if (!status)
+		nbad++;
+}
+
+/* peer_dies -- operations posted to a peer that has died each complete
+ * once with an error; the endpoint goes down once */
+static void peer_dies(struct rdmamsg_ctx *ctx, struct rdmamsg_mr *lmr)
+{
+	struct rdmamsg_ep *ep = NULL;
+	int rfd, posted = 0, i, zero = 0;
+	char addr[64];
+	pid_t pid;
+
+	pid = test_fork_server(dying_server, NULL, &rfd, addr, sizeof(addr));
+	if (rdmamsg_connect(ctx, addr, NULL, &dcli_cbs, NULL, &ep))
+		bail_out("connect to the dying peer");
+	for (i = 0; i < 1000 && (!dcli_up || !drmr); i++)
+		test_run_until(ctx, &zero, 10);
+	if (dcli_up != 1 || !drmr)
+		bail_out("no export from the dying peer");
+	if (rdmamsg_send(ep, "die", 3, NULL))
+		bail_out("send");
+	/* gone before this side hears of it: not progressed meanwhile */
+	is_int(test_wait_child(pid), 0, "the peer exited");
+	for (i = 0; i < 4; i++) {
+		posted += rdmamsg_write(ep, lmr, 0, drmr, 0, 64, dead_op,
+					NULL) == 0;
+		posted += rdmamsg_read(ep, lmr, 64, drmr, 64, 64, dead_op,
+				       NULL) == 0;
+		posted += rdmamsg_atomic_fadd(ep, drmr, 128, 1, dead_op,
+					      NULL) == 0;
+	}
+	for (i = 0; i < 3000 && (dead_done < posted || !dcli_disc); i++)
+		test_run_until(ctx, &zero, 10);
+	test_run_until(ctx, &zero, 100);
+	ok(posted > 0, "operations posted to the dead peer (%d)", posted);
+	is_int(dead_done, posted, "each completed once");
+	is_int(nbad, 0, "none with success");
+	is_int(dcli_disc, 1, "the endpoint went down once");
+	ok(dcli_disc_status < 0, "with an error (%d)", dcli_disc_status);
+	is_int(rdmamsg_write(ep, lmr, 0, drmr, 0, 8, dead_op, NULL), -ENOTCONN,
+	       "then: -ENOTCONN");
+	rdmamsg_ep_close(ep, dcli_closed_cb);
+	test_run_until(ctx, &dcli_closed, 10000);
+	ok(dcli_closed, "closed");
+	rdmamsg_rmr_free(&drmr);
+	close(rfd);
+}
 
 /* up -- connect cli to srv (listening at addr) */
 static void up(struct test_side *srv, struct test_side *cli, const char *addr)
@@ -368,6 +544,7 @@ int main(void)
 			bail_out("srq close");
 	}
 no_dc:
+	peer_dies(cli.ctx, cmr);
 	rdmamsg_ep_attr_delete(&sa);
 	is_int(rdmamsg_rmr_free(&rmr), 0, "import freed");
 	is_int(rdmamsg_mr_dereg(&cmr), 0, "client region deregistered");
