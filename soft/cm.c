@@ -37,6 +37,12 @@
  *   REJECTED with status 8 (IB_CM_REJ_INVALID_SERVICE_ID), rdma_reject
  *   status 28 (IB_CM_REJ_CONSUMER_DEFINED); TIMEWAIT_EXIT follows
  *   DISCONNECTED by ~1 s if the id is still there.
+ * - Disconnects as the IB CM's: a DREQ gives its receiver DISCONNECTED
+ *   (DREQ_RCVD), and the DREP, hence the initiator's DISCONNECTED, waits
+ *   for the receiver's rdma_disconnect or rdma_destroy_id, or the DREQ
+ *   times out (2 s; DISCONNECTED, -ETIMEDOUT).  Before the RTU
+ *   (REP_SENT, REP_RCVD) rdma_disconnect flushes the QP, sends nothing
+ *   and returns 0.
  * - Not as on hardware: a dead peer process gives DISCONNECTED at once (its
  *   TCP connection closes), and taking that event moves the QP to ERR.  A
  *   silent host or a cut path is not noticed here (no keepalive), as on

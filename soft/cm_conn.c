@@ -315,20 +315,39 @@ static uint64_t scm_timewait_ms(void)
 }
 
 /*
- * scm_disconnected -- report DISCONNECTED; the IB CM then holds the
- * connection in timewait and, if the id is still there, reports
- * TIMEWAIT_EXIT when it leaves it (about 1 s on RoCE: 4.096 us * 2^18).
+ * scm_timewait -- the connection is over: the IB CM holds it in timewait
+ * and, if the id is still there, reports TIMEWAIT_EXIT when it leaves it
+ * (about 1 s on RoCE: 4.096 us * 2^18).
  */
-static struct scm_event *scm_disconnected(struct scm_id *s, int status)
+static void scm_timewait(struct scm_id *s)
 {
-	struct scm_event *e;
-
 	scm_finish(s);
-	e = scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
 	s->timewait = 1;
 	scm__deadline(s, scm__now_ms() + scm_timewait_ms());
 	scm__wake();
-	return e;
+}
+
+/* scm_disconnected -- the DREP (or the DREQ's timeout): DISCONNECTED,
+ * then timewait */
+static struct scm_event *scm_disconnected(struct scm_id *s, int status)
+{
+	scm_timewait(s);
+	return scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
+}
+
+/*
+ * scm_dreq_rcvd -- the peer's DREQ (or its death): DISCONNECTED, and the
+ * DREP waits for the user, as in the IB CM's DREQ_RCVD (cm_dreq_handler):
+ * ib_send_cm_drep sends it from rdma_disconnect, cm_destroy_id from
+ * rdma_destroy_id; until then the peer's rdma_disconnect waits, up to its
+ * DREQ's timeout.
+ */
+static struct scm_event *scm_dreq_rcvd(struct scm_id *s)
+{
+	s->state = SCM_DREQ_RCVD;
+	s->dreq_held = 0;
+	scm__deadline(s, 0); /* our DREQ's timeout, or the REP's */
+	return scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, 0);
 }
 
 /* scm_conn_event -- fill param.conn of an event from a REQ or REP */
@@ -818,11 +837,14 @@ static int scm_queued_for(struct scm_id *s)
 }
 
 /*
- * rdma_disconnect -- flush the QP and send a DREQ.  librdmacm's
+ * rdma_disconnect -- flush the QP, then a DREQ or the DREP.  librdmacm's
  * ucma_shutdown moves the QP to ERR before it asks the kernel, in any
  * state of an id with a device; the kernel's rdma_disconnect fails with
  * EINVAL only where the id has no IB CM id (not connecting, not a request,
- * not a listener), and where no DREQ or DREP can be sent it returns 0.
+ * not a listener).  For IB it tries ib_send_cm_dreq, which sends only
+ * from ESTABLISHED, then ib_send_cm_drep, which sends only from DREQ_RCVD;
+ * elsewhere (REP_SENT, REP_RCVD: before the RTU) nothing is sent, the id
+ * stays where it is, and it returns 0.
  */
 int rdma_disconnect(struct rdma_cm_id *id)
 {
@@ -839,8 +861,6 @@ int rdma_disconnect(struct rdma_cm_id *id)
 	}
 	switch (s->state) {
 	case SCM_CONNECTED:
-	case SCM_REP_SENT:
-	case SCM_REP_RCVD:
 		if (s->peer_gone || scm_send_simple(s, SCM_MSG_DREQ)) {
 			scm_disconnected(s, 0);
 		} else {
@@ -850,9 +870,20 @@ int rdma_disconnect(struct rdma_cm_id *id)
 		}
 		wait = 1;
 		break;
+	case SCM_DREQ_RCVD:
+		if (!s->peer_gone)
+			scm_send_simple(s, SCM_MSG_DREP);
+		scm_timewait(s);
+		wait = scm_queued_for(s);
+		break;
+	case SCM_REP_SENT:
+		/* the RTU (ESTABLISHED) or the REP's timeout comes */
+		wait = 1;
+		break;
 	case SCM_DISCONNECTING:
 		wait = 1;
 		break;
+	case SCM_REP_RCVD:
 	case SCM_DISCONNECTED:
 		wait = scm_queued_for(s);
 		break;
@@ -878,7 +909,10 @@ static void scm_send_rtu(struct scm_id *s)
 	s->state = SCM_CONNECTED;
 	if (s->peer_gone) {
 		scm__modify_qp_err(s);
-		scm_disconnected(s, 0);
+		scm_dreq_rcvd(s);
+	} else if (s->dreq_held) {
+		/* the peer's DREQ, retransmitted, now finds ESTABLISHED */
+		scm_dreq_rcvd(s);
 	}
 }
 
@@ -988,6 +1022,10 @@ void scm__teardown_locked(struct scm_id *s)
 		break;
 	case SCM_CONNECTED:
 		scm_send_simple(s, SCM_MSG_DREQ);
+		break;
+	case SCM_DREQ_RCVD:
+		/* cm_destroy_id answers the peer's DREQ */
+		scm_send_simple(s, SCM_MSG_DREP);
 		break;
 	default:
 		break;
@@ -1452,21 +1490,19 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 		}
 		break;
 	case SCM_MSG_DREQ:
-		if (s->state == SCM_REP_RCVD) {
-			scm_send_simple(s, SCM_MSG_DREP);
-			s->peer_gone = 1;
-			scm__close_fd(s);
-		} else if (s->state == SCM_CONNECTED ||
-			   s->state == SCM_REP_SENT ||
-			   s->state == SCM_DISCONNECTING) {
-			scm_send_simple(s, SCM_MSG_DREP);
-			scm_disconnected(s, 0);
-		}
+		/* cm_dreq_handler: no DREP here, the user sends it */
+		if (s->state == SCM_REP_RCVD)
+			s->dreq_held = 1; /* dropped by the IB CM, retried */
+		else if (s->state == SCM_CONNECTED ||
+			 s->state == SCM_REP_SENT ||
+			 s->state == SCM_DISCONNECTING)
+			scm_dreq_rcvd(s);
 		break;
 	case SCM_MSG_DREP:
-		if (s->state == SCM_DISCONNECTING) {
+		if (s->state == SCM_DISCONNECTING)
 			scm_disconnected(s, 0);
-		}
+		else if (s->state == SCM_DREQ_RCVD)
+			scm_timewait(s); /* both sent a DREQ: reported */
 		break;
 	default:
 		break;
@@ -1508,13 +1544,24 @@ static void scm_peer_gone(struct scm_id *s)
 		/*
 		 * The peer died: its QP is gone, flush ours so posted work
 		 * completes.  Done when the event is taken, in the user's
-		 * thread: until then the QP may be destroyed under us.
+		 * thread: until then the QP may be destroyed under us.  Its
+		 * kernel would have sent the DREQ (or the DREP we wait for).
 		 */
-		e = scm_disconnected(s, 0);
+		if (s->state == SCM_CONNECTED) {
+			s->peer_gone = 1;
+			scm__close_fd(s);
+			e = scm_dreq_rcvd(s);
+		} else {
+			e = scm_disconnected(s, 0);
+		}
 		if (e)
 			e->qp_err = 1;
 		return;
 	}
+	case SCM_DREQ_RCVD:
+		s->peer_gone = 1; /* the DREP has nowhere to go */
+		scm__close_fd(s);
+		return;
 	default:
 		scm__close_fd(s);
 		return;

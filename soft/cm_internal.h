@@ -64,6 +64,8 @@ enum scm_state {
 	SCM_REP_SENT,	   /* passive: accepted, waiting for RTU */
 	SCM_CONNECTED,	   /* established */
 	SCM_DISCONNECTING, /* DREQ sent, waiting for DREP */
+	SCM_DREQ_RCVD,	   /* DISCONNECTED reported, DREP when the user
+			    * disconnects or destroys the id */
 	SCM_DISCONNECTED,  /* terminal: disconnected, rejected, failed */
 };
 
@@ -225,6 +227,7 @@ struct scm_id {
 	uint32_t remote_qpn, remote_psn;
 	union ibv_gid remote_gid;
 	int peer_gone;
+	int dreq_held;		      /* REP_RCVD: a DREQ, for the RTU */
 	int timewait;		      /* TIMEWAIT_EXIT due at deadline_ms */
 	uint64_t deadline_ms;	      /* 0: none (set by scm__deadline) */
 	uint64_t connect_deadline_ms; /* REP must come by then */

@@ -859,6 +859,190 @@ static void test_backlog(void)
 	rdma_destroy_event_channel(lch);
 }
 
+/* dq_got -- the next event on ch within ms is type, for id, with status
+ * (acked); a different one is shown */
+static int dq_got(struct rdma_event_channel *ch, int ms,
+		  enum rdma_cm_event_type type, struct rdma_cm_id *id,
+		  int status)
+{
+	struct rdma_cm_event *ev = cmt_wait(ch, ms);
+	int match;
+
+	if (!ev)
+		return 0;
+	match = ev->event == type && ev->id == id && ev->status == status;
+	if (!match)
+		diag("got %s status %d", rdma_event_str(ev->event), ev->status);
+	rdma_ack_cm_event(ev);
+	return match;
+}
+
+/* dq_quiet -- no event on ch within ms (one that comes is shown) */
+static int dq_quiet(struct rdma_event_channel *ch, int ms)
+{
+	struct rdma_cm_event *ev = cmt_wait(ch, ms);
+
+	if (!ev)
+		return 1;
+	diag("got %s status %d", rdma_event_str(ev->event), ev->status);
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/* dq_pair -- *a (on ch) connects to the listener of lch at port, *c is
+ * its accepted peer; with rtu, established on both sides, else both wait
+ * for the RTU (REP_RCVD, REP_SENT) */
+static int dq_pair(struct rdma_event_channel *lch,
+		   struct rdma_event_channel *ch, uint16_t port,
+		   struct rdma_cm_id **a, struct rdma_cm_id **c, int rtu)
+{
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = CLIENT_QPN;
+	if (rdma_create_id(ch, a, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(*a, ch, port) || rdma_connect(*a, &cp))
+		return -1;
+	ev = cmt_expect(lch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	if (!ev)
+		return -1;
+	*c = ev->id;
+	rdma_ack_cm_event(ev);
+	cp.qp_num = SERVER_QPN;
+	if (rdma_accept(*c, &cp))
+		return -1;
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, 5000);
+	if (!ev)
+		return -1;
+	rdma_ack_cm_event(ev);
+	if (!rtu)
+		return 0;
+	if (rdma_establish(*a))
+		return -1;
+	return dq_got(lch, 5000, RDMA_CM_EVENT_ESTABLISHED, *c, 0) ? 0 : -1;
+}
+
+/*
+ * test_dreq_held -- the IB CM's disconnect: a DREQ moves the peer to
+ * DREQ_RCVD and reports DISCONNECTED there; the DREP (the initiator's
+ * DISCONNECTED) waits for the peer's rdma_disconnect or rdma_destroy_id,
+ * or the DREQ times out (DISCONNECTED, -ETIMEDOUT).  Before the RTU
+ * (REP_SENT, REP_RCVD) rdma_disconnect sends nothing and returns 0.
+ */
+static void test_dreq_held(void)
+{
+	struct rdma_event_channel *lch = rdma_create_event_channel();
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_cm_id *l, *a, *c;
+	long long t0;
+	uint16_t port;
+
+	if (rdma_create_id(lch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 4))
+		bail_out("listener");
+	port = ntohs(rdma_get_src_port(l));
+
+	/* the peer answers with rdma_disconnect */
+	if (dq_pair(lch, ch, port, &a, &c, 1))
+		bail_out("DREQ_RCVD pair");
+	ok(!rdma_disconnect(a), "DREQ sent");
+	ok(dq_got(lch, 5000, RDMA_CM_EVENT_DISCONNECTED, c, 0),
+	   "the DREQ: DISCONNECTED on the peer");
+	ok(dq_quiet(ch, 500),
+	   "no DISCONNECTED for the initiator while the peer has not "
+	   "disconnected (no DREP from the CM itself)");
+	t0 = cmt_now_ms();
+	ok(!rdma_disconnect(c), "the peer's rdma_disconnect sends the DREP");
+	ok(dq_got(ch, 1000, RDMA_CM_EVENT_DISCONNECTED, a, 0),
+	   "then the initiator's DISCONNECTED (status 0)");
+	diag("DISCONNECTED %lld ms after the DREP", cmt_now_ms() - t0);
+	ok(dq_got(lch, 5000, RDMA_CM_EVENT_TIMEWAIT_EXIT, c, 0),
+	   "the peer leaves timewait after its DREP");
+	rdma_destroy_id(c);
+	rdma_destroy_id(a);
+
+	/* the peer answers by destroying its id */
+	if (dq_pair(lch, ch, port, &a, &c, 1))
+		bail_out("destroy pair");
+	ok(!rdma_disconnect(a), "DREQ sent (2)");
+	ok(dq_got(lch, 5000, RDMA_CM_EVENT_DISCONNECTED, c, 0),
+	   "DISCONNECTED on the peer (2)");
+	ok(dq_quiet(ch, 300), "the initiator waits (2)");
+	ok(!rdma_destroy_id(c), "rdma_destroy_id in DREQ_RCVD");
+	ok(dq_got(ch, 1000, RDMA_CM_EVENT_DISCONNECTED, a, 0),
+	   "its DREP: the initiator's DISCONNECTED (status 0)");
+	rdma_destroy_id(a);
+
+	/* the peer never answers: the DREQ times out */
+	if (dq_pair(lch, ch, port, &a, &c, 1))
+		bail_out("timeout pair");
+	t0 = cmt_now_ms();
+	ok(!rdma_disconnect(a), "DREQ sent (3)");
+	ok(dq_got(lch, 5000, RDMA_CM_EVENT_DISCONNECTED, c, 0),
+	   "DISCONNECTED on the peer (3)");
+	ok(dq_got(ch, 6000, RDMA_CM_EVENT_DISCONNECTED, a, -ETIMEDOUT) &&
+		   cmt_now_ms() - t0 >= 1500,
+	   "no DREP: the initiator's DISCONNECTED when its DREQ times out "
+	   "(-ETIMEDOUT)");
+	diag("DISCONNECTED %lld ms after the DREQ", cmt_now_ms() - t0);
+	ok(!rdma_disconnect(c), "a late rdma_disconnect of the peer: 0");
+	rdma_destroy_id(c);
+	rdma_destroy_id(a);
+
+	/* the passive side disconnects before the RTU */
+	if (dq_pair(lch, ch, port, &a, &c, 0))
+		bail_out("REP_SENT pair");
+	ok(!rdma_disconnect(c), "rdma_disconnect in REP_SENT: 0");
+	ok(dq_quiet(ch, 300), "no DREQ before ESTABLISHED");
+	ok(!rdma_establish(a), "the RTU still goes");
+	ok(dq_got(lch, 2000, RDMA_CM_EVENT_ESTABLISHED, c, 0),
+	   "and establishes the passive side");
+	ok(!rdma_disconnect(c), "rdma_disconnect once ESTABLISHED");
+	ok(dq_got(ch, 2000, RDMA_CM_EVENT_DISCONNECTED, a, 0),
+	   "now the DREQ goes");
+	ok(!rdma_disconnect(a), "the DREP");
+	ok(dq_got(lch, 2000, RDMA_CM_EVENT_DISCONNECTED, c, 0),
+	   "DISCONNECTED on the passive side");
+	rdma_destroy_id(c);
+	rdma_destroy_id(a);
+
+	/* the active side disconnects before its RTU */
+	if (dq_pair(lch, ch, port, &a, &c, 0))
+		bail_out("REP_RCVD pair");
+	ok(!rdma_disconnect(a), "rdma_disconnect in REP_RCVD: 0");
+	ok(dq_quiet(lch, 300), "no DREQ from REP_RCVD");
+	ok(!rdma_destroy_id(a), "destroy the active id");
+	ok(dq_got(lch, 2000, RDMA_CM_EVENT_REJECTED, c, 28),
+	   "cm_destroy_id in REP_RCVD: REJ (28) to the passive side");
+	rdma_destroy_id(c);
+
+	/* a DREQ reaches the active side before its RTU: the IB CM drops
+	 * it there, a retransmission finds the id ESTABLISHED */
+	if (dq_pair(lch, ch, port, &a, &c, 0))
+		bail_out("early DREQ pair");
+	ok(!rdma_notify(c, IBV_EVENT_COMM_EST) &&
+		   dq_got(lch, 2000, RDMA_CM_EVENT_ESTABLISHED, c, 0),
+	   "the passive side established by COMM_EST");
+	ok(!rdma_disconnect(c), "its DREQ");
+	ok(dq_quiet(ch, 300) && dq_quiet(lch, 1),
+	   "the active side, before its RTU, neither reports nor answers it");
+	ok(!rdma_establish(a), "the RTU");
+	ok(dq_got(ch, 2000, RDMA_CM_EVENT_DISCONNECTED, a, 0),
+	   "then the DREQ: DISCONNECTED on the active side");
+	ok(dq_quiet(lch, 300), "the passive side still waits for the DREP");
+	ok(!rdma_disconnect(a), "the DREP");
+	ok(dq_got(lch, 2000, RDMA_CM_EVENT_DISCONNECTED, c, 0),
+	   "DISCONNECTED on the passive side");
+	rdma_destroy_id(c);
+	rdma_destroy_id(a);
+
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch);
+	rdma_destroy_event_channel(lch);
+}
+
 /* test_epollet -- each new event is an edge on the channel fd */
 static void test_epollet(void)
 {
@@ -1204,6 +1388,7 @@ int main(void)
 	client_kill_scenario(victim, vport);
 	test_destroy_waits();
 	test_backlog();
+	test_dreq_held();
 	test_epollet();
 	test_fork_exit();
 	test_unreachable();
