@@ -792,6 +792,14 @@ static inline int rdmamsg__ep_can_send(const struct rdmamsg_ep *ep)
 	return RDMAMSG_LIKELY(rdmamsg__ep_st_can_send(ep->st)) ? 0 : -ENOTCONN;
 }
 
+/* rdmamsg__ep_delivers -- messages received go to on_recv: UP, or a
+ * session in an outage (not closing): what it counted received is never
+ * sent again, so it is delivered now or never (rdmamsg_connect(3)) */
+static inline int rdmamsg__ep_delivers(const struct rdmamsg_ep *ep)
+{
+	return ep->st == EPS_UP || (ep->reconn && !ep->closing);
+}
+
 /* iface.c */
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx);
 void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx);

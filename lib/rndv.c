@@ -1092,13 +1092,15 @@ static void deliver_pull(struct rdmamsg_ep *ep, struct rdmamsg__pull *p)
 	}
 }
 
-/* deliver_held -- a held message's turn */
+/* deliver_held -- a held message's turn (also in a session's outage: the
+ * pull it waited for failed with the connection, and the peer does not
+ * send it again) */
 static void deliver_held(struct rdmamsg_ep *ep, struct rdmamsg__held *h)
 {
 	rdmamsg__ep_rx_unhold(ep);
 	switch (h->kind) {
 	case X_MSG:
-		if (ep->st == EPS_UP &&
+		if (rdmamsg__ep_delivers(ep) &&
 		    rdmamsg__ep_deliver(ep, h->buf, h->len, h->imm, h->flags))
 			h->buf = NULL;
 		break;
