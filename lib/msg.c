@@ -1188,8 +1188,12 @@ int rdmamsg__ep_deliver(struct rdmamsg_ep *ep, struct rdmamsg_buf *b,
 
 /* rx_pack -- a W_PACK's count messages, each delivered as one of its own
  * (held behind an ordered rendezvous like any other), in order, until one
- * of them closes the endpoint; a malformed pack delivers nothing and
- * takes the connection down.  rx()'s answer */
+ * of them closes the endpoint or the connection goes down; a session's
+ * outage (a callback's rdmamsg_ep_test_break, a send that met the failed
+ * QP) stops nothing: the pack is one fragment the session counted
+ * received, so the peer never sends it again and the rest of it is
+ * delivered now or never (rdmamsg_connect(3)).  A malformed pack
+ * delivers nothing and takes the connection down.  rx()'s answer */
 static __attribute__((noinline)) int rx_pack(struct rdmamsg_ep *ep,
 					     struct rdmamsg_buf *b,
 					     uint32_t len, uint32_t count)
@@ -1207,7 +1211,7 @@ static __attribute__((noinline)) int rx_pack(struct rdmamsg_ep *ep,
 		return 0;
 	}
 	rdmamsg__iface_packed(ep->ctx, count); /* the drain's budget */
-	for (i = 0; i < count && ep->st == EPS_UP; i++) {
+	for (i = 0; i < count && rdmamsg__ep_delivers(ep); i++) {
 		rdmamsg__prec_get(p, &r);
 		flags = (r.flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
 		if (!(RDMAMSG_UNLIKELY(ep->xf != NULL) &&
