@@ -1252,10 +1252,12 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 				rdmamsg__ep_down(ep, status);
 			return 0;
 		}
-		/* one-sided write with immediate: a data credit, no header */
+		/* one-sided write with immediate: a data credit, no header;
+		 * its writer had it done, so a session's outage (nothing
+		 * sends it again) still reports it */
 		ep->last_rx = ep->ctx->now;
 		ep->received_total++;
-		if (ep->st == EPS_UP)
+		if (rdmamsg__ep_delivers(ep))
 			rdmamsg__xfer_write_imm(ep, wimm, rlen);
 		return RDMAMSG__RX_DATA;
 	}

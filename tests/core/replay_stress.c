@@ -5,29 +5,37 @@
  *
  * One process, one context, a listener on two ports (two paths to one
  * peer).  Both ends of the session send at once a stream of messages of
- * mixed sizes (small ones, packed; ones above the eager size, fragmented;
- * ones above the message maximum, by rendezvous), requests (answered at
- * once or later, some answers crossing an outage) and one-sided
- * operations (writes, reads, fetch-and-adds).  The connection is cut
+ * mixed sizes (small ones, and bursts of tiny ones that go packed; ones
+ * above the eager size, fragmented; ones above the message maximum, by
+ * rendezvous), requests and responses of the same mix (answered at once
+ * or later, some across an outage) and one-sided operations (writes,
+ * reads, fetch-and-adds, writes with immediate).  The connection is cut
  * (rdmamsg_ep_test_break) again and again at deterministic points of the
- * load, on either end: from the test's loop after a number of sends,
- * and from inside on_recv, on_request, a response callback and on_send,
- * so that the failure lands between the completions of one poll, between
- * the fragments of a message and in the middle of a replay.
+ * load, on either end: from the test's loop after a number of sends, and
+ * from inside on_recv (amid a pack), on_request, a response callback,
+ * on_send, the completion of a write with immediate and the connector's
+ * FAILOVER_DONE (a replay pending), so that the failure lands between
+ * the completions of one poll, between the fragments of a message,
+ * inside a pack and in the middle of a replay.  Then a write with
+ * immediate right behind a message whose on_recv cuts its receiver.  All
+ * of it again with both ends on one shared receive queue.
  *
- * Asserted (the man page's promises): every message delivered exactly
- * once, in order, its bytes right, except a rendezvous whose pull a cut
+ * Asserted (the man pages' promises): every message delivered exactly
+ * once, in order, its bytes right, except a rendezvous whose read a cut
  * broke, whose sender's on_send says -ECONNRESET (and then it is never
  * delivered); on_send exactly once per message, 0 for every message up
- * to the message maximum; every request seen once by its responder and
- * its response_cb run exactly once with its answer; every one-sided
- * operation completed exactly once with 0 or -ECONNRESET, a read's bytes
- * right, a fetch-and-add target counting no operation that reported 0
- * twice and none that did not run; rendezvous sends and one-sided
- * operations during an outage -ENOTCONN, the rest queued; neither end
- * ever disconnected; one failover per cut; all within a bound no healthy
- * run meets; then both ends close and the context is destroyed with
- * nothing left (valgrind: RDMAMSG_TEST_VALGRIND=1).
+ * to the message maximum; every request seen at most once by its
+ * responder and its response_cb run exactly once, with its answer or
+ * (a rendezvous read cut) -ECONNRESET; every one-sided operation
+ * completed exactly once with 0 or -ECONNRESET, a read's bytes right, a
+ * fetch-and-add target counting every add reported done once and no
+ * more than the others, a write with immediate reported done seen once
+ * by the peer's on_write_imm; rendezvous sends and one-sided operations
+ * during an outage -ENOTCONN, the rest queued; neither end ever
+ * disconnected; one failover per cut; the SRQ whole again; all within a
+ * bound no healthy run meets (a healthy one takes about 0.1 s); then both
+ * ends close and the context is destroyed with nothing left (valgrind:
+ * RDMAMSG_TEST_VALGRIND=1).
  */
 #include "config.h"
 
@@ -48,7 +56,8 @@
 #define BURST_EVERY 750 /* messages BURST_AT.. of every 750 are a burst */
 #define BURST_AT    300
 #define BURST_LEN   120
-#define RD_LEN	    (REGION / 2 - 64) /* a read: below the fadd word */
+#define MARK	    0x5a5a5a5a5a5a5a5aull /* wimm_behind()'s message */
+#define RD_LEN	    (REGION / 2 - 64)	  /* a read: below the fadd word */
 
 /* where a cut is made (rdmamsg_ep_test_break) */
 enum site {
@@ -58,6 +67,7 @@ enum site {
 	AT_RESP, /* response_cb of request k of the side */
 	AT_SENT, /* on_send of message k of the side */
 	AT_DONE, /* the connector's FAILOVER_DONE: the replay is due */
+	AT_WIMM, /* the completion of write with immediate k of the side */
 	NSITES
 };
 
@@ -66,7 +76,8 @@ enum site {
 	ok((x) == 0, fmt " (%llu)", __VA_ARGS__, (unsigned long long)(x))
 
 static const char *const site_name[NSITES] = {
-	"loop", "on_recv", "on_request", "response_cb", "on_send", "done"};
+	"loop",	   "on_recv", "on_request",    "response_cb",
+	"on_send", "done",    "write_imm done"};
 
 struct cut {
 	enum site site;
@@ -100,6 +111,12 @@ struct side {
 	/* one-sided */
 	uint64_t ops, ops_done, ops_ok, ops_reset, ops_bad, ops_enotconn;
 	uint64_t fadd_ok, fadd_reset;
+	uint64_t nwimm;	    /* writes with immediate made */
+	int *wimm_status;   /* each one's completion (1: none yet) */
+	uint8_t *wimm_seen; /* the peer's on_write_imm for each */
+	uint64_t wimm_bad;  /* on_write_imm of no such write */
+	int wimm_due;	    /* one to make, when a credit allows */
+	int marks;	    /* wimm_behind()'s messages received */
 	struct rdmamsg_mr *lmr, *tmr;
 	struct rdmamsg_rmr *peer_t; /* the peer's target region */
 	uint8_t *ldata, *tdata;
@@ -251,6 +268,14 @@ static void on_recv(struct rdmamsg_ep *ep, void *data, size_t len, uint32_t imm,
 	if (len >= 8)
 		memcpy(&v, data, 8);
 	seq = v & ((1ull << 56) - 1);
+	if (len == 8 && v == MARK) {
+		/* wimm_behind(): the receiver's connection fails here,
+		 * before it polls what came behind */
+		me->marks++;
+		if (rdmamsg_ep_test_break(me->ep))
+			me->bad++;
+		return;
+	}
 	if (len < 8 || (v >> 56) != (uint64_t)peer || seq >= n_msgs ||
 	    len != msg_len(peer, seq) || !check(data, peer, seq, len)) {
 		if (me->bad < 5)
@@ -377,17 +402,24 @@ static void on_request(struct rdmamsg_ep *ep, struct rdmamsg_req *req,
 	}
 }
 
-/* on_op -- a one-sided operation of side (op_ctx: side | kind << 1) */
+/* on_op -- a one-sided operation of side (op_ctx: side | kind << 1 |
+ * the write with immediate's number << 3) */
 static void on_op(struct rdmamsg_ep *ep, int status, uint64_t value,
 		  void *op_ctx)
 {
 	uintptr_t a = (uintptr_t)op_ctx;
 	struct side *me = &S[a & 1];
-	unsigned int kind = (unsigned int)(a >> 1);
+	unsigned int kind = (unsigned int)(a >> 1 & 3);
 
 	(void)ep;
 	(void)value;
 	me->ops_done++;
+	if (kind == 3) {
+		me->wimm_status[a >> 3] = status;
+		/* its receiver may not have polled it yet: cut it now */
+		if (!status)
+			maybe_cut(AT_WIMM, me->idx, a >> 3);
+	}
 	if (status == 0) {
 		me->ops_ok++;
 		if (kind == 2)
@@ -405,6 +437,20 @@ static void on_op(struct rdmamsg_ep *ep, int status, uint64_t value,
 		     rdmamsg_strerror(status));
 		me->ops_bad++;
 	}
+}
+
+/* on_write_imm -- the peer's write with immediate imm (its number) */
+static void on_write_imm(struct rdmamsg_ep *ep, uint32_t imm, size_t len,
+			 void *arg)
+{
+	struct side *peer = &S[!((struct side *)arg)->idx];
+
+	(void)ep;
+	if (imm >= peer->nwimm || len != REGION / 4) {
+		peer->wimm_bad++;
+		return;
+	}
+	peer->wimm_seen[imm]++;
 }
 
 static void on_writable(struct rdmamsg_ep *ep, void *arg)
@@ -467,6 +513,7 @@ static struct rdmamsg_ep_attr *side_attr(void)
 	struct rdmamsg_ep_attr *a = test_ep_attr(EAGER, MAX_MSG);
 
 	rdmamsg_ep_attr_set_on_request(a, on_request);
+	rdmamsg_ep_attr_set_on_write_imm(a, on_write_imm);
 	rdmamsg_ep_attr_set_path_cb(a, on_path);
 	rdmamsg_ep_attr_set_max_large_size(a, MAX_RNDV);
 	rdmamsg_ep_attr_set_recv_depth(a, 16);
@@ -491,6 +538,29 @@ static void on_conn_req(struct rdmamsg_listener *lst,
 	if (S[1].ep || rdmamsg_conn_req_accept(req, a, &cbs, &S[1], &S[1].ep))
 		S[1].bad++;
 	rdmamsg_ep_attr_delete(&a);
+}
+
+/* wimm_try -- the write with immediate due, if the peer has a credit
+ * for it (-EAGAIN otherwise: tried again) and the connection is up */
+static void wimm_try(struct side *me)
+{
+	void *oc = (void *)(uintptr_t)(me->nwimm << 3 | 3 << 1 | me->idx);
+	int ret;
+
+	if (!me->wimm_due || state_of(me) != RDMAMSG_EP_CONNECTED)
+		return;
+	ret = rdmamsg_write_imm(me->ep, me->lmr, 0, me->peer_t, 0, REGION / 4,
+				(uint32_t)me->nwimm, on_op, oc);
+	if (ret == -EAGAIN)
+		return;
+	me->wimm_due = 0;
+	if (ret) {
+		diag("side %d write_imm: %s", me->idx, rdmamsg_strerror(ret));
+		me->ops_bad++;
+		return;
+	}
+	me->wimm_status[me->nwimm++] = 1;
+	me->ops++;
 }
 
 /* send_some -- up to burst items of a side's load; 0 when it waits */
@@ -518,6 +588,7 @@ static int send_some(struct side *me, int burst)
 			me->nlater * sizeof(me->later_id[0]));
 		did++;
 	}
+	wimm_try(me);
 	if (in_burst(me->sent))
 		burst = BURST_LEN;
 	while (burst-- > 0 && me->sent < me->n) {
@@ -566,8 +637,9 @@ static int send_some(struct side *me, int burst)
 		}
 		if (me->sent % OP_EVERY == 0) {
 			unsigned int kind =
-				(unsigned int)(me->sent / OP_EVERY) % 3;
-			void *oc = (void *)(uintptr_t)(kind << 1 | me->idx);
+				(unsigned int)(me->sent / OP_EVERY) % 4;
+			void *oc = (void *)(uintptr_t)(me->nwimm << 3 |
+						       kind << 1 | me->idx);
 
 			st = state_of(me);
 			if (kind == 0)
@@ -578,11 +650,17 @@ static int send_some(struct side *me, int burst)
 				ret = rdmamsg_read(me->ep, me->lmr, REGION / 2,
 						   me->peer_t, REGION / 2,
 						   RD_LEN, on_op, oc);
-			else
+			else if (kind == 2)
 				ret = rdmamsg_atomic_fadd(me->ep, me->peer_t,
 							  REGION - 8, 1, on_op,
 							  oc);
-			if (ret == 0)
+			else {
+				me->wimm_due = 1; /* wimm_try() */
+				ret = 0;
+			}
+			if (kind == 3)
+				; /* counted when made */
+			else if (ret == 0)
 				me->ops++;
 			else if (ret == -ENOTCONN && st != RDMAMSG_EP_CONNECTED)
 				me->ops_enotconn++;
@@ -594,6 +672,44 @@ static int send_some(struct side *me, int burst)
 		}
 	}
 	return did;
+}
+
+/* wimm_behind -- a message, and a write with immediate right behind it;
+ * the message's on_recv fails the receiver's connection, with the
+ * write's arrival still to poll: the writer's completion says 0 (the
+ * data is in place), so the receiver's on_write_imm must run, once
+ * (rdmamsg_write(3)), whatever the outage that follows */
+static void wimm_behind(struct rdmamsg_ctx *ctx)
+{
+	struct side *me = &S[0], *peer = &S[1];
+	uint64_t v = MARK, w, n0 = me->ops_done;
+	long long end = test_now_ms() + 60000;
+	int ret;
+
+	while (!both_up() && test_now_ms() < end)
+		test_idle(ctx, 1);
+	test_idle(ctx, 20); /* credits back: both posts go at once */
+	w = me->nwimm;
+	me->wimm_status[w] = 1;
+	ret = rdmamsg_send(me->ep, &v, 8, NULL);
+	if (!ret)
+		ret = rdmamsg_write_imm(
+			me->ep, me->lmr, 0, me->peer_t, 0, REGION / 4,
+			(uint32_t)w, on_op,
+			(void *)(uintptr_t)(w << 3 | 3 << 1 | me->idx));
+	is_int(ret, 0, "a message, a write with immediate behind it");
+	if (ret)
+		return;
+	me->nwimm++;
+	me->ops++;
+	while ((me->ops_done == n0 || !both_up()) && test_now_ms() < end)
+		test_idle(ctx, 1);
+	test_idle(ctx, 20);
+	is_int(peer->marks, 1, "the message's on_recv cut its receiver");
+	ok(me->wimm_status[w] != 0 || me->wimm_seen[w] == 1,
+	   "the write %s: its receiver's on_write_imm ran %d times",
+	   me->wimm_status[w] ? rdmamsg_strerror(me->wimm_status[w]) : "done",
+	   me->wimm_seen[w]);
 }
 
 /* finished -- every item of both loads has its outcome */
@@ -619,7 +735,7 @@ static void plan(void)
 {
 	int i;
 
-	ncuts = tap_small() ? 12 : 48;
+	ncuts = tap_small() ? 14 : 56;
 	for (i = 0; i < ncuts; i++) {
 		struct cut *c = &cuts[i];
 
@@ -641,6 +757,12 @@ static void plan(void)
 		if (c->site == AT_RECV)
 			c->k = (c->k / BURST_EVERY) * BURST_EVERY + BURST_AT +
 			       BURST_LEN / 2;
+		if (c->site == AT_WIMM) {
+			/* the write's receiver; one in four OP_EVERY
+			 * messages is a write with immediate, some wait */
+			c->victim = !c->side;
+			c->k /= 12 * OP_EVERY;
+		}
 	}
 }
 
@@ -681,8 +803,11 @@ static void stress(int srq)
 		me->seen = calloc(n_reqs_max, 1);
 		me->later = calloc(n_reqs_max, sizeof(*me->later));
 		me->later_id = calloc(n_reqs_max, sizeof(*me->later_id));
+		me->wimm_status = calloc(n_msgs / OP_EVERY + 2, sizeof(int));
+		me->wimm_seen = calloc(n_msgs / OP_EVERY + 2, 1);
 		if (!me->sent_cnt || !me->sent_status || !me->got ||
-		    !me->answered || !me->seen || !me->later || !me->later_id)
+		    !me->answered || !me->seen || !me->later || !me->later_id ||
+		    !me->wimm_status || !me->wimm_seen)
 			bail_out("memory");
 		if (rdmamsg_mr_alloc(ctx, REGION, 0, &me->lmr) ||
 		    rdmamsg_mr_alloc(ctx, REGION,
@@ -750,6 +875,14 @@ static void stress(int srq)
 
 		S[0].writable = S[1].writable = 0;
 		rdmamsg_ctx_progress(ctx);
+		/* a cut whose site the load no longer reaches: from here */
+		if (S[0].sent == S[0].n && S[1].sent == S[1].n &&
+		    cuts_made < ncuts && cuts[cuts_made].site != AT_LOOP) {
+			cuts[cuts_made].site = AT_LOOP;
+			cuts[cuts_made].k = 0;
+		}
+		if (S[0].sent == S[0].n && S[1].sent == S[1].n)
+			maybe_cut(AT_LOOP, cuts[cuts_made].side, UINT64_MAX);
 		if (!did) {
 			volatile int w = 0;
 
@@ -840,22 +973,32 @@ static void stress(int srq)
 			   (unsigned long long)me->fadd_ok,
 			   (unsigned long long)me->fadd_reset);
 		}
+		for (j = 0, twice = 0, err = 0; j < me->nwimm; j++) {
+			twice += me->wimm_seen[j] > 1;
+			err += me->wimm_status[j] == 0 && me->wimm_seen[j] != 1;
+		}
+		ok(!twice && !err && !me->wimm_bad,
+		   "side %d: %llu writes with immediate: the peer saw each "
+		   "done one once, none twice (%llu twice, %llu done unseen)",
+		   i, (unsigned long long)me->nwimm, (unsigned long long)twice,
+		   (unsigned long long)err);
 		zero(me->ndisc, "side %d never went down", i);
 		zero(me->failed_ev, "side %d: no FAILOVER_FAILED", i);
 	}
 	ok(S[0].outage_sends + S[1].outage_sends > 0,
 	   "sends queued during outages");
+	wimm_behind(ctx);
 	rdmamsg_ep_get_path_stats(S[0].ep, &ps);
 	rdmamsg_ep_get_path_stats(S[1].ep, &sps);
-	ok(ps.failovers == (uint64_t)ncuts,
+	ok(ps.failovers == (uint64_t)ncuts + 1,
 	   "connector: %llu failovers for %d cuts (%llu path downs)",
-	   (unsigned long long)ps.failovers, ncuts,
+	   (unsigned long long)ps.failovers, ncuts + 1,
 	   (unsigned long long)ps.path_downs);
 	/* a cut of the connector as it comes up may precede the acceptor's
 	 * own resumption */
-	ok(sps.failovers <= (uint64_t)ncuts &&
+	ok(sps.failovers <= (uint64_t)ncuts + 1 &&
 		   sps.failovers + (uint64_t)(ncuts / NSITES + 1) >=
-			   (uint64_t)ncuts,
+			   (uint64_t)ncuts + 1,
 	   "acceptor: %llu failovers", (unsigned long long)sps.failovers);
 
 	is_int(rdmamsg_ep_close(S[0].ep, on_closed), 0, "close the connector");
@@ -879,6 +1022,8 @@ static void stress(int srq)
 		free(me->seen);
 		free(me->later);
 		free(me->later_id);
+		free(me->wimm_status);
+		free(me->wimm_seen);
 	}
 	if (the_srq) {
 		struct rdmamsg_srq_stats ss;
