@@ -18,7 +18,9 @@
  * the completions of one poll, between the fragments of a message,
  * inside a pack and in the middle of a replay.  Then a write with
  * immediate right behind a message whose on_recv cuts its receiver.  All
- * of it again with both ends on one shared receive queue.
+ * of it again with both ends on one shared receive queue, and over DC
+ * where the fabric has it (there without writes with immediate, which DC
+ * endpoints do not offer).
  *
  * Asserted (the man pages' promises): every message delivered exactly
  * once, in order, its bytes right, except a rendezvous whose read a cut
@@ -130,6 +132,7 @@ static int ncuts, cuts_made;
 static uint64_t n_msgs, n_reqs_max;
 static int fails_inside;	    /* test_break refused inside a callback */
 static struct rdmamsg_srq *the_srq; /* both ends receive through it */
+static int the_dc; /* the session is DC: no write with immediate there */
 
 /* in_burst -- message seq is one of a burst of tiny ones, sent at once
  * into a full window: they wait, and go packed, many to a fragment */
@@ -655,7 +658,7 @@ static int send_some(struct side *me, int burst)
 							  REGION - 8, 1, on_op,
 							  oc);
 			else {
-				me->wimm_due = 1; /* wimm_try() */
+				me->wimm_due = !the_dc; /* wimm_try() */
 				ret = 0;
 			}
 			if (kind == 3)
@@ -678,14 +681,17 @@ static int send_some(struct side *me, int burst)
  * the message's on_recv fails the receiver's connection, with the
  * write's arrival still to poll: the writer's completion says 0 (the
  * data is in place), so the receiver's on_write_imm must run, once
- * (rdmamsg_write(3)), whatever the outage that follows */
-static void wimm_behind(struct rdmamsg_ctx *ctx)
+ * (rdmamsg_write(3)), whatever the outage that follows; 1 when it made
+ * that cut */
+static int wimm_behind(struct rdmamsg_ctx *ctx)
 {
 	struct side *me = &S[0], *peer = &S[1];
 	uint64_t v = MARK, w, n0 = me->ops_done;
 	long long end = test_now_ms() + 60000;
 	int ret;
 
+	if (the_dc)
+		return 0; /* no writes with immediate on DC endpoints */
 	while (!both_up() && test_now_ms() < end)
 		test_idle(ctx, 1);
 	test_idle(ctx, 20); /* credits back: both posts go at once */
@@ -699,7 +705,7 @@ static void wimm_behind(struct rdmamsg_ctx *ctx)
 			(void *)(uintptr_t)(w << 3 | 3 << 1 | me->idx));
 	is_int(ret, 0, "a message, a write with immediate behind it");
 	if (ret)
-		return;
+		return 0;
 	me->nwimm++;
 	me->ops++;
 	while ((me->ops_done == n0 || !both_up()) && test_now_ms() < end)
@@ -710,6 +716,7 @@ static void wimm_behind(struct rdmamsg_ctx *ctx)
 	   "the write %s: its receiver's on_write_imm ran %d times",
 	   me->wimm_status[w] ? rdmamsg_strerror(me->wimm_status[w]) : "done",
 	   me->wimm_seen[w]);
+	return 1;
 }
 
 /* finished -- every item of both loads has its outcome */
@@ -768,7 +775,7 @@ static void plan(void)
 
 /* stress -- the load and its cuts; srq: both ends receive through one
  * shared receive queue */
-static void stress(int srq)
+static void stress(int srq, int dc)
 {
 	struct rdmamsg_srq_attr sa = {1024, EAGER};
 	struct rdmamsg_ctx *ctx;
@@ -779,9 +786,10 @@ static void stress(int srq)
 	char addr[64];
 	uint16_t p1, p2;
 	long long start, end;
-	int i, ret;
+	int i, ret, nc;
 
 	ctx = test_ctx();
+	the_dc = dc;
 	memset(S, 0, sizeof(S));
 	memset(cuts, 0, sizeof(cuts));
 	cuts_made = fails_inside = 0;
@@ -847,6 +855,8 @@ static void stress(int srq)
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u,127.0.0.1:%u", p1, p2);
 	a = side_attr();
 	rdmamsg_ep_attr_set_failover(a, RDMAMSG_FAILOVER_REPLAY);
+	if (dc)
+		rdmamsg_ep_attr_set_transport(a, RDMAMSG_TRANSPORT_DC);
 	rdmamsg_ep_attr_set_reconnect(a, 120000, 1000);
 	is_int(rdmamsg_connect(ctx, addr, a, &cbs, &S[0], &S[0].ep), 0,
 	       "a session over two paths");
@@ -987,18 +997,22 @@ static void stress(int srq)
 	}
 	ok(S[0].outage_sends + S[1].outage_sends > 0,
 	   "sends queued during outages");
-	wimm_behind(ctx);
+	nc = ncuts + wimm_behind(ctx);
+	/* the last cut's reconnect done (the load may end before it) */
+	for (end = test_now_ms() + 60000; test_now_ms() < end && !both_up();)
+		test_idle(ctx, 1);
+	ok(both_up(), "both ends up again");
 	rdmamsg_ep_get_path_stats(S[0].ep, &ps);
 	rdmamsg_ep_get_path_stats(S[1].ep, &sps);
-	ok(ps.failovers == (uint64_t)ncuts + 1,
+	ok(ps.failovers == (uint64_t)nc,
 	   "connector: %llu failovers for %d cuts (%llu path downs)",
-	   (unsigned long long)ps.failovers, ncuts + 1,
+	   (unsigned long long)ps.failovers, nc,
 	   (unsigned long long)ps.path_downs);
 	/* a cut of the connector as it comes up may precede the acceptor's
 	 * own resumption */
-	ok(sps.failovers <= (uint64_t)ncuts + 1 &&
+	ok(sps.failovers <= (uint64_t)nc &&
 		   sps.failovers + (uint64_t)(ncuts / NSITES + 1) >=
-			   (uint64_t)ncuts + 1,
+			   (uint64_t)nc,
 	   "acceptor: %llu failovers", (unsigned long long)sps.failovers);
 
 	is_int(rdmamsg_ep_close(S[0].ep, on_closed), 0, "close the connector");
@@ -1044,11 +1058,28 @@ static void stress(int srq)
 	is_int(ret, 0, "context destroyed");
 }
 
+/* has_dc -- the fabric has the DC transport */
+static int has_dc(void)
+{
+	struct rdmamsg_ctx *ctx = test_ctx();
+	uint64_t v;
+	int ret = rdmamsg_ctx_query_caps(ctx, RDMAMSG_CAP_DC, &v) == 0;
+
+	rdmamsg_ctx_destroy(&ctx);
+	return ret;
+}
+
 int main(void)
 {
 	test_setup("replay_stress");
-	stress(0);
+	stress(0, 0);
 	diag("again, both ends on a shared receive queue");
-	stress(1);
+	stress(1, 0);
+	if (has_dc()) {
+		diag("again, over DC (on the SRQ)");
+		stress(1, 1);
+	} else {
+		diag("no DC on this fabric: the DC run skipped");
+	}
 	return done_testing();
 }
