@@ -902,10 +902,25 @@ int rdma_disconnect(struct rdma_cm_id *id)
 	return wait ? scm__complete(s) : 0;
 }
 
+/*
+ * scm_rtu_lost -- SOFTRDMA_TEST_LOSE_RTU=1 (tests only): every RTU this
+ * process sends is lost, its retransmissions too (an IB CM sends it again
+ * for each duplicate REP): the id is ESTABLISHED, the peer's stays in
+ * REP_SENT until its QP sees traffic (rdma_notify), the REP's timeout or
+ * a DREQ (cm_dreq_handler takes it there).
+ */
+static int scm_rtu_lost(void)
+{
+	const char *e = getenv("SOFTRDMA_TEST_LOSE_RTU");
+
+	return e && *e == '1';
+}
+
 /* scm_send_rtu -- the active side is ready: RTU, ESTABLISHED */
 static void scm_send_rtu(struct scm_id *s)
 {
-	scm_send_simple(s, SCM_MSG_RTU);
+	if (!scm_rtu_lost())
+		scm_send_simple(s, SCM_MSG_RTU);
 	s->state = SCM_CONNECTED;
 	if (s->peer_gone) {
 		scm__modify_qp_err(s);
