@@ -1104,7 +1104,10 @@ void rdmamsg__ep_bye_recv(struct rdmamsg_ep *ep)
 
 /* rdmamsg__ep_peer_disconnected -- the fabric says the connection is gone:
  * read what the peer sent before (its goodbye among it), then it is a
- * clean close only if the goodbye came */
+ * clean close only if the goodbye came.  The peer's CM waits for our
+ * DREP, which only our disconnect (or destroying the id) sends; an
+ * endpoint that never came up sends it here, as rdmamsg__ep_down does
+ * for one that did. */
 void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep)
 {
 	int i;
@@ -1117,11 +1120,24 @@ void rdmamsg__ep_peer_disconnected(struct rdmamsg_ep *ep)
 	     i++)
 		if (!rdmamsg__iface_poll(ep->ctx))
 			break;
-	if (rdmamsg__ep_st_lane_up(ep->st))
+	if (rdmamsg__ep_st_lane_up(ep->st)) {
 		rdmamsg__ep_down(ep, ep->closing    ? -ECANCELED
 				     : ep->bye_seen ? 0
 						    : -ECONNRESET);
-	else if (ep->st <= EPS_CONNECTING)
+		return;
+	}
+	/*
+	 * Not up: a DREQ before our side was established (an accepted
+	 * endpoint whose RTU was lost: the IB CM takes a DREQ in REP_SENT,
+	 * cm_dreq_handler), or after the connect failed (its timeout) with
+	 * the id left as it was.  The IB CM sends the DREP only from
+	 * DREQ_RCVD (ib_send_cm_drep), which rdma_disconnect tries where
+	 * it cannot send a DREQ; elsewhere it sends nothing.  Without it
+	 * the peer waits for its DREQ's timeout, or our close.
+	 */
+	if (ep->id)
+		ep->ctx->ops->disconnect(ep->id);
+	if (ep->st <= EPS_CONNECTING)
 		rdmamsg__ep_connect_failed(ep, -ECONNRESET, 0, NULL, 0);
 }
 

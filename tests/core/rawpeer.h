@@ -98,18 +98,13 @@ static inline int rawpeer_send(struct rawpeer *p, size_t len)
 }
 
 /*
- * rawpeer_connect_user -- connect to 127.0.0.1:port with memory of mem bytes
- * (at least RAWPEER_SEND_OFF; local, remote read and write access) and
- * the handshake kind: HS_REQ, or HS_SREQ naming session sid; 0 once the
- * server's credit grant arrived (in p->credits, p->ctl) and its buffer is
- * posted again.  HS_RREQ reconnects session sid having delivered that
- * many, and expects a refusal: 1, its reason in p->reason.  Negative: the
- * step that failed.  Whatever was made is p's to rawpeer_free.  user (a
- * string, or NULL): the application bytes of the request.
+ * rawpeer_establish -- rawpeer_connect_user up to the server's accept:
+ * 0 once ESTABLISHED came with an HS_ACC, before the credit grant (which
+ * the server sends once its own side is established)
  */
-static inline int rawpeer_connect_user(struct rawpeer *p, unsigned int port,
-				       size_t mem, uint8_t kind, uint64_t sid,
-				       uint64_t delivered, const char *user)
+static inline int rawpeer_establish(struct rawpeer *p, unsigned int port,
+				    size_t mem, uint8_t kind, uint64_t sid,
+				    uint64_t delivered, const char *user)
 {
 	struct sockaddr_in dst;
 	struct ibv_qp_init_attr qa;
@@ -117,7 +112,6 @@ static inline int rawpeer_connect_user(struct rawpeer *p, unsigned int port,
 	struct rdmamsg__hs hs;
 	uint8_t pdata[RDMAMSG_HS_MAX], acc[256];
 	size_t alen = 0;
-	struct ibv_wc wc;
 	uint32_t i;
 
 	memset(p, 0, sizeof(*p));
@@ -184,6 +178,29 @@ static inline int rawpeer_connect_user(struct rawpeer *p, unsigned int port,
 		return -6;
 	if (rdmamsg__hs_decode(acc, alen, &hs) || hs.kind != HS_ACC)
 		return -7;
+	return 0;
+}
+
+/*
+ * rawpeer_connect_user -- connect to 127.0.0.1:port with memory of mem bytes
+ * (at least RAWPEER_SEND_OFF; local, remote read and write access) and
+ * the handshake kind: HS_REQ, or HS_SREQ naming session sid; 0 once the
+ * server's credit grant arrived (in p->credits, p->ctl) and its buffer is
+ * posted again.  HS_RREQ reconnects session sid having delivered that
+ * many, and expects a refusal: 1, its reason in p->reason.  Negative: the
+ * step that failed.  Whatever was made is p's to rawpeer_free.  user (a
+ * string, or NULL): the application bytes of the request.
+ */
+static inline int rawpeer_connect_user(struct rawpeer *p, unsigned int port,
+				       size_t mem, uint8_t kind, uint64_t sid,
+				       uint64_t delivered, const char *user)
+{
+	struct ibv_wc wc;
+	int ret;
+
+	ret = rawpeer_establish(p, port, mem, kind, sid, delivered, user);
+	if (ret)
+		return ret;
 	/* the passive side grants its credits in-band once established */
 	if (rawpeer_poll(p, 10000, &wc) != IBV_WC_SUCCESS ||
 	    wc.byte_len != RDMAMSG_HDR)
