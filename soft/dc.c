@@ -444,6 +444,50 @@ static int dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 	return 0;
 }
 
+/*
+ * dct_query -- ibv_query_qp of a DCT, as mlx5_ib_dct_query_qp: a mask
+ * beyond the DCT's attributes, or a DCT not in RTR, is EINVAL; the state
+ * is always RTR (the driver's, set by modify, which a DCT's catastrophic
+ * error does not touch), so an overrun DCT (ERR here, answering nothing)
+ * says RTR too.  Of the AV only the GRH fields the DCT context keeps;
+ * what the mask does not ask for is zero, as the kernel's memset leaves
+ * it.  Lock held.
+ */
+static int dct_query(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	const struct ibv_qp_attr *s = &qp->attr;
+	int supported = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT |
+			IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU |
+			IBV_QP_PKEY_INDEX;
+
+	if (mask & ~supported)
+		return EINVAL;
+	/* a DCT reaches ERR only from RTR (a CQ overrun): modify refuses
+	 * ERR (dct_ok) */
+	if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_ERR)
+		return EINVAL;
+	memset(attr, 0, sizeof(*attr));
+	if (mask & IBV_QP_STATE)
+		attr->qp_state = IBV_QPS_RTR;
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		attr->qp_access_flags = s->qp_access_flags;
+	if (mask & IBV_QP_PORT)
+		attr->port_num = s->port_num;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		attr->min_rnr_timer = s->min_rnr_timer;
+	if (mask & IBV_QP_AV) {
+		attr->ah_attr.grh.traffic_class = s->ah_attr.grh.traffic_class;
+		attr->ah_attr.grh.flow_label = s->ah_attr.grh.flow_label;
+		attr->ah_attr.grh.sgid_index = s->ah_attr.grh.sgid_index;
+		attr->ah_attr.grh.hop_limit = s->ah_attr.grh.hop_limit;
+	}
+	if (mask & IBV_QP_PATH_MTU)
+		attr->path_mtu = s->path_mtu;
+	if (mask & IBV_QP_PKEY_INDEX)
+		attr->pkey_index = s->pkey_index;
+	return 0;
+}
+
 /* soft_dc_set_addr -- mlx5dv_wr_set_dc_addr: the target of the WR staged
  * last, kept in fields a DCI's WRs do not use */
 void soft_dc_set_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t dctn,
@@ -1183,6 +1227,7 @@ const struct soft_qp_ops soft_dct_ops = {
 	.to_rtr = soft_qp_op_nop,
 	.reset = soft_qp_op_nop,
 	.destroy = dc_destroy,
+	.query = dct_query,
 	.always_pass = 1,
 	.any_src = 1,
 };

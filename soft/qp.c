@@ -782,7 +782,8 @@ int soft_qp_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 	return 0;
 }
 
-/* ibv_query_qp -- the attributes set so far, and the creation attributes */
+/* ibv_query_qp -- the attributes set so far (or the kind's answer), and
+ * the creation attributes */
 int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 		 struct ibv_qp_init_attr *init_attr)
 {
@@ -792,12 +793,21 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 		return EINVAL;
 	qp = to_sqp(ibqp);
 	soft_lock(&qp->ctx->lock);
-	*attr = qp->attr;
-	attr->qp_state = qp->state;
-	attr->cur_qp_state = qp->state;
+	if (qp->ops->query) {
+		int err = qp->ops->query(qp, attr, attr_mask);
+
+		if (err) {
+			soft_unlock(&qp->ctx->lock);
+			return err;
+		}
+	} else {
+		*attr = qp->attr;
+		attr->qp_state = qp->state;
+		attr->cur_qp_state = qp->state;
+		attr->sq_draining =
+			qp->state == IBV_QPS_SQD && qp->sq_head != qp->sq_tail;
+	}
 	attr->cap = qp->cap;
-	attr->sq_draining =
-		qp->state == IBV_QPS_SQD && qp->sq_head != qp->sq_tail;
 	memset(init_attr, 0, sizeof(*init_attr));
 	init_attr->qp_context = ibqp->qp_context;
 	init_attr->send_cq = ibqp->send_cq;

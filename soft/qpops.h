@@ -44,6 +44,9 @@ struct soft_qp_ops {
 	void (*reset)(struct soft_qp *qp);
 	/* ibv_destroy_qp, once the QP is on no list; lock not held */
 	void (*destroy)(struct soft_qp *qp);
+	/* ibv_query_qp's attributes (cap and init_attr aside), 0 or an
+	 * errno; lock held.  NULL: the attributes set so far and the state */
+	int (*query)(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask);
 	/* its progress lives outside the doorbell (queues of its own, a
 	 * network path, timers): every pass visits it */
 	unsigned int always_pass : 1;

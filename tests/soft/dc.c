@@ -480,7 +480,9 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				     IBV_QP_ACCESS_FLAGS),
 	       EINVAL, "DCT to INIT on port 0 -> EINVAL");
-	is_int(t_qp_state(q), IBV_QPS_RESET, "it stays in RESET");
+	/* mlx5_ib_dct_query_qp answers a DCT in RTR only; the modify to
+	 * INIT below finds it still in RESET */
+	is_int(t_qp_state(q), -1, "query of a DCT in RESET -> EINVAL");
 	a.qp_access_flags = 0;
 	a.port_num = 1;
 	is_int(ibv_modify_qp(q, &a,
@@ -507,7 +509,7 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 	       EINVAL,
 	       "DCT to RTR with sgid_index 16 (past the table) -> "
 	       "EINVAL");
-	is_int(t_qp_state(q), IBV_QPS_INIT, "it stays in INIT");
+	is_int(t_qp_state(q), -1, "query of a DCT in INIT -> EINVAL");
 	a.ah_attr.grh.sgid_index = 1;
 	ok(!ibv_modify_qp(q, &a,
 			  IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
@@ -517,6 +519,26 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 	is_int(ibv_modify_qp(q, &a, IBV_QP_STATE), EINVAL,
 	       "DCT to RTS -> EINVAL");
 	is_int(t_qp_state(q), IBV_QPS_RTR, "it stays in RTR");
+	{
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qia;
+
+		/* as mlx5_ib_dct_query_qp: a DCT's attributes only */
+		memset(&qa, 0xff, sizeof(qa));
+		ok(!ibv_query_qp(q, &qa,
+				 IBV_QP_STATE | IBV_QP_ACCESS_FLAGS |
+					 IBV_QP_PORT | IBV_QP_PATH_MTU |
+					 IBV_QP_MIN_RNR_TIMER,
+				 &qia) &&
+			   qa.qp_state == IBV_QPS_RTR &&
+			   qa.qp_access_flags == RW && qa.port_num == 1 &&
+			   qa.path_mtu == IBV_MTU_4096 &&
+			   qa.min_rnr_timer == 1 && qa.timeout == 0,
+		   "query of the DCT in RTR: its attributes, the rest 0");
+		is_int(ibv_query_qp(q, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT,
+				    &qia),
+		       EINVAL, "query of a DCT for IBV_QP_TIMEOUT -> EINVAL");
+	}
 	is_int(ibv_destroy_qp(q), 0, "destroy the DCT");
 
 	/* a DCI: its attribute masks, posting */
@@ -1136,6 +1158,10 @@ int main(void)
 				   ow[0].wr_id == 70 &&
 				   ow[0].status == IBV_WC_RETRY_EXC_ERR,
 			   "the overrun DCT answers nothing: RETRY_EXC_ERR");
+			/* mlx5_ib_dct_query_qp says RTR whatever the DCT's
+			 * hardware state */
+			is_int(t_qp_state(odct), IBV_QPS_RTR,
+			       "ibv_query_qp of the overrun DCT says RTR");
 			ok(!ibv_destroy_qp(d4) && !ibv_destroy_qp(odct) &&
 				   !ibv_destroy_cq(t2.cq) &&
 				   !ibv_destroy_srq(srq2) && !ibv_dereg_mr(obm),
