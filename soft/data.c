@@ -565,12 +565,10 @@ static uint8_t *peer_map(struct soft_qp *qp, const struct soft_reg_mr *w,
 	return base ? base + (va - e.va) : NULL;
 }
 
-/* atomic_lock -- the stripe lock every atomic on (pid, va) takes, whoever
- * carries it out and however it reaches the memory */
+/* atomic_lock -- soft_atomic_lock (softrdma.h; umr.c takes it too) */
 static inline pthread_mutex_t *atomic_lock(int32_t pid, uint64_t va)
 {
-	return &soft_reg->atomic_lock[((uint64_t)pid * 31 + (va >> 3)) %
-				      SOFT_NSTRIPES];
+	return soft_atomic_lock(pid, va);
 }
 
 /* aw_place -- store 8 bytes at va of pid (mapped here at p, or NULL) as
@@ -732,7 +730,8 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	case 0:
 		break;
 	case 1: /* an indirect mkey (umr.c) */
-		return soft_umr_remote(qp, need, rkey, raddr, liov, niov, len);
+		return soft_umr_remote(qp, need, rkey, raddr, liov, niov, len,
+				       wr);
 	default:
 		return IBV_WC_REM_ACCESS_ERR;
 	}

@@ -1191,11 +1191,19 @@ int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 		     uint64_t len, uint32_t need, uint8_t **va,
 		     pthread_mutex_t **lk);
 
+/* soft_atomic_lock -- the stripe lock every atomic on (pid, va) takes,
+ * whoever carries it out and however it reaches the memory */
+static inline pthread_mutex_t *soft_atomic_lock(int32_t pid, uint64_t va)
+{
+	return &soft_reg->atomic_lock[((uint64_t)pid * 31 + (va >> 3)) %
+				      SOFT_NSTRIPES];
+}
+
 /* umr.c: mlx5dv indirect mkeys */
 enum ibv_wc_status soft_umr_remote(struct soft_qp *qp, uint32_t need,
 				   uint32_t rkey, uint64_t raddr,
 				   const struct iovec *liov, int niov,
-				   uint64_t len);
+				   uint64_t len, const struct ibv_send_wr *wr);
 int soft_umr_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 		       unsigned int need, struct iovec *iov);
 enum ibv_wc_status soft_umr_exec(struct soft_qp *qp, struct ibv_send_wr *wr);

@@ -461,18 +461,73 @@ static struct soft_umr_tab *read_tab(const struct soft_reg_mr *m)
 	return t;
 }
 
+/* atom_fn -- an atomic's 8 bytes: one piece, aligned in the owner's
+ * memory (kept in w->out), else -1 */
+static int atom_fn(struct walk_ctx *w, const struct iovec *r, uint32_t n)
+{
+	if (n != 1 || r[0].iov_len != 8 || ((uintptr_t)r[0].iov_base & 7) ||
+	    !w->nout)
+		return -1;
+	w->out[0] = r[0];
+	w->nout = 0;
+	return 0;
+}
+
 /*
- * soft_umr_remote -- RDMA WRITE or READ of len bytes at raddr of the
- * peer's indirect key rkey (the QP's access already checked): every piece
- * is checked first, then the bytes move.  A peer's layout is read with
- * process_vm_readv: where that is refused (Yama, SOFTRDMA_TEST_NOVM) the
- * operation fails with IBV_WC_REM_OP_ERR (the chunked fallback does not
- * serve indirect keys).
+ * umr_atomic -- CMP_AND_SWP or FETCH_AND_ADD of wr on the owner's 8
+ * bytes at va, under the stripe lock every atomic on them takes (data.c's
+ * on a plain MR too); the prior value into liov[0]; wc status
+ */
+static enum ibv_wc_status umr_atomic(int32_t pid, uint64_t va,
+				     const struct ibv_send_wr *wr,
+				     const struct iovec *liov)
+{
+	pthread_mutex_t *al = soft_atomic_lock(pid, va);
+	uint64_t old, nv, *p = (uint64_t *)(uintptr_t)va;
+	struct iovec o = {&old, 8}, w = {&nv, 8},
+		     r = {(void *)(uintptr_t)va, 8};
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	int cas = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+
+	soft_stripe_lock(al);
+	if (pid == soft_self_pid) {
+		old = wr->wr.atomic.compare_add;
+		if (cas)
+			__atomic_compare_exchange_n(p, &old, wr->wr.atomic.swap,
+						    0, __ATOMIC_SEQ_CST,
+						    __ATOMIC_SEQ_CST);
+		else
+			old = __atomic_fetch_add(p, wr->wr.atomic.compare_add,
+						 __ATOMIC_SEQ_CST);
+	} else if (soft_novm_env() ||
+		   process_vm_readv(pid, &o, 1, &r, 1, 0) != 8) {
+		st = IBV_WC_REM_OP_ERR;
+	} else {
+		nv = cas ? wr->wr.atomic.swap : old + wr->wr.atomic.compare_add;
+		if ((!cas || old == wr->wr.atomic.compare_add) &&
+		    process_vm_writev(pid, &w, 1, &r, 1, 0) != 8)
+			st = IBV_WC_RETRY_EXC_ERR;
+	}
+	pthread_mutex_unlock(al);
+	if (st == IBV_WC_SUCCESS)
+		memcpy(liov[0].iov_base, &old, 8);
+	return st;
+}
+
+/*
+ * soft_umr_remote -- RDMA WRITE, READ or atomic (wr) of len bytes at
+ * raddr of the peer's indirect key rkey (the QP's access and an atomic's
+ * alignment already checked): every piece is checked first, then the
+ * bytes move.  An atomic's 8 bytes must lie in one piece, aligned in the
+ * owner's memory (softrdma's rule: an atomic does not cross a KLM entry;
+ * the mlx5 sources do not say what the HCA does), else an invalid request.  A peer's layout is read with process_vm_readv: where
+ * that is refused (Yama, SOFTRDMA_TEST_NOVM) the operation fails with
+ * IBV_WC_REM_OP_ERR (the chunked fallback does not serve indirect keys).
  */
 enum ibv_wc_status soft_umr_remote(struct soft_qp *qp, uint32_t need,
 				   uint32_t rkey, uint64_t raddr,
 				   const struct iovec *liov, int niov,
-				   uint64_t len)
+				   uint64_t len, const struct ibv_send_wr *wr)
 {
 	uint32_t slot = soft_key_slot(rkey);
 	struct soft_reg_mr *m = &soft_reg->mr[slot];
@@ -480,9 +535,8 @@ enum ibv_wc_status soft_umr_remote(struct soft_qp *qp, uint32_t need,
 	struct soft_umr_tab *t = NULL, *own = NULL;
 	struct soft_mkey *k;
 	enum ibv_wc_status st = IBV_WC_REM_ACCESS_ERR;
+	struct iovec at;
 
-	if (need != IBV_ACCESS_REMOTE_WRITE && need != IBV_ACCESS_REMOTE_READ)
-		return IBV_WC_REM_ACCESS_ERR; /* atomics: not emulated */
 	memset(&w, 0, sizeof(w));
 	w.need = need;
 	w.liov = liov;
@@ -511,6 +565,16 @@ enum ibv_wc_status soft_umr_remote(struct soft_qp *qp, uint32_t need,
 	w.fn = check_fn;
 	if (walk(&w, t, raddr, len))
 		goto out;
+	if (need == IBV_ACCESS_REMOTE_ATOMIC) {
+		w.fn = atom_fn;
+		w.out = &at;
+		w.nout = 1;
+		st = walk(&w, t, raddr, len)
+			     ? IBV_WC_REM_INV_REQ_ERR
+			     : umr_atomic(w.pid, (uintptr_t)at.iov_base, wr,
+					  liov);
+		goto out;
+	}
 	w.fn = copy_fn;
 	st = walk(&w, t, raddr, len) ? IBV_WC_RETRY_EXC_ERR : IBV_WC_SUCCESS;
 out:

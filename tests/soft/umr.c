@@ -728,12 +728,139 @@ static void test_local(void)
 	free(src);
 }
 
+/* atomic -- one signaled 8-byte atomic at offset off of rkey; its
+ * completion status (-1: none) */
+static int atomic(struct tctx *t, struct ibv_qp *qp, enum ibv_wr_opcode op,
+		  uint64_t *res, uint32_t lkey, uint64_t off, uint32_t rkey,
+		  uint64_t cmp_add, uint64_t swap)
+{
+	struct ibv_sge sge = {(uintptr_t)res, 8, lkey};
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_wc wc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 9;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.atomic.remote_addr = off;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = cmp_add;
+	wr.wr.atomic.swap = swap;
+	if (ibv_post_send(qp, &wr, &bad))
+		return -2;
+	if (t_wait(t->cq, &wc, 1, 10000) != 1)
+		return -1;
+	return (int)wc.status;
+}
+
+/*
+ * test_atomic -- atomics through an mkey made by UMR: mlx5dv_wr_mr_list
+ * takes IBV_ACCESS_REMOTE_ATOMIC (libmlx5 sets the mkey's atomic bit), so
+ * 8 bytes inside one piece take FETCH_AND_ADD and CMP_AND_SWP and return
+ * the prior value; 8 bytes across two pieces are an invalid request (an
+ * atomic does not cross a KLM entry); an mkey without the access refuses
+ */
+static void test_atomic(void)
+{
+	struct tctx t;
+	struct mlx5dv_mkey *k, *kn;
+	struct ibv_qp *a, *b;
+	struct ibv_mr *m1, *m2, *rm;
+	struct ibv_sge sge[2];
+	struct ibv_wc wc;
+	uint64_t *p1 = aligned_alloc(64, 64), *p2 = aligned_alloc(64, 64);
+	uint64_t *res = aligned_alloc(64, 64);
+	uint32_t acc = RW | IBV_ACCESS_REMOTE_ATOMIC;
+
+	if (!p1 || !p2 || !res || t_open(&t, 32))
+		bail_out("open");
+	memset(p1, 0, 64);
+	memset(p2, 0, 64);
+	p1[0] = 100;
+	p2[1] = 7;
+	m1 = ibv_reg_mr(t.pd, p1, 64, (int)acc);
+	m2 = ibv_reg_mr(t.pd, p2, 64, (int)acc);
+	rm = ibv_reg_mr(t.pd, res, 64, RW);
+	a = umr_qp(&t, MLX5DV_QP_EX_WITH_MR_LIST, 1);
+	b = t_rc_qp(&t, 32, NULL);
+	k = mkey(&t, 4);
+	kn = mkey(&t, 4);
+	if (!m1 || !m2 || !rm || !a || !b || !k || !kn ||
+	    t_connect(a, b->qp_num, (int)acc, 1, 7, 14, 7) ||
+	    t_connect(b, a->qp_num, (int)acc, 1, 7, 14, 7))
+		bail_out("setup");
+	/* mkey offsets 0-11: p1[0..12); 12-31: p2 + 4 .. p2 + 24, so that
+	 * offset 16 is p2[1] and offset 8 straddles the two */
+	sge[0].addr = (uintptr_t)p1;
+	sge[0].length = 12;
+	sge[0].lkey = m1->lkey;
+	sge[1].addr = (uintptr_t)p2 + 4;
+	sge[1].length = 20;
+	sge[1].lkey = m2->lkey;
+	ok(!umr_list(a, k, acc, 2, sge, IBV_SEND_INLINE | IBV_SEND_SIGNALED) &&
+		   t_wait(t.cq, &wc, 1, 10000) == 1 &&
+		   wc.status == IBV_WC_SUCCESS &&
+		   !umr_list(a, kn, RW, 2, sge,
+			     IBV_SEND_INLINE | IBV_SEND_SIGNALED) &&
+		   t_wait(t.cq, &wc, 1, 10000) == 1 &&
+		   wc.status == IBV_WC_SUCCESS,
+	   "UMR of two pieces with IBV_ACCESS_REMOTE_ATOMIC, and without");
+	res[0] = 0;
+	is_int(atomic(&t, b, IBV_WR_ATOMIC_FETCH_AND_ADD, res, rm->lkey, 0,
+		      k->rkey, 5, 0),
+	       IBV_WC_SUCCESS, "FETCH_AND_ADD at offset 0 of the mkey");
+	ok(res[0] == 100 && p1[0] == 105,
+	   "the prior value (%llu) returned, the piece's 8 bytes added to "
+	   "(%llu)",
+	   (unsigned long long)res[0], (unsigned long long)p1[0]);
+	res[0] = 0;
+	is_int(atomic(&t, b, IBV_WR_ATOMIC_CMP_AND_SWP, res, rm->lkey, 16,
+		      k->rkey, 7, 9),
+	       IBV_WC_SUCCESS, "CMP_AND_SWP at offset 16 (the second piece)");
+	ok(res[0] == 7 && p2[1] == 9,
+	   "the prior value (%llu) returned, the swap done (%llu)",
+	   (unsigned long long)res[0], (unsigned long long)p2[1]);
+	is_int(atomic(&t, b, IBV_WR_ATOMIC_FETCH_AND_ADD, res, rm->lkey, 0,
+		      kn->rkey, 5, 0),
+	       IBV_WC_REM_ACCESS_ERR,
+	       "FETCH_AND_ADD through the mkey without remote atomic: "
+	       "remote access error");
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
+	a = umr_qp(&t, MLX5DV_QP_EX_WITH_MR_LIST, 1);
+	b = t_rc_qp(&t, 32, NULL);
+	if (!a || !b || t_connect(a, b->qp_num, (int)acc, 1, 7, 14, 7) ||
+	    t_connect(b, a->qp_num, (int)acc, 1, 7, 14, 7))
+		bail_out("setup");
+	is_int(atomic(&t, b, IBV_WR_ATOMIC_FETCH_AND_ADD, res, rm->lkey, 8,
+		      k->rkey, 1, 0),
+	       IBV_WC_REM_INV_REQ_ERR,
+	       "FETCH_AND_ADD at offset 8, across two pieces: invalid "
+	       "request");
+	ok(p1[0] == 105 && p1[1] == 0 && p2[0] == 0 && p2[1] == 9,
+	   "nothing changed");
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
+	is_int(mlx5dv_destroy_mkey(k), 0, "destroy_mkey");
+	is_int(mlx5dv_destroy_mkey(kn), 0, "destroy_mkey");
+	ibv_dereg_mr(m1);
+	ibv_dereg_mr(m2);
+	ibv_dereg_mr(rm);
+	t_close(&t);
+	free(p1);
+	free(p2);
+	free(res);
+}
+
 int main(void)
 {
 	const char *novm = getenv("SOFTRDMA_TEST_NOVM");
 
 	t_isolate("umr");
 	test_local();
+	test_atomic();
 	test_peer(novm && !strcmp(novm, "1"));
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();

@@ -167,7 +167,8 @@ static int server(int wfd, void *arg)
 		iov[i].iov_len = PIECE;
 	}
 	if (rdmamsg_mr_reg_iov(s.ctx, iov, NPIECE, RWA, &s.list) ||
-	    rdmamsg_mr_reg_strided(s.ctx, s.sarea, BLOCK, STRIDE, COUNT, RWA,
+	    rdmamsg_mr_reg_strided(s.ctx, s.sarea, BLOCK, STRIDE, COUNT,
+				   RWA | RDMAMSG_ACCESS_REMOTE_ATOMIC,
 				   &s.strided))
 		return 12;
 	if (rdmamsg_mr_get_layout(s.list, &lay) || lay != RDMAMSG_MR_LAYOUT_UMR)
@@ -199,13 +200,14 @@ struct cli {
 };
 
 static int op_done, op_status;
+static uint64_t op_value;
 
 static void op_cb(struct rdmamsg_ep *ep, int status, uint64_t value,
 		  void *op_ctx)
 {
 	(void)ep;
-	(void)value;
 	(void)op_ctx;
+	op_value = value;
 	op_done++;
 	op_status = status;
 }
@@ -291,7 +293,7 @@ int main(void)
 	struct iovec iov[4];
 	unsigned char *lmem, *p0, *p1, *p2;
 	char addr[64];
-	uint64_t v = 0;
+	uint64_t v = 0, want, got;
 	size_t i, total = NPIECE * PIECE, stotal = BLOCK * COUNT, len;
 	int rfd, good;
 	pid_t pid;
@@ -343,6 +345,23 @@ int main(void)
 	ok(c.checked && c.check == 1,
 	   "owner: every piece and block holds what was written, every gap "
 	   "is untouched");
+	/* atomics on the strided region, exported with remote atomic access
+	 * (mlx5dv_wr_mr_interleaved takes it): 8 bytes inside one block,
+	 * the prior value back */
+	memcpy(&want, lmem + 8192 + BLOCK, 8);
+	is_int(op(ctx, rdmamsg_atomic_fadd(c.ep, rstr, BLOCK, 1, op_cb, NULL)),
+	       0, "rdmamsg_atomic_fadd at the strided region's second block");
+	ok(op_value == want, "the prior value back");
+	is_int(op(ctx, rdmamsg_atomic_cas(c.ep, rstr, BLOCK, want + 1, 5, op_cb,
+					  NULL)),
+	       0, "rdmamsg_atomic_cas there");
+	ok(op_value == want + 1, "the added value back");
+	is_int(op(ctx,
+		  rdmamsg_read(c.ep, lmr, 8192, rstr, BLOCK, 8, op_cb, NULL)),
+	       0, "read the 8 bytes back");
+	memcpy(&got, lmem + 8192, 8);
+	ok(got == 5, "they hold the swapped value (%llu)",
+	   (unsigned long long)got);
 	is_int(rdmamsg_write(c.ep, lmr, 0, rlist, 1, total, op_cb, NULL),
 	       -ERANGE, "one byte past the list region: -ERANGE");
 
