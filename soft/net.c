@@ -371,6 +371,8 @@ static size_t ctl_put(char *b, size_t at, int level, int type, const void *v,
 {
 	struct cmsghdr c;
 
+	/* the padding too: the kernel reads CMSG_SPACE bytes (valgrind) */
+	memset(b + at, 0, CMSG_SPACE(len));
 	memset(&c, 0, sizeof(c));
 	c.cmsg_level = level;
 	c.cmsg_type = type;
