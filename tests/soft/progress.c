@@ -715,14 +715,17 @@ static void srq_mixed(void)
 	aa.grh.sgid_index = 1;
 	aa.grh.hop_limit = 64;
 	ibv_query_gid(t.ctx, 1, 1, &aa.grh.dgid);
-	ah = ibv_create_ah(t.pd, &aa);
-	if (!mr || !rc || !ud || !ah || t_ud_up(ud, QKEY))
+	if (!mr || !rc || !ud || t_ud_up(ud, QKEY))
 		bail_out("setup");
 	memset(&me, 0, sizeof(me));
 	me.qpn = rc->qp_num;
 	child = t_spawn(srq_mixed_resp, &rfd, &wfd);
 	if (child < 0)
 		bail_out("spawn");
+	/* after the fork: the child, which exits without it, would leak it */
+	ah = ibv_create_ah(t.pd, &aa);
+	if (!ah)
+		bail_out("ah");
 	t_xrecv(rfd, peer, sizeof(peer));
 	t_xsend(wfd, &me, sizeof(me));
 	if (t_connect(rc, peer[0].qpn, 0, 1, 7, 14, 7))
