@@ -565,10 +565,57 @@ static uint8_t *peer_map(struct soft_qp *qp, const struct soft_reg_mr *w,
 	return base ? base + (va - e.va) : NULL;
 }
 
-/* atomic_lock -- soft_atomic_lock (softrdma.h; umr.c takes it too) */
-static inline pthread_mutex_t *atomic_lock(int32_t pid, uint64_t va)
+/*
+ * soft_atomic_exec -- compare-and-swap (CAS: compare add, swap swap) or
+ * fetch-and-add (add add) on the 8 bytes at va of pid, mapped here at p
+ * (NULL: reached with process_vm_*), under the stripe lock every atomic
+ * on them takes, so that peers copying with process_vm_* and the owner's
+ * own responder see it whole (a CPU atomic besides where p is aligned: a
+ * window or an IOVA may name them at any address); the value found goes
+ * to res.  0, SOFT_ATOMIC_NOREAD (nothing read or changed) or
+ * SOFT_ATOMIC_NOWRITE (read, the write refused), errno EPERM where
+ * process_vm_* is refused.  Every responder's atomic (one host, DC, UMR,
+ * between hosts) comes here; each caller maps these to its own status.
+ */
+int soft_atomic_exec(int32_t pid, uint64_t va, uint8_t *p, int cas,
+		     uint64_t add, uint64_t swap, void *res)
 {
-	return soft_atomic_lock(pid, va);
+	pthread_mutex_t *al = soft_atomic_lock(pid, va);
+	uint64_t old, nv;
+	struct iovec o = {&old, 8}, w = {&nv, 8},
+		     r = {(void *)(uintptr_t)va, 8};
+	int ret = 0;
+
+	soft_stripe_lock(al);
+	if (p && !((uintptr_t)p & 7)) {
+		old = add;
+		if (cas)
+			__atomic_compare_exchange_n((uint64_t *)(void *)p, &old,
+						    swap, 0, __ATOMIC_SEQ_CST,
+						    __ATOMIC_SEQ_CST);
+		else
+			old = __atomic_fetch_add((uint64_t *)(void *)p, add,
+						 __ATOMIC_SEQ_CST);
+		goto done;
+	}
+	if (p) {
+		memcpy(&old, p, 8);
+	} else if (vm_copy(0, pid, &o, 1, &r, 1) != 8) {
+		ret = SOFT_ATOMIC_NOREAD;
+		goto done;
+	}
+	if (cas && old != add)
+		goto done;
+	nv = cas ? swap : old + add;
+	if (p)
+		memcpy(p, &nv, 8);
+	else if (vm_copy(1, pid, &w, 1, &r, 1) != 8)
+		ret = SOFT_ATOMIC_NOWRITE;
+done:
+	pthread_mutex_unlock(al);
+	if (!ret)
+		memcpy(res, &old, 8);
+	return ret;
 }
 
 /* aw_place -- store 8 bytes at va of pid (mapped here at p, or NULL) as
@@ -578,7 +625,7 @@ static enum ibv_wc_status aw_place(int32_t pid, uint64_t va, uint8_t *p,
 				   uint64_t v)
 {
 	struct iovec l = {&v, 8}, r = {(void *)(uintptr_t)va, 8};
-	pthread_mutex_t *al = atomic_lock(pid, va);
+	pthread_mutex_t *al = soft_atomic_lock(pid, va);
 	enum ibv_wc_status ret = IBV_WC_SUCCESS;
 
 	soft_stripe_lock(al);
@@ -763,42 +810,11 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 			: 0;
 		if (n != (ssize_t)len)
 			ret = IBV_WC_RETRY_EXC_ERR;
-	} else {
-		uint64_t old, nv;
-		struct iovec o = {&old, 8}, w = {&nv, 8};
-		pthread_mutex_t *al = atomic_lock(qp->peer_pid, va);
-
-		/* under the stripe lock, so that peers copying with
-		 * process_vm_* and the owner's own responder see it whole;
-		 * a CPU atomic through the mapping besides */
-		soft_stripe_lock(al);
-		if (p && wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-			old = wr->wr.atomic.compare_add;
-			__atomic_compare_exchange_n(
-				(uint64_t *)(void *)p, &old, wr->wr.atomic.swap,
-				0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-		} else if (p) {
-			old = __atomic_fetch_add((uint64_t *)(void *)p,
-						 wr->wr.atomic.compare_add,
-						 __ATOMIC_SEQ_CST);
-		} else if (vm_copy(0, qp->peer_pid, &o, 1, &riov, 1) != 8) {
-			ret = IBV_WC_RETRY_EXC_ERR;
-		} else {
-			int write = 1;
-
-			if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-				nv = wr->wr.atomic.swap;
-				write = old == wr->wr.atomic.compare_add;
-			} else {
-				nv = old + wr->wr.atomic.compare_add;
-			}
-			if (write &&
-			    vm_copy(1, qp->peer_pid, &w, 1, &riov, 1) != 8)
-				ret = IBV_WC_RETRY_EXC_ERR;
-		}
-		pthread_mutex_unlock(al);
-		if (ret == IBV_WC_SUCCESS)
-			memcpy(liov[0].iov_base, &old, 8);
+	} else if (soft_atomic_exec(qp->peer_pid, va, p,
+				    wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP,
+				    wr->wr.atomic.compare_add,
+				    wr->wr.atomic.swap, liov[0].iov_base)) {
+		ret = IBV_WC_RETRY_EXC_ERR;
 	}
 	if (ret != IBV_WC_SUCCESS && errno == EPERM) {
 		/* refused (Yama): nothing was copied; the target does it */
@@ -2704,8 +2720,7 @@ static int rx_start_xfer(struct soft_qp *qp, struct soft_slot *s,
 static uint32_t rx_atomic(struct soft_qp *qp, struct soft_slot *s,
 			  const struct soft_msg *m)
 {
-	pthread_mutex_t *lk, *al;
-	uint64_t old, nv;
+	pthread_mutex_t *lk;
 	uint8_t *va;
 
 	if (m->opcode == SOFT_OP_ATOMIC_WRITE) {
@@ -2719,15 +2734,10 @@ static uint32_t rx_atomic(struct soft_qp *qp, struct soft_slot *s,
 	if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va,
 		      &lk))
 		return SOFT_NAK_REM_ACCESS;
-	al = atomic_lock(soft_self_pid, (uintptr_t)va);
-	soft_stripe_lock(al);
-	memcpy(&old, va, 8);
-	nv = m->opcode == SOFT_OP_CMP_SWP ? (old == m->cmp ? m->swap : old)
-					  : old + m->cmp;
-	memcpy(va, &nv, 8);
-	pthread_mutex_unlock(al);
+	soft_atomic_exec(soft_self_pid, (uintptr_t)va, va,
+			 m->opcode == SOFT_OP_CMP_SWP, m->cmp, m->swap,
+			 s->payload);
 	pthread_mutex_unlock(lk);
-	memcpy(s->payload, &old, 8);
 	return SOFT_ACK;
 }
 

@@ -744,28 +744,15 @@ static int remote_move(const struct soft_reg_qp *e, uint32_t key, uint64_t addr,
 			goto out;
 	}
 	if (aw) {
-		/* under the stripe lock RC's atomics take (data.c) */
-		pthread_mutex_t *al =
-			&soft_reg->atomic_lock[((uint64_t)e->pid * 31 +
-						(va >> 3)) %
-					       SOFT_NSTRIPES];
-		uint64_t old = 0, nv;
-		struct iovec o = {&old, 8}, n = {&nv, 8};
-
-		soft_stripe_lock(al);
-		ret = move(0, e->pid, &o, 1, 0, (void *)(uintptr_t)va, 8);
-		if (!ret) {
-			nv = aw->op == IBV_WR_ATOMIC_CMP_AND_SWP
-				     ? aw->swap
-				     : old + aw->cmp;
-			if (aw->op != IBV_WR_ATOMIC_CMP_AND_SWP ||
-			    old == aw->cmp)
-				ret = move(1, e->pid, &n, 1, 0,
-					   (void *)(uintptr_t)va, 8);
-		}
-		pthread_mutex_unlock(al);
-		if (!ret)
-			memcpy(l[0].iov_base, &old, 8);
+		/* as RC's atomics (data.c) */
+		ret = soft_atomic_exec(e->pid, va,
+				       e->pid == soft_self_pid
+					       ? (uint8_t *)(uintptr_t)va
+					       : NULL,
+				       aw->op == IBV_WR_ATOMIC_CMP_AND_SWP,
+				       aw->cmp, aw->swap, l[0].iov_base)
+			      ? -1
+			      : 0;
 		goto out;
 	}
 	ret = move(write, e->pid, l, nl, loff, (void *)(uintptr_t)va, len);

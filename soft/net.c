@@ -1875,7 +1875,7 @@ static int atm_find(const struct soft_net_qp *nq, uint32_t psn, uint64_t *orig)
 static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
 	uint8_t op = p->bth.opcode & 0x1f;
-	pthread_mutex_t *lk, *al;
+	pthread_mutex_t *lk;
 	uint64_t *v, orig;
 	struct roce_pkt r;
 
@@ -1890,20 +1890,14 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 		resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
 		return;
 	}
-	/* the lock of the word itself (a window may name it at another
-	 * address), the one the shared-memory path's atomics take */
-	al = &soft_reg->atomic_lock[((uint64_t)soft_self_pid * 31 +
-				     ((uintptr_t)v >> 3)) %
-				    SOFT_NSTRIPES];
-	soft_stripe_lock(al);
-	orig = *v;
-	if (op == ROCE_CMP_SWAP) {
-		if (orig == p->atmeth.compare)
-			*v = p->atmeth.swap_add;
-	} else {
-		*v = orig + p->atmeth.swap_add;
-	}
-	pthread_mutex_unlock(al);
+	/* under the lock of the word itself (a window may name it at
+	 * another address), the one the shared-memory path's atomics take */
+	if (op == ROCE_CMP_SWAP)
+		soft_atomic_exec(soft_self_pid, (uintptr_t)v, (uint8_t *)v, 1,
+				 p->atmeth.compare, p->atmeth.swap_add, &orig);
+	else
+		soft_atomic_exec(soft_self_pid, (uintptr_t)v, (uint8_t *)v, 0,
+				 p->atmeth.swap_add, 0, &orig);
 	pthread_mutex_unlock(lk);
 	nq->atm[nq->atm_n % NET_ATM_SAVED].psn = p->bth.psn;
 	nq->atm[nq->atm_n % NET_ATM_SAVED].orig = orig;
@@ -1967,9 +1961,7 @@ static void resp_atomic_write(struct soft_net_qp *nq, const struct roce_pkt *p)
 		return;
 	}
 	memcpy(&val, p->payload, 8);
-	al = &soft_reg->atomic_lock[((uint64_t)soft_self_pid * 31 +
-				     ((uintptr_t)v >> 3)) %
-				    SOFT_NSTRIPES];
+	al = soft_atomic_lock(soft_self_pid, (uintptr_t)v);
 	soft_stripe_lock(al);
 	__atomic_store_n(v, val, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(al);

@@ -1165,6 +1165,14 @@ int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 /* data.c: process_vm_* refused (Yama) or forced off by tests */
 extern int soft_novm_forced;
 int soft_novm_env(void);
+
+/* soft_atomic_exec -- an atomic on pid's 8 bytes under their stripe lock
+ * (data.c); 0 or one of these */
+#define SOFT_ATOMIC_NOREAD  1 /* nothing read, nothing changed */
+#define SOFT_ATOMIC_NOWRITE 2 /* read, the write refused */
+int soft_atomic_exec(int32_t pid, uint64_t va, uint8_t *p, int cas,
+		     uint64_t add, uint64_t swap, void *res);
+
 uint32_t soft_sweep_max(void);
 
 /* peermap.c: MRs in sealed memfds, published and mapped by peers */

@@ -473,45 +473,27 @@ static int atom_fn(struct walk_ctx *w, const struct iovec *r, uint32_t n)
 	return 0;
 }
 
-/*
- * umr_atomic -- CMP_AND_SWP or FETCH_AND_ADD of wr on the owner's 8
- * bytes at va, under the stripe lock every atomic on them takes (data.c's
- * on a plain MR too); the prior value into liov[0]; wc status
- */
+/* umr_atomic -- the atomic of wr on the owner's 8 bytes at va
+ * (soft_atomic_exec, as on a plain MR), the prior value into liov[0]; wc
+ * status: the owner's memory out of reach is REM_OP_ERR, as a layout
+ * read_tab could not read, a refused write a transport failure */
 static enum ibv_wc_status umr_atomic(int32_t pid, uint64_t va,
 				     const struct ibv_send_wr *wr,
 				     const struct iovec *liov)
 {
-	pthread_mutex_t *al = soft_atomic_lock(pid, va);
-	uint64_t old, nv, *p = (uint64_t *)(uintptr_t)va;
-	struct iovec o = {&old, 8}, w = {&nv, 8},
-		     r = {(void *)(uintptr_t)va, 8};
-	enum ibv_wc_status st = IBV_WC_SUCCESS;
-	int cas = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+	uint8_t *p = pid == soft_self_pid ? (uint8_t *)(uintptr_t)va : NULL;
 
-	soft_stripe_lock(al);
-	if (pid == soft_self_pid) {
-		old = wr->wr.atomic.compare_add;
-		if (cas)
-			__atomic_compare_exchange_n(p, &old, wr->wr.atomic.swap,
-						    0, __ATOMIC_SEQ_CST,
-						    __ATOMIC_SEQ_CST);
-		else
-			old = __atomic_fetch_add(p, wr->wr.atomic.compare_add,
-						 __ATOMIC_SEQ_CST);
-	} else if (soft_novm_env() ||
-		   process_vm_readv(pid, &o, 1, &r, 1, 0) != 8) {
-		st = IBV_WC_REM_OP_ERR;
-	} else {
-		nv = cas ? wr->wr.atomic.swap : old + wr->wr.atomic.compare_add;
-		if ((!cas || old == wr->wr.atomic.compare_add) &&
-		    process_vm_writev(pid, &w, 1, &r, 1, 0) != 8)
-			st = IBV_WC_RETRY_EXC_ERR;
+	switch (soft_atomic_exec(pid, va, p,
+				 wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP,
+				 wr->wr.atomic.compare_add, wr->wr.atomic.swap,
+				 liov[0].iov_base)) {
+	case 0:
+		return IBV_WC_SUCCESS;
+	case SOFT_ATOMIC_NOREAD:
+		return IBV_WC_REM_OP_ERR;
+	default:
+		return IBV_WC_RETRY_EXC_ERR;
 	}
-	pthread_mutex_unlock(al);
-	if (st == IBV_WC_SUCCESS)
-		memcpy(liov[0].iov_base, &old, 8);
-	return st;
 }
 
 /*
