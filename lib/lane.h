@@ -255,6 +255,7 @@
 #ifndef RDMAMSG_LANE_H
 #define RDMAMSG_LANE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -419,6 +420,25 @@ static inline void *rdmamsg__wrid_route(const struct rdmamsg__idt *t,
 static inline uint64_t rdmamsg__wrid_own(uint64_t wr_id)
 {
 	return wr_id & RDMAMSG__WRID_OWN_MASK;
+}
+
+/* rdmamsg__wc_errno -- the errno a lane reports for a work completion's
+ * status (every lane the same) */
+static inline int rdmamsg__wc_errno(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECANCELED;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ECONNRESET;
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	default:
+		return -EREMOTEIO;
+	}
 }
 
 /* rx()'s status for a one-sided write with immediate: no buffer was

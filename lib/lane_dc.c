@@ -188,24 +188,6 @@ struct lane_dc {
 
 static void dc_down_qps(struct dc_port *p);
 
-/* wc_status -- the errno a work completion stands for (lane_rc.c's) */
-static int wc_status(enum ibv_wc_status st)
-{
-	switch (st) {
-	case IBV_WC_SUCCESS:
-		return 0;
-	case IBV_WC_WR_FLUSH_ERR:
-		return -ECANCELED;
-	case IBV_WC_RETRY_EXC_ERR:
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-		return -ECONNRESET;
-	case IBV_WC_REM_ACCESS_ERR:
-		return -EACCES;
-	default:
-		return -EREMOTEIO;
-	}
-}
-
 /* dc_sym -- an mlx5dv entry point: softrdma's, or libmlx5's */
 static void *dc_sym(struct rdmamsg__dc *dc, const char *name)
 {
@@ -882,7 +864,7 @@ static uint32_t dc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 			break;
 		if (!synthetic && d->posted)
 			d->posted--;
-		st = wc_status(wc[i].status);
+		st = rdmamsg__wc_errno(wc[i].status);
 		/* the lane's first WR, the hello, is no send of the
 		 * session's: its completion comes first of the DCI's */
 		if (RDMAMSG_UNLIKELY(!synthetic && d->hello_posted))

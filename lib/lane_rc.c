@@ -38,24 +38,6 @@ struct lane_rc {
  * a device that made these QPs then still makes them */
 #define RC_INLINE_FLOOR 256u
 
-/* wc_status -- the errno a work completion stands for */
-static int wc_status(enum ibv_wc_status st)
-{
-	switch (st) {
-	case IBV_WC_SUCCESS:
-		return 0;
-	case IBV_WC_WR_FLUSH_ERR:
-		return -ECANCELED;
-	case IBV_WC_RETRY_EXC_ERR:
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-		return -ECONNRESET;
-	case IBV_WC_REM_ACCESS_ERR:
-		return -EACCES;
-	default:
-		return -EREMOTEIO;
-	}
-}
-
 /* rc_send -- one message, one send WR (lane.h) */
 static int rc_send(struct rdmamsg__lane *lane, struct ibv_sge *sge, int nsge,
 		   uint64_t seq, unsigned int flags)
@@ -147,7 +129,7 @@ static inline int rx_status(const struct ibv_wc *wc)
 			       ? RDMAMSG__RX_INV
 			       : 0;
 	}
-	return wc_status(wc->status);
+	return rdmamsg__wc_errno(wc->status);
 }
 
 /* rx_imm -- rx()'s imm of a receive completion: the immediate, or the
@@ -208,7 +190,7 @@ static uint32_t rc_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 			cbs->tx_done(owner, (uint32_t)wc[i].wr_id, 0);
 			continue;
 		}
-		st = wc_status(wc[i].status);
+		st = rdmamsg__wc_errno(wc[i].status);
 		cbs->tx_done(owner, (uint32_t)wc[i].wr_id, st);
 		if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
 			cbs->down(owner, st);
