@@ -888,16 +888,8 @@ static inline __attribute__((always_inline)) int check_wr(
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		/* the old value lands in one SGE of at least 8 bytes */
-		if (wr->num_sge != 1 || !wr->sg_list ||
-		    wr->sg_list[0].length < 8 ||
-		    (wr->send_flags & IBV_SEND_INLINE))
-			return EINVAL;
-		break;
 	case IBV_WR_ATOMIC_WRITE:
-		/* exactly 8 bytes, from one SGE or inline in the WQE */
-		if (wr->num_sge != 1 || !wr->sg_list ||
-		    wr->sg_list[0].length != 8)
+		if (soft_atomic_sge_bad(wr))
 			return EINVAL;
 		break;
 	default:

@@ -3409,15 +3409,8 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		if (wr->num_sge != 1 || !wr->sg_list ||
-		    wr->sg_list[0].length < 8 ||
-		    (wr->send_flags & IBV_SEND_INLINE))
-			return EINVAL;
-		break;
 	case IBV_WR_ATOMIC_WRITE:
-		/* exactly 8 bytes, from one SGE or inline (data.c's rule) */
-		if (wr->num_sge != 1 || !wr->sg_list ||
-		    wr->sg_list[0].length != 8)
+		if (soft_atomic_sge_bad(wr))
 			return EINVAL;
 		break;
 	case IBV_WR_BIND_MW:

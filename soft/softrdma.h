@@ -1158,6 +1158,19 @@ static inline struct soft_mr *soft_mr_lookup(uint32_t key)
 }
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
+/* soft_atomic_sge_bad -- an RC atomic's SGE rules, one host or between
+ * hosts: CMP_AND_SWP and FETCH_AND_ADD return the old value into one SGE
+ * of at least 8 bytes, never inline; ATOMIC_WRITE takes exactly 8 bytes
+ * from one SGE or inline in the WQE.  1: post fails with EINVAL */
+static inline int soft_atomic_sge_bad(const struct ibv_send_wr *wr)
+{
+	if (wr->num_sge != 1 || !wr->sg_list)
+		return 1;
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE)
+		return wr->sg_list[0].length != 8;
+	return wr->sg_list[0].length < 8 || (wr->send_flags & IBV_SEND_INLINE);
+}
+
 /* data.c: an SGE checked against the local MR table; 0 or -1 */
 int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 		   unsigned int need, struct iovec *iov);
