@@ -1064,10 +1064,8 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		/* the old value lands in one SGE of 8 bytes */
 		need = IBV_ACCESS_LOCAL_WRITE;
-		if (wr->send_flags & IBV_SEND_INLINE || wr->num_sge != 1 ||
-		    !wr->sg_list || wr->sg_list[0].length != 8)
+		if (soft_atomic_sge_bad(wr)) /* RC's rules */
 			return EINVAL;
 		break;
 	default:

@@ -1158,10 +1158,11 @@ static inline struct soft_mr *soft_mr_lookup(uint32_t key)
 }
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
 
-/* soft_atomic_sge_bad -- an RC atomic's SGE rules, one host or between
- * hosts: CMP_AND_SWP and FETCH_AND_ADD return the old value into one SGE
- * of at least 8 bytes, never inline; ATOMIC_WRITE takes exactly 8 bytes
- * from one SGE or inline in the WQE.  1: post fails with EINVAL */
+/* soft_atomic_sge_bad -- an atomic's SGE rules (RC on one host or
+ * between hosts, DC): CMP_AND_SWP and FETCH_AND_ADD return the old value
+ * into one SGE of at least 8 bytes, never inline; ATOMIC_WRITE takes
+ * exactly 8 bytes from one SGE or inline in the WQE.  1: post fails with
+ * EINVAL */
 static inline int soft_atomic_sge_bad(const struct ibv_send_wr *wr)
 {
 	if (wr->num_sge != 1 || !wr->sg_list)

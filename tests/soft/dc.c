@@ -967,6 +967,15 @@ int main(void)
 				   wc.status == IBV_WC_SUCCESS &&
 				   ares[0] == 7 && av[0] == 7,
 			   "CMP_AND_SWP that does not match: old 7, unchanged");
+			ares[1] = 0xabc;
+			ok(!atomic(dci, ah, adct->qp_num, 8, ares, 16, rm->lkey,
+				   26, am->rkey, (uintptr_t)av, 0, 0, 0) &&
+				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
+				   wc.status == IBV_WC_SUCCESS &&
+				   ares[0] == 7 && ares[1] == 0xabc &&
+				   av[0] == 7,
+			   "an atomic into a 16-byte SGE (as on RC): the old "
+			   "value in its first 8 bytes, the rest untouched");
 			ok(!atomic(dci, ah, dct->qp_num, 7, ares, 8, rm->lkey,
 				   24, am->rkey, (uintptr_t)av, 1, 0, 0) &&
 				   t_wait(t.cq, &wc, 1, 20000) == 1 &&
