@@ -399,58 +399,6 @@ static ssize_t vm_copy(int write, int32_t pid, const struct iovec *l,
 		     : process_vm_readv(pid, l, nl, r, nr, 0);
 }
 
-/* iov_gather -- n bytes of an iovec list from offset off into dst */
-static inline void iov_gather(const struct iovec *iov, uint32_t niov,
-			      uint64_t off, void *dst, uint64_t n)
-{
-	uint8_t *d = dst;
-	uint32_t i;
-
-	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
-		memcpy(d, (const uint8_t *)iov[0].iov_base + off, n);
-		return;
-	}
-	for (i = 0; i < niov && n; i++) {
-		uint64_t l = iov[i].iov_len, c;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		c = l - off < n ? l - off : n;
-		memcpy(d, (const uint8_t *)iov[i].iov_base + off, c);
-		d += c;
-		n -= c;
-		off = 0;
-	}
-}
-
-/* iov_scatter -- n bytes from src into an iovec list at offset off */
-static inline void iov_scatter(const struct iovec *iov, uint32_t niov,
-			       uint64_t off, const void *src, uint64_t n)
-{
-	const uint8_t *p = src;
-	uint32_t i;
-
-	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
-		memcpy((uint8_t *)iov[0].iov_base + off, p, n);
-		return;
-	}
-	for (i = 0; i < niov && n; i++) {
-		uint64_t l = iov[i].iov_len, c;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		c = l - off < n ? l - off : n;
-		memcpy((uint8_t *)iov[i].iov_base + off, p, c);
-		p += c;
-		n -= c;
-		off = 0;
-	}
-}
-
 /* iov_overlap -- some of the iovec list lies in [p, p+len) */
 static int iov_overlap(const struct iovec *iov, int niov, const uint8_t *p,
 		       uint64_t len)
@@ -795,9 +743,9 @@ static enum ibv_wc_status remote_op(struct soft_qp *qp, struct ibv_send_wr *wr,
 	    iov_overlap(liov, niov, p, len))
 		p = NULL;
 	if (p && need == IBV_ACCESS_REMOTE_WRITE) {
-		iov_gather(liov, (uint32_t)niov, 0, p, len);
+		soft_iov_gather(liov, (uint32_t)niov, 0, p, len);
 	} else if (p && need == IBV_ACCESS_REMOTE_READ) {
-		iov_scatter(liov, (uint32_t)niov, 0, p, len);
+		soft_iov_scatter(liov, (uint32_t)niov, 0, p, len);
 	} else if (need == IBV_ACCESS_REMOTE_WRITE) {
 		n = len ? vm_copy(1, qp->peer_pid, liov, (unsigned long)niov,
 				  &riov, 1)
@@ -1119,7 +1067,7 @@ static int64_t ring_capture(struct soft_qp *qp, struct soft_slot *s,
 	if (ring < 0)
 		return -1;
 	off = (uint64_t)ring;
-	iov_gather(iov, niov, 0, qp->ring + ring, first);
+	soft_iov_gather(iov, niov, 0, qp->ring + ring, first);
 	memcpy(s->payload + SOFT_SLOT_RING_OFF, &off, 8);
 	ring_fill_set(s, first);
 	iov[0].iov_base = qp->ring + ring;
@@ -1202,8 +1150,8 @@ static inline __attribute__((always_inline)) void post_one(
 				e->status = IBV_WC_LOC_QP_OP_ERR;
 				goto failed;
 			}
-			iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
-				   len);
+			soft_iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
+					len);
 			iov[0].iov_base = e->spill;
 			iov[0].iov_len = len;
 			e->niov = 1;
@@ -1255,7 +1203,7 @@ static inline __attribute__((always_inline)) void post_one(
 		/* WRITE_WITH_IMM whose data is already there */
 	} else if (len <= SOFT_SLOT_PAYLOAD) {
 		flags |= SOFT_SF_COPIED;
-		iov_gather(iov, (uint32_t)wr->num_sge, 0, s->payload, len);
+		soft_iov_gather(iov, (uint32_t)wr->num_sge, 0, s->payload, len);
 	} else if (e->op != SOFT_OP_SEND) {
 		flags |= SOFT_SF_CHUNKED;
 	} else if (ring_capture(qp, s, iov, (uint32_t)wr->num_sge, len, len) >=
@@ -1281,8 +1229,8 @@ static inline __attribute__((always_inline)) void post_one(
 			/* the ring full: an inline SEND's bytes, captured now
 			 * all the same; no lkey names them (the responder
 			 * copies them with process_vm_readv or in chunks) */
-			iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
-				   len);
+			soft_iov_gather(iov, (uint32_t)wr->num_sge, 0, e->spill,
+					len);
 			iov[0].iov_base = e->spill;
 			iov[0].iov_len = len;
 			e->niov = 1;
@@ -1556,7 +1504,7 @@ static int push_sge(struct soft_qp *qp, const struct ibv_sge *sge, uint64_t n,
 	    iov_overlap(src, (int)nsrc, p, n))
 		p = NULL;
 	if (p)
-		iov_gather(src, nsrc, off, p, n);
+		soft_iov_gather(src, nsrc, off, p, n);
 	if (lk)
 		pthread_mutex_unlock(lk);
 	return p != NULL;
@@ -1723,7 +1671,7 @@ static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
 	fast_publish(qp, wr, s, (uint32_t)len, SOFT_SF_RING, qp->ring_head);
 	for (done = piece; done < len; done += n) {
 		n = len - done < piece ? len - done : piece;
-		iov_gather(src, niov, done, qp->ring + ring + done, n);
+		soft_iov_gather(src, niov, done, qp->ring + ring + done, n);
 		ring_fill_set(s, done + n);
 	}
 	return 1;
@@ -2625,7 +2573,7 @@ static int rx_chunk(struct soft_qp *qp, struct soft_slot *s)
 			rx_bad(qp, s, SOFT_SLOT_XFER, SOFT_NAK_REM_OP);
 			return 0;
 		}
-		iov_scatter(iov, niov, x->off, s->payload, n);
+		soft_iov_scatter(iov, niov, x->off, s->payload, n);
 	} else {
 		if (target_mr(qp, x->rkey, x->raddr + x->off, n,
 			      IBV_ACCESS_REMOTE_WRITE, &va, &lk)) {
@@ -2782,7 +2730,8 @@ static int pull_mapped(struct soft_qp *qp, const struct soft_msg *m,
 			    iov_overlap(iov, (int)niov, (uint8_t *)(uintptr_t)a,
 					l))
 				return 0;
-			iov_scatter(iov, niov, off, (void *)(uintptr_t)a, l);
+			soft_iov_scatter(iov, niov, off, (void *)(uintptr_t)a,
+					 l);
 			off += l;
 			continue;
 		}
@@ -2797,7 +2746,7 @@ static int pull_mapped(struct soft_qp *qp, const struct soft_msg *m,
 		    l <= e.len - (a - e.va))
 			base = soft_map_get(qp->ctx, &e);
 		if (base)
-			iov_scatter(iov, niov, off, base + (a - e.va), l);
+			soft_iov_scatter(iov, niov, off, base + (a - e.va), l);
 		pthread_mutex_unlock(lk);
 		if (!base)
 			return 0;
@@ -2937,7 +2886,7 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 		wc.wc_flags = IBV_WC_WITH_INV;
 	}
 	if (m->flags & SOFT_SF_COPIED) {
-		iov_scatter(iov, n, 0, s->payload, m->len);
+		soft_iov_scatter(iov, n, 0, s->payload, m->len);
 	} else if (m->flags & SOFT_SF_RING) {
 		/* from its copy ring: within it, or a malformed request */
 		const uint8_t *src = peer_ring_at(qp, m->raddr, m->len);
@@ -2946,7 +2895,7 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 			rx_bad(qp, s, SOFT_SLOT_BUSY, SOFT_NAK_INV_REQ);
 			return 0;
 		}
-		iov_scatter(iov, n, 0, src, m->len);
+		soft_iov_scatter(iov, n, 0, src, m->len);
 	} else if (m->flags & SOFT_SF_CHUNKED) {
 		return rx_start_xfer(qp, s, m, r, &wc);
 	} else if (m->len) {
@@ -3495,13 +3444,13 @@ static enum ibv_wc_status tx_chunk(struct soft_qp *qp, struct soft_swqe *e,
 							  : SOFT_SLOT_PAYLOAD;
 		if (s->chunk_len != n)
 			return IBV_WC_REM_OP_ERR;
-		iov_scatter(iov, e->niov, off, s->payload, n);
+		soft_iov_scatter(iov, e->niov, off, s->payload, n);
 	} else {
 		if ((seq & 1) || off >= e->byte_len)
 			return IBV_WC_SUCCESS;
 		n = e->byte_len - off < SOFT_SLOT_PAYLOAD ? e->byte_len - off
 							  : SOFT_SLOT_PAYLOAD;
-		iov_gather(iov, e->niov, off, s->payload, n);
+		soft_iov_gather(iov, e->niov, off, s->payload, n);
 		s->chunk_len = (uint32_t)n;
 	}
 	atomic_store_explicit(&s->chunk_seq, seq + 1, memory_order_release);
@@ -3832,7 +3781,8 @@ static void tx_qp(struct soft_qp *qp)
 				if (status == IBV_WC_SUCCESS &&
 				    (e->op == SOFT_OP_CMP_SWP ||
 				     e->op == SOFT_OP_FETCH_ADD))
-					iov_scatter(iov, 1, 0, s->payload, 8);
+					soft_iov_scatter(iov, 1, 0, s->payload,
+							 8);
 			} else if (e->msgno < acked) {
 				status = IBV_WC_SUCCESS;
 			} else if (qp->state == IBV_QPS_ERR) {

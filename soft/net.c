@@ -1070,28 +1070,6 @@ static void ack_flush_aged(struct soft_net_qp *nq, uint64_t now)
 /* ---------------------------------------------------------------- */
 /* helpers */
 
-static void iov_copy_out(const struct iovec *iov, uint32_t niov, uint64_t off,
-			 uint8_t *dst, uint64_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i < niov && len; i++) {
-		uint64_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len)
-			l = len;
-		memcpy(dst, (uint8_t *)iov[i].iov_base + off, l);
-		dst += l;
-		len -= l;
-		off = 0;
-	}
-}
-
 /* iov_at -- the LEN bytes at OFF of IOV: in place when they lie in one
  * piece, else copied into SCRATCH */
 static const uint8_t *iov_at(const struct iovec *iov, uint32_t niov,
@@ -1103,30 +1081,8 @@ static const uint8_t *iov_at(const struct iovec *iov, uint32_t niov,
 		off -= iov[i].iov_len;
 	if (i < niov && iov[i].iov_len - off >= len)
 		return (const uint8_t *)iov[i].iov_base + off;
-	iov_copy_out(iov + i, niov - i, off, scratch, len);
+	soft_iov_gather(iov + i, niov - i, off, scratch, len);
 	return scratch;
-}
-
-static void iov_copy_in(const struct iovec *iov, uint32_t niov, uint64_t off,
-			const uint8_t *src, uint64_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i < niov && len; i++) {
-		uint64_t l = iov[i].iov_len;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		l -= off;
-		if (l > len)
-			l = len;
-		memcpy((uint8_t *)iov[i].iov_base + off, src, l);
-		src += l;
-		len -= l;
-		off = 0;
-	}
 }
 
 static uint64_t qp_timeout_ns(struct soft_qp *qp)
@@ -1537,7 +1493,7 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 		{
 			uint64_t v = p->atmack;
 
-			iov_copy_in(w->iov, w->niov, 0, (uint8_t *)&v, 8);
+			soft_iov_scatter(w->iov, w->niov, 0, (uint8_t *)&v, 8);
 		}
 		w->done = 1;
 	} else if ((fl & ROCE_F_PAYLOAD) && w->op == IBV_WR_ATOMIC_WRITE) {
@@ -1596,7 +1552,8 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 			fail(nq, IBV_WC_BAD_RESP_ERR);
 			return;
 		}
-		iov_copy_in(w->iov, w->niov, off, p->payload, p->payload_len);
+		soft_iov_scatter(w->iov, w->niov, off, p->payload,
+				 p->payload_len);
 		w->got++;
 		w->ooo_last = 0;
 		nq->retries = 0;
@@ -1694,7 +1651,7 @@ static int resp_place(struct soft_net_qp *nq, struct soft_rwqe *r, uint64_t off,
 		*st = IBV_WC_LOC_LEN_ERR;
 		return -1;
 	}
-	iov_copy_in(iov, r->num_sge, off, src, len);
+	soft_iov_scatter(iov, r->num_sge, off, src, len);
 	return 0;
 }
 

@@ -1172,6 +1172,59 @@ static inline int soft_atomic_sge_bad(const struct ibv_send_wr *wr)
 	return wr->sg_list[0].length < 8 || (wr->send_flags & IBV_SEND_INLINE);
 }
 
+/* soft_iov_gather -- n bytes of an iovec list from offset off into dst
+ * (every path's, the RC fast path's too) */
+static inline void soft_iov_gather(const struct iovec *iov, uint32_t niov,
+				   uint64_t off, void *dst, uint64_t n)
+{
+	uint8_t *d = dst;
+	uint32_t i;
+
+	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
+		memcpy(d, (const uint8_t *)iov[0].iov_base + off, n);
+		return;
+	}
+	for (i = 0; i < niov && n; i++) {
+		uint64_t l = iov[i].iov_len, c;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		c = l - off < n ? l - off : n;
+		memcpy(d, (const uint8_t *)iov[i].iov_base + off, c);
+		d += c;
+		n -= c;
+		off = 0;
+	}
+}
+
+/* soft_iov_scatter -- n bytes from src into an iovec list at offset off */
+static inline void soft_iov_scatter(const struct iovec *iov, uint32_t niov,
+				    uint64_t off, const void *src, uint64_t n)
+{
+	const uint8_t *p = src;
+	uint32_t i;
+
+	if (niov == 1 && off + n <= iov[0].iov_len) { /* the usual case */
+		memcpy((uint8_t *)iov[0].iov_base + off, p, n);
+		return;
+	}
+	for (i = 0; i < niov && n; i++) {
+		uint64_t l = iov[i].iov_len, c;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		c = l - off < n ? l - off : n;
+		memcpy((uint8_t *)iov[i].iov_base + off, p, c);
+		p += c;
+		n -= c;
+		off = 0;
+	}
+}
+
 /* data.c: an SGE checked against the local MR table; 0 or -1 */
 int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 		   unsigned int need, struct iovec *iov);
