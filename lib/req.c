@@ -77,6 +77,24 @@ static size_t req_eager(const struct rdmamsg_ep *ep)
 	return lim > RDMAMSG_XHDR ? lim - RDMAMSG_XHDR : 0;
 }
 
+/* req_gate -- may a request or response of len bytes go now: 0, *eager
+ * set, or the error.  During a session's outage eager ones queue, larger
+ * ones fail; no arithmetic on len before it is known to fit, and above
+ * the rendezvous threshold (msg.c) it goes by rendezvous, in order */
+static int req_gate(struct rdmamsg_ep *ep, size_t len, int *eager)
+{
+	int ret = rdmamsg__ep_can_send(ep);
+
+	if (ret && !(ep->reconn && !ep->closing))
+		return ret;
+	*eager = len <= req_eager(ep);
+	if (ret && !*eager)
+		return ret;
+	if (!*eager && len > ep->p.max_large)
+		return -EMSGSIZE;
+	return 0;
+}
+
 /* rdmamsg_request -- send a request (see rdmamsg.h) */
 RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 				   size_t len, unsigned int timeout_ms,
@@ -94,16 +112,9 @@ RDMAMSG_EXPORT int rdmamsg_request(struct rdmamsg_ep *ep, const void *data,
 
 	if (!ep || !response_cb || !idp || (len && !data))
 		return -EINVAL;
-	ret = rdmamsg__ep_can_send(ep);
-	if (ret && !(ep->reconn && !ep->closing))
+	ret = req_gate(ep, len, &eager);
+	if (ret)
 		return ret;
-	/* no arithmetic on len before it is known to fit; above the
-	 * rendezvous threshold (msg.c) it goes by rendezvous, in order */
-	eager = len <= req_eager(ep);
-	if (ret && !eager)
-		return ret; /* a session's outage queues eager ones only */
-	if (!eager && len > ep->p.max_large)
-		return -EMSGSIZE;
 	ret = rdmamsg__xfer_get(ep, &xf);
 	if (ret)
 		return ret;
@@ -260,14 +271,9 @@ RDMAMSG_EXPORT int rdmamsg_respond(struct rdmamsg_req *req, const void *data,
 	if (!req || (len && !data))
 		return -EINVAL;
 	ep = req->ep;
-	ret = rdmamsg__ep_can_send(ep);
-	if (ret && !(ep->reconn && !ep->closing))
+	ret = req_gate(ep, len, &eager);
+	if (ret)
 		return ret;
-	eager = len <= req_eager(ep);
-	if (ret && !eager)
-		return ret; /* a session's outage queues eager ones only */
-	if (!eager && len > ep->p.max_large)
-		return -EMSGSIZE;
 	if (eager) {
 		memset(&x, 0, sizeof(x));
 		x.kind = X_RESP;
