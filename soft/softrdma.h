@@ -32,6 +32,7 @@
 #define SOFT_MAX_QP_WR	 16384
 #define SOFT_MAX_CQE	 ((1 << 18) - 1)
 #define SOFT_MAX_SRQ_WR	 32767 /* as mlx5 reports; the segment holds it */
+#define SOFT_MAX_SRQ	 4096  /* SRQs alive in a process (srq.c) */
 #define SOFT_MAX_RD_ATOM 128
 #define SOFT_MAX_MSG_SZ	 (1u << 30)
 #define SOFT_GID_TBL_LEN 16

@@ -21,6 +21,31 @@ struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 				   struct ibv_srq_init_attr_ex *attr);
 
 static uint32_t srq_counter;
+/* SRQs alive in this process, at most SOFT_MAX_SRQ (max_srq) */
+static uint32_t srq_live;
+
+/*
+ * srq_count_take -- one SRQ more, unless max_srq are alive: 0, or -1 (the
+ * kernel's rxe_pool_get / mlx5's firmware refuse the one past the limit
+ * with ENOMEM); a refusal leaves the count as it was
+ */
+static int srq_count_take(void)
+{
+	uint32_t n = __atomic_load_n(&srq_live, __ATOMIC_RELAXED);
+
+	do {
+		if (n >= SOFT_MAX_SRQ)
+			return -1;
+	} while (!__atomic_compare_exchange_n(
+		&srq_live, &n, n + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return 0;
+}
+
+/* srq_count_drop -- an SRQ is gone (or was never made) */
+static void srq_count_drop(void)
+{
+	__atomic_sub_fetch(&srq_live, 1, __ATOMIC_RELAXED);
+}
 
 /*
  * srq_shm -- the segment through which initiators take this SRQ's
@@ -89,17 +114,16 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	ctx = to_sctx(pd->context);
 	while (n < attr->attr.max_wr + 1)
 		n <<= 1;
+	if (srq_count_take()) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	srq = calloc(1, sizeof(*srq));
-	if (!srq) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!srq)
+		goto uncount;
 	srq->rq = calloc(n, sizeof(*srq->rq));
-	if (!srq->rq) {
-		free(srq);
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!srq->rq)
+		goto free_srq;
 	srq->ctx = ctx;
 	srq->pd = to_spd(pd);
 	srq->size = n;
@@ -112,18 +136,23 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	srq->srq.handle = srq->srqn;
 	pthread_mutex_init(&srq->srq.mutex, NULL);
 	pthread_cond_init(&srq->srq.cond, NULL);
+	if (srq_shm(srq))
+		goto free_rq;
 	attr->attr.max_sge = srq->max_sge;
-	if (srq_shm(srq)) {
-		free(srq->rq);
-		free(srq);
-		errno = ENOMEM;
-		return NULL;
-	}
 	__atomic_add_fetch(&srq->pd->refcnt, 1, __ATOMIC_RELAXED);
 	soft_lock(&ctx->lock);
 	soft_list_add(&ctx->srqs, &srq->link);
 	soft_unlock(&ctx->lock);
 	return &srq->srq;
+
+free_rq:
+	free(srq->rq);
+free_srq:
+	free(srq);
+uncount:
+	srq_count_drop();
+	errno = ENOMEM;
+	return NULL;
 }
 
 /* soft_create_srq_ex -- basic SRQs only (no XRC, no tag matching) */
@@ -317,5 +346,6 @@ int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	srq_shm_free(srq);
 	free(srq->rq);
 	free(srq);
+	srq_count_drop();
 	return 0;
 }
