@@ -313,6 +313,21 @@ static uint32_t probe_inline(struct rdmamsg_ctx *ctx)
 	return best;
 }
 
+/* test_device_limits -- test hook: a device whose QPs hold fewer work
+ * requests (RDMAMSG_TEST_MAX_QP_WR) or scatter/gather entries
+ * (RDMAMSG_TEST_MAX_SGE) than softrdma's, as ibv_query_device would
+ * report it */
+static void test_device_limits(struct rdmamsg_ctx *ctx)
+{
+	const char *e = getenv("RDMAMSG_TEST_MAX_QP_WR");
+
+	if (e && atoi(e) >= 0 && atoi(e) < ctx->dattr.max_qp_wr)
+		ctx->dattr.max_qp_wr = atoi(e);
+	e = getenv("RDMAMSG_TEST_MAX_SGE");
+	if (e && atoi(e) >= 0 && atoi(e) < ctx->dattr.max_sge)
+		ctx->dattr.max_sge = atoi(e);
+}
+
 /* ctx_alloc -- a zeroed context in pages of its own: its clock (now) may
  * be registered for the peers' reads (ep.c), and where the provider
  * marks a registration's pages don't-fork (ibv_fork_init(3) on kernels
@@ -376,6 +391,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 		LOG_ERR("ibv_query_device(%s) failed", ctx->devname);
 		goto err_free_devices;
 	}
+	test_device_limits(ctx);
 	ctx->pd = ctx->ops->alloc_pd(ctx->verbs);
 	if (!ctx->pd) {
 		ret = rdmamsg__errno(ENOMEM);

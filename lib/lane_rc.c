@@ -258,6 +258,38 @@ static void rc_destroy(struct rdmamsg__lane *lane)
 	free(rc);
 }
 
+/* rc_fits -- the QP a lane of a asks for is within what the device
+ * reports (ibv_query_device: max_qp_wr, max_sge), which rejects more with
+ * EINVAL (rxe_qp_chk_cap, mlx5): 0, or -ENOMEM with the reason logged,
+ * before anything is made */
+static int rc_fits(const struct rdmamsg_ctx *ctx,
+		   const struct rdmamsg__lane_attr *a)
+{
+	uint64_t max_wr =
+		ctx->dattr.max_qp_wr > 0 ? (uint64_t)ctx->dattr.max_qp_wr : 0;
+
+	if ((uint64_t)a->send_depth + 1 > max_wr) {
+		LOG_ERR("send depth %u needs %llu work requests on a queue "
+			"pair, device %s allows %d (max_qp_wr)",
+			a->send_depth, (unsigned long long)a->send_depth + 1,
+			ctx->devname, ctx->dattr.max_qp_wr);
+		return -ENOMEM;
+	}
+	if (!a->srq && (uint64_t)a->nrx > max_wr) {
+		LOG_ERR("%u receive buffers need as many work requests on "
+			"a queue pair, device %s allows %d (max_qp_wr)",
+			a->nrx, ctx->devname, ctx->dattr.max_qp_wr);
+		return -ENOMEM;
+	}
+	if (ctx->dattr.max_sge < 2) {
+		LOG_ERR("a send takes 2 scatter/gather entries, device %s "
+			"allows %d (max_sge)",
+			ctx->devname, ctx->dattr.max_sge);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /* rc_open -- room on the interface's CQ, the QP on the session's id, the
  * window on the SRQ or the receive ring posted */
 static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
@@ -276,6 +308,9 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 			ctx->devname);
 		return -ENODEV;
 	}
+	ret = rc_fits(ctx, a);
+	if (ret)
+		return ret;
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		return -ENOMEM;
