@@ -332,11 +332,13 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	rc->rx_batch = a->rx_batch > RDMAMSG_RX_BATCH_MAX ? RDMAMSG_RX_BATCH_MAX
 							  : a->rx_batch;
 	/* every work request may complete (flushed ones too): the send ring
-	 * with its drain WR, the receives */
+	 * with its drain WR, the receives.  No CQ room (the device's
+	 * max_cqe, its CQs, logged) is a queue pair that cannot be made:
+	 * -ENOMEM (rdmamsg_connect(3)); -ENOBUFS says an SRQ window */
 	ret = rdmamsg__iface_attach(lane, a->send_depth + 1 + a->nrx);
 	if (ret) {
 		free(rc);
-		return ret;
+		return ret == -ENOBUFS ? -ENOMEM : ret;
 	}
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_context = owner;

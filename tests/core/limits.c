@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * limits.c -- an endpoint whose queue pair needs more than the device
- * reports (ibv_query_device's max_qp_wr, max_sge) is not made: the
+ * reports (ibv_query_device's max_qp_wr, max_sge, max_cqe) is not made: the
  * connect or the accept fails with -ENOMEM and a log line that names the
  * limit, nothing is left behind, and depths within the limit connect.
  * The smaller device is the test hooks RDMAMSG_TEST_MAX_QP_WR and
- * RDMAMSG_TEST_MAX_SGE (lib/ctx.c) on one context of two.
+ * RDMAMSG_TEST_MAX_SGE (lib/ctx.c), RDMAMSG_TEST_MAX_CQE (lib/iface.c) on
+ * one context of two.
  */
 #include "config.h"
 
@@ -14,7 +15,7 @@
 #include "../tap.h"
 #include "util.h"
 
-static int logged_qp_wr, logged_sge;
+static int logged_qp_wr, logged_sge, logged_cqe;
 
 /* on_log -- test_log, and which device limit an error named */
 static void on_log(int level, const char *func, const char *msg, void *arg)
@@ -23,6 +24,8 @@ static void on_log(int level, const char *func, const char *msg, void *arg)
 		logged_qp_wr++;
 	if (level <= RDMAMSG_LOG_ERROR && strstr(msg, "(max_sge)"))
 		logged_sge++;
+	if (level <= RDMAMSG_LOG_ERROR && strstr(msg, "completion entries"))
+		logged_cqe++;
 	test_log(level, func, msg, arg);
 }
 
@@ -189,6 +192,13 @@ int main(void)
 	srv.attr = a;
 	connects(&srv, &cli, addr, a, "accepting with send depth 64: up");
 	srv.attr = NULL;
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+
+	/* a device of 100 CQ entries: a lane needs 129 + 35 */
+	cli.ctx = ctx_with("RDMAMSG_TEST_MAX_CQE", "100");
+	rdmamsg_ep_attr_set_send_depth(a, 128);
+	refused(&srv, &cli, addr, a, &logged_cqe,
+		"send depth 128 on a device of 100 CQ entries");
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
 
 	/* a device of one scatter/gather entry: no RC lane */
