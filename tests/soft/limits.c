@@ -103,13 +103,18 @@ static void test_qp_create(void)
 	is_int(t_shm_count(), shm, "refused QPs left no segment");
 }
 
-/* test_qp_srq -- with an SRQ, the receive capacities are not looked at */
+/* test_qp_srq -- with an SRQ, the receive capacities are not looked at
+ * (rxe_qp_chk_cap), and none is granted */
 static void test_qp_srq(void)
 {
+	static const enum ibv_qp_type types[] = {IBV_QPT_RC, IBV_QPT_UC,
+						 IBV_QPT_UD};
+	static const char *const tname[] = {"RC", "UC", "UD"};
 	struct ibv_srq_init_attr sa;
-	struct ibv_qp_cap c = {4, UINT32_MAX, 1, UINT32_MAX, 0};
+	struct ibv_qp_cap c;
 	struct ibv_srq *srq;
 	struct ibv_qp *qp;
+	size_t i;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.attr.max_wr = 8;
@@ -117,10 +122,15 @@ static void test_qp_srq(void)
 	srq = ibv_create_srq(t.pd, &sa);
 	if (!srq)
 		bail_out("create_srq");
-	qp = qp_make(IBV_QPT_RC, &c, srq);
-	ok(qp != NULL, "SRQ: max_recv_wr and max_recv_sge are ignored");
-	if (qp)
-		ibv_destroy_qp(qp);
+	for (i = 0; i < 3; i++) {
+		c = (struct ibv_qp_cap){4, UINT32_MAX, 1, UINT32_MAX, 0};
+		qp = qp_make(types[i], &c, srq);
+		ok(qp != NULL && c.max_recv_wr == 0 && c.max_recv_sge == 0,
+		   "%s on an SRQ: max_recv_wr and max_recv_sge ignored",
+		   tname[i]);
+		if (qp)
+			ibv_destroy_qp(qp);
+	}
 	ibv_destroy_srq(srq);
 }
 
