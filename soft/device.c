@@ -690,7 +690,13 @@ static void fill_gid_entry(struct ibv_gid_entry *e, uint32_t port, uint32_t i)
 	e->ndev_ifindex = soft_link_ib ? 0 : 1;
 }
 
-/* _ibv_query_gid_ex -- GID entry with its type */
+/*
+ * _ibv_query_gid_ex -- GID entry with its type, as the kernel's
+ * UVERBS_METHOD_QUERY_GID_ENTRY: the entry attribute is a whole
+ * ib_uverbs_gid_entry at least (UVERBS_ATTR_STRUCT: EINVAL when
+ * shorter), a longer one has its tail zeroed
+ * (uverbs_copy_to_struct_or_zero)
+ */
 int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 		      uint32_t gid_index, struct ibv_gid_entry *entry,
 		      uint32_t flags, size_t entry_size)
@@ -698,13 +704,14 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	struct ibv_gid_entry e;
 
 	pthread_once(&dev_once, dev_init);
-	if (!context || !entry || flags || !soft_port_ok(port_num) ||
-	    gid_index >= SOFT_GID_TBL_LEN)
+	if (!context || !entry || flags || entry_size < sizeof(e) ||
+	    !soft_port_ok(port_num) || gid_index >= SOFT_GID_TBL_LEN)
 		return EINVAL;
 	if (!gid_on(port_num, gid_index))
 		return ENODATA;
 	fill_gid_entry(&e, port_num, gid_index);
-	memcpy(entry, &e, entry_size < sizeof(e) ? entry_size : sizeof(e));
+	memset(entry, 0, entry_size);
+	memcpy(entry, &e, sizeof(e));
 	return 0;
 }
 
@@ -735,38 +742,58 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	return n;
 }
 
-/* ibv_query_gid_type -- sysfs-style type: 1 is RoCE v2 */
+/*
+ * ibv_query_gid_type -- sysfs-style type: 1 is RoCE v2.  As rdma-core's
+ * (verbs.c, "Preserve API behavior for empty GID"): an empty entry of
+ * the table is type 0 (IB/RoCE v1) and success; past the table, or no
+ * such port, -1 with errno EINVAL (rdma_get_gid_attr).
+ */
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 		       unsigned int index, int *type)
 {
 	pthread_once(&dev_once, dev_init);
 	if (!context || !type || !soft_port_ok(port_num) ||
-	    !gid_on(port_num, index)) {
+	    index >= SOFT_GID_TBL_LEN) {
 		errno = EINVAL;
 		return -1;
 	}
-	*type = soft_link_ib ? 0 : 1; /* 0: IB/RoCE v1 */
+	*type = soft_link_ib || !gid_on(port_num, index) ? 0 : 1;
 	return 0;
 }
 
-/* ibv_query_pkey -- the default P_Key only */
+/*
+ * ibv_query_pkey -- the default P_Key only.  rdma-core reads
+ * ports/<port>/pkeys/<index> from sysfs: an index past pkey_tbl_len, or
+ * a port the device does not have, is a file that is not there (-1,
+ * errno ENOENT).
+ */
 int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index,
 		   __be16 *pkey)
 {
-	if (!context || !pkey || !soft_port_ok(port_num) || index != 0) {
+	if (!context || !pkey) {
 		errno = EINVAL;
+		return -1;
+	}
+	if (!soft_port_ok(port_num) || index != 0) {
+		errno = ENOENT;
 		return -1;
 	}
 	*pkey = htons(0xffff);
 	return 0;
 }
 
-/* ibv_get_pkey_index -- index of a P_Key */
+/* ibv_get_pkey_index -- index of a P_Key: rdma-core compares the 16 bits
+ * with each entry (ibv_query_pkey until it fails), so the limited member
+ * 0x7fff is not the table's full 0xffff: -1, errno ENOENT */
 int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num,
 		       __be16 pkey)
 {
-	if (!soft_port_ok(port_num) || (ntohs(pkey) & 0x7fff) != 0x7fff) {
-		errno = EINVAL;
+	__be16 p;
+
+	if (ibv_query_pkey(context, port_num, 0, &p))
+		return -1;
+	if (p != pkey) {
+		errno = ENOENT;
 		return -1;
 	}
 	return 0;

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * verbs_rare.c -- the rarely used libibverbs entry points, as rdma-core
+ * and the kernel answer them over an HCA (rxe, mlx5):
+ *  - ibv_query_gid_type: an empty entry of the table is type 0 and
+ *    success (rdma-core's "Preserve API behavior for empty GID"), past
+ *    the table -1;
+ *  - ibv_query_pkey / ibv_get_pkey_index: the P_Key table is read from
+ *    sysfs, an index past it is ENOENT; a P_Key is looked up by its 16
+ *    bits (0x7fff is not 0xffff);
+ *  - _ibv_query_gid_ex: a whole ibv_gid_entry at least (EINVAL), a longer
+ *    one's tail zeroed; _ibv_query_gid_table: too small is -EINVAL;
+ *  - ibv_resize_cq: not below what the CQ holds, completions in order;
+ *  - the extended verbs softrdma has not: EOPNOTSUPP, as rdma-core gives
+ *    for a provider without them.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+/* rdma-core declares it in driver.h (enum ibv_gid_type_sysfs *) */
+int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
+		       unsigned int index, int *type);
+
+/* all_bytes -- the n bytes at p are all v */
+static int all_bytes(const void *p, size_t n, unsigned char v)
+{
+	const unsigned char *c = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (c[i] != v)
+			return 0;
+	return 1;
+}
+
+/* test_gid_type -- empty entry: type 0; past the table: -1 EINVAL */
+static void test_gid_type(struct tctx *t)
+{
+	struct ibv_port_attr pa;
+	struct ibv_gid_entry ge;
+	int type, empty = -1, i;
+
+	is_int(ibv_query_port(t->ctx, 1, &pa), 0, "query_port");
+	for (i = 0; i < pa.gid_tbl_len && empty < 0; i++)
+		if (ibv_query_gid_ex(t->ctx, 1, (uint32_t)i, &ge, 0) == ENODATA)
+			empty = i;
+	ok(empty > 0, "an empty GID entry (%d)", empty);
+	type = 7;
+	is_int(ibv_query_gid_type(t->ctx, 1, (unsigned)empty, &type), 0,
+	       "gid_type of an empty entry: success");
+	is_int(type, 0, "empty entry: IB/RoCE v1 (0)");
+	type = 7;
+	is_int(ibv_query_gid_type(t->ctx, 1, 1, &type), 0, "gid_type of GID 1");
+	is_int(type, 1, "GID 1: RoCE v2");
+	errno = 0;
+	is_int(ibv_query_gid_type(t->ctx, 1, (unsigned)pa.gid_tbl_len, &type),
+	       -1, "gid_type past the table: -1");
+	is_int(errno, EINVAL, "EINVAL");
+}
+
+/* test_pkey -- the one P_Key 0xffff; nothing else found */
+static void test_pkey(struct tctx *t)
+{
+	struct ibv_port_attr pa;
+	__be16 pk = 0;
+
+	is_int(ibv_query_port(t->ctx, 1, &pa), 0, "query_port");
+	is_int(ibv_query_pkey(t->ctx, 1, 0, &pk), 0, "query_pkey 0");
+	is_int(ntohs(pk), 0xffff, "P_Key 0xffff");
+	errno = 0;
+	is_int(ibv_query_pkey(t->ctx, 1, pa.pkey_tbl_len, &pk), -1,
+	       "query_pkey past pkey_tbl_len: -1");
+	is_int(errno, ENOENT, "ENOENT (no sysfs file)");
+	is_int(ibv_get_pkey_index(t->ctx, 1, htons(0xffff)), 0,
+	       "get_pkey_index(0xffff) = 0");
+	errno = 0;
+	is_int(ibv_get_pkey_index(t->ctx, 1, htons(0x7fff)), -1,
+	       "get_pkey_index(0x7fff): not in the table");
+	is_int(errno, ENOENT, "ENOENT");
+	is_int(ibv_get_pkey_index(t->ctx, 1, htons(0x1234)), -1,
+	       "get_pkey_index(0x1234): -1");
+}
+
+/* test_gid_ex_size -- entry sizes and table sizes */
+static void test_gid_ex_size(struct tctx *t)
+{
+	struct {
+		struct ibv_gid_entry e;
+		unsigned char pad[16];
+	} big;
+	struct ibv_gid_entry tab[64], ge;
+	ssize_t n;
+
+	memset(&big, 0xaa, sizeof(big));
+	is_int(_ibv_query_gid_ex(t->ctx, 1, 1, &big.e, 0, sizeof(big.e) - 1),
+	       EINVAL, "gid_ex with a short entry: EINVAL");
+	ok(all_bytes(&big, sizeof(big), 0xaa), "nothing written");
+	is_int(_ibv_query_gid_ex(t->ctx, 1, 1, &big.e, 0, sizeof(big)), 0,
+	       "gid_ex with a longer entry");
+	ok(big.e.gid_index == 1 && big.e.port_num == 1 &&
+		   big.e.gid_type == IBV_GID_TYPE_ROCE_V2,
+	   "the entry");
+	ok(all_bytes(big.pad, sizeof(big.pad), 0), "its tail zeroed");
+	is_int(ibv_query_gid_ex(t->ctx, 1, 1, &ge, 1), EINVAL,
+	       "gid_ex flags 1: EINVAL");
+
+	n = ibv_query_gid_table(t->ctx, tab, 64, 0);
+	ok(n >= 2, "gid_table: %zd entries", n);
+	if (n < 2)
+		return;
+	is_int(ibv_query_gid_table(t->ctx, tab, (size_t)n, 0), n,
+	       "gid_table with exactly room");
+	is_int(ibv_query_gid_table(t->ctx, tab, (size_t)n - 1, 0), -EINVAL,
+	       "gid_table one short: -EINVAL");
+	is_int(ibv_query_gid_table(t->ctx, tab, 64, 1), -EINVAL,
+	       "gid_table flags 1: -EINVAL");
+}
+
+/* test_resize_cq -- not below what it holds; order kept */
+static void test_resize_cq(struct tctx *t)
+{
+	struct ibv_device_attr da;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc[8];
+	struct ibv_cq *cq = ibv_create_cq(t->ctx, 8, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp = NULL;
+	char buf[64];
+	int i, n, cqe, in_order = 1;
+	struct ibv_mr *mr =
+		ibv_reg_mr(t->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+
+	is_int(ibv_query_device(t->ctx, &da), 0, "query_device");
+	if (!ok(cq && mr, "cq, mr"))
+		goto out;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	qp = ibv_create_qp(t->pd, &ia);
+	if (!ok(qp != NULL, "qp"))
+		goto out;
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_INIT;
+	qa.port_num = 1;
+	is_int(ibv_modify_qp(qp, &qa,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS),
+	       0, "INIT");
+	for (i = 1; i <= 6; i++)
+		t_post_recv(qp, buf, sizeof(buf), mr->lkey, (uint64_t)i);
+	qa.qp_state = IBV_QPS_ERR;
+	is_int(ibv_modify_qp(qp, &qa, IBV_QP_STATE), 0, "ERR: 6 flushes");
+	cqe = cq->cqe;
+	is_int(ibv_resize_cq(cq, 3), EINVAL, "resize below the 6 held: EINVAL");
+	is_int(cq->cqe, cqe, "cqe unchanged");
+	is_int(ibv_resize_cq(cq, 0), EINVAL, "resize to 0: EINVAL");
+	is_int(ibv_resize_cq(cq, da.max_cqe + 1), EINVAL,
+	       "resize past max_cqe: EINVAL");
+	is_int(ibv_resize_cq(cq, 100), 0, "resize to 100");
+	ok(cq->cqe >= 100 && cq->cqe <= da.max_cqe, "cqe %d", cq->cqe);
+	n = t_wait(cq, wc, 6, 2000);
+	is_int(n, 6, "the 6 flushes");
+	for (i = 0; i < n; i++)
+		in_order &= wc[i].wr_id == (uint64_t)i + 1 &&
+			    wc[i].status == IBV_WC_WR_FLUSH_ERR;
+	ok(in_order, "in order, flushed");
+	is_int(ibv_resize_cq(cq, 1), 0, "empty: resize to 1");
+	ok(cq->cqe >= 1, "cqe %d", cq->cqe);
+out:
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
+/* test_ext_ops -- the verbs softrdma has not, as a provider without them */
+static void test_ext_ops(struct tctx *t)
+{
+	struct ibv_flow_attr fa;
+	struct ibv_alloc_dm_attr dma;
+	struct ibv_xrcd_init_attr xa;
+	struct ibv_wq_init_attr wa;
+	struct ibv_rwq_ind_table_init_attr ra;
+	struct ibv_counters_init_attr ca;
+	struct ibv_modify_cq_attr ma;
+	struct ibv_values_ex rv;
+	struct ibv_qp_open_attr oa;
+	struct ibv_qp_rate_limit_attr rl;
+	struct ibv_cq_init_attr_ex cx;
+	struct ibv_ece ece;
+	struct ibv_sge sge;
+	struct ibv_qp *qp = t_rc_qp(t, 4, NULL);
+	char buf[64];
+
+	if (!ok(qp != NULL, "qp"))
+		return;
+	memset(&fa, 0, sizeof(fa));
+	fa.size = sizeof(fa);
+	fa.port = 1;
+	errno = 0;
+	ok(!ibv_create_flow(qp, &fa) && errno == EOPNOTSUPP,
+	   "create_flow: EOPNOTSUPP");
+	memset(&dma, 0, sizeof(dma));
+	dma.length = 64;
+	errno = 0;
+	ok(!ibv_alloc_dm(t->ctx, &dma) && errno == EOPNOTSUPP,
+	   "alloc_dm: EOPNOTSUPP");
+	sge.addr = (uintptr_t)buf;
+	sge.length = sizeof(buf);
+	sge.lkey = 0;
+	is_int(ibv_advise_mr(t->pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 1),
+	       EOPNOTSUPP, "advise_mr: EOPNOTSUPP");
+	memset(&xa, 0, sizeof(xa));
+	xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+	xa.fd = -1;
+	xa.oflags = O_CREAT;
+	errno = 0;
+	ok(!ibv_open_xrcd(t->ctx, &xa) && errno == EOPNOTSUPP,
+	   "open_xrcd: EOPNOTSUPP");
+	memset(&wa, 0, sizeof(wa));
+	wa.wq_type = IBV_WQT_RQ;
+	wa.max_wr = wa.max_sge = 1;
+	wa.pd = t->pd;
+	wa.cq = t->cq;
+	errno = 0;
+	ok(!ibv_create_wq(t->ctx, &wa) && errno == EOPNOTSUPP,
+	   "create_wq: EOPNOTSUPP");
+	memset(&ra, 0, sizeof(ra));
+	errno = 0;
+	ok(!ibv_create_rwq_ind_table(t->ctx, &ra) && errno == EOPNOTSUPP,
+	   "create_rwq_ind_table: EOPNOTSUPP");
+	memset(&ca, 0, sizeof(ca));
+	errno = 0;
+	ok(!ibv_create_counters(t->ctx, &ca) && errno == EOPNOTSUPP,
+	   "create_counters: EOPNOTSUPP");
+	memset(&ma, 0, sizeof(ma));
+	ma.attr_mask = IBV_CQ_ATTR_MODERATE;
+	ma.moderate.cq_count = 4;
+	is_int(ibv_modify_cq(t->cq, &ma), EOPNOTSUPP, "modify_cq: EOPNOTSUPP");
+	errno = 0;
+	ok(!ibv_alloc_null_mr(t->pd) && errno == EOPNOTSUPP,
+	   "alloc_null_mr: EOPNOTSUPP");
+	memset(&rv, 0, sizeof(rv));
+	rv.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+	is_int(ibv_query_rt_values_ex(t->ctx, &rv), EOPNOTSUPP,
+	       "query_rt_values_ex: EOPNOTSUPP");
+	memset(&oa, 0, sizeof(oa));
+	errno = 0;
+	ok(!ibv_open_qp(t->ctx, &oa) && errno == EOPNOTSUPP,
+	   "open_qp: EOPNOTSUPP");
+	memset(&rl, 0, sizeof(rl));
+	is_int(ibv_modify_qp_rate_limit(qp, &rl), EOPNOTSUPP,
+	       "modify_qp_rate_limit: EOPNOTSUPP");
+	memset(&cx, 0, sizeof(cx));
+	cx.cqe = 4;
+	cx.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	errno = 0;
+	ok(!ibv_create_cq_ex(t->ctx, &cx) && errno == EOPNOTSUPP,
+	   "create_cq_ex with a completion timestamp: EOPNOTSUPP");
+	memset(&ece, 0, sizeof(ece));
+	is_int(ibv_query_ece(qp, &ece), EOPNOTSUPP, "query_ece: EOPNOTSUPP");
+	ece.vendor_id = 0x15b3;
+	is_int(ibv_set_ece(qp, &ece), EOPNOTSUPP, "set_ece: EOPNOTSUPP");
+	is_int(ibv_query_qp_data_in_order(qp, IBV_WR_RDMA_WRITE, 0), 0,
+	       "data_in_order: no promise");
+	errno = 0;
+	ok(!ibv_reg_dmabuf_mr(t->pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE) &&
+		   errno == EOPNOTSUPP,
+	   "reg_dmabuf_mr: EOPNOTSUPP");
+	ibv_destroy_qp(qp);
+}
+
+int main(void)
+{
+	struct tctx t;
+
+	t_isolate("verbs_rare");
+	if (t_open(&t, 16))
+		bail_out("open");
+	test_gid_type(&t);
+	test_pkey(&t);
+	test_gid_ex_size(&t);
+	test_resize_cq(&t);
+	test_ext_ops(&t);
+	t_close(&t);
+	is_int(t_shm_count(), 0, "no shm left");
+	return done_testing();
+}
