@@ -592,7 +592,10 @@ static int soft_query_device_ex(struct ibv_context *context,
 {
 	struct ibv_device_attr_ex a;
 
-	if (!attr || (input && input->comp_mask))
+	/* as rdma-core's ibv_cmd_query_device_any: at least the legacy
+	 * attributes, and all of the caller's size zeroed (a newer
+	 * library's fields too) */
+	if (!attr || (input && input->comp_mask) || len < sizeof(a.orig_attr))
 		return EINVAL;
 	memset(&a, 0, sizeof(a));
 	pthread_once(&dev_once, dev_init);
@@ -603,9 +606,8 @@ static int soft_query_device_ex(struct ibv_context *context,
 	a.device_cap_flags_ex =
 		a.orig_attr.device_cap_flags | SOFT_DEVICE_ATOMIC_WRITE;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
-	if (len > sizeof(a))
-		len = sizeof(a);
-	memcpy(attr, &a, len);
+	memset(attr, 0, len);
+	memcpy(attr, &a, len < sizeof(a) ? len : sizeof(a));
 	return 0;
 }
 
@@ -630,9 +632,23 @@ static void fill_port_attr(struct ibv_port_attr *p, uint32_t port)
 		(void)soft_port_eth(port, p);
 }
 
+/*
+ * The ibv_port_attr of rdma-core 47 and later: active_speed_ex after
+ * port_cap_flags2, which the kernel (ib_uverbs_query_port_resp_ex) sets
+ * to the active speed; programs built with those headers read it first
+ * (active_speed_ex ? active_speed_ex : active_speed).
+ */
+struct soft_port_attr_ex {
+	struct ibv_port_attr base;
+	uint32_t active_speed_ex;
+};
+
+/* soft_query_port -- the query_port op: len bytes of port_attr, as
+ * libibverbs' __lib_query_port fills them (a longer struct's tail zero) */
 static int soft_query_port(struct ibv_context *context, uint8_t port_num,
 			   struct ibv_port_attr *port_attr, size_t len)
 {
+	struct soft_port_attr_ex ax;
 	struct ibv_port_attr a;
 
 	if (!context || !port_attr || !soft_port_ok(port_num))
@@ -652,9 +668,11 @@ static int soft_query_port(struct ibv_context *context, uint8_t port_num,
 			a.phys_state = 3; /* Disabled */
 		}
 	}
-	if (len > sizeof(a))
-		len = sizeof(a);
-	memcpy(port_attr, &a, len);
+	memset(&ax, 0, sizeof(ax));
+	ax.base = a;
+	ax.active_speed_ex = a.active_speed;
+	memset(port_attr, 0, len);
+	memcpy(port_attr, &ax, len < sizeof(ax) ? len : sizeof(ax));
 	return 0;
 }
 

@@ -10,6 +10,9 @@
  *    bits (0x7fff is not 0xffff);
  *  - _ibv_query_gid_ex: a whole ibv_gid_entry at least (EINVAL), a longer
  *    one's tail zeroed; _ibv_query_gid_table: too small is -EINVAL;
+ *  - the query_device_ex and query_port ops: at least the legacy device
+ *    attributes (ibv_cmd_query_device_any), the caller's whole size
+ *    zeroed, and a newer ibv_port_attr's active_speed_ex set;
  *  - ibv_resize_cq: not below what the CQ holds, completions in order;
  *  - the extended verbs softrdma has not: EOPNOTSUPP, as rdma-core gives
  *    for a provider without them.
@@ -124,6 +127,45 @@ static void test_gid_ex_size(struct tctx *t)
 	       "gid_table one short: -EINVAL");
 	is_int(ibv_query_gid_table(t->ctx, tab, 64, 1), -EINVAL,
 	       "gid_table flags 1: -EINVAL");
+}
+
+/* test_query_sizes -- the ops' attr sizes, as newer/older programs pass */
+static void test_query_sizes(struct tctx *t)
+{
+	struct verbs_context *v = verbs_get_ctx(t->ctx);
+	union {
+		struct ibv_device_attr_ex a;
+		unsigned char b[sizeof(struct ibv_device_attr_ex) + 64];
+	} d;
+	union {
+		struct ibv_port_attr a;
+		unsigned char b[sizeof(struct ibv_port_attr) + 16];
+	} p;
+	size_t ex_off =
+		(offsetof(struct ibv_port_attr, port_cap_flags2) + 2 + 3) &
+		~(size_t)3;
+	uint32_t speed_ex;
+
+	if (!ok(v && v->query_device_ex && v->query_port, "the ops"))
+		return;
+	memset(&d, 0xaa, sizeof(d));
+	is_int(v->query_device_ex(t->ctx, NULL, &d.a,
+				  sizeof(struct ibv_device_attr) - 1),
+	       EINVAL, "query_device_ex shorter than ibv_device_attr: EINVAL");
+	is_int(v->query_device_ex(t->ctx, NULL, &d.a, sizeof(d)), 0,
+	       "query_device_ex, a longer struct");
+	ok(d.a.orig_attr.max_qp > 0, "its attributes");
+	ok(all_bytes(d.b + sizeof(d.a), sizeof(d) - sizeof(d.a), 0),
+	   "the tail zeroed");
+
+	memset(&p, 0xaa, sizeof(p));
+	is_int(v->query_port(t->ctx, 1, &p.a, sizeof(p)), 0,
+	       "query_port, a longer struct");
+	memcpy(&speed_ex, p.b + ex_off, sizeof(speed_ex));
+	ok(p.a.active_speed && speed_ex == p.a.active_speed,
+	   "active_speed_ex %u = active_speed %u", speed_ex, p.a.active_speed);
+	ok(all_bytes(p.b + ex_off + 4, sizeof(p) - ex_off - 4, 0),
+	   "the rest zeroed");
 }
 
 /* test_resize_cq -- not below what it holds; order kept */
@@ -294,6 +336,7 @@ int main(void)
 	test_gid_type(&t);
 	test_pkey(&t);
 	test_gid_ex_size(&t);
+	test_query_sizes(&t);
 	test_resize_cq(&t);
 	test_ext_ops(&t);
 	t_close(&t);
