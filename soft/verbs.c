@@ -439,7 +439,12 @@ struct soft_mr *soft_mr_tab[SOFT_MAX_MR];
 	 IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |                  \
 	 IBV_ACCESS_OPTIONAL_RANGE)
 
+/* IB_UVERBS_ACCESS_FLUSH_GLOBAL and _PERSISTENT (Linux 6.2; libibverbs
+ * 44's headers do not name them yet) */
+#define SOFT_ACCESS_FLUSH ((1u << 8) | (1u << 9))
+
 static int mr_access_check(unsigned int access);
+static int mr_iova_err(const void *addr, size_t length, uint64_t iova);
 
 /* mr_writable -- the access writes the memory: ib_umem_get pins it with
  * FOLL_WRITE (ib_access_writable) */
@@ -471,8 +476,10 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 	struct soft_reg_mr e;
 	struct soft_mr *mr;
 	uint32_t key;
-	int err = mr_access_check(access);
+	int err = mr_iova_err(addr, length, iova);
 
+	if (!err)
+		err = mr_access_check(access);
 	if (!pd || !length || err) {
 		errno = err ? err : EINVAL;
 		return NULL;
@@ -533,17 +540,37 @@ struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned)access);
 }
 
-/* mr_access_check -- ib_check_mr_access: 0, EINVAL, or EOPNOTSUPP for
- * ON_DEMAND, as the device offers no ODP (odp_caps 0) */
+/*
+ * mr_access_check -- ib_check_mr_access: 0, EINVAL, or EOPNOTSUPP for
+ * ON_DEMAND, as the device offers no ODP (odp_caps 0), and for the flush
+ * bits, as it offers no IB_DEVICE_FLUSH_GLOBAL/PERSISTENT (bits the
+ * kernel knows: IB_ACCESS_SUPPORTED; the optional range is ignored)
+ */
 static int mr_access_check(unsigned int access)
 {
-	if ((access & ~(unsigned)SOFT_ACCESS_ALL) ||
+	if ((access & ~(unsigned)(SOFT_ACCESS_ALL | SOFT_ACCESS_FLUSH)) ||
 	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	     !(access & IBV_ACCESS_LOCAL_WRITE)) ||
 	    (access & IBV_ACCESS_ZERO_BASED))
 		return EINVAL;
-	if (access & IBV_ACCESS_ON_DEMAND)
+	if (access & (IBV_ACCESS_ON_DEMAND | SOFT_ACCESS_FLUSH))
 		return EOPNOTSUPP;
+	return 0;
+}
+
+/*
+ * mr_iova_err -- the kernel's ib_uverbs_reg_mr: the iova has the
+ * address's offset in its page (EINVAL, the first check it makes), and
+ * the region [iova, iova + length) does not wrap past 2^64 (EINVAL, as
+ * ib_umem_get for the address): a remote address past the wrap would
+ * reach no byte of it.  0 when fine.
+ */
+static int mr_iova_err(const void *addr, size_t length, uint64_t iova)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	if ((((uintptr_t)addr ^ iova) & (pg - 1)) || iova + length < iova)
+		return EINVAL;
 	return 0;
 }
 

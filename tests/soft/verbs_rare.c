@@ -13,6 +13,10 @@
  *  - the query_device_ex and query_port ops: at least the legacy device
  *    attributes (ibv_cmd_query_device_any), the caller's whole size
  *    zeroed, and a newer ibv_port_attr's active_speed_ex set;
+ *  - ibv_reg_mr_iova: the iova has the address's page offset and does
+ *    not wrap (EINVAL); the flush access bits are EOPNOTSUPP, unknown
+ *    bits EINVAL, the optional range ignored;
+ *  - ibv_rereg_mr's return values and errno, keys kept;
  *  - ibv_resize_cq: not below what the CQ holds, completions in order;
  *  - the extended verbs softrdma has not: EOPNOTSUPP, as rdma-core gives
  *    for a provider without them.
@@ -166,6 +170,109 @@ static void test_query_sizes(struct tctx *t)
 	   "active_speed_ex %u = active_speed %u", speed_ex, p.a.active_speed);
 	ok(all_bytes(p.b + ex_off + 4, sizeof(p) - ex_off - 4, 0),
 	   "the rest zeroed");
+}
+
+/* test_reg_iova -- iova page offset and wrap; access bits */
+static void test_reg_iova(struct tctx *t)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *buf = aligned_alloc((size_t)pg, 2 * (size_t)pg);
+	const int lw = IBV_ACCESS_LOCAL_WRITE;
+	struct ibv_mr *mr;
+
+	if (!ok(buf != NULL, "buffer"))
+		return;
+	mr = ibv_reg_mr_iova(t->pd, buf + 16, 64, 0x100000 + 16, lw);
+	ok(mr != NULL, "reg_mr_iova, same page offset");
+	if (mr)
+		ibv_dereg_mr(mr);
+	errno = 0;
+	mr = ibv_reg_mr_iova(t->pd, buf + 16, 64, 0x100000 + 17, lw);
+	ok(!mr && errno == EINVAL, "reg_mr_iova, another page offset: EINVAL");
+	if (mr)
+		ibv_dereg_mr(mr);
+	errno = 0;
+	mr = ibv_reg_mr_iova(t->pd, buf, 2 * (size_t)pg,
+			     UINT64_MAX & ~(uint64_t)(pg - 1), lw);
+	ok(!mr && errno == EINVAL, "reg_mr_iova, iova + length wraps: EINVAL");
+	if (mr)
+		ibv_dereg_mr(mr);
+	errno = 0;
+	mr = ibv_reg_mr_iova2(t->pd, buf, 64, (uintptr_t)buf, lw | (1u << 8));
+	ok(!mr && errno == EOPNOTSUPP,
+	   "FLUSH_GLOBAL access, no flush: EOPNOTSUPP");
+	if (mr)
+		ibv_dereg_mr(mr);
+	errno = 0;
+	mr = ibv_reg_mr_iova2(t->pd, buf, 64, (uintptr_t)buf, lw | (1u << 10));
+	ok(!mr && errno == EINVAL, "an unknown access bit: EINVAL");
+	if (mr)
+		ibv_dereg_mr(mr);
+	errno = 0;
+	mr = ibv_reg_mr_iova2(t->pd, buf, 64, (uintptr_t)buf,
+			      IBV_ACCESS_REMOTE_WRITE);
+	ok(!mr && errno == EINVAL, "REMOTE_WRITE without LOCAL_WRITE: EINVAL");
+	if (mr)
+		ibv_dereg_mr(mr);
+	mr = ibv_reg_mr_iova2(t->pd, buf, 64, (uintptr_t)buf,
+			      lw | IBV_ACCESS_RELAXED_ORDERING | (1u << 25));
+	ok(mr != NULL, "optional range bits ignored");
+	if (mr)
+		ibv_dereg_mr(mr);
+	free(buf);
+}
+
+/* test_rereg -- return values, errno, keys */
+static void test_rereg(struct tctx *t)
+{
+	char *a = calloc(1, 8192), *b = calloc(1, 8192);
+	struct ibv_pd *pd2 = ibv_alloc_pd(t->ctx);
+	const int lw = IBV_ACCESS_LOCAL_WRITE;
+	struct ibv_mr *mr = a ? ibv_reg_mr(t->pd, a, 4096, lw) : NULL;
+	uint32_t lkey, rkey;
+
+	if (!ok(mr && b && pd2, "mr, buffer, pd"))
+		goto out;
+	lkey = mr->lkey;
+	rkey = mr->rkey;
+	errno = 0;
+	is_int(ibv_rereg_mr(mr, 1 << 3, NULL, NULL, 0, 0),
+	       IBV_REREG_MR_ERR_INPUT, "unknown flag: ERR_INPUT");
+	is_int(errno, EINVAL, "EINVAL");
+	is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL,
+			    4096, 0),
+	       IBV_REREG_MR_ERR_INPUT, "translation without addr: ERR_INPUT");
+	is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, NULL, NULL, 0, lw),
+	       IBV_REREG_MR_ERR_INPUT,
+	       "access without CHANGE_ACCESS: ERR_INPUT");
+	errno = 0;
+	is_int(ibv_rereg_mr(mr, 0, NULL, NULL, 0, 0), IBV_REREG_MR_ERR_CMD,
+	       "no flag: ERR_CMD (the kernel's EINVAL)");
+	is_int(errno, EINVAL, "EINVAL");
+	errno = 0;
+	is_int(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			    lw | (1 << 9)),
+	       IBV_REREG_MR_ERR_CMD, "FLUSH_PERSISTENT access: ERR_CMD");
+	is_int(errno, EOPNOTSUPP, "EOPNOTSUPP");
+	is_int(ibv_rereg_mr(mr,
+			    IBV_REREG_MR_CHANGE_TRANSLATION |
+				    IBV_REREG_MR_CHANGE_PD |
+				    IBV_REREG_MR_CHANGE_ACCESS,
+			    pd2, b + 4096, 4096, lw | IBV_ACCESS_REMOTE_WRITE),
+	       0, "all three changed");
+	ok(mr->addr == b + 4096 && mr->length == 4096 && mr->pd == pd2,
+	   "addr, length and pd as asked");
+	ok(mr->lkey == lkey && mr->rkey == rkey, "keys kept");
+	is_int(ibv_dealloc_pd(pd2), EBUSY, "its new PD is in use");
+	is_int(ibv_dereg_mr(mr), 0, "dereg");
+	mr = NULL;
+out:
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (pd2)
+		ibv_dealloc_pd(pd2);
+	free(a);
+	free(b);
 }
 
 /* test_resize_cq -- not below what it holds; order kept */
@@ -337,6 +444,8 @@ int main(void)
 	test_pkey(&t);
 	test_gid_ex_size(&t);
 	test_query_sizes(&t);
+	test_reg_iova(&t);
+	test_rereg(&t);
 	test_resize_cq(&t);
 	test_ext_ops(&t);
 	t_close(&t);
