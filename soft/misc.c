@@ -30,7 +30,6 @@ SOFT_EXPORT int ibv_read_ibdev_sysfs_file(char *buf, size_t size,
 					  const char *fnfmt, ...);
 SOFT_EXPORT const char *ibv_get_sysfs_path(void);
 SOFT_EXPORT void ibv_register_driver(const char *name, void *init_func);
-SOFT_EXPORT struct ibv_context *ibv_import_device(int cmd_fd);
 SOFT_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *context,
 					 uint32_t pd_handle);
 SOFT_EXPORT void ibv_unimport_pd(struct ibv_pd *pd);
@@ -265,13 +264,6 @@ const char *ibv_get_sysfs_path(void)
 /* ibv_register_driver -- providers do not apply to softrdma */
 void ibv_register_driver(const char *name, void *init_func)
 {
-}
-
-/* ibv_import_device -- not supported: there is no kernel context */
-struct ibv_context *ibv_import_device(int cmd_fd)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
 }
 
 /* ibv_import_pd -- not supported */

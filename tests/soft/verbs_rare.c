@@ -18,6 +18,7 @@
  *    bits EINVAL, the optional range ignored;
  *  - ibv_rereg_mr's return values and errno, keys kept;
  *  - ibv_resize_cq: not below what the CQ holds, completions in order;
+ *  - ibv_import_device: EINVAL, ENOENT or EOPNOTSUPP by the fd;
  *  - the extended verbs softrdma has not: EOPNOTSUPP, as rdma-core gives
  *    for a provider without them.
  */
@@ -336,6 +337,53 @@ out:
 		ibv_destroy_cq(cq);
 }
 
+/* import_errno -- ibv_import_device(fd)'s errno (0: it gave a context) */
+static int import_errno(int fd)
+{
+	struct ibv_context *c;
+
+	errno = 0;
+	c = ibv_import_device(fd);
+	if (c) {
+		ibv_close_device(c);
+		return 0;
+	}
+	return errno;
+}
+
+/* test_import -- errno by the kind of fd */
+static void test_import(struct tctx *t)
+{
+	int p[2], fd, d;
+
+	is_int(import_errno(-1), EINVAL, "import_device(-1): EINVAL");
+	if (pipe(p) == 0) {
+		is_int(import_errno(p[0]), EINVAL,
+		       "import_device(a pipe): EINVAL");
+		close(p[0]);
+		close(p[1]);
+	}
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		is_int(import_errno(fd), ENOENT,
+		       "import_device(/dev/null): ENOENT, no such device");
+		close(fd);
+	}
+	d = dup(t->ctx->cmd_fd);
+	is_int(import_errno(d), EOPNOTSUPP,
+	       "import_device(a dup of cmd_fd): EOPNOTSUPP, as rxe");
+	close(d);
+	errno = 0;
+	ok(!ibv_import_pd(t->ctx, t->pd->handle) && errno == EOPNOTSUPP,
+	   "import_pd: EOPNOTSUPP");
+	errno = 0;
+	ok(!ibv_import_mr(t->pd, 1) && errno == EOPNOTSUPP,
+	   "import_mr: EOPNOTSUPP");
+	errno = 0;
+	ok(!ibv_import_dm(t->ctx, 1) && errno == EOPNOTSUPP,
+	   "import_dm: EOPNOTSUPP");
+}
+
 /* test_ext_ops -- the verbs softrdma has not, as a provider without them */
 static void test_ext_ops(struct tctx *t)
 {
@@ -447,6 +495,7 @@ int main(void)
 	test_reg_iova(&t);
 	test_rereg(&t);
 	test_resize_cq(&t);
+	test_import(&t);
 	test_ext_ops(&t);
 	t_close(&t);
 	is_int(t_shm_count(), 0, "no shm left");
