@@ -674,11 +674,13 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->hw_ver = 1;
 	a->max_qp = SOFT_MAX_QP;
 	a->max_qp_wr = SOFT_MAX_QP_WR;
+	/* no RESIZE_MAX_WR: ibv_modify_qp takes no IBV_QP_CAP (qp.c, as
+	 * the kernel's ib_modify_qp_is_ok), a QP's queues keep their size */
 	a->device_cap_flags =
 		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
 		IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-		IBV_DEVICE_RESIZE_MAX_WR | IBV_DEVICE_MEM_WINDOW |
-		IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_MEM_MGT_EXTENSIONS;
+		IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+		IBV_DEVICE_MEM_MGT_EXTENSIONS;
 	a->max_sge = SOFT_MAX_SGE;
 	a->max_sge_rd = SOFT_MAX_SGE;
 	a->max_cq = 16384;

@@ -20,7 +20,8 @@
  *  - ibv_resize_cq: not below what the CQ holds, completions in order;
  *  - ibv_import_device: EINVAL, ENOENT or EOPNOTSUPP by the fd;
  *  - the extended verbs softrdma has not: EOPNOTSUPP, as rdma-core gives
- *    for a provider without them.
+ *    for a provider without them;
+ *  - no capability advertised that is not there.
  */
 #include "config.h"
 
@@ -481,6 +482,38 @@ static void test_ext_ops(struct tctx *t)
 	ibv_destroy_qp(qp);
 }
 
+/* test_caps -- nothing advertised that is not there */
+static void test_caps(struct tctx *t)
+{
+	struct ibv_device_attr_ex dx;
+	struct ibv_qp_attr qa;
+	struct ibv_qp *qp = t_rc_qp(t, 4, NULL);
+	int r = -1;
+
+	memset(&dx, 0, sizeof(dx));
+	is_int(ibv_query_device_ex(t->ctx, NULL, &dx), 0, "query_device_ex");
+	if (qp) {
+		memset(&qa, 0, sizeof(qa));
+		qa.cap.max_send_wr = 8;
+		qa.cap.max_recv_wr = 8;
+		r = ibv_modify_qp(qp, &qa, IBV_QP_CAP);
+		ibv_destroy_qp(qp);
+	}
+	ok(!(dx.orig_attr.device_cap_flags & IBV_DEVICE_RESIZE_MAX_WR) ||
+		   r == 0,
+	   "RESIZE_MAX_WR only where modify_qp(IBV_QP_CAP) works (%d)", r);
+	ok(!(dx.orig_attr.device_cap_flags & IBV_DEVICE_XRC), "no XRC");
+	ok(!dx.rss_caps.supported_qpts && !dx.max_wq_type_rq, "no RSS, no WQ");
+	ok(!dx.max_dm_size, "no device memory");
+	ok(!dx.cq_mod_caps.max_cq_count, "no CQ moderation");
+	ok(!dx.odp_caps.general_caps, "no ODP");
+	ok(!dx.completion_timestamp_mask && !dx.hca_core_clock,
+	   "no completion timestamps");
+	ok(!dx.tm_caps.max_num_tags && !dx.tso_caps.max_tso &&
+		   !dx.packet_pacing_caps.qp_rate_limit_max,
+	   "no tag matching, TSO, pacing");
+}
+
 int main(void)
 {
 	struct tctx t;
@@ -497,6 +530,7 @@ int main(void)
 	test_resize_cq(&t);
 	test_import(&t);
 	test_ext_ops(&t);
+	test_caps(&t);
 	t_close(&t);
 	is_int(t_shm_count(), 0, "no shm left");
 	return done_testing();
