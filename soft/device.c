@@ -865,7 +865,13 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	return 0;
 }
 
-/* _ibv_query_gid_table -- all valid GID entries */
+/*
+ * _ibv_query_gid_table -- all valid GID entries, each entry_size apart
+ * as the kernel's copy_gid_entries_to_user writes them: the first
+ * entry_size bytes of each (a shorter entry is cut), the rest of a
+ * longer one zeroed; no entry size is -EINVAL
+ * (uverbs_attr_ptr_get_array_size)
+ */
 ssize_t _ibv_query_gid_table(struct ibv_context *context,
 			     struct ibv_gid_entry *entries, size_t max_entries,
 			     uint32_t flags, size_t entry_size)
@@ -873,10 +879,11 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	struct ibv_gid_entry e;
 	uint32_t p, np;
 	int i, n = 0;
+	char *out;
 
 	pthread_once(&dev_once, dev_init);
 	np = soft_link_ib ? SOFT_IB_PORTS : soft_port_count();
-	if (!context || flags || entry_size < sizeof(e))
+	if (!context || !entries || flags || !entry_size)
 		return -EINVAL;
 	/* each entry once per port it is on: both in the IB mode, one else */
 	if (max_entries < (size_t)gid_count * (soft_link_ib ? np : 1))
@@ -886,8 +893,12 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 			if (!gid_on(p, (uint32_t)i))
 				continue; /* another port's */
 			fill_gid_entry(&e, p, (uint32_t)i);
-			memcpy((char *)entries + (size_t)n++ * entry_size, &e,
-			       sizeof(e));
+			out = (char *)entries + (size_t)n++ * entry_size;
+			if (entry_size > sizeof(e))
+				memset(out + sizeof(e), 0,
+				       entry_size - sizeof(e));
+			memcpy(out, &e,
+			       entry_size < sizeof(e) ? entry_size : sizeof(e));
 		}
 	return n;
 }

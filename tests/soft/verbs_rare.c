@@ -9,7 +9,8 @@
  *    sysfs, an index past it is ENOENT; a P_Key is looked up by its 16
  *    bits (0x7fff is not 0xffff);
  *  - _ibv_query_gid_ex: a whole ibv_gid_entry at least (EINVAL), a longer
- *    one's tail zeroed; _ibv_query_gid_table: too small is -EINVAL;
+ *    one's tail zeroed; _ibv_query_gid_table: too small is -EINVAL,
+ *    entries of another size are cut or zero-padded at their stride;
  *  - the query_device_ex and query_port ops: at least the legacy device
  *    attributes (ibv_cmd_query_device_any), the caller's whole size
  *    zeroed, and a newer ibv_port_attr's active_speed_ex set;
@@ -100,6 +101,36 @@ static void test_pkey(struct tctx *t)
 	       "get_pkey_index(0x1234): -1");
 }
 
+/* gid_table_sizes -- entries of other sizes than ours, n of them (tab):
+ * as the kernel copies them, each cut or zero-padded at its stride */
+static void gid_table_sizes(struct tctx *t, const struct ibv_gid_entry *tab,
+			    ssize_t n)
+{
+	const size_t big = sizeof(struct ibv_gid_entry) + 8;
+	const size_t small = offsetof(struct ibv_gid_entry, gid_index);
+	unsigned char buf[64 * (sizeof(struct ibv_gid_entry) + 8)];
+	int good = 1;
+	ssize_t i;
+
+	memset(buf, 0xaa, sizeof(buf));
+	is_int(_ibv_query_gid_table(t->ctx, (void *)buf, 64, 0, big), n,
+	       "gid_table, longer entries");
+	for (i = 0; i < n; i++)
+		good &= !memcmp(buf + (size_t)i * big, &tab[i], sizeof(*tab)) &&
+			all_bytes(buf + (size_t)i * big + sizeof(*tab), 8, 0);
+	ok(good, "each entry at its stride, its tail zeroed");
+	memset(buf, 0xaa, sizeof(buf));
+	good = 1;
+	is_int(_ibv_query_gid_table(t->ctx, (void *)buf, 64, 0, small), n,
+	       "gid_table, shorter entries (the GIDs only)");
+	for (i = 0; i < n; i++)
+		good &= !memcmp(buf + (size_t)i * small, &tab[i].gid, small);
+	ok(good && all_bytes(buf + (size_t)n * small, 16, 0xaa),
+	   "each GID at its stride, nothing past them");
+	is_int(_ibv_query_gid_table(t->ctx, (void *)buf, 64, 0, 0), -EINVAL,
+	       "gid_table, entry size 0: -EINVAL");
+}
+
 /* test_gid_ex_size -- entry sizes and table sizes */
 static void test_gid_ex_size(struct tctx *t)
 {
@@ -133,6 +164,7 @@ static void test_gid_ex_size(struct tctx *t)
 	       "gid_table one short: -EINVAL");
 	is_int(ibv_query_gid_table(t->ctx, tab, 64, 1), -EINVAL,
 	       "gid_table flags 1: -EINVAL");
+	gid_table_sizes(t, tab, n);
 }
 
 /* test_query_sizes -- the ops' attr sizes, as newer/older programs pass */
