@@ -1107,7 +1107,9 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 	return &cq->cqx;
 }
 
-/* ibv_resize_cq -- change the capacity (not below what it holds) */
+/* ibv_resize_cq -- change the capacity: cqe not below the completions it
+ * holds (ibv_resize_cq(3); rxe_cq_chk_attr compares cqe itself, before
+ * any rounding up) */
 int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
 	struct soft_cq *c;
@@ -1122,7 +1124,7 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	while (n < (uint32_t)cqe + 1)
 		n <<= 1;
 	soft_lock(&c->ctx->lock);
-	if (n - 1 < c->count) {
+	if ((uint32_t)cqe < c->count) {
 		soft_unlock(&c->ctx->lock);
 		return EINVAL;
 	}

@@ -347,6 +347,8 @@ static void test_resize_cq(struct tctx *t)
 	is_int(ibv_modify_qp(qp, &qa, IBV_QP_STATE), 0, "ERR: 6 flushes");
 	cqe = cq->cqe;
 	is_int(ibv_resize_cq(cq, 3), EINVAL, "resize below the 6 held: EINVAL");
+	is_int(ibv_resize_cq(cq, 5), EINVAL,
+	       "resize to 5 (7 rounded up) with 6 held: EINVAL");
 	is_int(cq->cqe, cqe, "cqe unchanged");
 	is_int(ibv_resize_cq(cq, 0), EINVAL, "resize to 0: EINVAL");
 	is_int(ibv_resize_cq(cq, da.max_cqe + 1), EINVAL,
