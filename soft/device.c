@@ -688,6 +688,9 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_mr = SOFT_MAX_MR;
 	a->max_mw = SOFT_MAX_MR; /* windows share the MRs' key table */
 	a->max_pd = 65536;
+	/* address handles are plain memory, limited by nothing else: as
+	 * mlx5, which reports INT_MAX (0 would say there are none) */
+	a->max_ah = INT32_MAX;
 	a->max_qp_rd_atom = SOFT_MAX_RD_ATOM;
 	a->max_ee_rd_atom = 0;
 	a->max_res_rd_atom = SOFT_MAX_RD_ATOM * SOFT_MAX_QP;

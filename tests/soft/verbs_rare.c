@@ -522,6 +522,8 @@ static void test_caps(struct tctx *t)
 	struct ibv_device_attr_ex dx;
 	struct ibv_qp_attr qa;
 	struct ibv_qp *qp = t_rc_qp(t, 4, NULL);
+	struct ibv_ah_attr ah;
+	struct ibv_ah *ah_obj = NULL;
 	int r = -1;
 
 	memset(&dx, 0, sizeof(dx));
@@ -537,6 +539,18 @@ static void test_caps(struct tctx *t)
 		   r == 0,
 	   "RESIZE_MAX_WR only where modify_qp(IBV_QP_CAP) works (%d)", r);
 	ok(!(dx.orig_attr.device_cap_flags & IBV_DEVICE_XRC), "no XRC");
+	ok(dx.orig_attr.max_ah > 0, "max_ah %d: address handles are there",
+	   dx.orig_attr.max_ah);
+	memset(&ah, 0, sizeof(ah));
+	ah.is_global = 1;
+	ah.port_num = 1;
+	ah.grh.sgid_index = 1;
+	ah.grh.hop_limit = 64;
+	if (ibv_query_gid(t->ctx, 1, 1, &ah.grh.dgid) == 0)
+		ah_obj = ibv_create_ah(t->pd, &ah);
+	ok(ah_obj != NULL, "an address handle");
+	if (ah_obj)
+		ibv_destroy_ah(ah_obj);
 	ok(!dx.rss_caps.supported_qpts && !dx.max_wq_type_rq, "no RSS, no WQ");
 	ok(!dx.max_dm_size, "no device memory");
 	ok(!dx.cq_mod_caps.max_cq_count, "no CQ moderation");
