@@ -34,6 +34,9 @@
  */
 static union ibv_gid gid_tbl[SOFT_GID_TBL_LEN];
 static uint8_t gid_port[SOFT_GID_TBL_LEN]; /* the port entry i is on */
+/* the interface index of entry i's netdev (ndev_ifindex): its address's
+ * interface, lo's for loopback and the node-GUID GID */
+static uint32_t gid_ifindex[SOFT_GID_TBL_LEN];
 static int gid_count;
 /*
  * SOFTRDMA_LINK=ib: two InfiniBand ports (apm.c).  Each port's GID 0 is
@@ -251,6 +254,8 @@ static void dev_init(void)
 	union ibv_gid g;
 	uint64_t guid_be;
 	long hid = gethostid();
+	unsigned int lo;
+	int k;
 
 	node_guid = 0x02536f6674000000ull | ((uint64_t)hid & 0xffffff);
 	guid_be = htobe64(node_guid ^ 0x0200000000000000ull);
@@ -281,6 +286,12 @@ static void dev_init(void)
 			gid_add_if(&g, i, ifn);
 		}
 		freeifaddrs(ifa);
+	}
+	lo = if_nametoindex("lo");
+	for (k = 0; k < gid_count; k++) {
+		gid_ifindex[k] = ifn[k][0] ? if_nametoindex(ifn[k]) : 0;
+		if (!gid_ifindex[k])
+			gid_ifindex[k] = lo ? lo : 1;
 	}
 	soft_dev.dev.node_type = IBV_NODE_CA;
 	ib_init();
@@ -840,7 +851,7 @@ static void fill_gid_entry(struct ibv_gid_entry *e, uint32_t port, uint32_t i)
 	e->gid_index = i;
 	e->port_num = port;
 	e->gid_type = soft_link_ib ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
-	e->ndev_ifindex = soft_link_ib ? 0 : 1;
+	e->ndev_ifindex = soft_link_ib ? 0 : gid_ifindex[i];
 }
 
 /*

@@ -10,7 +10,8 @@
  *    bits (0x7fff is not 0xffff);
  *  - _ibv_query_gid_ex: a whole ibv_gid_entry at least (EINVAL), a longer
  *    one's tail zeroed; _ibv_query_gid_table: too small is -EINVAL,
- *    entries of another size are cut or zero-padded at their stride;
+ *    entries of another size are cut or zero-padded at their stride; an
+ *    address's GID names its interface (ndev_ifindex);
  *  - the query_device_ex and query_port ops: at least the legacy device
  *    attributes (ibv_cmd_query_device_any), the caller's whole size
  *    zeroed, and a newer ibv_port_attr's active_speed_ex set;
@@ -29,6 +30,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +169,42 @@ static void test_gid_ex_size(struct tctx *t)
 	is_int(ibv_query_gid_table(t->ctx, tab, 64, 1), -EINVAL,
 	       "gid_table flags 1: -EINVAL");
 	gid_table_sizes(t, tab, n);
+}
+
+/* test_gid_ndev -- an address's GID names its interface (ndev_ifindex) */
+static void test_gid_ndev(struct tctx *t)
+{
+	struct ibv_gid_entry tab[64];
+	struct ifaddrs *ifa = NULL, *i;
+	ssize_t n = ibv_query_gid_table(t->ctx, tab, 64, 0), k;
+	int checked = 0, good = 1;
+
+	if (!ok(n > 0 && getifaddrs(&ifa) == 0, "gid_table, getifaddrs"))
+		return;
+	for (k = 0; k < n; k++)
+		for (i = ifa; i; i = i->ifa_next) {
+			struct sockaddr_in *sin = (void *)i->ifa_addr;
+
+			if (!sin || sin->sin_family != AF_INET ||
+			    (i->ifa_flags & IFF_LOOPBACK) ||
+			    memcmp(&tab[k].gid.raw[12], &sin->sin_addr, 4) ||
+			    tab[k].gid.raw[10] != 0xff)
+				continue;
+			checked++;
+			if (tab[k].ndev_ifindex !=
+			    if_nametoindex(i->ifa_name)) {
+				diag("GID %zd (%s): ndev_ifindex %u", k,
+				     i->ifa_name, tab[k].ndev_ifindex);
+				good = 0;
+			}
+			break;
+		}
+	freeifaddrs(ifa);
+	if (!checked) {
+		skip_one("no IPv4 address but loopback's");
+		return;
+	}
+	ok(good, "%d interface GIDs name their interface", checked);
 }
 
 /* test_query_sizes -- the ops' attr sizes, as newer/older programs pass */
@@ -572,6 +612,7 @@ int main(void)
 	test_gid_type(&t);
 	test_pkey(&t);
 	test_gid_ex_size(&t);
+	test_gid_ndev(&t);
 	test_query_sizes(&t);
 	test_reg_iova(&t);
 	test_rereg(&t);
