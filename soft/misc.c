@@ -3,11 +3,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/sa.h>
 #include <rdma/ib_user_sa.h>
 #include <rdma/ib_user_verbs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "softrdma.h"
 
@@ -239,12 +242,47 @@ int ibv_dofork_range(void *base, size_t size)
 	return 0;
 }
 
-/* ibv_read_sysfs_file -- softrdma has no sysfs files */
+/*
+ * ibv_read_sysfs_file -- rdma-core's: the text of dir/file, a final
+ * newline taken off and the string terminated; its length, or -1 (errno
+ * from open or read, or a text that fills buf with no room for the NUL).
+ * It reads any file, not only RDMA devices' (softrdma's have none, so
+ * reading them still fails with ENOENT).
+ */
 int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
 			size_t size)
 {
-	errno = ENOENT;
-	return -1;
+	size_t plen;
+	char *path;
+	ssize_t len;
+	int fd;
+
+	if (!dir || !file || !buf) {
+		errno = EINVAL;
+		return -1;
+	}
+	plen = strlen(dir) + strlen(file) + 2;
+	path = malloc(plen);
+	if (!path) {
+		errno = ENOMEM;
+		return -1;
+	}
+	snprintf(path, plen, "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd < 0)
+		return -1;
+	len = read(fd, buf, size);
+	close(fd);
+	if (len > 0) {
+		if (buf[len - 1] == '\n')
+			buf[--len] = '\0';
+		else if ((size_t)len < size)
+			buf[len] = '\0';
+		else
+			return -1; /* no room to terminate it */
+	}
+	return (int)len;
 }
 
 /* ibv_read_ibdev_sysfs_file -- softrdma has no sysfs files */

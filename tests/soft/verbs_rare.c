@@ -21,6 +21,7 @@
  *  - ibv_rereg_mr's return values and errno, keys kept;
  *  - ibv_resize_cq: not below what the CQ holds, completions in order;
  *  - ibv_import_device: EINVAL, ENOENT or EOPNOTSUPP by the fd;
+ *  - ibv_read_sysfs_file reads the file it is given;
  *  - the extended verbs softrdma has not: EOPNOTSUPP, as rdma-core gives
  *    for a provider without them;
  *  - no capability advertised that is not there.
@@ -34,6 +35,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,9 +43,12 @@
 #include "../tap.h"
 #include "common.h"
 
-/* rdma-core declares it in driver.h (enum ibv_gid_type_sysfs *) */
+/* rdma-core declares these in driver.h (ibv_query_gid_type with an
+ * enum ibv_gid_type_sysfs *) */
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 		       unsigned int index, int *type);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
+			size_t size);
 
 /* all_bytes -- the n bytes at p are all v */
 static int all_bytes(const void *p, size_t n, unsigned char v)
@@ -459,6 +464,37 @@ static void test_import(struct tctx *t)
 	   "import_dm: EOPNOTSUPP");
 }
 
+/* test_sysfs -- ibv_read_sysfs_file reads any file, as rdma-core's */
+static void test_sysfs(void)
+{
+	char dir[] = "/tmp/verbs_rare-XXXXXX", path[64], buf[16];
+	FILE *f;
+
+	if (!ok(mkdtemp(dir) != NULL, "a directory"))
+		return;
+	snprintf(path, sizeof(path), "%s/attr", dir);
+	f = fopen(path, "w");
+	if (f) {
+		fputs("hello\n", f);
+		fclose(f);
+	}
+	memset(buf, 'x', sizeof(buf));
+	is_int(ibv_read_sysfs_file(dir, "attr", buf, sizeof(buf)), 5,
+	       "read_sysfs_file: 5 bytes, the newline dropped");
+	ok(!strcmp(buf, "hello"), "its text");
+	is_int(ibv_read_sysfs_file(dir, "attr", buf, 6), 5,
+	       "a buffer just big enough: the newline's byte ends it");
+	errno = 0;
+	is_int(ibv_read_sysfs_file(dir, "attr", buf, 5), -1,
+	       "no room for the NUL: -1");
+	errno = 0;
+	is_int(ibv_read_sysfs_file(dir, "none", buf, sizeof(buf)), -1,
+	       "a missing file: -1");
+	is_int(errno, ENOENT, "ENOENT");
+	unlink(path);
+	rmdir(dir);
+}
+
 /* test_ext_ops -- the verbs softrdma has not, as a provider without them */
 static void test_ext_ops(struct tctx *t)
 {
@@ -619,6 +655,7 @@ int main(void)
 	test_resize_cq(&t);
 	test_import(&t);
 	test_ext_ops(&t);
+	test_sysfs();
 	test_caps(&t);
 	t_close(&t);
 	is_int(t_shm_count(), 0, "no shm left");
