@@ -22,6 +22,7 @@
  *  - ibv_resize_cq: not below what the CQ holds, completions in order;
  *  - ibv_import_device: EINVAL, ENOENT or EOPNOTSUPP by the fd;
  *  - ibv_read_sysfs_file reads the file it is given;
+ *  - the rate conversions know 800 and 1200 Gb/s;
  *  - the extended verbs softrdma has not: EOPNOTSUPP, as rdma-core gives
  *    for a provider without them;
  *  - no capability advertised that is not there.
@@ -495,6 +496,20 @@ static void test_sysfs(void)
 	rmdir(dir);
 }
 
+/* test_rates -- the rate conversions know every rate verbs.h names */
+static void test_rates(void)
+{
+	is_int(ibv_rate_to_mult(IBV_RATE_800_GBPS), 320, "800 Gb/s: 320 x");
+	is_int(ibv_rate_to_mult(IBV_RATE_1200_GBPS), 480, "1200 Gb/s: 480 x");
+	is_int(mult_to_ibv_rate(320), IBV_RATE_800_GBPS, "320 x: 800 Gb/s");
+	is_int(mult_to_ibv_rate(480), IBV_RATE_1200_GBPS, "480 x: 1200 Gb/s");
+	is_int(ibv_rate_to_mbps(IBV_RATE_800_GBPS), 850000, "800: 850000");
+	is_int(ibv_rate_to_mbps(IBV_RATE_1200_GBPS), 1275000, "1200: 1275000");
+	is_int(mbps_to_ibv_rate(850000), IBV_RATE_800_GBPS, "850000: 800");
+	is_int(mbps_to_ibv_rate(1275000), IBV_RATE_1200_GBPS, "1275000: 1200");
+	is_int(ibv_rate_to_mult(IBV_RATE_MAX), -1, "IBV_RATE_MAX: -1");
+}
+
 /* test_ext_ops -- the verbs softrdma has not, as a provider without them */
 static void test_ext_ops(struct tctx *t)
 {
@@ -656,6 +671,7 @@ int main(void)
 	test_import(&t);
 	test_ext_ops(&t);
 	test_sysfs();
+	test_rates();
 	test_caps(&t);
 	t_close(&t);
 	is_int(t_shm_count(), 0, "no shm left");
