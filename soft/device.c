@@ -678,7 +678,7 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	strcpy(a->fw_ver, "1.0.0");
 	a->node_guid = htobe64(node_guid);
 	a->sys_image_guid = htobe64(node_guid);
-	a->max_mr_size = 1ull << 40;
+	a->max_mr_size = SOFT_MAX_MR_SIZE;
 	a->page_size_cap = 0xfffff000;
 	a->vendor_id = 0xffffff;
 	a->vendor_part_id = 1;
@@ -694,11 +694,11 @@ static void fill_device_attr(struct ibv_device_attr *a)
 		IBV_DEVICE_MEM_MGT_EXTENSIONS;
 	a->max_sge = SOFT_MAX_SGE;
 	a->max_sge_rd = SOFT_MAX_SGE;
-	a->max_cq = 16384;
+	a->max_cq = SOFT_MAX_CQ;
 	a->max_cqe = SOFT_MAX_CQE;
 	a->max_mr = SOFT_MAX_MR;
 	a->max_mw = SOFT_MAX_MR; /* windows share the MRs' key table */
-	a->max_pd = 65536;
+	a->max_pd = SOFT_MAX_PD;
 	/* address handles are plain memory, limited by nothing else: as
 	 * mlx5, which reports INT_MAX (0 would say there are none) */
 	a->max_ah = INT32_MAX;
@@ -707,7 +707,7 @@ static void fill_device_attr(struct ibv_device_attr *a)
 	a->max_res_rd_atom = SOFT_MAX_RD_ATOM * SOFT_MAX_QP;
 	a->max_qp_init_rd_atom = SOFT_MAX_RD_ATOM;
 	a->atomic_cap = IBV_ATOMIC_HCA;
-	a->max_srq = 4096;
+	a->max_srq = SOFT_MAX_SRQ;
 	a->max_srq_wr = SOFT_MAX_SRQ_WR;
 	a->max_srq_sge = SOFT_MAX_SGE;
 	a->max_pkeys = 1;

@@ -33,6 +33,9 @@
 #define SOFT_MAX_CQE	 ((1 << 18) - 1)
 #define SOFT_MAX_SRQ_WR	 32767 /* as mlx5 reports; the segment holds it */
 #define SOFT_MAX_SRQ	 4096  /* SRQs alive in a process (srq.c) */
+#define SOFT_MAX_CQ	 16384 /* CQs alive in a process (verbs.c) */
+#define SOFT_MAX_PD	 65536 /* PDs alive in a process (verbs.c) */
+#define SOFT_MAX_MR_SIZE (1ull << 40) /* max_mr_size (verbs.c) */
 #define SOFT_MAX_RD_ATOM 128
 #define SOFT_MAX_MSG_SZ	 (1u << 30)
 #define SOFT_GID_TBL_LEN 16
@@ -1158,6 +1161,29 @@ static inline struct soft_mr *soft_mr_lookup(uint32_t key)
 	return mr && mr->mr.lkey == key ? mr : NULL;
 }
 void soft_mr_table_set(uint32_t key, struct soft_mr *mr);
+
+/*
+ * soft_count_take -- one object more of a kind of which at most max may be
+ * alive (*live of them are): 0, or -1 when max are, the count as it was
+ * (the kernel's object pools, rxe_pool_get, and mlx5's firmware refuse
+ * the one past the device's limit with ENOMEM).  soft_count_drop gives
+ * the place back.
+ */
+static inline int soft_count_take(uint32_t *live, uint32_t max)
+{
+	uint32_t n = __atomic_load_n(live, __ATOMIC_RELAXED);
+
+	do {
+		if (n >= max)
+			return -1;
+	} while (!__atomic_compare_exchange_n(
+		live, &n, n + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return 0;
+}
+static inline void soft_count_drop(uint32_t *live)
+{
+	__atomic_sub_fetch(live, 1, __ATOMIC_RELAXED);
+}
 
 /* soft_atomic_sge_bad -- an atomic's SGE rules (RC on one host or
  * between hosts, DC): CMP_AND_SWP and FETCH_AND_ADD return the old value

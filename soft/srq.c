@@ -25,29 +25,6 @@ static uint32_t srq_counter;
 static uint32_t srq_live;
 
 /*
- * srq_count_take -- one SRQ more, unless max_srq are alive: 0, or -1 (the
- * kernel's rxe_pool_get / mlx5's firmware refuse the one past the limit
- * with ENOMEM); a refusal leaves the count as it was
- */
-static int srq_count_take(void)
-{
-	uint32_t n = __atomic_load_n(&srq_live, __ATOMIC_RELAXED);
-
-	do {
-		if (n >= SOFT_MAX_SRQ)
-			return -1;
-	} while (!__atomic_compare_exchange_n(
-		&srq_live, &n, n + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-	return 0;
-}
-
-/* srq_count_drop -- an SRQ is gone (or was never made) */
-static void srq_count_drop(void)
-{
-	__atomic_sub_fetch(&srq_live, 1, __ATOMIC_RELAXED);
-}
-
-/*
  * srq_shm -- the segment through which initiators take this SRQ's
  * receives while its process does not run (progress like hardware): a
  * mirror big enough for any max_wr it may be resized to, indexed by
@@ -114,7 +91,7 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
 	ctx = to_sctx(pd->context);
 	while (n < attr->attr.max_wr + 1)
 		n <<= 1;
-	if (srq_count_take()) {
+	if (soft_count_take(&srq_live, SOFT_MAX_SRQ)) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -150,7 +127,7 @@ free_rq:
 free_srq:
 	free(srq);
 uncount:
-	srq_count_drop();
+	soft_count_drop(&srq_live);
 	errno = ENOMEM;
 	return NULL;
 }
@@ -346,6 +323,6 @@ int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	srq_shm_free(srq);
 	free(srq->rq);
 	free(srq);
-	srq_count_drop();
+	soft_count_drop(&srq_live);
 	return 0;
 }

@@ -308,6 +308,10 @@ static void soft_async_purge(struct soft_context *ctx, void *obj)
 	soft_evq_purge(ctx->async, async_match, &a);
 }
 
+/* PDs and CQs alive in this process, at most max_pd and max_cq (a
+ * parent domain is no PD of the device's) */
+static uint32_t pd_live, cq_live;
+
 /* ibv_alloc_pd -- a protection domain with a host-unique id */
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 {
@@ -317,8 +321,13 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 		errno = EINVAL;
 		return NULL;
 	}
+	if (soft_count_take(&pd_live, SOFT_MAX_PD)) {
+		errno = ENOMEM; /* max_pd are */
+		return NULL;
+	}
 	pd = calloc(1, sizeof(*pd));
 	if (!pd) {
+		soft_count_drop(&pd_live);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -344,6 +353,8 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 		__atomic_sub_fetch(&p->prot->refcnt, 1, __ATOMIC_RELAXED);
 		if (p->td)
 			__atomic_sub_fetch(&p->td->refcnt, 1, __ATOMIC_RELAXED);
+	} else {
+		soft_count_drop(&pd_live); /* a parent domain takes none */
 	}
 	free(p);
 	return 0;
@@ -455,15 +466,17 @@ static int mr_writable(unsigned int access)
 }
 
 /*
- * mr_range_err -- what ib_umem_get makes of the range: EINVAL past the
- * end of the address space, EFAULT where it cannot pin the pages (not
+ * mr_range_err -- what the driver and ib_umem_get make of the range:
+ * EINVAL above max_mr_size (irdma, zxdh; what mlx5 cannot map) or past
+ * the end of the address space, EFAULT where it cannot pin the pages (not
  * mapped, or not writable while the access is: ib_access_writable), 0.
  * An HCA never sees such a registration; softrdma, which copies into it
  * later, would crash the process that does.
  */
 static int mr_range_err(const void *addr, size_t length, unsigned int access)
 {
-	if ((uintptr_t)addr + length < (uintptr_t)addr)
+	if (length > SOFT_MAX_MR_SIZE ||
+	    (uintptr_t)addr + length < (uintptr_t)addr)
 		return EINVAL;
 	return soft_map_range_ok(addr, length, mr_writable(access)) ? 0
 								    : EFAULT;
@@ -1008,15 +1021,18 @@ static struct soft_cq *cq_create(struct ibv_context *context, int cqe,
 	ctx = to_sctx(context);
 	while (n < (uint32_t)cqe + 1)
 		n <<= 1;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq) {
-		errno = ENOMEM;
+	if (soft_count_take(&cq_live, SOFT_MAX_CQ)) {
+		errno = ENOMEM; /* max_cq are */
 		return NULL;
 	}
-	cq->size = n - 1;
-	cq->q = calloc(cq->size, sizeof(*cq->q));
-	if (!cq->q) {
+	cq = calloc(1, sizeof(*cq));
+	if (cq) {
+		cq->size = n - 1;
+		cq->q = calloc(cq->size, sizeof(*cq->q));
+	}
+	if (!cq || !cq->q) {
 		free(cq);
+		soft_count_drop(&cq_live);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -1176,6 +1192,7 @@ int ibv_destroy_cq(struct ibv_cq *cq)
 	soft_pdom_put(c->pdom);
 	free(c->q);
 	free(c);
+	soft_count_drop(&cq_live);
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../tap.h"
 #include "common.h"
@@ -427,6 +428,100 @@ static void test_srq_count(void)
 	free(v);
 }
 
+/* count_cq / count_pd -- one object for test_count, and its end */
+static void *count_cq(void)
+{
+	return ibv_create_cq(t.ctx, 1, NULL, NULL, 0);
+}
+static void uncount_cq(void *o)
+{
+	ibv_destroy_cq(o);
+}
+static void *count_pd(void)
+{
+	return ibv_alloc_pd(t.ctx);
+}
+static void uncount_pd(void *o)
+{
+	ibv_dealloc_pd(o);
+}
+
+/* test_count -- max objects alive besides the `have` the test holds, no
+ * more (ENOMEM, as the kernel's pools); one ended, one can be made again,
+ * nothing lost: the same number again after all are ended */
+static void test_count(const char *what, int max, int have, void *(*make)(void),
+		       void (*end)(void *))
+{
+	void **v;
+	int i, n = 0, round;
+
+	if (max <= have || max > 70000) {
+		skip_one("max %s %d", what, max);
+		return;
+	}
+	v = calloc((size_t)max, sizeof(*v));
+	if (!v)
+		bail_out("calloc");
+	for (round = 0; round < 2; round++) {
+		for (n = 0, i = 0; i < max - have; i++) {
+			v[i] = make();
+			if (!v[i])
+				break;
+			n++;
+		}
+		ok(n == max - have, "max_%s %ss alive%s (%d of %d)", what, what,
+		   round ? ", again after all were ended" : "", n, max - have);
+		errno = 0;
+		ok(!make() && errno == ENOMEM, "one more %s: ENOMEM", what);
+		if (n && !round) {
+			end(v[n - 1]);
+			v[n - 1] = make();
+			ok(v[n - 1] != NULL, "one %s ended, one made again",
+			   what);
+		}
+		for (i = 0; i < n; i++)
+			if (v[i])
+				end(v[i]);
+	}
+	free(v);
+}
+
+/* test_mr_size -- a registration above max_mr_size is EINVAL (the
+ * driver's check; an HCA cannot map it), one of max_mr_size is not
+ * refused for its size */
+static void test_mr_size(void)
+{
+	size_t len = (size_t)da.max_mr_size + 4096;
+	void *p;
+	struct ibv_mr *mr;
+
+	if (!da.max_mr_size || da.max_mr_size > (1ull << 44)) {
+		skip_one("max_mr_size %llu",
+			 (unsigned long long)da.max_mr_size);
+		return;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		skip_one("no %zu bytes of address space", len);
+		return;
+	}
+	errno = 0;
+	mr = ibv_reg_mr(t.pd, p, len, IBV_ACCESS_LOCAL_WRITE);
+	ok(!mr && errno == EINVAL, "an MR of max_mr_size + 4 KiB: EINVAL");
+	if (mr)
+		ibv_dereg_mr(mr);
+	mr = ibv_reg_mr(t.pd, p, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ok(mr &&
+		   ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, p,
+				len, 0) == IBV_REREG_MR_ERR_CMD &&
+		   errno == EINVAL,
+	   "rereg to max_mr_size + 4 KiB: EINVAL");
+	if (mr)
+		ibv_dereg_mr(mr);
+	munmap(p, len);
+}
+
 int main(void)
 {
 	t_isolate("limits");
@@ -440,6 +535,10 @@ int main(void)
 	test_post();
 	test_srq();
 	test_srq_count();
+	/* the context holds one CQ and one PD (t_open) */
+	test_count("cq", da.max_cq, 1, count_cq, uncount_cq);
+	test_count("pd", da.max_pd, 1, count_pd, uncount_pd);
+	test_mr_size();
 	t_close(&t);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
