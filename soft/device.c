@@ -10,10 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/kcmp.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "net.h"
@@ -428,110 +426,29 @@ static int soft_req_notify_cq_op(struct ibv_cq *cq, int solicited_only)
 	return soft_req_notify_cq(cq, solicited_only);
 }
 
-/* The open contexts, for ibv_import_device to know their cmd_fds */
-static pthread_mutex_t ctx_list_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ibv_context **ctx_list;
-static size_t ctx_list_n, ctx_list_cap;
-
-static pthread_once_t ctx_list_once = PTHREAD_ONCE_INIT;
-
-/* ctx_list_lock_fork / ctx_list_unlock_fork -- the list's lock is held
- * across fork: a child is not left with it taken by a thread it has not */
-static void ctx_list_lock_fork(void)
+/* cmd_fd_kind -- fd is an eventfd, the kind of file every softrdma
+ * context's cmd_fd is (/proc/self/fd's link names the kind) */
+static int cmd_fd_kind(int fd)
 {
-	pthread_mutex_lock(&ctx_list_lock);
-}
+	char path[64], link[64];
+	ssize_t n;
 
-static void ctx_list_unlock_fork(void)
-{
-	pthread_mutex_unlock(&ctx_list_lock);
-}
-
-/* ctx_list_init -- the fork handlers, once */
-static void ctx_list_init(void)
-{
-	pthread_atfork(ctx_list_lock_fork, ctx_list_unlock_fork,
-		       ctx_list_unlock_fork);
-}
-
-/* ctx_list_add -- remember an open context; 0, or -1 with errno ENOMEM */
-static int ctx_list_add(struct ibv_context *c)
-{
-	struct ibv_context **n;
-	size_t cap;
-
-	pthread_once(&ctx_list_once, ctx_list_init);
-	pthread_mutex_lock(&ctx_list_lock);
-	if (ctx_list_n == ctx_list_cap) {
-		cap = ctx_list_cap ? 2 * ctx_list_cap : 8;
-		n = realloc(ctx_list, cap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&ctx_list_lock);
-			errno = ENOMEM;
-			return -1;
-		}
-		ctx_list = n;
-		ctx_list_cap = cap;
-	}
-	ctx_list[ctx_list_n++] = c;
-	pthread_mutex_unlock(&ctx_list_lock);
-	return 0;
-}
-
-/* ctx_list_del -- forget a context being closed (the array goes with
- * the last, so that nothing of it outlives the contexts) */
-static void ctx_list_del(struct ibv_context *c)
-{
-	size_t i;
-
-	pthread_mutex_lock(&ctx_list_lock);
-	for (i = 0; i < ctx_list_n; i++)
-		if (ctx_list[i] == c) {
-			ctx_list[i] = ctx_list[--ctx_list_n];
-			break;
-		}
-	if (!ctx_list_n) {
-		free(ctx_list);
-		ctx_list = NULL;
-		ctx_list_cap = 0;
-	}
-	pthread_mutex_unlock(&ctx_list_lock);
-}
-
-/* same_file -- fd a (fstat: sa) and b are one open file (one a dup of
- * the other): kcmp(KCMP_FILE); where a seccomp filter or the kernel has
- * no kcmp, the same inode (for an eventfd: any anonymous inode file) */
-static int same_file(int a, const struct stat *sa, int b)
-{
-	pid_t pid = getpid();
-	long r = syscall(SYS_kcmp, pid, pid, KCMP_FILE, a, b);
-	struct stat sb;
-
-	if (r >= 0)
-		return r == 0;
-	return !fstat(b, &sb) && sa->st_dev == sb.st_dev &&
-	       sa->st_ino == sb.st_ino;
-}
-
-/* cmd_fd_ours -- fd (fstat: st) is (a dup of) an open context's cmd_fd */
-static int cmd_fd_ours(int fd, const struct stat *st)
-{
-	size_t i;
-	int ours = 0;
-
-	pthread_mutex_lock(&ctx_list_lock);
-	for (i = 0; i < ctx_list_n && !ours; i++)
-		ours = same_file(fd, st, ctx_list[i]->cmd_fd);
-	pthread_mutex_unlock(&ctx_list_lock);
-	return ours;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return 0;
+	link[n] = 0;
+	return !strcmp(link, "anon_inode:[eventfd]");
 }
 
 /*
  * ibv_import_device -- what rdma-core's ibv_import_device makes of the
  * fd: EINVAL for one that fstat refuses or that is no character device,
  * ENOENT for a character device of no device in the list (softrdma's is
- * the only one), and for softrdma's own cmd_fd EOPNOTSUPP, as for a
- * device whose provider has no import_context (rxe)
+ * the only one), and for softrdma's cmd_fd EOPNOTSUPP, as for a device
+ * whose provider has no import_context (rxe).  The cmd_fd is an eventfd,
+ * no character device: any eventfd is taken for one (an eventfd of the
+ * program's own gets EOPNOTSUPP, not EINVAL).
  */
 struct ibv_context *ibv_import_device(int cmd_fd)
 {
@@ -541,7 +458,7 @@ struct ibv_context *ibv_import_device(int cmd_fd)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (cmd_fd_ours(cmd_fd, &st))
+	if (cmd_fd_kind(cmd_fd))
 		errno = EOPNOTSUPP;
 	else
 		errno = S_ISCHR(st.st_mode) ? ENOENT : EINVAL;
@@ -624,14 +541,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.alloc_td = soft_alloc_td;
 	ctx->vctx.dealloc_td = soft_dealloc_td;
 	ctx->vctx.alloc_parent_domain = soft_alloc_parent_domain;
-	if (ctx_list_add(c))
-		goto close_cmd_fd;
 	soft_port_ctx_add(ctx); /* port events (SOFTRDMA_NET=1, port.c) */
 	return c;
 
-close_cmd_fd:
-	pthread_mutex_destroy(&c->mutex);
-	close(c->cmd_fd);
 free_async:
 	soft_evq_free(ctx->async);
 free_slot:
@@ -655,7 +567,6 @@ int ibv_close_device(struct ibv_context *context)
 	 * and the registry slot are its parent's, left alone */
 	if (ctx->owner_pid == soft_self_pid)
 		soft_thread_stop(ctx);
-	ctx_list_del(context);
 	soft_port_ctx_del(ctx);
 	/* the network path's thread waits for its lock no more */
 	soft_net_ctx_gone(ctx);
