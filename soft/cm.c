@@ -1088,8 +1088,13 @@ int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 	struct scm_id *s = scm_id_of(id);
 	int err;
 
-	if (!id || !optval)
+	if (!id)
 		return scm_err(EINVAL);
+	/* the kernel's ucma_set_option copies optlen bytes in first
+	 * (memdup_user): from NULL that is EFAULT; no bytes from NULL go
+	 * on to the option's own checks (a wrong length: EINVAL) */
+	if (!optval && optlen)
+		return scm_err(EFAULT);
 	pthread_mutex_lock(&scm__lock);
 	if (level == RDMA_OPTION_ID)
 		err = scm_opt_id(s, optname, optval, optlen);
