@@ -119,6 +119,9 @@ int rdma_join_multicast_ex(struct rdma_cm_id *id,
 {
 	if (!id || !attr)
 		return scm_err(EINVAL);
+	/* librdmacm: a comp_mask bit it does not know is ENOTSUP */
+	if (attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
+		return scm_err(ENOTSUP);
 	if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) || !attr->addr)
 		return scm_err(EINVAL);
 	if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ||

@@ -9,6 +9,11 @@
  *   only for RC ids (rdma_set_ack_timeout).
  * - rdma_event_str, rdma_get_src_port/dst_port and the addresses in each
  *   state, rdma_get_devices.
+ * - rdma_join_multicast_ex: a comp_mask with bits librdmacm does not know
+ *   is ENOTSUP, a missing address or flags or an unknown flag EINVAL;
+ *   rdma_leave_multicast of an address not joined is EADDRNOTAVAIL.  A
+ *   send-only member's QP is not attached: its datagram to the group
+ *   reaches a full member and not itself (rdma_verbs.h's helpers).
  */
 #include "config.h"
 
@@ -77,6 +82,184 @@ static void test_options(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* join_fails -- rdma_join_multicast_ex fails with errno e */
+static int join_fails(struct rdma_cm_id *id, struct sockaddr *sa, uint32_t mask,
+		      uint32_t flags, int e)
+{
+	struct rdma_cm_join_mc_attr_ex mc;
+
+	memset(&mc, 0, sizeof(mc));
+	mc.comp_mask = mask;
+	mc.join_flags = flags;
+	mc.addr = sa;
+	errno = 0;
+	return rdma_join_multicast_ex(id, &mc, NULL) == -1 && errno == e;
+}
+
+/* test_join_ex -- rdma_join_multicast_ex's checks */
+static void test_join_ex(void)
+{
+	const uint32_t both =
+		RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in src = cmt_sin(0), grp = cmt_sin(0);
+	struct rdma_cm_join_mc_attr_ex mc;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	grp.sin_addr.s_addr = htonl(0xe0014d01); /* 224.1.77.1 */
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) ||
+	    rdma_bind_addr(id, (struct sockaddr *)&src))
+		bail_out("UD id");
+	ok(join_fails(id, (struct sockaddr *)&grp,
+		      both | RDMA_CM_JOIN_MC_ATTR_RESERVED,
+		      RDMA_MC_JOIN_FLAG_FULLMEMBER, ENOTSUP),
+	   "comp_mask with an unknown bit: ENOTSUP");
+	ok(join_fails(id, (struct sockaddr *)&grp, 0x80000000u | both,
+		      RDMA_MC_JOIN_FLAG_FULLMEMBER, ENOTSUP),
+	   "comp_mask with bit 31: ENOTSUP");
+	ok(join_fails(id, (struct sockaddr *)&grp,
+		      RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+		      RDMA_MC_JOIN_FLAG_FULLMEMBER, EINVAL),
+	   "no address: EINVAL");
+	ok(join_fails(id, (struct sockaddr *)&grp, RDMA_CM_JOIN_MC_ATTR_ADDRESS,
+		      RDMA_MC_JOIN_FLAG_FULLMEMBER, EINVAL),
+	   "no join flags: EINVAL");
+	ok(join_fails(id, (struct sockaddr *)&grp, both,
+		      RDMA_MC_JOIN_FLAG_RESERVED, EINVAL),
+	   "join flag 2: EINVAL");
+	errno = 0;
+	ok(rdma_leave_multicast(id, (struct sockaddr *)&grp) == -1 &&
+		   errno == EADDRNOTAVAIL,
+	   "leave a group not joined: EADDRNOTAVAIL");
+	memset(&mc, 0, sizeof(mc));
+	mc.comp_mask = both;
+	mc.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+	mc.addr = (struct sockaddr *)&grp;
+	ok(!rdma_join_multicast_ex(id, &mc, &mc), "send-only join");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, 5000);
+	ok(ev && ev->param.ud.private_data == &mc &&
+		   ev->param.ud.qp_num == 0xffffff,
+	   "MULTICAST_JOIN with the context and QPN 0xffffff");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_leave_multicast(id, (struct sockaddr *)&grp), "leave it");
+	errno = 0;
+	ok(rdma_leave_multicast(id, (struct sockaddr *)&grp) == -1 &&
+		   errno == EADDRNOTAVAIL,
+	   "leave it again: EADDRNOTAVAIL");
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* ud_id -- a UD id bound to 127.0.0.1 with a QP (CQs of its own) */
+static struct rdma_cm_id *ud_id(struct rdma_event_channel *ch)
+{
+	struct sockaddr_in src = cmt_sin(0);
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_id *id;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_UD;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	ia.sq_sig_all = 1;
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) ||
+	    rdma_bind_addr(id, (struct sockaddr *)&src) ||
+	    rdma_create_qp(id, NULL, &ia))
+		bail_out("UD id");
+	return id;
+}
+
+/* poll_one -- a completion of cq within ms, or 0 */
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	long long end = cmt_now_ms() + ms;
+	int n;
+
+	do {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n)
+			return n;
+		usleep(1000);
+	} while (cmt_now_ms() < end);
+	return 0;
+}
+
+/*
+ * test_sendonly -- a send-only member's QP is not attached: its datagram
+ * to the group reaches a full member, not itself
+ */
+static void test_sendonly(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in grp = cmt_sin(0);
+	struct rdma_cm_join_mc_attr_ex mc;
+	struct rdma_cm_id *snd, *rcv;
+	struct ibv_ah_attr ah_attr;
+	struct ibv_mr *smr, *rmr;
+	struct rdma_cm_event *ev;
+	struct ibv_ah *ah = NULL;
+	struct ibv_wc wc;
+	char sbuf[64] = "to the group", sown[64 + 40], rbuf[64 + 40];
+
+	grp.sin_addr.s_addr = htonl(0xe0014d02); /* 224.1.77.2 */
+	if (!ch)
+		bail_out("channel");
+	snd = ud_id(ch);
+	rcv = ud_id(ch);
+	memset(&mc, 0, sizeof(mc));
+	mc.comp_mask =
+		RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+	mc.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+	mc.addr = (struct sockaddr *)&grp;
+	ok(!rdma_join_multicast_ex(snd, &mc, NULL), "send-only join");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, 5000);
+	ok(ev != NULL, "its MULTICAST_JOIN");
+	if (ev) {
+		ah_attr = ev->param.ud.ah_attr;
+		rdma_ack_cm_event(ev);
+		ah = ibv_create_ah(snd->pd, &ah_attr);
+	}
+	ok(!rdma_join_multicast(rcv, (struct sockaddr *)&grp, NULL),
+	   "full member join");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, 5000);
+	ok(ev != NULL, "its MULTICAST_JOIN");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	smr = rdma_reg_msgs(snd, sown, sizeof(sown));
+	rmr = rdma_reg_msgs(rcv, rbuf, sizeof(rbuf));
+	if (!ah || !smr || !rmr)
+		bail_out("AH or MRs");
+	memset(rbuf, 0, sizeof(rbuf));
+	memset(sown, 0, sizeof(sown));
+	ok(!rdma_post_recv(snd, NULL, sown, sizeof(sown), smr) &&
+		   !rdma_post_recv(rcv, NULL, rbuf, sizeof(rbuf), rmr),
+	   "receives posted on both");
+	memcpy(sown + 40, sbuf, sizeof(sbuf)); /* sent from after the GRH */
+	ok(!rdma_post_ud_send(snd, NULL, sown + 40, sizeof(sbuf), smr, 0, ah,
+			      0xffffff),
+	   "send to the group");
+	ok(rdma_get_send_comp(snd, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	   "the send completes");
+	ok(rdma_get_recv_comp(rcv, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.byte_len == 40 + sizeof(sbuf) &&
+		   !memcmp(rbuf + 40, sbuf, sizeof(sbuf)),
+	   "the full member gets the datagram");
+	ok(poll_one(snd->recv_cq, &wc, 200) == 0,
+	   "the send-only member gets nothing");
+	rdma_leave_multicast(snd, (struct sockaddr *)&grp);
+	rdma_leave_multicast(rcv, (struct sockaddr *)&grp);
+	ibv_destroy_ah(ah);
+	rdma_dereg_mr(smr);
+	rdma_dereg_mr(rmr);
+	rdma_destroy_qp(snd);
+	rdma_destroy_qp(rcv);
+	rdma_destroy_id(snd);
+	rdma_destroy_id(rcv);
+	rdma_destroy_event_channel(ch);
+}
+
 /* test_misc -- rdma_event_str, ports in each state, rdma_get_devices */
 static void test_misc(void)
 {
@@ -121,6 +304,8 @@ int main(void)
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-rare", 0);
 	alarm(120); /* a wait that never ends fails the test */
 	test_options();
+	test_join_ex();
+	test_sendonly();
 	test_misc();
 	return done_testing();
 }
