@@ -1014,7 +1014,9 @@ int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 		} else {
 			err = EINVAL;
 		}
-	} else if (event != IBV_EVENT_PATH_MIG) {
+	} else if (event != IBV_EVENT_PATH_MIG || s->state != SCM_CONNECTED) {
+		/* ib_cm_notify knows COMM_EST and PATH_MIG; cm_migrate
+		 * wants an established connection */
 		err = EINVAL;
 	}
 	pthread_mutex_unlock(&scm__lock);

@@ -14,6 +14,10 @@
  *   rdma_leave_multicast of an address not joined is EADDRNOTAVAIL.  A
  *   send-only member's QP is not attached: its datagram to the group
  *   reaches a full member and not itself (rdma_verbs.h's helpers).
+ * - rdma_notify: IBV_EVENT_COMM_EST establishes a passive id waiting for
+ *   its RTU, EISCONN once established; IBV_EVENT_PATH_MIG needs an
+ *   established connection (the IB CM's cm_migrate: EINVAL before);
+ *   other events are EINVAL (ib_cm_notify).
  */
 #include "config.h"
 
@@ -27,6 +31,31 @@
 
 #include "../tap.h"
 #include "cm_util.h"
+
+/* rc_attr -- a small RC QP with CQs made by rdma_create_qp */
+static void rc_attr(struct ibv_qp_init_attr *ia)
+{
+	memset(ia, 0, sizeof(*ia));
+	ia->qp_type = IBV_QPT_RC;
+	ia->cap.max_send_wr = 4;
+	ia->cap.max_recv_wr = 4;
+	ia->cap.max_send_sge = 1;
+	ia->cap.max_recv_sge = 1;
+	ia->sq_sig_all = 1;
+}
+
+/* listener -- an id listening on 127.0.0.1, a port of its own */
+static struct rdma_cm_id *listener(struct rdma_event_channel *ch,
+				   enum rdma_port_space ps)
+{
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_cm_id *l;
+
+	if (rdma_create_id(ch, &l, NULL, ps) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 4))
+		bail_out("listener");
+	return l;
+}
 
 /* set_fails -- rdma_set_option fails with errno e */
 static int set_fails(struct rdma_cm_id *id, int level, int name, void *val,
@@ -80,6 +109,81 @@ static void test_options(void)
 	rdma_destroy_id(ud);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
+}
+
+/* close_pair -- disconnect and destroy both ids of a connection */
+static void close_pair(struct rdma_cm_id *c, struct rdma_cm_id *a)
+{
+	if (a) {
+		rdma_disconnect(a);
+		rdma_destroy_qp(a);
+		rdma_destroy_id(a);
+	}
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+}
+
+/* notify_is -- rdma_notify's answer: 0, or -1 with errno e */
+static int notify_is(struct rdma_cm_id *id, enum ibv_event_type t, int e)
+{
+	int r;
+
+	errno = 0;
+	r = rdma_notify(id, t);
+	return e ? r == -1 && errno == e : r == 0;
+}
+
+/* test_notify -- rdma_notify in each state, with each kind of event */
+static void test_notify(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *a = NULL;
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_event *ev;
+
+	if (!sch || !cch)
+		bail_out("channels");
+	l = listener(sch, RDMA_PS_TCP);
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP))
+		bail_out("client");
+	ok(notify_is(c, IBV_EVENT_COMM_EST, EINVAL),
+	   "COMM_EST on an idle id: EINVAL");
+	if (cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_create_qp(c, NULL, &ia) || rdma_connect(c, NULL))
+		bail_out("connect");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	if (!ev)
+		bail_out("request");
+	a = ev->id;
+	rdma_ack_cm_event(ev);
+	ok(notify_is(a, IBV_EVENT_PATH_MIG, EINVAL),
+	   "PATH_MIG before the connection: EINVAL (cm_migrate)");
+	ok(notify_is(a, IBV_EVENT_COMM_EST, EINVAL),
+	   "COMM_EST before the REP: EINVAL (cm_establish)");
+	ok(notify_is(a, IBV_EVENT_QP_FATAL, EINVAL), "QP_FATAL: EINVAL");
+	rc_attr(&ia);
+	if (rdma_create_qp(a, NULL, &ia) || rdma_accept(a, NULL))
+		bail_out("accept");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev != NULL, "active side established");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = cmt_expect(sch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev != NULL, "passive side established");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(notify_is(a, IBV_EVENT_COMM_EST, EISCONN),
+	   "COMM_EST once established: EISCONN");
+	ok(notify_is(c, IBV_EVENT_PATH_MIG, 0), "PATH_MIG once established");
+	ok(notify_is(c, IBV_EVENT_SQ_DRAINED, EINVAL), "SQ_DRAINED: EINVAL");
+	ok(notify_is(l, IBV_EVENT_PATH_MIG, EINVAL),
+	   "PATH_MIG on a listener: EINVAL");
+	close_pair(c, a);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
 }
 
 /* join_fails -- rdma_join_multicast_ex fails with errno e */
@@ -304,6 +408,7 @@ int main(void)
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-rare", 0);
 	alarm(120); /* a wait that never ends fails the test */
 	test_options();
+	test_notify();
 	test_join_ex();
 	test_sendonly();
 	test_misc();
