@@ -179,7 +179,10 @@ static int scm_init_qp_attr_locked(struct scm_id *s, struct ibv_qp_attr *a,
 		a->ah_attr.grh.dgid = s->remote_gid;
 		a->ah_attr.grh.sgid_index = (uint8_t)s->sgid_index;
 		a->ah_attr.grh.hop_limit = 64;
-		a->ah_attr.grh.traffic_class = s->tos;
+		/* the path's, as the IB CM builds its AV from the path
+		 * record (cm_init_av_by_path): a TOS set after the route
+		 * changes nothing */
+		a->ah_attr.grh.traffic_class = s->path.traffic_class;
 		a->ah_attr.port_num = s->id.port_num ? s->id.port_num : 1;
 		soft_ib_cm_av(&a->ah_attr); /* IB mode: by LID (iblink.c) */
 		a->path_mtu = (enum ibv_mtu)s->mtu;
@@ -604,6 +607,7 @@ static int scm_connect_locked(struct scm_id *s, struct rdma_conn_param *p)
 	w->retry_count = s->retry_count;
 	w->rnr_retry_count = s->rnr_retry_count;
 	w->mtu = s->mtu;
+	w->tclass = s->path.traffic_class;
 	memcpy(w->gid, s->id.route.addr.addr.ibaddr.sgid.raw, 16);
 	if (s->connect_len)
 		memcpy(w->pdata, s->connect, s->connect_len);
@@ -1181,7 +1185,6 @@ static void scm_new_child(struct scm_id *l, int fd,
 	c->fd = fd;
 	c->listen = l;
 	c->state = SCM_REQ_WAIT;
-	c->tos = l->tos;
 	c->born_ms = scm__now_ms();
 	scm__deadline(c, c->born_ms + scm_handshake_ms());
 	soft_list_add(&l->waiting, &c->wlink);
@@ -1252,7 +1255,7 @@ static void scm_ud_ah(struct scm_id *s, struct ibv_ah_attr *ah)
 	ah->grh.dgid = s->remote_gid;
 	ah->grh.sgid_index = (uint8_t)s->sgid_index;
 	ah->grh.hop_limit = 64;
-	ah->grh.traffic_class = s->tos;
+	ah->grh.traffic_class = s->path.traffic_class;
 	ah->port_num = s->id.port_num ? s->id.port_num : 1;
 }
 
@@ -1381,6 +1384,9 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 	c->resp_res = w->init_depth;
 	c->init_depth = w->resp_res;
 	c->psn = scm_random_psn();
+	/* the passive path is the REQ's (cma_ib_new_conn_id), its traffic
+	 * class the requester's whatever the listener's TOS */
+	c->tos = w->tclass;
 	scm__fill_path(c);
 	c->state = SCM_REQ_RCVD;
 	field = scm_req_limit(c);

@@ -104,7 +104,9 @@ struct scm_wire {
 	uint8_t rnr_retry_count;
 	uint8_t srq;
 	uint8_t mtu;
-	uint8_t pad;
+	/* REQ: the traffic class of the requester's path (the IB CM's
+	 * CM_REQ_PRIMARY_TRAFFIC_CLASS); 0 in the other messages */
+	uint8_t tclass;
 	uint32_t qkey;
 	uint8_t gid[16];
 	/* the sender's shared-memory registry: peers share it, or are
@@ -218,6 +220,8 @@ struct scm_id {
 	uint8_t init_depth, resp_res;
 	uint8_t retry_count, rnr_retry_count, flow_control, srq;
 	uint8_t mtu; /* enum ibv_mtu */
+	/* tos: RDMA_OPTION_ID_TOS, or a passive id's REQ's traffic class;
+	 * the QP takes path.traffic_class, fixed when the route is */
 	uint8_t tos, tos_set, ack_timeout, ack_timeout_set;
 	int reuseaddr, afonly, afonly_set;
 	uint32_t psn;

@@ -18,6 +18,12 @@
  *   its RTU, EISCONN once established; IBV_EVENT_PATH_MIG needs an
  *   established connection (the IB CM's cm_migrate: EINVAL before);
  *   other events are EINVAL (ib_cm_notify).
+ * - RDMA_OPTION_ID_TOS takes effect at route resolution: the kernel's
+ *   cma_resolve_iboe_route puts it in the path record, from which the IB
+ *   CM builds the QP's address vector; a TOS set later changes nothing.
+ *   The passive side's QP takes the REQ's traffic class (the active
+ *   side's path), whatever its listener's TOS.  ACK_TIMEOUT reaches the
+ *   QP's timeout (rdma_init_qp_attr).
  */
 #include "config.h"
 
@@ -111,6 +117,55 @@ static void test_options(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* qp_av -- a QP's traffic class and timeout */
+static int qp_av(struct ibv_qp *qp, int *tclass, int *timeout)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	if (ibv_query_qp(qp, &a, IBV_QP_AV | IBV_QP_TIMEOUT, &ia))
+		return -1;
+	*tclass = a.ah_attr.grh.traffic_class;
+	*timeout = a.timeout;
+	return 0;
+}
+
+/*
+ * connect_pair -- c (resolved, with a QP) connects to l; the passive id
+ * with its QP in *ap once both sides are established
+ */
+static int connect_pair(struct rdma_event_channel *sch,
+			struct rdma_event_channel *cch, struct rdma_cm_id *c,
+			struct rdma_cm_id **ap)
+{
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *a;
+
+	*ap = NULL;
+	if (rdma_connect(c, NULL))
+		return -1;
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	if (!ev)
+		return -1;
+	a = ev->id;
+	rdma_ack_cm_event(ev);
+	*ap = a;
+	rc_attr(&ia);
+	if (rdma_create_qp(a, NULL, &ia) || rdma_accept(a, NULL))
+		return -1;
+	ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	if (!ev)
+		return -1;
+	rdma_ack_cm_event(ev);
+	ev = cmt_expect(sch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	if (!ev)
+		return -1;
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
 /* close_pair -- disconnect and destroy both ids of a connection */
 static void close_pair(struct rdma_cm_id *c, struct rdma_cm_id *a)
 {
@@ -121,6 +176,80 @@ static void close_pair(struct rdma_cm_id *c, struct rdma_cm_id *a)
 	}
 	rdma_destroy_qp(c);
 	rdma_destroy_id(c);
+}
+
+/*
+ * test_tos -- the TOS of the route reaches both QPs; a TOS set after the
+ * route, or the listener's own, does not
+ */
+static void test_tos(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *a;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	uint8_t tos = 0x28, late = 0x48, lt = 0xb8, to = 10;
+	int tc = -1, tmo = -1, mask = 0;
+
+	if (!sch || !cch)
+		bail_out("channels");
+	l = listener(sch, RDMA_PS_TCP);
+	rdma_set_option(l, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &lt, 1);
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) ||
+	    rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to,
+			    1) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_create_qp(c, NULL, &ia))
+		bail_out("client");
+	ok(c->route.path_rec && c->route.path_rec->traffic_class == 0x28,
+	   "the route's path has the TOS");
+	ok(!connect_pair(sch, cch, c, &a), "connected with TOS 0x28");
+	if (qp_av(c->qp, &tc, &tmo))
+		tc = tmo = -1;
+	ok(tc == 0x28 && tmo == 10,
+	   "active QP: traffic class 0x28, timeout 10 (got 0x%x, %d)", tc, tmo);
+	if (!a || !a->qp || qp_av(a->qp, &tc, &tmo))
+		tc = -1;
+	ok(tc == 0x28,
+	   "passive QP: the REQ's traffic class 0x28, not its listener's "
+	   "0xb8 (got 0x%x)",
+	   tc);
+	ok(a && a->route.path_rec && a->route.path_rec->traffic_class == 0x28,
+	   "passive path: traffic class 0x28 (got 0x%x)",
+	   a && a->route.path_rec ? a->route.path_rec->traffic_class : -1);
+	ok(a && rdma_get_src_port(a) == rdma_get_src_port(l) &&
+		   rdma_get_dst_port(a) == rdma_get_src_port(c) &&
+		   rdma_get_dst_port(c) == rdma_get_src_port(l) &&
+		   rdma_get_src_port(c) != 0,
+	   "ports: the passive id's are the listener's and the client's");
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_RTR;
+	ok(a && !rdma_init_qp_attr(a, &qa, &mask) &&
+		   qa.ah_attr.grh.traffic_class == 0x28,
+	   "passive rdma_init_qp_attr(RTR): traffic class 0x28");
+	close_pair(c, a);
+
+	/* a TOS set once the route is resolved changes nothing */
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &late, 1) ||
+	    rdma_create_qp(c, NULL, &ia))
+		bail_out("client 2");
+	ok(!connect_pair(sch, cch, c, &a), "connected, TOS set late");
+	if (qp_av(c->qp, &tc, &tmo))
+		tc = -1;
+	ok(tc == 0, "active QP: traffic class of the route, 0 (got 0x%x)", tc);
+	if (!a || !a->qp || qp_av(a->qp, &tc, &tmo))
+		tc = -1;
+	ok(tc == 0, "passive QP: traffic class 0 (got 0x%x)", tc);
+	close_pair(c, a);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
 }
 
 /* notify_is -- rdma_notify's answer: 0, or -1 with errno e */
@@ -408,6 +537,7 @@ int main(void)
 	setenv("SOFTRDMA_SHM_PREFIX", "cm-rare", 0);
 	alarm(120); /* a wait that never ends fails the test */
 	test_options();
+	test_tos();
 	test_notify();
 	test_join_ex();
 	test_sendonly();
