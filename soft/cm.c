@@ -951,12 +951,100 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 	return 0;
 }
 
-/* rdma_migrate_id -- move an id (and its queued events) to a channel */
+/*
+ * scm_unreported -- is c a child of listener l whose request the user has
+ * not taken yet: hidden (no REQ read), or its CONNECT_REQUEST still queued?
+ */
+static int scm_unreported(struct scm_id *l, struct scm_id *c)
+{
+	struct scm_event *e;
+
+	if (c->listen != l || c->destroying)
+		return 0;
+	if (c->state == SCM_REQ_WAIT)
+		return 1;
+	for (e = scm_ch_of(l->id.channel)->head; e; e = e->next)
+		if (e->owner == l && e->ev.id == &c->id)
+			return 1;
+	return 0;
+}
+
+/*
+ * scm_children_unreported -- the children of l whose requests follow it
+ * to another channel (librdmacm makes a child on its listener's channel,
+ * synchronous with it, when the user takes the CONNECT_REQUEST:
+ * ucma_process_conn_req).  An array the caller frees; *n of them; with
+ * sync, a private channel for each in chs.  ENOMEM leaves nothing made.
+ */
+static int scm_children_unreported(struct scm_id *l, int sync,
+				   struct scm_id ***out,
+				   struct scm_channel ***chs, size_t *n)
+{
+	struct soft_list *it;
+	struct scm_id **v;
+	size_t i, k = 0;
+
+	*out = NULL;
+	*chs = NULL;
+	*n = 0;
+	if (!l->listened)
+		return 0;
+	for (it = scm_ids.next; it != &scm_ids; it = it->next)
+		k += scm_unreported(l,
+				    soft_container_of(it, struct scm_id, link));
+	if (!k)
+		return 0;
+	v = calloc(k, sizeof(*v));
+	*chs = sync ? calloc(k, sizeof(**chs)) : NULL;
+	if (!v || (sync && !*chs))
+		goto nomem;
+	for (it = scm_ids.next; it != &scm_ids; it = it->next) {
+		struct scm_id *c = soft_container_of(it, struct scm_id, link);
+
+		if (!scm_unreported(l, c))
+			continue;
+		if (sync && !((*chs)[*n] = scm__channel_new(1)))
+			goto nomem;
+		v[(*n)++] = c;
+	}
+	*out = v;
+	return 0;
+nomem:
+	for (i = 0; sync && *chs && i < *n; i++)
+		scm__channel_free((*chs)[i]);
+	free(*chs);
+	*chs = NULL;
+	*n = 0;
+	free(v);
+	return ENOMEM;
+}
+
+/* scm_rehome -- put an id and its queued events on ch (its own channel,
+ * if it had one, is freed) */
+static void scm_rehome(struct scm_id *s, struct scm_channel *ch, int sync)
+{
+	struct scm_channel *old = scm_ch_of(s->id.channel);
+	struct scm_event *e, *n;
+
+	for (e = scm_dequeue_id(old, s); e; e = n) {
+		n = e->next;
+		scm_enqueue(ch, e);
+	}
+	if (s->sync)
+		scm__channel_free(old);
+	s->sync = sync;
+	s->id.channel = &ch->ch;
+}
+
+/* rdma_migrate_id -- move an id (and its queued events) to a channel; a
+ * listener's requests not yet taken go with it */
 int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
-	struct scm_id *s = scm_id_of(id);
-	struct scm_channel *old, *ch;
+	struct scm_id *s = scm_id_of(id), **kids;
+	struct scm_channel *old, *ch, **kchs;
 	struct scm_event *taken, *e, *n;
+	size_t nkids, i;
+	int err;
 
 	if (!id)
 		return scm_err(EINVAL);
@@ -966,6 +1054,13 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 	if (!ch)
 		return -1;
 	pthread_mutex_lock(&scm__lock);
+	err = scm_children_unreported(s, !channel, &kids, &kchs, &nkids);
+	if (err) {
+		pthread_mutex_unlock(&scm__lock);
+		if (!channel)
+			scm__channel_free(ch);
+		return scm_err(err);
+	}
 	old = scm_ch_of(s->id.channel);
 	taken = scm_dequeue_id(old, s);
 	for (e = taken; e; e = n) {
@@ -981,6 +1076,12 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 	}
 	s->sync = !channel;
 	s->id.channel = &ch->ch;
+	/* after the listener's own: its CONNECT_REQUESTs are on ch now,
+	 * and a child's old channel holds only the child's events */
+	for (i = 0; i < nkids; i++)
+		scm_rehome(kids[i], channel ? ch : kchs[i], !channel);
+	free(kids);
+	free(kchs);
 	while (s->completed < s->reported)
 		pthread_cond_wait(&s->cond, &scm__lock);
 	pthread_mutex_unlock(&scm__lock);

@@ -24,6 +24,11 @@
  *   The passive side's QP takes the REQ's traffic class (the active
  *   side's path), whatever its listener's TOS.  ACK_TIMEOUT reaches the
  *   QP's timeout (rdma_init_qp_attr).
+ * - rdma_migrate_id of a listener: a request reported after the move
+ *   comes with an id on the listener's new channel (librdmacm makes the
+ *   child on the listener's channel when its CONNECT_REQUEST is taken),
+ *   and destroying the old channel does not touch it.  An id moved to no
+ *   channel is synchronous, its queued events with it.
  */
 #include "config.h"
 
@@ -385,6 +390,60 @@ static void test_join_ex(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/*
+ * test_migrate_listener -- a request of a listener moved to another
+ * channel comes with an id on that channel; the old one can go
+ */
+static void test_migrate_listener(void)
+{
+	struct rdma_event_channel *ch1 = rdma_create_event_channel();
+	struct rdma_event_channel *ch2 = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *a = NULL;
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_event *ev;
+	struct pollfd p;
+
+	if (!ch1 || !ch2 || !cch)
+		bail_out("channels");
+	l = listener(ch1, RDMA_PS_TCP);
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_create_qp(c, NULL, &ia) || rdma_connect(c, NULL))
+		bail_out("client");
+	p.fd = ch1->fd;
+	p.events = POLLIN;
+	ok(poll(&p, 1, 10000) == 1, "the request is queued on channel 1");
+	ok(!rdma_migrate_id(l, ch2), "listener moved to channel 2");
+	rdma_destroy_event_channel(ch1);
+	ev = cmt_expect(ch2, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	ok(ev != NULL, "the request is taken from channel 2");
+	if (ev) {
+		a = ev->id;
+		ok(a->channel == ch2, "its id is on channel 2");
+		ok(ev->listen_id == l, "listen_id is the listener");
+		rdma_ack_cm_event(ev);
+	}
+	if (!a)
+		goto out;
+	rc_attr(&ia);
+	ok(!rdma_create_qp(a, NULL, &ia) && !rdma_accept(a, NULL), "accepted");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev != NULL, "active side established");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = cmt_expect(ch2, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev && ev->id == a, "passive side established on channel 2");
+	if (ev)
+		rdma_ack_cm_event(ev);
+out:
+	close_pair(c, a);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch2);
+	rdma_destroy_event_channel(cch);
+}
+
 /* ud_id -- a UD id bound to 127.0.0.1 with a QP (CQs of its own) */
 static struct rdma_cm_id *ud_id(struct rdma_event_channel *ch)
 {
@@ -493,6 +552,125 @@ static void test_sendonly(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/* request_to -- a client on cch connects to l's port: its id */
+static struct rdma_cm_id *request_to(struct rdma_event_channel *cch,
+				     struct rdma_cm_id *l)
+{
+	struct rdma_cm_id *c;
+
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_connect(c, &(struct rdma_conn_param){.responder_resources = 1,
+						      .initiator_depth = 1}))
+		bail_out("client");
+	return c;
+}
+
+/*
+ * test_migrate_listener_sync -- a listener's pending request follows it
+ * to no channel (the request's id synchronous, rdma_get_request), and
+ * from there back to a channel (the id's own channel given up)
+ */
+static void test_migrate_listener_sync(void)
+{
+	struct rdma_event_channel *ch1 = rdma_create_event_channel();
+	struct rdma_event_channel *ch2 = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c1, *c2, *a = NULL;
+	struct rdma_cm_event *ev;
+	struct pollfd p;
+
+	if (!ch1 || !ch2 || !cch)
+		bail_out("channels");
+	l = listener(ch1, RDMA_PS_TCP);
+	c1 = request_to(cch, l);
+	p.fd = ch1->fd;
+	p.events = POLLIN;
+	ok(poll(&p, 1, 10000) == 1, "a request queued on channel 1");
+	ok(!rdma_migrate_id(l, NULL), "listener moved to no channel");
+	rdma_destroy_event_channel(ch1);
+	ok(!rdma_get_request(l, &a) && a && a->event &&
+		   a->event->event == RDMA_CM_EVENT_CONNECT_REQUEST,
+	   "rdma_get_request takes it");
+	ok(a && a->channel && a->channel != l->channel && a->channel != cch &&
+		   a->channel != ch2,
+	   "its id has a channel of its own");
+	ok(a && !rdma_reject(a, NULL, 0), "rejected");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev != NULL, "the client is rejected");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	if (a)
+		rdma_destroy_id(a);
+	a = NULL;
+
+	/* a request waiting on the synchronous listener, moved to ch2 */
+	c2 = request_to(cch, l);
+	p.fd = l->channel->fd;
+	ok(poll(&p, 1, 10000) == 1, "a request queued on its own channel");
+	ok(!rdma_migrate_id(l, ch2), "listener moved to channel 2");
+	ev = cmt_expect(ch2, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	ok(ev && ev->id->channel == ch2 && ev->listen_id == l,
+	   "the request comes on channel 2, its id on it");
+	if (ev) {
+		a = ev->id;
+		rdma_ack_cm_event(ev);
+	}
+	ok(a && !rdma_reject(a, NULL, 0), "rejected");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev != NULL, "the client is rejected");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	if (a)
+		rdma_destroy_id(a);
+	rdma_destroy_id(c1);
+	rdma_destroy_id(c2);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch2);
+	rdma_destroy_event_channel(cch);
+}
+
+/*
+ * test_migrate_sync -- an id moved to no channel is synchronous: its
+ * queued event comes on its own channel, and its calls wait for theirs
+ */
+static void test_migrate_sync(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = cmt_sin(1);
+	struct rdma_event_channel *own;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct pollfd p;
+
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000))
+		bail_out("id");
+	p.fd = ch->fd;
+	p.events = POLLIN;
+	ok(poll(&p, 1, 5000) == 1, "ADDR_RESOLVED queued");
+	ok(!rdma_migrate_id(id, NULL), "moved to no channel");
+	own = id->channel;
+	ok(own && own != ch, "the id has a channel of its own");
+	ok(poll(&p, 1, 0) == 0, "nothing left on the old channel");
+	ev = NULL;
+	ok(own && !rdma_get_cm_event(own, &ev) && ev &&
+		   ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->id == id,
+	   "ADDR_RESOLVED came along");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	errno = 0;
+	ok(rdma_migrate_id(id, NULL) == -1 && errno == EINVAL,
+	   "a synchronous id to no channel: EINVAL");
+	ok(!rdma_resolve_route(id, 2000), "synchronous route resolution");
+	ok(id->event && id->event->event == RDMA_CM_EVENT_ROUTE_RESOLVED,
+	   "its event is id->event");
+	ok(!rdma_migrate_id(id, ch), "back to the channel");
+	ok(id->channel == ch && !id->event, "on it, id->event acked");
+	ok(!rdma_destroy_id(id), "destroy");
+	rdma_destroy_event_channel(ch);
+}
+
 /* test_misc -- rdma_event_str, ports in each state, rdma_get_devices */
 static void test_misc(void)
 {
@@ -540,6 +718,9 @@ int main(void)
 	test_tos();
 	test_notify();
 	test_join_ex();
+	test_migrate_listener();
+	test_migrate_listener_sync();
+	test_migrate_sync();
 	test_sendonly();
 	test_misc();
 	return done_testing();
