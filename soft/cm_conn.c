@@ -763,7 +763,7 @@ static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	struct scm_id *s = scm_id_of(id);
-	int err, wait;
+	int err, wait, sync;
 
 	if (!id)
 		return scm_err(EINVAL);
@@ -775,10 +775,18 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	/* decided under the lock: once it is dropped, an id on a channel
 	 * may be ESTABLISHED, DISCONNECTED and destroyed by another thread
 	 * before we return.  A SIDR REP completes nothing (UD). */
-	wait = !err && s->sync && id->qp_type != IBV_QPT_UD;
+	sync = !err && s->sync;
+	wait = sync && id->qp_type != IBV_QPT_UD;
 	pthread_mutex_unlock(&scm__lock);
 	if (err)
 		return scm_err(err);
+	if (sync && !wait && id->event) {
+		/* librdmacm's rdma_accept acks the request of a synchronous
+		 * UD id (rdma_get_request's id->event), which its listener's
+		 * rdma_destroy_id would wait for */
+		rdma_ack_cm_event(id->event);
+		id->event = NULL;
+	}
 	return wait ? scm__complete(s) : 0;
 }
 

@@ -29,6 +29,8 @@
  *   child on the listener's channel when its CONNECT_REQUEST is taken),
  *   and destroying the old channel does not touch it.  An id moved to no
  *   channel is synchronous, its queued events with it.
+ * - rdma_accept of a UD request taken with rdma_get_request acks it, as
+ *   librdmacm's does, so the listener may be destroyed first.
  */
 #include "config.h"
 
@@ -671,6 +673,42 @@ static void test_migrate_sync(void)
 	rdma_destroy_event_channel(ch);
 }
 
+/*
+ * test_sync_ud_accept -- rdma_accept of a UD request taken with
+ * rdma_get_request acks that request (librdmacm's rdma_accept, as a SIDR
+ * REP completes nothing to wait for): the listener can go first
+ */
+static void test_sync_ud_accept(void)
+{
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_cm_id *l, *c, *a = NULL;
+	struct rdma_cm_event *ev;
+
+	if (!cch || rdma_create_id(NULL, &l, NULL, RDMA_PS_UDP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 4))
+		bail_out("synchronous UD listener");
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_UDP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_connect(c, NULL))
+		bail_out("UD client");
+	ok(!rdma_get_request(l, &a) && a && a->event &&
+		   a->event->event == RDMA_CM_EVENT_CONNECT_REQUEST,
+	   "rdma_get_request: the request is the new id's event");
+	if (!a)
+		bail_out("no request");
+	ok(!rdma_accept(a, NULL), "accepted");
+	ok(!a->event, "the accept acked it (id->event NULL)");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev != NULL, "the client's SIDR REP");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ok(!rdma_destroy_id(l), "the listener goes first, without waiting");
+	ok(!rdma_destroy_id(a), "then the accepted id");
+	rdma_destroy_id(c);
+	rdma_destroy_event_channel(cch);
+}
+
 /* test_misc -- rdma_event_str, ports in each state, rdma_get_devices */
 static void test_misc(void)
 {
@@ -721,6 +759,7 @@ int main(void)
 	test_migrate_listener();
 	test_migrate_listener_sync();
 	test_migrate_sync();
+	test_sync_ud_accept();
 	test_sendonly();
 	test_misc();
 	return done_testing();
