@@ -663,6 +663,21 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	return sync ? scm__complete(s) : 0;
 }
 
+/*
+ * scm_accept_refused -- the IB CM refused the REP (ib_send_cm_rep's or
+ * ib_send_cm_sidr_rep's private data limit): the kernel's rdma_accept
+ * then flushes the QP and rejects the request (its reject label), so the
+ * peer gets REJECTED (UNREACHABLE for SIDR) and the id cannot be accepted
+ * again; librdmacm's rdma_accept leaves the QP in ERR too.  EINVAL.
+ */
+static int scm_accept_refused(struct scm_id *s, uint16_t reason)
+{
+	scm__modify_qp_err(s);
+	scm_send_rej(s, reason, NULL, 0);
+	scm_finish(s);
+	return EINVAL;
+}
+
 /* scm_sidr_accept -- UD: a SIDR REP with our QPN and Q_Key, no RTU */
 static int scm_sidr_accept(struct scm_id *s, struct rdma_conn_param *p)
 {
@@ -671,7 +686,7 @@ static int scm_sidr_accept(struct scm_id *s, struct rdma_conn_param *p)
 	int err;
 
 	if (ulen > SCM_SIDR_REP_PDATA)
-		return EINVAL;
+		return scm_accept_refused(s, SCM_SIDR_REJECT);
 	memset(&w, 0, sizeof(w));
 	w.type = SCM_MSG_REP;
 	w.ps = htons((uint16_t)s->id.ps);
@@ -704,7 +719,7 @@ static int scm_accept_locked(struct scm_id *s, struct rdma_conn_param *p)
 	if (err)
 		return err;
 	if (ulen > SCM_REP_PDATA)
-		return EINVAL;
+		return scm_accept_refused(s, SCM_REJ_CONSUMER_DEFINED);
 	scm__dev_max(&mi, &mr);
 	if (!p || p->initiator_depth == RDMA_MAX_INIT_DEPTH)
 		s->init_depth = s->init_depth < mi ? s->init_depth : mi;

@@ -31,6 +31,11 @@
  *   channel is synchronous, its queued events with it.
  * - rdma_accept of a UD request taken with rdma_get_request acks it, as
  *   librdmacm's does, so the listener may be destroyed first.
+ * - Private data at the limits: 56 bytes for a PS_TCP REQ, 196 for a REP,
+ *   148 for a REJ (RDMA_PS_UDP: 180 for a SIDR REQ, 136 for its REP); one
+ *   byte more is EINVAL.  An rdma_accept that the kernel's IB CM refuses
+ *   (ib_send_cm_rep) rejects the request (rdma_accept's reject label), so
+ *   the active side gets REJECTED and the id cannot be accepted again.
  */
 #include "config.h"
 
@@ -709,6 +714,202 @@ static void test_sync_ud_accept(void)
 	rdma_destroy_event_channel(cch);
 }
 
+/* fails_with -- a call's result is -1 with errno e */
+#define fails_with(call, e) (errno = 0, (call) == -1 && errno == (e))
+
+/*
+ * test_pdata -- private data at each message's limit and one byte over;
+ * an accept the IB CM refuses rejects the request
+ */
+static void test_pdata(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *a = NULL;
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr qa;
+	uint8_t buf[256];
+	int i, qs = -1;
+
+	for (i = 0; i < (int)sizeof(buf); i++)
+		buf[i] = (uint8_t)(i + 1);
+	if (!sch || !cch)
+		bail_out("channels");
+	l = listener(sch, RDMA_PS_TCP);
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_create_qp(c, NULL, &ia))
+		bail_out("client");
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = buf;
+	cp.private_data_len = 57;
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	ok(fails_with(rdma_connect(c, &cp), EINVAL), "REQ of 57 bytes: EINVAL");
+	cp.private_data_len = 56;
+	ok(!rdma_connect(c, &cp), "REQ of 56 bytes");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	ok(ev && ev->param.conn.private_data_len == 56 &&
+		   !memcmp(ev->param.conn.private_data, buf, 56),
+	   "the request carries the 56 bytes");
+	if (ev) {
+		a = ev->id;
+		rdma_ack_cm_event(ev);
+	}
+	if (!a)
+		goto out;
+	rc_attr(&ia);
+	ok(!rdma_create_qp(a, NULL, &ia), "passive QP");
+	ok(fails_with(rdma_reject(a, buf, 149), EINVAL),
+	   "REJ of 149 bytes: EINVAL");
+	cp.private_data_len = 197;
+	ok(fails_with(rdma_accept(a, &cp), EINVAL), "REP of 197 bytes: EINVAL");
+	memset(&qa, 0, sizeof(qa));
+	if (!ibv_query_qp(a->qp, &qa, IBV_QP_STATE, &ia))
+		qs = qa.qp_state;
+	ok(qs == IBV_QPS_ERR, "the passive QP is in ERR (%d)", qs);
+	ev = cmt_expect(cch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev && ev->status == 28,
+	   "the refused accept rejected the request (status 28)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	cp.private_data_len = 196;
+	ok(fails_with(rdma_accept(a, &cp), EINVAL),
+	   "accept again after that: EINVAL");
+	rdma_destroy_qp(a);
+	rdma_destroy_id(a);
+	a = NULL;
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+
+	/* at the limits: REP 196, and REJ 148 */
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_create_qp(c, NULL, &ia) || rdma_connect(c, NULL))
+		bail_out("client 2");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	if (!ev)
+		bail_out("request 2");
+	a = ev->id;
+	rdma_ack_cm_event(ev);
+	rc_attr(&ia);
+	cp.private_data_len = 196;
+	ok(!rdma_create_qp(a, NULL, &ia) && !rdma_accept(a, &cp),
+	   "REP of 196 bytes");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	ok(ev && ev->param.conn.private_data_len == 196 &&
+		   !memcmp(ev->param.conn.private_data, buf, 196),
+	   "ESTABLISHED carries the 196 bytes");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	ev = cmt_expect(sch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	close_pair(c, a);
+	a = NULL;
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_create_qp(c, NULL, &ia) || rdma_connect(c, NULL))
+		bail_out("client 3");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	if (!ev)
+		bail_out("request 3");
+	a = ev->id;
+	rdma_ack_cm_event(ev);
+	ok(!rdma_reject(a, buf, 148), "REJ of 148 bytes");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev && ev->status == 28 && ev->param.conn.private_data_len == 148 &&
+		   !memcmp(ev->param.conn.private_data, buf, 148),
+	   "REJECTED carries the 148 bytes");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_id(a);
+	a = NULL;
+out:
+	if (a)
+		rdma_destroy_id(a);
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+
+/* test_pdata_udp -- SIDR REQ 180 bytes, SIDR REP 136 */
+static void test_pdata_udp(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *a = NULL;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	uint8_t buf[256];
+
+	memset(buf, 0x5a, sizeof(buf));
+	if (!sch || !cch)
+		bail_out("channels");
+	l = listener(sch, RDMA_PS_UDP);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_UDP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))))
+		bail_out("UD client");
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = buf;
+	cp.private_data_len = 181;
+	ok(fails_with(rdma_connect(c, &cp), EINVAL),
+	   "SIDR REQ of 181 bytes: EINVAL");
+	cp.private_data_len = 180;
+	ok(!rdma_connect(c, &cp), "SIDR REQ of 180 bytes");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	ok(ev && ev->param.ud.private_data_len == 180,
+	   "the request carries 180 bytes");
+	if (ev) {
+		a = ev->id;
+		rdma_ack_cm_event(ev);
+	}
+	if (a) {
+		cp.private_data_len = 136;
+		ok(!rdma_accept(a, &cp), "SIDR REP of 136 bytes");
+		ev = cmt_expect(cch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+		ok(ev && ev->param.ud.private_data_len == 136,
+		   "ESTABLISHED carries 136 bytes");
+		if (ev)
+			rdma_ack_cm_event(ev);
+		rdma_destroy_id(a);
+	}
+	rdma_destroy_id(c);
+
+	/* one byte over the SIDR REP's limit: the request is rejected */
+	a = NULL;
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_UDP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_connect(c, NULL))
+		bail_out("UD client 2");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	if (ev) {
+		a = ev->id;
+		rdma_ack_cm_event(ev);
+	}
+	cp.private_data_len = 137;
+	ok(a && fails_with(rdma_accept(a, &cp), EINVAL),
+	   "SIDR REP of 137 bytes: EINVAL");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_UNREACHABLE, 10000);
+	ok(ev && ev->status == 2,
+	   "the client: UNREACHABLE, status 2 (IB_SIDR_REJECT)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	if (a)
+		rdma_destroy_id(a);
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+
 /* test_misc -- rdma_event_str, ports in each state, rdma_get_devices */
 static void test_misc(void)
 {
@@ -761,6 +962,8 @@ int main(void)
 	test_migrate_sync();
 	test_sync_ud_accept();
 	test_sendonly();
+	test_pdata();
+	test_pdata_udp();
 	test_misc();
 	return done_testing();
 }
