@@ -36,6 +36,9 @@
  *   byte more is EINVAL.  An rdma_accept that the kernel's IB CM refuses
  *   (ib_send_cm_rep) rejects the request (rdma_accept's reject label), so
  *   the active side gets REJECTED and the id cannot be accepted again.
+ * - rdma_verbs.h's calls (rdma_reg_msgs/_read/_write, rdma_post_send,
+ *   _recv, _write, _read, rdma_get_send_comp/_recv_comp) over an id whose
+ *   QP sends and receives on one CQ of the id's.
  */
 #include "config.h"
 
@@ -714,6 +717,89 @@ static void test_sync_ud_accept(void)
 	rdma_destroy_event_channel(cch);
 }
 
+/*
+ * test_shared_cq -- rdma_verbs.h's calls over an id whose send and receive
+ * CQ are one (given on the id before rdma_create_qp): SEND, RDMA WRITE
+ * and READ complete on it, and rdma_destroy_qp frees it once
+ */
+static void test_shared_cq(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct ibv_mr *cmr = NULL, *amr = NULL, *wmr = NULL, *rmr = NULL;
+	char cbuf[64], abuf[64], wbuf[64], rbuf[64] = "to be read";
+	struct rdma_cm_id *l, *c, *a = NULL;
+	struct ibv_qp_init_attr ia;
+	struct ibv_wc wc;
+
+	if (!sch || !cch)
+		bail_out("channels");
+	l = listener(sch, RDMA_PS_TCP);
+	rc_attr(&ia);
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))))
+		bail_out("client");
+	c->send_cq_channel = c->recv_cq_channel =
+		ibv_create_comp_channel(c->verbs);
+	c->send_cq = c->recv_cq =
+		c->send_cq_channel
+			? ibv_create_cq(c->verbs, 16, c, c->send_cq_channel, 0)
+			: NULL;
+	if (!c->send_cq || rdma_create_qp(c, NULL, &ia))
+		bail_out("QP on one CQ");
+	ok(c->qp->send_cq == c->qp->recv_cq && c->qp->send_cq == c->send_cq,
+	   "the QP sends and receives on the id's one CQ");
+	ok(!connect_pair(sch, cch, c, &a), "connected");
+	if (a) {
+		cmr = rdma_reg_msgs(c, cbuf, sizeof(cbuf));
+		amr = rdma_reg_msgs(a, abuf, sizeof(abuf));
+		wmr = rdma_reg_write(a, wbuf, sizeof(wbuf));
+		rmr = rdma_reg_read(a, rbuf, sizeof(rbuf));
+	}
+	if (!cmr || !amr || !wmr || !rmr)
+		bail_out("MRs");
+	memset(abuf, 0, sizeof(abuf));
+	memset(wbuf, 0, sizeof(wbuf));
+	strcpy(cbuf, "one CQ");
+	ok(!rdma_post_recv(a, NULL, abuf, sizeof(abuf), amr) &&
+		   !rdma_post_send(c, cbuf, cbuf, 7, cmr, IBV_SEND_SIGNALED),
+	   "SEND posted");
+	ok(rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.opcode == IBV_WC_SEND && wc.wr_id == (uintptr_t)cbuf,
+	   "rdma_get_send_comp: the SEND");
+	ok(rdma_get_recv_comp(a, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.byte_len == 7 && !strcmp(abuf, "one CQ"),
+	   "the peer received it");
+	strcpy(cbuf, "written");
+	ok(!rdma_post_write(c, NULL, cbuf, 8, cmr, IBV_SEND_SIGNALED,
+			    (uintptr_t)wbuf, wmr->rkey) &&
+		   rdma_get_send_comp(c, &wc) == 1 &&
+		   wc.status == IBV_WC_SUCCESS &&
+		   wc.opcode == IBV_WC_RDMA_WRITE && !strcmp(wbuf, "written"),
+	   "RDMA WRITE into rdma_reg_write memory");
+	memset(cbuf, 0, sizeof(cbuf));
+	ok(!rdma_post_read(c, NULL, cbuf, 11, cmr, IBV_SEND_SIGNALED,
+			   (uintptr_t)rbuf, rmr->rkey) &&
+		   rdma_get_send_comp(c, &wc) == 1 &&
+		   wc.status == IBV_WC_SUCCESS &&
+		   wc.opcode == IBV_WC_RDMA_READ && !strcmp(cbuf, "to be read"),
+	   "RDMA READ of rdma_reg_read memory");
+	ok(!rdma_post_recv(c, NULL, cbuf, sizeof(cbuf), cmr) &&
+		   !rdma_post_send(a, NULL, "back", 5, NULL, IBV_SEND_INLINE) &&
+		   rdma_get_recv_comp(c, &wc) == 1 &&
+		   wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+		   !strcmp(cbuf, "back"),
+	   "rdma_get_recv_comp on the one CQ");
+	rdma_dereg_mr(cmr);
+	rdma_dereg_mr(amr);
+	rdma_dereg_mr(wmr);
+	rdma_dereg_mr(rmr);
+	close_pair(c, a);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+
 /* fails_with -- a call's result is -1 with errno e */
 #define fails_with(call, e) (errno = 0, (call) == -1 && errno == (e))
 
@@ -962,6 +1048,7 @@ int main(void)
 	test_migrate_sync();
 	test_sync_ud_accept();
 	test_sendonly();
+	test_shared_cq();
 	test_pdata();
 	test_pdata_udp();
 	test_misc();
