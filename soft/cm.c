@@ -1112,6 +1112,20 @@ int scm__complete(struct scm_id *s)
 	return 0;
 }
 
+/*
+ * scm_kern_rc -- is the kernel's id RC (or XRC initiator)?  Its QP type is
+ * the port space's (ucma_get_qp_type): RC for PS_TCP whatever the user's
+ * (a UC id of rdma_create_ep), UD for PS_UDP and PS_IPOIB, the user's for
+ * PS_IB only.  rdma_set_ack_timeout looks at that one.
+ */
+static int scm_kern_rc(const struct scm_id *s)
+{
+	if (s->id.ps == RDMA_PS_TCP)
+		return 1;
+	return s->id.ps == RDMA_PS_IB && (s->id.qp_type == IBV_QPT_RC ||
+					  s->id.qp_type == IBV_QPT_XRC_SEND);
+}
+
 /* scm_opt_id -- RDMA_OPTION_ID options, with the kernel's checks */
 static int scm_opt_id(struct scm_id *s, int optname, void *optval,
 		      size_t optlen)
@@ -1141,8 +1155,7 @@ static int scm_opt_id(struct scm_id *s, int optname, void *optval,
 	case RDMA_OPTION_ID_ACK_TIMEOUT:
 		if (optlen != sizeof(uint8_t))
 			return EINVAL;
-		if (s->id.qp_type != IBV_QPT_RC &&
-		    s->id.qp_type != IBV_QPT_XRC_SEND)
+		if (!scm_kern_rc(s))
 			return EINVAL;
 		s->ack_timeout = *(uint8_t *)optval;
 		s->ack_timeout_set = 1;

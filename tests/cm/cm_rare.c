@@ -6,7 +6,8 @@
  * - rdma_set_option: a NULL optval of a length is EFAULT (ucma_set_option
  *   copies it in with memdup_user), an unknown level or option ENOSYS
  *   (ucma_set_option_level, _id, _ib), a wrong length EINVAL; ACK_TIMEOUT
- *   only for RC ids (rdma_set_ack_timeout).
+ *   only for ids the kernel makes RC (rdma_set_ack_timeout): every PS_TCP
+ *   id, a UC one of rdma_create_ep too (ucma_get_qp_type).
  * - rdma_event_str, rdma_get_src_port/dst_port and the addresses in each
  *   state, rdma_get_devices.
  * - rdma_join_multicast_ex: a comp_mask with bits librdmacm does not know
@@ -90,7 +91,8 @@ static int set_fails(struct rdma_cm_id *id, int level, int name, void *val,
 static void test_options(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct rdma_cm_id *id, *ud;
+	struct rdma_cm_id *id, *ud, *uc;
+	struct rdma_addrinfo hints, *res;
 	uint8_t u8v = 1;
 	int iv = 1;
 
@@ -125,6 +127,23 @@ static void test_options(void)
 	   "ACK_TIMEOUT of a UD id: EINVAL");
 	ok(!rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &u8v, 1),
 	   "TOS of 1 byte");
+	/* the kernel's id of a PS_TCP id is RC, whatever the user's type */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_NUMERICHOST | RAI_PASSIVE;
+	hints.ai_port_space = RDMA_PS_TCP;
+	hints.ai_qp_type = IBV_QPT_UC;
+	uc = NULL;
+	if (!rdma_getaddrinfo("127.0.0.1", "0", &hints, &res)) {
+		if (rdma_create_ep(&uc, res, NULL, NULL))
+			uc = NULL;
+		rdma_freeaddrinfo(res);
+	}
+	ok(uc && uc->qp_type == IBV_QPT_UC &&
+		   !rdma_set_option(uc, RDMA_OPTION_ID,
+				    RDMA_OPTION_ID_ACK_TIMEOUT, &u8v, 1),
+	   "ACK_TIMEOUT of a PS_TCP id of UC QPs (rdma_create_ep)");
+	if (uc)
+		rdma_destroy_ep(uc);
 	ok(!rdma_set_option(ud, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &u8v, 1),
 	   "TOS of a UD id");
 	rdma_destroy_id(ud);
