@@ -958,6 +958,21 @@ static void scm_send_rtu(struct scm_id *s)
 	}
 }
 
+/*
+ * scm_establish_rejects -- does an rdma_establish out of turn reject?  The
+ * kernel serves it as an rdma_accept without parameters (cma_rep_recv),
+ * whose RTU the IB CM refuses before the REP (ib_send_cm_rtu: EINVAL);
+ * its reject label then sends the REJ the IB CM still may: from
+ * REQ_SENT, REQ_RCVD and REP_SENT (ib_send_cm_rej).
+ */
+static int scm_establish_rejects(const struct scm_id *s)
+{
+	if (s->id.qp_type == IBV_QPT_UD)
+		return 0;
+	return s->state == SCM_REQ_SENT || s->state == SCM_REQ_RCVD ||
+	       s->state == SCM_REP_SENT;
+}
+
 /* rdma_establish -- RTU for ids whose QP the user moves himself */
 int rdma_establish(struct rdma_cm_id *id)
 {
@@ -967,10 +982,15 @@ int rdma_establish(struct rdma_cm_id *id)
 	if (!id || id->qp)
 		return scm_err(EINVAL);
 	pthread_mutex_lock(&scm__lock);
-	if (s->state == SCM_REP_RCVD)
+	if (s->state == SCM_REP_RCVD) {
 		scm_send_rtu(s);
-	else
+	} else {
 		err = EINVAL;
+		if (scm_establish_rejects(s)) {
+			scm_send_rej(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
+			scm_finish(s);
+		}
+	}
 	pthread_mutex_unlock(&scm__lock);
 	return err ? scm_err(err) : 0;
 }

@@ -37,6 +37,9 @@
  *   byte more is EINVAL.  An rdma_accept that the kernel's IB CM refuses
  *   (ib_send_cm_rep) rejects the request (rdma_accept's reject label), so
  *   the active side gets REJECTED and the id cannot be accepted again.
+ * - rdma_establish before the REP (or of a request) is EINVAL and rejects
+ *   the connection: the kernel's rdma_accept without parameters, whose
+ *   RTU the IB CM refuses, takes its reject label.
  * - rdma_verbs.h's calls (rdma_reg_msgs/_read/_write, rdma_post_send,
  *   _recv, _write, _read, rdma_get_send_comp/_recv_comp) over an id whose
  *   QP sends and receives on one CQ of the id's.
@@ -945,6 +948,80 @@ out:
 	rdma_destroy_event_channel(sch);
 }
 
+/* connect_no_qp -- a client without a QP connects to l: its id; the
+ * request's id in *ap */
+static struct rdma_cm_id *connect_no_qp(struct rdma_event_channel *sch,
+					struct rdma_event_channel *cch,
+					struct rdma_cm_id *l,
+					struct rdma_cm_id **ap)
+{
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *c;
+
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x123;
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	if (rdma_create_id(cch, &c, NULL, RDMA_PS_TCP) ||
+	    cmt_resolve(c, cch, ntohs(rdma_get_src_port(l))) ||
+	    rdma_connect(c, &cp))
+		bail_out("client without a QP");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, 10000);
+	if (!ev)
+		bail_out("its request");
+	*ap = ev->id;
+	rdma_ack_cm_event(ev);
+	return c;
+}
+
+/*
+ * test_establish_early -- rdma_establish before the REP, or on the
+ * passive side, is EINVAL and rejects the connection, as the kernel's
+ * rdma_accept without parameters does when the IB CM refuses its RTU
+ */
+static void test_establish_early(void)
+{
+	struct rdma_event_channel *sch = rdma_create_event_channel();
+	struct rdma_event_channel *cch = rdma_create_event_channel();
+	struct rdma_cm_id *l, *c, *a;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+
+	if (!sch || !cch)
+		bail_out("channels");
+	l = listener(sch, RDMA_PS_TCP);
+	c = connect_no_qp(sch, cch, l, &a);
+	ok(fails_with(rdma_establish(c), EINVAL),
+	   "rdma_establish before the REP: EINVAL");
+	ev = cmt_expect(sch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev && ev->id == a && ev->status == 28,
+	   "the passive side is REJECTED (28)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x456;
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	ok(fails_with(rdma_accept(a, &cp), EINVAL), "its accept: EINVAL");
+	ok(!cmt_wait(cch, 300), "the active side hears nothing more");
+	rdma_destroy_id(a);
+	rdma_destroy_id(c);
+
+	c = connect_no_qp(sch, cch, l, &a);
+	ok(fails_with(rdma_establish(a), EINVAL),
+	   "rdma_establish of a request: EINVAL");
+	ev = cmt_expect(cch, RDMA_CM_EVENT_REJECTED, 10000);
+	ok(ev && ev->status == 28, "the requester is REJECTED (28)");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_id(a);
+	rdma_destroy_id(c);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(cch);
+	rdma_destroy_event_channel(sch);
+}
+
 /* test_pdata_udp -- SIDR REQ 180 bytes, SIDR REP 136 */
 static void test_pdata_udp(void)
 {
@@ -1070,6 +1147,7 @@ int main(void)
 	test_shared_cq();
 	test_pdata();
 	test_pdata_udp();
+	test_establish_early();
 	test_misc();
 	return done_testing();
 }
