@@ -339,8 +339,12 @@ RDMAMSG_EXPORT int rdmamsg_srq_create(struct rdmamsg_ctx *ctx,
 	if (ctx->dattr.max_srq <= 0)
 		return -ENOTSUP;
 	if (ctx->dattr.max_srq_wr > 0 &&
-	    attr->max_bufs > (unsigned int)ctx->dattr.max_srq_wr)
+	    attr->max_bufs > (unsigned int)ctx->dattr.max_srq_wr) {
+		LOG_ERR("an SRQ of %u buffers: device %s allows %d "
+			"(max_srq_wr)",
+			attr->max_bufs, ctx->devname, ctx->dattr.max_srq_wr);
 		return -EINVAL;
+	}
 	srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return -ENOMEM;

@@ -6,7 +6,7 @@
  * limit, nothing is left behind, and depths within the limit connect.
  * The smaller device is the test hooks RDMAMSG_TEST_MAX_QP_WR and
  * RDMAMSG_TEST_MAX_SGE (lib/ctx.c), RDMAMSG_TEST_MAX_CQE (lib/iface.c) on
- * one context of two.
+ * one context of two.  An SRQ past max_srq_wr is -EINVAL, logged.
  */
 #include "config.h"
 
@@ -15,7 +15,7 @@
 #include "../tap.h"
 #include "util.h"
 
-static int logged_qp_wr, logged_sge, logged_cqe;
+static int logged_qp_wr, logged_sge, logged_cqe, logged_srq_wr;
 
 /* on_log -- test_log, and which device limit an error named */
 static void on_log(int level, const char *func, const char *msg, void *arg)
@@ -26,6 +26,8 @@ static void on_log(int level, const char *func, const char *msg, void *arg)
 		logged_sge++;
 	if (level <= RDMAMSG_LOG_ERROR && strstr(msg, "completion entries"))
 		logged_cqe++;
+	if (level <= RDMAMSG_LOG_ERROR && strstr(msg, "(max_srq_wr)"))
+		logged_srq_wr++;
 	test_log(level, func, msg, arg);
 }
 
@@ -206,6 +208,19 @@ int main(void)
 	refused(&srv, &cli, addr, a, &logged_sge,
 		"a device of 1 SGE a work request");
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+
+	/* an SRQ of more buffers than the device's SRQs hold (softrdma's
+	 * and mlx5's max_srq_wr: 32767; rdmamsg's own limit: 2^20) */
+	{
+		struct rdmamsg_srq_attr sa = {.max_bufs = 1u << 20,
+					      .buf_size = 1024};
+		struct rdmamsg_srq *srq = NULL;
+
+		is_int(rdmamsg_srq_create(srv.ctx, &sa, &srq), -EINVAL,
+		       "an SRQ of 2^20 buffers: -EINVAL");
+		ok(!srq && logged_srq_wr == 1,
+		   "nothing made, the log names max_srq_wr");
+	}
 
 	rdmamsg_ep_attr_delete(&a);
 	rdmamsg_listener_close(srv.lst, test_side_on_lclose);
