@@ -135,8 +135,10 @@ static void scm_channel_drain(struct scm_channel *ch)
 	uint64_t v;
 	ssize_t r;
 
-	/* the user may have made the fd blocking or not: read only if set */
-	if (poll(&p, 1, 0) == 1) {
+	/* the user may have made the fd blocking or not: read only if set,
+	 * and not while a waiter may take the count between our poll and
+	 * read (it reads it for us: rdma_get_cm_event) */
+	if (!ch->waiters && poll(&p, 1, 0) == 1) {
 		do
 			r = read(ch->ch.fd, &v, sizeof(v));
 		while (r < 0 && errno == EINTR);
@@ -353,13 +355,20 @@ static void scm_block_forever(void)
 		pause();
 }
 
-/* rdma_get_cm_event -- next event; blocks unless the fd is O_NONBLOCK */
+/*
+ * rdma_get_cm_event -- next event; blocks unless the fd is O_NONBLOCK.
+ * The wait is a read() of the eventfd, which sleeps interruptibly as the
+ * kernel's ucma_get_event does: a signal whose handler lacks SA_RESTART
+ * fails it with EINTR, one with SA_RESTART restarts it (poll() would
+ * never restart).  The count it takes is put back while events remain.
+ */
 int rdma_get_cm_event(struct rdma_event_channel *channel,
 		      struct rdma_cm_event **event)
 {
 	struct scm_channel *ch = scm_ch_of(channel);
 	struct scm_event *e;
-	struct pollfd p;
+	uint64_t v;
+	ssize_t n;
 	int r, fl;
 
 	if (!channel || !event)
@@ -379,6 +388,8 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 			*event = &e->ev;
 			return 0;
 		}
+		/* a count a drain left to a waiter gone since (EINTR) */
+		scm_channel_drain(ch);
 		if (fl & O_NONBLOCK) {
 			pthread_mutex_unlock(&scm__lock);
 			return scm_err(EAGAIN);
@@ -386,15 +397,19 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 		/* While we wait, a destroy keeps the channel and its fd */
 		ch->waiters++;
 		pthread_mutex_unlock(&scm__lock);
-		p.fd = channel->fd;
-		p.events = POLLIN;
-		r = poll(&p, 1, -1) < 0 && errno != EINTR ? -1 : 0;
+		n = read(channel->fd, &v, sizeof(v));
+		r = errno;
 		pthread_mutex_lock(&scm__lock);
 		ch->waiters--;
-		if (r && !ch->dead) {
+		if (n < 0 && !ch->dead) {
+			if (!ch->head)
+				scm_channel_drain(ch);
 			pthread_mutex_unlock(&scm__lock);
+			errno = r;
 			return -1;
 		}
+		if (n > 0 && ch->head && !ch->dead)
+			scm_channel_signal(ch); /* readable for the rest */
 	}
 }
 

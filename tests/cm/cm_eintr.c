@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cm_eintr.c -- signals during rdma_cm's blocking calls, as the kernel
+ * serves them.  rdma_get_cm_event on a blocking channel is a write() to
+ * /dev/infiniband/rdma_cm whose ucma_get_event sleeps in
+ * wait_event_interruptible: a signal whose handler lacks SA_RESTART makes
+ * it fail with EINTR and consumes nothing (the next call returns the
+ * event); with SA_RESTART the call restarts unseen.  rdma_get_request and
+ * the synchronous calls wait in rdma_get_cm_event (librdmacm's
+ * ucma_complete) and fail the same way.  An O_NONBLOCK channel answers
+ * EAGAIN at once.  The signal is sent to the process (kill), not to the
+ * thread: it must reach the program's thread, never softrdma's.
+ *
+ * A poker thread (SIGUSR1 blocked) signals the process every 20 ms; when
+ * the waiter is still blocked after its deadline it makes the event the
+ * waiter waits for, so a waiter that swallows the signal fails instead of
+ * hanging.  alarm() bounds the whole run.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "../tap.h"
+#include "cm_util.h"
+
+static volatile sig_atomic_t hits;
+static volatile int done;
+
+/* on_usr1 -- count the signal */
+static void on_usr1(int sig)
+{
+	(void)sig;
+	hits++;
+}
+
+/* handler -- SIGUSR1's handler, with or without SA_RESTART */
+static void handler(int restart)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = restart ? SA_RESTART : 0;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	hits = 0;
+}
+
+struct poker {
+	pthread_t thr;
+	int sig_ms;   /* how long to signal */
+	int event_ms; /* when to make the event (if still waited for) */
+	void (*event)(void *);
+	void *arg;
+};
+
+/* poke -- signal the process until done or sig_ms, then the event */
+static void *poke(void *arg)
+{
+	struct poker *p = arg;
+	long long t0 = cmt_now_ms();
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &s, NULL);
+	while (!done && cmt_now_ms() - t0 < p->event_ms) {
+		if (cmt_now_ms() - t0 < p->sig_ms)
+			kill(getpid(), SIGUSR1);
+		usleep(20000);
+	}
+	if (!done)
+		p->event(p->arg);
+	return NULL;
+}
+
+/* poker_start / poker_stop -- run and join a poker */
+static void poker_start(struct poker *p)
+{
+	done = 0;
+	if (pthread_create(&p->thr, NULL, poke, p))
+		bail_out("pthread_create");
+}
+
+static void poker_stop(struct poker *p)
+{
+	done = 1;
+	pthread_join(p->thr, NULL);
+}
+
+/* resolve -- queue ADDR_RESOLVED on the id's channel */
+static void resolve(void *arg)
+{
+	struct sockaddr_in dst = cmt_sin(1);
+
+	if (rdma_resolve_addr(arg, NULL, (struct sockaddr *)&dst, 2000))
+		diag("rdma_resolve_addr: %s", strerror(errno));
+}
+
+/* test_get_event -- rdma_get_cm_event interrupted, restarted, O_NONBLOCK */
+static void test_get_event(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *ev = NULL;
+	struct rdma_cm_id *id = NULL;
+	struct poker p = {.sig_ms = 3000, .event_ms = 3000, .event = resolve};
+	int r, e, fl;
+
+	if (!ok(ch && !rdma_create_id(ch, &id, NULL, RDMA_PS_TCP),
+		"a channel and an id"))
+		return;
+	p.arg = id;
+
+	/* no SA_RESTART: -1/EINTR, nothing consumed */
+	handler(0);
+	poker_start(&p);
+	r = rdma_get_cm_event(ch, &ev);
+	e = errno;
+	poker_stop(&p);
+	ok(r == -1 && e == EINTR,
+	   "no SA_RESTART: rdma_get_cm_event fails with EINTR (got %d, %s)", r,
+	   r ? strerror(e) : "an event");
+	ok(hits > 0, "the program's handler ran");
+	if (!r) {
+		rdma_ack_cm_event(ev);
+	} else {
+		resolve(id);
+		alarm(30);
+		r = rdma_get_cm_event(ch, &ev);
+		ok(!r && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED,
+		   "the next call gets the event");
+		if (!r)
+			rdma_ack_cm_event(ev);
+	}
+
+	/* SA_RESTART: the wait goes on unseen */
+	rdma_destroy_id(id);
+	id = NULL;
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("rdma_create_id");
+	p.arg = id;
+	p.sig_ms = 300;
+	p.event_ms = 400;
+	handler(1);
+	poker_start(&p);
+	alarm(30);
+	r = rdma_get_cm_event(ch, &ev);
+	e = errno;
+	poker_stop(&p);
+	ok(!r && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && hits > 0,
+	   "SA_RESTART: restarted, the event comes (%d, %s, %d signals)", r,
+	   r ? strerror(e) : rdma_event_str(ev->event), (int)hits);
+	if (!r)
+		rdma_ack_cm_event(ev);
+
+	/* O_NONBLOCK: EAGAIN at once, then the event */
+	fl = fcntl(ch->fd, F_GETFL);
+	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+	r = rdma_get_cm_event(ch, &ev);
+	e = errno;
+	ok(r == -1 && e == EAGAIN, "O_NONBLOCK: EAGAIN with nothing queued");
+	rdma_destroy_id(id);
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		bail_out("rdma_create_id");
+	resolve(id);
+	ev = cmt_wait(ch, 5000);
+	ok(ev && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED,
+	   "O_NONBLOCK: the event after it");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	fcntl(ch->fd, F_SETFL, fl);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+struct client {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	uint16_t port;
+};
+
+/* client_connect -- a connection request to the listener */
+static void client_connect(void *arg)
+{
+	struct client *c = arg;
+	struct rdma_conn_param cp;
+
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x1234; /* no QP */
+	if (cmt_resolve(c->id, c->ch, c->port) || rdma_connect(c->id, &cp))
+		diag("client: %s", strerror(errno));
+}
+
+/* test_get_request -- a synchronous listener's rdma_get_request */
+static void test_get_request(void)
+{
+	struct sockaddr_in sin = cmt_sin(0);
+	struct client c = {.ch = rdma_create_event_channel()};
+	struct poker p = {.sig_ms = 3000,
+			  .event_ms = 3000,
+			  .event = client_connect,
+			  .arg = &c};
+	struct rdma_cm_id *l = NULL, *req = NULL;
+	int r, e;
+
+	if (!ok(c.ch && !rdma_create_id(NULL, &l, NULL, RDMA_PS_TCP) &&
+			!rdma_bind_addr(l, (struct sockaddr *)&sin) &&
+			!rdma_listen(l, 4) &&
+			!rdma_create_id(c.ch, &c.id, NULL, RDMA_PS_TCP),
+		"a synchronous listener and a client"))
+		return;
+	c.port = ntohs(rdma_get_src_port(l));
+	handler(0);
+	poker_start(&p);
+	r = rdma_get_request(l, &req);
+	e = errno;
+	poker_stop(&p);
+	ok(r == -1 && e == EINTR,
+	   "no SA_RESTART: rdma_get_request fails with EINTR (got %d, %s)", r,
+	   r ? strerror(e) : "a request");
+	if (r) {
+		client_connect(&c);
+		alarm(30);
+		r = rdma_get_request(l, &req);
+	}
+	ok(!r && req, "the next call gets the request");
+	if (!r)
+		rdma_reject(req, NULL, 0);
+	rdma_destroy_id(c.id);
+	if (!r)
+		rdma_destroy_id(req);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(c.ch);
+}
+
+int main(void)
+{
+	alarm(60);
+	test_get_event();
+	alarm(60);
+	test_get_request();
+	return done_testing();
+}
