@@ -5,7 +5,8 @@
  * the wakeup callback runs in the loop thread after rdmamsg_ctx_wakeup()
  * and only then, also while another thread calls it without pause;
  * rdmamsg_ctx_stop() from a callback ends rdmamsg_ctx_run() and nothing
- * after it; in libev mode the context neither spins an idle loop nor
+ * after it; signals without SA_RESTART do not end rdmamsg_ctx_run(), a
+ * handler's rdmamsg_ctx_wakeup() reaches it (signals_in_run); in libev mode the context neither spins an idle loop nor
  * keeps ev_run() alive once its last object has closed; a peer's flood
  * keeps no rdmamsg_ctx_progress() call long (flood_fair), nor does a storm
  * of connection requests (connect_storm); the protocol holds with an
@@ -15,6 +16,7 @@
 
 #include <ev.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -235,6 +237,78 @@ static void stop_in_callback(void)
 	is_int(rdmamsg_ctx_run(srv.ctx), 0, "run returns 0 after stop");
 	alarm(0);
 	stop_in_wakeup = 0;
+	ok(!srv.disc && !cli.disc, "the connection is still up");
+	ok(test_side_close2(&srv, &cli, 5000), "closed");
+	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
+	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
+}
+
+static struct rdmamsg_ctx *sig_ctx; /* the context on_sig wakes */
+static volatile sig_atomic_t sig_hits;
+static volatile int sig_done;
+
+/* on_sig -- count; the fifth wakes the loop (the one signal-safe call) */
+static void on_sig(int sig)
+{
+	(void)sig;
+	if (++sig_hits == 5)
+		rdmamsg_ctx_wakeup(sig_ctx);
+}
+
+/* sig_poker -- signal the process every 20 ms (SIGUSR1 blocked here,
+ * softrdma's threads block all: the loop thread takes it) */
+static void *sig_poker(void *arg)
+{
+	sigset_t set;
+
+	(void)arg;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	while (!sig_done) {
+		kill(getpid(), SIGUSR1);
+		usleep(20000);
+	}
+	return NULL;
+}
+
+/* signals_in_run -- signals whose handler lacks SA_RESTART interrupt
+ * rdmamsg_ctx_run()'s poll(); the run goes on through them (EINTR is not
+ * an error: rdmamsg_ctx_create(3)) and a handler's rdmamsg_ctx_wakeup()
+ * reaches the wakeup callback, whose rdmamsg_ctx_stop() ends it */
+static void signals_in_run(void)
+{
+	static struct test_side srv, cli;
+	struct sigaction sa;
+	pthread_t th;
+	int r;
+
+	srv.ctx = make_ctx(NULL);
+	cli.ctx = make_ctx(NULL);
+	pair(&srv, &cli);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig; /* no SA_RESTART */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sig_ctx = srv.ctx;
+	sig_hits = 0;
+	sig_done = 0;
+	wakeups = 0;
+	stop_in_wakeup = 1;
+	alarm(20); /* a run that never returns fails the test */
+	if (pthread_create(&th, NULL, sig_poker, NULL))
+		bail_out("no thread");
+	r = rdmamsg_ctx_run(srv.ctx);
+	sig_done = 1;
+	pthread_join(th, NULL);
+	alarm(0);
+	stop_in_wakeup = 0;
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGUSR1, &sa, NULL);
+	is_int(r, 0, "signals without SA_RESTART: run returns 0 when stopped");
+	ok(sig_hits >= 5 && wakeups == 1,
+	   "it ran through 4 signals, the 5th's wake-up stopped it (%d, %d)",
+	   (int)sig_hits, wakeups);
 	ok(!srv.disc && !cli.disc, "the connection is still up");
 	ok(test_side_close2(&srv, &cli, 5000), "closed");
 	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
@@ -802,6 +876,7 @@ int main(void)
 	only_after_wakeup();
 	cross_thread();
 	stop_in_callback();
+	signals_in_run();
 	edge_triggered();
 	group_run();
 	connect_storm();
