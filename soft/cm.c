@@ -360,7 +360,8 @@ static void scm_block_forever(void)
  * The wait is a read() of the eventfd, which sleeps interruptibly as the
  * kernel's ucma_get_event does: a signal whose handler lacks SA_RESTART
  * fails it with EINTR, one with SA_RESTART restarts it (poll() would
- * never restart).  The count it takes is put back while events remain.
+ * never restart).  The count it takes is put back while events remain
+ * after the one it returns.
  */
 int rdma_get_cm_event(struct rdma_event_channel *channel,
 		      struct rdma_cm_event **event)
@@ -369,7 +370,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 	struct scm_event *e;
 	uint64_t v;
 	ssize_t n;
-	int r, fl;
+	int r, fl, took = 0;
 
 	if (!channel || !event)
 		return scm_err(EINVAL);
@@ -384,6 +385,8 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 		}
 		r = scm__get_event_locked(ch, &e);
 		if (!r) {
+			if (took && ch->head)
+				scm_channel_signal(ch); /* the count we took */
 			pthread_mutex_unlock(&scm__lock);
 			*event = &e->ev;
 			return 0;
@@ -408,8 +411,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 			errno = r;
 			return -1;
 		}
-		if (n > 0 && ch->head && !ch->dead)
-			scm_channel_signal(ch); /* readable for the rest */
+		took = n > 0;
 	}
 }
 
