@@ -338,8 +338,9 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	if (ch->waiters) {
 		/* A thread still waits in rdma_get_cm_event() (rping's CM
 		 * thread does at exit).  librdmacm's waiter stays blocked in
-		 * the kernel for good; ours is woken to find the channel dead
-		 * and block for good, so the channel and its fd stay theirs. */
+		 * the kernel until a signal; ours is woken to find the channel
+		 * dead and wait the same way (scm_wait_dead), so the channel
+		 * and its fd stay theirs. */
 		ch->dead = 1;
 		scm_channel_signal(ch);
 	} else {
@@ -348,11 +349,28 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	pthread_mutex_unlock(&scm__lock);
 }
 
-/* scm_block_forever -- what a waiter on a destroyed channel does */
-static void scm_block_forever(void)
+/*
+ * scm_wait_dead -- what a waiter on a destroyed channel does.
+ * librdmacm's sleeps on in ucma_get_event (its write holds the file the
+ * close left) until a signal: EINTR without SA_RESTART (with it, the
+ * restarted write finds the fd closed: EBADF).  Ours reads the fd nobody
+ * writes any more: EINTR alike, a restart sleeps on; an O_NONBLOCK fd
+ * sleeps in pause(), which any signal ends.
+ */
+static int scm_wait_dead(struct scm_channel *ch)
 {
-	for (;;)
-		pause();
+	uint64_t v;
+
+	for (;;) {
+		if (read(ch->ch.fd, &v, sizeof(v)) >= 0)
+			continue; /* the destroy's wake-up */
+		if (errno == EAGAIN) {
+			pause();
+			errno = EINTR;
+		}
+		if (errno == EINTR)
+			return -1;
+	}
 }
 
 /*
@@ -370,7 +388,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 	struct scm_event *e;
 	uint64_t v;
 	ssize_t n;
-	int r, fl, took = 0;
+	int r, fl, took = 0, waited = 0;
 
 	if (!channel || !event)
 		return scm_err(EINVAL);
@@ -380,8 +398,10 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 	pthread_mutex_lock(&scm__lock);
 	for (;;) {
 		if (ch->dead) {
+			/* a call after the destroy: librdmacm's write() to
+			 * the closed fd */
 			pthread_mutex_unlock(&scm__lock);
-			scm_block_forever();
+			return waited ? scm_wait_dead(ch) : scm_err(EBADF);
 		}
 		r = scm__get_event_locked(ch, &e);
 		if (!r) {
@@ -404,14 +424,15 @@ int rdma_get_cm_event(struct rdma_event_channel *channel,
 		r = errno;
 		pthread_mutex_lock(&scm__lock);
 		ch->waiters--;
-		if (n < 0 && !ch->dead) {
-			if (!ch->head)
+		if (n < 0) {
+			if (!ch->head && !ch->dead)
 				scm_channel_drain(ch);
 			pthread_mutex_unlock(&scm__lock);
 			errno = r;
 			return -1;
 		}
 		took = n > 0;
+		waited = 1;
 	}
 }
 

@@ -241,11 +241,68 @@ static void test_get_request(void)
 	rdma_destroy_event_channel(c.ch);
 }
 
+static volatile int dead_ret = 1, dead_errno, again_ret = 1, again_errno;
+
+/* dead_waiter -- block on a channel that is destroyed under it; once
+ * out, call again as a CM thread's loop does after EINTR */
+static void *dead_waiter(void *arg)
+{
+	struct rdma_cm_event *ev;
+	int r;
+
+	r = rdma_get_cm_event(arg, &ev);
+	dead_errno = errno;
+	dead_ret = r;
+	r = rdma_get_cm_event(arg, &ev);
+	again_errno = errno;
+	again_ret = r;
+	return NULL;
+}
+
+/* test_destroyed -- a waiter on a channel destroyed under it stays
+ * blocked (librdmacm's sleeps on in ucma_get_event, the file held by its
+ * write) until a signal without SA_RESTART ends its wait: -1/EINTR; a
+ * call after that is librdmacm's write() to the closed fd: EBADF */
+static void test_destroyed(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	long long t0;
+	pthread_t th;
+
+	handler(0);
+	if (!ch || pthread_create(&th, NULL, dead_waiter, ch))
+		bail_out("channel, thread");
+	usleep(100000); /* let it block */
+	rdma_destroy_event_channel(ch);
+	usleep(100000);
+	ok(dead_ret == 1, "the waiter on the destroyed channel still waits");
+	t0 = cmt_now_ms();
+	while (dead_ret == 1 && cmt_now_ms() - t0 < 3000) {
+		pthread_kill(th, SIGUSR1);
+		usleep(20000);
+	}
+	ok(dead_ret == -1 && dead_errno == EINTR,
+	   "a signal ends its wait with EINTR (%d, %s)", dead_ret,
+	   dead_ret == 1 ? "still blocked" : strerror(dead_errno));
+	t0 = cmt_now_ms();
+	while (dead_ret != 1 && again_ret == 1 && cmt_now_ms() - t0 < 2000)
+		usleep(10000);
+	ok(again_ret == -1 && again_errno == EBADF,
+	   "a call after the destroy fails with EBADF (%d, %s)", again_ret,
+	   again_ret == 1 ? "blocked" : strerror(again_errno));
+	if (again_ret != 1)
+		pthread_join(th, NULL);
+	else
+		pthread_detach(th);
+}
+
 int main(void)
 {
 	alarm(60);
 	test_get_event();
 	alarm(60);
 	test_get_request();
+	alarm(60);
+	test_destroyed();
 	return done_testing();
 }
