@@ -77,7 +77,7 @@ static void *poke(void *arg)
 			kill(getpid(), SIGUSR1);
 		usleep(20000);
 	}
-	if (!done)
+	if (!done && p->event)
 		p->event(p->arg);
 	return NULL;
 }
@@ -241,6 +241,91 @@ static void test_get_request(void)
 	rdma_destroy_event_channel(c.ch);
 }
 
+#define NIDS 40
+
+static struct rdma_cm_id *ids[NIDS];
+static int seen[NIDS], nseen, eintrs, bad;
+static pthread_mutex_t seen_m = PTHREAD_MUTEX_INITIALIZER;
+
+/* taker -- get events until all NIDS came, going on after EINTR */
+static void *taker(void *arg)
+{
+	struct rdma_cm_event *ev;
+	sigset_t s;
+	int i, r;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+	for (;;) {
+		pthread_mutex_lock(&seen_m);
+		r = nseen == NIDS;
+		pthread_mutex_unlock(&seen_m);
+		if (r)
+			break;
+		if (rdma_get_cm_event(arg, &ev)) {
+			pthread_mutex_lock(&seen_m);
+			if (errno == EINTR)
+				eintrs++;
+			else
+				bad++;
+			pthread_mutex_unlock(&seen_m);
+			continue;
+		}
+		pthread_mutex_lock(&seen_m);
+		for (i = 0; i < NIDS && ids[i] != ev->id; i++)
+			;
+		if (i == NIDS || ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+			bad++;
+		else
+			seen[i]++;
+		nseen++;
+		pthread_mutex_unlock(&seen_m);
+		rdma_ack_cm_event(ev);
+	}
+	return NULL;
+}
+
+/* test_two_waiters -- two threads wait on one channel while signals
+ * interrupt them: every event is delivered once, none lost */
+static void test_two_waiters(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct poker p = {.sig_ms = 20000, .event_ms = 20000, .event = NULL};
+	pthread_t th[2];
+	sigset_t s, old;
+	int i, once = 1;
+
+	handler(0);
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &s, &old); /* the takers get them */
+	if (!ch || pthread_create(&th[0], NULL, taker, ch) ||
+	    pthread_create(&th[1], NULL, taker, ch))
+		bail_out("channel, threads");
+	poker_start(&p);
+	for (i = 0; i < NIDS; i++) {
+		if (rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP))
+			bail_out("rdma_create_id");
+		resolve(ids[i]);
+		if (i % 4 == 0)
+			usleep(5000);
+	}
+	pthread_join(th[0], NULL);
+	pthread_join(th[1], NULL);
+	poker_stop(&p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	for (i = 0; i < NIDS; i++)
+		once = once && seen[i] == 1;
+	ok(once && nseen == NIDS && !bad,
+	   "two waiters, signals: each of %d events once (%d taken, %d bad)",
+	   NIDS, nseen, bad);
+	ok(eintrs > 0, "the waiters saw EINTR (%d)", eintrs);
+	for (i = 0; i < NIDS; i++)
+		rdma_destroy_id(ids[i]);
+	rdma_destroy_event_channel(ch);
+}
+
 static volatile int dead_ret = 1, dead_errno, again_ret = 1, again_errno;
 
 /* dead_waiter -- block on a channel that is destroyed under it; once
@@ -302,6 +387,8 @@ int main(void)
 	test_get_event();
 	alarm(60);
 	test_get_request();
+	alarm(60);
+	test_two_waiters();
 	alarm(60);
 	test_destroyed();
 	return done_testing();
