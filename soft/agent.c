@@ -919,11 +919,13 @@ void soft_hca_priority(void)
 }
 
 /* ag_spawn -- start the host's agent: fork, setsid, fork; it keeps none
- * of our descriptors */
+ * of our descriptors, and none of the program's signal handlers or the
+ * forking thread's mask (the program's, or the net thread's: all) */
 static void ag_spawn(void)
 {
 	pid_t p = fork(), q;
-	int fd;
+	sigset_t none;
+	int fd, sig;
 
 	if (p < 0)
 		return;
@@ -936,6 +938,10 @@ static void ag_spawn(void)
 	q = fork();
 	if (q)
 		_exit(0);
+	for (sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL); /* SIGKILL, SIGSTOP: EINVAL */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
