@@ -14,7 +14,8 @@
  * A poker thread (SIGUSR1 blocked) signals the process every 20 ms; when
  * the waiter is still blocked after its deadline it makes the event the
  * waiter waits for, so a waiter that swallows the signal fails instead of
- * hanging.  alarm() bounds the whole run.
+ * hanging.  alarm() bounds the whole run.  Also: a fork while a thread
+ * waits (test_fork).
  */
 #include "config.h"
 
@@ -381,6 +382,74 @@ static void test_destroyed(void)
 		pthread_detach(th);
 }
 
+static volatile int fw_ret = 1;
+static struct rdma_cm_event *fw_ev;
+
+/* fork_waiter -- one blocking rdma_get_cm_event */
+static void *fork_waiter(void *arg)
+{
+	fw_ret = rdma_get_cm_event(arg, (struct rdma_cm_event **)&fw_ev);
+	return NULL;
+}
+
+/* fork_child -- a channel and an id of the child's own get their event */
+static int fork_child(void)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	alarm(20);
+	ch = rdma_create_event_channel();
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		return 1;
+	resolve(id);
+	if (rdma_get_cm_event(ch, &ev) ||
+	    ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+		return 2;
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+/* test_fork -- fork while another thread waits in rdma_get_cm_event:
+ * the child's own CM works (no lock held across the wait), and the
+ * parent's waiter gets its event afterwards */
+static void test_fork(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id = NULL;
+	long long t0;
+	pthread_t th;
+	pid_t pid;
+	int st = -1;
+
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    pthread_create(&th, NULL, fork_waiter, ch))
+		bail_out("channel, id, thread");
+	usleep(100000); /* let it block */
+	pid = fork();
+	if (!pid)
+		_exit(fork_child());
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "fork during a wait: the child's CM works (status %d)", st);
+	resolve(id);
+	t0 = cmt_now_ms();
+	while (fw_ret == 1 && cmt_now_ms() - t0 < 5000)
+		usleep(10000);
+	ok(fw_ret == 0 && fw_ev->event == RDMA_CM_EVENT_ADDR_RESOLVED,
+	   "the parent's waiter gets its event");
+	if (fw_ret == 1)
+		bail_out("the waiter is stuck");
+	pthread_join(th, NULL);
+	if (!fw_ret)
+		rdma_ack_cm_event(fw_ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
 int main(void)
 {
 	alarm(60);
@@ -389,6 +458,8 @@ int main(void)
 	test_get_request();
 	alarm(60);
 	test_two_waiters();
+	alarm(60);
+	test_fork();
 	alarm(60);
 	test_destroyed();
 	return done_testing();
