@@ -382,6 +382,72 @@ static void test_destroyed(void)
 		pthread_detach(th);
 }
 
+struct refuser {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *req;
+};
+
+/* refuse -- the listener takes the request it held and rejects it */
+static void refuse(void *arg)
+{
+	struct refuser *r = arg;
+	struct rdma_cm_event *ev;
+
+	if (r->req)
+		return;
+	ev = cmt_expect(r->ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	if (!ev)
+		return;
+	r->req = ev->id;
+	rdma_ack_cm_event(ev);
+	rdma_reject(r->req, NULL, 0);
+}
+
+/* test_sync_connect -- rdma_connect of an id without a channel waits
+ * for the reply in rdma_get_cm_event (librdmacm's ucma_complete): a
+ * listener that holds the request unanswered, a signal: -1/EINTR */
+static void test_sync_connect(void)
+{
+	struct sockaddr_in sin = cmt_sin(0);
+	struct rdma_conn_param cp;
+	struct rdma_cm_id *l = NULL, *c = NULL;
+	struct refuser rf = {.ch = rdma_create_event_channel()};
+	struct poker p = {.event = refuse, .arg = &rf};
+	int r, e;
+
+	if (!ok(rf.ch && !rdma_create_id(rf.ch, &l, NULL, RDMA_PS_TCP) &&
+			!rdma_bind_addr(l, (struct sockaddr *)&sin) &&
+			!rdma_listen(l, 4) &&
+			!rdma_create_id(NULL, &c, NULL, RDMA_PS_TCP),
+		"a listener and an id without a channel"))
+		return;
+	sin.sin_port = rdma_get_src_port(l);
+	r = rdma_resolve_addr(c, NULL, (struct sockaddr *)&sin, 2000) ||
+	    rdma_resolve_route(c, 2000);
+	ok(!r, "synchronous resolve_addr and resolve_route");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x1234; /* no QP */
+	handler(0);
+	p.sig_ms = 3000;
+	p.event_ms = 3000;
+	poker_start(&p);
+	/* the request reaches the listener, which holds it */
+	r = rdma_connect(c, &cp);
+	e = errno;
+	poker_stop(&p);
+	ok(r == -1 && e == EINTR,
+	   "no SA_RESTART: a synchronous rdma_connect fails with EINTR "
+	   "(got %d, %s)",
+	   r, r ? strerror(e) : "connected");
+	refuse(&rf);
+	ok(rf.req != NULL, "the listener held the request");
+	rdma_destroy_id(c);
+	if (rf.req)
+		rdma_destroy_id(rf.req);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(rf.ch);
+}
+
 static volatile int fw_ret = 1;
 static struct rdma_cm_event *fw_ev;
 
@@ -456,6 +522,8 @@ int main(void)
 	test_get_event();
 	alarm(60);
 	test_get_request();
+	alarm(60);
+	test_sync_connect();
 	alarm(60);
 	test_two_waiters();
 	alarm(60);
