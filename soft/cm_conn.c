@@ -83,6 +83,7 @@ int scm__send(struct scm_id *s, struct scm_wire *w)
 	size_t left = sizeof(*w);
 	struct pollfd pfd;
 	ssize_t n;
+	int r;
 
 	if (s->fd < 0)
 		return ENOTCONN;
@@ -98,10 +99,13 @@ int scm__send(struct scm_id *s, struct scm_wire *w)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			/* a few hundred bytes: the buffer drains at once */
+			/* a few hundred bytes: the buffer drains at once (a
+			 * signal of the program's, qperf's SIGALRM, is no
+			 * reason to drop the message) */
 			pfd.fd = s->fd;
 			pfd.events = POLLOUT;
-			if (poll(&pfd, 1, 1000) == 1)
+			r = poll(&pfd, 1, 1000);
+			if (r == 1 || (r < 0 && errno == EINTR))
 				continue;
 			return ETIMEDOUT;
 		}
