@@ -4317,24 +4317,29 @@ static void *thread_main(void *arg)
 	struct soft_reg_ctx *slot = &soft_reg->ctx[ctx->reg_idx];
 	_Atomic uint32_t *w = &slot->wake;
 	const char *e = getenv("SOFTRDMA_TEST_NOSWEEP");
-	int nap, net = !(e && e[0] == '1'); /* "1": no safety net for CQs
-					     * waited on directly (tests) */
+	int net = !(e && e[0] == '1'); /* "1": no safety net for CQs
+					* waited on directly (tests) */
+	int nap = 1, armed;
 	uint32_t v;
 
 	while (!atomic_load(&ctx->thread_stop)) {
 		v = atomic_load(w);
-		if (((net ? ctx->narmed : ctx->narmed_thread) ||
-		     ctx->serve_rings) &&
-		    !soft_trylock(&ctx->lock)) {
+		armed = soft_hint_get(net ? &ctx->narmed : &ctx->narmed_thread);
+		if (!armed && !ctx->serve_rings) {
+			nap = 1; /* no pass of ours: no timer to run */
+		} else if (!soft_trylock(&ctx->lock)) {
 			ctx->in_thread = 1;
 			soft_progress(ctx);
 			ctx->in_thread = 0;
+			/* the short nap while sends wait (their timers):
+			 * counted under the lock, as posts change it */
+			nap = !(ctx->outstanding &&
+				(ctx->narmed || ctx->serve_rings));
 			soft_unlock(&ctx->lock);
-		}
+		} /* else busy: the nap of our last pass */
 		/* sleeping before the last look at w, both seq_cst: a waker
 		 * that saw it 0 (no FUTEX_WAKE) bumped w before that look */
 		atomic_store(&slot->sleeping, 1);
-		nap = !(ctx->outstanding && (ctx->narmed || ctx->serve_rings));
 		atomic_store(&ctx->thread_nap, nap); /* soft_req_notify_cq */
 		if (atomic_load(w) == v)
 			soft_futex_wait(w, v, nap ? 100000000 : 1000000);

@@ -505,12 +505,14 @@ struct soft_context {
 	pthread_t thread;
 	int thread_started;
 	_Atomic int thread_stop;
+	/* narmed, narmed_thread: written under the lock with relaxed
+	 * stores (soft_hint_set), read by thread_main without it */
 	int narmed;		/* CQs armed */
 	int narmed_thread;	/* of them, those the progress thread serves */
 	_Atomic int thread_nap; /* the thread's wait is a long one */
 	int in_thread; /* the progress thread is sweeping (lock held) */
 	uint32_t npd;
-	uint64_t outstanding; /* send WQEs waiting on a peer */
+	uint64_t outstanding; /* send WQEs waiting on a peer (lock held) */
 	int serve_rings;      /* process_vm may be refused: the thread serves */
 	uint32_t port_seen;   /* IB mode: port_down as last reported (apm.c) */
 	/* activity doorbell (data.c): the QPs progress visits are those
@@ -528,6 +530,23 @@ struct soft_context {
 	uint64_t last_sweep;	/* ns: the last safety sweep (data.c) */
 	struct soft_maps *maps; /* peers' MRs mapped here (peermap.c) */
 };
+
+/*
+ * soft_hint_set, soft_hint_get -- a count kept under the context lock that
+ * the progress thread reads without it, as a hint (narmed): a stale look
+ * costs it one turn of its loop, as a look just before the change would
+ * (the change's soft_wake_thread, or its next wait's end, brings it
+ * back); relaxed, so that the look is never torn (as cheap as plain)
+ */
+static inline void soft_hint_set(int *p, int v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+static inline int soft_hint_get(const int *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
 
 /* a thread domain (ibv_alloc_td): objects of it are used by one thread at
  * a time, the caller's promise */

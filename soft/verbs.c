@@ -743,12 +743,14 @@ static void cq_disarm(struct soft_cq *cq)
 	struct soft_comp_channel *ch = cq_chan(cq);
 
 	cq->armed = 0;
-	ctx->narmed--;
+	soft_hint_set(&ctx->narmed, ctx->narmed - 1);
 	if (cq->arm_direct) {
 		if (!--ch->narmed)
 			soft_ctx_armed(ctx, SOFT_ARMED_CHAN(ch->cell), 0);
-	} else if (!--ctx->narmed_thread) {
-		soft_ctx_armed(ctx, SOFT_ARMED_THREAD, 0);
+	} else {
+		soft_hint_set(&ctx->narmed_thread, ctx->narmed_thread - 1);
+		if (!ctx->narmed_thread)
+			soft_ctx_armed(ctx, SOFT_ARMED_THREAD, 0);
 	}
 }
 
@@ -1209,7 +1211,7 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	struct soft_cq *c = to_scq(cq);
 	struct soft_context *ctx = c->ctx;
 	struct soft_comp_channel *ch = cq_chan(c);
-	int direct;
+	int direct, sends;
 
 	if (ctx->owner_pid != soft_self_pid)
 		return EIO; /* inherited across fork: its thread is not here */
@@ -1219,11 +1221,15 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 		 * unsolicited message, where a kick would make the fd readable
 		 * with no event to read */
 		c->arm_direct = ch && ch->cell >= 0 && !solicited_only;
-		ctx->narmed++;
-		if (c->arm_direct)
+		soft_hint_set(&ctx->narmed, ctx->narmed + 1);
+		if (c->arm_direct) {
 			ch->narmed++;
-		else if (!ctx->narmed_thread++)
-			soft_ctx_armed(ctx, SOFT_ARMED_THREAD, 1);
+		} else {
+			soft_hint_set(&ctx->narmed_thread,
+				      ctx->narmed_thread + 1);
+			if (ctx->narmed_thread == 1)
+				soft_ctx_armed(ctx, SOFT_ARMED_THREAD, 1);
+		}
 	}
 	if (c->armed != 1)
 		c->armed = solicited_only ? 2 : 1;
@@ -1234,11 +1240,12 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 		soft_progress(ctx);
 	}
 	soft_thread_start_locked(ctx); /* timers, the safety net */
+	sends = ctx->outstanding != 0; /* under the lock: posts change it */
 	soft_unlock(&ctx->lock);
 	/* the progress thread sweeps once more now that we are armed; a
 	 * direct waiter's thread only if sends wait while it naps long (its
 	 * timers then run every millisecond, thread_main) */
-	if (!direct || (ctx->outstanding && atomic_load(&ctx->thread_nap)))
+	if (!direct || (sends && atomic_load(&ctx->thread_nap)))
 		soft_wake_thread((uint32_t)ctx->reg_idx);
 	if (soft_net_enabled())
 		soft_net_sleeping(); /* no poll from us: the network's thread */
