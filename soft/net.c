@@ -274,7 +274,7 @@ static int net_nmc;
 /* fault injection (tests) */
 
 static pthread_mutex_t flt_mtx = PTHREAD_MUTEX_INITIALIZER;
-static int flt_on = -1;
+static int flt_on = -1; /* read through flt_state */
 static double flt_drop, flt_dup, flt_reorder, flt_corrupt;
 static unsigned long flt_rdlast, flt_rdlast_n; /* rdlast=N, seen so far */
 static unsigned long flt_atmack, flt_atmack_n; /* atmack=N, seen so far */
@@ -287,18 +287,28 @@ static socklen_t flt_held_tolen;
 static struct ip_opt flt_held_o;
 static uint64_t flt_held_gen; /* packets held so far */
 
+/* flt_state -- fault injection -1: not looked at yet, 0: off, 1: on.
+ * Every sender reads it without flt_mtx (wire_send, batch_slot, the
+ * network thread's flt_release); flt_init sets it once, under flt_mtx,
+ * after the parameters it publishes */
+static int flt_state(void)
+{
+	return __atomic_load_n(&flt_on, __ATOMIC_ACQUIRE);
+}
+
+/* flt_init -- SOFTRDMA_TEST_NETFAULT parsed; flt_mtx held */
 static void flt_init(void)
 {
 	const char *e = getenv("SOFTRDMA_TEST_NETFAULT");
 	char *s, *tok, *save = NULL;
+	int on = 0;
 
-	flt_on = 0;
 	flt_rng = 0x9e3779b97f4a7c15ull;
 	if (!e || !*e)
-		return;
+		goto publish;
 	s = strdup(e);
 	if (!s)
-		return;
+		goto publish;
 	for (tok = strtok_r(s, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (!strncmp(tok, "seed=", 5))
@@ -320,8 +330,10 @@ static void flt_init(void)
 	free(s);
 	if (!flt_rng)
 		flt_rng = 1;
-	flt_on = flt_drop > 0 || flt_dup > 0 || flt_reorder > 0 ||
-		 flt_corrupt > 0 || flt_rdlast > 0 || flt_atmack > 0;
+	on = flt_drop > 0 || flt_dup > 0 || flt_reorder > 0 ||
+	     flt_corrupt > 0 || flt_rdlast > 0 || flt_atmack > 0;
+publish:
+	__atomic_store_n(&flt_on, on, __ATOMIC_RELEASE);
 }
 
 /* flt_rdlast_hit -- the packet of LEN bytes at BUF (its BTH first) ends
@@ -621,7 +633,7 @@ static void batch_end(void)
  * (then the packet goes by wire_send); batch_commit adds it */
 static uint8_t *batch_slot(int fd)
 {
-	if (!tb || !tb->depth || flt_on)
+	if (!tb || !tb->depth || flt_state())
 		return NULL;
 	if (tb->n && tb->fd != fd)
 		batch_flush();
@@ -765,13 +777,13 @@ static void wire_send(int fd, const void *buf, size_t len,
 	static uint8_t bad[NET_BUF]; /* flt_mtx */
 	int dup = 0, hold = 0;
 
-	if (flt_on < 0) {
+	if (flt_state() < 0) {
 		pthread_mutex_lock(&flt_mtx);
-		if (flt_on < 0)
+		if (flt_state() < 0)
 			flt_init();
 		pthread_mutex_unlock(&flt_mtx);
 	}
-	if (!flt_on) {
+	if (!flt_state()) {
 		raw_send_ip(fd, buf, len, to, tolen, o);
 		return;
 	}
@@ -830,7 +842,7 @@ static void flt_release(void)
 {
 	static uint64_t seen;
 
-	if (flt_on <= 0)
+	if (flt_state() <= 0)
 		return;
 	pthread_mutex_lock(&flt_mtx);
 	if (flt_held_len && flt_held_gen == seen) {
