@@ -28,7 +28,7 @@
 #include "../tap.h"
 #include "cm_util.h"
 
-static volatile int waiting, returned;
+static _Atomic int waiting, returned; /* the waiter thread's marks */
 
 /* waiter -- block on the channel; record it if the call ever returns */
 static void *waiter(void *arg)
