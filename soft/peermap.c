@@ -255,13 +255,16 @@ static int is_pub(int fd)
 
 /* fd_of -- a dup (close-on-exec) of one of our fds that refers to the
  * file (dev, ino) and passes file_ok (its size in *size); -1 if none.
- * pub_lock held. */
+ * pub_lock held.  The scan looks at fds that other threads of the
+ * program own: one may close fd n and open another file under its number
+ * between the look and the dup, so the dup is looked at again (it is
+ * ours: nobody else closes it). */
 static int fd_of(dev_t dev, uint64_t ino, uint64_t off, uint64_t len,
 		 uint64_t *size)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *de;
-	int ret = -1;
+	int ret = -1, fd;
 
 	if (!d)
 		return -1;
@@ -272,10 +275,15 @@ static int fd_of(dev_t dev, uint64_t ino, uint64_t off, uint64_t len,
 		if (*end || n < 0 || n > INT32_MAX || n == dirfd(d) ||
 		    is_pub((int)n))
 			continue;
-		if (file_ok((int)n, dev, ino, off, len, size)) {
-			ret = fcntl((int)n, F_DUPFD_CLOEXEC, 0);
+		if (!file_ok((int)n, dev, ino, off, len, size))
+			continue;
+		fd = fcntl((int)n, F_DUPFD_CLOEXEC, 0);
+		if (fd >= 0 && file_ok(fd, dev, ino, off, len, size)) {
+			ret = fd;
 			break;
 		}
+		if (fd >= 0)
+			close(fd);
 	}
 	closedir(d);
 	return ret;
