@@ -325,6 +325,12 @@ static void scm_orphan_ids(struct scm_channel *ch)
 	}
 }
 
+/* the channels destroyed while threads waited on them: never freed, as
+ * a waiter or a later call (EBADF) may still read them, and kept on this
+ * list so that they are not lost (a program that destroys channels under
+ * waiters again and again would grow it; none known does) */
+static struct scm_channel *scm_dead;
+
 /* rdma_destroy_event_channel -- close a channel; its ids should be gone
  * (those left are destroyed as the kernel does: scm_orphan_ids) */
 void rdma_destroy_event_channel(struct rdma_event_channel *channel)
@@ -342,6 +348,8 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		 * dead and wait the same way (scm_wait_dead), so the channel
 		 * and its fd stay theirs. */
 		ch->dead = 1;
+		ch->dead_next = scm_dead;
+		scm_dead = ch;
 		scm_channel_signal(ch);
 	} else {
 		scm__channel_free(ch);

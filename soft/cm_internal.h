@@ -142,6 +142,7 @@ struct scm_channel {
 	int sync;    /* private channel of a synchronous id */
 	int waiters; /* threads blocked in rdma_get_cm_event() */
 	int dead;    /* destroyed while some waited: kept for them */
+	struct scm_channel *dead_next; /* the dead ones (cm.c scm_dead) */
 };
 
 /* A multicast group an id joined (librdmacm's cma_multicast). */
