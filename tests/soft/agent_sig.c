@@ -177,6 +177,7 @@ int main(void)
 	struct tctx t;
 	unsigned long ino = 0;
 	pid_t pid = 0;
+	const char *vg;
 	int i;
 
 	alarm(60);
@@ -211,7 +212,14 @@ int main(void)
 	if (!ok(pid > 0, "the agent runs (pid %d)", (int)pid))
 		return done_testing();
 	is_int(sigfield(pid, "SigBlk"), 0, "the agent blocks no signal");
-	is_int(sigfield(pid, "SigCgt"), 0, "the agent has no program handler");
+	/* under valgrind the agent is valgrind's too, which catches every
+	 * signal itself: /proc cannot tell the program's handlers apart */
+	vg = getenv("RDMAMSG_TEST_VALGRIND");
+	if (vg && vg[0] == '1')
+		skip_one("under valgrind, SigCgt is valgrind's");
+	else
+		is_int(sigfield(pid, "SigCgt"), 0,
+		       "the agent has no program handler");
 	kill(pid, SIGTERM);
 	for (i = 0; i < 200 && !gone(pid); i++)
 		usleep(10000);
