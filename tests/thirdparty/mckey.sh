@@ -15,7 +15,7 @@ run() {
 		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 mckey -m 239.1.2.3 -b 127.0.0.1 \
 			-C "$1" -S "$2" >"$tap_tmp/rcv$r.log" 2>&1 &
 		rpids="$rpids $!"
-		tap_pids="$tap_pids $!"
+		tap_srv_pids="$tap_srv_pids $!" # TERM through timeout(1)
 	done
 	# a receiver prints "receiving data transfers" once it joined
 	i=0

@@ -20,7 +20,7 @@ pp() {
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -g "$gid" -p "$port" "$@" \
 		>"$tap_tmp/srv.log" 2>&1 &
 	srv=$!
-	tap_pids="$tap_pids $srv"
+	tap_srv_pids="$tap_srv_pids $srv" # TERM through timeout(1)
 	wait_port "$port" 10
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 "$prog" -g "$gid" -p "$port" "$@" \
 		127.0.0.1 >"$tap_tmp/cli.log" 2>&1

@@ -16,7 +16,7 @@ run() {
 	for try in 1 2 3 4 5; do
 		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 udaddy "$@" >"$tap_tmp/srv.log" 2>&1 &
 		srv=$!
-		tap_pids="$tap_pids $srv"
+		tap_srv_pids="$tap_srv_pids $srv" # TERM through timeout(1)
 		sleep 1
 		if grep -q "already in use" "$tap_tmp/srv.log"; then
 			wait "$srv"
