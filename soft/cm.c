@@ -1066,7 +1066,7 @@ nomem:
 }
 
 /* scm_rehome -- put an id and its queued events on ch (its own channel,
- * if it had one, is freed) */
+ * if it had one, is freed, the event it holds acked) */
 static void scm_rehome(struct scm_id *s, struct scm_channel *ch, int sync)
 {
 	struct scm_channel *old = scm_ch_of(s->id.channel);
@@ -1076,8 +1076,13 @@ static void scm_rehome(struct scm_id *s, struct scm_channel *ch, int sync)
 		n = e->next;
 		scm_enqueue(ch, e);
 	}
-	if (s->sync)
+	if (s->sync) {
+		if (s->id.event) {
+			scm__ack_locked((struct scm_event *)s->id.event);
+			s->id.event = NULL;
+		}
 		scm__channel_free(old);
+	}
 	s->sync = sync;
 	s->id.channel = &ch->ch;
 }
@@ -1087,8 +1092,7 @@ static void scm_rehome(struct scm_id *s, struct scm_channel *ch, int sync)
 int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 {
 	struct scm_id *s = scm_id_of(id), **kids;
-	struct scm_channel *old, *ch, **kchs;
-	struct scm_event *taken, *e, *n;
+	struct scm_channel *ch, **kchs;
 	size_t nkids, i;
 	int err;
 
@@ -1107,21 +1111,7 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 			scm__channel_free(ch);
 		return scm_err(err);
 	}
-	old = scm_ch_of(s->id.channel);
-	taken = scm_dequeue_id(old, s);
-	for (e = taken; e; e = n) {
-		n = e->next;
-		scm_enqueue(ch, e);
-	}
-	if (s->sync) {
-		if (s->id.event) {
-			scm__ack_locked((struct scm_event *)s->id.event);
-			s->id.event = NULL;
-		}
-		scm__channel_free(old);
-	}
-	s->sync = !channel;
-	s->id.channel = &ch->ch;
+	scm_rehome(s, ch, !channel);
 	/* after the listener's own: its CONNECT_REQUESTs are on ch now,
 	 * and a child's old channel holds only the child's events */
 	for (i = 0; i < nkids; i++)
