@@ -979,43 +979,83 @@ int soft_ag_connect(void)
 	return -1;
 }
 
-int soft_ag_socket(int ctl, int family)
+int soft_ag_answer(const void *buf, size_t n, struct msghdr *m, int fd[2])
 {
+	struct ag_sock r;
+	struct cmsghdr *c;
+	int got = -1, d, k, ans;
+	size_t i;
+
+	for (c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		for (i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		     i++) {
+			memcpy(&d, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (got < 0)
+				got = d;
+			else
+				close(d);
+		}
+	}
+	ans = n == sizeof(r) && !(m->msg_flags & MSG_TRUNC);
+	if (ans)
+		memcpy(&r, buf, sizeof(r));
+	ans = ans && r.op == AG_SOCK;
+	k = ans ? fam_idx((int)r.family) : 0;
+	if (got < 0)
+		return ans;
+	if (!ans || !r.slot || fd[k] >= 0 ||
+	    (r.family != AF_INET && r.family != AF_INET6)) {
+		close(got); /* none of ours, or one we already have */
+		return ans;
+	}
+	/* ours to set: a socket another process had keeps what it set */
+	soft_ag_gro(got);
+	fd[k] = got;
+	return 1;
+}
+
+void soft_ag_sockets(int ctl, const int want[2], int fd[2])
+{
+	static const int fam[2] = {AF_INET, AF_INET6};
 	union {
 		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
+		char b[AG_CTL_LEN];
 	} u;
-	struct ag_msg q = {AG_SOCK, (uint32_t)family};
+	uint64_t end = soft_now_ns() + 500000000ull, now;
 	struct pollfd pf = {ctl, POLLIN, 0};
 	struct ag_sock r;
 	struct iovec iov = {&r, sizeof(r)};
-	struct cmsghdr *c;
 	struct msghdr m;
+	int k, asked = 0;
 	ssize_t n;
-	int fd = -1;
 
-	/* an agent of an older softrdma does not answer: then after half a
-	 * second it hands our packets over, as it always did */
-	if (send(ctl, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q) ||
-	    poll(&pf, 1, 500) != 1)
-		return -1;
-	memset(&m, 0, sizeof(m));
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	m.msg_control = u.b;
-	m.msg_controllen = sizeof(u.b);
-	n = recvmsg(ctl, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	for (c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	if (n != (ssize_t)sizeof(r) || r.op != AG_SOCK ||
-	    r.family != (uint32_t)family || !r.slot || fd < 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
+	for (k = 0; k < 2; k++) {
+		struct ag_msg q = {AG_SOCK, (uint32_t)fam[k]};
+
+		fd[k] = -1;
+		if (want[k] && send(ctl, &q, sizeof(q), MSG_NOSIGNAL) ==
+				       (ssize_t)sizeof(q))
+			asked++;
 	}
-	/* ours to set: a socket another process had keeps what it set */
-	soft_ag_gro(fd);
-	return fd;
+	while (asked && (now = soft_now_ns()) < end) {
+		n = poll(&pf, 1, (int)((end - now + 999999) / 1000000));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != 1)
+			break;
+		memset(&m, 0, sizeof(m));
+		m.msg_iov = &iov;
+		m.msg_iovlen = 1;
+		m.msg_control = u.b;
+		m.msg_controllen = sizeof(u.b);
+		n = recvmsg(ctl, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			break; /* the agent went: agent_again asks the next */
+		asked -= soft_ag_answer(&r, (size_t)n, &m, fd);
+	}
 }

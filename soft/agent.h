@@ -84,10 +84,25 @@ static inline int soft_addr_is_mcast(int family, const uint8_t *a)
  * agent if needed; -1 if none could be had */
 int soft_ag_connect(void);
 
-/* soft_ag_socket -- a socket of our own on UDP 4791 of FAMILY, from the
- * agent on connection CTL (on which nothing else may be pending); -1 when
- * the agent gives none (then it hands our packets over) */
-int soft_ag_socket(int ctl, int family);
+/*
+ * soft_ag_sockets -- sockets of our own on UDP 4791 from the agent on
+ * connection CTL, asked for each family whose WANT[k] is set (k 0:
+ * AF_INET, 1: AF_INET6), into FD[k], -1 where none came.  The agent
+ * hands over the packets of a family we have none of.  The answers are
+ * waited for half a second at most (an agent of an older softrdma gives
+ * none); one that comes later is a message on CTL for its reader to give
+ * soft_ag_answer: the agent steers our QPNs to that socket from then on.
+ */
+void soft_ag_sockets(int ctl, const int want[2], int fd[2]);
+
+/*
+ * soft_ag_answer -- a message of N bytes at BUF received on the agent's
+ * connection with M's control data (a buffer of AG_CTL_LEN): 1 when it is
+ * an answer to AG_SOCK, whose socket goes into FD[k] for its family where
+ * FD[k] is -1; 0 when it is something else.  Every other descriptor M
+ * carries is closed.
+ */
+int soft_ag_answer(const void *buf, size_t n, struct msghdr *m, int fd[2]);
 
 /* the largest UDP payload: a datagram received whole (UDP_GRO) */
 #define AG_DGRAM_MAX 65536

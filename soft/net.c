@@ -2664,7 +2664,8 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 {
 	/* net_mtx held while they are used: one set per process, a
 	 * datagram taken whole (UDP_GRO) in each buffer; the agent's
-	 * connection has no name nor control data */
+	 * connection has no name, and control data only with a socket it
+	 * gives us late (soft_ag_sockets) */
 	static uint8_t buf[NET_BATCH][AG_HEAD + AG_DGRAM_MAX];
 	static struct ag_rxbuf rb[NET_BATCH];
 	static struct mmsghdr mm_udp[NET_BATCH], mm_ctl[NET_BATCH];
@@ -2680,24 +2681,26 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 				  NET_BATCH);
 		soft_ag_recv_init(mm_ctl, rb, &buf[0][0], sizeof(buf[0]),
 				  NET_BATCH);
-		for (j = 0; j < NET_BATCH; j++) {
+		for (j = 0; j < NET_BATCH; j++)
 			mm_ctl[j].msg_hdr.msg_name = NULL;
-			mm_ctl[j].msg_hdr.msg_control = NULL;
-		}
 		soft_ag_recv_reset(mm_ctl, NET_BATCH);
 		ready = 1;
 	}
 	while (i < max) {
 		want = max - i < NET_BATCH ? max - i : NET_BATCH;
-		r = recvmmsg(fd, mm, (unsigned int)want, MSG_DONTWAIT, NULL);
+		r = recvmmsg(fd, mm, (unsigned int)want,
+			     MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL);
 		if (r <= 0)
 			break;
 		batch_begin(); /* what the run sends, in one go */
 		for (j = 0; j < r; j++) {
 			p = buf[j] + AG_HEAD;
 			if (!family) {
-				/* ag_fwd and packet as the agent sent them */
-				if (mm[j].msg_len)
+				/* ag_fwd and packet as the agent sent them,
+				 * or a late answer: our socket from now on */
+				if (mm[j].msg_len &&
+				    !soft_ag_answer(p, mm[j].msg_len,
+						    &mm[j].msg_hdr, rx_fd))
 					net_packet(p, mm[j].msg_len, held,
 						   &run);
 				continue;
@@ -2913,11 +2916,13 @@ static void reregister(void)
 }
 
 /* rx_sockets -- our sockets on the port from the agent on ctl_fd (its
- * only reader: our thread, or net_start before there is one) */
-static void rx_sockets(int *fd4, int *fd6)
+ * only reader: our thread, or net_start before there is one); one whose
+ * answer comes late is taken by rx_fd_in */
+static void rx_sockets(int fd[2])
 {
-	*fd4 = udp4 >= 0 ? soft_ag_socket(ctl_fd, AF_INET) : -1;
-	*fd6 = udp6 >= 0 ? soft_ag_socket(ctl_fd, AF_INET6) : -1;
+	const int want[2] = {udp4 >= 0, udp6 >= 0};
+
+	soft_ag_sockets(ctl_fd, want, fd);
 }
 
 /* agent_again -- the agent went away: our sockets of its group closed
@@ -2925,7 +2930,7 @@ static void rx_sockets(int *fd4, int *fd6)
  * sockets, and our registrations */
 static void agent_again(void)
 {
-	int fd, fd4, fd6, k;
+	int fd, fds[2], k;
 
 	pthread_mutex_lock(&net_mtx);
 	for (k = 0; k < 2; k++) {
@@ -2943,10 +2948,10 @@ static void agent_again(void)
 	dup2(fd, ctl_fd);
 	close(fd);
 	pthread_mutex_unlock(&net_mtx);
-	rx_sockets(&fd4, &fd6);
+	rx_sockets(fds);
 	pthread_mutex_lock(&net_mtx);
-	rx_fd[0] = fd4;
-	rx_fd[1] = fd6;
+	rx_fd[0] = fds[0];
+	rx_fd[1] = fds[1];
 	reregister();
 	pthread_mutex_unlock(&net_mtx);
 }
@@ -3040,7 +3045,7 @@ static int net_start(void)
 	if (ctl_fd < 0) {
 		ctl_fd = soft_ag_connect();
 		if (ctl_fd >= 0)
-			rx_sockets(&rx_fd[0], &rx_fd[1]);
+			rx_sockets(rx_fd);
 	}
 	if (ctl_fd < 0 || (udp4 < 0 && udp6 < 0))
 		return -1;

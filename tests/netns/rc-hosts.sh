@@ -217,6 +217,58 @@ _rc=$?
 ok $_rc "agents stopped: rc_peer server exits 0"
 [ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
 
+# an agent that answers a process's AG_SOCK after the process stopped
+# waiting for it (half a second: a loaded machine, a descheduled agent):
+# the socket it gives is taken when the answer comes, or the kernel would
+# steer the process's QPNs to a socket nobody reads (every request lost,
+# RETRY_EXC_ERR at the client, the server waiting for ever).  A first pair
+# holds host 1's agent up, which is stopped while a second server asks it
+# for its sockets and let go 2 s later
+port=$((port + 1))
+kport=$port
+on 1 timeout -k 10 300 "$peer" server $kport >"$tap_tmp/keep-s.log" 2>&1 &
+_kspid=$!
+tap_pids="$tap_pids $_kspid"
+listening 1 $kport
+on 2 env RC_PEER_HOLD="$hold-k" timeout -k 10 300 "$peer" client "$a1" \
+	$kport 1 >"$tap_tmp/keep-c.tap" 2>&1 &
+_kcpid=$!
+tap_pids="$tap_pids $_kcpid"
+_i=0
+while [ ! -e "$hold-k.ready" ] && [ $_i -lt 600 ] && kill -0 $_kcpid 2>/dev/null; do
+	sleep 0.1
+	_i=$((_i + 1))
+done
+ag1=$(agent_pid 1)
+[ -e "$hold-k.ready" ] && [ -n "$ag1" ] && kill -STOP "$ag1"
+ok $? "host 1's agent (${ag1:-none}) held up by a connected pair, and stopped"
+tap_pids="$tap_pids $ag1"
+port=$((port + 1))
+on 1 timeout -k 10 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
+_spid=$!
+tap_pids="$tap_pids $_spid"
+listening 1 $port
+on 2 timeout -k 10 300 "$peer" client "$a1" $port 1 \
+	>"$tap_tmp/client.tap" 2>&1 &
+_cpid=$!
+tap_pids="$tap_pids $_cpid"
+sleep 2
+kill -CONT "$ag1" 2>/dev/null
+wait $_cpid
+_rc=$?
+tap_passed "$tap_tmp/client.tap" $_rc
+ok $? "an agent's late answer: every rc_peer check passed (client exit $_rc)"
+wait $_spid
+_rc=$?
+ok $_rc "an agent's late answer: rc_peer server exits 0"
+[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
+: >"$hold-k.go"
+wait $_kcpid
+_rc=$?
+tap_passed "$tap_tmp/keep-c.tap" $_rc
+ok $? "the pair that held the agent up passed too (client exit $_rc)"
+wait $_kspid
+
 # without steering (SOFTRDMA_NET_NOSTEER=1 for agents started afresh):
 # every packet comes through the agent, which hands it over, as it does
 # what the kernel cannot steer
