@@ -16,8 +16,10 @@
 #                       waiting (30 s at most) until dumpcap says it
 #                       captures; else cap is empty and it returns 1
 #   capture_stop        end that capture (dumpcap flushes FILE and exits)
-#   tap_passed FILE RC  show a peer's TAP (indented); true when it passed:
-#                       no "not ok", an "ok", and the peer's exit RC 0
+#   tap_passed FILE RC  show a peer's TAP (as comments: its "Bail out!"
+#                       ends the peer, not this script's TAP); true when it
+#                       passed: no "not ok", an "ok", and the peer's exit
+#                       RC 0
 # shellcheck shell=sh
 fabric=$top_srcdir/tests/netns/fabric.sh
 why=$(sh "$fabric" check) || skip_all "network namespaces unavailable: $why"
@@ -38,7 +40,7 @@ on() {
 	fab exec "$name" "$_h" env SOFTRDMA_NET=1 "$@"
 }
 tap_passed() {
-	sed 's/^/    /' "$1"
+	sed 's/^/#   /' "$1"
 	! grep -q '^not ok' "$1" && grep -q '^ok' "$1" && [ "$2" -eq 0 ]
 }
 listening() {
