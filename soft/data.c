@@ -3730,8 +3730,11 @@ unlock:
 	if (sh)
 		atomic_store_explicit(&sh->lock, 0, memory_order_release);
 	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
-	if (ok)
-		peer_wake(qp);
+	if (ok) {
+		peer_wake(qp); /* its bell first: the kick's pass visits it */
+		if (sh)
+			soft_srq_kick(sh, prod, cons + 1, qp->peer_ctx_idx);
+	}
 	return ok;
 }
 
@@ -4320,12 +4323,16 @@ static void *thread_main(void *arg)
 	int net = !(e && e[0] == '1'); /* "1": no safety net for CQs
 					* waited on directly (tests) */
 	int nap = 1, armed;
-	uint32_t v;
+	/* seen one behind: a first pass, for a kick that came before this
+	 * thread first ran */
+	uint32_t v, seen = atomic_load(w) - 1;
 
 	while (!atomic_load(&ctx->thread_stop)) {
 		v = atomic_load(w);
 		armed = soft_hint_get(net ? &ctx->narmed : &ctx->narmed_thread);
-		if (!armed && !ctx->serve_rings) {
+		/* woken (v moved) though nothing is armed: an initiator took
+		 * an SRQ's WQE below its armed limit (soft_srq_kick) */
+		if (!armed && !ctx->serve_rings && v == seen) {
 			nap = 1; /* no pass of ours: no timer to run */
 		} else if (!soft_trylock(&ctx->lock)) {
 			ctx->in_thread = 1;
@@ -4337,6 +4344,7 @@ static void *thread_main(void *arg)
 				(ctx->narmed || ctx->serve_rings));
 			soft_unlock(&ctx->lock);
 		} /* else busy: the nap of our last pass */
+		seen = v;
 		/* sleeping before the last look at w, both seq_cst: a waker
 		 * that saw it 0 (no FUTEX_WAKE) bumped w before that look */
 		atomic_store(&slot->sleeping, 1);

@@ -783,7 +783,7 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 	uint32_t nl = w->inl ? 1 : w->niov, z = 0, num, i, flags = 0;
 	uint64_t prod, cons, room = 0, off = 0,
 			     stride = 8 + 16 * (uint64_t)t->sge;
-	int ret = DC_WAIT, prot = 0, r;
+	int ret = DC_WAIT, prot = 0, taken = 0, r;
 
 	if (!atomic_compare_exchange_strong_explicit(&h->rx_lock, &z, 2,
 						     memory_order_acquire,
@@ -874,6 +874,7 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 	c->src_qp = qp->qpx.qp_base.qp_num;
 	atomic_store_explicit(&sh->cons, cons + 1, memory_order_release);
 	ret = DC_DONE;
+	taken = 1;
 unlock:
 	atomic_store_explicit(&sh->lock, 0, memory_order_release);
 unlock_qp:
@@ -886,6 +887,8 @@ unlock_qp:
 					 memory_order_relaxed))
 			soft_wake_ctx(e->ctx_idx);
 	}
+	if (taken)
+		soft_srq_kick(sh, prod, cons + 1, e->ctx_idx);
 	return ret;
 }
 

@@ -290,7 +290,10 @@ struct soft_srq_hdr {
 	uint32_t pad;
 	uint64_t rq_off, cq_off;
 	_Alignas(64) _Atomic uint32_t lock;
-	uint32_t pad1;
+	/* the armed srq_limit, 0: none; an initiator that takes the WQE
+	 * leaving fewer wakes the owner's progress thread, which raises
+	 * SRQ_LIMIT_REACHED (soft_srq_kick) */
+	_Atomic uint32_t limit;
 	_Atomic uint64_t prod; /* WQEs posted */
 	_Atomic uint64_t cons; /* WQEs consumed, either side */
 	uint8_t pad2[40];
@@ -1039,6 +1042,21 @@ void soft_srq_seg_unlink(uint32_t ctx_idx, uint32_t id);
 void soft_reg_srq_id(uint32_t ctx_idx, uint32_t id);
 void soft_wake_ctx(uint32_t ctx_idx);
 void soft_wake_thread(uint32_t ctx_idx);
+
+/* soft_srq_kick -- an initiator took the WQE before CONS of the SRQ of
+ * context CTX_IDX whose segment is H, with PROD posted: below the armed
+ * limit, the owner's progress thread is woken to drain the SRQ and raise
+ * IBV_EVENT_SRQ_LIMIT_REACHED, as its HCA raises it when it takes the
+ * WQE, though the owner only waits in ibv_get_async_event */
+static inline void soft_srq_kick(struct soft_srq_hdr *h, uint64_t prod,
+				 uint64_t cons, uint32_t ctx_idx)
+{
+	uint32_t lim = atomic_load_explicit(&h->limit, memory_order_relaxed);
+
+	if (lim && prod - cons < lim)
+		soft_wake_thread(ctx_idx);
+}
+
 void soft_chan_path(char *buf, size_t len, uint32_t key);
 void soft_chan_forget(uint32_t key);
 void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);

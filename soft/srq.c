@@ -162,11 +162,24 @@ struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 	return srq;
 }
 
+/* srq_limit_set -- arm (V > 0) or disarm the limit, also where initiators
+ * look (soft_srq_kick); an armed one needs the progress thread, which
+ * their kick wakes; ctx lock held */
+static void srq_limit_set(struct soft_srq *srq, uint32_t v)
+{
+	srq->limit = v;
+	if (srq->shm)
+		atomic_store_explicit(&srq->shm->limit, v,
+				      memory_order_relaxed);
+	if (v && srq->shm)
+		soft_thread_start_locked(srq->ctx);
+}
+
 /* soft_srq_check_limit -- SRQ_LIMIT_REACHED once below the armed limit */
 void soft_srq_check_limit(struct soft_srq *srq)
 {
 	if (srq->limit && srq->head - srq->tail < srq->limit) {
-		srq->limit = 0;
+		srq_limit_set(srq, 0);
 		soft_async_event(srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED,
 				 &srq->srq);
 	}
@@ -272,7 +285,7 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		srq->max_wr = attr->max_wr;
 	}
 	if (attr_mask & IBV_SRQ_LIMIT)
-		srq->limit = attr->srq_limit;
+		srq_limit_set(srq, attr->srq_limit);
 out:
 	soft_unlock(&srq->ctx->lock);
 	return ret;

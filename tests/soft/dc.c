@@ -3,7 +3,8 @@
  * several processes (SEND, SEND_WITH_IMM, inline, RDMA WRITE / READ, data
  * and order verified, src_qp the DCI), RNR while an SRQ is empty, a
  * stopped target process, a wrong access key (RETRY_EXC_ERR, the later
- * WRs flushed, a key violation counted), RNR retries exhausted, bad
+ * WRs flushed, a key violation counted), SRQ_LIMIT_REACHED for a target
+ * that only waits for async events, RNR retries exhausted, bad
  * arguments refused with libmlx5's errno, nothing leaked */
 #include "config.h"
 
@@ -374,6 +375,119 @@ static int drain(struct ibv_cq *cq, int n)
 			     ibv_wc_status_str(wc.status));
 	}
 	return good;
+}
+
+/* the SRQ-limit target: receives posted, the limit armed, SENDs made */
+#define LIM_POSTED 8
+#define LIM_LIMIT  4
+#define LIM_SENT   5 /* leaves 3 posted: below the limit */
+
+/* limit_target -- a DCT on an SRQ whose limit is armed, in a process that
+ * neither polls nor arms a CQ: it waits only in ibv_get_async_event (10 s
+ * at most), then tells the event's type + 1 (-1: another element) and
+ * the successful receive completions its CQ holds */
+static int limit_target(int rfd, int wfd)
+{
+	static uint8_t buf[LIM_POSTED * 64];
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq_attr la;
+	struct ibv_async_event ev;
+	struct ibv_srq *srq;
+	struct ibv_qp *dct;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct pollfd pf;
+	struct info in;
+	struct tctx t;
+	int r[2] = {0, 0}, i;
+	char go;
+
+	if (t_open(&t, 64))
+		return 10;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	dct = srq ? dct_qp(&t, srq, KEY + 99) : NULL;
+	if (!mr || !dct || dct_up(dct, RW, 1))
+		return 11;
+	for (i = 0; i < LIM_POSTED; i++) {
+		struct ibv_sge s = {(uintptr_t)(buf + i * 64), 64, mr->lkey};
+		struct ibv_recv_wr w = {.wr_id = (uint64_t)i,
+					.sg_list = &s,
+					.num_sge = 1},
+				   *b;
+
+		if (ibv_post_srq_recv(srq, &w, &b))
+			return 12;
+	}
+	memset(&la, 0, sizeof(la));
+	la.srq_limit = LIM_LIMIT;
+	if (ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT))
+		return 13;
+	in.dctn = dct->qp_num;
+	in.key = KEY + 99;
+	t_xsend(wfd, &in, sizeof(in));
+	pf.fd = t.ctx->async_fd;
+	pf.events = POLLIN;
+	if (poll(&pf, 1, 10000) == 1 && !ibv_get_async_event(t.ctx, &ev)) {
+		r[0] = ev.element.srq == srq ? (int)ev.event_type + 1 : -1;
+		ibv_ack_async_event(&ev);
+	}
+	while (ibv_poll_cq(t.cq, 1, &wc) == 1)
+		r[1] += wc.status == IBV_WC_SUCCESS &&
+			wc.wr_id == (uint64_t)r[1] &&
+			!memcmp(buf + r[1] * 64, "dc-limit", 8);
+	t_xsend(wfd, r, sizeof(r));
+	t_xrecv(rfd, &go, 1);
+	if (ibv_destroy_qp(dct) || ibv_destroy_srq(srq) || ibv_dereg_mr(mr))
+		return 14;
+	t_close(&t);
+	return 0;
+}
+
+/*
+ * test_dct_limit -- a DCT's SRQ falls below its armed limit while the
+ * target only waits for async events: IBV_EVENT_SRQ_LIMIT_REACHED reaches
+ * it all the same, as its HCA raises it when it takes the WQE (here: our
+ * DCI, which serves the DCT); a DCI of our own on T's CQ, AH towards
+ * this host
+ */
+static void test_dct_limit(struct tctx *t, struct ibv_ah *ah)
+{
+	struct ibv_qp *dci = dci_qp(t);
+	struct info in;
+	int r[2], rfd, wfd, m, good = 0, st = 0;
+	pid_t pid;
+	char go = 'g';
+
+	if (!dci || dci_up(dci, 7, 10, 1))
+		bail_out("limit dci");
+	pid = t_spawn(limit_target, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("spawn");
+	t_xrecv(rfd, &in, sizeof(in));
+	for (m = 0; m < LIM_SENT; m++)
+		if (!post(dci, ah, in.dctn, in.key, IBV_WR_SEND, "dc-limit", 8,
+			  0, (uint64_t)m, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+			  0, 0, 1))
+			good += drain(t->cq, 1);
+	ok(good == LIM_SENT, "%d SENDs to a DCT whose process does not poll",
+	   good);
+	t_xrecv(rfd, r, sizeof(r));
+	ok(r[0] - 1 == IBV_EVENT_SRQ_LIMIT_REACHED,
+	   "%d of %d receives taken, limit %d: SRQ_LIMIT_REACHED, naming its "
+	   "SRQ, reaches it waiting only for async events (%d)",
+	   LIM_SENT, LIM_POSTED, LIM_LIMIT, r[0] - 1);
+	is_int(r[1], LIM_SENT, "its CQ then holds the messages, in order");
+	t_xsend(wfd, &go, 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "the target exits cleanly (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	close(rfd);
+	close(wfd);
+	ibv_destroy_qp(dci);
 }
 
 static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
@@ -802,6 +916,8 @@ int main(void)
 		ok(res[c].viol == (c == 2 ? 1u : 0u),
 		   "DCT %d: %u key violations counted", c, res[c].viol);
 	}
+
+	test_dct_limit(&t, ah);
 
 	/* a DCT of this very process; rnr_retry 0 against an empty SRQ */
 	memset(&sa, 0, sizeof(sa));

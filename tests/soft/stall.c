@@ -371,6 +371,32 @@ static int served_responder(struct shared *sh, int rfd, int wfd)
 	return 0;
 }
 
+/* responder_fork -- the page shared with a responder process running
+ * FN, whose pipe ends are FD[0] (from it) and FD[1] (to it) */
+static struct shared *responder_fork(int (*fn)(struct shared *, int, int),
+				     int fd[2])
+{
+	struct shared *sh;
+	int p2c[2], c2p[2];
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || pipe(p2c) || pipe(c2p))
+		bail_out("setup");
+	memset(sh, 0, sizeof(*sh));
+	stalled_child = fork();
+	if (!stalled_child) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(fn(sh, p2c[0], c2p[1]));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	fd[0] = c2p[0];
+	fd[1] = p2c[1];
+	return sh;
+}
+
 /* wait_received -- until the responder counted n (10 s at most), without
  * polling: no completion of ours makes us serve it */
 static int wait_received(struct shared *sh, int n)
@@ -399,25 +425,13 @@ static void test_served_while_stopped(void)
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
 	struct ibv_wc wc[DEPTH];
-	int p2c[2], c2p[2], st = 0, i, w, n, good = 1;
+	int fd[2], st = 0, i, w, n, good = 1;
 	uint32_t no = 0;
 
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED || pipe(p2c) || pipe(c2p))
-		bail_out("setup");
-	memset(sh, 0, sizeof(*sh));
 	for (i = 0; i < DEPTH; i++)
 		fill(buf + i * SRV_MSG + 64, SRV_MSG - 64);
-	stalled_child = fork();
-	if (!stalled_child) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(served_responder(sh, p2c[0], c2p[1]));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
-	qp = open_side(&t, buf, sizeof(buf), &mr, c2p[0], p2c[1], DEPTH);
+	sh = responder_fork(served_responder, fd);
+	qp = open_side(&t, buf, sizeof(buf), &mr, fd[0], fd[1], DEPTH);
 	if (!qp)
 		bail_out("setup");
 	alarm(60);
@@ -469,8 +483,152 @@ static void test_served_while_stopped(void)
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	t_close(&t);
-	close(p2c[1]);
-	close(c2p[0]);
+	close(fd[0]);
+	close(fd[1]);
+	munmap(sh, sizeof(*sh));
+}
+
+/* the SRQ-limit test: receives posted, the limit armed, messages sent */
+#define LIM_POSTED 8
+#define LIM_LIMIT  4
+#define LIM_SENT   5 /* leaves 3 posted: below the limit */
+
+/* limit_responder -- an RC QP on an SRQ whose limit is armed; it neither
+ * polls nor arms a CQ, it waits only in ibv_get_async_event (10 s at
+ * most): sh->rx_status the event's type + 1; then its CQ's completions,
+ * each checked, in sh->received and sh->corrupt */
+static int limit_responder(struct shared *sh, int rfd, int wfd)
+{
+	static char buf[LIM_POSTED * SRV_MSG];
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq_attr la;
+	struct ibv_async_event ev;
+	struct info me, peer;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct pollfd pf;
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+	uint32_t no;
+	int i;
+
+	if (t_open(&t, 64))
+		return 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	qp = srq && mr ? t_rc_qp(&t, 8, srq) : NULL;
+	if (!qp)
+		return 1;
+	for (i = 0; i < LIM_POSTED; i++) {
+		sge.addr = (uintptr_t)(buf + i * SRV_MSG);
+		sge.length = SRV_MSG;
+		sge.lkey = mr->lkey;
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = (uint64_t)i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		if (ibv_post_srq_recv(srq, &wr, &bad))
+			return 1;
+	}
+	memset(&la, 0, sizeof(la));
+	la.srq_limit = LIM_LIMIT;
+	if (ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT))
+		return 1;
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
+		return 1;
+	sh->ready = 1;
+	pf.fd = t.ctx->async_fd;
+	pf.events = POLLIN;
+	if (poll(&pf, 1, 10000) == 1 && !ibv_get_async_event(t.ctx, &ev)) {
+		sh->rx_status = (int)ev.event_type + 1;
+		if (ev.event_type != IBV_EVENT_SRQ_LIMIT_REACHED ||
+		    ev.element.srq != srq)
+			sh->corrupt++;
+		ibv_ack_async_event(&ev);
+	}
+	while (ibv_poll_cq(t.cq, 1, &wc) == 1) {
+		memcpy(&no, buf + wc.wr_id * SRV_MSG, sizeof(no));
+		if (wc.status != IBV_WC_SUCCESS || wc.byte_len != SRV_MSG ||
+		    no != (uint32_t)sh->received || wc.wr_id != no ||
+		    !sampled(buf + wc.wr_id * SRV_MSG + 64, SRV_MSG - 64))
+			sh->corrupt++;
+		sh->received++;
+	}
+	if (ibv_query_srq(srq, &la) || la.srq_limit != 0)
+		sh->corrupt++; /* the event disarms the limit */
+	ibv_destroy_qp(qp);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	return 0;
+}
+
+/*
+ * test_srq_limit_asleep -- a process whose SRQ falls below its armed
+ * limit gets IBV_EVENT_SRQ_LIMIT_REACHED though it only waits for async
+ * events (no poll, no CQ armed): its HCA raises the event as it takes the
+ * WQE, here the initiator that serves it (it used to come only with the
+ * process's next poll, so never)
+ */
+static void test_srq_limit_asleep(void)
+{
+	static char buf[LIM_SENT * SRV_MSG];
+	struct shared *sh;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc[LIM_SENT];
+	int fd[2], st = 0, i, n, good = 1;
+	uint32_t no;
+
+	sh = responder_fork(limit_responder, fd);
+	qp = open_side(&t, buf, sizeof(buf), &mr, fd[0], fd[1], LIM_SENT);
+	if (!qp)
+		bail_out("setup");
+	alarm(60);
+	while (!sh->ready)
+		usleep(1000);
+	for (i = 0; i < LIM_SENT; i++) {
+		no = (uint32_t)i;
+		fill(buf + i * SRV_MSG + 64, SRV_MSG - 64);
+		memcpy(buf + i * SRV_MSG, &no, sizeof(no));
+		if (t_post(qp, IBV_WR_SEND, buf + i * SRV_MSG, SRV_MSG,
+			   mr->lkey, no, IBV_SEND_SIGNALED, 0, 0))
+			bail_out("post");
+	}
+	n = t_wait(t.cq, wc, LIM_SENT, 10000);
+	for (i = 0; i < n; i++)
+		good &= wc[i].status == IBV_WC_SUCCESS;
+	ok(good && n == LIM_SENT,
+	   "%d SENDs to a process that does not poll complete (%d)", LIM_SENT,
+	   n);
+	waitpid(stalled_child, &st, 0);
+	alarm(0);
+	stalled_child = 0;
+	ok(sh->rx_status - 1 == IBV_EVENT_SRQ_LIMIT_REACHED,
+	   "%d of %d posted receives taken, limit %d: SRQ_LIMIT_REACHED "
+	   "reaches a process waiting only for async events (event %d)",
+	   LIM_SENT, LIM_POSTED, LIM_LIMIT, sh->rx_status - 1);
+	ok(sh->received == LIM_SENT, "its CQ then holds the %d messages (%d)",
+	   LIM_SENT, sh->received);
+	is_int(sh->corrupt, 0,
+	       "each intact and in order, the event names the SRQ, the "
+	       "limit disarmed");
+	ok(WIFEXITED(st) && !WEXITSTATUS(st), "responder exits cleanly");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	close(fd[0]);
+	close(fd[1]);
 	munmap(sh, sizeof(*sh));
 }
 
@@ -842,6 +1000,7 @@ int main(void)
 	test_event_latency();
 	test_stopped_responder();
 	test_served_while_stopped();
+	test_srq_limit_asleep();
 	test_exit_lock_held();
 	/* what the two dead processes left, the next user sweeps */
 	{
