@@ -11,7 +11,7 @@
  * EAGAIN at once.  The signal is sent to the process (kill), not to the
  * thread: it must reach the program's thread, never softrdma's.
  *
- * A poker thread (SIGUSR1 blocked) signals the process every 20 ms; when
+ * A poker thread (tests/sigpoke.h) signals the process every 20 ms; when
  * the waiter is still blocked after its deadline it makes the event the
  * waiter waits for, so a waiter that swallows the signal fails instead of
  * hanging.  alarm() bounds the whole run.  Also: a fork while a thread
@@ -30,72 +30,8 @@
 #include <rdma/rdma_cma.h>
 
 #include "../tap.h"
+#include "../sigpoke.h"
 #include "cm_util.h"
-
-static volatile sig_atomic_t hits;
-static volatile int done;
-
-/* on_usr1 -- count the signal */
-static void on_usr1(int sig)
-{
-	(void)sig;
-	hits++;
-}
-
-/* handler -- SIGUSR1's handler, with or without SA_RESTART */
-static void handler(int restart)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_usr1;
-	sa.sa_flags = restart ? SA_RESTART : 0;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-	hits = 0;
-}
-
-struct poker {
-	pthread_t thr;
-	int sig_ms;   /* how long to signal */
-	int event_ms; /* when to make the event (if still waited for) */
-	void (*event)(void *);
-	void *arg;
-};
-
-/* poke -- signal the process until done or sig_ms, then the event */
-static void *poke(void *arg)
-{
-	struct poker *p = arg;
-	long long t0 = cmt_now_ms();
-	sigset_t s;
-
-	sigemptyset(&s);
-	sigaddset(&s, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &s, NULL);
-	while (!done && cmt_now_ms() - t0 < p->event_ms) {
-		if (cmt_now_ms() - t0 < p->sig_ms)
-			kill(getpid(), SIGUSR1);
-		usleep(20000);
-	}
-	if (!done && p->event)
-		p->event(p->arg);
-	return NULL;
-}
-
-/* poker_start / poker_stop -- run and join a poker */
-static void poker_start(struct poker *p)
-{
-	done = 0;
-	if (pthread_create(&p->thr, NULL, poke, p))
-		bail_out("pthread_create");
-}
-
-static void poker_stop(struct poker *p)
-{
-	done = 1;
-	pthread_join(p->thr, NULL);
-}
 
 /* resolve -- queue ADDR_RESOLVED on the id's channel */
 static void resolve(void *arg)
@@ -112,7 +48,7 @@ static void test_get_event(void)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_event *ev = NULL;
 	struct rdma_cm_id *id = NULL;
-	struct poker p = {.sig_ms = 3000, .event_ms = 3000, .event = resolve};
+	struct poker p = {.event = resolve};
 	int r, e, fl;
 
 	if (!ok(ch && !rdma_create_id(ch, &id, NULL, RDMA_PS_TCP),
@@ -121,15 +57,15 @@ static void test_get_event(void)
 	p.arg = id;
 
 	/* no SA_RESTART: -1/EINTR, nothing consumed */
-	handler(0);
-	poker_start(&p);
+	sigpoke_handler(0);
+	poker_run(&p, 3000, 3000);
 	r = rdma_get_cm_event(ch, &ev);
 	e = errno;
 	poker_stop(&p);
 	ok(r == -1 && e == EINTR,
 	   "no SA_RESTART: rdma_get_cm_event fails with EINTR (got %d, %s)", r,
 	   r ? strerror(e) : "an event");
-	ok(hits > 0, "the program's handler ran");
+	ok(sigpoke_hits > 0, "the program's handler ran");
 	if (!r) {
 		rdma_ack_cm_event(ev);
 	} else {
@@ -148,17 +84,15 @@ static void test_get_event(void)
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
 		bail_out("rdma_create_id");
 	p.arg = id;
-	p.sig_ms = 300;
-	p.event_ms = 400;
-	handler(1);
-	poker_start(&p);
+	sigpoke_handler(1);
+	poker_run(&p, 300, 400);
 	alarm(30);
 	r = rdma_get_cm_event(ch, &ev);
 	e = errno;
 	poker_stop(&p);
-	ok(!r && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && hits > 0,
+	ok(!r && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && sigpoke_hits > 0,
 	   "SA_RESTART: restarted, the event comes (%d, %s, %d signals)", r,
-	   r ? strerror(e) : rdma_event_str(ev->event), (int)hits);
+	   r ? strerror(e) : rdma_event_str(ev->event), (int)sigpoke_hits);
 	if (!r)
 		rdma_ack_cm_event(ev);
 
@@ -205,10 +139,7 @@ static void test_get_request(void)
 {
 	struct sockaddr_in sin = cmt_sin(0);
 	struct client c = {.ch = rdma_create_event_channel()};
-	struct poker p = {.sig_ms = 3000,
-			  .event_ms = 3000,
-			  .event = client_connect,
-			  .arg = &c};
+	struct poker p = {.event = client_connect, .arg = &c};
 	struct rdma_cm_id *l = NULL, *req = NULL;
 	int r, e;
 
@@ -219,8 +150,8 @@ static void test_get_request(void)
 		"a synchronous listener and a client"))
 		return;
 	c.port = ntohs(rdma_get_src_port(l));
-	handler(0);
-	poker_start(&p);
+	sigpoke_handler(0);
+	poker_run(&p, 3000, 3000);
 	r = rdma_get_request(l, &req);
 	e = errno;
 	poker_stop(&p);
@@ -292,19 +223,19 @@ static void *taker(void *arg)
 static void test_two_waiters(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct poker p = {.sig_ms = 20000, .event_ms = 20000, .event = NULL};
+	struct poker p = {.event = NULL};
 	pthread_t th[2];
 	sigset_t s, old;
 	int i, once = 1;
 
-	handler(0);
+	sigpoke_handler(0);
 	sigemptyset(&s);
 	sigaddset(&s, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &s, &old); /* the takers get them */
 	if (!ch || pthread_create(&th[0], NULL, taker, ch) ||
 	    pthread_create(&th[1], NULL, taker, ch))
 		bail_out("channel, threads");
-	poker_start(&p);
+	poker_run(&p, 20000, 20000);
 	for (i = 0; i < NIDS; i++) {
 		if (rdma_create_id(ch, &ids[i], NULL, RDMA_PS_TCP))
 			bail_out("rdma_create_id");
@@ -355,7 +286,7 @@ static void test_destroyed(void)
 	long long t0;
 	pthread_t th;
 
-	handler(0);
+	sigpoke_handler(0);
 	if (!ch || pthread_create(&th, NULL, dead_waiter, ch))
 		bail_out("channel, thread");
 	usleep(100000); /* let it block */
@@ -427,10 +358,8 @@ static void test_sync_connect(void)
 	ok(!r, "synchronous resolve_addr and resolve_route");
 	memset(&cp, 0, sizeof(cp));
 	cp.qp_num = 0x1234; /* no QP */
-	handler(0);
-	p.sig_ms = 3000;
-	p.event_ms = 3000;
-	poker_start(&p);
+	sigpoke_handler(0);
+	poker_run(&p, 3000, 3000);
 	/* the request reaches the listener, which holds it */
 	r = rdma_connect(c, &cp);
 	e = errno;

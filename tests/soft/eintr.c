@@ -12,7 +12,7 @@
  * its events' acks in a condition variable, as rdma-core's does: signals
  * do not end that wait.
  *
- * A poker thread (SIGUSR1 blocked) signals the process every 20 ms; if
+ * A poker thread (tests/sigpoke.h) signals the process every 20 ms; if
  * the waiter is still blocked at its deadline it makes the event, so a
  * waiter that swallows the signal fails instead of hanging.  alarm()
  * bounds the whole run.
@@ -29,84 +29,8 @@
 #include <unistd.h>
 
 #include "../tap.h"
+#include "../sigpoke.h"
 #include "common.h"
-
-static volatile sig_atomic_t hits;
-static volatile int done;
-
-/* on_usr1 -- count the signal */
-static void on_usr1(int sig)
-{
-	(void)sig;
-	hits++;
-}
-
-/* handler -- SIGUSR1's handler, with or without SA_RESTART */
-static void handler(int restart)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_usr1;
-	sa.sa_flags = restart ? SA_RESTART : 0;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-	hits = 0;
-}
-
-/* now_ms -- monotonic milliseconds */
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-struct poker {
-	pthread_t thr;
-	int sig_ms;   /* how long to signal */
-	int event_ms; /* when to make the event (if still waited for) */
-	void (*event)(void *);
-	void *arg;
-};
-
-/* poke -- signal the process until done or sig_ms, then the event */
-static void *poke(void *arg)
-{
-	struct poker *p = arg;
-	long long t0 = now_ms();
-	sigset_t s;
-
-	sigemptyset(&s);
-	sigaddset(&s, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &s, NULL);
-	while (!done && now_ms() - t0 < p->event_ms) {
-		if (now_ms() - t0 < p->sig_ms)
-			kill(getpid(), SIGUSR1);
-		usleep(20000);
-	}
-	if (!done)
-		p->event(p->arg);
-	return NULL;
-}
-
-/* poker_run -- start a poker: signals for sig_ms, the event at event_ms */
-static void poker_run(struct poker *p, int sig_ms, int event_ms)
-{
-	p->sig_ms = sig_ms;
-	p->event_ms = event_ms;
-	done = 0;
-	if (pthread_create(&p->thr, NULL, poke, p))
-		bail_out("pthread_create");
-}
-
-/* poker_stop -- the waiter returned: stop and join */
-static void poker_stop(struct poker *p)
-{
-	done = 1;
-	pthread_join(p->thr, NULL);
-}
 
 /* two RC QPs on one context, b's receives on an SRQ */
 struct pair {
@@ -171,7 +95,7 @@ static void test_cq_event(struct pair *p, struct ibv_comp_channel *ch,
 	srq_fill(p, 3); /* one for each part */
 	/* no SA_RESTART: -1/EINTR, nothing consumed */
 	ibv_req_notify_cq(cq, 0);
-	handler(0);
+	sigpoke_handler(0);
 	poker_run(&k, 3000, 3000);
 	r = ibv_get_cq_event(ch, &ecq, &ectx);
 	e = errno;
@@ -179,7 +103,7 @@ static void test_cq_event(struct pair *p, struct ibv_comp_channel *ch,
 	ok(r == -1 && e == EINTR,
 	   "no SA_RESTART: ibv_get_cq_event fails with EINTR (got %d, %s)", r,
 	   r ? strerror(e) : "an event");
-	ok(hits > 0, "the program's thread took the signal");
+	ok(sigpoke_hits > 0, "the program's thread took the signal");
 	if (r) {
 		send_one(p);
 		r = ibv_get_cq_event(ch, &ecq, &ectx);
@@ -191,14 +115,14 @@ static void test_cq_event(struct pair *p, struct ibv_comp_channel *ch,
 
 	/* SA_RESTART: restarted, then the event */
 	ibv_req_notify_cq(cq, 0);
-	handler(1);
+	sigpoke_handler(1);
 	poker_run(&k, 300, 400);
 	r = ibv_get_cq_event(ch, &ecq, &ectx);
 	e = errno;
 	poker_stop(&k);
-	ok(!r && ecq == cq && hits > 0,
+	ok(!r && ecq == cq && sigpoke_hits > 0,
 	   "SA_RESTART: restarted, the event comes (%d, %s, %d signals)", r,
-	   r ? strerror(e) : "an event", (int)hits);
+	   r ? strerror(e) : "an event", (int)sigpoke_hits);
 	if (!r)
 		ibv_ack_cq_events(ecq, 1);
 	drain(cq, 2);
@@ -242,7 +166,7 @@ static void test_async_event(struct pair *p)
 	srq_fill(p, 3);
 	srq_limit(p, 2);
 	send_done(p);
-	handler(0);
+	sigpoke_handler(0);
 	poker_run(&k, 3000, 3000);
 	r = ibv_get_async_event(ctx, &ev);
 	e = errno;
@@ -263,14 +187,15 @@ static void test_async_event(struct pair *p)
 	srq_fill(p, 2);
 	srq_limit(p, 2);
 	send_done(p);
-	handler(1);
+	sigpoke_handler(1);
 	poker_run(&k, 300, 400);
 	r = ibv_get_async_event(ctx, &ev);
 	e = errno;
 	poker_stop(&k);
-	ok(!r && ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && hits > 0,
+	ok(!r && ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED &&
+		   sigpoke_hits > 0,
 	   "SA_RESTART: restarted, the event comes (%d, %s, %d signals)", r,
-	   r ? strerror(e) : "an event", (int)hits);
+	   r ? strerror(e) : "an event", (int)sigpoke_hits);
 	if (!r)
 		ibv_ack_async_event(&ev);
 
@@ -315,14 +240,14 @@ static void test_destroy_wait(struct pair *p, struct ibv_comp_channel *ch,
 	ibv_destroy_qp(p->b);
 	ack_cq = cq;
 	acked = 0;
-	handler(0);
+	sigpoke_handler(0);
 	poker_run(&k, 300, 400);
 	r = ibv_destroy_cq(cq);
 	poker_stop(&k);
-	ok(!r && acked && hits > 0,
+	ok(!r && acked && sigpoke_hits > 0,
 	   "destroy_cq waits through signals for the ack (%d, acked %d, "
 	   "%d signals)",
-	   r, acked, (int)hits);
+	   r, acked, (int)sigpoke_hits);
 }
 
 int main(void)
