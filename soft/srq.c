@@ -168,10 +168,10 @@ struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 static void srq_limit_set(struct soft_srq *srq, uint32_t v)
 {
 	srq->limit = v;
-	if (srq->shm)
-		atomic_store_explicit(&srq->shm->limit, v,
-				      memory_order_relaxed);
-	if (v && srq->shm)
+	if (!srq->shm)
+		return; /* served only by its own process: no kick */
+	atomic_store_explicit(&srq->shm->limit, v, memory_order_relaxed);
+	if (v)
 		soft_thread_start_locked(srq->ctx);
 }
 
