@@ -182,21 +182,29 @@ agent_pid() {
 	fab exec "$name" "$1" ss -xlpn 2>/dev/null |
 		sed -n 's/.*softrdma-roce.*pid=\([0-9]*\).*/\1/p' | head -n 1
 }
-port=$((port + 1))
+# held_pair HOLD -- rc_peer server on host 1 (the next port, its log
+# HOLD-s.log), client on host 2 with RC_PEER_HOLD=HOLD (its TAP HOLD-c.tap)
+# in the background, their pids in _spid and _cpid; waits (60 s at most)
+# until the client made HOLD.ready, connected: then it waits for HOLD.go
+held_pair() {
+	port=$((port + 1))
+	on 1 timeout -k 10 300 "$peer" server $port >"$1-s.log" 2>&1 &
+	_spid=$!
+	tap_pids="$tap_pids $_spid"
+	listening 1 $port
+	on 2 env RC_PEER_HOLD="$1" timeout -k 10 300 "$peer" client "$a1" \
+		$port 1 >"$1-c.tap" 2>&1 &
+	_cpid=$!
+	tap_pids="$tap_pids $_cpid"
+	_i=0
+	while [ ! -e "$1.ready" ] && [ $_i -lt 600 ] &&
+		kill -0 $_cpid 2>/dev/null; do
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+}
 hold=$tap_tmp/hold
-on 1 timeout -k 10 300 "$peer" server $port >"$tap_tmp/server.log" 2>&1 &
-_spid=$!
-tap_pids="$tap_pids $_spid"
-listening 1 $port
-on 2 env RC_PEER_HOLD="$hold" timeout -k 10 300 "$peer" client "$a1" $port 1 \
-	>"$tap_tmp/client.tap" 2>&1 &
-_cpid=$!
-tap_pids="$tap_pids $_cpid"
-_i=0
-while [ ! -e "$hold.ready" ] && [ $_i -lt 600 ] && kill -0 $_cpid 2>/dev/null; do
-	sleep 0.1
-	_i=$((_i + 1))
-done
+held_pair "$hold"
 sleep 0.5 # the agents (SCHED_FIFO) take the registrations at once
 ag1=$(agent_pid 1)
 ag2=$(agent_pid 2)
@@ -207,7 +215,7 @@ tap_pids="$tap_pids $ag1 $ag2" # killed at exit, also when stopped
 : >"$hold.go"
 wait $_cpid
 _rc=$?
-tap_passed "$tap_tmp/client.tap" $_rc
+tap_passed "$hold-c.tap" $_rc
 ok $? "agents stopped: every rc_peer check passed (client exit $_rc)"
 [ "$(ps -o stat= -p "$ag1" -p "$ag2" 2>/dev/null | grep -c '^T')" = 2 ]
 ok $? "and the agents were still stopped at its end"
@@ -215,7 +223,7 @@ kill -CONT "$ag1" "$ag2" 2>/dev/null
 wait $_spid
 _rc=$?
 ok $_rc "agents stopped: rc_peer server exits 0"
-[ $_rc -ne 0 ] && show_log "$tap_tmp/server.log"
+[ $_rc -ne 0 ] && show_log "$hold-s.log"
 
 # an agent that answers a process's AG_SOCK after the process stopped
 # waiting for it (half a second: a loaded machine, a descheduled agent):
@@ -224,21 +232,9 @@ ok $_rc "agents stopped: rc_peer server exits 0"
 # RETRY_EXC_ERR at the client, the server waiting for ever).  A first pair
 # holds host 1's agent up, which is stopped while a second server asks it
 # for its sockets and let go 2 s later
-port=$((port + 1))
-kport=$port
-on 1 timeout -k 10 300 "$peer" server $kport >"$tap_tmp/keep-s.log" 2>&1 &
-_kspid=$!
-tap_pids="$tap_pids $_kspid"
-listening 1 $kport
-on 2 env RC_PEER_HOLD="$hold-k" timeout -k 10 300 "$peer" client "$a1" \
-	$kport 1 >"$tap_tmp/keep-c.tap" 2>&1 &
-_kcpid=$!
-tap_pids="$tap_pids $_kcpid"
-_i=0
-while [ ! -e "$hold-k.ready" ] && [ $_i -lt 600 ] && kill -0 $_kcpid 2>/dev/null; do
-	sleep 0.1
-	_i=$((_i + 1))
-done
+held_pair "$hold-k"
+_kspid=$_spid
+_kcpid=$_cpid
 ag1=$(agent_pid 1)
 [ -e "$hold-k.ready" ] && [ -n "$ag1" ] && kill -STOP "$ag1"
 ok $? "host 1's agent (${ag1:-none}) held up by a connected pair, and stopped"
@@ -265,7 +261,7 @@ ok $_rc "an agent's late answer: rc_peer server exits 0"
 : >"$hold-k.go"
 wait $_kcpid
 _rc=$?
-tap_passed "$tap_tmp/keep-c.tap" $_rc
+tap_passed "$hold-k-c.tap" $_rc
 ok $? "the pair that held the agent up passed too (client exit $_rc)"
 wait $_kspid
 
