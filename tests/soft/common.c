@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +348,53 @@ int t_post_recv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	return ibv_post_recv(qp, &wr, &bad);
+}
+
+struct ibv_srq *t_srq_filled(struct tctx *t, uint32_t max_wr, char *buf,
+			     uint32_t len, int n, uint32_t lkey, uint32_t limit)
+{
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq_attr la;
+	struct ibv_srq *srq;
+	int i;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = max_wr;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t->pd, &sa);
+	for (i = 0; srq && i < n; i++) {
+		struct ibv_sge sge = {(uintptr_t)(buf + (size_t)i * len), len,
+				      lkey};
+		struct ibv_recv_wr wr, *bad;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = (uint64_t)i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		if (ibv_post_srq_recv(srq, &wr, &bad))
+			goto fail;
+	}
+	memset(&la, 0, sizeof(la));
+	la.srq_limit = limit;
+	if (srq && limit && ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT))
+		goto fail;
+	return srq;
+fail:
+	ibv_destroy_srq(srq);
+	return NULL;
+}
+
+int t_async(struct ibv_context *ctx, int ms, struct ibv_async_event *ev)
+{
+	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
+	struct ibv_async_event e;
+
+	if (poll(&p, 1, ms) != 1 || ibv_get_async_event(ctx, &e))
+		return -1;
+	ibv_ack_async_event(&e);
+	if (ev)
+		*ev = e;
+	return (int)e.event_type;
 }
 
 int t_qp_state(struct ibv_qp *qp)

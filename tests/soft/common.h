@@ -54,6 +54,15 @@ int t_post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *buf, uint32_t len,
 	   uint32_t rkey);
 int t_post_recv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
 		uint64_t wr_id);
+/* t_srq_filled -- an SRQ of max_wr WQEs (one SGE each) holding n
+ * receives of len bytes at buf + i * len (wr_id i), its limit armed at
+ * limit (0: none); NULL if any of it failed */
+struct ibv_srq *t_srq_filled(struct tctx *t, uint32_t max_wr, char *buf,
+			     uint32_t len, int n, uint32_t lkey,
+			     uint32_t limit);
+/* t_async -- the next async event of ctx within ms, acked (a copy in *ev
+ * unless NULL): its type, or -1 */
+int t_async(struct ibv_context *ctx, int ms, struct ibv_async_event *ev);
 int t_qp_state(struct ibv_qp *qp);
 /* t_fd_count -- open fds of this process */
 int t_fd_count(void);

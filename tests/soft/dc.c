@@ -388,53 +388,32 @@ static int drain(struct ibv_cq *cq, int n)
  * the successful receive completions its CQ holds */
 static int limit_target(int rfd, int wfd)
 {
-	static uint8_t buf[LIM_POSTED * 64];
-	struct ibv_srq_init_attr sa;
-	struct ibv_srq_attr la;
+	static char buf[LIM_POSTED * 64];
 	struct ibv_async_event ev;
 	struct ibv_srq *srq;
 	struct ibv_qp *dct;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	struct pollfd pf;
 	struct info in;
 	struct tctx t;
-	int r[2] = {0, 0}, i;
+	int r[2] = {0, 0};
 	char go;
 
 	if (t_open(&t, 64))
 		return 10;
-	memset(&sa, 0, sizeof(sa));
-	sa.attr.max_wr = 16;
-	sa.attr.max_sge = 1;
-	srq = ibv_create_srq(t.pd, &sa);
 	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	srq = mr ? t_srq_filled(&t, 16, buf, 64, LIM_POSTED, mr->lkey,
+				LIM_LIMIT)
+		 : NULL;
 	dct = srq ? dct_qp(&t, srq, KEY + 99) : NULL;
-	if (!mr || !dct || dct_up(dct, RW, 1))
+	if (!dct || dct_up(dct, RW, 1))
 		return 11;
-	for (i = 0; i < LIM_POSTED; i++) {
-		struct ibv_sge s = {(uintptr_t)(buf + i * 64), 64, mr->lkey};
-		struct ibv_recv_wr w = {.wr_id = (uint64_t)i,
-					.sg_list = &s,
-					.num_sge = 1},
-				   *b;
-
-		if (ibv_post_srq_recv(srq, &w, &b))
-			return 12;
-	}
-	memset(&la, 0, sizeof(la));
-	la.srq_limit = LIM_LIMIT;
-	if (ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT))
-		return 13;
 	in.dctn = dct->qp_num;
 	in.key = KEY + 99;
 	t_xsend(wfd, &in, sizeof(in));
-	pf.fd = t.ctx->async_fd;
-	pf.events = POLLIN;
-	if (poll(&pf, 1, 10000) == 1 && !ibv_get_async_event(t.ctx, &ev)) {
-		r[0] = ev.element.srq == srq ? (int)ev.event_type + 1 : -1;
-		ibv_ack_async_event(&ev);
-	}
+	r[0] = t_async(t.ctx, 10000, &ev) + 1;
+	if (r[0] && ev.element.srq != srq)
+		r[0] = -1;
 	while (ibv_poll_cq(t.cq, 1, &wc) == 1)
 		r[1] += wc.status == IBV_WC_SUCCESS &&
 			wc.wr_id == (uint64_t)r[1] &&

@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,22 +55,6 @@ static int to_state(struct ibv_qp *qp, enum ibv_qp_state s, int notify)
 			(s == IBV_QPS_SQD ? IBV_QP_EN_SQD_ASYNC_NOTIFY : 0));
 }
 
-/* async -- the next async event of ctx within ms: its type, or -1 */
-static int async(struct ibv_context *ctx, int ms, struct ibv_qp **qp)
-{
-	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
-	struct ibv_async_event ev;
-	int type;
-
-	if (poll(&p, 1, ms) != 1 || ibv_get_async_event(ctx, &ev))
-		return -1;
-	type = ev.event_type;
-	if (qp)
-		*qp = ev.element.qp;
-	ibv_ack_async_event(&ev);
-	return type;
-}
-
 /* quiet -- poll both CQs n times: completions seen (none expected) */
 static int quiet(struct ibv_cq *a, struct ibv_cq *b, int n)
 {
@@ -86,7 +69,8 @@ static int quiet(struct ibv_cq *a, struct ibv_cq *b, int n)
 static void test_rc(void)
 {
 	struct tctx a, b;
-	struct ibv_qp *qa, *qb, *eq = NULL;
+	struct ibv_qp *qa, *qb;
+	struct ibv_async_event ev;
 	struct ibv_mr *ma, *mb;
 	struct ibv_wc wc[4];
 	struct ibv_qp_attr at;
@@ -114,8 +98,8 @@ static void test_rc(void)
 
 	/* nothing in flight: SQ_DRAINED at once */
 	is_int(to_state(qa, IBV_QPS_SQD, 1), 0, "RTS -> SQD");
-	n = async(a.ctx, 5000, &eq);
-	ok(n == IBV_EVENT_SQ_DRAINED && eq == qa,
+	n = t_async(a.ctx, 5000, &ev);
+	ok(n == IBV_EVENT_SQ_DRAINED && ev.element.qp == qa,
 	   "IBV_EVENT_SQ_DRAINED for the QP (%d)", n);
 	is_int(t_qp_state(qa), IBV_QPS_SQD, "state SQD");
 
@@ -205,13 +189,13 @@ static void test_rc(void)
 	ibv_query_qp(qa, &at, IBV_QP_STATE, &ia);
 	ok(at.sq_draining, "query: draining");
 	quiet(a.cq, b.cq, 100);
-	is_int(async(a.ctx, 0, NULL), -1, "no SQ_DRAINED yet");
+	is_int(t_async(a.ctx, 0, NULL), -1, "no SQ_DRAINED yet");
 	t_post_recv(qb, (char *)bb + 4096, 1024, mb->lkey, 51);
 	n = t_wait(a.cq, wc, 1, 30000);
 	ok(n == 1 && wc[0].wr_id == 6 && !wc[0].status,
 	   "the SEND in flight completes in SQD");
-	n = async(a.ctx, 5000, &eq);
-	ok(n == IBV_EVENT_SQ_DRAINED && eq == qa,
+	n = t_async(a.ctx, 5000, &ev);
+	ok(n == IBV_EVENT_SQ_DRAINED && ev.element.qp == qa,
 	   "then IBV_EVENT_SQ_DRAINED (%d)", n);
 	ibv_destroy_qp(qa);
 	ibv_destroy_qp(qb);

@@ -371,10 +371,13 @@ static int served_responder(struct shared *sh, int rfd, int wfd)
 	return 0;
 }
 
-/* responder_fork -- the page shared with a responder process running
- * FN, whose pipe ends are FD[0] (from it) and FD[1] (to it) */
-static struct shared *responder_fork(int (*fn)(struct shared *, int, int),
-				     int fd[2])
+/* responder_start -- a responder process running FN, connected to our
+ * QP *QP of DEPTH on T over BUF (LEN bytes, its MR *MR): the page we
+ * share with it, once it is ready (alarm(60) set) */
+static struct shared *responder_start(int (*fn)(struct shared *, int, int),
+				      struct tctx *t, char *buf, size_t len,
+				      struct ibv_mr **mr, int depth,
+				      struct ibv_qp **qp)
 {
 	struct shared *sh;
 	int p2c[2], c2p[2];
@@ -392,8 +395,14 @@ static struct shared *responder_fork(int (*fn)(struct shared *, int, int),
 	}
 	close(p2c[0]);
 	close(c2p[1]);
-	fd[0] = c2p[0];
-	fd[1] = p2c[1];
+	*qp = open_side(t, buf, len, mr, c2p[0], p2c[1], depth);
+	if (!*qp)
+		bail_out("setup");
+	close(c2p[0]);
+	close(p2c[1]);
+	alarm(60);
+	while (!sh->ready)
+		usleep(1000);
 	return sh;
 }
 
@@ -425,18 +434,13 @@ static void test_served_while_stopped(void)
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
 	struct ibv_wc wc[DEPTH];
-	int fd[2], st = 0, i, w, n, good = 1;
+	int st = 0, i, w, n, good = 1;
 	uint32_t no = 0;
 
 	for (i = 0; i < DEPTH; i++)
 		fill(buf + i * SRV_MSG + 64, SRV_MSG - 64);
-	sh = responder_fork(served_responder, fd);
-	qp = open_side(&t, buf, sizeof(buf), &mr, fd[0], fd[1], DEPTH);
-	if (!qp)
-		bail_out("setup");
-	alarm(60);
-	while (!sh->ready)
-		usleep(1000);
+	sh = responder_start(served_responder, &t, buf, sizeof(buf), &mr, DEPTH,
+			     &qp);
 	kill(stalled_child, SIGSTOP);
 	waitpid(stalled_child, &st, WUNTRACED);
 	for (w = 0; w < SRV_WAVES; w++) {
@@ -483,8 +487,6 @@ static void test_served_while_stopped(void)
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	t_close(&t);
-	close(fd[0]);
-	close(fd[1]);
 	munmap(sh, sizeof(*sh));
 }
 
@@ -500,7 +502,6 @@ static void test_served_while_stopped(void)
 static int limit_responder(struct shared *sh, int rfd, int wfd)
 {
 	static char buf[LIM_POSTED * SRV_MSG];
-	struct ibv_srq_init_attr sa;
 	struct ibv_srq_attr la;
 	struct ibv_async_event ev;
 	struct info me, peer;
@@ -509,36 +510,16 @@ static int limit_responder(struct shared *sh, int rfd, int wfd)
 	struct tctx t;
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
-	struct pollfd pf;
-	struct ibv_recv_wr wr, *bad;
-	struct ibv_sge sge;
 	uint32_t no;
-	int i;
 
 	if (t_open(&t, 64))
 		return 1;
-	memset(&sa, 0, sizeof(sa));
-	sa.attr.max_wr = 16;
-	sa.attr.max_sge = 1;
-	srq = ibv_create_srq(t.pd, &sa);
 	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	qp = srq && mr ? t_rc_qp(&t, 8, srq) : NULL;
+	srq = mr ? t_srq_filled(&t, 16, buf, SRV_MSG, LIM_POSTED, mr->lkey,
+				LIM_LIMIT)
+		 : NULL;
+	qp = srq ? t_rc_qp(&t, 8, srq) : NULL;
 	if (!qp)
-		return 1;
-	for (i = 0; i < LIM_POSTED; i++) {
-		sge.addr = (uintptr_t)(buf + i * SRV_MSG);
-		sge.length = SRV_MSG;
-		sge.lkey = mr->lkey;
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = (uint64_t)i;
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		if (ibv_post_srq_recv(srq, &wr, &bad))
-			return 1;
-	}
-	memset(&la, 0, sizeof(la));
-	la.srq_limit = LIM_LIMIT;
-	if (ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT))
 		return 1;
 	me.qpn = qp->qp_num;
 	t_xsend(wfd, &me, sizeof(me));
@@ -546,15 +527,10 @@ static int limit_responder(struct shared *sh, int rfd, int wfd)
 	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
 		return 1;
 	sh->ready = 1;
-	pf.fd = t.ctx->async_fd;
-	pf.events = POLLIN;
-	if (poll(&pf, 1, 10000) == 1 && !ibv_get_async_event(t.ctx, &ev)) {
-		sh->rx_status = (int)ev.event_type + 1;
-		if (ev.event_type != IBV_EVENT_SRQ_LIMIT_REACHED ||
-		    ev.element.srq != srq)
-			sh->corrupt++;
-		ibv_ack_async_event(&ev);
-	}
+	sh->rx_status = t_async(t.ctx, 10000, &ev) + 1;
+	if (sh->rx_status && (ev.event_type != IBV_EVENT_SRQ_LIMIT_REACHED ||
+			      ev.element.srq != srq))
+		sh->corrupt++;
 	while (ibv_poll_cq(t.cq, 1, &wc) == 1) {
 		memcpy(&no, buf + wc.wr_id * SRV_MSG, sizeof(no));
 		if (wc.status != IBV_WC_SUCCESS || wc.byte_len != SRV_MSG ||
@@ -587,16 +563,11 @@ static void test_srq_limit_asleep(void)
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
 	struct ibv_wc wc[LIM_SENT];
-	int fd[2], st = 0, i, n, good = 1;
+	int st = 0, i, n, good = 1;
 	uint32_t no;
 
-	sh = responder_fork(limit_responder, fd);
-	qp = open_side(&t, buf, sizeof(buf), &mr, fd[0], fd[1], LIM_SENT);
-	if (!qp)
-		bail_out("setup");
-	alarm(60);
-	while (!sh->ready)
-		usleep(1000);
+	sh = responder_start(limit_responder, &t, buf, sizeof(buf), &mr,
+			     LIM_SENT, &qp);
 	for (i = 0; i < LIM_SENT; i++) {
 		no = (uint32_t)i;
 		fill(buf + i * SRV_MSG + 64, SRV_MSG - 64);
@@ -627,8 +598,6 @@ static void test_srq_limit_asleep(void)
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	t_close(&t);
-	close(fd[0]);
-	close(fd[1]);
 	munmap(sh, sizeof(*sh));
 }
 
