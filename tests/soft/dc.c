@@ -394,7 +394,7 @@ static int limit_target(int rfd, int wfd)
 	struct ibv_qp *dct;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	struct info in;
+	struct info in = {0};
 	struct tctx t;
 	int r[2] = {0, 0};
 	char go;
