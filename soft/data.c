@@ -2147,9 +2147,11 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 {
 	struct soft_srq *srq = to_ssrq(ibsrq);
 	struct soft_rwqe *r;
+	uint32_t now;
 	int ret = 0;
 
 	soft_lock(&srq->ctx->lock);
+	now = srq->stamp ? soft_now_us() : 0;
 	for (; wr; wr = wr->next) {
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > srq->max_sge ||
 		    (wr->num_sge && !wr->sg_list)) {
@@ -2165,6 +2167,7 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		r = &srq->rq[srq->head & (srq->size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
+		r->posted_us = now;
 		if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
 			memcpy(r->sge, wr->sg_list,
 			       (size_t)wr->num_sge * sizeof(*wr->sg_list));

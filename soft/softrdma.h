@@ -641,6 +641,9 @@ struct soft_cq {
 struct soft_rwqe {
 	uint64_t wr_id;
 	uint32_t num_sge;
+	/* an SRQ's WQE that UD/UC QPs take (soft_srq.stamp): when it was
+	 * posted, soft_now_us(); else 0 */
+	uint32_t posted_us;
 	struct ibv_sge sge[SOFT_MAX_SGE];
 };
 
@@ -658,6 +661,9 @@ struct soft_srq {
 	struct soft_srq_hdr *shm; /* NULL: reached only by its own process */
 	size_t shm_len;
 	uint32_t shm_id;
+	/* a UD or UC QP takes from it: its WQEs carry their post time, as
+	 * the messages of those QPs their arrival (ud.c deliver) */
+	int stamp;
 };
 
 enum { SOFT_WQE_RING = 1, SOFT_WQE_DONE = 2 };
@@ -1025,6 +1031,12 @@ int soft_pid_alive(int32_t pid, uint64_t start);
 int soft_exit_lock(pthread_mutex_t *m);
 uint64_t soft_pid_start(int32_t pid);
 uint64_t soft_now_ns(void);
+/* soft_now_us -- the monotonic clock in microseconds, modulo 2^32 (an
+ * hour's wrap: compared as a signed difference) */
+static inline uint32_t soft_now_us(void)
+{
+	return (uint32_t)(soft_now_ns() / 1000);
+}
 /* soft_shm_make -- make(fd) maps and fills a new object of len bytes,
  * which then gets the shm name `name` at once, whole (shm.c); NULL with
  * errno EEXIST: another has the name (open that); another errno: none

@@ -96,7 +96,7 @@ struct ud_cell {
 	uint64_t credit;    /* UDF_PLACED */
 	uint64_t raddr;	    /* UDF_WRITE_TAIL: the WRITE's RETH */
 	uint32_t rkey;
-	uint32_t pad3;
+	uint32_t arrived_us; /* soft_now_us() when it was queued */
 	uint8_t pad2[UD_CELL_HDR - 96];
 };
 _Static_assert(sizeof(struct ud_cell) == UD_CELL_HDR, "ud_cell");
@@ -322,6 +322,8 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 	u->q->rd_n = u->rd_n;
 	u->q->srq = !!attr->srq;
 	u->srq = !!attr->srq;
+	if (attr->srq)
+		to_ssrq(attr->srq)->stamp = 1; /* deliver() compares */
 	t = (struct ud_trailer *)((char *)qp->seg + qp->seg_len - UD_TRAILER);
 	t->off = off;
 	__atomic_store_n(&u->q->magic, UD_QMAGIC, __ATOMIC_RELEASE);
@@ -689,7 +691,9 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 	/* the Q_Key was checked on arrival (soft_ud_enqueue), as an HCA
 	 * does: every message in the queue takes the next receive */
 	r = take_rwqe(qp);
-	if (!r) {
+	/* an SRQ's receive posted after the message came was not there for
+	 * it: an HCA takes an SRQ's WQE on arrival, and dropped it then */
+	if (!r || (qp->srq && (int32_t)(r->posted_us - h->arrived_us) > 0)) {
 		count_drop(u->q, UD_DROP_NORECV);
 		return_credit(u);
 		return;
@@ -1075,6 +1079,8 @@ int soft_ud_enqueue(struct ud_peer *p, struct ud_cell *h,
 			count_drop(q, UD_DROP_FULL);
 		goto out;
 	}
+	if (q->srq) /* its receive is found later, by the receiver */
+		h->arrived_us = soft_now_us();
 	if (src && p->rd_n && !q->srq && place(src, p, h, iov, niov, acc)) {
 		h->flags |= UDF_PLACED;
 		h->credit = acc;

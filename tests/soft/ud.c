@@ -1159,6 +1159,88 @@ static void test_srq(void)
 	side_close(&s);
 }
 
+/*
+ * test_srq_late -- an HCA takes an SRQ's WQE when a datagram arrives:
+ * with the SRQ empty then, the datagram is dropped, even if receives are
+ * posted before the receiver next polls.  The receiver is a context of
+ * its own that does not poll meanwhile (its datagrams wait in its queue).
+ */
+static void test_srq_late(void)
+{
+	struct side s, r;
+	struct ibv_srq_init_attr sa;
+	struct ibv_qp_init_attr a;
+	struct ibv_srq *srq;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_sge sge;
+	struct ibv_qp *rq;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[4];
+	int i, n, good;
+
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY) ||
+	    side_open(&r, IBV_QPT_UD))
+		bail_out("setup");
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(r.t.pd, &sa);
+	memset(&a, 0, sizeof(a));
+	a.send_cq = a.recv_cq = r.t.cq;
+	a.srq = srq;
+	a.qp_type = IBV_QPT_UD;
+	a.cap.max_send_wr = 4;
+	a.cap.max_send_sge = 1;
+	rq = srq ? ibv_create_qp(r.t.pd, &a) : NULL;
+	if (!rq || t_ud_up(rq, QKEY))
+		bail_out("UD QP on an SRQ");
+	ah = mk_ah(&s, GID_V4, GID_V4);
+	if (!ah)
+		bail_out("AH");
+	fill(s.buf + 100000, 200, 21);
+	fill(s.buf + 110000, 200, 22);
+	for (i = 0; i < 3; i++)
+		ud_send(&s, s.qp, ah, rq->qp_num, QKEY, 100000, 200, 60 + i, 0);
+	n = t_wait(s.t.cq, wc, 3, 10000);
+	ok(n == 3 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[2].status == IBV_WC_SUCCESS,
+	   "three datagrams sent towards a QP whose SRQ is empty");
+	usleep(2000); /* the receives come strictly later */
+	sge.length = RBUF;
+	sge.lkey = r.mr->lkey;
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	for (i = 0; i < 2; i++) {
+		sge.addr = (uintptr_t)(r.buf + (size_t)i * RBUF);
+		rwr.wr_id = 70 + (uint64_t)i;
+		if (ibv_post_srq_recv(srq, &rwr, &rbad))
+			bail_out("post_srq_recv");
+	}
+	is_int(t_wait(r.t.cq, wc, 1, 200), 0,
+	       "receives posted after they came: none of them completes");
+	is_int(softrdma_qp_drops(rq, 0), 3,
+	       "all three dropped for no receive, counted");
+	for (i = 0; i < 2; i++)
+		ud_send(&s, s.qp, ah, rq->qp_num, QKEY, 110000, 200, 80 + i, 0);
+	n = t_wait(r.t.cq, wc, 2, 10000);
+	for (i = 0, good = 0; i < n; i++)
+		good += wc[i].status == IBV_WC_SUCCESS &&
+			wc[i].opcode == IBV_WC_RECV &&
+			wc[i].wr_id == 70 + (uint64_t)i &&
+			wc[i].byte_len == 240 &&
+			check_fill(r.buf + (size_t)i * RBUF + 40, 200, 22);
+	ok(n == 2 && good == 2,
+	   "the next two take the two receives, in order, whole");
+	is_int(t_wait(s.t.cq, wc, 2, 10000), 2, "their send completions");
+	is_int(softrdma_qp_drops(rq, -1), 3, "no other drop");
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(rq);
+	ibv_destroy_srq(srq);
+	side_close(&r);
+	side_close(&s);
+}
+
 /* sqd_to -- move a QP in RTS to SQD (1) or back to RTS (0) */
 static int sqd_to(struct ibv_qp *qp, int sqd)
 {
@@ -1455,6 +1537,7 @@ int main(void)
 	test_uc_mw();
 	test_errors();
 	test_srq();
+	test_srq_late();
 	test_ah();
 	test_stopped();
 	test_hostile();
