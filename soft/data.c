@@ -1943,9 +1943,47 @@ static inline __attribute__((always_inline)) void rq_mirror(
 		memcpy(w->sge, r->sge, (size_t)r->num_sge * sizeof(r->sge[0]));
 }
 
-/* rc_post_recv -- ibv_post_recv on an RC QP; lock held */
+/* rx_came -- has the peer's message K come (its slot published, not
+ * NAKed for a retransmission nor withdrawn)? */
+static inline int rx_came(const struct soft_qp *qp, uint64_t k)
+{
+	uint64_t st = atomic_load_explicit(
+		&slot_at(qp->peer_slots, k, qp->peer_mask)->state,
+		memory_order_acquire);
+
+	return (st >> 8) == k + 1 && (st & 0xff) != SOFT_SLOT_RNR &&
+	       (st & 0xff) != SOFT_SLOT_CANCEL;
+}
+
+/*
+ * rx_arrived -- for a receive WQE posted now: how many of the peer's
+ * messages have come, in order from ours (up to the first not there or
+ * NAKed: RNR, whose retransmission and all after it come later).  The
+ * WQE was not there when they came: an HCA, which takes the WQE on
+ * arrival, NAKed the one of them that takes it (rx_late).  The first
+ * message that can take it is one past each WQE ahead of it: while that
+ * one has not come, it is the answer, without counting.  0 (no check)
+ * without a peer on this host.  Lock held.
+ */
+static uint64_t rx_arrived(const struct soft_qp *qp)
+{
+	uint64_t k = qp->peer_cons, first = k + (qp->rq_head - qp->rq_tail);
+	uint32_t n;
+
+	if (!qp->peer || !qp->peer_slots)
+		return 0;
+	if (!rx_came(qp, first))
+		return first;
+	for (n = 0; n <= qp->peer_mask && rx_came(qp, k); n++)
+		k++;
+	return k;
+}
+
+/* rc_post_recv -- ibv_post_recv on an RC QP, ARRIVED rx_arrived's; lock
+ * held */
 static inline __attribute__((always_inline)) int rc_post_recv(
-	struct soft_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+	struct soft_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad,
+	uint64_t arrived)
 {
 	struct soft_rwqe *r;
 	int ret = 0;
@@ -1970,6 +2008,7 @@ static inline __attribute__((always_inline)) int rc_post_recv(
 		r = &qp->rq[qp->rq_head & (qp->rq_size - 1)];
 		r->wr_id = wr->wr_id;
 		r->num_sge = (uint32_t)wr->num_sge;
+		r->arrived = arrived;
 		if (wr->num_sge == 1) /* the usual case: no call */
 			r->sge[0] = wr->sg_list[0];
 		else if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
@@ -1991,9 +2030,10 @@ static inline __attribute__((always_inline)) int rc_post_recv(
  * held */
 static __attribute__((noinline)) int rc_post_recv_slow(struct soft_qp *qp,
 						       struct ibv_recv_wr *wr,
-						       struct ibv_recv_wr **bad)
+						       struct ibv_recv_wr **bad,
+						       uint64_t arrived)
 {
-	return rc_post_recv(qp, wr, bad);
+	return rc_post_recv(qp, wr, bad, arrived);
 }
 
 /*
@@ -2003,7 +2043,7 @@ static __attribute__((noinline)) int rc_post_recv_slow(struct soft_qp *qp,
  * Lock held.
  */
 static inline __attribute__((always_inline)) int rc_post_recv_one(
-	struct soft_qp *qp, struct ibv_recv_wr *wr)
+	struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 {
 	struct soft_rwqe *r;
 
@@ -2015,6 +2055,7 @@ static inline __attribute__((always_inline)) int rc_post_recv_one(
 	r = &qp->rq[qp->rq_head & (qp->rq_size - 1)];
 	r->wr_id = wr->wr_id;
 	r->num_sge = 1;
+	r->arrived = arrived;
 	r->sge[0] = wr->sg_list[0];
 	if (qp->seg->rq_entries) {
 		rq_mirror(qp, r);
@@ -2037,7 +2078,7 @@ static inline __attribute__((always_inline)) int rc_post_recv_one(
  * posted, as rc_post_recv would have posted them).  Lock held.
  */
 static inline __attribute__((always_inline)) struct ibv_recv_wr *
-rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr)
+rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 {
 	uint64_t head = qp->rq_head, end;
 	uint32_t i = (uint32_t)head & (qp->rq_size - 1);
@@ -2061,6 +2102,7 @@ rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr)
 		sge = wr->sg_list[0];
 		r->wr_id = wr->wr_id;
 		r->num_sge = 1;
+		r->arrived = arrived;
 		r->sge[0] = sge;
 		if (w) {
 			w->num_sge = 1;
@@ -2095,14 +2137,15 @@ static inline __attribute__((always_inline)) int rc_post_recv_in(
 	int single)
 {
 	int ret = 0, biased = ctx_enter(qp->ctx, single);
+	uint64_t arrived = rx_arrived(qp);
 
 	if (!wr->next) {
-		if (!rc_post_recv_one(qp, wr))
-			ret = rc_post_recv_slow(qp, wr, bad);
+		if (!rc_post_recv_one(qp, wr, arrived))
+			ret = rc_post_recv_slow(qp, wr, bad, arrived);
 	} else {
-		wr = rc_post_recv_chain(qp, wr);
+		wr = rc_post_recv_chain(qp, wr, arrived);
 		if (__builtin_expect(wr != NULL, 0))
-			ret = rc_post_recv_slow(qp, wr, bad);
+			ret = rc_post_recv_slow(qp, wr, bad, arrived);
 	}
 	ctx_exit(qp->ctx, single, biased);
 	return ret;
@@ -2203,6 +2246,28 @@ static struct soft_rwqe *rx_wqe(struct soft_qp *qp)
 	return qp->rq_head == qp->rq_tail
 		       ? NULL
 		       : &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
+}
+
+/*
+ * rx_late -- did message peer_cons come before r, its receive WQE, was
+ * posted (rx_arrived)?  Then an HCA NAKed it (RNR).  Its retransmission,
+ * and those of the messages after it, will find every WQE posted by now:
+ * they are marked so.  An SRQ's WQEs are not checked (another QP's
+ * messages take them too: no count of ours orders them).
+ */
+static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r)
+{
+	uint64_t i;
+
+	if (qp->srq || r->arrived <= qp->peer_cons)
+		return 0;
+	for (i = qp->rq_tail; i != qp->rq_head; i++) {
+		struct soft_rwqe *w = &qp->rq[i & (qp->rq_size - 1)];
+
+		if (w->arrived > qp->peer_cons)
+			w->arrived = qp->peer_cons;
+	}
+	return 1;
 }
 
 /* rx_take_wqe -- consume the WQE rx_wqe returned */
@@ -3045,8 +3110,8 @@ static inline __attribute__((always_inline)) int rx_fast_wqe(
 	const struct ibv_sge *sg = &r->sge[0];
 	struct soft_mr *mr;
 
-	if (r->num_sge != 1 || sg->length < len)
-		return -1;
+	if (r->num_sge != 1 || sg->length < len || r->arrived > qp->peer_cons)
+		return -1; /* rx_late: rx_slots NAKs it */
 	*rp = r;
 	if (!len)
 		return 0;
@@ -3262,7 +3327,7 @@ static void rx_slots(struct soft_qp *qp)
 		if (!err && (m.opcode == SOFT_OP_SEND ||
 			     m.opcode == SOFT_OP_WRITE_IMM)) {
 			r = rx_wqe(qp);
-			if (!r) {
+			if (!r || rx_late(qp, r)) {
 				s->rnr_timer = qp->attr.min_rnr_timer;
 				atomic_compare_exchange_strong(
 					&s->state, &st,

@@ -644,6 +644,10 @@ struct soft_rwqe {
 	/* an SRQ's WQE that UD/UC QPs take (soft_srq.stamp): when it was
 	 * posted, soft_now_us(); else 0 */
 	uint32_t posted_us;
+	/* an RC QP's own WQE: how many of the peer's messages had come when
+	 * it was posted (data.c rx_arrived); a message before them did not
+	 * find it (rx_late) */
+	uint64_t arrived;
 	struct ibv_sge sge[SOFT_MAX_SGE];
 };
 

@@ -535,6 +535,42 @@ static void test_rnr(void)
 	is_int(t_wait(acq, &wc, 1, 30000), 1, "sender completion");
 	is_int(wc.status, IBV_WC_SUCCESS, "success after RNR");
 	unpair(a, b);
+
+	/* a receive posted after the SEND came, before the responder's
+	 * next poll: an HCA took (none) on arrival and NAKed it */
+	pair(&a, &b, 0, 14, 0, 1);
+	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 12, 0, 0, 0);
+	t_post_recv(b, bbuf, 64, bmr->lkey, 3);
+	is_int(t_wait(acq, &wc, 1, 30000), 1, "late receive: completion");
+	is_int(wc.status, IBV_WC_RNR_RETRY_EXC_ERR,
+	       "rnr_retry 0: RNR_RETRY_EXC_ERR, the receive came too late");
+	is_int(t_wait(bcq, &wc, 1, 50), 0, "nothing received");
+	unpair(a, b);
+
+	/* with retries the retransmission, after the 1.28 ms timer, takes
+	 * it; so do the messages behind it, posted before it came back */
+	pair(&a, &b, 0, 14, 7, 1);
+	strcpy(abuf, "one");
+	strcpy(abuf + 64, "two");
+	t0 = now_ms();
+	t_post(a, IBV_WR_SEND, abuf, 4, amr->lkey, 13, 0, 0, 0);
+	t_post(a, IBV_WR_SEND, abuf + 64, 4, amr->lkey, 14, 0, 0, 0);
+	t_post_recv(b, bbuf, 64, bmr->lkey, 4);
+	t_post_recv(b, bbuf + 64, 64, bmr->lkey, 5);
+	is_int(t_wait(bcq, &wc, 1, 30000), 1,
+	       "late receive, retries: received");
+	dt = now_ms() - t0;
+	ok(wc.status == IBV_WC_SUCCESS && wc.wr_id == 4 && !strcmp(bbuf, "one"),
+	   "the first message, in the first receive");
+	ok(dt >= 1.28, "after the RNR timer (%.2f ms)", dt);
+	ok(t_wait(bcq, &wc, 1, 30000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.wr_id == 5 && !strcmp(bbuf + 64, "two"),
+	   "the second, in the second");
+	ok(t_wait(acq, &wc, 1, 30000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   t_wait(acq, &wc, 1, 30000) == 1 &&
+		   wc.status == IBV_WC_SUCCESS,
+	   "both sends succeed");
+	unpair(a, b);
 }
 
 static void test_flush(void)
