@@ -921,12 +921,18 @@ void soft_hca_priority(void)
 /* ag_spawn -- start the host's agent: fork, setsid, fork; it keeps none
  * of our descriptors, and none of the program's signal handlers or the
  * forking thread's mask (the program's, or the net thread's: all) */
+__thread int soft_agent_forking __attribute__((tls_model("initial-exec")));
+
 static void ag_spawn(void)
 {
-	pid_t p = fork(), q;
+	pid_t p, q;
 	sigset_t none;
 	int fd, sig;
 
+	soft_agent_forking = 1; /* stays set in the agent */
+	p = fork();
+	if (p)
+		soft_agent_forking = 0;
 	if (p < 0)
 		return;
 	if (p) {

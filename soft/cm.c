@@ -621,9 +621,12 @@ void scm__thread_put(void)
 	pthread_mutex_unlock(&scm_thr_mutex);
 }
 
-/* scm_atfork_prepare -- no CM state is half-changed across fork() */
+/* scm_atfork_prepare -- no CM state is half-changed across fork() (the
+ * host's agent excepted: soft_agent_forking) */
 static void scm_atfork_prepare(void)
 {
+	if (soft_agent_forking)
+		return;
 	pthread_mutex_lock(&scm_thr_mutex);
 	pthread_mutex_lock(&scm__lock);
 }
@@ -631,6 +634,8 @@ static void scm_atfork_prepare(void)
 /* scm_atfork_parent -- resume */
 static void scm_atfork_parent(void)
 {
+	if (soft_agent_forking)
+		return;
 	pthread_mutex_unlock(&scm__lock);
 	pthread_mutex_unlock(&scm_thr_mutex);
 }
@@ -642,6 +647,8 @@ static void scm_atfork_parent(void)
  */
 static void scm_atfork_child(void)
 {
+	if (soft_agent_forking)
+		return;
 	pthread_mutex_unlock(&scm__lock);
 	pthread_mutex_unlock(&scm_thr_mutex);
 	if (scm_thr_running) {

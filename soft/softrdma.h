@@ -396,6 +396,12 @@ void soft_bias_lock(soft_lock_t *l);
  * crashes LeakSanitizer's thread tracer */
 extern __thread uint32_t soft_tid_cached
 	__attribute__((tls_model("initial-exec")));
+/* this thread is forking the host's agent (agent.c ag_spawn), maybe
+ * under the network path's lock: the fork handlers that take the CM's
+ * locks leave them alone (a thread holding one may wait for ours; the
+ * agent never uses the CM) */
+extern __thread int soft_agent_forking
+	__attribute__((tls_model("initial-exec")));
 uint32_t soft_tid_slow(void);
 
 static inline uint32_t soft_tid(void)
