@@ -1972,7 +1972,9 @@ static uint64_t rx_arrived(const struct soft_qp *qp)
 
 	if (!qp->peer || !qp->peer_slots)
 		return 0;
-	if (!rx_came(qp, first))
+	/* more WQEs ahead than the peer has slots: it cannot have sent
+	 * that far (no load); else one look at the slot */
+	if (first - k > qp->peer_mask || !rx_came(qp, first))
 		return first;
 	for (n = 0; n <= qp->peer_mask && rx_came(qp, k); n++)
 		k++;
