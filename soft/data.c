@@ -1965,20 +1965,29 @@ static inline int rx_came(const struct soft_qp *qp, uint64_t k)
  * one has not come, it is the answer, without counting.  0 (no check)
  * without a peer on this host.  Lock held.
  */
-static uint64_t rx_arrived(const struct soft_qp *qp)
+static __attribute__((noinline)) uint64_t rx_arrived_count(
+	const struct soft_qp *qp)
 {
-	uint64_t k = qp->peer_cons, first = k + (qp->rq_head - qp->rq_tail);
+	uint64_t k = qp->peer_cons;
 	uint32_t n;
 
-	if (!qp->peer || !qp->peer_slots)
-		return 0;
-	/* more WQEs ahead than the peer has slots: it cannot have sent
-	 * that far (no load); else one look at the slot */
-	if (first - k > qp->peer_mask || !rx_came(qp, first))
-		return first;
 	for (n = 0; n <= qp->peer_mask && rx_came(qp, k); n++)
 		k++;
 	return k;
+}
+
+static inline __attribute__((always_inline)) uint64_t rx_arrived(
+	const struct soft_qp *qp)
+{
+	uint64_t ahead = qp->rq_head - qp->rq_tail;
+
+	if (!qp->peer_slots)
+		return 0;
+	/* more WQEs ahead than the peer has slots: it cannot have sent
+	 * that far (no load); else one look at the slot */
+	if (ahead > qp->peer_mask || !rx_came(qp, qp->peer_cons + ahead))
+		return qp->peer_cons + ahead;
+	return rx_arrived_count(qp);
 }
 
 /* rc_post_recv -- ibv_post_recv on an RC QP, ARRIVED rx_arrived's; lock
