@@ -918,11 +918,11 @@ void soft_hca_priority(void)
 	(void)setpriority(PRIO_PROCESS, (id_t)tid, -10);
 }
 
+__thread int soft_agent_forking __attribute__((tls_model("initial-exec")));
+
 /* ag_spawn -- start the host's agent: fork, setsid, fork; it keeps none
  * of our descriptors, and none of the program's signal handlers or the
  * forking thread's mask (the program's, or the net thread's: all) */
-__thread int soft_agent_forking __attribute__((tls_model("initial-exec")));
-
 static void ag_spawn(void)
 {
 	pid_t p, q;

@@ -1955,16 +1955,8 @@ static inline int rx_came(const struct soft_qp *qp, uint64_t k)
 	       (st & 0xff) != SOFT_SLOT_CANCEL;
 }
 
-/*
- * rx_arrived -- for a receive WQE posted now: how many of the peer's
- * messages have come, in order from ours (up to the first not there or
- * NAKed: RNR, whose retransmission and all after it come later).  The
- * WQE was not there when they came: an HCA, which takes the WQE on
- * arrival, NAKed the one of them that takes it (rx_late).  The first
- * message that can take it is one past each WQE ahead of it: while that
- * one has not come, it is the answer, without counting.  0 (no check)
- * without a peer on this host.  Lock held.
- */
+/* rx_arrived_count -- rx_arrived's count: the peer's messages that have
+ * come, from ours on */
 static __attribute__((noinline)) uint64_t rx_arrived_count(
 	const struct soft_qp *qp)
 {
@@ -1976,6 +1968,17 @@ static __attribute__((noinline)) uint64_t rx_arrived_count(
 	return k;
 }
 
+/*
+ * rx_arrived -- for a receive WQE posted now: how many of the peer's
+ * messages have come, in order from ours (up to the first not there or
+ * NAKed: RNR, whose retransmission and all after it come later).  The
+ * WQE was not there when they came: an HCA, which takes the WQE on
+ * arrival, NAKed the one of them that takes it (rx_late).  The first
+ * message that can take it is one past each WQE ahead of it: while that
+ * one has not come (or cannot have: more WQEs ahead than the peer has
+ * slots), it is the answer, without counting.  0 (no check) without a
+ * peer on this host.  Lock held.
+ */
 static inline __attribute__((always_inline)) uint64_t rx_arrived(
 	const struct soft_qp *qp)
 {
@@ -1983,8 +1986,6 @@ static inline __attribute__((always_inline)) uint64_t rx_arrived(
 
 	if (!qp->peer_slots)
 		return 0;
-	/* more WQEs ahead than the peer has slots: it cannot have sent
-	 * that far (no load); else one look at the slot */
 	if (ahead > qp->peer_mask || !rx_came(qp, qp->peer_cons + ahead))
 		return qp->peer_cons + ahead;
 	return rx_arrived_count(qp);
