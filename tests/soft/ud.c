@@ -104,6 +104,29 @@ static void side_close(struct side *s)
 	free(s->buf);
 }
 
+/* srq_qp -- a QP of TYPE on s's PD and CQ taking its receives from a new
+ * SRQ of 4 one-SGE WQEs (*srq); NULL if either failed */
+static struct ibv_qp *srq_qp(struct side *s, enum ibv_qp_type type,
+			     struct ibv_srq **srq)
+{
+	struct ibv_srq_init_attr sa;
+	struct ibv_qp_init_attr a;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	*srq = ibv_create_srq(s->t.pd, &sa);
+	if (!*srq)
+		return NULL;
+	memset(&a, 0, sizeof(a));
+	a.send_cq = a.recv_cq = s->t.cq;
+	a.srq = *srq;
+	a.qp_type = type;
+	a.cap.max_send_wr = 4;
+	a.cap.max_send_sge = 1;
+	return ibv_create_qp(s->t.pd, &a);
+}
+
 static struct ibv_ah *mk_ah(struct side *s, int sgid, int dgid)
 {
 	struct ibv_ah_attr a;
@@ -628,8 +651,6 @@ static void test_uc_norecv(void)
 static void test_uc_srq_norecv(void)
 {
 	struct side s;
-	struct ibv_srq_init_attr sa;
-	struct ibv_qp_init_attr a;
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qi;
 	struct ibv_recv_wr rwr, *rbad;
@@ -641,17 +662,7 @@ static void test_uc_srq_norecv(void)
 
 	if (side_open(&s, IBV_QPT_UC))
 		bail_out("setup");
-	memset(&sa, 0, sizeof(sa));
-	sa.attr.max_wr = 4;
-	sa.attr.max_sge = 1;
-	srq = ibv_create_srq(s.t.pd, &sa);
-	memset(&a, 0, sizeof(a));
-	a.send_cq = a.recv_cq = s.t.cq;
-	a.srq = srq;
-	a.qp_type = IBV_QPT_UC;
-	a.cap.max_send_wr = 4;
-	a.cap.max_send_sge = 1;
-	rx = srq ? ibv_create_qp(s.t.pd, &a) : NULL;
+	rx = srq_qp(&s, IBV_QPT_UC, &srq);
 	if (!rx || t_uc_up(rx, s.qp->qp_num, IBV_ACCESS_REMOTE_WRITE) ||
 	    t_uc_up(s.qp, rx->qp_num, IBV_ACCESS_REMOTE_WRITE))
 		bail_out("UC QP on an SRQ");
@@ -1101,8 +1112,6 @@ static void test_errors(void)
 static void test_srq(void)
 {
 	struct side s;
-	struct ibv_srq_init_attr sa;
-	struct ibv_qp_init_attr a;
 	struct ibv_srq *srq;
 	struct ibv_recv_wr rwr, *rbad;
 	struct ibv_sge sge;
@@ -1113,17 +1122,7 @@ static void test_srq(void)
 
 	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		bail_out("setup");
-	memset(&sa, 0, sizeof(sa));
-	sa.attr.max_wr = 4;
-	sa.attr.max_sge = 1;
-	srq = ibv_create_srq(s.t.pd, &sa);
-	memset(&a, 0, sizeof(a));
-	a.send_cq = a.recv_cq = s.t.cq;
-	a.srq = srq;
-	a.qp_type = IBV_QPT_UD;
-	a.cap.max_send_wr = 4;
-	a.cap.max_send_sge = 1;
-	rq = srq ? ibv_create_qp(s.t.pd, &a) : NULL;
+	rq = srq_qp(&s, IBV_QPT_UD, &srq);
 	ok(rq && !t_ud_up(rq, QKEY), "UD QP on an SRQ");
 	if (!rq)
 		bail_out("SRQ QP");
@@ -1168,8 +1167,6 @@ static void test_srq(void)
 static void test_srq_late(void)
 {
 	struct side s, r;
-	struct ibv_srq_init_attr sa;
-	struct ibv_qp_init_attr a;
 	struct ibv_srq *srq;
 	struct ibv_recv_wr rwr, *rbad;
 	struct ibv_sge sge;
@@ -1181,17 +1178,7 @@ static void test_srq_late(void)
 	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY) ||
 	    side_open(&r, IBV_QPT_UD))
 		bail_out("setup");
-	memset(&sa, 0, sizeof(sa));
-	sa.attr.max_wr = 4;
-	sa.attr.max_sge = 1;
-	srq = ibv_create_srq(r.t.pd, &sa);
-	memset(&a, 0, sizeof(a));
-	a.send_cq = a.recv_cq = r.t.cq;
-	a.srq = srq;
-	a.qp_type = IBV_QPT_UD;
-	a.cap.max_send_wr = 4;
-	a.cap.max_send_sge = 1;
-	rq = srq ? ibv_create_qp(r.t.pd, &a) : NULL;
+	rq = srq_qp(&r, IBV_QPT_UD, &srq);
 	if (!rq || t_ud_up(rq, QKEY))
 		bail_out("UD QP on an SRQ");
 	ah = mk_ah(&s, GID_V4, GID_V4);
