@@ -1721,6 +1721,18 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	return 1;
 }
 
+/* rnr_wait -- a send of ctx waits for its RNR timer: the progress
+ * thread, if the context has one, passes until it goes again (and now,
+ * when the program found it: the program may sleep until it is done) */
+static void rnr_wait(struct soft_context *ctx)
+{
+	if (ctx->rnr_wait)
+		return;
+	soft_hint_set(&ctx->rnr_wait, 1);
+	if (ctx->thread_started && !ctx->in_thread)
+		soft_wake_thread((uint32_t)ctx->reg_idx);
+}
+
 static void tx_qp(struct soft_qp *qp);
 static void flush_rq(struct soft_qp *qp);
 
@@ -3890,8 +3902,10 @@ static void tx_qp(struct soft_qp *qp)
 						qp->rnr_since = now;
 					if (now - qp->rnr_since <
 					    (uint64_t)rnr_table[code] *
-						    10000ull)
+						    10000ull) {
+						rnr_wait(qp->ctx);
 						return;
+					}
 					qp->rnr_count++;
 					qp->rnr_since = 0;
 					atomic_compare_exchange_strong(
@@ -4412,16 +4426,19 @@ static void *thread_main(void *arg)
 		armed = soft_hint_get(net ? &ctx->narmed : &ctx->narmed_thread);
 		/* woken (v moved) though nothing is armed: an initiator took
 		 * an SRQ's WQE below its armed limit (soft_srq_kick) */
-		if (!armed && !ctx->serve_rings && v == seen) {
+		if (!armed && !ctx->serve_rings && v == seen &&
+		    !soft_hint_get(&ctx->rnr_wait)) {
 			nap = 1; /* no pass of ours: no timer to run */
 		} else if (!soft_trylock(&ctx->lock)) {
 			ctx->in_thread = 1;
+			soft_hint_set(&ctx->rnr_wait, 0); /* again if still */
 			soft_progress(ctx);
 			ctx->in_thread = 0;
 			/* the short nap while sends wait (their timers):
 			 * counted under the lock, as posts change it */
 			nap = !(ctx->outstanding &&
-				(ctx->narmed || ctx->serve_rings));
+				(ctx->narmed || ctx->serve_rings)) &&
+			      !ctx->rnr_wait;
 			soft_unlock(&ctx->lock);
 		} /* else busy: the nap of our last pass */
 		seen = v;

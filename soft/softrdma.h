@@ -516,8 +516,12 @@ struct soft_context {
 	_Atomic int thread_stop;
 	/* narmed, narmed_thread: written under the lock with relaxed
 	 * stores (soft_hint_set), read by thread_main without it */
-	int narmed;		/* CQs armed */
-	int narmed_thread;	/* of them, those the progress thread serves */
+	int narmed;	   /* CQs armed */
+	int narmed_thread; /* of them, those the progress thread serves */
+	/* a send waits for its RNR timer (tx_qp): the progress thread
+	 * passes until it is sent again, as the HCA retransmits it without
+	 * the program (soft_hint_set, like narmed) */
+	int rnr_wait;
 	_Atomic int thread_nap; /* the thread's wait is a long one */
 	int in_thread; /* the progress thread is sweeping (lock held) */
 	uint32_t npd;
