@@ -470,6 +470,127 @@ out:
 	close(wfd);
 }
 
+/* -- part 3: an RNR NAK while the sender sleeps ------------------------- */
+
+/* rnr_main -- the child: NAK the parent's SEND (no receive posted; a poll
+ * runs our responder), then post a receive and wait for the message
+ * again; exit 0 if it came whole */
+static int rnr_main(int rfd, int wfd)
+{
+	struct tside b;
+	struct ibv_qp_cap cap = {.max_send_wr = 4,
+				 .max_recv_wr = 4,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1};
+	struct ibv_wc wc;
+	uint32_t me, peer;
+	char c;
+	int got;
+
+	if (t_side_open(&b, NULL, 16, 64) || !(b.qp = t_side_qp(&b, &cap)))
+		return 2;
+	me = b.qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	/* min_rnr_timer 14: 1.28 ms */
+	if (t_connect(b.qp, peer, 0, 14, 7, 14, 7))
+		return 2;
+	t_xsend(wfd, &me, 1);
+	t_xrecv(rfd, &c, 1); /* it has sent, and sleeps */
+	if (t_wait(b.cq, &wc, 1, 200) != 0)
+		return 3; /* NAKed: nothing for us yet */
+	usleep(20000);
+	if (t_post_recv(b.qp, b.buf, 64, b.mr->lkey, 7))
+		return 2;
+	got = t_wait(b.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
+	      wc.wr_id == 7 && !strcmp(b.buf, "again");
+	t_xrecv(rfd, &c, 1);
+	ibv_destroy_qp(b.qp);
+	t_side_close(&b);
+	return got ? 0 : 4;
+}
+
+/* rnr_part -- the parent sends to a QP with no receive and sleeps on its
+ * send CQ's channel: an HCA retransmits the NAKed SEND after the RNR
+ * timer on its own, so the completion comes without the program's help */
+static void rnr_part(void)
+{
+	struct tside a;
+	struct ibv_qp_cap cap = {.max_send_wr = 4,
+				 .max_recv_wr = 4,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1};
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *scq, *ev_cq;
+	struct ibv_qp_init_attr ia;
+	struct ibv_wc wc;
+	struct pollfd p;
+	void *ev_ctx;
+	uint32_t me, peer;
+	int rfd, wfd, st = 0, done = 0, n;
+	long long end;
+	pid_t pid;
+	char c = 1;
+
+	pid = t_spawn(rnr_main, &rfd, &wfd);
+	if (pid < 0 || t_side_open(&a, NULL, 16, 64))
+		bail_out("part 3 set-up");
+	ch = ibv_create_comp_channel(a.t.ctx);
+	scq = ch ? ibv_create_cq(a.t.ctx, 16, NULL, ch, 0) : NULL;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = scq;
+	ia.recv_cq = a.cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap = cap;
+	a.qp = scq ? ibv_create_qp(a.t.pd, &ia) : NULL;
+	if (!a.qp)
+		bail_out("part 3 QP");
+	me = a.qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(a.qp, peer, 0, 12, 7, 14, 7))
+		bail_out("part 3 connect");
+	t_xrecv(rfd, &c, 1);
+	strcpy(a.buf, "again");
+	if (t_post(a.qp, IBV_WR_SEND, a.buf, 6, a.mr->lkey, 5,
+		   IBV_SEND_SIGNALED, 0, 0) ||
+	    ibv_req_notify_cq(scq, 0))
+		bail_out("part 3 send");
+	t_xsend(wfd, &c, 1);
+	end = now_ms() + 20000;
+	while (!done && now_ms() < end) {
+		n = ibv_poll_cq(scq, 1, &wc);
+		if (n) {
+			done = n == 1 ? 1 + (wc.status == IBV_WC_SUCCESS) : -1;
+			break;
+		}
+		p.fd = ch->fd;
+		p.events = POLLIN;
+		p.revents = 0;
+		if (poll(&p, 1, (int)(end - now_ms())) <= 0)
+			break;
+		if (!ibv_get_cq_event(ch, &ev_cq, &ev_ctx)) {
+			ibv_ack_cq_events(ev_cq, 1);
+			ibv_req_notify_cq(scq, 0);
+		}
+	}
+	ok(done == 2,
+	   "part 3: a SEND NAKed (RNR) while its sender sleeps on its channel "
+	   "is sent again without it, and completes (%d)",
+	   done);
+	t_xsend(wfd, &c, 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "part 3: the receiver got it once its receive was posted (%d)", st);
+	ibv_destroy_qp(a.qp);
+	a.qp = NULL;
+	ibv_destroy_cq(scq);
+	ibv_destroy_comp_channel(ch);
+	t_side_close(&a);
+	close(rfd);
+	close(wfd);
+}
+
 int main(void)
 {
 	struct side s;
@@ -515,6 +636,7 @@ int main(void)
 	close(rfd);
 	close(wfd);
 	mpart();
+	rnr_part();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
