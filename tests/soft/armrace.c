@@ -199,6 +199,18 @@ static int echo_main(int rfd, int wfd)
 	return res;
 }
 
+/* child_exits -- let the child of pid go on (one byte on wfd) and check
+ * that it exits 0: WHAT it was to do */
+static void child_exits(pid_t pid, int wfd, const char *what)
+{
+	char go = 1;
+	int st = 0;
+
+	t_xsend(wfd, &go, 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s (%d)", what, st);
+}
+
 /* -- part 2: NQ QPs, unlike CQ counts on the two sides ------------------- */
 
 #define NQ 3
@@ -404,11 +416,10 @@ static void mpart(void)
 	struct ibv_wc wc;
 	struct ibv_cq *ev;
 	void *ctx;
-	int rfd, wfd, i, q, n = rounds(), child_n = -1, st = 0, ep, k;
+	int rfd, wfd, i, q, n = rounds(), child_n = -1, ep, k;
 	int eagain_ok = 1, fl;
 	long waits = 0;
 	pid_t pid;
-	char go = 1;
 
 	pid = t_spawn(mecho_main, &rfd, &wfd);
 	if (pid < 0)
@@ -460,10 +471,7 @@ out:
 	   "part 2: the echo side saw every round, on its QP, in order, with "
 	   "events only for its armed CQ (%d)",
 	   child_n);
-	t_xsend(wfd, &go, 1);
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	   "part 2: echo side exits 0 (%d)", st);
+	child_exits(pid, wfd, "part 2: echo side exits 0");
 	close(ep);
 	mteardown(&s);
 	close(rfd);
@@ -527,7 +535,7 @@ static void rnr_part(void)
 	struct pollfd p;
 	void *ev_ctx;
 	uint32_t me, peer;
-	int rfd, wfd, st = 0, done = 0, n;
+	int rfd, wfd, done = 0, n;
 	long long end;
 	pid_t pid;
 	char c = 1;
@@ -578,10 +586,8 @@ static void rnr_part(void)
 	   "part 3: a SEND NAKed (RNR) while its sender sleeps on its channel "
 	   "is sent again without it, and completes (%d)",
 	   done);
-	t_xsend(wfd, &c, 1);
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	   "part 3: the receiver got it once its receive was posted (%d)", st);
+	child_exits(pid, wfd,
+		    "part 3: the receiver got it once its receive was posted");
 	ibv_destroy_qp(a.qp);
 	a.qp = NULL;
 	ibv_destroy_cq(scq);
@@ -595,9 +601,8 @@ int main(void)
 {
 	struct side s;
 	struct ibv_wc wc[16];
-	int rfd, wfd, i, n = rounds(), child_n = -1, st = 0, got;
+	int rfd, wfd, i, n = rounds(), child_n = -1, got;
 	pid_t pid;
-	char go = 1;
 
 	/* no safety net: the progress thread's timed passes would hide a
 	 * lost direct wake-up as a delay */
@@ -629,9 +634,7 @@ int main(void)
 				got = 1000;
 	}
 	ok(got < 1000, "send completions all successful");
-	t_xsend(wfd, &go, 1);
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "echo side exits 0 (%d)", st);
+	child_exits(pid, wfd, "echo side exits 0");
 	teardown(&s);
 	close(rfd);
 	close(wfd);
