@@ -2294,6 +2294,20 @@ static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r)
 	return 1;
 }
 
+/* rx_rnr -- NAK the message in s (state ST) with RNR: its sender's
+ * progress thread is woken, armed CQ or not, to send it again after our
+ * min_rnr_timer even while its program does not call it, as its HCA
+ * would (rc_to_rtr started that thread) */
+static void rx_rnr(struct soft_qp *qp, struct soft_slot *s, uint64_t st)
+{
+	s->rnr_timer = qp->attr.min_rnr_timer;
+	atomic_compare_exchange_strong(
+		&s->state, &st, SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_RNR));
+	peer_wake(qp);
+	if (!qp->peer_same_ctx)
+		soft_wake_thread(qp->peer_ctx_idx);
+}
+
 /* rx_take_wqe -- consume the WQE rx_wqe returned */
 static inline void rx_take_wqe(struct soft_qp *qp)
 {
@@ -3352,12 +3366,7 @@ static void rx_slots(struct soft_qp *qp)
 			     m.opcode == SOFT_OP_WRITE_IMM)) {
 			r = rx_wqe(qp);
 			if (!r || rx_late(qp, r)) {
-				s->rnr_timer = qp->attr.min_rnr_timer;
-				atomic_compare_exchange_strong(
-					&s->state, &st,
-					SOFT_SLOT_STATE(qp->peer_cons,
-							SOFT_SLOT_RNR));
-				peer_wake(qp);
+				rx_rnr(qp, s, st);
 				return;
 			}
 		} else {
@@ -4507,8 +4516,11 @@ static void rc_to_rtr(struct soft_qp *qp)
 			qp->ops = &soft_rc_net_ops;
 	}
 	soft_qp_connect(qp);
-	if (qp->ctx->serve_rings)
-		soft_thread_start_locked(qp->ctx);
+	/* a send the peer RNR NAKs goes again after its timer while our
+	 * program does not call us (an HCA retransmits on its own): the
+	 * peer's NAK wakes this thread (rx_rnr); so do slots our
+	 * process must serve itself (serve_rings) */
+	soft_thread_start_locked(qp->ctx);
 }
 
 /* RC over shared memory */

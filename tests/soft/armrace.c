@@ -482,7 +482,7 @@ out:
 
 /* rnr_main -- the child: NAK the parent's SEND (no receive posted; a poll
  * runs our responder), then post a receive and wait for the message
- * again; exit 0 if it came whole */
+ * again; tell the parent whether it came whole, and exit 0 if it did */
 static int rnr_main(int rfd, int wfd)
 {
 	struct tside b;
@@ -512,6 +512,7 @@ static int rnr_main(int rfd, int wfd)
 		return 2;
 	got = t_wait(b.cq, &wc, 1, 20000) == 1 && wc.status == IBV_WC_SUCCESS &&
 	      wc.wr_id == 7 && !strcmp(b.buf, "again");
+	t_xsend(wfd, &got, sizeof(got));
 	t_xrecv(rfd, &c, 1);
 	ibv_destroy_qp(b.qp);
 	t_side_close(&b);
@@ -586,12 +587,62 @@ static void rnr_part(void)
 	   "part 3: a SEND NAKed (RNR) while its sender sleeps on its channel "
 	   "is sent again without it, and completes (%d)",
 	   done);
+	t_xrecv(rfd, &n, sizeof(n));
 	child_exits(pid, wfd,
 		    "part 3: the receiver got it once its receive was posted");
 	ibv_destroy_qp(a.qp);
 	a.qp = NULL;
 	ibv_destroy_cq(scq);
 	ibv_destroy_comp_channel(ch);
+	t_side_close(&a);
+	close(rfd);
+	close(wfd);
+}
+
+/* rnr_idle_part -- as part 3, but the sender neither polls nor arms
+ * anything after its post: it blocks in read() until the receiver says
+ * whether the message came.  Only the sender's HCA (softrdma's progress
+ * thread, woken by the NAK) can send it again meanwhile. */
+static void rnr_idle_part(void)
+{
+	struct tside a;
+	struct ibv_qp_cap cap = {.max_send_wr = 4,
+				 .max_recv_wr = 4,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1};
+	struct ibv_wc wc;
+	uint32_t me, peer;
+	int rfd, wfd, got = -1, n;
+	pid_t pid;
+	char c = 1;
+
+	pid = t_spawn(rnr_main, &rfd, &wfd);
+	if (pid < 0 || t_side_open(&a, NULL, 16, 64) ||
+	    !(a.qp = t_side_qp(&a, &cap)))
+		bail_out("part 4 set-up");
+	me = a.qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(a.qp, peer, 0, 12, 7, 14, 7))
+		bail_out("part 4 connect");
+	t_xrecv(rfd, &c, 1);
+	strcpy(a.buf, "again");
+	if (t_post(a.qp, IBV_WR_SEND, a.buf, 6, a.mr->lkey, 5,
+		   IBV_SEND_SIGNALED, 0, 0))
+		bail_out("part 4 send");
+	t_xsend(wfd, &c, 1);
+	t_xrecv(rfd, &got, sizeof(got)); /* no verbs call meanwhile */
+	ok(got == 1,
+	   "part 4: a SEND NAKed (RNR) while its sender's program makes no "
+	   "verbs call is sent again and received whole (%d)",
+	   got);
+	n = t_wait(a.cq, &wc, 1, 5000);
+	ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 5,
+	   "part 4: and its send completes (%d, %s)", n,
+	   n == 1 ? ibv_wc_status_str(wc.status) : "-");
+	child_exits(pid, wfd, "part 4: the receiver exits 0");
+	ibv_destroy_qp(a.qp);
+	a.qp = NULL;
 	t_side_close(&a);
 	close(rfd);
 	close(wfd);
@@ -640,6 +691,7 @@ int main(void)
 	close(wfd);
 	mpart();
 	rnr_part();
+	rnr_idle_part();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
