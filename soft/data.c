@@ -96,7 +96,8 @@ static inline __attribute__((always_inline)) void copy_small(void *dst,
 }
 
 /* peer_srq_map -- the responder QP is on an SRQ: map the SRQ's segment
- * when it is that process's and fits its mapping; else not served */
+ * when it is that process's and fits its mapping; else not served, and
+ * our messages are not stamped (srq_stamp) */
 static inline void peer_wake(struct soft_qp *qp);
 
 static void peer_srq_map(struct soft_qp *qp, uint32_t id,
@@ -209,7 +210,7 @@ void soft_qp_connect(struct soft_qp *qp)
 	    (len - qp->peer_cq_off) / sizeof(struct soft_shm_cqe) <
 		    qp->peer_rq_n)
 		qp->peer_rq_n = 0; /* not served by us */
-	if (h->srq_id && e.pid != soft_self_pid)
+	if (h->srq_id) /* ours too: its prod stamps our slots (srq_stamp) */
 		peer_srq_map(qp, h->srq_id, &e);
 	peer_wake(qp); /* slots we published before we found it */
 }
@@ -1075,6 +1076,18 @@ static int64_t ring_capture(struct soft_qp *qp, struct soft_slot *s,
 	return ring;
 }
 
+/* srq_stamp -- our message in s is for a QP on an SRQ: the WQEs posted
+ * there so far, which are all it may take (rx_late); SOFT_SF_STAMP, or 0
+ * when that SRQ is not mapped (nothing to stamp) */
+static inline uint32_t srq_stamp(struct soft_qp *qp, struct soft_slot *s)
+{
+	if (__builtin_expect(!qp->peer_srq, 1))
+		return 0;
+	s->srq_prod = (uint32_t)atomic_load_explicit(&qp->peer_srq->prod,
+						     memory_order_acquire);
+	return SOFT_SF_STAMP;
+}
+
 /* post_one -- execute or publish one send WR; lock held */
 static void post_denied(struct soft_qp *qp, struct soft_swqe *e,
 			enum ibv_wc_status st);
@@ -1250,7 +1263,7 @@ static inline __attribute__((always_inline)) void post_one(
 		s->nsge = (uint32_t)n;
 		flags |= SOFT_SF_KEYS;
 	}
-	s->flags = flags;
+	s->flags = flags | srq_stamp(qp, s);
 	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(idx, SOFT_SLOT_READY),
 			      memory_order_release);
 	e->kind = SOFT_WQE_RING;
@@ -1419,7 +1432,7 @@ static inline __attribute__((always_inline)) void fast_publish(
 		flags |= SOFT_SF_INV; /* s->imm: invalidate_rkey */
 	if (wr->send_flags & IBV_SEND_SOLICITED)
 		flags |= SOFT_SF_SOLICITED;
-	s->flags = flags;
+	s->flags = flags | srq_stamp(qp, s);
 	atomic_store_explicit(&s->state,
 			      SOFT_SLOT_STATE(msgno, SOFT_SLOT_READY),
 			      memory_order_release);
@@ -2273,17 +2286,22 @@ static struct soft_rwqe *rx_wqe(struct soft_qp *qp)
 }
 
 /*
- * rx_late -- did message peer_cons come before r, its receive WQE, was
- * posted (rx_arrived)?  Then an HCA NAKed it (RNR).  Its retransmission,
- * and those of the messages after it, will find every WQE posted by now:
- * they are marked so.  An SRQ's WQEs are not checked (another QP's
- * messages take them too: no count of ours orders them).
+ * rx_late -- did message peer_cons, in s, come before r, its receive WQE,
+ * was posted?  Then an HCA NAKed it (RNR).  On our own receive queue,
+ * rx_arrived's count says; its retransmission, and those of the messages
+ * after it, will find every WQE posted by now: they are marked so.  On
+ * an SRQ, whose WQEs several QPs' messages take, the sender stamped the
+ * SRQ's count of WQEs posted (srq_stamp), anew for the retransmission.
  */
-static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r)
+static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
+		   const struct soft_slot *s)
 {
 	uint64_t i;
 
-	if (qp->srq || r->arrived <= qp->peer_cons)
+	if (qp->srq)
+		return (s->flags & SOFT_SF_STAMP) &&
+		       (int32_t)((uint32_t)qp->srq->tail - s->srq_prod) >= 0;
+	if (r->arrived <= qp->peer_cons)
 		return 0;
 	for (i = qp->rq_tail; i != qp->rq_head; i++) {
 		struct soft_rwqe *w = &qp->rq[i & (qp->rq_size - 1)];
@@ -3093,8 +3111,8 @@ static int rx_ring_take(struct soft_qp *qp, const struct soft_slot *s,
 	const uint8_t *src;
 	uint64_t off, done = 0, f;
 
-	if ((flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
-	    SOFT_SF_RING)
+	if ((flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED |
+				 SOFT_SF_STAMP)) != SOFT_SF_RING)
 		return 0;
 	memcpy(&off, s->payload + SOFT_SLOT_RING_OFF, 8);
 	src = peer_ring_at(qp, off, len);
@@ -3365,7 +3383,7 @@ static void rx_slots(struct soft_qp *qp)
 		if (!err && (m.opcode == SOFT_OP_SEND ||
 			     m.opcode == SOFT_OP_WRITE_IMM)) {
 			r = rx_wqe(qp);
-			if (!r || rx_late(qp, r)) {
+			if (!r || rx_late(qp, r, s)) {
 				rx_rnr(qp, s, st);
 				return;
 			}
@@ -3768,8 +3786,9 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		goto unlock;
 	prod = atomic_load_explicit(prodp, memory_order_acquire);
 	cons = atomic_load_explicit(consp, memory_order_relaxed);
-	if (cons == prod) {
-		/* no receive posted: its HCA sends an RNR NAK */
+	if (cons == prod || (sh && (flags & SOFT_SF_STAMP) &&
+			     (int32_t)((uint32_t)cons - s->srq_prod) >= 0)) {
+		/* no receive posted when it came: its HCA sent an RNR NAK */
 		s->rnr_timer = h->rnr_timer & 31;
 		ok = atomic_compare_exchange_strong_explicit(
 			&s->state, &st,
@@ -3917,6 +3936,8 @@ static void tx_qp(struct soft_qp *qp)
 					}
 					qp->rnr_count++;
 					qp->rnr_since = 0;
+					if (s->flags & SOFT_SF_STAMP)
+						srq_stamp(qp, s); /* anew */
 					atomic_compare_exchange_strong(
 						&s->state, &st,
 						SOFT_SLOT_STATE(

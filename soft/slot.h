@@ -55,7 +55,8 @@ enum {
 			      * bytes (the first line: SOFT_SLOT_RING_OFF) */
 	SOFT_SF_KEYS = 64,   /* SEND, SGE list: each SGE's lkey follows the
 			      * list, at SOFT_SLOT_KEYS of the payload */
-	SOFT_SF_ALL = 127,
+	SOFT_SF_STAMP = 256, /* to a QP on an SRQ: srq_prod is set */
+	SOFT_SF_ALL = 127 | SOFT_SF_STAMP,
 	/* never in a READY slot: one its initiator made DONE at once, the
 	 * verdict (status) the responder's HCA gives a request that breaks
 	 * its access rules, so that the responder finds the NAK in its
@@ -87,7 +88,8 @@ enum {
  * The rest of the header is the slot's last 40 bytes, which such a SEND
  * leaves as they were (data.c, post_send_fast: none of it is read for a
  * copied or ring SEND; a verdict's status and an RNR's timer are the
- * responder's to write before its state).
+ * responder's to write before its state), but for srq_prod when the
+ * responder is on an SRQ.
  */
 struct soft_slot {
 	_Atomic uint64_t state;
@@ -103,7 +105,11 @@ struct soft_slot {
 	_Atomic uint32_t chunk_seq; /* XFER: even: producer's turn */
 	uint32_t chunk_len;
 	uint32_t rkey; /* WRITE / READ / atomics / atomic write */
-	uint32_t pad;
+	/* SOFT_SF_STAMP: the WQEs the responder's SRQ had had posted
+	 * (modulo 2^32) when the slot went READY; a SEND or WRITE_IMM takes
+	 * only a WQE numbered below it, else it is RNR NAKed, as the HCA
+	 * NAKed it when it came (data.c rx_late) */
+	uint32_t srq_prod;
 	uint64_t raddr;
 };
 

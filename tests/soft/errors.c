@@ -37,8 +37,9 @@ static double cpu_ms(void)
 }
 
 /* pair -- a -> b connected QPs on their own CQs */
-static void pair(struct ibv_qp **a, struct ibv_qp **b, int b_access,
-		 int b_rnr_timer, int a_rnr_retry, int sig_all)
+/* pair_on -- a and b connected, b on srq when it is not NULL */
+static void pair_on(struct ibv_qp **a, struct ibv_qp **b, struct ibv_srq *srq,
+		    int b_access, int b_rnr_timer, int a_rnr_retry, int sig_all)
 {
 	struct ibv_qp_init_attr ia;
 
@@ -53,6 +54,7 @@ static void pair(struct ibv_qp **a, struct ibv_qp **b, int b_access,
 	ia.send_cq = ia.recv_cq = acq;
 	*a = ibv_create_qp(t.pd, &ia);
 	ia.send_cq = ia.recv_cq = bcq;
+	ia.srq = srq;
 	*b = ibv_create_qp(t.pd, &ia);
 	if (!*a || !*b)
 		bail_out("create_qp");
@@ -62,6 +64,12 @@ static void pair(struct ibv_qp **a, struct ibv_qp **b, int b_access,
 		      12, a_rnr_retry, 14, 7) ||
 	    t_connect(*b, (*a)->qp_num, b_access, b_rnr_timer, 7, 14, 7))
 		bail_out("connect");
+}
+
+static void pair(struct ibv_qp **a, struct ibv_qp **b, int b_access,
+		 int b_rnr_timer, int a_rnr_retry, int sig_all)
+{
+	pair_on(a, b, NULL, b_access, b_rnr_timer, a_rnr_retry, sig_all);
 }
 
 static void unpair(struct ibv_qp *a, struct ibv_qp *b)
@@ -573,6 +581,94 @@ static void test_rnr(void)
 	unpair(a, b);
 }
 
+/* srq_recv -- one receive of 64 bytes at buf on srq */
+static int srq_recv(struct ibv_srq *srq, char *buf, uint64_t wr_id)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, 64, bmr->lkey};
+	struct ibv_recv_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_srq_recv(srq, &wr, &bad);
+}
+
+/* test_rnr_srq -- as test_rnr's late receives, on an SRQ: a SEND takes
+ * only a WQE the SRQ had when it came, whichever QP's poll finds it */
+static void test_rnr_srq(void)
+{
+	struct ibv_srq *srq = t_srq_filled(&t, 8, NULL, 0, 0, 0, 0);
+	struct ibv_qp *a, *b, *a2, *b2;
+	struct ibv_wc wc, w2[2], *e;
+	double t0, dt;
+	int n;
+
+	if (!srq)
+		bail_out("create_srq");
+	/* rnr_retry 0: the receive came too late */
+	pair_on(&a, &b, srq, 0, 14, 0, 1);
+	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 12, 0, 0, 0);
+	srq_recv(srq, bbuf, 3);
+	is_int(t_wait(acq, &wc, 1, 30000), 1, "srq late receive: completion");
+	is_int(wc.status, IBV_WC_RNR_RETRY_EXC_ERR,
+	       "srq, rnr_retry 0: RNR_RETRY_EXC_ERR, the receive came too "
+	       "late");
+	is_int(t_wait(bcq, &wc, 1, 50), 0, "srq: nothing received");
+	unpair(a, b);
+
+	/* with retries: after the timer, both, in order (the WQE posted
+	 * above is still there: the first takes it) */
+	pair_on(&a, &b, srq, 0, 14, 7, 1);
+	strcpy(abuf, "one");
+	strcpy(abuf + 64, "two");
+	t0 = now_ms();
+	t_post(a, IBV_WR_SEND, abuf, 4, amr->lkey, 13, 0, 0, 0);
+	t_post(a, IBV_WR_SEND, abuf + 64, 4, amr->lkey, 14, 0, 0, 0);
+	srq_recv(srq, bbuf + 64, 4);
+	n = t_wait(bcq, &wc, 1, 30000);
+	dt = now_ms() - t0;
+	ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3 &&
+		   !strcmp(bbuf, "one"),
+	   "srq, retries: the first message, in the WQE that was there");
+	ok(t_wait(bcq, &wc, 1, 30000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   wc.wr_id == 4 && !strcmp(bbuf + 64, "two"),
+	   "the second, in the WQE posted after it came");
+	dt = now_ms() - t0;
+	ok(dt >= 1.28, "the second after the RNR timer (%.2f ms)", dt);
+	ok(t_wait(acq, &wc, 1, 30000) == 1 && wc.status == IBV_WC_SUCCESS &&
+		   t_wait(acq, &wc, 1, 30000) == 1 &&
+		   wc.status == IBV_WC_SUCCESS,
+	   "srq: both sends succeed");
+	unpair(a, b);
+
+	/* two QPs on the SRQ: the one whose SEND came before the WQE is
+	 * NAKed, the one whose SEND came after takes it, in whatever order
+	 * the responder finds them */
+	pair_on(&a, &b, srq, 0, 14, 0, 1);
+	pair_on(&a2, &b2, srq, 0, 14, 0, 1);
+	strcpy(abuf, "early");
+	strcpy(abuf + 64, "after");
+	t_post(a, IBV_WR_SEND, abuf, 6, amr->lkey, 15, 0, 0, 0);
+	srq_recv(srq, bbuf, 5);
+	t_post(a2, IBV_WR_SEND, abuf + 64, 6, amr->lkey, 16, 0, 0, 0);
+	n = t_wait(bcq, &wc, 1, 30000);
+	ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 5 &&
+		   wc.qp_num == b2->qp_num && !strcmp(bbuf, "after"),
+	   "the WQE goes to the SEND that came after it (%d, qp %u)", n,
+	   n == 1 ? wc.qp_num : 0);
+	n = t_wait(acq, w2, 2, 30000);
+	e = &w2[w2[0].wr_id != 15]; /* the early one's completion */
+	ok(n == 2 && e->wr_id == 15 && e->status == IBV_WC_RNR_RETRY_EXC_ERR &&
+		   w2[e == w2].status == IBV_WC_SUCCESS,
+	   "the early SEND fails with RNR_RETRY_EXC_ERR, the other succeeds "
+	   "(%d)",
+	   n);
+	unpair(a2, b2);
+	unpair(a, b);
+	ibv_destroy_srq(srq);
+}
+
 static void test_flush(void)
 {
 	struct ibv_qp *a, *b;
@@ -780,6 +876,7 @@ int main(void)
 	test_dest_rd_atomic();
 	test_zero_len();
 	test_rnr();
+	test_rnr_srq();
 	test_flush();
 	test_reset_cleans();
 	test_post_errors();

@@ -601,6 +601,98 @@ static void test_srq_limit_asleep(void)
 	munmap(sh, sizeof(*sh));
 }
 
+/* late_responder -- an RC QP on an empty SRQ, min_rnr_timer 31 (491 ms);
+ * once the parent has sent (sh->stop) it posts one receive, without a
+ * poll, and stops itself; continued, it takes the message (10 s at
+ * most): sh->received 1 if whole */
+static int late_responder(struct shared *sh, int rfd, int wfd)
+{
+	static char buf[SRV_MSG];
+	struct ibv_sge sge = {(uintptr_t)buf, SRV_MSG, 0};
+	struct ibv_recv_wr wr = {.wr_id = 9, .sg_list = &sge, .num_sge = 1};
+	struct ibv_recv_wr *bad;
+	struct info me, peer;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	int i;
+
+	if (t_open(&t, 64))
+		return 1;
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	srq = mr ? t_srq_filled(&t, 16, buf, SRV_MSG, 0, mr->lkey, 0) : NULL;
+	qp = srq ? t_rc_qp(&t, 8, srq) : NULL;
+	if (!qp)
+		return 1;
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer.qpn, 0, 31, 7, 14, 7))
+		return 1;
+	sh->ready = 1;
+	for (i = 0; !sh->stop && i < 10000; i++)
+		usleep(1000);
+	sge.lkey = mr->lkey;
+	if (ibv_post_srq_recv(srq, &wr, &bad))
+		return 1;
+	raise(SIGSTOP);
+	if (t_wait(t.cq, &wc, 1, 10000) == 1 && wc.status == IBV_WC_SUCCESS &&
+	    wc.wr_id == 9 && wc.byte_len == SRV_MSG && sampled(buf, SRV_MSG))
+		sh->received = 1;
+	ibv_destroy_qp(qp);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	return 0;
+}
+
+/*
+ * test_srq_late_stopped -- a SEND comes to a process whose SRQ is empty;
+ * it then posts a receive and stops.  Its HCA NAKed the SEND (RNR) when
+ * it came: serving it, we must not give it that receive before the
+ * responder's 491 ms RNR timer has passed (it used to take it at once)
+ */
+static void test_srq_late_stopped(void)
+{
+	static char buf[SRV_MSG];
+	struct shared *sh;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	int st = 0, n;
+	double t0, dt;
+
+	fill(buf, SRV_MSG);
+	sh = responder_start(late_responder, &t, buf, sizeof(buf), &mr, 4, &qp);
+	t0 = now_ms();
+	if (t_post(qp, IBV_WR_SEND, buf, SRV_MSG, mr->lkey, 1,
+		   IBV_SEND_SIGNALED, 0, 0))
+		bail_out("post");
+	sh->stop = 1;
+	waitpid(stalled_child, &st, WUNTRACED);
+	n = t_wait(t.cq, &wc, 1, 10000);
+	dt = now_ms() - t0;
+	ok(n == 1 && wc.status == IBV_WC_SUCCESS,
+	   "a SEND to a stopped process's SRQ is served (%d)", n);
+	ok(dt >= 491,
+	   "after the RNR timer: the receive was posted after it came "
+	   "(%.1f ms)",
+	   dt);
+	kill(stalled_child, SIGCONT);
+	waitpid(stalled_child, &st, 0);
+	alarm(0);
+	stalled_child = 0;
+	ok(WIFEXITED(st) && !WEXITSTATUS(st) && sh->received == 1,
+	   "continued, the responder has it whole (%d, %d)", st, sh->received);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	munmap(sh, sizeof(*sh));
+}
+
 /* test_thread_signals -- the progress thread takes none of our signals */
 static void test_thread_signals(void)
 {
@@ -970,6 +1062,7 @@ int main(void)
 	test_stopped_responder();
 	test_served_while_stopped();
 	test_srq_limit_asleep();
+	test_srq_late_stopped();
 	test_exit_lock_held();
 	/* what the two dead processes left, the next user sweeps */
 	{
