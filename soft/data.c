@@ -1440,17 +1440,44 @@ static inline __attribute__((always_inline)) void fast_publish(
 	peer_wake(qp);
 }
 
+/* mirror_wqe -- receive WQE number n in a mirror at rq (nent entries of
+ * nsge SGEs, sizes checked at connect) */
+static inline struct soft_shm_rwqe *mirror_wqe(const char *rq, uint64_t n,
+					       uint32_t nent, uint32_t nsge)
+{
+	return (void *)(uintptr_t)(rq + (n & (nent - 1)) *
+						(8 + 16 * (uint64_t)nsge));
+}
+
+/* mirror_late -- message msgno came before mirrored WQE cons was posted
+ * (its arrived: rx_arrived)?  Then it is NAKed (RNR), and the WQEs posted
+ * by now, up to prod, are marked as there for its retransmission */
+static int mirror_late(const char *rq, uint64_t cons, uint64_t prod,
+		       uint32_t nent, uint32_t nsge, uint64_t msgno)
+{
+	struct soft_shm_rwqe *w;
+	uint64_t i;
+
+	if ((int32_t)(mirror_wqe(rq, cons, nent, nsge)->arrived -
+		      (uint32_t)msgno) <= 0)
+		return 0;
+	for (i = cons; i != prod; i++) {
+		w = mirror_wqe(rq, i, nent, nsge);
+		if ((int32_t)(w->arrived - (uint32_t)msgno) > 0)
+			w->arrived = (uint32_t)msgno;
+	}
+	return 1;
+}
+
 /*
  * mirror_sges -- the SGEs of receive WQE number cons in a responder's
- * mirror at rq (nent entries of nsge SGEs, sizes checked at connect), into
- * sge: their count, or -1 when the peer-written count is past nsge
+ * mirror at rq (nent entries of nsge SGEs), into sge: their count, or -1
+ * when the peer-written count is past nsge
  */
 static int mirror_sges(const char *rq, uint64_t cons, uint32_t nent,
 		       uint32_t nsge, struct ibv_sge *sge)
 {
-	const struct soft_shm_rwqe *w =
-		(const void *)(rq +
-			       (cons & (nent - 1)) * (8 + 16 * (uint64_t)nsge));
+	const struct soft_shm_rwqe *w = mirror_wqe(rq, cons, nent, nsge);
 	uint32_t num = w->num_sge;
 
 	if (num > nsge)
@@ -1962,6 +1989,7 @@ static inline __attribute__((always_inline)) void rq_mirror(
 			 (qp->rq_head & (qp->rq_size - 1)) * stride);
 
 	w->num_sge = r->num_sge;
+	w->arrived = (uint32_t)r->arrived;
 	if (r->num_sge == 1) /* the usual case: no call */
 		w->sge[0] = r->sge[0];
 	else
@@ -2143,6 +2171,7 @@ rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 		r->sge[0] = sge;
 		if (w) {
 			w->num_sge = 1;
+			w->arrived = (uint32_t)arrived;
 			w->sge[0] = sge;
 			w = (void *)((char *)w + stride);
 		}
@@ -2289,7 +2318,8 @@ static struct soft_rwqe *rx_wqe(struct soft_qp *qp)
  * rx_late -- did message peer_cons, in s, come before r, its receive WQE,
  * was posted?  Then an HCA NAKed it (RNR).  On our own receive queue,
  * rx_arrived's count says; its retransmission, and those of the messages
- * after it, will find every WQE posted by now: they are marked so.  On
+ * after it, will find every WQE posted by now: they are marked so, in
+ * the mirror too (for an initiator that serves the retransmission).  On
  * an SRQ, whose WQEs several QPs' messages take, the sender stamped the
  * SRQ's count of WQEs posted (srq_stamp), anew for the retransmission.
  */
@@ -2302,6 +2332,13 @@ static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
 		return (s->flags & SOFT_SF_STAMP) &&
 		       (int32_t)((uint32_t)qp->srq->tail - s->srq_prod) >= 0;
 	if (r->arrived <= qp->peer_cons)
+		return 0;
+	/* the mirror's copy lower: an initiator serving us NAKed this
+	 * message already (mirror_late); its retransmission takes the WQE */
+	if (qp->seg->rq_entries &&
+	    !mirror_late((const char *)qp->seg + qp->seg->rq_off, qp->rq_tail,
+			 qp->rq_head, qp->rq_size, qp->seg->rq_sge,
+			 qp->peer_cons))
 		return 0;
 	for (i = qp->rq_tail; i != qp->rq_head; i++) {
 		struct soft_rwqe *w = &qp->rq[i & (qp->rq_size - 1)];
@@ -3798,6 +3835,14 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	}
 	if (cons > prod || prod - cons > nent)
 		goto unlock;
+	if (!sh && mirror_late(rq, cons, prod, nent, nsge, e->msgno)) {
+		s->rnr_timer = h->rnr_timer & 31; /* as above */
+		ok = atomic_compare_exchange_strong_explicit(
+			&s->state, &st,
+			SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_RNR),
+			memory_order_acq_rel, memory_order_relaxed);
+		goto unlock;
+	}
 	num = mirror_sges(rq, cons, nent, nsge, sge);
 	if (num < 0)
 		goto unlock;

@@ -311,7 +311,10 @@ struct soft_shm_srq_cqe {
 /* a receive WQE as mirrored in the segment (stride 8 + 16 * rq_sge) */
 struct soft_shm_rwqe {
 	uint32_t num_sge;
-	uint32_t pad;
+	/* an RC QP's own queue: its WQE's arrived (data.c rx_arrived),
+	 * modulo 2^32, lowered by whoever NAKs the message it was too late
+	 * for (rx_late, serve_remote); unused on an SRQ */
+	uint32_t arrived;
 	struct ibv_sge sge[];
 };
 

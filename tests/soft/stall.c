@@ -601,29 +601,31 @@ static void test_srq_limit_asleep(void)
 	munmap(sh, sizeof(*sh));
 }
 
-/* late_responder -- an RC QP on an empty SRQ, min_rnr_timer 31 (491 ms);
- * once the parent has sent (sh->stop) it posts one receive, without a
- * poll, and stops itself; continued, it takes the message (10 s at
- * most): sh->received 1 if whole */
-static int late_responder(struct shared *sh, int rfd, int wfd)
+/* late_responder -- an RC QP, on an empty SRQ when SRQ, min_rnr_timer 31
+ * (491 ms); once the parent has sent (sh->stop) it posts one receive,
+ * without a poll, and stops itself; continued, it takes the message
+ * (10 s at most): sh->received 1 if whole */
+static int late_responder(struct shared *sh, int rfd, int wfd, int use_srq)
 {
 	static char buf[SRV_MSG];
 	struct ibv_sge sge = {(uintptr_t)buf, SRV_MSG, 0};
 	struct ibv_recv_wr wr = {.wr_id = 9, .sg_list = &sge, .num_sge = 1};
 	struct ibv_recv_wr *bad;
 	struct info me, peer;
-	struct ibv_srq *srq;
+	struct ibv_srq *srq = NULL;
 	struct ibv_wc wc;
 	struct tctx t;
 	struct ibv_mr *mr;
-	struct ibv_qp *qp;
+	struct ibv_qp *qp = NULL;
 	int i;
 
 	if (t_open(&t, 64))
 		return 1;
 	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	srq = mr ? t_srq_filled(&t, 16, buf, SRV_MSG, 0, mr->lkey, 0) : NULL;
-	qp = srq ? t_rc_qp(&t, 8, srq) : NULL;
+	if (mr && use_srq)
+		srq = t_srq_filled(&t, 16, buf, SRV_MSG, 0, mr->lkey, 0);
+	if (mr && (srq || !use_srq))
+		qp = t_rc_qp(&t, 8, srq);
 	if (!qp)
 		return 1;
 	me.qpn = qp->qp_num;
@@ -635,28 +637,42 @@ static int late_responder(struct shared *sh, int rfd, int wfd)
 	for (i = 0; !sh->stop && i < 10000; i++)
 		usleep(1000);
 	sge.lkey = mr->lkey;
-	if (ibv_post_srq_recv(srq, &wr, &bad))
+	if (srq ? ibv_post_srq_recv(srq, &wr, &bad)
+		: ibv_post_recv(qp, &wr, &bad))
 		return 1;
 	raise(SIGSTOP);
 	if (t_wait(t.cq, &wc, 1, 10000) == 1 && wc.status == IBV_WC_SUCCESS &&
 	    wc.wr_id == 9 && wc.byte_len == SRV_MSG && sampled(buf, SRV_MSG))
 		sh->received = 1;
 	ibv_destroy_qp(qp);
-	ibv_destroy_srq(srq);
+	if (srq)
+		ibv_destroy_srq(srq);
 	ibv_dereg_mr(mr);
 	t_close(&t);
 	return 0;
 }
 
+static int late_responder_rq(struct shared *sh, int rfd, int wfd)
+{
+	return late_responder(sh, rfd, wfd, 0);
+}
+
+static int late_responder_srq(struct shared *sh, int rfd, int wfd)
+{
+	return late_responder(sh, rfd, wfd, 1);
+}
+
 /*
- * test_srq_late_stopped -- a SEND comes to a process whose SRQ is empty;
- * it then posts a receive and stops.  Its HCA NAKed the SEND (RNR) when
- * it came: serving it, we must not give it that receive before the
- * responder's 491 ms RNR timer has passed (it used to take it at once)
+ * test_late_stopped -- a SEND comes to a process with no receive posted
+ * (on an SRQ, or its QP's own queue); it then posts one and stops.  Its
+ * HCA NAKed the SEND (RNR) when it came: serving it, we must not give it
+ * that receive before the responder's 491 ms RNR timer has passed (it
+ * used to take it at once)
  */
-static void test_srq_late_stopped(void)
+static void test_late_stopped(int use_srq)
 {
 	static char buf[SRV_MSG];
+	const char *what = use_srq ? "SRQ" : "receive queue";
 	struct shared *sh;
 	struct tctx t;
 	struct ibv_mr *mr;
@@ -666,7 +682,8 @@ static void test_srq_late_stopped(void)
 	double t0, dt;
 
 	fill(buf, SRV_MSG);
-	sh = responder_start(late_responder, &t, buf, sizeof(buf), &mr, 4, &qp);
+	sh = responder_start(use_srq ? late_responder_srq : late_responder_rq,
+			     &t, buf, sizeof(buf), &mr, 4, &qp);
 	t0 = now_ms();
 	if (t_post(qp, IBV_WR_SEND, buf, SRV_MSG, mr->lkey, 1,
 		   IBV_SEND_SIGNALED, 0, 0))
@@ -676,17 +693,18 @@ static void test_srq_late_stopped(void)
 	n = t_wait(t.cq, &wc, 1, 10000);
 	dt = now_ms() - t0;
 	ok(n == 1 && wc.status == IBV_WC_SUCCESS,
-	   "a SEND to a stopped process's SRQ is served (%d)", n);
+	   "a SEND to a stopped process's %s is served (%d)", what, n);
 	ok(dt >= 491,
-	   "after the RNR timer: the receive was posted after it came "
+	   "%s: after the RNR timer, the receive was posted after it came "
 	   "(%.1f ms)",
-	   dt);
+	   what, dt);
 	kill(stalled_child, SIGCONT);
 	waitpid(stalled_child, &st, 0);
 	alarm(0);
 	stalled_child = 0;
 	ok(WIFEXITED(st) && !WEXITSTATUS(st) && sh->received == 1,
-	   "continued, the responder has it whole (%d, %d)", st, sh->received);
+	   "%s: continued, the responder has it whole (%d, %d)", what, st,
+	   sh->received);
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	t_close(&t);
@@ -1062,7 +1080,8 @@ int main(void)
 	test_stopped_responder();
 	test_served_while_stopped();
 	test_srq_limit_asleep();
-	test_srq_late_stopped();
+	test_late_stopped(1);
+	test_late_stopped(0);
 	test_exit_lock_held();
 	/* what the two dead processes left, the next user sweeps */
 	{
