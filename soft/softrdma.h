@@ -678,8 +678,9 @@ struct soft_srq {
 	struct soft_srq_hdr *shm; /* NULL: reached only by its own process */
 	size_t shm_len;
 	uint32_t shm_id;
-	/* a UD or UC QP takes from it: its WQEs carry their post time, as
-	 * the messages of those QPs their arrival (ud.c deliver) */
+	/* the UD and UC QPs that take from it: while there is one, its
+	 * WQEs carry their post time, as the messages of those QPs their
+	 * arrival (ud.c deliver) */
 	int stamp;
 };
 

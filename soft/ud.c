@@ -323,7 +323,7 @@ int soft_ud_create(struct soft_qp *qp, const struct ibv_qp_init_attr_ex *attr)
 	u->q->srq = !!attr->srq;
 	u->srq = !!attr->srq;
 	if (attr->srq)
-		to_ssrq(attr->srq)->stamp = 1; /* deliver() compares */
+		to_ssrq(attr->srq)->stamp++; /* deliver() compares */
 	t = (struct ud_trailer *)((char *)qp->seg + qp->seg_len - UD_TRAILER);
 	t->off = off;
 	__atomic_store_n(&u->q->magic, UD_QMAGIC, __ATOMIC_RELEASE);
@@ -365,6 +365,8 @@ static void ud_destroy(struct soft_qp *qp)
 
 	if (!u)
 		return;
+	if (u->srq && qp->srq)
+		qp->srq->stamp--; /* one QP fewer that compares */
 	if (qp->type == IBV_QPT_UD)
 		soft_mcast_forget_qp(qp->qpx.qp_base.qp_num);
 	soft_net_release(qp); /* before the queue it feeds goes */
