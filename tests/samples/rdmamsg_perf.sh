@@ -209,10 +209,13 @@ for i in 1 2; do
 	ok $? "mcast: subscriber $i received + lost = published, none malformed"
 done
 # all_timed FILE -- a reliable subscriber's rows: 2000 messages of each
-# size, none lost, none malformed
+# size, none lost, none malformed; its output shown when not
 all_timed() {
 	awk '/^ *[0-9]/ && NF == 6 && $3 != 2000 { exit 1 }
-		/^# lost 0, malformed 0$/ { clean = 1 } END { exit !clean }' "$1"
+		/^# lost 0, malformed 0$/ { clean = 1 } END { exit !clean }' "$1" &&
+		return 0
+	show_log "$1"
+	return 1
 }
 mcast --reliable 512
 for i in 1 2; do
