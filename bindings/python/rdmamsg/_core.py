@@ -1317,25 +1317,36 @@ class Context:
         self.close_nowait()
         await asyncio.shield(self._destroyed)
 
+    def _holds(self) -> bool:
+        """Something of this context is still open."""
+        return bool(self._eps or self._listeners or self._srqs or
+                    self._groups or self._bufs or len(self._mrs))
+
+    def _free(self) -> int:
+        """rdmamsg_ctx_destroy(): its result; the context is gone but
+        for -EBUSY (called from inside a callback)."""
+        global _live_contexts
+        p = ffi.new("struct rdmamsg_ctx **", self._ctx)
+        rc = lib.rdmamsg_ctx_destroy(p)
+        if rc != _EBUSY:
+            self._ctx = None
+            _live_contexts -= 1
+        return rc
+
     def _try_destroy(self) -> None:
         if self._ctx is None or not self._closing:
             return
-        if self._eps or self._listeners or self._srqs or self._groups or \
-                self._bufs or len(self._mrs):
+        if self._holds():
             self._kick()
             return
-        global _live_contexts
         try:
             self._loop.remove_reader(self._fd)
         except Exception:  # the loop is closed: nothing to remove
             pass
-        p = ffi.new("struct rdmamsg_ctx **", self._ctx)
-        rc = lib.rdmamsg_ctx_destroy(p)
+        rc = self._free()
         if rc == _EBUSY:  # from inside a callback: once more, later
             self._loop.call_soon(self._try_destroy)
             return
-        self._ctx = None
-        _live_contexts -= 1
         if not self._destroyed.done():
             if rc < 0:
                 self._destroyed.set_exception(make_error(rc))
@@ -1349,7 +1360,6 @@ class Context:
         await self.close()
 
     def __del__(self) -> None:
-        global _live_contexts
         if getattr(self, "_ctx", None) is None or self._closing:
             return
         if not self._default:
@@ -1357,16 +1367,12 @@ class Context:
                           ResourceWarning, source=self)
         if not self._loop.is_closed():
             _close_later(self, self.close_nowait)
-        elif not (self._eps or self._listeners or self._srqs or
-                  self._groups or self._bufs or len(self._mrs)):
+        elif not self._holds():
             # its loop is closed (asyncio.run() ended: the default
             # context's usual end), so nothing will close it, and nothing
             # of it is open: freed now, not left for the process's life
             self._closing = True
-            p = ffi.new("struct rdmamsg_ctx **", self._ctx)
-            if lib.rdmamsg_ctx_destroy(p) == 0:
-                self._ctx = None
-                _live_contexts -= 1
+            self._free()
 
     def __repr__(self) -> str:
         return "<rdmamsg.Context fd=%d%s>" % (
