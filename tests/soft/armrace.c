@@ -519,6 +519,24 @@ static int rnr_main(int rfd, int wfd)
 	return got ? 0 : 4;
 }
 
+/* rnr_send -- connect a's QP to rnr_main's, and once it is ready post
+ * the SEND it is to NAK ("again", wr_id 5, signalled) */
+static void rnr_send(struct tside *a, int rfd, int wfd, const char *part)
+{
+	uint32_t me = a->qp->qp_num, peer;
+	char c;
+
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(a->qp, peer, 0, 12, 7, 14, 7))
+		bail_out("%s connect", part);
+	t_xrecv(rfd, &c, 1);
+	strcpy(a->buf, "again");
+	if (t_post(a->qp, IBV_WR_SEND, a->buf, 6, a->mr->lkey, 5,
+		   IBV_SEND_SIGNALED, 0, 0))
+		bail_out("%s send", part);
+}
+
 /* rnr_part -- the parent sends to a QP with no receive and sleeps on its
  * send CQ's channel: an HCA retransmits the NAKed SEND after the RNR
  * timer on its own, so the completion comes without the program's help */
@@ -535,7 +553,6 @@ static void rnr_part(void)
 	struct ibv_wc wc;
 	struct pollfd p;
 	void *ev_ctx;
-	uint32_t me, peer;
 	int rfd, wfd, done = 0, n;
 	long long end;
 	pid_t pid;
@@ -554,17 +571,9 @@ static void rnr_part(void)
 	a.qp = scq ? ibv_create_qp(a.t.pd, &ia) : NULL;
 	if (!a.qp)
 		bail_out("part 3 QP");
-	me = a.qp->qp_num;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &peer, sizeof(peer));
-	if (t_connect(a.qp, peer, 0, 12, 7, 14, 7))
-		bail_out("part 3 connect");
-	t_xrecv(rfd, &c, 1);
-	strcpy(a.buf, "again");
-	if (t_post(a.qp, IBV_WR_SEND, a.buf, 6, a.mr->lkey, 5,
-		   IBV_SEND_SIGNALED, 0, 0) ||
-	    ibv_req_notify_cq(scq, 0))
-		bail_out("part 3 send");
+	rnr_send(&a, rfd, wfd, "part 3");
+	if (ibv_req_notify_cq(scq, 0))
+		bail_out("part 3 arm");
 	t_xsend(wfd, &c, 1);
 	end = now_ms() + 20000;
 	while (!done && now_ms() < end) {
@@ -611,7 +620,6 @@ static void rnr_idle_part(void)
 				 .max_send_sge = 1,
 				 .max_recv_sge = 1};
 	struct ibv_wc wc;
-	uint32_t me, peer;
 	int rfd, wfd, got = -1, n;
 	pid_t pid;
 	char c = 1;
@@ -620,16 +628,7 @@ static void rnr_idle_part(void)
 	if (pid < 0 || t_side_open(&a, NULL, 16, 64) ||
 	    !(a.qp = t_side_qp(&a, &cap)))
 		bail_out("part 4 set-up");
-	me = a.qp->qp_num;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &peer, sizeof(peer));
-	if (t_connect(a.qp, peer, 0, 12, 7, 14, 7))
-		bail_out("part 4 connect");
-	t_xrecv(rfd, &c, 1);
-	strcpy(a.buf, "again");
-	if (t_post(a.qp, IBV_WR_SEND, a.buf, 6, a.mr->lkey, 5,
-		   IBV_SEND_SIGNALED, 0, 0))
-		bail_out("part 4 send");
+	rnr_send(&a, rfd, wfd, "part 4");
 	t_xsend(wfd, &c, 1);
 	t_xrecv(rfd, &got, sizeof(got)); /* no verbs call meanwhile */
 	ok(got == 1,

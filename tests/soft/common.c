@@ -350,6 +350,19 @@ int t_post_recv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
 	return ibv_post_recv(qp, &wr, &bad);
 }
 
+int t_post_srq_recv(struct ibv_srq *srq, void *buf, uint32_t len, uint32_t lkey,
+		    uint64_t wr_id)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+	struct ibv_recv_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ibv_post_srq_recv(srq, &wr, &bad);
+}
+
 struct ibv_srq *t_srq_filled(struct tctx *t, uint32_t max_wr, char *buf,
 			     uint32_t len, int n, uint32_t lkey, uint32_t limit)
 {
@@ -362,18 +375,10 @@ struct ibv_srq *t_srq_filled(struct tctx *t, uint32_t max_wr, char *buf,
 	sa.attr.max_wr = max_wr;
 	sa.attr.max_sge = 1;
 	srq = ibv_create_srq(t->pd, &sa);
-	for (i = 0; srq && i < n; i++) {
-		struct ibv_sge sge = {(uintptr_t)(buf + (size_t)i * len), len,
-				      lkey};
-		struct ibv_recv_wr wr, *bad;
-
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = (uint64_t)i;
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		if (ibv_post_srq_recv(srq, &wr, &bad))
+	for (i = 0; srq && i < n; i++)
+		if (t_post_srq_recv(srq, buf + (size_t)i * len, len, lkey,
+				    (uint64_t)i))
 			goto fail;
-	}
 	memset(&la, 0, sizeof(la));
 	la.srq_limit = limit;
 	if (srq && limit && ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT))

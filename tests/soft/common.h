@@ -54,6 +54,10 @@ int t_post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *buf, uint32_t len,
 	   uint32_t rkey);
 int t_post_recv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
 		uint64_t wr_id);
+/* t_post_srq_recv -- one receive of one SGE on srq; ibv_post_srq_recv's
+ * result */
+int t_post_srq_recv(struct ibv_srq *srq, void *buf, uint32_t len, uint32_t lkey,
+		    uint64_t wr_id);
 /* t_srq_filled -- an SRQ of max_wr WQEs (one SGE each) holding n
  * receives of len bytes at buf + i * len (wr_id i), its limit armed at
  * limit (0: none); NULL if any of it failed */

@@ -581,19 +581,6 @@ static void test_rnr(void)
 	unpair(a, b);
 }
 
-/* srq_recv -- one receive of 64 bytes at buf on srq */
-static int srq_recv(struct ibv_srq *srq, char *buf, uint64_t wr_id)
-{
-	struct ibv_sge sge = {(uintptr_t)buf, 64, bmr->lkey};
-	struct ibv_recv_wr wr, *bad;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	return ibv_post_srq_recv(srq, &wr, &bad);
-}
-
 /* test_rnr_srq -- as test_rnr's late receives, on an SRQ: a SEND takes
  * only a WQE the SRQ had when it came, whichever QP's poll finds it */
 static void test_rnr_srq(void)
@@ -609,7 +596,7 @@ static void test_rnr_srq(void)
 	/* rnr_retry 0: the receive came too late */
 	pair_on(&a, &b, srq, 0, 14, 0, 1);
 	t_post(a, IBV_WR_SEND, abuf, 16, amr->lkey, 12, 0, 0, 0);
-	srq_recv(srq, bbuf, 3);
+	t_post_srq_recv(srq, bbuf, 64, bmr->lkey, 3);
 	is_int(t_wait(acq, &wc, 1, 30000), 1, "srq late receive: completion");
 	is_int(wc.status, IBV_WC_RNR_RETRY_EXC_ERR,
 	       "srq, rnr_retry 0: RNR_RETRY_EXC_ERR, the receive came too "
@@ -625,7 +612,7 @@ static void test_rnr_srq(void)
 	t0 = now_ms();
 	t_post(a, IBV_WR_SEND, abuf, 4, amr->lkey, 13, 0, 0, 0);
 	t_post(a, IBV_WR_SEND, abuf + 64, 4, amr->lkey, 14, 0, 0, 0);
-	srq_recv(srq, bbuf + 64, 4);
+	t_post_srq_recv(srq, bbuf + 64, 64, bmr->lkey, 4);
 	n = t_wait(bcq, &wc, 1, 30000);
 	dt = now_ms() - t0;
 	ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3 &&
@@ -650,7 +637,7 @@ static void test_rnr_srq(void)
 	strcpy(abuf, "early");
 	strcpy(abuf + 64, "after");
 	t_post(a, IBV_WR_SEND, abuf, 6, amr->lkey, 15, 0, 0, 0);
-	srq_recv(srq, bbuf, 5);
+	t_post_srq_recv(srq, bbuf, 64, bmr->lkey, 5);
 	t_post(a2, IBV_WR_SEND, abuf + 64, 6, amr->lkey, 16, 0, 0, 0);
 	n = t_wait(bcq, &wc, 1, 30000);
 	ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 5 &&

@@ -536,20 +536,6 @@ static void srq_stopped(void)
 	free(buf);
 }
 
-/* mixed_recv -- one receive of wr_id ID into buf, 4096 bytes */
-static int mixed_recv(struct ibv_srq *srq, char *buf, uint32_t lkey,
-		      uint64_t id)
-{
-	struct ibv_sge sge = {(uintptr_t)buf, 4096, lkey};
-	struct ibv_recv_wr rwr, *rbad;
-
-	memset(&rwr, 0, sizeof(rwr));
-	rwr.wr_id = id;
-	rwr.sg_list = &sge;
-	rwr.num_sge = 1;
-	return ibv_post_srq_recv(srq, &rwr, &rbad);
-}
-
 /* holds -- buf holds n bytes of c and nothing after them */
 static int holds(const char *buf, size_t n, char c)
 {
@@ -606,8 +592,8 @@ static int srq_mixed_resp(int rfd, int wfd)
 	if (t_connect(rc, peer.qpn, 0, 1, 7, 14, 7))
 		return 1;
 	for (i = 0; i < 4; i++)
-		if (mixed_recv(srq, buf + (size_t)i * 4096, mr->lkey,
-			       40 + (uint64_t)i))
+		if (t_post_srq_recv(srq, buf + (size_t)i * 4096, 4096, mr->lkey,
+				    40 + (uint64_t)i))
 			return 1;
 	t_xsend(wfd, me, 1);
 	/* the first datagram: taken by the UD QP itself */
@@ -631,7 +617,7 @@ static int srq_mixed_resp(int rfd, int wfd)
 	if (softrdma_qp_drops(ud, 0) != 2)
 		return 5;
 	/* the fourth SEND waited on RNR NAKs: it takes this one */
-	if (mixed_recv(srq, buf + 4 * 4096, mr->lkey, 44) ||
+	if (t_post_srq_recv(srq, buf + 4 * 4096, 4096, mr->lkey, 44) ||
 	    t_wait(t.cq, wc, 1, 10000) != 1 || wc[0].status ||
 	    wc[0].wr_id != 44 || wc[0].qp_num != rc->qp_num ||
 	    wc[0].byte_len != 700)

@@ -94,10 +94,21 @@ static int sampled(const char *p, size_t n)
 
 /* open_side -- context, one MR over buf, an RC QP connected after the
  * QPN exchange over the pipes */
+/* side_connect -- tell the other side qp's number, learn its, connect
+ * (min_rnr_timer rnr_timer, rnr_retry 7): 0 or -1 */
+static int side_connect(struct ibv_qp *qp, int rfd, int wfd, int rnr_timer)
+{
+	struct info me, peer;
+
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	return t_connect(qp, peer.qpn, 0, rnr_timer, 7, 14, 7);
+}
+
 static struct ibv_qp *open_side(struct tctx *t, char *buf, size_t len,
 				struct ibv_mr **mr, int rfd, int wfd, int depth)
 {
-	struct info me, peer;
 	struct ibv_qp *qp;
 
 	if (t_open(t, 64))
@@ -106,10 +117,7 @@ static struct ibv_qp *open_side(struct tctx *t, char *buf, size_t len,
 	qp = t_rc_qp(t, depth, NULL);
 	if (!*mr || !qp)
 		return NULL;
-	me.qpn = qp->qp_num;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &peer, sizeof(peer));
-	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
+	if (side_connect(qp, rfd, wfd, 1))
 		return NULL;
 	return qp;
 }
@@ -504,7 +512,6 @@ static int limit_responder(struct shared *sh, int rfd, int wfd)
 	static char buf[LIM_POSTED * SRV_MSG];
 	struct ibv_srq_attr la;
 	struct ibv_async_event ev;
-	struct info me, peer;
 	struct ibv_srq *srq;
 	struct ibv_wc wc;
 	struct tctx t;
@@ -521,10 +528,7 @@ static int limit_responder(struct shared *sh, int rfd, int wfd)
 	qp = srq ? t_rc_qp(&t, 8, srq) : NULL;
 	if (!qp)
 		return 1;
-	me.qpn = qp->qp_num;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &peer, sizeof(peer));
-	if (t_connect(qp, peer.qpn, 0, 1, 7, 14, 7))
+	if (side_connect(qp, rfd, wfd, 1))
 		return 1;
 	sh->ready = 1;
 	sh->rx_status = t_async(t.ctx, 10000, &ev) + 1;
@@ -608,10 +612,6 @@ static void test_srq_limit_asleep(void)
 static int late_responder(struct shared *sh, int rfd, int wfd, int use_srq)
 {
 	static char buf[SRV_MSG];
-	struct ibv_sge sge = {(uintptr_t)buf, SRV_MSG, 0};
-	struct ibv_recv_wr wr = {.wr_id = 9, .sg_list = &sge, .num_sge = 1};
-	struct ibv_recv_wr *bad;
-	struct info me, peer;
 	struct ibv_srq *srq = NULL;
 	struct ibv_wc wc;
 	struct tctx t;
@@ -628,17 +628,13 @@ static int late_responder(struct shared *sh, int rfd, int wfd, int use_srq)
 		qp = t_rc_qp(&t, 8, srq);
 	if (!qp)
 		return 1;
-	me.qpn = qp->qp_num;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &peer, sizeof(peer));
-	if (t_connect(qp, peer.qpn, 0, 31, 7, 14, 7))
+	if (side_connect(qp, rfd, wfd, 31))
 		return 1;
 	sh->ready = 1;
 	for (i = 0; !sh->stop && i < 10000; i++)
 		usleep(1000);
-	sge.lkey = mr->lkey;
-	if (srq ? ibv_post_srq_recv(srq, &wr, &bad)
-		: ibv_post_recv(qp, &wr, &bad))
+	if (srq ? t_post_srq_recv(srq, buf, SRV_MSG, mr->lkey, 9)
+		: t_post_recv(qp, buf, SRV_MSG, mr->lkey, 9))
 		return 1;
 	raise(SIGSTOP);
 	if (t_wait(t.cq, &wc, 1, 10000) == 1 && wc.status == IBV_WC_SUCCESS &&
