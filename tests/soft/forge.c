@@ -162,7 +162,7 @@ static void forge_slot(struct soft_slot *s, int k, const struct cmd *c)
 		break;
 	case K_BAD_FLAGS:
 		s->len = 16;
-		s->flags = SOFT_SF_COPIED | 0x100;
+		s->flags = SOFT_SF_COPIED | 0x200; /* no such flag */
 		break;
 	case K_READ_SECRET:
 		s->opcode = SOFT_OP_READ;
