@@ -3823,20 +3823,14 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 		goto unlock;
 	prod = atomic_load_explicit(prodp, memory_order_acquire);
 	cons = atomic_load_explicit(consp, memory_order_relaxed);
-	if (cons == prod || (sh && (flags & SOFT_SF_STAMP) &&
-			     (int32_t)((uint32_t)cons - s->srq_prod) >= 0)) {
-		/* no receive posted when it came: its HCA sent an RNR NAK */
-		s->rnr_timer = h->rnr_timer & 31;
-		ok = atomic_compare_exchange_strong_explicit(
-			&s->state, &st,
-			SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_RNR),
-			memory_order_acq_rel, memory_order_relaxed);
-		goto unlock;
-	}
 	if (cons > prod || prod - cons > nent)
 		goto unlock;
-	if (!sh && mirror_late(rq, cons, prod, nent, nsge, e->msgno)) {
-		s->rnr_timer = h->rnr_timer & 31; /* as above */
+	if (cons == prod ||
+	    (sh ? (flags & SOFT_SF_STAMP) &&
+			     (int32_t)((uint32_t)cons - s->srq_prod) >= 0
+		: mirror_late(rq, cons, prod, nent, nsge, e->msgno))) {
+		/* no receive posted when it came: its HCA sent an RNR NAK */
+		s->rnr_timer = h->rnr_timer & 31;
 		ok = atomic_compare_exchange_strong_explicit(
 			&s->state, &st,
 			SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_RNR),
@@ -3890,17 +3884,17 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	}
 	atomic_store_explicit(consp, cons + 1, memory_order_release);
 	served_done(qp, h, s, e->msgno, nak);
-	ok = 1;
+	ok = 2; /* a WQE taken */
 unlock:
 	if (sh)
 		atomic_store_explicit(&sh->lock, 0, memory_order_release);
 	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
 	if (ok) {
 		peer_wake(qp); /* its bell first: the kick's pass visits it */
-		if (sh)
+		if (sh && ok == 2)
 			soft_srq_kick(sh, prod, cons + 1, qp->peer_ctx_idx);
 	}
-	return ok;
+	return ok != 0;
 }
 
 /* waited -- our head message has sat untouched (READY) for a whole
