@@ -2355,12 +2355,44 @@ static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
  * would (rc_to_rtr started that thread) */
 static void rx_rnr(struct soft_qp *qp, struct soft_slot *s, uint64_t st)
 {
+	qp->rnr_nak_msg = qp->peer_cons + 1;
+	qp->rnr_nak_ns = soft_now_ns();
 	s->rnr_timer = qp->attr.min_rnr_timer;
 	atomic_compare_exchange_strong(
 		&s->state, &st, SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_RNR));
 	peer_wake(qp);
 	if (!qp->peer_same_ctx)
 		soft_wake_thread(qp->peer_ctx_idx);
+}
+
+/*
+ * rx_retry_due -- message peer_cons, in s, was RNR NAKed by us; its
+ * sender has not sent it again though its HCA would have by now (the
+ * timer passed, retries left, a WQE posted now): its process does not
+ * run.  Then we take it as that retransmission, as its HCA would have
+ * sent it (the sender's progress thread does it while the process only
+ * sleeps: stopped, it cannot).  A chunked message needs its sender.
+ */
+static int rx_retry_due(struct soft_qp *qp, const struct soft_slot *s)
+{
+	const struct soft_seg_hdr *h = qp->peer;
+	uint64_t tries, m = qp->peer_cons;
+	uint32_t used;
+
+	if (qp->rnr_nak_msg != m + 1 || (s->flags & SOFT_SF_CHUNKED) ||
+	    (s->opcode != SOFT_OP_SEND && s->opcode != SOFT_OP_WRITE_IMM) ||
+	    !rx_wqe(qp))
+		return 0;
+	tries = atomic_load_explicit(&h->rnr_tries, memory_order_relaxed);
+	used = tries >> 8 == m + 1 ? (uint32_t)(tries & 0xff) : 0;
+	if (h->rnr_retry != 7 && used >= h->rnr_retry)
+		return 0; /* its HCA gives up: RNR_RETRY_EXC_ERR */
+	if (soft_now_ns() - qp->rnr_nak_ns <
+	    (uint64_t)rnr_table[s->rnr_timer & 31] * 10000ull) {
+		rnr_wait(qp->ctx); /* a pass again soon */
+		return 0;
+	}
+	return 1;
 }
 
 /* rx_take_wqe -- consume the WQE rx_wqe returned */
@@ -3409,8 +3441,12 @@ static void rx_slots(struct soft_qp *qp)
 			/* flushed by its sender: so is all that follows */
 			rx_stop(qp);
 			return;
+		case SOFT_SLOT_RNR:
+			if (rx_retry_due(qp, s))
+				break; /* sent again, for its sender */
+			return;	       /* wait for the retransmission */
 		default:
-			return; /* RNR: wait for the retransmission */
+			return;
 		}
 		err = soft_slot_decode(s, SOFT_SLOT_SIZE, &m);
 		if (!err && ring_filling(qp, s, &m)) {
@@ -3420,7 +3456,10 @@ static void rx_slots(struct soft_qp *qp)
 		if (!err && (m.opcode == SOFT_OP_SEND ||
 			     m.opcode == SOFT_OP_WRITE_IMM)) {
 			r = rx_wqe(qp);
-			if (!r || rx_late(qp, r, s)) {
+			/* a retransmission (RNR) comes now: any WQE posted
+			 * is there for it */
+			if (!r || ((st & 0xff) != SOFT_SLOT_RNR &&
+				   rx_late(qp, r, s))) {
 				rx_rnr(qp, s, st);
 				return;
 			}
@@ -3975,6 +4014,11 @@ static void tx_qp(struct soft_qp *qp)
 					}
 					qp->rnr_count++;
 					qp->rnr_since = 0;
+					atomic_store_explicit(
+						&qp->seg->rnr_tries,
+						SOFT_TRIES(e->msgno,
+							   qp->rnr_count),
+						memory_order_relaxed);
 					if (s->flags & SOFT_SF_STAMP)
 						srq_stamp(qp, s); /* anew */
 					atomic_compare_exchange_strong(

@@ -625,6 +625,9 @@ static void qp_reset(struct soft_qp *qp)
 	qp->rnr_count = 0;
 	qp->rnr_since = 0;
 	qp->dead_since = 0;
+	qp->rnr_nak_msg = 0;
+	if (qp->seg)
+		atomic_store(&qp->seg->rnr_tries, 0);
 	qp->sq_err_pending = 0;
 	qp->novm = 0;
 	qp->mig_unacked = 0; /* apm.c: no migration to confirm */
@@ -744,8 +747,11 @@ int soft_qp_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.timeout = attr->timeout;
 	if (mask & IBV_QP_RETRY_CNT)
 		qp->attr.retry_cnt = attr->retry_cnt;
-	if (mask & IBV_QP_RNR_RETRY)
+	if (mask & IBV_QP_RNR_RETRY) {
 		qp->attr.rnr_retry = attr->rnr_retry;
+		if (qp->seg)
+			qp->seg->rnr_retry = attr->rnr_retry;
+	}
 	if ((mask & IBV_QP_PATH_MIG_STATE) && soft_link_ib)
 		soft_apm_mig(qp, attr->path_mig_state, cur); /* apm.c */
 	else if (mask & IBV_QP_PATH_MIG_STATE)

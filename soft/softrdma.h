@@ -241,7 +241,9 @@ struct soft_seg_hdr {
 	/* written on every poll of the owner: a line of its own, apart from
 	 * what the peer reads on every poll (dest_qpn) */
 	_Alignas(64) _Atomic uint32_t rx_lock;
-	uint32_t pad;
+	/* our rnr_retry, for a responder that sends an RNR-NAKed message of
+	 * ours again for us while we do not run (data.c rx_retry_due) */
+	uint32_t rnr_retry;
 	_Atomic uint64_t rq_prod; /* WQEs posted */
 	_Atomic uint64_t rq_cons; /* WQEs consumed, either side */
 	/* IB mode (apm.c): migrations asked for by hand, the MigReq an
@@ -260,17 +262,20 @@ struct soft_seg_hdr {
 	 * rx_drain): an initiator places a SEND after one it placed only
 	 * once the responder took that one (fast_push) */
 	_Atomic uint64_t rq_drained;
-	uint8_t pad2[8];
+	/* SOFT_TRIES(msgno, n): we sent message msgno again n times after
+	 * RNR NAKs; 0: none since the last reset (rx_retry_due) */
+	_Atomic uint64_t rnr_tries;
 	/* the responder's cumulative ACK of our copied SENDs (rx_slots):
 	 * every message numbered below it was delivered; SOFT_ACKED_CANCEL,
 	 * set by us before we withdraw a slot, freezes it (data.c) */
 	_Alignas(64) _Atomic uint64_t acked;
 	uint8_t pad3[56];
 };
-#define SOFT_ACKED_CANCEL (1ull << 63)
-#define SOFT_SERVED_BITS  40 /* messages, modulo; the epoch's low 24 above */
-#define SOFT_SERVED_MASK  ((1ull << SOFT_SERVED_BITS) - 1)
-#define SOFT_SERVED_NONE  UINT64_MAX /* no word taken yet (served_seen) */
+#define SOFT_ACKED_CANCEL    (1ull << 63)
+#define SOFT_TRIES(msgno, n) (((uint64_t)(msgno) + 1) << 8 | ((n)&0xff))
+#define SOFT_SERVED_BITS     40 /* messages, modulo; the epoch's low 24 above */
+#define SOFT_SERVED_MASK     ((1ull << SOFT_SERVED_BITS) - 1)
+#define SOFT_SERVED_NONE     UINT64_MAX /* no word taken yet (served_seen) */
 #define SOFT_SERVED(epoch, n) \
 	((uint64_t)(epoch) << SOFT_SERVED_BITS | ((n)&SOFT_SERVED_MASK))
 
@@ -753,6 +758,9 @@ struct soft_qp {
 	uint32_t rnr_count;
 	uint64_t rnr_since;  /* ns */
 	uint64_t dead_since; /* ns, 0: peer believed alive */
+	/* responder: the peer's message we last RNR NAKed (its number + 1)
+	 * and when (ns; rx_rnr, rx_retry_due) */
+	uint64_t rnr_nak_msg, rnr_nak_ns;
 	uint64_t next_check; /* ns: next peer liveness check */
 	uint32_t unchecked;  /* polls since the clock was last read */
 	/* the peer (dest_qp_num) */

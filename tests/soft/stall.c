@@ -707,6 +707,109 @@ static void test_late_stopped(int use_srq)
 	munmap(sh, sizeof(*sh));
 }
 
+/* stopped_sender -- an RC QP with rnr_retry RETRY: one SEND of SRV_MSG
+ * bytes (the pattern), then it stops itself (sh->ready 2); continued,
+ * sh->rx_status its completion's status + 1 */
+static int stopped_sender(struct shared *sh, int rfd, int wfd, int retry)
+{
+	static char buf[SRV_MSG];
+	struct info me, peer;
+	struct ibv_wc wc;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+
+	fill(buf, SRV_MSG);
+	if (t_open(&t, 64))
+		return 1;
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	qp = mr ? t_rc_qp(&t, 8, NULL) : NULL;
+	if (!qp)
+		return 1;
+	me.qpn = qp->qp_num;
+	t_xsend(wfd, &me, sizeof(me));
+	t_xrecv(rfd, &peer, sizeof(peer));
+	if (t_connect(qp, peer.qpn, 0, 1, retry, 14, 7))
+		return 1;
+	sh->ready = 1;
+	if (t_post(qp, IBV_WR_SEND, buf, SRV_MSG, mr->lkey, 1,
+		   IBV_SEND_SIGNALED, 0, 0))
+		return 1;
+	sh->ready = 2;
+	raise(SIGSTOP);
+	if (t_wait(t.cq, &wc, 1, 10000) == 1)
+		sh->rx_status = (int)wc.status + 1;
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	return 0;
+}
+
+static int stopped_sender_7(struct shared *sh, int rfd, int wfd)
+{
+	return stopped_sender(sh, rfd, wfd, 7);
+}
+
+static int stopped_sender_0(struct shared *sh, int rfd, int wfd)
+{
+	return stopped_sender(sh, rfd, wfd, 0);
+}
+
+/*
+ * test_stopped_sender -- a SEND comes with no receive posted (RNR NAK,
+ * our 0.01 ms timer) and its sender's process stops.  Its HCA would
+ * send it again after the timer, while retries are left: with
+ * rnr_retry 7 the receive we post then takes it (it used to wait for the
+ * sender to run again); with rnr_retry 0 nothing comes, and the sender,
+ * continued, has IBV_WC_RNR_RETRY_EXC_ERR
+ */
+static void test_stopped_sender(int retry)
+{
+	static char buf[SRV_MSG];
+	struct shared *sh;
+	struct tctx t;
+	struct ibv_mr *mr;
+	struct ibv_qp *qp;
+	struct ibv_wc wc;
+	int st = 0, n;
+
+	sh = responder_start(retry ? stopped_sender_7 : stopped_sender_0, &t,
+			     buf, sizeof(buf), &mr, 4, &qp);
+	while (sh->ready != 2)
+		usleep(1000);
+	waitpid(stalled_child, &st, WUNTRACED);
+	n = t_wait(t.cq, &wc, 1, 20);
+	ok(n == 0, "rnr_retry %d: no receive posted, nothing comes (%d)", retry,
+	   n);
+	if (t_post_recv(qp, buf, SRV_MSG, mr->lkey, 3))
+		bail_out("post_recv");
+	n = t_wait(t.cq, &wc, 1, retry ? 5000 : 300);
+	if (retry)
+		ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3 &&
+			   wc.byte_len == SRV_MSG && sampled(buf, SRV_MSG),
+		   "rnr_retry 7: with its sender stopped, the SEND comes "
+		   "once a receive is posted, whole (%d)",
+		   n);
+	else
+		is_int(n, 0,
+		       "rnr_retry 0: with its sender stopped, nothing comes");
+	kill(stalled_child, SIGCONT);
+	waitpid(stalled_child, &st, 0);
+	alarm(0);
+	stalled_child = 0;
+	ok(WIFEXITED(st) && !WEXITSTATUS(st) &&
+		   sh->rx_status - 1 ==
+			   (retry ? IBV_WC_SUCCESS : IBV_WC_RNR_RETRY_EXC_ERR),
+	   "rnr_retry %d: continued, the sender's SEND completes with %s "
+	   "(%d, %d)",
+	   retry, retry ? "success" : "RNR_RETRY_EXC_ERR", st,
+	   sh->rx_status - 1);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	munmap(sh, sizeof(*sh));
+}
+
 /* test_thread_signals -- the progress thread takes none of our signals */
 static void test_thread_signals(void)
 {
@@ -1078,6 +1181,8 @@ int main(void)
 	test_srq_limit_asleep();
 	test_late_stopped(1);
 	test_late_stopped(0);
+	test_stopped_sender(7);
+	test_stopped_sender(0);
 	test_exit_lock_held();
 	/* what the two dead processes left, the next user sweeps */
 	{
