@@ -48,6 +48,8 @@ struct shared {
 };
 
 static pid_t stalled_child, stopped_holder;
+/* the next responder_start child's argument (it has a copy of it) */
+static int child_arg;
 
 static double now_ms(void)
 {
@@ -95,15 +97,16 @@ static int sampled(const char *p, size_t n)
 /* open_side -- context, one MR over buf, an RC QP connected after the
  * QPN exchange over the pipes */
 /* side_connect -- tell the other side qp's number, learn its, connect
- * (min_rnr_timer rnr_timer, rnr_retry 7): 0 or -1 */
-static int side_connect(struct ibv_qp *qp, int rfd, int wfd, int rnr_timer)
+ * (min_rnr_timer rnr_timer, rnr_retry rnr_retry): 0 or -1 */
+static int side_connect(struct ibv_qp *qp, int rfd, int wfd, int rnr_timer,
+			int rnr_retry)
 {
 	struct info me, peer;
 
 	me.qpn = qp->qp_num;
 	t_xsend(wfd, &me, sizeof(me));
 	t_xrecv(rfd, &peer, sizeof(peer));
-	return t_connect(qp, peer.qpn, 0, rnr_timer, 7, 14, 7);
+	return t_connect(qp, peer.qpn, 0, rnr_timer, rnr_retry, 14, 7);
 }
 
 static struct ibv_qp *open_side(struct tctx *t, char *buf, size_t len,
@@ -117,7 +120,7 @@ static struct ibv_qp *open_side(struct tctx *t, char *buf, size_t len,
 	qp = t_rc_qp(t, depth, NULL);
 	if (!*mr || !qp)
 		return NULL;
-	if (side_connect(qp, rfd, wfd, 1))
+	if (side_connect(qp, rfd, wfd, 1, 7))
 		return NULL;
 	return qp;
 }
@@ -528,7 +531,7 @@ static int limit_responder(struct shared *sh, int rfd, int wfd)
 	qp = srq ? t_rc_qp(&t, 8, srq) : NULL;
 	if (!qp)
 		return 1;
-	if (side_connect(qp, rfd, wfd, 1))
+	if (side_connect(qp, rfd, wfd, 1, 7))
 		return 1;
 	sh->ready = 1;
 	sh->rx_status = t_async(t.ctx, 10000, &ev) + 1;
@@ -605,12 +608,13 @@ static void test_srq_limit_asleep(void)
 	munmap(sh, sizeof(*sh));
 }
 
-/* late_responder -- an RC QP, on an empty SRQ when SRQ, min_rnr_timer 31
- * (491 ms); once the parent has sent (sh->stop) it posts one receive,
- * without a poll, and stops itself; continued, it takes the message
- * (10 s at most): sh->received 1 if whole */
-static int late_responder(struct shared *sh, int rfd, int wfd, int use_srq)
+/* late_responder -- an RC QP, on an empty SRQ when child_arg,
+ * min_rnr_timer 31 (491 ms); once the parent has sent (sh->stop) it posts
+ * one receive, without a poll, and stops itself; continued, it takes the
+ * message (10 s at most): sh->received 1 if whole */
+static int late_responder(struct shared *sh, int rfd, int wfd)
 {
+	int use_srq = child_arg;
 	static char buf[SRV_MSG];
 	struct ibv_srq *srq = NULL;
 	struct ibv_wc wc;
@@ -628,7 +632,7 @@ static int late_responder(struct shared *sh, int rfd, int wfd, int use_srq)
 		qp = t_rc_qp(&t, 8, srq);
 	if (!qp)
 		return 1;
-	if (side_connect(qp, rfd, wfd, 31))
+	if (side_connect(qp, rfd, wfd, 31, 7))
 		return 1;
 	sh->ready = 1;
 	for (i = 0; !sh->stop && i < 10000; i++)
@@ -646,16 +650,6 @@ static int late_responder(struct shared *sh, int rfd, int wfd, int use_srq)
 	ibv_dereg_mr(mr);
 	t_close(&t);
 	return 0;
-}
-
-static int late_responder_rq(struct shared *sh, int rfd, int wfd)
-{
-	return late_responder(sh, rfd, wfd, 0);
-}
-
-static int late_responder_srq(struct shared *sh, int rfd, int wfd)
-{
-	return late_responder(sh, rfd, wfd, 1);
 }
 
 /*
@@ -678,8 +672,8 @@ static void test_late_stopped(int use_srq)
 	double t0, dt;
 
 	fill(buf, SRV_MSG);
-	sh = responder_start(use_srq ? late_responder_srq : late_responder_rq,
-			     &t, buf, sizeof(buf), &mr, 4, &qp);
+	child_arg = use_srq;
+	sh = responder_start(late_responder, &t, buf, sizeof(buf), &mr, 4, &qp);
 	t0 = now_ms();
 	if (t_post(qp, IBV_WR_SEND, buf, SRV_MSG, mr->lkey, 1,
 		   IBV_SEND_SIGNALED, 0, 0))
@@ -707,13 +701,13 @@ static void test_late_stopped(int use_srq)
 	munmap(sh, sizeof(*sh));
 }
 
-/* stopped_sender -- an RC QP with rnr_retry RETRY: one SEND of SRV_MSG
+/* stopped_sender -- an RC QP with rnr_retry child_arg: one SEND of SRV_MSG
  * bytes (the pattern), then it stops itself (sh->ready 2); continued,
  * sh->rx_status its completion's status + 1 */
-static int stopped_sender(struct shared *sh, int rfd, int wfd, int retry)
+static int stopped_sender(struct shared *sh, int rfd, int wfd)
 {
+	int retry = child_arg;
 	static char buf[SRV_MSG];
-	struct info me, peer;
 	struct ibv_wc wc;
 	struct tctx t;
 	struct ibv_mr *mr;
@@ -726,10 +720,7 @@ static int stopped_sender(struct shared *sh, int rfd, int wfd, int retry)
 	qp = mr ? t_rc_qp(&t, 8, NULL) : NULL;
 	if (!qp)
 		return 1;
-	me.qpn = qp->qp_num;
-	t_xsend(wfd, &me, sizeof(me));
-	t_xrecv(rfd, &peer, sizeof(peer));
-	if (t_connect(qp, peer.qpn, 0, 1, retry, 14, 7))
+	if (side_connect(qp, rfd, wfd, 1, retry))
 		return 1;
 	sh->ready = 1;
 	if (t_post(qp, IBV_WR_SEND, buf, SRV_MSG, mr->lkey, 1,
@@ -743,16 +734,6 @@ static int stopped_sender(struct shared *sh, int rfd, int wfd, int retry)
 	ibv_dereg_mr(mr);
 	t_close(&t);
 	return 0;
-}
-
-static int stopped_sender_7(struct shared *sh, int rfd, int wfd)
-{
-	return stopped_sender(sh, rfd, wfd, 7);
-}
-
-static int stopped_sender_0(struct shared *sh, int rfd, int wfd)
-{
-	return stopped_sender(sh, rfd, wfd, 0);
 }
 
 /*
@@ -773,8 +754,8 @@ static void test_stopped_sender(int retry)
 	struct ibv_wc wc;
 	int st = 0, n;
 
-	sh = responder_start(retry ? stopped_sender_7 : stopped_sender_0, &t,
-			     buf, sizeof(buf), &mr, 4, &qp);
+	child_arg = retry;
+	sh = responder_start(stopped_sender, &t, buf, sizeof(buf), &mr, 4, &qp);
 	while (sh->ready != 2)
 		usleep(1000);
 	waitpid(stalled_child, &st, WUNTRACED);
