@@ -52,8 +52,17 @@ case $test_prog in
 			--trace-children=no "$test_prog"
 	fi ;;
 esac
-"$@"
+# timeout makes the test a process group of its own: once the test has
+# exited, whatever it left in that group is killed.  A forked child the
+# test no longer waits for (one deadlocked under ASan, whose allocator
+# lock a fork can copy held: GCC 12's libasan has no fork handler) would
+# otherwise hold the harness's output pipe, and the run, for good.
+"$@" &
+pid=$!
+wait "$pid"
 status=$?
+pkill -KILL -g "$pid" 2>/dev/null &&
+	echo "# killed what the test left running in its process group"
 # what the test itself said (124 or 137: timeout killed it), before a
 # leftover turns it into 99
 case $status in
