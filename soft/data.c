@@ -2350,9 +2350,10 @@ static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
 }
 
 /* rx_rnr -- NAK the message in s (state ST) with RNR: its sender's
- * progress thread is woken, armed CQ or not, to send it again after our
- * min_rnr_timer even while its program does not call it, as its HCA
- * would (rc_to_rtr started that thread) */
+ * progress thread, if it has one, is woken, armed CQ or not, to send it
+ * again after our min_rnr_timer even while its program does not call
+ * it, as its HCA would; without one, we take it for the sender once the
+ * timer has passed (rx_retry_due) */
 static void rx_rnr(struct soft_qp *qp, struct soft_slot *s, uint64_t st)
 {
 	qp->rnr_nak_msg = qp->peer_cons + 1;
@@ -4620,11 +4621,8 @@ static void rc_to_rtr(struct soft_qp *qp)
 			qp->ops = &soft_rc_net_ops;
 	}
 	soft_qp_connect(qp);
-	/* a send the peer RNR NAKs goes again after its timer while our
-	 * program does not call us (an HCA retransmits on its own): the
-	 * peer's NAK wakes this thread (rx_rnr); so do slots our
-	 * process must serve itself (serve_rings) */
-	soft_thread_start_locked(qp->ctx);
+	if (qp->ctx->serve_rings)
+		soft_thread_start_locked(qp->ctx);
 }
 
 /* RC over shared memory */
