@@ -3866,8 +3866,7 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	if (cons > prod || prod - cons > nent)
 		goto unlock;
 	if (cons == prod ||
-	    (sh ? (flags & SOFT_SF_STAMP) &&
-			     (int32_t)((uint32_t)cons - s->srq_prod) >= 0
+	    (sh ? (flags & SOFT_SF_STAMP) && !s->srq_prod
 		: mirror_late(rq, cons, prod, nent, nsge, e->msgno))) {
 		/* no receive posted when it came: its HCA sent an RNR NAK */
 		s->rnr_timer = h->rnr_timer & 31;

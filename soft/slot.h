@@ -105,10 +105,10 @@ struct soft_slot {
 	_Atomic uint32_t chunk_seq; /* XFER: even: producer's turn */
 	uint32_t chunk_len;
 	uint32_t rkey; /* WRITE / READ / atomics / atomic write */
-	/* SOFT_SF_STAMP: the WQEs the responder's SRQ had had posted
-	 * (modulo 2^32) when the slot went READY; a SEND or WRITE_IMM takes
-	 * only a WQE numbered below it, else it is RNR NAKed, as the HCA
-	 * NAKed it when it came (data.c rx_late) */
+	/* SOFT_SF_STAMP: the responder's SRQ's free WQEs (posted, not
+	 * consumed; modulo 2^32) when the slot went READY; with none, a SEND
+	 * or WRITE_IMM is RNR NAKed, as the HCA NAKed it when it came
+	 * (data.c srq_stamp, rx_late) */
 	uint32_t srq_prod;
 	uint64_t raddr;
 };
