@@ -1076,15 +1076,22 @@ static int64_t ring_capture(struct soft_qp *qp, struct soft_slot *s,
 	return ring;
 }
 
-/* srq_stamp -- our message in s is for a QP on an SRQ: the WQEs posted
- * there so far, which are all it may take (rx_late); SOFT_SF_STAMP, or 0
- * when that SRQ is not mapped (nothing to stamp) */
+/* srq_stamp -- our message in s is for a QP on an SRQ: how many of its
+ * WQEs were free (posted, not consumed) as it came; with none, its HCA
+ * NAKed it (rx_late).  Consumption lags arrival here, so a count above 0
+ * may be one an earlier message already took on an HCA: only 0 is sure,
+ * and only 0 is NAKed, never more than an HCA would.  SOFT_SF_STAMP, or
+ * 0 when that SRQ is not mapped (nothing to stamp) */
 static inline uint32_t srq_stamp(struct soft_qp *qp, struct soft_slot *s)
 {
-	if (__builtin_expect(!qp->peer_srq, 1))
+	struct soft_srq_hdr *h = qp->peer_srq;
+
+	if (__builtin_expect(!h, 1))
 		return 0;
-	s->srq_prod = (uint32_t)atomic_load_explicit(&qp->peer_srq->prod,
-						     memory_order_acquire);
+	s->srq_prod = (uint32_t)(atomic_load_explicit(&h->prod,
+						      memory_order_acquire) -
+				 atomic_load_explicit(&h->cons,
+						      memory_order_acquire));
 	return SOFT_SF_STAMP;
 }
 
@@ -2321,7 +2328,7 @@ static struct soft_rwqe *rx_wqe(struct soft_qp *qp)
  * after it, will find every WQE posted by now: they are marked so, in
  * the mirror too (for an initiator that serves the retransmission).  On
  * an SRQ, whose WQEs several QPs' messages take, the sender stamped the
- * SRQ's count of WQEs posted (srq_stamp), anew for the retransmission.
+ * SRQ's count of free WQEs (srq_stamp), anew for the retransmission.
  */
 static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
 		   const struct soft_slot *s)
@@ -2329,8 +2336,7 @@ static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
 	uint64_t i;
 
 	if (qp->srq)
-		return (s->flags & SOFT_SF_STAMP) &&
-		       (int32_t)((uint32_t)qp->srq->tail - s->srq_prod) >= 0;
+		return (s->flags & SOFT_SF_STAMP) && !s->srq_prod;
 	if (r->arrived <= qp->peer_cons)
 		return 0;
 	/* the mirror's copy lower: an initiator serving us NAKed this
