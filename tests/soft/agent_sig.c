@@ -15,14 +15,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <net/if.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../tap.h"
@@ -32,49 +28,6 @@
 static void on_sig(int sig)
 {
 	(void)sig;
-}
-
-/* put -- write s to path */
-static int put(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, s, strlen(s));
-	close(fd);
-	return n == (ssize_t)strlen(s) ? 0 : -1;
-}
-
-/* own_netns -- a user and network namespace of our own, lo up */
-static int own_netns(void)
-{
-	struct ifreq ifr;
-	char m[64];
-	uid_t uid = getuid();
-	gid_t gid = getgid();
-	int fd, r;
-
-	if (unshare(CLONE_NEWUSER | CLONE_NEWNET))
-		return -1;
-	snprintf(m, sizeof(m), "0 %u 1", (unsigned int)uid);
-	if (put("/proc/self/uid_map", m))
-		return -1;
-	(void)put("/proc/self/setgroups", "deny");
-	snprintf(m, sizeof(m), "0 %u 1", (unsigned int)gid);
-	if (put("/proc/self/gid_map", m))
-		return -1;
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (fd < 0)
-		return -1;
-	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
-	r = ioctl(fd, SIOCGIFFLAGS, &ifr);
-	ifr.ifr_flags |= IFF_UP;
-	r = r || ioctl(fd, SIOCSIFFLAGS, &ifr);
-	close(fd);
-	return r ? -1 : 0;
 }
 
 /* agent_inode -- the inode of the agent's listening socket, 0 if none */
@@ -181,7 +134,7 @@ int main(void)
 	int i;
 
 	alarm(60);
-	if (own_netns())
+	if (t_own_netns())
 		skip_all("no user and network namespace here");
 	/* the program's handlers and mask, as the agent's fork sees them */
 	memset(&sa, 0, sizeof(sa));

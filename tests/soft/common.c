@@ -5,11 +5,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -501,4 +505,47 @@ int t_can_map(void)
 		return 0;
 	close(fd);
 	return 1;
+}
+
+/* put -- write s to path */
+static int put(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, s, strlen(s));
+	close(fd);
+	return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* t_own_netns -- a user and network namespace of our own, lo up */
+int t_own_netns(void)
+{
+	struct ifreq ifr;
+	char m[64];
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	int fd, r;
+
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNET))
+		return -1;
+	snprintf(m, sizeof(m), "0 %u 1", (unsigned int)uid);
+	if (put("/proc/self/uid_map", m))
+		return -1;
+	(void)put("/proc/self/setgroups", "deny");
+	snprintf(m, sizeof(m), "0 %u 1", (unsigned int)gid);
+	if (put("/proc/self/gid_map", m))
+		return -1;
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, "lo");
+	r = ioctl(fd, SIOCGIFFLAGS, &ifr);
+	ifr.ifr_flags |= IFF_UP;
+	r = r || ioctl(fd, SIOCSIFFLAGS, &ifr);
+	close(fd);
+	return r ? -1 : 0;
 }

@@ -29,6 +29,9 @@ struct tside {
 void t_isolate(const char *name);
 /* t_shm_count -- /dev/shm entries of this run (leak check) */
 int t_shm_count(void);
+/* t_own_netns -- a user and network namespace of our own, lo up (before
+ * any thread: unshare) */
+int t_own_netns(void);
 /* t_open -- device context, PD and one CQ */
 int t_open(struct tctx *t, int cqe);
 void t_close(struct tctx *t);
