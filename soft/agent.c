@@ -919,6 +919,7 @@ void soft_hca_priority(void)
 }
 
 __thread int soft_agent_forking __attribute__((tls_model("initial-exec")));
+_Atomic int soft_agent_spawning;
 
 /* ag_spawn -- start the host's agent: fork, setsid, fork; it keeps none
  * of our descriptors, and none of the program's signal handlers or the
@@ -930,9 +931,12 @@ static void ag_spawn(void)
 	int fd, sig;
 
 	soft_agent_forking = 1; /* stays set in the agent */
+	atomic_store(&soft_agent_spawning, 1);
 	p = fork();
-	if (p)
+	if (p) {
 		soft_agent_forking = 0;
+		atomic_store(&soft_agent_spawning, 0);
+	}
 	if (p < 0)
 		return;
 	if (p) {

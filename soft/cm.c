@@ -621,34 +621,29 @@ void scm__thread_put(void)
 	pthread_mutex_unlock(&scm_thr_mutex);
 }
 
-/* scm_atfork_prepare -- no CM state is half-changed across fork() (the
- * host's agent excepted: soft_agent_forking) */
-static void scm_atfork_prepare(void)
+/* soft_cm_fork_prepare -- no CM state is half-changed across fork()
+ * (fork.c: first, as the CM opens devices and reaches the network path
+ * under these locks) */
+void soft_cm_fork_prepare(void)
 {
-	if (soft_agent_forking)
-		return;
 	pthread_mutex_lock(&scm_thr_mutex);
 	pthread_mutex_lock(&scm__lock);
 }
 
-/* scm_atfork_parent -- resume */
-static void scm_atfork_parent(void)
+/* soft_cm_fork_parent -- resume */
+void soft_cm_fork_parent(void)
 {
-	if (soft_agent_forking)
-		return;
 	pthread_mutex_unlock(&scm__lock);
 	pthread_mutex_unlock(&scm_thr_mutex);
 }
 
 /*
- * scm_atfork_child -- the progress thread did not come along: forget it,
+ * soft_cm_fork_child -- the progress thread did not come along: forget it,
  * so that new ids start their own and exit() does not wait for it.  The
  * parent's ids are not usable in the child (fork-safety is not promised).
  */
-static void scm_atfork_child(void)
+void soft_cm_fork_child(void)
 {
-	if (soft_agent_forking)
-		return;
 	pthread_mutex_unlock(&scm__lock);
 	pthread_mutex_unlock(&scm_thr_mutex);
 	if (scm_thr_running) {
@@ -657,12 +652,6 @@ static void scm_atfork_child(void)
 		scm_epfd = scm_wakefd = -1;
 		scm_thr_running = 0;
 	}
-}
-
-/* scm_load -- library load: register the fork handlers */
-__attribute__((constructor)) static void scm_load(void)
-{
-	pthread_atfork(scm_atfork_prepare, scm_atfork_parent, scm_atfork_child);
 }
 
 /*

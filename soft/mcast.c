@@ -63,7 +63,7 @@ struct soft_mc_cache {
 };
 
 static struct mc_table *mc_tab;
-static pthread_mutex_t mc_local = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t soft_mc_local = PTHREAD_MUTEX_INITIALIZER;
 
 static void mc_name(char *buf, size_t len)
 {
@@ -120,7 +120,7 @@ static void *mc_make(int fd)
 
 /*
  * mc_lock -- the host table, locked and live; NULL when there is none and
- * create is 0, or it cannot be had.  mc_local is held on return (also on
+ * create is 0, or it cannot be had.  soft_mc_local is held on return (also on
  * NULL: the caller unlocks it with mc_unlock).
  */
 static struct mc_table *mc_lock(int create)
@@ -128,7 +128,7 @@ static struct mc_table *mc_lock(int create)
 	char name[128];
 	int tries, fd, r;
 
-	pthread_mutex_lock(&mc_local);
+	pthread_mutex_lock(&soft_mc_local);
 	for (tries = 0; tries < 100; tries++) {
 		if (!mc_tab) {
 			int fresh = 0;
@@ -194,7 +194,7 @@ static void mc_unlock(struct mc_table *t)
 			mc_tab = NULL;
 		}
 	}
-	pthread_mutex_unlock(&mc_local);
+	pthread_mutex_unlock(&soft_mc_local);
 }
 
 /* mc_remove -- drop member i of group g; empty groups are freed */
@@ -448,15 +448,15 @@ static const struct soft_mc_cache *mc_members(struct soft_mc_cache **cache,
 	struct mc_table *t;
 	struct mc_group *g;
 
-	pthread_mutex_lock(&mc_local);
+	pthread_mutex_lock(&soft_mc_local);
 	t = mc_tab;
 	if (c && t && !__atomic_load_n(&t->unlinked, __ATOMIC_ACQUIRE) &&
 	    atomic_load_explicit(&t->gen, memory_order_acquire) == c->gen &&
 	    !memcmp(c->mgid, mgid, 16)) {
-		pthread_mutex_unlock(&mc_local);
+		pthread_mutex_unlock(&soft_mc_local);
 		return c;
 	}
-	pthread_mutex_unlock(&mc_local);
+	pthread_mutex_unlock(&soft_mc_local);
 	if (!c) {
 		c = calloc(1, sizeof(*c)); /* a QP's first multicast send */
 		if (!c)
@@ -478,7 +478,7 @@ static const struct soft_mc_cache *mc_members(struct soft_mc_cache **cache,
 		memset(c->mgid, 0, sizeof(c->mgid)); /* no table: look again */
 		c->gen = 0;
 	}
-	pthread_mutex_unlock(&mc_local);
+	pthread_mutex_unlock(&soft_mc_local);
 	return c;
 }
 

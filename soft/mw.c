@@ -30,7 +30,7 @@
 
 /* every window of this process, for soft_mw_bound_to */
 static struct soft_list mw_list = {&mw_list, &mw_list};
-static pthread_mutex_t mw_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t soft_mw_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline struct soft_mw *to_smw(struct ibv_mw *mw)
 {
@@ -94,9 +94,9 @@ struct ibv_mw *soft_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	mw->pd = to_spd(pd);
 	mw->slot = soft_key_slot(key);
 	__atomic_add_fetch(&mw->pd->refcnt, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&mw_lock);
+	pthread_mutex_lock(&soft_mw_lock);
 	soft_list_add(&mw_list, &mw->link);
-	pthread_mutex_unlock(&mw_lock);
+	pthread_mutex_unlock(&soft_mw_lock);
 	return &mw->mw;
 }
 
@@ -119,9 +119,9 @@ int soft_dealloc_mw(struct ibv_mw *ibmw)
 	}
 	pthread_mutex_unlock(slot_lock(mw->slot));
 	pthread_mutex_unlock(&soft_reg->lock);
-	pthread_mutex_lock(&mw_lock);
+	pthread_mutex_lock(&soft_mw_lock);
 	soft_list_del(&mw->link);
-	pthread_mutex_unlock(&mw_lock);
+	pthread_mutex_unlock(&soft_mw_lock);
 	__atomic_sub_fetch(&mw->pd->refcnt, 1, __ATOMIC_RELAXED);
 	free(mw);
 	return 0;
@@ -375,7 +375,7 @@ int soft_mw_bound_to(uint32_t mr_key)
 	struct soft_list *l;
 	int bound = 0;
 
-	pthread_mutex_lock(&mw_lock);
+	pthread_mutex_lock(&soft_mw_lock);
 	for (l = mw_list.next; l != &mw_list && !bound; l = l->next) {
 		struct soft_mw *mw = soft_container_of(l, struct soft_mw, link);
 		struct soft_reg_mr *e = &soft_reg->mr[mw->slot];
@@ -385,6 +385,6 @@ int soft_mw_bound_to(uint32_t mr_key)
 			e->len && e->mr_key == mr_key;
 		pthread_mutex_unlock(slot_lock(mw->slot));
 	}
-	pthread_mutex_unlock(&mw_lock);
+	pthread_mutex_unlock(&soft_mw_lock);
 	return bound;
 }

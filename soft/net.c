@@ -141,10 +141,10 @@ struct ip_opt {
 struct soft_net_qp {
 	struct soft_qp *qp;
 	struct soft_net_qp *hnext;	   /* net_hash's chain */
-	struct net_pkt *in_head, *in_tail; /* net_mtx */
+	struct net_pkt *in_head, *in_tail; /* soft_net_mtx */
 	_Atomic int pending;
 	struct soft_context *ctx;
-	uint64_t queued_at; /* in_head waits since; net_mtx */
+	uint64_t queued_at; /* in_head waits since; soft_net_mtx */
 	uint32_t qpn, dqpn;
 	int family;
 	uint8_t src[16], dst[16]; /* 4 bytes used for AF_INET */
@@ -176,7 +176,7 @@ struct soft_net_qp {
 	int ack_due; /* an ACK of ack_psn owed, sent once for a run */
 	uint32_t ack_psn;
 	/* since when ack_due waits for a send (ack_hold); atomic: the held
-	 * list (held_nq) is read under net_mtx, not this QP's lock */
+	 * list (held_nq) is read under soft_net_mtx, not this QP's lock */
 	_Atomic uint64_t ack_held;
 	int rx_active; /* a SEND in progress */
 	int srq_held;  /* srq_wqe: taken from the QP's SRQ, not completed */
@@ -203,7 +203,7 @@ struct soft_net_qp {
 	uint32_t df_n;
 };
 
-static pthread_mutex_t net_mtx = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t soft_net_mtx = PTHREAD_MUTEX_INITIALIZER;
 /* our QPs on the network path: net_tbl[0, net_nqp), and by QPN */
 static struct soft_net_qp *net_tbl[NET_MAX_QP];
 static int net_nqp;
@@ -227,14 +227,14 @@ static int fam_users[2];
 static _Atomic uint64_t poll_at, arm_at;
 #define NET_POLLER_NS 1000000ull
 #define NET_ARMED_NS  10000000ull
-/* polls to go before a poller reads the clock again (poll_clock); net_mtx */
+/* polls to go before a poller reads the clock again (poll_clock); soft_net_mtx */
 #define NET_CLOCK_POLLS 4
 static unsigned int poll_stale;
 /* an ACK an application's poll owes waits this long for the application
  * to send (ack_hold) */
 #define NET_ACK_HOLD_NS 5000ull
 static _Atomic int acks_held; /* QPs with ack_held set */
-/* the QPs whose ACKs our polls hold, for acks_aged; net_mtx.  An entry
+/* the QPs whose ACKs our polls hold, for acks_aged; soft_net_mtx.  An entry
  * whose ack_held went to 0 (sent with a send) is stale and skipped */
 #define NET_HELD 16
 static struct soft_net_qp *held_nq[NET_HELD];
@@ -254,12 +254,12 @@ static int thr_started;
 static pid_t thr_pid; /* the process our thread runs in */
 static pthread_t net_thr;
 /* the context whose lock our thread waits for (it stays until the wait
- * is over: soft_net_ctx_gone); net_mtx */
+ * is over: soft_net_ctx_gone); soft_net_mtx */
 static struct soft_context *boost_ctx;
 static pthread_cond_t boost_cv = PTHREAD_COND_INITIALIZER;
 
 /* the multicast groups this process's UD QPs are attached to: one pair per
- * (group, QP); net_mtx */
+ * (group, QP); soft_net_mtx */
 #define NET_MAX_MC 4096
 
 struct net_mc {
@@ -273,7 +273,7 @@ static int net_nmc;
 /* ---------------------------------------------------------------- */
 /* fault injection (tests) */
 
-static pthread_mutex_t flt_mtx = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t soft_flt_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int flt_on = -1; /* read through flt_state */
 static double flt_drop, flt_dup, flt_reorder, flt_corrupt;
 static unsigned long flt_rdlast, flt_rdlast_n; /* rdlast=N, seen so far */
@@ -288,15 +288,15 @@ static struct ip_opt flt_held_o;
 static uint64_t flt_held_gen; /* packets held so far */
 
 /* flt_state -- fault injection -1: not looked at yet, 0: off, 1: on.
- * Every sender reads it without flt_mtx (wire_send, batch_slot, the
- * network thread's flt_release); flt_init sets it once, under flt_mtx,
+ * Every sender reads it without soft_flt_mtx (wire_send, batch_slot, the
+ * network thread's flt_release); flt_init sets it once, under soft_flt_mtx,
  * after the parameters it publishes */
 static int flt_state(void)
 {
 	return __atomic_load_n(&flt_on, __ATOMIC_ACQUIRE);
 }
 
-/* flt_init -- SOFTRDMA_TEST_NETFAULT parsed; flt_mtx held */
+/* flt_init -- SOFTRDMA_TEST_NETFAULT parsed; soft_flt_mtx held */
 static void flt_init(void)
 {
 	const char *e = getenv("SOFTRDMA_TEST_NETFAULT");
@@ -337,7 +337,7 @@ publish:
 }
 
 /* flt_rdlast_hit -- the packet of LEN bytes at BUF (its BTH first) ends
- * a READ response and is the first of N such (rdlast=N): lost; flt_mtx
+ * a READ response and is the first of N such (rdlast=N): lost; soft_flt_mtx
  * held */
 static int flt_rdlast_hit(const uint8_t *buf, size_t len)
 {
@@ -349,7 +349,7 @@ static int flt_rdlast_hit(const uint8_t *buf, size_t len)
 }
 
 /* flt_atmack_hit -- the packet is an atomic ACK and the first of N such
- * (atmack=N): lost; flt_mtx held */
+ * (atmack=N): lost; soft_flt_mtx held */
 static int flt_atmack_hit(const uint8_t *buf, size_t len)
 {
 	if (!flt_atmack || len < ROCE_BTH_LEN ||
@@ -774,20 +774,20 @@ static void wire_send(int fd, const void *buf, size_t len,
 		      const struct sockaddr *to, socklen_t tolen,
 		      const struct ip_opt *o)
 {
-	static uint8_t bad[NET_BUF]; /* flt_mtx */
+	static uint8_t bad[NET_BUF]; /* soft_flt_mtx */
 	int dup = 0, hold = 0;
 
 	if (flt_state() < 0) {
-		pthread_mutex_lock(&flt_mtx);
+		pthread_mutex_lock(&soft_flt_mtx);
 		if (flt_state() < 0)
 			flt_init();
-		pthread_mutex_unlock(&flt_mtx);
+		pthread_mutex_unlock(&soft_flt_mtx);
 	}
 	if (!flt_state()) {
 		raw_send_ip(fd, buf, len, to, tolen, o);
 		return;
 	}
-	pthread_mutex_lock(&flt_mtx);
+	pthread_mutex_lock(&soft_flt_mtx);
 	if (flt_rdlast_hit(buf, len) || flt_atmack_hit(buf, len) ||
 	    flt_rand() < flt_drop)
 		goto out;
@@ -828,7 +828,7 @@ static void wire_send(int fd, const void *buf, size_t len,
 		flt_held_len = 0;
 	}
 out:
-	pthread_mutex_unlock(&flt_mtx);
+	pthread_mutex_unlock(&soft_flt_mtx);
 }
 
 /*
@@ -844,7 +844,7 @@ static void flt_release(void)
 
 	if (flt_state() <= 0)
 		return;
-	pthread_mutex_lock(&flt_mtx);
+	pthread_mutex_lock(&soft_flt_mtx);
 	if (flt_held_len && flt_held_gen == seen) {
 		raw_send_ip(flt_held_fd, flt_held, flt_held_len,
 			    (struct sockaddr *)&flt_held_to, flt_held_tolen,
@@ -852,7 +852,7 @@ static void flt_release(void)
 		flt_held_len = 0;
 	}
 	seen = flt_held_gen;
-	pthread_mutex_unlock(&flt_mtx);
+	pthread_mutex_unlock(&soft_flt_mtx);
 }
 
 /* ---------------------------------------------------------------- */
@@ -1047,7 +1047,7 @@ static int held_for(const struct soft_net_qp *nq, uint64_t now, uint64_t ns)
  * one sendmmsg: a passive receiver of several QPs (nothing of theirs to
  * send) made a sendto per QP and hold, from each QP's nq_run.  Sent a
  * little early, an ACK only loses its ride with a send.  CTX's lock and
- * net_mtx held.
+ * soft_net_mtx held.
  */
 static void acks_aged(struct soft_context *ctx, uint64_t now)
 {
@@ -2347,12 +2347,12 @@ static void nq_run(struct soft_net_qp *nq, int net_locked, int app,
 
 	if (atomic_load_explicit(&nq->pending, memory_order_acquire)) {
 		if (!net_locked)
-			pthread_mutex_lock(&net_mtx);
+			pthread_mutex_lock(&soft_net_mtx);
 		l = nq->in_head;
 		nq->in_head = nq->in_tail = NULL;
 		atomic_store(&nq->pending, 0);
 		if (!net_locked)
-			pthread_mutex_unlock(&net_mtx);
+			pthread_mutex_unlock(&soft_net_mtx);
 		for (; l; l = n) {
 			n = l->next;
 			if (nq->qp->state != IBV_QPS_RESET)
@@ -2384,7 +2384,7 @@ static struct soft_net_qp *nq_find(uint32_t qpn)
 
 /* fam_count -- NQ counted in or out (D) of the users of its family's
  * socket (of both: a UD QP, and in the IB mode a QP whose paths may
- * change family, soft_net_repath); net_mtx held */
+ * change family, soft_net_repath); soft_net_mtx held */
 static void fam_count(const struct soft_net_qp *nq, int d)
 {
 	int both = nq->ud || soft_link_ib;
@@ -2397,7 +2397,7 @@ static void fam_count(const struct soft_net_qp *nq, int d)
 
 /* nq_add -- NQ on the network path: found by its QPN, which the host's
  * agent steers to us; -1 when it cannot be (then its packets go
- * nowhere, as to an unreachable path); net_mtx held */
+ * nowhere, as to an unreachable path); soft_net_mtx held */
 static int nq_add(struct soft_net_qp *nq)
 {
 	struct ag_msg m = {AG_REG, nq->qpn};
@@ -2412,7 +2412,7 @@ static int nq_add(struct soft_net_qp *nq)
 	return 0;
 }
 
-/* nq_remove -- NQ leaves the network path; net_mtx held */
+/* nq_remove -- NQ leaves the network path; soft_net_mtx held */
 static void nq_remove(struct soft_net_qp *nq)
 {
 	struct ag_msg m = {AG_UNREG, nq->qpn};
@@ -2491,7 +2491,7 @@ static void ud_in(struct soft_net_qp *nq, const uint8_t *buf, size_t len)
  * mc_in -- a datagram to a group (QPN 0xFFFFFF): a copy to each QP of this
  * process attached to the group its IP destination names (the GRH's DGID),
  * each with its own Q_Key check and posted receive (rxe_rcv_mcast_pkt);
- * net_mtx held
+ * soft_net_mtx held
  */
 static void mc_in(const uint8_t *buf, size_t len)
 {
@@ -2592,7 +2592,7 @@ static void run_add(struct rx_run *run, struct soft_net_qp *nq)
 }
 
 /* net_packet -- a packet for its QP: run now if the run can hold its
- * context's lock, else queued for whoever holds it; net_mtx held */
+ * context's lock, else queued for whoever holds it; soft_net_mtx held */
 static void net_packet(const uint8_t *buf, size_t len,
 		       struct soft_context *held, struct rx_run *run)
 {
@@ -2648,7 +2648,7 @@ struct rx_arg {
 };
 
 /* rx_seg -- a checked packet from our socket: its ag_fwd just before it
- * (over the headers its check used), then its QP's; net_mtx held */
+ * (over the headers its check used), then its QP's; soft_net_mtx held */
 static void rx_seg(void *arg, uint8_t *pkt, size_t n, const struct ag_fwd *fw)
 {
 	struct rx_arg *a = arg;
@@ -2659,10 +2659,10 @@ static void rx_seg(void *arg, uint8_t *pkt, size_t n, const struct ag_fwd *fw)
 
 /* rx_fd_in -- up to MAX datagrams from FD (our socket of FAMILY on UDP
  * 4791, or, FAMILY 0, our connection to the agent) into their QPs'
- * queues; how many came; HELD as net_packet's; net_mtx held */
+ * queues; how many came; HELD as net_packet's; soft_net_mtx held */
 static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 {
-	/* net_mtx held while they are used: one set per process, a
+	/* soft_net_mtx held while they are used: one set per process, a
 	 * datagram taken whole (UDP_GRO) in each buffer; the agent's
 	 * connection has no name, and control data only with a socket it
 	 * gives us late (soft_ag_sockets) */
@@ -2720,7 +2720,7 @@ static int rx_fd_in(int fd, int family, int max, struct soft_context *held)
 
 /* net_rx -- up to MAX packets of each source in: our sockets and, with
  * AGENT (our thread), what the agent hands over; how many datagrams came;
- * HELD as net_packet's; net_mtx held */
+ * HELD as net_packet's; soft_net_mtx held */
 static int net_rx(int max, struct soft_context *held, int agent)
 {
 	int n = 0;
@@ -2742,7 +2742,7 @@ static int net_rx(int max, struct soft_context *held, int agent)
 
 /* timers -- every QP whose context lock is free; 1: work outstanding;
  * the first QP whose packets waited NET_WAITED_NS for a held lock names
- * boost_ctx; net_mtx held */
+ * boost_ctx; soft_net_mtx held */
 static int timers(void)
 {
 	uint64_t now = soft_now_ns();
@@ -2777,7 +2777,7 @@ static int timers(void)
  * took off the CPU while it held the lock finishes its sweep at once and
  * the packets that came for its QPs are answered (ACKs, READ responses,
  * NAKs) as an HCA would, not when the poller is next given a CPU.  No
- * lock of ours is held while we wait (the holder may want net_mtx);
+ * lock of ours is held while we wait (the holder may want soft_net_mtx);
  * soft_net_ctx_gone keeps the context until we are done.
  */
 static void boost(void)
@@ -2785,25 +2785,25 @@ static void boost(void)
 	struct soft_context *ctx;
 	int i;
 
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	ctx = boost_ctx;
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	if (!ctx)
 		return;
 	soft_lock(&ctx->lock);
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	for (i = 0; i < net_nqp; i++) {
 		struct soft_net_qp *nq = net_tbl[i];
 
 		if (!nq->ud && nq->ctx == ctx)
 			nq_run(nq, 1, 0, 0);
 	}
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	soft_unlock(&ctx->lock);
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	boost_ctx = NULL;
 	pthread_cond_broadcast(&boost_cv);
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 }
 
 /* acks_release -- the ACKs our polls held go now (ack_hold); a lock held
@@ -2812,7 +2812,7 @@ static void acks_release(void)
 {
 	int i;
 
-	if (!atomic_load(&acks_held) || pthread_mutex_trylock(&net_mtx))
+	if (!atomic_load(&acks_held) || pthread_mutex_trylock(&soft_net_mtx))
 		return;
 	for (i = 0; i < net_nqp; i++) {
 		struct soft_net_qp *nq = net_tbl[i];
@@ -2822,7 +2822,7 @@ static void acks_release(void)
 		ack_flush(nq);
 		soft_unlock(&nq->ctx->lock);
 	}
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 }
 
 /* net_fini -- at exit, an HCA would have sent the ACKs we hold */
@@ -2846,10 +2846,10 @@ void soft_net_ctx_gone(struct soft_context *ctx)
 {
 	if (!thr_started || thr_pid != getpid())
 		return; /* no thread of ours here (none, or a forked copy) */
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	while (boost_ctx == ctx)
-		pthread_cond_wait(&boost_cv, &net_mtx);
-	pthread_mutex_unlock(&net_mtx);
+		pthread_cond_wait(&boost_cv, &soft_net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 }
 
 static int kick_fd[2] = {-1, -1};
@@ -2932,28 +2932,28 @@ static void agent_again(void)
 {
 	int fd, fds[2], k;
 
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	for (k = 0; k < 2; k++) {
 		if (rx_fd[k] >= 0)
 			close(rx_fd[k]);
 		rx_fd[k] = -1;
 	}
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	fd = soft_ag_connect();
 	if (fd < 0) {
 		usleep(100000);
 		return;
 	}
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	dup2(fd, ctl_fd);
 	close(fd);
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	rx_sockets(fds);
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	rx_fd[0] = fds[0];
 	rx_fd[1] = fds[1];
 	reregister();
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 }
 
 static void *net_main(void *arg)
@@ -3009,18 +3009,18 @@ static void *net_main(void *arg)
 			if (k != 1 && (pf[k].revents & POLLIN))
 				break;
 		if (n > 0 && k < np) {
-			pthread_mutex_lock(&net_mtx);
+			pthread_mutex_lock(&soft_net_mtx);
 			net_rx(256, NULL, 1);
-			pthread_mutex_unlock(&net_mtx);
+			pthread_mutex_unlock(&soft_net_mtx);
 		}
 		if (n > 0 && (pf[0].revents & (POLLHUP | POLLERR)))
 			agent_again();
 		/* about to sleep for long unless timers() finds work: a
 		 * post from now on wakes us (soft_net_post_send) */
 		atomic_store(&thr_asleep, 1);
-		pthread_mutex_lock(&net_mtx);
+		pthread_mutex_lock(&soft_net_mtx);
 		busy = timers();
-		pthread_mutex_unlock(&net_mtx);
+		pthread_mutex_unlock(&soft_net_mtx);
 		if (busy)
 			atomic_store(&thr_asleep, 0);
 		boost();
@@ -3029,7 +3029,7 @@ static void *net_main(void *arg)
 	return NULL;
 }
 
-/* net_start -- sockets, agent and thread, once; net_mtx held */
+/* net_start -- sockets, agent and thread, once; soft_net_mtx held */
 static int net_start(void)
 {
 	sigset_t all, old;
@@ -3131,9 +3131,9 @@ int soft_net_start(void)
 
 	if (!net_enabled())
 		return -1;
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	r = net_start();
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	return r;
 }
 
@@ -3202,9 +3202,9 @@ void soft_net_connect(struct soft_qp *qp)
 	if (!nq->sq || !nq->iovs || (nq->max_inl && !nq->inls) ||
 	    src_for(nq->family, nq->dst, nq->src))
 		goto fail;
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	i = nq_add(nq);
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	if (i)
 		goto fail;
 	qp->net = nq;
@@ -3246,9 +3246,9 @@ void soft_net_release(struct soft_qp *qp)
 	if (!nq)
 		return;
 	ack_flush(nq); /* held for a send that will not come */
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	nq_remove(nq);
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	qp->net = NULL;
 	df_free(nq);
 	for (; nq->tail < nq->head; nq->tail++)
@@ -3518,7 +3518,7 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
  * NET_CLOCK_POLLS-th poll, at the one after a poll that took packets in,
  * and at each while an ACK is held (its 5 us count): an empty poll read
  * the clock twice here (its timers run late by a few polls at most,
- * never early, and a QP's shortest timeout is 8 us); net_mtx held
+ * never early, and a QP's shortest timeout is 8 us); soft_net_mtx held
  */
 static uint64_t poll_clock(void)
 {
@@ -3551,14 +3551,14 @@ void soft_net_progress(struct soft_qp *qp)
 	uint64_t now = 0;
 
 	/* a poller takes its packets in itself: no wait for our thread */
-	if (!pthread_mutex_trylock(&net_mtx)) {
+	if (!pthread_mutex_trylock(&soft_net_mtx)) {
 		now = poll_clock();
 		atomic_store_explicit(&poll_at, now, memory_order_relaxed);
 		if (net_rx(64, qp->ctx, 0))
 			poll_stale = 0; /* the next poll reads the clock */
 		if (held_n)
 			acks_aged(qp->ctx, now);
-		pthread_mutex_unlock(&net_mtx);
+		pthread_mutex_unlock(&soft_net_mtx);
 	}
 	if (nq->ud)
 		return; /* datagrams went into the UD queue: ud.c delivers */
@@ -3593,9 +3593,9 @@ void soft_net_ud_attach(struct soft_qp *qp)
 	nq->ctx = qp->ctx;
 	nq->qpn = qp->qpx.qp_base.qp_num;
 	nq->ud = 1;
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	i = nq_add(nq);
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	if (i)
 		free(nq); /* then only this host reaches it */
 	else
@@ -3631,7 +3631,7 @@ static unsigned int if_of(int family, const uint8_t *a)
  * interface of the source GID SGID (IP_MULTICAST_IF / IPV6_MULTICAST_IF),
  * with the AH's hop limit as TTL (rxe puts it in the IP header), the
  * address it sends from in SRC; -1 when SGID is no address of this host
- * of that family.  net_mtx held.
+ * of that family.  soft_net_mtx held.
  */
 static int mc_route(int family, const uint8_t *sgid, uint8_t hop, uint8_t *src)
 {
@@ -3691,7 +3691,7 @@ void soft_net_mcast_attach(struct soft_qp *qp, const uint8_t *mgid)
 
 	if (!net_enabled())
 		return;
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	for (i = 0; i < net_nmc; i++) {
 		if (memcmp(net_mcs[i].gid, mgid, 16))
 			continue;
@@ -3707,7 +3707,7 @@ void soft_net_mcast_attach(struct soft_qp *qp, const uint8_t *mgid)
 	if (first)
 		mc_tell(AG_MJOIN, mgid);
 out:
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 }
 
 /* soft_net_mcast_detach -- QPN leaves MGID (NULL: every group) */
@@ -3716,7 +3716,7 @@ void soft_net_mcast_detach(uint32_t qpn, const uint8_t *mgid)
 	uint8_t gid[16];
 	int i, k;
 
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	for (i = 0; i < net_nmc;) {
 		if (net_mcs[i].qpn != qpn ||
 		    (mgid && memcmp(net_mcs[i].gid, mgid, 16))) {
@@ -3731,7 +3731,7 @@ void soft_net_mcast_detach(uint32_t qpn, const uint8_t *mgid)
 		if (k == net_nmc)
 			mc_tell(AG_MLEAVE, gid);
 	}
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 }
 
 int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
@@ -3772,7 +3772,7 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	nq.ip.ttl = d->hop_limit;
 	nq.ip.tos = d->tclass;
 	nq.ip.flow = d->flow_label & 0xfffff;
-	pthread_mutex_lock(&net_mtx);
+	pthread_mutex_lock(&soft_net_mtx);
 	if (net_start())
 		goto out;
 	if (soft_addr_is_mcast(nq.family, nq.dst)) {
@@ -3794,6 +3794,6 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	pkt_send(&nq, &p);
 	r = 0;
 out:
-	pthread_mutex_unlock(&net_mtx);
+	pthread_mutex_unlock(&soft_net_mtx);
 	return r;
 }

@@ -73,8 +73,8 @@ struct pub_file {
 	int refs;
 };
 
-static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pub_file *pubs; /* under pub_lock */
+pthread_mutex_t soft_pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pub_file *pubs; /* under soft_pub_lock */
 static int npubs, pubs_cap;
 static int maps_fd = -1; /* /proc/<maps_pid>/maps, open while MRs live */
 static int32_t maps_pid;
@@ -183,7 +183,7 @@ static int maps_text(void)
 	return text;
 }
 
-/* maps_open -- maps_fd, ours (not a forked parent's); pub_lock held */
+/* maps_open -- maps_fd, ours (not a forked parent's); soft_pub_lock held */
 static void maps_open(void)
 {
 	if (maps_fd >= 0 && maps_pid != soft_self_pid) {
@@ -197,7 +197,7 @@ static void maps_open(void)
 }
 
 /* vma_of -- the MAP_SHARED file mapping holding [addr, addr+len): file
- * offset of addr, device and inode; 0 or -1.  pub_lock held. */
+ * offset of addr, device and inode; 0 or -1.  soft_pub_lock held. */
 static int vma_of(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 		  uint64_t *ino)
 {
@@ -242,7 +242,7 @@ static int file_ok(int fd, dev_t dev, uint64_t ino, uint64_t off, uint64_t len,
 	return off <= *size && len <= *size - off;
 }
 
-/* is_pub -- fd is one kept for a published file; pub_lock held */
+/* is_pub -- fd is one kept for a published file; soft_pub_lock held */
 static int is_pub(int fd)
 {
 	int i;
@@ -255,7 +255,7 @@ static int is_pub(int fd)
 
 /* fd_of -- a dup (close-on-exec) of one of our fds that refers to the
  * file (dev, ino) and passes file_ok (its size in *size); -1 if none.
- * pub_lock held.  The scan looks at fds that other threads of the
+ * soft_pub_lock held.  The scan looks at fds that other threads of the
  * program own: one may close fd n and open another file under its number
  * between the look and the dup, so the dup is looked at again (it is
  * ours: nobody else closes it). */
@@ -301,7 +301,7 @@ static int pubs_max(void)
 }
 
 /* pub_take -- the fd kept for file (dev, ino), one more registration in
- * it ([off, off+len) checked); -1: none.  pub_lock held. */
+ * it ([off, off+len) checked); -1: none.  soft_pub_lock held. */
 static int pub_take(dev_t dev, uint64_t ino, uint64_t off, uint64_t len)
 {
 	struct pub_file *p;
@@ -385,7 +385,7 @@ int soft_map_range_ok(const void *addr, size_t len, int write)
 
 	if (maps_text())
 		return range_text(a, end, write) != 0;
-	pthread_mutex_lock(&pub_lock);
+	pthread_mutex_lock(&soft_pub_lock);
 	maps_open();
 	while (a < end) {
 		memset(&q, 0, sizeof(q));
@@ -409,7 +409,7 @@ int soft_map_range_ok(const void *addr, size_t len, int write)
 		close(maps_fd);
 		maps_fd = -1;
 	}
-	pthread_mutex_unlock(&pub_lock);
+	pthread_mutex_unlock(&soft_pub_lock);
 	return ret;
 }
 
@@ -426,11 +426,11 @@ int soft_map_publish(const void *addr, size_t len, struct soft_reg_mr *e)
 	dev_t dev = 0;
 	int fd = -1;
 
-	pthread_mutex_lock(&pub_lock);
+	pthread_mutex_lock(&soft_pub_lock);
 	nregs++;
 	if (!soft_map_off() && !vma_of((uintptr_t)addr, len, &off, &dev, &ino))
 		fd = pub_take(dev, ino, off, len);
-	pthread_mutex_unlock(&pub_lock);
+	pthread_mutex_unlock(&soft_pub_lock);
 	if (fd < 0)
 		return -1;
 	e->map_fd = (uint32_t)fd + 1;
@@ -447,7 +447,7 @@ void soft_map_unpublish(int fd)
 {
 	int i;
 
-	pthread_mutex_lock(&pub_lock);
+	pthread_mutex_lock(&soft_pub_lock);
 	if (nregs && !--nregs && maps_fd >= 0) {
 		close(maps_fd);
 		maps_fd = -1;
@@ -461,7 +461,7 @@ void soft_map_unpublish(int fd)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&pub_lock);
+	pthread_mutex_unlock(&soft_pub_lock);
 }
 
 /* same_file -- the registry entry e names the file m maps */

@@ -57,17 +57,17 @@ static void soft_qp_ex_free(struct soft_qp *qp);
  * Its lock is taken before a context lock is tried, never waited for
  * while one is held, so that another context's QP can be served safely.
  */
-static pthread_mutex_t qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t soft_qp_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct soft_qp *qp_table[SOFT_MAX_QP];
 static uint32_t qp_table_qpn[SOFT_MAX_QP];
 
 /* qp_table_set -- publish (qp) or withdraw (NULL) a QPN of ours */
 static void qp_table_set(uint32_t qpn, struct soft_qp *qp)
 {
-	pthread_mutex_lock(&qp_table_lock);
+	pthread_mutex_lock(&soft_qp_table_lock);
 	qp_table[qpn & (SOFT_MAX_QP - 1)] = qp;
 	qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] = qp ? qpn : 0;
-	pthread_mutex_unlock(&qp_table_lock);
+	pthread_mutex_unlock(&soft_qp_table_lock);
 }
 
 /* soft_qp_is_local -- a QP of that number lives in this process */
@@ -75,10 +75,10 @@ int soft_qp_is_local(uint32_t qpn)
 {
 	int r;
 
-	pthread_mutex_lock(&qp_table_lock);
+	pthread_mutex_lock(&soft_qp_table_lock);
 	r = qp_table[qpn & (SOFT_MAX_QP - 1)] &&
 	    qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] == qpn;
-	pthread_mutex_unlock(&qp_table_lock);
+	pthread_mutex_unlock(&soft_qp_table_lock);
 	return r;
 }
 
@@ -88,12 +88,12 @@ struct soft_qp *soft_qp_local_in(struct soft_context *ctx, uint32_t qpn)
 {
 	struct soft_qp *qp;
 
-	pthread_mutex_lock(&qp_table_lock);
+	pthread_mutex_lock(&soft_qp_table_lock);
 	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
 	if (qp &&
 	    (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn || qp->ctx != ctx))
 		qp = NULL;
-	pthread_mutex_unlock(&qp_table_lock);
+	pthread_mutex_unlock(&soft_qp_table_lock);
 	return qp;
 }
 
@@ -103,12 +103,12 @@ struct soft_qp *soft_qp_lock_local(uint32_t qpn)
 {
 	struct soft_qp *qp;
 
-	pthread_mutex_lock(&qp_table_lock);
+	pthread_mutex_lock(&soft_qp_table_lock);
 	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
 	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
 		   soft_trylock(&qp->ctx->lock)))
 		qp = NULL;
-	pthread_mutex_unlock(&qp_table_lock);
+	pthread_mutex_unlock(&soft_qp_table_lock);
 	return qp;
 }
 

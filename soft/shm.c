@@ -57,7 +57,7 @@ struct soft_reg *soft_reg;
 int32_t soft_self_pid;
 uint64_t soft_self_start;
 static int reg_users;
-static pthread_mutex_t reg_local_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t soft_reg_local_lock = PTHREAD_MUTEX_INITIALIZER;
 /* the context slot the first attach took, for its soft_reg_ctx_alloc */
 static int reg_claimed = -1;
 
@@ -382,9 +382,9 @@ int soft_reg_attach(void)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&once, atfork_once);
-	pthread_mutex_lock(&reg_local_lock);
+	pthread_mutex_lock(&soft_reg_local_lock);
 	if (reg_users++) {
-		pthread_mutex_unlock(&reg_local_lock);
+		pthread_mutex_unlock(&soft_reg_local_lock);
 		return 0;
 	}
 	soft_self_pid = getpid();
@@ -440,13 +440,13 @@ int soft_reg_attach(void)
 	}
 	if (!r) {
 		reg_users--;
-		pthread_mutex_unlock(&reg_local_lock);
+		pthread_mutex_unlock(&soft_reg_local_lock);
 		if (errno != EACCES)
 			errno = ENODEV;
 		return -1;
 	}
 	soft_reg = r;
-	pthread_mutex_unlock(&reg_local_lock);
+	pthread_mutex_unlock(&soft_reg_local_lock);
 	/* tests/soft/regrace: stopped between the attach and the slot's use */
 	if (getenv("SOFTRDMA_TEST_ATTACH_STOP"))
 		raise(SIGSTOP);
@@ -587,9 +587,9 @@ void soft_reg_detach(void)
 {
 	struct soft_reg *r;
 
-	pthread_mutex_lock(&reg_local_lock);
+	pthread_mutex_lock(&soft_reg_local_lock);
 	if (--reg_users) {
-		pthread_mutex_unlock(&reg_local_lock);
+		pthread_mutex_unlock(&soft_reg_local_lock);
 		return;
 	}
 	r = soft_reg;
@@ -602,7 +602,7 @@ void soft_reg_detach(void)
 	reg_last_out(r, 0);
 	pthread_mutex_unlock(&r->lock);
 	munmap(r, sizeof(*r));
-	pthread_mutex_unlock(&reg_local_lock);
+	pthread_mutex_unlock(&soft_reg_local_lock);
 }
 
 /*
@@ -1017,7 +1017,7 @@ static struct {
 	uint32_t key;
 	int fd;
 } chan_cache[CHAN_CACHE];
-static pthread_mutex_t chan_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t soft_chan_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* soft_chan_path -- the file of channel key: /dev/shm/<prefix>-ch-<key> */
 void soft_chan_path(char *buf, size_t len, uint32_t key)
@@ -1051,13 +1051,13 @@ static void chan_cache_clear(void)
 {
 	int i;
 
-	pthread_mutex_lock(&chan_cache_lock);
+	pthread_mutex_lock(&soft_chan_cache_lock);
 	for (i = 0; i < CHAN_CACHE; i++) {
 		if (chan_cache[i].key)
 			close(chan_cache[i].fd);
 		chan_cache[i].key = 0;
 	}
-	pthread_mutex_unlock(&chan_cache_lock);
+	pthread_mutex_unlock(&soft_chan_cache_lock);
 }
 
 /* soft_chan_forget -- channel key is destroyed: the FIFO this process
@@ -1067,12 +1067,12 @@ void soft_chan_forget(uint32_t key)
 {
 	unsigned int i = key % CHAN_CACHE;
 
-	pthread_mutex_lock(&chan_cache_lock);
+	pthread_mutex_lock(&soft_chan_cache_lock);
 	if (key && chan_cache[i].key == key) {
 		close(chan_cache[i].fd);
 		chan_cache[i].key = 0;
 	}
-	pthread_mutex_unlock(&chan_cache_lock);
+	pthread_mutex_unlock(&soft_chan_cache_lock);
 }
 
 /* chan_kick -- make channel key's fd readable: one byte into its FIFO */
@@ -1083,7 +1083,7 @@ static void chan_kick(uint32_t key)
 	ssize_t r;
 	int fd;
 
-	if (pthread_mutex_trylock(&chan_cache_lock)) {
+	if (pthread_mutex_trylock(&soft_chan_cache_lock)) {
 		fd = chan_open(key);
 		if (fd >= 0) {
 			r = write(fd, &b, 1);
@@ -1105,7 +1105,7 @@ static void chan_kick(uint32_t key)
 		r = write(chan_cache[i].fd, &b, 1);
 		(void)r;
 	}
-	pthread_mutex_unlock(&chan_cache_lock);
+	pthread_mutex_unlock(&soft_chan_cache_lock);
 }
 
 /* chan_unlink_all -- the FIFOs a context slot has named */

@@ -404,12 +404,21 @@ void soft_bias_lock(soft_lock_t *l);
  * crashes LeakSanitizer's thread tracer */
 extern __thread uint32_t soft_tid_cached
 	__attribute__((tls_model("initial-exec")));
-/* this thread is forking the host's agent (agent.c ag_spawn), maybe
- * under the network path's lock: the fork handlers that take the CM's
- * locks leave them alone (a thread holding one may wait for ours; the
- * agent never uses the CM) */
+/* this thread is forking the host's agent (agent.c ag_spawn), under the
+ * network path's lock: the fork handlers (fork.c) take no lock (a thread
+ * holding one may wait for ours; the agent uses none of them) */
 extern __thread int soft_agent_forking
 	__attribute__((tls_model("initial-exec")));
+/* some thread is forking the host's agent (fork.c) */
+extern _Atomic int soft_agent_spawning;
+/* the process-private locks that fork.c takes across fork(), in its
+ * order; the CM's are taken first, by its hooks (cm.c) */
+extern pthread_mutex_t soft_reg_local_lock, soft_mw_lock, soft_net_mtx,
+	soft_flt_mtx, soft_mc_local, soft_qp_table_lock, soft_chan_cache_lock,
+	soft_pub_lock;
+void soft_cm_fork_prepare(void);
+void soft_cm_fork_parent(void);
+void soft_cm_fork_child(void);
 uint32_t soft_tid_slow(void);
 
 static inline uint32_t soft_tid(void)
