@@ -36,6 +36,39 @@ static const struct {
 static pthread_mutex_t soft_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rdmamsg__ops soft_ops;
 static void *soft_dl;
+static int soft_forking; /* soft_lock taken for a fork() */
+
+/* soft_fork_prepare -- soft_lock across fork(), so that the child does
+ * not find it held by a thread that did not come along; unless a thread
+ * is loading softrdma right now: its dlopen() runs softrdma's
+ * constructors, which register fork handlers, and before glibc 2.36 that
+ * waits for glibc's fork lock, which this fork holds */
+static void soft_fork_prepare(void)
+{
+	soft_forking = !pthread_mutex_trylock(&soft_lock);
+}
+
+static void soft_fork_parent(void)
+{
+	if (soft_forking)
+		pthread_mutex_unlock(&soft_lock);
+}
+
+/* soft_fork_child -- released, or made anew when its holder was loading
+ * softrdma: the child loads it again (soft_dl is set last) */
+static void soft_fork_child(void)
+{
+	if (soft_forking)
+		pthread_mutex_unlock(&soft_lock);
+	else
+		pthread_mutex_init(&soft_lock, NULL);
+}
+
+/* dispatch_load -- library load: register them */
+__attribute__((constructor)) static void dispatch_load(void)
+{
+	pthread_atfork(soft_fork_prepare, soft_fork_parent, soft_fork_child);
+}
 
 /* soft_load -- dlopen softrdma and fill soft_ops (under soft_lock) */
 static int soft_load(void)
@@ -68,7 +101,8 @@ static int soft_load(void)
 		memcpy((char *)&ops + soft_syms[i].off, &f, sizeof(f));
 	}
 	soft_ops = ops;
-	soft_dl = dl;
+	/* last (soft_fork_child), after the ops in memory order too */
+	__atomic_store_n(&soft_dl, dl, __ATOMIC_RELEASE);
 	LOG_INFO("softrdma loaded from %s", path);
 	return 0;
 }

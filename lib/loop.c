@@ -72,6 +72,27 @@ static inline void pass_clock(struct rdmamsg_ctx *ctx)
 static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rdmamsg__list async_ctxs = {&async_ctxs, &async_ctxs};
 
+/* async_fork_lock, async_fork_unlock -- a fork() while another thread
+ * creates or destroys a context, or hands one a device event, must not
+ * leave async_lock held in the child, where that thread does not exist
+ * (the child's first rdmamsg_ctx_create would wait for good): the fork
+ * waits for it (a leaf: nothing is taken under it) */
+static void async_fork_lock(void)
+{
+	pthread_mutex_lock(&async_lock);
+}
+
+static void async_fork_unlock(void)
+{
+	pthread_mutex_unlock(&async_lock);
+}
+
+/* loop_load -- library load: register them */
+__attribute__((constructor)) static void loop_load(void)
+{
+	pthread_atfork(async_fork_lock, async_fork_unlock, async_fork_unlock);
+}
+
 /* set_nonblock -- channel fds must never block a progress pass */
 static int set_nonblock(int fd)
 {
