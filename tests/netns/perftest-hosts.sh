@@ -160,10 +160,14 @@ iters=2000
 acks "ib_send_lat 8 B, an ACK with each answer" $((iters * 3 / 2)) \
 	ib_send_lat "" "-s 8"
 # a stream is acknowledged once for several messages (coalesced ACKs; the
-# receiver's poll holds them up to 5 us: about one in 8 at 8 bytes)
+# receiver's poll holds them up to 5 us), where one ACK a message would
+# bring as many datagrams as messages.  How many depends on the load:
+# 6,898 and 7,437 for 20,000 in one CI run's stages, 10,148 in its
+# distcheck (two tests at once on 2 CPUs); the bound leaves room for that
 iters=20000
 [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && iters=3000
-acks "ib_send_bw 8 B, ACKs coalesced" $((iters / 2)) ib_send_bw "" "-s 8"
+acks "ib_send_bw 8 B, ACKs coalesced" $((iters * 3 / 4)) ib_send_bw "" \
+	"-s 8"
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exit after their last client"
 done_testing
