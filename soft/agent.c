@@ -931,11 +931,11 @@ static void ag_spawn(void)
 	int fd, sig;
 
 	soft_agent_forking = 1; /* stays set in the agent */
-	atomic_store(&soft_agent_spawning, 1);
+	atomic_fetch_add(&soft_agent_spawning, 1);
 	p = fork();
 	if (p) {
 		soft_agent_forking = 0;
-		atomic_store(&soft_agent_spawning, 0);
+		atomic_fetch_sub(&soft_agent_spawning, 1);
 	}
 	if (p < 0)
 		return;

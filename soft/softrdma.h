@@ -409,7 +409,8 @@ extern __thread uint32_t soft_tid_cached
  * holding one may wait for ours; the agent uses none of them) */
 extern __thread int soft_agent_forking
 	__attribute__((tls_model("initial-exec")));
-/* some thread is forking the host's agent (fork.c) */
+/* how many threads are forking the host's agent now (the network path's
+ * and its receive thread's may both; fork.c) */
 extern _Atomic int soft_agent_spawning;
 /* the process-private locks that fork.c takes across fork(), in its
  * order; the CM's are taken first, by its hooks (cm.c) */
