@@ -1095,6 +1095,13 @@ static inline uint32_t srq_stamp(struct soft_qp *qp, struct soft_slot *s)
 	return SOFT_SF_STAMP;
 }
 
+/* srq_came_empty -- the message in s came to its SRQ with no WQE free
+ * (srq_stamp): its HCA sent an RNR NAK (rx_late, serve_remote) */
+static inline int srq_came_empty(const struct soft_slot *s)
+{
+	return (s->flags & SOFT_SF_STAMP) && !s->srq_prod;
+}
+
 /* post_one -- execute or publish one send WR; lock held */
 static void post_denied(struct soft_qp *qp, struct soft_swqe *e,
 			enum ibv_wc_status st);
@@ -2336,7 +2343,7 @@ static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
 	uint64_t i;
 
 	if (qp->srq)
-		return (s->flags & SOFT_SF_STAMP) && !s->srq_prod;
+		return srq_came_empty(s);
 	if (r->arrived <= qp->peer_cons)
 		return 0;
 	/* the mirror's copy lower: an initiator serving us NAKed this
@@ -3872,7 +3879,7 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	if (cons > prod || prod - cons > nent)
 		goto unlock;
 	if (cons == prod ||
-	    (sh ? (flags & SOFT_SF_STAMP) && !s->srq_prod
+	    (sh ? srq_came_empty(s)
 		: mirror_late(rq, cons, prod, nent, nsge, e->msgno))) {
 		/* no receive posted when it came: its HCA sent an RNR NAK */
 		s->rnr_timer = h->rnr_timer & 31;
