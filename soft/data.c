@@ -1102,6 +1102,17 @@ static inline int srq_came_empty(const struct soft_slot *s)
 	return (s->flags & SOFT_SF_STAMP) && !s->srq_prod;
 }
 
+/* wr_signaled -- whether WR, which takes SQ index idx, completes with a
+ * work completion; one that does is noted for ack_needed.  Lock held. */
+static inline __attribute__((always_inline)) int wr_signaled(
+	struct soft_qp *qp, const struct ibv_send_wr *wr, uint64_t idx)
+{
+	if (!qp->sq_sig_all && !(wr->send_flags & IBV_SEND_SIGNALED))
+		return 0;
+	qp->sig_head = idx + 1;
+	return 1;
+}
+
 /* post_one -- execute or publish one send WR; lock held */
 static void post_denied(struct soft_qp *qp, struct soft_swqe *e,
 			enum ibv_wc_status st);
@@ -1120,7 +1131,7 @@ static inline __attribute__((always_inline)) void post_one(
 	e->wr_id = wr->wr_id;
 	e->wc_opcode = wc_opcode_of(wr->opcode);
 	e->byte_len = (uint32_t)len;
-	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->signaled = wr_signaled(qp, wr, idx);
 	e->kind = SOFT_WQE_DONE;
 	e->op = slot_op(wr->opcode);
 	e->niov = (uint32_t)wr->num_sge;
@@ -1423,7 +1434,7 @@ static inline __attribute__((always_inline)) void fast_publish(
 	e->wr_id = wr->wr_id;
 	e->wc_opcode = IBV_WC_SEND;
 	e->byte_len = len;
-	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->signaled = wr_signaled(qp, wr, idx);
 	e->kind = SOFT_WQE_RING;
 	e->op = SOFT_OP_SEND;
 	/* a copied SEND's bytes are in the slot: whatever reads iovecs
@@ -1652,7 +1663,7 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 	e->wr_id = wr->wr_id;
 	e->wc_opcode = IBV_WC_SEND;
 	e->byte_len = (uint32_t)len;
-	e->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	e->signaled = wr_signaled(qp, wr, idx);
 	e->kind = SOFT_WQE_RING;
 	e->op = SOFT_OP_SEND;
 	e->niov = 0;
@@ -4096,6 +4107,7 @@ static void tx_qp(struct soft_qp *qp)
 			qp->rnr_count = 0;
 			qp->rnr_since = 0;
 			qp->dead_since = 0;
+			qp->unchecked = 0;
 		} else {
 			status = (enum ibv_wc_status)e->status;
 		}
@@ -4156,19 +4168,45 @@ static void flush_rq(struct soft_qp *qp)
 }
 
 /*
+ * ack_needed -- must this pass look at the responder's cumulative ACK?
+ * Only what waits on it does: a signalled WQE's completion, room in the
+ * SQ (half of it taken) or in the copy ring, an armed CQ (whose event
+ * the completion may raise), the progress thread (its naps and timers).
+ * An unsignalled SEND's ACK shows the program nothing (on an HCA its SQ
+ * entry even stays taken until a later completion is polled), so a busy
+ * sender leaves the ACK's line in the responder's cache, where the next
+ * ACK is written, instead of taking it back on every poll: one line
+ * crossing the cores less a message.  tx_qp reads it anyway, every
+ * SOFT_CHECK_POLLS passes at the latest.  A peer on this context writes
+ * its ACKs under our lock, in our cache: those are read at once (the
+ * WQEs retired leave nothing for the next passes to visit).  Lock held.
+ */
+static inline __attribute__((always_inline)) int ack_needed(
+	const struct soft_qp *qp)
+{
+	return qp->peer_same_ctx || qp->sig_head > qp->sq_tail ||
+	       qp->sq_head - qp->sq_tail > qp->cap.max_send_wr / 2 ||
+	       qp->ring_head != qp->ring_tail || qp->ctx->in_thread ||
+	       qp->ctx->narmed;
+}
+
+/*
  * tx_fast -- tx_qp's usual cases, inlined into the visit: the WQEs the
  * responder's cumulative ACK covers (slots it never wrote back, no
  * inline copy to give back; copy ring room goes back) complete in order;
  * then, the head still in flight untouched (READY, nobody to serve for
- * it), only tx_qp's count towards the next liveness check.  1: done, 0: tx_qp
- * must look at what is left (anything else, the same way as before).
- * Lock held.
+ * it), only tx_qp's count towards the next liveness check.  The ACK is
+ * read only when ack_needed: otherwise the head counts as in flight.  1:
+ * done, 0: tx_qp must look at what is left (anything else, the same way
+ * as before).  Lock held.
  */
 static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 {
-	uint64_t acked =
-		atomic_load_explicit(&qp->seg->acked, memory_order_acquire) &
-		~SOFT_ACKED_CANCEL;
+	uint64_t acked = ack_needed(qp)
+				 ? atomic_load_explicit(&qp->seg->acked,
+							memory_order_acquire) &
+					   ~SOFT_ACKED_CANCEL
+				 : 0;
 	struct soft_swqe *e;
 	struct ibv_wc *w;
 	uint64_t st;
@@ -4212,6 +4250,7 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 		qp->rnr_count = 0;
 		qp->rnr_since = 0;
 		qp->dead_since = 0;
+		qp->unchecked = 0; /* it answered: no clock needed */
 		if (e->ring_end)
 			qp->ring_tail = e->ring_end; /* its room is free */
 		qp->sq_tail++;

@@ -618,7 +618,7 @@ static void qp_reset(struct soft_qp *qp)
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	soft_sq_drop(qp);
-	qp->sq_head = qp->sq_tail = 0;
+	qp->sq_head = qp->sq_tail = qp->sig_head = 0;
 	qp->ring_head = qp->ring_tail = 0;
 	qp->tx_msgno = 0;
 	qp->rq_head = qp->rq_tail = 0;

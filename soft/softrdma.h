@@ -761,6 +761,10 @@ struct soft_qp {
 	struct soft_swqe *sq;
 	uint32_t sq_size, sq_mask;
 	uint64_t sq_head, sq_tail;
+	/* RC: 1 + the SQ index of the newest signalled WQE (data.c
+	 * ack_needed): while one is in flight, the responder's ACK is
+	 * looked at on every pass */
+	uint64_t sig_head;
 	uint64_t tx_msgno;  /* two-sided messages published so far */
 	uint8_t *ring;	    /* RC: the copy ring in seg, ring_size bytes */
 	uint32_t ring_size; /* a power of 2, set at create */

@@ -272,11 +272,141 @@ static void test_peer_death(void)
 	close(rfd);
 }
 
+/*
+ * The responder's cumulative ACK, which a busy sender reads only when
+ * something waits on it (data.c ack_needed): with more than half its SQ
+ * in flight, one poll after the responder took them gives the room back;
+ * a signalled SEND's completion comes on the first poll after the
+ * responder took it, with the unsignalled ones before it retired.
+ */
+#define LAZY_TOTAL 512 /* messages the child takes, numbered from 0 */
+
+/* lazy_responder -- the child of test_lazy_ack: takes LAZY_TOTAL 8-byte
+ * messages, each its number, with 64 receives posted, reposted as they
+ * complete; after the count the parent sends (an int) it writes a byte */
+static int lazy_responder(int rfd, int wfd)
+{
+	struct side s;
+	struct ibv_wc wc;
+	uint64_t v;
+	int i, upto, bad = 0;
+
+	if (setup(&s, rfd, wfd, 14, 7))
+		return 1;
+	for (i = 0; i < 64; i++)
+		t_post_recv(s.qp, s.buf + (size_t)i * 8, 8, s.mr->lkey,
+			    (uint64_t)i);
+	t_xsend(wfd, "r", 1);
+	t_xrecv(rfd, &upto, sizeof(upto));
+	for (i = 0; i < LAZY_TOTAL; i++) {
+		if (t_wait(s.t.cq, &wc, 1, 10000) != 1 ||
+		    wc.status != IBV_WC_SUCCESS || wc.byte_len != 8)
+			return 2;
+		memcpy(&v, s.buf + wc.wr_id * 8, 8);
+		bad |= v != (uint64_t)i;
+		t_post_recv(s.qp, s.buf + wc.wr_id * 8, 8, s.mr->lkey,
+			    wc.wr_id);
+		if (i + 1 == upto) {
+			t_xsend(wfd, "a", 1); /* took them all: the ACK too */
+			t_xrecv(rfd, &upto, sizeof(upto));
+		}
+	}
+	t_xsend(wfd, &bad, sizeof(bad));
+	t_xrecv(rfd, &upto, sizeof(upto)); /* parent is done with us */
+	teardown(&s);
+	return 0;
+}
+
+/* lazy_send -- post message number n (8 bytes, its number, from its own
+ * place in buf), signalled or not; 0 or the post's error */
+static int lazy_send(struct side *s, uint64_t n, int flags)
+{
+	memcpy(s->buf + BIG + n * 8, &n, 8);
+	return t_post(s->qp, IBV_WR_SEND, s->buf + BIG + n * 8, 8, s->mr->lkey,
+		      1000 + n, flags, 0, 0);
+}
+
+static void test_lazy_ack(void)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	struct ibv_wc wc[4];
+	struct side s;
+	uint64_t n = 0;
+	int rfd, wfd, st = 0, bad = -1, upto, half, i, err = 0;
+	char c;
+	pid_t pid;
+
+	pid = t_spawn(lazy_responder, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("pipe or fork");
+	ok(setup(&s, rfd, wfd, 14, 7) == 0, "lazy ACK: setup");
+	ibv_query_qp(s.qp, &qa, IBV_QP_CAP, &qi);
+	half = (int)qa.cap.max_send_wr / 2 + 1;
+	t_xrecv(rfd, &c, 1);
+	/* more than half the SQ, unsignalled: the child takes them all */
+	upto = half;
+	t_xsend(wfd, &upto, sizeof(upto));
+	for (i = 0; i < half; i++)
+		err |= lazy_send(&s, n++, 0);
+	t_xrecv(rfd, &c, 1);
+	is_int(ibv_poll_cq(s.t.cq, 4, wc), 0,
+	       "lazy ACK: a poll, no completion (unsignalled)");
+	/* that poll retired them: a whole SQ's worth fits now */
+	upto = half + (int)qa.cap.max_send_wr;
+	t_xsend(wfd, &upto, sizeof(upto));
+	for (i = 0; i < (int)qa.cap.max_send_wr; i++)
+		err |= lazy_send(&s, n++, 0);
+	ok(err == 0, "lazy ACK: %u unsignalled SENDs posted, no ENOMEM",
+	   qa.cap.max_send_wr);
+	t_xrecv(rfd, &c, 1);
+	/* a full SQ: the next poll makes room again (and completes nothing);
+	 * then a signalled one, whose completion comes on the first poll
+	 * after the child took it */
+	is_int(ibv_poll_cq(s.t.cq, 4, wc), 0, "lazy ACK: a poll, room again");
+	upto = (int)n + 1;
+	t_xsend(wfd, &upto, sizeof(upto));
+	err = lazy_send(&s, n, IBV_SEND_SIGNALED);
+	t_xrecv(rfd, &c, 1);
+	i = ibv_poll_cq(s.t.cq, 4, wc);
+	ok(err == 0 && i == 1 && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[0].wr_id == 1000 + n && wc[0].opcode == IBV_WC_SEND,
+	   "lazy ACK: the signalled SEND's completion on the first poll "
+	   "(%d)",
+	   i);
+	n++;
+	/* the rest, streamed with a poll whenever the SQ is full */
+	upto = LAZY_TOTAL + 1; /* no more stops */
+	t_xsend(wfd, &upto, sizeof(upto));
+	for (i = 0; n < LAZY_TOTAL && i < 10000000; i++) {
+		err = lazy_send(&s, n,
+				n + 1 == LAZY_TOTAL ? IBV_SEND_SIGNALED : 0);
+		if (!err)
+			n++;
+		else if (err != ENOMEM || ibv_poll_cq(s.t.cq, 4, wc))
+			break;
+	}
+	ok(n == LAZY_TOTAL, "lazy ACK: all %d posted (%d)", LAZY_TOTAL, (int)n);
+	ok(t_wait(s.t.cq, wc, 1, 10000) == 1 &&
+		   wc[0].status == IBV_WC_SUCCESS &&
+		   wc[0].wr_id == 1000 + LAZY_TOTAL - 1,
+	   "lazy ACK: the last one's completion, nothing else");
+	t_xrecv(rfd, &bad, sizeof(bad));
+	is_int(bad, 0, "lazy ACK: the child took each, in order");
+	t_xsend(wfd, &upto, sizeof(upto));
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "lazy ACK: child exited");
+	teardown(&s);
+	close(wfd);
+	close(rfd);
+}
+
 int main(void)
 {
 	t_isolate("mproc");
 	test_traffic();
 	test_peer_death();
+	test_lazy_ack();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left (dead peer's too)");
 	return done_testing();
 }
