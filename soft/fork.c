@@ -105,14 +105,16 @@ static void fork_parent(void)
 	soft_cm_fork_parent();
 }
 
-/* fork_child -- resume; the CM forgets its thread, which did not come
- * along */
+/* fork_child -- resume; the CM and the network path forget their
+ * threads, which did not come along (and the network path its parent's
+ * sockets and agent connection) */
 static void fork_child(void)
 {
 	if (soft_agent_forking)
 		return;
 	fork_release(1);
 	soft_cm_fork_child();
+	soft_net_fork_child();
 }
 
 /* fork_load -- library load: register the handlers */

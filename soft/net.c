@@ -220,6 +220,13 @@ static int ctl_fd = -1, udp4 = -1, udp6 = -1;
  * UD QP on both) */
 static int rx_fd[2] = {-1, -1};
 static int fam_users[2];
+/* what mc_route set on our sockets (IPv4, IPv6) to send to a group: the
+ * interface, by the source address SRC (HAVE: one is set), and the TTL
+ * (0: none yet); soft_net_mtx */
+static struct mc_set {
+	uint8_t src[16];
+	int have, ttl;
+} mc_set[2];
 /* when a poller last took packets in (soft_net_progress): for a
  * millisecond after, our thread leaves the sockets to it; unless the
  * process armed a CQ in the last 10 ms (soft_net_sleeping): it polls
@@ -493,8 +500,10 @@ static void raw_send_ip(int fd, const void *buf, size_t len,
 #define NET_BATCH 16
 
 struct net_batch {
-	int depth;	 /* batch_begin nesting */
-	unsigned int n;	 /* packets */
+	struct net_batch *all_next; /* tb_all's list */
+	_Atomic int owned;	    /* a thread's tb (0: free for the next) */
+	int depth;		    /* batch_begin nesting */
+	unsigned int n;		    /* packets */
 	unsigned int nm; /* datagrams: a packet, or a GSO run of them */
 	int fd;		 /* every packet of the batch leaves by this socket */
 	struct mmsghdr mm[NET_BATCH];	       /* per datagram */
@@ -518,10 +527,41 @@ static __thread struct net_batch *tb;
 static pthread_key_t tb_key;
 static pthread_once_t tb_once = PTHREAD_ONCE_INIT;
 static int tb_key_ok;
+/* every batch made, a thread's tb or free for the next thread's: none is
+ * freed, so that a forked child, where the other threads are gone, gives
+ * theirs to its own (soft_net_fork_child) and loses none */
+static struct net_batch *_Atomic tb_all;
 
+/* tb_free -- a thread's end: its batch free for another */
 static void tb_free(void *p)
 {
-	free(p);
+	struct net_batch *b = p;
+
+	atomic_store(&b->owned, 0);
+}
+
+/* tb_take -- a batch for this thread: a free one, else a new one */
+static struct net_batch *tb_take(void)
+{
+	struct net_batch *b;
+	int free_one;
+
+	for (b = atomic_load(&tb_all); b; b = b->all_next) {
+		free_one = 0;
+		if (atomic_compare_exchange_strong(&b->owned, &free_one, 1)) {
+			b->depth = 0;
+			b->n = b->nm = 0;
+			return b;
+		}
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	atomic_store(&b->owned, 1);
+	b->all_next = atomic_load(&tb_all);
+	while (!atomic_compare_exchange_weak(&tb_all, &b->all_next, b))
+		;
+	return b;
 }
 
 static void tb_key_make(void)
@@ -610,11 +650,11 @@ static void batch_begin(void)
 		pthread_once(&tb_once, tb_key_make);
 		if (!tb_key_ok)
 			return;
-		tb = calloc(1, sizeof(*tb));
+		tb = tb_take();
 		if (!tb)
 			return;
 		if (pthread_setspecific(tb_key, tb)) {
-			free(tb);
+			tb_free(tb);
 			tb = NULL;
 			return;
 		}
@@ -2417,12 +2457,13 @@ static void nq_remove(struct soft_net_qp *nq)
 {
 	struct ag_msg m = {AG_UNREG, nq->qpn};
 	struct soft_net_qp **pp = &net_hash[nq->qpn % NET_HASH];
-	int i;
+	int i, ours = 0;
 
 	for (i = 0; i < net_nqp; i++)
 		if (net_tbl[i] == nq) {
 			net_tbl[i] = net_tbl[--net_nqp];
 			fam_count(nq, -1);
+			ours = 1;
 		}
 	for (i = 0; i < held_n; i++)
 		if (held_nq[i] == nq)
@@ -2431,7 +2472,9 @@ static void nq_remove(struct soft_net_qp *nq)
 		pp = &(*pp)->hnext;
 	if (*pp)
 		*pp = nq->hnext;
-	if (ctl_fd >= 0)
+	/* not a forked child's copy of its parent's (soft_net_fork_child):
+	 * the agent would take it from whichever registered that QPN */
+	if (ours && ctl_fd >= 0)
 		(void)!send(ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
 }
 
@@ -3067,6 +3110,94 @@ static int net_start(void)
 	return thr_started ? 0 : -1;
 }
 
+/* fd_drop -- our copy of *FD closed (the file stays open in any other
+ * process that has one), *FD -1 */
+static void fd_drop(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* fork_forget_qps -- a forked child's tables emptied of its parent's
+ * QPs; their ACKs owed and held are the parent's to send */
+static void fork_forget_qps(void)
+{
+	int i;
+
+	for (i = 0; i < net_nqp; i++) {
+		struct soft_net_qp *nq = net_tbl[i];
+
+		nq->ack_due = 0;
+		atomic_store(&nq->ack_held, 0);
+		net_hash[nq->qpn % NET_HASH] = NULL;
+	}
+	net_nqp = held_n = net_nmc = 0;
+	fam_users[0] = fam_users[1] = 0;
+	atomic_store(&acks_held, 0);
+	boost_ctx = NULL;
+}
+
+/* fork_forget_files -- a forked child's copies of its parent's sockets,
+ * agent connection and wake-up pipe closed, and what was set on them
+ * forgotten */
+static void fork_forget_files(void)
+{
+	fd_drop(&udp4);
+	fd_drop(&udp6);
+	fd_drop(&ctl_fd);
+	fd_drop(&rx_fd[0]);
+	fd_drop(&rx_fd[1]);
+	fd_drop(&kick_fd[0]);
+	fd_drop(&kick_fd[1]);
+	sport4 = sport6 = 0;
+	memset(mc_set, 0, sizeof(mc_set));
+	flt_held_len = 0; /* a packet held for the parent's socket */
+}
+
+/* fork_forget_batches -- a forked child's batches of the threads that
+ * did not come along free for its own */
+static void fork_forget_batches(void)
+{
+	struct net_batch *b;
+
+	for (b = atomic_load(&tb_all); b; b = b->all_next)
+		if (b != tb)
+			atomic_store(&b->owned, 0);
+}
+
+/*
+ * soft_net_fork_child -- in a forked child (fork.c), the parent's network
+ * path forgotten.  Its thread did not come along, and its sockets, its
+ * connection to the host's agent and its thread's pipe are the parent's
+ * files: the agent steers the QPNs registered on that connection to the
+ * parent's socket, where the parent's thread takes and drops what comes
+ * for the child's QPs, and what the child's polls read there, the
+ * parent's QPs miss; a QP of the parent's that the child destroys would
+ * unregister it at the agent.  Our copies closed, the tables emptied and
+ * no thread: the child's first QP on the network path starts a path of
+ * its own (net_start: sockets, a connection and registrations of its
+ * own, a thread).  The parent's QPs the child inherited are in none of
+ * its tables: unusable, as rdma-core says of inherited objects, but
+ * destroying them sends nothing and frees only the child's copies.
+ */
+void soft_net_fork_child(void)
+{
+	fork_forget_qps();
+	fork_forget_files();
+	fork_forget_batches();
+	thr_started = 0;
+	thr_pid = 0;
+	atomic_store(&thr_asleep, 0);
+	atomic_store(&thr_long, 0);
+	atomic_store(&thr_nosock, 0);
+	atomic_store(&poll_at, 0);
+	atomic_store(&arm_at, 0);
+	/* no thread here waits on it, or forks the host's agent */
+	pthread_cond_init(&boost_cv, NULL);
+	atomic_store(&soft_agent_spawning, 0);
+}
+
 /* src_for -- the address this host sends from towards DST */
 static int src_for(int family, const uint8_t *dst, uint8_t *src)
 {
@@ -3635,8 +3766,7 @@ static unsigned int if_of(int family, const uint8_t *a)
  */
 static int mc_route(int family, const uint8_t *sgid, uint8_t hop, uint8_t *src)
 {
-	static uint8_t last4[16], last6[16];
-	static int ttl4 = -1, ttl6 = -1, have4, have6;
+	struct mc_set *m = &mc_set[family == AF_INET ? 0 : 1];
 	uint8_t a[16];
 	unsigned int idx;
 	int ttl = hop ? hop : 1;
@@ -3644,7 +3774,7 @@ static int mc_route(int family, const uint8_t *sgid, uint8_t hop, uint8_t *src)
 	if (gid_split(sgid, a) != family)
 		return -1;
 	if (family == AF_INET) {
-		if (!have4 || memcmp(last4, a, 16)) {
+		if (!m->have || memcmp(m->src, a, 16)) {
 			struct ip_mreqn mr;
 
 			idx = if_of(AF_INET, a);
@@ -3656,27 +3786,27 @@ static int mc_route(int family, const uint8_t *sgid, uint8_t hop, uint8_t *src)
 			if (setsockopt(udp4, IPPROTO_IP, IP_MULTICAST_IF, &mr,
 				       sizeof(mr)))
 				return -1;
-			memcpy(last4, a, 16);
-			have4 = 1;
+			memcpy(m->src, a, 16);
+			m->have = 1;
 		}
-		if (ttl != ttl4 &&
+		if (ttl != m->ttl &&
 		    !setsockopt(udp4, IPPROTO_IP, IP_MULTICAST_TTL, &ttl,
 				sizeof(ttl)))
-			ttl4 = ttl;
+			m->ttl = ttl;
 	} else {
-		if (!have6 || memcmp(last6, a, 16)) {
+		if (!m->have || memcmp(m->src, a, 16)) {
 			idx = if_of(AF_INET6, a);
 			if (!idx ||
 			    setsockopt(udp6, IPPROTO_IPV6, IPV6_MULTICAST_IF,
 				       &idx, sizeof(idx)))
 				return -1;
-			memcpy(last6, a, 16);
-			have6 = 1;
+			memcpy(m->src, a, 16);
+			m->have = 1;
 		}
-		if (ttl != ttl6 &&
+		if (ttl != m->ttl &&
 		    !setsockopt(udp6, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &ttl,
 				sizeof(ttl)))
-			ttl6 = ttl;
+			m->ttl = ttl;
 	}
 	memcpy(src, a, 16);
 	return 0;

@@ -420,6 +420,9 @@ extern pthread_mutex_t soft_reg_local_lock, soft_mw_lock, soft_net_mtx,
 void soft_cm_fork_prepare(void);
 void soft_cm_fork_parent(void);
 void soft_cm_fork_child(void);
+/* soft_net_fork_child -- a forked child forgets its parent's network path
+ * (net.c), so that its own starts afresh */
+void soft_net_fork_child(void);
 uint32_t soft_tid_slow(void);
 
 static inline uint32_t soft_tid(void)
