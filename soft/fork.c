@@ -22,6 +22,12 @@
  * ibv_rereg_mr).  The last three are leaves: nothing is taken while one
  * of them is held.
  *
+ * Before all of these, the CM's locks (cm.c), then the ports' (port.c:
+ * its registry of contexts and their watcher), both in hooks of their
+ * modules: the CM opens its device under its locks, and device open and
+ * close take the ports' lock under none of those below, nor take any of
+ * them under it.
+ *
  * One holder of soft_net_mtx may not let it go: a thread forking the
  * host's agent (agent.c) holds it, and before glibc 2.36 its fork()
  * waits for glibc's fork lock, which ours holds until our handlers are
@@ -76,6 +82,7 @@ static void fork_prepare(void)
 	if (soft_agent_forking)
 		return;
 	soft_cm_fork_prepare();
+	soft_port_fork_prepare();
 	for (i = 0; i < NLOCKS; i++)
 		if (!fork_lock(fork_locks[i]))
 			net_left = 1;
@@ -102,17 +109,20 @@ static void fork_parent(void)
 	if (soft_agent_forking)
 		return;
 	fork_release(0);
+	soft_port_fork_parent();
 	soft_cm_fork_parent();
 }
 
-/* fork_child -- resume; the CM and the network path forget their
- * threads, which did not come along (and the network path its parent's
- * sockets and agent connection) */
+/* fork_child -- resume; the ports, the CM and the network path forget
+ * their threads, which did not come along (the ports their parent's
+ * contexts, and the network path its parent's sockets and agent
+ * connection) */
 static void fork_child(void)
 {
 	if (soft_agent_forking)
 		return;
 	fork_release(1);
+	soft_port_fork_child();
 	soft_cm_fork_child();
 	soft_net_fork_child();
 }

@@ -22,7 +22,10 @@
  *    rtnetlink socket (RTMGRP_LINK), blocked until an interface changes;
  *    a change of a port's state gives every context of the process
  *    IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE with that port's number
- *    once.  The thread ends with the process's last context.
+ *    once.  The thread ends with the process's last context.  A forked
+ *    child forgets its parent's watcher and contexts
+ *    (soft_port_fork_child, from fork.c), and its first context starts
+ *    a watcher of its own.
  * Without SOFTRDMA_NET (one host, no interface), or with no interface
  * address, or in the IB mode (apm.c), there is one port, as it always
  * was: ACTIVE, 4096, no events.
@@ -55,6 +58,7 @@ struct watcher {
 	int nl;			     /* rtnetlink, RTMGRP_LINK */
 	int stop;		     /* eventfd: the last context closed */
 	int up[SOFT_ROCE_PORTS + 1]; /* the states last reported */
+	struct watcher *next;	     /* on pt_ending */
 };
 
 static char port_if[SOFT_ROCE_PORTS + 1][IF_NAMESIZE];
@@ -65,20 +69,7 @@ static pthread_mutex_t pt_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct soft_context **pt_ctx; /* this process's open contexts */
 static size_t pt_n, pt_cap;
 static struct watcher *pt_w;
-
-/* atfork_child -- the watcher did not come along, and the contexts on
- * the list are the parent's: a child starts afresh with its own */
-static void atfork_child(void)
-{
-	pthread_mutex_init(&pt_mtx, NULL);
-	if (pt_w) {
-		close(pt_w->nl);
-		close(pt_w->stop);
-		free(pt_w);
-		pt_w = NULL;
-	}
-	pt_n = 0;
-}
+static struct watcher *pt_ending; /* off pt_w, their descriptors open */
 
 /* port_add -- the next port follows interface name; its number, or 0
  * when there is no room or no such interface */
@@ -148,7 +139,6 @@ void soft_port_bind(char (*ifn)[IF_NAMESIZE], int n, uint8_t *gid_port)
 	port_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (port_fd < 0)
 		port_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	pthread_atfork(NULL, NULL, atfork_child);
 }
 
 /* soft_port_count -- the RoCE mode's ports: one per interface followed,
@@ -384,8 +374,29 @@ void soft_port_ctx_add(struct soft_context *ctx)
 	pthread_mutex_unlock(&pt_mtx);
 }
 
+/* watcher_close -- w's descriptors closed (in a forked child: its
+ * copies, the parent's left open), w freed; its thread ended, or not
+ * ours (a forked child's) */
+static void watcher_close(struct watcher *w)
+{
+	close(w->nl);
+	close(w->stop);
+	free(w);
+}
+
+/* ending_drop -- w, ended, off pt_ending; pt_mtx held */
+static void ending_drop(struct watcher *w)
+{
+	struct watcher **p = &pt_ending;
+
+	while (*p != w)
+		p = &(*p)->next;
+	*p = w->next;
+}
+
 /* soft_port_ctx_del -- ibv_close_device: no more events for it; the
- * process's last context ends the watcher */
+ * process's last context ends the watcher.  Until its descriptors are
+ * closed it is on pt_ending, where a child forked meanwhile finds them. */
 void soft_port_ctx_del(struct soft_context *ctx)
 {
 	struct watcher *w = NULL;
@@ -406,13 +417,58 @@ void soft_port_ctx_del(struct soft_context *ctx)
 		free(pt_ctx);
 		pt_ctx = NULL;
 		pt_cap = 0;
+		if (w) {
+			w->next = pt_ending;
+			pt_ending = w;
+		}
 	}
 	pthread_mutex_unlock(&pt_mtx);
 	if (!w)
 		return;
 	(void)!write(w->stop, &one, sizeof(one));
 	pthread_join(w->thr, NULL);
-	close(w->nl);
-	close(w->stop);
-	free(w);
+	pthread_mutex_lock(&pt_mtx); /* no child gets them unrecorded */
+	ending_drop(w);
+	watcher_close(w);
+	pthread_mutex_unlock(&pt_mtx);
+}
+
+/* soft_port_fork_prepare -- no registration, watcher start or end is
+ * half done across fork() (fork.c: after the CM's locks, under which
+ * the CM opens its device) */
+void soft_port_fork_prepare(void)
+{
+	pthread_mutex_lock(&pt_mtx);
+}
+
+/* soft_port_fork_parent -- resume */
+void soft_port_fork_parent(void)
+{
+	pthread_mutex_unlock(&pt_mtx);
+}
+
+/*
+ * soft_port_fork_child -- in a forked child (fork.c), the parent's
+ * watchers did not come along and its contexts are not the child's: the
+ * child's copies of the watchers' descriptors are closed (the parent's
+ * stay open; the stop eventfd, which the parent shares, is never
+ * written here) and the registry emptied, so that the child's first
+ * context starts a watcher of its own.  An inherited context is on the
+ * registry no more: closing it in the child ends nothing.
+ */
+void soft_port_fork_child(void)
+{
+	pthread_mutex_unlock(&pt_mtx);
+	if (pt_w)
+		watcher_close(pt_w);
+	pt_w = NULL;
+	while (pt_ending) {
+		struct watcher *w = pt_ending;
+
+		pt_ending = w->next;
+		watcher_close(w);
+	}
+	free(pt_ctx);
+	pt_ctx = NULL;
+	pt_n = pt_cap = 0;
 }

@@ -423,6 +423,12 @@ void soft_cm_fork_child(void);
 /* soft_net_fork_child -- a forked child forgets its parent's network path
  * (net.c), so that its own starts afresh */
 void soft_net_fork_child(void);
+/* soft_port_fork_* -- port.c's lock held across fork() (after the
+ * CM's); a forked child forgets its parent's ports' watcher and
+ * contexts, so that its own starts afresh */
+void soft_port_fork_prepare(void);
+void soft_port_fork_parent(void);
+void soft_port_fork_child(void);
 uint32_t soft_tid_slow(void);
 
 static inline uint32_t soft_tid(void)
