@@ -8,6 +8,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -455,6 +457,25 @@ pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd)
 	*rfd = c2p[0];
 	*wfd = p2c[1];
 	return pid;
+}
+
+int t_reap(pid_t pid)
+{
+	int st, i;
+
+	for (i = 0; i < 6000; i++) {
+		pid_t w = waitpid(pid, &st, WNOHANG);
+
+		if (w == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st)
+					     : 1000 + WTERMSIG(st);
+		if (w < 0)
+			return -2;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
 }
 
 /* t_bind2 -- post a signalled type 2 bind of mw on qp (wr_id 0xb2) */

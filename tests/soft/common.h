@@ -79,6 +79,9 @@ void t_xrecv(int fd, void *p, size_t n);
 /* t_spawn -- fork a child running fn(rfd, wfd) on two pipes; the parent's
  * ends in *rfd (what the child writes) and *wfd; -1 on failure */
 pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd);
+/* t_reap -- PID's exit status within 60 s (1000 + the signal that ended
+ * it; -1: it did not end, killed; -2: no such child) */
+int t_reap(pid_t pid);
 /* t_side_open -- share's context (NULL: one of its own), a CQ of cqe
  * entries and len zeroed bytes registered for local write; 0 or -1 */
 int t_side_open(struct tside *s, const struct tctx *share, int cqe, size_t len);

@@ -233,26 +233,6 @@ static int child(void)
 	return 0;
 }
 
-/* reap -- PID's exit status within 60 s (-1: it did not end, killed) */
-static int reap(pid_t pid)
-{
-	int st, i;
-
-	for (i = 0; i < 6000; i++) {
-		pid_t w = waitpid(pid, &st, WNOHANG);
-
-		if (w == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st)
-					     : 1000 + WTERMSIG(st);
-		if (w < 0)
-			return -2;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return -1;
-}
-
 int main(void)
 {
 	long long before;
@@ -283,7 +263,7 @@ int main(void)
 		bail_out("fork");
 	if (!pid)
 		exit(child()); /* softrdma's destructors run */
-	r = reap(pid);
+	r = t_reap(pid);
 	ok(r == 0,
 	   "the child moves messages on a network path of its own, drops "
 	   "what it inherited, and exits (%s %d)",

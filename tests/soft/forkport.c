@@ -243,26 +243,6 @@ static int child(void)
 	return netlink_fds() != 0 ? 4 : 0;
 }
 
-/* reap -- PID's exit status within 60 s (-1: it did not end, killed) */
-static int reap(pid_t pid)
-{
-	int st, i;
-
-	for (i = 0; i < 6000; i++) {
-		pid_t w = waitpid(pid, &st, WNOHANG);
-
-		if (w == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st)
-					     : 1000 + WTERMSIG(st);
-		if (w < 0)
-			return -2;
-		usleep(10000);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return -1;
-}
-
 /* settle -- once parked, nothing more until the main thread has forked:
  * the fork finds the watcher where the park left it, and no allocation
  * runs meanwhile (park.h) */
@@ -334,7 +314,7 @@ static void parent_part(void)
 		bail_out("fork");
 	if (!pid)
 		exit(child()); /* softrdma's destructors run */
-	r = reap(pid);
+	r = t_reap(pid);
 	ok(r == 0,
 	   "the child keeps no netlink socket, gets its own device's port "
 	   "events, closes the inherited context and its own, and exits "
