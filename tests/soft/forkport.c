@@ -19,8 +19,9 @@
  * Then fork() while another thread starts the process's first watcher
  * (parked in softrdma's pthread_create, port.c's lock held and the
  * watcher's socket and eventfd made) and while one ends its last (parked
- * in softrdma's pthread_join, the watcher taken off the registry, its
- * descriptors not yet closed).  The child must have no netlink socket
+ * as softrdma's pthread_join returns, the watcher taken off the
+ * registry, its descriptors not yet closed).  Neither park leaves a
+ * thread starting or ending across the fork (see pthread_create).  The child must have no netlink socket
  * either way, and its own device must get the port's events.  Before
  * soft/fork.c took port.c's lock and called soft_port_fork_child, the
  * child of either fork kept the watcher's netlink socket and eventfd
@@ -59,42 +60,72 @@ typedef int create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *),
 		      void *);
 typedef int join_fn(pthread_t, void **);
 
-/* park_call -- the busy thread, once FLAG is armed, parks 300 ms before
- * a call of softrdma's (CALLER: the call's return address) */
-static void park_call(atomic_int *flag, const void *caller)
+/* park_call -- the busy thread, once FLAG is armed, parks 300 ms in a
+ * call of softrdma's (CALLER: the call's return address); 1 if it did */
+static int park_call(atomic_int *flag, const void *caller)
 {
 	uintptr_t a = (uintptr_t)caller;
 
 	if (!park_me || a < park_lo || a >= park_hi ||
 	    !atomic_exchange(flag, 0))
-		return;
+		return 0;
 	atomic_store(&park_parked, 1);
 	usleep(300000);
+	return 1;
+}
+
+/* the start of a thread created while parked: started once it runs */
+struct park_start {
+	void *(*fn)(void *);
+	void *arg;
+	atomic_int started;
+};
+
+static void *park_started(void *p)
+{
+	struct park_start *ps = p;
+	void *(*fn)(void *) = ps->fn;
+	void *arg = ps->arg;
+
+	atomic_store(&ps->started, 1); /* ps is the creator's: gone next */
+	return fn(arg);
 }
 
 /* pthread_create -- softrdma's come here first (port.c: watcher_new,
- * port.c's lock held) */
+ * port.c's lock held): parks before the thread is made; then, before it
+ * returns, waits until the thread runs its routine, so that no thread is
+ * being set up when the main thread forks (GCC 12's ASan allocates
+ * there and has no fork handler: park.h) */
 __attribute__((visibility("default"))) int pthread_create(
 	pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
 {
 	static create_fn *real;
+	struct park_start ps = {fn, arg, 0};
+	int r;
 
 	if (!real)
 		real = (create_fn *)dlsym(RTLD_NEXT, "pthread_create");
-	park_call(&park_create, __builtin_return_address(0));
-	return real(t, a, fn, arg);
+	if (!park_call(&park_create, __builtin_return_address(0)))
+		return real(t, a, fn, arg);
+	r = real(t, a, park_started, &ps);
+	while (!r && !atomic_load(&ps.started))
+		usleep(1000);
+	return r;
 }
 
 /* pthread_join -- softrdma's come here first (port.c: the last context
- * closed, the watcher off the registry) */
+ * closed, the watcher off the registry): parks once the thread is gone,
+ * its descriptors not yet closed (not while it ends: ASan frees there) */
 __attribute__((visibility("default"))) int pthread_join(pthread_t t, void **ret)
 {
 	static join_fn *real;
+	int r;
 
 	if (!real)
 		real = (join_fn *)dlsym(RTLD_NEXT, "pthread_join");
+	r = real(t, ret);
 	park_call(&park_join, __builtin_return_address(0));
-	return real(t, ret);
+	return r;
 }
 
 /* netlink_fds -- this process's netlink sockets (in softrdma, only the
