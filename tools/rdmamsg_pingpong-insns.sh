@@ -52,15 +52,16 @@ trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null; rm -rf "$tmp"' EXIT
 
 # insns LIB ITERS [-r] -- instructions callgrind collected for one run (of
 # the real binary behind libtool's wrapper), then those of librdmamsg and
-# of softrdma (self cost per object: the out file names each object once,
-# "ob=(id) path", then "(id)"; the cost line after a "calls=" line is the
-# callee's, not this object's)
+# of softrdma (LIB, whatever its file is called: a copy to compare; self
+# cost per object: the out file names each object once, "ob=(id) path",
+# then "(id)"; the cost line after a "calls=" line is the callee's, not
+# this object's)
 insns() {
 	RDMAMSG_SOFTRDMA_PATH=$1 timeout -k 10 600 \
 		"$builddir/libtool" --mode=execute valgrind --tool=callgrind \
 		--toggle-collect=pingpong --callgrind-out-file="$tmp/out" "$bin" -n "$2" -s "$size" $stream ${3:-} 2>&1 >/dev/null |
 		sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tr '\n' ' '
-	awk '
+	awk -v soft="$(realpath "$1")" '
 	function obj(v, id) {
 		if (!match(v, /^\([0-9]+\)/))
 			return v
@@ -77,7 +78,7 @@ insns() {
 	END {
 		for (o in cost) {
 			if (o ~ /\/librdmamsg[^/]*$/) l += cost[o]
-			else if (o ~ /\/libsoftrdma[^/]*$/) s += cost[o]
+			else if (o == soft || o ~ /\/libsoftrdma[^/]*$/) s += cost[o]
 		}
 		printf "%d %d\n", l, s
 	}' "$tmp/out"
