@@ -4171,7 +4171,8 @@ static void flush_rq(struct soft_qp *qp)
  * ack_needed -- must this pass look at the responder's cumulative ACK?
  * Only what waits on it does: a signalled WQE's completion, room in the
  * SQ (half of it taken) or in the copy ring, an armed CQ (whose event
- * the completion may raise), the progress thread (its naps and timers).
+ * the completion may raise), the progress thread (its naps and timers),
+ * a drain to SQD (its event once the SQ is empty).
  * An unsignalled SEND's ACK shows the program nothing (on an HCA its SQ
  * entry even stays taken until a later completion is polled), so a busy
  * sender leaves the ACK's line in the responder's cache, where the next
@@ -4187,7 +4188,7 @@ static inline __attribute__((always_inline)) int ack_needed(
 	return qp->peer_same_ctx || qp->sig_head > qp->sq_tail ||
 	       qp->sq_head - qp->sq_tail > qp->cap.max_send_wr / 2 ||
 	       qp->ring_head != qp->ring_tail || qp->ctx->in_thread ||
-	       qp->ctx->narmed;
+	       qp->ctx->narmed || qp->sqd_notify;
 }
 
 /*
