@@ -3130,8 +3130,8 @@ static void fork_forget_qps(void)
 
 		nq->ack_due = 0;
 		atomic_store(&nq->ack_held, 0);
-		net_hash[nq->qpn % NET_HASH] = NULL;
 	}
+	memset(net_hash, 0, sizeof(net_hash));
 	net_nqp = held_n = net_nmc = 0;
 	fam_users[0] = fam_users[1] = 0;
 	atomic_store(&acks_held, 0);
