@@ -478,6 +478,19 @@ int t_reap(pid_t pid)
 	return -1;
 }
 
+int t_fork_reap(int (*fn)(void))
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -3;
+	if (!pid)
+		exit(fn());
+	return t_reap(pid);
+}
+
 /* t_bind2 -- post a signalled type 2 bind of mw on qp (wr_id 0xb2) */
 int t_bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
 	    struct ibv_mr *mr, uint64_t addr, uint64_t len, int access)

@@ -82,6 +82,10 @@ pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd);
 /* t_reap -- PID's exit status within 60 s (1000 + the signal that ended
  * it; -1: it did not end, killed; -2: no such child) */
 int t_reap(pid_t pid);
+/* t_fork_reap -- fork (stdout flushed first); the child ends by exit(fn())
+ * (destructors and atexit run, as a program's would); t_reap's value, or
+ * -3 if fork failed */
+int t_fork_reap(int (*fn)(void));
 /* t_side_open -- share's context (NULL: one of its own), a CQ of cqe
  * entries and len zeroed bytes registered for local write; 0 or -1 */
 int t_side_open(struct tside *s, const struct tctx *share, int cqe, size_t len);

@@ -236,7 +236,6 @@ static int child(void)
 int main(void)
 {
 	long long before;
-	pid_t pid;
 	int r;
 
 	alarm(180); /* a hang fails here */
@@ -257,13 +256,9 @@ int main(void)
 	ok(r == 0, "the parent moves messages over its network path (%d)", r);
 	before = udp_in() - before;
 	ok(before >= 6, "they went as UDP datagrams (%lld received)", before);
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
+	r = t_fork_reap(child); /* softrdma's destructors run in it */
+	if (r == -3)
 		bail_out("fork");
-	if (!pid)
-		exit(child()); /* softrdma's destructors run */
-	r = t_reap(pid);
 	ok(r == 0,
 	   "the child moves messages on a network path of its own, drops "
 	   "what it inherited, and exits (%s %d)",

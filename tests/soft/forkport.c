@@ -333,19 +333,14 @@ static int park_round(atomic_int *flag)
  * exit; leaves pt closed */
 static void parent_part(void)
 {
-	pid_t pid;
 	int r;
 
 	r = toggled(pt.ctx);
 	ok(r == 0, "port 1 follows " TAP_IF ": PORT_ERR, then PORT_ACTIVE (%d)",
 	   r);
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
+	r = t_fork_reap(child); /* softrdma's destructors run in it */
+	if (r == -3)
 		bail_out("fork");
-	if (!pid)
-		exit(child()); /* softrdma's destructors run */
-	r = t_reap(pid);
 	ok(r == 0,
 	   "the child keeps no netlink socket, gets its own device's port "
 	   "events, closes the inherited context and its own, and exits "
