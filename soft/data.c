@@ -249,33 +249,40 @@ void soft_qp_to_error(struct soft_qp *qp)
 				 &qp->qpx.qp_base);
 }
 
-/* peer_wake -- the peer QP has work: ring its bell, and poke its context
- * if a CQ there is armed (event mode) */
-static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
+/*
+ * wake_peer -- the peer QP has work: ring its bell, and poke its context
+ * if a CQ there is armed (event mode).  The work must be seen before our
+ * look at the peer's bits, as the peer arms (a seq_cst RMW on its bits)
+ * before it looks at the work: a fence does it (FENCED), or, for work
+ * published by a seq_cst RMW of ours (rx_ack), that RMW and the seq_cst
+ * loads after it (one locked instruction less on x86).
+ */
+static inline __attribute__((always_inline)) void wake_peer(struct soft_qp *qp,
+							    int fenced)
 {
 	struct soft_context *ctx = qp->ctx;
 	struct soft_reg_ctx *rc = qp->peer_rc;
 
+	if (fenced)
+		atomic_thread_fence(memory_order_seq_cst);
 	if (qp->peer_same_ctx) {
 		/* ours, on this context (whose lock we hold): no atomics; a
 		 * sweeping context visits it anyway */
 		if (ctx->bells_on && qp->peer_bell < ctx->bell_hi &&
 		    ctx->bell_qp[qp->peer_bell])
 			soft_qp_hot(ctx->bell_qp[qp->peer_bell]);
-		atomic_thread_fence(memory_order_seq_cst);
-	} else {
-		/* the work's stores before the look at the bit: a bit seen
-		 * set is one the consumer has not taken yet, and its exchange
-		 * comes after */
-		atomic_thread_fence(memory_order_seq_cst);
-		if (qp->peer_bw &&
-		    !(atomic_load_explicit(qp->peer_bw, memory_order_relaxed) &
-		      qp->peer_bm))
-			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
+	} else if (qp->peer_bw && !(atomic_load(qp->peer_bw) & qp->peer_bm)) {
+		/* a bit seen set is one the consumer has not taken yet,
+		 * and its exchange comes after the work */
+		atomic_fetch_or(qp->peer_bw, qp->peer_bm);
 	}
-	if (atomic_load_explicit(&rc->armed, memory_order_relaxed) ||
-	    atomic_load_explicit(&rc->always_wake, memory_order_relaxed))
+	if (atomic_load(&rc->armed) || atomic_load(&rc->always_wake))
 		soft_wake_ctx(qp->peer_ctx_idx);
+}
+
+static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
+{
+	wake_peer(qp, 1);
 }
 
 /* soft_local_sge -- check an SGE against the local MR table (every QP
@@ -3352,7 +3359,7 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 	if ((acked & SOFT_ACKED_CANCEL) ||
 	    !atomic_compare_exchange_strong_explicit(
 		    &qp->peer->acked, &acked, qp->peer_cons,
-		    memory_order_acq_rel, memory_order_relaxed)) {
+		    memory_order_seq_cst, memory_order_relaxed)) {
 		rx_stop(qp); /* flushed while we copied: never delivered */
 		return 0;
 	}
@@ -3384,7 +3391,7 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 	if (qp->seg->rq_entries)
 		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
 				      memory_order_release);
-	peer_wake(qp);
+	wake_peer(qp, 0); /* after the ACK's seq_cst swap */
 	return 1;
 }
 
