@@ -11,7 +11,7 @@
 # pingpong program's own loop and callbacks, libc), from callgrind's self
 # cost per object.
 #
-# Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [-r] [-w] [LIBSOFTRDMA.so...]
+# Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [-r] [-w | -i] [LIBSOFTRDMA.so...]
 #   -n N        the smaller run's iterations (default 5000; 2N messages)
 #   -s SIZE     message size (default 8)
 #   -b BUILDDIR the build tree whose tools/rdmamsg_pingpong runs (default .)
@@ -19,6 +19,8 @@
 #               -r): the replay bookkeeping's cost per message beside it
 #   -w          stream (pingpong -w): N and 2N messages one way, back to
 #               back; per message = difference / N
+#   -i          idle (pingpong -i): N and 2N progress passes with nothing
+#               in flight; per pass = difference / N
 #   LIBSOFTRDMA.so  the fabrics compared (default BUILDDIR's own)
 # Example, softrdma of an older commit against this tree's (same librdmamsg):
 #   tools/rdmamsg_pingpong-insns.sh -b _build \
@@ -30,14 +32,15 @@ size=8
 builddir=.
 replay=
 stream=
-while getopts n:s:b:rw opt; do
+while getopts n:s:b:rwi opt; do
 	case $opt in
 	n) n=$OPTARG ;;
 	s) size=$OPTARG ;;
 	b) builddir=$OPTARG ;;
 	r) replay=1 ;;
 	w) stream=-w ;;
-	*) sed -n '10,19s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	i) stream=-i ;;
+	*) sed -n '14,26s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -93,8 +96,13 @@ echo "# rdmamsg_pingpong-insns: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load $(cut 
 # the extra messages of the larger run: a ping-pong iteration is two
 extra=$((2 * n))
 [ -z "$stream" ] || extra=$n
-echo "# $size-byte messages${stream:+ streamed}, -n $n and -n $((2 * n)); per message = difference / $extra messages"
-printf '%-60s %14s %14s %10s %10s %10s %8s\n' library "I(n=$n)" "I(n=$((2 * n)))" insn/msg librdmamsg softrdma rest
+unit=msg
+case $stream in
+-i) unit=pass
+	echo "# idle progress passes, -n $n and -n $((2 * n)); per pass = difference / $extra passes" ;;
+*) echo "# $size-byte messages${stream:+ streamed}, -n $n and -n $((2 * n)); per message = difference / $extra messages" ;;
+esac
+printf '%-60s %14s %14s %10s %10s %10s %8s\n' library "I(n=$n)" "I(n=$((2 * n)))" "insn/$unit" librdmamsg softrdma rest
 # row NAME LIB ITERS [-r] -- one row: the totals at ITERS and 2 ITERS, per
 # message in all and by object; sets row_per to the total per message
 row() {

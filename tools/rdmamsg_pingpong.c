@@ -8,7 +8,7 @@
  * tools/soft_pingpong does for raw verbs.
  *
  *   RDMAMSG_FABRIC=soft valgrind --tool=callgrind \
- *	tools/rdmamsg_pingpong [-n ITERS] [-s SIZE] [-r]
+ *	tools/rdmamsg_pingpong [-n ITERS] [-s SIZE] [-r] [-w | -i]
  *
  * -r connects with RDMAMSG_FAILOVER_REPLAY (the accepting side then keeps
  * its session too): the replay bookkeeping's steady-state cost is the
@@ -17,6 +17,12 @@
  * -w streams instead: the client sends ITERS messages back to back (both
  * sides progressed whenever a send is refused for credits), the server
  * only counts them: the cost of a streamed message (a message rate).
+ *
+ * -i polls instead: ITERS progress passes of the client with nothing in
+ * flight, the cost of an idle pass (half of which, on average, a busy
+ * receiver spends between a message's arrival and its look at it).  Both
+ * contexts share the process's one softrdma device context, so a pass
+ * looks at both QPs, where each of two processes has one.
  *
  * One message (and its echo) goes first, not counted (warm_up).  A
  * message is one rdmamsg_send() (a round trip is two).  Each wait
@@ -48,7 +54,7 @@ struct side {
 
 static struct side srv, cli;
 static struct rdmamsg_listener *lst;
-static int lst_closed, stream;
+static int lst_closed, stream, idle;
 
 static void die(const char *what, int rc)
 {
@@ -199,6 +205,12 @@ __attribute__((noinline)) static void pingpong(long iters, size_t size)
 	long i;
 	int rc;
 
+	if (idle) {
+		for (i = 0; i < iters; i++)
+			if (rdmamsg_ctx_progress(cli.ctx) < 0)
+				die("rdmamsg_ctx_progress", 0);
+		return;
+	}
 	for (i = 0; stream && i < iters; i++) {
 		while ((rc = rdmamsg_send(cli.ep, cli.buf, size, NULL)) ==
 		       -EAGAIN) {
@@ -260,7 +272,7 @@ int main(int argc, char **argv)
 	struct rdmamsg_ep_attr *attr = NULL;
 	int opt, rc, replay = 0;
 
-	while ((opt = getopt(argc, argv, "n:s:rw")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:rwi")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -274,13 +286,16 @@ int main(int argc, char **argv)
 		case 'w':
 			stream = 1;
 			break;
+		case 'i':
+			idle = 1;
+			break;
 		default:
 			fprintf(stderr, "usage: rdmamsg_pingpong [-n ITERS] "
-					"[-s SIZE] [-r] [-w]\n");
+					"[-s SIZE] [-r] [-w | -i]\n");
 			return 2;
 		}
 	}
-	if (iters < 1 || size < 1 || size > (1u << 20))
+	if (iters < 1 || size < 1 || size > (1u << 20) || (stream && idle))
 		return 2;
 	srv.buf = calloc(1, size);
 	cli.buf = calloc(1, size);
@@ -307,7 +322,11 @@ int main(int argc, char **argv)
 		die("connect", cli.status);
 	warm_up(size);
 	pingpong(iters, size);
-	printf("%ld messages of %zu bytes\n", stream ? iters : 2 * iters, size);
+	if (idle)
+		printf("%ld idle passes\n", iters);
+	else
+		printf("%ld messages of %zu bytes\n",
+		       stream ? iters : 2 * iters, size);
 	rdmamsg_ep_close(cli.ep, on_closed);
 	run_flag(&cli, &srv, &cli.closed);
 	if (srv.ep) {
