@@ -31,15 +31,15 @@ n=5000
 size=8
 builddir=.
 replay=
-stream=
+mode= # pingpong -w or -i, or none: ping-pong
 while getopts n:s:b:rwi opt; do
 	case $opt in
 	n) n=$OPTARG ;;
 	s) size=$OPTARG ;;
 	b) builddir=$OPTARG ;;
 	r) replay=1 ;;
-	w) stream=-w ;;
-	i) stream=-i ;;
+	w) mode=-w ;;
+	i) mode=-i ;;
 	*) sed -n '14,26s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
@@ -62,7 +62,7 @@ trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null; rm -rf "$tmp"' EXIT
 insns() {
 	RDMAMSG_SOFTRDMA_PATH=$1 timeout -k 10 600 \
 		"$builddir/libtool" --mode=execute valgrind --tool=callgrind \
-		--toggle-collect=pingpong --callgrind-out-file="$tmp/out" "$bin" -n "$2" -s "$size" $stream ${3:-} 2>&1 >/dev/null |
+		--toggle-collect=pingpong --callgrind-out-file="$tmp/out" "$bin" -n "$2" -s "$size" $mode ${3:-} 2>&1 >/dev/null |
 		sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tr '\n' ' '
 	awk -v soft="$(realpath "$1")" '
 	function obj(v, id) {
@@ -95,12 +95,12 @@ per() {
 echo "# rdmamsg_pingpong-insns: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 # the extra messages of the larger run: a ping-pong iteration is two
 extra=$((2 * n))
-[ -z "$stream" ] || extra=$n
+[ -z "$mode" ] || extra=$n
 unit=msg
-case $stream in
+case $mode in
 -i) unit=pass
 	echo "# idle progress passes, -n $n and -n $((2 * n)); per pass = difference / $extra passes" ;;
-*) echo "# $size-byte messages${stream:+ streamed}, -n $n and -n $((2 * n)); per message = difference / $extra messages" ;;
+*) echo "# $size-byte messages${mode:+ streamed}, -n $n and -n $((2 * n)); per message = difference / $extra messages" ;;
 esac
 printf '%-60s %14s %14s %10s %10s %10s %8s\n' library "I(n=$n)" "I(n=$((2 * n)))" "insn/$unit" librdmamsg softrdma rest
 # row NAME LIB ITERS [-r] -- one row: the totals at ITERS and 2 ITERS, per
