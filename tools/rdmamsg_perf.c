@@ -88,7 +88,8 @@ struct perf_opts {
 	unsigned long pace;    /* messages per second; 0: as fast as it goes */
 	unsigned long linger;  /* ms in the group after the last message;
 			       * ULONG_MAX: 1000 */
-	unsigned long rdepth;  /* (subscriber) receive depth; 0: mc_depth */
+	unsigned long rdepth;  /* receive depth of the endpoints or of a
+				* subscriber; 0: the default (mc_depth) */
 	unsigned long poll_us; /* (subscriber) rdmamsg_group_attr_set_poll_us;
 				* ULONG_MAX: the library's default */
 };
@@ -373,12 +374,16 @@ static void srv_on_conn_req(struct rdmamsg_listener *lst,
 		goto err_reject;
 	c->p = p;
 	c->test = (enum perf_test)ntohl(h.test);
-	if (max_size > PERF_DEFAULT_MSG || p->srq || p->o.rndv_thresh) {
+	if (max_size > PERF_DEFAULT_MSG || p->srq || p->o.rndv_thresh ||
+	    p->o.rdepth) {
 		rc = rdmamsg_ep_attr_new(&attr);
 		if (rc < 0)
 			goto err_free_conn;
 		if (max_size > PERF_DEFAULT_MSG)
 			rc = rdmamsg_ep_attr_set_max_msg_size(attr, max_size);
+		if (rc == 0 && p->o.rdepth)
+			rc = rdmamsg_ep_attr_set_recv_depth(
+				attr, (unsigned int)p->o.rdepth);
 		if (rc == 0 && p->o.rndv_thresh)
 			rc = rdmamsg_ep_attr_set_rndv_threshold(
 				attr, p->o.rndv_thresh);
@@ -896,6 +901,9 @@ static int run_client(struct perf *p)
 		rc = rdmamsg_ep_attr_set_transport(attr, RDMAMSG_TRANSPORT_DC);
 	if (rc == 0 && p->o.rndv_thresh)
 		rc = rdmamsg_ep_attr_set_rndv_threshold(attr, p->o.rndv_thresh);
+	if (rc == 0 && p->o.rdepth)
+		rc = rdmamsg_ep_attr_set_recv_depth(attr,
+						    (unsigned int)p->o.rdepth);
 	if (rc < 0)
 		goto err_delete_attr;
 	rc = cli_connect(p, attr);
@@ -1428,7 +1436,7 @@ static void usage(FILE *f)
 		"[--srq] "
 		"[--dc]\n"
 		"                    [--window N] [--cpu N] [--rndv-thresh N]\n"
-		"                    [--info]\n"
+		"                    [--recv-depth N] [--info]\n"
 		"       rdmamsg_perf -P GROUP|-L GROUP [--size N[,N...]] "
 		"[-n ITERS]\n"
 		"                    [--reliable WINDOW] [--pace RATE] "
@@ -1493,6 +1501,10 @@ static void usage(FILE *f)
 		"      --recv-depth N (subscriber) receive buffers posted\n"
 		"                    (default 4096; reliable, messages of\n"
 		"                    one datagram: the window + 128)\n"
+		"                    (server, client) its endpoints' receive\n"
+		"                    buffers, the credits the peer gets\n"
+		"                    (rdmamsg_ep_attr_set_recv_depth, 2 to\n"
+		"                    4096; default the library's, 32)\n"
 		"      --poll-us US  (subscriber) after a message, poll for\n"
 		"                    US microseconds (yielding the CPU) "
 		"before\n"
@@ -1672,7 +1684,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 			o->linger = v;
 			break;
 		case 'd':
-			if (parse_ulong(optarg, 16, 16384, &o->rdepth) < 0)
+			if (parse_ulong(optarg, 2, 16384, &o->rdepth) < 0)
 				return -1;
 			break;
 		case 'y':
@@ -1726,11 +1738,26 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 	}
 	if (optind != argc)
 		return -1;
-	if (o->group) /* multicast: no server, no client, no TCP-ish test */
+	if (o->group) { /* multicast: no server, no client, no TCP-ish test */
+		if (o->rdepth && o->rdepth < 16) {
+			fprintf(stderr,
+				"rdmamsg_perf: --recv-depth %lu: a "
+				"subscriber takes 16 to 16384\n",
+				o->rdepth);
+			return -1;
+		}
 		return o->server || o->host || o->outstanding ? -1 : 0;
+	}
 	if (o->server == !!o->host || o->window || o->pace ||
-	    o->linger != ULONG_MAX || o->rdepth || o->poll_us != ULONG_MAX)
+	    o->linger != ULONG_MAX || o->poll_us != ULONG_MAX)
 		return -1;
+	if (o->rdepth > 4096) {
+		fprintf(stderr,
+			"rdmamsg_perf: --recv-depth %lu: an endpoint "
+			"takes 2 to 4096\n",
+			o->rdepth);
+		return -1;
+	}
 	if (o->zcopy && o->nocopy) {
 		fprintf(stderr,
 			"rdmamsg_perf: --zcopy or --nocopy, not both\n");

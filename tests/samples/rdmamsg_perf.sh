@@ -66,6 +66,13 @@ sizes=$(rows 4 | tr '\n' ' ')
 [ $? = 0 ] && [ "$sizes" = "4096 65536 " ]
 ok $? "bw: one row per size with non-zero MB/s (got: $sizes)"
 
+# --recv-depth: the server's endpoint grants 2 credits, the client's 4096;
+# every message still gets there and is acknowledged
+run "bw recv-depth" --recv-depth 2 -- -t bw -n 2000 --size 4096 --window 64 --recv-depth 4096
+sizes=$(rows 4 | tr '\n' ' ')
+[ $? = 0 ] && [ "$sizes" = "4096 " ]
+ok $? "bw, server --recv-depth 2, client 4096: a row with non-zero MB/s (got: $sizes)"
+
 run "rate" -- -t rate -n 20000
 grep -Eq '^ *size +iters +msgs/s +Mmsgs/s *$' "$tap_tmp/out"
 ok $? "rate: header"
@@ -258,9 +265,14 @@ ok $? "usage error: --linger without a group exits 2"
 "$perf" -P 239.1.2.3 --linger 600001 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: --linger above 600000 ms exits 2"
-"$perf" -c 127.0.0.1 --recv-depth 64 >/dev/null 2>&1
-[ $? = 2 ]
-ok $? "usage error: --recv-depth without a group exits 2"
+for bad in 1 x ""; do
+	timeout -k 10 60 "$perf" -c 127.0.0.1 --recv-depth "$bad" >/dev/null 2>&1
+	[ $? = 2 ]
+	ok $? "usage error: an endpoint's --recv-depth '$bad' exits 2"
+done
+timeout -k 10 60 "$perf" -s --recv-depth 4097 >/dev/null 2>"$tap_tmp/err"
+[ $? = 2 ] && grep -q 'an endpoint takes 2 to 4096' "$tap_tmp/err"
+ok $? "usage error: an endpoint's --recv-depth 4097 exits 2 and says why"
 "$perf" -L 239.1.2.3 --recv-depth 8 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: --recv-depth below 16 exits 2"
