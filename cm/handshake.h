@@ -92,6 +92,16 @@ enum {
 #define RDMAMSG_HS_CAP_PIECE 0x4 /* X_PIECE (XF_PIECE, lib/rndv.c) */
 #define RDMAMSG_HS_CAP_ALIVE 0x8 /* a W_KEEPALIVE names a clock (lib/proto.h) */
 #define RDMAMSG_HS_CAP_DCSRC 0x10 /* DC senders proved (above) */
+#define RDMAMSG_HS_CAP_GROW  0x20 /* a growing receive window (below) */
+
+/* The receive window (lib/msg.c grow_window): bits 16 to 28 of the caps
+ * word name the most data credits their sender may grant, its window's
+ * maximum (its depth at least, RDMAMSG_HS_MAX_DEPTH at most; 0: its
+ * depth).  A side that offered RDMAMSG_HS_CAP_GROW takes credits up to
+ * the peer's maximum, where one from before it takes the depth only; so
+ * a window grows past the depth only toward a peer that offered it. */
+#define RDMAMSG_HS_GROW_SHIFT 16
+#define RDMAMSG_HS_GROW_MASK  0x1fffu
 
 struct rdmamsg__hs {
 	uint8_t version;

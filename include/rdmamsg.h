@@ -248,11 +248,12 @@ int rdmamsg_buf_get_size(const struct rdmamsg_buf *buf, size_t *size);
 
 /* rdmamsg_ep_attr_new -- defaults: connect timeout 5000 ms, close timeout
  * 2000 ms, peer timeout 10000 ms, eager size 8192, maximum message 1 MiB,
- * receive depth 32, send depth 128, send backlog 1024 messages, no linger.
- * Pool memory per connected endpoint: (receive depth + 3) receive buffers
- * of the eager size (about 283 KiB by default), plus one copy buffer of
- * the eager size per send slot that a copied (not inline, not zero-copy)
- * send has used, at most send depth + 1. */
+ * receive depth 32 growing to RDMAMSG_RECV_DEPTH_GROW, send depth 128,
+ * send backlog 1024 messages, no linger.  Pool memory per connected
+ * endpoint: (receive depth + 3) receive buffers of the eager size (about
+ * 283 KiB by default; a window that grew holds more), plus one copy buffer
+ * of the eager size per send slot that a copied (not inline, not
+ * zero-copy) send has used, at most send depth + 1. */
 int rdmamsg_ep_attr_new(struct rdmamsg_ep_attr **attr);
 
 /* rdmamsg_ep_attr_delete -- free *attr and set it to NULL */
@@ -294,9 +295,25 @@ int rdmamsg_ep_attr_set_eager_size(struct rdmamsg_ep_attr *attr, size_t size);
 int rdmamsg_ep_attr_set_max_msg_size(struct rdmamsg_ep_attr *attr, size_t size);
 
 /* rdmamsg_ep_attr_set_recv_depth -- receive buffers, i.e. the credits the
- * peer gets; 2 .. 4096 */
+ * peer gets; 2 .. 4096.  The window then stays at depth, unless
+ * rdmamsg_ep_attr_set_recv_depth_max lets it grow */
 int rdmamsg_ep_attr_set_recv_depth(struct rdmamsg_ep_attr *attr,
 				   unsigned int depth);
+
+/*
+ * rdmamsg_ep_attr_set_recv_depth_max -- the receive window grows, up to
+ * depth (2 .. 4096; below the receive depth: the receive depth), while
+ * the peer keeps using it whole: each time the peer has sent every
+ * credit it held, the window doubles with receive buffers from the pool
+ * (none taken when the pool or the completion queue has no room: it
+ * stays), and stays grown until the endpoint closes.  Not on an SRQ or
+ * DC (their buffers are shared), and only with a peer of this version.
+ * Default: RDMAMSG_RECV_DEPTH_GROW, or the receive depth where
+ * rdmamsg_ep_attr_set_recv_depth set one (a fixed window).
+ */
+#define RDMAMSG_RECV_DEPTH_GROW 128
+int rdmamsg_ep_attr_set_recv_depth_max(struct rdmamsg_ep_attr *attr,
+				       unsigned int depth);
 
 /* rdmamsg_ep_attr_set_send_depth -- send work requests in flight; 4 .. 4096 */
 int rdmamsg_ep_attr_set_send_depth(struct rdmamsg_ep_attr *attr,
@@ -724,6 +741,15 @@ struct rdmamsg_protocols {
  * the handshake completed) */
 int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 			     struct rdmamsg_protocols *pr);
+
+/* rdmamsg_ep_get_window -- this endpoint's receive window: *now the data
+ * credits it grants its peer (its receive depth, or more once grown), *max
+ * the most it may grow to on this connection (rdmamsg_ep_attr_set_
+ * recv_depth_max; the window itself where the peer or the endpoint's
+ * kind lets it not grow); either may be NULL.  -ENOTCONN before the
+ * handshake completed, -EINVAL for a NULL endpoint */
+int rdmamsg_ep_get_window(const struct rdmamsg_ep *ep, uint32_t *now,
+			  uint32_t *max);
 
 /*
  * Packing: messages of up to RDMAMSG_PACK_MAX bytes (less on a connection

@@ -28,6 +28,7 @@ void rdmamsg__ep_params_default(struct rdmamsg__ep_params *p)
 	p->eager = 8192;
 	p->max_msg = (size_t)1 << 20;
 	p->recv_depth = 32;
+	p->recv_depth_max = RDMAMSG_RECV_DEPTH_GROW;
 	p->send_depth = 128;
 	p->backlog = 1024;
 	p->max_large = (size_t)1 << 30;
@@ -124,13 +125,28 @@ RDMAMSG_EXPORT int rdmamsg_ep_attr_set_max_msg_size(
 	return 0;
 }
 
-/* rdmamsg_ep_attr_set_recv_depth -- receive buffers (peer's credits) */
+/* rdmamsg_ep_attr_set_recv_depth -- receive buffers (peer's credits);
+ * the window stays there unless a maximum was set too */
 RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_depth(struct rdmamsg_ep_attr *attr,
 						  unsigned int depth)
 {
 	if (!attr || depth < 2 || depth > 4096)
 		return -EINVAL;
 	attr->p.recv_depth = depth;
+	if (!attr->p.recv_depth_max_set)
+		attr->p.recv_depth_max = depth;
+	return 0;
+}
+
+/* rdmamsg_ep_attr_set_recv_depth_max -- the most the receive window may
+ * grow to while the peer keeps using it whole */
+RDMAMSG_EXPORT int rdmamsg_ep_attr_set_recv_depth_max(
+	struct rdmamsg_ep_attr *attr, unsigned int depth)
+{
+	if (!attr || depth < 2 || depth > 4096)
+		return -EINVAL;
+	attr->p.recv_depth_max = depth;
+	attr->p.recv_depth_max_set = 1;
 	return 0;
 }
 
@@ -318,6 +334,27 @@ static void free_bufs(struct rdmamsg_ep *ep)
 	ep->slots = NULL;
 }
 
+/* rx_grow -- the receive buffers ep's window may grow by: up to the
+ * maximum asked for (its own ring only: an SRQ's and a DC target's
+ * buffers are shared) and what one queue pair of the device takes
+ * (max_qp_wr) */
+static uint32_t rx_grow(const struct rdmamsg_ep *ep)
+{
+	uint32_t max = ep->p.recv_depth_max, wr;
+
+	if (ep->p.srq || ep->p.transport == RDMAMSG_TRANSPORT_DC ||
+	    max <= ep->p.recv_depth)
+		return 0;
+	if (ep->ctx->dattr.max_qp_wr > 0) {
+		wr = (uint32_t)ep->ctx->dattr.max_qp_wr;
+		if (wr < ep->nrx)
+			return 0;
+		if (max - ep->p.recv_depth > wr - ep->nrx)
+			max = ep->p.recv_depth + (wr - ep->nrx);
+	}
+	return max - ep->p.recv_depth;
+}
+
 /* rdmamsg__ep_new -- an endpoint with its rings, not yet connected */
 int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		    const struct rdmamsg_ep_cbs *cbs, void *arg,
@@ -364,6 +401,11 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 	ep->nsbuf = ep->p.send_depth + 1;
 	ep->sbufs = calloc(ep->nsbuf, sizeof(*ep->sbufs));
 	ep->nrx = ep->p.recv_depth + rdmamsg__ep_own_ctl(ep);
+	ep->nrx_max = ep->nrx + rx_grow(ep);
+	ep->rx_win = ep->rx_win_max = ep->p.recv_depth;
+	ep->caps |=
+		RDMAMSG_HS_CAP_GROW | (ep->nrx_max - rdmamsg__ep_own_ctl(ep))
+					      << RDMAMSG_HS_GROW_SHIFT;
 	ep->peer_ctl = RDMAMSG_CTL_CREDITS; /* the handshake says */
 	if (ep->p.srq) {
 		struct rdmamsg_srq *srq = ep->p.srq;
@@ -387,7 +429,7 @@ int rdmamsg__ep_new(struct rdmamsg_ctx *ctx, const struct rdmamsg_ep_attr *attr,
 		srq->refs++;
 		ep->rxb = srq->bufs; /* the SRQ's, indexed by wr_id */
 	} else {
-		ep->rxb = calloc(ep->nrx, sizeof(*ep->rxb));
+		ep->rxb = calloc(ep->nrx_max, sizeof(*ep->rxb));
 	}
 	if (!ep->slots || !ep->sbufs || !ep->rxb) {
 		ret = -ENOMEM;
@@ -447,6 +489,7 @@ int rdmamsg__ep_bind(struct rdmamsg_ep *ep, const struct rdmamsg__lane_ops *ops)
 	la.id = ep->id;
 	la.send_depth = ep->p.send_depth;
 	la.nrx = ep->nrx;
+	la.nrx_max = ep->nrx_max;
 	la.rx_len = RDMAMSG_HDR + ep->p.eager;
 	la.rx_off = RDMAMSG_HDR;
 	la.rxb = ep->rxb;
@@ -522,6 +565,20 @@ void rdmamsg__ep_negotiate(struct rdmamsg_ep *ep, uint32_t peer_depth,
 	ep->peer_local = peer_local(ep);
 	rdmamsg__ep_proto_set(ep);
 	ep->peer_depth = peer_depth;
+	ep->peer_depth_max = peer_depth;
+	ep->rx_win_max = ep->rx_win;
+	if (ep->peer_caps & RDMAMSG_HS_CAP_GROW) {
+		/* it takes credits up to our maximum and names its own,
+		 * which bounds what it may grant us (handshake.h) */
+		uint32_t m = ep->peer_caps >> RDMAMSG_HS_GROW_SHIFT &
+			     RDMAMSG_HS_GROW_MASK;
+
+		if (m > peer_depth)
+			ep->peer_depth_max = m > RDMAMSG_HS_MAX_DEPTH
+						     ? RDMAMSG_HS_MAX_DEPTH
+						     : m;
+		ep->rx_win_max = ep->nrx_max - rdmamsg__ep_own_ctl(ep);
+	}
 	if (ep->passive) {
 		/* the active side posted its buffers before connecting */
 		ep->credits = (int32_t)peer_depth;
@@ -1431,9 +1488,10 @@ static uint64_t new_sid(void)
 }
 
 /* rdmamsg__ep_session_init -- after negotiating: the ring of kept
- * fragments, one per credit the peer grants (a credit comes back only
- * once its fragment was delivered, so no slot is reused before); on a
- * reconnect the peer must be what it was: 0, -ENOMEM or -EPROTO */
+ * fragments, one per credit the peer may grant (its window's maximum: a
+ * credit comes back only once its fragment was delivered, so no slot is
+ * reused before); on a reconnect the peer must be what it was: 0,
+ * -ENOMEM or -EPROTO */
 int rdmamsg__ep_session_init(struct rdmamsg_ep *ep)
 {
 	uint32_t n = 1;
@@ -1441,17 +1499,17 @@ int rdmamsg__ep_session_init(struct rdmamsg_ep *ep)
 	if (!ep->sid)
 		return 0;
 	if (ep->kept)
-		return ep->peer_depth == ep->kept_depth &&
+		return ep->peer_depth_max == ep->kept_depth &&
 				       ep->frag == ep->kept_frag
 			       ? 0
 			       : -EPROTO;
-	while (n < ep->peer_depth)
+	while (n < ep->peer_depth_max)
 		n <<= 1;
 	ep->kept = calloc(n, sizeof(*ep->kept));
 	if (!ep->kept)
 		return -ENOMEM;
 	ep->kept_mask = n - 1;
-	ep->kept_depth = ep->peer_depth;
+	ep->kept_depth = ep->peer_depth_max;
 	ep->kept_frag = ep->frag;
 	return 0;
 }
@@ -1500,6 +1558,9 @@ void rdmamsg__ep_reconn_reset(struct rdmamsg_ep *ep)
 {
 	ep->to_return = ep->ctl_to_return = ep->ctl_pending = 0;
 	ep->rx_hold_due = ep->rx_withheld = 0; /* the ring is granted whole */
+	/* the window starts again at the depth; a ring that grew is posted
+	 * whole, its buffers past the depth granted as it grows again */
+	ep->rx_win = ep->p.recv_depth;
 	if (ep->xf)
 		rdmamsg__xfer_reconn_reset(ep);
 	ep->returned_total = ep->received_total;

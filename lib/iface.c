@@ -171,21 +171,47 @@ static int cq_new(struct rdmamsg_ctx *ctx, uint64_t size)
 	return 0;
 }
 
+/* cq_max -- the most entries one of the context's CQs may have */
+static uint64_t cq_max(const struct rdmamsg_ctx *ctx)
+{
+	uint64_t max =
+		ctx->dattr.max_cqe > 0 ? (uint64_t)ctx->dattr.max_cqe : CQ_MIN;
+
+	if (ctx->ifc.max_cqe && ctx->ifc.max_cqe < max)
+		max = ctx->ifc.max_cqe;
+	return max;
+}
+
+/* cq_resize -- q grown (ibv_resize_cq, by doubling) to room for need more
+ * entries, up to max: 0, or -ENOBUFS and q as it was */
+static int cq_resize(struct rdmamsg_ctx *ctx, struct rdmamsg__icq *q,
+		     uint32_t need, uint64_t max)
+{
+	uint64_t want = (uint64_t)q->reserved + q->stale + need, size;
+
+	for (size = q->size; size < want && size < max; size *= 2)
+		;
+	if (size > max)
+		size = max;
+	if (size < want || ctx->ops->resize_cq(q->cq, (int)size))
+		return -ENOBUFS;
+	/* the provider may round up */
+	q->size = q->cq->cqe > 0 && (uint64_t)q->cq->cqe >= size
+			  ? (uint32_t)q->cq->cqe
+			  : (uint32_t)size;
+	return 0;
+}
+
 /* cq_room -- the index of a CQ with room for need more entries: the first
  * with room, else the last one grown (ibv_resize_cq) up to the device's
  * limit, else a new one */
 static int cq_room(struct rdmamsg_ctx *ctx, uint32_t need, uint32_t *idx)
 {
 	struct rdmamsg__iface *ifc = &ctx->ifc;
-	uint64_t max =
-		ctx->dattr.max_cqe > 0 ? (uint64_t)ctx->dattr.max_cqe : CQ_MIN;
-	uint64_t want, size;
+	uint64_t max = cq_max(ctx), size;
 	struct rdmamsg__icq *q;
 	uint32_t i;
 	int ret;
-
-	if (ifc->max_cqe && ifc->max_cqe < max)
-		max = ifc->max_cqe;
 
 	if (need > max) {
 		LOG_ERR("a lane needs %u completion entries, the device "
@@ -201,22 +227,10 @@ static int cq_room(struct rdmamsg_ctx *ctx, uint32_t need, uint32_t *idx)
 			return 0;
 		}
 	}
-	if (ifc->ncq) {
-		q = ifc->cqs[ifc->ncq - 1];
-		want = (uint64_t)q->reserved + q->stale + need;
-		for (size = q->size; size < want && size < max; size *= 2)
-			;
-		if (size > max)
-			size = max;
-		if (size >= want &&
-		    ctx->ops->resize_cq(q->cq, (int)size) == 0) {
-			/* the provider may round up */
-			q->size = q->cq->cqe > 0 && (uint64_t)q->cq->cqe >= size
-					  ? (uint32_t)q->cq->cqe
-					  : (uint32_t)size;
-			*idx = ifc->ncq - 1;
-			return 0;
-		}
+	if (ifc->ncq &&
+	    cq_resize(ctx, ifc->cqs[ifc->ncq - 1], need, max) == 0) {
+		*idx = ifc->ncq - 1;
+		return 0;
 	}
 	if (ifc->ncq >= IFACE_MAX_CQS) {
 		LOG_ERR("completion queues full (%u of %llu entries)",
@@ -262,6 +276,21 @@ int rdmamsg__iface_attach(struct rdmamsg__lane *lane, uint32_t need)
 	lane->cq_need = need;
 	lane->icq = ifc->cqs[idx];
 	lane->icq->reserved += need;
+	return 0;
+}
+
+/* rdmamsg__iface_grow -- need more entries for the lane on the CQ it is on
+ * (a receive window that grows: msg.c), that CQ grown if it must be;
+ * -ENOBUFS when it cannot be, nothing taken (a lane stays on its CQ) */
+int rdmamsg__iface_grow(struct rdmamsg__lane *lane, uint32_t need)
+{
+	struct rdmamsg__icq *q = lane->icq;
+
+	if (!q || ((uint64_t)q->reserved + q->stale + need > q->size &&
+		   cq_resize(lane->ctx, q, need, cq_max(lane->ctx))))
+		return -ENOBUFS;
+	q->reserved += need;
+	lane->cq_need += need;
 	return 0;
 }
 

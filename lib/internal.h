@@ -484,6 +484,10 @@ void rdmamsg__dispatch_close(struct rdmamsg_ctx *ctx);
 struct rdmamsg__ep_params {
 	unsigned int connect_ms, close_ms, peer_ms;
 	uint32_t eager, recv_depth, send_depth, backlog;
+	/* the receive window may grow to this (ep.c grow_window); set with
+	 * recv_depth unless rdmamsg_ep_attr_set_recv_depth_max said */
+	uint32_t recv_depth_max;
+	int recv_depth_max_set;
 	size_t max_msg;
 	int linger;		 /* close sends the backlog first */
 	struct rdmamsg_srq *srq; /* receives through it; NULL: own ring */
@@ -548,6 +552,9 @@ struct rdmamsg_ep {
 			      * (RDMAMSG_RNDV_PIECE, rndv.c); 0: whole */
 	uint32_t max_inline; /* the lane's, cached at bind */
 	uint32_t peer_depth;
+	/* the most data credits the peer may grant: its depth, or the window
+	 * it may grow to (RDMAMSG_HS_CAP_GROW) */
+	uint32_t peer_depth_max;
 	uint32_t peer_ctl;  /* control credits the peer grants (handshake) */
 	uint32_t caps;	    /* RDMAMSG_HS_CAP_* we offer (msg.c) */
 	uint32_t peer_caps; /* ... and the peer offered (handshake) */
@@ -580,9 +587,13 @@ struct rdmamsg_ep {
 	struct rdmamsg_buf **rxb; /* receive buffers, lent to the lane
 				   * (with an SRQ: the SRQ's, shared) */
 	uint32_t nrx;		  /* its ring (with an SRQ: its window) */
-	struct rdmamsg_srq *srq;  /* NULL: its own ring */
-	uint32_t srq_extra;	  /* data credits lent beyond its first */
-	uint32_t srq_withheld;	  /* data credits it waits for (srq.c) */
+	uint32_t nrx_max;	  /* ... as it may grow: rxb's length */
+	/* the data credits granted to the peer now, and the most they may
+	 * grow to (its own ring only: msg.c grow_window) */
+	uint32_t rx_win, rx_win_max;
+	struct rdmamsg_srq *srq; /* NULL: its own ring */
+	uint32_t srq_extra;	 /* data credits lent beyond its first */
+	uint32_t srq_withheld;	 /* data credits it waits for (srq.c) */
 	struct rdmamsg_buf **rx_cur_slot; /* the ring slot of rx_cur */
 	struct rdmamsg_buf *rx_asm;
 	size_t rx_asm_off;
@@ -804,6 +815,7 @@ static inline int rdmamsg__ep_delivers(const struct rdmamsg_ep *ep)
 void rdmamsg__iface_init(struct rdmamsg_ctx *ctx);
 void rdmamsg__iface_fini(struct rdmamsg_ctx *ctx);
 int rdmamsg__iface_attach(struct rdmamsg__lane *lane, uint32_t need);
+int rdmamsg__iface_grow(struct rdmamsg__lane *lane, uint32_t need);
 void rdmamsg__iface_detach(struct rdmamsg__lane *lane);
 void rdmamsg__iface_ready(struct rdmamsg__lane *lane);
 void rdmamsg__iface_hold(struct rdmamsg__lane *lane, const struct ibv_wc *wc,

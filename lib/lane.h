@@ -86,6 +86,11 @@
  *   read, atomics), signalled, the same ownership.
  * - post_recvs(lane, idx, n): ring buffers idx[] are the lane's again
  *   (the SRQ variant: nothing to do, the interface reposts).
+ * - grow_recvs(lane, idx, n, rx_batch): the ring grows (its own, RC):
+ *   buffers idx[], past nrx and below nrx_max, each once, are the lane's
+ *   for the first time (their CQ room the session reserved:
+ *   rdmamsg__iface_grow), and data receives are reposted rx_batch at a
+ *   time from now on.  NULL for a kind whose ring never grows.
  * - error(lane, seq, drain): the lane stops (QP to error); with drain, a
  *   signalled drain WR at seq whose flush completion comes after every
  *   earlier send's (1 when posted).  Nothing is reposted from then on.
@@ -480,6 +485,10 @@ struct rdmamsg__lane_attr {
 	struct rdma_cm_id *id;	  /* RC: the connection's rdma_cm id */
 	uint32_t send_depth;	  /* sends in flight, the drain WR excluded */
 	uint32_t nrx;		  /* receives (with an SRQ: its window) */
+	uint32_t nrx_max;	  /* ... as the session may grow them
+				    * (post_recvs of the ring's later
+				    * indices), the QP made for that many;
+				    * 0: nrx */
 	uint32_t rx_len;	  /* bytes each receive takes */
 	uint32_t rx_off;	  /* ... from buf->data - rx_off (the
 				    * session's header in the headroom) */
@@ -554,6 +563,10 @@ struct rdmamsg__lane_ops {
 	 * its receives are the interface's) */
 	int (*post_recvs)(struct rdmamsg__lane *lane, const uint32_t *idx,
 			  uint32_t n);
+	/* the ring grows: idx[0..n) posted for the first time, reposts
+	 * batched by rx_batch from now on (NULL: the kind's never grows) */
+	int (*grow_recvs)(struct rdmamsg__lane *lane, const uint32_t *idx,
+			  uint32_t n, uint32_t rx_batch);
 	/* the interface hands over a run of this lane's completions;
 	 * returns how many it took (0: none is this lane's) */
 	uint32_t (*wcs)(struct rdmamsg__lane *lane, const struct ibv_wc *wc,

@@ -119,6 +119,20 @@ static int rc_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
 	return post_recvs(lane, idx, n);
 }
 
+/* rc_grow_recvs -- the ops table's grow_recvs (not on an SRQ: its
+ * windows never grow) */
+static int rc_grow_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
+			 uint32_t n, uint32_t rx_batch)
+{
+	struct lane_rc *rc = RC(lane);
+
+	if (rc->srq)
+		return -EINVAL;
+	rc->rx_batch = rx_batch > RDMAMSG_RX_BATCH_MAX ? RDMAMSG_RX_BATCH_MAX
+						       : rx_batch;
+	return post_recvs(lane, idx, n);
+}
+
 /* rx_status -- rx()'s status of a receive completion */
 static inline int rx_status(const struct ibv_wc *wc)
 {
@@ -345,7 +359,10 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	qa.send_cq = qa.recv_cq = lane->icq->cq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = a->send_depth + 1;
-	qa.cap.max_recv_wr = a->srq ? 0 : a->nrx;
+	/* room for the ring as it may grow (the CQ's comes as it does) */
+	qa.cap.max_recv_wr = a->nrx_max > a->nrx ? a->nrx_max : a->nrx;
+	if (a->srq)
+		qa.cap.max_recv_wr = 0;
 	qa.srq = a->srq ? a->srq->srq : NULL;
 	qa.cap.max_send_sge = 2;
 	qa.cap.max_recv_sge = 1;
@@ -409,6 +426,7 @@ const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops = {
 	.send = rc_send,
 	.post = rc_post,
 	.post_recvs = rc_post_recvs,
+	.grow_recvs = rc_grow_recvs,
 	.wcs = rc_wcs,
 	.error = rc_error,
 	.destroy = rc_destroy,

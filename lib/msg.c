@@ -1273,13 +1273,13 @@ static int ep_rx(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	 * ever granted is a broken (or hostile) peer */
 	if (RDMAMSG_UNLIKELY(rdmamsg__credit_check((uint32_t)ep->credits,
 						   le16toh(h->credits),
-						   ep->peer_depth) ||
+						   ep->peer_depth_max) ||
 			     rdmamsg__credit_check(ep->ctl_credits, h->ctl,
 						   ep->peer_ctl))) {
 		LOG_ERR("endpoint %p: peer returned %u+%u credits, more than "
 			"granted (%d of %u, %u of %u): closing",
 			(void *)ep, le16toh(h->credits), h->ctl, ep->credits,
-			ep->peer_depth, ep->ctl_credits, ep->peer_ctl);
+			ep->peer_depth_max, ep->ctl_credits, ep->peer_ctl);
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 0;
 	}
@@ -1461,21 +1461,99 @@ static int ep_rx_shared(void *owner, struct rdmamsg_buf **slot, uint32_t rlen,
 	return r;
 }
 
-/* return_credits -- a credit update once enough is due: half the window,
- * a quarter where the peer packs (a credit then carries up to
+/* credit_due_set -- when a credit update goes (return_credits): half the
+ * window, a quarter where the peer packs (a credit then carries up to
  * RDMAMSG_PACK_RECS of its queued messages: back early, its queue keeps
  * moving; rdmamsg_pingpong -w, 8 B: 343 instructions a message with half,
  * 304 with a quarter; without packing a quarter cost 2,207 against 1,459,
  * an update per 8 messages) */
+static void credit_due_set(struct rdmamsg_ep *ep)
+{
+	ep->credit_due = ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_PACK
+				 ? ep->rx_win / 4
+				 : ep->rx_win / 2;
+}
+
+/*
+ * grow_window -- the peer has used every credit we granted: the window
+ * held it back, so it doubles, up to rx_win_max.  The ring's buffers
+ * past the window (left by a window that grew before a reconnect) are
+ * granted first, then new ones come from the pool, their completions'
+ * room from the CQ (rdmamsg__iface_grow), posted and granted; as many as
+ * the pool and the CQ give now (none: the window stays, and the next
+ * time the peer runs dry tries again).  A grant is credits the peer
+ * never had: to_return carries them, returned_total not counting them
+ * as returned (the view of the peer's credits stays a modular
+ * difference).  A failed post takes the connection down, as grant()'s.
+ * Windows never shrink: the buffers stay until the endpoint closes.
+ */
+static __attribute__((noinline, cold)) void grow_window(struct rdmamsg_ep *ep)
+{
+	uint32_t ctl = rdmamsg__ep_own_ctl(ep), want, have, got = 0, g, i, j;
+	uint32_t idx[32], k;
+	int ret;
+
+	if (ep->st != EPS_UP || !ep->ln || !ep->ln->ops->grow_recvs)
+		return;
+	want = ep->rx_win_max - ep->rx_win;
+	if (want > ep->rx_win)
+		want = ep->rx_win;
+	have = ep->nrx - ctl; /* data buffers in the ring */
+	while (have + got < ep->rx_win + want &&
+	       !rdmamsg__buf_get(ep->ctx, ep->p.eager, BUF_LIB,
+				 &ep->rxb[ep->nrx + got]))
+		got++;
+	if (got && rdmamsg__iface_grow(ep->ln, got)) {
+		while (got--) {
+			rdmamsg__buf_put(ep->rxb[ep->nrx + got]);
+			ep->rxb[ep->nrx + got] = NULL;
+		}
+		got = 0;
+	}
+	g = have + got - ep->rx_win;
+	if (g > want)
+		g = want;
+	if (!g)
+		return;
+	ep->rx_win += g; /* the lane's batch follows it */
+	i = 0;
+	do { /* once at least: the batch */
+		k = got - i > 32 ? 32 : got - i;
+		for (j = 0; j < k; j++)
+			idx[j] = ep->nrx + j;
+		ep->nrx += k;
+		ret = ep->ln->ops->grow_recvs(ep->ln, idx, k,
+					      rdmamsg__ep_rx_batch(ep));
+		if (ret) {
+			LOG_ERR("endpoint %p: posting %u more receive buffers "
+				"failed: %d",
+				(void *)ep, k, ret);
+			ep->nrx += got - i - k; /* freed with the ring */
+			rdmamsg__ep_down(ep, -ENOBUFS);
+			return;
+		}
+		i += k;
+	} while (i < got);
+	ep->to_return += g;
+	ep->returned_total -= g;
+	credit_due_set(ep);
+	LOG_INFO("endpoint %p: receive window %u (%u buffers in the ring)",
+		 (void *)ep, ep->rx_win, ep->nrx);
+}
+
+/* return_credits -- a credit update once enough is due (credit_due_set),
+ * or once the peer holds half the window or less; a peer left with none
+ * grows the window first (grow_window) */
 static inline __attribute__((always_inline)) void return_credits(
 	struct rdmamsg_ep *ep)
 {
-	uint32_t r = ep->p.recv_depth;
 	/* receive buffers the peer believes it still has */
-	uint64_t view = r + ep->returned_total - ep->received_total;
+	uint64_t view = ep->rx_win + ep->returned_total - ep->received_total;
 
+	if (RDMAMSG_UNLIKELY(!view && ep->rx_win < ep->rx_win_max))
+		grow_window(ep); /* the view stays: what it grants is owed */
 	if ((ep->to_return > 0 &&
-	     (ep->to_return >= ep->credit_due || view <= r / 2)) ||
+	     (ep->to_return >= ep->credit_due || view <= ep->rx_win / 2)) ||
 	    ep->ctl_to_return >= CTL_RETURN)
 		rdmamsg__ep_send_ctl(ep, W_CREDIT);
 }
@@ -1491,7 +1569,7 @@ static inline __attribute__((always_inline)) void return_credits(
  * back at once (srq.c). */
 uint32_t rdmamsg__ep_rx_batch(const struct rdmamsg_ep *ep)
 {
-	uint32_t b = ep->p.recv_depth / 4;
+	uint32_t b = ep->rx_win / 4;
 
 	/* b - 1 below: a depth under 12 (down to 2) batches nothing */
 	if (ep->srq || b < 3)
@@ -1873,14 +1951,13 @@ void rdmamsg__ep_proto_set(struct rdmamsg_ep *ep)
 	ep->eager_max = ep->frag < r ? ep->frag : (uint32_t)r;
 	/* packing when both offered it: at least two records a pack */
 	ep->pack_max = 0;
-	ep->credit_due = ep->p.recv_depth / 2;
+	credit_due_set(ep);
 	if (ep->caps & ep->peer_caps & RDMAMSG_HS_CAP_PACK) {
 		uint32_t half = (pack_room(ep) / 2) & ~7u;
 
 		ep->pack_max = half > RDMAMSG_PREC ? half - RDMAMSG_PREC : 0;
 		if (ep->pack_max > RDMAMSG__PACK_MAX)
 			ep->pack_max = RDMAMSG__PACK_MAX;
-		ep->credit_due = ep->p.recv_depth / 4; /* return_credits */
 	}
 }
 
@@ -1928,5 +2005,21 @@ RDMAMSG_EXPORT int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 		ep->p.max_large > ep->max_msg ? ep->p.max_large : ep->max_msg;
 	pr->rndv_window = rdmamsg__rndv_ep_mw(ep);
 	pr->peer_local = ep->peer_local;
+	return 0;
+}
+
+/* rdmamsg_ep_get_window -- the receive window now and its most
+ * (grow_window) */
+RDMAMSG_EXPORT int rdmamsg_ep_get_window(const struct rdmamsg_ep *ep,
+					 uint32_t *now, uint32_t *max)
+{
+	if (!ep)
+		return -EINVAL;
+	if (!ep->max_msg)
+		return -ENOTCONN; /* nothing negotiated yet */
+	if (now)
+		*now = ep->rx_win;
+	if (max)
+		*max = ep->rx_win_max;
 	return 0;
 }

@@ -1196,10 +1196,10 @@ static int rts_hold(struct rdmamsg_ep *ep, const struct rdmamsg__xhdr *x)
 {
 	struct rdmamsg__xfer *xf = ep->xf;
 
-	if (xf->rts_held >= ep->p.recv_depth) {
+	if (xf->rts_held >= ep->rx_win) {
 		LOG_ERR("rendezvous announcement %llx beyond the peer's "
 			"window of %u unanswered: closing",
-			(unsigned long long)x->id, ep->p.recv_depth);
+			(unsigned long long)x->id, ep->rx_win);
 		rdmamsg__ep_down(ep, -EPROTO);
 		return 1;
 	}

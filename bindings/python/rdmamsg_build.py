@@ -23,7 +23,8 @@ from cffi import FFI
 
 # Endpoint attribute setters taking one unsigned int / size_t value.
 EP_ATTR_UINT = ["connect_timeout", "close_timeout", "peer_timeout",
-                "recv_depth", "send_depth", "send_backlog", "ack_timeout"]
+                "recv_depth", "recv_depth_max", "send_depth", "send_backlog",
+                "ack_timeout"]
 EP_ATTR_SIZE = ["eager_size", "max_msg_size", "max_large_size",
                 "rndv_threshold"]
 
@@ -224,6 +225,8 @@ int rdmamsg_ctx_dc_stats(const struct rdmamsg_ctx *ctx,
 int rdmamsg_ep_get_protocols(const struct rdmamsg_ep *ep,
 			     struct rdmamsg_protocols *pr);
 int rdmamsg_ep_get_pack_limit(const struct rdmamsg_ep *ep, size_t *max);
+int rdmamsg_ep_get_window(const struct rdmamsg_ep *ep, uint32_t *now,
+			  uint32_t *max);
 int rdmamsg_sendv(struct rdmamsg_ep *ep, const struct iovec *iov, int iovcnt,
 		  void *op_ctx);
 int rdmamsg_ep_attr_set_failover(struct rdmamsg_ep_attr *attr,

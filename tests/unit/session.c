@@ -73,6 +73,21 @@ void rdmamsg__iface_release(struct rdmamsg__lane *lane)
 	n_release++;
 }
 
+/* CQ room for a growing window: counted, or refused once (grow_full) */
+static uint32_t cq_grown;
+static int grow_full;
+
+int rdmamsg__iface_grow(struct rdmamsg__lane *lane, uint32_t need)
+{
+	(void)lane;
+	if (grow_full) {
+		grow_full = 0;
+		return -ENOBUFS;
+	}
+	cq_grown += need;
+	return 0;
+}
+
 void rdmamsg__ctx_defer(struct rdmamsg_ctx *ctx, struct rdmamsg__list *link)
 {
 	(void)ctx;
@@ -328,6 +343,10 @@ struct fake {
 	struct post posts[MAXPOST];
 	int nposts;
 	uint32_t recvs_posted;
+	/* grow_recvs: the ring's new buffers (each index counted), calls,
+	 * the last batch */
+	uint8_t grown[256];
+	uint32_t ngrown, grow_calls, rx_batch;
 	int fail_next; /* the next send returns this errno */
 	int errors, drain, destroyed;
 	uint64_t drain_seq;
@@ -356,6 +375,7 @@ static int fake_open(struct rdmamsg_ctx *ctx,
 	f->attr = *a;
 	if (a->post_rx)
 		f->recvs_posted = a->nrx;
+	f->rx_batch = a->rx_batch;
 	fk = f;
 	n_open++;
 	*lane = &f->l;
@@ -412,6 +432,23 @@ static int fake_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
 	return 0;
 }
 
+static int fake_grow_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
+			   uint32_t n, uint32_t rx_batch)
+{
+	struct fake *f = (struct fake *)(void *)lane;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		if (idx[i] >= sizeof(f->grown))
+			return EINVAL;
+		f->grown[idx[i]]++;
+	}
+	f->ngrown += n;
+	f->grow_calls++;
+	f->rx_batch = rx_batch;
+	return 0;
+}
+
 static uint32_t fake_wcs(struct rdmamsg__lane *lane, const struct ibv_wc *wc,
 			 uint32_t n)
 {
@@ -451,6 +488,7 @@ static const struct rdmamsg__lane_ops fake_ops = {
 	.send = fake_send,
 	.post = fake_post,
 	.post_recvs = fake_post_recvs,
+	.grow_recvs = fake_grow_recvs,
 	.wcs = fake_wcs,
 	.error = fake_error,
 	.destroy = fake_destroy,
@@ -917,6 +955,173 @@ static void test_batch(void)
 	rdmamsg__ep_free(a);
 }
 
+/* arrive_data -- n one-byte data messages land in ep's ring, nothing
+ * reposted yet; then the progress pass.  How many rx() delivered */
+static uint32_t arrive_data(struct rdmamsg_ep *ep, struct fake *f, uint32_t n)
+{
+	uint32_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		k += incoming(ep, 1 + i % 30, W_DATA, F_FIRST | F_LAST, 0, 0,
+			      "d", 1) == RDMAMSG__RX_DATA;
+	f->l.cbs->ready(f->l.owner);
+	return k;
+}
+
+/* last_credits -- the data credits in the last post, if it is a credit
+ * update; -1 if not */
+static int last_credits(const struct fake *f)
+{
+	const struct rdmamsg__wire *h;
+
+	if (!f->nposts)
+		return -1;
+	h = (const struct rdmamsg__wire *)f->posts[f->nposts - 1].copy;
+	return h->type == W_CREDIT ? le16toh(h->credits) : -1;
+}
+
+/*
+ * test_grow -- the receive window (msg.c grow_window): toward a peer that
+ * offered RDMAMSG_HS_CAP_GROW, each time it has used every credit the
+ * window doubles up to the maximum, the ring's new buffers posted once
+ * each (their CQ room reserved) and granted in the next credit update;
+ * not past the maximum, not without CQ room (its buffers back to the
+ * pool, tried again the next time), not toward a peer that did not offer
+ * it; after a reconnect the ring's buffers are granted again before new
+ * ones; and credits from a peer are taken up to the maximum it named,
+ * not past it.
+ */
+static void test_grow(void)
+{
+	const uint32_t grow = RDMAMSG_HS_CAP_GROW;
+	struct rdmamsg_ep *a = up_session(grow | 128u << RDMAMSG_HS_GROW_SHIFT);
+	struct fake *fa = fk;
+	uint32_t now = 0, max = 0, i, bad = 0, cq_before;
+	size_t in_use;
+	int ret;
+
+	ret = rdmamsg_ep_get_window(a, &now, &max);
+	ok(ret == 0 && now == 32 && max == 128,
+	   "grow: the window starts at the depth, 32, and may grow to 128");
+	cq_grown = 0;
+	ok(arrive_data(a, fa, 31) == 31 && fa->grow_calls == 0,
+	   "31 messages of 32 credits: the window stays");
+	ok(arrive_data(a, fa, 1) == 1 && fa->grow_calls == 1 &&
+		   fa->ngrown == 32 && cq_grown == 32,
+	   "the 32nd: 32 more buffers posted, their CQ room reserved");
+	for (i = 0; i < sizeof(fa->grown); i++)
+		bad += fa->grown[i] != (i >= 35 && i < 67);
+	rdmamsg_ep_get_window(a, &now, NULL);
+	ok(!bad && now == 64 && a->nrx == 67,
+	   "each new ring index (35 to 66) posted once; the window 64");
+	ok(fa->rx_batch == 15, "reposts batched for the window: 64 / 4 - 1");
+	is_int(last_credits(fa), 32, "the 32 granted in a credit update");
+	fa->l.cbs->reposted(fa->l.owner, 32, 0);
+	fa->l.cbs->ready(fa->l.owner);
+	is_int(last_credits(fa), 32, "the 32 reposted come back");
+	ok(arrive_data(a, fa, 64) == 64 && fa->grow_calls == 3 &&
+		   fa->ngrown == 96 && cq_grown == 96,
+	   "64 more, the window used whole: 64 buffers more, in two posts");
+	rdmamsg_ep_get_window(a, &now, NULL);
+	ok(now == 128 && a->nrx == 131 && fa->rx_batch == 16,
+	   "the window 128, the most (the batch at RDMAMSG_RX_BATCH_MAX)");
+	is_int(last_credits(fa), 64, "the 64 granted");
+	fa->l.cbs->reposted(fa->l.owner, 64, 0);
+	fa->l.cbs->ready(fa->l.owner);
+	ok(arrive_data(a, fa, 128) == 128 && fa->grow_calls == 3 &&
+		   fa->ngrown == 96,
+	   "128 more: at the most, no growth");
+	/* a reconnect: the window starts again at the depth, and the ring's
+	 * buffers past it are granted again before new ones are taken */
+	rdmamsg__ep_reconn_reset(a);
+	rdmamsg_ep_get_window(a, &now, NULL);
+	is_int(now, 32, "reconnect: the window at the depth again");
+	cq_before = cq_grown;
+	in_use = ctx.pool.in_use;
+	ok(arrive_data(a, fa, 32) == 32 && fa->grow_calls == 4 &&
+		   fa->ngrown == 96 && cq_grown == cq_before &&
+		   ctx.pool.in_use == in_use && fa->rx_batch == 15,
+	   "used whole again: the ring's buffers granted, none new "
+	   "(the batch follows)");
+	rdmamsg_ep_get_window(a, &now, NULL);
+	is_int(now, 64, "...the window 64");
+	rdmamsg__ep_free(a);
+
+	/* no CQ room: nothing taken, the next pass tries again */
+	a = up_session(grow | 128u << RDMAMSG_HS_GROW_SHIFT);
+	fa = fk;
+	in_use = ctx.pool.in_use;
+	grow_full = 1;
+	arrive_data(a, fa, 32);
+	rdmamsg_ep_get_window(a, &now, NULL);
+	ok(now == 32 && fa->ngrown == 0 && a->nrx == 35 && !a->rxb[35] &&
+		   ctx.pool.in_use == in_use,
+	   "no CQ room: the window stays, its buffers back in the pool");
+	fa->l.cbs->ready(fa->l.owner);
+	rdmamsg_ep_get_window(a, &now, NULL);
+	ok(now == 64 && fa->ngrown == 32,
+	   "the next pass, the peer still dry: the window grows");
+	rdmamsg__ep_free(a);
+
+	/* a peer that did not offer it: the window stays */
+	a = up_session(0);
+	fa = fk;
+	arrive_data(a, fa, 32);
+	rdmamsg_ep_get_window(a, &now, &max);
+	ok(now == 32 && max == 32 && fa->grow_calls == 0,
+	   "a peer without RDMAMSG_HS_CAP_GROW: the window stays at 32");
+	rdmamsg__ep_free(a);
+
+	/* the attributes: a depth set alone is a fixed window */
+	{
+		struct rdmamsg_ep_attr *at = NULL;
+		struct rdmamsg_ep *e;
+
+		if (rdmamsg_ep_attr_new(&at))
+			bail_out("attr_new");
+		ok(rdmamsg_ep_attr_set_recv_depth_max(at, 1) == -EINVAL &&
+			   rdmamsg_ep_attr_set_recv_depth_max(at, 4097) ==
+				   -EINVAL &&
+			   rdmamsg_ep_attr_set_recv_depth_max(NULL, 64) ==
+				   -EINVAL,
+		   "recv_depth_max: 1, 4097 and NULL are -EINVAL");
+		rdmamsg_ep_attr_set_recv_depth(at, 16);
+		if (rdmamsg__ep_new(&ctx, at, &cbs, NULL, &e))
+			bail_out("ep_new");
+		ok(e->nrx_max == e->nrx && e->nrx == 19,
+		   "a depth of 16 set alone: a ring of 19 that never grows");
+		rdmamsg__ep_free(e);
+		rdmamsg_ep_attr_set_recv_depth_max(at, 64);
+		rdmamsg_ep_attr_set_recv_depth(at, 8); /* the maximum stays */
+		if (rdmamsg__ep_new(&ctx, at, &cbs, NULL, &e))
+			bail_out("ep_new");
+		ok(e->nrx == 11 && e->nrx_max == 67 &&
+			   (e->caps >> RDMAMSG_HS_GROW_SHIFT &
+			    RDMAMSG_HS_GROW_MASK) == 64 &&
+			   (e->caps & RDMAMSG_HS_CAP_GROW),
+		   "depth 8, maximum 64: a ring of 11 that may grow to 67, "
+		   "64 offered in the handshake");
+		rdmamsg__ep_free(e);
+		rdmamsg_ep_attr_delete(&at);
+	}
+
+	/* credits a peer may grant: up to the maximum it named */
+	a = up_session(grow | 16u << RDMAMSG_HS_GROW_SHIFT);
+	disc_status = 0;
+	incoming(a, 1, W_CREDIT, 0, 8, 0, NULL, 0);
+	ok(a->st == EPS_UP && a->credits == 16,
+	   "a peer of depth 8 that may grow to 16: 16 credits taken");
+	incoming(a, 2, W_CREDIT, 0, 1, 0, NULL, 0);
+	ok(a->st != EPS_UP && disc_status == -EPROTO,
+	   "one more: the connection ends with -EPROTO");
+	rdmamsg__ep_free(a);
+	a = up_session(0);
+	incoming(a, 1, W_CREDIT, 0, 1, 0, NULL, 0);
+	ok(a->st != EPS_UP && disc_status == -EPROTO,
+	   "a peer without it: one past its depth of 8 ends it");
+	rdmamsg__ep_free(a);
+}
+
 int main(void)
 {
 	struct rdmamsg_ep *ep;
@@ -1186,6 +1391,7 @@ int main(void)
 
 	test_pack();
 	test_batch();
+	test_grow();
 	is_int(ctx.pool.in_use, 0, "every pool buffer came back");
 	rdmamsg__pool_fini(&ctx);
 	return done_testing();

@@ -128,6 +128,9 @@ _EP_ATTRS: Dict[str, Tuple[str, Callable[[Any], int]]] = {
     "close_timeout": ("rdmamsg_ep_attr_set_close_timeout", _ms),
     "peer_timeout": ("rdmamsg_ep_attr_set_peer_timeout", _ms),
     "recv_depth": ("rdmamsg_ep_attr_set_recv_depth", int),
+    # the receive window grows to this while the peer uses it whole
+    # (default 128 unless recv_depth= is given: then fixed)
+    "recv_depth_max": ("rdmamsg_ep_attr_set_recv_depth_max", int),
     "send_depth": ("rdmamsg_ep_attr_set_send_depth", int),
     "send_backlog": ("rdmamsg_ep_attr_set_send_backlog", int),
     "eager_size": ("rdmamsg_ep_attr_set_eager_size", int),
@@ -2167,6 +2170,17 @@ class Endpoint:
         return Protocols(int(pr.max_inline), int(pr.eager),
                          int(pr.rndv_threshold), int(pr.max_msg),
                          int(pr.max_large), bool(pr.rndv_window))
+
+    @property
+    def window(self) -> Tuple[int, int]:
+        """This endpoint's receive window (rdmamsg_ep_get_window): the
+        data credits it grants its peer now and the most the window may
+        grow to (recv_depth_max=).  NotConnected before the handshake
+        completed."""
+        now = ffi.new("uint32_t *")
+        mx = ffi.new("uint32_t *")
+        check(lib.rdmamsg_ep_get_window(self._core.c(), now, mx), "window")
+        return int(now[0]), int(mx[0])
 
     @property
     def pack_limit(self) -> int:

@@ -60,6 +60,55 @@ async def test_context_attributes_bad_input(kw, exc):
     assert rdmamsg.live_contexts() == before  # nothing half made
 
 
+# -- the receive window -------------------------------------------------------
+
+async def test_receive_window_grows_while_the_peer_uses_it_whole(ctxs):
+    """A stream of 4 KiB messages past the peer's credits: the receiving
+    side's window (default: 32, may grow to 128) grows, every message
+    arrives intact and in order; the sending side, whose depth was set,
+    keeps its fixed window."""
+    a, b = ctxs
+    windows = []
+    got = []
+
+    async def handler(ep):
+        windows.append(ep.window)
+        async for m in ep:
+            got.append(bytes(m))
+            if len(got) == 600:
+                windows.append(ep.window)
+
+    srv = await rdmamsg.start_server(handler, "127.0.0.1:0", ctx=a)
+    ep = await rdmamsg.connect(("127.0.0.1", srv.port), ctx=b, recv_depth=16)
+    msgs = [pattern(4096, i) for i in range(600)]
+    for m in msgs:
+        await ep.send(m)
+    await asyncio.wait_for(_until(lambda: len(got) == 600), 30)
+    assert got == msgs
+    assert windows[0] == (32, 128)
+    assert windows[-1][0] > 32 and windows[-1][1] == 128
+    assert ep.window == (16, 16)
+    await ep.close()
+    srv.close()
+    await srv.wait_closed()
+
+
+async def _until(cond):
+    while not cond():
+        await asyncio.sleep(0.001)
+
+
+@pytest.mark.parametrize("v,exc", [(1, rdmamsg.InvalidArgument),
+                                   (4097, rdmamsg.InvalidArgument),
+                                   (-1, ValueError), ("x", ValueError)])
+async def test_recv_depth_max_bad_input(ctxs, v, exc):
+    a, b = ctxs
+    before = rdmamsg.live_contexts()
+    with pytest.raises(exc):
+        await rdmamsg.connect(("127.0.0.1", 1), ctx=b, recv_depth_max=v)
+    assert rdmamsg.live_contexts() == before
+
+
 # -- linger -----------------------------------------------------------------
 
 @pytest.mark.parametrize("linger", [True, False])
