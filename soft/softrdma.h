@@ -69,10 +69,12 @@
  * in place of process_vm_readv's page pinning (64 KiB: ib_send_lat 1.62
  * against 4.94 us, ib_send_bw -t 128 30.5 against 13.5 GB/s).  Its size
  * is the QP's send queue of such SENDs, SOFT_RING_MIN to SOFT_RING_SIZE
- * (qp.c); the peer's is read from its segment, at most SOFT_RING_SIZE */
+ * (qp.c); the peer's is read from its segment, at most SOFT_RING_SIZE.
+ * One that never empties starts again past SOFT_RING_WRAP (ring_take) */
 #define SOFT_RING_SIZE	    (8u << 20)
 #define SOFT_RING_MIN	    (256u << 10)
 #define SOFT_RING_MAX	    (64u << 10)
+#define SOFT_RING_WRAP	    (2u << 20)
 #define SOFT_CHECK_POLLS    16 /* polls in flight between clock reads */
 #define SOFT_TIMEOUT_CAP_NS 1000000000ull /* transport timeout cap: 1 s */
 /* a ring SEND of SOFT_RING_PIPE bytes or more goes in in pieces of a
