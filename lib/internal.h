@@ -591,6 +591,7 @@ struct rdmamsg_ep {
 	/* the data credits granted to the peer now, and the most they may
 	 * grow to (its own ring only: msg.c grow_window) */
 	uint32_t rx_win, rx_win_max;
+	int rx_packed; /* a pack came since the peer last ran out (msg.c) */
 	struct rdmamsg_srq *srq; /* NULL: its own ring */
 	uint32_t srq_extra;	 /* data credits lent beyond its first */
 	uint32_t srq_withheld;	 /* data credits it waits for (srq.c) */

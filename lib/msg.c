@@ -1211,6 +1211,7 @@ static __attribute__((noinline)) int rx_pack(struct rdmamsg_ep *ep,
 		return 0;
 	}
 	rdmamsg__iface_packed(ep->ctx, count); /* the drain's budget */
+	ep->rx_packed = 1; /* the window need not grow (return_credits) */
 	for (i = 0; i < count && rdmamsg__ep_delivers(ep); i++) {
 		rdmamsg__prec_get(p, &r);
 		flags = (r.flags & F_IMM) ? RDMAMSG_RECV_IMM : 0;
@@ -1541,9 +1542,22 @@ static __attribute__((noinline, cold)) void grow_window(struct rdmamsg_ep *ep)
 		 (void *)ep, ep->rx_win, ep->nrx);
 }
 
+/* out_of_credits -- the peer holds none of our credits: the window grows
+ * (grow_window), unless it packed messages since the last time it ran
+ * out.  A packing peer's queue moves a pack a credit, and more credits
+ * only spread its small messages over more buffers and sends:
+ * rdmamsg_perf -t rate --size 8 --window 128, pinned, 46-49 M messages/s
+ * at a window of 32, 34-35 grown to 128 */
+static __attribute__((noinline)) void out_of_credits(struct rdmamsg_ep *ep)
+{
+	if (!ep->rx_packed)
+		grow_window(ep);
+	ep->rx_packed = 0;
+}
+
 /* return_credits -- a credit update once enough is due (credit_due_set),
  * or once the peer holds half the window or less; a peer left with none
- * grows the window first (grow_window) */
+ * may have the window grow first (out_of_credits) */
 static inline __attribute__((always_inline)) void return_credits(
 	struct rdmamsg_ep *ep)
 {
@@ -1551,7 +1565,7 @@ static inline __attribute__((always_inline)) void return_credits(
 	uint64_t view = ep->rx_win + ep->returned_total - ep->received_total;
 
 	if (RDMAMSG_UNLIKELY(!view && ep->rx_win < ep->rx_win_max))
-		grow_window(ep); /* the view stays: what it grants is owed */
+		out_of_credits(ep); /* the view stays: a grant is owed */
 	if ((ep->to_return > 0 &&
 	     (ep->to_return >= ep->credit_due || view <= ep->rx_win / 2)) ||
 	    ep->ctl_to_return >= CTL_RETURN)

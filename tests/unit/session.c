@@ -1063,6 +1063,35 @@ static void test_grow(void)
 	   "the next pass, the peer still dry: the window grows");
 	rdmamsg__ep_free(a);
 
+	/* a peer that packs: its queue moves a pack a credit, the window
+	 * stays; once it sends unpacked again, it grows */
+	a = up_session(grow | RDMAMSG_HS_CAP_PACK |
+		       128u << RDMAMSG_HS_GROW_SHIFT);
+	fa = fk;
+	{
+		static const uint32_t lens[3] = {8, 8, 8}, imms[3];
+		uint8_t w[256];
+		uint32_t n = pack_of(w, lens, imms, 3);
+
+		for (i = 0; i < 31; i++)
+			incoming(a, 1 + i % 30, W_DATA, F_FIRST | F_LAST, 0, 0,
+				 "d", 1);
+		ok(arrive(a, fa, 31, w, n) == RDMAMSG__RX_DATA,
+		   "a packing peer: 31 messages and a pack take the 32 "
+		   "credits");
+	}
+	fa->l.cbs->ready(fa->l.owner);
+	rdmamsg_ep_get_window(a, &now, NULL);
+	ok(now == 32 && fa->grow_calls == 0,
+	   "...the window stays at 32 (a pack came)");
+	fa->l.cbs->reposted(fa->l.owner, 32, 0);
+	fa->l.cbs->ready(fa->l.owner);
+	arrive_data(a, fa, 32);
+	rdmamsg_ep_get_window(a, &now, NULL);
+	ok(now == 64 && fa->grow_calls == 1,
+	   "32 unpacked messages next: the window grows to 64");
+	rdmamsg__ep_free(a);
+
 	/* a peer that did not offer it: the window stays */
 	a = up_session(0);
 	fa = fk;
