@@ -304,7 +304,8 @@ int rdmamsg_ep_attr_set_recv_depth(struct rdmamsg_ep_attr *attr,
  * rdmamsg_ep_attr_set_recv_depth_max -- the receive window grows, up to
  * depth (2 .. 4096; below the receive depth: the receive depth), while
  * the peer keeps using it whole: each time the peer has sent every
- * credit it held, the window doubles with receive buffers from the pool
+ * credit it held without packing its messages (a pack carries many on
+ * one credit), the window doubles with receive buffers from the pool
  * (none taken when the pool or the completion queue has no room: it
  * stays), and stays grown until the endpoint closes.  Not on an SRQ or
  * DC (their buffers are shared), and only with a peer of this version.

@@ -486,9 +486,8 @@ struct rdmamsg__lane_attr {
 	uint32_t send_depth;	  /* sends in flight, the drain WR excluded */
 	uint32_t nrx;		  /* receives (with an SRQ: its window) */
 	uint32_t nrx_max;	  /* ... as the session may grow them
-				    * (post_recvs of the ring's later
-				    * indices), the QP made for that many;
-				    * 0: nrx */
+				    * (grow_recvs), the QP made for that
+				    * many; 0: nrx */
 	uint32_t rx_len;	  /* bytes each receive takes */
 	uint32_t rx_off;	  /* ... from buf->data - rx_off (the
 				    * session's header in the headroom) */
