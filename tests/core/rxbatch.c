@@ -51,19 +51,6 @@ static const struct rdmamsg_ep_cbs cbs = {
 	.on_disconnect = test_side_on_disconnect,
 };
 
-/* catch_up -- drive both until the server has every message sent, then
- * a few passes more for the credits to come back */
-static void catch_up(struct side *srv, struct side *cli, uint64_t sent)
-{
-	int i;
-
-	TEST_RUN2_WHILE(&srv->t, &cli->t, srv->t.got < sent, 5000);
-	for (i = 0; i < 64; i++) {
-		rdmamsg_ctx_progress(srv->t.ctx);
-		rdmamsg_ctx_progress(cli->t.ctx);
-	}
-}
-
 /* depth -- one connection of d receive buffers each way; the client
  * queues nothing (no send backlog): a send without credits is refused */
 static void depth(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
@@ -102,7 +89,7 @@ static void depth(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
 		test_run2(&srv.t, &cli.t, &cli.t.disc, 1);
 	ok(ret == 0, "depth %u: first message (%d)", d, ret);
 	seq = 1;
-	catch_up(&srv, &cli, seq);
+	test_catch_up(&srv.t, &cli.t, seq);
 
 	/* bursts: the sender spends its credits, then the receiver runs */
 	for (r = 0; r < ROUNDS; r++) {
@@ -116,7 +103,7 @@ static void depth(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
 			break;
 		if (k < min)
 			min = k;
-		catch_up(&srv, &cli, seq);
+		test_catch_up(&srv.t, &cli.t, seq);
 	}
 	ok(r == ROUNDS, "depth %u: %d bursts of %d (the last ended with %d)", d,
 	   r, ROUNDS, ret);
@@ -149,7 +136,7 @@ static void depth(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
 	for (k = 0;; k++, seq++)
 		if (rdmamsg_send_imm(cli.t.ep, &seq, 8, (uint32_t)seq, NULL))
 			break;
-	catch_up(&srv, &cli, seq);
+	test_catch_up(&srv.t, &cli.t, seq);
 	ok(k <= d && 4 * k > 3 * (uint64_t)d,
 	   "depth %u: a burst after it had more than 3/4 of the window (%llu)",
 	   d, (unsigned long long)k);

@@ -275,6 +275,21 @@ static inline int test_side_close2(struct test_side *srv, struct test_side *cli,
 	return cli->closed && srv->closed && srv->lclosed;
 }
 
+/* test_catch_up -- drive srv and cli until srv has received sent
+ * messages (5 s at most), then 64 progress passes of each more, for the
+ * credits (and a window's grant) to come back */
+static inline void test_catch_up(struct test_side *srv, struct test_side *cli,
+				 uint64_t sent)
+{
+	int i;
+
+	TEST_RUN2_WHILE(srv, cli, srv->got < sent, 5000);
+	for (i = 0; i < 64; i++) {
+		rdmamsg_ctx_progress(srv->ctx);
+		rdmamsg_ctx_progress(cli->ctx);
+	}
+}
+
 /* test_idle -- drive ctx for ms with nothing to wait for */
 static inline void test_idle(struct rdmamsg_ctx *ctx, int ms)
 {
