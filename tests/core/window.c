@@ -8,7 +8,8 @@
  * each burst as large as the window the last one left; a depth set alone
  * stays a fixed window; a maximum that is not a doubling of the depth
  * (8 to 24) ends at it.  Every message arrives once, in order, intact;
- * the client's own window, which nothing used, stays at its depth.
+ * the client's own window, which nothing used, stays at its depth, and
+ * before the handshake there is none (-ENOTCONN).
  */
 #include "config.h"
 
@@ -59,19 +60,6 @@ static const struct rdmamsg_ep_cbs cbs = {
 	.on_disconnect = test_side_on_disconnect,
 };
 
-/* catch_up -- drive both until the server has every message sent, then
- * a few passes more for the credits (and a grant) to come back */
-static void catch_up(struct side *srv, struct side *cli, uint64_t sent)
-{
-	int i;
-
-	TEST_RUN2_WHILE(&srv->t, &cli->t, srv->t.got < sent, 5000);
-	for (i = 0; i < 64; i++) {
-		rdmamsg_ctx_progress(srv->t.ctx);
-		rdmamsg_ctx_progress(cli->t.ctx);
-	}
-}
-
 /* run -- one connection, the server's attributes depth and max (0: not
  * set), bursts[] the credits each burst found; the server's window at
  * the end in *now and *max */
@@ -102,6 +90,9 @@ static void run(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
 	    rdmamsg_connect(cctx, addr, ca, &cbs, &cli, &cli.t.ep))
 		bail_out("listen, connect");
 	rdmamsg_ep_attr_delete(&ca);
+	ret = rdmamsg_ep_get_window(cli.t.ep, &cnow, &cmax);
+	ok(ret == -ENOTCONN, "%s: no window before the handshake (%d)", name,
+	   ret);
 	test_run2(&srv.t, &cli.t, &cli.t.up, 5000);
 	ok(cli.t.status == 0, "%s: connected (%d)", name, cli.t.status);
 
@@ -114,7 +105,7 @@ static void run(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
 		test_run2(&srv.t, &cli.t, &cli.t.disc, 1);
 	ok(ret == 0, "%s: first message (%d)", name, ret);
 	seq = 1;
-	catch_up(&srv, &cli, seq);
+	test_catch_up(&srv.t, &cli.t, seq);
 
 	/* bursts: the sender spends its credits, then the receiver runs */
 	for (r = 0; r < ROUNDS; r++) {
@@ -127,7 +118,7 @@ static void run(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
 		bursts[r] = k;
 		if (ret != -EAGAIN || !k)
 			break;
-		catch_up(&srv, &cli, seq);
+		test_catch_up(&srv.t, &cli.t, seq);
 	}
 	ok(r == ROUNDS, "%s: %d bursts of %d (the last ended with %d)", name, r,
 	   ROUNDS, ret);
