@@ -119,6 +119,13 @@ static int rc_post_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
 	return post_recvs(lane, idx, n);
 }
 
+/* rx_batch_set -- the repost batch the session asks for, within rep[] */
+static void rx_batch_set(struct lane_rc *rc, uint32_t rx_batch)
+{
+	rc->rx_batch = rx_batch > RDMAMSG_RX_BATCH_MAX ? RDMAMSG_RX_BATCH_MAX
+						       : rx_batch;
+}
+
 /* rc_grow_recvs -- the ops table's grow_recvs (not on an SRQ: its
  * windows never grow) */
 static int rc_grow_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
@@ -128,8 +135,7 @@ static int rc_grow_recvs(struct rdmamsg__lane *lane, const uint32_t *idx,
 
 	if (rc->srq)
 		return -EINVAL;
-	rc->rx_batch = rx_batch > RDMAMSG_RX_BATCH_MAX ? RDMAMSG_RX_BATCH_MAX
-						       : rx_batch;
+	rx_batch_set(rc, rx_batch);
 	return post_recvs(lane, idx, n);
 }
 
@@ -343,8 +349,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	rc->rx_len = a->rx_len;
 	rc->rx_off = a->rx_off;
 	rc->srq = a->srq;
-	rc->rx_batch = a->rx_batch > RDMAMSG_RX_BATCH_MAX ? RDMAMSG_RX_BATCH_MAX
-							  : a->rx_batch;
+	rx_batch_set(rc, a->rx_batch);
 	/* every work request may complete (flushed ones too): the send ring
 	 * with its drain WR, the receives.  No CQ room (the device's
 	 * max_cqe, its CQs, logged) is a queue pair that cannot be made:
