@@ -318,6 +318,7 @@ static void atfork_once(void)
 }
 
 static int reg_ctx_take(struct soft_reg *r);
+static int bias_register(void);
 
 /*
  * soft_shm_make -- a shared-memory object made whole under no name and
@@ -447,6 +448,7 @@ int soft_reg_attach(void)
 	}
 	soft_reg = r;
 	pthread_mutex_unlock(&soft_reg_local_lock);
+	bias_register(); /* or at the first biased lock, which falls back */
 	/* tests/soft/regrace: stopped between the attach and the slot's use */
 	if (getenv("SOFTRDMA_TEST_ATTACH_STOP"))
 		raise(SIGSTOP);
@@ -1219,6 +1221,24 @@ taken:
 		bias_revoke(l, 0);
 }
 
+/* bias_register -- membarrier(2) registered for bias_barrier, once per
+ * process (a forked child again); 0 when it is.  With other threads in the
+ * process the kernel waits an RCU grace period (10-20 ms here): so the
+ * first attach asks (soft_reg_attach, most often before any thread),
+ * not the first biased lock, which comes with a context's first traffic */
+static int bias_register(void)
+{
+	static int32_t registered;
+
+	if (__atomic_load_n(&registered, __ATOMIC_RELAXED) == soft_self_pid)
+		return 0;
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+		    0, 0))
+		return -1;
+	__atomic_store_n(&registered, soft_self_pid, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /* bias_barrier -- membarrier(2): every thread of the process has passed
  * a full fence (what the bias owner's sections leave out); 0 when done */
 static int bias_barrier(void)
@@ -1320,7 +1340,6 @@ int soft_trylock_slow(soft_lock_t *l)
  */
 void soft_bias_lock(soft_lock_t *l)
 {
-	static int32_t registered;
 	uint32_t b;
 
 	soft_lock(l);
@@ -1352,14 +1371,10 @@ void soft_bias_lock(soft_lock_t *l)
 					      memory_order_relaxed);
 		return;
 	}
-	if (__atomic_load_n(&registered, __ATOMIC_RELAXED) != soft_self_pid) {
-		if (syscall(SYS_membarrier,
-			    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0)) {
-			atomic_store_explicit(&l->bias, SOFT_BIAS_OFF,
-					      memory_order_relaxed);
-			return;
-		}
-		__atomic_store_n(&registered, soft_self_pid, __ATOMIC_RELAXED);
+	if (bias_register()) {
+		atomic_store_explicit(&l->bias, SOFT_BIAS_OFF,
+				      memory_order_relaxed);
+		return;
 	}
 	l->bias_pid = soft_self_pid;
 	l->revokes = 0;
