@@ -657,6 +657,20 @@ static void hs_done(struct rdmamsg_ep *ep)
 	}
 }
 
+/* cm_wait -- an endpoint starts (ON) or stops waiting for CM events: a
+ * busy pass looks at the channels within RDMAMSG__LOOK_HS_NS while any
+ * does (loop.c) */
+static void cm_wait(struct rdmamsg_ctx *ctx, int on)
+{
+	if (!on) {
+		ctx->cm_waits--;
+		return;
+	}
+	ctx->cm_waits++;
+	if (ctx->next_epoll > ctx->now + RDMAMSG__LOOK_HS_NS)
+		ctx->next_epoll = ctx->now + RDMAMSG__LOOK_HS_NS;
+}
+
 /* rdmamsg__ep_set_state -- the one place the endpoint's state moves: the
  * transitions of lane.h, anything else refused (-EINVAL) and logged */
 int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to)
@@ -673,6 +687,8 @@ int rdmamsg__ep_set_state(struct rdmamsg_ep *ep, enum rdmamsg__ep_st to)
 	 * are read from the next progress pass on */
 	if (to > EPS_CONNECTING && ep->ln && ep->ln->hold)
 		rdmamsg__iface_release(ep->ln);
+	if (rdmamsg__ep_st_cm_wait(to) != rdmamsg__ep_st_cm_wait(ep->st))
+		cm_wait(ep->ctx, rdmamsg__ep_st_cm_wait(to));
 	ep->st = to;
 	return 0;
 }
@@ -1121,6 +1137,8 @@ void rdmamsg__ep_free(struct rdmamsg_ep *ep)
 	rdmamsg__timer_stop(ctx, &ep->close_timer);
 	rdmamsg__timer_stop(ctx, &ep->ring_timer);
 	hs_done(ep);
+	if (rdmamsg__ep_st_cm_wait(ep->st))
+		cm_wait(ctx, 0);
 	rdmamsg__ep_unbind(ep);
 	if (ep->id)
 		ctx->ops->destroy_id(ep->id);

@@ -317,6 +317,12 @@ struct rdmamsg_ctx_attr {
 	void *wakeup_arg;
 };
 
+/* a busy pass's look at the channels while an endpoint waits for CM
+ * events (ctx->cm_waits; loop.c looks every millisecond otherwise): a
+ * handshake, and the first message, which waits for the passive side to
+ * be up, wait up to that, not the millisecond */
+#define RDMAMSG__LOOK_HS_NS 20000ull
+
 struct rdmamsg_ctx {
 	const struct rdmamsg__ops *ops;
 	void *dl;
@@ -356,8 +362,11 @@ struct rdmamsg_ctx {
 	/* now, registered for remote read once the first endpoint names it
 	 * to a peer that reads it (RDMAMSG_HS_CAP_ALIVE, ep.c) */
 	struct ibv_mr *alive_mr;
-	uint64_t last_epoll;
+	/* a busy pass looks at the channels from then on (loop.c) */
+	uint64_t next_epoll;
 	int force_epoll;
+	/* endpoints resolving or connecting (ep.c cm_wait) */
+	unsigned int cm_waits;
 	/* ifc.pass of the last pass that looked at the channels (0: none) */
 	uint64_t looked;
 	/* until then a receiver polls before it blocks: rdmamsg_ctx_arm()

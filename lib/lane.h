@@ -338,6 +338,13 @@ static inline int rdmamsg__ep_st_can_send(enum rdmamsg__ep_st st)
 	return st == EPS_UP;
 }
 
+/* rdmamsg__ep_st_cm_wait -- the state waits for the CM's events
+ * (address, route, the peer's answer): ctx->cm_waits counts it */
+static inline int rdmamsg__ep_st_cm_wait(enum rdmamsg__ep_st st)
+{
+	return st == EPS_RESOLVING || st == EPS_CONNECTING;
+}
+
 /* rdmamsg__ep_st_lane_up -- the connection is up (UP; DRAINING: closed
  * by the user, its goodbye still to go; PEER_CLOSED: the peer's goodbye
  * read, its disconnect still to come) */

@@ -35,8 +35,9 @@ struct rdmamsg__loop {
 };
 
 /* a busy-polling caller's look at the channels (CM events, async events,
- * a timer that the due check below missed): often enough for connection
- * set-up, rare enough to cost no system call per message */
+ * a timer that the due check below missed): rare enough to cost no system
+ * call per message; every RDMAMSG__LOOK_HS_NS instead while an endpoint
+ * resolves or connects (ctx->cm_waits) */
 #define EPOLL_EVERY_NS 1000000ull
 
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
@@ -527,7 +528,8 @@ static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
 
 	ctx->force_epoll = 0;
 	ctx->looked = ctx->ifc.pass;
-	ctx->last_epoll = ctx->now;
+	ctx->next_epoll = ctx->now + (ctx->cm_waits ? RDMAMSG__LOOK_HS_NS
+						    : EPOLL_EVERY_NS);
 	n = epoll_wait(ctx->epfd, evs, 8, 0);
 	for (i = 0; i < n; i++) {
 		switch (evs[i].data.u32) {
@@ -616,7 +618,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	 * only now and then: the CQs are polled directly below (never
 	 * armed while it spins: rdmamsg_ctx_arm), due timers are seen from
 	 * the heap, a kick from the flag it sets; CM and async events may
-	 * wait EPOLL_EVERY_NS.  One that woke from the fd (libev, or arm()
+	 * wait EPOLL_EVERY_NS (RDMAMSG__LOOK_HS_NS during a handshake).  One that woke from the fd (libev, or arm()
 	 * saw it readable) always looks. */
 	due = rdmamsg__timers_due(&ctx->timers);
 	if (RDMAMSG_UNLIKELY(due && due <= ctx->now))
@@ -625,7 +627,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		__atomic_store_n(&ctx->kicked, 0, __ATOMIC_RELAXED);
 		ctx->force_epoll = 1;
 	}
-	if (ctx->force_epoll || ctx->now - ctx->last_epoll >= EPOLL_EVERY_NS)
+	if (ctx->force_epoll || ctx->now >= ctx->next_epoll)
 		channels(ctx, &timers);
 
 	/* completions: one CQ, only the endpoints that had some */
