@@ -142,7 +142,7 @@ void soft_qp_connect(struct soft_qp *qp)
 {
 	struct soft_reg_qp e;
 	struct soft_seg_hdr *h;
-	size_t len;
+	size_t len, queues;
 	uint32_t nslots;
 	int slot;
 
@@ -164,6 +164,11 @@ void soft_qp_connect(struct soft_qp *qp)
 		munmap(h, len);
 		return;
 	}
+	/* the slots we read and its queue mirror now, not its copy ring
+	 * (its offset read once: the peer may write it) */
+	queues = h->ring_off;
+	soft_populate(h, queues >= SOFT_SEG_HDR && queues <= len ? queues : len,
+		      0);
 	qp->peer = h;
 	qp->peer_epoch = atomic_load_explicit(&h->epoch, memory_order_acquire);
 	qp->peer_len = len;

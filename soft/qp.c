@@ -129,7 +129,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	struct soft_qp *qp;
 	struct soft_pd *pd;
 	uint32_t qpn;
-	size_t rq_off = 0, cq_off = 0, ring_off = 0, rq_stride;
+	size_t rq_off = 0, cq_off = 0, ring_off = 0, rq_stride, queues;
 
 	if (!context || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
 	    !attr->pd) {
@@ -249,6 +249,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->seg_len +=
 			(size_t)qp->rq_size * sizeof(struct soft_shm_cqe);
 	}
+	queues = qp->seg_len; /* populated at once, below */
 	qp->seg_len += soft_ud_seg_extra(attr);
 	if (attr->qp_type == IBV_QPT_RC) { /* the copy ring, page-aligned */
 		ring_off = (qp->seg_len + 4095) & ~(size_t)4095;
@@ -264,6 +265,12 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->seg = soft_seg_create(qpn, qp->seg_len);
 	if (!qp->seg)
 		goto free_qpn;
+	/* the queues now; a UD QP's cells and the copy ring are touched as
+	 * far as the traffic takes them (ring_take) */
+	soft_populate(qp->seg, queues, 1);
+	soft_populate(qp->sq, qp->sq_size * sizeof(*qp->sq), 1);
+	if (qp->rq)
+		soft_populate(qp->rq, qp->rq_size * sizeof(*qp->rq), 1);
 	if (qp->rq) {
 		qp->seg->rq_entries = qp->rq_size;
 		qp->seg->rq_sge = qp->cap.max_recv_sge;

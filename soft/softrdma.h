@@ -1097,6 +1097,7 @@ void *soft_shm_make(const char *name, const char *what, size_t len,
 		    void *(*make)(int fd));
 void *soft_seg_create(uint32_t qpn, size_t len);
 void *soft_seg_map(uint32_t qpn, size_t *len);
+void soft_populate(void *p, size_t len, int write);
 void soft_seg_unlink(uint32_t qpn);
 #define SOFT_MAX_SRQ_IDS 4096
 void *soft_srq_seg_create(uint32_t ctx_idx, uint32_t id, size_t len);

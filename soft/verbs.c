@@ -1038,6 +1038,7 @@ static struct soft_cq *cq_create(struct ibv_context *context, int cqe,
 		errno = ENOMEM;
 		return NULL;
 	}
+	soft_populate(cq->q, cq->size * sizeof(*cq->q), 1);
 	cq->ctx = ctx;
 	cq->cqx.context = context;
 	cq->cqx.channel = channel;
@@ -1151,6 +1152,7 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 		soft_unlock(&c->ctx->lock);
 		return ENOMEM;
 	}
+	soft_populate(nq, (n - 1) * sizeof(*nq), 1);
 	for (i = 0; i < c->count; i++)
 		nq[i] = c->q[(c->head + i) % c->size];
 	free(c->q);
