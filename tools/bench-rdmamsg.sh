@@ -136,44 +136,73 @@ else
 	echo "# CPUs: the scheduler's choice"
 fi
 
+cl=$builddir/tools/cacheline_pingpong
+cp=$builddir/tools/copy_pingpong
+# the floors between -P's two CPUs (both tools' -c CPU0,CPU1)
+floor_cpus=()
+[ -z "$pin" ] || floor_cpus=(-c "$pin")
+# floor -- the two-process cache-line ping-pong, us: the floor of any
+# latency here (n/a without the tool)
+floor() {
+	local v=n/a
+	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 "${floor_cpus[@]}" 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
+	echo "${v:-n/a}"
+}
+
+# med_of NAME -- med of the values in array NAME (n/a: none, or no array)
+med_of() {
+	local -n __m=$1
+	if [ -n "${__m+x}" ]; then med "${__m[@]}"; else echo n/a; fi
+}
+
 # plot_sweep -- --plot: latency and bandwidth from 8 B to 4 MiB, the median
-# of the rounds at each size, into $plot.dat and $plot
+# of the rounds at each size, into $plot.dat and $plot.  Each round passes
+# over every size (not every round of one size, then the next): a machine
+# that changes speed for a while (this VM's cores, minutes apart) then
+# moves one round of each size, which the median leaves out, rather than
+# every round of a few sizes
 plot_sweep() {
-	local dat=$plot.dat sz n nb when
-	local -a RL SL UL AL RB SB UB AB NL NB
+	local dat=$plot.dat sz n nb when round m
+	local -a sizes=(8 64 512 4096 32768 262144 1048576 4194304) cols=() floors=()
 	when="$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
-	{
-		echo "# bench-rdmamsg.sh --plot: $when; medians of $rounds rounds"
-		echo "# size lat_rdmamsg lat_verbs lat_ucx_tag (us, one-way) bw_rdmamsg bw_verbs bw_ucx_tag (MiB/s) lat_ucx_am bw_ucx_am lat_rdmamsg_nocopy bw_rdmamsg_nocopy; UCX_TLS=$utls"
-	} >"$dat"
-	for sz in 8 64 512 4096 32768 262144 1048576 4194304; do
-		# fewer iterations as messages grow: about the same time each
-		n=2000 nb=20000
-		[ "$sz" -gt 4096 ] && n=500 nb=5000
-		[ "$sz" -gt 262144 ] && n=100 nb=500
-		RL=() SL=() UL=() AL=() RB=() SB=() UB=() AB=() NL=() NB=()
-		for round in $(seq "$rounds"); do
+	for round in $(seq "$rounds"); do
+		floors+=("$(floor)")
+		for sz in "${sizes[@]}"; do
+			# fewer iterations as messages grow: about the same
+			# time each
+			n=2000 nb=20000
+			[ "$sz" -gt 4096 ] && n=500 nb=5000
+			[ "$sz" -gt 262144 ] && n=100 nb=500
 			echo "# $sz B, round $round/$rounds" >&2
-			acc RL rmp lat "$sz" 3 "$(iters $n)"
-			acc SL perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
-			acc UL ucx "$utls" tag_lat "$sz" 3 "$(iters $((n * 5)))"
-			acc AL ucx "$utls" ucp_am_lat "$sz" 3 "$(iters $((n * 5)))"
-			acc RB rmp bw "$sz" 3 "$(iters $nb)"
-			acc SB perftest ib_send_bw "$sz" 4 -n "$(iters $nb)" "${pt_win[@]}"
-			acc UB ucx "$utls" tag_bw "$sz" 6 "$(iters $nb)"
-			acc AB ucx "$utls" ucp_am_bw "$sz" 6 "$(iters $nb)"
+			acc "RL_$sz" rmp lat "$sz" 3 "$(iters $n)"
+			acc "SL_$sz" perftest ib_send_lat "$sz" 5 -n "$(iters $n)"
+			acc "UL_$sz" ucx "$utls" tag_lat "$sz" 3 "$(iters $((n * 5)))"
+			acc "AL_$sz" ucx "$utls" ucp_am_lat "$sz" 3 "$(iters $((n * 5)))"
+			acc "RB_$sz" rmp bw "$sz" 3 "$(iters $nb)"
+			acc "SB_$sz" perftest ib_send_bw "$sz" 4 -n "$(iters $nb)" "${pt_win[@]}"
+			acc "UB_$sz" ucx "$utls" tag_bw "$sz" 6 "$(iters $nb)"
+			acc "AB_$sz" ucx "$utls" ucp_am_bw "$sz" 6 "$(iters $nb)"
 			# rdmamsg_send_nocopy() from rdmamsg_mr_alloc()'s
 			# memory, UCX's contract: above the rendezvous
 			# threshold only (below it, it copies as the above)
 			[ "$sz" -ge 32768 ] || continue
-			acc NL rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --nocopy
-			acc NB rmp bw "$sz" 3 "$(iters $nb)" "${rmp_opts[@]}" --nocopy
+			acc "NL_$sz" rmp lat "$sz" 3 "$(iters $n)" "${rmp_opts[@]}" --nocopy
+			acc "NB_$sz" rmp bw "$sz" 3 "$(iters $nb)" "${rmp_opts[@]}" --nocopy
 		done
-		echo "$sz $(med "${RL[@]}") $(med "${SL[@]}") $(med "${UL[@]}")" \
-			"$(scale_v "$(med "${RB[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")" \
-			"$(med "${SB[@]}") $(med "${UB[@]}") $(med "${AL[@]}") $(med "${AB[@]}")" \
-			"$(med "${NL[@]}")" \
-			"$(scale_v "$(med "${NB[@]}")" "$(awk 'BEGIN { print 1e6 / 1048576 }')")" >>"$dat"
+	done
+	{
+		echo "# bench-rdmamsg.sh --plot: $when; medians of $rounds rounds, each over every size; cache-line floor at each round's start, us: ${floors[*]}"
+		echo "# size lat_rdmamsg lat_verbs lat_ucx_tag (us, one-way) bw_rdmamsg bw_verbs bw_ucx_tag (MiB/s) lat_ucx_am bw_ucx_am lat_rdmamsg_nocopy bw_rdmamsg_nocopy; UCX_TLS=$utls"
+	} >"$dat"
+	for sz in "${sizes[@]}"; do
+		cols=()
+		for m in RL SL UL RB SB UB AL AB NL NB; do
+			cols+=("$(med_of "${m}_$sz")")
+		done
+		# rdmamsg_perf's bandwidth is MB/s, the plot's MiB/s
+		cols[3]=$(scale_v "${cols[3]}" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+		cols[9]=$(scale_v "${cols[9]}" "$(awk 'BEGIN { print 1e6 / 1048576 }')")
+		echo "$sz ${cols[*]}" >>"$dat"
 	done
 	cat "$dat"
 	gnuplot <<-EOF
@@ -268,18 +297,6 @@ RUNS+=(
 # UCX is measured twice: tag matching (tag_lat/tag_bw, the receive copies
 # into the posted buffer) and active messages (ucp_am_lat/ucp_am_bw, a
 # callback that may read the data in place, as rdmamsg's on_recv does).
-cl=$builddir/tools/cacheline_pingpong
-cp=$builddir/tools/copy_pingpong
-# the floors between -P's two CPUs (both tools' -c CPU0,CPU1)
-floor_cpus=()
-[ -z "$pin" ] || floor_cpus=(-c "$pin")
-# floor -- the two-process cache-line ping-pong, us: the floor of any
-# latency here (n/a without the tool)
-floor() {
-	local v=n/a
-	[ -x "$cl" ] && v=$("$cl" -n "$(iters 200000)" -b 100 "${floor_cpus[@]}" 2>/dev/null | awk '$1 == "cacheline" { print $3 }')
-	echo "${v:-n/a}"
-}
 for round in $(seq "$rounds"); do
 	echo "# round $round/$rounds" >&2
 	LOAD+=("$(cut -d' ' -f1 /proc/loadavg)")
