@@ -618,8 +618,9 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	 * only now and then: the CQs are polled directly below (never
 	 * armed while it spins: rdmamsg_ctx_arm), due timers are seen from
 	 * the heap, a kick from the flag it sets; CM and async events may
-	 * wait EPOLL_EVERY_NS (RDMAMSG__LOOK_HS_NS during a handshake).  One that woke from the fd (libev, or arm()
-	 * saw it readable) always looks. */
+	 * wait EPOLL_EVERY_NS (RDMAMSG__LOOK_HS_NS during a handshake).
+	 * One that woke from the fd (libev, or arm() saw it readable)
+	 * always looks. */
 	due = rdmamsg__timers_due(&ctx->timers);
 	if (RDMAMSG_UNLIKELY(due && due <= ctx->now))
 		timers = 1; /* the timerfd may lag: its slack */

@@ -887,11 +887,11 @@ static void *seg_create(const char *name, size_t len)
 #endif
 
 /*
- * soft_populate -- fault in now every page that [p, p+len) touches (a
- * neighbour sharing its first or last page only gets faulted in too), as
- * an HCA's queues are allocated and pinned when it creates them, not at
- * the first message through each page: the first 256 messages through a
- * QP met a fault every four 1 KiB slots on each side, and the first CQEs
+ * soft_populate -- fault in now every page that [p, p+len) touches
+ * (whatever else shares its first or last page comes in with it), as an
+ * HCA's queues are allocated and pinned when it creates them, not at the
+ * first message through each page: the first 256 messages through a QP
+ * met a fault every four 1 KiB slots on each side, and the first CQEs
  * one every 64 (2 us a write fault on the bench VM: most of a short run).
  * WRITE: memory we write; else a peer's, which we read.  Before Linux
  * 5.14 (no MADV_POPULATE_*) the pages come on first use, as before.
