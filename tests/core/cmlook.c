@@ -44,7 +44,7 @@ static const struct rdmamsg_ep_cbs cbs = {
 	.on_disconnect = test_side_on_disconnect,
 };
 
-/* spin -- busy passes of both contexts until *flag, or 10 s; in *short
+/* spin -- busy passes of both contexts until *flag, or 10 s; in *shorts
  * the passes of a that counted a waiting endpoint, and in *late those
  * among them whose next look was further than RDMAMSG__LOOK_HS_NS */
 static void spin(struct test_side *a, struct test_side *b, volatile int *flag,
@@ -78,19 +78,38 @@ static int looked_long(struct rdmamsg_ctx *ctx)
 	return 0;
 }
 
+static volatile int accepted; /* on_req ran */
+
+/* on_req -- test_side_on_req, counted */
+static void on_req(struct rdmamsg_listener *l, struct rdmamsg_conn_req *req,
+		   const void *pdata, size_t len, void *arg)
+{
+	test_side_on_req(l, req, pdata, len, arg);
+	accepted = 1;
+}
+
+/* sides -- srv listening on sctx (its address in addr), cli on cctx */
+static void sides(struct test_side *srv, struct test_side *cli,
+		  struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx,
+		  char *addr, size_t len)
+{
+	memset(srv, 0, sizeof(*srv));
+	memset(cli, 0, sizeof(*cli));
+	srv->ctx = sctx;
+	cli->ctx = cctx;
+	srv->cbs = &cbs;
+	accepted = 0;
+	if (test_side_listen(srv, on_req, addr, len))
+		bail_out("listen");
+}
+
 static void test_connection(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx)
 {
 	static struct test_side srv, cli;
 	long shorts = 0, late = 0, sshorts = 0, slate = 0;
 	char addr[64];
 
-	memset(&srv, 0, sizeof(srv));
-	memset(&cli, 0, sizeof(cli));
-	srv.ctx = sctx;
-	cli.ctx = cctx;
-	srv.cbs = &cbs;
-	if (test_side_listen(&srv, NULL, addr, sizeof(addr)))
-		bail_out("listen");
+	sides(&srv, &cli, sctx, cctx, addr, sizeof(addr));
 	is_int(cctx->cm_waits, 0, "client: no endpoint waits before connect");
 	if (rdmamsg_connect(cctx, addr, NULL, &cbs, &cli, &cli.ep))
 		bail_out("connect");
@@ -98,9 +117,8 @@ static void test_connection(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx)
 	ok(cctx->next_epoll <= cctx->now + RDMAMSG__LOOK_HS_NS,
 	   "client: its next look comes within a handshake's interval");
 	/* the server's endpoint: from the accept to its up */
-	while (!cli.up && !srv.ep)
-		spin(&cli, &srv, (volatile int *)&srv.ep, &shorts, &late);
-	ok(srv.ep != NULL, "server: accepted");
+	spin(&cli, &srv, &accepted, &shorts, &late);
+	ok(accepted && srv.ep != NULL && !srv.bad, "server: accepted");
 	is_int(sctx->cm_waits, srv.up ? 0 : 1,
 	       "server: its accepted endpoint waits until up");
 	spin(&cli, &srv, &cli.up, &shorts, &late);
@@ -158,13 +176,7 @@ static void test_closed_at_once(struct rdmamsg_ctx *sctx,
 	static struct test_side srv, cli;
 	char addr[64];
 
-	memset(&srv, 0, sizeof(srv));
-	memset(&cli, 0, sizeof(cli));
-	srv.ctx = sctx;
-	cli.ctx = cctx;
-	srv.cbs = &cbs;
-	if (test_side_listen(&srv, NULL, addr, sizeof(addr)))
-		bail_out("listen");
+	sides(&srv, &cli, sctx, cctx, addr, sizeof(addr));
 	if (rdmamsg_connect(cctx, addr, NULL, &cbs, &cli, &cli.ep))
 		bail_out("connect");
 	rdmamsg_ep_close(cli.ep, test_side_on_close);
