@@ -49,13 +49,13 @@ static int populate_works(void)
 	long pg = sysconf(_SC_PAGESIZE);
 	void *p = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int ok;
+	int works;
 
 	if (p == MAP_FAILED)
 		return 0;
-	ok = madvise(p, (size_t)pg, MADV_POPULATE_WRITE) == 0;
+	works = madvise(p, (size_t)pg, MADV_POPULATE_WRITE) == 0;
 	munmap(p, (size_t)pg);
-	return ok;
+	return works;
 }
 
 /* resident -- pages of [from, to) (page numbers) of the mapping at p that
