@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -525,6 +526,31 @@ void *t_reg_map(size_t len)
 		return NULL;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* t_seg_map -- QP qpn's shm segment of this run, mapped writable, its
+ * size in *len (NULL: none, or no mapping) */
+void *t_seg_map(uint32_t qpn, size_t *len)
+{
+	char name[160];
+	struct stat st;
+	void *p;
+	int fd;
+
+	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
+		 (unsigned)qpn);
+	fd = shm_open(name, O_RDWR, 0);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st)) {
+		close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fd, 0);
+	close(fd);
+	*len = (size_t)st.st_size;
 	return p == MAP_FAILED ? NULL : p;
 }
 

@@ -104,6 +104,8 @@ int t_bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey,
 	    struct ibv_mr *mr, uint64_t addr, uint64_t len, int access);
 /* t_reg_map -- the host registry of this run (len: its size), mapped */
 void *t_reg_map(size_t len);
+/* t_seg_map -- QP qpn's segment of this run, writable, its size in *len */
+void *t_seg_map(uint32_t qpn, size_t *len);
 /* t_can_map -- peers can map shareable registrations here (pidfd_open) */
 int t_can_map(void);
 

@@ -97,30 +97,6 @@ static int has_secret(const char *p, size_t n)
 	return 0;
 }
 
-/* seg_map -- our own segment, writable (the peer's view of our ring) */
-static void *seg_map(uint32_t qpn, size_t *len)
-{
-	char name[160];
-	struct stat st;
-	void *p;
-	int fd;
-
-	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
-		 (unsigned)qpn);
-	fd = shm_open(name, O_RDWR, 0);
-	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st)) {
-		close(fd);
-		return NULL;
-	}
-	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		 fd, 0);
-	close(fd);
-	*len = (size_t)st.st_size;
-	return p == MAP_FAILED ? NULL : p;
-}
-
 /* forge_slot -- write the hostile message into slot 0 of our ring */
 static void forge_slot(struct soft_slot *s, int k, const struct cmd *c)
 {
@@ -246,7 +222,7 @@ static int forger(int rfd, int wfd)
 		if (!qp)
 			return 2;
 		rp.fqpn = qp->qp_num;
-		h = seg_map(qp->qp_num, &len);
+		h = t_seg_map(qp->qp_num, &len);
 		if (!h)
 			return 3;
 		s = (struct soft_slot *)((char *)h + SOFT_SEG_HDR);
@@ -275,7 +251,7 @@ static int forger(int rfd, int wfd)
 		if (c.kase == K_OUTBOX) {
 			/* the victim's own segment: its receive outbox */
 			size_t vlen;
-			struct soft_seg_hdr *v = seg_map(c.vqpn, &vlen);
+			struct soft_seg_hdr *v = t_seg_map(c.vqpn, &vlen);
 			struct soft_shm_cqe *o;
 
 			if (!v)

@@ -21,12 +21,8 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/membarrier.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -91,28 +87,20 @@ static void test_queues(struct tctx *t, uint32_t send_wr, uint32_t recv_wr)
 	long pg = sysconf(_SC_PAGESIZE);
 	const struct soft_seg_hdr *h;
 	struct ibv_qp *qp = ibv_create_qp(t->pd, &a);
-	char name[160];
-	struct stat st;
-	size_t q, all, n;
-	void *p = MAP_FAILED;
-	int fd = -1;
+	size_t q, all, n, len;
+	void *p;
 
 	if (!qp) {
 		ok(0, "create an RC QP of %u/%u WRs", send_wr, recv_wr);
 		return;
 	}
-	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
-		 qp->qp_num);
-	fd = shm_open(name, O_RDONLY, 0);
-	if (fd >= 0 && !fstat(fd, &st))
-		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd,
-			 0);
-	if (p == MAP_FAILED) {
-		ok(0, "map the segment %s", name);
+	p = t_seg_map(qp->qp_num, &len);
+	if (!p) {
+		ok(0, "map the segment of QP %u", qp->qp_num);
 		goto out;
 	}
 	h = p;
-	all = ((size_t)st.st_size + (size_t)pg - 1) / (size_t)pg;
+	all = (len + (size_t)pg - 1) / (size_t)pg;
 	q = h->ring_off / (size_t)pg;
 	ok(h->ring_off && h->ring_off % (size_t)pg == 0 && q < all,
 	   "%u/%u WRs: the copy ring starts on a page (%zu of %zu)", send_wr,
@@ -123,10 +111,8 @@ static void test_queues(struct tctx *t, uint32_t send_wr, uint32_t recv_wr)
 	n = resident(p, q, all);
 	ok(n == 0, "%u/%u WRs: none of the ring's %zu pages (%zu)", send_wr,
 	   recv_wr, all - q, n);
-	munmap(p, (size_t)st.st_size);
+	munmap(p, len);
 out:
-	if (fd >= 0)
-		close(fd);
 	ibv_destroy_qp(qp);
 }
 

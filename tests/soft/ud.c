@@ -1395,26 +1395,18 @@ static void test_hostile(void)
 	struct ibv_qp *tx2;
 	struct ibv_ah *ah;
 	struct ibv_wc wc[4];
-	struct stat st;
-	char name[200];
 	unsigned char *seg, *q, *c;
 	uint64_t off, tail, head, before;
-	int fd, n;
+	size_t seglen;
+	int n;
 
 	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY))
 		bail_out("setup");
 	ah = mk_ah(&s, GID_V4, GID_V4);
-	snprintf(name, sizeof(name), "/%s-qp-%u", getenv("SOFTRDMA_SHM_PREFIX"),
-		 s.qp->qp_num);
-	fd = shm_open(name, O_RDWR, 0);
-	if (fd < 0 || fstat(fd, &st))
-		bail_out("segment %s", name);
-	seg = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   fd, 0);
-	close(fd);
-	if (seg == MAP_FAILED)
-		bail_out("mmap");
-	memcpy(&off, seg + st.st_size - 64 + 8, 8);
+	seg = t_seg_map(s.qp->qp_num, &seglen);
+	if (!seg)
+		bail_out("segment of QP %u", s.qp->qp_num);
+	memcpy(&off, seg + seglen - 64 + 8, 8);
 	q = seg + off;
 	fill(s.buf + 100000, 300, 30);
 	t_post_recv(s.qp, s.buf, RBUF, s.mr->lkey, 1);
@@ -1506,7 +1498,7 @@ static void test_hostile(void)
 		   t_wait(s.t.cq, wc, 2, 10000) == 1 && wc[0].wr_id == 10 &&
 		   softrdma_qp_drops(tx2, 4) == 1,
 	   "a queue with 3 cells is not written to (the send is lost)");
-	munmap(seg, (size_t)st.st_size);
+	munmap(seg, seglen);
 	if (tx2)
 		ibv_destroy_qp(tx2);
 	ibv_destroy_ah(ah);
