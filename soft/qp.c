@@ -269,9 +269,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	 * far as the traffic takes them (ring_take) */
 	soft_populate(qp->seg, queues, 1);
 	soft_populate(qp->sq, qp->sq_size * sizeof(*qp->sq), 1);
-	if (qp->rq)
-		soft_populate(qp->rq, qp->rq_size * sizeof(*qp->rq), 1);
 	if (qp->rq) {
+		soft_populate(qp->rq, qp->rq_size * sizeof(*qp->rq), 1);
 		qp->seg->rq_entries = qp->rq_size;
 		qp->seg->rq_sge = qp->cap.max_recv_sge;
 		qp->seg->rq_off = rq_off;
