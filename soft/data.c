@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,46 @@ void soft_qp_connect(struct soft_qp *qp)
 	peer_wake(qp); /* slots we published before we found it */
 }
 
+/*
+ * soft_qp_ack_reset -- the ACK back to 0 for the QP's next incarnation
+ * (qp_reset, before the peer is unmapped), with dest_qpn cleared: under
+ * the responder's rx lock, which covers its look at cancel and its plain
+ * store of the ACK (rx_ack) and before which it looks at dest_qpn
+ * (rx_slots), so that no ACK of this incarnation lands after it, nor any
+ * copy out of slots the reset rewrites.  A responder that keeps the lock
+ * is waited for up to SOFT_ACK_RESET_NS (stopped), not once it is dead.
+ * Lock held.
+ */
+void soft_qp_ack_reset(struct soft_qp *qp)
+{
+	struct soft_seg_hdr *h = qp->peer;
+	uint64_t end = 0;
+	uint32_t i, z;
+	int held = 0;
+
+	for (i = 1; h; i++) {
+		z = 0;
+		held = atomic_compare_exchange_strong(&h->rx_lock, &z, 2);
+		if (held)
+			break;
+		if (!(i & 1023)) {
+			if (!end)
+				end = soft_now_ns() + SOFT_ACK_RESET_NS;
+			else if (soft_now_ns() > end ||
+				 !soft_pid_alive(qp->peer_pid, qp->peer_start))
+				break;
+		}
+		sched_yield();
+	}
+	atomic_store(&qp->seg->dest_qpn, 0);
+	atomic_store(&qp->seg->acked, 0);
+	atomic_store(&qp->seg->cancel, 0);
+	qp->ack_frozen = 0;
+	qp->ack_freeze = 0;
+	if (held)
+		atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
+}
+
 /* soft_qp_disconnect -- unmap the peer segment; lock held */
 void soft_qp_disconnect(struct soft_qp *qp)
 {
@@ -255,21 +296,26 @@ void soft_qp_to_error(struct soft_qp *qp)
 }
 
 /*
- * wake_peer -- the peer QP has work: ring its bell, and poke its context
+ * peer_wake -- the peer QP has work: ring its bell, and poke its context
  * if a CQ there is armed (event mode).  The work must be seen before our
  * look at the peer's bits, as the peer arms (a seq_cst RMW on its bits)
- * before it looks at the work: a fence does it (FENCED), or, for work
- * published by a seq_cst RMW of ours (rx_ack), that RMW and the seq_cst
- * loads after it (one locked instruction less on x86).
+ * before it looks at the work: a fence.  A peer context that never waited
+ * on events, rang bells or served rings (no fence_wake) polls every QP of
+ * its own: nothing to ring or wake, and no fence where our process takes
+ * global membarriers (soft_gmb): its first wait issues one instead
+ * (soft_ctx_fence_wake).  The flag is looked at after the work is
+ * stored, in program order (the compiler's too).
  */
-static inline __attribute__((always_inline)) void wake_peer(struct soft_qp *qp,
-							    int fenced)
+static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
 {
 	struct soft_context *ctx = qp->ctx;
 	struct soft_reg_ctx *rc = qp->peer_rc;
 
-	if (fenced)
-		atomic_thread_fence(memory_order_seq_cst);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (soft_gmb && !qp->peer_same_ctx &&
+	    !atomic_load_explicit(&rc->fence_wake, memory_order_relaxed))
+		return;
+	atomic_thread_fence(memory_order_seq_cst);
 	if (qp->peer_same_ctx) {
 		/* ours, on this context (whose lock we hold): no atomics; a
 		 * sweeping context visits it anyway */
@@ -283,11 +329,6 @@ static inline __attribute__((always_inline)) void wake_peer(struct soft_qp *qp,
 	}
 	if (atomic_load(&rc->armed) || atomic_load(&rc->always_wake))
 		soft_wake_ctx(qp->peer_ctx_idx);
-}
-
-static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
-{
-	wake_peer(qp, 1);
 }
 
 /* soft_local_sge -- check an SGE against the local MR table (every QP
@@ -1596,6 +1637,31 @@ static int push_sge(struct soft_qp *qp, const struct ibv_sge *sge, uint64_t n,
 	return p != NULL;
 }
 
+/* tx_acked -- the responder's cumulative ACK (rx_ack) as we count it: no
+ * further than a flush froze it (tx_freeze), so that no WQE succeeds
+ * after one that was flushed */
+static inline uint64_t tx_acked(const struct soft_qp *qp)
+{
+	uint64_t a =
+		atomic_load_explicit(&qp->seg->acked, memory_order_acquire);
+
+	return qp->ack_frozen && a > qp->ack_freeze ? qp->ack_freeze : a;
+}
+
+/* tx_freeze -- the ACK a flush goes by, taken once (until the reset): our
+ * cancel first, which the responder looks at before every ACK it stores
+ * (rx_ack); one it stored after our look (it looked before our store) is
+ * an HCA's lost ACK: the message delivered, its WQE flushed */
+static uint64_t tx_freeze(struct soft_qp *qp)
+{
+	if (!qp->ack_frozen) {
+		atomic_store(&qp->seg->cancel, 1);
+		qp->ack_freeze = atomic_load(&qp->seg->acked);
+		qp->ack_frozen = 1;
+	}
+	return qp->ack_freeze;
+}
+
 /*
  * fast_push -- fast_ring's SEND placed at once into the responder's next
  * posted receive, as its HCA places one: under the responder's rx lock
@@ -1638,10 +1704,10 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 		qp->push_skip -= !!qp->push_skip;
 		return 0;
 	}
-	acked = atomic_load_explicit(&qp->seg->acked, memory_order_acquire);
+	acked = tx_acked(qp);
 	if (!qp->peer_rq_n || qp->peer_srq || qp->path_down ||
 	    soft_push_off() || wr->opcode == IBV_WR_SEND_WITH_INV ||
-	    (acked & SOFT_ACKED_CANCEL) ||
+	    qp->ack_frozen ||
 	    (acked != msgno && qp->sq_tail != qp->sq_head &&
 	     (qp->push_next != msgno ||
 	      atomic_load_explicit(&h->rq_drained, memory_order_relaxed) !=
@@ -3351,32 +3417,43 @@ static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
 	return rx_fast_add(qp, b, r, h.len, h.imm, h.flags);
 }
 
+/* ack_stop -- tests/soft/ackstop: the responder stops once, between its
+ * look at cancel and its ACK (SOFTRDMA_TEST_ACK_STOP) */
+static __attribute__((noinline, cold)) void ack_stop(void)
+{
+	soft_test_ack_stop = 0;
+	raise(SIGSTOP);
+}
+
 /*
- * rx_ack -- commit the batch: the initiator's cumulative ACK moves from
- * what we found to our count in one compare-and-swap, then the batch's
- * receive completions.  The initiator sets SOFT_ACKED_CANCEL before it
- * withdraws any slot, so the swap fails if it flushed what we copied: then
- * nothing of the batch is delivered (its data sits in posted buffers, as
- * an HCA may leave it) and nothing after it.  0: stopped.  rx lock held.
+ * rx_ack -- commit the batch: the initiator's cumulative ACK moves to our
+ * count (a plain store: no locked instruction, and the initiator's line
+ * is not waited for), then the batch's receive completions.  An initiator
+ * that flushes sets cancel before it withdraws any slot (tx_freeze):
+ * seen, nothing of the batch is delivered (its data sits in posted
+ * buffers, as an HCA may leave it) and nothing after it.  Not seen yet,
+ * the batch is delivered and the flush may still report it, as an HCA
+ * whose ACK was lost does.  Only a reset of the initiator reuses what we
+ * copied, and it waits for our rx lock (soft_qp_ack_reset).  0: stopped.
+ * rx lock held.
  */
 static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 							struct rx_batch *b)
 {
-	uint64_t acked =
-		atomic_load_explicit(&qp->peer->acked, memory_order_relaxed);
 	struct ibv_wc wc, *w;
 	uint32_t i, n = b->n;
 
 	if (!n)
 		return 1;
 	b->n = 0;
-	if ((acked & SOFT_ACKED_CANCEL) ||
-	    !atomic_compare_exchange_strong_explicit(
-		    &qp->peer->acked, &acked, qp->peer_cons,
-		    memory_order_seq_cst, memory_order_relaxed)) {
+	if (atomic_load_explicit(&qp->peer->cancel, memory_order_relaxed)) {
 		rx_stop(qp); /* flushed while we copied: never delivered */
 		return 0;
 	}
+	if (__builtin_expect(soft_test_ack_stop, 0))
+		ack_stop();
+	atomic_store_explicit(&qp->peer->acked, qp->peer_cons,
+			      memory_order_release);
 	for (i = 0; i < n; i++) {
 		w = cq_slot(qp->rcq);
 		if (!w)
@@ -3405,7 +3482,7 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 	if (qp->seg->rq_entries)
 		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
 				      memory_order_release);
-	wake_peer(qp, 0); /* after the ACK's seq_cst swap */
+	peer_wake(qp);
 	return 1;
 }
 
@@ -3618,21 +3695,19 @@ static enum ibv_wc_status nak_status(uint32_t nak)
  * side): a BUSY slot (the responder is placing the data) is cancelled
  * too.  The responder commits a message only by turning BUSY into DONE,
  * or, for a copied SEND, by moving the cumulative ACK past it (rx_ack),
- * which we freeze first; so once the slot reads CANCEL whatever it still
- * reads from our buffer
- * (process_vm_readv, read-only) is dropped, never delivered: the buffer
- * is the caller's again as soon as the WQE completes.
+ * which we freeze first (tx_freeze); so once the slot reads CANCEL
+ * whatever it still reads from our buffer (process_vm_readv, read-only)
+ * is dropped, never delivered: the buffer is the caller's again as soon
+ * as the WQE completes.
  */
 static enum ibv_wc_status cancel_slot(struct soft_qp *qp, struct soft_slot *s,
 				      uint64_t idx, enum ibv_wc_status why)
 {
-	uint64_t st, acked;
+	uint64_t st;
 
 	/* first the cumulative ACK (rx_ack): frozen, so that what it does
-	 * not cover yet never will be */
-	acked = atomic_fetch_or_explicit(&qp->seg->acked, SOFT_ACKED_CANCEL,
-					 memory_order_acq_rel);
-	if (idx < (acked & ~SOFT_ACKED_CANCEL))
+	 * not cover yet never counts */
+	if (idx < tx_freeze(qp))
 		return IBV_WC_SUCCESS;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	for (;;) {
@@ -3902,9 +3977,7 @@ static int serve_remote(struct soft_qp *qp, struct soft_swqe *e,
 	if (!peer_listed(qp) ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) !=
 		    SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
-	    e->msgno < (atomic_load_explicit(&qp->seg->acked,
-					     memory_order_acquire) &
-			~SOFT_ACKED_CANCEL))
+	    e->msgno < tx_acked(qp))
 		goto unlock;
 	prod = atomic_load_explicit(prodp, memory_order_acquire);
 	cons = atomic_load_explicit(consp, memory_order_relaxed);
@@ -4008,9 +4081,7 @@ static void tx_qp(struct soft_qp *qp)
 	uint64_t st, now;
 	/* the responder's cumulative ACK (rx_ack), read once a pass: the
 	 * slots it covers were not written back */
-	uint64_t acked =
-		atomic_load_explicit(&qp->seg->acked, memory_order_acquire) &
-		~SOFT_ACKED_CANCEL;
+	uint64_t acked = tx_acked(qp);
 
 	while (qp->sq_tail != qp->sq_head) {
 		e = &qp->sq[qp->sq_tail & qp->sq_mask];
@@ -4224,11 +4295,7 @@ static inline __attribute__((always_inline)) int ack_needed(
  */
 static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 {
-	uint64_t acked = ack_needed(qp)
-				 ? atomic_load_explicit(&qp->seg->acked,
-							memory_order_acquire) &
-					   ~SOFT_ACKED_CANCEL
-				 : 0;
+	uint64_t acked = ack_needed(qp) ? tx_acked(qp) : 0;
 	struct soft_swqe *e;
 	struct ibv_wc *w;
 	uint64_t st;
@@ -4392,6 +4459,7 @@ out:
 		 * QP on it once, then only those with work (for good) */
 		struct soft_list *l;
 
+		soft_ctx_fence_wake(ctx); /* peers ring from now on */
 		ctx->bells_on = 1;
 		for (l = ctx->qps.next; l != &ctx->qps; l = l->next)
 			soft_list_add(

@@ -509,6 +509,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->serve_rings = soft_novm_env() || yama_restricted();
 	atomic_store(&soft_reg->ctx[ctx->reg_idx].always_wake,
 		     (uint32_t)ctx->serve_rings);
+	if (ctx->serve_rings)
+		soft_ctx_fence_wake(ctx); /* its thread waits for wakes */
 
 	c = &ctx->vctx.context;
 	c->device = device;

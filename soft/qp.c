@@ -621,6 +621,7 @@ static void qp_reset(struct soft_qp *qp)
 
 	qp->ops->reset(qp); /* the kind's own queues (UD/UC) */
 	soft_sq_drop_held(qp);
+	soft_qp_ack_reset(qp);
 	soft_qp_disconnect(qp);
 	qp->ctx->outstanding -= qp->sq_head - qp->sq_tail;
 	soft_sq_drop(qp);
@@ -639,7 +640,6 @@ static void qp_reset(struct soft_qp *qp)
 	qp->mig_unacked = 0; /* apm.c: no migration to confirm */
 	qp->rx_stopped = 0;
 	memset(&qp->rx, 0, sizeof(qp->rx));
-	atomic_store(&qp->seg->dest_qpn, 0);
 	/* an initiator serving us right now finishes first (bounded) */
 	for (i = 0; i < 100000; i++) {
 		uint32_t z = 0;
@@ -651,7 +651,6 @@ static void qp_reset(struct soft_qp *qp)
 	atomic_store(&qp->seg->rq_prod, 0);
 	atomic_store(&qp->seg->rq_cons, 0);
 	atomic_store(&qp->seg->rq_drained, 0);
-	atomic_store(&qp->seg->acked, 0);
 	atomic_store(&qp->seg->rx_lock, 0);
 	qp->no_serve = 0;
 	qp->wait_msgno = 0;

@@ -49,12 +49,18 @@
  * 5: key entries' sequence counts (soft_key_read); 6: a slot's header
  * split, its first part before the payload (soft/slot.h); 7: a ring
  * SEND's offset in the slot's first line (SOFT_SLOT_RING_OFF); 8: and its
- * fill count, the slot published before all of it is in */
-#define SOFT_REG_VERSION 8
+ * fill count, the slot published before all of it is in; 9: a plain
+ * store's ACK (soft_seg_hdr.cancel), a context's fence_wake */
+#define SOFT_REG_VERSION 9
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;
 int32_t soft_self_pid;
+/* 1: this process registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
+ * (gmb_register), so a context that starts to wait on events reaches its
+ * CPUs with a barrier (soft_ctx_fence_wake) */
+int soft_gmb;
+int soft_test_ack_stop; /* SOFTRDMA_TEST_ACK_STOP (data.c rx_ack) */
 uint64_t soft_self_start;
 static int reg_users;
 pthread_mutex_t soft_reg_local_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -304,12 +310,23 @@ static struct soft_reg *reg_open(int fd)
 	return NULL;
 }
 
+/* gmb_register -- soft_gmb: membarrier(2) registered for the global
+ * barriers of other processes (soft_ctx_fence_wake), once per process; a
+ * forked child is not registered */
+static void gmb_register(void)
+{
+	soft_gmb = !syscall(SYS_membarrier,
+			    MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0);
+}
+
 /* atfork_child -- a forked child is a new registry user */
 static void atfork_child(void)
 {
 	soft_self_pid = getpid();
 	soft_tid_cached = 0; /* the thread that forked is another here */
 	soft_self_start = soft_pid_start(soft_self_pid);
+	soft_gmb = 0;
+	gmb_register(); /* one thread now: no grace period to wait */
 }
 
 static void atfork_once(void)
@@ -449,6 +466,10 @@ int soft_reg_attach(void)
 	soft_reg = r;
 	pthread_mutex_unlock(&soft_reg_local_lock);
 	bias_register(); /* or at the first biased lock, which falls back */
+	if (!soft_gmb)
+		gmb_register();
+	/* tests/soft/ackstop: a responder stopped in its first ACK */
+	soft_test_ack_stop = getenv("SOFTRDMA_TEST_ACK_STOP") != NULL;
 	/* tests/soft/regrace: stopped between the attach and the slot's use */
 	if (getenv("SOFTRDMA_TEST_ATTACH_STOP"))
 		raise(SIGSTOP);
@@ -655,6 +676,7 @@ static int reg_ctx_take(struct soft_reg *r)
 		r->ctx[idx].start = soft_self_start;
 		r->ctx[idx].srq_hi = 0;
 		atomic_store(&r->ctx[idx].armed, 0);
+		atomic_store(&r->ctx[idx].fence_wake, 0);
 		/* a previous owner's bells: nobody's now */
 		for (i = 0; i < SOFT_BELLS / 64; i++)
 			atomic_store(&r->bells[idx].w[i], 0);
@@ -678,6 +700,28 @@ int soft_reg_ctx_alloc(void)
 	if (idx < 0)
 		errno = ENOMEM;
 	return idx;
+}
+
+/*
+ * soft_ctx_fence_wake -- from now on the producers that give ctx's QPs
+ * work fence before they look at its armed bits and bells (data.c
+ * peer_wake); before, one whose process registered (soft_gmb) looked at
+ * nothing.  The global membarrier after the flag is the fence they left
+ * out: a producer's work stored before it reached that CPU is seen by our
+ * look after the arm (or the bells' take) that follows; one stored after
+ * it comes before that producer's look at the flag, which is 1.  Once per
+ * context, by its owner (a forked child's copy waits on nothing).
+ */
+void soft_ctx_fence_wake(struct soft_context *ctx)
+{
+	struct soft_reg_ctx *c = &soft_reg->ctx[ctx->reg_idx];
+
+	if (ctx->owner_pid != soft_self_pid ||
+	    atomic_load_explicit(&c->fence_wake, memory_order_relaxed))
+		return;
+	atomic_store(&c->fence_wake, 1);
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0))
+		usleep(1000); /* refused here: stores drain long before */
 }
 
 /* soft_reg_ctx_free -- release a context's slot */

@@ -111,6 +111,12 @@ struct soft_reg_ctx {
 	_Atomic uint32_t always_wake; /* its thread serves the rings */
 	_Atomic uint32_t sleeping;    /* its thread is in (or entering) the
 				       * futex wait: wakers call the kernel */
+	/* 1 from the first time it waits on events, rings bells or serves
+	 * rings (soft_ctx_fence_wake, for good): a producer that gave one
+	 * of its QPs work fences before it looks at armed and the bells.
+	 * Until then, a producer whose process takes global membarriers
+	 * (soft_gmb) looks at nothing (data.c peer_wake) */
+	_Atomic uint32_t fence_wake;
 	/* the channel FIFO of each cell (<prefix>-ch-<key> in /dev/shm),
 	 * 0: none */
 	_Atomic uint32_t chan_key[8];
@@ -267,13 +273,14 @@ struct soft_seg_hdr {
 	/* SOFT_TRIES(msgno, n): we sent message msgno again n times after
 	 * RNR NAKs; 0: none since the last reset (rx_retry_due) */
 	_Atomic uint64_t rnr_tries;
-	/* the responder's cumulative ACK of our copied SENDs (rx_slots):
-	 * every message numbered below it was delivered; SOFT_ACKED_CANCEL,
-	 * set by us before we withdraw a slot, freezes it (data.c) */
+	/* the responder's cumulative ACK of our copied SENDs (rx_ack, a
+	 * plain store under its rx_lock): every message numbered below it
+	 * was delivered.  cancel, set by us before we withdraw a slot: it
+	 * stores no ACK after it saw it (data.c tx_freeze) */
 	_Alignas(64) _Atomic uint64_t acked;
-	uint8_t pad3[56];
+	_Atomic uint64_t cancel;
+	uint8_t pad3[48];
 };
-#define SOFT_ACKED_CANCEL    (1ull << 63)
 #define SOFT_TRIES(msgno, n) (((uint64_t)(msgno) + 1) << 8 | ((n)&0xff))
 #define SOFT_SERVED_BITS     40 /* messages, modulo; the epoch's low 24 above */
 #define SOFT_SERVED_MASK     ((1ull << SOFT_SERVED_BITS) - 1)
@@ -776,7 +783,11 @@ struct soft_qp {
 	 * ack_needed): while one is in flight, the responder's ACK is
 	 * looked at on every pass */
 	uint64_t sig_head;
-	uint64_t tx_msgno;  /* two-sided messages published so far */
+	uint64_t tx_msgno; /* two-sided messages published so far */
+	/* RC: the responder's ACK as a flush froze it (data.c tx_freeze),
+	 * valid while ack_frozen; until the next reset */
+	uint64_t ack_freeze;
+	int ack_frozen;
 	uint8_t *ring;	    /* RC: the copy ring in seg, ring_size bytes */
 	uint32_t ring_size; /* a power of 2, set at create */
 	uint64_t ring_head, ring_tail; /* bytes taken, bytes given back */
@@ -1039,6 +1050,10 @@ static inline int soft_key_read(uint32_t slot, struct soft_reg_mr *out)
 	return soft_key_stuck(slot, out);
 }
 
+extern int soft_gmb;
+extern int soft_test_ack_stop;
+void soft_ctx_fence_wake(struct soft_context *ctx);
+
 /* soft_ctx_armed -- publish whether ctx waits on events; a forked child
  * never writes the flag of a context its parent opened */
 static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t bit,
@@ -1046,10 +1061,12 @@ static inline void soft_ctx_armed(struct soft_context *ctx, uint32_t bit,
 {
 	if (ctx->owner_pid != soft_self_pid)
 		return;
-	if (on)
+	if (on) {
+		soft_ctx_fence_wake(ctx); /* producers' wakes from now on */
 		atomic_fetch_or(&soft_reg->ctx[ctx->reg_idx].armed, bit);
-	else
+	} else {
 		atomic_fetch_and(&soft_reg->ctx[ctx->reg_idx].armed, ~bit);
+	}
 }
 extern uint64_t soft_self_start;
 int soft_reg_attach(void);
@@ -1249,6 +1266,9 @@ void soft_sq_drop(struct soft_qp *qp);
 void soft_sqd_check(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
 void soft_qp_disconnect(struct soft_qp *qp);
+/* how long a reset waits for its responder's rx lock (soft_qp_ack_reset) */
+#define SOFT_ACK_RESET_NS 1000000000ull
+void soft_qp_ack_reset(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);
 void soft_thread_start_locked(struct soft_context *ctx);
 void soft_thread_stop(struct soft_context *ctx);

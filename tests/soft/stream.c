@@ -8,8 +8,9 @@
  * once took messages and WQEs a progress pass faster than it polled
  * their completions, and ran out of WQEs).  Then the sender's QP goes to
  * ERR in mid-stream, while the receiver takes the messages in batches
- * acknowledged at once (soft/data.c rx_ack): exactly the messages the
- * sender saw succeed are delivered, in order, none twice.
+ * acknowledged at once (soft/data.c rx_ack): the messages the sender saw
+ * succeed are delivered, in order, none twice, and at most one batch more
+ * (the flush missed its ACK, as an HCA's may be lost).
  */
 #include "config.h"
 
@@ -23,13 +24,14 @@
 #include "../tap.h"
 #include "common.h"
 
-#define NMSG   200000 /* the stream */
-#define NERR   20000  /* the stream the QP's error cuts, at most */
-#define WINDOW 128
-#define SIGNAL 100
-#define RXQ    512
-#define BATCH  16
-#define WAIT_S 60
+#define NMSG	 200000 /* the stream */
+#define NERR	 20000	/* the stream the QP's error cuts, at most */
+#define WINDOW	 128
+#define SIGNAL	 100
+#define RXQ	 512
+#define LOST_ACK 64 /* soft/data.c RX_BATCH */
+#define BATCH	 16
+#define WAIT_S	 60
 
 struct side {
 	struct tctx t;
@@ -201,9 +203,15 @@ static void run(long n, long cut, const char *what)
 	want = ok_to < 0 ? 0 : (uint64_t)ok_to;
 	t_xsend(wfd, &want, sizeof(want));
 	t_xrecv(rfd, res, sizeof(res));
-	ok(res[0] == want,
-	   "%s: %llu delivered, as the sender saw succeed (%llu)", what,
-	   (unsigned long long)res[0], (unsigned long long)want);
+	/* cut: every success delivered; and at most the batch whose ACK
+	 * the flush missed (an HCA's lost ACK, up to RX_BATCH in
+	 * soft/data.c) besides */
+	ok(res[0] == want ||
+		   (cut && res[0] > want && res[0] - want <= LOST_ACK &&
+		    res[0] <= (uint64_t)cut),
+	   "%s: %llu delivered, as the sender saw succeed (%llu)%s", what,
+	   (unsigned long long)res[0], (unsigned long long)want,
+	   cut ? ", or a lost ACK's batch more" : "");
 	ok(res[1] == 0, "%s: each the next number, once, intact (%llu not)",
 	   what, (unsigned long long)res[1]);
 	if (cut)
