@@ -299,10 +299,11 @@ void soft_qp_to_error(struct soft_qp *qp)
  * peer_wake -- the peer QP has work: ring its bell, and poke its context
  * if a CQ there is armed (event mode).  The work must be seen before our
  * look at the peer's bits, as the peer arms (a seq_cst RMW on its bits)
- * before it looks at the work: a fence.  A peer context that never waited
- * on events, rang bells or served rings (no fence_wake) polls every QP of
- * its own: nothing to ring or wake, and no fence where our process takes
- * global membarriers (soft_gmb): its first wait issues one instead
+ * before it looks at the work: a fence (none for a peer on this context:
+ * its lock orders both).  A peer context that never waited on events,
+ * rang bells or served rings (no fence_wake) polls every QP of its own:
+ * nothing to ring or wake, and no fence where our process takes global
+ * membarriers (soft_gmb): its first wait issues one instead
  * (soft_ctx_fence_wake).  The flag is looked at after the work is
  * stored, in program order (the compiler's too).
  */
@@ -311,21 +312,22 @@ static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
 	struct soft_context *ctx = qp->ctx;
 	struct soft_reg_ctx *rc = qp->peer_rc;
 
-	atomic_signal_fence(memory_order_seq_cst);
-	if (soft_gmb && !qp->peer_same_ctx &&
-	    !atomic_load_explicit(&rc->fence_wake, memory_order_relaxed))
-		return;
-	atomic_thread_fence(memory_order_seq_cst);
 	if (qp->peer_same_ctx) {
-		/* ours, on this context (whose lock we hold): no atomics; a
-		 * sweeping context visits it anyway */
+		/* ours, on this context (whose lock we hold, as its arms do):
+		 * no fence, no atomics; a sweeping context visits it anyway */
 		if (ctx->bells_on && qp->peer_bell < ctx->bell_hi &&
 		    ctx->bell_qp[qp->peer_bell])
 			soft_qp_hot(ctx->bell_qp[qp->peer_bell]);
-	} else if (qp->peer_bw && !(atomic_load(qp->peer_bw) & qp->peer_bm)) {
+	} else {
+		atomic_signal_fence(memory_order_seq_cst);
+		if (soft_gmb && !atomic_load_explicit(&rc->fence_wake,
+						      memory_order_relaxed))
+			return;
+		atomic_thread_fence(memory_order_seq_cst);
 		/* a bit seen set is one the consumer has not taken yet,
 		 * and its exchange comes after the work */
-		atomic_fetch_or(qp->peer_bw, qp->peer_bm);
+		if (qp->peer_bw && !(atomic_load(qp->peer_bw) & qp->peer_bm))
+			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
 	}
 	if (atomic_load(&rc->armed) || atomic_load(&rc->always_wake))
 		soft_wake_ctx(qp->peer_ctx_idx);
