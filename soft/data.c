@@ -1371,7 +1371,7 @@ failed:
  * place (then cq_slot_done), in the usual case: room, and the CQ not
  * armed (no event to raise); NULL otherwise: soft_cq_push.  While the
  * pass of a poll that found the CQ empty runs, and the ring is still
- * empty, that is the poll's own array (poll_cq_in): nothing is ahead of
+ * empty, that is the poll's own array (soft_poll_cq): nothing is ahead of
  * it, and what the ring takes later comes after it.  Lock held.
  */
 static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
@@ -2010,61 +2010,45 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 }
 
 /*
- * ctx_enter, ctx_exit -- the context lock around a verbs call: SINGLE (a
- * thread domain's QP, a single-threaded CQ) takes it biased (softrdma.h,
- * soft_bias_enter); callers pass a constant, so each call site is
- * compiled twice and the unhinted one is as before
+ * ctx_enter, ctx_exit -- the context lock around a post or poll, biased
+ * (softrdma.h, soft_bias_enter): a program that posts and polls from one
+ * thread takes no locked instruction, hints or not; REVOKE_MAX is the
+ * object's (SOFT_BIAS_REVOKES for a thread domain's QP or a
+ * single-threaded CQ, SOFT_BIAS_AUTO otherwise)
  */
 static inline __attribute__((always_inline)) int ctx_enter(
-	struct soft_context *ctx, int single)
+	struct soft_context *ctx, uint32_t revoke_max)
 {
-	if (single)
-		return soft_bias_enter(&ctx->lock);
-	soft_lock(&ctx->lock);
-	return 0;
+	return soft_bias_enter(&ctx->lock, revoke_max);
 }
 
 static inline __attribute__((always_inline)) void ctx_exit(
-	struct soft_context *ctx, int single, int biased)
+	struct soft_context *ctx, int biased)
 {
-	if (single)
-		soft_bias_exit(&ctx->lock, biased);
-	else
-		soft_unlock(&ctx->lock);
+	soft_bias_exit(&ctx->lock, biased);
 }
 
 /*
- * rc_post_send_in -- ibv_post_send on an RC QP, SINGLE as ctx_enter.
- * qp->ops was read without the lock: a QP whose path changed meanwhile (a
- * modify to RTR or RESET on another thread) is posted to through its new
- * operations.
+ * rc_ops_post_send -- ibv_post_send on an RC QP.  qp->ops was read
+ * without the lock: a QP whose path changed meanwhile (a modify to RTR or
+ * RESET on another thread) is posted to through its new operations.
  */
-static inline __attribute__((always_inline)) int rc_post_send_in(
-	struct soft_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad,
-	int single)
-{
-	int ret, biased = ctx_enter(qp->ctx, single);
-
-	if (__builtin_expect(qp->ops != &soft_rc_ops, 0)) {
-		ctx_exit(qp->ctx, single, biased);
-		return qp->ops->post_send(qp, wr, bad);
-	}
-	if (post_send_fast(qp, wr)) {
-		ctx_exit(qp->ctx, single, biased);
-		return 0;
-	}
-	ret = rc_post_send(qp, wr, bad);
-	ctx_exit(qp->ctx, single, biased);
-	return ret;
-}
-
-/* rc_ops_post_send -- ibv_post_send on an RC QP */
 static int rc_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			    struct ibv_send_wr **bad)
 {
-	if (qp->single)
-		return rc_post_send_in(qp, wr, bad, 1);
-	return rc_post_send_in(qp, wr, bad, 0);
+	int ret, biased = ctx_enter(qp->ctx, qp->revoke_max);
+
+	if (__builtin_expect(qp->ops != &soft_rc_ops, 0)) {
+		ctx_exit(qp->ctx, biased);
+		return qp->ops->post_send(qp, wr, bad);
+	}
+	if (post_send_fast(qp, wr)) {
+		ctx_exit(qp->ctx, biased);
+		return 0;
+	}
+	ret = rc_post_send(qp, wr, bad);
+	ctx_exit(qp->ctx, biased);
+	return ret;
 }
 
 /* rc_net_post_send -- ibv_post_send on an RC QP to another host (net.c);
@@ -2310,13 +2294,11 @@ rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 	return wr;
 }
 
-/* rc_post_recv_in -- rc_post_recv under the context lock, SINGLE as
- * ctx_enter */
-static inline __attribute__((always_inline)) int rc_post_recv_in(
-	struct soft_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad,
-	int single)
+/* rc_ops_post_recv -- ibv_post_recv on an RC QP (either path) */
+static int rc_ops_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad)
 {
-	int ret = 0, biased = ctx_enter(qp->ctx, single);
+	int ret = 0, biased = ctx_enter(qp->ctx, qp->revoke_max);
 	uint64_t arrived = rx_arrived(qp);
 
 	if (!wr->next) {
@@ -2327,17 +2309,8 @@ static inline __attribute__((always_inline)) int rc_post_recv_in(
 		if (__builtin_expect(wr != NULL, 0))
 			ret = rc_post_recv_slow(qp, wr, bad, arrived);
 	}
-	ctx_exit(qp->ctx, single, biased);
+	ctx_exit(qp->ctx, biased);
 	return ret;
-}
-
-/* rc_ops_post_recv -- ibv_post_recv on an RC QP (either path) */
-static int rc_ops_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
-			    struct ibv_recv_wr **bad)
-{
-	if (qp->single) /* a thread domain's QP */
-		return rc_post_recv_in(qp, wr, bad, 1);
-	return rc_post_recv_in(qp, wr, bad, 0);
 }
 
 /* soft_post_recv -- ibv_post_recv: the QP's kind (qpops.h) */
@@ -4598,8 +4571,7 @@ void soft_progress(struct soft_context *ctx)
 }
 
 /*
- * poll_cq_in -- ibv_poll_cq (SINGLE as ctx_enter): progress the context,
- * then drain.  A CQ that already holds the n completions asked for is
+ * soft_poll_cq -- ibv_poll_cq: progress the context, then drain.  A CQ that already holds the n completions asked for is
  * drained without a pass, as an HCA's poll only reads its CQ: a pass
  * takes up to 64 messages and their receive WQEs, and a receiver that
  * took them faster than it polls their completions (and posts its
@@ -4607,12 +4579,10 @@ void soft_progress(struct soft_context *ctx)
  * min_rnr_timer each (ib_send_bw -s 8: about 1,000 per million
  * messages).
  */
-static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
-							    int n,
-							    struct ibv_wc *wc,
-							    int single)
+int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
-	int biased = ctx_enter(cq->ctx, single);
+	struct soft_cq *cq = to_scq(ibcq);
+	int biased = ctx_enter(cq->ctx, cq->revoke_max);
 	const struct soft_cqe *q;
 	uint32_t h, size, i, d = 0, m = cq->count;
 
@@ -4649,19 +4619,8 @@ static inline __attribute__((always_inline)) int poll_cq_in(struct soft_cq *cq,
 		cq->head = h;
 		cq->count -= m;
 	}
-	ctx_exit(cq->ctx, single, biased);
+	ctx_exit(cq->ctx, biased);
 	return (int)(d + m);
-}
-
-/* soft_poll_cq -- ibv_poll_cq: poll_cq_in, biased for a single-threaded
- * CQ (IBV_CREATE_CQ_ATTR_SINGLE_THREADED, a parent domain's TD) */
-int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
-{
-	struct soft_cq *cq = to_scq(ibcq);
-
-	if (cq->single)
-		return poll_cq_in(cq, n, wc, 1);
-	return poll_cq_in(cq, n, wc, 0);
 }
 
 /* thread_main -- progress for contexts that wait on events */

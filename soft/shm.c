@@ -1356,7 +1356,7 @@ static int bias_revoke(soft_lock_t *l, int try)
 				      memory_order_relaxed);
 		return 0;
 	}
-	if (++l->revokes >= SOFT_BIAS_REVOKES && !bias_keep())
+	if (++l->revokes >= l->revoke_max && !bias_keep())
 		atomic_store_explicit(&l->bias, SOFT_BIAS_OFF,
 				      memory_order_relaxed);
 	if (bias_barrier())
@@ -1403,14 +1403,15 @@ int soft_trylock_slow(soft_lock_t *l)
 /*
  * soft_bias_lock -- soft_bias_enter without the bias: take the word (which
  * revokes another owner's bias), and the bias becomes ours when the
- * context has none yet (the first thread to make hinted calls on it) or
- * its owner has exited, and membarrier(2) is there for its revokers
- * (registered once per process).  A live owner keeps it: a second hinted
- * thread on the context locks the word as any other locker, a revocation
- * each time the owner left it biased, until it goes off
- * (SOFT_BIAS_REVOKES).
+ * context has none yet (the first thread to post or poll on it) or its
+ * owner has exited, and membarrier(2) is there for its revokers
+ * (registered once per process).  A live owner keeps it: a second thread
+ * posting or polling on the context locks the word as any other locker,
+ * a revocation each time the owner left it biased, until it goes off
+ * (REVOKE_MAX of them, as the call that gave the bias asked:
+ * SOFT_BIAS_REVOKES for a hinted call, SOFT_BIAS_AUTO for a plain one).
  */
-void soft_bias_lock(soft_lock_t *l)
+void soft_bias_lock(soft_lock_t *l, uint32_t revoke_max)
 {
 	uint32_t b;
 
@@ -1451,6 +1452,7 @@ void soft_bias_lock(soft_lock_t *l)
 	l->bias_pid = soft_self_pid;
 	l->revokes = 0;
 	l->looks = 0;
+	l->revoke_max = revoke_max;
 	atomic_store_explicit(&l->bias, soft_tid(), memory_order_relaxed);
 }
 

@@ -391,7 +391,11 @@ struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
 #define SOFT_LOCK_BIASED  0x20000000u /* the word: free, for the owner */
 #define SOFT_BIAS_OFF	  UINT32_MAX  /* bias: none any more */
 #define SOFT_BIAS_REVOKES 4096	      /* others' takes before it goes off */
-#define SOFT_BIAS_LOOKS	  256 /* others' locks between looks at its owner */
+/* the same for a bias that only calls without hints asked for (a plain
+ * ibv_post_send/ibv_post_recv/ibv_poll_cq on RC): a program that posts
+ * and polls from several threads pays few revocations */
+#define SOFT_BIAS_AUTO	16
+#define SOFT_BIAS_LOOKS 256 /* others' locks between looks at its owner */
 
 typedef struct {
 	_Atomic uint32_t v;	  /* 0 free, SOFT_LOCK_BIASED, else the holder's
@@ -401,12 +405,15 @@ typedef struct {
 	int32_t bias_pid;	  /* the process the bias was given in */
 	uint32_t revokes;	  /* others' takes since (word held) */
 	uint32_t looks;		  /* others' locks since (word held) */
+	/* revocations before the bias goes off, as the call that gave it
+	 * asked: SOFT_BIAS_REVOKES hinted, SOFT_BIAS_AUTO plain (word held) */
+	uint32_t revoke_max;
 } soft_lock_t;
 
 void soft_lock_slow(soft_lock_t *l);
 int soft_trylock_slow(soft_lock_t *l);
 void soft_unlock_wake(soft_lock_t *l);
-void soft_bias_lock(soft_lock_t *l);
+void soft_bias_lock(soft_lock_t *l, uint32_t revoke_max);
 
 /* this thread's id (0 until first asked; reset in a forked child);
  * static TLS (initial-exec): the dynamic TLS of a dlopen()ed library
@@ -463,6 +470,7 @@ static inline void soft_lock_init(soft_lock_t *l)
 	l->bias_pid = 0;
 	l->revokes = 0;
 	l->looks = 0;
+	l->revoke_max = SOFT_BIAS_REVOKES;
 }
 
 static inline void soft_lock(soft_lock_t *l)
@@ -498,12 +506,13 @@ static inline void soft_unlock(soft_lock_t *l)
 }
 
 /*
- * soft_bias_enter -- the lock for a hinted post or poll: 1 when this
- * thread holds the bias and the word rests biased (no lock taken), else 0
- * with the word taken (soft_bias_lock: the first such caller gets the
- * bias).  End with soft_bias_exit(l, what this returned).
+ * soft_bias_enter -- the lock for a post or poll: 1 when this thread
+ * holds the bias and the word rests biased (no lock taken), else 0 with
+ * the word taken (soft_bias_lock: the first such caller gets the bias;
+ * REVOKE_MAX, SOFT_BIAS_REVOKES for a hinted call, else SOFT_BIAS_AUTO).
+ * End with soft_bias_exit(l, what this returned).
  */
-static inline int soft_bias_enter(soft_lock_t *l)
+static inline int soft_bias_enter(soft_lock_t *l, uint32_t revoke_max)
 {
 	/* the tid as cached, 0 before this thread's first lock: bias is
 	 * never 0 while the word rests biased, so 0 fails below */
@@ -517,7 +526,7 @@ static inline int soft_bias_enter(soft_lock_t *l)
 			return 1;
 		atomic_store_explicit(&l->bias_in, 0, memory_order_release);
 	}
-	soft_bias_lock(l);
+	soft_bias_lock(l, revoke_max);
 	return 0;
 }
 
@@ -666,7 +675,7 @@ struct soft_cq {
 	uint32_t size; /* slots = cqe + 1 */
 	uint32_t head, count;
 	/* the caller's array of a poll that found the CQ empty, while its
-	 * pass runs (data.c poll_cq_in): completions go straight into it
+	 * pass runs (data.c soft_poll_cq): completions go straight into it
 	 * while the ring stays empty (cq_slot); direct_left 0: none */
 	struct ibv_wc *direct;
 	uint32_t direct_left;
@@ -679,9 +688,12 @@ struct soft_cq {
 	int cqx_polling;
 	int cqx_biased;	      /* start_poll's soft_bias_enter, for end_poll */
 	struct soft_pd *pdom; /* IBV_CQ_INIT_ATTR_MASK_PD's, or NULL */
-	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED, or a parent domain's TD: its
-	 * polls take the context lock biased (soft_bias_enter) */
+	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED, or a parent domain's TD:
+	 * its extended polls take the context lock biased too */
 	int single;
+	/* its polls' bias budget (soft_bias_enter): SOFT_BIAS_REVOKES when
+	 * single, else SOFT_BIAS_AUTO */
+	uint32_t revoke_max;
 };
 
 struct soft_rwqe {
@@ -764,7 +776,10 @@ struct soft_qp {
 	struct soft_srq *srq;
 	enum ibv_qp_type type;
 	int sq_sig_all;
-	int single;	      /* on a parent domain with a TD: posts biased */
+	int single; /* on a parent domain with a TD: one thread posts */
+	/* its posts' bias budget (soft_bias_enter): SOFT_BIAS_REVOKES when
+	 * single, else SOFT_BIAS_AUTO */
+	uint32_t revoke_max;
 	struct soft_pd *pdom; /* the parent domain it was made on, or NULL */
 	struct ibv_qp_cap cap;
 	struct ibv_qp_attr attr; /* last values set by modify_qp */

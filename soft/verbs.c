@@ -1040,6 +1040,7 @@ static struct soft_cq *cq_create(struct ibv_context *context, int cqe,
 	}
 	soft_populate(cq->q, cq->size * sizeof(*cq->q), 1);
 	cq->ctx = ctx;
+	cq->revoke_max = SOFT_BIAS_AUTO; /* no hint (yet) */
 	cq->cqx.context = context;
 	cq->cqx.channel = channel;
 	cq->cqx.cq_context = cq_context;
@@ -1123,6 +1124,8 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 		      (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) ||
 		     ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
 		      soft_pd_td(attr->parent_domain));
+	if (cq->single)
+		cq->revoke_max = SOFT_BIAS_REVOKES;
 	return &cq->cqx;
 }
 
@@ -1475,7 +1478,7 @@ static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 	if (attr && attr->comp_mask)
 		return EINVAL;
 	if (cq->single)
-		biased = soft_bias_enter(&cq->ctx->lock);
+		biased = soft_bias_enter(&cq->ctx->lock, SOFT_BIAS_REVOKES);
 	else
 		soft_lock(&cq->ctx->lock);
 	soft_progress(cq->ctx);

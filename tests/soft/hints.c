@@ -26,7 +26,12 @@
  * - a hinted CQ on a completion channel while a peer process posts paced
  *   SENDs: the events come (direct wake-up, and SOFTRDMA_NO_DIRECT_WAKE=1,
  *   where the progress thread serves the channel and must get past the
- *   owner's bias), all messages arrive in order.
+ *   owner's bias), all messages arrive in order;
+ * - no hints: the plain posts and polls of one thread bias its context
+ *   too, with the short budget (SOFT_BIAS_AUTO); another thread's plain
+ *   calls on it take it back that many times at most, the bias goes off,
+ *   and every message of both threads arrives; a context whose first
+ *   calls were hinted has the long budget (SOFT_BIAS_REVOKES).
  */
 #include "config.h"
 
@@ -41,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../soft/softrdma.h" /* the context lock (test_auto) */
 #include "../tap.h"
 #include "common.h"
 
@@ -326,6 +332,7 @@ struct stream {
 	int hinted;
 	int ret;
 	atomic_int posted; /* cross(): b's receives are there */
+	uint64_t next;	   /* test_auto: the next message's number */
 };
 
 static void *stream_run(void *arg)
@@ -580,6 +587,84 @@ static void test_events(int nodirect)
 			  "message through events, in order");
 }
 
+/* auto_run -- the second thread of test_auto: one round trip on its
+ * own pair, each call of it taking the bias from the main thread */
+static void *auto_run(void *arg)
+{
+	struct stream *s = arg;
+
+	s->ret = pingpong(&s->a, &s->b, s->next++, 1, 8);
+	return NULL;
+}
+
+/* test_auto -- the bias of calls without hints (fresh contexts) */
+static void test_auto(void)
+{
+	struct tctx t, u;
+	struct stream m, o;
+	soft_lock_t *l;
+	pthread_t th;
+	int i, r = 0;
+
+	if (t_open(&t, 4) || t_open(&u, 4))
+		bail_out("open");
+	l = &to_sctx(t.ctx)->lock;
+	m.next = o.next = 0;
+	if (side_open(&m.a, &t, 0, 0, NULL) ||
+	    side_open(&m.b, &u, 0, 0, NULL) ||
+	    side_open(&o.a, &t, 0, 0, NULL) ||
+	    side_open(&o.b, &u, 0, 0, NULL) || pair_up(&m.a, &m.b) ||
+	    pair_up(&o.a, &o.b))
+		bail_out("auto: pairs");
+	is_int(pingpong(&m.a, &m.b, m.next, 100, 8), 0,
+	       "auto: 100 round trips of one thread, no hints");
+	m.next += 100;
+	ok(atomic_load(&l->v) == SOFT_LOCK_BIASED &&
+		   atomic_load(&l->bias) != 0 &&
+		   atomic_load(&l->bias) != SOFT_BIAS_OFF &&
+		   l->revoke_max == SOFT_BIAS_AUTO,
+	   "auto: the context rests biased for that thread, budget %u "
+	   "(word %#x, bias %u, budget %u)",
+	   SOFT_BIAS_AUTO, (unsigned)atomic_load(&l->v),
+	   (unsigned)atomic_load(&l->bias), l->revoke_max);
+	/* the main thread's round trip biases it again, the other's takes
+	 * it back: each round one revocation, until the bias goes off */
+	for (i = 0; i < 2 * SOFT_BIAS_AUTO && !r; i++) {
+		r = pingpong(&m.a, &m.b, m.next++, 1, 8);
+		pthread_create(&th, NULL, auto_run, &o);
+		pthread_join(th, NULL);
+		r = r ? r : o.ret;
+	}
+	is_int(r, 0, "auto: two threads by turns, every message arrived");
+	ok(atomic_load(&l->bias) == SOFT_BIAS_OFF &&
+		   l->revokes == SOFT_BIAS_AUTO,
+	   "auto: the bias went off after %u revocations (bias %u, %u)",
+	   SOFT_BIAS_AUTO, (unsigned)atomic_load(&l->bias), l->revokes);
+	is_int(pingpong(&m.a, &m.b, m.next, 100, 8), 0,
+	       "auto: the lock as before, 100 more round trips");
+	ok(!side_close(&m.a) && !side_close(&m.b) && !side_close(&o.a) &&
+		   !side_close(&o.b),
+	   "auto: closed");
+	t_close(&t);
+	t_close(&u);
+
+	/* hinted calls first: the long budget */
+	if (t_open(&t, 4) || t_open(&u, 4))
+		bail_out("open");
+	l = &to_sctx(t.ctx)->lock;
+	if (side_open(&o.a, &t, 1, 0, NULL) ||
+	    side_open(&o.b, &u, 1, 0, NULL) || pair_up(&o.a, &o.b))
+		bail_out("auto: pairs");
+	r = pingpong(&o.a, &o.b, 0, 10, 8);
+	ok(!r && atomic_load(&l->v) == SOFT_LOCK_BIASED &&
+		   l->revoke_max == SOFT_BIAS_REVOKES,
+	   "auto: a context first used with hints: budget %u (%u, %d)",
+	   SOFT_BIAS_REVOKES, l->revoke_max, r);
+	ok(!side_close(&o.a) && !side_close(&o.b), "auto: closed");
+	t_close(&t);
+	t_close(&u);
+}
+
 int main(void)
 {
 	struct tctx t, u;
@@ -594,6 +679,7 @@ int main(void)
 	t_close(&u);
 	test_events(0);
 	test_events(1);
+	test_auto();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
