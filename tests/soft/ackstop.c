@@ -120,14 +120,6 @@ static int responder(int rfd, int wfd)
 	return 0;
 }
 
-/* stopped -- wait until the child stopped itself (in its ACK) */
-static int stopped(pid_t pid)
-{
-	int st;
-
-	return waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st);
-}
-
 /* cont_later -- SIGCONT to pid after ms, from a process of its own */
 static pid_t cont_later(pid_t pid, int ms)
 {
@@ -141,21 +133,17 @@ static pid_t cont_later(pid_t pid, int ms)
 	return h;
 }
 
-/* answer -- the child's count and faults; the child exits */
-static void answer(pid_t pid, int rfd, int wfd, uint64_t res[2])
+/* begin -- a responder child, NMSG numbered SENDs (signalled, inline)
+ * posted to it, and the child stopped in its first ACK; its pid */
+static pid_t begin(struct side *s, int *rfd, int *wfd, const char *what)
 {
-	t_xsend(wfd, "x", 1);
-	t_xrecv(rfd, res, 2 * sizeof(*res));
-	ok(t_reap(pid) == 0, "the responder exits 0");
-	close(rfd);
-	close(wfd);
-}
+	pid_t pid = t_spawn(responder, rfd, wfd);
+	int i, st;
+	char r;
 
-/* post_all -- NMSG numbered SENDs, signalled, inline */
-static void post_all(struct side *s)
-{
-	int i;
-
+	if (pid < 0 || setup(s, *rfd, *wfd))
+		bail_out("setup");
+	t_xrecv(*rfd, &r, 1);
 	for (i = 0; i < NMSG; i++) {
 		s->buf[i] = 0x5eed0000 + (uint64_t)i;
 		if (t_post(s->qp, IBV_WR_SEND, &s->buf[i], 8, s->mr->lkey,
@@ -163,24 +151,37 @@ static void post_all(struct side *s)
 			   0))
 			bail_out("post");
 	}
+	ok(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st),
+	   "%s: the responder stopped in its ACK", what);
+	return pid;
+}
+
+/* end -- the child's count: the batch it acknowledged (after the reset
+ * or the flush), delivered in order, intact; the child exits */
+static void end(pid_t pid, struct side *s, int rfd, int wfd, const char *what)
+{
+	uint64_t res[2];
+
+	t_xsend(wfd, "x", 1);
+	t_xrecv(rfd, res, sizeof(res));
+	ok(t_reap(pid) == 0, "%s: the responder exits 0", what);
+	ok(res[0] >= 1 && res[0] <= NMSG && res[1] == 0,
+	   "%s: the batch it acknowledged delivered, in order, intact "
+	   "(%llu, %llu faults)",
+	   what, (unsigned long long)res[0], (unsigned long long)res[1]);
+	close(rfd);
+	close(wfd);
+	teardown(s);
 }
 
 static void reset_pass(void)
 {
 	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_RESET};
 	struct side s;
-	uint64_t res[2];
 	long long t0, took;
 	int rfd, wfd, st;
-	pid_t pid, h;
-	char r;
+	pid_t pid = begin(&s, &rfd, &wfd, "reset"), h;
 
-	pid = t_spawn(responder, &rfd, &wfd);
-	if (pid < 0 || setup(&s, rfd, wfd))
-		bail_out("setup");
-	t_xrecv(rfd, &r, 1);
-	post_all(&s);
-	ok(stopped(pid), "reset: the responder stopped in its ACK");
 	is_int((int)atomic_load(&to_sqp(s.qp)->seg->acked), 0,
 	       "reset: no ACK stored yet");
 	h = cont_later(pid, 200);
@@ -195,12 +196,7 @@ static void reset_pass(void)
 	usleep(100000); /* anything late would land now */
 	is_int((int)atomic_load(&to_sqp(s.qp)->seg->acked), 0,
 	       "reset: the late ACK landed before the reset, not after it");
-	answer(pid, rfd, wfd, res);
-	ok(res[0] >= 1 && res[0] <= NMSG && res[1] == 0,
-	   "reset: the responder delivered the batch it acknowledged, in "
-	   "order, intact (%llu, %llu faults)",
-	   (unsigned long long)res[0], (unsigned long long)res[1]);
-	teardown(&s);
+	end(pid, &s, rfd, wfd, "reset");
 }
 
 static void flush_pass(void)
@@ -208,21 +204,13 @@ static void flush_pass(void)
 	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
 	struct ibv_wc wc[NMSG];
 	struct side s;
-	uint64_t res[2];
 	int rfd, wfd, n, got = 0, flushed = 0, i;
-	long long end;
-	pid_t pid;
-	char r;
+	long long until;
+	pid_t pid = begin(&s, &rfd, &wfd, "flush");
 
-	pid = t_spawn(responder, &rfd, &wfd);
-	if (pid < 0 || setup(&s, rfd, wfd))
-		bail_out("setup");
-	t_xrecv(rfd, &r, 1);
-	post_all(&s);
-	ok(stopped(pid), "flush: the responder stopped in its ACK");
 	ok(!ibv_modify_qp(s.qp, &qa, IBV_QP_STATE), "flush: to ERR");
-	end = now_ms() + WAIT_MS;
-	while (got < NMSG && now_ms() < end) {
+	until = now_ms() + WAIT_MS;
+	while (got < NMSG && now_ms() < until) {
 		n = ibv_poll_cq(s.t.cq, NMSG, wc);
 		for (i = 0; i < n; i++, got++)
 			flushed += wc[i].status == IBV_WC_WR_FLUSH_ERR &&
@@ -230,17 +218,12 @@ static void flush_pass(void)
 	}
 	is_int(flushed, NMSG, "flush: every send flushed, in order");
 	kill(pid, SIGCONT);
-	end = now_ms() + 300;
+	until = now_ms() + 300;
 	n = 0;
-	while (now_ms() < end)
+	while (now_ms() < until)
 		n += ibv_poll_cq(s.t.cq, NMSG, wc) != 0;
 	is_int(n, 0, "flush: no completion after the flushes");
-	answer(pid, rfd, wfd, res);
-	ok(res[0] >= 1 && res[0] <= NMSG && res[1] == 0,
-	   "flush: the lost ACK's batch delivered, in order, intact "
-	   "(%llu, %llu faults)",
-	   (unsigned long long)res[0], (unsigned long long)res[1]);
-	teardown(&s);
+	end(pid, &s, rfd, wfd, "flush");
 }
 
 int main(void)
