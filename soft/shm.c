@@ -57,8 +57,9 @@
 struct soft_reg *soft_reg;
 int32_t soft_self_pid;
 /* 1: this process registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED
- * (gmb_register), so a context that starts to wait on events reaches its
- * CPUs with a barrier (soft_ctx_fence_wake) */
+ * (gmb_register): a context of any process that starts to wait on events
+ * reaches our CPUs with a barrier (soft_ctx_fence_wake), so until then our
+ * wake-ups of it skip their fence (data.c peer_wake) */
 int soft_gmb;
 int soft_test_ack_stop; /* SOFTRDMA_TEST_ACK_STOP (data.c rx_ack) */
 uint64_t soft_self_start;
