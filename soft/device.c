@@ -511,6 +511,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		     (uint32_t)ctx->serve_rings);
 	if (ctx->serve_rings)
 		soft_ctx_fence_wake(ctx); /* its thread waits for wakes */
+	/* tests/soft/ackstop: a responder stopped in its first ACK (read at
+	 * every open: a forked child may have inherited the attach) */
+	soft_test_ack_stop = getenv("SOFTRDMA_TEST_ACK_STOP") != NULL;
 
 	c = &ctx->vctx.context;
 	c->device = device;

@@ -469,8 +469,6 @@ int soft_reg_attach(void)
 	bias_register(); /* or at the first biased lock, which falls back */
 	if (!soft_gmb)
 		gmb_register();
-	/* tests/soft/ackstop: a responder stopped in its first ACK */
-	soft_test_ack_stop = getenv("SOFTRDMA_TEST_ACK_STOP") != NULL;
 	/* tests/soft/regrace: stopped between the attach and the slot's use */
 	if (getenv("SOFTRDMA_TEST_ATTACH_STOP"))
 		raise(SIGSTOP);
