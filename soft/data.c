@@ -2012,14 +2012,15 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 /*
  * ctx_enter, ctx_exit -- the context lock around a post or poll, biased
  * (softrdma.h, soft_bias_enter): a program that posts and polls from one
- * thread takes no locked instruction, hints or not; REVOKE_MAX is the
- * object's (SOFT_BIAS_REVOKES for a thread domain's QP or a
- * single-threaded CQ, SOFT_BIAS_AUTO otherwise)
+ * thread takes no locked instruction, hints or not; SINGLE (a thread
+ * domain's QP, a single-threaded CQ) gives the bias the long budget
+ * (SOFT_BIAS_REVOKES), a plain object the short one (SOFT_BIAS_AUTO)
  */
 static inline __attribute__((always_inline)) int ctx_enter(
-	struct soft_context *ctx, uint32_t revoke_max)
+	struct soft_context *ctx, int single)
 {
-	return soft_bias_enter(&ctx->lock, revoke_max);
+	return soft_bias_enter(&ctx->lock,
+			       single ? SOFT_BIAS_REVOKES : SOFT_BIAS_AUTO);
 }
 
 static inline __attribute__((always_inline)) void ctx_exit(
@@ -2036,7 +2037,7 @@ static inline __attribute__((always_inline)) void ctx_exit(
 static int rc_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			    struct ibv_send_wr **bad)
 {
-	int ret, biased = ctx_enter(qp->ctx, qp->revoke_max);
+	int ret, biased = ctx_enter(qp->ctx, qp->single);
 
 	if (__builtin_expect(qp->ops != &soft_rc_ops, 0)) {
 		ctx_exit(qp->ctx, biased);
@@ -2298,7 +2299,7 @@ rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 static int rc_ops_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 			    struct ibv_recv_wr **bad)
 {
-	int ret = 0, biased = ctx_enter(qp->ctx, qp->revoke_max);
+	int ret = 0, biased = ctx_enter(qp->ctx, qp->single);
 	uint64_t arrived = rx_arrived(qp);
 
 	if (!wr->next) {
@@ -4571,18 +4572,18 @@ void soft_progress(struct soft_context *ctx)
 }
 
 /*
- * soft_poll_cq -- ibv_poll_cq: progress the context, then drain.  A CQ that already holds the n completions asked for is
- * drained without a pass, as an HCA's poll only reads its CQ: a pass
- * takes up to 64 messages and their receive WQEs, and a receiver that
- * took them faster than it polls their completions (and posts its
- * receives again) ran out of WQEs, RNR NAKs that cost the sender
- * min_rnr_timer each (ib_send_bw -s 8: about 1,000 per million
- * messages).
+ * soft_poll_cq -- ibv_poll_cq: progress the context, then drain.  A CQ
+ * that already holds the n completions asked for is drained without a
+ * pass, as an HCA's poll only reads its CQ: a pass takes up to 64
+ * messages and their receive WQEs, and a receiver that took them faster
+ * than it polls their completions (and posts its receives again) ran out
+ * of WQEs, RNR NAKs that cost the sender min_rnr_timer each (ib_send_bw
+ * -s 8: about 1,000 per million messages).
  */
 int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct soft_cq *cq = to_scq(ibcq);
-	int biased = ctx_enter(cq->ctx, cq->revoke_max);
+	int biased = ctx_enter(cq->ctx, cq->single);
 	const struct soft_cqe *q;
 	uint32_t h, size, i, d = 0, m = cq->count;
 

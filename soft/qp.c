@@ -194,7 +194,6 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->ctx = ctx;
 	qp->pd = pd;
 	qp->single = soft_pd_td(attr->pd);
-	qp->revoke_max = qp->single ? SOFT_BIAS_REVOKES : SOFT_BIAS_AUTO;
 	qp->type = attr->qp_type;
 	/* the kind's data path (qpops.h): DC takes its own (dc.c), an RC QP
 	 * aimed at another host switches at RTR (data.c) */

@@ -688,12 +688,10 @@ struct soft_cq {
 	int cqx_polling;
 	int cqx_biased;	      /* start_poll's soft_bias_enter, for end_poll */
 	struct soft_pd *pdom; /* IBV_CQ_INIT_ATTR_MASK_PD's, or NULL */
-	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED, or a parent domain's TD:
-	 * its extended polls take the context lock biased too */
+	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED, or a parent domain's TD: its
+	 * polls give the context lock's bias the long budget (data.c
+	 * ctx_enter), its extended polls take the lock biased too */
 	int single;
-	/* its polls' bias budget (soft_bias_enter): SOFT_BIAS_REVOKES when
-	 * single, else SOFT_BIAS_AUTO */
-	uint32_t revoke_max;
 };
 
 struct soft_rwqe {
@@ -776,10 +774,9 @@ struct soft_qp {
 	struct soft_srq *srq;
 	enum ibv_qp_type type;
 	int sq_sig_all;
-	int single; /* on a parent domain with a TD: one thread posts */
-	/* its posts' bias budget (soft_bias_enter): SOFT_BIAS_REVOKES when
-	 * single, else SOFT_BIAS_AUTO */
-	uint32_t revoke_max;
+	/* on a parent domain with a TD: one thread posts (the bias's long
+	 * budget, data.c ctx_enter) */
+	int single;
 	struct soft_pd *pdom; /* the parent domain it was made on, or NULL */
 	struct ibv_qp_cap cap;
 	struct ibv_qp_attr attr; /* last values set by modify_qp */

@@ -1040,7 +1040,6 @@ static struct soft_cq *cq_create(struct ibv_context *context, int cqe,
 	}
 	soft_populate(cq->q, cq->size * sizeof(*cq->q), 1);
 	cq->ctx = ctx;
-	cq->revoke_max = SOFT_BIAS_AUTO; /* no hint (yet) */
 	cq->cqx.context = context;
 	cq->cqx.channel = channel;
 	cq->cqx.cq_context = cq_context;
@@ -1124,8 +1123,6 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 		      (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) ||
 		     ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
 		      soft_pd_td(attr->parent_domain));
-	if (cq->single)
-		cq->revoke_max = SOFT_BIAS_REVOKES;
 	return &cq->cqx;
 }
 
