@@ -222,36 +222,46 @@ void soft_qp_connect(struct soft_qp *qp)
 }
 
 /*
+ * soft_rx_lock_wait -- take the rx lock H of a QP segment as V (1: its
+ * owner, 2: an initiator) for a reset: a holder in the middle of a batch
+ * or a serve finishes first.  One that keeps it (stopped) is waited for
+ * up to SOFT_RX_LOCK_WAIT_NS, one whose process (PID, START; pid 0: not
+ * known) is gone not at all.  1: taken (store 0 to give it back), 0: not.
+ */
+int soft_rx_lock_wait(struct soft_seg_hdr *h, uint32_t v, int32_t pid,
+		      uint64_t start)
+{
+	uint64_t end = 0;
+	uint32_t i, z;
+
+	for (i = 1;; i++) {
+		z = 0;
+		if (atomic_compare_exchange_strong(&h->rx_lock, &z, v))
+			return 1;
+		if (!(i & 1023)) {
+			if (!end)
+				end = soft_now_ns() + SOFT_RX_LOCK_WAIT_NS;
+			else if (soft_now_ns() > end ||
+				 (pid && !soft_pid_alive(pid, start)))
+				return 0;
+		}
+		sched_yield();
+	}
+}
+
+/*
  * soft_qp_ack_reset -- the ACK back to 0 for the QP's next incarnation
  * (qp_reset, before the peer is unmapped), with dest_qpn cleared: under
  * the responder's rx lock, which covers its look at cancel and its plain
  * store of the ACK (rx_ack) and before which it looks at dest_qpn
  * (rx_slots), so that no ACK of this incarnation lands after it, nor any
- * copy out of slots the reset rewrites.  A responder that keeps the lock
- * is waited for up to SOFT_ACK_RESET_NS (stopped), not once it is dead.
- * Lock held.
+ * copy out of slots the reset rewrites.  Lock held.
  */
 void soft_qp_ack_reset(struct soft_qp *qp)
 {
 	struct soft_seg_hdr *h = qp->peer;
-	uint64_t end = 0;
-	uint32_t i, z;
-	int held = 0;
+	int held = h && soft_rx_lock_wait(h, 2, qp->peer_pid, qp->peer_start);
 
-	for (i = 1; h; i++) {
-		z = 0;
-		held = atomic_compare_exchange_strong(&h->rx_lock, &z, 2);
-		if (held)
-			break;
-		if (!(i & 1023)) {
-			if (!end)
-				end = soft_now_ns() + SOFT_ACK_RESET_NS;
-			else if (soft_now_ns() > end ||
-				 !soft_pid_alive(qp->peer_pid, qp->peer_start))
-				break;
-		}
-		sched_yield();
-	}
 	atomic_store(&qp->seg->dest_qpn, 0);
 	atomic_store(&qp->seg->acked, 0);
 	atomic_store(&qp->seg->cancel, 0);

@@ -346,7 +346,7 @@ static int dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct soft_dc *dc = qp->dc;
 	enum ibv_qp_state cur, next;
-	int i, ok;
+	int ok;
 
 	soft_lock(&qp->ctx->lock);
 	cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
@@ -420,14 +420,8 @@ static int dc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 		soft_qp_set_state(qp, IBV_QPS_RESET);
 		atomic_store(&soft_reg->qp[qp->reg_slot].access, 0);
 		/* an initiator serving a DCT right now finishes first */
-		for (i = 0; dc->dct && i < 100000; i++) {
-			uint32_t z = 0;
-
-			if (atomic_compare_exchange_strong(&qp->seg->rx_lock,
-							   &z, 1))
-				break;
-			sched_yield();
-		}
+		if (dc->dct)
+			soft_rx_lock_wait(qp->seg, 1, 0, 0);
 		atomic_store(&qp->seg->rx_lock, 0);
 		if (!dc->dct)
 			dc_forget(qp);

@@ -617,8 +617,6 @@ void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s)
 /* qp_reset -- back to RESET: queues emptied without completions */
 static void qp_reset(struct soft_qp *qp)
 {
-	int i;
-
 	qp->ops->reset(qp); /* the kind's own queues (UD/UC) */
 	soft_sq_drop_held(qp);
 	soft_qp_ack_reset(qp);
@@ -641,13 +639,7 @@ static void qp_reset(struct soft_qp *qp)
 	qp->rx_stopped = 0;
 	memset(&qp->rx, 0, sizeof(qp->rx));
 	/* an initiator serving us right now finishes first (bounded) */
-	for (i = 0; i < 100000; i++) {
-		uint32_t z = 0;
-
-		if (atomic_compare_exchange_strong(&qp->seg->rx_lock, &z, 1))
-			break;
-		sched_yield();
-	}
+	soft_rx_lock_wait(qp->seg, 1, 0, 0);
 	atomic_store(&qp->seg->rq_prod, 0);
 	atomic_store(&qp->seg->rq_cons, 0);
 	atomic_store(&qp->seg->rq_drained, 0);

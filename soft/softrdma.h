@@ -1278,8 +1278,11 @@ void soft_sq_drop(struct soft_qp *qp);
 void soft_sqd_check(struct soft_qp *qp);
 void soft_qp_connect(struct soft_qp *qp);
 void soft_qp_disconnect(struct soft_qp *qp);
-/* how long a reset waits for its responder's rx lock (soft_qp_ack_reset) */
-#define SOFT_ACK_RESET_NS 1000000000ull
+/* how long a reset waits for an rx lock held (soft_rx_lock_wait) */
+#define SOFT_RX_LOCK_WAIT_NS 1000000000ull
+int soft_rx_lock_wait(struct soft_seg_hdr *h, uint32_t v, int32_t pid,
+		      uint64_t start);
+/* soft_qp_ack_reset -- the ACK back to 0 under the responder's rx lock */
 void soft_qp_ack_reset(struct soft_qp *qp);
 void soft_thread_start(struct soft_context *ctx);
 void soft_thread_start_locked(struct soft_context *ctx);
