@@ -1128,11 +1128,13 @@ struct ibv_cq_ex *soft_create_cq_ex(struct ibv_context *context,
 
 /* ibv_resize_cq -- change the capacity: cqe not below the completions it
  * holds (ibv_resize_cq(3); rxe_cq_chk_attr compares cqe itself, before
- * any rounding up) */
+ * any rounding up).  The new queue is allocated and faulted in before
+ * the context lock, the old one freed after it: the lock is held only to
+ * move what the CQ holds, not for as long as a large queue takes. */
 int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
 	struct soft_cq *c;
-	struct soft_cqe *nq;
+	struct soft_cqe *nq, *old;
 	uint32_t n = 1, i;
 
 	if (!cq)
@@ -1142,25 +1144,25 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 		return EINVAL;
 	while (n < (uint32_t)cqe + 1)
 		n <<= 1;
+	nq = calloc(n - 1, sizeof(*nq));
+	if (!nq)
+		return ENOMEM;
+	soft_populate(nq, (n - 1) * sizeof(*nq), 1);
 	soft_lock(&c->ctx->lock);
 	if ((uint32_t)cqe < c->count) {
 		soft_unlock(&c->ctx->lock);
+		free(nq);
 		return EINVAL;
 	}
-	nq = calloc(n - 1, sizeof(*nq));
-	if (!nq) {
-		soft_unlock(&c->ctx->lock);
-		return ENOMEM;
-	}
-	soft_populate(nq, (n - 1) * sizeof(*nq), 1);
 	for (i = 0; i < c->count; i++)
 		nq[i] = c->q[(c->head + i) % c->size];
-	free(c->q);
+	old = c->q;
 	c->q = nq;
 	c->head = 0;
 	c->size = n - 1;
 	c->cqx.cqe = (int)c->size;
 	soft_unlock(&c->ctx->lock);
+	free(old);
 	return 0;
 }
 
