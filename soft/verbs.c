@@ -1459,30 +1459,21 @@ static void cqx_load(struct soft_cq *cq)
 	cq->cqx.wr_id = wc->wr_id;
 }
 
-/* cqx_unlock -- the end of start_poll's lock (a single-threaded CQ's is
- * biased: softrdma.h) */
-static void cqx_unlock(struct soft_cq *cq, int biased)
-{
-	if (cq->single)
-		soft_bias_exit(&cq->ctx->lock, biased);
-	else
-		soft_unlock(&cq->ctx->lock);
-}
-
+/* cq_start_poll -- the lock biased as ibv_poll_cq's (data.c ctx_enter):
+ * a single-threaded CQ's with the long budget, any other's with the
+ * short one */
 static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
-	int biased = 0;
+	int biased;
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	if (cq->single)
-		biased = soft_bias_enter(&cq->ctx->lock, SOFT_BIAS_REVOKES);
-	else
-		soft_lock(&cq->ctx->lock);
+	biased = soft_bias_enter(&cq->ctx->lock, cq->single ? SOFT_BIAS_REVOKES
+							    : SOFT_BIAS_AUTO);
 	soft_progress(cq->ctx);
 	if (!cq->count) {
-		cqx_unlock(cq, biased);
+		soft_bias_exit(&cq->ctx->lock, biased);
 		return ENOENT;
 	}
 	cq->cqx_biased = biased;
@@ -1517,5 +1508,5 @@ static void cq_end_poll(struct ibv_cq_ex *cqx)
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
 
 	cqx_consume(cq);
-	cqx_unlock(cq, cq->cqx_biased);
+	soft_bias_exit(&cq->ctx->lock, cq->cqx_biased);
 }

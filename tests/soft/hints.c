@@ -600,6 +600,12 @@ static void *auto_run(void *arg)
 /* test_auto -- the bias of calls without hints (fresh contexts) */
 static void test_auto(void)
 {
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 4,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_poll_cq_attr pa = {0};
+	struct ibv_cq_ex *cx;
 	struct tctx t, u;
 	struct stream m, o;
 	soft_lock_t *l;
@@ -663,6 +669,22 @@ static void test_auto(void)
 	ok(!side_close(&o.a) && !side_close(&o.b), "auto: closed");
 	t_close(&t);
 	t_close(&u);
+
+	/* ibv_start_poll on a CQ without the hint: as ibv_poll_cq */
+	if (t_open(&t, 4))
+		bail_out("open");
+	l = &to_sctx(t.ctx)->lock;
+	cx = ibv_create_cq_ex(t.ctx, &ca);
+	r = cx ? ibv_start_poll(cx, &pa) : -1;
+	ok(r == ENOENT && atomic_load(&l->v) == SOFT_LOCK_BIASED &&
+		   atomic_load(&l->bias) != 0 &&
+		   atomic_load(&l->bias) != SOFT_BIAS_OFF &&
+		   l->revoke_max == SOFT_BIAS_AUTO,
+	   "auto: start_poll without hints biases, budget %u (%d, word "
+	   "%#x, budget %u)",
+	   SOFT_BIAS_AUTO, r, (unsigned)atomic_load(&l->v), l->revoke_max);
+	ok(cx && !ibv_destroy_cq(ibv_cq_ex_to_cq(cx)), "auto: closed");
+	t_close(&t);
 }
 
 int main(void)
