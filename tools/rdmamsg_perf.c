@@ -739,20 +739,20 @@ static int cmp_u64(const void *a, const void *b)
 static int cli_lat(struct perf *p, const char *buf, size_t size,
 		   unsigned long iters, unsigned long warmup, uint64_t *rtt)
 {
-	double sum = 0, median;
+	int tsc = ticks_tsc(), rc;
+	double sum = 0, median, ns = ticks_ns(tsc);
 	unsigned long i;
 	uint64_t t0;
-	int rc;
 
 	for (i = 0; i < warmup + iters; i++) {
-		t0 = now_ns();
+		t0 = ticks(tsc);
 		rc = cli_send(p, buf, size, 0);
 		if (rc == 0)
 			rc = cli_wait_replies(p, p->replies + 1);
 		if (rc < 0)
 			return rc;
 		if (i >= warmup)
-			rtt[i - warmup] = now_ns() - t0;
+			rtt[i - warmup] = ticks(tsc) - t0;
 		if (p->last_len != size) {
 			fprintf(stderr,
 				"rdmamsg_perf: reply of %zu bytes to %zu\n",
@@ -765,11 +765,11 @@ static int cli_lat(struct perf *p, const char *buf, size_t size,
 		sum += (double)rtt[i];
 	median = iters % 2 ? (double)rtt[iters / 2]
 			   : ((double)rtt[iters / 2 - 1] + rtt[iters / 2]) / 2;
-	/* one-way = RTT / 2; ns -> us, to the ns (the 8 B rows differ in
-	 * tens of ns) */
-	printf("%8zu %8lu %10.3f %10.3f %10.3f\n", size, iters, median / 2000,
-	       sum / (double)iters / 2000,
-	       (double)rtt[(iters * 99 + 99) / 100 - 1] / 2000);
+	/* one-way = RTT / 2; ticks -> ns -> us, to the ns (the 8 B rows
+	 * differ in tens of ns) */
+	printf("%8zu %8lu %10.3f %10.3f %10.3f\n", size, iters,
+	       median * ns / 2000, sum / (double)iters * ns / 2000,
+	       (double)rtt[(iters * 99 + 99) / 100 - 1] * ns / 2000);
 	fflush(stdout);
 	return 0;
 }
