@@ -2020,26 +2020,6 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 }
 
 /*
- * ctx_enter, ctx_exit -- the context lock around a post or poll, biased
- * (softrdma.h, soft_bias_enter): a program that posts and polls from one
- * thread takes no locked instruction, hints or not; SINGLE (a thread
- * domain's QP, a single-threaded CQ) gives the bias the long budget
- * (SOFT_BIAS_REVOKES), a plain object the short one (SOFT_BIAS_AUTO)
- */
-static inline __attribute__((always_inline)) int ctx_enter(
-	struct soft_context *ctx, int single)
-{
-	return soft_bias_enter(&ctx->lock,
-			       single ? SOFT_BIAS_REVOKES : SOFT_BIAS_AUTO);
-}
-
-static inline __attribute__((always_inline)) void ctx_exit(
-	struct soft_context *ctx, int biased)
-{
-	soft_bias_exit(&ctx->lock, biased);
-}
-
-/*
  * rc_ops_post_send -- ibv_post_send on an RC QP.  qp->ops was read
  * without the lock: a QP whose path changed meanwhile (a modify to RTR or
  * RESET on another thread) is posted to through its new operations.
@@ -2047,18 +2027,18 @@ static inline __attribute__((always_inline)) void ctx_exit(
 static int rc_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 			    struct ibv_send_wr **bad)
 {
-	int ret, biased = ctx_enter(qp->ctx, qp->single);
+	int ret, biased = soft_ctx_enter(qp->ctx, qp->single);
 
 	if (__builtin_expect(qp->ops != &soft_rc_ops, 0)) {
-		ctx_exit(qp->ctx, biased);
+		soft_ctx_exit(qp->ctx, biased);
 		return qp->ops->post_send(qp, wr, bad);
 	}
 	if (post_send_fast(qp, wr)) {
-		ctx_exit(qp->ctx, biased);
+		soft_ctx_exit(qp->ctx, biased);
 		return 0;
 	}
 	ret = rc_post_send(qp, wr, bad);
-	ctx_exit(qp->ctx, biased);
+	soft_ctx_exit(qp->ctx, biased);
 	return ret;
 }
 
@@ -2309,7 +2289,7 @@ rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 static int rc_ops_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 			    struct ibv_recv_wr **bad)
 {
-	int ret = 0, biased = ctx_enter(qp->ctx, qp->single);
+	int ret = 0, biased = soft_ctx_enter(qp->ctx, qp->single);
 	uint64_t arrived = rx_arrived(qp);
 
 	if (!wr->next) {
@@ -2320,7 +2300,7 @@ static int rc_ops_post_recv(struct soft_qp *qp, struct ibv_recv_wr *wr,
 		if (__builtin_expect(wr != NULL, 0))
 			ret = rc_post_recv_slow(qp, wr, bad, arrived);
 	}
-	ctx_exit(qp->ctx, biased);
+	soft_ctx_exit(qp->ctx, biased);
 	return ret;
 }
 
@@ -4593,7 +4573,7 @@ void soft_progress(struct soft_context *ctx)
 int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct soft_cq *cq = to_scq(ibcq);
-	int biased = ctx_enter(cq->ctx, cq->single);
+	int biased = soft_ctx_enter(cq->ctx, cq->single);
 	const struct soft_cqe *q;
 	uint32_t h, size, i, d = 0, m = cq->count;
 
@@ -4630,7 +4610,7 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		cq->head = h;
 		cq->count -= m;
 	}
-	ctx_exit(cq->ctx, biased);
+	soft_ctx_exit(cq->ctx, biased);
 	return (int)(d + m);
 }
 

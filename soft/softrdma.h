@@ -590,6 +590,28 @@ struct soft_context {
 };
 
 /*
+ * soft_ctx_enter, soft_ctx_exit -- the context lock around a post or
+ * poll (ibv_post_send, ibv_post_recv, ibv_poll_cq, ibv_start_poll to
+ * ibv_end_poll), biased (soft_bias_enter): a program that posts and polls
+ * from one thread takes no locked instruction, hints or not; SINGLE (a
+ * thread domain's QP, a single-threaded CQ) gives the bias the long
+ * budget (SOFT_BIAS_REVOKES), a plain object the short one
+ * (SOFT_BIAS_AUTO)
+ */
+static inline __attribute__((always_inline)) int soft_ctx_enter(
+	struct soft_context *ctx, int single)
+{
+	return soft_bias_enter(&ctx->lock,
+			       single ? SOFT_BIAS_REVOKES : SOFT_BIAS_AUTO);
+}
+
+static inline __attribute__((always_inline)) void soft_ctx_exit(
+	struct soft_context *ctx, int biased)
+{
+	soft_bias_exit(&ctx->lock, biased);
+}
+
+/*
  * soft_hint_set, soft_hint_get -- a count kept under the context lock that
  * the progress thread reads without it, as a hint (narmed): a stale look
  * costs it one turn of its loop, as a look just before the change would
@@ -686,11 +708,11 @@ struct soft_cq {
 	uint32_t comp_reported, async_reported;
 	uint64_t wc_flags; /* cq_ex */
 	int cqx_polling;
-	int cqx_biased;	      /* start_poll's soft_bias_enter, for end_poll */
+	int cqx_biased;	      /* start_poll's soft_ctx_enter, for end_poll */
 	struct soft_pd *pdom; /* IBV_CQ_INIT_ATTR_MASK_PD's, or NULL */
 	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED, or a parent domain's TD: its
-	 * polls give the context lock's bias the long budget (data.c
-	 * ctx_enter), its extended polls take the lock biased too */
+	 * polls, plain and extended, give the context lock's bias the long
+	 * budget (soft_ctx_enter) */
 	int single;
 };
 
@@ -775,7 +797,7 @@ struct soft_qp {
 	enum ibv_qp_type type;
 	int sq_sig_all;
 	/* on a parent domain with a TD: one thread posts (the bias's long
-	 * budget, data.c ctx_enter) */
+	 * budget, soft_ctx_enter) */
 	int single;
 	struct soft_pd *pdom; /* the parent domain it was made on, or NULL */
 	struct ibv_qp_cap cap;

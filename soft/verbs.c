@@ -1459,9 +1459,8 @@ static void cqx_load(struct soft_cq *cq)
 	cq->cqx.wr_id = wc->wr_id;
 }
 
-/* cq_start_poll -- the lock biased as ibv_poll_cq's (data.c ctx_enter):
- * a single-threaded CQ's with the long budget, any other's with the
- * short one */
+/* cq_start_poll -- the context lock as ibv_poll_cq takes it
+ * (soft_ctx_enter), held until end_poll */
 static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
@@ -1469,11 +1468,10 @@ static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	biased = soft_bias_enter(&cq->ctx->lock, cq->single ? SOFT_BIAS_REVOKES
-							    : SOFT_BIAS_AUTO);
+	biased = soft_ctx_enter(cq->ctx, cq->single);
 	soft_progress(cq->ctx);
 	if (!cq->count) {
-		soft_bias_exit(&cq->ctx->lock, biased);
+		soft_ctx_exit(cq->ctx, biased);
 		return ENOENT;
 	}
 	cq->cqx_biased = biased;
@@ -1508,5 +1506,5 @@ static void cq_end_poll(struct ibv_cq_ex *cqx)
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
 
 	cqx_consume(cq);
-	soft_bias_exit(&cq->ctx->lock, cq->cqx_biased);
+	soft_ctx_exit(cq->ctx, cq->cqx_biased);
 }
