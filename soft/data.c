@@ -52,6 +52,31 @@ _Static_assert(SOFT_MAX_SGE == SOFT_SLOT_MAX_SGE, "one SGE limit");
 _Static_assert(SOFT_MAX_MSG_SZ == SOFT_SLOT_MAX_MSG, "one message limit");
 _Static_assert(sizeof(struct soft_seg_hdr) <= SOFT_SEG_HDR, "segment header");
 
+/*
+ * cp_probe -- the latency probe (SOFT_CP_PROBE: soft/libsoftrdma-cp.la,
+ * built on demand by tools/rdmamsg_pingpong-insns.sh -c).  Callgrind
+ * collects from a poll's first look at a new message (on) to the
+ * publication of the next SEND on the fast path (off): the receiver's way
+ * from a message to its reply.  A poll that comes first ends it (no
+ * reply).  Nothing in any other build.
+ */
+#ifdef SOFT_CP_PROBE
+#include <valgrind/callgrind.h>
+static int cp_on;
+static inline void cp_probe(int on)
+{
+	if (cp_on != on) {
+		cp_on = on;
+		CALLGRIND_TOGGLE_COLLECT;
+	}
+}
+#else
+static inline void cp_probe(int on)
+{
+	(void)on;
+}
+#endif
+
 /* IB min_rnr_timer encoding, in microseconds x 100 */
 static const uint32_t rnr_table[32] = {
 	65536, 1,    2,	   3,	 4,    6,     8,     12,    16,	   24,	  32,
@@ -1535,6 +1560,7 @@ static inline __attribute__((always_inline)) void fast_publish(
 	atomic_store_explicit(&s->state,
 			      SOFT_SLOT_STATE(msgno, SOFT_SLOT_READY),
 			      memory_order_release);
+	cp_probe(0);
 	qp->ctx->outstanding++;
 	peer_wake(qp);
 }
@@ -3510,6 +3536,7 @@ static void rx_slots(struct soft_qp *qp)
 		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if ((st >> 8) != qp->peer_cons + 1)
 			break;
+		cp_probe(1);
 		if ((st & 0xff) == SOFT_SLOT_READY && rx_fast(qp, s, &b) > 0)
 			continue;
 		/* in order: what the batch holds is delivered first */
@@ -4573,9 +4600,13 @@ void soft_progress(struct soft_context *ctx)
 int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct soft_cq *cq = to_scq(ibcq);
-	int biased = soft_ctx_enter(cq->ctx, cq->single);
+	int biased;
 	const struct soft_cqe *q;
-	uint32_t h, size, i, d = 0, m = cq->count;
+	uint32_t h, size, i, d = 0, m;
+
+	cp_probe(0);
+	biased = soft_ctx_enter(cq->ctx, cq->single);
+	m = cq->count;
 
 	if (n > 0 && !m) {
 		/* empty: the pass's completions go straight into wc[]

@@ -9,9 +9,12 @@
 # Instruction counts do not depend on the machine's load.  Each row also
 # splits the cost by object: librdmamsg, softrdma and the rest (the
 # pingpong program's own loop and callbacks, libc), from callgrind's self
-# cost per object.
+# cost per object.  With -c only the latency's share is counted: what the
+# receiver runs from its first look at a message to the publication of its
+# reply (the client's next ping, the server's echo), through softrdma's
+# probe build (soft/data.c cp_probe, soft/libsoftrdma-cp.la, made here).
 #
-# Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [-r] [-w | -i] [LIBSOFTRDMA.so...]
+# Usage: tools/rdmamsg_pingpong-insns.sh [-n N] [-s SIZE] [-b BUILDDIR] [-r] [-w | -i | -c] [LIBSOFTRDMA.so...]
 #   -n N        the smaller run's iterations (default 5000; 2N messages)
 #   -s SIZE     message size (default 8)
 #   -b BUILDDIR the build tree whose tools/rdmamsg_pingpong runs (default .)
@@ -21,6 +24,8 @@
 #               back; per message = difference / N
 #   -i          idle (pingpong -i): N and 2N progress passes with nothing
 #               in flight; per pass = difference / N
+#   -c          the critical path only, through BUILDDIR's probe build
+#               instead of the libraries given (sizes that fit a slot)
 #   LIBSOFTRDMA.so  the fabrics compared (default BUILDDIR's own)
 # Example, softrdma of an older commit against this tree's (same librdmamsg):
 #   tools/rdmamsg_pingpong-insns.sh -b _build \
@@ -32,7 +37,8 @@ size=8
 builddir=.
 replay=
 mode= # pingpong -w or -i, or none: ping-pong
-while getopts n:s:b:rwi opt; do
+crit=
+while getopts n:s:b:rwic opt; do
 	case $opt in
 	n) n=$OPTARG ;;
 	s) size=$OPTARG ;;
@@ -40,7 +46,8 @@ while getopts n:s:b:rwi opt; do
 	r) replay=1 ;;
 	w) mode=-w ;;
 	i) mode=-i ;;
-	*) sed -n '14,26s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	c) crit=1 ;;
+	*) sed -n '17,32s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -48,6 +55,13 @@ command -v valgrind >/dev/null || { echo "valgrind missing" >&2; exit 1; }
 bin=$builddir/tools/rdmamsg_pingpong
 [ -x "$bin" ] || { echo "no $bin (make tools/rdmamsg_pingpong)" >&2; exit 1; }
 [ $# -ge 1 ] || set -- "$builddir/soft/.libs/libsoftrdma.so"
+collect=--toggle-collect=pingpong
+if [ -n "$crit" ]; then
+	[ -z "$mode" ] || { echo "-c counts the ping-pong only" >&2; exit 2; }
+	make -s -C "$builddir" soft/libsoftrdma-cp.la >&2
+	set -- "$builddir/soft/.libs/libsoftrdma-cp.so"
+	collect=--collect-atstart=no
+fi
 export RDMAMSG_FABRIC=soft
 export SOFTRDMA_SHM_PREFIX="rpi$$"
 tmp=$(mktemp -d)
@@ -62,7 +76,7 @@ trap 'rm -f /dev/shm/"$SOFTRDMA_SHM_PREFIX"-* 2>/dev/null; rm -rf "$tmp"' EXIT
 insns() {
 	RDMAMSG_SOFTRDMA_PATH=$1 timeout -k 10 600 \
 		"$builddir/libtool" --mode=execute valgrind --tool=callgrind \
-		--toggle-collect=pingpong --callgrind-out-file="$tmp/out" "$bin" -n "$2" -s "$size" $mode ${3:-} 2>&1 >/dev/null |
+		"$collect" --callgrind-out-file="$tmp/out" "$bin" -n "$2" -s "$size" $mode ${3:-} 2>&1 >/dev/null |
 		sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tr '\n' ' '
 	awk -v soft="$(realpath "$1")" '
 	function obj(v, id) {
@@ -102,6 +116,7 @@ case $mode in
 	echo "# idle progress passes, -n $n and -n $((2 * n)); per pass = difference / $extra passes" ;;
 *) echo "# $size-byte messages${mode:+ streamed}, -n $n and -n $((2 * n)); per message = difference / $extra messages" ;;
 esac
+[ -z "$crit" ] || echo "# -c: only from the receiver's first look at each message to its reply's publication"
 printf '%-60s %14s %14s %10s %10s %10s %8s\n' library "I(n=$n)" "I(n=$((2 * n)))" "insn/$unit" librdmamsg softrdma rest
 # row NAME LIB ITERS [-r] -- one row: the totals at ITERS and 2 ITERS, per
 # message in all and by object; sets row_per to the total per message
