@@ -4354,6 +4354,10 @@ static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
 		if (qp->sqd_notify)
 			soft_sqd_check(qp);
 	}
+	/* the send side first: a message found below is delivered, and
+	 * answered, with nothing of ours left to do before it */
+	if (qp->sq_tail != qp->sq_head && !tx_fast(qp))
+		tx_qp(qp);
 	if (qp->peer) {
 		uint32_t epoch = atomic_load_explicit(&qp->peer->epoch,
 						      memory_order_acquire);
@@ -4369,8 +4373,6 @@ static inline __attribute__((always_inline)) void rc_visit(struct soft_qp *qp,
 			soft_qp_connect(qp);
 		}
 	}
-	if (qp->sq_tail != qp->sq_head && !tx_fast(qp))
-		tx_qp(qp);
 	if (qp->state == IBV_QPS_ERR && qp->rq_tail != qp->rq_head)
 		flush_rq(qp);
 }
