@@ -3603,7 +3603,10 @@ static void rx_slots(struct soft_qp *qp)
 
 /* rx_idle -- the idle poll of qp's receive side: nothing published,
  * nothing served for us, no reset of the peer (EPOCH, as read); inlined
- * into the visit, so an idle QP costs no call */
+ * into the visit, so an idle QP costs no call.  The next slot's second
+ * line is prefetched as its first is read: a SEND with more than the first
+ * line's 40 bytes of payload (an rdmamsg message of 25 to 104 bytes) is
+ * then fetched in one wait, not in a second one behind the state's */
 static inline __attribute__((always_inline)) int rx_idle(struct soft_qp *qp,
 							 uint32_t epoch)
 {
@@ -3611,6 +3614,7 @@ static inline __attribute__((always_inline)) int rx_idle(struct soft_qp *qp,
 		slot_at(qp->peer_slots, qp->peer_cons, qp->peer_mask);
 	struct soft_srq *srq = qp->srq;
 
+	__builtin_prefetch((const char *)s + 64);
 	return !qp->rx.active && epoch == qp->peer_epoch &&
 	       (atomic_load_explicit(&s->state, memory_order_relaxed) >> 8) !=
 		       qp->peer_cons + 1 &&
