@@ -17,7 +17,8 @@
 #                and measured again, up to ROUNDS times in all; the
 #                dropped rounds' floors are printed (a VM whose two CPUs
 #                move apart for minutes at a time, as this one's, 0.025
-#                to 0.19 us: -F 0.05)
+#                to 0.19 us: -F 0.05); a spell that is over by the
+#                round's end goes unseen
 #   -W WINDOW    bandwidth and rate rows: every side keeps at most WINDOW
 #                messages outstanding (rdmamsg_perf --window, ib_send_bw -t,
 #                ucx_perftest -O); default 128, perftest's tx depth;
@@ -88,7 +89,7 @@ while getopts b:qr:W:CP:F: opt; do
 	C) counts=0 ;;
 	P) export BENCH_CPUS=$OPTARG ;;
 	F) flimit=$OPTARG ;;
-	*) sed -n '2,44s/^# \{0,1\}//p' "$0"; exit 2 ;;
+	*) sed -n '2,45s/^# \{0,1\}//p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
