@@ -174,12 +174,14 @@ slow() {
 	awk -v l="$flimit" 'BEGIN { for (i = 1; i < ARGC; i++) if (ARGV[i] ~ /^[0-9.]+$/ && ARGV[i] + 0 > l + 0) exit 0; exit 1 }' "$@"
 }
 
-# drop_last ARRAY... -- remove each ARRAY's last value (a dropped round's)
+# drop_last ARRAY... -- remove each ARRAY's last value (a dropped round's;
+# an ARRAY that holds none, or does not exist, is left alone)
 drop_last() {
 	local __n
 	for __n in "$@"; do
 		local -n __d=$__n
-		[ "${#__d[@]}" -eq 0 ] || unset "__d[$((${#__d[@]} - 1))]"
+		[ -z "${__d+x}" ] || [ "${#__d[@]}" -eq 0 ] ||
+			unset "__d[$((${#__d[@]} - 1))]"
 		unset -n __d
 	done
 }
@@ -230,7 +232,6 @@ plot_sweep() {
 			drop_last floors ends
 			for sz in "${sizes[@]}"; do
 				for m in RL SL UL AL RB SB UB AB NL NB; do
-					[ "$m" != NL ] && [ "$m" != NB ] || [ "$sz" -ge 32768 ] || continue
 					drop_last "${m}_$sz"
 				done
 			done
