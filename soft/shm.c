@@ -51,7 +51,7 @@
  * SEND's offset in the slot's first line (SOFT_SLOT_RING_OFF); 8: and its
  * fill count, the slot published before all of it is in; 9: a plain
  * store's ACK (soft_seg_hdr.cancel), a context's fence_wake */
-#define SOFT_REG_VERSION 9
+#define SOFT_REG_VERSION 10
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;
@@ -178,11 +178,12 @@ static void entry_repair(struct soft_reg_mr *e)
 static void key_repair(pthread_mutex_t *m)
 {
 	struct soft_reg *r = soft_reg;
-	uint32_t i;
+	uint32_t i, top;
 
 	if (!r || m < &r->key_lock[0] || m >= &r->key_lock[SOFT_NSTRIPES])
 		return;
-	for (i = (uint32_t)(m - &r->key_lock[0]); i < SOFT_MAX_MR;
+	top = __atomic_load_n(&r->mr_top, __ATOMIC_RELAXED);
+	for (i = (uint32_t)(m - &r->key_lock[0]); i < top && i < SOFT_MAX_MR;
 	     i += SOFT_NSTRIPES)
 		entry_repair(&r->mr[i]);
 }
@@ -563,14 +564,14 @@ static int reg_sweep(struct soft_reg *r, int at_exit)
 			atomic_store(&r->ctx[i].pid, 0);
 		}
 	}
-	for (i = 0; i < SOFT_MAX_QP; i++) {
+	for (i = 0; i < (int)r->qp_top && i < SOFT_MAX_QP; i++) {
 		if (!r->qp[i].qpn ||
 		    reg_alive(&c, r->qp[i].pid, r->qp[i].start))
 			continue;
 		soft_seg_unlink(r->qp[i].qpn);
 		r->qp[i].qpn = 0;
 	}
-	for (i = 0; i < SOFT_MAX_MR; i++) {
+	for (i = 0; i < (int)r->mr_top && i < SOFT_MAX_MR; i++) {
 		if (!r->mr[i].key ||
 		    reg_alive(&c, r->mr[i].pid, r->mr[i].start))
 			continue;
@@ -758,6 +759,8 @@ static int reg_free_qp(struct soft_reg *r)
 		s = (r->qp_hint + i) % SOFT_MAX_QP;
 		if (!r->qp[s].qpn) {
 			r->qp_hint = (s + 1) % SOFT_MAX_QP;
+			if (s >= r->qp_top)
+				r->qp_top = s + 1;
 			return (int)s;
 		}
 	}
@@ -773,6 +776,9 @@ static int reg_free_mr(struct soft_reg *r)
 		s = (r->mr_hint + i) % SOFT_MAX_MR;
 		if (!r->mr[s].key) {
 			r->mr_hint = (s + 1) % SOFT_MAX_MR;
+			if (s >= r->mr_top)
+				__atomic_store_n(&r->mr_top, s + 1,
+						 __ATOMIC_RELAXED);
 			return (int)s;
 		}
 	}
@@ -1489,13 +1495,13 @@ __attribute__((destructor)) static void soft_fini(void)
 
 	if (!r || getpid() != soft_self_pid || soft_exit_lock(&r->lock))
 		return;
-	for (i = 0; i < SOFT_MAX_QP; i++) {
+	for (i = 0; i < (int)r->qp_top && i < SOFT_MAX_QP; i++) {
 		if (r->qp[i].qpn && r->qp[i].pid == soft_self_pid) {
 			soft_seg_unlink(r->qp[i].qpn);
 			r->qp[i].qpn = 0;
 		}
 	}
-	for (i = 0; i < SOFT_MAX_MR; i++)
+	for (i = 0; i < (int)r->mr_top && i < SOFT_MAX_MR; i++)
 		if (r->mr[i].key && r->mr[i].pid == soft_self_pid)
 			r->mr[i].key = 0;
 	for (i = 0; i < SOFT_MAX_CTX; i++) {

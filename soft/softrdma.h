@@ -215,6 +215,11 @@ struct soft_reg {
 	_Atomic uint32_t port_down; /* IB mode: bit p, port p's link is down
 				     * (softrdma_port_set_state; apm.c) */
 	uint32_t qp_hint, mr_hint;  /* where the next free-slot search starts */
+	/* no slot at or above these was ever used: what walks every entry
+	 * (sweeps, exits, key_repair) stops there, so that a young registry
+	 * is read, and given pages by tmpfs, as far as it was used, not 10
+	 * MiB of it at every process's first sweep */
+	uint32_t qp_top, mr_top;
 	pthread_mutex_t key_lock[SOFT_NSTRIPES];
 	pthread_mutex_t atomic_lock[SOFT_NSTRIPES];
 	struct soft_reg_ctx ctx[SOFT_MAX_CTX];
