@@ -69,8 +69,12 @@ int main(void)
 	char buf[64], prefix[64];
 	long long held;
 
-	/* a registry of our own, new */
-	snprintf(prefix, sizeof(prefix), "reg-scale-%d", (int)getpid());
+	/* a registry of our own, new (under the run's prefix, which its
+	 * clean-up removes: tests/lib.sh) */
+	snprintf(prefix, sizeof(prefix), "%s-rs%d",
+		 getenv("SOFTRDMA_SHM_PREFIX") ? getenv("SOFTRDMA_SHM_PREFIX")
+					       : "reg-scale",
+		 (int)getpid());
 	setenv("SOFTRDMA_SHM_PREFIX", prefix, 1);
 	l = ibv_get_device_list(NULL);
 	ctx = l && l[0] ? ibv_open_device(l[0]) : NULL;
