@@ -186,6 +186,19 @@ drop_last() {
 	done
 }
 
+# redo_round START END ARRAY... -- -F: the round just measured, whose
+# cache-line floors were START and END (us), goes again when either is
+# slow and fewer than ROUNDS were redone: its floors noted in DROPPED,
+# every ARRAY's last value dropped, round and redone (the caller's) moved
+# on; 1 (nothing done) otherwise
+redo_round() {
+	[ "$redone" -lt "$rounds" ] && slow "$1" "$2" || return 1
+	DROPPED+=("$1/$2")
+	echo "# round $round on slow lines (floor $1/$2 us): again" >&2
+	drop_last "${@:3}"
+	redone=$((redone + 1)) round=$((round - 1))
+}
+
 # plot_sweep -- --plot: latency and bandwidth from 8 B to 4 MiB, the median
 # of the rounds at each size, into $plot.dat and $plot.  Each round passes
 # over every size (not every round of one size, then the next): a machine
@@ -194,9 +207,14 @@ drop_last() {
 # every round of a few sizes
 plot_sweep() {
 	local dat=$plot.dat sz n nb when round m
-	local -a sizes=(8 64 512 4096 32768 262144 1048576 4194304) cols=() floors=() ends=() dropped=()
+	local -a sizes=(8 64 512 4096 32768 262144 1048576 4194304) cols=() floors=() ends=() DROPPED=() drop=(floors ends)
 	local redone=0
 	when="$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+	for sz in "${sizes[@]}"; do
+		for m in RL SL UL AL RB SB UB AB NL NB; do
+			drop+=("${m}_$sz")
+		done
+	done
 	round=0
 	while [ "$round" -lt "$rounds" ]; do
 		round=$((round + 1))
@@ -226,20 +244,10 @@ plot_sweep() {
 		[ -n "$flimit" ] || continue
 		ends+=("$(floor)")
 		# -F: as the table's rounds
-		if [ "$redone" -lt "$rounds" ] && slow "${floors[-1]}" "${ends[-1]}"; then
-			dropped+=("${floors[-1]}/${ends[-1]}")
-			echo "# round $round on slow lines (floor ${dropped[-1]} us): again" >&2
-			drop_last floors ends
-			for sz in "${sizes[@]}"; do
-				for m in RL SL UL AL RB SB UB AB NL NB; do
-					drop_last "${m}_$sz"
-				done
-			done
-			redone=$((redone + 1)) round=$((round - 1))
-		fi
+		redo_round "${floors[-1]}" "${ends[-1]}" "${drop[@]}" || true
 	done
 	{
-		echo "# bench-rdmamsg.sh --plot: $when; medians of $rounds rounds, each over every size; cache-line floor at each round's start, us: ${floors[*]}${flimit:+; at its end: ${ends[*]}; -F $flimit, rounds dropped and measured again (start/end): ${dropped[*]:-none}}"
+		echo "# bench-rdmamsg.sh --plot: $when; medians of $rounds rounds, each over every size; cache-line floor at each round's start, us: ${floors[*]}${flimit:+; at its end: ${ends[*]}; -F $flimit, rounds dropped and measured again (start/end): ${DROPPED[*]:-none}}"
 		echo "# size lat_rdmamsg lat_verbs lat_ucx_tag (us, one-way) bw_rdmamsg bw_verbs bw_ucx_tag (MiB/s) lat_ucx_am bw_ucx_am lat_rdmamsg_nocopy bw_rdmamsg_nocopy; UCX_TLS=$utls"
 	} >"$dat"
 	for sz in "${sizes[@]}"; do
@@ -345,7 +353,8 @@ RUNS+=(
 # UCX is measured twice: tag matching (tag_lat/tag_bw, the receive copies
 # into the posted buffer) and active messages (ucp_am_lat/ucp_am_bw, a
 # callback that may read the data in place, as rdmamsg's on_recv does).
-round=0 redone=0 DROPPED=()
+round=0 redone=0 DROPPED=() drop=(LOAD FLOOR FLOOR_END MOVED)
+for r in "${RUNS[@]}"; do drop+=("${r%%|*}"); done
 while [ "$round" -lt "$rounds" ]; do
 	round=$((round + 1))
 	echo "# round $round/$rounds" >&2
@@ -371,13 +380,7 @@ while [ "$round" -lt "$rounds" ]; do
 	FLOOR_END+=("$(floor)")
 	# -F: a round on slow lines goes again, every peer's values of it
 	# dropped alike (at most ROUNDS times in all)
-	if [ "$redone" -lt "$rounds" ] && slow "${FLOOR[-1]}" "${FLOOR_END[-1]}"; then
-		DROPPED+=("${FLOOR[-1]}/${FLOOR_END[-1]}")
-		echo "# round $round on slow lines (floor ${DROPPED[-1]} us): again" >&2
-		drop_last LOAD FLOOR FLOOR_END MOVED
-		for r in "${RUNS[@]}"; do drop_last "${r%%|*}"; done
-		redone=$((redone + 1)) round=$((round - 1))
-	fi
+	redo_round "${FLOOR[-1]}" "${FLOOR_END[-1]}" "${drop[@]}" || true
 done
 
 # per_msg VAR N FUNC ARGS... -- system calls and context switches per
