@@ -1391,6 +1391,18 @@ int rdmamsg_group_attr_set_flow_control(struct rdmamsg_group_attr *attr,
 int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
 
 /*
+ * A reliable publisher's smallest group (Aeron's group minimum size):
+ * publishes are refused with -EAGAIN until it hears from n of the
+ * subscribers its flow control counts (TAGGED: those with its tag; MIN
+ * and MAX: all), so that those get every message from the first even if
+ * its heartbeat at the join was lost to them (a subscriber starts where it
+ * first hears of a publisher).  0 (the default): not held.  0 .. 1024,
+ * else -EINVAL; a join with n > 0 but not in reliable mode is -EINVAL.
+ */
+int rdmamsg_group_attr_set_min_receivers(struct rdmamsg_group_attr *attr,
+					 uint32_t n);
+
+/*
  * rdmamsg_group_join -- join the multicast group at addr ("239.1.2.3",
  * "ff0e::1" or "[ff0e::1]") through ctx; on_join reports the end of the
  * join.  -EINVAL: a NULL ctx, addr, cbs or g, addr is not a multicast

@@ -98,10 +98,11 @@ struct rdmamsg_group_attr {
 	uint32_t rdepth, sdepth;
 	unsigned int hb_ms;
 	uint32_t window;
-	int flow;	 /* enum rdmamsg_group_flow */
-	uint32_t fc_tag; /* TAGGED: the subscribers' tag waited for */
-	uint32_t tag;	 /* ours, in our status messages */
-	int batch;	 /* small messages packed while others are in flight */
+	int flow;	  /* enum rdmamsg_group_flow */
+	uint32_t fc_tag;  /* TAGGED: the subscribers' tag waited for */
+	uint32_t tag;	  /* ours, in our status messages */
+	uint32_t min_rcv; /* publishes held until this many are heard */
+	int batch;	  /* small messages packed while others are in flight */
 	unsigned int poll_us; /* a subscriber's poll before it blocks */
 	char *bind;
 };
@@ -257,6 +258,7 @@ struct rdmamsg_group {
 	uint32_t window;
 	int flow;	      /* enum rdmamsg_group_flow */
 	uint32_t fc_tag, tag; /* as in the attributes */
+	uint32_t min_rcv;     /* as in the attributes */
 	struct gkeep *keep;   /* publisher: the last window messages */
 	struct grcv *rcv;     /* publisher: the subscribers it waits for */
 	uint32_t nrcv;
@@ -428,6 +430,15 @@ RDMAMSG_EXPORT int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr,
 	if (!attr)
 		return -EINVAL;
 	attr->tag = tag;
+	return 0;
+}
+
+RDMAMSG_EXPORT int rdmamsg_group_attr_set_min_receivers(
+	struct rdmamsg_group_attr *attr, uint32_t n)
+{
+	if (!attr || n > G_MAX_RECEIVERS)
+		return -EINVAL;
+	attr->min_rcv = n;
 	return 0;
 }
 
@@ -1072,11 +1083,10 @@ static int rcv_expired(const struct rdmamsg_group *g, const struct grcv *r,
 /* rcv_limit -- the position of the subscriber the flow-control strategy
  * waits for, among those still heard from (the ones silent too long are
  * forgotten): min the slowest, max the fastest, tagged the slowest with
- * our fc_tag.  1 and *lim, or 0 if none */
-static int rcv_limit(struct rdmamsg_group *g, uint64_t now, uint64_t *lim)
+ * our fc_tag.  How many it chose among (then *lim), 0 if none */
+static uint32_t rcv_limit(struct rdmamsg_group *g, uint64_t now, uint64_t *lim)
 {
-	uint32_t i = 0;
-	int any = 0;
+	uint32_t i = 0, n = 0;
 
 	while (i < g->nrcv) {
 		struct grcv *r = &g->rcv[i];
@@ -1095,12 +1105,12 @@ static int rcv_limit(struct rdmamsg_group *g, uint64_t now, uint64_t *lim)
 		}
 		if (g->flow == RDMAMSG_GROUP_FLOW_TAGGED && r->tag != g->fc_tag)
 			continue;
-		if (!any || (g->flow == RDMAMSG_GROUP_FLOW_MAX ? r->pos > *lim
-							       : r->pos < *lim))
+		if (!n || (g->flow == RDMAMSG_GROUP_FLOW_MAX ? r->pos > *lim
+							     : r->pos < *lim))
 			*lim = r->pos;
-		any = 1;
+		n++;
 	}
-	return any;
+	return n;
 }
 
 /* rcv_behind -- the subscriber waited for misses messages */
@@ -1367,6 +1377,7 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 					 void *op_ctx)
 {
 	uint64_t lim;
+	uint32_t n;
 	int ret;
 
 	if (!g || (!data && len))
@@ -1380,11 +1391,12 @@ RDMAMSG_EXPORT int rdmamsg_group_publish(struct rdmamsg_group *g,
 	if (g->state != G_UP)
 		return -ENOTCONN;
 	if (g->window) {
-		/* flow control: the subscriber the strategy names; a repair
-		 * under way goes first, new messages take the room it
-		 * leaves (half of the send queue at least) */
-		if (rcv_limit(g, g->ctx->now, &lim) &&
-		    g->next_seq - lim >= g->window) {
+		/* flow control: not before min_rcv subscribers are heard,
+		 * then the one the strategy names; a repair under way goes
+		 * first, new messages take the room it leaves (half of the
+		 * send queue at least) */
+		n = rcv_limit(g, g->ctx->now, &lim);
+		if (n < g->min_rcv || (n && g->next_seq - lim >= g->window)) {
 			g->st.flow_control_stalls++;
 			return -EAGAIN;
 		}
@@ -2594,6 +2606,9 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	    (parse_ip(attr->bind, &bind) || is_mcast(&bind) ||
 	     bind.ss_family != maddr.ss_family))
 		return -EINVAL;
+	/* only a reliable publisher hears of its subscribers */
+	if (attr && attr->min_rcv && !attr->window)
+		return -EINVAL;
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
@@ -2616,6 +2631,7 @@ RDMAMSG_EXPORT int rdmamsg_group_join(struct rdmamsg_ctx *ctx, const char *addr,
 	g->flow = attr ? attr->flow : RDMAMSG_GROUP_FLOW_MIN;
 	g->fc_tag = attr ? attr->fc_tag : 0;
 	g->tag = attr ? attr->tag : 0;
+	g->min_rcv = attr ? attr->min_rcv : 0;
 	g->batch = attr ? attr->batch : 1;
 	g->poll_ns = (uint64_t)(attr ? attr->poll_us : def_poll_us()) * 1000;
 	g->cbs = *cbs;

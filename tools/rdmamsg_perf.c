@@ -93,6 +93,8 @@ struct perf_opts {
 				* subscriber; 0: the default (mc_depth) */
 	unsigned long poll_us; /* (subscriber) rdmamsg_group_attr_set_poll_us;
 				* ULONG_MAX: the library's default */
+	unsigned long min_rcv; /* (reliable publisher) subscribers to hear
+				* from before the first message */
 };
 
 struct perf {
@@ -1047,6 +1049,9 @@ static void mc_on_message(struct rdmamsg_group *g,
 	if (!m->timed) {
 		m->timed = 1;
 		rdmamsg_group_query(g, &m->st0);
+		/* (counted already: this one is timed) */
+		m->st0.msgs_received--;
+		m->st0.bytes_received -= msg->len;
 	}
 	if (h.size >= m->p->o.nsizes || h.check != ~h.size ||
 	    msg->len != m->p->o.sizes[h.size] ||
@@ -1203,6 +1208,38 @@ static int mc_warmup(struct perf_mcast *m, char *buf)
 	return mc_idle(m, PERF_MC_WARM_IDLE);
 }
 
+/* mc_subscribers -- a reliable publisher with --subscribers N: until it
+ * hears from N (the library refuses publishes until then anyway; this
+ * keeps the wait out of the timed rows) */
+static int mc_subscribers(struct perf_mcast *m)
+{
+	struct rdmamsg_group_stats st;
+	uint64_t t = now_ns();
+	int rc;
+
+	if (!m->p->o.min_rcv)
+		return 0;
+	for (;;) {
+		memset(&st, 0, sizeof(st));
+		rdmamsg_group_query(m->g, &st);
+		if (st.receivers >= m->p->o.min_rcv)
+			break;
+		if (now_ns() - t > PERF_STALL_NS) {
+			fprintf(stderr,
+				"rdmamsg_perf: %" PRIu64 " of %lu subscribers "
+				"heard from in %llu s\n",
+				st.receivers, m->p->o.min_rcv,
+				PERF_STALL_NS / 1000000000ull);
+			return -ETIMEDOUT;
+		}
+		rc = perf_wait(m->p);
+		if (rc < 0)
+			return rc;
+	}
+	printf("# %" PRIu64 " subscribers heard from\n", st.receivers);
+	return 0;
+}
+
 /* mc_publish -- iters messages of each size; one line per size */
 static int mc_publish(struct perf_mcast *m, char *buf)
 {
@@ -1213,7 +1250,9 @@ static int mc_publish(struct perf_mcast *m, char *buf)
 	unsigned long k;
 	int rc;
 
-	rc = mc_warmup(m, buf);
+	rc = mc_subscribers(m);
+	if (rc == 0)
+		rc = mc_warmup(m, buf);
 	if (rc < 0)
 		return rc;
 
@@ -1394,6 +1433,9 @@ static int run_mcast(struct perf *p)
 		rc = rdmamsg_group_attr_set_reliable(attr,
 						     (uint32_t)p->o.window);
 	if (rc == 0)
+		rc = rdmamsg_group_attr_set_min_receivers(
+			attr, (uint32_t)p->o.min_rcv);
+	if (rc == 0)
 		rc = rdmamsg_group_join(p->ctx, p->o.group, attr, &cbs, &m,
 					&m.g);
 	rdmamsg_group_attr_delete(&attr);
@@ -1448,7 +1490,8 @@ static void usage(FILE *f)
 		"[-n ITERS]\n"
 		"                    [--reliable WINDOW] [--pace RATE] "
 		"[--linger MS]\n"
-		"                    [--recv-depth N] [--poll-us US]\n"
+		"                    [--subscribers N] [--recv-depth N] "
+		"[--poll-us US]\n"
 		"\n"
 		"  -s, --server      serve one client, exit when it leaves\n"
 		"  -l, --loop        (server) serve clients until killed\n"
@@ -1505,6 +1548,10 @@ static void usage(FILE *f)
 		"      --linger MS   (publisher) stay MS ms in the group "
 		"after\n"
 		"                    the last message (default 1000)\n"
+		"      --subscribers N (reliable publisher) publish once N\n"
+		"                    subscribers are heard from, so that they\n"
+		"                    get every message (rdmamsg_group_attr_\n"
+		"                    set_min_receivers)\n"
 		"      --recv-depth N (subscriber) receive buffers posted\n"
 		"                    (default 4096; reliable, messages of\n"
 		"                    one datagram: the window + 128)\n"
@@ -1586,6 +1633,7 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 		{"reliable", required_argument, NULL, 'R'},
 		{"pace", required_argument, NULL, 'A'},
 		{"linger", required_argument, NULL, 'G'},
+		{"subscribers", required_argument, NULL, 'U'},
 		{"recv-depth", required_argument, NULL, 'd'},
 		{"poll-us", required_argument, NULL, 'y'},
 		{"window", required_argument, NULL, 'W'},
@@ -1691,6 +1739,10 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 				return -1;
 			o->linger = v;
 			break;
+		case 'U':
+			if (parse_ulong(optarg, 1, 1024, &o->min_rcv) < 0)
+				return -1;
+			break;
 		case 'd':
 			if (parse_ulong(optarg, 2, 16384, &o->rdepth) < 0)
 				return -1;
@@ -1754,10 +1806,15 @@ static int parse_args(struct perf_opts *o, int argc, char **argv)
 				o->rdepth);
 			return -1;
 		}
+		if (o->min_rcv && (!o->publisher || !o->window)) {
+			fprintf(stderr, "rdmamsg_perf: --subscribers is for "
+					"a reliable publisher\n");
+			return -1;
+		}
 		return o->server || o->host || o->outstanding ? -1 : 0;
 	}
 	if (o->server == !!o->host || o->window || o->pace ||
-	    o->linger != ULONG_MAX || o->poll_us != ULONG_MAX)
+	    o->linger != ULONG_MAX || o->poll_us != ULONG_MAX || o->min_rcv)
 		return -1;
 	if (o->rdepth > 4096) {
 		fprintf(stderr,

@@ -397,6 +397,8 @@ int rdmamsg_group_attr_set_flow_control(struct rdmamsg_group_attr *attr,
 					enum rdmamsg_group_flow flow,
 					uint32_t tag);
 int rdmamsg_group_attr_set_tag(struct rdmamsg_group_attr *attr, uint32_t tag);
+int rdmamsg_group_attr_set_min_receivers(struct rdmamsg_group_attr *attr,
+					 uint32_t n);
 int rdmamsg_group_attr_set_batch(struct rdmamsg_group_attr *attr, int on);
 int rdmamsg_group_attr_set_poll_us(struct rdmamsg_group_attr *attr,
 				   unsigned int us);

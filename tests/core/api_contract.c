@@ -347,6 +347,12 @@ static void attrs(void)
 	       -EINVAL, "unknown flow");
 	is_int(rdmamsg_group_attr_set_tag(NULL, 1), -EINVAL,
 	       "group set_tag(NULL)");
+	is_int(rdmamsg_group_attr_set_min_receivers(NULL, 1), -EINVAL,
+	       "group set_min_receivers(NULL)");
+	is_int(rdmamsg_group_attr_set_min_receivers(ga, 1025), -EINVAL,
+	       "group set_min_receivers(1025)");
+	is_int(rdmamsg_group_attr_set_min_receivers(ga, 1024), 0,
+	       "group set_min_receivers(1024)");
 	is_int(rdmamsg_group_attr_set_bind_addr(NULL, NULL), -EINVAL,
 	       "group set_bind_addr(NULL)");
 
@@ -629,6 +635,11 @@ static void objects(struct rdmamsg_ctx *ctx, struct rdmamsg_ctx *other)
 					  &g),
 		       -EINVAL, "join bound to a malformed address");
 		rdmamsg_group_attr_set_bind_addr(ga, NULL);
+		rdmamsg_group_attr_set_min_receivers(ga, 1);
+		is_int(rdmamsg_group_join(ctx, "239.1.2.3", ga, &gcbs, NULL,
+					  &g),
+		       -EINVAL, "join with min receivers, not reliable");
+		rdmamsg_group_attr_set_min_receivers(ga, 0);
 		rdmamsg_group_attr_set_role(ga, RDMAMSG_GROUP_SUBSCRIBER);
 		if (rdmamsg_group_join(ctx, "239.1.2.4", ga, &gcbs, NULL, &g) ==
 		    0) {

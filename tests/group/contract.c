@@ -13,7 +13,9 @@
  * so: the publisher no longer waits for it (nor counts it) at once, not
  * 5 s later.  An idle publisher's count of receivers is current.  A
  * default-mode publisher's last heartbeat, lost with the tail of a burst,
- * goes again: the subscriber reports the tail lost.
+ * goes again: the subscriber reports the tail lost.  A reliable publisher
+ * with a minimum of receivers waits for them: a subscriber that missed its
+ * heartbeat at the join still gets every message from the first.
  */
 #include "config.h"
 
@@ -29,6 +31,7 @@
 
 struct member {
 	struct rdmamsg_group *g;
+	uint64_t only; /* a subscriber: counts this publisher's only (0: all) */
 	int joined, status, closed;
 	uint64_t received, lost, loss_calls, bad, next, published, pub_err;
 	size_t last_len;
@@ -51,6 +54,8 @@ static void m_msg(struct rdmamsg_group *g, const struct rdmamsg_group_msg *msg,
 	size_t i;
 
 	(void)g;
+	if (m->only && msg->publisher != m->only)
+		return;
 	if (msg->seq != m->next)
 		m->bad++;
 	for (i = 0; i < msg->len; i++)
@@ -67,7 +72,8 @@ static void m_loss(struct rdmamsg_group *g, uint64_t pub, uint64_t first,
 	struct member *m = arg;
 
 	(void)g;
-	(void)pub;
+	if (m->only && pub != m->only)
+		return;
 	if (first != m->next)
 		m->bad++;
 	m->next = first + count;
@@ -99,12 +105,12 @@ static const struct rdmamsg_group_cbs cbs = {
 	.on_publish = m_pub,
 };
 
-/* join_ex -- m joins addr as role (reliable with window if not 0), with
+/* join_min -- m joins addr as role (reliable with window if not 0), with
  * the largest message max, rdepth receives (0: the default), batching
- * on or off */
-static void join_ex(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
-		    unsigned int role, uint32_t window, size_t max,
-		    uint32_t rdepth, int batch)
+ * on or off, publishing once min_rcv subscribers are heard */
+static void join_min(struct rdmamsg_ctx *ctx, struct member *m,
+		     const char *addr, unsigned int role, uint32_t window,
+		     size_t max, uint32_t rdepth, int batch, uint32_t min_rcv)
 {
 	struct rdmamsg_group_attr *a = NULL;
 
@@ -112,6 +118,7 @@ static void join_ex(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
 	ok(!rdmamsg_group_attr_new(&a) &&
 		   !rdmamsg_group_attr_set_role(a, role) &&
 		   !rdmamsg_group_attr_set_reliable(a, window) &&
+		   !rdmamsg_group_attr_set_min_receivers(a, min_rcv) &&
 		   !rdmamsg_group_attr_set_max_msg_size(a, max) &&
 		   (!rdepth || !rdmamsg_group_attr_set_recv_depth(a, rdepth)) &&
 		   !rdmamsg_group_attr_set_batch(a, batch) &&
@@ -120,6 +127,13 @@ static void join_ex(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
 	rdmamsg_group_attr_delete(&a);
 	test_run_until(ctx, &m->joined, 10000);
 	is_int(m->status, 0, "joined");
+}
+
+static void join_ex(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
+		    unsigned int role, uint32_t window, size_t max,
+		    uint32_t rdepth, int batch)
+{
+	join_min(ctx, m, addr, role, window, max, rdepth, batch, 0);
 }
 
 static void join(struct rdmamsg_ctx *ctx, struct member *m, const char *addr,
@@ -501,6 +515,79 @@ static void fin_lost(void)
 	   "contexts destroyed");
 }
 
+/*
+ * missed_join -- a reliable subscriber whose receive queue (16) a
+ * default-mode publisher filled while its context did not run misses the
+ * heartbeat of a reliable publisher that joins then.  With min_rcv 0 the
+ * publisher publishes 50 messages at once, into the full queue: the
+ * subscriber first hears of it at its next heartbeat and starts there, as
+ * a late joiner (none of the 50 received, none reported lost).  With
+ * min_rcv 1 the publisher is refused (-EAGAIN) until it hears from the
+ * subscriber, which then gets all 50 from the first.
+ */
+static void missed_join(const char *addr, uint32_t min_rcv)
+{
+	struct rdmamsg_ctx *a = test_ctx(), *b = test_ctx(), *c = test_ctx();
+	struct rdmamsg_group_stats st;
+	static unsigned char buf[100];
+	struct member p, s, f;
+	uint64_t i, sent = 0;
+	long long end;
+	int ret;
+
+	diag("a subscriber misses the join of a publisher (min receivers %u)",
+	     min_rcv);
+	join_ex(b, &s, addr, RDMAMSG_GROUP_SUBSCRIBER, WINDOW, 1000, 16, 1);
+	join_ex(c, &f, addr, RDMAMSG_GROUP_PUBLISHER, 0, 1000, 0, 0);
+	for (i = 0; i < 20; i++)
+		if (rdmamsg_group_publish(f.g, buf, sizeof(buf), NULL))
+			break;
+	is_int(i, 20, "the queue filler published 20");
+	run3(c, NULL, NULL, 50);
+	join_min(a, &p, addr, RDMAMSG_GROUP_PUBLISHER, WINDOW, 1000, 0, 1,
+		 min_rcv);
+	ok(!rdmamsg_group_get_id(p.g, &s.only), "the publisher's id");
+	if (min_rcv) {
+		memset(&st, 0, sizeof(st));
+		ret = rdmamsg_group_publish(p.g, buf, sizeof(buf), NULL);
+		is_int(ret, -EAGAIN, "refused before a subscriber is heard");
+		ok(!rdmamsg_group_query(p.g, &st) && st.flow_control_stalls &&
+			   !st.receivers,
+		   "a stall, no receiver");
+		for (; sent < 50; sent++)
+			if (publish_run(a, b, &p, sent, 100, 10000))
+				break;
+	} else {
+		for (; sent < 50; sent++)
+			if (publish_run(a, NULL, &p, sent, 100, 10000))
+				break;
+	}
+	is_int(sent, 50, "50 published");
+	end = test_now_ms() + 5000;
+	while (s.received + s.lost < sent && test_now_ms() < end)
+		run3(a, b, c, 5);
+	run3(a, b, c, 300); /* the publisher's heartbeats: 3 periods */
+	diag("received %llu, lost %llu", (unsigned long long)s.received,
+	     (unsigned long long)s.lost);
+	if (min_rcv)
+		ok(s.received == sent && !s.lost && !s.bad,
+		   "every message from the first, in order");
+	else
+		ok(!s.received && !s.lost,
+		   "without: a late start, at the next heartbeat");
+	ok(!rdmamsg_group_close(p.g, m_closed) &&
+		   !rdmamsg_group_close(f.g, m_closed) &&
+		   !rdmamsg_group_close(s.g, m_closed),
+	   "close all");
+	end = test_now_ms() + 10000;
+	while ((!p.closed || !f.closed || !s.closed) && test_now_ms() < end)
+		run3(a, b, c, 5);
+	ok(p.closed && f.closed && s.closed, "closed");
+	ok(!rdmamsg_ctx_destroy(&a) && !rdmamsg_ctx_destroy(&b) &&
+		   !rdmamsg_ctx_destroy(&c),
+	   "contexts destroyed");
+}
+
 int main(void)
 {
 	struct rdmamsg_ctx *ctx;
@@ -515,6 +602,8 @@ int main(void)
 	leave_fast();
 	receivers_idle();
 	fin_lost();
+	missed_join("239.1.2.98", 0);
+	missed_join("239.1.2.99", 1);
 	is_int(rdmamsg_ctx_destroy(&ctx), 0, "context destroyed");
 	return done_testing();
 }

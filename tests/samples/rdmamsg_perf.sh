@@ -165,11 +165,15 @@ ok $? "no client yet: SIGTERM ends the server cleanly (exit 0)"
 kill "$watchdog" 2>/dev/null
 
 # mcast MODE-ARGS: one publisher, two subscribers; subscriber outputs in
-# $tap_tmp/sub1 and sub2, the publisher's in $tap_tmp/out
+# $tap_tmp/sub1 and sub2, the publisher's in $tap_tmp/out.  A reliable
+# publisher waits for both (--subscribers 2): a subscriber that lost its
+# heartbeat at the join would otherwise start later, as a late joiner
 mcast() {
 	subs=
 	label=mcast
 	[ $# = 0 ] || label="mcast $*"
+	pub_args=
+	case " $* " in *" --reliable "*) pub_args="--subscribers 2" ;; esac
 	for i in 1 2; do
 		# shellcheck disable=SC2086
 		timeout -k 10 120 "$perf" -L 239.1.2.3 -n 2000 --size 64,4096 "$@" \
@@ -194,8 +198,9 @@ mcast() {
 	# --linger 3000: a subscriber starved on a loaded machine drops the
 	# tail and the last heartbeat with it; the idle heartbeats of the
 	# lingering publisher still tell it what it lost
+	# shellcheck disable=SC2086
 	timeout -k 10 120 "$perf" -P 239.1.2.3 -n 2000 --size 64,4096 --linger 3000 \
-		"$@" >"$tap_tmp/out" 2>&1
+		$pub_args "$@" >"$tap_tmp/out" 2>&1
 	ok $? "$label: publisher exits 0"
 	show_log "$tap_tmp/out"
 	sizes=$(rows 5 | tr '\n' ' ')
@@ -228,6 +233,12 @@ mcast --reliable 512
 for i in 1 2; do
 	all_timed "$tap_tmp/sub$i"
 	ok $? "mcast reliable: subscriber $i received every message, lost none"
+done
+grep -q '^# 2 subscribers heard from$' "$tap_tmp/out"
+ok $? "mcast reliable: the publisher heard from both subscribers first"
+for i in 1 2; do
+	grep -q '^# stats: published 0 received 4000 ' "$tap_tmp/sub$i"
+	ok $? "mcast reliable: subscriber $i's counters: 4000 received"
 done
 
 # --poll-us: subscribers that poll before they block miss nothing either
@@ -265,6 +276,17 @@ ok $? "usage error: --linger without a group exits 2"
 "$perf" -P 239.1.2.3 --linger 600001 >/dev/null 2>&1
 [ $? = 2 ]
 ok $? "usage error: --linger above 600000 ms exits 2"
+for args in "-P 239.1.2.3 --subscribers 2" \
+	"-L 239.1.2.3 --reliable 64 --subscribers 2" \
+	"-c 127.0.0.1 --subscribers 2"; do
+	# shellcheck disable=SC2086
+	"$perf" $args >/dev/null 2>&1
+	[ $? = 2 ]
+	ok $? "usage error: $args (not a reliable publisher) exits 2"
+done
+"$perf" -P 239.1.2.3 --reliable 64 --subscribers 1025 >/dev/null 2>&1
+[ $? = 2 ]
+ok $? "usage error: --subscribers above 1024 exits 2"
 for bad in 1 x ""; do
 	timeout -k 10 60 "$perf" -c 127.0.0.1 --recv-depth "$bad" >/dev/null 2>&1
 	[ $? = 2 ]

@@ -4025,7 +4025,7 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
                 bind_addr: Optional[str], recv_depth: Optional[int],
                 send_depth: Optional[int], heartbeat: Optional[float],
                 reliable: int, flow: str, flow_tag: int,
-                tag: Optional[int], batch: bool,
+                tag: Optional[int], min_receivers: int, batch: bool,
                 poll_us: Optional[int]) -> None:
     attr = attrp[0]
     check(lib.rdmamsg_group_attr_set_role(attr, _ROLES[role]), "role")
@@ -4058,6 +4058,8 @@ def _group_attr(attrp: Any, role: str, max_msg_size: Optional[int],
         attr, _FLOWS[flow], _uint(flow_tag, "flow_tag")), "flow")
     if tag is not None:
         check(lib.rdmamsg_group_attr_set_tag(attr, _uint(tag, "tag")), "tag")
+    check(lib.rdmamsg_group_attr_set_min_receivers(
+        attr, _uint(min_receivers, "min_receivers")), "min_receivers")
     if not isinstance(batch, bool):
         raise TypeError("batch must be a bool")
     check(lib.rdmamsg_group_attr_set_batch(attr, int(batch)), "batch")
@@ -4073,7 +4075,8 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
                send_depth: Optional[int] = None,
                heartbeat: Optional[float] = None, reliable: int = 0,
                flow: str = "min", flow_tag: int = 0,
-               tag: Optional[int] = None, batch: bool = True,
+               tag: Optional[int] = None, min_receivers: int = 0,
+               batch: bool = True,
                poll_us: Optional[int] = None, loss_items: bool = False,
                on_loss: Optional[Callable[[GroupLoss], Any]] = None,
                max_queue: Optional[int] = None) -> "Group":
@@ -4092,6 +4095,9 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     agree); ``flow`` is its flow control, "min" (wait for the slowest
     subscriber), "max" (the fastest) or "tagged" (the slowest whose
     ``tag`` is ``flow_tag``, not 0); ``tag`` is this subscriber's tag.
+    ``min_receivers`` (reliable publisher, 0..1024, default 0) holds
+    publishes until that many subscribers are heard from, so that they get
+    every message from the first.
     ``batch`` (default True) packs small messages published while earlier
     datagrams are in flight into one datagram; False sends each in its
     own, for subscribers of an rdmamsg without batches.  ``poll_us``
@@ -4137,7 +4143,7 @@ async def join(addr: str, *, ctx: Optional[Context] = None,
     try:
         _group_attr(attrp, role, max_msg_size, bind_addr, recv_depth,
                     send_depth, heartbeat, reliable, flow, flow_tag, tag,
-                    batch, poll_us)
+                    min_receivers, batch, poll_us)
         gp = ffi.new("struct rdmamsg_group **")
         check(lib.rdmamsg_group_join(c, _cstr(addr, "addr"), attrp[0],
                                      _group_cbs, core.handle, gp),

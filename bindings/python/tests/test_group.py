@@ -207,6 +207,30 @@ async def test_raising_on_loss_loses_no_report(monkeypatch):
     assert len(reported) == len(seen)
     assert all(isinstance(c["exception"], RuntimeError) for c in reported)
 
+async def test_min_receivers_from_the_first():
+    """A reliable publisher with min_receivers=1 that joins before any
+    subscriber is refused (BlockingIOError) until one is heard; a
+    subscriber that joins later still gets every message from seq 0."""
+    async with rdmamsg.Context() as a, rdmamsg.Context() as b:
+        pub = await a.join("239.1.9.12", role="publisher", reliable=64,
+                           heartbeat=HB, min_receivers=1)
+        with pytest.raises(BlockingIOError):
+            pub.publish_nowait(b"too early")
+        assert pub.query().flow_control_stalls == 1
+        sub = await b.join("239.1.9.12", role="subscriber", reliable=64,
+                           heartbeat=HB, loss_items=True)
+        t = Tally(body1)
+        reader = asyncio.ensure_future(drain(sub, t, 50))
+        for seq in range(50):
+            await asyncio.wait_for(pub.publish(body1(seq)), 30)
+        await asyncio.wait_for(reader, 30)
+        assert not t.bad, t.bad[:5]
+        assert (t.received, t.lost) == (50, 0)
+        assert pub.query().receivers == 1
+        await pub.close()
+        await sub.close()
+
+
 async def test_reliable_receives_all(monkeypatch):
     """Reliable mode (window 64) with the same drops: every message comes,
     in order, none lost; the subscriber asked (NAK) and the publisher
@@ -605,6 +629,10 @@ async def test_join_cancelled_leaves_nothing():
     ("239.1.9.10", {"flow": "fast"}, ValueError),
     ("239.1.9.10", {"flow": "tagged"}, rdmamsg.InvalidArgument),
     ("239.1.9.10", {"flow": "min", "flow_tag": 3}, rdmamsg.InvalidArgument),
+    ("239.1.9.10", {"min_receivers": 1}, rdmamsg.InvalidArgument),
+    ("239.1.9.10", {"reliable": 64, "min_receivers": 1025},
+     rdmamsg.InvalidArgument),
+    ("239.1.9.10", {"reliable": 64, "min_receivers": -1}, ValueError),
     ("239.1.9.10", {"bind_addr": "not an address"},
      rdmamsg.InvalidArgument),
     ("239.1.9.10", {"bind_addr": 5}, TypeError),
