@@ -409,6 +409,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_create(const struct rdmamsg_ctx_attr *attr,
 	/* test hook: a FIN's control buffer cannot be registered (xfer.c
 	 * fin_ctl): its FINs wait for pool memory */
 	ctx->test_no_ctl = getenv("RDMAMSG_TEST_NO_CTL_BUF") != NULL;
+	rdmamsg__bulk_init(&ctx->bulk);
 	ctx->listen_backlog =
 		(int)(attr ? attr->listen_backlog : DEFAULT_LISTEN_BACKLOG);
 	ctx->max_pending = attr ? attr->max_pending : DEFAULT_MAX_PENDING;

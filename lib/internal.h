@@ -139,6 +139,27 @@ uint64_t rdmamsg__timer_next_due(const struct rdmamsg_ctx *ctx);
 void rdmamsg__timers_run(struct rdmamsg_ctx *ctx);
 void rdmamsg__timers_run_at(struct rdmamsg_ctx *ctx, uint64_t now_ns);
 
+/* a context's copies of large rendezvous sources (bulk.c) */
+enum {
+	RDMAMSG__BULK_AUTO,   /* cached while cached copies run fast */
+	RDMAMSG__BULK_CACHED, /* RDMAMSG_BULK_NT=0 */
+	RDMAMSG__BULK_NT,     /* RDMAMSG_BULK_NT=1 */
+};
+
+struct rdmamsg__bulk {
+	int mode;
+	uint32_t slow;	   /* slow cached copies in a row */
+	uint32_t nt_left;  /* non-temporal copies before a cached one */
+	uint64_t switches; /* times slow copies turned it non-temporal */
+};
+
+void rdmamsg__bulk_init(struct rdmamsg__bulk *b);
+int rdmamsg__bulk_nt(const struct rdmamsg__bulk *b, size_t n);
+void rdmamsg__bulk_note(struct rdmamsg__bulk *b, size_t n, uint64_t ns, int nt);
+void rdmamsg__bulk_copy(struct rdmamsg__bulk *b, void *dst, const void *src,
+			size_t n);
+void rdmamsg__copy_nt(void *dst, const void *src, size_t n);
+
 /* ---- memory pool --------------------------------------------------- */
 
 /* Bytes in front of every buffer's data: the wire header goes there. */
@@ -337,6 +358,7 @@ struct rdmamsg_ctx {
 	uint32_t max_inline;
 	/* test hook: control buffers are not registered (pool.c) */
 	int test_no_ctl;
+	struct rdmamsg__bulk bulk; /* rendezvous source copies (bulk.c) */
 	struct ibv_pd *pd;
 	/* the context's QPs (RC, UD, DC) are made on qp_pd: a parent domain of
 	 * pd with thread domain td (ctx.c qp_domain), or pd itself (td NULL) */

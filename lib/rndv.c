@@ -225,10 +225,12 @@ static int copy_full(const struct rdmamsg_ep *ep, size_t len)
 /* copy_in -- the first n of the caller's len bytes at data into s's
  * source dst (the rest follow in pieces), counted for copy_full() until
  * send_free() */
-static void copy_in(struct rdmamsg__xfer *xf, struct rndv_send *s, void *dst,
+static void copy_in(struct rdmamsg_ep *ep, struct rndv_send *s, void *dst,
 		    const void *data, size_t n, size_t len)
 {
-	memcpy(dst, data, n);
+	struct rdmamsg__xfer *xf = ep->xf;
+
+	rdmamsg__bulk_copy(&ep->ctx->bulk, dst, data, n);
 	s->copied = len;
 	xf->copied_bytes += len;
 	xf->ncopied++;
@@ -599,7 +601,7 @@ static void pieces_send(struct rdmamsg_ep *ep, struct rndv_send *s, uint64_t id,
 	x.id = id;
 	for (i = 0; i < pc->n - 1; i++, off += n) {
 		n = len - off < pc->size ? len - off : pc->size;
-		memcpy(dst + off, data + off, n);
+		rdmamsg__bulk_copy(&ep->ctx->bulk, dst + off, data + off, n);
 		ret = mw_bind(ep, pc->mw[i], s->buf->slab->mr, dst + off, n);
 		if (ret)
 			break;
@@ -700,7 +702,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 			s->buf = zb;
 		} else {
 			pieces_take(ep, s->buf, len, &pc);
-			copy_in(xf, s, s->buf->data, data, pc.first, len);
+			copy_in(ep, s, s->buf->data, data, pc.first, len);
 		}
 		data = s->buf->data;
 		ret = expose(ep, s, s->buf, pc.first, &x.rkey);
@@ -718,7 +720,7 @@ int rdmamsg__rndv_send(struct rdmamsg_ep *ep, int inner, uint64_t req,
 			ret = -ENOMEM;
 			goto err_free_send;
 		}
-		copy_in(xf, s, s->mem, data, len, len);
+		copy_in(ep, s, s->mem, data, len, len);
 		data = s->mem;
 		errno = 0;
 		s->tmr = ep->ctx->ops->reg_mr(ep->ctx->pd, s->mem, len,

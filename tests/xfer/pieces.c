@@ -27,6 +27,8 @@
  * or its address not where the one before ended, rewritten on the
  * client's post_send): the server closes the connection with -EPROTO and
  * delivers nothing of it; the client's on_send reports an error, once.
+ * The boundaries again with the copies non-temporal (RDMAMSG_BULK_NT=1),
+ * whole and in pieces: the same bytes arrive.
  * ASan and valgrind (RDMAMSG_TEST_VALGRIND=1) see nothing leak.
  */
 #include "config.h"
@@ -365,6 +367,13 @@ int main(void)
 	garbled_piece(2);
 	setenv("RDMAMSG_RNDV_PIECE", "0", 1);
 	boundaries(0);
+	/* the copies of 64 KiB and more non-temporal (lib/bulk.c), whole
+	 * and in pieces: the same bytes arrive */
+	setenv("RDMAMSG_BULK_NT", "1", 1);
+	boundaries(0);
+	setenv("RDMAMSG_RNDV_PIECE", "16k", 1);
+	boundaries(PIECE);
+	unsetenv("RDMAMSG_BULK_NT");
 	unsetenv("RDMAMSG_RNDV_PIECE");
 	free(pat);
 	done_testing();
