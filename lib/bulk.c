@@ -9,10 +9,10 @@
  * vCPUs of a VM that its host placed so) keeps the lines it read in its
  * own cache, and the next copy into the same buffer must take each of
  * them back across the dies before writing it: such a copy of 1 MiB runs
- * at 2.5-3.2 GB/s where it ran at 35 (softrdma, rdmamsg_perf -t bw, the
- * cache-line floor 0.155 us against 0.032; doc/performance.md "Copies
- * across dies").  Non-temporal stores write whole lines without taking
- * them: 17-19.5 GB/s there, but 11-18 where the cached copy makes 35.
+ * at 2.7-2.9 GB/s where it ran at 30-40 (softrdma, rdmamsg_perf -t bw,
+ * the cache-line floor 0.155 us against 0.032; doc/performance.md
+ * "Session 55").  Non-temporal stores write whole lines without taking
+ * them: 19-21.7 GB/s there, but 10-17 where the cached copy makes 30-40.
  *
  * So a context times its cached copies of BULK_MIN bytes or more: after
  * BULK_SLOW_RUN of them in a row below BULK_SLOW_BPNS bytes per
