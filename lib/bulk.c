@@ -119,7 +119,6 @@ void rdmamsg__bulk_note(struct rdmamsg__bulk *b, size_t n, uint64_t ns, int nt)
 	/* the cached copy after the run looks again: one slow is enough */
 	b->slow = BULK_SLOW_RUN - 1;
 	b->nt_left = BULK_NT_RUN;
-	b->switches++;
 }
 
 /* rdmamsg__bulk_copy -- n bytes from src into dst, which a peer reads
@@ -128,16 +127,14 @@ void rdmamsg__bulk_copy(struct rdmamsg__bulk *b, void *dst, const void *src,
 			size_t n)
 {
 	uint64_t t;
-	int nt;
 
-	if (n < BULK_MIN || b->mode == RDMAMSG__BULK_CACHED) {
-		memcpy(dst, src, n);
-		return;
-	}
-	nt = rdmamsg__bulk_nt(b, n);
-	if (nt) {
+	if (rdmamsg__bulk_nt(b, n)) {
 		rdmamsg__copy_nt(dst, src, n);
 		rdmamsg__bulk_note(b, n, 0, 1);
+		return;
+	}
+	if (n < BULK_MIN || b->mode != RDMAMSG__BULK_AUTO) {
+		memcpy(dst, src, n);
 		return;
 	}
 	t = rdmamsg__now_ns();

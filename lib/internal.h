@@ -148,9 +148,8 @@ enum {
 
 struct rdmamsg__bulk {
 	int mode;
-	uint32_t slow;	   /* slow cached copies in a row */
-	uint32_t nt_left;  /* non-temporal copies before a cached one */
-	uint64_t switches; /* times slow copies turned it non-temporal */
+	uint32_t slow;	  /* slow cached copies in a row */
+	uint32_t nt_left; /* non-temporal copies before a cached one */
 };
 
 void rdmamsg__bulk_init(struct rdmamsg__bulk *b);
