@@ -8,7 +8,8 @@
  * tools/soft_pingpong does for raw verbs.
  *
  *   RDMAMSG_FABRIC=soft valgrind --tool=callgrind \
- *	tools/rdmamsg_pingpong [-n ITERS] [-s SIZE] [-r] [-w | -i]
+ *	tools/rdmamsg_pingpong [-n ITERS] [-s SIZE] [-r] [-w | -i | -t]
+ *	[-c CPU0,CPU1]
  *
  * -r connects with RDMAMSG_FAILOVER_REPLAY (the accepting side then keeps
  * its session too): the replay bookkeeping's steady-state cost is the
@@ -24,6 +25,12 @@
  * contexts share the process's one softrdma device context, so a pass
  * looks at both QPs, where each of two processes has one.
  *
+ * -t runs the ping-pong on two threads instead, each context driven by
+ * its own (busy; -c CPU0,CPU1 pins the server's and the client's), and
+ * prints the one-way latency, half a round trip's average: what one
+ * process's contexts on threads of their own cost each other (they share
+ * the process's one device context).  A benchmark's number, not a count.
+ *
  * One message (and its echo) goes first, not counted (warm_up).  A
  * message is one rdmamsg_send() (a round trip is two).  Each wait
  * progresses the waiting side, and the other side too after every 64
@@ -34,6 +41,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +64,8 @@ struct side {
 
 static struct side srv, cli;
 static struct rdmamsg_listener *lst;
-static int lst_closed, stream, idle;
+static int lst_closed, stream, idle, threads;
+static int cpus[2] = {-1, -1}; /* -c: the server's, the client's */
 
 static void die(const char *what, int rc)
 {
@@ -243,6 +254,71 @@ __attribute__((noinline)) static void pingpong(long iters, size_t size)
 	}
 }
 
+/* pin -- the calling thread on CPU c (-1: anywhere) */
+static void pin(int c)
+{
+	cpu_set_t set;
+	int rc;
+
+	if (c < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(c, &set);
+	rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (rc)
+		die("pthread_setaffinity_np", rc);
+}
+
+static atomic_int srv_stop;
+
+/* srv_thread -- -t: the server's context, busy, until the client is done
+ * (its echoes go from on_recv) */
+static void *srv_thread(void *arg)
+{
+	(void)arg;
+	pin(cpus[0]);
+	while (!atomic_load_explicit(&srv_stop, memory_order_relaxed))
+		if (rdmamsg_ctx_progress(srv.ctx) < 0)
+			die("rdmamsg_ctx_progress", 0);
+	return NULL;
+}
+
+/* pingpong_threads -- -t: the client's round trips on this thread, the
+ * server's on another; prints the one-way latency */
+static void pingpong_threads(long iters, size_t size)
+{
+	struct timespec t0, t1;
+	pthread_t th;
+	double ns;
+	long i;
+	int rc;
+
+	rc = pthread_create(&th, NULL, srv_thread, NULL);
+	if (rc)
+		die("pthread_create", rc);
+	pin(cpus[1]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < iters; i++) {
+		while ((rc = rdmamsg_send(cli.ep, cli.buf, size, NULL)) ==
+		       -EAGAIN)
+			rdmamsg_ctx_progress(cli.ctx);
+		if (rc < 0)
+			die("rdmamsg_send", rc);
+		while (cli.got < (uint64_t)i + 1)
+			if (rdmamsg_ctx_progress(cli.ctx) < 0)
+				die("rdmamsg_ctx_progress", 0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	atomic_store(&srv_stop, 1);
+	pthread_join(th, NULL);
+	if (cli.last_len != size || srv.errors)
+		die("the echo", srv.errors);
+	ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 +
+	     (double)(t1.tv_nsec - t0.tv_nsec);
+	printf("one-way latency %.3f us (%ld round trips, two threads)\n",
+	       ns / (double)iters / 2e3, iters);
+}
+
 /* warm_up -- one message there (and back when the server echoes), not
  * counted: the server grants its credits in-band once the connection is
  * up, when its progress next reads the CM channel (a clock decides), and
@@ -272,7 +348,7 @@ int main(int argc, char **argv)
 	struct rdmamsg_ep_attr *attr = NULL;
 	int opt, rc, replay = 0;
 
-	while ((opt = getopt(argc, argv, "n:s:rwi")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:rwitc:")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -289,13 +365,24 @@ int main(int argc, char **argv)
 		case 'i':
 			idle = 1;
 			break;
+		case 't':
+			threads = 1;
+			break;
+		case 'c':
+			if (sscanf(optarg, "%d,%d", &cpus[0], &cpus[1]) != 2 ||
+			    cpus[0] < 0 || cpus[1] < 0 ||
+			    cpus[0] >= CPU_SETSIZE || cpus[1] >= CPU_SETSIZE)
+				return 2;
+			break;
 		default:
 			fprintf(stderr, "usage: rdmamsg_pingpong [-n ITERS] "
-					"[-s SIZE] [-r] [-w | -i]\n");
+					"[-s SIZE] [-r] [-w | -i | -t] "
+					"[-c CPU0,CPU1]\n");
 			return 2;
 		}
 	}
-	if (iters < 1 || size < 1 || size > (1u << 20) || (stream && idle))
+	if (iters < 1 || size < 1 || size > (1u << 20) ||
+	    stream + idle + threads > 1)
 		return 2;
 	srv.buf = calloc(1, size);
 	cli.buf = calloc(1, size);
@@ -321,7 +408,10 @@ int main(int argc, char **argv)
 	if (cli.status)
 		die("connect", cli.status);
 	warm_up(size);
-	pingpong(iters, size);
+	if (threads)
+		pingpong_threads(iters, size);
+	else
+		pingpong(iters, size);
 	if (idle)
 		printf("%ld idle passes\n", iters);
 	else
