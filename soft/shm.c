@@ -1262,12 +1262,53 @@ uint32_t soft_tid_slow(void)
 static int bias_take(soft_lock_t *l);
 static int bias_revoke(soft_lock_t *l, int try);
 
-/* soft_lock_slow -- the context lock is held: sleep in the kernel, which
- * lends our priority to its owner (FUTEX_LOCK_PI) */
+/*
+ * lock_spin -- the context lock is held by a running thread's pass, most
+ * often: wait for it a while on the CPU before sleeping in the kernel.
+ * Two threads that each poll their own rdmamsg context (all of a
+ * process's contexts share the CM's device context) otherwise paid a
+ * FUTEX_LOCK_PI, a context switch and a FUTEX_UNLOCK_PI for nearly every
+ * pass (tens of microseconds a message in ping-pong, against a fraction
+ * of one).  Not on a biased word (bias_take's, then a revocation), nor
+ * behind sleepers (FUTEX_WAITERS: the kernel's queue is first in line);
+ * at most SOFT_LOCK_SPINS looks, so that a holder that the scheduler took
+ * off the CPU (or a SCHED_FIFO waiter on its CPU) still gets the
+ * kernel's priority inheritance soon.  1: taken.
+ */
+static int lock_spin(soft_lock_t *l)
+{
+	uint32_t v, z;
+	int n;
+
+	for (n = 0; n < SOFT_LOCK_SPINS; n++) {
+		v = atomic_load_explicit(&l->v, memory_order_relaxed);
+		if (!v) {
+			z = 0;
+			if (atomic_compare_exchange_weak_explicit(
+				    &l->v, &z, soft_tid(), memory_order_acquire,
+				    memory_order_relaxed))
+				return 1;
+			continue;
+		}
+		if ((v & FUTEX_TID_MASK) == SOFT_LOCK_BIASED ||
+		    (v & FUTEX_WAITERS))
+			return 0;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+	return 0;
+}
+
+/* soft_lock_slow -- the context lock is held: spin a while (lock_spin),
+ * then sleep in the kernel, which lends our priority to its owner
+ * (FUTEX_LOCK_PI) */
 void soft_lock_slow(soft_lock_t *l)
 {
 	uint32_t z;
 
+	if (lock_spin(l))
+		goto taken;
 	for (;;) {
 		if (bias_take(l)) {
 			bias_revoke(l, 0);
