@@ -325,14 +325,16 @@ static void ag_fwd_to(int fd, const struct ag_fwd *fw, const uint8_t *pkt,
 
 int soft_gso_enabled(void)
 {
-	static int on = -1;
+	static _Atomic int on = -1; /* as soft_env_flag's cache */
+	int v = atomic_load_explicit(&on, memory_order_relaxed);
 
-	if (on < 0) {
+	if (v < 0) {
 		const char *e = getenv("SOFTRDMA_NET_GSO");
 
-		on = !e || strcmp(e, "0");
+		v = !e || strcmp(e, "0");
+		atomic_store_explicit(&on, v, memory_order_relaxed);
 	}
-	return on;
+	return v;
 }
 
 void soft_ag_gro(int fd)

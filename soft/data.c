@@ -466,13 +466,6 @@ static int peer_reachable(struct soft_qp *qp)
 	return peer_listed(qp) && soft_pid_alive(qp->peer_pid, qp->peer_start);
 }
 
-/*
- * soft_novm_forced -- tests set SOFTRDMA_TEST_NOVM=1 to make every
- * process_vm_* call fail as Yama's ptrace_scope 1 makes it fail between
- * processes that are not ancestor and descendant: the chunked fallback.
- */
-int soft_novm_forced = -1;
-
 /* soft_sweep_max -- SOFTRDMA_SWEEP_MAX: up to how many QPs a context
  * sweeps them all at every progress pass rather than keep its doorbell
  * (default 8; 0: always the doorbell) */
@@ -495,16 +488,14 @@ uint32_t soft_sweep_max(void)
 	return (uint32_t)v;
 }
 
-/* soft_novm_env -- read the test switch once */
+/* soft_novm_env -- tests set SOFTRDMA_TEST_NOVM=1 to make every
+ * process_vm_* call fail as Yama's ptrace_scope 1 makes it fail between
+ * processes that are not ancestor and descendant: the chunked fallback */
 int soft_novm_env(void)
 {
-	const char *e;
+	static _Atomic int forced = -1;
 
-	if (soft_novm_forced < 0) {
-		e = getenv("SOFTRDMA_TEST_NOVM");
-		soft_novm_forced = e && e[0] == '1';
-	}
-	return soft_novm_forced;
+	return soft_env_flag(&forced, "SOFTRDMA_TEST_NOVM");
 }
 
 /*
@@ -530,7 +521,7 @@ static ssize_t vm_copy(int write, int32_t pid, const struct iovec *l,
 		       unsigned long nl, const struct iovec *r,
 		       unsigned long nr)
 {
-	if (soft_novm_forced > 0) {
+	if (soft_novm_env()) {
 		errno = EPERM;
 		return -1;
 	}
@@ -4558,17 +4549,13 @@ static void bells_take(struct soft_context *ctx)
  * (SOFTRDMA_TEST_NOSWEEP=1: never, so that tests see a lost ring) */
 static void safety_sweep(struct soft_context *ctx)
 {
-	static int off = -1;
+	static _Atomic int off = -1;
 	struct soft_list *l;
 	uint64_t now;
 
-	if (off < 0) {
-		const char *e = getenv("SOFTRDMA_TEST_NOSWEEP");
-
-		off = e && e[0] == '1';
-	}
 	now = soft_now_ns();
-	if (off || now - ctx->last_sweep < 1000000000ull)
+	if (soft_env_flag(&off, "SOFTRDMA_TEST_NOSWEEP") ||
+	    now - ctx->last_sweep < 1000000000ull)
 		return;
 	ctx->last_sweep = now;
 	for (l = ctx->qps.next; l != &ctx->qps; l = l->next)

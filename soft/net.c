@@ -208,7 +208,6 @@ pthread_mutex_t soft_net_mtx = PTHREAD_MUTEX_INITIALIZER;
 static struct soft_net_qp *net_tbl[NET_MAX_QP];
 static int net_nqp;
 static struct soft_net_qp *net_hash[NET_HASH];
-static int net_on = -1;
 /* the receive thread's longest sleep with nothing to do, ms
  * (SOFTRDMA_NET_IDLE_MS, 1 to 10,000: tests lengthen it so that an ACK
  * left to this sleep would be seconds late, never a scheduling delay) */
@@ -3243,12 +3242,9 @@ static int src_for(int family, const uint8_t *dst, uint8_t *src)
 
 static int net_enabled(void)
 {
-	if (net_on < 0) {
-		const char *e = getenv("SOFTRDMA_NET");
+	static _Atomic int on = -1;
 
-		net_on = e && e[0] == '1';
-	}
-	return net_on;
+	return soft_env_flag(&on, "SOFTRDMA_NET");
 }
 
 int soft_net_enabled(void)

@@ -109,14 +109,9 @@ struct soft_maps {
  * after from one build), nor where process_vm_* is forced off */
 int soft_map_off(void)
 {
-	static int off = -1;
+	static _Atomic int off = -1;
 
-	if (off < 0) {
-		const char *e = getenv("SOFTRDMA_NO_MAP");
-
-		off = (e && e[0] == '1') || soft_novm_env();
-	}
-	return off;
+	return soft_env_flag(&off, "SOFTRDMA_NO_MAP") || soft_novm_env();
 }
 
 /* soft_push_off -- SOFTRDMA_NO_PUSH=1: SENDs never placed by their sender
@@ -124,14 +119,9 @@ int soft_map_off(void)
  * mapped */
 int soft_push_off(void)
 {
-	static int off = -1;
+	static _Atomic int off = -1;
 
-	if (off < 0) {
-		const char *e = getenv("SOFTRDMA_NO_PUSH");
-
-		off = (e && e[0] == '1') || soft_map_off();
-	}
-	return off;
+	return soft_env_flag(&off, "SOFTRDMA_NO_PUSH") || soft_map_off();
 }
 
 /* vma_text -- vma_of from the text of /proc/self/maps (before 6.11) */
@@ -173,14 +163,9 @@ static int vma_text(uintptr_t addr, size_t len, uint64_t *off, dev_t *dev,
 /* maps_text -- SOFTRDMA_TEST_MAPS_TEXT=1: read the text, as before 6.11 */
 static int maps_text(void)
 {
-	static int text = -1;
+	static _Atomic int text = -1;
 
-	if (text < 0) {
-		const char *e = getenv("SOFTRDMA_TEST_MAPS_TEXT");
-
-		text = e && e[0] == '1';
-	}
-	return text;
+	return soft_env_flag(&text, "SOFTRDMA_TEST_MAPS_TEXT");
 }
 
 /* maps_open -- maps_fd, ours (not a forked parent's); soft_pub_lock held */

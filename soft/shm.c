@@ -1369,14 +1369,9 @@ static int bias_barrier(void)
  * so that every lock of another thread revokes it (tests/soft/hints) */
 static int bias_keep(void)
 {
-	static int v = -1;
+	static _Atomic int v = -1;
 
-	if (v < 0) {
-		const char *e = getenv("SOFTRDMA_TEST_BIAS_KEEP");
-
-		v = e && e[0] == '1';
-	}
-	return v;
+	return soft_env_flag(&v, "SOFTRDMA_TEST_BIAS_KEEP");
 }
 
 /*

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -1425,9 +1426,28 @@ static inline void soft_iov_scatter(const struct iovec *iov, uint32_t niov,
 int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 		   unsigned int need, struct iovec *iov);
 
-/* data.c: process_vm_* refused (Yama) or forced off by tests */
-extern int soft_novm_forced;
+/* data.c: process_vm_* forced off by tests (as Yama refuses it) */
 int soft_novm_env(void);
+
+/*
+ * soft_env_flag -- the environment variable NAME starts with '1': read
+ * once, by whichever thread asks first, and kept in *CACHE (-1 until
+ * then).  Threads that race for it read the same environment and store
+ * the same value; relaxed atomics make that race a defined one (the
+ * process's contexts may be used by threads of their own).
+ */
+static inline int soft_env_flag(_Atomic int *cache, const char *name)
+{
+	int v = atomic_load_explicit(cache, memory_order_relaxed);
+
+	if (v < 0) {
+		const char *e = getenv(name);
+
+		v = e && e[0] == '1';
+		atomic_store_explicit(cache, v, memory_order_relaxed);
+	}
+	return v;
+}
 
 /* soft_atomic_exec -- an atomic on pid's 8 bytes under their stripe lock
  * (data.c); 0 or one of these */

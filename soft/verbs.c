@@ -719,14 +719,9 @@ int ibv_dereg_mr(struct ibv_mr *mr)
  * before/after figures from one build) */
 static int getenv_nodirect(void)
 {
-	static int v = -1;
+	static _Atomic int v = -1;
 
-	if (v < 0) {
-		const char *e = getenv("SOFTRDMA_NO_DIRECT_WAKE");
-
-		v = e && e[0] == '1';
-	}
-	return v;
+	return soft_env_flag(&v, "SOFTRDMA_NO_DIRECT_WAKE");
 }
 
 static inline struct soft_comp_channel *cq_chan(struct soft_cq *cq)
