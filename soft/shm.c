@@ -1449,7 +1449,8 @@ int soft_trylock_slow(soft_lock_t *l)
  * posting or polling on the context locks the word as any other locker,
  * a revocation each time the owner left it biased, until it goes off
  * (REVOKE_MAX of them, as the call that gave the bias asked:
- * SOFT_BIAS_REVOKES for a hinted call, SOFT_BIAS_AUTO for a plain one).
+ * SOFT_BIAS_REVOKES for a hinted call, SOFT_BIAS_AUTO for a plain one;
+ * SOFT_BIAS_AUTO from the first hinted call of a second thread on).
  */
 void soft_bias_lock(soft_lock_t *l, uint32_t revoke_max)
 {
@@ -1473,6 +1474,14 @@ void soft_bias_lock(soft_lock_t *l, uint32_t revoke_max)
 		 * the word held across it (a peer's serve_local kept out) */
 		int e, alive;
 
+		/* a hinted call of ours: a second thread that means to own
+		 * the context too (two rdmamsg contexts of one process, on
+		 * one device context), not a rare locker; the bias cannot be
+		 * either's, so it goes after a few revocations, not 4,096
+		 * membarriers */
+		if (revoke_max == SOFT_BIAS_REVOKES &&
+		    l->revoke_max > SOFT_BIAS_AUTO)
+			l->revoke_max = SOFT_BIAS_AUTO;
 		if (l->looks++ % SOFT_BIAS_LOOKS)
 			return;
 		e = errno;

@@ -388,7 +388,8 @@ struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
  * its unlock leaves the word 0, and the owner's next hinted call biases
  * it again.  Rare lockers (the progress thread serving
  * an armed CQ, a modify, the network receive thread) pay that system call;
- * frequent ones turn the bias off for good (SOFT_BIAS_REVOKES).  The hints
+ * frequent ones turn the bias off for good (SOFT_BIAS_REVOKES; a second
+ * thread's hinted calls, a second owner, SOFT_BIAS_AUTO).  The hints
  * only choose which calls try it: the tid check keeps it right whatever
  * the caller does, and unhinted lockers of an unbiased word pay nothing.
  * SOFT_LOCK_BIASED names no thread: the kernel's FUTEX_LOCK_PI finds no

@@ -19,6 +19,9 @@
  *   every message of each stream arrives once, in order, intact; again in
  *   a child with SOFTRDMA_TEST_BIAS_KEEP=1, where the bias never goes off
  *   and every lock of another thread revokes it;
+ * - two threads polling single-threaded CQs of one context in turn (two
+ *   owners): the bias goes after SOFT_BIAS_AUTO revocations, not after
+ *   SOFT_BIAS_REVOKES;
  * - a hinted pair across the two contexts, a thread on each side polling
  *   only its own CQ: a pass on one context serves the peer on the other
  *   (a trylock), which backs off from the other owner's section: every
@@ -373,6 +376,72 @@ static int threads(struct tctx *t, struct tctx *u)
 	return r;
 }
 
+/*
+ * two_owners -- two threads that each poll a single-threaded CQ of their
+ * own on the same new context (as two rdmamsg contexts of one process
+ * share one device context), in turn: this one first, whose poll biases
+ * the context towards it, then the other, whose poll finds the word
+ * biased and revokes (a membarrier), TURNS times.  A second thread's
+ * hinted call is a second owner: the bias goes after SOFT_BIAS_AUTO
+ * revocations, not after SOFT_BIAS_REVOKES.
+ */
+#define TURNS 64
+static atomic_int turn; /* 0: this thread's; 1: the other's; 2: done */
+
+static void *other_owner(void *arg)
+{
+	struct ibv_cq *cq = arg;
+	struct ibv_wc wc;
+	int k;
+
+	for (k = 0; k < TURNS; k++) {
+		while (atomic_load(&turn) != 1)
+			sched_yield();
+		if (ibv_poll_cq(cq, 1, &wc) < 0)
+			atomic_store(&turn, 2);
+		else
+			atomic_store(&turn, 0);
+	}
+	return NULL;
+}
+
+static void two_owners(void)
+{
+	struct ibv_cq *mine, *theirs;
+	struct ibv_wc wc;
+	struct tctx t;
+	soft_lock_t *l;
+	pthread_t th;
+	int k, bad = 0;
+
+	if (t_open(&t, 4))
+		bail_out("open");
+	l = &to_sctx(t.ctx)->lock;
+	mine = single_cq(t.ctx, NULL);
+	theirs = single_cq(t.ctx, NULL);
+	if (!mine || !theirs)
+		bail_out("two owners: CQs");
+	atomic_store(&turn, 0);
+	pthread_create(&th, NULL, other_owner, theirs);
+	for (k = 0; k < TURNS && !bad; k++) {
+		while (atomic_load(&turn) == 1)
+			sched_yield();
+		if (atomic_load(&turn) == 2 || ibv_poll_cq(mine, 1, &wc) < 0)
+			bad = 1;
+		atomic_store(&turn, 1);
+	}
+	pthread_join(th, NULL);
+	ok(!bad && atomic_load(&l->bias) == SOFT_BIAS_OFF &&
+		   l->revokes == SOFT_BIAS_AUTO,
+	   "two owners: the bias goes after %u revocations, not %u (bias "
+	   "%#x, %u revocations in %d turns)",
+	   SOFT_BIAS_AUTO, SOFT_BIAS_REVOKES, (unsigned)atomic_load(&l->bias),
+	   l->revokes, TURNS);
+	ok(!ibv_destroy_cq(mine) && !ibv_destroy_cq(theirs),
+	   "two owners: closed");
+	t_close(&t);
+}
+
 /* echo_run -- the echoing side of cross(): posts b's receives (its first
  * hinted calls on b's context: the bias is this thread's), then takes
  * message i and sends it back */
@@ -445,6 +514,7 @@ static void test_threads(struct tctx *t, struct tctx *u)
 	is_int(threads(t, u), 0,
 	       "three streams on the same two contexts, two hinted: all "
 	       "delivered in order");
+	two_owners();
 	is_int(cross(t, u), 0,
 	       "a hinted pair across two contexts, a thread each: every echo "
 	       "back, in order");
