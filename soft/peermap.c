@@ -111,7 +111,7 @@ int soft_map_off(void)
 {
 	static _Atomic int off = -1;
 
-	return soft_env_flag(&off, "SOFTRDMA_NO_MAP") || soft_novm_env();
+	return soft_env_flag_or(&off, "SOFTRDMA_NO_MAP", soft_novm_env);
 }
 
 /* soft_push_off -- SOFTRDMA_NO_PUSH=1: SENDs never placed by their sender
@@ -121,7 +121,7 @@ int soft_push_off(void)
 {
 	static _Atomic int off = -1;
 
-	return soft_env_flag(&off, "SOFTRDMA_NO_PUSH") || soft_map_off();
+	return soft_env_flag_or(&off, "SOFTRDMA_NO_PUSH", soft_map_off);
 }
 
 /* vma_text -- vma_of from the text of /proc/self/maps (before 6.11) */

@@ -1431,23 +1431,31 @@ int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 int soft_novm_env(void);
 
 /*
- * soft_env_flag -- the environment variable NAME starts with '1': read
- * once, by whichever thread asks first, and kept in *CACHE (-1 until
- * then).  Threads that race for it read the same environment and store
- * the same value; relaxed atomics make that race a defined one (the
- * process's contexts may be used by threads of their own).
+ * soft_env_flag_or -- the environment variable NAME starts with '1', or
+ * ALSO (if not NULL) says so: found once, by whichever thread asks first,
+ * and kept in *CACHE (-1 until then), so that every later call is one
+ * load.  Threads that race for it find the same value; relaxed atomics
+ * make that race a defined one (the process's contexts may be used by
+ * threads of their own).
  */
-static inline int soft_env_flag(_Atomic int *cache, const char *name)
+static inline int soft_env_flag_or(_Atomic int *cache, const char *name,
+				   int (*also)(void))
 {
 	int v = atomic_load_explicit(cache, memory_order_relaxed);
 
 	if (v < 0) {
 		const char *e = getenv(name);
 
-		v = e && e[0] == '1';
+		v = (e && e[0] == '1') || (also && also());
 		atomic_store_explicit(cache, v, memory_order_relaxed);
 	}
 	return v;
+}
+
+/* soft_env_flag -- soft_env_flag_or of NAME alone */
+static inline int soft_env_flag(_Atomic int *cache, const char *name)
+{
+	return soft_env_flag_or(cache, name, NULL);
 }
 
 /* soft_atomic_exec -- an atomic on pid's 8 bytes under their stripe lock
