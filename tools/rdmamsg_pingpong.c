@@ -42,7 +42,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "rdmamsg.h"
 
 struct side {
@@ -257,16 +257,8 @@ __attribute__((noinline)) static void pingpong(long iters, size_t size)
 /* pin -- the calling thread on CPU c (-1: anywhere) */
 static void pin(int c)
 {
-	cpu_set_t set;
-	int rc;
-
-	if (c < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(c, &set);
-	rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	if (rc)
-		die("pthread_setaffinity_np", rc);
+	if (c >= 0 && pin_cpu(c))
+		die("sched_setaffinity", -errno);
 }
 
 static atomic_int srv_stop;
@@ -287,9 +279,8 @@ static void *srv_thread(void *arg)
  * server's on another; prints the one-way latency */
 static void pingpong_threads(long iters, size_t size)
 {
-	struct timespec t0, t1;
+	uint64_t t0, ns;
 	pthread_t th;
-	double ns;
 	long i;
 	int rc;
 
@@ -297,7 +288,7 @@ static void pingpong_threads(long iters, size_t size)
 	if (rc)
 		die("pthread_create", rc);
 	pin(cpus[1]);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = now_ns();
 	for (i = 0; i < iters; i++) {
 		while ((rc = rdmamsg_send(cli.ep, cli.buf, size, NULL)) ==
 		       -EAGAIN)
@@ -308,15 +299,13 @@ static void pingpong_threads(long iters, size_t size)
 			if (rdmamsg_ctx_progress(cli.ctx) < 0)
 				die("rdmamsg_ctx_progress", 0);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ns = now_ns() - t0;
 	atomic_store(&srv_stop, 1);
 	pthread_join(th, NULL);
 	if (cli.last_len != size || srv.errors)
 		die("the echo", srv.errors);
-	ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 +
-	     (double)(t1.tv_nsec - t0.tv_nsec);
 	printf("one-way latency %.3f us (%ld round trips, two threads)\n",
-	       ns / (double)iters / 2e3, iters);
+	       (double)ns / (double)iters / 2e3, iters);
 }
 
 /* warm_up -- one message there (and back when the server echoes), not
@@ -369,9 +358,7 @@ int main(int argc, char **argv)
 			threads = 1;
 			break;
 		case 'c':
-			if (sscanf(optarg, "%d,%d", &cpus[0], &cpus[1]) != 2 ||
-			    cpus[0] < 0 || cpus[1] < 0 ||
-			    cpus[0] >= CPU_SETSIZE || cpus[1] >= CPU_SETSIZE)
+			if (cpu_pair(optarg, &cpus[0], &cpus[1]))
 				return 2;
 			break;
 		default:
