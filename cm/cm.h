@@ -22,8 +22,9 @@ void rdmamsg__cm_conn_param(struct rdma_conn_param *cp,
 #define RDMAMSG__SESSION_ACK_TIMEOUT 17
 void rdmamsg__cm_qp_opts(const struct rdmamsg_ep *ep);
 size_t rdmamsg__cm_our_hs(struct rdmamsg_ep *ep, int kind, uint8_t *out);
-void rdmamsg__cm_dc_param(const struct rdmamsg_ep *ep,
+void rdmamsg__cm_qp_param(const struct rdmamsg_ep *ep,
 			  struct rdma_conn_param *cp);
+int rdmamsg__cm_accept(struct rdmamsg_ep *ep, int kind);
 int rdmamsg__cm_dc_hs_ok(const struct rdmamsg__hs *hs);
 void rdmamsg__cm_conn_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e);
 

@@ -3,9 +3,13 @@
  * conn.c -- rdma_cm event handling and the connection state machines.
  *
  * Active:  resolve_addr -> ADDR_RESOLVED -> resolve_route -> ROUTE_RESOLVED
- *          -> QP + receives + rdma_connect(REQ) -> ESTABLISHED(ACC) | REJECTED
- * Passive: CONNECT_REQUEST(REQ) -> on_conn_req -> accept(ACC) -> ESTABLISHED
- *          or reject(REJ); the listener and the requests are in listen.c.
+ *          -> QP (INIT) + receives + rdma_connect(REQ) -> CONNECT_RESPONSE
+ *          (ACC): QP to RTS, rdma_establish (RTU) | REJECTED
+ * Passive: CONNECT_REQUEST(REQ) -> on_conn_req -> QP to RTS, accept(ACC)
+ *          -> ESTABLISHED or reject(REJ); the listener and the requests
+ *          are in listen.c.
+ * The QPs are the lanes' own, on the context's device context: no id has
+ * one, conn_param names it (rdmamsg__cm_qp_param).
  * Every event is copied and acknowledged before it is handled, so handlers
  * may destroy ids.
  */
@@ -130,19 +134,52 @@ size_t rdmamsg__cm_our_hs(struct rdmamsg_ep *ep, int kind, uint8_t *out)
 	return rdmamsg__hs_encode(&hs, out);
 }
 
-/* rdmamsg__cm_dc_param -- a DC endpoint's id has no QP: the REQ/REP name
- * the context's DCT (on an SRQ), as librdmacm takes from conn_param */
-void rdmamsg__cm_dc_param(const struct rdmamsg_ep *ep,
+/* rdmamsg__cm_qp_param -- the QP the REQ/REP name: no id has one (the
+ * lanes make theirs on the context's own device context), so conn_param
+ * names it, as librdmacm then takes it: the RC lane's QP, or for DC the
+ * context's DCT (on an SRQ) */
+void rdmamsg__cm_qp_param(const struct rdmamsg_ep *ep,
 			  struct rdma_conn_param *cp)
 {
 	uint32_t dctn, tag;
 	uint64_t key;
 
-	if (!ep->ln || ep->ln->ops != &rdmamsg__lane_dc_ops)
+	if (!ep->ln)
 		return;
-	rdmamsg__lane_dc_local(ep->ln, &dctn, &key, &tag);
-	cp->qp_num = dctn;
-	cp->srq = 1;
+	if (ep->ln->ops == &rdmamsg__lane_dc_ops) {
+		rdmamsg__lane_dc_local(ep->ln, &dctn, &key, &tag);
+		cp->qp_num = dctn;
+		cp->srq = 1;
+	} else if (ep->ln->qp) {
+		cp->qp_num = ep->ln->qpn;
+		cp->srq = ep->ln->qp->srq != NULL;
+	}
+}
+
+/* rdmamsg__cm_accept -- answer the request on ep->id with an accept of
+ * kind (HS_ACC, HS_RACC): the lane's QP to RTS first (cm_rts), as
+ * librdmacm's rdma_accept moves a QP of its own, with the RDMA READ
+ * limits this side grants.  0, or -ECONNRESET (logged) */
+int rdmamsg__cm_accept(struct rdmamsg_ep *ep, int kind)
+{
+	struct rdmamsg_ctx *ctx = ep->ctx;
+	struct rdma_conn_param cp;
+	uint8_t pdata[RDMAMSG_HS_MAX];
+	int ret = 0;
+
+	rdmamsg__cm_conn_param(&cp, ctx, pdata,
+			       rdmamsg__cm_our_hs(ep, kind, pdata));
+	rdmamsg__cm_qp_param(ep, &cp);
+	rdmamsg__cm_qp_opts(ep);
+	if (ep->ln && ep->ln->ops->cm_rts)
+		ret = ep->ln->ops->cm_rts(ep->ln, ep->id,
+					  cp.responder_resources,
+					  cp.initiator_depth);
+	if (!ret && ctx->ops->accept(ep->id, &cp)) {
+		ret = rdmamsg__errno(ECONNRESET);
+		LOG_ERR("rdma_accept failed: %d", ret);
+	}
+	return ret ? -ECONNRESET : 0;
 }
 
 /* rdmamsg__cm_dc_hs_ok -- a peer's DC block is plausible (untrusted): a
@@ -197,7 +234,7 @@ static void active_route(struct rdmamsg_ep *ep)
 	rdmamsg__cm_conn_param(
 		&cp, ep->ctx, pdata,
 		rdmamsg__cm_our_hs(ep, ep->reconn ? HS_RREQ : HS_REQ, pdata));
-	rdmamsg__cm_dc_param(ep, &cp);
+	rdmamsg__cm_qp_param(ep, &cp);
 	rdmamsg__cm_qp_opts(ep);
 	if (ep->ctx->ops->connect(ep->id, &cp)) {
 		ret = rdmamsg__errno(ECONNREFUSED);
@@ -290,6 +327,31 @@ static void active_dc_response(struct rdmamsg_ep *ep, const struct cm_ev *e)
 	active_established(ep, e);
 }
 
+/* active_rc_response -- an RC connection's accept (CONNECT_RESPONSE: the
+ * id has no QP): the lane's QP to RTS with what the CM negotiated and the
+ * RTU (rdma_establish), as librdmacm's ucma_process_conn_resp does for a
+ * QP of its own, then up as at ESTABLISHED */
+static void active_rc_response(struct rdmamsg_ep *ep, const struct cm_ev *e)
+{
+	int ret = -EPROTO;
+
+	if (ep->ln && ep->ln->ops->cm_rts)
+		ret = ep->ln->ops->cm_rts(ep->ln, ep->id, RDMA_MAX_RESP_RES,
+					  RDMA_MAX_INIT_DEPTH);
+	if (!ret && ep->ctx->ops->establish(ep->id))
+		ret = rdmamsg__errno(ECONNRESET);
+	if (ret) {
+		LOG_ERR("endpoint %p: connection not established: %d",
+			(void *)ep, ret);
+		if (ep->ln)
+			ep->ln->ops->error(ep->ln, ep->sq_head, 0);
+		ep->ctx->ops->disconnect(ep->id);
+		rdmamsg__ep_connect_failed(ep, -ECONNRESET, 0, NULL, 0);
+		return;
+	}
+	active_established(ep, e);
+}
+
 /* active_rejected -- report a reject with its reason and private data */
 static void active_rejected(struct rdmamsg_ep *ep, const struct cm_ev *e)
 {
@@ -345,9 +407,13 @@ static void ep_event(struct rdmamsg_ep *ep, const struct cm_ev *e)
 		if (ep->st == EPS_CONNECTING)
 			active_established(ep, e);
 		break;
-	case RDMA_CM_EVENT_CONNECT_RESPONSE: /* an id without a QP: DC */
-		if (ep->st == EPS_CONNECTING && !ep->passive)
+	case RDMA_CM_EVENT_CONNECT_RESPONSE: /* the id has no QP */
+		if (ep->st != EPS_CONNECTING || ep->passive)
+			break;
+		if (ep->ln && ep->ln->ops == &rdmamsg__lane_dc_ops)
 			active_dc_response(ep, e);
+		else
+			active_rc_response(ep, e);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		if (ep->st == EPS_CONNECTING && !ep->passive)

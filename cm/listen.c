@@ -70,8 +70,6 @@ static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
 			    const struct rdmamsg__hs *hs)
 {
 	struct rdmamsg_ep *ep = find_session(ctx, hs->sid);
-	struct rdma_conn_param cp;
-	uint8_t pdata[RDMAMSG_HS_MAX];
 	int ret;
 
 	if (!ep) {
@@ -112,14 +110,9 @@ static void session_request(struct rdmamsg_ctx *ctx, const struct cm_ev *e,
 	}
 	if (!ret) {
 		e->id->context = ep;
-		rdmamsg__cm_conn_param(&cp, ctx, pdata,
-				       rdmamsg__cm_our_hs(ep, HS_RACC, pdata));
-		rdmamsg__cm_dc_param(ep, &cp);
-		rdmamsg__cm_qp_opts(ep);
-		if (ctx->ops->accept(e->id, &cp)) {
+		ret = rdmamsg__cm_accept(ep, HS_RACC);
+		if (ret)
 			e->id->context = NULL;
-			ret = -ECONNRESET;
-		}
 	}
 	if (ret) {
 		LOG_WARN("session %#llx: reconnect failed: %d",
@@ -276,7 +269,7 @@ RDMAMSG_EXPORT int rdmamsg_listen(
 			      : -EADDRINUSE;
 		goto err_destroy_id;
 	}
-	if (lst->id->verbs && lst->id->verbs != ctx->verbs &&
+	if (lst->id->verbs && lst->id->verbs != ctx->cm_verbs &&
 	    strcmp(lst->id->verbs->device->name, ctx->devname)) {
 		LOG_ERR("%s is on device %s, the context on %s", addr,
 			lst->id->verbs->device->name, ctx->devname);
@@ -361,8 +354,6 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 					   const struct rdmamsg_ep_cbs *cbs,
 					   void *arg, struct rdmamsg_ep **epp)
 {
-	struct rdma_conn_param cp;
-	uint8_t pdata[RDMAMSG_HS_MAX];
 	struct rdmamsg__ep_params pp;
 	struct rdmamsg_ctx *ctx;
 	struct rdmamsg_ep *ep;
@@ -409,15 +400,9 @@ RDMAMSG_EXPORT int rdmamsg_conn_req_accept(struct rdmamsg_conn_req *req,
 	if (ret)
 		goto err_free_ep;
 	ep->id->context = ep;
-	rdmamsg__cm_conn_param(&cp, ctx, pdata,
-			       rdmamsg__cm_our_hs(ep, HS_ACC, pdata));
-	rdmamsg__cm_dc_param(ep, &cp);
-	rdmamsg__cm_qp_opts(ep);
-	if (ctx->ops->accept(ep->id, &cp)) {
-		ret = rdmamsg__errno(ECONNRESET);
-		LOG_ERR("rdma_accept failed: %d", ret);
+	ret = rdmamsg__cm_accept(ep, HS_ACC);
+	if (ret) {
 		ep->id->context = req;
-		ret = -ECONNRESET;
 		goto err_free_ep;
 	}
 	rdmamsg__ep_set_state(ep, EPS_CONNECTING);

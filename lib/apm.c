@@ -191,10 +191,10 @@ uint8_t rdmamsg__apm_port(const struct rdmamsg_ep *ep)
 	return ep->id ? ep->id->port_num : 0;
 }
 
-/* rdmamsg__apm_event -- IBV_EVENT_PATH_MIG or _PATH_MIG_ERR on qp: 1 if
- * it is an endpoint's of ctx, else 0 */
-int rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
-		       struct ibv_qp *qp)
+/* rdmamsg__apm_event -- IBV_EVENT_PATH_MIG or _PATH_MIG_ERR on qp (an
+ * endpoint's of ctx, or nothing of ours) */
+void rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
+			struct ibv_qp *qp)
 {
 	struct rdmamsg__list *pos, *tmp;
 
@@ -207,7 +207,7 @@ int rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
 		if (!qp || qp_of(ep) != qp)
 			continue;
 		if (!ep->pstats.apm)
-			return 1; /* no alternate loaded: not ours to re-arm */
+			return; /* no alternate loaded: not ours to re-arm */
 		if (type == IBV_EVENT_PATH_MIG) {
 			migrated(ep, qp);
 		} else {
@@ -222,7 +222,6 @@ int rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
 		/* last: the callback may close the endpoint */
 		if (ep->p.path_cb)
 			ep->p.path_cb(ep, ev, ep->apm.port, status, ep->arg);
-		return 1;
+		return;
 	}
-	return 0;
 }

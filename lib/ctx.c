@@ -188,7 +188,8 @@ static struct ibv_context *match_addr(struct rdmamsg_ctx *ctx, const char *addr,
 	return found;
 }
 
-/* pick_device -- the device attr names (name or address), or the first */
+/* pick_device -- the device attr names (name or address), or the first;
+ * opened for this context alone */
 static int pick_device(struct rdmamsg_ctx *ctx, const char *want)
 {
 	int n = 0, i;
@@ -202,23 +203,29 @@ static int pick_device(struct rdmamsg_ctx *ctx, const char *want)
 		return -ENODEV;
 	}
 	if (!want) {
-		ctx->verbs = ctx->devs[0];
+		ctx->cm_verbs = ctx->devs[0];
 	} else {
 		for (i = 0; i < n; i++)
 			if (!strcmp(ctx->ops->get_device_name(
 					    ctx->devs[i]->device),
 				    want))
-				ctx->verbs = ctx->devs[i];
-		if (!ctx->verbs)
-			ctx->verbs = match_addr(ctx, want, n);
-		if (!ctx->verbs) {
+				ctx->cm_verbs = ctx->devs[i];
+		if (!ctx->cm_verbs)
+			ctx->cm_verbs = match_addr(ctx, want, n);
+		if (!ctx->cm_verbs) {
 			LOG_ERR("no device named %s or owning that address",
 				want);
 			return -ENODEV;
 		}
 	}
-	strncpy(ctx->devname, ctx->ops->get_device_name(ctx->verbs->device),
+	strncpy(ctx->devname, ctx->ops->get_device_name(ctx->cm_verbs->device),
 		sizeof(ctx->devname) - 1);
+	ctx->verbs = ctx->ops->open_device(ctx->cm_verbs->device);
+	if (!ctx->verbs) {
+		LOG_ERR("ibv_open_device(%s) failed: %d", ctx->devname,
+			rdmamsg__errno(ENODEV));
+		return -ENODEV;
+	}
 	return 0;
 }
 
@@ -430,6 +437,8 @@ err_destroy_cc:
 err_dealloc_pd:
 	ctx->ops->dealloc_pd(ctx->pd);
 err_free_devices:
+	if (ctx->verbs)
+		ctx->ops->close_device(ctx->verbs);
 	if (ctx->devs)
 		ctx->ops->free_devices(ctx->devs);
 	ctx->ops->destroy_event_channel(ctx->ech);
@@ -462,6 +471,7 @@ RDMAMSG_EXPORT int rdmamsg_ctx_destroy(struct rdmamsg_ctx **ctxp)
 	qp_domain_free(ctx);
 	ctx->ops->destroy_comp_channel(ctx->cc);
 	ctx->ops->dealloc_pd(ctx->pd);
+	ctx->ops->close_device(ctx->verbs);
 	ctx->ops->free_devices(ctx->devs);
 	ctx->ops->destroy_event_channel(ctx->ech);
 	rdmamsg__dispatch_close(ctx);

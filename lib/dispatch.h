@@ -22,6 +22,8 @@
 	X(get_device_list, ibv_get_device_list, struct ibv_device **, (int *n)) \
 	X(free_device_list, ibv_free_device_list, void, (struct ibv_device **list)) \
 	X(get_device_name, ibv_get_device_name, const char *, (struct ibv_device *dev)) \
+	X(open_device, ibv_open_device, struct ibv_context *, (struct ibv_device *dev)) \
+	X(close_device, ibv_close_device, int, (struct ibv_context *ctx)) \
 	X(query_device, ibv_query_device, int, (struct ibv_context *ctx, struct ibv_device_attr *attr)) \
 	X(alloc_pd, ibv_alloc_pd, struct ibv_pd *, (struct ibv_context *ctx)) \
 	X(dealloc_pd, ibv_dealloc_pd, int, (struct ibv_pd *pd)) \
@@ -37,6 +39,8 @@
 	X(create_qp, ibv_create_qp, struct ibv_qp *, (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)) \
 	X(destroy_qp, ibv_destroy_qp, int, (struct ibv_qp *qp)) \
 	X(modify_qp, ibv_modify_qp, int, (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)) \
+	X(attach_mcast, ibv_attach_mcast, int, (struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)) \
+	X(detach_mcast, ibv_detach_mcast, int, (struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)) \
 	X(query_qp, ibv_query_qp, int, (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)) \
 	X(create_srq, ibv_create_srq, struct ibv_srq *, (struct ibv_pd *pd, struct ibv_srq_init_attr *attr)) \
 	X(modify_srq, ibv_modify_srq, int, (struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)) \
@@ -52,8 +56,7 @@
 	X(listen, rdma_listen, int, (struct rdma_cm_id *id, int backlog)) \
 	X(resolve_addr, rdma_resolve_addr, int, (struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst, int timeout_ms)) \
 	X(resolve_route, rdma_resolve_route, int, (struct rdma_cm_id *id, int timeout_ms)) \
-	X(create_cm_qp, rdma_create_qp, int, (struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)) \
-	X(destroy_cm_qp, rdma_destroy_qp, void, (struct rdma_cm_id *id)) \
+	X(init_qp_attr, rdma_init_qp_attr, int, (struct rdma_cm_id *id, struct ibv_qp_attr *attr, int *mask)) \
 	X(connect, rdma_connect, int, (struct rdma_cm_id *id, struct rdma_conn_param *p)) \
 	X(accept, rdma_accept, int, (struct rdma_cm_id *id, struct rdma_conn_param *p)) \
 	X(establish, rdma_establish, int, (struct rdma_cm_id *id)) \

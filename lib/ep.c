@@ -903,9 +903,10 @@ void rdmamsg__ep_down(struct rdmamsg_ep *ep, int status)
 	rdmamsg__timer_stop(ep->ctx, &ep->ring_timer);
 	if (!ep->closing) /* PEER_CLOSED's bound: no longer waited for */
 		rdmamsg__timer_stop(ep->ctx, &ep->close_timer);
-	/* DREQ to the peer; the QP goes to error and flushes its WRs */
-	ep->ctx->ops->disconnect(ep->id);
+	/* the QP to error (it flushes its WRs), then the DREQ to the peer:
+	 * rdma_disconnect's order for a QP of the id's own */
 	qp_error(ep);
+	ep->ctx->ops->disconnect(ep->id);
 	if (ep->xf)
 		rdmamsg__xfer_down(ep, status);
 	if (ep->closing) {
@@ -1643,10 +1644,10 @@ static void outage(struct rdmamsg_ep *ep, int status)
 	rdmamsg__timer_stop(ctx, &ep->ka_timer);
 	rdmamsg__timer_stop(ctx, &ep->ring_timer);
 	rdmamsg__timer_stop(ctx, &ep->conn_timer);
-	if (ep->id)
-		ctx->ops->disconnect(ep->id);
 	if (ep->ln)
 		ep->ln->ops->error(ep->ln, ep->sq_head, 0);
+	if (ep->id)
+		ctx->ops->disconnect(ep->id);
 	LOG_NOTE("endpoint %p: connection failed (%s): %s", (void *)ep,
 		 rdmamsg_strerror(status),
 		 ep->passive ? "waiting for the reconnect" : "reconnecting");
@@ -1673,9 +1674,9 @@ void rdmamsg__ep_reconn_failed(struct rdmamsg_ep *ep, int status)
 	rdmamsg__timer_stop(ep->ctx, &ep->conn_timer);
 	rdmamsg__ep_set_state(ep, EPS_DOWN);
 	ep->disc_seen = 1;
+	qp_error(ep);
 	if (ep->id)
 		ep->ctx->ops->disconnect(ep->id);
-	qp_error(ep);
 	LOG_NOTE("endpoint %p: session lost: %s", (void *)ep,
 		 rdmamsg_strerror(status));
 	path_event(ep, RDMAMSG_FAILOVER_FAILED, status);

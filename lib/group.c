@@ -200,10 +200,15 @@ struct rdmamsg_group {
 	uint32_t rqpn, rqkey;
 	struct sockaddr_storage maddr;
 	int state, status;
-	/* a join went out: the id holds a membership, which may have
-	 * attached the QP, until rdma_leave_multicast (the kernel refuses
-	 * to destroy an attached QP: rdma_destroy_qp would leak it) */
+	/* a join went out: the id holds a membership until
+	 * rdma_leave_multicast */
 	int joined;
+	/* the QP (ours, not the id's: rdma_cm attaches none) is attached to
+	 * the group at mgid, mlid: detached before it is destroyed (the
+	 * kernel refuses to destroy an attached QP) */
+	int attached;
+	union ibv_gid mgid;
+	uint16_t mlid;
 	unsigned int role;
 	size_t max_msg;
 	uint32_t rdepth, sdepth;
@@ -585,10 +590,14 @@ static void group_free(struct rdmamsg_group *g)
 	rdmamsg__timer_stop(ctx, &g->step_timer);
 	rdmamsg__timer_stop(ctx, &g->close_timer);
 	rdmamsg__timer_stop(ctx, &g->sm_timer);
+	/* as rdma_leave_multicast detaches a QP of the id's own */
+	if (g->attached)
+		ctx->ops->detach_mcast(g->qp, &g->mgid, g->mlid);
+	g->attached = 0;
 	if (g->id && g->joined)
 		ctx->ops->leave_multicast(g->id, (struct sockaddr *)&g->maddr);
 	if (g->qp)
-		ctx->ops->destroy_cm_qp(g->id);
+		ctx->ops->destroy_qp(g->qp);
 	g->qp = NULL;
 	/* the QP is gone: nothing touches the buffers any more */
 	complete_tx(g, g->sq_head, -ECANCELED);
@@ -2418,6 +2427,34 @@ static int rx_slots(struct rdmamsg_group *g)
 	return 0;
 }
 
+/* ud_rts -- the group's QP to RTS as librdmacm's ucma_init_ud_qp moves a
+ * QP it makes for a UD id: INIT with rdma_init_qp_attr's port, P_Key and
+ * Q_Key (the kernel gives a UD id nothing more), then RTR and RTS */
+static int ud_rts(struct rdmamsg_group *g)
+{
+	const struct rdmamsg__ops *ops = g->ctx->ops;
+	struct ibv_qp_attr qa;
+	int mask = 0, ret;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_INIT;
+	if (ops->init_qp_attr(g->id, &qa, &mask) ||
+	    ops->modify_qp(g->qp, &qa, mask))
+		goto err;
+	qa.qp_state = IBV_QPS_RTR;
+	if (ops->modify_qp(g->qp, &qa, IBV_QP_STATE))
+		goto err;
+	qa.qp_state = IBV_QPS_RTS;
+	qa.sq_psn = 0;
+	if (ops->modify_qp(g->qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		goto err;
+	return 0;
+err:
+	ret = rdmamsg__errno(EINVAL);
+	LOG_ERR("the group's UD QP cannot be made ready: %d", ret);
+	return ret;
+}
+
 /* setup -- the address is resolved: QP, receives, join */
 static int setup(struct rdmamsg_group *g)
 {
@@ -2427,7 +2464,7 @@ static int setup(struct rdmamsg_group *g)
 	uint32_t i, need, sd = 1;
 	int ret;
 
-	if (g->id->verbs != ctx->verbs)
+	if (g->id->verbs != ctx->cm_verbs)
 		return -ENODEV; /* the group is routed to another device */
 	g->mtu = port_mtu(g);
 	if (g->mtu <= RDMAMSG_MC_HDR)
@@ -2493,12 +2530,15 @@ static int setup(struct rdmamsg_group *g)
 	qa.cap.max_send_wr = sd;
 	qa.cap.max_recv_wr = g->nrx ? g->nrx : 1;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-	if (ctx->ops->create_cm_qp(g->id, ctx->qp_pd, &qa)) {
+	g->qp = ctx->ops->create_qp(ctx->qp_pd, &qa);
+	if (!g->qp) {
 		ret = rdmamsg__errno(ENOMEM);
-		LOG_ERR("rdma_create_qp (UD) failed: %d", ret);
+		LOG_ERR("ibv_create_qp (UD) failed: %d", ret);
 		return ret;
 	}
-	g->qp = g->id->qp;
+	ret = ud_rts(g);
+	if (ret)
+		return ret;
 	if (g->nrx) {
 		ret = rx_slots(g);
 		if (ret)
@@ -2548,6 +2588,18 @@ void rdmamsg__group_cm_event(struct rdmamsg_ctx *ctx, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_MULTICAST_JOIN:
 		if (g->state != G_JOINING)
 			return;
+		/* a member that receives attaches its QP, as librdmacm's
+		 * ucma_process_join does the id's (a send-only one does not) */
+		if (g->role & RDMAMSG_GROUP_SUBSCRIBER) {
+			if (ctx->ops->attach_mcast(g->qp, &ah.grh.dgid,
+						   ah.dlid)) {
+				fail(g, rdmamsg__errno(EINVAL));
+				return;
+			}
+			g->attached = 1;
+			g->mgid = ah.grh.dgid;
+			g->mlid = ah.dlid;
+		}
 		g->ah = ctx->ops->create_ah(ctx->pd, &ah);
 		if (!g->ah) {
 			fail(g, rdmamsg__errno(EINVAL));

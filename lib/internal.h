@@ -348,6 +348,13 @@ struct rdmamsg_ctx {
 	void *dl;
 	enum rdmamsg_fabric fabric;
 	struct ibv_context **devs;
+	/* the device's context of rdma_cm (one of devs, shared by every
+	 * context of the process: its ids' id->verbs) and this context's own
+	 * (ibv_open_device), on which everything of ours is made: its CQs,
+	 * QPs, PD and MRs.  rdma_cm only connects (conn_param.qp_num,
+	 * rdma_init_qp_attr), so that no two contexts share a device
+	 * context's locks and progress: one context per thread scales. */
+	struct ibv_context *cm_verbs;
 	struct ibv_context *verbs;
 	char devname[64];
 	struct ibv_device_attr dattr;
@@ -394,15 +401,6 @@ struct rdmamsg_ctx {
 	 * says -EBUSY (rdmamsg_group_attr_set_poll_us; 0: blocks at once) */
 	uint64_t poll_until;
 	int kicked; /* the eventfd was written (any thread): look now */
-	/* device events another context on the same device read for us
-	 * (loop.c: they share its async fd), under the process's lock */
-	struct rdmamsg__list async_link;
-	struct rdmamsg__aev {
-		int type;
-		void *elem;
-	} inbox[16];
-	unsigned int ninbox;
-	uint64_t inbox_drops;
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 	/* rdmamsg_ctx_wakeup() was called (any thread) since the wakeup
@@ -940,8 +938,8 @@ void rdmamsg__xfer_free(struct rdmamsg_ep *ep);
 uint16_t rdmamsg__apm_offer(struct rdmamsg_ep *ep, size_t user_room);
 void rdmamsg__apm_up(struct rdmamsg_ep *ep);
 uint8_t rdmamsg__apm_port(const struct rdmamsg_ep *ep);
-int rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
-		       struct ibv_qp *qp);
+void rdmamsg__apm_event(struct rdmamsg_ctx *ctx, enum ibv_event_type type,
+			struct ibv_qp *qp);
 
 /* lane_dc.c: DC lanes (lane.h) */
 struct rdmamsg__dc;

@@ -583,6 +583,15 @@ struct rdmamsg__lane_ops {
 	int (*error)(struct rdmamsg__lane *lane, uint64_t seq, int drain);
 	/* release everything; completions still queued find nothing */
 	void (*destroy)(struct rdmamsg__lane *lane);
+	/* the connection's id knows the peer (the accepting side before
+	 * rdma_accept, the connecting side at CONNECT_RESPONSE): the lane's
+	 * QP through INIT, RTR and RTS with rdma_init_qp_attr's attributes,
+	 * as librdmacm moves a QP of its own; resp_res and init_depth
+	 * replace the CM's RDMA READ limits unless RDMA_MAX_RESP_RES /
+	 * RDMA_MAX_INIT_DEPTH.  0 or a negative errno.  NULL: rdma_cm
+	 * connects no QP of this kind (DC) */
+	int (*cm_rts)(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
+		      uint8_t resp_res, uint8_t init_depth);
 };
 
 extern const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops;

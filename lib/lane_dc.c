@@ -977,7 +977,7 @@ static int dc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 		return -ENOTSUP;
 	if (!a->srq || (dc->srq && dc->srq != a->srq))
 		return -EINVAL;
-	if (a->id && a->id->verbs && a->id->verbs != ctx->verbs) {
+	if (a->id && a->id->verbs && a->id->verbs != ctx->cm_verbs) {
 		LOG_ERR("connection is on device %s, context on %s",
 			a->id->verbs->device->name, ctx->devname);
 		return -ENODEV;

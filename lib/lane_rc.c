@@ -17,7 +17,6 @@
 
 struct lane_rc {
 	struct rdmamsg__lane l;
-	struct rdma_cm_id *id;
 	struct rdmamsg_buf **rxb; /* the session's ring, or the SRQ's bufs */
 	uint32_t nrx, rx_len, rx_off;
 	struct rdmamsg_srq *srq;
@@ -261,7 +260,7 @@ static void rc_destroy(struct rdmamsg__lane *lane)
 	struct rdmamsg_ctx *ctx = lane->ctx;
 
 	if (lane->qp)
-		ctx->ops->destroy_cm_qp(rc->id);
+		ctx->ops->destroy_qp(lane->qp);
 	lane->qp = NULL;
 	if (rc->srq) {
 		/* its window goes back to the SRQ (its buffers stay posted
@@ -276,6 +275,57 @@ static void rc_destroy(struct rdmamsg__lane *lane)
 	free(lane->early);
 	list_del(&lane->ready_link);
 	free(rc);
+}
+
+/* cm_modify -- the lane's QP to state st with the attributes the
+ * connection's id gives (rdma_init_qp_attr), RDMA READ limits replaced as
+ * rc_cm_rts says.  The mask's bits 21-23 are left out, as librdmacm's
+ * ucma_modify_qp_rtr does on InfiniBand: older kernels filled them in
+ * (their RoCE address fields) and refused them back. */
+static int cm_modify(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
+		     enum ibv_qp_state st, uint8_t resp_res, uint8_t init_depth)
+{
+	const struct rdmamsg__ops *ops = lane->ctx->ops;
+	struct ibv_qp_attr qa;
+	int mask = 0, ret;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = st;
+	if (ops->init_qp_attr(id, &qa, &mask)) {
+		ret = rdmamsg__errno(EINVAL);
+		LOG_ERR("rdma_init_qp_attr (state %d) failed: %d", (int)st,
+			ret);
+		return ret;
+	}
+	mask &= ~0xe00000;
+	if (st == IBV_QPS_RTR && resp_res != RDMA_MAX_RESP_RES)
+		qa.max_dest_rd_atomic = resp_res;
+	if (st == IBV_QPS_RTS && init_depth != RDMA_MAX_INIT_DEPTH)
+		qa.max_rd_atomic = init_depth;
+	if (ops->modify_qp(lane->qp, &qa, mask)) {
+		ret = rdmamsg__errno(EINVAL);
+		LOG_ERR("ibv_modify_qp (state %d) failed: %d", (int)st, ret);
+		return ret;
+	}
+	return 0;
+}
+
+/* rc_cm_rts -- INIT again (the access flags, now that the RDMA READ
+ * limits are known), RTR, RTS: librdmacm's ucma_modify_qp_rtr and
+ * ucma_modify_qp_rts (lane.h cm_rts) */
+static int rc_cm_rts(struct rdmamsg__lane *lane, struct rdma_cm_id *id,
+		     uint8_t resp_res, uint8_t init_depth)
+{
+	int ret;
+
+	if (!lane->qp)
+		return -EINVAL;
+	ret = cm_modify(lane, id, IBV_QPS_INIT, resp_res, init_depth);
+	if (!ret)
+		ret = cm_modify(lane, id, IBV_QPS_RTR, resp_res, init_depth);
+	if (!ret)
+		ret = cm_modify(lane, id, IBV_QPS_RTS, resp_res, init_depth);
+	return ret;
 }
 
 /* rc_fits -- the QP a lane of a asks for is within what the device
@@ -322,7 +372,7 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	uint32_t w, inl;
 	int ret;
 
-	if (a->id->verbs != ctx->verbs) {
+	if (a->id->verbs != ctx->cm_verbs) {
 		LOG_ERR("connection is on device %s, context on %s",
 			a->id->verbs ? a->id->verbs->device->name : "?",
 			ctx->devname);
@@ -343,7 +393,6 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	lane->plain_send = 1;
 	lane->hold = a->hold;
 	list_init(&lane->ready_link);
-	rc->id = a->id;
 	rc->rxb = a->rxb;
 	rc->nrx = a->nrx;
 	rc->rx_len = a->rx_len;
@@ -376,17 +425,23 @@ static int rc_open(struct rdmamsg_ctx *ctx, const struct rdmamsg__lane_attr *a,
 	 * the inline size halves down to RC_INLINE_FLOOR before giving up */
 	for (inl = ctx->max_inline;; inl /= 2) {
 		qa.cap.max_inline_data = inl;
-		if (!ctx->ops->create_cm_qp(a->id, ctx->qp_pd, &qa))
+		lane->qp = ctx->ops->create_qp(ctx->qp_pd, &qa);
+		if (lane->qp)
 			break;
 		if (inl <= RC_INLINE_FLOOR) {
 			ret = rdmamsg__errno(ENOMEM);
-			LOG_ERR("rdma_create_qp failed: %d", ret);
+			LOG_ERR("ibv_create_qp failed: %d", ret);
 			goto err;
 		}
 	}
-	lane->qp = a->id->qp;
 	lane->qpn = lane->qp->qp_num;
 	lane->max_inline = qa.cap.max_inline_data;
+	/* INIT before the REQ or REP, as rdma_create_qp would (its receives
+	 * are posted in INIT) */
+	ret = cm_modify(lane, a->id, IBV_QPS_INIT, RDMA_MAX_RESP_RES,
+			RDMA_MAX_INIT_DEPTH);
+	if (ret)
+		goto err;
 	if (a->srq) {
 		/* its credit window on the SRQ, on both sides at once: the
 		 * SRQ's buffers are already there, nothing waits for them */
@@ -435,6 +490,7 @@ const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops = {
 	.wcs = rc_wcs,
 	.error = rc_error,
 	.destroy = rc_destroy,
+	.cm_rts = rc_cm_rts,
 };
 
 /* the reposted receives' credits, once their SRQ batch is posted */

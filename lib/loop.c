@@ -68,32 +68,6 @@ static inline void pass_clock(struct rdmamsg_ctx *ctx)
 }
 #endif
 
-/* the process's contexts, for the device events they hand each other
- * (async_forward) */
-static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rdmamsg__list async_ctxs = {&async_ctxs, &async_ctxs};
-
-/* async_fork_lock, async_fork_unlock -- a fork() while another thread
- * creates or destroys a context, or hands one a device event, must not
- * leave async_lock held in the child, where that thread does not exist
- * (the child's first rdmamsg_ctx_create would wait for good): the fork
- * waits for it (a leaf: nothing is taken under it) */
-static void async_fork_lock(void)
-{
-	pthread_mutex_lock(&async_lock);
-}
-
-static void async_fork_unlock(void)
-{
-	pthread_mutex_unlock(&async_lock);
-}
-
-/* loop_load -- library load: register them */
-__attribute__((constructor)) static void loop_load(void)
-{
-	pthread_atfork(async_fork_lock, async_fork_unlock, async_fork_unlock);
-}
-
 /* set_nonblock -- channel fds must never block a progress pass */
 static int set_nonblock(int fd)
 {
@@ -210,9 +184,6 @@ int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop)
 		ev_idle_init(&ctx->lp->idle, idle_cb);
 		ctx->lp->idle.data = ctx->lp;
 	}
-	pthread_mutex_lock(&async_lock);
-	list_add_tail(&async_ctxs, &ctx->async_link);
-	pthread_mutex_unlock(&async_lock);
 	return 0;
 
 err_close_efd:
@@ -240,13 +211,6 @@ void rdmamsg__loop_fini(struct rdmamsg_ctx *ctx)
 		free(ctx->lp);
 		ctx->lp = NULL;
 	}
-	pthread_mutex_lock(&async_lock);
-	list_del(&ctx->async_link);
-	pthread_mutex_unlock(&async_lock);
-	if (ctx->inbox_drops)
-		LOG_NOTE("%llu device events handed to this context were "
-			 "dropped (its inbox was full)",
-			 (unsigned long long)ctx->inbox_drops);
 	close(ctx->efd);
 	close(ctx->tfd);
 	close(ctx->epfd);
@@ -278,8 +242,7 @@ static void kick(struct rdmamsg_ctx *ctx)
 	}
 }
 
-/* rdmamsg__loop_kick -- the library wants a pass soon (another context's
- * thread may hand it a device event: async_forward) */
+/* rdmamsg__loop_kick -- the library wants a pass soon */
 void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx)
 {
 	__atomic_fetch_add(&ctx->kicks, 1, __ATOMIC_RELAXED);
@@ -329,12 +292,9 @@ static void comp_events(struct rdmamsg_ctx *ctx)
 }
 
 /*
- * Device events.  The contexts of a process on one device share its verbs
- * context (librdmacm opens each device once), so its async event fd: an
- * event may be read by a context that owns nothing it names.  That one
- * hands it to every other context on the device (an inbox each, bounded,
- * taken in its own pass; the QP or CQ pointer is only compared, never
- * followed), which acts on it if the object is its own.
+ * Device events.  Each context has a device context of its own
+ * (ctx->verbs), so its async event fd names only its own QPs, CQs and SRQs,
+ * and ports, whose events every device context gets.
  */
 
 /* port_err -- a port of the device went down (a pulled cable, a dead
@@ -376,17 +336,17 @@ static void port_err(struct rdmamsg_ctx *ctx, uint8_t port)
 	}
 }
 
-/* async_one -- one device event for this context; 0 if nothing of its
- * own is named (another context's, perhaps) */
-static int async_one(struct rdmamsg_ctx *ctx, enum ibv_event_type t, void *elem)
+/* async_one -- one device event for this context */
+static void async_one(struct rdmamsg_ctx *ctx, enum ibv_event_type t,
+		      void *elem)
 {
 	struct rdmamsg__list *pos, *tmp;
 	int st, found = 0;
 
 	switch (t) {
-	case IBV_EVENT_PORT_ERR: /* every context's: never "found" */
+	case IBV_EVENT_PORT_ERR:
 		port_err(ctx, (uint8_t)(uintptr_t)elem);
-		return 0;
+		return;
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
@@ -400,16 +360,17 @@ static int async_one(struct rdmamsg_ctx *ctx, enum ibv_event_type t, void *elem)
 		break;
 	case IBV_EVENT_SRQ_LIMIT_REACHED:
 		rdmamsg__srq_limit_event(ctx, elem);
-		return 1;
+		return;
 	case IBV_EVENT_PATH_MIG:
 	case IBV_EVENT_PATH_MIG_ERR:
-		return rdmamsg__apm_event(ctx, t, elem);
+		rdmamsg__apm_event(ctx, t, elem);
+		return;
 	default:
-		return 1;
+		return;
 	}
 	if (elem && t == IBV_EVENT_CQ_ERR) {
 		if (!rdmamsg__iface_cq(ctx, elem))
-			return 0;
+			return;
 		elem = NULL; /* a shared CQ: every endpoint */
 	}
 	list_for_each_safe (pos, tmp, &ctx->eps) {
@@ -423,41 +384,11 @@ static int async_one(struct rdmamsg_ctx *ctx, enum ibv_event_type t, void *elem)
 			rdmamsg__ep_down(ep, st);
 		}
 	}
-	/* a device event is every context's */
-	return found && t != IBV_EVENT_DEVICE_FATAL;
-}
-
-/* async_forward -- hand an event no endpoint of ctx owns to the other
- * contexts on its device */
-static void async_forward(struct rdmamsg_ctx *ctx, enum ibv_event_type t,
-			  void *elem)
-{
-	struct rdmamsg__list *pos, *tmp;
-
-	pthread_mutex_lock(&async_lock);
-	list_for_each_safe (pos, tmp, &async_ctxs) {
-		struct rdmamsg_ctx *c =
-			container_of(pos, struct rdmamsg_ctx, async_link);
-
-		if (c == ctx || c->verbs != ctx->verbs)
-			continue;
-		if (c->ninbox == sizeof(c->inbox) / sizeof(c->inbox[0])) {
-			c->inbox_drops++;
-			continue;
-		}
-		c->inbox[c->ninbox].type = (int)t;
-		c->inbox[c->ninbox].elem = elem;
-		/* read without the lock by the owner's pass (a hint) */
-		__atomic_store_n(&c->ninbox, c->ninbox + 1, __ATOMIC_RELAXED);
-		rdmamsg__loop_kick(c);
-	}
-	pthread_mutex_unlock(&async_lock);
 }
 
 /* async_events -- read the device's events: a fatal QP or CQ error takes
  * its endpoint down at once (instead of at the peer timeout), a port
- * error the sessions on that port, a path migration goes to apm.c;
- * events of the other contexts, and port events, are handed on */
+ * error the sessions on that port, a path migration goes to apm.c */
 static void async_events(struct rdmamsg_ctx *ctx)
 {
 	struct ibv_async_event ev;
@@ -487,24 +418,8 @@ static void async_events(struct rdmamsg_ctx *ctx)
 			break;
 		}
 		ctx->ops->ack_async_event(&ev);
-		if (!async_one(ctx, t, elem))
-			async_forward(ctx, t, elem);
+		async_one(ctx, t, elem);
 	}
-}
-
-/* async_inbox -- the events other contexts handed to this one */
-static void async_inbox(struct rdmamsg_ctx *ctx)
-{
-	struct rdmamsg__aev in[sizeof(ctx->inbox) / sizeof(ctx->inbox[0])];
-	unsigned int i, n;
-
-	pthread_mutex_lock(&async_lock);
-	n = ctx->ninbox;
-	memcpy(in, ctx->inbox, n * sizeof(in[0]));
-	__atomic_store_n(&ctx->ninbox, 0, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&async_lock);
-	for (i = 0; i < n; i++)
-		async_one(ctx, (enum ibv_event_type)in[i].type, in[i].elem);
 }
 
 /* drain_fd -- consume a timerfd/eventfd counter */
@@ -548,9 +463,6 @@ static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
 			break;
 		case SRC_WAKE:
 			drain_fd(ctx->efd);
-			if (RDMAMSG_UNLIKELY(__atomic_load_n(&ctx->ninbox,
-							     __ATOMIC_RELAXED)))
-				async_inbox(ctx);
 			/* after the drain: a wake-up whose write it missed
 			 * has its flag seen now or its fd readable next */
 			if (ctx->wakeup_cb &&

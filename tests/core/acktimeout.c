@@ -10,6 +10,15 @@
  * default (softrdma's, as rdma_cm's: 18), an endpoint with an exponent
  * has it, a RDMAMSG_FAILOVER_REPLAY session gets 17 on both sides (the
  * accepting side too), and a session with an exponent has that one.
+ *
+ * The QPs are the lanes' own, not rdma_cm's: each on its context's own
+ * device context (two contexts share none, nor librdmacm's), connected
+ * through rdma_init_qp_attr and conn_param.qp_num.  Each pair is then
+ * checked as librdmacm would have left it: both in RTS, each addressed to
+ * the other's QPN and PSN, RDMA READ and atomics allowed (the access
+ * flags of the second INIT, once the limits are known) with the limits
+ * both sides asked for (16, the most rdmamsg asks), the retry counts of
+ * the connection parameters (7; RNR: 0, RDMAMSG_TEST_RNR_RETRY).
  */
 #include "config.h"
 
@@ -34,12 +43,70 @@ static int qp_timeout(struct rdmamsg_ep *ep)
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr qa;
 
-	if (!ep || !ep->id || !ep->id->qp)
+	if (!ep || !ep->ln || !ep->ln->qp)
 		return -1;
 	memset(&qa, 0, sizeof(qa));
-	if (ep->ctx->ops->query_qp(ep->id->qp, &qa, IBV_QP_TIMEOUT, &init))
+	if (ep->ctx->ops->query_qp(ep->ln->qp, &qa, IBV_QP_TIMEOUT, &init))
 		return -1;
 	return qa.timeout;
+}
+
+/* qp_of -- ep's QP and its attributes; NULL if it has none */
+static struct ibv_qp *qp_of(struct rdmamsg_ep *ep, struct ibv_qp_attr *qa)
+{
+	struct ibv_qp_init_attr init;
+
+	memset(qa, 0, sizeof(*qa));
+	if (!ep || !ep->ln || !ep->ln->qp ||
+	    ep->ctx->ops->query_qp(ep->ln->qp, qa,
+				   IBV_QP_STATE | IBV_QP_ACCESS_FLAGS |
+					   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					   IBV_QP_SQ_PSN |
+					   IBV_QP_MAX_QP_RD_ATOMIC |
+					   IBV_QP_MAX_DEST_RD_ATOMIC |
+					   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY,
+				   &init))
+		return NULL;
+	return ep->ln->qp;
+}
+
+/* pair -- the two connected QPs, each as librdmacm would have left it */
+static void pair(const char *what, struct rdmamsg_ep *cli,
+		 struct rdmamsg_ep *srv)
+{
+	const int rw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		       IBV_ACCESS_REMOTE_ATOMIC;
+	struct ibv_qp_attr c, s;
+	struct ibv_qp *cq = qp_of(cli, &c), *sq = qp_of(srv, &s);
+
+	ok(cq && sq && cq->context == cli->ctx->verbs &&
+		   sq->context == srv->ctx->verbs &&
+		   cli->ctx->verbs != srv->ctx->verbs &&
+		   cli->ctx->verbs != cli->ctx->cm_verbs &&
+		   srv->ctx->verbs != srv->ctx->cm_verbs && !cli->id->qp &&
+		   !srv->id->qp,
+	   "%s: each QP on its context's own device context, none the id's",
+	   what);
+	if (!cq || !sq)
+		return;
+	ok(c.qp_state == IBV_QPS_RTS && s.qp_state == IBV_QPS_RTS,
+	   "%s: both in RTS (%d, %d)", what, (int)c.qp_state, (int)s.qp_state);
+	ok(c.dest_qp_num == sq->qp_num && s.dest_qp_num == cq->qp_num &&
+		   c.rq_psn == s.sq_psn && s.rq_psn == c.sq_psn,
+	   "%s: each addressed to the other's QPN and PSN", what);
+	ok((c.qp_access_flags & rw) == rw && (s.qp_access_flags & rw) == rw,
+	   "%s: RDMA READ, WRITE and atomics allowed (%#x, %#x)", what,
+	   c.qp_access_flags, s.qp_access_flags);
+	ok(c.max_rd_atomic == 16 && c.max_dest_rd_atomic == 16 &&
+		   s.max_rd_atomic == 16 && s.max_dest_rd_atomic == 16,
+	   "%s: READ limits %u/%u and %u/%u (want 16)", what, c.max_rd_atomic,
+	   c.max_dest_rd_atomic, s.max_rd_atomic, s.max_dest_rd_atomic);
+	/* the RNR retry count is the peer's (its REQ or REP): 0 from
+	 * RDMAMSG_TEST_RNR_RETRY, which test_setup sets */
+	ok(c.retry_cnt == 7 && c.rnr_retry == 0 && s.retry_cnt == 7 &&
+		   s.rnr_retry == 0,
+	   "%s: retry counts 7 and RNR 0 (%u %u, %u %u)", what, c.retry_cnt,
+	   c.rnr_retry, s.retry_cnt, s.rnr_retry);
 }
 
 /* check -- connect with cli_exp / srv_exp (-1: not set) and the failover
@@ -78,6 +145,7 @@ static void check(const char *what, int cli_exp, int srv_exp,
 	got = qp_timeout(srv.ep);
 	ok(got == want_srv, "%s: the accepting side's QP: %d (want %d)", what,
 	   got, want_srv);
+	pair(what, cli.ep, srv.ep);
 	ok(test_side_close2(&srv, &cli, 60000), "%s: everything closed", what);
 	ok(!rdmamsg_ctx_destroy(&cli.ctx) && !rdmamsg_ctx_destroy(&srv.ctx),
 	   "%s: contexts destroyed", what);

@@ -238,20 +238,19 @@ static int count_dereg(struct ibv_mr *mr)
  * on a device whose deep send queues cannot hold WQEs that large while
  * the inline probe's shallow QP could (npicky: the refusals) */
 #define PICKY_INLINE 300u
-static int (*real_cm_qp)(struct rdma_cm_id *, struct ibv_pd *,
-			 struct ibv_qp_init_attr *);
+static struct ibv_qp *(*real_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
 static int picky;
 static unsigned int npicky;
 
-static int picky_cm_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
-		       struct ibv_qp_init_attr *qa)
+static struct ibv_qp *picky_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qa)
 {
-	if (picky && qa->cap.max_inline_data > PICKY_INLINE) {
+	if (picky && qa->qp_type == IBV_QPT_RC &&
+	    qa->cap.max_inline_data > PICKY_INLINE) {
 		npicky++;
 		errno = EINVAL;
-		return -1;
+		return NULL;
 	}
-	return real_cm_qp(id, pd, qa);
+	return real_qp(pd, qa);
 }
 
 /* counted -- route ctx's registrations and its device's sends through
@@ -263,8 +262,8 @@ static void counted(struct rdmamsg_ctx *ctx, struct rdmamsg__ops *copy)
 	copy->reg_mr = count_reg;
 	real_dereg = copy->dereg_mr;
 	copy->dereg_mr = count_dereg;
-	real_cm_qp = copy->create_cm_qp;
-	copy->create_cm_qp = picky_cm_qp;
+	real_qp = copy->create_qp;
+	copy->create_qp = picky_qp;
 	ctx->ops = copy;
 	if (ctx->verbs->ops.post_send != count_post) {
 		real_post = ctx->verbs->ops.post_send;
