@@ -4323,13 +4323,18 @@ static inline __attribute__((always_inline)) int ack_needed(
  * inline copy to give back; copy ring room goes back) complete in order;
  * then, the head still in flight untouched (READY, nobody to serve for
  * it), only tx_qp's count towards the next liveness check.  The ACK is
- * read only when ack_needed: otherwise the head counts as in flight.  1:
- * done, 0: tx_qp must look at what is left (anything else, the same way
- * as before).  Lock held.
+ * read only when ack_needed: otherwise the head counts as in flight.  A
+ * responder of this process on another context is served (tx_qp's
+ * serve_local) only then too: a completion someone waits for, or SQ or
+ * ring room, needs it; an unsignalled SEND's delivery does not, and its
+ * own poll, the progress thread or the next liveness check takes it, as
+ * for a responder of another process.  1: done, 0: tx_qp must look at
+ * what is left (anything else, the same way as before).  Lock held.
  */
 static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 {
-	uint64_t acked = ack_needed(qp) ? tx_acked(qp) : 0;
+	int need = ack_needed(qp);
+	uint64_t acked = need ? tx_acked(qp) : 0;
 	struct soft_swqe *e;
 	struct ibv_wc *w;
 	uint64_t st;
@@ -4347,7 +4352,7 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 			if (st != SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
 			    qp->state == IBV_QPS_ERR || qp->ctx->in_thread ||
 			    qp->unchecked + 1 >= SOFT_CHECK_POLLS ||
-			    (!qp->path_down && qp->peer &&
+			    (need && !qp->path_down && qp->peer &&
 			     qp->peer_pid == soft_self_pid &&
 			     !qp->peer_same_ctx))
 				return 0;
