@@ -3812,15 +3812,19 @@ static enum ibv_wc_status tx_chunk(struct soft_qp *qp, struct soft_swqe *e,
 /*
  * serve_local -- the responder is a QP of this process on another
  * context: consume our message on its behalf, as its HCA would, so that
- * a thread that polls only our CQ sees its send complete.  1 if served.
+ * a thread that polls only our CQ sees its send complete.  DEFER: not
+ * while another thread owns the responder's context (its bias): that
+ * thread polls it, and taking the word from it costs a membarrier each
+ * time; the liveness check serves it if it stops (tx_qp).  1 if served.
  */
-static inline __attribute__((always_inline)) int serve_local(struct soft_qp *qp)
+static inline __attribute__((always_inline)) int serve_local(struct soft_qp *qp,
+							     int defer)
 {
 	struct soft_qp *peer;
 
 	if (!qp->peer || qp->peer_pid != soft_self_pid || qp->peer_same_ctx)
 		return 0;
-	peer = soft_qp_lock_local(qp->dest_qpn);
+	peer = soft_qp_lock_local(qp->dest_qpn, defer);
 	if (!peer)
 		return 0;
 	if (peer->ctx != qp->ctx && peer->peer &&
@@ -3849,7 +3853,7 @@ static __attribute__((noinline, cold)) void deny_deliver(struct soft_qp *qp)
 	uint32_t epoch;
 
 	if (!qp->peer_same_ctx) {
-		serve_local(qp);
+		serve_local(qp, 0);
 		return;
 	}
 	peer = soft_qp_local_in(qp->ctx, qp->dest_qpn);
@@ -4192,7 +4196,7 @@ static void tx_qp(struct soft_qp *qp)
 					}
 				}
 				if (!served && !qp->path_down &&
-				    serve_local(qp)) {
+				    serve_local(qp, 1)) {
 					served = 1;
 					continue;
 				}
@@ -4211,10 +4215,14 @@ static void tx_qp(struct soft_qp *qp)
 				if (peer_reachable(qp)) {
 					qp->dead_since = 0;
 					/* the responder has not run for a while:
-					 * do its part, as its HCA would */
-					if (waited(qp, e, st, now) &&
-					    serve_remote(qp, e, s, iov))
+					 * do its part, as its HCA would (one of
+					 * this process: whoever owns it) */
+					if (waited(qp, e, st, now) && !served &&
+					    (serve_local(qp, 0) ||
+					     serve_remote(qp, e, s, iov))) {
+						served = 1;
 						continue;
+					}
 					return;
 				}
 				if (!qp->dead_since)

@@ -98,15 +98,18 @@ struct soft_qp *soft_qp_local_in(struct soft_context *ctx, uint32_t qpn)
 }
 
 /* soft_qp_lock_local -- our QP of that number with its context locked
- * (trylock: NULL when busy or absent); the caller unlocks ctx->lock */
-struct soft_qp *soft_qp_lock_local(uint32_t qpn)
+ * (trylock: NULL when busy or absent; DEFER: busy too while another thread
+ * owns the context's bias, soft_trylock_owned); the caller unlocks
+ * ctx->lock */
+struct soft_qp *soft_qp_lock_local(uint32_t qpn, int defer)
 {
 	struct soft_qp *qp;
 
 	pthread_mutex_lock(&soft_qp_table_lock);
 	qp = qp_table[qpn & (SOFT_MAX_QP - 1)];
 	if (qp && (qp_table_qpn[qpn & (SOFT_MAX_QP - 1)] != qpn ||
-		   soft_trylock(&qp->ctx->lock)))
+		   (defer ? soft_trylock_owned(&qp->ctx->lock)
+			  : soft_trylock(&qp->ctx->lock))))
 		qp = NULL;
 	pthread_mutex_unlock(&soft_qp_table_lock);
 	return qp;

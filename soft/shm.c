@@ -1440,6 +1440,19 @@ int soft_trylock_slow(soft_lock_t *l)
 	return bias_take(l) ? bias_revoke(l, 1) : 1;
 }
 
+/* soft_trylock_owned -- soft_trylock, but a word resting biased for
+ * another thread is busy too: that thread polls the context (its owner),
+ * and is not made to leave its bias (a membarrier each time) */
+int soft_trylock_owned(soft_lock_t *l)
+{
+	uint32_t v = atomic_load_explicit(&l->v, memory_order_relaxed);
+
+	if ((v & FUTEX_TID_MASK) == SOFT_LOCK_BIASED &&
+	    atomic_load_explicit(&l->bias, memory_order_relaxed) != soft_tid())
+		return 1;
+	return soft_trylock(l);
+}
+
 /*
  * soft_bias_lock -- soft_bias_enter without the bias: take the word (which
  * revokes another owner's bias), and the bias becomes ours when the

@@ -425,6 +425,7 @@ typedef struct {
 
 void soft_lock_slow(soft_lock_t *l);
 int soft_trylock_slow(soft_lock_t *l);
+int soft_trylock_owned(soft_lock_t *l);
 void soft_unlock_wake(soft_lock_t *l);
 void soft_bias_lock(soft_lock_t *l, uint32_t revoke_max);
 
@@ -1534,7 +1535,7 @@ struct ibv_send_wr *soft_stage_last_wr(struct ibv_qp_ex *q);
  * builder's error is set) */
 struct ibv_send_wr *soft_stage_wr(struct ibv_qp_ex *q, enum ibv_wr_opcode op);
 int soft_qp_is_local(uint32_t qpn);
-struct soft_qp *soft_qp_lock_local(uint32_t qpn);
+struct soft_qp *soft_qp_lock_local(uint32_t qpn, int defer);
 struct soft_qp *soft_qp_local_in(struct soft_context *ctx, uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../soft/softrdma.h" /* the context lock (test_auto) */
@@ -502,6 +503,113 @@ static int cross(struct tctx *t, struct tctx *u)
 	return r;
 }
 
+static uint64_t t_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * owners_kept -- cross() on two new contexts: each thread's sends are
+ * signalled, so each poll wants the peer QP served (serve_local), but the
+ * peer's context is owned by the other thread, which polls it: neither
+ * takes the other's word on a poll.  Only a liveness check may (at most
+ * once a SOFT_LIVENESS_NS for each QP, when the other thread did not run:
+ * often under valgrind, which runs one thread at a time), and the closes
+ * at the end, from this thread, one each.  Before, every poll did (a
+ * membarrier each): 12,874 and 6,748 revocations.
+ */
+static void owners_kept(void)
+{
+	struct tctx t, u;
+	soft_lock_t *lt, *lu;
+	uint64_t t0, most;
+	int r;
+
+	if (t_open(&t, 4) || t_open(&u, 4))
+		bail_out("owners kept: open");
+	lt = &to_sctx(t.ctx)->lock;
+	lu = &to_sctx(u.ctx)->lock;
+	t0 = t_now_ns();
+	r = cross(&t, &u);
+	most = 2 + (t_now_ns() - t0) / SOFT_LIVENESS_NS;
+	ok(!r && lt->revokes <= most && lu->revokes <= most,
+	   "a pair across two contexts, a thread each: every echo back, a "
+	   "bias revoked only by liveness checks and closes (%d; %u and %u "
+	   "revocations, at most %llu)",
+	   r, lt->revokes, lu->revokes, (unsigned long long)most);
+	t_close(&t);
+	t_close(&u);
+}
+
+/* sleeper -- sleeping_owner's responder thread: posts its receives (the
+ * bias of its context is its own), then neither polls nor arms until
+ * told, then takes message 0 */
+static atomic_int wake_up;
+
+static void *sleeper(void *arg)
+{
+	struct stream *s = arg;
+	struct timespec ts = {0, 1000000};
+	uint64_t i;
+
+	for (i = 0; i < DEPTH; i++)
+		if (recv_one(&s->b, i))
+			s->ret = -12;
+	atomic_store(&s->posted, 1);
+	while (!atomic_load(&wake_up))
+		nanosleep(&ts, NULL);
+	if (!s->ret)
+		s->ret = take(&s->b, 0, 8);
+	return NULL;
+}
+
+/*
+ * sleeping_owner -- the responder's context is owned by a thread that is
+ * alive but does not poll (nor arm): as an HCA does while its process is
+ * busy elsewhere, the message is still taken, and the sender's signalled
+ * SEND completes, through the sender's liveness check (serve_local
+ * without regard to the owner, tx_qp), within a few SOFT_LIVENESS_NS.
+ */
+static void sleeping_owner(void)
+{
+	struct tctx t, u;
+	struct stream s;
+	struct ibv_wc wc;
+	pthread_t th;
+	uint64_t t0;
+	int n = 0;
+
+	if (t_open(&t, 4) || t_open(&u, 4) || side_open(&s.a, &t, 1, 0, NULL) ||
+	    side_open(&s.b, &u, 1, 0, NULL) ||
+	    t_connect(s.a.qp, s.b.qp->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(s.b.qp, s.a.qp->qp_num, 0, 1, 7, 14, 7))
+		bail_out("sleeping owner: open");
+	s.ret = 0;
+	atomic_init(&s.posted, 0);
+	atomic_store(&wake_up, 0);
+	pthread_create(&th, NULL, sleeper, &s);
+	while (!atomic_load(&s.posted))
+		sched_yield();
+	t0 = t_now_ns();
+	if (send_one(&s.a, 0, 8))
+		n = -1;
+	while (!n && t_now_ns() - t0 < 2000000000ull)
+		n = ibv_poll_cq(s.a.cq, 1, &wc);
+	ok(n == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND,
+	   "a responder whose owner does not poll: the SEND completes (%d, "
+	   "after %llu ms)",
+	   n, (unsigned long long)((t_now_ns() - t0) / 1000000));
+	atomic_store(&wake_up, 1);
+	pthread_join(th, NULL);
+	is_int(s.ret, 0, "... and its receive was placed, intact");
+	ok(!side_close(&s.a) && !side_close(&s.b), "sleeping owner: closed");
+	t_close(&t);
+	t_close(&u);
+}
+
 /* test_threads -- threads(), as it is (the bias goes off after many
  * revocations) and, in a child, with SOFTRDMA_TEST_BIAS_KEEP=1 (every
  * lock of another thread revokes: the exclusion is tested throughout) */
@@ -518,6 +626,8 @@ static void test_threads(struct tctx *t, struct tctx *u)
 	is_int(cross(t, u), 0,
 	       "a hinted pair across two contexts, a thread each: every echo "
 	       "back, in order");
+	owners_kept();
+	sleeping_owner();
 	pid = fork();
 	if (pid == 0) {
 		setenv("SOFTRDMA_TEST_BIAS_KEEP", "1", 1);
