@@ -508,10 +508,14 @@ int soft_novm_env(void)
  */
 static void test_stop_busy(uint64_t len)
 {
-	static const char *path = (const char *)-1;
+	/* looked up once, by whichever responder thread comes first */
+	static _Atomic(const char *) name = (const char *)-1;
+	const char *path = atomic_load_explicit(&name, memory_order_relaxed);
 
-	if (path == (const char *)-1)
+	if (path == (const char *)-1) {
 		path = getenv("SOFTRDMA_TEST_STOP_BUSY");
+		atomic_store_explicit(&name, path, memory_order_relaxed);
+	}
 	if (path && len >= (1u << 20) && !unlink(path))
 		raise(SIGSTOP);
 }

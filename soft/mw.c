@@ -43,23 +43,43 @@ static inline pthread_mutex_t *slot_lock(uint32_t slot)
 }
 
 /* tests/soft/keyseq: SOFTRDMA_TEST_KEY_STOP=n stops the process (SIGSTOP)
- * in its n-th window bind or invalidation, the entry half-written */
-static int key_stop = -1;
+ * in its n-th window bind or invalidation, the entry half-written.  -1
+ * until the first bind looks; atomic, as binds of one process's contexts
+ * may run on threads of their own */
+static _Atomic int key_stop = -1;
+
+/* key_stop_due -- this bind or invalidation is the one SOFTRDMA_TEST_KEY_STOP
+ * names (counted down once per call, whichever thread makes it) */
+static __attribute__((noinline, cold)) int key_stop_due(int n)
+{
+	if (n < 0) {
+		const char *v = getenv("SOFTRDMA_TEST_KEY_STOP");
+		int want = v && atoi(v) > 0 ? atoi(v) : 0;
+
+		/* the first to look sets it; a thread that lost the race has
+		 * its value (or what has been counted down from it) in n */
+		if (atomic_compare_exchange_strong_explicit(
+			    &key_stop, &n, want, memory_order_relaxed,
+			    memory_order_relaxed))
+			n = want;
+	}
+	while (n > 0 && !atomic_compare_exchange_weak_explicit(
+				&key_stop, &n, n - 1, memory_order_relaxed,
+				memory_order_relaxed))
+		;
+	return n == 1;
+}
 
 /* write_begin -- soft_key_write_begin for a bind or an invalidation */
 static void write_begin(struct soft_reg_mr *e)
 {
-	soft_key_write_begin(e);
-	if (__builtin_expect(key_stop != 0, 0)) {
-		if (key_stop < 0) {
-			const char *v = getenv("SOFTRDMA_TEST_KEY_STOP");
+	int n;
 
-			key_stop = v ? atoi(v) : 0;
-		}
-		if (key_stop > 0 && --key_stop == 0) {
-			e->len = 0; /* torn: the old range is half gone */
-			raise(SIGSTOP);
-		}
+	soft_key_write_begin(e);
+	n = atomic_load_explicit(&key_stop, memory_order_relaxed);
+	if (__builtin_expect(n != 0, 0) && key_stop_due(n)) {
+		e->len = 0; /* torn: the old range is half gone */
+		raise(SIGSTOP);
 	}
 }
 
