@@ -12,12 +12,13 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t sigpoke_hits;
-static volatile int sigpoke_done;
+static _Atomic int sigpoke_done; /* the poker's stop, set by the waiter */
 
 /* sigpoke_count -- SIGUSR1's handler: count the signal */
 static void sigpoke_count(int sig)
