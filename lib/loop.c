@@ -41,6 +41,14 @@ struct rdmamsg__loop {
 
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
 
+/* set_now -- ctx->now, which peers read while we write it (an RDMA READ
+ * of alive_mr, ep.c): one store of all 8 bytes, also where a plain one
+ * would be two (32-bit CPUs) */
+static inline void set_now(struct rdmamsg_ctx *ctx, uint64_t now)
+{
+	__atomic_store_n(&ctx->now, now, __ATOMIC_RELAXED);
+}
+
 /* pass_clock -- the pass's clock (ctx->now).  Where the CPU has a time
  * stamp counter it is read first, and CLOCK_MONOTONIC again only once it
  * has moved PASS_CLOCK_CYCLES since the last reading: a caller spinning
@@ -58,12 +66,12 @@ static inline void pass_clock(struct rdmamsg_ctx *ctx)
 	if (t - ctx->now_tsc < PASS_CLOCK_CYCLES)
 		return;
 	ctx->now_tsc = t;
-	ctx->now = rdmamsg__now_ns();
+	set_now(ctx, rdmamsg__now_ns());
 }
 #else
 static inline void pass_clock(struct rdmamsg_ctx *ctx)
 {
-	ctx->now = rdmamsg__now_ns();
+	set_now(ctx, rdmamsg__now_ns());
 }
 #endif
 
@@ -485,7 +493,7 @@ static __attribute__((noinline)) void after(struct rdmamsg_ctx *ctx, int timers)
 	 * timer that judges by it (a peer's silence) must not stamp what it
 	 * reads now with the time the pass began */
 	if (timers) {
-		ctx->now = rdmamsg__now_ns();
+		set_now(ctx, rdmamsg__now_ns());
 		rdmamsg__timers_run(ctx);
 	}
 
