@@ -17,6 +17,7 @@
 #include <ev.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -245,7 +246,7 @@ static void stop_in_callback(void)
 
 static struct rdmamsg_ctx *sig_ctx; /* the context on_sig wakes */
 static volatile sig_atomic_t sig_hits;
-static volatile int sig_done;
+static _Atomic int sig_done; /* the poker's stop, set by the main thread */
 
 /* on_sig -- count; the fifth wakes the loop (the one signal-safe call) */
 static void on_sig(int sig)
