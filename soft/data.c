@@ -60,6 +60,10 @@ _Static_assert(sizeof(struct soft_seg_hdr) <= SOFT_SEG_HDR, "segment header");
  * from a message to its reply.  A poll that comes first ends it (no
  * reply).  Nothing in any other build.
  */
+#ifdef SOFT_TSAN
+char soft_tsan_pairs[4096]; /* softrdma.h soft_tsan_pair */
+#endif
+
 #ifdef SOFT_CP_PROBE
 #include <valgrind/callgrind.h>
 static int cp_on;
@@ -1431,6 +1435,7 @@ static inline __attribute__((always_inline)) void post_one(
 		flags |= SOFT_SF_KEYS;
 	}
 	s->flags = flags | srq_stamp(qp, s);
+	soft_tsan_release(qp);
 	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(idx, SOFT_SLOT_READY),
 			      memory_order_release);
 	e->kind = SOFT_WQE_RING;
@@ -1598,6 +1603,7 @@ static inline __attribute__((always_inline)) void fast_publish(
 	if (wr->send_flags & IBV_SEND_SOLICITED)
 		flags |= SOFT_SF_SOLICITED;
 	s->flags = flags | srq_stamp(qp, s);
+	soft_tsan_release(qp);
 	atomic_store_explicit(&s->state,
 			      SOFT_SLOT_STATE(msgno, SOFT_SLOT_READY),
 			      memory_order_release);
@@ -1681,6 +1687,7 @@ static void served_done(struct soft_qp *qp, struct soft_seg_hdr *h,
 			    msgno + 1),
 		memory_order_relaxed);
 	s->status = status;
+	soft_tsan_release(qp);
 	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(msgno, SOFT_SLOT_DONE),
 			      memory_order_release);
 }
@@ -1724,6 +1731,7 @@ static inline uint64_t tx_acked(const struct soft_qp *qp)
 	uint64_t a =
 		atomic_load_explicit(&qp->seg->acked, memory_order_acquire);
 
+	soft_tsan_acquire(qp);
 	return qp->ack_frozen && a > qp->ack_freeze ? qp->ack_freeze : a;
 }
 
@@ -1823,6 +1831,7 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 		flags |= SOFT_SF_SOLICITED;
 	outbox_cqe(qp, h, cons, (uint32_t)len, wr->imm_data, flags,
 		   SOFT_OP_SEND);
+	soft_tsan_release(qp);
 	atomic_store_explicit(&h->rq_cons, cons + 1, memory_order_release);
 	served_done(qp, h, s, msgno, SOFT_ACK);
 	e = &qp->sq[idx & qp->sq_mask];
@@ -2593,6 +2602,8 @@ static void rx_drain(struct soft_qp *qp)
 	if (qp->srq || !h->rq_entries || qp->drain_bad)
 		return;
 	cons = atomic_load_explicit(&h->rq_cons, memory_order_acquire);
+	if (qp->rq_tail < cons)
+		soft_tsan_acquire(qp);
 	while (qp->rq_tail < cons && qp->rq_tail < qp->rq_head) {
 		c = (const void *)((const char *)h + h->cq_off +
 				   (qp->rq_tail & (qp->rq_size - 1)) *
@@ -2745,6 +2756,7 @@ static int rx_commit(struct soft_qp *qp, struct soft_slot *s, uint32_t from,
 	int ok;
 
 	s->status = nak;
+	soft_tsan_release(qp);
 	ok = atomic_compare_exchange_strong_explicit(
 		&s->state, &st, SOFT_SLOT_STATE(qp->peer_cons, SOFT_SLOT_DONE),
 		memory_order_acq_rel, memory_order_acquire);
@@ -3485,6 +3497,7 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 	}
 	if (__builtin_expect(soft_test_ack_stop, 0))
 		ack_stop();
+	soft_tsan_release(qp);
 	atomic_store_explicit(&qp->peer->acked, qp->peer_cons,
 			      memory_order_release);
 	for (i = 0; i < n; i++) {
@@ -3577,6 +3590,7 @@ static void rx_slots(struct soft_qp *qp)
 		st = atomic_load_explicit(&s->state, memory_order_acquire);
 		if ((st >> 8) != qp->peer_cons + 1)
 			break;
+		soft_tsan_acquire(qp);
 		cp_probe(1);
 		if ((st & 0xff) == SOFT_SLOT_READY && rx_fast(qp, s, &b) > 0)
 			continue;
@@ -3897,6 +3911,7 @@ static __attribute__((noinline, cold)) void post_denied(struct soft_qp *qp,
 	s->status = st == IBV_WC_REM_ACCESS_ERR ? SOFT_NAK_REM_ACCESS
 						: SOFT_NAK_INV_REQ;
 	s->flags = SOFT_SF_DENIED;
+	soft_tsan_release(qp);
 	atomic_store_explicit(&s->state, SOFT_SLOT_STATE(idx, SOFT_SLOT_DONE),
 			      memory_order_release);
 	e->kind = SOFT_WQE_RING;
@@ -4136,6 +4151,7 @@ static void tx_qp(struct soft_qp *qp)
 			st = atomic_load_explicit(&s->state,
 						  memory_order_acquire);
 			if ((st & 0xff) == SOFT_SLOT_DONE) {
+				soft_tsan_acquire(qp);
 				status = nak_status(s->status);
 				if (status == IBV_WC_SUCCESS &&
 				    (e->op == SOFT_OP_CMP_SWP ||

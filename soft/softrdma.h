@@ -1459,6 +1459,40 @@ static inline int soft_env_flag(_Atomic int *cache, const char *name)
 	return soft_env_flag_or(cache, name, NULL);
 }
 
+/*
+ * soft_tsan_acquire / soft_tsan_release -- ThreadSanitizer builds only:
+ * the release and acquire of an RC QP's shared segment words (slot
+ * states, ACKs), told to TSan on one address per pair of QP numbers.
+ * Two QPs of one process each map the other's segment at an address of
+ * their own, and TSan pairs a release with an acquire only at one
+ * address: without this, what a sender placed for a receiver on another
+ * context looked unordered to it (README, "ThreadSanitizer").  A release
+ * ends a post and a receive visit, an acquire begins a receive visit and
+ * a look at the ACK.  Nothing in other builds.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define SOFT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SOFT_TSAN 1
+#endif
+#endif
+#ifdef SOFT_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char soft_tsan_pairs[4096];
+static inline void *soft_tsan_pair(const struct soft_qp *qp)
+{
+	return &soft_tsan_pairs[(qp->qpx.qp_base.qp_num ^ qp->dest_qpn) &
+				(sizeof(soft_tsan_pairs) - 1)];
+}
+#define soft_tsan_acquire(qp) __tsan_acquire(soft_tsan_pair(qp))
+#define soft_tsan_release(qp) __tsan_release(soft_tsan_pair(qp))
+#else
+#define soft_tsan_acquire(qp) ((void)(qp))
+#define soft_tsan_release(qp) ((void)(qp))
+#endif
+
 /* soft_atomic_exec -- an atomic on pid's 8 bytes under their stripe lock
  * (data.c); 0 or one of these */
 #define SOFT_ATOMIC_NOREAD  1 /* nothing read, nothing changed */
