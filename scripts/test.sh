@@ -7,6 +7,7 @@
 #   --sanitizers   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   --valgrind     the compiled tests under valgrind memcheck
 #   --distcheck    make distcheck (tarball builds and passes its tests)
+#   --tsan         the threaded tests under ThreadSanitizer (tests/tsan.supp)
 #
 # Prints "N passed, N failed" and exits non-zero on any failure.
 set -eu
@@ -18,8 +19,14 @@ plain | --picky) build=$top/_build; flags="--enable-picky --enable-python"; targ
 --sanitizers) build=$top/_build-san; flags="--enable-picky --enable-sanitizers --enable-python"; target=check ;;
 --valgrind) build=$top/_build; flags="--enable-picky --enable-python"; target=check ;;
 --distcheck) build=$top/_build; flags="--enable-picky --enable-python"; target=distcheck ;;
-*) echo "usage: scripts/test.sh [--sanitizers | --valgrind | --distcheck]" >&2; exit 2 ;;
+--tsan) build=$top/_build-tsan; flags="--enable-picky --enable-tsan --disable-libfuzzer"; target=check ;;
+*) echo "usage: scripts/test.sh [--sanitizers | --valgrind | --distcheck | --tsan]" >&2; exit 2 ;;
 esac
+# --tsan: the tests whose programs run threads of their own (softrdma's
+# progress thread aside); a forked child of a threaded process that
+# starts threads is beyond TSan (README)
+tsan_tests="tests/soft/mthreads tests/soft/hints tests/soft/events \
+tests/soft/eintr tests/core/threads tests/core/loopwake tests/cm/cm_eintr"
 
 # shellcheck disable=SC2086
 "$top/scripts/setup.sh" "$build" $flags
@@ -31,7 +38,11 @@ export RDMAMSG_TEST_VALGRIND
 out=$build/.test-output
 {
 	status=0
-	make -j"$(nproc)" $target DISTCHECK_CONFIGURE_FLAGS="--enable-picky" || status=$?
+	if [ "$mode" = --tsan ]; then
+		make -j"$(nproc)" check TESTS="$tsan_tests" || status=$?
+	else
+		make -j"$(nproc)" $target DISTCHECK_CONFIGURE_FLAGS="--enable-picky" || status=$?
+	fi
 	echo "$status" >"$out.rc"
 } 2>&1 | tee "$out"
 status=$(cat "$out.rc")

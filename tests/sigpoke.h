@@ -17,14 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t sigpoke_hits;
+/* SIGUSR1's count: lock-free atomics are signal-safe, and the handler may
+ * run on several threads at once */
+static _Atomic int sigpoke_hits;
 static _Atomic int sigpoke_done; /* the poker's stop, set by the waiter */
 
 /* sigpoke_count -- SIGUSR1's handler: count the signal */
 static void sigpoke_count(int sig)
 {
 	(void)sig;
-	sigpoke_hits++;
+	atomic_fetch_add_explicit(&sigpoke_hits, 1, memory_order_relaxed);
 }
 
 /* sigpoke_handler -- SIGUSR1's handler, with or without SA_RESTART; the

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -258,7 +259,8 @@ static void test_two_waiters(void)
 	rdma_destroy_event_channel(ch);
 }
 
-static volatile int dead_ret = 1, dead_errno, again_ret = 1, again_errno;
+/* the waiter's returns (1 while it waits) and errnos, polled by the test */
+static _Atomic int dead_ret = 1, dead_errno, again_ret = 1, again_errno;
 
 /* dead_waiter -- block on a channel that is destroyed under it; once
  * out, call again as a CM thread's loop does after EINTR */
@@ -377,7 +379,7 @@ static void test_sync_connect(void)
 	rdma_destroy_event_channel(rf.ch);
 }
 
-static volatile int fw_ret = 1;
+static _Atomic int fw_ret = 1; /* the waiter's return, 1 until it has one */
 static struct rdma_cm_event *fw_ev;
 
 /* fork_waiter -- one blocking rdma_get_cm_event */
