@@ -22,28 +22,6 @@
 
 #include "softrdma.h"
 
-/*
- * tsan_acquire, tsan_release -- the context lock handed over by the
- * kernel (FUTEX_UNLOCK_PI to a FUTEX_LOCK_PI sleeper) orders the two
- * holders' sections as the word's atomics do, but ThreadSanitizer sees no
- * system call order: tell it (nothing in other builds)
- */
-#if defined(__SANITIZE_THREAD__)
-#define SOFT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SOFT_TSAN 1
-#endif
-#endif
-#ifdef SOFT_TSAN
-#include <sanitizer/tsan_interface.h>
-#define tsan_acquire(p) __tsan_acquire(p)
-#define tsan_release(p) __tsan_release(p)
-#else
-#define tsan_acquire(p) ((void)(p))
-#define tsan_release(p) ((void)(p))
-#endif
-
 #define SOFT_REG_MAGIC 0x736f66747265670aull
 /* 2: 65,536 QPs and MRs, registry id; 3: bells; 4: MRs' memfds (peermap.c);
  * 5: key entries' sequence counts (soft_key_read); 6: a slot's header
@@ -1315,7 +1293,7 @@ void soft_lock_slow(soft_lock_t *l)
 		}
 		if (!syscall(SYS_futex, (uint32_t *)&l->v,
 			     FUTEX_LOCK_PI_PRIVATE, 0, NULL, NULL, 0)) {
-			tsan_acquire(&l->v);
+			soft_tsan_acquire_at(&l->v);
 			goto taken;
 		}
 		if (errno == EINTR || errno == EAGAIN)
@@ -1522,7 +1500,7 @@ void soft_bias_lock(soft_lock_t *l, uint32_t revoke_max)
  * hands it to the first in line */
 void soft_unlock_wake(soft_lock_t *l)
 {
-	tsan_release(&l->v);
+	soft_tsan_release_at(&l->v);
 	syscall(SYS_futex, (uint32_t *)&l->v, FUTEX_UNLOCK_PI_PRIVATE, 0, NULL,
 		NULL, 0);
 }

@@ -1460,15 +1460,20 @@ static inline int soft_env_flag(_Atomic int *cache, const char *name)
 }
 
 /*
- * soft_tsan_acquire / soft_tsan_release -- ThreadSanitizer builds only:
- * the release and acquire of an RC QP's shared segment words (slot
- * states, ACKs), told to TSan on one address per pair of QP numbers.
- * Two QPs of one process each map the other's segment at an address of
- * their own, and TSan pairs a release with an acquire only at one
- * address: without this, what a sender placed for a receiver on another
- * context looked unordered to it (README, "ThreadSanitizer").  A release
- * ends a post and a receive visit, an acquire begins a receive visit and
- * a look at the ACK.  Nothing in other builds.
+ * ThreadSanitizer builds (SOFT_TSAN) only: orders that softrdma keeps and
+ * TSan cannot see, told to it.  Nothing in other builds.
+ * - soft_tsan_acquire_at / soft_tsan_release_at: the context lock handed
+ *   over by the kernel (shm.c: FUTEX_UNLOCK_PI to a FUTEX_LOCK_PI sleeper)
+ *   orders the two holders' sections as the word's atomics do, but TSan
+ *   sees no system call order.
+ * - soft_tsan_acquire / soft_tsan_release: the release and acquire of an
+ *   RC QP's shared segment words (slot states, ACKs, pushed completions),
+ *   on one address per pair of QP numbers.  Two QPs of one process each
+ *   map the other's segment at an address of their own, and TSan pairs a
+ *   release with an acquire only at one address: without this, what a
+ *   sender placed for a receiver on another context looked unordered to
+ *   it (README, "ThreadSanitizer").  A release comes before each such
+ *   word is published, an acquire after one is seen.
  */
 #if defined(__SANITIZE_THREAD__)
 #define SOFT_TSAN 1
@@ -1478,8 +1483,9 @@ static inline int soft_env_flag(_Atomic int *cache, const char *name)
 #endif
 #endif
 #ifdef SOFT_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
+#include <sanitizer/tsan_interface.h>
+#define soft_tsan_acquire_at(p) __tsan_acquire(p)
+#define soft_tsan_release_at(p) __tsan_release(p)
 extern char soft_tsan_pairs[4096];
 static inline void *soft_tsan_pair(const struct soft_qp *qp)
 {
@@ -1489,8 +1495,10 @@ static inline void *soft_tsan_pair(const struct soft_qp *qp)
 #define soft_tsan_acquire(qp) __tsan_acquire(soft_tsan_pair(qp))
 #define soft_tsan_release(qp) __tsan_release(soft_tsan_pair(qp))
 #else
-#define soft_tsan_acquire(qp) ((void)(qp))
-#define soft_tsan_release(qp) ((void)(qp))
+#define soft_tsan_acquire_at(p) ((void)(p))
+#define soft_tsan_release_at(p) ((void)(p))
+#define soft_tsan_acquire(qp)	((void)(qp))
+#define soft_tsan_release(qp)	((void)(qp))
 #endif
 
 /* soft_atomic_exec -- an atomic on pid's 8 bytes under their stripe lock
