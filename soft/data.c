@@ -52,6 +52,10 @@ _Static_assert(SOFT_MAX_SGE == SOFT_SLOT_MAX_SGE, "one SGE limit");
 _Static_assert(SOFT_MAX_MSG_SZ == SOFT_SLOT_MAX_MSG, "one message limit");
 _Static_assert(sizeof(struct soft_seg_hdr) <= SOFT_SEG_HDR, "segment header");
 
+#ifdef SOFT_TSAN
+char soft_tsan_pairs[4096]; /* softrdma.h soft_tsan_pair */
+#endif
+
 /*
  * cp_probe -- the latency probe (SOFT_CP_PROBE: soft/libsoftrdma-cp.la,
  * built on demand by tools/rdmamsg_pingpong-insns.sh -c).  Callgrind
@@ -60,10 +64,6 @@ _Static_assert(sizeof(struct soft_seg_hdr) <= SOFT_SEG_HDR, "segment header");
  * from a message to its reply.  A poll that comes first ends it (no
  * reply).  Nothing in any other build.
  */
-#ifdef SOFT_TSAN
-char soft_tsan_pairs[4096]; /* softrdma.h soft_tsan_pair */
-#endif
-
 #ifdef SOFT_CP_PROBE
 #include <valgrind/callgrind.h>
 static int cp_on;
