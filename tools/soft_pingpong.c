@@ -5,7 +5,7 @@
  * counts softrdma's instructions per message on.
  *
  *   valgrind --tool=callgrind tools/soft_pingpong [-n ITERS] [-s SIZE] [-1]
- *	[-I INLINE] [-T] [-w WINDOW]
+ *	[-I INLINE] [-T] [-w WINDOW | -t [-c CPU0,CPU1]]
  *
  * -1 puts both QPs on one context.  -w streams 2 x ITERS messages one
  * way instead, as ib_send_bw does: up to WINDOW SENDs in flight (at most
@@ -14,17 +14,25 @@
  * message of each poll is checked: its first byte is its number).  -T uses the single-thread hints: each
  * QP on a parent domain with a thread domain, each CQ created
  * IBV_CREATE_CQ_ATTR_SINGLE_THREADED.  -I sends messages of up to INLINE
- * bytes inline (default 64; the QPs are created with that much).  Prints the message count; a message
- * is one SEND (a round trip is two).  Exits 1 on any verbs error.
+ * bytes inline (default 64; the QPs are created with that much).  -t runs
+ * each side on a thread of its own, each polling its own CQ (b's answers
+ * every message at once), pinned to CPU0 and CPU1 with -c, and prints the
+ * one-way latency too: with -1, two threads on one context, as a
+ * multithreaded program that opens its device once has them.  Prints the
+ * message count; a message is one SEND (a round trip is two).  Exits 1 on
+ * any verbs error.
  */
 #include "config.h"
 
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "bench.h"
 
 struct side {
 	struct ibv_context *ctx;
@@ -41,6 +49,7 @@ struct side {
 
 static uint32_t inl = 64; /* -I: SENDs up to this long go inline */
 static int hints;	  /* -T: the single-thread hints */
+static int cpu_b = -1;	  /* -t -c: the responder thread's CPU */
 
 /* make_cq -- s's CQ: -T single-threaded (ibv_create_cq_ex) */
 static struct ibv_cq *make_cq(struct side *s)
@@ -200,6 +209,77 @@ static void wait_recv(struct side *s, int *sends)
 	}
 }
 
+/* drain_sends -- poll s's CQ until its *sends send completions came */
+static void drain_sends(struct side *s, int *sends)
+{
+	struct ibv_wc wc[4];
+	int n, i;
+
+	while (*sends > 0) {
+		n = ibv_poll_cq(s->cq, 4, wc);
+		if (n < 0)
+			die("ibv_poll_cq");
+		for (i = 0; i < n; i++)
+			if (wc[i].status != IBV_WC_SUCCESS || wc[i].wr_id != 1)
+				die("send completion");
+		*sends -= n;
+	}
+}
+
+struct answer {
+	struct side *b;
+	long iters;
+	uint32_t size;
+};
+
+/* responder -- -t: b's side on a thread of its own, each message
+ * answered as it comes */
+static void *responder(void *arg)
+{
+	struct answer *r = arg;
+	int sends = 0;
+	long i;
+
+	if (cpu_b >= 0 && pin_cpu(cpu_b))
+		die("pinning the responder");
+	for (i = 0; i < r->iters; i++) {
+		wait_recv(r->b, &sends);
+		post_recv(r->b);
+		post_send(r->b, r->size);
+		sends++;
+	}
+	drain_sends(r->b, &sends);
+	return NULL;
+}
+
+/* threaded -- -t: a's side here, b's on the responder thread; the
+ * one-way latency */
+static void threaded(struct side *a, struct side *b, long iters, uint32_t size,
+		     int cpu_a)
+{
+	struct answer r = {b, iters, size};
+	pthread_t th;
+	uint64_t t0, t1;
+	int sends = 0;
+	long i;
+
+	if (cpu_a >= 0 && pin_cpu(cpu_a))
+		die("pinning");
+	if (pthread_create(&th, NULL, responder, &r))
+		die("pthread_create");
+	t0 = now_ns();
+	for (i = 0; i < iters; i++) {
+		post_send(a, size);
+		sends++;
+		wait_recv(a, &sends);
+		post_recv(a);
+	}
+	t1 = now_ns();
+	pthread_join(th, NULL);
+	drain_sends(a, &sends);
+	printf("one-way %.3f us\n", (double)(t1 - t0) / 2e3 / (double)iters);
+}
+
 /*
  * stream -- -w: a sends 2 x ITERS messages to b with up to WINDOW in
  * flight; b checks each receive (in order: its byte 0 is the message's
@@ -258,9 +338,9 @@ int main(int argc, char **argv)
 	struct ibv_context *c1, *c2;
 	long iters = 100000, i;
 	uint32_t size = 8;
-	int one = 0, opt, sa = 0, sb = 0, window = 0;
+	int one = 0, opt, sa = 0, sb = 0, window = 0, thr = 0, cpu_a = -1;
 
-	while ((opt = getopt(argc, argv, "n:s:1I:Tw:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:1I:Tw:tc:")) != -1) {
 		switch (opt) {
 		case 'n':
 			iters = atol(optarg);
@@ -280,15 +360,23 @@ int main(int argc, char **argv)
 		case 'w':
 			window = atoi(optarg);
 			break;
+		case 't':
+			thr = 1;
+			break;
+		case 'c':
+			if (cpu_pair(optarg, &cpu_a, &cpu_b))
+				return 2;
+			break;
 		default:
 			fprintf(stderr,
 				"usage: soft_pingpong [-n ITERS] [-s SIZE] "
-				"[-1] [-I INLINE] [-T] [-w WINDOW]\n");
+				"[-1] [-I INLINE] [-T] [-w WINDOW | -t [-c "
+				"CPU0,CPU1]]\n");
 			return 2;
 		}
 	}
 	if (size > 4096 || iters < 1 || window < 0 || window > DEPTH ||
-	    (window && size < 1))
+	    (window && size < 1) || (window && thr))
 		return 2;
 	list = ibv_get_device_list(NULL);
 	if (!list || !list[0])
@@ -305,7 +393,9 @@ int main(int argc, char **argv)
 	post_recv(&b);
 	if (window)
 		stream(&a, &b, 2 * iters, size, window);
-	for (i = 0; i < iters && !window; i++) {
+	else if (thr)
+		threaded(&a, &b, iters, size, cpu_a);
+	for (i = 0; i < iters && !window && !thr; i++) {
 		post_send(&a, size);
 		sa++;
 		wait_recv(&b, &sb);
