@@ -323,12 +323,7 @@ static void stream(struct side *a, struct side *b, long msgs, uint32_t size,
 			inflight--;
 		}
 	}
-	while (inflight > 0) {
-		n = ibv_poll_cq(a->cq, DEPTH, wc);
-		if (n < 0)
-			die("ibv_poll_cq");
-		inflight -= n;
-	}
+	drain_sends(a, &inflight);
 }
 
 int main(int argc, char **argv)
