@@ -1479,7 +1479,7 @@ static inline __attribute__((always_inline)) void cq_slot_done(
 		cq->direct++;
 		cq->direct_left--;
 	} else {
-		cq->count++;
+		soft_cq_count_set(cq, cq->count + 1);
 	}
 }
 
@@ -4661,7 +4661,9 @@ void soft_progress(struct soft_context *ctx)
 }
 
 /*
- * soft_poll_cq -- ibv_poll_cq: progress the context, then drain.  A CQ
+ * soft_poll_cq -- ibv_poll_cq: progress the context, then drain (an
+ * empty CQ while another thread is in the context: nothing, at once,
+ * soft_ctx_enter_poll).  A CQ
  * that already holds the n completions asked for is drained without a
  * pass, as an HCA's poll only reads its CQ: a pass takes up to 64
  * messages and their receive WQEs, and a receiver that took them faster
@@ -4677,7 +4679,9 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	uint32_t h, size, i, d = 0, m;
 
 	cp_probe(0);
-	biased = soft_ctx_enter(cq->ctx, cq->single);
+	biased = soft_ctx_enter_poll(cq->ctx, cq->single, &cq->count);
+	if (biased < 0)
+		return 0; /* empty, and another thread's turn */
 	m = cq->count;
 
 	if (n > 0 && !m) {
@@ -4711,7 +4715,7 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 				h = 0;
 		} while (++i < m);
 		cq->head = h;
-		cq->count -= m;
+		soft_cq_count_set(cq, cq->count - m);
 	}
 	soft_ctx_exit(cq->ctx, biased);
 	return (int)(d + m);

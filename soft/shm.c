@@ -1277,10 +1277,10 @@ static int lock_spin(soft_lock_t *l)
 	return 0;
 }
 
-/* soft_lock_slow -- the context lock is held: spin a while (lock_spin),
- * then sleep in the kernel, which lends our priority to its owner
+/* lock_wait -- the context lock is held: spin a while (lock_spin), then
+ * sleep in the kernel, which lends our priority to its owner
  * (FUTEX_LOCK_PI) */
-void soft_lock_slow(soft_lock_t *l)
+static void lock_wait(soft_lock_t *l)
 {
 	uint32_t z;
 
@@ -1314,6 +1314,15 @@ taken:
 	 * its section (bias_revoke): wait for that section too */
 	if (soft_lock_biased(l))
 		bias_revoke(l, 0);
+}
+
+/* soft_lock_slow -- lock_wait, counted in waiting: meanwhile polls of
+ * empty CQs stay out of our way (soft_ctx_enter_poll) */
+void soft_lock_slow(soft_lock_t *l)
+{
+	atomic_fetch_add_explicit(&l->waiting, 1, memory_order_relaxed);
+	lock_wait(l);
+	atomic_fetch_sub_explicit(&l->waiting, 1, memory_order_relaxed);
 }
 
 /* bias_register -- membarrier(2) registered for bias_barrier, once per

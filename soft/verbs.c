@@ -1278,7 +1278,7 @@ void soft_cq_clean(struct soft_cq *cq, uint32_t qpn)
 			cq->q[(cq->head + n) % cq->size] = *e;
 		n++;
 	}
-	cq->count = n;
+	soft_cq_count_set(cq, n);
 }
 
 /* cq_event -- the arm is spent: the event (out of line: a busy poller
@@ -1330,7 +1330,7 @@ void soft_cq_push(struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 		return;
 	}
 	cq->q[(cq->head + cq->count) % cq->size].wc = *wc;
-	cq->count++;
+	soft_cq_count_set(cq, cq->count + 1);
 	if (cq->armed &&
 	    (cq->armed == 1 || solicited || wc->status != IBV_WC_SUCCESS))
 		cq_event(cq);
@@ -1455,7 +1455,8 @@ static void cqx_load(struct soft_cq *cq)
 }
 
 /* cq_start_poll -- the context lock as ibv_poll_cq takes it
- * (soft_ctx_enter), held until end_poll */
+ * (soft_ctx_enter_poll: ENOENT at once for an empty CQ while another
+ * thread is in the context), held until end_poll */
 static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
@@ -1463,7 +1464,9 @@ static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	biased = soft_ctx_enter(cq->ctx, cq->single);
+	biased = soft_ctx_enter_poll(cq->ctx, cq->single, &cq->count);
+	if (biased < 0)
+		return ENOENT;
 	soft_progress(cq->ctx);
 	if (!cq->count) {
 		soft_ctx_exit(cq->ctx, biased);
@@ -1480,7 +1483,7 @@ static void cqx_consume(struct soft_cq *cq)
 	if (!cq->cqx_polling)
 		return;
 	cq->head = (cq->head + 1) % cq->size;
-	cq->count--;
+	soft_cq_count_set(cq, cq->count - 1);
 	cq->cqx_polling = 0;
 }
 

@@ -18,11 +18,13 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "common.h"
@@ -245,6 +247,139 @@ static void teardown(struct run *r)
 	t_side_close(&r->a);
 }
 
+/*
+ * The poll of an empty CQ while another thread is in the context: the
+ * main thread holds the context from ibv_start_poll on CQ x until its
+ * ibv_end_poll (as mlx5 holds its CQ's lock), the helper polls CQ y,
+ * empty, and CQ z, holding a receive: y's poll says 0 (ibv_start_poll
+ * ENOENT) while the main thread still holds it, z's waits for the
+ * ibv_end_poll and takes the receive.  Twice: the first time the main
+ * thread owns the context's bias and is in a biased section; the second
+ * time, the helper having taken the lock from it, it holds the word.
+ */
+struct busy {
+	struct ibv_cq *y, *z;
+	struct ibv_cq_ex *yx;
+	_Atomic int released; /* the main thread's ibv_end_poll came */
+	_Atomic int step;     /* the helper's: 1 y polled, 2 polling z */
+	int y_ret, yx_ret, y_early, z_ret, z_late;
+	struct ibv_wc zwc;
+};
+
+static void *busy_helper(void *arg)
+{
+	struct busy *b = arg;
+	int n;
+
+	b->y_ret = ibv_poll_cq(b->y, 1, &b->zwc);
+	b->yx_ret = ibv_start_poll(b->yx, &(struct ibv_poll_cq_attr){0});
+	if (!b->yx_ret)
+		ibv_end_poll(b->yx);
+	b->y_early = !atomic_load(&b->released);
+	atomic_store(&b->step, 2);
+	n = ibv_poll_cq(b->z, 1, &b->zwc);
+	b->z_late = atomic_load(&b->released);
+	b->z_ret = n;
+	return NULL;
+}
+
+/* busy_qp -- an RC QP of t's on send CQ s and receive CQ r */
+static struct ibv_qp *busy_qp(struct tctx *t, struct ibv_cq *s,
+			      struct ibv_cq *r)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.send_cq = s;
+	ia.recv_cq = r;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	return ibv_create_qp(t->pd, &ia);
+}
+
+static void busy_poll(void)
+{
+	struct ibv_cq_init_attr_ex ca = {.cqe = 8,
+					 .wc_flags = IBV_WC_EX_WITH_BYTE_LEN};
+	struct busy b = {0};
+	struct tctx t;
+	struct ibv_cq_ex *x, *yx;
+	struct ibv_qp *q1, *q2;
+	struct ibv_mr *mr;
+	char buf[2 * MSG];
+	pthread_t th;
+	long long end;
+	int round, ret;
+
+	if (t_open(&t, 8))
+		bail_out("busy: t_open");
+	x = ibv_create_cq_ex(t.ctx, &ca);
+	yx = ibv_create_cq_ex(t.ctx, &ca);
+	b.y = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
+	b.z = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	/* q1's sends complete on x, q2's receives on z; y and yx take
+	 * nothing */
+	q1 = x && b.y && mr ? busy_qp(&t, ibv_cq_ex_to_cq(x), b.y) : NULL;
+	q2 = q1 && b.z && yx ? busy_qp(&t, ibv_cq_ex_to_cq(yx), b.z) : NULL;
+	if (!q2 || t_connect(q1, q2->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(q2, q1->qp_num, 0, 1, 7, 14, 7))
+		bail_out("busy: setup: %s", strerror(errno));
+	b.yx = yx;
+	for (round = 0; round < 2; round++) {
+		const char *how = round ? "word held" : "biased section";
+
+		memset(buf, 'a' + round, MSG);
+		if (t_post_recv(q2, buf + MSG, MSG, mr->lkey, 7) ||
+		    t_post(q1, IBV_WR_SEND, buf, MSG, mr->lkey, 5,
+			   IBV_SEND_SIGNALED, 0, 0))
+			bail_out("busy: post: %s", strerror(errno));
+		/* x's completion means z holds the receive: the SEND was
+		 * acknowledged after its placement */
+		end = now_ms() + WAIT_MS;
+		while ((ret = ibv_start_poll(
+				x, &(struct ibv_poll_cq_attr){0})) == ENOENT &&
+		       now_ms() < end)
+			;
+		if (ret)
+			bail_out("busy: no send completion (%d)", ret);
+		ok(x->status == IBV_WC_SUCCESS && x->wr_id == 5,
+		   "busy, %s: the SEND completed", how);
+		atomic_store(&b.released, 0);
+		atomic_store(&b.step, 0);
+		if (pthread_create(&th, NULL, busy_helper, &b))
+			bail_out("pthread_create");
+		/* until the helper polled y and yx, or 10 s; then a moment
+		 * for its z poll to start, which must wait for us */
+		end = now_ms() + 10000;
+		while (atomic_load(&b.step) < 2 && now_ms() < end)
+			sched_yield();
+		usleep(20000);
+		atomic_store(&b.released, 1);
+		ibv_end_poll(x);
+		pthread_join(th, NULL);
+		ok(b.y_ret == 0 && b.yx_ret == ENOENT && b.y_early,
+		   "busy, %s: polls of empty CQs came back while the other "
+		   "thread held the context (%d, %d, %s)",
+		   how, b.y_ret, b.yx_ret, b.y_early ? "early" : "late");
+		ok(b.z_ret == 1 && b.z_late && b.zwc.status == IBV_WC_SUCCESS &&
+			   b.zwc.wr_id == 7 && b.zwc.byte_len == MSG &&
+			   buf[MSG] == 'a' + round,
+		   "busy, %s: the poll of a CQ holding a receive waited for "
+		   "the other thread, then took it (%d, %s)",
+		   how, b.z_ret, b.z_late ? "after" : "before");
+	}
+	ibv_destroy_qp(q2);
+	ibv_destroy_qp(q1);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(b.z);
+	ibv_destroy_cq(b.y);
+	ibv_destroy_cq(ibv_cq_ex_to_cq(yx));
+	ibv_destroy_cq(ibv_cq_ex_to_cq(x));
+	t_close(&t);
+}
+
 /* one_run -- the three threads on a fresh pair (share: one context) */
 static void one_run(int share, uint32_t n)
 {
@@ -301,6 +436,7 @@ int main(void)
 	t_isolate("mthreads");
 	one_run(0, n);
 	one_run(1, n);
+	busy_poll();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
