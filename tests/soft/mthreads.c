@@ -9,8 +9,11 @@
  * contexts run their passes.  Once with a and b on two contexts, once on
  * one.  Checked: every message arrives once, in order (its immediate),
  * with its payload intact; every send completes with success, in order;
- * every event is for the armed receive CQ.  Built with ThreadSanitizer,
- * this is the test of softrdma's locking between those threads.
+ * every event is for the armed receive CQ.  Then a poll of an empty CQ
+ * while another thread holds the context (busy_poll): it comes back at
+ * once, where a poll of a CQ holding a completion waits and takes it.
+ * Built with ThreadSanitizer, this is the test of softrdma's locking
+ * between those threads.
  */
 #include "config.h"
 
@@ -350,9 +353,9 @@ static void busy_poll(void)
 		atomic_store(&b.step, 0);
 		if (pthread_create(&th, NULL, busy_helper, &b))
 			bail_out("pthread_create");
-		/* until the helper polled y and yx, or 10 s; then a moment
+		/* until the helper polled y and yx (or WAIT_MS); then a moment
 		 * for its z poll to start, which must wait for us */
-		end = now_ms() + 10000;
+		end = now_ms() + WAIT_MS;
 		while (atomic_load(&b.step) < 2 && now_ms() < end)
 			sched_yield();
 		usleep(20000);
