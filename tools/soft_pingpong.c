@@ -11,16 +11,17 @@
  * way instead, as ib_send_bw does: up to WINDOW SENDs in flight (at most
  * 16, the queue depth), the receiver taking what a poll of up to 16
  * completions gives and posting a receive again for each (the last
- * message of each poll is checked: its first byte is its number).  -T uses the single-thread hints: each
- * QP on a parent domain with a thread domain, each CQ created
- * IBV_CREATE_CQ_ATTR_SINGLE_THREADED.  -I sends messages of up to INLINE
- * bytes inline (default 64; the QPs are created with that much).  -t runs
- * each side on a thread of its own, each polling its own CQ (b's answers
- * every message at once), pinned to CPU0 and CPU1 with -c, and prints the
- * one-way latency too: with -1, two threads on one context, as a
- * multithreaded program that opens its device once has them.  Prints the
- * message count; a message is one SEND (a round trip is two).  Exits 1 on
- * any verbs error.
+ * message of each poll is checked: its first byte is its number).  -T
+ * uses the single-thread hints: each QP on a parent domain with a thread
+ * domain, each CQ created IBV_CREATE_CQ_ATTR_SINGLE_THREADED.  -I sends
+ * messages of up to INLINE bytes inline (default 64; the QPs are created
+ * with that much).  -t runs each side on a thread of its own, each
+ * polling its own CQ (b's answers every message at once), pinned to CPU0
+ * and CPU1 with -c, and prints the one-way latency and the run's context
+ * switches too: with -1, two threads on one context, as a multithreaded
+ * program that opens its device once has them.  Prints the message count;
+ * a message is one SEND (a round trip is two).  Exits 1 on any verbs
+ * error.
  */
 #include "config.h"
 
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -258,6 +260,7 @@ static void threaded(struct side *a, struct side *b, long iters, uint32_t size,
 		     int cpu_a)
 {
 	struct answer r = {b, iters, size};
+	struct rusage u0, u1;
 	pthread_t th;
 	uint64_t t0, t1;
 	int sends = 0;
@@ -267,6 +270,7 @@ static void threaded(struct side *a, struct side *b, long iters, uint32_t size,
 		die("pinning");
 	if (pthread_create(&th, NULL, responder, &r))
 		die("pthread_create");
+	getrusage(RUSAGE_SELF, &u0);
 	t0 = now_ns();
 	for (i = 0; i < iters; i++) {
 		post_send(a, size);
@@ -275,9 +279,13 @@ static void threaded(struct side *a, struct side *b, long iters, uint32_t size,
 		post_recv(a);
 	}
 	t1 = now_ns();
+	getrusage(RUSAGE_SELF, &u1);
 	pthread_join(th, NULL);
 	drain_sends(a, &sends);
 	printf("one-way %.3f us\n", (double)(t1 - t0) / 2e3 / (double)iters);
+	/* a side waiting for the other in the kernel (a lock) shows here */
+	printf("context switches %ld voluntary, %ld involuntary\n",
+	       u1.ru_nvcsw - u0.ru_nvcsw, u1.ru_nivcsw - u0.ru_nivcsw);
 }
 
 /*
