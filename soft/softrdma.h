@@ -529,7 +529,8 @@ static inline void soft_unlock(soft_lock_t *l)
  * holds the bias and the word rests biased (no lock taken), else 0 with
  * the word taken (soft_bias_lock: the first such caller gets the bias;
  * REVOKE_MAX, SOFT_BIAS_REVOKES for a hinted call, else SOFT_BIAS_AUTO).
- * End with soft_bias_exit(l, what this returned).
+ * End with soft_bias_exit(l, what this returned).  soft_bias_mark is its
+ * first half: 1 the same, else 0 with nothing taken.
  */
 static inline __attribute__((always_inline)) int soft_bias_mark(soft_lock_t *l)
 {
@@ -665,10 +666,11 @@ static inline __attribute__((always_inline)) void soft_ctx_exit(
  * passing again and again while the other's turn never comes (it slept in
  * the kernel after SOFT_LOCK_SPINS looks: tools/soft_pingpong -t -1 -n
  * 200000, 0.8 to 4.4 us one-way and 14,884 futex calls, since 0.63 to
- * 0.67 us and 32).  The other's pass serves this CQ's QPs as well.  What the CQ holds is always taken
- * (the count, read without the lock: soft_cq_count_set), so that a poll
- * after ibv_req_notify_cq, which the arm's lock orders after every
- * completion that raised no event, never misses one.
+ * 0.67 us and 32).  The other's pass serves this CQ's QPs as well.  What
+ * the CQ holds is always taken (the count, read without the lock:
+ * soft_cq_count_set), so that a poll after ibv_req_notify_cq, which the
+ * arm's lock orders after every completion that raised no event, never
+ * misses one.
  */
 static inline __attribute__((always_inline)) int soft_ctx_enter_poll(
 	struct soft_context *ctx, int single, const uint32_t *count)
