@@ -505,6 +505,7 @@ static void *scm_thread_main(void *arg)
 	struct scm_id *s;
 	int n, i, timeout;
 
+	soft_internal = 1;
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&scm__lock);

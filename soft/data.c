@@ -4679,7 +4679,8 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	uint32_t h, size, i, d = 0, m;
 
 	cp_probe(0);
-	biased = soft_ctx_enter_poll(cq->ctx, cq->single, &cq->count);
+	biased = soft_ctx_enter_poll(cq->ctx, cq->single, &cq->count,
+				     &cq->backoffs);
 	if (biased < 0)
 		return 0; /* empty, and another thread's turn */
 	m = cq->count;
@@ -4717,7 +4718,7 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		cq->head = h;
 		soft_cq_count_set(cq, cq->count - m);
 	}
-	soft_ctx_exit(cq->ctx, biased);
+	soft_ctx_exit_poll(cq->ctx, biased);
 	return (int)(d + m);
 }
 
@@ -4735,6 +4736,7 @@ static void *thread_main(void *arg)
 	 * thread first ran */
 	uint32_t v, seen = atomic_load(w) - 1;
 
+	soft_internal = 1;
 	while (!atomic_load(&ctx->thread_stop)) {
 		v = atomic_load(w);
 		armed = soft_hint_get(net ? &ctx->narmed : &ctx->narmed_thread);

@@ -3002,6 +3002,7 @@ static void *net_main(void *arg)
 {
 	int busy = 0;
 
+	soft_internal = 1;
 	(void)arg;
 	soft_hca_priority(); /* the receive side of our "HCA" */
 	for (;;) {

@@ -288,6 +288,7 @@ static void *watch(void *arg)
 {
 	struct watcher *w = arg;
 
+	soft_internal = 1;
 	for (;;) {
 		struct pollfd pf[2] = {{w->nl, POLLIN, 0},
 				       {w->stop, POLLIN, 0}};

@@ -1230,6 +1230,7 @@ void soft_wake_thread(uint32_t ctx_idx)
 }
 
 __thread uint32_t soft_tid_cached __attribute__((tls_model("initial-exec")));
+__thread int soft_internal __attribute__((tls_model("initial-exec")));
 
 uint32_t soft_tid_slow(void)
 {
@@ -1316,10 +1317,15 @@ taken:
 		bias_revoke(l, 0);
 }
 
-/* soft_lock_slow -- lock_wait, counted in waiting: meanwhile polls of
- * empty CQs stay out of our way (soft_ctx_enter_poll) */
+/* soft_lock_slow -- lock_wait, an application thread's counted in
+ * waiting: meanwhile polls of empty CQs stay out of its way
+ * (soft_ctx_enter_poll) */
 void soft_lock_slow(soft_lock_t *l)
 {
+	if (soft_internal) {
+		lock_wait(l);
+		return;
+	}
 	atomic_fetch_add_explicit(&l->waiting, 1, memory_order_relaxed);
 	lock_wait(l);
 	atomic_fetch_sub_explicit(&l->waiting, 1, memory_order_relaxed);

@@ -410,6 +410,14 @@ struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
  * under 1 us (tools/rdmamsg_pingpong -t: 100 looks instead, 1.2 us
  * one-way; 1,000, 0.85; 5,000, 0.73) */
 #define SOFT_LOCK_SPINS 1000
+/* polls of an empty CQ in a row that leave the context to other threads
+ * (soft_ctx_enter_poll) before one waits for its turn (some 0.2-0.3 ms):
+ * threads that post without a break would otherwise keep a poller's
+ * passes out for good.  A ping-pong's poller never comes near: at 64 or
+ * 1,024, tools/soft_pingpong -t -1 slept in the kernel hundreds or
+ * thousands of times a run (waiting for a thread the kernel was handing
+ * the word to) */
+#define SOFT_POLL_BACKOFFS 16384
 
 typedef struct {
 	_Atomic uint32_t v;	  /* 0 free, SOFT_LOCK_BIASED, else the holder's
@@ -422,8 +430,9 @@ typedef struct {
 	/* revocations before the bias goes off, as the call that gave it
 	 * asked: SOFT_BIAS_REVOKES hinted, SOFT_BIAS_AUTO plain (word held) */
 	uint32_t revoke_max;
-	/* threads in soft_lock_slow: a poll with nothing to read lets them
-	 * go first (soft_lock_wanted) */
+	/* application threads in soft_lock_slow (soft_internal ones are
+	 * not counted): a poll with nothing to read lets them go first
+	 * (soft_ctx_others) */
 	_Atomic uint32_t waiting;
 } soft_lock_t;
 
@@ -438,6 +447,10 @@ void soft_bias_lock(soft_lock_t *l, uint32_t revoke_max);
  * crashes LeakSanitizer's thread tracer */
 extern __thread uint32_t soft_tid_cached
 	__attribute__((tls_model("initial-exec")));
+/* this thread is one of softrdma's own (the progress thread, the
+ * network's, the CM's, the port watcher): its locks are an HCA's work,
+ * which an application's poll waits for (soft_ctx_others) */
+extern __thread int soft_internal __attribute__((tls_model("initial-exec")));
 /* this thread is forking the host's agent (agent.c ag_spawn), under the
  * network path's lock: the fork handlers (fork.c) take no lock (a thread
  * holding one may wait for ours; the agent uses none of them) */
@@ -557,23 +570,6 @@ static inline int soft_bias_enter(soft_lock_t *l, uint32_t revoke_max)
 	return 0;
 }
 
-/*
- * soft_lock_wanted -- another thread is in the lock's section (holds the
- * word, or owns the bias and is in a biased section) or waits for it (a
- * look without the lock, as a hint: soft_ctx_enter_poll).  A bias owner
- * out of its section is not counted: its word is taken by revocation, so
- * that a bias whose owner stopped polling (or exited) never keeps another
- * thread's polls out.
- */
-static inline int soft_lock_wanted(soft_lock_t *l)
-{
-	uint32_t v = atomic_load_explicit(&l->v, memory_order_relaxed);
-
-	if ((v & FUTEX_TID_MASK) == SOFT_LOCK_BIASED)
-		v = atomic_load_explicit(&l->bias_in, memory_order_relaxed);
-	return v || atomic_load_explicit(&l->waiting, memory_order_relaxed);
-}
-
 /* soft_bias_exit -- the end of what soft_bias_enter began: the owner
  * leaves the word biased again */
 static inline void soft_bias_exit(soft_lock_t *l, int biased)
@@ -629,6 +625,9 @@ struct soft_context {
 	uint32_t bell_cap, bell_hi; /* bell_qp's size; bells handed out */
 	uint32_t *bell_free, nbell_free;
 	uint32_t bell_pass;
+	/* the application thread whose poll holds the word (not biased),
+	 * else 0 (soft_ctx_enter_poll; relaxed stores, lock held) */
+	uint32_t poller;
 	uint64_t last_sweep;	/* ns: the last safety sweep (data.c) */
 	struct soft_maps *maps; /* peers' MRs mapped here (peermap.c) */
 };
@@ -656,32 +655,78 @@ static inline __attribute__((always_inline)) void soft_ctx_exit(
 }
 
 /*
+ * soft_ctx_others -- another application thread is in the context (its
+ * poll holds the word, or it owns the bias and is in a biased section) or
+ * waits for its turn: a look without the lock, as a hint
+ * (soft_ctx_enter_poll).  softrdma's own threads are not counted
+ * (soft_internal: their passes and placements are an HCA's work, which a
+ * poll waits for, so that one thread's poll after what it knows happened
+ * (a peer's word that it took a message) still sees its completion), nor
+ * a bias owner out of its section (taken by revocation: an owner that
+ * stopped polling, or exited, never keeps another thread's polls out).
+ */
+static inline int soft_ctx_others(struct soft_context *ctx)
+{
+	soft_lock_t *l = &ctx->lock;
+	uint32_t v = atomic_load_explicit(&l->v, memory_order_relaxed),
+		 p = __atomic_load_n(&ctx->poller, __ATOMIC_RELAXED);
+
+	if ((v & FUTEX_TID_MASK) == SOFT_LOCK_BIASED &&
+	    atomic_load_explicit(&l->bias_in, memory_order_relaxed))
+		return 1;
+	return (p && p != soft_tid_cached) ||
+	       atomic_load_explicit(&l->waiting, memory_order_relaxed);
+}
+
+/*
  * soft_ctx_enter_poll -- soft_ctx_enter for a poll of the CQ whose count
- * COUNT is: -1, with no lock, when that CQ is empty and another thread is
- * in the context's section or waits for it (soft_lock_wanted).  The poll
- * then finds nothing, as one a moment earlier would have, without waiting
- * for the other: an HCA's poll reads its own CQ, and two threads that
- * each poll their own CQ of one context (a thread per connection, one
- * device opened) otherwise queue on the lock at every poll, the one
- * passing again and again while the other's turn never comes (it slept in
- * the kernel after SOFT_LOCK_SPINS looks: tools/soft_pingpong -t -1 -n
- * 200000, 0.8 to 4.4 us one-way and 14,884 futex calls, since 0.63 to
- * 0.67 us and 32).  The other's pass serves this CQ's QPs as well.  What
- * the CQ holds is always taken (the count, read without the lock:
- * soft_cq_count_set), so that a poll after ibv_req_notify_cq, which the
- * arm's lock orders after every completion that raised no event, never
- * misses one.
+ * COUNT is: -1, with no lock, when that CQ is empty and another
+ * application thread is in the context or waits for it
+ * (soft_ctx_others).  The poll then finds nothing, as one a moment
+ * earlier would have, without waiting for the other: an HCA's poll reads
+ * its own CQ, and two threads that each poll their own CQ of one context
+ * (a thread per connection, one device opened) otherwise queue on the
+ * lock at every poll, the one passing again and again while the other's
+ * turn never comes (it slept in the kernel after SOFT_LOCK_SPINS looks:
+ * tools/soft_pingpong -t -1 -n 200000, 0.8 to 4.4 us one-way and 14,884
+ * futex calls, since 0.63 to 0.67 us and 32).  The other's pass serves
+ * this CQ's QPs as well.  What the CQ holds is always taken (the count,
+ * read without the lock: soft_cq_count_set), so that a poll after
+ * ibv_req_notify_cq, which the arm's lock orders after every completion
+ * that raised no event, never misses one.  After SOFT_POLL_BACKOFFS such
+ * polls in a row (BACKOFFS counts them, a hint: relaxed, not locked) the
+ * next one waits for its turn as before, so that a pass comes even while
+ * other threads keep the context with posts.  End with
+ * soft_ctx_exit_poll.
  */
 static inline __attribute__((always_inline)) int soft_ctx_enter_poll(
-	struct soft_context *ctx, int single, const uint32_t *count)
+	struct soft_context *ctx, int single, const uint32_t *count,
+	uint32_t *backoffs)
 {
+	uint32_t b;
+
 	if (soft_bias_mark(&ctx->lock))
 		return 1;
-	if (!__atomic_load_n(count, __ATOMIC_RELAXED) &&
-	    soft_lock_wanted(&ctx->lock))
-		return -1;
+	if (!__atomic_load_n(count, __ATOMIC_RELAXED) && soft_ctx_others(ctx)) {
+		b = __atomic_load_n(backoffs, __ATOMIC_RELAXED);
+		if (b < SOFT_POLL_BACKOFFS) {
+			__atomic_store_n(backoffs, b + 1, __ATOMIC_RELAXED);
+			return -1;
+		}
+	}
 	soft_bias_lock(&ctx->lock, single ? SOFT_BIAS_REVOKES : SOFT_BIAS_AUTO);
+	__atomic_store_n(&ctx->poller, soft_tid_cached, __ATOMIC_RELAXED);
+	if (__atomic_load_n(backoffs, __ATOMIC_RELAXED))
+		__atomic_store_n(backoffs, 0, __ATOMIC_RELAXED);
 	return 0;
+}
+
+static inline __attribute__((always_inline)) void soft_ctx_exit_poll(
+	struct soft_context *ctx, int biased)
+{
+	if (!biased)
+		__atomic_store_n(&ctx->poller, 0, __ATOMIC_RELAXED);
+	soft_bias_exit(&ctx->lock, biased);
 }
 
 /*
@@ -769,6 +814,9 @@ struct soft_cq {
 	struct soft_cqe *q;
 	uint32_t size; /* slots = cqe + 1 */
 	uint32_t head, count;
+	/* polls in a row that found it empty and left the context to
+	 * other threads (soft_ctx_enter_poll; relaxed) */
+	uint32_t backoffs;
 	/* the caller's array of a poll that found the CQ empty, while its
 	 * pass runs (data.c soft_poll_cq): completions go straight into it
 	 * while the ring stays empty (cq_slot); direct_left 0: none */

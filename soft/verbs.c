@@ -1464,12 +1464,13 @@ static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	biased = soft_ctx_enter_poll(cq->ctx, cq->single, &cq->count);
+	biased = soft_ctx_enter_poll(cq->ctx, cq->single, &cq->count,
+				     &cq->backoffs);
 	if (biased < 0)
 		return ENOENT;
 	soft_progress(cq->ctx);
 	if (!cq->count) {
-		soft_ctx_exit(cq->ctx, biased);
+		soft_ctx_exit_poll(cq->ctx, biased);
 		return ENOENT;
 	}
 	cq->cqx_biased = biased;
@@ -1504,5 +1505,5 @@ static void cq_end_poll(struct ibv_cq_ex *cqx)
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
 
 	cqx_consume(cq);
-	soft_ctx_exit(cq->ctx, cq->cqx_biased);
+	soft_ctx_exit_poll(cq->ctx, cq->cqx_biased);
 }

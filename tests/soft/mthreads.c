@@ -11,7 +11,8 @@
  * with its payload intact; every send completes with success, in order;
  * every event is for the armed receive CQ.  Then a poll of an empty CQ
  * while another thread holds the context (busy_poll): it comes back at
- * once, where a poll of a CQ holding a completion waits and takes it.
+ * once, where a poll of a CQ holding a completion waits and takes it, and
+ * so does an empty CQ's after a bounded number of such polls.
  * Built with ThreadSanitizer, this is the test of softrdma's locking
  * between those threads.
  */
@@ -259,6 +260,10 @@ static void teardown(struct run *r)
  * ibv_end_poll and takes the receive.  Twice: the first time the main
  * thread owns the context's bias and is in a biased section; the second
  * time, the helper having taken the lock from it, it holds the word.
+ * Then the helper polls y again and again while the main thread holds
+ * the context: after SOFT_POLL_BACKOFFS of them (16,384) one waits for
+ * the ibv_end_poll, so that threads that keep the context never keep a
+ * poller's pass out for good.
  */
 struct busy {
 	struct ibv_cq *y, *z;
@@ -266,8 +271,29 @@ struct busy {
 	_Atomic int released; /* the main thread's ibv_end_poll came */
 	_Atomic int step;     /* the helper's: 1 y polled, 2 polling z */
 	int y_ret, yx_ret, y_early, z_ret, z_late;
+	long early; /* busy_streak's polls before the release */
 	struct ibv_wc zwc;
 };
+
+/* busy_streak -- the helper of the last round: polls of the empty y
+ * until one comes back after the main thread's ibv_end_poll, at most
+ * BUSY_POLLS; those that came back before it counted */
+#define BUSY_POLLS 1000000
+static void *busy_streak(void *arg)
+{
+	struct busy *b = arg;
+	struct ibv_wc wc;
+	long i;
+
+	for (i = 0; i < BUSY_POLLS; i++) {
+		b->y_ret = ibv_poll_cq(b->y, 1, &wc);
+		if (atomic_load(&b->released))
+			break;
+		b->early++;
+	}
+	atomic_store(&b->step, 2);
+	return NULL;
+}
 
 static void *busy_helper(void *arg)
 {
@@ -306,6 +332,7 @@ static void busy_poll(void)
 	struct ibv_cq_init_attr_ex ca = {.cqe = 8,
 					 .wc_flags = IBV_WC_EX_WITH_BYTE_LEN};
 	struct busy b = {0};
+	struct ibv_wc wc;
 	struct tctx t;
 	struct ibv_cq_ex *x, *yx;
 	struct ibv_qp *q1, *q2;
@@ -373,6 +400,35 @@ static void busy_poll(void)
 		   "the other thread, then took it (%d, %s)",
 		   how, b.z_ret, b.z_late ? "after" : "before");
 	}
+	/* polls of an empty CQ while nothing passes (the context held all
+	 * along): a few come back at once, then one waits for its turn */
+	if (t_post(q1, IBV_WR_SEND, buf, MSG, mr->lkey, 6, IBV_SEND_SIGNALED, 0,
+		   0) ||
+	    t_post_recv(q2, buf + MSG, MSG, mr->lkey, 8))
+		bail_out("busy: post: %s", strerror(errno));
+	end = now_ms() + WAIT_MS;
+	while ((ret = ibv_start_poll(x, &(struct ibv_poll_cq_attr){0})) ==
+		       ENOENT &&
+	       now_ms() < end)
+		;
+	if (ret)
+		bail_out("busy: no send completion (%d)", ret);
+	atomic_store(&b.released, 0);
+	atomic_store(&b.step, 0);
+	if (pthread_create(&th, NULL, busy_streak, &b))
+		bail_out("pthread_create");
+	end = now_ms() + 500;
+	while (atomic_load(&b.step) < 2 && now_ms() < end)
+		usleep(1000);
+	atomic_store(&b.released, 1);
+	ibv_end_poll(x);
+	pthread_join(th, NULL);
+	ok(b.early > 0 && b.early <= 100000,
+	   "busy: polls of an empty CQ leave a context that nothing passes "
+	   "only so often, then one waits (%ld came back first)",
+	   b.early);
+	if (t_wait(b.z, &wc, 1, WAIT_MS) != 1 || wc.status != IBV_WC_SUCCESS)
+		bail_out("busy: the last receive");
 	ibv_destroy_qp(q2);
 	ibv_destroy_qp(q1);
 	ibv_dereg_mr(mr);
