@@ -4662,8 +4662,8 @@ void soft_progress(struct soft_context *ctx)
 
 /*
  * soft_poll_cq -- ibv_poll_cq: progress the context, then drain (an
- * empty CQ while another thread is in the context: nothing, at once,
- * soft_ctx_enter_poll).  A CQ
+ * empty CQ while another application thread is in the context: nothing,
+ * at once, soft_ctx_enter_poll).  A CQ
  * that already holds the n completions asked for is drained without a
  * pass, as an HCA's poll only reads its CQ: a pass takes up to 64
  * messages and their receive WQEs, and a receiver that took them faster
@@ -4682,7 +4682,7 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	biased = soft_ctx_enter_poll(cq->ctx, cq->single, &cq->count,
 				     &cq->backoffs);
 	if (biased < 0)
-		return 0; /* empty, and another thread's turn */
+		return 0; /* empty, and another application thread's turn */
 	m = cq->count;
 
 	if (n > 0 && !m) {

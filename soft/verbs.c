@@ -1456,7 +1456,7 @@ static void cqx_load(struct soft_cq *cq)
 
 /* cq_start_poll -- the context lock as ibv_poll_cq takes it
  * (soft_ctx_enter_poll: ENOENT at once for an empty CQ while another
- * thread is in the context), held until end_poll */
+ * application thread is in the context), held until end_poll */
 static int cq_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 {
 	struct soft_cq *cq = soft_container_of(cqx, struct soft_cq, cqx);
