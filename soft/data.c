@@ -4722,6 +4722,27 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	return (int)(d + m);
 }
 
+/*
+ * test_thread_hold -- tests only (tests/soft/progress): while the file
+ * that SOFTRDMA_TEST_THREAD_HOLD names exists, the progress thread, about
+ * to pass with the context held, removes it and keeps the context 200 ms
+ * first: a poll of the program's that comes meanwhile must wait for that
+ * pass, not find its CQ empty and leave (soft_ctx_others)
+ */
+static void test_thread_hold(void)
+{
+	/* looked up once, by whichever progress thread comes first */
+	static _Atomic(const char *) name = (const char *)-1;
+	const char *path = atomic_load_explicit(&name, memory_order_relaxed);
+
+	if (path == (const char *)-1) {
+		path = getenv("SOFTRDMA_TEST_THREAD_HOLD");
+		atomic_store_explicit(&name, path, memory_order_relaxed);
+	}
+	if (path && !unlink(path))
+		usleep(200000);
+}
+
 /* thread_main -- progress for contexts that wait on events */
 static void *thread_main(void *arg)
 {
@@ -4747,6 +4768,7 @@ static void *thread_main(void *arg)
 			nap = 1; /* no pass of ours: no timer to run */
 		} else if (!soft_trylock(&ctx->lock)) {
 			ctx->in_thread = 1;
+			test_thread_hold();
 			soft_hint_set(&ctx->rnr_wait, 0); /* again if still */
 			soft_progress(ctx);
 			ctx->in_thread = 0;

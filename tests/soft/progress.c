@@ -8,14 +8,18 @@
  * WRITE, READ and atomics all complete at the initiator without it, and
  * the responder, continued, finds its completions and data; one SRQ
  * feeding a UD and an RC QP of a stopped process gives each receive to
- * one message.
+ * one message; a poll while the progress thread holds the context waits
+ * for its pass (thread_hold).
  */
 #include "config.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../tap.h"
@@ -92,6 +96,83 @@ static void one_thread(int same_ctx)
 	} else {
 		t_close(&tb);
 	}
+	t_close(&ta);
+	free(abuf);
+	free(bbuf);
+}
+
+/*
+ * thread_hold -- the poll of a program's one thread waits for softrdma's
+ * progress thread, which does an HCA's work, as it waits for nothing of
+ * another thread of the program's (tests/soft/mthreads): a signalled SEND
+ * posted between two QPs of one context, the progress thread made to hold
+ * the context 200 ms before its pass (SOFTRDMA_TEST_THREAD_HOLD, HOLD:
+ * the file), one poll of the sender's CQ meanwhile returns its
+ * completion.  A poll that found the CQ empty and left failed
+ * tests/soft/mproc's lazy ACK in CI (session 59).
+ */
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void thread_hold(const char *hold)
+{
+	struct tctx ta, tb;
+	struct ibv_mr *ma, *mb;
+	struct ibv_qp *a, *b;
+	struct ibv_cq *x;
+	struct ibv_wc wc;
+	char *abuf = calloc(1, 64), *bbuf = calloc(1, 64);
+	long long end;
+	FILE *f;
+	int n;
+
+	if (!abuf || !bbuf || t_open(&ta, 16))
+		bail_out("open");
+	tb = ta;
+	tb.cq = ibv_create_cq(ta.ctx, 16, NULL, NULL, 0);
+	x = ibv_create_cq(ta.ctx, 4, NULL, NULL, 0);
+	memset(abuf, 'h', 64);
+	ma = ibv_reg_mr(ta.pd, abuf, 64, IBV_ACCESS_LOCAL_WRITE);
+	mb = ibv_reg_mr(tb.pd, bbuf, 64, IBV_ACCESS_LOCAL_WRITE);
+	a = t_rc_qp(&ta, 16, NULL);
+	b = t_rc_qp(&tb, 16, NULL);
+	if (!tb.cq || !x || !ma || !mb || !a || !b ||
+	    t_connect(a, b->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(b, a->qp_num, 0, 1, 7, 14, 7))
+		bail_out("setup");
+	t_post_recv(b, bbuf, 64, mb->lkey, 1);
+	t_post(a, IBV_WR_SEND, abuf, 64, ma->lkey, 2, IBV_SEND_SIGNALED, 0, 0);
+	/* the progress thread, started by the arm, holds the context */
+	f = fopen(hold, "w");
+	if (!f)
+		bail_out("%s: %s", hold, strerror(errno));
+	fclose(f);
+	if (ibv_req_notify_cq(x, 0))
+		bail_out("ibv_req_notify_cq");
+	for (end = now_ms() + 30000; !access(hold, F_OK) && now_ms() < end;)
+		usleep(1000);
+	end = now_ms();
+	n = ibv_poll_cq(ta.cq, 1, &wc);
+	diag("poll took %lld ms", now_ms() - end);
+	ok(n == 1 && wc.wr_id == 2 && wc.status == IBV_WC_SUCCESS,
+	   "one thread's poll while the progress thread holds the context "
+	   "waits for it: the SEND completes on it (%d)",
+	   n);
+	n = t_wait(tb.cq, &wc, 1, 30000);
+	ok(n == 1 && wc.wr_id == 1 && wc.byte_len == 64 && bbuf[63] == 'h',
+	   "... and its receive is there, intact");
+	unlink(hold);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(ma);
+	ibv_dereg_mr(mb);
+	ibv_destroy_cq(x);
+	ibv_destroy_cq(tb.cq);
 	t_close(&ta);
 	free(abuf);
 	free(bbuf);
@@ -762,6 +843,12 @@ static void srq_mixed(void)
 
 int main(void)
 {
+	char hold[64];
+
+	/* read once, when a progress thread first passes: set before any */
+	snprintf(hold, sizeof(hold), "/tmp/rdmamsg-hold-%d", (int)getpid());
+	unlink(hold);
+	setenv("SOFTRDMA_TEST_THREAD_HOLD", hold, 1);
 	t_isolate("progress");
 	one_thread(0);
 	one_thread(1);
@@ -769,6 +856,7 @@ int main(void)
 	errors_stopped();
 	srq_stopped();
 	srq_mixed();
+	thread_hold(hold);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
