@@ -512,14 +512,9 @@ int soft_novm_env(void)
  */
 static void test_stop_busy(uint64_t len)
 {
-	/* looked up once, by whichever responder thread comes first */
 	static _Atomic(const char *) name = (const char *)-1;
-	const char *path = atomic_load_explicit(&name, memory_order_relaxed);
+	const char *path = soft_env_str(&name, "SOFTRDMA_TEST_STOP_BUSY");
 
-	if (path == (const char *)-1) {
-		path = getenv("SOFTRDMA_TEST_STOP_BUSY");
-		atomic_store_explicit(&name, path, memory_order_relaxed);
-	}
 	if (path && len >= (1u << 20) && !unlink(path))
 		raise(SIGSTOP);
 }
@@ -4731,14 +4726,9 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
  */
 static void test_thread_hold(void)
 {
-	/* looked up once, by whichever progress thread comes first */
 	static _Atomic(const char *) name = (const char *)-1;
-	const char *path = atomic_load_explicit(&name, memory_order_relaxed);
+	const char *path = soft_env_str(&name, "SOFTRDMA_TEST_THREAD_HOLD");
 
-	if (path == (const char *)-1) {
-		path = getenv("SOFTRDMA_TEST_THREAD_HOLD");
-		atomic_store_explicit(&name, path, memory_order_relaxed);
-	}
 	if (path && !unlink(path))
 		usleep(200000);
 }

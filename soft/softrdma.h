@@ -1574,6 +1574,20 @@ static inline int soft_env_flag(_Atomic int *cache, const char *name)
 	return soft_env_flag_or(cache, name, NULL);
 }
 
+/* soft_env_str -- the environment variable NAME (NULL if unset), found
+ * once as soft_env_flag_or finds its flag: *CACHE starts at (char *)-1 */
+static inline const char *soft_env_str(_Atomic(const char *) *cache,
+				       const char *name)
+{
+	const char *v = atomic_load_explicit(cache, memory_order_relaxed);
+
+	if (v == (const char *)-1) {
+		v = getenv(name);
+		atomic_store_explicit(cache, v, memory_order_relaxed);
+	}
+	return v;
+}
+
 /*
  * ThreadSanitizer builds (SOFT_TSAN) only: orders that softrdma keeps and
  * TSan cannot see, told to it.  Nothing in other builds.
