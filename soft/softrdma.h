@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -418,6 +419,13 @@ struct soft_maps; /* peers' MRs mapped by a context (peermap.c) */
  * thousands of times a run (waiting for a thread the kernel was handing
  * the word to) */
 #define SOFT_POLL_BACKOFFS 16384
+/* and every SOFT_POLL_YIELD of them a sched_yield(), so that a thread the
+ * scheduler keeps from its CPU (the one in the context, or waiting for
+ * it) runs: without it, a thread that polls while others post spun away
+ * its time instead (valgrind, which runs one thread at a time:
+ * tests/soft/mthreads' one-context run took 30 s and failed, 18-21 s
+ * with it, 18 s before the back-off) */
+#define SOFT_POLL_YIELD 64
 
 typedef struct {
 	_Atomic uint32_t v;	  /* 0 free, SOFT_LOCK_BIASED, else the holder's
@@ -711,6 +719,8 @@ static inline __attribute__((always_inline)) int soft_ctx_enter_poll(
 		b = __atomic_load_n(backoffs, __ATOMIC_RELAXED);
 		if (b < SOFT_POLL_BACKOFFS) {
 			__atomic_store_n(backoffs, b + 1, __ATOMIC_RELAXED);
+			if (!((b + 1) % SOFT_POLL_YIELD))
+				sched_yield();
 			return -1;
 		}
 	}
