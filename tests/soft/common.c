@@ -251,7 +251,7 @@ int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
 				     IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-static long long now_ms(void)
+long long t_now_ms(void)
 {
 	struct timespec ts;
 
@@ -311,7 +311,7 @@ int t_uc_up(struct ibv_qp *qp, uint32_t dqpn, int access)
 /* t_wait -- poll cq until n completions or ms elapse */
 int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
 {
-	long long end = now_ms() + ms;
+	long long end = t_now_ms() + ms;
 	int got = 0, r;
 
 	while (got < n) {
@@ -319,7 +319,7 @@ int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
 		if (r < 0)
 			return got;
 		got += r;
-		if (!r && now_ms() > end)
+		if (!r && t_now_ms() > end)
 			break;
 	}
 	return got;

@@ -49,6 +49,8 @@ int t_ud_up(struct ibv_qp *qp, uint32_t qkey);
 /* t_uc_up -- RESET->INIT->RTR->RTS for a UC QP towards dqpn on this
  * host's ::ffff:127.0.0.1 (GID 1), with access flags */
 int t_uc_up(struct ibv_qp *qp, uint32_t dqpn, int access);
+/* t_now_ms -- CLOCK_MONOTONIC in milliseconds */
+long long t_now_ms(void);
 /* t_wait -- poll cq until n completions or ms elapse; returns count */
 int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms);
 /* t_post_send -- one SEND-style WR with one SGE */

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -269,7 +268,7 @@ struct busy {
 	struct ibv_cq *y, *z;
 	struct ibv_cq_ex *yx;
 	_Atomic int released; /* the main thread's ibv_end_poll came */
-	_Atomic int step;     /* the helper's: 1 y polled, 2 polling z */
+	_Atomic int step;     /* 2: the helper's early polls are done */
 	int y_ret, yx_ret, y_early, z_ret, z_late;
 	long early; /* busy_streak's polls before the release */
 	struct ibv_wc zwc;
@@ -286,7 +285,7 @@ static void *busy_streak(void *arg)
 	long i;
 
 	for (i = 0; i < BUSY_POLLS; i++) {
-		b->y_ret = ibv_poll_cq(b->y, 1, &wc);
+		ibv_poll_cq(b->y, 1, &wc);
 		if (atomic_load(&b->released))
 			break;
 		b->early++;
@@ -327,6 +326,50 @@ static struct ibv_qp *busy_qp(struct tctx *t, struct ibv_cq *s,
 	return ibv_create_qp(t->pd, &ia);
 }
 
+/* busy_hold -- a SEND from q1 (its wr_id SEND_ID) into a receive of q2's
+ * (RECV_ID, at buf + MSG), then the context held from x's ibv_start_poll
+ * on its completion: z holds the receive (the SEND was acknowledged after
+ * its placement) */
+static void busy_hold(struct ibv_cq_ex *x, struct ibv_qp *q1, struct ibv_qp *q2,
+		      struct ibv_mr *mr, char *buf, uint64_t send_id,
+		      uint64_t recv_id)
+{
+	long long end = now_ms() + WAIT_MS;
+	int ret;
+
+	if (t_post_recv(q2, buf + MSG, MSG, mr->lkey, recv_id) ||
+	    t_post(q1, IBV_WR_SEND, buf, MSG, mr->lkey, send_id,
+		   IBV_SEND_SIGNALED, 0, 0))
+		bail_out("busy: post: %s", strerror(errno));
+	while ((ret = ibv_start_poll(x, &(struct ibv_poll_cq_attr){0})) ==
+		       ENOENT &&
+	       now_ms() < end)
+		;
+	if (ret)
+		bail_out("busy: no send completion (%d)", ret);
+}
+
+/* busy_run -- FN on the helper thread while the context is held (from
+ * busy_hold); the ibv_end_poll once the helper's early polls are done or
+ * WAIT ms passed, LINGER us later */
+static void busy_run(struct busy *b, struct ibv_cq_ex *x, void *(*fn)(void *),
+		     int wait, useconds_t linger)
+{
+	long long end = now_ms() + wait;
+	pthread_t th;
+
+	atomic_store(&b->released, 0);
+	atomic_store(&b->step, 0);
+	if (pthread_create(&th, NULL, fn, b))
+		bail_out("pthread_create");
+	while (atomic_load(&b->step) < 2 && now_ms() < end)
+		usleep(1000);
+	usleep(linger);
+	atomic_store(&b->released, 1);
+	ibv_end_poll(x);
+	pthread_join(th, NULL);
+}
+
 static void busy_poll(void)
 {
 	struct ibv_cq_init_attr_ex ca = {.cqe = 8,
@@ -338,9 +381,7 @@ static void busy_poll(void)
 	struct ibv_qp *q1, *q2;
 	struct ibv_mr *mr;
 	char buf[2 * MSG];
-	pthread_t th;
-	long long end;
-	int round, ret;
+	int round;
 
 	if (t_open(&t, 8))
 		bail_out("busy: t_open");
@@ -361,34 +402,12 @@ static void busy_poll(void)
 		const char *how = round ? "word held" : "biased section";
 
 		memset(buf, 'a' + round, MSG);
-		if (t_post_recv(q2, buf + MSG, MSG, mr->lkey, 7) ||
-		    t_post(q1, IBV_WR_SEND, buf, MSG, mr->lkey, 5,
-			   IBV_SEND_SIGNALED, 0, 0))
-			bail_out("busy: post: %s", strerror(errno));
-		/* x's completion means z holds the receive: the SEND was
-		 * acknowledged after its placement */
-		end = now_ms() + WAIT_MS;
-		while ((ret = ibv_start_poll(
-				x, &(struct ibv_poll_cq_attr){0})) == ENOENT &&
-		       now_ms() < end)
-			;
-		if (ret)
-			bail_out("busy: no send completion (%d)", ret);
+		busy_hold(x, q1, q2, mr, buf, 5, 7);
 		ok(x->status == IBV_WC_SUCCESS && x->wr_id == 5,
 		   "busy, %s: the SEND completed", how);
-		atomic_store(&b.released, 0);
-		atomic_store(&b.step, 0);
-		if (pthread_create(&th, NULL, busy_helper, &b))
-			bail_out("pthread_create");
-		/* until the helper polled y and yx (or WAIT_MS); then a moment
-		 * for its z poll to start, which must wait for us */
-		end = now_ms() + WAIT_MS;
-		while (atomic_load(&b.step) < 2 && now_ms() < end)
-			sched_yield();
-		usleep(20000);
-		atomic_store(&b.released, 1);
-		ibv_end_poll(x);
-		pthread_join(th, NULL);
+		/* a moment after the helper polled y and yx, for its z poll
+		 * to start, which must wait for us */
+		busy_run(&b, x, busy_helper, WAIT_MS, 20000);
 		ok(b.y_ret == 0 && b.yx_ret == ENOENT && b.y_early,
 		   "busy, %s: polls of empty CQs came back while the other "
 		   "thread held the context (%d, %d, %s)",
@@ -401,28 +420,10 @@ static void busy_poll(void)
 		   how, b.z_ret, b.z_late ? "after" : "before");
 	}
 	/* polls of an empty CQ while nothing passes (the context held all
-	 * along): a few come back at once, then one waits for its turn */
-	if (t_post(q1, IBV_WR_SEND, buf, MSG, mr->lkey, 6, IBV_SEND_SIGNALED, 0,
-		   0) ||
-	    t_post_recv(q2, buf + MSG, MSG, mr->lkey, 8))
-		bail_out("busy: post: %s", strerror(errno));
-	end = now_ms() + WAIT_MS;
-	while ((ret = ibv_start_poll(x, &(struct ibv_poll_cq_attr){0})) ==
-		       ENOENT &&
-	       now_ms() < end)
-		;
-	if (ret)
-		bail_out("busy: no send completion (%d)", ret);
-	atomic_store(&b.released, 0);
-	atomic_store(&b.step, 0);
-	if (pthread_create(&th, NULL, busy_streak, &b))
-		bail_out("pthread_create");
-	end = now_ms() + 500;
-	while (atomic_load(&b.step) < 2 && now_ms() < end)
-		usleep(1000);
-	atomic_store(&b.released, 1);
-	ibv_end_poll(x);
-	pthread_join(th, NULL);
+	 * along): a few come back at once, then one waits for its turn (the
+	 * helper stuck in it: released after 500 ms) */
+	busy_hold(x, q1, q2, mr, buf, 6, 8);
+	busy_run(&b, x, busy_streak, 500, 0);
 	ok(b.early > 0 && b.early <= 100000,
 	   "busy: polls of an empty CQ leave a context that nothing passes "
 	   "only so often, then one waits (%ld came back first)",

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../tap.h"
@@ -111,14 +110,6 @@ static void one_thread(int same_ctx)
  * completion.  A poll that found the CQ empty and left failed
  * tests/soft/mproc's lazy ACK in CI (session 59).
  */
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void thread_hold(const char *hold)
 {
 	struct tctx ta, tb;
@@ -154,11 +145,11 @@ static void thread_hold(const char *hold)
 	fclose(f);
 	if (ibv_req_notify_cq(x, 0))
 		bail_out("ibv_req_notify_cq");
-	for (end = now_ms() + 30000; !access(hold, F_OK) && now_ms() < end;)
+	for (end = t_now_ms() + 30000; !access(hold, F_OK) && t_now_ms() < end;)
 		usleep(1000);
-	end = now_ms();
+	end = t_now_ms();
 	n = ibv_poll_cq(ta.cq, 1, &wc);
-	diag("poll took %lld ms", now_ms() - end);
+	diag("poll took %lld ms", t_now_ms() - end);
 	ok(n == 1 && wc.wr_id == 2 && wc.status == IBV_WC_SUCCESS,
 	   "one thread's poll while the progress thread holds the context "
 	   "waits for it: the SEND completes on it (%d)",
