@@ -134,7 +134,7 @@ hperf() {
 	# machine ("Correlation coefficient r^2 < 0.9"): that run again
 	for try in 1 2 3; do
 		hport=$((hport + 1))
-		if [ -n "$sgid" ] && have "$prog" &&
+		if [ -n "$sgid" ] && runs "$prog" &&
 			hpair "$prog-$size" "$hport" \
 				env SOFTRDMA_NET=1 LD_PRELOAD="$plib" "$prog" -d softrdma0 -x "$sgid" -F -p "$hport" -s "$size" "$@" -- \
 				env SOFTRDMA_NET=1 LD_PRELOAD="$plib" "$prog" -d softrdma0 -x "$sgid" -F -p "$hport" -s "$size" "$@" "$a1"; then
@@ -152,7 +152,7 @@ hucx() {
 	local -a w=()
 	case $test in *_bw) w=(-O 64) ;; esac
 	hport=$((hport + 1))
-	if have ucx_perftest &&
+	if runs ucx_perftest &&
 		hpair "ucx-$test-$size" "$hport" \
 			env UCX_TLS=tcp ucx_perftest -p "$hport" -- \
 			env UCX_TLS=tcp ucx_perftest "$a1" -p "$hport" -t "$test" -s "$size" -n "$n" -w "$(iters 1000)" "${w[@]}"; then
@@ -165,7 +165,7 @@ hucx() {
 hfi() {
 	local var=$1 v=n/a
 	hport=$((hport + 1))
-	if have fi_pingpong &&
+	if runs fi_pingpong &&
 		hpair fi-tcp "$hport" \
 			fi_pingpong -p tcp -e msg -B "$hport" -S 8 -I "$(iters 20000)" -- \
 			fi_pingpong -p tcp -e msg -P "$hport" -S 8 -I "$(iters 20000)" "$a1"; then
@@ -177,7 +177,7 @@ hfi() {
 # qperf: one server on host 1 for the whole run
 qport=19765
 qperf_ok=0
-if have qperf; then
+if runs qperf; then
 	on 1 timeout -k 5 3600 qperf -lp "$qport" >"$tmp/qperf.s" 2>&1 &
 	pids="$pids $!"
 	disown $! # killed at exit, silently

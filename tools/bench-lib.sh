@@ -29,6 +29,26 @@ trap cleanup EXIT
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# runs PROG -- PROG is there and starts: a peer whose shared libraries the
+# loader cannot find (exit 127 before main) is n/a at once, its reason
+# said once, instead of each of its runs waiting for a server that never
+# listens
+declare -A runs_seen=()
+runs() {
+	local out
+	if [ -z "${runs_seen[$1]+x}" ]; then
+		runs_seen[$1]=0
+		if have "$1"; then
+			out=$(timeout 10 "$1" --version </dev/null 2>&1 >/dev/null)
+			case $? in
+			126 | 127) echo "# $1 cannot start: ${out%%$'\n'*}" >&2 ;;
+			*) runs_seen[$1]=1 ;;
+			esac
+		fi
+	fi
+	[ "${runs_seen[$1]}" = 1 ]
+}
+
 pin=${BENCH_CPUS:-}
 if [ -n "$pin" ] && { ! [[ $pin =~ ^[0-9]+,[0-9]+$ ]] || ! have taskset ||
 	! taskset -c "${pin%,*}" true 2>/dev/null || ! taskset -c "${pin#*,}" true 2>/dev/null; }; then
@@ -167,13 +187,14 @@ if [ -e "$lib" ] && have ibv_devinfo; then
 	[ -n "$gid" ] && soft_ok=1
 fi
 [ $soft_ok = 1 ] || echo "# softrdma not usable (library $lib, no GID for 127.0.0.1): its columns are n/a" >&2
-have ucx_perftest || echo "# ucx_perftest missing (Debian package ucx-utils)" >&2
+runs ucx_perftest || have ucx_perftest ||
+	echo "# ucx_perftest missing (Debian package ucx-utils)" >&2
 
 # perftest RESULTVAR PROG SIZE COL PERFTEST-ARGS... -- one perftest run
 perftest() {
 	local var=$1 prog=$2 size=$3 col=$4 port v=n/a
 	shift 4
-	if [ $soft_ok = 1 ] && have "$prog"; then
+	if [ $soft_ok = 1 ] && runs "$prog"; then
 		port=$(free_port)
 		if pair "$prog-$size" "$port" \
 			env LD_PRELOAD="$lib" "$prog" -d softrdma0 -x "$gid" -F -p "$port" -s "$size" "$@" -- \
@@ -190,7 +211,7 @@ ucx() {
 	local var=$1 tls=$2 test=$3 size=$4 col=$5 n=$6 port v=n/a
 	local -a w=()
 	case $test in *_bw) [ -n "${ucx_win+x}" ] && w=("${ucx_win[@]}") ;; esac
-	if have ucx_perftest; then
+	if runs ucx_perftest; then
 		port=$(free_port)
 		if pair "ucx-$test-$size" "$port" \
 			env UCX_TLS="$tls" ucx_perftest -p "$port" -- \
@@ -204,7 +225,7 @@ ucx() {
 # fi RESULTVAR PROVIDER EP_TYPE -- fi_pingpong 8 B, usec/xfer as it reports
 fi_pp() {
 	local var=$1 port v=n/a
-	if have fi_pingpong; then
+	if runs fi_pingpong; then
 		port=$(free_port)
 		if pair "fi-$2" "$port" \
 			fi_pingpong -p "$2" -e "$3" -B "$port" -S 8 -I "$(iters 20000)" -- \

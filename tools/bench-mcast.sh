@@ -202,7 +202,7 @@ raw() {
 		printf -v "$var" n/a
 		return
 	fi
-	if [ -e "$lib" ] && have "$prog"; then
+	if [ -e "$lib" ] && runs "$prog"; then
 		if [ "$ns" -gt 0 ]; then
 			start_subs sink "$ns" env LD_PRELOAD="$lib" "$sink" -M "$mgid6" -r 512
 			sk=("${started[@]}")
@@ -309,7 +309,7 @@ if [ "$insns" = 1 ]; then
 				printf '%-40s %12s\n' "$cg_size B: rdmamsg $mode, $role$([ $mode$role = defaultsub ] && echo ' (paced)')" "$(per "$a" "$b" "$n")"
 			done
 		done
-		if have ib_send_bw; then
+		if runs ib_send_bw; then
 			a=$(cg_raw "$n")
 			b=$(cg_raw $((2 * n)))
 			printf '%-40s %12s\n' "$cg_size B: raw UD (ib_send_bw sender)" "$(per "$a" "$b" "$n")"
