@@ -39,7 +39,8 @@
  * state and that its process lives.  Once it does not, the head WQE fails
  * with IBV_WC_RETRY_EXC_ERR after T = 4.096 us * 2^timeout * (retry_cnt
  * + 1), capped at 1 s (timeout 0, "infinite" in IB, uses the cap), so a
- * dead peer surfaces within T + 10 ms of its death.
+ * dead peer surfaces within T + 10 ms of its death, T + 20 ms when it
+ * acknowledged something in the 10 ms before (peer_answered).
  *
  * Where process_vm_* is refused (Yama; SOFTRDMA_TEST_NOVM=1 in tests), a
  * SEND's data, and RDMA WRITE / READ / atomics, go through the slot: the
@@ -344,6 +345,7 @@ void soft_qp_ack_reset(struct soft_qp *qp)
 	atomic_store(&qp->seg->cancel, 0);
 	qp->ack_frozen = 0;
 	qp->ack_freeze = 0;
+	qp->alive_acked = qp->map_acked = 0; /* no answer seen yet */
 	if (held)
 		atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
 }
@@ -462,12 +464,35 @@ static int peer_listed(struct soft_qp *qp)
 	return st >= IBV_QPS_RTR && st != IBV_QPS_ERR;
 }
 
-/* peer_reachable -- peer_listed and its process lives (syscalls) */
+/*
+ * peer_answered -- the peer's cumulative ACK moved since *SEEN (which
+ * takes its new value): only the peer's responder writes it (rx_ack), run
+ * by its process or, for a peer of ours, by us (serve_local), so its
+ * process lived at that ACK, and the kernel need not be asked (four
+ * system calls: soft_pid_alive) as long as the ACKs move, as an HCA's
+ * transport timer restarts at every ACK.  A peer that dies just after an
+ * ACK is asked for at the next look, one SOFT_LIVENESS_NS later.
+ */
+static inline int peer_answered(const struct soft_qp *qp, uint64_t *seen)
+{
+	uint64_t a =
+		atomic_load_explicit(&qp->seg->acked, memory_order_relaxed);
+
+	if (a == *seen)
+		return 0;
+	*seen = a;
+	return 1;
+}
+
+/* peer_reachable -- peer_listed and its process lives (peer_answered, or
+ * system calls) */
 static int peer_reachable(struct soft_qp *qp)
 {
 	if (qp->path_down) /* IB mode: its link is down (apm.c) */
 		return 0;
-	return peer_listed(qp) && soft_pid_alive(qp->peer_pid, qp->peer_start);
+	return peer_listed(qp) &&
+	       (peer_answered(qp, &qp->alive_acked) ||
+		soft_pid_alive(qp->peer_pid, qp->peer_start));
 }
 
 /* soft_sweep_max -- SOFTRDMA_SWEEP_MAX: up to how many QPs a context
@@ -638,7 +663,8 @@ static uint8_t *peer_map(struct soft_qp *qp, const struct soft_reg_mr *w,
 	 * (then so does the copy that replaces this one) */
 	now = soft_now_ns();
 	if (now - qp->map_alive > SOFT_LIVENESS_NS) {
-		if (!soft_pid_alive(qp->peer_pid, qp->peer_start))
+		if (!peer_answered(qp, &qp->map_acked) &&
+		    !soft_pid_alive(qp->peer_pid, qp->peer_start))
 			return NULL;
 		qp->map_alive = now;
 	}

@@ -1022,6 +1022,9 @@ struct soft_qp {
 	int no_serve; /* process_vm_writev refused: the responder serves */
 	uint64_t wait_msgno, wait_since; /* head message untouched since */
 	uint64_t map_alive; /* ns: the peer was last found alive (peer_map) */
+	/* the peer's ACK at the last liveness look of tx_qp and of peer_map:
+	 * one that moved since needs no system call (data.c peer_answered) */
+	uint64_t alive_acked, map_acked;
 	/* fast_push: the message after the last one it placed; SENDs left
 	 * to the ring before it tries again; SENDs it placed (ever) */
 	uint64_t push_next;

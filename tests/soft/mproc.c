@@ -2,6 +2,7 @@
 /* mproc.c -- two processes: send/recv, write, read, atomics, peer death */
 #include "config.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,12 +410,133 @@ static void test_lazy_ack(void)
 	close(rfd);
 }
 
+/*
+ * A sender whose peer keeps answering asks the kernel nothing about it:
+ * the liveness look (every SOFT_LIVENESS_NS while a send is in flight,
+ * data.c tx_qp) takes an ACK that moved since the last one as the
+ * peer's word (peer_answered), as an HCA's transport timer restarts at
+ * every ACK; only a peer that went quiet costs the look its system
+ * calls (a read of /proc/PID/stat among them, counted here in this
+ * process's read calls, /proc/self/io syscr).
+ */
+#define ANSWER_MS 200
+
+/* answering_responder -- the child of test_answered: echoes each 8-byte
+ * message back (a signalled SEND) until one holds ~0 */
+static int answering_responder(int rfd, int wfd)
+{
+	struct side s;
+	struct ibv_wc wc;
+	uint64_t v = 0;
+	int i;
+
+	if (setup(&s, rfd, wfd, 14, 7))
+		return 1;
+	for (i = 0; i < 64; i++)
+		t_post_recv(s.qp, s.buf + (size_t)i * 8, 8, s.mr->lkey,
+			    (uint64_t)i);
+	t_xsend(wfd, "r", 1);
+	while (v != ~(uint64_t)0) {
+		if (t_wait(s.t.cq, &wc, 1, 10000) != 1 ||
+		    wc.status != IBV_WC_SUCCESS)
+			return 2;
+		if (wc.opcode != IBV_WC_RECV)
+			continue; /* an echo's completion */
+		memcpy(&v, s.buf + wc.wr_id * 8, 8);
+		memcpy(s.buf + BIG, &v, 8);
+		t_post_recv(s.qp, s.buf + wc.wr_id * 8, 8, s.mr->lkey,
+			    wc.wr_id);
+		if (t_post(s.qp, IBV_WR_SEND, s.buf + BIG, 8, s.mr->lkey, 100,
+			   IBV_SEND_SIGNALED, 0, 0))
+			return 3;
+	}
+	t_xrecv(rfd, &v, 1); /* parent is done with us */
+	teardown(&s);
+	return 0;
+}
+
+/* reads_done -- this process's read system calls so far, -1 unknown */
+static long long reads_done(void)
+{
+	char buf[512];
+	const char *p;
+	long long v = -1;
+	ssize_t n;
+	int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strstr(buf, "syscr: ");
+	if (p)
+		v = atoll(p + 7);
+	return v;
+}
+
+static void test_answered(void)
+{
+	struct ibv_wc wc[2];
+	struct side s;
+	uint64_t i, v, back;
+	long long r0, r1;
+	double t0, dt;
+	int rfd, wfd, st = 0, got, err = 0;
+	char c;
+	pid_t pid;
+
+	pid = t_spawn(answering_responder, &rfd, &wfd);
+	if (pid < 0)
+		bail_out("pipe or fork");
+	ok(setup(&s, rfd, wfd, 14, 7) == 0, "answered: setup");
+	t_xrecv(rfd, &c, 1);
+	r0 = reads_done();
+	t0 = now_ms();
+	for (i = 0; !err; i++) {
+		dt = now_ms() - t0;
+		v = dt < ANSWER_MS ? i : ~(uint64_t)0;
+		memcpy(s.buf + BIG, &v, 8);
+		t_post_recv(s.qp, s.buf, 8, s.mr->lkey, 1);
+		if (t_post(s.qp, IBV_WR_SEND, s.buf + BIG, 8, s.mr->lkey, 2,
+			   IBV_SEND_SIGNALED, 0, 0))
+			break;
+		/* our SEND's completion and the echo, either first */
+		got = t_wait(s.t.cq, wc, 2, 10000);
+		memcpy(&back, s.buf, 8);
+		err = got != 2 || wc[0].status != IBV_WC_SUCCESS ||
+		      wc[1].status != IBV_WC_SUCCESS || back != v;
+		if (v == ~(uint64_t)0)
+			break;
+	}
+	r1 = reads_done();
+	ok(!err && i > 0, "answered: %llu round trips in %.0f ms, each echoed",
+	   (unsigned long long)i, now_ms() - t0);
+	if (r0 < 0 || r1 < 0)
+		skip_one("no /proc/self/io");
+	else
+		/* one read each look otherwise: some ANSWER_MS / 10 */
+		ok(r1 - r0 <= 3,
+		   "answered: no liveness look asked the kernel (%lld reads)",
+		   r1 - r0);
+	t_xsend(wfd, "d", 1);
+	waitpid(pid, &st, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "answered: child exited (%d)",
+	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	teardown(&s);
+	close(wfd);
+	close(rfd);
+}
+
 int main(void)
 {
 	t_isolate("mproc");
 	test_traffic();
 	test_peer_death();
 	test_lazy_ack();
+	test_answered();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left (dead peer's too)");
 	return done_testing();
 }
