@@ -487,7 +487,7 @@ static void test_answered(void)
 	struct side s;
 	uint64_t i, v, back;
 	long long r0, r1, allow = 0;
-	double t0, t1, dt, period = SOFT_LIVENESS_NS / 1e6;
+	double t0, t1, rt, period = SOFT_LIVENESS_NS / 1e6;
 	int rfd, wfd, st = 0, got, err = 0;
 	char c;
 	pid_t pid;
@@ -500,8 +500,7 @@ static void test_answered(void)
 	r0 = reads_done();
 	t0 = now_ms();
 	for (i = 0; !err; i++) {
-		dt = now_ms() - t0;
-		v = dt < ANSWER_MS ? i : ~(uint64_t)0;
+		v = now_ms() - t0 < ANSWER_MS ? i : ~(uint64_t)0;
 		memcpy(s.buf + BIG, &v, 8);
 		t_post_recv(s.qp, s.buf, 8, s.mr->lkey, 1);
 		if (t_post(s.qp, IBV_WR_SEND, s.buf + BIG, 8, s.mr->lkey, 2,
@@ -510,8 +509,9 @@ static void test_answered(void)
 		/* our SEND's completion and the echo, either first */
 		t1 = now_ms();
 		got = t_wait(s.t.cq, wc, 2, 10000);
-		if (now_ms() - t1 >= period)
-			allow += (long long)((now_ms() - t1) / period) + 1;
+		rt = now_ms() - t1;
+		if (rt >= period)
+			allow += (long long)(rt / period) + 1;
 		memcpy(&back, s.buf, 8);
 		err = got != 2 || wc[0].status != IBV_WC_SUCCESS ||
 		      wc[1].status != IBV_WC_SUCCESS || back != v;
