@@ -73,6 +73,35 @@ static void teardown(struct side *s)
 	free(s->buf);
 }
 
+/* peer_start -- fork the child CHILD and set our side up with it
+ * (setup's TIMEOUT and RETRY), checked as NAME; the child's pid */
+static pid_t peer_start(int (*child)(int, int), struct side *s, int *rfd,
+			int *wfd, int timeout, int retry, const char *name)
+{
+	pid_t pid = t_spawn(child, rfd, wfd);
+
+	if (pid < 0)
+		bail_out("pipe or fork");
+	ok(setup(s, *rfd, *wfd, timeout, retry) == 0, "%s", name);
+	return pid;
+}
+
+/* peer_end -- wait for the child (its clean exit checked as NAME; NULL:
+ * one that was killed), then take our side down */
+static void peer_end(pid_t pid, struct side *s, int rfd, int wfd,
+		     const char *name)
+{
+	int st = 0;
+
+	waitpid(pid, &st, 0);
+	if (name)
+		ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s (%d)", name,
+		   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	teardown(s);
+	close(wfd);
+	close(rfd);
+}
+
 static void fill(char *p, size_t n, unsigned seed)
 {
 	size_t i;
@@ -135,7 +164,7 @@ static int responder_main(int rfd, int wfd)
 
 static void test_traffic(void)
 {
-	int rfd, wfd, res = 0, st = 0, i, n;
+	int rfd, wfd, res = 0, i, n;
 	struct side s;
 	struct ibv_wc wc;
 	struct ibv_send_wr wr, *bad;
@@ -143,10 +172,7 @@ static void test_traffic(void)
 	uint64_t *ctr, *old;
 	pid_t pid;
 
-	pid = t_spawn(responder_main, &rfd, &wfd);
-	if (pid < 0)
-		bail_out("pipe or fork");
-	ok(setup(&s, rfd, wfd, 14, 7) == 0, "parent setup");
+	pid = peer_start(responder_main, &s, &rfd, &wfd, 14, 7, "parent setup");
 	for (i = 0; i < 3; i++) {
 		uint32_t len = i == 0 ? 8 : i == 1 ? 4096 : BIG;
 
@@ -212,11 +238,7 @@ static void test_traffic(void)
 	t_xrecv(rfd, &res, sizeof(res));
 	is_int(res, 0xf, "responder checks (sizes 8/4K/1M, write+imm)");
 	t_xsend(wfd, "x", 1);
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "responder exited cleanly");
-	teardown(&s);
-	close(wfd);
-	close(rfd);
+	peer_end(pid, &s, rfd, wfd, "responder exited cleanly");
 }
 
 static int victim(int rfd, int wfd)
@@ -232,18 +254,16 @@ static int victim(int rfd, int wfd)
 
 static void test_peer_death(void)
 {
-	int rfd, wfd, st, i, n;
+	int rfd, wfd, i, n;
 	struct side s;
 	struct ibv_wc wc[4];
 	double t0, dt;
 	char r;
 	pid_t pid;
 
-	pid = t_spawn(victim, &rfd, &wfd);
-	if (pid < 0)
-		bail_out("pipe or fork");
 	/* timeout 10 (4.2 ms) x (retry_cnt 3 + 1) = 16.8 ms */
-	ok(setup(&s, rfd, wfd, 10, 3) == 0, "setup with the victim");
+	pid = peer_start(victim, &s, &rfd, &wfd, 10, 3,
+			 "setup with the victim");
 	t_xrecv(rfd, &r, 1);
 	for (i = 0; i < 4; i++)
 		t_post(s.qp, IBV_WR_SEND, s.buf, 64, s.mr->lkey, (uint64_t)i,
@@ -268,10 +288,7 @@ static void test_peer_death(void)
 	ok(t_wait(s.t.cq, wc, 1, 30000) == 1 &&
 		   wc[0].status == IBV_WC_WR_FLUSH_ERR,
 	   "later write flushed");
-	waitpid(pid, &st, 0);
-	teardown(&s);
-	close(wfd);
-	close(rfd);
+	peer_end(pid, &s, rfd, wfd, NULL);
 }
 
 /*
@@ -283,6 +300,22 @@ static void test_peer_death(void)
  */
 #define LAZY_TOTAL 512 /* messages the child takes, numbered from 0 */
 
+/* echo_side -- a child's side of 8-byte messages: set up, 64 receives
+ * posted (buffer i at buf + i * 8, wr_id i), then the ready byte; 0 or
+ * setup's failure */
+static int echo_side(struct side *s, int rfd, int wfd)
+{
+	int i;
+
+	if (setup(s, rfd, wfd, 14, 7))
+		return -1;
+	for (i = 0; i < 64; i++)
+		t_post_recv(s->qp, s->buf + (size_t)i * 8, 8, s->mr->lkey,
+			    (uint64_t)i);
+	t_xsend(wfd, "r", 1);
+	return 0;
+}
+
 /* lazy_responder -- the child of test_lazy_ack: takes LAZY_TOTAL 8-byte
  * messages, each its number, with 64 receives posted, reposted as they
  * complete; after the count the parent sends (an int) it writes a byte */
@@ -293,12 +326,8 @@ static int lazy_responder(int rfd, int wfd)
 	uint64_t v;
 	int i, upto, bad = 0;
 
-	if (setup(&s, rfd, wfd, 14, 7))
+	if (echo_side(&s, rfd, wfd))
 		return 1;
-	for (i = 0; i < 64; i++)
-		t_post_recv(s.qp, s.buf + (size_t)i * 8, 8, s.mr->lkey,
-			    (uint64_t)i);
-	t_xsend(wfd, "r", 1);
 	t_xrecv(rfd, &upto, sizeof(upto));
 	for (i = 0; i < LAZY_TOTAL; i++) {
 		if (t_wait(s.t.cq, &wc, 1, 10000) != 1 ||
@@ -335,14 +364,12 @@ static void test_lazy_ack(void)
 	struct ibv_wc wc[4];
 	struct side s;
 	uint64_t n = 0;
-	int rfd, wfd, st = 0, bad = -1, upto, half, i, err = 0;
+	int rfd, wfd, bad = -1, upto, half, i, err = 0;
 	char c;
 	pid_t pid;
 
-	pid = t_spawn(lazy_responder, &rfd, &wfd);
-	if (pid < 0)
-		bail_out("pipe or fork");
-	ok(setup(&s, rfd, wfd, 14, 7) == 0, "lazy ACK: setup");
+	pid = peer_start(lazy_responder, &s, &rfd, &wfd, 14, 7,
+			 "lazy ACK: setup");
 	ibv_query_qp(s.qp, &qa, IBV_QP_CAP, &qi);
 	half = (int)qa.cap.max_send_wr / 2 + 1;
 	t_xrecv(rfd, &c, 1);
@@ -404,11 +431,7 @@ static void test_lazy_ack(void)
 	   "completion (%d, %d)",
 	   err, i);
 	t_xsend(wfd, &upto, sizeof(upto));
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "lazy ACK: child exited");
-	teardown(&s);
-	close(wfd);
-	close(rfd);
+	peer_end(pid, &s, rfd, wfd, "lazy ACK: child exited");
 }
 
 /*
@@ -432,14 +455,9 @@ static int answering_responder(int rfd, int wfd)
 	struct side s;
 	struct ibv_wc wc;
 	uint64_t v = 0;
-	int i;
 
-	if (setup(&s, rfd, wfd, 14, 7))
+	if (echo_side(&s, rfd, wfd))
 		return 1;
-	for (i = 0; i < 64; i++)
-		t_post_recv(s.qp, s.buf + (size_t)i * 8, 8, s.mr->lkey,
-			    (uint64_t)i);
-	t_xsend(wfd, "r", 1);
 	while (v != ~(uint64_t)0) {
 		if (t_wait(s.t.cq, &wc, 1, 10000) != 1 ||
 		    wc.status != IBV_WC_SUCCESS)
@@ -488,14 +506,12 @@ static void test_answered(void)
 	uint64_t i, v, back;
 	long long r0, r1, allow = 0;
 	double t0, t1, rt, period = SOFT_LIVENESS_NS / 1e6;
-	int rfd, wfd, st = 0, got, err = 0;
+	int rfd, wfd, got, err = 0;
 	char c;
 	pid_t pid;
 
-	pid = t_spawn(answering_responder, &rfd, &wfd);
-	if (pid < 0)
-		bail_out("pipe or fork");
-	ok(setup(&s, rfd, wfd, 14, 7) == 0, "answered: setup");
+	pid = peer_start(answering_responder, &s, &rfd, &wfd, 14, 7,
+			 "answered: setup");
 	t_xrecv(rfd, &c, 1);
 	r0 = reads_done();
 	t0 = now_ms();
@@ -530,12 +546,7 @@ static void test_answered(void)
 		   "%lld allowed for slow round trips)",
 		   r1 - r0, allow);
 	t_xsend(wfd, "d", 1);
-	waitpid(pid, &st, 0);
-	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "answered: child exited (%d)",
-	   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	teardown(&s);
-	close(wfd);
-	close(rfd);
+	peer_end(pid, &s, rfd, wfd, "answered: child exited");
 }
 
 int main(void)
