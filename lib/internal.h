@@ -29,6 +29,8 @@
 
 struct rdmamsg__ops;
 struct rdmamsg__loop;
+struct io_uring_cqe;
+struct io_uring_sqe;
 
 /* ---- intrusive doubly linked list ---------------------------------- */
 
@@ -337,6 +339,34 @@ struct rdmamsg_ctx_attr {
 	void *wakeup_arg;
 };
 
+/* watch.c: a busy-polling caller sees a readable channel without a
+ * system call (an io_uring's multishot poll of the epoll fd) */
+enum rdmamsg__watch_state {
+	RDMAMSG__WATCH_UNTRIED, /* no ring yet */
+	RDMAMSG__WATCH_ON,	/* the bit read every pass */
+	RDMAMSG__WATCH_OFF,    /* a ring, the bit not read: the caller blocks */
+	RDMAMSG__WATCH_FAILED, /* no ring for good: periodic looks */
+};
+
+struct rdmamsg__watch {
+	enum rdmamsg__watch_state state;
+	/* the word a pass tests RDMAMSG__WATCH_BIT of: the ring's flags
+	 * while ON, else a constant 0 */
+	const unsigned int *flags;
+	const unsigned int *ring_flags; /* the ring's flags word */
+	int fd;				/* the ring (-1: none) */
+	void *ring;
+	struct io_uring_sqe *sqes;
+	size_t ring_len, sqes_len;
+	unsigned int *sq_tail, *sq_array, *cq_head, *cq_tail;
+	unsigned int sq_mask, cq_mask;
+	struct io_uring_cqe *cqes;
+};
+
+/* a busy pass's look at the channels while the watch is ON: a safety net
+ * only (what the watch would miss: nothing known) */
+#define RDMAMSG__WATCH_LOOK_NS 100000000ull
+
 /* a busy pass's look at the channels while an endpoint waits for CM
  * events (ctx->cm_waits; loop.c looks every millisecond otherwise): a
  * handshake, and the first message, which waits for the passive side to
@@ -401,6 +431,10 @@ struct rdmamsg_ctx {
 	 * says -EBUSY (rdmamsg_group_attr_set_poll_us; 0: blocks at once) */
 	uint64_t poll_until;
 	int kicked; /* the eventfd was written (any thread): look now */
+	/* rdmamsg_ctx_arm() said 0 (the caller blocks) since the last
+	 * periodic look at the channels */
+	int slept;
+	struct rdmamsg__watch watch;
 	void (*wakeup_cb)(struct rdmamsg_ctx *ctx, void *arg);
 	void *wakeup_arg;
 	/* rdmamsg_ctx_wakeup() was called (any thread) since the wakeup
@@ -491,6 +525,24 @@ void rdmamsg__loop_ref(struct rdmamsg_ctx *ctx);
 void rdmamsg__loop_unref(struct rdmamsg_ctx *ctx);
 void rdmamsg__loop_kick(struct rdmamsg_ctx *ctx);
 int rdmamsg__loop_timerfd_set(struct rdmamsg_ctx *ctx, uint64_t due_ns);
+
+/* watch.c */
+void rdmamsg__watch_init(struct rdmamsg_ctx *ctx);
+void rdmamsg__watch_fini(struct rdmamsg_ctx *ctx);
+void rdmamsg__watch_busy(struct rdmamsg_ctx *ctx);
+void rdmamsg__watch_sleep(struct rdmamsg_ctx *ctx);
+void rdmamsg__watch_spend(struct rdmamsg_ctx *ctx);
+
+/* the bit the kernel sets in the ring's flags: IORING_SQ_TASKRUN */
+#define RDMAMSG__WATCH_BIT (1u << 2)
+
+/* rdmamsg__watch_fired -- a channel became readable since the watch's
+ * last spend (only while ON) */
+static inline unsigned int rdmamsg__watch_fired(const struct rdmamsg_ctx *ctx)
+{
+	return __atomic_load_n(ctx->watch.flags, __ATOMIC_RELAXED) &
+	       RDMAMSG__WATCH_BIT;
+}
 
 /* dispatch.c */
 int rdmamsg__dispatch_open(struct rdmamsg_ctx *ctx, enum rdmamsg_fabric want);

@@ -34,9 +34,11 @@ struct rdmamsg__loop {
 };
 
 /* a busy-polling caller's look at the channels (CM events, async events,
- * a timer that the due check below missed): rare enough to cost no system
+ * a timer that the due check below missed) where the watch (watch.c) does
+ * not tell it when they became readable: rare enough to cost no system
  * call per message; every RDMAMSG__LOOK_HS_NS instead while an endpoint
- * resolves or connects (ctx->cm_waits) */
+ * resolves or connects (ctx->cm_waits); every RDMAMSG__WATCH_LOOK_NS, a
+ * safety net, while the watch is ON */
 #define EPOLL_EVERY_NS 1000000ull
 
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
@@ -140,6 +142,7 @@ int rdmamsg__loop_init(struct rdmamsg_ctx *ctx, struct ev_loop *loop)
 {
 	int ret;
 
+	rdmamsg__watch_init(ctx);
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ctx->epfd < 0)
 		return -errno;
@@ -218,6 +221,7 @@ void rdmamsg__loop_fini(struct rdmamsg_ctx *ctx)
 		free(ctx->lp);
 		ctx->lp = NULL;
 	}
+	rdmamsg__watch_fini(ctx);
 	close(ctx->efd);
 	close(ctx->tfd);
 	close(ctx->epfd);
@@ -439,19 +443,37 @@ static void drain_fd(int fd)
 	}
 }
 
+/* look_every -- a busy pass's interval between its looks at the channels */
+static uint64_t look_every(const struct rdmamsg_ctx *ctx)
+{
+	if (ctx->cm_waits)
+		return RDMAMSG__LOOK_HS_NS;
+	if (ctx->watch.state == RDMAMSG__WATCH_ON)
+		return RDMAMSG__WATCH_LOOK_NS;
+	return EPOLL_EVERY_NS;
+}
+
 /* channels -- a pass's look at the epoll set: CM, completion-channel,
  * timer, async and wake-up events; *timers set when timers are due.  Out
- * of line: a busy-polling pass comes here once a millisecond. */
+ * of line: a busy-polling pass comes here when the watch fired, or once
+ * a millisecond without it.  A periodic look that finds the caller spun
+ * through the whole period (no rdmamsg_ctx_arm() said 0 since the last
+ * look) turns the watch on. */
 static __attribute__((noinline)) void channels(struct rdmamsg_ctx *ctx,
 					       int *timers)
 {
 	struct epoll_event evs[8];
 	int n, i;
 
+	if (rdmamsg__watch_fired(ctx))
+		rdmamsg__watch_spend(ctx);
+	else if (!ctx->force_epoll && !ctx->slept && ctx->looked &&
+		 ctx->watch.state != RDMAMSG__WATCH_ON)
+		rdmamsg__watch_busy(ctx);
+	ctx->slept = 0;
 	ctx->force_epoll = 0;
 	ctx->looked = ctx->ifc.pass;
-	ctx->next_epoll = ctx->now + (ctx->cm_waits ? RDMAMSG__LOOK_HS_NS
-						    : EPOLL_EVERY_NS);
+	ctx->next_epoll = ctx->now + look_every(ctx);
 	n = epoll_wait(ctx->epfd, evs, 8, 0);
 	for (i = 0; i < n; i++) {
 		switch (evs[i].data.u32) {
@@ -536,10 +558,10 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 	/* a caller spinning on progress (busy polling) needs the channels
 	 * only now and then: the CQs are polled directly below (never
 	 * armed while it spins: rdmamsg_ctx_arm), due timers are seen from
-	 * the heap, a kick from the flag it sets; CM and async events may
-	 * wait EPOLL_EVERY_NS (RDMAMSG__LOOK_HS_NS during a handshake).
-	 * One that woke from the fd (libev, or arm() saw it readable)
-	 * always looks. */
+	 * the heap, a kick from the flag it sets; CM and async events from
+	 * the watch's bit (watch.c), or within EPOLL_EVERY_NS without it
+	 * (RDMAMSG__LOOK_HS_NS during a handshake).  One that woke from the
+	 * fd (libev, or arm() saw it readable) always looks. */
 	due = rdmamsg__timers_due(&ctx->timers);
 	if (RDMAMSG_UNLIKELY(due && due <= ctx->now))
 		timers = 1; /* the timerfd may lag: its slack */
@@ -547,7 +569,8 @@ RDMAMSG_EXPORT int rdmamsg_ctx_progress(struct rdmamsg_ctx *ctx)
 		__atomic_store_n(&ctx->kicked, 0, __ATOMIC_RELAXED);
 		ctx->force_epoll = 1;
 	}
-	if (ctx->force_epoll || ctx->now >= ctx->next_epoll)
+	if (ctx->force_epoll || ctx->now >= ctx->next_epoll ||
+	    RDMAMSG_UNLIKELY(rdmamsg__watch_fired(ctx)))
 		channels(ctx, &timers);
 
 	/* completions: one CQ, only the endpoints that had some */
@@ -618,8 +641,11 @@ RDMAMSG_EXPORT int rdmamsg_ctx_arm(struct rdmamsg_ctx *ctx)
 	/* every CQ is armed (a completion from here on makes the channel
 	 * readable) and channel fds are level triggered in the epoll set, so
 	 * nothing can be lost from here on; whatever ends the caller's wait,
-	 * the next pass looks at the channels (it does not know it waited) */
+	 * the next pass looks at the channels (it does not know it waited).
+	 * The watch's bit is not read while the caller blocks. */
 	ctx->force_epoll = 1;
+	ctx->slept = 1;
+	rdmamsg__watch_sleep(ctx);
 	return 0;
 }
 

@@ -26,7 +26,8 @@ esac
 # progress thread aside); a forked child of a threaded process that
 # starts threads is beyond TSan (README)
 tsan_tests="tests/soft/mthreads tests/soft/hints tests/soft/events \
-tests/soft/eintr tests/core/threads tests/core/loopwake tests/cm/cm_eintr"
+tests/soft/eintr tests/core/threads tests/core/loopwake tests/cm/cm_eintr \
+tests/core/watch"
 
 # shellcheck disable=SC2086
 "$top/scripts/setup.sh" "$build" $flags

@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * watch.c -- a busy-polling context learns that a channel became readable
+ * from its watch (lib/watch.c: an io_uring's multishot poll of the epoll
+ * fd, whose deferred work sets a bit in shared memory), not from a look
+ * at the epoll fd once a millisecond.  Two contexts of this process, one
+ * thread; this program's epoll_wait() and syscall() come before libc's
+ * for librdmamsg, and count its calls.
+ *
+ * - busy: after a millisecond of passes without a wait both watches are
+ *   ON; 200 ms of messages make at most the safety net's few epoll_wait
+ *   calls (a look every millisecond would make some 400);
+ * - a connection request reaches a busy server whose periodic look never
+ *   comes (its next_epoll held at the end of time): only the watch can
+ *   tell it;
+ * - a caller that blocks turns the watch OFF: the wake-ups of its waits
+ *   cost no io_uring_enter; a millisecond of spinning turns it ON again;
+ * - another thread that progresses the context: the ring serves only its
+ *   maker (IORING_SETUP_SINGLE_ISSUER), so the watch gives up (FAILED)
+ *   and the periodic looks come back, messages still delivered;
+ * - RDMAMSG_NO_WATCH=1: FAILED from the start, a look every millisecond
+ *   (200 ms of messages: at least 100 epoll_wait calls), and the request
+ *   of the second check is not seen without the periodic look: that
+ *   check can fail;
+ * - the contexts destroyed, no file descriptor is left (against the count
+ *   after RDMAMSG_NO_WATCH's contexts, which run first: softrdma keeps
+ *   some of its own once loaded).
+ * Where the kernel refuses such a ring (before 6.1, a seccomp filter) the
+ * checks of the watch are skipped, and RDMAMSG_NO_WATCH's still run.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+
+#include <linux/io_uring.h>
+
+#include "../tap.h"
+#include "util.h"
+#include "internal.h"
+
+static unsigned long n_epoll, n_enter;
+/* the epoll fds whose epoll_wait calls count: the contexts' (softrdma's
+ * CM thread waits on one of its own) */
+static int counted[3] = {-1, -1, -1};
+
+/* epoll_wait -- librdmamsg's, counted (epoll_pwait does the same) */
+__attribute__((visibility("default"))) int epoll_wait(int epfd,
+						      struct epoll_event *evs,
+						      int max, int timeout)
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (__atomic_load_n(&counted[i], __ATOMIC_RELAXED) == epfd)
+			__atomic_add_fetch(&n_epoll, 1, __ATOMIC_RELAXED);
+	return epoll_pwait(epfd, evs, max, timeout, NULL);
+}
+
+/* syscall -- librdmamsg's io_uring_enter, counted */
+__attribute__((visibility("default"))) long syscall(long nr, ...)
+{
+	static long (*real)(long, ...);
+	long a[6];
+	va_list ap;
+	int i;
+
+	if (!real)
+		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+	va_start(ap, nr);
+	for (i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (nr == __NR_io_uring_enter)
+		__atomic_add_fetch(&n_enter, 1, __ATOMIC_RELAXED);
+	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* count -- one of the counts, now */
+static unsigned long count(unsigned long *c)
+{
+	return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+/* count_fds -- epoll_wait calls on these contexts' epoll fds count */
+static void count_fds(struct rdmamsg_ctx *a, struct rdmamsg_ctx *b,
+		      struct rdmamsg_ctx *c)
+{
+	struct rdmamsg_ctx *ctx[3] = {a, b, c};
+	int i, fd;
+
+	for (i = 0; i < 3; i++) {
+		rdmamsg_ctx_get_fd(ctx[i], &fd);
+		__atomic_store_n(&counted[i], fd, __ATOMIC_RELAXED);
+	}
+}
+
+/* uring_usable -- the kernel makes a ring as lib/watch.c asks for one */
+static int uring_usable(void)
+{
+	struct io_uring_params p;
+	long fd;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		  IORING_SETUP_TASKRUN_FLAG;
+	fd = syscall(__NR_io_uring_setup, 2, &p);
+	if (fd < 0)
+		return 0;
+	close((int)fd);
+	return 1;
+}
+
+/* open_fds -- file descriptors open in this process */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		bail_out("/proc/self/fd");
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ., .. and the DIR's own */
+}
+
+static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
+		       uint32_t imm, unsigned int flags, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	if (len != 5 || memcmp(data, "hello", 5))
+		s->bad++;
+	s->got++;
+}
+
+static const struct rdmamsg_ep_cbs cbs = {
+	.on_connect = test_side_on_connect,
+	.on_recv = on_recv_cb,
+	.on_disconnect = test_side_on_disconnect,
+};
+
+struct pair {
+	struct test_side srv, cli;
+	char addr[64];
+};
+
+/* connect_pair -- srv listening on sctx, cli connected to it from cctx */
+static void connect_pair(struct pair *p, struct rdmamsg_ctx *sctx,
+			 struct rdmamsg_ctx *cctx)
+{
+	memset(p, 0, sizeof(*p));
+	p->srv.ctx = sctx;
+	p->cli.ctx = cctx;
+	p->srv.cbs = &cbs;
+	if (test_side_listen(&p->srv, NULL, p->addr, sizeof(p->addr)) ||
+	    rdmamsg_connect(cctx, p->addr, NULL, &cbs, &p->cli, &p->cli.ep))
+		bail_out("listen, connect");
+	TEST_RUN2_WHILE(&p->srv, &p->cli, !p->cli.up || !p->srv.up, 10000);
+	if (!p->cli.up || p->cli.status || !p->srv.up || p->srv.status)
+		bail_out("not connected");
+}
+
+/* spin -- busy passes of both sides for ms, the client sending "hello"
+ * whenever it may; the messages sent */
+static uint64_t spin(struct pair *p, int ms)
+{
+	long long end = test_now_ms() + ms;
+	uint64_t sent = 0;
+
+	while (test_now_ms() < end) {
+		if (rdmamsg_send(p->cli.ep, "hello", 5, NULL) == 0)
+			sent++;
+		rdmamsg_ctx_progress(p->cli.ctx);
+		rdmamsg_ctx_progress(p->srv.ctx);
+	}
+	return sent;
+}
+
+/* messages -- 200 ms of busy messages: the library's epoll_wait calls
+ * meanwhile; every message delivered intact (the rest of them taken
+ * busy too: a wait would turn the watches OFF) */
+static unsigned long messages(struct pair *p, const char *what)
+{
+	long long end;
+	uint64_t got0, sent;
+	unsigned long e0;
+
+	spin(p, 5); /* the watches turn ON within a millisecond */
+	e0 = count(&n_epoll);
+	got0 = p->srv.got;
+	sent = spin(p, 200);
+	e0 = count(&n_epoll) - e0;
+	end = test_now_ms() + 5000;
+	while (p->srv.got - got0 < sent && test_now_ms() < end) {
+		rdmamsg_ctx_progress(p->cli.ctx);
+		rdmamsg_ctx_progress(p->srv.ctx);
+	}
+	ok(sent > 0 && p->srv.got - got0 == sent && !p->srv.bad,
+	   "%s: %llu messages sent busy, all delivered intact", what,
+	   (unsigned long long)sent);
+	return e0;
+}
+
+/* request_unlooked -- a second client's connection request to p's busy
+ * server, whose periodic look is held off: 1 once accepted within ms */
+static int request_unlooked(struct pair *p, struct rdmamsg_ctx *c2ctx, int ms)
+{
+	static struct test_side c2;
+	long long end = test_now_ms() + ms;
+	struct rdmamsg_ep *first = p->srv.ep;
+	int accepted = 0;
+
+	memset(&c2, 0, sizeof(c2));
+	c2.ctx = c2ctx;
+	if (rdmamsg_connect(c2ctx, p->addr, NULL, &cbs, &c2, &c2.ep))
+		bail_out("connect");
+	while (!accepted && test_now_ms() < end) {
+		p->srv.ctx->next_epoll = UINT64_MAX;
+		rdmamsg_ctx_progress(p->srv.ctx);
+		rdmamsg_ctx_progress(c2ctx);
+		accepted = p->srv.ep != first;
+	}
+	/* now with the periodic looks: connected, then closed */
+	TEST_RUN2_WHILE(&p->srv, &c2, !c2.up || !p->srv.up, 10000);
+	if (!c2.up || c2.status)
+		bail_out("second client not connected");
+	/* the second server endpoint reports to p->srv too (on_req) */
+	rdmamsg_ep_close(c2.ep, test_side_on_close);
+	p->srv.disc = 0;
+	test_run2(&p->srv, &c2, &p->srv.disc, 5000);
+	rdmamsg_ep_close(p->srv.ep, test_side_on_close);
+	test_run2(&p->srv, &c2, &c2.closed, 5000);
+	test_run2(&p->srv, &c2, &p->srv.closed, 5000);
+	if (!c2.closed || !p->srv.closed)
+		bail_out("second connection not closed");
+	p->srv.ep = first;
+	p->srv.disc = p->srv.closed = 0;
+	return accepted;
+}
+
+/* other_thread -- progress the pair from a thread that did not make the
+ * rings */
+static void *other_thread(void *arg)
+{
+	struct pair *p = arg;
+
+	rdmamsg_ctx_wakeup(p->srv.ctx); /* the epoll fd readable: fired */
+	spin(p, 50);
+	return NULL;
+}
+
+static void close_pair(struct pair *p)
+{
+	ok(test_side_close2(&p->srv, &p->cli, 5000), "closed");
+}
+
+/* no_watch -- RDMAMSG_NO_WATCH=1: no watch, a look every millisecond */
+static void no_watch(void)
+{
+	struct rdmamsg_ctx *sctx, *cctx, *c2ctx;
+	struct pair p;
+	unsigned long e;
+
+	setenv("RDMAMSG_NO_WATCH", "1", 1);
+	sctx = test_ctx();
+	cctx = test_ctx();
+	c2ctx = test_ctx();
+	count_fds(sctx, cctx, c2ctx);
+	connect_pair(&p, sctx, cctx);
+	spin(&p, 5);
+	ok(sctx->watch.state == RDMAMSG__WATCH_FAILED &&
+		   cctx->watch.state == RDMAMSG__WATCH_FAILED,
+	   "RDMAMSG_NO_WATCH: no watch");
+	e = messages(&p, "no watch");
+	ok(e >= 100,
+	   "no watch: %lu epoll_wait calls in 200 ms (a look every "
+	   "millisecond)",
+	   e);
+	ok(!request_unlooked(&p, c2ctx, 300),
+	   "no watch: the request is not seen without the periodic look");
+	close_pair(&p);
+	is_int(rdmamsg_ctx_destroy(&c2ctx), 0, "destroyed");
+	is_int(rdmamsg_ctx_destroy(&cctx), 0, "destroyed");
+	is_int(rdmamsg_ctx_destroy(&sctx), 0, "destroyed");
+	unsetenv("RDMAMSG_NO_WATCH");
+}
+
+/* watch -- the watch's checks (the kernel makes its ring) */
+static void watch(void)
+{
+	struct rdmamsg_ctx *sctx, *cctx, *c2ctx;
+	struct pair p;
+	unsigned long e, n;
+	pthread_t t;
+
+	sctx = test_ctx();
+	cctx = test_ctx();
+	c2ctx = test_ctx();
+	count_fds(sctx, cctx, c2ctx);
+	connect_pair(&p, sctx, cctx);
+	spin(&p, 5);
+	ok(sctx->watch.state == RDMAMSG__WATCH_ON &&
+		   cctx->watch.state == RDMAMSG__WATCH_ON,
+	   "busy: both watches ON (%d, %d)", sctx->watch.state,
+	   cctx->watch.state);
+	e = messages(&p, "watch ON");
+	ok(e <= 12,
+	   "watch ON: %lu epoll_wait calls in 200 ms (the safety net's few)",
+	   e);
+	ok(request_unlooked(&p, c2ctx, 10000),
+	   "watch ON: a connection request seen without the periodic look");
+
+	/* OFF while the caller blocks */
+	test_idle(sctx, 20);
+	test_idle(cctx, 20);
+	ok(sctx->watch.state == RDMAMSG__WATCH_OFF &&
+		   cctx->watch.state == RDMAMSG__WATCH_OFF,
+	   "blocking: the watches OFF");
+	n = count(&n_enter);
+	p.srv.got = 0;
+	while (rdmamsg_send(p.cli.ep, "hello", 5, NULL) == -EAGAIN)
+		rdmamsg_ctx_progress(cctx);
+	TEST_RUN2_WHILE(&p.srv, &p.cli, p.srv.got < 1, 5000);
+	n = count(&n_enter) - n;
+	ok(p.srv.got == 1 && n == 0,
+	   "blocking: a message woke the server, no io_uring_enter (%lu)", n);
+	n = count(&n_enter);
+	spin(&p, 5);
+	n = count(&n_enter) - n;
+	ok(sctx->watch.state == RDMAMSG__WATCH_ON && n <= 2,
+	   "spinning again: ON again (%lu io_uring_enter)", n);
+
+	/* another thread */
+	if (pthread_create(&t, NULL, other_thread, &p) || pthread_join(t, NULL))
+		bail_out("thread");
+	is_int(sctx->watch.state, RDMAMSG__WATCH_FAILED,
+	       "another thread: its watch gave up");
+	messages(&p, "another thread's after");
+	close_pair(&p);
+	is_int(rdmamsg_ctx_destroy(&c2ctx), 0, "destroyed");
+	is_int(rdmamsg_ctx_destroy(&cctx), 0, "destroyed");
+	is_int(rdmamsg_ctx_destroy(&sctx), 0, "destroyed");
+}
+
+int main(void)
+{
+	int fds;
+
+	test_setup("watch");
+	no_watch();
+	fds = open_fds();
+	if (uring_usable()) {
+		watch();
+	} else {
+		diag("the kernel makes no io_uring with deferred task work");
+		skip_one("the watch's checks (no ring)");
+	}
+	is_int(open_fds(), fds, "no file descriptor left");
+	return done_testing();
+}
