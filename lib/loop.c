@@ -37,8 +37,8 @@ struct rdmamsg__loop {
  * a timer that the due check below missed) where the watch (watch.c) does
  * not tell it when they became readable: rare enough to cost no system
  * call per message; every RDMAMSG__LOOK_HS_NS instead while an endpoint
- * resolves or connects (ctx->cm_waits); every RDMAMSG__WATCH_LOOK_NS, a
- * safety net, while the watch is ON */
+ * resolves or connects (ctx->cm_waits); only every RDMAMSG__WATCH_LOOK_NS,
+ * a safety net, while the watch is ON */
 #define EPOLL_EVERY_NS 1000000ull
 
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
@@ -443,13 +443,14 @@ static void drain_fd(int fd)
 	}
 }
 
-/* look_every -- a busy pass's interval between its looks at the channels */
+/* look_every -- a busy pass's interval between its looks at the channels
+ * (a watch that is ON tells it of CM events during a handshake too) */
 static uint64_t look_every(const struct rdmamsg_ctx *ctx)
 {
-	if (ctx->cm_waits)
-		return RDMAMSG__LOOK_HS_NS;
 	if (ctx->watch.state == RDMAMSG__WATCH_ON)
 		return RDMAMSG__WATCH_LOOK_NS;
+	if (ctx->cm_waits)
+		return RDMAMSG__LOOK_HS_NS;
 	return EPOLL_EVERY_NS;
 }
 

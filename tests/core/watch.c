@@ -46,6 +46,7 @@
 #include "internal.h"
 
 static unsigned long n_epoll, n_enter;
+static unsigned long n_epoll_at[3]; /* by counted[] fd */
 /* the epoll fds whose epoll_wait calls count: the contexts' (softrdma's
  * CM thread waits on one of its own) */
 static int counted[3] = {-1, -1, -1};
@@ -58,8 +59,10 @@ __attribute__((visibility("default"))) int epoll_wait(int epfd,
 	int i;
 
 	for (i = 0; i < 3; i++)
-		if (__atomic_load_n(&counted[i], __ATOMIC_RELAXED) == epfd)
+		if (__atomic_load_n(&counted[i], __ATOMIC_RELAXED) == epfd) {
 			__atomic_add_fetch(&n_epoll, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&n_epoll_at[i], 1, __ATOMIC_RELAXED);
+		}
 	return epoll_pwait(epfd, evs, max, timeout, NULL);
 }
 
@@ -213,26 +216,40 @@ static unsigned long messages(struct pair *p, const char *what)
 }
 
 /* request_unlooked -- a second client's connection request to p's busy
- * server, whose periodic look is held off: 1 once accepted within ms */
-static int request_unlooked(struct pair *p, struct rdmamsg_ctx *c2ctx, int ms)
+ * server, whose periodic look is held off: 1 once accepted within ms.
+ * The second client (c2ctx, the third context counted) spins alone for
+ * 5 ms first, and connects busy: its epoll_wait calls until up in
+ * *looks. */
+static int request_unlooked(struct pair *p, struct rdmamsg_ctx *c2ctx, int ms,
+			    unsigned long *looks)
 {
 	static struct test_side c2;
-	long long end = test_now_ms() + ms;
+	long long end = test_now_ms() + 5;
 	struct rdmamsg_ep *first = p->srv.ep;
 	int accepted = 0;
 
+	while (test_now_ms() < end)
+		rdmamsg_ctx_progress(c2ctx);
 	memset(&c2, 0, sizeof(c2));
 	c2.ctx = c2ctx;
+	*looks = count(&n_epoll_at[2]);
 	if (rdmamsg_connect(c2ctx, p->addr, NULL, &cbs, &c2, &c2.ep))
 		bail_out("connect");
+	end = test_now_ms() + ms;
 	while (!accepted && test_now_ms() < end) {
 		p->srv.ctx->next_epoll = UINT64_MAX;
 		rdmamsg_ctx_progress(p->srv.ctx);
 		rdmamsg_ctx_progress(c2ctx);
 		accepted = p->srv.ep != first;
 	}
-	/* now with the periodic looks: connected, then closed */
-	TEST_RUN2_WHILE(&p->srv, &c2, !c2.up || !p->srv.up, 10000);
+	/* now with the periodic looks: connected busy, then closed */
+	p->srv.ctx->next_epoll = 0;
+	end = test_now_ms() + 10000;
+	while ((!c2.up || !p->srv.up) && test_now_ms() < end) {
+		rdmamsg_ctx_progress(p->srv.ctx);
+		rdmamsg_ctx_progress(c2ctx);
+	}
+	*looks = count(&n_epoll_at[2]) - *looks;
 	if (!c2.up || c2.status)
 		bail_out("second client not connected");
 	/* the second server endpoint reports to p->srv too (on_req) */
@@ -287,8 +304,12 @@ static void no_watch(void)
 	   "no watch: %lu epoll_wait calls in 200 ms (a look every "
 	   "millisecond)",
 	   e);
-	ok(!request_unlooked(&p, c2ctx, 300),
+	ok(!request_unlooked(&p, c2ctx, 300, &e),
 	   "no watch: the request is not seen without the periodic look");
+	ok(e > 0,
+	   "no watch: the client's connect looks every 20 us (%lu "
+	   "epoll_wait calls)",
+	   e);
 	close_pair(&p);
 	is_int(rdmamsg_ctx_destroy(&c2ctx), 0, "destroyed");
 	is_int(rdmamsg_ctx_destroy(&cctx), 0, "destroyed");
@@ -318,8 +339,12 @@ static void watch(void)
 	ok(e <= 12,
 	   "watch ON: %lu epoll_wait calls in 200 ms (the safety net's few)",
 	   e);
-	ok(request_unlooked(&p, c2ctx, 10000),
+	ok(request_unlooked(&p, c2ctx, 10000, &e),
 	   "watch ON: a connection request seen without the periodic look");
+	ok(e <= 3,
+	   "watch ON: the client's connect, no look every 20 us (%lu "
+	   "epoll_wait calls)",
+	   e);
 
 	/* OFF while the caller blocks */
 	test_idle(sctx, 20);
