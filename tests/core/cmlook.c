@@ -28,25 +28,6 @@
 #include "util.h"
 #include "internal.h"
 
-static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
-		       uint32_t imm, unsigned int flags, void *arg)
-{
-	struct test_side *s = arg;
-
-	(void)ep;
-	(void)imm;
-	(void)flags;
-	if (len != 5 || memcmp(data, "hello", 5))
-		s->bad++;
-	s->got++;
-}
-
-static const struct rdmamsg_ep_cbs cbs = {
-	.on_connect = test_side_on_connect,
-	.on_recv = on_recv_cb,
-	.on_disconnect = test_side_on_disconnect,
-};
-
 /* spin -- busy passes of both contexts until *flag, or 10 s; in *shorts
  * the passes of a that counted a waiting endpoint, and in *late those
  * among them whose next look was further than RDMAMSG__LOOK_HS_NS */
@@ -100,7 +81,7 @@ static void sides(struct test_side *srv, struct test_side *cli,
 	memset(cli, 0, sizeof(*cli));
 	srv->ctx = sctx;
 	cli->ctx = cctx;
-	srv->cbs = &cbs;
+	srv->cbs = &test_hello_cbs;
 	accepted = 0;
 	if (test_side_listen(srv, on_req, addr, len))
 		bail_out("listen");
@@ -114,7 +95,7 @@ static void test_connection(struct rdmamsg_ctx *sctx, struct rdmamsg_ctx *cctx)
 
 	sides(&srv, &cli, sctx, cctx, addr, sizeof(addr));
 	is_int(cctx->cm_waits, 0, "client: no endpoint waits before connect");
-	if (rdmamsg_connect(cctx, addr, NULL, &cbs, &cli, &cli.ep))
+	if (rdmamsg_connect(cctx, addr, NULL, &test_hello_cbs, &cli, &cli.ep))
 		bail_out("connect");
 	is_int(cctx->cm_waits, 1, "client: its endpoint waits once connecting");
 	ok(cctx->next_epoll <= cctx->now + RDMAMSG__LOOK_HS_NS,
@@ -160,7 +141,7 @@ static void test_refused(struct rdmamsg_ctx *cctx)
 	if (!port)
 		bail_out("no port to hold");
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	if (rdmamsg_connect(cctx, addr, NULL, &cbs, &cli, &cli.ep))
+	if (rdmamsg_connect(cctx, addr, NULL, &test_hello_cbs, &cli, &cli.ep))
 		bail_out("connect");
 	is_int(cctx->cm_waits, 1, "refused: the endpoint waits");
 	test_run_until(cctx, &cli.up, 10000);
@@ -180,7 +161,7 @@ static void test_closed_at_once(struct rdmamsg_ctx *sctx,
 	char addr[64];
 
 	sides(&srv, &cli, sctx, cctx, addr, sizeof(addr));
-	if (rdmamsg_connect(cctx, addr, NULL, &cbs, &cli, &cli.ep))
+	if (rdmamsg_connect(cctx, addr, NULL, &test_hello_cbs, &cli, &cli.ep))
 		bail_out("connect");
 	rdmamsg_ep_close(cli.ep, test_side_on_close);
 	test_run2(&srv, &cli, &cli.closed, 10000);

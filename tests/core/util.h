@@ -163,6 +163,22 @@ static inline void test_side_on_connect(struct rdmamsg_ep *ep, int status,
 	s->status = status;
 }
 
+/* test_side_on_recv_hello -- on_recv for a struct test_side whose peer
+ * sends "hello": counted in got, anything else also in bad */
+static inline void test_side_on_recv_hello(struct rdmamsg_ep *ep, void *data,
+					   size_t len, uint32_t imm,
+					   unsigned int flags, void *arg)
+{
+	struct test_side *s = arg;
+
+	(void)ep;
+	(void)imm;
+	(void)flags;
+	if (len != 5 || memcmp(data, "hello", 5))
+		s->bad++;
+	s->got++;
+}
+
 /* test_side_on_disconnect -- on_disconnect for a struct test_side */
 static inline void test_side_on_disconnect(struct rdmamsg_ep *ep, int status,
 					   void *arg)
@@ -179,6 +195,14 @@ static inline void test_side_on_close(struct rdmamsg_ep *ep, void *arg)
 	(void)ep;
 	((struct test_side *)arg)->closed = 1;
 }
+
+/* test_hello_cbs -- a struct test_side's callbacks, for "hello" messages
+ * (unused where a test has its own) */
+static const struct rdmamsg_ep_cbs test_hello_cbs __attribute__((unused)) = {
+	.on_connect = test_side_on_connect,
+	.on_recv = test_side_on_recv_hello,
+	.on_disconnect = test_side_on_disconnect,
+};
 
 /* test_run2 -- drive two contexts of this process from their fds until
  * *flag or ms elapse (blocking in poll() only once both are armed) */

@@ -143,45 +143,13 @@ static int open_fds(void)
 	return n - 3; /* ., .. and the DIR's own */
 }
 
-static void on_recv_cb(struct rdmamsg_ep *ep, void *data, size_t len,
-		       uint32_t imm, unsigned int flags, void *arg)
-{
-	struct test_side *s = arg;
-
-	(void)ep;
-	(void)imm;
-	(void)flags;
-	if (len != 5 || memcmp(data, "hello", 5))
-		s->bad++;
-	s->got++;
-}
-
-static const struct rdmamsg_ep_cbs cbs = {
-	.on_connect = test_side_on_connect,
-	.on_recv = on_recv_cb,
-	.on_disconnect = test_side_on_disconnect,
-};
-
+/* struct pair -- a server context with a listener, a client context
+ * connected to it, and a second client's context (c2) */
 struct pair {
 	struct test_side srv, cli;
+	struct rdmamsg_ctx *c2;
 	char addr[64];
 };
-
-/* connect_pair -- srv listening on sctx, cli connected to it from cctx */
-static void connect_pair(struct pair *p, struct rdmamsg_ctx *sctx,
-			 struct rdmamsg_ctx *cctx)
-{
-	memset(p, 0, sizeof(*p));
-	p->srv.ctx = sctx;
-	p->cli.ctx = cctx;
-	p->srv.cbs = &cbs;
-	if (test_side_listen(&p->srv, NULL, p->addr, sizeof(p->addr)) ||
-	    rdmamsg_connect(cctx, p->addr, NULL, &cbs, &p->cli, &p->cli.ep))
-		bail_out("listen, connect");
-	TEST_RUN2_WHILE(&p->srv, &p->cli, !p->cli.up || !p->srv.up, 10000);
-	if (!p->cli.up || p->cli.status || !p->srv.up || p->srv.status)
-		bail_out("not connected");
-}
 
 /* spin -- busy passes of both sides for ms, the client sending "hello"
  * whenever it may; the messages sent */
@@ -197,6 +165,35 @@ static uint64_t spin(struct pair *p, int ms)
 		rdmamsg_ctx_progress(p->srv.ctx);
 	}
 	return sent;
+}
+
+/* open_pair -- three contexts, whose epoll_wait calls count; srv
+ * listening, cli connected to it; 5 ms of busy passes then */
+static void open_pair(struct pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->srv.ctx = test_ctx();
+	p->cli.ctx = test_ctx();
+	p->c2 = test_ctx();
+	count_fds(p->srv.ctx, p->cli.ctx, p->c2);
+	p->srv.cbs = &test_hello_cbs;
+	if (test_side_listen(&p->srv, NULL, p->addr, sizeof(p->addr)) ||
+	    rdmamsg_connect(p->cli.ctx, p->addr, NULL, &test_hello_cbs, &p->cli,
+			    &p->cli.ep))
+		bail_out("listen, connect");
+	TEST_RUN2_WHILE(&p->srv, &p->cli, !p->cli.up || !p->srv.up, 10000);
+	if (!p->cli.up || p->cli.status || !p->srv.up || p->srv.status)
+		bail_out("not connected");
+	spin(p, 5);
+}
+
+/* close_pair -- the connection closed, the three contexts destroyed */
+static void close_pair(struct pair *p)
+{
+	ok(test_side_close2(&p->srv, &p->cli, 5000), "closed");
+	ok(!rdmamsg_ctx_destroy(&p->c2) && !rdmamsg_ctx_destroy(&p->cli.ctx) &&
+		   !rdmamsg_ctx_destroy(&p->srv.ctx),
+	   "contexts destroyed");
 }
 
 /* messages -- 200 ms of busy messages: the library's epoll_wait calls
@@ -226,11 +223,10 @@ static unsigned long messages(struct pair *p, const char *what)
 
 /* request_unlooked -- a second client's connection request to p's busy
  * server, whose periodic look is held off: 1 once accepted within ms.
- * The second client (c2ctx, the third context counted) spins alone for
+ * The second client (p->c2, the third context counted) spins alone for
  * 5 ms first, and connects busy: its epoll_wait calls until up in
  * *looks. */
-static int request_unlooked(struct pair *p, struct rdmamsg_ctx *c2ctx, int ms,
-			    unsigned long *looks)
+static int request_unlooked(struct pair *p, int ms, unsigned long *looks)
 {
 	static struct test_side c2;
 	long long end = test_now_ms() + 5;
@@ -238,17 +234,17 @@ static int request_unlooked(struct pair *p, struct rdmamsg_ctx *c2ctx, int ms,
 	int accepted = 0;
 
 	while (test_now_ms() < end)
-		rdmamsg_ctx_progress(c2ctx);
+		rdmamsg_ctx_progress(p->c2);
 	memset(&c2, 0, sizeof(c2));
-	c2.ctx = c2ctx;
+	c2.ctx = p->c2;
 	*looks = count(&n_epoll_at[2]);
-	if (rdmamsg_connect(c2ctx, p->addr, NULL, &cbs, &c2, &c2.ep))
+	if (rdmamsg_connect(p->c2, p->addr, NULL, &test_hello_cbs, &c2, &c2.ep))
 		bail_out("connect");
 	end = test_now_ms() + ms;
 	while (!accepted && test_now_ms() < end) {
 		p->srv.ctx->next_epoll = UINT64_MAX;
 		rdmamsg_ctx_progress(p->srv.ctx);
-		rdmamsg_ctx_progress(c2ctx);
+		rdmamsg_ctx_progress(p->c2);
 		accepted = p->srv.ep != first;
 	}
 	/* now with the periodic looks: connected busy, then closed */
@@ -256,7 +252,7 @@ static int request_unlooked(struct pair *p, struct rdmamsg_ctx *c2ctx, int ms,
 	end = test_now_ms() + 10000;
 	while ((!c2.up || !p->srv.up) && test_now_ms() < end) {
 		rdmamsg_ctx_progress(p->srv.ctx);
-		rdmamsg_ctx_progress(c2ctx);
+		rdmamsg_ctx_progress(p->c2);
 	}
 	*looks = count(&n_epoll_at[2]) - *looks;
 	if (!c2.up || c2.status)
@@ -286,35 +282,24 @@ static void *other_thread(void *arg)
 	return NULL;
 }
 
-static void close_pair(struct pair *p)
-{
-	ok(test_side_close2(&p->srv, &p->cli, 5000), "closed");
-}
-
 /* no_watch -- contexts without a watch (why: RDMAMSG_NO_WATCH=1, or
  * the system call refused): a look every millisecond; with request, the
  * request of the watch's check is not seen without it */
 static void no_watch(const char *why, int request)
 {
-	struct rdmamsg_ctx *sctx, *cctx, *c2ctx;
 	struct pair p;
 	unsigned long e;
 
-	sctx = test_ctx();
-	cctx = test_ctx();
-	c2ctx = test_ctx();
-	count_fds(sctx, cctx, c2ctx);
-	connect_pair(&p, sctx, cctx);
-	spin(&p, 5);
-	ok(sctx->watch.state == RDMAMSG__WATCH_FAILED &&
-		   cctx->watch.state == RDMAMSG__WATCH_FAILED,
+	open_pair(&p);
+	ok(p.srv.ctx->watch.state == RDMAMSG__WATCH_FAILED &&
+		   p.cli.ctx->watch.state == RDMAMSG__WATCH_FAILED,
 	   "%s: no watch", why);
 	e = messages(&p, why);
 	ok(e >= 100,
 	   "%s: %lu epoll_wait calls in 200 ms (a look every millisecond)", why,
 	   e);
 	if (request) {
-		ok(!request_unlooked(&p, c2ctx, 300, &e),
+		ok(!request_unlooked(&p, 300, &e),
 		   "%s: the request is not seen without the periodic look",
 		   why);
 		ok(e > 0,
@@ -323,25 +308,19 @@ static void no_watch(const char *why, int request)
 		   why, e);
 	}
 	close_pair(&p);
-	is_int(rdmamsg_ctx_destroy(&c2ctx), 0, "destroyed");
-	is_int(rdmamsg_ctx_destroy(&cctx), 0, "destroyed");
-	is_int(rdmamsg_ctx_destroy(&sctx), 0, "destroyed");
 }
 
 /* watch -- the watch's checks (the kernel makes its ring) */
 static void watch(void)
 {
-	struct rdmamsg_ctx *sctx, *cctx, *c2ctx;
+	struct rdmamsg_ctx *sctx, *cctx;
 	struct pair p;
 	unsigned long e, n;
 	pthread_t t;
 
-	sctx = test_ctx();
-	cctx = test_ctx();
-	c2ctx = test_ctx();
-	count_fds(sctx, cctx, c2ctx);
-	connect_pair(&p, sctx, cctx);
-	spin(&p, 5);
+	open_pair(&p);
+	sctx = p.srv.ctx;
+	cctx = p.cli.ctx;
 	ok(sctx->watch.state == RDMAMSG__WATCH_ON &&
 		   cctx->watch.state == RDMAMSG__WATCH_ON,
 	   "busy: both watches ON (%d, %d)", sctx->watch.state,
@@ -350,7 +329,7 @@ static void watch(void)
 	ok(e <= 12,
 	   "watch ON: %lu epoll_wait calls in 200 ms (the safety net's few)",
 	   e);
-	ok(request_unlooked(&p, c2ctx, 10000, &e),
+	ok(request_unlooked(&p, 10000, &e),
 	   "watch ON: a connection request seen without the periodic look");
 	ok(e <= 3,
 	   "watch ON: the client's connect, no look every 20 us (%lu "
@@ -384,9 +363,6 @@ static void watch(void)
 	       "another thread: its watch gave up");
 	messages(&p, "another thread's after");
 	close_pair(&p);
-	is_int(rdmamsg_ctx_destroy(&c2ctx), 0, "destroyed");
-	is_int(rdmamsg_ctx_destroy(&cctx), 0, "destroyed");
-	is_int(rdmamsg_ctx_destroy(&sctx), 0, "destroyed");
 }
 
 int main(void)
