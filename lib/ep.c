@@ -659,7 +659,7 @@ static void hs_done(struct rdmamsg_ep *ep)
 
 /* cm_wait -- an endpoint starts (ON) or stops waiting for CM events: a
  * busy pass looks at the channels within RDMAMSG__LOOK_HS_NS while any
- * does, unless the watch tells it when they are readable (loop.c) */
+ * does (loop.c) */
 static void cm_wait(struct rdmamsg_ctx *ctx, int on)
 {
 	if (!on) {
@@ -667,8 +667,7 @@ static void cm_wait(struct rdmamsg_ctx *ctx, int on)
 		return;
 	}
 	ctx->cm_waits++;
-	if (ctx->watch.state != RDMAMSG__WATCH_ON &&
-	    ctx->next_epoll > ctx->now + RDMAMSG__LOOK_HS_NS)
+	if (ctx->next_epoll > ctx->now + RDMAMSG__LOOK_HS_NS)
 		ctx->next_epoll = ctx->now + RDMAMSG__LOOK_HS_NS;
 }
 

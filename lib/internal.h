@@ -368,10 +368,10 @@ struct rdmamsg__watch {
 #define RDMAMSG__WATCH_LOOK_NS 100000000ull
 
 /* a busy pass's look at the channels while an endpoint waits for CM
- * events (ctx->cm_waits) and no watch is ON (loop.c looks every
- * millisecond otherwise, and a watch that is ON tells of them): a
- * handshake, and the first message, which waits for the passive side to
- * be up, wait up to that, not the millisecond */
+ * events (ctx->cm_waits; loop.c looks every millisecond otherwise, or
+ * when the watch says): a handshake, and the first message, which waits
+ * for the passive side to be up, wait up to that, not the millisecond.
+ * Also while the watch is ON (loop.c look_every). */
 #define RDMAMSG__LOOK_HS_NS 20000ull
 
 struct rdmamsg_ctx {

@@ -38,7 +38,7 @@ struct rdmamsg__loop {
  * not tell it when they became readable: rare enough to cost no system
  * call per message; every RDMAMSG__LOOK_HS_NS instead while an endpoint
  * resolves or connects (ctx->cm_waits); only every RDMAMSG__WATCH_LOOK_NS,
- * a safety net, while the watch is ON */
+ * a safety net, while the watch is ON and no endpoint connects */
 #define EPOLL_EVERY_NS 1000000ull
 
 enum { SRC_CC = 1, SRC_CM, SRC_TIMER, SRC_WAKE, SRC_ASYNC };
@@ -443,14 +443,18 @@ static void drain_fd(int fd)
 	}
 }
 
-/* look_every -- a busy pass's interval between its looks at the channels
- * (a watch that is ON tells it of CM events during a handshake too) */
+/* look_every -- a busy pass's interval between its looks at the channels.
+ * A handshake's short looks stay while the watch is ON, though it tells
+ * of CM events too: a handshake is short, and a thread that never makes a
+ * system call can keep the process's other threads (softrdma's CM thread,
+ * which delivers the events) off a scheduler that is not fair, valgrind's
+ * default one (tests/lib.sh valgrind_cmd). */
 static uint64_t look_every(const struct rdmamsg_ctx *ctx)
 {
-	if (ctx->watch.state == RDMAMSG__WATCH_ON)
-		return RDMAMSG__WATCH_LOOK_NS;
 	if (ctx->cm_waits)
 		return RDMAMSG__LOOK_HS_NS;
+	if (ctx->watch.state == RDMAMSG__WATCH_ON)
+		return RDMAMSG__WATCH_LOOK_NS;
 	return EPOLL_EVERY_NS;
 }
 

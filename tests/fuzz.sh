@@ -45,7 +45,7 @@ if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && [ -n "${VALGRIND:-}" ]; then
 	if [ -n "${SAN_PRELOAD:-}" ]; then
 		diag "sanitizer build: the replay runs under ASan, not valgrind"
 	else
-		vg="$VALGRIND -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+		vg=$(valgrind_cmd)
 		how=" under valgrind"
 	fi
 fi

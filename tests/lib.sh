@@ -17,6 +17,19 @@ tap_failed=0
 tap_pids=
 tap_tmp=$(mktemp -d "${TMPDIR:-/tmp}/rdmamsg-test.XXXXXX")
 
+# valgrind_cmd -- the memcheck command line a test runs a program of
+# ours under when RDMAMSG_TEST_VALGRIND=1 (errors and definite leaks fail
+# it: exit 99), as tests/run-test.sh runs compiled tests: with
+# --fair-sched=yes, or a thread that spins without a system call keeps
+# valgrind's lock from one that made one (a busy loop waiting for
+# softrdma's CM thread); nothing when valgrind is not asked for or absent
+valgrind_cmd() {
+	[ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] || return 0
+	set -- "${VALGRIND:-$(command -v valgrind)}"
+	[ -n "$1" ] || return 0
+	echo "$1 -q --fair-sched=yes --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+}
+
 # ok COND-STATUS NAME -- report one assertion from an exit status
 ok() {
 	tap_n=$((tap_n + 1))

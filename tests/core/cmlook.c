@@ -16,9 +16,9 @@
  *   before any CM event: each context counts none afterwards (a count
  *   left behind would keep the short looks, a system call every 20 us,
  *   for the context's life).
- * The contexts have no watch (RDMAMSG_NO_WATCH=1): a watch that is ON
- * (lib/watch.c) tells a pass of CM events, and no short look is made
- * then (tests/core/watch).
+ * The contexts have no watch (RDMAMSG_NO_WATCH=1): the looks after a
+ * handshake checked here are the millisecond's (a watch that is ON looks
+ * every RDMAMSG__WATCH_LOOK_NS: lib/watch.c, tests/core/watch).
  */
 #include "config.h"
 

@@ -49,7 +49,6 @@
 #include "internal.h"
 
 static unsigned long n_epoll, n_enter;
-static unsigned long n_epoll_at[3]; /* by counted[] fd */
 /* syscall() refuses this one with ENOSYS (0: none) */
 static long refused;
 /* the epoll fds whose epoll_wait calls count: the contexts' (softrdma's
@@ -64,10 +63,8 @@ __attribute__((visibility("default"))) int epoll_wait(int epfd,
 	int i;
 
 	for (i = 0; i < 3; i++)
-		if (__atomic_load_n(&counted[i], __ATOMIC_RELAXED) == epfd) {
+		if (__atomic_load_n(&counted[i], __ATOMIC_RELAXED) == epfd)
 			__atomic_add_fetch(&n_epoll, 1, __ATOMIC_RELAXED);
-			__atomic_add_fetch(&n_epoll_at[i], 1, __ATOMIC_RELAXED);
-		}
 	return epoll_pwait(epfd, evs, max, timeout, NULL);
 }
 
@@ -221,23 +218,18 @@ static unsigned long messages(struct pair *p, const char *what)
 	return e0;
 }
 
-/* request_unlooked -- a second client's connection request to p's busy
- * server, whose periodic look is held off: 1 once accepted within ms.
- * The second client (p->c2, the third context counted) spins alone for
- * 5 ms first, and connects busy: its epoll_wait calls until up in
- * *looks. */
-static int request_unlooked(struct pair *p, int ms, unsigned long *looks)
+/* request_unlooked -- a second client's (p->c2's) connection request to
+ * p's busy server, whose periodic look is held off: 1 once accepted
+ * within ms */
+static int request_unlooked(struct pair *p, int ms)
 {
 	static struct test_side c2;
-	long long end = test_now_ms() + 5;
+	long long end;
 	struct rdmamsg_ep *first = p->srv.ep;
 	int accepted = 0;
 
-	while (test_now_ms() < end)
-		rdmamsg_ctx_progress(p->c2);
 	memset(&c2, 0, sizeof(c2));
 	c2.ctx = p->c2;
-	*looks = count(&n_epoll_at[2]);
 	if (rdmamsg_connect(p->c2, p->addr, NULL, &test_hello_cbs, &c2, &c2.ep))
 		bail_out("connect");
 	end = test_now_ms() + ms;
@@ -254,7 +246,6 @@ static int request_unlooked(struct pair *p, int ms, unsigned long *looks)
 		rdmamsg_ctx_progress(p->srv.ctx);
 		rdmamsg_ctx_progress(p->c2);
 	}
-	*looks = count(&n_epoll_at[2]) - *looks;
 	if (!c2.up || c2.status)
 		bail_out("second client not connected");
 	/* the second server endpoint reports to p->srv too (on_req) */
@@ -299,13 +290,9 @@ static void no_watch(const char *why, int request)
 	   "%s: %lu epoll_wait calls in 200 ms (a look every millisecond)", why,
 	   e);
 	if (request) {
-		ok(!request_unlooked(&p, 300, &e),
+		ok(!request_unlooked(&p, 300),
 		   "%s: the request is not seen without the periodic look",
 		   why);
-		ok(e > 0,
-		   "%s: the client's connect looks every 20 us (%lu "
-		   "epoll_wait calls)",
-		   why, e);
 	}
 	close_pair(&p);
 }
@@ -329,12 +316,8 @@ static void watch(void)
 	ok(e <= 12,
 	   "watch ON: %lu epoll_wait calls in 200 ms (the safety net's few)",
 	   e);
-	ok(request_unlooked(&p, 10000, &e),
+	ok(request_unlooked(&p, 10000),
 	   "watch ON: a connection request seen without the periodic look");
-	ok(e <= 3,
-	   "watch ON: the client's connect, no look every 20 us (%lu "
-	   "epoll_wait calls)",
-	   e);
 
 	/* OFF while the caller blocks */
 	test_idle(sctx, 20);
@@ -353,8 +336,10 @@ static void watch(void)
 	n = count(&n_enter);
 	spin(&p, 5);
 	n = count(&n_enter) - n;
-	ok(sctx->watch.state == RDMAMSG__WATCH_ON && n <= 2,
-	   "spinning again: ON again (%lu io_uring_enter)", n);
+	ok(sctx->watch.state == RDMAMSG__WATCH_ON && n <= 20,
+	   "spinning again: ON again (%lu io_uring_enter: a context's resume "
+	   "and the events since, not one a pass)",
+	   n);
 
 	/* another thread */
 	if (pthread_create(&t, NULL, other_thread, &p) || pthread_join(t, NULL))

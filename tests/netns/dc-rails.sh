@@ -24,11 +24,7 @@ b1=$(fab addr "$name" 1 1)
 out=$tap_tmp/dc.log
 # under RDMAMSG_TEST_VALGRIND=1 the peer (this test's program) runs under
 # memcheck: errors and definite leaks fail it
-vg=
-if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && [ -n "${VALGRIND:-}" ]; then
-	vg="$VALGRIND -q --error-exitcode=99"
-	vg="$vg --leak-check=full --errors-for-leak-kinds=definite"
-fi
+vg=$(valgrind_cmd)
 on 1 timeout -k 10 600 $vg "$peer" "$a1" "$b1" 7900 >"$out" 2>&1
 rc=$?
 sed 's/^/    /' "$out"

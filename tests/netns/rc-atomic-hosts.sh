@@ -25,11 +25,7 @@ a1=$(fab addr "$name" 1)
 port=18841
 # under RDMAMSG_TEST_VALGRIND=1 both peers run under memcheck: errors and
 # definite leaks fail them (exit 99)
-vg=
-if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && [ -n "${VALGRIND:-}" ]; then
-	vg="$VALGRIND -q --error-exitcode=99"
-	vg="$vg --leak-check=full --errors-for-leak-kinds=definite"
-fi
+vg=$(valgrind_cmd)
 # pair WHAT SERVER CLIENT [ENV...] -- rc_peer SERVER on host 1 and
 # CLIENT (its arguments after the address and port) on host 2, both with
 # ENV; every check of the client's TAP must pass

@@ -20,13 +20,7 @@ ok $? "fabric of 2 hosts on 2 rails up"
 b1=$(fab addr "$name" 1 1)
 # under RDMAMSG_TEST_VALGRIND=1 the peers run under memcheck: errors and
 # definite leaks fail them
-vg=${VALGRIND:-$(command -v valgrind)}
-if [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && [ -n "$vg" ]; then
-	vg="$vg -q --error-exitcode=99"
-	vg="$vg --leak-check=full --errors-for-leak-kinds=definite"
-else
-	vg=
-fi
+vg=$(valgrind_cmd)
 
 on 1 timeout -k 10 120 $vg "$peer" check \
 	>"$tap_tmp/check.tap" 2>&1
