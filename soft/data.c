@@ -3306,21 +3306,15 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
 }
 
 /*
- * A batch of fast messages (rx_fast): copied into their WQEs' buffers, one
- * cumulative ACK for all of them (rx_ack), then their completions.  The
+ * Fast messages (rx_fast): each copied into its WQE's buffer, then
+ * acknowledged by the cumulative ACK (rx_fast_done), then completed.  The
  * initiator reads only that word, once a poll, instead of a verdict
  * written into each slot: its slot lines stay in its cache, ours are only
- * read.  Per-slot verdicts remain for everything else (rx_msg: NAKs, RNR,
- * data pulled or chunked).
+ * read.  The receive queue's published count and the initiator's wake-up
+ * follow once a run of them (rx_fast_end).  Per-slot verdicts remain for
+ * everything else (rx_msg: NAKs, RNR, data pulled or chunked).
  */
-#define RX_BATCH 64 /* == rx_slots' budget */
-struct rx_batch {
-	uint32_t n;
-	struct {
-		uint64_t wr_id; /* its WQE's, read as rx_fast takes it */
-		uint32_t len, imm, flags;
-	} m[RX_BATCH];
-};
+#define RX_BUDGET 64 /* messages a visit takes (rx_slots) */
 
 /*
  * rx_fast -- the usual message: a SEND (or SEND_WITH_IMM) whose bytes are
@@ -3400,16 +3394,15 @@ static inline int ring_filling(const struct soft_qp *qp,
 	       peer_ring_at(qp, m->raddr, m->len) && ring_fill(s) < m->len;
 }
 
-/* rx_fast_wqe -- the receive WQE the batch fills next, if the fast path
- * may take len bytes into it: one SGE, long enough, in an MR of ours
- * that allows local writes; its bytes at *dst.  0, or -1 (the general
- * path takes the message, and gives any error) */
+/* rx_fast_wqe -- the receive WQE at the tail, if the fast path may take
+ * len bytes into it: one SGE, long enough, in an MR of ours that allows
+ * local writes; its bytes at *dst.  0, or -1 (the general path takes the
+ * message, and gives any error) */
 static inline __attribute__((always_inline)) int rx_fast_wqe(
-	struct soft_qp *qp, const struct rx_batch *b, uint32_t len,
-	const struct soft_rwqe **rp, uint8_t **dst)
+	struct soft_qp *qp, uint32_t len, const struct soft_rwqe **rp,
+	uint8_t **dst)
 {
-	const struct soft_rwqe *r =
-		&qp->rq[(qp->rq_tail + b->n) & (qp->rq_size - 1)];
+	const struct soft_rwqe *r = &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
 	const struct ibv_sge *sg = &r->sge[0];
 	struct soft_mr *mr;
 
@@ -3427,62 +3420,6 @@ static inline __attribute__((always_inline)) int rx_fast_wqe(
 	return 0;
 }
 
-/* rx_fast_add -- the message is in WQE r: one more for the batch */
-static inline __attribute__((always_inline)) int rx_fast_add(
-	struct soft_qp *qp, struct rx_batch *b, const struct soft_rwqe *r,
-	uint32_t len, uint32_t imm, uint32_t flags)
-{
-	b->m[b->n].wr_id = r->wr_id;
-	b->m[b->n].len = len;
-	b->m[b->n].imm = imm;
-	b->m[b->n].flags = flags;
-	b->n++;
-	qp->peer_cons++;
-	return 1;
-}
-
-/* rx_fast_ring -- rx_fast's SEND through the copy ring (rx_ring_take),
- * out of line: a copied SEND pays nothing for it */
-static __attribute__((noinline)) int rx_fast_ring(struct soft_qp *qp,
-						  const struct soft_slot *s,
-						  struct rx_batch *b,
-						  uint32_t len, uint32_t imm,
-						  uint32_t flags)
-{
-	const struct soft_rwqe *r;
-	uint8_t *dst = NULL;
-
-	if (!len || rx_fast_wqe(qp, b, len, &r, &dst) ||
-	    !rx_ring_take(qp, s, flags, len, dst))
-		return -1;
-	return rx_fast_add(qp, b, r, len, imm, flags);
-}
-
-static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
-							 struct soft_slot *s,
-							 struct rx_batch *b)
-{
-	struct {
-		uint32_t opcode, imm, len, flags; /* as in the slot */
-	} h;
-	const struct soft_rwqe *r;
-	uint8_t *dst = NULL;
-
-	memcpy(&h, &s->opcode, sizeof(h));
-	if (h.opcode != SOFT_OP_SEND || qp->srq || b->n >= RX_BATCH ||
-	    qp->rq_head - qp->rq_tail <= b->n)
-		return -1;
-	if ((h.flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
-		    SOFT_SF_COPIED ||
-	    h.len > SOFT_SLOT_PAYLOAD)
-		return rx_fast_ring(qp, s, b, h.len, h.imm, h.flags);
-	if (rx_fast_wqe(qp, b, h.len, &r, &dst))
-		return -1;
-	if (h.len)
-		copy_small(dst, s->payload, h.len, 1);
-	return rx_fast_add(qp, b, r, h.len, h.imm, h.flags);
-}
-
 /* ack_stop -- tests/soft/ackstop: the responder stops once, between its
  * look at cancel and its ACK (SOFTRDMA_TEST_ACK_STOP) */
 static __attribute__((noinline, cold)) void ack_stop(void)
@@ -3492,26 +3429,23 @@ static __attribute__((noinline, cold)) void ack_stop(void)
 }
 
 /*
- * rx_ack -- commit the batch: the initiator's cumulative ACK moves to our
- * count (a plain store: no locked instruction, and the initiator's line
- * is not waited for), then the batch's receive completions.  An initiator
- * that flushes sets cancel before it withdraws any slot (tx_freeze):
- * seen, nothing of the batch is delivered (its data sits in posted
- * buffers, as an HCA may leave it) and nothing after it.  Not seen yet,
- * the batch is delivered and the flush may still report it, as an HCA
- * whose ACK was lost does.  Only a reset of the initiator reuses what we
- * copied, and it waits for our rx lock (soft_qp_ack_reset).  0: stopped.
+ * rx_fast_done -- the message is in WQE r (at the tail): the initiator's
+ * cumulative ACK moves past it (a plain store: no locked instruction, and
+ * the initiator's line is not waited for), then its receive completion.
+ * An initiator that flushes sets cancel before it withdraws any slot
+ * (tx_freeze): seen, the message is not delivered (its data sits in the
+ * posted buffer, as an HCA may leave it) and nothing after it.  Not seen
+ * yet, it is delivered and the flush may still report it, as an HCA whose
+ * ACK was lost does.  Only a reset of the initiator reuses what we copied,
+ * and it waits for our rx lock (soft_qp_ack_reset).  1, or 0: stopped.
  * rx lock held.
  */
-static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
-							struct rx_batch *b)
+static inline __attribute__((always_inline)) int rx_fast_done(
+	struct soft_qp *qp, const struct soft_rwqe *r, uint32_t len,
+	uint32_t imm, uint32_t flags)
 {
 	struct ibv_wc wc, *w;
-	uint32_t i, n = b->n;
 
-	if (!n)
-		return 1;
-	b->n = 0;
 	if (atomic_load_explicit(&qp->peer->cancel, memory_order_relaxed)) {
 		rx_stop(qp); /* flushed while we copied: never delivered */
 		return 0;
@@ -3519,38 +3453,81 @@ static inline __attribute__((always_inline)) int rx_ack(struct soft_qp *qp,
 	if (__builtin_expect(soft_test_ack_stop, 0))
 		ack_stop();
 	soft_tsan_release(qp);
-	atomic_store_explicit(&qp->peer->acked, qp->peer_cons,
+	atomic_store_explicit(&qp->peer->acked, ++qp->peer_cons,
 			      memory_order_release);
-	for (i = 0; i < n; i++) {
-		w = cq_slot(qp->rcq);
-		if (!w)
-			w = &wc;
-		*w = (struct ibv_wc){
-			.wr_id = b->m[i].wr_id,
-			.status = IBV_WC_SUCCESS,
-			.opcode = IBV_WC_RECV,
-			.byte_len = b->m[i].len,
-			.qp_num = qp->qpx.qp_base.qp_num,
-			.src_qp = qp->dest_qpn,
-		};
-		if (b->m[i].flags & SOFT_SF_IMM) {
-			w->imm_data = b->m[i].imm;
-			w->wc_flags = IBV_WC_WITH_IMM;
-		}
-		qp->rq_tail++; /* rx_take_wqe without SRQ (rx_fast) */
-		if (w == &wc)
-			soft_cq_push(qp->rcq, &wc,
-				     !!(b->m[i].flags & SOFT_SF_SOLICITED));
-		else
-			cq_slot_done(qp->rcq);
+	w = cq_slot(qp->rcq);
+	if (!w)
+		w = &wc;
+	*w = (struct ibv_wc){
+		.wr_id = r->wr_id,
+		.status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV,
+		.byte_len = len,
+		.qp_num = qp->qpx.qp_base.qp_num,
+		.src_qp = qp->dest_qpn,
+	};
+	if (flags & SOFT_SF_IMM) {
+		w->imm_data = imm;
+		w->wc_flags = IBV_WC_WITH_IMM;
 	}
-	/* rx_take_wqe's published count, once for the batch: only an
-	 * initiator holding our rx lock (not now) or our own rx_idle read it */
+	qp->rq_tail++; /* rx_take_wqe without SRQ (rx_fast) */
+	if (w == &wc)
+		soft_cq_push(qp->rcq, &wc, !!(flags & SOFT_SF_SOLICITED));
+	else
+		cq_slot_done(qp->rcq);
+	return 1;
+}
+
+/* rx_fast_end -- after a run of fast messages: rx_take_wqe's published
+ * count, once for the run (only an initiator holding our rx lock, not now,
+ * or our own rx_idle read it), and the initiator's wake-up.  rx lock
+ * held. */
+static inline __attribute__((always_inline)) void rx_fast_end(
+	struct soft_qp *qp)
+{
 	if (qp->seg->rq_entries)
 		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
 				      memory_order_release);
 	peer_wake(qp);
-	return 1;
+}
+
+/* rx_fast_ring -- rx_fast's SEND through the copy ring (rx_ring_take),
+ * out of line: a copied SEND pays nothing for it */
+static __attribute__((noinline)) int rx_fast_ring(struct soft_qp *qp,
+						  const struct soft_slot *s,
+						  uint32_t len, uint32_t imm,
+						  uint32_t flags)
+{
+	const struct soft_rwqe *r;
+	uint8_t *dst = NULL;
+
+	if (!len || rx_fast_wqe(qp, len, &r, &dst) ||
+	    !rx_ring_take(qp, s, flags, len, dst))
+		return -1;
+	return rx_fast_done(qp, r, len, imm, flags);
+}
+
+static inline __attribute__((always_inline)) int rx_fast(struct soft_qp *qp,
+							 struct soft_slot *s)
+{
+	struct {
+		uint32_t opcode, imm, len, flags; /* as in the slot */
+	} h;
+	const struct soft_rwqe *r;
+	uint8_t *dst = NULL;
+
+	memcpy(&h, &s->opcode, sizeof(h));
+	if (h.opcode != SOFT_OP_SEND || qp->srq || qp->rq_head == qp->rq_tail)
+		return -1;
+	if ((h.flags & ~(uint32_t)(SOFT_SF_IMM | SOFT_SF_SOLICITED)) !=
+		    SOFT_SF_COPIED ||
+	    h.len > SOFT_SLOT_PAYLOAD)
+		return rx_fast_ring(qp, s, h.len, h.imm, h.flags);
+	if (rx_fast_wqe(qp, h.len, &r, &dst))
+		return -1;
+	if (h.len)
+		copy_small(dst, s->payload, h.len, 1);
+	return rx_fast_done(qp, r, h.len, h.imm, h.flags);
 }
 
 /* served_ahead -- how many messages past ours the initiator served for
@@ -3581,9 +3558,8 @@ static void rx_slots(struct soft_qp *qp)
 	struct soft_slot *s;
 	struct soft_rwqe *r = NULL;
 	struct soft_msg m;
-	struct rx_batch b;
 	uint64_t st, sv;
-	int budget = RX_BATCH, err;
+	int budget = RX_BUDGET, err, fast = 0, f;
 
 	if (qp->state < IBV_QPS_RTR || qp->state == IBV_QPS_ERR ||
 	    qp->rx_stopped ||
@@ -3603,7 +3579,6 @@ static void rx_slots(struct soft_qp *qp)
 	}
 	if (qp->rx.active && !rx_xfer(qp))
 		return;
-	b.n = 0;
 	/* the QP's state and rx_stopped change only in rx_msg (checked
 	 * after it) and where this returns: the fast path tests neither */
 	while (budget--) {
@@ -3613,11 +3588,20 @@ static void rx_slots(struct soft_qp *qp)
 			break;
 		soft_tsan_acquire(qp);
 		cp_probe(1);
-		if ((st & 0xff) == SOFT_SLOT_READY && rx_fast(qp, s, &b) > 0)
-			continue;
-		/* in order: what the batch holds is delivered first */
-		if (!rx_ack(qp, &b))
-			return;
+		if ((st & 0xff) == SOFT_SLOT_READY) {
+			f = rx_fast(qp, s);
+			if (f > 0) {
+				fast = 1;
+				continue;
+			}
+			if (!f)
+				break; /* stopped */
+		}
+		/* in order: the fast run's count and wake-up come first */
+		if (fast) {
+			rx_fast_end(qp);
+			fast = 0;
+		}
 		switch (st & 0xff) {
 		case SOFT_SLOT_READY:
 			break;
@@ -3671,8 +3655,8 @@ static void rx_slots(struct soft_qp *qp)
 		if (qp->state == IBV_QPS_ERR || qp->rx_stopped)
 			break;
 	}
-	if (!rx_ack(qp, &b))
-		return;
+	if (fast)
+		rx_fast_end(qp);
 	if (budget < 0)
 		soft_qp_hot(qp); /* more may wait: the next pass goes on */
 }
