@@ -1471,51 +1471,45 @@ failed:
 }
 
 /*
- * cq_slot -- where the next completion of cq goes, to be written in
- * place (then cq_slot_done), in the usual case: room, and the CQ not
- * armed (no event to raise); NULL otherwise: soft_cq_push.  While the
- * pass of a poll that found the CQ empty runs, and the ring is still
- * empty, that is the poll's own array (soft_poll_cq): nothing is ahead of
- * it, and what the ring takes later comes after it.  Lock held.
+ * cq_take -- the place of the next completion of cq, taken (counted) for
+ * the caller to write in place before it lets the lock go, in the usual
+ * case: room, and the CQ not armed (no event to raise); NULL otherwise:
+ * soft_cq_push.  While the pass of a poll that found the CQ empty runs,
+ * and the ring is still empty, that is the poll's own array
+ * (soft_poll_cq): nothing is ahead of it, and what the ring takes later
+ * comes after it.  The ring's count may be counted before its entry is
+ * written: a look without the lock only decides whether to wait for it
+ * (soft_ctx_enter_poll); entries are read under it.  Lock held.
  */
-static inline __attribute__((always_inline)) struct ibv_wc *cq_slot(
+static inline __attribute__((always_inline)) struct ibv_wc *cq_take(
 	struct soft_cq *cq)
 {
-	uint32_t i;
+	uint32_t c = cq->count, i;
 
-	if (__builtin_expect(cq->count >= cq->size || cq->armed, 0))
+	if (__builtin_expect(c >= cq->size || cq->armed, 0))
 		return NULL;
-	if (cq->direct_left && !cq->count)
-		return cq->direct;
-	i = cq->head + cq->count;
+	if (cq->direct_left && !c) {
+		cq->direct_left--;
+		return cq->direct++;
+	}
+	i = cq->head + c;
 	if (i >= cq->size)
 		i -= cq->size;
+	soft_cq_count_set(cq, c + 1);
 	return &cq->q[i].wc;
-}
-
-static inline __attribute__((always_inline)) void cq_slot_done(
-	struct soft_cq *cq)
-{
-	if (cq->direct_left && !cq->count) {
-		cq->direct++;
-		cq->direct_left--;
-	} else {
-		soft_cq_count_set(cq, cq->count + 1);
-	}
 }
 
 /* cq_put -- soft_cq_push, inlined in the usual case; lock held */
 static inline __attribute__((always_inline)) void cq_put(
 	struct soft_cq *cq, const struct ibv_wc *wc, int solicited)
 {
-	struct ibv_wc *w = cq_slot(cq);
+	struct ibv_wc *w = cq_take(cq);
 
 	if (!w) {
 		soft_cq_push(cq, wc, solicited);
 		return;
 	}
 	*w = *wc;
-	cq_slot_done(cq);
 }
 
 /* fast_sge -- gather's check of one SGE of post_send_fast (need 0);
@@ -3455,7 +3449,7 @@ static inline __attribute__((always_inline)) int rx_fast_done(
 	soft_tsan_release(qp);
 	atomic_store_explicit(&qp->peer->acked, ++qp->peer_cons,
 			      memory_order_release);
-	w = cq_slot(qp->rcq);
+	w = cq_take(qp->rcq);
 	if (!w)
 		w = &wc;
 	*w = (struct ibv_wc){
@@ -3473,8 +3467,6 @@ static inline __attribute__((always_inline)) int rx_fast_done(
 	qp->rq_tail++; /* rx_take_wqe without SRQ (rx_fast) */
 	if (w == &wc)
 		soft_cq_push(qp->rcq, &wc, !!(flags & SOFT_SF_SOLICITED));
-	else
-		cq_slot_done(qp->rcq);
 	return 1;
 }
 
@@ -4278,7 +4270,7 @@ static void tx_qp(struct soft_qp *qp)
 		}
 		qp->sq_tail++;
 		if (status != IBV_WC_SUCCESS || e->signaled) {
-			struct ibv_wc *w = cq_slot(qp->scq);
+			struct ibv_wc *w = cq_take(qp->scq);
 
 			*(w ? w : &wc) = (struct ibv_wc){
 				.wr_id = e->wr_id,
@@ -4287,9 +4279,7 @@ static void tx_qp(struct soft_qp *qp)
 				.byte_len = e->byte_len,
 				.qp_num = qp->qpx.qp_base.qp_num,
 			};
-			if (w)
-				cq_slot_done(qp->scq);
-			else
+			if (!w)
 				soft_cq_push(qp->scq, &wc, 0);
 		}
 		if (status != IBV_WC_SUCCESS)
@@ -4399,7 +4389,7 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 		if ((st & 0xff) == SOFT_SLOT_DONE)
 			return 0; /* a verdict of its own */
 		if (e->signaled) {
-			w = cq_slot(qp->scq);
+			w = cq_take(qp->scq);
 			if (!w)
 				return 0;
 			*w = (struct ibv_wc){
@@ -4409,7 +4399,6 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 				.byte_len = e->byte_len,
 				.qp_num = qp->qpx.qp_base.qp_num,
 			};
-			cq_slot_done(qp->scq);
 		}
 		qp->ctx->outstanding--;
 		qp->rnr_count = 0;
@@ -4696,7 +4685,7 @@ int soft_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	if (n > 0 && !m) {
 		/* empty: the pass's completions go straight into wc[]
-		 * (cq_slot), then what the ring took after them */
+		 * (cq_take), then what the ring took after them */
 		cq->direct = wc;
 		cq->direct_left = (uint32_t)n;
 		progress(cq->ctx); /* soft_progress, inlined */

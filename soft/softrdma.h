@@ -829,7 +829,7 @@ struct soft_cq {
 	uint32_t backoffs;
 	/* the caller's array of a poll that found the CQ empty, while its
 	 * pass runs (data.c soft_poll_cq): completions go straight into it
-	 * while the ring stays empty (cq_slot); direct_left 0: none */
+	 * while the ring stays empty (cq_take); direct_left 0: none */
 	struct ibv_wc *direct;
 	uint32_t direct_left;
 	int armed;	/* 0, 1: next, 2: solicited */

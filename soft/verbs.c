@@ -1301,7 +1301,7 @@ __attribute__((noinline, cold)) static void cq_event(struct soft_cq *cq)
  * ERR silently: mlx5_core hands a DCT no event but DCT_DRAINED
  * (is_event_type_allowed), so its WQ catastrophic error reaches no one;
  * it answers nothing from then on.  Out of line: the full CQ is the
- * unlikely branch of cq_slot and soft_cq_push.
+ * unlikely branch of cq_take and soft_cq_push.
  */
 static __attribute__((noinline, cold)) void cq_overrun(struct soft_cq *cq,
 						       const struct ibv_wc *wc)
