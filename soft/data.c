@@ -4375,13 +4375,16 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 			memory_order_acquire);
 		if (e->msgno >= acked) {
 			/* in flight (tx_qp: not DONE, RNR, XFER or ERR; no
-			 * serve_local; the clock not due) */
+			 * serve_local; the clock not due).  The progress
+			 * thread's pass and a pass due for the clock are
+			 * ack_needed's: need tells them */
 			if (st != SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
-			    qp->state == IBV_QPS_ERR || qp->ctx->in_thread ||
-			    qp->unchecked + 1 >= SOFT_CHECK_POLLS ||
-			    (need && !qp->path_down && qp->peer &&
-			     qp->peer_pid == soft_self_pid &&
-			     !qp->peer_same_ctx))
+			    qp->state == IBV_QPS_ERR ||
+			    (need && (qp->ctx->in_thread ||
+				      qp->unchecked + 1 >= SOFT_CHECK_POLLS ||
+				      (!qp->path_down && qp->peer &&
+				       qp->peer_pid == soft_self_pid &&
+				       !qp->peer_same_ctx))))
 				return 0;
 			qp->unchecked++;
 			return 1;
