@@ -548,8 +548,9 @@ static inline void soft_unlock(soft_lock_t *l)
 /*
  * soft_bias_enter -- the lock for a post or poll: 1 when this thread
  * holds the bias and the word rests biased (no lock taken), else 0 with
- * the word taken (soft_bias_lock: the first such caller gets the bias;
- * REVOKE_MAX, SOFT_BIAS_REVOKES for a hinted call, else SOFT_BIAS_AUTO).
+ * the word taken (soft_bias_lock: the first such caller gets the bias,
+ * with SOFT_BIAS_REVOKES for a hinted call, SINGLE, else SOFT_BIAS_AUTO;
+ * chosen there, not before every look at the bias).
  * End with soft_bias_exit(l, what this returned).  soft_bias_mark is its
  * first half: 1 the same, else 0 with nothing taken.
  */
@@ -570,11 +571,12 @@ static inline __attribute__((always_inline)) int soft_bias_mark(soft_lock_t *l)
 	return 0;
 }
 
-static inline int soft_bias_enter(soft_lock_t *l, uint32_t revoke_max)
+static inline __attribute__((always_inline)) int soft_bias_enter(soft_lock_t *l,
+								 int single)
 {
-	if (soft_bias_mark(l))
+	if (__builtin_expect(soft_bias_mark(l), 1))
 		return 1;
-	soft_bias_lock(l, revoke_max);
+	soft_bias_lock(l, single ? SOFT_BIAS_REVOKES : SOFT_BIAS_AUTO);
 	return 0;
 }
 
@@ -652,8 +654,7 @@ struct soft_context {
 static inline __attribute__((always_inline)) int soft_ctx_enter(
 	struct soft_context *ctx, int single)
 {
-	return soft_bias_enter(&ctx->lock,
-			       single ? SOFT_BIAS_REVOKES : SOFT_BIAS_AUTO);
+	return soft_bias_enter(&ctx->lock, single);
 }
 
 static inline __attribute__((always_inline)) void soft_ctx_exit(
