@@ -3315,11 +3315,12 @@ static int rx_msg(struct soft_qp *qp, struct soft_slot *s,
  * in the slot or the sender's copy ring, into a receive WQE of one SGE on
  * a QP without SRQ.  The checks of soft_slot_decode and wqe_iov and the
  * outcome of rx_msg, without their general cases
- * (tools/soft_pingpong-insns.sh counts it).  The data goes into the next
- * WQE not yet taken by the batch; nothing is delivered before rx_ack.
- * -1: not such a message, nothing done (the general path takes it, and
- * gives any error); 1: copied, take the next.  The header is read once,
- * as the decoder does.  rx lock held.
+ * (tools/soft_pingpong-insns.sh counts it).  The data goes into the WQE
+ * at the tail, then rx_fast_done acknowledges and completes it.  -1: not
+ * such a message, nothing done (the general path takes it, and gives any
+ * error); 1: delivered, take the next; 0: not delivered, the stream
+ * stopped (the initiator's flush).  The header is read once, as the
+ * decoder does.  rx lock held.
  */
 _Static_assert(offsetof(struct soft_slot, imm) ==
 			       offsetof(struct soft_slot, opcode) + 4 &&
