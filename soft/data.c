@@ -4327,10 +4327,8 @@ static void flush_rq(struct soft_qp *qp)
  * entry even stays taken until a later completion is polled), so a busy
  * sender leaves the ACK's line in the responder's cache, where the next
  * ACK is written, instead of taking it back on every poll: one line
- * crossing the cores less a message.  The pass that reads the clock for
- * a WQE in flight, every SOFT_CHECK_POLLS passes, reads the ACK first
- * (tx_fast): what it covers retires there, not in tx_qp (rdmamsg_pingpong
- * 8 B: 6 instructions a message less).  A peer on this context writes
+ * crossing the cores less a message.  tx_qp reads it anyway, every
+ * SOFT_CHECK_POLLS passes at the latest.  A peer on this context writes
  * its ACKs under our lock, in our cache: those are read at once (the
  * WQEs retired leave nothing for the next passes to visit).  Lock held.
  */
@@ -4359,9 +4357,7 @@ static inline __attribute__((always_inline)) int ack_needed(
  */
 static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 {
-	/* the pass that reads the clock for the head (tx_qp) reads the ACK
-	 * first (ack_needed): what it covers retires here */
-	int need = ack_needed(qp) || qp->unchecked + 1 >= SOFT_CHECK_POLLS;
+	int need = ack_needed(qp);
 	uint64_t acked = need ? tx_acked(qp) : 0;
 	struct soft_swqe *e;
 	struct ibv_wc *w;
@@ -4376,16 +4372,13 @@ static inline __attribute__((always_inline)) int tx_fast(struct soft_qp *qp)
 			memory_order_acquire);
 		if (e->msgno >= acked) {
 			/* in flight (tx_qp: not DONE, RNR, XFER or ERR; no
-			 * serve_local; the clock not due).  The progress
-			 * thread's pass and a pass due for the clock are
-			 * ack_needed's: need tells them */
+			 * serve_local; the clock not due) */
 			if (st != SOFT_SLOT_STATE(e->msgno, SOFT_SLOT_READY) ||
-			    qp->state == IBV_QPS_ERR ||
-			    (need && (qp->ctx->in_thread ||
-				      qp->unchecked + 1 >= SOFT_CHECK_POLLS ||
-				      (!qp->path_down && qp->peer &&
-				       qp->peer_pid == soft_self_pid &&
-				       !qp->peer_same_ctx))))
+			    qp->state == IBV_QPS_ERR || qp->ctx->in_thread ||
+			    qp->unchecked + 1 >= SOFT_CHECK_POLLS ||
+			    (need && !qp->path_down && qp->peer &&
+			     qp->peer_pid == soft_self_pid &&
+			     !qp->peer_same_ctx))
 				return 0;
 			qp->unchecked++;
 			return 1;
