@@ -1796,11 +1796,14 @@ static uint64_t tx_freeze(struct soft_qp *qp)
  * 1.07-1.11, 8,100 B 1.53-1.55 -> 1.20-1.25.
  *
  * Only SOFT_PUSH_MIN to SOFT_PUSH_MAX bytes: smaller ones cost more in the
- * outbox's lines than the copy saves (1 KiB 0.66 -> 0.76); a larger one
- * is most likely a fragment with another behind it (rdmamsg's are 8 KiB
- * and a header), and a message whose first SEND was placed and whose next
- * went through the ring came slower (12 KiB in two SENDs 2.2 -> 2.7 us,
- * 16,000 B 2.6 -> 3.2; the same with the second placed too).  Only in
+ * outbox's lines than the copy saves (1 KiB 0.66 -> 0.76); larger ones
+ * pipeline through the ring, the responder copying one piece out while we
+ * copy the next in.  The window's top takes rdmamsg's largest eager
+ * message, 8 KiB and its header: 0.72-0.76 -> 0.56-0.58 us.  Its
+ * fragments of a larger message are as long, and the first of two placed
+ * makes the pair slower than two through the ring, which overlap (10,000
+ * B 1.14-1.18 -> 1.24-1.30 us, 12,000 B 1.31-1.34 -> 1.36-1.40; 16,000 B,
+ * both placed, 1.71-1.75 either way).  Only in
  * order: every message before this one taken by the responder (its
  * cumulative ACK reached our number, or all of ours completed), or the
  * one before placed by us and drained from its outbox.  Anything unusual

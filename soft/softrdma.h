@@ -88,12 +88,13 @@
 #define SOFT_RING_PIPE	    (16u << 10)
 #define SOFT_RING_PIECE_MIN (8u << 10)
 #define SOFT_RING_SPINS	    256
-/* SENDs of SOFT_PUSH_MIN to SOFT_PUSH_MAX bytes are placed by their sender
+/* SENDs of SOFT_PUSH_MIN to SOFT_PUSH_MAX bytes (8 KiB and a header of up
+ * to 64 bytes: rdmamsg's largest eager message) are placed by their sender
  * straight into the responder's receive buffer where it can (data.c
  * fast_push); after a receive buffer it cannot reach, the next
  * SOFT_PUSH_BACKOFF go through the ring without trying */
 #define SOFT_PUSH_MIN	  (4u << 10)
-#define SOFT_PUSH_MAX	  (8u << 10)
+#define SOFT_PUSH_MAX	  ((8u << 10) + 64)
 #define SOFT_PUSH_BACKOFF 1024
 
 /* Ring slots (slot.h): 64-byte header then payload */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* push.c -- SENDs of 4 to 8 KiB placed by their sender straight into the
+/* push.c -- SENDs of 4 KiB to 8 KiB and 64 bytes placed by their sender straight into the
  * responder's receive buffer when it lies in a sealed memfd (data.c
  * fast_push), also while the responder does not poll: each completes at
  * once, arrives once, in order, byte for byte, with its immediate; sizes
@@ -22,7 +22,7 @@
 
 uint64_t softrdma_qp_placed(struct ibv_qp *qp);
 
-#define NBUF  8
+#define NBUF  9		  /* a receive each */
 #define BUFSZ (12u << 10) /* each receive: the largest SEND fits */
 #define IMM   0x5eed1234u
 
@@ -37,8 +37,9 @@ static const struct msg msgs[] = {
 	{5000, 0, 1, 1}, /* responder asleep: placed */
 	{7000, 1, 1, 1}, /* placed, with its immediate */
 	{3000, 0, 1, 0}, /* below the window: the ring */
-	{8192, 0, 1, 1}, /* the window's top */
-	{8193, 0, 1, 0}, /* past it: the ring */
+	{8192, 0, 1, 1}, /* rdmamsg's largest eager message, without */
+	{8256, 0, 1, 1}, /* and with a 64-byte header: the window's top */
+	{8257, 0, 1, 0}, /* past it: the ring */
 	{4096, 0, 1, 1}, /* the window's bottom */
 	{6000, 0, 0, 0}, /* private memory: the ring, and a back-off */
 	{6000, 0, 1, 0}, /* the back-off: the ring */
