@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* push.c -- SENDs of 4 KiB to 8 KiB and 64 bytes placed by their sender straight into the
- * responder's receive buffer when it lies in a sealed memfd (data.c
- * fast_push), also while the responder does not poll: each completes at
- * once, arrives once, in order, byte for byte, with its immediate; sizes
- * outside the window and a receive in private memory go through the copy
- * ring, with the same results; so does everything with SOFTRDMA_NO_PUSH=1
- * (push-off.sh), SOFTRDMA_TEST_NOVM=1 (novm.sh) or under valgrind */
+/* push.c -- SENDs of 4 KiB to 8 KiB and 64 bytes placed by their sender
+ * straight into the responder's receive buffer when it lies in a sealed
+ * memfd (data.c fast_push), also while the responder does not poll: each
+ * completes at once, arrives once, in order, byte for byte, with its
+ * immediate; sizes outside the window and a receive in private memory go
+ * through the copy ring, with the same results; so does everything with
+ * SOFTRDMA_NO_PUSH=1 (push-off.sh), SOFTRDMA_TEST_NOVM=1 (novm.sh) or
+ * under valgrind */
 #include "config.h"
 
 #include <endian.h>
