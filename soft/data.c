@@ -1799,7 +1799,7 @@ static uint64_t tx_freeze(struct soft_qp *qp)
  * outbox's lines than the copy saves (1 KiB 0.66 -> 0.76); larger ones
  * pipeline through the ring, the responder copying one piece out while we
  * copy the next in.  The window's top takes rdmamsg's largest eager
- * message, 8 KiB and its header: 0.72-0.76 -> 0.56-0.58 us.  Its
+ * message, 8 KiB and its header: 0.72-0.76 -> 0.56-0.58 us.  rdmamsg's
  * fragments of a larger message are as long, and the first of two placed
  * makes the pair slower than two through the ring, which overlap (10,000
  * B 1.14-1.18 -> 1.24-1.30 us, 12,000 B 1.31-1.34 -> 1.36-1.40; 16,000 B,
