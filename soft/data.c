@@ -1783,6 +1783,26 @@ static uint64_t tx_freeze(struct soft_qp *qp)
 	return qp->ack_freeze;
 }
 
+/* rings_next -- the WR after a SEND in its chain is one that fast_push
+ * leaves to the copy ring (a SEND out of its window, or anything else):
+ * then this SEND goes there too, and the responder copies it out while we
+ * copy the next one in */
+static int rings_next(const struct soft_qp *qp, const struct ibv_send_wr *wr)
+{
+	uint64_t len = 0;
+	int i;
+
+	if (!wr)
+		return 0;
+	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+	    !wr->sg_list || wr->num_sge < 1 ||
+	    (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+		return 1;
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	return len < SOFT_PUSH_MIN || len > SOFT_PUSH_MAX;
+}
+
 /*
  * fast_push -- fast_ring's SEND placed at once into the responder's next
  * posted receive, as its HCA places one: under the responder's rx lock
@@ -1809,8 +1829,11 @@ static uint64_t tx_freeze(struct soft_qp *qp)
  * one before placed by us and drained from its outbox.  Anything unusual
  * (no receive posted, one too short, memory not mapped here, the lock
  * taken, SOFTRDMA_NO_PUSH=1) leaves the SEND to the ring, where the
- * responder finds and reports it as before.  1: posted; 0: nothing
- * taken.  Lock held.
+ * responder finds and reports it as before; so does a WR chained to one
+ * that the ring takes (rings_next: rdmamsg posts a message's fragments as
+ * one chain, and a pair of 8 KiB and less than 4 KiB overlaps there,
+ * 10,000 B 1.23-1.30 -> 1.16-1.19 us, 12,000 B 1.34-1.43 -> 1.32-1.35).
+ * 1: posted; 0: nothing taken.  Lock held.
  */
 static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 		     struct soft_slot *s, const struct iovec *src,
@@ -1829,9 +1852,9 @@ static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
 		return 0;
 	}
 	acked = tx_acked(qp);
-	if (!qp->peer_rq_n || qp->peer_srq || qp->path_down ||
-	    soft_push_off() || wr->opcode == IBV_WR_SEND_WITH_INV ||
-	    qp->ack_frozen ||
+	if (rings_next(qp, wr->next) || !qp->peer_rq_n || qp->peer_srq ||
+	    qp->path_down || soft_push_off() ||
+	    wr->opcode == IBV_WR_SEND_WITH_INV || qp->ack_frozen ||
 	    (acked != msgno && qp->sq_tail != qp->sq_head &&
 	     (qp->push_next != msgno ||
 	      atomic_load_explicit(&h->rq_drained, memory_order_relaxed) !=
@@ -1956,9 +1979,10 @@ static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
 
 /*
  * post_send_fast -- the usual ibv_post_send on a connected local RC QP:
- * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN) whose SGEs
- * (at least one) add up to what fits a slot or the copy ring (fast_ring),
- * in RTS, with nothing held or failed before it.  The checks of check_wr
+ * one SEND, SEND_WITH_IMM or SEND_WITH_INV (a rendezvous FIN), or with
+ * chain one of a chain of them (rc_post_slow), whose SGEs (at least one)
+ * add up to what fits a slot or the copy ring (fast_ring), in RTS, with
+ * nothing held or failed before it.  The checks of check_wr
  * and gather and the slot of post_one, without their general cases
  * (tools/soft_pingpong-insns.sh counts it).  0: not such a WR, or one
  * that fails a check: nothing done but bytes copied into the free slot
@@ -1966,7 +1990,7 @@ static __attribute__((noinline)) int fast_ring(struct soft_qp *qp,
  * held.
  */
 static inline __attribute__((always_inline)) int post_send_fast(
-	struct soft_qp *qp, struct ibv_send_wr *wr)
+	struct soft_qp *qp, struct ibv_send_wr *wr, int chain)
 {
 	const struct ibv_sge *sg = wr->sg_list;
 	struct iovec v; /* an SGE's bytes: the WQE keeps no iovecs (niov 0) */
@@ -1977,7 +2001,8 @@ static inline __attribute__((always_inline)) int post_send_fast(
 	/* the opcode first: a READ, WRITE or bind is told in one test */
 	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
 	     wr->opcode != IBV_WR_SEND_WITH_INV) ||
-	    wr->next || n < 1 || (uint32_t)n > qp->cap.max_send_sge || !sg ||
+	    (wr->next && !chain) || n < 1 ||
+	    (uint32_t)n > qp->cap.max_send_sge || !sg ||
 	    qp->state != IBV_QPS_RTS || qp->sq_err_pending || !qp->peer ||
 	    qp->nheld || qp->sq_head - qp->sq_tail >= qp->cap.max_send_wr)
 		return 0;
@@ -2132,6 +2157,20 @@ static int rc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* rc_post_slow -- what post_send_fast did not take alone: a chain goes
+ * the same way WR by WR, until one is not for it (that one and those
+ * after it: rc_post_send, as is anything else).  Lock held. */
+static __attribute__((noinline)) int rc_post_slow(struct soft_qp *qp,
+						  struct ibv_send_wr *wr,
+						  struct ibv_send_wr **bad)
+{
+	if (wr->next)
+		for (; wr; wr = wr->next)
+			if (!post_send_fast(qp, wr, 1))
+				break;
+	return wr ? rc_post_send(qp, wr, bad) : 0;
+}
+
 /*
  * rc_ops_post_send -- ibv_post_send on an RC QP.  qp->ops was read
  * without the lock: a QP whose path changed meanwhile (a modify to RTR or
@@ -2146,11 +2185,11 @@ static int rc_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		soft_ctx_exit(qp->ctx, biased);
 		return qp->ops->post_send(qp, wr, bad);
 	}
-	if (post_send_fast(qp, wr)) {
+	if (post_send_fast(qp, wr, 0)) {
 		soft_ctx_exit(qp->ctx, biased);
 		return 0;
 	}
-	ret = rc_post_send(qp, wr, bad);
+	ret = rc_post_slow(qp, wr, bad);
 	soft_ctx_exit(qp->ctx, biased);
 	return ret;
 }

@@ -10,7 +10,9 @@
  * and the receive fast paths (rc_post_recv_one; rc_post_recv_chain, a
  * chain of one-SGE WRs) leave a full queue (ENOMEM), an SGE with no list
  * (EINVAL) and a QP in ERR (flushed) to the general one, at the right WR
- * of a chain, with the WRs before it posted and none after.
+ * of a chain, with the WRs before it posted and none after; so does a
+ * chain of SENDs (post_send_fast WR by WR: rc_post_chain), delivered in
+ * order and intact, one past the slot in its middle too.
  * On two contexts (the cross-context ring) and on one.
  */
 #include "config.h"
@@ -343,6 +345,135 @@ static void chains(void)
 	unpair();
 }
 
+/*
+ * send_chain -- one ibv_post_send of a chain of n signalled SENDs from a
+ * (n at most 16): WR k has wr_id base + k and 8 bytes at 8 * k of a's
+ * buffer (the number base + k), except WR odd_at: SLOT_PAYLOAD + 40 bytes
+ * at 4096 (past the slot: the copy ring) when odd_nsge is 1, otherwise
+ * odd_nsge SGEs; its result, *bad_at as recv_chain's
+ */
+static int send_chain(uint64_t base, int n, int odd_at, int odd_nsge,
+		      int *bad_at)
+{
+	struct ibv_sge sge[16][5];
+	struct ibv_send_wr wr[16], *bad = NULL;
+	uint64_t v;
+	int k, j, ret;
+
+	memset(wr, 0, sizeof(wr));
+	for (k = 0; k < n; k++) {
+		v = base + (uint64_t)k;
+		memcpy(a.buf + 8 * k, &v, 8);
+		for (j = 0; j < 5; j++)
+			sge[k][j] = (struct ibv_sge){(uintptr_t)(a.buf + 8 * k),
+						     8, a.mr->lkey};
+		wr[k].wr_id = v;
+		wr[k].sg_list = sge[k];
+		wr[k].num_sge = 1;
+		wr[k].opcode = IBV_WR_SEND;
+		wr[k].send_flags = IBV_SEND_SIGNALED;
+		wr[k].next = k + 1 < n ? &wr[k + 1] : NULL;
+		if (k != odd_at)
+			continue;
+		if (odd_nsge == 1) {
+			sge[k][0].addr = (uintptr_t)(a.buf + 4096);
+			sge[k][0].length = SLOT_PAYLOAD + 40;
+			t_fill(a.buf + 4096, SLOT_PAYLOAD + 40, 31);
+		}
+		wr[k].num_sge = odd_nsge;
+	}
+	ret = ibv_post_send(a.qp, wr, &bad);
+	*bad_at = !bad ? -1 : bad >= wr && bad < wr + n ? (int)(bad - wr) : -2;
+	return ret;
+}
+
+/* got_chain -- b's receives for send_chain's WRs base .. base + n - 1 (the
+ * one at big past the slot, into 4096 of its buffer) came in order, each
+ * intact, and so did a's n completions; then nothing more on either */
+static int got_chain(uint64_t base, int n, int big)
+{
+	struct ibv_wc wc;
+	uint64_t v;
+	int k, good = 1;
+
+	for (k = 0; k < n; k++) {
+		v = base + (uint64_t)k;
+		if (one(b.cq, &wc) != 1 || wc.status != IBV_WC_SUCCESS ||
+		    wc.wr_id != v)
+			return 0;
+		if (k == big)
+			good &= wc.byte_len == SLOT_PAYLOAD + 40 &&
+				t_filled(b.buf + 4096, SLOT_PAYLOAD + 40, 31);
+		else
+			good &= wc.byte_len == 8 &&
+				!memcmp(b.buf + 8 * k, &v, 8);
+		if (one(a.cq, &wc) != 1 || wc.status != IBV_WC_SUCCESS ||
+		    wc.wr_id != v)
+			return 0;
+	}
+	return good && ibv_poll_cq(a.cq, 1, &wc) == 0 &&
+	       ibv_poll_cq(b.cq, 1, &wc) == 0;
+}
+
+/* recv_ids -- n receives of b, wr_id base + k: 8 bytes at 8 * k, the one
+ * at big 4 KiB at 4096 */
+static void recv_ids(uint64_t base, int n, int big)
+{
+	int k;
+
+	for (k = 0; k < n; k++) {
+		struct ibv_sge sge = {(uintptr_t)(b.buf + 8 * k), 8,
+				      b.mr->lkey};
+		struct ibv_recv_wr wr, *bad = NULL;
+
+		if (k == big) {
+			sge.addr = (uintptr_t)(b.buf + 4096);
+			sge.length = 4096;
+		}
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = base + (uint64_t)k;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		if (ibv_post_recv(b.qp, &wr, &bad))
+			bail_out("post_recv");
+	}
+}
+
+/*
+ * send_chains -- a chain of SENDs goes through post_send_fast WR by WR
+ * (soft/data.c rc_post_chain): one of 4 small ones, one with a SEND past
+ * the slot in its middle (the ring), each delivered in order and intact;
+ * an odd WR in the middle (num_sge 5, max_send_sge 4) refused at it with
+ * EINVAL, the WRs before it delivered, none after; 9 on a send queue of
+ * 8: ENOMEM at the 9th, the 8 delivered
+ */
+static void send_chains(void)
+{
+	int bad_at;
+
+	pair();
+	recv_ids(100, 4, -1);
+	ok(!send_chain(100, 4, -1, 1, &bad_at) && bad_at == -1,
+	   "a chain of 4 SENDs: posted, *bad untouched");
+	ok(got_chain(100, 4, -1), "received in order, intact, completed");
+	recv_ids(200, 3, 1);
+	ok(!send_chain(200, 3, 1, 1, &bad_at) && bad_at == -1,
+	   "a chain of 3, its second past the slot: posted");
+	ok(got_chain(200, 3, 1), "received in order, intact, completed");
+	recv_ids(300, 4, -1);
+	ok(send_chain(300, 4, 2, 5, &bad_at) == EINVAL && bad_at == 2,
+	   "num_sge 5 (max_send_sge 4) third of 4: EINVAL at it");
+	ok(got_chain(300, 2, -1), "the 2 before it delivered, none after");
+	unpair();
+
+	pair();
+	recv_ids(400, 8, -1);
+	ok(send_chain(400, 9, -1, 1, &bad_at) == ENOMEM && bad_at == 8,
+	   "a chain of 9 on a send queue of 8: ENOMEM at the 9th");
+	ok(got_chain(400, 8, -1), "its first 8 delivered, in order");
+	unpair();
+}
+
 /* bad_last_lkey -- a SEND of the n SGEs sg whose last has a bad lkey: the
  * sender's IBV_WC_LOC_PROT_ERR, its QP in ERR, nothing delivered */
 static void bad_last_lkey(const uint32_t (*sg)[2], int n)
@@ -620,6 +751,7 @@ static void run(const char *where)
 	}
 	unpair();
 	chains();
+	send_chains();
 	split();
 }
 

@@ -4,7 +4,9 @@
  * memfd (data.c fast_push), also while the responder does not poll: each
  * completes at once, arrives once, in order, byte for byte, with its
  * immediate; sizes outside the window and a receive in private memory go
- * through the copy ring, with the same results; so does everything with
+ * through the copy ring, with the same results, and so does a SEND
+ * chained to one that the ring takes (two posted as one chain); so does
+ * everything with
  * SOFTRDMA_NO_PUSH=1 (push-off.sh), SOFTRDMA_TEST_NOVM=1 (novm.sh) or
  * under valgrind */
 #include "config.h"
@@ -23,27 +25,32 @@
 
 uint64_t softrdma_qp_placed(struct ibv_qp *qp);
 
-#define NBUF  9		  /* a receive each */
+#define NBUF  13	  /* a receive each */
 #define BUFSZ (12u << 10) /* each receive: the largest SEND fits */
 #define IMM   0x5eed1234u
 
 /* one message: its length, whether it carries IMM, the receive it goes
- * into (its memory: 1 the memfd, 0 private), placed when pushes can */
+ * into (its memory: 1 the memfd, 0 private), placed when pushes can,
+ * posted in one chain with the message after it */
 struct msg {
 	uint32_t len;
-	int imm, shared, placed;
+	int imm, shared, placed, chain;
 };
 
 static const struct msg msgs[] = {
-	{5000, 0, 1, 1}, /* responder asleep: placed */
-	{7000, 1, 1, 1}, /* placed, with its immediate */
-	{3000, 0, 1, 0}, /* below the window: the ring */
-	{8192, 0, 1, 1}, /* rdmamsg's largest eager message, without */
-	{8256, 0, 1, 1}, /* and with a 64-byte header: the window's top */
-	{8257, 0, 1, 0}, /* past it: the ring */
-	{4096, 0, 1, 1}, /* the window's bottom */
-	{6000, 0, 0, 0}, /* private memory: the ring, and a back-off */
-	{6000, 0, 1, 0}, /* the back-off: the ring */
+	{5000, 0, 1, 1, 0}, /* responder asleep: placed */
+	{7000, 1, 1, 1, 0}, /* placed, with its immediate */
+	{3000, 0, 1, 0, 0}, /* below the window: the ring */
+	{8192, 0, 1, 1, 0}, /* rdmamsg's largest eager message, without */
+	{8256, 0, 1, 1, 0}, /* and with a 64-byte header: the window's top */
+	{8257, 0, 1, 0, 0}, /* past it: the ring */
+	{4096, 0, 1, 1, 0}, /* the window's bottom */
+	{8192, 0, 1, 0, 1}, /* chained to one the ring takes: the ring */
+	{1800, 1, 1, 0, 0},
+	{8192, 0, 1, 1, 1}, /* chained to one in the window: placed, */
+	{7800, 0, 1, 0, 0}, /* not that one while the first's CQE waits */
+	{6000, 0, 0, 0, 0}, /* private memory: the ring, and a back-off */
+	{6000, 0, 1, 0, 0}, /* the back-off: the ring */
 };
 #define NMSG (sizeof(msgs) / sizeof(msgs[0]))
 
@@ -159,45 +166,64 @@ int main(void)
 	pid = t_spawn(responder, &rfd, &wfd);
 	if (pid < 0)
 		bail_out("pipe or fork");
-	buf = malloc(BUFSZ);
+	buf = malloc(2 * BUFSZ); /* a chain's two messages */
 	if (!buf || t_open(&t, 64))
 		bail_out("setup");
-	mr = ibv_reg_mr(t.pd, buf, BUFSZ, IBV_ACCESS_LOCAL_WRITE);
+	mr = ibv_reg_mr(t.pd, buf, 2 * BUFSZ, IBV_ACCESS_LOCAL_WRITE);
 	qp = mr ? pair(&t, rfd, wfd) : NULL;
 	if (!qp)
 		bail_out("QP pair");
 	for (i = 0; i < NMSG; i++) {
 		const struct msg *m = &msgs[i];
-		struct ibv_send_wr wr, *bad;
-		struct ibv_sge sge = {(uintptr_t)buf, m->len, mr->lkey};
+		struct ibv_send_wr wr[2], *bad;
+		struct ibv_sge sge[2];
+		uint32_t j, nwr = m->chain ? 2 : 1, want = 0;
 
 		t_xrecv(rfd, &k, 1); /* its receive is posted; it sleeps */
-		t_fill(buf, m->len, 7 + i);
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = i;
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		wr.opcode = m->imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-		wr.imm_data = htobe32(IMM);
-		wr.send_flags = IBV_SEND_SIGNALED;
-		placed = softrdma_qp_placed(qp);
-		if (ibv_post_send(qp, &wr, &bad))
-			nosend++;
-		memset(buf, 0xee, m->len); /* captured at post either way */
-		if (m->placed && !off) {
-			/* complete now, though the responder does not poll */
-			ok(t_wait(t.cq, &wc, 1, 5000) == 1 &&
-				   wc.status == IBV_WC_SUCCESS && wc.wr_id == i,
-			   "%u B: placed and complete while the responder "
-			   "sleeps",
-			   m->len);
-			ok(softrdma_qp_placed(qp) - placed == 1,
-			   "%u B: counted as placed", m->len);
-		} else {
-			ok(softrdma_qp_placed(qp) == placed,
-			   "%u B: not placed%s", m->len,
-			   off && m->placed ? " (pushes off here)" : "");
+		if (i && msgs[i - 1].chain)
+			goto sent; /* posted with the one before */
+		memset(wr, 0, sizeof(wr));
+		for (j = 0; j < nwr; j++) {
+			const struct msg *mj = &msgs[i + j];
+
+			t_fill(buf + j * BUFSZ, mj->len, 7 + i + j);
+			sge[j] = (struct ibv_sge){(uintptr_t)(buf + j * BUFSZ),
+						  mj->len, mr->lkey};
+			wr[j].wr_id = i + j;
+			wr[j].sg_list = &sge[j];
+			wr[j].num_sge = 1;
+			wr[j].opcode =
+				mj->imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+			wr[j].imm_data = htobe32(IMM);
+			wr[j].send_flags = IBV_SEND_SIGNALED;
+			wr[j].next = j + 1 < nwr ? &wr[j + 1] : NULL;
+			want += mj->placed && !off;
 		}
+		placed = softrdma_qp_placed(qp);
+		if (ibv_post_send(qp, wr, &bad))
+			nosend++;
+		for (j = 0; j < nwr; j++) /* captured at post either way */
+			memset(buf + j * BUFSZ, 0xee, msgs[i + j].len);
+		for (j = 0; j < nwr; j++)
+			if (msgs[i + j].placed && !off)
+				/* complete now, though the responder does
+				 * not poll */
+				ok(t_wait(t.cq, &wc, 1, 5000) == 1 &&
+					   wc.status == IBV_WC_SUCCESS &&
+					   wc.wr_id == i + j,
+				   "%u B: placed and complete while the "
+				   "responder sleeps",
+				   msgs[i + j].len);
+		placed = softrdma_qp_placed(qp) - placed;
+		if (nwr > 1)
+			ok(placed == want, "%u B and the next: %u placed (%u)",
+			   m->len, want, (unsigned)placed);
+		else if (want)
+			ok(placed == 1, "%u B: counted as placed", m->len);
+		else
+			ok(!placed, "%u B: not placed%s", m->len,
+			   off && m->placed ? " (pushes off here)" : "");
+	sent:
 		t_xsend(wfd, "s", 1);
 		t_xrecv(rfd, &good, sizeof(good));
 		ok(good, "%u B: received once, intact, in order", m->len);
