@@ -50,10 +50,10 @@ static inline void fp_commit_hdr(struct rdmamsg_ep *ep,
 	ep->ctl_to_return -= h->ctl;
 }
 
-/* fp_post_send -- one send through the lane; signalled when asked or
- * every sig_every */
-static inline int fp_post_send(struct rdmamsg_ep *ep, struct ibv_sge *sge,
-			       int nsge, int inl, int signal)
+/* fp_tx_flags -- the lane's flags for the send at sq_head: signalled
+ * when asked or every sig_every */
+static inline unsigned int fp_tx_flags(struct rdmamsg_ep *ep, int inl,
+				       int signal)
 {
 	if (++ep->unsignaled >= ep->sig_every)
 		signal = 1;
@@ -61,9 +61,16 @@ static inline int fp_post_send(struct rdmamsg_ep *ep, struct ibv_sge *sge,
 		ep->unsignaled = 0;
 		ep->sig_next = ep->sq_head + 1;
 	}
+	return (inl ? RDMAMSG__TX_INLINE : 0) |
+	       (signal ? RDMAMSG__TX_SIGNAL : 0);
+}
+
+/* fp_post_send -- one send through the lane (fp_tx_flags) */
+static inline int fp_post_send(struct rdmamsg_ep *ep, struct ibv_sge *sge,
+			       int nsge, int inl, int signal)
+{
 	return rdmamsg__lane_send(ep->ln, sge, nsge, ep->sq_head,
-				  (inl ? RDMAMSG__TX_INLINE : 0) |
-					  (signal ? RDMAMSG__TX_SIGNAL : 0));
+				  fp_tx_flags(ep, inl, signal));
 }
 
 #endif /* RDMAMSG_FASTPATH_H */

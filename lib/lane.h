@@ -597,23 +597,44 @@ struct rdmamsg__lane_ops {
 extern const struct rdmamsg__lane_ops rdmamsg__lane_rc_ops;
 extern const struct rdmamsg__lane_ops rdmamsg__lane_dc_ops;
 
-/* rdmamsg__lane_plain_send -- send() of a lane whose sends are plain
- * IBV_WR_SEND work requests on its QP (plain_send: the RC lane's) */
+/* rdmamsg__lane_plain_wr -- the work request of a send of a lane whose
+ * sends are plain IBV_WR_SEND work requests on its QP (plain_send: the RC
+ * lane's) */
+static inline void rdmamsg__lane_plain_wr(const struct rdmamsg__lane *lane,
+					  struct ibv_send_wr *wr,
+					  struct ibv_sge *sge, int nsge,
+					  uint64_t seq, unsigned int flags)
+{
+	wr->wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
+	wr->next = NULL;
+	wr->sg_list = sge;
+	wr->num_sge = nsge;
+	wr->opcode = IBV_WR_SEND;
+	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE/SIGNALED */
+	wr->send_flags = flags;
+	wr->imm_data = 0;
+}
+
+/* rdmamsg__lane_plain_send -- send() of such a lane */
 static inline int rdmamsg__lane_plain_send(struct rdmamsg__lane *lane,
 					   struct ibv_sge *sge, int nsge,
 					   uint64_t seq, unsigned int flags)
 {
 	struct ibv_send_wr wr, *bad;
 
-	wr.wr_id = RDMAMSG__WRID_SEND | lane->wrid_tag | (uint32_t)seq;
-	wr.next = NULL;
-	wr.sg_list = sge;
-	wr.num_sge = nsge;
-	wr.opcode = IBV_WR_SEND;
-	/* RDMAMSG__TX_INLINE/SIGNAL are IBV_SEND_INLINE/SIGNALED */
-	wr.send_flags = flags;
-	wr.imm_data = 0;
+	rdmamsg__lane_plain_wr(lane, &wr, sge, nsge, seq, flags);
 	return ibv_post_send(lane->qp, &wr, &bad);
+}
+
+/* rdmamsg__lane_plain_chain -- a chain of rdmamsg__lane_plain_wr()'s
+ * sends (consecutive seqs) in one post, one doorbell: 0, or the
+ * provider's positive errno with *bad at the first it did not take (those
+ * before it are posted) */
+static inline int rdmamsg__lane_plain_chain(struct rdmamsg__lane *lane,
+					    struct ibv_send_wr *wr,
+					    struct ibv_send_wr **bad)
+{
+	return ibv_post_send(lane->qp, wr, bad);
 }
 
 /* rdmamsg__lane_send -- the down call of the fast path: a plain lane's

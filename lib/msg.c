@@ -158,6 +158,13 @@ struct inl_hdr {
 	char data[48];
 };
 
+/* a send of a chain, built but not yet posted (pump_chain) */
+struct tx_wr {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[2];
+	struct inl_hdr hs;
+};
+
 /* own_sges -- buf_sges without a copy buffer (the pool has none): a
  * registered buffer sent from its start (a pool buffer, queued or the
  * caller's; a control buffer, a FIN's: xfer.c) carries the header in
@@ -261,19 +268,22 @@ static inline __attribute__((always_inline)) struct rdmamsg__wire *kept_sges(
 }
 
 /* post_frag -- one message or fragment; own is freed when it completes;
- * signalled as sig says (SIG_*) */
+ * signalled as sig says (SIG_*).  With chain (a plain lane's), the send
+ * is built there and counted as posted, for the caller to post (and to
+ * take back if the provider refuses it: pump_chain) */
 static inline __attribute__((always_inline)) int post_frag_sig(
 	struct rdmamsg_ep *ep, uint8_t type, uint8_t flags, uint32_t imm,
 	uint32_t total, const void *data, uint32_t len,
 	const struct rdmamsg_buf *src, struct rdmamsg_buf *own, void *op_ctx,
-	int report, int sig)
+	int report, int sig, struct tx_wr *chain)
 {
 	struct rdmamsg__slot *slot = &ep->slots[ep->sq_head & ep->sq_mask];
 	struct rdmamsg__wire *h;
 	struct rdmamsg__kept *k = NULL; /* the session's copy, counted */
-	struct inl_hdr hs;
-	struct ibv_sge sge[2];
-	int nsge = 1, inl = 0, ret;
+	struct tx_wr t;
+	struct inl_hdr *hs = chain ? &chain->hs : &t.hs;
+	struct ibv_sge *sge = chain ? chain->sge : t.sge;
+	int nsge = 1, inl = 0, ret, signal;
 
 	/* a session keeps a copy of each data fragment (a packed send is
 	 * one) until the peer has it (ep.c); type is a constant at every
@@ -290,7 +300,7 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 			return -ENOMEM;
 		}
 	} else {
-		h = frag_sges(ep, &hs, data, len, src, sge, &nsge, &inl);
+		h = frag_sges(ep, hs, data, len, src, sge, &nsge, &inl);
 		if (RDMAMSG_UNLIKELY(!h))
 			return -ENOMEM;
 		fp_fill_hdr(ep, h, type, flags, imm, total);
@@ -299,9 +309,15 @@ static inline __attribute__((always_inline)) int post_frag_sig(
 	 * when the send completes, not at some later signalled send that may
 	 * never be posted (a sender waiting for pool memory would starve);
 	 * unless the caller posts that later one now (SIG_LATER) */
-	ret = fp_post_send(ep, sge, nsge, inl,
-			   sig == SIG_ALWAYS ||
-				   (sig == SIG_NEED && (report || own)));
+	signal = sig == SIG_ALWAYS || (sig == SIG_NEED && (report || own));
+	if (chain) {
+		rdmamsg__lane_plain_wr(ep->ln, &chain->wr, sge, nsge,
+				       ep->sq_head,
+				       fp_tx_flags(ep, inl, signal));
+		ret = 0;
+	} else {
+		ret = fp_post_send(ep, sge, nsge, inl, signal);
+	}
 	if (RDMAMSG_UNLIKELY(ret)) {
 		if (k)
 			ep->tx_frags--; /* not posted */
@@ -324,7 +340,7 @@ static inline int post_frag(struct rdmamsg_ep *ep, uint8_t type, uint8_t flags,
 			    int sig)
 {
 	return post_frag_sig(ep, type, flags, imm, total, data, len, src, own,
-			     op_ctx, report, sig);
+			     op_ctx, report, sig, NULL);
 }
 
 /* backlog_limit -- messages the backlog may hold */
@@ -491,20 +507,124 @@ static __attribute__((noinline, cold)) void pump_stuck(struct rdmamsg_ep *ep)
 	rdmamsg__ep_xwait(ep);
 }
 
-/* pump -- post queued messages (fragment by fragment) while credits
- * last; only the batch's last send is signalled for the buffers and
- * reports of those before it (selective signalling: RC completes in
- * order, a failed send still completes, with its error) */
+/* frag_next -- post n's next fragment (with chain: build it, post_frag_sig)
+ * and count it: 1 when it was n's last, 0 when more follow, -1 when it
+ * could not */
+static inline __attribute__((always_inline)) int frag_next(
+	struct rdmamsg_ep *ep, struct rdmamsg_buf *n, int report,
+	struct tx_wr *chain)
+{
+	size_t rest = n->len - n->off;
+	uint32_t flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
+	int last = n->off + flen == n->len;
+	uint8_t flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
+				  (last ? F_LAST : 0) | n->has_imm);
+	int sig = batch_goes_on(ep, n, last) ? SIG_LATER : SIG_NEED;
+
+	if (post_frag_sig(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
+			  n->data + n->off, flen, n, last ? n : NULL, n->op_ctx,
+			  last && report && !(n->has_imm & F_XFER), sig, chain))
+		return -1;
+	ep->credits--;
+	n->off += flen;
+	return last;
+}
+
+/* msg_posted -- n's last fragment is posted: out of the backlog */
+static void msg_posted(struct rdmamsg_ep *ep, struct rdmamsg_buf *n)
+{
+	ep->bl_head = n->next;
+	if (!ep->bl_head)
+		ep->bl_tail = NULL;
+	n->next = NULL;
+	ep->bl_count--;
+	ep->bl_bytes -= n->len;
+	if (RDMAMSG_UNLIKELY(n->has_imm & F_XFER))
+		rdmamsg__xfer_posted(ep, n);
+}
+
+/* the fragments pump_chain posts at once */
+#define CHAIN_MAX 8
+
+/* what building a fragment's send changes (post_frag_sig, frag_next), as
+ * it was before: pump_chain puts it back for those the provider refused */
+struct tx_undo {
+	uint64_t sq_head, sig_next, returned_total;
+	size_t off;
+	int32_t credits;
+	uint32_t to_return, ctl_to_return, unsignaled;
+};
+
+/*
+ * pump_chain -- frag_next for as many of n's fragments as credits and
+ * send slots allow (two at least, CHAIN_MAX at most), posted as one
+ * chain: one provider call, one doorbell on an HCA, and softrdma leaves
+ * a fragment with another behind it to its copy ring, where the receiver
+ * copies one out while the sender copies the next in.  A chain the
+ * provider refuses part-way (its bad_wr) is posted up to there; the
+ * rest is taken back as if never built and waits as pump_stuck says.
+ * Only a plain lane's sends chain (the RC lane's), and not a replay
+ * session's (its copies are counted as they are kept).  0, or -1 when
+ * not all could go (pump_stuck).
+ */
+static __attribute__((noinline)) int pump_chain(struct rdmamsg_ep *ep,
+						struct rdmamsg_buf *n,
+						int report)
+{
+	struct tx_wr c[CHAIN_MAX];
+	struct tx_undo u[CHAIN_MAX];
+	struct ibv_send_wr *bad = NULL;
+	int k = 0, last = 0, i;
+
+	do {
+		u[k] = (struct tx_undo){.sq_head = ep->sq_head,
+					.sig_next = ep->sig_next,
+					.returned_total = ep->returned_total,
+					.off = n->off,
+					.credits = ep->credits,
+					.to_return = ep->to_return,
+					.ctl_to_return = ep->ctl_to_return,
+					.unsignaled = ep->unsignaled};
+		last = frag_next(ep, n, report, &c[k]);
+		if (last < 0)
+			break;
+		if (k)
+			c[k - 1].wr.next = &c[k].wr;
+		k++;
+	} while (!last && k < CHAIN_MAX && ep->credits > 0 &&
+		 fp_sq_free(ep) > 0);
+	if (k && rdmamsg__lane_plain_chain(ep->ln, &c[0].wr, &bad)) {
+		for (i = 0; i < k && &c[i].wr != bad; i++)
+			;
+		if (i == k)
+			i = 0; /* no bad_wr of ours: all taken back */
+		ep->sq_head = u[i].sq_head;
+		ep->sig_next = u[i].sig_next;
+		ep->returned_total = u[i].returned_total;
+		n->off = u[i].off;
+		ep->credits = u[i].credits;
+		ep->to_return = u[i].to_return;
+		ep->ctl_to_return = u[i].ctl_to_return;
+		ep->unsignaled = u[i].unsignaled;
+		return -1;
+	}
+	if (last > 0)
+		msg_posted(ep, n);
+	return last < 0 ? -1 : 0;
+}
+
+/* pump -- post queued messages (fragment by fragment, several of a
+ * message as one chain: pump_chain) while credits last; only the batch's
+ * last send is signalled for the buffers and reports of those before it
+ * (selective signalling: RC completes in order, a failed send still
+ * completes, with its error) */
 static void pump(struct rdmamsg_ep *ep)
 {
 	int report = ep->cbs.on_send != NULL;
 
 	while (ep->bl_head && ep->credits > 0 && fp_sq_free(ep) > 0) {
 		struct rdmamsg_buf *n = ep->bl_head;
-		size_t rest;
-		uint32_t flen;
 		int last, sig;
-		uint8_t flags;
 
 		if (RDMAMSG_UNLIKELY(n == &ep->rp_mark)) {
 			/* a reconnected session: what the peer did not
@@ -521,31 +641,21 @@ static void pump(struct rdmamsg_ep *ep)
 			}
 			continue;
 		}
-		rest = n->len - n->off;
-		flen = rest > ep->frag ? ep->frag : (uint32_t)rest;
-		last = n->off + flen == n->len;
-		flags = (uint8_t)((n->off == 0 ? F_FIRST : 0) |
-				  (last ? F_LAST : 0) | n->has_imm);
-		sig = batch_goes_on(ep, n, last) ? SIG_LATER : SIG_NEED;
-		if (post_frag(ep, W_DATA, flags, n->imm, (uint32_t)n->len,
-			      n->data + n->off, flen, n, last ? n : NULL,
-			      n->op_ctx,
-			      last && report && !(n->has_imm & F_XFER), sig)) {
+		if (n->len - n->off > ep->frag && ep->credits > 1 &&
+		    fp_sq_free(ep) > 1 && ep->ln->plain_send && !ep->kept) {
+			if (pump_chain(ep, n, report)) {
+				pump_stuck(ep);
+				break;
+			}
+			continue;
+		}
+		last = frag_next(ep, n, report, NULL);
+		if (last < 0) {
 			pump_stuck(ep);
 			break;
 		}
-		ep->credits--;
-		n->off += flen;
-		if (last) {
-			ep->bl_head = n->next;
-			if (!ep->bl_head)
-				ep->bl_tail = NULL;
-			n->next = NULL;
-			ep->bl_count--;
-			ep->bl_bytes -= n->len;
-			if (RDMAMSG_UNLIKELY(n->has_imm & F_XFER))
-				rdmamsg__xfer_posted(ep, n);
-		}
+		if (last)
+			msg_posted(ep, n);
 	}
 	if (ep->want_writable && ep->bl_count < backlog_limit(ep))
 		ep->writable_due = 1;
@@ -687,7 +797,7 @@ static __attribute__((noinline)) int send_now(struct rdmamsg_ep *ep,
 	ret = post_frag_sig(ep, W_DATA, (uint8_t)(F_FIRST | F_LAST | xflags),
 			    imm, len, data, len, NULL, NULL, op_ctx,
 			    ep->cbs.on_send != NULL && !(xflags & F_XFER),
-			    SIG_NEED);
+			    SIG_NEED, NULL);
 	if (RDMAMSG_UNLIKELY(ret))
 		return ret == -ENOMEM ? rdmamsg__ep_no_pool_memory(ep, ret)
 				      : -ENOTCONN;
@@ -1026,7 +1136,7 @@ int rdmamsg__ep_send_bye(struct rdmamsg_ep *ep)
 	if (ep->ctl_credits == 0 || fp_sq_free(ep) == 0)
 		return -EAGAIN;
 	ret = post_frag_sig(ep, W_BYE, 0, 0, 0, NULL, 0, NULL, NULL, NULL, 0,
-			    SIG_ALWAYS);
+			    SIG_ALWAYS, NULL);
 	if (ret)
 		return ret;
 	ep->ctl_credits--;
