@@ -558,14 +558,14 @@ struct tx_undo {
 /*
  * pump_chain -- frag_next for as many of n's fragments as credits and
  * send slots allow (two at least, CHAIN_MAX at most), posted as one
- * chain: one provider call, one doorbell on an HCA, and softrdma leaves
- * a fragment with another behind it to its copy ring, where the receiver
- * copies one out while the sender copies the next in.  A chain the
- * provider refuses part-way (its bad_wr) is posted up to there; the
- * rest is taken back as if never built and waits as pump_stuck says.
- * Only a plain lane's sends chain (the RC lane's), and not a replay
- * session's (its copies are counted as they are kept).  0, or -1 when
- * not all could go (pump_stuck).
+ * chain: one provider call, one doorbell on an HCA (softrdma sends a
+ * fragment through its copy ring when the next one goes there, and the
+ * receiver copies one out while the sender copies the next in).  A
+ * chain the provider refuses part-way (its bad_wr) is posted up to
+ * there; the rest is taken back as if never built and waits as
+ * pump_stuck says.  Only a plain lane's sends chain (the RC lane's), and
+ * not a replay session's (its copies are counted as they are kept).  0,
+ * or -1 when not all could go (pump_stuck).
  */
 static __attribute__((noinline)) int pump_chain(struct rdmamsg_ep *ep,
 						struct rdmamsg_buf *n,
