@@ -1829,10 +1829,11 @@ static int rings_next(const struct soft_qp *qp, const struct ibv_send_wr *wr)
  * one before placed by us and drained from its outbox.  Anything unusual
  * (no receive posted, one too short, memory not mapped here, the lock
  * taken, SOFTRDMA_NO_PUSH=1) leaves the SEND to the ring, where the
- * responder finds and reports it as before; so does a WR chained to one
- * that the ring takes (rings_next: rdmamsg posts a message's fragments as
- * one chain, and a pair of 8 KiB and less than 4 KiB overlaps there,
- * 10,000 B 1.23-1.30 -> 1.16-1.19 us, 12,000 B 1.34-1.43 -> 1.32-1.35).
+ * responder finds and reports it as before; so does a SEND followed in
+ * its chain by a WR that the ring takes (rings_next: rdmamsg posts a
+ * message's fragments as one chain, and a pair of 8 KiB and less than 4
+ * KiB overlaps there, 10,000 B 1.23-1.30 -> 1.16-1.19 us, 12,000 B
+ * 1.34-1.43 -> 1.32-1.35).
  * 1: posted; 0: nothing taken.  Lock held.
  */
 static int fast_push(struct soft_qp *qp, struct ibv_send_wr *wr,
