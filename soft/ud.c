@@ -537,6 +537,29 @@ static uint16_t ip_csum(const uint8_t *p, int n)
 	return (uint16_t)~s;
 }
 
+/* over_ipv4 -- the datagram in h travelled as RoCE v2 over IPv4 (both
+ * GIDs IPv4-mapped), else over IPv6 */
+static int over_ipv4(const struct ud_cell *h)
+{
+	return gid_v4mapped(h->sgid) && gid_v4mapped(h->dgid);
+}
+
+/*
+ * roce_pkt_type -- what a UD receive completion's sl reports on RoCE, as
+ * mlx5 reports it (its CQE's field for the SL holds the packet type
+ * there; RoCE has no SL on the wire): bit 3 a UDP header (RoCE v2), bits
+ * 2:0 the L3 header, 1 IPv6, 2 IPv4.  What the GRH area holds depends
+ * on it (build_grh), and a receiver cannot tell from the area alone: its
+ * first 20 bytes are undefined for IPv4 (Annex 17, A17.4.5.2), so UCX's
+ * UD transport finds the destination GID by sl (Debian 12's 1.13, and
+ * every release before UCX pull request 10209 of 2024: on rxe and irdma,
+ * which report 0, it drops every datagram).
+ */
+static uint8_t roce_pkt_type(const struct ud_cell *h)
+{
+	return over_ipv4(h) ? 0x8 | 0x2 : 0x8 | 0x1;
+}
+
 /*
  * build_grh -- the 40 bytes a RoCE v2 HCA puts first in a UD receive
  * buffer: for IPv4 GIDs the IPv4 header in the last 20 bytes (the first
@@ -551,7 +574,7 @@ static void build_grh(uint8_t *grh, const struct ud_cell *h)
 	l4 = 8 + 12 + 8 + ((h->flags & UDF_IMM) ? 4 : 0) + ((len + 3) & ~3u) +
 	     4;
 	memset(grh, 0, UD_GRH);
-	if (gid_v4mapped(h->sgid) && gid_v4mapped(h->dgid)) {
+	if (over_ipv4(h)) {
 		uint8_t *ip = grh + 20;
 
 		ip[0] = 0x45;
@@ -729,6 +752,8 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 		if (!(h->flags & UDF_PLACED)) /* else in the buffer */
 			build_grh(grh, h);
 		wc.src_qp = h->src_qpn & 0xffffff;
+		if (!soft_link_ib) /* IB mode: 0 (no SL is carried) */
+			wc.sl = roce_pkt_type(h);
 		wc.wc_flags |= IBV_WC_GRH;
 		wc.pkey_index = 0;
 		wc.byte_len = UD_GRH + h->msg_len;

@@ -224,6 +224,7 @@ static int ud_child(int rfd, int wfd)
 	    (wc[0].wc_flags & IBV_WC_WITH_IMM));
 	CHK(wc[0].imm_data == htonl(0xabcd0002u));
 	CHK(wc[0].qp_num == s.qp->qp_num);
+	CHK(wc[0].sl == 0xa); /* RoCE v2 over IPv4, as mlx5 reports it */
 	grh = s.buf;
 	for (i = 0; i < 20; i++)
 		CHK(grh[i] == 0);
@@ -243,6 +244,7 @@ static int ud_child(int rfd, int wfd)
 	grh = s.buf + RBUF;
 	CHK(wc[1].status == IBV_WC_SUCCESS && wc[1].wr_id == 101);
 	CHK(wc[1].byte_len == 140 && !(wc[1].wc_flags & IBV_WC_WITH_IMM));
+	CHK(wc[1].sl == 0x9); /* RoCE v2 over IPv6 */
 	CHK((grh[0] >> 4) == 6 && grh[6] == 17 && grh[7] == 64);
 	CHK((((uint32_t)grh[1] << 16 | (uint32_t)grh[2] << 8 | grh[3]) &
 	     0xfffff) == 0x12345);
@@ -362,7 +364,8 @@ static void test_ud(void)
 	is_int(t_qp_state(q2), IBV_QPS_ERR, "the sending QP is in ERR");
 	waitpid(pid, &status, 0);
 	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	   "receiver process: GRH (IPv4 and IPv6), qkey, data, drops, reply "
+	   "receiver process: GRH (IPv4 and IPv6) and packet type (sl), qkey, "
+	   "data, drops, reply "
 	   "address, short buffer (status %d)",
 	   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	close(rfd);
