@@ -278,6 +278,7 @@ void soft_qp_connect(struct soft_qp *qp)
 	qp->peer_pid = e.pid;
 	qp->peer_start = e.start;
 	qp->peer_ctx_idx = e.ctx_idx;
+	qp->peer_cq_wbits = h->cq_wbits; /* peer-written: its own loss */
 	qp->peer_rc = &soft_reg->ctx[e.ctx_idx];
 	qp->peer_pd_id = e.pd_id;
 	qp->peer_reg_slot = slot;
@@ -437,7 +438,11 @@ static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
 		if (qp->peer_bw && !(atomic_load(qp->peer_bw) & qp->peer_bm))
 			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
 	}
-	if (atomic_load(&rc->armed) || atomic_load(&rc->always_wake))
+	/* only for an armed CQ of the peer QP's (its send CQ for our ACKs,
+	 * its receive CQ for our messages), or a thread serving rings */
+	if ((atomic_load(&rc->armed) &&
+	     (atomic_load(&rc->armed_cqs) & qp->peer_cq_wbits)) ||
+	    atomic_load(&rc->always_wake))
 		soft_wake_ctx(qp->peer_ctx_idx);
 }
 

@@ -289,6 +289,7 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	qp->seg->pid = soft_self_pid;
 	qp->seg->start = soft_self_start;
 	qp->seg->ctx_idx = (uint32_t)ctx->reg_idx;
+	qp->seg->cq_wbits = qp->scq->wbit | qp->rcq->wbit;
 	if (qp->srq && qp->srq->shm)
 		qp->seg->srq_id = qp->srq->shm_id;
 	qp->slots = (struct soft_slot *)((char *)qp->seg + SOFT_SEG_HDR);

@@ -28,8 +28,10 @@
  * split, its first part before the payload (soft/slot.h); 7: a ring
  * SEND's offset in the slot's first line (SOFT_SLOT_RING_OFF); 8: and its
  * fill count, the slot published before all of it is in; 9: a plain
- * store's ACK (soft_seg_hdr.cancel), a context's fence_wake */
-#define SOFT_REG_VERSION 10
+ * store's ACK (soft_seg_hdr.cancel), a context's fence_wake; 10: the
+ * tops of the QP and MR slots ever used; 11: a context's armed_cqs and a
+ * segment's cq_wbits (data.c peer_wake) */
+#define SOFT_REG_VERSION 11
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;
@@ -654,6 +656,7 @@ static int reg_ctx_take(struct soft_reg *r)
 		r->ctx[idx].start = soft_self_start;
 		r->ctx[idx].srq_hi = 0;
 		atomic_store(&r->ctx[idx].armed, 0);
+		atomic_store(&r->ctx[idx].armed_cqs, 0);
 		atomic_store(&r->ctx[idx].fence_wake, 0);
 		/* a previous owner's bells: nobody's now */
 		for (i = 0; i < SOFT_BELLS / 64; i++)

@@ -112,6 +112,10 @@ struct soft_reg_ctx {
 	 * the channel's FIFO (chan_key[c], verbs.c).  A producer claims a
 	 * channel's bit (fetch-and) before it writes: one byte per arm */
 	_Atomic uint32_t armed;
+	/* the wake slots (soft_cq.wbit) of its armed CQs: a producer wakes
+	 * it for a QP only when one of that QP's CQs is armed (cq_wbits),
+	 * as an HCA raises an event only for the CQ it completes on */
+	_Atomic uint64_t armed_cqs;
 	_Atomic uint32_t always_wake; /* its thread serves the rings */
 	_Atomic uint32_t sleeping;    /* its thread is in (or entering) the
 				       * futex wait: wakers call the kernel */
@@ -255,6 +259,7 @@ struct soft_seg_hdr {
 	_Atomic uint32_t epoch; /* bumped at every reset: slots start anew */
 	uint32_t bell; /* our bit in our context's doorbell (SOFT_BELL_NONE) */
 	uint64_t rq_off, cq_off;
+	uint64_t cq_wbits; /* its send and receive CQs' wake slots */
 	/* written on every poll of the owner: a line of its own, apart from
 	 * what the peer reads on every poll (dest_qpn) */
 	_Alignas(64) _Atomic uint32_t rx_lock;
@@ -614,6 +619,10 @@ struct soft_context {
 	 * stores (soft_hint_set), read by thread_main without it */
 	int narmed;	   /* CQs armed */
 	int narmed_thread; /* of them, those the progress thread serves */
+	/* CQs made, the next one's wake slot; CQs armed per slot (the
+	 * registry's armed_cqs bit is set while its count is not 0) */
+	uint32_t cq_seq;
+	uint32_t wslot_armed[64];
 	/* a send waits for its RNR timer (tx_qp): the progress thread
 	 * passes until it is sent again, as the HCA retransmits it without
 	 * the program (soft_hint_set, like narmed) */
@@ -836,6 +845,7 @@ struct soft_cq {
 	uint32_t direct_left;
 	int armed;	/* 0, 1: next, 2: solicited */
 	int arm_direct; /* armed through its channel's cell (verbs.c) */
+	uint64_t wbit;	/* its wake slot: 1 << (its number % 64) */
 	int overflowed;
 	int refcnt;
 	uint32_t comp_reported, async_reported;
@@ -987,6 +997,7 @@ struct soft_qp {
 	int32_t peer_pid;
 	uint64_t peer_start;
 	uint32_t peer_ctx_idx;
+	uint64_t peer_cq_wbits; /* its CQs' wake slots (peer_wake) */
 	/* its context's registry entry, &soft_reg->ctx[peer_ctx_idx] (set
 	 * at connect: peer_wake reads it on every post and ACK) */
 	struct soft_reg_ctx *peer_rc;

@@ -731,6 +731,24 @@ static inline struct soft_comp_channel *cq_chan(struct soft_cq *cq)
 			       : NULL;
 }
 
+/* cq_wslot -- count cq in (ON) or out of the armed CQs of its wake slot:
+ * the registry's bit is set while one is armed, and set before the arm's
+ * look at the work (a seq_cst RMW, as the armed bits: peer_wake in
+ * data.c); context lock held */
+static void cq_wslot(struct soft_cq *cq, int on)
+{
+	struct soft_context *ctx = cq->ctx;
+	uint32_t *n = &ctx->wslot_armed[__builtin_ctzll(cq->wbit)];
+	_Atomic uint64_t *bits = &soft_reg->ctx[ctx->reg_idx].armed_cqs;
+
+	if (ctx->owner_pid != soft_self_pid)
+		return; /* a forked child's: never published */
+	if (on && !(*n)++)
+		atomic_fetch_or(bits, cq->wbit);
+	else if (!on && !--*n)
+		atomic_fetch_and(bits, ~cq->wbit);
+}
+
 /* cq_disarm -- cq's arm is spent or gone; context lock held */
 static void cq_disarm(struct soft_cq *cq)
 {
@@ -738,6 +756,7 @@ static void cq_disarm(struct soft_cq *cq)
 	struct soft_comp_channel *ch = cq_chan(cq);
 
 	cq->armed = 0;
+	cq_wslot(cq, 0);
 	soft_hint_set(&ctx->narmed, ctx->narmed - 1);
 	if (cq->arm_direct) {
 		if (!--ch->narmed)
@@ -1057,6 +1076,7 @@ static struct soft_cq *cq_create(struct ibv_context *context, int cqe,
 	if (channel)
 		__atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_RELAXED);
 	soft_lock(&ctx->lock);
+	cq->wbit = 1ull << (ctx->cq_seq++ % 64);
 	soft_list_add(&ctx->cqs, &cq->link);
 	soft_unlock(&ctx->lock);
 	return cq;
@@ -1220,6 +1240,7 @@ int soft_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 		 * unsolicited message, where a kick would make the fd readable
 		 * with no event to read */
 		c->arm_direct = ch && ch->cell >= 0 && !solicited_only;
+		cq_wslot(c, 1);
 		soft_hint_set(&ctx->narmed, ctx->narmed + 1);
 		if (c->arm_direct) {
 			ch->narmed++;

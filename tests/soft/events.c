@@ -526,11 +526,97 @@ static void test_chan_fd(void)
 	free(buf);
 }
 
+/*
+ * test_chan_other_cq -- a message to a QP whose CQs are not armed does not
+ * wake a channel armed for another CQ of that context: the channel's fd
+ * stays unreadable (an HCA raises an event only for the CQ it completes
+ * on; softrdma kicked every armed channel of the context, so a program
+ * that polls some CQs and waits on another, as UCX's UD transport does
+ * beside its RC QPs, paid system calls and a woken thread per message).
+ * The message is delivered all the same; one to the armed CQ's QP then
+ * makes the fd readable and raises its event.
+ */
+static void test_chan_other_cq(void)
+{
+	struct tctx a, b;
+	struct ibv_comp_channel *ch;
+	struct ibv_qp_init_attr ia;
+	struct ibv_cq *rcq;
+	struct ibv_qp *qa1, *qa2, *qb1, *qb2;
+	struct ibv_mr *ma, *mb;
+	struct ibv_wc wc;
+	struct pollfd p;
+	char *buf = calloc(1, 8192);
+	int i;
+
+	if (!buf || t_open(&a, 16) || t_open(&b, 16))
+		bail_out("open");
+	ch = ibv_create_comp_channel(b.ctx);
+	rcq = ch ? ibv_create_cq(b.ctx, 16, NULL, ch, 0) : NULL;
+	ma = ibv_reg_mr(a.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	mb = ibv_reg_mr(b.pd, buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = rcq;
+	ia.recv_cq = rcq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	qb1 = rcq ? ibv_create_qp(b.pd, &ia) : NULL;
+	qb2 = t_rc_qp(&b, 4, NULL); /* b.cq, never armed */
+	qa1 = t_rc_qp(&a, 4, NULL);
+	qa2 = t_rc_qp(&a, 4, NULL);
+	if (!rcq || !ma || !mb || !qa1 || !qa2 || !qb1 || !qb2 ||
+	    t_connect(qa1, qb1->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(qb1, qa1->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(qa2, qb2->qp_num, 0, 1, 7, 14, 7) ||
+	    t_connect(qb2, qa2->qp_num, 0, 1, 7, 14, 7) ||
+	    t_post_recv(qb1, buf + 4096, 64, mb->lkey, 1) ||
+	    ibv_req_notify_cq(rcq, 0))
+		bail_out("other CQ test setup");
+	for (i = 0; i < 3; i++)
+		if (t_post_recv(qb2, buf + 4096 + 64 * (i + 1), 64, mb->lkey,
+				2 + i))
+			bail_out("receives of the unarmed QP");
+	for (i = 0; i < 3; i++)
+		if (t_post(qa2, IBV_WR_SEND, buf, 8, ma->lkey, 10 + i, 0, 0, 0))
+			bail_out("send to the unarmed QP");
+	p = (struct pollfd){.fd = ch->fd, .events = POLLIN};
+	is_int(poll(&p, 1, 200), 0,
+	       "other CQ: 3 SENDs to a QP of unarmed CQs leave the channel "
+	       "of another CQ unreadable");
+	for (i = 0; i < 3; i++)
+		if (t_wait(b.cq, &wc, 1, 2000) != 1 ||
+		    wc.status != IBV_WC_SUCCESS || wc.wr_id != 2u + i ||
+		    wc.qp_num != qb2->qp_num)
+			break;
+	is_int(i, 3, "other CQ: the 3 are delivered, in order, on their QP");
+	is_int(t_post(qa1, IBV_WR_SEND, buf, 8, ma->lkey, 20, 0, 0, 0), 0,
+	       "other CQ: SEND to the armed CQ's QP");
+	is_int(wait_event(ch, rcq, 5000), 0,
+	       "other CQ: its channel's event came");
+	is_int(t_wait(rcq, &wc, 1, 2000), 1, "other CQ: its receive completed");
+	ok(wc.status == IBV_WC_SUCCESS && wc.wr_id == 1 &&
+		   wc.qp_num == qb1->qp_num,
+	   "other CQ: on the armed CQ's QP");
+	ibv_destroy_qp(qa1);
+	ibv_destroy_qp(qa2);
+	ibv_destroy_qp(qb1);
+	ibv_destroy_qp(qb2);
+	ibv_destroy_cq(rcq);
+	ibv_destroy_comp_channel(ch);
+	ibv_dereg_mr(ma);
+	ibv_dereg_mr(mb);
+	t_close(&a);
+	t_close(&b);
+	free(buf);
+}
+
 int main(void)
 {
 	t_isolate("events");
 	test_channel();
 	test_chan_fd();
+	test_chan_other_cq();
 	test_srq_and_async();
 	test_overrun(IBV_QPT_RC, 1, 0);
 	test_overrun(IBV_QPT_RC, 0, 0);
