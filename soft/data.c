@@ -438,12 +438,14 @@ static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
 		if (qp->peer_bw && !(atomic_load(qp->peer_bw) & qp->peer_bm))
 			atomic_fetch_or(qp->peer_bw, qp->peer_bm);
 	}
-	/* only for an armed CQ of the peer QP's (its send CQ for our ACKs,
-	 * its receive CQ for our messages), or a thread serving rings */
-	if ((atomic_load(&rc->armed) &&
-	     (atomic_load(&rc->armed_cqs) & qp->peer_cq_wbits)) ||
-	    atomic_load(&rc->always_wake))
+	/* its waiters only for an armed CQ of the peer QP's (its send CQ for
+	 * our ACKs, its receive CQ for our messages); a thread serving the
+	 * rings, always */
+	if (atomic_load(&rc->armed) &&
+	    (atomic_load(&rc->armed_cqs) & qp->peer_cq_wbits))
 		soft_wake_ctx(qp->peer_ctx_idx);
+	else if (atomic_load(&rc->always_wake))
+		soft_wake_thread(qp->peer_ctx_idx);
 }
 
 /* soft_local_sge -- check an SGE against the local MR table (every QP
