@@ -33,7 +33,7 @@
  * QP reserves nothing per WQE for it (data.c ring_take, net.c inl_take) */
 #define SOFT_MAX_INLINE	 16384
 #define SOFT_MAX_QP_WR	 16384
-#define SOFT_MAX_CQE	 ((1 << 18) - 1)
+#define SOFT_MAX_CQE	 ((1 << 22) - 1) /* as mlx5; libfabric.sh */
 #define SOFT_MAX_SRQ_WR	 32767 /* as mlx5 reports; the segment holds it */
 #define SOFT_MAX_SRQ	 4096  /* SRQs alive in a process (srq.c) */
 #define SOFT_MAX_CQ	 16384 /* CQs alive in a process (verbs.c) */
