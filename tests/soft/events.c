@@ -477,7 +477,6 @@ static void test_chan_fd(void)
 {
 	struct tctx a, b;
 	struct ibv_comp_channel *ch;
-	struct ibv_qp_init_attr ia;
 	struct ibv_cq *rcq;
 	struct ibv_qp *qa, *qb;
 	struct ibv_mr *ma, *mb;
@@ -492,13 +491,7 @@ static void test_chan_fd(void)
 	rcq = ch ? ibv_create_cq(b.ctx, 16, NULL, ch, 0) : NULL;
 	ma = ibv_reg_mr(a.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	mb = ibv_reg_mr(b.pd, buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = b.cq;
-	ia.recv_cq = rcq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	qb = rcq ? ibv_create_qp(b.pd, &ia) : NULL;
+	qb = rcq ? ov_qp(&b, IBV_QPT_RC, b.cq, rcq, NULL) : NULL;
 	qa = t_rc_qp(&a, 4, NULL);
 	if (!rcq || !ma || !mb || !qa || !qb ||
 	    t_connect(qa, qb->qp_num, 0, 1, 7, 14, 7) ||
@@ -540,7 +533,6 @@ static void test_chan_other_cq(void)
 {
 	struct tctx a, b;
 	struct ibv_comp_channel *ch;
-	struct ibv_qp_init_attr ia;
 	struct ibv_cq *rcq;
 	struct ibv_qp *qa1, *qa2, *qb1, *qb2;
 	struct ibv_mr *ma, *mb;
@@ -555,13 +547,7 @@ static void test_chan_other_cq(void)
 	rcq = ch ? ibv_create_cq(b.ctx, 16, NULL, ch, 0) : NULL;
 	ma = ibv_reg_mr(a.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	mb = ibv_reg_mr(b.pd, buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
-	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = rcq;
-	ia.recv_cq = rcq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	qb1 = rcq ? ibv_create_qp(b.pd, &ia) : NULL;
+	qb1 = rcq ? ov_qp(&b, IBV_QPT_RC, rcq, rcq, NULL) : NULL;
 	qb2 = t_rc_qp(&b, 4, NULL); /* b.cq, never armed */
 	qa1 = t_rc_qp(&a, 4, NULL);
 	qa2 = t_rc_qp(&a, 4, NULL);
