@@ -58,6 +58,15 @@ run() {
 	fi
 	wait "$_spid"
 	_src=$?
+	# fi_pingpong's teardown: a server that closes first may leave the
+	# client's last receive cancelled (rxm: FI_ECANCELED, exit 125, a
+	# "Work Request Flushed Error" after every row was printed), seen
+	# only on a loaded machine; any other failure counts
+	if [ $_crc -eq 125 ] && [ "$_ep" = rdm ] &&
+		grep -q 'cq_readerr: Work Request Flushed Error' "$_log.client"; then
+		diag "$_ep $_prov $_mode: the client's teardown raced the server's (exit 125)"
+		_crc=0
+	fi
 	[ "$_sz" = all ] && _want=1m || _want=
 	[ $_crc -eq 0 ] && [ $_src -eq 0 ] &&
 		awk -v n="$_rows" -v w="$_want" '
