@@ -156,6 +156,36 @@ wait_port() {
 	return 1
 }
 
+# pair_run LOG LIMIT SERVER_ARGS CLIENT_ARGS CMD... -- a third-party
+# server and its client on softrdma (LD_PRELOAD), each bounded by timeout
+# LIMIT: "CMD... SERVER_ARGS" in the background, once something listens
+# on TCP port $pair_port (the caller's free_port) "CMD... CLIENT_ARGS"
+# (the ARGS split at blanks); their output in LOG.server and LOG.client,
+# their exit statuses in pair_src and pair_crc.  A server that never
+# listens is stopped, and the client counts as failed (1).
+pair_run() {
+	_pr_log=$1 _pr_limit=$2 _pr_sargs=$3 _pr_cargs=$4
+	shift 4
+	# shellcheck disable=SC2086 # the ARGS: words by design
+	timeout -k 5 "$_pr_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$@" \
+		$_pr_sargs >"$_pr_log.server" 2>&1 &
+	_pr_spid=$!
+	tap_srv_pids="$tap_srv_pids $_pr_spid"
+	if wait_port "$pair_port" 20; then
+		# shellcheck disable=SC2086
+		timeout -k 5 "$_pr_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
+			"$@" $_pr_cargs >"$_pr_log.client" 2>&1
+		pair_crc=$?
+	else
+		echo "(the server never listened on TCP port $pair_port)" \
+			>"$_pr_log.client"
+		pair_crc=1
+		kill -TERM "$_pr_spid" 2>/dev/null
+	fi
+	wait "$_pr_spid"
+	pair_src=$?
+}
+
 # start_echo_server PORT -- samples/echo_server on PORT with a stdin that
 # stays open until stop_echo_server (end of input would make it quit);
 # waits until it listens; its output goes to $tap_tmp/echo_server.out

@@ -39,25 +39,11 @@ ok $? "fi_info -p 'verbs;ofi_rxm': RDM endpoints on softrdma0"
 # prints at least MIN_ROWS result rows (for "all", one of them for 1 MiB)
 run() {
 	_ep=$1 _prov=$2 _mode=$3 _sz=$4 _rows=$5
-	_port=$(free_port)
-	_log=$tap_tmp/fi.$_ep.$_mode.$_sz.$_port
-	timeout -k 5 "$limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
-		fi_pingpong -p "$_prov" -e "$_ep" -m "$_mode" -c -I 10 -S "$_sz" \
-		-B "$_port" >"$_log.server" 2>&1 &
-	_spid=$!
-	tap_srv_pids="$tap_srv_pids $_spid"
-	if wait_port "$_port" 20; then
-		timeout -k 5 "$limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" \
-			fi_pingpong -p "$_prov" -e "$_ep" -m "$_mode" -c -I 10 \
-			-S "$_sz" -P "$_port" 127.0.0.1 >"$_log.client" 2>&1
-		_crc=$?
-	else
-		echo "(the server never listened on TCP port $_port)" >"$_log.client"
-		_crc=1
-		kill -TERM "$_spid" 2>/dev/null
-	fi
-	wait "$_spid"
-	_src=$?
+	pair_port=$(free_port)
+	_log=$tap_tmp/fi.$_ep.$_mode.$_sz.$pair_port
+	pair_run "$_log" "$limit" "-B $pair_port" "-P $pair_port 127.0.0.1" \
+		fi_pingpong -p "$_prov" -e "$_ep" -m "$_mode" -c -I 10 -S "$_sz"
+	_crc=$pair_crc _src=$pair_src
 	# fi_pingpong's teardown: a server that closes first may leave the
 	# client's last receive cancelled (rxm: FI_ECANCELED, exit 125, a
 	# "Work Request Flushed Error" after every row was printed), seen

@@ -70,33 +70,18 @@ run() {
 	_lvl=$1 _tl=$2 _t=$3 _sz=$4
 	shift 4
 	_name="$_lvl $_tl $_t, $_sz B${1:+ $*}"
-	_port=$(free_port)
+	pair_port=$(free_port)
 	if [ "$_lvl" = uct ]; then
 		set -- -d softrdma0:1 -x "$_tl" "$@"
 		_env=
 	else
 		_env="UCX_TLS=$_tl UCX_NET_DEVICES=softrdma0:1"
 	fi
-	_log=$tap_tmp/$_lvl.$_t.$_sz.$_port
+	_log=$tap_tmp/$_lvl.$_t.$_sz.$pair_port
 	# shellcheck disable=SC2086 # _env: words by design
-	env LD_PRELOAD="$SOFTRDMA_PRELOAD" $_env timeout -k 5 "$limit" \
-		ucx_perftest -p "$_port" -t "$_t" -s "$_sz" -n $iters -w 50 -f "$@" \
-		>"$_log.server" 2>&1 &
-	_spid=$!
-	tap_srv_pids="$tap_srv_pids $_spid"
-	if wait_port "$_port" 20; then
-		# shellcheck disable=SC2086
-		env LD_PRELOAD="$SOFTRDMA_PRELOAD" $_env timeout -k 5 "$limit" \
-			ucx_perftest 127.0.0.1 -p "$_port" -t "$_t" -s "$_sz" \
-			-n $iters -w 50 -f "$@" >"$_log.client" 2>&1
-		_crc=$?
-	else
-		echo "(the server never listened on TCP port $_port)" >"$_log.client"
-		_crc=1
-		kill -TERM "$_spid" 2>/dev/null
-	fi
-	wait "$_spid"
-	_src=$?
+	pair_run "$_log" "$limit" "" 127.0.0.1 env $_env ucx_perftest \
+		-p "$pair_port" -t "$_t" -s "$_sz" -n $iters -w 50 -f "$@"
+	_crc=$pair_crc _src=$pair_src
 	[ $_crc -eq 0 ] && [ $_src -eq 0 ] &&
 		awk -v n=$iters '$1 == n { f = 1 } END { exit !f }' "$_log.client"
 	_st=$?
