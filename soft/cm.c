@@ -239,7 +239,7 @@ again:
 		scm__backlog_drain(e->owner); /* room for a held request */
 	if (e->ev.event == SCM_EVENT_CONN_RESP)
 		scm__process_conn_resp(scm_id_of(e->ev.id), e);
-	else if (e->ev.event == RDMA_CM_EVENT_REJECTED || e->qp_err)
+	else if (e->ev.event == RDMA_CM_EVENT_REJECTED)
 		scm__modify_qp_err(scm_id_of(e->ev.id)); /* as librdmacm */
 	*out = e;
 	return 0;

@@ -336,10 +336,10 @@ static void scm_timewait(struct scm_id *s)
 
 /* scm_disconnected -- the DREP (or the DREQ's timeout): DISCONNECTED,
  * then timewait */
-static struct scm_event *scm_disconnected(struct scm_id *s, int status)
+static void scm_disconnected(struct scm_id *s, int status)
 {
 	scm_timewait(s);
-	return scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
+	scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, status, NULL, 0, 0);
 }
 
 /*
@@ -349,12 +349,12 @@ static struct scm_event *scm_disconnected(struct scm_id *s, int status)
  * rdma_destroy_id; until then the peer's rdma_disconnect waits, up to its
  * DREQ's timeout.
  */
-static struct scm_event *scm_dreq_rcvd(struct scm_id *s)
+static void scm_dreq_rcvd(struct scm_id *s)
 {
 	s->state = SCM_DREQ_RCVD;
 	s->dreq_held = 0;
 	scm__deadline(s, 0); /* our DREQ's timeout, or the REP's */
-	return scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, 0);
+	scm__post(s, s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, 0);
 }
 
 /* scm_conn_event -- fill param.conn of an event from a REQ or REP */
@@ -1528,14 +1528,9 @@ static void scm_handle(struct scm_id *s, const struct scm_wire *w)
 		if ((s->state == SCM_REQ_SENT || s->state == SCM_REP_SENT) &&
 		    ntohs(w->reason) == SCM_REJ_NO_PATH) {
 			/* no path: a lost REQ, or a REP that times out */
-			struct scm_event *e;
-			int flush = s->state == SCM_REP_SENT;
-
 			scm_finish(s);
-			e = scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
-				      -ETIMEDOUT, NULL, 0, 0);
-			if (e)
-				e->qp_err = flush; /* in the user's thread */
+			scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
+				  NULL, 0, 0);
 		} else if (s->state == SCM_REQ_SENT &&
 			   s->id.qp_type == IBV_QPT_UD) {
 			scm_finish(s);
@@ -1608,26 +1603,20 @@ static void scm_peer_gone(struct scm_id *s)
 		scm_rej_event(s, SCM_REJ_CONSUMER_DEFINED, NULL, 0);
 		return;
 	case SCM_CONNECTED:
-	case SCM_DISCONNECTING: {
-		struct scm_event *e;
-
 		/*
-		 * The peer died: its QP is gone, flush ours so posted work
-		 * completes.  Done when the event is taken, in the user's
-		 * thread: until then the QP may be destroyed under us.  Its
-		 * kernel would have sent the DREQ (or the DREP we wait for).
+		 * The peer died: its kernel would have sent the DREQ.  Our
+		 * QP stays as it is, as with any DREQ (librdmacm modifies
+		 * none on DISCONNECTED): posted receives wait for
+		 * rdma_disconnect, a send fails with RETRY_EXC_ERR once the
+		 * transport timeout finds the peer QP gone (soft/data.c).
 		 */
-		if (s->state == SCM_CONNECTED) {
-			s->peer_gone = 1;
-			scm__close_fd(s);
-			e = scm_dreq_rcvd(s);
-		} else {
-			e = scm_disconnected(s, 0);
-		}
-		if (e)
-			e->qp_err = 1;
+		s->peer_gone = 1;
+		scm__close_fd(s);
+		scm_dreq_rcvd(s);
 		return;
-	}
+	case SCM_DISCONNECTING: /* the DREP we wait for, from its kernel */
+		scm_disconnected(s, 0);
+		return;
 	case SCM_DREQ_RCVD:
 		s->peer_gone = 1; /* the DREP has nowhere to go */
 		scm__close_fd(s);
@@ -1724,13 +1713,9 @@ void scm__timeouts(uint64_t now)
 			scm__child_gone(s);
 		} else if (s->state == SCM_REP_SENT) {
 			/* no RTU: the IB CM's REP timed out */
-			struct scm_event *e;
-
 			scm_finish(s);
-			e = scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE,
-				      -ETIMEDOUT, NULL, 0, 0);
-			if (e)
-				e->qp_err = 1;
+			scm__post(s, s, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT,
+				  NULL, 0, 0);
 		} else if (s->state == SCM_CONNECTING && s->fd < 0 &&
 			   now < s->connect_deadline_ms) {
 			scm_start_connect(s);

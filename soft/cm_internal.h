@@ -159,7 +159,6 @@ struct scm_event {
 	struct rdma_cm_event ev; /* public part */
 	struct scm_id *owner;	 /* id whose ack count this event feeds */
 	struct scm_mc *mc;	 /* multicast event: counted on the group */
-	int qp_err;		 /* flush the id's QP when the event is taken */
 	struct scm_event *next;
 	uint8_t pdata[SCM_MAX_PDATA];
 };

@@ -454,7 +454,25 @@ static int victim_main(int pfd)
 		pause();
 }
 
-/* run_kill -- the peer process dies: DISCONNECTED, our QP flushes */
+/* flushed -- how many receive completions with FLUSH_ERR come at once */
+static int flushed(struct rdma_cm_id *id)
+{
+	struct ibv_wc wc;
+	int n = 0;
+
+	while (ibv_poll_cq(id->recv_cq, 1, &wc) == 1 &&
+	       wc.status == IBV_WC_WR_FLUSH_ERR)
+		n++;
+	return n;
+}
+
+/*
+ * run_kill -- the peer process dies: DISCONNECTED, as its kernel's DREQ,
+ * and our QP stays as it was (librdmacm modifies none on DISCONNECTED):
+ * the posted receives wait; a send fails with RETRY_EXC_ERR once the
+ * transport timeout finds no peer QP, which moves the QP to ERR and
+ * flushes them, as on an HCA.
+ */
 static void run_kill(pid_t victim, uint16_t port)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -488,31 +506,31 @@ static void run_kill(pid_t victim, uint16_t port)
 	   "peer SIGKILLed: DISCONNECTED (%lld ms)", cmt_now_ms() - t0);
 	if (ev)
 		rdma_ack_cm_event(ev);
-	is_int(qp_state(id->qp, &qa), IBV_QPS_ERR,
-	       "the QP is in ERR once the event is taken");
-	for (i = 0; i < DEPTH; i++)
-		if (rdma_get_recv_comp(id, &wc) <= 0 ||
-		    wc.status != IBV_WC_WR_FLUSH_ERR)
-			break;
-	is_int(i, DEPTH, "posted receives flushed");
+	is_int(qp_state(id->qp, &qa), IBV_QPS_RTS,
+	       "the QP is still in RTS once the event is taken");
+	is_int(ibv_poll_cq(id->recv_cq, 1, &wc), 0,
+	       "no receive completes: they stay posted");
+	t0 = cmt_now_ms();
+	st = -1;
+	if (!rdma_post_send(id, NULL, buf, 8, mr, 0))
+		while (cmt_now_ms() - t0 < 5000) {
+			st = ibv_poll_cq(id->send_cq, 1, &wc);
+			if (st)
+				break;
+			usleep(1000);
+		}
+	ok(st == 1 && wc.status == IBV_WC_RETRY_EXC_ERR,
+	   "a send to the dead peer: RETRY_EXC_ERR (%lld ms, status %d)",
+	   cmt_now_ms() - t0, st == 1 ? (int)wc.status : -1);
+	is_int(qp_state(id->qp, &qa), IBV_QPS_ERR, "which moved the QP to ERR");
+	is_int(flushed(id), DEPTH, "and flushed the posted receives");
+	ok(!rdma_disconnect(id), "disconnect after that: 0");
 	waitpid(victim, &st, 0);
 	rdma_dereg_mr(mr);
 	rdma_destroy_qp(id);
 	ok(!rdma_destroy_id(id), "destroy");
 	rdma_destroy_event_channel(ch);
 	free(buf);
-}
-
-/* flushed -- how many receive completions with FLUSH_ERR come at once */
-static int flushed(struct rdma_cm_id *id)
-{
-	struct ibv_wc wc;
-	int n = 0;
-
-	while (ibv_poll_cq(id->recv_cq, 1, &wc) == 1 &&
-	       wc.status == IBV_WC_WR_FLUSH_ERR)
-		n++;
-	return n;
 }
 
 /* post_recvs -- DEPTH receives on the id's QP */
