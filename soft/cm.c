@@ -43,13 +43,15 @@
  *   times out (2 s; DISCONNECTED, -ETIMEDOUT).  Before the RTU
  *   (REP_SENT, REP_RCVD) rdma_disconnect flushes the QP, sends nothing
  *   and returns 0.
- * - Not as on hardware: a dead peer process gives DISCONNECTED at once (its
- *   TCP connection closes), and taking that event moves the QP to ERR.  A
- *   silent host or a cut path is not noticed here (no keepalive), as on
- *   hardware: the QP's retries or the application's keep-alives tell.  The
- *   progress thread itself never touches a QP.  A refused connect is
- *   retried for 100 ms (SOFTRDMA_CM_REFUSED_MS) because softrdma resolves
- *   addresses instantly and programs race their server's rdma_listen.
+ * - A dead peer process gives DISCONNECTED at once (its TCP connection
+ *   closes), as the DREQ its kernel would send; the QP stays as it was
+ *   (only REJECTED flushes it, as librdmacm), and a send times out
+ *   (RETRY_EXC_ERR).  A silent host or a cut path is not noticed here (no
+ *   keepalive), as on hardware: the QP's retries or the application's
+ *   keep-alives tell.  The progress thread itself never touches a QP.
+ * - Not as on hardware: a refused connect is retried for 100 ms
+ *   (SOFTRDMA_CM_REFUSED_MS) because softrdma resolves addresses
+ *   instantly and programs race their server's rdma_listen.
  */
 
 /*
