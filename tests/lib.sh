@@ -162,8 +162,17 @@ wait_port() {
 # on TCP port $pair_port (the caller's free_port) "CMD... CLIENT_ARGS"
 # (the ARGS split at blanks); their output in LOG.server and LOG.client,
 # their exit statuses in pair_src and pair_crc.  A server that never
-# listens is stopped, and the client counts as failed (1).
+# listens is stopped, and the client counts as failed (1); one whose
+# client failed (and may wait for it forever) gets 5 s to end.
+# pair_start (the same arguments) and pair_end GRACE split it in two,
+# for a caller that picks the grace (tenths of a second) from the
+# client's log.
 pair_run() {
+	pair_start "$@"
+	pair_end 50
+}
+
+pair_start() {
 	_pr_log=$1 _pr_limit=$2 _pr_sargs=$3 _pr_cargs=$4
 	shift 4
 	# shellcheck disable=SC2086 # the ARGS: words by design
@@ -180,6 +189,17 @@ pair_run() {
 		echo "(the server never listened on TCP port $pair_port)" \
 			>"$_pr_log.client"
 		pair_crc=1
+		kill -TERM "$_pr_spid" 2>/dev/null
+	fi
+}
+
+pair_end() {
+	if [ $pair_crc -ne 0 ]; then
+		_pr_i=0
+		while [ $_pr_i -lt "$1" ] && kill -0 "$_pr_spid" 2>/dev/null; do
+			sleep 0.1
+			_pr_i=$((_pr_i + 1))
+		done
 		kill -TERM "$_pr_spid" 2>/dev/null
 	fi
 	wait "$_pr_spid"

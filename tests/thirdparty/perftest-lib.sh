@@ -38,42 +38,25 @@ if [ -z "$pt_gidx" ]; then
 	pt_gidx=1
 fi
 
-# pt_pair_once PROG ARGS... -- run server and client once; sets pt_s/pt_c
-# (logs) and pt_src/pt_crc (exit statuses)
+# pt_pair_once PROG ARGS... -- run server and client once (pair_start,
+# pair_end); sets pt_s/pt_c (logs) and pt_src/pt_crc (exit statuses)
 pt_pair_once() {
 	_prog=$1
 	shift
 	pt_run=$((pt_run + 1))
 	pt_s=$tap_tmp/$_prog.$pt_run.server
 	pt_c=$tap_tmp/$_prog.$pt_run.client
-	_port=$(free_port)
-	timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$_prog" \
-		-d softrdma0 -x "$pt_gidx" -F -p "$_port" "$@" >"$pt_s" 2>&1 &
-	_spid=$!
-	tap_srv_pids="$tap_srv_pids $_spid"
-	if wait_port "$_port" 20; then
-		timeout -k 5 "$pt_limit" env LD_PRELOAD="$SOFTRDMA_PRELOAD" "$_prog" \
-			-d softrdma0 -x "$pt_gidx" -F -p "$_port" "$@" 127.0.0.1 \
-			>"$pt_c" 2>&1
-		pt_crc=$?
+	pair_port=$(free_port)
+	pair_start "$tap_tmp/$_prog.$pt_run" "$pt_limit" "" 127.0.0.1 \
+		"$_prog" -d softrdma0 -x "$pt_gidx" -F -p "$pair_port" "$@"
+	pt_crc=$pair_crc
+	# no grace for a server after the known race (see pt_pair)
+	if [ $pt_crc -ne 0 ] && pt_race; then
+		pair_end 0
 	else
-		echo "(server never listened on TCP port $_port)" >"$pt_c"
-		pt_crc=1
-		kill -TERM "$_spid" 2>/dev/null
+		pair_end 50
 	fi
-	if [ $pt_crc -ne 0 ]; then
-		# A server whose client died waits for it forever: 5 s grace,
-		# none after the known race (see pt_pair).
-		_i=0
-		pt_race && _i=50
-		while [ $_i -lt 50 ] && kill -0 "$_spid" 2>/dev/null; do
-			sleep 0.1
-			_i=$((_i + 1))
-		done
-		kill -TERM "$_spid" 2>/dev/null
-	fi
-	wait "$_spid"
-	pt_src=$?
+	pt_src=$pair_src
 }
 
 # pt_race -- did the last client lose the -R race described at pt_pair?
