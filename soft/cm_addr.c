@@ -132,21 +132,6 @@ int scm__addr_is_any(const struct sockaddr *sa)
 	return 0;
 }
 
-/* scm_gid_index -- the GID table entry for the local address */
-static int scm_gid_index(const union ibv_gid *want)
-{
-	union ibv_gid g;
-	int i;
-
-	for (i = 0; i < 256; i++) { /* whichever port it is on */
-		if (soft_gid_get((uint32_t)i, &g))
-			break;
-		if (!memcmp(g.raw, want->raw, 16))
-			return i;
-	}
-	return -1;
-}
-
 /*
  * scm__dev_attach -- give an id the device, the default PD, the port and
  * source GID (from route.addr.src_addr).
@@ -154,6 +139,7 @@ static int scm_gid_index(const union ibv_gid *want)
 int scm__dev_attach(struct scm_id *s)
 {
 	union ibv_gid sgid;
+	uint32_t port;
 	int err, idx;
 
 	err = scm_dev_open_locked();
@@ -174,14 +160,15 @@ int scm__dev_attach(struct scm_id *s)
 	scm__addr_gid(&s->id.route.addr.src_addr, &sgid);
 	s->id.route.addr.addr.ibaddr.sgid = sgid;
 	s->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
-	idx = scm_gid_index(&sgid);
-	s->sgid_index = idx < 0 ? 0 : idx;
 	/* the port of the address's interface (RoCE between hosts: the
-	 * port its GID is on; IB mode: its rail's), as the kernel's
-	 * cma_acquire_dev_by_src_ip finds the port holding the GID */
+	 * port its GID is on; IB mode: its rail's) and the GID's index
+	 * there, as the kernel's cma_acquire_dev_by_src_ip finds the port
+	 * holding the GID */
+	idx = soft_gid_find(&sgid, &port);
+	s->sgid_index = idx < 0 ? 0 : idx; /* IB mode: the same on both */
 	s->id.port_num = soft_link_ib
 				 ? soft_ib_sa_port(&s->id.route.addr.src_addr)
-				 : (uint8_t)soft_gid_idx_port(s->sgid_index);
+				 : (uint8_t)(idx < 0 ? 1 : port);
 	s->mtu = scm_dev_mtu(s->id.port_num);
 	return 0;
 }

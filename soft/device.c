@@ -22,13 +22,16 @@
 #undef ibv_get_device_list
 
 /*
- * GID table: index 0 is the link-local fe80::/64 GID made from the node
- * GUID, index 1 is ::ffff:127.0.0.1, then the host's other interface
+ * GID table: entry 0 is the link-local fe80::/64 GID made from the node
+ * GUID, entry 1 is ::ffff:127.0.0.1, then the host's other interface
  * addresses (IPv4-mapped, then global IPv6), all of type RoCE v2.  Between
  * hosts (SOFTRDMA_NET=1) each interface has a port of its own (port.c),
- * and an entry is on its interface's port only: the indices are the same
- * on every port, an entry of another port's reads as empty (zero), as a
- * dual-port HCA's GID tables hold each port's netdev's addresses.
+ * and an entry is on its interface's port only, as a multi-port HCA's GID
+ * tables hold each port's netdev's addresses.  Each port numbers its own
+ * entries from 0, as an HCA's: index 0 is the port's link-local GID (port
+ * 1's the node GUID's, port p's the GUID plus p - 1, as a port's default
+ * GID is its own MAC's), then the port's entries in the table's order
+ * (port_ent).  With one port the indices are the table's.
  */
 static union ibv_gid gid_tbl[SOFT_GID_TBL_LEN];
 static uint8_t gid_port[SOFT_GID_TBL_LEN]; /* the port entry i is on */
@@ -36,6 +39,9 @@ static uint8_t gid_port[SOFT_GID_TBL_LEN]; /* the port entry i is on */
  * interface, lo's for loopback and the node-GUID GID */
 static uint32_t gid_ifindex[SOFT_GID_TBL_LEN];
 static int gid_count;
+/* port p's GID index j is entry port_ent[p][j], for j < port_ngid[p] */
+static uint8_t port_ent[SOFT_ROCE_PORTS + 1][SOFT_GID_TBL_LEN];
+static uint8_t port_ngid[SOFT_ROCE_PORTS + 1];
 /*
  * SOFTRDMA_LINK=ib: two InfiniBand ports (apm.c).  Each port's GID 0 is
  * the subnet prefix fe80::/64 with that port's GUID (node GUID + port);
@@ -89,6 +95,18 @@ static void gid_v4(union ibv_gid *g, uint32_t addr_be)
 	memcpy(&g->raw[12], &addr_be, 4);
 }
 
+/* gid_linklocal -- port p's link-local GID: fe80::/64 with the node GUID
+ * plus p - 1 as its interface ID (modified EUI-64) */
+static void gid_linklocal(union ibv_gid *g, uint32_t p)
+{
+	uint64_t id = htobe64((node_guid + p - 1) ^ 0x0200000000000000ull);
+
+	memset(g, 0, sizeof(*g));
+	g->raw[0] = 0xfe;
+	g->raw[1] = 0x80;
+	memcpy(&g->raw[8], &id, 8);
+}
+
 static void dev_init(void);
 
 /* ib_init -- SOFTRDMA_LINK: the IB mode's port GIDs and LIDs */
@@ -116,13 +134,7 @@ static void ib_init(void)
 	/* unicast LIDs are 0x0001..0xbfff: an even base, ports base, +1 */
 	base = (uint16_t)(2 + 2 * ((h ^ (h >> 32)) % 0x5ffe));
 	for (p = 1; p <= SOFT_IB_PORTS; p++) {
-		uint64_t guid_be = htobe64((node_guid + (uint64_t)p - 1) ^
-					   0x0200000000000000ull);
-
-		memset(&port_gid0[p], 0, sizeof(port_gid0[p]));
-		port_gid0[p].raw[0] = 0xfe;
-		port_gid0[p].raw[1] = 0x80;
-		memcpy(&port_gid0[p].raw[8], &guid_be, 8);
+		gid_linklocal(&port_gid0[p], (uint32_t)p);
 		port_lid[p] = (uint16_t)(base + p - 1);
 	}
 	/* SOFTRDMA_NET=1: the ports on rails to other hosts, LIDs from the
@@ -130,29 +142,92 @@ static void ib_init(void)
 	(void)soft_ib_net_init(port_lid);
 }
 
-/* gid_on -- entry i is on port (IB mode: every entry on both) */
-static int gid_on(uint32_t port, uint32_t i)
+/* gid_ent -- the table entry behind a port's GID index i, or -1 (IB
+ * mode: every entry is on both ports, index for index) */
+static int gid_ent(uint32_t port, uint32_t i)
 {
-	return i < (uint32_t)gid_count && (soft_link_ib || gid_port[i] == port);
+	if (soft_link_ib)
+		return i < (uint32_t)gid_count ? (int)i : -1;
+	if (port > SOFT_ROCE_PORTS || i >= port_ngid[port])
+		return -1;
+	return port_ent[port][i];
 }
 
-/* gid_of -- GID index of a port: port 1 is the table, port 2 its own
- * GID 0 over the same table (IB mode); another port's entry is empty */
+/* gid_on -- a port has GID index i */
+static int gid_on(uint32_t port, uint32_t i)
+{
+	return gid_ent(port, i) >= 0;
+}
+
+/* gid_of -- a port's GID index i: each port's own (IB mode: port 2 has
+ * its own GID 0 over port 1's table); an index it does not have reads as
+ * empty */
 static const union ibv_gid *gid_of(uint32_t port, uint32_t i)
 {
 	static const union ibv_gid empty;
+	int k;
 
 	if (soft_link_ib && i == 0)
 		return &port_gid0[port];
-	return gid_on(port, i) ? &gid_tbl[i] : &empty;
+	k = gid_ent(port, i);
+	return k >= 0 ? &gid_tbl[k] : &empty;
 }
 
-/* soft_gid_idx_port -- the port GID index idx is on (1 in the IB mode,
- * where both ports have the table, and for an index out of range) */
-uint32_t soft_gid_idx_port(uint32_t idx)
+/* ports_number -- dev_init, once the ports are known: each further
+ * port's link-local GID joins the table, then each port's indices are
+ * numbered from 0, its link-local GID first */
+static void ports_number(void)
 {
+	uint32_t p, np = soft_link_ib ? 1 : soft_port_count();
+	int ll[SOFT_ROCE_PORTS + 1], k;
+	union ibv_gid g;
+
+	ll[1] = 0;
+	for (p = 2; p <= np; p++) {
+		gid_linklocal(&g, p);
+		ll[p] = gid_add(&g);
+		if (ll[p] >= 0) {
+			gid_port[ll[p]] = (uint8_t)p;
+			gid_ifindex[ll[p]] = soft_port_ifindex(p);
+		}
+	}
+	for (p = 1; p <= np; p++) {
+		if (ll[p] >= 0)
+			port_ent[p][port_ngid[p]++] = (uint8_t)ll[p];
+		for (k = 0; k < gid_count; k++)
+			if (gid_port[k] == p && k != ll[p])
+				port_ent[p][port_ngid[p]++] = (uint8_t)k;
+	}
+}
+
+/* soft_gid_find -- the port that has GID g and its index there; -1 when
+ * g is none of this device's (IB mode: port 1's index) */
+int soft_gid_find(const union ibv_gid *g, uint32_t *port)
+{
+	uint32_t p, np;
+	int j;
+
 	pthread_once(&dev_once, dev_init);
-	return !soft_link_ib && idx < (uint32_t)gid_count ? gid_port[idx] : 1;
+	np = soft_link_ib ? 1 : soft_port_count();
+	for (p = 1; p <= np; p++)
+		if ((j = soft_gid_index(p, g)) >= 0) {
+			*port = p;
+			return j;
+		}
+	return -1;
+}
+
+/* soft_gid_index -- a port's index of GID g, -1 if it has none, as
+ * rdma-core's ibv_find_gid_index */
+int soft_gid_index(uint32_t port, const union ibv_gid *g)
+{
+	uint32_t j;
+
+	pthread_once(&dev_once, dev_init);
+	for (j = 0; j < SOFT_GID_TBL_LEN && gid_on(port, j); j++)
+		if (!memcmp(gid_of(port, j), g, sizeof(*g)))
+			return (int)j;
+	return -1;
 }
 
 /*
@@ -168,14 +243,14 @@ int soft_gid_check(uint32_t port, uint32_t idx)
 	return gid_on(port, idx) ? 0 : -ENODATA;
 }
 
-/* soft_gid_get -- the table's entry idx, whichever port it is on; 0, or
- * -1 out of range */
-int soft_gid_get(uint32_t idx, union ibv_gid *g)
+/* soft_gid_get -- a port's GID index idx; 0, or -1 when the port has no
+ * such index */
+int soft_gid_get(uint32_t port, uint32_t idx, union ibv_gid *g)
 {
 	pthread_once(&dev_once, dev_init);
-	if (idx >= (uint32_t)gid_count)
+	if (!gid_on(port, idx))
 		return -1;
-	*g = gid_tbl[idx];
+	*g = *gid_of(port, idx);
 	return 0;
 }
 
@@ -250,17 +325,12 @@ static void dev_init(void)
 	static char ifn[SOFT_GID_TBL_LEN][IF_NAMESIZE];
 	struct ifaddrs *ifa = NULL, *i;
 	union ibv_gid g;
-	uint64_t guid_be;
 	long hid = gethostid();
 	unsigned int lo;
 	int k;
 
 	node_guid = 0x02536f6674000000ull | ((uint64_t)hid & 0xffffff);
-	guid_be = htobe64(node_guid ^ 0x0200000000000000ull);
-	memset(&g, 0, sizeof(g));
-	g.raw[0] = 0xfe;
-	g.raw[1] = 0x80;
-	memcpy(&g.raw[8], &guid_be, 8);
+	gid_linklocal(&g, 1);
 	gid_add(&g);
 	gid_v4(&g, htonl(INADDR_LOOPBACK));
 	gid_add(&g);
@@ -294,6 +364,7 @@ static void dev_init(void)
 	soft_dev.dev.node_type = IBV_NODE_CA;
 	ib_init();
 	soft_port_bind(ifn, gid_count, gid_port); /* port.c */
+	ports_number();
 }
 
 /* yama_restricted -- Yama's ptrace_scope is 1 or more */
@@ -767,7 +838,7 @@ static void fill_gid_entry(struct ibv_gid_entry *e, uint32_t port, uint32_t i)
 	e->gid_index = i;
 	e->port_num = port;
 	e->gid_type = soft_link_ib ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
-	e->ndev_ifindex = soft_link_ib ? 0 : gid_ifindex[i];
+	e->ndev_ifindex = soft_link_ib ? 0 : gid_ifindex[gid_ent(port, i)];
 }
 
 /*
@@ -819,9 +890,7 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	if (max_entries < (size_t)gid_count * (soft_link_ib ? np : 1))
 		return -EINVAL;
 	for (p = 1; p <= np; p++)
-		for (i = 0; i < gid_count; i++) {
-			if (!gid_on(p, (uint32_t)i))
-				continue; /* another port's */
+		for (i = 0; gid_on(p, (uint32_t)i); i++) {
 			fill_gid_entry(&e, p, (uint32_t)i);
 			out = (char *)entries + (size_t)n++ * entry_size;
 			if (entry_size > sizeof(e))

@@ -148,6 +148,16 @@ uint32_t soft_port_count(void)
 	return nports ? nports : 1;
 }
 
+/* soft_port_ifindex -- the interface a RoCE port follows (lo's where it
+ * follows none) */
+uint32_t soft_port_ifindex(uint32_t port)
+{
+	if (port >= 1 && port <= nports && port_ifindex[port] > 0)
+		return (uint32_t)port_ifindex[port];
+	port = if_nametoindex("lo");
+	return port ? port : 1;
+}
+
 /* soft_port_mtu_of -- rxe's eth_mtu_int_to_enum: the largest IB MTU that
  * fits an IP MTU less the RoCE v2 headers, 256 at least, 4096 at most */
 enum ibv_mtu soft_port_mtu_of(int ip_mtu)

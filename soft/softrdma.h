@@ -1334,8 +1334,9 @@ void soft_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns);
 /* device.c */
 int soft_gid_count(void);
 int soft_gid_local(const union ibv_gid *g);
-uint32_t soft_gid_idx_port(uint32_t idx);
-int soft_gid_get(uint32_t idx, union ibv_gid *g);
+int soft_gid_get(uint32_t port, uint32_t idx, union ibv_gid *g);
+int soft_gid_index(uint32_t port, const union ibv_gid *g);
+int soft_gid_find(const union ibv_gid *g, uint32_t *port);
 int soft_gid_check(uint32_t port, uint32_t idx);
 extern int soft_link_ib /* SOFTRDMA_LINK=ib: InfiniBand ports, APM */
 	__attribute__((visibility("hidden")));
@@ -1386,6 +1387,7 @@ int soft_ib_net_in(struct soft_qp *qp, int family, const uint8_t *src,
 void soft_port_bind(char (*ifn)[16 /* IF_NAMESIZE */], int n,
 		    uint8_t *gid_port);
 uint32_t soft_port_count(void);
+uint32_t soft_port_ifindex(uint32_t port);
 enum ibv_mtu soft_port_mtu_of(int ip_mtu);
 int soft_port_eth(uint32_t port, struct ibv_port_attr *a);
 void soft_port_ctx_add(struct soft_context *ctx);

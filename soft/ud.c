@@ -513,18 +513,6 @@ int soft_ud_gid_is_mcast(const uint8_t *g)
 	return g[0] == 0xff;
 }
 
-/* gid_index -- index of a GID in the local table, -1 if not ours */
-static int gid_index(const uint8_t *g)
-{
-	union ibv_gid t;
-	int i, n = soft_gid_count();
-
-	for (i = 0; i < n; i++) /* whichever port it is on */
-		if (!soft_gid_get((uint32_t)i, &t) && !memcmp(t.raw, g, 16))
-			return i;
-	return -1;
-}
-
 static uint16_t ip_csum(const uint8_t *p, int n)
 {
 	uint32_t s = 0;
@@ -1617,7 +1605,8 @@ static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
 	h->tclass = av->grh.traffic_class;
 	h->hop_limit = av->grh.hop_limit;
 	memcpy(h->dgid, av->grh.dgid.raw, 16);
-	if (!soft_gid_get(av->grh.sgid_index, &sgid))
+	if (!soft_gid_get(av->port_num ? av->port_num : qp->attr.port_num,
+			  av->grh.sgid_index, &sgid))
 		memcpy(h->sgid, sgid.raw, 16);
 	if (soft_ud_gid_is_mcast(h->dgid)) {
 		if (rqpn != UD_MCAST_QPN) {
@@ -1632,7 +1621,7 @@ static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
 				    h, iov, niov);
 		if (ud_net_send(qp, h, UD_MCAST_QPN, iov, niov) && !n)
 			qp->ud->lost++;
-	} else if (gid_index(h->dgid) >= 0) {
+	} else if (soft_gid_local(&av->grh.dgid)) {
 		p = soft_ud_peer(qp->ud, rqpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
 			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, &src);
@@ -1837,7 +1826,7 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 			struct ibv_ah_attr *ah_attr)
 {
 	const uint8_t *g = (const uint8_t *)grh, *ip;
-	uint8_t mapped[16];
+	union ibv_gid mapped;
 	uint32_t vtf;
 	int v4, idx;
 
@@ -1882,10 +1871,10 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 			errno = EINVAL;
 			return -1;
 		}
-		memset(mapped, 0, 10);
-		mapped[10] = mapped[11] = 0xff;
-		memcpy(mapped + 12, ip + 16, 4);
-		idx = gid_index(mapped);
+		memset(mapped.raw, 0, 10);
+		mapped.raw[10] = mapped.raw[11] = 0xff;
+		memcpy(mapped.raw + 12, ip + 16, 4);
+		idx = soft_gid_index(port_num, &mapped);
 		if (idx < 0) {
 			errno = ENOENT;
 			return -1;
@@ -1906,7 +1895,7 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 		errno = EPROTONOSUPPORT;
 		return -1;
 	}
-	idx = gid_index(grh->dgid.raw);
+	idx = soft_gid_index(port_num, &grh->dgid);
 	if (idx < 0) {
 		errno = ENOENT;
 		return -1;

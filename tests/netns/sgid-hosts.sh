@@ -3,11 +3,12 @@
 # port, as on a dual-port RoCE HCA whose kernel resolves it with
 # rdma_get_gid_attr(device, port, index): hosts on two rails
 # (SOFTRDMA_NET=1) have a two-port device, each port with its rail's
-# GIDs.  tests/netns/sgid_peer check: on each port every index of its own
-# is taken by ibv_create_ah and an RC QP's INIT->RTR, the other port's
-# refused (ENODATA), past the table refused (EINVAL), the refused QP left
-# in INIT; then an RC QP on port 2 is refused port 1's GID, connects from
-# its own to host 1's port 2 and WRITEs and READs back 64 KiB blocks.
+# GIDs numbered from 0 (its link-local GID).  tests/netns/sgid_peer
+# check: on each port every index of its own is taken by ibv_create_ah
+# and an RC QP's INIT->RTR, an empty one refused (ENODATA), past the
+# table refused (EINVAL), the refused QP left in INIT; then an RC QP on
+# port 2 is refused an empty index, connects from its own fabric GID to
+# host 1's port 2 and WRITEs and READs back 64 KiB blocks.
 . "$top_srcdir/tests/lib.sh"
 peer=$top_builddir/tests/netns/sgid_peer
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"

@@ -11,15 +11,18 @@
  *   sgid_peer client ADDR PORT IBPORT
  *                                  on another: TAP on stdout
  *
- * check: for each port, every index ibv_query_gid_ex lists on it is
- * taken by ibv_create_ah and by an RC QP's INIT->RTR; every index of
- * another port's is refused with ENODATA, an index past the port's table
- * (gid_tbl_len) with EINVAL, and the refused QP is still in INIT; an AV
- * on another port than the QP's, or on none (port 0: the kernel's
- * modify_qp wants a valid port in the AV since Linux 3.14), is refused at
- * INIT->RTR (EINVAL).  client: an RC QP on IBPORT is first
- * refused the other port's fabric GID, then connects with its own and
- * WRITEs and READs back 64 KiB blocks, every byte checked.
+ * check: each port numbers its own GIDs from 0, as an HCA's tables are
+ * (index 0 its own link-local GID, then its rail's addresses; no GID on
+ * both ports), and ibv_query_gid_table lists each port's entries with
+ * those indices; every index ibv_query_gid_ex lists on a port is taken
+ * by ibv_create_ah and by an RC QP's INIT->RTR, every empty one is
+ * refused with ENODATA, an index past the port's table (gid_tbl_len)
+ * with EINVAL, and the refused QP is still in INIT; an AV on another
+ * port than the QP's, or on none (port 0: the kernel's modify_qp wants a
+ * valid port in the AV since Linux 3.14), is refused at INIT->RTR
+ * (EINVAL).  client: an RC QP on IBPORT is first refused an empty index
+ * of its port, then connects from its own fabric GID and WRITEs and
+ * READs back 64 KiB blocks, every byte checked.
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -180,30 +183,82 @@ static int fabric_gid(uint8_t port, int len)
 	return -1;
 }
 
+/* gid_on -- GID g is among a port's first n indices */
+static int gid_on(uint8_t port, int n, const union ibv_gid *g)
+{
+	union ibv_gid t;
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!ibv_query_gid(ctx, port, i, &t) &&
+		    !memcmp(&t, g, sizeof(t)))
+			return 1;
+	return 0;
+}
+
+/* table_check -- ibv_query_gid_table: n[1] + n[2] entries, each port's
+ * under the index ibv_query_gid gives it there */
+static void table_check(const int *n)
+{
+	struct ibv_gid_entry e[64];
+	union ibv_gid g;
+	ssize_t k, i;
+	int bad = 0;
+
+	k = ibv_query_gid_table(ctx, e, 64, 0);
+	for (i = 0; i < k; i++)
+		if (e[i].port_num < 1 || e[i].port_num > NPORTS ||
+		    (int)e[i].gid_index >= n[e[i].port_num] ||
+		    ibv_query_gid(ctx, (uint8_t)e[i].port_num,
+				  (int)e[i].gid_index, &g) ||
+		    memcmp(&g, &e[i].gid, sizeof(g)) || !e[i].ndev_ifindex)
+			bad++;
+	ok(k == n[1] + n[2] && !bad,
+	   "ibv_query_gid_table: %zd entries (want %d), each its port's "
+	   "index (%d wrong)",
+	   k, n[1] + n[2], bad);
+}
+
 static int check(void)
 {
 	static const uint8_t dgid[16] = {[10] = 0xff, [11] = 0xff, [12] = 10,
 					 [13] = 231,  [14] = 1,	   [15] = 99};
+	union ibv_gid g0[NPORTS + 1], g;
 	struct ibv_port_attr pa;
 	struct ibv_qp *qp;
-	int len[NPORTS + 1], p, i;
+	int len[NPORTS + 1], n[NPORTS + 1], p, i;
 
 	open_dev();
 	qp = rc_qp();
 	for (p = 1; p <= NPORTS; p++) {
-		int own = 0, other = 0, bad_ah = 0, bad_qp = 0;
+		int dense = 1, shared = 0, bad_ah = 0, bad_qp = 0;
 
 		if (ibv_query_port(ctx, (uint8_t)p, &pa))
 			bail_out("query_port %d", p);
 		len[p] = pa.gid_tbl_len;
 		if (len[p] < 1 || len[p] > 256)
 			bail_out("port %d: gid_tbl_len %d", p, len[p]);
+		for (n[p] = 0; n[p] < len[p] && on_port((uint8_t)p, n[p]);)
+			n[p]++;
+		for (i = n[p]; i < len[p]; i++)
+			dense &= !on_port((uint8_t)p, i);
+		if (ibv_query_gid(ctx, (uint8_t)p, 0, &g0[p]))
+			bail_out("query_gid");
+		for (i = 0; p == 2 && i < n[2]; i++)
+			if (!ibv_query_gid(ctx, 2, i, &g))
+				shared += gid_on(1, n[1], &g);
+		ok(n[p] >= 2 && n[p] < len[p] && dense &&
+			   g0[p].raw[0] == 0xfe && g0[p].raw[1] == 0x80 &&
+			   (p == 1 || memcmp(&g0[p], &g0[1], sizeof(g))),
+		   "port %d: %d GIDs at indices 0 to %d, index 0 its own "
+		   "link-local GID",
+		   p, n[p], n[p] - 1);
+		if (p == 2)
+			is_int(shared, 0, "no GID on both ports");
 		for (i = 0; i < len[p]; i++) {
 			int want = on_port((uint8_t)p, i) ? 0 : ENODATA;
 			int r0, r1, r2;
 
-			own += !want;
-			other += want && on_port((uint8_t)(3 - p), i);
 			r0 = ah_errno((uint8_t)p, i);
 			to_init(qp, (uint8_t)p);
 			r1 = to_rtr(qp, (uint8_t)p, i, dgid, 1, 0);
@@ -221,16 +276,13 @@ static int check(void)
 				     "%d/%d",
 				     p, i, r1, r2, want, EINVAL);
 		}
-		ok(own >= 2 && other >= 1,
-		   "port %d: %d GIDs of its own, %d of the other port's", p,
-		   own, other);
 		is_int(bad_ah, 0,
-		       "ibv_create_ah: each own index taken, the "
-		       "other port's refused (ENODATA)");
+		       "ibv_create_ah: each own index taken, an empty "
+		       "one refused (ENODATA)");
 		is_int(bad_qp, 0,
-		       "INIT->RTR: each own index taken, the other "
-		       "port's refused (ENODATA), an AV of port 0 "
-		       "refused (EINVAL), the QP left in INIT");
+		       "INIT->RTR: each own index taken, an empty one "
+		       "refused (ENODATA), an AV of port 0 refused "
+		       "(EINVAL), the QP left in INIT");
 		is_int(ah_errno((uint8_t)p, len[p]), EINVAL,
 		       "ibv_create_ah past the port's table: EINVAL");
 		to_init(qp, (uint8_t)p);
@@ -240,6 +292,7 @@ static int check(void)
 		is_int(to_rtr(qp, (uint8_t)p, 255, dgid, 1, 0), EINVAL,
 		       "INIT->RTR at index 255: EINVAL");
 	}
+	table_check(n);
 	/* INIT->RTR: an AV on a port the QP is not on is refused, as the
 	 * kernel's modify_qp refuses it, whatever its index */
 	to_init(qp, 1);
@@ -396,11 +449,12 @@ static int client(const char *host, int tport, uint8_t port)
 	fd = tcp_connect(host, tport);
 	xfer(fd, &peer, sizeof(peer), 0);
 	xfer(fd, &me, sizeof(me), 1);
-	/* the other port's fabric GID on this port: refused, nothing lost */
+	/* an empty index of this port: refused, nothing lost */
 	to_init(qp, port);
-	is_int(to_rtr(qp, port, port_gid((uint8_t)(3 - port)), peer.gid,
-		      peer.qpn, peer.psn),
-	       ENODATA, "RTR from the other port's GID: ENODATA");
+	for (i = 0; on_port(port, i);)
+		i++;
+	ok(to_rtr(qp, port, i, peer.gid, peer.qpn, peer.psn) == ENODATA,
+	   "RTR from the port's first empty index (%d): ENODATA", i);
 	is_int(qp_state(qp), IBV_QPS_INIT, "the QP still in INIT");
 	connect_qp(qp, port, idx, &me, &peer);
 	ok(1, "RC QP on port %u connected from its own GID index %d", port,
