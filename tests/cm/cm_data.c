@@ -628,6 +628,79 @@ static void run_early_disconnect(void)
 	free(cbuf);
 }
 
+/*
+ * run_rep_timeout -- an accepted request whose RTU never comes (lost:
+ * SOFTRDMA_TEST_LOSE_RTU=1, this process is both sides): the passive id
+ * gets UNREACHABLE (-ETIMEDOUT) at the REP's timeout, as the IB CM's
+ * REP_ERROR, and its QP stays as rdma_accept left it: librdmacm moves a
+ * QP to ERR on REJECTED only, so the posted receives stay until the
+ * application flushes or destroys it.
+ */
+static void run_rep_timeout(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in sin = cmt_sin(0);
+	struct ibv_qp_init_attr ia;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *a, *c = NULL;
+	struct ibv_mr *cmr = NULL;
+	struct ibv_qp_attr qa;
+	uint8_t *cbuf = calloc(DEPTH, 64);
+	long long end;
+	int got = 0, st = 0;
+
+	if (rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&sin) || rdma_listen(l, 1))
+		bail_out("listener");
+	a = qp_id(ch, ntohs(rdma_get_src_port(l)));
+	memset(&cp, 0, sizeof(cp));
+	setenv("SOFTRDMA_TEST_LOSE_RTU", "1", 1);
+	setenv("SOFTRDMA_CM_TIMEOUT_MS", "300", 1);
+	ok(!rdma_connect(a, &cp), "connect (its RTU will be lost)");
+	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	if (ev) {
+		c = ev->id;
+		rdma_ack_cm_event(ev);
+		init_attr(&ia);
+		if (rdma_create_qp(c, NULL, &ia))
+			bail_out("create_qp");
+		cmr = rdma_reg_msgs(c, cbuf, (size_t)DEPTH * 64);
+		post_recvs(c, cbuf, cmr);
+		ok(!rdma_accept(c, NULL), "accept");
+	}
+	/* the active side's ESTABLISHED, then the passive one's timeout */
+	end = cmt_now_ms() + 5000;
+	while (c && !got && cmt_now_ms() < end) {
+		ev = cmt_wait(ch, 500);
+		if (!ev)
+			continue;
+		if (ev->id == c) {
+			got = ev->event;
+			st = ev->status;
+		}
+		rdma_ack_cm_event(ev);
+	}
+	unsetenv("SOFTRDMA_TEST_LOSE_RTU");
+	unsetenv("SOFTRDMA_CM_TIMEOUT_MS");
+	ok(got == RDMA_CM_EVENT_UNREACHABLE && st == -ETIMEDOUT,
+	   "no RTU: the passive side's UNREACHABLE, -ETIMEDOUT (%s, %d)",
+	   got ? rdma_event_str((enum rdma_cm_event_type)got) : "none", st);
+	if (c) {
+		is_int(qp_state(c->qp, &qa), IBV_QPS_RTS,
+		       "its QP still in RTS, as rdma_accept left it");
+		is_int(flushed(c), 0, "its receives still posted");
+		rdma_dereg_mr(cmr);
+		rdma_destroy_qp(c);
+		rdma_destroy_id(c);
+	}
+	rdma_destroy_qp(a);
+	rdma_destroy_id(a);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(ch);
+	free(cbuf);
+}
+
 int main(void)
 {
 	uint16_t port, vport;
@@ -648,5 +721,6 @@ int main(void)
 	cmt_reap(pid, "server");
 	run_kill(vpid, vport);
 	run_early_disconnect();
+	run_rep_timeout();
 	return done_testing();
 }
