@@ -542,6 +542,29 @@ static void post_recvs(struct rdma_cm_id *id, uint8_t *buf, struct ibv_mr *mr)
 		rdma_post_recv(id, NULL, buf + i * 64, 64, mr);
 }
 
+/* take_request -- the next CONNECT_REQUEST on ch (5 s at most): its id
+ * with a QP and DEPTH receives of 64 bytes posted from buf (*mr), or NULL
+ * when none came */
+static struct rdma_cm_id *take_request(struct rdma_event_channel *ch,
+				       uint8_t *buf, struct ibv_mr **mr)
+{
+	struct rdma_cm_event *ev =
+		cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	struct ibv_qp_init_attr ia;
+	struct rdma_cm_id *c;
+
+	if (!ev)
+		return NULL;
+	c = ev->id;
+	rdma_ack_cm_event(ev);
+	init_attr(&ia);
+	if (rdma_create_qp(c, NULL, &ia))
+		bail_out("create_qp");
+	*mr = rdma_reg_msgs(c, buf, (size_t)DEPTH * 64);
+	post_recvs(c, buf, *mr);
+	return c;
+}
+
 /*
  * run_early_disconnect -- rdma_disconnect before the connection is up.
  * librdmacm's rdma_disconnect first moves the QP to ERR (ucma_shutdown)
@@ -554,7 +577,6 @@ static void run_early_disconnect(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_in sin = cmt_sin(0);
-	struct ibv_qp_init_attr ia;
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *l, *a, *c = NULL;
@@ -593,16 +615,9 @@ static void run_early_disconnect(void)
 	is_int(qp_state(a->qp, &qa), IBV_QPS_ERR, "the active QP is in ERR");
 	is_int(flushed(a), DEPTH, "its receives flushed");
 
-	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
-	ok(ev != NULL, "the request still comes");
-	if (ev) {
-		c = ev->id;
-		rdma_ack_cm_event(ev);
-		init_attr(&ia);
-		if (rdma_create_qp(c, NULL, &ia))
-			bail_out("create_qp");
-		cmr = rdma_reg_msgs(c, cbuf, (size_t)DEPTH * 64);
-		post_recvs(c, cbuf, cmr);
+	c = take_request(ch, cbuf, &cmr);
+	ok(c != NULL, "the request still comes");
+	if (c) {
 		ok(!rdma_disconnect(c), "disconnect a request: 0");
 		is_int(qp_state(c->qp, &qa), IBV_QPS_ERR,
 		       "the passive QP is in ERR");
@@ -640,7 +655,6 @@ static void run_rep_timeout(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct sockaddr_in sin = cmt_sin(0);
-	struct ibv_qp_init_attr ia;
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *l, *a, *c = NULL;
@@ -658,17 +672,9 @@ static void run_rep_timeout(void)
 	setenv("SOFTRDMA_TEST_LOSE_RTU", "1", 1);
 	setenv("SOFTRDMA_CM_TIMEOUT_MS", "300", 1);
 	ok(!rdma_connect(a, &cp), "connect (its RTU will be lost)");
-	ev = cmt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
-	if (ev) {
-		c = ev->id;
-		rdma_ack_cm_event(ev);
-		init_attr(&ia);
-		if (rdma_create_qp(c, NULL, &ia))
-			bail_out("create_qp");
-		cmr = rdma_reg_msgs(c, cbuf, (size_t)DEPTH * 64);
-		post_recvs(c, cbuf, cmr);
+	c = take_request(ch, cbuf, &cmr);
+	if (c)
 		ok(!rdma_accept(c, NULL), "accept");
-	}
 	/* the active side's ESTABLISHED, then the passive one's timeout */
 	end = cmt_now_ms() + 5000;
 	while (c && !got && cmt_now_ms() < end) {
