@@ -148,14 +148,11 @@ uint32_t soft_port_count(void)
 	return nports ? nports : 1;
 }
 
-/* soft_port_ifindex -- the interface a RoCE port follows (lo's where it
- * follows none) */
+/* soft_port_ifindex -- the interface a RoCE port follows (0: none, as
+ * port 1 when no interface is followed) */
 uint32_t soft_port_ifindex(uint32_t port)
 {
-	if (port >= 1 && port <= nports && port_ifindex[port] > 0)
-		return (uint32_t)port_ifindex[port];
-	port = if_nametoindex("lo");
-	return port ? port : 1;
+	return port >= 1 && port <= nports ? (uint32_t)port_ifindex[port] : 0;
 }
 
 /* soft_port_mtu_of -- rxe's eth_mtu_int_to_enum: the largest IB MTU that
