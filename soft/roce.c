@@ -206,7 +206,7 @@ ssize_t roce_encode(const struct roce_pkt *p, uint8_t *buf, size_t cap)
 	q = buf + ROCE_BTH_LEN;
 	if (fl & F(DETH)) {
 		put32(q, p->deth.qkey);
-		put32(q + 4, p->deth.sqpn);
+		put32(q + 4, (uint32_t)p->deth.resv << 24 | p->deth.sqpn);
 		q += ROCE_DETH_LEN;
 	}
 	if (fl & F(RETH)) {
@@ -296,6 +296,7 @@ int roce_decode(const uint8_t *buf, size_t len, struct roce_pkt *p)
 	if (fl & F(DETH)) {
 		p->deth.qkey = get32(q);
 		p->deth.sqpn = get32(q + 4) & ROCE_QPN_MASK;
+		p->deth.resv = q[4];
 		q += ROCE_DETH_LEN;
 	}
 	if (fl & F(RETH)) {

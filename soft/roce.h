@@ -138,9 +138,22 @@ struct roce_atmeth {
 	uint64_t compare;
 };
 
+/*
+ * The DETH's reserved byte is zero on RoCE (and ignored there).  In
+ * softrdma's InfiniBand mode (soft/iblink.c) it carries what an IB
+ * datagram's LRH has and the RoCE v2 encapsulation lost: the SL (bits
+ * 3:0) and whether the packet has a GRH (ROCE_DETH_IB_LOCAL set: LNH
+ * "IBA local", no GRH).  The LRH's SLID is the source address's LID
+ * (soft_ib_addr_lid), as a switch fabric sets it from the sending port.
+ * The ICRC covers the byte.
+ */
+#define ROCE_DETH_IB_SL	   0x0f
+#define ROCE_DETH_IB_LOCAL 0x10
+
 struct roce_deth {
 	uint32_t qkey;
 	uint32_t sqpn; /* 24 bits */
+	uint8_t resv;  /* the reserved byte (ROCE_DETH_IB_*) */
 };
 
 /*

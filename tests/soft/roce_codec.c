@@ -218,6 +218,17 @@ static void test_known_bytes(void)
 	ok(n == sizeof(want_ud) && !memcmp(buf, want_ud, sizeof(want_ud)),
 	   "UD SEND_ONLY: DETH bytes, pad 2 %s",
 	   n > 1 && buf[1] == 0x20 ? "in BTH" : "MISSING");
+	/* the DETH's reserved byte: the IB mode's SL 5 and LNH local */
+	p.deth.resv = ROCE_DETH_IB_LOCAL | 5;
+	n = roce_encode(&p, buf, sizeof(buf));
+	ok(n == sizeof(want_ud) && buf[16] == 0x15 && buf[17] == 0 &&
+		   !memcmp(buf + 18, want_ud + 18, sizeof(want_ud) - 18) &&
+		   roce_decode(buf, (size_t)n, &d) == 0 &&
+		   d.deth.resv == 0x15 && d.deth.sqpn == 0x22 &&
+		   roce_decode(want_ud, sizeof(want_ud), &d) == 0 &&
+		   d.deth.resv == 0,
+	   "UD SEND_ONLY: the DETH's reserved byte (IB mode: SL, no GRH) "
+	   "in byte 4 of the DETH, decoded apart from the source QP");
 
 	memset(&p, 0, sizeof(p));
 	p.bth.opcode = ROCE_RC | ROCE_ATOMIC_WRITE;
