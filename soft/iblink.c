@@ -20,7 +20,11 @@
  *    0x0102 is 10.231.1.2); a global one (a GRH) the address in its DGID
  *    (an IPv4-mapped GID), as in the RoCE mode;
  *  - the QP's packets go to that address from the local port's rail
- *    address, and only the path's peer address speaks for the QP.
+ *    address, and only the path's peer address speaks for the QP;
+ *  - a UD datagram carries its AV's SL and whether it has a GRH in the
+ *    DETH's reserved byte (roce.h), and its receiver reports as SLID
+ *    the LID of the address it came from (soft_ib_addr_lid), as a
+ *    switch fabric sets the SLID from the sending port.
  * A migration (apm.c) moves the QP's packets to its alternate path's
  * addresses; a responder migrates when a packet of its peer comes on the
  * alternate path (soft_ib_net_in).  A DLID that maps to no address is an

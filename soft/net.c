@@ -2478,7 +2478,9 @@ static void nq_remove(struct soft_net_qp *nq)
 }
 
 /* ud_decode -- a UD datagram from the agent (its ag_fwd first) into D;
- * 0, or -1 when it is no UD SEND_ONLY(_WITH_IMM) that fits a cell */
+ * 0, or -1 when it is no UD SEND_ONLY(_WITH_IMM) that fits a cell, or
+ * (IB mode) a LID-routed one from an address with no LID: it cannot have
+ * come through the subnet, whose LRH would carry the sender's LID */
 static int ud_decode(const uint8_t *buf, size_t len, struct soft_net_ud *d)
 {
 	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
@@ -2516,6 +2518,20 @@ static int ud_decode(const uint8_t *buf, size_t len, struct soft_net_ud *d)
 	d->flow_label = fw.flow_label;
 	d->data = p.payload;
 	d->len = p.payload_len;
+	if (soft_link_ib) {
+		/* the LRH's: SL and LNH in the DETH's reserved byte (roce.h),
+		 * the SLID the source address's, as the fabric sets it */
+		uint32_t a;
+
+		d->sl = p.deth.resv & ROCE_DETH_IB_SL;
+		d->no_grh = !!(p.deth.resv & ROCE_DETH_IB_LOCAL);
+		if (fw.family == AF_INET) {
+			memcpy(&a, fw.src, 4);
+			d->slid = soft_ib_addr_lid(a);
+		}
+		if (d->no_grh && !d->slid)
+			return -1;
+	}
 	return 0;
 }
 
@@ -2541,7 +2557,8 @@ static void mc_in(const uint8_t *buf, size_t len)
 	struct soft_net_qp *nq;
 	int i;
 
-	if (ud_decode(buf, len, &d))
+	/* a group is found by the GRH's MGID: no GRH, no group */
+	if (ud_decode(buf, len, &d) || d.no_grh)
 		return;
 	for (i = 0; i < net_nmc; i++) {
 		if (memcmp(net_mcs[i].gid, d.dgid, 16))
@@ -3893,6 +3910,9 @@ int soft_net_ud_send(struct soft_qp *qp, const struct soft_net_ud *d,
 	p.bth.psn = 0;
 	p.deth.qkey = d->qkey;
 	p.deth.sqpn = qp->qpx.qp_base.qp_num & ROCE_QPN_MASK;
+	if (soft_link_ib) /* the LRH's SL and LNH (roce.h) */
+		p.deth.resv = (uint8_t)((d->sl & ROCE_DETH_IB_SL) |
+					(d->no_grh ? ROCE_DETH_IB_LOCAL : 0));
 	p.imm = ntohl(d->imm);
 	p.payload = data;
 	p.payload_len = d->len;

@@ -53,7 +53,12 @@ struct soft_net_ud {
 	int has_imm, solicited;
 	uint8_t tclass, hop_limit;
 	uint32_t flow_label; /* IPv6's */
-	const void *data;    /* receive: the payload */
+	/* IB mode (the DETH's ROCE_DETH_IB_* byte): the sender's AV's SL,
+	 * LID-routed (no GRH); receive: the LID of the source address */
+	uint8_t sl;
+	int no_grh;
+	uint16_t slid;
+	const void *data; /* receive: the payload */
 	uint32_t len;
 };
 

@@ -70,6 +70,9 @@ enum {
 			      * cells hold its LAST packet's bytes, for
 			      * raddr + write_off, placed by the receiver
 			      * once its SRQ gives a receive */
+	UDF_NOGRH = 32,	     /* IB mode: sent through a LID-routed AV, no
+			      * GRH (the receive's first 40 bytes are left
+			      * alone, no IBV_WC_GRH) */
 };
 
 enum {
@@ -97,7 +100,10 @@ struct ud_cell {
 	uint64_t raddr;	    /* UDF_WRITE_TAIL: the WRITE's RETH */
 	uint32_t rkey;
 	uint32_t arrived_us; /* soft_now_us() when it was queued */
-	uint8_t pad2[UD_CELL_HDR - 96];
+	uint16_t slid;	     /* IB mode: the LRH's SLID (the sending port's
+			      * LID) and SL (the sender's AV's) */
+	uint8_t sl, pad3;
+	uint8_t pad2[UD_CELL_HDR - 100];
 };
 _Static_assert(sizeof(struct ud_cell) == UD_CELL_HDR, "ud_cell");
 _Static_assert(sizeof(((struct soft_ud_src *)0)->grh) == UD_GRH, "grh");
@@ -597,14 +603,15 @@ static inline uint8_t *cell_at(uint8_t *cells, uint32_t nslots, uint64_t i)
 	return cells + (size_t)(i & (nslots - 1)) * UD_CELL;
 }
 
-/* scatter -- copy GRH (optional) and message into the receive WQE */
+/* scatter -- copy the message into the receive WQE, after the GRH area
+ * (UD: ga = 40; its bytes grh, or left alone when grh is NULL: no GRH) */
 static enum ibv_wc_status scatter(struct soft_qp *qp, struct soft_rwqe *r,
-				  const uint8_t *grh, const struct ud_cell *h,
-				  uint64_t first)
+				  uint32_t ga, const uint8_t *grh,
+				  const struct ud_cell *h, uint64_t first)
 {
 	struct soft_ud *u = qp->ud;
 	struct iovec iov[SOFT_MAX_SGE];
-	uint64_t room = 0, need = (grh ? UD_GRH : 0) + (uint64_t)h->msg_len;
+	uint64_t room = 0, need = ga + (uint64_t)h->msg_len;
 	uint32_t i, k = 0, n = r->num_sge, done = 0, left, ci = 0;
 	size_t io = 0;
 
@@ -618,17 +625,17 @@ static enum ibv_wc_status scatter(struct soft_qp *qp, struct soft_rwqe *r,
 		if (soft_local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
 				   &iov[i]))
 			return IBV_WC_LOC_PROT_ERR;
-	/* source: the GRH, then the data of cells first+1.. */
-	left = (grh ? UD_GRH : 0);
+	/* source: the GRH area, then the data of cells first+1.. */
+	left = ga;
 	while (done < need) {
 		const uint8_t *src;
 		size_t chunk;
 
 		if (left) {
-			src = grh + (UD_GRH - left);
+			src = grh ? grh + (ga - left) : NULL;
 			chunk = left;
 		} else {
-			uint32_t off = (done - (grh ? UD_GRH : 0));
+			uint32_t off = done - ga;
 
 			ci = off / SOFT_UD_MTU;
 			src = cell_at(u->cells, u->nslots, first + ci) +
@@ -645,7 +652,8 @@ static enum ibv_wc_status scatter(struct soft_qp *qp, struct soft_rwqe *r,
 			break;
 		if (chunk > iov[k].iov_len - io)
 			chunk = iov[k].iov_len - io;
-		memcpy((char *)iov[k].iov_base + io, src, chunk);
+		if (src)
+			memcpy((char *)iov[k].iov_base + io, src, chunk);
 		io += chunk;
 		done += (uint32_t)chunk;
 		if (left)
@@ -695,6 +703,8 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 	struct ibv_wc wc;
 	uint8_t grh[UD_GRH];
 	int ud = qp->type == IBV_QPT_UD;
+	/* no GRH: a LID-routed datagram, IB mode only (RoCE has one) */
+	int nogrh = ud && soft_link_ib && (h->flags & UDF_NOGRH);
 
 	if (!qp_receives(qp->state)) {
 		count_drop(u->q, UD_DROP_OTHER);
@@ -737,13 +747,24 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 		wc.imm_data = h->imm;
 	}
 	if (ud) {
-		if (!(h->flags & UDF_PLACED)) /* else in the buffer */
+		if (!(h->flags & UDF_PLACED) && !nogrh) /* else in the buffer */
 			build_grh(grh, h);
 		wc.src_qp = h->src_qpn & 0xffffff;
-		if (!soft_link_ib) /* IB mode: 0 (no SL is carried) */
+		if (soft_link_ib) {
+			/* the LRH's: the sender's port LID (one of this
+			 * host's, or the one its address has: net.c), its
+			 * AV's SL; LMC 0, so no path bits */
+			wc.slid = h->slid;
+			wc.sl = h->sl & 0xf;
+			wc.dlid_path_bits = 0;
+		} else {
 			wc.sl = roce_pkt_type(h);
-		wc.wc_flags |= IBV_WC_GRH;
+		}
+		if (!nogrh)
+			wc.wc_flags |= IBV_WC_GRH;
 		wc.pkey_index = 0;
+		/* the GRH area counts, with a GRH or without (IPoIB takes
+		 * 40 bytes off every receive's byte_len) */
 		wc.byte_len = UD_GRH + h->msg_len;
 	} else {
 		wc.byte_len =
@@ -753,7 +774,8 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 		wc.status = IBV_WC_SUCCESS;
 		u->placed++;
 	} else {
-		wc.status = scatter(qp, r, ud ? grh : NULL, h, first);
+		wc.status = scatter(qp, r, ud ? UD_GRH : 0,
+				    ud && !nogrh ? grh : NULL, h, first);
 	}
 	consume_rwqe(qp);
 	soft_cq_push(qp->rcq, &wc, !!(h->flags & UDF_SOLICITED));
@@ -1026,11 +1048,14 @@ static int place(struct soft_ud_src *src, struct ud_peer *p,
 	if (!dst)
 		goto no;
 	dst += addr - e.addr;
-	if (!src->grh_built) { /* the same for every member of a group */
-		build_grh(src->grh, h);
-		src->grh_built = 1;
+	/* LID-routed (IB mode): no GRH, its area is left alone */
+	if (!(h->flags & UDF_NOGRH)) {
+		if (!src->grh_built) { /* the same for every group member */
+			build_grh(src->grh, h);
+			src->grh_built = 1;
+		}
+		memcpy(dst, src->grh, UD_GRH);
 	}
-	memcpy(dst, src->grh, UD_GRH);
 	copy_in(dst + UD_GRH, h->msg_len, iov, niov, &k, &ko);
 	pthread_mutex_unlock(lk);
 	return 1;
@@ -1150,6 +1175,10 @@ void soft_ud_net_input(struct soft_qp *qp, const struct soft_net_ud *d)
 	h.flow_label = d->flow_label;
 	memcpy(h.sgid, d->sgid, 16);
 	memcpy(h.dgid, d->dgid, 16);
+	h.slid = d->slid; /* IB mode: net.c read them (else 0) */
+	h.sl = d->sl;
+	if (d->no_grh)
+		h.flags |= UDF_NOGRH;
 	memset(&self, 0, sizeof(self));
 	self.qpn = qp->qpx.qp_base.qp_num;
 	self.q = u->q;
@@ -1585,8 +1614,49 @@ static int ud_net_send(struct soft_qp *qp, const struct ud_cell *h,
 	d.tclass = h->tclass;
 	d.hop_limit = h->hop_limit;
 	d.flow_label = h->flow_label;
+	d.sl = h->sl;
+	d.no_grh = !!(h->flags & UDF_NOGRH);
 	d.len = h->msg_len;
 	return soft_net_ud_send(qp, &d, iov, niov);
+}
+
+/*
+ * lid_send -- IB mode: a datagram through a LID-routed AV (no GRH) to
+ * the port its DLID names: one of this host's (its queue), else through
+ * the QP's port's rail to the address the DLID has (iblink.c,
+ * SOFTRDMA_NET=1); lost when neither, as on a subnet with no route to
+ * the DLID.  A UD QP takes what comes to any port of its device, as a
+ * datagram to a global AV.
+ */
+static void lid_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
+		     uint32_t rqpn, int niov, struct ud_cell *h,
+		     const struct iovec *iov)
+{
+	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
+					0, 0, 0, 0, 0xff, 0xff};
+	struct soft_ud_src src = {.ctx = qp->ctx};
+	struct ud_peer *p;
+	uint32_t ctx_idx, a;
+
+	h->flags |= UDF_NOGRH;
+	h->flow_label = 0; /* no GRH: nothing of av->grh goes */
+	h->tclass = 0;
+	h->hop_limit = 0;
+	memset(h->sgid, 0, 16);
+	memset(h->dgid, 0, 16);
+	if (soft_lid_port(av->dlid)) {
+		p = soft_ud_peer(qp->ud, rqpn, IBV_QPT_UD, &ctx_idx);
+		if (p) {
+			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, &src);
+			return;
+		}
+	} else if (!soft_ib_lid_addr(qp->attr.port_num, av->dlid, &a)) {
+		memcpy(h->dgid, v4m, 12);
+		memcpy(h->dgid + 12, &a, 4);
+		if (!ud_net_send(qp, h, rqpn, iov, niov))
+			return;
+	}
+	qp->ud->lost++;
 }
 
 /* ud_send -- a UD datagram to the address av, QP rqpn with Q_Key rqkey:
@@ -1601,6 +1671,14 @@ static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
 	uint32_t ctx_idx, n;
 
 	h->qkey = (rqkey & 0x80000000u) ? qp->attr.qkey : rqkey;
+	if (soft_link_ib) { /* the LRH's SL and SLID (the QP's port's) */
+		h->sl = av->sl & 0xf;
+		h->slid = soft_port_lid(qp->attr.port_num);
+		if (!av->is_global) {
+			lid_send(qp, av, rqpn, niov, h, iov);
+			return;
+		}
+	}
 	h->flow_label = av->grh.flow_label;
 	h->tclass = av->grh.traffic_class;
 	h->hop_limit = av->grh.hop_limit;
@@ -1621,7 +1699,7 @@ static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
 				    h, iov, niov);
 		if (ud_net_send(qp, h, UD_MCAST_QPN, iov, niov) && !n)
 			qp->ud->lost++;
-	} else if (soft_gid_local(&av->grh.dgid)) {
+	} else if (soft_ah_local(av)) { /* IB mode: a port's GID 0 too */
 		p = soft_ud_peer(qp->ud, rqpn, IBV_QPT_UD, &ctx_idx);
 		if (p)
 			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, &src);
@@ -1765,19 +1843,31 @@ uint64_t softrdma_qp_placed(struct ibv_qp *ibqp)
 	return qp->ud ? qp->ud->placed : qp->pushed;
 }
 
-/* ibv_create_ah -- an address handle (RoCE: a GRH whose sgid_index is a
- * GID of the AH's port: else EINVAL, or ENODATA for an empty entry) */
+/*
+ * ibv_create_ah -- an address handle: a GRH whose sgid_index is a GID of
+ * the AH's port (else EINVAL, or ENODATA for an empty entry), or in the
+ * IB mode a LID-routed AV (is_global 0) to a unicast DLID.  RoCE needs
+ * the GRH (the kernel's rdma_check_ah_attr, mlx5_create_ah: EINVAL).  On
+ * IB, mlx5 takes any DLID and checks nothing against the subnet: a DLID
+ * no port has is accepted, its datagrams are lost.  DLID 0 (reserved)
+ * and a multicast LID without a GRH, which mlx5 would take too, are
+ * refused (EINVAL): a group is found by its MGID here, which only a GRH
+ * carries; the kernel's multicast users (IPoIB) always give one.
+ */
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct soft_ah *ah;
 	int err;
 
 	if (!pd || !attr || !soft_port_ok(attr->port_num) ||
-	    !(attr->is_global)) {
+	    (!attr->is_global &&
+	     (!soft_link_ib || !attr->dlid || attr->dlid >= 0xc000))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	err = soft_gid_check(attr->port_num, attr->grh.sgid_index);
+	err = attr->is_global
+		      ? soft_gid_check(attr->port_num, attr->grh.sgid_index)
+		      : 0;
 	if (err) {
 		errno = -err;
 		return NULL;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ud.c -- UD and UC between two processes: GRH, qkey, MTU, drops, errnos */
+/* ud.c -- UD and UC between two processes: GRH, qkey, MTU, drops, errnos;
+ * UD by LID in the IB mode */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -22,6 +23,8 @@
 
 /* softrdma's drop counters (why: 0 no receive, 1 qkey, 2 full, -1 all) */
 uint64_t softrdma_qp_drops(struct ibv_qp *qp, int why);
+/* datagrams placed straight into a UD QP's buffers */
+uint64_t softrdma_qp_placed(struct ibv_qp *qp);
 
 #define QKEY	 0x11111111u
 #define MTU	 4096
@@ -1320,6 +1323,266 @@ static void test_ah(void)
 	side_close(&s);
 }
 
+/* IB mode (SOFTRDMA_LINK=ib, this host): what ib_child and ib_mode find
+ * wrong, a bit each (IB_OBJ: a setup step failed) */
+enum {
+	IB_AH = 1,	 /* LID-routed AHs made, bad ones refused */
+	IB_COPY = 2,	 /* a LID-routed datagram through the queue */
+	IB_PLACED = 4,	 /* one placed straight into the buffer */
+	IB_GLOBAL = 8,	 /* a global AV's datagram: a GRH, SLID and SL */
+	IB_REPLY = 16,	 /* ibv_init_ah_from_wc: by LID; the reply */
+	IB_NOROUTE = 32, /* to a DLID no port has: lost */
+	IB_OBJ = 64,
+	IB_ALL = 127, /* nothing could be checked */
+};
+
+#define IB_SL	  5
+#define IB_GSL	  3
+#define IB_GAREA  0xee	 /* the GRH area's bytes before the receive */
+#define IB_LOST	  4	 /* softrdma_qp_drops: sent towards nobody */
+#define IB_DATA	  100000 /* the two-SGE receive's data part */
+#define IB_REPLYO 200000
+
+/* ib_lid_ok -- a receive from a LID-routed AV of port 1 (LID lid) */
+static int ib_lid_ok(const struct ibv_wc *wc, uint32_t sqpn, uint16_t lid,
+		     uint32_t len)
+{
+	return wc->status == IBV_WC_SUCCESS && wc->opcode == IBV_WC_RECV &&
+	       !(wc->wc_flags & IBV_WC_GRH) && wc->src_qp == sqpn &&
+	       wc->slid == lid && wc->sl == IB_SL && !wc->dlid_path_bits &&
+	       wc->byte_len == 40 + len;
+}
+
+/* ib_area -- the GRH area left alone */
+static int ib_area(const unsigned char *p)
+{
+	int i;
+
+	for (i = 0; i < 40; i++)
+		if (p[i] != IB_GAREA)
+			return 0;
+	return 1;
+}
+
+/*
+ * ib_child -- the receiver: a two-SGE receive (GRH area, then data: the
+ * queue's copy) and one-SGE ones in shareable memory (a sealed memfd:
+ * placed by the sender where peers can map); checks the two LID-routed
+ * datagrams and the global AV's, then answers the first through an AH
+ * made from its completion
+ */
+static int ib_child(int rfd, int wfd)
+{
+	struct ibv_sge sge[2];
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_ah_attr ah;
+	struct ibv_ah *reply;
+	struct ibv_port_attr pa;
+	struct ibv_wc wc[4];
+	struct ibv_mr *smr;
+	struct side s;
+	unsigned char *sb;
+	uint32_t qpn, fails = 0;
+	int i, n, fd;
+
+	if (side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY) ||
+	    ibv_query_port(s.t.ctx, 1, &pa) || !pa.lid)
+		return IB_ALL;
+	fd = memfd_create("ib_child", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, 3 * RBUF) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK))
+		return IB_ALL;
+	sb = mmap(NULL, 3 * RBUF, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	smr = sb == MAP_FAILED ? NULL
+			       : ibv_reg_mr(s.t.pd, sb, 3 * RBUF,
+					    IBV_ACCESS_LOCAL_WRITE);
+	close(fd);
+	if (!smr)
+		return IB_ALL;
+	memset(s.buf, IB_GAREA, 40);
+	memset(sb, IB_GAREA, 3 * RBUF);
+	sge[0] = (struct ibv_sge){(uintptr_t)s.buf, 40, s.mr->lkey};
+	sge[1] =
+		(struct ibv_sge){(uintptr_t)(s.buf + IB_DATA), MTU, s.mr->lkey};
+	memset(&rwr, 0, sizeof(rwr));
+	rwr.wr_id = 1;
+	rwr.sg_list = sge;
+	rwr.num_sge = 2;
+	if (ibv_post_recv(s.qp, &rwr, &rbad))
+		return IB_ALL;
+	for (i = 1; i < 3; i++)
+		if (t_post_recv(s.qp, sb + (size_t)i * RBUF, RBUF, smr->lkey,
+				(uint64_t)i + 1))
+			return IB_ALL;
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	t_xrecv(rfd, &qpn, 4); /* the sender's QPN: it has sent */
+	n = t_wait(s.t.cq, wc, 3, 10000);
+	if (n != 3 || t_wait(s.t.cq, wc + n, 1, 50))
+		fails |= IB_OBJ;
+	if (n < 1 || wc[0].wr_id != 1 || !ib_lid_ok(&wc[0], qpn, pa.lid, 100) ||
+	    !ib_area(s.buf) || !check_fill(s.buf + IB_DATA, 100, 1))
+		fails |= IB_COPY;
+	if (n < 2 || wc[1].wr_id != 2 || !ib_lid_ok(&wc[1], qpn, pa.lid, 200) ||
+	    !ib_area(sb + RBUF) || !check_fill(sb + RBUF + 40, 200, 2) ||
+	    softrdma_qp_placed(s.qp) != (t_can_map() ? 2 : 0))
+		fails |= IB_PLACED;
+	/* the GRH: an IPv6 header from our link-local GID to itself */
+	if (n < 3 || wc[2].wr_id != 3 || wc[2].status != IBV_WC_SUCCESS ||
+	    !(wc[2].wc_flags & IBV_WC_GRH) || wc[2].slid != pa.lid ||
+	    wc[2].sl != IB_GSL || wc[2].byte_len != 40 + 300 ||
+	    (sb[2 * RBUF] >> 4) != 6 || sb[2 * RBUF + 8] != 0xfe ||
+	    !check_fill(sb + 2 * RBUF + 40, 300, 3))
+		fails |= IB_GLOBAL;
+	/* the answer: by LID, to the sender's port, with the SL it used */
+	if (n < 1 ||
+	    ibv_init_ah_from_wc(s.t.ctx, 1, &wc[0], (struct ibv_grh *)s.buf,
+				&ah) ||
+	    ah.is_global || ah.dlid != pa.lid || ah.sl != IB_SL ||
+	    ah.src_path_bits || ah.port_num != 1)
+		fails |= IB_REPLY;
+	reply = n < 1 ? NULL
+		      : ibv_create_ah_from_wc(s.t.pd, &wc[0],
+					      (struct ibv_grh *)s.buf, 1);
+	fill(s.buf + IB_REPLYO, 77, 9);
+	if (!reply ||
+	    ud_send(&s, s.qp, reply, qpn, QKEY, IB_REPLYO, 77, 900, 0) ||
+	    t_wait(s.t.cq, wc, 1, 10000) != 1 || wc[0].wr_id != 900 ||
+	    wc[0].status != IBV_WC_SUCCESS)
+		fails |= IB_REPLY;
+	if (reply)
+		ibv_destroy_ah(reply);
+	t_xsend(wfd, &fails, 4);
+	t_xrecv(rfd, &qpn, 4); /* the sender has its answer */
+	ibv_dereg_mr(smr);
+	munmap(sb, 3 * RBUF);
+	side_close(&s);
+	return 0;
+}
+
+/* ib_ah -- a LID-routed AH on port 1 to dlid with SL IB_SL */
+static struct ibv_ah *ib_ah(struct side *s, uint16_t dlid)
+{
+	struct ibv_ah_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.dlid = dlid;
+	a.sl = IB_SL;
+	a.port_num = 1;
+	return ibv_create_ah(s->t.pd, &a);
+}
+
+/* ib_mode -- the sender, in a process of its own (the mode is read once
+ * a process): LID-routed and global datagrams to ib_child, the answer,
+ * bad AVs; the bits of what failed */
+static int ib_mode(void)
+{
+	struct ibv_port_attr p1, p2;
+	struct ibv_ah_attr a;
+	struct ibv_ah *lah, *gah, *nah;
+	struct ibv_wc wc[4];
+	struct side s;
+	uint32_t rqpn, fails = 0, cf = IB_OBJ;
+	uint16_t none;
+	int rfd, wfd, n;
+	pid_t pid;
+
+	setenv("SOFTRDMA_LINK", "ib", 1);
+	pid = t_spawn(ib_child, &rfd, &wfd);
+	if (pid < 0 || side_open(&s, IBV_QPT_UD) || t_ud_up(s.qp, QKEY) ||
+	    ibv_query_port(s.t.ctx, 1, &p1) || ibv_query_port(s.t.ctx, 2, &p2))
+		return IB_ALL;
+	t_xrecv(rfd, &rqpn, 4);
+	memset(s.buf, IB_GAREA, RBUF);
+	if (t_post_recv(s.qp, s.buf, RBUF, s.mr->lkey, 50))
+		return IB_ALL;
+	/* a LID no port has (on this host, no other is reached) */
+	none = (uint16_t)(p1.lid > 0x100 ? p1.lid - 0x100 : p1.lid + 0x100);
+	if (none == p2.lid)
+		none++;
+	lah = ib_ah(&s, p1.lid);
+	nah = ib_ah(&s, none);
+	memset(&a, 0, sizeof(a));
+	a.is_global = 1;
+	a.sl = IB_GSL;
+	a.port_num = 1;
+	a.grh.hop_limit = 64;
+	ibv_query_gid(s.t.ctx, 1, 0, &a.grh.dgid);
+	gah = ibv_create_ah(s.t.pd, &a);
+	if (!lah || !nah || !gah)
+		fails |= IB_AH;
+	a.is_global = 0;
+	a.dlid = 0;
+	if (ibv_create_ah(s.t.pd, &a) || errno != EINVAL)
+		fails |= IB_AH;
+	a.dlid = 0xc001;
+	if (ibv_create_ah(s.t.pd, &a) || errno != EINVAL)
+		fails |= IB_AH;
+	a.dlid = p1.lid;
+	a.port_num = 3;
+	if (ibv_create_ah(s.t.pd, &a) || errno != EINVAL)
+		fails |= IB_AH;
+	fill(s.buf + 100000, 100, 1);
+	fill(s.buf + 110000, 200, 2);
+	fill(s.buf + 120000, 300, 3);
+	if (!lah || !gah ||
+	    ud_send(&s, s.qp, lah, rqpn, QKEY, 100000, 100, 1, 0) ||
+	    ud_send(&s, s.qp, lah, rqpn, QKEY, 110000, 200, 2, 0) ||
+	    ud_send(&s, s.qp, gah, rqpn, QKEY, 120000, 300, 3, 0) ||
+	    t_wait(s.t.cq, wc, 3, 10000) != 3)
+		fails |= IB_OBJ;
+	if (!nah || ud_send(&s, s.qp, nah, rqpn, QKEY, 100000, 100, 4, 0) ||
+	    t_wait(s.t.cq, wc, 1, 10000) != 1 || wc[0].wr_id != 4 ||
+	    wc[0].status != IBV_WC_SUCCESS ||
+	    softrdma_qp_drops(s.qp, IB_LOST) != 1)
+		fails |= IB_NOROUTE;
+	t_xsend(wfd, &s.qp->qp_num, 4);
+	t_xrecv(rfd, &cf, 4);
+	fails |= cf;
+	/* the answer: by LID from the receiver's port 1, our SL */
+	n = t_wait(s.t.cq, wc, 1, 10000);
+	if (n != 1 || wc[0].wr_id != 50 ||
+	    !ib_lid_ok(&wc[0], rqpn, p1.lid, 77) || !ib_area(s.buf) ||
+	    !check_fill(s.buf + 40, 77, 9))
+		fails |= IB_REPLY;
+	t_xsend(wfd, &cf, 4);
+	if (t_reap(pid))
+		fails |= IB_OBJ;
+	if (lah)
+		ibv_destroy_ah(lah);
+	if (nah)
+		ibv_destroy_ah(nah);
+	if (gah)
+		ibv_destroy_ah(gah);
+	side_close(&s);
+	return (int)fails;
+}
+
+/* test_ib -- UD in the IB mode (ib_mode) */
+static void test_ib(void)
+{
+	int st = t_fork_reap(ib_mode);
+
+	if (!ok(st >= 0 && st < 256 && !(st & IB_OBJ), "IB mode: objects"))
+		diag("  its exit status %d", st);
+	if (st < 0 || st >= 256)
+		st = IB_ALL;
+	ok(!(st & IB_AH),
+	   "IB mode: LID-routed AHs (a DLID no port has too); DLID 0, a "
+	   "multicast DLID without GRH, port 3: EINVAL");
+	ok(!(st & IB_COPY),
+	   "IB mode: LID-routed datagram (queue): no IBV_WC_GRH, GRH area "
+	   "untouched, SLID the sender's port's, SL the AV's, data intact");
+	ok(!(st & IB_PLACED),
+	   "IB mode: the same placed straight into the receive buffer");
+	ok(!(st & IB_GLOBAL),
+	   "IB mode: a global AV's datagram has IBV_WC_GRH, SLID and SL");
+	ok(!(st & IB_REPLY),
+	   "IB mode: ibv_init_ah_from_wc builds a LID-routed AV; the answer "
+	   "through it arrives by LID");
+	ok(!(st & IB_NOROUTE),
+	   "IB mode: to a DLID no port has: sent, lost (counted)");
+}
+
 /* stopped_child -- posts receives, is stopped, then checks what came */
 static int stopped_child(int rfd, int wfd)
 {
@@ -1511,6 +1774,7 @@ static void test_hostile(void)
 int main(void)
 {
 	t_isolate("ud");
+	test_ib(); /* first: its process must not inherit an open device */
 	test_ud();
 	test_uc();
 	test_uc_norecv();
