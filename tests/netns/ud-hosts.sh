@@ -1,9 +1,9 @@
 #!/bin/sh
 # ud-hosts.sh -- UD between two hosts of the namespace fabric over
 # softrdma's RoCE v2 path (soft/net.c, SOFTRDMA_NET=1): Debian's
-# ibv_ud_pingpong, polling and events, whose server answers through an AH
-# made from the receive's GRH (ibv_create_ah_from_wc); then the hosts'
-# agents are gone.
+# ibv_ud_pingpong -g, polling and events, each side sending through an AH
+# made from the peer's GID it was told over TCP (is_global 1); then the
+# hosts' agents are gone.
 . "$top_srcdir/tests/lib.sh"
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 command -v ibv_ud_pingpong >/dev/null 2>&1 ||
