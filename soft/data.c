@@ -2750,15 +2750,18 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 		r = &srq->rq[srq->tail & (srq->size - 1)];
 		srq->tail++;
 		soft_srq_check_limit(srq);
-		qp = soft_qp_local_in(ctx, e.qpn);
-		if (!qp || qp->srq != srq)
+		/* an XRC SRQ's completions go to its own CQ, naming the
+		 * target QP (of any process) and the initiator */
+		qp = srq->xcq ? NULL : soft_qp_local_in(ctx, e.qpn);
+		if (!srq->xcq && (!qp || qp->srq != srq))
 			continue;
 		for (room = 0, i = 0; i < r->num_sge; i++)
 			room += r->sge[i].length;
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = r->wr_id;
-		wc.qp_num = e.qpn;
-		wc.src_qp = qp->ops->any_src ? e.src_qp : qp->dest_qpn;
+		wc.qp_num = e.qpn & 0xffffff;
+		wc.src_qp = !qp || qp->ops->any_src ? e.src_qp & 0xffffff
+						    : qp->dest_qpn;
 		wc.byte_len = e.byte_len;
 		wc.opcode = e.opcode == SOFT_OP_WRITE_IMM
 				    ? IBV_WC_RECV_RDMA_WITH_IMM
@@ -2771,9 +2774,11 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 			wc.status = IBV_WC_LOC_LEN_ERR;
 		else if (e.flags & SOFT_CQE_PROT)
 			wc.status = IBV_WC_LOC_PROT_ERR;
-		soft_cq_push(qp->rcq, &wc, !!(e.flags & SOFT_SF_SOLICITED));
-		/* a DCT serves every initiator: one's error is not its own */
-		if (wc.status != IBV_WC_SUCCESS && !qp->ops->any_src)
+		soft_cq_push(qp ? qp->rcq : srq->xcq, &wc,
+			     !!(e.flags & SOFT_SF_SOLICITED));
+		/* a DCT serves every initiator: one's error is not its own;
+		 * nor is an XRC target's */
+		if (qp && wc.status != IBV_WC_SUCCESS && !qp->ops->any_src)
 			soft_qp_to_error(qp);
 	}
 }

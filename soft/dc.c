@@ -85,8 +85,8 @@ struct dc_wqe {
 	uint64_t not_before; /* RNR: the next attempt, ns */
 	uint32_t op;	     /* enum ibv_wr_opcode */
 	uint32_t rkey;
-	uint32_t imm; /* as posted (big endian) */
-	uint32_t dctn;
+	uint32_t imm;	/* as posted (big endian) */
+	uint32_t dctn;	/* an XRC initiator's: the SRQ number */
 	uint32_t flags; /* send flags */
 	uint32_t niov;
 	uint32_t status; /* found at posting: completes so, nothing moves */
@@ -103,6 +103,12 @@ struct dc_target {
 	int32_t pid;
 	uint64_t start;
 	uint32_t ctx;
+	/* an XRC target: the SRQ the WR named, its owner and PD (its
+	 * segment's word, checked against the registry's MR at each use) */
+	uint32_t srqn;
+	int32_t spid;
+	uint64_t sstart;
+	uint32_t sctx, spd;
 	struct soft_seg_hdr *seg;
 	size_t seg_len;
 	struct soft_srq_hdr *srq;
@@ -113,6 +119,8 @@ struct dc_target {
 
 struct soft_dc {
 	int dct;
+	int xrc; /* an XRC initiator: its target is dest_qp_num, the SRQ
+		  * each WR's (xrc.c) */
 	struct dc_wqe *q;
 	uint32_t size;
 	uint64_t head, tail;
@@ -133,6 +141,27 @@ static const uint32_t rnr_table[32] = {
 static uint64_t key_of(const struct soft_reg_qp *e)
 {
 	return (uint64_t)e->dc_key_hi << 32 | e->dc_key_lo;
+}
+
+/* dc_new -- the state of a DCT, or of an initiator (a DCI, an XRC one):
+ * its queue of the QP's send queue's size; NULL without memory */
+static struct soft_dc *dc_new(struct soft_qp *qp, int dct, int xrc)
+{
+	struct soft_dc *dc = calloc(1, sizeof(*dc));
+
+	if (!dc)
+		return NULL;
+	dc->dct = dct;
+	dc->xrc = xrc;
+	if (dct)
+		return dc;
+	dc->size = qp->sq_size;
+	dc->q = calloc(dc->size, sizeof(*dc->q));
+	if (!dc->q) {
+		free(dc);
+		return NULL;
+	}
+	return dc;
 }
 
 /*
@@ -192,27 +221,17 @@ struct ibv_qp *soft_dc_create(struct ibv_context *context,
 		if (!a.recv_cq)
 			a.recv_cq = a.send_cq;
 	}
-	dc = calloc(1, sizeof(*dc));
+	ibqp = soft_create_qp_ex(context, &a);
+	if (!ibqp)
+		return NULL;
+	qp = to_sqp(ibqp);
+	dc = dc_new(qp, dct, 0);
 	if (!dc) {
+		ibv_destroy_qp(ibqp);
 		errno = ENOMEM;
 		return NULL;
 	}
-	dc->dct = dct;
-	ibqp = soft_create_qp_ex(context, &a);
-	if (!ibqp) {
-		free(dc);
-		return NULL;
-	}
-	qp = to_sqp(ibqp);
 	if (!dct) {
-		dc->size = qp->sq_size;
-		dc->q = calloc(dc->size, sizeof(*dc->q));
-		if (!dc->q) {
-			free(dc);
-			ibv_destroy_qp(ibqp);
-			errno = ENOMEM;
-			return NULL;
-		}
 		attr->cap = a.cap;
 		attr->cap.max_recv_wr = 0;
 		attr->cap.max_recv_sge = 0;
@@ -220,18 +239,15 @@ struct ibv_qp *soft_dc_create(struct ibv_context *context,
 		memset(&attr->cap, 0, sizeof(attr->cap));
 	}
 	soft_lock(&qp->ctx->lock);
-	qp->type = IBV_QPT_DRIVER;
-	qp->qpx.qp_base.qp_type = IBV_QPT_DRIVER;
+	soft_qp_retype(qp, IBV_QPT_DRIVER, dct ? &soft_dct_ops : &soft_dci_ops);
+	qp->dc = dc;
 	if (!dct)
 		qp->qpx.qp_base.srq = NULL;
 	e = &soft_reg->qp[qp->reg_slot];
-	e->qp_type = IBV_QPT_DRIVER;
 	e->dc_type = dct ? MLX5DV_DCTYPE_DCT : MLX5DV_DCTYPE_DCI;
 	e->dc_key_lo = (uint32_t)key;
 	e->dc_key_hi = (uint32_t)(key >> 32);
 	atomic_store(&e->dc_viol, 0);
-	qp->dc = dc;
-	qp->ops = dct ? &soft_dct_ops : &soft_dci_ops;
 	soft_unlock(&qp->ctx->lock);
 	return ibqp;
 }
@@ -564,34 +580,53 @@ static uint64_t timeout_ns(struct soft_qp *qp)
 }
 
 /*
+ * still_ok -- a target mapped before is still e's; an XRC SRQ's still the
+ * same SRQ of e's domain (its owner's context slot not taken by another
+ * process, its segment's domain not cleared by its destroy)
+ */
+static int still_ok(const struct dc_target *t, const struct soft_reg_qp *e)
+{
+	const struct soft_reg_ctx *c = &soft_reg->ctx[t->sctx];
+
+	if (t->pid != e->pid || t->start != e->start || t->ctx != e->ctx_idx)
+		return 0;
+	return !t->srqn ||
+	       (atomic_load(&c->pid) == t->spid && c->start == t->sstart &&
+		t->srq->xrcd_id == e->xrcd_id);
+}
+
+/*
  * map_target -- the DCT e (registry copy) mapped and checked: its
  * segment and its SRQ's agree with the registry and fit their mappings;
- * it becomes dc->t; 0 or -1.  Up to DC_TCACHE DCTs stay mapped, the
- * oldest mapping gives way.
+ * it becomes dc->t; 0 or -1.  For an XRC target e, the SRQ is XRC SRQ
+ * srqn, of its owner's context, whose domain must be the target's: 1 when
+ * it is not (or there is no such SRQ).  Up to DC_TCACHE targets stay
+ * mapped, the oldest mapping gives way.
  */
-static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e)
+static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e,
+		      uint32_t srqn)
 {
 	struct dc_target *t;
 	struct soft_seg_hdr *h;
 	struct soft_srq_hdr *sh;
 	size_t len, slen;
-	uint32_t n, sge, id, i;
+	uint32_t n, sge, id, i, sctx;
 	uint64_t stride;
+	int32_t spid;
+	uint64_t sstart;
 
 	t = dc->t;
-	if (t && t->qpn == e->qpn && t->pid == e->pid && t->start == e->start &&
-	    t->ctx == e->ctx_idx)
+	if (t && t->qpn == e->qpn && t->srqn == srqn && still_ok(t, e))
 		return 0;
 	for (i = 0; i < DC_TCACHE; i++) {
 		t = &dc->tc[i];
-		if (t->qpn != e->qpn)
+		if (t->qpn != e->qpn || t->srqn != srqn)
 			continue;
-		if (t->pid == e->pid && t->start == e->start &&
-		    t->ctx == e->ctx_idx) {
+		if (still_ok(t, e)) {
 			dc->t = t;
 			return 0;
 		}
-		unmap_target(t); /* that DCT number now names another */
+		unmap_target(t); /* that number now names another */
 	}
 	dc->t = NULL;
 	if (e->ctx_idx >= SOFT_MAX_CTX || !soft_pid_alive(e->pid, e->start))
@@ -600,21 +635,31 @@ static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e)
 	if (!h)
 		return -1;
 	id = h->srq_id;
+	sctx = e->ctx_idx;
+	spid = e->pid;
+	sstart = e->start;
 	if (len < sizeof(*h) || h->qpn != e->qpn || h->pid != e->pid ||
-	    h->start != e->start || h->ctx_idx != e->ctx_idx || !id ||
-	    id > SOFT_MAX_SRQ_IDS) {
+	    h->start != e->start || h->ctx_idx != e->ctx_idx ||
+	    (!srqn && (!id || id > SOFT_MAX_SRQ_IDS))) {
 		munmap(h, len);
 		return -1;
 	}
-	sh = soft_srq_seg_map(e->ctx_idx, id, &slen);
-	if (!sh) {
-		munmap(h, len);
-		return -1;
+	if (srqn) {
+		/* the SRQ's owner: the registry's, not the segment's word */
+		if (soft_xrc_srq_target(srqn, &sctx, &id))
+			goto bad_srq;
+		spid = atomic_load(&soft_reg->ctx[sctx].pid);
+		sstart = soft_reg->ctx[sctx].start;
+		if (!spid || !soft_pid_alive(spid, sstart))
+			goto bad_srq;
 	}
+	sh = soft_srq_seg_map(sctx, id, &slen);
+	if (!sh)
+		goto bad_srq;
 	n = sh->entries;
 	sge = sh->sge;
 	stride = 8 + 16 * (uint64_t)sge;
-	if (slen < sizeof(*sh) || sh->pid != e->pid || sh->start != e->start ||
+	if (slen < sizeof(*sh) || sh->pid != spid || sh->start != sstart ||
 	    !n || (n & (n - 1)) || n > 2 * SOFT_MAX_SRQ_WR + 2 ||
 	    sge > SOFT_MAX_SGE || sh->rq_off < sizeof(*sh) ||
 	    sh->rq_off > slen || sh->cq_off > slen ||
@@ -623,6 +668,10 @@ static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e)
 		munmap(sh, slen);
 		munmap(h, len);
 		return -1;
+	}
+	if (srqn && (!sh->xrcd_id || sh->xrcd_id != e->xrcd_id)) {
+		munmap(sh, slen);
+		goto bad_srq; /* an SRQ of another domain, or not XRC */
 	}
 	t = &dc->tc[dc->tc_next++ % DC_TCACHE];
 	unmap_target(t);
@@ -638,8 +687,17 @@ static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e)
 	t->pid = e->pid;
 	t->start = e->start;
 	t->ctx = e->ctx_idx;
+	t->srqn = srqn;
+	t->spid = spid;
+	t->sstart = sstart;
+	t->sctx = sctx;
+	t->spd = sh->pd_id;
 	dc->t = t;
 	return 0;
+
+bad_srq:
+	munmap(h, len);
+	return srqn ? 1 : -1;
 }
 
 /* move -- copy len bytes between the local iovecs at loff and one range
@@ -896,13 +954,52 @@ static int unanswered(struct soft_qp *qp, struct dc_wqe *w, uint64_t now,
 	return DC_DONE;
 }
 
+static int dc_op(struct soft_qp *qp, struct dc_wqe *w,
+		 const struct soft_reg_qp *ep, enum ibv_wc_status *st,
+		 uint64_t now);
+
+/*
+ * xrc_run -- an XRC initiator's WQE: its connected target, an RTR or RTS
+ * XRC target of a live process on this host (else nobody answers), and
+ * the XRC SRQ the WR names, which must be of the target's domain (else
+ * the target NAKs the request: IBV_WC_REM_INV_REQ_ERR); then as a DCI's
+ * operation, on the SRQ's owner's memory and PD (XRC checks keys against
+ * the SRQ's PD)
+ */
+static int xrc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st,
+		   uint64_t now)
+{
+	struct soft_dc *dc = qp->dc;
+	struct soft_reg_qp e;
+	int r;
+
+	if (soft_reg_qp_lookup(qp->attr.dest_qp_num, &e) < 0 ||
+	    (qp->attr.ah_attr.is_global &&
+	     !soft_gid_local(&qp->attr.ah_attr.grh.dgid)) ||
+	    e.qp_type != IBV_QPT_XRC_RECV ||
+	    (e.state != IBV_QPS_RTR && e.state != IBV_QPS_RTS))
+		return unanswered(qp, w, now, st);
+	r = map_target(dc, &e, w->dctn);
+	if (r < 0)
+		return unanswered(qp, w, now, st);
+	if (r > 0) {
+		*st = IBV_WC_REM_INV_REQ_ERR;
+		return DC_DONE;
+	}
+	e.pid = dc->t->spid;
+	e.start = dc->t->sstart;
+	e.ctx_idx = dc->t->sctx;
+	e.pd_id = dc->t->spd;
+	return dc_op(qp, w, &e, st, now);
+}
+
 /* dc_run -- try the WQE at the tail; DC_DONE with *st, or DC_WAIT */
 static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 {
 	struct soft_dc *dc = qp->dc;
 	struct soft_reg_qp e;
 	uint64_t now = soft_now_ns();
-	int slot, rnr = 0, r;
+	int slot;
 
 	if (w->status != IBV_WC_SUCCESS) {
 		*st = w->status;
@@ -912,10 +1009,12 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 		w->since = now;
 	if (now < w->not_before)
 		return DC_WAIT;
+	if (dc->xrc)
+		return xrc_run(qp, w, st, now);
 	slot = soft_reg_qp_lookup(w->dctn, &e);
 	if (slot < 0 || !soft_gid_local(&w->dgid) ||
 	    e.qp_type != IBV_QPT_DRIVER || e.dc_type != MLX5DV_DCTYPE_DCT ||
-	    e.state != IBV_QPS_RTR || map_target(dc, &e))
+	    e.state != IBV_QPS_RTR || map_target(dc, &e, 0))
 		return unanswered(qp, w, now, st);
 	if (key_of(&e) != w->key) {
 		/* the DCT drops it and counts a key violation */
@@ -925,6 +1024,19 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 		}
 		return unanswered(qp, w, now, st);
 	}
+	return dc_op(qp, w, &e, st, now);
+}
+
+/* dc_op -- the WQE's operation on the target e reached; DC_DONE with
+ * *st, or DC_WAIT */
+static int dc_op(struct soft_qp *qp, struct dc_wqe *w,
+		 const struct soft_reg_qp *ep, enum ibv_wc_status *st,
+		 uint64_t now)
+{
+	struct soft_dc *dc = qp->dc;
+	struct soft_reg_qp e = *ep;
+	int rnr = 0, r;
+
 	switch (w->op) {
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -1068,9 +1180,12 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 	default:
 		return EINVAL;
 	}
-	if (!ah || ah->context != qp->qpx.qp_base.context ||
-	    !wr->bind_mw.rkey ||
-	    wr->send_flags & ~(unsigned int)DC_SEND_FLAGS || wr->num_sge < 0 ||
+	if (dc->xrc)
+		ah = NULL; /* the target is the QP's, the SRQ the WR's */
+	else if (!ah || ah->context != qp->qpx.qp_base.context ||
+		 !wr->bind_mw.rkey)
+		return EINVAL;
+	if (wr->send_flags & ~(unsigned int)DC_SEND_FLAGS || wr->num_sge < 0 ||
 	    (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return EINVAL;
@@ -1099,9 +1214,13 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 		w->rkey = wr->wr.rdma.rkey;
 		w->raddr = wr->wr.rdma.remote_addr;
 	}
-	w->dctn = wr->bind_mw.rkey;
-	w->key = wr->bind_mw.bind_info.addr;
-	w->dgid = soft_ah_attr(ah)->grh.dgid;
+	if (ah) {
+		w->dctn = wr->bind_mw.rkey;
+		w->key = wr->bind_mw.bind_info.addr;
+		w->dgid = soft_ah_attr(ah)->grh.dgid;
+	} else {
+		w->dctn = wr->qp_type.xrc.remote_srqn;
+	}
 	w->len = len;
 	w->status = IBV_WC_SUCCESS;
 	if ((wr->send_flags & IBV_SEND_INLINE) && len) {
@@ -1158,6 +1277,36 @@ static int dc_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* xini_sq_release -- the initiator left SQD: its held WRs run; lock held */
+static void xini_sq_release(struct soft_qp *qp)
+{
+	dc_sweep(qp);
+}
+
+/* xini_reset -- back to RESET: its WRs go without completions; lock held */
+static void xini_reset(struct soft_qp *qp)
+{
+	dc_forget(qp);
+}
+
+/*
+ * soft_xrc_ini -- an RC QP just made (xrc.c) becomes an XRC initiator:
+ * WRs run one at a time as a DCI's, to its connected target; 0 or -1
+ */
+int soft_xrc_ini(struct soft_qp *qp)
+{
+	struct soft_dc *dc = dc_new(qp, 0, 1);
+
+	if (!dc)
+		return -1;
+	soft_lock(&qp->ctx->lock);
+	soft_qp_retype(qp, IBV_QPT_XRC_SEND, &soft_xini_ops);
+	qp->dc = dc;
+	qp->qpx.qp_base.srq = NULL;
+	soft_unlock(&qp->ctx->lock);
+	return 0;
+}
+
 /* softrdma_dc_key_violations -- requests that reached the DCT with a
  * wrong access key (and were dropped) */
 uint32_t softrdma_dc_key_violations(struct ibv_qp *ibqp)
@@ -1212,4 +1361,21 @@ const struct soft_qp_ops soft_dct_ops = {
 	.query = dct_query,
 	.always_pass = 1,
 	.any_src = 1,
+};
+
+/* an XRC initiator: the kernel's state table (XRC_INI column), a DCI's
+ * data path (xrc_run) */
+const struct soft_qp_ops soft_xini_ops = {
+	.name = "xrc_ini",
+	.post_send = dc_post_send,
+	.post_recv = dc_post_recv,
+	.sq_room = dci_sq_room,
+	.progress = dc_progress,
+	.flush = dc_flush,
+	.sq_release = xini_sq_release,
+	.modify = soft_xrc_modify,
+	.to_rtr = soft_qp_op_nop,
+	.reset = xini_reset,
+	.destroy = dc_destroy,
+	.always_pass = 1,
 };

@@ -614,6 +614,10 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.create_qp_ex = soft_create_qp_ex;
 	ctx->vctx.create_cq_ex = soft_create_cq_ex;
 	ctx->vctx.create_srq_ex = soft_create_srq_ex;
+	ctx->vctx.open_xrcd = soft_open_xrcd;
+	ctx->vctx.close_xrcd = soft_close_xrcd;
+	ctx->vctx.open_qp = soft_open_qp;
+	ctx->vctx.get_srq_num = soft_get_srq_num;
 	ctx->vctx.alloc_td = soft_alloc_td;
 	ctx->vctx.dealloc_td = soft_dealloc_td;
 	ctx->vctx.alloc_parent_domain = soft_alloc_parent_domain;
@@ -678,7 +682,7 @@ static void fill_device_attr(struct ibv_device_attr *a)
 		IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
 		IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
 		IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
-		IBV_DEVICE_MEM_MGT_EXTENSIONS;
+		IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_XRC;
 	a->max_sge = SOFT_MAX_SGE;
 	a->max_sge_rd = SOFT_MAX_SGE;
 	a->max_cq = SOFT_MAX_CQ;

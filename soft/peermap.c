@@ -555,6 +555,16 @@ uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e)
 	return (uint8_t *)m->mem + e->map_off;
 }
 
+/* soft_map_need -- the table made now, so that every pass calls
+ * soft_map_sweep (an XRC SRQ's outbox is drained there); 0 or -1; lock
+ * held */
+int soft_map_need(struct soft_context *ctx)
+{
+	if (!ctx->maps)
+		ctx->maps = calloc(1, sizeof(*ctx->maps));
+	return ctx->maps ? 0 : -1;
+}
+
 /* soft_map_sweep -- at every progress pass: once a second (looked at every
  * 64 passes, and at every pass of the progress thread), mappings whose
  * last registration went (a later use maps the file again), or whose
@@ -570,6 +580,8 @@ void soft_map_sweep(struct soft_context *ctx)
 	uint64_t ns;
 	int i;
 
+	if (ctx->nxsrq) /* XRC SRQs ride on this call (xrc.c) */
+		soft_xrc_drain(ctx);
 	if ((++t->pass & 63) && !ctx->in_thread)
 		return;
 	ns = soft_now_ns();

@@ -134,6 +134,9 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 	uint32_t qpn;
 	size_t rq_off = 0, cq_off = 0, ring_off = 0, rq_stride, queues;
 
+	if (attr && (attr->qp_type == IBV_QPT_XRC_SEND ||
+		     attr->qp_type == IBV_QPT_XRC_RECV))
+		return soft_xrc_create_qp(context, attr);
 	if (!context || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
 	    !attr->pd) {
 		errno = EINVAL;
@@ -386,7 +389,7 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
  * The kernel's qp_state_table (drivers/infiniband/core/verbs.c): the
  * required and optional attribute masks of each transition, per type.
  */
-enum { T_UD, T_UC, T_RC, T_N };
+enum { T_UD, T_UC, T_RC, T_XI, T_XT, T_N };
 
 struct trans {
 	int valid;
@@ -432,6 +435,7 @@ static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 		t->req[T_UD] = P_PKEY | P_PORT | P_QKEY;
 		t->req[T_UC] = P_PKEY | P_PORT | P_ACC;
 		t->req[T_RC] = P_PKEY | P_PORT | P_ACC;
+		t->req[T_XI] = t->req[T_XT] = P_PKEY | P_PORT | P_ACC;
 		break;
 	case IBV_QPS_INIT:
 		if (next == IBV_QPS_INIT) {
@@ -439,6 +443,7 @@ static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 			t->opt[T_UD] = P_PKEY | P_PORT | P_QKEY;
 			t->opt[T_UC] = P_PKEY | P_PORT | P_ACC;
 			t->opt[T_RC] = P_PKEY | P_PORT | P_ACC;
+			t->opt[T_XI] = t->opt[T_XT] = P_PKEY | P_PORT | P_ACC;
 		} else if (next == IBV_QPS_RTR) {
 			t->valid = 1;
 			t->req[T_UC] = P_AV | P_MTU | P_DQPN | P_RQPSN;
@@ -447,6 +452,9 @@ static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 			t->opt[T_UD] = P_PKEY | P_QKEY;
 			t->opt[T_UC] = P_ALT | P_ACC | P_PKEY;
 			t->opt[T_RC] = P_ALT | P_ACC | P_PKEY;
+			t->req[T_XI] = P_AV | P_MTU | P_DQPN | P_RQPSN;
+			t->req[T_XT] = t->req[T_RC];
+			t->opt[T_XI] = t->opt[T_XT] = P_ALT | P_ACC | P_PKEY;
 		}
 		break;
 	case IBV_QPS_RTR:
@@ -459,6 +467,10 @@ static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 		t->opt[T_UD] = P_CUR | P_QKEY;
 		t->opt[T_UC] = P_CUR | P_ALT | P_ACC | P_MIG;
 		t->opt[T_RC] = P_CUR | P_ALT | P_ACC | P_RNRT | P_MIG;
+		t->req[T_XI] = t->req[T_RC];
+		t->req[T_XT] = P_TMO | P_SQPSN;
+		t->opt[T_XI] = P_CUR | P_ALT | P_ACC | P_MIG;
+		t->opt[T_XT] = t->opt[T_RC];
 		break;
 	case IBV_QPS_RTS:
 		if (next == IBV_QPS_RTS) {
@@ -466,9 +478,12 @@ static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 			t->opt[T_UD] = P_CUR | P_QKEY;
 			t->opt[T_UC] = P_CUR | P_ACC | P_ALT | P_MIG;
 			t->opt[T_RC] = P_CUR | P_ACC | P_ALT | P_MIG | P_RNRT;
+			t->opt[T_XI] = P_CUR | P_ACC | P_ALT | P_MIG;
+			t->opt[T_XT] = t->opt[T_RC];
 		} else if (next == IBV_QPS_SQD) {
 			t->valid = 1;
 			t->opt[T_UD] = t->opt[T_UC] = t->opt[T_RC] = P_SQD;
+			t->opt[T_XI] = t->opt[T_XT] = P_SQD;
 		}
 		break;
 	case IBV_QPS_SQD:
@@ -477,6 +492,8 @@ static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 			t->opt[T_UD] = P_CUR | P_QKEY;
 			t->opt[T_UC] = P_CUR | P_ALT | P_ACC | P_MIG;
 			t->opt[T_RC] = P_CUR | P_ALT | P_ACC | P_RNRT | P_MIG;
+			t->opt[T_XI] = P_CUR | P_ALT | P_ACC | P_MIG;
+			t->opt[T_XT] = t->opt[T_RC];
 		} else if (next == IBV_QPS_SQD) {
 			t->valid = 1;
 			t->opt[T_UD] = P_PKEY | P_QKEY;
@@ -484,6 +501,10 @@ static int get_trans(enum ibv_qp_state cur, enum ibv_qp_state next,
 			t->opt[T_RC] = P_PORT | P_AV | P_TMO | P_RETRY | P_RNR |
 				       P_RD | P_DRD | P_ALT | P_ACC | P_PKEY |
 				       P_RNRT | P_MIG;
+			t->opt[T_XI] = P_PORT | P_AV | P_TMO | P_RETRY | P_RNR |
+				       P_RD | P_ALT | P_ACC | P_PKEY | P_MIG;
+			t->opt[T_XT] = P_PORT | P_AV | P_TMO | P_DRD | P_ALT |
+				       P_ACC | P_PKEY | P_RNRT | P_MIG;
 		}
 		break;
 	case IBV_QPS_SQE:
@@ -513,7 +534,11 @@ static int modify_is_ok(enum ibv_qp_state cur, enum ibv_qp_state next,
 		return 0;
 	if (get_trans(cur, next, &t))
 		return 0;
-	ti = type == IBV_QPT_UD ? T_UD : type == IBV_QPT_UC ? T_UC : T_RC;
+	ti = type == IBV_QPT_UD		? T_UD
+	     : type == IBV_QPT_UC	? T_UC
+	     : type == IBV_QPT_XRC_SEND ? T_XI
+	     : type == IBV_QPT_XRC_RECV ? T_XT
+					: T_RC;
 	req = t.req[ti];
 	opt = t.opt[ti];
 	if ((mask & req) != req)
@@ -605,6 +630,18 @@ static int check_values(struct soft_qp *qp, struct ibv_qp_attr *a, int mask,
 	if ((mask & IBV_QP_PATH_MIG_STATE) && a->path_mig_state > IBV_MIG_ARMED)
 		return -EINVAL;
 	return 0;
+}
+
+/* soft_qp_retype -- a QP made as RC becomes another kind (DC, XRC: they
+ * are built on RC's queues and segment): its type, as the program and
+ * the registry see it, and its operations; lock held */
+void soft_qp_retype(struct soft_qp *qp, enum ibv_qp_type type,
+		    const struct soft_qp_ops *ops)
+{
+	qp->type = type;
+	qp->qpx.qp_base.qp_type = type;
+	soft_reg->qp[qp->reg_slot].qp_type = type;
+	qp->ops = ops;
 }
 
 /* soft_qp_set_state -- local, ibv_qp and registry views of the state */
@@ -843,6 +880,9 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (!ibqp)
 		return EINVAL;
 	qp = to_sqp(ibqp);
+	/* an XRC target: a handle closes, one still open elsewhere stays */
+	if (qp->type == IBV_QPT_XRC_RECV && soft_xrc_close(qp) == 0)
+		return 0;
 	if (__atomic_load_n(&qp->nmcast, __ATOMIC_RELAXED))
 		return EBUSY;
 	ctx = qp->ctx;
@@ -1241,9 +1281,19 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t qpn,
 	e->wr.wr.ud.remote_qkey = qkey;
 }
 
+/* wr_set_xrc_srqn -- the XRC SRQ the WR staged last goes to (an XRC
+ * initiator's only: dc.c) */
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 {
-	wr_unsupported(q);
+	struct stage_ent *e;
+
+	if (xqp(q)->type != IBV_QPT_XRC_SEND) {
+		wr_unsupported(q);
+		return;
+	}
+	e = stage_last(q);
+	if (e)
+		e->wr.qp_type.xrc.remote_srqn = srqn;
 }
 
 /* wr_atomic_write -- the 8 bytes at data travel in the WQE (as rxe's

@@ -30,8 +30,8 @@
  * fill count, the slot published before all of it is in; 9: a plain
  * store's ACK (soft_seg_hdr.cancel), a context's fence_wake; 10: the
  * tops of the QP and MR slots ever used; 11: a context's armed_cqs and a
- * segment's cq_wbits (data.c peer_wake) */
-#define SOFT_REG_VERSION 11
+ * segment's cq_wbits (data.c peer_wake); 12: XRC domains (xrc.c) */
+#define SOFT_REG_VERSION 12
 #define SOFT_SEG_MAGIC	 0x736f667473656731ull
 
 struct soft_reg *soft_reg;

@@ -164,7 +164,10 @@ struct soft_reg_qp {
 	/* an RC responder's max_dest_rd_atomic: 0 refuses READs and atomics
 	 * (initiators check it, data.c remote_op) */
 	_Atomic uint32_t dest_rd_atom;
-	uint32_t pad[2];
+	/* an XRC target QP: its XRCD's id (soft_reg_xrcd.id, xrc.c), and
+	 * the handles ibv_open_qp gave out for it, not yet destroyed */
+	uint32_t xrcd_id;
+	_Atomic uint32_t xrc_opens;
 };
 
 struct soft_reg_mr {
@@ -213,6 +216,25 @@ static inline uint32_t soft_key_slot(uint32_t key)
 	return (key & SOFT_KEY_MW_BIT ? key >> 8 : key) & (SOFT_MAX_MR - 1);
 }
 
+/*
+ * An XRC domain (xrc.c): one per file (its st_dev and st_ino) on the
+ * host, as the kernel keeps one per inode per device, or one of no file
+ * (ino 0, never found by another open).  id: 0 free, else gen << 8 |
+ * slot.  It lives while a holder (a process, its open count) lives.
+ */
+#define SOFT_MAX_XRCD  256
+#define SOFT_XRCD_HOLD 16
+struct soft_reg_xrcd {
+	uint64_t dev, ino;
+	uint32_t id;
+	uint32_t pad;
+	struct {
+		int32_t pid;
+		uint32_t n;
+		uint64_t start;
+	} hold[SOFT_XRCD_HOLD];
+};
+
 struct soft_reg {
 	uint64_t magic;
 	uint32_t version;
@@ -234,6 +256,8 @@ struct soft_reg {
 	struct soft_reg_qp qp[SOFT_MAX_QP];
 	struct soft_reg_mr mr[SOFT_MAX_MR];
 	struct soft_reg_bells bells[SOFT_MAX_CTX];
+	uint32_t xrcd_gen;
+	struct soft_reg_xrcd xrcd[SOFT_MAX_XRCD];
 };
 
 struct soft_seg_hdr {
@@ -315,8 +339,12 @@ struct soft_srq_hdr {
 	uint32_t entries; /* power of two, indexed by absolute WQE number */
 	uint64_t start;
 	uint32_t sge;
-	uint32_t pad;
+	/* an XRC SRQ (xrc.c): its XRCD's id and its PD's (0: a basic SRQ,
+	 * which no XRC initiator reaches) */
+	uint32_t xrcd_id;
 	uint64_t rq_off, cq_off;
+	uint32_t pd_id;
+	uint32_t pad;
 	_Alignas(64) _Atomic uint32_t lock;
 	/* the armed srq_limit, 0: none; an initiator that takes the WQE
 	 * leaving fewer wakes the owner's progress thread, which raises
@@ -650,6 +678,22 @@ struct soft_context {
 	uint32_t poller;
 	uint64_t last_sweep;	/* ns: the last safety sweep (data.c) */
 	struct soft_maps *maps; /* peers' MRs mapped here (peermap.c) */
+	/* XRC SRQs made here: initiators of any process fill their
+	 * outboxes, which the pass drains (xrc.c soft_xrc_drain, called
+	 * from soft_map_sweep: a context with one has maps) */
+	uint32_t nxsrq;
+};
+
+/* an XRC domain handle (xrc.c) */
+struct soft_xrcd {
+	struct ibv_xrcd xrcd;
+	struct soft_context *ctx;
+	uint32_t id;   /* its registry id (soft_reg_xrcd.id) */
+	uint32_t slot; /* its registry slot */
+	int refcnt;    /* SRQs and target QPs on it here (ctx lock) */
+	/* what a target QP, which has no PD and no CQ, is made with */
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
 };
 
 /*
@@ -898,6 +942,11 @@ struct soft_srq {
 	 * WQEs carry their post time, as the messages of those QPs their
 	 * arrival (ud.c deliver) */
 	int stamp;
+	/* an XRC SRQ (xrc.c): its domain, the CQ its receives complete on
+	 * and its number (ibv_get_srq_num); NULL, NULL, 0 for a basic one */
+	struct soft_xrcd *xrcd;
+	struct soft_cq *xcq;
+	uint32_t xsrqn;
 };
 
 enum { SOFT_WQE_RING = 1, SOFT_WQE_DONE = 2 };
@@ -1046,8 +1095,14 @@ struct soft_qp {
 	int drain_bad;	/* the initiator's outbox lied: no more from it */
 	int rx_stopped; /* the peer's stream broke: nothing after it arrives */
 	struct soft_rx_xfer rx;
-	struct soft_ud *ud;	 /* UD and UC QPs: their data path (ud.c) */
-	struct soft_dc *dc;	 /* DCI and DCT (dc.c) */
+	struct soft_ud *ud;	/* UD and UC QPs: their data path (ud.c) */
+	struct soft_dc *dc;	/* DCI and DCT, XRC INI and TGT (dc.c) */
+	struct soft_xrcd *xrcd; /* an XRC target's domain (xrc.c) */
+	/* an XRC target: 1, a handle of ibv_open_qp (no queues, no
+	 * segment of its own: it names the target by number); 2, a
+	 * creator's target whose handle was destroyed while others had it
+	 * open: it lives on, hidden, until they are closed (xrc.c) */
+	int xrc_handle;
 	struct soft_net_qp *net; /* RC to another host: net.c (issue 12) */
 	/* APM (IB mode, apm.c) */
 	uint8_t alt_valid;   /* an alternate path is loaded */
@@ -1675,6 +1730,7 @@ int soft_map_range_ok(const void *addr, size_t len, int write);
 void soft_map_unpublish(int fd);
 uint8_t *soft_map_get(struct soft_context *ctx, const struct soft_reg_mr *e);
 void soft_map_sweep(struct soft_context *ctx);
+int soft_map_need(struct soft_context *ctx);
 void soft_map_fini(struct soft_context *ctx);
 
 /* mw.c: memory windows */
@@ -1717,6 +1773,30 @@ struct ibv_qp *soft_dc_create(struct ibv_context *context,
 			      uint64_t key);
 void soft_dc_set_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t dctn,
 		      uint64_t key);
+/* XRC (xrc.c): the pass's drain of the context's XRC SRQs; an XRC
+ * QP's create (from soft_create_qp_ex) and its domain's release */
+void soft_xrc_drain(struct soft_context *ctx);
+struct ibv_qp *soft_xrc_create_qp(struct ibv_context *context,
+				  struct ibv_qp_init_attr_ex *attr);
+void soft_xrc_qp_gone(struct soft_qp *qp);
+int soft_xrc_srq_init(struct soft_srq *srq, struct ibv_srq_init_attr_ex *attr);
+void soft_xrc_srq_fini(struct soft_srq *srq);
+int soft_xrc_srq_target(uint32_t srqn, uint32_t *ctx_idx, uint32_t *id);
+int soft_xrc_close(struct soft_qp *qp);
+int soft_xrc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask);
+/* the context's XRC verbs (xrc.c, set in device.c) */
+struct ibv_xrcd *soft_open_xrcd(struct ibv_context *context,
+				struct ibv_xrcd_init_attr *attr);
+int soft_close_xrcd(struct ibv_xrcd *xrcd);
+struct ibv_qp *soft_open_qp(struct ibv_context *context,
+			    struct ibv_qp_open_attr *attr);
+int soft_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+/* dc.c: an XRC initiator's data path, set by soft_xrc_create_qp */
+int soft_xrc_ini(struct soft_qp *qp);
+/* qp.c: a QP made as RC becomes another kind (DC, XRC); lock held */
+void soft_qp_retype(struct soft_qp *qp, enum ibv_qp_type type,
+		    const struct soft_qp_ops *ops);
+extern const struct soft_qp_ops soft_xini_ops, soft_xtgt_ops;
 /* data.c: a DCT's SRQ: the receive completions initiators produced */
 void soft_srq_drain(struct soft_srq *srq);
 /* data.c: a UD/UC QP's SRQ WQEs: its lock (-1 busy), release, consume */

@@ -132,33 +132,51 @@ uncount:
 	return NULL;
 }
 
-/* soft_create_srq_ex -- basic SRQs only (no XRC, no tag matching) */
+/* soft_create_srq_ex -- a basic SRQ, or an XRC SRQ (a PD, a domain and a
+ * CQ, as ibv_cmd_create_srq_ex asks); no tag matching */
 struct ibv_srq *soft_create_srq_ex(struct ibv_context *context,
 				   struct ibv_srq_init_attr_ex *attr)
 {
+	const uint32_t xrc = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
 	struct ibv_srq_init_attr a;
 	struct ibv_srq *srq;
+	int type, err;
 
 	if (!attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	    attr->srq_type != IBV_SRQT_BASIC) {
-		errno = EOPNOTSUPP;
+	type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type
+							  : IBV_SRQT_BASIC;
+	if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) {
+		errno = type == IBV_SRQT_TM ? EOPNOTSUPP : EINVAL;
 		return NULL;
 	}
 	if (attr->comp_mask &
-	    ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
-			IBV_SRQ_INIT_ATTR_CQ)) {
+	    ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | xrc)) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (type == IBV_SRQT_XRC &&
+	    ((attr->comp_mask & xrc) != xrc || !attr->xrcd || !attr->cq ||
+	     attr->xrcd->context != context || attr->pd->context != context)) {
+		errno = EINVAL;
 		return NULL;
 	}
 	a.srq_context = attr->srq_context;
 	a.attr = attr->attr;
 	srq = ibv_create_srq(attr->pd, &a);
-	if (srq)
-		attr->attr = a.attr;
+	if (!srq)
+		return NULL;
+	if (type == IBV_SRQT_XRC) {
+		err = soft_xrc_srq_init(to_ssrq(srq), attr);
+		if (err) {
+			ibv_destroy_srq(srq);
+			errno = err;
+			return NULL;
+		}
+	}
+	attr->attr = a.attr;
 	return srq;
 }
 
@@ -326,6 +344,7 @@ int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		return EBUSY;
 	}
 	soft_list_del(&srq->link);
+	soft_xrc_srq_fini(srq);
 	soft_unlock(&srq->ctx->lock);
 	soft_evq_purge(srq->ctx->async, srq_event_match, ibsrq);
 	pthread_mutex_lock(&ibsrq->mutex);

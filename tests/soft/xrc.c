@@ -1,0 +1,545 @@
+/* SPDX-License-Identifier: MIT */
+/* xrc.c -- XRC on softrdma: domains (private, one per file across
+ * processes, O_CREAT / O_EXCL, EBUSY while used), XRC SRQ numbers, an
+ * initiator's SENDs through one target QP into two SRQs of its domain
+ * (data, qp_num the target's, src_qp the initiator's, immediate), an SRQ
+ * of another domain or no SRQ (IBV_WC_REM_INV_REQ_ERR), an empty SRQ (RNR
+ * retries exhausted), a SEND into an SRQ of another process, ibv_open_qp
+ * there, bad arguments refused as rdma-core and the kernel refuse them,
+ * nothing left in /dev/shm */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "common.h"
+
+#define BUF 4096
+
+static char path[64];
+
+struct child_res {
+	int recv_ok;	 /* the SEND landed in the child's SRQ, intact */
+	uint32_t qp_num; /* as its completion said */
+	uint32_t src_qp;
+	int open_ok;	/* ibv_open_qp of the parent's target */
+	int open_bad;	/* ... refused from another domain: EINVAL */
+	int open_state; /* the state a handle queries */
+	int close_busy; /* close_xrcd while the handle is open: EBUSY */
+	int destroy_ok; /* the handle destroyed */
+	int excl;	/* O_CREAT | O_EXCL on the shared file: EINVAL */
+	uint32_t srqn;	/* (to the parent) */
+};
+
+/* xrcd_open -- ibv_open_xrcd of fd with oflags; errno kept */
+static struct ibv_xrcd *xrcd_open(struct ibv_context *c, int fd, int oflags)
+{
+	struct ibv_xrcd_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+	a.fd = fd;
+	a.oflags = oflags;
+	errno = 0;
+	return ibv_open_xrcd(c, &a);
+}
+
+/* xsrq -- an XRC SRQ of x on pd with its CQ cq */
+static struct ibv_srq *xsrq(struct tctx *t, struct ibv_xrcd *x,
+			    struct ibv_cq *cq, uint32_t mask)
+{
+	struct ibv_srq_init_attr_ex a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = mask;
+	a.srq_type = IBV_SRQT_XRC;
+	a.attr.max_wr = 16;
+	a.attr.max_sge = 1;
+	a.pd = t->pd;
+	a.xrcd = x;
+	a.cq = cq;
+	errno = 0;
+	return ibv_create_srq_ex(t->ctx, &a);
+}
+
+#define XSRQ_MASK                                        \
+	(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | \
+	 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)
+
+/* tgt_qp -- an XRC target of x */
+static struct ibv_qp *tgt_qp(struct tctx *t, struct ibv_xrcd *x)
+{
+	struct ibv_qp_init_attr_ex a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_XRC_RECV;
+	a.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	a.xrcd = x;
+	errno = 0;
+	return ibv_create_qp_ex(t->ctx, &a);
+}
+
+/* ini_qp -- an XRC initiator on t's PD and CQ */
+static struct ibv_qp *ini_qp(struct tctx *t)
+{
+	struct ibv_qp_init_attr_ex a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_XRC_SEND;
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	a.pd = t->pd;
+	a.send_cq = t->cq;
+	a.cap.max_send_wr = 16;
+	a.cap.max_send_sge = 1;
+	errno = 0;
+	return ibv_create_qp_ex(t->ctx, &a);
+}
+
+/* tgt_up -- a target to RTR towards the initiator ini_qpn: RC's masks,
+ * which XRC_TGT shares up to RTR, then RC's RTS, which it refuses (it
+ * takes no RETRY_CNT, RNR_RETRY nor MAX_QP_RD_ATOMIC): 0 when so */
+static int tgt_up(struct ibv_qp *qp, uint32_t ini_qpn, const union ibv_gid *g)
+{
+	int r = t_connect_gid(qp, ini_qpn, g, IBV_ACCESS_REMOTE_WRITE, 1, 7, 14,
+			      7);
+
+	return r == EINVAL && t_qp_state(qp) == IBV_QPS_RTR ? 0 : -1;
+}
+
+/* ini_up -- an initiator to RTS towards the target tgt_qpn */
+static int ini_up(struct ibv_qp *qp, uint32_t tgt_qpn, const union ibv_gid *g,
+		  int rnr_retry)
+{
+	struct ibv_qp_attr a;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	r = ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS);
+	if (r)
+		return r;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = tgt_qpn;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.grh.dgid = *g;
+	a.ah_attr.port_num = 1;
+	/* the XRC_INI column: no MAX_DEST_RD_ATOMIC, no MIN_RNR_TIMER */
+	r = ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MIN_RNR_TIMER);
+	if (r != EINVAL)
+		return -1;
+	r = ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+	if (r)
+		return r;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = (uint8_t)rnr_retry;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				     IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* xsend -- one signalled SEND (with immediate imm unless 0) of len bytes
+ * at buf to XRC SRQ srqn */
+static int xsend(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
+		 uint32_t srqn, uint64_t wr_id, uint32_t imm)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)buf;
+	sge.length = len;
+	sge.lkey = lkey;
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+	wr.imm_data = htobe32(imm);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* child -- another process: the parent's domain (by its file), an XRC SRQ
+ * of its own that the parent's initiator fills through the parent's
+ * target, and ibv_open_qp of that target */
+static int child(int rfd, int wfd)
+{
+	struct child_res res;
+	struct ibv_xrcd *x, *px;
+	struct ibv_srq *srq;
+	struct ibv_qp_open_attr oa;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	struct ibv_qp *h;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct tctx t;
+	uint32_t tgt;
+	char *buf = calloc(1, BUF);
+	int fd, n;
+
+	memset(&res, 0, sizeof(res));
+	t_xrecv(rfd, &tgt, sizeof(tgt));
+	fd = open(path, O_RDONLY);
+	if (!buf || fd < 0 || t_open(&t, 16))
+		return 1;
+	x = xrcd_open(t.ctx, fd, 0); /* exists: no O_CREAT needed */
+	px = xrcd_open(t.ctx, -1, O_CREAT);
+	res.excl = !xrcd_open(t.ctx, fd, O_CREAT | O_EXCL) && errno == EINVAL;
+	cq = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
+	mr = ibv_reg_mr(t.pd, buf, BUF, IBV_ACCESS_LOCAL_WRITE);
+	srq = x && cq ? xsrq(&t, x, cq, XSRQ_MASK) : NULL;
+	if (!x || !px || !cq || !mr || !srq ||
+	    ibv_get_srq_num(srq, &res.srqn) ||
+	    t_post_srq_recv(srq, buf, BUF, mr->lkey, 77))
+		return 2;
+	t_xsend(wfd, &res, sizeof(res)); /* our SRQ's number */
+	n = t_wait(cq, &wc, 1, 5000);
+	res.recv_ok = n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 77 &&
+		      wc.opcode == IBV_WC_RECV && wc.byte_len == 1000 &&
+		      t_filled(buf, 1000, 9);
+	res.qp_num = wc.qp_num;
+	res.src_qp = wc.src_qp;
+	memset(&oa, 0, sizeof(oa));
+	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+		       IBV_QP_OPEN_ATTR_TYPE;
+	oa.qp_num = tgt;
+	oa.qp_type = IBV_QPT_XRC_RECV;
+	oa.xrcd = px;
+	errno = 0;
+	res.open_bad = !ibv_open_qp(t.ctx, &oa) && errno == EINVAL;
+	oa.xrcd = x;
+	h = ibv_open_qp(t.ctx, &oa);
+	res.open_ok = h && h->qp_num == tgt && h->qp_type == IBV_QPT_XRC_RECV;
+	if (h && !ibv_query_qp(h, &qa, IBV_QP_STATE, &qi))
+		res.open_state = qa.qp_state;
+	ibv_destroy_srq(srq);
+	res.close_busy = ibv_close_xrcd(x) == EBUSY;
+	res.destroy_ok = h && !ibv_destroy_qp(h);
+	if (ibv_close_xrcd(x) || ibv_close_xrcd(px))
+		return 3;
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	t_close(&t);
+	close(fd);
+	free(buf);
+	t_xsend(wfd, &res, sizeof(res));
+	return 0;
+}
+
+/* test_args -- what rdma-core and the kernel refuse */
+static void test_args(struct tctx *t, int fd)
+{
+	struct ibv_xrcd_init_attr a;
+	struct ibv_xrcd *x;
+	struct ibv_qp_init_attr_ex qa;
+	struct ibv_qp_open_attr oa;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = IBV_XRCD_INIT_ATTR_FD;
+	a.fd = -1;
+	a.oflags = O_CREAT;
+	errno = 0;
+	ok(!ibv_open_xrcd(t->ctx, &a) && errno == EINVAL,
+	   "open_xrcd without OFLAGS in comp_mask: EINVAL");
+	a.comp_mask = IBV_XRCD_INIT_ATTR_RESERVED;
+	errno = 0;
+	ok(!ibv_open_xrcd(t->ctx, &a) && errno == EOPNOTSUPP,
+	   "open_xrcd with an unknown comp_mask bit: EOPNOTSUPP");
+	ok(!xrcd_open(t->ctx, 1000, O_CREAT) && errno == EBADF,
+	   "open_xrcd of a closed fd: EBADF");
+	ok(!xrcd_open(t->ctx, fd, 0) && errno == EAGAIN,
+	   "no domain for the file yet and no O_CREAT: EAGAIN (kernel)");
+	x = xrcd_open(t->ctx, -1, 0);
+	ok(x != NULL, "fd -1: a private domain, O_CREAT or not");
+	if (x)
+		is_int(ibv_close_xrcd(x), 0, "close it");
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_XRC_RECV;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+	qa.pd = t->pd;
+	errno = 0;
+	ok(!ibv_create_qp_ex(t->ctx, &qa) && errno == EINVAL,
+	   "target without a domain: EINVAL");
+	qa.qp_type = IBV_QPT_XRC_SEND;
+	errno = 0;
+	ok(!ibv_create_qp_ex(t->ctx, &qa) && errno == EINVAL,
+	   "initiator without a send CQ: EINVAL");
+	memset(&oa, 0, sizeof(oa));
+	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM;
+	oa.qp_type = IBV_QPT_XRC_RECV;
+	errno = 0;
+	ok(!ibv_open_qp(t->ctx, &oa) && errno == EINVAL,
+	   "open_qp without a domain: EINVAL");
+}
+
+int main(void)
+{
+	struct tctx t;
+	struct ibv_xrcd *x, *x2, *xo;
+	struct ibv_srq *s1, *s2, *so, *s3;
+	struct ibv_cq *c1, *c2, *co;
+	struct ibv_qp *tgt, *ini, *ini2, *ini3, *far;
+	struct ibv_device_attr da;
+	struct ibv_mr *mr;
+	struct ibv_wc wc[4];
+	union ibv_gid g, fg;
+	struct child_res res;
+	uint32_t n1 = 0, n2 = 0, n3 = 0, no = 0;
+	char *buf;
+	pid_t pid;
+	int fd, rfd, wfd, n;
+
+	t_isolate("xrc");
+	snprintf(path, sizeof(path), "/tmp/xrc-test-%d", (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		bail_out("domain file");
+	pid = t_spawn(child, &rfd, &wfd);
+	buf = calloc(1, 4 * BUF);
+	if (pid < 0 || !buf || t_open(&t, 64) || ibv_query_gid(t.ctx, 1, 1, &g))
+		bail_out("open");
+	mr = ibv_reg_mr(t.pd, buf, 4 * BUF, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		bail_out("mr");
+	ok(!ibv_query_device(t.ctx, &da) &&
+		   (da.device_cap_flags & IBV_DEVICE_XRC),
+	   "IBV_DEVICE_XRC advertised");
+	test_args(&t, fd);
+
+	/* domains */
+	x = xrcd_open(t.ctx, fd, O_CREAT);
+	ok(x != NULL, "open the file's domain (O_CREAT)");
+	ok(!xrcd_open(t.ctx, fd, O_CREAT | O_EXCL) && errno == EINVAL,
+	   "O_CREAT | O_EXCL while it exists: EINVAL (kernel)");
+	x2 = xrcd_open(t.ctx, fd, 0);
+	ok(x2 != NULL, "opened again without O_CREAT");
+	xo = xrcd_open(t.ctx, -1, O_CREAT);
+	ok(xo != NULL, "a private domain");
+	if (!x || !x2 || !xo)
+		bail_out("domains");
+
+	/* SRQs */
+	c1 = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
+	c2 = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
+	co = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
+	ok(!xsrq(&t, x, c1, XSRQ_MASK & ~IBV_SRQ_INIT_ATTR_CQ) &&
+		   errno == EINVAL,
+	   "XRC SRQ without a CQ: EINVAL");
+	ok(!xsrq(&t, x, c1, XSRQ_MASK & ~IBV_SRQ_INIT_ATTR_XRCD) &&
+		   errno == EINVAL,
+	   "XRC SRQ without a domain: EINVAL");
+	s1 = xsrq(&t, x, c1, XSRQ_MASK);
+	s2 = xsrq(&t, x2, c2, XSRQ_MASK); /* the same domain, other handle */
+	so = xsrq(&t, xo, co, XSRQ_MASK);
+	if (!c1 || !c2 || !co || !s1 || !s2 || !so)
+		bail_out("srqs");
+	n = ibv_get_srq_num(s1, &n1) || ibv_get_srq_num(s2, &n2) ||
+	    ibv_get_srq_num(so, &no);
+	ok(!n && n1 && n1 != n2 && n2 != no && n1 != no && n1 <= 0xffffff &&
+		   n2 <= 0xffffff && no <= 0xffffff,
+	   "three SRQ numbers, distinct (%u %u %u)", n1, n2, no);
+	is_int(ibv_close_xrcd(x), EBUSY, "close a domain an SRQ uses: EBUSY");
+
+	/* QPs: one target, initiators to it */
+	tgt = tgt_qp(&t, x);
+	ini = ini_qp(&t);
+	ini2 = ini_qp(&t);
+	ini3 = ini_qp(&t);
+	if (!tgt || !ini || !ini2 || !ini3)
+		bail_out("qps %d", errno);
+	ok(tgt->qp_type == IBV_QPT_XRC_RECV && !tgt->pd && !tgt->send_cq,
+	   "target: XRC_RECV, no PD, no CQ");
+	is_int(tgt_up(tgt, ini->qp_num, &g), 0,
+	       "target to RTR (XRC_TGT masks: RC's RTS refused)");
+	is_int(ini_up(ini, tgt->qp_num, &g, 7), 0,
+	       "initiator to RTS (XRC_INI masks)");
+	is_int(ini_up(ini2, tgt->qp_num, &g, 0), 0,
+	       "initiator 2 (rnr_retry 0)");
+	is_int(ini_up(ini3, tgt->qp_num, &g, 7), 0, "initiator 3");
+	far = ini_qp(&t);
+	memset(&fg, 0, sizeof(fg));
+	fg.raw[0] = 0x20; /* 2001:db8::1, no GID of this host */
+	fg.raw[1] = 0x01;
+	fg.raw[2] = 0x0d;
+	fg.raw[3] = 0xb8;
+	fg.raw[15] = 1;
+	ok(far && ini_up(far, tgt->qp_num, &fg, 7) == -1,
+	   "an initiator towards another host's GID: INIT->RTR refused");
+	errno = 0;
+	ok(far && ibv_modify_qp(
+			  far,
+			  &(struct ibv_qp_attr){.qp_state = IBV_QPS_RTR,
+						.dest_qp_num = 1,
+						.path_mtu = IBV_MTU_1024,
+						.ah_attr = {.is_global = 1,
+							    .grh.dgid = fg,
+							    .grh.sgid_index = 1,
+							    .port_num = 1}},
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN) ==
+			   EOPNOTSUPP,
+	   "... with EOPNOTSUPP (XRC between hosts is not carried)");
+	if (far)
+		ibv_destroy_qp(far);
+
+	/* two SRQs of the domain behind one target */
+	t_fill(buf, 1000, 1);
+	t_fill(buf + BUF, 3000, 2);
+	ok(!t_post_srq_recv(s1, buf + 2 * BUF, BUF, mr->lkey, 11) &&
+		   !t_post_srq_recv(s2, buf + 3 * BUF, BUF, mr->lkey, 22),
+	   "a receive in each SRQ");
+	ok(!xsend(ini, buf, 1000, mr->lkey, n1, 1, 0) &&
+		   !xsend(ini, buf + BUF, 3000, mr->lkey, n2, 2, 0xabcd),
+	   "a SEND to each SRQ");
+	n = t_wait(t.cq, wc, 2, 5000);
+	ok(n == 2 && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 1 &&
+		   wc[1].status == IBV_WC_SUCCESS && wc[1].wr_id == 2 &&
+		   wc[0].opcode == IBV_WC_SEND && wc[0].qp_num == ini->qp_num,
+	   "both SENDs complete on the initiator's CQ");
+	n = t_wait(c1, wc, 1, 5000);
+	ok(n == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 11 &&
+		   wc[0].opcode == IBV_WC_RECV && wc[0].byte_len == 1000 &&
+		   !(wc[0].wc_flags & IBV_WC_WITH_IMM) &&
+		   t_filled(buf + 2 * BUF, 1000, 1),
+	   "SRQ 1's CQ: its receive, the data intact");
+	ok(n == 1 && wc[0].qp_num == tgt->qp_num && wc[0].src_qp == ini->qp_num,
+	   "qp_num the target's, src_qp the initiator's (%u %u)", wc[0].qp_num,
+	   wc[0].src_qp);
+	n = t_wait(c2, wc, 1, 5000);
+	ok(n == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 22 &&
+		   wc[0].byte_len == 3000 &&
+		   (wc[0].wc_flags & IBV_WC_WITH_IMM) &&
+		   be32toh(wc[0].imm_data) == 0xabcd &&
+		   t_filled(buf + 3 * BUF, 3000, 2) &&
+		   wc[0].qp_num == tgt->qp_num,
+	   "SRQ 2's CQ: the other SEND, with its immediate");
+	is_int(t_wait(c1, wc, 1, 50) + t_wait(c2, wc, 1, 50), 0,
+	       "nothing more");
+
+	/* an empty SRQ: RNR, retries exhausted */
+	ok(!xsend(ini2, buf, 100, mr->lkey, n1, 3, 0), "SEND to an empty SRQ");
+	n = t_wait(t.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 3 &&
+		   wc[0].status == IBV_WC_RNR_RETRY_EXC_ERR,
+	   "rnr_retry 0: IBV_WC_RNR_RETRY_EXC_ERR (%s)",
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
+
+	/* an SRQ destroyed after an initiator reached it */
+	s3 = xsrq(&t, x, c1, XSRQ_MASK);
+	ok(s3 && !ibv_get_srq_num(s3, &n3) &&
+		   !t_post_srq_recv(s3, buf + 2 * BUF, BUF, mr->lkey, 44) &&
+		   !xsend(ini3, buf, 10, mr->lkey, n3, 7, 0) &&
+		   t_wait(t.cq, wc, 1, 5000) == 1 &&
+		   wc[0].status == IBV_WC_SUCCESS &&
+		   t_wait(c1, wc, 1, 5000) == 1 && wc[0].wr_id == 44,
+	   "a third SRQ reached");
+	ok(s3 && !ibv_destroy_srq(s3) &&
+		   !xsend(ini3, buf, 10, mr->lkey, n3, 8, 0) &&
+		   t_wait(t.cq, wc, 1, 5000) == 1 &&
+		   wc[0].status == IBV_WC_REM_INV_REQ_ERR,
+	   "destroyed, its number is refused: IBV_WC_REM_INV_REQ_ERR");
+	ibv_destroy_qp(ini3);
+	ini3 = ini_qp(&t);
+	ok(ini3 && !ini_up(ini3, tgt->qp_num, &g, 7), "initiator 3 again");
+
+	/* an SRQ of another domain, and a number no SRQ has */
+	ok(!t_post_srq_recv(so, buf, 100, mr->lkey, 33) &&
+		   !xsend(ini3, buf, 100, mr->lkey, no, 4, 0),
+	   "SEND to an SRQ of another domain");
+	n = t_wait(t.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 4 && wc[0].status == IBV_WC_REM_INV_REQ_ERR,
+	   "IBV_WC_REM_INV_REQ_ERR (%s)",
+	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
+	is_int(t_wait(co, wc, 1, 50), 0, "its receive untouched");
+	ok(!xsend(ini, buf, 100, mr->lkey, 0x7ff001, 5, 0),
+	   "SEND to an SRQ number nobody has");
+	n = t_wait(t.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 5 && wc[0].status == IBV_WC_REM_INV_REQ_ERR,
+	   "IBV_WC_REM_INV_REQ_ERR");
+
+	/* a third SRQ in another process, reached through our target */
+	ibv_destroy_qp(ini); /* in ERR since its last SEND */
+	ini = ini_qp(&t);
+	ok(ini &&
+		   !ibv_modify_qp(
+			   tgt,
+			   &(struct ibv_qp_attr){.qp_state = IBV_QPS_RESET},
+			   IBV_QP_STATE) &&
+		   !tgt_up(tgt, ini->qp_num, &g) &&
+		   !ini_up(ini, tgt->qp_num, &g, 7),
+	   "target reset and connected to a new initiator");
+	t_xsend(wfd, &tgt->qp_num, sizeof(tgt->qp_num));
+	t_xrecv(rfd, &res, sizeof(res));
+	n3 = res.srqn;
+	t_fill(buf, 1000, 9);
+	ok(!xsend(ini, buf, 1000, mr->lkey, n3, 6, 0),
+	   "SEND to the other process's SRQ (%u)", n3);
+	n = t_wait(t.cq, wc, 1, 5000);
+	ok(n == 1 && wc[0].wr_id == 6 && wc[0].status == IBV_WC_SUCCESS,
+	   "it completes");
+	t_xrecv(rfd, &res, sizeof(res));
+	ok(res.recv_ok, "it landed in that SRQ, intact");
+	ok(res.qp_num == tgt->qp_num && res.src_qp == ini->qp_num,
+	   "its completion names our target and initiator");
+	ok(res.excl, "there: O_CREAT | O_EXCL on the file: EINVAL");
+	ok(res.open_bad, "there: open_qp in another domain: EINVAL");
+	ok(res.open_ok, "there: ibv_open_qp of our target");
+	is_int(res.open_state, IBV_QPS_RTR, "the handle queries RTR");
+	ok(res.close_busy, "there: close_xrcd while the handle is open: EBUSY");
+	ok(res.destroy_ok, "there: the handle destroyed");
+	is_int(t_reap(pid), 0, "the other process exits 0");
+
+	/* teardown: EBUSY until the last user is gone */
+	is_int(ibv_destroy_qp(tgt), 0, "destroy the target");
+	ok(!ibv_destroy_qp(ini) && !ibv_destroy_qp(ini2) &&
+		   !ibv_destroy_qp(ini3),
+	   "destroy the initiators");
+	ok(!ibv_destroy_srq(s1) && !ibv_destroy_srq(s2) && !ibv_destroy_srq(so),
+	   "destroy the SRQs");
+	s3 = xsrq(&t, x, c1, XSRQ_MASK);
+	ok(s3 && ibv_destroy_cq(c1) == EBUSY,
+	   "an XRC SRQ's CQ is busy while it lives");
+	if (s3)
+		ibv_destroy_srq(s3);
+	ok(!ibv_close_xrcd(x) && !ibv_close_xrcd(x2) && !ibv_close_xrcd(xo),
+	   "close the domains");
+	x = xrcd_open(t.ctx, fd, 0);
+	ok(!x && errno == EAGAIN, "the file's domain is gone with its last "
+				  "close");
+	ok(!ibv_destroy_cq(c1) && !ibv_destroy_cq(c2) && !ibv_destroy_cq(co),
+	   "destroy the CQs");
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	close(fd);
+	unlink(path);
+	close(rfd);
+	close(wfd);
+	free(buf);
+	is_int(t_shm_count(), 0, "no /dev/shm entries left");
+	return done_testing();
+}
