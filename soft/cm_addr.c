@@ -4,6 +4,7 @@
 #include "softrdma.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static struct {
 	struct ibv_context *inherited;
 	int refcnt;
 	uint8_t max_init, max_resp;
+	/* the XRC domain of XRC ids given none (librdmacm's
+	 * ucma_get_xrcd: one of no file per device), while ids hold it */
+	struct ibv_xrcd *xrcd;
 } scm_dev;
 
 /* scm_dev_open_locked -- open softrdma0 on first use */
@@ -173,12 +177,37 @@ int scm__dev_attach(struct scm_id *s)
 	return 0;
 }
 
+/* scm__dev_xrcd -- the device's XRC domain, opened on first use; NULL
+ * with errno */
+struct ibv_xrcd *scm__dev_xrcd(void)
+{
+	struct ibv_xrcd_init_attr a;
+	struct ibv_xrcd *x;
+
+	pthread_mutex_lock(&scm__lock);
+	if (!scm_dev.xrcd && scm_dev.ctx) {
+		memset(&a, 0, sizeof(a));
+		a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+		a.fd = -1;
+		a.oflags = O_CREAT;
+		scm_dev.xrcd = ibv_open_xrcd(scm_dev.ctx, &a);
+	}
+	x = scm_dev.xrcd;
+	if (!x && !errno)
+		errno = ENODEV;
+	pthread_mutex_unlock(&scm__lock);
+	return x;
+}
+
 /* scm__dev_detach -- drop an id's hold on the device and default PD */
 void scm__dev_detach(struct scm_id *s)
 {
 	if (!s->dev_ref)
 		return;
 	s->dev_ref = 0;
+	if (scm_dev.refcnt == 1 && scm_dev.xrcd &&
+	    !ibv_close_xrcd(scm_dev.xrcd))
+		scm_dev.xrcd = NULL;
 	if (!--scm_dev.refcnt && scm_dev.pd) {
 		if (!ibv_dealloc_pd(scm_dev.pd))
 			scm_dev.pd = NULL;

@@ -195,9 +195,10 @@ static int scm_init_qp_attr_locked(struct scm_id *s, struct ibv_qp_attr *a,
 		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		/* UC has no responder resources nor RNR NAKs: the kernel's
-		 * cm_init_qp_rtr_attr gives these to RC only (UC's RTR
-		 * refuses them) */
-		if (s->id.qp_type == IBV_QPT_RC) {
+		 * cm_init_qp_rtr_attr gives these to RC and XRC targets
+		 * only (UC's and an XRC initiator's RTR refuse them) */
+		if (s->id.qp_type == IBV_QPT_RC ||
+		    s->id.qp_type == IBV_QPT_XRC_RECV) {
 			a->max_dest_rd_atomic = s->resp_res;
 			a->min_rnr_timer = 0;
 			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC |
@@ -211,16 +212,21 @@ static int scm_init_qp_attr_locked(struct scm_id *s, struct ibv_qp_attr *a,
 			return 0;
 		if (!s->has_remote)
 			return EINVAL;
-		/* UC: no ACKs, so no timeout, retries nor reads
-		 * (cm_init_qp_rts_attr) */
-		if (s->id.qp_type != IBV_QPT_RC)
+		/* UC: no ACKs, so no timeout, retries nor reads; an XRC
+		 * target: the timeout only (cm_init_qp_rts_attr) */
+		if (s->id.qp_type != IBV_QPT_RC &&
+		    s->id.qp_type != IBV_QPT_XRC_SEND &&
+		    s->id.qp_type != IBV_QPT_XRC_RECV)
 			return 0;
 		a->timeout = s->ack_timeout_set ? s->ack_timeout
 						: SCM_DEFAULT_ACK_TIMEOUT;
+		*mask |= IBV_QP_TIMEOUT;
+		if (s->id.qp_type == IBV_QPT_XRC_RECV)
+			return 0;
 		a->retry_cnt = s->retry_count;
 		a->rnr_retry = s->rnr_retry_count;
 		a->max_rd_atomic = s->init_depth;
-		*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			 IBV_QP_MAX_QP_RD_ATOMIC;
 		return 0;
 	default:
@@ -1379,6 +1385,16 @@ void scm__backlog_drain(struct scm_id *l)
 	}
 }
 
+/* scm_same_transport -- a REQ's QP type and a listener's agree: the
+ * same, or an XRC initiator's to an XRC target's (the REQ's transport
+ * service type is XRC for both) */
+static int scm_same_transport(uint8_t req, enum ibv_qp_type l)
+{
+	if (req == IBV_QPT_XRC_SEND || req == IBV_QPT_XRC_RECV)
+		return l == IBV_QPT_XRC_SEND || l == IBV_QPT_XRC_RECV;
+	return req == (uint8_t)l;
+}
+
 /* scm_on_req -- a hidden child got its REQ: report CONNECT_REQUEST */
 static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 {
@@ -1387,7 +1403,8 @@ static void scm_on_req(struct scm_id *c, const struct scm_wire *w)
 	size_t field;
 
 	if (!l || ntohs(w->ps) != (uint16_t)l->id.ps ||
-	    w->qp_type != (uint8_t)l->id.qp_type || scm__dev_attach(c)) {
+	    !scm_same_transport(w->qp_type, l->id.qp_type) ||
+	    scm__dev_attach(c)) {
 		scm_send_rej(c, SCM_REJ_INVALID_SERVICE_ID, NULL, 0);
 		scm_finish(c);
 		scm__id_free_locked(c);

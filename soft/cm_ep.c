@@ -26,9 +26,13 @@ SOFT_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id);
 SOFT_EXPORT int rdma_get_request(struct rdma_cm_id *listen,
 				 struct rdma_cm_id **id);
 
-/* scm_destroy_cqs -- free the CQs and channels rdma_create_qp made */
+/* scm_destroy_cqs -- free the CQs and channels rdma_create_qp made (an
+ * XRC target's receive CQ is its XRC SRQ's: rdma_destroy_srq frees it,
+ * as librdmacm's ucma_destroy_cqs) */
 static void scm_destroy_cqs(struct rdma_cm_id *id)
 {
+	if (id->qp_type == IBV_QPT_XRC_RECV && id->srq)
+		return;
 	if (id->recv_cq) {
 		ibv_destroy_cq(id->recv_cq);
 		if (id->send_cq == id->recv_cq)
@@ -114,6 +118,13 @@ int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 	}
 	if (!attr->pd)
 		return scm_err(EINVAL);
+	if (id->qp_type == IBV_QPT_XRC_RECV &&
+	    (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+		attr->xrcd = scm__dev_xrcd(); /* librdmacm's ucma_get_xrcd */
+		if (!attr->xrcd)
+			return scm_err(errno);
+		attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	}
 	if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
 	    (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq))
 		return scm_err(EINVAL);
@@ -183,10 +194,12 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 	scm_destroy_cqs(id);
 }
 
-/* rdma_create_srq_ex -- an SRQ for the id (basic; XRC is not offered) */
+/* rdma_create_srq_ex -- an SRQ for the id; an XRC one takes the device's
+ * domain and the id's receive CQ (made if need be) unless given them */
 int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
 	struct ibv_srq *srq;
+	int err;
 
 	if (!id || !attr || !id->verbs)
 		return scm_err(EINVAL);
@@ -196,11 +209,30 @@ int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 		attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
 		attr->pd = id->pd;
 	}
-	if (attr->srq_type == IBV_SRQT_XRC)
-		return scm_err(ENOSYS);
+	if (attr->srq_type == IBV_SRQT_XRC) {
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+		    !attr->xrcd) {
+			attr->xrcd = scm__dev_xrcd();
+			if (!attr->xrcd)
+				return scm_err(errno);
+		}
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+			if (!id->recv_cq) {
+				err = scm_create_cqs(id, 0, attr->attr.max_wr);
+				if (err)
+					return scm_err(err);
+			}
+			attr->cq = id->recv_cq;
+		}
+		attr->comp_mask |=
+			IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	}
 	srq = ibv_create_srq_ex(id->verbs, attr);
-	if (!srq)
-		return scm_err(errno ? errno : ENOMEM);
+	if (!srq) {
+		err = errno ? errno : ENOMEM;
+		scm_destroy_cqs(id);
+		return scm_err(err);
+	}
 	id->srq = srq;
 	id->pd = attr->pd;
 	return 0;

@@ -304,6 +304,7 @@ void scm__close_fd(struct scm_id *s);
 /* cm_addr.c */
 int scm__dev_attach(struct scm_id *s);
 void scm__dev_detach(struct scm_id *s);
+struct ibv_xrcd *scm__dev_xrcd(void);
 int scm__dev_max(uint8_t *init_depth, uint8_t *resp_res);
 void scm__addr_gid(const struct sockaddr *sa, union ibv_gid *gid);
 socklen_t scm__addr_len(const struct sockaddr *sa);

@@ -37,7 +37,8 @@ size_t scm__wire_pdata_max(const struct scm_wire *w)
 static int scm_valid_conn(const struct scm_wire *w)
 {
 	if (w->qp_type != IBV_QPT_RC && w->qp_type != IBV_QPT_UC &&
-	    w->qp_type != IBV_QPT_UD)
+	    w->qp_type != IBV_QPT_UD && w->qp_type != IBV_QPT_XRC_SEND &&
+	    w->qp_type != IBV_QPT_XRC_RECV)
 		return 0;
 	switch (ntohs(w->ps)) {
 	case RDMA_PS_TCP:
