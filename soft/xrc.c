@@ -164,6 +164,21 @@ static void reg_xrcd_close(uint32_t slot, uint32_t id)
 	pthread_mutex_unlock(&soft_reg->lock);
 }
 
+/* others_hold -- another live process holds the domain (a handle of
+ * ibv_open_qp needs one: none, and no handle of another process is
+ * left) */
+static int others_hold(uint32_t slot, uint32_t id)
+{
+	const struct soft_reg_xrcd *x = &soft_reg->xrcd[slot];
+	int i, r = 0;
+
+	soft_stripe_lock(&soft_reg->lock);
+	for (i = 0; x->id == id && i < SOFT_XRCD_HOLD && !r; i++)
+		r = x->hold[i].pid != soft_self_pid && hold_live(x, i);
+	pthread_mutex_unlock(&soft_reg->lock);
+	return r;
+}
+
 /* soft_open_xrcd -- ibv_open_xrcd: checks of ibv_cmd_open_xrcd, then the
  * kernel's (a bad fd EBADF) */
 struct ibv_xrcd *soft_open_xrcd(struct ibv_context *context,
@@ -230,25 +245,38 @@ free_x:
 
 /* soft_close_xrcd -- EBUSY while an SRQ or a target QP of this handle
  * lives (a target kept for its handles is freed here once they are
- * closed) */
+ * closed, or no other process holds the domain: theirs died unclosed) */
 int soft_close_xrcd(struct ibv_xrcd *ibx)
 {
 	struct soft_xrcd *x;
 	struct soft_context *ctx;
 	struct soft_list *l;
 	struct soft_qp *qp;
+	int gone, n;
 
 	if (!ibx)
 		return EINVAL;
 	x = to_sxrcd(ibx);
 	ctx = x->ctx;
+	/* nothing but hidden targets holds this handle, and no other
+	 * process the domain: their handles are gone with them */
+	gone = !others_hold(x->slot, x->id);
+	soft_lock(&ctx->lock);
+	for (l = ctx->qps.next, n = 0; l != &ctx->qps; l = l->next) {
+		qp = soft_container_of(l, struct soft_qp, link);
+		n += qp->xrcd == x && qp->xrc_handle == 2;
+	}
+	gone = gone && x->refcnt == n;
+	soft_unlock(&ctx->lock);
 	for (;;) {
 		soft_lock(&ctx->lock);
 		for (l = ctx->qps.next, qp = NULL; l != &ctx->qps;
 		     l = l->next, qp = NULL) {
 			qp = soft_container_of(l, struct soft_qp, link);
 			if (qp->xrcd == x && qp->xrc_handle == 2 &&
-			    !atomic_load(&soft_reg->qp[qp->reg_slot].xrc_opens))
+			    (gone ||
+			     !atomic_load(
+				     &soft_reg->qp[qp->reg_slot].xrc_opens)))
 				break;
 		}
 		if (!qp)

@@ -34,6 +34,7 @@ struct child_res {
 	int close_busy; /* close_xrcd while the handle is open: EBUSY */
 	int destroy_ok; /* the handle destroyed */
 	int excl;	/* O_CREAT | O_EXCL on the shared file: EINVAL */
+	int hidden_ok;	/* a SEND through the target its creator destroyed */
 	uint32_t srqn;	/* (to the parent) */
 };
 
@@ -237,6 +238,12 @@ static int child(int rfd, int wfd)
 	res.open_ok = h && h->qp_num == tgt && h->qp_type == IBV_QPT_XRC_RECV;
 	if (h && !ibv_query_qp(h, &qa, IBV_QP_STATE, &qi))
 		res.open_state = qa.qp_state;
+	if (t_post_srq_recv(srq, buf, BUF, mr->lkey, 78))
+		return 4;
+	t_xsend(wfd, &res, sizeof(res)); /* the handle is open */
+	n = t_wait(cq, &wc, 1, 5000);
+	res.hidden_ok = n == 1 && wc.status == IBV_WC_SUCCESS &&
+			wc.wr_id == 78 && wc.qp_num == tgt;
 	ibv_destroy_srq(srq);
 	res.close_busy = ibv_close_xrcd(x) == EBUSY;
 	res.destroy_ok = h && !ibv_destroy_qp(h);
@@ -502,7 +509,15 @@ int main(void)
 	n = t_wait(t.cq, wc, 1, 5000);
 	ok(n == 1 && wc[0].wr_id == 6 && wc[0].status == IBV_WC_SUCCESS,
 	   "it completes");
+	t_xrecv(rfd, &res, sizeof(res)); /* its handle of our target open */
+	is_int(ibv_destroy_qp(tgt), 0,
+	       "destroy the target while another process has it open");
+	ok(!xsend(ini, buf, 500, mr->lkey, n3, 9, 0) &&
+		   t_wait(t.cq, wc, 1, 5000) == 1 && wc[0].wr_id == 9 &&
+		   wc[0].status == IBV_WC_SUCCESS,
+	   "it lives on for that handle: a SEND through it completes");
 	t_xrecv(rfd, &res, sizeof(res));
+	ok(res.hidden_ok, "there: that SEND landed, naming the target");
 	ok(res.recv_ok, "it landed in that SRQ, intact");
 	ok(res.qp_num == tgt->qp_num && res.src_qp == ini->qp_num,
 	   "its completion names our target and initiator");
@@ -514,8 +529,8 @@ int main(void)
 	ok(res.destroy_ok, "there: the handle destroyed");
 	is_int(t_reap(pid), 0, "the other process exits 0");
 
-	/* teardown: EBUSY until the last user is gone */
-	is_int(ibv_destroy_qp(tgt), 0, "destroy the target");
+	/* teardown: EBUSY until the last user is gone (the hidden target
+	 * goes with its domain's close, its handle closed) */
 	ok(!ibv_destroy_qp(ini) && !ibv_destroy_qp(ini2) &&
 		   !ibv_destroy_qp(ini3),
 	   "destroy the initiators");
