@@ -1152,10 +1152,7 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 {
 	struct soft_dc *dc = qp->dc;
 	struct dc_wqe *w;
-	/* an address set by mlx5dv_wr_set_dc_addr, not a caller's union */
-	struct ibv_ah *ah = wr->bind_mw.bind_info.length == DC_ADDR_MARK
-				    ? (struct ibv_ah *)wr->bind_mw.mw
-				    : NULL;
+	struct ibv_ah *ah = NULL;
 	uint32_t need = 0;
 	uint64_t len = 0;
 	int i;
@@ -1180,10 +1177,13 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 	default:
 		return EINVAL;
 	}
-	if (dc->xrc)
-		ah = NULL; /* the target is the QP's, the SRQ the WR's */
-	else if (!ah || ah->context != qp->qpx.qp_base.context ||
-		 !wr->bind_mw.rkey)
+	/* a DCI's: an address set by mlx5dv_wr_set_dc_addr, not a caller's
+	 * union; an XRC initiator's target is its QP's, the SRQ the WR's
+	 * (the union, which the caller may leave unset, is not read) */
+	if (!dc->xrc && wr->bind_mw.bind_info.length == DC_ADDR_MARK)
+		ah = (struct ibv_ah *)wr->bind_mw.mw;
+	if (!dc->xrc && (!ah || ah->context != qp->qpx.qp_base.context ||
+			 !wr->bind_mw.rkey))
 		return EINVAL;
 	if (wr->send_flags & ~(unsigned int)DC_SEND_FLAGS || wr->num_sge < 0 ||
 	    (uint32_t)wr->num_sge > qp->cap.max_send_sge ||
