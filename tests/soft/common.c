@@ -201,6 +201,34 @@ int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 			     timeout, retry_cnt);
 }
 
+int t_qp_init(struct ibv_qp *qp, int access)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = 1;
+	a.qp_access_flags = access;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				     IBV_QP_ACCESS_FLAGS);
+}
+
+void t_rtr_attr(struct ibv_qp_attr *a, uint32_t dest_qpn,
+		const union ibv_gid *dgid)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTR;
+	a->path_mtu = IBV_MTU_1024;
+	a->dest_qp_num = dest_qpn;
+	a->ah_attr.is_global = 1;
+	a->ah_attr.grh.sgid_index = 1;
+	a->ah_attr.grh.hop_limit = 1;
+	a->ah_attr.grh.dgid = *dgid;
+	a->ah_attr.port_num = 1;
+}
+
 /* t_connect_gid -- t_connect towards (dgid, dest_qpn) */
 int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
 		  const union ibv_gid *dgid, int access, int min_rnr_timer,
@@ -209,28 +237,12 @@ int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
 	struct ibv_qp_attr a;
 	int r;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = 1;
-	a.qp_access_flags = access;
-	r = ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_ACCESS_FLAGS);
+	r = t_qp_init(qp, access);
 	if (r)
 		return r;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest_qpn;
-	a.rq_psn = 0;
+	t_rtr_attr(&a, dest_qpn, dgid);
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = (uint8_t)min_rnr_timer;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.grh.dgid = *dgid;
-	a.ah_attr.port_num = 1;
 	r = ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |

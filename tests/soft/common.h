@@ -40,6 +40,12 @@ struct ibv_qp *t_rc_qp(struct tctx *t, int depth, struct ibv_srq *srq);
 /* t_connect -- RESET->INIT->RTR->RTS towards dest_qpn */
 int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 	      int min_rnr_timer, int rnr_retry, int timeout, int retry_cnt);
+/* t_qp_init -- RESET->INIT on port 1 with access */
+int t_qp_init(struct ibv_qp *qp, int access);
+/* t_rtr_attr -- *a zeroed, then INIT->RTR's towards (dgid, dest_qpn): MTU
+ * 1024, an AV through GID 1 of port 1 */
+void t_rtr_attr(struct ibv_qp_attr *a, uint32_t dest_qpn,
+		const union ibv_gid *dgid);
 /* t_connect_gid -- the same towards (dgid, dest_qpn) */
 int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
 		  const union ibv_gid *dgid, int access, int min_rnr_timer,

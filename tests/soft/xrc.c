@@ -120,23 +120,10 @@ static int ini_up(struct ibv_qp *qp, uint32_t tgt_qpn, const union ibv_gid *g,
 	struct ibv_qp_attr a;
 	int r;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	r = ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_ACCESS_FLAGS);
+	r = t_qp_init(qp, 0);
 	if (r)
 		return r;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = tgt_qpn;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.grh.dgid = *g;
-	a.ah_attr.port_num = 1;
+	t_rtr_attr(&a, tgt_qpn, g);
 	/* the XRC_INI column: no MAX_DEST_RD_ATOMIC, no MIN_RNR_TIMER */
 	r = ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
@@ -312,6 +299,7 @@ int main(void)
 	struct ibv_cq *c1, *c2, *co;
 	struct ibv_qp *tgt, *ini, *ini2, *ini3, *far;
 	struct ibv_device_attr da;
+	struct ibv_qp_attr qa;
 	struct ibv_mr *mr;
 	struct ibv_wc wc[4];
 	union ibv_gid g, fg;
@@ -397,18 +385,10 @@ int main(void)
 	fg.raw[15] = 1;
 	ok(far && ini_up(far, tgt->qp_num, &fg, 7) == -1,
 	   "an initiator towards another host's GID: INIT->RTR refused");
-	errno = 0;
-	ok(far && ibv_modify_qp(
-			  far,
-			  &(struct ibv_qp_attr){.qp_state = IBV_QPS_RTR,
-						.dest_qp_num = 1,
-						.path_mtu = IBV_MTU_1024,
-						.ah_attr = {.is_global = 1,
-							    .grh.dgid = fg,
-							    .grh.sgid_index = 1,
-							    .port_num = 1}},
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN) ==
+	t_rtr_attr(&qa, tgt->qp_num, &fg);
+	ok(far && ibv_modify_qp(far, &qa,
+				IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					IBV_QP_DEST_QPN | IBV_QP_RQ_PSN) ==
 			   EOPNOTSUPP,
 	   "... with EOPNOTSUPP (XRC between hosts is not carried)");
 	if (far)
