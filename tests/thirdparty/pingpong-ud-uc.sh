@@ -54,6 +54,12 @@ pp ibv_srq_pingpong "default (16 QPs, one SRQ)"
 pp ibv_srq_pingpong "events (-e), 4 QPs x 500" -e -q 4 -n 500
 # XRC: each side's initiator sends through the other's target QP into
 # the other's XRC SRQ; the domain is /tmp/xrc_domain's, which both open
+# (O_CREAT) and leave: removed at exit when the test made it
+xrc_file=
+[ -e /tmp/xrc_domain ] || xrc_file=/tmp/xrc_domain
+tap_exit_hook() {
+	[ -z "$xrc_file" ] || rm -f "$xrc_file"
+}
 want=success
 pp ibv_xsrq_pingpong "XRC, 4 KiB x 200" -n 200
 pp ibv_xsrq_pingpong "XRC, events (-e), 8 B x 1000" -e -s 8 -n 1000
