@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
+#include "peer_verbs.h"
 #include "tcp_exch.h"
 
 /* each message 3 packets at the path MTU, 1024 (a GSO send may carry
@@ -70,21 +71,6 @@ struct seen {
 	uint8_t bad_hop, bad_tclass;
 	uint32_t bad_flow;
 };
-
-/* find_gid -- the index of the first GID that starts with pfx, or -1 */
-static int find_gid(struct ibv_context *ctx, const uint8_t *pfx, size_t n)
-{
-	struct ibv_port_attr pa;
-	union ibv_gid g;
-	int i;
-
-	if (ibv_query_port(ctx, 1, &pa))
-		return -1;
-	for (i = 0; i < pa.gid_tbl_len; i++)
-		if (!ibv_query_gid(ctx, 1, i, &g) && !memcmp(g.raw, pfx, n))
-			return i;
-	return -1;
-}
 
 /* peer_open -- device, PD, CQ, MR; the GIDs of the fabric's addresses */
 static void peer_open(struct peer *p)
@@ -190,28 +176,6 @@ static void qp_connect(struct peer *p, int v6, int side,
 				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				  IBV_QP_MAX_QP_RD_ATOMIC))
 		bail_out("RTS");
-}
-
-/* wait_wc -- poll until n completions or ms elapse; the count */
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
-{
-	struct timespec t0, t;
-	int got = 0, r;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		r = ibv_poll_cq(cq, n - got, wc + got);
-		if (r < 0)
-			return -1;
-		got += r;
-		if (got == n)
-			return got;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 +
-			    (t.tv_nsec - t0.tv_nsec) / 1000000 >=
-		    ms)
-			return got;
-	}
 }
 
 /* cap_open -- a packet socket on eth0, both directions, IP headers */

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "../tap.h"
+#include "peer_verbs.h"
 #include "tcp_exch.h"
 
 #define QKEY 0x11111111u
@@ -46,21 +47,6 @@ struct peer {
 	uint8_t *buf;
 	int gid4, gid6; /* GID indexes of the fabric addresses, -1: none */
 };
-
-/* find_gid -- the index of the first GID that starts with pfx, or -1 */
-static int find_gid(struct ibv_context *ctx, const uint8_t *pfx, size_t n)
-{
-	struct ibv_port_attr pa;
-	union ibv_gid g;
-	int i;
-
-	if (ibv_query_port(ctx, 1, &pa))
-		return -1;
-	for (i = 0; i < pa.gid_tbl_len; i++)
-		if (!ibv_query_gid(ctx, 1, i, &g) && !memcmp(g.raw, pfx, n))
-			return i;
-	return -1;
-}
 
 /* peer_open -- device, PD, CQ, MR and a UD QP in RTS */
 static void peer_open(struct peer *p)
@@ -119,28 +105,6 @@ static void peer_close(struct peer *p)
 	ibv_dealloc_pd(p->pd);
 	ibv_close_device(p->ctx);
 	free(p->buf);
-}
-
-/* wait_wc -- poll until n completions or ms elapse; the count */
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
-{
-	struct timespec t0, t;
-	int got = 0, r;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		r = ibv_poll_cq(cq, n - got, wc + got);
-		if (r < 0)
-			return -1;
-		got += r;
-		if (got == n)
-			return got;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 +
-			    (t.tv_nsec - t0.tv_nsec) / 1000000 >=
-		    ms)
-			return got;
-	}
 }
 
 /* server -- post receives, tell the client, check each datagram's GRH */

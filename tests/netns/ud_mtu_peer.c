@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "../tap.h"
+#include "peer_verbs.h"
 
 #define QKEY 0x11111111u
 #define RBUF (40 + 4096)
@@ -43,28 +44,6 @@ static int up(struct ibv_qp *qp)
 		return -1;
 	a.qp_state = IBV_QPS_RTS;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
-/* wait_wc -- poll until n completions or ms elapse; the count */
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
-{
-	struct timespec t0, t;
-	int got = 0, r;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		r = ibv_poll_cq(cq, n - got, wc + got);
-		if (r < 0)
-			return -1;
-		got += r;
-		if (got == n)
-			return got;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 +
-			    (t.tv_nsec - t0.tv_nsec) / 1000000 >=
-		    ms)
-			return got;
-	}
 }
 
 /* ud_post -- a UD SEND of len bytes from buf */
