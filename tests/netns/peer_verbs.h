@@ -26,6 +26,27 @@ static inline int find_gid(struct ibv_context *ctx, const uint8_t *pfx,
 	return -1;
 }
 
+/* ud_qp_up -- a UD QP from RESET to RTS on port 1 with Q_Key qkey: 0,
+ * or -1 when a step fails */
+static inline int ud_qp_up(struct ibv_qp *qp, uint32_t qkey)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = qkey;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_QKEY))
+		return -1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) ? -1 : 0;
+}
+
 /* wait_wc -- poll until n completions or ms elapse; the count (-1: the
  * poll failed) */
 static inline int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)

@@ -56,7 +56,6 @@ static void peer_open(struct peer *p)
 	static const uint8_t v6[4] = {0xfd, 0x00, 0x00, 0xe7};
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_qp_init_attr qa;
-	struct ibv_qp_attr a;
 
 	if (!list || !list[0] || !(p->ctx = ibv_open_device(list[0])))
 		bail_out("no device");
@@ -77,20 +76,8 @@ static void peer_open(struct peer *p)
 	p->qp = ibv_create_qp(p->pd, &qa);
 	if (!p->qp)
 		bail_out("UD QP");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qkey = QKEY;
-	if (ibv_modify_qp(p->qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_QKEY))
-		bail_out("INIT");
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(p->qp, &a, IBV_QP_STATE))
-		bail_out("RTR");
-	a.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(p->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		bail_out("RTS");
+	if (ud_qp_up(p->qp, QKEY))
+		bail_out("UD QP to RTS");
 	p->gid4 = find_gid(p->ctx, v4, sizeof(v4));
 	p->gid6 = find_gid(p->ctx, v6, sizeof(v6));
 	if (p->gid4 < 0)

@@ -26,26 +26,6 @@
 #define QKEY 0x11111111u
 #define RBUF (40 + 4096)
 
-/* up -- RESET->INIT->RTR->RTS of a UD QP */
-static int up(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qkey = QKEY;
-	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				  IBV_QP_QKEY))
-		return -1;
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
 /* ud_post -- a UD SEND of len bytes from buf */
 static int ud_post(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t dqpn,
 		   uint8_t *buf, uint32_t len, uint32_t lkey, uint64_t id)
@@ -112,7 +92,7 @@ int main(int argc, char **argv)
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	rx = ibv_create_qp(pd, &qa);
 	tx = ibv_create_qp(pd, &qa);
-	if (!rx || !tx || up(rx) || up(tx))
+	if (!rx || !tx || ud_qp_up(rx, QKEY) || ud_qp_up(tx, QKEY))
 		bail_out("UD QPs");
 	memset(&aa, 0, sizeof(aa));
 	aa.is_global = 1;
