@@ -431,18 +431,33 @@ static void xtgt_destroy(struct soft_qp *qp)
 	soft_unlock(&qp->ctx->lock);
 }
 
+/* av_remote -- an address vector that leaves this host: another host's
+ * GID, or in the IB mode a DLID none of this host's ports has (RoCE: an
+ * AV without a GRH is soft_qp_modify's EINVAL, not ours) */
+static int av_remote(const struct ibv_ah_attr *ah)
+{
+	if (!soft_link_ib && !ah->is_global)
+		return 0;
+	return !soft_ah_local(ah);
+}
+
 /*
  * soft_xrc_modify -- ibv_modify_qp of an XRC initiator or target: the
- * kernel's state table; a path to another host's GID is refused at
- * INIT->RTR with EOPNOTSUPP (XRC is carried between processes of one host
- * only: soft/README.md), rather than left to time out
+ * kernel's state table; a primary or alternate path to another host (a
+ * GID, or a LID in the IB mode) is refused with EOPNOTSUPP (XRC is
+ * carried between processes of one host only: soft/README.md), rather
+ * than left to time out or to reach this host's QP of that number
  */
 int soft_xrc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
-	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTR &&
-	    (mask & IBV_QP_AV) && attr->ah_attr.is_global &&
-	    !soft_gid_local(&attr->ah_attr.grh.dgid) &&
-	    qp->state == IBV_QPS_INIT) {
+	/* to RTR or RTS, where paths are loaded (the state table refuses
+	 * them elsewhere: EINVAL, soft_qp_modify's) */
+	enum ibv_qp_state to =
+		(mask & IBV_QP_STATE) ? attr->qp_state : qp->state;
+
+	if ((to == IBV_QPS_RTR || to == IBV_QPS_RTS) &&
+	    (((mask & IBV_QP_AV) && av_remote(&attr->ah_attr)) ||
+	     ((mask & IBV_QP_ALT_PATH) && av_remote(&attr->alt_ah_attr)))) {
 		errno = EOPNOTSUPP;
 		return EOPNOTSUPP;
 	}

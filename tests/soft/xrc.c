@@ -291,6 +291,61 @@ static void test_args(struct tctx *t, int fd)
 	   "open_qp without a domain: EINVAL");
 }
 
+/* ib_paths -- in the IB mode (a process of its own: the mode is read once
+ * a process), an initiator's paths by LID: to a port of this host taken,
+ * to a LID no port has refused with EOPNOTSUPP (another host's: a QP of
+ * that number here must not be reached), as its alternate path too; bits
+ * of what failed */
+static int ib_paths(void)
+{
+	struct ibv_port_attr pa;
+	struct ibv_qp_attr a;
+	struct ibv_xrcd *x;
+	struct ibv_qp *tgt, *ini, *far;
+	struct tctx t;
+	int fails = 0;
+
+	setenv("SOFTRDMA_LINK", "ib", 1);
+	if (t_open(&t, 16) || ibv_query_port(t.ctx, 1, &pa) || !pa.lid)
+		return 0xff;
+	x = xrcd_open(t.ctx, -1, O_CREAT);
+	tgt = x ? tgt_qp(&t, x) : NULL;
+	ini = ini_qp(&t);
+	far = ini_qp(&t);
+	if (!tgt || !ini || !far || t_qp_init(ini, 0) || t_qp_init(far, 0))
+		return 0xff;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = tgt->qp_num;
+	a.ah_attr.dlid = pa.lid;
+	a.ah_attr.port_num = 1;
+#define RTR_MASK                                                        \
+	(IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | \
+	 IBV_QP_RQ_PSN)
+	if (ibv_modify_qp(ini, &a, RTR_MASK))
+		fails |= 1;
+	a.ah_attr.dlid = (uint16_t)(pa.lid ^ 0x100);
+	if (ibv_modify_qp(far, &a, RTR_MASK) != EOPNOTSUPP ||
+	    t_qp_state(far) != IBV_QPS_INIT)
+		fails |= 2;
+	/* the alternate path, loaded at RTR: another host's LID refused */
+	a.ah_attr.dlid = pa.lid;
+	a.alt_ah_attr.dlid = (uint16_t)(pa.lid ^ 0x100);
+	a.alt_ah_attr.port_num = 1;
+	a.alt_port_num = 1;
+	if (ibv_modify_qp(far, &a, RTR_MASK | IBV_QP_ALT_PATH) != EOPNOTSUPP)
+		fails |= 4;
+#undef RTR_MASK
+	ibv_destroy_qp(far);
+	ibv_destroy_qp(ini);
+	ibv_destroy_qp(tgt);
+	if (ibv_close_xrcd(x))
+		fails |= 8;
+	t_close(&t);
+	return fails;
+}
+
 int main(void)
 {
 	struct tctx t;
@@ -310,6 +365,14 @@ int main(void)
 	int fd, rfd, wfd, n;
 
 	t_isolate("xrc");
+	/* first: a child that has not opened the device yet reads the mode */
+	n = t_fork_reap(ib_paths);
+	if (!ok(n >= 0 && n < 256 && !(n & ~6),
+		"IB mode: an initiator's path by LID to this host taken"))
+		diag("  its exit status %d", n);
+	ok(n >= 0 && n < 256 && !(n & 6),
+	   "IB mode: a DLID no port of this host has (another host's), as "
+	   "primary or alternate path: EOPNOTSUPP, the QP left in INIT");
 	snprintf(path, sizeof(path), "/tmp/xrc-test-%d", (int)getpid());
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
