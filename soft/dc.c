@@ -91,8 +91,9 @@ struct dc_wqe {
 	uint32_t niov;
 	uint32_t status; /* found at posting: completes so, nothing moves */
 	uint32_t rnr_count;
-	int counted; /* its key violation was counted */
-	union ibv_gid dgid;
+	int counted;	       /* its key violation was counted */
+	struct ibv_ah_attr av; /* the AH's address, copied at posting as an
+				* HCA copies it into the WQE */
 	struct iovec iov[SOFT_MAX_SGE];
 	uint8_t *inl; /* inline data, copied at posting */
 };
@@ -974,8 +975,7 @@ static int xrc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st,
 	int r;
 
 	if (soft_reg_qp_lookup(qp->attr.dest_qp_num, &e) < 0 ||
-	    (qp->attr.ah_attr.is_global &&
-	     !soft_gid_local(&qp->attr.ah_attr.grh.dgid)) ||
+	    !soft_ah_local(&qp->attr.ah_attr) ||
 	    e.qp_type != IBV_QPT_XRC_RECV ||
 	    (e.state != IBV_QPS_RTR && e.state != IBV_QPS_RTS))
 		return unanswered(qp, w, now, st);
@@ -1012,9 +1012,9 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 	if (dc->xrc)
 		return xrc_run(qp, w, st, now);
 	slot = soft_reg_qp_lookup(w->dctn, &e);
-	if (slot < 0 || !soft_gid_local(&w->dgid) ||
-	    e.qp_type != IBV_QPT_DRIVER || e.dc_type != MLX5DV_DCTYPE_DCT ||
-	    e.state != IBV_QPS_RTR || map_target(dc, &e, 0))
+	if (slot < 0 || !soft_ah_local(&w->av) || e.qp_type != IBV_QPT_DRIVER ||
+	    e.dc_type != MLX5DV_DCTYPE_DCT || e.state != IBV_QPS_RTR ||
+	    map_target(dc, &e, 0))
 		return unanswered(qp, w, now, st);
 	if (key_of(&e) != w->key) {
 		/* the DCT drops it and counts a key violation */
@@ -1217,7 +1217,7 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 	if (ah) {
 		w->dctn = wr->bind_mw.rkey;
 		w->key = wr->bind_mw.bind_info.addr;
-		w->dgid = soft_ah_attr(ah)->grh.dgid;
+		w->av = *soft_ah_attr(ah);
 	} else {
 		w->dctn = wr->qp_type.xrc.remote_srqn;
 	}

@@ -690,6 +690,82 @@ static void bad_args(struct tctx *t, struct ibv_srq *srq, struct ibv_ah *ah)
 	is_int(ibv_destroy_qp(dci), 0, "destroy the DCI");
 }
 
+/* ib_lid -- in the IB mode (a process of its own: the mode is read once a
+ * process), a DCI's SEND through a LID-routed AH (no GRH) to this host's
+ * port 1 reaches the DCT, intact: 0, or bits of what failed */
+static int ib_lid(void)
+{
+	struct ibv_srq_init_attr sa;
+	struct ibv_port_attr pa;
+	struct ibv_ah_attr aa;
+	struct ibv_qp_attr a;
+	struct ibv_qp *dct, *dci;
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[2];
+	struct tctx t;
+	char buf[128];
+	int n, fails = 0;
+
+	setenv("SOFTRDMA_LINK", "ib", 1);
+	if (t_open(&t, 16) || ibv_query_port(t.ctx, 1, &pa) || !pa.lid)
+		return 0xff;
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	srq = ibv_create_srq(t.pd, &sa);
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	dct = srq ? dct_qp(&t, srq, KEY) : NULL;
+	dci = dci_qp(&t);
+	if (!mr || !dct || !dci || dci_up(dci, 7, 10, 1) ||
+	    t_post_srq_recv(srq, buf + 64, 64, mr->lkey, 1))
+		return 0xff;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(dct, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+		return 0xff;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	a.min_rnr_timer = 1;
+	a.ah_attr.dlid = pa.lid;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(dct, &a,
+			  IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV |
+				  IBV_QP_PATH_MTU))
+		return 0xff;
+	memset(&aa, 0, sizeof(aa));
+	aa.dlid = pa.lid;
+	aa.sl = 1;
+	aa.port_num = 1;
+	ah = ibv_create_ah(t.pd, &aa);
+	if (!ah)
+		return 0xff;
+	memset(buf, 0x5c, 64);
+	if (post(dci, ah, dct->qp_num, KEY, IBV_WR_SEND, buf, 64, mr->lkey, 7,
+		 IBV_SEND_SIGNALED, 0, 0, 1))
+		fails |= 1;
+	/* the SEND's completion and the receive's, in either order */
+	n = t_wait(t.cq, wc, 2, 20000);
+	if (n != 2 || wc[0].status != IBV_WC_SUCCESS ||
+	    wc[1].status != IBV_WC_SUCCESS)
+		fails |= 2;
+	if (memcmp(buf, buf + 64, 64))
+		fails |= 4;
+	ibv_destroy_ah(ah);
+	ibv_destroy_qp(dci);
+	ibv_destroy_qp(dct);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+	return fails;
+}
+
 int main(void)
 {
 	struct tctx t;
@@ -708,6 +784,11 @@ int main(void)
 	char go = 'g';
 
 	t_isolate("dc");
+	/* first: a child that has not opened the device yet reads the mode */
+	st = t_fork_reap(ib_lid);
+	if (!ok(st == 0, "IB mode: a DCI's SEND through a LID-routed AH "
+			 "reaches the DCT on this host, intact"))
+		diag("  its exit status %d", st);
 	if (tap_small())
 		nmsg = 20;
 	src = malloc((size_t)NDCT * MSGMAX);
