@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "peer_verbs.h"
+#include "../soft/common.h"
 #include "tcp_exch.h"
 
 /* each message 3 packets at the path MTU, 1024 (a GSO send may carry
@@ -94,8 +94,8 @@ static void peer_open(struct peer *p)
 				: NULL;
 	if (!p->cq || !p->mr)
 		bail_out("PD, CQ, MR");
-	p->gid[0] = find_gid(p->ctx, v4, sizeof(v4));
-	p->gid[1] = find_gid(p->ctx, v6, sizeof(v6));
+	p->gid[0] = t_find_gid(p->ctx, v4, sizeof(v4));
+	p->gid[1] = t_find_gid(p->ctx, v6, sizeof(v6));
 	if (p->gid[0] < 0)
 		bail_out("no GID of a 10.x address");
 }
@@ -301,7 +301,7 @@ static void server(int port)
 		xfer(fd, &peer, sizeof(peer), 0);
 		qp_connect(&p, v6, 1, &peer);
 		xfer(fd, &me, sizeof(me), 1); /* ready */
-		ok(wait_wc(p.cq, &wc, 1, 20000) == 1 &&
+		ok(t_wait(p.cq, &wc, 1, 20000) == 1 &&
 			   wc.status == IBV_WC_SUCCESS && wc.byte_len == LEN,
 		   "%s: the client's SEND received", fam[v6]);
 		xfer(fd, &done, sizeof(done), 0); /* its WRITE and READ */
@@ -379,7 +379,7 @@ static void client(const char *addr, int port)
 		post(&p, IBV_WR_SEND, p.buf, LEN, &peer, 0);
 		post(&p, IBV_WR_RDMA_WRITE, p.buf, LEN, &peer, LEN);
 		post(&p, IBV_WR_RDMA_READ, p.buf + 2 * LEN, LEN, &peer, LEN);
-		n = wait_wc(p.cq, wc, 3, 20000);
+		n = t_wait(p.cq, wc, 3, 20000);
 		for (i = 0, good = n == 3; i < n; i++)
 			good = good && wc[i].status == IBV_WC_SUCCESS;
 		ok(good && !memcmp(p.buf, p.buf + 2 * LEN, LEN),

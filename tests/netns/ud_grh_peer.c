@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "../tap.h"
-#include "peer_verbs.h"
+#include "../soft/common.h"
 #include "tcp_exch.h"
 
 #define QKEY 0x11111111u
@@ -76,10 +76,10 @@ static void peer_open(struct peer *p)
 	p->qp = ibv_create_qp(p->pd, &qa);
 	if (!p->qp)
 		bail_out("UD QP");
-	if (ud_qp_up(p->qp, QKEY))
+	if (t_ud_up(p->qp, QKEY))
 		bail_out("UD QP to RTS");
-	p->gid4 = find_gid(p->ctx, v4, sizeof(v4));
-	p->gid6 = find_gid(p->ctx, v6, sizeof(v6));
+	p->gid4 = t_find_gid(p->ctx, v4, sizeof(v4));
+	p->gid6 = t_find_gid(p->ctx, v6, sizeof(v6));
 	if (p->gid4 < 0)
 		bail_out("no GID of a 10.x address");
 }
@@ -126,7 +126,7 @@ static void server(int port)
 	fd = tcp_accept(port);
 	xfer(fd, me, sizeof(me), 1);
 	xfer(fd, &want, sizeof(want), 0); /* datagrams the client sent */
-	n = wait_wc(p.cq, wc, (int)want, 10000);
+	n = t_wait(p.cq, wc, (int)want, 10000);
 	ok(n == (int)want, "%d of %u datagrams received", n, want);
 	for (k = 0; k < n; k++) {
 		const uint8_t *grh = p.buf + wc[k].wr_id * RBUF;
@@ -216,7 +216,7 @@ static void client(const char *addr, int port)
 			bail_out("post_send %d", i);
 		sent++;
 	}
-	n = wait_wc(p.cq, wc, (int)sent, 10000);
+	n = t_wait(p.cq, wc, (int)sent, 10000);
 	ok(n == (int)sent && (!n || wc[n - 1].status == IBV_WC_SUCCESS),
 	   "%u datagrams sent with hop limits 17 and 200, traffic classes "
 	   "0x28 and 0xb8",

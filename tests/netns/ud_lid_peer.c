@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "../tap.h"
-#include "peer_verbs.h"
+#include "../soft/common.h"
 #include "tcp_exch.h"
 
 #define QKEY  0x11111111u
@@ -79,9 +79,9 @@ static void peer_open(struct peer *p)
 	p->qp = ibv_create_qp(p->pd, &qa);
 	if (!p->qp)
 		bail_out("UD QP");
-	if (ud_qp_up(p->qp, QKEY))
+	if (t_ud_up(p->qp, QKEY))
 		bail_out("UD QP to RTS");
-	p->gid = find_gid(p->ctx, v4, sizeof(v4));
+	p->gid = t_find_gid(p->ctx, v4, sizeof(v4));
 	if (p->gid < 0)
 		bail_out("no GID of a 10.231.x address");
 }
@@ -129,7 +129,7 @@ static void send_dg(struct peer *p, struct ibv_ah *ah, uint32_t qpn, uint8_t v)
 	wr.wr.ud.remote_qpn = qpn;
 	wr.wr.ud.remote_qkey = QKEY;
 	if (ibv_post_send(p->qp, &wr, &bad) ||
-	    wait_wc(p->cq, &wc, 1, 10000) != 1 || wc.status != IBV_WC_SUCCESS)
+	    t_wait(p->cq, &wc, 1, 10000) != 1 || wc.status != IBV_WC_SUCCESS)
 		bail_out("send %u", v);
 }
 
@@ -184,7 +184,7 @@ static void server(int port, unsigned int plid)
 	fd = tcp_accept(port);
 	xfer(fd, &me, sizeof(me), 1);
 	xfer(fd, &n, sizeof(n), 0); /* the client has sent */
-	if (wait_wc(p.cq, wc, 2, 10000) != 2)
+	if (t_wait(p.cq, wc, 2, 10000) != 2)
 		bail_out("two datagrams do not arrive");
 	ok(wc[0].wr_id == 0 && is_lid_wc(&wc[0], plid) && intact(&p, 0, 1, 0),
 	   "by LID: no IBV_WC_GRH, GRH area untouched, SLID %u (the "
@@ -245,7 +245,7 @@ static void client(const char *addr, int port, unsigned int plid)
 	send_dg(&p, lah, peer.qpn, 1);
 	send_dg(&p, gah, peer.qpn, 2);
 	xfer(fd, &n, sizeof(n), 1);
-	ok(wait_wc(p.cq, &wc, 1, 10000) == 1 && wc.wr_id == 0 &&
+	ok(t_wait(p.cq, &wc, 1, 10000) == 1 && wc.wr_id == 0 &&
 		   is_lid_wc(&wc, plid) && wc.src_qp == peer.qpn &&
 		   intact(&p, 0, 3, 0),
 	   "the answer: by LID from %u (no IBV_WC_GRH), SL %u, data intact",

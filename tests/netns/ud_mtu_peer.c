@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "../tap.h"
-#include "peer_verbs.h"
+#include "../soft/common.h"
 
 #define QKEY 0x11111111u
 #define RBUF (40 + 4096)
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	rx = ibv_create_qp(pd, &qa);
 	tx = ibv_create_qp(pd, &qa);
-	if (!rx || !tx || ud_qp_up(rx, QKEY) || ud_qp_up(tx, QKEY))
+	if (!rx || !tx || t_ud_up(rx, QKEY) || t_ud_up(tx, QKEY))
 		bail_out("UD QPs");
 	memset(&aa, 0, sizeof(aa));
 	aa.is_global = 1;
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 		buf[2 * RBUF + i] = (uint8_t)(i * 7 + 1);
 	ok(!ud_post(tx, ah, rx->qp_num, buf + 2 * RBUF, mtu, mr->lkey, 1),
 	   "post a datagram of MTU bytes");
-	n = wait_wc(cq, wc, 2, 10000);
+	n = t_wait(cq, wc, 2, 10000);
 	ok(n == 2 && wc[0].status == IBV_WC_SUCCESS &&
 		   wc[1].status == IBV_WC_SUCCESS &&
 		   (wc[0].wr_id == 100 ? wc[0] : wc[1]).byte_len == 40 + mtu &&
@@ -127,7 +127,7 @@ int main(int argc, char **argv)
 	   "sent and received whole");
 	ok(!ud_post(tx, ah, rx->qp_num, buf + 2 * RBUF, mtu + 1, mr->lkey, 2),
 	   "post a datagram of MTU + 1 bytes");
-	n = wait_wc(cq, wc, 2, 300);
+	n = t_wait(cq, wc, 2, 300);
 	ok(n == 1 && wc[0].wr_id == 2 && wc[0].status == IBV_WC_LOC_LEN_ERR,
 	   "it completes with IBV_WC_LOC_LEN_ERR, nothing arrives (%d: %s)", n,
 	   n > 0 ? ibv_wc_status_str(wc[0].status) : "-");

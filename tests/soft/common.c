@@ -291,6 +291,20 @@ int t_ud_up(struct ibv_qp *qp, uint32_t qkey)
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
+int t_find_gid(struct ibv_context *ctx, const uint8_t *pfx, size_t n)
+{
+	struct ibv_port_attr pa;
+	union ibv_gid g;
+	int i;
+
+	if (ibv_query_port(ctx, 1, &pa))
+		return -1;
+	for (i = 0; i < pa.gid_tbl_len; i++)
+		if (!ibv_query_gid(ctx, 1, i, &g) && !memcmp(g.raw, pfx, n))
+			return i;
+	return -1;
+}
+
 int t_uc_up(struct ibv_qp *qp, uint32_t dqpn, int access)
 {
 	struct ibv_qp_attr a;

@@ -55,6 +55,9 @@ int t_ud_up(struct ibv_qp *qp, uint32_t qkey);
 /* t_uc_up -- RESET->INIT->RTR->RTS for a UC QP towards dqpn on this
  * host's ::ffff:127.0.0.1 (GID 1), with access flags */
 int t_uc_up(struct ibv_qp *qp, uint32_t dqpn, int access);
+/* t_find_gid -- the index of port 1's first GID that starts with the n
+ * bytes at pfx, or -1 */
+int t_find_gid(struct ibv_context *ctx, const uint8_t *pfx, size_t n);
 /* t_now_ms -- CLOCK_MONOTONIC in milliseconds */
 long long t_now_ms(void);
 /* t_wait -- poll cq until n completions or ms elapse; returns count */
