@@ -88,16 +88,7 @@ static int connect_ib(struct ibv_qp *qp, uint32_t dqpn)
 				  IBV_QP_MAX_DEST_RD_ATOMIC |
 				  IBV_QP_MIN_RNR_TIMER))
 		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = TIMEOUT;
-	a.retry_cnt = RETRY;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a,
-			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				     IBV_QP_MAX_QP_RD_ATOMIC);
+	return t_qp_rts(qp, 7, TIMEOUT, RETRY);
 }
 
 /* load_alt -- the seeds' load_alt_path: the current path with the other

@@ -250,6 +250,14 @@ int t_connect_gid(struct ibv_qp *qp, uint32_t dest_qpn,
 				  IBV_QP_MIN_RNR_TIMER);
 	if (r)
 		return r;
+	return t_qp_rts(qp, rnr_retry, timeout, retry_cnt);
+}
+
+/* t_qp_rts -- RTR->RTS with the retries and timeout given */
+int t_qp_rts(struct ibv_qp *qp, int rnr_retry, int timeout, int retry_cnt)
+{
+	struct ibv_qp_attr a;
+
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = (uint8_t)timeout;

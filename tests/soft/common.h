@@ -42,6 +42,9 @@ int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 	      int min_rnr_timer, int rnr_retry, int timeout, int retry_cnt);
 /* t_qp_init -- RESET->INIT on port 1 with access */
 int t_qp_init(struct ibv_qp *qp, int access);
+/* t_qp_rts -- RTR->RTS with rnr_retry, timeout and retry_cnt (SQ PSN 0,
+ * one read or atomic in flight) */
+int t_qp_rts(struct ibv_qp *qp, int rnr_retry, int timeout, int retry_cnt);
 /* t_rtr_attr -- *a zeroed, then INIT->RTR's towards (dgid, dest_qpn): MTU
  * 1024, an AV through GID 1 of port 1 */
 void t_rtr_attr(struct ibv_qp_attr *a, uint32_t dest_qpn,

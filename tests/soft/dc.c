@@ -174,15 +174,7 @@ static int dci_up(struct ibv_qp *qp, int rnr_retry, int timeout, int retry)
 	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PATH_MTU);
 	if (ret)
 		return ret;
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = (uint8_t)timeout;
-	a.retry_cnt = (uint8_t)retry;
-	a.rnr_retry = (uint8_t)rnr_retry;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a,
-			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				     IBV_QP_MAX_QP_RD_ATOMIC);
+	return t_qp_rts(qp, rnr_retry, timeout, retry);
 }
 
 /* post -- one WR on the DCI towards (ah, dctn, key); wr_complete's result */

@@ -136,16 +136,7 @@ static int ini_up(struct ibv_qp *qp, uint32_t tgt_qpn, const union ibv_gid *g,
 				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
 	if (r)
 		return r;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = (uint8_t)rnr_retry;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a,
-			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				     IBV_QP_MAX_QP_RD_ATOMIC);
+	return t_qp_rts(qp, rnr_retry, 14, 7);
 }
 
 /* xsend -- one signalled SEND (with immediate imm unless 0) of len bytes
