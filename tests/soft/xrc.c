@@ -23,6 +23,15 @@
 #define BUF 4096
 
 static char path[64];
+static pid_t path_owner;
+
+/* path_rm -- at exit, passed or bailed out: the domain file goes (its
+ * maker's exit only, not a forked child's) */
+static void path_rm(void)
+{
+	if (getpid() == path_owner)
+		unlink(path);
+}
 
 struct child_res {
 	int recv_ok;	 /* the SEND landed in the child's SRQ, intact */
@@ -368,6 +377,8 @@ int main(void)
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
 		bail_out("domain file");
+	path_owner = getpid();
+	atexit(path_rm);
 	pid = t_spawn(child, &rfd, &wfd);
 	buf = calloc(1, 4 * BUF);
 	if (pid < 0 || !buf || t_open(&t, 64) || ibv_query_gid(t.ctx, 1, 1, &g))
@@ -585,7 +596,6 @@ int main(void)
 	ibv_dereg_mr(mr);
 	t_close(&t);
 	close(fd);
-	unlink(path);
 	close(rfd);
 	close(wfd);
 	free(buf);
