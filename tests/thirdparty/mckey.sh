@@ -12,8 +12,11 @@ export SOFTRDMA_SHM_PREFIX
 run() {
 	rpids=
 	for r in 1 2 3; do
-		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 mckey -m 239.1.2.3 -b 127.0.0.1 \
-			-C "$1" -S "$2" >"$tap_tmp/rcv$r.log" 2>&1 &
+		# line-buffered (stdbuf keeps LD_PRELOAD, adding its own):
+		# a file gets mckey's printf output only at exit otherwise,
+		# and the wait below would always run out
+		LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 stdbuf -oL mckey -m 239.1.2.3 \
+			-b 127.0.0.1 -C "$1" -S "$2" >"$tap_tmp/rcv$r.log" 2>&1 &
 		rpids="$rpids $!"
 		tap_srv_pids="$tap_srv_pids $!" # TERM through timeout(1)
 	done
@@ -23,6 +26,8 @@ run() {
 		sleep 0.1
 		i=$((i + 1))
 	done
+	test $i -lt 200
+	ok $? "mckey $1 x $2 bytes ${3:-}: all three receivers joined ($i waits)"
 	LD_PRELOAD="$SOFTRDMA_PRELOAD" timeout -k 10 60 mckey -m 239.1.2.3 -b 127.0.0.1 -s \
 		-C "$1" -S "$2" ${3:-} >"$tap_tmp/snd.log" 2>&1
 	src=$?
