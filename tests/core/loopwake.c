@@ -679,7 +679,7 @@ static void on_storm_req(struct rdmamsg_listener *l,
 	reqs_in_pass++;
 }
 
-static int storm_closed;
+static int storm_closed, storm_lclosed;
 
 /* on_storm_close -- count the closed endpoints */
 static void on_storm_close(struct rdmamsg_ep *ep, void *arg)
@@ -687,6 +687,15 @@ static void on_storm_close(struct rdmamsg_ep *ep, void *arg)
 	(void)ep;
 	(void)arg;
 	storm_closed++;
+}
+
+/* on_storm_lclose -- the listener's close callback (its argument is the
+ * array of accepted endpoints, no struct test_side) */
+static void on_storm_lclose(struct rdmamsg_listener *l, void *arg)
+{
+	(void)l;
+	(void)arg;
+	storm_lclosed = 1;
 }
 
 /* connect_storm -- STORM connection requests queued at once are taken a
@@ -742,12 +751,11 @@ static void connect_storm(void)
 		if (sep[i])
 			rdmamsg_ep_close(sep[i], on_storm_close);
 	}
-	rdmamsg_listener_close(srv.lst, test_side_on_lclose);
-	end = test_now_ms() + 20000;
-	while ((storm_closed < 2 * STORM || !srv.lclosed) &&
-	       test_now_ms() < end)
-		test_run2(&srv, &cli, &srv.lclosed, 10);
+	rdmamsg_listener_close(srv.lst, on_storm_lclose);
+	TEST_RUN2_WHILE(&srv, &cli, storm_closed < 2 * STORM || !storm_lclosed,
+			20000);
 	is_int(storm_closed, 2 * STORM, "storm: every endpoint closed");
+	ok(storm_lclosed, "storm: the listener closed");
 	is_int(rdmamsg_ctx_destroy(&srv.ctx), 0, "server context destroyed");
 	is_int(rdmamsg_ctx_destroy(&cli.ctx), 0, "client context destroyed");
 }

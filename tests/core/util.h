@@ -204,37 +204,40 @@ static const struct rdmamsg_ep_cbs test_hello_cbs __attribute__((unused)) = {
 	.on_disconnect = test_side_on_disconnect,
 };
 
-/* test_run2 -- drive two contexts of this process from their fds until
- * *flag or ms elapse (blocking in poll() only once both are armed) */
-static inline void test_run2(struct test_side *a, struct test_side *b,
-			     volatile int *flag, int ms)
+/* test_step2 -- one step of driving two contexts of this process from
+ * their fds: both progressed, after a poll() of ms at most once both are
+ * armed */
+static inline void test_step2(struct test_side *a, struct test_side *b, int ms)
 {
-	long long end = test_now_ms() + ms;
 	struct pollfd p[2];
 
 	rdmamsg_ctx_get_fd(a->ctx, &p[0].fd);
 	rdmamsg_ctx_get_fd(b->ctx, &p[1].fd);
 	p[0].events = p[1].events = POLLIN;
-	while (!*flag && test_now_ms() < end) {
-		long long left = end - test_now_ms();
-
-		if (rdmamsg_ctx_arm(a->ctx) == 0 &&
-		    rdmamsg_ctx_arm(b->ctx) == 0)
-			poll(p, 2, left > 0 ? (int)left : 0);
-		rdmamsg_ctx_progress(a->ctx);
-		rdmamsg_ctx_progress(b->ctx);
-	}
+	if (rdmamsg_ctx_arm(a->ctx) == 0 && rdmamsg_ctx_arm(b->ctx) == 0)
+		poll(p, 2, ms > 0 ? ms : 0);
+	rdmamsg_ctx_progress(a->ctx);
+	rdmamsg_ctx_progress(b->ctx);
 }
 
-/* TEST_RUN2_WHILE -- drive sides a and b (test_run2 in 10 ms slices)
- * while cond holds, ms at most */
-#define TEST_RUN2_WHILE(a, b, cond, ms)                   \
-	do {                                              \
-		volatile int never_ = 0;                  \
-		long long end_ = test_now_ms() + (ms);    \
-                                                          \
-		while ((cond) && test_now_ms() < end_)    \
-			test_run2((a), (b), &never_, 10); \
+/* test_run2 -- test_step2 until *flag or ms elapse */
+static inline void test_run2(struct test_side *a, struct test_side *b,
+			     volatile int *flag, int ms)
+{
+	long long end = test_now_ms() + ms;
+
+	while (!*flag && test_now_ms() < end)
+		test_step2(a, b, (int)(end - test_now_ms()));
+}
+
+/* TEST_RUN2_WHILE -- drive sides a and b (test_step2, in poll()s of 10
+ * ms at most, cond checked after each) while cond holds, ms at most */
+#define TEST_RUN2_WHILE(a, b, cond, ms)                \
+	do {                                           \
+		long long end_ = test_now_ms() + (ms); \
+                                                       \
+		while ((cond) && test_now_ms() < end_) \
+			test_step2((a), (b), 10);      \
 	} while (0)
 
 /* test_side_on_req -- on_conn_req of a listener whose argument is a
