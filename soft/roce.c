@@ -95,6 +95,14 @@ unsigned int roce_op_flags(uint8_t opcode)
 			return 0;
 		fl |= F(DETH);
 		break;
+	case ROCE_XRC:
+		/* table 38 gives XRC RC's operations up to SEND_ONLY_INV;
+		 * IBA 1.5's ATOMIC_WRITE is not one softrdma sends on XRC */
+		if (op == ROCE_ATOMIC_WRITE)
+			return 0;
+		if (fl & F(REQ))
+			fl |= F(XRCETH);
+		break;
 	default:
 		return 0;
 	}
@@ -112,6 +120,8 @@ static size_t flags_hdr_len(unsigned int fl)
 
 	if (fl & F(DETH))
 		n += ROCE_DETH_LEN;
+	if (fl & F(XRCETH))
+		n += ROCE_XRCETH_LEN;
 	if (fl & F(RETH))
 		n += ROCE_RETH_LEN;
 	if (fl & F(ATMETH))
@@ -186,6 +196,8 @@ ssize_t roce_encode(const struct roce_pkt *p, uint8_t *buf, size_t cap)
 		return -EINVAL;
 	if ((fl & F(DETH)) && p->deth.sqpn > ROCE_QPN_MASK)
 		return -EINVAL;
+	if ((fl & F(XRCETH)) && p->xrc_srqn > ROCE_SRQN_MASK)
+		return -EINVAL;
 	if (p->payload_len && (!(fl & F(PAYLOAD)) || !p->payload))
 		return -EINVAL;
 	if (p->payload_len > ROCE_MAX_PMTU)
@@ -208,6 +220,10 @@ ssize_t roce_encode(const struct roce_pkt *p, uint8_t *buf, size_t cap)
 		put32(q, p->deth.qkey);
 		put32(q + 4, (uint32_t)p->deth.resv << 24 | p->deth.sqpn);
 		q += ROCE_DETH_LEN;
+	}
+	if (fl & F(XRCETH)) {
+		put32(q, p->xrc_srqn);
+		q += ROCE_XRCETH_LEN;
 	}
 	if (fl & F(RETH)) {
 		put64(q, p->reth.va);
@@ -298,6 +314,11 @@ int roce_decode(const uint8_t *buf, size_t len, struct roce_pkt *p)
 		p->deth.sqpn = get32(q + 4) & ROCE_QPN_MASK;
 		p->deth.resv = q[4];
 		q += ROCE_DETH_LEN;
+	}
+	if (fl & F(XRCETH)) {
+		/* the reserved byte is ignored on receipt (IBA 9.3.7) */
+		p->xrc_srqn = get32(q) & ROCE_SRQN_MASK;
+		q += ROCE_XRCETH_LEN;
 	}
 	if (fl & F(RETH)) {
 		p->reth.va = get64(q);

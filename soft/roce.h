@@ -11,8 +11,9 @@
  * Layout of a packet (all multi-byte fields big-endian except the ICRC,
  * which is sent least significant byte first, as Ethernet's FCS):
  *
- *   [IPv4 20 | IPv6 40] UDP 8 | BTH 12 | [DETH 8] [RETH 16] [AtomicETH 28]
- *   [AETH 4] [AtomicAckETH 8] [ImmDt 4] [IETH 4] | payload | pad 0-3 | ICRC 4
+ *   [IPv4 20 | IPv6 40] UDP 8 | BTH 12 | [DETH 8] [XRCETH 4] [RETH 16]
+ *   [AtomicETH 28] [AETH 4] [AtomicAckETH 8] [ImmDt 4] [IETH 4] | payload |
+ *   pad 0-3 | ICRC 4
  */
 #ifndef SOFT_ROCE_H
 #define SOFT_ROCE_H
@@ -21,17 +22,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ROCE_UDP_PORT	  4791
-#define ROCE_BTH_LEN	  12
-#define ROCE_RETH_LEN	  16
-#define ROCE_AETH_LEN	  4
-#define ROCE_ATMETH_LEN	  28
-#define ROCE_ATMACK_LEN	  8
-#define ROCE_IMMDT_LEN	  4
-#define ROCE_IETH_LEN	  4
-#define ROCE_DETH_LEN	  8
-#define ROCE_ICRC_LEN	  4
-#define ROCE_MAX_HDR_LEN  (ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_IMMDT_LEN)
+#define ROCE_UDP_PORT	4791
+#define ROCE_BTH_LEN	12
+#define ROCE_RETH_LEN	16
+#define ROCE_AETH_LEN	4
+#define ROCE_ATMETH_LEN 28
+#define ROCE_ATMACK_LEN 8
+#define ROCE_IMMDT_LEN	4
+#define ROCE_IETH_LEN	4
+#define ROCE_DETH_LEN	8
+#define ROCE_XRCETH_LEN 4
+#define ROCE_ICRC_LEN	4
+#define ROCE_MAX_HDR_LEN \
+	(ROCE_BTH_LEN + ROCE_XRCETH_LEN + ROCE_RETH_LEN + ROCE_IMMDT_LEN)
 #define ROCE_PSN_MASK	  0xffffffu
 #define ROCE_QPN_MASK	  0xffffffu
 #define ROCE_DEFAULT_PKEY 0xffff
@@ -42,6 +45,9 @@ enum {
 	ROCE_RC = 0x00,
 	ROCE_UC = 0x20,
 	ROCE_UD = 0x60,
+	/* IBA 9.2 table 38's XRC (101): RC's operations; a request carries
+	 * the XRCETH, a response (ACK, READ response, atomic ACK) does not */
+	ROCE_XRC = 0xa0,
 };
 
 /* operations (low 5 bits of the opcode), as the IBA numbers them */
@@ -88,6 +94,7 @@ enum {
 	ROCE_F_FIRST = 1 << 9,	 /* first or only packet of a message */
 	ROCE_F_LAST = 1 << 10,	 /* last or only packet of a message */
 	ROCE_F_REQ = 1 << 11,	 /* sent by the requester */
+	ROCE_F_XRCETH = 1 << 12, /* an XRC request */
 };
 
 /* AETH syndrome: type in bits 7-5, value in bits 4-0 */
@@ -156,6 +163,10 @@ struct roce_deth {
 	uint8_t resv;  /* the reserved byte (ROCE_DETH_IB_*) */
 };
 
+/* XRCETH (IBA 9.3.7 "XRC extended transport header"): 8 reserved bits and
+ * the 24-bit number of the XRC SRQ that takes the message */
+#define ROCE_SRQN_MASK 0xffffffu
+
 /*
  * One decoded (or to be encoded) transport packet.  Only the extension
  * headers that the opcode carries (roce_op_flags) are read or written; the
@@ -164,6 +175,7 @@ struct roce_deth {
 struct roce_pkt {
 	struct roce_bth bth;
 	struct roce_deth deth;
+	uint32_t xrc_srqn; /* XRCETH: 24 bits */
 	struct roce_reth reth;
 	struct roce_atmeth atmeth;
 	struct roce_aeth aeth;

@@ -9,7 +9,7 @@
  * with one packet of every opcode and header kind (IPv4 and IPv6), and
  * one last packet whose ICRC is deliberately wrong, for
  * tests/soft/roce_tshark.sh; one line per packet on stdout: "N OPCODE PSN
- * GOOD|BAD".
+ * GOOD|BAD", and the XRC SRQ number after an XRC request's.
  */
 #include "config.h"
 
@@ -49,6 +49,23 @@ static const uint8_t all_ops[] = {
 };
 #define NOPS (sizeof(all_ops) / sizeof(all_ops[0]))
 
+/* XRC's (IBA 9.2 table 38, 101xxxxx): RC's operations but ATOMIC_WRITE */
+static const uint8_t xrc_ops[] = {
+	ROCE_XRC | ROCE_SEND_FIRST,	  ROCE_XRC | ROCE_SEND_MIDDLE,
+	ROCE_XRC | ROCE_SEND_LAST,	  ROCE_XRC | ROCE_SEND_LAST_IMM,
+	ROCE_XRC | ROCE_SEND_ONLY,	  ROCE_XRC | ROCE_SEND_ONLY_IMM,
+	ROCE_XRC | ROCE_SEND_LAST_INV,	  ROCE_XRC | ROCE_SEND_ONLY_INV,
+	ROCE_XRC | ROCE_WRITE_FIRST,	  ROCE_XRC | ROCE_WRITE_MIDDLE,
+	ROCE_XRC | ROCE_WRITE_LAST,	  ROCE_XRC | ROCE_WRITE_LAST_IMM,
+	ROCE_XRC | ROCE_WRITE_ONLY,	  ROCE_XRC | ROCE_WRITE_ONLY_IMM,
+	ROCE_XRC | ROCE_READ_REQ,	  ROCE_XRC | ROCE_READ_RESP_FIRST,
+	ROCE_XRC | ROCE_READ_RESP_MIDDLE, ROCE_XRC | ROCE_READ_RESP_LAST,
+	ROCE_XRC | ROCE_READ_RESP_ONLY,	  ROCE_XRC | ROCE_ACK,
+	ROCE_XRC | ROCE_ATOMIC_ACK,	  ROCE_XRC | ROCE_CMP_SWAP,
+	ROCE_XRC | ROCE_FETCH_ADD,
+};
+#define NXOPS (sizeof(xrc_ops) / sizeof(xrc_ops[0]))
+
 /* a packet of OPCODE with every field it carries set to something */
 static void sample(struct roce_pkt *p, uint8_t opcode, uint32_t n)
 {
@@ -63,6 +80,7 @@ static void sample(struct roce_pkt *p, uint8_t opcode, uint32_t n)
 	p->bth.psn = (0xfffff0 + n * 3) & ROCE_PSN_MASK;
 	p->deth.qkey = 0x11111111;
 	p->deth.sqpn = 0x22;
+	p->xrc_srqn = 0xa5a5a5 - n;
 	p->reth.va = 0x00007f0012345678ull;
 	p->reth.rkey = 0xabcd;
 	p->reth.len = 8192;
@@ -98,6 +116,8 @@ static int same(const struct roce_pkt *a, const struct roce_pkt *b)
 	    a->payload_len != b->payload_len)
 		return 0;
 	if ((fl & ROCE_F_DETH) && memcmp(&a->deth, &b->deth, sizeof(a->deth)))
+		return 0;
+	if ((fl & ROCE_F_XRCETH) && a->xrc_srqn != b->xrc_srqn)
 		return 0;
 	if ((fl & ROCE_F_RETH) && memcmp(&a->reth, &b->reth, sizeof(a->reth)))
 		return 0;
@@ -377,6 +397,29 @@ static void test_roundtrip(void)
 	}
 	ok(!bad, "%zu opcodes encode and decode back", NOPS);
 	ok(!badlen, "encoded length = headers + payload + pad + ICRC");
+	for (i = 0, bad = 0, badlen = 0; i < NXOPS; i++) {
+		unsigned int fl = roce_op_flags(xrc_ops[i]);
+
+		sample(&p, xrc_ops[i], i);
+		n = roce_encode(&p, buf, sizeof(buf));
+		if (n < 0 || roce_decode(buf, (size_t)n, &d) || !same(&p, &d) ||
+		    !(fl & ROCE_F_XRCETH) != !(fl & ROCE_F_REQ)) {
+			printf("# XRC %s (0x%02x): %zd\n",
+			       roce_op_name(xrc_ops[i]), xrc_ops[i], n);
+			bad++;
+		}
+		/* the same packet as RC's but for the XRCETH of a request */
+		if (n > 0 &&
+		    roce_hdr_len(xrc_ops[i]) !=
+			    roce_hdr_len((uint8_t)(xrc_ops[i] & 0x1f)) +
+				    (fl & ROCE_F_REQ ? ROCE_XRCETH_LEN : 0))
+			badlen++;
+	}
+	ok(!bad,
+	   "%zu XRC opcodes encode and decode back, the XRCETH on "
+	   "requests only",
+	   NXOPS);
+	ok(!badlen, "an XRC header is RC's, plus 4 bytes on a request");
 	ok(roce_hdr_len(ROCE_RC | ROCE_WRITE_ONLY_IMM) == 32 &&
 		   roce_hdr_len(ROCE_RC | ROCE_CMP_SWAP) == 40 &&
 		   roce_hdr_len(ROCE_RC | ROCE_ATOMIC_ACK) == 24 &&
@@ -396,8 +439,14 @@ static void test_hostile(void)
 
 	for (op = 0; op < 256; op++)
 		known += roce_op_flags((uint8_t)op) != 0;
-	ok(known == NOPS, "exactly the %zu opcodes we speak are known (%u)",
-	   NOPS, known);
+	ok(known == NOPS + NXOPS,
+	   "exactly the %zu opcodes we speak are known (%u)", NOPS + NXOPS,
+	   known);
+	ok(roce_op_flags(ROCE_XRC | ROCE_ATOMIC_WRITE) == 0 &&
+		   roce_op_flags(ROCE_XRC | 0x15) == 0 &&
+		   roce_op_flags(0x80 | ROCE_SEND_ONLY) == 0 &&
+		   roce_op_flags(0xc0 | ROCE_SEND_ONLY) == 0,
+	   "XRC ATOMIC_WRITE, XRC 0x15, CNP's 0x80 base, 0xc0: unknown");
 	ok(roce_op_flags(ROCE_UC | ROCE_READ_REQ) == 0 &&
 		   roce_op_flags(ROCE_UD | ROCE_SEND_FIRST) == 0 &&
 		   roce_op_flags(ROCE_UC | ROCE_SEND_ONLY_INV) == 0 &&
@@ -532,6 +581,149 @@ static void test_seg(void)
 	   "PSN arithmetic wraps at 2^24");
 }
 
+/* test_xrc_bytes -- XRC requests as IBA 9.2 orders their headers: BTH,
+ * XRCETH, then RETH or AtomicETH, then ImmDt; responses without it */
+static void test_xrc_bytes(void)
+{
+	/* XRC SEND_ONLY (0xa4), AckReq, QP 0x21, PSN 2; XRCETH SRQ 0x123456
+	 * (its reserved byte 0); 4 payload bytes */
+	static const uint8_t want_send[] = {
+		0xa4, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x21,
+		0x80, 0x00, 0x00, 0x02, 0x00, 0x12, 0x34, 0x56,
+		'x',  'r',  'c',  '!',	0,    0,    0,	  0,
+	};
+	/* XRC WRITE_ONLY_IMM (0xab): XRCETH, RETH, ImmDt, 1 byte + pad 3 */
+	static const uint8_t want_wimm[] = {
+		0xab, 0x30, 0xff, 0xff, 0x00, 0x00, 0x00, 0x22, 0x00,
+		0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00,
+		0x7f, 0x00, 0x12, 0x34, 0x56, 0x78, 0x00, 0x00, 0xab,
+		0xcd, 0x00, 0x00, 0x00, 0x01, 0xde, 0xad, 0xbe, 0xef,
+		'q',  0,    0,	  0,	0,    0,    0,	  0,
+	};
+	/* XRC FETCH_ADD (0xb4): XRCETH, AtomicETH */
+	static const uint8_t want_fadd[] = {
+		0xb4, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x23, 0x00, 0x00,
+		0x00, 0x04, 0x00, 0xff, 0xff, 0xff, 0x00, 0x00, 0x7f, 0x00,
+		0x12, 0x34, 0x00, 0x00, 0x00, 0x00, 0xab, 0xce, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0,    0,    0,	  0,
+	};
+	/* XRC ACK (0xb1): BTH and AETH, no XRCETH */
+	static const uint8_t want_ack[] = {
+		0xb1, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x24, 0x00, 0x00,
+		0x00, 0x05, 0x00, 0x00, 0x00, 0x09, 0,	  0,	0,    0,
+	};
+	struct roce_pkt p, d;
+	uint8_t buf[128];
+	ssize_t n;
+
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = ROCE_XRC | ROCE_SEND_ONLY;
+	p.bth.pkey = 0xffff;
+	p.bth.dqpn = 0x21;
+	p.bth.ackreq = 1;
+	p.bth.psn = 2;
+	p.xrc_srqn = 0x123456;
+	p.payload = (const uint8_t *)"xrc!";
+	p.payload_len = 4;
+	n = roce_encode(&p, buf, sizeof(buf));
+	ok(n == sizeof(want_send) && !memcmp(buf, want_send, n),
+	   "XRC SEND_ONLY: BTH, XRCETH, payload (%zd)", n);
+	ok(roce_decode(want_send, sizeof(want_send), &d) == 0 &&
+		   d.xrc_srqn == 0x123456 && d.payload_len == 4 &&
+		   !memcmp(d.payload, "xrc!", 4),
+	   "XRC SEND_ONLY: decoded back");
+
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = ROCE_XRC | ROCE_WRITE_ONLY_IMM;
+	p.bth.pkey = 0xffff;
+	p.bth.dqpn = 0x22;
+	p.bth.psn = 3;
+	p.xrc_srqn = 7;
+	p.reth.va = 0x00007f0012345678ull;
+	p.reth.rkey = 0xabcd;
+	p.reth.len = 1;
+	p.imm = 0xdeadbeef;
+	p.payload = (const uint8_t *)"q";
+	p.payload_len = 1;
+	n = roce_encode(&p, buf, sizeof(buf));
+	ok(n == sizeof(want_wimm) && !memcmp(buf, want_wimm, n),
+	   "XRC WRITE_ONLY_IMM: BTH, XRCETH, RETH, ImmDt (%zd)", n);
+	ok(roce_decode(want_wimm, sizeof(want_wimm), &d) == 0 &&
+		   d.xrc_srqn == 7 && d.reth.rkey == 0xabcd &&
+		   d.reth.len == 1 && d.imm == 0xdeadbeef &&
+		   d.payload_len == 1 && d.payload[0] == 'q',
+	   "XRC WRITE_ONLY_IMM: decoded back");
+
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = ROCE_XRC | ROCE_FETCH_ADD;
+	p.bth.pkey = 0xffff;
+	p.bth.dqpn = 0x23;
+	p.bth.psn = 4;
+	p.xrc_srqn = ROCE_SRQN_MASK;
+	p.atmeth.va = 0x00007f0012340000ull;
+	p.atmeth.rkey = 0xabce;
+	p.atmeth.swap_add = 5;
+	n = roce_encode(&p, buf, sizeof(buf));
+	ok(n == sizeof(want_fadd) && !memcmp(buf, want_fadd, n),
+	   "XRC FETCH_ADD: BTH, XRCETH, AtomicETH (%zd)", n);
+
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = ROCE_XRC | ROCE_ACK;
+	p.bth.pkey = 0xffff;
+	p.bth.dqpn = 0x24;
+	p.bth.psn = 5;
+	p.aeth.msn = 9;
+	p.xrc_srqn = 0x99; /* not sent: a response has no XRCETH */
+	n = roce_encode(&p, buf, sizeof(buf));
+	ok(n == sizeof(want_ack) && !memcmp(buf, want_ack, n),
+	   "XRC ACK: BTH and AETH, no XRCETH");
+
+	/* the XRCETH's reserved byte is ignored; its SRQN is 24 bits */
+	memcpy(buf, want_send, sizeof(want_send));
+	buf[12] = 0xff;
+	ok(roce_decode(buf, sizeof(want_send), &d) == 0 &&
+		   d.xrc_srqn == 0x123456,
+	   "XRCETH reserved byte set: ignored");
+	memset(&p, 0, sizeof(p));
+	p.bth.opcode = ROCE_XRC | ROCE_SEND_ONLY;
+	p.bth.pkey = 0xffff;
+	p.xrc_srqn = 1u << 24;
+	ok(roce_encode(&p, buf, sizeof(buf)) == -EINVAL,
+	   "encode: XRC SRQ number of 25 bits: -EINVAL");
+	p.xrc_srqn = 1;
+	ok(roce_encode(&p, buf, ROCE_BTH_LEN + ROCE_XRCETH_LEN + 3) ==
+		   -EMSGSIZE,
+	   "encode: no room for the ICRC after the XRCETH: -EMSGSIZE");
+
+	/* cut short: below BTH + XRCETH + ICRC nothing decodes */
+	memcpy(buf, want_send, sizeof(want_send));
+	ok(roce_decode(buf, ROCE_BTH_LEN + ROCE_ICRC_LEN, &d) == -EBADMSG &&
+		   roce_decode(buf,
+			       ROCE_BTH_LEN + ROCE_XRCETH_LEN + ROCE_ICRC_LEN -
+				       1,
+			       &d) == -EBADMSG,
+	   "XRC SEND_ONLY without room for its XRCETH: -EBADMSG");
+	ok(roce_decode(want_fadd, sizeof(want_fadd) - 4, &d) == -EBADMSG,
+	   "XRC FETCH_ADD without its whole AtomicETH: -EBADMSG");
+	ok(roce_decode(want_wimm, sizeof(want_wimm) - 2, &d) == -EBADMSG,
+	   "XRC WRITE_ONLY_IMM cut into its payload word: -EBADMSG");
+	memcpy(buf, want_ack, sizeof(want_ack));
+	memset(buf + sizeof(want_ack), 0, 4);
+	ok(roce_decode(buf, sizeof(want_ack) + 4, &d) == -EINVAL,
+	   "XRC ACK with 4 bytes more (an XRCETH or payload): -EINVAL");
+
+	ok(roce_seg_opcode(ROCE_XRC | ROCE_SEND_ONLY_IMM, 0, 3) ==
+			   (ROCE_XRC | ROCE_SEND_FIRST) &&
+		   roce_seg_opcode(ROCE_XRC | ROCE_SEND_ONLY_IMM, 1, 3) ==
+			   (ROCE_XRC | ROCE_SEND_MIDDLE) &&
+		   roce_seg_opcode(ROCE_XRC | ROCE_SEND_ONLY_IMM, 2, 3) ==
+			   (ROCE_XRC | ROCE_SEND_LAST_IMM) &&
+		   roce_seg_opcode(ROCE_XRC | ROCE_READ_RESP_ONLY, 2, 3) ==
+			   (ROCE_XRC | ROCE_READ_RESP_LAST),
+	   "XRC SEND_ONLY_IMM and READ responses segment as RC's");
+}
+
 /* ---- pcap writer ---- */
 
 static void le32(FILE *f, uint32_t v)
@@ -560,17 +752,19 @@ static int write_pcap(const char *path)
 	le32(f, 65535);
 	le32(f, 1); /* Ethernet */
 	for (v6 = 0; v6 < 2; v6++) {
-		for (i = 0; i <= NOPS; i++) {
+		for (i = 0; i <= NOPS + NXOPS; i++) {
 			size_t hl, eth = 14;
 			ssize_t n;
-			int bad = v6 && i == NOPS;
+			int bad = v6 && i == NOPS + NXOPS;
 
-			if (i == NOPS && !v6)
+			if (i == NOPS + NXOPS && !v6)
 				continue;
 			fam = v6 ? AF_INET6 : AF_INET;
 			/* the last, bad packet: an RC SEND_ONLY */
 			sample(&p,
-			       i < NOPS ? all_ops[i] : ROCE_RC | ROCE_SEND_ONLY,
+			       i < NOPS		  ? all_ops[i]
+			       : i < NOPS + NXOPS ? xrc_ops[i - NOPS]
+						  : ROCE_RC | ROCE_SEND_ONLY,
 			       i);
 			memset(&ip, 0, sizeof(ip));
 			ip.family = fam;
@@ -605,8 +799,11 @@ static int write_pcap(const char *path)
 			le32(f, (uint32_t)(eth + hl + (size_t)n));
 			fwrite(frame, 1, eth + hl + (size_t)n, f);
 			k++;
-			printf("%u 0x%02x %u %s\n", k, p.bth.opcode, p.bth.psn,
+			printf("%u 0x%02x %u %s", k, p.bth.opcode, p.bth.psn,
 			       bad ? "BAD" : "GOOD");
+			if (roce_op_flags(p.bth.opcode) & ROCE_F_XRCETH)
+				printf(" %u", p.xrc_srqn);
+			printf("\n");
 		}
 	}
 	return fclose(f) != 0;
@@ -768,6 +965,7 @@ int main(int argc, char **argv)
 	test_roundtrip();
 	test_hostile();
 	test_seg();
+	test_xrc_bytes();
 	test_crc();
 	test_pkey();
 	return done_testing();

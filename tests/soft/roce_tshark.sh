@@ -12,7 +12,10 @@
 # ICRC, which that check must flag.  tshark 4.0 names no ATOMIC_WRITE
 # (0x1d, IBA 1.5): it shows that opcode and the PSN, and the rest of the
 # packet as "unknown" data without an ICRC field; its ICRC is still
-# checked by zlib.
+# checked by zlib, as an XRC packet's.  It names the XRC opcodes (0xa0-0xb7)
+# but parses nothing past their BTH: it shows the rest as vendor data, and
+# an XRC request's must begin with the XRCETH (a zero byte, the SRQ number),
+# before any RETH or AtomicETH.
 #
 # The payload dissector rpcordma claims arbitrary payload bytes as
 # RPC-over-RDMA and then calls them malformed: it is turned off, the
@@ -28,8 +31,8 @@ pcap=$tap_tmp/roce.pcap
 "$codec" --pcap "$pcap" >"$tap_tmp/want"
 ok $? "roce_codec wrote the capture"
 nwant=$(wc -l <"$tap_tmp/want")
-[ "$nwant" -ge 77 ]
-ok $? "it holds $nwant frames (38 opcodes over IPv4 and IPv6, one bad)"
+[ "$nwant" -ge 123 ]
+ok $? "it holds $nwant frames (61 opcodes over IPv4 and IPv6, one bad)"
 
 tsh() {
 	HOME=$tap_tmp tshark -n --disable-protocol rpcordma \
@@ -51,6 +54,26 @@ while read -r n op psn _; do
 done <"$tap_tmp/want"
 [ $bad -eq 0 ]
 ok $? "every frame decodes as InfiniBand on UDP 4791 with our opcode and PSN"
+
+# want: "N 0xOP PSN GOOD SRQN" for an XRC request; got: "N VENDOR-HEX"
+tsh -T fields -E separator=' ' -e frame.number -e infiniband.vendor \
+	>"$tap_tmp/vendor"
+bad=0 nx=0
+while read -r n op psn _ srqn; do
+	[ -n "$srqn" ] || continue
+	nx=$((nx + 1))
+	want=$(printf '00%06x' "$srqn")
+	line=$(sed -n "${n}p" "$tap_tmp/vendor")
+	case ${line#"$n "} in
+	"$want"*) ;;
+	*)
+		diag "frame $n ($op): want XRCETH $want, tshark: '$line'"
+		bad=$((bad + 1))
+		;;
+	esac
+done <"$tap_tmp/want"
+[ $bad -eq 0 ] && [ $nx -eq 34 ]
+ok $? "XRC requests ($nx): the XRCETH (SRQ number) right after the BTH"
 
 tsh -V >"$tap_tmp/verbose"
 n=$(grep -c '^InfiniBand$' "$tap_tmp/verbose")
@@ -99,8 +122,9 @@ while off < len(data):
     # significant byte first on the wire, so its value is the
     # big-endian reading of the four bytes
     t = shown.get(n)
-    if t is None and int(want[n - 1][1], 16) == 0x1d:
-        pass  # ATOMIC_WRITE: tshark 4.0 does not parse past the BTH
+    op = int(want[n - 1][1], 16)
+    if t is None and (op == 0x1d or op & 0xe0 == 0xa0):
+        pass  # ATOMIC_WRITE, XRC: tshark 4.0 stops at the BTH
     elif t != struct.unpack(">I", bytes(ip[-4:]))[0]:
         print("frame %d: tshark shows ICRC %r" % (n, t)); fails += 1
     if good != (want[n - 1][3] == "GOOD"):
