@@ -10,6 +10,7 @@
 
 #include <infiniband/mlx5dv.h>
 
+#include "net.h"
 #include "softrdma.h"
 
 SOFT_EXPORT uint32_t softrdma_dc_key_violations(struct ibv_qp *dct);
@@ -1363,6 +1364,57 @@ const struct soft_qp_ops soft_dct_ops = {
 	.any_src = 1,
 };
 
+/*
+ * xini_to_rtr -- INIT->RTR of an XRC initiator: a target of this host is
+ * served by the initiator's own process (xrc_run); another host's (with
+ * SOFTRDMA_NET=1: soft_xrc_modify refuses it otherwise) by the network
+ * path, RC's requester sending XRC requests (net.c); lock held
+ */
+static void xini_to_rtr(struct soft_qp *qp)
+{
+	if (soft_ah_local(&qp->attr.ah_attr))
+		return;
+	soft_net_connect(qp);
+	if (qp->net)
+		qp->ops = &soft_xini_net_ops;
+}
+
+/* xini_net_post_send -- ibv_post_send of an initiator to another host;
+ * as rc_net_post_send, a QP sent back to RESET meanwhile takes its own */
+static int xini_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			      struct ibv_send_wr **bad)
+{
+	int ret;
+
+	soft_lock(&qp->ctx->lock);
+	if (qp->ops != &soft_xini_net_ops) {
+		soft_unlock(&qp->ctx->lock);
+		return qp->ops->post_send(qp, wr, bad);
+	}
+	ret = soft_net_post_send(qp, wr, bad);
+	soft_unlock(&qp->ctx->lock);
+	return ret;
+}
+
+/* xini_net_progress -- the network path's share of a pass (IB mode: the
+ * links followed, as an RC QP's, apm.c); lock held */
+static void xini_net_progress(struct soft_qp *qp)
+{
+	if (soft_link_ib)
+		soft_apm_check(qp);
+	soft_net_progress(qp);
+	if (qp->sqd_notify)
+		soft_sqd_check(qp);
+}
+
+/* xini_net_reset -- back to RESET: off the network path (qp_reset's
+ * soft_qp_disconnect releases it), the one-host ops again; lock held */
+static void xini_net_reset(struct soft_qp *qp)
+{
+	qp->ops = &soft_xini_ops;
+	dc_forget(qp);
+}
+
 /* an XRC initiator: the kernel's state table (XRC_INI column), a DCI's
  * data path (xrc_run) */
 const struct soft_qp_ops soft_xini_ops = {
@@ -1374,8 +1426,25 @@ const struct soft_qp_ops soft_xini_ops = {
 	.flush = dc_flush,
 	.sq_release = xini_sq_release,
 	.modify = soft_xrc_modify,
-	.to_rtr = soft_qp_op_nop,
+	.to_rtr = xini_to_rtr,
 	.reset = xini_reset,
+	.destroy = dc_destroy,
+	.always_pass = 1,
+};
+
+/* an XRC initiator to another host: RC's network requester (net.c),
+ * whose requests carry the WR's XRC SRQ number */
+const struct soft_qp_ops soft_xini_net_ops = {
+	.name = "xrc_ini-net",
+	.post_send = xini_net_post_send,
+	.post_recv = dc_post_recv,
+	.sq_room = soft_net_sq_room,
+	.progress = xini_net_progress,
+	.flush = soft_net_progress,
+	.sq_release = soft_net_sq_release,
+	.modify = soft_xrc_modify,
+	.to_rtr = soft_qp_op_nop,
+	.reset = xini_net_reset,
 	.destroy = dc_destroy,
 	.always_pass = 1,
 };

@@ -118,6 +118,7 @@ struct net_swqe {
 	uint32_t rereq;	       /* READ: got when last re-requested + 1 */
 	uint32_t ooo, ooo_max; /* READ: packets past the gap since, limit */
 	uint32_t ooo_last;     /* READ: the last one's place, 0: none */
+	uint32_t srqn;	       /* an XRC initiator's: the XRCETH's SRQ */
 	int done;
 	int rd_held; /* READ or atomic: holds one of max_rd_atomic (rd_take) */
 };
@@ -149,7 +150,10 @@ struct soft_net_qp {
 	int family;
 	uint8_t src[16], dst[16]; /* 4 bytes used for AF_INET */
 	uint32_t pmtu;
-	int ud;		  /* a UD QP: datagrams only, none of what follows */
+	int ud; /* a UD QP: datagrams only, none of what follows */
+	/* the transport of its packets: ROCE_RC, or ROCE_XRC for an XRC
+	 * initiator (requests with the XRCETH) or target (responses) */
+	uint8_t base;
 	struct ip_opt ip; /* a UD datagram's AH's (soft_net_ud_send), an RC
 			   * QP's path's (soft_net_connect) */
 	/* requester */
@@ -180,6 +184,11 @@ struct soft_net_qp {
 	_Atomic uint64_t ack_held;
 	int rx_active; /* a SEND in progress */
 	int srq_held;  /* srq_wqe: taken from the QP's SRQ, not completed */
+	/* an XRC target: the XRC SRQ the request in hand names (set by
+	 * responder while it runs), and the number of the last one taken:
+	 * the SEND, WRITE or READ under way's */
+	struct soft_srq *xsrq;
+	uint32_t xsrqn;
 	struct soft_rwqe srq_wqe;
 	uint64_t rx_off;
 	int wr_active; /* a WRITE in progress */
@@ -342,14 +351,20 @@ publish:
 	__atomic_store_n(&flt_on, on, __ATOMIC_RELEASE);
 }
 
+/* flt_rc_xrc -- OPCODE is of RC or of XRC (whose responses are RC's) */
+static int flt_rc_xrc(uint8_t opcode)
+{
+	return (opcode & 0xe0) == ROCE_RC || (opcode & 0xe0) == ROCE_XRC;
+}
+
 /* flt_rdlast_hit -- the packet of LEN bytes at BUF (its BTH first) ends
  * a READ response and is the first of N such (rdlast=N): lost; soft_flt_mtx
  * held */
 static int flt_rdlast_hit(const uint8_t *buf, size_t len)
 {
-	if (!flt_rdlast || len < ROCE_BTH_LEN ||
-	    (buf[0] != (ROCE_RC | ROCE_READ_RESP_LAST) &&
-	     buf[0] != (ROCE_RC | ROCE_READ_RESP_ONLY)))
+	if (!flt_rdlast || len < ROCE_BTH_LEN || !flt_rc_xrc(buf[0]) ||
+	    ((buf[0] & 0x1f) != ROCE_READ_RESP_LAST &&
+	     (buf[0] & 0x1f) != ROCE_READ_RESP_ONLY))
 		return 0;
 	return flt_rdlast_n++ % flt_rdlast == 0;
 }
@@ -358,8 +373,8 @@ static int flt_rdlast_hit(const uint8_t *buf, size_t len)
  * (atmack=N): lost; soft_flt_mtx held */
 static int flt_atmack_hit(const uint8_t *buf, size_t len)
 {
-	if (!flt_atmack || len < ROCE_BTH_LEN ||
-	    buf[0] != (ROCE_RC | ROCE_ATOMIC_ACK))
+	if (!flt_atmack || len < ROCE_BTH_LEN || !flt_rc_xrc(buf[0]) ||
+	    (buf[0] & 0x1f) != ROCE_ATOMIC_ACK)
 		return 0;
 	return flt_atmack_n++ % flt_atmack == 0;
 }
@@ -1009,7 +1024,7 @@ static void send_ack(struct soft_net_qp *nq, uint8_t syndrome, uint32_t psn)
 		atomic_fetch_sub(&acks_held, 1);
 	}
 	memset(&p, 0, sizeof(p));
-	p.bth.opcode = ROCE_RC | ROCE_ACK;
+	p.bth.opcode = nq->base | ROCE_ACK;
 	p.bth.psn = psn & ROCE_PSN_MASK;
 	p.aeth.syndrome = syndrome;
 	p.aeth.msn = nq->msn & ROCE_PSN_MASK;
@@ -1150,17 +1165,17 @@ static uint8_t req_op_only(const struct net_swqe *w)
 {
 	switch (w->op) {
 	case IBV_WR_SEND:
-		return ROCE_RC | ROCE_SEND_ONLY;
+		return ROCE_SEND_ONLY;
 	case IBV_WR_SEND_WITH_IMM:
-		return ROCE_RC | ROCE_SEND_ONLY_IMM;
+		return ROCE_SEND_ONLY_IMM;
 	case IBV_WR_SEND_WITH_INV:
-		return ROCE_RC | ROCE_SEND_ONLY_INV;
+		return ROCE_SEND_ONLY_INV;
 	case IBV_WR_RDMA_WRITE:
-		return ROCE_RC | ROCE_WRITE_ONLY;
+		return ROCE_WRITE_ONLY;
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return ROCE_RC | ROCE_WRITE_ONLY_IMM;
+		return ROCE_WRITE_ONLY_IMM;
 	default:
-		return 0;
+		return 0xff; /* no such opcode: roce_seg_opcode refuses it */
 	}
 }
 
@@ -1174,10 +1189,11 @@ static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
 
 	memset(&p, 0, sizeof(p));
 	p.bth.psn = roce_psn_add(w->psn, k);
+	p.xrc_srqn = w->srqn; /* sent by an XRC initiator only */
 	if (w->op == IBV_WR_RDMA_READ) {
 		uint64_t off = (uint64_t)k * nq->pmtu;
 
-		p.bth.opcode = ROCE_RC | ROCE_READ_REQ;
+		p.bth.opcode = nq->base | ROCE_READ_REQ;
 		p.bth.ackreq = 1;
 		p.reth.va = w->raddr + off;
 		p.reth.rkey = w->rkey;
@@ -1187,9 +1203,9 @@ static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
 	}
 	if (w->op == IBV_WR_ATOMIC_CMP_AND_SWP ||
 	    w->op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		p.bth.opcode = ROCE_RC | (w->op == IBV_WR_ATOMIC_CMP_AND_SWP
-						  ? ROCE_CMP_SWAP
-						  : ROCE_FETCH_ADD);
+		p.bth.opcode = nq->base | (w->op == IBV_WR_ATOMIC_CMP_AND_SWP
+						   ? ROCE_CMP_SWAP
+						   : ROCE_FETCH_ADD);
 		p.bth.ackreq = 1;
 		p.atmeth.va = w->raddr;
 		p.atmeth.rkey = w->rkey;
@@ -1210,7 +1226,7 @@ static void tx_one(struct soft_net_qp *nq, struct net_swqe *w, uint32_t k)
 		pkt_send(nq, &p);
 		return;
 	}
-	op = roce_seg_opcode(req_op_only(w), k, w->npkts);
+	op = roce_seg_opcode((uint8_t)(nq->base | req_op_only(w)), k, w->npkts);
 	if (op < 0)
 		return;
 	p.bth.opcode = (uint8_t)op;
@@ -1636,15 +1652,49 @@ static uint8_t *rkey_va(struct soft_net_qp *nq, uint32_t rkey, uint64_t va,
 	return soft_rkey_target(nq->qp, rkey, va, len, need, &p, lk) ? NULL : p;
 }
 
+/*
+ * xsrq_find -- an XRC target's SRQ number SRQN: the XRC SRQ of its
+ * domain in its context (*srq); 0, ROCE_NAK_INVALID_REQ for a number no
+ * SRQ of its domain has (the target NAKs an invalid request: IBA
+ * 9.7.5.2.9), ROCE_NAK_REMOTE_OP for an SRQ of another context or
+ * process of this host, which the network path does not reach (its
+ * placement is the initiator's work on one host: dc.c; soft/README.md)
+ */
+static int xsrq_find(struct soft_net_qp *nq, uint32_t srqn,
+		     struct soft_srq **srq)
+{
+	const struct soft_xrcd *x = nq->qp->xrcd;
+	struct soft_list *l;
+	uint32_t c, id;
+
+	if (soft_xrc_srq_target(srqn, &c, &id) || !x)
+		return ROCE_NAK_INVALID_REQ;
+	if (c != (uint32_t)nq->ctx->reg_idx)
+		return ROCE_NAK_REMOTE_OP;
+	for (l = nq->ctx->srqs.next; l != &nq->ctx->srqs; l = l->next) {
+		struct soft_srq *s =
+			soft_container_of(l, struct soft_srq, link);
+
+		if (!s->xcq || s->xsrqn != srqn)
+			continue;
+		if (!s->shm || !s->shm->xrcd_id || s->shm->xrcd_id != x->id)
+			return ROCE_NAK_INVALID_REQ;
+		*srq = s;
+		return 0;
+	}
+	return ROCE_NAK_INVALID_REQ;
+}
+
 /* resp_wqe -- the receive WQE of the message in progress: on an SRQ,
  * taken from it at the message's first packet and held by the QP until
  * the message completes (other QPs share the SRQ); NULL: none posted */
 static struct soft_rwqe *resp_wqe(struct soft_net_qp *nq)
 {
 	struct soft_qp *qp = nq->qp;
+	struct soft_srq *srq = nq->xsrq ? nq->xsrq : qp->srq;
 
-	if (qp->srq) {
-		if (!nq->srq_held && !soft_srq_take(qp->srq, &nq->srq_wqe))
+	if (srq) {
+		if (!nq->srq_held && !soft_srq_take(srq, &nq->srq_wqe))
 			nq->srq_held = 1;
 		return nq->srq_held ? &nq->srq_wqe : NULL;
 	}
@@ -1657,7 +1707,7 @@ static void resp_take_wqe(struct soft_net_qp *nq)
 {
 	struct soft_qp *qp = nq->qp;
 
-	if (qp->srq) {
+	if (qp->srq || nq->xsrq) {
 		nq->srq_held = 0;
 		return;
 	}
@@ -1731,7 +1781,8 @@ static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
 		wc.wc_flags |= IBV_WC_WITH_INV;
 	}
 	resp_take_wqe(nq);
-	soft_cq_push(qp->rcq, &wc, p->bth.se);
+	/* an XRC target's receives complete on the SRQ's CQ */
+	soft_cq_push(nq->xsrq ? nq->xsrq->xcq : qp->rcq, &wc, p->bth.se);
 	if (st != IBV_WC_SUCCESS)
 		soft_qp_to_error(qp);
 }
@@ -1773,10 +1824,25 @@ static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
 static void resp_burst(struct soft_net_qp *nq)
 {
 	uint8_t data[ROCE_MAX_PMTU];
+	struct soft_pd *pd = nq->qp->pd;
 	pthread_mutex_t *lk;
 	struct roce_pkt r;
-	int i;
+	int i, xpd = 0;
 
+	if (nq->base == ROCE_XRC && !nq->xsrq) {
+		/* an XRC target's READ, between bursts: its SRQ's PD, if
+		 * the SRQ is still there */
+		struct soft_srq *srq = NULL;
+
+		if (xsrq_find(nq, nq->xsrqn, &srq)) {
+			nq->rs_active = 0;
+			resp_err(nq, ROCE_NAK_REMOTE_ACCESS,
+				 roce_psn_add(nq->rs_psn, nq->rs_k));
+			return;
+		}
+		nq->qp->pd = srq->pd;
+		xpd = 1;
+	}
 	batch_begin();
 	for (i = 0; i < NET_RD_BURST && nq->rs_active; i++) {
 		uint32_t k = nq->rs_k;
@@ -1784,7 +1850,7 @@ static void resp_burst(struct soft_net_qp *nq)
 
 		memset(&r, 0, sizeof(r));
 		r.bth.opcode = (uint8_t)roce_seg_opcode(
-			ROCE_RC | ROCE_READ_RESP_ONLY, k, nq->rs_n);
+			nq->base | ROCE_READ_RESP_ONLY, k, nq->rs_n);
 		r.bth.psn = roce_psn_add(nq->rs_psn, k);
 		r.aeth.syndrome = ROCE_AETH_ACK | 0x1f;
 		r.aeth.msn = nq->msn & ROCE_PSN_MASK;
@@ -1810,6 +1876,8 @@ static void resp_burst(struct soft_net_qp *nq)
 			nq->rs_active = 0;
 	}
 	batch_end();
+	if (xpd)
+		nq->qp->pd = pd;
 }
 
 static void df_free(struct soft_net_qp *nq)
@@ -1912,7 +1980,7 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 	nq->atm_n++;
 	nq->msn++;
 	memset(&r, 0, sizeof(r));
-	r.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
+	r.bth.opcode = nq->base | ROCE_ATOMIC_ACK;
 	r.bth.psn = p->bth.psn;
 	r.aeth.msn = nq->msn & ROCE_PSN_MASK;
 	r.atmack = orig;
@@ -2033,8 +2101,54 @@ static int rd_atomic_refused(struct soft_net_qp *nq, uint32_t psn)
 	return 1;
 }
 
-/* responder -- a request packet */
+static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p);
+
+/*
+ * responder -- a request packet.  An XRC target's names, in its XRCETH,
+ * the XRC SRQ that takes it: of the target's domain (else NAK invalid
+ * request), the same in every packet of a message; its WQEs, its CQ and
+ * its PD (the rkeys of WRITE, READ and atomics) serve the request, as an
+ * HCA's XRC target takes them (the target has none of its own)
+ */
 static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
+{
+	struct soft_qp *qp = nq->qp;
+	struct soft_pd *pd = qp->pd;
+	struct soft_srq *srq = NULL;
+	int32_t d = roce_psn_cmp(p->bth.psn, nq->epsn);
+	int nak;
+
+	if (nq->base != ROCE_XRC || d > 0 || qp->state < IBV_QPS_RTR ||
+	    qp->state == IBV_QPS_ERR) {
+		rc_responder(nq, p); /* no SRQ needed: nothing taken */
+		return;
+	}
+	nak = xsrq_find(nq, p->xrc_srqn, &srq);
+	if (!nak && d == 0 && (nq->rx_active || nq->wr_active) &&
+	    p->xrc_srqn != nq->xsrqn)
+		nak = ROCE_NAK_INVALID_REQ; /* a message changing SRQ */
+	if (nak) {
+		if (d < 0)
+			return; /* a duplicate naming none: dropped */
+		ack_flush(nq);	/* what came before: acknowledged first */
+		nq->rx_active = 0;
+		nq->wr_active = 0;
+		resp_err(nq, (uint8_t)nak, p->bth.psn);
+		return;
+	}
+	nq->xsrq = srq;
+	/* the message under way's; a repeated READ restarts its response
+	 * (resp_read), whose later bursts take this SRQ's PD */
+	if (d == 0 || (p->bth.opcode & 0x1f) == ROCE_READ_REQ)
+		nq->xsrqn = p->xrc_srqn;
+	qp->pd = srq->pd;
+	rc_responder(nq, p);
+	qp->pd = pd;
+	nq->xsrq = NULL;
+}
+
+/* rc_responder -- a request packet, RC's responder */
+static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
 	struct soft_qp *qp = nq->qp;
 	uint8_t op = p->bth.opcode & 0x1f;
@@ -2068,7 +2182,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 				return;
 			ack_flush(nq);
 			memset(&a, 0, sizeof(a));
-			a.bth.opcode = ROCE_RC | ROCE_ATOMIC_ACK;
+			a.bth.opcode = nq->base | ROCE_ATOMIC_ACK;
 			a.bth.psn = psn;
 			a.aeth.msn = nq->msn & ROCE_PSN_MASK;
 			a.atmack = orig;
@@ -2311,7 +2425,7 @@ static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len,
 		return;
 	memcpy(&fw, buf, sizeof(fw));
 	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
-	    (p.bth.opcode & 0xe0) != ROCE_RC || p.bth.dqpn != nq->qpn)
+	    (p.bth.opcode & 0xe0) != nq->base || p.bth.dqpn != nq->qpn)
 		return;
 	/* only the peer's address speaks for the peer (IB mode: on the
 	 * QP's primary path, or on its alternate, iblink.c) */
@@ -3308,12 +3422,16 @@ void soft_net_connect(struct soft_qp *qp)
 	uint32_t n;
 	int i;
 
-	if (qp->net || qp->type != IBV_QPT_RC || !net_enabled())
+	if (qp->net ||
+	    (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_SEND &&
+	     qp->type != IBV_QPT_XRC_RECV) ||
+	    !net_enabled())
 		return; /* unreachable path: sends time out (RETRY_EXC_ERR) */
 	nq = calloc(1, sizeof(*nq));
 	if (!nq)
 		return;
 	nq->qp = qp;
+	nq->base = qp->type == IBV_QPT_RC ? ROCE_RC : ROCE_XRC;
 	nq->ctx = qp->ctx;
 	nq->qpn = qp->qpx.qp_base.qp_num;
 	nq->dqpn = qp->attr.dest_qp_num & ROCE_QPN_MASK;
@@ -3518,6 +3636,12 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	uint64_t len = 0;
 	int i;
 
+	/* an XRC initiator's operations, as on one host (dc.c's dc_take) */
+	if (nq->base == ROCE_XRC &&
+	    (wr->opcode == IBV_WR_SEND_WITH_INV ||
+	     wr->opcode == IBV_WR_ATOMIC_WRITE ||
+	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV))
+		return EINVAL;
 	switch (wr->opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
@@ -3609,6 +3733,12 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 		w->imm = ntohl(wr->imm_data);
 	if (wr->opcode == IBV_WR_SEND_WITH_INV)
 		w->inv = wr->invalidate_rkey;
+	/* the XRCETH's 24 bits: a larger number, which no SRQ has, goes
+	 * as 0, which none has either (the target NAKs it, as on one host) */
+	if (nq->base == ROCE_XRC)
+		w->srqn = wr->qp_type.xrc.remote_srqn <= ROCE_SRQN_MASK
+				  ? wr->qp_type.xrc.remote_srqn
+				  : 0;
 	w->npkts = w->status ? 0
 		   : (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
@@ -3712,6 +3842,7 @@ void soft_net_progress(struct soft_qp *qp)
 		while (nq->tail < nq->head)
 			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);
 		if (nq->srq_held) { /* the SRQ's WQE of a broken message */
+			struct soft_srq *srq = NULL;
 			struct ibv_wc wc;
 
 			memset(&wc, 0, sizeof(wc));
@@ -3719,7 +3850,11 @@ void soft_net_progress(struct soft_qp *qp)
 			wc.status = IBV_WC_WR_FLUSH_ERR;
 			wc.qp_num = nq->qpn;
 			nq->srq_held = 0;
-			soft_cq_push(qp->rcq, &wc, 0);
+			/* an XRC target's: on its SRQ's CQ, if still there */
+			if (nq->base != ROCE_XRC)
+				soft_cq_push(qp->rcq, &wc, 0);
+			else if (!xsrq_find(nq, nq->xsrqn, &srq))
+				soft_cq_push(srq->xcq, &wc, 0);
 		}
 	}
 }

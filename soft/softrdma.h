@@ -1797,6 +1797,8 @@ int soft_xrc_ini(struct soft_qp *qp);
 void soft_qp_retype(struct soft_qp *qp, enum ibv_qp_type type,
 		    const struct soft_qp_ops *ops);
 extern const struct soft_qp_ops soft_xini_ops, soft_xtgt_ops;
+/* the same to another host (RoCE v2, net.c): set at INIT->RTR */
+extern const struct soft_qp_ops soft_xini_net_ops, soft_xtgt_net_ops;
 /* data.c: a DCT's SRQ: the receive completions initiators produced */
 void soft_srq_drain(struct soft_srq *srq);
 /* data.c: a UD/UC QP's SRQ WQEs: its lock (-1 busy), release, consume */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "net.h"
 #include "softrdma.h"
 
 /*
@@ -443,10 +444,10 @@ static int av_remote(const struct ibv_ah_attr *ah)
 
 /*
  * soft_xrc_modify -- ibv_modify_qp of an XRC initiator or target: the
- * kernel's state table; a primary or alternate path to another host (a
- * GID, or a LID in the IB mode) is refused with EOPNOTSUPP (XRC is
- * carried between processes of one host only: soft/README.md), rather
- * than left to time out or to reach this host's QP of that number
+ * kernel's state table.  A primary or alternate path to another host (a
+ * GID, or a LID in the IB mode) goes over the network with SOFTRDMA_NET=1
+ * (the QP's to_rtr); without it, it is refused with EOPNOTSUPP rather than
+ * left to time out or to reach this host's QP of that number
  */
 int soft_xrc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
@@ -455,13 +456,44 @@ int soft_xrc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask)
 	enum ibv_qp_state to =
 		(mask & IBV_QP_STATE) ? attr->qp_state : qp->state;
 
-	if ((to == IBV_QPS_RTR || to == IBV_QPS_RTS) &&
+	if ((to == IBV_QPS_RTR || to == IBV_QPS_RTS) && !soft_net_enabled() &&
 	    (((mask & IBV_QP_AV) && av_remote(&attr->ah_attr)) ||
 	     ((mask & IBV_QP_ALT_PATH) && av_remote(&attr->alt_ah_attr)))) {
 		errno = EOPNOTSUPP;
 		return EOPNOTSUPP;
 	}
 	return soft_qp_modify(qp, attr, mask);
+}
+
+/*
+ * xtgt_to_rtr -- INIT->RTR of a target: an initiator of this host does
+ * the target's work itself (dc.c's xrc_run); another host's is answered
+ * by RC's network responder in the target's process (net.c), which takes
+ * each message's WQE from the XRC SRQ its XRCETH names; lock held
+ */
+static void xtgt_to_rtr(struct soft_qp *qp)
+{
+	if (soft_ah_local(&qp->attr.ah_attr))
+		return;
+	soft_net_connect(qp);
+	if (qp->net)
+		qp->ops = &soft_xtgt_net_ops;
+}
+
+/* xtgt_net_progress -- the network responder's share of a pass (IB mode:
+ * the links followed, as an RC QP's, apm.c); lock held */
+static void xtgt_net_progress(struct soft_qp *qp)
+{
+	if (soft_link_ib)
+		soft_apm_check(qp);
+	soft_net_progress(qp);
+}
+
+/* xtgt_net_reset -- back to RESET: off the network path (released by
+ * qp_reset's soft_qp_disconnect); lock held */
+static void xtgt_net_reset(struct soft_qp *qp)
+{
+	qp->ops = &soft_xtgt_ops;
 }
 
 /* an XRC target: the kernel's state table (XRC_TGT column), nothing to
@@ -474,9 +506,24 @@ const struct soft_qp_ops soft_xtgt_ops = {
 	.flush = soft_qp_op_nop,
 	.sq_release = soft_qp_op_nop,
 	.modify = soft_xrc_modify,
-	.to_rtr = soft_qp_op_nop,
+	.to_rtr = xtgt_to_rtr,
 	.reset = soft_qp_op_nop,
 	.destroy = xtgt_destroy,
+};
+
+/* a target of an initiator on another host: RC's responder (net.c) */
+const struct soft_qp_ops soft_xtgt_net_ops = {
+	.name = "xrc_tgt-net",
+	.post_send = xtgt_post_send,
+	.post_recv = xtgt_post_recv,
+	.progress = xtgt_net_progress,
+	.flush = soft_net_progress,
+	.sq_release = soft_qp_op_nop,
+	.modify = soft_xrc_modify,
+	.to_rtr = soft_qp_op_nop,
+	.reset = xtgt_net_reset,
+	.destroy = xtgt_destroy,
+	.always_pass = 1,
 };
 
 /* xopen_modify -- a handle's modify: the target's own, where it is on

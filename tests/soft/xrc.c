@@ -293,9 +293,10 @@ static void test_args(struct tctx *t, int fd)
 
 /* ib_paths -- in the IB mode (a process of its own: the mode is read once
  * a process), an initiator's paths by LID: to a port of this host taken,
- * to a LID no port has refused with EOPNOTSUPP (another host's: a QP of
- * that number here must not be reached), as its alternate path too; bits
- * of what failed */
+ * to a LID no port has refused with EOPNOTSUPP without SOFTRDMA_NET
+ * (another host's: a QP of that number here must not be reached; with it,
+ * the network path: tests/netns/xrc-hosts.sh), as its alternate path too;
+ * bits of what failed */
 static int ib_paths(void)
 {
 	struct ibv_port_attr pa;
@@ -364,6 +365,9 @@ int main(void)
 	pid_t pid;
 	int fd, rfd, wfd, n;
 
+	/* without the network path: another host's XRC paths are refused
+	 * (with it they are carried: tests/netns/xrc-hosts.sh) */
+	unsetenv("SOFTRDMA_NET");
 	t_isolate("xrc");
 	/* first: a child that has not opened the device yet reads the mode */
 	n = t_fork_reap(ib_paths);
@@ -371,8 +375,9 @@ int main(void)
 		"IB mode: an initiator's path by LID to this host taken"))
 		diag("  its exit status %d", n);
 	ok(n >= 0 && n < 256 && !(n & 6),
-	   "IB mode: a DLID no port of this host has (another host's), as "
-	   "primary or alternate path: EOPNOTSUPP, the QP left in INIT");
+	   "IB mode, no SOFTRDMA_NET: a DLID no port of this host has "
+	   "(another host's), as primary or alternate path: EOPNOTSUPP, the "
+	   "QP left in INIT");
 	snprintf(path, sizeof(path), "/tmp/xrc-test-%d", (int)getpid());
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
@@ -449,13 +454,15 @@ int main(void)
 	fg.raw[3] = 0xb8;
 	fg.raw[15] = 1;
 	ok(far && ini_up(far, tgt->qp_num, &fg, 7) == -1,
-	   "an initiator towards another host's GID: INIT->RTR refused");
+	   "no SOFTRDMA_NET: an initiator towards another host's GID: "
+	   "INIT->RTR refused");
 	t_rtr_attr(&qa, tgt->qp_num, &fg);
 	ok(far && ibv_modify_qp(far, &qa,
 				IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 					IBV_QP_DEST_QPN | IBV_QP_RQ_PSN) ==
 			   EOPNOTSUPP,
-	   "... with EOPNOTSUPP (XRC between hosts is not carried)");
+	   "... with EOPNOTSUPP (XRC between hosts needs the network "
+	   "path)");
 	if (far)
 		ibv_destroy_qp(far);
 

@@ -1,0 +1,551 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xrc_peer.c -- XRC between two hosts of the namespace fabric (softrdma's
+ * RoCE v2 path, SOFTRDMA_NET=1; by LID with SOFTRDMA_LINK=ib), run by
+ * tests/netns/xrc-hosts.sh:
+ *
+ *   xrc_peer server PORT MODE       the target host; TAP on stdout
+ *   xrc_peer client ADDR PORT MODE  the initiator host; TAP on stdout
+ *
+ * MODE: "full", or "fault" (the shell sets SOFTRDMA_TEST_NETFAULT: the
+ * traffic checks only, each message once and in order).  The server has
+ * two private domains: XRC SRQ A of the first (102 receives posted), B
+ * of the first (none posted) and C of the second; targets 1 (to A), 2
+ * (B) and 3 (C) of the first domain; an MR for RDMA and a counter for the
+ * atomics.  The client's initiator 1 sends 100 messages of 1 B to 64 KiB
+ * (multi-packet at MTU 1024) through target 1 to SRQ A, a SEND_WITH_IMM,
+ * an RDMA WRITE, WRITE_WITH_IMM, READ and two atomics; the server finds
+ * each message once, in order, intact, with its target's qp_num and the
+ * initiator's src_qp.  Then ("full") initiator 2 sends to SRQ C through
+ * target 3 (another domain's SRQ: IBV_WC_REM_INV_REQ_ERR) and initiator 3,
+ * rnr_retry 1, to the empty SRQ B (IBV_WC_RNR_RETRY_EXC_ERR).
+ */
+#include <endian.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tap.h"
+#include "../soft/common.h"
+#include "tcp_exch.h"
+
+#define NMSG  100
+#define BIG   65536
+#define NRECV (NMSG + 2) /* and a SEND_WITH_IMM's, a WRITE_WITH_IMM's */
+#define WLEN  5000	 /* the RDMA WRITE and READ */
+#define IMM   0x1234abcdu
+#define WIMM  0x5678u
+
+/* what the hosts tell each other: the server its targets, SRQ numbers,
+ * MR; the client its initiators; both their GID and LID */
+struct xinfo {
+	uint32_t qpn[3];
+	uint32_t srqn[3];
+	uint32_t rkey;
+	uint16_t lid;
+	uint16_t pad;
+	uint64_t addr;
+	uint8_t gid[16];
+};
+
+struct peer {
+	struct tctx t;
+	struct ibv_mr *mr;
+	char *buf;
+	size_t len;
+	int ib;	 /* SOFTRDMA_LINK=ib: AVs by LID */
+	int gix; /* our GID's index (RoCE) */
+	uint16_t lid;
+	union ibv_gid gid;
+};
+
+/* pat -- byte i of pattern seed: common.c's t_fill repeats every 256
+ * bytes, so a packet of a message placed at another packet's offset
+ * would pass; this one differs at every multiple of 256 below 64 KiB */
+static char pat(unsigned seed, size_t i)
+{
+	return (char)(seed * 31 + i * 7 + (i >> 8) * 13 + 1);
+}
+
+static void pfill(char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = pat(seed, i);
+}
+
+static int pfilled(const char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != pat(seed, i))
+			return 0;
+	return 1;
+}
+
+/* msg_len -- message i's size: 1 B to 64 KiB */
+static uint32_t msg_len(int i)
+{
+	return 1 + (uint32_t)((uint64_t)i * (BIG - 1) / (NMSG - 1));
+}
+
+/* peer_open -- device, PD, CQ, one MR of len bytes; our GID and LID */
+static void peer_open(struct peer *p, size_t len)
+{
+	static const uint8_t v4[14] = {0, 0, 0, 0,    0,    0,	0,
+				       0, 0, 0, 0xff, 0xff, 10, 231};
+	struct ibv_port_attr pa;
+	const char *link = getenv("SOFTRDMA_LINK");
+
+	p->ib = link && !strcmp(link, "ib");
+	if (t_open(&p->t, 512))
+		bail_out("no device");
+	p->len = len;
+	p->buf = calloc(1, len);
+	if (!p->buf)
+		bail_out("memory");
+	p->mr = ibv_reg_mr(p->t.pd, p->buf, len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC);
+	if (!p->mr || ibv_query_port(p->t.ctx, 1, &pa))
+		bail_out("mr, port");
+	p->lid = pa.lid;
+	p->gix = p->ib ? 0 : t_find_gid(p->t.ctx, v4, sizeof(v4));
+	if (p->gix < 0 || ibv_query_gid(p->t.ctx, 1, p->gix, &p->gid))
+		bail_out("no GID of 10.231.0.0/16");
+}
+
+static void peer_close(struct peer *p)
+{
+	ibv_dereg_mr(p->mr);
+	free(p->buf);
+	t_close(&p->t);
+}
+
+/* av -- the path to the other host: its GID, or in the IB mode its LID */
+static void av(const struct peer *p, struct ibv_qp_attr *a,
+	       const struct xinfo *o, uint32_t dqpn)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTR;
+	a->path_mtu = IBV_MTU_1024;
+	a->dest_qp_num = dqpn;
+	a->ah_attr.port_num = 1;
+	if (p->ib) {
+		a->ah_attr.dlid = o->lid;
+		return;
+	}
+	a->ah_attr.is_global = 1;
+	a->ah_attr.grh.sgid_index = (uint8_t)p->gix;
+	a->ah_attr.grh.hop_limit = 64;
+	memcpy(a->ah_attr.grh.dgid.raw, o->gid, 16);
+}
+
+/* xsrq -- an XRC SRQ of x taking max_wr receives, completing on our CQ */
+static struct ibv_srq *xsrq(struct peer *p, struct ibv_xrcd *x)
+{
+	struct ibv_srq_init_attr_ex a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+		      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	a.srq_type = IBV_SRQT_XRC;
+	a.attr.max_wr = 128;
+	a.attr.max_sge = 1;
+	a.pd = p->t.pd;
+	a.xrcd = x;
+	a.cq = p->t.cq;
+	return ibv_create_srq_ex(p->t.ctx, &a);
+}
+
+static struct ibv_xrcd *xrcd(struct peer *p)
+{
+	struct ibv_xrcd_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+	a.fd = -1;
+	a.oflags = O_CREAT;
+	return ibv_open_xrcd(p->t.ctx, &a);
+}
+
+/* tgt_rtr -- a target of x to RTR towards initiator dqpn on the client */
+static struct ibv_qp *tgt_rtr(struct peer *p, struct ibv_xrcd *x,
+			      const struct xinfo *o, uint32_t dqpn)
+{
+	struct ibv_qp_init_attr_ex ia;
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_XRC_RECV;
+	ia.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	ia.xrcd = x;
+	qp = ibv_create_qp_ex(p->t.ctx, &ia);
+	if (!qp ||
+	    t_qp_init(qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				  IBV_ACCESS_REMOTE_ATOMIC))
+		bail_out("target");
+	av(p, &a, o, dqpn);
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1; /* 0.01 ms */
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		bail_out("target to RTR: %s", strerror(errno));
+	return qp;
+}
+
+/* ini -- an initiator on our PD and CQ (not yet connected), with the
+ * ibv_wr_* interface */
+static struct ibv_qp *ini(struct peer *p)
+{
+	struct ibv_qp_init_attr_ex a;
+	struct ibv_qp *qp;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_XRC_SEND;
+	a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	a.pd = p->t.pd;
+	a.send_cq = p->t.cq;
+	a.cap.max_send_wr = 32;
+	a.cap.max_send_sge = 1;
+	qp = ibv_create_qp_ex(p->t.ctx, &a);
+	if (!qp || t_qp_init(qp, 0))
+		bail_out("initiator");
+	return qp;
+}
+
+/* ini_rts -- an initiator to RTS towards target dqpn on the server */
+static int ini_rts(struct peer *p, struct ibv_qp *qp, const struct xinfo *o,
+		   uint32_t dqpn, int rnr_retry)
+{
+	struct ibv_qp_attr a;
+
+	av(p, &a, o, dqpn);
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+		return -1;
+	return t_qp_rts(qp, rnr_retry, 14, 7);
+}
+
+/* xpost -- one signalled WR on qp to SRQ srqn: op over len bytes at our
+ * buffer's off, remote raddr/rkey where it has them */
+static int xpost(struct peer *p, struct ibv_qp *qp, enum ibv_wr_opcode op,
+		 size_t off, uint32_t len, uint32_t srqn, uint64_t wr_id,
+		 uint64_t raddr, uint32_t rkey, uint64_t add, uint64_t swap)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)p->buf + off;
+	sge.length = len;
+	sge.lkey = p->mr->lkey;
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	if (op == IBV_WR_SEND_WITH_IMM)
+		wr.imm_data = htobe32(IMM);
+	if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
+		wr.imm_data = htobe32(WIMM);
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	    op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = add;
+		wr.wr.atomic.swap = swap;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* one -- the completion of the one WR outstanding: its status, or -1 */
+static int one(struct peer *p, uint64_t wr_id)
+{
+	struct ibv_wc wc;
+
+	if (t_wait(p->t.cq, &wc, 1, 30000) != 1)
+		return -1;
+	if (wc.wr_id != wr_id)
+		diag("completion of %llu, want %llu (status %d)",
+		     (unsigned long long)wc.wr_id, (unsigned long long)wr_id,
+		     wc.status);
+	return wc.wr_id == wr_id ? (int)wc.status : -1;
+}
+
+/* server -- the target host */
+static void server(int port, int full)
+{
+	/* receives at NRECV x BIG, then the RDMA area, then the counter */
+	const size_t rdma = (size_t)NRECV * BIG, ctr = rdma + BIG;
+	struct ibv_xrcd *x, *x2;
+	struct ibv_srq *sa, *sb, *sc;
+	struct ibv_qp *t1, *t2, *t3;
+	struct xinfo me, o;
+	struct peer p;
+	struct ibv_wc wc;
+	uint64_t *counter;
+	int fd, i, bad = 0, order = 0, ids = 0, imm = 0, wimm = 0, extra;
+	char c = 0;
+
+	peer_open(&p, ctr + 64);
+	counter = (uint64_t *)(void *)(p.buf + ctr);
+	*counter = 100;
+	x = xrcd(&p);
+	x2 = xrcd(&p);
+	if (!x || !x2)
+		bail_out("domains");
+	sa = xsrq(&p, x);
+	sb = xsrq(&p, x);
+	sc = xsrq(&p, x2);
+	if (!sa || !sb || !sc)
+		bail_out("SRQs");
+	for (i = 0; i < NRECV; i++)
+		if (t_post_srq_recv(sa, p.buf + (size_t)i * BIG, BIG,
+				    p.mr->lkey, (uint64_t)i))
+			bail_out("srq recv %d", i);
+	memset(&me, 0, sizeof(me));
+	if (ibv_get_srq_num(sa, &me.srqn[0]) ||
+	    ibv_get_srq_num(sb, &me.srqn[1]) ||
+	    ibv_get_srq_num(sc, &me.srqn[2]))
+		bail_out("srq numbers");
+	me.rkey = p.mr->rkey;
+	me.addr = (uintptr_t)p.buf;
+	me.lid = p.lid;
+	memcpy(me.gid, p.gid.raw, 16);
+
+	fd = tcp_accept(port);
+	xfer(fd, &o, sizeof(o), 0); /* the client's initiators first */
+	t1 = tgt_rtr(&p, x, &o, o.qpn[0]);
+	t2 = tgt_rtr(&p, x, &o, o.qpn[1]);
+	t3 = tgt_rtr(&p, x, &o, o.qpn[2]);
+	me.qpn[0] = t1->qp_num;
+	me.qpn[1] = t2->qp_num;
+	me.qpn[2] = t3->qp_num;
+	xfer(fd, &me, sizeof(me), 1);
+
+	/* 100 SENDs, a SEND_WITH_IMM, a WRITE_WITH_IMM: each once, in
+	 * order, into SRQ A through target 1 */
+	for (i = 0; i < NRECV; i++) {
+		if (t_wait(p.t.cq, &wc, 1, 60000) != 1) {
+			diag("receive %d: none", i);
+			break;
+		}
+		if (wc.status != IBV_WC_SUCCESS) {
+			diag("receive %d: status %d", i, wc.status);
+			bad++;
+			continue;
+		}
+		if (wc.wr_id != (uint64_t)i)
+			order++;
+		if (wc.qp_num != t1->qp_num || wc.src_qp != o.qpn[0])
+			ids++;
+		if (i < NMSG &&
+		    (wc.opcode != IBV_WC_RECV || wc.byte_len != msg_len(i) ||
+		     (wc.wc_flags & IBV_WC_WITH_IMM) ||
+		     !pfilled(p.buf + (size_t)wc.wr_id * BIG, msg_len(i),
+			      (unsigned)i + 1)))
+			bad++;
+		if (i == NMSG)
+			imm = wc.opcode == IBV_WC_RECV && wc.byte_len == 3000 &&
+			      (wc.wc_flags & IBV_WC_WITH_IMM) &&
+			      wc.imm_data == htobe32(IMM) &&
+			      pfilled(p.buf + (size_t)NMSG * BIG, 3000, 5);
+		if (i == NMSG + 1)
+			wimm = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+			       (wc.wc_flags & IBV_WC_WITH_IMM) &&
+			       wc.imm_data == htobe32(WIMM) &&
+			       wc.byte_len == 100;
+	}
+	ok(i == NRECV && !bad,
+	   "%d messages of 1 B to 64 KiB through the target into SRQ A, "
+	   "intact (%d bad)",
+	   NMSG, bad);
+	ok(i == NRECV && !order, "... each once, in order (%d out of order)",
+	   order);
+	ok(i == NRECV && !ids,
+	   "... qp_num the target's (%u), src_qp the initiator's (%u): %d "
+	   "not",
+	   t1->qp_num, o.qpn[0], ids);
+	ok(imm, "SEND_WITH_IMM: its immediate, 3000 bytes");
+	ok(wimm, "RDMA WRITE_WITH_IMM: a WQE of SRQ A, its immediate");
+
+	xfer(fd, &c, 1, 0); /* the client is done with traffic */
+	ok(pfilled(p.buf + rdma, WLEN, 77) &&
+		   pfilled(p.buf + rdma + WLEN, 100, 78),
+	   "RDMA WRITE and WRITE_WITH_IMM placed through the target "
+	   "(rkey of SRQ A's PD)");
+	ok(*counter == 7, "FETCH_ADD then CMP_SWAP: the counter is 7 (%llu)",
+	   (unsigned long long)*counter);
+	extra = ibv_poll_cq(p.t.cq, 1, &wc);
+	ok(extra == 0, "no completion more (%d)", extra);
+	if (full) {
+		ok(t_qp_state(t3) == IBV_QPS_ERR,
+		   "target 3, which a request named another domain's SRQ "
+		   "through, in ERR (its responder NAKed it)");
+		ok(t_qp_state(t2) == IBV_QPS_RTR,
+		   "target 2 (RNR NAKs only) still in RTR");
+	}
+	c = 1;
+	xfer(fd, &c, 1, 1);
+	close(fd);
+	ibv_destroy_qp(t1);
+	ibv_destroy_qp(t2);
+	ibv_destroy_qp(t3);
+	ibv_destroy_srq(sa);
+	ibv_destroy_srq(sb);
+	ibv_destroy_srq(sc);
+	ok(!ibv_close_xrcd(x) && !ibv_close_xrcd(x2), "domains closed");
+	peer_close(&p);
+}
+
+/* client -- the initiator host */
+static void client(const char *addr, int port, int full)
+{
+	const size_t rd = (size_t)NMSG * BIG, atm = rd + BIG;
+	struct ibv_qp *i1, *i2, *i3, *spare;
+	struct ibv_qp_ex *qx;
+	struct xinfo me, o;
+	struct ibv_wc wc;
+	struct peer p;
+	uint64_t *res = NULL;
+	int fd, i, n, out = 0, bad = 0, st;
+	char c = 0;
+
+	peer_open(&p, atm + 64);
+	spare = ini(&p); /* our initiators' numbers unlike the targets' */
+	i1 = ini(&p);
+	i2 = ini(&p);
+	i3 = ini(&p);
+	memset(&me, 0, sizeof(me));
+	me.qpn[0] = i1->qp_num;
+	me.qpn[1] = i2->qp_num;
+	me.qpn[2] = i3->qp_num;
+	me.lid = p.lid;
+	memcpy(me.gid, p.gid.raw, 16);
+	fd = tcp_connect(addr, port);
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &o, sizeof(o), 0);
+	ok(!ini_rts(&p, i1, &o, o.qpn[0], 7) &&
+		   !ini_rts(&p, i2, &o, o.qpn[1], 1) &&
+		   !ini_rts(&p, i3, &o, o.qpn[2], 7),
+	   "initiators to RTS towards the other host's targets (%s)",
+	   p.ib ? "by LID" : "by GID");
+
+	/* 100 messages, up to 16 in flight, each from its own buffer (a
+	 * packet sent again is read again) */
+	for (i = 0; i < NMSG || out;) {
+		if (i < NMSG && out < 16) {
+			size_t off = (size_t)i * BIG;
+
+			pfill(p.buf + off, msg_len(i), (unsigned)i + 1);
+			if (xpost(&p, i1, IBV_WR_SEND, off, msg_len(i),
+				  o.srqn[0], (uint64_t)i, 0, 0, 0, 0))
+				bail_out("post %d", i);
+			out++;
+			i++;
+			continue;
+		}
+		n = t_wait(p.t.cq, &wc, 1, 60000);
+		if (n != 1)
+			bail_out("send completion: none");
+		if (wc.status != IBV_WC_SUCCESS)
+			bad++;
+		out--;
+	}
+	ok(!bad, "%d SENDs of 1 B to 64 KiB completed (%d not)", NMSG, bad);
+	/* the SEND_WITH_IMM through ibv_wr_*: ibv_wr_set_xrc_srqn */
+	pfill(p.buf, 3000, 5);
+	qx = ibv_qp_to_qp_ex(i1);
+	ibv_wr_start(qx);
+	qx->wr_id = 1000;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(qx, htobe32(IMM));
+	ibv_wr_set_xrc_srqn(qx, o.srqn[0]);
+	ibv_wr_set_sge(qx, p.mr->lkey, (uintptr_t)p.buf, 3000);
+	st = ibv_wr_complete(qx);
+	is_int(st ? -2 : one(&p, 1000), IBV_WC_SUCCESS,
+	       "SEND_WITH_IMM (ibv_wr_send_imm, ibv_wr_set_xrc_srqn)");
+	pfill(p.buf, WLEN, 77);
+	st = xpost(&p, i1, IBV_WR_RDMA_WRITE, 0, WLEN, o.srqn[0], 1001,
+		   o.addr + (size_t)NRECV * BIG, o.rkey, 0, 0);
+	is_int(st ? -2 : one(&p, 1001), IBV_WC_SUCCESS, "RDMA WRITE, 5000 B");
+	pfill(p.buf + WLEN, 100, 78);
+	st = xpost(&p, i1, IBV_WR_RDMA_WRITE_WITH_IMM, WLEN, 100, o.srqn[0],
+		   1002, o.addr + (size_t)NRECV * BIG + WLEN, o.rkey, 0, 0);
+	is_int(st ? -2 : one(&p, 1002), IBV_WC_SUCCESS,
+	       "RDMA WRITE_WITH_IMM, 100 B");
+	memset(p.buf + rd, 0, WLEN);
+	st = xpost(&p, i1, IBV_WR_RDMA_READ, rd, WLEN, o.srqn[0], 1003,
+		   o.addr + (size_t)NRECV * BIG, o.rkey, 0, 0);
+	is_int(st ? -2 : one(&p, 1003), IBV_WC_SUCCESS, "RDMA READ, 5000 B");
+	ok(pfilled(p.buf + rd, WLEN, 77), "... what the WRITE wrote");
+	res = (uint64_t *)(void *)(p.buf + atm);
+	*res = 0;
+	st = xpost(&p, i1, IBV_WR_ATOMIC_FETCH_AND_ADD, atm, 8, o.srqn[0], 1004,
+		   o.addr + (size_t)NRECV * BIG + BIG, o.rkey, 5, 0);
+	is_int(st ? -2 : one(&p, 1004), IBV_WC_SUCCESS, "FETCH_ADD 5");
+	ok(*res == 100, "... the counter was 100 (%llu)",
+	   (unsigned long long)*res);
+	st = xpost(&p, i1, IBV_WR_ATOMIC_CMP_AND_SWP, atm, 8, o.srqn[0], 1005,
+		   o.addr + (size_t)NRECV * BIG + BIG, o.rkey, 105, 7);
+	is_int(st ? -2 : one(&p, 1005), IBV_WC_SUCCESS, "CMP_SWAP 105 -> 7");
+	ok(*res == 105, "... the counter was 105 (%llu)",
+	   (unsigned long long)*res);
+	if (full) {
+		/* another domain's SRQ (C), through target 3 */
+		st = xpost(&p, i3, IBV_WR_SEND, 0, 8, o.srqn[2], 2000, 0, 0, 0,
+			   0);
+		is_int(st ? -2 : one(&p, 2000), IBV_WC_REM_INV_REQ_ERR,
+		       "a SEND to another domain's XRC SRQ: "
+		       "IBV_WC_REM_INV_REQ_ERR");
+		ok(t_qp_state(i3) == IBV_QPS_ERR, "... the initiator in ERR");
+		/* the empty SRQ B, through target 2, rnr_retry 1 */
+		st = xpost(&p, i2, IBV_WR_SEND, 0, 8, o.srqn[1], 2001, 0, 0, 0,
+			   0);
+		is_int(st ? -2 : one(&p, 2001), IBV_WC_RNR_RETRY_EXC_ERR,
+		       "a SEND to an empty XRC SRQ, rnr_retry 1: "
+		       "IBV_WC_RNR_RETRY_EXC_ERR");
+		/* an SRQ number over 24 bits, which none has */
+		st = xpost(&p, i1, IBV_WR_SEND, 0, 8, 0x1000000u | o.srqn[0],
+			   2002, 0, 0, 0, 0);
+		is_int(st ? -2 : one(&p, 2002), IBV_WC_REM_INV_REQ_ERR,
+		       "an SRQ number of 25 bits: IBV_WC_REM_INV_REQ_ERR");
+	}
+	xfer(fd, &c, 1, 1);
+	xfer(fd, &c, 1, 0); /* the server has checked */
+	close(fd);
+	ibv_destroy_qp(i1);
+	ibv_destroy_qp(i2);
+	ibv_destroy_qp(i3);
+	ibv_destroy_qp(spare);
+	peer_close(&p);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "server"))
+		server(atoi(argv[2]), strcmp(argv[3], "fault") != 0);
+	else if (argc == 5 && !strcmp(argv[1], "client"))
+		client(argv[2], atoi(argv[3]), strcmp(argv[4], "fault") != 0);
+	else
+		bail_out("usage: xrc_peer server PORT MODE | "
+			 "client ADDR PORT MODE");
+	return done_testing();
+}
