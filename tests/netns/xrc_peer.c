@@ -18,7 +18,10 @@
  * each message once, in order, intact, with its target's qp_num and the
  * initiator's src_qp.  Then ("full") initiator 2 sends to SRQ C through
  * target 3 (another domain's SRQ: IBV_WC_REM_INV_REQ_ERR) and initiator 3,
- * rnr_retry 1, to the empty SRQ B (IBV_WC_RNR_RETRY_EXC_ERR).
+ * rnr_retry 1, to the empty SRQ B (IBV_WC_RNR_RETRY_EXC_ERR); initiator 4
+ * through target 4, of a domain of a file, to SRQ D of that domain made
+ * by another process of the server's host, which the network path does
+ * not reach (soft/README.md): IBV_WC_REM_OP_ERR, and nothing lands in D.
  */
 #include <endian.h>
 #include <fcntl.h>
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "../soft/common.h"
@@ -42,8 +46,8 @@
 /* what the hosts tell each other: the server its targets, SRQ numbers,
  * MR; the client its initiators; both their GID and LID */
 struct xinfo {
-	uint32_t qpn[3];
-	uint32_t srqn[3];
+	uint32_t qpn[4];
+	uint32_t srqn[4];
 	uint32_t rkey;
 	uint16_t lid;
 	uint16_t pad;
@@ -164,15 +168,68 @@ static struct ibv_srq *xsrq(struct peer *p, struct ibv_xrcd *x)
 	return ibv_create_srq_ex(p->t.ctx, &a);
 }
 
-static struct ibv_xrcd *xrcd(struct peer *p)
+/* xrcd -- a domain: private (fd -1), or fd's file's */
+static struct ibv_xrcd *xrcd(struct tctx *t, int fd)
 {
 	struct ibv_xrcd_init_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-	a.fd = -1;
+	a.fd = fd;
 	a.oflags = O_CREAT;
-	return ibv_open_xrcd(p->t.ctx, &a);
+	return ibv_open_xrcd(t->ctx, &a);
+}
+
+static char dpath[64]; /* the domain file of target 4 and SRQ D */
+
+/* other -- another process of the server's host: SRQ D of the file's
+ * domain, one receive posted; its number to the parent, then (at the
+ * parent's word) 0 when nothing landed in it */
+static int other(int rfd, int wfd)
+{
+	struct ibv_srq_init_attr_ex a;
+	struct ibv_xrcd *x;
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct tctx t;
+	uint32_t n = 0;
+	char *buf = calloc(1, 4096), c;
+	int fd, got, ret = 1;
+
+	fd = open(dpath, O_RDWR);
+	if (!buf || fd < 0 || t_open(&t, 16))
+		return 2;
+	x = xrcd(&t, fd);
+	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+		      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	a.srq_type = IBV_SRQT_XRC;
+	a.attr.max_wr = 4;
+	a.attr.max_sge = 1;
+	a.pd = t.pd;
+	a.xrcd = x;
+	a.cq = t.cq;
+	srq = x && mr ? ibv_create_srq_ex(t.ctx, &a) : NULL;
+	if (srq && !ibv_get_srq_num(srq, &n) &&
+	    t_post_srq_recv(srq, buf, 4096, mr->lkey, 1))
+		n = 0;
+	t_xsend(wfd, &n, sizeof(n));
+	t_xrecv(rfd, &c, 1);
+	got = ibv_poll_cq(t.cq, 1, &wc);
+	if (n && got == 0)
+		ret = 0;
+	if (srq)
+		ibv_destroy_srq(srq);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (x)
+		ibv_close_xrcd(x);
+	close(fd);
+	t_close(&t);
+	free(buf);
+	return ret;
 }
 
 /* tgt_rtr -- a target of x to RTR towards initiator dqpn on the client */
@@ -294,9 +351,11 @@ static void server(int port, int full)
 {
 	/* receives at NRECV x BIG, then the RDMA area, then the counter */
 	const size_t rdma = (size_t)NRECV * BIG, ctr = rdma + BIG;
-	struct ibv_xrcd *x, *x2;
+	struct ibv_xrcd *x, *x2, *xf = NULL;
 	struct ibv_srq *sa, *sb, *sc;
-	struct ibv_qp *t1, *t2, *t3;
+	struct ibv_qp *t1, *t2, *t3, *t4;
+	int dfd = -1, orfd = -1, owfd = -1;
+	pid_t opid = -1;
 	struct xinfo me, o;
 	struct peer p;
 	struct ibv_wc wc;
@@ -307,10 +366,20 @@ static void server(int port, int full)
 	peer_open(&p, ctr + 64);
 	counter = (uint64_t *)(void *)(p.buf + ctr);
 	*counter = 100;
-	x = xrcd(&p);
-	x2 = xrcd(&p);
+	x = xrcd(&p.t, -1);
+	x2 = xrcd(&p.t, -1);
 	if (!x || !x2)
 		bail_out("domains");
+	if (full) {
+		/* the file's domain, here and in another process */
+		snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d",
+			 (int)getpid());
+		dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
+		xf = dfd < 0 ? NULL : xrcd(&p.t, dfd);
+		opid = xf ? t_spawn(other, &orfd, &owfd) : -1;
+		if (opid < 0)
+			bail_out("the other process");
+	}
 	sa = xsrq(&p, x);
 	sb = xsrq(&p, x);
 	sc = xsrq(&p, x2);
@@ -325,6 +394,11 @@ static void server(int port, int full)
 	    ibv_get_srq_num(sb, &me.srqn[1]) ||
 	    ibv_get_srq_num(sc, &me.srqn[2]))
 		bail_out("srq numbers");
+	if (full) {
+		t_xrecv(orfd, &me.srqn[3], sizeof(me.srqn[3]));
+		if (!me.srqn[3])
+			bail_out("SRQ D of the other process");
+	}
 	me.rkey = p.mr->rkey;
 	me.addr = (uintptr_t)p.buf;
 	me.lid = p.lid;
@@ -335,9 +409,11 @@ static void server(int port, int full)
 	t1 = tgt_rtr(&p, x, &o, o.qpn[0]);
 	t2 = tgt_rtr(&p, x, &o, o.qpn[1]);
 	t3 = tgt_rtr(&p, x, &o, o.qpn[2]);
+	t4 = full ? tgt_rtr(&p, xf, &o, o.qpn[3]) : NULL;
 	me.qpn[0] = t1->qp_num;
 	me.qpn[1] = t2->qp_num;
 	me.qpn[2] = t3->qp_num;
+	me.qpn[3] = t4 ? t4->qp_num : 0;
 	xfer(fd, &me, sizeof(me), 1);
 
 	/* 100 SENDs, a SEND_WITH_IMM, a WRITE_WITH_IMM: each once, in
@@ -401,6 +477,15 @@ static void server(int port, int full)
 		   "through, in ERR (its responder NAKed it)");
 		ok(t_qp_state(t2) == IBV_QPS_RTR,
 		   "target 2 (RNR NAKs only) still in RTR");
+		t_xsend(owfd, &c, 1);
+		is_int(t_reap(opid), 0,
+		       "SRQ D, another process's: nothing landed in it");
+		close(orfd);
+		close(owfd);
+		ibv_destroy_qp(t4);
+		ok(!ibv_close_xrcd(xf), "the file's domain closed");
+		close(dfd);
+		unlink(dpath);
 	}
 	c = 1;
 	xfer(fd, &c, 1, 1);
@@ -419,7 +504,7 @@ static void server(int port, int full)
 static void client(const char *addr, int port, int full)
 {
 	const size_t rd = (size_t)NMSG * BIG, atm = rd + BIG;
-	struct ibv_qp *i1, *i2, *i3, *spare;
+	struct ibv_qp *i1, *i2, *i3, *i4, *spare;
 	struct ibv_qp_ex *qx;
 	struct xinfo me, o;
 	struct ibv_wc wc;
@@ -433,10 +518,12 @@ static void client(const char *addr, int port, int full)
 	i1 = ini(&p);
 	i2 = ini(&p);
 	i3 = ini(&p);
+	i4 = ini(&p);
 	memset(&me, 0, sizeof(me));
 	me.qpn[0] = i1->qp_num;
 	me.qpn[1] = i2->qp_num;
 	me.qpn[2] = i3->qp_num;
+	me.qpn[3] = i4->qp_num;
 	me.lid = p.lid;
 	memcpy(me.gid, p.gid.raw, 16);
 	fd = tcp_connect(addr, port);
@@ -527,6 +614,14 @@ static void client(const char *addr, int port, int full)
 			   2002, 0, 0, 0, 0);
 		is_int(st ? -2 : one(&p, 2002), IBV_WC_REM_INV_REQ_ERR,
 		       "an SRQ number of 25 bits: IBV_WC_REM_INV_REQ_ERR");
+		/* SRQ D of the target's domain, made by another process of
+		 * its host: not reached from the network (soft/README.md) */
+		st = ini_rts(&p, i4, &o, o.qpn[3], 7) ||
+		     xpost(&p, i4, IBV_WR_SEND, 0, 8, o.srqn[3], 2003, 0, 0, 0,
+			   0);
+		is_int(st ? -2 : one(&p, 2003), IBV_WC_REM_OP_ERR,
+		       "a SEND to an XRC SRQ of another process of the "
+		       "target's host: IBV_WC_REM_OP_ERR (not reached)");
 	}
 	xfer(fd, &c, 1, 1);
 	xfer(fd, &c, 1, 0); /* the server has checked */
@@ -534,6 +629,7 @@ static void client(const char *addr, int port, int full)
 	ibv_destroy_qp(i1);
 	ibv_destroy_qp(i2);
 	ibv_destroy_qp(i3);
+	ibv_destroy_qp(i4);
 	ibv_destroy_qp(spare);
 	peer_close(&p);
 }
