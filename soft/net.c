@@ -2427,6 +2427,12 @@ static void nq_input(struct soft_net_qp *nq, const uint8_t *buf, size_t len,
 	if (roce_decode(buf + sizeof(fw), len - sizeof(fw), &p) ||
 	    (p.bth.opcode & 0xe0) != nq->base || p.bth.dqpn != nq->qpn)
 		return;
+	/* an XRC initiator has no responder, a target no requester: a
+	 * request to the one or a response to the other is dropped */
+	if (nq->base == ROCE_XRC &&
+	    !(roce_op_flags(p.bth.opcode) & ROCE_F_REQ) !=
+		    (nq->qp->type == IBV_QPT_XRC_SEND))
+		return;
 	/* only the peer's address speaks for the peer (IB mode: on the
 	 * QP's primary path, or on its alternate, iblink.c) */
 	if (soft_link_ib) {

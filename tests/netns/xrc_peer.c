@@ -22,6 +22,9 @@
  * through target 4, of a domain of a file, to SRQ D of that domain made
  * by another process of the server's host, which the network path does
  * not reach (soft/README.md): IBV_WC_REM_OP_ERR, and nothing lands in D.
+ * Last, a rogue initiator of the server sends an XRC request to the
+ * client's spare initiator, which has no responder: dropped (the rogue's
+ * IBV_WC_RETRY_EXC_ERR), the spare left in RTS.
  */
 #include <endian.h>
 #include <fcntl.h>
@@ -51,6 +54,7 @@ struct xinfo {
 	uint32_t rkey;
 	uint16_t lid;
 	uint16_t pad;
+	uint32_t rogue; /* the server's rogue initiator, the client's spare */
 	uint64_t addr;
 	uint8_t gid[16];
 };
@@ -353,14 +357,14 @@ static void server(int port, int full)
 	const size_t rdma = (size_t)NRECV * BIG, ctr = rdma + BIG;
 	struct ibv_xrcd *x, *x2, *xf = NULL;
 	struct ibv_srq *sa, *sb, *sc;
-	struct ibv_qp *t1, *t2, *t3, *t4;
+	struct ibv_qp *t1, *t2, *t3, *t4, *rogue;
 	int dfd = -1, orfd = -1, owfd = -1;
 	pid_t opid = -1;
 	struct xinfo me, o;
 	struct peer p;
 	struct ibv_wc wc;
 	uint64_t *counter;
-	int fd, i, bad = 0, order = 0, ids = 0, imm = 0, wimm = 0, extra;
+	int fd, i, bad = 0, order = 0, ids = 0, imm = 0, wimm = 0, extra, st;
 	char c = 0;
 
 	peer_open(&p, ctr + 64);
@@ -414,6 +418,10 @@ static void server(int port, int full)
 	me.qpn[1] = t2->qp_num;
 	me.qpn[2] = t3->qp_num;
 	me.qpn[3] = t4 ? t4->qp_num : 0;
+	rogue = ini(&p);
+	me.rogue = rogue->qp_num;
+	if (ini_rts(&p, rogue, &o, o.rogue, 0))
+		bail_out("rogue initiator");
 	xfer(fd, &me, sizeof(me), 1);
 
 	/* 100 SENDs, a SEND_WITH_IMM, a WRITE_WITH_IMM: each once, in
@@ -471,6 +479,11 @@ static void server(int port, int full)
 	   (unsigned long long)*counter);
 	extra = ibv_poll_cq(p.t.cq, 1, &wc);
 	ok(extra == 0, "no completion more (%d)", extra);
+	/* an XRC SEND to the client's spare initiator: not answered */
+	st = xpost(&p, rogue, IBV_WR_SEND, 0, 8, me.srqn[0], 3000, 0, 0, 0, 0);
+	is_int(st ? -2 : one(&p, 3000), IBV_WC_RETRY_EXC_ERR,
+	       "an XRC request to the client's initiator: dropped there "
+	       "(IBV_WC_RETRY_EXC_ERR here)");
 	if (full) {
 		ok(t_qp_state(t3) == IBV_QPS_ERR,
 		   "target 3, which a request named another domain's SRQ "
@@ -493,6 +506,7 @@ static void server(int port, int full)
 	ibv_destroy_qp(t1);
 	ibv_destroy_qp(t2);
 	ibv_destroy_qp(t3);
+	ibv_destroy_qp(rogue);
 	ibv_destroy_srq(sa);
 	ibv_destroy_srq(sb);
 	ibv_destroy_srq(sc);
@@ -524,11 +538,14 @@ static void client(const char *addr, int port, int full)
 	me.qpn[1] = i2->qp_num;
 	me.qpn[2] = i3->qp_num;
 	me.qpn[3] = i4->qp_num;
+	me.rogue = spare->qp_num;
 	me.lid = p.lid;
 	memcpy(me.gid, p.gid.raw, 16);
 	fd = tcp_connect(addr, port);
 	xfer(fd, &me, sizeof(me), 1);
 	xfer(fd, &o, sizeof(o), 0);
+	if (ini_rts(&p, spare, &o, o.rogue, 7))
+		bail_out("spare initiator");
 	ok(!ini_rts(&p, i1, &o, o.qpn[0], 7) &&
 		   !ini_rts(&p, i2, &o, o.qpn[1], 1) &&
 		   !ini_rts(&p, i3, &o, o.qpn[2], 7),
@@ -625,6 +642,8 @@ static void client(const char *addr, int port, int full)
 	}
 	xfer(fd, &c, 1, 1);
 	xfer(fd, &c, 1, 0); /* the server has checked */
+	ok(t_qp_state(spare) == IBV_QPS_RTS,
+	   "the spare initiator, sent an XRC request, still in RTS");
 	close(fd);
 	ibv_destroy_qp(i1);
 	ibv_destroy_qp(i2);
