@@ -16,9 +16,11 @@
  * (multi-packet at MTU 1024) through target 1 to SRQ A, a SEND_WITH_IMM,
  * an RDMA WRITE, WRITE_WITH_IMM, READ and two atomics; the server finds
  * each message once, in order, intact, with its target's qp_num and the
- * initiator's src_qp.  Then ("full") initiator 2 sends to SRQ C through
- * target 3 (another domain's SRQ: IBV_WC_REM_INV_REQ_ERR) and initiator 3,
- * rnr_retry 1, to the empty SRQ B (IBV_WC_RNR_RETRY_EXC_ERR); initiator 4
+ * initiator's src_qp.  Then ("full") initiator 3 sends to SRQ C through
+ * target 3 (another domain's SRQ: IBV_WC_REM_INV_REQ_ERR), initiator 2,
+ * rnr_retry 1, to the empty SRQ B through target 2
+ * (IBV_WC_RNR_RETRY_EXC_ERR), initiator 1 to an SRQ number of 25 bits
+ * (IBV_WC_REM_INV_REQ_ERR); initiator 4
  * through target 4, of a domain of a file, to SRQ D of that domain made
  * by another process of the server's host, which the network path does
  * not reach (soft/README.md): IBV_WC_REM_OP_ERR, and nothing lands in D.
@@ -78,6 +80,7 @@ static char pat(unsigned seed, size_t i)
 	return (char)(seed * 31 + i * 7 + (i >> 8) * 13 + 1);
 }
 
+/* pfill -- n bytes of pattern seed at p */
 static void pfill(char *p, size_t n, unsigned seed)
 {
 	size_t i;
@@ -86,6 +89,7 @@ static void pfill(char *p, size_t n, unsigned seed)
 		p[i] = pat(seed, i);
 }
 
+/* pfilled -- 1 if p holds n bytes of pattern seed */
 static int pfilled(const char *p, size_t n, unsigned seed)
 {
 	size_t i;
@@ -129,6 +133,7 @@ static void peer_open(struct peer *p, size_t len)
 		bail_out("no GID of 10.231.0.0/16");
 }
 
+/* peer_close -- what peer_open made */
 static void peer_close(struct peer *p)
 {
 	ibv_dereg_mr(p->mr);
