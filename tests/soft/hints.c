@@ -58,6 +58,9 @@
 #define BUFSZ	4096
 #define WAIT_MS 30000
 #define NPACED	200
+/* the thread streams' 8-byte messages: fewer under valgrind, which runs
+ * one thread at a time (each ping-pong a switch of threads) */
+#define NSTREAM (tap_small() ? 300u : 3000u)
 
 /* one side of an RC pair: its QP on a parent domain (hinted) or the PD */
 struct side {
@@ -343,9 +346,9 @@ static void *stream_run(void *arg)
 {
 	struct stream *s = arg;
 
-	s->ret = pingpong(&s->a, &s->b, 0, 3000, 8);
+	s->ret = pingpong(&s->a, &s->b, 0, NSTREAM, 8);
 	if (!s->ret)
-		s->ret = pingpong(&s->a, &s->b, 3000, 100, 1500);
+		s->ret = pingpong(&s->a, &s->b, NSTREAM, 100, 1500);
 	return NULL;
 }
 
@@ -455,7 +458,7 @@ static void *echo_run(void *arg)
 		if (recv_one(&s->b, i))
 			s->ret = -12;
 	atomic_store(&s->posted, 1);
-	for (i = 0; i < 3000 && !s->ret; i++) {
+	for (i = 0; i < NSTREAM && !s->ret; i++) {
 		s->ret = take(&s->b, i, 8);
 		if (!s->ret && send_one(&s->b, i, 8))
 			s->ret = -11;
@@ -489,7 +492,7 @@ static int cross(struct tctx *t, struct tctx *u)
 	pthread_create(&th, NULL, echo_run, &s);
 	while (!atomic_load(&s.posted))
 		sched_yield();
-	for (i = 0; i < 3000 && !r; i++) {
+	for (i = 0; i < NSTREAM && !r; i++) {
 		r = send_one(&s.a, i, 8) ? -10 : take(&s.a, i, 8);
 	}
 	pthread_join(th, NULL);
