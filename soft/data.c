@@ -2202,23 +2202,6 @@ static int rc_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
-/* rc_net_post_send -- ibv_post_send on an RC QP to another host (net.c);
- * as rc_ops_post_send, a path changed meanwhile is followed */
-static int rc_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-			    struct ibv_send_wr **bad)
-{
-	int ret;
-
-	soft_lock(&qp->ctx->lock);
-	if (qp->ops != &soft_rc_net_ops) {
-		soft_unlock(&qp->ctx->lock);
-		return qp->ops->post_send(qp, wr, bad);
-	}
-	ret = soft_net_post_send(qp, wr, bad);
-	soft_unlock(&qp->ctx->lock);
-	return ret;
-}
-
 /* soft_post_send -- ibv_post_send: the QP's kind (qpops.h) */
 int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad)
@@ -4933,7 +4916,7 @@ const struct soft_qp_ops soft_rc_ops = {
  * timers; back to soft_rc_ops at RESET (soft_qp_disconnect) */
 const struct soft_qp_ops soft_rc_net_ops = {
 	.name = "rc-net",
-	.post_send = rc_net_post_send,
+	.post_send = soft_net_ops_post_send,
 	.post_recv = rc_ops_post_recv,
 	.sq_room = soft_net_sq_room,
 	.progress = rc_net_progress,

@@ -1379,23 +1379,6 @@ static void xini_to_rtr(struct soft_qp *qp)
 		qp->ops = &soft_xini_net_ops;
 }
 
-/* xini_net_post_send -- ibv_post_send of an initiator to another host;
- * as rc_net_post_send, a QP sent back to RESET meanwhile takes its own */
-static int xini_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
-			      struct ibv_send_wr **bad)
-{
-	int ret;
-
-	soft_lock(&qp->ctx->lock);
-	if (qp->ops != &soft_xini_net_ops) {
-		soft_unlock(&qp->ctx->lock);
-		return qp->ops->post_send(qp, wr, bad);
-	}
-	ret = soft_net_post_send(qp, wr, bad);
-	soft_unlock(&qp->ctx->lock);
-	return ret;
-}
-
 /* xini_net_progress -- the network path's share of a pass (IB mode: the
  * links followed, as an RC QP's, apm.c); lock held */
 static void xini_net_progress(struct soft_qp *qp)
@@ -1436,7 +1419,7 @@ const struct soft_qp_ops soft_xini_ops = {
  * whose requests carry the WR's XRC SRQ number */
 const struct soft_qp_ops soft_xini_net_ops = {
 	.name = "xrc_ini-net",
-	.post_send = xini_net_post_send,
+	.post_send = soft_net_ops_post_send,
 	.post_recv = dc_post_recv,
 	.sq_room = soft_net_sq_room,
 	.progress = xini_net_progress,

@@ -3794,6 +3794,21 @@ int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+int soft_net_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			   struct ibv_send_wr **bad)
+{
+	int ret;
+
+	soft_lock(&qp->ctx->lock);
+	if (qp->ops->post_send != soft_net_ops_post_send) {
+		soft_unlock(&qp->ctx->lock);
+		return qp->ops->post_send(qp, wr, bad);
+	}
+	ret = soft_net_post_send(qp, wr, bad);
+	soft_unlock(&qp->ctx->lock);
+	return ret;
+}
+
 /*
  * poll_clock -- the time for a poller's poll, read at every
  * NET_CLOCK_POLLS-th poll, at the one after a poll that took packets in,

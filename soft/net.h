@@ -33,6 +33,13 @@ uint32_t soft_net_sq_room(struct soft_qp *qp);
 int soft_net_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad);
 
+/* soft_net_ops_post_send -- the post_send of every network path's
+ * operations (an RC QP's, an XRC initiator's): soft_net_post_send under
+ * the ctx lock; a QP whose operations changed meanwhile (a modify to RESET
+ * on another thread) is posted to through its new ones */
+int soft_net_ops_post_send(struct soft_qp *qp, struct ibv_send_wr *wr,
+			   struct ibv_send_wr **bad);
+
 /* soft_net_progress -- completions due now (ERR: flushes); ctx lock held */
 void soft_net_progress(struct soft_qp *qp);
 
