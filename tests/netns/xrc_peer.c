@@ -160,35 +160,6 @@ static void av(const struct peer *p, struct ibv_qp_attr *a,
 	memcpy(a->ah_attr.grh.dgid.raw, o->gid, 16);
 }
 
-/* xsrq -- an XRC SRQ of x taking max_wr receives, completing on our CQ */
-static struct ibv_srq *xsrq(struct peer *p, struct ibv_xrcd *x)
-{
-	struct ibv_srq_init_attr_ex a;
-
-	memset(&a, 0, sizeof(a));
-	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-		      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
-	a.srq_type = IBV_SRQT_XRC;
-	a.attr.max_wr = 128;
-	a.attr.max_sge = 1;
-	a.pd = p->t.pd;
-	a.xrcd = x;
-	a.cq = p->t.cq;
-	return ibv_create_srq_ex(p->t.ctx, &a);
-}
-
-/* xrcd -- a domain: private (fd -1), or fd's file's */
-static struct ibv_xrcd *xrcd(struct tctx *t, int fd)
-{
-	struct ibv_xrcd_init_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-	a.fd = fd;
-	a.oflags = O_CREAT;
-	return ibv_open_xrcd(t->ctx, &a);
-}
-
 static char dpath[64]; /* the domain file of target 4 and SRQ D */
 
 /* other -- another process of the server's host: SRQ D of the file's
@@ -196,7 +167,6 @@ static char dpath[64]; /* the domain file of target 4 and SRQ D */
  * parent's word) 0 when nothing landed in it */
 static int other(int rfd, int wfd)
 {
-	struct ibv_srq_init_attr_ex a;
 	struct ibv_xrcd *x;
 	struct ibv_srq *srq;
 	struct ibv_mr *mr;
@@ -209,18 +179,9 @@ static int other(int rfd, int wfd)
 	fd = open(dpath, O_RDWR);
 	if (!buf || fd < 0 || t_open(&t, 16))
 		return 2;
-	x = xrcd(&t, fd);
+	x = t_xrcd(t.ctx, fd, O_CREAT);
 	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-	memset(&a, 0, sizeof(a));
-	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-		      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
-	a.srq_type = IBV_SRQT_XRC;
-	a.attr.max_wr = 4;
-	a.attr.max_sge = 1;
-	a.pd = t.pd;
-	a.xrcd = x;
-	a.cq = t.cq;
-	srq = x && mr ? ibv_create_srq_ex(t.ctx, &a) : NULL;
+	srq = x && mr ? t_xsrq(&t, x, t.cq, T_XSRQ_MASK, 4) : NULL;
 	if (srq && !ibv_get_srq_num(srq, &n) &&
 	    t_post_srq_recv(srq, buf, 4096, mr->lkey, 1))
 		n = 0;
@@ -375,8 +336,8 @@ static void server(int port, int full)
 	peer_open(&p, ctr + 64);
 	counter = (uint64_t *)(void *)(p.buf + ctr);
 	*counter = 100;
-	x = xrcd(&p.t, -1);
-	x2 = xrcd(&p.t, -1);
+	x = t_xrcd(p.t.ctx, -1, O_CREAT);
+	x2 = t_xrcd(p.t.ctx, -1, O_CREAT);
 	if (!x || !x2)
 		bail_out("domains");
 	if (full) {
@@ -384,14 +345,14 @@ static void server(int port, int full)
 		snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d",
 			 (int)getpid());
 		dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
-		xf = dfd < 0 ? NULL : xrcd(&p.t, dfd);
+		xf = dfd < 0 ? NULL : t_xrcd(p.t.ctx, dfd, O_CREAT);
 		opid = xf ? t_spawn(other, &orfd, &owfd) : -1;
 		if (opid < 0)
 			bail_out("the other process");
 	}
-	sa = xsrq(&p, x);
-	sb = xsrq(&p, x);
-	sc = xsrq(&p, x2);
+	sa = t_xsrq(&p.t, x, p.t.cq, T_XSRQ_MASK, 128);
+	sb = t_xsrq(&p.t, x, p.t.cq, T_XSRQ_MASK, 128);
+	sc = t_xsrq(&p.t, x2, p.t.cq, T_XSRQ_MASK, 128);
 	if (!sa || !sb || !sc)
 		bail_out("SRQs");
 	for (i = 0; i < NRECV; i++)

@@ -359,6 +359,37 @@ int t_wait(struct ibv_cq *cq, struct ibv_wc *wc, int n, int ms)
 	return got;
 }
 
+/* t_xrcd -- see common.h */
+struct ibv_xrcd *t_xrcd(struct ibv_context *c, int fd, int oflags)
+{
+	struct ibv_xrcd_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+	a.fd = fd;
+	a.oflags = oflags;
+	errno = 0;
+	return ibv_open_xrcd(c, &a);
+}
+
+/* t_xsrq -- see common.h */
+struct ibv_srq *t_xsrq(struct tctx *t, struct ibv_xrcd *x, struct ibv_cq *cq,
+		       uint32_t mask, uint32_t max_wr)
+{
+	struct ibv_srq_init_attr_ex a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = mask;
+	a.srq_type = IBV_SRQT_XRC;
+	a.attr.max_wr = max_wr;
+	a.attr.max_sge = 1;
+	a.pd = t->pd;
+	a.xrcd = x;
+	a.cq = cq;
+	errno = 0;
+	return ibv_create_srq_ex(t->ctx, &a);
+}
+
 /* t_post -- one WR with one SGE */
 int t_post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *buf, uint32_t len,
 	   uint32_t lkey, uint64_t wr_id, int flags, uint64_t raddr,

@@ -75,6 +75,18 @@ int t_post_recv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
  * result */
 int t_post_srq_recv(struct ibv_srq *srq, void *buf, uint32_t len, uint32_t lkey,
 		    uint64_t wr_id);
+/* t_xrcd -- ibv_open_xrcd of fd (-1: a private domain) with oflags;
+ * errno 0 unless it failed */
+struct ibv_xrcd *t_xrcd(struct ibv_context *c, int fd, int oflags);
+/* the attributes an XRC SRQ needs (t_xsrq) */
+#define T_XSRQ_MASK                                      \
+	(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | \
+	 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)
+/* t_xsrq -- an XRC SRQ of x on t's PD completing on cq, max_wr receives
+ * of one SGE, made with comp_mask mask (T_XSRQ_MASK: all it needs);
+ * errno 0 unless it failed */
+struct ibv_srq *t_xsrq(struct tctx *t, struct ibv_xrcd *x, struct ibv_cq *cq,
+		       uint32_t mask, uint32_t max_wr);
 /* t_srq_filled -- an SRQ of max_wr WQEs (one SGE each) holding n
  * receives of len bytes at buf + i * len (wr_id i), its limit armed at
  * limit (0: none); NULL if any of it failed */

@@ -47,41 +47,6 @@ struct child_res {
 	uint32_t srqn;	/* (to the parent) */
 };
 
-/* xrcd_open -- ibv_open_xrcd of fd with oflags; errno kept */
-static struct ibv_xrcd *xrcd_open(struct ibv_context *c, int fd, int oflags)
-{
-	struct ibv_xrcd_init_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-	a.fd = fd;
-	a.oflags = oflags;
-	errno = 0;
-	return ibv_open_xrcd(c, &a);
-}
-
-/* xsrq -- an XRC SRQ of x on pd with its CQ cq */
-static struct ibv_srq *xsrq(struct tctx *t, struct ibv_xrcd *x,
-			    struct ibv_cq *cq, uint32_t mask)
-{
-	struct ibv_srq_init_attr_ex a;
-
-	memset(&a, 0, sizeof(a));
-	a.comp_mask = mask;
-	a.srq_type = IBV_SRQT_XRC;
-	a.attr.max_wr = 16;
-	a.attr.max_sge = 1;
-	a.pd = t->pd;
-	a.xrcd = x;
-	a.cq = cq;
-	errno = 0;
-	return ibv_create_srq_ex(t->ctx, &a);
-}
-
-#define XSRQ_MASK                                        \
-	(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | \
-	 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)
-
 /* tgt_qp -- an XRC target of x */
 static struct ibv_qp *tgt_qp(struct tctx *t, struct ibv_xrcd *x)
 {
@@ -195,12 +160,12 @@ static int child(int rfd, int wfd)
 	fd = open(path, O_RDONLY);
 	if (!buf || fd < 0 || t_open(&t, 16))
 		return 1;
-	x = xrcd_open(t.ctx, fd, 0); /* exists: no O_CREAT needed */
-	px = xrcd_open(t.ctx, -1, O_CREAT);
-	res.excl = !xrcd_open(t.ctx, fd, O_CREAT | O_EXCL) && errno == EINVAL;
+	x = t_xrcd(t.ctx, fd, 0); /* exists: no O_CREAT needed */
+	px = t_xrcd(t.ctx, -1, O_CREAT);
+	res.excl = !t_xrcd(t.ctx, fd, O_CREAT | O_EXCL) && errno == EINVAL;
 	cq = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
 	mr = ibv_reg_mr(t.pd, buf, BUF, IBV_ACCESS_LOCAL_WRITE);
-	srq = x && cq ? xsrq(&t, x, cq, XSRQ_MASK) : NULL;
+	srq = x && cq ? t_xsrq(&t, x, cq, T_XSRQ_MASK, 16) : NULL;
 	if (!x || !px || !cq || !mr || !srq ||
 	    ibv_get_srq_num(srq, &res.srqn) ||
 	    t_post_srq_recv(srq, buf, BUF, mr->lkey, 77))
@@ -264,11 +229,11 @@ static void test_args(struct tctx *t, int fd)
 	errno = 0;
 	ok(!ibv_open_xrcd(t->ctx, &a) && errno == EOPNOTSUPP,
 	   "open_xrcd with an unknown comp_mask bit: EOPNOTSUPP");
-	ok(!xrcd_open(t->ctx, 1000, O_CREAT) && errno == EBADF,
+	ok(!t_xrcd(t->ctx, 1000, O_CREAT) && errno == EBADF,
 	   "open_xrcd of a closed fd: EBADF");
-	ok(!xrcd_open(t->ctx, fd, 0) && errno == EAGAIN,
+	ok(!t_xrcd(t->ctx, fd, 0) && errno == EAGAIN,
 	   "no domain for the file yet and no O_CREAT: EAGAIN (kernel)");
-	x = xrcd_open(t->ctx, -1, 0);
+	x = t_xrcd(t->ctx, -1, 0);
 	ok(x != NULL, "fd -1: a private domain, O_CREAT or not");
 	if (x)
 		is_int(ibv_close_xrcd(x), 0, "close it");
@@ -309,7 +274,7 @@ static int ib_paths(void)
 	setenv("SOFTRDMA_LINK", "ib", 1);
 	if (t_open(&t, 16) || ibv_query_port(t.ctx, 1, &pa) || !pa.lid)
 		return 0xff;
-	x = xrcd_open(t.ctx, -1, O_CREAT);
+	x = t_xrcd(t.ctx, -1, O_CREAT);
 	tgt = x ? tgt_qp(&t, x) : NULL;
 	ini = ini_qp(&t);
 	far = ini_qp(&t);
@@ -397,13 +362,13 @@ int main(void)
 	test_args(&t, fd);
 
 	/* domains */
-	x = xrcd_open(t.ctx, fd, O_CREAT);
+	x = t_xrcd(t.ctx, fd, O_CREAT);
 	ok(x != NULL, "open the file's domain (O_CREAT)");
-	ok(!xrcd_open(t.ctx, fd, O_CREAT | O_EXCL) && errno == EINVAL,
+	ok(!t_xrcd(t.ctx, fd, O_CREAT | O_EXCL) && errno == EINVAL,
 	   "O_CREAT | O_EXCL while it exists: EINVAL (kernel)");
-	x2 = xrcd_open(t.ctx, fd, 0);
+	x2 = t_xrcd(t.ctx, fd, 0);
 	ok(x2 != NULL, "opened again without O_CREAT");
-	xo = xrcd_open(t.ctx, -1, O_CREAT);
+	xo = t_xrcd(t.ctx, -1, O_CREAT);
 	ok(xo != NULL, "a private domain");
 	if (!x || !x2 || !xo)
 		bail_out("domains");
@@ -412,15 +377,16 @@ int main(void)
 	c1 = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
 	c2 = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
 	co = ibv_create_cq(t.ctx, 8, NULL, NULL, 0);
-	ok(!xsrq(&t, x, c1, XSRQ_MASK & ~IBV_SRQ_INIT_ATTR_CQ) &&
+	ok(!t_xsrq(&t, x, c1, T_XSRQ_MASK & ~IBV_SRQ_INIT_ATTR_CQ, 16) &&
 		   errno == EINVAL,
 	   "XRC SRQ without a CQ: EINVAL");
-	ok(!xsrq(&t, x, c1, XSRQ_MASK & ~IBV_SRQ_INIT_ATTR_XRCD) &&
+	ok(!t_xsrq(&t, x, c1, T_XSRQ_MASK & ~IBV_SRQ_INIT_ATTR_XRCD, 16) &&
 		   errno == EINVAL,
 	   "XRC SRQ without a domain: EINVAL");
-	s1 = xsrq(&t, x, c1, XSRQ_MASK);
-	s2 = xsrq(&t, x2, c2, XSRQ_MASK); /* the same domain, other handle */
-	so = xsrq(&t, xo, co, XSRQ_MASK);
+	s1 = t_xsrq(&t, x, c1, T_XSRQ_MASK, 16);
+	s2 = t_xsrq(&t, x2, c2, T_XSRQ_MASK,
+		    16); /* the same domain, other handle */
+	so = t_xsrq(&t, xo, co, T_XSRQ_MASK, 16);
 	if (!c1 || !c2 || !co || !s1 || !s2 || !so)
 		bail_out("srqs");
 	n = ibv_get_srq_num(s1, &n1) || ibv_get_srq_num(s2, &n2) ||
@@ -509,7 +475,7 @@ int main(void)
 	   n == 1 ? ibv_wc_status_str(wc[0].status) : "none");
 
 	/* an SRQ destroyed after an initiator reached it */
-	s3 = xsrq(&t, x, c1, XSRQ_MASK);
+	s3 = t_xsrq(&t, x, c1, T_XSRQ_MASK, 16);
 	ok(s3 && !ibv_get_srq_num(s3, &n3) &&
 		   !t_post_srq_recv(s3, buf + 2 * BUF, BUF, mr->lkey, 44) &&
 		   !xsend(ini3, buf, 10, mr->lkey, n3, 7, 0) &&
@@ -588,14 +554,14 @@ int main(void)
 	   "destroy the initiators");
 	ok(!ibv_destroy_srq(s1) && !ibv_destroy_srq(s2) && !ibv_destroy_srq(so),
 	   "destroy the SRQs");
-	s3 = xsrq(&t, x, c1, XSRQ_MASK);
+	s3 = t_xsrq(&t, x, c1, T_XSRQ_MASK, 16);
 	ok(s3 && ibv_destroy_cq(c1) == EBUSY,
 	   "an XRC SRQ's CQ is busy while it lives");
 	if (s3)
 		ibv_destroy_srq(s3);
 	ok(!ibv_close_xrcd(x) && !ibv_close_xrcd(x2) && !ibv_close_xrcd(xo),
 	   "close the domains");
-	x = xrcd_open(t.ctx, fd, 0);
+	x = t_xrcd(t.ctx, fd, 0);
 	ok(!x && errno == EAGAIN, "the file's domain is gone with its last "
 				  "close");
 	ok(!ibv_destroy_cq(c1) && !ibv_destroy_cq(c2) && !ibv_destroy_cq(co),
