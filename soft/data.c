@@ -4885,13 +4885,10 @@ void soft_thread_stop(struct soft_context *ctx)
 static void rc_to_rtr(struct soft_qp *qp)
 {
 	qp->dest_qpn = qp->attr.dest_qp_num;
-	if (soft_ah_local(&qp->attr.ah_attr)) {
+	if (soft_ah_local(&qp->attr.ah_attr))
 		atomic_store(&qp->seg->dest_qpn, qp->dest_qpn);
-	} else {
-		soft_net_connect(qp); /* issue 12: the network path */
-		if (qp->net)
-			qp->ops = &soft_rc_net_ops;
-	}
+	else
+		soft_net_connect(qp, &soft_rc_net_ops); /* issue 12 */
 	soft_qp_connect(qp);
 	if (qp->ctx->serve_rings)
 		soft_thread_start_locked(qp->ctx);

@@ -1374,9 +1374,7 @@ static void xini_to_rtr(struct soft_qp *qp)
 {
 	if (soft_ah_local(&qp->attr.ah_attr))
 		return;
-	soft_net_connect(qp);
-	if (qp->net)
-		qp->ops = &soft_xini_net_ops;
+	soft_net_connect(qp, &soft_xini_net_ops);
 }
 
 /* xini_net_progress -- the network path's share of a pass (IB mode: the

@@ -3419,7 +3419,9 @@ static void path_ip(struct soft_net_qp *nq, const struct ibv_ah_attr *ah)
 	nq->ip.flow = ah->grh.flow_label & 0xfffff;
 }
 
-void soft_net_connect(struct soft_qp *qp)
+/* net_attach -- soft_net_connect's network state of qp (qp->net), if its
+ * path can have one; lock held */
+static void net_attach(struct soft_qp *qp)
 {
 	const uint8_t *g = qp->attr.ah_attr.grh.dgid.raw;
 	static const uint8_t v4m[12] = {0, 0, 0, 0, 0,	  0,
@@ -3483,6 +3485,13 @@ fail:
 	free(nq->iovs);
 	free(nq->inls);
 	free(nq);
+}
+
+void soft_net_connect(struct soft_qp *qp, const struct soft_qp_ops *ops)
+{
+	net_attach(qp);
+	if (qp->net)
+		qp->ops = ops;
 }
 
 void soft_net_repath(struct soft_qp *qp)

@@ -13,8 +13,9 @@
 #include "softrdma.h"
 
 /* soft_net_connect -- RTR towards a foreign GID: the network path, if
- * enabled; ctx lock held */
-void soft_net_connect(struct soft_qp *qp);
+ * enabled, and then qp's operations ops (its kind's on the network);
+ * without one the QP keeps its own (its sends time out); ctx lock held */
+void soft_net_connect(struct soft_qp *qp, const struct soft_qp_ops *ops);
 
 /* soft_net_repath -- IB mode: the QP migrated (apm.c); its packets go to
  * the new primary path's addresses (iblink.c); ctx lock held */

@@ -475,9 +475,7 @@ static void xtgt_to_rtr(struct soft_qp *qp)
 {
 	if (soft_ah_local(&qp->attr.ah_attr))
 		return;
-	soft_net_connect(qp);
-	if (qp->net)
-		qp->ops = &soft_xtgt_net_ops;
+	soft_net_connect(qp, &soft_xtgt_net_ops);
 }
 
 /* xtgt_net_progress -- the network responder's share of a pass (IB mode:
