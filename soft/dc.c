@@ -105,18 +105,12 @@ struct dc_target {
 	int32_t pid;
 	uint64_t start;
 	uint32_t ctx;
-	/* an XRC target: the SRQ the WR named, its owner and PD (its
-	 * segment's word, checked against the registry's MR at each use) */
-	uint32_t srqn;
-	int32_t spid;
-	uint64_t sstart;
-	uint32_t sctx, spd;
 	struct soft_seg_hdr *seg;
 	size_t seg_len;
-	struct soft_srq_hdr *srq;
-	size_t srq_len;
-	uint32_t n, sge;
-	uint64_t rq_off, cq_off;
+	/* its SRQ: a DCT's, or the XRC SRQ the WR named (s.srqn), with its
+	 * owner and PD (its segment's word, checked against the registry's
+	 * MR at each use) */
+	struct soft_srq_ref s;
 };
 
 struct soft_dc {
@@ -259,8 +253,7 @@ static void unmap_target(struct dc_target *t)
 {
 	if (t->seg)
 		munmap(t->seg, t->seg_len);
-	if (t->srq)
-		munmap(t->srq, t->srq_len);
+	soft_srq_ref_unmap(&t->s);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -588,13 +581,9 @@ static uint64_t timeout_ns(struct soft_qp *qp)
  */
 static int still_ok(const struct dc_target *t, const struct soft_reg_qp *e)
 {
-	const struct soft_reg_ctx *c = &soft_reg->ctx[t->sctx];
-
 	if (t->pid != e->pid || t->start != e->start || t->ctx != e->ctx_idx)
 		return 0;
-	return !t->srqn ||
-	       (atomic_load(&c->pid) == t->spid && c->start == t->sstart &&
-		t->srq->xrcd_id == e->xrcd_id);
+	return !t->s.srqn || soft_xsrq_ok(&t->s, e->xrcd_id);
 }
 
 /*
@@ -610,19 +599,16 @@ static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e,
 {
 	struct dc_target *t;
 	struct soft_seg_hdr *h;
-	struct soft_srq_hdr *sh;
-	size_t len, slen;
-	uint32_t n, sge, id, i, sctx;
-	uint64_t stride;
-	int32_t spid;
-	uint64_t sstart;
+	struct soft_srq_ref s;
+	size_t len;
+	uint32_t id, i;
 
 	t = dc->t;
-	if (t && t->qpn == e->qpn && t->srqn == srqn && still_ok(t, e))
+	if (t && t->qpn == e->qpn && t->s.srqn == srqn && still_ok(t, e))
 		return 0;
 	for (i = 0; i < DC_TCACHE; i++) {
 		t = &dc->tc[i];
-		if (t->qpn != e->qpn || t->srqn != srqn)
+		if (t->qpn != e->qpn || t->s.srqn != srqn)
 			continue;
 		if (still_ok(t, e)) {
 			dc->t = t;
@@ -637,69 +623,30 @@ static int map_target(struct soft_dc *dc, const struct soft_reg_qp *e,
 	if (!h)
 		return -1;
 	id = h->srq_id;
-	sctx = e->ctx_idx;
-	spid = e->pid;
-	sstart = e->start;
 	if (len < sizeof(*h) || h->qpn != e->qpn || h->pid != e->pid ||
 	    h->start != e->start || h->ctx_idx != e->ctx_idx ||
 	    (!srqn && (!id || id > SOFT_MAX_SRQ_IDS))) {
 		munmap(h, len);
 		return -1;
 	}
-	if (srqn) {
-		/* the SRQ's owner: the registry's, not the segment's word */
-		if (soft_xrc_srq_target(srqn, &sctx, &id))
-			goto bad_srq;
-		spid = atomic_load(&soft_reg->ctx[sctx].pid);
-		sstart = soft_reg->ctx[sctx].start;
-		if (!spid || !soft_pid_alive(spid, sstart))
-			goto bad_srq;
-	}
-	sh = soft_srq_seg_map(sctx, id, &slen);
-	if (!sh)
-		goto bad_srq;
-	n = sh->entries;
-	sge = sh->sge;
-	stride = 8 + 16 * (uint64_t)sge;
-	if (slen < sizeof(*sh) || sh->pid != spid || sh->start != sstart ||
-	    !n || (n & (n - 1)) || n > 2 * SOFT_MAX_SRQ_WR + 2 ||
-	    sge > SOFT_MAX_SGE || sh->rq_off < sizeof(*sh) ||
-	    sh->rq_off > slen || sh->cq_off > slen ||
-	    (slen - sh->rq_off) / stride < n ||
-	    (slen - sh->cq_off) / sizeof(struct soft_shm_srq_cqe) < n) {
-		munmap(sh, slen);
+	/* an XRC target's SRQ: the one the WR names, of the target's
+	 * domain, else the target NAKs the request */
+	if (srqn ? soft_xsrq_map(srqn, e->xrcd_id, &s)
+		 : soft_srq_ref_map(e->ctx_idx, id, e->pid, e->start, &s)) {
 		munmap(h, len);
-		return -1;
-	}
-	if (srqn && (!sh->xrcd_id || sh->xrcd_id != e->xrcd_id)) {
-		munmap(sh, slen);
-		goto bad_srq; /* an SRQ of another domain, or not XRC */
+		return srqn ? 1 : -1;
 	}
 	t = &dc->tc[dc->tc_next++ % DC_TCACHE];
 	unmap_target(t);
 	t->seg = h;
 	t->seg_len = len;
-	t->srq = sh;
-	t->srq_len = slen;
-	t->n = n;
-	t->sge = sge;
-	t->rq_off = sh->rq_off;
-	t->cq_off = sh->cq_off;
+	t->s = s;
 	t->qpn = e->qpn;
 	t->pid = e->pid;
 	t->start = e->start;
 	t->ctx = e->ctx_idx;
-	t->srqn = srqn;
-	t->spid = spid;
-	t->sstart = sstart;
-	t->sctx = sctx;
-	t->spd = sh->pd_id;
 	dc->t = t;
 	return 0;
-
-bad_srq:
-	munmap(h, len);
-	return srqn ? 1 : -1;
 }
 
 /* move -- copy len bytes between the local iovecs at loff and one range
@@ -828,15 +775,13 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 	struct soft_dc *dc = qp->dc;
 	struct dc_target *t = dc->t;
 	struct soft_seg_hdr *h = t->seg;
-	struct soft_srq_hdr *sh = t->srq;
+	struct soft_srq_hdr *sh = t->s.sh;
 	struct ibv_sge sge[SOFT_MAX_SGE];
-	const struct soft_shm_rwqe *rw;
 	struct soft_shm_srq_cqe *c;
 	struct iovec inl = {w->inl, w->len};
 	const struct iovec *l = w->inl ? &inl : w->iov;
 	uint32_t nl = w->inl ? 1 : w->niov, z = 0, num, i, flags = 0;
-	uint64_t prod, cons, room = 0, off = 0,
-			     stride = 8 + 16 * (uint64_t)t->sge;
+	uint64_t prod = 0, cons = 0, room = 0, off = 0;
 	int ret = DC_WAIT, prot = 0, taken = 0, r;
 
 	if (!atomic_compare_exchange_strong_explicit(&h->rx_lock, &z, 2,
@@ -850,26 +795,16 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 		ret = DC_BUSY;
 		goto unlock_qp;
 	}
-	prod = atomic_load_explicit(&sh->prod, memory_order_acquire);
-	cons = atomic_load_explicit(&sh->cons, memory_order_relaxed);
-	if (cons == prod) {
+	r = soft_srq_ref_next(&t->s, sge, &num, &cons, &prod);
+	if (r > 0) {
 		*rnr = 1; /* no receive posted: the DCT's HCA RNR NAKs */
 		goto unlock;
 	}
-	if (cons > prod || prod - cons > t->n) {
+	if (r < 0) {
 		*st = IBV_WC_REM_OP_ERR; /* its SRQ is corrupt */
 		ret = DC_DONE;
 		goto unlock;
 	}
-	rw = (const void *)((const char *)sh + t->rq_off +
-			    (cons & (t->n - 1)) * stride);
-	num = rw->num_sge;
-	if (num > t->sge) {
-		*st = IBV_WC_REM_OP_ERR;
-		ret = DC_DONE;
-		goto unlock;
-	}
-	memcpy(sge, rw->sge, (size_t)num * sizeof(sge[0]));
 	*st = IBV_WC_SUCCESS;
 	if (w->op == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		r = !w->len ? 0
@@ -918,7 +853,7 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 		flags |= SOFT_SF_SOLICITED;
 	if (prot)
 		flags |= SOFT_CQE_PROT;
-	c = (void *)((char *)sh + t->cq_off + (cons & (t->n - 1)) * sizeof(*c));
+	c = soft_srq_ref_cqe(&t->s, cons);
 	c->byte_len = (uint32_t)w->len;
 	c->imm = w->imm;
 	c->flags = flags;
@@ -933,14 +868,8 @@ unlock:
 	atomic_store_explicit(&sh->lock, 0, memory_order_release);
 unlock_qp:
 	atomic_store_explicit(&h->rx_lock, 0, memory_order_release);
-	if (ret == DC_DONE && *st != IBV_WC_REM_ACCESS_ERR) {
-		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit(&soft_reg->ctx[e->ctx_idx].armed,
-					 memory_order_relaxed) ||
-		    atomic_load_explicit(&soft_reg->ctx[e->ctx_idx].always_wake,
-					 memory_order_relaxed))
-			soft_wake_ctx(e->ctx_idx);
-	}
+	if (ret == DC_DONE && *st != IBV_WC_REM_ACCESS_ERR)
+		soft_wake_waiting(e->ctx_idx);
 	if (taken)
 		soft_srq_kick(sh, prod, cons + 1, e->ctx_idx);
 	return ret;
@@ -987,10 +916,10 @@ static int xrc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st,
 		*st = IBV_WC_REM_INV_REQ_ERR;
 		return DC_DONE;
 	}
-	e.pid = dc->t->spid;
-	e.start = dc->t->sstart;
-	e.ctx_idx = dc->t->sctx;
-	e.pd_id = dc->t->spd;
+	e.pid = dc->t->s.pid;
+	e.start = dc->t->s.start;
+	e.ctx_idx = dc->t->s.ctx;
+	e.pd_id = dc->t->s.pd_id;
 	return dc_op(qp, w, &e, st, now);
 }
 

@@ -1023,6 +1023,56 @@ void soft_srq_seg_unlink(uint32_t ctx_idx, uint32_t id)
 	shm_unlink(name);
 }
 
+/*
+ * soft_srq_ref_map -- SRQ segment ID of context CTX_IDX, whose owner is
+ * (PID, START), mapped into *r with its geometry checked: a power-of-two
+ * ring of at most what a segment holds, its WQEs and completions inside
+ * the mapping.  0, or -1 (nothing mapped).
+ */
+int soft_srq_ref_map(uint32_t ctx_idx, uint32_t id, int32_t pid, uint64_t start,
+		     struct soft_srq_ref *r)
+{
+	struct soft_srq_hdr *sh;
+	uint64_t stride;
+	size_t len;
+
+	memset(r, 0, sizeof(*r));
+	sh = soft_srq_seg_map(ctx_idx, id, &len);
+	if (!sh)
+		return -1;
+	r->n = sh->entries;
+	r->sge = sh->sge;
+	r->rq_off = sh->rq_off;
+	r->cq_off = sh->cq_off;
+	r->pd_id = sh->pd_id;
+	r->xrcd_id = sh->xrcd_id;
+	stride = 8 + 16 * (uint64_t)r->sge;
+	if (len < sizeof(*sh) || sh->pid != pid || sh->start != start ||
+	    !r->n || (r->n & (r->n - 1)) || r->n > 2 * SOFT_MAX_SRQ_WR + 2 ||
+	    r->sge > SOFT_MAX_SGE || r->rq_off < sizeof(*sh) ||
+	    r->rq_off > len || r->cq_off > len ||
+	    (len - r->rq_off) / stride < r->n ||
+	    (len - r->cq_off) / sizeof(struct soft_shm_srq_cqe) < r->n) {
+		munmap(sh, len);
+		memset(r, 0, sizeof(*r));
+		return -1;
+	}
+	r->sh = sh;
+	r->len = len;
+	r->ctx = ctx_idx;
+	r->pid = pid;
+	r->start = start;
+	return 0;
+}
+
+/* soft_srq_ref_unmap -- forget a mapped SRQ (none: nothing) */
+void soft_srq_ref_unmap(struct soft_srq_ref *r)
+{
+	if (r->sh)
+		munmap(r->sh, r->len);
+	memset(r, 0, sizeof(*r));
+}
+
 /* soft_seg_map -- map another QP's segment */
 void *soft_seg_map(uint32_t qpn, size_t *len)
 {
@@ -1217,6 +1267,18 @@ void soft_wake_ctx(uint32_t ctx_idx)
 	if ((a & SOFT_ARMED_THREAD) ||
 	    atomic_load_explicit(&c->always_wake, memory_order_relaxed))
 		soft_wake_thread(ctx_idx);
+}
+
+/* soft_wake_waiting -- after what we left for context ctx_idx (an outbox
+ * entry, a count), wake it if it waits: armed, or always woken */
+void soft_wake_waiting(uint32_t ctx_idx)
+{
+	struct soft_reg_ctx *c = &soft_reg->ctx[ctx_idx];
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&c->armed, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->always_wake, memory_order_relaxed))
+		soft_wake_ctx(ctx_idx);
 }
 
 /* soft_wake_thread -- poke the progress thread of a context */

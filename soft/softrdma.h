@@ -1364,8 +1364,39 @@ void soft_seg_unlink(uint32_t qpn);
 void *soft_srq_seg_create(uint32_t ctx_idx, uint32_t id, size_t len);
 void *soft_srq_seg_map(uint32_t ctx_idx, uint32_t id, size_t *len);
 void soft_srq_seg_unlink(uint32_t ctx_idx, uint32_t id);
+
+/* an SRQ segment of another process or context (a DCT's, or an XRC
+ * SRQ), mapped and checked (soft_srq_ref_map): the header's words as read
+ * once (the segment is its peers' to write), which every later use goes
+ * by, and its owner */
+struct soft_srq_ref {
+	struct soft_srq_hdr *sh; /* NULL: none mapped */
+	size_t len;
+	uint32_t n, sge, pd_id, xrcd_id;
+	uint64_t rq_off, cq_off;
+	uint32_t ctx;  /* the owner's registry context */
+	uint32_t srqn; /* an XRC SRQ's number, 0: a DCT's SRQ */
+	int32_t pid;
+	uint64_t start;
+};
+int soft_srq_ref_map(uint32_t ctx_idx, uint32_t id, int32_t pid, uint64_t start,
+		     struct soft_srq_ref *r);
+void soft_srq_ref_unmap(struct soft_srq_ref *r);
+int soft_srq_ref_next(const struct soft_srq_ref *r, struct ibv_sge *sge,
+		      uint32_t *num, uint64_t *idx, uint64_t *prod);
+
+/* soft_srq_ref_cqe -- the outbox entry of r's WQE number idx */
+static inline struct soft_shm_srq_cqe *soft_srq_ref_cqe(
+	const struct soft_srq_ref *r, uint64_t idx)
+{
+	return (struct soft_shm_srq_cqe
+			*)(void *)((char *)r->sh + r->cq_off +
+				   (idx & (r->n - 1)) *
+					   sizeof(struct soft_shm_srq_cqe));
+}
 void soft_reg_srq_id(uint32_t ctx_idx, uint32_t id);
 void soft_wake_ctx(uint32_t ctx_idx);
+void soft_wake_waiting(uint32_t ctx_idx);
 void soft_wake_thread(uint32_t ctx_idx);
 
 /* soft_srq_kick -- an initiator took the WQE before CONS of the SRQ of
@@ -1782,6 +1813,8 @@ void soft_xrc_qp_gone(struct soft_qp *qp);
 int soft_xrc_srq_init(struct soft_srq *srq, struct ibv_srq_init_attr_ex *attr);
 void soft_xrc_srq_fini(struct soft_srq *srq);
 int soft_xrc_srq_target(uint32_t srqn, uint32_t *ctx_idx, uint32_t *id);
+int soft_xsrq_map(uint32_t srqn, uint32_t xrcd_id, struct soft_srq_ref *r);
+int soft_xsrq_ok(const struct soft_srq_ref *r, uint32_t xrcd_id);
 int soft_xrc_close(struct soft_qp *qp);
 int soft_xrc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask);
 /* the context's XRC verbs (xrc.c, set in device.c) */

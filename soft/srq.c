@@ -204,6 +204,38 @@ void soft_srq_check_limit(struct soft_srq *srq)
 }
 
 /*
+ * soft_srq_ref_next -- the next WQE of the mapped SRQ r, whose lock the
+ * caller holds: its SGEs (at most r->sge) into sge, their count into
+ * *num, its number into *idx and the WQEs posted into *prod; 0, 1: none
+ * posted, -1: a ring its owner's words make impossible
+ */
+int soft_srq_ref_next(const struct soft_srq_ref *r, struct ibv_sge *sge,
+		      uint32_t *num, uint64_t *idx, uint64_t *prod)
+{
+	struct soft_srq_hdr *sh = r->sh;
+	const struct soft_shm_rwqe *rw;
+	uint64_t p, c;
+	uint32_t n;
+
+	p = atomic_load_explicit(&sh->prod, memory_order_acquire);
+	c = atomic_load_explicit(&sh->cons, memory_order_relaxed);
+	if (c == p)
+		return 1;
+	if (c > p || p - c > r->n)
+		return -1;
+	rw = (const void *)((const char *)sh + r->rq_off +
+			    (c & (r->n - 1)) * (8 + 16 * (uint64_t)r->sge));
+	n = rw->num_sge;
+	if (n > r->sge)
+		return -1;
+	memcpy(sge, rw->sge, (size_t)n * sizeof(*sge));
+	*num = n;
+	*idx = c;
+	*prod = p;
+	return 0;
+}
+
+/*
  * soft_srq_take -- the network path's responder takes the SRQ's next
  * receive WQE into *out (ctx lock held): 0, or -1 when the SRQ is empty,
  * or its segment stays locked by a same-host initiator serving it (the

@@ -331,6 +331,46 @@ int soft_xrc_srq_target(uint32_t srqn, uint32_t *ctx_idx, uint32_t *id)
 }
 
 /*
+ * soft_xsrq_map -- XRC SRQ number SRQN, of any process of this host, of
+ * domain XRCD_ID, mapped into *r; its owner is the registry's (a live
+ * process in the context slot the number names), not its segment's word.
+ * 0, or -1: no SRQ of that domain has the number (its target NAKs an
+ * invalid request)
+ */
+int soft_xsrq_map(uint32_t srqn, uint32_t xrcd_id, struct soft_srq_ref *r)
+{
+	uint32_t c, id;
+	uint64_t start;
+	int32_t pid;
+
+	memset(r, 0, sizeof(*r));
+	if (soft_xrc_srq_target(srqn, &c, &id))
+		return -1;
+	pid = atomic_load(&soft_reg->ctx[c].pid);
+	start = soft_reg->ctx[c].start;
+	if (!pid || !soft_pid_alive(pid, start) ||
+	    soft_srq_ref_map(c, id, pid, start, r))
+		return -1;
+	if (!r->xrcd_id || r->xrcd_id != xrcd_id) {
+		soft_srq_ref_unmap(r); /* another domain's, or not XRC */
+		return -1;
+	}
+	r->srqn = srqn;
+	return 0;
+}
+
+/* soft_xsrq_ok -- r (soft_xsrq_map) is still XRC SRQ r->srqn of domain
+ * xrcd_id: its owner's context slot not taken by another process, its
+ * segment's domain not cleared by its destroy */
+int soft_xsrq_ok(const struct soft_srq_ref *r, uint32_t xrcd_id)
+{
+	const struct soft_reg_ctx *c = &soft_reg->ctx[r->ctx];
+
+	return r->sh && atomic_load(&c->pid) == r->pid &&
+	       c->start == r->start && r->sh->xrcd_id == xrcd_id;
+}
+
+/*
  * soft_xrc_srq_init -- make a new SRQ an XRC SRQ of attr's domain and CQ
  * (soft_create_srq_ex checked the mask): 0, or an errno (the SRQ is then
  * destroyed by the caller)
