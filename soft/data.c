@@ -751,11 +751,11 @@ done:
 	return ret;
 }
 
-/* aw_place -- store 8 bytes at va of pid (mapped here at p, or NULL) as
+/* soft_aw_place -- store 8 bytes at va of pid (mapped here at p, or NULL) as
  * one aligned 8-byte copy, under the stripe lock the device's other
  * atomics take; wc status */
-static enum ibv_wc_status aw_place(int32_t pid, uint64_t va, uint8_t *p,
-				   uint64_t v)
+enum ibv_wc_status soft_aw_place(int32_t pid, uint64_t va, uint8_t *p,
+				 uint64_t v)
 {
 	struct iovec l = {&v, 8}, r = {(void *)(uintptr_t)va, 8};
 	pthread_mutex_t *al = soft_atomic_lock(pid, va);
@@ -812,7 +812,7 @@ static enum ibv_wc_status atomic_write(struct soft_qp *qp,
 		return IBV_WC_SUCCESS;
 	}
 	memcpy(&v, liov[0].iov_base, 8);
-	ret = aw_place(qp->peer_pid, va, peer_map(qp, &m, va, 8), v);
+	ret = soft_aw_place(qp->peer_pid, va, peer_map(qp, &m, va, 8), v);
 	if (ret != IBV_WC_SUCCESS && errno == EPERM) {
 		qp->novm = 1;
 		*chunked = 1;
@@ -2714,6 +2714,31 @@ static void rx_drain(struct soft_qp *qp)
  * such QP (it was destroyed) consumes its WQE with no completion.  The
  * SRQ's lock is held.
  */
+/*
+ * held -- the drain of srq reached completion c, HELD by a network
+ * target (xrc.c soft_xsrq_hold): 1 while its message may still come, 0
+ * once the target is gone or its process is (the drain then flushes
+ * the WQE).  That is looked at every 100 ms of a wait, not at each pass.
+ */
+static __attribute__((noinline)) int held(struct soft_srq *srq,
+					  const struct soft_shm_srq_cqe *c)
+{
+	uint64_t now = soft_now_ns();
+	struct soft_reg_qp e;
+
+	if (srq->held_at != srq->tail + 1) {
+		srq->held_at = srq->tail + 1;
+		srq->held_check = now + 100000000ull;
+		return 1;
+	}
+	if (now < srq->held_check)
+		return 1;
+	srq->held_check = now + 100000000ull;
+	return soft_reg_qp_lookup(__atomic_load_n(&c->qpn, __ATOMIC_RELAXED),
+				  &e) >= 0 &&
+	       e.qp_type == IBV_QPT_XRC_RECV && soft_pid_alive(e.pid, e.start);
+}
+
 static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 {
 	struct soft_srq_hdr *h = srq->shm;
@@ -2729,7 +2754,18 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 	while (srq->tail < cons && srq->tail < srq->head) {
 		c = (const void *)((const char *)h + h->cq_off +
 				   (srq->tail & (h->entries - 1)) * sizeof(*c));
+		if (__builtin_expect(
+			    __atomic_load_n(&c->flags, __ATOMIC_ACQUIRE) &
+				    SOFT_CQE_HELD,
+			    0) &&
+		    held(srq, c))
+			break; /* its message still arrives: it comes first */
 		memcpy(&e, c, sizeof(e));
+		if (e.flags & SOFT_CQE_HELD) { /* its holder died */
+			e.flags = SOFT_CQE_STATUS(IBV_WC_WR_FLUSH_ERR);
+			e.byte_len = 0;
+			e.opcode = SOFT_OP_SEND;
+		}
 		r = &srq->rq[srq->tail & (srq->size - 1)];
 		srq->tail++;
 		soft_srq_check_limit(srq);
@@ -2753,7 +2789,10 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 			wc.imm_data = e.imm;
 			wc.wc_flags = IBV_WC_WITH_IMM;
 		}
-		if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
+		if (SOFT_CQE_STATUS_OF(e.flags))
+			wc.status =
+				(enum ibv_wc_status)SOFT_CQE_STATUS_OF(e.flags);
+		else if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
 			wc.status = IBV_WC_LOC_LEN_ERR;
 		else if (e.flags & SOFT_CQE_PROT)
 			wc.status = IBV_WC_LOC_PROT_ERR;
@@ -3089,7 +3128,7 @@ static uint32_t rx_atomic(struct soft_qp *qp, struct soft_slot *s,
 		if (target_mr(qp, m->rkey, m->raddr, 8, IBV_ACCESS_REMOTE_WRITE,
 			      &va, &lk))
 			return SOFT_NAK_REM_ACCESS;
-		aw_place(soft_self_pid, (uintptr_t)va, NULL, m->cmp);
+		soft_aw_place(soft_self_pid, (uintptr_t)va, NULL, m->cmp);
 		pthread_mutex_unlock(lk);
 		return SOFT_ACK;
 	}

@@ -744,6 +744,21 @@ static int remote_move(const struct soft_reg_qp *e, uint32_t key, uint64_t addr,
 		    len > mr->mr.length - (va - (uintptr_t)mr->mr.addr))
 			goto out;
 	}
+	if (!l) {
+		ret = 0; /* only checked */
+		goto out;
+	}
+	if (aw && aw->op == IBV_WR_ATOMIC_WRITE) {
+		/* as RC's (data.c atomic_write): one aligned store */
+		ret = soft_aw_place(e->pid, va,
+				    e->pid == soft_self_pid
+					    ? (uint8_t *)(uintptr_t)va
+					    : NULL,
+				    aw->swap) == IBV_WC_SUCCESS
+			      ? 0
+			      : -1;
+		goto out;
+	}
 	if (aw) {
 		/* as RC's atomics (data.c) */
 		ret = soft_atomic_exec(e->pid, va,
@@ -760,6 +775,53 @@ static int remote_move(const struct soft_reg_qp *e, uint32_t key, uint64_t addr,
 out:
 	pthread_mutex_unlock(lk);
 	return ret;
+}
+
+/*
+ * soft_remote_move -- remote_move for the network responder of an XRC
+ * target whose SRQ is another process's or context's (net.c): LEN bytes
+ * at ADDR under KEY, an MR of the SRQ's owner (PID, START) and PD, with
+ * access NEED, written from BUF (WRITE) or read into it; BUF NULL: only
+ * checked.  0, 1: refused, -1: the copy failed.
+ */
+int soft_remote_move(int32_t pid, uint64_t start, uint32_t pd_id, uint32_t key,
+		     uint64_t addr, uint64_t len, uint32_t need, int write,
+		     void *buf)
+{
+	struct soft_reg_qp e;
+	struct iovec l = {buf, len};
+
+	memset(&e, 0, sizeof(e));
+	e.pid = pid;
+	e.start = start;
+	e.pd_id = pd_id;
+	return remote_move(&e, key, addr, len, need, write, buf ? &l : NULL, 1,
+			   0, NULL);
+}
+
+/* soft_remote_atomic -- the same for an atomic on the 8 bytes at ADDR,
+ * OP: compare-and-swap (compare CMP, swap SWAP) or fetch-and-add of CMP,
+ * the value found into *ORIG; or an atomic write of SWAP */
+int soft_remote_atomic(int32_t pid, uint64_t start, uint32_t pd_id,
+		       uint32_t key, uint64_t addr, enum ibv_wr_opcode op,
+		       uint64_t cmp, uint64_t swap, uint64_t *orig)
+{
+	struct soft_reg_qp e;
+	struct dc_wqe aw;
+	struct iovec l = {orig, 8};
+
+	memset(&e, 0, sizeof(e));
+	e.pid = pid;
+	e.start = start;
+	e.pd_id = pd_id;
+	memset(&aw, 0, sizeof(aw));
+	aw.op = op;
+	aw.cmp = cmp;
+	aw.swap = swap;
+	return remote_move(&e, key, addr, 8,
+			   op == IBV_WR_ATOMIC_WRITE ? IBV_ACCESS_REMOTE_WRITE
+						     : IBV_ACCESS_REMOTE_ATOMIC,
+			   0, &l, 1, 0, &aw);
 }
 
 /*

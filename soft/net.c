@@ -189,6 +189,14 @@ struct soft_net_qp {
 	 * the SEND, WRITE or READ under way's */
 	struct soft_srq *xsrq;
 	uint32_t xsrqn;
+	/* an XRC target's SRQ of another process or context of this host
+	 * (xrc.c soft_xsrq_map), mapped while its number is the last one
+	 * named; xfor: the request in hand's SRQ is it (set by responder
+	 * while it runs); held_for: srq_wqe is its WQE held_idx, HELD there
+	 * until the message ends (soft_xsrq_hold, soft_xsrq_release) */
+	struct soft_srq_ref xref;
+	int xfor, held_for;
+	uint64_t held_idx;
 	struct soft_rwqe srq_wqe;
 	uint64_t rx_off;
 	int wr_active; /* a WRITE in progress */
@@ -1653,12 +1661,48 @@ static uint8_t *rkey_va(struct soft_net_qp *nq, uint32_t rkey, uint64_t va,
 }
 
 /*
+ * resp_mem -- LEN bytes at VA under RKEY with access NEED: BUF's bytes
+ * written into them (WRITE), theirs read into BUF, or, BUF NULL, only
+ * checked; an MR's or a window's of this process (rkey_va), or, for an
+ * XRC target whose SRQ is another process's or context's (nq->xfor), an
+ * MR of that SRQ's owner and PD (its registry entry, dc.c
+ * soft_remote_move) on a target with the access.  0, or -1: refused
+ * (NAK remote access error).
+ */
+static int resp_mem(struct soft_net_qp *nq, uint32_t rkey, uint64_t va,
+		    uint64_t len, uint32_t need, int write, void *buf)
+{
+	const struct soft_srq_ref *x = &nq->xref;
+	pthread_mutex_t *lk;
+	uint8_t *p;
+
+	if (nq->xfor)
+		return (nq->qp->attr.qp_access_flags & need) &&
+				       !soft_remote_move(x->pid, x->start,
+							 x->pd_id, rkey, va,
+							 len, need, write, buf)
+			       ? 0
+			       : -1;
+	p = rkey_va(nq, rkey, va, len, need, &lk);
+	if (!p)
+		return -1;
+	if (buf && write)
+		memcpy(p, buf, len);
+	else if (buf)
+		memcpy(buf, p, len);
+	pthread_mutex_unlock(lk);
+	return 0;
+}
+
+/*
  * xsrq_find -- an XRC target's SRQ number SRQN: the XRC SRQ of its
- * domain in its context (*srq); 0, ROCE_NAK_INVALID_REQ for a number no
- * SRQ of its domain has (the target NAKs an invalid request: IBA
- * 9.7.5.2.9), ROCE_NAK_REMOTE_OP for an SRQ of another context or
- * process of this host, which the network path does not reach (its
- * placement is the initiator's work on one host: dc.c; soft/README.md)
+ * domain in its context (*srq), or, of another process or context of
+ * this host, mapped (nq->xref, *srq NULL: its WQEs taken, its data placed
+ * and its completions left in its segment, as a same-host initiator does
+ * them, dc.c); 0, or ROCE_NAK_INVALID_REQ for a number no SRQ of its
+ * domain has (the target NAKs an invalid request: IBA 9.7.5.2.9).  The
+ * mapping of an SRQ holding a WQE of ours stays for that WQE: another
+ * number is refused meanwhile (a message does not change SRQ).
  */
 static int xsrq_find(struct soft_net_qp *nq, uint32_t srqn,
 		     struct soft_srq **srq)
@@ -1667,10 +1711,20 @@ static int xsrq_find(struct soft_net_qp *nq, uint32_t srqn,
 	struct soft_list *l;
 	uint32_t c, id;
 
+	*srq = NULL;
 	if (soft_xrc_srq_target(srqn, &c, &id) || !x)
 		return ROCE_NAK_INVALID_REQ;
-	if (c != (uint32_t)nq->ctx->reg_idx)
-		return ROCE_NAK_REMOTE_OP;
+	if (c != (uint32_t)nq->ctx->reg_idx) {
+		if (nq->xref.sh && nq->xref.srqn == srqn &&
+		    (nq->held_for || soft_xsrq_ok(&nq->xref, x->id)))
+			return 0;
+		if (nq->held_for)
+			return ROCE_NAK_INVALID_REQ;
+		soft_srq_ref_unmap(&nq->xref);
+		return soft_xsrq_map(srqn, x->id, &nq->xref)
+			       ? ROCE_NAK_INVALID_REQ
+			       : 0;
+	}
 	for (l = nq->ctx->srqs.next; l != &nq->ctx->srqs; l = l->next) {
 		struct soft_srq *s =
 			soft_container_of(l, struct soft_srq, link);
@@ -1693,6 +1747,13 @@ static struct soft_rwqe *resp_wqe(struct soft_net_qp *nq)
 	struct soft_qp *qp = nq->qp;
 	struct soft_srq *srq = nq->xsrq ? nq->xsrq : qp->srq;
 
+	if (nq->xfor) { /* another process's XRC SRQ */
+		if (!nq->srq_held &&
+		    !soft_xsrq_hold(&nq->xref, nq->qpn, nq->dqpn, &nq->srq_wqe,
+				    &nq->held_idx))
+			nq->srq_held = nq->held_for = 1;
+		return nq->srq_held ? &nq->srq_wqe : NULL;
+	}
 	if (srq) {
 		if (!nq->srq_held && !soft_srq_take(srq, &nq->srq_wqe))
 			nq->srq_held = 1;
@@ -1707,7 +1768,7 @@ static void resp_take_wqe(struct soft_net_qp *nq)
 {
 	struct soft_qp *qp = nq->qp;
 
-	if (qp->srq || nq->xsrq) {
+	if (qp->srq || nq->xsrq || nq->held_for) {
 		nq->srq_held = 0;
 		return;
 	}
@@ -1732,6 +1793,41 @@ static void resp_err(struct soft_net_qp *nq, uint8_t nak, uint32_t psn)
 	soft_qp_to_error(nq->qp);
 }
 
+/* xfor_place -- resp_place into a WQE of another process's XRC SRQ: each
+ * SGE's part through its owner's registry entry (dc.c soft_remote_move:
+ * its key, PD, local write, range) */
+static int xfor_place(struct soft_net_qp *nq, const struct soft_rwqe *r,
+		      uint64_t off, const uint8_t *src, uint32_t len,
+		      enum ibv_wc_status *st)
+{
+	const struct soft_srq_ref *x = &nq->xref;
+	uint64_t room = 0, at = 0, end = off + len;
+	uint32_t i;
+
+	for (i = 0; i < r->num_sge; i++)
+		room += r->sge[i].length;
+	if (off > room || len > room - off) {
+		*st = IBV_WC_LOC_LEN_ERR;
+		return -1;
+	}
+	for (i = 0; i < r->num_sge && at < end; i++) {
+		const struct ibv_sge *g = &r->sge[i];
+		uint64_t a = off > at ? off : at;
+		uint64_t b = end < at + g->length ? end : at + g->length;
+
+		if (a < b &&
+		    soft_remote_move(x->pid, x->start, x->pd_id, g->lkey,
+				     g->addr + (a - at), b - a,
+				     IBV_ACCESS_LOCAL_WRITE, 1,
+				     (void *)(uintptr_t)(src + (a - off)))) {
+			*st = IBV_WC_LOC_PROT_ERR;
+			return -1;
+		}
+		at += g->length;
+	}
+	return 0;
+}
+
 /* resp_place -- payload into the receive WQE at offset; 0 or -1 */
 static int resp_place(struct soft_net_qp *nq, struct soft_rwqe *r, uint64_t off,
 		      const uint8_t *src, uint32_t len, enum ibv_wc_status *st)
@@ -1740,6 +1836,8 @@ static int resp_place(struct soft_net_qp *nq, struct soft_rwqe *r, uint64_t off,
 	uint64_t room = 0;
 	uint32_t i;
 
+	if (nq->held_for)
+		return xfor_place(nq, r, off, src, len, st);
 	for (i = 0; i < r->num_sge; i++) {
 		room += r->sge[i].length;
 		if (soft_local_sge(nq->qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
@@ -1754,6 +1852,41 @@ static int resp_place(struct soft_net_qp *nq, struct soft_rwqe *r, uint64_t off,
 	}
 	soft_iov_scatter(iov, r->num_sge, off, src, len);
 	return 0;
+}
+
+/* resp_complete -- a receive completion of the QP, its WQE taken: an XRC
+ * target's on its SRQ's CQ (another process's SRQ: its outbox entry,
+ * HELD until now), else on the QP's */
+static void resp_complete(struct soft_net_qp *nq, struct ibv_wc *wc,
+			  int solicited)
+{
+	if (nq->held_for) {
+		soft_xsrq_release(&nq->xref, nq->held_idx, wc, solicited);
+		nq->held_for = 0;
+		return;
+	}
+	soft_cq_push(nq->xsrq ? nq->xsrq->xcq : nq->qp->rcq, wc, solicited);
+}
+
+/* held_flush -- the SRQ's WQE the message under way took completes
+ * flushed: an XRC target's on its SRQ's CQ, if still there (another
+ * process's: its outbox entry, no longer HELD) */
+static void held_flush(struct soft_net_qp *nq)
+{
+	struct soft_srq *srq = NULL;
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = nq->srq_wqe.wr_id;
+	wc.status = IBV_WC_WR_FLUSH_ERR;
+	wc.qp_num = nq->qpn;
+	nq->srq_held = 0;
+	if (nq->held_for)
+		resp_complete(nq, &wc, 0);
+	else if (nq->base != ROCE_XRC)
+		soft_cq_push(nq->qp->rcq, &wc, 0);
+	else if (!xsrq_find(nq, nq->xsrqn, &srq) && srq)
+		soft_cq_push(srq->xcq, &wc, 0);
 }
 
 static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
@@ -1781,8 +1914,7 @@ static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
 		wc.wc_flags |= IBV_WC_WITH_INV;
 	}
 	resp_take_wqe(nq);
-	/* an XRC target's receives complete on the SRQ's CQ */
-	soft_cq_push(nq->xsrq ? nq->xsrq->xcq : qp->rcq, &wc, p->bth.se);
+	resp_complete(nq, &wc, p->bth.se);
 	if (st != IBV_WC_SUCCESS)
 		soft_qp_to_error(qp);
 }
@@ -1799,17 +1931,12 @@ static void resp_recv_done(struct soft_net_qp *nq, const struct roce_pkt *p,
  */
 static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
-	pthread_mutex_t *lk;
-
 	ack_flush(nq); /* what came before, acknowledged first */
 	nq->rs_active = 0;
-	if (p->reth.len) {
-		if (!rkey_va(nq, p->reth.rkey, p->reth.va, p->reth.len,
-			     IBV_ACCESS_REMOTE_READ, &lk)) {
-			resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
-			return;
-		}
-		pthread_mutex_unlock(lk);
+	if (p->reth.len && resp_mem(nq, p->reth.rkey, p->reth.va, p->reth.len,
+				    IBV_ACCESS_REMOTE_READ, 0, NULL)) {
+		resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
+		return;
 	}
 	nq->rs_active = 1;
 	nq->rs_psn = p->bth.psn;
@@ -1825,13 +1952,13 @@ static void resp_burst(struct soft_net_qp *nq)
 {
 	uint8_t data[ROCE_MAX_PMTU];
 	struct soft_pd *pd = nq->qp->pd;
-	pthread_mutex_t *lk;
 	struct roce_pkt r;
 	int i, xpd = 0;
 
-	if (nq->base == ROCE_XRC && !nq->xsrq) {
-		/* an XRC target's READ, between bursts: its SRQ's PD, if
-		 * the SRQ is still there */
+	if (nq->base == ROCE_XRC && !nq->xsrq && !nq->xfor) {
+		/* an XRC target's READ, between bursts: its SRQ's PD (or
+		 * another process's SRQ's owner and PD), if the SRQ is
+		 * still there */
 		struct soft_srq *srq = NULL;
 
 		if (xsrq_find(nq, nq->xsrqn, &srq)) {
@@ -1840,7 +1967,10 @@ static void resp_burst(struct soft_net_qp *nq)
 				 roce_psn_add(nq->rs_psn, nq->rs_k));
 			return;
 		}
-		nq->qp->pd = srq->pd;
+		if (srq)
+			nq->qp->pd = srq->pd;
+		else
+			nq->xfor = 1;
 		xpd = 1;
 	}
 	batch_begin();
@@ -1854,20 +1984,14 @@ static void resp_burst(struct soft_net_qp *nq)
 		r.bth.psn = roce_psn_add(nq->rs_psn, k);
 		r.aeth.syndrome = ROCE_AETH_ACK | 0x1f;
 		r.aeth.msn = nq->msn & ROCE_PSN_MASK;
-		if (seg) {
-			/* again under the lock: a dereg, an unbind or an
-			 * invalidation waits for the copy */
-			uint8_t *v = rkey_va(nq, nq->rs_rkey,
-					     nq->rs_va + (uint64_t)k * nq->pmtu,
-					     seg, IBV_ACCESS_REMOTE_READ, &lk);
-
-			if (!v) {
-				nq->rs_active = 0;
-				resp_err(nq, ROCE_NAK_REMOTE_ACCESS, r.bth.psn);
-				break;
-			}
-			memcpy(data, v, seg);
-			pthread_mutex_unlock(lk);
+		/* checked again with the copy: a dereg, an unbind or an
+		 * invalidation waits for it */
+		if (seg && resp_mem(nq, nq->rs_rkey,
+				    nq->rs_va + (uint64_t)k * nq->pmtu, seg,
+				    IBV_ACCESS_REMOTE_READ, 0, data)) {
+			nq->rs_active = 0;
+			resp_err(nq, ROCE_NAK_REMOTE_ACCESS, r.bth.psn);
+			break;
 		}
 		r.payload = data;
 		r.payload_len = seg;
@@ -1876,8 +2000,10 @@ static void resp_burst(struct soft_net_qp *nq)
 			nq->rs_active = 0;
 	}
 	batch_end();
-	if (xpd)
+	if (xpd) {
 		nq->qp->pd = pd;
+		nq->xfor = 0;
+	}
 }
 
 static void df_free(struct soft_net_qp *nq)
@@ -1960,6 +2086,24 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
 		return;
 	}
+	if (nq->xfor) { /* another process's XRC SRQ: its owner's word */
+		const struct soft_srq_ref *x = &nq->xref;
+
+		if (!(nq->qp->attr.qp_access_flags &
+		      IBV_ACCESS_REMOTE_ATOMIC) ||
+		    soft_remote_atomic(x->pid, x->start, x->pd_id,
+				       p->atmeth.rkey, p->atmeth.va,
+				       op == ROCE_CMP_SWAP
+					       ? IBV_WR_ATOMIC_CMP_AND_SWP
+					       : IBV_WR_ATOMIC_FETCH_AND_ADD,
+				       op == ROCE_CMP_SWAP ? p->atmeth.compare
+							   : p->atmeth.swap_add,
+				       p->atmeth.swap_add, &orig)) {
+			resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
+			return;
+		}
+		goto answer;
+	}
 	v = (uint64_t *)rkey_va(nq, p->atmeth.rkey, p->atmeth.va, 8,
 				IBV_ACCESS_REMOTE_ATOMIC, &lk);
 	if (!v) {
@@ -1975,6 +2119,7 @@ static void resp_atomic(struct soft_net_qp *nq, const struct roce_pkt *p)
 		soft_atomic_exec(soft_self_pid, (uintptr_t)v, (uint8_t *)v, 0,
 				 p->atmeth.swap_add, 0, &orig);
 	pthread_mutex_unlock(lk);
+answer:
 	nq->atm[nq->atm_n % NET_ATM_SAVED].psn = p->bth.psn;
 	nq->atm[nq->atm_n % NET_ATM_SAVED].orig = orig;
 	nq->atm_n++;
@@ -2025,6 +2170,19 @@ static void resp_atomic_write(struct soft_net_qp *nq, const struct roce_pkt *p)
 		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
 		return;
 	}
+	memcpy(&val, p->payload, 8);
+	if (nq->xfor) { /* another process's XRC SRQ: its owner's word */
+		const struct soft_srq_ref *x = &nq->xref;
+		uint64_t none;
+
+		if (soft_remote_atomic(x->pid, x->start, x->pd_id, p->reth.rkey,
+				       p->reth.va, IBV_WR_ATOMIC_WRITE, 0, val,
+				       &none)) {
+			resp_err(nq, ROCE_NAK_REMOTE_ACCESS, p->bth.psn);
+			return;
+		}
+		goto answer;
+	}
 	v = (uint64_t *)rkey_va(nq, p->reth.rkey, p->reth.va, 8,
 				IBV_ACCESS_REMOTE_WRITE, &lk);
 	if (!v) {
@@ -2036,12 +2194,12 @@ static void resp_atomic_write(struct soft_net_qp *nq, const struct roce_pkt *p)
 		resp_err(nq, ROCE_NAK_INVALID_REQ, p->bth.psn);
 		return;
 	}
-	memcpy(&val, p->payload, 8);
 	al = soft_atomic_lock(soft_self_pid, (uintptr_t)v);
 	soft_stripe_lock(al);
 	__atomic_store_n(v, val, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(al);
 	pthread_mutex_unlock(lk);
+answer:
 	nq->atm[nq->atm_n % NET_ATM_SAVED].psn = p->bth.psn;
 	nq->atm[nq->atm_n % NET_ATM_SAVED].orig = 0;
 	nq->atm_n++;
@@ -2137,14 +2295,17 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 		return;
 	}
 	nq->xsrq = srq;
+	nq->xfor = !srq; /* another process's: nq->xref */
 	/* the message under way's; a repeated READ restarts its response
 	 * (resp_read), whose later bursts take this SRQ's PD */
 	if (d == 0 || (p->bth.opcode & 0x1f) == ROCE_READ_REQ)
 		nq->xsrqn = p->xrc_srqn;
-	qp->pd = srq->pd;
+	if (srq)
+		qp->pd = srq->pd;
 	rc_responder(nq, p);
 	qp->pd = pd;
 	nq->xsrq = NULL;
+	nq->xfor = 0;
 }
 
 /* rc_responder -- a request packet, RC's responder */
@@ -2250,9 +2411,11 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 		nq->rx_off += p->payload_len;
 		if (fl & ROCE_F_LAST) {
 			if ((fl & ROCE_F_IETH) &&
-			    soft_mw_remote_inv(p->ieth, soft_self_pid,
-					       qp->pd->pd_id,
-					       nq->qpn) != IBV_WC_SUCCESS) {
+			    soft_mw_remote_inv(
+				    p->ieth,
+				    nq->xfor ? nq->xref.pid : soft_self_pid,
+				    nq->xfor ? nq->xref.pd_id : qp->pd->pd_id,
+				    nq->qpn) != IBV_WC_SUCCESS) {
 				nq->rx_active = 0;
 				resp_recv_done(nq, p, IBV_WC_RECV,
 					       (uint32_t)nq->rx_off,
@@ -2273,10 +2436,7 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 	case ROCE_WRITE_LAST:
 	case ROCE_WRITE_LAST_IMM:
 	case ROCE_WRITE_ONLY:
-	case ROCE_WRITE_ONLY_IMM: {
-		pthread_mutex_t *lk;
-		uint8_t *va;
-
+	case ROCE_WRITE_ONLY_IMM:
 		if ((fl & ROCE_F_FIRST) ? nq->wr_active : !nq->wr_active) {
 			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
 			return;
@@ -2294,13 +2454,11 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			nq->wr_rkey = p->reth.rkey;
 			nq->wr_off = 0;
 			if (nq->wr_len &&
-			    !rkey_va(nq, nq->wr_rkey, nq->wr_va, nq->wr_len,
-				     IBV_ACCESS_REMOTE_WRITE, &lk)) {
+			    resp_mem(nq, nq->wr_rkey, nq->wr_va, nq->wr_len,
+				     IBV_ACCESS_REMOTE_WRITE, 1, NULL)) {
 				resp_err(nq, ROCE_NAK_REMOTE_ACCESS, psn);
 				return;
 			}
-			if (nq->wr_len)
-				pthread_mutex_unlock(lk);
 		}
 		nq->wr_active = 1;
 		if (p->payload_len > nq->wr_len - nq->wr_off ||
@@ -2310,17 +2468,13 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
 			return;
 		}
-		if (p->payload_len) {
-			va = rkey_va(nq, nq->wr_rkey, nq->wr_va + nq->wr_off,
-				     p->payload_len, IBV_ACCESS_REMOTE_WRITE,
-				     &lk);
-			if (!va) {
-				nq->wr_active = 0;
-				resp_err(nq, ROCE_NAK_REMOTE_ACCESS, psn);
-				return;
-			}
-			memcpy(va, p->payload, p->payload_len);
-			pthread_mutex_unlock(lk);
+		if (p->payload_len &&
+		    resp_mem(nq, nq->wr_rkey, nq->wr_va + nq->wr_off,
+			     p->payload_len, IBV_ACCESS_REMOTE_WRITE, 1,
+			     (void *)(uintptr_t)p->payload)) {
+			nq->wr_active = 0;
+			resp_err(nq, ROCE_NAK_REMOTE_ACCESS, psn);
+			return;
 		}
 		nq->wr_off += p->payload_len;
 		if (fl & ROCE_F_LAST) {
@@ -2332,7 +2486,6 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 					       IBV_WC_SUCCESS);
 		}
 		break;
-	}
 	case ROCE_READ_REQ:
 		if (nq->rx_active || nq->wr_active) {
 			resp_err(nq, ROCE_NAK_INVALID_REQ, psn);
@@ -3528,6 +3681,9 @@ void soft_net_release(struct soft_qp *qp)
 	nq_remove(nq);
 	pthread_mutex_unlock(&soft_net_mtx);
 	qp->net = NULL;
+	if (nq->held_for) /* another process's WQE: never left HELD */
+		held_flush(nq);
+	soft_srq_ref_unmap(&nq->xref);
 	df_free(nq);
 	for (; nq->tail < nq->head; nq->tail++)
 		if (nq->sq[nq->tail % nq->sq_n].inl_own)
@@ -3871,21 +4027,8 @@ void soft_net_progress(struct soft_qp *qp)
 	if (qp->state == IBV_QPS_ERR) {
 		while (nq->tail < nq->head)
 			complete_wqe(nq, IBV_WC_WR_FLUSH_ERR);
-		if (nq->srq_held) { /* the SRQ's WQE of a broken message */
-			struct soft_srq *srq = NULL;
-			struct ibv_wc wc;
-
-			memset(&wc, 0, sizeof(wc));
-			wc.wr_id = nq->srq_wqe.wr_id;
-			wc.status = IBV_WC_WR_FLUSH_ERR;
-			wc.qp_num = nq->qpn;
-			nq->srq_held = 0;
-			/* an XRC target's: on its SRQ's CQ, if still there */
-			if (nq->base != ROCE_XRC)
-				soft_cq_push(qp->rcq, &wc, 0);
-			else if (!xsrq_find(nq, nq->xsrqn, &srq))
-				soft_cq_push(srq->xcq, &wc, 0);
-		}
+		if (nq->srq_held) /* the SRQ's WQE of a broken message */
+			held_flush(nq);
 	}
 }
 

@@ -355,10 +355,22 @@ struct soft_srq_hdr {
 	uint8_t pad2[40];
 };
 
+/*
+ * An SRQ's outbox entry (struct soft_shm_srq_cqe), written by whoever
+ * took its WQE.  SOFT_CQE_HELD: taken by a network target of another
+ * process or context of this host (qpn, the target, and src_qp already
+ * final) for a message still arriving (xrc.c soft_xsrq_hold): not
+ * complete yet, and the owner drains nothing past it.  SOFT_CQE_STATUS(st): completed with
+ * status st (xrc.c soft_xsrq_release), where no other flag says it.
+ */
+#define SOFT_CQE_HELD	       0x200u
+#define SOFT_CQE_STATUS(st)    (((st)&0xffu) << 16)
+#define SOFT_CQE_STATUS_OF(fl) (((fl) >> 16) & 0xffu)
 struct soft_shm_srq_cqe {
 	uint32_t byte_len;
 	uint32_t imm;
-	uint32_t flags; /* SOFT_SF_IMM, SOFT_SF_SOLICITED, SOFT_CQE_PROT */
+	uint32_t flags; /* SOFT_SF_IMM, SOFT_SF_SOLICITED, SOFT_CQE_PROT,
+			 * SOFT_CQE_HELD, SOFT_CQE_STATUS */
 	uint32_t opcode;
 	uint32_t qpn;	 /* the responder QP it was for */
 	uint32_t src_qp; /* a DCT's: the DCI it came from */
@@ -947,6 +959,10 @@ struct soft_srq {
 	struct soft_xrcd *xrcd;
 	struct soft_cq *xcq;
 	uint32_t xsrqn;
+	/* the drain stopped at a HELD completion (SOFT_CQE_HELD): its WQE's
+	 * number + 1 (0: none), and when its holder's life is next looked
+	 * at (data.c srq_drain) */
+	uint64_t held_at, held_check;
 };
 
 enum { SOFT_WQE_RING = 1, SOFT_WQE_DONE = 2 };
@@ -1748,6 +1764,8 @@ static inline void *soft_tsan_pair(const struct soft_qp *qp)
  * (data.c); 0 or one of these */
 #define SOFT_ATOMIC_NOREAD  1 /* nothing read, nothing changed */
 #define SOFT_ATOMIC_NOWRITE 2 /* read, the write refused */
+enum ibv_wc_status soft_aw_place(int32_t pid, uint64_t va, uint8_t *p,
+				 uint64_t v);
 int soft_atomic_exec(int32_t pid, uint64_t va, uint8_t *p, int cas,
 		     uint64_t add, uint64_t swap, void *res);
 
@@ -1814,7 +1832,17 @@ int soft_xrc_srq_init(struct soft_srq *srq, struct ibv_srq_init_attr_ex *attr);
 void soft_xrc_srq_fini(struct soft_srq *srq);
 int soft_xrc_srq_target(uint32_t srqn, uint32_t *ctx_idx, uint32_t *id);
 int soft_xsrq_map(uint32_t srqn, uint32_t xrcd_id, struct soft_srq_ref *r);
+int soft_remote_move(int32_t pid, uint64_t start, uint32_t pd_id, uint32_t key,
+		     uint64_t addr, uint64_t len, uint32_t need, int write,
+		     void *buf);
+int soft_remote_atomic(int32_t pid, uint64_t start, uint32_t pd_id,
+		       uint32_t key, uint64_t addr, enum ibv_wr_opcode op,
+		       uint64_t cmp, uint64_t swap, uint64_t *orig);
 int soft_xsrq_ok(const struct soft_srq_ref *r, uint32_t xrcd_id);
+int soft_xsrq_hold(struct soft_srq_ref *r, uint32_t qpn, uint32_t src_qp,
+		   struct soft_rwqe *w, uint64_t *idx);
+void soft_xsrq_release(const struct soft_srq_ref *r, uint64_t idx,
+		       const struct ibv_wc *wc, int solicited);
 int soft_xrc_close(struct soft_qp *qp);
 int soft_xrc_modify(struct soft_qp *qp, struct ibv_qp_attr *attr, int mask);
 /* the context's XRC verbs (xrc.c, set in device.c) */

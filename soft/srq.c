@@ -238,10 +238,12 @@ int soft_srq_ref_next(const struct soft_srq_ref *r, struct ibv_sge *sge,
 /*
  * soft_srq_take -- the network path's responder takes the SRQ's next
  * receive WQE into *out (ctx lock held): 0, or -1 when the SRQ is empty,
- * or its segment stays locked by a same-host initiator serving it (the
- * caller answers "receiver not ready", as for an empty SRQ).  What
- * same-host initiators consumed is drained first, so the WQE taken is
- * the one after theirs and each WQE is taken once.
+ * or its segment stays locked by a same-host initiator serving it, or a
+ * WQE before it is held for a message still arriving at a target of
+ * another process (xrc.c soft_xsrq_hold) (the caller answers "receiver
+ * not ready", as for an empty SRQ).  What same-host initiators consumed
+ * is drained first, so the WQE taken is the one after theirs and each
+ * WQE is taken once.
  */
 int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out)
 {
@@ -250,6 +252,8 @@ int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out)
 
 	for (i = 0; srq->shm && i < 1000; i++) {
 		soft_srq_drain(srq);
+		if (srq->held_at == srq->tail + 1)
+			return -1; /* a held message's WQE completes first */
 		z = 0;
 		if (!atomic_compare_exchange_strong_explicit(
 			    &srq->shm->lock, &z, 1, memory_order_acquire,

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,7 +30,10 @@
  * WR names belongs to the target's domain, takes the SRQ's next WQE and
  * leaves the completion in the SRQ's outbox, which its context's pass
  * drains into the SRQ's CQ (soft_xrc_drain): qp_num the target's, src_qp
- * the initiator's.
+ * the initiator's.  A target on the network path (net.c) does the same
+ * for an XRC SRQ of another process or context of its host, a packet at
+ * a time: the WQE taken at a message's first packet, its completion HELD
+ * in the outbox until its last (soft_xsrq_hold, soft_xsrq_release).
  *
  * ibv_open_qp gives a handle of a target QP (of this or another process)
  * by number; ibv_destroy_qp of its creator while handles are open keeps
@@ -368,6 +372,90 @@ int soft_xsrq_ok(const struct soft_srq_ref *r, uint32_t xrcd_id)
 
 	return r->sh && atomic_load(&c->pid) == r->pid &&
 	       c->start == r->start && r->sh->xrcd_id == xrcd_id;
+}
+
+/* xsrq_lock -- the segment lock of the mapped SRQ r, as an initiator
+ * takes it (dc.c to_srq), waiting out its holder a while: 0, or -1 */
+static int xsrq_lock(const struct soft_srq_ref *r)
+{
+	uint32_t z;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		z = 0;
+		if (atomic_compare_exchange_strong_explicit(
+			    &r->sh->lock, &z, 2, memory_order_acquire,
+			    memory_order_relaxed))
+			return 0;
+		sched_yield();
+	}
+	return -1;
+}
+
+/*
+ * soft_xsrq_hold -- a network target of this process takes the next WQE
+ * of XRC SRQ r (another process's or context's, soft_xsrq_map) for a
+ * message that arrives a packet at a time, for target QPN from initiator
+ * SRC_QP: its SGEs into *w, its number into *idx.  Its completion is left
+ * HELD (SOFT_CQE_HELD, naming the target) until soft_xsrq_release, and
+ * the owner's pass drains
+ * nothing past it meanwhile (data.c srq_drain), so that the SRQ's
+ * completions keep the order of its WQEs.  0; 1: none posted (RNR), or
+ * the segment's lock not had; -1: its ring is corrupt.
+ */
+int soft_xsrq_hold(struct soft_srq_ref *r, uint32_t qpn, uint32_t src_qp,
+		   struct soft_rwqe *w, uint64_t *idx)
+{
+	struct soft_shm_srq_cqe *c;
+	uint64_t prod;
+	int ret;
+
+	if (xsrq_lock(r))
+		return 1;
+	memset(w, 0, sizeof(*w));
+	ret = soft_srq_ref_next(r, w->sge, &w->num_sge, idx, &prod);
+	if (!ret) {
+		c = soft_srq_ref_cqe(r, *idx);
+		c->byte_len = 0;
+		c->imm = 0;
+		c->opcode = SOFT_OP_SEND;
+		__atomic_store_n(&c->qpn, qpn, __ATOMIC_RELAXED);
+		c->src_qp = src_qp;
+		__atomic_store_n(&c->flags, SOFT_CQE_HELD, __ATOMIC_RELAXED);
+		atomic_store_explicit(&r->sh->cons, *idx + 1,
+				      memory_order_release);
+	}
+	atomic_store_explicit(&r->sh->lock, 0, memory_order_release);
+	if (!ret)
+		soft_srq_kick(r->sh, prod, *idx + 1, r->ctx);
+	return ret;
+}
+
+/*
+ * soft_xsrq_release -- the message of WQE idx of r (soft_xsrq_hold) ended
+ * as wc says (its status, opcode, length and immediate): its completion
+ * written, then no longer HELD (a
+ * release store the owner's drain reads with acquire), and the owner
+ * woken if it waits
+ */
+void soft_xsrq_release(const struct soft_srq_ref *r, uint64_t idx,
+		       const struct ibv_wc *wc, int solicited)
+{
+	struct soft_shm_srq_cqe *c = soft_srq_ref_cqe(r, idx);
+	uint32_t flags = 0;
+
+	if (wc->wc_flags & IBV_WC_WITH_IMM)
+		flags |= SOFT_SF_IMM;
+	if (solicited)
+		flags |= SOFT_SF_SOLICITED;
+	if (wc->status != IBV_WC_SUCCESS)
+		flags |= SOFT_CQE_STATUS((uint32_t)wc->status);
+	c->byte_len = wc->byte_len;
+	c->imm = wc->imm_data;
+	c->opcode = wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? SOFT_OP_WRITE_IMM
+							    : SOFT_OP_SEND;
+	__atomic_store_n(&c->flags, flags, __ATOMIC_RELEASE);
+	soft_wake_waiting(r->ctx);
 }
 
 /*

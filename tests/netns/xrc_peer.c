@@ -8,7 +8,8 @@
  *   xrc_peer client ADDR PORT MODE  the initiator host; TAP on stdout
  *
  * MODE: "full", or "fault" (the shell sets SOFTRDMA_TEST_NETFAULT: the
- * traffic checks only, each message once and in order).  The server has
+ * traffic checks only, each message once and in order: those of SRQs A
+ * and D).  The server has
  * two private domains: XRC SRQ A of the first (102 receives posted), B
  * of the first (none posted) and C of the second; targets 1 (to A), 2
  * (B) and 3 (C) of the first domain; an MR for RDMA and a counter for the
@@ -20,10 +21,15 @@
  * target 3 (another domain's SRQ: IBV_WC_REM_INV_REQ_ERR), initiator 2,
  * rnr_retry 1, to the empty SRQ B through target 2
  * (IBV_WC_RNR_RETRY_EXC_ERR), initiator 1 to an SRQ number of 25 bits
- * (IBV_WC_REM_INV_REQ_ERR); initiator 4
- * through target 4, of a domain of a file, to SRQ D of that domain made
- * by another process of the server's host, which the network path does
- * not reach (soft/README.md): IBV_WC_REM_OP_ERR, and nothing lands in D.
+ * (IBV_WC_REM_INV_REQ_ERR).  Then initiator 4 through target 4, of a domain
+ * of a file, to SRQ D of that domain made by another process of the
+ * server's host (XRC's use: one target per host, an SRQ per process):
+ * SENDs of 1 B and 64 KiB (a WQE held across 64 packets), a
+ * SEND_WITH_IMM, an RDMA WRITE, WRITE_WITH_IMM and READ and two atomics
+ * on that process's MR (D's PD), each completion on D's CQ in order with
+ * target 4's qp_num and initiator 4's src_qp, the bytes intact; then a
+ * WRITE under the server's own rkey (another PD than D's):
+ * IBV_WC_REM_ACCESS_ERR.
  * Last, a rogue initiator of the server sends an XRC request to the
  * client's spare initiator, which has no responder: dropped (the rogue's
  * IBV_WC_RETRY_EXC_ERR), the spare left in RTS.
@@ -59,6 +65,9 @@ struct xinfo {
 	uint32_t rogue; /* the server's rogue initiator, the client's spare */
 	uint64_t addr;
 	uint8_t gid[16];
+	uint64_t daddr; /* SRQ D's process's RDMA area, and its rkey */
+	uint32_t drkey;
+	uint32_t pad2;
 };
 
 struct peer {
@@ -162,36 +171,104 @@ static void av(const struct peer *p, struct ibv_qp_attr *a,
 
 static char dpath[64]; /* the domain file of target 4 and SRQ D */
 
+#define DRECV 4	   /* SRQ D's receives: SEND 1 B, 64 KiB, IMM, WIMM */
+#define DCTR  8192 /* the counter's offset in D's process's RDMA area */
+
+/* what SRQ D's process tells the server: its SRQ and RDMA area */
+struct dinfo {
+	uint32_t srqn, rkey;
+	uint64_t addr;
+};
+
+/* what it found: D's completions, and its RDMA area after the traffic */
+struct dres {
+	int got, bad, order, ids, rdma, extra;
+	uint32_t qpn, src; /* the first completion's */
+	uint64_t counter;
+};
+
+/* dmsg_ok -- D's completion i as initiator 4 sent it: a SEND of 1 B, of
+ * 64 KiB, a SEND_WITH_IMM of 3000 B, a WRITE_WITH_IMM of 100 B, the
+ * SENDs' bytes in receive i's buffer */
+static int dmsg_ok(int i, const struct ibv_wc *wc, const char *rbuf)
+{
+	static const uint32_t len[DRECV] = {1, BIG, 3000, 100};
+	int imm = i >= 2;
+
+	if (wc->status != IBV_WC_SUCCESS || wc->byte_len != len[i] ||
+	    wc->opcode != (i == 3 ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) ||
+	    !!(wc->wc_flags & IBV_WC_WITH_IMM) != imm ||
+	    (imm && wc->imm_data != htobe32(i == 3 ? WIMM : IMM)))
+		return 0;
+	return i == 3 ||
+	       pfilled(rbuf + (size_t)i * BIG, len[i], (unsigned)i + 11);
+}
+
 /* other -- another process of the server's host: SRQ D of the file's
- * domain, one receive posted; its number to the parent, then (at the
- * parent's word) 0 when nothing landed in it */
+ * domain with DRECV receives, and an RDMA area, both on its PD; tells the
+ * server of them, takes D's completions as they come, and at the
+ * server's word (the traffic done) looks at its area and tells what it
+ * found */
 static int other(int rfd, int wfd)
 {
+	const size_t rlen = (size_t)DRECV * BIG, alen = DCTR + 64;
+	struct ibv_mr *mr, *amr;
 	struct ibv_xrcd *x;
 	struct ibv_srq *srq;
-	struct ibv_mr *mr;
 	struct ibv_wc wc;
+	struct dinfo d;
+	struct dres r;
 	struct tctx t;
-	uint32_t n = 0;
-	char *buf = calloc(1, 4096), c;
-	int fd, got, ret = 1;
+	char *buf = calloc(1, rlen), *area = calloc(1, alen), c;
+	uint64_t *ctr = (uint64_t *)(void *)(area + DCTR);
+	int fd, i;
 
 	fd = open(dpath, O_RDWR);
-	if (!buf || fd < 0 || t_open(&t, 16))
+	if (!buf || !area || fd < 0 || t_open(&t, 16))
 		return 2;
+	*ctr = 200;
+	memset(&d, 0, sizeof(d));
+	memset(&r, 0, sizeof(r));
 	x = t_xrcd(t.ctx, fd, O_CREAT);
-	mr = ibv_reg_mr(t.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-	srq = x && mr ? t_xsrq(&t, x, t.cq, T_XSRQ_MASK, 4) : NULL;
-	if (srq && !ibv_get_srq_num(srq, &n) &&
-	    t_post_srq_recv(srq, buf, 4096, mr->lkey, 1))
-		n = 0;
-	t_xsend(wfd, &n, sizeof(n));
+	mr = ibv_reg_mr(t.pd, buf, rlen, IBV_ACCESS_LOCAL_WRITE);
+	amr = ibv_reg_mr(t.pd, area, alen,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_REMOTE_READ |
+				 IBV_ACCESS_REMOTE_ATOMIC);
+	srq = x && mr && amr ? t_xsrq(&t, x, t.cq, T_XSRQ_MASK, 8) : NULL;
+	if (srq && !ibv_get_srq_num(srq, &d.srqn)) {
+		for (i = 0; i < DRECV; i++)
+			if (t_post_srq_recv(srq, buf + (size_t)i * BIG, BIG,
+					    mr->lkey, (uint64_t)i))
+				d.srqn = 0;
+		d.rkey = amr->rkey;
+		d.addr = (uintptr_t)area;
+	}
+	t_xsend(wfd, &d, sizeof(d));
+	for (i = 0; d.srqn && i < DRECV; i++) {
+		if (t_wait(t.cq, &wc, 1, 120000) != 1)
+			break;
+		if (!i) {
+			r.qpn = wc.qp_num;
+			r.src = wc.src_qp;
+		} else if (wc.qp_num != r.qpn || wc.src_qp != r.src) {
+			r.ids++;
+		}
+		if (wc.wr_id != (uint64_t)i)
+			r.order++;
+		else if (!dmsg_ok(i, &wc, buf))
+			r.bad++;
+	}
+	r.got = i;
 	t_xrecv(rfd, &c, 1);
-	got = ibv_poll_cq(t.cq, 1, &wc);
-	if (n && got == 0)
-		ret = 0;
+	r.rdma = pfilled(area, WLEN, 14) && pfilled(area + WLEN, 100, 15);
+	r.counter = *ctr;
+	r.extra = ibv_poll_cq(t.cq, 1, &wc);
+	t_xsend(wfd, &r, sizeof(r));
 	if (srq)
 		ibv_destroy_srq(srq);
+	if (amr)
+		ibv_dereg_mr(amr);
 	if (mr)
 		ibv_dereg_mr(mr);
 	if (x)
@@ -199,7 +276,8 @@ static int other(int rfd, int wfd)
 	close(fd);
 	t_close(&t);
 	free(buf);
-	return ret;
+	free(area);
+	return 0;
 }
 
 /* tgt_rtr -- a target of x to RTR towards initiator dqpn on the client */
@@ -321,11 +399,13 @@ static void server(int port, int full)
 {
 	/* receives at NRECV x BIG, then the RDMA area, then the counter */
 	const size_t rdma = (size_t)NRECV * BIG, ctr = rdma + BIG;
-	struct ibv_xrcd *x, *x2, *xf = NULL;
+	struct ibv_xrcd *x, *x2, *xf;
 	struct ibv_srq *sa, *sb, *sc;
 	struct ibv_qp *t1, *t2, *t3, *t4, *rogue;
-	int dfd = -1, orfd = -1, owfd = -1;
-	pid_t opid = -1;
+	int dfd, orfd = -1, owfd = -1;
+	pid_t opid;
+	struct dinfo d;
+	struct dres r;
 	struct xinfo me, o;
 	struct peer p;
 	struct ibv_wc wc;
@@ -340,16 +420,13 @@ static void server(int port, int full)
 	x2 = t_xrcd(p.t.ctx, -1, O_CREAT);
 	if (!x || !x2)
 		bail_out("domains");
-	if (full) {
-		/* the file's domain, here and in another process */
-		snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d",
-			 (int)getpid());
-		dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
-		xf = dfd < 0 ? NULL : t_xrcd(p.t.ctx, dfd, O_CREAT);
-		opid = xf ? t_spawn(other, &orfd, &owfd) : -1;
-		if (opid < 0)
-			bail_out("the other process");
-	}
+	/* the file's domain, here and in another process */
+	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
+	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
+	xf = dfd < 0 ? NULL : t_xrcd(p.t.ctx, dfd, O_CREAT);
+	opid = xf ? t_spawn(other, &orfd, &owfd) : -1;
+	if (opid < 0)
+		bail_out("the other process");
 	sa = t_xsrq(&p.t, x, p.t.cq, T_XSRQ_MASK, 128);
 	sb = t_xsrq(&p.t, x, p.t.cq, T_XSRQ_MASK, 128);
 	sc = t_xsrq(&p.t, x2, p.t.cq, T_XSRQ_MASK, 128);
@@ -364,11 +441,12 @@ static void server(int port, int full)
 	    ibv_get_srq_num(sb, &me.srqn[1]) ||
 	    ibv_get_srq_num(sc, &me.srqn[2]))
 		bail_out("srq numbers");
-	if (full) {
-		t_xrecv(orfd, &me.srqn[3], sizeof(me.srqn[3]));
-		if (!me.srqn[3])
-			bail_out("SRQ D of the other process");
-	}
+	t_xrecv(orfd, &d, sizeof(d));
+	if (!d.srqn)
+		bail_out("SRQ D of the other process");
+	me.srqn[3] = d.srqn;
+	me.drkey = d.rkey;
+	me.daddr = d.addr;
 	me.rkey = p.mr->rkey;
 	me.addr = (uintptr_t)p.buf;
 	me.lid = p.lid;
@@ -379,11 +457,11 @@ static void server(int port, int full)
 	t1 = tgt_rtr(&p, x, &o, o.qpn[0]);
 	t2 = tgt_rtr(&p, x, &o, o.qpn[1]);
 	t3 = tgt_rtr(&p, x, &o, o.qpn[2]);
-	t4 = full ? tgt_rtr(&p, xf, &o, o.qpn[3]) : NULL;
+	t4 = tgt_rtr(&p, xf, &o, o.qpn[3]);
 	me.qpn[0] = t1->qp_num;
 	me.qpn[1] = t2->qp_num;
 	me.qpn[2] = t3->qp_num;
-	me.qpn[3] = t4 ? t4->qp_num : 0;
+	me.qpn[3] = t4->qp_num;
 	rogue = ini(&p);
 	me.rogue = rogue->qp_num;
 	if (ini_rts(&p, rogue, &o, o.rogue, 0))
@@ -456,16 +534,30 @@ static void server(int port, int full)
 		   "through, in ERR (its responder NAKed it)");
 		ok(t_qp_state(t2) == IBV_QPS_RTR,
 		   "target 2 (RNR NAKs only) still in RTR");
-		t_xsend(owfd, &c, 1);
-		is_int(t_reap(opid), 0,
-		       "SRQ D, another process's: nothing landed in it");
-		close(orfd);
-		close(owfd);
-		ibv_destroy_qp(t4);
-		ok(!ibv_close_xrcd(xf), "the file's domain closed");
-		close(dfd);
-		unlink(dpath);
 	}
+	t_xsend(owfd, &c, 1);
+	t_xrecv(orfd, &r, sizeof(r));
+	ok(r.got == DRECV && !r.bad && !r.order,
+	   "SRQ D, another process's: the SENDs of 1 B, 64 KiB and with "
+	   "immediate and the WRITE_WITH_IMM completed there, in order, "
+	   "intact (%d of %d; %d bad, %d out of order)",
+	   r.got, DRECV, r.bad, r.order);
+	ok(r.got && !r.ids && r.qpn == t4->qp_num && r.src == o.qpn[3],
+	   "... qp_num target 4's (%u: %u), src_qp initiator 4's (%u: %u)",
+	   t4->qp_num, r.qpn, o.qpn[3], r.src);
+	ok(r.rdma, "... the RDMA WRITE and WRITE_WITH_IMM placed in its MR "
+		   "(D's PD)");
+	ok(r.counter == 9,
+	   "... FETCH_ADD then CMP_SWAP on its counter: 9 (%llu)",
+	   (unsigned long long)r.counter);
+	ok(r.extra == 0, "... no completion more on D's CQ (%d)", r.extra);
+	is_int(t_reap(opid), 0, "SRQ D's process exits 0");
+	close(orfd);
+	close(owfd);
+	ibv_destroy_qp(t4);
+	ok(!ibv_close_xrcd(xf), "the file's domain closed");
+	close(dfd);
+	unlink(dpath);
 	c = 1;
 	xfer(fd, &c, 1, 1);
 	close(fd);
@@ -478,6 +570,66 @@ static void server(int port, int full)
 	ibv_destroy_srq(sc);
 	ok(!ibv_close_xrcd(x) && !ibv_close_xrcd(x2), "domains closed");
 	peer_close(&p);
+}
+
+/* d_traffic -- initiator 4 through target 4 to SRQ D, another process's
+ * of the server's host (other) */
+static void d_traffic(struct peer *p, struct ibv_qp *i4, const struct xinfo *o)
+{
+	const size_t rd = (size_t)NMSG * BIG, atm = rd + BIG;
+	uint64_t *res = (uint64_t *)(void *)(p->buf + atm);
+	int st;
+
+	ok(!ini_rts(p, i4, o, o->qpn[3], 7),
+	   "initiator 4 to RTS towards target 4");
+	pfill(p->buf, 1, 11);
+	st = xpost(p, i4, IBV_WR_SEND, 0, 1, o->srqn[3], 2003, 0, 0, 0, 0);
+	is_int(st ? -2 : one(p, 2003), IBV_WC_SUCCESS,
+	       "a SEND of 1 B to SRQ D, another process's of the target's "
+	       "host");
+	pfill(p->buf, BIG, 12);
+	st = xpost(p, i4, IBV_WR_SEND, 0, BIG, o->srqn[3], 2004, 0, 0, 0, 0);
+	is_int(st ? -2 : one(p, 2004), IBV_WC_SUCCESS,
+	       "a SEND of 64 KiB to SRQ D (64 packets)");
+	pfill(p->buf, 3000, 13);
+	st = xpost(p, i4, IBV_WR_SEND_WITH_IMM, 0, 3000, o->srqn[3], 2005, 0, 0,
+		   0, 0);
+	is_int(st ? -2 : one(p, 2005), IBV_WC_SUCCESS,
+	       "a SEND_WITH_IMM of 3000 B to SRQ D");
+	pfill(p->buf, WLEN, 14);
+	st = xpost(p, i4, IBV_WR_RDMA_WRITE, 0, WLEN, o->srqn[3], 2006,
+		   o->daddr, o->drkey, 0, 0);
+	is_int(st ? -2 : one(p, 2006), IBV_WC_SUCCESS,
+	       "RDMA WRITE, 5000 B, to SRQ D's process (its rkey)");
+	pfill(p->buf + WLEN, 100, 15);
+	st = xpost(p, i4, IBV_WR_RDMA_WRITE_WITH_IMM, WLEN, 100, o->srqn[3],
+		   2007, o->daddr + WLEN, o->drkey, 0, 0);
+	is_int(st ? -2 : one(p, 2007), IBV_WC_SUCCESS,
+	       "RDMA WRITE_WITH_IMM, 100 B, a WQE of SRQ D");
+	memset(p->buf + rd, 0, WLEN);
+	st = xpost(p, i4, IBV_WR_RDMA_READ, rd, WLEN, o->srqn[3], 2008,
+		   o->daddr, o->drkey, 0, 0);
+	is_int(st ? -2 : one(p, 2008), IBV_WC_SUCCESS,
+	       "RDMA READ, 5000 B, from SRQ D's process");
+	ok(pfilled(p->buf + rd, WLEN, 14), "... what the WRITE wrote");
+	*res = 0;
+	st = xpost(p, i4, IBV_WR_ATOMIC_FETCH_AND_ADD, atm, 8, o->srqn[3], 2009,
+		   o->daddr + DCTR, o->drkey, 5, 0);
+	is_int(st ? -2 : one(p, 2009), IBV_WC_SUCCESS,
+	       "FETCH_ADD 5 on SRQ D's process's counter");
+	ok(*res == 200, "... the counter was 200 (%llu)",
+	   (unsigned long long)*res);
+	st = xpost(p, i4, IBV_WR_ATOMIC_CMP_AND_SWP, atm, 8, o->srqn[3], 2010,
+		   o->daddr + DCTR, o->drkey, 205, 9);
+	is_int(st ? -2 : one(p, 2010), IBV_WC_SUCCESS, "CMP_SWAP 205 -> 9");
+	ok(*res == 205, "... the counter was 205 (%llu)",
+	   (unsigned long long)*res);
+	/* the server's own rkey: its MR is not of D's PD */
+	st = xpost(p, i4, IBV_WR_RDMA_WRITE, 0, 8, o->srqn[3], 2011,
+		   o->addr + (size_t)NRECV * BIG, o->rkey, 0, 0);
+	is_int(st ? -2 : one(p, 2011), IBV_WC_REM_ACCESS_ERR,
+	       "an RDMA WRITE through target 4 under the server's rkey "
+	       "(another PD than SRQ D's): IBV_WC_REM_ACCESS_ERR");
 }
 
 /* client -- the initiator host */
@@ -597,15 +749,8 @@ static void client(const char *addr, int port, int full)
 			   2002, 0, 0, 0, 0);
 		is_int(st ? -2 : one(&p, 2002), IBV_WC_REM_INV_REQ_ERR,
 		       "an SRQ number of 25 bits: IBV_WC_REM_INV_REQ_ERR");
-		/* SRQ D of the target's domain, made by another process of
-		 * its host: not reached from the network (soft/README.md) */
-		st = ini_rts(&p, i4, &o, o.qpn[3], 7) ||
-		     xpost(&p, i4, IBV_WR_SEND, 0, 8, o.srqn[3], 2003, 0, 0, 0,
-			   0);
-		is_int(st ? -2 : one(&p, 2003), IBV_WC_REM_OP_ERR,
-		       "a SEND to an XRC SRQ of another process of the "
-		       "target's host: IBV_WC_REM_OP_ERR (not reached)");
 	}
+	d_traffic(&p, i4, &o);
 	xfer(fd, &c, 1, 1);
 	xfer(fd, &c, 1, 0); /* the server has checked */
 	ok(t_qp_state(spare) == IBV_QPS_RTS,
