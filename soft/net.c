@@ -1739,6 +1739,19 @@ static int xsrq_find(struct soft_net_qp *nq, uint32_t srqn,
 	return ROCE_NAK_INVALID_REQ;
 }
 
+/* hold_stop -- tests/netns/xrc-hosts.sh: the process stops once it holds
+ * another process's WQE (SOFTRDMA_TEST_HOLD_STOP=1), the hold left for
+ * its owner to find (and flush once this process is killed) */
+static void hold_stop(void)
+{
+	static _Atomic int stop = -1;
+
+	if (soft_env_flag(&stop, "SOFTRDMA_TEST_HOLD_STOP")) {
+		atomic_store(&stop, 0);
+		raise(SIGSTOP);
+	}
+}
+
 /* resp_wqe -- the receive WQE of the message in progress: on an SRQ,
  * taken from it at the message's first packet and held by the QP until
  * the message completes (other QPs share the SRQ); NULL: none posted */
@@ -1750,8 +1763,10 @@ static struct soft_rwqe *resp_wqe(struct soft_net_qp *nq)
 	if (nq->xfor) { /* another process's XRC SRQ */
 		if (!nq->srq_held &&
 		    !soft_xsrq_hold(&nq->xref, nq->qpn, nq->dqpn, &nq->srq_wqe,
-				    &nq->held_idx))
+				    &nq->held_idx)) {
 			nq->srq_held = nq->held_for = 1;
+			hold_stop();
+		}
 		return nq->srq_held ? &nq->srq_wqe : NULL;
 	}
 	if (srq) {

@@ -10,7 +10,10 @@
 # WRITE, WRITE_WITH_IMM, READ and atomics through the target (the SRQ's PD),
 # another domain's SRQ (IBV_WC_REM_INV_REQ_ERR), an empty SRQ
 # (IBV_WC_RNR_RETRY_EXC_ERR), by GID and by LID, and the traffic checks
-# again under softrdma's seeded loss, duplication and reordering.  (Before
+# again under softrdma's seeded loss, duplication and reordering, with
+# SRQ D of another process of the target's host; and a target whose
+# process stops holding D's WQE mid-message and is killed: D's process
+# gets the WQE flushed, nothing before.  (Before
 # XRC went between hosts, the initiator's and target's RTR was refused:
 # EOPNOTSUPP.)
 . "$top_srcdir/tests/lib.sh"
@@ -99,6 +102,51 @@ peer "IB mode, by LID" full SOFTRDMA_LINK=ib
 peer "2% loss, 5% duplicated, 5% reordered" fault \
 	SOFTRDMA_TEST_NETFAULT=seed=7,drop=2,dup=5,reorder=5
 peer "10% loss" fault SOFTRDMA_TEST_NETFAULT=seed=8,drop=10
+
+# hold: the target's process stops once it holds the WQE of SRQ D (of
+# another process of its host: xrc_peer's other_hold) for a message of
+# 64 KiB, and is killed there; D's process finds nothing completed while
+# the holder lived, then the WQE flushed
+port=$((port + 1))
+on 1 SOFTRDMA_TEST_HOLD_STOP=1 XRC_PEER_DONE="$tap_tmp/hold.done" \
+	timeout -k 10 120 "$peer" server $port hold >"$tap_tmp/hold-s.tap" 2>&1 &
+_spid=$!
+tap_pids="$tap_pids $_spid"
+listening 1 $port
+on 2 timeout -k 10 120 "$peer" client "$a1" $port hold \
+	>"$tap_tmp/hold-c.tap" 2>&1 &
+_cpid=$!
+tap_pids="$tap_pids $_cpid"
+# the server's process in state T (its child, D's, runs)
+_held=
+_i=0
+while [ -z "$_held" ] && [ $_i -lt 300 ]; do
+	for _p in $(pgrep -x xrc_peer); do
+		tr '\0' ' ' <"/proc/$_p/cmdline" 2>/dev/null |
+			grep -q "server $port hold" &&
+			[ "$(cut -d' ' -f3 "/proc/$_p/stat" 2>/dev/null)" = T ] &&
+			_held=$_p
+	done
+	[ -n "$_held" ] || sleep 0.1
+	_i=$((_i + 1))
+done
+[ -n "$_held" ]
+ok $? "xrc_peer hold: the target's process stops once it holds SRQ D's WQE"
+sleep 1
+[ -z "$_held" ] || kill -KILL "$_held"
+wait $_spid
+wait $_cpid
+_rc=$?
+tap_passed "$tap_tmp/hold-c.tap" $_rc
+ok $? "xrc_peer hold: the initiator's checks (exit $_rc)"
+_i=0
+while [ ! -e "$tap_tmp/hold.done" ] && [ $_i -lt 300 ]; do
+	sleep 0.1
+	_i=$((_i + 1))
+done
+tap_passed "$tap_tmp/hold-s.tap" 0 && ! grep -q '^Bail out' "$tap_tmp/hold-s.tap" &&
+	grep -q '^1\.\.3$' "$tap_tmp/hold-s.tap"
+ok $? "xrc_peer hold: SRQ D's process's checks"
 
 agent_gone 1 && agent_gone 2
 ok $? "the hosts' agents exit after their last client"

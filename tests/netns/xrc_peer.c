@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -764,9 +765,133 @@ static void client(const char *addr, int port, int full)
 	peer_close(&p);
 }
 
+/* other_hold -- "hold": SRQ D's process, one receive of 64 KiB; the
+ * server (its parent) stops once its target holds that WQE and is killed
+ * (xrc-hosts.sh): nothing completes while it lives, then the WQE flushes.
+ * Its TAP on our stdout; XRC_PEER_DONE made at the end. */
+static int other_hold(int rfd, int wfd)
+{
+	pid_t server = getppid();
+	struct ibv_mr *mr;
+	struct ibv_xrcd *x;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+	struct dinfo d;
+	struct tctx t;
+	char *buf = calloc(1, BIG);
+	const char *done = getenv("XRC_PEER_DONE");
+	int fd, n, gone;
+
+	(void)rfd;
+	fd = open(dpath, O_RDWR);
+	if (!buf || fd < 0 || t_open(&t, 16))
+		return 2;
+	memset(&d, 0, sizeof(d));
+	x = t_xrcd(t.ctx, fd, O_CREAT);
+	mr = x ? ibv_reg_mr(t.pd, buf, BIG, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	srq = mr ? t_xsrq(&t, x, t.cq, T_XSRQ_MASK, 4) : NULL;
+	if (srq && (ibv_get_srq_num(srq, &d.srqn) ||
+		    t_post_srq_recv(srq, buf, BIG, mr->lkey, 0)))
+		d.srqn = 0;
+	t_xsend(wfd, &d, sizeof(d));
+	n = t_wait(t.cq, &wc, 1, 60000);
+	gone = kill(server, 0) < 0;
+	ok(n == 1 && gone,
+	   "SRQ D's WQE, held by a target whose process stopped mid-message: "
+	   "nothing completed while that process lived (%d, %s)",
+	   n, gone ? "gone" : "alive");
+	ok(n == 1 && wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 0,
+	   "... flushed once it died (status %d, wr_id %llu)",
+	   n == 1 ? (int)wc.status : -1,
+	   n == 1 ? (unsigned long long)wc.wr_id : 0ull);
+	usleep(300000);
+	n = ibv_poll_cq(t.cq, 1, &wc);
+	ok(n == 0, "... no completion more (%d)", n);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	ibv_close_xrcd(x);
+	close(fd);
+	unlink(dpath);
+	t_close(&t);
+	free(buf);
+	n = done_testing();
+	fflush(stdout); /* t_spawn's child ends in _exit */
+	if (done)
+		close(open(done, O_WRONLY | O_CREAT, 0600));
+	return n;
+}
+
+/* server_hold -- "hold": target 4 of a file's domain to SRQ D of
+ * other_hold; this process stops at the hold (SOFTRDMA_TEST_HOLD_STOP)
+ * and is killed there: no TAP of its own */
+static void server_hold(int port)
+{
+	struct ibv_xrcd *xf;
+	struct xinfo me, o;
+	struct dinfo d;
+	struct peer p;
+	int fd, dfd, orfd, owfd;
+	char c;
+
+	peer_open(&p, 4096);
+	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
+	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
+	xf = dfd < 0 ? NULL : t_xrcd(p.t.ctx, dfd, O_CREAT);
+	if (!xf || t_spawn(other_hold, &orfd, &owfd) < 0)
+		bail_out("the other process");
+	t_xrecv(orfd, &d, sizeof(d));
+	if (!d.srqn)
+		bail_out("SRQ D of the other process");
+	memset(&me, 0, sizeof(me));
+	me.srqn[3] = d.srqn;
+	me.lid = p.lid;
+	memcpy(me.gid, p.gid.raw, 16);
+	fd = tcp_accept(port);
+	xfer(fd, &o, sizeof(o), 0);
+	me.qpn[3] = tgt_rtr(&p, xf, &o, o.qpn[3])->qp_num;
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &c, 1, 0); /* never: stopped and killed before */
+	exit(3);
+}
+
+/* client_hold -- "hold": a SEND of 64 KiB to SRQ D through target 4,
+ * whose process stops at its first packet */
+static void client_hold(const char *addr, int port)
+{
+	struct xinfo me, o;
+	struct ibv_qp *i4;
+	struct peer p;
+	int fd, st;
+
+	peer_open(&p, BIG);
+	i4 = ini(&p);
+	memset(&me, 0, sizeof(me));
+	me.qpn[3] = i4->qp_num;
+	me.lid = p.lid;
+	memcpy(me.gid, p.gid.raw, 16);
+	fd = tcp_connect(addr, port);
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &o, sizeof(o), 0);
+	ok(!ini_rts(&p, i4, &o, o.qpn[3], 7),
+	   "initiator 4 to RTS towards target 4");
+	pfill(p.buf, BIG, 12);
+	st = xpost(&p, i4, IBV_WR_SEND, 0, BIG, o.srqn[3], 1, 0, 0, 0, 0);
+	is_int(st ? -2 : one(&p, 1), IBV_WC_RETRY_EXC_ERR,
+	       "a SEND of 64 KiB to SRQ D through a target whose process "
+	       "stops at its first packet: IBV_WC_RETRY_EXC_ERR");
+	close(fd);
+	ibv_destroy_qp(i4);
+	peer_close(&p);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "server"))
+	if (argc == 4 && !strcmp(argv[1], "server") && !strcmp(argv[3], "hold"))
+		server_hold(atoi(argv[2]));
+	else if (argc == 5 && !strcmp(argv[1], "client") &&
+		 !strcmp(argv[4], "hold"))
+		client_hold(argv[2], atoi(argv[3]));
+	else if (argc == 4 && !strcmp(argv[1], "server"))
 		server(atoi(argv[2]), strcmp(argv[3], "fault") != 0);
 	else if (argc == 5 && !strcmp(argv[1], "client"))
 		client(argv[2], atoi(argv[3]), strcmp(argv[4], "fault") != 0);
