@@ -2708,13 +2708,6 @@ static void rx_drain(struct soft_qp *qp)
 }
 
 /*
- * srq_drain -- the completions initiators produced on the SRQ, in order:
- * each takes the WQE at our tail (wr_id and buffers from our private
- * copy) and names the QP of this context it came on; an entry naming no
- * such QP (it was destroyed) consumes its WQE with no completion.  The
- * SRQ's lock is held.
- */
-/*
  * held -- the drain of srq reached completion c, HELD by a network
  * target (xrc.c soft_xsrq_hold): 1 while its message may still come, 0
  * once the target is gone or its process is (the drain then flushes
@@ -2739,6 +2732,14 @@ static __attribute__((noinline)) int held(struct soft_srq *srq,
 	       e.qp_type == IBV_QPT_XRC_RECV && soft_pid_alive(e.pid, e.start);
 }
 
+/*
+ * srq_drain -- the completions initiators produced on the SRQ, in order:
+ * each takes the WQE at our tail (wr_id and buffers from our private
+ * copy) and names the QP of this context it came on; an entry naming no
+ * such QP (it was destroyed) consumes its WQE with no completion; one
+ * HELD for a message still arriving stops the drain (held).  The SRQ's
+ * lock is held.
+ */
 static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 {
 	struct soft_srq_hdr *h = srq->shm;

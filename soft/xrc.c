@@ -398,10 +398,9 @@ static int xsrq_lock(const struct soft_srq_ref *r)
  * message that arrives a packet at a time, for target QPN from initiator
  * SRC_QP: its SGEs into *w, its number into *idx.  Its completion is left
  * HELD (SOFT_CQE_HELD, naming the target) until soft_xsrq_release, and
- * the owner's pass drains
- * nothing past it meanwhile (data.c srq_drain), so that the SRQ's
- * completions keep the order of its WQEs.  0; 1: none posted (RNR), or
- * the segment's lock not had; -1: its ring is corrupt.
+ * the owner's pass drains nothing past it meanwhile (data.c srq_drain),
+ * so that the SRQ's completions keep the order of its WQEs.  0; 1: none
+ * posted (RNR), or the segment's lock not had; -1: its ring is corrupt.
  */
 int soft_xsrq_hold(struct soft_srq_ref *r, uint32_t qpn, uint32_t src_qp,
 		   struct soft_rwqe *w, uint64_t *idx)
@@ -434,9 +433,8 @@ int soft_xsrq_hold(struct soft_srq_ref *r, uint32_t qpn, uint32_t src_qp,
 /*
  * soft_xsrq_release -- the message of WQE idx of r (soft_xsrq_hold) ended
  * as wc says (its status, opcode, length and immediate): its completion
- * written, then no longer HELD (a
- * release store the owner's drain reads with acquire), and the owner
- * woken if it waits
+ * written, then no longer HELD (a release store the owner's drain reads
+ * with acquire), and the owner woken if it waits
  */
 void soft_xsrq_release(const struct soft_srq_ref *r, uint64_t idx,
 		       const struct ibv_wc *wc, int solicited)
