@@ -2762,6 +2762,11 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 		    held(srq, c))
 			break; /* its message still arrives: it comes first */
 		memcpy(&e, c, sizeof(e));
+		if (e.flags & SOFT_CQE_TAKEN) { /* ours, completed then */
+			srq->tail++;
+			soft_srq_check_limit(srq);
+			continue;
+		}
 		if (e.flags & SOFT_CQE_HELD) { /* its holder died */
 			e.flags = SOFT_CQE_STATUS(IBV_WC_WR_FLUSH_ERR);
 			e.byte_len = 0;

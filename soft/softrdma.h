@@ -360,10 +360,14 @@ struct soft_srq_hdr {
  * took its WQE.  SOFT_CQE_HELD: taken by a network target of another
  * process or context of this host (qpn, the target, and src_qp already
  * final) for a message still arriving (xrc.c soft_xsrq_hold): not
- * complete yet, and the owner drains nothing past it.  SOFT_CQE_STATUS(st): completed with
+ * complete yet, and the owner drains nothing past it.  SOFT_CQE_TAKEN:
+ * taken meanwhile by a network target of the owner, which completes it
+ * itself (srq.c take_past_held): the drain passes it without a
+ * completion.  SOFT_CQE_STATUS(st): completed with
  * status st (xrc.c soft_xsrq_release), where no other flag says it.
  */
 #define SOFT_CQE_HELD	       0x200u
+#define SOFT_CQE_TAKEN	       0x400u
 #define SOFT_CQE_STATUS(st)    (((st)&0xffu) << 16)
 #define SOFT_CQE_STATUS_OF(fl) (((fl) >> 16) & 0xffu)
 struct soft_shm_srq_cqe {

@@ -236,14 +236,47 @@ int soft_srq_ref_next(const struct soft_srq_ref *r, struct ibv_sge *sge,
 }
 
 /*
+ * take_past_held -- soft_srq_take while the drain waits at a WQE held
+ * for a message arriving at another process's target (xrc.c
+ * soft_xsrq_hold): the next WQE nobody took, its outbox entry left
+ * SOFT_CQE_TAKEN, so that the drain passes it later without a completion
+ * (our target reports it when its message ends): messages complete out
+ * of the SRQ's order, as on an HCA.  0, or -1: none posted, or the
+ * segment's lock held by an initiator (RNR)
+ */
+static int take_past_held(struct soft_srq *srq, struct soft_rwqe *out)
+{
+	struct soft_srq_hdr *h = srq->shm;
+	struct soft_shm_srq_cqe *c;
+	uint64_t cons;
+	uint32_t z = 0;
+
+	if (!atomic_compare_exchange_strong_explicit(&h->lock, &z, 1,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return -1;
+	cons = atomic_load_explicit(&h->cons, memory_order_relaxed);
+	if (cons >= srq->head) {
+		atomic_store_explicit(&h->lock, 0, memory_order_release);
+		return -1;
+	}
+	*out = srq->rq[cons & (srq->size - 1)];
+	c = (void *)((char *)h + h->cq_off +
+		     (cons & (h->entries - 1)) * sizeof(*c));
+	__atomic_store_n(&c->flags, SOFT_CQE_TAKEN, __ATOMIC_RELAXED);
+	atomic_store_explicit(&h->cons, cons + 1, memory_order_release);
+	atomic_store_explicit(&h->lock, 0, memory_order_release);
+	return 0;
+}
+
+/*
  * soft_srq_take -- the network path's responder takes the SRQ's next
  * receive WQE into *out (ctx lock held): 0, or -1 when the SRQ is empty,
- * or its segment stays locked by a same-host initiator serving it, or a
- * WQE before it is held for a message still arriving at a target of
- * another process (xrc.c soft_xsrq_hold) (the caller answers "receiver
- * not ready", as for an empty SRQ).  What same-host initiators consumed
- * is drained first, so the WQE taken is the one after theirs and each
- * WQE is taken once.
+ * or its segment stays locked by a same-host initiator serving it (the
+ * caller answers "receiver not ready", as for an empty SRQ).  What
+ * same-host initiators consumed is drained first, so the WQE taken is
+ * the one after theirs and each WQE is taken once; past one held for a
+ * message still arriving at another process's target (take_past_held).
  */
 int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out)
 {
@@ -253,7 +286,7 @@ int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out)
 	for (i = 0; srq->shm && i < 1000; i++) {
 		soft_srq_drain(srq);
 		if (srq->held_at == srq->tail + 1)
-			return -1; /* a held message's WQE completes first */
+			return take_past_held(srq, out);
 		z = 0;
 		if (!atomic_compare_exchange_strong_explicit(
 			    &srq->shm->lock, &z, 1, memory_order_acquire,

@@ -12,8 +12,9 @@
 # (IBV_WC_RNR_RETRY_EXC_ERR), by GID and by LID, and the traffic checks
 # again under softrdma's seeded loss, duplication and reordering, with
 # SRQ D of another process of the target's host; and a target whose
-# process stops holding D's WQE mid-message and is killed: D's process
-# gets the WQE flushed, nothing before.  (Before
+# process stops holding D's WQE mid-message and is killed: D's own
+# target's message completes past it, the held WQE flushes once the
+# holder is dead, not before.  (Before
 # XRC went between hosts, the initiator's and target's RTR was refused:
 # EOPNOTSUPP.)
 . "$top_srcdir/tests/lib.sh"
@@ -105,8 +106,9 @@ peer "10% loss" fault SOFTRDMA_TEST_NETFAULT=seed=8,drop=10
 
 # hold: the target's process stops once it holds the WQE of SRQ D (of
 # another process of its host: xrc_peer's other_hold) for a message of
-# 64 KiB, and is killed there; D's process finds nothing completed while
-# the holder lived, then the WQE flushed
+# 64 KiB, and is killed there; a message through D's process's own
+# target completes past it meanwhile; D's process finds nothing else
+# completed while the holder lived, then the held WQE flushed
 port=$((port + 1))
 on 1 SOFTRDMA_TEST_HOLD_STOP=1 XRC_PEER_DONE="$tap_tmp/hold.done" \
 	timeout -k 10 120 "$peer" server $port hold >"$tap_tmp/hold-s.tap" 2>&1 &
@@ -145,7 +147,7 @@ while [ ! -e "$tap_tmp/hold.done" ] && [ $_i -lt 300 ]; do
 	_i=$((_i + 1))
 done
 tap_passed "$tap_tmp/hold-s.tap" 0 && ! grep -q '^Bail out' "$tap_tmp/hold-s.tap" &&
-	grep -q '^1\.\.3$' "$tap_tmp/hold-s.tap"
+	grep -q '^1\.\.4$' "$tap_tmp/hold-s.tap"
 ok $? "xrc_peer hold: SRQ D's process's checks"
 
 agent_gone 1 && agent_gone 2

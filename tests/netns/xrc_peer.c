@@ -765,55 +765,70 @@ static void client(const char *addr, int port, int full)
 	peer_close(&p);
 }
 
-/* other_hold -- "hold": SRQ D's process, one receive of 64 KiB; the
- * server (its parent) stops once its target holds that WQE and is killed
- * (xrc-hosts.sh): nothing completes while it lives, then the WQE flushes.
- * Its TAP on our stdout; XRC_PEER_DONE made at the end. */
+/* other_hold -- "hold": SRQ D's process, two receives of 64 KiB, and
+ * target 5 of its own to D from the client's initiator 5; the server
+ * (its parent) stops once its target 4 holds D's first WQE and is killed
+ * (xrc-hosts.sh): target 5's message completes past the held WQE
+ * meanwhile, nothing else while the server lives, then the held WQE
+ * flushes.  Its TAP on our stdout; XRC_PEER_DONE made at the end. */
 static int other_hold(int rfd, int wfd)
 {
+	const char *done = getenv("XRC_PEER_DONE");
 	pid_t server = getppid();
-	struct ibv_mr *mr;
 	struct ibv_xrcd *x;
 	struct ibv_srq *srq;
-	struct ibv_wc wc;
+	struct ibv_qp *t5;
+	struct ibv_wc wc[2];
+	struct xinfo o;
 	struct dinfo d;
-	struct tctx t;
-	char *buf = calloc(1, BIG);
-	const char *done = getenv("XRC_PEER_DONE");
-	int fd, n, gone;
+	struct peer q;
+	int fd, n, alive;
 
-	(void)rfd;
 	fd = open(dpath, O_RDWR);
-	if (!buf || fd < 0 || t_open(&t, 16))
+	if (fd < 0)
 		return 2;
+	peer_open(&q, 2 * (size_t)BIG);
 	memset(&d, 0, sizeof(d));
-	x = t_xrcd(t.ctx, fd, O_CREAT);
-	mr = x ? ibv_reg_mr(t.pd, buf, BIG, IBV_ACCESS_LOCAL_WRITE) : NULL;
-	srq = mr ? t_xsrq(&t, x, t.cq, T_XSRQ_MASK, 4) : NULL;
+	x = t_xrcd(q.t.ctx, fd, O_CREAT);
+	srq = x ? t_xsrq(&q.t, x, q.t.cq, T_XSRQ_MASK, 4) : NULL;
 	if (srq && (ibv_get_srq_num(srq, &d.srqn) ||
-		    t_post_srq_recv(srq, buf, BIG, mr->lkey, 0)))
+		    t_post_srq_recv(srq, q.buf, BIG, q.mr->lkey, 0) ||
+		    t_post_srq_recv(srq, q.buf + BIG, BIG, q.mr->lkey, 1)))
 		d.srqn = 0;
 	t_xsend(wfd, &d, sizeof(d));
-	n = t_wait(t.cq, &wc, 1, 60000);
-	gone = kill(server, 0) < 0;
-	ok(n == 1 && gone,
-	   "SRQ D's WQE, held by a target whose process stopped mid-message: "
-	   "nothing completed while that process lived (%d, %s)",
-	   n, gone ? "gone" : "alive");
-	ok(n == 1 && wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 0,
+	t_xrecv(rfd, &o, sizeof(o)); /* the client's, through the server */
+	t5 = tgt_rtr(&q, x, &o, o.qpn[1]);
+	t_xsend(wfd, &t5->qp_num, sizeof(t5->qp_num));
+	n = t_wait(q.t.cq, &wc[0], 1, 60000);
+	alive = kill(server, 0) == 0;
+	ok(n == 1 && alive && wc[0].status == IBV_WC_SUCCESS &&
+		   wc[0].wr_id == 1 && wc[0].qp_num == t5->qp_num &&
+		   wc[0].byte_len == 1000 && pfilled(q.buf + BIG, 1000, 21),
+	   "a message to SRQ D through its own process's target 5 completes "
+	   "past the WQE another process's target holds (%d: status %d, "
+	   "wr_id %llu, holder %s)",
+	   n, n == 1 ? (int)wc[0].status : -1,
+	   n == 1 ? (unsigned long long)wc[0].wr_id : 0ull,
+	   alive ? "alive" : "gone");
+	n = t_wait(q.t.cq, &wc[1], 1, 60000);
+	alive = kill(server, 0) == 0;
+	ok(n == 1 && !alive,
+	   "... the held WQE: nothing completed while its holder's process "
+	   "lived (%d, %s)",
+	   n, alive ? "alive" : "gone");
+	ok(n == 1 && wc[1].status == IBV_WC_WR_FLUSH_ERR && wc[1].wr_id == 0,
 	   "... flushed once it died (status %d, wr_id %llu)",
-	   n == 1 ? (int)wc.status : -1,
-	   n == 1 ? (unsigned long long)wc.wr_id : 0ull);
+	   n == 1 ? (int)wc[1].status : -1,
+	   n == 1 ? (unsigned long long)wc[1].wr_id : 0ull);
 	usleep(300000);
-	n = ibv_poll_cq(t.cq, 1, &wc);
+	n = ibv_poll_cq(q.t.cq, 1, &wc[0]);
 	ok(n == 0, "... no completion more (%d)", n);
+	ibv_destroy_qp(t5);
 	ibv_destroy_srq(srq);
-	ibv_dereg_mr(mr);
 	ibv_close_xrcd(x);
 	close(fd);
 	unlink(dpath);
-	t_close(&t);
-	free(buf);
+	peer_close(&q);
 	n = done_testing();
 	fflush(stdout); /* t_spawn's child ends in _exit */
 	if (done)
@@ -848,6 +863,8 @@ static void server_hold(int port)
 	memcpy(me.gid, p.gid.raw, 16);
 	fd = tcp_accept(port);
 	xfer(fd, &o, sizeof(o), 0);
+	t_xsend(owfd, &o, sizeof(o));
+	t_xrecv(orfd, &me.qpn[1], sizeof(me.qpn[1])); /* target 5 */
 	me.qpn[3] = tgt_rtr(&p, xf, &o, o.qpn[3])->qp_num;
 	xfer(fd, &me, sizeof(me), 1);
 	xfer(fd, &c, 1, 0); /* never: stopped and killed before */
@@ -855,32 +872,51 @@ static void server_hold(int port)
 }
 
 /* client_hold -- "hold": a SEND of 64 KiB to SRQ D through target 4,
- * whose process stops at its first packet */
+ * whose process stops at its first packet, then one of 1000 B through
+ * target 5, of D's process */
 static void client_hold(const char *addr, int port)
 {
+	struct ibv_qp *i4, *i5;
 	struct xinfo me, o;
-	struct ibv_qp *i4;
+	struct ibv_wc wc;
 	struct peer p;
-	int fd, st;
+	int fd, st, n, got4 = -1, got5 = -1;
 
-	peer_open(&p, BIG);
+	peer_open(&p, 2 * (size_t)BIG);
 	i4 = ini(&p);
+	i5 = ini(&p);
 	memset(&me, 0, sizeof(me));
 	me.qpn[3] = i4->qp_num;
+	me.qpn[1] = i5->qp_num;
 	me.lid = p.lid;
 	memcpy(me.gid, p.gid.raw, 16);
 	fd = tcp_connect(addr, port);
 	xfer(fd, &me, sizeof(me), 1);
 	xfer(fd, &o, sizeof(o), 0);
-	ok(!ini_rts(&p, i4, &o, o.qpn[3], 7),
-	   "initiator 4 to RTS towards target 4");
+	ok(!ini_rts(&p, i4, &o, o.qpn[3], 7) &&
+		   !ini_rts(&p, i5, &o, o.qpn[1], 7),
+	   "initiators 4 and 5 to RTS towards targets 4 and 5");
 	pfill(p.buf, BIG, 12);
-	st = xpost(&p, i4, IBV_WR_SEND, 0, BIG, o.srqn[3], 1, 0, 0, 0, 0);
-	is_int(st ? -2 : one(&p, 1), IBV_WC_RETRY_EXC_ERR,
-	       "a SEND of 64 KiB to SRQ D through a target whose process "
+	pfill(p.buf + BIG, 1000, 21);
+	st = xpost(&p, i4, IBV_WR_SEND, 0, BIG, o.srqn[3], 4, 0, 0, 0, 0);
+	usleep(300000); /* its first packet has taken D's first WQE */
+	st = st ||
+	     xpost(&p, i5, IBV_WR_SEND, BIG, 1000, o.srqn[3], 5, 0, 0, 0, 0);
+	for (n = 0; !st && n < 2 && t_wait(p.t.cq, &wc, 1, 30000) == 1; n++) {
+		if (wc.wr_id == 4)
+			got4 = (int)wc.status;
+		else if (wc.wr_id == 5)
+			got5 = (int)wc.status;
+	}
+	is_int(got5, IBV_WC_SUCCESS,
+	       "a SEND of 1000 B to SRQ D through target 5, of D's process, "
+	       "while target 4 holds D's first WQE");
+	is_int(got4, IBV_WC_RETRY_EXC_ERR,
+	       "a SEND of 64 KiB to SRQ D through target 4, whose process "
 	       "stops at its first packet: IBV_WC_RETRY_EXC_ERR");
 	close(fd);
 	ibv_destroy_qp(i4);
+	ibv_destroy_qp(i5);
 	peer_close(&p);
 }
 
