@@ -2707,108 +2707,119 @@ static void rx_drain(struct soft_qp *qp)
 			      memory_order_relaxed);
 }
 
-/*
- * held -- the drain of srq reached completion c, HELD by a network
- * target (xrc.c soft_xsrq_hold): 1 while its message may still come, 0
- * once the target is gone or its process is (the drain then flushes
- * the WQE).  That is looked at every 100 ms of a wait, not at each pass.
- */
-static __attribute__((noinline)) int held(struct soft_srq *srq,
-					  const struct soft_shm_srq_cqe *c)
+/* holder_alive -- the target that holds completion c (xrc.c
+ * soft_xsrq_hold) is still there, in a live process */
+static __attribute__((noinline)) int holder_alive(
+	const struct soft_shm_srq_cqe *c)
 {
-	uint64_t now = soft_now_ns();
 	struct soft_reg_qp e;
 
-	if (srq->held_at != srq->tail + 1) {
-		srq->held_at = srq->tail + 1;
-		srq->held_check = now + 100000000ull;
-		return 1;
-	}
-	if (now < srq->held_check)
-		return 1;
-	srq->held_check = now + 100000000ull;
 	return soft_reg_qp_lookup(__atomic_load_n(&c->qpn, __ATOMIC_RELAXED),
 				  &e) >= 0 &&
 	       e.qp_type == IBV_QPT_XRC_RECV && soft_pid_alive(e.pid, e.start);
 }
 
+/* srq_complete -- the completion e of WQE r: on the QP of this context
+ * it names (none: it was destroyed, nothing), or an XRC SRQ's own CQ */
+static void srq_complete(struct soft_context *ctx, struct soft_srq *srq,
+			 const struct soft_rwqe *r,
+			 const struct soft_shm_srq_cqe *e)
+{
+	struct soft_qp *qp;
+	struct ibv_wc wc;
+	uint64_t room;
+	uint32_t i;
+
+	/* an XRC SRQ's completions go to its own CQ, naming the target QP
+	 * (of any process) and the initiator */
+	qp = srq->xcq ? NULL : soft_qp_local_in(ctx, e->qpn);
+	if (!srq->xcq && (!qp || qp->srq != srq))
+		return;
+	for (room = 0, i = 0; i < r->num_sge; i++)
+		room += r->sge[i].length;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = r->wr_id;
+	wc.qp_num = e->qpn & 0xffffff;
+	wc.src_qp =
+		!qp || qp->ops->any_src ? e->src_qp & 0xffffff : qp->dest_qpn;
+	wc.byte_len = e->byte_len;
+	wc.opcode = e->opcode == SOFT_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM
+						   : IBV_WC_RECV;
+	if (e->flags & SOFT_SF_IMM) {
+		wc.imm_data = e->imm;
+		wc.wc_flags = IBV_WC_WITH_IMM;
+	}
+	if (SOFT_CQE_STATUS_OF(e->flags))
+		wc.status = (enum ibv_wc_status)SOFT_CQE_STATUS_OF(e->flags);
+	else if (wc.opcode == IBV_WC_RECV && e->byte_len > room)
+		wc.status = IBV_WC_LOC_LEN_ERR;
+	else if (e->flags & SOFT_CQE_PROT)
+		wc.status = IBV_WC_LOC_PROT_ERR;
+	soft_cq_push(qp ? qp->rcq : srq->xcq, &wc,
+		     !!(e->flags & SOFT_SF_SOLICITED));
+	/* a DCT serves every initiator: one's error is not its own; nor is
+	 * an XRC target's */
+	if (qp && wc.status != IBV_WC_SUCCESS && !qp->ops->any_src)
+		soft_qp_to_error(qp);
+}
+
 /*
- * srq_drain -- the completions initiators produced on the SRQ, in order:
- * each takes the WQE at our tail (wr_id and buffers from our private
- * copy) and names the QP of this context it came on; an entry naming no
- * such QP (it was destroyed) consumes its WQE with no completion; one
- * HELD for a message still arriving stops the drain (held).  The SRQ's
- * lock is held.
+ * srq_drain -- the completions initiators produced on the SRQ: each
+ * takes its WQE (wr_id and buffers from our private copy, by number)
+ * and names the QP of this context it came on (srq_complete).  One HELD
+ * for a message still arriving (xrc.c soft_xsrq_hold) is left for a
+ * later drain and those after it are reported now, marked TAKEN so that
+ * the tail passes them later, as an HCA completes an SRQ's messages out
+ * of order; once its holder is gone (looked at every 100 ms while holds
+ * wait, holder_alive) it is flushed.  The SRQ's lock is held.
  */
 static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 {
 	struct soft_srq_hdr *h = srq->shm;
-	const struct soft_shm_srq_cqe *c;
-	struct soft_shm_srq_cqe e;
-	struct soft_rwqe *r;
-	struct soft_qp *qp;
-	struct ibv_wc wc;
-	uint64_t cons, room;
-	uint32_t i;
+	struct soft_shm_srq_cqe *c, e;
+	uint32_t was = srq->nheld, fl;
+	uint64_t cons, k, now;
+	int look = 0;
 
+	if (__builtin_expect(was != 0, 0)) {
+		now = soft_now_ns();
+		look = now >= srq->held_check;
+		if (look)
+			srq->held_check = now + 100000000ull;
+	}
+	srq->nheld = 0;
 	cons = atomic_load_explicit(&h->cons, memory_order_acquire);
-	while (srq->tail < cons && srq->tail < srq->head) {
-		c = (const void *)((const char *)h + h->cq_off +
-				   (srq->tail & (h->entries - 1)) * sizeof(*c));
-		if (__builtin_expect(
-			    __atomic_load_n(&c->flags, __ATOMIC_ACQUIRE) &
-				    SOFT_CQE_HELD,
-			    0) &&
-		    held(srq, c))
-			break; /* its message still arrives: it comes first */
-		memcpy(&e, c, sizeof(e));
-		if (e.flags & SOFT_CQE_TAKEN) { /* ours, completed then */
+	for (k = srq->tail; k < cons && k < srq->head; k++) {
+		c = (void *)((char *)h + h->cq_off +
+			     (k & (h->entries - 1)) * sizeof(*c));
+		fl = __atomic_load_n(&c->flags, __ATOMIC_ACQUIRE);
+		if (!(fl & SOFT_CQE_TAKEN)) {
+			if (__builtin_expect(fl & SOFT_CQE_HELD, 0) &&
+			    (!look || holder_alive(c))) {
+				srq->nheld++; /* its message still arrives */
+				continue;
+			}
+			memcpy(&e, c, sizeof(e));
+			if (e.flags & SOFT_CQE_HELD) { /* its holder is gone */
+				e.flags = SOFT_CQE_STATUS(IBV_WC_WR_FLUSH_ERR);
+				e.byte_len = 0;
+				e.opcode = SOFT_OP_SEND;
+			}
+			srq_complete(ctx, srq, &srq->rq[k & (srq->size - 1)],
+				     &e);
+			if (k != srq->tail) { /* past a HELD one */
+				__atomic_store_n(&c->flags, SOFT_CQE_TAKEN,
+						 __ATOMIC_RELAXED);
+				continue;
+			}
+		}
+		if (k == srq->tail) {
 			srq->tail++;
 			soft_srq_check_limit(srq);
-			continue;
 		}
-		if (e.flags & SOFT_CQE_HELD) { /* its holder died */
-			e.flags = SOFT_CQE_STATUS(IBV_WC_WR_FLUSH_ERR);
-			e.byte_len = 0;
-			e.opcode = SOFT_OP_SEND;
-		}
-		r = &srq->rq[srq->tail & (srq->size - 1)];
-		srq->tail++;
-		soft_srq_check_limit(srq);
-		/* an XRC SRQ's completions go to its own CQ, naming the
-		 * target QP (of any process) and the initiator */
-		qp = srq->xcq ? NULL : soft_qp_local_in(ctx, e.qpn);
-		if (!srq->xcq && (!qp || qp->srq != srq))
-			continue;
-		for (room = 0, i = 0; i < r->num_sge; i++)
-			room += r->sge[i].length;
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = r->wr_id;
-		wc.qp_num = e.qpn & 0xffffff;
-		wc.src_qp = !qp || qp->ops->any_src ? e.src_qp & 0xffffff
-						    : qp->dest_qpn;
-		wc.byte_len = e.byte_len;
-		wc.opcode = e.opcode == SOFT_OP_WRITE_IMM
-				    ? IBV_WC_RECV_RDMA_WITH_IMM
-				    : IBV_WC_RECV;
-		if (e.flags & SOFT_SF_IMM) {
-			wc.imm_data = e.imm;
-			wc.wc_flags = IBV_WC_WITH_IMM;
-		}
-		if (SOFT_CQE_STATUS_OF(e.flags))
-			wc.status =
-				(enum ibv_wc_status)SOFT_CQE_STATUS_OF(e.flags);
-		else if (wc.opcode == IBV_WC_RECV && e.byte_len > room)
-			wc.status = IBV_WC_LOC_LEN_ERR;
-		else if (e.flags & SOFT_CQE_PROT)
-			wc.status = IBV_WC_LOC_PROT_ERR;
-		soft_cq_push(qp ? qp->rcq : srq->xcq, &wc,
-			     !!(e.flags & SOFT_SF_SOLICITED));
-		/* a DCT serves every initiator: one's error is not its own;
-		 * nor is an XRC target's */
-		if (qp && wc.status != IBV_WC_SUCCESS && !qp->ops->any_src)
-			soft_qp_to_error(qp);
 	}
+	if (srq->nheld && !was)
+		srq->held_check = soft_now_ns() + 100000000ull;
 }
 
 /* soft_srq_drain -- srq_drain for a DC target, which has no ring (dc.c) */

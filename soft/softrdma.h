@@ -360,10 +360,10 @@ struct soft_srq_hdr {
  * took its WQE.  SOFT_CQE_HELD: taken by a network target of another
  * process or context of this host (qpn, the target, and src_qp already
  * final) for a message still arriving (xrc.c soft_xsrq_hold): not
- * complete yet, and the owner drains nothing past it.  SOFT_CQE_TAKEN:
- * taken meanwhile by a network target of the owner, which completes it
- * itself (srq.c take_past_held): the drain passes it without a
- * completion.  SOFT_CQE_STATUS(st): completed with
+ * complete yet: the owner's drain reports those after it (data.c
+ * srq_drain).  SOFT_CQE_TAKEN: reported already, by that drain, or by a
+ * network target of the owner that took its WQE past a HELD one (srq.c
+ * take_past_held): the drain passes it.  SOFT_CQE_STATUS(st): completed with
  * status st (xrc.c soft_xsrq_release), where no other flag says it.
  */
 #define SOFT_CQE_HELD	       0x200u
@@ -963,10 +963,10 @@ struct soft_srq {
 	struct soft_xrcd *xrcd;
 	struct soft_cq *xcq;
 	uint32_t xsrqn;
-	/* the drain stopped at a HELD completion (SOFT_CQE_HELD): its WQE's
-	 * number + 1 (0: none), and when its holder's life is next looked
-	 * at (data.c srq_drain) */
-	uint64_t held_at, held_check;
+	/* HELD completions (SOFT_CQE_HELD) the last drain left, and when
+	 * their holders' life is next looked at (data.c srq_drain) */
+	uint32_t nheld;
+	uint64_t held_check;
 };
 
 enum { SOFT_WQE_RING = 1, SOFT_WQE_DONE = 2 };

@@ -285,7 +285,7 @@ int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out)
 
 	for (i = 0; srq->shm && i < 1000; i++) {
 		soft_srq_drain(srq);
-		if (srq->held_at == srq->tail + 1)
+		if (srq->nheld)
 			return take_past_held(srq, out);
 		z = 0;
 		if (!atomic_compare_exchange_strong_explicit(

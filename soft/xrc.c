@@ -397,10 +397,11 @@ static int xsrq_lock(const struct soft_srq_ref *r)
  * of XRC SRQ r (another process's or context's, soft_xsrq_map) for a
  * message that arrives a packet at a time, for target QPN from initiator
  * SRC_QP: its SGEs into *w, its number into *idx.  Its completion is left
- * HELD (SOFT_CQE_HELD, naming the target) until soft_xsrq_release, and
- * the owner's pass drains nothing past it meanwhile (data.c srq_drain),
- * so that the SRQ's completions keep the order of its WQEs.  0; 1: none
- * posted (RNR), or the segment's lock not had; -1: its ring is corrupt.
+ * HELD (SOFT_CQE_HELD, naming the target) until soft_xsrq_release: the
+ * owner's drain reports those after it meanwhile and this one when it is
+ * released, or flushed once the target is gone (data.c srq_drain).  0;
+ * 1: none posted (RNR), or the segment's lock not had; -1: its ring is
+ * corrupt.
  */
 int soft_xsrq_hold(struct soft_srq_ref *r, uint32_t qpn, uint32_t src_qp,
 		   struct soft_rwqe *w, uint64_t *idx)

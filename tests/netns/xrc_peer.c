@@ -765,35 +765,38 @@ static void client(const char *addr, int port, int full)
 	peer_close(&p);
 }
 
-/* other_hold -- "hold": SRQ D's process, two receives of 64 KiB, and
+/* other_hold -- "hold": SRQ D's process, three receives of 64 KiB, and
  * target 5 of its own to D from the client's initiator 5; the server
  * (its parent) stops once its target 4 holds D's first WQE and is killed
  * (xrc-hosts.sh): target 5's message completes past the held WQE
- * meanwhile, nothing else while the server lives, then the held WQE
- * flushes.  Its TAP on our stdout; XRC_PEER_DONE made at the end. */
+ * meanwhile, and so does one of our own initiator 6 through target 5 (a
+ * same-host initiator's, left in D's outbox behind the HELD entry);
+ * nothing else while the server lives, then the held WQE flushes.  Its
+ * TAP on our stdout; XRC_PEER_DONE made at the end. */
 static int other_hold(int rfd, int wfd)
 {
 	const char *done = getenv("XRC_PEER_DONE");
 	pid_t server = getppid();
 	struct ibv_xrcd *x;
 	struct ibv_srq *srq;
-	struct ibv_qp *t5;
+	struct ibv_qp *t5, *i6;
 	struct ibv_wc wc[2];
-	struct xinfo o;
+	struct xinfo o, self;
 	struct dinfo d;
 	struct peer q;
-	int fd, n, alive;
+	int fd, n, alive, got6 = 0, recv6 = 0;
 
 	fd = open(dpath, O_RDWR);
 	if (fd < 0)
 		return 2;
-	peer_open(&q, 2 * (size_t)BIG);
+	peer_open(&q, 3 * (size_t)BIG);
 	memset(&d, 0, sizeof(d));
 	x = t_xrcd(q.t.ctx, fd, O_CREAT);
 	srq = x ? t_xsrq(&q.t, x, q.t.cq, T_XSRQ_MASK, 4) : NULL;
 	if (srq && (ibv_get_srq_num(srq, &d.srqn) ||
 		    t_post_srq_recv(srq, q.buf, BIG, q.mr->lkey, 0) ||
-		    t_post_srq_recv(srq, q.buf + BIG, BIG, q.mr->lkey, 1)))
+		    t_post_srq_recv(srq, q.buf + BIG, BIG, q.mr->lkey, 1) ||
+		    t_post_srq_recv(srq, q.buf + 2 * BIG, BIG, q.mr->lkey, 2)))
 		d.srqn = 0;
 	t_xsend(wfd, &d, sizeof(d));
 	t_xrecv(rfd, &o, sizeof(o)); /* the client's, through the server */
@@ -810,6 +813,35 @@ static int other_hold(int rfd, int wfd)
 	   n, n == 1 ? (int)wc[0].status : -1,
 	   n == 1 ? (unsigned long long)wc[0].wr_id : 0ull,
 	   alive ? "alive" : "gone");
+	/* initiator 6, ours, through target 5: this host's path */
+	memset(&self, 0, sizeof(self));
+	self.lid = q.lid;
+	memcpy(self.gid, q.gid.raw, 16);
+	i6 = ini(&q);
+	pfill(q.buf + 2 * BIG - 2000, 2000, 22);
+	if (ini_rts(&q, i6, &self, t5->qp_num, 7) ||
+	    xpost(&q, i6, IBV_WR_SEND, 2 * BIG - 2000, 2000, d.srqn, 6, 0, 0, 0,
+		  0))
+		n = 0;
+	else
+		n = t_wait(q.t.cq, wc, 2, 30000);
+	while (n-- > 0) {
+		if (wc[n].wr_id == 6)
+			got6 = wc[n].status == IBV_WC_SUCCESS;
+		else if (wc[n].wr_id == 2)
+			recv6 = wc[n].status == IBV_WC_SUCCESS &&
+				wc[n].qp_num == t5->qp_num &&
+				wc[n].src_qp == i6->qp_num &&
+				wc[n].byte_len == 2000 &&
+				pfilled(q.buf + 2 * BIG, 2000, 22);
+	}
+	alive = kill(server, 0) == 0;
+	ok(got6 && recv6 && alive,
+	   "... and one of this process's initiator 6 through target 5, "
+	   "left in D's outbox behind the held entry (sent %d, received %d, "
+	   "holder %s)",
+	   got6, recv6, alive ? "alive" : "gone");
+	ibv_destroy_qp(i6);
 	n = t_wait(q.t.cq, &wc[1], 1, 60000);
 	alive = kill(server, 0) == 0;
 	ok(n == 1 && !alive,
