@@ -14,9 +14,11 @@
 # SRQ D of another process of the target's host; and a target whose
 # process stops holding D's WQE mid-message and is killed: D's own
 # target's message completes past it, the held WQE flushes once the
-# holder is dead, not before.  (Before
-# XRC went between hosts, the initiator's and target's RTR was refused:
-# EOPNOTSUPP.)
+# holder is dead, not before; in the IB mode, APM: initiator and target
+# with armed alternate paths over rail 2, the initiator migrated by hand
+# midway, the target when the requests come on its alternate path.
+# (Before XRC went between hosts, the initiator's and target's RTR was
+# refused: EOPNOTSUPP.)
 . "$top_srcdir/tests/lib.sh"
 [ -e "${SOFTRDMA_LIB:-}" ] || skip_all "libsoftrdma.so not built"
 peer=$top_builddir/tests/netns/xrc_peer
@@ -103,6 +105,10 @@ peer "IB mode, by LID" full SOFTRDMA_LINK=ib
 peer "2% loss, 5% duplicated, 5% reordered" fault \
 	SOFTRDMA_TEST_NETFAULT=seed=7,drop=2,dup=5,reorder=5
 peer "10% loss" fault SOFTRDMA_TEST_NETFAULT=seed=8,drop=10
+# APM: the initiator and the target with alternate paths over rail 2,
+# armed; the initiator migrates by hand midway, the target when the
+# requests come on its alternate path
+peer "IB mode, APM" apm SOFTRDMA_LINK=ib
 
 # hold: the target's process stops once it holds the WQE of SRQ D (of
 # another process of its host: xrc_peer's other_hold) for a message of

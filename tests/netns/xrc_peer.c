@@ -9,7 +9,8 @@
  *
  * MODE: "full", or "fault" (the shell sets SOFTRDMA_TEST_NETFAULT: the
  * traffic checks only, each message once and in order: those of SRQs A
- * and D).  The server has
+ * and D); "hold" and "apm" are their own rounds (other_hold,
+ * server_apm).  The server has
  * two private domains: XRC SRQ A of the first (102 receives posted), B
  * of the first (none posted) and C of the second; targets 1 (to A), 2
  * (B) and 3 (C) of the first domain; an MR for RDMA and a counter for the
@@ -62,7 +63,7 @@ struct xinfo {
 	uint32_t srqn[4];
 	uint32_t rkey;
 	uint16_t lid;
-	uint16_t pad;
+	uint16_t lid2;	/* port 2's (IB mode): the alternate path's DLID */
 	uint32_t rogue; /* the server's rogue initiator, the client's spare */
 	uint64_t addr;
 	uint8_t gid[16];
@@ -78,7 +79,7 @@ struct peer {
 	size_t len;
 	int ib;	 /* SOFTRDMA_LINK=ib: AVs by LID */
 	int gix; /* our GID's index (RoCE) */
-	uint16_t lid;
+	uint16_t lid, lid2;
 	union ibv_gid gid;
 };
 
@@ -138,6 +139,8 @@ static void peer_open(struct peer *p, size_t len)
 	if (!p->mr || ibv_query_port(p->t.ctx, 1, &pa))
 		bail_out("mr, port");
 	p->lid = pa.lid;
+	if (p->ib && !ibv_query_port(p->t.ctx, 2, &pa))
+		p->lid2 = pa.lid;
 	p->gix = p->ib ? 0 : t_find_gid(p->t.ctx, v4, sizeof(v4));
 	if (p->gix < 0 || ibv_query_gid(p->t.ctx, 1, p->gix, &p->gid))
 		bail_out("no GID of 10.231.0.0/16");
@@ -952,9 +955,184 @@ static void client_hold(const char *addr, int port)
 	peer_close(&p);
 }
 
+#define APM_N 20 /* SENDs before the migration, and after */
+
+/* alt_arm -- qp's alternate path to the other host's port 2 from ours,
+ * armed (IBV_MIG_REARM); with rts, the target's RTR->RTS with it */
+static int alt_arm(struct ibv_qp *qp, const struct xinfo *o, int rts)
+{
+	struct ibv_qp_attr a;
+	int mask = IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+
+	memset(&a, 0, sizeof(a));
+	a.alt_ah_attr.dlid = o->lid2;
+	a.alt_ah_attr.port_num = 2;
+	a.alt_port_num = 2;
+	a.alt_timeout = 14;
+	a.path_mig_state = IBV_MIG_REARM;
+	if (rts) {
+		a.qp_state = IBV_QPS_RTS;
+		a.timeout = 14;
+		mask |= IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+	}
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+/* migs -- the IBV_EVENT_PATH_MIG events waiting on ctx (none: 0) */
+static int migs(struct ibv_context *ctx)
+{
+	struct ibv_async_event ev;
+	int n = 0, fl = fcntl(ctx->async_fd, F_GETFL);
+
+	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	while (!ibv_get_async_event(ctx, &ev)) {
+		n += ev.event_type == IBV_EVENT_PATH_MIG;
+		ibv_ack_async_event(&ev);
+	}
+	return n;
+}
+
+/* mig_state -- qp's path migration state, or -1 */
+static int mig_state(struct ibv_qp *qp, uint8_t *port)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	if (ibv_query_qp(qp, &a, IBV_QP_PATH_MIG_STATE | IBV_QP_PORT, &ia))
+		return -1;
+	*port = a.port_num;
+	return (int)a.path_mig_state;
+}
+
+/* server_apm -- "apm" (IB mode, two rails): target 1 to SRQ A with an
+ * alternate path to the client's port 2, armed; 2 x APM_N messages
+ * before and after the client migrates by hand, each once, in order,
+ * intact; the target migrates when they come on its alternate path */
+static void server_apm(int port)
+{
+	struct ibv_xrcd *x;
+	struct ibv_srq *sa;
+	struct ibv_qp *t1;
+	struct xinfo me, o;
+	struct ibv_wc wc;
+	struct peer p;
+	int fd, i, bad = 0, m;
+	uint8_t pn = 0;
+	char c;
+
+	peer_open(&p, (size_t)2 * APM_N * 4096);
+	x = t_xrcd(p.t.ctx, -1, O_CREAT);
+	sa = x ? t_xsrq(&p.t, x, p.t.cq, T_XSRQ_MASK, 2 * APM_N) : NULL;
+	if (!sa)
+		bail_out("domain, SRQ");
+	for (i = 0; i < 2 * APM_N; i++)
+		if (t_post_srq_recv(sa, p.buf + (size_t)i * 4096, 4096,
+				    p.mr->lkey, (uint64_t)i))
+			bail_out("srq recv %d", i);
+	memset(&me, 0, sizeof(me));
+	if (ibv_get_srq_num(sa, &me.srqn[0]))
+		bail_out("srq number");
+	me.lid = p.lid;
+	me.lid2 = p.lid2;
+	fd = tcp_accept(port);
+	xfer(fd, &o, sizeof(o), 0);
+	t1 = tgt_rtr(&p, x, &o, o.qpn[0]);
+	ok(!alt_arm(t1, &o, 1),
+	   "target 1: alternate path to the client's port 2 (LID %u), armed, "
+	   "to RTS",
+	   o.lid2);
+	me.qpn[0] = t1->qp_num;
+	xfer(fd, &me, sizeof(me), 1);
+	for (i = 0; i < 2 * APM_N; i++) {
+		if (t_wait(p.t.cq, &wc, 1, 60000) != 1)
+			break;
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)i ||
+		    wc.byte_len != 3000 ||
+		    !pfilled(p.buf + (size_t)i * 4096, 3000, (unsigned)i + 31))
+			bad++;
+	}
+	ok(i == 2 * APM_N && !bad,
+	   "%d SENDs of 3000 B through target 1, before and after the "
+	   "migration: each once, in order, intact (%d bad)",
+	   2 * APM_N, bad);
+	xfer(fd, &c, 1, 0); /* the client is done */
+	m = migs(p.t.ctx);
+	ok(m == 1, "target 1: IBV_EVENT_PATH_MIG once (%d)", m);
+	m = mig_state(t1, &pn);
+	ok(m == IBV_MIG_MIGRATED && pn == 2,
+	   "... IBV_MIG_MIGRATED, on port 2 (%d, port %u)", m, pn);
+	xfer(fd, &c, 1, 1);
+	close(fd);
+	ibv_destroy_qp(t1);
+	ibv_destroy_srq(sa);
+	ok(!ibv_close_xrcd(x), "domain closed");
+	peer_close(&p);
+}
+
+/* client_apm -- "apm": initiator 1 with an alternate path to the
+ * server's port 2, armed; APM_N SENDs, a migration by hand
+ * (IBV_MIG_MIGRATED), APM_N more */
+static void client_apm(const char *addr, int port)
+{
+	struct xinfo me, o;
+	struct ibv_qp_attr a;
+	struct ibv_qp *i1;
+	struct peer p;
+	int fd, i, bad = 0, m;
+	uint8_t pn = 0;
+	char c = 0;
+
+	peer_open(&p, (size_t)2 * APM_N * 4096);
+	i1 = ini(&p);
+	memset(&me, 0, sizeof(me));
+	me.qpn[0] = i1->qp_num;
+	me.lid = p.lid;
+	me.lid2 = p.lid2;
+	fd = tcp_connect(addr, port);
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &o, sizeof(o), 0);
+	ok(!ini_rts(&p, i1, &o, o.qpn[0], 7) && !alt_arm(i1, &o, 0),
+	   "initiator 1 to RTS, alternate path to the server's port 2 (LID "
+	   "%u), armed",
+	   o.lid2);
+	for (i = 0; i < 2 * APM_N; i++) {
+		if (i == APM_N) {
+			memset(&a, 0, sizeof(a));
+			a.path_mig_state = IBV_MIG_MIGRATED;
+			ok(!ibv_modify_qp(i1, &a, IBV_QP_PATH_MIG_STATE),
+			   "initiator 1 migrated by hand (IBV_MIG_MIGRATED) "
+			   "after %d SENDs",
+			   APM_N);
+		}
+		pfill(p.buf + (size_t)i * 4096, 3000, (unsigned)i + 31);
+		if (xpost(&p, i1, IBV_WR_SEND, (size_t)i * 4096, 3000,
+			  o.srqn[0], (uint64_t)i, 0, 0, 0, 0) ||
+		    one(&p, (uint64_t)i) != IBV_WC_SUCCESS)
+			bad++;
+	}
+	ok(!bad, "%d SENDs of 3000 B to SRQ A, before and after (%d not)",
+	   2 * APM_N, bad);
+	m = migs(p.t.ctx);
+	ok(m == 1, "initiator 1: IBV_EVENT_PATH_MIG once (%d)", m);
+	m = mig_state(i1, &pn);
+	ok(m == IBV_MIG_MIGRATED && pn == 2,
+	   "... IBV_MIG_MIGRATED, on port 2 (%d, port %u)", m, pn);
+	xfer(fd, &c, 1, 1);
+	xfer(fd, &c, 1, 0);
+	close(fd);
+	ibv_destroy_qp(i1);
+	peer_close(&p);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "server") && !strcmp(argv[3], "hold"))
+	if (argc == 4 && !strcmp(argv[1], "server") && !strcmp(argv[3], "apm"))
+		server_apm(atoi(argv[2]));
+	else if (argc == 5 && !strcmp(argv[1], "client") &&
+		 !strcmp(argv[4], "apm"))
+		client_apm(argv[2], atoi(argv[3]));
+	else if (argc == 4 && !strcmp(argv[1], "server") &&
+		 !strcmp(argv[3], "hold"))
 		server_hold(atoi(argv[2]));
 	else if (argc == 5 && !strcmp(argv[1], "client") &&
 		 !strcmp(argv[4], "hold"))
