@@ -28,8 +28,8 @@
  * SENDs of 1 B and 64 KiB (a WQE held across 64 packets), a
  * SEND_WITH_IMM, an RDMA WRITE, WRITE_WITH_IMM and READ and two atomics
  * on that process's MR (D's PD), each completion on D's CQ in order with
- * target 4's qp_num and initiator 4's src_qp, the bytes intact; then a
- * WRITE under the server's own rkey (another PD than D's):
+ * target 4's qp_num and initiator 4's src_qp, the bytes intact; then
+ * ("full") a WRITE under the server's own rkey (another PD than D's):
  * IBV_WC_REM_ACCESS_ERR.
  * Last, a rogue initiator of the server sends an XRC request to the
  * client's spare initiator, which has no responder: dropped (the rogue's
@@ -577,8 +577,11 @@ static void server(int port, int full)
 }
 
 /* d_traffic -- initiator 4 through target 4 to SRQ D, another process's
- * of the server's host (other) */
-static void d_traffic(struct peer *p, struct ibv_qp *i4, const struct xinfo *o)
+ * of the server's host (other); with full, last a WRITE the target must
+ * refuse (not under loss: its NAK lost, the target in ERR, the initiator
+ * would see IBV_WC_RETRY_EXC_ERR, as on an HCA) */
+static void d_traffic(struct peer *p, struct ibv_qp *i4, const struct xinfo *o,
+		      int full)
 {
 	const size_t rd = (size_t)NMSG * BIG, atm = rd + BIG;
 	uint64_t *res = (uint64_t *)(void *)(p->buf + atm);
@@ -628,6 +631,8 @@ static void d_traffic(struct peer *p, struct ibv_qp *i4, const struct xinfo *o)
 	is_int(st ? -2 : one(p, 2010), IBV_WC_SUCCESS, "CMP_SWAP 205 -> 9");
 	ok(*res == 205, "... the counter was 205 (%llu)",
 	   (unsigned long long)*res);
+	if (!full)
+		return;
 	/* the server's own rkey: its MR is not of D's PD */
 	st = xpost(p, i4, IBV_WR_RDMA_WRITE, 0, 8, o->srqn[3], 2011,
 		   o->addr + (size_t)NRECV * BIG, o->rkey, 0, 0);
@@ -754,7 +759,7 @@ static void client(const char *addr, int port, int full)
 		is_int(st ? -2 : one(&p, 2002), IBV_WC_REM_INV_REQ_ERR,
 		       "an SRQ number of 25 bits: IBV_WC_REM_INV_REQ_ERR");
 	}
-	d_traffic(&p, i4, &o);
+	d_traffic(&p, i4, &o, full);
 	xfer(fd, &c, 1, 1);
 	xfer(fd, &c, 1, 0); /* the server has checked */
 	ok(t_qp_state(spare) == IBV_QPS_RTS,
