@@ -208,6 +208,16 @@ static int dmsg_ok(int i, const struct ibv_wc *wc, const char *rbuf)
 	       pfilled(rbuf + (size_t)i * BIG, len[i], (unsigned)i + 11);
 }
 
+/* slow -- what took a second or more since *ms, told; *ms now */
+static void slow(long long *ms, const char *what)
+{
+	long long now = t_now_ms();
+
+	if (now - *ms >= 1000)
+		diag("SRQ D's process: %s took %lld ms", what, now - *ms);
+	*ms = now;
+}
+
 /* other -- another process of the server's host: SRQ D of the file's
  * domain with DRECV receives, and an RDMA area, both on its PD; tells the
  * server of them, takes D's completions as they come, and at the
@@ -225,6 +235,7 @@ static int other(int rfd, int wfd)
 	struct tctx t;
 	char *buf = calloc(1, rlen), *area = calloc(1, alen), c;
 	uint64_t *ctr = (uint64_t *)(void *)(area + DCTR);
+	long long ms;
 	int fd, i;
 
 	fd = open(dpath, O_RDWR);
@@ -269,18 +280,26 @@ static int other(int rfd, int wfd)
 	r.counter = *ctr;
 	r.extra = ibv_poll_cq(t.cq, 1, &wc);
 	t_xsend(wfd, &r, sizeof(r));
+	/* a step that takes a second or more is told (CI once found this
+	 * process still there a minute later under the sanitizers) */
+	ms = t_now_ms();
 	if (srq)
 		ibv_destroy_srq(srq);
+	slow(&ms, "ibv_destroy_srq");
 	if (amr)
 		ibv_dereg_mr(amr);
 	if (mr)
 		ibv_dereg_mr(mr);
+	slow(&ms, "ibv_dereg_mr");
 	if (x)
 		ibv_close_xrcd(x);
 	close(fd);
+	slow(&ms, "ibv_close_xrcd");
 	t_close(&t);
+	slow(&ms, "t_close");
 	free(buf);
 	free(area);
+	fflush(stdout); /* t_spawn's child ends in _exit */
 	return 0;
 }
 
