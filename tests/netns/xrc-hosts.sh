@@ -127,14 +127,17 @@ on 2 timeout -k 10 120 "$peer" client "$a1" $port hold \
 	>"$tap_tmp/hold-c.tap" 2>&1 &
 _cpid=$!
 tap_pids="$tap_pids $_cpid"
-# the server's process in state T (its child, D's, runs)
+# the server's process in state T (its child, D's, runs), in host 1's
+# namespace (another run of this test may have a server of that port)
+ns1=$name-h1
 _held=
 _i=0
 while [ -z "$_held" ] && [ $_i -lt 300 ]; do
 	for _p in $(pgrep -x xrc_peer); do
-		tr '\0' ' ' <"/proc/$_p/cmdline" 2>/dev/null |
+		tr '\0' ' ' 2>/dev/null <"/proc/$_p/cmdline" |
 			grep -q "server $port hold" &&
 			[ "$(cut -d' ' -f3 "/proc/$_p/stat" 2>/dev/null)" = T ] &&
+			[ "$(ip netns identify "$_p" 2>/dev/null)" = "$ns1" ] &&
 			_held=$_p
 	done
 	[ -n "$_held" ] || sleep 0.1

@@ -436,20 +436,22 @@ static void server(int port, int full)
 	int fd, i, bad = 0, order = 0, ids = 0, imm = 0, wimm = 0, extra, st;
 	char c = 0;
 
+	/* the file's domain, here and in another process, forked before
+	 * this one has threads (a child of a threaded process that starts
+	 * threads may hang in the sanitizers' runtime) */
+	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
+	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
+	opid = dfd < 0 ? -1 : t_spawn(other, &orfd, &owfd);
+	if (opid < 0)
+		bail_out("the other process");
 	peer_open(&p, ctr + 64);
 	counter = (uint64_t *)(void *)(p.buf + ctr);
 	*counter = 100;
 	x = t_xrcd(p.t.ctx, -1, O_CREAT);
 	x2 = t_xrcd(p.t.ctx, -1, O_CREAT);
-	if (!x || !x2)
+	xf = t_xrcd(p.t.ctx, dfd, O_CREAT);
+	if (!x || !x2 || !xf)
 		bail_out("domains");
-	/* the file's domain, here and in another process */
-	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
-	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
-	xf = dfd < 0 ? NULL : t_xrcd(p.t.ctx, dfd, O_CREAT);
-	opid = xf ? t_spawn(other, &orfd, &owfd) : -1;
-	if (opid < 0)
-		bail_out("the other process");
 	sa = t_xsrq(&p.t, x, p.t.cq, T_XSRQ_MASK, 128);
 	sb = t_xsrq(&p.t, x, p.t.cq, T_XSRQ_MASK, 128);
 	sc = t_xsrq(&p.t, x2, p.t.cq, T_XSRQ_MASK, 128);
@@ -907,12 +909,15 @@ static void server_hold(int port)
 	int fd, dfd, orfd, owfd;
 	char c;
 
-	peer_open(&p, 4096);
+	/* forked before this process has threads (server) */
 	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
 	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
-	xf = dfd < 0 ? NULL : t_xrcd(p.t.ctx, dfd, O_CREAT);
-	if (!xf || t_spawn(other_hold, &orfd, &owfd) < 0)
+	if (dfd < 0 || t_spawn(other_hold, &orfd, &owfd) < 0)
 		bail_out("the other process");
+	peer_open(&p, 4096);
+	xf = t_xrcd(p.t.ctx, dfd, O_CREAT);
+	if (!xf)
+		bail_out("the file's domain");
 	t_xrecv(orfd, &d, sizeof(d));
 	if (!d.srqn)
 		bail_out("SRQ D of the other process");
