@@ -1033,6 +1033,20 @@ static int mig_state(struct ibv_qp *qp, uint8_t *port)
 	return (int)a.path_mig_state;
 }
 
+/* migrated -- WHO (qp, of ctx) had one IBV_EVENT_PATH_MIG and is
+ * IBV_MIG_MIGRATED on port 2 */
+static void migrated(const char *who, struct ibv_context *ctx,
+		     struct ibv_qp *qp)
+{
+	int m = migs(ctx);
+	uint8_t pn = 0;
+
+	ok(m == 1, "%s: IBV_EVENT_PATH_MIG once (%d)", who, m);
+	m = mig_state(qp, &pn);
+	ok(m == IBV_MIG_MIGRATED && pn == 2,
+	   "... IBV_MIG_MIGRATED, on port 2 (%d, port %u)", m, pn);
+}
+
 /* server_apm -- "apm" (IB mode, two rails): target 1 to SRQ A with an
  * alternate path to the client's port 2, armed; 2 x APM_N messages
  * before and after the client migrates by hand, each once, in order,
@@ -1045,8 +1059,7 @@ static void server_apm(int port)
 	struct xinfo me, o;
 	struct ibv_wc wc;
 	struct peer p;
-	int fd, i, bad = 0, m;
-	uint8_t pn = 0;
+	int fd, i, bad = 0;
 	char c;
 
 	peer_open(&p, (size_t)2 * APM_N * 4096);
@@ -1085,11 +1098,7 @@ static void server_apm(int port)
 	   "migration: each once, in order, intact (%d bad)",
 	   2 * APM_N, bad);
 	xfer(fd, &c, 1, 0); /* the client is done */
-	m = migs(p.t.ctx);
-	ok(m == 1, "target 1: IBV_EVENT_PATH_MIG once (%d)", m);
-	m = mig_state(t1, &pn);
-	ok(m == IBV_MIG_MIGRATED && pn == 2,
-	   "... IBV_MIG_MIGRATED, on port 2 (%d, port %u)", m, pn);
+	migrated("target 1", p.t.ctx, t1);
 	xfer(fd, &c, 1, 1);
 	close(fd);
 	ibv_destroy_qp(t1);
@@ -1107,8 +1116,7 @@ static void client_apm(const char *addr, int port)
 	struct ibv_qp_attr a;
 	struct ibv_qp *i1;
 	struct peer p;
-	int fd, i, bad = 0, m;
-	uint8_t pn = 0;
+	int fd, i, bad = 0;
 	char c = 0;
 
 	peer_open(&p, (size_t)2 * APM_N * 4096);
@@ -1141,11 +1149,7 @@ static void client_apm(const char *addr, int port)
 	}
 	ok(!bad, "%d SENDs of 3000 B to SRQ A, before and after (%d not)",
 	   2 * APM_N, bad);
-	m = migs(p.t.ctx);
-	ok(m == 1, "initiator 1: IBV_EVENT_PATH_MIG once (%d)", m);
-	m = mig_state(i1, &pn);
-	ok(m == IBV_MIG_MIGRATED && pn == 2,
-	   "... IBV_MIG_MIGRATED, on port 2 (%d, port %u)", m, pn);
+	migrated("initiator 1", p.t.ctx, i1);
 	xfer(fd, &c, 1, 1);
 	xfer(fd, &c, 1, 0);
 	close(fd);
