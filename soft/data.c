@@ -2215,10 +2215,8 @@ int soft_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 static inline __attribute__((always_inline)) void rq_mirror(
 	struct soft_qp *qp, const struct soft_rwqe *r)
 {
-	size_t stride = 8 + 16 * (size_t)qp->seg->rq_sge;
-	struct soft_shm_rwqe *w =
-		(void *)((char *)qp->seg + qp->seg->rq_off +
-			 (qp->rq_head & (qp->rq_size - 1)) * stride);
+	struct soft_shm_rwqe *w = mirror_wqe(qp->rq_shm, qp->rq_head,
+					     qp->rq_size, qp->cap.max_recv_sge);
 
 	w->num_sge = r->num_sge;
 	w->arrived = (uint32_t)r->arrived;
@@ -2311,11 +2309,11 @@ static inline __attribute__((always_inline)) int rc_post_recv(
 		else if (wr->num_sge) /* sg_list may be NULL then (rsocket) */
 			memcpy(r->sge, wr->sg_list,
 			       (size_t)wr->num_sge * sizeof(*wr->sg_list));
-		if (qp->seg->rq_entries)
+		if (qp->rq_shm)
 			rq_mirror(qp, r);
 		qp->rq_head++;
 	}
-	if (qp->seg->rq_entries)
+	if (qp->rq_shm)
 		atomic_store_explicit(&qp->seg->rq_prod, qp->rq_head,
 				      memory_order_release);
 	if (qp->state == IBV_QPS_ERR)
@@ -2354,7 +2352,7 @@ static inline __attribute__((always_inline)) int rc_post_recv_one(
 	r->num_sge = 1;
 	r->arrived = arrived;
 	r->sge[0] = wr->sg_list[0];
-	if (qp->seg->rq_entries) {
+	if (qp->rq_shm) {
 		rq_mirror(qp, r);
 		qp->rq_head++;
 		atomic_store_explicit(&qp->seg->rq_prod, qp->rq_head,
@@ -2390,9 +2388,10 @@ rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 	    !qp->cap.max_recv_sge)
 		return wr;
 	end = qp->rq_tail + qp->cap.max_recv_wr; /* head past it: full */
-	if (h->rq_entries) {
-		stride = 8 + 16 * (size_t)h->rq_sge;
-		w = (void *)((char *)h + h->rq_off + i * stride);
+	if (qp->rq_shm) {
+		stride = 8 + 16 * (size_t)qp->cap.max_recv_sge;
+		w = mirror_wqe(qp->rq_shm, i, qp->rq_size,
+			       qp->cap.max_recv_sge);
 	}
 	while (head < end && wr->num_sge == 1 && wr->sg_list) {
 		next = wr->next;
@@ -2413,7 +2412,7 @@ rc_post_recv_chain(struct soft_qp *qp, struct ibv_recv_wr *wr, uint64_t arrived)
 			i = 0;
 			r = qp->rq;
 			if (w)
-				w = (void *)((char *)h + h->rq_off);
+				w = (void *)qp->rq_shm;
 		}
 		wr = next;
 		if (!wr)
@@ -2464,9 +2463,7 @@ static void srq_mirror(struct soft_srq *srq, const struct soft_rwqe *r)
 
 	if (!h)
 		return;
-	w = (void *)((char *)h + h->rq_off +
-		     (srq->head & (h->entries - 1)) *
-			     (8 + 16 * (size_t)h->sge));
+	w = mirror_wqe(srq->shm_rq, srq->head, srq->shm_n, srq->max_sge);
 	w->num_sge = r->num_sge;
 	memcpy(w->sge, r->sge, (size_t)r->num_sge * sizeof(r->sge[0]));
 }
@@ -2555,10 +2552,9 @@ static int rx_late(struct soft_qp *qp, const struct soft_rwqe *r,
 		return 0;
 	/* the mirror's copy lower: an initiator serving us NAKed this
 	 * message already (mirror_late); its retransmission takes the WQE */
-	if (qp->seg->rq_entries &&
-	    !mirror_late((const char *)qp->seg + qp->seg->rq_off, qp->rq_tail,
-			 qp->rq_head, qp->rq_size, qp->seg->rq_sge,
-			 qp->peer_cons))
+	if (qp->rq_shm &&
+	    !mirror_late(qp->rq_shm, qp->rq_tail, qp->rq_head, qp->rq_size,
+			 qp->cap.max_recv_sge, qp->peer_cons))
 		return 0;
 	for (i = qp->rq_tail; i != qp->rq_head; i++) {
 		struct soft_rwqe *w = &qp->rq[i & (qp->rq_size - 1)];
@@ -2628,7 +2624,7 @@ static inline void rx_take_wqe(struct soft_qp *qp)
 		soft_srq_check_limit(qp->srq);
 	} else {
 		qp->rq_tail++;
-		if (qp->seg->rq_entries)
+		if (qp->rq_shm)
 			atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
 					      memory_order_release);
 	}
@@ -2666,15 +2662,13 @@ static void rx_drain(struct soft_qp *qp)
 	uint64_t cons, room;
 	uint32_t i;
 
-	if (qp->srq || !h->rq_entries || qp->drain_bad)
+	if (qp->srq || !qp->rq_shm || qp->drain_bad)
 		return;
 	cons = atomic_load_explicit(&h->rq_cons, memory_order_acquire);
 	if (qp->rq_tail < cons)
 		soft_tsan_acquire(qp);
 	while (qp->rq_tail < cons && qp->rq_tail < qp->rq_head) {
-		c = (const void *)((const char *)h + h->cq_off +
-				   (qp->rq_tail & (qp->rq_size - 1)) *
-					   sizeof(*c));
+		c = &qp->rq_outbox[qp->rq_tail & (qp->rq_size - 1)];
 		memcpy(&e, c, sizeof(e));
 		r = &qp->rq[qp->rq_tail & (qp->rq_size - 1)];
 		for (room = 0, i = 0; i < r->num_sge; i++)
@@ -2790,8 +2784,7 @@ static void srq_drain(struct soft_context *ctx, struct soft_srq *srq)
 	srq->nheld = 0;
 	cons = atomic_load_explicit(&h->cons, memory_order_acquire);
 	for (k = srq->tail; k < cons && k < srq->head; k++) {
-		c = (void *)((char *)h + h->cq_off +
-			     (k & (h->entries - 1)) * sizeof(*c));
+		c = &srq->shm_cq[k & (srq->shm_n - 1)];
 		fl = __atomic_load_n(&c->flags, __ATOMIC_ACQUIRE);
 		if (!(fl & SOFT_CQE_TAKEN)) {
 			if (__builtin_expect(fl & SOFT_CQE_HELD, 0) &&
@@ -3591,7 +3584,7 @@ static inline __attribute__((always_inline)) int rx_fast_done(
 static inline __attribute__((always_inline)) void rx_fast_end(
 	struct soft_qp *qp)
 {
-	if (qp->seg->rq_entries)
+	if (qp->rq_shm)
 		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
 				      memory_order_release);
 	peer_wake(qp);
@@ -3789,7 +3782,7 @@ static inline __attribute__((always_inline)) int rx_idle(struct soft_qp *qp,
 	       (srq ? !srq->shm || atomic_load_explicit(&srq->shm->cons,
 							memory_order_relaxed) ==
 					   srq->tail
-		    : !qp->seg->rq_entries ||
+		    : !qp->rq_shm ||
 				atomic_load_explicit(&qp->seg->rq_cons,
 						     memory_order_relaxed) ==
 					qp->rq_tail);

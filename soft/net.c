@@ -1788,7 +1788,7 @@ static void resp_take_wqe(struct soft_net_qp *nq)
 		return;
 	}
 	qp->rq_tail++;
-	if (qp->seg->rq_entries)
+	if (qp->rq_shm)
 		atomic_store_explicit(&qp->seg->rq_cons, qp->rq_tail,
 				      memory_order_release);
 }

@@ -281,6 +281,8 @@ struct ibv_qp *soft_create_qp_ex(struct ibv_context *context,
 		qp->seg->rq_sge = qp->cap.max_recv_sge;
 		qp->seg->rq_off = rq_off;
 		qp->seg->cq_off = cq_off;
+		qp->rq_shm = (char *)qp->seg + rq_off;
+		qp->rq_outbox = (const void *)((char *)qp->seg + cq_off);
 	}
 	if (ring_off) {
 		qp->seg->ring_off = ring_off;

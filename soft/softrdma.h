@@ -954,6 +954,11 @@ struct soft_srq {
 	struct soft_srq_hdr *shm; /* NULL: reached only by its own process */
 	size_t shm_len;
 	uint32_t shm_id;
+	/* shm's mirror (shm_n WQEs of max_sge SGEs) and outbox, set at
+	 * creation: the header's offsets are initiator-writable */
+	uint32_t shm_n;
+	char *shm_rq;
+	struct soft_shm_srq_cqe *shm_cq;
 	/* the UD and UC QPs that take from it: while there is one, its
 	 * WQEs carry their post time, as the messages of those QPs their
 	 * arrival (ud.c deliver) */
@@ -1086,6 +1091,12 @@ struct soft_qp {
 	struct soft_rwqe *rq;
 	uint32_t rq_size;
 	uint64_t rq_head, rq_tail;
+	/* rq's mirror in seg (rq_size WQEs of cap.max_recv_sge SGEs) and its
+	 * outbox, where initiators take and complete our WQEs; NULL: none
+	 * (on an SRQ).  Set at creation: the segment header's offsets are
+	 * for the peer, which can write them */
+	char *rq_shm;
+	const struct soft_shm_cqe *rq_outbox;
 	/* ibv_qp_ex builder */
 	struct soft_wr_stage *stage;
 	int stage_err;

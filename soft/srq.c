@@ -59,6 +59,9 @@ static int srq_shm(struct soft_srq *srq)
 	h->rq_off = hdr;
 	h->cq_off = hdr + (size_t)n * stride;
 	srq->shm = h;
+	srq->shm_n = n;
+	srq->shm_rq = (char *)h + hdr;
+	srq->shm_cq = (void *)(srq->shm_rq + (size_t)n * stride);
 	srq->shm_id = id;
 	return 0;
 }
@@ -261,8 +264,7 @@ static int take_past_held(struct soft_srq *srq, struct soft_rwqe *out)
 		return -1;
 	}
 	*out = srq->rq[cons & (srq->size - 1)];
-	c = (void *)((char *)h + h->cq_off +
-		     (cons & (h->entries - 1)) * sizeof(*c));
+	c = &srq->shm_cq[cons & (srq->shm_n - 1)];
 	__atomic_store_n(&c->flags, SOFT_CQE_TAKEN, __ATOMIC_RELAXED);
 	atomic_store_explicit(&h->cons, cons + 1, memory_order_release);
 	atomic_store_explicit(&h->lock, 0, memory_order_release);

@@ -4,9 +4,13 @@
  * registry entries against a victim QP (issue 9): the victim survives,
  * never copies its own memory into a receive buffer or a slot, fails the
  * offending connection as an HCA would, and its other connections work.
+ * The layout words of the victim's own QP and SRQ segments (where its
+ * receive mirror and outbox lie) are the peer's to read and can be
+ * written by it: the victim never takes an address from them.
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #define SECRET_LEN 65536
 #define RBUF	   16384
 #define NRECV	   2
+#define LATE_OFF   8192 /* the late receive of a layout case, in the first */
 
 enum kase {
 	K_SELF_PID,    /* SGE list naming the victim's secret, pid = victim */
@@ -42,6 +47,8 @@ enum kase {
 	K_REG_SELF,    /* registry entry and header claiming the victim's pid */
 	K_SEG_NSLOTS,  /* segment header with a ring larger than the mapping */
 	K_OUTBOX,      /* the victim's receive outbox: far ahead, huge length */
+	K_RQ_LAYOUT,   /* the victim's QP segment: mirror and outbox moved */
+	K_SRQ_LAYOUT,  /* the victim's SRQ segment: the same */
 	K_N,
 };
 
@@ -62,7 +69,15 @@ static const char *const kname[K_N] = {
 	"registry claims the victim's pid",
 	"ring beyond the mapping",
 	"forged receive outbox",
+	"forged receive queue layout",
+	"forged SRQ layout",
 };
+
+/* the victim's receive layout is forged, then it posts and is sent to */
+static int layout(int k)
+{
+	return k == K_RQ_LAYOUT || k == K_SRQ_LAYOUT;
+}
 
 /* the connection is refused at RTR (nothing is ever read from the peer) */
 static int refused(int k)
@@ -86,6 +101,7 @@ struct rep {
 };
 
 static char *secret; /* allocated before fork: the forger has the address */
+static struct ibv_srq *srq; /* the victim's, for K_SRQ_LAYOUT */
 
 static int has_secret(const char *p, size_t n)
 {
@@ -193,6 +209,62 @@ static uint32_t wait_kind(struct soft_slot *s, uint32_t a, uint32_t b)
 	return k;
 }
 
+/* srq_seg_map -- the one SRQ segment of this run (the victim's), mapped
+ * writable, its size in *len (NULL: none) */
+static struct soft_srq_hdr *srq_seg_map(size_t *len)
+{
+	char pre[128], name[400];
+	struct dirent *e;
+	struct stat st;
+	DIR *d = opendir("/dev/shm");
+	void *p = MAP_FAILED;
+	int fd = -1;
+
+	snprintf(pre, sizeof(pre), "%s-srq-", getenv("SOFTRDMA_SHM_PREFIX"));
+	while (d && fd < 0 && (e = readdir(d)))
+		if (!strncmp(e->d_name, pre, strlen(pre))) {
+			snprintf(name, sizeof(name), "/%s", e->d_name);
+			fd = shm_open(name, O_RDWR, 0);
+		}
+	if (d)
+		closedir(d);
+	if (fd >= 0 && !fstat(fd, &st)) {
+		*len = (size_t)st.st_size;
+		p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	}
+	if (fd >= 0)
+		close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* forge_layout -- move the victim's receive mirror and outbox (its QP's
+ * segment, or its SRQ's) past any mapping, with more SGEs a WQE than
+ * there are: 0, or -1 when the segment is not found */
+static int forge_layout(int k, uint32_t vqpn)
+{
+	struct soft_seg_hdr *v;
+	struct soft_srq_hdr *q;
+	size_t len;
+
+	if (k == K_RQ_LAYOUT) {
+		v = t_seg_map(vqpn, &len);
+		if (!v)
+			return -1;
+		v->rq_off = v->cq_off = 1ull << 46;
+		v->rq_sge = 1u << 30;
+		munmap(v, len);
+		return 0;
+	}
+	q = srq_seg_map(&len);
+	if (!q)
+		return -1;
+	q->rq_off = q->cq_off = 1ull << 46;
+	q->sge = 1u << 30;
+	q->entries = 1u << 31;
+	munmap(q, len);
+	return 0;
+}
+
 /* forger -- the child: one QP per case, forged before or after connect */
 static int forger(int rfd, int wfd)
 {
@@ -261,6 +333,25 @@ static int forger(int rfd, int wfd)
 			o->opcode = SOFT_OP_SEND;
 			atomic_store(&v->rq_cons, 1ull << 40);
 			munmap(v, vlen);
+		} else if (layout(c.kase)) {
+			int i;
+			struct ibv_wc wc[NRECV + 1];
+
+			if (forge_layout(c.kase, c.vqpn))
+				return 5;
+			t_xsend(wfd, &rp, sizeof(rp));
+			t_xrecv(rfd, &c, sizeof(c)); /* it posted again */
+			for (i = 0; i <= NRECV; i++)
+				if (t_post(qp, IBV_WR_SEND, secret, 16, 0,
+					   (uint64_t)i,
+					   IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+					   0, 0))
+					return 6;
+			if (t_wait(t.cq, wc, NRECV + 1, 30000) != NRECV + 1)
+				return 7;
+			for (i = 0; i <= NRECV; i++)
+				if (wc[i].status != IBV_WC_SUCCESS)
+					return 8;
 		} else if (!refused(c.kase)) {
 			forge_slot(s, c.kase, &c);
 			if (c.kase == K_BAD_CHUNK &&
@@ -306,6 +397,14 @@ static int drain_async(struct ibv_context *ctx, struct ibv_qp *qp)
 	return n;
 }
 
+/* post_recv -- a receive for case k's victim QP: on its SRQ, or its own */
+static int post_recv(struct ibv_qp *qp, int k, char *buf, uint32_t len,
+		     uint32_t lkey, uint64_t wr_id)
+{
+	return k == K_SRQ_LAYOUT ? t_post_srq_recv(srq, buf, len, lkey, wr_id)
+				 : t_post_recv(qp, buf, len, lkey, wr_id);
+}
+
 /* one_case -- a fresh connection to the forger, one forgery */
 static void one_case(struct tctx *t, struct ibv_mr *rmr, char *rbuf,
 		     struct ibv_mr *smr, int rfd, int wfd, int k)
@@ -317,7 +416,7 @@ static void one_case(struct tctx *t, struct ibv_mr *rmr, char *rbuf,
 	int i, n, good = 0, flushed = 0, other = 0;
 
 	memset(rbuf, 0, RBUF * NRECV);
-	qp = t_rc_qp(t, 16, NULL);
+	qp = t_rc_qp(t, 16, k == K_SRQ_LAYOUT ? srq : NULL);
 	if (!qp)
 		bail_out("victim QP");
 	memset(&c, 0, sizeof(c));
@@ -334,10 +433,18 @@ static void one_case(struct tctx *t, struct ibv_mr *rmr, char *rbuf,
 		      1))
 		bail_out("victim connect");
 	for (i = 0; i < NRECV; i++)
-		if (t_post_recv(qp, rbuf + (size_t)i * RBUF, RBUF, rmr->lkey,
-				(uint64_t)i))
+		if (post_recv(qp, k, rbuf + (size_t)i * RBUF, RBUF, rmr->lkey,
+			      (uint64_t)i))
 			bail_out("post_recv");
 	t_xsend(wfd, &c, sizeof(c));
+	if (layout(k)) {
+		/* forged: one more WQE to publish (the mirror), then SENDs to
+		 * all three */
+		t_xrecv(rfd, &rp, sizeof(rp));
+		if (post_recv(qp, k, rbuf + LATE_OFF, 64, rmr->lkey, NRECV))
+			bail_out("post_recv");
+		t_xsend(wfd, &c, sizeof(c));
+	}
 	if (refused(k)) {
 		/* our SEND cannot reach a refused peer: retry exhaustion */
 		t_post(qp, IBV_WR_SEND, rbuf + NRECV * RBUF - 64, 16, rmr->lkey,
@@ -348,8 +455,9 @@ static void one_case(struct tctx *t, struct ibv_mr *rmr, char *rbuf,
 		n = t_wait(t->cq, wc, 1, 300);
 	else
 		n = t_wait(t->cq, wc,
-			   refused(k) ? NRECV + 1
-				      : (k == K_SELF_PID ? 1 : NRECV),
+			   refused(k) || layout(k)
+				   ? NRECV + 1
+				   : (k == K_SELF_PID ? 1 : NRECV),
 			   30000);
 	t_xrecv(rfd, &rp, sizeof(rp));
 	for (i = 0; i < n; i++) {
@@ -383,6 +491,18 @@ static void one_case(struct tctx *t, struct ibv_mr *rmr, char *rbuf,
 		   "LOC_LEN_ERR, then flushed",
 		   kname[k]);
 		ok(t_qp_state(qp) == IBV_QPS_ERR, "%s: victim QP to ERR",
+		   kname[k]);
+	} else if (layout(k)) {
+		for (i = 0; i < n && wc[i].status == IBV_WC_SUCCESS &&
+			    wc[i].wr_id == (uint64_t)i && wc[i].byte_len == 16;
+		     i++)
+			;
+		ok(i == NRECV + 1 && n == NRECV + 1 && rbuf[0] == 'F' &&
+			   rbuf[15] == 'F' && rbuf[RBUF] == 'F' &&
+			   rbuf[LATE_OFF] == 'F' && rbuf[LATE_OFF + 15] == 'F',
+		   "%s: its own layout kept, all three SENDs delivered (%d/%d)",
+		   kname[k], i, n);
+		ok(t_qp_state(qp) == IBV_QPS_RTS, "%s: victim QP still RTS",
 		   kname[k]);
 	} else if (refused(k)) {
 		ok(other, "%s: peer refused, send fails RETRY_EXC_ERR",
@@ -434,6 +554,7 @@ int main(void)
 {
 	struct tctx t;
 	struct ibv_mr *rmr, *smr;
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 16, .max_sge = 1}};
 	struct cmd c;
 	char *rbuf;
 	pid_t child;
@@ -458,6 +579,9 @@ int main(void)
 	smr = ibv_reg_mr(t.pd, secret, SECRET_LEN, IBV_ACCESS_LOCAL_WRITE);
 	if (!rmr || !smr)
 		bail_out("reg_mr");
+	srq = ibv_create_srq(t.pd, &sa);
+	if (!srq)
+		bail_out("create_srq");
 	for (k = 0; k < K_N; k++)
 		one_case(&t, rmr, rbuf, smr, rfd, wfd, k);
 	other_pair(&t, rmr, rbuf);
@@ -467,6 +591,7 @@ int main(void)
 	waitpid(child, &st, 0);
 	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "forger exited cleanly (%d)",
 	   st);
+	ibv_destroy_srq(srq);
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(rmr);
 	t_close(&t);
