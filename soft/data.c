@@ -2486,8 +2486,8 @@ int soft_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 			*bad = wr;
 			break;
 		}
-		if (srq->head - srq->tail >= srq->max_wr) {
-			ret = ENOMEM;
+		ret = soft_srq_room(srq);
+		if (ret) {
 			*bad = wr;
 			break;
 		}
@@ -2927,8 +2927,7 @@ static void rx_stop(struct soft_qp *qp)
 {
 	struct soft_srq *srq = qp->srq;
 
-	if (qp->rx.active && qp->rx.has_wqe && srq &&
-	    srq->head - srq->tail < srq->max_wr) {
+	if (qp->rx.active && qp->rx.has_wqe && srq && !soft_srq_room(srq)) {
 		/* give the SRQ back the WQE this message had taken */
 		srq->rq[srq->head & (srq->size - 1)] = qp->rx.wqe;
 		srq_mirror(srq, &qp->rx.wqe);

@@ -1897,6 +1897,8 @@ struct soft_qp *soft_qp_local_in(struct soft_context *ctx, uint32_t qpn);
 void soft_qp_set_state(struct soft_qp *qp, enum ibv_qp_state s);
 
 /* srq limit event check (verbs.c) */
+uint64_t soft_srq_posted(const struct soft_srq *srq);
+int soft_srq_room(struct soft_srq *srq);
 void soft_srq_check_limit(struct soft_srq *srq);
 int soft_srq_take(struct soft_srq *srq, struct soft_rwqe *out);
 

@@ -196,10 +196,65 @@ static void srq_limit_set(struct soft_srq *srq, uint32_t v)
 		soft_thread_start_locked(srq->ctx);
 }
 
+/*
+ * soft_srq_posted -- the WQEs posted and not yet taken, as an HCA counts
+ * them: those from the consumer index on (initiators advance it: taken,
+ * though not yet drained into completions; a word of the segment, used
+ * only within [tail, head]), or from our tail.  A WQE held for a message
+ * still arriving, and those completed past it, are taken, though the tail
+ * waits at the held one.  Lock held.
+ */
+uint64_t soft_srq_posted(const struct soft_srq *srq)
+{
+	uint64_t c = srq->tail, s;
+
+	if (srq->shm) {
+		s = atomic_load_explicit(&srq->shm->cons, memory_order_relaxed);
+		if (s > c && s <= srq->head)
+			c = s;
+	}
+	return srq->head - c;
+}
+
+/* srq_resize -- srq's ring to n entries (a power of two above what lies
+ * between tail and head); 0, or ENOMEM.  Absolute WQE numbers stay: the
+ * shared mirror uses them.  Lock held. */
+static int srq_resize(struct soft_srq *srq, uint32_t n)
+{
+	struct soft_rwqe *nq = calloc(n, sizeof(*nq));
+	uint64_t i;
+
+	if (!nq)
+		return ENOMEM;
+	for (i = srq->tail; i != srq->head; i++)
+		nq[i & (n - 1)] = srq->rq[i & (srq->size - 1)];
+	free(srq->rq);
+	srq->rq = nq;
+	srq->size = n;
+	return 0;
+}
+
+/*
+ * soft_srq_room -- room to post one WQE more: fewer than max_wr posted and
+ * not taken (soft_srq_posted), and a free entry in the ring, which held
+ * WQEs and those completed past them still occupy: it doubles then,
+ * within the shared mirror's entries.  0, or ENOMEM.  Lock held.
+ */
+int soft_srq_room(struct soft_srq *srq)
+{
+	if (soft_srq_posted(srq) >= srq->max_wr)
+		return ENOMEM;
+	if (srq->head - srq->tail < srq->size)
+		return 0;
+	if (!srq->shm || 2 * (uint64_t)srq->size > srq->shm_n)
+		return ENOMEM;
+	return srq_resize(srq, 2 * srq->size);
+}
+
 /* soft_srq_check_limit -- SRQ_LIMIT_REACHED once below the armed limit */
 void soft_srq_check_limit(struct soft_srq *srq)
 {
-	if (srq->limit && srq->head - srq->tail < srq->limit) {
+	if (srq->limit && soft_srq_posted(srq) < srq->limit) {
 		srq_limit_set(srq, 0);
 		soft_async_event(srq->ctx, IBV_EVENT_SRQ_LIMIT_REACHED,
 				 &srq->srq);
@@ -333,7 +388,7 @@ static int srq_attr_ok(const struct soft_srq *srq,
 	uint32_t limit = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit : srq->limit;
 
 	if ((mask & IBV_SRQ_MAX_WR) && (!max_wr || max_wr > SOFT_MAX_SRQ_WR ||
-					max_wr < srq->head - srq->tail))
+					max_wr < soft_srq_posted(srq)))
 		return 0;
 	return limit <= max_wr;
 }
@@ -354,23 +409,14 @@ int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		goto out;
 	}
 	if (attr_mask & IBV_SRQ_MAX_WR) {
-		uint32_t n = 1, i;
-		struct soft_rwqe *nq;
+		uint32_t n = 1;
 
-		while (n < attr->max_wr + 1)
+		/* the taken WQEs the tail has not passed keep their entries */
+		while (n < attr->max_wr + 1 || n <= srq->head - srq->tail)
 			n <<= 1;
-		nq = calloc(n, sizeof(*nq));
-		if (!nq) {
-			ret = ENOMEM;
+		ret = srq_resize(srq, n);
+		if (ret)
 			goto out;
-		}
-		/* absolute WQE numbers stay: the shared mirror uses them */
-		for (i = 0; i < srq->head - srq->tail; i++)
-			nq[(srq->tail + i) & (n - 1)] =
-				srq->rq[(srq->tail + i) & (srq->size - 1)];
-		free(srq->rq);
-		srq->rq = nq;
-		srq->size = n;
 		srq->max_wr = attr->max_wr;
 	}
 	if (attr_mask & IBV_SRQ_LIMIT)

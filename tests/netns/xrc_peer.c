@@ -36,6 +36,7 @@
  * IBV_WC_RETRY_EXC_ERR), the spare left in RTS.
  */
 #include <endian.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -794,14 +795,16 @@ static void client(const char *addr, int port, int full)
 	peer_close(&p);
 }
 
-/* other_hold -- "hold": SRQ D's process, three receives of 64 KiB, and
- * target 5 of its own to D from the client's initiator 5; the server
- * (its parent) stops once its target 4 holds D's first WQE and is killed
- * (xrc-hosts.sh): target 5's message completes past the held WQE
- * meanwhile, and so does one of our own initiator 6 through target 5 (a
- * same-host initiator's, left in D's outbox behind the HELD entry);
- * nothing else while the server lives, then the held WQE flushes.  Its
- * TAP on our stdout; XRC_PEER_DONE made at the end. */
+/* other_hold -- "hold": SRQ D's process, D of max_wr 3 with three
+ * receives of 64 KiB, and target 5 of its own to D from the client's
+ * initiator 5; the server (its parent) stops once its target 4 holds D's
+ * first WQE and is killed (xrc-hosts.sh): target 5's message completes
+ * past the held WQE meanwhile, and so does one of our own initiator 6
+ * through target 5 (a same-host initiator's, left in D's outbox behind
+ * the HELD entry); all three WQEs taken, D takes three receives more,
+ * not a fourth; nothing else completes while the server lives, then the
+ * held WQE flushes.  Its TAP on our stdout; XRC_PEER_DONE made at the
+ * end. */
 static int other_hold(int rfd, int wfd)
 {
 	const char *done = getenv("XRC_PEER_DONE");
@@ -813,7 +816,7 @@ static int other_hold(int rfd, int wfd)
 	struct xinfo o, self;
 	struct dinfo d;
 	struct peer q;
-	int fd, n, alive, got6 = 0, recv6 = 0;
+	int fd, n, alive, got6 = 0, recv6 = 0, more, err = 0;
 
 	fd = open(dpath, O_RDWR);
 	if (fd < 0)
@@ -821,7 +824,7 @@ static int other_hold(int rfd, int wfd)
 	peer_open(&q, 3 * (size_t)BIG);
 	memset(&d, 0, sizeof(d));
 	x = t_xrcd(q.t.ctx, fd, O_CREAT);
-	srq = x ? t_xsrq(&q.t, x, q.t.cq, T_XSRQ_MASK, 4) : NULL;
+	srq = x ? t_xsrq(&q.t, x, q.t.cq, T_XSRQ_MASK, 3) : NULL;
 	if (srq && (ibv_get_srq_num(srq, &d.srqn) ||
 		    t_post_srq_recv(srq, q.buf, BIG, q.mr->lkey, 0) ||
 		    t_post_srq_recv(srq, q.buf + BIG, BIG, q.mr->lkey, 1) ||
@@ -871,6 +874,19 @@ static int other_hold(int rfd, int wfd)
 	   "holder %s)",
 	   got6, recv6, alive ? "alive" : "gone");
 	ibv_destroy_qp(i6);
+	/* an HCA counts the held WQE and those completed past it as taken,
+	 * though its ring's entries wait for the held one */
+	for (more = 0; more < 4; more++) {
+		err = t_post_srq_recv(srq, q.buf, BIG, q.mr->lkey,
+				      10 + (uint64_t)more);
+		if (err)
+			break;
+	}
+	alive = kill(server, 0) == 0;
+	ok(more == 3 && err == ENOMEM && alive,
+	   "... all three taken, D takes max_wr (3) receives more while the "
+	   "WQE is held, then ENOMEM (%d more, error %d, holder %s)",
+	   more, err, alive ? "alive" : "gone");
 	n = t_wait(q.t.cq, &wc[1], 1, 60000);
 	alive = kill(server, 0) == 0;
 	ok(n == 1 && !alive,
