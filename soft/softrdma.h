@@ -1515,7 +1515,7 @@ struct soft_evq *soft_evq_new(size_t elem);
 void soft_evq_free(struct soft_evq *q);
 int soft_evq_fd(struct soft_evq *q);
 void soft_evq_push(struct soft_evq *q, const void *elem);
-int soft_evq_pop(struct soft_evq *q, void *elem);
+int soft_evq_pop(struct soft_evq *q, void *elem, void (*taken)(void *elem));
 void soft_evq_purge(struct soft_evq *q, int (*match)(const void *, void *),
 		    void *arg);
 void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,

@@ -120,8 +120,12 @@ void soft_evq_push(struct soft_evq *q, const void *elem)
 	(void)r;
 }
 
-/* soft_evq_pop -- wait (per the fd's blocking mode) and take one element */
-int soft_evq_pop(struct soft_evq *q, void *elem)
+/*
+ * soft_evq_pop -- wait (per the fd's blocking mode) and take one element;
+ * taken(elem) runs under the queue's lock, so that a purge that finds the
+ * element gone also finds what taken() counted
+ */
+int soft_evq_pop(struct soft_evq *q, void *elem, void (*taken)(void *elem))
 {
 	uint64_t v;
 
@@ -133,6 +137,7 @@ int soft_evq_pop(struct soft_evq *q, void *elem)
 			memcpy(elem, q->buf + q->head * q->elem, q->elem);
 			q->head = (q->head + 1) % q->cap;
 			q->count--;
+			taken(elem);
 			pthread_mutex_unlock(&q->m);
 			return 0;
 		}
@@ -208,20 +213,12 @@ void soft_port_event(struct soft_context *ctx, enum ibv_event_type type,
 	soft_evq_push(ctx->async, &ev);
 }
 
-/* ibv_get_async_event -- next async event (blocks per async_fd mode) */
-int ibv_get_async_event(struct ibv_context *context,
-			struct ibv_async_event *event)
+/* async_taken -- an event handed out: its object's destroy waits for
+ * the ack (counted under the queue's lock: see soft_evq_pop) */
+static void async_taken(void *e)
 {
-	struct soft_context *ctx;
+	struct ibv_async_event *event = e;
 
-	if (!context || !event) {
-		errno = EINVAL;
-		return -1;
-	}
-	ctx = to_sctx(context);
-	if (soft_evq_pop(ctx->async, event))
-		return -1;
-	soft_lock(&ctx->lock);
 	switch (event->event_type) {
 	case IBV_EVENT_CQ_ERR:
 		to_scq(event->element.cq)->async_reported++;
@@ -243,8 +240,17 @@ int ibv_get_async_event(struct ibv_context *context,
 	default:
 		break;
 	}
-	soft_unlock(&ctx->lock);
-	return 0;
+}
+
+/* ibv_get_async_event -- next async event (blocks per async_fd mode) */
+int ibv_get_async_event(struct ibv_context *context,
+			struct ibv_async_event *event)
+{
+	if (!context || !event) {
+		errno = EINVAL;
+		return -1;
+	}
+	return soft_evq_pop(to_sctx(context)->async, event, async_taken);
 }
 
 /* ibv_ack_async_event -- lets destroy of the event's object proceed */
@@ -806,6 +812,16 @@ static void chan_push(struct soft_comp_channel *ch, struct ibv_cq *cq)
 	pthread_mutex_unlock(&ch->m);
 }
 
+/* chan_take -- hand out the oldest event, under ch->m: ibv_destroy_cq
+ * waits for the ack of what was handed out before its purge */
+static void chan_take(struct soft_comp_channel *ch, struct ibv_cq **cq)
+{
+	*cq = ch->ev[ch->head];
+	ch->head = (ch->head + 1) % ch->cap;
+	ch->count--;
+	to_scq(*cq)->comp_reported++;
+}
+
 /* chan_pop -- take the oldest event; 0: none, 1: taken, the last, 2:
  * taken, more queued.  end_quiet: the caller's serving pass is over */
 static int chan_pop(struct soft_comp_channel *ch, struct ibv_cq **cq,
@@ -817,9 +833,7 @@ static int chan_pop(struct soft_comp_channel *ch, struct ibv_cq **cq,
 	if (end_quiet)
 		ch->quiet--;
 	if (ch->count) {
-		*cq = ch->ev[ch->head];
-		ch->head = (ch->head + 1) % ch->cap;
-		ch->count--;
+		chan_take(ch, cq);
 		got = ch->count ? 2 : 1;
 	}
 	chan_hint(ch); /* events still queued keep the fd readable */
@@ -1396,9 +1410,7 @@ static int chan_serve(struct soft_comp_channel *ch, struct ibv_cq **cq,
 	pthread_mutex_lock(&ch->m);
 	ch->quiet--;
 	if (want && ch->count) {
-		*cq = ch->ev[ch->head];
-		ch->head = (ch->head + 1) % ch->cap;
-		ch->count--;
+		chan_take(ch, cq);
 		got = 1;
 	}
 	chan_hint(ch);
@@ -1447,9 +1459,6 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
 		ch->hint = 0; /* it may have been ours */
 		pthread_mutex_unlock(&ch->m);
 	}
-	pthread_mutex_lock(&c->mutex);
-	to_scq(c)->comp_reported++;
-	pthread_mutex_unlock(&c->mutex);
 	*cq = c;
 	*cq_context = c->cq_context;
 	return 0;

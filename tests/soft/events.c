@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* events.c -- completion channels across processes, solicited events,
- * async events (SRQ limit, CQ overrun of each QP type), SRQ receive */
+ * async events (SRQ limit, CQ overrun of each QP type), SRQ receive, a
+ * destroy racing the hand-out of its object's event */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -597,6 +601,160 @@ static void test_chan_other_cq(void)
 	free(buf);
 }
 
+/*
+ * A destroy racing the event it must wait for: ibv_destroy_qp and
+ * ibv_destroy_cq return only after the ack of every event already handed
+ * out for their object (ibv_get_async_event(3), ibv_get_cq_event(3)),
+ * however close the hand-out comes to the destroy's purge of the queue.
+ * A thread takes the events and holds each 100 us before its ack, then
+ * checks that the object's destroy had not returned; the main thread
+ * destroys after a random spin of up to some microseconds, or every 4th
+ * round once the thread has the event.  Before, the count that destroy
+ * waits on was taken after the event left the queue: a destroy in
+ * between returned at once, and the taker wrote to the freed QP (UCX's
+ * async thread, under load: ASan's heap-use-after-free).
+ */
+struct race {
+	struct ibv_context *ctx;
+	struct ibv_comp_channel *ch; /* NULL: the async fd */
+	atomic_int live, dead, got, stop;
+	int seen, early, wrong;
+};
+
+static void *race_taker(void *arg)
+{
+	struct race *r = arg;
+	struct pollfd p = {.events = POLLIN};
+	struct ibv_async_event ev;
+	struct ibv_cq *cq;
+	void *cctx;
+	int g;
+
+	p.fd = r->ch ? r->ch->fd : r->ctx->async_fd;
+	while (!atomic_load(&r->stop)) {
+		if (poll(&p, 1, 10) != 1)
+			continue;
+		if (r->ch ? ibv_get_cq_event(r->ch, &cq, &cctx)
+			  : ibv_get_async_event(r->ctx, &ev))
+			continue;
+		g = atomic_load(&r->live);
+		atomic_store(&r->got, g);
+		usleep(100);
+		if (atomic_load(&r->dead) >= g)
+			r->early++;
+		r->seen++;
+		if (r->ch) {
+			ibv_ack_cq_events(cq, 1);
+		} else {
+			r->wrong +=
+				ev.event_type != IBV_EVENT_QP_LAST_WQE_REACHED;
+			ibv_ack_async_event(&ev);
+		}
+	}
+	return NULL;
+}
+
+/* race_pause -- before round i's destroy: spin, or wait for the taker */
+static void race_pause(struct race *r, int i)
+{
+	volatile int spin;
+	int n;
+
+	if (i % 4 == 0) {
+		for (n = 0; n < 10000 && atomic_load(&r->got) != i; n++)
+			usleep(100);
+		return;
+	}
+	for (spin = 0, n = rand() % 4000; spin < n; spin++)
+		;
+}
+
+/* race_to_err -- qp to ERR: an SRQ's QP gets LAST_WQE_REACHED, a QP with
+ * a receive posted a flush completion on its armed CQ */
+static int race_to_err(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+static void test_destroy_race(int cq_events)
+{
+	const char *what = cq_events ? "ibv_destroy_cq" : "ibv_destroy_qp";
+	int rounds = tap_small() ? 300 : 2000, i, bad = 0;
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq *srq = NULL;
+	struct ibv_qp_init_attr ia;
+	struct ibv_mr *mr;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct race r;
+	struct tctx t;
+	pthread_t th;
+	char buf[64];
+	int fd;
+
+	if (t_open(&t, 4))
+		bail_out("open");
+	memset(&r, 0, sizeof(r));
+	r.ctx = t.ctx;
+	mr = ibv_reg_mr(t.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	if (cq_events) {
+		r.ch = ibv_create_comp_channel(t.ctx);
+		fd = r.ch ? r.ch->fd : -1;
+	} else {
+		memset(&sa, 0, sizeof(sa));
+		sa.attr.max_wr = 4;
+		sa.attr.max_sge = 1;
+		srq = ibv_create_srq(t.pd, &sa);
+		fd = srq ? t.ctx->async_fd : -1;
+	}
+	/* a purged event leaves its token: the taker must not block on it */
+	if (!mr || fd < 0 || fcntl(fd, F_SETFL, O_NONBLOCK) ||
+	    pthread_create(&th, NULL, race_taker, &r))
+		bail_out("race: objects");
+	for (i = 1; i <= rounds && !bad; i++) {
+		cq = t.cq;
+		if (cq_events)
+			cq = ibv_create_cq(t.ctx, 4, NULL, r.ch, 0);
+		memset(&ia, 0, sizeof(ia));
+		ia.send_cq = ia.recv_cq = cq;
+		ia.srq = srq;
+		ia.qp_type = IBV_QPT_RC;
+		ia.cap.max_send_wr = ia.cap.max_recv_wr = 1;
+		ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+		qp = cq ? ibv_create_qp(t.pd, &ia) : NULL;
+		bad = !qp || t_qp_init(qp, 0) ||
+		      (cq_events && (t_post_recv(qp, buf, 8, mr->lkey, 1) ||
+				     ibv_req_notify_cq(cq, 0)));
+		atomic_store(&r.live, i);
+		bad = bad || race_to_err(qp);
+		race_pause(&r, i);
+		bad = bad || ibv_destroy_qp(qp) ||
+		      (cq_events && ibv_destroy_cq(cq));
+		atomic_store(&r.dead, i);
+	}
+	atomic_store(&r.stop, 1);
+	pthread_join(th, NULL);
+	ok(!bad, "%s race: %d rounds of create, event, destroy", what, i - 1);
+	ok(r.early == 0,
+	   "%s race: never returns before the ack of an event handed out "
+	   "(%d early, %d events taken)",
+	   what, r.early, r.seen);
+	ok(r.seen >= rounds / 4 && !r.wrong,
+	   "%s race: the taker had every 4th round's event (%d of %d, "
+	   "%d of another type)",
+	   what, r.seen, rounds, r.wrong);
+	if (srq)
+		ibv_destroy_srq(srq);
+	if (r.ch)
+		ibv_destroy_comp_channel(r.ch);
+	ibv_dereg_mr(mr);
+	t_close(&t);
+}
+
 int main(void)
 {
 	t_isolate("events");
@@ -612,6 +770,8 @@ int main(void)
 	test_overrun(IBV_QPT_UD, 1, 0);
 	test_overrun(IBV_QPT_UD, 0, 0);
 	test_overrun(IBV_QPT_UD, 0, 1);
+	test_destroy_race(0);
+	test_destroy_race(1);
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	return done_testing();
 }
