@@ -215,6 +215,15 @@ int t_qp_init(struct ibv_qp *qp, int access)
 				     IBV_QP_ACCESS_FLAGS);
 }
 
+int t_qp_err(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
 void t_rtr_attr(struct ibv_qp_attr *a, uint32_t dest_qpn,
 		const union ibv_gid *dgid)
 {

@@ -42,6 +42,8 @@ int t_connect(struct ibv_qp *qp, uint32_t dest_qpn, int access,
 	      int min_rnr_timer, int rnr_retry, int timeout, int retry_cnt);
 /* t_qp_init -- RESET->INIT on port 1 with access */
 int t_qp_init(struct ibv_qp *qp, int access);
+/* t_qp_err -- to ERR from any state (ibv_modify_qp's return) */
+int t_qp_err(struct ibv_qp *qp);
 /* t_qp_rts -- RTR->RTS with rnr_retry, timeout and retry_cnt (SQ PSN 0,
  * one read or atomic in flight) */
 int t_qp_rts(struct ibv_qp *qp, int rnr_retry, int timeout, int retry_cnt);

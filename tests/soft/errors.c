@@ -659,14 +659,11 @@ static void test_flush(void)
 {
 	struct ibv_qp *a, *b;
 	struct ibv_wc wc[4];
-	struct ibv_qp_attr qa;
 
 	pair(&a, &b, 0, 12, 7, 1);
 	t_post_recv(b, bbuf, 64, bmr->lkey, 1);
 	t_post_recv(b, bbuf, 64, bmr->lkey, 2);
-	memset(&qa, 0, sizeof(qa));
-	qa.qp_state = IBV_QPS_ERR;
-	is_int(ibv_modify_qp(b, &qa, IBV_QP_STATE), 0, "modify to ERR");
+	is_int(t_qp_err(b), 0, "modify to ERR");
 	is_int(t_wait(bcq, wc, 2, 30000), 2, "two flushed receives");
 	ok(wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[0].wr_id == 1 &&
 		   wc[1].status == IBV_WC_WR_FLUSH_ERR && wc[1].wr_id == 2 &&

@@ -669,17 +669,6 @@ static void race_pause(struct race *r, int i)
 		;
 }
 
-/* race_to_err -- qp to ERR: an SRQ's QP gets LAST_WQE_REACHED, a QP with
- * a receive posted a flush completion on its armed CQ */
-static int race_to_err(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE);
-}
-
 static void test_destroy_race(int cq_events)
 {
 	const char *what = cq_events ? "ibv_destroy_cq" : "ibv_destroy_qp";
@@ -730,10 +719,15 @@ static void test_destroy_race(int cq_events)
 		      (cq_events && (t_post_recv(qp, buf, 8, mr->lkey, 1) ||
 				     ibv_req_notify_cq(cq, 0)));
 		atomic_store(&r.live, i);
-		bad = bad || race_to_err(qp);
+		/* ERR: LAST_WQE_REACHED for an SRQ's QP; for the receive, a
+		 * flush completion on the armed CQ */
+		bad = bad || t_qp_err(qp);
 		race_pause(&r, i);
-		bad = bad || ibv_destroy_qp(qp) ||
-		      (cq_events && ibv_destroy_cq(cq));
+		/* whatever failed, nothing of the round is left behind */
+		if (qp && ibv_destroy_qp(qp))
+			bad = 1;
+		if (cq_events && cq && ibv_destroy_cq(cq))
+			bad = 1;
 		atomic_store(&r.dead, i);
 	}
 	atomic_store(&r.stop, 1);

@@ -192,7 +192,6 @@ static void test_stopped_responder(void)
 	struct tctx t;
 	struct ibv_mr *mr;
 	struct ibv_qp *qp;
-	struct ibv_qp_attr a;
 	struct ibv_wc wc[DEPTH];
 	char *buf = malloc(MSG);
 	double t0, t1;
@@ -300,9 +299,7 @@ static void test_stopped_responder(void)
 		     sh->rx_status ? ibv_wc_status_str(sh->rx_status - 1)
 				   : "none",
 		     kinds);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	ok(!ibv_modify_qp(qp, &a, IBV_QP_STATE), "sender QP to ERR");
+	ok(!t_qp_err(qp), "sender QP to ERR");
 	alarm(20);
 	t0 = now_ms();
 	while (done < out && now_ms() - t0 < 5000) {
@@ -921,7 +918,6 @@ static void test_event_latency(void)
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq, *cq2;
 	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr a;
 	struct ibv_qp *qa, *qb;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
@@ -974,9 +970,7 @@ static void test_event_latency(void)
 	ok(ibv_poll_cq(cq, 1, &wc) == 1 && wc.status == IBV_WC_LOC_PROT_ERR,
 	   "LOC_PROT_ERR");
 	/* flushes: a receive WQE when the QP goes to ERR, a send after */
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	ibv_modify_qp(qa, &a, IBV_QP_STATE);
+	t_qp_err(qa);
 	ibv_poll_cq(cq, 1, &wc);
 	ibv_req_notify_cq(cq, 0);
 	t0 = now_ms();
