@@ -167,6 +167,33 @@ void soft_evq_purge(struct soft_evq *q, int (*match)(const void *, void *),
 	pthread_mutex_unlock(&q->m);
 }
 
+/* async_object -- the kind of object an async event names (its
+ * element): which member soft_async_event sets, whose count its taker
+ * raises (async_taken) and whose destroy its ack releases */
+enum async_object { ASYNC_DEVICE, ASYNC_CQ, ASYNC_SRQ, ASYNC_QP };
+
+static enum async_object async_object(enum ibv_event_type type)
+{
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		return ASYNC_CQ;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return ASYNC_SRQ;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return ASYNC_QP;
+	default:
+		return ASYNC_DEVICE; /* a port's or the device's: no ack waits */
+	}
+}
+
 /* soft_async_event -- queue an async event on the context's async_fd */
 void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,
 		      void *obj)
@@ -175,27 +202,19 @@ void soft_async_event(struct soft_context *ctx, enum ibv_event_type type,
 
 	memset(&ev, 0, sizeof(ev));
 	ev.event_type = type;
-	switch (type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (async_object(type)) {
+	case ASYNC_CQ:
 		ev.element.cq = obj;
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case ASYNC_SRQ:
 		ev.element.srq = obj;
 		break;
-	case IBV_EVENT_PORT_ACTIVE:
-	case IBV_EVENT_PORT_ERR:
-	case IBV_EVENT_LID_CHANGE:
-	case IBV_EVENT_PKEY_CHANGE:
-	case IBV_EVENT_SM_CHANGE:
-	case IBV_EVENT_CLIENT_REREGISTER:
-	case IBV_EVENT_GID_CHANGE:
-		ev.element.port_num = 1;
-		break;
-	case IBV_EVENT_DEVICE_FATAL:
-		break;
-	default:
+	case ASYNC_QP:
 		ev.element.qp = obj;
+		break;
+	case ASYNC_DEVICE:
+		if (type != IBV_EVENT_DEVICE_FATAL)
+			ev.element.port_num = 1; /* a port's */
 		break;
 	}
 	soft_evq_push(ctx->async, &ev);
@@ -219,25 +238,17 @@ static void async_taken(void *e)
 {
 	struct ibv_async_event *event = e;
 
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (async_object(event->event_type)) {
+	case ASYNC_CQ:
 		to_scq(event->element.cq)->async_reported++;
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case ASYNC_SRQ:
 		to_ssrq(event->element.srq)->async_reported++;
 		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	case ASYNC_QP:
 		to_sqp(event->element.qp)->async_reported++;
 		break;
-	default:
+	case ASYNC_DEVICE:
 		break;
 	}
 }
@@ -262,31 +273,23 @@ void ibv_ack_async_event(struct ibv_async_event *event)
 
 	if (!event)
 		return;
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (async_object(event->event_type)) {
+	case ASYNC_CQ:
 		m = &event->element.cq->mutex;
 		c = &event->element.cq->cond;
 		n = &event->element.cq->async_events_completed;
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case ASYNC_SRQ:
 		m = &event->element.srq->mutex;
 		c = &event->element.srq->cond;
 		n = &event->element.srq->events_completed;
 		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	case ASYNC_QP:
 		m = &event->element.qp->mutex;
 		c = &event->element.qp->cond;
 		n = &event->element.qp->events_completed;
 		break;
-	default:
+	case ASYNC_DEVICE:
 		return;
 	}
 	pthread_mutex_lock(m);
