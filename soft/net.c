@@ -196,6 +196,7 @@ struct soft_net_qp {
 	 * until the message ends (soft_xsrq_hold, soft_xsrq_release) */
 	struct soft_srq_ref xref;
 	int xfor, held_for;
+	int xbad; /* resp_wqe found xref's ring corrupt */
 	uint64_t held_idx;
 	struct soft_rwqe srq_wqe;
 	uint64_t rx_off;
@@ -1754,18 +1755,25 @@ static void hold_stop(void)
 
 /* resp_wqe -- the receive WQE of the message in progress: on an SRQ,
  * taken from it at the message's first packet and held by the QP until
- * the message completes (other QPs share the SRQ); NULL: none posted */
+ * the message completes (other QPs share the SRQ); NULL: none posted, or
+ * (nq->xbad set) another process's XRC SRQ whose ring is corrupt
+ * (resp_no_wqe) */
 static struct soft_rwqe *resp_wqe(struct soft_net_qp *nq)
 {
 	struct soft_qp *qp = nq->qp;
 	struct soft_srq *srq = nq->xsrq ? nq->xsrq : qp->srq;
 
+	nq->xbad = 0;
 	if (nq->xfor) { /* another process's XRC SRQ */
-		if (!nq->srq_held &&
-		    !soft_xsrq_hold(&nq->xref, nq->qpn, nq->dqpn, &nq->srq_wqe,
-				    &nq->held_idx)) {
-			nq->srq_held = nq->held_for = 1;
-			hold_stop();
+		if (!nq->srq_held) {
+			int r = soft_xsrq_hold(&nq->xref, nq->qpn, nq->dqpn,
+					       &nq->srq_wqe, &nq->held_idx);
+
+			nq->xbad = r < 0;
+			if (!r) {
+				nq->srq_held = nq->held_for = 1;
+				hold_stop();
+			}
 		}
 		return nq->srq_held ? &nq->srq_wqe : NULL;
 	}
@@ -1806,6 +1814,28 @@ static void resp_err(struct soft_net_qp *nq, uint8_t nak, uint32_t psn)
 						       : IBV_EVENT_QP_REQ_ERR,
 			 &nq->qp->qpx.qp_base);
 	soft_qp_to_error(nq->qp);
+}
+
+/* resp_no_wqe -- resp_wqe found no WQE for the request at psn: an RNR
+ * NAK (receiver not ready), or, for an SRQ of another process whose ring
+ * is corrupt (a WQE count or an SGE count out of bounds), what an HCA
+ * that cannot fetch the WQE does: a NAK remote operational error (the
+ * initiator's IBV_WC_REM_OP_ERR), the target in ERR with a local work
+ * queue catastrophic error (IBV_EVENT_QP_FATAL, mlx5's WQ_CATAS_ERROR) */
+static void resp_no_wqe(struct soft_net_qp *nq, uint32_t psn)
+{
+	struct soft_qp *qp = nq->qp;
+
+	if (!nq->xbad) {
+		send_ack(nq,
+			 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
+					      ROCE_AETH_VALUE_MASK),
+			 psn);
+		return;
+	}
+	send_ack(nq, ROCE_AETH_NAK | ROCE_NAK_REMOTE_OP, psn);
+	soft_async_event(nq->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
+	soft_qp_to_error(qp);
 }
 
 /* xfor_place -- resp_place into a WQE of another process's XRC SRQ: each
@@ -2399,11 +2429,8 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			return;
 		}
 		r = resp_wqe(nq);
-		if (!r) { /* receiver not ready */
-			send_ack(nq,
-				 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
-						      ROCE_AETH_VALUE_MASK),
-				 psn);
+		if (!r) {
+			resp_no_wqe(nq, psn);
 			return;
 		}
 		if (fl & ROCE_F_FIRST)
@@ -2457,10 +2484,7 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 			return;
 		}
 		if ((fl & ROCE_F_IMMDT) && !resp_wqe(nq)) {
-			send_ack(nq,
-				 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
-						      ROCE_AETH_VALUE_MASK),
-				 psn);
+			resp_no_wqe(nq, psn);
 			return;
 		}
 		if (fl & ROCE_F_FIRST) {

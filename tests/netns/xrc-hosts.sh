@@ -16,7 +16,9 @@
 # target's message completes past it, the held WQE flushes once the
 # holder is dead, not before; in the IB mode, APM: initiator and target
 # with armed alternate paths over rail 2, the initiator migrated by hand
-# midway, the target when the requests come on its alternate path.
+# midway, the target when the requests come on its alternate path; an
+# SRQ of another process whose ring is corrupt: the initiator's
+# IBV_WC_REM_OP_ERR, the target in ERR (IBV_EVENT_QP_FATAL).
 # (Before XRC went between hosts, the initiator's and target's RTR was
 # refused: EOPNOTSUPP.)
 . "$top_srcdir/tests/lib.sh"
@@ -109,6 +111,10 @@ peer "10% loss" fault SOFTRDMA_TEST_NETFAULT=seed=8,drop=10
 # armed; the initiator migrates by hand midway, the target when the
 # requests come on its alternate path
 peer "IB mode, APM" apm SOFTRDMA_LINK=ib
+# ring: SRQ D's process corrupts its SRQ's ring; a SEND to D through
+# target 4 fails with IBV_WC_REM_OP_ERR (an HCA that cannot fetch the
+# WQE), not RNR NAKs for ever, target 4 in ERR with IBV_EVENT_QP_FATAL
+peer "a corrupt SRQ ring" ring
 
 # hold: the target's process stops once it holds the WQE of SRQ D (of
 # another process of its host: xrc_peer's other_hold) for a message of

@@ -34,6 +34,11 @@
  * Last, a rogue initiator of the server sends an XRC request to the
  * client's spare initiator, which has no responder: dropped (the rogue's
  * IBV_WC_RETRY_EXC_ERR), the spare left in RTS.
+ * MODE "ring": SRQ D's process corrupts its own SRQ's ring (the next
+ * WQE's SGE count), then initiator 4 sends to D through target 4: the
+ * initiator's IBV_WC_REM_OP_ERR (not RNR NAKs for ever), target 4 in ERR
+ * with IBV_EVENT_QP_FATAL, nothing completed in D (other_ring,
+ * server_ring, client_ring).
  */
 #include <endian.h>
 #include <errno.h>
@@ -46,6 +51,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../soft/softrdma.h" /* an SRQ's mirror (other_ring) */
 #include "../tap.h"
 #include "../soft/common.h"
 #include "tcp_exch.h"
@@ -404,6 +410,22 @@ static int xpost(struct peer *p, struct ibv_qp *qp, enum ibv_wr_opcode op,
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+/* meet -- a client's exchange with the server: me, with its initiators'
+ * numbers, out with our LID and GID; the server's into *o; the
+ * connection */
+static int meet(const struct peer *p, const char *addr, int port,
+		struct xinfo *me, struct xinfo *o)
+{
+	int fd;
+
+	me->lid = p->lid;
+	memcpy(me->gid, p->gid.raw, 16);
+	fd = tcp_connect(addr, port);
+	xfer(fd, me, sizeof(*me), 1);
+	xfer(fd, o, sizeof(*o), 0);
+	return fd;
+}
+
 /* one -- the completion of the one WR outstanding: its status, or -1 */
 static int one(struct peer *p, uint64_t wr_id)
 {
@@ -416,6 +438,44 @@ static int one(struct peer *p, uint64_t wr_id)
 		     (unsigned long long)wc.wr_id, (unsigned long long)wr_id,
 		     wc.status);
 	return wc.wr_id == wr_id ? (int)wc.status : -1;
+}
+
+/* d_spawn -- the file of the domain of target 4 and SRQ D (dpath), and
+ * SRQ D's process running fn, forked before this one has threads (a
+ * child of a threaded process that starts threads may hang in the
+ * sanitizers' runtime): the file's descriptor; the child's pid in *pid */
+static int d_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd, pid_t *pid)
+{
+	int dfd;
+
+	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
+	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
+	*pid = dfd < 0 ? -1 : t_spawn(fn, rfd, wfd);
+	if (*pid < 0)
+		bail_out("the other process");
+	return dfd;
+}
+
+/* d_join -- a round of SRQ D alone (hold, ring): our peer, the file's
+ * domain, and what we tell the client: D's number, our LID and GID */
+static struct ibv_xrcd *d_join(struct peer *p, int dfd, int rfd,
+			       struct xinfo *me)
+{
+	struct ibv_xrcd *xf;
+	struct dinfo d;
+
+	peer_open(p, 4096);
+	xf = t_xrcd(p->t.ctx, dfd, O_CREAT);
+	if (!xf)
+		bail_out("the file's domain");
+	t_xrecv(rfd, &d, sizeof(d));
+	if (!d.srqn)
+		bail_out("SRQ D of the other process");
+	memset(me, 0, sizeof(*me));
+	me->srqn[3] = d.srqn;
+	me->lid = p->lid;
+	memcpy(me->gid, p->gid.raw, 16);
+	return xf;
 }
 
 /* server -- the target host */
@@ -437,14 +497,8 @@ static void server(int port, int full)
 	int fd, i, bad = 0, order = 0, ids = 0, imm = 0, wimm = 0, extra, st;
 	char c = 0;
 
-	/* the file's domain, here and in another process, forked before
-	 * this one has threads (a child of a threaded process that starts
-	 * threads may hang in the sanitizers' runtime) */
-	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
-	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
-	opid = dfd < 0 ? -1 : t_spawn(other, &orfd, &owfd);
-	if (opid < 0)
-		bail_out("the other process");
+	/* the file's domain, here and in another process */
+	dfd = d_spawn(other, &orfd, &owfd, &opid);
 	peer_open(&p, ctr + 64);
 	counter = (uint64_t *)(void *)(p.buf + ctr);
 	*counter = 100;
@@ -688,11 +742,7 @@ static void client(const char *addr, int port, int full)
 	me.qpn[2] = i3->qp_num;
 	me.qpn[3] = i4->qp_num;
 	me.rogue = spare->qp_num;
-	me.lid = p.lid;
-	memcpy(me.gid, p.gid.raw, 16);
-	fd = tcp_connect(addr, port);
-	xfer(fd, &me, sizeof(me), 1);
-	xfer(fd, &o, sizeof(o), 0);
+	fd = meet(&p, addr, port, &me, &o);
 	if (ini_rts(&p, spare, &o, o.rogue, 7))
 		bail_out("spare initiator");
 	ok(!ini_rts(&p, i1, &o, o.qpn[0], 7) &&
@@ -920,27 +970,13 @@ static void server_hold(int port)
 {
 	struct ibv_xrcd *xf;
 	struct xinfo me, o;
-	struct dinfo d;
 	struct peer p;
 	int fd, dfd, orfd, owfd;
+	pid_t opid;
 	char c;
 
-	/* forked before this process has threads (server) */
-	snprintf(dpath, sizeof(dpath), "/tmp/xrc-peer-%d", (int)getpid());
-	dfd = open(dpath, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (dfd < 0 || t_spawn(other_hold, &orfd, &owfd) < 0)
-		bail_out("the other process");
-	peer_open(&p, 4096);
-	xf = t_xrcd(p.t.ctx, dfd, O_CREAT);
-	if (!xf)
-		bail_out("the file's domain");
-	t_xrecv(orfd, &d, sizeof(d));
-	if (!d.srqn)
-		bail_out("SRQ D of the other process");
-	memset(&me, 0, sizeof(me));
-	me.srqn[3] = d.srqn;
-	me.lid = p.lid;
-	memcpy(me.gid, p.gid.raw, 16);
+	dfd = d_spawn(other_hold, &orfd, &owfd, &opid);
+	xf = d_join(&p, dfd, orfd, &me);
 	fd = tcp_accept(port);
 	xfer(fd, &o, sizeof(o), 0);
 	t_xsend(owfd, &o, sizeof(o));
@@ -968,11 +1004,7 @@ static void client_hold(const char *addr, int port)
 	memset(&me, 0, sizeof(me));
 	me.qpn[3] = i4->qp_num;
 	me.qpn[1] = i5->qp_num;
-	me.lid = p.lid;
-	memcpy(me.gid, p.gid.raw, 16);
-	fd = tcp_connect(addr, port);
-	xfer(fd, &me, sizeof(me), 1);
-	xfer(fd, &o, sizeof(o), 0);
+	fd = meet(&p, addr, port, &me, &o);
 	ok(!ini_rts(&p, i4, &o, o.qpn[3], 7) &&
 		   !ini_rts(&p, i5, &o, o.qpn[1], 7),
 	   "initiators 4 and 5 to RTS towards targets 4 and 5");
@@ -997,6 +1029,126 @@ static void client_hold(const char *addr, int port)
 	close(fd);
 	ibv_destroy_qp(i4);
 	ibv_destroy_qp(i5);
+	peer_close(&p);
+}
+
+/* other_ring -- "ring": SRQ D's process, D with one receive posted
+ * whose WQE in D's shared mirror (what targets of other processes take)
+ * then claims more SGEs than D has: a corrupt ring.  Tells the server
+ * D's number, and at its word (the SEND failed) how many completions D
+ * has, after 300 ms: 0 is right (-1: none made) */
+static int other_ring(int rfd, int wfd)
+{
+	struct soft_shm_rwqe *w;
+	struct ibv_xrcd *x;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+	struct soft_srq *s;
+	struct dinfo d;
+	struct peer q;
+	int fd, n = -1;
+	char c;
+
+	fd = open(dpath, O_RDWR);
+	if (fd < 0)
+		return 2;
+	peer_open(&q, 4096);
+	memset(&d, 0, sizeof(d));
+	x = t_xrcd(q.t.ctx, fd, O_CREAT);
+	srq = x ? t_xsrq(&q.t, x, q.t.cq, T_XSRQ_MASK, 4) : NULL;
+	if (srq && !ibv_get_srq_num(srq, &d.srqn) &&
+	    !t_post_srq_recv(srq, q.buf, 4096, q.mr->lkey, 0)) {
+		s = to_ssrq(srq);
+		w = (void *)(s->shm_rq +
+			     (atomic_load(&s->shm->cons) & (s->shm_n - 1)) *
+				     (8 + 16 * (size_t)s->shm->sge));
+		w->num_sge = s->shm->sge + 1;
+	} else {
+		d.srqn = 0;
+	}
+	t_xsend(wfd, &d, sizeof(d));
+	t_xrecv(rfd, &c, 1);
+	if (srq) {
+		usleep(300000);
+		n = ibv_poll_cq(q.t.cq, 1, &wc);
+		ibv_destroy_srq(srq);
+	}
+	t_xsend(wfd, &n, sizeof(n));
+	if (x)
+		ibv_close_xrcd(x);
+	close(fd);
+	peer_close(&q);
+	fflush(stdout); /* t_spawn's child ends in _exit */
+	return 0;
+}
+
+/* server_ring -- "ring": target 4 of a file's domain to SRQ D of
+ * other_ring, whose ring is corrupt: in ERR once the client's SEND came,
+ * with IBV_EVENT_QP_FATAL */
+static void server_ring(int port)
+{
+	struct ibv_async_event ev;
+	struct ibv_xrcd *xf;
+	struct ibv_qp *t4;
+	struct xinfo me, o;
+	struct peer p;
+	int fd, dfd, orfd, owfd, n = -1, fatal = 0;
+	pid_t opid;
+	char c = 0;
+
+	dfd = d_spawn(other_ring, &orfd, &owfd, &opid);
+	xf = d_join(&p, dfd, orfd, &me);
+	fd = tcp_accept(port);
+	xfer(fd, &o, sizeof(o), 0);
+	t4 = tgt_rtr(&p, xf, &o, o.qpn[3]);
+	me.qpn[3] = t4->qp_num;
+	xfer(fd, &me, sizeof(me), 1);
+	xfer(fd, &c, 1, 0); /* the client's SEND completed */
+	while (!fatal && t_async(p.t.ctx, 5000, &ev) >= 0)
+		fatal = ev.event_type == IBV_EVENT_QP_FATAL &&
+			ev.element.qp == t4;
+	ok(fatal, "target 4, SRQ D's ring corrupt: IBV_EVENT_QP_FATAL");
+	ok(t_qp_state(t4) == IBV_QPS_ERR, "... target 4 in ERR");
+	t_xsend(owfd, &c, 1);
+	t_xrecv(orfd, &n, sizeof(n));
+	is_int(n, 0, "... nothing completed in SRQ D");
+	is_int(t_reap(opid), 0, "SRQ D's process exits 0");
+	xfer(fd, &c, 1, 1);
+	close(fd);
+	ibv_destroy_qp(t4);
+	ibv_close_xrcd(xf);
+	close(dfd);
+	unlink(dpath);
+	peer_close(&p);
+}
+
+/* client_ring -- "ring": a SEND to SRQ D, whose ring is corrupt, through
+ * target 4; rnr_retry 7 (RNR NAKs are retried for ever) */
+static void client_ring(const char *addr, int port)
+{
+	struct ibv_qp *i4;
+	struct xinfo me, o;
+	struct peer p;
+	int fd, st;
+	char c = 0;
+
+	peer_open(&p, 4096);
+	i4 = ini(&p);
+	memset(&me, 0, sizeof(me));
+	me.qpn[3] = i4->qp_num;
+	fd = meet(&p, addr, port, &me, &o);
+	ok(!ini_rts(&p, i4, &o, o.qpn[3], 7),
+	   "initiator 4 to RTS towards target 4, rnr_retry 7");
+	pfill(p.buf, 8, 23);
+	st = xpost(&p, i4, IBV_WR_SEND, 0, 8, o.srqn[3], 3000, 0, 0, 0, 0);
+	is_int(st ? -2 : one(&p, 3000), IBV_WC_REM_OP_ERR,
+	       "a SEND to SRQ D, whose ring its process corrupted: "
+	       "IBV_WC_REM_OP_ERR");
+	ok(t_qp_state(i4) == IBV_QPS_ERR, "... the initiator in ERR");
+	xfer(fd, &c, 1, 1);
+	xfer(fd, &c, 1, 0); /* the server has checked */
+	close(fd);
+	ibv_destroy_qp(i4);
 	peer_close(&p);
 }
 
@@ -1139,11 +1291,8 @@ static void client_apm(const char *addr, int port)
 	i1 = ini(&p);
 	memset(&me, 0, sizeof(me));
 	me.qpn[0] = i1->qp_num;
-	me.lid = p.lid;
 	me.lid2 = p.lid2;
-	fd = tcp_connect(addr, port);
-	xfer(fd, &me, sizeof(me), 1);
-	xfer(fd, &o, sizeof(o), 0);
+	fd = meet(&p, addr, port, &me, &o);
 	ok(!ini_rts(&p, i1, &o, o.qpn[0], 7) && !alt_arm(i1, &o, 0),
 	   "initiator 1 to RTS, alternate path to the server's port 2 (LID "
 	   "%u), armed",
@@ -1186,6 +1335,12 @@ int main(int argc, char **argv)
 	else if (argc == 5 && !strcmp(argv[1], "client") &&
 		 !strcmp(argv[4], "hold"))
 		client_hold(argv[2], atoi(argv[3]));
+	else if (argc == 4 && !strcmp(argv[1], "server") &&
+		 !strcmp(argv[3], "ring"))
+		server_ring(atoi(argv[2]));
+	else if (argc == 5 && !strcmp(argv[1], "client") &&
+		 !strcmp(argv[4], "ring"))
+		client_ring(argv[2], atoi(argv[3]));
 	else if (argc == 4 && !strcmp(argv[1], "server"))
 		server(atoi(argv[2]), strcmp(argv[3], "fault") != 0);
 	else if (argc == 5 && !strcmp(argv[1], "client"))
