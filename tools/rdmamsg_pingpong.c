@@ -21,15 +21,15 @@
  *
  * -i polls instead: ITERS progress passes of the client with nothing in
  * flight, the cost of an idle pass (half of which, on average, a busy
- * receiver spends between a message's arrival and its look at it).  Both
- * contexts share the process's one softrdma device context, so a pass
- * looks at both QPs, where each of two processes has one.
+ * receiver spends between a message's arrival and its look at it).  Each
+ * context opens a device context of its own (lib/ctx.c), so a pass looks
+ * at its own QP only, as in two processes.
  *
  * -t runs the ping-pong on two threads instead, each context driven by
  * its own (busy; -c CPU0,CPU1 pins the server's and the client's), and
  * prints the one-way latency, half a round trip's average: what one
- * process's contexts on threads of their own cost each other (they share
- * the process's one device context).  A benchmark's number, not a count.
+ * process's contexts on threads of their own cost each other.  A
+ * benchmark's number, not a count.
  *
  * One message (and its echo) goes first, not counted (warm_up).  A
  * message is one rdmamsg_send() (a round trip is two).  Each wait
