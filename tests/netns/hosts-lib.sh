@@ -77,9 +77,13 @@ capture_start() {
 		-B 64 -f 'udp port 4791' -w "$cap" >"$tap_tmp/dumpcap.log" 2>&1 &
 	cpid=$!
 	tap_pids="$tap_pids $cpid"
+	# live once it has written its file's header: it opens the interface
+	# first, and says "Capturing on" before either (a run started at
+	# the words lost its first 16 frames in half the tries of
+	# rc-atomic-hosts.sh)
 	_i=0
-	while [ $_i -lt 300 ] && ! grep -q "Capturing on" "$tap_tmp/dumpcap.log"
-	do
+	while [ $_i -lt 300 ] && ! { [ -s "$cap" ] &&
+		grep -q "Capturing on" "$tap_tmp/dumpcap.log"; }; do
 		sleep 0.1
 		_i=$((_i + 1))
 	done
