@@ -448,9 +448,10 @@ static inline __attribute__((always_inline)) void peer_wake(struct soft_qp *qp)
 		soft_wake_thread(qp->peer_ctx_idx);
 }
 
-/* soft_local_sge -- check an SGE against the local MR table (every QP
- * type's post path) */
-int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+/* soft_local_sge -- check an SGE against the local MR table: an MR (or
+ * an indirect mkey) of pd, the QP's, or for an XRC target the SRQ's
+ * (every QP type's post path, the receivers' placement) */
+int soft_local_sge(const struct soft_pd *pd, const struct ibv_sge *sge,
 		   unsigned int need, struct iovec *iov)
 {
 	struct soft_mr *mr;
@@ -462,8 +463,8 @@ int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 	}
 	mr = soft_mr_lookup(sge->lkey);
 	if (!mr && (sge->lkey & SOFT_KEY_MW_BIT)) /* an indirect mkey */
-		return soft_umr_local_sge(qp, sge, need, iov);
-	if (!mr || mr->pd != qp->pd || (need && !(mr->access & need)) ||
+		return soft_umr_local_sge(pd, sge, need, iov);
+	if (!mr || mr->pd != pd || (need && !(mr->access & need)) ||
 	    sge->addr < mr->iova || sge->addr - mr->iova > mr->mr.length ||
 	    sge->length > mr->mr.length - (sge->addr - mr->iova))
 		return -1;
@@ -1157,7 +1158,8 @@ static enum ibv_wc_status gather(struct soft_qp *qp, struct ibv_send_wr *wr,
 			iov[i].iov_base =
 				(void *)(uintptr_t)wr->sg_list[i].addr;
 			iov[i].iov_len = wr->sg_list[i].length;
-		} else if (soft_local_sge(qp, &wr->sg_list[i], need, &iov[i])) {
+		} else if (soft_local_sge(qp->pd, &wr->sg_list[i], need,
+					  &iov[i])) {
 			return IBV_WC_LOC_PROT_ERR;
 		}
 	}
@@ -2958,7 +2960,7 @@ static inline int target_mr(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 			    uint64_t len, uint32_t need, uint8_t **va,
 			    pthread_mutex_t **lk)
 {
-	return soft_rkey_target(qp, rkey, raddr, len, need, va, lk);
+	return soft_rkey_target(qp, qp->pd, rkey, raddr, len, need, va, lk);
 }
 
 /* wqe_iov -- the buffers of a receive WQE for len bytes; wc status */
@@ -2977,7 +2979,7 @@ static enum ibv_wc_status wqe_iov(struct soft_qp *qp, const struct soft_rwqe *r,
 		return IBV_WC_LOC_LEN_ERR;
 	}
 	for (i = 0; i < r->num_sge && left; i++) {
-		if (soft_local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
+		if (soft_local_sge(qp->pd, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
 				   &iov[*n])) {
 			*nak = SOFT_NAK_REM_OP;
 			return IBV_WC_LOC_PROT_ERR;

@@ -1229,7 +1229,7 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 		}
 	} else {
 		for (i = 0; i < wr->num_sge; i++)
-			if (soft_local_sge(qp, &wr->sg_list[i], need,
+			if (soft_local_sge(qp->pd, &wr->sg_list[i], need,
 					   &w->iov[i]))
 				w->status = IBV_WC_LOC_PROT_ERR;
 		w->niov = (uint32_t)wr->num_sge;

@@ -348,9 +348,9 @@ enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
  * returns 0, or -1 (nothing held): the request is NAKed as a remote
  * access error.
  */
-int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
-		     uint64_t len, uint32_t need, uint8_t **va,
-		     pthread_mutex_t **lk)
+int soft_rkey_target(const struct soft_qp *qp, const struct soft_pd *pd,
+		     uint32_t rkey, uint64_t raddr, uint64_t len, uint32_t need,
+		     uint8_t **va, pthread_mutex_t **lk)
 {
 	uint32_t slot = soft_key_slot(rkey);
 	struct soft_reg_mr *m = &soft_reg->mr[slot];
@@ -361,7 +361,7 @@ int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 	soft_stripe_lock(*lk);
 	if (!rkey || m->key != rkey || m->kind == SOFT_KEY_MR) {
 		mr = soft_mr_lookup(rkey);
-		if (!rkey || !mr || m->key != rkey || mr->pd != qp->pd ||
+		if (!rkey || !mr || m->key != rkey || mr->pd != pd ||
 		    !(mr->access & need) ||
 		    !(qp->attr.qp_access_flags & need) || raddr < mr->iova ||
 		    raddr - mr->iova > mr->mr.length ||
@@ -372,7 +372,7 @@ int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
 	}
 	/* a window: its range, then the MR it is bound to */
 	mr = soft_mr_lookup(m->mr_key);
-	if (!mr || m->pid != soft_self_pid || m->pd_id != qp->pd->pd_id ||
+	if (!mr || m->pid != soft_self_pid || m->pd_id != pd->pd_id ||
 	    !(m->access & need) || !(qp->attr.qp_access_flags & need) ||
 	    (m->qpn && m->qpn != qp->qpx.qp_base.qp_num) || raddr < m->addr ||
 	    raddr - m->addr > m->len || len > m->len - (raddr - m->addr))

@@ -1650,6 +1650,14 @@ static void completer(struct soft_net_qp *nq, const struct roce_pkt *p)
 /* ---------------------------------------------------------------- */
 /* responder */
 
+/* resp_pd -- the PD whose keys serve the request in hand: the QP's, or an
+ * XRC target's SRQ's (nq->xsrq, set by responder and resp_burst while
+ * they run: the target has none of its own) */
+static const struct soft_pd *resp_pd(const struct soft_net_qp *nq)
+{
+	return nq->xsrq ? nq->xsrq->pd : nq->qp->pd;
+}
+
 /* rkey_va -- the local address of [va, va+len) under RKEY with NEED, an
  * MR's or a window's, checked as on one host (mw.c); stripe lock held on
  * success */
@@ -1658,7 +1666,10 @@ static uint8_t *rkey_va(struct soft_net_qp *nq, uint32_t rkey, uint64_t va,
 {
 	uint8_t *p;
 
-	return soft_rkey_target(nq->qp, rkey, va, len, need, &p, lk) ? NULL : p;
+	return soft_rkey_target(nq->qp, resp_pd(nq), rkey, va, len, need, &p,
+				lk)
+		       ? NULL
+		       : p;
 }
 
 /*
@@ -1885,8 +1896,8 @@ static int resp_place(struct soft_net_qp *nq, struct soft_rwqe *r, uint64_t off,
 		return xfor_place(nq, r, off, src, len, st);
 	for (i = 0; i < r->num_sge; i++) {
 		room += r->sge[i].length;
-		if (soft_local_sge(nq->qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
-				   &iov[i])) {
+		if (soft_local_sge(resp_pd(nq), &r->sge[i],
+				   IBV_ACCESS_LOCAL_WRITE, &iov[i])) {
 			*st = IBV_WC_LOC_PROT_ERR;
 			return -1;
 		}
@@ -1996,7 +2007,6 @@ static void resp_read(struct soft_net_qp *nq, const struct roce_pkt *p)
 static void resp_burst(struct soft_net_qp *nq)
 {
 	uint8_t data[ROCE_MAX_PMTU];
-	struct soft_pd *pd = nq->qp->pd;
 	struct roce_pkt r;
 	int i, xpd = 0;
 
@@ -2013,7 +2023,7 @@ static void resp_burst(struct soft_net_qp *nq)
 			return;
 		}
 		if (srq)
-			nq->qp->pd = srq->pd;
+			nq->xsrq = srq;
 		else
 			nq->xfor = 1;
 		xpd = 1;
@@ -2046,7 +2056,7 @@ static void resp_burst(struct soft_net_qp *nq)
 	}
 	batch_end();
 	if (xpd) {
-		nq->qp->pd = pd;
+		nq->xsrq = NULL;
 		nq->xfor = 0;
 	}
 }
@@ -2316,7 +2326,6 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p);
 static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 {
 	struct soft_qp *qp = nq->qp;
-	struct soft_pd *pd = qp->pd;
 	struct soft_srq *srq = NULL;
 	int32_t d = roce_psn_cmp(p->bth.psn, nq->epsn);
 	int nak;
@@ -2345,10 +2354,7 @@ static void responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 	 * (resp_read), whose later bursts take this SRQ's PD */
 	if (d == 0 || (p->bth.opcode & 0x1f) == ROCE_READ_REQ)
 		nq->xsrqn = p->xrc_srqn;
-	if (srq)
-		qp->pd = srq->pd;
 	rc_responder(nq, p);
-	qp->pd = pd;
 	nq->xsrq = NULL;
 	nq->xfor = 0;
 }
@@ -2453,11 +2459,12 @@ static void rc_responder(struct soft_net_qp *nq, const struct roce_pkt *p)
 		nq->rx_off += p->payload_len;
 		if (fl & ROCE_F_LAST) {
 			if ((fl & ROCE_F_IETH) &&
-			    soft_mw_remote_inv(
-				    p->ieth,
-				    nq->xfor ? nq->xref.pid : soft_self_pid,
-				    nq->xfor ? nq->xref.pd_id : qp->pd->pd_id,
-				    nq->qpn) != IBV_WC_SUCCESS) {
+			    soft_mw_remote_inv(p->ieth,
+					       nq->xfor ? nq->xref.pid
+							: soft_self_pid,
+					       nq->xfor ? nq->xref.pd_id
+							: resp_pd(nq)->pd_id,
+					       nq->qpn) != IBV_WC_SUCCESS) {
 				nq->rx_active = 0;
 				resp_recv_done(nq, p, IBV_WC_RECV,
 					       (uint32_t)nq->rx_off,
@@ -3832,7 +3839,7 @@ static int aw_take(struct soft_qp *qp, struct net_swqe *w,
 		memcpy(&w->swap, (void *)(uintptr_t)wr->sg_list[0].addr, 8);
 		return 0;
 	}
-	if (soft_local_sge(qp, &wr->sg_list[0], 0, &iov) || iov.iov_len < 8)
+	if (soft_local_sge(qp->pd, &wr->sg_list[0], 0, &iov) || iov.iov_len < 8)
 		return -1;
 	memcpy(&w->swap, iov.iov_base, 8);
 	return 0;
@@ -3913,7 +3920,7 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 					: 0;
 
 		for (i = 0; i < wr->num_sge; i++)
-			if (soft_local_sge(qp, &wr->sg_list[i], need,
+			if (soft_local_sge(qp->pd, &wr->sg_list[i], need,
 					   &w->iov[i]))
 				w->status = IBV_WC_LOC_PROT_ERR;
 	}

@@ -1684,8 +1684,9 @@ static inline void soft_iov_scatter(const struct iovec *iov, uint32_t niov,
 	}
 }
 
-/* data.c: an SGE checked against the local MR table; 0 or -1 */
-int soft_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+/* data.c: an SGE checked against the local MR table, for an MR of pd; 0
+ * or -1 */
+int soft_local_sge(const struct soft_pd *pd, const struct ibv_sge *sge,
 		   unsigned int need, struct iovec *iov);
 
 /* data.c: process_vm_* forced off by tests (as Yama refuses it) */
@@ -1807,9 +1808,9 @@ enum ibv_wc_status soft_mw_local_op(struct soft_qp *qp, struct ibv_send_wr *wr);
 enum ibv_wc_status soft_mw_remote_inv(uint32_t rkey, int32_t pid,
 				      uint32_t pd_id, uint32_t qpn);
 int soft_mw_bound_to(uint32_t mr_key);
-int soft_rkey_target(struct soft_qp *qp, uint32_t rkey, uint64_t raddr,
-		     uint64_t len, uint32_t need, uint8_t **va,
-		     pthread_mutex_t **lk);
+int soft_rkey_target(const struct soft_qp *qp, const struct soft_pd *pd,
+		     uint32_t rkey, uint64_t raddr, uint64_t len, uint32_t need,
+		     uint8_t **va, pthread_mutex_t **lk);
 
 /* soft_atomic_lock -- the stripe lock every atomic on (pid, va) takes,
  * whoever carries it out and however it reaches the memory */
@@ -1824,7 +1825,7 @@ enum ibv_wc_status soft_umr_remote(struct soft_qp *qp, uint32_t need,
 				   uint32_t rkey, uint64_t raddr,
 				   const struct iovec *liov, int niov,
 				   uint64_t len, const struct ibv_send_wr *wr);
-int soft_umr_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+int soft_umr_local_sge(const struct soft_pd *pd, const struct ibv_sge *sge,
 		       unsigned int need, struct iovec *iov);
 enum ibv_wc_status soft_umr_exec(struct soft_qp *qp, struct ibv_send_wr *wr);
 int soft_umr_wr_ok(struct soft_qp *qp, const struct ibv_send_wr *wr);

@@ -622,7 +622,7 @@ static enum ibv_wc_status scatter(struct soft_qp *qp, struct soft_rwqe *r,
 	if (room < need)
 		return IBV_WC_LOC_LEN_ERR;
 	for (i = 0; i < n; i++)
-		if (soft_local_sge(qp, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
+		if (soft_local_sge(qp->pd, &r->sge[i], IBV_ACCESS_LOCAL_WRITE,
 				   &iov[i]))
 			return IBV_WC_LOC_PROT_ERR;
 	/* source: the GRH area, then the data of cells first+1.. */
@@ -1751,7 +1751,8 @@ static void send_one(struct soft_qp *qp, struct ibv_send_wr *wr, uint64_t len)
 			iov[i].iov_base =
 				(void *)(uintptr_t)wr->sg_list[i].addr;
 			iov[i].iov_len = wr->sg_list[i].length;
-		} else if (soft_local_sge(qp, &wr->sg_list[i], 0, &iov[i])) {
+		} else if (soft_local_sge(qp->pd, &wr->sg_list[i], 0,
+					  &iov[i])) {
 			st = IBV_WC_LOC_PROT_ERR;
 			goto complete;
 		}

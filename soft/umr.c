@@ -581,7 +581,7 @@ static int out_fn(struct walk_ctx *w, const struct iovec *r, uint32_t n)
  * its range must lie in one piece (one iovec; a range across pieces is
  * refused, IBV_WC_LOC_PROT_ERR: not emulated).  0 or -1.
  */
-int soft_umr_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
+int soft_umr_local_sge(const struct soft_pd *pd, const struct ibv_sge *sge,
 		       unsigned int need, struct iovec *iov)
 {
 	uint32_t slot = soft_key_slot(sge->lkey);
@@ -599,8 +599,7 @@ int soft_umr_local_sge(struct soft_qp *qp, const struct ibv_sge *sge,
 	w.pid = soft_self_pid;
 	soft_stripe_lock(slot_lock(slot));
 	k = mkey_of(sge->lkey);
-	if (k && k->tab && k->pd == qp->pd &&
-	    (!need || (k->tab->access & need))) {
+	if (k && k->tab && k->pd == pd && (!need || (k->tab->access & need))) {
 		w.pd = k->pd;
 		ret = walk(&w, k->tab, sge->addr, sge->length);
 	}
