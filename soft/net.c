@@ -1815,13 +1815,16 @@ static void resp_take_wqe(struct soft_net_qp *nq)
 /* resp_err -- a request we cannot execute: NAK, responder QP to ERR, and
  * the affiliated error the IB spec names for it (11.6.3): an rkey, range
  * or access violation is a local access violation work queue error
- * (IBV_EVENT_QP_ACCESS_ERR, mlx5's WQ_ACCESS_ERROR), anything else an
+ * (IBV_EVENT_QP_ACCESS_ERR, mlx5's WQ_ACCESS_ERROR), a remote operational
+ * error (a WQE that cannot be fetched) a local work queue catastrophic
+ * error (IBV_EVENT_QP_FATAL, mlx5's WQ_CATAS_ERROR), anything else an
  * invalid request work queue error (IBV_EVENT_QP_REQ_ERR) */
 static void resp_err(struct soft_net_qp *nq, uint8_t nak, uint32_t psn)
 {
 	send_ack(nq, ROCE_AETH_NAK | nak, psn);
 	soft_async_event(nq->ctx,
 			 nak == ROCE_NAK_REMOTE_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
+			 : nak == ROCE_NAK_REMOTE_OP   ? IBV_EVENT_QP_FATAL
 						       : IBV_EVENT_QP_REQ_ERR,
 			 &nq->qp->qpx.qp_base);
 	soft_qp_to_error(nq->qp);
@@ -1830,23 +1833,17 @@ static void resp_err(struct soft_net_qp *nq, uint8_t nak, uint32_t psn)
 /* resp_no_wqe -- resp_wqe found no WQE for the request at psn: an RNR
  * NAK (receiver not ready), or, for an SRQ of another process whose ring
  * is corrupt (a WQE count or an SGE count out of bounds), what an HCA
- * that cannot fetch the WQE does: a NAK remote operational error (the
- * initiator's IBV_WC_REM_OP_ERR), the target in ERR with a local work
- * queue catastrophic error (IBV_EVENT_QP_FATAL, mlx5's WQ_CATAS_ERROR) */
+ * that cannot fetch the WQE does: a remote operational error (resp_err:
+ * the initiator's IBV_WC_REM_OP_ERR, the target in ERR) */
 static void resp_no_wqe(struct soft_net_qp *nq, uint32_t psn)
 {
-	struct soft_qp *qp = nq->qp;
-
-	if (!nq->xbad) {
+	if (nq->xbad)
+		resp_err(nq, ROCE_NAK_REMOTE_OP, psn);
+	else
 		send_ack(nq,
-			 ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer &
+			 ROCE_AETH_RNR_NAK | (nq->qp->attr.min_rnr_timer &
 					      ROCE_AETH_VALUE_MASK),
 			 psn);
-		return;
-	}
-	send_ack(nq, ROCE_AETH_NAK | ROCE_NAK_REMOTE_OP, psn);
-	soft_async_event(nq->ctx, IBV_EVENT_QP_FATAL, &qp->qpx.qp_base);
-	soft_qp_to_error(qp);
 }
 
 /* xfor_place -- resp_place into a WQE of another process's XRC SRQ: each
