@@ -880,7 +880,11 @@ static int chan_open(struct soft_context *ctx, struct soft_comp_channel *ch)
 				break;
 		}
 	soft_chan_path(path, sizeof(path), ch->key);
-	if (mkfifo(path, 0600))
+	/* keys restart with each registry: a FIFO already at our key's path
+	 * is an earlier registry's, left by a killed process; replaced, as
+	 * seg_create replaces a stale segment */
+	if (mkfifo(path, 0600) &&
+	    (errno != EEXIST || unlink(path) || mkfifo(path, 0600)))
 		goto free_cell;
 	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)

@@ -6,7 +6,10 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../tap.h"
@@ -406,6 +409,100 @@ static void test_loopback(void)
 	free(buf);
 }
 
+/* chan_key -- the key of this run's one channel FIFO in /dev/shm, 0 if
+ * there is not exactly one */
+static unsigned chan_key(void)
+{
+	char pre[96];
+	struct dirent *d;
+	unsigned key = 0, n = 0;
+	DIR *dir = opendir("/dev/shm");
+
+	snprintf(pre, sizeof(pre), "%s-ch-", getenv("SOFTRDMA_SHM_PREFIX"));
+	while (dir && (d = readdir(dir)))
+		if (!strncmp(d->d_name, pre, strlen(pre))) {
+			key = (unsigned)strtoul(d->d_name + strlen(pre), NULL,
+						10);
+			n++;
+		}
+	if (dir)
+		closedir(dir);
+	return n == 1 ? key : 0;
+}
+
+/*
+ * test_stale_channel -- channel keys restart with each registry, so a
+ * FIFO that a killed process left may sit at the path of the next
+ * channel's key: that channel replaces it (it failed with EEXIST) and
+ * carries a completion event
+ */
+static void test_stale_channel(void)
+{
+	struct tctx t, on_ch;
+	struct ibv_comp_channel *ch;
+	struct ibv_qp *a, *b;
+	struct ibv_cq *cq, *ev_cq;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct pollfd pfd;
+	struct stat st;
+	char path[160], *buf = calloc(1, 64);
+	unsigned key;
+	void *ev_ctx;
+	ino_t stale;
+
+	ok(t_open(&t, 16) == 0, "open");
+	ch = ibv_create_comp_channel(t.ctx);
+	key = chan_key();
+	ok(ch && key, "a channel, its FIFO in /dev/shm (key %u)", key);
+	if (!ch || !key)
+		return;
+	is_int(ibv_destroy_comp_channel(ch), 0, "destroyed");
+	snprintf(path, sizeof(path), "/dev/shm/%s-ch-%u",
+		 getenv("SOFTRDMA_SHM_PREFIX"), key + 1);
+	ok(!mkfifo(path, 0600) && !stat(path, &st),
+	   "a stale FIFO at the next key's path");
+	stale = st.st_ino;
+	ch = ibv_create_comp_channel(t.ctx);
+	ok(ch != NULL, "the next channel is created (%s)",
+	   ch ? "ok" : strerror(errno));
+	if (!ch) {
+		unlink(path);
+		t_close(&t);
+		free(buf);
+		return;
+	}
+	ok(!stat(path, &st) && st.st_ino != stale && S_ISFIFO(st.st_mode),
+	   "on a FIFO of its own");
+	cq = ibv_create_cq(t.ctx, 4, NULL, ch, 0);
+	on_ch = t;
+	on_ch.cq = cq;
+	a = t_rc_qp(&on_ch, 4, NULL);
+	b = t_rc_qp(&t, 4, NULL);
+	mr = ibv_reg_mr(t.pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	ok(cq && a && b && mr && !t_connect(a, b->qp_num, 0, 12, 7, 14, 7) &&
+		   !t_connect(b, a->qp_num, 0, 12, 7, 14, 7) &&
+		   !t_post_recv(b, buf + 32, 32, mr->lkey, 2) &&
+		   !ibv_req_notify_cq(cq, 0) &&
+		   !t_post(a, IBV_WR_SEND, buf, 8, mr->lkey, 1,
+			   IBV_SEND_SIGNALED, 0, 0),
+	   "a send, its CQ armed");
+	pfd.fd = ch->fd;
+	pfd.events = POLLIN;
+	is_int(poll(&pfd, 1, 30000), 1, "the channel's fd is readable");
+	ok(!ibv_get_cq_event(ch, &ev_cq, &ev_ctx) && ev_cq == cq,
+	   "its event names the CQ");
+	ibv_ack_cq_events(cq, 1);
+	is_int(t_wait(cq, &wc, 1, 30000), 1, "the completion");
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	is_int(ibv_destroy_comp_channel(ch), 0, "destroyed");
+	t_close(&t);
+	free(buf);
+}
+
 int main(void)
 {
 	int fds;
@@ -417,6 +514,7 @@ int main(void)
 	test_reg_range();
 	test_state_machine();
 	test_loopback();
+	test_stale_channel();
 	is_int(t_shm_count(), 0, "no /dev/shm entries left");
 	is_int(t_fd_count(), fds, "no fd left open");
 	return done_testing();
