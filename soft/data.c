@@ -962,31 +962,6 @@ out:
 	return ret;
 }
 
-static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
-{
-	switch (op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	case IBV_WR_ATOMIC_WRITE:
-		return IBV_WC_ATOMIC_WRITE;
-	case IBV_WR_BIND_MW:
-		return IBV_WC_BIND_MW;
-	case IBV_WR_LOCAL_INV:
-		return IBV_WC_LOCAL_INV;
-	case IBV_WR_DRIVER1:
-		return IBV_WC_DRIVER1; /* MLX5DV_WC_UMR */
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
 /* rc_sq_room -- send WRs the queue takes now, those held in SQD
  * counted; lock held */
 static inline uint32_t rc_sq_room(struct soft_qp *qp)
@@ -1324,7 +1299,7 @@ static inline __attribute__((always_inline)) void post_one(
 	int i, chunked = 0;
 
 	e->wr_id = wr->wr_id;
-	e->wc_opcode = wc_opcode_of(wr->opcode);
+	e->wc_opcode = soft_wc_opcode(wr->opcode);
 	e->byte_len = (uint32_t)len;
 	e->signaled = wr_signaled(qp, wr, idx);
 	e->kind = SOFT_WQE_DONE;
@@ -2744,6 +2719,9 @@ static void srq_complete(struct soft_context *ctx, struct soft_srq *srq,
 	if (e->flags & SOFT_SF_IMM) {
 		wc.imm_data = e->imm;
 		wc.wc_flags = IBV_WC_WITH_IMM;
+	} else if (e->flags & SOFT_SF_INV) {
+		wc.invalidated_rkey = e->imm;
+		wc.wc_flags = IBV_WC_WITH_INV;
 	}
 	if (SOFT_CQE_STATUS_OF(e->flags))
 		wc.status = (enum ibv_wc_status)SOFT_CQE_STATUS_OF(e->flags);

@@ -527,27 +527,11 @@ static void dc_complete(struct soft_qp *qp, enum ibv_wc_status st)
 		wc.wr_id = w->wr_id;
 		wc.status = st;
 		wc.qp_num = qp->qpx.qp_base.qp_num;
-		switch (w->op) {
-		case IBV_WR_RDMA_WRITE:
-		case IBV_WR_RDMA_WRITE_WITH_IMM:
-			wc.opcode = IBV_WC_RDMA_WRITE;
-			break;
-		case IBV_WR_RDMA_READ:
-			wc.opcode = IBV_WC_RDMA_READ;
+		wc.opcode = soft_wc_opcode((enum ibv_wr_opcode)w->op);
+		if (w->op == IBV_WR_RDMA_READ)
 			wc.byte_len = (uint32_t)w->len;
-			break;
-		case IBV_WR_ATOMIC_CMP_AND_SWP:
-			wc.opcode = IBV_WC_COMP_SWAP;
+		else if (soft_op_rd_atomic((enum ibv_wr_opcode)w->op))
 			wc.byte_len = 8;
-			break;
-		case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			wc.opcode = IBV_WC_FETCH_ADD;
-			wc.byte_len = 8;
-			break;
-		default:
-			wc.opcode = IBV_WC_SEND;
-			break;
-		}
 		soft_cq_push(qp->scq, &wc, 0);
 	}
 	free(w->inl);
@@ -825,10 +809,10 @@ int soft_remote_atomic(int32_t pid, uint64_t start, uint32_t pd_id,
 }
 
 /*
- * to_srq -- SEND, SEND_WITH_IMM or RDMA WRITE_WITH_IMM: the next WQE of
- * the DCT's SRQ (under the DCT's rx lock and the SRQ's lock, as an RC
- * initiator serving a responder), the data placed, the completion left
- * in the SRQ's outbox.  DC_BUSY: its locks are held; DC_WAIT: RNR (*rnr
+ * to_srq -- SEND, SEND_WITH_IMM, SEND_WITH_INV (XRC) or RDMA
+ * WRITE_WITH_IMM: the next WQE of the DCT's SRQ (under the DCT's rx lock
+ * and the SRQ's lock, as an RC initiator serving a responder), the data
+ * placed, the completion left in the SRQ's outbox.  DC_BUSY: its locks are held; DC_WAIT: RNR (*rnr
  * set) or the copy refused; DC_DONE: *st.
  */
 static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
@@ -909,8 +893,16 @@ static int to_srq(struct soft_qp *qp, struct dc_wqe *w,
 			off += n;
 		}
 	}
-	if (w->op != IBV_WR_SEND)
+	/* only a message its receive takes invalidates (rxe's do_complete),
+	 * a window of the SRQ's owner and PD; one it cannot: the receive
+	 * completes in error and the request is NAKed as invalid (data.c) */
+	if (w->op == IBV_WR_SEND_WITH_INV && *st == IBV_WC_SUCCESS && !prot) {
+		*st = soft_mw_remote_inv(w->imm, e->pid, e->pd_id, e->qpn);
+		flags |= *st == IBV_WC_SUCCESS ? SOFT_SF_INV
+					       : SOFT_CQE_STATUS(*st);
+	} else if (w->op != IBV_WR_SEND) {
 		flags |= SOFT_SF_IMM;
+	}
 	if (w->flags & IBV_SEND_SOLICITED)
 		flags |= SOFT_SF_SOLICITED;
 	if (prot)
@@ -993,8 +985,9 @@ static int dc_run(struct soft_qp *qp, struct dc_wqe *w, enum ibv_wc_status *st)
 	uint64_t now = soft_now_ns();
 	int slot;
 
-	if (w->status != IBV_WC_SUCCESS) {
-		*st = w->status;
+	if (w->status != IBV_WC_SUCCESS || w->op == IBV_WR_BIND_MW ||
+	    w->op == IBV_WR_LOCAL_INV) {
+		*st = w->status; /* found at posting */
 		return DC_DONE;
 	}
 	if (!w->since)
@@ -1139,6 +1132,41 @@ static uint32_t dci_sq_room(struct soft_qp *qp)
 	return room < dc->size - used ? room : (uint32_t)(dc->size - used);
 }
 
+/* head_wqe -- the queue's next WQE for wr (not yet counted: head_wqe
+ * again gives the same one), its id, operation and flags set, the rest
+ * zero; NULL when the queue is full; lock held */
+static struct dc_wqe *head_wqe(struct soft_qp *qp, const struct ibv_send_wr *wr)
+{
+	struct soft_dc *dc = qp->dc;
+	struct dc_wqe *w;
+
+	if (!dci_sq_room(qp))
+		return NULL;
+	w = &dc->q[dc->head & (dc->size - 1)];
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->op = wr->opcode;
+	w->flags = wr->send_flags;
+	return w;
+}
+
+/* local_take -- an XRC initiator's BIND_MW or LOCAL_INV, on its own PD,
+ * done at posting as the network path does (net.c post_local) and
+ * completed in order; 0 or an errno */
+static int local_take(struct soft_qp *qp, struct ibv_send_wr *wr)
+{
+	struct soft_dc *dc = qp->dc;
+	struct dc_wqe *w = head_wqe(qp, wr);
+
+	if (!w)
+		return ENOMEM;
+	w->status = qp->state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR
+					     : soft_mw_local_op(qp, wr);
+	dc->head++;
+	qp->ctx->outstanding++;
+	return 0;
+}
+
 /* dc_take -- check one WR and queue it; 0 or an errno */
 static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 {
@@ -1150,6 +1178,15 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 	int i;
 
 	switch (wr->opcode) {
+	case IBV_WR_SEND_WITH_INV:
+		if (!dc->xrc) /* XRC's, as RC's (mlx5, rxe); not a DCI's */
+			return EINVAL;
+		break;
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		if (!dc->xrc || soft_mw_check_wr(qp, wr))
+			return EINVAL;
+		return local_take(qp, wr);
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE:
@@ -1188,13 +1225,9 @@ static int dc_take(struct soft_qp *qp, struct ibv_send_wr *wr)
 	}
 	if ((wr->send_flags & IBV_SEND_INLINE) && len > qp->cap.max_inline_data)
 		return EINVAL;
-	if (!dci_sq_room(qp))
+	w = head_wqe(qp, wr);
+	if (!w)
 		return ENOMEM;
-	w = &dc->q[dc->head & (dc->size - 1)];
-	memset(w, 0, sizeof(*w));
-	w->wr_id = wr->wr_id;
-	w->op = wr->opcode;
-	w->flags = wr->send_flags;
 	w->imm = wr->imm_data;
 	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 	    wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {

@@ -1378,33 +1378,7 @@ static void complete_wqe(struct soft_net_qp *nq, enum ibv_wc_status status)
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = w->wr_id;
 	wc.status = status;
-	switch (w->op) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		wc.opcode = IBV_WC_RDMA_WRITE;
-		break;
-	case IBV_WR_RDMA_READ:
-		wc.opcode = IBV_WC_RDMA_READ;
-		break;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		wc.opcode = IBV_WC_COMP_SWAP;
-		break;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		wc.opcode = IBV_WC_FETCH_ADD;
-		break;
-	case IBV_WR_ATOMIC_WRITE:
-		wc.opcode = IBV_WC_ATOMIC_WRITE;
-		break;
-	case IBV_WR_BIND_MW:
-		wc.opcode = IBV_WC_BIND_MW;
-		break;
-	case IBV_WR_LOCAL_INV:
-		wc.opcode = IBV_WC_LOCAL_INV;
-		break;
-	default:
-		wc.opcode = IBV_WC_SEND;
-		break;
-	}
+	wc.opcode = soft_wc_opcode((enum ibv_wr_opcode)w->op);
 	wc.byte_len = w->len;
 	wc.qp_num = nq->qpn;
 	soft_cq_push(nq->qp->scq, &wc, 0);
@@ -3850,11 +3824,10 @@ static int post_one(struct soft_net_qp *nq, struct ibv_send_wr *wr)
 	uint64_t len = 0;
 	int i;
 
-	/* an XRC initiator's operations, as on one host (dc.c's dc_take) */
-	if (nq->base == ROCE_XRC &&
-	    (wr->opcode == IBV_WR_SEND_WITH_INV ||
-	     wr->opcode == IBV_WR_ATOMIC_WRITE ||
-	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV))
+	/* an XRC initiator's operations, as on one host (dc.c's dc_take):
+	 * RC's but the atomic write (IBA 1.5's, which softrdma does not
+	 * send on XRC) */
+	if (nq->base == ROCE_XRC && wr->opcode == IBV_WR_ATOMIC_WRITE)
 		return EINVAL;
 	switch (wr->opcode) {
 	case IBV_WR_SEND:

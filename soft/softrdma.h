@@ -201,6 +201,32 @@ static inline int soft_op_rd_atomic(enum ibv_wr_opcode op)
 	       op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_WRITE;
 }
 
+/* soft_wc_opcode -- the send completion's opcode of a WR's */
+static inline enum ibv_wc_opcode soft_wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	case IBV_WR_DRIVER1:
+		return IBV_WC_DRIVER1; /* MLX5DV_WC_UMR */
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
 /*
  * Keys.  An MR's key is gen << 16 | slot (bit 31 clear).  A window's rkey
  * keeps its slot above the 8-bit tag that ibv_inc_rkey() turns:

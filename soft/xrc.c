@@ -445,6 +445,8 @@ void soft_xsrq_release(const struct soft_srq_ref *r, uint64_t idx,
 
 	if (wc->wc_flags & IBV_WC_WITH_IMM)
 		flags |= SOFT_SF_IMM;
+	if (wc->wc_flags & IBV_WC_WITH_INV)
+		flags |= SOFT_SF_INV; /* imm: the rkey, as in the union */
 	if (solicited)
 		flags |= SOFT_SF_SOLICITED;
 	if (wc->status != IBV_WC_SUCCESS)
@@ -733,6 +735,14 @@ struct ibv_qp *soft_xrc_create_qp(struct ibv_context *context,
 		    !attr->send_cq ||
 		    (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD)) {
 			errno = EINVAL;
+			return NULL;
+		}
+		/* RC's operations but IBA 1.5's atomic write, which XRC
+		 * does not carry here (dc.c, net.c): refused at create, as
+		 * a provider refuses what it lacks, not at each post */
+		if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+		    (attr->send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE)) {
+			errno = EOPNOTSUPP;
 			return NULL;
 		}
 		if (!a.recv_cq)

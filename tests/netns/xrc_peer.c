@@ -26,8 +26,10 @@
  * of a file, to SRQ D of that domain made by another process of the
  * server's host (XRC's use: one target per host, an SRQ per process):
  * SENDs of 1 B and 64 KiB (a WQE held across 64 packets), a
- * SEND_WITH_IMM, an RDMA WRITE, WRITE_WITH_IMM and READ and two atomics
- * on that process's MR (D's PD), each completion on D's CQ in order with
+ * SEND_WITH_IMM, an RDMA WRITE, WRITE_WITH_IMM, a SEND_WITH_INV of a
+ * window of D's PD (its receive IBV_WC_WITH_INV, naming the rkey), READ
+ * and two atomics on that process's MR (D's PD), each completion on D's
+ * CQ in order with
  * target 4's qp_num and initiator 4's src_qp, the bytes intact; then
  * ("full") a WRITE under the server's own rkey (another PD than D's):
  * IBV_WC_REM_ACCESS_ERR.
@@ -76,7 +78,7 @@ struct xinfo {
 	uint8_t gid[16];
 	uint64_t daddr; /* SRQ D's process's RDMA area, and its rkey */
 	uint32_t drkey;
-	uint32_t pad2;
+	uint32_t dmw; /* and a type 2 window of its PD, free */
 };
 
 struct peer {
@@ -182,13 +184,14 @@ static void av(const struct peer *p, struct ibv_qp_attr *a,
 
 static char dpath[64]; /* the domain file of target 4 and SRQ D */
 
-#define DRECV 4	   /* SRQ D's receives: SEND 1 B, 64 KiB, IMM, WIMM */
+#define DRECV 5	   /* SRQ D's receives: SEND 1 B, 64 KiB, IMM, WIMM, INV */
 #define DCTR  8192 /* the counter's offset in D's process's RDMA area */
 
-/* what SRQ D's process tells the server: its SRQ and RDMA area */
+/* what SRQ D's process tells the server: its SRQ, RDMA area and window */
 struct dinfo {
 	uint32_t srqn, rkey;
 	uint64_t addr;
+	uint32_t mw, pad;
 };
 
 /* what it found: D's completions, and its RDMA area after the traffic */
@@ -199,17 +202,21 @@ struct dres {
 };
 
 /* dmsg_ok -- D's completion i as initiator 4 sent it: a SEND of 1 B, of
- * 64 KiB, a SEND_WITH_IMM of 3000 B, a WRITE_WITH_IMM of 100 B, the
- * SENDs' bytes in receive i's buffer */
-static int dmsg_ok(int i, const struct ibv_wc *wc, const char *rbuf)
+ * 64 KiB, a SEND_WITH_IMM of 3000 B, a WRITE_WITH_IMM of 100 B, a
+ * SEND_WITH_INV of 2000 B invalidating window MW (its receive says so),
+ * the SENDs' bytes in receive i's buffer */
+static int dmsg_ok(int i, const struct ibv_wc *wc, const char *rbuf,
+		   uint32_t mw)
 {
-	static const uint32_t len[DRECV] = {1, BIG, 3000, 100};
-	int imm = i >= 2;
+	static const uint32_t len[DRECV] = {1, BIG, 3000, 100, 2000};
+	int imm = i == 2 || i == 3;
 
 	if (wc->status != IBV_WC_SUCCESS || wc->byte_len != len[i] ||
 	    wc->opcode != (i == 3 ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) ||
 	    !!(wc->wc_flags & IBV_WC_WITH_IMM) != imm ||
-	    (imm && wc->imm_data != htobe32(i == 3 ? WIMM : IMM)))
+	    (imm && wc->imm_data != htobe32(i == 3 ? WIMM : IMM)) ||
+	    !!(wc->wc_flags & IBV_WC_WITH_INV) != (i == 4) ||
+	    (i == 4 && wc->invalidated_rkey != mw))
 		return 0;
 	return i == 3 ||
 	       pfilled(rbuf + (size_t)i * BIG, len[i], (unsigned)i + 11);
@@ -236,6 +243,7 @@ static int other(int rfd, int wfd)
 	struct ibv_mr *mr, *amr;
 	struct ibv_xrcd *x;
 	struct ibv_srq *srq;
+	struct ibv_mw *mw;
 	struct ibv_wc wc;
 	struct dinfo d;
 	struct dres r;
@@ -257,7 +265,8 @@ static int other(int rfd, int wfd)
 			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				 IBV_ACCESS_REMOTE_READ |
 				 IBV_ACCESS_REMOTE_ATOMIC);
-	srq = x && mr && amr ? t_xsrq(&t, x, t.cq, T_XSRQ_MASK, 8) : NULL;
+	mw = ibv_alloc_mw(t.pd, IBV_MW_TYPE_2);
+	srq = x && mr && amr && mw ? t_xsrq(&t, x, t.cq, T_XSRQ_MASK, 8) : NULL;
 	if (srq && !ibv_get_srq_num(srq, &d.srqn)) {
 		for (i = 0; i < DRECV; i++)
 			if (t_post_srq_recv(srq, buf + (size_t)i * BIG, BIG,
@@ -265,6 +274,7 @@ static int other(int rfd, int wfd)
 				d.srqn = 0;
 		d.rkey = amr->rkey;
 		d.addr = (uintptr_t)area;
+		d.mw = mw->rkey;
 	}
 	t_xsend(wfd, &d, sizeof(d));
 	for (i = 0; d.srqn && i < DRECV; i++) {
@@ -278,7 +288,7 @@ static int other(int rfd, int wfd)
 		}
 		if (wc.wr_id != (uint64_t)i)
 			r.order++;
-		else if (!dmsg_ok(i, &wc, buf))
+		else if (!dmsg_ok(i, &wc, buf, d.mw))
 			r.bad++;
 	}
 	r.got = i;
@@ -293,6 +303,8 @@ static int other(int rfd, int wfd)
 	if (srq)
 		ibv_destroy_srq(srq);
 	slow(&ms, "ibv_destroy_srq");
+	if (mw)
+		ibv_dealloc_mw(mw);
 	if (amr)
 		ibv_dereg_mr(amr);
 	if (mr)
@@ -397,6 +409,8 @@ static int xpost(struct peer *p, struct ibv_qp *qp, enum ibv_wr_opcode op,
 		wr.imm_data = htobe32(IMM);
 	if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wr.imm_data = htobe32(WIMM);
+	if (op == IBV_WR_SEND_WITH_INV)
+		wr.invalidate_rkey = rkey;
 	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
 	    op == IBV_WR_ATOMIC_CMP_AND_SWP) {
 		wr.wr.atomic.remote_addr = raddr;
@@ -438,6 +452,30 @@ static int one(struct peer *p, uint64_t wr_id)
 		     (unsigned long long)wc.wr_id, (unsigned long long)wr_id,
 		     wc.status);
 	return wc.wr_id == wr_id ? (int)wc.status : -1;
+}
+
+/* mw_local -- a signalled BIND_MW of window mw (rkey, len bytes of mr)
+ * on qp, or LOCAL_INV of rkey when mw is NULL: its completion's status,
+ * or -2 when the post fails */
+static int mw_local(struct peer *p, struct ibv_qp *qp, struct ibv_mw *mw,
+		    struct ibv_mr *mr, uint32_t rkey, uint64_t wr_id)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.opcode = mw ? IBV_WR_BIND_MW : IBV_WR_LOCAL_INV;
+	wr.invalidate_rkey = rkey;
+	if (mw) {
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = rkey;
+		wr.bind_mw.bind_info.mr = mr;
+		wr.bind_mw.bind_info.addr = (uintptr_t)mr->addr;
+		wr.bind_mw.bind_info.length = 256;
+		wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+	}
+	return ibv_post_send(qp, &wr, &bad) ? -2 : one(p, wr_id);
 }
 
 /* d_spawn -- the file of the domain of target 4 and SRQ D (dpath), and
@@ -527,6 +565,7 @@ static void server(int port, int full)
 	me.srqn[3] = d.srqn;
 	me.drkey = d.rkey;
 	me.daddr = d.addr;
+	me.dmw = d.mw;
 	me.rkey = p.mr->rkey;
 	me.addr = (uintptr_t)p.buf;
 	me.lid = p.lid;
@@ -619,8 +658,8 @@ static void server(int port, int full)
 	t_xrecv(orfd, &r, sizeof(r));
 	ok(r.got == DRECV && !r.bad && !r.order,
 	   "SRQ D, another process's: the SENDs of 1 B, 64 KiB and with "
-	   "immediate and the WRITE_WITH_IMM completed there, in order, "
-	   "intact (%d of %d; %d bad, %d out of order)",
+	   "immediate, the WRITE_WITH_IMM and the SEND_WITH_INV completed "
+	   "there, in order, intact (%d of %d; %d bad, %d out of order)",
 	   r.got, DRECV, r.bad, r.order);
 	ok(r.got && !r.ids && r.qpn == t4->qp_num && r.src == o.qpn[3],
 	   "... qp_num target 4's (%u: %u), src_qp initiator 4's (%u: %u)",
@@ -661,6 +700,9 @@ static void d_traffic(struct peer *p, struct ibv_qp *i4, const struct xinfo *o,
 {
 	const size_t rd = (size_t)NMSG * BIG, atm = rd + BIG;
 	uint64_t *res = (uint64_t *)(void *)(p->buf + atm);
+	struct ibv_mw *mw;
+	struct ibv_mr *wmr;
+	uint32_t k;
 	int st;
 
 	ok(!ini_rts(p, i4, o, o->qpn[3], 7),
@@ -689,6 +731,22 @@ static void d_traffic(struct peer *p, struct ibv_qp *i4, const struct xinfo *o,
 		   2007, o->daddr + WLEN, o->drkey, 0, 0);
 	is_int(st ? -2 : one(p, 2007), IBV_WC_SUCCESS,
 	       "RDMA WRITE_WITH_IMM, 100 B, a WQE of SRQ D");
+	pfill(p->buf, 2000, 15);
+	st = xpost(p, i4, IBV_WR_SEND_WITH_INV, 0, 2000, o->srqn[3], 2012, 0,
+		   o->dmw, 0, 0);
+	is_int(st ? -2 : one(p, 2012), IBV_WC_SUCCESS,
+	       "a SEND_WITH_INV of 2000 B to SRQ D, of a window of D's PD");
+	/* a window's local operations on initiator 4, its own PD's */
+	mw = ibv_alloc_mw(p->t.pd, IBV_MW_TYPE_2);
+	wmr = ibv_reg_mr(p->t.pd, p->buf, 4096,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	k = mw ? ibv_inc_rkey(mw->rkey) : 0;
+	is_int(mw && wmr ? mw_local(p, i4, mw, wmr, k, 2013) : -3,
+	       IBV_WC_SUCCESS, "BIND_MW of a type 2 window on initiator 4");
+	is_int(mw_local(p, i4, NULL, NULL, k, 2014), IBV_WC_SUCCESS,
+	       "LOCAL_INV of its rkey on initiator 4");
+	ok((!mw || !ibv_dealloc_mw(mw)) && (!wmr || !ibv_dereg_mr(wmr)),
+	   "the window and its MR freed");
 	memset(p->buf + rd, 0, WLEN);
 	st = xpost(p, i4, IBV_WR_RDMA_READ, rd, WLEN, o->srqn[3], 2008,
 		   o->daddr, o->drkey, 0, 0);

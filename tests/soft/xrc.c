@@ -135,6 +135,137 @@ static int xsend(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+/* xsend_inv -- one signalled SEND_WITH_INV of rkey, len bytes at buf, to
+ * XRC SRQ srqn */
+static int xsend_inv(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
+		     uint32_t srqn, uint64_t wr_id, uint32_t rkey)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge = {(uintptr_t)buf, len, lkey};
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.invalidate_rkey = rkey;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* local_wr -- one signalled BIND_MW of mw (a new rkey, len bytes of mr
+ * at its start, remote write), or LOCAL_INV of rkey when mw is NULL */
+static int local_wr(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mr *mr,
+		    uint32_t len, uint32_t rkey, uint64_t wr_id)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (mw) {
+		wr.opcode = IBV_WR_BIND_MW;
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = rkey;
+		wr.bind_mw.bind_info.mr = mr;
+		wr.bind_mw.bind_info.addr = (uintptr_t)mr->addr;
+		wr.bind_mw.bind_info.length = len;
+		wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	} else {
+		wr.opcode = IBV_WR_LOCAL_INV;
+		wr.invalidate_rkey = rkey;
+	}
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* done1 -- the one completion wr_id on cq: its opcode and status */
+static int done1(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op)
+{
+	struct ibv_wc wc;
+
+	return t_wait(cq, &wc, 1, 5000) == 1 && wc.wr_id == wr_id &&
+	       wc.opcode == op && wc.status == IBV_WC_SUCCESS;
+}
+
+/*
+ * test_inv -- memory window operations on an XRC_SEND QP, as mlx5 and rxe
+ * take them: SEND_WITH_INV through the target invalidates a window of the
+ * SRQ's PD and its receive says so (IBV_WC_WITH_INV, invalidated_rkey);
+ * BIND_MW, LOCAL_INV and ibv_bind_mw (type 1) run on the initiator's PD;
+ * an rkey that cannot be invalidated (an MR's) completes the receive
+ * with IBV_WC_REM_INV_REQ_ERR and the initiator's SEND the same (NAKed)
+ */
+static void test_inv(struct tctx *t, struct ibv_qp *tgt, struct ibv_cq *c1,
+		     struct ibv_srq *s1, uint32_t n1, char *buf,
+		     struct ibv_mr *mr, const union ibv_gid *g)
+{
+	struct ibv_qp *ini = ini_qp(t);
+	struct ibv_mw *mw = ibv_alloc_mw(t->pd, IBV_MW_TYPE_2);
+	struct ibv_mw *mw1 = ibv_alloc_mw(t->pd, IBV_MW_TYPE_1);
+	struct ibv_mr *bmr =
+		ibv_reg_mr(t->pd, buf + 3 * BUF, BUF,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_MW_BIND);
+	struct ibv_mw_bind b1;
+	struct ibv_wc wc;
+	uint32_t k, k1;
+	int n;
+
+	ok(ini && mw && mw1 && bmr && !ini_up(ini, tgt->qp_num, g, 7),
+	   "an initiator, windows of types 1 and 2 of the SRQ's PD");
+	if (!ini || !mw || !mw1 || !bmr)
+		goto out;
+	t_fill(buf, 700, 5);
+	ok(!t_post_srq_recv(s1, buf + 2 * BUF, BUF, mr->lkey, 41) &&
+		   !xsend_inv(ini, buf, 700, mr->lkey, n1, 40, mw->rkey),
+	   "SEND_WITH_INV of the window's rkey posted");
+	n = t_wait(t->cq, &wc, 1, 5000);
+	ok(n == 1 && wc.wr_id == 40 && wc.status == IBV_WC_SUCCESS &&
+		   wc.opcode == IBV_WC_SEND,
+	   "it completes (%s)", n == 1 ? ibv_wc_status_str(wc.status) : "-");
+	n = t_wait(c1, &wc, 1, 5000);
+	ok(n == 1 && wc.wr_id == 41 && wc.status == IBV_WC_SUCCESS &&
+		   wc.opcode == IBV_WC_RECV && wc.byte_len == 700 &&
+		   wc.wc_flags == IBV_WC_WITH_INV &&
+		   wc.invalidated_rkey == mw->rkey &&
+		   wc.qp_num == tgt->qp_num && wc.src_qp == ini->qp_num &&
+		   t_filled(buf + 2 * BUF, 700, 5),
+	   "its receive: IBV_WC_WITH_INV, invalidated_rkey, the data intact");
+	k = ibv_inc_rkey(mw->rkey);
+	ok(!local_wr(ini, mw, bmr, 512, k, 44) &&
+		   done1(t->cq, 44, IBV_WC_BIND_MW),
+	   "BIND_MW of the type 2 window on the initiator: IBV_WC_BIND_MW");
+	ok(!local_wr(ini, NULL, NULL, 0, k, 45) &&
+		   done1(t->cq, 45, IBV_WC_LOCAL_INV),
+	   "LOCAL_INV of its rkey: IBV_WC_LOCAL_INV");
+	memset(&b1, 0, sizeof(b1));
+	b1.wr_id = 46;
+	b1.send_flags = IBV_SEND_SIGNALED;
+	b1.bind_info.mr = bmr;
+	b1.bind_info.addr = (uintptr_t)bmr->addr;
+	b1.bind_info.length = 512;
+	b1.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	k1 = mw1->rkey;
+	ok(!ibv_bind_mw(ini, mw1, &b1) && mw1->rkey != k1 &&
+		   done1(t->cq, 46, IBV_WC_BIND_MW),
+	   "ibv_bind_mw of the type 1 window through the initiator");
+	ok(!t_post_srq_recv(s1, buf + 2 * BUF, BUF, mr->lkey, 43) &&
+		   !xsend_inv(ini, buf, 700, mr->lkey, n1, 42, mr->rkey),
+	   "SEND_WITH_INV of an MR's rkey posted");
+	n = t_wait(t->cq, &wc, 1, 5000);
+	ok(n == 1 && wc.wr_id == 42 && wc.status == IBV_WC_REM_INV_REQ_ERR,
+	   "the SEND: IBV_WC_REM_INV_REQ_ERR");
+	n = t_wait(c1, &wc, 1, 5000);
+	ok(n == 1 && wc.wr_id == 43 && wc.status == IBV_WC_REM_INV_REQ_ERR,
+	   "its receive: IBV_WC_REM_INV_REQ_ERR");
+out:
+	ok((!mw || !ibv_dealloc_mw(mw)) && (!mw1 || !ibv_dealloc_mw(mw1)) &&
+		   (!bmr || !ibv_dereg_mr(bmr)) &&
+		   (!ini || !ibv_destroy_qp(ini)),
+	   "windows, MR and initiator freed");
+}
+
 /* child -- another process: the parent's domain (by its file), an XRC SRQ
  * of its own that the parent's initiator fills through the parent's
  * target, and ibv_open_qp of that target */
@@ -217,6 +348,7 @@ static void test_args(struct tctx *t, int fd)
 	struct ibv_xrcd *x;
 	struct ibv_qp_init_attr_ex qa;
 	struct ibv_qp_open_attr oa;
+	struct ibv_qp *qp;
 
 	memset(&a, 0, sizeof(a));
 	a.comp_mask = IBV_XRCD_INIT_ATTR_FD;
@@ -248,6 +380,20 @@ static void test_args(struct tctx *t, int fd)
 	errno = 0;
 	ok(!ibv_create_qp_ex(t->ctx, &qa) && errno == EINVAL,
 	   "initiator without a send CQ: EINVAL");
+	qa.send_cq = t->cq;
+	qa.cap.max_send_wr = 4;
+	qa.cap.max_send_sge = 1;
+	qa.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qa.send_ops_flags = IBV_QP_EX_WITH_SEND_WITH_INV |
+			    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+			    IBV_QP_EX_WITH_ATOMIC_WRITE;
+	errno = 0;
+	ok(!ibv_create_qp_ex(t->ctx, &qa) && errno == EOPNOTSUPP,
+	   "initiator with the atomic write among its send ops: EOPNOTSUPP");
+	qa.send_ops_flags &= ~(uint64_t)IBV_QP_EX_WITH_ATOMIC_WRITE;
+	qp = ibv_create_qp_ex(t->ctx, &qa);
+	ok(qp && !ibv_destroy_qp(qp),
+	   "... with the windows' operations: created");
 	memset(&oa, 0, sizeof(oa));
 	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM;
 	oa.qp_type = IBV_QPT_XRC_RECV;
@@ -465,6 +611,7 @@ int main(void)
 	   "SRQ 2's CQ: the other SEND, with its immediate");
 	is_int(t_wait(c1, wc, 1, 50) + t_wait(c2, wc, 1, 50), 0,
 	       "nothing more");
+	test_inv(&t, tgt, c1, s1, n1, buf, mr, &g);
 
 	/* an empty SRQ: RNR, retries exhausted */
 	ok(!xsend(ini2, buf, 100, mr->lkey, n1, 3, 0), "SEND to an empty SRQ");
