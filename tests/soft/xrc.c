@@ -61,7 +61,7 @@ static struct ibv_qp *tgt_qp(struct tctx *t, struct ibv_xrcd *x)
 }
 
 /* ini_qp -- an XRC initiator on t's PD and CQ */
-static struct ibv_qp *ini_qp(struct tctx *t)
+static struct ibv_qp *ini_qp_ops(struct tctx *t, uint64_t send_ops)
 {
 	struct ibv_qp_init_attr_ex a;
 
@@ -72,8 +72,17 @@ static struct ibv_qp *ini_qp(struct tctx *t)
 	a.send_cq = t->cq;
 	a.cap.max_send_wr = 16;
 	a.cap.max_send_sge = 1;
+	if (send_ops) { /* an ibv_qp_ex of those operations */
+		a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		a.send_ops_flags = send_ops;
+	}
 	errno = 0;
 	return ibv_create_qp_ex(t->ctx, &a);
+}
+
+static struct ibv_qp *ini_qp(struct tctx *t)
+{
+	return ini_qp_ops(t, 0);
 }
 
 /* tgt_up -- a target to RTR towards the initiator ini_qpn: RC's masks,
@@ -193,14 +202,18 @@ static int done1(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op)
  * take them: SEND_WITH_INV through the target invalidates a window of the
  * SRQ's PD and its receive says so (IBV_WC_WITH_INV, invalidated_rkey);
  * BIND_MW, LOCAL_INV and ibv_bind_mw (type 1) run on the initiator's PD;
- * an rkey that cannot be invalidated (an MR's) completes the receive
- * with IBV_WC_REM_INV_REQ_ERR and the initiator's SEND the same (NAKed)
+ * LOCAL_INV and SEND_WITH_INV staged through ibv_qp_ex too; an rkey that
+ * cannot be invalidated (an MR's) completes the receive with
+ * IBV_WC_REM_INV_REQ_ERR and the initiator's SEND the same (NAKed)
  */
 static void test_inv(struct tctx *t, struct ibv_qp *tgt, struct ibv_cq *c1,
 		     struct ibv_srq *s1, uint32_t n1, char *buf,
 		     struct ibv_mr *mr, const union ibv_gid *g)
 {
-	struct ibv_qp *ini = ini_qp(t);
+	struct ibv_qp *ini = ini_qp_ops(
+		t, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |
+			   IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV);
+	struct ibv_qp_ex *qx = ini ? ibv_qp_to_qp_ex(ini) : NULL;
 	struct ibv_mw *mw = ibv_alloc_mw(t->pd, IBV_MW_TYPE_2);
 	struct ibv_mw *mw1 = ibv_alloc_mw(t->pd, IBV_MW_TYPE_1);
 	struct ibv_mr *bmr =
@@ -250,6 +263,34 @@ static void test_inv(struct tctx *t, struct ibv_qp *tgt, struct ibv_cq *c1,
 	ok(!ibv_bind_mw(ini, mw1, &b1) && mw1->rkey != k1 &&
 		   done1(t->cq, 46, IBV_WC_BIND_MW),
 	   "ibv_bind_mw of the type 1 window through the initiator");
+	k = ibv_inc_rkey(k);
+	ok(qx && !local_wr(ini, mw, bmr, 512, k, 47) &&
+		   done1(t->cq, 47, IBV_WC_BIND_MW),
+	   "the type 2 window bound again");
+	if (qx) {
+		ibv_wr_start(qx);
+		qx->wr_id = 48;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_local_inv(qx, k);
+		ok(!ibv_wr_complete(qx) && done1(t->cq, 48, IBV_WC_LOCAL_INV),
+		   "ibv_wr_local_inv of its rkey: IBV_WC_LOCAL_INV");
+		ok(!t_post_srq_recv(s1, buf + 2 * BUF, BUF, mr->lkey, 50),
+		   "a receive");
+		ibv_wr_start(qx);
+		qx->wr_id = 49;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send_inv(qx, k);
+		ibv_wr_set_xrc_srqn(qx, n1);
+		ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 300);
+		ok(!ibv_wr_complete(qx) && done1(t->cq, 49, IBV_WC_SEND),
+		   "ibv_wr_send_inv of it (free again) to SRQ 1: it completes");
+		n = t_wait(c1, &wc, 1, 5000);
+		ok(n == 1 && wc.wr_id == 50 && wc.status == IBV_WC_SUCCESS &&
+			   wc.byte_len == 300 &&
+			   wc.wc_flags == IBV_WC_WITH_INV &&
+			   wc.invalidated_rkey == k,
+		   "its receive: IBV_WC_WITH_INV, that rkey");
+	}
 	ok(!t_post_srq_recv(s1, buf + 2 * BUF, BUF, mr->lkey, 43) &&
 		   !xsend_inv(ini, buf, 700, mr->lkey, n1, 42, mr->rkey),
 	   "SEND_WITH_INV of an MR's rkey posted");
