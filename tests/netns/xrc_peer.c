@@ -903,28 +903,6 @@ static void client(const char *addr, int port, int full)
 	peer_close(&p);
 }
 
-/* pid_alive -- pid runs (or is stopped): not dead, nor a zombie its
- * parent has not reaped yet, which softrdma counts as gone (soft/shm.c
- * soft_pid_start) and kill(pid, 0) does not */
-static int pid_alive(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
-}
-
 /* other_hold -- "hold": SRQ D's process, D of max_wr 3 with three
  * receives of 64 KiB, and target 5 of its own to D from the client's
  * initiator 5; the server (its parent) stops once its target 4 holds D's
@@ -965,7 +943,7 @@ static int other_hold(int rfd, int wfd)
 	t5 = tgt_rtr(&q, x, &o, o.qpn[1]);
 	t_xsend(wfd, &t5->qp_num, sizeof(t5->qp_num));
 	n = t_wait(q.t.cq, &wc[0], 1, 60000);
-	alive = pid_alive(server);
+	alive = !t_pid_gone(server);
 	ok(n == 1 && alive && wc[0].status == IBV_WC_SUCCESS &&
 		   wc[0].wr_id == 1 && wc[0].qp_num == t5->qp_num &&
 		   wc[0].byte_len == 1000 && pfilled(q.buf + BIG, 1000, 21),
@@ -997,7 +975,7 @@ static int other_hold(int rfd, int wfd)
 				wc[n].byte_len == 2000 &&
 				pfilled(q.buf + 2 * BIG, 2000, 22);
 	}
-	alive = pid_alive(server);
+	alive = !t_pid_gone(server);
 	ok(got6 && recv6 && alive,
 	   "... and one of this process's initiator 6 through target 5, "
 	   "left in D's outbox behind the held entry (sent %d, received %d, "
@@ -1012,13 +990,13 @@ static int other_hold(int rfd, int wfd)
 		if (err)
 			break;
 	}
-	alive = pid_alive(server);
+	alive = !t_pid_gone(server);
 	ok(more == 3 && err == ENOMEM && alive,
 	   "... all three taken, D takes max_wr (3) receives more while the "
 	   "WQE is held, then ENOMEM (%d more, error %d, holder %s)",
 	   more, err, alive ? "alive" : "gone");
 	n = t_wait(q.t.cq, &wc[1], 1, 60000);
-	alive = pid_alive(server);
+	alive = !t_pid_gone(server);
 	ok(n == 1 && !alive,
 	   "... the held WQE: nothing completed while its holder's process "
 	   "lived (%d, %s)",

@@ -101,26 +101,6 @@ static unsigned long long sigfield(pid_t pid, const char *name)
 	return v;
 }
 
-/* gone -- the process has exited (or is a zombie) */
-static int gone(pid_t pid)
-{
-	char path[64], buf[512], *s;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	buf[n] = 0;
-	s = strrchr(buf, ')');
-	return s && (s[2] == 'Z' || s[2] == 'X');
-}
-
 int main(void)
 {
 	struct ibv_qp_init_attr a;
@@ -174,10 +154,10 @@ int main(void)
 		is_int(sigfield(pid, "SigCgt"), 0,
 		       "the agent has no program handler");
 	kill(pid, SIGTERM);
-	for (i = 0; i < 200 && !gone(pid); i++)
+	for (i = 0; i < 200 && !t_pid_gone(pid); i++)
 		usleep(10000);
-	ok(gone(pid), "SIGTERM ends the agent");
-	if (!gone(pid))
+	ok(t_pid_gone(pid), "SIGTERM ends the agent");
+	if (!t_pid_gone(pid))
 		kill(pid, SIGKILL);
 	ibv_destroy_qp(qp);
 	t_close(&t);

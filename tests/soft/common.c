@@ -534,6 +534,25 @@ pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd)
 	return pid;
 }
 
+int t_pid_gone(pid_t pid)
+{
+	char path[64], buf[512], *s;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	s = strrchr(buf, ')');
+	return s && (s[2] == 'Z' || s[2] == 'X');
+}
+
 int t_reap(pid_t pid)
 {
 	int st, i;

@@ -107,6 +107,10 @@ void t_xrecv(int fd, void *p, size_t n);
 /* t_spawn -- fork a child running fn(rfd, wfd) on two pipes; the parent's
  * ends in *rfd (what the child writes) and *wfd; -1 on failure */
 pid_t t_spawn(int (*fn)(int rfd, int wfd), int *rfd, int *wfd);
+/* t_pid_gone -- PID has exited, or is a zombie its parent has not reaped
+ * yet (softrdma counts it gone too: soft/shm.c soft_pid_start), which
+ * kill(PID, 0) does not tell */
+int t_pid_gone(pid_t pid);
 /* t_reap -- PID's exit status within 60 s (1000 + the signal that ended
  * it; -1: it did not end, killed; -2: no such child) */
 int t_reap(pid_t pid);
