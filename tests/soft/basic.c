@@ -440,23 +440,24 @@ static void test_stale_channel(void)
 {
 	struct tctx t, on_ch;
 	struct ibv_comp_channel *ch;
-	struct ibv_qp *a, *b;
-	struct ibv_cq *cq, *ev_cq;
-	struct ibv_mr *mr;
+	struct ibv_qp *a = NULL, *b = NULL;
+	struct ibv_cq *cq = NULL, *ev_cq;
+	struct ibv_mr *mr = NULL;
 	struct ibv_wc wc;
 	struct pollfd pfd;
 	struct stat st;
-	char path[160], *buf = calloc(1, 64);
+	char path[160] = "", *buf = calloc(1, 64);
 	unsigned key;
 	void *ev_ctx;
 	ino_t stale;
+	int n;
 
 	ok(t_open(&t, 16) == 0, "open");
 	ch = ibv_create_comp_channel(t.ctx);
 	key = chan_key();
 	ok(ch && key, "a channel, its FIFO in /dev/shm (key %u)", key);
 	if (!ch || !key)
-		return;
+		goto out;
 	is_int(ibv_destroy_comp_channel(ch), 0, "destroyed");
 	snprintf(path, sizeof(path), "/dev/shm/%s-ch-%u",
 		 getenv("SOFTRDMA_SHM_PREFIX"), key + 1);
@@ -466,12 +467,8 @@ static void test_stale_channel(void)
 	ch = ibv_create_comp_channel(t.ctx);
 	ok(ch != NULL, "the next channel is created (%s)",
 	   ch ? "ok" : strerror(errno));
-	if (!ch) {
-		unlink(path);
-		t_close(&t);
-		free(buf);
-		return;
-	}
+	if (!ch)
+		goto out;
 	ok(!stat(path, &st) && st.st_ino != stale && S_ISFIFO(st.st_mode),
 	   "on a FIFO of its own");
 	cq = ibv_create_cq(t.ctx, 4, NULL, ch, 0);
@@ -490,15 +487,25 @@ static void test_stale_channel(void)
 	pfd.fd = ch->fd;
 	pfd.events = POLLIN;
 	is_int(poll(&pfd, 1, 30000), 1, "the channel's fd is readable");
-	ok(!ibv_get_cq_event(ch, &ev_cq, &ev_ctx) && ev_cq == cq,
-	   "its event names the CQ");
-	ibv_ack_cq_events(cq, 1);
-	is_int(t_wait(cq, &wc, 1, 30000), 1, "the completion");
-	ibv_destroy_qp(a);
-	ibv_destroy_qp(b);
-	ibv_dereg_mr(mr);
-	ibv_destroy_cq(cq);
+	n = ibv_get_cq_event(ch, &ev_cq, &ev_ctx) ? 0 : 1;
+	ok(n && ev_cq == cq, "its event names the CQ");
+	if (n)
+		ibv_ack_cq_events(ev_cq, 1);
+	is_int(cq ? t_wait(cq, &wc, 1, 30000) : -1, 1, "the completion");
+	if (a)
+		ibv_destroy_qp(a);
+	if (b)
+		ibv_destroy_qp(b);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (cq)
+		ibv_destroy_cq(cq);
 	is_int(ibv_destroy_comp_channel(ch), 0, "destroyed");
+out:
+	if (ch && !key)
+		ibv_destroy_comp_channel(ch);
+	if (*path && !ch)
+		unlink(path); /* the stale FIFO the failed channel left */
 	t_close(&t);
 	free(buf);
 }
