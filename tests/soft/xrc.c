@@ -220,6 +220,7 @@ static void test_inv(struct tctx *t, struct ibv_qp *tgt, struct ibv_cq *c1,
 		ibv_reg_mr(t->pd, buf + 3 * BUF, BUF,
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				   IBV_ACCESS_MW_BIND);
+	struct ibv_send_wr bad_wr, *bad = NULL;
 	struct ibv_mw_bind b1;
 	struct ibv_wc wc;
 	uint32_t k, k1;
@@ -245,6 +246,12 @@ static void test_inv(struct tctx *t, struct ibv_qp *tgt, struct ibv_cq *c1,
 		   wc.qp_num == tgt->qp_num && wc.src_qp == ini->qp_num &&
 		   t_filled(buf + 2 * BUF, 700, 5),
 	   "its receive: IBV_WC_WITH_INV, invalidated_rkey, the data intact");
+	memset(&bad_wr, 0, sizeof(bad_wr));
+	bad_wr.opcode = IBV_WR_BIND_MW; /* naming no window */
+	bad_wr.send_flags = IBV_SEND_SIGNALED;
+	ok(ibv_post_send(ini, &bad_wr, &bad) == EINVAL && bad == &bad_wr &&
+		   t_wait(t->cq, &wc, 1, 50) == 0,
+	   "BIND_MW naming no window: EINVAL, nothing completes");
 	k = ibv_inc_rkey(mw->rkey);
 	ok(!local_wr(ini, mw, bmr, 512, k, 44) &&
 		   done1(t->cq, 44, IBV_WC_BIND_MW),
