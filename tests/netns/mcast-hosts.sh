@@ -115,7 +115,11 @@ fi
 # gap is), and host LOSSY (its link drops) reports some lost
 gr=239.1.2.40
 round() {
-	rm -f "$tap_tmp/stop"
+	# the last round's logs go first: a background job's redirection
+	# empties its log only when the job runs, and a "joined" of the last
+	# round read before that started the publisher ahead of subscribers
+	# that then joined late (a CI run: all three began at message 1081)
+	rm -f "$tap_tmp/stop" "$tap_tmp"/sub[123].log
 	for h in 1 2 3; do
 		on $h timeout -k 10 900 "$peer" sub $gr "$(fab addr "$name" $h)" \
 			"$3" "$2" >"$tap_tmp/sub$h.log" 2>"$tap_tmp/sub$h.err" &

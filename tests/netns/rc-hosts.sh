@@ -342,7 +342,9 @@ fi
 # A client that never connected runs once more (AGAIN set)
 cut() {
 	port=$((port + 1))
-	rm -f "$tap_tmp/go" "$tap_tmp/server.pid"
+	# (and the last round's cut.tap: a background job's redirection
+	# empties it only when that job runs, after the wait below began)
+	rm -f "$tap_tmp/go" "$tap_tmp/server.pid" "$tap_tmp/cut.tap"
 	mkfifo "$tap_tmp/go"
 	on 1 timeout -k 10 300 sh -c 'echo $$ >"$0"; exec "$1" server "$2"' \
 		"$tap_tmp/server.pid" "$peer" $port >"$tap_tmp/server.log" 2>&1 &

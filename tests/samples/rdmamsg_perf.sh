@@ -175,6 +175,9 @@ mcast() {
 	pub_args=
 	case " $* " in *" --reliable "*) pub_args="--subscribers 2" ;; esac
 	for i in 1 2; do
+		# the last call's log goes first: the job's redirection empties
+		# it only when the job runs, after the wait below may have read
+		rm -f "$tap_tmp/sub$i"
 		# shellcheck disable=SC2086
 		timeout -k 10 120 "$perf" -L 239.1.2.3 -n 2000 --size 64,4096 "$@" \
 			>"$tap_tmp/sub$i" 2>&1 &
