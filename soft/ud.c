@@ -200,10 +200,12 @@ struct soft_ud {
 	uint32_t mtu; /* UD: the largest datagram, its port's active MTU */
 	struct ud_peer peer[UD_NPEER];
 	unsigned int victim;
-	struct soft_mc_cache *mc; /* the members of the group sent to last */
-	uint64_t lost;		  /* sent towards no reachable QP */
-	uint64_t placed;	  /* received without the queue's copy */
-	struct ud_pend *pend;	  /* UC: WRs waiting for queue room */
+	struct soft_mc_cache *mc;   /* the members of the group sent to last */
+	uint64_t lost;		    /* sent towards no reachable QP */
+	uint64_t placed;	    /* received without the queue's copy */
+	uint64_t received;	    /* completed with success */
+	uint64_t mc_sent, mc_local; /* datagrams to groups, members here */
+	struct ud_pend *pend;	    /* UC: WRs waiting for queue room */
 	uint32_t pend_size;
 	uint64_t pend_head, pend_tail;
 };
@@ -363,6 +365,31 @@ static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
 		    const struct iovec *iov);
 static void pend_drop(struct soft_qp *qp);
 
+/* ud_stats -- SOFTRDMA_UD_STATS=1: a line on stderr of what the QP
+ * received, dropped and sent, as it goes (tests show it when they fail) */
+static void ud_stats(struct soft_qp *qp)
+{
+	static _Atomic int on = -1;
+	struct soft_ud *u = qp->ud;
+	_Atomic uint64_t *d = u->q->drops;
+
+	if (!soft_env_flag(&on, "SOFTRDMA_UD_STATS"))
+		return;
+	fprintf(stderr,
+		"softrdma: UD QP %u: received %llu (placed %llu); dropped: "
+		"no receive %llu, Q_Key %llu, queue full %llu, other %llu; "
+		"sent to groups %llu (to members on this host %llu), lost "
+		"%llu\n",
+		qp->qpx.qp_base.qp_num, (unsigned long long)u->received,
+		(unsigned long long)u->placed,
+		(unsigned long long)atomic_load(&d[UD_DROP_NORECV]),
+		(unsigned long long)atomic_load(&d[UD_DROP_QKEY]),
+		(unsigned long long)atomic_load(&d[UD_DROP_FULL]),
+		(unsigned long long)atomic_load(&d[UD_DROP_OTHER]),
+		(unsigned long long)u->mc_sent, (unsigned long long)u->mc_local,
+		(unsigned long long)u->lost);
+}
+
 /* ud_destroy -- detach from every group, unmap, free */
 static void ud_destroy(struct soft_qp *qp)
 {
@@ -371,6 +398,7 @@ static void ud_destroy(struct soft_qp *qp)
 
 	if (!u)
 		return;
+	ud_stats(qp);
 	if (u->srq && qp->srq)
 		qp->srq->stamp--; /* one QP fewer that compares */
 	if (qp->type == IBV_QPT_UD)
@@ -781,6 +809,8 @@ static void deliver(struct soft_qp *qp, const struct ud_cell *h, uint64_t first)
 	soft_cq_push(qp->rcq, &wc, !!(h->flags & UDF_SOLICITED));
 	if (wc.status != IBV_WC_SUCCESS)
 		soft_qp_to_error(qp);
+	else
+		u->received++;
 }
 
 /* drain_queue -- take what peers appended to our queue; lock held (and
@@ -1697,6 +1727,8 @@ static void ud_send(struct soft_qp *qp, const struct ibv_ah_attr *av,
 				    !!(qp->ud->create_flags &
 				       IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
 				    h, iov, niov);
+		qp->ud->mc_sent++;
+		qp->ud->mc_local += n;
 		if (ud_net_send(qp, h, UD_MCAST_QPN, iov, niov) && !n)
 			qp->ud->lost++;
 	} else if (soft_ah_local(av)) { /* IB mode: a port's GID 0 too */

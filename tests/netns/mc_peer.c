@@ -10,8 +10,11 @@
  *	publisher, sequence numbers consecutive from 0 (a loss report covers
  *	exactly the gap), the size and the contents that sequence number
  *	has.  With WINDOW (reliable mode) nothing may be lost.  Ends with
- *	"received R lost L bad B naks N duplicates D gaps G ms T" (T: from
- *	the first message to the last); exit 0 when all held.
+ *	"received R lost L bad B naks N duplicates D gaps G ms T datagrams
+ *	DG malformed M publishers P first F" (T: from the first message to
+ *	the last; DG, M, P: the group's counters, and F: ms from "joined"
+ *	to the first message, for the log of a failure); exit 0 when all
+ *	held.
  *
  *   mc_peer pub GROUP BIND COUNT WINDOW NSUBS STOPFILE
  *	publishes COUNT messages of mixed sizes (8 B .. 64 KiB: fragmented
@@ -19,7 +22,8 @@
  *	status messages of NSUBS subscribers, in the default mode until it
  *	has sent 10 heartbeats (a subscriber that missed message 0 still
  *	starts there).  Then it stays in the group (repairs) until STOPFILE
- *	exists, and ends with "repairs R unicast U multicast M naks N".
+ *	exists, and ends with "repairs R unicast U multicast M naks N
+ *	heartbeats H datagrams DG".
  *	Exit 0 when every publish completed once and with success.
  *
  * MC_PEER_MIX=small (both roles): a market-data-like mix instead, mostly
@@ -229,7 +233,7 @@ static int subscribe(struct peer *p, uint32_t window)
 {
 	struct rdmamsg_group_stats st;
 	uint64_t seen = 0;
-	long long idle = now_ms();
+	long long idle = now_ms(), joined = idle;
 
 	printf("joined\n");
 	fflush(stdout);
@@ -244,11 +248,16 @@ static int subscribe(struct peer *p, uint32_t window)
 	memset(&st, 0, sizeof(st));
 	rdmamsg_group_query(p->g, &st);
 	printf("received %llu lost %llu bad %llu naks %llu duplicates %llu "
-	       "gaps %llu ms %lld\n",
+	       "gaps %llu ms %lld datagrams %llu malformed %llu publishers "
+	       "%llu first %lld\n",
 	       (unsigned long long)p->received, (unsigned long long)p->lost,
 	       (unsigned long long)p->bad, (unsigned long long)st.naks_sent,
 	       (unsigned long long)st.duplicates, (unsigned long long)st.gaps,
-	       p->last_ms - p->first_ms);
+	       p->last_ms - p->first_ms,
+	       (unsigned long long)st.datagrams_received,
+	       (unsigned long long)st.malformed,
+	       (unsigned long long)st.publishers,
+	       p->first_ms ? p->first_ms - joined : -1);
 	fflush(stdout);
 	return !p->done || p->bad || (window && p->lost) ||
 	       st.msgs_received != p->received;
@@ -321,11 +330,14 @@ static int publish(struct peer *p, uint32_t window, uint64_t nsubs,
 	while (access(stop, F_OK) && now_ms() < end)
 		run_until(p->ctx, &never, 20);
 	rdmamsg_group_query(p->g, &st);
-	printf("repairs %llu unicast %llu multicast %llu naks %llu\n",
+	printf("repairs %llu unicast %llu multicast %llu naks %llu "
+	       "heartbeats %llu datagrams %llu\n",
 	       (unsigned long long)st.repairs,
 	       (unsigned long long)st.repairs_unicast,
 	       (unsigned long long)st.repairs_multicast,
-	       (unsigned long long)st.naks_received);
+	       (unsigned long long)st.naks_received,
+	       (unsigned long long)st.heartbeats_sent,
+	       (unsigned long long)st.datagrams_sent);
 	fflush(stdout);
 	return p->completed != p->count || p->failed || p->order;
 }

@@ -114,12 +114,17 @@ fi
 # reported lost == N, every message checked, every loss report where the
 # gap is), and host LOSSY (its link drops) reports some lost
 gr=239.1.2.40
+# (each UD QP's softrdma counters on its process's stderr as it goes: a
+# subscriber's log shows them when it fails, with the publisher's)
+SOFTRDMA_UD_STATS=1
+export SOFTRDMA_UD_STATS
 round() {
 	# the last round's logs go first: a background job's redirection
 	# empties its log only when the job runs, and a "joined" of the last
 	# round read before that started the publisher ahead of subscribers
 	# that then joined late (a CI run: all three began at message 1081)
 	rm -f "$tap_tmp/stop" "$tap_tmp"/sub[123].log
+	_bad=0
 	for h in 1 2 3; do
 		on $h timeout -k 10 900 "$peer" sub $gr "$(fab addr "$name" $h)" \
 			"$3" "$2" >"$tap_tmp/sub$h.log" 2>"$tap_tmp/sub$h.err" &
@@ -152,7 +157,7 @@ round() {
 				{ [ "$h" != "$4" ] || [ "${7:-0}" -gt 0 ]; }
 			ok $? "$1: host $h: ${5:-?} received + ${7:-?} reported lost (${15:-?} gaps) == $3 published, in order, content checked (exit $_rc)"
 		fi
-		[ $_rc -ne 0 ] && show_log "$tap_tmp/sub$h.err"
+		[ $_rc -ne 0 ] && show_log "$tap_tmp/sub$h.err" && _bad=1
 		set -- "$1" "$2" "$3" "$4"
 		sed -n 's/^received/#   host '"$h"': received/p' "$tap_tmp/sub$h.log"
 	done
@@ -164,6 +169,8 @@ round() {
 	ok $? "$1: the publisher's $3 publishes completed once each (exit $_rc)"
 	[ $_rc -ne 0 ] && show_log "$tap_tmp/pub.log"
 	sed -n 's/^repairs/#   publisher: repairs/p' "$tap_tmp/pub.log"
+	[ $_bad = 1 ] && sed -n 's/^softrdma:/#   publisher: softrdma:/p' \
+		"$tap_tmp/pub.log"
 }
 # field FIELD HOST -- the number after FIELD in host HOST's last line
 field() {
@@ -182,6 +189,25 @@ if [ "$naks" -eq 0 ]; then
 else
 	skip "host 1: no second copy" "$naks NAKs: repairs make duplicates"
 fi
+# softrdma's counters (SOFTRDMA_UD_STATS) agree: host 1's subscriber had
+# its datagrams placed in its buffers by the publisher (one copy), hosts
+# 2 and 3 had them from the wire (none placed), and each received no
+# fewer than its group counted
+_ok=0
+for h in 1 2 3; do
+	# "received R (placed P)"
+	r=$(sed -n 's/^softrdma: UD QP [0-9]*: received \([0-9]*\) .*/\1/p' \
+		"$tap_tmp/sub$h.err")
+	p=$(sed -n 's/^softrdma: UD QP [0-9]*: .*(placed \([0-9]*\)).*/\1/p' \
+		"$tap_tmp/sub$h.err")
+	d=$(field datagrams $h)
+	echo "#   host $h: softrdma received ${r:-?}, placed ${p:-?}; the group counted ${d:-?}"
+	[ -n "$r" ] && [ -n "$p" ] && [ "${d:-0}" -gt 0 ] && [ "$r" -ge "$d" ] ||
+		_ok=1
+	case $h:$p in 1:0 | [23]:[1-9]*) _ok=1 ;; esac
+done
+[ $_ok = 0 ]
+ok $? "softrdma's counters: host 1's datagrams placed by the publisher, hosts 2 and 3's from the wire, none fewer than the group counted"
 
 # loss on host 3's link (both ways), default mode: every gap reported
 for pc in 1 10; do
