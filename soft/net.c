@@ -3174,11 +3174,46 @@ static void acks_release(void)
 	pthread_mutex_unlock(&soft_net_mtx);
 }
 
-/* net_fini -- at exit, an HCA would have sent the ACKs we hold */
+/*
+ * fini_hold -- tests only (SOFTRDMA_TEST_FINI_BUSY=1; rc-hosts.sh "last
+ * word"): at exit our thread holds soft_net_mtx for 20 ms, as its timers
+ * or its receive may when exit() comes; 1 asked, 2 held
+ */
+static _Atomic int fini_hold;
+
+static void fini_busy(void)
+{
+	int i;
+
+	atomic_store(&fini_hold, 1);
+	net_kick();
+	for (i = 0; i < 1000 && atomic_load(&fini_hold) != 2; i++)
+		usleep(100);
+}
+
+/*
+ * net_fini -- at exit, an HCA would have sent the ACKs we hold.  A lock
+ * that is busy (our thread's timers or receive, a poller of another
+ * thread) is tried again every millisecond, 100 ms at most: the holder
+ * sends a held ACK only once it is NET_ACK_HOLD_NS old, and exit() ends
+ * it first (rc-hosts.sh "last word": the client's SEND, taken by a poll,
+ * then failed with RETRY_EXC_ERR); a lock this thread holds (exit() from
+ * a signal handler) is given up after those 100 ms, as soft_exit_lock
+ */
 __attribute__((destructor)) static void net_fini(void)
 {
-	if (thr_started && thr_pid == getpid())
+	static _Atomic int busy = -1;
+	int i;
+
+	if (!thr_started || thr_pid != getpid())
+		return;
+	if (soft_env_flag(&busy, "SOFTRDMA_TEST_FINI_BUSY"))
+		fini_busy();
+	for (i = 0; i < 100 && atomic_load(&acks_held); i++) {
+		if (i)
+			usleep(1000);
 		acks_release();
+	}
 }
 
 void soft_net_sleeping(void)
@@ -3347,6 +3382,12 @@ static void *net_main(void *arg)
 		if (timeout > 1 && atomic_load(&acks_held))
 			timeout = 1;
 		n = poll(pf, (nfds_t)np, timeout);
+		if (atomic_load(&fini_hold) == 1) {
+			pthread_mutex_lock(&soft_net_mtx);
+			atomic_store(&fini_hold, 2);
+			usleep(20000);
+			pthread_mutex_unlock(&soft_net_mtx);
+		}
 		atomic_store(&thr_long, 0);
 		atomic_store(&thr_asleep, 0);
 		atomic_store(&thr_nosock, 0);
