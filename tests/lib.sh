@@ -57,6 +57,29 @@ diag() {
 	echo "# $*"
 }
 
+# wait_line FILE TEXT [SECONDS] -- wait (SECONDS, 60 by default) for a
+# line matching TEXT in FILE; with wait_live set to pids, no longer than
+# they all live (one gone: FILE is looked at once more).  A job started
+# as `cmd >FILE &` empties FILE only once it runs: remove a FILE an earlier
+# round wrote before starting the job, or this finds that round's line
+wait_line() {
+	_wl_i=0
+	_wl_n=$((${3:-60} * 10))
+	while [ $_wl_i -lt $_wl_n ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		if [ -n "${wait_live:-}" ]; then
+			# shellcheck disable=SC2086 # pids, one word each
+			kill -0 $wait_live 2>/dev/null || {
+				grep -q "$2" "$1" 2>/dev/null
+				return
+			}
+		fi
+		sleep 0.1
+		_wl_i=$((_wl_i + 1))
+	done
+	return 1
+}
+
 # show_log FILE -- copy a log into the TAP stream as diagnostics
 show_log() {
 	[ -f "$1" ] && sed 's/^/#   /' "$1" | tail -n 40

@@ -10,22 +10,11 @@ export SOFTRDMA_SHM_PREFIX
 n=3000
 [ "${RDMAMSG_TEST_SCALE:-}" = small ] && n=300
 
-# wait_line FILE TEXT -- wait up to 20 s for TEXT in FILE
-wait_line() {
-	_i=0
-	while [ $_i -lt 200 ]; do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
-
 for s in 1 2; do
 	timeout -k 10 120 "$mc" -l -g 239.1.2.17 -n $n -t 100 >"$tap_tmp/sub$s.log" 2>&1 &
 	eval sub$s=\$!
 	tap_pids="$tap_pids $!"
-	wait_line "$tap_tmp/sub$s.log" "subscribed to 239.1.2.17"
+	wait_line "$tap_tmp/sub$s.log" "subscribed to 239.1.2.17" 20
 	ok $? "subscriber $s joined"
 done
 timeout -k 10 120 "$mc" -p -g 239.1.2.17 -n $n -r 20000 -s 600 >"$tap_tmp/pub.log" 2>&1

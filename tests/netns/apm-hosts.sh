@@ -70,23 +70,8 @@ plimit=${RDMAMSG_TEST_TIMEOUT:-300}
 [ "$plimit" -ge 600 ] 2>/dev/null || plimit=600
 rwait=$((plimit / 2)) # for the client to reach a cut's place
 
-# wait_line FILE TEXT [SECONDS] -- wait (default 60 s) for a line
-# matching TEXT in FILE; not past the exit of a process in $live
-live=
-wait_line() {
-	_i=0
-	_n=$((${3:-60} * 10))
-	while [ $_i -lt $_n ]; do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		if [ -n "$live" ] && ! kill -0 $live 2>/dev/null; then
-			grep -q "$2" "$1" 2>/dev/null
-			return
-		fi
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
+# wait_line (lib.sh): not past the exit of a process in wait_live
+wait_live=
 rail_cut() {
 	fab drop "$name" 1 "$1" "$2" && fab drop "$name" 2 "$1" "$2"
 }
@@ -186,7 +171,7 @@ ib 2 timeout -k 10 $plimit "$peer" client "$a1:$port" $n $inflight $reqs 60000 \
 	>"$tap_tmp/c.log" 2>&1 &
 cpid=$!
 tap_pids="$tap_pids $cpid"
-live="$spid $cpid"
+wait_live="$spid $cpid"
 wait_line "$tap_tmp/c.log" '^connected'
 grep -q '^connected apm 1' "$tap_tmp/c.log"
 ok $? "client on host 2 connected over rail 1, alternate path loaded (RDMAMSG_APM_AUTO)"
@@ -250,7 +235,7 @@ fab blackhole "$name" 0 off
 ok $? "rail 1 restored"
 cut 1 2 pull
 path_lines
-live=
+wait_live=
 wait $cpid
 rc=$?
 grep -E '^(client|disconnected|mig_failed)' "$tap_tmp/c.log" | sed 's/^/    /'

@@ -43,17 +43,6 @@ n=3000
 [ "${RDMAMSG_TEST_VALGRIND:-0}" = 1 ] && n=300
 window=256
 
-# wait_line FILE TEXT -- wait (60 s at most) for a line with TEXT in FILE
-wait_line() {
-	_i=0
-	while [ $_i -lt 600 ]; do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
-
 capture_start "$tap_tmp/mc.pcap"
 
 # ---- mckey: rdma_cm's multicast join between hosts --------------------

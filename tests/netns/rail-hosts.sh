@@ -81,18 +81,6 @@ fi
 reconnect_ms=60000
 bound_ms=$((10000 + 10000))
 
-# wait_line FILE TEXT [SECONDS] -- wait (default 60 s) for a line
-# matching TEXT in FILE
-wait_line() {
-	_i=0
-	_n=$((${3:-60} * 10))
-	while [ $_i -lt $_n ]; do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	return 1
-}
 # rail_cut RAIL on|off -- every packet either host sends on the rail
 # dropped (the carrier stays up: a dead switch), or not
 rail_cut() {
