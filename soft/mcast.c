@@ -491,7 +491,8 @@ void soft_mcast_cache_free(struct soft_mc_cache **cache)
 
 /*
  * soft_mcast_send -- one datagram to every QP attached to mgid (with
- * block, not to the QPs of this process); returns the members found.
+ * block, not to the QPs of this process); returns the members it was
+ * given to (a blocked self, or one gone, not counted).
  * cache: the sending QP's copy of the members; ctx: the sending QP's
  * context, locked (members' posted receives are placed into from it).
  */
@@ -503,7 +504,7 @@ uint32_t soft_mcast_send(struct soft_ud *u, struct soft_context *ctx,
 	const struct soft_mc_cache *c = mc_members(cache, mgid);
 	struct soft_ud_src src = {.ctx = ctx};
 	struct ud_peer *p;
-	uint32_t i, n = c ? c->n : 0, ctx_idx;
+	uint32_t i, n = c ? c->n : 0, ctx_idx, sent = 0;
 
 	for (i = 0; i < n; i++) {
 		/* "self": the QPs of the sending process */
@@ -511,8 +512,10 @@ uint32_t soft_mcast_send(struct soft_ud *u, struct soft_context *ctx,
 		    c->m[i].start == soft_self_start)
 			continue;
 		p = soft_ud_peer(u, c->m[i].qpn, IBV_QPT_UD, &ctx_idx);
-		if (p)
+		if (p) {
 			soft_ud_enqueue(p, h, iov, niov, ctx_idx, 0, &src);
+			sent++;
+		}
 	}
-	return n;
+	return sent;
 }

@@ -204,7 +204,8 @@ struct soft_ud {
 	uint64_t lost;		    /* sent towards no reachable QP */
 	uint64_t placed;	    /* received without the queue's copy */
 	uint64_t received;	    /* completed with success */
-	uint64_t mc_sent, mc_local; /* datagrams to groups, members here */
+	uint64_t mc_sent, mc_local; /* datagrams to groups, copies given to
+				     * members here (not to a blocked self) */
 	struct ud_pend *pend;	    /* UC: WRs waiting for queue room */
 	uint32_t pend_size;
 	uint64_t pend_head, pend_tail;
@@ -376,10 +377,11 @@ static void ud_stats(struct soft_qp *qp)
 	if (!soft_env_flag(&on, "SOFTRDMA_UD_STATS"))
 		return;
 	fprintf(stderr,
-		"softrdma: UD QP %u: received %llu (placed %llu); dropped: "
+		"softrdma: %s QP %u: received %llu (placed %llu); dropped: "
 		"no receive %llu, Q_Key %llu, queue full %llu, other %llu; "
-		"sent to groups %llu (to members on this host %llu), lost "
-		"%llu\n",
+		"sent to groups %llu (copies to members on this host %llu), "
+		"lost %llu\n",
+		qp->qpx.qp_base.qp_type == IBV_QPT_UC ? "UC" : "UD",
 		qp->qpx.qp_base.qp_num, (unsigned long long)u->received,
 		(unsigned long long)u->placed,
 		(unsigned long long)atomic_load(&d[UD_DROP_NORECV]),
